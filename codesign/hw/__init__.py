@@ -1,0 +1,1 @@
+"""Hardware flow: rendering, vector files, C simulation, RTL simulation and synthesis estimates."""

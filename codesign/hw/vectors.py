@@ -1,0 +1,80 @@
+"""Golden vector files: the hand-off between the golden model and every hardware harness.
+
+Text, so that a C++ testbench can read it without a library::
+
+    # codesign-vectors v1
+    # pe=fpmac count=3 columns=a,b,c,fb,expected
+    # exp_bits=8 max_fb=23 rounding=nearest_even
+    3f800000 40000000 00000000 17 40000000
+    ...
+
+Every row holds one hexadecimal field per column. Readers check the magic
+line, the column names and the row count, and fail on a short or malformed
+file: a harness never falls back to default stimulus.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+MAGIC = "# codesign-vectors v1"
+
+
+class VectorFileError(ValueError):
+    """A vector file is missing, short, or does not match what the harness expects."""
+
+
+def write_vectors(path: Path, *, pe: str, columns: dict[str, np.ndarray], meta: dict[str, object]) -> Path:
+    """Write columns (equal-length unsigned integer arrays) atomically to ``path``."""
+    names = list(columns)
+    if not names:
+        raise VectorFileError("no columns to write")
+    arrays = [np.asarray(columns[name], dtype=np.uint64).reshape(-1) for name in names]
+    count = arrays[0].size
+    if any(array.size != count for array in arrays):
+        raise VectorFileError(f"columns differ in length: {[array.size for array in arrays]}")
+    lines = [MAGIC, f"# pe={pe} count={count} columns={','.join(names)}"]
+    lines.append("# " + " ".join(f"{key}={value}" for key, value in meta.items()))
+    hex_columns = [np.char.mod("%x", array) for array in arrays]
+    rows = [" ".join(fields) for fields in zip(*hex_columns)]
+    text = "\n".join(lines + rows) + "\n"
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(handle, "w") as stream:
+        stream.write(text)
+    os.replace(tmp, path)
+    return path
+
+
+def read_vectors(path: Path, *, pe: str, columns: tuple[str, ...]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Read and check a vector file; return its columns and its metadata line as strings."""
+    path = Path(path)
+    if not path.is_file():
+        raise VectorFileError(f"vector file {path} does not exist")
+    lines = path.read_text().splitlines()
+    if len(lines) < 3 or lines[0] != MAGIC:
+        raise VectorFileError(f"{path} is not a codesign vector file (first line must be {MAGIC!r})")
+    header = dict(field.split("=", 1) for field in lines[1][2:].split())
+    meta = dict(field.split("=", 1) for field in lines[2][2:].split()) if lines[2].startswith("# ") else {}
+    if header.get("pe") != pe:
+        raise VectorFileError(f"{path} holds vectors for pe={header.get('pe')!r}, expected {pe!r}")
+    found = tuple(header.get("columns", "").split(","))
+    if found != columns:
+        raise VectorFileError(f"{path} has columns {found}, expected {columns}")
+    count = int(header.get("count", "-1"))
+    rows = [line.split() for line in lines[3:] if line.strip()]
+    if count < 1 or len(rows) != count:
+        raise VectorFileError(f"{path} declares count={count} but holds {len(rows)} rows")
+    if any(len(row) != len(columns) for row in rows):
+        bad = next(index for index, row in enumerate(rows) if len(row) != len(columns))
+        raise VectorFileError(f"{path} row {bad + 1} has {len(rows[bad])} fields, expected {len(columns)}")
+    try:
+        table = np.array([[int(field, 16) for field in row] for row in rows], dtype=np.uint64)
+    except ValueError as error:
+        raise VectorFileError(f"{path} holds a field that is not hexadecimal: {error}") from None
+    return {name: table[:, index] for index, name in enumerate(columns)}, meta

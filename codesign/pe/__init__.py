@@ -1,0 +1,1 @@
+"""Processing elements. Each PE is one room: golden kernel, spec, stimulus and flow glue share its name."""

@@ -1,0 +1,25 @@
+"""Locate the data trees (hls_templates/, rtl/, boards/) in a checkout or an installed wheel.
+
+A wheel ships them under ``codesign/_data/``; a source checkout (or an editable
+install) has them at the repository root beside the package.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DATA_TREES = ("hls_templates", "rtl", "boards")
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def data_dir(name: str) -> Path:
+    """Return the directory of data tree ``name``; raise if this installation lacks it."""
+    if name not in DATA_TREES:
+        raise ValueError(f"unknown data tree {name!r}; expected one of {', '.join(DATA_TREES)}")
+    for candidate in (_PACKAGE_DIR / "_data" / name, _PACKAGE_DIR.parent / name):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(
+        f"data tree {name!r} not found beside the codesign package ({_PACKAGE_DIR}); "
+        "the installation is incomplete"
+    )
