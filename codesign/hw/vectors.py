@@ -15,11 +15,11 @@ file: a harness never falls back to default stimulus.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from codesign.hw.reports import write_text_atomic
 
 MAGIC = "# codesign-vectors v1"
 
@@ -42,13 +42,7 @@ def write_vectors(path: Path, *, pe: str, columns: dict[str, np.ndarray], meta: 
     hex_columns = [np.char.mod("%x", array) for array in arrays]
     rows = [" ".join(fields) for fields in zip(*hex_columns)]
     text = "\n".join(lines + rows) + "\n"
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(handle, "w") as stream:
-        stream.write(text)
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(path, text)
 
 
 def read_vectors(path: Path, *, pe: str, columns: tuple[str, ...]) -> tuple[dict[str, np.ndarray], dict[str, str]]:

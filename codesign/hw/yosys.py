@@ -28,7 +28,8 @@ removed from the selection, so a path starts at a primary input or a register
 output and ends at a register input or a primary output. Every other cell on
 it counts 1: a LUT level, a MUXF7/F8/F9, one CARRY4/CARRY8 slice of a carry
 chain, and a DSP48 block as a whole (its internal pipeline registers are not
-modelled). The depth is therefore a unit-delay proxy (cells, not ns);
+modelled). ltp may start the path at a constant driver (``1'0`` tied to a
+DSP or carry input); the cells after it are real. The depth is therefore a unit-delay proxy (cells, not ns);
 :attr:`LogicDepth.by_category` splits it into LUT levels, carry slices, wide
 muxes and DSPs so that a caller can weight them differently.
 """

@@ -1,0 +1,47 @@
+# codesign: `make demo` runs the main flow on embedded defaults, `make test` runs the suite.
+# Both set up everything they need first (Debian packages, .venv, pinned Python packages,
+# ap_types headers); every step is idempotent.
+
+PYTHON      ?= python3
+VENV        := .venv
+BIN         := $(VENV)/bin
+APT_PACKAGES := iverilog yosys ninja-build g++ make
+STAMP       := $(VENV)/.codesign-installed-$(shell cat pyproject.toml requirements-lock.txt | sha1sum | cut -c1-12)
+JOBS        ?= 2
+
+.PHONY: setup system-packages venv demo test test-fast bench reproduce wheel-check clean
+
+setup: system-packages $(STAMP)
+
+system-packages:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "missing Debian packages:$$missing (run as root or: sudo apt-get install$$missing)"; exit 1; fi; \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(STAMP): pyproject.toml requirements-lock.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip==25.3
+	# torch first, pinned, so that the CPU wheel is used
+	$(BIN)/python -m pip install --quiet -c requirements-lock.txt torch==2.13.0
+	$(BIN)/python -m pip install --quiet -c requirements-lock.txt -e ".[torch,verify,plot,dev,bench]"
+	$(BIN)/codesign setup
+	rm -f $(VENV)/.codesign-installed-*
+	touch $@
+
+demo: setup
+	$(BIN)/codesign demo --out out/demo
+
+test: setup
+	$(BIN)/python -m pytest -n $(JOBS) --durations=15
+
+test-fast: setup
+	$(BIN)/python -m pytest -n $(JOBS) -m "not slow"
+
+bench: setup
+	$(BIN)/python benchmarks/bench_float_quantize.py
+
+clean:
+	rm -rf out build dist sim_build .pytest_cache
