@@ -179,11 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from codesign.hw.render import ProjectDirError
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, FileNotFoundError, ProjectDirError) as error:
         print(f"codesign: error: {error}", file=sys.stderr)
         return 2
 

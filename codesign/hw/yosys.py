@@ -12,26 +12,35 @@ Flow (one generated script per job, run in its own work directory)::
     chparam -set NAME VALUE <top>           # one per parameter
     synth_xilinx -family <f> -top <top> -flatten -noiopad -noclkbuf [-nodsp] [-abc9]
     tee -q -o stat.json stat -json          # machine-readable cell counts
-    tee -q -o ltp.txt ltp -noff <comb>      # longest combinational path
-    delete =A:blackbox                      # drop the cell library ...
+    tee -q -o ltp.txt ltp -noff <comb>      # Yosys' longest topological path
+    delete =A:blackbox =t:* %M %d           # keep only the library cells in use ...
     write_json netlist.json                 # ... so the netlist stays small
 
 ``-flatten`` because ``ltp`` only follows paths inside one module;
 ``-noiopad``/``-noclkbuf`` because a PE is a block inside a larger design, not
 a chip top, so I/O buffers and BUFGs would be artefacts.
 
-**Logic depth** (:class:`LogicDepth`) is the number of cells on the longest
-topological path through the *combinational* part of the mapped netlist, as
-reported by Yosys' ``ltp`` pass. Sequential cells (flip-flops ``FD*``, latches
-``LD*``, shift registers ``SRL*``, RAMs ``RAM*``/``URAM*``, ``FIFO*``) are
-removed from the selection, so a path starts at a primary input or a register
-output and ends at a register input or a primary output. Every other cell on
-it counts 1: a LUT level, a MUXF7/F8/F9, one CARRY4/CARRY8 slice of a carry
-chain, and a DSP48 block as a whole (its internal pipeline registers are not
-modelled). ltp may start the path at a constant driver (``1'0`` tied to a
-DSP or carry input); the cells after it are real. The depth is therefore a unit-delay proxy (cells, not ns);
-:attr:`LogicDepth.by_category` splits it into LUT levels, carry slices, wide
-muxes and DSPs so that a caller can weight them differently.
+**Logic depth** (:class:`LogicDepth`) counts *cells* on the longest path
+through the combinational part of the mapped netlist. Sequential cells
+(flip-flops ``FD*``, latches ``LD*``, shift registers ``SRL*``, RAMs
+``RAM*``/``URAM*``, ``FIFO*``) are cut points, so a path starts at a primary
+input or a register output and ends at a register input or a primary output.
+Every other cell on it counts 1: a LUT (or INV) level, a MUXF7/F8/F9, one
+CARRY4/CARRY8 cell of a carry chain, and a DSP48 block as a whole (its
+internal pipeline registers are not modelled). It is a unit-delay proxy
+(cells, not ns); :attr:`LogicDepth.by_category` splits the path into LUT
+levels, carry cells, wide muxes and DSPs so that a caller can weight them.
+
+Two numbers are kept because Yosys 0.23's ``ltp`` models every cell as
+"each input reaches each output". For a CARRY4 that is false (CO[0] does not
+depend on S[3]), and when a carry output feeds, through LUTs, a higher input
+of the same CARRY4 (an ``$alu`` shared between a compare and a subtract, as
+in the FP-MAC adder) ltp reports a "Detected loop" and its length is no
+longer a longest path. So ``cells`` is computed here from ``netlist.json``
+with per-bit carry arcs (CO[i] and O[i] depend only on CI/CYINIT and inputs
+0..i), and ``ltp_cells``/``ltp_loops`` keep Yosys' own figure as a
+cross-check: with no loops, ``cells <= ltp_cells`` always holds (ltp's arcs
+are a superset) and the two are usually equal.
 """
 
 from __future__ import annotations

@@ -39,29 +39,32 @@ module fpmac_round #(
     localparam X     = SIG_W - 1 - MAX_FB;                  // bits below the container LSB
     localparam MAG_W = EXP_BITS + MAX_FB;                   // magnitude bits of a code
     localparam CW    = AW + MAX_FB + 1;                     // code arithmetic width
+    localparam [AW-1:0] ONE_OFF = EOFF + 1;
+    localparam [AW-1:0] AW_ONE  = 1;
+    localparam [CW-1:0] CW_ONE  = 1;
+    localparam [SIG_W-1:0] LSB0 = {{MAX_FB{1'b0}}, 1'b1, {X{1'b0}}};   // container LSB when s = 0
 
     wire [LZ_W-1:0] lz;
     fpmac_lzc #(.W(SIG_W), .CW(LZ_W)) u_lzc (.v(sig), .count(lz));
 
     // e_top = etop - EOFF is the biased field of sig's MSB position.
-    wire [AW-1:0] et      = etop;
-    wire [AW-1:0] lzx     = lz;
-    wire [AW-1:0] one_off = EOFF + 1;
-    wire          above   = (et >= one_off);              // e_top >= 1
-    wire [AW-1:0] room    = et - one_off;                 // e_top - 1: left shift that reaches field 1
-    wire          normal  = above && (room >= lzx) && (|sig);
-    wire [AW-1:0] lsh     = normal ? lzx : room;          // left shift (above)
-    wire [AW-1:0] rsh     = one_off - et;                 // right shift (not above)
+    wire [AW-1:0] et     = {{(AW-ET_W){1'b0}}, etop};
+    wire [AW-1:0] lzx    = {{(AW-LZ_W){1'b0}}, lz};
+    wire          above  = (et >= ONE_OFF);               // e_top >= 1
+    wire [AW-1:0] room   = et - ONE_OFF;                  // e_top - 1: left shift that reaches field 1
+    wire          normal = above && (room >= lzx) && (|sig);
+    wire [AW-1:0] lsh    = normal ? lzx : room;           // left shift (above)
+    wire [AW-1:0] rsh    = ONE_OFF - et;                  // right shift (not above)
 
     // After the shift, bit SIG_W-1 is the hidden-bit position of the result.
     wire [SIG_W-1:0] n        = above ? (sig << lsh) : (sig >> rsh);
     wire             sticky_r = (!above) && (|(sig & ~({SIG_W{1'b1}} << rsh)));
-    wire [AW-1:0]    field    = normal ? (room + 1'b1 - lzx) : {{(AW-1){1'b0}}, 1'b1};
+    wire [AW-1:0]    field    = normal ? (room + AW_ONE - lzx) : AW_ONE;
 
     // Rounding position: container bit s, i.e. bit s + X of n.
-    wire [SIG_W-1:0] lsb_bit   = {{(SIG_W-1){1'b0}}, 1'b1} << (s + X);
+    wire [SIG_W-1:0] lsb_bit   = LSB0 << s;
     wire [SIG_W-1:0] round_bit = lsb_bit >> 1;
-    wire [SIG_W-1:0] low_mask  = round_bit - 1'b1;
+    wire [SIG_W-1:0] low_mask  = round_bit - LSB0[SIG_W-1:X];
     wire             r   = |(n & round_bit);
     wire             st  = (|(n & low_mask)) | sticky_in | sticky_r;
     wire             l   = |(n & lsb_bit);
@@ -72,7 +75,10 @@ module fpmac_round #(
     wire [MAX_FB:0] kept      = n[SIG_W-1:X] & kept_mask;
 
     // The hidden bit adds one to (field - 1), and a rounding carry ripples on.
-    wire [CW-1:0] code_wide = ((field - 1'b1) << MAX_FB) + kept + (up << s);
+    wire [CW-1:0] field_w   = {{(CW-AW){1'b0}}, field};
+    wire [CW-1:0] kept_w    = {{(CW-MAX_FB-1){1'b0}}, kept};
+    wire [CW-1:0] up_w      = {{(CW-1){1'b0}}, up} << s;
+    wire [CW-1:0] code_wide = ((field_w - CW_ONE) << MAX_FB) + kept_w + up_w;
     wire          overflow  = |code_wide[CW-1:MAG_W];
     wire [MAG_W-1:0] max_mag = {{EXP_BITS{1'b1}}, ({MAX_FB{1'b1}} << s)};
 

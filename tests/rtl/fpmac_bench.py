@@ -14,9 +14,11 @@ Environment (set by ``run_rtl``):
 * ``FPMAC_SEED``: seed of the idle-gap pattern (optional).
 
 Besides the vectors the driver inserts idle cycles (``in_valid`` low, garbage
-on the data ports), and halfway through it sends a few garbage operations and
-asserts reset while they are in flight: none of them may come out. Every
-output must appear exactly ``LATENCY`` cycles after its operation.
+on the data ports). Halfway through it sends ``LATENCY - 1`` garbage
+operations and then holds reset for one cycle with ``in_valid`` high, so that
+every pipeline register holds a garbage operation at the reset edge: none may
+come out, which catches a stage whose valid bit is not reset. Every output
+must appear exactly ``LATENCY`` cycles after its operation.
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ from codesign.pe.fpmac.stimulus import COLUMNS
 
 CLOCK_NS = 10
 RESET_CYCLES = 3
-FLUSHED_OPS = 3  # garbage operations in flight when the mid-run reset hits
 GAP_PROBABILITY = 1 / 64  # chance of an idle gap before an operation
 MAX_GAP = 4  # idle cycles per gap, at most
 REPORT_LIMIT = 10  # mismatches kept in the summary
@@ -168,7 +169,7 @@ class Driver:
     """Applies one beat per clock cycle on the falling edge: an operation, an idle cycle, a flushed operation or reset."""
 
     def __init__(self, dut, columns: dict[str, np.ndarray], expected: np.ndarray, scoreboard: Scoreboard,
-                 rng: np.random.Generator, width: int, fb_bits: int) -> None:
+                 rng: np.random.Generator, width: int, fb_bits: int, latency: int) -> None:
         self.dut = dut
         self.rows = [tuple(int(v) for v in row) for row in zip(*(columns[n] for n in ("a", "b", "c", "fb")))]
         self.expected = [int(v) for v in expected]
@@ -176,6 +177,7 @@ class Driver:
         self.rng = rng
         self.width = width
         self.fb_bits = fb_bits
+        self.flush_ops = latency - 1
         self.idle_cycles = 0
         self.flushed = 0
 
@@ -187,7 +189,7 @@ class Driver:
         middle = len(self.rows) // 2
         for index in range(len(self.rows)):
             if index == middle:
-                beats += [(FLUSH, -1)] * FLUSHED_OPS + [(RESET, -1)] * 2 + [(IDLE, -1)]
+                beats += [(FLUSH, -1)] * self.flush_ops + [(RESET, -1), (IDLE, -1)]
             if gaps[index]:
                 beats += [(IDLE, -1)] * int(lengths[index])
             beats.append((OP, index))
@@ -259,7 +261,8 @@ async def fpmac_vectors(dut) -> None:
     parameter_problems = check_parameters(dut, config)
 
     scoreboard = Scoreboard(config.latency, fb_bits)
-    driver = Driver(dut, columns, expected, scoreboard, np.random.default_rng(config.seed), width, fb_bits)
+    driver = Driver(dut, columns, expected, scoreboard, np.random.default_rng(config.seed), width, fb_bits,
+                    config.latency)
     monitor = Monitor(dut, scoreboard)
     beats = driver.schedule()
 

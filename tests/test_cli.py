@@ -1,0 +1,81 @@
+"""The command line refuses bad input before writing anything, and runs the flow on good input."""
+
+import json
+import shutil
+
+import pytest
+
+from codesign.cli import main
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--max-fb", "30"], "max_fb=30 is out of range"),
+        (["--max-fb", "0"], "max_fb=0 is out of range"),
+        (["--exp-bits", "9"], "exp_bits=9 is out of range"),
+        (["--part", "xc7a35t"], "unknown FPGA part 'xc7a35t'"),
+        (["--board", "pynq-z9"], "unknown board 'pynq-z9'"),
+        (["--clock-ns", "0.1"], "clock_period_ns=0.1 is out of range"),
+        (["--top", "9lives"], "is not a C identifier"),
+    ],
+)
+def test_generate_rejects_bad_specs_without_writing(tmp_path, capsys, args, message):
+    out = tmp_path / "project"
+    assert main(["generate", "fpmac", *args, "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_generate_refuses_a_foreign_directory(tmp_path, capsys):
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "todo.txt").write_text("mine")
+    assert main(["generate", "fpmac", "--out", str(foreign)]) != 0
+    assert "refusing" in capsys.readouterr().err
+    assert [p.name for p in foreign.iterdir()] == ["todo.txt"]
+
+
+def test_generate_then_regenerate_is_byte_identical(tmp_path):
+    out = tmp_path / "project"
+    assert main(["generate", "fpmac", "--max-fb", "12", "--board", "ultra96v2", "--out", str(out)]) == 0
+    first = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert main(["generate", "fpmac", "--max-fb", "12", "--board", "ultra96v2", "--out", str(out)]) == 0
+    assert first == {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert "xczu3eg-sbva484-1-i" in (out / "run_hls.tcl").read_text()
+
+
+def test_build_without_vendor_tools_says_what_is_missing(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "project"
+    assert main(["generate", "fpmac", "--out", str(out)]) == 0
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    assert main(["build", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "none of vitis_hls, vivado_hls is on PATH" in err and "vitis_hls -f run_hls.tcl" in err
+    assert main(["build", str(out), "--dry-run"]) == 0
+    assert "would run: cd" in capsys.readouterr().out
+    assert main(["build", str(tmp_path)]) == 2
+    assert "is not a codesign project" in capsys.readouterr().err
+
+
+@pytest.mark.vendor
+@pytest.mark.skipif(shutil.which("vitis_hls") is None, reason="vitis_hls is not on PATH")
+def test_build_runs_vitis_hls(tmp_path):
+    out = tmp_path / "project"
+    assert main(["generate", "fpmac", "--max-fb", "10", "--out", str(out)]) == 0
+    assert main(["build", str(out)]) == 0
+
+
+def test_verify_rejects_unknown_level_before_writing(tmp_path, capsys):
+    work = tmp_path / "work"
+    assert main(["verify", "fpmac", "--levels", "golden,gates", "--work", str(work)]) == 2
+    assert "unknown verification level" in capsys.readouterr().err
+    assert not work.exists()
+
+
+def test_verify_golden_level_writes_a_report(tmp_path, capsys):
+    work = tmp_path / "work"
+    assert main(["verify", "fpmac", "--levels", "golden", "--max-fb", "8", "--random-per-fb", "200", "--work", str(work)]) == 0
+    report = json.loads((work / "verify.json").read_text())
+    assert report["passed"] and report["results"][0]["level"] == "golden" and report["results"][0]["vectors"] > 200
+    assert "| golden |" in capsys.readouterr().out
