@@ -81,7 +81,11 @@ def _include_dirs(extra: Sequence[Path]) -> list[Path]:
 
 
 def build_key(cxx: str, flags: Sequence[str], sources: Sequence[Path], headers: Sequence[Path]) -> str:
-    """Content hash of a build: compiler, flags, and the names and bytes of sources and project headers."""
+    """Content hash of a build: compiler, flags, and the names and bytes of sources and project headers.
+
+    Project include directories enter through their headers' contents, not their
+    paths, so the same project in another directory reuses the executable.
+    """
     digest = hashlib.sha256()
     for part in (cxx, *flags):
         digest.update(part.encode() + b"\0")
@@ -107,8 +111,8 @@ def compile_testbench(
     cxx = compiler()
     dirs = _include_dirs(include_dirs)
     flags = [*CXX_FLAGS, *(f"-I{d}" for d in dirs)]
-    headers = sorted(h for d in dirs[1:] for h in d.glob("*.h"))
-    key = build_key(cxx, flags, sources, headers)
+    headers = sorted((h for d in dirs[1:] for h in d.glob("*.h")), key=lambda h: (h.name, str(h)))
+    key = build_key(cxx, [*CXX_FLAGS, f"-I{dirs[0]}"], sources, headers)
     build_dir = Path(build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
     executable = build_dir / f"{name}-{key}"

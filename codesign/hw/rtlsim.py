@@ -46,10 +46,11 @@ class RtlBuildError(RtlSimError):
 class CocotbTestFailure(RtlSimError):
     """At least one cocotb test failed (or the simulator died before writing its results)."""
 
-    def __init__(self, message: str, *, results_xml: Path, log: Path) -> None:
+    def __init__(self, message: str, *, results_xml: Path, log: Path, build_seconds: float) -> None:
         super().__init__(message)
         self.results_xml = results_xml
         self.log = log
+        self.build_seconds = build_seconds
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,7 @@ def run_cocotb(
             f"{test_module} on {toplevel} {parameters} ({simulator}): {what}; {test_log}:\n{_log_tail(test_log)}",
             results_xml=results_xml,
             log=test_log,
+            build_seconds=built - started,
         )
     return SimRun(
         build_dir=build_dir,

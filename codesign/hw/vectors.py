@@ -54,7 +54,9 @@ def read_vectors(path: Path, *, pe: str, columns: tuple[str, ...]) -> tuple[dict
     if len(lines) < 3 or lines[0] != MAGIC:
         raise VectorFileError(f"{path} is not a codesign vector file (first line must be {MAGIC!r})")
     header = dict(field.split("=", 1) for field in lines[1][2:].split())
-    meta = dict(field.split("=", 1) for field in lines[2][2:].split()) if lines[2].startswith("# ") else {}
+    if not lines[2].startswith("#"):
+        raise VectorFileError(f"{path} line 3 must be the '# key=value ...' metadata line")
+    meta = dict(field.split("=", 1) for field in lines[2][1:].split())
     if header.get("pe") != pe:
         raise VectorFileError(f"{path} holds vectors for pe={header.get('pe')!r}, expected {pe!r}")
     found = tuple(header.get("columns", "").split(","))

@@ -31,20 +31,27 @@ internal pipeline registers are not modelled). It is a unit-delay proxy
 (cells, not ns); :attr:`LogicDepth.by_category` splits the path into LUT
 levels, carry cells, wide muxes and DSPs so that a caller can weight them.
 
-Two numbers are kept because Yosys 0.23's ``ltp`` models every cell as
-"each input reaches each output". For a CARRY4 that is false (CO[0] does not
-depend on S[3]), and when a carry output feeds, through LUTs, a higher input
-of the same CARRY4 (an ``$alu`` shared between a compare and a subtract, as
-in the FP-MAC adder) ltp reports a "Detected loop" and its length is no
-longer a longest path. So ``cells`` is computed here from ``netlist.json``
+Two numbers are kept. Yosys 0.23's ``ltp`` models every cell as "each input
+reaches each output"; for a CARRY4 that adds false paths (CO[0] does not
+depend on S[3]). ``cells`` is therefore computed here from ``netlist.json``
 with per-bit carry arcs (CO[i] and O[i] depend only on CI/CYINIT and inputs
-0..i), and ``ltp_cells``/``ltp_loops`` keep Yosys' own figure as a
-cross-check: with no loops, ``cells <= ltp_cells`` always holds (ltp's arcs
-are a superset) and the two are usually equal.
+0..i), and ``ltp_cells`` keeps Yosys' own figure as a cross-check: in a
+loop-free netlist ``cells <= ltp_cells`` (ltp's arcs are a superset); so far
+they have always been equal.
+
+Loops: with the default ABC mapper, Yosys 0.23 mapped the FP-MAC at
+MAX_FB=23 to a netlist with a *structural* loop, a LUT feeding S[9] of the
+adder's comparator CARRY4 depends on that CARRY4's CO[10] (ABC sees carry
+cells as opaque and merged nodes that are only functionally equivalent, so the
+loop is functionally false). Both measures flag it (``loops``, ``ltp_loops``)
+and neither is a longest path then. ``-abc9`` (``SynthJob.abc9``), which sees
+the carry cells, produced no loop in the same design.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
 import json
 import math
 import os
@@ -66,15 +73,15 @@ SUPPORTED_FAMILIES = ("xc7", "xcup")
 # Flags every job passes to synth_xilinx (see the module docstring for why).
 BASE_SYNTH_FLAGS = ("-flatten", "-noiopad", "-noclkbuf")
 
-# Sequential cell-type patterns cut out of the ltp selection.
+# Sequential cell types: cut points of the logic-depth search (ours and ltp's selection).
 SEQUENTIAL_PATTERNS = ("FD*", "LD*", "SRL*", "RAM*", "URAM*", "FIFO*")
 
-# LUT sites used by one distributed-RAM primitive (Xilinx UG474 / UG574).
+# LUT sites taken by one distributed-RAM primitive of 7-series / UltraScale+ (64 bits per LUT,
+# dual-port and multi-port primitives replicate the storage).
 _LUTRAM_SITES = {
-    "RAM16X1S": 1, "RAM32X1S": 1, "RAM64X1S": 1, "RAM128X1S": 2, "RAM256X1S": 4, "RAM512X1S": 8,
-    "RAM16X1D": 2, "RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1D": 4, "RAM256X1D": 8,
+    "RAM32X1S": 1, "RAM64X1S": 1, "RAM128X1S": 2, "RAM256X1S": 4, "RAM512X1S": 8,
+    "RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1D": 4, "RAM256X1D": 8,
     "RAM32M": 4, "RAM64M": 4, "RAM32M16": 8, "RAM64M8": 8,
-    "RAM16X2S": 2, "RAM32X2S": 2, "RAM16X4S": 4, "RAM32X4S": 4, "RAM16X8S": 8, "RAM32X8S": 8,
 }
 # Block RAMs in 36 Kib units, the unit of the boards' ``bram_36k`` budget.
 _BRAM_36K = {"RAMB36E1": 1.0, "RAMB36E2": 1.0, "RAMB18E1": 0.5, "RAMB18E2": 0.5, "FIFO36E1": 1.0,
@@ -83,7 +90,7 @@ _IO_TYPES = ("IBUF", "OBUF", "OBUFT", "IOBUF", "IBUFG", "BUFG", "BUFGCE", "BUFG_
 _LUT_TYPE = re.compile(r"^LUT([1-6])$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 _LTP_HEADER = re.compile(r"^Longest topological path in (\S+) \(length=(\d+)\):", re.M)
-_LTP_VIA = re.compile(r"^\s+\d+: .* \(via (\S+)\)\s*$")
+_CARRY_WIDTH = {"CARRY4": 4, "CARRY8": 8}
 LOG_TAIL_LINES = 25
 
 
@@ -98,6 +105,9 @@ class YosysNotFoundError(YosysError, FileNotFoundError):
 @dataclass(frozen=True, kw_only=True)
 class SynthJob:
     """One synthesis run: Verilog ``sources`` with ``top`` and integer ``params`` for ``family``.
+
+    ``params`` may be given as a mapping; it is stored as (name, value) pairs
+    in the given order (the order of the ``chparam`` lines and of the slug).
 
     Validated on construction, so a sweep fails on a bad job before any
     Yosys process starts. ``nodsp`` forbids DSP48 inference (multipliers go to
@@ -168,7 +178,7 @@ class SynthJob:
         # ltp needs wires selected too, hence "*" (everything) minus the sequential cells.
         combinational = " ".join(["*", *(f"t:{pattern} %d" for pattern in SEQUENTIAL_PATTERNS)])
         lines.append(f"tee -q -o ltp.txt ltp -noff {combinational}")
-        lines.append("delete =A:blackbox")
+        lines.append("delete =A:blackbox =t:* %M %d")
         lines.append("write_json netlist.json")
         return "\n".join(lines) + "\n"
 
@@ -221,15 +231,20 @@ class ResourceCounts:
 class LogicDepth:
     """Longest combinational path, in cells (see the module docstring for what counts).
 
-    ``cells``: cells on the path (ltp's ``length``); ``by_category``: the same
-    cells split into ``lut``, ``carry``, ``muxf``, ``dsp``, ``other``;
-    ``loops``: combinational loops ltp warned about (0 for a sane design; if
-    not, the path length is not meaningful).
+    ``cells``: cells on the longest path, with per-bit carry arcs;
+    ``by_category``: those cells split into ``lut`` (LUT1..6, INV), ``carry``,
+    ``muxf``, ``dsp``, ``other``, so ``lut_levels`` is the LUT count on *this*
+    path (not necessarily the most LUT levels of any path); ``loops``: net
+    bits on or behind true combinational cycles (0 for a sane design;
+    otherwise those bits are left out of the path search). ``ltp_cells``/``ltp_loops``: Yosys ``ltp``'s
+    length and "Detected loop" warnings for the same netlist.
     """
 
     cells: int
     by_category: dict[str, int] = field(default_factory=dict)
     loops: int = 0
+    ltp_cells: int = 0
+    ltp_loops: int = 0
 
     @property
     def lut_levels(self) -> int:
@@ -254,7 +269,7 @@ class SynthResult:
 
 def cell_category(cell_type: str) -> str:
     """Resource category of one mapped Xilinx cell type (``other`` when unknown)."""
-    if _LUT_TYPE.match(cell_type):
+    if _LUT_TYPE.match(cell_type) or cell_type == "INV":  # an INV takes a LUT (Vivado maps it to LUT1)
         return "lut"
     if cell_type.startswith(("FD", "LD")):
         return "ff"
@@ -306,36 +321,98 @@ def parse_stat_json(text: str, top: str) -> dict[str, int]:
     return {str(cell_type): count for cell_type, count in sorted(by_type.items())}
 
 
-def parse_ltp(text: str, cell_types: Mapping[str, str]) -> LogicDepth:
-    """Logic depth from ``ltp`` output; ``cell_types`` maps cell names to types (from the netlist).
-
-    A design without combinational cells prints no path: depth 0.
-    """
+def parse_ltp(text: str) -> tuple[int, int]:
+    """(length, loop warnings) from ``ltp`` output; length 0 when it found no path."""
     loops = text.count("Detected loop")
     headers = list(_LTP_HEADER.finditer(text))
-    if not headers:
-        return LogicDepth(cells=0, by_category={}, loops=loops)
     if len(headers) > 1:
         raise YosysError(f"ltp reported {len(headers)} modules; expected one flattened module")
-    length = int(headers[0].group(2))
-    by_category: dict[str, int] = {}
-    for line in text[headers[0].end():].splitlines():
-        match = _LTP_VIA.match(line)
-        if match:
-            category = cell_category(cell_types.get(match.group(1), "?"))
-            by_category[category] = by_category.get(category, 0) + 1
-    if sum(by_category.values()) != length:
-        raise YosysError(f"ltp path lists {sum(by_category.values())} cells but reports length={length}")
-    return LogicDepth(cells=length, by_category=dict(sorted(by_category.items())), loops=loops)
+    return (max(int(headers[0].group(2)), 0) if headers else 0), loops
 
 
-def netlist_cell_types(text: str, top: str) -> dict[str, str]:
-    """Cell name -> type from ``write_json`` output (only the top module is kept)."""
+def _is_sequential(cell_type: str) -> bool:
+    return any(fnmatch.fnmatchcase(cell_type, pattern) for pattern in SEQUENTIAL_PATTERNS)
+
+
+def _cell_arcs(cell: Mapping) -> list[tuple[list[int], list[int]]]:
+    """Groups (input bits, output bits) of one cell: every input of a group reaches every output.
+
+    Carry cells get per-bit arcs; any other combinational cell one all-to-all
+    group; sequential cells none. Constant bits ("0", "1", "x") are dropped.
+    """
+    cell_type = cell["type"]
+    if _is_sequential(cell_type):
+        return []
+    directions = cell.get("port_directions", {})
+    connections = cell["connections"]
+
+    def bits(port: str, index: slice | int | None = None) -> list[int]:
+        signal = connections.get(port, [])
+        chosen = signal if index is None else (signal[index] if isinstance(index, slice) else signal[index:index + 1])
+        return [bit for bit in chosen if isinstance(bit, int)]
+
+    width = _CARRY_WIDTH.get(cell_type)
+    if width is not None:
+        groups = []
+        for i in range(width):
+            carry_in = bits("CI") + bits("CYINIT") + (bits("CI_TOP") if i >= 4 else [])
+            below = bits("S", slice(0, i + 1)) + carry_in
+            groups.append((below + bits("DI", slice(0, i + 1)), bits("CO", i)))
+            groups.append((below + bits("DI", slice(0, i)), bits("O", i)))
+        return groups
+    if not directions:
+        raise YosysError(f"netlist has no port directions for cell type {cell_type}")
+    inputs = [bit for port, d in directions.items() if d == "input" for bit in bits(port)]
+    outputs = [bit for port, d in directions.items() if d != "input" for bit in bits(port)]
+    return [(inputs, outputs)]
+
+
+def netlist_depth(netlist: Mapping, top: str) -> LogicDepth:
+    """Longest combinational path of module ``top`` in a ``write_json`` netlist, in cells.
+
+    Nodes are net bits and every arc is one cell, so this is a longest path in
+    a DAG (Kahn's order). Bits on combinational cycles never become ready; they
+    are counted in ``loops`` and skipped. The ltp fields are left at 0.
+    """
     try:
-        cells = json.loads(text)["modules"][top]["cells"]
-        return {name: cell["type"] for name, cell in cells.items()}
-    except (json.JSONDecodeError, KeyError, TypeError) as error:
-        raise YosysError(f"unreadable netlist JSON for top {top!r}: {error}") from error
+        cells = netlist["modules"][top]["cells"]
+    except (KeyError, TypeError) as error:
+        raise YosysError(f"netlist has no module {top!r}") from error
+    fanout: dict[int, list[tuple[int, str]]] = {}
+    indegree: dict[int, int] = {}
+    for name, cell in cells.items():
+        for inputs, outputs in _cell_arcs(cell):
+            for source in set(inputs):
+                for target in outputs:
+                    fanout.setdefault(source, []).append((target, name))
+                    indegree[target] = indegree.get(target, 0) + 1
+                    indegree.setdefault(source, 0)
+    level = dict.fromkeys(indegree, 0)
+    best_in: dict[int, tuple[int, str]] = {}
+    ready = [bit for bit, count in indegree.items() if count == 0]
+    done = 0
+    while ready:
+        bit = ready.pop()
+        done += 1
+        for target, name in fanout.get(bit, ()):
+            if level[bit] + 1 > level[target]:
+                level[target] = level[bit] + 1
+                best_in[target] = (bit, name)
+            indegree[target] -= 1
+            if indegree[target] == 0:
+                ready.append(target)
+    loops = len(level) - done
+    reached = [bit for bit, count in indegree.items() if count == 0]
+    if not reached:
+        return LogicDepth(cells=0, by_category={}, loops=loops)
+    end = max(reached, key=lambda bit: (level[bit], -bit))
+    by_category: dict[str, int] = {}
+    bit = end
+    while bit in best_in:
+        bit, name = best_in[bit]
+        category = cell_category(cells[name]["type"])
+        by_category[category] = by_category.get(category, 0) + 1
+    return LogicDepth(cells=level[end], by_category=dict(sorted(by_category.items())), loops=loops)
 
 
 def find_yosys(executable: str = "yosys") -> str:
@@ -366,6 +443,7 @@ def write_text_atomic(path: Path, text: str) -> Path:
     try:
         with os.fdopen(handle, "w") as stream:
             stream.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a report is meant to be read by others
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -403,11 +481,14 @@ def synthesize(job: SynthJob, work_dir: Path, *, executable: str = "yosys",
                          f"{_log_tail(work_dir, run.stderr)}")
     try:
         raw = parse_stat_json((work_dir / "stat.json").read_text(), job.top)
-        types = netlist_cell_types((work_dir / "netlist.json").read_text(), job.top)
-        depth = parse_ltp((work_dir / "ltp.txt").read_text(), types)
+        ltp_cells, ltp_loops = parse_ltp((work_dir / "ltp.txt").read_text())
+        netlist = json.loads((work_dir / "netlist.json").read_text())
     except FileNotFoundError as error:
         raise YosysError(f"yosys did not write {error.filename} for {job.slug}:\n"
                          f"{_log_tail(work_dir, run.stderr)}") from error
+    except json.JSONDecodeError as error:
+        raise YosysError(f"unreadable netlist.json for {job.slug}: {error}") from error
+    depth = dataclasses.replace(netlist_depth(netlist, job.top), ltp_cells=ltp_cells, ltp_loops=ltp_loops)
     return SynthResult(job=job, yosys_version=version, raw_cells=raw, counts=categorize(raw), depth=depth,
                        wall_s=wall_s, work_dir=work_dir)
 
@@ -441,10 +522,14 @@ def synthesize_many(jobs: Sequence[SynthJob], work_root: Path, *, workers: int =
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 futures = {pool.submit(synthesize, job, Path(work_root) / job.slug, executable=executable,
                                        timeout_s=timeout_s): index for index, job in enumerate(jobs)}
-                for future in as_completed(futures):
-                    results[futures[future]] = future.result()
-                    bar.set_postfix_str(jobs[futures[future]].slug)
-                    bar.update()
+                try:
+                    for future in as_completed(futures):
+                        results[futures[future]] = future.result()
+                        bar.set_postfix_str(jobs[futures[future]].slug)
+                        bar.update()
+                except BaseException:
+                    pool.shutdown(wait=True, cancel_futures=True)  # fail fast: start no further runs
+                    raise
     return [result for result in results if result is not None]
 
 

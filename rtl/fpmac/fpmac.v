@@ -34,7 +34,9 @@ module fpmac #(
     output reg                              out_valid,
     output reg  [EXP_BITS+MAX_FB:0]         result
 );
+    /* verilator lint_off UNUSEDPARAM */
     localparam LATENCY    = 4;                         // clock cycles from in_valid to out_valid
+    /* verilator lint_on UNUSEDPARAM */
     localparam W          = 1 + EXP_BITS + MAX_FB;     // container width (bits)
     localparam FB_BITS    = $clog2(MAX_FB + 1);        // width of fb and of the shift s
     localparam BIAS       = (1 << (EXP_BITS - 1)) - 1;
@@ -42,8 +44,9 @@ module fpmac #(
     localparam PET_W      = EXP_BITS + 2;              // product etop width (bits)
     localparam GUARD_BITS = 3;
     localparam SUM_W      = MAX_FB + GUARD_BITS + 2;   // adder significand (bits)
-    localparam [FB_BITS-1:0] FB_MAX = MAX_FB;            // MAX_FB at the width of fb
-    localparam [FB_BITS-1:0] FB_ONE = 1;
+    localparam integer       MAX_FB_I = MAX_FB;
+    localparam [FB_BITS-1:0] FB_MAX   = MAX_FB_I[FB_BITS-1:0];   // MAX_FB at the width of fb
+    localparam [FB_BITS-1:0] FB_ONE   = {{(FB_BITS-1){1'b0}}, 1'b1};
 
     // Elaboration fails on parameters outside the supported ranges.
     generate
@@ -53,7 +56,10 @@ module fpmac #(
     endgenerate
 
     // ---- stage 1: clamp fb, mask, unpack, multiply --------------------------------
+    // fb > FB_MAX is constant false when MAX_FB = 2^k - 1 (1, 3, 7).
+    /* verilator lint_off CMPCONST */
     wire [FB_BITS-1:0] fb_c = (fb == 0) ? FB_ONE : ((fb > FB_MAX) ? FB_MAX : fb);
+    /* verilator lint_on CMPCONST */
     wire [FB_BITS-1:0] s_in = FB_MAX - fb_c;                 // ignored low fraction bits
     wire [W-1:0]       keep = {{(1 + EXP_BITS){1'b1}}, ({MAX_FB{1'b1}} << s_in)};
 

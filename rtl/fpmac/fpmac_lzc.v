@@ -9,12 +9,14 @@ module fpmac_lzc #(
     input  wire [W-1:0]  v,
     output reg  [CW-1:0] count
 );
+    localparam integer  W_I      = W;
+    localparam [CW-1:0] ALL_ZERO = W_I[CW-1:0];
     integer i;
     always @* begin
-        count = W;
+        count = ALL_ZERO;
         // Scan upwards: the highest set bit is the last one to assign.
         for (i = 0; i < W; i = i + 1)
             if (v[i])
-                count = W - 1 - i;
+                count = ALL_ZERO - 1'b1 - i[CW-1:0];
     end
 endmodule

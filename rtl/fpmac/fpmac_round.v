@@ -39,9 +39,11 @@ module fpmac_round #(
     localparam X     = SIG_W - 1 - MAX_FB;                  // bits below the container LSB
     localparam MAG_W = EXP_BITS + MAX_FB;                   // magnitude bits of a code
     localparam CW    = AW + MAX_FB + 1;                     // code arithmetic width
-    localparam [AW-1:0] ONE_OFF = EOFF + 1;
-    localparam [AW-1:0] AW_ONE  = 1;
-    localparam [CW-1:0] CW_ONE  = 1;
+    localparam integer  ONE_OFF_I = EOFF + 1;
+    localparam [AW-1:0] ONE_OFF   = ONE_OFF_I[AW-1:0];
+    localparam [AW-1:0] AW_ONE    = {{(AW-1){1'b0}}, 1'b1};
+    localparam [CW-1:0] CW_ONE    = {{(CW-1){1'b0}}, 1'b1};
+    localparam [SIG_W-1:0] SIG_ONE = {{(SIG_W-1){1'b0}}, 1'b1};
     localparam [SIG_W-1:0] LSB0 = {{MAX_FB{1'b0}}, 1'b1, {X{1'b0}}};   // container LSB when s = 0
 
     wire [LZ_W-1:0] lz;
@@ -64,7 +66,7 @@ module fpmac_round #(
     // Rounding position: container bit s, i.e. bit s + X of n.
     wire [SIG_W-1:0] lsb_bit   = LSB0 << s;
     wire [SIG_W-1:0] round_bit = lsb_bit >> 1;
-    wire [SIG_W-1:0] low_mask  = round_bit - LSB0[SIG_W-1:X];
+    wire [SIG_W-1:0] low_mask  = round_bit - SIG_ONE;
     wire             r   = |(n & round_bit);
     wire             st  = (|(n & low_mask)) | sticky_in | sticky_r;
     wire             l   = |(n & lsb_bit);

@@ -19,7 +19,8 @@ Schema (``version`` 1)::
      "entries": [{"family": "xc7", "board": "zedboard", "part": "xc7z020clg484-1",
                   "exp_bits": 8, "max_fb": 23, "rounding": "nearest_even",
                   "counts": {<ResourceCounts fields>}, "raw_cells": {"LUT6": 39, ...},
-                  "logic_depth": {"cells": 13, "by_category": {"lut": 2, ...}, "loops": 0},
+                  "logic_depth": {"cells": 38, "by_category": {"lut": 26, ...}, "loops": 0,
+                                  "ltp_cells": 38, "ltp_loops": 0},
                   "wall_s": 2.9, "budget": {"lut": 53200, ...},
                   "utilisation_percent": {"lut": 0.25, "ff": 0.03, "dsp": 0.9, "bram_36k": 0.0}}]}
 
@@ -37,6 +38,7 @@ import json
 import math
 import os
 import tempfile
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -54,9 +56,10 @@ JSON_NAME, MARKDOWN_NAME, PLOT_NAME = "fpmac_cost.json", "fpmac_cost.md", "fpmac
 # bf16-like (7), fp16-like (10) and fp32-like (23) fraction widths plus points between.
 DEFAULT_MAX_FB = (2, 4, 7, 10, 13, 16, 19, 23)
 DEPTH_DEFINITION = (
-    "cells on the longest combinational path of the flattened, mapped netlist (Yosys ltp with flip-flops, "
-    "latches, SRLs and RAMs removed): paths run from a primary input or register output to a register input "
-    "or primary output; each LUT, MUXF7/8/9, CARRY4/8 cell and DSP48 block counts 1"
+    "cells on the longest combinational path of the flattened, mapped netlist (flip-flops, latches, SRLs and "
+    "RAMs are cut points): paths run from a primary input or register output to a register input or primary "
+    "output; each LUT/INV, MUXF7/8/9, CARRY4/8 cell and DSP48 block counts 1; carry cells with per-bit arcs "
+    "(ltp_cells: Yosys ltp's all-to-all figure, for cross-checking)"
 )
 
 
@@ -75,10 +78,10 @@ def board_for_family(family: str) -> Board:
 
 def _check_sweep(families: Iterable[str], max_fb_values: Iterable[int], exp_bits: int,
                  rounding: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    if isinstance(families, str) or not tuple(families):
+        raise ValueError(f"families must be a non-empty sequence of family names, got {families!r}")
     families = tuple(families)
     max_fb_values = tuple(max_fb_values)
-    if isinstance(families, str) or not families:
-        raise ValueError(f"families must be a non-empty sequence of family names, got {families!r}")
     if not max_fb_values:
         raise ValueError("max_fb_values is empty")
     for name, values in (("families", families), ("max_fb_values", max_fb_values)):
@@ -124,27 +127,36 @@ def _entry(result: ys.SynthResult, board: Board, exp_bits: int, max_fb: int, rou
 
 def estimate_fpmac(*, families: Iterable[str] = ys.SUPPORTED_FAMILIES, max_fb_values: Iterable[int] = DEFAULT_MAX_FB,
                    exp_bits: int = 8, rounding: str = "nearest_even", out_dir: Path,
-                   rtl_dir: Path | None = None, workers: int = 1, progress: bool = True, plot: bool = True,
-                   timeout_s: float | None = None) -> dict:
+                   rtl_dir: Path | None = None, abc9: bool = True, workers: int = 1, progress: bool = True,
+                   plot: bool = True, timeout_s: float | None = None) -> dict:
     """Synthesise the FP-MAC per (family, MAX_FB); write JSON, Markdown and (if ``plot``) PNG to ``out_dir``.
 
     Every argument is checked, and the RTL and Yosys located, before the first
     synthesis starts. Yosys work directories stay under ``out_dir/yosys/``.
-    Returns the report dictionary that was written as JSON.
+    ``abc9`` (default on) maps with Yosys' timing-driven ABC9 flow: with the
+    default ABC flow, Yosys 0.23 builds structural loops through the adder's
+    CARRY4 chain at MAX_FB=23 (see :mod:`codesign.hw.yosys`), which makes the
+    logic depth meaningless. Returns the report dictionary written as JSON.
     """
     families, max_fb_values = _check_sweep(families, max_fb_values, exp_bits, rounding)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers={workers!r} must be a positive int")
+    if not isinstance(abc9, bool):
+        raise TypeError("abc9 must be a bool")
     sources = fpmac_sources(rtl_dir)
     ys.find_yosys()
     param_sets = [{"EXP_BITS": exp_bits, "MAX_FB": max_fb, "ROUNDING": ROUNDING_CODES[rounding]}
                   for max_fb in max_fb_values]
-    jobs = ys.synth_jobs(sources, TOP, families, param_sets)
+    jobs = ys.synth_jobs(sources, TOP, families, param_sets, abc9=abc9)
     out_dir = Path(out_dir)
     results = ys.synthesize_many(jobs, out_dir / "yosys", workers=workers, progress=progress,
                                  timeout_s=timeout_s, desc="fpmac synth")
     entries = [_entry(result, board_for_family(result.job.family), exp_bits, dict(result.job.params)["MAX_FB"],
                       rounding) for result in results]
+    for result in results:
+        if result.depth.loops:
+            warnings.warn(f"{result.job.slug}: {result.depth.loops} net bits on combinational loops; its logic "
+                          "depth leaves them out and is not reliable", RuntimeWarning, stacklevel=2)
     report = {
         "schema": SCHEMA, "version": SCHEMA_VERSION,
         "tool": {"name": "yosys", "version": ys.yosys_version(), "flow": jobs[0].synth_command,
@@ -262,12 +274,11 @@ def _load_entry(raw: object, where: str) -> FpmacCostEntry:
         raise FpmacCostError(f"{where}.counts do not match its raw_cells")
     depth_raw = _require(raw, "logic_depth", dict, where)
     by_category = _require(depth_raw, "by_category", dict, f"{where}.logic_depth")
-    depth = ys.LogicDepth(cells=int(_count(_require(depth_raw, "cells", int, f"{where}.logic_depth"),
-                                           f"{where}.logic_depth.cells")),
-                          by_category={k: int(_count(v, f"{where}.logic_depth.by_category.{k}"))
-                                       for k, v in by_category.items()},
-                          loops=int(_count(_require(depth_raw, "loops", int, f"{where}.logic_depth"),
-                                           f"{where}.logic_depth.loops")))
+    depth = ys.LogicDepth(
+        by_category={k: int(_count(v, f"{where}.logic_depth.by_category.{k}")) for k, v in by_category.items()},
+        **{name: int(_count(_require(depth_raw, name, int, f"{where}.logic_depth"), f"{where}.logic_depth.{name}"))
+           for name in ("cells", "loops", "ltp_cells", "ltp_loops")},
+    )
     if sum(depth.by_category.values()) != depth.cells:
         raise FpmacCostError(f"{where}.logic_depth: by_category does not add up to cells={depth.cells}")
     budget = {k: int(_count(v, f"{where}.budget.{k}")) for k, v in _require(raw, "budget", dict, where).items()}
@@ -393,6 +404,7 @@ def plot_fpmac_cost(report: Mapping, path: Path) -> Path:
     os.close(handle)
     try:
         figure.savefig(tmp, dpi=110)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     finally:
         plt.close(figure)

@@ -29,23 +29,26 @@ _CHECKOUT = Path(codesign.__file__).resolve().parent.parent
 BENCH_DIR = _CHECKOUT / "tests" / "rtl"
 
 
+class RtlProtocolError(RtlSimError):
+    """The DUT broke the stream protocol: a result missing, one too many, or at the wrong latency."""
+
+
 @dataclass(frozen=True)
 class RtlResult:
     """Outcome of one RTL run.
 
-    ``vectors`` results were compared bit for bit, ``mismatches`` of them
-    differed; ``missing`` vectors produced no result and ``unexpected``
-    results had no operation; ``latency_errors`` results came out at another
-    latency than :data:`LATENCY`. ``seconds`` is the wall time of build plus
-    simulation (s). ``first_mismatches`` describes the first few problems.
+    ``vectors`` results were compared bit for bit with the golden model and
+    ``mismatches`` of them differed (the first few are described in
+    ``first_mismatches``). ``seconds`` is the wall time of build plus
+    simulation and ``build_seconds`` the compile part (s). Protocol failures
+    (missing or extra results, wrong latency) raise :class:`RtlProtocolError`
+    instead, so ``mismatches == 0`` with ``vectors`` equal to the file's
+    count means the RTL passed.
     """
 
     simulator: str
     vectors: int
     mismatches: int
-    missing: int
-    unexpected: int
-    latency_errors: int
     seconds: float
     build_seconds: float
     first_mismatches: tuple[str, ...]
@@ -53,7 +56,7 @@ class RtlResult:
 
     @property
     def passed(self) -> bool:
-        return not (self.mismatches or self.missing or self.unexpected or self.latency_errors)
+        return self.mismatches == 0
 
 
 def rtl_sources() -> list[Path]:
@@ -108,7 +111,6 @@ def run_rtl(spec: FpmacSpec, vectors: Path, work_dir: Path, *, simulator: str = 
         "FPMAC_SEED": str(seed),
     }
     started = time.perf_counter()
-    build_seconds = float("nan")
     try:
         run = run_cocotb(
             sources=rtl_sources(),
@@ -122,6 +124,7 @@ def run_rtl(spec: FpmacSpec, vectors: Path, work_dir: Path, *, simulator: str = 
         )
         build_seconds = run.build_seconds
     except CocotbTestFailure as failure:
+        build_seconds = failure.build_seconds
         if not summary_path.is_file():
             raise  # the bench died before checking anything: nothing to count
         summary = json.loads(summary_path.read_text())
@@ -137,13 +140,14 @@ def run_rtl(spec: FpmacSpec, vectors: Path, work_dir: Path, *, simulator: str = 
     seconds = time.perf_counter() - started
     if summary["vectors"] != count:
         raise RtlSimError(f"the bench read {summary['vectors']} vectors from {vectors}, run_rtl read {count}")
+    protocol = {name: int(summary[name]) for name in ("missing_outputs", "unexpected_outputs", "latency_errors")}
+    if any(protocol.values()):
+        problems = "; ".join(_describe(entry) for entry in summary["first_mismatches"])
+        raise RtlProtocolError(f"{TOPLEVEL} ({simulator}, {build_dir}): {protocol}, first problems: {problems}")
     return RtlResult(
         simulator=simulator,
-        vectors=int(summary["outputs"]) - int(summary["unexpected_outputs"]),
+        vectors=int(summary["outputs"]),
         mismatches=int(summary["mismatches"]),
-        missing=int(summary["missing_outputs"]),
-        unexpected=int(summary["unexpected_outputs"]),
-        latency_errors=int(summary["latency_errors"]),
         seconds=seconds,
         build_seconds=build_seconds,
         first_mismatches=tuple(_describe(entry) for entry in summary["first_mismatches"]),

@@ -47,7 +47,7 @@ class FpmacSpec:
             raise ValueError(f"clock_period_ns={self.clock_period_ns} is out of range [1, 100] ns")
         if not isinstance(self.top, str) or not _C_IDENTIFIER.match(self.top):
             raise ValueError(f"top={self.top!r} is not a C identifier")
-        _check_int("max_vectors", self.max_vectors, 1, 1 << 26)
+        _check_int("max_vectors", self.max_vectors, 1, 1 << 20)
 
     @property
     def width(self) -> int:

