@@ -15,7 +15,9 @@ things every harness in codesign otherwise repeats:
   that carries the tail of the simulation log.
 
 Compiler and simulator output goes to ``build.log`` and ``test.log`` in the
-build directory.
+build directory. Because the environment of this process is borrowed for the
+call, run parallel simulations in separate processes (pytest-xdist), not
+threads.
 """
 
 from __future__ import annotations

@@ -192,7 +192,8 @@ class ResourceCounts:
     lower bound, LUT6 + ceil(smaller LUTs / 2). ``lutram`` and ``srl``: LUT
     sites used as distributed RAM and shift registers. ``ff``: flip-flops and
     latches (both use FF sites). ``dsp``: DSP48E1/DSP48E2 slices. ``carry``:
-    CARRY4/CARRY8 cells. ``muxf``: MUXF7/F8/F9 (free inside a slice, no LUT
+    CARRY4/CARRY8 cells (Yosys 0.23 maps UltraScale+ carry chains to CARRY4
+    as well, so xcup carries are in CARRY4 units). ``muxf``: MUXF7/F8/F9 (free inside a slice, no LUT
     site). ``bram_36k``: block RAM in 36 Kib units (an 18 Kib RAM counts 0.5).
     ``io``: I/O and clock buffers (none with this flow). ``other``: anything
     else, listed in the raw counts.

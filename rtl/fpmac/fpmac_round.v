@@ -14,10 +14,10 @@
 // a magnitude above the largest code saturates to it (no inf code). The
 // output container has its low s fraction bits zero.
 //
-// Requirements: SIG_W >= MAX_FB + 2 (at least one bit below the container
-// LSB), and sticky_in = 1 only when the MSB of sig is at most 2 places below
-// the top (the adder guarantees this) or when no normalising left shift
-// happens.
+// Requirements: SIG_W >= MAX_FB + 2 (X = SIG_W - 1 - MAX_FB >= 1 bits below
+// the container LSB). With sticky_in = 1 the normalising left shift must be
+// below X bits, so that the zeros it shifts in stay under the round bit: the
+// adder (X = GUARD_BITS + 1 = 4) shifts left by at most 2 when it sets sticky.
 module fpmac_round #(
     parameter EXP_BITS = 8,
     parameter MAX_FB   = 23,

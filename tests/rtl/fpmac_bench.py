@@ -94,7 +94,7 @@ def cycle_now() -> int:
 class Scoreboard:
     """In-order checker: expected results queue up as the driver issues operations."""
 
-    def __init__(self, latency: int, fb_hex_width: int) -> None:
+    def __init__(self, latency: int) -> None:
         self.latency = latency
         self.pending: deque[tuple[int, int, tuple[int, int, int, int], int]] = deque()
         self.issued = 0
@@ -103,7 +103,6 @@ class Scoreboard:
         self.latency_errors = 0
         self.unexpected = 0
         self.first: list[dict] = []
-        self._fb_width = fb_hex_width
 
     def expect(self, index: int, cycle: int, operands: tuple[int, int, int, int], expected: int) -> None:
         self.issued += 1
@@ -260,7 +259,7 @@ async def fpmac_vectors(dut) -> None:
     stale = np.flatnonzero(expected != columns["expected"])
     parameter_problems = check_parameters(dut, config)
 
-    scoreboard = Scoreboard(config.latency, fb_bits)
+    scoreboard = Scoreboard(config.latency)
     driver = Driver(dut, columns, expected, scoreboard, np.random.default_rng(config.seed), width, fb_bits,
                     config.latency)
     monitor = Monitor(dut, scoreboard)

@@ -9,6 +9,7 @@ exercises the optional Verilator path.
 from __future__ import annotations
 
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -87,6 +88,26 @@ def test_rtl_verilator_smoke(tmp_path):
     result = run_rtl(spec, _write(tmp_path / "fpmac.vec", spec, stimulus), tmp_path / "work", simulator="verilator")
     assert result.simulator == "verilator"
     _check(result, len(stimulus))
+
+
+@pytest.mark.parametrize(("exp_bits", "max_fb", "rounding"), [(8, 23, 0), (2, 1, 2), (5, 7, 1), (3, 16, 0)])
+def test_rtl_is_clean_verilog_2005_and_synthesizable(tmp_path, exp_bits, max_fb, rounding):
+    """No SystemVerilog, no warnings from iverilog -g2005 -Wall; Yosys finds no latches, memories or loops."""
+    if shutil.which("iverilog") is None:
+        pytest.skip("Icarus Verilog (iverilog) is not on PATH")
+    sources = [str(path) for path in rtl_sources()]
+    params = {"EXP_BITS": exp_bits, "MAX_FB": max_fb, "ROUNDING": rounding}
+    icarus = subprocess.run(["iverilog", "-g2005", "-Wall", "-o", str(tmp_path / "a.vvp"), "-s", "fpmac",
+                             *(f"-Pfpmac.{k}={v}" for k, v in params.items()), *sources],
+                            capture_output=True, text=True, check=False)
+    assert icarus.returncode == 0 and not (icarus.stdout + icarus.stderr).strip(), icarus.stdout + icarus.stderr
+    if shutil.which("yosys") is None:
+        return
+    chparam = " ".join(f"-set {k} {v}" for k, v in params.items())
+    script = (f"read_verilog {' '.join(sources)}; chparam {chparam} fpmac; hierarchy -check -top fpmac; proc; flatten; "
+              "opt_clean; check -assert; select -assert-none t:$dlatch t:$mem t:$meminit")
+    yosys = subprocess.run(["yosys", "-q", "-p", script], capture_output=True, text=True, check=False)
+    assert yosys.returncode == 0, yosys.stdout + yosys.stderr
 
 
 def _small_vectors(tmp_path: Path, spec: FpmacSpec) -> Path:

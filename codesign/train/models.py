@@ -1,0 +1,107 @@
+"""Models sized for 8x8 digits: a CIFAR-style residual network (depth 6n+2) and an MLP.
+
+All convolutions and linear layers are counted layers, named by their place
+in the network, so the cost ledger reads like the architecture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from codesign.train.layers import CountedConv2d, CountedLinear, CountedMixin
+
+RESNET_DEPTHS = (8, 14, 20)
+
+
+class ResidualBlock(nn.Module):
+    """conv3x3-BN-ReLU-conv3x3-BN plus a shortcut (1x1 conv when the shape changes)."""
+
+    def __init__(self, in_channels: int, out_channels: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = CountedConv2d(in_channels, out_channels, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(out_channels)
+        self.conv2 = CountedConv2d(out_channels, out_channels, 3, stride=1, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(out_channels)
+        self.shortcut: nn.Module = nn.Identity()
+        if stride != 1 or in_channels != out_channels:
+            self.shortcut = nn.Sequential(CountedConv2d(in_channels, out_channels, 1, stride=stride, bias=False),
+                                          nn.BatchNorm2d(out_channels))
+
+    def residual(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.shortcut(x) + self.residual(x))
+
+    @property
+    def skippable(self) -> bool:
+        """Only identity-shortcut blocks can be skipped (the output must equal the input)."""
+        return isinstance(self.shortcut, nn.Identity)
+
+
+BlockRunner = Callable[[int, ResidualBlock, torch.Tensor], torch.Tensor]
+
+
+class ResNet(nn.Module):
+    """ResNet-(6n+2) with 16/32/64 channels over 8x8, 4x4 and 2x2 maps."""
+
+    def __init__(self, *, depth: int = 8, classes: int = 10, in_channels: int = 1, width: int = 16) -> None:
+        super().__init__()
+        if depth not in RESNET_DEPTHS:
+            raise ValueError(f"ResNet depth {depth} is not one of {RESNET_DEPTHS}")
+        per_stage = (depth - 2) // 6
+        self.stem = CountedConv2d(in_channels, width, 3, padding=1, bias=False)
+        self.stem.is_network_input = True
+        self.stem_bn = nn.BatchNorm2d(width)
+        blocks, channels = [], width
+        for stage, out_channels in enumerate((width, 2 * width, 4 * width)):
+            for index in range(per_stage):
+                stride = 2 if stage > 0 and index == 0 else 1
+                blocks.append(ResidualBlock(channels, out_channels, stride))
+                channels = out_channels
+        self.blocks = nn.ModuleList(blocks)
+        self.head = CountedLinear(channels, classes)
+        self.block_runner: BlockRunner = lambda index, block, x: block(x)
+        name_layers(self)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.stem_bn(self.stem(x)))
+        for index, block in enumerate(self.blocks):
+            x = self.block_runner(index, block, x)
+        return x.mean(dim=(2, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+class MLP(nn.Module):
+    def __init__(self, *, inputs: int = 64, hidden: tuple[int, ...] = (128, 64), classes: int = 10) -> None:
+        super().__init__()
+        sizes = (inputs, *hidden, classes)
+        self.layers = nn.ModuleList(CountedLinear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.layers[0].is_network_input = True
+        self.blocks = nn.ModuleList()
+        name_layers(self)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.flatten(1)
+        for layer in self.layers[:-1]:
+            x = torch.relu(layer(x))
+        return self.layers[-1](x)
+
+
+def name_layers(model: nn.Module) -> None:
+    for name, module in model.named_modules():
+        if isinstance(module, CountedMixin):
+            module.layer_name = name
+
+
+def build_model(name: str, *, depth: int = 8, hidden: tuple[int, ...] = (128, 64), width: int = 16) -> nn.Module:
+    if name == "resnet":
+        return ResNet(depth=depth, width=width)
+    if name == "mlp":
+        return MLP(hidden=hidden)
+    raise ValueError(f"unknown model {name!r}; expected 'resnet' or 'mlp'")

@@ -1,0 +1,241 @@
+"""The training loop: seeded, deterministic, checkpointed, with techniques hooked in.
+
+Determinism: the model is initialised from ``config.seed``; the order of
+samples in epoch ``e`` comes from a generator seeded with ``(seed, e)``; every
+technique keeps its own random state in its ``state_dict``. A checkpoint holds
+everything that changes (weights, optimiser, ledger, technique states, the
+position in the epoch), so a killed run that resumes ends bit-identical to an
+uninterrupted one.
+
+Learning rate: cosine (or constant) over *all* scheduled steps, skipped ones
+included, so that techniques that skip work train on the same budget and
+schedule as their baseline.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from codesign.energy import CostLedger, horowitz_45nm
+from codesign.train.config import TrainConfig
+from codesign.train.data import Dataset, load_digits_dataset, synthetic_dataset
+from codesign.train.layers import attach_ledger
+from codesign.train.models import build_model
+from codesign.train.techniques import build_techniques
+
+CHECKPOINT_VERSION = 1
+
+
+@dataclass
+class TrainResult:
+    """What a run measured: accuracies (%), the cost summary (MACs, BitOPs, pJ) and technique reports."""
+
+    config: dict
+    test_accuracy: float
+    history: list[dict[str, float]]
+    cost: dict
+    techniques: dict[str, Any]
+    steps: int
+    skipped_steps: int
+    seconds: float
+    resumed_from_step: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def energy_pj(self) -> float:
+        return float(self.cost["total"]["energy_pj"])
+
+    @property
+    def bitops(self) -> float:
+        return float(self.cost["total"]["bitops"])
+
+
+def load_dataset(config: TrainConfig) -> Dataset:
+    if config.data.name == "digits":
+        return load_digits_dataset(test_fraction=config.data.test_fraction, split_seed=config.data.split_seed)
+    return synthetic_dataset(samples=config.data.synthetic_samples, test_fraction=config.data.test_fraction,
+                             seed=config.data.split_seed)
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, *, dataset: Dataset | None = None, progress: bool = True,
+                 description: str = "train") -> None:
+        self.config = config
+        self.dataset = dataset or load_dataset(config)
+        self.progress = progress
+        self.description = description
+        torch.manual_seed(config.seed)
+        self.model = build_model(config.model.name, depth=config.model.depth, hidden=config.model.hidden,
+                                 width=config.model.width)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=config.optim.lr, momentum=config.optim.momentum,
+                                         weight_decay=config.optim.weight_decay)
+        self.ledger = CostLedger()
+        self.techniques = build_techniques(config.techniques)
+        self.batches_per_epoch = math.ceil(self.dataset.train_size / config.optim.batch_size)
+        self.total_steps = self.batches_per_epoch * config.optim.epochs
+        self.epoch = 0
+        self.step_in_epoch = 0
+        self.global_step = 0
+        self.skipped_steps = 0
+        self.history: list[dict[str, float]] = []
+        self.epoch_losses: list[float] = []
+        self.batch: tuple[torch.Tensor, torch.Tensor] | None = None
+        for technique in self.techniques:
+            technique.attach(self)
+
+    # -- schedule and data -------------------------------------------------
+    def learning_rate(self, step: int) -> float:
+        if self.config.optim.schedule == "constant":
+            return self.config.optim.lr
+        return 0.5 * self.config.optim.lr * (1 + math.cos(math.pi * step / self.total_steps))
+
+    def epoch_order(self, epoch: int) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(self.config.seed * 100_003 + epoch)
+        return torch.randperm(self.dataset.train_size, generator=generator)
+
+    def evaluate(self, x: torch.Tensor | None = None, y: torch.Tensor | None = None) -> float:
+        """Test accuracy (%) under the current forward precision; costs nothing in the ledger."""
+        x = self.dataset.test_x if x is None else x
+        y = self.dataset.test_y if y is None else y
+        attach_ledger(self.model, None)
+        self.model.eval()
+        with torch.no_grad():
+            correct = int((self.model(x).argmax(dim=1) == y).sum())
+        self.model.train()
+        return 100.0 * correct / int(y.numel())
+
+    # -- checkpoints -------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "version": CHECKPOINT_VERSION, "config": self.config.to_dict(), "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(), "ledger": self.ledger.state_dict(),
+            "techniques": [technique.state_dict() for technique in self.techniques],
+            "torch_rng": torch.get_rng_state(), "epoch": self.epoch, "step_in_epoch": self.step_in_epoch,
+            "global_step": self.global_step, "skipped_steps": self.skipped_steps, "history": self.history,
+            "epoch_losses": self.epoch_losses,
+        }
+
+    def save_checkpoint(self, path: Path) -> None:
+        """Write atomically: a crash mid-write leaves the previous checkpoint intact."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        buffer = io.BytesIO()
+        torch.save(self.state_dict(), buffer)
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(buffer.getvalue())
+        os.replace(tmp, path)
+
+    def load_checkpoint(self, path: Path) -> None:
+        state = torch.load(path, weights_only=False)
+        if state.get("version") != CHECKPOINT_VERSION:
+            raise ValueError(f"{path}: checkpoint version {state.get('version')} is not {CHECKPOINT_VERSION}")
+        if state["config"] != self.config.to_dict():
+            raise ValueError(f"{path} was written by a different configuration; refusing to resume from it")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.ledger.load_state_dict(state["ledger"])
+        for technique, technique_state in zip(self.techniques, state["techniques"]):
+            technique.load_state_dict(technique_state)
+        torch.set_rng_state(state["torch_rng"])
+        self.epoch, self.step_in_epoch = state["epoch"], state["step_in_epoch"]
+        self.global_step, self.skipped_steps = state["global_step"], state["skipped_steps"]
+        self.history = state["history"]
+        self.epoch_losses = state["epoch_losses"]
+
+    # -- the loop ----------------------------------------------------------
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> float | None:
+        """One scheduled step; returns the loss, or None when a technique skipped the batch."""
+        self.batch = (x, y)
+        if any(technique.skip_batch(self) for technique in self.techniques):
+            self.skipped_steps += 1
+            return None
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate(self.global_step)
+        for technique in self.techniques:
+            technique.before_step(self)
+        attach_ledger(self.model, self.ledger)
+        self.model.train()
+        logits = self.model(x)
+        loss = F.cross_entropy(logits, y)
+        total = loss
+        for technique in self.techniques:
+            extra = technique.extra_loss(self, logits, y)
+            if extra is not None:
+                total = total + extra
+        self.optimizer.zero_grad(set_to_none=True)
+        total.backward()
+        for technique in self.techniques:
+            technique.after_backward(self)
+        self.optimizer.step()
+        for technique in self.techniques:
+            technique.after_step(self)
+        return float(loss.detach())
+
+    def fit(self, *, checkpoint: Path | None = None, resume: bool = False, checkpoint_every: int = 0,
+            stop_after_steps: int | None = None) -> TrainResult | None:
+        """Train for the configured epochs. With ``stop_after_steps`` the run stops early (after
+        checkpointing) and returns None, as a killed run would leave it."""
+        started = time.perf_counter()
+        resumed_from = None
+        if resume and checkpoint is not None and Path(checkpoint).is_file():
+            self.load_checkpoint(checkpoint)
+            resumed_from = self.global_step
+        bar = tqdm(total=self.total_steps, initial=self.global_step, desc=self.description, disable=not self.progress,
+                   leave=False, dynamic_ncols=True)
+        try:
+            while self.epoch < self.config.optim.epochs:
+                if self.step_in_epoch == 0:
+                    for technique in self.techniques:
+                        technique.on_epoch_start(self, self.epoch)
+                order = self.epoch_order(self.epoch)
+                while self.step_in_epoch < self.batches_per_epoch:
+                    size = self.config.optim.batch_size
+                    index = order[self.step_in_epoch * size:(self.step_in_epoch + 1) * size]
+                    loss = self.train_step(self.dataset.train_x[index], self.dataset.train_y[index])
+                    if loss is not None:
+                        self.epoch_losses.append(loss)
+                    self.step_in_epoch += 1
+                    self.global_step += 1
+                    bar.update(1)
+                    if checkpoint is not None and checkpoint_every and self.global_step % checkpoint_every == 0:
+                        self.save_checkpoint(checkpoint)
+                    if stop_after_steps is not None and self.global_step >= stop_after_steps:
+                        if checkpoint is not None:
+                            self.save_checkpoint(checkpoint)
+                        return None
+                metrics = {"epoch": self.epoch, "test_accuracy": self.evaluate(),
+                           "train_loss": sum(self.epoch_losses) / max(1, len(self.epoch_losses)),
+                           "energy_pj": self.cost_summary()["total"]["energy_pj"]}
+                for technique in self.techniques:
+                    technique.on_epoch_end(self, self.epoch, metrics)
+                self.history.append(metrics)
+                bar.set_postfix(acc=f"{metrics['test_accuracy']:.1f}")
+                self.epoch += 1
+                self.step_in_epoch = 0
+                self.epoch_losses = []
+        finally:
+            bar.close()
+        if checkpoint is not None:
+            self.save_checkpoint(checkpoint)
+        return TrainResult(
+            config=self.config.to_dict(), test_accuracy=self.history[-1]["test_accuracy"], history=self.history,
+            cost=self.cost_summary(), techniques={t.name: t.report() for t in self.techniques},
+            steps=self.global_step, skipped_steps=self.skipped_steps, seconds=time.perf_counter() - started,
+            resumed_from_step=resumed_from,
+        )
+
+    def cost_summary(self) -> dict:
+        fp_mac_pj = next((t.fp_mac_pj() for t in self.techniques if t.fp_mac_pj() is not None), None)
+        return self.ledger.summary(horowitz_45nm(), fp_mac_pj=fp_mac_pj)
