@@ -40,6 +40,9 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -n $(JOBS) -m "not slow"
 
+reproduce: setup
+	$(BIN)/codesign reproduce all --out reports
+
 bench: setup
 	$(BIN)/python benchmarks/bench_float_quantize.py
 

@@ -17,7 +17,6 @@ Run: .venv/bin/python benchmarks/bench_float_quantize.py [--out reports/bench]
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time

@@ -136,6 +136,38 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    import json
+
+    from codesign.hw.reports import write_json_atomic
+    from codesign.reproduce import check_output_dir
+    from codesign.train.config import load_config
+    from codesign.train.trainer import Trainer
+
+    config = load_config(Path(args.config))
+    out = check_output_dir(Path(args.out))
+    result = Trainer(config).fit(checkpoint=out / "checkpoint.pt", resume=args.resume, checkpoint_every=args.checkpoint_every)
+    summary = {"test_accuracy": result.test_accuracy, "cost": result.cost, "techniques": result.techniques,
+               "history": result.history, "steps": result.steps, "skipped_steps": result.skipped_steps}
+    write_json_atomic(out / "result.json", summary)
+    print(json.dumps({"test_accuracy": result.test_accuracy, "energy_pj": result.energy_pj, "bitops": result.bitops}))
+    return 0
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from codesign.reproduce import REPRODUCTIONS, check_output_dir, reproduction
+
+    names = REPRODUCTIONS if args.name == "all" else (args.name,)
+    modules = [reproduction(name) for name in names]
+    outs = [check_output_dir(Path(args.out) / name) for name in names]  # every check before any training
+    for name, module, out in zip(names, modules, outs):
+        payload = module.run(out, seeds=args.seeds, smoke=args.smoke)
+        verdict = "all targets met" if payload["all_targets_met"] else "target(s) NOT met"
+        print(f"[reproduce {name}] {verdict}; report in {out}")
+        print((out / "table.md").read_text())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="codesign", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -170,6 +202,20 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("project", help="a directory written by `codesign generate`")
     build.add_argument("--dry-run", action="store_true", help="print the command only")
     build.set_defaults(func=_cmd_build)
+
+    train = commands.add_parser("train", help="train one configuration (TOML) with its techniques")
+    train.add_argument("config", help="TOML training configuration")
+    train.add_argument("--out", default="out/train", help="directory for result.json and checkpoint.pt")
+    train.add_argument("--resume", action="store_true", help="continue from out/checkpoint.pt if present")
+    train.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints")
+    train.set_defaults(func=_cmd_train)
+
+    reproduce = commands.add_parser("reproduce", help="reproduce a paper's result against a same-run baseline")
+    reproduce.add_argument("name", help="smd, slu, psg, e2train, cpt, abvs, compressed, or all")
+    reproduce.add_argument("--out", default="reports", help="reports go to OUT/NAME/")
+    reproduce.add_argument("--seeds", type=_int_list, default=None, help="comma-separated seeds (default 0,1,2)")
+    reproduce.add_argument("--smoke", action="store_true", help="tiny budget, for a quick check of the pipeline")
+    reproduce.set_defaults(func=_cmd_reproduce)
 
     demo = commands.add_parser("demo", help="generate, verify and estimate the FP-MAC on defaults")
     demo.add_argument("--out", default="out/demo")

@@ -11,15 +11,15 @@ project behind.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path, PurePosixPath
 
 import jinja2
+
+from codesign.hw.reports import write_bytes_atomic
 
 from codesign.resources import data_dir
 
@@ -169,19 +169,6 @@ def check_output_dir(out_dir: Path) -> dict | None:
     return manifest
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_project(out_dir: Path, project: ProjectFiles) -> list[Path]:
     """Write a fully rendered project into ``out_dir``; return the written paths (manifest first).
 
@@ -194,10 +181,10 @@ def write_project(out_dir: Path, project: ProjectFiles) -> list[Path]:
     old = check_output_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / MANIFEST_NAME]
-    _write_atomic(written[0], project.manifest())
+    write_bytes_atomic(written[0], project.manifest())
     for rel in sorted(project.files):
         target = out_dir / rel
-        _write_atomic(target, project.files[rel])
+        write_bytes_atomic(target, project.files[rel])
         written.append(target)
     for rel in (old or {}).get("files", []):
         if isinstance(rel, str) and rel not in project.files:

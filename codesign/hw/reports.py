@@ -15,6 +15,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> Path:
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; reports and projects are meant to be read by others
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

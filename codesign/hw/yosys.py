@@ -54,17 +54,17 @@ import dataclasses
 import fnmatch
 import json
 import math
-import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
+
+from codesign.hw.reports import write_text_atomic
 
 # Families codesign's boards use. synth_xilinx knows more, but the cell-type
 # categorisation below has been checked only against these two.
@@ -434,22 +434,6 @@ def yosys_version(executable: str = "yosys") -> str:
     if run.returncode != 0 or not run.stdout.strip():
         raise YosysError(f"`{executable} -V` failed (exit {run.returncode}): {run.stderr.strip()}")
     return run.stdout.strip()
-
-
-def write_text_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a report is meant to be read by others
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def _log_tail(work_dir: Path, stderr: str) -> str:

@@ -34,10 +34,9 @@ budget in ``boards/*.toml``.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
-import os
-import tempfile
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
@@ -45,6 +44,7 @@ from pathlib import Path
 
 from codesign.boards import Board, boards
 from codesign.hw import yosys as ys
+from codesign.hw.reports import write_bytes_atomic, write_text_atomic
 from codesign.numerics.formats import FLOAT_FRAC_BITS
 from codesign.pe.fpmac.spec import ROUNDING_CODES, FpmacSpec
 from codesign.resources import data_dir
@@ -165,8 +165,8 @@ def estimate_fpmac(*, families: Iterable[str] = ys.SUPPORTED_FAMILIES, max_fb_va
         "depth_definition": DEPTH_DEFINITION, "entries": entries,
     }
     load_fpmac_cost_dict(report)  # never write a report the loader would reject
-    ys.write_text_atomic(out_dir / JSON_NAME, json.dumps(report, indent=1) + "\n")
-    ys.write_text_atomic(out_dir / MARKDOWN_NAME, render_markdown(report))
+    write_text_atomic(out_dir / JSON_NAME, json.dumps(report, indent=1) + "\n")
+    write_text_atomic(out_dir / MARKDOWN_NAME, render_markdown(report))
     if plot:
         plot_fpmac_cost(report, out_dir / PLOT_NAME)
     return report
@@ -398,15 +398,9 @@ def plot_fpmac_cost(report: Mapping, path: Path) -> Path:
         ax.legend(fontsize=7)
     exp_values = ", ".join(str(v) for v in sorted({e.exp_bits for e in cost.entries}))
     figure.suptitle(f"FP-MAC (EXP_BITS={exp_values}) per family, {cost.tool_version}", fontsize=10)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
-    os.close(handle)
+    buffer = io.BytesIO()
     try:
-        figure.savefig(tmp, dpi=110)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        figure.savefig(buffer, format="png", dpi=110)
     finally:
         plt.close(figure)
-        Path(tmp).unlink(missing_ok=True)
-    return path
+    return write_bytes_atomic(Path(path), buffer.getvalue())

@@ -100,7 +100,7 @@ def run_rtl(spec: FpmacSpec, vectors: Path, work_dir: Path, *, simulator: str = 
         raise RtlSimError(f"the cocotb bench {BENCH_DIR / BENCH_MODULE}.py is missing (run from a source checkout)")
 
     parameters = {"EXP_BITS": spec.exp_bits, "MAX_FB": spec.max_fb, "ROUNDING": spec.rounding_code}
-    build_dir = build_dir_for(Path(work_dir), TOPLEVEL, simulator, parameters)
+    build_dir = build_dir_for(Path(work_dir).resolve(), TOPLEVEL, simulator, parameters)
     summary_path = build_dir / "summary.json"
     summary_path.unlink(missing_ok=True)
     env = {

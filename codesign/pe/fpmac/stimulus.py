@@ -52,7 +52,6 @@ def random_stimulus(spec: FpmacSpec, fb: int, count: int, rng: np.random.Generat
     width = 1 + spec.exp_bits + active
     words = [to_container(rng.integers(0, 1 << width, count, dtype=np.uint64), active, max_fb=spec.max_fb) for _ in range(3)]
     # A third of the accumulators get the product's exponent so that additions cancel and round.
-    fraction_mask = np.uint64((1 << spec.max_fb) - 1)
     exp_mask = np.uint64((1 << spec.exp_bits) - 1)
     bias = (1 << (spec.exp_bits - 1)) - 1
     exponents = [((w >> np.uint64(spec.max_fb)) & exp_mask).astype(np.int64) for w in words[:2]]

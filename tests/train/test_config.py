@@ -1,0 +1,43 @@
+import pytest
+
+from codesign.train.config import ConfigError, DataConfig, ModelConfig, OptimConfig, TrainConfig, config_from_dict, load_config
+
+
+@pytest.mark.parametrize(
+    "raw, field",
+    [
+        ({"model": {"name": "vgg"}}, "model.name"),
+        ({"model": {"depth": 9}}, "model.depth"),
+        ({"optim": {"epochs": 0}}, "optim.epochs"),
+        ({"optim": {"lr": -1.0}}, "optim.lr"),
+        ({"optim": {"momentum": 1.0}}, "optim.momentum"),
+        ({"data": {"name": "cifar10"}}, "data.name"),
+        ({"data": {"test_fraction": 1.5}}, "data.test_fraction"),
+        ({"data": {"colour": True}}, "data.colour"),
+        ({"techniques": {"dropout": {}}}, "techniques.dropout"),
+        ({"learning_rate": 0.1}, "learning_rate"),
+    ],
+)
+def test_bad_fields_are_named(raw, field):
+    with pytest.raises(ConfigError, match=f"^{field}"):
+        config_from_dict(raw)
+
+
+def test_toml_round_trip(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text('seed = 3\n[model]\nname = "mlp"\nhidden = [32, 16]\n[optim]\nepochs = 2\n')
+    config = load_config(path)
+    assert config == TrainConfig(seed=3, model=ModelConfig(name="mlp", hidden=(32, 16)), optim=OptimConfig(epochs=2))
+    assert config.to_dict()["model"]["hidden"] == (32, 16)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "absent.toml")
+    (tmp_path / "bad.toml").write_text("seed = = 1")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(tmp_path / "bad.toml")
+
+
+def test_dataclass_construction_validates_too():
+    with pytest.raises(ConfigError, match="optim.batch_size"):
+        TrainConfig(optim=OptimConfig(batch_size=0))
+    with pytest.raises(ConfigError, match="data.synthetic_samples"):
+        TrainConfig(data=DataConfig(synthetic_samples=3))
