@@ -34,11 +34,12 @@ $(STAMP): pyproject.toml requirements-lock.txt
 demo: setup
 	$(BIN)/codesign demo --out out/demo
 
+# one torch/OpenMP thread per pytest worker: two workers on two cores, no oversubscription
 test: setup
-	$(BIN)/python -m pytest -n $(JOBS) --durations=15
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) --durations=15
 
 test-fast: setup
-	$(BIN)/python -m pytest -n $(JOBS) -m "not slow"
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m "not slow"
 
 reproduce: setup
 	$(BIN)/codesign reproduce all --out reports

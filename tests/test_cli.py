@@ -79,3 +79,40 @@ def test_verify_golden_level_writes_a_report(tmp_path, capsys):
     report = json.loads((work / "verify.json").read_text())
     assert report["passed"] and report["results"][0]["level"] == "golden" and report["results"][0]["vectors"] > 200
     assert "| golden |" in capsys.readouterr().out
+
+
+def test_verify_all_levels_with_a_relative_work_dir(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["verify", "fpmac", "--max-fb", "6", "--exp-bits", "5", "--fb", "3,6", "--random-per-fb", "300",
+                 "--work", "rel/work"]) == 0
+    report = json.loads((tmp_path / "rel/work/verify.json").read_text())
+    levels = {r["level"]: r for r in report["results"]}
+    assert set(levels) == {"golden", "csim", "rtl"} and report["passed"]
+    assert levels["csim"]["vectors"] == levels["rtl"]["vectors"] > 600
+    assert all(r["mismatches"] == 0 for r in report["results"])
+
+
+def test_reproduce_and_train_refuse_bad_input_before_training(tmp_path, capsys):
+    assert main(["reproduce", "e3train", "--out", str(tmp_path / "r")]) == 2
+    assert "unknown reproduction 'e3train'" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+    locked = tmp_path / "locked"
+    locked.write_text("a file where a directory should be")
+    assert main(["reproduce", "smd", "--out", str(locked)]) == 2
+    assert "not writable" in capsys.readouterr().err
+    config = tmp_path / "run.toml"
+    config.write_text("[techniques.smd]\np = -0.1\n")
+    assert main(["train", str(config), "--out", str(tmp_path / "t")]) == 2
+    assert "techniques.smd.p" in capsys.readouterr().err
+    assert not (tmp_path / "t").exists()
+
+
+def test_train_runs_a_toml_config(tmp_path, capsys):
+    config = tmp_path / "run.toml"
+    config.write_text('seed = 1\n[data]\nname = "synthetic"\nsynthetic_samples = 100\n[model]\nname = "mlp"\n'
+                      '[optim]\nepochs = 2\nbatch_size = 25\n')
+    assert main(["train", str(config), "--out", str(tmp_path / "t")]) == 0
+    result = json.loads((tmp_path / "t" / "result.json").read_text())
+    # 10 samples per class, round(2.5) = 2 of them held out: 80 training samples, 4 batches of 25 per epoch
+    assert result["steps"] == 8 and len(result["history"]) == 2 and result["cost"]["total"]["macs"] > 0
+    assert (tmp_path / "t" / "checkpoint.pt").is_file()

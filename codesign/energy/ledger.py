@@ -100,7 +100,8 @@ class CostLedger:
         by_phase = {phase: {"macs": 0, "flops": 0, "bitops": 0, "compute_pj": 0.0, "buffer_pj": 0.0, "dram_pj": 0.0}
                     for phase in PHASES}
         by_layer: dict[str, float] = defaultdict(float)
-        for (layer, phase, arith, bits_a, bits_b), macs in self._macs.items():
+        # sorted, so that float sums do not depend on insertion order (a resumed run inserts differently)
+        for (layer, phase, arith, bits_a, bits_b), macs in sorted(self._macs.items()):
             if arith == "int":
                 per_mac = table.int_mac(bits_a, bits_b)
             elif arith == "fp32":
@@ -118,7 +119,7 @@ class CostLedger:
             buffer = table.memory(macs * (width_a + width_b), dram=False)
             entry["buffer_pj"] += buffer
             by_layer[layer] += macs * per_mac + buffer
-        for (layer, phase), bits in self._dram_bits.items():
+        for (layer, phase), bits in sorted(self._dram_bits.items()):
             dram = table.memory(bits, dram=True)
             by_phase[phase]["dram_pj"] += dram
             by_layer[layer] += dram

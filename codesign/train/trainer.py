@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import io
 import math
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +26,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from codesign.energy import CostLedger, horowitz_45nm
+from codesign.hw.reports import write_bytes_atomic
 from codesign.train.config import TrainConfig
 from codesign.train.data import Dataset, load_digits_dataset, synthetic_dataset
 from codesign.train.layers import attach_ledger
@@ -128,14 +127,9 @@ class Trainer:
 
     def save_checkpoint(self, path: Path) -> None:
         """Write atomically: a crash mid-write leaves the previous checkpoint intact."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         buffer = io.BytesIO()
         torch.save(self.state_dict(), buffer)
-        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(buffer.getvalue())
-        os.replace(tmp, path)
+        write_bytes_atomic(Path(path), buffer.getvalue())
 
     def load_checkpoint(self, path: Path) -> None:
         state = torch.load(path, weights_only=False)
@@ -158,11 +152,12 @@ class Trainer:
     def train_step(self, x: torch.Tensor, y: torch.Tensor) -> float | None:
         """One scheduled step; returns the loss, or None when a technique skipped the batch."""
         self.batch = (x, y)
-        if any(technique.skip_batch(self) for technique in self.techniques):
+        # ask every technique (no short-circuit), so each one's random stream advances the same way in any combination
+        if any([technique.skip_batch(self) for technique in self.techniques]):
             self.skipped_steps += 1
             return None
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.learning_rate(self.global_step)
+        for group in self.optimizer.param_groups:  # a group may scale the schedule ("lr_scale", e.g. SLU's gates)
+            group["lr"] = self.learning_rate(self.global_step) * group.get("lr_scale", 1.0)
         for technique in self.techniques:
             technique.before_step(self)
         attach_ledger(self.model, self.ledger)
