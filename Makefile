@@ -36,6 +36,7 @@ demo: setup
 
 # one torch/OpenMP thread per pytest worker: two workers on two cores, no oversubscription
 test: setup
+	$(BIN)/ruff check --select F,E9 codesign tests benchmarks
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) --durations=15
 
 test-fast: setup
