@@ -21,6 +21,7 @@ TOML shape::
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,8 +43,9 @@ def require(condition: bool, name: str, message: str) -> None:
         raise ConfigError(f"{name}: {message}")
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def is_number(value: Any) -> bool:
+    """A finite real number given as int or float (bool excluded: True is not a learning rate)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,7 +57,7 @@ class DataConfig:
 
     def validate(self, prefix: str = "data") -> None:
         require(self.name in DATASETS, f"{prefix}.name", f"unknown dataset {self.name!r}; expected one of {DATASETS}")
-        require(_number(self.test_fraction) and 0 < self.test_fraction < 1, f"{prefix}.test_fraction", "must be in (0, 1)")
+        require(is_number(self.test_fraction) and 0 < self.test_fraction < 1, f"{prefix}.test_fraction", "must be in (0, 1)")
         require(isinstance(self.synthetic_samples, int) and self.synthetic_samples >= 20, f"{prefix}.synthetic_samples", "must be an int >= 20")
 
 
@@ -87,9 +89,9 @@ class OptimConfig:
     def validate(self, prefix: str = "optim") -> None:
         require(isinstance(self.epochs, int) and self.epochs >= 1, f"{prefix}.epochs", f"must be an int >= 1, got {self.epochs!r}")
         require(isinstance(self.batch_size, int) and self.batch_size >= 1, f"{prefix}.batch_size", "must be an int >= 1")
-        require(_number(self.lr) and self.lr > 0, f"{prefix}.lr", f"must be > 0, got {self.lr!r}")
-        require(_number(self.momentum) and 0 <= self.momentum < 1, f"{prefix}.momentum", "must be in [0, 1)")
-        require(_number(self.weight_decay) and self.weight_decay >= 0, f"{prefix}.weight_decay", "must be >= 0")
+        require(is_number(self.lr) and self.lr > 0, f"{prefix}.lr", f"must be > 0, got {self.lr!r}")
+        require(is_number(self.momentum) and 0 <= self.momentum < 1, f"{prefix}.momentum", "must be in [0, 1)")
+        require(is_number(self.weight_decay) and self.weight_decay >= 0, f"{prefix}.weight_decay", "must be >= 0")
         require(self.schedule in SCHEDULES, f"{prefix}.schedule", f"must be one of {SCHEDULES}")
 
 

@@ -52,10 +52,15 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from codesign.energy.abvs_cost import AREA_METRICS, FpMacEnergyModel, VoltageModel, fpmac_energy_model
+from codesign.energy.abvs_cost import (
+    AREA_METRICS,
+    FpMacEnergyModel,
+    VoltageModel,
+    fpmac_energy_model,
+)
 from codesign.numerics import FloatFormat, quantize
 from codesign.numerics.formats import DETERMINISTIC_ROUNDING, FLOAT_FRAC_BITS
-from codesign.train.config import require
+from codesign.train.config import is_number, require
 from codesign.train.layers import counted_layers
 from codesign.train.precision import FloatQuantizer, LayerPrecision
 from codesign.train.techniques import base
@@ -67,10 +72,6 @@ EXP_BITS = 8
 FB_LOW, FB_HIGH = FLOAT_FRAC_BITS  # 1..23 fraction bits
 CHECK_TOLERANCE_EPOCHS = 1e-9
 FAMILIES = ("xc7", "xcup")
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _fb(value: Any) -> bool:
@@ -109,8 +110,8 @@ class Config:
             require(_fb(value), f"{prefix}.{name}", f"must be an int in {FB_LOW}..{FB_HIGH}, got {value!r}")
         require(self.fb_min <= self.fb_max, f"{prefix}.fb_min",
                 f"must be <= fb_max={self.fb_max}, got {self.fb_min}")
-        require(_number(self.alpha) and self.alpha > 0, f"{prefix}.alpha", f"must be > 0, got {self.alpha!r}")
-        require(_number(self.epsilon) and self.epsilon >= 0, f"{prefix}.epsilon",
+        require(is_number(self.alpha) and self.alpha > 0, f"{prefix}.alpha", f"must be > 0, got {self.alpha!r}")
+        require(is_number(self.epsilon) and self.epsilon >= 0, f"{prefix}.epsilon",
                 f"must be >= 0 (an accuracy gain as a fraction), got {self.epsilon!r}")
         require(self.rounding in DETERMINISTIC_ROUNDING, f"{prefix}.rounding",
                 f"must be one of {DETERMINISTIC_ROUNDING}, got {self.rounding!r}")
@@ -121,7 +122,7 @@ class Config:
         require(self.timing_fb is None or (_fb(self.timing_fb) and self.timing_fb >= self.fb_max),
                 f"{prefix}.timing_fb", f"must be None or an int in fb_max..{FB_HIGH}, got {self.timing_fb!r}")
         for name in ("supply_v", "threshold_v", "alpha_power", "min_supply_v", "max_supply_v"):
-            require(_number(getattr(self, name)), f"{prefix}.{name}", "must be a finite number")
+            require(is_number(getattr(self, name)), f"{prefix}.{name}", "must be a finite number")
         require(1 <= self.alpha_power <= 2, f"{prefix}.alpha_power", "must be in [1, 2] (alpha-power law)")
         require(self.threshold_v > 0, f"{prefix}.threshold_v", "must be > 0")
         require(self.threshold_v < self.min_supply_v, f"{prefix}.min_supply_v", "must be > threshold_v")
@@ -216,7 +217,7 @@ def least_sufficient_fb(accuracy_by_fb: Mapping[int, float | Sequence[float]], f
     compared). None when no FB qualifies. This is how the paper picks
     ``fb_max`` from preliminary fixed-FB runs (Sec. IV-A).
     """
-    if not (_number(tolerance) and tolerance >= 0):
+    if not (is_number(tolerance) and tolerance >= 0):
         raise ValueError(f"tolerance must be >= 0, got {tolerance!r}")
 
     def mean(value: float | Sequence[float]) -> float:

@@ -73,7 +73,7 @@ import torch
 from torch import nn
 
 from codesign.numerics.formats import DETERMINISTIC_ROUNDING
-from codesign.train.config import ConfigError, require
+from codesign.train.config import ConfigError, is_number, require
 from codesign.train.layers import attach_ledger, counted_layers
 from codesign.train.precision import FixedQuantizer, LayerPrecision
 from codesign.train.techniques import base
@@ -92,8 +92,6 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _require_bits(value: Any, name: str) -> None:
@@ -141,7 +139,7 @@ class Config:
                 f"must be an int >= 1, got {self.range_test_steps!r}")
         require(_is_int(self.range_test_samples) and self.range_test_samples >= 1, f"{prefix}.range_test_samples",
                 f"must be an int >= 1, got {self.range_test_samples!r}")
-        require(_is_number(self.range_test_threshold) and 0 <= self.range_test_threshold < 100,
+        require(is_number(self.range_test_threshold) and 0 <= self.range_test_threshold < 100,
                 f"{prefix}.range_test_threshold", f"must be in [0, 100) percentage points, got {self.range_test_threshold!r}")
 
     @property

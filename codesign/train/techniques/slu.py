@@ -84,7 +84,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from codesign.train.config import ConfigError, require
+from codesign.train.config import ConfigError, is_number, require
 from codesign.train.layers import CountedConv2d, CountedLinear
 from codesign.train.techniques import base
 
@@ -95,8 +95,6 @@ if TYPE_CHECKING:
 GATES_MODULE = "slu_gates"
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,20 +122,20 @@ class Config:
     gate_lr: float | None = None
 
     def validate(self, prefix: str = "slu") -> None:
-        require(self.gate_lr is None or (_is_number(self.gate_lr) and self.gate_lr > 0), f"{prefix}.gate_lr",
+        require(self.gate_lr is None or (is_number(self.gate_lr) and self.gate_lr > 0), f"{prefix}.gate_lr",
                 f"must be None or > 0, got {self.gate_lr!r}")
-        require(_is_number(self.target_skip) and 0 <= self.target_skip < 1, f"{prefix}.target_skip",
+        require(is_number(self.target_skip) and 0 <= self.target_skip < 1, f"{prefix}.target_skip",
                 f"must be in [0, 1), got {self.target_skip!r}")
-        require(_is_number(self.alpha_max) and self.alpha_max > 0, f"{prefix}.alpha_max",
+        require(is_number(self.alpha_max) and self.alpha_max > 0, f"{prefix}.alpha_max",
                 f"must be > 0, got {self.alpha_max!r}")
-        require(_is_number(self.alpha_init) and abs(self.alpha_init) <= self.alpha_max, f"{prefix}.alpha_init",
+        require(is_number(self.alpha_init) and abs(self.alpha_init) <= self.alpha_max, f"{prefix}.alpha_init",
                 f"must be a number with |alpha_init| <= alpha_max, got {self.alpha_init!r}")
         for gain in ("alpha_p", "alpha_i"):
             value = getattr(self, gain)
-            require(_is_number(value) and value >= 0, f"{prefix}.{gain}", f"must be >= 0, got {value!r}")
-        require(_is_number(self.gate_bias_init) and abs(self.gate_bias_init) <= 20, f"{prefix}.gate_bias_init",
+            require(is_number(value) and value >= 0, f"{prefix}.{gain}", f"must be >= 0, got {value!r}")
+        require(is_number(self.gate_bias_init) and abs(self.gate_bias_init) <= 20, f"{prefix}.gate_bias_init",
                 f"must be a number in [-20, 20], got {self.gate_bias_init!r}")
-        require(_is_number(self.threshold) and 0 < self.threshold < 1, f"{prefix}.threshold",
+        require(is_number(self.threshold) and 0 < self.threshold < 1, f"{prefix}.threshold",
                 f"must be in (0, 1), got {self.threshold!r}")
 
 

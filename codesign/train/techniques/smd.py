@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from codesign.train.config import require
+from codesign.train.config import is_number, require
 from codesign.train.techniques import base
 
 if TYPE_CHECKING:
@@ -46,8 +46,6 @@ if TYPE_CHECKING:
 SEED_SALT = 0x5D_0001
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,7 +55,7 @@ class Config:
     p: float = 0.5
 
     def validate(self, prefix: str = "smd") -> None:
-        require(_is_number(self.p) and 0 <= self.p < 1, f"{prefix}.p", f"must be in [0, 1), got {self.p!r}")
+        require(is_number(self.p) and 0 <= self.p < 1, f"{prefix}.p", f"must be in [0, 1), got {self.p!r}")
 
 
 def expected_energy_ratio(p: float, epochs: int, baseline_epochs: int) -> float:
