@@ -1,18 +1,24 @@
-"""`codesign` command line: setup, generate, verify, estimate, build, demo.
+"""`codesign` command line: setup, generate, verify, estimate, build, demo, train, reproduce.
 
-Every argument is validated (by building the spec) before any file is written.
+The hardware commands work for every PE in :data:`codesign.pe.REGISTRY`:
+their per-PE flags are derived from the PE's spec and stimulus dataclasses,
+so no command knows a PE by name. Every argument is validated (by building
+the spec and the build target) before any file is written.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import itertools
+import json
 import sys
 from pathlib import Path
 
-from codesign.boards import board, boards
-from codesign.numerics.formats import DETERMINISTIC_ROUNDING
+from codesign.boards import boards
+from codesign.pe import get_pe, pe_names
 
-PES = ("fpmac",)
+SPEC, STIMULUS = "spec", "stim"  # argparse dest prefixes of spec fields and stimulus fields
 
 
 def _int_list(text: str) -> list[int]:
@@ -22,32 +28,77 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
-def _add_spec_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("pe", choices=PES, help="processing element")
-    parser.add_argument("--exp-bits", type=int, default=8, help="exponent bits (2..8)")
-    parser.add_argument("--max-fb", type=int, default=23, help="largest run-time fraction width FB (1..23)")
-    parser.add_argument("--rounding", default="nearest_even", choices=DETERMINISTIC_ROUNDING)
-    parser.add_argument("--interface", default="m_axi", choices=("m_axi", "axis"))
+def _parse_value(kind: type, text: str):
+    if kind is bool:
+        if text.lower() not in ("true", "false", "1", "0"):
+            raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+        return text.lower() in ("true", "1")
+    if kind is tuple:
+        return tuple(_int_list(text))
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+
+
+def _add_dataclass_options(parser: argparse.ArgumentParser, cls: type, prefix: str, *, sweep: bool = False) -> None:
+    """One ``--field-name`` flag per field of ``cls`` (default: the dataclass default, shown in --help).
+
+    With ``sweep`` every flag takes a comma-separated list and the command runs
+    the cross product.
+    """
+    defaults = cls()
+    for field in dataclasses.fields(cls):
+        default = getattr(defaults, field.name)
+        kind = type(default)
+        flag = "--" + field.name.replace("_", "-")
+        shown = ",".join(map(str, default)) if kind is tuple else default
+        if sweep and kind is not tuple:
+            parser.add_argument(flag, dest=f"{prefix}__{field.name}", default=None, metavar="V[,V...]",
+                                type=lambda text, k=kind: [_parse_value(k, item) for item in text.split(",")],
+                                help=f"{field.name} value(s) to sweep (default {shown})")
+        else:
+            parser.add_argument(flag, dest=f"{prefix}__{field.name}", default=None, metavar=kind.__name__.upper(),
+                                type=lambda text, k=kind: _parse_value(k, text), help=f"{field.name} (default {shown})")
+
+
+def _dataclass_fields_from(args: argparse.Namespace, prefix: str) -> dict:
+    return {key.split("__", 1)[1]: value for key, value in vars(args).items()
+            if key.startswith(prefix + "__") and value is not None}
+
+
+def _add_target_options(parser: argparse.ArgumentParser, interfaces: tuple[str, ...]) -> None:
     target = parser.add_mutually_exclusive_group()
-    target.add_argument("--board", help=f"target board ({', '.join(sorted(boards()))})")
+    target.add_argument("--board", help=f"target board ({', '.join(sorted(boards()))}); default zedboard")
     target.add_argument("--part", help="target FPGA part (must belong to a known board)")
     parser.add_argument("--clock-ns", type=float, default=10.0, help="HLS clock period (ns)")
-    parser.add_argument("--top", default="fpmac_kernel", help="name of the HLS top function")
+    parser.add_argument("--interface", default=None, choices=interfaces, help=f"data interface (default {interfaces[0]})")
+    parser.add_argument("--top", default=None, help="name of the HLS top function (default <pe>_kernel)")
 
 
-def _spec_from(args: argparse.Namespace):
-    from codesign.pe.fpmac import FpmacSpec
+def _target_from(args: argparse.Namespace):
+    from codesign.boards import board
+    from codesign.hw.target import BuildTarget
 
     part = args.part or board(args.board or "zedboard").part
-    return FpmacSpec(
-        exp_bits=args.exp_bits,
-        max_fb=args.max_fb,
-        rounding=args.rounding,
-        interface=args.interface,
-        part=part,
-        clock_period_ns=args.clock_ns,
-        top=args.top,
-    )
+    return BuildTarget(part=part, clock_period_ns=args.clock_ns, interface=args.interface, top=args.top)
+
+
+def _pe_subparsers(command: argparse.ArgumentParser, *, target: bool = False, stimulus: bool = False,
+                   sweep: bool = False) -> dict[str, argparse.ArgumentParser]:
+    """One sub-command per registered PE, with its spec (and stimulus, target) flags."""
+    choices = command.add_subparsers(dest="pe", required=True, metavar="PE", help=f"one of: {', '.join(pe_names())}")
+    parsers = {}
+    for name in pe_names():
+        pe = get_pe(name)
+        sub = choices.add_parser(name, help=pe.title)
+        _add_dataclass_options(sub, pe.spec_class, SPEC, sweep=sweep)
+        if stimulus:
+            _add_dataclass_options(sub, pe.stimulus_class, STIMULUS)
+        if target:
+            _add_target_options(sub, pe.interfaces)
+        parsers[name] = sub
+    return parsers
 
 
 def _cmd_setup(args: argparse.Namespace) -> int:
@@ -58,10 +109,11 @@ def _cmd_setup(args: argparse.Namespace) -> int:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from codesign.pe.fpmac.generate import generate_fpmac_project
+    from codesign.hw.flow import generate_project
 
-    spec = _spec_from(args)
-    written = generate_fpmac_project(spec, Path(args.out))
+    pe = get_pe(args.pe)
+    spec, target = pe.spec(**_dataclass_fields_from(args, SPEC)), _target_from(args)
+    written = generate_project(pe, spec, Path(args.out), target)
     print(f"wrote {len(written)} files to {args.out}:")
     for path in written:
         print(f"  {path}")
@@ -69,36 +121,38 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from codesign.pe.fpmac.verify import verify_fpmac
+    from codesign.hw.flow import check_levels, verify
 
-    spec = _spec_from(args)
-    levels = tuple(level.strip() for level in args.levels.split(",") if level.strip())
-    report = verify_fpmac(
-        spec,
-        work_dir=Path(args.work),
-        levels=levels,
-        fb_values=args.fb,
-        random_per_fb=args.random_per_fb,
-        seed=args.seed,
-        simulator=args.simulator,
-    )
-    print(report.table())
-    print(f"report: {Path(args.work) / 'verify.json'}")
-    print("PASS: bit-exact at every level" if report.passed else "FAIL: mismatches found")
+    pe = get_pe(args.pe)
+    spec, target = pe.spec(**_dataclass_fields_from(args, SPEC)), _target_from(args)
+    options = pe.stimulus_options(**_dataclass_fields_from(args, STIMULUS))
+    levels = check_levels(level.strip() for level in args.levels.split(",") if level.strip())
+    log = (lambda text: print(text, file=sys.stderr)) if args.json else print
+    report = verify(pe, spec, target=target, work_dir=Path(args.work), levels=levels, options=options,
+                    simulator=args.simulator, progress=log)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=1, sort_keys=True))
+    else:
+        print(report.table())
+        print(f"report: {Path(args.work) / 'verify.json'}")
+        print("PASS: bit-exact at every level" if report.passed else "FAIL: mismatches found")
     return 0 if report.passed else 1
 
 
 def _cmd_estimate(args: argparse.Namespace) -> int:
-    from codesign.pe.fpmac.estimate import estimate_fpmac
+    from codesign.hw.estimate import estimate
 
-    report = estimate_fpmac(
-        families=tuple(args.families.split(",")),
-        max_fb_values=tuple(args.max_fb_values),
-        exp_bits=args.exp_bits,
-        out_dir=Path(args.out),
-    )
-    print(f"wrote {Path(args.out) / 'fpmac_cost.json'} ({len(report['entries'])} syntheses)")
-    print((Path(args.out) / "fpmac_cost.md").read_text())
+    pe = get_pe(args.pe)
+    sweep = _dataclass_fields_from(args, SPEC)
+    if sweep:
+        names = sorted(sweep)
+        specs = [pe.spec(**dict(zip(names, values))) for values in itertools.product(*(sweep[n] for n in names))]
+    else:
+        specs = pe.estimate_specs()
+    report = estimate(pe, specs, families=tuple(args.families.split(",")), out_dir=Path(args.out),
+                      workers=args.workers)
+    print(f"wrote {Path(args.out) / f'{pe.name}_cost.json'} ({len(report['entries'])} syntheses)")
+    print((Path(args.out) / f"{pe.name}_cost.md").read_text())
     return 0
 
 
@@ -117,23 +171,29 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from codesign.pe.fpmac import FpmacSpec
+    from codesign.hw.estimate import estimate
+    from codesign.hw.flow import generate_project, verify
     from codesign.pe.fpmac.estimate import estimate_fpmac
-    from codesign.pe.fpmac.generate import generate_fpmac_project
-    from codesign.pe.fpmac.verify import verify_fpmac
 
     out = Path(args.out)
-    spec = FpmacSpec()
-    print(f"[demo] spec: {spec}")
-    written = generate_fpmac_project(spec, out / "hls_fpmac")
-    print(f"[demo] HLS project: {len(written)} files in {out / 'hls_fpmac'}")
-    report = verify_fpmac(spec, work_dir=out / "verify", random_per_fb=args.random_per_fb)
-    print(report.table())
-    cost = estimate_fpmac(families=("xc7", "xcup"), max_fb_values=(7, 10, 16, 23), exp_bits=8, out_dir=out / "estimate")
-    print(f"[demo] Yosys report: {out / 'estimate' / 'fpmac_cost.json'} ({len(cost['entries'])} syntheses)")
-    print((out / "estimate" / "fpmac_cost.md").read_text())
-    print("[demo] PASS" if report.passed else "[demo] FAIL")
-    return 0 if report.passed else 1
+    names = [name.strip() for name in args.pe.split(",") if name.strip()] or list(pe_names())
+    chosen = [get_pe(name) for name in names]  # every name checked before any work
+    passed = True
+    for pe in chosen:
+        spec = pe.spec()
+        print(f"[demo {pe.name}] spec: {spec}")
+        written = generate_project(pe, spec, out / pe.name / "hls")
+        print(f"[demo {pe.name}] HLS project: {len(written)} files in {out / pe.name / 'hls'}")
+        report = verify(pe, spec, work_dir=out / pe.name / "verify")
+        print(report.table())
+        passed &= report.passed
+        cost = estimate(pe, pe.estimate_specs(), out_dir=out / pe.name / "estimate")
+        print(f"[demo {pe.name}] Yosys: {len(cost['entries'])} syntheses")
+        print((out / pe.name / "estimate" / f"{pe.name}_cost.md").read_text())
+        if pe.name == "fpmac":  # the per-FB cost table the ABVS energy model reads
+            estimate_fpmac(out_dir=out / "fpmac" / "energy_cost", max_fb_values=(7, 10, 16, 23))
+    print("[demo] PASS" if passed else "[demo] FAIL")
+    return 0 if passed else 1
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -176,26 +236,23 @@ def build_parser() -> argparse.ArgumentParser:
     setup.set_defaults(func=_cmd_setup)
 
     generate = commands.add_parser("generate", help="write a Vitis HLS project for a PE")
-    _add_spec_arguments(generate)
-    generate.add_argument("--out", required=True, help="project directory (new, empty, or an earlier codesign project)")
+    for sub in _pe_subparsers(generate, target=True).values():
+        sub.add_argument("--out", required=True, help="project directory (new, empty, or an earlier codesign project)")
     generate.set_defaults(func=_cmd_generate)
 
     verify = commands.add_parser("verify", help="golden vs C-sim vs RTL, bit for bit")
-    _add_spec_arguments(verify)
-    verify.add_argument("--work", default="out/verify", help="directory for vectors, builds and reports")
-    verify.add_argument("--levels", default="golden,csim,rtl", help="comma-separated subset of golden,csim,rtl")
-    verify.add_argument("--fb", type=_int_list, default=None, help="run-time FB values (default: 6 spread over 3..max-fb)")
-    verify.add_argument("--random-per-fb", type=int, default=10_000, help="random MACs per FB value")
-    verify.add_argument("--seed", type=int, default=2024)
-    verify.add_argument("--simulator", default="icarus", choices=("icarus", "verilator"))
+    for sub in _pe_subparsers(verify, target=True, stimulus=True).values():
+        sub.add_argument("--work", default="out/verify", help="directory for vectors, builds and reports")
+        sub.add_argument("--levels", default="golden,csim,rtl", help="comma-separated subset of golden,csim,rtl")
+        sub.add_argument("--simulator", default="icarus", choices=("icarus", "verilator"))
+        sub.add_argument("--json", action="store_true", help="print the report as JSON on stdout (progress on stderr)")
     verify.set_defaults(func=_cmd_verify)
 
-    estimate = commands.add_parser("estimate", help="Yosys resource and logic-depth report")
-    estimate.add_argument("pe", choices=PES)
-    estimate.add_argument("--families", default="xc7,xcup", help="Yosys synth_xilinx families")
-    estimate.add_argument("--max-fb-values", type=_int_list, default=[7, 10, 16, 23])
-    estimate.add_argument("--exp-bits", type=int, default=8)
-    estimate.add_argument("--out", default="out/estimate")
+    estimate = commands.add_parser("estimate", help="Yosys resources against the board budgets")
+    for sub in _pe_subparsers(estimate, sweep=True).values():
+        sub.add_argument("--families", default="xc7,xcup", help="Yosys synth_xilinx families")
+        sub.add_argument("--out", default="out/estimate")
+        sub.add_argument("--workers", type=int, default=1, help="Yosys processes at a time")
     estimate.set_defaults(func=_cmd_estimate)
 
     build = commands.add_parser("build", help="run vitis_hls on a generated project (where installed)")
@@ -217,9 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--smoke", action="store_true", help="tiny budget, for a quick check of the pipeline")
     reproduce.set_defaults(func=_cmd_reproduce)
 
-    demo = commands.add_parser("demo", help="generate, verify and estimate the FP-MAC on defaults")
+    demo = commands.add_parser("demo", help="generate, verify and estimate every PE on defaults")
     demo.add_argument("--out", default="out/demo")
-    demo.add_argument("--random-per-fb", type=int, default=10_000)
+    demo.add_argument("--pe", default="", help="comma-separated PEs (default: all registered)")
     demo.set_defaults(func=_cmd_demo)
     return parser
 
@@ -231,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, ProjectDirError) as error:
+    except (ValueError, TypeError, FileNotFoundError, ProjectDirError) as error:
         print(f"codesign: error: {error}", file=sys.stderr)
         return 2
 

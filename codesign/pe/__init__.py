@@ -1,1 +1,33 @@
-"""Processing elements. Each PE is one room: golden kernel, spec, stimulus and flow glue share its name."""
+"""Processing elements, one room each, all behind one protocol (:mod:`codesign.pe.protocol`).
+
+:data:`REGISTRY` names every PE the command line and the generic flow know;
+a PE's module is imported on first use, so listing PEs costs nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+
+from codesign.pe.protocol import ProcessingElement
+
+# name -> "module:class" of its ProcessingElement subclass
+REGISTRY = {
+    "fpmac": "codesign.pe.fpmac.pe:FpmacPE",
+}
+
+
+def pe_names() -> tuple[str, ...]:
+    return tuple(REGISTRY)
+
+
+@cache
+def get_pe(name: str) -> ProcessingElement:
+    """The registered PE ``name``; a clear error names the ones that exist."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown PE {name!r}; registered PEs: {', '.join(REGISTRY)}")
+    module_name, class_name = REGISTRY[name].split(":")
+    instance = getattr(importlib.import_module(module_name), class_name)()
+    if instance.name != name:
+        raise RuntimeError(f"{REGISTRY[name]} calls itself {instance.name!r}, registered as {name!r}")
+    return instance

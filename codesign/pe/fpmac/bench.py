@@ -1,6 +1,6 @@
 """cocotb 2.x bench for rtl/fpmac: drives a golden vector file through the DUT and checks every bit.
 
-Not collected by pytest (no ``test_`` prefix): :func:`codesign.pe.fpmac.rtl.run_rtl`
+Ships in the package so an installed wheel verifies RTL: :func:`codesign.hw.flow.run_rtl`
 starts it in the simulator. Structure after cocotb's matrix_multiplier
 example: a driver, a monitor, a model (the golden ``golden_container_mac``
 itself, not a re-implementation) and a scoreboard.
