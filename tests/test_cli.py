@@ -83,13 +83,48 @@ def test_verify_golden_level_writes_a_report(tmp_path, capsys):
 
 def test_verify_all_levels_with_a_relative_work_dir(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert main(["verify", "fpmac", "--max-fb", "6", "--exp-bits", "5", "--fb", "3,6", "--random-per-fb", "300",
+    assert main(["verify", "fpmac", "--max-fb", "6", "--exp-bits", "5", "--fb-values", "3,6", "--random-per-fb", "300",
                  "--work", "rel/work"]) == 0
     report = json.loads((tmp_path / "rel/work/verify.json").read_text())
     levels = {r["level"]: r for r in report["results"]}
     assert set(levels) == {"golden", "csim", "rtl"} and report["passed"]
     assert levels["csim"]["vectors"] == levels["rtl"]["vectors"] > 600
     assert all(r["mismatches"] == 0 for r in report["results"])
+
+
+def test_verify_json_prints_vectors_and_mismatches_per_level(tmp_path, capsys):
+    work = tmp_path / "work"
+    assert main(["verify", "fpmac", "--levels", "golden", "--max-fb", "5", "--random-per-fb", "100", "--json",
+                 "--work", str(work)]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)  # stdout is the report alone; progress went to stderr
+    assert report["pe"] == "fpmac" and report["passed"] is True
+    assert [(r["level"], r["mismatches"]) for r in report["results"]] == [("golden", 0)]
+    assert report["results"][0]["vectors"] > 100 and "[verify fpmac]" in captured.err
+
+
+def test_every_registered_pe_has_every_hardware_command():
+    from codesign.cli import build_parser
+    from codesign.pe import pe_names
+
+    parser = build_parser()
+    for name in pe_names():
+        for command in ("generate", "verify", "estimate"):
+            with pytest.raises(SystemExit) as done:
+                parser.parse_args([command, name, "--help"])
+            assert done.value.code == 0
+
+
+def test_unknown_pe_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        main(["generate", "nope", "--out", "x"])
+    assert "invalid choice: 'nope'" in capsys.readouterr().err
+
+
+def test_top_name_reaches_the_kernel(tmp_path):
+    out = tmp_path / "project"
+    assert main(["generate", "fpmac", "--top", "ok_top", "--out", str(out)]) == 0
+    assert "ok_top" in (out / "fpmac.cpp").read_text()
 
 
 def test_reproduce_and_train_refuse_bad_input_before_training(tmp_path, capsys):

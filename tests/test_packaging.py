@@ -34,11 +34,12 @@ def test_installed_wheel_generates_a_project_outside_the_checkout(wheel, tmp_pat
         "import codesign, codesign.resources as r, codesign.boards as b\n"
         "from pathlib import Path\n"
         "from codesign.pe.fpmac import FpmacSpec\n"
-        "from codesign.pe.fpmac.generate import generate_fpmac_project\n"
+        "from codesign.hw.flow import generate_project\n"
+        "from codesign.pe import get_pe\n"
         f"assert Path(codesign.__file__).is_relative_to({str(site)!r}), codesign.__file__\n"
         "assert r.data_dir('rtl').parent.name == '_data'\n"
         "assert set(b.boards()) == {'zedboard', 'ultra96v2'}\n"
-        f"files = generate_fpmac_project(FpmacSpec(max_fb=10), Path({str(tmp_path / 'proj')!r}))\n"
+        f"files = generate_project(get_pe('fpmac'), FpmacSpec(max_fb=10), Path({str(tmp_path / 'proj')!r}))\n"
         "print(len(files))\n"
     )
     # run from an unrelated directory, with the unpacked wheel first on the path
@@ -47,3 +48,22 @@ def test_installed_wheel_generates_a_project_outside_the_checkout(wheel, tmp_pat
     assert done.returncode == 0, done.stderr
     assert int(done.stdout.strip()) >= 4
     assert (tmp_path / "proj" / "run_hls.tcl").is_file()
+
+
+@pytest.mark.slow
+def test_installed_wheel_verifies_rtl_with_its_own_bench(wheel, tmp_path):
+    """The cocotb benches ship in the package: `codesign verify --level rtl` needs no source checkout."""
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    work = tmp_path / "work"
+    script = ("import sys, codesign\nfrom pathlib import Path\nfrom codesign.cli import main\n"
+              f"assert Path(codesign.__file__).is_relative_to({str(site)!r}), codesign.__file__\n"
+              f"sys.exit(main(['verify', 'fpmac', '--levels', 'rtl', '--max-fb', '4', '--exp-bits', '4', "
+              f"'--random-per-fb', '200', '--json', '--work', {str(work)!r}]))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path,
+                          env={"PYTHONPATH": str(site), "HOME": str(Path.home()), "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = __import__("json").loads(done.stdout)
+    assert report["results"][0]["level"] == "rtl" and report["results"][0]["mismatches"] == 0
+    assert report["results"][0]["vectors"] > 200

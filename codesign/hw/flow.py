@@ -214,8 +214,10 @@ class VerifyReport:
 def check_levels(levels) -> tuple[str, ...]:
     levels = tuple(levels)
     unknown = [level for level in levels if level not in LEVELS]
-    if unknown or not levels:
-        raise ValueError(f"unknown or no verification level(s) {unknown or levels}; choose from {', '.join(LEVELS)}")
+    if unknown:
+        raise ValueError(f"unknown verification level(s) {unknown}; choose from {', '.join(LEVELS)}")
+    if not levels:
+        raise ValueError(f"no verification level given; choose from {', '.join(LEVELS)}")
     return levels
 
 

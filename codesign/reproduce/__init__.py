@@ -9,13 +9,13 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-REPRODUCTIONS = ("smd", "slu", "psg", "e2train", "cpt", "abvs", "compressed")
+REPRODUCTIONS = ("smd", "slu", "psg", "e2train", "cpt", "abvs", "compressed", "csb-utilisation")
 
 
 def reproduction(name: str):
     if name not in REPRODUCTIONS:
         raise ValueError(f"unknown reproduction {name!r}; expected one of {', '.join(REPRODUCTIONS)}")
-    return importlib.import_module(f"codesign.reproduce.{name}")
+    return importlib.import_module(f"codesign.reproduce.{name.replace('-', '_')}")  # module names use _
 
 
 def check_output_dir(path: Path) -> Path:

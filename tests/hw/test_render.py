@@ -21,18 +21,30 @@ from codesign.hw.render import (
     tcl_quote,
     write_project,
 )
-from codesign.pe.fpmac.generate import (
-    FILES,
-    TEMPLATES,
-    generate_fpmac_project,
-    render_fpmac_project,
-    template_context,
-)
+from codesign.hw.flow import VECTORS_HEADER, generate_project, project_context, render_project
+from codesign.hw.target import BuildTarget
+from codesign.pe import get_pe
+from codesign.pe.fpmac.pe import FILES
 from codesign.pe.fpmac.spec import FpmacSpec
 from codesign.pe.fpmac.stimulus import build_stimulus
 from codesign.resources import data_dir
 
 SMALL = FpmacSpec(exp_bits=5, max_fb=7, rounding="nearest_away")
+PE = get_pe("fpmac")
+TEMPLATES = {key: PE.templates[FILES[key]] for key in ("kernel_cpp", "kernel_h", "testbench_cpp", "tcl")}
+PROJECT_FILES = {*FILES.values(), VECTORS_HEADER, "vectors.txt"}
+
+
+def template_context(spec, target=BuildTarget()):
+    return project_context(PE, spec, target.resolve(PE.name, PE.interfaces))
+
+
+def render_fpmac_project(spec, target=None, **options):
+    return render_project(PE, spec, target, **options)
+
+
+def generate_fpmac_project(spec, out_dir, target=None, **options):
+    return generate_project(PE, spec, out_dir, target, **options)
 
 
 def small_stimulus(spec):
@@ -73,9 +85,9 @@ def test_unknown_template_is_a_render_error():
 
 @pytest.mark.parametrize("interface", ["m_axi", "axis"])
 def test_same_spec_renders_byte_identical_projects(tmp_path, interface):
-    spec = dataclasses.replace(SMALL, interface=interface)
-    first = render_fpmac_project(spec, stimulus=small_stimulus(spec))
-    second = render_fpmac_project(spec, stimulus=small_stimulus(spec))
+    spec, target = SMALL, BuildTarget(interface=interface)
+    first = render_fpmac_project(spec, target, stimulus=small_stimulus(spec))
+    second = render_fpmac_project(spec, target, stimulus=small_stimulus(spec))
     assert first.files == second.files
     assert first.manifest() == second.manifest()
     generate_fpmac_project(spec, tmp_path / "one", stimulus=small_stimulus(spec))
@@ -86,13 +98,13 @@ def test_same_spec_renders_byte_identical_projects(tmp_path, interface):
 def test_project_is_self_contained_and_header_is_copied_verbatim(tmp_path):
     written = generate_fpmac_project(SMALL, tmp_path / "p", stimulus=small_stimulus(SMALL))
     names = {p.name for p in written}
-    assert names == {MANIFEST_NAME, *FILES.values()}
+    assert names == {MANIFEST_NAME, *PROJECT_FILES}
     header = data_dir("hls_templates") / "include" / "codesign_fpmac.h"
     assert (tmp_path / "p" / "codesign_fpmac.h").read_bytes() == header.read_bytes()
     assert not [p for p in (tmp_path / "p").iterdir() if p.name.startswith(".")], "temporary files left behind"
     manifest = read_manifest(tmp_path / "p")
     assert manifest["pe"] == "fpmac" and manifest["spec"] == SMALL.to_dict()
-    assert manifest["files"] == sorted(FILES.values())
+    assert manifest["files"] == sorted(PROJECT_FILES)
 
 
 def test_no_floating_point_types_in_kernel_code():
@@ -135,8 +147,8 @@ def test_empty_directory_and_earlier_project_are_accepted(tmp_path):
     generate_fpmac_project(SMALL, target, stimulus=small_stimulus(SMALL))
     assert (target / "vectors.txt").is_file()
     (target / "user_notes.txt").write_text("not generated\n")
-    other = dataclasses.replace(SMALL, interface="axis", top="mac_axis")
-    generate_fpmac_project(other, target, with_vectors=False)
+    other = dataclasses.replace(SMALL, max_fb=6)
+    generate_fpmac_project(other, target, BuildTarget(interface="axis", top="mac_axis"), with_vectors=False)
     assert read_manifest(target)["spec"] == other.to_dict()
     assert "mac_axis" in (target / FILES["kernel_cpp"]).read_text()
     assert not (target / "vectors.txt").exists(), "a file only the old project generated must be removed"
@@ -147,9 +159,9 @@ def test_empty_directory_and_earlier_project_are_accepted(tmp_path):
     "make_spec",
     [
         lambda: FpmacSpec(max_fb=30),
-        lambda: FpmacSpec(part="xc7a35ticsg324-1L"),
-        lambda: FpmacSpec(interface="pcie"),
-        lambda: FpmacSpec(top="not an identifier"),
+        lambda: BuildTarget(part="xc7a35ticsg324-1L"),
+        lambda: BuildTarget(interface="pcie"),
+        lambda: BuildTarget(top="not an identifier"),
         lambda: FpmacSpec(rounding="stochastic"),
     ],
 )
@@ -189,8 +201,8 @@ def test_write_project_reports_written_paths(tmp_path):
 
 @pytest.mark.parametrize("part", ["xc7z020clg484-1", "xczu3eg-sbva484-1-i"])
 def test_tcl_runs_every_step_for_the_spec_part(part):
-    spec = FpmacSpec(part=part, clock_period_ns=6.5, top="my_mac")
-    tcl = render_fpmac_project(spec, with_vectors=False).files[FILES["tcl"]].decode()
+    target = BuildTarget(part=part, clock_period_ns=6.5, top="my_mac")
+    tcl = render_fpmac_project(FpmacSpec(), target, with_vectors=False).files[FILES["tcl"]].decode()
     lines = [line.strip() for line in tcl.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     assert f"set_part {part}" in lines
     assert "set_top my_mac" in lines
@@ -242,8 +254,8 @@ def _parameters(signature: str) -> list[str]:
 
 @pytest.mark.parametrize("interface", ["m_axi", "axis"])
 def test_pragmas_name_the_real_arguments(interface):
-    spec = FpmacSpec(interface=interface, top="pe_top", max_vectors=4096)
-    files = render_fpmac_project(spec, with_vectors=False).files
+    spec = FpmacSpec(max_vectors=4096)
+    files = render_fpmac_project(spec, BuildTarget(interface=interface, top="pe_top"), with_vectors=False).files
     kernel = files[FILES["kernel_cpp"]].decode()
     header = files[FILES["kernel_h"]].decode()
     definition = re.search(r"^void pe_top\((.*)\) \{$", kernel, re.MULTILINE).group(1)
@@ -308,10 +320,12 @@ def test_generated_tcl_runs_under_tclsh_with_stubbed_vitis(tmp_path):
     calls = done.stdout.splitlines()
     vectors = str((project / "vectors.txt").resolve())
     assert [line.split()[0] for line in calls] == [
-        "open_project", "set_top", "add_files", "add_files", "add_files", "add_files", "open_solution", "set_part",
+        "open_project", "set_top", "add_files", "add_files", "add_files", "add_files", "add_files", "open_solution",
+        "set_part",
         "create_clock", "csim_design", "csynth_design", "cosim_design", "export_design"]
     assert f"csim_design -argv {vectors}" in calls and f"cosim_design -argv {vectors}" in calls
     assert f"add_files -tb {project.resolve() / 'fpmac_tb.cpp'}" in calls
+    assert f"add_files -tb {project.resolve() / VECTORS_HEADER}" in calls
     assert "export_design -format ip_catalog" in calls
     (project / "vectors.txt").unlink()
     done = _source_with_stubs(project)

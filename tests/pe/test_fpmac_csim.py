@@ -15,26 +15,48 @@ from pathlib import Path
 import pytest
 
 from codesign.hw.csim import CsimError, compile_testbench
-from codesign.pe.fpmac.csim import build_csim, run_csim
-from codesign.pe.fpmac.generate import FILES, generate_fpmac_project, write_fpmac_vectors
+from codesign.hw.flow import build_csim as flow_build_csim
+from codesign.hw.flow import generate_project, run_csim as flow_run_csim
+from codesign.hw.target import BuildTarget
+from codesign.pe import get_pe
+from codesign.pe.fpmac.pe import FILES
 from codesign.pe.fpmac.spec import FpmacSpec
 from codesign.pe.fpmac.stimulus import build_stimulus
 
 
 FULL_COUNT = len(build_stimulus(FpmacSpec()))
+PE = get_pe("fpmac")
+AXIS, MAXI = BuildTarget(interface="axis"), BuildTarget(interface="m_axi")
+FILES = {**FILES, "vectors": PE.vector_file}
+
+
+def build_csim(spec, project, work):
+    return flow_build_csim(PE, spec, project, work)
+
+
+def run_csim(spec, project, vectors, work):
+    return flow_run_csim(PE, spec, project, vectors, work)
+
+
+def write_fpmac_vectors(spec, stimulus, path):
+    return PE.write_vectors(spec, stimulus, path)
+
+
+def generate_fpmac_project(spec, out_dir, target=None, **options):
+    return generate_project(PE, spec, out_dir, target, **options)
 
 
 # (id, spec, stimulus options). Small max_fb configurations test every fb from 1 and use
 # fewer random vectors; two of them also use a small max_vectors so that one fb group
 # takes several kernel calls.
 CONFIGS = [
-    ("e8_fb23_rne_maxi", FpmacSpec(exp_bits=8, max_fb=23, rounding="nearest_even", interface="m_axi"), {}),
-    ("e8_fb10_rne_axis", FpmacSpec(exp_bits=8, max_fb=10, rounding="nearest_even", interface="axis"), {}),
-    ("e5_fb7_rna_maxi", FpmacSpec(exp_bits=5, max_fb=7, rounding="nearest_away", interface="m_axi", max_vectors=2048),
+    ("e8_fb23_rne_maxi", FpmacSpec(exp_bits=8, max_fb=23, rounding="nearest_even"), MAXI, {}),
+    ("e8_fb10_rne_axis", FpmacSpec(exp_bits=8, max_fb=10, rounding="nearest_even"), AXIS, {}),
+    ("e5_fb7_rna_maxi", FpmacSpec(exp_bits=5, max_fb=7, rounding="nearest_away", max_vectors=2048), MAXI,
      {"fb_values": list(range(1, 8)), "random_per_fb": 3000}),
-    ("e4_fb3_rtz_axis", FpmacSpec(exp_bits=4, max_fb=3, rounding="toward_zero", interface="axis", max_vectors=1000),
+    ("e4_fb3_rtz_axis", FpmacSpec(exp_bits=4, max_fb=3, rounding="toward_zero", max_vectors=1000), AXIS,
      {"fb_values": [1, 2, 3], "random_per_fb": 3000}),
-    ("e2_fb1_rne_maxi", FpmacSpec(exp_bits=2, max_fb=1, rounding="nearest_even", interface="m_axi"),
+    ("e2_fb1_rne_maxi", FpmacSpec(exp_bits=2, max_fb=1, rounding="nearest_even"), MAXI,
      {"fb_values": [1], "random_per_fb": 3000}),
 ]
 
@@ -59,10 +81,10 @@ def cases(tmp_path_factory, work) -> dict[str, Case]:
     """Generate every configuration's project and vectors, then compile them all in parallel."""
     root = tmp_path_factory.mktemp("csim_projects")
     prepared = {}
-    for name, spec, options in CONFIGS:
+    for name, spec, target, options in CONFIGS:
         stimulus = build_stimulus(spec, **options)
         project = root / name
-        generate_fpmac_project(spec, project, stimulus=stimulus)
+        generate_fpmac_project(spec, project, target, stimulus=stimulus)
         prepared[name] = (spec, project, len(stimulus))
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
         builds = {name: pool.submit(build_csim, spec, project, work) for name, (spec, project, _) in prepared.items()}

@@ -2,7 +2,7 @@
 
 Each configuration builds the Verilog with its (EXP_BITS, MAX_FB, ROUNDING)
 parameters, writes a golden vector file and replays it through the bench
-(tests/rtl/fpmac_bench.py). Icarus is the default simulator; one smoke test
+(codesign/pe/fpmac/bench.py, shipped in the package). Icarus is the default simulator; one smoke test
 exercises the optional Verilator path.
 """
 
@@ -22,7 +22,16 @@ from codesign.pe.fpmac.stimulus import Stimulus, build_stimulus, directed_stimul
 
 pytest.importorskip("cocotb_tools.runner", reason="the RTL tests need cocotb 2.x (pip install codesign[verify])")
 from codesign.hw.rtlsim import CocotbTestFailure, RtlBuildError, run_cocotb  # noqa: E402
-from codesign.pe.fpmac.rtl import LATENCY, rtl_sources, run_rtl  # noqa: E402
+from codesign.hw.flow import run_rtl as flow_run_rtl  # noqa: E402
+from codesign.pe import get_pe  # noqa: E402
+from codesign.pe.fpmac.pe import LATENCY  # noqa: E402
+
+PE = get_pe("fpmac")
+rtl_sources = PE.rtl_sources
+
+
+def run_rtl(spec, vectors, work_dir, **options):
+    return flow_run_rtl(PE, spec, vectors, work_dir, **options)
 
 needs_icarus = pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog (iverilog) is not on PATH")
 

@@ -42,8 +42,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from codesign.boards import Board, boards
+from codesign.boards import Board, board_for_part
 from codesign.hw import yosys as ys
+from codesign.hw.estimate import board_for_family
 from codesign.hw.reports import write_bytes_atomic, write_text_atomic
 from codesign.numerics.formats import FLOAT_FRAC_BITS
 from codesign.pe.fpmac.spec import ROUNDING_CODES, FpmacSpec
@@ -67,15 +68,6 @@ class FpmacCostError(ValueError):
     """A cost report is missing, of another schema version, or inconsistent."""
 
 
-def board_for_family(family: str) -> Board:
-    """The board (first by name) whose FPGA belongs to Yosys family ``family``."""
-    matching = [b for name, b in sorted(boards().items()) if b.yosys_family == family]
-    if not matching:
-        known = sorted({b.yosys_family for b in boards().values()})
-        raise ValueError(f"unknown family {family!r}: no board uses it; known families: {', '.join(known)}")
-    return matching[0]
-
-
 def _check_sweep(families: Iterable[str], max_fb_values: Iterable[int], exp_bits: int,
                  rounding: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
     if isinstance(families, str) or not tuple(families):
@@ -96,7 +88,7 @@ def _check_sweep(families: Iterable[str], max_fb_values: Iterable[int], exp_bits
                 raise TypeError(f"max_fb values must be ints, got {max_fb!r}")
             if not FLOAT_FRAC_BITS[0] <= max_fb <= FLOAT_FRAC_BITS[1]:
                 raise ValueError(f"max_fb={max_fb} is outside {FLOAT_FRAC_BITS[0]}..{FLOAT_FRAC_BITS[1]}")
-            FpmacSpec(exp_bits=exp_bits, max_fb=max_fb, rounding=rounding, part=board.part)
+            FpmacSpec(exp_bits=exp_bits, max_fb=max_fb, rounding=rounding)
     return families, tuple(sorted(max_fb_values))
 
 
@@ -257,7 +249,8 @@ def _load_entry(raw: object, where: str) -> FpmacCostEntry:
     rounding = _require(raw, "rounding", str, where)
     part = _require(raw, "part", str, where)
     try:
-        FpmacSpec(exp_bits=exp_bits, max_fb=max_fb, rounding=rounding, part=part)
+        FpmacSpec(exp_bits=exp_bits, max_fb=max_fb, rounding=rounding)
+        board_for_part(part)
     except (TypeError, ValueError) as error:
         raise FpmacCostError(f"{where}: {error}") from error
     raw_cells = _require(raw, "raw_cells", dict, where)

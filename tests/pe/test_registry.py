@@ -1,0 +1,46 @@
+"""Every registered PE satisfies the protocol the generic flow relies on."""
+
+import dataclasses
+
+import pytest
+
+from codesign.pe import REGISTRY, get_pe, pe_names
+from codesign.pe.protocol import HANDSHAKES, ProcessingElement
+from codesign.resources import data_dir
+
+
+@pytest.mark.parametrize("name", pe_names())
+def test_registered_pe_is_complete(name):
+    pe = get_pe(name)
+    assert isinstance(pe, ProcessingElement) and pe.name == name
+    assert pe.handshake in HANDSHAKES and pe.interfaces
+    assert dataclasses.is_dataclass(pe.spec_class) and dataclasses.is_dataclass(pe.stimulus_class)
+    with pytest.raises(TypeError):
+        pe.spec_class(1)  # keyword-only
+    spec = pe.spec()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(spec, dataclasses.fields(spec)[0].name, None)
+    for template in pe.templates.values():
+        assert (data_dir("hls_templates") / template).is_file(), template
+    for header in pe.headers:
+        assert (data_dir("hls_templates") / "include" / header).is_file(), header
+    assert set(pe.kernel_files) <= set(pe.templates) | set(pe.headers)
+    assert pe.testbench_file in pe.templates
+    assert any(path.stem == pe.rtl_top for path in pe.rtl_sources())
+    assert set(pe.rtl_parameters(spec)) and all(isinstance(v, int) for v in pe.rtl_parameters(spec).values())
+    assert (pe.latency is not None) == (pe.handshake == "pipeline")
+    assert pe.estimate_specs()
+
+
+def test_unknown_pe_names_the_registered_ones():
+    with pytest.raises(ValueError, match="registered PEs: " + ", ".join(REGISTRY)):
+        get_pe("nope")
+
+
+def test_a_spec_of_another_pe_is_refused():
+    names = pe_names()
+    if len(names) < 2:
+        pytest.skip("needs two registered PEs")
+    first, second = get_pe(names[0]), get_pe(names[1])
+    with pytest.raises(TypeError, match="needs a"):
+        first.check_spec(second.spec())
