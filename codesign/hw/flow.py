@@ -33,7 +33,7 @@ from codesign.hw.render import (
 from codesign.hw.reports import write_json_atomic, write_text_atomic
 from codesign.hw.target import BuildTarget
 from codesign.hw.vectors import MAGIC, TRANSACTION_MAGIC
-from codesign.pe.protocol import LevelResult, ProcessingElement, RtlOutcome
+from codesign.pe.protocol import LevelResult, ProcessingElement
 
 LEVELS = ("golden", "csim", "rtl")
 VECTORS_HEADER = "codesign_vectors.h"  # the shared, tested C++ vector-file reader of every testbench

@@ -53,6 +53,20 @@ class RtlOutcome:
     cycles: tuple[int, ...] = ()  # per transaction (stream PEs), for cycle-model checks
 
 
+@dataclass(frozen=True)
+class GridCase:
+    """One point of a PE's verification grid: the same spec, target and stimulus at every level.
+
+    ``slow`` marks points the quick test run (``-m "not slow"``) leaves out.
+    """
+
+    id: str
+    spec: Any
+    target: BuildTarget = BuildTarget()
+    options: Any = None  # stimulus options; None means the PE's defaults
+    slow: bool = False
+
+
 class ProcessingElement:
     """Base of every PE. Subclasses set the class attributes and implement the methods that raise."""
 
@@ -129,6 +143,10 @@ class ProcessingElement:
     def rtl_outcome(self, spec, summary: dict, vectors: Path) -> RtlOutcome:
         """Interpret the bench's JSON summary; raise on protocol errors or stale vectors."""
         raise NotImplementedError
+
+    def verification_grid(self) -> list[GridCase]:
+        """The configurations every level (golden, C-sim, RTL) is checked on by the test suite."""
+        return [GridCase("default", self.spec_class())]
 
     # -- cost ---------------------------------------------------------------------
     def estimate_specs(self) -> list:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from codesign.hw.vectors import VectorFileError, write_vectors
+from codesign.hw.vectors import VectorFileError
 from codesign.pe.fpmac import FpmacSpec
 from codesign.pe.fpmac.stimulus import Stimulus, build_stimulus, directed_stimulus, with_golden
 
@@ -24,7 +23,6 @@ pytest.importorskip("cocotb_tools.runner", reason="the RTL tests need cocotb 2.x
 from codesign.hw.rtlsim import CocotbTestFailure, RtlBuildError, run_cocotb  # noqa: E402
 from codesign.hw.flow import run_rtl as flow_run_rtl  # noqa: E402
 from codesign.pe import get_pe  # noqa: E402
-from codesign.pe.fpmac.pe import LATENCY  # noqa: E402
 
 PE = get_pe("fpmac")
 rtl_sources = PE.rtl_sources
@@ -36,23 +34,10 @@ def run_rtl(spec, vectors, work_dir, **options):
 needs_icarus = pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog (iverilog) is not on PATH")
 
 RNE, RNA, RTZ = "nearest_even", "nearest_away", "toward_zero"
-FULL_RANDOM_PER_FB = 10_000  # build_stimulus default: about 60k vectors over 6 fb values
-SMALL_RANDOM_PER_FB = 2_000
-
-# (exp_bits, max_fb, rounding, random MACs per fb value)
-CONFIGS = [
-    pytest.param(8, 23, RNE, FULL_RANDOM_PER_FB, marks=pytest.mark.slow, id="E8-M23-RNE-full"),
-    pytest.param(8, 10, RNE, SMALL_RANDOM_PER_FB, id="E8-M10-RNE"),
-    pytest.param(5, 7, RNA, SMALL_RANDOM_PER_FB, id="E5-M7-RNA"),
-    pytest.param(4, 3, RTZ, SMALL_RANDOM_PER_FB, id="E4-M3-RTZ"),
-    pytest.param(8, 4, RTZ, SMALL_RANDOM_PER_FB, id="E8-M4-RTZ"),
-    pytest.param(2, 1, RNE, SMALL_RANDOM_PER_FB, id="E2-M1-RNE"),
-]
 
 
 def _write(path: Path, spec: FpmacSpec, stimulus: Stimulus) -> Path:
-    meta = {"exp_bits": spec.exp_bits, "max_fb": spec.max_fb, "rounding": spec.rounding}
-    return write_vectors(path, pe="fpmac", columns=stimulus.columns(), meta=meta)
+    return PE.write_vectors(spec, stimulus, path)
 
 
 def _check(result, count: int) -> None:
@@ -60,19 +45,8 @@ def _check(result, count: int) -> None:
     assert result.vectors == count
 
 
-@needs_icarus
-@pytest.mark.parametrize(("exp_bits", "max_fb", "rounding", "random_per_fb"), CONFIGS)
-def test_rtl_matches_golden(tmp_path, exp_bits, max_fb, rounding, random_per_fb):
-    spec = FpmacSpec(exp_bits=exp_bits, max_fb=max_fb, rounding=rounding)
-    stimulus = build_stimulus(spec, random_per_fb=random_per_fb)
-    vectors = _write(tmp_path / "fpmac.vec", spec, stimulus)
-    started = time.perf_counter()
-    result = run_rtl(spec, vectors, tmp_path / "work")
-    print(f"\nfpmac E={exp_bits} MAX_FB={max_fb} {rounding}: {result.vectors} vectors, "
-          f"{result.mismatches} mismatches, {time.perf_counter() - started:.1f} s (icarus, latency {LATENCY})")
-    _check(result, len(stimulus))
-
-
+# The random-and-directed grid runs in tests/pe/test_levels.py; these tests add exhaustive,
+# Verilator and failure-path checks.
 @needs_icarus
 @pytest.mark.parametrize("rounding", [RNE, RNA, RTZ])
 def test_rtl_exhaustive_tiny_format(tmp_path, rounding):

@@ -82,7 +82,7 @@ def _check_sweep(families: Iterable[str], max_fb_values: Iterable[int], exp_bits
     for family in families:
         if family not in ys.SUPPORTED_FAMILIES:
             raise ValueError(f"unknown family {family!r}; expected one of {', '.join(ys.SUPPORTED_FAMILIES)}")
-        board = board_for_family(family)
+        board_for_family(family)
         for max_fb in max_fb_values:
             if isinstance(max_fb, bool) or not isinstance(max_fb, int):
                 raise TypeError(f"max_fb values must be ints, got {max_fb!r}")

@@ -25,7 +25,7 @@ from codesign.numerics.reference import reference_mac
 from codesign.pe.fpmac.golden import clamp_fb, from_container, to_container
 from codesign.pe.fpmac.spec import WORD_BITS, FpmacSpec
 from codesign.pe.fpmac.stimulus import COLUMNS, Stimulus, build_stimulus
-from codesign.pe.protocol import LevelResult, ProcessingElement, RtlOutcome
+from codesign.pe.protocol import GridCase, LevelResult, ProcessingElement, RtlOutcome
 
 LATENCY = 4  # clock cycles from in_valid to out_valid; the RTL's LATENCY parameter is checked against it
 GOLDEN_SAMPLE = 3000  # vectors the golden level re-derives with the exact Fraction reference
@@ -175,6 +175,28 @@ class FpmacPE(ProcessingElement):
             raise RtlProtocolError(f"{self.rtl_top}: {protocol}, first problems: {problems}")
         return RtlOutcome(vectors=int(summary["outputs"]), mismatches=int(summary["mismatches"]),
                           first_mismatches=tuple(_describe(entry) for entry in summary["first_mismatches"]))
+
+    def verification_grid(self) -> list[GridCase]:
+        """Formats from fp32-like to the smallest (E=2, MAX_FB=1), all three rounding modes, both interfaces.
+
+        Small MAX_FB points test every fb from 1 with fewer random vectors; two
+        use a small max_vectors so that one fb group takes several kernel calls.
+        """
+        maxi, axis = BuildTarget(interface="m_axi"), BuildTarget(interface="axis")
+        options = FpmacStimulusOptions
+        return [
+            GridCase("e8_fb23_rne_maxi", FpmacSpec(exp_bits=8, max_fb=23, rounding="nearest_even"), maxi, slow=True),
+            GridCase("e8_fb10_rne_axis", FpmacSpec(exp_bits=8, max_fb=10, rounding="nearest_even"), axis,
+                     options(random_per_fb=2000)),
+            GridCase("e5_fb7_rna_maxi", FpmacSpec(exp_bits=5, max_fb=7, rounding="nearest_away", max_vectors=2048),
+                     maxi, options(fb_values=tuple(range(1, 8)), random_per_fb=3000)),
+            GridCase("e4_fb3_rtz_axis", FpmacSpec(exp_bits=4, max_fb=3, rounding="toward_zero", max_vectors=1000),
+                     axis, options(fb_values=(1, 2, 3), random_per_fb=3000)),
+            GridCase("e8_fb4_rtz_maxi", FpmacSpec(exp_bits=8, max_fb=4, rounding="toward_zero"), maxi,
+                     options(random_per_fb=2000)),
+            GridCase("e2_fb1_rne_maxi", FpmacSpec(exp_bits=2, max_fb=1, rounding="nearest_even"), maxi,
+                     options(fb_values=(1,), random_per_fb=3000)),
+        ]
 
     # -- cost ------------------------------------------------------------------------
     def estimate_specs(self) -> list[FpmacSpec]:

@@ -1,0 +1,74 @@
+"""The shared half of every stream PE (valid/ready word streams, transaction vector files).
+
+A stream PE's stimulus is a list of transactions ``(words_in, expected_words_out)``
+made by its golden model; the C testbench (``hls_templates/common/stream_testbench.cpp.j2``)
+and the cocotb bench (:mod:`codesign.hw.stream_bench`) are the same for all of
+them. A subclass supplies the spec-specific parts: its vector metadata, its
+stimulus and an independent reference model for the golden level.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from codesign.hw.vectors import WORD_BITS, VectorFileError, read_transactions, write_transactions
+from codesign.pe.protocol import LevelResult, ProcessingElement, RtlOutcome
+
+Transaction = tuple[np.ndarray, np.ndarray]
+
+
+class StreamPE(ProcessingElement):
+    handshake = "stream"
+    interfaces = ("axis",)
+    bench_module = "codesign.hw.stream_bench"
+    kernel_header: ClassVar[str]  # project file declaring the top and ``stream_word_t``
+
+    def vector_meta(self, spec) -> dict[str, object]:
+        """Metadata every harness checks against its build (the spec fields that change results)."""
+        return {key: value for key, value in spec.to_dict().items()}
+
+    def reference_output(self, spec, words_in: np.ndarray) -> np.ndarray:
+        """Expected output words of one transaction from a model independent of the golden one."""
+        raise NotImplementedError
+
+    # -- vectors ------------------------------------------------------------------
+    def write_vectors(self, spec, stimulus: list[Transaction], path: Path) -> Path:
+        return write_transactions(Path(path), pe=self.name, transactions=stimulus, meta=self.vector_meta(spec))
+
+    def read_vectors(self, spec, path: Path) -> list[Transaction]:
+        transactions, meta = read_transactions(Path(path), pe=self.name)
+        wanted = {key: str(value) for key, value in self.vector_meta(spec).items()}
+        wrong = {key: meta.get(key) for key, value in wanted.items() if meta.get(key) != value}
+        if wrong:
+            raise VectorFileError(f"{path} was written for {wrong}, but the spec has {wanted}")
+        return transactions
+
+    def check_vectors(self, spec, path: Path) -> int:
+        return len(self.read_vectors(spec, path))
+
+    def check_golden(self, spec, path: Path) -> LevelResult:
+        """Every transaction's expected words against :meth:`reference_output`."""
+        start = time.perf_counter()
+        transactions = self.read_vectors(spec, path)
+        mismatches = sum(not np.array_equal(self.reference_output(spec, words_in).astype(np.uint64), words_out)
+                         for words_in, words_out in transactions)
+        return LevelResult("golden", len(transactions), mismatches, time.perf_counter() - start,
+                           "vs independent reference model")
+
+    # -- HLS -----------------------------------------------------------------------
+    def stream_context(self, spec) -> dict[str, Any]:
+        """Template names the shared stream testbench needs."""
+        return {"kernel_header": self.kernel_header, "word_bits": WORD_BITS, "vector_meta": self.vector_meta(spec)}
+
+    # -- RTL -----------------------------------------------------------------------
+    def bench_environment(self, spec, vectors: Path, summary: Path, seed: int) -> dict[str, str]:
+        return {"STREAM_VECTORS": str(vectors), "STREAM_SUMMARY": str(summary), "STREAM_SEED": str(seed)}
+
+    def rtl_outcome(self, spec, summary: dict, vectors: Path) -> RtlOutcome:
+        return RtlOutcome(vectors=int(summary["transactions"]), mismatches=int(summary["mismatches"]),
+                          first_mismatches=tuple(str(entry) for entry in summary.get("first_mismatches", [])),
+                          cycles=tuple(int(c) for c in summary.get("cycles", [])))
