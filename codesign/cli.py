@@ -173,7 +173,6 @@ def _cmd_build(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from codesign.hw.estimate import estimate
     from codesign.hw.flow import generate_project, verify
-    from codesign.pe.fpmac.estimate import estimate_fpmac
 
     out = Path(args.out)
     names = [name.strip() for name in args.pe.split(",") if name.strip()] or list(pe_names())
@@ -190,8 +189,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         cost = estimate(pe, pe.estimate_specs(), out_dir=out / pe.name / "estimate")
         print(f"[demo {pe.name}] Yosys: {len(cost['entries'])} syntheses")
         print((out / pe.name / "estimate" / f"{pe.name}_cost.md").read_text())
-        if pe.name == "fpmac":  # the per-FB cost table the ABVS energy model reads
-            estimate_fpmac(out_dir=out / "fpmac" / "energy_cost", max_fb_values=(7, 10, 16, 23))
     print("[demo] PASS" if passed else "[demo] FAIL")
     return 0 if passed else 1
 
