@@ -14,6 +14,7 @@ from codesign.pe.protocol import ProcessingElement
 # name -> "module:class" of its ProcessingElement subclass
 REGISTRY = {
     "fpmac": "codesign.pe.fpmac.pe:FpmacPE",
+    "csb": "codesign.pe.csb.pe:CsbPE",
 }
 
 

@@ -66,7 +66,8 @@ class StreamPE(ProcessingElement):
 
     # -- RTL -----------------------------------------------------------------------
     def bench_environment(self, spec, vectors: Path, summary: Path, seed: int) -> dict[str, str]:
-        return {"STREAM_VECTORS": str(vectors), "STREAM_SUMMARY": str(summary), "STREAM_SEED": str(seed)}
+        return {"STREAM_VECTORS": str(vectors), "STREAM_SUMMARY": str(summary), "STREAM_SEED": str(seed),
+                "STREAM_PE": self.name}
 
     def rtl_outcome(self, spec, summary: dict, vectors: Path) -> RtlOutcome:
         return RtlOutcome(vectors=int(summary["transactions"]), mismatches=int(summary["mismatches"]),

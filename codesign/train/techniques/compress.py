@@ -73,9 +73,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import torch
 
-from codesign.numerics import FixedFormat, msb_slice, quantize
+from codesign.numerics import FixedFormat, msb_slice
+from codesign.pe.csb.golden import round_into_buffer, split_dyadic
 from codesign.train.config import ConfigError, require
 from codesign.train.data import stratified_split
 from codesign.train.layers import CountedConv2d, attach_ledger, counted_layers
@@ -212,8 +214,22 @@ class MsbWeightQuantizer(FixedQuantizer):
         return FixedFormat(bits=self.buffer_bits, frac_bits=self.frac_bits + self.buffer_bits - self.bits)
 
     def store(self, weight: torch.Tensor) -> torch.Tensor:
-        """Round ``weight`` onto the buffer's grid (nearest even, saturating): the update lands in the buffer."""
-        return quantize(weight.detach(), self.buffer_format)
+        """Round ``weight`` onto the buffer's grid (nearest even, saturating): the update lands in the buffer.
+
+        The rounding is the PE's UPD rule, :func:`codesign.pe.csb.golden.round_into_buffer`,
+        applied to the exact value of each float (NaN passes through).
+        """
+        fmt = self.buffer_format
+        if weight.dtype == torch.float32 and fmt.bits > FLOAT32_EXACT_BITS:
+            raise ValueError(
+                f"a {fmt.bits}-bit fixed-point code does not fit a float32 tensor exactly; use float64 tensors or encode()"
+            )
+        values = weight.detach().cpu().numpy().astype(np.float64)
+        nan = np.isnan(values)
+        numerator, shift = split_dyadic(np.ldexp(np.where(nan, 0.0, values), fmt.frac_bits))
+        codes = round_into_buffer(numerator, shift, buffer_bits=fmt.bits)
+        stored = np.where(nan, values, np.ldexp(codes.astype(np.float64), -fmt.frac_bits))
+        return torch.from_numpy(stored).to(dtype=weight.dtype, device=weight.device)
 
     def __call__(self, tensor: torch.Tensor) -> torch.Tensor:
         values, _ = msb_slice(tensor.detach(), self.buffer_format, self.bits)

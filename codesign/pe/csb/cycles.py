@@ -1,0 +1,122 @@
+"""Cycle model of one transaction of the CSB PE RTL (rtl/csb/csb_pe.v), without stalls.
+
+Why a model: layer-level schedules (:mod:`codesign.pe.csb.schedule`) and the
+design-space search need the PE's cycle count without simulating it; the RTL
+tests check this model against cycle counts measured on the RTL.
+
+The RTL runs one transaction in three phases, one after the other:
+
+* **load**: every input word (header, index, operand sections) moves in one
+  clock cycle; ``in_ready`` stays high from the header to the last word.
+  ``load = n_in`` cycles, with ``n_in`` the words of the transaction
+  (sections of bytes are packed four to a word, docs/csb.md).
+* **compute**: one cycle per (entry, tap, chunk of ``P`` positions), all ``P``
+  groups and ``b`` lanes working in that cycle: FP and WG
+  ``nnz * k^2 * ceil(OUT_POS / P)``, EB ``nnz * k^2 * ceil(IN_POS / P)``
+  cycles. UPD computes while its gradient words stream in (0 cycles); a
+  refused transaction (status 1, 2, 3) computes nothing.
+* **drain**: one cycle to load the output register, then one word per cycle:
+  the status word and (status 0) the result words. ``drain = 1 + n_out``.
+
+``total = load + compute + drain`` counts the clock cycles from the first
+input handshake to the last output handshake, both included (the figure
+``codesign.hw.stream_bench`` reports per transaction). Backpressure on the
+output or gaps in the input add their cycles on top.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+OP_FP, OP_EB, OP_WG, OP_UPD = range(4)
+STATUS_OK, STATUS_BAD_HEADER, STATUS_NNZ, STATUS_INDEX = range(4)
+RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | (0x1F << 8) | (0x1FF << 16))
+
+
+class PeShape(Protocol):
+    """The PE parameters the cycle count depends on (a ``CsbSpec`` has them)."""
+
+    block_rows: int
+    block_cols: int
+    kernel: int
+    out_h: int
+    out_w: int
+    batch: int
+    parallel: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransactionCycles:
+    """Clock cycles of one transaction, by phase (all in cycles)."""
+
+    load: int
+    compute: int
+    drain: int
+
+    def __post_init__(self) -> None:
+        for name in ("load", "compute", "drain"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name}={value!r} must be a non-negative number of cycles")
+
+    @property
+    def total(self) -> int:
+        """Cycles from the first input handshake to the last output handshake, both included."""
+        return self.load + self.compute + self.drain
+
+
+def _words(count_bytes: int) -> int:
+    return -(-count_bytes // 4)
+
+
+def _check_shape(pe: PeShape) -> None:
+    for name, low, high in (("block_rows", 1, 16), ("block_cols", 1, 16), ("kernel", 1, 7), ("out_h", 1, None),
+                            ("out_w", 1, None), ("batch", 1, 16), ("parallel", 1, 8)):
+        value = getattr(pe, name)
+        if not isinstance(value, int) or value < low or (high is not None and value > high):
+            raise ValueError(f"{name}={value!r} is outside {low}..{high if high is not None else 'inf'}")
+
+
+def compute_cycles(pe: PeShape, *, op: int, nnz: int) -> int:
+    """Compute-phase cycles of an accepted transaction: one per (entry, tap, chunk of P positions)."""
+    _check_shape(pe)
+    if op not in (OP_FP, OP_EB, OP_WG, OP_UPD):
+        raise ValueError(f"op={op!r} is not 0 (FP), 1 (EB), 2 (WG) or 3 (UPD)")
+    if not 0 <= nnz <= pe.block_rows * pe.block_cols:
+        raise ValueError(f"nnz={nnz} is outside 0..{pe.block_rows * pe.block_cols}")
+    if op == OP_UPD:
+        return 0
+    k = pe.kernel
+    positions = (pe.out_h + k - 1) * (pe.out_w + k - 1) if op == OP_EB else pe.out_h * pe.out_w
+    return nnz * k * k * -(-positions // pe.parallel)
+
+
+def result_words(pe: PeShape, *, op: int, nnz: int) -> int:
+    """Result words after a status-0 word (docs/csb.md, the order given for each op)."""
+    k = pe.kernel
+    if op == OP_FP:
+        return pe.block_rows * pe.out_h * pe.out_w * pe.batch
+    if op == OP_EB:
+        return pe.block_cols * (pe.out_h + k - 1) * (pe.out_w + k - 1) * pe.batch
+    return nnz * k * k
+
+
+def transaction_cycles(pe: PeShape, words_in) -> TransactionCycles:
+    """Cycles of the transaction whose input words are ``words_in`` (the status follows from the words)."""
+    _check_shape(pe)
+    words = [int(w) for w in words_in]
+    if not words:
+        raise ValueError("a transaction has at least its header word")
+    header = words[0]
+    op, shift, nnz = header & 3, (header >> 8) & 0x1F, (header >> 16) & 0x1FF
+    if header & RESERVED_MASK or (shift and op != OP_UPD) or nnz > pe.block_rows * pe.block_cols:
+        return TransactionCycles(load=len(words), compute=0, drain=2)  # header, status only
+    index_words = words[1:1 + _words(nnz)]
+    index = [(word >> (8 * j)) & 0xFF for word in index_words for j in range(4)][:nnz]
+    if len(index) < nnz:
+        raise ValueError(f"the transaction ends inside its index ({len(words)} words, nnz={nnz})")
+    if any(byte >> 4 >= pe.block_rows or byte & 15 >= pe.block_cols for byte in index):
+        return TransactionCycles(load=len(words), compute=0, drain=2)
+    return TransactionCycles(load=len(words), compute=compute_cycles(pe, op=op, nnz=nnz),
+                             drain=1 + 1 + result_words(pe, op=op, nnz=nnz))

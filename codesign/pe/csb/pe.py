@@ -1,0 +1,118 @@
+"""The CSB room on the PE protocol: a stream PE whose golden model is :mod:`codesign.pe.csb.stream`.
+
+HLS: a thin top over ``codesign::csb::pe`` (``hls_templates/include/codesign_csb.h``),
+AXI4-Stream in and out. RTL: ``rtl/csb`` (top ``csb_pe``), checked by the
+shared valid/ready bench with random gaps and backpressure. The golden level
+compares every expected word with :mod:`codesign.pe.csb.reference`, a second
+model written independently from docs/csb.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from codesign.hw.target import BuildTarget
+from codesign.hw.vectors import WORD_BITS
+from codesign.pe.csb.reference import reference_output
+from codesign.pe.csb.spec import CsbSpec
+from codesign.pe.csb.stimulus import build_transactions, count_macs
+from codesign.pe.protocol import GridCase
+from codesign.pe.stream import StreamPE, Transaction
+
+FILES = {
+    "kernel_cpp": "csb.cpp",
+    "kernel_h": "csb.h",
+    "library_h": "codesign_csb.h",
+    "testbench_cpp": "csb_tb.cpp",
+    "tcl": "run_hls.tcl",
+}
+MAC_OPS = ("fp", "eb", "wg")
+MAX_ROUNDS = 6  # stimulus doublings before giving up on the MAC target
+
+
+@dataclass(frozen=True, kw_only=True)
+class CsbStimulusOptions:
+    """What ``codesign verify csb`` checks: the directed set plus random transactions until every op
+    (FP, EB, WG) has at least ``min_macs_per_op`` MACs and UPD at least ``min_macs_per_op // 16`` buffer words.
+    """
+
+    min_macs_per_op: int = 10_000
+    seed: int = 2024
+
+    def __post_init__(self) -> None:
+        if isinstance(self.min_macs_per_op, bool) or not isinstance(self.min_macs_per_op, int) or self.min_macs_per_op < 0:
+            raise ValueError(f"min_macs_per_op must be an int >= 0, got {self.min_macs_per_op!r}")
+
+
+def _reached(spec: CsbSpec, transactions: list[Transaction], target: int) -> bool:
+    macs = count_macs(spec, transactions)
+    return all(macs[op] >= target for op in MAC_OPS) and macs["upd"] >= target // 16
+
+
+class CsbPE(StreamPE):
+    name = "csb"
+    title = "sparse-CSB training PE"
+    spec_class = CsbSpec
+    stimulus_class = CsbStimulusOptions
+    templates = {
+        FILES["kernel_cpp"]: "csb/kernel.cpp.j2",
+        FILES["kernel_h"]: "csb/kernel.h.j2",
+        FILES["testbench_cpp"]: "common/stream_testbench.cpp.j2",
+        FILES["tcl"]: "common/run_hls.tcl.j2",
+    }
+    headers = (FILES["library_h"],)
+    kernel_files = (FILES["kernel_cpp"], FILES["kernel_h"], FILES["library_h"])
+    kernel_header = FILES["kernel_h"]
+    testbench_file = FILES["testbench_cpp"]
+    rtl_top = "csb_pe"
+
+    def build_stimulus(self, spec: CsbSpec, options: CsbStimulusOptions) -> list[Transaction]:
+        """Directed cases plus random transactions, doubling their number until the MAC target is met."""
+        per_transaction = max(1, spec.capacity // 2 * spec.kk * spec.out_pos * spec.batch // 4)
+        count = max(8, -(-2 * options.min_macs_per_op // per_transaction))
+        for _ in range(MAX_ROUNDS):
+            transactions = build_transactions(spec, count=count, seed=options.seed)
+            if _reached(spec, transactions, options.min_macs_per_op):
+                return transactions
+            count *= 2
+        raise ValueError(f"{count} random transactions did not reach {options.min_macs_per_op} MACs per op")
+
+    def reference_output(self, spec: CsbSpec, words_in):
+        import numpy as np
+
+        return np.array(reference_output([int(w) for w in words_in], **spec.to_dict()), dtype=np.uint64)
+
+    def rtl_parameters(self, spec: CsbSpec) -> dict[str, int]:
+        return {"BLOCK_ROWS": spec.block_rows, "BLOCK_COLS": spec.block_cols, "K": spec.kernel, "OUT_H": spec.out_h,
+                "OUT_W": spec.out_w, "BATCH": spec.batch, "PARALLEL": spec.parallel, "ACC_BITS": spec.acc_bits}
+
+    def template_context(self, spec: CsbSpec, target: BuildTarget) -> dict[str, object]:
+        parameters = self.rtl_parameters(spec)  # the HLS template arguments, in codesign::csb::pe order
+        return {
+            **self.stream_context(spec),
+            "title": self.title,
+            "summary": ", ".join(f"{key}={value}" for key, value in spec.to_dict().items()),
+            "kernel_file": FILES["kernel_cpp"],
+            "library_header": FILES["library_h"],
+            "parameters": parameters,
+            "pe_arguments": ", ".join(f"csb_config::{name}" for name in parameters),
+            "word_bits": WORD_BITS,
+        }
+
+    def verification_grid(self) -> list[GridCase]:
+        """FC and CONV blocks from 1 x 1-entry corner cases to full 16 x 16, lanes 1..8, groups 1..4, 16/32-bit sums."""
+        return [
+            GridCase("fc16_b8", CsbSpec(block_rows=16, block_cols=16, batch=8)),
+            GridCase("fc3x8_b1_acc16", CsbSpec(block_rows=3, block_cols=8, batch=1, acc_bits=16)),
+            GridCase("conv4_k3_t4_b4_p2", CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=4, out_w=4, batch=4,
+                                                  parallel=2)),
+            GridCase("conv2_k3_t2x3_b2_p4_acc16", CsbSpec(block_rows=2, block_cols=3, kernel=3, out_h=2, out_w=3,
+                                                          batch=2, parallel=4, acc_bits=16)),
+            GridCase("conv16_k1_t2_b4_p4", CsbSpec(block_rows=16, block_cols=16, kernel=1, out_h=2, out_w=2, batch=4,
+                                                   parallel=4)),
+        ]
+
+    def estimate_specs(self) -> list[CsbSpec]:
+        return [CsbSpec(block_rows=16, block_cols=16, batch=8),
+                CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=4, out_w=4, batch=4, parallel=2),
+                CsbSpec(block_rows=16, block_cols=16, kernel=3, out_h=4, out_w=4, batch=4, parallel=4)]

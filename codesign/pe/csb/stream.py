@@ -1,0 +1,292 @@
+"""The CSB PE at word level (docs/csb.md, "The stream interface"): encode, parse and answer one transaction.
+
+A transaction is the 32-bit words the host streams for one block operation:
+header, index bytes, then the op's sections (bytes four to a word,
+little-endian, each section starting on a new word). :func:`expected_output`
+parses input words exactly as the hardware must and answers with the status
+word and (status 0) the result words computed by :mod:`codesign.pe.csb.golden`.
+Words are ``uint32`` arrays; signed fields are read from their low bits
+(higher bits ignored) and results written sign-extended to 32 bits.
+
+Statuses: 1 (reserved header bits, or a shift with an op other than UPD) and
+2 (``nnz`` above the block capacity) answer the header alone: the PE expects a
+new header next, so such a transaction *is* its header word. Status 3 (an
+index outside the block) consumes the whole transaction and answers the
+status alone. :func:`encode_transaction` refuses all three with a ValueError
+unless ``check=False`` (stimulus for status 3 only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+from codesign.pe.csb import golden
+from codesign.pe.csb.format import pack_bytes, unpack_bytes
+from codesign.pe.csb.spec import BUFFER_BITS, WORD_BITS, CsbSpec
+
+
+class Op(IntEnum):
+    FP = 0
+    EB = 1
+    WG = 2
+    UPD = 3
+
+
+STATUS_OK, STATUS_BAD_HEADER, STATUS_NNZ, STATUS_INDEX = range(4)
+HEADER_FIELDS = 0x3 | 0x1F << 8 | 0x1FF << 16  # op [1:0], shift [12:8], nnz [24:16]
+MAX_NNZ_FIELD = 0x1FF
+WORD_MASK = 0xFFFF_FFFF
+
+
+def _op(op) -> Op:
+    try:
+        return Op[op.upper()] if isinstance(op, str) else Op(op)
+    except (KeyError, ValueError):
+        raise ValueError(f"op={op!r} is not one of FP (0), EB (1), WG (2), UPD (3)") from None
+
+
+def header_word(op, nnz: int, shift: int = 0) -> int:
+    """The header word; fields are range-checked, the status rules are not (see :func:`header_status`)."""
+    op = _op(op)
+    if isinstance(nnz, bool) or not isinstance(nnz, (int, np.integer)) or not 0 <= nnz <= MAX_NNZ_FIELD:
+        raise ValueError(f"nnz={nnz!r} does not fit the 9-bit header field")
+    if isinstance(shift, bool) or not isinstance(shift, (int, np.integer)) or not 0 <= shift <= golden.MAX_SHIFT:
+        raise ValueError(f"shift={shift!r} does not fit the 5-bit header field")
+    return int(op) | int(shift) << 8 | int(nnz) << 16
+
+
+def header_status(spec: CsbSpec, header: int) -> int:
+    """0 when the header is accepted, else status 1 or 2 (the PE then reads nothing more)."""
+    op, shift, nnz = header & 3, header >> 8 & 0x1F, header >> 16 & 0x1FF
+    if header & ~HEADER_FIELDS & WORD_MASK or (shift and op != Op.UPD):
+        return STATUS_BAD_HEADER
+    if nnz > spec.capacity:
+        return STATUS_NNZ
+    return STATUS_OK
+
+
+def sections(spec: CsbSpec, op, nnz: int) -> list[tuple[str, str, int]]:
+    """``(name, 'bytes' | 'words', count)`` of the sections after the header, in stream order."""
+    op, kk = _op(op), spec.kk
+    x_bytes = spec.block_cols * spec.in_pos * spec.batch
+    dy_bytes = spec.block_rows * spec.out_pos * spec.batch
+    parts = [("index", "bytes", nnz)]
+    if op == Op.FP:
+        parts += [("weights", "bytes", nnz * kk), ("x", "bytes", x_bytes), ("acc", "words", dy_bytes)]
+    elif op == Op.EB:
+        parts += [("weights", "bytes", nnz * kk), ("dy", "bytes", dy_bytes), ("acc", "words", x_bytes)]
+    elif op == Op.WG:
+        parts += [("x", "bytes", x_bytes), ("dy", "bytes", dy_bytes), ("grads", "words", nnz * kk)]
+    else:
+        parts += [("buffer", "words", nnz * kk), ("grads", "words", nnz * kk)]
+    return parts
+
+
+def _section_words(kind: str, count: int) -> int:
+    return -(-count // 4) if kind == "bytes" else count
+
+
+def transaction_length(spec: CsbSpec, header: int) -> int:
+    """Input words of the transaction this header starts (1 for a header refused with status 1 or 2)."""
+    if header_status(spec, header) != STATUS_OK:
+        return 1
+    return 1 + sum(_section_words(kind, count) for _, kind, count in sections(spec, header & 3, header >> 16 & 0x1FF))
+
+
+def result_count(spec: CsbSpec, op, nnz: int) -> int:
+    """Result words after a status-0 word."""
+    op = _op(op)
+    if op == Op.FP:
+        return spec.block_rows * spec.out_pos * spec.batch
+    if op == Op.EB:
+        return spec.block_cols * spec.in_pos * spec.batch
+    return nnz * spec.kk
+
+
+@dataclass(frozen=True)
+class Transaction:
+    """One parsed transaction: header fields, status and the sections as int64 arrays in golden's layouts."""
+
+    op: Op
+    shift: int
+    nnz: int
+    status: int
+    index: np.ndarray
+    data: dict[str, np.ndarray]
+
+    @property
+    def ys(self) -> np.ndarray:
+        return (self.index >> 4).astype(np.int64)
+
+    @property
+    def xs(self) -> np.ndarray:
+        return (self.index & 15).astype(np.int64)
+
+
+def _signed(words: np.ndarray, bits: int) -> np.ndarray:
+    """Signed values from the low ``bits`` of each word (higher bits ignored)."""
+    low = words.astype(np.int64) & ((1 << bits) - 1)
+    return low - ((low >> (bits - 1)) << bits)
+
+
+def _as_words(words) -> np.ndarray:
+    array = np.asarray(words)
+    if array.ndim != 1 or (array.dtype.kind not in "iu" and array.size):
+        raise ValueError(f"words must be a 1-D integer array, got {array.dtype} {array.shape}")
+    if array.size and (int(array.min()) < 0 or int(array.max()) > WORD_MASK):
+        raise ValueError("a word is outside 0..2^32-1")
+    return array.astype(np.uint32)
+
+
+def _shapes(spec: CsbSpec, nnz: int) -> dict[str, tuple[int, ...]]:
+    k, b = spec.kernel, spec.batch
+    return {"weights": (nnz, k, k), "x": (spec.block_cols, spec.in_h, spec.in_w, b),
+            "dy": (spec.block_rows, spec.out_h, spec.out_w, b), "grads": (nnz, k, k), "buffer": (nnz, k, k)}
+
+
+def _field_bits(spec: CsbSpec, op: Op, name: str) -> int:
+    if name in ("index",):
+        return 8
+    if name in ("weights", "x", "dy"):
+        return spec.data_bits
+    if name == "buffer":
+        return BUFFER_BITS
+    if name == "grads" and op == Op.UPD:
+        return WORD_BITS  # UPD gradients are full 32-bit words
+    return spec.acc_bits  # accumulators and WG gradients
+
+
+def parse_transaction(spec: CsbSpec, words) -> Transaction:
+    """Read one transaction's input words as the PE does; a ValueError if they are truncated or too long."""
+    words = _as_words(words)
+    if words.size == 0:
+        raise ValueError("transaction truncated: no header word")
+    header = int(words[0])
+    op, shift, nnz = Op(header & 3), header >> 8 & 0x1F, header >> 16 & 0x1FF
+    status = header_status(spec, header)
+    if status != STATUS_OK:
+        if words.size != 1:
+            raise ValueError(f"header 0x{header:08x} is refused with status {status}: the PE expects a new header "
+                             f"next, yet {words.size - 1} more words follow")
+        return Transaction(op=op, shift=shift, nnz=nnz, status=status, index=np.zeros(0, np.uint8), data={})
+    expected = transaction_length(spec, header)
+    if words.size < expected:
+        raise ValueError(f"transaction truncated: {words.size} words, op {op.name} with nnz={nnz} needs {expected}")
+    if words.size > expected:
+        raise ValueError(f"transaction has {words.size - expected} words beyond its {expected}")
+    shapes = _shapes(spec, nnz)
+    acc_shape = shapes["dy"] if op == Op.FP else shapes["x"]
+    at, data, index = 1, {}, np.zeros(0, np.uint8)
+    for name, kind, count in sections(spec, op, nnz):
+        size = _section_words(kind, count)
+        chunk = words[at:at + size]
+        at += size
+        if name == "index":
+            index = unpack_bytes(chunk, count)
+            continue
+        values = unpack_bytes(chunk, count).view(np.int8).astype(np.int64) if kind == "bytes" else \
+            _signed(chunk, _field_bits(spec, op, name))
+        data[name] = values.reshape(acc_shape if name == "acc" else shapes[name])
+    ys, xs = index >> 4, index & 15
+    if np.any(ys >= spec.block_rows) or np.any(xs >= spec.block_cols):
+        status = STATUS_INDEX
+    return Transaction(op=op, shift=shift, nnz=nnz, status=status, index=index, data=data)
+
+
+def compute(spec: CsbSpec, transaction: Transaction) -> np.ndarray:
+    """The result of an accepted transaction (int64, flat in stream order), from the golden block operations."""
+    if transaction.status != STATUS_OK:
+        raise ValueError(f"transaction was refused with status {transaction.status}: it has no result")
+    d, op, ys, xs = transaction.data, transaction.op, transaction.ys, transaction.xs
+    if op == Op.FP:
+        result = golden.block_fp(spec, ys, xs, d["weights"], d["x"], d["acc"])
+    elif op == Op.EB:
+        result = golden.block_eb(spec, ys, xs, d["weights"], d["dy"], d["acc"])
+    elif op == Op.WG:
+        result = golden.block_wg(spec, ys, xs, d["x"], d["dy"], d["grads"])
+    else:
+        result = golden.block_upd(spec, d["buffer"], d["grads"], transaction.shift)
+    return result.reshape(-1)
+
+
+def expected_output(spec: CsbSpec, words) -> np.ndarray:
+    """The output words (uint32) the PE must send for one transaction's input words: status, then results."""
+    transaction = parse_transaction(spec, words)
+    if transaction.status != STATUS_OK:
+        return np.array([transaction.status], dtype=np.uint32)
+    result = compute(spec, transaction)
+    return np.concatenate([[STATUS_OK], result & WORD_MASK]).astype(np.uint32)
+
+
+def decode_output(spec: CsbSpec, op, nnz: int, words) -> tuple[int, np.ndarray]:
+    """``(status, results)`` from output words, results signed int64 in stream order; ValueError on a bad length."""
+    words = _as_words(words)
+    if words.size == 0:
+        raise ValueError("output truncated: no status word")
+    status = int(words[0])
+    if status not in range(4):
+        raise ValueError(f"status word {status} is not 0..3")
+    want = 1 + (result_count(spec, op, nnz) if status == STATUS_OK else 0)
+    if words.size != want:
+        raise ValueError(f"output has {words.size} words, status {status} of op {_op(op).name} with nnz={nnz} "
+                         f"needs {want}")
+    return status, _signed(words[1:], WORD_BITS)
+
+
+def split_stream(spec: CsbSpec, words) -> list[np.ndarray]:
+    """Cut a continuous input stream into transactions, header by header; ValueError if the last is truncated."""
+    words = _as_words(words)
+    out, at = [], 0
+    while at < words.size:
+        length = transaction_length(spec, int(words[at]))
+        if at + length > words.size:
+            raise ValueError(f"stream truncated: the transaction at word {at} needs {length} words, "
+                             f"{words.size - at} remain")
+        out.append(words[at:at + length])
+        at += length
+    return out
+
+
+def encode_transaction(spec: CsbSpec, op, *, index=None, weights=None, x=None, dy=None, acc=None, grads=None,
+                       buffer=None, shift: int = 0, check: bool = True) -> np.ndarray:
+    """Input words (uint32) of one transaction from golden-layout arrays; bad input raises a ValueError.
+
+    ``index`` is the ``nnz`` index bytes ``{y, x}`` in stored order. FP needs
+    ``weights, x, acc``; EB ``weights, dy, acc``; WG ``x, dy, grads``; UPD
+    ``buffer, grads, shift``. Values are checked against their field widths
+    (8-bit codes, ``acc_bits`` accumulators and WG gradients, 24-bit buffer
+    words, 32-bit UPD gradients). With ``check=False`` index bytes outside the
+    block are let through (the PE answers status 3); everything else is
+    still checked.
+    """
+    op = _op(op)
+    index = np.zeros(0, np.uint8) if index is None else np.asarray(index)
+    if index.ndim != 1 or index.dtype.kind not in "iu" or (index.size and (index.min() < 0 or index.max() > 0xFF)):
+        raise ValueError("index must be a 1-D array of bytes 0..255")
+    nnz = int(index.size)
+    if nnz > spec.capacity:
+        raise ValueError(f"nnz={nnz} exceeds the block capacity {spec.capacity} (the PE would answer status 2)")
+    if shift and op != Op.UPD:
+        raise ValueError(f"shift={shift} is only meaningful for UPD, not {op.name} (the PE would answer status 1)")
+    words = [np.array([header_word(op, nnz, shift)], dtype=np.uint32)]
+    if check and (np.any(index >> 4 >= spec.block_rows) or np.any(index & 15 >= spec.block_cols)):
+        raise ValueError(f"an index byte lies outside the {spec.block_rows} x {spec.block_cols} block "
+                         "(the PE would answer status 3)")
+    shapes = _shapes(spec, nnz)
+    given = {"weights": weights, "x": x, "dy": dy, "acc": acc, "grads": grads, "buffer": buffer}
+    needed = [name for name, _, _ in sections(spec, op, nnz)][1:]
+    extra = [name for name, value in given.items() if value is not None and name not in needed]
+    if extra:
+        raise ValueError(f"{op.name} takes {', '.join(needed)}; got also {', '.join(extra)}")
+    words.append(pack_bytes(index))
+    for name, kind, count in sections(spec, op, nnz)[1:]:
+        value = given[name]
+        if value is None:
+            raise ValueError(f"{op.name} needs {name}")
+        shape = (shapes["dy"] if op == Op.FP else shapes["x"]) if name == "acc" else shapes[name]
+        codes = golden.check_codes(name, value, _field_bits(spec, op, name), shape).reshape(-1)
+        words.append(pack_bytes(codes) if kind == "bytes" else (codes & WORD_MASK).astype(np.uint32))
+    return np.concatenate(words).astype(np.uint32)

@@ -1,0 +1,480 @@
+// codesign_csb.h -- the sparse-CSB training PE as synthesizable HLS C++ (codesign, Apache-2.0).
+//
+// One stream processor for the three training operations of a kernel-wise
+// pruned layer stored as compressed sparse blocks, plus the weight update:
+// FP (operator-sparse forward), EB (the same datapath on the transposed
+// storage), WG (result-sparse weight gradient) and UPD (24-bit buffer update).
+// It implements docs/csb.md bit for bit, as a template over the PE parameters
+// (codesign::csb::pe<BLOCK_ROWS, BLOCK_COLS, K, OUT_H, OUT_W, BATCH, PARALLEL,
+// ACC_BITS>). A generated top is a thin wrapper:
+//
+//   void csb_kernel(hls::stream<ap_uint<32> > &in, hls::stream<ap_uint<32> > &out) {
+//     codesign::csb::pe<...>::process(in, out);   // one transaction per call
+//   }
+//
+// Structure (paper Sec. 5.2): the index byte {y, x} of the current entry
+// selects the channel, i.e. the high address bits of the source and
+// destination buffers; counters (entry e, tap (ky, kx), position group g)
+// generate the low address bits. EB is FP with x and y exchanged by a
+// multiplexer, with the position counter running over input positions and the
+// source position dst - (ky, kx) masked where it leaves the output tile.
+//
+// Intended cycle behaviour (what the pragmas ask of Vitis HLS; not measured
+// here, Vitis HLS is not part of the test environment):
+//   * loading: one stream word per cycle (II=1): 4 codes, or one accumulator,
+//     gradient or buffer word;
+//   * FP/EB: one (entry, tap, position group) step per cycle, II=1, in a single
+//     flattened loop of nnz * K*K * ceil(dst_positions / PARALLEL) steps. A step
+//     does PARALLEL * BATCH MACs: the lane dimension of every buffer is fully
+//     partitioned (BATCH lanes in parallel) and the destination position
+//     dimension of the accumulator buffer is partitioned cyclically by
+//     PARALLEL, so the P destination positions g*P + p of a step sit in
+//     distinct banks. One accumulator is read-modified-written once per
+//     ceil(dst_positions / PARALLEL) steps; where that distance is shorter
+//     than the read-add-write latency (e.g. a 1x1 FC tile) HLS stretches the
+//     interval to that latency. Source reads of the P groups are not bank
+//     aligned in general (P > 1 with K > 1); HLS then adds read cycles.
+//   * WG: one (entry, tap, position group) step per cycle, II=1: P groups each
+//     add a BATCH-lane dot product (exact, < 2^19) into a register partial;
+//     the P partials are merged into G[e][t] at the last group step of the
+//     tap (a chain of P saturating adders, latency only).
+//   * UPD: one gradient word per cycle, updated as it arrives (II=1).
+//   * output: one word per cycle, status first.
+//
+// Numbers: operands are signed 8-bit codes; products are exact; every
+// addition into an accumulator saturates to ACC_BITS bits, in the contract's
+// order (FP/EB: for e, for t, per accumulator; WG: per group in increasing
+// position order, then groups 0..P-1 at write-back). UPD rounds the exact sum
+// B - G * 2^-s once to the buffer grid, ties to even, then saturates to 24
+// bits. Words narrower than 32 bits are read from their low bits and written
+// sign-extended.
+//
+// Synthesis notes: only ap_uint/ap_int arithmetic, no floating point, no
+// dynamic memory, no recursion; buffers are static arrays sized by the template
+// parameters; constant divisors only. Written in C++11 so that the HLS front
+// end and any testbench compiler accept it.
+#ifndef CODESIGN_CSB_H
+#define CODESIGN_CSB_H
+
+#include <ap_int.h>
+#include <hls_stream.h>
+
+namespace codesign {
+namespace csb {
+
+// Header opcodes and status words, numbered as docs/csb.md numbers them.
+enum { OP_FP = 0, OP_EB = 1, OP_WG = 2, OP_UPD = 3 };
+enum { STATUS_OK = 0, STATUS_BAD_HEADER = 1, STATUS_NNZ = 2, STATUS_INDEX = 3 };
+
+// Header fields: op [1:0], shift [12:8], nnz [24:16]; every other bit is reserved.
+const unsigned HEADER_FIELDS_MASK = 0x3u | (0x1Fu << 8) | (0x1FFu << 16);
+
+const int CODE_BITS = 8;      // operand codes
+const int PRODUCT_BITS = 16;  // |code * code| <= 2^14
+const int LANE_SUM_BITS = 21; // 16 lanes * 2^14 = 2^18, signed, with a spare bit
+const int BUFFER_BITS = 24;   // weight buffer words (8-bit compute part on top)
+const int WORD_BITS = 32;     // stream words
+
+template <int A, int B>
+struct max_of {
+  static const int value = A > B ? A : B;
+};
+
+// v clamped to the signed range of OUT bits; v's type must be wider than OUT.
+template <int OUT, int W>
+inline ap_int<OUT> saturate(ap_int<W> v) {
+#pragma HLS INLINE
+  const ap_int<W> high = (ap_int<W>(1) << (OUT - 1)) - 1;
+  const ap_int<W> low = -(ap_int<W>(1) << (OUT - 1));
+  if (v > high) return ap_int<OUT>(high);
+  if (v < low) return ap_int<OUT>(low);
+  return ap_int<OUT>(v);
+}
+
+// acc + term saturated to ACC_BITS: one accumulator addition of the contract.
+template <int ACC_BITS, int TERM_BITS>
+inline ap_int<ACC_BITS> sat_add(ap_int<ACC_BITS> acc, ap_int<TERM_BITS> term) {
+#pragma HLS INLINE
+  typedef ap_int<max_of<ACC_BITS, TERM_BITS>::value + 1> sum_t;  // the exact sum
+  return saturate<ACC_BITS>(sum_t(sum_t(acc) + sum_t(term)));
+}
+
+// A signed value from the low BITS bits of a stream word (higher bits ignored).
+template <int BITS>
+inline ap_int<BITS> low_signed(ap_uint<WORD_BITS> word) {
+#pragma HLS INLINE
+  ap_int<BITS> value;
+  value.range(BITS - 1, 0) = word.range(BITS - 1, 0);
+  return value;
+}
+
+// A signed value written sign-extended to a 32-bit stream word.
+template <int BITS>
+inline ap_uint<WORD_BITS> sign_extend(ap_int<BITS> value) {
+#pragma HLS INLINE
+  const ap_int<WORD_BITS> wide = value;
+  ap_uint<WORD_BITS> word;
+  word.range(WORD_BITS - 1, 0) = wide.range(WORD_BITS - 1, 0);
+  return word;
+}
+
+// UPD on one buffer word: sat24(rne((b * 2^s - g) / 2^s)), computed exactly.
+// |b * 2^s| < 2^54 and |g| <= 2^31, so the numerator fits 57 bits.
+inline ap_int<BUFFER_BITS> update_word(ap_int<BUFFER_BITS> b, ap_int<WORD_BITS> g, ap_uint<5> shift) {
+#pragma HLS INLINE
+  typedef ap_int<58> wide_t;
+  const unsigned s = shift.to_uint();
+  const wide_t numerator = (wide_t(b) << s) - wide_t(g);
+  wide_t quotient = numerator >> s;  // floor (arithmetic shift)
+  const wide_t remainder = numerator - (quotient << s);  // 0 .. 2^s - 1
+  if (s != 0) {
+    const wide_t half = wide_t(1) << (s - 1);
+    if (remainder > half || (remainder == half && quotient[0] == 1)) quotient += 1;
+  }
+  return saturate<BUFFER_BITS>(quotient);
+}
+
+template <int BLOCK_ROWS, int BLOCK_COLS, int K, int OUT_H, int OUT_W, int BATCH, int PARALLEL, int ACC_BITS>
+struct pe {
+  static_assert(BLOCK_ROWS >= 1 && BLOCK_ROWS <= 16, "block_rows must be 1..16 (4-bit index field)");
+  static_assert(BLOCK_COLS >= 1 && BLOCK_COLS <= 16, "block_cols must be 1..16 (4-bit index field)");
+  static_assert(K >= 1 && K <= 7, "kernel must be 1..7");
+  static_assert(OUT_H >= 1 && OUT_W >= 1, "the output tile must be at least 1 x 1");
+  static_assert(BATCH >= 1 && BATCH <= 16, "batch lanes must be 1..16 (exact lane sums below 2^19)");
+  static_assert(PARALLEL >= 1 && PARALLEL <= 8, "parallel groups must be 1..8");
+  static_assert(ACC_BITS >= 16 && ACC_BITS <= 32, "acc_bits must be 16..32");
+
+  static const int KK = K * K;
+  static const int IN_H = OUT_H + K - 1;
+  static const int IN_W = OUT_W + K - 1;
+  static const int OUT_POS = OUT_H * OUT_W;
+  static const int IN_POS = IN_H * IN_W;
+  static const int MAX_NNZ = BLOCK_ROWS * BLOCK_COLS;
+  static const int ACC_CH = max_of<BLOCK_ROWS, BLOCK_COLS>::value;  // FP: rows, EB: columns
+  static const int FP_GROUPS = (OUT_POS + PARALLEL - 1) / PARALLEL;  // position-group steps per tap
+  static const int EB_GROUPS = (IN_POS + PARALLEL - 1) / PARALLEL;
+
+  typedef ap_uint<WORD_BITS> word_t;
+  typedef ap_int<CODE_BITS> code_t;
+  typedef ap_int<ACC_BITS> acc_t;
+  typedef ap_int<BUFFER_BITS> buffer_t;
+  typedef ap_uint<8> index_t;
+
+  // ---------------------------------------------------------------- loaders
+  // Index bytes: stored, and checked against the block (status 3 when outside).
+  static bool load_index(hls::stream<word_t> &in, int nnz, index_t index[MAX_NNZ]) {
+    bool outside = false;
+    const int words = (nnz + 3) / 4;
+  load_index_words:
+    for (int w = 0; w < words; ++w) {
+#pragma HLS PIPELINE II = 1
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = (MAX_NNZ + 3) / 4
+      const word_t word = in.read();
+      for (int j = 0; j < 4; ++j) {
+#pragma HLS UNROLL
+        const int e = 4 * w + j;
+        if (e < nnz) {
+          const index_t byte = word.range(8 * j + 7, 8 * j);
+          index[e] = byte;
+          const int y = byte.range(7, 4).to_uint(), x = byte.range(3, 0).to_uint();
+          if (y >= BLOCK_ROWS || x >= BLOCK_COLS) outside = true;
+        }
+      }
+    }
+    return outside;
+  }
+
+  // CH * POS * BATCH codes ordered (channel, position, lane), 4 to a word.
+  template <int CH, int POS>
+  static void load_codes(hls::stream<word_t> &in, code_t buf[CH][POS][BATCH]) {
+    const int count = CH * POS * BATCH;
+    int c = 0, p = 0, l = 0;
+  load_codes_words:
+    for (int w = 0; w < (count + 3) / 4; ++w) {
+#pragma HLS PIPELINE II = 1
+      const word_t word = in.read();
+      for (int j = 0; j < 4; ++j) {
+#pragma HLS UNROLL
+        if (4 * w + j < count) {
+          buf[c][p][l] = code_t(word.range(8 * j + 7, 8 * j));
+          if (++l == BATCH) {
+            l = 0;
+            if (++p == POS) {
+              p = 0;
+              ++c;
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // CH * POS * BATCH accumulator words ordered (channel, position, lane) into a
+  // buffer of at least that shape.
+  template <int CH, int POS>
+  static void load_accs(hls::stream<word_t> &in, acc_t buf[ACC_CH][IN_POS][BATCH]) {
+    int c = 0, p = 0, l = 0;
+  load_accs_words:
+    for (int w = 0; w < CH * POS * BATCH; ++w) {
+#pragma HLS PIPELINE II = 1
+      buf[c][p][l] = low_signed<ACC_BITS>(in.read());
+      if (++l == BATCH) {
+        l = 0;
+        if (++p == POS) {
+          p = 0;
+          ++c;
+        }
+      }
+    }
+  }
+
+  // FP/EB kernels: nnz * KK codes placed in the top 8 bits of the 24-bit buffer.
+  static void load_weights(hls::stream<word_t> &in, int count, buffer_t weights[MAX_NNZ * KK]) {
+  load_weights_words:
+    for (int w = 0; w < (count + 3) / 4; ++w) {
+#pragma HLS PIPELINE II = 1
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = (MAX_NNZ * KK + 3) / 4
+      const word_t word = in.read();
+      for (int j = 0; j < 4; ++j) {
+#pragma HLS UNROLL
+        if (4 * w + j < count) {
+          buffer_t value = 0;
+          value.range(BUFFER_BITS - 1, BUFFER_BITS - CODE_BITS) = word.range(8 * j + 7, 8 * j);
+          weights[4 * w + j] = value;
+        }
+      }
+    }
+  }
+
+  // WG: the initial gradients G[e][t], ACC_BITS wide.
+  static void load_grads(hls::stream<word_t> &in, int count, acc_t grads[MAX_NNZ * KK]) {
+  load_grads_words:
+    for (int i = 0; i < count; ++i) {
+#pragma HLS PIPELINE II = 1
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK
+      grads[i] = low_signed<ACC_BITS>(in.read());
+    }
+  }
+
+  // UPD: the 24-bit buffer words, then the 32-bit gradients, each applied as it arrives.
+  static void load_and_update(hls::stream<word_t> &in, int count, ap_uint<5> shift, buffer_t buffer[MAX_NNZ * KK]) {
+  load_buffer_words:
+    for (int i = 0; i < count; ++i) {
+#pragma HLS PIPELINE II = 1
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK
+      buffer[i] = low_signed<BUFFER_BITS>(in.read());
+    }
+  update_words:
+    for (int i = 0; i < count; ++i) {
+#pragma HLS PIPELINE II = 1
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK
+      buffer[i] = update_word(buffer[i], low_signed<WORD_BITS>(in.read()), shift);
+    }
+  }
+
+  // ---------------------------------------------------------------- datapaths
+  // FP (transposed = false) and EB (transposed = true): operator-sparse MACs.
+  // Destination accumulators ACC[dch][dpos][l]; the source code comes from X
+  // (FP, position dpos + tap) or DY (EB, position dpos - tap, masked).
+  static void mac_block(bool transposed, int nnz, const index_t index[MAX_NNZ], const buffer_t weights[MAX_NNZ * KK],
+                        const code_t xbuf[BLOCK_COLS][IN_POS][BATCH], const code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH],
+                        acc_t accbuf[ACC_CH][IN_POS][BATCH]) {
+    const int groups = transposed ? EB_GROUPS : FP_GROUPS;
+    const int dst_positions = transposed ? IN_POS : OUT_POS;
+    const int steps = nnz * KK * groups;
+    int e = 0, t = 0, ky = 0, kx = 0, g = 0;  // the address-generation counters
+  mac_steps:
+    for (int step = 0; step < steps; ++step) {
+#pragma HLS PIPELINE II = 1
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK * EB_GROUPS
+      const index_t entry = index[e];
+      const int y = entry.range(7, 4).to_int();
+      const int x = entry.range(3, 0).to_int();
+      const int dch = transposed ? x : y;  // the x/y exchange multiplexer
+      const int sch = transposed ? y : x;
+      const code_t w = code_t(weights[e * KK + t].range(BUFFER_BITS - 1, BUFFER_BITS - CODE_BITS));
+      for (int p = 0; p < PARALLEL; ++p) {
+#pragma HLS UNROLL
+        const int dpos = g * PARALLEL + p;
+        if (dpos < dst_positions) {
+          const int drow = transposed ? dpos / IN_W : dpos / OUT_W;
+          const int dcol = transposed ? dpos % IN_W : dpos % OUT_W;
+          const int srow = transposed ? drow - ky : drow + ky;
+          const int scol = transposed ? dcol - kx : dcol + kx;
+          const bool inside = !transposed || (srow >= 0 && srow < OUT_H && scol >= 0 && scol < OUT_W);
+          if (inside) {
+            const int spos = transposed ? srow * OUT_W + scol : srow * IN_W + scol;
+            for (int l = 0; l < BATCH; ++l) {
+#pragma HLS UNROLL
+              const code_t src = transposed ? dybuf[sch][spos][l] : xbuf[sch][spos][l];
+              const ap_int<PRODUCT_BITS> product = w * src;
+              accbuf[dch][dpos][l] = sat_add<ACC_BITS, PRODUCT_BITS>(accbuf[dch][dpos][l], product);
+            }
+          }
+        }
+      }
+      if (++g == groups) {  // counters: position group, then tap (kx, ky), then entry
+        g = 0;
+        ++t;
+        if (++kx == K) {
+          kx = 0;
+          ++ky;
+        }
+        if (t == KK) {
+          t = 0;
+          ky = 0;
+          ++e;
+        }
+      }
+    }
+  }
+
+  // WG: result-sparse. Per (entry, tap): P group partials over the output
+  // positions (opos % P == p, increasing), then merged into G in group order.
+  static void wg_block(int nnz, const index_t index[MAX_NNZ], const code_t xbuf[BLOCK_COLS][IN_POS][BATCH],
+                       const code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH], acc_t grads[MAX_NNZ * KK]) {
+    acc_t partial[PARALLEL];
+#pragma HLS ARRAY_PARTITION variable = partial complete
+    const int steps = nnz * KK * FP_GROUPS;
+    int e = 0, t = 0, ky = 0, kx = 0, g = 0;
+  wg_steps:
+    for (int step = 0; step < steps; ++step) {
+#pragma HLS PIPELINE II = 1
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK * FP_GROUPS
+      const index_t entry = index[e];
+      const int y = entry.range(7, 4).to_int();
+      const int x = entry.range(3, 0).to_int();
+      for (int p = 0; p < PARALLEL; ++p) {
+#pragma HLS UNROLL
+        const int opos = g * PARALLEL + p;
+        ap_int<LANE_SUM_BITS> lanes = 0;  // exact: at most 16 * 2^14
+        if (opos < OUT_POS) {
+          const int ipos = (opos / OUT_W + ky) * IN_W + opos % OUT_W + kx;
+          for (int l = 0; l < BATCH; ++l) {
+#pragma HLS UNROLL
+            const ap_int<PRODUCT_BITS> product = xbuf[x][ipos][l] * dybuf[y][opos][l];
+            lanes += product;
+          }
+        }
+        partial[p] = sat_add<ACC_BITS, LANE_SUM_BITS>(g == 0 ? acc_t(0) : partial[p], lanes);
+      }
+      if (g == FP_GROUPS - 1) {  // write-back: G = sat(...sat(G + part[0])... + part[P-1])
+        acc_t value = grads[e * KK + t];
+        for (int p = 0; p < PARALLEL; ++p) {
+#pragma HLS UNROLL
+          value = sat_add<ACC_BITS, ACC_BITS>(value, partial[p]);
+        }
+        grads[e * KK + t] = value;
+      }
+      if (++g == FP_GROUPS) {
+        g = 0;
+        ++t;
+        if (++kx == K) {
+          kx = 0;
+          ++ky;
+        }
+        if (t == KK) {
+          t = 0;
+          ky = 0;
+          ++e;
+        }
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- writers
+  template <int CH, int POS>
+  static void write_accs(hls::stream<word_t> &out, const acc_t buf[ACC_CH][IN_POS][BATCH]) {
+    int c = 0, p = 0, l = 0;
+  write_accs_words:
+    for (int w = 0; w < CH * POS * BATCH; ++w) {
+#pragma HLS PIPELINE II = 1
+      out.write(sign_extend<ACC_BITS>(buf[c][p][l]));
+      if (++l == BATCH) {
+        l = 0;
+        if (++p == POS) {
+          p = 0;
+          ++c;
+        }
+      }
+    }
+  }
+
+  template <int BITS>
+  static void write_words(hls::stream<word_t> &out, int count, const ap_int<BITS> buf[MAX_NNZ * KK]) {
+  write_words_loop:
+    for (int i = 0; i < count; ++i) {
+#pragma HLS PIPELINE II = 1
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK
+      out.write(sign_extend<BITS>(buf[i]));
+    }
+  }
+
+  // ---------------------------------------------------------------- one transaction
+  // Reads one transaction from `in` and writes the status word, then (status 0)
+  // the result words. Status 1 and 2 are decided from the header alone and
+  // nothing more is read; status 3 is sent after the whole transaction is read.
+  static void process(hls::stream<word_t> &in, hls::stream<word_t> &out) {
+    static index_t index[MAX_NNZ];
+    static buffer_t weights[MAX_NNZ * KK];  // FP/EB kernels (top 8 bits) or UPD buffer words
+    static acc_t grads[MAX_NNZ * KK];       // WG gradients
+    static code_t xbuf[BLOCK_COLS][IN_POS][BATCH];
+    static code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH];
+    static acc_t accbuf[ACC_CH][IN_POS][BATCH];
+#pragma HLS ARRAY_PARTITION variable = xbuf complete dim = 3
+#pragma HLS ARRAY_PARTITION variable = dybuf complete dim = 3
+#pragma HLS ARRAY_PARTITION variable = accbuf complete dim = 3
+#pragma HLS ARRAY_PARTITION variable = accbuf cyclic factor = PARALLEL dim = 2
+
+    const word_t header = in.read();
+    const int op = header.range(1, 0).to_int();
+    const ap_uint<5> shift = header.range(12, 8);
+    const int nnz = header.range(24, 16).to_int();
+    if ((header & word_t(~HEADER_FIELDS_MASK)) != 0 || (shift != 0 && op != OP_UPD)) {
+      out.write(word_t(STATUS_BAD_HEADER));
+      return;
+    }
+    if (nnz > MAX_NNZ) {
+      out.write(word_t(STATUS_NNZ));
+      return;
+    }
+    const bool outside = load_index(in, nnz, index);
+    const int count = nnz * KK;
+    if (op == OP_FP) {
+      load_weights(in, count, weights);
+      load_codes<BLOCK_COLS, IN_POS>(in, xbuf);
+      load_accs<BLOCK_ROWS, OUT_POS>(in, accbuf);
+    } else if (op == OP_EB) {
+      load_weights(in, count, weights);
+      load_codes<BLOCK_ROWS, OUT_POS>(in, dybuf);
+      load_accs<BLOCK_COLS, IN_POS>(in, accbuf);
+    } else if (op == OP_WG) {
+      load_codes<BLOCK_COLS, IN_POS>(in, xbuf);
+      load_codes<BLOCK_ROWS, OUT_POS>(in, dybuf);
+      load_grads(in, count, grads);
+    } else {
+      load_and_update(in, count, shift, weights);
+    }
+    if (outside) {
+      out.write(word_t(STATUS_INDEX));
+      return;
+    }
+    if (op == OP_FP || op == OP_EB) mac_block(op == OP_EB, nnz, index, weights, xbuf, dybuf, accbuf);
+    if (op == OP_WG) wg_block(nnz, index, xbuf, dybuf, grads);
+    out.write(word_t(STATUS_OK));
+    if (op == OP_FP) {
+      write_accs<BLOCK_ROWS, OUT_POS>(out, accbuf);
+    } else if (op == OP_EB) {
+      write_accs<BLOCK_COLS, IN_POS>(out, accbuf);
+    } else if (op == OP_WG) {
+      write_words<ACC_BITS>(out, count, grads);
+    } else {
+      write_words<BUFFER_BITS>(out, count, weights);
+    }
+  }
+};
+
+}  // namespace csb
+}  // namespace codesign
+
+#endif  // CODESIGN_CSB_H

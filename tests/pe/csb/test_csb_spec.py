@@ -1,0 +1,65 @@
+"""CsbSpec: ranges of every field, derived sizes, and the metadata it hands to vector files."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from codesign.pe.csb.spec import CsbSpec
+
+FIELDS = ("block_rows", "block_cols", "kernel", "out_h", "out_w", "batch", "parallel", "acc_bits")
+
+
+def test_defaults_are_a_valid_fc_block():
+    spec = CsbSpec()
+    assert (spec.block_rows, spec.block_cols, spec.kernel, spec.out_h, spec.out_w) == (16, 16, 1, 1, 1)
+    assert spec.acc_bits == 32 and spec.data_bits == 8 and spec.buffer_bits == 24
+
+
+def test_derived_sizes():
+    spec = CsbSpec(block_rows=3, block_cols=5, kernel=3, out_h=4, out_w=6, batch=2, parallel=4, acc_bits=20)
+    assert (spec.in_h, spec.in_w, spec.kk) == (6, 8, 9)
+    assert (spec.out_pos, spec.in_pos, spec.capacity) == (24, 48, 15)
+    assert (spec.acc_min, spec.acc_max) == (-(1 << 19), (1 << 19) - 1)
+
+
+def test_to_dict_holds_exactly_the_eight_parameters():
+    spec = CsbSpec(kernel=2, out_h=3, out_w=3)
+    assert tuple(spec.to_dict()) == FIELDS
+    assert CsbSpec(**spec.to_dict()) == spec
+
+
+@pytest.mark.parametrize("name, low, high", [("block_rows", 1, 16), ("block_cols", 1, 16), ("kernel", 1, 7),
+                                             ("batch", 1, 16), ("parallel", 1, 8), ("acc_bits", 16, 32)])
+def test_every_field_is_range_checked(name, low, high):
+    CsbSpec(**{name: low})
+    CsbSpec(**{name: high})
+    for bad in (low - 1, high + 1):
+        with pytest.raises(ValueError, match=name):
+            CsbSpec(**{name: bad})
+
+
+@pytest.mark.parametrize("name", FIELDS)
+def test_non_int_fields_are_refused(name):
+    for bad in (2.0, True, "4", None):
+        with pytest.raises(TypeError, match=name):
+            CsbSpec(**{name: bad})
+
+
+def test_tile_must_fit_the_channel_buffer():
+    CsbSpec(out_h=32, out_w=32)  # 1024 input positions with k = 1
+    CsbSpec(kernel=3, out_h=30, out_w=30)  # 32 x 32
+    with pytest.raises(ValueError, match="channel buffer"):
+        CsbSpec(kernel=3, out_h=31, out_w=30)
+    for name in ("out_h", "out_w"):
+        with pytest.raises(ValueError, match=name):
+            CsbSpec(**{name: 0})
+
+
+def test_frozen_and_keyword_only():
+    spec = CsbSpec()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.batch = 4
+    with pytest.raises(TypeError):
+        CsbSpec(16, 16)
