@@ -2,8 +2,9 @@
 
 Three sources of expected words, none of them the header: transactions worked
 out by hand from docs/csb.md, random transactions encoded here and answered by
-the plain reference model (codesign.pe.csb.reference), and (once it exists) the
-golden model's own stimulus (codesign.pe.csb.stimulus). The checker also fails
+the plain reference model (codesign.pe.csb.reference), and the golden model's
+own stimulus (codesign.pe.csb.stimulus: directed corner cases and random
+transactions, grown to at least MIN_MACS MACs per op). The checker also fails
 a transaction whose input words are not read exactly, so the status-1/2 rule
 "read nothing after the header" and the status-3 rule "consume everything" are
 checked word for word.

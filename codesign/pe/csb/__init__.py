@@ -13,8 +13,11 @@ from codesign.pe.csb.golden import (
     weight_update,
 )
 from codesign.pe.csb.spec import CsbSpec
+from codesign.pe.csb.stimulus import build_transactions, count_macs
+from codesign.pe.csb.stream import Op, decode_output, encode_transaction, expected_output, parse_transaction
 
 __all__ = [
-    "CSBMatrix", "CsbSpec", "backward_error", "block_eb", "block_fp", "block_upd", "block_wg", "encode", "forward",
-    "round_into_buffer", "weight_grad", "weight_update",
+    "CSBMatrix", "CsbSpec", "Op", "backward_error", "block_eb", "block_fp", "block_upd", "block_wg",
+    "build_transactions", "count_macs", "decode_output", "encode", "encode_transaction", "expected_output", "forward",
+    "parse_transaction", "round_into_buffer", "weight_grad", "weight_update",
 ]

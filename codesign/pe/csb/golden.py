@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from codesign.pe.csb.format import INT8_MAX, INT8_MIN, CSBMatrix
+from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import BUFFER_BITS, MAX_BATCH, WORD_BITS, CsbSpec
 
 MAX_SHIFT = 31  # UPD shift field: 5 bits
@@ -278,20 +278,19 @@ def _sweep(csb: CSBMatrix, spec: CsbSpec, data: np.ndarray, out_channels: int, o
     """
     n = data.shape[-1]
     result = np.zeros((out_channels, *out_shape, n), dtype=np.int64)
-    block_rows, block_cols = csb.view_block
-    out_size, in_size = (block_rows, block_cols)
+    out_size, in_size = csb.view_block
     for lo in range(0, n, spec.batch):
-        chunk = _chunk(data, lo, spec)
-        acc = {}
+        chunk, lanes = _chunk(data, lo, spec), min(spec.batch, n - lo)
+        acc: dict[int, np.ndarray] = {}
         for block in csb.blocks():
-            out_start, in_start = block.row * out_size, block.col * in_size
             if block.row not in acc:
                 acc[block.row] = np.zeros((out_size, *out_shape, spec.batch), dtype=np.int64)
             values = np.asarray(block.values, dtype=np.int64)
-            acc[block.row] = operation(block, values, _tile(chunk, in_start, in_size), acc[block.row])
+            acc[block.row] = operation(block, values, _tile(chunk, block.col * in_size, in_size), acc[block.row])
         for row, value in acc.items():
-            stop = min(row * out_size + out_size, out_channels)
-            result[row * out_size:stop, ..., lo:lo + spec.batch] = value[:stop - row * out_size, ..., :min(spec.batch, n - lo)]
+            start = row * out_size
+            stop = min(start + out_size, out_channels)
+            result[start:stop, ..., lo:lo + lanes] = value[:stop - start, ..., :lanes]
     return result
 
 
@@ -355,6 +354,6 @@ def weight_grad(csb: CSBMatrix, x, dy, *, spec: CsbSpec | None = None, acc_bits:
 
 
 __all__ = [
-    "INT8_MAX", "INT8_MIN", "block_eb", "block_fp", "block_upd", "block_wg", "backward_error", "forward",
+    "block_eb", "block_fp", "block_upd", "block_wg", "backward_error", "forward",
     "round_into_buffer", "saturate", "split_dyadic", "weight_grad", "weight_update",
 ]

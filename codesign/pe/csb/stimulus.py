@@ -124,7 +124,7 @@ def _pair(spec: CsbSpec, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def directed_transactions(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]:
     """Input words of the directed cases (see the module docstring)."""
-    s, k, b = spec, spec.kernel, spec.batch
+    s, k = spec, spec.kernel
     make = _Builder(spec, rng)
     cap = s.capacity
     out: list[np.ndarray] = []

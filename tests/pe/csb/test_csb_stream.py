@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from codesign.hw.vectors import read_transactions
-from codesign.pe.csb.format import encode, pack_bytes
+from codesign.pe.csb.format import encode
 from codesign.pe.csb.golden import backward_error, forward, weight_grad
 from codesign.pe.csb.reference import reference_output
 from codesign.pe.csb.spec import CsbSpec
