@@ -9,7 +9,7 @@ APT_PACKAGES := iverilog yosys ninja-build g++ make
 STAMP       := $(VENV)/.codesign-installed-$(shell cat pyproject.toml requirements-lock.txt | sha1sum | cut -c1-12)
 JOBS        ?= 2
 
-.PHONY: setup system-packages venv demo test test-fast bench reproduce wheel-check clean
+.PHONY: setup system-packages venv demo test test-fast test-long bench reproduce wheel-check clean
 
 setup: system-packages $(STAMP)
 
@@ -37,10 +37,14 @@ demo: setup
 # one torch/OpenMP thread per pytest worker: two workers on two cores, no oversubscription
 test: setup
 	$(BIN)/ruff check --select F,E9 codesign tests benchmarks
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) --durations=15
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m "not long" --durations=15
 
 test-fast: setup
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m "not slow"
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m "not slow and not long"
+
+# extended random RTL runs: ten times the stimulus of make test, heavier backpressure, larger PEs
+test-long: setup
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m long --durations=15
 
 reproduce: setup
 	$(BIN)/codesign reproduce all --out reports

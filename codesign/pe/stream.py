@@ -70,6 +70,11 @@ class StreamPE(ProcessingElement):
                 "STREAM_PE": self.name}
 
     def rtl_outcome(self, spec, summary: dict, vectors: Path) -> RtlOutcome:
-        return RtlOutcome(vectors=int(summary["transactions"]), mismatches=int(summary["mismatches"]),
-                          first_mismatches=tuple(str(entry) for entry in summary.get("first_mismatches", [])),
+        # a word the RTL never produced, or one too many, is a mismatch as much as a wrong word
+        missing, extra = int(summary.get("missing_words", 0)), int(summary.get("extra_words", 0))
+        notes = [f"{missing} expected words never produced" + (" (bench timed out)" if summary.get("timed_out") else "")
+                 ] if missing else []
+        notes += [f"{extra} words produced beyond the expected stream"] if extra else []
+        return RtlOutcome(vectors=int(summary["transactions"]), mismatches=int(summary["mismatches"]) + missing + extra,
+                          first_mismatches=tuple(notes + [str(entry) for entry in summary.get("first_mismatches", [])]),
                           cycles=tuple(int(c) for c in summary.get("cycles", [])))

@@ -1,9 +1,11 @@
 """The ``csb-utilisation`` reproduction runs end to end on its smoke budget and writes a consistent report."""
 
 import json
+import shutil
 
 import pytest
 
+from codesign.pe.csb.schedule import LayerShape
 from codesign.reproduce import REPRODUCTIONS, csb_utilisation, reproduction
 
 # VGG-11 CONV workloads in MOP per image (2 operations per MAC), Table 3 of the paper; conv2 is Table 4's
@@ -89,3 +91,16 @@ def test_bad_output_directory_is_refused_before_anything_runs(tmp_path):
     blocker.write_text("")
     with pytest.raises(ValueError, match="not writable"):
         csb_utilisation.run(blocker / "out", smoke=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog (iverilog) is not on PATH")
+def test_rtl_spot_check_measures_the_schedule_step_costs(tmp_path):
+    """A small slice with partial blocks: the schedule's calc cycles equal the compute phases measured on the RTL."""
+    pytest.importorskip("cocotb_tools.runner", reason="the RTL spot check needs cocotb 2.x")
+    layer = LayerShape(name="slice", in_channels=12, out_channels=10, height=4, width=4, kernel=3)
+    rows = csb_utilisation.rtl_spot_check(tmp_path, simulator="icarus", layer=layer, batch=2, seed=3)
+    assert [(r["grouping"], r["op"]) for r in rows] == [(g, op) for g in ("single", "2x2") for op in ("FP", "EB", "WG")]
+    for row in rows:
+        assert row["transactions"] == 4 and row["mismatches"] == 0
+        assert row["rtl_calc_cycles"] == row["model_calc_cycles"] > 0, row

@@ -345,7 +345,7 @@ GOLDEN_STIMULUS_DEFAULT = ("fc4x4_b4_p2_acc16", "conv3x8_k1_t4x4_b1_p4_acc16", "
 
 
 @needs_icarus
-@pytest.mark.parametrize("name", [name if name in GOLDEN_STIMULUS_DEFAULT else pytest.param(name, marks=pytest.mark.slow)
+@pytest.mark.parametrize("name", [name if name in GOLDEN_STIMULUS_DEFAULT else pytest.param(name, marks=pytest.mark.long)
                                   for name in CONFIGS])
 def test_rtl_matches_golden_stimulus(tmp_path, name):
     """The golden model's own stimulus (codesign.pe.csb.stimulus: directed corners and random transactions)."""
@@ -454,7 +454,7 @@ def test_rtl_verilator_smoke(tmp_path):
     assert summary["mismatches"] == 0 and summary["words_checked"] == sum(len(out) for _, out in transactions)
 
 
-SLOW_CONFIGS = {
+LONG_CONFIGS = {
     **CONFIGS,
     "conv2x3_k3_t3x3_b16_p8_acc32": (Shape(block_rows=2, block_cols=3, kernel=3, out_h=3, out_w=3, batch=16,
                                            parallel=8, acc_bits=32), 1),
@@ -463,12 +463,12 @@ SLOW_CONFIGS = {
 }
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @needs_icarus
-@pytest.mark.parametrize("name", list(SLOW_CONFIGS))
+@pytest.mark.parametrize("name", list(LONG_CONFIGS))
 def test_rtl_long_random_run(tmp_path, name):
     """Ten times the default stimulus per configuration (and two larger PEs), other seeds, heavier backpressure."""
-    shape, count = SLOW_CONFIGS[name]
+    shape, count = LONG_CONFIGS[name]
     transactions, _ = transaction_set(shape, count=10 * count, seed=1000 + sum(map(ord, name)))
     summary = run_bench(shape, transactions, tmp_path, gap=0.3, backpressure=0.5, seed=99)
     assert summary["mismatches"] == 0 and summary["words_checked"] == sum(len(out) for _, out in transactions)

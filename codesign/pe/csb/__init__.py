@@ -9,6 +9,7 @@ from codesign.pe.csb.golden import (
     block_wg,
     forward,
     round_into_buffer,
+    update_shift,
     weight_grad,
     weight_update,
 )
@@ -19,5 +20,5 @@ from codesign.pe.csb.stream import Op, decode_output, encode_transaction, expect
 __all__ = [
     "CSBMatrix", "CsbSpec", "Op", "backward_error", "block_eb", "block_fp", "block_upd", "block_wg",
     "build_transactions", "count_macs", "decode_output", "encode", "encode_transaction", "expected_output", "forward",
-    "parse_transaction", "round_into_buffer", "weight_grad", "weight_update",
+    "parse_transaction", "round_into_buffer", "update_shift", "weight_grad", "weight_update",
 ]

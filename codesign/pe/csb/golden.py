@@ -95,6 +95,28 @@ def split_dyadic(values) -> tuple[np.ndarray, np.ndarray]:
     return numerator, shift
 
 
+def update_shift(*, learning_rate: float, grad_frac_bits: int, buffer_frac_bits: int) -> int:
+    """UPD's shift for SGD ``w -= learning_rate * g``: the step ``-G * 2^-shift`` in buffer steps.
+
+    Gradient codes ``G`` have ``grad_frac_bits`` fraction bits, buffer words
+    ``buffer_frac_bits``; the PE only shifts, so the learning rate must be a
+    power of two ``2^-m`` and then ``shift = grad_frac_bits + m - buffer_frac_bits``
+    must fit the 5-bit field (0..31). Anything else is refused here, before a
+    transaction is built.
+    """
+    rate = float(learning_rate)
+    if not np.isfinite(rate) or rate <= 0:
+        raise ValueError(f"learning_rate must be a positive finite number, got {learning_rate!r}")
+    mantissa, exponent = np.frexp(rate)
+    if mantissa != 0.5:
+        raise ValueError(f"learning_rate={learning_rate!r} is not a power of two: the PE scales by shifting only")
+    shift = int(grad_frac_bits) - (int(exponent) - 1) - int(buffer_frac_bits)
+    if not 0 <= shift <= MAX_SHIFT:
+        raise ValueError(f"learning_rate=2^{int(exponent) - 1} with {grad_frac_bits} gradient and {buffer_frac_bits} "
+                         f"buffer fraction bits needs shift {shift}, outside UPD's 0..{MAX_SHIFT}")
+    return shift
+
+
 def weight_update(buffer_codes, grad_codes, shift: int, *, buffer_bits: int = BUFFER_BITS) -> np.ndarray:
     """UPD: ``sat(rne((B * 2^s - G) / 2^s))``: the step ``-G * 2^-s`` added exactly, the sum rounded once.
 
@@ -355,5 +377,5 @@ def weight_grad(csb: CSBMatrix, x, dy, *, spec: CsbSpec | None = None, acc_bits:
 
 __all__ = [
     "block_eb", "block_fp", "block_upd", "block_wg", "backward_error", "forward",
-    "round_into_buffer", "saturate", "split_dyadic", "weight_grad", "weight_update",
+    "round_into_buffer", "saturate", "split_dyadic", "update_shift", "weight_grad", "weight_update",
 ]

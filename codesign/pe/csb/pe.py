@@ -100,10 +100,10 @@ class CsbPE(StreamPE):
         }
 
     def verification_grid(self) -> list[GridCase]:
-        """FC and CONV blocks from 1 x 1-entry corner cases to full 16 x 16, lanes 1..8, groups 1..4, 16/32-bit sums."""
+        """FC and CONV blocks from 1 x 1-entry corner cases to full 16 x 16, lanes 2..8, groups 1..4, 16/32-bit sums."""
         return [
             GridCase("fc16_b8", CsbSpec(block_rows=16, block_cols=16, batch=8)),
-            GridCase("fc3x8_b1_acc16", CsbSpec(block_rows=3, block_cols=8, batch=1, acc_bits=16)),
+            GridCase("fc3x8_b2_acc16", CsbSpec(block_rows=3, block_cols=8, batch=2, acc_bits=16)),
             GridCase("conv4_k3_t4_b4_p2", CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=4, out_w=4, batch=4,
                                                   parallel=2)),
             GridCase("conv2_k3_t2x3_b2_p4_acc16", CsbSpec(block_rows=2, block_cols=3, kernel=3, out_h=2, out_w=3,

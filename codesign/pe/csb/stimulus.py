@@ -39,7 +39,7 @@ from codesign.pe.csb.stream import (
 PE_NAME = "csb"
 
 
-class _Builder:
+class TransactionBuilder:
     """Draws the sections of one transaction for ``spec`` from ``rng``."""
 
     def __init__(self, spec: CsbSpec, rng: np.random.Generator) -> None:
@@ -125,7 +125,7 @@ def _pair(spec: CsbSpec, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def directed_transactions(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]:
     """Input words of the directed cases (see the module docstring)."""
     s, k = spec, spec.kernel
-    make = _Builder(spec, rng)
+    make = TransactionBuilder(spec, rng)
     cap = s.capacity
     out: list[np.ndarray] = []
     for op in Op:
@@ -204,7 +204,7 @@ def directed_transactions(spec: CsbSpec, rng: np.random.Generator) -> list[np.nd
 
 def random_transactions(spec: CsbSpec, count: int, rng: np.random.Generator) -> list[np.ndarray]:
     """``count`` random accepted transactions (see the module docstring)."""
-    make = _Builder(spec, rng)
+    make = TransactionBuilder(spec, rng)
     out = []
     for _ in range(count):
         op = Op(int(rng.integers(0, 4)))

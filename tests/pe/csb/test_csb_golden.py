@@ -26,6 +26,7 @@ from codesign.pe.csb.golden import (
     forward,
     round_into_buffer,
     split_dyadic,
+    update_shift,
     weight_grad,
     weight_update,
 )
@@ -229,8 +230,8 @@ def test_sgd_step_through_the_technique_equals_weight_update(dtype):
     frac_bits, grad_frac, m = 2, 8, 16
     quantizer = MsbWeightQuantizer(8, frac_bits, buffer_bits=24)
     buffer_frac = quantizer.buffer_format.frac_bits
-    shift = grad_frac + m - buffer_frac
-    assert shift == 6
+    shift = update_shift(learning_rate=2.0**-m, grad_frac_bits=grad_frac, buffer_frac_bits=buffer_frac)
+    assert shift == grad_frac + m - buffer_frac == 6
     n = 3000
     b = rng.integers(-(1 << 23), 1 << 23, n)
     b[:50] = (1 << 23) - 1 - rng.integers(0, 3, 50)
@@ -400,3 +401,11 @@ def test_block_input_errors():
         block_fp(spec, [0], [0], w * 200, X, acc)
     with pytest.raises(ValueError, match="equal-length"):
         block_fp(spec, [0, 1], [0], w, X, acc)
+
+
+@pytest.mark.parametrize("rate, match", [(0.3, "not a power of two"), (3 * 2.0**-10, "not a power of two"),
+                                         (0.0, "positive"), (float("nan"), "positive"), (-0.5, "positive"),
+                                         (2.0**-50, "outside"), (4.0, "outside")])
+def test_update_shift_refuses_scales_the_pe_cannot_apply(rate, match):
+    with pytest.raises(ValueError, match=match):
+        update_shift(learning_rate=rate, grad_frac_bits=8, buffer_frac_bits=18)
