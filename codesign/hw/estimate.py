@@ -47,13 +47,14 @@ def check_families(families: Iterable[str]) -> tuple[str, ...]:
 
 
 def estimate(pe: ProcessingElement, specs: Sequence, *, out_dir: Path, families: Iterable[str] = ys.SUPPORTED_FAMILIES,
-             abc9: bool = True, workers: int = 1, progress: bool = True, plot: bool = True,
+             abc9: bool | None = None, workers: int = 1, progress: bool = True, plot: bool = True,
              timeout_s: float | None = None) -> dict:
     """Synthesise every (family, spec); write JSON, Markdown and (with ``plot``) PNG; return the report.
 
     Every spec, family and the RTL are checked, and Yosys located, before the
-    first synthesis starts.
+    first synthesis starts. ``abc9`` defaults to the PE's ``estimate_abc9``.
     """
+    abc9 = pe.estimate_abc9 if abc9 is None else abc9
     families = check_families(families)
     specs = list(specs)
     if not specs:

@@ -84,6 +84,9 @@ class ProcessingElement:
     rtl_top: ClassVar[str]
     bench_module: ClassVar[str]  # cocotb test module, importable from the installed package
     latency: ClassVar[int | None] = None  # cycles from in_valid to out_valid (pipeline PEs)
+    # Yosys' timing-driven abc9 mapping gives the logic depth (ABVS's delay model needs it) but costs minutes on
+    # PEs with wide buffers; PEs that only need resource counts turn it off
+    estimate_abc9: ClassVar[bool] = True
 
     # -- specs ----------------------------------------------------------------
     def spec(self, **fields_: Any):
