@@ -15,7 +15,7 @@ from codesign.hw.target import BuildTarget
 from codesign.hw.vectors import WORD_BITS
 from codesign.pe.csb.reference import reference_output
 from codesign.pe.csb.spec import CsbSpec
-from codesign.pe.csb.stimulus import build_transactions, count_macs
+from codesign.pe.csb.stimulus import build_transactions, count_macs, top_up_updates
 from codesign.pe.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
 
@@ -33,7 +33,8 @@ MAX_ROUNDS = 6  # stimulus doublings before giving up on the MAC target
 @dataclass(frozen=True, kw_only=True)
 class CsbStimulusOptions:
     """What ``codesign verify csb`` checks: the directed set plus random transactions until every op
-    (FP, EB, WG) has at least ``min_macs_per_op`` MACs and UPD at least ``min_macs_per_op // 16`` buffer words.
+    (FP, EB, WG) has at least ``min_macs_per_op`` MACs, then full-block UPDs until UPD has updated as many
+    buffer words.
     """
 
     min_macs_per_op: int = 10_000
@@ -46,7 +47,7 @@ class CsbStimulusOptions:
 
 def _reached(spec: CsbSpec, transactions: list[Transaction], target: int) -> bool:
     macs = count_macs(spec, transactions)
-    return all(macs[op] >= target for op in MAC_OPS) and macs["upd"] >= target // 16
+    return all(macs[op] >= target for op in MAC_OPS)
 
 
 class CsbPE(StreamPE):
@@ -73,7 +74,7 @@ class CsbPE(StreamPE):
         for _ in range(MAX_ROUNDS):
             transactions = build_transactions(spec, count=count, seed=options.seed)
             if _reached(spec, transactions, options.min_macs_per_op):
-                return transactions
+                return top_up_updates(spec, transactions, target=options.min_macs_per_op, seed=options.seed)
             count *= 2
         raise ValueError(f"{count} random transactions did not reach {options.min_macs_per_op} MACs per op")
 

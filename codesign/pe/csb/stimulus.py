@@ -225,6 +225,16 @@ def build_transactions(spec: CsbSpec, *, count: int, seed: int) -> list[tuple[np
     return [_pair(spec, w) for w in words]
 
 
+def top_up_updates(spec: CsbSpec, transactions, *, target: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``transactions`` plus full-block UPD transactions (random shifts, both index orders) until UPD has
+    updated at least ``target`` buffer words: UPD does no MACs, so the random mix alone reaches it last."""
+    missing = target - count_macs(spec, transactions)["upd"]
+    make = TransactionBuilder(spec, np.random.default_rng([seed, 3]))
+    extra = [_pair(spec, make.transaction(Op.UPD, spec.capacity, order="shuffled" if i % 2 else "row"))
+             for i in range(max(0, -(-missing // (spec.capacity * spec.kk))))]
+    return list(transactions) + extra
+
+
 def count_macs(spec: CsbSpec, transactions) -> dict[str, int]:
     """MACs checked per op (accepted FP, EB, WG transactions), buffer words updated (UPD), and refusals."""
     counts = {"fp": 0, "eb": 0, "wg": 0, "upd": 0, "refused": 0}

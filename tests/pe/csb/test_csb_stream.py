@@ -12,7 +12,7 @@ from codesign.pe.csb.format import encode
 from codesign.pe.csb.golden import backward_error, forward, weight_grad
 from codesign.pe.csb.reference import reference_output
 from codesign.pe.csb.spec import CsbSpec
-from codesign.pe.csb.stimulus import build_transactions, count_macs, write_stimulus
+from codesign.pe.csb.stimulus import build_transactions, count_macs, top_up_updates, write_stimulus
 from codesign.pe.csb.stream import (
     Op,
     decode_output,
@@ -274,3 +274,24 @@ def test_layers_are_chained_transactions(conv):
                                           dy=pad(DY[block.row * br:][:br], br),
                                           grads=grads[block.entries]).reshape(block.nnz, k, k)
     assert np.array_equal(weight_grad(csb, x, dy, spec=spec), grads)
+
+
+def test_updates_are_topped_up_to_the_target():
+    spec = CsbSpec(block_rows=2, block_cols=3, kernel=3, out_h=2, out_w=3, batch=2, parallel=4, acc_bits=16)
+    base = build_transactions(spec, count=4, seed=5)
+    topped = top_up_updates(spec, base, target=10_000, seed=5)
+    assert topped[:len(base)] == base
+    assert count_macs(spec, topped)["upd"] >= 10_000 > count_macs(spec, topped[:-1])["upd"]
+    for words_in, words_out in topped[len(base):]:
+        assert int(words_in[0]) & 3 == 3 and int(words_in[0]) >> 16 & 0x1FF == spec.capacity
+        assert int(words_out[0]) == 0
+    assert top_up_updates(spec, topped, target=10_000, seed=5) == topped
+
+
+def test_verification_stimulus_reaches_ten_thousand_operations_per_op():
+    from codesign.pe import get_pe
+
+    pe = get_pe("csb")
+    for case in pe.verification_grid():
+        macs = count_macs(case.spec, pe.build_stimulus(case.spec, pe.stimulus_options()))
+        assert min(macs["fp"], macs["eb"], macs["wg"], macs["upd"]) >= 10_000, (case.id, macs)
