@@ -11,8 +11,9 @@ after ``ReadOnly`` it samples both handshakes, which then hold until the next
 rising edge. While the PE neither takes nor offers a word (``in_ready`` and
 ``out_valid`` both low, e.g. computing) the bench waits for one of them to
 rise instead of visiting every cycle; cycle numbers come from simulation time,
-so counts are the same either way. The input words of all transactions are streamed back to back;
-the output stream is cut into transactions by the expected word counts.
+so counts are the same either way. The input words of all transactions are
+streamed back to back; the output stream is cut into transactions by the
+expected word counts.
 
 Environment (all but the first two optional):
 
@@ -164,7 +165,8 @@ async def stream_transactions(dut) -> None:
     await reset(dut)
 
     first_input_cycle = [-1] * len(inputs)
-    sent = cycle = idle = input_stalls = output_stalls = gaps = 0
+    sent = idle = input_stalls = output_stalls = gaps = 0
+    cycle = -1  # the cycle last visited, counted from the first falling edge after reset
     drain = DRAIN_CYCLES
     edge = FallingEdge(dut.clk)
     await edge
@@ -178,7 +180,7 @@ async def stream_transactions(dut) -> None:
                         Timer((config.idle_limit - idle) * CLOCK_NS, unit="ns"))
         await edge
         now = round((get_sim_time(unit="ns") - start_ns) / CLOCK_NS)
-        skipped = max(0, now - cycle - 1) if cycle else 0  # whole cycles passed over while busy
+        skipped = now - cycle - 1  # whole cycles passed over while busy
         idle += skipped
         input_stalls += skipped if offer else 0
         cycle = now
