@@ -27,6 +27,10 @@ from codesign.hw.vectors import write_transactions
 from codesign.pe.csb.reference import reference_output
 from codesign.resources import data_dir
 
+pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None,
+                                reason="no C++ compiler: g++ (or $CXX) is not on PATH")
+
+
 CHECKER = Path(__file__).with_name("csb_header_check.cpp")
 PARAMS = ("block_rows", "block_cols", "kernel", "out_h", "out_w", "batch", "parallel", "acc_bits")
 FP, EB, WG, UPD = range(4)
@@ -60,8 +64,6 @@ MIN_MACS = 10_000  # per op and configuration
 @pytest.fixture(scope="module")
 def build(tmp_path_factory):
     """A function config -> executable; each configuration is compiled once per session."""
-    if shutil.which(os.environ.get("CXX", "g++")) is None:
-        pytest.skip("g++ not installed")
     try:
         ap_types_dir()
     except FileNotFoundError:

@@ -22,6 +22,10 @@ from codesign.pe.fpmac.spec import ROUNDING_CODES, FpmacSpec
 from codesign.pe.fpmac.stimulus import random_stimulus
 from codesign.resources import data_dir
 
+pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None,
+                                reason="no C++ compiler: g++ (or $CXX) is not on PATH")
+
+
 CHECKER = Path(__file__).with_name("fpmac_header_check.cpp")
 EXHAUSTIVE = [(2, 1), (2, 2), (3, 2)]  # every (a, b, c, fb) word combination: up to 2^18 * 4 rows
 RANDOM = [(4, 3), (3, 5), (6, 4), (5, 10), (7, 16), (8, 23)]  # the configurations compiled into the checker
@@ -30,8 +34,6 @@ RANDOM_ROWS = 100_000
 
 @pytest.fixture(scope="module")
 def checker(tmp_path_factory) -> Path:
-    if shutil.which(os.environ.get("CXX", "g++")) is None:
-        pytest.skip("g++ not installed")
     try:
         ap_types_dir()
     except FileNotFoundError:
