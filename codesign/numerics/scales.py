@@ -1,0 +1,55 @@
+"""Power-of-two scales chosen from a tensor's mean magnitude (automatic scale selection).
+
+A fixed-point value is ``code * 2**-frac_bits``; when every scale is a power
+of two, moving between two scales is a bit shift. The rule here picks
+``frac_bits`` so that the *mean* magnitude of the codes lands in one binade
+``[2**(bits-2-headroom_bits), 2**(bits-1-headroom_bits))``: ``headroom_bits``
+binades are left between the mean code and the largest code ``2**(bits-1)-1``
+for the tail of the distribution (a small margin against overflow), and the
+remaining bits resolve the bulk of the values.
+
+Low-precision tensor training tracks the mean absolute value of every
+activation, gradient and intermediate result and keeps it in a fixed range
+by adjusting such a scale (paper 003, Sec. 3.3). Why the mean and not the
+maximum: one outlier in a batch would otherwise cost every other value its
+resolution; outliers saturate instead.
+"""
+
+from __future__ import annotations
+
+import math
+
+from codesign.numerics.formats import FIXED_BITS, FIXED_FRAC_BITS
+
+
+def check_headroom(bits: int, headroom_bits: int, *, name: str = "headroom_bits") -> None:
+    """``headroom_bits`` must leave the mean code at least 1 (``0 <= headroom_bits <= bits - 2``)."""
+    if isinstance(bits, bool) or not isinstance(bits, int) or not 2 <= bits <= FIXED_BITS[1]:
+        raise ValueError(f"bits: must be an int in [2, {FIXED_BITS[1]}], got {bits!r}")
+    if isinstance(headroom_bits, bool) or not isinstance(headroom_bits, int) or not 0 <= headroom_bits <= bits - 2:
+        raise ValueError(f"{name}: must be an int in [0, {bits - 2}] for {bits}-bit codes, got {headroom_bits!r}")
+
+
+def mean_code_range(bits: int, headroom_bits: int) -> tuple[float, float]:
+    """The half-open interval ``[low, high)`` the mean |code| is kept in (code units, not values)."""
+    check_headroom(bits, headroom_bits)
+    low = 2.0 ** (bits - 2 - headroom_bits)
+    return low, 2.0 * low
+
+
+def mean_abs_frac_bits(mean_abs: float, *, bits: int, headroom_bits: int, fallback: int) -> int:
+    """Fraction bits that put ``mean_abs * 2**frac_bits`` in :func:`mean_code_range`.
+
+    ``fallback`` is returned when there is nothing to measure (mean 0, NaN or
+    inf), so a tracker keeps its previous scale on an all-zero tensor. The
+    result is clipped to the fraction bits a :class:`FixedFormat` accepts.
+    """
+    check_headroom(bits, headroom_bits)
+    if not math.isfinite(mean_abs) or mean_abs <= 0:
+        return int(fallback)
+    _, exponent = math.frexp(mean_abs)  # mean_abs = m * 2**exponent, m in [0.5, 1): floor(log2) = exponent - 1, exactly
+    frac_bits = (bits - 2 - headroom_bits) - (exponent - 1)
+    return max(FIXED_FRAC_BITS[0], min(FIXED_FRAC_BITS[1], frac_bits))
+
+
+__all__ = ["check_headroom", "mean_abs_frac_bits", "mean_code_range"]

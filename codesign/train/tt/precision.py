@@ -1,0 +1,97 @@
+"""Low-precision arithmetic of tensor-train training: widths, scale trackers, quantise calls.
+
+Paper 003, Sec. 3.2-3.3: TT cores in 4 bits, activations and biases in 8
+bits, gradients in 16 bits, every scale a power of two. Scales of the cores
+are fixed (chosen once, from the initial cores); scales of activations,
+gradients and intermediate results follow each tensor's mean |x| (see
+:mod:`codesign.numerics.scales`) and are shared across the samples and
+neurons of a layer. All rounding goes through :func:`codesign.numerics.quantize`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from codesign.numerics import FixedFormat, quantize
+from codesign.numerics.formats import DETERMINISTIC_ROUNDING
+from codesign.numerics.scales import mean_abs_frac_bits
+from codesign.train.config import require
+
+BIT_RANGE = (2, 24)  # up to 24 bits a code times a power of two is exact in the float32 tensors a layer returns
+UNSET = -1000  # a tracker that has not measured anything yet (outside every valid frac_bits)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TTPrecision:
+    """Bit widths (bits) and scale margins of a low-precision TT layer.
+
+    ``*_headroom_bits``: binades left between the tracked mean |code| and the
+    largest code (:func:`codesign.numerics.scales.mean_code_range`).
+    ``quantize_intermediates``: round the states between two core
+    contractions too (forward states to ``activation_bits``, backward ones to
+    ``grad_bits``), as a datapath that writes them back to memory must.
+    """
+
+    core_bits: int = 4
+    activation_bits: int = 8
+    bias_bits: int = 8
+    grad_bits: int = 16
+    core_headroom_bits: int = 1
+    activation_headroom_bits: int = 3
+    grad_headroom_bits: int = 6
+    quantize_intermediates: bool = True
+    rounding: str = "nearest_even"
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self, prefix: str = "precision") -> None:
+        for name in ("core_bits", "activation_bits", "bias_bits", "grad_bits"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and not isinstance(value, bool) and BIT_RANGE[0] <= value <= BIT_RANGE[1],
+                    f"{prefix}.{name}", f"must be an int in [{BIT_RANGE[0]}, {BIT_RANGE[1]}] bits, got {value!r}")
+        for name, bits in (("core_headroom_bits", self.core_bits), ("activation_headroom_bits", self.activation_bits),
+                           ("grad_headroom_bits", self.grad_bits)):
+            value = getattr(self, name)
+            require(isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= bits - 2,
+                    f"{prefix}.{name}", f"must be an int in [0, {bits - 2}] for {bits}-bit codes, got {value!r}")
+        require(isinstance(self.quantize_intermediates, bool), f"{prefix}.quantize_intermediates", "must be a bool")
+        require(self.rounding in DETERMINISTIC_ROUNDING, f"{prefix}.rounding",
+                f"must be one of {DETERMINISTIC_ROUNDING}, got {self.rounding!r}")
+
+
+def fixed_format(bits: int, frac_bits: int, rounding: str = "nearest_even") -> FixedFormat:
+    """Signed, saturating ``bits``-wide codes with step ``2**-frac_bits``."""
+    return FixedFormat(bits=bits, frac_bits=int(frac_bits), rounding=rounding, saturate=True)
+
+
+def mean_abs(tensor: torch.Tensor) -> float:
+    return float(tensor.detach().abs().mean()) if tensor.numel() else 0.0
+
+
+def tracked_quantize(tensor: torch.Tensor, trackers: torch.Tensor, index: int, *, bits: int, headroom_bits: int,
+                     rounding: str, update: bool) -> torch.Tensor:
+    """Quantise ``tensor`` with the scale held in ``trackers[index]``; re-aim the scale first when ``update``.
+
+    Re-aiming moves the scale by as many binades as it takes to bring this
+    tensor's mean |code| back into range (a tensor of zeros keeps the old
+    scale). An unset tracker is aimed even when ``update`` is False.
+    """
+    current = int(trackers[index])
+    if update or current == UNSET:
+        fallback = bits - 1 if current == UNSET else current
+        current = mean_abs_frac_bits(mean_abs(tensor), bits=bits, headroom_bits=headroom_bits, fallback=fallback)
+        trackers[index] = current
+    return quantize(tensor, fixed_format(bits, current, rounding))
+
+
+def representable_range(bits: int, frac_bits: int) -> tuple[float, float]:
+    """Smallest and largest value of a signed ``bits``-wide code at ``frac_bits`` (for clipping)."""
+    fmt = fixed_format(bits, frac_bits)
+    return float(np.ldexp(fmt.min_code, -fmt.frac_bits)), float(np.ldexp(fmt.max_code, -fmt.frac_bits))
+
+
+__all__ = ["TTPrecision", "UNSET", "fixed_format", "representable_range", "tracked_quantize"]
