@@ -4,20 +4,30 @@
 // saturation order). Architecture after paper 002, Sec. 5.2/5.3:
 //
 //   load    every input word moves in one clock cycle (in_ready stays high)
-//           into on-chip buffers: index buffer (one byte per entry), weight
-//           buffer (one WB_W-bit word per entry and tap: 8-bit weights for
-//           FP/EB, G for WG, the 24-bit buffer for UPD), data buffers X and DY
-//           (bytes), result buffer (ACC_BITS per word). UPD computes its
-//           result while the gradient words stream in.
+//           into on-chip buffers, each a RAM with one write and one read port
+//           so that synthesis maps it onto block RAM: index buffer (four
+//           index bytes a word, distributed RAM read in the same cycle),
+//           weight buffer W8 (four 8-bit weights a word, FP/EB), wide weight
+//           buffer WA (one G word for WG, one 24-bit buffer word for UPD, per
+//           entry and tap), data buffers X and DY (bytes; one copy per MAC
+//           group, so each group reads its own position), result buffer R
+//           (one row holds the BATCH accumulators of PARALLEL consecutive
+//           positions of one channel, so one row read feeds every lane of
+//           every group). UPD computes its result while the gradient words
+//           stream in.
 //   compute one cycle per (entry e, tap t, chunk of PARALLEL positions), in
-//           the contract order e, t, positions. Group p works on position
-//           chunk*PARALLEL + p with BATCH lanes; the address generator takes
-//           the entry's x/y from the index buffer as the high (channel)
-//           address bits and the tap/position counters as the low bits. EB
-//           reads the same storage with x and y exchanged. In WG each group
-//           keeps one partial; the partials are added to G (group 0 first)
-//           in the cycle of the last chunk of a tap.
-//   drain   the status word, then (status 0) the result words.
+//           the contract order e, t, positions, as a two-stage pipeline:
+//           stage A takes the entry's x/y from the index buffer as the high
+//           (channel) address bits and the tap/position counters as the low
+//           bits and presents the read addresses; stage B, one cycle later,
+//           multiplies, accumulates and writes back. EB reads the same storage
+//           with x and y exchanged. R forwards a row written in the cycle it
+//           is read (csb_ram BYPASS), so consecutive steps on the same row see
+//           each other's sums. In WG each group keeps one partial; the
+//           partials are added to G (group 0 first) in stage B of the last
+//           chunk of a tap.
+//   drain   the status word, then (status 0) the result words; stage B of the
+//           last compute step runs in the cycle the status word is loaded.
 //
 // Cycles of one transaction from its first input handshake to its last
 // output handshake, without stalls: n_in + compute + n_out + 1, with compute
@@ -59,11 +69,22 @@ module csb_pe #(
     localparam DB_BYTES = BLOCK_ROWS * OUT_POS * BATCH;  // DY: (channel, position, lane)
     localparam FP_WORDS = BLOCK_ROWS * OUT_POS * BATCH;  // FP accumulators
     localparam EB_WORDS = BLOCK_COLS * IN_POS * BATCH;   // EB accumulators
-    localparam RB_DEPTH = (FP_WORDS > EB_WORDS) ? FP_WORDS : EB_WORDS;
     localparam WB_W     = (ACC_BITS > 24) ? ACC_BITS : 24;
     localparam OUT_CH   = (OUT_POS + PARALLEL - 1) / PARALLEL;   // position chunks, FP and WG
     localparam IN_CH    = (IN_POS + PARALLEL - 1) / PARALLEL;    // position chunks, EB
     localparam AW       = 24;                                    // counter and address width (bits)
+    // RAM shapes: R rows of PARALLEL*BATCH accumulators, one row per (channel, chunk).
+    localparam R_LANES  = PARALLEL * BATCH;
+    localparam R_FP     = BLOCK_ROWS * OUT_CH;
+    localparam R_EB     = BLOCK_COLS * IN_CH;
+    localparam R_DEPTH  = (R_FP > R_EB) ? R_FP : R_EB;
+    localparam IDX_WORDS = (MAX_NNZ + 3) / 4;
+    localparam W8_WORDS = (WB_DEPTH + 3) / 4;
+    localparam X_WORDS  = (XB_BYTES + 3) / 4;
+    localparam D_WORDS  = (DB_BYTES + 3) / 4;
+    localparam R_AW     = (R_DEPTH <= 2) ? 1 : $clog2(R_DEPTH);
+    localparam W8_AW    = (W8_WORDS <= 2) ? 1 : $clog2(W8_WORDS);
+    localparam WA_AW    = (WB_DEPTH <= 2) ? 1 : $clog2(WB_DEPTH);
 
     localparam [AW-1:0] L_KK       = KK;
     localparam [AW-1:0] L_XB_BYTES = XB_BYTES;
@@ -72,6 +93,8 @@ module csb_pe #(
     localparam [AW-1:0] L_EB_WORDS = EB_WORDS;
     localparam [AW-1:0] L_OUT_CH   = OUT_CH;
     localparam [AW-1:0] L_IN_CH    = IN_CH;
+    localparam [AW-1:0] L_OUT_POS  = OUT_POS;
+    localparam [AW-1:0] L_IN_POS   = IN_POS;
     localparam [AW-1:0] L_MAX_NNZ  = MAX_NNZ;
     localparam [3:0]    L_ROWS     = BLOCK_ROWS - 1;   // largest valid y
     localparam [3:0]    L_COLS     = BLOCK_COLS - 1;   // largest valid x
@@ -100,14 +123,10 @@ module csb_pe #(
     reg [AW-1:0] cnt;                  // section: bytes or words loaded; drain: result words sent
     reg        sent_status;
 
-    // Buffers.
-    reg [7:0]          idx_buf [0:MAX_NNZ-1];   // {y, x} per entry
-    reg [WB_W-1:0]     w_buf   [0:WB_DEPTH-1];  // signed, per (entry, tap)
-    reg [7:0]          x_buf   [0:XB_BYTES-1];
-    reg [7:0]          d_buf   [0:DB_BYTES-1];
-    reg [ACC_BITS-1:0] r_buf   [0:RB_DEPTH-1];
-
     assign in_ready = (state < S_RUN);
+    wire is_fp = (op == OP_FP);
+    wire is_eb = (op == OP_EB);
+    wire is_wg = (op == OP_WG);
 
     // ---- header decode ---------------------------------------------------------------
     wire [1:0] h_op    = in_data[1:0];
@@ -168,79 +187,188 @@ module csb_pe #(
     end
     /* verilator lint_on CMPCONST */
 
-    // UPD: the new buffer word for the gradient word in flight.
-    wire [WB_W-1:0] upd_old = w_buf[cnt];
-    wire [23:0]     upd_new;
-    csb_upd u_upd (.buf_in(upd_old[23:0]), .grad(in_data), .shift(shift), .buf_out(upd_new));
-    wire signed [WB_W-1:0] upd_new_x = $signed(upd_new);
-    wire signed [WB_W-1:0] acc_word_x = $signed(in_data[ACC_BITS-1:0]);
-    wire signed [WB_W-1:0] buf_word_x = $signed(in_data[23:0]);
+    wire take = in_valid && in_ready && (state != S_HEAD);   // a section word moves this cycle
 
-    // ---- compute counters and address generation --------------------------------------
+    // ---- drain bookkeeping -------------------------------------------------------------
+    wire [AW-1:0] n_result = (status != 2'd0) ? {AW{1'b0}}
+                           : (op == OP_FP) ? L_FP_WORDS : ((op == OP_EB) ? L_EB_WORDS : nnz_kk);
+    wire send_slot = (state == S_SEND) && (!out_valid || out_ready);  // out_data may be loaded
+    wire send_word = send_slot && sent_status && (cnt < n_result);     // a result word is loaded
+
+    // cnt after this clock edge; RAMs whose next read follows cnt are addressed with it, so
+    // their registered output always holds the word at cnt.
+    reg [AW-1:0] cnt_next;
+    always @* begin
+        cnt_next = cnt;
+        if (state == S_HEAD)
+            cnt_next = {AW{1'b0}};
+        else if (take)
+            cnt_next = sec_last ? {AW{1'b0}} : cnt + (byte_sec ? 24'd4 : 24'd1);
+        else if (send_slot && sent_status)
+            cnt_next = send_word ? cnt + 24'd1 : {AW{1'b0}};
+    end
+
+    // ---- R walker: (position, lane) of the R word loaded (S_RB) or sent (drain), in stream order
+    reg [4:0]    wk_lane;
+    reg [3:0]    wk_grp;               // position within the row (chunk)
+    reg [AW-1:0] wk_pos;               // position within the channel
+    reg [AW-1:0] wk_row;
+    wire [AW-1:0] wk_n_pos   = is_eb ? L_IN_POS : L_OUT_POS;
+    wire          wk_lane_end = (wk_lane == BATCH - 1);
+    wire          wk_pos_end  = (wk_pos + 24'd1 == wk_n_pos);
+    wire          wk_row_end  = wk_lane_end && (wk_grp == PARALLEL - 1 || wk_pos_end);
+    wire          wk_clear    = (state == S_HEAD) || (state == S_RB && take && sec_last);
+    wire          wk_adv      = (state == S_RB && take) || (send_word && (is_fp || is_eb));
+    wire [AW-1:0] wk_row_next = wk_clear ? {AW{1'b0}} : ((wk_adv && wk_row_end) ? wk_row + 24'd1 : wk_row);
+    wire [AW-1:0] wk_slot     = wk_grp * BATCH + wk_lane;   // lane of the row
+    always @(posedge clk) begin
+        wk_row <= wk_row_next;
+        if (wk_clear) begin
+            wk_lane <= 5'd0; wk_grp <= 4'd0; wk_pos <= {AW{1'b0}};
+        end else if (wk_adv) begin
+            wk_lane <= wk_lane_end ? 5'd0 : wk_lane + 5'd1;
+            if (wk_lane_end) begin
+                wk_grp <= wk_row_end ? 4'd0 : wk_grp + 4'd1;
+                wk_pos <= wk_pos_end ? {AW{1'b0}} : wk_pos + 24'd1;
+            end
+        end
+    end
+
+    // ---- compute counters and stage A address generation ------------------------------
     reg [8:0]    e;                    // entry
     reg [AW-1:0] t;                    // tap = ky * K + kx
     reg [2:0]    ky, kx;
     reg [AW-1:0] chunk;                // position chunk
-    wire [AW-1:0] n_chunks = (op == OP_EB) ? L_IN_CH : L_OUT_CH;
+    wire [AW-1:0] n_chunks = is_eb ? L_IN_CH : L_OUT_CH;
+    // First position of the chunk as (row, column) of the grid, stepped by PARALLEL positions
+    // without a divider: (c_row, c_col) += (PARALLEL / grid_w, PARALLEL % grid_w), one wrap at most.
+    localparam [AW-1:0] STEP_ROW_OUT = PARALLEL / OUT_W, STEP_COL_OUT = PARALLEL % OUT_W;
+    localparam [AW-1:0] STEP_ROW_IN  = PARALLEL / IN_W,  STEP_COL_IN  = PARALLEL % IN_W;
+    localparam [AW-1:0] L_OUT_W = OUT_W, L_IN_W = IN_W;
+    wire [AW-1:0] grid_w    = is_eb ? L_IN_W : L_OUT_W;
+    reg  [AW-1:0] c_row, c_col;
+    wire [AW-1:0] c_col_sum = c_col + (is_eb ? STEP_COL_IN : STEP_COL_OUT);
+    wire          c_wrap    = (c_col_sum >= grid_w);
     wire last_chunk = (chunk + 24'd1 == n_chunks);
     wire last_tap   = (t + 24'd1 == L_KK);
     wire last_entry = ({1'b0, e} + 10'd1 == {1'b0, nnz});
 
-    wire [7:0]      idx_e  = idx_buf[e];
-    wire [3:0]      y_e    = idx_e[7:4];
-    wire [3:0]      x_e    = idx_e[3:0];
-    wire [AW-1:0]   wt_at  = {{(AW-9){1'b0}}, e} * L_KK + t;
-    wire [WB_W-1:0] wt_word = w_buf[wt_at];
-    wire [7:0]      weight = wt_word[7:0];
-    wire is_fp = (op == OP_FP);
-    wire is_eb = (op == OP_EB);
-    wire is_wg = (op == OP_WG);
+    reg  [31:0] idx_mem [0:IDX_WORDS-1];        // distributed RAM, read in the same cycle
+    always @(posedge clk)
+        if (state == S_IDX && take) idx_mem[cnt >> 2] <= in_data;
+    wire [31:0]     idx_word = idx_mem[e >> 2];
+    wire [7:0]      idx_e    = idx_word >> (8 * e[1:0]);
+    wire [3:0]      y_e      = idx_e[7:4];
+    wire [3:0]      x_e      = idx_e[3:0];
+    wire [AW-1:0]   wt_at    = {{(AW-9){1'b0}}, e} * L_KK + t;
+    wire [AW-1:0]   row_a    = (is_eb ? x_e * L_IN_CH : y_e * L_OUT_CH) + chunk;
 
+    // ---- stage B registers ----------------------------------------------------------------
+    reg                b_run;          // stage B works on the step stage A presented last cycle
+    reg [PARALLEL-1:0] b_valid;        // groups whose position lies in the tile
+    reg [AW-1:0]       b_row;
+    reg [AW-1:0]       b_wt_at;
+    reg                b_last_chunk;
+
+    // ---- RAMs -------------------------------------------------------------------------------
+    wire [31:0]   w8_q;
+    wire [AW-1:0] w8_waddr = cnt >> 2;
+    wire [AW-1:0] w8_raddr = wt_at >> 2;
+    csb_ram #(.LANES(1), .LANE_BITS(32), .DEPTH(W8_WORDS), .AW(W8_AW)) u_w8 (
+        .clk(clk), .we(state == S_W8 && take), .waddr(w8_waddr[W8_AW-1:0]), .wdata(in_data),
+        .raddr(w8_raddr[W8_AW-1:0]), .rdata(w8_q)
+    );
+    wire [7:0] weight = w8_q >> (8 * b_wt_at[1:0]);
+
+    // WA: G (WG) and the 24-bit buffer (UPD); written by the load or by stage B of WG
+    wire [WB_W-1:0]  wa_q;
+    wire [23:0]      upd_new;
+    csb_upd u_upd (.buf_in(wa_q[23:0]), .grad(in_data), .shift(shift), .buf_out(upd_new));
+    wire signed [WB_W-1:0] upd_new_x  = $signed(upd_new);
+    wire signed [WB_W-1:0] acc_word_x = $signed(in_data[ACC_BITS-1:0]);
+    wire signed [WB_W-1:0] buf_word_x = $signed(in_data[23:0]);
+    wire signed [WB_W-1:0] g_final;
+    wire wg_write = b_run && is_wg && b_last_chunk;
+    wire [WB_W-1:0] wa_wdata = wg_write ? g_final : ((state == S_GW) ? acc_word_x
+                                                   : ((state == S_BW) ? buf_word_x : upd_new_x));
+    wire wa_we = wg_write || (take && (state == S_GW || state == S_BW || state == S_UG));
+    wire [AW-1:0] wa_waddr = wg_write ? b_wt_at : cnt;
+    wire [AW-1:0] wa_raddr = (state == S_RUN) ? wt_at : cnt_next;
+    csb_ram #(.LANES(1), .LANE_BITS(WB_W), .DEPTH(WB_DEPTH), .AW(WA_AW), .BYPASS(1)) u_wa (
+        .clk(clk), .we(wa_we), .waddr(wa_waddr[WA_AW-1:0]), .wdata(wa_wdata), .raddr(wa_raddr[WA_AW-1:0]),
+        .rdata(wa_q)
+    );
+
+    // R: accumulators; a row per (channel, chunk), lane (group * BATCH + lane)
+    wire [ACC_BITS*R_LANES-1:0] r_q;
+    wire [ACC_BITS*R_LANES-1:0] g_acc_out;
+    wire [R_LANES-1:0]          r_compute_we;
+    wire [R_LANES-1:0]          r_load_we = {{(R_LANES-1){1'b0}}, 1'b1} << wk_slot;
+    wire r_load = (state == S_RB);
+    wire [AW-1:0] r_waddr = r_load ? wk_row : b_row;
+    wire [AW-1:0] r_raddr = (state == S_RUN) ? row_a : wk_row_next;
+    csb_ram #(.LANES(R_LANES), .LANE_BITS(ACC_BITS), .DEPTH(R_DEPTH), .AW(R_AW), .BYPASS(1)) u_r (
+        .clk(clk),
+        .we(r_load ? (take ? r_load_we : {R_LANES{1'b0}}) : ((b_run && !is_wg) ? r_compute_we : {R_LANES{1'b0}})),
+        .waddr(r_waddr[R_AW-1:0]),
+        .wdata(r_load ? {R_LANES{in_data[ACC_BITS-1:0]}} : g_acc_out),
+        .raddr(r_raddr[R_AW-1:0]),
+        .rdata(r_q)
+    );
+
+    // ---- MAC groups ------------------------------------------------------------------------
     reg  [ACC_BITS*PARALLEL-1:0] part;         // WG partial per group
-    wire [PARALLEL-1:0]          g_valid;
-    wire [AW*PARALLEL-1:0]       g_raddr;      // result buffer word of lane 0
-    wire [ACC_BITS*BATCH*PARALLEL-1:0] g_acc_out;
-    wire [ACC_BITS*PARALLEL-1:0] g_part_next;  // partial after this cycle
+    wire [PARALLEL-1:0]          a_valid;      // stage A: position in the tile, per group
+    wire [ACC_BITS*PARALLEL-1:0] g_part_next;  // partial after this step
     genvar g, l;
     generate
         for (g = 0; g < PARALLEL; g = g + 1) begin : g_grp
-            localparam [AW-1:0] G_OFF = g;
-            wire [AW-1:0] pos = chunk * PARALLEL + G_OFF;
-            // FP/WG: pos is an output position; EB: an input position.
-            wire [AW-1:0] p_row = is_eb ? pos / IN_W : pos / OUT_W;   // constant divisors
-            wire [AW-1:0] p_col = is_eb ? pos % IN_W : pos % OUT_W;
+            // stage A. Position chunk*PARALLEL + g of the grid (FP/WG: output, EB: input) as (p_row,
+            // p_col): the chunk's first position plus the group's constant offset, one wrap at most.
+            localparam [AW-1:0] G_ROW_OUT = g / OUT_W, G_COL_OUT = g % OUT_W;
+            localparam [AW-1:0] G_ROW_IN  = g / IN_W,  G_COL_IN  = g % IN_W;
+            wire [AW-1:0] g_row = is_eb ? G_ROW_IN : G_ROW_OUT;
+            wire [AW-1:0] g_col = is_eb ? G_COL_IN : G_COL_OUT;
+            wire [AW-1:0] col   = c_col + g_col;
+            wire          wrap  = (col >= grid_w);
+            wire [AW-1:0] p_col = wrap ? col - grid_w : col;
+            wire [AW-1:0] p_row = c_row + g_row + wrap;
             wire [AW-1:0] oy = is_eb ? p_row - ky : p_row;
             wire [AW-1:0] ox = is_eb ? p_col - kx : p_col;
-            wire in_tile = is_eb ? (pos < IN_POS && p_row >= ky && p_col >= kx && oy < OUT_H && ox < OUT_W)
-                                 : (pos < OUT_POS);
-            assign g_valid[g] = in_tile;
+            wire in_tile = is_eb ? (p_row < IN_H && p_row >= ky && p_col >= kx && oy < OUT_H && ox < OUT_W)
+                                 : (p_row < OUT_H);
+            assign a_valid[g] = in_tile;
             wire [AW-1:0] x_at = in_tile ? ((x_e * IN_H + oy + ky) * IN_W + ox + kx) * BATCH : {AW{1'b0}};
             wire [AW-1:0] d_at = in_tile ? ((y_e * OUT_H + oy) * OUT_W + ox) * BATCH : {AW{1'b0}};
-            wire [AW-1:0] r_at = !in_tile ? {AW{1'b0}}
-                               : (is_eb ? (x_e * IN_POS + pos) * BATCH : (y_e * OUT_POS + pos) * BATCH);
-            assign g_raddr[AW*g +: AW] = r_at;
 
-            wire [8*BATCH-1:0]        opa, opb;
-            wire [ACC_BITS*BATCH-1:0] acc_in;
+            wire [8*BATCH-1:0] xv, dv;
+            csb_window #(.LANES(BATCH), .WORDS(X_WORDS), .AW(AW)) u_x (
+                .clk(clk), .we(state == S_XB && take), .waddr(cnt >> 2), .wdata(in_data), .raddr(x_at), .rdata(xv)
+            );
+            csb_window #(.LANES(BATCH), .WORDS(D_WORDS), .AW(AW)) u_d (
+                .clk(clk), .we(state == S_DB && take), .waddr(cnt >> 2), .wdata(in_data), .raddr(d_at), .rdata(dv)
+            );
+
+            // stage B
+            wire [8*BATCH-1:0] opa, opb;
             for (l = 0; l < BATCH; l = l + 1) begin : g_ln
-                wire [7:0] xv = x_buf[x_at + l];
-                wire [7:0] dv = d_buf[d_at + l];
-                assign opa[8*l +: 8] = is_wg ? xv : weight;
-                assign opb[8*l +: 8] = is_fp ? xv : dv;
-                assign acc_in[ACC_BITS*l +: ACC_BITS] = r_buf[r_at + l];
+                assign opa[8*l +: 8] = is_wg ? xv[8*l +: 8] : weight;
+                assign opb[8*l +: 8] = is_fp ? xv[8*l +: 8] : dv[8*l +: 8];
             end
+            assign r_compute_we[BATCH*g +: BATCH] = {BATCH{b_valid[g]}};
 
             wire [ACC_BITS-1:0] part_out;
             csb_group #(.BATCH(BATCH), .ACC_BITS(ACC_BITS)) u_grp (
-                .a(opa), .b(opb), .acc_in(acc_in), .part_in(part[ACC_BITS*g +: ACC_BITS]),
+                .a(opa), .b(opb), .acc_in(r_q[ACC_BITS*BATCH*g +: ACC_BITS*BATCH]),
+                .part_in(part[ACC_BITS*g +: ACC_BITS]),
                 .acc_out(g_acc_out[ACC_BITS*BATCH*g +: ACC_BITS*BATCH]), .part_out(part_out)
             );
-            assign g_part_next[ACC_BITS*g +: ACC_BITS] = in_tile ? part_out : part[ACC_BITS*g +: ACC_BITS];
+            assign g_part_next[ACC_BITS*g +: ACC_BITS] = b_valid[g] ? part_out : part[ACC_BITS*g +: ACC_BITS];
             // G + part[0] + ... + part[g], each addition saturating (docs/csb.md, WG).
             wire [ACC_BITS-1:0] merged_in;
             wire [ACC_BITS-1:0] merged;
             if (g == 0) begin : g_first
-                assign merged_in = wt_word[ACC_BITS-1:0];
+                assign merged_in = wa_q[ACC_BITS-1:0];
             end else begin : g_next
                 assign merged_in = g_grp[g-1].merged;
             end
@@ -249,33 +377,37 @@ module csb_pe #(
             );
         end
     endgenerate
-    wire signed [WB_W-1:0] g_final = $signed(g_grp[PARALLEL-1].merged);
+    assign g_final = $signed(g_grp[PARALLEL-1].merged);
 
-    // ---- drain ---------------------------------------------------------------------------
-    wire [AW-1:0] n_result = (status != 2'd0) ? {AW{1'b0}}
-                           : (op == OP_FP) ? L_FP_WORDS : ((op == OP_EB) ? L_EB_WORDS : nnz_kk);
-    wire [ACC_BITS-1:0] r_word = r_buf[cnt];
-    wire [WB_W-1:0]     w_word = w_buf[cnt];
+    // ---- drain words -------------------------------------------------------------------------
+    wire [ACC_BITS-1:0] r_word = r_q >> (ACC_BITS * wk_slot);
     wire signed [31:0]  r_word_x = $signed(r_word);
-    wire signed [31:0]  w_word_x = $signed(w_word);
-    wire [31:0] result_word = (op == OP_FP || op == OP_EB) ? r_word_x : w_word_x;
+    wire signed [31:0]  w_word_x = $signed(wa_q);
+    wire [31:0] result_word = (is_fp || is_eb) ? r_word_x : w_word_x;
 
-    integer gi, li;
     always @(posedge clk) begin
+        cnt <= cnt_next;
         if (rst) begin
             state     <= S_HEAD;
             out_valid <= 1'b0;
-            cnt       <= {AW{1'b0}};
+            b_run     <= 1'b0;
         end else begin
+            b_run        <= (state == S_RUN);
+            b_valid      <= a_valid;
+            b_row        <= row_a;
+            b_wt_at      <= wt_at;
+            b_last_chunk <= last_chunk;
+            if (b_run && is_wg)
+                part <= b_last_chunk ? {(ACC_BITS*PARALLEL){1'b0}} : g_part_next;
             case (state)
                 S_HEAD: if (in_valid) begin
                     op          <= h_op;
                     shift       <= h_shift;
                     nnz         <= h_nnz;
                     bad_index   <= 1'b0;
-                    cnt         <= {AW{1'b0}};
                     sent_status <= 1'b0;
                     e <= 9'd0; t <= {AW{1'b0}}; ky <= 3'd0; kx <= 3'd0; chunk <= {AW{1'b0}};
+                    c_row <= {AW{1'b0}}; c_col <= {AW{1'b0}};
                     part <= {(ACC_BITS*PARALLEL){1'b0}};
                     if (h_bad || h_big) begin
                         status <= h_bad ? 2'd1 : 2'd2;
@@ -286,45 +418,21 @@ module csb_pe #(
                     end
                 end
                 S_IDX, S_W8, S_XB, S_DB, S_RB, S_GW, S_BW, S_UG: if (in_valid) begin
-                    for (j = 0; j < 4; j = j + 1)
-                        if (byte_sec && cnt + j < sec_len) begin
-                            if (state == S_IDX) idx_buf[cnt + j] <= in_data[8*j +: 8];
-                            if (state == S_W8)  w_buf[cnt + j]   <= $signed(in_data[8*j +: 8]);
-                            if (state == S_XB)  x_buf[cnt + j]   <= in_data[8*j +: 8];
-                            if (state == S_DB)  d_buf[cnt + j]   <= in_data[8*j +: 8];
-                        end
-                    if (state == S_RB) r_buf[cnt] <= in_data[ACC_BITS-1:0];
-                    if (state == S_GW) w_buf[cnt] <= acc_word_x;
-                    if (state == S_BW) w_buf[cnt] <= buf_word_x;
-                    if (state == S_UG) w_buf[cnt] <= upd_new_x;
                     if (state == S_IDX && idx_bad) begin
                         bad_index <= 1'b1;
                         status    <= 2'd3;
                     end
-                    if (sec_last) begin
-                        cnt   <= {AW{1'b0}};
+                    if (sec_last)
                         state <= next_section(op, state, nnz == 9'd0, bad_index || (state == S_IDX && idx_bad));
-                    end else begin
-                        cnt <= cnt + (byte_sec ? 24'd4 : 24'd1);
-                    end
                 end
                 S_RUN: begin
-                    for (gi = 0; gi < PARALLEL; gi = gi + 1)
-                        if (g_valid[gi] && !is_wg)
-                            for (li = 0; li < BATCH; li = li + 1)
-                                r_buf[g_raddr[AW*gi +: AW] + li] <= g_acc_out[ACC_BITS*(BATCH*gi+li) +: ACC_BITS];
-                    if (is_wg) begin
-                        if (last_chunk) begin
-                            w_buf[wt_at] <= g_final;
-                            part <= {(ACC_BITS*PARALLEL){1'b0}};
-                        end else begin
-                            part <= g_part_next;
-                        end
-                    end
                     if (!last_chunk) begin
                         chunk <= chunk + 24'd1;
+                        c_col <= c_wrap ? c_col_sum - grid_w : c_col_sum;
+                        c_row <= c_row + (is_eb ? STEP_ROW_IN : STEP_ROW_OUT) + c_wrap;
                     end else begin
                         chunk <= {AW{1'b0}};
+                        c_row <= {AW{1'b0}}; c_col <= {AW{1'b0}};
                         if (!last_tap) begin
                             t <= t + 24'd1;
                             if (kx == K - 1) begin
@@ -340,18 +448,16 @@ module csb_pe #(
                         end
                     end
                 end
-                S_SEND: if (!out_valid || out_ready) begin
+                S_SEND: if (send_slot) begin
                     if (!sent_status) begin
                         out_data    <= {30'd0, status};
                         out_valid   <= 1'b1;
                         sent_status <= 1'b1;
-                    end else if (cnt < n_result) begin
+                    end else if (send_word) begin
                         out_data  <= result_word;
                         out_valid <= 1'b1;
-                        cnt       <= cnt + 24'd1;
                     end else begin
                         out_valid <= 1'b0;
-                        cnt       <= {AW{1'b0}};
                         state     <= S_HEAD;
                     end
                 end

@@ -11,7 +11,9 @@ The RTL runs one transaction in three phases, one after the other:
   ``load = n_in`` cycles, with ``n_in`` the words of the transaction
   (sections of bytes are packed four to a word, docs/csb.md).
 * **compute**: one cycle per (entry, tap, chunk of ``P`` positions), all ``P``
-  groups and ``b`` lanes working in that cycle: FP and WG
+  groups and ``b`` lanes working in that step (a two-stage pipeline: read
+  addresses, then multiply-accumulate and write back; the last step's second
+  stage overlaps the drain's first cycle, so it adds none): FP and WG
   ``nnz * k^2 * ceil(OUT_POS / P)``, EB ``nnz * k^2 * ceil(IN_POS / P)``
   cycles. UPD computes while its gradient words stream in (0 cycles); a
   refused transaction (status 1, 2, 3) computes nothing.
