@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-REPRODUCTIONS = ("smd", "slu", "psg", "e2train", "cpt", "abvs", "compressed", "csb-utilisation")
+REPRODUCTIONS = ("smd", "slu", "psg", "e2train", "cpt", "abvs", "compressed", "csb-utilisation", "tt")
 
 
 def reproduction(name: str):
