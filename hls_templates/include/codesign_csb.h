@@ -151,8 +151,7 @@ struct pe {
   static const int IN_POS = IN_H * IN_W;
   static const int MAX_NNZ = BLOCK_ROWS * BLOCK_COLS;
   static const int ACC_CH = max_of<BLOCK_ROWS, BLOCK_COLS>::value;  // FP: rows, EB: columns
-  static const int FP_GROUPS = (OUT_POS + PARALLEL - 1) / PARALLEL;  // position-group steps per tap
-  static const int EB_GROUPS = (IN_POS + PARALLEL - 1) / PARALLEL;
+  static const int POS_GROUPS = (OUT_POS + PARALLEL - 1) / PARALLEL;  // position-group steps per tap (FP, EB, WG)
 
   typedef ap_uint<WORD_BITS> word_t;
   typedef ap_int<CODE_BITS> code_t;
@@ -274,19 +273,20 @@ struct pe {
 
   // ---------------------------------------------------------------- datapaths
   // FP (transposed = false) and EB (transposed = true): operator-sparse MACs.
-  // Destination accumulators ACC[dch][dpos][l]; the source code comes from X
-  // (FP, position dpos + tap) or DY (EB, position dpos - tap, masked).
+  // Both step over the output positions opos = g * PARALLEL + p of the tile,
+  // so EB spends no step on the halo: FP gathers ACC[y][opos] += w * X[x][opos
+  // + tap], EB scatters ACC[x][opos + tap] += w * DY[y][opos]. Within one
+  // (entry, tap) the P targets are distinct, so every accumulator still sees
+  // its additions in the contract's (entry, tap) order.
   static void mac_block(bool transposed, int nnz, const index_t index[MAX_NNZ], const buffer_t weights[MAX_NNZ * KK],
                         const code_t xbuf[BLOCK_COLS][IN_POS][BATCH], const code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH],
                         acc_t accbuf[ACC_CH][IN_POS][BATCH]) {
-    const int groups = transposed ? EB_GROUPS : FP_GROUPS;
-    const int dst_positions = transposed ? IN_POS : OUT_POS;
-    const int steps = nnz * KK * groups;
+    const int steps = nnz * KK * POS_GROUPS;
     int e = 0, t = 0, ky = 0, kx = 0, g = 0;  // the address-generation counters
   mac_steps:
     for (int step = 0; step < steps; ++step) {
 #pragma HLS PIPELINE II = 1
-#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK * EB_GROUPS
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK * POS_GROUPS
       const index_t entry = index[e];
       const int y = entry.range(7, 4).to_int();
       const int x = entry.range(3, 0).to_int();
@@ -295,25 +295,20 @@ struct pe {
       const code_t w = code_t(weights[e * KK + t].range(BUFFER_BITS - 1, BUFFER_BITS - CODE_BITS));
       for (int p = 0; p < PARALLEL; ++p) {
 #pragma HLS UNROLL
-        const int dpos = g * PARALLEL + p;
-        if (dpos < dst_positions) {
-          const int drow = transposed ? dpos / IN_W : dpos / OUT_W;
-          const int dcol = transposed ? dpos % IN_W : dpos % OUT_W;
-          const int srow = transposed ? drow - ky : drow + ky;
-          const int scol = transposed ? dcol - kx : dcol + kx;
-          const bool inside = !transposed || (srow >= 0 && srow < OUT_H && scol >= 0 && scol < OUT_W);
-          if (inside) {
-            const int spos = transposed ? srow * OUT_W + scol : srow * IN_W + scol;
-            for (int l = 0; l < BATCH; ++l) {
+        const int opos = g * PARALLEL + p;
+        if (opos < OUT_POS) {
+          const int ipos = (opos / OUT_W + ky) * IN_W + opos % OUT_W + kx;  // opos shifted by the tap
+          const int spos = transposed ? opos : ipos;
+          const int dpos = transposed ? ipos : opos;
+          for (int l = 0; l < BATCH; ++l) {
 #pragma HLS UNROLL
-              const code_t src = transposed ? dybuf[sch][spos][l] : xbuf[sch][spos][l];
-              const ap_int<PRODUCT_BITS> product = w * src;
-              accbuf[dch][dpos][l] = sat_add<ACC_BITS, PRODUCT_BITS>(accbuf[dch][dpos][l], product);
-            }
+            const code_t src = transposed ? dybuf[sch][spos][l] : xbuf[sch][spos][l];
+            const ap_int<PRODUCT_BITS> product = w * src;
+            accbuf[dch][dpos][l] = sat_add<ACC_BITS, PRODUCT_BITS>(accbuf[dch][dpos][l], product);
           }
         }
       }
-      if (++g == groups) {  // counters: position group, then tap (kx, ky), then entry
+      if (++g == POS_GROUPS) {  // counters: position group, then tap (kx, ky), then entry
         g = 0;
         ++t;
         if (++kx == K) {
@@ -335,12 +330,12 @@ struct pe {
                        const code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH], acc_t grads[MAX_NNZ * KK]) {
     acc_t partial[PARALLEL];
 #pragma HLS ARRAY_PARTITION variable = partial complete
-    const int steps = nnz * KK * FP_GROUPS;
+    const int steps = nnz * KK * POS_GROUPS;
     int e = 0, t = 0, ky = 0, kx = 0, g = 0;
   wg_steps:
     for (int step = 0; step < steps; ++step) {
 #pragma HLS PIPELINE II = 1
-#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK * FP_GROUPS
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK * POS_GROUPS
       const index_t entry = index[e];
       const int y = entry.range(7, 4).to_int();
       const int x = entry.range(3, 0).to_int();
@@ -358,7 +353,7 @@ struct pe {
         }
         partial[p] = sat_add<ACC_BITS, LANE_SUM_BITS>(g == 0 ? acc_t(0) : partial[p], lanes);
       }
-      if (g == FP_GROUPS - 1) {  // write-back: G = sat(...sat(G + part[0])... + part[P-1])
+      if (g == POS_GROUPS - 1) {  // write-back: G = sat(...sat(G + part[0])... + part[P-1])
         acc_t value = grads[e * KK + t];
         for (int p = 0; p < PARALLEL; ++p) {
 #pragma HLS UNROLL
@@ -366,7 +361,7 @@ struct pe {
         }
         grads[e * KK + t] = value;
       }
-      if (++g == FP_GROUPS) {
+      if (++g == POS_GROUPS) {
         g = 0;
         ++t;
         if (++kx == K) {

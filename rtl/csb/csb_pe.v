@@ -70,13 +70,17 @@ module csb_pe #(
     localparam FP_WORDS = BLOCK_ROWS * OUT_POS * BATCH;  // FP accumulators
     localparam EB_WORDS = BLOCK_COLS * IN_POS * BATCH;   // EB accumulators
     localparam WB_W     = (ACC_BITS > 24) ? ACC_BITS : 24;
-    localparam OUT_CH   = (OUT_POS + PARALLEL - 1) / PARALLEL;   // position chunks, FP and WG
-    localparam IN_CH    = (IN_POS + PARALLEL - 1) / PARALLEL;    // position chunks, EB
+    localparam OUT_CH   = (OUT_POS + PARALLEL - 1) / PARALLEL;   // position chunks (FP, EB, WG)
     localparam AW       = 24;                                    // counter and address width (bits)
-    // RAM shapes: R rows of PARALLEL*BATCH accumulators, one row per (channel, chunk).
-    localparam R_LANES  = PARALLEL * BATCH;
-    localparam R_FP     = BLOCK_ROWS * OUT_CH;
-    localparam R_EB     = BLOCK_COLS * IN_CH;
+    localparam PW       = 12;                                    // tile row/column width (bits)
+    // R: PARALLEL banks of BATCH accumulators. Position (r, c) of channel ch of the result grid
+    // (FP: OUT_H x OUT_W, EB: IN_H x IN_W) lives in bank (r*OUT_W + c) mod PARALLEL, word
+    // (ch*H + r)*ceil(W/PARALLEL) + c/PARALLEL: the targets of one step are PARALLEL consecutive
+    // output positions shifted by one tap, so they always fall into different banks.
+    localparam CW_OUT   = (OUT_W + PARALLEL - 1) / PARALLEL;
+    localparam CW_IN    = (IN_W + PARALLEL - 1) / PARALLEL;
+    localparam R_FP     = BLOCK_ROWS * OUT_H * CW_OUT;
+    localparam R_EB     = BLOCK_COLS * IN_H * CW_IN;
     localparam R_DEPTH  = (R_FP > R_EB) ? R_FP : R_EB;
     localparam IDX_WORDS = (MAX_NNZ + 3) / 4;
     localparam W8_WORDS = (WB_DEPTH + 3) / 4;
@@ -92,9 +96,10 @@ module csb_pe #(
     localparam [AW-1:0] L_FP_WORDS = FP_WORDS;
     localparam [AW-1:0] L_EB_WORDS = EB_WORDS;
     localparam [AW-1:0] L_OUT_CH   = OUT_CH;
-    localparam [AW-1:0] L_IN_CH    = IN_CH;
-    localparam [AW-1:0] L_OUT_POS  = OUT_POS;
-    localparam [AW-1:0] L_IN_POS   = IN_POS;
+    localparam [PW-1:0] L_OUT_H    = OUT_H, L_OUT_W = OUT_W, L_IN_H = IN_H, L_IN_W = IN_W;
+    localparam [PW-1:0] L_P        = PARALLEL;
+    localparam [AW-1:0] L_CW_OUT   = CW_OUT, L_CW_IN = CW_IN;
+    localparam [2:0]    STRIDE_RES = OUT_W % PARALLEL;   // (r*OUT_W) mod P steps by this per row
     localparam [AW-1:0] L_MAX_NNZ  = MAX_NNZ;
     localparam [3:0]    L_ROWS     = BLOCK_ROWS - 1;   // largest valid y
     localparam [3:0]    L_COLS     = BLOCK_COLS - 1;   // largest valid x
@@ -208,28 +213,48 @@ module csb_pe #(
             cnt_next = send_word ? cnt + 24'd1 : {AW{1'b0}};
     end
 
-    // ---- R walker: (position, lane) of the R word loaded (S_RB) or sent (drain), in stream order
+    // ---- R walker: the R word loaded (S_RB) or sent (drain), in stream order (channel, row, column,
+    // lane) of the result grid, with its bank and word address kept incrementally
     reg [4:0]    wk_lane;
-    reg [3:0]    wk_grp;               // position within the row (chunk)
-    reg [AW-1:0] wk_pos;               // position within the channel
-    reg [AW-1:0] wk_row;
-    wire [AW-1:0] wk_n_pos   = is_eb ? L_IN_POS : L_OUT_POS;
+    reg [PW-1:0] wk_c, wk_r;           // column and row in the grid
+    reg [2:0]    wk_cres, wk_rres;     // c mod P and (r*OUT_W) mod P
+    reg [AW-1:0] wk_cdiv;              // c / P
+    reg [AW-1:0] wk_base;              // (ch*H + r) * CW
+    wire [PW-1:0] wk_h  = is_eb ? L_IN_H : L_OUT_H;
+    wire [PW-1:0] wk_w  = is_eb ? L_IN_W : L_OUT_W;
+    wire [AW-1:0] wk_cw = is_eb ? L_CW_IN : L_CW_OUT;
     wire          wk_lane_end = (wk_lane == BATCH - 1);
-    wire          wk_pos_end  = (wk_pos + 24'd1 == wk_n_pos);
-    wire          wk_row_end  = wk_lane_end && (wk_grp == PARALLEL - 1 || wk_pos_end);
+    wire          wk_col_end  = (wk_c + 12'd1 == wk_w);
     wire          wk_clear    = (state == S_HEAD) || (state == S_RB && take && sec_last);
     wire          wk_adv      = (state == S_RB && take) || (send_word && (is_fp || is_eb));
-    wire [AW-1:0] wk_row_next = wk_clear ? {AW{1'b0}} : ((wk_adv && wk_row_end) ? wk_row + 24'd1 : wk_row);
-    wire [AW-1:0] wk_slot     = wk_grp * BATCH + wk_lane;   // lane of the row
+    // next state, when the walker moves on
+    wire          wk_step_col = wk_adv && wk_lane_end;
+    wire          wk_step_row = wk_step_col && wk_col_end;
+    wire [4:0]    wk_lane_n   = wk_lane_end ? 5'd0 : wk_lane + 5'd1;
+    wire [PW-1:0] wk_c_n      = wk_col_end ? {PW{1'b0}} : wk_c + 12'd1;
+    wire [2:0]    wk_cres_n   = (wk_col_end || wk_cres == PARALLEL - 1) ? 3'd0 : wk_cres + 3'd1;
+    wire [AW-1:0] wk_cdiv_n   = wk_col_end ? {AW{1'b0}} : ((wk_cres == PARALLEL - 1) ? wk_cdiv + 24'd1 : wk_cdiv);
+    wire          wk_last_row = (wk_r + 12'd1 == wk_h);
+    wire [PW-1:0] wk_r_n      = wk_last_row ? {PW{1'b0}} : wk_r + 12'd1;
+    wire [3:0]    wk_rres_sum = wk_rres + STRIDE_RES;
+    wire [2:0]    wk_rres_n   = wk_last_row ? 3'd0 : ((wk_rres_sum >= PARALLEL) ? wk_rres_sum - PARALLEL : wk_rres_sum);
+    wire [AW-1:0] wk_base_n   = wk_base + wk_cw;
+    // the word address after this clock edge (the drain reads ahead with it)
+    wire [AW-1:0] wk_addr_next = wk_clear ? {AW{1'b0}}
+                               : (wk_step_row ? wk_base_n : (wk_step_col ? wk_base + wk_cdiv_n : wk_base + wk_cdiv));
+    wire [3:0]    wk_bank_sum  = wk_rres + wk_cres;
+    wire [2:0]    wk_bank      = (wk_bank_sum >= PARALLEL) ? wk_bank_sum - PARALLEL : wk_bank_sum;
     always @(posedge clk) begin
-        wk_row <= wk_row_next;
         if (wk_clear) begin
-            wk_lane <= 5'd0; wk_grp <= 4'd0; wk_pos <= {AW{1'b0}};
+            wk_lane <= 5'd0; wk_c <= {PW{1'b0}}; wk_r <= {PW{1'b0}}; wk_cres <= 3'd0; wk_rres <= 3'd0;
+            wk_cdiv <= {AW{1'b0}}; wk_base <= {AW{1'b0}};
         end else if (wk_adv) begin
-            wk_lane <= wk_lane_end ? 5'd0 : wk_lane + 5'd1;
-            if (wk_lane_end) begin
-                wk_grp <= wk_row_end ? 4'd0 : wk_grp + 4'd1;
-                wk_pos <= wk_pos_end ? {AW{1'b0}} : wk_pos + 24'd1;
+            wk_lane <= wk_lane_n;
+            if (wk_step_col) begin
+                wk_c <= wk_c_n; wk_cres <= wk_cres_n; wk_cdiv <= wk_cdiv_n;
+            end
+            if (wk_step_row) begin
+                wk_r <= wk_r_n; wk_rres <= wk_rres_n; wk_base <= wk_base_n;
             end
         end
     end
@@ -239,16 +264,18 @@ module csb_pe #(
     reg [AW-1:0] t;                    // tap = ky * K + kx
     reg [2:0]    ky, kx;
     reg [AW-1:0] chunk;                // position chunk
-    wire [AW-1:0] n_chunks = is_eb ? L_IN_CH : L_OUT_CH;
-    // First position of the chunk as (row, column) of the grid, stepped by PARALLEL positions
-    // without a divider: (c_row, c_col) += (PARALLEL / grid_w, PARALLEL % grid_w), one wrap at most.
-    localparam [AW-1:0] STEP_ROW_OUT = PARALLEL / OUT_W, STEP_COL_OUT = PARALLEL % OUT_W;
-    localparam [AW-1:0] STEP_ROW_IN  = PARALLEL / IN_W,  STEP_COL_IN  = PARALLEL % IN_W;
-    localparam [AW-1:0] L_OUT_W = OUT_W, L_IN_W = IN_W;
-    wire [AW-1:0] grid_w    = is_eb ? L_IN_W : L_OUT_W;
-    reg  [AW-1:0] c_row, c_col;
-    wire [AW-1:0] c_col_sum = c_col + (is_eb ? STEP_COL_IN : STEP_COL_OUT);
-    wire          c_wrap    = (c_col_sum >= grid_w);
+    wire [AW-1:0] n_chunks = L_OUT_CH;
+    // First output position of the chunk as (row, column), stepped by PARALLEL positions
+    // without a divider: (c_row, c_col) += (PARALLEL / OUT_W, PARALLEL % OUT_W), one wrap at most.
+    localparam [PW-1:0] STEP_ROW = PARALLEL / OUT_W, STEP_COL = PARALLEL % OUT_W;
+    reg  [PW-1:0] c_row, c_col;
+    wire [PW-1:0] c_col_sum = c_col + STEP_COL;
+    wire          c_wrap    = (c_col_sum >= L_OUT_W);
+    // EB: the bank of a target is its source group's shifted by the tap: (ky*OUT_W + kx) mod P
+    reg  [2:0]    tap_rres;            // (ky*OUT_W) mod P
+    reg  [2:0]    tap_shift;           // (ky*OUT_W + kx) mod P
+    wire [3:0]    tap_rres_sum = tap_rres + STRIDE_RES;
+    wire [2:0]    tap_rres_n   = (tap_rres_sum >= PARALLEL) ? tap_rres_sum - PARALLEL : tap_rres_sum;
     wire last_chunk = (chunk + 24'd1 == n_chunks);
     wire last_tap   = (t + 24'd1 == L_KK);
     wire last_entry = ({1'b0, e} + 10'd1 == {1'b0, nnz});
@@ -261,12 +288,10 @@ module csb_pe #(
     wire [3:0]      y_e      = idx_e[7:4];
     wire [3:0]      x_e      = idx_e[3:0];
     wire [AW-1:0]   wt_at    = {{(AW-9){1'b0}}, e} * L_KK + t;
-    wire [AW-1:0]   row_a    = (is_eb ? x_e * L_IN_CH : y_e * L_OUT_CH) + chunk;
 
     // ---- stage B registers ----------------------------------------------------------------
     reg                b_run;          // stage B works on the step stage A presented last cycle
-    reg [PARALLEL-1:0] b_valid;        // groups whose position lies in the tile
-    reg [AW-1:0]       b_row;
+    reg [PARALLEL-1:0] b_valid;        // MAC groups whose position lies in the tile
     reg [AW-1:0]       b_wt_at;
     reg                b_last_chunk;
 
@@ -299,47 +324,62 @@ module csb_pe #(
         .rdata(wa_q)
     );
 
-    // R: accumulators; a row per (channel, chunk), lane (group * BATCH + lane)
-    wire [ACC_BITS*R_LANES-1:0] r_q;
-    wire [ACC_BITS*R_LANES-1:0] g_acc_out;
-    wire [R_LANES-1:0]          r_compute_we;
-    wire [R_LANES-1:0]          r_load_we = {{(R_LANES-1){1'b0}}, 1'b1} << wk_slot;
+    wire [ACC_BITS*BATCH*PARALLEL-1:0] r_q;       // bank k at [ACC_BITS*BATCH*k +: ...]
+    wire [ACC_BITS*BATCH*PARALLEL-1:0] g_acc_out;
+    wire [BATCH-1:0] r_lane_we = {{(BATCH-1){1'b0}}, 1'b1} << wk_lane;
     wire r_load = (state == S_RB);
-    wire [AW-1:0] r_waddr = r_load ? wk_row : b_row;
-    wire [AW-1:0] r_raddr = (state == S_RUN) ? row_a : wk_row_next;
-    csb_ram #(.LANES(R_LANES), .LANE_BITS(ACC_BITS), .DEPTH(R_DEPTH), .AW(R_AW), .BYPASS(1)) u_r (
-        .clk(clk),
-        .we(r_load ? (take ? r_load_we : {R_LANES{1'b0}}) : ((b_run && !is_wg) ? r_compute_we : {R_LANES{1'b0}})),
-        .waddr(r_waddr[R_AW-1:0]),
-        .wdata(r_load ? {R_LANES{in_data[ACC_BITS-1:0]}} : g_acc_out),
-        .raddr(r_raddr[R_AW-1:0]),
-        .rdata(r_q)
-    );
 
     // ---- MAC groups ------------------------------------------------------------------------
+    // Position group g holds output position chunk*PARALLEL + g. MAC group k works on R bank k:
+    // FP and WG take position group k; EB takes group (k - tap_shift) mod P, whose target
+    // (position shifted by the tap) lies in bank k.
     reg  [ACC_BITS*PARALLEL-1:0] part;         // WG partial per group
-    wire [PARALLEL-1:0]          a_valid;      // stage A: position in the tile, per group
+    wire [PARALLEL-1:0]          a_valid;      // stage A: the MAC group's position lies in the tile
     wire [ACC_BITS*PARALLEL-1:0] g_part_next;  // partial after this step
+    wire [PW*PARALLEL-1:0]       pg_row, pg_col;
+    wire [PARALLEL-1:0]          pg_valid;
+    wire [AW-1:0] r_ch   = is_eb ? x_e : y_e;
+    wire [PW-1:0] r_h    = is_eb ? L_IN_H : L_OUT_H;
+    wire [AW-1:0] r_cw   = is_eb ? L_CW_IN : L_CW_OUT;
+    wire [PW-1:0] tap_dy = is_eb ? ky : 3'd0;
+    wire [PW-1:0] tap_dx = is_eb ? kx : 3'd0;
     genvar g, l;
     generate
+        for (g = 0; g < PARALLEL; g = g + 1) begin : g_pos
+            // the chunk's first position plus the group's constant offset, one wrap at most
+            localparam [PW-1:0] G_ROW = g / OUT_W, G_COL = g % OUT_W;
+            wire [PW-1:0] col  = c_col + G_COL;
+            wire          wrap = (col >= L_OUT_W);
+            assign pg_col[PW*g +: PW] = wrap ? col - L_OUT_W : col;
+            assign pg_row[PW*g +: PW] = c_row + G_ROW + wrap;
+            assign pg_valid[g]        = (c_row + G_ROW + wrap < L_OUT_H);
+        end
         for (g = 0; g < PARALLEL; g = g + 1) begin : g_grp
-            // stage A. Position chunk*PARALLEL + g of the grid (FP/WG: output, EB: input) as (p_row,
-            // p_col): the chunk's first position plus the group's constant offset, one wrap at most.
-            localparam [AW-1:0] G_ROW_OUT = g / OUT_W, G_COL_OUT = g % OUT_W;
-            localparam [AW-1:0] G_ROW_IN  = g / IN_W,  G_COL_IN  = g % IN_W;
-            wire [AW-1:0] g_row = is_eb ? G_ROW_IN : G_ROW_OUT;
-            wire [AW-1:0] g_col = is_eb ? G_COL_IN : G_COL_OUT;
-            wire [AW-1:0] col   = c_col + g_col;
-            wire          wrap  = (col >= grid_w);
-            wire [AW-1:0] p_col = wrap ? col - grid_w : col;
-            wire [AW-1:0] p_row = c_row + g_row + wrap;
-            wire [AW-1:0] oy = is_eb ? p_row - ky : p_row;
-            wire [AW-1:0] ox = is_eb ? p_col - kx : p_col;
-            wire in_tile = is_eb ? (p_row < IN_H && p_row >= ky && p_col >= kx && oy < OUT_H && ox < OUT_W)
-                                 : (p_row < OUT_H);
+            // stage A
+            localparam [2:0] G_IDX = g;
+            wire [2:0]    src  = !is_eb ? G_IDX : ((G_IDX >= tap_shift) ? G_IDX - tap_shift : G_IDX + L_P - tap_shift);
+            wire [PW-1:0] oy   = pg_row[PW*src +: PW];
+            wire [PW-1:0] ox   = pg_col[PW*src +: PW];
+            wire          in_tile = pg_valid[src];
             assign a_valid[g] = in_tile;
             wire [AW-1:0] x_at = in_tile ? ((x_e * IN_H + oy + ky) * IN_W + ox + kx) * BATCH : {AW{1'b0}};
             wire [AW-1:0] d_at = in_tile ? ((y_e * OUT_H + oy) * OUT_W + ox) * BATCH : {AW{1'b0}};
+            // R word of the target: FP (oy, ox) of y_e, EB (oy + ky, ox + kx) of x_e
+            wire [PW-1:0] tr   = oy + tap_dy;
+            wire [PW-1:0] tc   = ox + tap_dx;
+            wire [PW-1:0] tc_div = tc / L_P;
+            wire [AW-1:0] r_at = (r_ch * r_h + tr) * r_cw + tc_div;
+            reg  [AW-1:0] b_at;                // stage B: the word to write back
+            always @(posedge clk) b_at <= r_at;
+            wire [AW-1:0] r_waddr = r_load ? wk_base + wk_cdiv : b_at;
+            wire [AW-1:0] r_raddr = (state == S_RUN) ? r_at : wk_addr_next;
+            wire [BATCH-1:0] r_we = r_load ? ((take && wk_bank == G_IDX) ? r_lane_we : {BATCH{1'b0}})
+                                           : ((b_run && !is_wg && b_valid[g]) ? {BATCH{1'b1}} : {BATCH{1'b0}});
+            csb_ram #(.LANES(BATCH), .LANE_BITS(ACC_BITS), .DEPTH(R_DEPTH), .AW(R_AW), .BYPASS(1)) u_r (
+                .clk(clk), .we(r_we), .waddr(r_waddr[R_AW-1:0]),
+                .wdata(r_load ? {BATCH{in_data[ACC_BITS-1:0]}} : g_acc_out[ACC_BITS*BATCH*g +: ACC_BITS*BATCH]),
+                .raddr(r_raddr[R_AW-1:0]), .rdata(r_q[ACC_BITS*BATCH*g +: ACC_BITS*BATCH])
+            );
 
             wire [8*BATCH-1:0] xv, dv;
             csb_window #(.LANES(BATCH), .WORDS(X_WORDS), .AW(AW)) u_x (
@@ -355,7 +395,6 @@ module csb_pe #(
                 assign opa[8*l +: 8] = is_wg ? xv[8*l +: 8] : weight;
                 assign opb[8*l +: 8] = is_fp ? xv[8*l +: 8] : dv[8*l +: 8];
             end
-            assign r_compute_we[BATCH*g +: BATCH] = {BATCH{b_valid[g]}};
 
             wire [ACC_BITS-1:0] part_out;
             csb_group #(.BATCH(BATCH), .ACC_BITS(ACC_BITS)) u_grp (
@@ -380,7 +419,7 @@ module csb_pe #(
     assign g_final = $signed(g_grp[PARALLEL-1].merged);
 
     // ---- drain words -------------------------------------------------------------------------
-    wire [ACC_BITS-1:0] r_word = r_q >> (ACC_BITS * wk_slot);
+    wire [ACC_BITS-1:0] r_word = r_q >> (ACC_BITS * (BATCH * wk_bank + wk_lane));
     wire signed [31:0]  r_word_x = $signed(r_word);
     wire signed [31:0]  w_word_x = $signed(wa_q);
     wire [31:0] result_word = (is_fp || is_eb) ? r_word_x : w_word_x;
@@ -394,7 +433,6 @@ module csb_pe #(
         end else begin
             b_run        <= (state == S_RUN);
             b_valid      <= a_valid;
-            b_row        <= row_a;
             b_wt_at      <= wt_at;
             b_last_chunk <= last_chunk;
             if (b_run && is_wg)
@@ -407,7 +445,7 @@ module csb_pe #(
                     bad_index   <= 1'b0;
                     sent_status <= 1'b0;
                     e <= 9'd0; t <= {AW{1'b0}}; ky <= 3'd0; kx <= 3'd0; chunk <= {AW{1'b0}};
-                    c_row <= {AW{1'b0}}; c_col <= {AW{1'b0}};
+                    c_row <= {PW{1'b0}}; c_col <= {PW{1'b0}}; tap_rres <= 3'd0; tap_shift <= 3'd0;
                     part <= {(ACC_BITS*PARALLEL){1'b0}};
                     if (h_bad || h_big) begin
                         status <= h_bad ? 2'd1 : 2'd2;
@@ -428,21 +466,24 @@ module csb_pe #(
                 S_RUN: begin
                     if (!last_chunk) begin
                         chunk <= chunk + 24'd1;
-                        c_col <= c_wrap ? c_col_sum - grid_w : c_col_sum;
-                        c_row <= c_row + (is_eb ? STEP_ROW_IN : STEP_ROW_OUT) + c_wrap;
+                        c_col <= c_wrap ? c_col_sum - L_OUT_W : c_col_sum;
+                        c_row <= c_row + STEP_ROW + c_wrap;
                     end else begin
                         chunk <= {AW{1'b0}};
-                        c_row <= {AW{1'b0}}; c_col <= {AW{1'b0}};
+                        c_row <= {PW{1'b0}}; c_col <= {PW{1'b0}};
                         if (!last_tap) begin
                             t <= t + 24'd1;
                             if (kx == K - 1) begin
                                 kx <= 3'd0;
                                 ky <= ky + 3'd1;
+                                tap_rres  <= tap_rres_n;
+                                tap_shift <= tap_rres_n;
                             end else begin
                                 kx <= kx + 3'd1;
+                                tap_shift <= (tap_shift == PARALLEL - 1) ? 3'd0 : tap_shift + 3'd1;
                             end
                         end else begin
-                            t <= {AW{1'b0}}; ky <= 3'd0; kx <= 3'd0;
+                            t <= {AW{1'b0}}; ky <= 3'd0; kx <= 3'd0; tap_rres <= 3'd0; tap_shift <= 3'd0;
                             if (last_entry) state <= S_SEND;
                             else            e <= e + 9'd1;
                         end

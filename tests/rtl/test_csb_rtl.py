@@ -403,7 +403,7 @@ def test_cycle_model_counts_by_hand():
     """Cycle model on a worked example: 3x3 kernel, 2x2 tile (4x4 input), P = 3."""
     shape = Shape(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2, batch=2, parallel=3, acc_bits=32)
     assert compute_cycles(shape, op=FP, nnz=5) == 5 * 9 * 2      # 4 positions in 2 chunks of 3
-    assert compute_cycles(shape, op=EB, nnz=5) == 5 * 9 * 6      # 16 positions in 6 chunks
+    assert compute_cycles(shape, op=EB, nnz=5) == 5 * 9 * 2      # EB steps over the same 4 output positions
     assert compute_cycles(shape, op=UPD, nnz=5) == 0
     fp = [header(FP, 1), 0x00, *([0] * 3), *([0] * 8), *([0] * 32)]  # index, 9 weights, 128 X bytes, 32 ACC
     cycles = transaction_cycles(shape, fp)

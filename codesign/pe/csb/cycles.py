@@ -13,9 +13,10 @@ The RTL runs one transaction in three phases, one after the other:
 * **compute**: one cycle per (entry, tap, chunk of ``P`` positions), all ``P``
   groups and ``b`` lanes working in that step (a two-stage pipeline: read
   addresses, then multiply-accumulate and write back; the last step's second
-  stage overlaps the drain's first cycle, so it adds none): FP and WG
-  ``nnz * k^2 * ceil(OUT_POS / P)``, EB ``nnz * k^2 * ceil(IN_POS / P)``
-  cycles. UPD computes while its gradient words stream in (0 cycles); a
+  stage overlaps the drain's first cycle, so it adds none): FP, EB and WG
+  alike ``nnz * k^2 * ceil(OUT_POS / P)`` cycles, since EB, too, steps over
+  the output positions and scatters into the input tile (no step on the
+  halo). UPD computes while its gradient words stream in (0 cycles); a
   refused transaction (status 1, 2, 3) computes nothing.
 * **drain**: one cycle to load the output register, then one word per cycle:
   the status word and (status 0) the result words. ``drain = 1 + n_out``.
@@ -89,9 +90,7 @@ def compute_cycles(pe: PeShape, *, op: int, nnz: int) -> int:
         raise ValueError(f"nnz={nnz} is outside 0..{pe.block_rows * pe.block_cols}")
     if op == OP_UPD:
         return 0
-    k = pe.kernel
-    positions = (pe.out_h + k - 1) * (pe.out_w + k - 1) if op == OP_EB else pe.out_h * pe.out_w
-    return nnz * k * k * -(-positions // pe.parallel)
+    return nnz * pe.kernel ** 2 * -(-pe.out_h * pe.out_w // pe.parallel)
 
 
 def result_words(pe: PeShape, *, op: int, nnz: int) -> int:

@@ -26,9 +26,9 @@ The model, in the paper's terms:
   (Sec. 5.5: "all the PEs will work with the same input channels/neurons, on
   different output channels/neurons").
 * **Compute.** One step of a unit costs one cycle per MAC step of each MAC
-  group, in the loop order of ``docs/csb.md``: FP ``nnz*k^2*ceil(OUT_POS/P)`` cycles, EB
-  ``nnz*k^2*ceil(IN_POS/P)``, WG ``nnz*k^2*ceil(OUT_POS/P)``, with ``nnz`` the
-  kernels stored in that block and the positions those of the item's tile.
+  group, as the PE steps (:mod:`codesign.pe.csb.cycles`): ``nnz*k^2*ceil(OUT_POS/P)``
+  cycles for FP, EB and WG alike, with ``nnz`` the kernels stored in that block
+  and the positions those of the item's tile.
 * **Memory** (Sec. 5.5). *Common load*: per step, the shared operand of the
   step for every tile in the pass (FP and WG: the input feature map of the
   step's input channels, ``block_cols*IN_POS*batch`` bytes; EB: the output
@@ -311,9 +311,7 @@ def _plan(layer: LayerShape, array: ArraySpec, op: str, nnz: np.ndarray) -> _Pla
     # (passes, steps, U): kernels of the block each unit runs at each step
     kernels = np.where(active[:, None, :], work[r_idx].transpose(0, 2, 1), 0)
     positions_out = out_pos[t_idx][:, None, :]
-    positions_in = in_pos[t_idx][:, None, :]
-    step_positions = positions_in if op == "EB" else positions_out
-    calc = kernels * k2 * (-(-step_positions // P))
+    calc = kernels * k2 * (-(-positions_out // P))  # FP, EB and WG all step over the output positions
     useful = int((kernels * k2 * positions_out).sum()) * b
 
     if op == "WG":
