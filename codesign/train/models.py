@@ -77,11 +77,13 @@ class ResNet(nn.Module):
         return self.head(self.features(x))
 
 
-class MLP(nn.Module):
-    def __init__(self, *, inputs: int = 64, hidden: tuple[int, ...] = (128, 64), classes: int = 10) -> None:
+class LayerStack(nn.Module):
+    """Flatten, then ``layers`` with ReLU between them; the first layer takes the network input (no input
+    gradient). No residual blocks, so techniques that look for ``blocks`` find none."""
+
+    def __init__(self, layers: list[nn.Module]) -> None:
         super().__init__()
-        sizes = (inputs, *hidden, classes)
-        self.layers = nn.ModuleList(CountedLinear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.layers = nn.ModuleList(layers)
         self.layers[0].is_network_input = True
         self.blocks = nn.ModuleList()
         name_layers(self)
@@ -91,6 +93,12 @@ class MLP(nn.Module):
         for layer in self.layers[:-1]:
             x = torch.relu(layer(x))
         return self.layers[-1](x)
+
+
+class MLP(LayerStack):
+    def __init__(self, *, inputs: int = 64, hidden: tuple[int, ...] = (128, 64), classes: int = 10) -> None:
+        sizes = (inputs, *hidden, classes)
+        super().__init__([CountedLinear(a, b) for a, b in zip(sizes[:-1], sizes[1:])])
 
 
 def name_layers(model: nn.Module) -> None:

@@ -20,7 +20,7 @@ from torch import nn
 
 from codesign.train.config import TrainConfig, require
 from codesign.train.data import Dataset
-from codesign.train.models import name_layers
+from codesign.train.models import LayerStack
 from codesign.train.trainer import Trainer
 from codesign.train.tt.layer import TTLinear, tt_layers
 from codesign.train.tt.precision import TTPrecision
@@ -84,23 +84,13 @@ class TTMLPConfig:
         return tuple(spec.out_features for spec in self.layers[:-1])
 
 
-class TTMLP(nn.Module):
-    """Flatten, then TT layers with ReLU between them; the first layer takes the network input (no input gradient)."""
+class TTMLP(LayerStack):
+    """An MLP of TT layers (:class:`codesign.train.models.LayerStack`)."""
 
     def __init__(self, config: TTMLPConfig) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(
-            TTLinear(spec.in_features, spec.out_features, in_modes=spec.in_modes, out_modes=spec.out_modes,
-                     max_rank=spec.max_rank, precision=config.precision) for spec in config.layers)
-        self.layers[0].is_network_input = True
-        self.blocks = nn.ModuleList()  # no residual blocks (techniques that look for them find none)
-        name_layers(self)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.flatten(1)
-        for layer in self.layers[:-1]:
-            x = torch.relu(layer(x))
-        return self.layers[-1](x)
+        super().__init__([TTLinear(spec.in_features, spec.out_features, in_modes=spec.in_modes,
+                                   out_modes=spec.out_modes, max_rank=spec.max_rank, precision=config.precision)
+                          for spec in config.layers])
 
 
 def use_adam(trainer: Trainer) -> Trainer:
