@@ -15,6 +15,7 @@ from codesign.pe.protocol import ProcessingElement
 REGISTRY = {
     "fpmac": "codesign.pe.fpmac.pe:FpmacPE",
     "csb": "codesign.pe.csb.pe:CsbPE",
+    "tt1": "codesign.pe.tt.pe:Tt1PE",
 }
 
 

@@ -1,0 +1,174 @@
+"""The numeric and word-stream contract shared by the three TT processing elements (docs/tt_pe.md).
+
+Everything the three PEs have in common lives here once: operand code ranges
+(the same signed fixed-point codes as :mod:`codesign.train.tt.precision`),
+saturating accumulation in a declared order, the chunk packing of operand
+rows into 32-bit stream words, the header word with its status rule, and the
+validated spec base class. The PE-specific parts (which contraction, which
+sections) are in :mod:`codesign.pe.tt.golden`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from codesign.numerics.formats import _check_int
+from codesign.train.tt.precision import fixed_format
+
+WORD_BITS = 32  # stream words
+LANE_CHOICES = (1, 2, 4, 8, 16)  # MACs along the last dimension; powers of two so that chunks pack whole words
+MAX_ROWS = 8  # MACs along the first dimension of the cached operand
+OPERAND_BITS = (2, 16)  # operand code widths (bits): 4-bit cores, 8-bit activations, 16-bit gradients
+ACC_BITS = (16, 32)  # accumulator and result width (bits); results are sign-extended into one 32-bit word
+DIM_BITS = 8  # one header field per dimension
+MAX_DIM = (1 << DIM_BITS) - 1
+MAX_BUFFER_CHUNKS = 1 << 16  # cached-operand chunks per build (keeps a build within a few block RAMs per row)
+
+STATUS_OK = 0
+STATUS_BAD_HEADER = 1  # a dimension is 0, or a field the PE does not use is not 0
+STATUS_TOO_LARGE = 2  # a dimension exceeds the buffer the PE was built with
+
+
+def code_range(bits: int) -> tuple[int, int]:
+    """Smallest and largest signed ``bits``-wide code: the range of :func:`codesign.train.tt.precision.fixed_format`."""
+    fmt = fixed_format(bits, 0)
+    return int(fmt.min_code), int(fmt.max_code)
+
+
+def slot_bits(bits: int) -> int:
+    """Stream field width (bits) of one ``bits``-wide operand: the smallest of 4, 8, 16 that holds it."""
+    return next(slot for slot in (4, 8, 16) if bits <= slot)
+
+
+def chunk_words(lanes: int, bits: int) -> int:
+    """32-bit words one chunk of ``lanes`` operands occupies (a chunk always starts a new word)."""
+    return -(-lanes * slot_bits(bits) // WORD_BITS)
+
+
+def chunks(length: int, lanes: int) -> int:
+    """Chunks of ``lanes`` values a row of ``length`` values is padded to."""
+    return -(-length // lanes)
+
+
+def saturate(values, bits: int):
+    """Clamp integers to the signed ``bits``-wide range."""
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return np.clip(values, low, high)
+
+
+def saturating_scan(terms: np.ndarray, acc_bits: int) -> np.ndarray:
+    """``acc = sat(acc + term)`` over the last axis, from 0, for every leading index at once.
+
+    Saturation makes the order of additions part of the result; the last axis
+    is that order. When no partial sum can leave the range the plain sum is
+    the same number and is taken directly.
+    """
+    terms = np.asarray(terms, dtype=np.int64)
+    limit = 1 << (acc_bits - 1)
+    if terms.shape[-1] == 0:
+        return np.zeros(terms.shape[:-1], dtype=np.int64)
+    if int(np.abs(terms).sum(axis=-1).max()) < limit:
+        return terms.sum(axis=-1)
+    acc = np.zeros(terms.shape[:-1], dtype=np.int64)
+    for step in range(terms.shape[-1]):
+        acc = np.clip(acc + terms[..., step], -limit, limit - 1)
+    return acc
+
+
+def pad_last(values: np.ndarray, lanes: int) -> np.ndarray:
+    """Zero-pad the last axis to a whole number of ``lanes``-wide chunks."""
+    values = np.asarray(values, dtype=np.int64)
+    extra = chunks(values.shape[-1], lanes) * lanes - values.shape[-1]
+    return np.pad(values, [(0, 0)] * (values.ndim - 1) + [(0, extra)])
+
+
+def pack_rows(values: np.ndarray, lanes: int, bits: int, rng: np.random.Generator | None = None) -> np.ndarray:
+    """Stream words of ``values`` (..., K): each row padded to chunks, each chunk packed in slot fields.
+
+    Lane ``v`` of a chunk is bits ``[v*slot, v*slot + bits)`` of the chunk's
+    words read as one little-endian bit string. With ``rng`` the bits the PE
+    must ignore (slot bits above ``bits``, the padding lanes, unused high bits
+    of a chunk's last word) are random instead of 0.
+    """
+    values = np.asarray(values, dtype=np.int64)
+    length = values.shape[-1]
+    slot = slot_bits(bits)
+    padded = pad_last(values, lanes).reshape(-1, lanes)  # one chunk per row
+    count = padded.shape[0]
+    codes = padded & ((1 << bits) - 1)
+    if rng is not None:
+        codes = codes | (rng.integers(0, 1 << slot, size=codes.shape) & ~((1 << bits) - 1) & ((1 << slot) - 1))
+        lane_pos = (np.arange(count) % chunks(length, lanes))[:, None] * lanes + np.arange(lanes)[None, :]
+        codes = np.where(lane_pos >= length, rng.integers(0, 1 << slot, size=codes.shape), codes)
+    words_per_chunk = chunk_words(lanes, bits)
+    words = np.zeros((count, words_per_chunk), dtype=np.uint64)
+    for lane in range(lanes):
+        bit = lane * slot
+        words[:, bit // WORD_BITS] |= (codes[:, lane].astype(np.uint64) << np.uint64(bit % WORD_BITS))
+    if rng is not None:
+        used = lanes * slot
+        for word in range(words_per_chunk):
+            low = used - word * WORD_BITS
+            if low < WORD_BITS:
+                noise = rng.integers(0, 1 << WORD_BITS, size=count, dtype=np.uint64)
+                mask = np.uint64(((1 << WORD_BITS) - 1) ^ ((1 << max(low, 0)) - 1))
+                words[:, word] |= noise & mask
+    return words.reshape(-1)
+
+
+def result_words(values) -> np.ndarray:
+    """Results as 32-bit words (two's complement, sign-extended from the accumulator width)."""
+    return (np.asarray(values, dtype=np.int64).reshape(-1) & 0xFFFF_FFFF).astype(np.uint64)
+
+
+def header_word(*dims: int) -> int:
+    """The header: dimension ``n`` in bits ``[8n+7 : 8n]`` (up to four dimensions, each 0..255 representable)."""
+    word = 0
+    for index, dim in enumerate(dims):
+        if not 0 <= dim <= MAX_DIM:
+            raise ValueError(f"dimension {index} = {dim} does not fit an {DIM_BITS}-bit header field")
+        word |= dim << (DIM_BITS * index)
+    return word
+
+
+def header_dims(word: int, count: int) -> tuple[tuple[int, ...], bool]:
+    """The first ``count`` dimensions of a header and whether every other field is 0."""
+    dims = tuple((word >> (DIM_BITS * index)) & MAX_DIM for index in range(count))
+    return dims, (word >> (DIM_BITS * count)) == 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class TtSpecBase:
+    """What every TT PE has: MAC lanes along the last dimension and rows along the first, widths (bits).
+
+    ``lanes`` x ``rows`` MACs work in parallel (16 x 8 = 128 in paper 003,
+    Sec. 4); ``a_bits`` is the streamed operand (8-bit activations forward,
+    16-bit gradients backward), ``b_bits`` the cached one (4-bit cores).
+    Results saturate to ``acc_bits`` after every addition.
+    """
+
+    lanes: int = 16
+    rows: int = 8
+    a_bits: int = 8
+    b_bits: int = 4
+    acc_bits: int = 32
+
+    def __post_init__(self) -> None:
+        _check_int("lanes", self.lanes, LANE_CHOICES[0], LANE_CHOICES[-1])
+        if self.lanes not in LANE_CHOICES:
+            raise ValueError(f"lanes={self.lanes} must be one of {LANE_CHOICES}")
+        _check_int("rows", self.rows, 1, MAX_ROWS)
+        _check_int("a_bits", self.a_bits, *OPERAND_BITS)
+        _check_int("b_bits", self.b_bits, *OPERAND_BITS)
+        _check_int("acc_bits", self.acc_bits, *ACC_BITS)
+
+    @property
+    def macs(self) -> int:
+        """Multipliers working in one cycle."""
+        return self.lanes * self.rows
+
+    def to_dict(self) -> dict:
+        """Every field, as transaction-file metadata and template constants."""
+        return asdict(self)

@@ -1,0 +1,40 @@
+"""Cycle model of the TT PEs' RTL (rtl/tt), per transaction, without input gaps or output backpressure.
+
+Counted as the stream bench counts (:mod:`codesign.hw.stream_bench`): from the
+cycle the header is taken to the cycle the last result word leaves, both
+included. The RTL does one thing at a time (load, compute, send), so the
+count is a sum of phases; docs/tt_pe.md gives the same formula.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from codesign.pe.tt.contract import STATUS_OK, chunk_words, chunks, header_dims
+from codesign.pe.tt.golden import pe1_status
+from codesign.pe.tt.spec import Tt1Spec
+
+
+@dataclass(frozen=True)
+class Cycles:
+    """Cycles (clock cycles) of one transaction by phase."""
+
+    header: int  # header in, status out
+    load: int  # operand words taken
+    compute: int  # MAC-loop issue cycles plus one pipeline flush per row group
+    drain: int  # result words sent
+
+    @property
+    def total(self) -> int:
+        return self.header + self.load + self.compute + self.drain
+
+
+def pe1_cycles(spec: Tt1Spec, header: int) -> Cycles:
+    """Cycles of one PE1 transaction: ``2 + L*J*KC*CWB + I*(J*KC*CWA + G*(J*KC + 1) + L)``."""
+    if pe1_status(spec, header) != STATUS_OK:
+        return Cycles(2, 0, 0, 0)
+    (i, j, k, l), _ = header_dims(header, 4)
+    kc = chunks(k, spec.lanes)
+    groups = chunks(l, spec.rows)
+    load = l * j * kc * chunk_words(spec.lanes, spec.b_bits) + i * j * kc * chunk_words(spec.lanes, spec.a_bits)
+    return Cycles(2, load, i * groups * (j * kc + 1), i * l)

@@ -1,0 +1,100 @@
+"""The TT rooms on the PE protocol: stream PEs whose golden models are in :mod:`codesign.pe.tt.golden`.
+
+HLS: a thin top over ``codesign::tt::pe1`` (``hls_templates/include/codesign_tt.h``),
+AXI4-Stream in and out. RTL: ``rtl/tt`` (top ``tt1_pe``), checked by the shared
+valid/ready bench with random gaps and backpressure. The golden level compares
+every expected word with :mod:`codesign.pe.tt.reference`, plain loops written
+from docs/tt_pe.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from codesign.hw.target import BuildTarget
+from codesign.hw.vectors import WORD_BITS
+from codesign.pe.protocol import GridCase
+from codesign.pe.stream import StreamPE, Transaction
+from codesign.pe.tt import reference, stimulus
+from codesign.pe.tt.spec import Tt1Spec
+from codesign.pe.tt.stimulus import TtStimulusOptions
+from codesign.resources import data_dir
+
+LIBRARY_HEADER = "codesign_tt.h"
+
+
+class _TtPE(StreamPE):
+    """What the TT PEs share: templates, the RTL directory, parameters named after the spec fields."""
+
+    stimulus_class = TtStimulusOptions
+    cpp_struct: ClassVar[str]  # the codesign::tt template implementing this PE
+    headers = (LIBRARY_HEADER,)
+    estimate_abc9 = False  # resource counts are what the TT estimates report
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        files = {"kernel_cpp": f"{cls.name}.cpp", "kernel_h": f"{cls.name}.h", "tb": f"{cls.name}_tb.cpp"}
+        cls.templates = {files["kernel_cpp"]: "tt/kernel.cpp.j2", files["kernel_h"]: "tt/kernel.h.j2",
+                         files["tb"]: "common/stream_testbench.cpp.j2", "run_hls.tcl": "common/run_hls.tcl.j2"}
+        cls.kernel_files = (files["kernel_cpp"], files["kernel_h"], LIBRARY_HEADER)
+        cls.kernel_header = files["kernel_h"]
+        cls.testbench_file = files["tb"]
+        cls.rtl_top = f"{cls.name}_pe"
+
+    def rtl_sources(self) -> list[Path]:
+        """Every TT PE shares ``rtl/tt`` (one module per file; the RAM is common)."""
+        sources = sorted((data_dir("rtl") / "tt").glob("*.v"))
+        if not any(path.stem == self.rtl_top for path in sources):
+            raise FileNotFoundError(f"no {self.rtl_top}.v in {data_dir('rtl') / 'tt'}")
+        return sources
+
+    def rtl_parameters(self, spec) -> dict[str, int]:
+        return {key.upper(): int(value) for key, value in spec.to_dict().items()}
+
+    def template_context(self, spec, target: BuildTarget) -> dict[str, object]:
+        parameters = self.rtl_parameters(spec)  # template arguments, in codesign::tt order
+        return {
+            **self.stream_context(spec),
+            "title": self.title,
+            "summary": ", ".join(f"{key}={value}" for key, value in spec.to_dict().items()),
+            "kernel_file": f"{self.name}.cpp",
+            "library_header": LIBRARY_HEADER,
+            "parameters": parameters,
+            "pe_type": f"codesign::tt::{self.cpp_struct}<" + ", ".join(f"{self.name}_config::{n}" for n in parameters)
+                       + ">",
+            "config_namespace": f"{self.name}_config",
+            "guard": f"CODESIGN_{self.name.upper()}_KERNEL_H",
+            "word_bits": WORD_BITS,
+        }
+
+
+class Tt1PE(_TtPE):
+    name = "tt1"
+    title = "TT PE1 (contraction over the last two axes)"
+    spec_class = Tt1Spec
+    cpp_struct = "pe1"
+
+    def build_stimulus(self, spec: Tt1Spec, options: TtStimulusOptions) -> list[Transaction]:
+        return stimulus.pe1_stimulus(spec, options)
+
+    def reference_output(self, spec: Tt1Spec, words_in) -> np.ndarray:
+        return np.array(reference.pe1_reference(words_in, **spec.to_dict()), dtype=np.uint64)
+
+    def verification_grid(self) -> list[GridCase]:
+        """Paper widths forward (8 x 4) and backward (16 x 4), the 16 x 8 array and smaller ones, 16-bit sums."""
+        return [
+            GridCase("l16r8_a8b4_acc32", Tt1Spec()),
+            GridCase("l16r8_a16b4_acc32", Tt1Spec(a_bits=16, max_j=8, max_k=40, max_l=20)),
+            GridCase("l4r3_a16b16_acc16", Tt1Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5,
+                                                  max_k=9, max_l=7)),
+            GridCase("l1r1_a3b2_acc16", Tt1Spec(lanes=1, rows=1, a_bits=3, b_bits=2, acc_bits=16, max_j=3, max_k=5,
+                                                max_l=4)),
+            GridCase("l8r8_a8b8_acc20", Tt1Spec(lanes=8, rows=8, a_bits=8, b_bits=8, acc_bits=20, max_j=4,
+                                                max_k=24, max_l=17)),
+        ]
+
+    def estimate_specs(self) -> list[Tt1Spec]:
+        return [Tt1Spec(), Tt1Spec(a_bits=16), Tt1Spec(lanes=8, rows=4)]

@@ -1,0 +1,49 @@
+"""Arithmetic parameters of the TT processing elements (docs/tt_pe.md), validated before anything is generated.
+
+Only what changes the numbers, the word stream or the buffer sizes lives
+here; part, clock and top name are a :class:`codesign.hw.target.BuildTarget`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from codesign.numerics.formats import _check_int
+from codesign.pe.tt.contract import MAX_BUFFER_CHUNKS, MAX_DIM, TtSpecBase, chunks
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tt1Spec(TtSpecBase):
+    """PE1, ``Z[i, l] = sum_j sum_k A[i, j, k] * B[l, j, k]``: the largest cached ``B`` is ``max_l x max_j x max_k``.
+
+    ``A`` is streamed one ``i`` at a time (any ``I`` up to 255); ``B`` is
+    cached in ``rows`` RAM banks of ``ceil(max_l / rows) * max_j *
+    ceil(max_k / lanes)`` chunks each.
+    """
+
+    max_j: int = 16
+    max_k: int = 64
+    max_l: int = 32
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_int("max_j", self.max_j, 1, MAX_DIM)
+        _check_int("max_k", self.max_k, 1, MAX_DIM)
+        _check_int("max_l", self.max_l, 1, MAX_DIM)
+        if self.b_chunks > MAX_BUFFER_CHUNKS:
+            raise ValueError(f"max_l x max_j x max_k = {self.max_l} x {self.max_j} x {self.max_k} needs "
+                             f"{self.b_chunks} chunks of B, more than the {MAX_BUFFER_CHUNKS} a build may cache")
+
+    @property
+    def max_kc(self) -> int:
+        """Chunks of ``lanes`` values in the longest row."""
+        return chunks(self.max_k, self.lanes)
+
+    @property
+    def bank_depth(self) -> int:
+        """Chunks one of the ``rows`` B banks holds."""
+        return chunks(self.max_l, self.rows) * self.max_j * self.max_kc
+
+    @property
+    def b_chunks(self) -> int:
+        return self.bank_depth * self.rows

@@ -1,0 +1,239 @@
+// tt1_pe: TT processing element 1 (docs/tt_pe.md): Z[i,l] = sum_j sum_k A[i,j,k] * B[l,j,k].
+//
+// A 32-bit valid/ready word stream in and out. One transaction: the header
+// (I, J, K, L), the cached operand B (L x J rows of K values, chunked), then
+// for every i one row block A[i] (J rows of K values); after each A[i] the PE
+// sends Z[i, 0..L-1]. B is held in ROWS block-RAM banks (row l in bank
+// l % ROWS), A[i] in one RAM; every chunk is LANES operands wide, so a cycle
+// of the compute loop does LANES x ROWS MACs: one A chunk shared by ROWS rows
+// of B (paper 003, Sec. 4). Lane products of a chunk are summed exactly and
+// the chunk sum is added into each accumulator with saturation to ACC_BITS,
+// j outer, chunk inner.
+//
+// Cycles (no input gaps, no backpressure), from the header to the last
+// result: 2 + L*J*KC*CWB + I * (J*KC*CWA + G*(J*KC + 1) + L), KC = ceil(K/LANES),
+// G = ceil(L/ROWS), CWA/CWB the words per chunk; 2 for a refused header
+// (codesign.pe.tt.cycles).
+module tt1_pe #(
+    parameter LANES    = 16,  // MACs along k (power of two)
+    parameter ROWS     = 8,   // MACs along l
+    parameter A_BITS   = 8,   // streamed operand width (bits)
+    parameter B_BITS   = 4,   // cached operand width (bits)
+    parameter ACC_BITS = 32,  // accumulator and result width (bits)
+    parameter MAX_J    = 16,
+    parameter MAX_K    = 64,
+    parameter MAX_L    = 32
+) (
+    input  wire        clk,
+    input  wire        rst,
+    input  wire [31:0] in_data,
+    input  wire        in_valid,
+    output wire        in_ready,
+    output wire [31:0] out_data,
+    output wire        out_valid,
+    input  wire        out_ready
+);
+    localparam SLOT_A = A_BITS <= 4 ? 4 : (A_BITS <= 8 ? 8 : 16);
+    localparam SLOT_B = B_BITS <= 4 ? 4 : (B_BITS <= 8 ? 8 : 16);
+    localparam CWA = (LANES * SLOT_A + 31) / 32;  // words per A chunk
+    localparam CWB = (LANES * SLOT_B + 31) / 32;
+    localparam CWM = CWA > CWB ? CWA : CWB;
+    localparam LG = $clog2(LANES);
+    localparam MAX_KC = (MAX_K + LANES - 1) / LANES;
+    localparam A_DEPTH = MAX_J * MAX_KC;
+    localparam B_DEPTH = ((MAX_L + ROWS - 1) / ROWS) * MAX_J * MAX_KC;
+    localparam AAW = A_DEPTH > 1 ? $clog2(A_DEPTH) : 1;
+    localparam BAW = B_DEPTH > 1 ? $clog2(B_DEPTH) : 1;
+    localparam AW_ = LANES * A_BITS;  // bits of one stored A chunk
+    localparam BW_ = LANES * B_BITS;
+    localparam SW = A_BITS + B_BITS + LG + 1;  // exact chunk sum
+    localparam WW = (ACC_BITS > SW ? ACC_BITS : SW) + 1;
+    localparam RW = ROWS > 1 ? $clog2(ROWS) : 1;
+
+    localparam S_HDR = 3'd0, S_STATUS = 3'd1, S_LOADB = 3'd2, S_LOADA = 3'd3, S_COMP = 3'd4, S_FLUSH = 3'd5,
+               S_OUT = 3'd6;
+
+    reg [2:0] state;
+    reg [7:0] dim_i, dim_j, dim_k, dim_l;
+    reg [7:0] kc_n;  // chunks per row
+    reg [1:0] status;
+
+    // ---- input chunk assembly ----------------------------------------------------------------
+    reg [CWM*32-1:0] cbuf;
+    reg [3:0] wcnt;  // word within the chunk
+    wire loading = state == S_LOADB || state == S_LOADA;
+    assign in_ready = state == S_HDR || loading;
+    wire take = in_valid && in_ready;
+    wire [3:0] cw_now = state == S_LOADB ? CWB : CWA;
+    wire chunk_done = take && loading && wcnt == cw_now - 1;
+    wire [CWM*32-1:0] full;
+    genvar gw;
+    generate
+        for (gw = 0; gw < CWM; gw = gw + 1) begin : g_full
+            assign full[gw*32 +: 32] = (wcnt == gw) ? in_data : cbuf[gw*32 +: 32];
+        end
+    endgenerate
+
+    // ---- counters ------------------------------------------------------------------------------
+    reg [7:0] cc, jj, ll, ii;        // chunk in row, j, l (load), i
+    reg [RW-1:0] bank;               // bank of row l while loading B
+    reg [BAW-1:0] bwptr, bbase;      // B write address, first address of the current bank row group
+    reg [AAW-1:0] aptr;              // A write / read address (j*KC + c)
+    reg [BAW-1:0] brptr;             // B read address
+    reg [7:0] lbase;                 // first l of the group being computed
+    reg [RW-1:0] ocnt;               // result being sent
+    wire row_end = cc == kc_n - 1 && jj == dim_j - 1;
+
+    // padding lanes (k >= K) are stored as 0
+    wire [8:0] kbase = {1'b0, cc} << LG;
+    wire [AW_-1:0] a_chunk;
+    wire [BW_-1:0] b_chunk;
+    genvar gv;
+    generate
+        for (gv = 0; gv < LANES; gv = gv + 1) begin : g_lane
+            wire live = kbase + gv < dim_k;
+            assign a_chunk[gv*A_BITS +: A_BITS] = live ? full[gv*SLOT_A +: A_BITS] : {A_BITS{1'b0}};
+            assign b_chunk[gv*B_BITS +: B_BITS] = live ? full[gv*SLOT_B +: B_BITS] : {B_BITS{1'b0}};
+        end
+    endgenerate
+
+    // ---- buffers -------------------------------------------------------------------------------
+    wire [AW_-1:0] qa;
+    wire [ROWS*BW_-1:0] qb;
+    wire a_we = chunk_done && state == S_LOADA;
+    tt_ram #(.WIDTH(AW_), .DEPTH(A_DEPTH), .AW(AAW)) u_a (
+        .clk(clk), .we(a_we), .waddr(aptr), .wdata(a_chunk), .raddr(aptr), .rdata(qa));
+
+    reg v1;    // the RAM outputs hold an issued (j, chunk) this cycle
+    reg clr;   // clear the accumulators
+    wire [ROWS*ACC_BITS-1:0] acc_flat;
+    genvar gr;
+    generate
+        for (gr = 0; gr < ROWS; gr = gr + 1) begin : g_row
+            wire b_we = chunk_done && state == S_LOADB && bank == gr;
+            tt_ram #(.WIDTH(BW_), .DEPTH(B_DEPTH), .AW(BAW)) u_b (
+                .clk(clk), .we(b_we), .waddr(bwptr), .wdata(b_chunk), .raddr(brptr), .rdata(qb[gr*BW_ +: BW_]));
+            reg signed [SW-1:0] sum;
+            integer v;
+            always @* begin
+                sum = 0;
+                for (v = 0; v < LANES; v = v + 1)
+                    sum = sum + $signed(qa[v*A_BITS +: A_BITS]) * $signed(qb[gr*BW_ + v*B_BITS +: B_BITS]);
+            end
+            reg signed [ACC_BITS-1:0] acc;
+            wire signed [WW-1:0] wide = acc + sum;
+            wire signed [WW-1:0] amax = {{(WW-ACC_BITS+1){1'b0}}, {(ACC_BITS-1){1'b1}}};
+            wire signed [WW-1:0] amin = {{(WW-ACC_BITS+1){1'b1}}, {(ACC_BITS-1){1'b0}}};
+            always @(posedge clk) begin
+                if (clr) acc <= 0;
+                else if (v1) acc <= wide > amax ? amax[ACC_BITS-1:0] : (wide < amin ? amin[ACC_BITS-1:0]
+                                                                                      : wide[ACC_BITS-1:0]);
+            end
+            assign acc_flat[gr*ACC_BITS +: ACC_BITS] = acc;
+        end
+    endgenerate
+
+    // ---- output ----------------------------------------------------------------------------------
+    wire signed [ACC_BITS-1:0] acc_sel = acc_flat[ocnt*ACC_BITS +: ACC_BITS];
+    wire signed [31:0] acc_ext = acc_sel;
+    assign out_valid = state == S_STATUS || state == S_OUT;
+    assign out_data = state == S_STATUS ? {30'd0, status} : acc_ext;
+    wire give = out_valid && out_ready;
+    wire group_end = ocnt == ROWS - 1 || lbase + ocnt == dim_l - 1;
+
+    // ---- control ---------------------------------------------------------------------------------
+    always @(posedge clk) begin
+        if (rst) begin
+            state <= S_HDR;
+            wcnt <= 0;
+            v1 <= 0;
+            clr <= 0;
+        end else begin
+            v1 <= state == S_COMP;
+            clr <= 0;
+            if (take && loading) begin
+                cbuf[wcnt*32 +: 32] <= in_data;
+                wcnt <= chunk_done ? 4'd0 : wcnt + 4'd1;
+            end
+            case (state)
+                S_HDR: if (take) begin
+                    dim_i <= in_data[7:0];
+                    dim_j <= in_data[15:8];
+                    dim_k <= in_data[23:16];
+                    dim_l <= in_data[31:24];
+                    kc_n <= (in_data[23:16] + LANES - 1) >> LG;
+                    if (in_data[7:0] == 0 || in_data[15:8] == 0 || in_data[23:16] == 0 || in_data[31:24] == 0)
+                        status <= 2'd1;
+                    else if (in_data[15:8] > MAX_J || in_data[23:16] > MAX_K || in_data[31:24] > MAX_L)
+                        status <= 2'd2;
+                    else
+                        status <= 2'd0;
+                    state <= S_STATUS;
+                end
+                S_STATUS: if (give) begin
+                    state <= status == 0 ? S_LOADB : S_HDR;
+                    cc <= 0; jj <= 0; ll <= 0; bank <= 0; bwptr <= 0; bbase <= 0; wcnt <= 0;
+                end
+                S_LOADB: if (chunk_done) begin
+                    cc <= cc == kc_n - 1 ? 8'd0 : cc + 8'd1;
+                    if (cc == kc_n - 1) jj <= jj == dim_j - 1 ? 8'd0 : jj + 8'd1;
+                    if (row_end) begin
+                        ll <= ll + 8'd1;
+                        if (bank == ROWS - 1) begin
+                            bank <= 0;
+                            bwptr <= bwptr + 1'b1;
+                            bbase <= bwptr + 1'b1;
+                        end else begin
+                            bank <= bank + 1'b1;
+                            bwptr <= bbase;
+                        end
+                        if (ll == dim_l - 1) begin
+                            state <= S_LOADA;
+                            ii <= 0;
+                            aptr <= 0;
+                        end
+                    end else
+                        bwptr <= bwptr + 1'b1;
+                end
+                S_LOADA: if (chunk_done) begin
+                    cc <= cc == kc_n - 1 ? 8'd0 : cc + 8'd1;
+                    if (cc == kc_n - 1) jj <= jj == dim_j - 1 ? 8'd0 : jj + 8'd1;
+                    aptr <= row_end ? {AAW{1'b0}} : aptr + 1'b1;
+                    if (row_end) begin
+                        state <= S_COMP;
+                        clr <= 1;
+                        lbase <= 0;
+                        brptr <= 0;
+                    end
+                end
+                S_COMP: begin
+                    cc <= cc == kc_n - 1 ? 8'd0 : cc + 8'd1;
+                    if (cc == kc_n - 1) jj <= jj == dim_j - 1 ? 8'd0 : jj + 8'd1;
+                    aptr <= row_end ? {AAW{1'b0}} : aptr + 1'b1;
+                    brptr <= brptr + 1'b1;
+                    if (row_end) state <= S_FLUSH;
+                end
+                S_FLUSH: begin
+                    state <= S_OUT;
+                    ocnt <= 0;
+                end
+                S_OUT: if (give) begin
+                    ocnt <= ocnt + 1'b1;
+                    if (group_end) begin
+                        if (lbase + ROWS < dim_l) begin
+                            lbase <= lbase + ROWS;
+                            state <= S_COMP;
+                            clr <= 1;
+                        end else if (ii == dim_i - 1) begin
+                            state <= S_HDR;
+                        end else begin
+                            ii <= ii + 8'd1;
+                            state <= S_LOADA;
+                        end
+                    end
+                end
+                default: state <= S_HDR;
+            endcase
+        end
+    end
+endmodule

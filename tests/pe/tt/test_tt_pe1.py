@@ -1,0 +1,110 @@
+"""PE1 of the TT room: spec validation, the chunk packing, the saturating order, hand-worked words, the TT mapping."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.pe import get_pe
+from codesign.pe.tt import contract, golden
+from codesign.pe.tt.cycles import pe1_cycles
+from codesign.pe.tt.reference import pe1_reference
+from codesign.pe.tt.spec import Tt1Spec
+from codesign.pe.tt.stimulus import TtStimulusOptions, pe1_macs, pe1_stimulus
+from codesign.train.tt.ttm import tt_forward
+
+
+@pytest.mark.parametrize("field, value", [
+    ("lanes", 0), ("lanes", 3), ("lanes", 32), ("rows", 0), ("rows", 9), ("a_bits", 1), ("a_bits", 17),
+    ("b_bits", 1), ("b_bits", 17), ("acc_bits", 15), ("acc_bits", 33), ("max_j", 0), ("max_k", 0), ("max_l", 256),
+])
+def test_spec_refuses_out_of_range_fields_by_name(field, value):
+    with pytest.raises(ValueError, match=field):
+        Tt1Spec(**{field: value})
+
+
+def test_spec_is_keyword_only_frozen_and_typed():
+    with pytest.raises(TypeError):
+        Tt1Spec(16)  # type: ignore[misc]
+    with pytest.raises(TypeError, match="lanes"):
+        Tt1Spec(lanes=16.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="chunks of B"):
+        Tt1Spec(lanes=1, max_j=255, max_k=255, max_l=255)
+    spec = Tt1Spec()
+    assert spec.macs == 128 and spec.max_kc == 4 and spec.bank_depth == 4 * 16 * 4
+
+
+def test_chunk_packing_by_hand():
+    # 4 lanes of 4-bit codes: one word, fields of 4 bits, lane 0 lowest
+    assert contract.pack_rows(np.array([[1, -1, 7, -8]]), 4, 4).tolist() == [0x87F1]
+    # K = 3 in 2-lane chunks of 8-bit codes: two chunks, the padding lane is 0
+    assert contract.pack_rows(np.array([[1, -2, 3]]), 2, 8).tolist() == [0xFE01, 0x0003]
+    # 16-bit codes, 4 lanes: two words per chunk
+    assert contract.pack_rows(np.array([[-1, 2, 3, -32768]]), 4, 16).tolist() == [0x0002FFFF, 0x80000003]
+    assert contract.chunk_words(16, 16) == 8 and contract.chunk_words(16, 4) == 2 and contract.chunk_words(1, 4) == 1
+
+
+def test_saturating_order_is_visible():
+    terms = np.array([[30000, 30000, -30000]])
+    assert contract.saturating_scan(terms, 16).tolist() == [32767 - 30000]
+    assert contract.saturating_scan(terms[:, ::-1], 16).tolist() == [30000]
+
+
+def test_pe1_transaction_by_hand():
+    spec = Tt1Spec(lanes=2, rows=1, a_bits=8, b_bits=4, acc_bits=16, max_j=2, max_k=3, max_l=2)
+    a = np.array([[[1, -2, 3]]])  # I=1, J=1, K=3
+    b = np.array([[[2, 1, -1]], [[-8, 7, 0]]])  # L=2
+    words = golden.pe1_words(spec, a, b)
+    header = 1 | 1 << 8 | 3 << 16 | 2 << 24
+    # B rows: [2, 1 | -1, pad], [-8, 7 | 0, pad] as 2 x 4-bit slots per chunk; A as 2 x 8-bit slots
+    assert words.tolist() == [header, 0x12, 0x0F, 0x78, 0x00, 0xFE01, 0x03]
+    z0, z1 = 1 * 2 - 2 * 1 + 3 * -1, 1 * -8 + -2 * 7
+    assert golden.pe1_output(spec, a, b).tolist() == [0, z0 & 0xFFFFFFFF, z1 & 0xFFFFFFFF]
+    assert pe1_reference(words, **spec.to_dict()) == [0, z0 & 0xFFFFFFFF, z1 & 0xFFFFFFFF]
+    cycles = pe1_cycles(spec, header)  # 2 + B 4 words + A 2 words + 2 groups of (2 chunks + 1) + 2 results
+    assert (cycles.header, cycles.load, cycles.compute, cycles.drain, cycles.total) == (2, 6, 6, 2, 16)
+
+
+def test_pe1_refusals():
+    spec = Tt1Spec(max_j=2, max_k=3, max_l=2)
+    assert golden.pe1_status(spec, contract.header_word(1, 0, 1, 1)) == contract.STATUS_BAD_HEADER
+    assert golden.pe1_status(spec, contract.header_word(1, 3, 1, 1)) == contract.STATUS_TOO_LARGE
+    assert pe1_cycles(spec, contract.header_word(0, 1, 1, 1)).total == 2
+    with pytest.raises(ValueError, match="do not fit"):
+        golden.pe1_words(spec, np.zeros((1, 3, 1), int), np.zeros((1, 3, 1), int))
+    with pytest.raises(ValueError, match="b must share"):
+        golden.contract_last(np.zeros((1, 2, 3), int), np.zeros((1, 2, 4), int), lanes=16, acc_bits=32)
+    with pytest.raises(ValueError, match="4-bit range"):
+        golden.pe1_words(spec, np.zeros((1, 1, 1), int), np.full((1, 1, 1), 8))
+
+
+@pytest.mark.parametrize("case", get_pe("tt1").verification_grid(), ids=lambda c: c.id)
+def test_golden_equals_reference_and_reaches_the_mac_target(case):
+    transactions = pe1_stimulus(case.spec, TtStimulusOptions())
+    assert pe1_macs(transactions) >= 10_000
+    for words_in, words_out in transactions:
+        assert pe1_reference(words_in, **case.spec.to_dict()) == words_out.tolist()
+
+
+def test_narrow_accumulators_saturate_in_the_stimulus():
+    spec = Tt1Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5, max_k=9, max_l=7)
+    results = np.concatenate([w[1:] for _, w in pe1_stimulus(spec, TtStimulusOptions())])
+    signed = results.astype(np.int64) - ((results >> 31) << 32).astype(np.int64)
+    assert (signed == 32767).any() and (signed == -32768).any()
+
+
+def test_last_core_mapping_equals_tt_forward():
+    rng = np.random.default_rng(5)
+    cores = [rng.integers(-8, 8, size=(1, 2, 3, 4)).astype(float), rng.integers(-8, 8, size=(4, 5, 6, 1)).astype(float)]
+    x = rng.integers(-128, 128, size=(3, 18)).astype(float)
+    y, saved = tt_forward(x, cores)
+    state = saved[1]  # (B, P, r_1, n_2, 1); its values are integer sums of products of codes
+    a, b = golden.last_core_operands(state, cores[1])
+    z = golden.contract_last(a.astype(np.int64), b.astype(np.int64), lanes=16, acc_bits=32, a_bits=16, b_bits=4)
+    assert np.array_equal(z.reshape(y.shape), y)
+    with pytest.raises(ValueError, match="last core"):
+        golden.last_core_operands(state, cores[0])
+    with pytest.raises(ValueError, match="state must be"):
+        golden.last_core_operands(state[:, :, :2], cores[1])
+    with pytest.raises(ValueError, match="rank and mode >= 1"):
+        golden.last_core_operands(state, np.zeros((0, 5, 6, 1)))
