@@ -11,28 +11,29 @@
 //           buffer WA (one G word for WG, one 24-bit buffer word for UPD, per
 //           entry and tap), data buffers X and DY (bytes; one copy per MAC
 //           group, so each group reads its own position), result buffer R
-//           (one row holds the BATCH accumulators of PARALLEL consecutive
-//           positions of one channel, so one row read feeds every lane of
-//           every group). UPD computes its result while the gradient words
-//           stream in.
-//   compute one cycle per (entry e, tap t, chunk of PARALLEL positions), in
-//           the contract order e, t, positions, as a two-stage pipeline:
-//           stage A takes the entry's x/y from the index buffer as the high
-//           (channel) address bits and the tap/position counters as the low
-//           bits and presents the read addresses; stage B, one cycle later,
-//           multiplies, accumulates and writes back. EB reads the same storage
-//           with x and y exchanged. R forwards a row written in the cycle it
-//           is read (csb_ram BYPASS), so consecutive steps on the same row see
-//           each other's sums. In WG each group keeps one partial; the
-//           partials are added to G (group 0 first) in stage B of the last
-//           chunk of a tap.
+//           (PARALLEL banks of BATCH accumulators, one bank per MAC group;
+//           see R_DEPTH for the layout). UPD computes its result while the
+//           gradient words stream in.
+//   compute one cycle per (entry e, tap t, chunk of PARALLEL output
+//           positions), in the contract order e, t, positions, as a two-stage
+//           pipeline: stage A takes the entry's x/y from the index buffer as
+//           the high (channel) address bits and the tap/position counters as
+//           the low bits and presents the read addresses; stage B, one cycle
+//           later, multiplies, accumulates and writes back. FP gathers X at
+//           the position shifted by the tap; EB reads the same storage with x
+//           and y exchanged and scatters into the position shifted by the
+//           tap, so it spends no step on the input halo. R forwards a word
+//           written in the cycle it is read (csb_ram BYPASS), so consecutive
+//           steps on the same accumulators see each other's sums. In WG each
+//           group keeps one partial; the partials are added to G (group 0
+//           first) in stage B of the last chunk of a tap.
 //   drain   the status word, then (status 0) the result words; stage B of the
 //           last compute step runs in the cycle the status word is loaded.
 //
 // Cycles of one transaction from its first input handshake to its last
 // output handshake, without stalls: n_in + compute + n_out + 1, with compute
-// = nnz*K*K*ceil(POS/PARALLEL) for FP/WG (POS = OUT_H*OUT_W), EB (POS =
-// IN_H*IN_W), 0 for UPD and refused transactions (codesign.pe.csb.cycles).
+// = nnz*K*K*ceil(OUT_H*OUT_W/PARALLEL) for FP, EB and WG, 0 for UPD and
+// refused transactions (codesign.pe.csb.cycles).
 // rst is synchronous and active high; it drops a transaction in flight.
 // Address and counter arithmetic is written at AW bits (or integer width) and
 // relies on Verilog's sizing rules to extend and truncate; Verilator's width
