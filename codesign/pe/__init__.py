@@ -16,6 +16,7 @@ REGISTRY = {
     "fpmac": "codesign.pe.fpmac.pe:FpmacPE",
     "csb": "codesign.pe.csb.pe:CsbPE",
     "tt1": "codesign.pe.tt.pe:Tt1PE",
+    "tt2": "codesign.pe.tt.pe:Tt2PE",
 }
 
 

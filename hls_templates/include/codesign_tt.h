@@ -1,6 +1,7 @@
 // codesign_tt.h -- the TT processing elements (docs/tt_pe.md) as HLS C++, bit for bit.
 //
-// PE1: Z[i,l] = sum_j sum_k A[i,j,k] * B[l,j,k] (paper 003, Eq. (5)). The word
+// PE1: Z[i,l] = sum_j sum_k A[i,j,k] * B[l,j,k] (paper 003, Eq. (5)); PE2:
+// Z[i,l,k] = sum_j A[i,j,k] * B[l,j] (Eq. (6)). The word
 // stream, the chunk packing of operand rows, the status rule and the order of
 // the saturating additions are those of docs/tt_pe.md; the golden model is
 // codesign.pe.tt.golden. The PE parameters are template constants so that
@@ -127,6 +128,62 @@ struct pe1 {
             }
           }
         for (int r = 0; r < ROWS && g * ROWS + r < dim_l; ++r) out.write(to_word<ACC_BITS>(acc[r]));
+      }
+    }
+  }
+};
+
+// PE2: Z[i,l,k] = sum_j A[i,j,k] * B[l,j], every product saturated in, j in order (paper 003, Eq. (6)).
+template <int LANES, int ROWS, int A_BITS, int B_BITS, int ACC_BITS, int MAX_J, int MAX_K, int MAX_L>
+struct pe2 {
+  static const int MAX_KC = ceil_div<MAX_K, LANES>::value;
+  static const int MAX_JC = ceil_div<MAX_J, LANES>::value;
+  static const int MAX_G = ceil_div<MAX_L, ROWS>::value;
+
+  // One transaction: header, status, B rows (l), then per i: A[i] in, Z[i, :, :] out.
+  static void process(hls::stream<word_t> &in, hls::stream<word_t> &out) {
+    static ap_int<B_BITS> b[MAX_G * ROWS][MAX_JC][LANES];
+    static ap_int<A_BITS> a[MAX_J][MAX_KC][LANES];
+    static ap_int<ACC_BITS> z[ROWS][MAX_KC][LANES];  // one row group's results
+#pragma HLS ARRAY_PARTITION variable = b complete dim = 3
+#pragma HLS ARRAY_PARTITION variable = a complete dim = 3
+#pragma HLS ARRAY_PARTITION variable = z complete dim = 3
+    const word_t header = in.read();
+    const int dim_i = header_dim(header, 0), dim_j = header_dim(header, 1);
+    const int dim_k = header_dim(header, 2), dim_l = header_dim(header, 3);
+    if (dim_i == 0 || dim_j == 0 || dim_k == 0 || dim_l == 0) {
+      out.write(word_t(STATUS_BAD_HEADER));
+      return;
+    }
+    if (dim_j > MAX_J || dim_k > MAX_K || dim_l > MAX_L) {
+      out.write(word_t(STATUS_TOO_LARGE));
+      return;
+    }
+    out.write(word_t(STATUS_OK));
+    const int kc_n = (dim_k + LANES - 1) / LANES, jc_n = (dim_j + LANES - 1) / LANES;
+    for (int l = 0; l < dim_l; ++l)
+      for (int c = 0; c < jc_n; ++c) read_chunk<LANES, B_BITS>(in, dim_j - c * LANES, b[l][c]);
+    for (int i = 0; i < dim_i; ++i) {
+      for (int j = 0; j < dim_j; ++j)
+        for (int c = 0; c < kc_n; ++c) read_chunk<LANES, A_BITS>(in, dim_k - c * LANES, a[j][c]);
+      for (int g = 0; g * ROWS < dim_l; ++g) {
+        for (int c = 0; c < kc_n; ++c) {
+          ap_int<ACC_BITS> acc[ROWS][LANES];
+#pragma HLS ARRAY_PARTITION variable = acc complete dim = 0
+          for (int r = 0; r < ROWS; ++r)
+            for (int v = 0; v < LANES; ++v) acc[r][v] = 0;
+          for (int j = 0; j < dim_j; ++j) {
+#pragma HLS PIPELINE II = 1
+            for (int r = 0; r < ROWS; ++r) {
+              const ap_int<64> weight = b[g * ROWS + r][j / LANES][j % LANES];
+              for (int v = 0; v < LANES; ++v) acc[r][v] = sat_add<ACC_BITS>(acc[r][v], ap_int<64>(a[j][c][v]) * weight);
+            }
+          }
+          for (int r = 0; r < ROWS; ++r)
+            for (int v = 0; v < LANES; ++v) z[r][c][v] = acc[r][v];
+        }
+        for (int r = 0; r < ROWS && g * ROWS + r < dim_l; ++r)
+          for (int k = 0; k < dim_k; ++k) out.write(to_word<ACC_BITS>(z[r][k / LANES][k % LANES]));
       }
     }
   }

@@ -88,14 +88,10 @@ module tt1_pe #(
     wire [8:0] kbase = {1'b0, cc} << LG;
     wire [AW_-1:0] a_chunk;
     wire [BW_-1:0] b_chunk;
-    genvar gv;
-    generate
-        for (gv = 0; gv < LANES; gv = gv + 1) begin : g_lane
-            wire live = kbase + gv < dim_k;
-            assign a_chunk[gv*A_BITS +: A_BITS] = live ? full[gv*SLOT_A +: A_BITS] : {A_BITS{1'b0}};
-            assign b_chunk[gv*B_BITS +: B_BITS] = live ? full[gv*SLOT_B +: B_BITS] : {B_BITS{1'b0}};
-        end
-    endgenerate
+    tt_unpack #(.LANES(LANES), .BITS(A_BITS), .SLOT(SLOT_A), .INW(CWM*32)) u_ua (
+        .bits_in(full), .kbase(kbase), .len(dim_k), .lanes(a_chunk));
+    tt_unpack #(.LANES(LANES), .BITS(B_BITS), .SLOT(SLOT_B), .INW(CWM*32)) u_ub (
+        .bits_in(full), .kbase(kbase), .len(dim_k), .lanes(b_chunk));
 
     // ---- buffers -------------------------------------------------------------------------------
     wire [AW_-1:0] qa;

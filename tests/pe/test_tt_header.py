@@ -22,8 +22,9 @@ from codesign.hw.aptypes import ap_types_dir
 from codesign.hw.csim import compile_testbench, parse_summary
 from codesign.hw.vectors import write_transactions
 from codesign.pe.tt import golden
-from codesign.pe.tt.spec import Tt1Spec
-from codesign.pe.tt.stimulus import TtStimulusOptions, pe1_stimulus
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.pe.tt.stimulus import TtStimulusOptions
+from codesign.pe.tt.stimulus import build as build_stimulus
 from codesign.resources import data_dir
 
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None,
@@ -72,7 +73,7 @@ PE1_SPECS = {
 def test_pe1_hand_worked_and_stimulus(build, tmp_path):
     hand = PE1_SPECS["l2r1_hand"]
     a, b = np.array([[[1, -2, 3]]]), np.array([[[2, 1, -1]], [[-8, 7, 0]]])
-    words = [golden.pe1_words(hand, a, b).tolist(), [1 | 1 << 8 | 3 << 16 | 2 << 24, 0x12, 0x0F, 0x78, 0x00, 0xFE01,
+    words = [golden.words(hand, a, b).tolist(), [1 | 1 << 8 | 3 << 16 | 2 << 24, 0x12, 0x0F, 0x78, 0x00, 0xFE01,
                                                      0x03]]
     assert words[0] == words[1]
     expected = [0, (2 - 2 - 3) & 0xFFFFFFFF, (-8 - 14) & 0xFFFFFFFF]
@@ -87,6 +88,20 @@ def test_pe1_hand_worked_and_stimulus(build, tmp_path):
     path = write_transactions(tmp_path / "broken.txn", pe="tt1", transactions=broken, meta=hand.to_dict())
     assert run(build("tt1", "pe1", hand), path) == (3, 1)
     spec = PE1_SPECS["l4r3_a16b16_acc16"]
-    stimulus = pe1_stimulus(spec, TtStimulusOptions())
+    stimulus = build_stimulus(spec, TtStimulusOptions())
     path = write_transactions(tmp_path / "stim.txn", pe="tt1", transactions=stimulus, meta=spec.to_dict())
     assert run(build("tt1", "pe1", spec), path) == (len(stimulus), 0)
+
+
+def test_pe2_hand_worked_and_stimulus(build, tmp_path):
+    hand = Tt2Spec(lanes=2, rows=1, a_bits=8, b_bits=4, acc_bits=16, max_j=2, max_k=3, max_l=2)
+    words = [1 | 2 << 8 | 3 << 16 | 2 << 24, 0xF2, 0x87, 0xFE01, 0x03, 0x0504, 0xFA]  # docs/tt_pe.md by hand
+    z = [2 * 1 - 4, 2 * -2 - 5, 2 * 3 + 6, 7 - 32, -14 - 40, 21 + 48]
+    transactions = [(np.array(words, dtype=np.uint64), np.array([0] + [v & 0xFFFFFFFF for v in z], dtype=np.uint64)),
+                    (np.array([0x01010301], dtype=np.uint64), np.array([2], dtype=np.uint64))]
+    path = write_transactions(tmp_path / "hand.txn", pe="tt2", transactions=transactions, meta=hand.to_dict())
+    assert run(build("tt2", "pe2", hand), path) == (2, 0)
+    spec = Tt2Spec(lanes=8, rows=3, a_bits=16, b_bits=4, acc_bits=20, max_j=11, max_k=17, max_l=7)
+    stimulus = build_stimulus(spec, TtStimulusOptions())
+    path = write_transactions(tmp_path / "stim.txn", pe="tt2", transactions=stimulus, meta=spec.to_dict())
+    assert run(build("tt2", "pe2", spec), path) == (len(stimulus), 0)

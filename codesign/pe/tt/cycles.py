@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from codesign.pe.tt.contract import STATUS_OK, chunk_words, chunks, header_dims
-from codesign.pe.tt.golden import pe1_status
-from codesign.pe.tt.spec import Tt1Spec
+from codesign.pe.tt.golden import status
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 
 
 @dataclass(frozen=True)
@@ -31,10 +31,31 @@ class Cycles:
 
 def pe1_cycles(spec: Tt1Spec, header: int) -> Cycles:
     """Cycles of one PE1 transaction: ``2 + L*J*KC*CWB + I*(J*KC*CWA + G*(J*KC + 1) + L)``."""
-    if pe1_status(spec, header) != STATUS_OK:
+    if status(spec, header) != STATUS_OK:
         return Cycles(2, 0, 0, 0)
     (i, j, k, l), _ = header_dims(header, 4)
     kc = chunks(k, spec.lanes)
     groups = chunks(l, spec.rows)
     load = l * j * kc * chunk_words(spec.lanes, spec.b_bits) + i * j * kc * chunk_words(spec.lanes, spec.a_bits)
     return Cycles(2, load, i * groups * (j * kc + 1), i * l)
+
+
+def pe2_cycles(spec: Tt2Spec, header: int) -> Cycles:
+    """Cycles of one PE2 transaction: ``2 + L*JC*CWB + I*(J*KC*CWA + G*KC*(J + 2) + L*(KC + K))``.
+
+    Per row group and chunk of ``k``: ``J`` MAC-loop cycles, one pipeline
+    cycle, one to store the accumulators; per result row one RAM read per
+    chunk before its words leave.
+    """
+    if status(spec, header) != STATUS_OK:
+        return Cycles(2, 0, 0, 0)
+    (i, j, k, l), _ = header_dims(header, 4)
+    kc, jc = chunks(k, spec.lanes), chunks(j, spec.lanes)
+    groups = chunks(l, spec.rows)
+    load = l * jc * chunk_words(spec.lanes, spec.b_bits) + i * j * kc * chunk_words(spec.lanes, spec.a_bits)
+    return Cycles(2, load, i * groups * kc * (j + 2), i * l * (kc + k))
+
+
+def transaction_cycles(spec: Tt1Spec | Tt2Spec, header: int) -> Cycles:
+    """The cycle model of ``spec``'s PE."""
+    return pe1_cycles(spec, header) if isinstance(spec, Tt1Spec) else pe2_cycles(spec, header)

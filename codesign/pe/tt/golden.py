@@ -7,6 +7,11 @@ sums are then added into the accumulator with saturation, ``j`` outer, ``c``
 inner. Where no partial sum saturates, the result is the plain contraction
 that :func:`codesign.train.tt.ttm.tt_forward` computes, and
 :func:`last_core_operands` maps a TT forward step onto PE1's operands.
+
+PE2 (Eq. (6)) contracts one axis that is not the last,
+``Z[i, l, k] = sum_j A[i, j, k] B[l, j]``; every product is added with
+saturation, ``j`` in order, each ``(i, l, k)`` on its own.
+:func:`inner_core_operands` maps an inner TT forward step onto it.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ from codesign.pe.tt.contract import (
     result_words,
     saturating_scan,
 )
-from codesign.pe.tt.spec import Tt1Spec
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+
+TtSpec = Tt1Spec | Tt2Spec
 
 
 def _codes(name: str, values, bits: int, ndim: int) -> np.ndarray:
@@ -55,9 +62,26 @@ def contract_last(a, b, *, lanes: int, acc_bits: int, a_bits: int = 16, b_bits: 
     return saturating_scan(terms.reshape(i, b.shape[0], j * kc), acc_bits)
 
 
-# ---------------------------------------------------------------------------- PE1 word stream
-def pe1_status(spec: Tt1Spec, header: int) -> int:
-    """Status of a PE1 header: dims (I, J, K, L), each 1..255, J, K, L within the build's buffers."""
+def contract_middle(a, b, *, acc_bits: int, a_bits: int = 16, b_bits: int = 16) -> np.ndarray:
+    """PE2's result ``Z`` (I, L, K) for ``A`` (I, J, K) and ``B`` (L, J): every product saturated in, ``j`` in order."""
+    a = _codes("a", a, a_bits, 3)
+    b = _codes("b", b, b_bits, 2)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"b must have J = {a.shape[1]} columns (the second dimension of a), got shape {b.shape}")
+    return saturating_scan(np.einsum("ijk,lj->ilkj", a, b), acc_bits)
+
+
+def kernel(spec: TtSpec, a, b) -> np.ndarray:
+    """The contraction ``spec``'s PE computes, in contract order."""
+    widths = dict(acc_bits=spec.acc_bits, a_bits=spec.a_bits, b_bits=spec.b_bits)
+    if isinstance(spec, Tt1Spec):
+        return contract_last(a, b, lanes=spec.lanes, **widths)
+    return contract_middle(a, b, **widths)
+
+
+# ---------------------------------------------------------------------------- word streams
+def status(spec: TtSpec, header: int) -> int:
+    """Status of a header: dims (I, J, K, L), each 1..255, J, K, L within the build's buffers."""
     (i, j, k, l), _ = header_dims(header, 4)
     if 0 in (i, j, k, l):
         return STATUS_BAD_HEADER
@@ -66,28 +90,36 @@ def pe1_status(spec: Tt1Spec, header: int) -> int:
     return STATUS_OK
 
 
-def pe1_words(spec: Tt1Spec, a, b, rng: np.random.Generator | None = None) -> np.ndarray:
-    """Input words of one PE1 transaction: header, ``B`` rows (l, j), then ``A`` rows (i, j); see docs/tt_pe.md."""
+def b_shape(spec: TtSpec, j: int, k: int, l: int) -> tuple[int, ...]:
+    """Shape of the cached operand: (L, J, K) for PE1, (L, J) for PE2."""
+    return (l, j, k) if isinstance(spec, Tt1Spec) else (l, j)
+
+
+def words(spec: TtSpec, a, b, rng: np.random.Generator | None = None) -> np.ndarray:
+    """Input words of one transaction: header, ``B`` rows, then ``A`` rows (i, j); see docs/tt_pe.md.
+
+    ``B``'s rows run along its last axis (``k`` for PE1, ``j`` for PE2), ``A``'s along ``k``.
+    """
     a = _codes("a", a, spec.a_bits, 3)
-    b = _codes("b", b, spec.b_bits, 3)
-    if a.shape[1:] != b.shape[1:]:
-        raise ValueError(f"b must share the last two dimensions of a {a.shape[1:]}, got {b.shape[1:]}")
-    header = header_word(a.shape[0], a.shape[1], a.shape[2], b.shape[0])
-    if pe1_status(spec, header) != STATUS_OK:
+    b = _codes("b", b, spec.b_bits, len(b_shape(spec, 1, 1, 1)))
+    i, j, k = a.shape
+    if b.shape[1:] != b_shape(spec, j, k, b.shape[0])[1:]:
+        raise ValueError(f"b must have shape {b_shape(spec, j, k, 0)[1:]} after its first axis, got {b.shape}")
+    header = header_word(i, j, k, b.shape[0])
+    if status(spec, header) != STATUS_OK:
         raise ValueError(f"a {a.shape} and b {b.shape} do not fit {spec}")
     return np.concatenate([np.array([header], dtype=np.uint64), pack_rows(b, spec.lanes, spec.b_bits, rng),
                            pack_rows(a, spec.lanes, spec.a_bits, rng)])
 
 
-def pe1_output(spec: Tt1Spec, a, b) -> np.ndarray:
-    """Output words: status 0, then ``Z[i, l]`` row-major, sign-extended to 32 bits."""
-    z = contract_last(a, b, lanes=spec.lanes, acc_bits=spec.acc_bits, a_bits=spec.a_bits, b_bits=spec.b_bits)
-    return np.concatenate([np.array([STATUS_OK], dtype=np.uint64), result_words(z)])
+def output(spec: TtSpec, a, b) -> np.ndarray:
+    """Output words: status 0, then ``Z`` row-major, sign-extended to 32 bits (``Z[i]`` follows ``A[i]``)."""
+    return np.concatenate([np.array([STATUS_OK], dtype=np.uint64), result_words(kernel(spec, a, b))])
 
 
-def refused(status: int) -> np.ndarray:
+def refused(status_word: int) -> np.ndarray:
     """Output of a refused header: the status word alone."""
-    return np.array([status], dtype=np.uint64)
+    return np.array([status_word], dtype=np.uint64)
 
 
 # ---------------------------------------------------------------------------- TT mapping
@@ -110,4 +142,25 @@ def last_core_operands(state, core) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"state must be (B, P, {core.shape[0]}, {core.shape[2]}, 1), got {state.shape}")
     a = state.reshape(state.shape[0] * state.shape[1], core.shape[0], core.shape[2])
     b = np.ascontiguousarray(core[:, :, :, 0].transpose(1, 0, 2))
+    return a, b
+
+
+def inner_core_operands(state, core) -> tuple[np.ndarray, np.ndarray]:
+    """PE2 operands of forward contraction ``k`` of a TT layer (paper 003, Eqs. (8)-(9)).
+
+    ``state`` (B, P, r_prev, n, R) is what enters the contraction in
+    :func:`codesign.train.tt.ttm.tt_forward`; ``core`` is (r_prev, m, n, r).
+    Returns ``A`` (B*P, r_prev*n, R), a reshape without permutation, and ``B``
+    (m*r, r_prev*n), the core's stored layout for PE2. ``Z`` (B*P, m*r, R)
+    reshaped to (B, P*m, r, R) is the state entering the next contraction.
+    """
+    core = np.asarray(core)
+    if core.ndim != 4 or min(core.shape) < 1:
+        raise ValueError(f"core must be 4-D (r_prev, m, n, r_next) with every rank and mode >= 1, got {core.shape}")
+    state = np.asarray(state)
+    if state.ndim != 5 or state.shape[2:4] != (core.shape[0], core.shape[2]):
+        raise ValueError(f"state must be (B, P, {core.shape[0]}, {core.shape[2]}, R), got {state.shape}")
+    r_prev, m, n, r = core.shape
+    a = state.reshape(state.shape[0] * state.shape[1], r_prev * n, state.shape[4])
+    b = np.ascontiguousarray(core.transpose(1, 3, 0, 2)).reshape(m * r, r_prev * n)
     return a, b

@@ -19,7 +19,7 @@ from codesign.hw.vectors import WORD_BITS
 from codesign.pe.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
 from codesign.pe.tt import reference, stimulus
-from codesign.pe.tt.spec import Tt1Spec
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.pe.tt.stimulus import TtStimulusOptions
 from codesign.resources import data_dir
 
@@ -78,7 +78,7 @@ class Tt1PE(_TtPE):
     cpp_struct = "pe1"
 
     def build_stimulus(self, spec: Tt1Spec, options: TtStimulusOptions) -> list[Transaction]:
-        return stimulus.pe1_stimulus(spec, options)
+        return stimulus.build(spec, options)
 
     def reference_output(self, spec: Tt1Spec, words_in) -> np.ndarray:
         return np.array(reference.pe1_reference(words_in, **spec.to_dict()), dtype=np.uint64)
@@ -98,3 +98,32 @@ class Tt1PE(_TtPE):
 
     def estimate_specs(self) -> list[Tt1Spec]:
         return [Tt1Spec(), Tt1Spec(a_bits=16), Tt1Spec(lanes=8, rows=4)]
+
+
+class Tt2PE(_TtPE):
+    name = "tt2"
+    title = "TT PE2 (contraction along a non-last axis)"
+    spec_class = Tt2Spec
+    cpp_struct = "pe2"
+
+    def build_stimulus(self, spec: Tt2Spec, options: TtStimulusOptions) -> list[Transaction]:
+        return stimulus.build(spec, options)
+
+    def reference_output(self, spec: Tt2Spec, words_in) -> np.ndarray:
+        return np.array(reference.pe2_reference(words_in, **spec.to_dict()), dtype=np.uint64)
+
+    def verification_grid(self) -> list[GridCase]:
+        """Paper widths forward (8 x 4) and backward (16 x 4), the 16 x 8 array and smaller ones, 16-bit sums."""
+        return [
+            GridCase("l16r8_a8b4_acc32", Tt2Spec(max_j=20, max_k=40, max_l=20)),
+            GridCase("l16r8_a16b4_acc32", Tt2Spec(a_bits=16, max_j=12, max_k=33, max_l=17)),
+            GridCase("l4r3_a16b16_acc16", Tt2Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5,
+                                                  max_k=9, max_l=7)),
+            GridCase("l1r1_a3b2_acc16", Tt2Spec(lanes=1, rows=1, a_bits=3, b_bits=2, acc_bits=16, max_j=3, max_k=5,
+                                                max_l=4)),
+            GridCase("l8r8_a8b8_acc20", Tt2Spec(lanes=8, rows=8, a_bits=8, b_bits=8, acc_bits=20, max_j=9,
+                                                max_k=24, max_l=17)),
+        ]
+
+    def estimate_specs(self) -> list[Tt2Spec]:
+        return [Tt2Spec(), Tt2Spec(a_bits=16), Tt2Spec(lanes=8, rows=4)]

@@ -77,3 +77,29 @@ def pe1_reference(words_in, *, lanes: int, rows: int, a_bits: int, b_bits: int, 
     if reader.at != len(reader.words):
         raise ValueError(f"{len(reader.words) - reader.at} input words left over")
     return out
+
+
+def pe2_reference(words_in, *, lanes: int, rows: int, a_bits: int, b_bits: int, acc_bits: int, max_j: int,
+                  max_k: int, max_l: int) -> list[int]:
+    """Expected output words of one PE2 transaction: ``Z[i, l, k] = sum_j A[i, j, k] * B[l, j]``, saturating per product."""
+    del rows
+    reader = _Reader([int(w) for w in words_in])
+    header = reader.word()
+    i_dim, j_dim, k_dim, l_dim = (header >> 0) & 255, (header >> 8) & 255, (header >> 16) & 255, (header >> 24) & 255
+    if i_dim == 0 or j_dim == 0 or k_dim == 0 or l_dim == 0:
+        return [1]
+    if j_dim > max_j or k_dim > max_k or l_dim > max_l:
+        return [2]
+    b = [reader.row(j_dim, lanes, b_bits) for _ in range(l_dim)]
+    out = [0]
+    for _ in range(i_dim):
+        a = [reader.row(k_dim, lanes, a_bits) for _ in range(j_dim)]
+        for l in range(l_dim):
+            for k in range(k_dim):
+                acc = 0
+                for j in range(j_dim):
+                    acc = _clamp(acc + a[j][k] * b[l][j], acc_bits)
+                out.append(acc & 0xFFFF_FFFF)
+    if reader.at != len(reader.words):
+        raise ValueError(f"{len(reader.words) - reader.at} input words left over")
+    return out

@@ -13,13 +13,8 @@ from codesign.pe.tt.contract import MAX_BUFFER_CHUNKS, MAX_DIM, TtSpecBase, chun
 
 
 @dataclass(frozen=True, kw_only=True)
-class Tt1Spec(TtSpecBase):
-    """PE1, ``Z[i, l] = sum_j sum_k A[i, j, k] * B[l, j, k]``: the largest cached ``B`` is ``max_l x max_j x max_k``.
-
-    ``A`` is streamed one ``i`` at a time (any ``I`` up to 255); ``B`` is
-    cached in ``rows`` RAM banks of ``ceil(max_l / rows) * max_j *
-    ceil(max_k / lanes)`` chunks each.
-    """
+class _BufferedSpec(TtSpecBase):
+    """Buffer limits of PE1 and PE2: a transaction may use any ``J <= max_j``, ``K <= max_k``, ``L <= max_l``."""
 
     max_j: int = 16
     max_k: int = 64
@@ -36,14 +31,48 @@ class Tt1Spec(TtSpecBase):
 
     @property
     def max_kc(self) -> int:
-        """Chunks of ``lanes`` values in the longest row."""
+        """Chunks of ``lanes`` values in the longest ``A`` row."""
         return chunks(self.max_k, self.lanes)
+
+    @property
+    def b_chunks(self) -> int:
+        return self.bank_depth * self.rows
+
+    @property
+    def bank_depth(self) -> int:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tt1Spec(_BufferedSpec):
+    """PE1, ``Z[i, l] = sum_j sum_k A[i, j, k] * B[l, j, k]``: the largest cached ``B`` is ``max_l x max_j x max_k``.
+
+    ``A`` is streamed one ``i`` at a time (any ``I`` up to 255); ``B`` is
+    cached in ``rows`` RAM banks of ``ceil(max_l / rows) * max_j *
+    ceil(max_k / lanes)`` chunks each.
+    """
 
     @property
     def bank_depth(self) -> int:
         """Chunks one of the ``rows`` B banks holds."""
         return chunks(self.max_l, self.rows) * self.max_j * self.max_kc
 
+
+@dataclass(frozen=True, kw_only=True)
+class Tt2Spec(_BufferedSpec):
+    """PE2, ``Z[i, l, k] = sum_j A[i, j, k] * B[l, j]``: the largest cached ``B`` is ``max_l x max_j``.
+
+    ``A`` is streamed one ``i`` at a time; ``B`` is cached in ``rows`` RAM
+    banks of ``ceil(max_l / rows) * ceil(max_j / lanes)`` chunks each; the
+    results of one row group wait in ``rows`` banks of ``ceil(max_k / lanes)``
+    words of ``lanes * acc_bits`` bits.
+    """
+
     @property
-    def b_chunks(self) -> int:
-        return self.bank_depth * self.rows
+    def max_jc(self) -> int:
+        """Chunks of ``lanes`` values in the longest ``B`` row."""
+        return chunks(self.max_j, self.lanes)
+
+    @property
+    def bank_depth(self) -> int:
+        return chunks(self.max_l, self.rows) * self.max_jc

@@ -19,7 +19,9 @@ import numpy as np
 
 from codesign.pe.tt import golden
 from codesign.pe.tt.contract import MAX_DIM, STATUS_OK, code_range, header_dims, header_word
-from codesign.pe.tt.spec import Tt1Spec
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+
+TtSpec = Tt1Spec | Tt2Spec
 
 Transaction = tuple[np.ndarray, np.ndarray]
 
@@ -49,19 +51,19 @@ def _draw(rng: np.random.Generator, bits: int, shape, mode: str = "any") -> np.n
     return rng.integers(low, high + 1, size=shape)
 
 
-# ---------------------------------------------------------------------------- PE1
-def _pe1(spec: Tt1Spec, a, b, rng=None) -> Transaction:
-    return golden.pe1_words(spec, a, b, rng), golden.pe1_output(spec, a, b)
+# ---------------------------------------------------------------------------- PE1 and PE2
+def _pair(spec: TtSpec, a, b, rng=None) -> Transaction:
+    return golden.words(spec, a, b, rng), golden.output(spec, a, b)
 
 
-def pe1_directed(spec: Tt1Spec, rng: np.random.Generator) -> list[Transaction]:
+def directed(spec: TtSpec, rng: np.random.Generator) -> list[Transaction]:
     s = spec
     out: list[Transaction] = []
 
     def case(i, j, k, l, a_mode="any", b_mode="any", noisy=False):
         a = _draw(rng, s.a_bits, (i, j, k), a_mode)
-        b = _draw(rng, s.b_bits, (l, j, k), b_mode)
-        out.append(_pe1(s, a, b, rng if noisy else None))
+        b = _draw(rng, s.b_bits, golden.b_shape(s, j, k, l), b_mode)
+        out.append(_pair(s, a, b, rng if noisy else None))
 
     ks = sorted({k for k in (1, s.lanes - 1, s.lanes, s.lanes + 1, 2 * s.lanes + 1, s.max_k) if 1 <= k <= s.max_k})
     ls = sorted({v for v in (1, s.rows - 1, s.rows, s.rows + 1, s.max_l) if 1 <= v <= s.max_l})
@@ -79,10 +81,10 @@ def pe1_directed(spec: Tt1Spec, rng: np.random.Generator) -> list[Transaction]:
     # a positive run, then a negative one: with saturation the order of additions shows in the result
     j = s.max_j
     a = np.full((1, j, s.max_k), code_range(s.a_bits)[0], dtype=np.int64)
-    b = np.full((2, j, s.max_k), code_range(s.b_bits)[0], dtype=np.int64)
-    b[:, j // 2:, :] = code_range(s.b_bits)[1]
+    b = np.full(golden.b_shape(s, j, s.max_k, 2), code_range(s.b_bits)[0], dtype=np.int64)
+    b[:, j // 2:] = code_range(s.b_bits)[1]
     b[1] = b[1, ::-1]
-    out.append(_pe1(s, a, b))
+    out.append(_pair(s, a, b))
     # ignored bits random everywhere
     case(2, min(3, s.max_j), s.max_k, min(s.rows + 1, s.max_l), noisy=True)
     # refused headers: the header is the whole transaction
@@ -90,17 +92,17 @@ def pe1_directed(spec: Tt1Spec, rng: np.random.Generator) -> list[Transaction]:
         dims = [1, 1, 1, 1]
         dims[index] = 0
         word = header_word(*dims)
-        out.append((np.array([word], dtype=np.uint64), golden.refused(golden.pe1_status(s, word))))
+        out.append((np.array([word], dtype=np.uint64), golden.refused(golden.status(s, word))))
     for index, limit in ((1, s.max_j), (2, s.max_k), (3, s.max_l)):
         if limit < MAX_DIM:
             dims = [1, 1, 1, 1]
             dims[index] = limit + 1
             word = header_word(*dims)
-            out.append((np.array([word], dtype=np.uint64), golden.refused(golden.pe1_status(s, word))))
+            out.append((np.array([word], dtype=np.uint64), golden.refused(golden.status(s, word))))
     return out
 
 
-def pe1_random(spec: Tt1Spec, count: int, rng: np.random.Generator) -> list[Transaction]:
+def random(spec: TtSpec, count: int, rng: np.random.Generator) -> list[Transaction]:
     s = spec
     out = []
     for _ in range(count):
@@ -108,13 +110,13 @@ def pe1_random(spec: Tt1Spec, count: int, rng: np.random.Generator) -> list[Tran
         j, k, l = (int(rng.integers(1, limit + 1)) for limit in (s.max_j, s.max_k, s.max_l))
         mode = str(rng.choice(["any", "any", "ends"]))
         a = _draw(rng, s.a_bits, (i, j, k), mode)
-        b = _draw(rng, s.b_bits, (l, j, k), mode)
-        out.append(_pe1(s, a, b, rng if rng.random() < 1 / 3 else None))
+        b = _draw(rng, s.b_bits, golden.b_shape(s, j, k, l), mode)
+        out.append(_pair(s, a, b, rng if rng.random() < 1 / 3 else None))
     return out
 
 
-def pe1_macs(transactions) -> int:
-    """MACs of the accepted transactions (I * J * K * L each; padding lanes not counted)."""
+def count_macs(transactions) -> int:
+    """MACs of the accepted PE1 or PE2 transactions (I * J * K * L each; padding lanes not counted)."""
     total = 0
     for words_in, words_out in transactions:
         if int(words_out[0]) != STATUS_OK:
@@ -124,10 +126,10 @@ def pe1_macs(transactions) -> int:
     return total
 
 
-def pe1_stimulus(spec: Tt1Spec, options: TtStimulusOptions) -> list[Transaction]:
+def build(spec: TtSpec, options: TtStimulusOptions) -> list[Transaction]:
     """The directed set, then random transactions until at least ``options.min_macs`` MACs are checked."""
     rng = np.random.default_rng(options.seed)
-    transactions = pe1_directed(spec, rng)
-    while pe1_macs(transactions) < options.min_macs:
-        transactions += pe1_random(spec, 8, rng)
+    transactions = directed(spec, rng)
+    while count_macs(transactions) < options.min_macs:
+        transactions += random(spec, 8, rng)
     return transactions

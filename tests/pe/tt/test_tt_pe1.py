@@ -10,7 +10,8 @@ from codesign.pe.tt import contract, golden
 from codesign.pe.tt.cycles import pe1_cycles
 from codesign.pe.tt.reference import pe1_reference
 from codesign.pe.tt.spec import Tt1Spec
-from codesign.pe.tt.stimulus import TtStimulusOptions, pe1_macs, pe1_stimulus
+from codesign.pe.tt.stimulus import TtStimulusOptions, count_macs
+from codesign.pe.tt.stimulus import build as build_stimulus
 from codesign.train.tt.ttm import tt_forward
 
 
@@ -54,12 +55,12 @@ def test_pe1_transaction_by_hand():
     spec = Tt1Spec(lanes=2, rows=1, a_bits=8, b_bits=4, acc_bits=16, max_j=2, max_k=3, max_l=2)
     a = np.array([[[1, -2, 3]]])  # I=1, J=1, K=3
     b = np.array([[[2, 1, -1]], [[-8, 7, 0]]])  # L=2
-    words = golden.pe1_words(spec, a, b)
+    words = golden.words(spec, a, b)
     header = 1 | 1 << 8 | 3 << 16 | 2 << 24
     # B rows: [2, 1 | -1, pad], [-8, 7 | 0, pad] as 2 x 4-bit slots per chunk; A as 2 x 8-bit slots
     assert words.tolist() == [header, 0x12, 0x0F, 0x78, 0x00, 0xFE01, 0x03]
     z0, z1 = 1 * 2 - 2 * 1 + 3 * -1, 1 * -8 + -2 * 7
-    assert golden.pe1_output(spec, a, b).tolist() == [0, z0 & 0xFFFFFFFF, z1 & 0xFFFFFFFF]
+    assert golden.output(spec, a, b).tolist() == [0, z0 & 0xFFFFFFFF, z1 & 0xFFFFFFFF]
     assert pe1_reference(words, **spec.to_dict()) == [0, z0 & 0xFFFFFFFF, z1 & 0xFFFFFFFF]
     cycles = pe1_cycles(spec, header)  # 2 + B 4 words + A 2 words + 2 groups of (2 chunks + 1) + 2 results
     assert (cycles.header, cycles.load, cycles.compute, cycles.drain, cycles.total) == (2, 6, 6, 2, 16)
@@ -67,28 +68,28 @@ def test_pe1_transaction_by_hand():
 
 def test_pe1_refusals():
     spec = Tt1Spec(max_j=2, max_k=3, max_l=2)
-    assert golden.pe1_status(spec, contract.header_word(1, 0, 1, 1)) == contract.STATUS_BAD_HEADER
-    assert golden.pe1_status(spec, contract.header_word(1, 3, 1, 1)) == contract.STATUS_TOO_LARGE
+    assert golden.status(spec, contract.header_word(1, 0, 1, 1)) == contract.STATUS_BAD_HEADER
+    assert golden.status(spec, contract.header_word(1, 3, 1, 1)) == contract.STATUS_TOO_LARGE
     assert pe1_cycles(spec, contract.header_word(0, 1, 1, 1)).total == 2
     with pytest.raises(ValueError, match="do not fit"):
-        golden.pe1_words(spec, np.zeros((1, 3, 1), int), np.zeros((1, 3, 1), int))
+        golden.words(spec, np.zeros((1, 3, 1), int), np.zeros((1, 3, 1), int))
     with pytest.raises(ValueError, match="b must share"):
         golden.contract_last(np.zeros((1, 2, 3), int), np.zeros((1, 2, 4), int), lanes=16, acc_bits=32)
     with pytest.raises(ValueError, match="4-bit range"):
-        golden.pe1_words(spec, np.zeros((1, 1, 1), int), np.full((1, 1, 1), 8))
+        golden.words(spec, np.zeros((1, 1, 1), int), np.full((1, 1, 1), 8))
 
 
 @pytest.mark.parametrize("case", get_pe("tt1").verification_grid(), ids=lambda c: c.id)
 def test_golden_equals_reference_and_reaches_the_mac_target(case):
-    transactions = pe1_stimulus(case.spec, TtStimulusOptions())
-    assert pe1_macs(transactions) >= 10_000
+    transactions = build_stimulus(case.spec, TtStimulusOptions())
+    assert count_macs(transactions) >= 10_000
     for words_in, words_out in transactions:
         assert pe1_reference(words_in, **case.spec.to_dict()) == words_out.tolist()
 
 
 def test_narrow_accumulators_saturate_in_the_stimulus():
     spec = Tt1Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5, max_k=9, max_l=7)
-    results = np.concatenate([w[1:] for _, w in pe1_stimulus(spec, TtStimulusOptions())])
+    results = np.concatenate([w[1:] for _, w in build_stimulus(spec, TtStimulusOptions())])
     signed = results.astype(np.int64) - ((results >> 31) << 32).astype(np.int64)
     assert (signed == 32767).any() and (signed == -32768).any()
 

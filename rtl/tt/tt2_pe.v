@@ -1,0 +1,269 @@
+// tt2_pe: TT processing element 2 (docs/tt_pe.md): Z[i,l,k] = sum_j A[i,j,k] * B[l,j].
+//
+// A 32-bit valid/ready word stream in and out. One transaction: the header
+// (I, J, K, L), the cached operand B (L rows of J values, chunked), then for
+// every i one block A[i] (J rows of K values); after each A[i] the PE sends
+// Z[i, l, k] for l, then k. B is held in ROWS block-RAM banks (row l in bank
+// l % ROWS), A[i] in one RAM. A cycle of the MAC loop does LANES x ROWS MACs:
+// one chunk of A[i, j, :] (LANES values of k) times B[l, j] for ROWS rows l,
+// every A value shared by ROWS multipliers (paper 003, Sec. 4). Every product
+// is added into its accumulator with saturation to ACC_BITS, j in order. The
+// accumulators of one (row group, chunk) go to ROWS result RAMs, which are
+// read out row by row once the group is complete.
+//
+// Cycles (no input gaps, no backpressure), from the header to the last
+// result: 2 + L*JC*CWB + I * (J*KC*CWA + G*KC*(J + 2) + L*(KC + K)),
+// KC = ceil(K/LANES), JC = ceil(J/LANES), G = ceil(L/ROWS); 2 for a refused
+// header (codesign.pe.tt.cycles).
+module tt2_pe #(
+    parameter LANES    = 16,  // MACs along k (power of two)
+    parameter ROWS     = 8,   // MACs along l
+    parameter A_BITS   = 8,   // streamed operand width (bits)
+    parameter B_BITS   = 4,   // cached operand width (bits)
+    parameter ACC_BITS = 32,  // accumulator and result width (bits)
+    parameter MAX_J    = 16,
+    parameter MAX_K    = 64,
+    parameter MAX_L    = 32
+) (
+    input  wire        clk,
+    input  wire        rst,
+    input  wire [31:0] in_data,
+    input  wire        in_valid,
+    output wire        in_ready,
+    output wire [31:0] out_data,
+    output wire        out_valid,
+    input  wire        out_ready
+);
+    localparam SLOT_A = A_BITS <= 4 ? 4 : (A_BITS <= 8 ? 8 : 16);
+    localparam SLOT_B = B_BITS <= 4 ? 4 : (B_BITS <= 8 ? 8 : 16);
+    localparam CWA = (LANES * SLOT_A + 31) / 32;
+    localparam CWB = (LANES * SLOT_B + 31) / 32;
+    localparam CWM = CWA > CWB ? CWA : CWB;
+    localparam LG = $clog2(LANES);
+    localparam MAX_KC = (MAX_K + LANES - 1) / LANES;
+    localparam MAX_JC = (MAX_J + LANES - 1) / LANES;
+    localparam A_DEPTH = MAX_J * MAX_KC;
+    localparam B_DEPTH = ((MAX_L + ROWS - 1) / ROWS) * MAX_JC;
+    localparam AAW = A_DEPTH > 1 ? $clog2(A_DEPTH) : 1;
+    localparam BAW = B_DEPTH > 1 ? $clog2(B_DEPTH) : 1;
+    localparam ZAW = MAX_KC > 1 ? $clog2(MAX_KC) : 1;
+    localparam AW_ = LANES * A_BITS;
+    localparam BW_ = LANES * B_BITS;
+    localparam ZW_ = LANES * ACC_BITS;
+    localparam PW = A_BITS + B_BITS;  // exact product
+    localparam WW = (ACC_BITS > PW ? ACC_BITS : PW) + 1;  // exact accumulator + product
+    localparam signed [WW-1:0] AMAX = {{(WW-ACC_BITS+1){1'b0}}, {(ACC_BITS-1){1'b1}}};
+    localparam signed [WW-1:0] AMIN = {{(WW-ACC_BITS+1){1'b1}}, {(ACC_BITS-1){1'b0}}};
+    localparam RW = ROWS > 1 ? $clog2(ROWS) : 1;
+    localparam VW = LANES > 1 ? LG : 1;
+
+    localparam S_HDR = 4'd0, S_STATUS = 4'd1, S_LOADB = 4'd2, S_LOADA = 4'd3, S_COMP = 4'd4, S_FLUSH = 4'd5,
+               S_SAVE = 4'd6, S_RD = 4'd7, S_OUT = 4'd8;
+
+    reg [3:0] state;
+    reg [7:0] dim_i, dim_j, dim_k, dim_l;
+    reg [7:0] kc_n, jc_n;
+    reg [1:0] status;
+
+    // ---- input chunk assembly ----------------------------------------------------------------
+    reg [CWM*32-1:0] cbuf;
+    reg [3:0] wcnt;
+    wire loading = state == S_LOADB || state == S_LOADA;
+    assign in_ready = state == S_HDR || loading;
+    wire take = in_valid && in_ready;
+    wire [3:0] cw_now = state == S_LOADB ? CWB : CWA;
+    wire chunk_done = take && loading && wcnt == cw_now - 1;
+    wire [CWM*32-1:0] full;
+    genvar gw;
+    generate
+        for (gw = 0; gw < CWM; gw = gw + 1) begin : g_full
+            assign full[gw*32 +: 32] = (wcnt == gw) ? in_data : cbuf[gw*32 +: 32];
+        end
+    endgenerate
+
+    // ---- counters ------------------------------------------------------------------------------
+    reg [7:0] cc, jj, ll, ii;     // chunk, j, l (load), i
+    reg [RW-1:0] bank;
+    reg [BAW-1:0] bwptr, bbase;   // B write address, first address of the current bank row group
+    reg [BAW-1:0] gbase;          // first B address of the row group being computed
+    reg [AAW-1:0] aptr;           // A write address while loading, read address (j*KC + c) while computing
+    reg [7:0] lbase;              // first l of the row group
+    reg [RW-1:0] orow;            // result row being sent
+    reg [7:0] ochunk, ov;         // its chunk and lane
+    wire [7:0] row_len = state == S_LOADB ? dim_j : dim_k;
+    wire [7:0] row_chunks = state == S_LOADB ? jc_n : kc_n;
+    wire [8:0] kbase = {1'b0, cc} << LG;
+
+    wire [AW_-1:0] a_chunk;
+    wire [BW_-1:0] b_chunk;
+    tt_unpack #(.LANES(LANES), .BITS(A_BITS), .SLOT(SLOT_A), .INW(CWM*32)) u_ua (
+        .bits_in(full), .kbase(kbase), .len(row_len), .lanes(a_chunk));
+    tt_unpack #(.LANES(LANES), .BITS(B_BITS), .SLOT(SLOT_B), .INW(CWM*32)) u_ub (
+        .bits_in(full), .kbase(kbase), .len(row_len), .lanes(b_chunk));
+
+    // ---- buffers and MAC array ---------------------------------------------------------------------
+    wire [AW_-1:0] qa;
+    tt_ram #(.WIDTH(AW_), .DEPTH(A_DEPTH), .AW(AAW)) u_a (
+        .clk(clk), .we(chunk_done && state == S_LOADA), .waddr(aptr), .wdata(a_chunk), .raddr(aptr), .rdata(qa));
+    wire [BAW-1:0] b_raddr = gbase + (jj >> LG);
+    reg [VW-1:0] jsel;  // lane of B[l, j] in the chunk read last cycle
+    reg v1, clr;
+    wire [ROWS*ACC_BITS-1:0] zlane;  // lane ov of every row's result word
+    genvar gr;
+    generate
+        for (gr = 0; gr < ROWS; gr = gr + 1) begin : g_row
+            wire [BW_-1:0] qb;
+            tt_ram #(.WIDTH(BW_), .DEPTH(B_DEPTH), .AW(BAW)) u_b (
+                .clk(clk), .we(chunk_done && state == S_LOADB && bank == gr), .waddr(bwptr), .wdata(b_chunk),
+                .raddr(b_raddr), .rdata(qb));
+            wire signed [B_BITS-1:0] weight = qb[jsel*B_BITS +: B_BITS];
+            // the LANES saturating accumulators of this row, one flat vector (lane v at bits v*ACC_BITS)
+            reg [ZW_-1:0] acc;
+            reg signed [WW-1:0] wide;
+            integer v;
+            always @(posedge clk) begin
+                if (clr) acc <= 0;
+                else if (v1) begin
+                    for (v = 0; v < LANES; v = v + 1) begin
+                        wide = $signed(acc[v*ACC_BITS +: ACC_BITS]) + $signed(qa[v*A_BITS +: A_BITS]) * weight;
+                        acc[v*ACC_BITS +: ACC_BITS] <= wide > AMAX ? AMAX[ACC_BITS-1:0]
+                            : (wide < AMIN ? AMIN[ACC_BITS-1:0] : wide[ACC_BITS-1:0]);
+                    end
+                end
+            end
+            wire [ZW_-1:0] zq;
+            tt_ram #(.WIDTH(ZW_), .DEPTH(MAX_KC), .AW(ZAW)) u_z (
+                .clk(clk), .we(state == S_SAVE), .waddr(cc[ZAW-1:0]), .wdata(acc),
+                .raddr(ochunk[ZAW-1:0]), .rdata(zq));
+            assign zlane[gr*ACC_BITS +: ACC_BITS] = zq[ov*ACC_BITS +: ACC_BITS];
+        end
+    endgenerate
+
+    // ---- output ----------------------------------------------------------------------------------
+    wire signed [ACC_BITS-1:0] z_sel = zlane[orow*ACC_BITS +: ACC_BITS];
+    wire signed [31:0] z_ext = z_sel;
+    assign out_valid = state == S_STATUS || state == S_OUT;
+    assign out_data = state == S_STATUS ? {30'd0, status} : z_ext;
+    wire give = out_valid && out_ready;
+    wire chunk_last = ov == LANES - 1 || ({1'b0, ochunk} << LG) + ov == dim_k - 1;
+    wire row_last = ochunk == kc_n - 1;
+    wire group_last = orow == ROWS - 1 || lbase + orow == dim_l - 1;
+
+    // ---- control ---------------------------------------------------------------------------------
+    always @(posedge clk) begin
+        if (rst) begin
+            state <= S_HDR;
+            wcnt <= 0;
+            v1 <= 0;
+            clr <= 0;
+        end else begin
+            v1 <= state == S_COMP;
+            jsel <= LANES > 1 ? jj[VW-1:0] : {VW{1'b0}};
+            clr <= 0;
+            if (take && loading) begin
+                cbuf[wcnt*32 +: 32] <= in_data;
+                wcnt <= chunk_done ? 4'd0 : wcnt + 4'd1;
+            end
+            case (state)
+                S_HDR: if (take) begin
+                    dim_i <= in_data[7:0];
+                    dim_j <= in_data[15:8];
+                    dim_k <= in_data[23:16];
+                    dim_l <= in_data[31:24];
+                    kc_n <= (in_data[23:16] + LANES - 1) >> LG;
+                    jc_n <= (in_data[15:8] + LANES - 1) >> LG;
+                    if (in_data[7:0] == 0 || in_data[15:8] == 0 || in_data[23:16] == 0 || in_data[31:24] == 0)
+                        status <= 2'd1;
+                    else if (in_data[15:8] > MAX_J || in_data[23:16] > MAX_K || in_data[31:24] > MAX_L)
+                        status <= 2'd2;
+                    else
+                        status <= 2'd0;
+                    state <= S_STATUS;
+                end
+                S_STATUS: if (give) begin
+                    state <= status == 0 ? S_LOADB : S_HDR;
+                    cc <= 0; jj <= 0; ll <= 0; bank <= 0; bwptr <= 0; bbase <= 0; wcnt <= 0;
+                end
+                S_LOADB: if (chunk_done) begin  // rows l of J values
+                    cc <= cc == row_chunks - 1 ? 8'd0 : cc + 8'd1;
+                    if (cc == row_chunks - 1) begin
+                        ll <= ll + 8'd1;
+                        if (bank == ROWS - 1) begin
+                            bank <= 0;
+                            bwptr <= bwptr + 1'b1;
+                            bbase <= bwptr + 1'b1;
+                        end else begin
+                            bank <= bank + 1'b1;
+                            bwptr <= bbase;
+                        end
+                        if (ll == dim_l - 1) begin
+                            state <= S_LOADA;
+                            ii <= 0;
+                            aptr <= 0;
+                            jj <= 0;
+                        end
+                    end else
+                        bwptr <= bwptr + 1'b1;
+                end
+                S_LOADA: if (chunk_done) begin  // rows j of K values
+                    cc <= cc == row_chunks - 1 ? 8'd0 : cc + 8'd1;
+                    if (cc == row_chunks - 1) jj <= jj == dim_j - 1 ? 8'd0 : jj + 8'd1;
+                    if (cc == row_chunks - 1 && jj == dim_j - 1) begin
+                        state <= S_COMP;
+                        clr <= 1;
+                        aptr <= 0;
+                        gbase <= 0;
+                        lbase <= 0;
+                    end else
+                        aptr <= aptr + 1'b1;
+                end
+                S_COMP: begin  // j = jj of chunk cc: A at j*KC + c, B at gbase + j/LANES
+                    jj <= jj == dim_j - 1 ? 8'd0 : jj + 8'd1;
+                    aptr <= jj == dim_j - 1 ? aptr : aptr + kc_n;
+                    if (jj == dim_j - 1) state <= S_FLUSH;
+                end
+                S_FLUSH: state <= S_SAVE;
+                S_SAVE: begin
+                    if (cc == kc_n - 1) begin
+                        state <= S_RD;
+                        orow <= 0;
+                        ochunk <= 0;
+                        ov <= 0;
+                    end else begin
+                        cc <= cc + 8'd1;
+                        aptr <= cc + 8'd1;
+                        state <= S_COMP;
+                        clr <= 1;
+                    end
+                end
+                S_RD: state <= S_OUT;
+                S_OUT: if (give) begin
+                    ov <= chunk_last ? 8'd0 : ov + 8'd1;
+                    if (chunk_last) begin
+                        ochunk <= row_last ? 8'd0 : ochunk + 8'd1;
+                        state <= S_RD;
+                        if (row_last) begin
+                            orow <= orow + 1'b1;
+                            if (group_last) begin
+                                cc <= 0;
+                                aptr <= 0;
+                                if (lbase + ROWS < dim_l) begin
+                                    lbase <= lbase + ROWS;
+                                    gbase <= gbase + jc_n;
+                                    state <= S_COMP;
+                                    clr <= 1;
+                                end else if (ii == dim_i - 1) begin
+                                    state <= S_HDR;
+                                end else begin
+                                    ii <= ii + 8'd1;
+                                    state <= S_LOADA;
+                                end
+                            end
+                        end
+                    end
+                end
+                default: state <= S_HDR;
+            endcase
+        end
+    end
+endmodule

@@ -1,0 +1,82 @@
+"""PE2 of the TT room: hand-worked words, per-product saturation order, the TT mapping, golden against reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.pe import get_pe
+from codesign.pe.tt import contract, golden
+from codesign.pe.tt.cycles import pe2_cycles, transaction_cycles
+from codesign.pe.tt.reference import pe2_reference
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.pe.tt.stimulus import TtStimulusOptions, count_macs
+from codesign.pe.tt.stimulus import build as build_stimulus
+from codesign.train.tt.ttm import tt_forward
+
+
+def test_spec_fields_are_checked_by_name_and_pes_do_not_share_specs():
+    with pytest.raises(ValueError, match="rows"):
+        Tt2Spec(rows=9)
+    with pytest.raises(ValueError, match="max_k"):
+        Tt2Spec(max_k=256)
+    assert Tt2Spec().bank_depth == 4 * 1 and Tt2Spec().max_jc == 1
+    with pytest.raises(TypeError, match="needs a Tt2Spec"):
+        get_pe("tt2").check_spec(Tt1Spec())
+
+
+def test_pe2_transaction_by_hand():
+    spec = Tt2Spec(lanes=2, rows=1, a_bits=8, b_bits=4, acc_bits=16, max_j=2, max_k=3, max_l=2)
+    a = np.array([[[1, -2, 3], [4, 5, -6]]])  # I=1, J=2, K=3
+    b = np.array([[2, -1], [7, -8]])  # L=2, J=2
+    words = golden.words(spec, a, b)
+    header = 1 | 2 << 8 | 3 << 16 | 2 << 24
+    # B rows of J=2 values: one chunk of two 4-bit slots each; A rows of K=3: two chunks of two 8-bit slots
+    assert words.tolist() == [header, 0xF2, 0x87, 0xFE01, 0x03, 0x0504, 0xFA]
+    z = [[2 * 1 - 4, 2 * -2 - 5, 2 * 3 + 6], [7 - 32, -14 - 40, 21 + 48]]
+    expected = [0] + [v & 0xFFFFFFFF for row in z for v in row]
+    assert golden.output(spec, a, b).tolist() == expected
+    assert pe2_reference(words, **spec.to_dict()) == expected
+    cycles = pe2_cycles(spec, header)  # 2 + B 2 + A 4 + 2 groups x 2 chunks x (2 + 2) + 2 rows x (2 + 3)
+    assert (cycles.load, cycles.compute, cycles.drain, cycles.total) == (6, 16, 10, 34)
+    assert transaction_cycles(spec, header) == cycles
+
+
+def test_pe2_saturates_every_product_in_order():
+    # 100*127 = 12700 twice reaches 25400, a third saturates at 32767, then -12700 pulls back to 20067
+    a = np.full((1, 4, 1), 100)
+    b = np.array([[127, 127, 127, -127]])
+    assert golden.contract_middle(a, b, acc_bits=16).tolist() == [[[32767 - 12700]]]
+    assert golden.contract_middle(a, b[:, ::-1], acc_bits=16).tolist() == [[[3 * 12700 - 12700]]]
+    with pytest.raises(ValueError, match="J = 4 columns"):
+        golden.contract_middle(a, b[:, :3], acc_bits=16)
+
+
+@pytest.mark.parametrize("case", get_pe("tt2").verification_grid(), ids=lambda c: c.id)
+def test_golden_equals_reference_and_reaches_the_mac_target(case):
+    transactions = build_stimulus(case.spec, TtStimulusOptions())
+    assert count_macs(transactions) >= 10_000
+    for words_in, words_out in transactions:
+        assert pe2_reference(words_in, **case.spec.to_dict()) == words_out.tolist()
+
+
+def test_refused_headers():
+    spec = Tt2Spec(max_j=2, max_k=3, max_l=2)
+    assert golden.status(spec, contract.header_word(1, 2, 3, 0)) == contract.STATUS_BAD_HEADER
+    assert golden.status(spec, contract.header_word(1, 2, 4, 2)) == contract.STATUS_TOO_LARGE
+    with pytest.raises(ValueError, match="after its first axis"):
+        golden.words(spec, np.zeros((1, 2, 3), int), np.zeros((2, 3), int))
+
+
+def test_inner_core_mapping_equals_tt_forward():
+    rng = np.random.default_rng(9)
+    cores = [rng.integers(-8, 8, size=(1, 2, 3, 4)).astype(float), rng.integers(-8, 8, size=(4, 5, 6, 3)).astype(float),
+             rng.integers(-8, 8, size=(3, 2, 2, 1)).astype(float)]
+    x = rng.integers(-128, 128, size=(2, 36)).astype(float)
+    _, saved = tt_forward(x, cores)
+    for k in (0, 1):
+        a, b = golden.inner_core_operands(saved[k], cores[k])
+        z = golden.contract_middle(a.astype(np.int64), b.astype(np.int64), acc_bits=32, a_bits=16, b_bits=4)
+        assert np.array_equal(z.reshape(-1), saved[k + 1].reshape(-1)), k
+    with pytest.raises(ValueError, match="state must be"):
+        golden.inner_core_operands(saved[1], cores[0])
