@@ -17,6 +17,7 @@ REGISTRY = {
     "csb": "codesign.pe.csb.pe:CsbPE",
     "tt1": "codesign.pe.tt.pe:Tt1PE",
     "tt2": "codesign.pe.tt.pe:Tt2PE",
+    "tt3": "codesign.pe.tt.pe:Tt3PE",
 }
 
 

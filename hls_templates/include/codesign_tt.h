@@ -1,7 +1,7 @@
 // codesign_tt.h -- the TT processing elements (docs/tt_pe.md) as HLS C++, bit for bit.
 //
 // PE1: Z[i,l] = sum_j sum_k A[i,j,k] * B[l,j,k] (paper 003, Eq. (5)); PE2:
-// Z[i,l,k] = sum_j A[i,j,k] * B[l,j] (Eq. (6)). The word
+// Z[i,l,k] = sum_j A[i,j,k] * B[l,j] (Eq. (6)); PE3: Z[i,j] = A[i] * B[j]. The word
 // stream, the chunk packing of operand rows, the status rule and the order of
 // the saturating additions are those of docs/tt_pe.md; the golden model is
 // codesign.pe.tt.golden. The PE parameters are template constants so that
@@ -185,6 +185,45 @@ struct pe2 {
         for (int r = 0; r < ROWS && g * ROWS + r < dim_l; ++r)
           for (int k = 0; k < dim_k; ++k) out.write(to_word<ACC_BITS>(z[r][k / LANES][k % LANES]));
       }
+    }
+  }
+};
+
+// PE3: Z[i,j] = A[i] * B[j], the outer product of the dense weight gradient (paper 003, App. A.2).
+// B is cached, A streams through one chunk at a time; LANES products of one chunk of B at once.
+template <int LANES, int A_BITS, int B_BITS, int MAX_J>
+struct pe3 {
+  static const int MAX_JC = ceil_div<MAX_J, LANES>::value;
+
+  static void process(hls::stream<word_t> &in, hls::stream<word_t> &out) {
+    static ap_int<B_BITS> b[MAX_JC][LANES];
+#pragma HLS ARRAY_PARTITION variable = b complete dim = 2
+    const word_t header = in.read();
+    const int dim_i = header_dim(header, 0), dim_j = header_dim(header, 1);
+    if (header.range(31, 16) != 0 || dim_i == 0 || dim_j == 0) {
+      out.write(word_t(STATUS_BAD_HEADER));
+      return;
+    }
+    if (dim_j > MAX_J) {
+      out.write(word_t(STATUS_TOO_LARGE));
+      return;
+    }
+    out.write(word_t(STATUS_OK));
+    const int jc_n = (dim_j + LANES - 1) / LANES, ic_n = (dim_i + LANES - 1) / LANES;
+    for (int c = 0; c < jc_n; ++c) read_chunk<LANES, B_BITS>(in, dim_j - c * LANES, b[c]);
+    for (int c = 0; c < ic_n; ++c) {
+      ap_int<A_BITS> a[LANES];
+      read_chunk<LANES, A_BITS>(in, dim_i - c * LANES, a);
+      for (int v = 0; v < LANES && c * LANES + v < dim_i; ++v)
+        for (int jc = 0; jc < jc_n; ++jc) {
+          ap_int<A_BITS + B_BITS> product[LANES];  // exact: at most 2^30 in magnitude
+#pragma HLS ARRAY_PARTITION variable = product complete
+          for (int u = 0; u < LANES; ++u) product[u] = ap_int<A_BITS + B_BITS>(a[v]) * b[jc][u];
+          for (int u = 0; u < LANES && jc * LANES + u < dim_j; ++u) {
+#pragma HLS PIPELINE II = 1
+            out.write(to_word<A_BITS + B_BITS>(product[u]));
+          }
+        }
     }
   }
 };

@@ -22,7 +22,7 @@ from codesign.hw.aptypes import ap_types_dir
 from codesign.hw.csim import compile_testbench, parse_summary
 from codesign.hw.vectors import write_transactions
 from codesign.pe.tt import golden
-from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 from codesign.pe.tt.stimulus import TtStimulusOptions
 from codesign.pe.tt.stimulus import build as build_stimulus
 from codesign.resources import data_dir
@@ -36,7 +36,7 @@ PE1_ORDER = ("lanes", "rows", "a_bits", "b_bits", "acc_bits", "max_j", "max_k", 
 
 @pytest.fixture(scope="module")
 def build(tmp_path_factory):
-    """A function (pe name, spec) -> executable, compiled once per configuration."""
+    """A function (pe name, C++ template, spec, parameter order) -> executable, compiled once per configuration."""
     try:
         ap_types_dir()
     except FileNotFoundError:
@@ -44,9 +44,9 @@ def build(tmp_path_factory):
     build_dir = tmp_path_factory.mktemp("tt_header_build")
     checker_hash = hashlib.sha256(CHECKER.read_bytes()).hexdigest()
 
-    def executable(name: str, struct: str, spec) -> Path:
-        arguments = ", ".join(str(getattr(spec, field)) for field in PE1_ORDER)
-        label = f"tt_header_check_{name}_" + "_".join(str(getattr(spec, field)) for field in PE1_ORDER)
+    def executable(name: str, struct: str, spec, order: tuple[str, ...] = PE1_ORDER) -> Path:
+        arguments = ", ".join(str(getattr(spec, field)) for field in order)
+        label = f"tt_header_check_{name}_" + "_".join(str(getattr(spec, field)) for field in order)
         unit = build_dir / f"{label}.cpp"
         unit.write_text(f"// checker sha256 {checker_hash}\n#define TT_PE_NAME \"{name}\"\n"
                         f"#define TT_PE_TYPE codesign::tt::{struct}<{arguments}>\n#include \"{CHECKER.name}\"\n")
@@ -105,3 +105,22 @@ def test_pe2_hand_worked_and_stimulus(build, tmp_path):
     stimulus = build_stimulus(spec, TtStimulusOptions())
     path = write_transactions(tmp_path / "stim.txn", pe="tt2", transactions=stimulus, meta=spec.to_dict())
     assert run(build("tt2", "pe2", spec), path) == (len(stimulus), 0)
+
+
+def test_pe3_hand_worked_and_stimulus(build, tmp_path):
+    def pe3_build(spec):
+        order = ("lanes", "a_bits", "b_bits", "max_j")
+        return build("tt3", "pe3", spec, order)
+
+    hand = Tt3Spec(lanes=2, a_bits=8, b_bits=16, max_j=3)
+    words = [3 | 3 << 8, 0x00078000, 0x0064, 0xFF03, 0x02]  # docs/tt_pe.md by hand
+    z = [(x * y) & 0xFFFFFFFF for x in (3, -1, 2) for y in (-32768, 7, 100)]
+    transactions = [(np.array(words, dtype=np.uint64), np.array([0] + z, dtype=np.uint64)),
+                    (np.array([0x00010101], dtype=np.uint64), np.array([1], dtype=np.uint64)),
+                    (np.array([0x00000401], dtype=np.uint64), np.array([2], dtype=np.uint64))]
+    path = write_transactions(tmp_path / "hand.txn", pe="tt3", transactions=transactions, meta=hand.to_dict())
+    assert run(pe3_build(hand), path) == (3, 0)
+    spec = Tt3Spec(lanes=4, a_bits=16, b_bits=16, max_j=21)
+    stimulus = build_stimulus(spec, TtStimulusOptions())
+    path = write_transactions(tmp_path / "stim.txn", pe="tt3", transactions=stimulus, meta=spec.to_dict())
+    assert run(pe3_build(spec), path) == (len(stimulus), 0)

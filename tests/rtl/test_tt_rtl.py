@@ -1,4 +1,4 @@
-"""rtl/tt (tt1_pe, tt2_pe) under cocotb: every output word equals the golden model under input gaps and output backpressure, and
+"""rtl/tt (tt1_pe, tt2_pe, tt3_pe) under cocotb: every output word equals the golden model under input gaps and output backpressure, and
 the stall-free cycle counts equal the cycle model (codesign.pe.tt.cycles) transaction by transaction."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from codesign.hw.flow import run_rtl
 from codesign.pe import get_pe
 from codesign.pe.tt.cycles import transaction_cycles
-from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 from codesign.pe.tt.stimulus import TtStimulusOptions
 
 pytest.importorskip("cocotb_tools.runner", reason="the RTL tests need cocotb 2.x (pip install codesign[verify])")
@@ -56,6 +56,15 @@ def test_pe2_rtl_matches_golden_and_cycle_model(tmp_path, name):
     _check("tt2", PE2_QUICK[name], tmp_path)
 
 
+PE3_QUICK = {"l4_a16b16": Tt3Spec(lanes=4, a_bits=16, b_bits=16, max_j=21)}
+
+
+@needs_icarus
+@pytest.mark.parametrize("name", list(PE3_QUICK))
+def test_pe3_rtl_matches_golden_and_cycle_model(tmp_path, name):
+    _check("tt3", PE3_QUICK[name], tmp_path)
+
+
 @needs_icarus
 def test_pe1_broken_expected_word_is_caught(tmp_path):
     pe = get_pe("tt1")
@@ -69,7 +78,7 @@ def test_pe1_broken_expected_word_is_caught(tmp_path):
 
 @pytest.mark.long
 @needs_icarus
-@pytest.mark.parametrize("name", ["tt1", "tt2"])
+@pytest.mark.parametrize("name", ["tt1", "tt2", "tt3"])
 @pytest.mark.parametrize("index", range(5))
 def test_grid_long(tmp_path, name, index):
     case = get_pe(name).verification_grid()[index]

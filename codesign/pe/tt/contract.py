@@ -140,35 +140,47 @@ def header_dims(word: int, count: int) -> tuple[tuple[int, ...], bool]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class TtSpecBase:
-    """What every TT PE has: MAC lanes along the last dimension and rows along the first, widths (bits).
+class TtOperandSpec:
+    """What every TT PE has: MAC lanes along the last dimension and the two operand widths (bits).
 
-    ``lanes`` x ``rows`` MACs work in parallel (16 x 8 = 128 in paper 003,
-    Sec. 4); ``a_bits`` is the streamed operand (8-bit activations forward,
-    16-bit gradients backward), ``b_bits`` the cached one (4-bit cores).
-    Results saturate to ``acc_bits`` after every addition.
+    ``a_bits`` is the streamed operand (8-bit activations forward, 16-bit
+    gradients backward), ``b_bits`` the cached one (4-bit cores for PE1 and
+    PE2, 16-bit output gradients for PE3).
     """
 
     lanes: int = 16
-    rows: int = 8
     a_bits: int = 8
     b_bits: int = 4
-    acc_bits: int = 32
 
     def __post_init__(self) -> None:
         _check_int("lanes", self.lanes, LANE_CHOICES[0], LANE_CHOICES[-1])
         if self.lanes not in LANE_CHOICES:
             raise ValueError(f"lanes={self.lanes} must be one of {LANE_CHOICES}")
-        _check_int("rows", self.rows, 1, MAX_ROWS)
         _check_int("a_bits", self.a_bits, *OPERAND_BITS)
         _check_int("b_bits", self.b_bits, *OPERAND_BITS)
-        _check_int("acc_bits", self.acc_bits, *ACC_BITS)
 
     @property
     def macs(self) -> int:
         """Multipliers working in one cycle."""
-        return self.lanes * self.rows
+        return self.lanes
 
     def to_dict(self) -> dict:
         """Every field, as transaction-file metadata and template constants."""
         return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TtSpecBase(TtOperandSpec):
+    """PE1 and PE2: ``lanes`` x ``rows`` MACs (16 x 8 = 128 in paper 003, Sec. 4), sums saturated to ``acc_bits``."""
+
+    rows: int = 8
+    acc_bits: int = 32
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_int("rows", self.rows, 1, MAX_ROWS)
+        _check_int("acc_bits", self.acc_bits, *ACC_BITS)
+
+    @property
+    def macs(self) -> int:
+        return self.lanes * self.rows

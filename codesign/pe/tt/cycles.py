@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from codesign.pe.tt.contract import STATUS_OK, chunk_words, chunks, header_dims
 from codesign.pe.tt.golden import status
-from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,22 @@ def pe2_cycles(spec: Tt2Spec, header: int) -> Cycles:
     return Cycles(2, load, i * groups * kc * (j + 2), i * l * (kc + k))
 
 
-def transaction_cycles(spec: Tt1Spec | Tt2Spec, header: int) -> Cycles:
+def pe3_cycles(spec: Tt3Spec, header: int) -> Cycles:
+    """Cycles of one PE3 transaction: ``2 + JC*CWB + IC*CWA + I*(2*JC + J)``.
+
+    Per row ``i`` and chunk of ``B``: one cycle to read the chunk, one for the
+    ``lanes`` multipliers, then one cycle per product sent.
+    """
+    if status(spec, header) != STATUS_OK:
+        return Cycles(2, 0, 0, 0)
+    (i, j), _ = header_dims(header, 2)
+    jc, ic = chunks(j, spec.lanes), chunks(i, spec.lanes)
+    load = jc * chunk_words(spec.lanes, spec.b_bits) + ic * chunk_words(spec.lanes, spec.a_bits)
+    return Cycles(2, load, i * 2 * jc, i * j)
+
+
+def transaction_cycles(spec: Tt1Spec | Tt2Spec | Tt3Spec, header: int) -> Cycles:
     """The cycle model of ``spec``'s PE."""
+    if isinstance(spec, Tt3Spec):
+        return pe3_cycles(spec, header)
     return pe1_cycles(spec, header) if isinstance(spec, Tt1Spec) else pe2_cycles(spec, header)

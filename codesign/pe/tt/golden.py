@@ -8,6 +8,9 @@ inner. Where no partial sum saturates, the result is the plain contraction
 that :func:`codesign.train.tt.ttm.tt_forward` computes, and
 :func:`last_core_operands` maps a TT forward step onto PE1's operands.
 
+PE3 is the outer product ``Z[i, j] = A[i] B[j]`` of the dense weight
+gradient (paper 003, App. A.2): exact products, no accumulation.
+
 PE2 (Eq. (6)) contracts one axis that is not the last,
 ``Z[i, l, k] = sum_j A[i, j, k] B[l, j]``; every product is added with
 saturation, ``j`` in order, each ``(i, l, k)`` on its own.
@@ -30,9 +33,9 @@ from codesign.pe.tt.contract import (
     result_words,
     saturating_scan,
 )
-from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 
-TtSpec = Tt1Spec | Tt2Spec
+TtSpec = Tt1Spec | Tt2Spec | Tt3Spec
 
 
 def _codes(name: str, values, bits: int, ndim: int) -> np.ndarray:
@@ -71,8 +74,15 @@ def contract_middle(a, b, *, acc_bits: int, a_bits: int = 16, b_bits: int = 16) 
     return saturating_scan(np.einsum("ijk,lj->ilkj", a, b), acc_bits)
 
 
+def outer(a, b, *, a_bits: int = 16, b_bits: int = 16) -> np.ndarray:
+    """PE3's result ``Z`` (I, J) = ``A[i] * B[j]`` for ``A`` (I,) and ``B`` (J,): exact products, nothing summed."""
+    return np.multiply.outer(_codes("a", a, a_bits, 1), _codes("b", b, b_bits, 1))
+
+
 def kernel(spec: TtSpec, a, b) -> np.ndarray:
     """The contraction ``spec``'s PE computes, in contract order."""
+    if isinstance(spec, Tt3Spec):
+        return outer(a, b, a_bits=spec.a_bits, b_bits=spec.b_bits)
     widths = dict(acc_bits=spec.acc_bits, a_bits=spec.a_bits, b_bits=spec.b_bits)
     if isinstance(spec, Tt1Spec):
         return contract_last(a, b, lanes=spec.lanes, **widths)
@@ -81,7 +91,12 @@ def kernel(spec: TtSpec, a, b) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- word streams
 def status(spec: TtSpec, header: int) -> int:
-    """Status of a header: dims (I, J, K, L), each 1..255, J, K, L within the build's buffers."""
+    """Status of a header: dims (I, J, K, L) (PE3: (I, J), bits 31..16 zero), each 1..255, within the buffers."""
+    if isinstance(spec, Tt3Spec):
+        (i, j), clean = header_dims(header, 2)
+        if not clean or i == 0 or j == 0:
+            return STATUS_BAD_HEADER
+        return STATUS_TOO_LARGE if j > spec.max_j else STATUS_OK
     (i, j, k, l), _ = header_dims(header, 4)
     if 0 in (i, j, k, l):
         return STATUS_BAD_HEADER
@@ -90,7 +105,7 @@ def status(spec: TtSpec, header: int) -> int:
     return STATUS_OK
 
 
-def b_shape(spec: TtSpec, j: int, k: int, l: int) -> tuple[int, ...]:
+def b_shape(spec: Tt1Spec | Tt2Spec, j: int, k: int, l: int) -> tuple[int, ...]:
     """Shape of the cached operand: (L, J, K) for PE1, (L, J) for PE2."""
     return (l, j, k) if isinstance(spec, Tt1Spec) else (l, j)
 
@@ -99,7 +114,16 @@ def words(spec: TtSpec, a, b, rng: np.random.Generator | None = None) -> np.ndar
     """Input words of one transaction: header, ``B`` rows, then ``A`` rows (i, j); see docs/tt_pe.md.
 
     ``B``'s rows run along its last axis (``k`` for PE1, ``j`` for PE2), ``A``'s along ``k``.
+    PE3 has one row each: ``B`` (J values), then ``A`` (I values).
     """
+    if isinstance(spec, Tt3Spec):
+        a = _codes("a", a, spec.a_bits, 1)
+        b = _codes("b", b, spec.b_bits, 1)
+        header = header_word(a.size, b.size)
+        if status(spec, header) != STATUS_OK:
+            raise ValueError(f"a {a.shape} and b {b.shape} do not fit {spec}")
+        return np.concatenate([np.array([header], dtype=np.uint64), pack_rows(b, spec.lanes, spec.b_bits, rng),
+                               pack_rows(a, spec.lanes, spec.a_bits, rng)])
     a = _codes("a", a, spec.a_bits, 3)
     b = _codes("b", b, spec.b_bits, len(b_shape(spec, 1, 1, 1)))
     i, j, k = a.shape

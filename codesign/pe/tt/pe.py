@@ -1,7 +1,8 @@
 """The TT rooms on the PE protocol: stream PEs whose golden models are in :mod:`codesign.pe.tt.golden`.
 
-HLS: a thin top over ``codesign::tt::pe1`` (``hls_templates/include/codesign_tt.h``),
-AXI4-Stream in and out. RTL: ``rtl/tt`` (top ``tt1_pe``), checked by the shared
+HLS: a thin top over ``codesign::tt::pe1``, ``pe2`` or ``pe3``
+(``hls_templates/include/codesign_tt.h``), AXI4-Stream in and out. RTL:
+``rtl/tt`` (tops ``tt1_pe``, ``tt2_pe``, ``tt3_pe``), checked by the shared
 valid/ready bench with random gaps and backpressure. The golden level compares
 every expected word with :mod:`codesign.pe.tt.reference`, plain loops written
 from docs/tt_pe.md.
@@ -19,7 +20,7 @@ from codesign.hw.vectors import WORD_BITS
 from codesign.pe.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
 from codesign.pe.tt import reference, stimulus
-from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 from codesign.pe.tt.stimulus import TtStimulusOptions
 from codesign.resources import data_dir
 
@@ -31,6 +32,9 @@ class _TtPE(StreamPE):
 
     stimulus_class = TtStimulusOptions
     cpp_struct: ClassVar[str]  # the codesign::tt template implementing this PE
+    # spec fields in the order of the C++ template's and the Verilog module's parameters
+    parameter_order: ClassVar[tuple[str, ...]] = ("lanes", "rows", "a_bits", "b_bits", "acc_bits", "max_j", "max_k",
+                                                  "max_l")
     headers = (LIBRARY_HEADER,)
     estimate_abc9 = False  # resource counts are what the TT estimates report
 
@@ -52,7 +56,7 @@ class _TtPE(StreamPE):
         return sources
 
     def rtl_parameters(self, spec) -> dict[str, int]:
-        return {key.upper(): int(value) for key, value in spec.to_dict().items()}
+        return {key.upper(): int(getattr(spec, key)) for key in self.parameter_order}
 
     def template_context(self, spec, target: BuildTarget) -> dict[str, object]:
         parameters = self.rtl_parameters(spec)  # template arguments, in codesign::tt order
@@ -127,3 +131,30 @@ class Tt2PE(_TtPE):
 
     def estimate_specs(self) -> list[Tt2Spec]:
         return [Tt2Spec(), Tt2Spec(a_bits=16), Tt2Spec(lanes=8, rows=4)]
+
+
+class Tt3PE(_TtPE):
+    name = "tt3"
+    title = "TT PE3 (outer product of the weight gradient)"
+    spec_class = Tt3Spec
+    cpp_struct = "pe3"
+    parameter_order = ("lanes", "a_bits", "b_bits", "max_j")
+
+    def build_stimulus(self, spec: Tt3Spec, options: TtStimulusOptions) -> list[Transaction]:
+        return stimulus.build(spec, options)
+
+    def reference_output(self, spec: Tt3Spec, words_in) -> np.ndarray:
+        return np.array(reference.pe3_reference(words_in, **spec.to_dict()), dtype=np.uint64)
+
+    def verification_grid(self) -> list[GridCase]:
+        """Paper widths (8-bit inputs x 16-bit gradients, 16 lanes), 16 x 16 and narrow codes, 1..8 lanes."""
+        return [
+            GridCase("l16_a8b16", Tt3Spec()),
+            GridCase("l16_a16b16", Tt3Spec(a_bits=16, max_j=40)),
+            GridCase("l4_a4b8", Tt3Spec(lanes=4, a_bits=4, b_bits=8, max_j=9)),
+            GridCase("l1_a2b3", Tt3Spec(lanes=1, a_bits=2, b_bits=3, max_j=5)),
+            GridCase("l8_a12b5", Tt3Spec(lanes=8, a_bits=12, b_bits=5, max_j=255)),
+        ]
+
+    def estimate_specs(self) -> list[Tt3Spec]:
+        return [Tt3Spec(), Tt3Spec(a_bits=16), Tt3Spec(lanes=8)]

@@ -103,3 +103,20 @@ def pe2_reference(words_in, *, lanes: int, rows: int, a_bits: int, b_bits: int, 
     if reader.at != len(reader.words):
         raise ValueError(f"{len(reader.words) - reader.at} input words left over")
     return out
+
+
+def pe3_reference(words_in, *, lanes: int, a_bits: int, b_bits: int, max_j: int) -> list[int]:
+    """Expected output words of one PE3 transaction: ``Z[i, j] = A[i] * B[j]``, row-major."""
+    reader = _Reader([int(w) for w in words_in])
+    header = reader.word()
+    i_dim, j_dim = header & 255, (header >> 8) & 255
+    if header >> 16 or i_dim == 0 or j_dim == 0:
+        return [1]
+    if j_dim > max_j:
+        return [2]
+    b = reader.row(j_dim, lanes, b_bits)
+    a = reader.row(i_dim, lanes, a_bits)
+    out = [0] + [(x * y) & 0xFFFF_FFFF for x in a for y in b]
+    if reader.at != len(reader.words):
+        raise ValueError(f"{len(reader.words) - reader.at} input words left over")
+    return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from codesign.numerics.formats import _check_int
-from codesign.pe.tt.contract import MAX_BUFFER_CHUNKS, MAX_DIM, TtSpecBase, chunks
+from codesign.pe.tt.contract import MAX_BUFFER_CHUNKS, MAX_DIM, TtOperandSpec, TtSpecBase, chunks
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,3 +76,27 @@ class Tt2Spec(_BufferedSpec):
     @property
     def bank_depth(self) -> int:
         return chunks(self.max_l, self.rows) * self.max_jc
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tt3Spec(TtOperandSpec):
+    """PE3, the outer product ``Z[i, j] = A[i] * B[j]``: ``lanes`` multipliers, ``B`` (up to ``max_j``) cached.
+
+    Paper 003, Sec. 4: the first operand (the layer input, 8 bits) streams
+    through, the second (the output gradient, 16 bits) is cached, and the
+    products leave without being accumulated, so there is no accumulator: a
+    product of two codes of at most 16 bits is exact in a 32-bit word.
+    """
+
+    a_bits: int = 8
+    b_bits: int = 16
+    max_j: int = 64
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_int("max_j", self.max_j, 1, MAX_DIM)
+
+    @property
+    def max_jc(self) -> int:
+        """Chunks of ``lanes`` values in the longest ``B``."""
+        return chunks(self.max_j, self.lanes)

@@ -19,9 +19,9 @@ import numpy as np
 
 from codesign.pe.tt import golden
 from codesign.pe.tt.contract import MAX_DIM, STATUS_OK, code_range, header_dims, header_word
-from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 
-TtSpec = Tt1Spec | Tt2Spec
+TtSpec = Tt1Spec | Tt2Spec | Tt3Spec
 
 Transaction = tuple[np.ndarray, np.ndarray]
 
@@ -56,7 +56,7 @@ def _pair(spec: TtSpec, a, b, rng=None) -> Transaction:
     return golden.words(spec, a, b, rng), golden.output(spec, a, b)
 
 
-def directed(spec: TtSpec, rng: np.random.Generator) -> list[Transaction]:
+def directed(spec: Tt1Spec | Tt2Spec, rng: np.random.Generator) -> list[Transaction]:
     s = spec
     out: list[Transaction] = []
 
@@ -102,7 +102,7 @@ def directed(spec: TtSpec, rng: np.random.Generator) -> list[Transaction]:
     return out
 
 
-def random(spec: TtSpec, count: int, rng: np.random.Generator) -> list[Transaction]:
+def random(spec: Tt1Spec | Tt2Spec, count: int, rng: np.random.Generator) -> list[Transaction]:
     s = spec
     out = []
     for _ in range(count):
@@ -115,21 +115,66 @@ def random(spec: TtSpec, count: int, rng: np.random.Generator) -> list[Transacti
     return out
 
 
-def count_macs(transactions) -> int:
-    """MACs of the accepted PE1 or PE2 transactions (I * J * K * L each; padding lanes not counted)."""
+# ---------------------------------------------------------------------------- PE3
+def pe3_directed(spec: Tt3Spec, rng: np.random.Generator) -> list[Transaction]:
+    """Single values, ``I`` and ``J`` around chunk edges and at the limits, zeros, both code-range ends, random
+    ignored bits, refused headers (a zero dimension, a bit above the two fields, ``J`` above the cache)."""
+    s = spec
+    out: list[Transaction] = []
+
+    def case(i, j, a_mode="any", b_mode="any", noisy=False):
+        a, b = _draw(rng, s.a_bits, (i,), a_mode), _draw(rng, s.b_bits, (j,), b_mode)
+        out.append(_pair(s, a, b, rng if noisy else None))
+
+    edges = (1, s.lanes - 1, s.lanes, s.lanes + 1, 2 * s.lanes + 1)
+    for i in sorted({v for v in (*edges, MAX_DIM) if 1 <= v <= MAX_DIM}):
+        case(i, min(3, s.max_j))
+    for j in sorted({v for v in (*edges, s.max_j) if 1 <= v <= s.max_j}):
+        case(2, j)
+        case(3, j, noisy=True)
+    case(5, s.max_j, "zero", "any")
+    case(5, s.max_j, "any", "zero")
+    for a_mode, b_mode in (("min", "min"), ("max", "min"), ("min", "max"), ("max", "max"), ("ends", "ends")):
+        case(s.lanes + 1, s.max_j, a_mode, b_mode)
+    for word in (header_word(0, 1), header_word(1, 0), header_word(1, 1) | 1 << 16, header_word(1, 1) | 1 << 31):
+        out.append((np.array([word], dtype=np.uint64), golden.refused(golden.status(s, word))))
+    if s.max_j < MAX_DIM:
+        word = header_word(1, s.max_j + 1)
+        out.append((np.array([word], dtype=np.uint64), golden.refused(golden.status(s, word))))
+    return out
+
+
+def pe3_random(spec: Tt3Spec, count: int, rng: np.random.Generator) -> list[Transaction]:
+    out = []
+    for _ in range(count):
+        i, j = int(rng.integers(1, 65)), int(rng.integers(1, spec.max_j + 1))
+        mode = str(rng.choice(["any", "any", "ends"]))
+        a, b = _draw(rng, spec.a_bits, (i,), mode), _draw(rng, spec.b_bits, (j,), mode)
+        out.append(_pair(spec, a, b, rng if rng.random() < 1 / 3 else None))
+    return out
+
+
+# ---------------------------------------------------------------------------- all PEs
+def count_macs(spec: TtSpec, transactions) -> int:
+    """Products checked in the accepted transactions: I*J*K*L (PE1, PE2; padding lanes not counted), I*J (PE3)."""
     total = 0
     for words_in, words_out in transactions:
         if int(words_out[0]) != STATUS_OK:
             continue
-        (i, j, k, l), _ = header_dims(int(words_in[0]), 4)
-        total += i * j * k * l
+        if isinstance(spec, Tt3Spec):
+            (i, j), _ = header_dims(int(words_in[0]), 2)
+            total += i * j
+        else:
+            (i, j, k, l), _ = header_dims(int(words_in[0]), 4)
+            total += i * j * k * l
     return total
 
 
 def build(spec: TtSpec, options: TtStimulusOptions) -> list[Transaction]:
     """The directed set, then random transactions until at least ``options.min_macs`` MACs are checked."""
     rng = np.random.default_rng(options.seed)
-    transactions = directed(spec, rng)
-    while count_macs(transactions) < options.min_macs:
-        transactions += random(spec, 8, rng)
+    pe3 = isinstance(spec, Tt3Spec)
+    transactions = pe3_directed(spec, rng) if pe3 else directed(spec, rng)
+    while count_macs(spec, transactions) < options.min_macs:
+        transactions += pe3_random(spec, 2, rng) if pe3 else random(spec, 8, rng)
     return transactions
