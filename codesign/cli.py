@@ -1,4 +1,4 @@
-"""`codesign` command line: setup, generate, verify, estimate, build, demo, train, reproduce.
+"""`codesign` command line: setup, generate, verify, estimate, build, demo, train, reproduce, sweep.
 
 The hardware commands work for every PE in :data:`codesign.pe.REGISTRY`:
 their per-PE flags are derived from the PE's spec and stimulus dataclasses,
@@ -225,6 +225,24 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from codesign.reproduce import REPRODUCTIONS
+    from codesign.sweep import grid_tasks, load_grid, run_sweep
+
+    if args.grid:
+        tasks = load_grid(Path(args.grid))
+    else:
+        names = list(REPRODUCTIONS) if args.reproductions == "all" else args.reproductions.split(",")
+        unknown = [name for name in names if name not in REPRODUCTIONS]
+        if unknown:
+            raise ValueError(f"unknown reproduction(s) {unknown}; expected some of {', '.join(REPRODUCTIONS)}")
+        tasks = grid_tasks("codesign.sweep:reproduction_task", {"name": names, "seed": args.seeds or [0, 1, 2]},
+                           {"smoke": args.smoke, "out_dir": str(Path(args.out).resolve() / "runs")})
+    report = run_sweep(tasks, Path(args.out), scheduler=args.scheduler, workers=args.workers, retries=args.retries)
+    print(f"[sweep] {report.summary()}; results in {Path(args.out) / 'results'}")
+    return 0 if report.passed else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="codesign", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -265,11 +283,23 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=_cmd_train)
 
     reproduce = commands.add_parser("reproduce", help="reproduce a paper's result against a same-run baseline")
-    reproduce.add_argument("name", help="smd, slu, psg, e2train, cpt, abvs, compressed, or all")
+    reproduce.add_argument("name", help="one of the reproductions (see README), or all")
     reproduce.add_argument("--out", default="reports", help="reports go to OUT/NAME/")
     reproduce.add_argument("--seeds", type=_int_list, default=None, help="comma-separated seeds (default 0,1,2)")
     reproduce.add_argument("--smoke", action="store_true", help="tiny budget, for a quick check of the pipeline")
     reproduce.set_defaults(func=_cmd_reproduce)
+
+    sweep = commands.add_parser("sweep", help="run a grid of independent tasks on Dask (local cluster or --scheduler)")
+    what = sweep.add_mutually_exclusive_group(required=True)
+    what.add_argument("--grid", help="TOML file: function = 'module:function', [grid] lists, optional [fixed]")
+    what.add_argument("--reproductions", help="comma-separated reproductions (or all), one task per seed")
+    sweep.add_argument("--seeds", type=_int_list, default=None, help="with --reproductions (default 0,1,2)")
+    sweep.add_argument("--smoke", action="store_true", help="with --reproductions: tiny budgets")
+    sweep.add_argument("--out", default="out/sweep", help="results/<key>.json per task; a re-run skips those")
+    sweep.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler (tcp://host:8786)")
+    sweep.add_argument("--workers", type=int, default=2, help="worker processes of the local cluster")
+    sweep.add_argument("--retries", type=int, default=1, help="attempts after a task's first failure")
+    sweep.set_defaults(func=_cmd_sweep)
 
     demo = commands.add_parser("demo", help="generate, verify and estimate every PE on defaults")
     demo.add_argument("--out", default="out/demo")

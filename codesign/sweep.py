@@ -1,0 +1,227 @@
+"""Run a grid of independent tasks (seeds x techniques x configs, PE configs x boards) on Dask.
+
+Why Dask: every task of a sweep is independent, so the same grid runs on a
+local cluster of worker processes (the default, one thread each, sized to the
+machine) or on an existing cluster given by its scheduler address, with no
+change to the tasks. What this module adds to Dask is the bookkeeping a sweep
+needs:
+
+* a task is a ``"module:function"`` name and JSON keyword arguments, imported
+  and called on the worker; it returns a JSON-serialisable dict;
+* each result is written by the client, atomically, to ``results/<key>.json``
+  together with the task that made it, so an interrupted sweep loses at most
+  the tasks in flight and a re-run skips every task whose result is there (a
+  result file written by a *different* task under the same key is an error,
+  never silently reused);
+* a failing task is retried ``retries`` times by the scheduler, then reported
+  with its error and left without a result, so the next run tries it again;
+* progress is shown as tasks finish.
+
+Bad input (an empty grid axis, a function name that is not ``module:function``,
+duplicate keys, arguments that are not JSON) is refused before anything is
+written or any cluster is started.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import json
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codesign.hw.reports import write_json_atomic
+
+RESULTS_DIR = "results"
+_FUNCTION = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_KEY_UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepTask:
+    """One task: ``function`` (``"module:function"``) called with ``kwargs``; ``key`` names its result file."""
+
+    key: str
+    function: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str) or not self.key or _KEY_UNSAFE.search(self.key) or self.key in (".", ".."):
+            raise ValueError(f"task key {self.key!r} must be a non-empty file name of letters, digits and ._=,+-")
+        if not isinstance(self.function, str) or not _FUNCTION.match(self.function):
+            raise ValueError(f"task {self.key}: function {self.function!r} is not 'module:function'")
+        try:
+            json.dumps(dict(self.kwargs), sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"task {self.key}: keyword arguments are not JSON ({error})") from None
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "function": self.function, "kwargs": dict(self.kwargs)}
+
+
+def grid_tasks(function: str, grid: Mapping[str, Sequence], fixed: Mapping[str, Any] | None = None) -> list[SweepTask]:
+    """The Cartesian product of ``grid``'s axes (in the given order), each point plus ``fixed``, as tasks.
+
+    Keys read ``axis=value,axis=value``, so results stay readable in the folder.
+    """
+    fixed = dict(fixed or {})
+    if not grid:
+        raise ValueError("the grid has no axis")
+    for axis, values in grid.items():
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
+            raise ValueError(f"grid axis {axis!r} must be a non-empty list of values, got {values!r}")
+        if axis in fixed:
+            raise ValueError(f"{axis!r} is both a grid axis and a fixed argument")
+    axes = list(grid)
+    tasks = []
+    for point in itertools.product(*(grid[axis] for axis in axes)):
+        key = ",".join(f"{axis}={_KEY_UNSAFE.sub('_', str(value))}" for axis, value in zip(axes, point))
+        tasks.append(SweepTask(key=key, function=function, kwargs={**fixed, **dict(zip(axes, point))}))
+    return tasks
+
+
+def load_grid(path: Path) -> list[SweepTask]:
+    """Tasks from a TOML file: ``function = "module:function"``, a ``[grid]`` table of lists, an optional
+    ``[fixed]`` table of arguments every task gets."""
+    import tomllib
+
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"sweep file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"sweep file {path} is not TOML: {error}") from None
+    unknown = set(data) - {"function", "grid", "fixed"}
+    if unknown:
+        raise ValueError(f"sweep file {path}: unknown key(s) {sorted(unknown)}; expected function, grid, fixed")
+    if "function" not in data or "grid" not in data:
+        raise ValueError(f"sweep file {path} needs 'function' and a [grid] table")
+    return grid_tasks(data["function"], data["grid"], data.get("fixed"))
+
+
+def execute(function: str, kwargs: Mapping[str, Any]) -> dict:
+    """Import and call one task's function (this runs on a worker); its result must be a JSON dict."""
+    module_name, name = function.split(":")
+    result = getattr(importlib.import_module(module_name), name)(**kwargs)
+    if not isinstance(result, dict):
+        raise TypeError(f"{function} returned {type(result).__name__}, not a dict")
+    json.dumps(result, allow_nan=True)  # fails on the worker, where the traceback is most useful
+    return result
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """What a run did: keys computed now, found done, failed (key -> error); wall time (s) and where it ran."""
+
+    done: list[str]
+    skipped: list[str]
+    failed: dict[str, str]
+    wall_s: float
+    scheduler: str
+    workers: int
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed
+
+    def summary(self) -> str:
+        text = (f"{len(self.done)} done, {len(self.skipped)} already done, {len(self.failed)} failed "
+                f"in {self.wall_s:.1f} s on {self.scheduler} ({self.workers} workers)")
+        return text + "".join(f"\n  FAILED {key}: {error}" for key, error in self.failed.items())
+
+
+def result_path(out_dir: Path, key: str) -> Path:
+    return Path(out_dir) / RESULTS_DIR / f"{key}.json"
+
+
+def read_result(out_dir: Path, task: SweepTask) -> dict | None:
+    """The stored result of ``task``, None when there is none; an error when another task wrote that key."""
+    path = result_path(out_dir, task.key)
+    if not path.is_file():
+        return None
+    stored = json.loads(path.read_text())
+    if stored.get("task") != task.to_dict():
+        raise ValueError(f"{path} holds the result of {stored.get('task')}, not of {task.to_dict()}; "
+                         "remove it or use another output folder")
+    return stored["result"]
+
+
+def _check_tasks(tasks: Sequence[SweepTask]) -> None:
+    if not tasks:
+        raise ValueError("the sweep has no task")
+    keys = [task.key for task in tasks]
+    duplicates = sorted({key for key in keys if keys.count(key) > 1})
+    if duplicates:
+        raise ValueError(f"duplicate task keys: {duplicates}")
+
+
+def run_sweep(tasks: Sequence[SweepTask], out_dir: Path, *, scheduler: str | None = None, workers: int = 2,
+              retries: int = 1, progress: bool = True) -> SweepReport:
+    """Run every task without a stored result on Dask; write each result as it arrives.
+
+    ``scheduler`` is an existing cluster's address (``tcp://host:8786``); without
+    it a local cluster of ``workers`` processes is started and shut down again.
+    """
+    tasks = list(tasks)
+    _check_tasks(tasks)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be an int >= 0, got {retries!r}")
+    out_dir = Path(out_dir)
+    pending = [task for task in tasks if read_result(out_dir, task) is None]
+    skipped = [task.key for task in tasks if task not in pending]
+    started = time.perf_counter()
+    if not pending:
+        return SweepReport([], skipped, {}, time.perf_counter() - started, scheduler or "nothing to run", 0)
+
+    from dask.distributed import Client, LocalCluster, as_completed
+    from tqdm import tqdm
+
+    cluster = None if scheduler else LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                  dashboard_address=None, silence_logs=logging.ERROR)
+    done: list[str] = []
+    failed: dict[str, str] = {}
+    try:
+        with Client(scheduler or cluster) as client:
+            n_workers = len(client.scheduler_info()["workers"])
+            futures = {client.submit(execute, task.function, dict(task.kwargs), key=f"codesign-sweep-{task.key}",
+                                     pure=False, retries=retries): task for task in pending}
+            bar = tqdm(total=len(futures), desc="sweep", unit="task", disable=not progress)
+            for future in as_completed(futures):
+                task = futures[future]
+                if future.status == "finished":
+                    result = future.result()
+                    write_json_atomic(result_path(out_dir, task.key), {"task": task.to_dict(), "result": result})
+                    done.append(task.key)
+                else:
+                    failed[task.key] = repr(future.exception())
+                bar.set_postfix_str(task.key)
+                bar.update()
+            bar.close()
+            where = scheduler or f"local cluster {client.scheduler.address}"
+    finally:
+        if cluster is not None:
+            cluster.close()
+    return SweepReport(done, skipped, failed, time.perf_counter() - started, where, n_workers)
+
+
+def reproduction_task(*, name: str, seed: int, smoke: bool = False, out_dir: str) -> dict:
+    """One seed of one reproduction (``codesign reproduce NAME --seeds SEED``); its report goes to ``out_dir``.
+
+    Torch runs on one thread: float32 sums can differ in their last bits with the thread count, and a
+    sweep's results must not depend on how many workers share a machine.
+    """
+    import torch
+
+    from codesign.reproduce import reproduction
+
+    torch.set_num_threads(1)
+
+    return reproduction(name).run(Path(out_dir) / f"{name}-seed{seed}", seeds=[seed], smoke=smoke, progress=False)

@@ -1,0 +1,137 @@
+"""codesign.sweep: grids, refusals before anything is written, and real runs on a local Dask cluster of 2 workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+
+import pytest
+
+from codesign.sweep import SweepTask, grid_tasks, load_grid, read_result, result_path, run_sweep
+
+pytest.importorskip("distributed", reason="sweeps need dask.distributed (pip install codesign[sweep])")
+
+TASKS_MODULE = textwrap.dedent('''
+    import os
+    from pathlib import Path
+
+    def square(*, x):
+        return {"x": x, "square": x * x, "pid": os.getpid()}
+
+    def flaky(*, x, marker):
+        """Fails the first time it runs for this marker file, succeeds after."""
+        path = Path(marker)
+        if not path.exists():
+            path.write_text("failed once")
+            raise RuntimeError("first attempt fails")
+        return {"x": x}
+
+    def broken(*, x):
+        raise ValueError(f"no result for {x}")
+''')
+
+
+@pytest.fixture
+def tasks_module(tmp_path, monkeypatch):
+    """A module the workers import by name: written to a folder on PYTHONPATH (spawned workers inherit it)."""
+    folder = tmp_path / "mods"
+    folder.mkdir()
+    (folder / "sweep_probe_tasks.py").write_text(TASKS_MODULE)
+    monkeypatch.setenv("PYTHONPATH", str(folder))
+    monkeypatch.syspath_prepend(str(folder))
+    yield "sweep_probe_tasks"
+    sys.modules.pop("sweep_probe_tasks", None)
+
+
+def test_grid_is_the_product_of_its_axes_with_readable_keys():
+    tasks = grid_tasks("m:f", {"seed": [0, 1], "arm": ["a", "b c"]}, {"smoke": True})
+    assert [t.key for t in tasks] == ["seed=0,arm=a", "seed=0,arm=b_c", "seed=1,arm=a", "seed=1,arm=b_c"]
+    assert tasks[1].kwargs == {"smoke": True, "seed": 0, "arm": "b c"}
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: grid_tasks("m:f", {}), "no axis"),
+    (lambda: grid_tasks("m:f", {"seed": []}), "non-empty list"),
+    (lambda: grid_tasks("m:f", {"seed": "012"}), "non-empty list"),
+    (lambda: grid_tasks("m:f", {"seed": [1]}, {"seed": 2}), "both a grid axis"),
+    (lambda: grid_tasks("m.f", {"seed": [1]}), "not 'module:function'"),
+    (lambda: SweepTask(key="a/b", function="m:f"), "file name"),
+    (lambda: SweepTask(key="k", function="m:f", kwargs={"x": object()}), "not JSON"),
+])
+def test_bad_tasks_are_refused(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_bad_sweeps_are_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "out"
+    task = SweepTask(key="k", function="m:f")
+    with pytest.raises(ValueError, match="duplicate"):
+        run_sweep([task, task], out)
+    with pytest.raises(ValueError, match="no task"):
+        run_sweep([], out)
+    with pytest.raises(ValueError, match="workers"):
+        run_sweep([task], out, workers=0)
+    with pytest.raises(ValueError, match="retries"):
+        run_sweep([task], out, retries=-1)
+    assert not out.exists()
+
+
+def test_grid_file(tmp_path):
+    path = tmp_path / "grid.toml"
+    path.write_text('function = "m:f"\n[fixed]\nsmoke = true\n[grid]\nseed = [0, 1]\n')
+    assert [t.kwargs for t in load_grid(path)] == [{"smoke": True, "seed": 0}, {"smoke": True, "seed": 1}]
+    path.write_text('function = "m:f"\n[grid]\nseed = [0]\n[extra]\n')
+    with pytest.raises(ValueError, match="unknown key"):
+        load_grid(path)
+    with pytest.raises(ValueError, match="does not exist"):
+        load_grid(tmp_path / "missing.toml")
+
+
+def test_local_cluster_runs_every_task_once_and_a_rerun_skips_them(tmp_path, tasks_module):
+    tasks = grid_tasks(f"{tasks_module}:square", {"x": list(range(8))})
+    report = run_sweep(tasks, tmp_path / "out", workers=2, progress=False)
+    assert report.passed and sorted(report.done) == sorted(t.key for t in tasks) and report.workers == 2
+    results = [read_result(tmp_path / "out", t) for t in tasks]
+    assert [r["square"] for r in results] == [x * x for x in range(8)]
+    assert all(r["pid"] != os.getpid() for r in results)  # ran in worker processes, not here
+
+    again = run_sweep(tasks, tmp_path / "out", workers=2, progress=False)
+    assert again.done == [] and sorted(again.skipped) == sorted(t.key for t in tasks)
+
+
+def test_failures_are_retried_then_reported_and_tried_again_next_run(tmp_path, tasks_module):
+    flaky = SweepTask(key="flaky", function=f"{tasks_module}:flaky",
+                      kwargs={"x": 1, "marker": str(tmp_path / "marker")})
+    broken = SweepTask(key="broken", function=f"{tasks_module}:broken", kwargs={"x": 2})
+    report = run_sweep([flaky, broken], tmp_path / "out", workers=2, retries=1, progress=False)
+    assert report.done == ["flaky"]  # its first attempt failed, the retry succeeded
+    assert list(report.failed) == ["broken"] and "no result for 2" in report.failed["broken"]
+    assert not result_path(tmp_path / "out", "broken").exists()
+    assert "FAILED broken" in report.summary()
+
+    no_retry = run_sweep([broken], tmp_path / "out", workers=1, retries=0, progress=False)
+    assert list(no_retry.failed) == ["broken"]  # still no result: the next run tries it again
+
+
+def test_a_result_of_another_task_under_the_same_key_is_an_error(tmp_path):
+    task = SweepTask(key="k", function="m:f", kwargs={"x": 1})
+    path = result_path(tmp_path, "k")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"task": {**task.to_dict(), "kwargs": {"x": 2}}, "result": {}}))
+    with pytest.raises(ValueError, match="not of"):
+        run_sweep([task], tmp_path)
+
+
+def test_cli_sweeps_a_smoke_reproduction_and_refuses_unknown_names(tmp_path, capsys):
+    from codesign.cli import main
+
+    out = tmp_path / "out"
+    assert main(["sweep", "--reproductions", "nope", "--out", str(out)]) == 2
+    assert "unknown reproduction" in capsys.readouterr().err and not out.exists()
+    assert main(["sweep", "--reproductions", "smd", "--seeds", "0", "--smoke", "--workers", "1", "--out", str(out)]) == 0
+    stored = json.loads(result_path(out, "name=smd,seed=0").read_text())
+    assert stored["task"]["kwargs"]["seed"] == 0 and "all_targets_met" in stored["result"]
+    assert (out / "runs" / "smd-seed0" / "results.json").is_file()
