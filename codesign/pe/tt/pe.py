@@ -32,6 +32,7 @@ class _TtPE(StreamPE):
 
     stimulus_class = TtStimulusOptions
     cpp_struct: ClassVar[str]  # the codesign::tt template implementing this PE
+    reference_model: ClassVar  # the plain-loop model of :mod:`codesign.pe.tt.reference` for this PE
     # spec fields in the order of the C++ template's and the Verilog module's parameters
     parameter_order: ClassVar[tuple[str, ...]] = ("lanes", "rows", "a_bits", "b_bits", "acc_bits", "max_j", "max_k",
                                                   "max_l")
@@ -47,6 +48,12 @@ class _TtPE(StreamPE):
         cls.kernel_header = files["kernel_h"]
         cls.testbench_file = files["tb"]
         cls.rtl_top = f"{cls.name}_pe"
+
+    def build_stimulus(self, spec, options: TtStimulusOptions) -> list[Transaction]:
+        return stimulus.build(spec, options)
+
+    def reference_output(self, spec, words_in) -> np.ndarray:
+        return np.array(self.reference_model(words_in, **spec.to_dict()), dtype=np.uint64)
 
     def rtl_sources(self) -> list[Path]:
         """Every TT PE shares ``rtl/tt`` (one module per file; the RAM is common)."""
@@ -80,12 +87,7 @@ class Tt1PE(_TtPE):
     title = "TT PE1 (contraction over the last two axes)"
     spec_class = Tt1Spec
     cpp_struct = "pe1"
-
-    def build_stimulus(self, spec: Tt1Spec, options: TtStimulusOptions) -> list[Transaction]:
-        return stimulus.build(spec, options)
-
-    def reference_output(self, spec: Tt1Spec, words_in) -> np.ndarray:
-        return np.array(reference.pe1_reference(words_in, **spec.to_dict()), dtype=np.uint64)
+    reference_model = staticmethod(reference.pe1_reference)
 
     def verification_grid(self) -> list[GridCase]:
         """Paper widths forward (8 x 4) and backward (16 x 4), the 16 x 8 array and smaller ones, 16-bit sums."""
@@ -109,12 +111,7 @@ class Tt2PE(_TtPE):
     title = "TT PE2 (contraction along a non-last axis)"
     spec_class = Tt2Spec
     cpp_struct = "pe2"
-
-    def build_stimulus(self, spec: Tt2Spec, options: TtStimulusOptions) -> list[Transaction]:
-        return stimulus.build(spec, options)
-
-    def reference_output(self, spec: Tt2Spec, words_in) -> np.ndarray:
-        return np.array(reference.pe2_reference(words_in, **spec.to_dict()), dtype=np.uint64)
+    reference_model = staticmethod(reference.pe2_reference)
 
     def verification_grid(self) -> list[GridCase]:
         """Paper widths forward (8 x 4) and backward (16 x 4), the 16 x 8 array and smaller ones, 16-bit sums."""
@@ -138,13 +135,8 @@ class Tt3PE(_TtPE):
     title = "TT PE3 (outer product of the weight gradient)"
     spec_class = Tt3Spec
     cpp_struct = "pe3"
+    reference_model = staticmethod(reference.pe3_reference)
     parameter_order = ("lanes", "a_bits", "b_bits", "max_j")
-
-    def build_stimulus(self, spec: Tt3Spec, options: TtStimulusOptions) -> list[Transaction]:
-        return stimulus.build(spec, options)
-
-    def reference_output(self, spec: Tt3Spec, words_in) -> np.ndarray:
-        return np.array(reference.pe3_reference(words_in, **spec.to_dict()), dtype=np.uint64)
 
     def verification_grid(self) -> list[GridCase]:
         """Paper widths (8-bit inputs x 16-bit gradients, 16 lanes), 16 x 16 and narrow codes, 1..8 lanes."""
