@@ -162,10 +162,11 @@ def _check_tasks(tasks: Sequence[SweepTask]) -> None:
 
 
 def run_sweep(tasks: Sequence[SweepTask], out_dir: Path, *, scheduler: str | None = None, workers: int = 2,
-              retries: int = 1, progress: bool = True) -> SweepReport:
+              retries: int = 1, progress: bool = True, connect_timeout_s: float = 30.0) -> SweepReport:
     """Run every task without a stored result on Dask; write each result as it arrives.
 
-    ``scheduler`` is an existing cluster's address (``tcp://host:8786``); without
+    ``scheduler`` is an existing cluster's address (``tcp://host:8786``), reached
+    within ``connect_timeout_s`` seconds or refused with a clear error; without
     it a local cluster of ``workers`` processes is started and shut down again.
     """
     tasks = list(tasks)
@@ -189,7 +190,11 @@ def run_sweep(tasks: Sequence[SweepTask], out_dir: Path, *, scheduler: str | Non
     done: list[str] = []
     failed: dict[str, str] = {}
     try:
-        with Client(scheduler or cluster) as client:
+        try:
+            client = Client(scheduler or cluster, timeout=connect_timeout_s)
+        except OSError as error:
+            raise ValueError(f"cannot reach the Dask scheduler at {scheduler}: {error}") from None
+        with client:
             n_workers = len(client.scheduler_info()["workers"])
             futures = {client.submit(execute, task.function, dict(task.kwargs), key=f"codesign-sweep-{task.key}",
                                      pure=False, retries=retries): task for task in pending}

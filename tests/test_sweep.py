@@ -135,3 +135,10 @@ def test_cli_sweeps_a_smoke_reproduction_and_refuses_unknown_names(tmp_path, cap
     stored = json.loads(result_path(out, "name=smd,seed=0").read_text())
     assert stored["task"]["kwargs"]["seed"] == 0 and "all_targets_met" in stored["result"]
     assert (out / "runs" / "smd-seed0" / "results.json").is_file()
+
+
+def test_an_unreachable_scheduler_is_a_clear_error(tmp_path):
+    task = SweepTask(key="k", function="m:f")
+    with pytest.raises(ValueError, match="cannot reach the Dask scheduler"):
+        run_sweep([task], tmp_path / "out", scheduler="tcp://127.0.0.1:9", connect_timeout_s=2)
+    assert not (tmp_path / "out").exists()
