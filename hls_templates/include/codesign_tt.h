@@ -84,6 +84,13 @@ inline void read_chunk(hls::stream<word_t> &in, int valid, ap_int<BITS> lanes[LA
 // The header's dimension n (bits 8n+7 .. 8n).
 inline int header_dim(word_t header, int n) { return header.range(8 * n + 7, 8 * n).to_int(); }
 
+// Status of a PE1/PE2 header: a zero dimension, then one over the buffers (docs/tt_pe.md).
+inline int contraction_status(int dim_i, int dim_j, int dim_k, int dim_l, int max_j, int max_k, int max_l) {
+  if (dim_i == 0 || dim_j == 0 || dim_k == 0 || dim_l == 0) return STATUS_BAD_HEADER;
+  if (dim_j > max_j || dim_k > max_k || dim_l > max_l) return STATUS_TOO_LARGE;
+  return STATUS_OK;
+}
+
 template <int LANES, int ROWS, int A_BITS, int B_BITS, int ACC_BITS, int MAX_J, int MAX_K, int MAX_L>
 struct pe1 {
   static const int MAX_KC = ceil_div<MAX_K, LANES>::value;
@@ -98,15 +105,9 @@ struct pe1 {
     const word_t header = in.read();
     const int dim_i = header_dim(header, 0), dim_j = header_dim(header, 1);
     const int dim_k = header_dim(header, 2), dim_l = header_dim(header, 3);
-    if (dim_i == 0 || dim_j == 0 || dim_k == 0 || dim_l == 0) {
-      out.write(word_t(STATUS_BAD_HEADER));
-      return;
-    }
-    if (dim_j > MAX_J || dim_k > MAX_K || dim_l > MAX_L) {
-      out.write(word_t(STATUS_TOO_LARGE));
-      return;
-    }
-    out.write(word_t(STATUS_OK));
+    const int status = contraction_status(dim_i, dim_j, dim_k, dim_l, MAX_J, MAX_K, MAX_L);
+    out.write(word_t(status));
+    if (status != STATUS_OK) return;
     const int kc_n = (dim_k + LANES - 1) / LANES;
     for (int l = 0; l < dim_l; ++l)
       for (int j = 0; j < dim_j; ++j)
@@ -151,15 +152,9 @@ struct pe2 {
     const word_t header = in.read();
     const int dim_i = header_dim(header, 0), dim_j = header_dim(header, 1);
     const int dim_k = header_dim(header, 2), dim_l = header_dim(header, 3);
-    if (dim_i == 0 || dim_j == 0 || dim_k == 0 || dim_l == 0) {
-      out.write(word_t(STATUS_BAD_HEADER));
-      return;
-    }
-    if (dim_j > MAX_J || dim_k > MAX_K || dim_l > MAX_L) {
-      out.write(word_t(STATUS_TOO_LARGE));
-      return;
-    }
-    out.write(word_t(STATUS_OK));
+    const int status = contraction_status(dim_i, dim_j, dim_k, dim_l, MAX_J, MAX_K, MAX_L);
+    out.write(word_t(status));
+    if (status != STATUS_OK) return;
     const int kc_n = (dim_k + LANES - 1) / LANES, jc_n = (dim_j + LANES - 1) / LANES;
     for (int l = 0; l < dim_l; ++l)
       for (int c = 0; c < jc_n; ++c) read_chunk<LANES, B_BITS>(in, dim_j - c * LANES, b[l][c]);

@@ -50,17 +50,29 @@ def _clamp(value: int, bits: int) -> int:
     return max(-(1 << (bits - 1)), min((1 << (bits - 1)) - 1, value))
 
 
+def _dims(header: int) -> tuple[int, int, int, int]:
+    """(I, J, K, L) from the four header bytes of a PE1 or PE2 transaction."""
+    return header & 255, header >> 8 & 255, header >> 16 & 255, header >> 24 & 255
+
+
+def _contraction_status(i_dim: int, j_dim: int, k_dim: int, l_dim: int, *, max_j: int, max_k: int, max_l: int) -> int:
+    """1 for a zero dimension, 2 for one over the buffers, 0 to go on (PE1 and PE2 alike)."""
+    if i_dim == 0 or j_dim == 0 or k_dim == 0 or l_dim == 0:
+        return 1
+    if j_dim > max_j or k_dim > max_k or l_dim > max_l:
+        return 2
+    return 0
+
+
 def pe1_reference(words_in, *, lanes: int, rows: int, a_bits: int, b_bits: int, acc_bits: int, max_j: int,
                   max_k: int, max_l: int) -> list[int]:
     """Expected output words of one PE1 transaction (``rows`` does not change results)."""
     del rows
     reader = _Reader([int(w) for w in words_in])
-    header = reader.word()
-    i_dim, j_dim, k_dim, l_dim = (header >> 0) & 255, (header >> 8) & 255, (header >> 16) & 255, (header >> 24) & 255
-    if i_dim == 0 or j_dim == 0 or k_dim == 0 or l_dim == 0:
-        return [1]
-    if j_dim > max_j or k_dim > max_k or l_dim > max_l:
-        return [2]
+    i_dim, j_dim, k_dim, l_dim = _dims(reader.word())
+    status = _contraction_status(i_dim, j_dim, k_dim, l_dim, max_j=max_j, max_k=max_k, max_l=max_l)
+    if status:
+        return [status]
     b = [[reader.row(k_dim, lanes, b_bits) for _ in range(j_dim)] for _ in range(l_dim)]
     out = [0]
     for _ in range(i_dim):
@@ -84,12 +96,10 @@ def pe2_reference(words_in, *, lanes: int, rows: int, a_bits: int, b_bits: int, 
     """Expected output words of one PE2 transaction: ``Z[i, l, k] = sum_j A[i, j, k] * B[l, j]``, saturating per product."""
     del rows
     reader = _Reader([int(w) for w in words_in])
-    header = reader.word()
-    i_dim, j_dim, k_dim, l_dim = (header >> 0) & 255, (header >> 8) & 255, (header >> 16) & 255, (header >> 24) & 255
-    if i_dim == 0 or j_dim == 0 or k_dim == 0 or l_dim == 0:
-        return [1]
-    if j_dim > max_j or k_dim > max_k or l_dim > max_l:
-        return [2]
+    i_dim, j_dim, k_dim, l_dim = _dims(reader.word())
+    status = _contraction_status(i_dim, j_dim, k_dim, l_dim, max_j=max_j, max_k=max_k, max_l=max_l)
+    if status:
+        return [status]
     b = [reader.row(j_dim, lanes, b_bits) for _ in range(l_dim)]
     out = [0]
     for _ in range(i_dim):
