@@ -1,17 +1,78 @@
-"""Boards are data: each ``boards/*.toml`` names a part, its clocks and its resource budget."""
+"""Boards are data: each ``boards/*.toml`` names a part, its clocks, its resource budget and its block-design facts."""
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from functools import cache
+from types import MappingProxyType
 
 from codesign.resources import data_dir
 
 
+def _is_power_of_two(value: int) -> bool:
+    return value > 0 and value & (value - 1) == 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class VivadoFacts:
+    """What the Vivado block design needs to know about a board's processing system (PS).
+
+    ``ps_ip`` is a VLNV without version (Vivado resolves the installed one);
+    the port and pin names are those of the PS IP. ``control_base`` and
+    ``control_window`` (bytes) bound the addresses the PS control master can
+    reach; every accelerator's register block must sit inside. ``ports`` are
+    PS properties set in both build modes (which AXI ports exist, their
+    widths); ``part_config`` is the full PS configuration applied only when
+    the board files are not installed (DDR, clocks, I/O banks, peripherals),
+    so that mode never depends on a vendor preset. ``fclk_property`` is the
+    PS property that sets the PL clock (MHz).
+    """
+
+    ps_ip: str
+    ps_cell: str
+    automation_rule: str
+    automation_board: str
+    automation_part: str
+    control_port: str
+    control_clock_pin: str
+    data_port: str
+    data_clock_pin: str
+    clock_pin: str
+    reset_pin: str
+    interrupt_pin: str
+    control_base: int
+    control_window: int
+    fclk_property: str
+    ports: Mapping[str, str]
+    part_config: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name in ("control_base", "control_window"):
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise ValueError(f"vivado.{item.name} must be a non-negative integer, not {value!r}")
+            elif item.name in ("ports", "part_config"):
+                if not isinstance(value, Mapping) or not all(
+                        isinstance(k, str) and k.startswith("CONFIG.") and isinstance(v, str) for k, v in value.items()):
+                    raise ValueError(f"vivado.{item.name} must map CONFIG.* property names to strings")
+                object.__setattr__(self, item.name, MappingProxyType(dict(value)))
+            elif not isinstance(value, str) or not value:
+                raise ValueError(f"vivado.{item.name} must be a non-empty string, not {value!r}")
+        if not _is_power_of_two(self.control_window) or self.control_base % self.control_window:
+            raise ValueError(f"vivado control window {self.control_window:#x} at {self.control_base:#x} "
+                             "must be a power of two and aligned to it")
+        if self.ps_ip.count(":") != 2:
+            raise ValueError(f"vivado.ps_ip {self.ps_ip!r} must be vendor:library:name (no version)")
+        if not self.fclk_property.startswith("CONFIG."):
+            raise ValueError(f"vivado.fclk_property {self.fclk_property!r} must be a CONFIG.* property")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Board:
-    """One FPGA board. Resources count LUTs, flip-flops, DSP slices and 36 Kib BRAMs."""
+    """One FPGA board. Resources count LUTs, flip-flops, DSP slices and 36 Kib BRAMs; ``fclk_mhz`` is the PL clock."""
 
     name: str
     display_name: str
@@ -23,6 +84,17 @@ class Board:
     hp_port_bits: int
     ddr_mib: int
     resources: dict[str, int]
+    vivado: VivadoFacts
+
+    def __post_init__(self) -> None:
+        if isinstance(self.vivado, Mapping):
+            object.__setattr__(self, "vivado", VivadoFacts(**self.vivado))
+        if not isinstance(self.vivado, VivadoFacts):
+            raise TypeError(f"board {self.name}: vivado must be a table of block-design facts")
+        if isinstance(self.fclk_mhz, bool) or not isinstance(self.fclk_mhz, (int, float)) or self.fclk_mhz <= 0:
+            raise ValueError(f"board {self.name}: fclk_mhz must be a positive number of MHz")
+        if self.board_part.count(":") != 3:
+            raise ValueError(f"board {self.name}: board_part {self.board_part!r} must be vendor:board:part0:version")
 
 
 @cache
@@ -32,7 +104,10 @@ def boards() -> dict[str, Board]:
     for path in sorted(data_dir("boards").glob("*.toml")):
         with path.open("rb") as handle:
             raw = tomllib.load(handle)
-        found[raw["name"]] = Board(**raw)
+        try:
+            found[raw["name"]] = Board(**raw)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{path}: {error}") from None
     return found
 
 
