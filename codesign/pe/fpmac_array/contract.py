@@ -1,0 +1,67 @@
+"""The word stream of the FP-MAC array PE: the header word, its status rule and the section order (docs/fpmac_array.md).
+
+One transaction in: the header, then ``A``, then ``B``, then ``C_in`` when the
+header asks to accumulate, one container per 32-bit word. Out: one status
+word, then (status 0 only) ``C`` row-major. A refused header is the whole
+transaction: nothing follows it in either direction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from codesign.pe.fpmac_array.spec import DIM_BITS, MAX_DIM, FpmacArraySpec
+
+WORD_BITS = 32
+FB_SHIFT, FB_FIELD_BITS = 24, 5  # fb in bits 28..24 (0..31; 1..max_fb accepted)
+TRANS_A_BIT, TRANS_B_BIT, ACCUMULATE_BIT = 29, 30, 31
+
+STATUS_OK = 0
+STATUS_BAD_HEADER = 1  # M, N or K is 0, or fb is 0
+STATUS_TOO_LARGE = 2  # M, N or K above its buffer, or fb above max_fb
+
+
+@dataclass(frozen=True, kw_only=True)
+class Header:
+    """The fields of one header word: dimensions (values), fraction bits, flags."""
+
+    m: int
+    n: int
+    k: int
+    fb: int
+    trans_a: bool = False  # A arrives as A^T (K x M row-major)
+    trans_b: bool = False  # B arrives as B^T (N x K row-major)
+    accumulate: bool = False  # C_in (M x N row-major) follows B; otherwise every sum starts from +0
+
+    def word(self) -> int:
+        for name, value, limit in (("m", self.m, MAX_DIM), ("n", self.n, MAX_DIM), ("k", self.k, MAX_DIM),
+                                   ("fb", self.fb, (1 << FB_FIELD_BITS) - 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+                raise ValueError(f"header field {name}={value!r} does not fit [0, {limit}]")
+        return (self.m | self.n << DIM_BITS | self.k << 2 * DIM_BITS | self.fb << FB_SHIFT
+                | int(bool(self.trans_a)) << TRANS_A_BIT | int(bool(self.trans_b)) << TRANS_B_BIT
+                | int(bool(self.accumulate)) << ACCUMULATE_BIT)
+
+    @classmethod
+    def parse(cls, word: int) -> Header:
+        word = int(word)
+        return cls(m=word & MAX_DIM, n=(word >> DIM_BITS) & MAX_DIM, k=(word >> 2 * DIM_BITS) & MAX_DIM,
+                   fb=(word >> FB_SHIFT) & ((1 << FB_FIELD_BITS) - 1), trans_a=bool(word >> TRANS_A_BIT & 1),
+                   trans_b=bool(word >> TRANS_B_BIT & 1), accumulate=bool(word >> ACCUMULATE_BIT & 1))
+
+    def status(self, spec: FpmacArraySpec) -> int:
+        """0 accepted; 1 a zero dimension or fb = 0; 2 a dimension above its buffer or fb above max_fb."""
+        if 0 in (self.m, self.n, self.k, self.fb):
+            return STATUS_BAD_HEADER
+        if self.m > spec.max_m or self.n > spec.max_n or self.k > spec.max_k or self.fb > spec.max_fb:
+            return STATUS_TOO_LARGE
+        return STATUS_OK
+
+    @property
+    def input_words(self) -> int:
+        """Operand words after an accepted header: M*K + K*N (+ M*N with accumulate)."""
+        return self.m * self.k + self.k * self.n + (self.m * self.n if self.accumulate else 0)
+
+    @property
+    def macs(self) -> int:
+        return self.m * self.n * self.k
