@@ -1,4 +1,4 @@
-"""`codesign` command line: setup, generate, verify, estimate, build, demo, train, reproduce, sweep.
+"""`codesign` command line: setup, generate, verify, estimate, design, build, demo, train, reproduce, sweep.
 
 The hardware commands work for every PE in :data:`codesign.pe.REGISTRY`:
 their per-PE flags are derived from the PE's spec and stimulus dataclasses,
@@ -18,7 +18,8 @@ from pathlib import Path
 from codesign.boards import boards
 from codesign.pe import get_pe, pe_names
 
-SPEC, STIMULUS = "spec", "stim"  # argparse dest prefixes of spec fields and stimulus fields
+SPEC, STIMULUS = "spec", "stim"
+DEMO_DESIGN = "digits_abvs.toml"  # the shipped design `codesign demo` writes build folders for  # argparse dest prefixes of spec fields and stimulus fields
 
 
 def _int_list(text: str) -> list[int]:
@@ -156,10 +157,27 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_design(args: argparse.Namespace) -> int:
+    from codesign.design import load_design
+    from codesign.design.fit import fit_design, write_fit
+
+    design = load_design(Path(args.config), board_name=args.board)
+    print(design.describe())
+    report = fit_design(design, cache_dir=Path(args.cache), limit_percent=args.limit, progress=True)
+    print()
+    print(report.table())
+    if args.out:
+        for path in write_fit(report, Path(args.out)):
+            print(f"wrote {path}")
+    return 0 if report.fits else 1
+
+
 def _cmd_build(args: argparse.Namespace) -> int:
     from codesign.hw.build import ToolMissing, plan_hls_build, run_hls_build
 
-    plan = plan_hls_build(Path(args.project))
+    if Path(args.target).suffix == ".toml":
+        return _build_design(args)
+    plan = plan_hls_build(Path(args.target))
     if args.dry_run:
         print(f"would run: {plan.describe()}")
         return 0
@@ -168,6 +186,25 @@ def _cmd_build(args: argparse.Namespace) -> int:
     except ToolMissing as missing:
         print(f"cannot build: {missing}", file=sys.stderr)
         return 2
+
+
+def _build_design(args: argparse.Namespace) -> int:
+    from codesign.design import load_design
+    from codesign.design.build import run_build, write_build_folder
+    from codesign.hw.build import ToolMissing
+
+    design = load_design(Path(args.target), board_name=args.board)
+    out = Path(args.out) if args.out else Path("out/build") / design.name / design.board.name
+    folder = write_build_folder(design, out, cache_dir=Path(args.cache), limit_percent=args.limit, progress=True)
+    print(folder.fit.table())
+    print(f"wrote the build folder {out} ({len(folder.written)} files): design.json, hls/, vivado/, fit, README.md")
+    if args.dry_run:
+        return 0
+    try:
+        return run_build(folder)
+    except ToolMissing as missing:
+        print(f"not built: {missing}", file=sys.stderr)
+        return 0 if args.allow_missing_tools else 2
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -189,8 +226,24 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         cost = estimate(pe, pe.estimate_specs(), out_dir=out / pe.name / "estimate")
         print(f"[demo {pe.name}] Yosys: {len(cost['entries'])} syntheses")
         print((out / pe.name / "estimate" / f"{pe.name}_cost.md").read_text())
+    if not args.pe:
+        passed &= _demo_builds(out)
     print("[demo] PASS" if passed else "[demo] FAIL")
     return 0 if passed else 1
+
+
+def _demo_builds(out: Path) -> bool:
+    """The shipped design's build folder for every board (the bitstream only where Vivado is installed)."""
+    from codesign.design import load_design
+    from codesign.design.build import write_build_folder
+    from codesign.resources import data_dir
+
+    for board_name in sorted(boards()):
+        design = load_design(data_dir("examples") / DEMO_DESIGN, board_name=board_name)
+        folder = write_build_folder(design, out / "build" / board_name, cache_dir=out / "estimate-cache")
+        print(f"[demo build {board_name}] {len(folder.written)} files in {folder.root}")
+        print(folder.fit.table())
+    return True
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -270,9 +323,25 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--workers", type=int, default=1, help="Yosys processes at a time")
     estimate.set_defaults(func=_cmd_estimate)
 
-    build = commands.add_parser("build", help="run vitis_hls on a generated project (where installed)")
-    build.add_argument("project", help="a directory written by `codesign generate`")
-    build.add_argument("--dry-run", action="store_true", help="print the command only")
+    design = commands.add_parser("design", help="the hardware a training configuration needs, and whether it fits")
+    design.add_argument("config", help="training TOML with an optional [design] table")
+    design.add_argument("--board", default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
+    design.add_argument("--cache", default="out/estimate-cache", help="Yosys estimate cache")
+    design.add_argument("--limit", type=float, default=90.0, help="largest share of any board resource (%%)")
+    design.add_argument("--out", default=None, help="also write fit.json/.md/.png here")
+    design.set_defaults(func=_cmd_design)
+
+    build = commands.add_parser("build", help="a design's build folder (and bitstream where Vivado is installed), "
+                                              "or vitis_hls on one generated PE project")
+    build.add_argument("target", help="a design TOML, or a directory written by `codesign generate`")
+    build.add_argument("--board", default=None, help="with a design: the board (default: the file's)")
+    build.add_argument("--out", default=None, help="with a design: build folder (default out/build/DESIGN/BOARD)")
+    build.add_argument("--cache", default="out/estimate-cache", help="with a design: Yosys estimate cache")
+    build.add_argument("--limit", type=float, default=90.0, help="with a design: largest share of any resource (%%)")
+    build.add_argument("--allow-missing-tools", action="store_true",
+                       help="with a design: exit 0 when vitis_hls/vivado are absent (the folder is still complete)")
+    build.add_argument("--dry-run", action="store_true", help="write the build folder (design) or print the "
+                                                              "command (project), run no vendor tool")
     build.set_defaults(func=_cmd_build)
 
     train = commands.add_parser("train", help="train one configuration (TOML) with its techniques")

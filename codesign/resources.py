@@ -1,4 +1,4 @@
-"""Locate the data trees (hls_templates/, rtl/, boards/) in a checkout or an installed wheel.
+"""Locate the data trees (hls_templates/, rtl/, boards/, examples/) in a checkout or an installed wheel.
 
 A wheel ships them under ``codesign/_data/``; a source checkout (or an editable
 install) has them at the repository root beside the package.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-DATA_TREES = ("hls_templates", "rtl", "boards")
+DATA_TREES = ("hls_templates", "rtl", "boards", "examples")
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 

@@ -173,4 +173,5 @@ def load_config(path: Path) -> TrainConfig:
             raw = tomllib.load(handle)
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    raw.pop("design", None)  # the hardware of a design point (codesign.design), not a training setting
     return config_from_dict(raw)

@@ -6,7 +6,7 @@ smaller and faster, so it can run at a lower supply. ABVS starts training at
 improving, up to ``fb_max`` (the paper's main setting: the *least sufficient
 FB*, see :func:`least_sufficient_fb`).
 
-Arithmetic. Every counted layer computes in ``FloatFormat(exp_bits=8,
+Arithmetic. Every counted layer computes in ``FloatFormat(exp_bits=exp_bits,
 frac_bits=FB)``: its input activations, weights and output gradients are
 rounded to FB (``FloatQuantizer``), the weight gradients are rounded after
 backward, and the stored state — parameters and SGD momentum buffers — is
@@ -59,7 +59,7 @@ from codesign.energy.abvs_cost import (
     fpmac_energy_model,
 )
 from codesign.numerics import FloatFormat, quantize
-from codesign.numerics.formats import DETERMINISTIC_ROUNDING, FLOAT_FRAC_BITS
+from codesign.numerics.formats import DETERMINISTIC_ROUNDING, FLOAT_EXP_BITS, FLOAT_FRAC_BITS
 from codesign.train.config import is_number, require
 from codesign.train.layers import counted_layers
 from codesign.train.precision import FloatQuantizer, LayerPrecision
@@ -68,7 +68,6 @@ from codesign.train.techniques import base
 if TYPE_CHECKING:
     from codesign.train.trainer import Trainer
 
-EXP_BITS = 8
 FB_LOW, FB_HIGH = FLOAT_FRAC_BITS  # 1..23 fraction bits
 CHECK_TOLERANCE_EPOCHS = 1e-9
 FAMILIES = ("xc7", "xcup")
@@ -91,6 +90,7 @@ class Config:
 
     fb_min: int = 6
     fb_max: int = 9
+    exp_bits: int = 8
     alpha: float = 2.0
     epsilon: float = 0.005
     rounding: str = "nearest_even"
@@ -108,6 +108,9 @@ class Config:
         for name in ("fb_min", "fb_max"):
             value = getattr(self, name)
             require(_fb(value), f"{prefix}.{name}", f"must be an int in {FB_LOW}..{FB_HIGH}, got {value!r}")
+        require(isinstance(self.exp_bits, int) and not isinstance(self.exp_bits, bool)
+                and FLOAT_EXP_BITS[0] <= self.exp_bits <= FLOAT_EXP_BITS[1], f"{prefix}.exp_bits",
+                f"must be an int in {FLOAT_EXP_BITS[0]}..{FLOAT_EXP_BITS[1]}, got {self.exp_bits!r}")
         require(self.fb_min <= self.fb_max, f"{prefix}.fb_min",
                 f"must be <= fb_max={self.fb_max}, got {self.fb_min}")
         require(is_number(self.alpha) and self.alpha > 0, f"{prefix}.alpha", f"must be > 0, got {self.alpha!r}")
@@ -258,7 +261,7 @@ class Technique(base.Technique):
         self.optimizer: torch.optim.Optimizer | None = None
         self.energy_model = config.energy_model()
         self._applied_fb: int | None = None
-        self._formats = {fb: FloatFormat(exp_bits=EXP_BITS, frac_bits=fb, rounding=config.rounding)
+        self._formats = {fb: FloatFormat(exp_bits=config.exp_bits, frac_bits=fb, rounding=config.rounding)
                          for fb in range(config.fb_min, config.fb_max + 1)}
 
     @property

@@ -1,0 +1,135 @@
+"""The build folder of a design point for one board, and the vendor tools run on it where installed.
+
+Layout of ``<out>``::
+
+    design.json            every IP: VLNV, base address, registers, buffers, spec (codesign.design.manifest)
+    fit.json fit.md fit.png  Yosys resources against the board budget
+    hls/<ip>/              one Vitis HLS project per IP (shell top + PE kernel + golden vectors + run_hls.tcl)
+    vivado/                block design, implementation and bitstream Tcl (codesign.hw.vivado)
+    README.md              the commands, in order
+
+Everything is checked before the first file is written: the design, its fit
+on the board, the manifest (addresses, names) and every rendered file. The
+folder must be missing, empty or an earlier build folder of codesign.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from codesign.design.fit import DesignDoesNotFit, FitReport, fit_design, write_fit
+from codesign.design.manifest import MANIFEST_FILE, MANIFEST_FORMAT, design_manifest
+from codesign.design.point import DesignPoint
+from codesign.hw import accel, vivado
+from codesign.hw.build import HLS_TOOLS, ToolMissing
+from codesign.hw.render import write_project
+from codesign.hw.reports import write_json_atomic, write_text_atomic
+from codesign.hw.target import BuildTarget
+from codesign.pe import get_pe
+
+
+class BuildFolderError(ValueError):
+    """The output folder cannot take a build folder (nothing was written)."""
+
+
+@dataclass(frozen=True)
+class BuildFolder:
+    """What :func:`write_build_folder` wrote, and the commands that turn it into a bitstream."""
+
+    root: Path
+    manifest: dict
+    fit: FitReport
+    written: list[Path] = field(default_factory=list)
+
+    @property
+    def hls_commands(self) -> list[tuple[Path, list[str]]]:
+        return [(self.root / ip["hls_project"], ["vitis_hls", "-f", "run_hls.tcl"]) for ip in self.manifest["ips"]]
+
+    @property
+    def vivado_command(self) -> tuple[Path, list[str]]:
+        plan = vivado.plan_vivado_build(self.root)
+        return plan.project_dir, plan.command
+
+
+def check_build_dir(out_dir: Path) -> None:
+    """Refuse a path that exists and is neither empty nor an earlier codesign build folder."""
+    out_dir = Path(out_dir)
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise BuildFolderError(f"{out_dir} exists and is not a directory")
+    marker = out_dir / MANIFEST_FILE
+    if marker.is_file():
+        try:
+            if json.loads(marker.read_text()).get("format") == MANIFEST_FORMAT:
+                return
+        except (OSError, ValueError):
+            pass
+        raise BuildFolderError(f"{marker} is not a codesign design manifest: refusing to write into {out_dir}")
+    if any(out_dir.iterdir()):
+        raise BuildFolderError(f"{out_dir} exists, is not empty and holds no {MANIFEST_FILE}: refusing to write into it")
+
+
+def _readme(design: DesignPoint, manifest: dict, fit: FitReport) -> str:
+    lines = [f"# Build folder of design `{design.name}` for {design.board.display_name}", "",
+             f"Part {design.board.part}, PL clock {design.clock_mhz:g} MHz. Written by `codesign build`; "
+             "nothing here was built by Vivado unless `vivado/` holds a `.bit` and a `.hwh`.", "",
+             "## IPs", "", "| IP | PE | VLNV | base address | why |", "|---|---|---|---|---|"]
+    for ip in manifest["ips"]:
+        lines.append(f"| {ip['name']} | {ip['pe']} | `{ip['vlnv']}` | {ip['base_address']:#010x} | {ip['reason']} |")
+    lines += ["", "## Commands, in order", "", "```sh"]
+    for ip in manifest["ips"]:
+        lines.append(f"(cd {ip['hls_project']} && vitis_hls -f run_hls.tcl)   # C-sim, synthesis, co-sim, IP export")
+    project_dir, command = vivado.plan_vivado_build(Path("."), check=False).project_dir, vivado.plan_vivado_build(
+        Path("."), check=False).command
+    lines.append(f"(cd {project_dir} && {' '.join(command)})   # block design, implementation, bitstream")
+    lines += ["```", "", "`codesign build` runs these itself where `vitis_hls` and `vivado` are on PATH.", "",
+              "## Fit (Yosys, before place and route)", "", fit.table()]
+    return "\n".join(lines) + "\n"
+
+
+def write_build_folder(design: DesignPoint, out_dir: Path, *, cache_dir: Path, limit_percent: float | None = None,
+                       progress: bool = False) -> BuildFolder:
+    """Check ``design`` (fit, manifest, every file), then write its build folder into ``out_dir``."""
+    out_dir = Path(out_dir)
+    check_build_dir(out_dir)
+    kwargs = {} if limit_percent is None else {"limit_percent": limit_percent}
+    fit = fit_design(design, cache_dir=cache_dir, progress=progress, **kwargs)
+    if not fit.fits:
+        raise DesignDoesNotFit(fit.refusal())
+    target = BuildTarget(part=design.board.part, clock_period_ns=design.clock_period_ns)
+    projects, buffers = {}, {}
+    for instance in design.instances:
+        pe = get_pe(instance.pe)
+        stimulus = pe.build_stimulus(instance.spec, pe.stimulus_options())
+        projects[instance.name] = accel.render_accel(pe, instance.spec, instance.name, target, stimulus=stimulus)
+        buffers[instance.name] = accel.buffer_words(stimulus)
+    manifest = design_manifest(design, buffers=buffers)
+    vivado_files = vivado.render_vivado(manifest, design.board)  # validates the manifest; nothing written yet
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [write_json_atomic(out_dir / MANIFEST_FILE, manifest)]
+    for name, project in projects.items():
+        written += write_project(out_dir / "hls" / name, project)
+    written += vivado.write_vivado(out_dir, vivado_files)
+    written += write_fit(fit, out_dir)
+    written.append(write_text_atomic(out_dir / "README.md", _readme(design, manifest, fit)))
+    return BuildFolder(out_dir, manifest, fit, written)
+
+
+def run_build(folder: BuildFolder, *, progress=print) -> int:
+    """Run vitis_hls on every IP, then vivado; raise :class:`ToolMissing` naming the commands when absent."""
+    hls_tool = next((name for name in HLS_TOOLS if shutil.which(name)), None)
+    if hls_tool is None:
+        commands = "; ".join(f"cd {where} && {' '.join(command)}" for where, command in folder.hls_commands)
+        raise ToolMissing(f"vitis_hls is not on PATH; the build folder {folder.root} is complete, run: {commands}; "
+                          f"then: cd {folder.vivado_command[0]} && {' '.join(folder.vivado_command[1])}")
+    for where, command in folder.hls_commands:
+        progress(f"[build] {where}: {' '.join(command)}")
+        result = subprocess.run([hls_tool, *command[1:]], cwd=where, check=False)
+        if result.returncode:
+            raise RuntimeError(f"{hls_tool} failed in {where} (exit {result.returncode}); see {where / 'vitis_hls.log'}")
+    return vivado.run_vivado_build(vivado.plan_vivado_build(folder.root))

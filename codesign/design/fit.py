@@ -1,0 +1,162 @@
+"""Fit before build: Yosys resources of every IP of a design point against its board's budget.
+
+An IP is one PE instance inside the accelerator shell (AXI-Lite control,
+AXI4 read and write engines; :mod:`codesign.hw.accel`). Its cost is the
+PE's Yosys estimate (:func:`codesign.hw.estimate.estimate`, out of context,
+before place and route) plus the shell's. The PS, the AXI interconnect and
+the reset block of the block design are not counted, so the limit below
+keeps a margin (default: every resource at most 90 % of the board).
+
+Estimates are cached per (PE, spec, family, RTL sources), so asking again
+costs nothing; the cache key includes a hash of the Verilog, so an RTL change
+is never answered from a stale entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from codesign.design.point import DesignPoint
+from codesign.hw.estimate import RESOURCES, estimate
+from codesign.hw.reports import write_bytes_atomic, write_json_atomic, write_text_atomic
+from codesign.pe import get_pe
+
+DEFAULT_LIMIT_PERCENT = 90.0
+LABELS = {"lut": "LUT", "ff": "FF", "dsp": "DSP", "bram_36k": "BRAM36"}
+
+
+class DesignDoesNotFit(ValueError):
+    """A design point needs more of some resource than its board allows (the message gives the numbers)."""
+
+
+def _resources(counts: dict) -> dict[str, float]:
+    """LUT sites (logic + LUTRAM + SRL), FF, DSP and 36 Kib BRAMs from a Yosys count dictionary."""
+    return {"lut": counts["lut"] + counts.get("lutram", 0) + counts.get("srl", 0), "ff": counts["ff"],
+            "dsp": counts["dsp"], "bram_36k": counts["bram_36k"]}
+
+
+def pe_cost(pe_name: str, spec, family: str, cache_dir: Path, *, progress: bool = False) -> dict[str, float]:
+    """Yosys resources of one PE configuration on ``family``, from the cache when the RTL is unchanged."""
+    pe = get_pe(pe_name)
+    digest = hashlib.sha256()
+    for path in pe.rtl_sources():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    digest.update(json.dumps([pe_name, family, spec.to_dict()], sort_keys=True).encode())
+    entry_dir = Path(cache_dir) / f"{pe_name}-{family}-{digest.hexdigest()[:16]}"
+    report_path = entry_dir / f"{pe_name}_cost.json"
+    if not report_path.is_file():
+        estimate(pe, [spec], families=(family,), out_dir=entry_dir, plot=False, progress=progress)
+    report = json.loads(report_path.read_text())
+    return _resources(report["entries"][0]["counts"])
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """Resources per IP (PE + shell) and in total, the board budget, and the verdict at ``limit_percent``."""
+
+    design: str
+    board: str
+    family: str
+    budget: dict[str, int]
+    per_ip: dict[str, dict[str, dict[str, float]]]  # ip -> {"pe": {...}, "shell": {...}, "total": {...}}
+    total: dict[str, float]
+    limit_percent: float
+
+    @property
+    def percent(self) -> dict[str, float]:
+        return {key: 100.0 * self.total[key] / self.budget[key] for key in RESOURCES}
+
+    @property
+    def over(self) -> list[str]:
+        """Resources above the limit."""
+        return [key for key in RESOURCES if self.percent[key] > self.limit_percent]
+
+    @property
+    def fits(self) -> bool:
+        return not self.over
+
+    def to_dict(self) -> dict:
+        return {"design": self.design, "board": self.board, "family": self.family, "budget": self.budget,
+                "per_ip": self.per_ip, "total": self.total, "percent": {k: round(v, 3) for k, v in self.percent.items()},
+                "limit_percent": self.limit_percent, "fits": self.fits, "over": self.over,
+                "counted": "Yosys synth_xilinx per PE + accelerator shell; PS, interconnect and reset blocks not counted"}
+
+    def table(self) -> str:
+        head = "| IP | " + " | ".join(LABELS[k] for k in RESOURCES) + " |"
+        lines = [f"Fit of design {self.design} on {self.board} (Yosys {self.family}, limit {self.limit_percent:g} % "
+                 "of each resource; PS and interconnect not counted)", "", head,
+                 "|---|" + "---:|" * len(RESOURCES)]
+        for ip, parts in self.per_ip.items():
+            for part in ("pe", "shell"):
+                lines.append(f"| {ip} ({part}) | " + " | ".join(f"{parts[part][k]:g}" for k in RESOURCES) + " |")
+        lines.append("| **total** | " + " | ".join(f"{self.total[k]:g}" for k in RESOURCES) + " |")
+        lines.append("| budget | " + " | ".join(f"{self.budget[k]}" for k in RESOURCES) + " |")
+        lines.append("| % of budget | " + " | ".join(f"{self.percent[k]:.1f}" for k in RESOURCES) + " |")
+        verdict = "fits" if self.fits else f"does NOT fit ({', '.join(LABELS[k] for k in self.over)} over the limit)"
+        return "\n".join(lines) + f"\n\nVerdict: {verdict}.\n"
+
+    def refusal(self) -> str:
+        parts = [f"{LABELS[k]} {self.total[k]:g} of {self.budget[k]} ({self.percent[k]:.1f} %)" for k in self.over]
+        return (f"design {self.design} does not fit {self.board}: {'; '.join(parts)} exceed "
+                f"{self.limit_percent:g} % of the board")
+
+
+def fit_design(design: DesignPoint, *, cache_dir: Path, limit_percent: float = DEFAULT_LIMIT_PERCENT,
+               progress: bool = False) -> FitReport:
+    """Estimate every IP of ``design`` on its board's Yosys family and total them against the budget."""
+    from codesign.hw.accel import shell_cost
+
+    if not 0 < limit_percent <= 100:
+        raise ValueError(f"limit_percent must be in (0, 100], got {limit_percent}")
+    family = design.board.yosys_family
+    shell = {key: float(value) for key, value in shell_cost(family).items() if key in RESOURCES}
+    per_ip = {}
+    for instance in design.instances:
+        pe = pe_cost(instance.pe, instance.spec, family, cache_dir, progress=progress)
+        per_ip[instance.name] = {"pe": pe, "shell": shell, "total": {k: pe[k] + shell[k] for k in RESOURCES}}
+    total = {key: sum(parts["total"][key] for parts in per_ip.values()) for key in RESOURCES}
+    return FitReport(design=design.name, board=design.board.name, family=family,
+                     budget={key: design.board.resources[key] for key in RESOURCES}, per_ip=per_ip, total=total,
+                     limit_percent=limit_percent)
+
+
+def write_fit(report: FitReport, out_dir: Path) -> list[Path]:
+    """fit.json, fit.md and fit.png (stacked bars per IP against the board budget), each written atomically."""
+    out_dir = Path(out_dir)
+    return [write_json_atomic(out_dir / "fit.json", report.to_dict()),
+            write_text_atomic(out_dir / "fit.md", report.table()),
+            plot_fit(report, out_dir / "fit.png")]
+
+
+def plot_fit(report: FitReport, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots(figsize=(6.5, 4), constrained_layout=True)
+    positions = range(len(RESOURCES))
+    bottom = [0.0] * len(RESOURCES)
+    for ip, parts in report.per_ip.items():
+        for part in ("pe", "shell"):
+            heights = [100.0 * parts[part][k] / report.budget[k] for k in RESOURCES]
+            ax.bar(positions, heights, 0.6, bottom=bottom, label=f"{ip} ({part})")
+            bottom = [b + h for b, h in zip(bottom, heights)]
+    ax.axhline(report.limit_percent, color="red", linestyle="--", linewidth=1, label=f"limit {report.limit_percent:g} %")
+    ax.axhline(100, color="black", linewidth=1)
+    ax.set_xticks(list(positions))
+    ax.set_xticklabels([f"{LABELS[k]}\n{report.total[k]:g}/{report.budget[k]}" for k in RESOURCES], fontsize=8)
+    ax.set_ylabel(f"% of {report.board} budget")
+    ax.set_title(f"{report.design} on {report.board}: {'fits' if report.fits else 'does not fit'}", fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(True, axis="y", alpha=0.3)
+    buffer = io.BytesIO()
+    try:
+        figure.savefig(buffer, format="png", dpi=110)
+    finally:
+        plt.close(figure)
+    return write_bytes_atomic(Path(path), buffer.getvalue())

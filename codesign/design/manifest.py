@@ -1,0 +1,45 @@
+"""design.json: the machine-readable description of a design point's hardware.
+
+The Vivado flow, the PYNQ driver and the emulated board all read this one
+file: every IP's VLNV, base address and range, its control registers (the
+Vitis HLS s_axilite layout, computed by :func:`codesign.hw.accel.register_map`),
+its m_axi data ports and buffers, and the PE spec that fixes its number
+formats. Base addresses are assigned here, once: IP ``i`` sits at the
+board's control base plus ``i`` times :data:`IP_ADDRESS_RANGE`.
+"""
+
+from __future__ import annotations
+
+from codesign.design.point import DesignPoint
+from codesign.hw import accel
+
+MANIFEST_FORMAT, MANIFEST_VERSION = "codesign-design", 1
+MANIFEST_FILE = "design.json"
+IP_ADDRESS_RANGE = 0x1_0000  # 64 KiB per IP: the smallest Vivado address segment, far above the register span
+
+
+def ip_base_address(design: DesignPoint, index: int) -> int:
+    return design.board.vivado.control_base + index * IP_ADDRESS_RANGE
+
+
+def design_manifest(design: DesignPoint, *, buffers: dict[str, dict[str, int]] | None = None) -> dict:
+    """The design.json payload of ``design``; ``buffers`` maps an IP to its in/out buffer sizes (32-bit words)."""
+    if accel.register_span() > IP_ADDRESS_RANGE:
+        raise ValueError(f"the shell's registers span {accel.register_span()} bytes, more than an IP's range")
+    vivado = design.board.vivado
+    ips = []
+    for index, instance in enumerate(design.instances):
+        fields = accel.ip_fields(instance.name)
+        sizes = (buffers or {}).get(instance.name, {})
+        ips.append({
+            "name": instance.name, "pe": instance.pe, "top": fields["top"], "vlnv": fields["vlnv"],
+            "base_address": ip_base_address(design, index), "address_range": IP_ADDRESS_RANGE,
+            "registers": fields["registers"], "data_ports": fields["data_ports"],
+            "hls_project": f"hls/{instance.name}", "ip_repo": f"hls/{instance.name}/{fields['ip_repo_relpath']}",
+            "spec": instance.spec.to_dict(), "reason": instance.reason,
+            "buffers": {name: {"dtype": "uint32", "max_words": int(words)} for name, words in sorted(sizes.items())},
+        })
+    return {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "design": design.name,
+            "board": design.board.name, "part": design.board.part, "clock_mhz": design.clock_mhz,
+            "control_port": vivado.control_port, "data_port": vivado.data_port,
+            "training": design.training.to_dict(), "ips": ips}

@@ -1,0 +1,225 @@
+"""A design point: one training configuration, the board it runs on, and the PE instances it needs.
+
+The hardware is *derived* from the training configuration, never typed in
+again: the FB-float format of ABVS sets the FP-MAC array's exponent width,
+largest fraction width and rounding; kernel-wise compressed training sets the
+CSB PE's kernel size. The ``[design]`` table of the training TOML only names
+the design, picks the board and clock, and sets hardware-only choices the
+training configuration cannot know (array shapes, buffer sizes); a field that
+is derived may not be overridden there.
+
+TOML shape (the same file ``codesign train`` reads; it ignores ``[design]``)::
+
+    seed = 0
+    [model]
+    name = "mlp"
+    [techniques.abvs]
+    fb_min = 6
+    fb_max = 9
+    [design]
+    name = "digits_abvs"
+    board = "zedboard"
+    clock_mhz = 100.0
+    [design.pe.fpmac_array]
+    rows = 4
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codesign.boards import Board, board
+from codesign.pe import REGISTRY, get_pe
+from codesign.train.config import TrainConfig, config_from_dict
+
+DESIGN_TABLE = "design"
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+CLOCK_RANGE_MHZ = (10.0, 300.0)
+FP32_EXP_BITS, FP32_FRAC_BITS = 8, 23  # plain FP32 training runs on the FP-MAC array at full width
+HOST_TECHNIQUES = {"smd": "mini-batch dropping is a host-side schedule", "slu": "layer skipping is a host-side schedule"}
+# techniques whose arithmetic needs a PE that is not built yet: named here so the error says which one
+FIXED_POINT_ARRAY = "fixed_mac_array"
+
+
+class DesignError(ValueError):
+    """A design point is invalid; the message names the field (``design.board``, ``techniques.abvs``...)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PeInstance:
+    """One PE in the design: instance ``name`` (a C identifier), registered ``pe``, its spec, and why it is needed."""
+
+    name: str
+    pe: str
+    spec: Any
+    reason: str
+
+    @property
+    def top(self) -> str:
+        """HLS top function (and IP name) of this instance's accelerator."""
+        return f"{self.name}_accel"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DesignPoint:
+    """The training configuration, the board, the PL clock (MHz) and the PE instances derived from them."""
+
+    name: str
+    training: TrainConfig
+    board: Board
+    clock_mhz: float
+    instances: tuple[PeInstance, ...]
+    overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise DesignError(f"design.name: {self.name!r} must be lower-case letters, digits and _ (at most 48), "
+                              "starting with a letter")
+        low, high = CLOCK_RANGE_MHZ
+        if isinstance(self.clock_mhz, bool) or not isinstance(self.clock_mhz, (int, float)) \
+                or not low <= self.clock_mhz <= high:
+            raise DesignError(f"design.clock_mhz: must be a number in [{low:g}, {high:g}] MHz, got {self.clock_mhz!r}")
+        names = [instance.name for instance in self.instances]
+        if len(set(names)) != len(names):
+            raise DesignError(f"design: duplicate PE instance names {names}")
+        if not self.instances:
+            raise DesignError("design: the configuration needs no PE, so there is no hardware to build")
+
+    @property
+    def clock_period_ns(self) -> float:
+        return 1000.0 / self.clock_mhz
+
+    def describe(self) -> str:
+        """What hardware the configuration needs, for people."""
+        lines = [f"design {self.name} on {self.board.display_name} ({self.board.part}), PL clock {self.clock_mhz:g} MHz",
+                 f"training: model {self.training.model.name}, techniques "
+                 f"{', '.join(sorted(self.training.techniques)) or 'none (FP32)'}"]
+        for instance in self.instances:
+            lines.append(f"  {instance.name}: {get_pe(instance.pe).title} -- {instance.reason}")
+            lines.append(f"    spec: {instance.spec}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "board": self.board.name, "part": self.board.part, "clock_mhz": self.clock_mhz,
+                "training": self.training.to_dict(),
+                "instances": [{"name": i.name, "pe": i.pe, "top": i.top, "reason": i.reason, "spec": i.spec.to_dict()}
+                              for i in self.instances]}
+
+
+def _need_registered(pe_name: str, why: str) -> None:
+    if pe_name not in REGISTRY:
+        raise DesignError(f"{why} needs the {pe_name!r} PE, which is not registered "
+                          f"(registered PEs: {', '.join(REGISTRY)})")
+
+
+def derived_pe_fields(training: TrainConfig) -> list[tuple[str, dict[str, Any], str]]:
+    """(PE name, spec fields derived from the training configuration, reason), in a stable order.
+
+    Raises :class:`DesignError` for a technique whose arithmetic has no PE yet.
+    """
+    techniques = training.techniques
+    needs: list[tuple[str, dict[str, Any], str]] = []
+    if "abvs" in techniques:
+        abvs = techniques["abvs"]
+        needs.append(("fpmac_array", {"exp_bits": abvs.exp_bits, "max_fb": abvs.fb_max, "rounding": abvs.rounding},
+                      f"ABVS FB-float training, FB {abvs.fb_min}..{abvs.fb_max} chosen at run time"))
+    for name in ("cpt", "psg"):
+        if name in techniques:
+            _need_registered(FIXED_POINT_ARRAY, f"techniques.{name} (fixed-point MACs)")
+    if "compress" in techniques:
+        compress = techniques["compress"]
+        contract = get_pe("csb").spec_class()
+        for setting, wanted in (("bits", contract.data_bits), ("buffer_bits", contract.buffer_bits)):
+            if getattr(compress, setting) != wanted:
+                raise DesignError(f"techniques.compress.{setting}: the CSB PE implements {wanted}-bit "
+                                  f"{'operands' if setting == 'bits' else 'weight buffers'}, the configuration asks "
+                                  f"{getattr(compress, setting)}")
+        kernel = 3 if training.model.name == "resnet" else 1
+        needs.append(("csb", {"kernel": kernel},
+                      f"kernel-wise compressed training: {compress.bits}-bit operands in CSB blocks, {kernel}x{kernel} kernels"))
+    if not needs and not any(name in techniques for name in ("cpt", "psg")):
+        needs.append(("fpmac_array", {"exp_bits": FP32_EXP_BITS, "max_fb": FP32_FRAC_BITS, "rounding": "nearest_even"},
+                      "FP32 training (no reduced-precision technique)"))
+    return needs
+
+
+def _pe_spec(pe_name: str, derived: dict[str, Any], override: Mapping[str, Any], where: str):
+    pe = get_pe(pe_name)
+    known = {f.name for f in dataclasses.fields(pe.spec_class)}
+    clash = sorted(set(override) & set(derived))
+    if clash:
+        raise DesignError(f"{where}.{clash[0]}: derived from the training configuration ({derived[clash[0]]!r}); "
+                          "change the technique's setting instead")
+    unknown = sorted(set(override) - known)
+    if unknown:
+        raise DesignError(f"{where}.{unknown[0]}: not a field of the {pe_name} spec (fields: {', '.join(sorted(known))})")
+    try:
+        return pe.spec(**derived, **override)
+    except (TypeError, ValueError) as error:
+        raise DesignError(f"{where}: {error}") from None
+
+
+def design_point(training: TrainConfig, *, name: str, board_name: str = "zedboard", clock_mhz: float = 100.0,
+                 overrides: Mapping[str, Mapping[str, Any]] | None = None) -> DesignPoint:
+    """Derive the PE instances of ``training`` for ``board_name``; every error before anything is built."""
+    overrides = dict(overrides or {})
+    try:
+        chosen_board = board(board_name)
+    except ValueError as error:
+        raise DesignError(f"design.board: {error}") from None
+    needs = derived_pe_fields(training)
+    for pe_name in overrides:
+        if pe_name not in {need[0] for need in needs}:
+            raise DesignError(f"design.pe.{pe_name}: the configuration does not use the {pe_name!r} PE "
+                              f"(it uses {', '.join(need[0] for need in needs)})")
+    for pe_name, _, why in needs:
+        _need_registered(pe_name, why)
+    counts: dict[str, int] = {}
+    instances = []
+    for pe_name, derived, reason in needs:
+        index = counts.get(pe_name, 0)
+        counts[pe_name] = index + 1
+        spec = _pe_spec(pe_name, derived, overrides.get(pe_name, {}), f"design.pe.{pe_name}")
+        instances.append(PeInstance(name=f"{pe_name}_{index}", pe=pe_name, spec=spec, reason=reason))
+    return DesignPoint(name=name, training=training, board=chosen_board, clock_mhz=clock_mhz,
+                       instances=tuple(instances), overrides=overrides)
+
+
+def design_from_dict(raw: dict, *, board_name: str | None = None, default_name: str = "design") -> DesignPoint:
+    """A design point from plain TOML data: the training tables plus an optional ``[design]`` table."""
+    raw = dict(raw)
+    section = raw.pop(DESIGN_TABLE, {})
+    if not isinstance(section, dict):
+        raise DesignError("design: must be a table")
+    known = {"name", "board", "clock_mhz", "pe"}
+    unknown = sorted(set(section) - known)
+    if unknown:
+        raise DesignError(f"design.{unknown[0]}: unknown field (known: {', '.join(sorted(known))})")
+    overrides = section.get("pe", {})
+    if not isinstance(overrides, dict) or not all(isinstance(v, dict) for v in overrides.values()):
+        raise DesignError("design.pe: must hold one table per PE, e.g. [design.pe.fpmac_array]")
+    return design_point(config_from_dict(raw), name=section.get("name", default_name),
+                        board_name=board_name or section.get("board", "zedboard"),
+                        clock_mhz=section.get("clock_mhz", 100.0), overrides=overrides)
+
+
+def load_design(path: Path, *, board_name: str | None = None) -> DesignPoint:
+    """Load a design point from a training TOML; ``board_name`` (e.g. from ``--board``) wins over the file's."""
+    path = Path(path)
+    if not path.is_file():
+        raise DesignError(f"design file {path} does not exist")
+    with path.open("rb") as handle:
+        try:
+            raw = tomllib.load(handle)
+        except tomllib.TOMLDecodeError as error:
+            raise DesignError(f"{path}: not valid TOML: {error}") from None
+    default_name = re.sub(r"[^a-z0-9_]", "_", path.stem.lower()) or "design"
+    if not default_name[0].isalpha():
+        default_name = "d_" + default_name
+    return design_from_dict(raw, board_name=board_name, default_name=default_name)

@@ -1,0 +1,83 @@
+"""Design points: the hardware is derived from the training configuration; bad designs are refused by name."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from codesign.design import DesignError, design_from_dict, load_design
+from codesign.train.config import load_config
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _raw(name: str) -> dict:
+    with (EXAMPLES / name).open("rb") as handle:
+        return tomllib.load(handle)
+
+
+def test_abvs_design_derives_the_fpmac_array_from_the_technique():
+    design = load_design(EXAMPLES / "digits_abvs.toml")
+    abvs = design.training.techniques["abvs"]
+    (instance,) = design.instances
+    assert instance.pe == "fpmac_array" and instance.name == "fpmac_array_0" and instance.top == "fpmac_array_0_accel"
+    assert (instance.spec.exp_bits, instance.spec.max_fb, instance.spec.rounding) == (abvs.exp_bits, abvs.fb_max,
+                                                                                       abvs.rounding)
+    assert design.board.name == "zedboard" and design.clock_period_ns == pytest.approx(10.0)
+    assert "fpmac_array_0" in design.describe()
+
+
+def test_a_changed_technique_changes_the_hardware():
+    raw = _raw("digits_abvs.toml")
+    raw["techniques"]["abvs"].update(fb_max=12, exp_bits=5, rounding="toward_zero")
+    spec = design_from_dict(raw).instances[0].spec
+    assert (spec.exp_bits, spec.max_fb, spec.rounding) == (5, 12, "toward_zero")
+
+
+def test_compressed_design_uses_the_csb_pe_with_the_models_kernel():
+    design = load_design(EXAMPLES / "digits_compressed.toml", board_name="ultra96v2")
+    (instance,) = design.instances
+    assert instance.pe == "csb" and instance.spec.kernel == 3 and design.board.name == "ultra96v2"
+
+
+def test_plain_fp32_training_runs_on_a_full_width_array():
+    raw = _raw("digits_abvs.toml")
+    del raw["techniques"]
+    spec = design_from_dict(raw).instances[0].spec
+    assert (spec.exp_bits, spec.max_fb) == (8, 23)
+
+
+def test_the_training_loader_ignores_the_design_table():
+    assert set(load_config(EXAMPLES / "digits_abvs.toml").techniques) == {"abvs"}
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda raw: raw["design"].update(board="arty"), "design.board: unknown board 'arty'"),
+    (lambda raw: raw["design"].update(clock_mhz=1000), "design.clock_mhz"),
+    (lambda raw: raw["design"].update(name="Bad Name"), "design.name"),
+    (lambda raw: raw["design"].update(colour="red"), "design.colour: unknown field"),
+    (lambda raw: raw["design"].update(pe={"fpmac_array": {"max_fb": 12}}), "design.pe.fpmac_array.max_fb: derived"),
+    (lambda raw: raw["design"].update(pe={"fpmac_array": {"nonsense": 1}}), "design.pe.fpmac_array.nonsense: not a field"),
+    (lambda raw: raw["design"].update(pe={"csb": {"kernel": 3}}), "design.pe.csb: the configuration does not use"),
+    (lambda raw: raw["techniques"].update(cpt={}), "'fixed_mac_array' PE, which is not registered"),
+    (lambda raw: raw["techniques"]["abvs"].update(exp_bits=9), "techniques.abvs.exp_bits"),
+])
+def test_bad_designs_are_refused_with_the_field(edit, message):
+    raw = _raw("digits_abvs.toml")
+    edit(raw)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        design_from_dict(raw)
+
+
+def test_compressed_operand_width_must_match_the_csb_contract():
+    raw = _raw("digits_compressed.toml")
+    raw["techniques"]["compress"]["bits"] = 6
+    with pytest.raises(DesignError, match="techniques.compress.bits: the CSB PE implements 8-bit operands"):
+        design_from_dict(raw)
+
+
+def test_a_missing_design_file_is_a_clear_error(tmp_path):
+    with pytest.raises(DesignError, match="does not exist"):
+        load_design(tmp_path / "nope.toml")
