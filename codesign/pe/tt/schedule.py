@@ -1,0 +1,254 @@
+"""The schedule of one TT layer's training step: its contractions, and their tiling into PE1/PE2 calls.
+
+A training step of a TT layer (:mod:`codesign.train.tt.layer`, paper 003,
+App. A) is a chain of contractions: the forward sweep over the cores
+(Eqs. (8)-(10)), then, right to left, each core's gradient and the gradient
+of the state entering it (Eqs. (11)-(12)). Each contraction becomes PE work
+without permuting anything the forward sweep produces:
+
+* forward, inner core ``k``: PE2 with ``A`` = the state ``(B·P, r_{k-1}·n_k,
+  R_k)`` and ``B`` = the core as ``(m_k·r_k, r_{k-1}·n_k)``;
+* forward, last core: PE1 with ``A`` = ``(B·P, r_{d-1}, n_d)`` and ``B`` =
+  ``(m_d, r_{d-1}, n_d)``;
+* input gradient, inner core: PE2 with ``A`` = the gradient ``(B·P, m_k·r_k,
+  R_k)`` and ``B`` = the core as ``(r_{k-1}·n_k, m_k·r_k)``;
+* input gradient, last core (``r_d = R_d = 1``): PE1 with ``A`` = ``(B·P, 1,
+  m_d)`` and ``B`` = ``(r_{d-1}·n_d, 1, m_d)``;
+* core gradient ``k`` (the direct route of App. A.2 that the golden model
+  takes): PE1 with ``A`` = the gradient as ``(m_k·r_k, T)`` and ``B`` = the
+  saved state as ``(r_{k-1}·n_k, T)``, ``T = B·P·R`` the summed positions,
+  folded into ``(J, K)`` rows with ``K`` a whole number of chunks and zero
+  padding at the end. Both operands are permuted by the host (the batch axis
+  moves behind the mode axes).
+
+PE3 (the outer product of the dense weight gradient, App. A.2's second
+route) has no place in this schedule: the golden step computes the core
+gradients directly, and the second route quantises different intermediates,
+so its numbers would differ.
+
+A contraction larger than a PE's header fields (255) or buffers is cut into
+calls; a cut along a summed axis leaves partial sums the host adds in 64
+bits. The summed length of one call is also capped so that no accumulator
+can saturate (:func:`max_terms`): every call's result is the exact sum, which
+is what the golden model computes in float64, and the step is exact whatever
+the data.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from codesign.numerics.formats import _check_int
+from codesign.pe.tt.contract import MAX_DIM, chunks
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
+
+PHASES = ("forward", "core_grad", "input_grad")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepHardware:
+    """The PE builds a layer step runs on: one PE1, one PE2 (and the PE3 the array carries, unused here).
+
+    PE1 takes 16-bit gradients against 8-bit states (core gradients) as well
+    as 8-bit activations or 16-bit gradients against 4-bit cores, so its
+    default widths are ``a_bits=16``, ``b_bits=8``; PE2 takes activations or
+    gradients (``a_bits=16``) against 4-bit cores.
+    """
+
+    pe1: Tt1Spec = Tt1Spec(a_bits=16, b_bits=8)
+    pe2: Tt2Spec = Tt2Spec(a_bits=16, b_bits=4)
+    pe3: Tt3Spec = Tt3Spec()
+
+    def __post_init__(self) -> None:
+        for name, kind in (("pe1", Tt1Spec), ("pe2", Tt2Spec), ("pe3", Tt3Spec)):
+            if not isinstance(getattr(self, name), kind):
+                raise TypeError(f"{name} must be a {kind.__name__}, got {type(getattr(self, name)).__name__}")
+
+    def spec(self, pe: str) -> Tt1Spec | Tt2Spec | Tt3Spec:
+        return {"tt1": self.pe1, "tt2": self.pe2, "tt3": self.pe3}[pe]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerGeometry:
+    """Shapes of a TT layer's step: modes, ranks ``(1, r_1, .., r_{d-1}, 1)`` and the batch (samples)."""
+
+    in_modes: tuple[int, ...]
+    out_modes: tuple[int, ...]
+    ranks: tuple[int, ...]
+    batch: int
+
+    def __post_init__(self) -> None:
+        d = len(self.in_modes)
+        if d < 1 or len(self.out_modes) != d or len(self.ranks) != d + 1:
+            raise ValueError(f"need d >= 1 in_modes, d out_modes and d + 1 ranks, got {self.in_modes}, "
+                             f"{self.out_modes}, {self.ranks}")
+        for name in ("in_modes", "out_modes", "ranks"):
+            for value in getattr(self, name):
+                _check_int(name, value, 1, 1 << 20)
+        if self.ranks[0] != 1 or self.ranks[-1] != 1:
+            raise ValueError(f"boundary ranks must be 1, got {self.ranks}")
+        _check_int("batch", self.batch, 1, 1 << 20)
+
+    @classmethod
+    def of_cores(cls, cores, batch: int) -> LayerGeometry:
+        """The geometry of cores ``(r_{k-1}, m_k, n_k, r_k)`` (NumPy arrays or tensors)."""
+        return cls(in_modes=tuple(int(c.shape[2]) for c in cores), out_modes=tuple(int(c.shape[1]) for c in cores),
+                   ranks=(1, *(int(c.shape[3]) for c in cores)), batch=batch)
+
+    @property
+    def order(self) -> int:
+        return len(self.in_modes)
+
+    def core(self, k: int) -> dict[str, int]:
+        """Sizes of contraction ``k``: batch ``B``, produced ``P``, ``a = r_{k-1}``, ``m``, ``n``, ``c = r_k``,
+        remaining ``R``."""
+        return {"B": self.batch, "P": math.prod(self.out_modes[:k]), "a": self.ranks[k], "m": self.out_modes[k],
+                "n": self.in_modes[k], "c": self.ranks[k + 1], "R": math.prod(self.in_modes[k + 1:])}
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """One contraction of the step as one PE computes it, before tiling.
+
+    ``dims`` are the PE's ``(I, J, K, L)`` for the whole contraction; ``folded``
+    (core gradients only) is the summed length ``T`` before it was folded into
+    ``J x K``. ``a_bits``/``b_bits`` are the widths of the codes that go in
+    (bits), which bound the products.
+    """
+
+    phase: str
+    core: int
+    pe: str
+    dims: tuple[int, int, int, int]
+    a_bits: int
+    b_bits: int
+    folded: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.phase}[{self.core}]"
+
+    @property
+    def macs(self) -> int:
+        """Useful products (folding padding not counted)."""
+        i, j, k, l = self.dims
+        return i * l * (self.folded if self.folded else j * k)
+
+
+@dataclass(frozen=True)
+class PeCall:
+    """One PE transaction: contraction ``index`` of the plan restricted to half-open ranges of I, J, K, L."""
+
+    index: int
+    pe: str
+    i: tuple[int, int]
+    j: tuple[int, int]
+    k: tuple[int, int]
+    l: tuple[int, int]
+
+    @property
+    def dims(self) -> tuple[int, int, int, int]:
+        return tuple(stop - start for start, stop in (self.i, self.j, self.k, self.l))  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """The contractions of a step in execution order and the PE calls each is cut into (in the same order)."""
+
+    geometry: LayerGeometry
+    hardware: StepHardware
+    contractions: tuple[Contraction, ...]
+    calls: tuple[PeCall, ...]
+
+    def calls_of(self, index: int) -> list[PeCall]:
+        return [call for call in self.calls if call.index == index]
+
+
+def max_terms(acc_bits: int, a_bits: int, b_bits: int) -> int:
+    """Products one accumulator may sum without any partial sum leaving ``acc_bits`` (signed), whatever the codes.
+
+    The largest product of an ``a_bits`` and a ``b_bits`` code is
+    ``2^(a_bits-1) · 2^(b_bits-1)`` (both at their most negative code).
+    """
+    return ((1 << (acc_bits - 1)) - 1) >> (a_bits + b_bits - 2)
+
+
+def fold(total: int, spec: Tt1Spec) -> tuple[int, int]:
+    """``(J, K)`` a summed length ``total`` is folded into (zero padding at the end): ``K`` whole chunks of
+    ``lanes``, as many as the buffer takes and the length needs, and ``J = ceil(total / K)``."""
+    k = spec.max_k // spec.lanes * spec.lanes or spec.max_k
+    k = min(k, chunks(total, spec.lanes) * spec.lanes)
+    return -(-total // k), k
+
+
+def contractions(geometry: LayerGeometry, *, act_bits: int, grad_bits: int, core_bits: int, need_input_grad: bool,
+                 hardware: StepHardware) -> list[Contraction]:
+    """The step's contractions in the golden model's order: forward 0..d-1, then for k = d-1..0 the core gradient
+    and (except for k = 0 without ``need_input_grad``) the input gradient."""
+    d = geometry.order
+    out = []
+    for k in range(d):
+        s = geometry.core(k)
+        bp = s["B"] * s["P"]
+        if k == d - 1:
+            out.append(Contraction("forward", k, "tt1", (bp, s["a"], s["n"], s["m"]), act_bits, core_bits))
+        else:
+            out.append(Contraction("forward", k, "tt2", (bp, s["a"] * s["n"], s["R"], s["m"] * s["c"]), act_bits,
+                                   core_bits))
+    for k in range(d - 1, -1, -1):
+        s = geometry.core(k)
+        bp = s["B"] * s["P"]
+        total = bp * s["R"]
+        j, kk = fold(total, hardware.pe1)
+        out.append(Contraction("core_grad", k, "tt1", (s["m"] * s["c"], j, kk, s["a"] * s["n"]), grad_bits, act_bits,
+                               folded=total))
+        if k == 0 and not need_input_grad:
+            break
+        if k == d - 1:
+            out.append(Contraction("input_grad", k, "tt1", (bp, 1, s["m"], s["a"] * s["n"]), grad_bits, core_bits))
+        else:
+            out.append(Contraction("input_grad", k, "tt2", (bp, s["m"] * s["c"], s["R"], s["a"] * s["n"]), grad_bits,
+                                   core_bits))
+    return out
+
+
+def _ranges(length: int, step: int) -> list[tuple[int, int]]:
+    return [(start, min(start + step, length)) for start in range(0, length, step)]
+
+
+def tile(index: int, contraction: Contraction, hardware: StepHardware) -> list[PeCall]:
+    """Calls of one contraction: ``I`` in pieces of <= 255, the other axes within the build's limits, and the summed
+    axes short enough that no accumulator saturates (:func:`max_terms`). Summed axes innermost, so a call's partial
+    sum is followed by the rest of the same outputs."""
+    spec = hardware.spec(contraction.pe)
+    if contraction.a_bits > spec.a_bits or contraction.b_bits > spec.b_bits:
+        raise ValueError(f"{contraction.name} needs {contraction.a_bits} x {contraction.b_bits}-bit operands, but "
+                         f"{contraction.pe} is built for {spec.a_bits} x {spec.b_bits} bits")
+    i, j, k, l = contraction.dims
+    terms = max_terms(spec.acc_bits, contraction.a_bits, contraction.b_bits)
+    if terms < 1:
+        raise ValueError(f"{contraction.name}: one {contraction.a_bits} x {contraction.b_bits}-bit product can "
+                         f"saturate {contraction.pe}'s {spec.acc_bits}-bit accumulator")
+    i_step = MAX_DIM
+    l_step = min(spec.max_l, MAX_DIM)
+    if contraction.pe == "tt1":  # sums over J and K
+        k_step = min(spec.max_k, terms)
+        j_step = max(1, min(spec.max_j, terms // k_step))
+    else:  # sums over J only; K runs through
+        k_step = spec.max_k
+        j_step = min(spec.max_j, terms)
+    return [PeCall(index, contraction.pe, ri, rj, rk, rl)
+            for ri in _ranges(i, i_step) for rl in _ranges(l, l_step) for rk in _ranges(k, k_step)
+            for rj in _ranges(j, j_step)]
+
+
+def plan_step(geometry: LayerGeometry, *, act_bits: int = 8, grad_bits: int = 16, core_bits: int = 4,
+              need_input_grad: bool = True, hardware: StepHardware = StepHardware()) -> StepPlan:
+    """The schedule of one training step of a layer of ``geometry``: contractions and PE calls, shapes only."""
+    for name, bits in (("act_bits", act_bits), ("grad_bits", grad_bits), ("core_bits", core_bits)):
+        _check_int(name, bits, 2, 16)
+    items = contractions(geometry, act_bits=act_bits, grad_bits=grad_bits, core_bits=core_bits,
+                         need_input_grad=need_input_grad, hardware=hardware)
+    calls = [call for index, item in enumerate(items) for call in tile(index, item, hardware)]
+    return StepPlan(geometry=geometry, hardware=hardware, contractions=tuple(items), calls=tuple(calls))

@@ -1,0 +1,397 @@
+"""One TT layer's training step as PE calls, against the golden layer's own step, bit for bit.
+
+:func:`golden_step` runs the step the trainer takes: forward and backward
+of a :class:`codesign.train.tt.layer.TTLinear` in training mode, low
+precision, on a copy of the layer. :func:`pe_step` computes the same step
+from the schedule of :mod:`codesign.pe.tt.schedule`: every contraction on
+PE1/PE2 (through a *runner*: the golden kernels, :class:`GoldenRunner`, or
+the generated HLS C++, :class:`codesign.pe.tt.step_csim.CsimRunner`), and
+between the calls what the host of paper 003 (Sec. 4: the ARM core) does in
+integers: adding partial sums of a cut contraction, choosing each tensor's
+power-of-two scale from its mean |code| (Sec. 3.3), rounding accumulator
+words to the next 8- or 16-bit codes (to nearest, ties to even, saturating),
+adding the bias, summing the bias gradient and masking the input gradient
+(clipped-ReLU straight-through estimator). :func:`compare_steps` counts the
+values that differ.
+
+Why the two agree: the golden layer computes sums of products of codes in
+float64, exact at these widths; the schedule caps every call's summed length
+so no PE accumulator saturates, and the host adds partial sums in 64 bits,
+so every contraction is the same exact integer. Scale choice and rounding
+are then the same function of the same integers. The paper's datapath
+(Sec. 3.3) has power-of-two scales and a wide accumulator, which is what
+both sides model; neither side had to change.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from codesign.numerics.formats import FIXED_FRAC_BITS
+from codesign.pe.tt import golden
+from codesign.pe.tt.schedule import Contraction, LayerGeometry, StepHardware, StepPlan, plan_step
+from codesign.train.tt.layer import TTLinear
+from codesign.numerics.scales import mean_abs_frac_bits
+from codesign.train.tt.precision import UNSET, mean_abs
+
+TRACKERS = ("core_frac_bits", "act_frac_bits", "grad_frac_bits", "core_grad_frac_bits", "bias_frac_bits",
+            "bias_grad_frac_bits")
+
+
+# ---------------------------------------------------------------------------- host arithmetic (integers)
+def floor_log2_ratio(numerator: int, denominator: int) -> int:
+    """``floor(log2(numerator / denominator))`` for positive ints, exactly."""
+    e = numerator.bit_length() - denominator.bit_length()
+    low, high = (numerator, denominator << e) if e >= 0 else (numerator << -e, denominator)
+    return e - 1 if low < high else e
+
+
+def choose_frac(codes: np.ndarray, frac_bits: int, *, bits: int, headroom_bits: int, current: int) -> int:
+    """The fraction bits that put the mean |value| of ``codes · 2^-frac_bits`` in the tracked range.
+
+    The rule of :func:`codesign.numerics.scales.mean_abs_frac_bits`, in
+    integers: ``(bits - 2 - headroom) - floor(log2(mean))``, clipped to the
+    fixed-point range; an all-zero tensor keeps ``current`` (``bits - 1`` when
+    the tracker was never set).
+    """
+    total = int(np.abs(np.asarray(codes, dtype=np.int64)).sum())
+    if total == 0:
+        return bits - 1 if current == UNSET else current
+    exponent = floor_log2_ratio(total, int(np.asarray(codes).size)) - frac_bits
+    return max(FIXED_FRAC_BITS[0], min(FIXED_FRAC_BITS[1], (bits - 2 - headroom_bits) - exponent))
+
+
+def rescale(codes: np.ndarray, frac_from: int, frac_to: int, bits: int) -> np.ndarray:
+    """``codes · 2^-frac_from`` as ``bits``-wide codes at ``frac_to``: rounded to nearest, ties to even, saturated."""
+    z = np.asarray(codes, dtype=np.int64)
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    shift = frac_to - frac_from
+    if shift >= 0:
+        if shift > bits:
+            return np.where(z > 0, high, np.where(z < 0, low, 0)).astype(np.int64)
+        return np.clip(np.clip(z, -(1 << bits), 1 << bits) << shift, low, high)
+    s = -shift
+    if s > 62:  # |z| < 2^62 after a 64-bit sum: every value rounds to 0
+        return np.zeros_like(z)
+    floor = z >> s
+    rest = z - (floor << s)
+    half = 1 << (s - 1)
+    up = (rest > half) | ((rest == half) & (floor & 1 == 1))
+    return np.clip(floor + up, low, high)
+
+
+def quantize_values(values: np.ndarray, frac_bits: int, bits: int) -> np.ndarray:
+    """Codes of real values at ``frac_bits`` (to nearest, ties to even, saturated): the host's input conversion."""
+    scaled = np.ldexp(np.asarray(values, dtype=np.float64), frac_bits)
+    return np.clip(np.rint(scaled), -(1 << (bits - 1)), (1 << (bits - 1)) - 1).astype(np.int64)
+
+
+def frac_of_values(values: np.ndarray, *, bits: int, headroom_bits: int, current: int, update: bool) -> int:
+    """The tracked scale of a real-valued host input (the batch, the output gradient, bias, shadow cores).
+
+    These are floats before any PE sees them, so the host takes the trainer's
+    own rule on their float mean |x| (:func:`codesign.train.tt.precision.mean_abs`,
+    :func:`codesign.numerics.scales.mean_abs_frac_bits`); every tensor a PE
+    produced is scaled in integers by :func:`choose_frac`.
+    """
+    if not update and current != UNSET:
+        return current
+    fallback = bits - 1 if current == UNSET else current
+    return mean_abs_frac_bits(mean_abs(torch.from_numpy(np.asarray(values, dtype=np.float64))), bits=bits,
+                              headroom_bits=headroom_bits, fallback=fallback)
+
+
+def to_values(codes: np.ndarray, frac_bits: int) -> np.ndarray:
+    """Exact float64 values of integer codes (|codes| < 2^53)."""
+    return np.ldexp(np.asarray(codes, dtype=np.int64).astype(np.float64), -frac_bits)
+
+
+# ---------------------------------------------------------------------------- runners
+class GoldenRunner:
+    """Runs PE calls in the golden kernels (:func:`codesign.pe.tt.golden.kernel`)."""
+
+    name = "golden"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def run(self, hardware: StepHardware, calls: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+        self.calls += len(calls)
+        return [golden.kernel(hardware.spec(pe), a, b) for pe, a, b in calls]
+
+
+# ---------------------------------------------------------------------------- results
+@dataclass
+class StepResult:
+    """What a training step of one layer produces (float32 as the layer returns it) and its scales afterwards.
+
+    ``y`` (B, M) layer output, ``grad_x`` (B, N) input gradient (None for a
+    network input), ``core_grads`` the gradients of the shadow cores,
+    ``bias_grad``; ``trackers`` the fraction bits of every tracked tensor.
+    """
+
+    y: np.ndarray
+    grad_x: np.ndarray | None
+    core_grads: list[np.ndarray]
+    bias_grad: np.ndarray | None
+    trackers: dict[str, tuple[int, ...]]
+    stats: dict = field(default_factory=dict)
+
+
+def _bits32(values: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+
+
+def compare_steps(expected: StepResult, got: StepResult) -> dict[str, int]:
+    """Values (float32 bit patterns, scale trackers) that differ, per output; shapes must agree."""
+    out = {}
+
+    def count(name, a, b):
+        if (a is None) != (b is None):
+            raise ValueError(f"{name}: one step has it, the other not")
+        if a is None:
+            return
+        if np.shape(a) != np.shape(b):
+            raise ValueError(f"{name}: shapes {np.shape(a)} and {np.shape(b)} differ")
+        out[name] = int(np.count_nonzero(_bits32(a) != _bits32(b)))
+
+    count("y", expected.y, got.y)
+    count("grad_x", expected.grad_x, got.grad_x)
+    count("bias_grad", expected.bias_grad, got.bias_grad)
+    for k, (a, b) in enumerate(zip(expected.core_grads, got.core_grads, strict=True)):
+        count(f"core_grad[{k}]", a, b)
+    for name in TRACKERS:
+        out[f"scales.{name}"] = sum(x != y for x, y in zip(expected.trackers[name], got.trackers[name], strict=True))
+    return out
+
+
+def checked_values(result: StepResult) -> int:
+    """Values a comparison of ``result`` checks."""
+    arrays = [result.y, result.grad_x, result.bias_grad, *result.core_grads]
+    return sum(int(np.size(a)) for a in arrays if a is not None) + sum(len(v) for v in result.trackers.values())
+
+
+# ---------------------------------------------------------------------------- the golden step
+def _check_layer(layer: TTLinear) -> None:
+    if not isinstance(layer, TTLinear):
+        raise TypeError(f"layer must be a TTLinear, got {type(layer).__name__}")
+    q = layer.precision_tt
+    if q is None:
+        raise ValueError("the layer trains in float32 (precision=None); the PEs need a low-precision TTPrecision")
+    if not q.quantize_intermediates:
+        raise ValueError("precision.quantize_intermediates must be True: the PEs take codes, not wide sums")
+    if q.rounding != "nearest_even":
+        raise ValueError(f"the host rounds to nearest, ties to even; precision.rounding is {q.rounding!r}")
+    if max(q.activation_bits, q.grad_bits, q.core_bits) > 16:
+        raise ValueError("the PEs take operands of at most 16 bits")
+
+
+def _check_batch(layer: TTLinear, x, grad_y) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(x, dtype=np.float32)
+    grad_y = np.asarray(grad_y, dtype=np.float32)
+    if x.ndim != 2 or x.shape[1] != layer.in_features or x.shape[0] < 1:
+        raise ValueError(f"x must be (batch, {layer.in_features}), got shape {x.shape}")
+    if grad_y.shape != (x.shape[0], layer.out_features):
+        raise ValueError(f"grad_y must be ({x.shape[0]}, {layer.out_features}), got shape {grad_y.shape}")
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(grad_y))):
+        raise ValueError("x and grad_y must be finite")
+    return x, grad_y
+
+
+def trackers_of(layer: TTLinear) -> dict[str, tuple[int, ...]]:
+    return {name: tuple(int(v) for v in getattr(layer, name)) for name in TRACKERS}
+
+
+def golden_step(layer: TTLinear, x, grad_y) -> StepResult:
+    """The training step the trainer takes (forward, then backward from ``grad_y``), on a copy of ``layer``."""
+    _check_layer(layer)
+    x, grad_y = _check_batch(layer, x, grad_y)
+    layer = copy.deepcopy(layer)
+    layer.ledger = None
+    layer.train()
+    layer.zero_grad(set_to_none=True)
+    xt = torch.from_numpy(x.copy()).requires_grad_(not layer.is_network_input)
+    y = layer(xt)
+    y.backward(torch.from_numpy(grad_y.copy()))
+    return StepResult(y=y.detach().numpy().astype(np.float32),
+                      grad_x=None if xt.grad is None else xt.grad.numpy().astype(np.float32),
+                      core_grads=[core.grad.numpy().astype(np.float32) for core in layer.cores],
+                      bias_grad=None if layer.bias is None else layer.bias.grad.numpy().astype(np.float32),
+                      trackers=trackers_of(layer))
+
+
+# ---------------------------------------------------------------------------- the step on PEs
+def operands(contraction: Contraction, cores: list[np.ndarray], tensor: np.ndarray,
+             saved: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """PE operands ``(A, B)`` of one contraction (codes) as :mod:`codesign.pe.tt.schedule` lays them out.
+
+    ``tensor`` is the state (forward) or the gradient ``(B, P, m, r, R)``
+    (backward) entering it; ``saved`` the forward state of the same core
+    (core gradients).
+    """
+    core = cores[contraction.core]
+    a_rank, m, n, c = core.shape
+    if contraction.phase == "forward":
+        pick = golden.last_core_operands if contraction.pe == "tt1" else golden.inner_core_operands
+        return pick(tensor, core)
+    g = tensor
+    bp = g.shape[0] * g.shape[1]
+    if contraction.phase == "input_grad":
+        if contraction.pe == "tt1":  # last core: r_d = R_d = 1
+            return g.reshape(bp, 1, m), np.ascontiguousarray(core[:, :, :, 0].transpose(0, 2, 1)).reshape(
+                a_rank * n, 1, m)
+        return g.reshape(bp, m * c, g.shape[4]), np.ascontiguousarray(core.transpose(0, 2, 1, 3)).reshape(
+            a_rank * n, m * c)
+    _, j, k, _ = contraction.dims
+    total = contraction.folded
+
+    def folded(t, rows):
+        flat = np.ascontiguousarray(t.transpose(2, 3, 0, 1, 4)).reshape(rows, total)
+        return np.pad(flat, ((0, 0), (0, j * k - total))).reshape(rows, j, k)
+
+    return folded(g, m * c), folded(saved, a_rank * n)
+
+
+def run_contraction(plan: StepPlan, index: int, a: np.ndarray, b: np.ndarray, runner) -> np.ndarray:
+    """The full result of contraction ``index``: its calls on ``runner``, partial sums added in 64 bits."""
+    item = plan.contractions[index]
+    calls = plan.calls_of(index)
+    jobs = []
+    for call in calls:
+        (i0, i1), (j0, j1), (k0, k1), (l0, l1) = call.i, call.j, call.k, call.l
+        b_part = b[l0:l1, j0:j1, k0:k1] if item.pe == "tt1" else b[l0:l1, j0:j1]
+        jobs.append((item.pe, a[i0:i1, j0:j1, k0:k1], b_part))
+    results = runner.run(plan.hardware, jobs)
+    i_dim, _, k_dim, l_dim = item.dims
+    z = np.zeros((i_dim, l_dim) if item.pe == "tt1" else (i_dim, l_dim, k_dim), dtype=np.int64)
+    for call, part in zip(calls, results, strict=True):
+        (i0, i1), _, (k0, k1), (l0, l1) = call.i, call.j, call.k, call.l
+        if item.pe == "tt1":
+            z[i0:i1, l0:l1] += part
+        else:
+            z[i0:i1, l0:l1, k0:k1] += part
+    return z
+
+
+def step_plan(layer: TTLinear, batch: int, hardware: StepHardware = StepHardware()) -> StepPlan:
+    """The schedule of ``layer``'s training step on a batch of ``batch`` samples."""
+    _check_layer(layer)
+    q = layer.precision_tt
+    return plan_step(LayerGeometry.of_cores(list(layer.cores), batch), act_bits=q.activation_bits,
+                     grad_bits=q.grad_bits, core_bits=q.core_bits, need_input_grad=not layer.is_network_input,
+                     hardware=hardware)
+
+
+def pe_step(layer: TTLinear, x, grad_y, runner, hardware: StepHardware = StepHardware()) -> StepResult:
+    """The training step of ``layer`` on ``(x, grad_y)`` as PE calls on ``runner`` plus integer host work.
+
+    ``layer`` is not changed (its scale trackers are read, the new ones are
+    returned in the result).
+    """
+    _check_layer(layer)
+    x, grad_y = _check_batch(layer, x, grad_y)
+    q = layer.precision_tt
+    batch = x.shape[0]
+    plan = step_plan(layer, batch, hardware)
+    geo = plan.geometry
+    d = geo.order
+    tr = {name: list(values) for name, values in trackers_of(layer).items()}
+    shapes = [geo.core(k) for k in range(d)]
+
+    # cores: fixed scales (set when the layer was built)
+    cores, core_frac = [], []
+    for k, core in enumerate(layer.cores):
+        values = core.detach().numpy().astype(np.float64)
+        frac = frac_of_values(values, bits=q.core_bits, headroom_bits=q.core_headroom_bits,
+                              current=tr["core_frac_bits"][k], update=False)
+        tr["core_frac_bits"][k] = frac
+        cores.append(quantize_values(values, frac, q.core_bits))
+        core_frac.append(frac)
+
+    # forward
+    x64 = x.astype(np.float64)
+    frac = frac_of_values(x64, bits=q.activation_bits, headroom_bits=q.activation_headroom_bits,
+                          current=tr["act_frac_bits"][0], update=True)
+    tr["act_frac_bits"][0] = frac
+    codes = quantize_values(x64, frac, q.activation_bits)
+    scaled = np.ldexp(x64, frac)
+    low, high = -(1 << (q.activation_bits - 1)), (1 << (q.activation_bits - 1)) - 1
+    mask = (scaled >= low) & (scaled <= high)
+    states, state_frac = [], []
+    index = 0
+    y_codes, y_frac = None, 0
+    for k in range(d):
+        s = shapes[k]
+        state = codes.reshape(s["B"], s["P"], s["a"], s["n"], s["R"])
+        states.append(state)
+        state_frac.append(frac)
+        a, b = operands(plan.contractions[index], cores, state)
+        z = run_contraction(plan, index, a, b, runner)
+        index += 1
+        z_frac = frac + core_frac[k]
+        if k == d - 1:
+            y_codes, y_frac = z.reshape(batch, -1), z_frac
+            break
+        frac = choose_frac(z, z_frac, bits=q.activation_bits, headroom_bits=q.activation_headroom_bits,
+                           current=tr["act_frac_bits"][k + 1])
+        tr["act_frac_bits"][k + 1] = frac
+        codes = rescale(z, z_frac, frac, q.activation_bits)
+    y = to_values(y_codes, y_frac)
+    if layer.bias is not None:
+        bias = layer.bias.detach().numpy().astype(np.float64)
+        frac_b = frac_of_values(bias, bits=q.bias_bits, headroom_bits=q.activation_headroom_bits,
+                                current=tr["bias_frac_bits"][0], update=True)
+        tr["bias_frac_bits"][0] = frac_b
+        y = y + to_values(quantize_values(bias, frac_b, q.bias_bits), frac_b)
+
+    # backward
+    g64 = grad_y.astype(np.float64)
+    frac = frac_of_values(g64, bits=q.grad_bits, headroom_bits=q.grad_headroom_bits,
+                          current=tr["grad_frac_bits"][d - 1], update=True)
+    tr["grad_frac_bits"][d - 1] = frac
+    g_top = quantize_values(g64, frac, q.grad_bits)
+    g = g_top
+    core_grads: list[np.ndarray] = [None] * d  # type: ignore[list-item]
+    grad_x = None
+    for k in range(d - 1, -1, -1):
+        s = shapes[k]
+        g = g.reshape(s["B"], s["P"], s["m"], s["c"], s["R"])
+        a, b = operands(plan.contractions[index], cores, g, states[k])
+        dg = run_contraction(plan, index, a, b, runner)
+        index += 1
+        dg = dg.reshape(s["m"], s["c"], s["a"], s["n"]).transpose(2, 0, 3, 1)
+        dg_frac = frac + state_frac[k]
+        cg = choose_frac(dg, dg_frac, bits=q.grad_bits, headroom_bits=q.grad_headroom_bits,
+                         current=tr["core_grad_frac_bits"][k])
+        tr["core_grad_frac_bits"][k] = cg
+        core_grads[k] = to_values(rescale(dg, dg_frac, cg, q.grad_bits), cg).astype(np.float32)
+        if index == len(plan.contractions):
+            break
+        a, b = operands(plan.contractions[index], cores, g)
+        z = run_contraction(plan, index, a, b, runner)
+        index += 1
+        z_frac = frac + core_frac[k]
+        if k == 0:
+            grad_x = (to_values(z, z_frac).reshape(batch, -1) * mask).astype(np.float32)
+            break
+        frac = choose_frac(z, z_frac, bits=q.grad_bits, headroom_bits=q.grad_headroom_bits,
+                           current=tr["grad_frac_bits"][k - 1])
+        tr["grad_frac_bits"][k - 1] = frac
+        g = rescale(z, z_frac, frac, q.grad_bits)
+    bias_grad = None
+    if layer.bias is not None:
+        total = g_top.sum(axis=0)
+        g_frac = tr["grad_frac_bits"][d - 1]
+        frac_bg = choose_frac(total, g_frac, bits=q.grad_bits, headroom_bits=q.grad_headroom_bits,
+                              current=tr["bias_grad_frac_bits"][0])
+        tr["bias_grad_frac_bits"][0] = frac_bg
+        bias_grad = to_values(rescale(total, g_frac, frac_bg, q.grad_bits), frac_bg).astype(np.float32)
+    stats = {"calls": len(plan.calls), "contractions": len(plan.contractions),
+             "macs": sum(c.macs for c in plan.contractions)}
+    return StepResult(y=y.astype(np.float32), grad_x=grad_x, core_grads=core_grads, bias_grad=bias_grad,
+                      trackers={name: tuple(values) for name, values in tr.items()}, stats=stats)
