@@ -41,7 +41,6 @@ class VivadoFacts:
     data_clock_pin: str
     clock_pin: str
     reset_pin: str
-    interrupt_pin: str
     control_base: int
     control_window: int
     fclk_property: str

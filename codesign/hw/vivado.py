@@ -1,0 +1,310 @@
+"""The Vivado flow of one design on one board: block-design Tcl generated from design.json and boards/*.toml.
+
+:func:`render_vivado_project` validates a design manifest (``design.json``,
+format ``codesign-design`` version 1) against a :class:`~codesign.boards.Board`
+and renders ``vivado/create_project.tcl`` and ``vivado/build.tcl`` into the
+build folder. The scripts create the project (board part when the board files
+are installed, the part and a full PS configuration from the board's TOML when
+not), the block design (PS, an AXI interconnect for control, a SmartConnect
+for data into the HP port, one clock and one reset domain, every accelerator
+IP of the manifest), assign the manifest's fixed register addresses, validate,
+make the HDL wrapper, run synthesis and implementation to the bitstream and
+copy ``<design>.bit`` and ``<design>.hwh`` into the build folder.
+
+:func:`plan_vivado_build` / :func:`run_vivado_build` run that where ``vivado``
+is on PATH and say exactly what to run where it is not. Nothing here reports a
+build it did not get: a run counts only when both files exist afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from codesign.boards import Board, boards
+from codesign.hw.build import ToolMissing
+from codesign.hw.render import render_template
+from codesign.hw.reports import write_bytes_atomic
+
+MANIFEST_FILE = "design.json"
+MANIFEST_FORMAT = "codesign-design"
+MANIFEST_VERSION = 1
+VIVADO_DIR = "vivado"
+TEMPLATES = {"create_project.tcl": "vivado/create_project.tcl.j2", "build.tcl": "vivado/build.tcl.j2"}
+BUILD_SCRIPT = f"{VIVADO_DIR}/build.tcl"
+LOG_FILE = f"{VIVADO_DIR}/vivado.log"
+CONTROL_INTERFACE = "s_axi_control"  # Vitis HLS names the s_axilite bundle "control" so
+CLOCK_PIN, RESET_PIN = "ap_clk", "ap_rst_n"  # and these are its clock and active-low reset
+CONTROL_IC, DATA_IC, RESET_CELL = "axi_control", "axi_data", "rst_pl"
+MIN_RANGE = 4096  # bytes: the smallest address range Vivado assigns
+MAX_DATA_PORTS = 16  # slave interfaces of one SmartConnect
+DEFAULT_JOBS = 2
+
+_TOP_KEYS = ("format", "version", "design", "board", "part", "clock_mhz", "control_port", "data_port", "ips")
+_IP_KEYS = ("name", "top", "vlnv", "base_address", "address_range", "data_ports", "ip_repo")
+_IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_VLNV = re.compile(r"^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+:[A-Za-z][A-Za-z0-9_]*:[0-9]+(\.[0-9]+)*$")
+_RELPATH = re.compile(r"^[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)*$")
+_AUTOMATION = re.compile(r'^[A-Za-z0-9_ ",.]+$')
+
+
+class ManifestError(ValueError):
+    """design.json cannot be built on the board as it stands (nothing was written)."""
+
+
+# ---------------------------------------------------------------------------- validation
+
+
+def _ensure(condition: bool, message: str) -> None:
+    if not condition:
+        raise ManifestError(message)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_relpath(value: object, what: str) -> str:
+    _ensure(isinstance(value, str) and bool(_RELPATH.match(value)) and ".." not in PurePosixPath(value).parts,
+            f"{what} {value!r} must be a relative POSIX path inside the build folder (letters, digits, _.+-)")
+    return value
+
+
+def validate_manifest(manifest: dict, board: Board) -> None:
+    """Refuse a manifest the Vivado flow cannot build on ``board``, with a message naming the problem.
+
+    Checks the format, the keys, that the board is known and is ``board``
+    (same part, same control and data ports), and per IP: a C-identifier
+    name, a unique name, a ``vendor:library:name:version`` VLNV whose name is
+    the IP's top, a power-of-two address range of at least 4 KiB, a base
+    aligned to its range and inside the board's control window, no overlap
+    with another IP, data ports and a relative IP repository path.
+    """
+    _ensure(isinstance(manifest, dict), f"design manifest must be a JSON object, not {type(manifest).__name__}")
+    missing = [key for key in _TOP_KEYS if key not in manifest]
+    _ensure(not missing, f"design manifest lacks key(s) {', '.join(missing)}")
+    _ensure(manifest["format"] == MANIFEST_FORMAT and manifest["version"] == MANIFEST_VERSION,
+            f"not a {MANIFEST_FORMAT} version {MANIFEST_VERSION} manifest "
+            f"(format {manifest['format']!r}, version {manifest['version']!r})")
+    design = manifest["design"]
+    _ensure(isinstance(design, str) and bool(_IDENT.match(design)),
+            f"design name {design!r} must be a letter followed by letters, digits or underscores")
+    known = boards()
+    _ensure(manifest["board"] in known,
+            f"unknown board {manifest['board']!r} in design.json; known boards: {', '.join(sorted(known))}")
+    _ensure(manifest["board"] == board.name,
+            f"design.json is for board {manifest['board']!r}, not {board.name!r}")
+    _ensure(manifest["part"] == board.part,
+            f"design.json names part {manifest['part']!r}, but board {board.name} has part {board.part!r}")
+    facts = board.vivado
+    _ensure(manifest["control_port"] == facts.control_port and manifest["data_port"] == facts.data_port,
+            f"design.json ports {manifest['control_port']}/{manifest['data_port']} are not board {board.name}'s "
+            f"{facts.control_port}/{facts.data_port}")
+    clock = manifest["clock_mhz"]
+    _ensure(not isinstance(clock, bool) and isinstance(clock, (int, float)) and math.isfinite(clock) and clock > 0,
+            f"clock_mhz {clock!r} must be a positive number of MHz")
+    for text in (facts.automation_board, facts.automation_part):
+        _ensure(bool(_AUTOMATION.match(text)), f"board {board.name}: automation config {text!r} has unsafe characters")
+
+    ips = manifest["ips"]
+    _ensure(isinstance(ips, list) and len(ips) > 0, "design.json lists no IPs (ips must be a non-empty list)")
+    window_end = facts.control_base + facts.control_window
+    seen: dict[str, int] = {}
+    spans: list[tuple[int, int, str]] = []
+    data_ports = 0
+    for index, ip in enumerate(ips):
+        _ensure(isinstance(ip, dict), f"ips[{index}] must be an object")
+        missing = [key for key in _IP_KEYS if key not in ip]
+        label = ip.get("name", f"ips[{index}]")
+        _ensure(not missing, f"IP {label!r} lacks key(s) {', '.join(missing)}")
+        name = ip["name"]
+        _ensure(isinstance(name, str) and bool(_IDENT.match(name)), f"IP name {name!r} is not a C identifier")
+        _ensure(name not in seen, f"duplicate IP name {name!r} (ips[{seen.get(name)}] and ips[{index}])")
+        seen[name] = index
+        _ensure(name not in (facts.ps_cell, CONTROL_IC, DATA_IC, RESET_CELL),
+                f"IP name {name!r} collides with a block-design cell codesign adds")
+        _ensure(isinstance(ip["top"], str) and bool(_IDENT.match(ip["top"])), f"IP {name}: top {ip['top']!r}")
+        vlnv = ip["vlnv"]
+        _ensure(isinstance(vlnv, str) and bool(_VLNV.match(vlnv)) and vlnv.split(":")[2] == ip["top"],
+                f"IP {name}: VLNV {vlnv!r} must be vendor:library:{ip['top']}:version")
+        base, span = ip["base_address"], ip["address_range"]
+        _ensure(_is_int(base) and _is_int(span), f"IP {name}: base_address and address_range must be integers")
+        _ensure(span >= MIN_RANGE and span & (span - 1) == 0,
+                f"IP {name}: address_range {span:#x} must be a power of two of at least {MIN_RANGE:#x} bytes")
+        _ensure(base % span == 0, f"IP {name}: base_address {base:#x} is not aligned to its range {span:#x}")
+        _ensure(facts.control_base <= base and base + span <= window_end,
+                f"IP {name}: {base:#x}..{base + span - 1:#x} is outside the {facts.control_port} window "
+                f"{facts.control_base:#x}..{window_end - 1:#x} of board {board.name}")
+        for other_base, other_end, other in spans:
+            _ensure(base + span <= other_base or other_end <= base,
+                    f"IP {name}: {base:#x}..{base + span - 1:#x} overlaps IP {other} at {other_base:#x}..{other_end - 1:#x}")
+        spans.append((base, base + span, name))
+        ports = ip["data_ports"]
+        _ensure(isinstance(ports, list) and len(ports) > 0 and len(set(ports)) == len(ports)
+                and all(isinstance(p, str) and re.match(r"^m_axi_[A-Za-z0-9_]+$", p) for p in ports),
+                f"IP {name}: data_ports {ports!r} must be distinct m_axi_* interface names")
+        data_ports += len(ports)
+        _check_relpath(ip["ip_repo"], f"IP {name}: ip_repo")
+        if "hls_project" in ip:
+            _check_relpath(ip["hls_project"], f"IP {name}: hls_project")
+    _ensure(data_ports <= MAX_DATA_PORTS,
+            f"{data_ports} data ports in all; one SmartConnect takes at most {MAX_DATA_PORTS}")
+
+
+# ---------------------------------------------------------------------------- rendering
+
+
+def _number(value: float) -> str:
+    """A clock in MHz as Vivado properties take it: integral values without a fraction."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def vivado_context(manifest: dict, board: Board) -> dict:
+    """Everything the templates print; every name, count and address is computed here, none in Jinja."""
+    facts = board.vivado
+    ips, data_links = [], []
+    for index, ip in enumerate(manifest["ips"]):
+        ips.append({
+            "name": ip["name"], "vlnv": ip["vlnv"], "ip_repo": ip["ip_repo"],
+            "hls_project": ip.get("hls_project", ip["ip_repo"]),
+            "control_master": f"M{index:02d}_AXI",
+            "offset": f"0x{ip['base_address']:08X}", "range": f"0x{ip['address_range']:08X}",
+        })
+        for port in ip["data_ports"]:
+            data_links.append({"source": f"{ip['name']}/{port}", "slave": f"S{len(data_links):02d}_AXI"})
+    masters = [f"M{index:02d}" for index in range(len(ips))]
+    clock_sinks = [f"{facts.ps_cell}/{facts.control_clock_pin}", f"{facts.ps_cell}/{facts.data_clock_pin}",
+                   f"{CONTROL_IC}/ACLK", f"{CONTROL_IC}/S00_ACLK", *(f"{CONTROL_IC}/{m}_ACLK" for m in masters),
+                   f"{DATA_IC}/aclk", f"{RESET_CELL}/slowest_sync_clk", *(f"{ip['name']}/{CLOCK_PIN}" for ip in ips)]
+    reset_sinks = [f"{CONTROL_IC}/S00_ARESETN", *(f"{CONTROL_IC}/{m}_ARESETN" for m in masters),
+                   f"{DATA_IC}/aresetn", *(f"{ip['name']}/{RESET_PIN}" for ip in ips)]
+    vendor, name, part_no, _version = board.board_part.split(":")
+    return {
+        "design": manifest["design"], "board": board.name, "display_name": board.display_name,
+        "part": board.part, "board_part": board.board_part, "board_part_pattern": f"{vendor}:{name}:{part_no}:*",
+        "clock_mhz": _number(manifest["clock_mhz"]),
+        "ps": {key: getattr(facts, key) for key in (
+            "ps_ip", "ps_cell", "automation_rule", "automation_board", "automation_part", "control_port",
+            "data_port", "clock_pin", "reset_pin", "fclk_property")},
+        "ports": list(facts.ports.items()), "part_config": list(facts.part_config.items()),
+        "ips": ips, "ip_repos": sorted({ip["ip_repo"] for ip in ips}), "data_links": data_links,
+        "clock_sinks": clock_sinks, "reset_sinks": reset_sinks, "control_interface": CONTROL_INTERFACE,
+        "control_ic": CONTROL_IC, "data_ic": DATA_IC, "reset_cell": RESET_CELL, "default_jobs": DEFAULT_JOBS,
+    }
+
+
+def render_vivado_files(manifest: dict, board: Board) -> dict[str, bytes]:
+    """The Vivado scripts of ``manifest`` on ``board``, in memory, by path relative to the build folder."""
+    validate_manifest(manifest, board)
+    context = vivado_context(manifest, board)
+    return {f"{VIVADO_DIR}/{name}": render_template(template, context).encode()
+            for name, template in TEMPLATES.items()}
+
+
+def render_vivado_project(manifest: dict, board: Board, out_dir: Path) -> list[Path]:
+    """Validate ``manifest`` for ``board`` and write ``vivado/*.tcl`` into the build folder ``out_dir``.
+
+    Everything is validated and rendered before the first byte is written;
+    each file is replaced atomically. Same manifest and board, same bytes.
+    Returns the written paths.
+    """
+    files = render_vivado_files(manifest, board)
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise NotADirectoryError(f"{out_dir} exists and is not a directory")
+    return [write_bytes_atomic(out_dir / rel, data) for rel, data in sorted(files.items())]
+
+
+# ---------------------------------------------------------------------------- building
+
+
+class VivadoBuildError(RuntimeError):
+    """Vivado ran but did not produce both the bitstream and the hardware handoff."""
+
+
+@dataclass(frozen=True)
+class VivadoBuildPlan:
+    """How to build one build folder: the command, where it runs and the two files it must produce."""
+
+    build_dir: Path
+    tool: str | None
+    command: list[str]
+    bitstream: Path
+    handoff: Path
+
+    def describe(self) -> str:
+        return f"cd {self.build_dir} && {' '.join(self.command)}"
+
+
+@dataclass(frozen=True)
+class VivadoBuildResult:
+    bitstream: Path
+    handoff: Path
+    seconds: float
+
+
+def read_manifest(build_dir: Path) -> dict:
+    path = Path(build_dir) / MANIFEST_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{build_dir} holds no {MANIFEST_FILE}: it is not a codesign build folder")
+    try:
+        return json.loads(path.read_text())
+    except ValueError as error:
+        raise ManifestError(f"{path} is not valid JSON: {error}") from None
+
+
+def plan_vivado_build(build_dir: Path) -> VivadoBuildPlan:
+    """The Vivado command for ``build_dir`` (validated: manifest, board and the rendered scripts)."""
+    build_dir = Path(build_dir).resolve()
+    manifest = read_manifest(build_dir)
+    known = boards()
+    board_name = manifest.get("board") if isinstance(manifest, dict) else None
+    if board_name not in known:
+        raise ManifestError(f"unknown board {board_name!r} in {build_dir / MANIFEST_FILE}; "
+                            f"known boards: {', '.join(sorted(known))}")
+    validate_manifest(manifest, known[board_name])
+    for rel in TEMPLATES:
+        if not (build_dir / VIVADO_DIR / rel).is_file():
+            raise FileNotFoundError(f"{build_dir / VIVADO_DIR / rel} is missing; render the Vivado scripts first")
+    command = ["vivado", "-mode", "batch", "-notrace", "-source", BUILD_SCRIPT,
+               "-log", LOG_FILE, "-journal", f"{VIVADO_DIR}/vivado.jou"]
+    design = manifest["design"]
+    return VivadoBuildPlan(build_dir, shutil.which("vivado"), command,
+                           build_dir / f"{design}.bit", build_dir / f"{design}.hwh")
+
+
+def first_error_line(log: Path) -> str | None:
+    """The first ``ERROR:`` line of a Vivado log, or None."""
+    if not Path(log).is_file():
+        return None
+    for line in Path(log).read_text(errors="replace").splitlines():
+        if line.startswith("ERROR:"):
+            return line.strip()
+    return None
+
+
+def run_vivado_build(plan: VivadoBuildPlan, *, timeout_s: float | None = None) -> VivadoBuildResult:
+    """Run the plan; :class:`ToolMissing` with the exact command where Vivado is absent.
+
+    Succeeds only when the bitstream and the hardware handoff both exist and
+    were written by this run; otherwise :class:`VivadoBuildError` carries the
+    first ``ERROR:`` line of ``vivado/vivado.log``.
+    """
+    if plan.tool is None:
+        raise ToolMissing(f"vivado is not on PATH; install Vivado (2020.2 or later) and run: {plan.describe()}")
+    started = time.time()
+    done = subprocess.run([plan.tool, *plan.command[1:]], cwd=plan.build_dir, check=False, timeout=timeout_s)
+    fresh = [path for path in (plan.bitstream, plan.handoff) if path.is_file() and path.stat().st_mtime >= started]
+    if done.returncode != 0 or len(fresh) != 2:
+        error = first_error_line(plan.build_dir / LOG_FILE) or "no ERROR: line in the log"
+        absent = [path.name for path in (plan.bitstream, plan.handoff) if path not in fresh]
+        raise VivadoBuildError(f"vivado exited with status {done.returncode}"
+                               + (f"; not written: {', '.join(absent)}" if absent else "")
+                               + f"; first error: {error} (log: {plan.build_dir / LOG_FILE})")
+    return VivadoBuildResult(plan.bitstream, plan.handoff, time.time() - started)
