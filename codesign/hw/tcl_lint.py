@@ -17,6 +17,7 @@ tclsh 8.6 comes from the Debian package ``tcl8.6`` (``tcl`` adds the
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -101,8 +102,6 @@ def lint_script(script: Path, options: ShimOptions | None = None, *, cwd: Path |
     script = Path(script).resolve()
     if not script.is_file():
         raise FileNotFoundError(f"no Tcl script {script}")
-    import os
-
     with tempfile.TemporaryDirectory(prefix="codesign-tcl-lint-") as scratch:
         scratch = Path(scratch)
         log, sandbox = scratch / "commands.jsonl", scratch / "written"
@@ -116,11 +115,11 @@ def lint_script(script: Path, options: ShimOptions | None = None, *, cwd: Path |
         except subprocess.TimeoutExpired:
             raise TclLintError(f"{LINT_LABEL}: {script} did not finish within {TIMEOUT_S:g} s") from None
         commands = _read_log(log) if log.is_file() else []
+        if commands and commands[-1].name == "exit" and commands[-1].args != ("0",):
+            raise TclLintError(f"{LINT_LABEL}: {script} called exit {' '.join(commands[-1].args)}")
         if done.returncode != 0 or not commands or commands[-1].name not in ("__end__", "exit"):
             detail = "\n".join(done.stderr.strip().splitlines()[:40]) or f"tclsh exited with status {done.returncode}"
             raise TclLintError(f"{LINT_LABEL}: {script}: {detail.removeprefix('codesign-tcl-lint-error: ')}")
-        if commands[-1].name == "exit" and commands[-1].args != ("0",):
-            raise TclLintError(f"{LINT_LABEL}: {script} called exit {' '.join(commands[-1].args)}")
         written = {path.name: path.read_text() for path in sorted(sandbox.iterdir())}
     return LintResult(script, [c for c in commands if c.name != "__end__"], written, done.stdout)
 
@@ -128,6 +127,61 @@ def lint_script(script: Path, options: ShimOptions | None = None, *, cwd: Path |
 def lint_tcl(script: Path, shim_options: ShimOptions | None = None) -> list[RecordedCommand]:
     """The commands ``script`` calls, in order, when run under the shim (see :func:`lint_script`)."""
     return lint_script(script, shim_options).commands
+
+
+_BACKSLASH = {"n": "\n", "t": "\t", "r": "\r", "\n": " "}
+
+
+def parse_tcl_list(text: str) -> list[str]:
+    """The elements of a Tcl list as Tcl itself splits it (braces, double quotes, backslashes).
+
+    For reading recorded arguments such as ``set_property -dict [list ...]``;
+    raises ValueError on an unbalanced brace or quote.
+    """
+    items, at, size = [], 0, len(text)
+    while True:
+        while at < size and text[at].isspace():
+            at += 1
+        if at >= size:
+            return items
+        if text[at] == "{":
+            depth, start = 1, at + 1
+            at += 1
+            while at < size and depth:
+                if text[at] == "\\":
+                    at += 1
+                elif text[at] == "{":
+                    depth += 1
+                elif text[at] == "}":
+                    depth -= 1
+                at += 1
+            if depth:
+                raise ValueError(f"unbalanced braces in Tcl list {text!r}")
+            items.append(text[start:at - 1])
+        else:
+            quoted = text[at] == '"'
+            at += quoted
+            word = []
+            while at < size and (text[at] != '"' if quoted else not text[at].isspace()):
+                if text[at] == "\\" and at + 1 < size:
+                    at += 1
+                    word.append(_BACKSLASH.get(text[at], text[at]))
+                else:
+                    word.append(text[at])
+                at += 1
+            if quoted:
+                if at >= size:
+                    raise ValueError(f"unbalanced quotes in Tcl list {text!r}")
+                at += 1
+            items.append("".join(word))
+
+
+def tcl_dict(text: str) -> dict[str, str]:
+    """A recorded Tcl key/value list (``set_property -dict``) as a Python dict."""
+    items = parse_tcl_list(text)
+    if len(items) % 2:
+        raise ValueError(f"odd number of elements in Tcl dict {text!r}")
+    return dict(zip(items[::2], items[1::2]))
 
 
 def _read_log(log: Path) -> list[RecordedCommand]:
