@@ -1,0 +1,248 @@
+"""A TT layer's training step as PE calls (codesign.pe.tt.step) against the golden layer's own step, bit for bit.
+
+The expected values are the golden TTLinear's forward and backward in
+training mode (codesign.train.tt.layer); the PE side computes every
+contraction on the golden PE kernels and on the generated HLS C++ (g++),
+with integer host work between the calls. Host arithmetic is checked
+against exact rational arithmetic (fractions.Fraction).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+
+from codesign.numerics.scales import mean_abs_frac_bits
+from codesign.pe.tt.schedule import StepHardware
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.pe.tt.step import (GoldenRunner, checked_values, choose_frac, compare_steps, floor_log2_ratio,
+                                 golden_step, pe_step, rescale)
+from codesign.train.tt.layer import TTLinear
+from codesign.train.tt.precision import UNSET, TTPrecision
+
+needs_cxx = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None,
+                               reason="no C++ compiler: g++ (or $CXX) is not on PATH")
+
+# (in_modes, out_modes, max_rank, batch): rank 1, one core, modes that leave padding lanes (3, 5, 17, 7),
+# a remaining-input axis above PE2's max_k (85 > 64), batches that are no multiple of 16
+SHAPES = {
+    "digits_first_layer_r4_b5": ((2, 4, 4, 2), (4, 4, 4, 4), 4, 5),
+    "rank1_b17": ((4, 4), (2, 5), 1, 17),
+    "one_core_b3": ((8,), (5,), 1, 3),
+    "padding_edges_b33": ((3, 5, 17), (7, 2, 3), (2, 3), 33),
+    "square_r3_b16": ((4, 4), (4, 4), 3, 16),
+}
+SMALL_HARDWARE = StepHardware(pe1=Tt1Spec(lanes=4, rows=3, a_bits=16, b_bits=8, max_j=5, max_k=9, max_l=7),
+                              pe2=Tt2Spec(lanes=4, rows=3, a_bits=16, b_bits=4, max_j=5, max_k=9, max_l=7))
+
+
+def make_layer(in_modes, out_modes, rank, *, seed=0, bias=True):
+    torch.manual_seed(seed)
+    return TTLinear(math.prod(in_modes), math.prod(out_modes), in_modes=in_modes, out_modes=out_modes,
+                    max_rank=rank, bias=bias, precision=TTPrecision())
+
+
+def make_batch(layer, batch, *, seed=1, extremes=False):
+    rng = np.random.default_rng(seed)
+    x = np.maximum(rng.normal(size=(batch, layer.in_features)), 0).astype(np.float32)  # after a ReLU
+    grad_y = (rng.normal(size=(batch, layer.out_features)) * 0.01).astype(np.float32)
+    if extremes:
+        x[0] = 0.0  # a zero sample
+        x[-1, 0] = 1e4  # an outlier: saturates at 8 bits, so its input gradient is masked
+        grad_y[1] = 0.0
+        grad_y[-1, -1] = 50.0  # saturates at 16 bits
+    return x, grad_y
+
+
+def assert_same(layer, x, grad_y, runner, hardware=StepHardware()):
+    expected = golden_step(layer, x, grad_y)
+    got = pe_step(layer, x, grad_y, runner, hardware)
+    mismatches = compare_steps(expected, got)
+    assert sum(mismatches.values()) == 0, mismatches
+    assert checked_values(expected) > 0
+    return expected, got
+
+
+# ---------------------------------------------------------------------------- host arithmetic
+def test_floor_log2_ratio_is_exact():
+    rng = np.random.default_rng(3)
+    for _ in range(2000):
+        num, den = int(rng.integers(1, 1 << 40)), int(rng.integers(1, 1 << 20))
+        e = floor_log2_ratio(num, den)
+        assert Fraction(2) ** e <= Fraction(num, den) < Fraction(2) ** (e + 1)
+    assert floor_log2_ratio(8, 1) == 3 and floor_log2_ratio(7, 1) == 2 and floor_log2_ratio(1, 3) == -2
+
+
+def _rescale_oracle(code: int, frac_from: int, frac_to: int, bits: int) -> int:
+    value = Fraction(code) * Fraction(2) ** (frac_to - frac_from)
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    rounded = math.floor(value)
+    rest = value - rounded
+    if rest > Fraction(1, 2) or (rest == Fraction(1, 2) and rounded % 2):
+        rounded += 1
+    return max(low, min(high, rounded))
+
+
+@pytest.mark.parametrize("shift", [-70, -40, -9, -3, -1, 0, 1, 4, 9, 17, 40])
+def test_rescale_rounds_to_nearest_even_and_saturates(shift):
+    rng = np.random.default_rng(shift + 100)
+    codes = np.concatenate([rng.integers(-(1 << 40), 1 << 40, 300), rng.integers(-300, 300, 300),
+                            np.array([0, 1, -1, 2, -2, 3, -3, 1 << 33, -(1 << 33)])])
+    # ties: odd multiples of half a step in both directions
+    if shift < 0 and -shift < 40:
+        half = 1 << (-shift - 1)
+        codes = np.concatenate([codes, np.arange(-7, 8) * 2 * half + half])
+    for bits in (8, 16):
+        got = rescale(codes, 10, 10 + shift, bits)
+        expected = [_rescale_oracle(int(c), 10, 10 + shift, bits) for c in codes]
+        assert got.tolist() == expected
+
+
+def test_choose_frac_is_the_trainers_rule_in_integers():
+    rng = np.random.default_rng(5)
+    for trial in range(300):
+        codes = rng.integers(-(1 << int(rng.integers(1, 30))), 1 << int(rng.integers(1, 30)), size=int(
+            rng.integers(1, 200)))
+        frac = int(rng.integers(-10, 30))
+        mean = float(torch.from_numpy(np.ldexp(codes.astype(np.float64), -frac)).abs().mean())
+        for bits, headroom in ((8, 3), (16, 6)):
+            assert choose_frac(codes, frac, bits=bits, headroom_bits=headroom, current=5) == mean_abs_frac_bits(
+                mean, bits=bits, headroom_bits=headroom, fallback=5), (trial, bits)
+    zeros = np.zeros(7, dtype=np.int64)
+    assert choose_frac(zeros, 3, bits=8, headroom_bits=3, current=UNSET) == 7  # never set: bits - 1
+    assert choose_frac(zeros, 3, bits=8, headroom_bits=3, current=4) == 4  # keeps its scale
+
+
+# ---------------------------------------------------------------------------- step on the golden PE kernels
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_step_on_golden_kernels_equals_the_golden_layer(name):
+    in_modes, out_modes, rank, batch = SHAPES[name]
+    layer = make_layer(in_modes, out_modes, rank)
+    assert_same(layer, *make_batch(layer, batch), GoldenRunner())
+
+
+def test_step_with_zeros_outliers_and_saturation():
+    layer = make_layer((3, 5, 17), (7, 2, 3), (2, 3), seed=4)
+    x, grad_y = make_batch(layer, 21, extremes=True)
+    expected, _ = assert_same(layer, x, grad_y, GoldenRunner())
+    assert expected.grad_x[-1, 0] == 0.0  # the masked input gradient is part of what was compared
+
+
+def test_step_after_scales_were_set_and_without_bias_for_a_network_input():
+    layer = make_layer((4, 4), (4, 4), 3, bias=False)
+    layer.is_network_input = True
+    x, grad_y = make_batch(layer, 16)
+    layer.train()
+    layer(torch.from_numpy(x * 4)).sum().backward()  # one step on other data: every tracker holds a scale
+    assert all(int(v) != UNSET for v in layer.act_frac_bits)
+    expected, got = assert_same(layer, x, grad_y, GoldenRunner())
+    assert got.grad_x is None and got.bias_grad is None
+
+
+@pytest.mark.parametrize("name", ["padding_edges_b33", "digits_first_layer_r4_b5"])
+def test_step_on_a_small_array_cut_into_many_calls(name):
+    in_modes, out_modes, rank, batch = SHAPES[name]
+    layer = make_layer(in_modes, out_modes, rank)
+    _, got = assert_same(layer, *make_batch(layer, batch), GoldenRunner(), SMALL_HARDWARE)
+    assert got.stats["calls"] > 3 * got.stats["contractions"]
+
+
+class FlippingRunner(GoldenRunner):
+    """The golden kernels with one bit of one result word flipped: the comparison must see it."""
+
+    def __init__(self, flip_call: int) -> None:
+        super().__init__()
+        self.flip_call = flip_call
+
+    def run(self, hardware, calls):
+        results = super().run(hardware, calls)
+        start = self.calls - len(calls)
+        if start <= self.flip_call < self.calls:
+            results[self.flip_call - start] = results[self.flip_call - start].copy()
+            results[self.flip_call - start].flat[0] ^= 1 << 12
+        return results
+
+
+@pytest.mark.parametrize("flip_call", [0, 3, 5])
+def test_a_wrong_pe_result_is_caught(flip_call):
+    in_modes, out_modes, rank, batch = SHAPES["rank1_b17"]
+    layer = make_layer(in_modes, out_modes, rank)
+    x, grad_y = make_batch(layer, batch)
+    mismatches = compare_steps(golden_step(layer, x, grad_y), pe_step(layer, x, grad_y, FlippingRunner(flip_call)))
+    assert sum(mismatches.values()) > 0
+
+
+def test_bad_layers_and_batches_are_refused_before_any_call():
+    layer = make_layer((4, 4), (2, 5), 2)
+    x, grad_y = make_batch(layer, 4)
+    with pytest.raises(ValueError, match="x must be"):
+        pe_step(layer, x[:, :5], grad_y, GoldenRunner())
+    with pytest.raises(ValueError, match="grad_y must be"):
+        pe_step(layer, x, grad_y[:3], GoldenRunner())
+    with pytest.raises(ValueError, match="finite"):
+        pe_step(layer, np.full_like(x, np.nan), grad_y, GoldenRunner())
+    with pytest.raises(ValueError, match="float32"):
+        pe_step(TTLinear(16, 10, in_modes=(4, 4), out_modes=(2, 5), max_rank=2), x, grad_y, GoldenRunner())
+    with pytest.raises(ValueError, match="quantize_intermediates"):
+        pe_step(TTLinear(16, 10, in_modes=(4, 4), out_modes=(2, 5), max_rank=2,
+                         precision=TTPrecision(quantize_intermediates=False)), x, grad_y, GoldenRunner())
+    narrow = StepHardware(pe1=Tt1Spec(a_bits=8, b_bits=8))
+    runner = GoldenRunner()
+    with pytest.raises(ValueError, match="16 x 8-bit operands"):
+        pe_step(layer, x, grad_y, runner, narrow)
+    assert runner.calls == 0
+
+
+# ---------------------------------------------------------------------------- step through the generated HLS C++
+@pytest.fixture(scope="module")
+def csim_runner(tmp_path_factory):
+    from codesign.hw.csim import CsimError
+    from codesign.pe.tt.step_csim import CsimRunner
+
+    try:
+        return CsimRunner(StepHardware(), tmp_path_factory.mktemp("tt_step_csim"))
+    except CsimError as error:
+        if "ap_types" in str(error) or "not found" in str(error):
+            pytest.skip(str(error))
+        raise
+
+
+@needs_cxx
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_step_in_csim_equals_the_golden_layer(csim_runner, name):
+    in_modes, out_modes, rank, batch = SHAPES[name]
+    layer = make_layer(in_modes, out_modes, rank)
+    before = csim_runner.calls
+    _, got = assert_same(layer, *make_batch(layer, batch), csim_runner)
+    assert csim_runner.calls - before == got.stats["calls"]
+
+
+@needs_cxx
+def test_step_in_csim_with_zeros_outliers_and_saturation(csim_runner):
+    layer = make_layer((3, 5, 17), (7, 2, 3), (2, 3), seed=4)
+    assert_same(layer, *make_batch(layer, 21, extremes=True), csim_runner)
+
+
+@pytest.mark.slow
+@needs_cxx
+def test_step_in_csim_on_a_small_array(tmp_path):
+    from codesign.pe.tt.step_csim import CsimRunner
+
+    runner = CsimRunner(SMALL_HARDWARE, tmp_path)
+    in_modes, out_modes, rank, batch = SHAPES["padding_edges_b33"]
+    layer = make_layer(in_modes, out_modes, rank)
+    _, got = assert_same(layer, *make_batch(layer, batch), runner, SMALL_HARDWARE)
+    assert runner.calls == got.stats["calls"] > 3 * got.stats["contractions"]
+
+
+@pytest.mark.slow
+@needs_cxx
+def test_step_in_csim_at_batch_64_and_rank_8(csim_runner):
+    layer = make_layer((4, 8, 8, 4), (8, 4, 4, 4), 8)
+    assert_same(layer, *make_batch(layer, 64), csim_runner)
