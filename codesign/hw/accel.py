@@ -1,0 +1,369 @@
+"""The accelerator shell: any stream PE as an IP with m_axi data ports and an s_axilite control port.
+
+A stream PE (:class:`codesign.pe.stream.StreamPE`) reads one 32-bit word
+stream and writes another, one transaction per ``pe_t::process(in, out)``
+call. The shell around it is the same for every PE: a top function whose
+arguments are :data:`SHELL_ARGS` (two word pointers on their own m_axi
+bundles, three 32-bit counts), an ``ap_ctrl_hs`` block protocol on the
+s_axilite ``control`` bundle, and a DATAFLOW body of three processes
+(``hls_templates/accel/codesign_accel.h``): read ``n_in`` words by burst, run
+``n_transactions`` transactions, write ``n_out`` words.
+
+Everything that names an argument -- the C signature, the INTERFACE pragmas,
+the testbench and bridge calls, the register map the RTL control slave, the
+cocotb bench and the PYNQ driver use -- comes from :data:`SHELL_ARGS`, so
+the argument list is typed once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from codesign.hw.flow import SOLUTION_NAME, VECTORS_HEADER, render_project
+from codesign.hw.render import ProjectFiles, RenderError, render_template, write_project
+from codesign.hw.target import BuildTarget
+from codesign.hw.vectors import TRANSACTION_MAGIC, WORD_BITS
+from codesign.resources import data_dir
+
+# -------------------------------------------------------------------------- the argument list
+
+KINDS = ("pointer", "scalar")
+DIRECTIONS = ("read", "write")
+AXI_WORD_BITS = 32  # the shell's register and data-bus width (bits)
+POINTER_BITS = 64  # Vitis HLS keeps m_axi offsets as 64-bit registers, on Zynq-7000 too
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShellArg:
+    """One argument of the shell's top function.
+
+    ``kind`` is ``pointer`` (an m_axi port on ``bundle``; ``width`` is the bits
+    of one memory word, ``direction`` whether the shell reads or writes it) or
+    ``scalar`` (an s_axilite register of ``width`` bits).
+    """
+
+    name: str
+    kind: str
+    width: int
+    bundle: str | None = None
+    direction: str | None = None
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
+            raise ValueError(f"argument name {self.name!r} must be a lower-case C identifier")
+        if self.kind not in KINDS:
+            raise ValueError(f"argument {self.name}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.width not in (8, 16, 32, 64):
+            raise ValueError(f"argument {self.name}: width {self.width} is not 8, 16, 32 or 64 bits")
+        if self.kind == "pointer":
+            if not self.bundle or not re.fullmatch(r"[a-z][a-z0-9_]*", self.bundle):
+                raise ValueError(f"pointer argument {self.name} needs an m_axi bundle name")
+            if self.direction not in DIRECTIONS:
+                raise ValueError(f"pointer argument {self.name}: direction must be one of {', '.join(DIRECTIONS)}")
+        elif self.bundle is not None or self.direction is not None:
+            raise ValueError(f"scalar argument {self.name} takes no bundle or direction")
+
+    @property
+    def register_bits(self) -> int:
+        """Bits of the s_axilite register holding this argument (a pointer holds a 64-bit byte address)."""
+        return POINTER_BITS if self.kind == "pointer" else self.width
+
+    @property
+    def ctype(self) -> str:
+        """C type of the argument in the shell's signature."""
+        word = f"uint{self.width}_t"
+        if self.kind == "scalar":
+            return word
+        return f"const {word} *" if self.direction == "read" else f"{word} *"
+
+    @property
+    def port(self) -> str | None:
+        """The m_axi interface name Vivado shows for a pointer (``m_axi_<bundle>``)."""
+        return f"m_axi_{self.bundle}" if self.kind == "pointer" else None
+
+
+SHELL_ARGS: tuple[ShellArg, ...] = (
+    ShellArg(name="in", kind="pointer", width=32, bundle="gmem0", direction="read",
+             doc="byte address of the input words (the PE's input stream, all transactions back to back)"),
+    ShellArg(name="out", kind="pointer", width=32, bundle="gmem1", direction="write",
+             doc="byte address of the output buffer"),
+    ShellArg(name="n_in", kind="scalar", width=32, doc="input words to read"),
+    ShellArg(name="n_out", kind="scalar", width=32, doc="output words to write"),
+    ShellArg(name="n_transactions", kind="scalar", width=32, doc="process() calls"),
+)
+
+CONTROL_BUNDLE = "control"
+# Block-level registers of an ap_ctrl_hs s_axilite slave, and the bits of CTRL (byte offsets, bit numbers).
+CONTROL_REGISTERS = {"CTRL": 0x00, "GIE": 0x04, "IER": 0x08, "ISR": 0x0C}
+FIRST_ARGUMENT_OFFSET = 0x10
+CTRL_BITS = {"ap_start": 0, "ap_done": 1, "ap_idle": 2, "ap_ready": 3, "auto_restart": 7}
+ISR_BITS = {"ap_done": 0, "ap_ready": 1}
+
+
+def register_map(args: Sequence[ShellArg] = SHELL_ARGS) -> dict[str, int]:
+    """Byte offsets of the control registers and of every argument's first data word.
+
+    The layout is the one Vitis HLS gives an s_axilite bundle with an
+    ``ap_ctrl_hs`` block protocol (Vitis HLS user guide UG1399, "S_AXILITE
+    Control Register Map"; the same map is printed at the top of the
+    ``x<top>_hw.h`` driver header HLS generates): ``0x00`` control
+    (ap_start bit 0, ap_done bit 1, clear on read, ap_idle bit 2, ap_ready
+    bit 3, auto_restart bit 7), ``0x04`` global interrupt enable, ``0x08``
+    IP interrupt enable, ``0x0c`` IP interrupt status (toggle on write),
+    then the arguments in signature order from ``0x10``. Each argument takes
+    its data in 32-bit words (low word first) followed by one reserved word:
+    a 64-bit pointer takes 12 bytes, a 32-bit scalar 8 bytes.
+    """
+    names = [arg.name for arg in args]
+    if len(set(names)) != len(names):
+        raise ValueError(f"argument names repeat: {names}")
+    clash = set(names) & set(CONTROL_REGISTERS)
+    if clash:
+        raise ValueError(f"argument names {sorted(clash)} collide with control registers")
+    offsets = dict(CONTROL_REGISTERS)
+    offset = FIRST_ARGUMENT_OFFSET
+    for arg in args:
+        offsets[arg.name] = offset
+        offset += 4 * (-(-arg.register_bits // AXI_WORD_BITS) + 1)
+    return offsets
+
+
+def register_span(args: Sequence[ShellArg] = SHELL_ARGS) -> int:
+    """Bytes of register space the map uses (the end of the last argument's reserved word)."""
+    last = args[-1]
+    return register_map(args)[last.name] + 4 * (-(-last.register_bits // AXI_WORD_BITS) + 1)
+
+
+def control_address_bits(args: Sequence[ShellArg] = SHELL_ARGS) -> int:
+    """Address bits of the s_axilite slave: enough for :func:`register_span` bytes."""
+    return max(4, (register_span(args) - 1).bit_length())
+
+
+# -------------------------------------------------------------------------- IP identity
+
+HLS_PROJECT_NAME = "codesign_prj"  # the vitis_hls project directory inside an IP's HLS project folder
+IP_VENDOR, IP_LIBRARY, IP_VERSION = "codesign", "hls", "1.0"
+_INSTANCE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def check_instance_name(instance_name: str) -> str:
+    if not isinstance(instance_name, str) or not _INSTANCE.match(instance_name):
+        raise ValueError(f"instance name {instance_name!r} must be a lower-case C identifier (a-z, 0-9, _)")
+    return instance_name
+
+
+def accel_top(instance_name: str) -> str:
+    """Top function (and IP name) of an instance: ``<instance>_accel``."""
+    return f"{check_instance_name(instance_name)}_accel"
+
+
+def vlnv(instance_name: str) -> str:
+    """The IP's Vivado identifier, ``codesign:hls:<instance>_accel:1.0``."""
+    return f"{IP_VENDOR}:{IP_LIBRARY}:{accel_top(instance_name)}:{IP_VERSION}"
+
+
+def data_ports(args: Sequence[ShellArg] = SHELL_ARGS) -> list[str]:
+    """The m_axi interfaces of the IP, in argument order (``m_axi_gmem0``, ``m_axi_gmem1``)."""
+    return [arg.port for arg in args if arg.kind == "pointer"]
+
+
+def ip_repo_relpath() -> str:
+    """Where ``export_design`` leaves the IP, relative to the HLS project folder."""
+    return f"{HLS_PROJECT_NAME}/{SOLUTION_NAME}/impl/ip"
+
+
+def ip_fields(instance_name: str) -> dict[str, Any]:
+    """The shell's part of an IP's design.json entry (top, VLNV, registers, data ports, IP repository)."""
+    return {"top": accel_top(instance_name), "vlnv": vlnv(instance_name), "registers": register_map(),
+            "data_ports": data_ports(), "ip_repo_relpath": ip_repo_relpath()}
+
+
+# -------------------------------------------------------------------------- the HLS project
+
+TEMPLATE_DIR = "accel"
+LIBRARY_HEADER = "codesign_accel.h"  # tested shell processes, copied verbatim from hls_templates/accel
+_PROCESS_TYPEDEF = re.compile(r"^typedef\s+.+?\s+(\w*pe_t)\s*;\s*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class AccelFiles:
+    """File names of an accelerator project (all relative to the project folder)."""
+
+    top: str
+
+    @property
+    def top_cpp(self) -> str:
+        return f"{self.top}.cpp"
+
+    @property
+    def top_h(self) -> str:
+        return f"{self.top}.h"
+
+    @property
+    def testbench(self) -> str:
+        return f"{self.top}_tb.cpp"
+
+    @property
+    def bridge(self) -> str:
+        return f"{self.top}_bridge.cpp"
+
+    tcl = "run_hls.tcl"
+
+
+def process_type(pe, kernel_header_text: str) -> str:
+    """The name of the C++ type whose ``process(in, out)`` runs one transaction of ``pe``.
+
+    Every stream PE's kernel header declares it with one ``typedef ... <x>pe_t;``
+    (``pe_t`` for the TT PEs, ``csb_pe_t`` for CSB); the shell calls it by that
+    name. A header with none or several is refused.
+    """
+    found = _PROCESS_TYPEDEF.findall(kernel_header_text)
+    if len(found) != 1:
+        raise RenderError(f"the {pe.name} kernel header {pe.kernel_header} declares {len(found)} '*pe_t' typedefs "
+                          f"({found}); the accelerator shell needs exactly one")
+    return found[0]
+
+
+def _check_stream_pe(pe) -> None:
+    if getattr(pe, "handshake", None) != "stream" or not hasattr(pe, "kernel_header"):
+        raise ValueError(f"the {pe.name} PE is not a stream PE: the accelerator shell wraps stream PEs only")
+
+
+def pe_target(target: BuildTarget) -> BuildTarget:
+    """The PE-side target inside the shell: the same part and clock, the PE's own interface and top."""
+    if target.interface not in (None, "m_axi"):
+        raise ValueError(f"the accelerator shell has m_axi data ports, not {target.interface!r}")
+    return BuildTarget(part=target.part, clock_period_ns=target.clock_period_ns)
+
+
+def buffer_words(transactions) -> dict[str, int]:
+    """Words in the input and output buffers of one shell call running ``transactions`` back to back."""
+    return {"in": int(sum(len(words_in) for words_in, _ in transactions)),
+            "out": int(sum(len(words_out) for _, words_out in transactions))}
+
+
+def accel_context(pe, spec, instance_name: str, target: BuildTarget, kernel_header_text: str,
+                  depths: Mapping[str, int]) -> dict[str, Any]:
+    """Everything the accel templates use; derived numbers come from here, not from Jinja."""
+    top = accel_top(instance_name)
+    files = AccelFiles(top)
+    pe_side = pe_target(target).resolve(pe.name, pe.interfaces)
+    args = [{"name": arg.name, "kind": arg.kind, "ctype": arg.ctype, "bundle": arg.bundle,
+             "direction": arg.direction, "depth": depths.get(arg.name, 1), "doc": arg.doc} for arg in SHELL_ARGS]
+    registers = register_map()
+    return {
+        **pe.stream_context(spec),
+        "pe": pe.name,
+        "title": pe.title,
+        "instance": instance_name,
+        "top": top,
+        "files": {"top_cpp": files.top_cpp, "top_h": files.top_h, "testbench": files.testbench,
+                  "bridge": files.bridge, "tcl": files.tcl},
+        "pe_headers": [name for name in pe.kernel_files if name.endswith(".h")],
+        "library_header": LIBRARY_HEADER,
+        "vectors_header": VECTORS_HEADER,
+        "vector_file": pe.vector_file,
+        "transaction_magic": TRANSACTION_MAGIC,
+        "process_type": process_type(pe, kernel_header_text),
+        "args": args,
+        "control_bundle": CONTROL_BUNDLE,
+        "registers": [(name, f"0x{offset:02x}") for name, offset in registers.items()],
+        "summary": ", ".join(f"{key}={value}" for key, value in spec.to_dict().items()),
+        "target": {"part": target.part, "clock_period_ns": target.clock_period_ns},
+        "pe_top": pe_side.top,
+        "project_name": HLS_PROJECT_NAME,
+        "solution_name": SOLUTION_NAME,
+        "ip": {"vendor": IP_VENDOR, "library": IP_LIBRARY, "name": top, "version": IP_VERSION},
+        "guard_words": GUARD_WORDS,
+        "word_bits": WORD_BITS,
+    }
+
+
+GUARD_WORDS = 16  # words past n_out the testbench and bridge watch for writes beyond the output count
+TEMPLATES = {  # AccelFiles attribute -> template under hls_templates/accel
+    "top_cpp": "accel_top.cpp.j2",
+    "top_h": "accel_top.h.j2",
+    "testbench": "accel_testbench.cpp.j2",
+    "bridge": "bridge.cpp.j2",
+    "tcl": "run_hls.tcl.j2",
+}
+
+
+def library_header() -> bytes:
+    path = data_dir("hls_templates") / TEMPLATE_DIR / LIBRARY_HEADER
+    if not path.is_file():
+        raise RenderError(f"no shell header {path}")
+    return path.read_bytes()
+
+
+def render_accel(pe, spec, instance_name: str, target: BuildTarget | None = None, *, stimulus=None) -> ProjectFiles:
+    """Render the accelerator HLS project of one PE instance in memory (nothing is written).
+
+    The PE's files come from :func:`codesign.hw.flow.render_project` (its
+    kernel header and tested headers, the golden transaction file); the
+    shell's from ``hls_templates/accel``. ``stimulus`` defaults to the PE's
+    default stimulus; it fills the golden file the shell testbench replays and
+    the m_axi ``depth`` co-simulation sizes its memories by.
+    """
+    _check_stream_pe(pe)
+    pe.check_spec(spec)
+    top = accel_top(instance_name)
+    target = target or BuildTarget()
+    if target.top not in (None, top):
+        raise ValueError(f"the accelerator top of instance {instance_name!r} is {top!r}, not {target.top!r}")
+    stimulus = stimulus if stimulus is not None else pe.build_stimulus(spec, pe.stimulus_options())
+    inner = render_project(pe, spec, pe_target(target), stimulus=stimulus)
+    kernel_header_text = inner.files[pe.kernel_header].decode()
+    context = accel_context(pe, spec, instance_name, target, kernel_header_text, buffer_words(stimulus))
+    files = {name: inner.files[name] for name in (*context["pe_headers"], *pe.headers, VECTORS_HEADER,
+                                                   pe.vector_file)}
+    files[LIBRARY_HEADER] = library_header()
+    for key, template in TEMPLATES.items():
+        files[context["files"][key]] = render_template(f"{TEMPLATE_DIR}/{template}", context).encode()
+    shell_target = {"part": target.part, "clock_period_ns": target.clock_period_ns, "interface": "m_axi", "top": top}
+    return ProjectFiles(pe=pe.name, spec=spec.to_dict(), target=shell_target, files=files)
+
+
+def render_accel_project(pe, spec, instance_name: str, target: BuildTarget | None, out_dir: Path, *,
+                         stimulus=None) -> list[Path]:
+    """Render the accelerator HLS project of ``pe`` (instance ``instance_name``) and write it to ``out_dir``.
+
+    ``out_dir`` must be missing, empty or an earlier codesign project; every
+    file is rendered before the first is written, each atomically. Returns the
+    written paths (manifest first).
+    """
+    return write_project(Path(out_dir), render_accel(pe, spec, instance_name, target, stimulus=stimulus))
+
+
+def project_files(project_dir: Path) -> dict[str, Path]:
+    """The shell's generated files in an accelerator project (top .cpp, testbench, bridge, vectors)."""
+    from codesign.hw.render import read_manifest
+
+    project_dir = Path(project_dir)
+    manifest = read_manifest(project_dir)
+    if manifest is None or (manifest.get("target") or {}).get("interface") != "m_axi":
+        raise ValueError(f"{project_dir} is not an accelerator project (render it with render_accel_project)")
+    files = AccelFiles(manifest["target"]["top"])
+    return {"top_cpp": project_dir / files.top_cpp, "top_h": project_dir / files.top_h,
+            "testbench": project_dir / files.testbench, "bridge": project_dir / files.bridge,
+            "manifest": project_dir / "codesign_project.json"}
+
+
+
+def run_accel_csim(project_dir: Path, vectors: Path, work_dir: Path):
+    """C-simulate the shell: compile ``<top>.cpp`` and its testbench with g++ and replay ``vectors``.
+
+    Returns a :class:`codesign.hw.csim.CsimResult`; ``vectors`` counts transactions
+    and ``mismatches`` the transactions with a wrong output word (plus one when a
+    word past ``n_out`` was written).
+    """
+    from codesign.hw.csim import csim
+
+    files = project_files(project_dir)
+    return csim([files["top_cpp"], files["testbench"]], include_dirs=[Path(project_dir)], vectors=Path(vectors),
+                build_dir=Path(work_dir), name=files["top_cpp"].stem + "_tb")
