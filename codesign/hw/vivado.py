@@ -31,6 +31,7 @@ from codesign.boards import Board, boards
 from codesign.hw.build import ToolMissing
 from codesign.hw.render import render_template
 from codesign.hw.reports import write_bytes_atomic
+from codesign.hw.tcl_lint import LintResult, ShimOptions, lint_script
 
 MANIFEST_FILE = "design.json"
 MANIFEST_FORMAT = "codesign-design"
@@ -39,6 +40,7 @@ VIVADO_DIR = "vivado"
 TEMPLATES = {"create_project.tcl": "vivado/create_project.tcl.j2", "build.tcl": "vivado/build.tcl.j2"}
 BUILD_SCRIPT = f"{VIVADO_DIR}/build.tcl"
 LOG_FILE = f"{VIVADO_DIR}/vivado.log"
+MODE_FILE = f"{VIVADO_DIR}/build_mode.json"  # written by create_project.tcl: the mode it chose
 CONTROL_INTERFACE = "s_axi_control"  # Vitis HLS names the s_axilite bundle "control" so
 CLOCK_PIN, RESET_PIN = "ap_clk", "ap_rst_n"  # and these are its clock and active-low reset
 CONTROL_IC, DATA_IC, RESET_CELL = "axi_control", "axi_data", "rst_pl"
@@ -244,9 +246,12 @@ class VivadoBuildPlan:
 
 @dataclass(frozen=True)
 class VivadoBuildResult:
+    """A finished build: both files, the wall time (s) and the mode the script chose (``board`` or ``part``)."""
+
     bitstream: Path
     handoff: Path
     seconds: float
+    mode: str
 
 
 def read_manifest(build_dir: Path) -> dict:
@@ -307,4 +312,20 @@ def run_vivado_build(plan: VivadoBuildPlan, *, timeout_s: float | None = None) -
         raise VivadoBuildError(f"vivado exited with status {done.returncode}"
                                + (f"; not written: {', '.join(absent)}" if absent else "")
                                + f"; first error: {error} (log: {plan.build_dir / LOG_FILE})")
-    return VivadoBuildResult(plan.bitstream, plan.handoff, time.time() - started)
+    mode_file = plan.build_dir / MODE_FILE
+    mode = json.loads(mode_file.read_text()).get("mode", "unknown") if mode_file.is_file() else "unknown"
+    return VivadoBuildResult(plan.bitstream, plan.handoff, time.time() - started, mode)
+
+
+def lint_vivado_build(build_dir: Path, *, board_files: bool = True) -> LintResult:
+    """Run ``vivado/build.tcl`` of ``build_dir`` under the Tcl lint (recorded, not executed by Vivado).
+
+    ``board_files`` says whether the board part counts as installed, i.e.
+    which of the two modes the script takes. No file of the build folder is
+    written. The result's :meth:`~codesign.hw.tcl_lint.LintResult.describe`
+    says what it is: a lint, never a build.
+    """
+    plan = plan_vivado_build(build_dir)
+    board_part = boards()[read_manifest(plan.build_dir)["board"]].board_part
+    options = ShimOptions(board_parts=(board_part,) if board_files else ())
+    return lint_script(plan.build_dir / BUILD_SCRIPT, options)

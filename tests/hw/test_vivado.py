@@ -19,6 +19,7 @@ from codesign.hw.vivado import (
     ManifestError,
     VivadoBuildPlan,
     first_error_line,
+    lint_vivado_build,
     plan_vivado_build,
     render_vivado_project,
     run_vivado_build,
@@ -231,6 +232,13 @@ def test_block_design_under_the_lint(tmp_path, board_name, mode):
         assert cells[ip["name"]] == ip["vlnv"]
         assert any(c.name == "get_ipdefs" and c.args == ("-quiet", ip["vlnv"]) for c in commands)
 
+    # Xilinx IPs at whatever version Vivado offers in IP integrator (the shim answers 1.0)
+    xilinx = [c for c in commands if c.name == "get_ipdefs" and c.args[-1].startswith("xilinx.com:")]
+    assert {c.args[-1] for c in xilinx} == {f"{config.ps_ip}:*", "xilinx.com:ip:axi_interconnect:*",
+                                            "xilinx.com:ip:smartconnect:*", "xilinx.com:ip:proc_sys_reset:*"}
+    assert all(c.option("-filter") == "design_tool_contexts =~ *IPI*" for c in xilinx)
+    assert cells[facts["ps"]] == f"{config.ps_ip}:1.0"
+
     # control through the interconnect, data through the SmartConnect into the HP port
     intf = [c.args for c in commands if c.name == "connect_bd_intf_net"]
     control_port, data_port = facts["ports"]
@@ -336,6 +344,17 @@ def test_plan_refuses_a_folder_that_is_not_a_build(tmp_path):
         plan_vivado_build(build_dir)
 
 
+@needs_tclsh
+def test_lint_of_a_build_folder_in_both_modes_writes_nothing(tmp_path):
+    build_dir = build_folder(tmp_path)
+    before = tree(build_dir)
+    for board_files, mode in ((True, "board"), (False, "part")):
+        result = lint_vivado_build(build_dir, board_files=board_files)
+        assert json.loads(result.written["build_mode.json"])["mode"] == mode
+        assert result.describe().startswith("Tcl lint (recorded, not executed by Vivado)")
+    assert tree(build_dir) == before
+
+
 def test_first_error_line_of_a_log(tmp_path):
     log = tmp_path / "vivado.log"
     log.write_text("INFO: [Common 17-206] Exiting\nWARNING: x\nERROR: [BD 41-237] FREQ_HZ mismatch\nERROR: second\n")
@@ -352,4 +371,4 @@ def test_real_vivado_builds_bitstream_and_handoff():
     assert isinstance(plan, VivadoBuildPlan) and plan.tool is not None
     result = run_vivado_build(plan)
     assert result.bitstream.stat().st_size > 0 and result.handoff.stat().st_size > 0
-    assert result.bitstream.stem == result.handoff.stem
+    assert result.bitstream.stem == result.handoff.stem and result.mode in ("board", "part")
