@@ -201,26 +201,37 @@ def vivado_context(manifest: dict, board: Board) -> dict:
     }
 
 
-def render_vivado_files(manifest: dict, board: Board) -> dict[str, bytes]:
-    """The Vivado scripts of ``manifest`` on ``board``, in memory, by path relative to the build folder."""
+def render_vivado(manifest: dict, board: Board) -> dict[str, bytes]:
+    """Validate ``manifest`` for ``board`` and render its Vivado scripts in memory (nothing is written).
+
+    Returns the file contents by path relative to the build folder
+    (``vivado/create_project.tcl``, ``vivado/build.tcl``). Same manifest and
+    board, same bytes.
+    """
     validate_manifest(manifest, board)
     context = vivado_context(manifest, board)
     return {f"{VIVADO_DIR}/{name}": render_template(template, context).encode()
             for name, template in TEMPLATES.items()}
 
 
-def render_vivado_project(manifest: dict, board: Board, out_dir: Path) -> list[Path]:
-    """Validate ``manifest`` for ``board`` and write ``vivado/*.tcl`` into the build folder ``out_dir``.
-
-    Everything is validated and rendered before the first byte is written;
-    each file is replaced atomically. Same manifest and board, same bytes.
-    Returns the written paths.
-    """
-    files = render_vivado_files(manifest, board)
+def write_vivado(out_dir: Path, files: dict[str, bytes]) -> list[Path]:
+    """Write what :func:`render_vivado` returned into the build folder ``out_dir``; each file atomically."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise NotADirectoryError(f"{out_dir} exists and is not a directory")
+    unknown = sorted(set(files) - {f"{VIVADO_DIR}/{name}" for name in TEMPLATES})
+    if unknown:
+        raise ValueError(f"not Vivado scripts of codesign: {', '.join(unknown)}")
     return [write_bytes_atomic(out_dir / rel, data) for rel, data in sorted(files.items())]
+
+
+def render_vivado_project(manifest: dict, board: Board, out_dir: Path) -> list[Path]:
+    """Validate ``manifest`` for ``board`` and write ``vivado/*.tcl`` into the build folder ``out_dir``.
+
+    Everything is validated and rendered before the first byte is written.
+    Returns the written paths.
+    """
+    return write_vivado(out_dir, render_vivado(manifest, board))
 
 
 # ---------------------------------------------------------------------------- building
@@ -232,16 +243,16 @@ class VivadoBuildError(RuntimeError):
 
 @dataclass(frozen=True)
 class VivadoBuildPlan:
-    """How to build one build folder: the command, where it runs and the two files it must produce."""
+    """How to build one build folder (``project_dir``): the command, run there, and the two files it must produce."""
 
-    build_dir: Path
+    project_dir: Path
     tool: str | None
     command: list[str]
-    bitstream: Path
-    handoff: Path
+    bitstream: Path | None
+    handoff: Path | None
 
     def describe(self) -> str:
-        return f"cd {self.build_dir} && {' '.join(self.command)}"
+        return f"cd {self.project_dir} && {' '.join(self.command)}"
 
 
 @dataclass(frozen=True)
@@ -264,8 +275,19 @@ def read_manifest(build_dir: Path) -> dict:
         raise ManifestError(f"{path} is not valid JSON: {error}") from None
 
 
-def plan_vivado_build(build_dir: Path) -> VivadoBuildPlan:
-    """The Vivado command for ``build_dir`` (validated: manifest, board and the rendered scripts)."""
+def plan_vivado_build(build_dir: Path, *, check: bool = True) -> VivadoBuildPlan:
+    """The Vivado command for ``build_dir``.
+
+    With ``check`` (the default) the folder must be a build folder: its
+    design.json valid for its board and the Vivado scripts rendered; the plan
+    then names the two files the build must produce. ``check=False`` only
+    spells the command (for a README written before the folder exists).
+    """
+    command = ["vivado", "-mode", "batch", "-notrace", "-source", BUILD_SCRIPT,
+               "-log", LOG_FILE, "-journal", f"{VIVADO_DIR}/vivado.jou"]
+    tool = shutil.which("vivado")
+    if not check:
+        return VivadoBuildPlan(Path(build_dir), tool, command, None, None)
     build_dir = Path(build_dir).resolve()
     manifest = read_manifest(build_dir)
     known = boards()
@@ -277,11 +299,8 @@ def plan_vivado_build(build_dir: Path) -> VivadoBuildPlan:
     for rel in TEMPLATES:
         if not (build_dir / VIVADO_DIR / rel).is_file():
             raise FileNotFoundError(f"{build_dir / VIVADO_DIR / rel} is missing; render the Vivado scripts first")
-    command = ["vivado", "-mode", "batch", "-notrace", "-source", BUILD_SCRIPT,
-               "-log", LOG_FILE, "-journal", f"{VIVADO_DIR}/vivado.jou"]
     design = manifest["design"]
-    return VivadoBuildPlan(build_dir, shutil.which("vivado"), command,
-                           build_dir / f"{design}.bit", build_dir / f"{design}.hwh")
+    return VivadoBuildPlan(build_dir, tool, command, build_dir / f"{design}.bit", build_dir / f"{design}.hwh")
 
 
 def first_error_line(log: Path) -> str | None:
@@ -303,16 +322,18 @@ def run_vivado_build(plan: VivadoBuildPlan, *, timeout_s: float | None = None) -
     """
     if plan.tool is None:
         raise ToolMissing(f"vivado is not on PATH; install Vivado (2020.2 or later) and run: {plan.describe()}")
+    if plan.bitstream is None or plan.handoff is None:
+        raise ValueError("this plan was made with check=False; plan_vivado_build(build_dir) makes one to run")
     started = time.time()
-    done = subprocess.run([plan.tool, *plan.command[1:]], cwd=plan.build_dir, check=False, timeout=timeout_s)
+    done = subprocess.run([plan.tool, *plan.command[1:]], cwd=plan.project_dir, check=False, timeout=timeout_s)
     fresh = [path for path in (plan.bitstream, plan.handoff) if path.is_file() and path.stat().st_mtime >= started]
     if done.returncode != 0 or len(fresh) != 2:
-        error = first_error_line(plan.build_dir / LOG_FILE) or "no ERROR: line in the log"
+        error = first_error_line(plan.project_dir / LOG_FILE) or "no ERROR: line in the log"
         absent = [path.name for path in (plan.bitstream, plan.handoff) if path not in fresh]
         raise VivadoBuildError(f"vivado exited with status {done.returncode}"
                                + (f"; not written: {', '.join(absent)}" if absent else "")
-                               + f"; first error: {error} (log: {plan.build_dir / LOG_FILE})")
-    mode_file = plan.build_dir / MODE_FILE
+                               + f"; first error: {error} (log: {plan.project_dir / LOG_FILE})")
+    mode_file = plan.project_dir / MODE_FILE
     mode = json.loads(mode_file.read_text()).get("mode", "unknown") if mode_file.is_file() else "unknown"
     return VivadoBuildResult(plan.bitstream, plan.handoff, time.time() - started, mode)
 
@@ -326,6 +347,6 @@ def lint_vivado_build(build_dir: Path, *, board_files: bool = True) -> LintResul
     says what it is: a lint, never a build.
     """
     plan = plan_vivado_build(build_dir)
-    board_part = boards()[read_manifest(plan.build_dir)["board"]].board_part
+    board_part = boards()[read_manifest(plan.project_dir)["board"]].board_part
     options = ShimOptions(board_parts=(board_part,) if board_files else ())
-    return lint_script(plan.build_dir / BUILD_SCRIPT, options)
+    return lint_script(plan.project_dir / BUILD_SCRIPT, options)

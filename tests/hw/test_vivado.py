@@ -21,9 +21,11 @@ from codesign.hw.vivado import (
     first_error_line,
     lint_vivado_build,
     plan_vivado_build,
+    render_vivado,
     render_vivado_project,
     run_vivado_build,
     validate_manifest,
+    write_vivado,
 )
 
 needs_tclsh = pytest.mark.skipif(shutil.which("tclsh") is None, reason="tclsh not installed (Debian package tcl8.6)")
@@ -330,6 +332,22 @@ def test_run_refuses_without_vivado_and_gives_the_command(tmp_path, monkeypatch)
                                           r"-source vivado/build.tcl -log vivado/vivado.log"):
         run_vivado_build(plan)
     assert not plan.bitstream.exists()
+
+
+def test_an_unchecked_plan_only_spells_the_command(tmp_path):
+    plan = plan_vivado_build(Path("."), check=False)
+    assert plan.describe().startswith("cd . && vivado -mode batch") and plan.bitstream is None
+    if plan.tool is not None:
+        with pytest.raises(ValueError, match="check=False"):
+            run_vivado_build(plan)
+
+
+def test_write_vivado_takes_only_the_rendered_scripts(tmp_path):
+    files = render_vivado(example_manifest("zedboard"), board("zedboard"))
+    assert sorted(files) == ["vivado/build.tcl", "vivado/create_project.tcl"]
+    with pytest.raises(ValueError, match="not Vivado scripts"):
+        write_vivado(tmp_path, {**files, "design.json": b"{}"})
+    assert not any(tmp_path.iterdir())
 
 
 def test_plan_refuses_a_folder_that_is_not_a_build(tmp_path):
