@@ -18,6 +18,7 @@ REGISTRY = {
     "tt1": "codesign.pe.tt.pe:Tt1PE",
     "tt2": "codesign.pe.tt.pe:Tt2PE",
     "tt3": "codesign.pe.tt.pe:Tt3PE",
+    "fpmac_array": "codesign.pe.fpmac_array.pe:FpmacArrayPE",
 }
 
 
