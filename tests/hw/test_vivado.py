@@ -390,3 +390,53 @@ def test_real_vivado_builds_bitstream_and_handoff():
     result = run_vivado_build(plan)
     assert result.bitstream.stat().st_size > 0 and result.handoff.stat().st_size > 0
     assert result.bitstream.stem == result.handoff.stem and result.mode in ("board", "part")
+
+
+# --- the contract with the accelerator shell: what run_hls.tcl exports is what the block design adds ----
+
+
+def test_the_hand_written_example_follows_the_shell_contract():
+    from codesign.hw import accel
+
+    for ip in example_manifest("zedboard")["ips"]:
+        fields = accel.ip_fields(ip["name"])
+        assert ip["registers"] == fields["registers"] == accel.register_map()
+        assert (ip["top"], ip["vlnv"], ip["data_ports"]) == (fields["top"], fields["vlnv"], fields["data_ports"])
+        assert ip["ip_repo"] == f"{ip['hls_project']}/{fields['ip_repo_relpath']}"
+
+
+@needs_tclsh
+@pytest.mark.parametrize("name, pe_name", [("csb_0", "csb"), ("tt1_0", "tt1")])
+def test_the_exported_ip_is_the_one_the_block_design_adds(tmp_path, name, pe_name):
+    from codesign.hw import accel
+    from codesign.hw.render import write_project
+    from codesign.hw.target import BuildTarget
+    from codesign.pe import get_pe
+
+    manifest = example_manifest("zedboard")
+    ip = next(entry for entry in manifest["ips"] if entry["name"] == name)
+    pe = get_pe(pe_name)
+    spec = pe.spec()
+    target = BuildTarget(part=manifest["part"], clock_period_ns=1000.0 / manifest["clock_mhz"])
+    project = accel.render_accel(pe, spec, name, target, stimulus=pe.build_stimulus(spec, pe.stimulus_options()))
+    build_dir = tmp_path / "build"
+    write_project(build_dir / ip["hls_project"], project)
+    hls = lint_script(build_dir / ip["hls_project"] / "run_hls.tcl").commands
+    export = next(c for c in hls if c.name == "config_export")
+    exported = ":".join(export.option(flag) for flag in ("-vendor", "-library", "-ipname", "-version"))
+    assert exported == ip["vlnv"]
+    assert [n for n in (c.name for c in hls) if n in ("config_export", "export_design")] == [
+        "config_export", "export_design"]
+    # Vitis HLS puts the exported IP at <project>/<solution>/impl/ip: the manifest's ip_repo
+    project_name = next(c for c in hls if c.name == "open_project").args[-1]
+    solution = next(c for c in hls if c.name == "open_solution").args[1]
+    assert ip["ip_repo"] == f"{ip['hls_project']}/{project_name}/{solution}/impl/ip"
+    assert next(c for c in hls if c.name == "set_part").args == (manifest["part"],)
+
+    render_vivado_project(manifest, board("zedboard"), build_dir)
+    vivado_commands = lint_script(build_dir / "vivado" / "build.tcl").commands
+    assert any(c.name == "create_bd_cell" and c.option("-vlnv") == exported and c.args[-1] == name
+               for c in vivado_commands)
+    repos = parse_tcl_list(next(c for c in vivado_commands if c.name == "set_property"
+                                and c.args[0] == "ip_repo_paths").args[1])
+    assert str(build_dir / ip["ip_repo"]) in repos
