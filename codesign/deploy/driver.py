@@ -1,0 +1,153 @@
+"""The PYNQ driver of one accelerator IP: ``run(words_in, n_out, n_transactions) -> words_out``.
+
+Every codesign IP is a stream PE inside the same accelerator shell
+(:mod:`codesign.hw.accel`), so one driver class serves them all; what
+differs per IP (its VLNV, register offsets, buffer sizes) comes from its
+design.json entry. :func:`driver_class` makes the subclass PYNQ binds to the
+IP's VLNV (``bindto``), before the overlay is opened.
+
+One call: copy the words into the input buffer and flush it, write the two
+buffer addresses and three counts, set ``ap_start``, poll ``CTRL`` until
+``ap_done`` (or raise :class:`AccelTimeout`), invalidate the output buffer
+and return a copy of its first ``n_out`` words. The two buffers come from
+:func:`pynq.allocate` once, sized by the manifest, and are reused; they grow
+(one new allocation) only for a call larger than any before.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import ClassVar
+
+import numpy as np
+from pynq import DefaultIP, allocate
+
+from codesign.deploy.manifest import DeployError
+from codesign.hw import accel
+
+WORD = np.dtype(np.uint32)
+MAX_COUNT = (1 << 32) - 1  # the count registers are 32 bits
+DEFAULT_TIMEOUT_S = 10.0
+MIN_BUFFER_WORDS = 1024
+BUSY_POLLS = 1000  # register reads before the poll loop starts sleeping
+POLL_SLEEP_S = 1e-4
+CTRL_BIT = {name: 1 << bit for name, bit in accel.CTRL_BITS.items()}
+
+
+class AccelTimeout(DeployError):
+    """``ap_done`` did not rise within the time-out after ``ap_start``."""
+
+
+class AccelInputError(DeployError, ValueError):
+    """The words or counts handed to :meth:`AccelIP.run` are not what the IP takes (nothing was written)."""
+
+
+def _count(name: str, value: object, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= int(value) <= MAX_COUNT:
+        raise AccelInputError(f"{name}={value!r} must be an integer in [{low}, {MAX_COUNT}]")
+    return int(value)
+
+
+class AccelIP(DefaultIP):
+    """Driver of one codesign accelerator IP (subclassed per VLNV by :func:`driver_class`)."""
+
+    manifest_entry: ClassVar[dict] = {}
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    def __init__(self, description: dict) -> None:
+        super().__init__(description)
+        entry = self.manifest_entry
+        if not entry:
+            raise DeployError("AccelIP is bound through driver_class(manifest IP entry), not used directly")
+        self.ip_name, self.pe = entry["name"], entry["pe"]
+        self.offsets = dict(entry["registers"])
+        self._capacity = {name: int(buffer.get("max_words", 0)) for name, buffer in entry.get("buffers", {}).items()}
+        self._buffers: dict[str, np.ndarray] = {}
+        self.calls, self.busy_s = 0, 0.0  # calls made, seconds from ap_start to ap_done over all calls
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.ip_name} ({self.pe}) at {self.mmio.base_addr:#x}>"
+
+    # -- buffers
+
+    def buffer(self, name: str, words: int) -> np.ndarray:
+        """The ``in``/``out`` buffer holding at least ``words`` words (allocated once, grown only when needed)."""
+        current = self._buffers.get(name)
+        if current is not None and current.size >= words:
+            return current
+        size = max(words, self._capacity.get(name, 0), MIN_BUFFER_WORDS)
+        if current is not None:
+            size = max(size, 2 * current.size)
+            current.freebuffer()
+        self._buffers[name] = allocate(shape=(size,), dtype=WORD, target=self.device)
+        return self._buffers[name]
+
+    # -- registers
+
+    def _write_register(self, name: str, value: int, words: int = 1) -> None:
+        for i in range(words):
+            self.mmio.write(self.offsets[name] + 4 * i, (value >> (32 * i)) & 0xFFFF_FFFF)
+
+    def _status(self) -> int:
+        return self.mmio.read(self.offsets["CTRL"])
+
+    @staticmethod
+    def describe_ctrl(ctrl: int) -> str:
+        return ", ".join(f"{name}={ctrl >> bit & 1}" for name, bit in accel.CTRL_BITS.items())
+
+    # -- the call
+
+    def run(self, words_in: np.ndarray, n_out: int, n_transactions: int, *,
+            timeout_s: float | None = None) -> np.ndarray:
+        """Run ``n_transactions`` transactions on ``words_in`` (1-D uint32); return the ``n_out`` output words."""
+        if not isinstance(words_in, np.ndarray) or words_in.dtype != WORD or words_in.ndim != 1:
+            shape = getattr(words_in, "shape", None)
+            dtype = getattr(words_in, "dtype", type(words_in).__name__)
+            raise AccelInputError(f"IP {self.ip_name}: words_in must be a 1-D numpy uint32 array, "
+                                  f"got {dtype} of shape {shape}")
+        n_in = _count("len(words_in)", words_in.size, 0)
+        n_out = _count("n_out", n_out, 0)
+        n_transactions = _count("n_transactions", n_transactions, 1)
+        timeout_s = self.timeout_s if timeout_s is None else float(timeout_s)
+        ctrl = self._status()
+        if not ctrl & CTRL_BIT["ap_idle"]:
+            raise DeployError(f"IP {self.ip_name} is busy ({self.describe_ctrl(ctrl)}): an earlier call never "
+                              "finished; reload the overlay to reset the PL")
+        in_buffer, out_buffer = self.buffer("in", n_in), self.buffer("out", n_out)
+        in_buffer[:n_in] = words_in
+        in_buffer.flush()
+        out_buffer.flush()  # no dirty line of ours may land on the IP's output later
+        self._write_register("in", in_buffer.physical_address, accel.POINTER_BITS // 32)
+        self._write_register("out", out_buffer.physical_address, accel.POINTER_BITS // 32)
+        self._write_register("n_in", n_in)
+        self._write_register("n_out", n_out)
+        self._write_register("n_transactions", n_transactions)
+        started = time.perf_counter()
+        self.mmio.write(self.offsets["CTRL"], CTRL_BIT["ap_start"])
+        self._wait_done(started, timeout_s)
+        self.busy_s += time.perf_counter() - started
+        self.calls += 1
+        out_buffer.invalidate()
+        return np.array(out_buffer[:n_out], dtype=WORD)
+
+    def _wait_done(self, started: float, timeout_s: float) -> None:
+        polls = 0
+        while True:
+            ctrl = self._status()
+            if ctrl & CTRL_BIT["ap_done"]:
+                return
+            if time.perf_counter() - started > timeout_s:
+                raise AccelTimeout(f"IP {self.ip_name}: ap_done did not rise within {timeout_s:g} s of ap_start "
+                                   f"({self.describe_ctrl(ctrl)}); the kernel is stuck, or waits for input words "
+                                   "the call did not send")
+            polls += 1
+            if polls > BUSY_POLLS:
+                time.sleep(POLL_SLEEP_S)
+
+
+def driver_class(entry: dict) -> type[AccelIP]:
+    """A new :class:`AccelIP` subclass bound to ``entry['vlnv']``; PYNQ registers it on creation (the latest wins)."""
+    name = "".join(part.capitalize() for part in entry["top"].split("_")) + "Driver"
+    cls = type(name, (AccelIP,), {"bindto": [entry["vlnv"]], "manifest_entry": dict(entry),
+                                  "__doc__": f"Driver of IP {entry['name']} ({entry['pe']}), {entry['vlnv']}."})
+    return cls

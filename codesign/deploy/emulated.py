@@ -1,0 +1,327 @@
+"""An emulated PYNQ board: a ``pynq.Device`` that runs the generated HLS C++ of each IP where no board is attached.
+
+The same driver code (:mod:`codesign.deploy.driver`, :class:`pynq.MMIO`,
+:func:`pynq.allocate`) runs against this device as against a Zynq board:
+
+- **memory map** from design.json: one register file per IP at its base
+  address, laid out as the manifest's register map (the Vitis HLS
+  s_axilite layout);
+- **DDR**: :class:`DdrModel` hands out physical addresses for
+  :func:`pynq.allocate` and holds the bytes the IP reads and writes. Buffers
+  are *not* coherent, as on a Zynq with cacheable buffers: the host array is
+  the CPU's view, and only ``flush()`` copies it to DDR and only
+  ``invalidate()`` copies DDR back, so a driver that forgets either gets
+  stale data here too;
+- **ap_start**: writing 1 to bit 0 of ``CTRL`` runs the IP's generated
+  top function (``hls/<ip>/<top>.cpp``, compiled by
+  :class:`codesign.hw.bridge.AccelBridge`) on the DDR bytes its ``in`` and
+  ``out`` pointer registers address, with its ``n_in``, ``n_out`` and
+  ``n_transactions`` registers; then ``ap_done``, ``ap_ready`` and
+  ``ap_idle`` rise. ``ap_done`` and ``ap_ready`` clear when ``CTRL`` is
+  read, as on the real s_axilite slave. The code that would be synthesised is
+  the code that runs; nothing is re-implemented in Python.
+
+The call runs to completion inside the register write (the emulated PL is
+infinitely fast; :attr:`EmulatedIP.last_run_s` records the host seconds).
+``stalled`` IPs ignore ``ap_start`` and never raise ``ap_done``: a fault
+injected on purpose, for the driver's time-out path.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pynq import Device
+from pynq.buffer import PynqBuffer
+
+from codesign.boards import board as board_facts
+from codesign.deploy.manifest import MANIFEST_FILE, DeployError, load_manifest
+from codesign.hw import accel
+
+WORD = np.dtype(np.uint32)
+PAGE_BYTES = 4096  # allocation granularity and alignment (bytes), as the kernel's contiguous allocator
+CTRL_BIT = {name: 1 << bit for name, bit in accel.CTRL_BITS.items()}
+ISR_BIT = {name: 1 << bit for name, bit in accel.ISR_BITS.items()}
+
+
+class EmulationError(DeployError):
+    """The emulated board was driven in a way the hardware would not survive (bad address, unmodelled mode)."""
+
+
+# ---------------------------------------------------------------------------- DDR
+
+
+class DdrModel:
+    """Physical memory for contiguous buffers: page-aligned allocations inside ``[base, base + size)`` bytes.
+
+    Each allocation owns its bytes; an address that is not inside one
+    allocation is an error (the real IP would read or write whatever lies
+    there).
+    """
+
+    def __init__(self, *, base: int, size: int) -> None:
+        if base % PAGE_BYTES or size <= 0:
+            raise ValueError(f"DDR window base {base:#x} must be page aligned and size {size} positive")
+        self.base, self.size = base, size
+        self._starts: list[int] = []  # sorted allocation addresses
+        self._blocks: dict[int, np.ndarray] = {}  # address -> uint8 storage
+
+    def allocate(self, nbytes: int) -> tuple[int, np.ndarray]:
+        """First fit of ``nbytes`` (rounded up to pages); returns the physical address and its storage."""
+        span = max(PAGE_BYTES, -(-int(nbytes) // PAGE_BYTES) * PAGE_BYTES)
+        address = self.base
+        for start in self._starts:
+            if start - address >= span:
+                break
+            address = start + self._blocks[start].size
+            address = -(-address // PAGE_BYTES) * PAGE_BYTES
+        if address + span > self.base + self.size:
+            raise MemoryError(f"emulated DDR: no {span} free contiguous bytes in the {self.size >> 20} MiB window")
+        bisect.insort(self._starts, address)
+        self._blocks[address] = np.zeros(span, dtype=np.uint8)
+        return address, self._blocks[address]
+
+    def return_pointer(self, address: int) -> None:
+        """Free the allocation at ``address`` (the hook :class:`pynq.buffer.PynqBuffer` calls when freed)."""
+        if address in self._blocks:
+            del self._blocks[address]
+            self._starts.remove(address)
+
+    @property
+    def allocations(self) -> int:
+        return len(self._starts)
+
+    def bytes_at(self, address: int, nbytes: int) -> np.ndarray:
+        """The DDR bytes ``[address, address + nbytes)``, which must lie inside one allocation (a view)."""
+        index = bisect.bisect_right(self._starts, address) - 1
+        if index >= 0:
+            start = self._starts[index]
+            block = self._blocks[start]
+            if address + nbytes <= start + block.size:
+                return block[address - start:address - start + nbytes]
+        raise EmulationError(f"emulated DDR: {nbytes} bytes at {address:#x} are not inside one allocated buffer")
+
+    def words_at(self, address: int, count: int) -> np.ndarray:
+        """``count`` 32-bit words at ``address`` (word aligned), as a writable uint32 view of DDR."""
+        if address % WORD.itemsize:
+            raise EmulationError(f"emulated DDR: word address {address:#x} is not 4-byte aligned")
+        if count == 0:
+            return np.zeros(0, dtype=WORD)
+        return self.bytes_at(address, count * WORD.itemsize).view(WORD)
+
+
+# ---------------------------------------------------------------------------- one IP
+
+
+class EmulatedIP:
+    """The s_axilite register file of one accelerator IP, and its top function behind ``ap_start``."""
+
+    def __init__(self, entry: dict, ddr: DdrModel, project_dir: Path, *, stalled: bool = False,
+                 bridge_dir: Path | None = None) -> None:
+        from codesign.hw.bridge import AccelBridge
+
+        self.entry, self.ddr, self.stalled = entry, ddr, stalled
+        self.name = entry["name"]
+        self.base, self.span = entry["base_address"], entry["address_range"]
+        self.offsets = entry["registers"]
+        if not Path(project_dir).is_dir():
+            raise EmulationError(f"IP {self.name}: no HLS project at {project_dir}; the emulated board runs the "
+                                 "generated C++ of every IP, so the build folder must hold hls/<ip>/")
+        self.bridge = AccelBridge(Path(project_dir), build_dir=bridge_dir)
+        if self.bridge.top != entry["top"]:
+            raise EmulationError(f"IP {self.name}: {project_dir} implements {self.bridge.top!r}, "
+                                 f"design.json says {entry['top']!r}")
+        self.words = np.zeros(self.span // WORD.itemsize, dtype=WORD)
+        self.runs, self.last_run_s = 0, 0.0
+        self.reset()
+
+    def reset(self) -> None:
+        self.words[:] = 0
+        self.words[self.offsets["CTRL"] // 4] = CTRL_BIT["ap_idle"]
+
+    def _reg(self, name: str, words: int = 1) -> int:
+        index = self.offsets[name] // 4
+        return sum(int(self.words[index + i]) << (32 * i) for i in range(words))
+
+    def read(self, offset: int) -> int:
+        value = int(self.words[offset // 4])
+        if offset == self.offsets["CTRL"]:  # ap_done and ap_ready clear on read
+            self.words[offset // 4] = value & ~(CTRL_BIT["ap_done"] | CTRL_BIT["ap_ready"])
+        return value
+
+    def write(self, offset: int, value: int) -> None:
+        value = int(value) & 0xFFFF_FFFF
+        index = offset // 4
+        if offset == self.offsets["CTRL"]:
+            if value & CTRL_BIT["auto_restart"]:
+                raise EmulationError(f"IP {self.name}: auto_restart is not modelled by the emulated board")
+            ctrl = int(self.words[index])
+            if value & CTRL_BIT["ap_start"] and ctrl & CTRL_BIT["ap_idle"]:
+                self.words[index] = (ctrl & ~CTRL_BIT["ap_idle"]) | CTRL_BIT["ap_start"]
+                if not self.stalled:
+                    self._run()
+            return  # the status bits are read-only
+        if offset == self.offsets["ISR"]:  # toggle on write
+            self.words[index] ^= np.uint32(value & 0x3)
+            return
+        self.words[index] = value
+
+    def _run(self) -> None:
+        pointer_words = -(-accel.POINTER_BITS // 32)
+        counts = {arg.name: self._reg(arg.name, pointer_words if arg.kind == "pointer" else 1)
+                  for arg in accel.SHELL_ARGS}
+        in_words = self.ddr.words_at(counts["in"], counts["n_in"])
+        out_words = self.ddr.words_at(counts["out"], counts["n_out"])
+        started = time.perf_counter()
+        try:
+            self.bridge.run(np.ascontiguousarray(in_words), out_words, counts["n_in"], counts["n_out"],
+                            counts["n_transactions"])
+        finally:
+            self.last_run_s = time.perf_counter() - started
+        self.runs += 1
+        ctrl_index = self.offsets["CTRL"] // 4
+        self.words[ctrl_index] = CTRL_BIT["ap_done"] | CTRL_BIT["ap_ready"] | CTRL_BIT["ap_idle"]
+        isr_index, ier = self.offsets["ISR"] // 4, int(self.words[self.offsets["IER"] // 4])
+        self.words[isr_index] |= np.uint32(ier & (ISR_BIT["ap_done"] | ISR_BIT["ap_ready"]))
+
+
+class RegisterWindow(np.ndarray):
+    """The uint32 array :class:`pynq.MMIO` indexes: integer reads and writes go to the IP's register file."""
+
+    _ip: EmulatedIP
+    _first: int
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, (int, np.integer)) and hasattr(self, "_ip"):
+            return np.uint32(self._ip.read((self._first + self._index(key)) * 4))
+        return super().__getitem__(key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if isinstance(key, (int, np.integer)) and hasattr(self, "_ip"):
+            self._ip.write((self._first + self._index(key)) * 4, int(value))
+            return
+        raise EmulationError("registers of the emulated board are written one 32-bit word at a time")
+
+    def _index(self, key) -> int:
+        index = int(key) + (len(self) if key < 0 else 0)
+        if not 0 <= index < len(self):
+            raise IndexError(f"register word {key} outside the {len(self)}-word window")
+        return index
+
+
+# ---------------------------------------------------------------------------- the device
+
+
+class EmulatedMetadata:
+    """What PYNQ's HWH parser would give for the design, built from design.json (no .hwh exists here)."""
+
+    def __init__(self, manifest: dict, ddr: DdrModel) -> None:
+        self.ip_dict = {ip["name"]: {"fullpath": ip["name"], "type": ip["vlnv"], "phys_addr": ip["base_address"],
+                                     "addr_range": ip["address_range"], "state": None, "gpio": {},
+                                     "interrupts": {}, "parameters": {}, "mem_id": "s_axi_control"}
+                        for ip in manifest["ips"]}
+        self.mem_dict = {"PSDDR": {"base_address": ddr.base, "size": ddr.size, "type": "DDR", "used": 0,
+                                   "raw_type": None, "streaming": False}}
+        self.gpio_dict, self.interrupt_pins, self.interrupt_controllers = {}, {}, {}
+        self.hierarchy_dict, self.clock_dict = {}, {}
+        self.systemgraph = None
+
+
+class EmulatedBoard(Device):
+    """A ``pynq.Device`` for the build folder ``build_dir`` (design.json + hls/<ip>/), with no board attached.
+
+    Use it through :class:`codesign.deploy.CodesignOverlay` (``emulate=True``,
+    or automatically off-board), or directly: ``EmulatedBoard(dir).activate()``
+    makes it ``pynq.Device.active_device`` so :class:`pynq.MMIO` and
+    :func:`pynq.allocate` reach it. ``stalled`` names IPs that never finish.
+    """
+
+    def __init__(self, build_dir: Path, *, stalled: Iterable[str] = (), bridge_dir: Path | None = None) -> None:
+        self.build_dir = Path(build_dir)
+        self.manifest = load_manifest(self.build_dir)
+        super().__init__(f"emulated_{self.manifest['design']}")
+        self.name = f"emulated {self.manifest['board']}"
+        self.capabilities = {"MEMORY_MAPPED": True}
+        facts = board_facts(self.manifest["board"])
+        ddr_bytes = facts.ddr_mib << 20
+        # contiguous buffers come from the upper half of DDR, as a CMA pool does
+        self.ddr = DdrModel(base=ddr_bytes // 2, size=ddr_bytes // 2)
+        names = {ip["name"] for ip in self.manifest["ips"]}
+        unknown = sorted(set(stalled) - names)
+        if unknown:
+            raise EmulationError(f"stalled IP(s) {unknown} are not in design {self.manifest['design']!r}")
+        self.ips = {ip["name"]: EmulatedIP(ip, self.ddr, self.build_dir / ip.get("hls_project", f"hls/{ip['name']}"),
+                                           stalled=ip["name"] in set(stalled), bridge_dir=bridge_dir)
+                    for ip in self.manifest["ips"]}
+        self.bitfile_name = str(self.build_dir / MANIFEST_FILE)
+        self.timestamp = ""
+
+    def activate(self) -> EmulatedBoard:
+        """Make this the device PYNQ uses when none is named (MMIO, allocate, Overlay)."""
+        Device.active_device = self
+        return self
+
+    # -- metadata and download (the manifest stands in for the bitstream)
+
+    def get_bitfile_metadata(self, bitfile_name: str, partial: bool = False) -> EmulatedMetadata:
+        if partial:
+            raise EmulationError("partial reconfiguration is not modelled by the emulated board")
+        if Path(bitfile_name).resolve() != Path(self.bitfile_name).resolve():
+            raise EmulationError(f"the emulated board holds design {self.manifest['design']!r} "
+                                 f"({self.bitfile_name}); it cannot load {bitfile_name}")
+        return EmulatedMetadata(self.manifest, self.ddr)
+
+    def download(self, bitstream, parser=None) -> None:
+        for ip in self.ips.values():
+            ip.reset()
+        self.post_download(bitstream, parser or self.get_bitfile_metadata(bitstream.bitfile_name), self.name)
+
+    # -- memory map
+
+    def mmap(self, base_addr: int, length: int) -> np.ndarray:
+        for ip in self.ips.values():
+            if ip.base <= base_addr and base_addr + length <= ip.base + ip.span:
+                if (base_addr - ip.base) % 4:
+                    raise EmulationError(f"MMIO base {base_addr:#x} is not word aligned")
+                window = np.zeros(length // 4, dtype=WORD).view(RegisterWindow)
+                window._ip, window._first = ip, (base_addr - ip.base) // 4
+                return window
+        try:
+            return self.ddr.bytes_at(base_addr, length).view(WORD)
+        except EmulationError:
+            raise EmulationError(f"nothing at {base_addr:#x}..{base_addr + length - 1:#x} on the emulated board: "
+                                 f"no IP of design {self.manifest['design']!r} and no allocated buffer") from None
+
+    # -- buffers
+
+    def allocate(self, shape, dtype, **kwargs) -> PynqBuffer:
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        address, _ = self.ddr.allocate(nbytes)
+        host = np.zeros(max(nbytes, 1), dtype=np.uint8)  # the CPU's (cached) view
+        buffer = PynqBuffer(shape, dtype, buffer=host, device_address=address, bo=address, device=self,
+                            coherent=False)
+        # PynqBuffer.freebuffer returns `pointer` to `return_to`; `freed` keeps it off the munmap path
+        buffer.memory, buffer.pointer, buffer.return_to, buffer.freed = self.ddr, address, self.ddr, True
+        return buffer
+
+    def _sync(self, bo: int, offset: int, vaddr: int, nbytes: int, *, to_ddr: bool) -> None:
+        ddr = self.ddr.bytes_at(bo + offset, nbytes)
+        host = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * nbytes).from_address(vaddr))
+        if to_ddr:
+            ddr[:] = host
+        else:
+            host[:] = ddr
+
+    def flush(self, bo, offset, vaddr, nbytes) -> None:
+        """CPU cache -> DDR (``PynqBuffer.flush``)."""
+        self._sync(bo, offset, vaddr, nbytes, to_ddr=True)
+
+    def invalidate(self, bo, offset, vaddr, nbytes) -> None:
+        """DDR -> CPU view (``PynqBuffer.invalidate``)."""
+        self._sync(bo, offset, vaddr, nbytes, to_ddr=False)

@@ -1,0 +1,166 @@
+"""design.json as the deployment side reads it: loading, and the checks that tie a bitstream and a design to it.
+
+The driver, the overlay and the emulated board all work from the manifest
+(:mod:`codesign.design.manifest` writes it). Three checks guard against
+running the wrong hardware:
+
+- :func:`load_manifest` refuses a file that is not a codesign manifest, or
+  whose IPs lack the registers the accelerator shell needs;
+- :func:`check_ip_dict` compares the IPs a bitstream's ``.hwh`` declares
+  (PYNQ's ``ip_dict``: block-design cell -> VLNV, base address, range) with
+  the manifest, so a bitstream from another build is refused before any
+  register is touched;
+- :func:`check_design` compares a design point with the manifest, so a
+  training set-up the overlay does not implement is refused before it runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from codesign.hw import accel
+
+MANIFEST_FILE = "design.json"
+MANIFEST_FORMAT, MANIFEST_VERSION = "codesign-design", 1
+SHELL_REGISTERS = (*accel.CONTROL_REGISTERS, *(arg.name for arg in accel.SHELL_ARGS))
+
+
+class DeployError(RuntimeError):
+    """Base class of every deployment error (manifest, overlay, driver, emulated board)."""
+
+
+class ManifestError(DeployError):
+    """design.json is missing, malformed, or does not describe accelerator-shell IPs."""
+
+
+class OverlayMismatch(DeployError):
+    """The bitstream (its .hwh) or the design point does not match design.json."""
+
+
+def _need(condition: bool, message: str) -> None:
+    if not condition:
+        raise ManifestError(message)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_manifest(manifest: Any, *, where: str = MANIFEST_FILE) -> dict:
+    """Validate the fields the deployment side uses; return ``manifest`` unchanged."""
+    _need(isinstance(manifest, dict), f"{where}: must be a JSON object")
+    _need(manifest.get("format") == MANIFEST_FORMAT and manifest.get("version") == MANIFEST_VERSION,
+          f"{where}: not a {MANIFEST_FORMAT} version {MANIFEST_VERSION} manifest "
+          f"(format {manifest.get('format')!r}, version {manifest.get('version')!r})")
+    for key in ("design", "board", "part", "clock_mhz", "ips"):
+        _need(key in manifest, f"{where}: lacks {key!r}")
+    ips = manifest["ips"]
+    _need(isinstance(ips, list) and ips, f"{where}: lists no IPs")
+    names = set()
+    for index, ip in enumerate(ips):
+        _need(isinstance(ip, dict), f"{where}: ips[{index}] must be an object")
+        for key in ("name", "pe", "top", "vlnv", "base_address", "address_range", "registers", "spec"):
+            _need(key in ip, f"{where}: ips[{index}] lacks {key!r}")
+        name = ip["name"]
+        _need(name not in names, f"{where}: IP name {name!r} repeats")
+        names.add(name)
+        _need(_is_int(ip["base_address"]) and _is_int(ip["address_range"]) and ip["address_range"] > 0,
+              f"{where}: IP {name}: base_address and address_range must be integers")
+        registers = ip["registers"]
+        missing = [reg for reg in SHELL_REGISTERS if reg not in registers]
+        _need(not missing, f"{where}: IP {name} lacks register(s) {', '.join(missing)}")
+        _need(all(_is_int(v) and 0 <= v < ip["address_range"] and v % 4 == 0 for v in registers.values()),
+              f"{where}: IP {name}: register offsets must be word-aligned and inside its address range")
+        for buffer_name, buffer in ip.get("buffers", {}).items():
+            _need(buffer.get("dtype") == "uint32" and _is_int(buffer.get("max_words")),
+                  f"{where}: IP {name}: buffer {buffer_name!r} must be uint32 with an integer max_words")
+    return manifest
+
+
+def load_manifest(path: Path) -> dict:
+    """Read and check ``design.json`` (a file, or a build folder holding one)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / MANIFEST_FILE
+    if not path.is_file():
+        raise ManifestError(f"no design manifest at {path} (write the build folder with `codesign build`)")
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ManifestError(f"{path}: not readable JSON: {error}") from None
+    return check_manifest(manifest, where=str(path))
+
+
+def ip_by_name(manifest: Mapping, name: str) -> dict:
+    for ip in manifest["ips"]:
+        if ip["name"] == name:
+            return ip
+    raise KeyError(f"design {manifest['design']!r} has no IP {name!r} (IPs: "
+                   f"{', '.join(ip['name'] for ip in manifest['ips'])})")
+
+
+def _hex(value: object) -> str:
+    return f"{value:#x}" if _is_int(value) else repr(value)
+
+
+def check_ip_dict(manifest: Mapping, ip_dict: Mapping[str, Mapping]) -> dict[str, str]:
+    """Match every manifest IP to the bitstream's ``ip_dict``; return manifest name -> ip_dict key.
+
+    An IP matches when a block-design cell of the same name (or, failing
+    that, a unique cell) has the manifest's VLNV, and its base address and
+    range are the manifest's. Anything else raises :class:`OverlayMismatch`
+    listing every difference.
+    """
+    problems, found = [], {}
+    for ip in manifest["ips"]:
+        name, vlnv = ip["name"], ip["vlnv"]
+        candidates = [key for key, entry in ip_dict.items() if entry.get("type") == vlnv]
+        if name in ip_dict:
+            key = name
+        elif len(candidates) == 1:
+            key = candidates[0]
+        else:
+            why = "none" if not candidates else f"several: {', '.join(candidates)}"
+            problems.append(f"IP {name} ({vlnv}): no such cell in the bitstream ({why} with that VLNV)")
+            continue
+        entry = ip_dict[key]
+        if entry.get("type") != vlnv:
+            problems.append(f"IP {name}: the bitstream's cell {key} is {entry.get('type')!r}, the manifest says {vlnv!r}")
+        if entry.get("phys_addr") != ip["base_address"]:
+            problems.append(f"IP {name}: base address in the bitstream {_hex(entry.get('phys_addr'))}, "
+                            f"in the manifest {ip['base_address']:#x}")
+        if entry.get("addr_range") != ip["address_range"]:
+            problems.append(f"IP {name}: address range in the bitstream {_hex(entry.get('addr_range'))}, "
+                            f"in the manifest {ip['address_range']:#x}")
+        found[name] = key
+    if problems:
+        raise OverlayMismatch(f"the bitstream does not implement design {manifest['design']!r} as design.json "
+                              "describes it:\n  " + "\n  ".join(problems))
+    return found
+
+
+def check_design(manifest: Mapping, design) -> None:
+    """Refuse a :class:`~codesign.design.DesignPoint` whose PE instances differ from the manifest's IPs."""
+    ips = {ip["name"]: ip for ip in manifest["ips"]}
+    wanted = {instance.name: instance for instance in design.instances}
+    problems = []
+    for name in sorted(set(wanted) - set(ips)):
+        problems.append(f"the design needs IP {name} ({wanted[name].pe}), the overlay has none")
+    for name in sorted(set(wanted) & set(ips)):
+        instance, ip = wanted[name], ips[name]
+        if instance.pe != ip["pe"]:
+            problems.append(f"IP {name}: the design needs PE {instance.pe!r}, the overlay has {ip['pe']!r}")
+        elif instance.spec.to_dict() != ip["spec"]:
+            differ = sorted(key for key in set(instance.spec.to_dict()) | set(ip["spec"])
+                            if instance.spec.to_dict().get(key) != ip["spec"].get(key))
+            problems.append(f"IP {name}: spec fields {', '.join(differ)} differ (design "
+                            f"{ {k: instance.spec.to_dict().get(k) for k in differ} }, overlay "
+                            f"{ {k: ip['spec'].get(k) for k in differ} })")
+    if design.board.name != manifest["board"]:
+        problems.append(f"the design is for board {design.board.name!r}, the overlay for {manifest['board']!r}")
+    if problems:
+        raise OverlayMismatch(f"the overlay (design {manifest['design']!r}) does not implement design point "
+                              f"{design.name!r}:\n  " + "\n  ".join(problems))

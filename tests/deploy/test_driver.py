@@ -1,0 +1,95 @@
+"""The accelerator driver on the emulated board: golden transactions bit for bit, buffers reused, bad input refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.deploy import AccelInputError, AccelTimeout, CodesignOverlay, DeployError
+from tests.deploy.conftest import STREAM_PES, golden_transactions
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("pe_name", STREAM_PES)
+def test_every_golden_transaction_in_one_call(overlay, pe_name):
+    transactions = golden_transactions(pe_name)
+    words_in = np.concatenate([words for words, _ in transactions])
+    expected = np.concatenate([words for _, words in transactions])
+    got = overlay.accelerator(f"{pe_name}_0").run(words_in, expected.size, len(transactions))
+    assert got.dtype == np.uint32 and got.shape == expected.shape
+    mismatches = np.flatnonzero(got != expected)
+    assert mismatches.size == 0, f"{mismatches.size} of {expected.size} words differ, first at {mismatches[:5]}"
+
+
+@pytest.mark.parametrize("pe_name", STREAM_PES)
+def test_one_call_per_transaction_reuses_the_buffers(overlay, pe_name):
+    ip = overlay.accelerator(f"{pe_name}_0")
+    transactions = golden_transactions(pe_name)
+    allocations = None
+    for words_in, expected in transactions:
+        got = ip.run(words_in, expected.size, 1)
+        np.testing.assert_array_equal(got, expected)
+        if allocations is None:
+            allocations = overlay.device.ddr.allocations, ip.buffer("in", 0).physical_address
+    assert (overlay.device.ddr.allocations, ip.buffer("in", 0).physical_address) == allocations
+    assert ip.calls == len(transactions)
+
+
+def test_ips_sit_at_their_manifest_addresses(overlay):
+    for ip in overlay.manifest["ips"]:
+        driver = overlay.accelerator(ip["name"])
+        assert driver.mmio.base_addr == ip["base_address"]
+        assert type(driver).bindto == [ip["vlnv"]]
+        assert driver.offsets == ip["registers"]
+
+
+def test_output_buffer_grows_for_a_larger_call(overlay):
+    ip = overlay.accelerator("tt1_0")
+    transactions = golden_transactions("tt1")
+    words_in = np.concatenate([words for words, _ in transactions] * 8)
+    expected = np.concatenate([words for _, words in transactions] * 8)
+    small = ip.buffer("in", 1).size
+    assert words_in.size > small
+    np.testing.assert_array_equal(ip.run(words_in, expected.size, 8 * len(transactions)), expected)
+
+
+@pytest.mark.parametrize("bad", [
+    np.zeros(4, dtype=np.int32),
+    np.zeros(4, dtype=np.uint64),
+    np.zeros((2, 2), dtype=np.uint32),
+    [1, 2, 3],
+], ids=["int32", "uint64", "2-D", "list"])
+def test_wrong_words_are_refused_before_any_register_is_written(overlay, bad):
+    ip = overlay.accelerator("tt1_0")
+    emulated = overlay.device.ips["tt1_0"]
+    before = emulated.words.copy()
+    with pytest.raises(AccelInputError, match="1-D numpy uint32"):
+        ip.run(bad, 2, 1)
+    np.testing.assert_array_equal(emulated.words, before)
+    assert emulated.runs == 0
+
+
+@pytest.mark.parametrize("n_out, n_transactions, match", [
+    (-1, 1, "n_out"), (1.5, 1, "n_out"), (True, 1, "n_out"), (1 << 32, 1, "n_out"), (2, 0, "n_transactions"),
+])
+def test_wrong_counts_are_refused(overlay, n_out, n_transactions, match):
+    with pytest.raises(AccelInputError, match=match):
+        overlay.accelerator("tt1_0").run(np.zeros(3, dtype=np.uint32), n_out, n_transactions)
+    assert overlay.device.ips["tt1_0"].runs == 0
+
+
+def test_a_kernel_that_never_finishes_times_out_and_stays_busy(stream_folder):
+    from codesign.deploy import EmulatedBoard
+
+    device = EmulatedBoard(stream_folder, stalled=["tt1_0"]).activate()
+    overlay = CodesignOverlay(stream_folder, device=device)
+    ip = overlay.accelerator("tt1_0")
+    words_in, expected = golden_transactions("tt1")[0]
+    with pytest.raises(AccelTimeout, match=r"tt1_0: ap_done did not rise within 0.2 s .*ap_idle=0"):
+        ip.run(words_in, expected.size, 1, timeout_s=0.2)
+    with pytest.raises(DeployError, match="busy"):
+        ip.run(words_in, expected.size, 1)
+    # the other IP is unaffected
+    csb_in, csb_out = golden_transactions("csb")[0]
+    np.testing.assert_array_equal(overlay.accelerator("csb_0").run(csb_in, csb_out.size, 1), csb_out)

@@ -1,0 +1,133 @@
+"""The emulated board: DDR model, non-coherent buffers, the s_axilite register semantics, the memory map."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pynq import MMIO, allocate
+
+from codesign.deploy import DdrModel, EmulatedBoard, EmulationError
+from codesign.deploy.emulated import PAGE_BYTES
+from codesign.hw.accel import CTRL_BITS
+from tests.deploy.conftest import golden_transactions
+
+CTRL = {name: 1 << bit for name, bit in CTRL_BITS.items()}
+
+
+def test_ddr_first_fit_page_aligned_and_freed():
+    ddr = DdrModel(base=0x1000_0000, size=4 * PAGE_BYTES)
+    a, _ = ddr.allocate(10)
+    b, _ = ddr.allocate(PAGE_BYTES + 1)
+    assert (a, b) == (0x1000_0000, 0x1000_0000 + PAGE_BYTES)
+    with pytest.raises(MemoryError):
+        ddr.allocate(2 * PAGE_BYTES)
+    ddr.return_pointer(a)
+    assert ddr.allocate(PAGE_BYTES)[0] == a
+    with pytest.raises(EmulationError, match="not inside one allocated buffer"):
+        ddr.bytes_at(b + 2 * PAGE_BYTES - 4, 8)
+    with pytest.raises(EmulationError, match="aligned"):
+        ddr.words_at(b + 2, 1)
+
+
+@pytest.fixture(scope="module")
+def board(stream_folder):
+    return EmulatedBoard(stream_folder).activate()
+
+
+def test_buffers_are_not_coherent(board):
+    buffer = allocate(shape=(16,), dtype=np.uint32, target=board)
+    assert buffer.physical_address >= board.ddr.base and not buffer.coherent
+    buffer[:] = np.arange(16, dtype=np.uint32)
+    ddr = board.ddr.words_at(buffer.physical_address, 16)
+    assert not ddr.any(), "a write reaches DDR only on flush"
+    buffer.flush()
+    np.testing.assert_array_equal(ddr, np.arange(16))
+    ddr[3] = 99
+    assert buffer[3] == 3, "a DDR write reaches the CPU view only on invalidate"
+    buffer.invalidate()
+    assert buffer[3] == 99
+
+
+def test_freed_buffers_return_their_memory(board):
+    before = board.ddr.allocations
+    buffer = allocate(shape=(100,), dtype=np.uint32, target=board)
+    assert board.ddr.allocations == before + 1
+    del buffer
+    assert board.ddr.allocations == before
+
+
+def _start(mmio, regs, in_buffer, out_buffer, n_in, n_out, n_transactions):
+    for name, buffer in (("in", in_buffer), ("out", out_buffer)):
+        mmio.write(regs[name], buffer.physical_address & 0xFFFF_FFFF)
+        mmio.write(regs[name] + 4, buffer.physical_address >> 32)
+    for name, value in (("n_in", n_in), ("n_out", n_out), ("n_transactions", n_transactions)):
+        mmio.write(regs[name], value)
+    mmio.write(regs["CTRL"], CTRL["ap_start"])
+
+
+def test_ap_start_runs_the_generated_kernel_and_ap_done_clears_on_read(board):
+    entry = board.manifest["ips"][1]
+    assert entry["pe"] == "tt1"
+    regs = entry["registers"]
+    mmio = MMIO(entry["base_address"], entry["address_range"], device=board)
+    assert mmio.read(regs["CTRL"]) == CTRL["ap_idle"]
+    words_in, expected = golden_transactions("tt1")[0]
+    in_buffer, out_buffer = allocate(shape=(words_in.size,), dtype=np.uint32, target=board), allocate(shape=(64,), dtype=np.uint32, target=board)
+    in_buffer[:] = words_in
+    in_buffer.flush()
+    mmio.write(regs["IER"], 1)
+    _start(mmio, regs, in_buffer, out_buffer, words_in.size, expected.size, 1)
+    assert mmio.read(regs["ISR"]) == 1
+    mmio.write(regs["ISR"], 1)  # toggle on write
+    assert mmio.read(regs["ISR"]) == 0
+    first = mmio.read(regs["CTRL"])
+    assert first & CTRL["ap_done"] and first & CTRL["ap_idle"] and not first & CTRL["ap_start"]
+    assert not mmio.read(regs["CTRL"]) & CTRL["ap_done"], "ap_done clears on read"
+    out_buffer.invalidate()
+    np.testing.assert_array_equal(out_buffer[:expected.size], expected)
+    assert not out_buffer[expected.size:].any(), "nothing is written past n_out"
+
+
+def test_stale_input_without_flush_is_what_the_kernel_sees(board):
+    entry = board.manifest["ips"][1]
+    regs = entry["registers"]
+    mmio = MMIO(entry["base_address"], entry["address_range"], device=board)
+    words_in, expected = golden_transactions("tt1")[0]
+    in_buffer, out_buffer = allocate(shape=(words_in.size,), dtype=np.uint32, target=board), allocate(shape=(64,), dtype=np.uint32, target=board)
+    in_buffer[:] = words_in  # no flush: DDR still holds zeros
+    _start(mmio, regs, in_buffer, out_buffer, words_in.size, expected.size, 1)
+    out_buffer.invalidate()
+    assert not np.array_equal(out_buffer[:expected.size], expected)
+
+
+def test_bad_pointers_and_unmodelled_modes_are_clear_errors(board):
+    entry = board.manifest["ips"][1]
+    regs = entry["registers"]
+    mmio = MMIO(entry["base_address"], entry["address_range"], device=board)
+    with pytest.raises(EmulationError, match="auto_restart"):
+        mmio.write(regs["CTRL"], CTRL["ap_start"] | CTRL["auto_restart"])
+    for name in ("in", "out"):
+        mmio.write(regs[name], 0x100)
+        mmio.write(regs[name] + 4, 0)
+    mmio.write(regs["n_in"], 4)
+    with pytest.raises(EmulationError, match="not inside one allocated buffer"):
+        mmio.write(regs["CTRL"], CTRL["ap_start"])
+    board.ips[entry["name"]].reset()
+
+
+def test_nothing_mapped_outside_the_ips_and_buffers(board):
+    with pytest.raises(EmulationError, match="nothing at 0x7f000000"):
+        MMIO(0x7F00_0000, 0x1000, device=board)
+
+
+def test_unknown_stalled_ip_is_refused(stream_folder):
+    with pytest.raises(EmulationError, match="nope"):
+        EmulatedBoard(stream_folder, stalled=["nope"])
+
+
+def test_missing_hls_project_is_refused(tmp_path, stream_folder):
+    import shutil
+
+    shutil.copy(stream_folder / "design.json", tmp_path / "design.json")
+    with pytest.raises(EmulationError, match="no HLS project"):
+        EmulatedBoard(tmp_path)

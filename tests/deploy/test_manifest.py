@@ -1,0 +1,82 @@
+"""design.json on the deployment side: loading, the .hwh check and the design-point check."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from codesign.deploy import ManifestError, OverlayMismatch, check_design, check_ip_dict, load_manifest
+from codesign.design.manifest import design_manifest
+from codesign.design.point import PeInstance
+from tests.deploy.conftest import stream_design
+
+
+@pytest.fixture
+def manifest():
+    return design_manifest(stream_design())
+
+
+def hwh_ip_dict(manifest):
+    """An ip_dict as PYNQ's parser gives it for a bitstream built from ``manifest``."""
+    return {ip["name"]: {"type": ip["vlnv"], "phys_addr": ip["base_address"], "addr_range": ip["address_range"],
+                         "fullpath": ip["name"]} for ip in manifest["ips"]}
+
+
+def test_matching_ip_dict_maps_every_ip(manifest):
+    ip_dict = hwh_ip_dict(manifest)
+    ip_dict["processing_system7_0"] = {"type": "xilinx.com:ip:processing_system7:5.5", "phys_addr": 0, "addr_range": 0}
+    assert check_ip_dict(manifest, ip_dict) == {"csb_0": "csb_0", "tt1_0": "tt1_0"}
+
+
+def test_renamed_cell_found_by_its_vlnv(manifest):
+    ip_dict = hwh_ip_dict(manifest)
+    ip_dict["tt1_accel_inst"] = ip_dict.pop("tt1_0")
+    assert check_ip_dict(manifest, ip_dict)["tt1_0"] == "tt1_accel_inst"
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda d: d.pop("csb_0"), r"IP csb_0 \(codesign:hls:csb_0_accel:1.0\): no such cell"),
+    (lambda d: d["csb_0"].update(type="codesign:hls:csb_0_accel:2.0"), "cell csb_0 is 'codesign:hls:csb_0_accel:2.0'"),
+    (lambda d: d["tt1_0"].update(phys_addr=0x4300_0000), "base address in the bitstream 0x43000000, in the manifest"),
+    (lambda d: d["tt1_0"].update(addr_range=0x1000), "address range in the bitstream 0x1000"),
+], ids=["missing", "vlnv", "address", "range"])
+def test_mismatching_ip_dict_is_refused(manifest, change, match):
+    ip_dict = hwh_ip_dict(manifest)
+    change(ip_dict)
+    with pytest.raises(OverlayMismatch, match=match):
+        check_ip_dict(manifest, ip_dict)
+
+
+def test_a_design_point_the_overlay_does_not_implement(manifest):
+    design = stream_design()
+    check_design(manifest, design)
+    csb, tt1 = design.instances
+
+    def variant(*instances):
+        return type(design)(name="variant", training=design.training, board=design.board, clock_mhz=100.0,
+                            instances=instances)
+
+    with pytest.raises(OverlayMismatch, match="needs IP tt2_0"):
+        check_design(manifest, variant(csb, tt1, PeInstance(name="tt2_0", pe="tt2", spec=tt1.spec, reason="x")))
+    narrower = type(tt1.spec)(**{**tt1.spec.to_dict(), "max_j": tt1.spec.max_j // 2})
+    with pytest.raises(OverlayMismatch, match="IP tt1_0: spec fields max_j differ"):
+        check_design(manifest, variant(csb, PeInstance(name="tt1_0", pe="tt1", spec=narrower, reason="x")))
+
+
+def test_load_manifest_refusals(tmp_path, manifest):
+    with pytest.raises(ManifestError, match="no design manifest"):
+        load_manifest(tmp_path)
+    (tmp_path / "design.json").write_text("{not json")
+    with pytest.raises(ManifestError, match="not readable JSON"):
+        load_manifest(tmp_path)
+    for mutate, match in ((lambda m: m.update(format="other"), "not a codesign-design version 1"),
+                          (lambda m: m["ips"][0]["registers"].pop("n_out"), "lacks register.*n_out"),
+                          (lambda m: m["ips"][0]["registers"].update(n_in=3), "word-aligned"),
+                          (lambda m: m.update(ips=[]), "lists no IPs")):
+        broken = copy.deepcopy(manifest)
+        mutate(broken)
+        (tmp_path / "design.json").write_text(json.dumps(broken))
+        with pytest.raises(ManifestError, match=match):
+            load_manifest(tmp_path)

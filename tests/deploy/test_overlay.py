@@ -1,0 +1,69 @@
+"""CodesignOverlay: where it runs (board, emulated, refused) and what it checks before anything is loaded."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+from codesign.deploy import CodesignOverlay, DeployError, EmulatedBoardNotice, OverlayMismatch, board_attached
+from codesign.design.point import PeInstance
+from tests.deploy.conftest import golden_transactions, stream_design
+
+pytestmark = pytest.mark.slow
+
+
+def test_off_board_the_overlay_says_it_emulates(stream_folder):
+    if board_attached():
+        pytest.skip("a PYNQ board is attached: the automatic choice is the board")
+    with pytest.warns(EmulatedBoardNotice, match="no PYNQ board is attached: running design 'stream_pes' on the "
+                                                  "emulated board"):
+        overlay = CodesignOverlay(stream_folder)
+    assert overlay.emulated and overlay.is_loaded()
+    assert "csb_0: csb at 0x40000000" in overlay.describe()
+
+
+def test_a_board_is_required_when_asked_for(stream_folder):
+    if board_attached():
+        pytest.skip("a PYNQ board is attached")
+    with pytest.raises(DeployError, match="cannot open design 'stream_pes' on a board: no PYNQ board found"):
+        CodesignOverlay(stream_folder, emulate=False)
+
+
+def test_a_design_point_it_does_not_implement_is_refused_before_loading(stream_folder):
+    design = stream_design()
+    tt1 = design.instances[1]
+    other = type(design)(name="other", training=design.training, board=design.board, clock_mhz=100.0,
+                         instances=(PeInstance(name="tt1_0", pe="tt2", spec=tt1.spec, reason="x"),))
+    with pytest.raises(OverlayMismatch, match="IP tt1_0: the design needs PE 'tt2', the overlay has 'tt1'"):
+        CodesignOverlay(stream_folder, design=other, emulate=True)
+    CodesignOverlay(stream_folder, design=design, emulate=True)
+
+
+def test_drivers_by_name_and_by_pe(overlay):
+    assert [ip.ip_name for ip in overlay.accelerators()] == ["csb_0", "tt1_0"]
+    assert [ip.ip_name for ip in overlay.accelerators("tt1")] == ["tt1_0"]
+    assert overlay.tt1_0 is overlay.accelerator("tt1_0")
+    with pytest.raises(KeyError, match="no IP 'fpmac_array_0'"):
+        overlay.accelerator("fpmac_array_0")
+
+
+@pytest.mark.board
+def test_golden_transactions_on_the_board():
+    """On a PYNQ board, the build folder named by $CODESIGN_BOARD_BUILD (with its .bit/.hwh): golden words back.
+
+    Every IP of a stream PE runs its PE's default stimulus, one call per transaction.
+    """
+    if not board_attached():
+        pytest.skip("no PYNQ board attached (pynq finds no device)")
+    folder = os.environ.get("CODESIGN_BOARD_BUILD")
+    if not folder:
+        pytest.skip("set CODESIGN_BOARD_BUILD to a build folder holding <design>.bit and <design>.hwh")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EmulatedBoardNotice)
+        overlay = CodesignOverlay(folder, emulate=False)
+    for ip in overlay.accelerators():
+        for words_in, expected in golden_transactions(ip.pe):
+            np.testing.assert_array_equal(ip.run(words_in, expected.size, 1), expected)
