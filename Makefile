@@ -5,7 +5,7 @@
 PYTHON      ?= python3
 VENV        := .venv
 BIN         := $(VENV)/bin
-APT_PACKAGES := iverilog yosys ninja-build g++ make
+APT_PACKAGES := iverilog yosys ninja-build g++ make tcl8.6
 STAMP       := $(VENV)/.codesign-installed-$(shell cat pyproject.toml requirements-lock.txt | sha1sum | cut -c1-12)
 JOBS        ?= 2
 

@@ -84,9 +84,8 @@ def _readme(design: DesignPoint, manifest: dict, fit: FitReport) -> str:
     lines += ["", "## Commands, in order", "", "```sh"]
     for ip in manifest["ips"]:
         lines.append(f"(cd {ip['hls_project']} && vitis_hls -f run_hls.tcl)   # C-sim, synthesis, co-sim, IP export")
-    project_dir, command = vivado.plan_vivado_build(Path("."), check=False).project_dir, vivado.plan_vivado_build(
-        Path("."), check=False).command
-    lines.append(f"(cd {project_dir} && {' '.join(command)})   # block design, implementation, bitstream")
+    plan = vivado.plan_vivado_build(Path("."), check=False)
+    lines.append(f"(cd {plan.project_dir} && {' '.join(plan.command)})   # block design, implementation, bitstream")
     lines += ["```", "", "`codesign build` runs these itself where `vitis_hls` and `vivado` are on PATH.", "",
               "## Fit (Yosys, before place and route)", "", fit.table()]
     return "\n".join(lines) + "\n"
@@ -132,4 +131,6 @@ def run_build(folder: BuildFolder, *, progress=print) -> int:
         result = subprocess.run([hls_tool, *command[1:]], cwd=where, check=False)
         if result.returncode:
             raise RuntimeError(f"{hls_tool} failed in {where} (exit {result.returncode}); see {where / 'vitis_hls.log'}")
-    return vivado.run_vivado_build(vivado.plan_vivado_build(folder.root))
+    result = vivado.run_vivado_build(vivado.plan_vivado_build(folder.root))
+    progress(f"[build] bitstream {result.bitstream} and hand-off {result.handoff} in {result.seconds:.0f} s")
+    return 0

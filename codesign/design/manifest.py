@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from codesign.design.point import DesignPoint
 from codesign.hw import accel
+from codesign.hw.vivado import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
 
-MANIFEST_FORMAT, MANIFEST_VERSION = "codesign-design", 1
-MANIFEST_FILE = "design.json"
+__all__ = ["IP_ADDRESS_RANGE", "MANIFEST_FILE", "MANIFEST_FORMAT", "design_manifest", "ip_base_address"]
 IP_ADDRESS_RANGE = 0x1_0000  # 64 KiB per IP: the smallest Vivado address segment, far above the register span
 
 
