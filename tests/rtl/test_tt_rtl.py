@@ -83,3 +83,39 @@ def test_pe1_broken_expected_word_is_caught(tmp_path):
 def test_grid_long(tmp_path, name, index):
     case = get_pe(name).verification_grid()[index]
     _check(name, case.spec, tmp_path, TtStimulusOptions(min_macs=200_000, seed=11 + index))
+
+
+def _layer_step(in_modes, out_modes, rank, batch):
+    import math
+
+    import torch
+
+    from codesign.train.tt.layer import TTLinear
+    from codesign.train.tt.precision import TTPrecision
+
+    torch.manual_seed(0)
+    layer = TTLinear(math.prod(in_modes), math.prod(out_modes), in_modes=in_modes, out_modes=out_modes,
+                     max_rank=rank, precision=TTPrecision())
+    rng = np.random.default_rng(1)
+    x = np.maximum(rng.normal(size=(batch, layer.in_features)), 0).astype(np.float32)
+    grad_y = (rng.normal(size=(batch, layer.out_features)) * 0.01).astype(np.float32)
+    return layer, x, grad_y
+
+
+@needs_icarus
+@pytest.mark.parametrize("shape", [
+    ((4, 4), (2, 5), 1, 17),
+    pytest.param(((2, 4, 4, 2), (4, 4, 4, 4), 4, 5), marks=pytest.mark.slow),
+])
+def test_layer_step_on_rtl_matches_golden_and_step_cycle_model(tmp_path, shape):
+    """Every call of a whole layer step through the RTL of the PEs: every word right, summed cycles as modelled."""
+    from codesign.pe.tt.step import step_plan
+    from codesign.pe.tt.step_cycles import rtl_check, step_cycles
+
+    layer, x, grad_y = _layer_step(*shape)
+    check = rtl_check(layer, x, grad_y, tmp_path)
+    plan = step_plan(layer, x.shape[0])
+    assert check.calls == len(plan.calls) and check.mismatches == 0
+    assert check.model_cycles == step_cycles(plan).total
+    assert abs(check.deviation) <= 0.05
+    assert check.rtl_cycles == check.model_cycles  # in fact exact
