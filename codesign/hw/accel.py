@@ -367,3 +367,169 @@ def run_accel_csim(project_dir: Path, vectors: Path, work_dir: Path):
     files = project_files(project_dir)
     return csim([files["top_cpp"], files["testbench"]], include_dirs=[Path(project_dir)], vectors=Path(vectors),
                 build_dir=Path(work_dir), name=files["top_cpp"].stem + "_tb")
+
+
+# -------------------------------------------------------------------------- the RTL shell
+
+RTL_DIR = "accel"  # rtl/accel: accel_ctrl, accel_mm2s, accel_s2mm (Verilog-2005, one module per file)
+RTL_TOP = "accel_top"  # the generated wrapper around the PE (hls_templates/accel/accel_top.v.j2)
+AXI_ADDR_BITS = 32  # m_axi address width of the RTL shell (Zynq-7000 and the Ultra96's DDR sit below 4 GiB)
+MAX_BURST = 16  # beats per m_axi burst: the AXI3 limit of the Zynq-7000 HP ports, Vitis HLS's default too
+MOVERS = {"read": ("accel_mm2s", ("ar", "r")), "write": ("accel_s2mm", ("aw", "w", "b"))}
+
+
+@dataclass(frozen=True)
+class AxiSignal:
+    """One AXI signal without its prefix: channel, name, width (bits), driven by the master (``out``)."""
+
+    channel: str
+    name: str
+    width: int
+    out: bool
+
+    @property
+    def idle(self) -> int:
+        """Value a master drives on a channel it never uses (ready high, everything else low)."""
+        return 1 if self.name in ("bready", "rready") else 0
+
+
+def axi4_signals(addr_bits: int = AXI_ADDR_BITS) -> list[AxiSignal]:
+    """The AXI4 master signals of one m_axi port (1-bit IDs, 32-bit data), in channel order."""
+    table = {
+        "aw": (("awid", 1, 1), ("awaddr", addr_bits, 1), ("awlen", 8, 1), ("awsize", 3, 1), ("awburst", 2, 1),
+               ("awcache", 4, 1), ("awprot", 3, 1), ("awvalid", 1, 1), ("awready", 1, 0)),
+        "w": (("wdata", 32, 1), ("wstrb", 4, 1), ("wlast", 1, 1), ("wvalid", 1, 1), ("wready", 1, 0)),
+        "b": (("bid", 1, 0), ("bresp", 2, 0), ("bvalid", 1, 0), ("bready", 1, 1)),
+        "ar": (("arid", 1, 1), ("araddr", addr_bits, 1), ("arlen", 8, 1), ("arsize", 3, 1), ("arburst", 2, 1),
+               ("arcache", 4, 1), ("arprot", 3, 1), ("arvalid", 1, 1), ("arready", 1, 0)),
+        "r": (("rid", 1, 0), ("rdata", 32, 0), ("rresp", 2, 0), ("rlast", 1, 0), ("rvalid", 1, 0), ("rready", 1, 1)),
+    }
+    return [AxiSignal(channel, name, width, bool(out)) for channel, rows in table.items()
+            for name, width, out in rows]
+
+
+def axilite_signals(addr_bits: int) -> list[AxiSignal]:
+    """The AXI4-Lite slave signals of the control port; ``out`` is from the master's side, so inverted here."""
+    rows = (("aw", "awaddr", addr_bits, 0), ("aw", "awvalid", 1, 0), ("aw", "awready", 1, 1),
+            ("w", "wdata", 32, 0), ("w", "wstrb", 4, 0), ("w", "wvalid", 1, 0), ("w", "wready", 1, 1),
+            ("b", "bresp", 2, 1), ("b", "bvalid", 1, 1), ("b", "bready", 1, 0),
+            ("ar", "araddr", addr_bits, 0), ("ar", "arvalid", 1, 0), ("ar", "arready", 1, 1),
+            ("r", "rdata", 32, 1), ("r", "rresp", 2, 1), ("r", "rvalid", 1, 1), ("r", "rready", 1, 0))
+    return [AxiSignal(channel, name, width, bool(out)) for channel, name, width, out in rows]
+
+
+def ctrl_parameters() -> dict[str, int]:
+    """Verilog parameters of accel_ctrl: the address width and every register offset from :func:`register_map`."""
+    return {"ADDR_BITS": control_address_bits(),
+            **{f"OFF_{name.upper()}": offset for name, offset in register_map().items()}}
+
+
+def rtl_context(pe, spec) -> dict[str, Any]:
+    pointers = []
+    for arg in SHELL_ARGS:
+        if arg.kind != "pointer":
+            continue
+        mover, channels = MOVERS[arg.direction]
+        stream = ((("in_data", "pe_in_data"), ("in_valid", "pe_in_valid"), ("in_ready", "pe_in_ready"))
+                  if arg.direction == "read" else
+                  (("out_data", "pe_out_data"), ("out_valid", "pe_out_valid"), ("out_ready", "pe_out_ready")))
+        pointers.append({"name": arg.name, "bundle": arg.bundle, "direction": arg.direction, "mover": mover,
+                         "channels": channels, "stream": stream})
+    return {
+        "pe_top": pe.rtl_top,
+        "title": pe.title,
+        "summary": ", ".join(f"{key}={value}" for key, value in spec.to_dict().items()),
+        "pe_parameters": pe.rtl_parameters(spec),
+        "pointers": pointers,
+        "control_bundle": CONTROL_BUNDLE,
+        "control_signals": axilite_signals(control_address_bits()),
+        "control_address_bits": control_address_bits(),
+        "offsets": [(name, offset) for name, offset in register_map().items()],
+        "axi_signals": axi4_signals(),
+        "axi_addr_bits": AXI_ADDR_BITS,
+        "max_burst": MAX_BURST,
+    }
+
+
+def shell_rtl_sources() -> list[Path]:
+    """rtl/accel/*.v: the shell's own modules (control slave and the two data movers), sorted by name."""
+    directory = data_dir("rtl") / RTL_DIR
+    sources = sorted(directory.glob("*.v"))
+    if not sources:
+        raise FileNotFoundError(f"no Verilog in {directory}")
+    return sources
+
+
+def render_accel_rtl(pe, spec, out_dir: Path) -> list[Path]:
+    """Write the generated ``accel_top.v`` for ``pe`` into ``out_dir``; return every source of the RTL shell.
+
+    The list holds rtl/accel, the wrapper and the PE's own sources, ready for
+    :func:`codesign.hw.rtlsim.run_cocotb` (top :data:`RTL_TOP`) or Yosys.
+    """
+    from codesign.hw.reports import write_text_atomic
+
+    _check_stream_pe(pe)
+    pe.check_spec(spec)
+    text = render_template(f"{TEMPLATE_DIR}/accel_top.v.j2", rtl_context(pe, spec))
+    wrapper = write_text_atomic(Path(out_dir) / f"{RTL_TOP}.v", text)
+    return [*shell_rtl_sources(), wrapper, *pe.rtl_sources()]
+
+
+BENCH_MODULE = "codesign.hw.accel_bench"
+
+
+@dataclass(frozen=True)
+class AccelRtlResult:
+    """One RTL run of the shell: transactions and words checked, mismatching words, cycles per run, wall time (s)."""
+
+    transactions: int
+    words: int
+    mismatches: int
+    runs: tuple[dict, ...]
+    bursts: int
+    first_mismatches: tuple[str, ...]
+    seconds: float
+    build_dir: Path
+
+    @property
+    def passed(self) -> bool:
+        return self.mismatches == 0
+
+
+def run_accel_rtl(pe, spec, vectors: Path, work_dir: Path, *, simulator: str = "icarus", seed: int = 1,
+                  pause: float = 0.2, timeout_cycles: int = 2_000_000) -> AccelRtlResult:
+    """Simulate ``accel_top`` around ``pe``'s RTL under :mod:`codesign.hw.accel_bench` on a golden file.
+
+    The file is checked before anything is built. ``pause`` is the chance that
+    each AXI channel of the memory models stalls in a cycle. A failing bench
+    raises :class:`codesign.hw.rtlsim.CocotbTestFailure` unless its summary
+    counts the mismatches (then they are returned).
+    """
+    import json
+    import time
+
+    from codesign.hw.rtlsim import CocotbTestFailure, build_dir_for, package_root, run_cocotb
+
+    pe.check_spec(spec)
+    vectors = Path(vectors).resolve()
+    pe.check_vectors(spec, vectors)
+    parameters = pe.rtl_parameters(spec)
+    build_dir = build_dir_for(Path(work_dir).resolve(), f"{RTL_TOP}_{pe.rtl_top}", simulator, parameters)
+    summary_path = build_dir / "summary.json"
+    summary_path.unlink(missing_ok=True)
+    sources = render_accel_rtl(pe, spec, build_dir / "src")
+    env = {"ACCEL_VECTORS": str(vectors), "ACCEL_SUMMARY": str(summary_path), "ACCEL_PE": pe.name,
+           "ACCEL_SEED": str(seed), "ACCEL_PAUSE": str(pause), "ACCEL_TIMEOUT_CYCLES": str(timeout_cycles)}
+    started = time.perf_counter()
+    try:
+        run_cocotb(sources=sources, toplevel=RTL_TOP, test_module=BENCH_MODULE, build_dir=build_dir,
+                   python_paths=[package_root()], extra_env=env, simulator=simulator)
+    except CocotbTestFailure:
+        if not summary_path.is_file() or json.loads(summary_path.read_text()).get("mismatches", 0) == 0:
+            raise
+    summary = json.loads(summary_path.read_text())
+    return AccelRtlResult(transactions=int(summary["transactions"]), words=int(summary["words_checked"]),
+                          mismatches=int(summary["mismatches"]), runs=tuple(summary["runs"]),
+                          bursts=int(summary["bursts"]),
+                          first_mismatches=tuple(str(entry) for entry in summary["first_mismatches"]),
+                          seconds=time.perf_counter() - started, build_dir=build_dir)

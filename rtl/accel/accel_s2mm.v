@@ -1,0 +1,146 @@
+// accel_s2mm: AXI4 write master that stores the first n words of a PE's output stream to memory.
+//
+// On `start` it latches the byte address `addr` (word aligned; bits 1:0 are ignored) and the word
+// count `n`. The PE's words enter a FIFO of 2 * MAX_BURST words (out_ready = room in the FIFO and
+// fewer than n words taken, so a word beyond n is never consumed). A burst is issued only once
+// all its words are in the FIFO, so the W channel, once opened, never waits for the PE: AW with
+// ARLEN = beats - 1 (INCR, 32-bit beats), then the beats on W with WLAST on the final one. Each
+// burst is as long as the words left, at most MAX_BURST beats, and never crosses a 4 KiB
+// boundary. BREADY is always high; `busy` is high from the cycle after `start` until every word
+// is written *and* every burst's B response has arrived (low at once when n = 0). BRESP is not
+// checked.
+module accel_s2mm #(
+    parameter ADDR_BITS = 32,  // m_axi address width (bits)
+    parameter MAX_BURST = 16   // beats per burst, power of two in 1..256
+) (
+    input  wire                 clk,
+    input  wire                 rst,
+    input  wire                 start,
+    input  wire [63:0]          addr,
+    input  wire [31:0]          n,
+    output reg                  busy,
+    // PE output stream
+    input  wire [31:0]          out_data,
+    input  wire                 out_valid,
+    output wire                 out_ready,
+    // AXI4 write address / data / response channels
+    output wire [0:0]           m_axi_awid,
+    output wire [ADDR_BITS-1:0] m_axi_awaddr,
+    output wire [7:0]           m_axi_awlen,
+    output wire [2:0]           m_axi_awsize,
+    output wire [1:0]           m_axi_awburst,
+    output wire [3:0]           m_axi_awcache,
+    output wire [2:0]           m_axi_awprot,
+    output reg                  m_axi_awvalid,
+    input  wire                 m_axi_awready,
+    output wire [31:0]          m_axi_wdata,
+    output wire [3:0]           m_axi_wstrb,
+    output wire                 m_axi_wlast,
+    output wire                 m_axi_wvalid,
+    input  wire                 m_axi_wready,
+    input  wire [0:0]           m_axi_bid,
+    input  wire [1:0]           m_axi_bresp,
+    input  wire                 m_axi_bvalid,
+    output wire                 m_axi_bready
+);
+    localparam DEPTH = 2 * MAX_BURST;
+    localparam PW = $clog2(DEPTH);  // FIFO pointer bits
+
+    generate
+        if (MAX_BURST < 1 || MAX_BURST > 256 || (MAX_BURST & (MAX_BURST - 1)) != 0) begin : g_bad_burst
+            accel_s2mm_max_burst_must_be_a_power_of_two_up_to_256 u_bad ();
+        end
+    endgenerate
+
+    // ---- FIFO of PE words ---------------------------------------------------------------------
+    reg [31:0] fifo [0:DEPTH-1];
+    reg [PW-1:0] wr_ptr, rd_ptr;
+    reg [PW:0] count;               // words in the FIFO
+    reg [31:0] to_take;             // words still to take from the PE
+    assign out_ready = busy && to_take != 32'd0 && count != DEPTH;
+    wire push = out_valid && out_ready;
+
+    // ---- bursts -----------------------------------------------------------------------------------
+    reg [ADDR_BITS-1:0] next_addr;  // byte address of the next burst
+    reg [31:0] to_write;            // words not yet put into a burst
+    reg [31:0] open_bursts;         // bursts whose B response is still to come
+    reg [8:0] beats;                // length of the burst being written
+    reg [8:0] beat;                 // beats of it already sent
+    reg in_burst;                   // W channel active
+
+    wire [10:0] to_boundary = 11'd1024 - {1'b0, next_addr[11:2]};
+    wire [31:0] cap = to_boundary < MAX_BURST ? {21'd0, to_boundary} : MAX_BURST;
+    wire [8:0] next_beats = to_write < cap ? to_write[8:0] : cap[8:0];
+    wire ready_to_issue = busy && !in_burst && !m_axi_awvalid && to_write != 32'd0 && count >= next_beats;
+
+    assign m_axi_awid = 1'b0;
+    assign m_axi_awaddr = next_addr;
+    assign m_axi_awlen = beats - 9'd1;
+    assign m_axi_awsize = 3'd2;
+    assign m_axi_awburst = 2'b01;   // INCR
+    assign m_axi_awcache = 4'b0011;
+    assign m_axi_awprot = 3'b000;
+    assign m_axi_wdata = fifo[rd_ptr];
+    assign m_axi_wstrb = 4'b1111;
+    assign m_axi_wvalid = in_burst;  // every beat of an open burst is already in the FIFO
+    assign m_axi_wlast = beat == beats - 9'd1;
+    assign m_axi_bready = 1'b1;
+    wire pop = m_axi_wvalid && m_axi_wready;
+    wire aw_done = m_axi_awvalid && m_axi_awready;
+    wire b_done = m_axi_bvalid;
+
+    always @(posedge clk) begin
+        if (push) fifo[wr_ptr] <= out_data;
+    end
+
+    always @(posedge clk) begin
+        if (rst) begin
+            busy <= 1'b0;
+            wr_ptr <= {PW{1'b0}};
+            rd_ptr <= {PW{1'b0}};
+            count <= {(PW + 1){1'b0}};
+            to_take <= 32'd0;
+            next_addr <= {ADDR_BITS{1'b0}};
+            to_write <= 32'd0;
+            open_bursts <= 32'd0;
+            beats <= 9'd0;
+            beat <= 9'd0;
+            in_burst <= 1'b0;
+            m_axi_awvalid <= 1'b0;
+        end else if (start) begin
+            busy <= n != 32'd0;
+            to_take <= n;
+            to_write <= n;
+            next_addr <= {addr[ADDR_BITS-1:2], 2'b00};
+            open_bursts <= 32'd0;
+            in_burst <= 1'b0;
+            m_axi_awvalid <= 1'b0;
+        end else begin
+            if (push) begin
+                wr_ptr <= wr_ptr + 1'b1;
+                to_take <= to_take - 32'd1;
+            end
+            if (pop) rd_ptr <= rd_ptr + 1'b1;
+            count <= count + push - pop;
+            // AW first, then the burst's beats on W
+            if (ready_to_issue) begin
+                m_axi_awvalid <= 1'b1;
+                beats <= next_beats;
+            end else if (aw_done) begin
+                m_axi_awvalid <= 1'b0;
+                in_burst <= 1'b1;
+                beat <= 9'd0;
+                next_addr <= next_addr + {beats, 2'b00};
+                to_write <= to_write - beats;
+            end
+            if (pop) begin
+                beat <= beat + 9'd1;
+                if (m_axi_wlast) in_burst <= 1'b0;
+            end
+            open_bursts <= open_bursts + aw_done - b_done;
+            // done when every word is in a burst, the last burst is sent, and its response is the last one due
+            if (busy && to_write == 32'd0 && !in_burst && !m_axi_awvalid && open_bursts == {31'd0, b_done})
+                busy <= 1'b0;
+        end
+    end
+endmodule
