@@ -124,3 +124,13 @@ def test_refused_outputs_are_the_status_alone():
     assert reference_output([Header(m=1, n=1, k=1, fb=11).word()], **SPEC.to_dict()) == [STATUS_TOO_LARGE]
     with pytest.raises(ValueError, match="accepted"):
         golden.refused(SPEC, Header(m=1, n=1, k=1, fb=1).word())
+
+
+def test_k_split_through_c_in_is_exact():
+    """docs/fpmac_array.md: a K larger than the buffer, split in order and chained through C_in, gives the same C."""
+    rng = np.random.default_rng(9)
+    a, b, c = (rng.integers(0, 1 << 16, size=shape, dtype=np.uint64) for shape in ((4, 11), (11, 3), (4, 3)))
+    kwargs = {"fb": 5, "exp_bits": 5, "max_fb": 10}
+    whole = golden.gemm(a, b, c, **kwargs)
+    first = golden.gemm(a[:, :6], b[:6], c, **kwargs)
+    assert np.array_equal(golden.gemm(a[:, 6:], b[6:], first, **kwargs), whole)
