@@ -34,7 +34,7 @@ def test_refuses_roundings_the_mac_does_not_implement(rounding):
 
 def test_is_frozen_keyword_only_and_typed():
     with pytest.raises(TypeError):
-        FpmacArraySpec(8)  # noqa: the fields are keyword-only
+        FpmacArraySpec(8)  # the fields are keyword-only
     with pytest.raises(TypeError, match="rows"):
         FpmacArraySpec(rows=2.0)
     with pytest.raises(TypeError, match="max_k"):
