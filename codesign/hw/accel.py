@@ -533,3 +533,59 @@ def run_accel_rtl(pe, spec, vectors: Path, work_dir: Path, *, simulator: str = "
                           bursts=int(summary["bursts"]),
                           first_mismatches=tuple(str(entry) for entry in summary["first_mismatches"]),
                           seconds=time.perf_counter() - started, build_dir=build_dir)
+
+
+# -------------------------------------------------------------------------- the shell's own cost
+
+SHELL_MODULES = ("accel_ctrl", "accel_mm2s", "accel_s2mm")
+COST_FIELDS = ("lut", "lut_sites_min", "lutram", "srl", "ff", "dsp", "carry", "muxf", "bram_36k")
+
+
+def shell_module_parameters() -> dict[str, dict[str, int]]:
+    """Verilog parameters of each shell module as the generated accel_top sets them."""
+    movers = {"ADDR_BITS": AXI_ADDR_BITS, "MAX_BURST": MAX_BURST}
+    return {"accel_ctrl": ctrl_parameters(), "accel_mm2s": dict(movers), "accel_s2mm": dict(movers)}
+
+
+def shell_synth_jobs(family: str) -> list:
+    """One Yosys job per shell module (out of context, like a PE's estimate) for ``family``."""
+    from codesign.hw.yosys import SynthJob
+
+    sources = {path.stem: path for path in shell_rtl_sources()}
+    return [SynthJob(sources=(sources[module],), top=module, family=family, params=params, abc9=False)
+            for module, params in shell_module_parameters().items()]
+
+
+def measure_shell_cost(family: str, work_dir: Path) -> dict[str, Any]:
+    """Synthesise accel_ctrl, accel_mm2s and accel_s2mm with Yosys; their summed cell counts and each module's."""
+    from codesign.hw.yosys import synthesize_many
+
+    results = synthesize_many(shell_synth_jobs(family), Path(work_dir), progress=False)
+    modules = {result.job.top: {key: getattr(result.counts, key) for key in COST_FIELDS} for result in results}
+    total = {key: sum(counts[key] for counts in modules.values()) for key in COST_FIELDS}
+    return {"family": family, "total": total, "modules": modules, "yosys": results[0].yosys_version}
+
+
+# Yosys 0.23 (synth_xilinx, default ABC, out of context) on accel_ctrl + accel_mm2s + accel_s2mm with the
+# parameters of shell_module_parameters(); tests/hw/test_accel_cost.py re-measures and compares.
+# A cache, so that a fit check adds the shell without running Yosys. Cells, not sites (see ResourceCounts).
+SHELL_COST_YOSYS = "Yosys 0.23"
+SHELL_COST = {
+    "xc7": {"lut": 1259, "lut_sites_min": 739, "lutram": 24, "srl": 0, "ff": 542, "dsp": 0, "carry": 81,
+            "muxf": 54, "bram_36k": 0.0},
+    "xcup": {"lut": 1263, "lut_sites_min": 739, "lutram": 24, "srl": 0, "ff": 542, "dsp": 0, "carry": 81,
+             "muxf": 52, "bram_36k": 0.0},
+}
+
+
+def shell_cost(family: str) -> dict[str, float]:
+    """The shell's own resource cost (control slave and both data movers, no PE) for ``family`` (xc7, xcup).
+
+    Add it to a PE's Yosys cost to get one accelerator IP. Keys as
+    :class:`codesign.hw.yosys.ResourceCounts` (``lut`` cells, ``ff``, ``carry``,
+    ``bram_36k`` in 36 Kib units, ...); measured with :data:`SHELL_COST_YOSYS`
+    by :func:`measure_shell_cost`.
+    """
+    if family not in SHELL_COST:
+        raise ValueError(f"no shell cost for family {family!r}; known: {', '.join(SHELL_COST)}")
+    return dict(SHELL_COST[family])

@@ -26,7 +26,7 @@ pytest.importorskip("cocotbext.axi", reason="the shell bench needs cocotbext-axi
 pytestmark = pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog (iverilog) is not on PATH")
 
 QUICK = {
-    "csb": (CsbSpec(block_rows=3, block_cols=8, batch=2, acc_bits=16), CsbStimulusOptions(min_macs_per_op=300)),
+    "csb": (CsbSpec(block_rows=3, block_cols=8, batch=2, acc_bits=16), CsbStimulusOptions(min_macs_per_op=100)),
     "tt1": (Tt1Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5, max_k=9, max_l=7),
             TtStimulusOptions(min_macs=2000)),
     "tt2": (Tt2Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5, max_k=9, max_l=7),
