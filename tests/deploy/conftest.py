@@ -1,4 +1,4 @@
-"""A two-IP build folder (csb and tt1 accelerators) written once per session, and its emulated overlay."""
+"""A build folder with one accelerator IP per stream PE (csb, tt1, fpmac_array), and its emulated overlay."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from codesign.design.point import DesignPoint, PeInstance
 from codesign.pe import get_pe
 from codesign.train.config import config_from_dict
 
-STREAM_PES = ("csb", "tt1")
+STREAM_PES = ("csb", "tt1", "fpmac_array")
 
 
 def stream_design() -> DesignPoint:

@@ -27,7 +27,7 @@ def hwh_ip_dict(manifest):
 def test_matching_ip_dict_maps_every_ip(manifest):
     ip_dict = hwh_ip_dict(manifest)
     ip_dict["processing_system7_0"] = {"type": "xilinx.com:ip:processing_system7:5.5", "phys_addr": 0, "addr_range": 0}
-    assert check_ip_dict(manifest, ip_dict) == {"csb_0": "csb_0", "tt1_0": "tt1_0"}
+    assert check_ip_dict(manifest, ip_dict) == {"csb_0": "csb_0", "tt1_0": "tt1_0", "fpmac_array_0": "fpmac_array_0"}
 
 
 def test_renamed_cell_found_by_its_vlnv(manifest):
@@ -52,17 +52,17 @@ def test_mismatching_ip_dict_is_refused(manifest, change, match):
 def test_a_design_point_the_overlay_does_not_implement(manifest):
     design = stream_design()
     check_design(manifest, design)
-    csb, tt1 = design.instances
+    csb, tt1, array = design.instances
 
     def variant(*instances):
         return type(design)(name="variant", training=design.training, board=design.board, clock_mhz=100.0,
                             instances=instances)
 
     with pytest.raises(OverlayMismatch, match="needs IP tt2_0"):
-        check_design(manifest, variant(csb, tt1, PeInstance(name="tt2_0", pe="tt2", spec=tt1.spec, reason="x")))
+        check_design(manifest, variant(csb, tt1, array, PeInstance(name="tt2_0", pe="tt2", spec=tt1.spec, reason="x")))
     narrower = type(tt1.spec)(**{**tt1.spec.to_dict(), "max_j": tt1.spec.max_j // 2})
     with pytest.raises(OverlayMismatch, match="IP tt1_0: spec fields max_j differ"):
-        check_design(manifest, variant(csb, PeInstance(name="tt1_0", pe="tt1", spec=narrower, reason="x")))
+        check_design(manifest, variant(csb, PeInstance(name="tt1_0", pe="tt1", spec=narrower, reason="x"), array))
 
 
 def test_load_manifest_refusals(tmp_path, manifest):

@@ -1,0 +1,109 @@
+"""Training on the board: the design-point loop of :mod:`codesign.train.hw_golden` with its GEMMs on the IP.
+
+:class:`IpGemm` turns one layer GEMM into FP-MAC array transactions
+(docs/fpmac_array.md: header word, ``A``, ``B``, optional ``C_in``; status
+word and ``C`` back) and runs them on an ``fpmac_array`` IP through its
+driver. A GEMM larger than the IP's buffers is tiled: ``M`` and ``N`` in
+tiles of at most ``max_m`` x ``max_n`` (independent transactions, one IP call
+for all of them), ``K`` in chunks of at most ``max_k`` chained through
+``C_in`` (one call per chunk). The FP-MAC accumulates every output in ``k``
+order from ``C_in``, and a container holds the accumulator exactly, so the
+tiled GEMM is bit-identical to the untiled golden one.
+
+:class:`BoardTrainer` is :class:`codesign.train.hw_golden.FbMlpTrainer` on an
+:class:`IpGemm`: the host does the loss and the optimiser, the PL the layer
+GEMMs; ``load_weights``, ``read_weights``, ``train_step``, ``fit``,
+``predict`` and ``throughput`` are the golden loop's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import numpy as np
+
+from codesign.deploy.driver import AccelIP
+from codesign.deploy.manifest import DeployError
+from codesign.pe.fpmac_array.contract import STATUS_BAD_HEADER, STATUS_OK, STATUS_TOO_LARGE
+from codesign.pe.fpmac_array.golden import words as transaction_words
+from codesign.pe.fpmac_array.spec import FpmacArraySpec
+from codesign.train.hw_golden import FbMlpTrainer, HwTrainSetup
+
+STATUS_NAMES = {STATUS_OK: "ok", STATUS_BAD_HEADER: "bad header", STATUS_TOO_LARGE: "too large"}
+
+
+def _spans(total: int, step: int) -> list[tuple[int, int]]:
+    return [(start, min(start + step, total)) for start in range(0, total, step)]
+
+
+class IpGemm:
+    """Layer GEMMs on an fpmac_array IP (``driver.run``), tiled to its buffers; counts MACs per FB."""
+
+    def __init__(self, driver: AccelIP, spec: FpmacArraySpec) -> None:
+        if getattr(driver, "pe", None) not in (None, "fpmac_array"):
+            raise DeployError(f"IP {driver.ip_name} is a {driver.pe} PE, not fpmac_array")
+        self.driver, self.spec = driver, spec
+        self.macs: Counter = Counter()
+        self.calls, self.seconds = 0, 0.0
+
+    def __call__(self, a, b, c=None, *, fb: int, trans_a: bool = False, trans_b: bool = False) -> np.ndarray:
+        started = time.perf_counter()
+        a, b = np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64)
+        (m, k), n = a.shape, b.shape[1]
+        if b.shape[0] != k:
+            raise ValueError(f"inner dimensions differ: a {a.shape}, b {b.shape}")
+        acc = None if c is None else np.asarray(c, dtype=np.uint64)
+        tiles = [(rows, cols) for rows in _spans(m, self.spec.max_m) for cols in _spans(n, self.spec.max_n)]
+        for k0, k1 in _spans(k, self.spec.max_k):
+            stream = [transaction_words(self.spec, a[r0:r1, k0:k1], b[k0:k1, c0:c1],
+                                        None if acc is None else acc[r0:r1, c0:c1], fb=fb, trans_a=trans_a,
+                                        trans_b=trans_b)
+                      for (r0, r1), (c0, c1) in tiles]
+            n_out = sum(1 + (r1 - r0) * (c1 - c0) for (r0, r1), (c0, c1) in tiles)
+            out = self.driver.run(np.concatenate(stream).astype(np.uint32), n_out, len(tiles))
+            self.calls += 1
+            acc = self._unpack(out, tiles, (m, n), fb)
+        self.macs[fb] += m * n * k
+        self.seconds += time.perf_counter() - started
+        return acc
+
+    def _unpack(self, out: np.ndarray, tiles, shape, fb: int) -> np.ndarray:
+        result = np.zeros(shape, dtype=np.uint64)
+        position = 0
+        for (r0, r1), (c0, c1) in tiles:
+            status = int(out[position])
+            if status != STATUS_OK:
+                raise DeployError(f"IP {self.driver.ip_name} refused a {r1 - r0}x{c1 - c0} GEMM tile at fb={fb}: "
+                                  f"status {status} ({STATUS_NAMES.get(status, 'unknown')})")
+            size = (r1 - r0) * (c1 - c0)
+            result[r0:r1, c0:c1] = out[position + 1:position + 1 + size].reshape(r1 - r0, c1 - c0)
+            position += 1 + size
+        return result
+
+
+class BoardTrainer(FbMlpTrainer):
+    """The design-point training loop with every layer GEMM on the overlay's fpmac_array IP.
+
+    ``BoardTrainer(overlay, design)`` takes the IP named ``ip`` (default:
+    the design's single fpmac_array instance) and the set-up from
+    :meth:`HwTrainSetup.from_design`; ``setup_changes`` override set-up
+    fields (epochs, batch size...) on both this and the golden run.
+    """
+
+    def __init__(self, overlay, design, *, ip: str | None = None, **setup_changes) -> None:
+        from codesign.deploy.manifest import check_design
+
+        check_design(overlay.manifest, design)
+        setup = HwTrainSetup.from_design(design, **setup_changes)
+        if ip is None:
+            (ip,) = [i.name for i in design.instances if i.pe == "fpmac_array"]
+        self.overlay = overlay
+        super().__init__(setup, IpGemm(overlay.accelerator(ip), setup.spec))
+
+    def throughput(self) -> dict[str, float]:
+        """The loop's figures plus the IP's own: calls and seconds from ap_start to ap_done."""
+        figures = super().throughput()
+        driver = self.gemm.driver
+        figures.update(ip_calls=driver.calls, ip_busy_s=driver.busy_s, emulated=bool(self.overlay.emulated))
+        return figures

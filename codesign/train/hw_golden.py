@@ -1,0 +1,375 @@
+"""Golden training of a design point: an FB-float MLP whose every layer GEMM is the FP-MAC array's.
+
+The training model of :mod:`codesign.train.trainer` emulates ABVS in torch
+(float32 sums, rounding after each layer). This loop is instead exactly what
+a design point with an ``fpmac_array`` IP computes, so a run on the board,
+or on the emulated board, can be compared with it *bit for bit*:
+
+- **State** (weights, biases, SGD momentum) is stored as FB-float
+  *container words*: ``1 + exp_bits + max_fb`` bits, a code of the current
+  format ``(exp_bits, fb)`` shifted left by ``max_fb - fb``
+  (docs/numerics.md, "Run-time fraction width"). Raising the FB keeps every
+  stored value.
+- **Layer GEMMs** go through a :class:`GemmBackend`: forward
+  ``Z = b + X . W`` (the bias is the accumulator's start value), input
+  gradient ``dX = dZ . W^T``, weight gradient ``dW = X^T . dZ`` and bias
+  gradient ``db = 1^T . dZ``. :class:`GoldenGemm` calls
+  :func:`codesign.pe.fpmac_array.golden.gemm`; the board's backend
+  (:class:`codesign.deploy.training.IpGemm`) sends the same GEMMs to the IP.
+- **Host arithmetic, in a documented precision:** ReLU and its derivative
+  are selections on container words (exact). Softmax cross-entropy is
+  computed in float64 on the decoded logits; its gradient
+  ``(softmax - onehot) / batch`` is rounded once to ``(exp_bits, fb)``. The
+  SGD step (weight decay, momentum, learning rate, as in the training
+  configuration, cosine or constant schedule over all steps) is three
+  :func:`codesign.numerics.fp_mac` per parameter in ``(exp_bits, fb)``:
+  ``g = wd*w + dw``, ``v = mu*v + g``, ``w = (-lr)*v + w``, with ``wd``,
+  ``mu`` and ``lr`` rounded to the format. Inputs are rounded to the format
+  once per batch.
+- **FB schedule:** :class:`codesign.train.techniques.abvs.FbController` (the
+  ABVS rule, driven by test accuracy after each epoch); FP32 training
+  (no ABVS) runs at ``fb = max_fb = 23`` throughout.
+
+Everything is seeded: weights from ``seed``, the sample order of epoch ``e``
+from ``(seed, e)``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from codesign.numerics import FloatFormat, decode, encode, fp_mac
+from codesign.pe.fpmac.golden import from_container, to_container
+from codesign.pe.fpmac_array.golden import gemm
+from codesign.pe.fpmac_array.spec import FpmacArraySpec
+
+FP32_FB = 23
+INPUT_FEATURES = 64  # 8x8 digits, flattened
+
+
+class HwTrainError(ValueError):
+    """The configuration cannot be trained by the design-point loop (model, technique, shapes)."""
+
+
+# ---------------------------------------------------------------------------- set-up
+
+
+@dataclass(frozen=True, kw_only=True)
+class HwTrainSetup:
+    """What the loop needs: the IP's spec, layer widths, optimiser (lr, momentum, weight decay) and FB rule."""
+
+    spec: FpmacArraySpec
+    layers: tuple[int, ...]  # features: input, hidden..., classes
+    batch_size: int
+    epochs: int
+    lr: float
+    momentum: float
+    weight_decay: float
+    schedule: str
+    seed: int
+    fb_min: int
+    fb_max: int
+    alpha: float = 2.0
+    epsilon: float = 0.005
+
+    def __post_init__(self) -> None:
+        if len(self.layers) < 2 or any(not isinstance(n, int) or n < 1 for n in self.layers):
+            raise HwTrainError(f"layers {self.layers} must be at least two positive widths")
+        if not 1 <= self.fb_min <= self.fb_max <= self.spec.max_fb:
+            raise HwTrainError(f"FB range {self.fb_min}..{self.fb_max} must lie in 1..max_fb={self.spec.max_fb}")
+        if self.schedule not in ("cosine", "constant"):
+            raise HwTrainError(f"schedule {self.schedule!r} must be 'cosine' or 'constant'")
+        for name in ("batch_size", "epochs"):
+            if getattr(self, name) < 1:
+                raise HwTrainError(f"{name} must be at least 1")
+
+    @classmethod
+    def from_training(cls, training, spec: FpmacArraySpec | None = None, **changes) -> HwTrainSetup:
+        """From a :class:`~codesign.train.config.TrainConfig` (MLP; ABVS or plain FP32); ``changes`` override fields.
+
+        ``spec`` defaults to the FP-MAC array the design point derives from
+        ``training`` (:func:`codesign.design.point.derived_pe_fields`).
+        """
+        if training.model.name != "mlp":
+            raise HwTrainError(f"the design-point loop trains an MLP, not model {training.model.name!r}")
+        other = sorted(set(training.techniques) - {"abvs"})
+        if other:
+            raise HwTrainError(f"techniques {other} are not part of the FP-MAC array loop (ABVS or FP32 only)")
+        if spec is None:
+            from codesign.design.point import derived_pe_fields
+
+            (pe_name, fields, _), = derived_pe_fields(training)
+            spec = FpmacArraySpec(**fields)
+        abvs = training.techniques.get("abvs")
+        fb = {"fb_min": abvs.fb_min, "fb_max": abvs.fb_max, "alpha": abvs.alpha, "epsilon": abvs.epsilon} \
+            if abvs is not None else {"fb_min": FP32_FB, "fb_max": FP32_FB}
+        if abvs is not None and (abvs.exp_bits, abvs.rounding) != (spec.exp_bits, spec.rounding):
+            raise HwTrainError(f"ABVS format (exp_bits {abvs.exp_bits}, {abvs.rounding}) is not the IP's "
+                               f"(exp_bits {spec.exp_bits}, {spec.rounding})")
+        optim = training.optim
+        values = {"spec": spec, "layers": (INPUT_FEATURES, *training.model.hidden, 10),
+                  "batch_size": optim.batch_size, "epochs": optim.epochs, "lr": optim.lr,
+                  "momentum": optim.momentum, "weight_decay": optim.weight_decay, "schedule": optim.schedule,
+                  "seed": training.seed, **fb}
+        values.update(changes)
+        return cls(**values)
+
+    @classmethod
+    def from_design(cls, design, **changes) -> HwTrainSetup:
+        """From a design point: its training configuration and its (single) fpmac_array instance."""
+        arrays = [instance for instance in design.instances if instance.pe == "fpmac_array"]
+        if len(arrays) != 1:
+            raise HwTrainError(f"design {design.name!r} has {len(arrays)} fpmac_array instances; the loop needs one")
+        return cls.from_training(design.training, arrays[0].spec, **changes)
+
+
+# ---------------------------------------------------------------------------- GEMM backends
+
+
+class GemmBackend(Protocol):
+    """``C = A . B (+ C_in)`` on container words at run-time ``fb``; ``a`` is (M, K), ``b`` (K, N) as computed.
+
+    ``trans_a``/``trans_b`` say the operand is the transpose of a stored
+    matrix, so a backend that streams operands may send the stored layout.
+    """
+
+    macs: Counter
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, fb: int,
+                 trans_a: bool = False, trans_b: bool = False) -> np.ndarray: ...
+
+
+class GoldenGemm:
+    """The golden FP-MAC GEMM (:func:`codesign.pe.fpmac_array.golden.spec_gemm`), counting MACs per FB."""
+
+    def __init__(self, spec: FpmacArraySpec) -> None:
+        self.spec = spec
+        self.macs: Counter = Counter()
+        self.calls, self.seconds = 0, 0.0
+
+    def __call__(self, a, b, c=None, *, fb: int, trans_a: bool = False, trans_b: bool = False) -> np.ndarray:
+        started = time.perf_counter()
+        out = gemm(a, b, c, fb=fb, exp_bits=self.spec.exp_bits, max_fb=self.spec.max_fb, rounding=self.spec.rounding)
+        self.seconds += time.perf_counter() - started
+        self.calls += 1
+        self.macs[fb] += a.shape[0] * a.shape[1] * b.shape[1]
+        return out
+
+
+# ---------------------------------------------------------------------------- the loop
+
+
+def _progress(iterable, enabled: bool, **kwargs):
+    if not enabled:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, **kwargs)
+
+
+class FbMlpTrainer:
+    """FB-float MLP training with every layer GEMM on ``gemm`` (golden by default) and the rest on the host."""
+
+    def __init__(self, setup: HwTrainSetup, gemm_backend: GemmBackend | None = None) -> None:
+        self.setup = setup
+        self.spec = setup.spec
+        self.gemm = gemm_backend if gemm_backend is not None else GoldenGemm(setup.spec)
+        from codesign.train.techniques.abvs import FbController
+
+        self.controller = FbController(fb_min=setup.fb_min, fb_max=setup.fb_max, alpha=setup.alpha,
+                                       epsilon=setup.epsilon, total_epochs=setup.epochs)
+        self.step, self.epoch = 0, 0
+        self.history: list[dict[str, Any]] = []
+        self.steps_per_epoch: int | None = None
+        self._init_weights()
+
+    # -- numbers
+
+    @property
+    def fb(self) -> int:
+        return self.controller.fb
+
+    @property
+    def fmt(self) -> FloatFormat:
+        return FloatFormat(exp_bits=self.spec.exp_bits, frac_bits=self.fb, rounding=self.spec.rounding)
+
+    def to_words(self, values) -> np.ndarray:
+        """float values -> container words at the current FB (rounded once, the format's rounding)."""
+        return to_container(encode(np.asarray(values, dtype=np.float64), self.fmt), self.fb, max_fb=self.spec.max_fb)
+
+    def to_values(self, words) -> np.ndarray:
+        """container words -> exact float64 values at the current FB."""
+        return decode(from_container(words, self.fb, max_fb=self.spec.max_fb), self.fmt)
+
+    def _positive(self, words: np.ndarray) -> np.ndarray:
+        sign = np.uint64(1) << np.uint64(self.spec.width - 1)
+        return ((words & sign) == 0) & (words != 0)
+
+    def _mac(self, a, b, acc) -> np.ndarray:
+        """``round(a*b) + acc`` per element in ``(exp_bits, fb)`` on container words (the SGD arithmetic)."""
+        codes = [from_container(np.broadcast_to(np.asarray(v, dtype=np.uint64), np.shape(acc)), self.fb,
+                                max_fb=self.spec.max_fb) for v in (a, b, acc)]
+        return to_container(fp_mac(*codes, self.fmt), self.fb, max_fb=self.spec.max_fb)
+
+    # -- state
+
+    def _init_weights(self) -> None:
+        rng = np.random.default_rng(self.setup.seed)
+        self.weights: list[np.ndarray] = []
+        self.biases: list[np.ndarray] = []
+        for fan_in, fan_out in zip(self.setup.layers[:-1], self.setup.layers[1:]):
+            bound = 1.0 / math.sqrt(fan_in)
+            self.weights.append(self.to_words(rng.uniform(-bound, bound, (fan_in, fan_out))))
+            self.biases.append(self.to_words(rng.uniform(-bound, bound, (1, fan_out))))
+        self.velocity = [np.zeros_like(p) for p in (*self.weights, *self.biases)]
+
+    def read_weights(self) -> dict[str, Any]:
+        """Weights, biases and momentum as container words (uint64 copies), with the FB they are read at."""
+        return {"fb": self.fb, "weights": [w.copy() for w in self.weights], "biases": [b.copy() for b in self.biases],
+                "velocity": [v.copy() for v in self.velocity]}
+
+    def load_weights(self, state: dict[str, Any]) -> None:
+        """Replace weights and biases (and momentum, when given) by container words of the same shapes."""
+        width = self.spec.width
+        for key, mine in (("weights", self.weights), ("biases", self.biases), ("velocity", self.velocity)):
+            if key not in state:
+                if key == "velocity":
+                    continue
+                raise HwTrainError(f"load_weights: state lacks {key!r}")
+            given = state[key]
+            if len(given) != len(mine):
+                raise HwTrainError(f"load_weights: {len(given)} {key}, the model has {len(mine)}")
+            checked = []
+            for index, (new, old) in enumerate(zip(given, mine)):
+                new = np.asarray(new)
+                if new.shape != old.shape or not np.issubdtype(new.dtype, np.integer):
+                    raise HwTrainError(f"load_weights: {key}[{index}] must be integer words of shape {old.shape}, "
+                                       f"got {new.dtype} {new.shape}")
+                if new.size and (new.min() < 0 or np.any(new.astype(np.uint64) >> np.uint64(width))):
+                    raise HwTrainError(f"load_weights: {key}[{index}] has words outside the {width}-bit container")
+                checked.append(new.astype(np.uint64))
+            mine[:] = checked  # all checked before any is replaced
+
+    # -- forward and backward
+
+    def _forward(self, x_words: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        inputs, pre = [], []
+        a = x_words
+        for index, (w, b) in enumerate(zip(self.weights, self.biases)):
+            inputs.append(a)
+            z = self.gemm(a, w, np.broadcast_to(b, (a.shape[0], b.shape[1])), fb=self.fb)
+            pre.append(z)
+            a = np.where(self._positive(z), z, np.uint64(0)) if index < len(self.weights) - 1 else z
+        return inputs, pre
+
+    def logits(self, x) -> np.ndarray:
+        """float64 logits of images or feature rows ``x`` (each rounded to the current FB first)."""
+        return self.to_values(self._forward(self.to_words(self._features(x)))[1][-1])
+
+    def predict(self, x) -> np.ndarray:
+        """Predicted class per sample (the forward GEMMs run on the backend)."""
+        return np.argmax(self.logits(x), axis=1)
+
+    def evaluate(self, x, y) -> float:
+        """Accuracy in [0, 1]."""
+        return float(np.mean(self.predict(x) == np.asarray(y)))
+
+    @staticmethod
+    def _features(x) -> np.ndarray:
+        x = np.asarray(x.numpy() if hasattr(x, "numpy") else x, dtype=np.float64)
+        return x.reshape(x.shape[0], -1)
+
+    def learning_rate(self) -> float:
+        if self.setup.schedule == "constant" or self.steps_per_epoch is None:
+            return self.setup.lr
+        total = self.setup.epochs * self.steps_per_epoch
+        return 0.5 * self.setup.lr * (1 + math.cos(math.pi * min(self.step, total) / total))
+
+    def train_step(self, x, y) -> float:
+        """One SGD step on a batch; returns the batch's mean cross-entropy (float64)."""
+        x = self._features(x)
+        y = np.asarray(y.numpy() if hasattr(y, "numpy") else y, dtype=np.int64)
+        if x.shape[0] != y.shape[0] or x.shape[1] != self.setup.layers[0]:
+            raise HwTrainError(f"batch x {x.shape}, y {y.shape}: need (n, {self.setup.layers[0]}) and (n,)")
+        n = x.shape[0]
+        inputs, pre = self._forward(self.to_words(x))
+        logits = self.to_values(pre[-1])
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        probs = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+        loss = float(-np.mean(np.log(np.maximum(probs[np.arange(n), y], np.finfo(np.float64).tiny))))
+        probs[np.arange(n), y] -= 1.0
+        dz = self.to_words(probs / n)
+        ones = self.to_words(np.ones((1, n)))
+        grads_w, grads_b = [None] * len(self.weights), [None] * len(self.weights)
+        for index in reversed(range(len(self.weights))):
+            grads_w[index] = self.gemm(inputs[index].T, dz, fb=self.fb, trans_a=True)
+            grads_b[index] = self.gemm(ones, dz, fb=self.fb)
+            if index:
+                dx = self.gemm(dz, self.weights[index].T, fb=self.fb, trans_b=True)
+                dz = np.where(self._positive(pre[index - 1]), dx, np.uint64(0))
+        self._sgd(grads_w + grads_b)
+        self.step += 1
+        return loss
+
+    def _sgd(self, grads: Sequence[np.ndarray]) -> None:
+        params = self.weights + self.biases
+        decay, momentum = self.to_words(self.setup.weight_decay), self.to_words(self.setup.momentum)
+        step = self.to_words(-self.learning_rate())
+        for index, (param, grad) in enumerate(zip(params, grads)):
+            g = self._mac(decay, param, grad)
+            self.velocity[index] = self._mac(momentum, self.velocity[index], g)
+            params[index] = self._mac(step, self.velocity[index], param)
+        count = len(self.weights)
+        self.weights, self.biases = params[:count], params[count:]
+
+    # -- epochs
+
+    def epoch_order(self, epoch: int, samples: int) -> np.ndarray:
+        return np.random.default_rng((self.setup.seed, epoch)).permutation(samples)
+
+    def fit(self, data, epochs: int | None = None, *, progress: bool = True, max_steps: int | None = None,
+            on_epoch: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+        """Train ``epochs`` epochs (default: the set-up's) on ``data`` (a :class:`~codesign.train.data.Dataset`).
+
+        After each epoch the test accuracy drives the FB rule; one history row
+        per epoch (epoch, fb, loss, accuracy, MACs by FB, seconds).
+        ``max_steps`` stops an epoch early (for quick runs).
+        """
+        train_x, train_y = self._features(data.train_x), np.asarray(data.train_y)
+        batch = self.setup.batch_size
+        self.steps_per_epoch = -(-train_x.shape[0] // batch)
+        if max_steps is not None:
+            self.steps_per_epoch = min(self.steps_per_epoch, max_steps)
+        for _ in range(self.setup.epochs if epochs is None else epochs):
+            started, macs_before = time.perf_counter(), Counter(self.gemm.macs)
+            order = self.epoch_order(self.epoch, train_x.shape[0])
+            fb = self.fb
+            losses = []
+            steps = _progress(range(self.steps_per_epoch), progress, desc=f"epoch {self.epoch} (fb {fb})",
+                              leave=False)
+            for index in steps:
+                rows = order[index * batch:(index + 1) * batch]
+                losses.append(self.train_step(train_x[rows], train_y[rows]))
+            accuracy = self.evaluate(data.test_x, data.test_y)
+            row = {"epoch": self.epoch, "fb": fb, "loss": float(np.mean(losses)), "accuracy": accuracy,
+                   "macs": dict(Counter(self.gemm.macs) - macs_before), "seconds": time.perf_counter() - started}
+            self.controller.end_epoch(self.epoch, accuracy)
+            self.history.append(row)
+            self.epoch += 1
+            if on_epoch is not None:
+                on_epoch(row)
+        return self.history
+
+    def throughput(self) -> dict[str, float]:
+        """MACs run by the GEMM backend, its busy seconds, and MACs per second."""
+        macs = sum(self.gemm.macs.values())
+        seconds = getattr(self.gemm, "seconds", 0.0)
+        return {"macs": macs, "gemm_calls": getattr(self.gemm, "calls", 0), "seconds": seconds,
+                "macs_per_s": macs / seconds if seconds else 0.0}
