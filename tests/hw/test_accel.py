@@ -17,6 +17,8 @@ from codesign.hw.target import BuildTarget
 from codesign.pe import get_pe
 from codesign.pe.csb.pe import CsbStimulusOptions
 from codesign.pe.csb.spec import CsbSpec
+from codesign.pe.fpmac_array.spec import FpmacArraySpec
+from codesign.pe.fpmac_array.stimulus import FpmacArrayStimulusOptions
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 from codesign.pe.tt.stimulus import TtStimulusOptions
 
@@ -30,6 +32,8 @@ SMALL = {
     "tt2": (Tt2Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5, max_k=9, max_l=7),
             TtStimulusOptions(min_macs=2000)),
     "tt3": (Tt3Spec(lanes=4, a_bits=4, b_bits=8, max_j=9), TtStimulusOptions(min_macs=2000)),
+    "fpmac_array": (FpmacArraySpec(exp_bits=8, max_fb=7, rounding="toward_zero", rows=2, cols=4, max_m=7, max_n=9,
+                                   max_k=16), FpmacArrayStimulusOptions(min_macs=2000)),
 }
 
 

@@ -18,6 +18,8 @@ from codesign.hw import accel
 from codesign.pe import get_pe
 from codesign.pe.csb.pe import CsbStimulusOptions
 from codesign.pe.csb.spec import CsbSpec
+from codesign.pe.fpmac_array.spec import FpmacArraySpec
+from codesign.pe.fpmac_array.stimulus import FpmacArrayStimulusOptions
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 from codesign.pe.tt.stimulus import TtStimulusOptions
 
@@ -32,6 +34,8 @@ QUICK = {
     "tt2": (Tt2Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5, max_k=9, max_l=7),
             TtStimulusOptions(min_macs=2000)),
     "tt3": (Tt3Spec(lanes=4, a_bits=4, b_bits=8, max_j=9), TtStimulusOptions(min_macs=2000)),
+    "fpmac_array": (FpmacArraySpec(exp_bits=4, max_fb=3, rows=1, cols=1, max_m=6, max_n=5, max_k=9),
+                    FpmacArrayStimulusOptions(min_macs=1000)),
 }
 LONG = {
     "csb_conv": (CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=4, out_w=4, batch=4, parallel=2),
@@ -40,6 +44,7 @@ LONG = {
     "tt2_wide": (Tt2Spec(lanes=8, rows=8, a_bits=8, b_bits=8, acc_bits=20, max_j=9, max_k=24, max_l=17),
                  TtStimulusOptions(min_macs=20_000)),
     "tt3_paper": (Tt3Spec(), TtStimulusOptions(min_macs=20_000)),
+    "fpmac_array_4x4": (FpmacArraySpec(max_m=12, max_n=10, max_k=12), FpmacArrayStimulusOptions(min_macs=20_000)),
 }
 
 
@@ -83,7 +88,7 @@ def test_rtl_shell_counts_a_wrong_golden_word(tmp_path):
 def test_rtl_shell_equals_golden_long(tmp_path, name):
     spec, options = LONG[name]
     for seed, pause in ((5, 0.0), (6, 0.5)):
-        _check(name.split("_")[0], spec, options, tmp_path / f"s{seed}", seed=seed, pause=pause)
+        _check(name.rsplit("_", 1)[0], spec, options, tmp_path / f"s{seed}", seed=seed, pause=pause)
 
 
 def test_rtl_wrapper_takes_offsets_and_pe_parameters_from_python(tmp_path):

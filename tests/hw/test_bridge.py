@@ -13,6 +13,8 @@ from codesign.hw.target import BuildTarget
 from codesign.pe import get_pe
 from codesign.pe.csb.pe import CsbStimulusOptions
 from codesign.pe.csb.spec import CsbSpec
+from codesign.pe.fpmac_array.spec import FpmacArraySpec
+from codesign.pe.fpmac_array.stimulus import FpmacArrayStimulusOptions
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 from codesign.pe.tt.stimulus import TtStimulusOptions
 
@@ -26,6 +28,8 @@ SMALL = {
     "tt2": (Tt2Spec(lanes=8, rows=8, a_bits=8, b_bits=8, acc_bits=20, max_j=9, max_k=24, max_l=17),
             TtStimulusOptions(min_macs=3000)),
     "tt3": (Tt3Spec(lanes=8, a_bits=12, b_bits=5, max_j=255), TtStimulusOptions(min_macs=3000)),
+    "fpmac_array": (FpmacArraySpec(exp_bits=5, max_fb=10, rounding="nearest_away", rows=3, cols=2, max_m=9, max_n=7,
+                                   max_k=12), FpmacArrayStimulusOptions(min_macs=3000)),
 }
 GUARD = np.uint32(0x5A5A_1234)
 
@@ -49,7 +53,7 @@ def _flat(stimulus):
     return words_in, expected
 
 
-@pytest.mark.parametrize("name", ["csb", "tt2", *(pytest.param(name, marks=pytest.mark.long) for name in ("tt1", "tt3"))])
+@pytest.mark.parametrize("name", ["csb", "tt2", *(pytest.param(name, marks=pytest.mark.long) for name in ("tt1", "tt3", "fpmac_array"))])
 def test_bridge_output_equals_golden(tmp_path, lib_dir, name):
     stimulus = _project(name, tmp_path / "p")
     bridge = AccelBridge(tmp_path / "p", build_dir=lib_dir)
