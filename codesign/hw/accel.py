@@ -186,7 +186,7 @@ def ip_fields(instance_name: str) -> dict[str, Any]:
 # -------------------------------------------------------------------------- the HLS project
 
 TEMPLATE_DIR = "accel"
-LIBRARY_HEADER = "codesign_accel.h"  # tested shell processes, copied verbatim from hls_templates/accel
+LIBRARY_HEADER = "codesign_accel.h"  # the shell's three processes, copied verbatim from hls_templates/accel
 _PROCESS_TYPEDEF = re.compile(r"^typedef\s+.+?\s+(\w*pe_t)\s*;\s*$", re.MULTILINE)
 
 
@@ -252,7 +252,6 @@ def accel_context(pe, spec, instance_name: str, target: BuildTarget, kernel_head
     """Everything the accel templates use; derived numbers come from here, not from Jinja."""
     top = accel_top(instance_name)
     files = AccelFiles(top)
-    pe_side = pe_target(target).resolve(pe.name, pe.interfaces)
     args = [{"name": arg.name, "kind": arg.kind, "ctype": arg.ctype, "bundle": arg.bundle,
              "direction": arg.direction, "depth": depths.get(arg.name, 1), "doc": arg.doc} for arg in SHELL_ARGS]
     registers = register_map()
@@ -275,7 +274,6 @@ def accel_context(pe, spec, instance_name: str, target: BuildTarget, kernel_head
         "registers": [(name, f"0x{offset:02x}") for name, offset in registers.items()],
         "summary": ", ".join(f"{key}={value}" for key, value in spec.to_dict().items()),
         "target": {"part": target.part, "clock_period_ns": target.clock_period_ns},
-        "pe_top": pe_side.top,
         "project_name": HLS_PROJECT_NAME,
         "solution_name": SOLUTION_NAME,
         "ip": {"vendor": IP_VENDOR, "library": IP_LIBRARY, "name": top, "version": IP_VERSION},
@@ -284,7 +282,7 @@ def accel_context(pe, spec, instance_name: str, target: BuildTarget, kernel_head
     }
 
 
-GUARD_WORDS = 16  # words past n_out the testbench and bridge watch for writes beyond the output count
+GUARD_WORDS = 16  # words past n_out the shell testbench watches for writes beyond the output count
 TEMPLATES = {  # AccelFiles attribute -> template under hls_templates/accel
     "top_cpp": "accel_top.cpp.j2",
     "top_h": "accel_top.h.j2",
