@@ -57,7 +57,17 @@ module fpmac_array_pe #(
     localparam AAW    = ADEPTH > 1 ? $clog2(ADEPTH) : 1;
     localparam BAW    = BDEPTH > 1 ? $clog2(BDEPTH) : 1;
     localparam CAW    = CDEPTH > 1 ? $clog2(CDEPTH) : 1;
-    localparam integer MAX_M_I = MAX_M, MAX_N_I = MAX_N, MAX_K_I = MAX_K, MAX_FB_I = MAX_FB;
+    localparam SELW   = ROWS * COLS > 1 ? $clog2(ROWS * COLS) : 1;  // index of a C bank
+    localparam XW     = 17;  // exact width of the address arithmetic: (tile <= 259) * (MAX_K or TN <= 255) + 255
+    // sized constants, so that every operator sees operands of one width
+    localparam integer MAX_M_I = MAX_M, MAX_N_I = MAX_N, MAX_K_I = MAX_K, MAX_FB_I = MAX_FB, TN_I = TN;
+    localparam integer ROWS_I = ROWS, COLS_I = COLS, ROWS_L = ROWS - 1, COLS_L = COLS - 1;
+    localparam [7:0]      MAX_M8 = MAX_M_I[7:0], MAX_N8 = MAX_N_I[7:0], MAX_K8 = MAX_K_I[7:0];
+    localparam [4:0]      MAX_FB5 = MAX_FB_I[4:0];
+    localparam [7:0]      ROWS_L8 = ROWS_L[7:0], COLS_L8 = COLS_L[7:0];
+    localparam [8:0]      ROWS9 = ROWS_I[8:0], COLS9 = COLS_I[8:0];
+    localparam [XW-1:0]   MAX_KX = MAX_K_I[XW-1:0], TNX = TN_I[XW-1:0];
+    localparam [SELW-1:0] COLS_S = COLS_I[SELW-1:0];  // modulo 2^SELW: i_r * COLS + j_c < 2^SELW all the same
 
     generate
         if (W > 32 || ROWS < 1 || COLS < 1 || MAX_M < 1 || MAX_M > 255 || MAX_N < 1 || MAX_N > 255 || MAX_K < 1
@@ -78,24 +88,30 @@ module fpmac_array_pe #(
     wire [7:0] h_m = in_data[7:0], h_n = in_data[15:8], h_k = in_data[23:16];
     wire [4:0] h_fb = in_data[28:24];
     wire h_zero = h_m == 0 || h_n == 0 || h_k == 0 || h_fb == 0;
-    wire h_big = h_m > MAX_M_I || h_n > MAX_N_I || h_k > MAX_K_I || h_fb > MAX_FB_I;
+    // a comparison is constant false when its limit is the field's largest value (255, or 31 for fb)
+    /* verilator lint_off CMPCONST */
+    wire h_big = h_m > MAX_M8 || h_n > MAX_N8 || h_k > MAX_K8 || h_fb > MAX_FB5;
+    /* verilator lint_on CMPCONST */
 
     // ---- index counters: i = it * ROWS + ir, j = jt * COLS + jc, k -------------------------------------
     reg [7:0] i_lin, i_t, i_r, j_lin, j_t, j_c, k_i;
     wire i_last = i_lin == dim_m - 1, j_last = j_lin == dim_n - 1, k_last = k_i == dim_k - 1;
-    wire [7:0] i_r_nx = i_r == ROWS - 1 ? 8'd0 : i_r + 8'd1;
-    wire [7:0] i_t_nx = i_r == ROWS - 1 ? i_t + 8'd1 : i_t;
-    wire [7:0] j_c_nx = j_c == COLS - 1 ? 8'd0 : j_c + 8'd1;
-    wire [7:0] j_t_nx = j_c == COLS - 1 ? j_t + 8'd1 : j_t;
+    wire [7:0] i_r_nx = i_r == ROWS_L8 ? 8'd0 : i_r + 8'd1;
+    wire [7:0] i_t_nx = i_r == ROWS_L8 ? i_t + 8'd1 : i_t;
+    wire [7:0] j_c_nx = j_c == COLS_L8 ? 8'd0 : j_c + 8'd1;
+    wire [7:0] j_t_nx = j_c == COLS_L8 ? j_t + 8'd1 : j_t;
 
     // ---- input stream ----------------------------------------------------------------------------
     assign in_ready = state == S_HDR || state == S_LOADA || state == S_LOADB || state == S_LOADC;
     wire take = in_valid && in_ready;
     wire [W-1:0] word = in_data[W-1:0];
     wire load_a = take && state == S_LOADA, load_b = take && state == S_LOADB, load_c = take && state == S_LOADC;
-    wire [AAW-1:0] a_waddr = i_t * MAX_K + k_i;
-    wire [BAW-1:0] b_waddr = j_t * MAX_K + k_i;
-    wire [CAW-1:0] c_waddr = i_t * TN + j_t;
+    wire [XW-1:0] a_wfull = {9'd0, i_t} * MAX_KX + {9'd0, k_i};
+    wire [XW-1:0] b_wfull = {9'd0, j_t} * MAX_KX + {9'd0, k_i};
+    wire [XW-1:0] c_wfull = {9'd0, i_t} * TNX + {9'd0, j_t};
+    wire [AAW-1:0] a_waddr = a_wfull[AAW-1:0];
+    wire [BAW-1:0] b_waddr = b_wfull[BAW-1:0];
+    wire [CAW-1:0] c_waddr = c_wfull[CAW-1:0];
     wire a_done = i_last && k_last, b_done = j_last && k_last, c_done = i_last && j_last;
 
     // ---- compute schedule: tile pointer (ti, tj), its group's first tile, slot, step k ------------------
@@ -104,15 +120,18 @@ module fpmac_array_pe #(
     reg [1:0] slot;
     reg       issuing;
     wire       slot_valid = ti_base < {1'b0, dim_m};
-    wire       tj_wrap = tj_base + COLS >= {1'b0, dim_n};
+    wire       tj_wrap = tj_base + COLS9 >= {1'b0, dim_n};
     wire [7:0] nti = tj_wrap ? ti + 8'd1 : ti;
     wire [7:0] ntj = tj_wrap ? 8'd0 : tj + 8'd1;
-    wire [8:0] nti_base = tj_wrap ? ti_base + ROWS : ti_base;
-    wire [8:0] ntj_base = tj_wrap ? 9'd0 : tj_base + COLS;
+    wire [8:0] nti_base = tj_wrap ? ti_base + ROWS9 : ti_base;
+    wire [8:0] ntj_base = tj_wrap ? 9'd0 : tj_base + COLS9;
     wire       kk_last = kk == dim_k - 1;
-    wire [AAW-1:0] a_raddr = ti * MAX_K + kk;
-    wire [BAW-1:0] b_raddr = tj * MAX_K + kk;
-    wire [CAW-1:0] t_caddr = ti * TN + tj;
+    wire [XW-1:0] a_rfull = {9'd0, ti} * MAX_KX + {9'd0, kk};
+    wire [XW-1:0] b_rfull = {9'd0, tj} * MAX_KX + {9'd0, kk};
+    wire [XW-1:0] t_cfull = {9'd0, ti} * TNX + {9'd0, tj};
+    wire [AAW-1:0] a_raddr = a_rfull[AAW-1:0];
+    wire [BAW-1:0] b_raddr = b_rfull[BAW-1:0];
+    wire [CAW-1:0] t_caddr = t_cfull[CAW-1:0];
 
     // stage I (the cycle after the reads) and the MAC pipeline's shadow, for the store of finished outputs
     reg           v1, first1, last1;
@@ -128,7 +147,8 @@ module fpmac_array_pe #(
     wire out_step = state == S_OUT && give;
     wire [7:0] o_i_t = out_step && j_last ? i_t_nx : i_t;
     wire [7:0] o_j_t = out_step ? (j_last ? 8'd0 : j_t_nx) : j_t;
-    wire [CAW-1:0] o_raddr = state == S_OUT ? o_i_t * TN + o_j_t : {CAW{1'b0}};
+    wire [XW-1:0]  o_rfull = {9'd0, o_i_t} * TNX + {9'd0, o_j_t};
+    wire [CAW-1:0] o_raddr = state == S_OUT ? o_rfull[CAW-1:0] : {CAW{1'b0}};
     wire [CAW-1:0] c_raddr = state == S_COMP ? t_caddr : o_raddr;
 
     // ---- buffers and the array ---------------------------------------------------------------------
@@ -160,8 +180,19 @@ module fpmac_array_pe #(
         end
     endgenerate
 
-    wire [W-1:0] c_sel = c_q[(i_r*COLS + j_c)*W +: W];
-    wire [31:0]  c_word = c_sel;  // zero-extended container
+    wire [SELW-1:0] c_bank = i_r[SELW-1:0] * COLS_S + j_c[SELW-1:0];
+    wire [W-1:0]    c_words [0:ROWS*COLS-1];
+    wire [31:0]     c_word;  // the container, zero-extended
+    genvar gs;
+    generate
+        for (gs = 0; gs < ROWS * COLS; gs = gs + 1) begin : g_sel
+            assign c_words[gs] = c_q[gs*W +: W];
+        end
+        assign c_word[W-1:0] = c_words[c_bank];
+        if (W < 32) begin : g_ext
+            assign c_word[31:W] = {(32-W){1'b0}};
+        end
+    endgenerate
     assign out_data = state == S_STATUS ? {30'd0, status} : c_word;
 
     // ---- control ----------------------------------------------------------------------------------
@@ -238,7 +269,7 @@ module fpmac_array_pe #(
                 end
                 S_COMP: begin
                     if (issuing) begin
-                        if (slot == SLOTS - 1) begin
+                        if (slot == 2'd3) begin  // SLOTS - 1
                             slot <= 0;
                             if (kk_last) begin  // the group is done: the next one starts after its last tile
                                 kk <= 0;
