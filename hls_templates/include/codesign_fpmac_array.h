@@ -110,8 +110,11 @@ struct pe {
     for (int group = 0; group * SLOTS < tiles; ++group)
       for (int k = 0; k < h.k; ++k)
         for (int s = 0; s < SLOTS; ++s) {
+          // acc[s] is read SLOTS iterations after it is written (distance 4 = SLOTS); c is read at a tile's
+          // first step and written at its last, never for two tiles of one group at once
 #pragma HLS PIPELINE II = 1
 #pragma HLS DEPENDENCE variable = acc inter true distance = 4
+#pragma HLS DEPENDENCE variable = c inter false
           const int t = group * SLOTS + s;
           if (t >= tiles) continue;
           const int ti = t / tn, tj = t % tn;

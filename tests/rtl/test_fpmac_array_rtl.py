@@ -28,7 +28,7 @@ QUICK = {
 }
 
 
-def _check(spec, tmp_path, options=FpmacArrayStimulusOptions(min_macs=3000)):
+def _check(spec, tmp_path, options=FpmacArrayStimulusOptions(min_macs=2000)):
     pe = get_pe("fpmac_array")
     stimulus = pe.build_stimulus(spec, options)
     vectors = pe.write_vectors(spec, stimulus, tmp_path / "vectors.txt")
