@@ -111,7 +111,7 @@ struct pe {
       for (int k = 0; k < h.k; ++k)
         for (int s = 0; s < SLOTS; ++s) {
           // acc[s] is read SLOTS iterations after it is written (distance 4 = SLOTS); c is read at a tile's
-          // first step and written at its last, never for two tiles of one group at once
+          // first step and written at its last step, and no later iteration reads that tile's address
 #pragma HLS PIPELINE II = 1
 #pragma HLS DEPENDENCE variable = acc inter true distance = 4
 #pragma HLS DEPENDENCE variable = c inter false
