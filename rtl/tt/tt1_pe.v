@@ -58,21 +58,19 @@ module tt1_pe #(
     reg [7:0] kc_n;  // chunks per row
     reg [1:0] status;
 
-    // ---- input chunk assembly ----------------------------------------------------------------
-    reg [CWM*32-1:0] cbuf;
-    reg [3:0] wcnt;  // word within the chunk
+    // ---- header and input chunks ----------------------------------------------------------------
+    wire [1:0] hdr_status;
+    wire [31:0] hdr_chunks;  // ceil(dim / LANES) of every header field
+    tt_header #(.DIMS(4), .LANES(LANES), .MAX_J(MAX_J), .MAX_K(MAX_K), .MAX_L(MAX_L)) u_hdr (
+        .word(in_data), .status(hdr_status), .chunks(hdr_chunks));
     wire loading = state == S_LOADB || state == S_LOADA;
     assign in_ready = state == S_HDR || loading;
     wire take = in_valid && in_ready;
-    wire [3:0] cw_now = state == S_LOADB ? CWB : CWA;
-    wire chunk_done = take && loading && wcnt == cw_now - 1;
-    wire [CWM*32-1:0] full;
-    genvar gw;
-    generate
-        for (gw = 0; gw < CWM; gw = gw + 1) begin : g_full
-            assign full[gw*32 +: 32] = (wcnt == gw) ? in_data : cbuf[gw*32 +: 32];
-        end
-    endgenerate
+    wire chunk_done;
+    wire [CWM*32-1:0] full;  // the chunk's words, the one being taken included
+    tt_chunk_in #(.CWM(CWM)) u_in (
+        .clk(clk), .rst(rst), .clear(state == S_STATUS), .take(take && loading),
+        .words(state == S_LOADB ? CWB[3:0] : CWA[3:0]), .in_data(in_data), .chunk(full), .done(chunk_done));
 
     // ---- counters ------------------------------------------------------------------------------
     reg [7:0] cc, jj, ll, ii;        // chunk in row, j, l (load), i
@@ -141,34 +139,24 @@ module tt1_pe #(
     always @(posedge clk) begin
         if (rst) begin
             state <= S_HDR;
-            wcnt <= 0;
             v1 <= 0;
             clr <= 0;
         end else begin
             v1 <= state == S_COMP;
             clr <= 0;
-            if (take && loading) begin
-                cbuf[wcnt*32 +: 32] <= in_data;
-                wcnt <= chunk_done ? 4'd0 : wcnt + 4'd1;
-            end
             case (state)
                 S_HDR: if (take) begin
                     dim_i <= in_data[7:0];
                     dim_j <= in_data[15:8];
                     dim_k <= in_data[23:16];
                     dim_l <= in_data[31:24];
-                    kc_n <= (in_data[23:16] + LANES - 1) >> LG;
-                    if (in_data[7:0] == 0 || in_data[15:8] == 0 || in_data[23:16] == 0 || in_data[31:24] == 0)
-                        status <= 2'd1;
-                    else if (in_data[15:8] > MAX_J || in_data[23:16] > MAX_K || in_data[31:24] > MAX_L)
-                        status <= 2'd2;
-                    else
-                        status <= 2'd0;
+                    kc_n <= hdr_chunks[23:16];
+                    status <= hdr_status;
                     state <= S_STATUS;
                 end
                 S_STATUS: if (give) begin
                     state <= status == 0 ? S_LOADB : S_HDR;
-                    cc <= 0; jj <= 0; ll <= 0; bank <= 0; bwptr <= 0; bbase <= 0; wcnt <= 0;
+                    cc <= 0; jj <= 0; ll <= 0; bank <= 0; bwptr <= 0; bbase <= 0;
                 end
                 S_LOADB: if (chunk_done) begin
                     cc <= cc == kc_n - 1 ? 8'd0 : cc + 8'd1;

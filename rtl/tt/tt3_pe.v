@@ -46,21 +46,19 @@ module tt3_pe #(
     reg [7:0] dim_i, dim_j, jc_n, ic_n;
     reg [1:0] status;
 
-    // ---- input chunk assembly ----------------------------------------------------------------
-    reg [CWM*32-1:0] cbuf;
-    reg [3:0] wcnt;
+    // ---- header and input chunks ----------------------------------------------------------------
+    wire [1:0] hdr_status;
+    wire [31:0] hdr_chunks;  // ceil(dim / LANES) of every header field
+    tt_header #(.DIMS(2), .LANES(LANES), .MAX_J(MAX_J)) u_hdr (
+        .word(in_data), .status(hdr_status), .chunks(hdr_chunks));
     wire loading = state == S_LOADB || state == S_LOADA;
     assign in_ready = state == S_HDR || loading;
     wire take = in_valid && in_ready;
-    wire [3:0] cw_now = state == S_LOADB ? CWB : CWA;
-    wire chunk_done = take && loading && wcnt == cw_now - 1;
-    wire [CWM*32-1:0] full;
-    genvar gw;
-    generate
-        for (gw = 0; gw < CWM; gw = gw + 1) begin : g_full
-            assign full[gw*32 +: 32] = (wcnt == gw) ? in_data : cbuf[gw*32 +: 32];
-        end
-    endgenerate
+    wire chunk_done;
+    wire [CWM*32-1:0] full;  // the chunk's words, the one being taken included
+    tt_chunk_in #(.CWM(CWM)) u_in (
+        .clk(clk), .rst(rst), .clear(state == S_STATUS), .take(take && loading),
+        .words(state == S_LOADB ? CWB[3:0] : CWA[3:0]), .in_data(in_data), .chunk(full), .done(chunk_done));
 
     reg [7:0] bc, ic, jcc;  // chunk of B being loaded, chunk of A, chunk of B being multiplied
     reg [7:0] iv, ov;       // lane of A (the row i), lane of the product being sent
@@ -101,26 +99,19 @@ module tt3_pe #(
     always @(posedge clk) begin
         if (rst) begin
             state <= S_HDR;
-            wcnt <= 0;
         end else begin
-            if (take && loading) begin
-                cbuf[wcnt*32 +: 32] <= in_data;
-                wcnt <= chunk_done ? 4'd0 : wcnt + 4'd1;
-            end
             case (state)
                 S_HDR: if (take) begin
                     dim_i <= in_data[7:0];
                     dim_j <= in_data[15:8];
-                    jc_n <= (in_data[15:8] + LANES - 1) >> LG;
-                    ic_n <= (in_data[7:0] + LANES - 1) >> LG;
-                    if (in_data[31:16] != 0 || in_data[7:0] == 0 || in_data[15:8] == 0) status <= 2'd1;
-                    else if (in_data[15:8] > MAX_J) status <= 2'd2;
-                    else status <= 2'd0;
+                    jc_n <= hdr_chunks[15:8];
+                    ic_n <= hdr_chunks[7:0];
+                    status <= hdr_status;
                     state <= S_STATUS;
                 end
                 S_STATUS: if (give) begin
                     state <= status == 0 ? S_LOADB : S_HDR;
-                    bc <= 0; ic <= 0; wcnt <= 0;
+                    bc <= 0; ic <= 0;
                 end
                 S_LOADB: if (chunk_done) begin
                     bc <= bc + 8'd1;
