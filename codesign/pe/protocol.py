@@ -57,7 +57,8 @@ class RtlOutcome:
 class GridCase:
     """One point of a PE's verification grid: the same spec, target and stimulus at every level.
 
-    ``slow`` marks points the quick test run (``-m "not slow"``) leaves out.
+    ``slow`` marks points the quick test run (``-m "not slow"``) leaves out;
+    ``long`` marks points only the extended run (``make test-long``, ``-m long``) checks.
     """
 
     id: str
@@ -65,6 +66,7 @@ class GridCase:
     target: BuildTarget = BuildTarget()
     options: Any = None  # stimulus options; None means the PE's defaults
     slow: bool = False
+    long: bool = False
 
 
 class ProcessingElement:

@@ -15,7 +15,8 @@ import pytest
 from codesign.hw.flow import LEVELS, generate_project, run_csim, run_rtl
 from codesign.pe import get_pe, pe_names
 
-CASES = [pytest.param(name, case, marks=[pytest.mark.slow] if case.slow else [], id=f"{name}-{case.id}")
+CASES = [pytest.param(name, case, marks=[pytest.mark.slow] * case.slow + [pytest.mark.long] * case.long,
+                      id=f"{name}-{case.id}")
          for name in pe_names() for case in get_pe(name).verification_grid()]
 
 

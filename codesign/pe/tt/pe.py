@@ -25,6 +25,20 @@ from codesign.pe.tt.stimulus import TtStimulusOptions
 from codesign.resources import data_dir
 
 LIBRARY_HEADER = "codesign_tt.h"
+LONG_CONTRACTIONS = 10_000  # contractions per configuration in the extended grid
+
+
+def with_long_twins(cases: list[GridCase]) -> list[GridCase]:
+    """The grid, then every configuration again with at least :data:`LONG_CONTRACTIONS` contractions (``long``).
+
+    The quick points check at least 10 000 MACs in a few dozen
+    transactions; their twins add small random contractions until 10^4 are
+    checked at every level (minutes of RTL simulation per point).
+    """
+    twins = [GridCase(f"{case.id}_10k", case.spec, case.target,
+                      TtStimulusOptions(min_contractions=LONG_CONTRACTIONS, seed=3000 + index), long=True)
+             for index, case in enumerate(cases)]
+    return cases + twins
 
 
 class _TtPE(StreamPE):
@@ -90,8 +104,9 @@ class Tt1PE(_TtPE):
     reference_model = staticmethod(reference.pe1_reference)
 
     def verification_grid(self) -> list[GridCase]:
-        """Paper widths forward (8 x 4) and backward (16 x 4), the 16 x 8 array and smaller ones, 16-bit sums."""
-        return [
+        """Paper widths forward (8 x 4) and backward (16 x 4), the 16 x 8 array and smaller ones, 16-bit sums; each
+        again with 10^4 contractions (``long``)."""
+        return with_long_twins([
             GridCase("l16r8_a8b4_acc32", Tt1Spec()),
             GridCase("l16r8_a16b4_acc32", Tt1Spec(a_bits=16, max_j=8, max_k=40, max_l=20)),
             GridCase("l4r3_a16b16_acc16", Tt1Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5,
@@ -100,7 +115,7 @@ class Tt1PE(_TtPE):
                                                 max_l=4)),
             GridCase("l8r8_a8b8_acc20", Tt1Spec(lanes=8, rows=8, a_bits=8, b_bits=8, acc_bits=20, max_j=4,
                                                 max_k=24, max_l=17)),
-        ]
+        ])
 
     def estimate_specs(self) -> list[Tt1Spec]:
         return [Tt1Spec(), Tt1Spec(a_bits=16), Tt1Spec(lanes=8, rows=4)]
@@ -114,8 +129,9 @@ class Tt2PE(_TtPE):
     reference_model = staticmethod(reference.pe2_reference)
 
     def verification_grid(self) -> list[GridCase]:
-        """Paper widths forward (8 x 4) and backward (16 x 4), the 16 x 8 array and smaller ones, 16-bit sums."""
-        return [
+        """Paper widths forward (8 x 4) and backward (16 x 4), the 16 x 8 array and smaller ones, 16-bit sums; each
+        again with 10^4 contractions (``long``)."""
+        return with_long_twins([
             GridCase("l16r8_a8b4_acc32", Tt2Spec(max_j=20, max_k=40, max_l=20)),
             GridCase("l16r8_a16b4_acc32", Tt2Spec(a_bits=16, max_j=12, max_k=33, max_l=17)),
             GridCase("l4r3_a16b16_acc16", Tt2Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5,
@@ -124,7 +140,7 @@ class Tt2PE(_TtPE):
                                                 max_l=4)),
             GridCase("l8r8_a8b8_acc20", Tt2Spec(lanes=8, rows=8, a_bits=8, b_bits=8, acc_bits=20, max_j=9,
                                                 max_k=24, max_l=17)),
-        ]
+        ])
 
     def estimate_specs(self) -> list[Tt2Spec]:
         return [Tt2Spec(), Tt2Spec(a_bits=16), Tt2Spec(lanes=8, rows=4)]
@@ -139,14 +155,15 @@ class Tt3PE(_TtPE):
     parameter_order = ("lanes", "a_bits", "b_bits", "max_j")
 
     def verification_grid(self) -> list[GridCase]:
-        """Paper widths (8-bit inputs x 16-bit gradients, 16 lanes), 16 x 16 and narrow codes, 1..8 lanes."""
-        return [
+        """Paper widths (8-bit inputs x 16-bit gradients, 16 lanes), 16 x 16 and narrow codes, 1..8 lanes; each again
+        with 10^4 contractions (``long``)."""
+        return with_long_twins([
             GridCase("l16_a8b16", Tt3Spec()),
             GridCase("l16_a16b16", Tt3Spec(a_bits=16, max_j=40)),
             GridCase("l4_a4b8", Tt3Spec(lanes=4, a_bits=4, b_bits=8, max_j=9)),
             GridCase("l1_a2b3", Tt3Spec(lanes=1, a_bits=2, b_bits=3, max_j=5)),
             GridCase("l8_a12b5", Tt3Spec(lanes=8, a_bits=12, b_bits=5, max_j=255)),
-        ]
+        ])
 
     def estimate_specs(self) -> list[Tt3Spec]:
         return [Tt3Spec(), Tt3Spec(a_bits=16), Tt3Spec(lanes=8)]

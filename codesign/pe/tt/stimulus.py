@@ -28,14 +28,18 @@ Transaction = tuple[np.ndarray, np.ndarray]
 
 @dataclass(frozen=True, kw_only=True)
 class TtStimulusOptions:
-    """What ``codesign verify tt*`` checks: directed cases plus random transactions until ``min_macs`` MACs."""
+    """What ``codesign verify tt*`` checks: directed cases, random transactions until ``min_macs`` MACs, then small
+    random transactions until ``min_contractions`` accepted transactions (contractions) in all."""
 
     min_macs: int = 10_000
+    min_contractions: int = 0
     seed: int = 2026
 
     def __post_init__(self) -> None:
-        if isinstance(self.min_macs, bool) or not isinstance(self.min_macs, int) or self.min_macs < 0:
-            raise ValueError(f"min_macs must be an int >= 0, got {self.min_macs!r}")
+        for name in ("min_macs", "min_contractions"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
 
 
 def _draw(rng: np.random.Generator, bits: int, shape, mode: str = "any") -> np.ndarray:
@@ -115,6 +119,32 @@ def random(spec: Tt1Spec | Tt2Spec, count: int, rng: np.random.Generator) -> lis
     return out
 
 
+def _small(rng: np.random.Generator, limit: int) -> int:
+    """A dimension in 1..limit, log-uniform: mostly small, every size reachable."""
+    return min(limit, int(np.exp(rng.uniform(0.0, np.log(limit + 1)))))
+
+
+def small_random(spec: TtSpec, count: int, rng: np.random.Generator) -> list[Transaction]:
+    """Many cheap contractions: dimensions log-uniform up to two chunks plus one along the lanes, two row groups
+    plus one along the rows, 8 along ``J`` (PE3: 2 chunks plus one of both operands), within the build's limits,
+    so chunk edges and partial row groups come up often; codes anywhere in their range or at its ends, random
+    ignored bits in a third of them. The large sizes are the directed set's and :func:`random`'s."""
+    out = []
+    edge = 2 * spec.lanes + 1
+    for _ in range(count):
+        mode = str(rng.choice(["any", "any", "ends"]))
+        if isinstance(spec, Tt3Spec):
+            a = _draw(rng, spec.a_bits, (_small(rng, edge),), mode)
+            b = _draw(rng, spec.b_bits, (_small(rng, min(edge, spec.max_j)),), mode)
+        else:
+            i, j = _small(rng, 2), _small(rng, min(8, spec.max_j))
+            k, l = _small(rng, min(edge, spec.max_k)), _small(rng, min(2 * spec.rows + 1, spec.max_l))
+            a = _draw(rng, spec.a_bits, (i, j, k), mode)
+            b = _draw(rng, spec.b_bits, golden.b_shape(spec, j, k, l), mode)
+        out.append(_pair(spec, a, b, rng if rng.random() < 1 / 3 else None))
+    return out
+
+
 # ---------------------------------------------------------------------------- PE3
 def pe3_directed(spec: Tt3Spec, rng: np.random.Generator) -> list[Transaction]:
     """Single values, ``I`` and ``J`` around chunk edges and at the limits, zeros, both code-range ends, random
@@ -170,11 +200,20 @@ def count_macs(spec: TtSpec, transactions) -> int:
     return total
 
 
+def count_contractions(transactions) -> int:
+    """Accepted transactions: each is one contraction (PE3: one outer product)."""
+    return sum(int(words_out[0]) == STATUS_OK for _, words_out in transactions)
+
+
 def build(spec: TtSpec, options: TtStimulusOptions) -> list[Transaction]:
-    """The directed set, then random transactions until at least ``options.min_macs`` MACs are checked."""
+    """The directed set, random transactions until at least ``options.min_macs`` MACs are checked, then small
+    random ones until at least ``options.min_contractions`` contractions are."""
     rng = np.random.default_rng(options.seed)
     pe3 = isinstance(spec, Tt3Spec)
     transactions = pe3_directed(spec, rng) if pe3 else directed(spec, rng)
     while count_macs(spec, transactions) < options.min_macs:
         transactions += pe3_random(spec, 2, rng) if pe3 else random(spec, 8, rng)
+    missing = options.min_contractions - count_contractions(transactions)
+    if missing > 0:
+        transactions += small_random(spec, missing, rng)
     return transactions

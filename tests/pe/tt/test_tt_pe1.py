@@ -9,7 +9,7 @@ from codesign.pe import get_pe
 from codesign.pe.tt import contract, golden
 from codesign.pe.tt.cycles import pe1_cycles
 from codesign.pe.tt.reference import pe1_reference
-from codesign.pe.tt.spec import Tt1Spec
+from codesign.pe.tt.spec import Tt1Spec, Tt3Spec
 from codesign.pe.tt.stimulus import TtStimulusOptions, count_macs
 from codesign.pe.tt.stimulus import build as build_stimulus
 from codesign.train.tt.ttm import tt_forward
@@ -79,7 +79,7 @@ def test_pe1_refusals():
         golden.words(spec, np.zeros((1, 1, 1), int), np.full((1, 1, 1), 8))
 
 
-@pytest.mark.parametrize("case", get_pe("tt1").verification_grid(), ids=lambda c: c.id)
+@pytest.mark.parametrize("case", [c for c in get_pe("tt1").verification_grid() if not c.long], ids=lambda c: c.id)
 def test_golden_equals_reference_and_reaches_the_mac_target(case):
     transactions = build_stimulus(case.spec, TtStimulusOptions())
     assert count_macs(case.spec, transactions) >= 10_000
@@ -109,3 +109,30 @@ def test_last_core_mapping_equals_tt_forward():
         golden.last_core_operands(state[:, :, :2], cores[1])
     with pytest.raises(ValueError, match="rank and mode >= 1"):
         golden.last_core_operands(state, np.zeros((0, 5, 6, 1)))
+
+
+@pytest.mark.parametrize("name", ["tt1", "tt2", "tt3"])
+def test_grid_has_five_configurations_and_a_10k_contraction_twin_of_each(name):
+    grid = get_pe(name).verification_grid()
+    quick = [case for case in grid if not case.long]
+    twins = {case.id: case for case in grid if case.long}
+    assert len(quick) == 5 and len(twins) == 5
+    for case in quick:
+        twin = twins[f"{case.id}_10k"]
+        assert twin.spec == case.spec and twin.options.min_contractions >= 10_000
+
+
+@pytest.mark.parametrize("spec", [Tt1Spec(lanes=4, rows=3, max_j=5, max_k=9, max_l=7), Tt3Spec(lanes=4, max_j=9)])
+def test_min_contractions_adds_small_contractions_with_right_answers(spec):
+    from codesign.pe.tt.reference import pe3_reference
+    from codesign.pe.tt.stimulus import count_contractions
+
+    base = build_stimulus(spec, TtStimulusOptions())
+    more = build_stimulus(spec, TtStimulusOptions(min_contractions=len(base) + 150))
+    assert count_contractions(more) == len(base) + 150 > count_contractions(base)
+    reference = pe3_reference if isinstance(spec, Tt3Spec) else pe1_reference
+    fields = spec.to_dict()
+    for words_in, words_out in more[len(base):]:
+        assert reference(words_in, **fields) == words_out.tolist()
+    with pytest.raises(ValueError, match="min_contractions"):
+        TtStimulusOptions(min_contractions=-1)

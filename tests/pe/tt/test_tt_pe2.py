@@ -52,7 +52,7 @@ def test_pe2_saturates_every_product_in_order():
         golden.contract_middle(a, b[:, :3], acc_bits=16)
 
 
-@pytest.mark.parametrize("case", get_pe("tt2").verification_grid(), ids=lambda c: c.id)
+@pytest.mark.parametrize("case", [c for c in get_pe("tt2").verification_grid() if not c.long], ids=lambda c: c.id)
 def test_golden_equals_reference_and_reaches_the_mac_target(case):
     transactions = build_stimulus(case.spec, TtStimulusOptions())
     assert count_macs(case.spec, transactions) >= 10_000

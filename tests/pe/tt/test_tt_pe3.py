@@ -48,7 +48,7 @@ def test_pe3_header_rule():
         golden.words(spec, np.array([1]), np.array([1 << 15]))
 
 
-@pytest.mark.parametrize("case", get_pe("tt3").verification_grid(), ids=lambda c: c.id)
+@pytest.mark.parametrize("case", [c for c in get_pe("tt3").verification_grid() if not c.long], ids=lambda c: c.id)
 def test_golden_equals_reference_and_reaches_the_mac_target(case):
     transactions = build_stimulus(case.spec, TtStimulusOptions())
     assert count_macs(case.spec, transactions) >= 10_000
