@@ -25,25 +25,23 @@ from pynq import Device, Overlay
 
 from codesign.deploy.driver import AccelIP, driver_class
 from codesign.deploy.emulated import EmulatedBoard
-from codesign.deploy.manifest import (
-    MANIFEST_FILE,
-    DeployError,
-    check_design,
-    check_ip_dict,
-    ip_by_name,
-    load_manifest,
-)
+from codesign.deploy.manifest import DeployError, check_design, check_ip_dict, ip_by_name, load_manifest
 
 
 class EmulatedBoardNotice(UserWarning):
     """The overlay runs on the emulated board because no PYNQ board (or no bitstream) was found."""
 
 
-def board_attached() -> bool:
-    """Whether PYNQ finds a real device here (never the emulated one)."""
+def board_devices() -> list[Device]:
+    """The real devices PYNQ finds here (an emulated board is never among them)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # PYNQ warns when it finds none
-        return any(not isinstance(device, EmulatedBoard) for device in Device.devices)
+        return [device for device in Device.devices if not isinstance(device, EmulatedBoard)]
+
+
+def board_attached() -> bool:
+    """Whether PYNQ finds a real device here."""
+    return bool(board_devices())
 
 
 def _build_root(path: Path) -> Path:
@@ -82,10 +80,11 @@ class CodesignOverlay(Overlay):
     def _choose_device(root: Path, manifest: dict, emulate: bool | None, bitfile: Path, handoff: Path):
         if emulate:
             return EmulatedBoard(root).activate(), True
-        attached = board_attached()
-        have_bitstream = bitfile.is_file() and handoff.is_file()
+        boards = board_devices()
+        attached, have_bitstream = bool(boards), bitfile.is_file() and handoff.is_file()
         if attached and have_bitstream:
-            return Device.active_device, False
+            Device.active_device = boards[0]  # an emulated board may have been active before
+            return boards[0], False
         if emulate is False:
             why = "no PYNQ board found" if not attached else f"{bitfile.name} or {handoff.name} missing in {root}"
             raise DeployError(f"cannot open design {manifest['design']!r} on a board: {why}")
@@ -114,4 +113,4 @@ class CodesignOverlay(Overlay):
         return "\n".join(lines)
 
 
-__all__ = ["MANIFEST_FILE", "CodesignOverlay", "EmulatedBoardNotice", "board_attached"]
+__all__ = ["CodesignOverlay", "EmulatedBoardNotice", "board_attached", "board_devices"]

@@ -1,9 +1,10 @@
 """Training through the driver on the emulated board ends bit-identical to the golden design-point run.
 
 The design is the shipped examples/digits_abvs.toml (FB-float MLP on the
-digits, ABVS); every layer GEMM of the board run is sent to the
+digits, ABVS, FB 6..9); every layer GEMM of the board run goes to the
 fpmac_array IP's generated HLS C++ on the emulated board, tiled to its
-buffers. The golden run calls the golden FP-MAC GEMM on whole layers.
+32 x 32 x 32 buffers. The golden run calls the golden FP-MAC GEMM on whole
+layers.
 """
 
 from __future__ import annotations
@@ -14,52 +15,36 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codesign.pe import REGISTRY
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits_abvs.toml"
+from codesign.deploy import CodesignOverlay, write_emulation_folder
+from codesign.deploy.training import BoardTrainer
+from codesign.design import load_design
+from codesign.train.data import load_digits_dataset
+from codesign.train.hw_golden import FbMlpTrainer, HwTrainSetup
 
 pytestmark = pytest.mark.slow
 
-STEPS = 3  # SGD steps per epoch, two epochs: the FB may change between them
-EPOCHS = 2
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits_abvs.toml"
+STEPS = 3  # SGD steps (batch 64) per epoch
+EPOCHS = 2  # the FB rises between them (epsilon 1), so both widths are checked
 
 
-def _fpmac_array_ip_ready() -> str | None:
-    if "fpmac_array" not in REGISTRY:
-        return "the fpmac_array PE is not registered yet (codesign.pe.REGISTRY), so no design has its IP"
-    return None
-
-
-@pytest.fixture(scope="module")
-def design():
-    why = _fpmac_array_ip_ready()
-    if why:
-        pytest.skip(why)
-    from codesign.design import load_design
-
-    return load_design(EXAMPLE)
-
-
-def test_weights_bit_identical_to_the_golden_run(design, tmp_path):
-    from codesign.deploy import CodesignOverlay, write_emulation_folder
-    from codesign.deploy.training import BoardTrainer
-    from codesign.train.data import load_digits_dataset
-    from codesign.train.hw_golden import FbMlpTrainer, HwTrainSetup
-
+def test_weights_bit_identical_to_the_golden_run(tmp_path):
+    design = load_design(EXAMPLE)
     folder = write_emulation_folder(design, tmp_path / design.board.name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         overlay = CodesignOverlay(folder, design=design, emulate=True)
     data = load_digits_dataset()
-    changes = {"epochs": EPOCHS, "epsilon": 1.0}  # epsilon 1: every check raises the FB
+    changes = {"epochs": EPOCHS, "epsilon": 1.0}
     board = BoardTrainer(overlay, design, **changes)
     golden = FbMlpTrainer(HwTrainSetup.from_design(design, **changes))
     for trainer in (board, golden):
         trainer.fit(data, progress=False, max_steps=STEPS)
-    assert [row["fb"] for row in board.history] == [row["fb"] for row in golden.history]
+    assert [row["fb"] for row in golden.history] == [6, 7]
+    assert [row["fb"] for row in board.history] == [6, 7]
     assert [row["accuracy"] for row in board.history] == [row["accuracy"] for row in golden.history]
     mine, theirs = board.read_weights(), golden.read_weights()
-    assert mine["fb"] == theirs["fb"]
+    assert mine["fb"] == theirs["fb"] == 8
     compared = 0
     for key in ("weights", "biases", "velocity"):
         for index, (a, b) in enumerate(zip(mine[key], theirs[key])):
@@ -69,4 +54,4 @@ def test_weights_bit_identical_to_the_golden_run(design, tmp_path):
     parameters = sum(i * o + o for i, o in zip(golden.setup.layers[:-1], golden.setup.layers[1:]))
     assert compared == 2 * parameters  # every weight, bias and momentum word
     assert board.gemm.macs == golden.gemm.macs
-    assert board.throughput()["ip_calls"] == board.gemm.calls
+    assert board.throughput()["ip_calls"] == board.gemm.calls > 0
