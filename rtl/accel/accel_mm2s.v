@@ -57,7 +57,7 @@ module accel_mm2s #(
 
     assign m_axi_arid = 1'b0;
     assign m_axi_araddr = next_addr;
-    assign m_axi_arlen = beats - 9'd1;
+    assign m_axi_arlen = beats[7:0] - 8'd1;  // 256 beats wrap to 255
     assign m_axi_arsize = 3'd2;
     assign m_axi_arburst = 2'b01;   // INCR
     assign m_axi_arcache = 4'b0011; // normal, non-cacheable, bufferable (what Vitis HLS m_axi drives)
@@ -85,8 +85,8 @@ module accel_mm2s #(
         end else begin
             if (m_axi_arvalid && m_axi_arready) begin
                 m_axi_arvalid <= 1'b0;
-                next_addr <= next_addr + {beats, 2'b00};
-                to_request <= to_request - beats;
+                next_addr <= next_addr + {{(ADDR_BITS - 11){1'b0}}, beats, 2'b00};
+                to_request <= to_request - {23'd0, beats};
             end else if (!m_axi_arvalid && to_request != 32'd0) begin
                 m_axi_arvalid <= 1'b1;
                 beats <= next_beats;

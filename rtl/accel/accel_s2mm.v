@@ -75,7 +75,7 @@ module accel_s2mm #(
 
     assign m_axi_awid = 1'b0;
     assign m_axi_awaddr = next_addr;
-    assign m_axi_awlen = beats - 9'd1;
+    assign m_axi_awlen = beats[7:0] - 8'd1;  // 256 beats wrap to 255
     assign m_axi_awsize = 3'd2;
     assign m_axi_awburst = 2'b01;   // INCR
     assign m_axi_awcache = 4'b0011;
@@ -130,8 +130,8 @@ module accel_s2mm #(
                 m_axi_awvalid <= 1'b0;
                 in_burst <= 1'b1;
                 beat <= 9'd0;
-                next_addr <= next_addr + {beats, 2'b00};
-                to_write <= to_write - beats;
+                next_addr <= next_addr + {{(ADDR_BITS - 11){1'b0}}, beats, 2'b00};
+                to_write <= to_write - {23'd0, beats};
             end
             if (pop) begin
                 beat <= beat + 9'd1;
