@@ -569,10 +569,10 @@ def measure_shell_cost(family: str, work_dir: Path) -> dict[str, Any]:
 # A cache, so that a fit check adds the shell without running Yosys. Cells, not sites (see ResourceCounts).
 SHELL_COST_YOSYS = "Yosys 0.23"
 SHELL_COST = {
-    "xc7": {"lut": 1263, "lut_sites_min": 743, "lutram": 24, "srl": 0, "ff": 542, "dsp": 0, "carry": 83,
-            "muxf": 47, "bram_36k": 0.0},
-    "xcup": {"lut": 1263, "lut_sites_min": 739, "lutram": 24, "srl": 0, "ff": 542, "dsp": 0, "carry": 83,
-             "muxf": 62, "bram_36k": 0.0},
+    "xc7": {"lut": 1051, "lut_sites_min": 613, "lutram": 24, "srl": 0, "ff": 542, "dsp": 0, "carry": 83,
+            "muxf": 69, "bram_36k": 0.0},
+    "xcup": {"lut": 1051, "lut_sites_min": 615, "lutram": 24, "srl": 0, "ff": 542, "dsp": 0, "carry": 83,
+             "muxf": 85, "bram_36k": 0.0},
 }
 
 

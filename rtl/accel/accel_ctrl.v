@@ -99,16 +99,9 @@ module accel_ctrl #(
     assign s_axi_control_wready = wtake;
     assign s_axi_control_bresp = 2'b00;
     wire [ADDR_BITS-1:0] waddr = {s_axi_control_awaddr[ADDR_BITS-1:2], 2'b00};
-    wire [31:0] wmask = {{8{s_axi_control_wstrb[3]}}, {8{s_axi_control_wstrb[2]}}, {8{s_axi_control_wstrb[1]}},
-                         {8{s_axi_control_wstrb[0]}}};
-    wire [31:0] wbits = s_axi_control_wdata & wmask;
-
-    function [31:0] merge;  // a register word after a strobed write
-        input [31:0] old;
-        begin
-            merge = (old & ~wmask) | wbits;
-        end
-    endfunction
+    wire [31:0] wbits = s_axi_control_wdata & {{8{s_axi_control_wstrb[3]}}, {8{s_axi_control_wstrb[2]}},
+                                                {8{s_axi_control_wstrb[1]}}, {8{s_axi_control_wstrb[0]}}};
+    integer b;  // byte lane of a strobed write
 
     wire write_ctrl = wtake && waddr == OFF_CTRL;
     wire write_isr = wtake && waddr == OFF_ISR;
@@ -122,19 +115,20 @@ module accel_ctrl #(
 
     reg [31:0] rword;
     always @(*) begin
-        rword = 32'd0;
-        if (raddr == OFF_CTRL)
-            rword = {24'd0, auto_restart, 3'd0, ap_ready, ap_idle, done_bit, start_bit};
-        else if (raddr == OFF_GIE) rword = {31'd0, gie};
-        else if (raddr == OFF_IER) rword = {30'd0, ier};
-        else if (raddr == OFF_ISR) rword = {30'd0, isr};
-        else if (raddr == OFF_IN) rword = arg_in[31:0];
-        else if (raddr == OFF_IN + 4) rword = arg_in[63:32];
-        else if (raddr == OFF_OUT) rword = arg_out[31:0];
-        else if (raddr == OFF_OUT + 4) rword = arg_out[63:32];
-        else if (raddr == OFF_N_IN) rword = arg_n_in;
-        else if (raddr == OFF_N_OUT) rword = arg_n_out;
-        else if (raddr == OFF_N_TRANSACTIONS) rword = arg_n_transactions;
+        case (raddr)
+            OFF_CTRL: rword = {24'd0, auto_restart, 3'd0, ap_ready, ap_idle, done_bit, start_bit};
+            OFF_GIE: rword = {31'd0, gie};
+            OFF_IER: rword = {30'd0, ier};
+            OFF_ISR: rword = {30'd0, isr};
+            OFF_IN: rword = arg_in[31:0];
+            OFF_IN + 4: rword = arg_in[63:32];
+            OFF_OUT: rword = arg_out[31:0];
+            OFF_OUT + 4: rword = arg_out[63:32];
+            OFF_N_IN: rword = arg_n_in;
+            OFF_N_OUT: rword = arg_n_out;
+            OFF_N_TRANSACTIONS: rword = arg_n_transactions;
+            default: rword = 32'd0;
+        endcase
     end
 
     always @(posedge ap_clk) begin
@@ -163,13 +157,17 @@ module accel_ctrl #(
             if (wtake) begin
                 if (waddr == OFF_GIE && s_axi_control_wstrb[0]) gie <= s_axi_control_wdata[0];
                 if (waddr == OFF_IER && s_axi_control_wstrb[0]) ier <= s_axi_control_wdata[1:0];
-                if (waddr == OFF_IN) arg_in[31:0] <= merge(arg_in[31:0]);
-                if (waddr == OFF_IN + 4) arg_in[63:32] <= merge(arg_in[63:32]);
-                if (waddr == OFF_OUT) arg_out[31:0] <= merge(arg_out[31:0]);
-                if (waddr == OFF_OUT + 4) arg_out[63:32] <= merge(arg_out[63:32]);
-                if (waddr == OFF_N_IN) arg_n_in <= merge(arg_n_in);
-                if (waddr == OFF_N_OUT) arg_n_out <= merge(arg_n_out);
-                if (waddr == OFF_N_TRANSACTIONS) arg_n_transactions <= merge(arg_n_transactions);
+                for (b = 0; b < 4; b = b + 1) begin
+                    if (s_axi_control_wstrb[b]) begin
+                        if (waddr == OFF_IN) arg_in[8*b +: 8] <= s_axi_control_wdata[8*b +: 8];
+                        if (waddr == OFF_IN + 4) arg_in[32 + 8*b +: 8] <= s_axi_control_wdata[8*b +: 8];
+                        if (waddr == OFF_OUT) arg_out[8*b +: 8] <= s_axi_control_wdata[8*b +: 8];
+                        if (waddr == OFF_OUT + 4) arg_out[32 + 8*b +: 8] <= s_axi_control_wdata[8*b +: 8];
+                        if (waddr == OFF_N_IN) arg_n_in[8*b +: 8] <= s_axi_control_wdata[8*b +: 8];
+                        if (waddr == OFF_N_OUT) arg_n_out[8*b +: 8] <= s_axi_control_wdata[8*b +: 8];
+                        if (waddr == OFF_N_TRANSACTIONS) arg_n_transactions[8*b +: 8] <= s_axi_control_wdata[8*b +: 8];
+                    end
+                end
                 if (write_ctrl && s_axi_control_wstrb[0]) auto_restart <= s_axi_control_wdata[7];
             end
             // read channel
