@@ -174,6 +174,8 @@ class SynthJob:
             lines.append(f"read_verilog{sv} {includes} {source}")
         lines += [f"chparam -set {name} {value} {self.top}" for name, value in self.params]
         lines.append(self.synth_command)
+        # a parameter chparam cannot set in place (one a typed localparam slices) leaves the top as $paramod\...
+        lines.append(f"rename -top {self.top}")
         lines.append("tee -q -o stat.json stat -json")
         # ltp needs wires selected too, hence "*" (everything) minus the sequential cells.
         combinational = " ".join(["*", *(f"t:{pattern} %d" for pattern in SEQUENTIAL_PATTERNS)])

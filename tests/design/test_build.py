@@ -1,0 +1,109 @@
+"""The build folder of a design point: complete, deterministic, linted, and refused on bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from codesign.cli import main
+from codesign.design import load_design
+from codesign.design.build import BuildFolderError, run_build, write_build_folder
+from codesign.design.fit import DesignDoesNotFit
+from codesign.hw.build import ToolMissing
+from codesign.hw.vivado import lint_vivado_build, validate_manifest
+
+pytestmark = pytest.mark.slow
+
+# a small array, so the Yosys fit runs in seconds; the derived fields still come from techniques.abvs
+DESIGN = """
+seed = 0
+[model]
+name = "mlp"
+hidden = [16]
+[techniques.abvs]
+fb_min = 4
+fb_max = 7
+[design]
+name = "tiny_abvs"
+[design.pe.fpmac_array]
+rows = 1
+cols = 2
+max_m = 4
+max_n = 4
+max_k = 4
+"""
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    root = tmp_path_factory.mktemp("build")
+    (root / "tiny.toml").write_text(DESIGN)
+    return root
+
+
+def _tree(root):
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("board_name", ["zedboard", "ultra96v2"])
+def test_build_folder_is_complete_deterministic_and_lints(workspace, board_name):
+    design = load_design(workspace / "tiny.toml", board_name=board_name)
+    out = workspace / board_name
+    folder = write_build_folder(design, out, cache_dir=workspace / "cache")
+    manifest = json.loads((out / "design.json").read_text())
+    validate_manifest(manifest, design.board)
+    (ip,) = manifest["ips"]
+    assert ip["name"] == "fpmac_array_0" and ip["vlnv"] == "codesign:hls:fpmac_array_0_accel:1.0"
+    assert ip["base_address"] == design.board.vivado.control_base
+    assert ip["spec"]["max_fb"] == 7 and ip["spec"]["cols"] == 2  # derived and hardware-only fields
+    assert ip["registers"]["in"] == 0x10 and ip["registers"]["out"] == 0x1C
+    assert manifest["clock_mhz"] == 100.0 and manifest["board"] == board_name
+    for rel in ("hls/fpmac_array_0/run_hls.tcl", "hls/fpmac_array_0/fpmac_array_0_accel.cpp", "vivado/build.tcl",
+                "fit.json", "fit.md", "fit.png", "README.md"):
+        assert (out / rel).is_file(), rel
+    assert folder.fit.fits and json.loads((out / "fit.json").read_text())["fits"] is True
+    assert "vitis_hls -f run_hls.tcl" in (out / "README.md").read_text()
+    for board_files in (True, False):
+        lint = lint_vivado_build(out, board_files=board_files)
+        assert lint.describe().startswith("Tcl lint (recorded, not executed by Vivado)")
+        names = [command.name for command in lint.commands]
+        assert "create_bd_cell" in names and "launch_runs" in names
+    before = _tree(out)
+    write_build_folder(design, out, cache_dir=workspace / "cache")
+    assert _tree(out) == before  # byte-deterministic, and an earlier build folder may be overwritten
+
+
+def test_a_folder_that_is_not_ours_is_refused_before_anything_is_written(workspace, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    design = load_design(workspace / "tiny.toml")
+    with pytest.raises(BuildFolderError, match="holds no design.json"):
+        write_build_folder(design, tmp_path, cache_dir=workspace / "cache")
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_a_design_over_the_limit_is_refused_with_numbers_and_nothing_written(workspace, tmp_path):
+    design = load_design(workspace / "tiny.toml")
+    with pytest.raises(DesignDoesNotFit, match=r"does not fit zedboard: LUT \d+ of 53200"):
+        write_build_folder(design, tmp_path / "out", cache_dir=workspace / "cache", limit_percent=0.1)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(shutil.which("vitis_hls") is not None, reason="vitis_hls is installed: the build would run")
+def test_without_vitis_hls_the_build_says_which_commands_to_run(workspace):
+    design = load_design(workspace / "tiny.toml")
+    folder = write_build_folder(design, workspace / "zedboard", cache_dir=workspace / "cache")
+    with pytest.raises(ToolMissing, match=r"vitis_hls is not on PATH.*vitis_hls -f run_hls\.tcl.*vivado -mode batch"):
+        run_build(folder)
+
+
+def test_cli_design_and_build(workspace, capsys):
+    cache = str(workspace / "cache")
+    assert main(["design", str(workspace / "tiny.toml"), "--board", "ultra96v2", "--cache", cache]) == 0
+    assert "fpmac_array_0" in capsys.readouterr().out
+    out = workspace / "cli"
+    assert main(["build", str(workspace / "tiny.toml"), "--out", str(out), "--cache", cache, "--dry-run"]) == 0
+    assert (out / "design.json").is_file()
+    assert main(["build", str(workspace / "tiny.toml"), "--board", "arty", "--cache", cache]) == 2
+    assert "design.board: unknown board 'arty'" in capsys.readouterr().err
