@@ -105,7 +105,7 @@ class HwTrainSetup:
         if spec is None:
             from codesign.design.point import derived_pe_fields
 
-            (pe_name, fields, _), = derived_pe_fields(training)
+            (_, fields, _), = derived_pe_fields(training)
             spec = FpmacArraySpec(**fields)
         abvs = training.techniques.get("abvs")
         fb = {"fb_min": abvs.fb_min, "fb_max": abvs.fb_max, "alpha": abvs.alpha, "epsilon": abvs.epsilon} \
@@ -287,6 +287,7 @@ class FbMlpTrainer:
         return x.reshape(x.shape[0], -1)
 
     def learning_rate(self) -> float:
+        """The configuration's rate at this step: cosine over all steps of :meth:`fit` (base rate before a fit)."""
         if self.setup.schedule == "constant" or self.steps_per_epoch is None:
             return self.setup.lr
         total = self.setup.epochs * self.steps_per_epoch
@@ -340,7 +341,8 @@ class FbMlpTrainer:
 
         After each epoch the test accuracy drives the FB rule; one history row
         per epoch (epoch, fb, loss, accuracy, MACs by FB, seconds).
-        ``max_steps`` stops an epoch early (for quick runs).
+        ``max_steps`` shortens every epoch to that many steps (quick runs;
+        the cosine schedule then spans the shortened epochs).
         """
         train_x, train_y = self._features(data.train_x), np.asarray(data.train_y)
         batch = self.setup.batch_size
