@@ -129,9 +129,7 @@ class EmulatedIP:
         self.name = entry["name"]
         self.base, self.span = entry["base_address"], entry["address_range"]
         self.offsets = entry["registers"]
-        if not Path(project_dir).is_dir():
-            raise EmulationError(f"IP {self.name}: no HLS project at {project_dir}; the emulated board runs the "
-                                 "generated C++ of every IP, so the build folder must hold hls/<ip>/")
+        self._check_project(Path(project_dir))
         self.bridge = AccelBridge(Path(project_dir), build_dir=bridge_dir)
         if self.bridge.top != entry["top"]:
             raise EmulationError(f"IP {self.name}: {project_dir} implements {self.bridge.top!r}, "
@@ -139,6 +137,26 @@ class EmulatedIP:
         self.words = np.zeros(self.span // WORD.itemsize, dtype=WORD)
         self.runs, self.last_run_s = 0, 0.0
         self.reset()
+
+    def _check_project(self, project_dir: Path) -> None:
+        """The HLS project must be the one design.json describes: same PE, spec and top (not a stale render)."""
+        from codesign.hw.render import ProjectDirError, read_manifest
+
+        if not project_dir.is_dir():
+            raise EmulationError(f"IP {self.name}: no HLS project at {project_dir}; the emulated board runs the "
+                                 "generated C++ of every IP, so the build folder must hold hls/<ip>/")
+        try:
+            project = read_manifest(project_dir)
+        except ProjectDirError as error:
+            raise EmulationError(f"IP {self.name}: {error}") from None
+        if project is None:
+            raise EmulationError(f"IP {self.name}: {project_dir} is not a codesign HLS project")
+        found = (project.get("pe"), project.get("spec"), (project.get("target") or {}).get("top"))
+        wanted = (self.entry["pe"], self.entry["spec"], self.entry["top"])
+        if found != wanted:
+            raise EmulationError(f"IP {self.name}: {project_dir} was generated for PE {found[0]!r}, top {found[2]!r}, "
+                                 f"spec {found[1]}; design.json says PE {wanted[0]!r}, top {wanted[2]!r}, "
+                                 f"spec {wanted[1]}: regenerate the build folder")
 
     def reset(self) -> None:
         self.words[:] = 0
@@ -311,6 +329,8 @@ class EmulatedBoard(Device):
         return buffer
 
     def _sync(self, bo: int, offset: int, vaddr: int, nbytes: int, *, to_ddr: bool) -> None:
+        if nbytes == 0:
+            return
         ddr = self.ddr.bytes_at(bo + offset, nbytes)
         host = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * nbytes).from_address(vaddr))
         if to_ddr:

@@ -22,10 +22,10 @@ def stream_design() -> DesignPoint:
                        instances=instances)
 
 
-def golden_transactions(pe_name: str) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The PE's default stimulus: (input words, golden output words) per transaction, as uint32."""
+def golden_transactions(pe_name: str, spec_fields: dict | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The PE's default stimulus for its default spec (or ``spec_fields``): (input words, golden output words)."""
     pe = get_pe(pe_name)
-    spec = pe.spec_class()
+    spec = pe.spec_class(**(spec_fields or {}))
     return [(np.asarray(words_in, dtype=np.uint32), np.asarray(words_out, dtype=np.uint32))
             for words_in, words_out in pe.build_stimulus(spec, pe.stimulus_options())]
 

@@ -131,3 +131,22 @@ def test_missing_hls_project_is_refused(tmp_path, stream_folder):
     shutil.copy(stream_folder / "design.json", tmp_path / "design.json")
     with pytest.raises(EmulationError, match="no HLS project"):
         EmulatedBoard(tmp_path)
+
+
+def test_a_stale_hls_project_is_refused(tmp_path, stream_folder):
+    import json
+    import shutil
+
+    shutil.copytree(stream_folder, tmp_path / "build")
+    manifest = json.loads((tmp_path / "build" / "design.json").read_text())
+    manifest["ips"][1]["spec"]["max_j"] = 8  # design.json regenerated, hls/tt1_0 not
+    (tmp_path / "build" / "design.json").write_text(json.dumps(manifest))
+    with pytest.raises(EmulationError, match="IP tt1_0: .* was generated for PE 'tt1'.*regenerate the build folder"):
+        EmulatedBoard(tmp_path / "build")
+
+
+def test_empty_buffers_flush_and_invalidate(board):
+    buffer = allocate(shape=(0,), dtype=np.uint32, target=board)
+    buffer.flush()
+    buffer.invalidate()
+    assert buffer.size == 0

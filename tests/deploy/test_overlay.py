@@ -65,5 +65,5 @@ def test_golden_transactions_on_the_board():
         warnings.simplefilter("error", EmulatedBoardNotice)
         overlay = CodesignOverlay(folder, emulate=False)
     for ip in overlay.accelerators():
-        for words_in, expected in golden_transactions(ip.pe):
+        for words_in, expected in golden_transactions(ip.pe, ip.manifest_entry["spec"]):
             np.testing.assert_array_equal(ip.run(words_in, expected.size, 1), expected)
