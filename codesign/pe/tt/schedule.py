@@ -53,11 +53,14 @@ class StepHardware:
     PE1 takes 16-bit gradients against 8-bit states (core gradients) as well
     as 8-bit activations or 16-bit gradients against 4-bit cores, so its
     default widths are ``a_bits=16``, ``b_bits=8``; PE2 takes activations or
-    gradients (``a_bits=16``) against 4-bit cores.
+    gradients (``a_bits=16``) against 4-bit cores. PE2 takes ``J`` up to 128
+    (``r_{k-1} n_k`` of rank-16 cores with 8 modes in one call): a call cut
+    along ``J`` sends all its results once per piece, which at ``max_j = 16``
+    costs more cycles than the MACs (docs/tt_pe.md, "A layer step").
     """
 
     pe1: Tt1Spec = Tt1Spec(a_bits=16, b_bits=8)
-    pe2: Tt2Spec = Tt2Spec(a_bits=16, b_bits=4)
+    pe2: Tt2Spec = Tt2Spec(a_bits=16, b_bits=4, max_j=128, max_l=64)
     pe3: Tt3Spec = Tt3Spec()
 
     def __post_init__(self) -> None:
