@@ -4,8 +4,16 @@
   bitstream where Vivado produced one) and gives one :class:`AccelIP`
   driver per IP: ``run(words_in, n_out, n_transactions) -> words_out``;
 - :class:`EmulatedBoard` is a ``pynq.Device`` that runs the generated HLS C++
-  of every IP where no board is attached (docs/deploy.md).
+  of every IP where no board is attached;
+- :class:`BoardTrainer` trains a design point with its layer GEMMs on the
+  fpmac_array IP, bit-identical to :mod:`codesign.train.hw_golden` (docs/deploy.md).
 """
+
+try:
+    import pynq  # noqa: F401
+except ImportError as error:  # an optional dependency: say which
+    raise ImportError("codesign.deploy needs PYNQ 4.0 (pip install pynq==4.0.0; it pins numpy<2 and "
+                      f"setuptools<=80): {error}") from error
 
 from codesign.deploy.driver import AccelInputError, AccelIP, AccelTimeout, driver_class
 from codesign.deploy.emulated import DdrModel, EmulatedBoard, EmulationError
@@ -18,9 +26,10 @@ from codesign.deploy.manifest import (
     check_ip_dict,
     load_manifest,
 )
-from codesign.deploy.overlay import CodesignOverlay, EmulatedBoardNotice, board_attached
+from codesign.deploy.overlay import CodesignOverlay, EmulatedBoardNotice, board_attached, board_devices
+from codesign.deploy.training import BoardTrainer, IpGemm
 
-__all__ = ["AccelIP", "AccelInputError", "AccelTimeout", "CodesignOverlay", "DdrModel", "DeployError",
-           "EmulatedBoard", "EmulatedBoardNotice", "EmulationError", "ManifestError", "OverlayMismatch",
-           "board_attached", "check_design", "check_ip_dict", "driver_class", "load_manifest",
-           "write_emulation_folder"]
+__all__ = ["AccelIP", "AccelInputError", "AccelTimeout", "BoardTrainer", "CodesignOverlay", "DdrModel",
+           "DeployError", "EmulatedBoard", "EmulatedBoardNotice", "EmulationError", "IpGemm", "ManifestError",
+           "OverlayMismatch", "board_attached", "board_devices", "check_design", "check_ip_dict", "driver_class",
+           "load_manifest", "write_emulation_folder"]
