@@ -67,3 +67,26 @@ def test_golden_transactions_on_the_board():
     for ip in overlay.accelerators():
         for words_in, expected in golden_transactions(ip.pe, ip.manifest_entry["spec"]):
             np.testing.assert_array_equal(ip.run(words_in, expected.size, 1), expected)
+
+
+def test_a_bitstream_whose_ips_differ_is_refused_before_download(stream_folder):
+    """The .hwh check runs inside CodesignOverlay, before download: here on a device whose metadata moves one IP."""
+    from codesign.deploy import EmulatedBoard
+
+    class MovedIp(EmulatedBoard):
+        downloads = 0
+
+        def get_bitfile_metadata(self, bitfile_name, partial=False):
+            metadata = super().get_bitfile_metadata(bitfile_name, partial)
+            metadata.ip_dict["tt1_0"]["phys_addr"] += 0x1_0000
+            return metadata
+
+        def download(self, bitstream, parser=None):
+            type(self).downloads += 1
+            super().download(bitstream, parser)
+
+    device = MovedIp(stream_folder).activate()
+    with pytest.raises(OverlayMismatch, match=r"IP tt1_0: base address in the bitstream 0x40020000, in the manifest "
+                                              r"0x40010000"):
+        CodesignOverlay(stream_folder, device=device)
+    assert MovedIp.downloads == 0
