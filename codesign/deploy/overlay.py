@@ -25,7 +25,7 @@ from pynq import Device, Overlay
 
 from codesign.deploy.driver import AccelIP, driver_class
 from codesign.deploy.emulated import EmulatedBoard
-from codesign.deploy.manifest import DeployError, check_design, check_ip_dict, ip_by_name, load_manifest
+from codesign.deploy.manifest import MANIFEST_FILE, DeployError, check_design, check_ip_dict, ip_by_name, load_manifest
 
 
 class EmulatedBoardNotice(UserWarning):
@@ -45,7 +45,7 @@ def board_attached() -> bool:
 
 
 def _build_root(path: Path) -> Path:
-    path = Path(path)
+    path = Path(path).resolve()
     if path.suffix in (".bit", ".json") and path.is_file():
         return path.parent
     return path
@@ -69,7 +69,7 @@ class CodesignOverlay(Overlay):
         if timeout_s is not None:
             for cls in drivers.values():
                 cls.timeout_s = float(timeout_s)
-        target = device.bitfile_name if emulated else str(bitfile)
+        target = str(root / MANIFEST_FILE) if emulated else str(bitfile)  # the emulated board loads design.json
         super().__init__(target, download=False, device=device, **kwargs)
         self.manifest, self.build_dir, self.emulated = manifest, root, emulated
         self.ip_cells = check_ip_dict(manifest, self.ip_dict)  # before the PL is touched

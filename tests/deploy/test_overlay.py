@@ -90,3 +90,15 @@ def test_a_bitstream_whose_ips_differ_is_refused_before_download(stream_folder):
                                               r"0x40010000"):
         CodesignOverlay(stream_folder, device=device)
     assert MovedIp.downloads == 0
+
+
+def test_an_emulated_board_of_another_folder_is_refused(stream_folder, tmp_path):
+    import shutil
+
+    from codesign.deploy import EmulatedBoard, EmulationError
+
+    other = tmp_path / "copy"
+    shutil.copytree(stream_folder, other)
+    device = EmulatedBoard(other)
+    with pytest.raises(EmulationError, match="it cannot load .*design.json"):
+        CodesignOverlay(stream_folder, device=device)
