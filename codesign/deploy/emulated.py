@@ -276,7 +276,8 @@ class EmulatedBoard(Device):
         self.ips = {ip["name"]: EmulatedIP(ip, self.ddr, self.build_dir / ip.get("hls_project", f"hls/{ip['name']}"),
                                            stalled=ip["name"] in set(stalled), bridge_dir=bridge_dir)
                     for ip in self.manifest["ips"]}
-        self.bitfile_name = str(self.build_dir / MANIFEST_FILE)
+        self.manifest_path = (self.build_dir / MANIFEST_FILE).resolve()
+        self.bitfile_name = str(self.manifest_path)  # PYNQ's set_bitfile_name overwrites this one
         self.timestamp = ""
 
     def activate(self) -> EmulatedBoard:
@@ -289,9 +290,9 @@ class EmulatedBoard(Device):
     def get_bitfile_metadata(self, bitfile_name: str, partial: bool = False) -> EmulatedMetadata:
         if partial:
             raise EmulationError("partial reconfiguration is not modelled by the emulated board")
-        if Path(bitfile_name).resolve() != Path(self.bitfile_name).resolve():
+        if Path(bitfile_name).resolve() != self.manifest_path:
             raise EmulationError(f"the emulated board holds design {self.manifest['design']!r} "
-                                 f"({self.bitfile_name}); it cannot load {bitfile_name}")
+                                 f"({self.manifest_path}); it cannot load {bitfile_name}")
         return EmulatedMetadata(self.manifest, self.ddr)
 
     def download(self, bitstream, parser=None) -> None:
