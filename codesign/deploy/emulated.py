@@ -16,10 +16,13 @@ The same driver code (:mod:`codesign.deploy.driver`, :class:`pynq.MMIO`,
   top function (``hls/<ip>/<top>.cpp``, compiled by
   :class:`codesign.hw.bridge.AccelBridge`) on the DDR bytes its ``in`` and
   ``out`` pointer registers address, with its ``n_in``, ``n_out`` and
-  ``n_transactions`` registers; then ``ap_done``, ``ap_ready`` and
-  ``ap_idle`` rise. ``ap_done`` and ``ap_ready`` clear when ``CTRL`` is
-  read, as on the real s_axilite slave. The code that would be synthesised is
-  the code that runs; nothing is re-implemented in Python.
+  ``n_transactions`` registers; then ``ap_done`` and ``ap_idle`` rise and
+  ``ap_start`` falls. ``ap_done`` clears when ``CTRL`` is read; ``ap_ready``
+  only pulses with ``ap_done`` for one clock in the shell
+  (``rtl/accel/accel_ctrl.v``), so a processor read never sees it and here it
+  reads 0; ``ISR`` latches the enabled events (``IER``) and toggles on write.
+  The code that would be synthesised is the code that runs; nothing is
+  re-implemented in Python.
 
 The call runs to completion inside the register write (the emulated PL is
 infinitely fast; :attr:`EmulatedIP.last_run_s` records the host seconds).
@@ -168,8 +171,8 @@ class EmulatedIP:
 
     def read(self, offset: int) -> int:
         value = int(self.words[offset // 4])
-        if offset == self.offsets["CTRL"]:  # ap_done and ap_ready clear on read
-            self.words[offset // 4] = value & ~(CTRL_BIT["ap_done"] | CTRL_BIT["ap_ready"])
+        if offset == self.offsets["CTRL"]:  # ap_done clears on read
+            self.words[offset // 4] = value & ~CTRL_BIT["ap_done"]
         return value
 
     def write(self, offset: int, value: int) -> None:
@@ -203,7 +206,7 @@ class EmulatedIP:
             self.last_run_s = time.perf_counter() - started
         self.runs += 1
         ctrl_index = self.offsets["CTRL"] // 4
-        self.words[ctrl_index] = CTRL_BIT["ap_done"] | CTRL_BIT["ap_ready"] | CTRL_BIT["ap_idle"]
+        self.words[ctrl_index] = CTRL_BIT["ap_done"] | CTRL_BIT["ap_idle"]  # ap_ready pulsed with ap_done
         isr_index, ier = self.offsets["ISR"] // 4, int(self.words[self.offsets["IER"] // 4])
         self.words[isr_index] |= np.uint32(ier & (ISR_BIT["ap_done"] | ISR_BIT["ap_ready"]))
 
