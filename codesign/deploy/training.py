@@ -26,6 +26,7 @@ import numpy as np
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
 from codesign.pe.fpmac_array.contract import STATUS_BAD_HEADER, STATUS_OK, STATUS_TOO_LARGE
+from codesign.pe.fpmac_array.cycles import transaction_cycles
 from codesign.pe.fpmac_array.golden import words as transaction_words
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.train.hw_golden import FbMlpTrainer, HwTrainSetup
@@ -38,14 +39,19 @@ def _spans(total: int, step: int) -> list[tuple[int, int]]:
 
 
 class IpGemm:
-    """Layer GEMMs on an fpmac_array IP (``driver.run``), tiled to its buffers; counts MACs per FB."""
+    """Layer GEMMs on an fpmac_array IP (``driver.run``), tiled to its buffers.
+
+    Counts MACs per FB, IP calls, host seconds, and the PE's clock cycles
+    by the RTL cycle model (:func:`codesign.pe.fpmac_array.cycles.transaction_cycles`:
+    the PE's stream only, without the shell's DDR transfers).
+    """
 
     def __init__(self, driver: AccelIP, spec: FpmacArraySpec) -> None:
         if getattr(driver, "pe", None) not in (None, "fpmac_array"):
             raise DeployError(f"IP {driver.ip_name} is a {driver.pe} PE, not fpmac_array")
         self.driver, self.spec = driver, spec
         self.macs: Counter = Counter()
-        self.calls, self.seconds = 0, 0.0
+        self.calls, self.seconds, self.pe_cycles = 0, 0.0, 0
 
     def __call__(self, a, b, c=None, *, fb: int, trans_a: bool = False, trans_b: bool = False) -> np.ndarray:
         started = time.perf_counter()
@@ -62,6 +68,7 @@ class IpGemm:
                       for (r0, r1), (c0, c1) in tiles]
             n_out = sum(1 + (r1 - r0) * (c1 - c0) for (r0, r1), (c0, c1) in tiles)
             out = self.driver.run(np.concatenate(stream).astype(np.uint32), n_out, len(tiles))
+            self.pe_cycles += sum(transaction_cycles(self.spec, int(words[0])).total for words in stream)
             self.calls += 1
             acc = self._unpack(out, tiles, (m, n), fb)
         self.macs[fb] += m * n * k
@@ -102,8 +109,15 @@ class BoardTrainer(FbMlpTrainer):
         super().__init__(setup, IpGemm(overlay.accelerator(ip), setup.spec))
 
     def throughput(self) -> dict[str, float]:
-        """The loop's figures plus the IP's own: calls and seconds from ap_start to ap_done."""
+        """The loop's figures plus the IP's: calls, seconds from ap_start to ap_done, modelled PE cycles.
+
+        ``pe_cycles`` and ``pe_model_s`` (at the design's clock) come from the
+        RTL cycle model of the PE's stream; they leave out the shell's DDR
+        transfers, so a board takes longer.
+        """
         figures = super().throughput()
         driver = self.gemm.driver
-        figures.update(ip_calls=driver.calls, ip_busy_s=driver.busy_s, emulated=bool(self.overlay.emulated))
+        clock_hz = float(self.overlay.manifest["clock_mhz"]) * 1e6
+        figures.update(ip_calls=driver.calls, ip_busy_s=driver.busy_s, emulated=bool(self.overlay.emulated),
+                       pe_cycles=self.gemm.pe_cycles, pe_model_s=self.gemm.pe_cycles / clock_hz)
         return figures

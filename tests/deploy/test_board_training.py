@@ -54,4 +54,6 @@ def test_weights_bit_identical_to_the_golden_run(tmp_path):
     parameters = sum(i * o + o for i, o in zip(golden.setup.layers[:-1], golden.setup.layers[1:]))
     assert compared == 2 * parameters  # every weight, bias and momentum word
     assert board.gemm.macs == golden.gemm.macs
-    assert board.throughput()["ip_calls"] == board.gemm.calls > 0
+    figures = board.throughput()
+    assert figures["ip_calls"] == board.gemm.calls > 0
+    assert figures["pe_cycles"] > sum(board.gemm.macs.values()) // (golden.spec.rows * golden.spec.cols)
