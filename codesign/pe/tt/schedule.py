@@ -43,9 +43,6 @@ from codesign.numerics.formats import _check_int
 from codesign.pe.tt.contract import MAX_DIM, chunks
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 
-PHASES = ("forward", "core_grad", "input_grad")
-
-
 @dataclass(frozen=True, kw_only=True)
 class StepHardware:
     """The PE builds a layer step runs on: one PE1, one PE2 (and the PE3 the array carries, unused here).

@@ -46,3 +46,16 @@ def test_demo_fails_when_a_level_disagrees(tmp_path, monkeypatch):
     assert step_demo.demo_layer_step(tmp_path, progress=lambda line: None, rtl=False) is False
     report = json.loads((tmp_path / "tt_layer_step.json").read_text())
     assert report["levels"][0]["mismatches"] > 0 and "skipped" in report["levels"][1]
+
+
+def test_demo_fails_when_the_generated_code_does_not_build(tmp_path, monkeypatch):
+    import codesign.pe.tt.step_csim as step_csim
+
+    def broken_build(*args, **kwargs):
+        raise step_demo.CsimError("compiling tt1.cpp failed:\nerror: something")
+
+    monkeypatch.setattr(step_csim, "CsimRunner", broken_build)
+    monkeypatch.setattr(step_demo.shutil, "which", lambda name: "/usr/bin/" + name)
+    assert step_demo.demo_layer_step(tmp_path, progress=lambda line: None, rtl=False) is False
+    report = json.loads((tmp_path / "tt_layer_step.json").read_text())
+    assert "failed" in report["levels"][1] and report["passed"] is False
