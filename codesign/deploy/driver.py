@@ -137,9 +137,10 @@ class AccelIP(DefaultIP):
             if ctrl & CTRL_BIT["ap_done"]:
                 return
             if time.perf_counter() - started > timeout_s:
+                reason = getattr(self.device, "stall_reason", lambda name: None)(self.ip_name)
                 raise AccelTimeout(f"IP {self.ip_name}: ap_done did not rise within {timeout_s:g} s of ap_start "
-                                   f"({self.describe_ctrl(ctrl)}); the kernel is stuck, or waits for input words "
-                                   "the call did not send")
+                                   f"({self.describe_ctrl(ctrl)}); " + (reason or "the kernel is stuck, or waits "
+                                                                        "for input words the call did not send"))
             polls += 1
             if polls > BUSY_POLLS:
                 time.sleep(POLL_SLEEP_S)

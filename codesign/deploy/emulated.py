@@ -26,14 +26,29 @@ The same driver code (:mod:`codesign.deploy.driver`, :class:`pynq.MMIO`,
 
 The call runs to completion inside the register write (the emulated PL is
 infinitely fast; :attr:`EmulatedIP.last_run_s` records the host seconds).
-``stalled`` IPs ignore ``ap_start`` and never raise ``ap_done``: a fault
-injected on purpose, for the driver's time-out path.
+
+Runs the hardware would not finish. C simulation does not block: a stream
+read while empty returns zero and a stream left holding words is only
+reported, both by the ap_types ``hls_stream.h`` on standard output. On the
+PL either one stalls the DATAFLOW region (the PE waits for words that never
+come, or the shell's FIFO of default depth fills), and ``ap_done`` never
+rises; the board takes the strict reading even for a leftover a FIFO might
+absorb. So the board captures
+the C++ output of every run; when it reports either, the IP stays busy, the
+reason is kept (:meth:`EmulatedBoard.stall_reason`, which the driver's
+time-out message quotes) and an :class:`EmulatedStall` warning is issued.
+``stalled`` IPs ignore ``ap_start`` altogether: a fault injected on purpose.
 """
 
 from __future__ import annotations
 
 import bisect
+import ctypes
+import os
+import sys
+import tempfile
 import time
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -54,6 +69,30 @@ ISR_BIT = {name: 1 << bit for name, bit in accel.ISR_BITS.items()}
 
 class EmulationError(DeployError):
     """The emulated board was driven in a way the hardware would not survive (bad address, unmodelled mode)."""
+
+
+class EmulatedStall(UserWarning):
+    """An IP's generated C++ reported a stream misuse that stalls the hardware: the run never finishes."""
+
+
+STALL_MARKERS = ("is read while empty", "contains leftover data")  # hls_stream.h's two C-simulation warnings
+_LIBC = ctypes.CDLL(None)
+
+
+def _captured_stdout(call) -> str:
+    """Run ``call()`` with file descriptor 1 redirected; return what it (C or C++ code included) printed."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 1)
+        try:
+            call()
+        finally:
+            _LIBC.fflush(None)
+            os.dup2(saved, 1)
+            os.close(saved)
+        sink.seek(0)
+        return sink.read().decode(errors="replace")
 
 
 # ---------------------------------------------------------------------------- DDR
@@ -139,6 +178,7 @@ class EmulatedIP:
                                  f"design.json says {entry['top']!r}")
         self.words = np.zeros(self.span // WORD.itemsize, dtype=WORD)
         self.runs, self.last_run_s = 0, 0.0
+        self.stall: str | None = None
         self.reset()
 
     def _check_project(self, project_dir: Path) -> None:
@@ -162,6 +202,7 @@ class EmulatedIP:
                                  f"spec {wanted[1]}: regenerate the build folder")
 
     def reset(self) -> None:
+        self.stall = None
         self.words[:] = 0
         self.words[self.offsets["CTRL"] // 4] = CTRL_BIT["ap_idle"]
 
@@ -200,11 +241,21 @@ class EmulatedIP:
         out_words = self.ddr.words_at(counts["out"], counts["n_out"])
         started = time.perf_counter()
         try:
-            self.bridge.run(np.ascontiguousarray(in_words), out_words, counts["n_in"], counts["n_out"],
-                            counts["n_transactions"])
+            printed = _captured_stdout(lambda: self.bridge.run(np.ascontiguousarray(in_words), out_words,
+                                                               counts["n_in"], counts["n_out"],
+                                                               counts["n_transactions"]))
         finally:
             self.last_run_s = time.perf_counter() - started
         self.runs += 1
+        stalls = sorted({line.strip() for line in printed.splitlines() if any(m in line for m in STALL_MARKERS)})
+        if stalls:
+            self.stall = (f"the generated C++ of IP {self.name} reported {'; '.join(stalls)} (n_in={counts['n_in']}, "
+                          f"n_out={counts['n_out']}, n_transactions={counts['n_transactions']}): on the PL this run "
+                          "stalls and never raises ap_done")
+            warnings.warn(self.stall, EmulatedStall, stacklevel=2)
+            return  # busy for good, as the hardware would be
+        if printed:
+            sys.stdout.write(printed)
         ctrl_index = self.offsets["CTRL"] // 4
         self.words[ctrl_index] = CTRL_BIT["ap_done"] | CTRL_BIT["ap_idle"]  # ap_ready pulsed with ap_done
         isr_index, ier = self.offsets["ISR"] // 4, int(self.words[self.offsets["IER"] // 4])
@@ -282,6 +333,10 @@ class EmulatedBoard(Device):
         self.manifest_path = (self.build_dir / MANIFEST_FILE).resolve()
         self.bitfile_name = str(self.manifest_path)  # PYNQ's set_bitfile_name overwrites this one
         self.timestamp = ""
+
+    def stall_reason(self, ip_name: str) -> str | None:
+        """Why IP ``ip_name`` is stuck (its C++ reported a stalling stream misuse), or None."""
+        return self.ips[ip_name].stall
 
     def activate(self) -> EmulatedBoard:
         """Make this the device PYNQ uses when none is named (MMIO, allocate, Overlay)."""

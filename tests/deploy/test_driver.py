@@ -93,3 +93,18 @@ def test_a_kernel_that_never_finishes_times_out_and_stays_busy(stream_folder):
     # the other IP is unaffected
     csb_in, csb_out = golden_transactions("csb")[0]
     np.testing.assert_array_equal(overlay.accelerator("csb_0").run(csb_in, csb_out.size, 1), csb_out)
+
+
+@pytest.mark.parametrize("cut, reported", [(-3, "is read while empty"), (+3, "contains leftover data")],
+                         ids=["too-few-words", "too-many-words"])
+def test_a_call_the_hardware_would_never_finish_times_out_with_the_reason(stream_folder, cut, reported):
+    from codesign.deploy import EmulatedBoard
+    from codesign.deploy.emulated import EmulatedStall
+
+    device = EmulatedBoard(stream_folder).activate()
+    ip = CodesignOverlay(stream_folder, device=device).accelerator("tt1_0")
+    words_in, expected = golden_transactions("tt1")[0]
+    words = words_in[:cut] if cut < 0 else np.concatenate([words_in, np.zeros(cut, dtype=np.uint32)])
+    with pytest.warns(EmulatedStall, match=reported), \
+            pytest.raises(AccelTimeout, match=f"tt1_0: ap_done did not rise .*{reported}.*never raises ap_done"):
+        ip.run(words, expected.size, 1, timeout_s=0.2)

@@ -7,7 +7,7 @@ import pytest
 from pynq import MMIO, allocate
 
 from codesign.deploy import DdrModel, EmulatedBoard, EmulationError
-from codesign.deploy.emulated import PAGE_BYTES
+from codesign.deploy.emulated import PAGE_BYTES, EmulatedStall
 from codesign.hw.accel import CTRL_BITS
 from tests.deploy.conftest import golden_transactions
 
@@ -95,9 +95,14 @@ def test_stale_input_without_flush_is_what_the_kernel_sees(board):
     words_in, expected = golden_transactions("tt1")[0]
     in_buffer, out_buffer = allocate(shape=(words_in.size,), dtype=np.uint32, target=board), allocate(shape=(64,), dtype=np.uint32, target=board)
     in_buffer[:] = words_in  # no flush: DDR still holds zeros
-    _start(mmio, regs, in_buffer, out_buffer, words_in.size, expected.size, 1)
+    # a zero header is refused at once, the rest of the words are left in the PE's input FIFO: the PL stalls
+    with pytest.warns(EmulatedStall, match="contains leftover data"):
+        _start(mmio, regs, in_buffer, out_buffer, words_in.size, expected.size, 1)
+    assert not mmio.read(regs["CTRL"]) & (CTRL["ap_done"] | CTRL["ap_idle"])
+    assert "tt1_0" in board.stall_reason("tt1_0")
     out_buffer.invalidate()
     assert not np.array_equal(out_buffer[:expected.size], expected)
+    board.ips["tt1_0"].reset()
 
 
 def test_bad_pointers_and_unmodelled_modes_are_clear_errors(board):
