@@ -26,7 +26,12 @@ from codesign.deploy.manifest import (
     check_ip_dict,
     load_manifest,
 )
-from codesign.deploy.overlay import CodesignOverlay, EmulatedBoardNotice, board_attached, board_devices
+from codesign.deploy.overlay import (
+    CodesignOverlay,
+    EmulatedBoardNotice,
+    board_attached,
+    board_devices,
+)
 from codesign.deploy.training import BoardTrainer, IpGemm
 
 __all__ = ["AccelIP", "AccelInputError", "AccelTimeout", "BoardTrainer", "CodesignOverlay", "DdrModel",

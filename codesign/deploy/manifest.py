@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from codesign.hw import accel
+from codesign.hw.vivado import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
 
-MANIFEST_FILE = "design.json"
-MANIFEST_FORMAT, MANIFEST_VERSION = "codesign-design", 1
 SHELL_REGISTERS = (*accel.CONTROL_REGISTERS, *(arg.name for arg in accel.SHELL_ARGS))
 
 

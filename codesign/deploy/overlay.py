@@ -25,7 +25,14 @@ from pynq import Device, Overlay
 
 from codesign.deploy.driver import AccelIP, driver_class
 from codesign.deploy.emulated import EmulatedBoard
-from codesign.deploy.manifest import MANIFEST_FILE, DeployError, check_design, check_ip_dict, ip_by_name, load_manifest
+from codesign.deploy.manifest import (
+    MANIFEST_FILE,
+    DeployError,
+    check_design,
+    check_ip_dict,
+    ip_by_name,
+    load_manifest,
+)
 
 
 class EmulatedBoardNotice(UserWarning):

@@ -25,7 +25,11 @@ import numpy as np
 
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
-from codesign.pe.fpmac_array.contract import STATUS_BAD_HEADER, STATUS_OK, STATUS_TOO_LARGE
+from codesign.pe.fpmac_array.contract import (
+    STATUS_BAD_HEADER,
+    STATUS_OK,
+    STATUS_TOO_LARGE,
+)
 from codesign.pe.fpmac_array.cycles import transaction_cycles
 from codesign.pe.fpmac_array.golden import words as transaction_words
 from codesign.pe.fpmac_array.spec import FpmacArraySpec

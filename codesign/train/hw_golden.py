@@ -28,7 +28,7 @@ or on the emulated board, can be compared with it *bit for bit*:
   once per batch.
 - **FB schedule:** :class:`codesign.train.techniques.abvs.FbController` (the
   ABVS rule, driven by test accuracy after each epoch); FP32 training
-  (no ABVS) runs at ``fb = max_fb = 23`` throughout.
+  (no ABVS) runs at ``fb = max_fb`` (23) throughout.
 
 Everything is seeded: weights from ``seed``, the sample order of epoch ``e``
 from ``(seed, e)``.
@@ -50,8 +50,7 @@ from codesign.pe.fpmac.golden import from_container, to_container
 from codesign.pe.fpmac_array.golden import gemm
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 
-FP32_FB = 23
-INPUT_FEATURES = 64  # 8x8 digits, flattened
+INPUT_FEATURES, CLASSES = 64, 10  # the 8x8 digits (and the synthetic set), flattened; ten classes
 
 
 class HwTrainError(ValueError):
@@ -109,12 +108,12 @@ class HwTrainSetup:
             spec = FpmacArraySpec(**fields)
         abvs = training.techniques.get("abvs")
         fb = {"fb_min": abvs.fb_min, "fb_max": abvs.fb_max, "alpha": abvs.alpha, "epsilon": abvs.epsilon} \
-            if abvs is not None else {"fb_min": FP32_FB, "fb_max": FP32_FB}
+            if abvs is not None else {"fb_min": spec.max_fb, "fb_max": spec.max_fb}
         if abvs is not None and (abvs.exp_bits, abvs.rounding) != (spec.exp_bits, spec.rounding):
             raise HwTrainError(f"ABVS format (exp_bits {abvs.exp_bits}, {abvs.rounding}) is not the IP's "
                                f"(exp_bits {spec.exp_bits}, {spec.rounding})")
         optim = training.optim
-        values = {"spec": spec, "layers": (INPUT_FEATURES, *training.model.hidden, 10),
+        values = {"spec": spec, "layers": (INPUT_FEATURES, *training.model.hidden, CLASSES),
                   "batch_size": optim.batch_size, "epochs": optim.epochs, "lr": optim.lr,
                   "momentum": optim.momentum, "weight_decay": optim.weight_decay, "schedule": optim.schedule,
                   "seed": training.seed, **fb}

@@ -12,7 +12,12 @@ from codesign.pe.fpmac_array import FpmacArraySpec, Header, spec_gemm
 from codesign.pe.fpmac_array.contract import STATUS_OK
 from codesign.train.config import config_from_dict
 from codesign.train.data import synthetic_dataset
-from codesign.train.hw_golden import FbMlpTrainer, GoldenGemm, HwTrainError, HwTrainSetup
+from codesign.train.hw_golden import (
+    FbMlpTrainer,
+    GoldenGemm,
+    HwTrainError,
+    HwTrainSetup,
+)
 
 pytestmark = pytest.mark.slow
 

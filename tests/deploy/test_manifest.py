@@ -7,7 +7,13 @@ import json
 
 import pytest
 
-from codesign.deploy import ManifestError, OverlayMismatch, check_design, check_ip_dict, load_manifest
+from codesign.deploy import (
+    ManifestError,
+    OverlayMismatch,
+    check_design,
+    check_ip_dict,
+    load_manifest,
+)
 from codesign.design.manifest import design_manifest
 from codesign.design.point import PeInstance
 from tests.deploy.conftest import stream_design

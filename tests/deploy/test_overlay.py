@@ -8,7 +8,13 @@ import warnings
 import numpy as np
 import pytest
 
-from codesign.deploy import CodesignOverlay, DeployError, EmulatedBoardNotice, OverlayMismatch, board_attached
+from codesign.deploy import (
+    CodesignOverlay,
+    DeployError,
+    EmulatedBoardNotice,
+    OverlayMismatch,
+    board_attached,
+)
 from codesign.design.point import PeInstance
 from tests.deploy.conftest import golden_transactions, stream_design
 
