@@ -28,32 +28,49 @@ STEPS = 3  # SGD steps (batch 64) per epoch
 EPOCHS = 2  # the FB rises between them (epsilon 1), so both widths are checked
 
 
-def test_weights_bit_identical_to_the_golden_run(tmp_path):
+def _both_runs(tmp_path, max_steps, **changes) -> tuple[BoardTrainer, FbMlpTrainer]:
     design = load_design(EXAMPLE)
     folder = write_emulation_folder(design, tmp_path / design.board.name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         overlay = CodesignOverlay(folder, design=design, emulate=True)
     data = load_digits_dataset()
-    changes = {"epochs": EPOCHS, "epsilon": 1.0}
     board = BoardTrainer(overlay, design, **changes)
     golden = FbMlpTrainer(HwTrainSetup.from_design(design, **changes))
     for trainer in (board, golden):
-        trainer.fit(data, progress=False, max_steps=STEPS)
-    assert [row["fb"] for row in golden.history] == [6, 7]
-    assert [row["fb"] for row in board.history] == [6, 7]
-    assert [row["accuracy"] for row in board.history] == [row["accuracy"] for row in golden.history]
+        trainer.fit(data, progress=False, max_steps=max_steps)
+    return board, golden
+
+
+def _assert_same_words(board, golden) -> int:
+    """Every weight, bias and momentum word equal; returns how many were compared."""
     mine, theirs = board.read_weights(), golden.read_weights()
-    assert mine["fb"] == theirs["fb"] == 8
+    assert mine["fb"] == theirs["fb"]
     compared = 0
     for key in ("weights", "biases", "velocity"):
         for index, (a, b) in enumerate(zip(mine[key], theirs[key])):
             differ = np.flatnonzero(a != b)
             assert differ.size == 0, f"{key}[{index}]: {differ.size} of {a.size} words differ"
             compared += a.size
+    assert [row["accuracy"] for row in board.history] == [row["accuracy"] for row in golden.history]
+    return compared
+
+
+def test_weights_bit_identical_to_the_golden_run(tmp_path):
+    board, golden = _both_runs(tmp_path, STEPS, epochs=EPOCHS, epsilon=1.0)
+    assert [row["fb"] for row in golden.history] == [row["fb"] for row in board.history] == [6, 7]
+    assert golden.fb == 8
     parameters = sum(i * o + o for i, o in zip(golden.setup.layers[:-1], golden.setup.layers[1:]))
-    assert compared == 2 * parameters  # every weight, bias and momentum word
+    assert _assert_same_words(board, golden) == 2 * parameters  # weights and biases, and their momentum
     assert board.gemm.macs == golden.gemm.macs
     figures = board.throughput()
     assert figures["ip_calls"] == board.gemm.calls > 0
     assert figures["pe_cycles"] > sum(board.gemm.macs.values()) // (golden.spec.rows * golden.spec.cols)
+
+
+@pytest.mark.long
+def test_four_full_epochs_bit_identical(tmp_path):
+    """The configuration's own optimiser settings over 4 full epochs (88 steps; about 5 minutes here)."""
+    board, golden = _both_runs(tmp_path, None, epochs=4)
+    assert board.step == golden.step == 88
+    assert _assert_same_words(board, golden) > 0
