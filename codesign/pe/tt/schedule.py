@@ -3,23 +3,27 @@
 A training step of a TT layer (:mod:`codesign.train.tt.layer`, paper 003,
 App. A) is a chain of contractions: the forward sweep over the cores
 (Eqs. (8)-(10)), then, right to left, each core's gradient and the gradient
-of the state entering it (Eqs. (11)-(12)). Each contraction becomes PE work
-without permuting anything the forward sweep produces:
+of the state entering it (Eqs. (11)-(12)). The host keeps every state and
+every state gradient with the batch as the *last* axis, ``(P, r, n, R, B)``
+with ``P`` the output modes produced and ``R`` the input modes not yet
+consumed, so the last axis of every PE2 operand and result is ``R·B``, a
+multiple of the batch (paper 003, Sec. 4: the last dimension of input and
+output a multiple of 16), and every forward and input-gradient contraction
+is PE2 on reshapes without permutation:
 
-* forward, inner core ``k``: PE2 with ``A`` = the state ``(B·P, r_{k-1}·n_k,
-  R_k)`` and ``B`` = the core as ``(m_k·r_k, r_{k-1}·n_k)``;
-* forward, last core: PE1 with ``A`` = ``(B·P, r_{d-1}, n_d)`` and ``B`` =
-  ``(m_d, r_{d-1}, n_d)``;
-* input gradient, inner core: PE2 with ``A`` = the gradient ``(B·P, m_k·r_k,
-  R_k)`` and ``B`` = the core as ``(r_{k-1}·n_k, m_k·r_k)``;
-* input gradient, last core (``r_d = R_d = 1``): PE1 with ``A`` = ``(B·P, 1,
-  m_d)`` and ``B`` = ``(r_{d-1}·n_d, 1, m_d)``;
+* forward ``k``: ``A`` = the state ``(P, r_{k-1}·n_k, R·B)``, ``B`` = the
+  core as ``(m_k·r_k, r_{k-1}·n_k)``; the result ``(P, m_k·r_k, R·B)`` is the
+  next state;
+* input gradient ``k``: ``A`` = the gradient ``(P, m_k·r_k, R·B)``, ``B`` =
+  the core as ``(r_{k-1}·n_k, m_k·r_k)``; the result ``(P, r_{k-1}·n_k,
+  R·B)`` is the gradient of the state entering ``k``;
 * core gradient ``k`` (the direct route of App. A.2 that the golden model
   takes): PE1 with ``A`` = the gradient as ``(m_k·r_k, T)`` and ``B`` = the
-  saved state as ``(r_{k-1}·n_k, T)``, ``T = B·P·R`` the summed positions,
+  saved state as ``(r_{k-1}·n_k, T)``, ``T = P·R·B`` the summed positions,
   folded into ``(J, K)`` rows with ``K`` a whole number of chunks and zero
-  padding at the end. Both operands are permuted by the host (the batch axis
-  moves behind the mode axes).
+  padding at the end. The host swaps the first two axes of both operands.
+
+The batch enters as ``x^T`` and the output leaves as ``y^T``.
 
 PE3 (the outer product of the dense weight gradient, App. A.2's second
 route) has no place in this schedule: the golden step computes the core
@@ -190,26 +194,18 @@ def contractions(geometry: LayerGeometry, *, act_bits: int, grad_bits: int, core
     out = []
     for k in range(d):
         s = geometry.core(k)
-        bp = s["B"] * s["P"]
-        if k == d - 1:
-            out.append(Contraction("forward", k, "tt1", (bp, s["a"], s["n"], s["m"]), act_bits, core_bits))
-        else:
-            out.append(Contraction("forward", k, "tt2", (bp, s["a"] * s["n"], s["R"], s["m"] * s["c"]), act_bits,
-                                   core_bits))
+        out.append(Contraction("forward", k, "tt2", (s["P"], s["a"] * s["n"], s["R"] * s["B"], s["m"] * s["c"]),
+                               act_bits, core_bits))
     for k in range(d - 1, -1, -1):
         s = geometry.core(k)
-        bp = s["B"] * s["P"]
-        total = bp * s["R"]
+        total = s["P"] * s["R"] * s["B"]
         j, kk = fold(total, hardware.pe1)
         out.append(Contraction("core_grad", k, "tt1", (s["m"] * s["c"], j, kk, s["a"] * s["n"]), grad_bits, act_bits,
                                folded=total))
         if k == 0 and not need_input_grad:
             break
-        if k == d - 1:
-            out.append(Contraction("input_grad", k, "tt1", (bp, 1, s["m"], s["a"] * s["n"]), grad_bits, core_bits))
-        else:
-            out.append(Contraction("input_grad", k, "tt2", (bp, s["m"] * s["c"], s["R"], s["a"] * s["n"]), grad_bits,
-                                   core_bits))
+        out.append(Contraction("input_grad", k, "tt2", (s["P"], s["m"] * s["c"], s["R"] * s["B"], s["a"] * s["n"]),
+                               grad_bits, core_bits))
     return out
 
 

@@ -230,31 +230,26 @@ def operands(contraction: Contraction, cores: list[np.ndarray], tensor: np.ndarr
              saved: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """PE operands ``(A, B)`` of one contraction (codes) as :mod:`codesign.pe.tt.schedule` lays them out.
 
-    ``tensor`` is the state (forward) or the gradient ``(B, P, m, r, R)``
-    (backward) entering it; ``saved`` the forward state of the same core
-    (core gradients).
+    ``tensor`` is the state (forward) or the state gradient (backward)
+    entering it, batch last; ``saved`` the forward state of the same core, as
+    it went into PE2 (core gradients).
     """
     core = cores[contraction.core]
-    a_rank, m, n, c = core.shape
+    r_prev, m, n, r = core.shape
+    i_dim, j_dim, k_dim, _ = contraction.dims
     if contraction.phase == "forward":
-        pick = golden.last_core_operands if contraction.pe == "tt1" else golden.inner_core_operands
-        return pick(tensor, core)
-    g = tensor
-    bp = g.shape[0] * g.shape[1]
+        return tensor.reshape(i_dim, j_dim, k_dim), np.ascontiguousarray(core.transpose(1, 3, 0, 2)).reshape(
+            m * r, r_prev * n)
     if contraction.phase == "input_grad":
-        if contraction.pe == "tt1":  # last core: r_d = R_d = 1
-            return g.reshape(bp, 1, m), np.ascontiguousarray(core[:, :, :, 0].transpose(0, 2, 1)).reshape(
-                a_rank * n, 1, m)
-        return g.reshape(bp, m * c, g.shape[4]), np.ascontiguousarray(core.transpose(0, 2, 1, 3)).reshape(
-            a_rank * n, m * c)
-    _, j, k, _ = contraction.dims
+        return tensor.reshape(i_dim, j_dim, k_dim), np.ascontiguousarray(core.transpose(0, 2, 1, 3)).reshape(
+            r_prev * n, m * r)
     total = contraction.folded
 
-    def folded(t, rows):
-        flat = np.ascontiguousarray(t.transpose(2, 3, 0, 1, 4)).reshape(rows, total)
-        return np.pad(flat, ((0, 0), (0, j * k - total))).reshape(rows, j, k)
+    def fold(t, rows):  # (P, rows, R*B) -> (rows, J, K): the summed positions (p, q) in a row, zero padded
+        flat = np.ascontiguousarray(t.transpose(1, 0, 2)).reshape(rows, total)
+        return np.pad(flat, ((0, 0), (0, j_dim * k_dim - total))).reshape(rows, j_dim, k_dim)
 
-    return folded(g, m * c), folded(saved, a_rank * n)
+    return fold(tensor, m * r), fold(saved, r_prev * n)
 
 
 def run_contraction(plan: StepPlan, index: int, a: np.ndarray, b: np.ndarray, runner) -> np.ndarray:
@@ -325,22 +320,21 @@ def pe_step(layer: TTLinear, x, grad_y, runner, hardware: StepHardware = StepHar
     states, state_frac = [], []
     index = 0
     y_codes, y_frac = None, 0
+    state = codes.T  # batch last: (N, B) = (n_1, R_1 * B)
     for k in range(d):
-        s = shapes[k]
-        state = codes.reshape(s["B"], s["P"], s["a"], s["n"], s["R"])
-        states.append(state)
-        state_frac.append(frac)
         a, b = operands(plan.contractions[index], cores, state)
+        states.append(a)  # (P, r_{k-1} n_k, R_k B), kept for the core gradient
+        state_frac.append(frac)
         z = run_contraction(plan, index, a, b, runner)
         index += 1
         z_frac = frac + core_frac[k]
         if k == d - 1:
-            y_codes, y_frac = z.reshape(batch, -1), z_frac
+            y_codes, y_frac = z.reshape(-1, batch).T, z_frac
             break
         frac = choose_frac(z, z_frac, bits=q.activation_bits, headroom_bits=q.activation_headroom_bits,
                            current=tr["act_frac_bits"][k + 1])
         tr["act_frac_bits"][k + 1] = frac
-        codes = rescale(z, z_frac, frac, q.activation_bits)
+        state = rescale(z, z_frac, frac, q.activation_bits)
     y = to_values(y_codes, y_frac)
     if layer.bias is not None:
         bias = layer.bias.detach().numpy().astype(np.float64)
@@ -355,12 +349,12 @@ def pe_step(layer: TTLinear, x, grad_y, runner, hardware: StepHardware = StepHar
                           current=tr["grad_frac_bits"][d - 1], update=True)
     tr["grad_frac_bits"][d - 1] = frac
     g_top = quantize_values(g64, frac, q.grad_bits)
-    g = g_top
+    g = g_top.T  # batch last: (M, B)
     core_grads: list[np.ndarray] = [None] * d  # type: ignore[list-item]
     grad_x = None
     for k in range(d - 1, -1, -1):
         s = shapes[k]
-        g = g.reshape(s["B"], s["P"], s["m"], s["c"], s["R"])
+        g = g.reshape(s["P"], s["m"] * s["c"], s["R"] * s["B"])
         a, b = operands(plan.contractions[index], cores, g, states[k])
         dg = run_contraction(plan, index, a, b, runner)
         index += 1
@@ -377,7 +371,7 @@ def pe_step(layer: TTLinear, x, grad_y, runner, hardware: StepHardware = StepHar
         index += 1
         z_frac = frac + core_frac[k]
         if k == 0:
-            grad_x = (to_values(z, z_frac).reshape(batch, -1) * mask).astype(np.float32)
+            grad_x = (to_values(z, z_frac).reshape(-1, batch).T * mask).astype(np.float32)
             break
         frac = choose_frac(z, z_frac, bits=q.grad_bits, headroom_bits=q.grad_headroom_bits,
                            current=tr["grad_frac_bits"][k - 1])

@@ -28,12 +28,14 @@ def test_step_cycles_add_the_transaction_models_of_every_call():
 
 
 def test_one_pe2_call_by_hand():
-    # forward[0] of a (4, 4) -> (2, 5) rank-1 layer, batch 17: PE2 with I = 17, J = 4, K = 4, L = 2
-    plan = plan_step(LayerGeometry(in_modes=(4, 4), out_modes=(2, 5), ranks=(1, 1, 1), batch=17))
+    # forward[0] of a (4, 4) -> (2, 5) rank-1 layer, batch 3, batch last: PE2 with I = P = 1, J = r n = 4,
+    # K = R B = 4 * 3 = 12, L = m r = 2
+    plan = plan_step(LayerGeometry(in_modes=(4, 4), out_modes=(2, 5), ranks=(1, 1, 1), batch=3))
     first = step_cycles(plan).contractions[0]
     assert (first.name, first.pe, first.calls) == ("forward[0]", "tt2", 1)
+    assert plan.calls[0].dims == (1, 4, 12, 2)
     # 2 + L*JC*CWB + I*(J*KC*CWA + G*KC*(J+2) + L*(KC+K)), 16 lanes of 16-bit A (8 words), 4-bit B (2 words)
-    assert first.cycles == 2 + 2 * 1 * 2 + 17 * (4 * 1 * 8 + 1 * 1 * 6 + 2 * (1 + 4))
+    assert first.cycles == 2 + 2 * 1 * 2 + 1 * (4 * 1 * 8 + 1 * 1 * 6 + 2 * (1 + 12))
 
 
 def test_paper_network_first_layer_has_no_input_gradient():
