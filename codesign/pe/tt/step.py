@@ -18,9 +18,9 @@ Why the two agree: the golden layer computes sums of products of codes in
 float64, exact at these widths; the schedule caps every call's summed length
 so no PE accumulator saturates, and the host adds partial sums in 64 bits,
 so every contraction is the same exact integer. Scale choice and rounding
-are then the same function of the same integers. The paper's datapath
-(Sec. 3.3) has power-of-two scales and a wide accumulator, which is what
-both sides model; neither side had to change.
+are then the same function of the same integers. Paper 003 fixes the
+operand widths and power-of-two scales (Sec. 3.3) but no accumulator width
+or overflow rule; both sides compute exact sums, so neither had to change.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ import numpy as np
 import torch
 
 from codesign.numerics.formats import FIXED_FRAC_BITS
+from codesign.numerics.scales import mean_abs_frac_bits
 from codesign.pe.tt import golden
 from codesign.pe.tt.schedule import Contraction, LayerGeometry, StepHardware, StepPlan, plan_step
 from codesign.train.tt.layer import TTLinear
-from codesign.numerics.scales import mean_abs_frac_bits
 from codesign.train.tt.precision import UNSET, mean_abs
 
 TRACKERS = ("core_frac_bits", "act_frac_bits", "grad_frac_bits", "core_grad_frac_bits", "bias_frac_bits",
@@ -285,8 +285,9 @@ def step_plan(layer: TTLinear, batch: int, hardware: StepHardware = StepHardware
 def pe_step(layer: TTLinear, x, grad_y, runner, hardware: StepHardware = StepHardware()) -> StepResult:
     """The training step of ``layer`` on ``(x, grad_y)`` as PE calls on ``runner`` plus integer host work.
 
-    ``layer`` is not changed (its scale trackers are read, the new ones are
-    returned in the result).
+    States and state gradients are kept with the batch as the last axis
+    (:mod:`codesign.pe.tt.schedule`). ``layer`` is not changed (its scale
+    trackers are read, the new ones are returned in the result).
     """
     _check_layer(layer)
     x, grad_y = _check_batch(layer, x, grad_y)
