@@ -70,7 +70,7 @@ def test_weights_bit_identical_to_the_golden_run(tmp_path):
 
 @pytest.mark.long
 def test_four_full_epochs_bit_identical(tmp_path):
-    """The configuration's own optimiser settings over 4 full epochs (88 steps; about 5 minutes here)."""
+    """The configuration's own optimiser settings over 4 full epochs (88 steps; about 3 minutes here)."""
     board, golden = _both_runs(tmp_path, None, epochs=4)
     assert board.step == golden.step == 88
     assert _assert_same_words(board, golden) > 0
