@@ -93,4 +93,4 @@ class FpmacArrayPE(StreamPE):
         ]
 
     def estimate_specs(self) -> list[FpmacArraySpec]:
-        return [FpmacArraySpec(), FpmacArraySpec(rows=8, cols=8, max_m=64, max_n=64, max_k=64)]
+        return [FpmacArraySpec(), FpmacArraySpec(rows=8, cols=4, max_m=64, max_n=64, max_k=64)]
