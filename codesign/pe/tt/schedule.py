@@ -47,17 +47,18 @@ from codesign.numerics.formats import _check_int
 from codesign.pe.tt.contract import MAX_DIM, chunks
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 
+
 @dataclass(frozen=True, kw_only=True)
 class StepHardware:
     """The PE builds a layer step runs on: one PE1, one PE2 (and the PE3 the array carries, unused here).
 
-    PE1 takes 16-bit gradients against 8-bit states (core gradients) as well
-    as 8-bit activations or 16-bit gradients against 4-bit cores, so its
-    default widths are ``a_bits=16``, ``b_bits=8``; PE2 takes activations or
-    gradients (``a_bits=16``) against 4-bit cores. PE2 takes ``J`` up to 128
-    (``r_{k-1} n_k`` of rank-16 cores with 8 modes in one call): a call cut
-    along ``J`` sends all its results once per piece, which at ``max_j = 16``
-    costs more cycles than the MACs (docs/tt_pe.md, "A layer step").
+    PE1 computes the core gradients, 16-bit gradients against 8-bit states
+    (``a_bits=16``, ``b_bits=8``); PE2 the forward and input-gradient
+    contractions, 8-bit activations or 16-bit gradients (``a_bits=16``)
+    against 4-bit cores. PE2 takes ``J`` up to 128 (``r_{k-1} n_k`` of
+    rank-16 cores with 8 modes in one call): a call cut along ``J`` sends all
+    its results once per piece, which at ``max_j = 16`` costs more cycles
+    than the MACs (docs/tt_pe.md, "A layer's training step on the PEs").
     """
 
     pe1: Tt1Spec = Tt1Spec(a_bits=16, b_bits=8)
