@@ -227,15 +227,19 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(f"[demo {pe.name}] Yosys: {len(cost['entries'])} syntheses")
         print((out / pe.name / "estimate" / f"{pe.name}_cost.md").read_text())
     if not args.pe:
-        passed &= _demo_builds(out)
+        from codesign.pe.tt.step_demo import demo_layer_step
+
+        passed &= demo_layer_step(out / "tt_layer", progress=print)
+        _demo_builds(out)
     print("[demo] PASS" if passed else "[demo] FAIL")
     return 0 if passed else 1
 
 
-def _demo_builds(out: Path) -> bool:
-    """The shipped design's build folder for every board (the bitstream only where Vivado is installed)."""
+def _demo_builds(out: Path) -> None:
+    """The shipped design's build folder for every board, its Tcl lint, and no bitstream unless Vivado is here."""
     from codesign.design import load_design
     from codesign.design.build import write_build_folder
+    from codesign.hw.vivado import lint_vivado_build
     from codesign.resources import data_dir
 
     for board_name in sorted(boards()):
@@ -243,7 +247,10 @@ def _demo_builds(out: Path) -> bool:
         folder = write_build_folder(design, out / "build" / board_name, cache_dir=out / "estimate-cache")
         print(f"[demo build {board_name}] {len(folder.written)} files in {folder.root}")
         print(folder.fit.table())
-    return True
+        for board_files in (True, False):
+            print(f"[demo build {board_name}] {lint_vivado_build(folder.root, board_files=board_files).describe()}")
+        print(f"[demo build {board_name}] not built here: run the commands in {folder.root / 'README.md'} "
+              "where vitis_hls and vivado are installed, or `codesign build`")
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -370,7 +377,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--retries", type=int, default=1, help="attempts after a task's first failure")
     sweep.set_defaults(func=_cmd_sweep)
 
-    demo = commands.add_parser("demo", help="generate, verify and estimate every PE on defaults")
+    demo = commands.add_parser("demo", help="every PE on defaults (generate, verify, estimate), a TT layer step, "
+                                            "and the shipped design's build folder for every board")
     demo.add_argument("--out", default="out/demo")
     demo.add_argument("--pe", default="", help="comma-separated PEs (default: all registered)")
     demo.set_defaults(func=_cmd_demo)
