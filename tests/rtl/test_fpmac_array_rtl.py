@@ -20,9 +20,8 @@ needs_icarus = pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icar
 CLEAN = {"STREAM_GAP_PROBABILITY": "0", "STREAM_BACKPRESSURE": "0"}
 HEAVY = {"STREAM_GAP_PROBABILITY": "0.4", "STREAM_BACKPRESSURE": "0.6"}
 QUICK = {
-    # ROWS x COLS not dividing the buffers, more tiles than MACs along both sides
-    "e8_fb7_rtz_5x7": FpmacArraySpec(exp_bits=8, max_fb=7, rounding="toward_zero", rows=5, cols=7, max_m=17, max_n=9,
-                                     max_k=3),
+    # one row of 16 MACs: a C-bank index of 4 bits (COLS = 16 wraps to 0 in it), N over two tiles and a part
+    "e2_fb1_rne_1x16": FpmacArraySpec(exp_bits=2, max_fb=1, rows=1, cols=16, max_m=3, max_n=40, max_k=5),
     "e5_fb10_rna_3x2": FpmacArraySpec(exp_bits=5, max_fb=10, rounding="nearest_away", rows=3, cols=2, max_m=9,
                                       max_n=7, max_k=12),
 }
@@ -67,6 +66,14 @@ def test_grid_long(tmp_path, index):
     """Each grid configuration on 200 000 MACs of fresh stimulus, plus the default 4 x 4 build on full buffers."""
     case = get_pe("fpmac_array").verification_grid()[index]
     _check(case.spec, tmp_path, FpmacArrayStimulusOptions(min_macs=200_000, seed=11 + index))
+
+
+@pytest.mark.long
+@needs_icarus
+def test_odd_array_long(tmp_path):
+    """5 x 7 MACs (35 C banks), buffers that are no multiple of the array, more tiles than MACs along both sides."""
+    spec = FpmacArraySpec(exp_bits=8, max_fb=7, rounding="toward_zero", rows=5, cols=7, max_m=17, max_n=9, max_k=3)
+    _check(spec, tmp_path, FpmacArrayStimulusOptions(min_macs=50_000, seed=3))
 
 
 @pytest.mark.long
