@@ -26,7 +26,7 @@ from codesign.design.manifest import MANIFEST_FILE, MANIFEST_FORMAT, design_mani
 from codesign.design.point import DesignPoint
 from codesign.hw import accel, vivado
 from codesign.hw.build import HLS_TOOLS, ToolMissing
-from codesign.hw.render import write_project
+from codesign.hw.render import ProjectFiles, write_project
 from codesign.hw.reports import write_json_atomic, write_text_atomic
 from codesign.hw.target import BuildTarget
 from codesign.pe import get_pe
@@ -91,6 +91,27 @@ def _readme(design: DesignPoint, manifest: dict, fit: FitReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_ip_projects(design: DesignPoint) -> tuple[dict, dict[str, ProjectFiles]]:
+    """design.json and every IP's HLS project (shell around the PE kernel, golden vectors), in memory."""
+    target = BuildTarget(part=design.board.part, clock_period_ns=design.clock_period_ns)
+    projects, buffers = {}, {}
+    for instance in design.instances:
+        pe = get_pe(instance.pe)
+        stimulus = pe.build_stimulus(instance.spec, pe.stimulus_options())
+        projects[instance.name] = accel.render_accel(pe, instance.spec, instance.name, target, stimulus=stimulus)
+        buffers[instance.name] = accel.buffer_words(stimulus)
+    return design_manifest(design, buffers=buffers), projects
+
+
+def write_ip_projects(out_dir: Path, manifest: dict, projects: dict[str, ProjectFiles]) -> list[Path]:
+    """design.json first (it marks the folder as a build folder, so an interrupted write may be redone), then hls/."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [write_json_atomic(out_dir / MANIFEST_FILE, manifest)]
+    for name, project in projects.items():
+        written += write_project(out_dir / "hls" / name, project)
+    return written
+
+
 def write_build_folder(design: DesignPoint, out_dir: Path, *, cache_dir: Path, limit_percent: float | None = None,
                        progress: bool = False) -> BuildFolder:
     """Check ``design`` (fit, manifest, every file), then write its build folder into ``out_dir``."""
@@ -100,19 +121,9 @@ def write_build_folder(design: DesignPoint, out_dir: Path, *, cache_dir: Path, l
     fit = fit_design(design, cache_dir=cache_dir, progress=progress, **kwargs)
     if not fit.fits:
         raise DesignDoesNotFit(fit.refusal())
-    target = BuildTarget(part=design.board.part, clock_period_ns=design.clock_period_ns)
-    projects, buffers = {}, {}
-    for instance in design.instances:
-        pe = get_pe(instance.pe)
-        stimulus = pe.build_stimulus(instance.spec, pe.stimulus_options())
-        projects[instance.name] = accel.render_accel(pe, instance.spec, instance.name, target, stimulus=stimulus)
-        buffers[instance.name] = accel.buffer_words(stimulus)
-    manifest = design_manifest(design, buffers=buffers)
+    manifest, projects = render_ip_projects(design)
     vivado_files = vivado.render_vivado(manifest, design.board)  # validates the manifest; nothing written yet
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = [write_json_atomic(out_dir / MANIFEST_FILE, manifest)]
-    for name, project in projects.items():
-        written += write_project(out_dir / "hls" / name, project)
+    written = write_ip_projects(out_dir, manifest, projects)
     written += vivado.write_vivado(out_dir, vivado_files)
     written += write_fit(fit, out_dir)
     written.append(write_text_atomic(out_dir / "README.md", _readme(design, manifest, fit)))

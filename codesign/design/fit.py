@@ -15,14 +15,13 @@ is never answered from a stale entry.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from codesign.design.point import DesignPoint
 from codesign.hw.estimate import RESOURCES, estimate
-from codesign.hw.reports import write_bytes_atomic, write_json_atomic, write_text_atomic
+from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
 from codesign.pe import get_pe
 
 DEFAULT_LIMIT_PERCENT = 90.0
@@ -154,9 +153,4 @@ def plot_fit(report: FitReport, path: Path) -> Path:
     ax.set_title(f"{report.design} on {report.board}: {'fits' if report.fits else 'does not fit'}", fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(True, axis="y", alpha=0.3)
-    buffer = io.BytesIO()
-    try:
-        figure.savefig(buffer, format="png", dpi=110)
-    finally:
-        plt.close(figure)
-    return write_bytes_atomic(Path(path), buffer.getvalue())
+    return write_figure_png(figure, path, dpi=110)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,7 @@ from typing import Any
 
 from codesign.boards import Board, board
 from codesign.pe import REGISTRY, get_pe
-from codesign.train.config import TrainConfig, config_from_dict
+from codesign.train.config import TrainConfig, config_from_dict, read_toml
 
 DESIGN_TABLE = "design"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -212,13 +211,7 @@ def design_from_dict(raw: dict, *, board_name: str | None = None, default_name: 
 def load_design(path: Path, *, board_name: str | None = None) -> DesignPoint:
     """Load a design point from a training TOML; ``board_name`` (e.g. from ``--board``) wins over the file's."""
     path = Path(path)
-    if not path.is_file():
-        raise DesignError(f"design file {path} does not exist")
-    with path.open("rb") as handle:
-        try:
-            raw = tomllib.load(handle)
-        except tomllib.TOMLDecodeError as error:
-            raise DesignError(f"{path}: not valid TOML: {error}") from None
+    raw = read_toml(path, error=DesignError, what="design file")
     default_name = re.sub(r"[^a-z0-9_]", "_", path.stem.lower()) or "design"
     if not default_name[0].isalpha():
         default_name = "d_" + default_name

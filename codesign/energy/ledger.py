@@ -7,8 +7,9 @@ nothing) together with the operand widths in bits and the arithmetic kind:
 
 * ``int``: integer/fixed-point MACs, ``bits_a x bits_b``;
 * ``fp32``: IEEE single precision;
-* ``fp``: the FB-configurable FP-MAC (sign, 8-bit exponent, ``fb`` fraction bits);
-  its per-MAC energy comes from a caller-supplied function of ``fb``.
+* ``fp``: the FB-configurable FP-MAC (sign, ``exp_bits`` exponent bits, ``fb``
+  fraction bits, so an operand is stored in ``1 + exp_bits + fb`` bits); its
+  per-MAC energy comes from a caller-supplied function of ``fb``.
 
 Buffer model (deliberately simple, the same for every technique): each phase
 streams its operand and result tensors through DRAM once (``dram_bits``), and
@@ -36,6 +37,7 @@ class MacRecord:
     arith: str
     bits_a: int
     bits_b: int
+    exp_bits: int  # exponent bits of ``fp`` operands; 0 for the other kinds
     macs: int
 
 
@@ -50,16 +52,23 @@ class CostLedger:
     """Accumulates MACs (by layer, phase, arithmetic and widths) and DRAM traffic (bits)."""
 
     def __init__(self) -> None:
-        self._macs: dict[tuple[str, str, str, int, int], int] = defaultdict(int)
+        self._macs: dict[tuple[str, str, str, int, int, int], int] = defaultdict(int)
         self._dram_bits: dict[tuple[str, str], int] = defaultdict(int)
 
-    def add_macs(self, layer: str, phase: str, macs: int, *, bits_a: int, bits_b: int, arith: str = "int") -> None:
-        """Record ``macs`` multiply-accumulates of ``bits_a x bits_b`` operands (for ``fp``, both are the FB)."""
+    def add_macs(self, layer: str, phase: str, macs: int, *, bits_a: int, bits_b: int, arith: str = "int",
+                 exp_bits: int = 0) -> None:
+        """Record ``macs`` multiply-accumulates of ``bits_a x bits_b`` operands.
+
+        For ``fp`` both widths are the FB and ``exp_bits`` is the format's
+        exponent width; the other kinds take no exponent width.
+        """
         _check(phase, arith)
         if macs < 0:
             raise ValueError("MAC counts are non-negative")
+        if (arith == "fp") != (exp_bits > 0):
+            raise ValueError(f"exp_bits={exp_bits}: FB-float MACs need their exponent width, other kinds none")
         if macs:
-            self._macs[(layer, phase, arith, int(bits_a), int(bits_b))] += int(macs)
+            self._macs[(layer, phase, arith, int(bits_a), int(bits_b), int(exp_bits))] += int(macs)
 
     def add_dram(self, layer: str, phase: str, bits: int) -> None:
         _check(phase, "int")
@@ -83,16 +92,16 @@ class CostLedger:
                 "dram": [list(key) + [v] for key, v in sorted(self._dram_bits.items())]}
 
     def load_state_dict(self, state: dict) -> None:
-        self._macs = defaultdict(int, {tuple(row[:5]): row[5] for row in state["macs"]})
+        self._macs = defaultdict(int, {tuple(row[:6]): row[6] for row in state["macs"]})
         self._dram_bits = defaultdict(int, {tuple(row[:2]): row[2] for row in state["dram"]})
 
     @staticmethod
-    def _operand_bits(arith: str, bits_a: int, bits_b: int) -> tuple[int, int]:
-        """Storage bits of each operand: an ``fp`` value with FB fraction bits takes FB + 9 bits."""
+    def _operand_bits(arith: str, bits_a: int, bits_b: int, exp_bits: int) -> tuple[int, int]:
+        """Storage bits of each operand: an ``fp`` value takes sign + exponent + FB bits."""
         if arith == "fp32":
             return 32, 32
         if arith == "fp":
-            return bits_a + 9, bits_b + 9
+            return 1 + exp_bits + bits_a, 1 + exp_bits + bits_b
         return bits_a, bits_b
 
     def summary(self, table: EnergyTable, *, fp_mac_pj: Callable[[int], float] | None = None) -> dict:
@@ -101,7 +110,7 @@ class CostLedger:
                     for phase in PHASES}
         by_layer: dict[str, float] = defaultdict(float)
         # sorted, so that float sums do not depend on insertion order (a resumed run inserts differently)
-        for (layer, phase, arith, bits_a, bits_b), macs in sorted(self._macs.items()):
+        for (layer, phase, arith, bits_a, bits_b, exp_bits), macs in sorted(self._macs.items()):
             if arith == "int":
                 per_mac = table.int_mac(bits_a, bits_b)
             elif arith == "fp32":
@@ -110,7 +119,7 @@ class CostLedger:
                 if fp_mac_pj is None:
                     raise ValueError("the ledger holds FB-float MACs: pass fp_mac_pj (energy per MAC by FB)")
                 per_mac = fp_mac_pj(bits_a)
-            width_a, width_b = self._operand_bits(arith, bits_a, bits_b)
+            width_a, width_b = self._operand_bits(arith, bits_a, bits_b, exp_bits)
             entry = by_phase[phase]
             entry["macs"] += macs
             entry["flops"] += 2 * macs

@@ -9,14 +9,13 @@ sign off) and writes ``<pe>_cost.json`` (machines), ``<pe>_cost.md`` and
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from codesign.boards import Board, boards
 from codesign.hw import yosys as ys
-from codesign.hw.reports import write_bytes_atomic, write_text_atomic
+from codesign.hw.reports import write_figure_png, write_text_atomic
 from codesign.pe.protocol import ProcessingElement
 
 SCHEMA = "codesign-pe-cost"
@@ -130,9 +129,4 @@ def plot_cost(report: dict, path: Path, title: str) -> Path:
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend(fontsize=7)
     figure.suptitle(f"{title}: Yosys resources against the board budget", fontsize=10)
-    buffer = io.BytesIO()
-    try:
-        figure.savefig(buffer, format="png", dpi=110)
-    finally:
-        plt.close(figure)
-    return write_bytes_atomic(Path(path), buffer.getvalue())
+    return write_figure_png(figure, path, dpi=110)

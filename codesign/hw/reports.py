@@ -29,3 +29,17 @@ def write_text_atomic(path: Path, text: str) -> Path:
 
 def write_json_atomic(path: Path, payload: object) -> Path:
     return write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+
+
+def write_figure_png(figure, path: Path, *, dpi: int | None = None) -> Path:
+    """Render a matplotlib figure to PNG bytes, close it, and write the file atomically."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    try:
+        figure.savefig(buffer, format="png", **({} if dpi is None else {"dpi": dpi}))
+    finally:
+        plt.close(figure)
+    return write_bytes_atomic(Path(path), buffer.getvalue())

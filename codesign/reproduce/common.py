@@ -129,7 +129,7 @@ def plot_accuracy_vs_cost(path: Path, title: str, summaries: list[ArmSummary], *
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from codesign.hw.reports import write_bytes_atomic
+    from codesign.hw.reports import write_figure_png
 
     figure, axis = plt.subplots(figsize=(6, 4.2), dpi=120)
     for s in summaries:
@@ -143,12 +143,7 @@ def plot_accuracy_vs_cost(path: Path, title: str, summaries: list[ArmSummary], *
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8)
     figure.tight_layout()
-    import io
-
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    return write_bytes_atomic(path, buffer.getvalue())
+    return write_figure_png(figure, path)
 
 
 def write_report(out_dir: Path, *, name: str, title: str, summaries: list[ArmSummary], claim: PaperClaim,

@@ -39,7 +39,6 @@ model finds compute-bound, 2x2 groups, one target per operation.
 
 from __future__ import annotations
 
-import io
 import math
 import shutil
 import tempfile
@@ -50,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from codesign.hw.reports import write_bytes_atomic, write_json_atomic, write_text_atomic
+from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
 from codesign.hw.vectors import write_transactions
 from codesign.pe.csb.cycles import transaction_cycles
 from codesign.pe.csb.schedule import ArraySpec, LayerShape, random_keep_mask, schedule_layer
@@ -377,10 +376,7 @@ def plot_sweep(path: Path, data: dict, paper_n: int = N_PE) -> Path:
     figure.suptitle(f"Utilisation over the number of PEs ({100 * DENSITY:.0f} % kernels kept, mean ± std over seeds)",
                     fontsize=10)
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    return write_bytes_atomic(path, buffer.getvalue())
+    return write_figure_png(figure, path)
 
 
 def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, progress: bool = True) -> dict:

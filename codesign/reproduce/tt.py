@@ -32,7 +32,6 @@ small integer per tensor) are not counted.
 
 from __future__ import annotations
 
-import io
 import math
 import statistics
 import time
@@ -42,7 +41,7 @@ from typing import Any
 
 import torch
 
-from codesign.hw.reports import write_bytes_atomic, write_json_atomic, write_text_atomic
+from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
 from codesign.reproduce import check_output_dir
 from codesign.reproduce.common import Arm, PaperClaim, Target, markdown_table, mean_std, summarize
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
@@ -215,10 +214,7 @@ def _plot(path: Path, summaries, memory: dict[str, list[float]], rank_histories:
     right.legend(fontsize=8)
     figure.suptitle(title, fontsize=9)
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    return write_bytes_atomic(path, buffer.getvalue())
+    return write_figure_png(figure, path)
 
 
 def _fmt(values, digits: int = 2) -> str:

@@ -164,14 +164,19 @@ def config_from_dict(raw: dict) -> TrainConfig:
     )
 
 
-def load_config(path: Path) -> TrainConfig:
+def read_toml(path: Path, *, error: type[ValueError] = ConfigError, what: str = "config file") -> dict:
+    """The tables of a TOML file; a missing file or bad TOML raises ``error`` naming the file."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
+        raise error(f"{what} {path} does not exist")
     with path.open("rb") as handle:
         try:
-            raw = tomllib.load(handle)
-        except tomllib.TOMLDecodeError as error:
-            raise ConfigError(f"{path}: not valid TOML: {error}") from None
+            return tomllib.load(handle)
+        except tomllib.TOMLDecodeError as problem:
+            raise error(f"{path}: not valid TOML: {problem}") from None
+
+
+def load_config(path: Path) -> TrainConfig:
+    raw = read_toml(path)
     raw.pop("design", None)  # the hardware of a design point (codesign.design), not a training setting
     return config_from_dict(raw)

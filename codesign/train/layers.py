@@ -45,14 +45,16 @@ class CountedMixin:
     def record(self, phase: str, macs: int, dram_bits: int) -> None:
         if self.ledger is None:
             return
-        arith, bits_a, bits_b = self.precision.mac_kind(phase)
-        self.ledger.add_macs(self.layer_name, phase, macs, bits_a=bits_a, bits_b=bits_b, arith=arith)
+        arith, bits_a, bits_b, exp_bits = self.precision.mac_kind(phase)
+        self.ledger.add_macs(self.layer_name, phase, macs, bits_a=bits_a, bits_b=bits_b, arith=arith,
+                             exp_bits=exp_bits)
         self.ledger.add_dram(self.layer_name, phase, dram_bits)
 
     def operand_bits(self, phase: str) -> tuple[int, int]:
-        arith, bits_a, bits_b = self.precision.mac_kind(phase)
+        """Storage bits of the two operands of ``phase`` (an FB-float value: sign + exponent + FB)."""
+        arith, bits_a, bits_b, exp_bits = self.precision.mac_kind(phase)
         if arith == "fp":
-            return bits_a + 9, bits_b + 9
+            return 1 + exp_bits + bits_a, 1 + exp_bits + bits_b
         return bits_a, bits_b
 
 

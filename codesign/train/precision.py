@@ -85,17 +85,18 @@ class LayerPrecision:
     grad: Quantizer | None = None
     exact_accumulation: bool = field(default=True)
 
-    def mac_kind(self, phase: str) -> tuple[str, int, int]:
-        """(arithmetic, bits_a, bits_b) of the MACs of ``phase`` under this precision."""
+    def mac_kind(self, phase: str) -> tuple[str, int, int, int]:
+        """(arithmetic, bits_a, bits_b, exp_bits) of the MACs of ``phase``; exp_bits is 0 unless FB-float."""
         pairs = {"forward": (self.activation, self.weight), "error": (self.grad, self.weight),
                  "weight_grad": (self.grad, self.activation)}
         first, second = pairs[phase]
-        if isinstance(first, FloatQuantizer) or isinstance(second, FloatQuantizer):
-            fb = max(q.bits for q in (first, second) if isinstance(q, FloatQuantizer))
-            return "fp", fb, fb
+        floats = [q for q in (first, second) if isinstance(q, FloatQuantizer)]
+        if floats:
+            widest = max(floats, key=lambda q: (q.fmt.frac_bits, q.fmt.exp_bits))
+            return "fp", widest.fmt.frac_bits, widest.fmt.frac_bits, widest.fmt.exp_bits
         if first is None and second is None:
-            return "fp32", 32, 32
-        return "int", first.bits if first else 32, second.bits if second else 32
+            return "fp32", 32, 32, 0
+        return "int", first.bits if first else 32, second.bits if second else 32, 0
 
     @property
     def fixed_point(self) -> bool:

@@ -22,14 +22,21 @@ def test_summary_prices_each_kind_and_phase():
     assert set(summary["by_layer"]) == {"conv", "fc"}
 
 
-def test_fb_float_macs_need_a_price_and_take_fb_plus_9_bits():
+def test_fb_float_macs_need_a_price_and_take_sign_exponent_and_fb_bits():
     ledger = CostLedger()
-    ledger.add_macs("conv", "forward", 10, bits_a=10, bits_b=10, arith="fp")
+    ledger.add_macs("conv", "forward", 10, bits_a=10, bits_b=10, arith="fp", exp_bits=8)
+    with pytest.raises(ValueError, match="exponent width"):
+        ledger.add_macs("conv", "forward", 10, bits_a=10, bits_b=10, arith="fp")
+    with pytest.raises(ValueError, match="exponent width"):
+        ledger.add_macs("conv", "forward", 10, bits_a=8, bits_b=8, arith="int", exp_bits=8)
     with pytest.raises(ValueError, match="fp_mac_pj"):
         ledger.summary(horowitz_45nm())
     summary = ledger.summary(horowitz_45nm(), fp_mac_pj=lambda fb: 0.1 * fb)
     assert summary["total"]["compute_pj"] == pytest.approx(10 * 1.0)
     assert summary["total"]["bitops"] == 10 * 19 * 19
+    narrow = CostLedger()
+    narrow.add_macs("conv", "forward", 10, bits_a=10, bits_b=10, arith="fp", exp_bits=5)
+    assert narrow.summary(horowitz_45nm(), fp_mac_pj=lambda fb: 0.1 * fb)["total"]["bitops"] == 10 * 16 * 16
 
 
 def test_state_round_trip_merge_and_validation():

@@ -34,7 +34,6 @@ budget in ``boards/*.toml``.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
 import warnings
@@ -45,7 +44,7 @@ from pathlib import Path
 from codesign.boards import Board, board_for_part
 from codesign.hw import yosys as ys
 from codesign.hw.estimate import board_for_family
-from codesign.hw.reports import write_bytes_atomic, write_text_atomic
+from codesign.hw.reports import write_figure_png, write_text_atomic
 from codesign.numerics.formats import FLOAT_FRAC_BITS
 from codesign.pe.fpmac.spec import ROUNDING_CODES, FpmacSpec
 from codesign.resources import data_dir
@@ -391,9 +390,4 @@ def plot_fpmac_cost(report: Mapping, path: Path) -> Path:
         ax.legend(fontsize=7)
     exp_values = ", ".join(str(v) for v in sorted({e.exp_bits for e in cost.entries}))
     figure.suptitle(f"FP-MAC (EXP_BITS={exp_values}) per family, {cost.tool_version}", fontsize=10)
-    buffer = io.BytesIO()
-    try:
-        figure.savefig(buffer, format="png", dpi=110)
-    finally:
-        plt.close(figure)
-    return write_bytes_atomic(Path(path), buffer.getvalue())
+    return write_figure_png(figure, path, dpi=110)

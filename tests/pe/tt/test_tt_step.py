@@ -241,7 +241,7 @@ def test_step_in_csim_on_a_small_array(tmp_path):
     assert runner.calls == got.stats["calls"] > 3 * got.stats["contractions"]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @needs_cxx
 def test_step_in_csim_at_batch_64_and_rank_8(csim_runner):
     layer = make_layer((4, 8, 8, 4), (8, 4, 4, 4), 8)
