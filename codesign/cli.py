@@ -248,7 +248,8 @@ def _demo_builds(out: Path) -> None:
         print(f"[demo build {board_name}] {len(folder.written)} files in {folder.root}")
         print(folder.fit.table())
         for board_files in (True, False):
-            print(f"[demo build {board_name}] {lint_vivado_build(folder.root, board_files=board_files).describe()}")
+            mode = "with board files" if board_files else "part only"
+            print(f"[demo build {board_name}, {mode}] {lint_vivado_build(folder.root, board_files=board_files).describe()}")
         print(f"[demo build {board_name}] not built here: run the commands in {folder.root / 'README.md'} "
               "where vitis_hls and vivado are installed, or `codesign build`")
 
@@ -304,6 +305,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from codesign.design.fit import DEFAULT_LIMIT_PERCENT
+
     parser = argparse.ArgumentParser(prog="codesign", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -334,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     design.add_argument("config", help="training TOML with an optional [design] table")
     design.add_argument("--board", default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
     design.add_argument("--cache", default="out/estimate-cache", help="Yosys estimate cache")
-    design.add_argument("--limit", type=float, default=90.0, help="largest share of any board resource (%%)")
+    design.add_argument("--limit", type=float, default=DEFAULT_LIMIT_PERCENT, help="largest share of any board resource (%%)")
     design.add_argument("--out", default=None, help="also write fit.json/.md/.png here")
     design.set_defaults(func=_cmd_design)
 
@@ -344,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--board", default=None, help="with a design: the board (default: the file's)")
     build.add_argument("--out", default=None, help="with a design: build folder (default out/build/DESIGN/BOARD)")
     build.add_argument("--cache", default="out/estimate-cache", help="with a design: Yosys estimate cache")
-    build.add_argument("--limit", type=float, default=90.0, help="with a design: largest share of any resource (%%)")
+    build.add_argument("--limit", type=float, default=DEFAULT_LIMIT_PERCENT, help="with a design: largest share of any resource (%%)")
     build.add_argument("--allow-missing-tools", action="store_true",
                        help="with a design: exit 0 when vitis_hls/vivado are absent (the folder is still complete)")
     build.add_argument("--dry-run", action="store_true", help="write the build folder (design) or print the "

@@ -21,7 +21,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codesign.design.fit import DesignDoesNotFit, FitReport, fit_design, write_fit
+from codesign.design.fit import DEFAULT_LIMIT_PERCENT, DesignDoesNotFit, FitReport, fit_design, write_fit
 from codesign.design.manifest import MANIFEST_FILE, MANIFEST_FORMAT, design_manifest
 from codesign.design.point import DesignPoint
 from codesign.hw import accel, vivado
@@ -112,13 +112,12 @@ def write_ip_projects(out_dir: Path, manifest: dict, projects: dict[str, Project
     return written
 
 
-def write_build_folder(design: DesignPoint, out_dir: Path, *, cache_dir: Path, limit_percent: float | None = None,
-                       progress: bool = False) -> BuildFolder:
+def write_build_folder(design: DesignPoint, out_dir: Path, *, cache_dir: Path,
+                       limit_percent: float = DEFAULT_LIMIT_PERCENT, progress: bool = False) -> BuildFolder:
     """Check ``design`` (fit, manifest, every file), then write its build folder into ``out_dir``."""
     out_dir = Path(out_dir)
     check_build_dir(out_dir)
-    kwargs = {} if limit_percent is None else {"limit_percent": limit_percent}
-    fit = fit_design(design, cache_dir=cache_dir, progress=progress, **kwargs)
+    fit = fit_design(design, cache_dir=cache_dir, limit_percent=limit_percent, progress=progress)
     if not fit.fits:
         raise DesignDoesNotFit(fit.refusal())
     manifest, projects = render_ip_projects(design)

@@ -112,7 +112,7 @@ def fit_design(design: DesignPoint, *, cache_dir: Path, limit_percent: float = D
     if not 0 < limit_percent <= 100:
         raise ValueError(f"limit_percent must be in (0, 100], got {limit_percent}")
     family = design.board.yosys_family
-    shell = {key: float(value) for key, value in shell_cost(family).items() if key in RESOURCES}
+    shell = {key: float(value) for key, value in _resources(shell_cost(family)).items()}
     per_ip = {}
     for instance in design.instances:
         pe = pe_cost(instance.pe, instance.spec, family, cache_dir, progress=progress)
