@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from codesign.boards import Board, board
+from codesign.numerics import FloatFormat
 from codesign.pe import REGISTRY, get_pe
 from codesign.train.config import TrainConfig, config_from_dict, read_toml
 
 DESIGN_TABLE = "design"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 CLOCK_RANGE_MHZ = (10.0, 300.0)
-FP32_EXP_BITS, FP32_FRAC_BITS = 8, 23  # plain FP32 training runs on the FP-MAC array at full width
+# techniques that only decide on the host which work to skip
 HOST_TECHNIQUES = {"smd": "mini-batch dropping is a host-side schedule", "slu": "layer skipping is a host-side schedule"}
 # techniques whose arithmetic needs a PE that is not built yet: named here so the error says which one
 FIXED_POINT_ARRAY = "fixed_mac_array"
@@ -102,6 +103,8 @@ class DesignPoint:
         for instance in self.instances:
             lines.append(f"  {instance.name}: {get_pe(instance.pe).title} -- {instance.reason}")
             lines.append(f"    spec: {instance.spec}")
+        for name in sorted(set(self.training.techniques) & set(HOST_TECHNIQUES)):
+            lines.append(f"  host: {name} -- {HOST_TECHNIQUES[name]}, no PE")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
@@ -128,9 +131,9 @@ def derived_pe_fields(training: TrainConfig) -> list[tuple[str, dict[str, Any], 
         abvs = techniques["abvs"]
         needs.append(("fpmac_array", {"exp_bits": abvs.exp_bits, "max_fb": abvs.fb_max, "rounding": abvs.rounding},
                       f"ABVS FB-float training, FB {abvs.fb_min}..{abvs.fb_max} chosen at run time"))
-    for name in ("cpt", "psg"):
-        if name in techniques:
-            _need_registered(FIXED_POINT_ARRAY, f"techniques.{name} (fixed-point MACs)")
+    fixed = [name for name in ("cpt", "psg") if name in techniques]
+    if fixed:
+        needs.append((FIXED_POINT_ARRAY, {}, f"techniques.{fixed[0]} (fixed-point MACs)"))
     if "compress" in techniques:
         compress = techniques["compress"]
         contract = get_pe("csb").spec_class()
@@ -142,8 +145,9 @@ def derived_pe_fields(training: TrainConfig) -> list[tuple[str, dict[str, Any], 
         kernel = 3 if training.model.name == "resnet" else 1
         needs.append(("csb", {"kernel": kernel},
                       f"kernel-wise compressed training: {compress.bits}-bit operands in CSB blocks, {kernel}x{kernel} kernels"))
-    if not needs and not any(name in techniques for name in ("cpt", "psg")):
-        needs.append(("fpmac_array", {"exp_bits": FP32_EXP_BITS, "max_fb": FP32_FRAC_BITS, "rounding": "nearest_even"},
+    if not needs:
+        fp32 = FloatFormat()  # sign, 8 exponent bits, 23 fraction bits
+        needs.append(("fpmac_array", {"exp_bits": fp32.exp_bits, "max_fb": fp32.frac_bits, "rounding": fp32.rounding},
                       "FP32 training (no reduced-precision technique)"))
     return needs
 

@@ -49,6 +49,14 @@ def test_plain_fp32_training_runs_on_a_full_width_array():
     assert (spec.exp_bits, spec.max_fb) == (8, 23)
 
 
+def test_host_side_techniques_need_no_pe():
+    raw = _raw("digits_abvs.toml")
+    raw["techniques"]["smd"] = {}
+    design = design_from_dict(raw)
+    assert [instance.pe for instance in design.instances] == ["fpmac_array"]
+    assert "host: smd -- mini-batch dropping is a host-side schedule, no PE" in design.describe()
+
+
 def test_the_training_loader_ignores_the_design_table():
     assert set(load_config(EXAMPLES / "digits_abvs.toml").techniques) == {"abvs"}
 
