@@ -19,11 +19,12 @@ from codesign.design.point import PeInstance
 from tests.deploy.conftest import golden_transactions, stream_design
 
 pytestmark = pytest.mark.slow
+ON_BOARD = board_attached()
+off_board_only = pytest.mark.skipif(ON_BOARD, reason="a PYNQ board is attached: the automatic choice is the board")
 
 
+@off_board_only
 def test_off_board_the_overlay_says_it_emulates(stream_folder):
-    if board_attached():
-        pytest.skip("a PYNQ board is attached: the automatic choice is the board")
     with pytest.warns(EmulatedBoardNotice, match="no PYNQ board is attached: running design 'stream_pes' on the "
                                                   "emulated board"):
         overlay = CodesignOverlay(stream_folder)
@@ -31,9 +32,8 @@ def test_off_board_the_overlay_says_it_emulates(stream_folder):
     assert "csb_0: csb at 0x40000000" in overlay.describe()
 
 
+@off_board_only
 def test_a_board_is_required_when_asked_for(stream_folder):
-    if board_attached():
-        pytest.skip("a PYNQ board is attached")
     with pytest.raises(DeployError, match="cannot open design 'stream_pes' on a board: no PYNQ board found"):
         CodesignOverlay(stream_folder, emulate=False)
 
@@ -57,16 +57,15 @@ def test_drivers_by_name_and_by_pe(overlay):
 
 
 @pytest.mark.board
+@pytest.mark.skipif(not ON_BOARD, reason="no PYNQ board attached (pynq finds no device)")
+@pytest.mark.skipif(not os.environ.get("CODESIGN_BOARD_BUILD"),
+                    reason="set CODESIGN_BOARD_BUILD to a build folder holding <design>.bit and <design>.hwh")
 def test_golden_transactions_on_the_board():
     """On a PYNQ board, the build folder named by $CODESIGN_BOARD_BUILD (with its .bit/.hwh): golden words back.
 
     Every IP of a stream PE runs its PE's default stimulus, one call per transaction.
     """
-    if not board_attached():
-        pytest.skip("no PYNQ board attached (pynq finds no device)")
-    folder = os.environ.get("CODESIGN_BOARD_BUILD")
-    if not folder:
-        pytest.skip("set CODESIGN_BOARD_BUILD to a build folder holding <design>.bit and <design>.hwh")
+    folder = os.environ["CODESIGN_BOARD_BUILD"]
     with warnings.catch_warnings():
         warnings.simplefilter("error", EmulatedBoardNotice)
         overlay = CodesignOverlay(folder, emulate=False)
