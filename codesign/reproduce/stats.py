@@ -1,0 +1,105 @@
+"""Paired comparisons over seeds: differences, 95 % bootstrap intervals, and the wording of a claim.
+
+Every reproduction trains its technique arms and its baseline at the same
+seeds, so seed ``s`` of an arm is compared with seed ``s`` of the baseline
+(same initial weights, same data order). The difference of interest is
+always *technique − baseline* (accuracy in points; an energy or BitOPs
+*ratio* technique / baseline), one sign convention everywhere: a negative
+accuracy difference is a loss.
+
+The interval is a percentile bootstrap over seeds: resample the per-seed
+differences with replacement ``resamples`` times (a fixed generator, so a
+report is reproducible), take the mean of each resample, and read the 2.5th
+and 97.5th percentiles. With eight seeds this is wide; that is the point.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+CONFIDENCE = 0.95
+RESAMPLES = 10_000
+BOOTSTRAP_SEED = 20_191_013  # fixed: the same differences always give the same interval
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Mean of the per-seed values and its bootstrap interval (same units as the values)."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+    confidence: float = CONFIDENCE
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def text(self, digits: int = 2, unit: str = "") -> str:
+        return f"{self.mean:+.{digits}f}{unit} [{self.low:+.{digits}f}, {self.high:+.{digits}f}]"
+
+
+def bootstrap_interval(values: Sequence[float], *, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
+                       seed: int = BOOTSTRAP_SEED) -> Interval:
+    """Percentile-bootstrap interval of the mean of ``values`` (one value per seed)."""
+    data = np.asarray(list(values), dtype=np.float64)
+    if data.size == 0:
+        raise ValueError("no values to bootstrap")
+    if not np.all(np.isfinite(data)):
+        raise ValueError(f"values must be finite, got {data.tolist()}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if data.size == 1:
+        value = float(data[0])
+        return Interval(value, value, value, 1, confidence)
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, data.size, size=(resamples, data.size))].mean(axis=1)
+    tail = 100 * (1 - confidence) / 2
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return Interval(float(data.mean()), float(low), float(high), int(data.size), confidence)
+
+
+def paired_differences(technique: Sequence[float], baseline: Sequence[float]) -> list[float]:
+    """Per-seed ``technique - baseline``; the two lists are the same seeds in the same order."""
+    if len(technique) != len(baseline):
+        raise ValueError(f"paired lists differ in length: {len(technique)} vs {len(baseline)}")
+    return [float(t) - float(b) for t, b in zip(technique, baseline)]
+
+
+def paired_ratios(technique: Sequence[float], baseline: Sequence[float]) -> list[float]:
+    """Per-seed ``technique / baseline`` (energy, BitOPs, memory)."""
+    if len(technique) != len(baseline):
+        raise ValueError(f"paired lists differ in length: {len(technique)} vs {len(baseline)}")
+    if any(b == 0 for b in baseline):
+        raise ValueError("a baseline value is zero; the ratio is undefined")
+    return [float(t) / float(b) for t, b in zip(technique, baseline)]
+
+
+def accuracy_verdict(difference: Interval, *, margin: float = 0.0) -> str:
+    """How a paired accuracy difference (technique − baseline, points) may be stated.
+
+    ``margin`` is a tolerated loss (points, >= 0) from a target such as
+    "at most 1 pt drop". The wording follows the interval only: a claim of a
+    loss or a gain needs the whole interval on one side of zero.
+    """
+    if margin < 0 or not math.isfinite(margin):
+        raise ValueError(f"margin must be a finite number >= 0, got {margin}")
+    if difference.high < 0:
+        within = difference.low >= -margin
+        return (f"significant loss of {-difference.mean:.2f} pt"
+                + (f" (within the {margin:g} pt allowed)" if margin and within else ""))
+    if difference.low > 0:
+        return f"significant gain of {difference.mean:.2f} pt"
+    return "no significant loss"
+
+
+def loss_within(difference: Interval, margin: float) -> bool:
+    """The whole interval lies above ``-margin``: the data rule out a loss larger than ``margin`` points."""
+    return difference.low >= -margin
