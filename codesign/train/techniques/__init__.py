@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import importlib
 
-TECHNIQUES = ("smd", "slu", "psg", "cpt", "abvs", "compress")
-# Order in which hooks run when several techniques are combined: precision setters
-# first, then the ones that read the model's precision or shape.
-ORDER = {name: index for index, name in enumerate(("compress", "abvs", "cpt", "psg", "slu", "smd"))}
+TECHNIQUES = ("smd", "slu", "psg", "cpt", "abvs", "compress", "tt")
+# Order in which hooks run when several techniques are combined: the one that replaces the model (tt)
+# first, then precision setters, then the ones that read the model's precision or shape.
+ORDER = {name: index for index, name in enumerate(("tt", "compress", "abvs", "cpt", "psg", "slu", "smd"))}
 
 
 def technique_module(name: str):

@@ -1,13 +1,16 @@
 """A TT multilayer perceptron and the glue that trains it with the project's :class:`Trainer`.
 
 The trainer builds its model from :class:`ModelConfig`; a TT model is
-described by :class:`TTMLPConfig` instead, so :func:`tt_trainer` constructs
-a trainer, swaps in the TT model (seeded from the run's seed), an Adam
-optimiser over the shadow parameters (the paper trains with Adam, App. B),
-and the :class:`RankAdaptation` technique. Everything else — data order,
-cosine learning rate, evaluation, the cost ledger — is the trainer's own,
-so a dense baseline run through the same trainer (:func:`use_adam`) sees
-the same data, steps and schedule.
+described by :class:`TTMLPConfig` instead. :func:`use_tt_model` swaps the
+TT model (seeded from the run's seed) and an Adam optimiser over the shadow
+parameters (the paper trains with Adam, App. B) into a trainer; the
+:class:`RankAdaptation` technique then adds the rank prior. Two entry points
+share it: :func:`tt_trainer` (a trainer for a :class:`TTMLPConfig` given in
+Python) and the ``tt`` technique of the training configuration
+(:mod:`codesign.train.techniques.tt`, ``[techniques.tt]`` in TOML). Everything
+else — data order, cosine learning rate, evaluation, the cost ledger — is the
+trainer's own, so a dense baseline run through the same trainer
+(:func:`use_adam`) sees the same data, steps and schedule.
 """
 
 from __future__ import annotations
@@ -100,6 +103,15 @@ def use_adam(trainer: Trainer) -> Trainer:
     return trainer
 
 
+def use_tt_model(trainer: Trainer, model: TTMLPConfig) -> Trainer:
+    """Replace the trainer's model by the TT MLP ``model`` (weights drawn after seeding torch with the run's seed)
+    and its optimiser by Adam over the new parameters (:func:`use_adam`)."""
+    require(isinstance(model, TTMLPConfig), "model", f"must be a TTMLPConfig, got {type(model).__name__}")
+    torch.manual_seed(trainer.config.seed)
+    trainer.model = TTMLP(model)
+    return use_adam(trainer)
+
+
 def tt_trainer(config: TrainConfig, model: TTMLPConfig, prior: RankPrior | None = None, *,
                dataset: Dataset | None = None, progress: bool = False, description: str = "tt") -> Trainer:
     """A :class:`Trainer` running ``config``'s data, budget and schedule on a TT MLP with Adam.
@@ -111,10 +123,7 @@ def tt_trainer(config: TrainConfig, model: TTMLPConfig, prior: RankPrior | None 
     """
     require(isinstance(model, TTMLPConfig), "model", f"must be a TTMLPConfig, got {type(model).__name__}")
     require(prior is None or isinstance(prior, RankPrior), "prior", "must be a RankPrior or None")
-    trainer = Trainer(config, dataset=dataset, progress=progress, description=description)
-    torch.manual_seed(config.seed)
-    trainer.model = TTMLP(model)
-    use_adam(trainer)
+    trainer = use_tt_model(Trainer(config, dataset=dataset, progress=progress, description=description), model)
     if prior is not None:
         technique = RankAdaptation(prior)
         technique.attach(trainer)
@@ -134,4 +143,4 @@ def model_memory_bits(model: nn.Module) -> dict[str, int]:
             "total_bits": core_bits + bias_bits + other}
 
 
-__all__ = ["TTLayerSpec", "TTMLP", "TTMLPConfig", "model_memory_bits", "tt_trainer", "use_adam"]
+__all__ = ["TTLayerSpec", "TTMLP", "TTMLPConfig", "model_memory_bits", "tt_trainer", "use_adam", "use_tt_model"]
