@@ -3,7 +3,8 @@
 The hardware is *derived* from the training configuration, never typed in
 again: the FB-float format of ABVS sets the FP-MAC array's exponent width,
 largest fraction width and rounding; kernel-wise compressed training sets the
-CSB PE's kernel size. The ``[design]`` table of the training TOML only names
+CSB PE's kernel size; tensor-train training sets the operand widths of the
+TT PEs PE1, PE2 and PE3 from its precision. The ``[design]`` table of the training TOML only names
 the design, picks the board and clock, and sets hardware-only choices the
 training configuration cannot know (array shapes, buffer sizes); a field that
 is derived may not be overridden there.
@@ -134,6 +135,8 @@ def derived_pe_fields(training: TrainConfig) -> list[tuple[str, dict[str, Any], 
     fixed = [name for name in ("cpt", "psg") if name in techniques]
     if fixed:
         needs.append((FIXED_POINT_ARRAY, {}, f"techniques.{fixed[0]} (fixed-point MACs)"))
+    if "tt" in techniques:
+        needs.extend(_tt_needs(training))
     if "compress" in techniques:
         compress = techniques["compress"]
         contract = get_pe("csb").spec_class()
@@ -150,6 +153,29 @@ def derived_pe_fields(training: TrainConfig) -> list[tuple[str, dict[str, Any], 
         needs.append(("fpmac_array", {"exp_bits": fp32.exp_bits, "max_fb": fp32.frac_bits, "rounding": fp32.rounding},
                       "FP32 training (no reduced-precision technique)"))
     return needs
+
+
+def _tt_needs(training: TrainConfig) -> list[tuple[str, dict[str, Any], str]]:
+    """PE1, PE2 and PE3 with the operand widths of the TT precision; the model's layers must be valid first."""
+    from codesign.train.config import ConfigError
+    from codesign.train.techniques.tt import pe_widths, tt_model_config
+
+    try:
+        model = tt_model_config(training)
+        widths = pe_widths(training.techniques["tt"])
+    except ConfigError as error:
+        raise DesignError(str(error)) from None
+    q = model.precision
+    shapes = "; ".join(f"{'x'.join(map(str, spec.out_modes))} <- {'x'.join(map(str, spec.in_modes))}"
+                       for spec in model.layers)
+    rank = training.techniques["tt"].max_rank
+    return [("tt1", widths["tt1"], f"TT core gradients: {q.grad_bits}-bit gradients x {q.activation_bits}-bit states "
+                                   f"(layers {shapes}, ranks <= {rank})"),
+            ("tt2", widths["tt2"], f"TT forward and input-gradient contractions: {q.activation_bits}-bit states or "
+                                   f"{q.grad_bits}-bit gradients x {q.core_bits}-bit cores"),
+            ("tt3", widths["tt3"], f"TT outer product of the dense weight gradient ({q.activation_bits} x "
+                                   f"{q.grad_bits} bits), paper 003's PE3; the layer-step schedule takes the direct "
+                                   "core-gradient route and does not call it")]
 
 
 def _pe_spec(pe_name: str, derived: dict[str, Any], override: Mapping[str, Any], where: str):

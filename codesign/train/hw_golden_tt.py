@@ -1,0 +1,426 @@
+"""Golden TT training of a design point: the ``tt`` technique's trainer with every TT layer step on PE calls.
+
+A configuration with ``[techniques.tt]`` trains, in :mod:`codesign.train.trainer`,
+an MLP of :class:`~codesign.train.tt.layer.TTLinear` layers whose passes are
+core contractions computed in float64 on codes. :class:`TtHwTrainer` is the
+same trainer with each TT layer's forward and backward moved onto the TT
+PEs' schedule (:mod:`codesign.pe.tt.schedule`) through a *runner*: the
+golden PE kernels (:class:`~codesign.pe.tt.step.GoldenRunner`, the default)
+or the IPs of a board (:class:`codesign.deploy.tt_training.IpRunner`).
+
+- **Forward** of a layer: :func:`pe_forward`, the forward sweep of
+  :func:`codesign.pe.tt.step.pe_step` on its own (PE2 calls, the host's
+  integer scale choice and rounding between them); in evaluation mode the
+  scales are not re-aimed, as the golden layer's are not.
+- **Backward**: :func:`~codesign.pe.tt.step.pe_step` on the batch and the
+  output gradient. Its forward sweep asks for the very contractions the
+  forward pass ran; the host kept their results (:class:`Replay`), so the
+  PEs compute every contraction of a step once. A contraction whose
+  operands differ from the kept ones would go to the PEs again
+  (``replay_misses`` counts them; it stays 0).
+- **Host, in the trainer's precision:** loss (softmax cross-entropy), the
+  low-rank prior and its ``lambda`` updates (float64), Adam on float32
+  shadow cores and biases, shadow clipping, rank pruning at epoch ends and
+  the learning-rate schedule are the trainer's own code, run on the values
+  the PEs produced. ReLU and its derivative are selections (exact).
+
+Because :func:`~codesign.pe.tt.step.pe_step` returns the golden layer's
+step bit for bit, a run of this loop ends with the same weights, bit for
+bit, as ``codesign train`` on the same configuration (same seed): the
+trainer's golden model, its PE schedule and the board agree.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from codesign.pe.tt.schedule import StepHardware
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
+from codesign.pe.tt.step import (GoldenRunner, choose_frac, frac_of_values, operands, pe_step, quantize_values,
+                                 rescale, run_contraction, step_plan, to_values, trackers_of)
+from codesign.train.config import TrainConfig
+from codesign.train.data import Dataset
+from codesign.train.hw_golden import HwTrainError
+from codesign.train.trainer import Trainer
+from codesign.train.tt.layer import TTLinear, tt_layers
+from codesign.train.tt.precision import UNSET
+
+PES = {"tt1": Tt1Spec, "tt2": Tt2Spec, "tt3": Tt3Spec}
+
+
+# ---------------------------------------------------------------------------- the forward sweep on PEs
+@dataclass
+class ForwardResult:
+    """A layer's forward pass on the PEs: ``y`` (B, M) float32, the scale trackers after it, what the ledger needs.
+
+    ``cores`` are the quantised core values and ``states`` the PE2 operands
+    of every contraction (shapes and counts only matter to the ledger).
+    """
+
+    y: np.ndarray
+    trackers: dict[str, tuple[int, ...]]
+    cores: list[np.ndarray]
+    states: list[np.ndarray]
+
+
+def _check_x(layer: TTLinear, x) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim != 2 or x.shape[1] != layer.in_features or x.shape[0] < 1:
+        raise ValueError(f"x must be (batch, {layer.in_features}), got shape {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("x must be finite")
+    return x
+
+
+def pe_forward(layer: TTLinear, x, runner, hardware: StepHardware = StepHardware(), *,
+               update: bool = True) -> ForwardResult:
+    """``y = x W^T + b`` of ``layer`` as the forward sweep of :func:`codesign.pe.tt.step.pe_step`, on ``runner``.
+
+    ``update``: re-aim every activation and bias scale from this batch (the
+    layer in training mode); otherwise a scale is only aimed while unset
+    (evaluation mode), the golden layer's rule. ``layer`` is not changed.
+    """
+    x = _check_x(layer, x)
+    q = layer.precision_tt
+    batch = x.shape[0]
+    plan = step_plan(layer, batch, hardware)  # checks the layer's precision
+    d = plan.geometry.order
+    tr = {name: list(values) for name, values in trackers_of(layer).items()}
+    cores, core_frac = [], []
+    for k, core in enumerate(layer.cores):
+        values = core.detach().numpy().astype(np.float64)
+        frac = frac_of_values(values, bits=q.core_bits, headroom_bits=q.core_headroom_bits,
+                              current=tr["core_frac_bits"][k], update=False)
+        tr["core_frac_bits"][k] = frac
+        cores.append(quantize_values(values, frac, q.core_bits))
+        core_frac.append(frac)
+    x64 = x.astype(np.float64)
+    frac = frac_of_values(x64, bits=q.activation_bits, headroom_bits=q.activation_headroom_bits,
+                          current=tr["act_frac_bits"][0], update=update)
+    tr["act_frac_bits"][0] = frac
+    state = quantize_values(x64, frac, q.activation_bits).T  # batch last
+    states = []
+    for k in range(d):
+        a, b = operands(plan.contractions[k], cores, state)
+        states.append(a)
+        z = run_contraction(plan, k, a, b, runner)
+        z_frac = frac + core_frac[k]
+        if k == d - 1:
+            y = to_values(z.reshape(-1, batch).T, z_frac)
+            break
+        current = tr["act_frac_bits"][k + 1]
+        frac = choose_frac(z, z_frac, bits=q.activation_bits, headroom_bits=q.activation_headroom_bits,
+                           current=current) if update or current == UNSET else current
+        tr["act_frac_bits"][k + 1] = frac
+        state = rescale(z, z_frac, frac, q.activation_bits)
+    if layer.bias is not None:
+        bias = layer.bias.detach().numpy().astype(np.float64)
+        frac_b = frac_of_values(bias, bits=q.bias_bits, headroom_bits=q.activation_headroom_bits,
+                                current=tr["bias_frac_bits"][0], update=update)
+        tr["bias_frac_bits"][0] = frac_b
+        y = y + to_values(quantize_values(bias, frac_b, q.bias_bits), frac_b)
+    return ForwardResult(y=y.astype(np.float32), trackers={name: tuple(v) for name, v in tr.items()},
+                         cores=[to_values(c, f) for c, f in zip(cores, core_frac)], states=states)
+
+
+# ---------------------------------------------------------------------------- runners around a runner
+class Recording:
+    """Passes calls to ``runner`` and keeps every (calls, results) pair, in order."""
+
+    def __init__(self, runner) -> None:
+        self.runner = runner
+        self.recorded: list[tuple[list, list[np.ndarray]]] = []
+
+    def run(self, hardware: StepHardware, calls: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+        results = self.runner.run(hardware, calls)
+        self.recorded.append((list(calls), results))
+        return results
+
+
+def _same_calls(a: Sequence, b: Sequence) -> bool:
+    return len(a) == len(b) and all(pa == pb and np.array_equal(xa, xb) and np.array_equal(ya, yb)
+                                    for (pa, xa, ya), (pb, xb, yb) in zip(a, b))
+
+
+class Replay:
+    """Answers calls identical (PE and every operand code) to the next recorded ones from the record; else ``runner``."""
+
+    def __init__(self, runner, recorded: list[tuple[list, list[np.ndarray]]]) -> None:
+        self.runner = runner
+        self.pending = list(recorded)
+        self.replayed = 0
+        self.misses = 0
+
+    def run(self, hardware: StepHardware, calls: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+        if self.pending:
+            kept, results = self.pending.pop(0)
+            if _same_calls(kept, calls):
+                self.replayed += len(calls)
+                return results
+            self.misses += len(calls)
+            self.pending.clear()
+        return self.runner.run(hardware, calls)
+
+
+class Counting:
+    """Counts the PE transactions, MACs and seconds of the calls it passes to ``runner``."""
+
+    def __init__(self, runner) -> None:
+        self.runner = runner
+        self.transactions, self.macs, self.seconds = 0, 0, 0.0
+
+    def run(self, hardware: StepHardware, calls: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+        started = time.perf_counter()
+        results = self.runner.run(hardware, calls)
+        self.seconds += time.perf_counter() - started
+        self.transactions += len(calls)
+        for pe, a, b in calls:
+            self.macs += a.size * b.shape[0] if pe != "tt3" else a.size * b.size
+        return results
+
+
+# ---------------------------------------------------------------------------- TT layers on PEs
+class PeBackend:
+    """Where the TT layers' contractions run: ``runner`` for ``hardware``, counted; replay figures per step."""
+
+    def __init__(self, runner, hardware: StepHardware) -> None:
+        if not isinstance(hardware, StepHardware):
+            raise TypeError(f"hardware must be a StepHardware, got {type(hardware).__name__}")
+        self.hardware = hardware
+        self.runner = Counting(runner)
+        self.replayed = 0
+        self.replay_misses = 0
+
+
+class _PeTTFunction(torch.autograd.Function):
+    """The TT layer's passes on the PEs: :func:`pe_forward`, then :func:`pe_step` with the forward replayed."""
+
+    @staticmethod
+    def forward(ctx, x, bias, layer, *cores):
+        backend: PeBackend = layer.pe_backend
+        runner = Recording(backend.runner) if layer.training else backend.runner
+        x32 = x.detach().to(torch.float32).numpy()
+        result = pe_forward(layer, x32, runner, backend.hardware, update=layer.training)
+        _set_trackers(layer, result.trackers)
+        ctx.layer, ctx.x = layer, x32
+        ctx.recorded = runner.recorded if layer.training else []
+        if layer.ledger is not None:
+            y = torch.from_numpy(result.y)
+            layer._record_forward([torch.from_numpy(c) for c in result.cores],
+                                  [torch.from_numpy(s) for s in result.states], y)
+        return torch.from_numpy(result.y).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        layer: TTLinear = ctx.layer
+        backend: PeBackend = layer.pe_backend
+        replay = Replay(backend.runner, ctx.recorded)
+        step = pe_step(layer, ctx.x, grad_y.detach().to(torch.float32).numpy(), replay, backend.hardware)
+        backend.replayed += replay.replayed
+        backend.replay_misses += replay.misses
+        _set_trackers(layer, step.trackers)
+        need_x = ctx.needs_input_grad[0] and not layer.is_network_input
+        if layer.ledger is not None:
+            layer._record_backward(list(layer.cores), ctx.x.shape[0], need_x)
+        dtype = grad_y.dtype
+        grad_x = torch.from_numpy(step.grad_x).to(dtype) if need_x and step.grad_x is not None else None
+        grad_b = torch.from_numpy(step.bias_grad).to(dtype) \
+            if step.bias_grad is not None and ctx.needs_input_grad[1] else None
+        grads = [torch.from_numpy(g).to(dtype) if needed else None
+                 for g, needed in zip(step.core_grads, ctx.needs_input_grad[3:])]
+        return grad_x, grad_b, None, *grads
+
+
+def _set_trackers(layer: TTLinear, trackers: dict[str, tuple[int, ...]]) -> None:
+    for name, values in trackers.items():
+        getattr(layer, name).copy_(torch.tensor(values, dtype=torch.int64))
+
+
+class PeTTLinear(TTLinear):
+    """A :class:`TTLinear` whose passes run on its ``pe_backend`` (set by :func:`run_on_pes`)."""
+
+    pe_backend: PeBackend
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.ndim < 2 or int(np.prod(x.shape[1:])) != self.in_features:
+            raise ValueError(f"x must be (batch, {self.in_features}) or flatten to it, got shape {tuple(x.shape)}")
+        x = x.reshape(x.shape[0], self.in_features)
+        return _PeTTFunction.apply(x, self.bias, self, *self.cores)
+
+
+def run_on_pes(model: torch.nn.Module, backend: PeBackend) -> list[TTLinear]:
+    """Move every TT layer of ``model`` onto ``backend`` (in place: same parameters, buffers and names)."""
+    layers = tt_layers(model)
+    if not layers:
+        raise HwTrainError("the model has no TT layer to run on the TT PEs")
+    for layer in layers:
+        step_plan(layer, 1, backend.hardware)  # refuses a precision or widths the PEs cannot take, before training
+        layer.__class__ = PeTTLinear
+        layer.pe_backend = backend
+    return layers
+
+
+def design_hardware(design) -> StepHardware:
+    """The PE builds of a design point's TT instances (one tt1 and one tt2; tt3 when present)."""
+    specs = {}
+    for pe in PES:
+        found = [instance for instance in design.instances if instance.pe == pe]
+        if len(found) > 1 or (not found and pe != "tt3"):
+            raise HwTrainError(f"design {design.name!r} has {len(found)} {pe} instances; the TT loop needs one")
+        if found:
+            specs[{"tt1": "pe1", "tt2": "pe2", "tt3": "pe3"}[pe]] = found[0].spec
+    return StepHardware(**specs)
+
+
+# ---------------------------------------------------------------------------- the loop
+def _tensor(values, dtype: torch.dtype) -> torch.Tensor:
+    if isinstance(values, torch.Tensor):
+        return values.to(dtype)
+    return torch.as_tensor(np.asarray(values)).to(dtype)
+
+
+class TtHwTrainer:
+    """The ``tt`` technique's trainer with the TT layers on PE calls (golden kernels unless ``runner`` is given).
+
+    ``training`` must hold ``techniques.tt``; ``hardware`` is the PE builds
+    (:func:`design_hardware` of a design point, or :meth:`from_design`).
+    ``dataset`` defaults to the configuration's. ``trainer`` is the
+    :class:`~codesign.train.trainer.Trainer` (model, optimiser, ledger,
+    techniques, history).
+    """
+
+    def __init__(self, training: TrainConfig, *, hardware: StepHardware = StepHardware(), runner=None,
+                 dataset: Dataset | None = None, description: str = "tt on PEs") -> None:
+        if not isinstance(training, TrainConfig):
+            raise HwTrainError(f"training must be a TrainConfig, got {type(training).__name__}")
+        if "tt" not in training.techniques:
+            raise HwTrainError("the TT loop trains a configuration with techniques.tt; this one has "
+                               f"{sorted(training.techniques) or 'no technique'}")
+        from codesign.train.techniques.tt import pe_widths
+
+        for pe, widths in pe_widths(training.techniques["tt"]).items():
+            spec = hardware.spec(pe)
+            if spec.a_bits < widths["a_bits"] or spec.b_bits < widths["b_bits"]:
+                raise HwTrainError(f"{pe} is built for {spec.a_bits} x {spec.b_bits}-bit operands; "
+                                   f"techniques.tt.precision needs {widths['a_bits']} x {widths['b_bits']}")
+        self.trainer = Trainer(training, dataset=dataset, progress=False, description=description)
+        self.backend = PeBackend(runner if runner is not None else GoldenRunner(), hardware)
+        self.layers = run_on_pes(self.trainer.model, self.backend)
+        self.step_seconds = 0.0
+        self.steps = 0
+
+    @classmethod
+    def from_design(cls, design, **kwargs) -> TtHwTrainer:
+        """The loop of a design point: its training configuration on its TT instances' builds, golden kernels."""
+        return cls(design.training, hardware=design_hardware(design), **kwargs)
+
+    @property
+    def hardware(self) -> StepHardware:
+        return self.backend.hardware
+
+    # -- weights
+
+    def read_weights(self) -> dict[str, Any]:
+        """Copies of every TT layer's shadow cores and bias (float32), Adam's moments, and the scale trackers."""
+        optimizer = self.trainer.optimizer
+        cores, biases, moments, trackers = [], [], [], []
+        for layer in self.layers:
+            cores.append([core.detach().numpy().copy() for core in layer.cores])
+            biases.append(None if layer.bias is None else layer.bias.detach().numpy().copy())
+            trackers.append(trackers_of(layer))
+            for parameter in layer.parameters():
+                state = optimizer.state.get(parameter, {})
+                moments.append([state[key].detach().numpy().copy() for key in ("exp_avg", "exp_avg_sq")
+                                if key in state])
+        return {"cores": cores, "biases": biases, "moments": moments, "trackers": trackers,
+                "ranks": [tuple(layer.ranks) for layer in self.layers], "step": self.trainer.global_step}
+
+    def load_weights(self, state: dict[str, Any]) -> None:
+        """Replace every layer's shadow cores and bias by float arrays of the current shapes (all checked first)."""
+        if not isinstance(state, dict):
+            raise HwTrainError(f"load_weights: state must be a dict, got {type(state).__name__}")
+        for key in ("cores", "biases"):
+            if key not in state:
+                raise HwTrainError(f"load_weights: state lacks {key!r}")
+            if len(state[key]) != len(self.layers):
+                raise HwTrainError(f"load_weights: {len(state[key])} layers of {key}, the model has {len(self.layers)}")
+        checked = []
+        for index, (layer, cores, bias) in enumerate(zip(self.layers, state["cores"], state["biases"])):
+            mine = [*layer.cores, *([] if layer.bias is None else [layer.bias])]
+            given = [*cores, *([] if layer.bias is None else [bias])]
+            if len(given) != len(mine):
+                raise HwTrainError(f"load_weights: layer {index} has {len(layer.cores)} cores, got {len(cores)}")
+            for parameter, value in zip(mine, given):
+                value = np.asarray(value)
+                if value.shape != tuple(parameter.shape) or not np.issubdtype(value.dtype, np.floating):
+                    raise HwTrainError(f"load_weights: layer {index} needs float arrays of shape "
+                                       f"{tuple(parameter.shape)}, got {value.dtype} {value.shape}")
+                if not np.all(np.isfinite(value)):
+                    raise HwTrainError(f"load_weights: layer {index} holds values that are not finite")
+                checked.append((parameter, torch.from_numpy(value.astype(np.float32))))
+        with torch.no_grad():
+            for parameter, value in checked:
+                parameter.copy_(value)
+
+    # -- steps
+
+    def train_step(self, x, y) -> float | None:
+        """One scheduled step of the trainer (loss on the host, TT layers on the PEs); the schedule advances by one.
+
+        Returns the batch's mean cross-entropy, or None when a technique skipped the batch.
+        """
+        x, y = _tensor(x, torch.float32), _tensor(y, torch.int64)
+        if x.ndim < 2 or int(np.prod(x.shape[1:])) != self.layers[0].in_features or y.shape != (x.shape[0],):
+            raise HwTrainError(f"batch x {tuple(x.shape)}, y {tuple(y.shape)}: need (n, "
+                               f"{self.layers[0].in_features}) or images of as many pixels, and (n,)")
+        started = time.perf_counter()
+        loss = self.trainer.train_step(x, y)
+        self.trainer.global_step += 1
+        self.step_seconds += time.perf_counter() - started
+        self.steps += 1
+        return loss
+
+    def fit(self, *, progress: bool = True) -> list[dict[str, Any]]:
+        """Train the configuration's epochs (:meth:`Trainer.fit`: its order, schedule, evaluation, rank pruning).
+
+        Returns the trainer's history, one row per epoch (test accuracy %, loss, modelled energy pJ).
+        """
+        self.trainer.progress = progress
+        started, before = time.perf_counter(), self.trainer.global_step
+        self.result = self.trainer.fit()
+        self.step_seconds += time.perf_counter() - started
+        self.steps += self.trainer.global_step - before
+        return self.trainer.history
+
+    def predict(self, x) -> np.ndarray:
+        """Predicted class per sample (forward passes on the PEs, scales not re-aimed)."""
+        model = self.trainer.model
+        model.eval()
+        try:
+            with torch.no_grad():
+                return model(_tensor(x, torch.float32)).argmax(dim=1).numpy()
+        finally:
+            model.train()
+
+    def evaluate(self, x, y) -> float:
+        """Accuracy in [0, 1]."""
+        return float(np.mean(self.predict(x) == np.asarray(y)))
+
+    def throughput(self) -> dict[str, float]:
+        """Steps and their seconds (host and PEs), PE transactions, MACs, the runner's seconds, the replayed calls."""
+        runner = self.backend.runner
+        return {"steps": self.steps, "seconds": self.step_seconds,
+                "steps_per_s": self.steps / self.step_seconds if self.step_seconds else 0.0,
+                "pe_transactions": runner.transactions, "macs": runner.macs, "runner_s": runner.seconds,
+                "macs_per_s": runner.macs / runner.seconds if runner.seconds else 0.0,
+                "replayed_transactions": self.backend.replayed, "replay_misses": self.backend.replay_misses}
+
+
+__all__ = ["ForwardResult", "PeBackend", "PeTTLinear", "Recording", "Replay", "TtHwTrainer", "design_hardware",
+           "pe_forward", "run_on_pes"]
