@@ -1,0 +1,228 @@
+"""Compressed training on the board: :mod:`codesign.train.hw_golden_csb` with its layer products on the CSB IP.
+
+:class:`IpCsb` turns one FC layer operation into CSB transactions
+(docs/csb.md, "The stream interface": header, index bytes, sections; status
+word and results back) and runs them on a ``csb`` IP through its driver,
+in the order of the golden layer schedules (:mod:`codesign.pe.csb.golden`),
+so the results are bit-identical even where accumulators saturate:
+
+- the batch goes through the PE in chunks of ``spec.batch`` lanes (the last
+  one padded with zero lanes), input channels in ``block_cols`` tiles
+  (zero-padded at a partial edge block);
+- **FP** chains each block row's accumulator over its blocks in block
+  column order: one IP call per block column, holding one transaction per
+  (lane chunk, non-empty block of that column);
+- **EB** reads the transposed view: one call per stored block row, chaining
+  each stored block column's accumulator;
+- **WG** chains every entry's gradient over the lane chunks: one call per
+  chunk, one transaction per non-empty block;
+- **UPD**: one call, one transaction per non-empty block.
+
+Empty blocks are not sent: an operation with ``nnz = 0`` returns its
+accumulator unchanged. A status other than 0 raises :class:`DeployError`
+naming the operation and block.
+
+:class:`CsbBoardTrainer` is :class:`codesign.train.hw_golden_csb.CsbMlpTrainer`
+on an :class:`IpCsb`: the host runs the float warm-up, the loss, the
+power-of-two rescaling and the learning-rate schedule; the PL every layer
+product of the fixed-point phase.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import numpy as np
+
+from codesign.deploy.driver import AccelIP
+from codesign.deploy.manifest import DeployError
+from codesign.pe.csb.cycles import transaction_cycles
+from codesign.pe.csb.format import CSBMatrix
+from codesign.pe.csb.spec import CsbSpec
+from codesign.pe.csb.stream import (
+    STATUS_BAD_HEADER,
+    STATUS_INDEX,
+    STATUS_NNZ,
+    STATUS_OK,
+    Op,
+    encode_transaction,
+    result_count,
+)
+from codesign.train.hw_golden_csb import CsbMlpTrainer, CsbTrainSetup
+
+STATUS_NAMES = {STATUS_OK: "ok", STATUS_BAD_HEADER: "bad header", STATUS_NNZ: "nnz above the block capacity",
+                STATUS_INDEX: "index outside the block"}
+
+
+def _tile(array: np.ndarray, start: int, size: int) -> np.ndarray:
+    """Rows ``start..start + size`` of a ``(channels, lanes)`` array, zero-padded to ``size``, as ``(size, 1, 1, lanes)``."""
+    part = array[start:start + size]
+    if part.shape[0] < size:
+        part = np.concatenate([part, np.zeros((size - part.shape[0], part.shape[1]), np.int64)])
+    return part[:, None, None, :]
+
+
+class IpCsb:
+    """FC layer operations on a csb IP (``driver.run``), block by block as the golden schedules chain them.
+
+    Counts useful MACs per op (UPD: words updated), IP calls, host seconds,
+    transactions, and the PE's clock cycles by the RTL cycle model
+    (:func:`codesign.pe.csb.cycles.transaction_cycles`: the PE's stream only,
+    without the shell's DDR transfers).
+    """
+
+    def __init__(self, driver: AccelIP, spec: CsbSpec) -> None:
+        if getattr(driver, "pe", None) not in (None, "csb"):
+            raise DeployError(f"IP {driver.ip_name} is a {driver.pe} PE, not csb")
+        if (spec.kernel, spec.out_h, spec.out_w) != (1, 1, 1):
+            raise DeployError(f"IpCsb runs FC layers: the IP needs kernel 1 and a 1 x 1 tile, its spec is {spec}")
+        self.driver, self.spec = driver, spec
+        self.macs: Counter = Counter()
+        self.calls, self.seconds, self.pe_cycles, self.transactions = 0, 0.0, 0, 0
+
+    # -- one IP call
+
+    def _run(self, op: Op, batch: list[tuple[np.ndarray, int, str]]) -> list[np.ndarray]:
+        """Send the transactions ``(words, nnz, what)`` in one call; return each one's result words (int64)."""
+        if not batch:
+            return []
+        lengths = [1 + result_count(self.spec, op, nnz) for _, nnz, _ in batch]
+        words = np.concatenate([words for words, _, _ in batch]).astype(np.uint32)
+        out = self.driver.run(words, sum(lengths), len(batch))
+        self.calls += 1
+        self.transactions += len(batch)
+        self.pe_cycles += sum(transaction_cycles(self.spec, tx).total for tx, _, _ in batch)
+        results, at = [], 0
+        for (_, _, what), length in zip(batch, lengths):
+            status = int(out[at])
+            if status != STATUS_OK:
+                raise DeployError(f"IP {self.driver.ip_name} refused {op.name} on {what}: status {status} "
+                                  f"({STATUS_NAMES.get(status, 'unknown')})")
+            results.append(out[at + 1:at + length].view(np.int32).astype(np.int64))
+            at += length
+        return results
+
+    def _chunks(self, n: int) -> list[int]:
+        return list(range(0, n, self.spec.batch))
+
+    def _lanes(self, array: np.ndarray, lo: int) -> np.ndarray:
+        """``(channels, spec.batch)``: samples ``lo..lo + batch`` of an ``(n, channels)`` array, zero lanes padded."""
+        part = np.asarray(array[lo:lo + self.spec.batch], dtype=np.int64).T
+        pad = self.spec.batch - part.shape[1]
+        return np.concatenate([part, np.zeros((part.shape[0], pad), np.int64)], axis=1) if pad else part
+
+    # -- the four layer operations
+
+    def _chained(self, csb: CSBMatrix, data: np.ndarray, op: Op) -> np.ndarray:
+        """FP on ``csb`` or EB on its transpose: results ``(n, out channels)``, accumulators chained per block row."""
+        started = time.perf_counter()
+        spec = self.spec
+        view = csb if op == Op.FP else csb.transpose_view()
+        out_channels = view.view_shape[0]
+        out_size, in_size = view.view_block
+        n = data.shape[0]
+        steps: dict[int, list] = {}  # view block column -> its blocks, in view order
+        for block in view.blocks():
+            if block.nnz:
+                steps.setdefault(block.col, []).append(block)
+        lanes = {lo: self._lanes(data, lo) for lo in self._chunks(n)}
+        acc = {(lo, row): np.zeros((out_size, 1, 1, spec.batch), np.int64)
+               for lo in lanes for row in range(view.block_grid[1 if view.transposed else 0])}
+        for col in sorted(steps):
+            batch, keys = [], []
+            for lo, chunk in lanes.items():
+                tile = _tile(chunk, col * in_size, in_size)
+                for block in steps[col]:
+                    operand = {"x": tile} if op == Op.FP else {"dy": tile}
+                    words = encode_transaction(spec, op, index=block.index, weights=block.values,
+                                               acc=acc[(lo, block.row)], **operand)
+                    batch.append((words, block.nnz, f"block ({block.row}, {block.col}) of the "
+                                                    f"{'transposed ' if view.transposed else ''}{view.view_shape} view"))
+                    keys.append((lo, block.row))
+            for key, result in zip(keys, self._run(op, batch)):
+                acc[key] = result.reshape(out_size, 1, 1, spec.batch)
+        result = np.zeros((n, out_channels), np.int64)
+        for (lo, row), value in acc.items():
+            start, stop = row * out_size, min((row + 1) * out_size, out_channels)
+            count = min(spec.batch, n - lo)
+            result[lo:lo + count, start:stop] = value[:stop - start, 0, 0, :count].T
+        self.macs[op.name] += csb.nnz * n
+        self.seconds += time.perf_counter() - started
+        return result.astype(np.int32)
+
+    def forward(self, csb: CSBMatrix, x: np.ndarray) -> np.ndarray:
+        return self._chained(csb, np.asarray(x), Op.FP)
+
+    def backward_error(self, csb: CSBMatrix, dy: np.ndarray) -> np.ndarray:
+        return self._chained(csb, np.asarray(dy), Op.EB)
+
+    def weight_grad(self, csb: CSBMatrix, x: np.ndarray, dy: np.ndarray) -> np.ndarray:
+        started = time.perf_counter()
+        spec = self.spec
+        x, dy = np.asarray(x), np.asarray(dy)
+        grads = np.zeros(csb.nnz, np.int64)
+        blocks = [block for block in csb.blocks() if block.nnz]
+        for lo in self._chunks(x.shape[0]):
+            x_lanes, dy_lanes = self._lanes(x, lo), self._lanes(dy, lo)
+            batch = [(encode_transaction(spec, Op.WG, index=block.index,
+                                         x=_tile(x_lanes, block.col * spec.block_cols, spec.block_cols),
+                                         dy=_tile(dy_lanes, block.row * spec.block_rows, spec.block_rows),
+                                         grads=grads[block.entries].reshape(-1, 1, 1)),
+                      block.nnz, f"block ({block.row}, {block.col}), lanes {lo}..")
+                     for block in blocks]
+            for block, result in zip(blocks, self._run(Op.WG, batch)):
+                grads[block.entries] = result
+        self.macs["WG"] += csb.nnz * x.shape[0]
+        self.seconds += time.perf_counter() - started
+        return grads
+
+    def update(self, csb: CSBMatrix, buffer: np.ndarray, grads: np.ndarray, shift: int) -> np.ndarray:
+        started = time.perf_counter()
+        buffer, grads = np.asarray(buffer, np.int64), np.asarray(grads, np.int64)
+        blocks = [block for block in csb.blocks() if block.nnz]
+        batch = [(encode_transaction(self.spec, Op.UPD, index=block.index, shift=shift,
+                                     buffer=buffer[block.entries].reshape(-1, 1, 1),
+                                     grads=grads[block.entries].reshape(-1, 1, 1)),
+                  block.nnz, f"block ({block.row}, {block.col})") for block in blocks]
+        out = buffer.copy()
+        for block, result in zip(blocks, self._run(Op.UPD, batch)):
+            out[block.entries] = result
+        self.macs["UPD"] += csb.nnz
+        self.seconds += time.perf_counter() - started
+        return out
+
+
+class CsbBoardTrainer(CsbMlpTrainer):
+    """The compressed design-point loop with every fixed-point layer product on the overlay's csb IP.
+
+    ``CsbBoardTrainer(overlay, design)`` takes the IP named ``ip`` (default:
+    the design's single csb instance) and the set-up from
+    :meth:`CsbTrainSetup.from_design`; ``setup_changes`` override set-up
+    fields (epochs, batch size...) as they would on the golden run.
+    """
+
+    def __init__(self, overlay, design, *, ip: str | None = None, **setup_changes) -> None:
+        from codesign.deploy.manifest import check_design
+
+        check_design(overlay.manifest, design)
+        setup = CsbTrainSetup.from_design(design, **setup_changes)
+        if ip is None:
+            (ip,) = [i.name for i in design.instances if i.pe == "csb"]
+        self.overlay = overlay
+        super().__init__(setup, IpCsb(overlay.accelerator(ip), setup.spec))
+
+    def throughput(self) -> dict[str, float]:
+        """The loop's figures plus the IP's: calls, transactions, seconds from ap_start to ap_done, PE cycles.
+
+        ``pe_cycles`` and ``pe_model_s`` (at the design's clock) come from the
+        RTL cycle model of the PE's stream; they leave out the shell's DDR
+        transfers, so a board takes longer.
+        """
+        figures = super().throughput()
+        driver = self.backend.driver
+        clock_hz = float(self.overlay.manifest["clock_mhz"]) * 1e6
+        figures.update(ip_calls=driver.calls, ip_busy_s=driver.busy_s, transactions=self.backend.transactions,
+                       emulated=bool(self.overlay.emulated), pe_cycles=self.backend.pe_cycles,
+                       pe_model_s=self.backend.pe_cycles / clock_hz)
+        return figures

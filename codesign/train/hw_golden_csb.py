@@ -1,0 +1,664 @@
+"""Golden compressed training of a design point: a pruned MLP whose every layer product is a CSB PE operation.
+
+The torch technique :mod:`codesign.train.techniques.compress` emulates
+compressed training with float tensors. This loop is instead exactly what a
+design point with a ``csb`` IP computes (docs/csb.md), so a run through the
+PYNQ driver -- on a board or on the emulated board -- can be compared with it
+*bit for bit*. It follows the technique's three phases:
+
+1. **FP32 warm-up** (``warmup_epochs``), on the host in float64 NumPy:
+   bias-free MLP, ReLU, softmax cross-entropy, plain SGD. During the last
+   warm-up epoch it measures max|.| of every layer's input activations,
+   weights and output errors (training steps only).
+2. **Pruning and scales** at the end of the warm-up. Every layer is an FC
+   layer on the PE, so a *kernel* is one weight (a 1x1 kernel, L2 norm =
+   |w|); the torch technique leaves FC layers dense, here all are pruned.
+   The search is the technique's: layer by layer (``largest_first`` or
+   ``network`` order), masks of ``step_percent``, ``2 step_percent``, ...
+   of the smallest weights (ties to the lower flat index ``out * in + in``),
+   keeping the largest share whose accuracy drop on the validation slice
+   stays within the cumulative ``drop_budget`` points. Validation slice:
+   ``data.validation_x`` when the data set has one, else a stratified
+   ``validation_fraction`` of the training set (seed ``split_seed``), which
+   stays in the training set. Scales are frozen as power-of-two fraction bits
+   (:func:`codesign.train.precision.power_of_two_frac_bits`, 8-bit codes):
+   ``fa`` (activations), ``fw`` (weights), ``fe`` (errors) per layer.
+3. **Fixed-point training on the PE** for the remaining epochs.
+
+State of phase 3, per layer: the kernel mask (fixed after pruning: it *is*
+the CSB structure, ``block_rows x block_cols`` blocks of the PE) and one
+signed 24-bit weight-buffer word per stored entry, with ``fw + 16`` fraction
+bits. The PE sees the buffer's top 8 bits (arithmetic shift right by 16:
+truncation, the wired MSBs) as the CSB matrix's values.
+
+One step, every product through a :class:`CsbBackend` (:class:`GoldenCsb`
+calls :mod:`codesign.pe.csb.golden`; :class:`codesign.deploy.csb_training.IpCsb`
+sends the same block operations to the IP):
+
+- inputs -> 8-bit codes at ``fa_0`` (round to nearest, ties to even,
+  saturate; every float -> code rounding below is this one);
+- **FP** per layer: 32-bit saturating accumulators ``z`` at ``fw + fa``
+  fraction bits; hidden layers: ReLU (a selection), then the host shifts
+  to the next layer's ``fa`` (``rne`` right shift or left shift, saturated
+  to 8 bits: :func:`rescale`);
+- loss: float64 softmax cross-entropy of the logits ``z * 2^-(fw + fa)``
+  (exact); its gradient ``(softmax - onehot) / batch`` rounded once to
+  8-bit codes at the last layer's ``fe``;
+- **WG** per layer: the gradient of every stored entry, 32-bit saturating,
+  at ``fa + fe`` fraction bits (result-sparse: pruned weights get none);
+- **EB** for every layer but the first: ``W^T dz`` at ``fw + fe``, masked by
+  the ReLU derivative (pre-activation > 0), shifted to the previous layer's
+  ``fe`` and saturated to 8 bits;
+- **UPD** per layer after all products of the step: plain SGD
+  ``B' = sat24(rne(B - lr * G))`` on the buffer grid. The learning rate is
+  the configuration's (cosine or constant over every step of :meth:`fit`,
+  the warm-up included) rounded to a power of two ``2^-m`` (``m =
+  round(-log2 lr)``, ties to even), since the PE only shifts. UPD's shift is
+  ``s = fa + fe + m - (fw + 16)``; where ``s < 0`` the host shifts the
+  gradient words left by ``-s`` first (exact, saturated to 32 bits) and UPD
+  runs with ``s = 0``; ``m`` is capped so that ``s <= 31``.
+
+Differences from the torch technique, by design of the PE: no biases (the
+PE's FC layer is ``y = W x``), no momentum and no weight decay (UPD is plain
+SGD; the set-up refuses a configuration asking for them), weight gradients
+keep the WG accumulator's precision instead of being rounded to 8 bits
+(UPD takes 32-bit gradient words), and the warm-up runs in float64.
+
+Everything is seeded: weights from ``seed``, the sample order of epoch
+``e`` from ``(seed, e)``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from codesign.pe.csb import golden
+from codesign.pe.csb.format import CSBMatrix, encode
+from codesign.pe.csb.spec import BUFFER_BITS, DATA_BITS, WORD_BITS, CsbSpec
+from codesign.train.hw_golden import CLASSES, INPUT_FEATURES, HwTrainError
+
+BUFFER_EXTRA_BITS = BUFFER_BITS - DATA_BITS  # the buffer's fraction bits below the 8-bit compute part (16)
+PHASES = ("warmup", "fixed")
+ORDERS = ("largest_first", "network")
+BLOBS = ("activation", "weight", "error")
+OPS = ("FP", "EB", "WG", "UPD")
+
+
+# ---------------------------------------------------------------------------- fixed-point helpers
+
+
+def quantize(values, frac_bits: int, bits: int = DATA_BITS) -> np.ndarray:
+    """float64 values -> signed ``bits``-bit codes at ``frac_bits`` fraction bits: rne once, then saturate (int64)."""
+    numerator, shift = golden.split_dyadic(np.ldexp(np.asarray(values, dtype=np.float64), frac_bits))
+    return golden.round_into_buffer(numerator, shift, buffer_bits=bits)
+
+
+def rescale(codes, from_frac: int, to_frac: int, bits: int = DATA_BITS) -> np.ndarray:
+    """Integer codes at ``from_frac`` fraction bits -> ``bits``-bit codes at ``to_frac``: a power-of-two shift.
+
+    A right shift rounds to nearest, ties to even; a left shift is exact;
+    both saturate to the signed ``bits``-bit range.
+    """
+    codes = np.asarray(codes, dtype=np.int64)
+    shift = int(from_frac) - int(to_frac)
+    if shift >= 0:
+        return golden.round_into_buffer(codes, shift, buffer_bits=bits)
+    left = -shift
+    # codes beyond +-2^(bits - left) saturate after the shift anyway; clipping first keeps it inside int64
+    limit = 1 << max(bits - left, 0)
+    return golden.saturate(np.clip(codes, -limit, limit) << min(left, bits), bits)
+
+
+def learning_rate_exponent(rate: float) -> int:
+    """``m`` with ``2^-m`` the power of two nearest ``rate`` in log scale (ties to even)."""
+    if not math.isfinite(rate) or rate <= 0:
+        raise HwTrainError(f"learning rate {rate!r} must be positive and finite")
+    return int(np.round(-math.log2(rate)))
+
+
+# ---------------------------------------------------------------------------- set-up
+
+
+@dataclass(frozen=True, kw_only=True)
+class CsbTrainSetup:
+    """What the loop needs: the CSB PE's spec, layer widths, SGD (lr, schedule), warm-up and pruning search."""
+
+    spec: CsbSpec
+    layers: tuple[int, ...]  # features: input, hidden..., classes
+    batch_size: int
+    epochs: int
+    warmup_epochs: int
+    lr: float
+    schedule: str
+    seed: int
+    drop_budget: float = 2.0  # accuracy points
+    step_percent: int = 10
+    max_percent: int = 90
+    order: str = "largest_first"
+    validation_fraction: float = 0.2
+    split_seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.spec, CsbSpec):
+            raise HwTrainError(f"spec must be a CsbSpec, got {type(self.spec).__name__}")
+        if (self.spec.kernel, self.spec.out_h, self.spec.out_w) != (1, 1, 1):
+            raise HwTrainError(f"the MLP loop needs an FC CSB PE (kernel 1, 1 x 1 tile), got kernel "
+                               f"{self.spec.kernel}, tile {self.spec.out_h} x {self.spec.out_w}")
+        if len(self.layers) < 2 or any(not isinstance(n, int) or n < 1 for n in self.layers):
+            raise HwTrainError(f"layers {self.layers} must be at least two positive widths")
+        for name in ("batch_size", "epochs", "warmup_epochs"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise HwTrainError(f"{name} must be an int >= 1, got {getattr(self, name)!r}")
+        if self.warmup_epochs >= self.epochs:
+            raise HwTrainError(f"warmup_epochs={self.warmup_epochs} must be below epochs={self.epochs}, so that "
+                               "fixed-point epochs on the PE remain")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+            raise HwTrainError(f"lr must be a positive number, got {self.lr!r}")
+        if self.schedule not in ("cosine", "constant"):
+            raise HwTrainError(f"schedule {self.schedule!r} must be 'cosine' or 'constant'")
+        if self.order not in ORDERS:
+            raise HwTrainError(f"order {self.order!r} must be one of {ORDERS}")
+        if not (1 <= self.step_percent <= 100 and 0 <= self.max_percent <= 100 and self.drop_budget >= 0):
+            raise HwTrainError(f"pruning search: step_percent {self.step_percent} in 1..100, max_percent "
+                               f"{self.max_percent} in 0..100, drop_budget {self.drop_budget} >= 0")
+        if not 0 < self.validation_fraction < 1:
+            raise HwTrainError(f"validation_fraction {self.validation_fraction} must lie in (0, 1)")
+
+    @classmethod
+    def from_training(cls, training, spec: CsbSpec | None = None, **changes) -> CsbTrainSetup:
+        """From a :class:`~codesign.train.config.TrainConfig` (MLP, compressed training, plain SGD).
+
+        ``spec`` defaults to the CSB PE the design point derives from
+        ``training``; ``changes`` override fields (not the spec).
+        """
+        if training.model.name != "mlp":
+            raise HwTrainError(f"the CSB design-point loop trains an MLP, not model {training.model.name!r} "
+                               "(its layers are FC layers on the CSB PE)")
+        if set(training.techniques) != {"compress"}:
+            raise HwTrainError(f"the CSB design-point loop runs techniques.compress alone, the configuration has "
+                               f"{sorted(training.techniques) or 'none'}")
+        optim = training.optim
+        if optim.momentum or optim.weight_decay:
+            raise HwTrainError(f"optim.momentum={optim.momentum} and optim.weight_decay={optim.weight_decay} must be "
+                               "0: the weight-buffer update (UPD) is plain SGD")
+        if "spec" in changes:
+            raise HwTrainError("the spec comes from the design point (or the spec argument), not from changes")
+        if spec is None:
+            from codesign.design.point import derived_pe_fields
+
+            (_, fields, _), = derived_pe_fields(training)
+            spec = CsbSpec(**fields)
+        compress = training.techniques["compress"]
+        values = {"spec": spec, "layers": (INPUT_FEATURES, *training.model.hidden, CLASSES),
+                  "batch_size": optim.batch_size, "epochs": optim.epochs, "warmup_epochs": compress.warmup_epochs,
+                  "lr": optim.lr, "schedule": optim.schedule, "seed": training.seed,
+                  "drop_budget": compress.drop_budget, "step_percent": compress.step_percent,
+                  "max_percent": compress.max_percent, "order": compress.order,
+                  "validation_fraction": compress.validation_fraction, "split_seed": training.data.split_seed}
+        values.update(changes)
+        return cls(**values)
+
+    @classmethod
+    def from_design(cls, design, **changes) -> CsbTrainSetup:
+        """From a design point: its training configuration and its (single) csb instance."""
+        instances = [instance for instance in design.instances if instance.pe == "csb"]
+        if len(instances) != 1:
+            raise HwTrainError(f"design {design.name!r} has {len(instances)} csb instances; the loop needs one")
+        return cls.from_training(design.training, instances[0].spec, **changes)
+
+
+# ---------------------------------------------------------------------------- backends
+
+
+class CsbBackend(Protocol):
+    """The four CSB operations on whole FC layers (``csb`` rows = outputs, cols = inputs; int codes).
+
+    ``forward(csb, x (n, cols)) -> (n, rows)``, ``backward_error(csb, dy (n,
+    rows)) -> (n, cols)``, ``weight_grad(csb, x, dy) -> (nnz,)`` in stored
+    order, ``update(csb, buffer (nnz,), grads (nnz,), shift) -> (nnz,)``.
+    ``macs`` counts useful MACs by op (UPD: buffer words updated).
+    """
+
+    macs: Counter
+
+    def forward(self, csb: CSBMatrix, x: np.ndarray) -> np.ndarray: ...
+
+    def backward_error(self, csb: CSBMatrix, dy: np.ndarray) -> np.ndarray: ...
+
+    def weight_grad(self, csb: CSBMatrix, x: np.ndarray, dy: np.ndarray) -> np.ndarray: ...
+
+    def update(self, csb: CSBMatrix, buffer: np.ndarray, grads: np.ndarray, shift: int) -> np.ndarray: ...
+
+
+class GoldenCsb:
+    """The golden CSB PE (:mod:`codesign.pe.csb.golden`: layer schedules and ``block_upd``), counting MACs per op."""
+
+    def __init__(self, spec: CsbSpec) -> None:
+        self.spec = spec
+        self.macs: Counter = Counter()
+        self.calls, self.seconds = 0, 0.0
+
+    def _count(self, op: str, macs: int, started: float) -> None:
+        self.macs[op] += macs
+        self.calls += 1
+        self.seconds += time.perf_counter() - started
+
+    def forward(self, csb, x):
+        started = time.perf_counter()
+        out = golden.forward(csb, x, spec=self.spec)
+        self._count("FP", csb.nnz * x.shape[0], started)
+        return out
+
+    def backward_error(self, csb, dy):
+        started = time.perf_counter()
+        out = golden.backward_error(csb, dy, spec=self.spec)
+        self._count("EB", csb.nnz * dy.shape[0], started)
+        return out
+
+    def weight_grad(self, csb, x, dy):
+        started = time.perf_counter()
+        out = golden.weight_grad(csb, x, dy, spec=self.spec).reshape(-1)
+        self._count("WG", csb.nnz * x.shape[0], started)
+        return out
+
+    def update(self, csb, buffer, grads, shift):
+        started = time.perf_counter()
+        out = np.empty(csb.nnz, dtype=np.int64)
+        ptr = csb.block_ptr
+        for stored in range(csb.n_blocks):
+            entries = slice(int(ptr[stored]), int(ptr[stored + 1]))
+            if entries.stop > entries.start:
+                out[entries] = golden.block_upd(self.spec, buffer[entries].reshape(-1, 1, 1),
+                                                grads[entries].reshape(-1, 1, 1), shift).reshape(-1)
+        self._count("UPD", csb.nnz, started)
+        return out
+
+
+# ---------------------------------------------------------------------------- the loop
+
+
+def _progress(iterable, enabled: bool, **kwargs):
+    if not enabled:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, **kwargs)
+
+
+def _as_numpy(values, dtype) -> np.ndarray:
+    return np.asarray(values.numpy() if hasattr(values, "numpy") else values, dtype=dtype)
+
+
+def _softmax_grad(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    """Mean cross-entropy (float64) and its gradient ``(softmax - onehot) / n`` with respect to the logits."""
+    n = logits.shape[0]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    probs = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    loss = float(-np.mean(np.log(np.maximum(probs[np.arange(n), y], np.finfo(np.float64).tiny))))
+    probs[np.arange(n), y] -= 1.0
+    return loss, probs / n
+
+
+class CsbMlpTrainer:
+    """Compressed MLP training: float64 warm-up on the host, then every layer product on ``backend`` (golden default)."""
+
+    def __init__(self, setup: CsbTrainSetup, backend: CsbBackend | None = None) -> None:
+        self.setup = setup
+        self.spec = setup.spec
+        self.backend = backend if backend is not None else GoldenCsb(setup.spec)
+        self.phase = "warmup"
+        self.step, self.epoch, self.fixed_steps = 0, 0, 0
+        self.history: list[dict[str, Any]] = []
+        self.steps_per_epoch: int | None = None
+        self.max_abs: list[dict[str, float]] = [{} for _ in self.shapes]
+        self.frac_bits: list[dict[str, int]] = []
+        self.masks: list[np.ndarray] = []
+        self.buffers: list[np.ndarray] = []  # per layer: 24-bit words of the stored entries, stored order
+        self._structure: list[CSBMatrix] = []  # per layer: the CSB layout of the mask (values unused)
+        self.search_log: list[dict[str, Any]] = []
+        self.host_macs = 0  # float MACs of the warm-up (training steps, evaluations and the pruning search)
+        self.lr_exponents: list[int] = []  # per fixed step and layer: the m of 2^-m
+        rng = np.random.default_rng(setup.seed)
+        self.weights = [rng.uniform(-1.0 / math.sqrt(cols), 1.0 / math.sqrt(cols), (rows, cols))
+                        for rows, cols in self.shapes]
+
+    @property
+    def shapes(self) -> list[tuple[int, int]]:
+        """``(rows, cols)`` = (outputs, inputs) of every layer's weight matrix."""
+        layers = self.setup.layers
+        return list(zip(layers[1:], layers[:-1]))
+
+    # -- fixed-point state
+
+    def matrix(self, layer: int) -> CSBMatrix:
+        """Layer ``layer``'s CSB matrix as the PE reads it: the top 8 bits of every buffer word."""
+        s = self._structure[layer]
+        values = (self.buffers[layer] >> BUFFER_EXTRA_BITS).astype(np.int8).reshape(-1, 1, 1)
+        return CSBMatrix(shape=s.shape, kernel=1, block_rows=s.block_rows, block_cols=s.block_cols,
+                         block_ptr=s.block_ptr, index=s.index, values=values)
+
+    def _set_fixed(self, masks: list[np.ndarray], dense_buffers: list[np.ndarray],
+                   frac_bits: list[dict[str, int]]) -> None:
+        structures = [encode(mask.astype(np.int8), block_rows=self.spec.block_rows, block_cols=self.spec.block_cols)
+                      for mask in masks]
+        buffers = []
+        for structure, dense in zip(structures, dense_buffers):
+            rows, cols = structure.entry_coordinates()
+            buffers.append(np.asarray(dense, dtype=np.int64)[rows, cols])
+        self.masks = [np.array(mask, dtype=bool) for mask in masks]
+        self._structure, self.buffers = structures, buffers
+        self.frac_bits = [dict(entry) for entry in frac_bits]
+        self.phase = "fixed"
+
+    def dense_buffers(self) -> list[np.ndarray]:
+        """Per layer the ``(rows, cols)`` int32 buffer words, 0 at pruned weights."""
+        out = []
+        for shape, structure, words in zip(self.shapes, self._structure, self.buffers):
+            dense = np.zeros(shape, dtype=np.int32)
+            rows, cols = structure.entry_coordinates()
+            dense[rows, cols] = words
+            out.append(dense)
+        return out
+
+    def read_weights(self) -> dict[str, Any]:
+        """The state as copies: fixed phase: 24-bit buffer words (dense, int32), masks and fraction bits;
+        warm-up: float64 weights."""
+        if self.phase == "warmup":
+            return {"phase": "warmup", "weights": [w.copy() for w in self.weights]}
+        return {"phase": "fixed", "buffers": self.dense_buffers(), "masks": [m.copy() for m in self.masks],
+                "frac_bits": [dict(entry) for entry in self.frac_bits]}
+
+    def load_weights(self, state: dict[str, Any]) -> None:
+        """Replace the state by one of :meth:`read_weights`' shape; everything is checked before anything changes."""
+        phase = state.get("phase")
+        if phase not in PHASES:
+            raise HwTrainError(f"load_weights: phase must be one of {PHASES}, got {phase!r}")
+        keys = ("weights",) if phase == "warmup" else ("buffers", "masks", "frac_bits")
+        for key in keys:
+            if key not in state or len(state[key]) != len(self.shapes):
+                raise HwTrainError(f"load_weights: state needs {key!r} with one entry per layer ({len(self.shapes)})")
+        if phase == "warmup":
+            weights = []
+            for index, (shape, given) in enumerate(zip(self.shapes, state["weights"])):
+                given = np.asarray(given, dtype=np.float64)
+                if given.shape != shape or not np.all(np.isfinite(given)):
+                    raise HwTrainError(f"load_weights: weights[{index}] must be finite floats of shape {shape}")
+                weights.append(given.copy())
+            self.weights, self.phase = weights, "warmup"
+            return
+        low, high = -(1 << (BUFFER_BITS - 1)), (1 << (BUFFER_BITS - 1)) - 1
+        for index, (shape, words, mask, fracs) in enumerate(zip(self.shapes, state["buffers"], state["masks"],
+                                                                 state["frac_bits"])):
+            words, mask = np.asarray(words), np.asarray(mask)
+            if words.shape != shape or words.dtype.kind not in "iu":
+                raise HwTrainError(f"load_weights: buffers[{index}] must be integer words of shape {shape}, "
+                                   f"got {words.dtype} {words.shape}")
+            if mask.shape != shape or mask.dtype != bool:
+                raise HwTrainError(f"load_weights: masks[{index}] must be bool of shape {shape}")
+            if words.size and (words.min() < low or words.max() > high):
+                raise HwTrainError(f"load_weights: buffers[{index}] holds words outside the signed "
+                                   f"{BUFFER_BITS}-bit range")
+            if np.any(words[~mask] != 0):
+                raise HwTrainError(f"load_weights: buffers[{index}] is non-zero at pruned weights")
+            if not isinstance(fracs, dict) or set(fracs) != set(BLOBS) \
+                    or not all(isinstance(v, int) and not isinstance(v, bool) for v in fracs.values()):
+                raise HwTrainError(f"load_weights: frac_bits[{index}] must map {BLOBS} to ints")
+        self._set_fixed(state["masks"], state["buffers"], state["frac_bits"])
+
+    # -- inputs
+
+    def _batch(self, x, y=None) -> tuple[np.ndarray, np.ndarray | None]:
+        x = _as_numpy(x, np.float64)
+        x = x.reshape(x.shape[0], -1) if x.ndim else x
+        if x.ndim != 2 or x.shape[1] != self.setup.layers[0] or x.shape[0] < 1:
+            raise HwTrainError(f"batch x has shape {x.shape}: need (n, {self.setup.layers[0]}) features "
+                               f"(or n images of {self.setup.layers[0]} pixels)")
+        if y is None:
+            return x, None
+        y = _as_numpy(y, np.int64)
+        if y.shape != (x.shape[0],) or y.min() < 0 or y.max() >= self.setup.layers[-1]:
+            raise HwTrainError(f"labels y of shape {y.shape} must be ({x.shape[0]},) classes in "
+                               f"0..{self.setup.layers[-1] - 1}")
+        return x, y
+
+    # -- float warm-up
+
+    def _float_forward(self, x: np.ndarray, weights=None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        inputs, pre = [], []
+        a = x
+        weights = self.weights if weights is None else weights
+        for index, w in enumerate(weights):
+            inputs.append(a)
+            z = a @ w.T
+            pre.append(z)
+            a = np.maximum(z, 0.0) if index < len(weights) - 1 else z
+            self.host_macs += x.shape[0] * w.size
+        return inputs, pre
+
+    def _record(self, layer: int, blob: str, values: np.ndarray) -> None:
+        entry = self.max_abs[layer]
+        entry[blob] = max(entry.get(blob, 0.0), float(np.abs(values).max()) if values.size else 0.0)
+
+    def _float_step(self, x: np.ndarray, y: np.ndarray) -> float:
+        measuring = self.epoch == self.setup.warmup_epochs - 1
+        inputs, pre = self._float_forward(x)
+        loss, dz = _softmax_grad(pre[-1], y)
+        rate = self.learning_rate()
+        grads = [None] * len(self.weights)
+        for index in reversed(range(len(self.weights))):
+            if measuring:
+                for blob, values in (("activation", inputs[index]), ("weight", self.weights[index]), ("error", dz)):
+                    self._record(index, blob, values)
+            grads[index] = dz.T @ inputs[index]
+            self.host_macs += x.shape[0] * self.weights[index].size
+            if index:
+                dz = (dz @ self.weights[index]) * (pre[index - 1] > 0)
+                self.host_macs += x.shape[0] * self.weights[index].size
+        self.weights = [w - rate * g for w, g in zip(self.weights, grads)]
+        return loss
+
+    # -- the switch to fixed point
+
+    def _validation(self, data) -> tuple[np.ndarray, np.ndarray]:
+        if getattr(data, "has_validation", False):
+            return self._batch(data.validation_x, data.validation_y)
+        from codesign.train.data import stratified_split
+
+        labels = _as_numpy(data.train_y, np.int64)
+        _, held = stratified_split(labels, self.setup.validation_fraction, self.setup.split_seed)
+        return self._batch(_as_numpy(data.train_x, np.float64)[held], labels[held])
+
+    def compress(self, data) -> None:
+        """End of the warm-up: freeze the scales, prune by the search, round the weights into 24-bit buffers."""
+        if self.phase != "warmup":
+            raise HwTrainError("compress: the loop is already in its fixed-point phase")
+        from codesign.train.precision import power_of_two_frac_bits
+        from codesign.train.techniques.compress import kernels_to_prune
+
+        frac_bits = [{blob: power_of_two_frac_bits(self.max_abs[layer].get(blob, 0.0), DATA_BITS) for blob in BLOBS}
+                     for layer in range(len(self.shapes))]
+        val_x, val_y = self._validation(data)
+
+        def correct(weights) -> int:
+            return int(np.sum(np.argmax(self._float_forward(val_x, weights)[1][-1], axis=1) == val_y))
+
+        reference = correct(self.weights)
+        samples = val_y.size
+        masks = [np.ones(shape, dtype=bool) for shape in self.shapes]
+        layers = list(range(len(self.shapes)))
+        if self.setup.order == "largest_first":
+            layers.sort(key=lambda index: -self.weights[index].size)  # stable: equal sizes keep network order
+        step, top = self.setup.step_percent, self.setup.max_percent
+        for layer in layers:
+            original = self.weights[layer]
+            order = np.argsort(np.abs(original).reshape(-1), kind="stable")
+
+            def keep(percent: int) -> np.ndarray:
+                mask = np.ones(original.size, dtype=bool)
+                mask[order[:kernels_to_prune(original.size, percent)]] = False
+                return mask.reshape(original.shape)
+
+            accepted = 0
+            for percent in range(step, top + 1, step):
+                masks[layer] = keep(percent)
+                now = correct([w * m for w, m in zip(self.weights, masks)])
+                ok = 100 * (reference - now) <= self.setup.drop_budget * samples
+                self.search_log.append({"layer": layer, "percent": percent, "correct": now, "samples": samples,
+                                        "accepted": ok})
+                if not ok:
+                    break
+                accepted = percent
+            masks[layer] = keep(accepted)
+        buffers = [np.where(mask, quantize(w, fracs["weight"] + BUFFER_EXTRA_BITS, BUFFER_BITS), 0)
+                   for w, mask, fracs in zip(self.weights, masks, frac_bits)]
+        self._set_fixed(masks, buffers, frac_bits)
+
+    # -- fixed-point forward and backward
+
+    def _fixed_forward(self, x: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Codes into every layer and the layers' accumulators (FP on the backend)."""
+        fb = self.frac_bits
+        a = quantize(x, fb[0]["activation"])
+        inputs, pre = [], []
+        for index in range(len(self.shapes)):
+            inputs.append(a)
+            z = np.asarray(self.backend.forward(self.matrix(index), a), dtype=np.int64)
+            pre.append(z)
+            if index < len(self.shapes) - 1:
+                a = rescale(np.maximum(z, 0), fb[index]["weight"] + fb[index]["activation"],
+                            fb[index + 1]["activation"])
+        return inputs, pre
+
+    def _logits(self, z: np.ndarray) -> np.ndarray:
+        last = self.frac_bits[-1]
+        return np.ldexp(z.astype(np.float64), -(last["weight"] + last["activation"]))
+
+    def _fixed_step(self, x: np.ndarray, y: np.ndarray) -> float:
+        fb = self.frac_bits
+        inputs, pre = self._fixed_forward(x)
+        loss, grad = _softmax_grad(self._logits(pre[-1]), y)
+        dz = quantize(grad, fb[-1]["error"])
+        grads = [None] * len(self.shapes)
+        for index in reversed(range(len(self.shapes))):
+            csb = self.matrix(index)
+            grads[index] = np.asarray(self.backend.weight_grad(csb, inputs[index], dz), dtype=np.int64)
+            if index:
+                dx = np.asarray(self.backend.backward_error(csb, dz), dtype=np.int64)
+                dx = np.where(pre[index - 1] > 0, dx, 0)
+                dz = rescale(dx, fb[index]["weight"] + fb[index]["error"], fb[index - 1]["error"])
+        exponent = learning_rate_exponent(self.learning_rate())
+        for index, grad_words in enumerate(grads):
+            self.buffers[index] = np.asarray(self._update(index, grad_words, exponent), dtype=np.int64)
+        return loss
+
+    def _update(self, index: int, grads: np.ndarray, exponent: int) -> np.ndarray:
+        """SGD into layer ``index``'s buffer with rate 2^-exponent (capped so that UPD's shift <= 31)."""
+        fb = self.frac_bits[index]
+        grad_frac, buffer_frac = fb["activation"] + fb["error"], fb["weight"] + BUFFER_EXTRA_BITS
+        exponent = min(exponent, golden.MAX_SHIFT + buffer_frac - grad_frac)
+        self.lr_exponents.append(exponent)
+        shift = grad_frac + exponent - buffer_frac
+        if shift < 0:
+            grads = rescale(grads, 0, -shift, WORD_BITS)  # exact left shift by -shift, saturated to 32 bits
+            shift = 0
+        return self.backend.update(self.matrix(index), self.buffers[index], grads, shift)
+
+    # -- the public loop
+
+    def learning_rate(self) -> float:
+        """The configuration's rate at this step: cosine over all steps of :meth:`fit` (base rate before a fit)."""
+        if self.setup.schedule == "constant" or self.steps_per_epoch is None:
+            return self.setup.lr
+        total = self.setup.epochs * self.steps_per_epoch
+        return 0.5 * self.setup.lr * (1 + math.cos(math.pi * min(self.step, total) / total))
+
+    def train_step(self, x, y) -> float:
+        """One SGD step on a batch (float64 on the host in the warm-up, on the backend after); returns the loss."""
+        x, y = self._batch(x, y)
+        if self.phase == "warmup":
+            loss = self._float_step(x, y)
+        else:
+            loss = self._fixed_step(x, y)
+            self.fixed_steps += 1
+        self.step += 1
+        return loss
+
+    def logits(self, x) -> np.ndarray:
+        """float64 logits of images or feature rows ``x`` (fixed phase: FP on the backend, exact logits)."""
+        x, _ = self._batch(x)
+        if self.phase == "warmup":
+            return self._float_forward(x)[1][-1]
+        return self._logits(self._fixed_forward(x)[1][-1])
+
+    def predict(self, x) -> np.ndarray:
+        """Predicted class per sample."""
+        return np.argmax(self.logits(x), axis=1)
+
+    def evaluate(self, x, y) -> float:
+        """Accuracy in [0, 1]."""
+        return float(np.mean(self.predict(x) == _as_numpy(y, np.int64)))
+
+    def epoch_order(self, epoch: int, samples: int) -> np.ndarray:
+        return np.random.default_rng((self.setup.seed, epoch)).permutation(samples)
+
+    def fit(self, data, epochs: int | None = None, *, progress: bool = True, max_steps: int | None = None,
+            on_epoch: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+        """Train ``epochs`` epochs (default: the set-up's) on ``data`` (a :class:`~codesign.train.data.Dataset`).
+
+        The warm-up's last epoch ends with :meth:`compress`. One history row
+        per epoch: epoch, phase, loss, test accuracy, MACs (``host`` float MACs
+        of the warm-up, or the backend's by op), seconds. ``max_steps``
+        shortens every epoch to that many steps (the cosine schedule then
+        spans the shortened epochs). Every step takes a full batch; the
+        samples of an epoch that do not fill one are left out (so a short
+        batch never skews the measured error scale).
+        """
+        train_x, train_y = self._batch(data.train_x, data.train_y)
+        batch = self.setup.batch_size
+        self.steps_per_epoch = train_x.shape[0] // batch  # full batches only: the last partial one is dropped
+        if self.steps_per_epoch < 1:
+            raise HwTrainError(f"{train_x.shape[0]} training samples do not fill one batch of {batch}")
+        if max_steps is not None:
+            self.steps_per_epoch = min(self.steps_per_epoch, max_steps)
+        for _ in range(self.setup.epochs if epochs is None else epochs):
+            started, phase = time.perf_counter(), self.phase
+            macs_before, host_before = Counter(self.backend.macs), self.host_macs
+            order = self.epoch_order(self.epoch, train_x.shape[0])
+            losses = []
+            for index in _progress(range(self.steps_per_epoch), progress, desc=f"epoch {self.epoch} ({phase})",
+                                   leave=False):
+                rows = order[index * batch:(index + 1) * batch]
+                losses.append(self.train_step(train_x[rows], train_y[rows]))
+            accuracy = self.evaluate(data.test_x, data.test_y)
+            if phase == "warmup" and self.epoch == self.setup.warmup_epochs - 1:
+                self.compress(data)
+            macs = dict(Counter(self.backend.macs) - macs_before)
+            if self.host_macs > host_before:
+                macs["host"] = self.host_macs - host_before
+            row = {"epoch": self.epoch, "phase": phase, "loss": float(np.mean(losses)), "accuracy": accuracy,
+                   "macs": macs, "seconds": time.perf_counter() - started}
+            self.history.append(row)
+            self.epoch += 1
+            if on_epoch is not None:
+                on_epoch(row)
+        return self.history
+
+    def pruning_summary(self) -> dict[str, Any]:
+        """Weights kept per layer after the search (fixed phase only)."""
+        kept = [int(mask.sum()) for mask in self.masks]
+        total = [mask.size for mask in self.masks]
+        return {"kept": kept, "weights": total, "fraction_pruned": 1 - sum(kept) / max(1, sum(total))}
+
+    def throughput(self) -> dict[str, float]:
+        """Fixed-point steps, the backend's MACs, calls, busy seconds, and MACs and steps per second."""
+        macs = sum(self.backend.macs.values())
+        seconds = getattr(self.backend, "seconds", 0.0)
+        return {"fixed_steps": self.fixed_steps, "macs": macs, "calls": getattr(self.backend, "calls", 0),
+                "seconds": seconds, "macs_per_s": macs / seconds if seconds else 0.0}
