@@ -126,6 +126,11 @@ def learning_rate_exponent(rate: float) -> int:
 # ---------------------------------------------------------------------------- set-up
 
 
+def _no_spec_change(changes) -> None:
+    if "spec" in changes:
+        raise HwTrainError("the spec comes from the design point (or the spec argument), not from changes")
+
+
 @dataclass(frozen=True, kw_only=True)
 class CsbTrainSetup:
     """What the loop needs: the CSB PE's spec, layer widths, SGD (lr, schedule), warm-up and pruning search."""
@@ -188,8 +193,7 @@ class CsbTrainSetup:
         if optim.momentum or optim.weight_decay:
             raise HwTrainError(f"optim.momentum={optim.momentum} and optim.weight_decay={optim.weight_decay} must be "
                                "0: the weight-buffer update (UPD) is plain SGD")
-        if "spec" in changes:
-            raise HwTrainError("the spec comes from the design point (or the spec argument), not from changes")
+        _no_spec_change(changes)
         if spec is None:
             from codesign.design.point import derived_pe_fields
 
@@ -208,6 +212,7 @@ class CsbTrainSetup:
     @classmethod
     def from_design(cls, design, **changes) -> CsbTrainSetup:
         """From a design point: its training configuration and its (single) csb instance."""
+        _no_spec_change(changes)
         instances = [instance for instance in design.instances if instance.pe == "csb"]
         if len(instances) != 1:
             raise HwTrainError(f"design {design.name!r} has {len(instances)} csb instances; the loop needs one")
