@@ -274,12 +274,20 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from codesign.reproduce import REPRODUCTIONS, check_output_dir, reproduction
+    from codesign.reproduce.common import Execution
+    from codesign.reproduce.readme import update_readme
 
+    if args.name == "readme":
+        changed = update_readme(Path(args.readme), Path(args.out))
+        print(f"[reproduce] {args.readme}: reproduction table {'rewritten' if changed else 'already up to date'} "
+              f"from {args.out}/*/results.json")
+        return 0
     names = REPRODUCTIONS if args.name == "all" else (args.name,)
     modules = [reproduction(name) for name in names]
+    execution = Execution(workers=args.workers, scheduler=args.scheduler, retries=args.retries)
     outs = [check_output_dir(Path(args.out) / name) for name in names]  # every check before any training
     for name, module, out in zip(names, modules, outs):
-        payload = module.run(out, seeds=args.seeds, smoke=args.smoke)
+        payload = module.run(out, seeds=args.seeds, smoke=args.smoke, execution=execution)
         verdict = "all targets met" if payload["all_targets_met"] else "target(s) NOT met"
         print(f"[reproduce {name}] {verdict}; report in {out}")
         print((out / "table.md").read_text())
@@ -287,18 +295,9 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from codesign.reproduce import REPRODUCTIONS
-    from codesign.sweep import grid_tasks, load_grid, run_sweep
+    from codesign.sweep import load_grid, run_sweep
 
-    if args.grid:
-        tasks = load_grid(Path(args.grid))
-    else:
-        names = list(REPRODUCTIONS) if args.reproductions == "all" else args.reproductions.split(",")
-        unknown = [name for name in names if name not in REPRODUCTIONS]
-        if unknown:
-            raise ValueError(f"unknown reproduction(s) {unknown}; expected some of {', '.join(REPRODUCTIONS)}")
-        tasks = grid_tasks("codesign.sweep:reproduction_task", {"name": names, "seed": args.seeds or [0, 1, 2]},
-                           {"smoke": args.smoke, "out_dir": str(Path(args.out).resolve() / "runs")})
+    tasks = load_grid(Path(args.grid))
     report = run_sweep(tasks, Path(args.out), scheduler=args.scheduler, workers=args.workers, retries=args.retries)
     print(f"[sweep] {report.summary()}; results in {Path(args.out) / 'results'}")
     return 0 if report.passed else 1
@@ -362,18 +361,22 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=_cmd_train)
 
     reproduce = commands.add_parser("reproduce", help="reproduce a paper's result against a same-run baseline")
-    reproduce.add_argument("name", help="one of the reproductions (see README), or all")
-    reproduce.add_argument("--out", default="reports", help="reports go to OUT/NAME/")
-    reproduce.add_argument("--seeds", type=_int_list, default=None, help="comma-separated seeds (default 0,1,2)")
+    reproduce.add_argument("name", help="one of the reproductions (see README), all, or readme (regenerate the "
+                                        "README's table from OUT/*/results.json)")
+    reproduce.add_argument("--out", default="results", help="reports go to OUT/NAME/ (training runs cached in "
+                                                            "OUT/NAME/tasks/, a re-run skips them)")
+    reproduce.add_argument("--seeds", type=_int_list, default=None, help="comma-separated seeds (default 0..7)")
     reproduce.add_argument("--smoke", action="store_true", help="tiny budget, for a quick check of the pipeline")
+    reproduce.add_argument("--workers", type=int, default=2,
+                           help="Dask worker processes of a local cluster for the training runs (0: this process)")
+    reproduce.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler (tcp://host:8786)")
+    reproduce.add_argument("--retries", type=int, default=1, help="attempts after a training run's first failure")
+    reproduce.add_argument("--readme", default="README.md", help="with 'readme': the file whose table is rewritten")
     reproduce.set_defaults(func=_cmd_reproduce)
 
     sweep = commands.add_parser("sweep", help="run a grid of independent tasks on Dask (local cluster or --scheduler)")
-    what = sweep.add_mutually_exclusive_group(required=True)
-    what.add_argument("--grid", help="TOML file: function = 'module:function', [grid] lists, optional [fixed]")
-    what.add_argument("--reproductions", help="comma-separated reproductions (or all), one task per seed")
-    sweep.add_argument("--seeds", type=_int_list, default=None, help="with --reproductions (default 0,1,2)")
-    sweep.add_argument("--smoke", action="store_true", help="with --reproductions: tiny budgets")
+    sweep.add_argument("--grid", required=True,
+                       help="TOML file: function = 'module:function', [grid] lists, optional [fixed]")
     sweep.add_argument("--out", default="out/sweep", help="results/<key>.json per task; a re-run skips those")
     sweep.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler (tcp://host:8786)")
     sweep.add_argument("--workers", type=int, default=2, help="worker processes of the local cluster")

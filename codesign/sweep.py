@@ -61,7 +61,8 @@ class SweepTask:
             raise ValueError(f"task {self.key}: keyword arguments are not JSON ({error})") from None
 
     def to_dict(self) -> dict:
-        return {"key": self.key, "function": self.function, "kwargs": dict(self.kwargs)}
+        """As stored beside its result: plain JSON (tuples become lists), so a re-run compares equal."""
+        return json.loads(json.dumps({"key": self.key, "function": self.function, "kwargs": dict(self.kwargs)}))
 
 
 def grid_tasks(function: str, grid: Mapping[str, Sequence], fixed: Mapping[str, Any] | None = None) -> list[SweepTask]:
@@ -168,11 +169,14 @@ def run_sweep(tasks: Sequence[SweepTask], out_dir: Path, *, scheduler: str | Non
     ``scheduler`` is an existing cluster's address (``tcp://host:8786``), reached
     within ``connect_timeout_s`` seconds or refused with a clear error; without
     it a local cluster of ``workers`` processes is started and shut down again.
+    ``workers=0`` runs the tasks one after the other in this process, with the
+    same result files, skipping and reporting (no cluster to start: quick
+    runs and tests).
     """
     tasks = list(tasks)
     _check_tasks(tasks)
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise ValueError(f"workers must be an int >= 0 (0: in this process), got {workers!r}")
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries must be an int >= 0, got {retries!r}")
     out_dir = Path(out_dir)
@@ -182,8 +186,12 @@ def run_sweep(tasks: Sequence[SweepTask], out_dir: Path, *, scheduler: str | Non
     if not pending:
         return SweepReport([], skipped, {}, time.perf_counter() - started, scheduler or "nothing to run", 0)
 
-    from dask.distributed import Client, LocalCluster, as_completed
     from tqdm import tqdm
+
+    if workers == 0 and scheduler is None:
+        return _run_here(pending, out_dir, skipped, started, retries, progress)
+
+    from dask.distributed import Client, LocalCluster, as_completed
 
     cluster = None if scheduler else LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                   dashboard_address=None, silence_logs=logging.ERROR)
@@ -217,16 +225,21 @@ def run_sweep(tasks: Sequence[SweepTask], out_dir: Path, *, scheduler: str | Non
     return SweepReport(done, skipped, failed, time.perf_counter() - started, where, n_workers)
 
 
-def reproduction_task(*, name: str, seed: int, smoke: bool = False, out_dir: str) -> dict:
-    """One seed of one reproduction (``codesign reproduce NAME --seeds SEED``); its report goes to ``out_dir``.
+def _run_here(pending: list[SweepTask], out_dir: Path, skipped: list[str], started: float, retries: int,
+              progress: bool) -> SweepReport:
+    from tqdm import tqdm
 
-    Torch runs on one thread: float32 sums can differ in their last bits with the thread count, and a
-    sweep's results must not depend on how many workers share a machine.
-    """
-    import torch
-
-    from codesign.reproduce import reproduction
-
-    torch.set_num_threads(1)
-
-    return reproduction(name).run(Path(out_dir) / f"{name}-seed{seed}", seeds=[seed], smoke=smoke, progress=False)
+    done: list[str] = []
+    failed: dict[str, str] = {}
+    for task in tqdm(pending, desc="sweep", unit="task", disable=not progress):
+        for attempt in range(retries + 1):
+            try:
+                result = execute(task.function, dict(task.kwargs))
+            except Exception as error:  # reported like a worker's failure, after the retries
+                if attempt == retries:
+                    failed[task.key] = repr(error)
+                continue
+            write_json_atomic(result_path(out_dir, task.key), {"task": task.to_dict(), "result": result})
+            done.append(task.key)
+            break
+    return SweepReport(done, skipped, failed, time.perf_counter() - started, "this process", 0)

@@ -54,11 +54,14 @@ class DataConfig:
     test_fraction: float = 0.25
     split_seed: int = 0
     synthetic_samples: int = 600
+    validation_fraction: float = 0.0  # share of the training split held out for every choice (0: none)
 
     def validate(self, prefix: str = "data") -> None:
         require(self.name in DATASETS, f"{prefix}.name", f"unknown dataset {self.name!r}; expected one of {DATASETS}")
         require(is_number(self.test_fraction) and 0 < self.test_fraction < 1, f"{prefix}.test_fraction", "must be in (0, 1)")
         require(isinstance(self.synthetic_samples, int) and self.synthetic_samples >= 20, f"{prefix}.synthetic_samples", "must be an int >= 20")
+        require(is_number(self.validation_fraction) and 0 <= self.validation_fraction <= 0.5,
+                f"{prefix}.validation_fraction", f"must be in [0, 0.5], got {self.validation_fraction!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,11 @@
 """Data that ships with our dependencies: scikit-learn's 8x8 digits, plus a synthetic generator for tests.
 
 Nothing is fetched at run time. The digits split is fixed and stratified,
-so every run and every baseline sees the same train and test sets.
+so every run and every baseline sees the same train and test sets. A
+*validation* split (``validation_fraction`` > 0) is carved, stratified, from
+the training split; it is held out from training, and every choice a run or a
+reproduction makes (learning rates, thresholds, the FB controller, pruning
+budgets) reads it. The test split is only ever reported.
 """
 
 from __future__ import annotations
@@ -21,10 +25,16 @@ class Dataset:
     test_x: torch.Tensor
     test_y: torch.Tensor
     classes: int
+    validation_x: torch.Tensor | None = None
+    validation_y: torch.Tensor | None = None
 
     @property
     def train_size(self) -> int:
         return int(self.train_y.numel())
+
+    @property
+    def has_validation(self) -> bool:
+        return self.validation_y is not None and int(self.validation_y.numel()) > 0
 
 
 def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -39,27 +49,33 @@ def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tup
     return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
-def _as_dataset(images: np.ndarray, labels: np.ndarray, test_fraction: float, seed: int, classes: int) -> Dataset:
+def _as_dataset(images: np.ndarray, labels: np.ndarray, test_fraction: float, seed: int, classes: int,
+                validation_fraction: float = 0.0) -> Dataset:
+    """Test split first (so it does not depend on ``validation_fraction``), then validation out of the rest."""
     train, test = stratified_split(labels, test_fraction, seed)
     x = torch.from_numpy(images.astype(np.float32))
     y = torch.from_numpy(labels.astype(np.int64))
-    return Dataset(x[train], y[train], x[test], y[test], classes)
+    if validation_fraction <= 0:
+        return Dataset(x[train], y[train], x[test], y[test], classes)
+    kept, held = stratified_split(labels[train], validation_fraction, seed + 1)
+    train, validation = train[kept], train[held]
+    return Dataset(x[train], y[train], x[test], y[test], classes, x[validation], y[validation])
 
 
-def load_digits_dataset(*, test_fraction: float = 0.25, split_seed: int = 0) -> Dataset:
+def load_digits_dataset(*, test_fraction: float = 0.25, split_seed: int = 0, validation_fraction: float = 0.0) -> Dataset:
     """The 1797 digits of scikit-learn (8x8, 16 grey levels), split once and for all by ``split_seed``."""
     from sklearn.datasets import load_digits
 
     digits = load_digits()
     images = (digits.images / 16.0).reshape(-1, 1, 8, 8)
-    return _as_dataset(images, digits.target, test_fraction, split_seed, 10)
+    return _as_dataset(images, digits.target, test_fraction, split_seed, 10, validation_fraction)
 
 
 def synthetic_dataset(*, samples: int = 600, classes: int = 10, noise: float = 0.35, seed: int = 0,
-                      test_fraction: float = 0.25) -> Dataset:
+                      test_fraction: float = 0.25, validation_fraction: float = 0.0) -> Dataset:
     """Class prototypes (random 8x8 patterns) plus Gaussian noise: learnable, tiny and fully seeded."""
     rng = np.random.default_rng(seed)
     prototypes = rng.random((classes, 1, 8, 8))
     labels = np.arange(samples) % classes
     images = np.clip(prototypes[labels] + noise * rng.standard_normal((samples, 1, 8, 8)), 0, 1)
-    return _as_dataset(images, labels, test_fraction, seed, classes)
+    return _as_dataset(images, labels, test_fraction, seed, classes, validation_fraction)

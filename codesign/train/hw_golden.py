@@ -27,7 +27,8 @@ or on the emulated board, can be compared with it *bit for bit*:
   ``mu`` and ``lr`` rounded to the format. Inputs are rounded to the format
   once per batch.
 - **FB schedule:** :class:`codesign.train.techniques.abvs.FbController` (the
-  ABVS rule, driven by test accuracy after each epoch); FP32 training
+  ABVS rule, driven by validation accuracy after each epoch: the data must
+  hold a validation split when the FB can change); FP32 training
   (no ABVS) runs at ``fb = max_fb`` (23) throughout.
 
 Everything is seeded: weights from ``seed``, the sample order of epoch ``e``
@@ -338,11 +339,17 @@ class FbMlpTrainer:
             on_epoch: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
         """Train ``epochs`` epochs (default: the set-up's) on ``data`` (a :class:`~codesign.train.data.Dataset`).
 
-        After each epoch the test accuracy drives the FB rule; one history row
-        per epoch (epoch, fb, loss, accuracy, MACs by FB, seconds).
+        After each epoch the validation accuracy drives the FB rule (the data
+        must have a validation split unless the FB is fixed); one history row
+        per epoch (epoch, fb, loss, test accuracy, validation accuracy when
+        there is a split, MACs by FB, seconds).
         ``max_steps`` shortens every epoch to that many steps (quick runs;
         the cosine schedule then spans the shortened epochs).
         """
+        adaptive = self.setup.fb_min < self.setup.fb_max
+        if adaptive and not data.has_validation:
+            raise HwTrainError("the ABVS FB rule reads validation accuracy: give data with a validation split "
+                               "(validation_fraction > 0), or fix the FB (fb_min = fb_max)")
         train_x, train_y = self._features(data.train_x), np.asarray(data.train_y)
         batch = self.setup.batch_size
         self.steps_per_epoch = -(-train_x.shape[0] // batch)
@@ -361,7 +368,9 @@ class FbMlpTrainer:
             accuracy = self.evaluate(data.test_x, data.test_y)
             row = {"epoch": self.epoch, "fb": fb, "loss": float(np.mean(losses)), "accuracy": accuracy,
                    "macs": dict(Counter(self.gemm.macs) - macs_before), "seconds": time.perf_counter() - started}
-            self.controller.end_epoch(self.epoch, accuracy)
+            if data.has_validation:
+                row["validation_accuracy"] = self.evaluate(data.validation_x, data.validation_y)
+            self.controller.end_epoch(self.epoch, row.get("validation_accuracy", accuracy))
             self.history.append(row)
             self.epoch += 1
             if on_epoch is not None:

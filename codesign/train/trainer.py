@@ -50,6 +50,7 @@ class TrainResult:
     seconds: float
     resumed_from_step: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    validation_accuracy: float | None = None  # after the last epoch; None when the data has no validation split
 
     @property
     def energy_pj(self) -> float:
@@ -61,10 +62,12 @@ class TrainResult:
 
 
 def load_dataset(config: TrainConfig) -> Dataset:
-    if config.data.name == "digits":
-        return load_digits_dataset(test_fraction=config.data.test_fraction, split_seed=config.data.split_seed)
-    return synthetic_dataset(samples=config.data.synthetic_samples, test_fraction=config.data.test_fraction,
-                             seed=config.data.split_seed)
+    data = config.data
+    if data.name == "digits":
+        return load_digits_dataset(test_fraction=data.test_fraction, split_seed=data.split_seed,
+                                   validation_fraction=data.validation_fraction)
+    return synthetic_dataset(samples=data.synthetic_samples, test_fraction=data.test_fraction, seed=data.split_seed,
+                             validation_fraction=data.validation_fraction)
 
 
 class Trainer:
@@ -113,6 +116,12 @@ class Trainer:
             correct = int((self.model(x).argmax(dim=1) == y).sum())
         self.model.train()
         return 100.0 * correct / int(y.numel())
+
+    def validation_accuracy(self) -> float:
+        """Accuracy (%) on the held-out validation split: what every choice during training reads."""
+        if not self.dataset.has_validation:
+            raise ValueError("this run's data has no validation split (set data.validation_fraction > 0)")
+        return self.evaluate(self.dataset.validation_x, self.dataset.validation_y)
 
     # -- checkpoints -------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -213,6 +222,8 @@ class Trainer:
                 metrics = {"epoch": self.epoch, "test_accuracy": self.evaluate(),
                            "train_loss": sum(self.epoch_losses) / max(1, len(self.epoch_losses)),
                            "energy_pj": self.cost_summary()["total"]["energy_pj"]}
+                if self.dataset.has_validation:
+                    metrics["validation_accuracy"] = self.validation_accuracy()
                 for technique in self.techniques:
                     technique.on_epoch_end(self, self.epoch, metrics)
                 self.history.append(metrics)
@@ -228,7 +239,7 @@ class Trainer:
             config=self.config.to_dict(), test_accuracy=self.history[-1]["test_accuracy"], history=self.history,
             cost=self.cost_summary(), techniques={t.name: t.report() for t in self.techniques},
             steps=self.global_step, skipped_steps=self.skipped_steps, seconds=time.perf_counter() - started,
-            resumed_from_step=resumed_from,
+            resumed_from_step=resumed_from, validation_accuracy=self.history[-1].get("validation_accuracy"),
         )
 
     def cost_summary(self) -> dict:

@@ -110,7 +110,7 @@ def test_a_refused_tile_is_a_clear_error():
 
 
 def test_training_is_seeded_and_the_tiled_loop_matches_the_golden_loop():
-    data = synthetic_dataset(samples=120, seed=1)
+    data = synthetic_dataset(samples=120, seed=1, validation_fraction=0.2)
     golden = FbMlpTrainer(small_setup())
     golden.fit(data, progress=False, max_steps=3)
     again = FbMlpTrainer(small_setup())
@@ -128,7 +128,7 @@ def test_training_is_seeded_and_the_tiled_loop_matches_the_golden_loop():
 
 
 def test_training_learns_and_the_fb_rule_runs():
-    data = synthetic_dataset(samples=300, seed=2)
+    data = synthetic_dataset(samples=300, seed=2, validation_fraction=0.2)
     trainer = FbMlpTrainer(small_setup(epochs=4, lr=0.2, epsilon=1.0))
     chance = 1 / data.classes
     trainer.fit(data, progress=False)
@@ -141,7 +141,7 @@ def test_training_learns_and_the_fb_rule_runs():
 def test_every_gemm_is_counted_once_per_step():
     setup = small_setup()
     trainer = FbMlpTrainer(setup)
-    data = synthetic_dataset(samples=40, seed=0)
+    data = synthetic_dataset(samples=40, seed=0, validation_fraction=0.2)
     trainer.train_step(data.train_x[:20], data.train_y[:20])
     (i, h, o), batch = setup.layers, 20
     forward = batch * (i * h + h * o)

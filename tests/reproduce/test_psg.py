@@ -1,25 +1,57 @@
-"""The PSG reproduction runs end to end on a smoke budget and writes its three reports with every arm."""
+"""The PSG reproduction runs end to end on a smoke budget: tuned arms, paired intervals, the energy breakdown."""
 
 import json
+
+import pytest
 
 from codesign.reproduce import psg
 
 
-def test_smoke_reproduction_writes_the_reports_with_all_arms(tmp_path):
-    payload = psg.run(tmp_path, smoke=True, progress=False)
-    results = json.loads((tmp_path / "results.json").read_text())
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("psg")
+    return out, psg.run(out, smoke=True, progress=False)
+
+
+def test_smoke_reproduction_writes_the_reports_with_all_arms(smoke):
+    out, payload = smoke
+    results = json.loads((out / "results.json").read_text())
     assert results == json.loads(json.dumps(payload))
     names = [arm["name"] for arm in results["arms"]]
-    assert names == ["FP32 SGD", "PSG", "PSG+SWA"]
-    assert [arm["baseline"] for arm in results["arms"]] == [True, False, False]
-    baseline, psg_arm, swa_arm = results["arms"]
-    assert baseline["energy_ratio_mean"] == 1.0
-    assert 0 < psg_arm["energy_ratio_mean"] < 1  # 8/16-bit operands and predictors cost less than FP32
+    assert names == ["FP32 SGD", "fixed 8/16", "PSG", "PSG+SWA"]
+    assert [arm["baseline"] for arm in results["arms"]] == [True, False, False, False]
+    baseline, fixed, psg_arm, swa_arm = results["arms"]
+    assert baseline["energy_ratio"]["mean"] == 1.0 and baseline["accuracy_difference"]["mean"] == 0.0
+    assert 0 < fixed["energy_ratio"]["mean"] < 1 and 0 < psg_arm["energy_ratio"]["mean"] < 1
     fractions = results["extra"]["predicted_fraction"]
     assert set(fractions) == {"PSG", "PSG+SWA"} and 0 < fractions["PSG"]["overall_mean"] <= 1
+    assert fixed["techniques"][0]["psg"]["predicted_fraction"]["overall"] is None  # no prediction in that arm
     assert "swa" in swa_arm["techniques"][0]["psg"] and "swa" not in psg_arm["techniques"][0]["psg"]
     assert len(results["targets"]) == 2 and all("60%" in t["text"] for t in results["targets"])
     assert "Table 2" in results["paper"]["citation"]
-    table = (tmp_path / "table.md").read_text()
-    assert all(name in table for name in names)
-    assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = (out / "table.md").read_text()
+    assert all(name in table for name in names) and "Tuning" in table
+    assert (out / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert results["readme"]["reproduction"].startswith("`psg`")
+
+
+def test_every_arm_tuned_with_the_same_budget_on_validation(smoke):
+    _, results = smoke
+    trials = {name: entry["trials"] for name, entry in results["tuning"].items()}
+    assert {len(t) for t in trials.values()} == {2}
+    for name, entry in results["tuning"].items():
+        best = max(entry["trials"], key=lambda t: t["validation_accuracy"])
+        assert entry["chosen"] == best["setting"] or best["validation_accuracy"] == max(
+            t["validation_accuracy"] for t in entry["trials"] if t["setting"] == entry["chosen"])
+        assert all("test" not in key for trial in entry["trials"] for key in trial)
+    arm = next(a for a in results["arms"] if a["name"] == "PSG")
+    assert arm["chosen"] == results["tuning"]["PSG"]["chosen"]
+    assert all(row["validation_accuracy"] is not None for row in arm["per_seed"])
+
+
+def test_breakdown_adds_up_to_the_saving(smoke):
+    _, results = smoke
+    breakdown = results["extra"]["energy_breakdown"]
+    total = breakdown["quantisation"]["mean"] + breakdown["PSG"]["prediction"]["mean"]
+    psg_arm = next(a for a in results["arms"] if a["name"] == "PSG")
+    assert total == pytest.approx(1 - psg_arm["energy_ratio"]["mean"], rel=1e-9)

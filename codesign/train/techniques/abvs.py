@@ -2,7 +2,7 @@
 
 Why: early training tolerates coarse arithmetic, and a narrower FP-MAC is both
 smaller and faster, so it can run at a lower supply. ABVS starts training at
-``fb_min`` fraction bits and adds one bit whenever the test accuracy stopped
+``fb_min`` fraction bits and adds one bit whenever the validation accuracy stopped
 improving, up to ``fb_max`` (the paper's main setting: the *least sufficient
 FB*, see :func:`least_sufficient_fb`).
 
@@ -19,9 +19,10 @@ paper's FP-MAC would; batch-norm statistics and the optimiser's
 intermediate arithmetic also stay in float32.
 
 FB rule (Fig. 3, reconstructed from the text). ``A_check = 0`` and FB =
-``fb_min`` at the start. After each epoch ``i`` (0-based) the trainer's test
-accuracy becomes ``A_cur`` (a fraction in [0, 1]; the trainer has no
-separate validation split). Epoch ``i`` is a *check epoch* when
+``fb_min`` at the start. After each epoch ``i`` (0-based) the trainer's
+validation accuracy becomes ``A_cur`` (a fraction in [0, 1]; the run's data
+must hold a validation split, ``data.validation_fraction > 0``, whenever the
+FB can change: the rule is a choice, and choices never read the test set). Epoch ``i`` is a *check epoch* when
 ``i = ceil(k * f)`` for some ``k = 0, 1, 2, ...``, with the check interval of
 Eq. (1) ``f = T / (alpha * (fb_max - fb_min))`` epochs (``T`` = total
 epochs; a real number, so checks fall on average every ``f`` epochs; a
@@ -177,7 +178,7 @@ class FbController:
         return self.fb_max > self.fb_min and check_epoch(self.next_check, self.interval) <= epoch
 
     def end_epoch(self, epoch: int, accuracy: float) -> int:
-        """Record epoch ``epoch`` (trained at ``self.fb``) with test accuracy ``accuracy`` in [0, 1]."""
+        """Record epoch ``epoch`` (trained at ``self.fb``) with validation accuracy ``accuracy`` in [0, 1]."""
         row: dict[str, Any] = {"epoch": epoch, "fb": self.fb, "accuracy": accuracy, "check": False}
         if self.is_check(epoch):
             gain = accuracy - self.a_check
@@ -286,8 +287,13 @@ class Technique(base.Technique):
 
     # -- hooks -------------------------------------------------------------
     def attach(self, trainer: Trainer) -> None:
+        from codesign.train.config import ConfigError
+
         self.model, self.optimizer = trainer.model, trainer.optimizer
         c = self.config
+        if c.fb_min < c.fb_max and not trainer.dataset.has_validation:
+            raise ConfigError("techniques.abvs: the FB rule reads validation accuracy; set data.validation_fraction "
+                              "> 0 (or fb_min = fb_max for a fixed FB)")
         self.controller = FbController(fb_min=c.fb_min, fb_max=c.fb_max, alpha=c.alpha, epsilon=c.epsilon,
                                        total_epochs=trainer.config.optim.epochs)
         self._applied_fb = None
@@ -308,7 +314,9 @@ class Technique(base.Technique):
 
     def on_epoch_end(self, trainer: Trainer, epoch: int, metrics: dict[str, float]) -> None:
         before = self.fb
-        self.controller.end_epoch(epoch, metrics["test_accuracy"] / 100.0)
+        # without a validation split the FB is fixed (attach checks it): the log then records test accuracy, unread
+        accuracy = metrics.get("validation_accuracy", metrics["test_accuracy"])
+        self.controller.end_epoch(epoch, accuracy / 100.0)
         if self.fb != before:
             # the stored state moves to the wider format (exact: every FB-bit value is representable)
             self._apply_precision()

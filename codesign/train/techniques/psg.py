@@ -87,6 +87,11 @@ parameters (float64) are in ``state_dict``.
 The statistic the paper quotes (>= 60% of weights predicted at beta = 0.05,
 Sec. 4.4) is ``report()["predicted_fraction"]``, per layer, overall, and per
 epoch.
+
+``predict=False`` keeps only the precision (8-bit x/w, 16-bit g, the same
+dynamic scales) with the full weight gradient and ordinary SGD: the plain
+fixed-point arm, which separates what quantisation saves from what the
+prediction saves.
 """
 
 from __future__ import annotations
@@ -131,6 +136,7 @@ class Config:
     sign_other_parameters: bool = True
     swa: bool = False
     swa_epochs: int = 5
+    predict: bool = True  # False: the same fixed-point precision with the full gradient and plain SGD (no prediction)
 
     def validate(self, prefix: str = "psg") -> None:
         require(isinstance(self.beta, (int, float)) and not isinstance(self.beta, bool) and 0 < self.beta <= 1,
@@ -146,7 +152,7 @@ class Config:
                     f"must be an int in [2, {full}={limit}] (a signed slice keeps the sign bit), got {value!r}")
         require(self.msb_reconstruction in MSB_RECONSTRUCTIONS, f"{prefix}.msb_reconstruction",
                 f"must be one of {MSB_RECONSTRUCTIONS}, got {self.msb_reconstruction!r}")
-        for name in ("sign_other_parameters", "swa"):
+        for name in ("sign_other_parameters", "swa", "predict"):
             require(isinstance(getattr(self, name), bool), f"{prefix}.{name}", "must be a bool")
         require(_int(self.swa_epochs) and self.swa_epochs >= 1, f"{prefix}.swa_epochs",
                 f"must be an int >= 1, got {self.swa_epochs!r}")
@@ -249,7 +255,8 @@ class Technique(BaseTechnique):
         self.layers = counted_layers(trainer.model)
         for layer in self.layers:
             layer.precision = self.precision()
-            layer.weight_grad_fn = self.weight_grad
+            # without prediction the layer computes (and records) its full 16x8-bit weight gradient itself
+            layer.weight_grad_fn = self.weight_grad if self.config.predict else None
             self.predicted.setdefault(layer.layer_name, 0)
             self.total.setdefault(layer.layer_name, 0)
         hooked = {id(layer.weight) for layer in self.layers}
@@ -323,7 +330,7 @@ class Technique(BaseTechnique):
         self.epoch_total = 0
 
     def after_backward(self, trainer: Trainer) -> None:
-        if not self.config.sign_other_parameters:
+        if not (self.config.predict and self.config.sign_other_parameters):
             return
         for parameter in self.other_parameters:
             if parameter.grad is not None:
@@ -363,6 +370,8 @@ class Technique(BaseTechnique):
                            "averaged_epochs": self.swa_count}
         metrics["test_accuracy_last_iterate"] = last_iterate
         metrics["test_accuracy"] = accuracy
+        if "validation_accuracy" in metrics:
+            metrics["validation_accuracy"] = trainer.validation_accuracy()
         metrics["energy_pj"] = trainer.cost_summary()["total"]["energy_pj"]
 
     def _recompute_batch_norm(self, trainer: Trainer) -> None:

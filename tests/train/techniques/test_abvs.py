@@ -139,8 +139,9 @@ def test_bad_toml_values_are_refused_before_training():
 # ---------------------------------------------------------------------------- training in FB-float
 
 
-def _config(fb_min: int, fb_max: int, *, epochs: int = 2, **kwargs) -> TrainConfig:
-    return TrainConfig(data=DataConfig(name="synthetic", synthetic_samples=100), model=ModelConfig(name="mlp"),
+def _config(fb_min: int, fb_max: int, *, epochs: int = 2, validation_fraction: float = 0.2, **kwargs) -> TrainConfig:
+    return TrainConfig(data=DataConfig(name="synthetic", synthetic_samples=100,
+                                       validation_fraction=validation_fraction), model=ModelConfig(name="mlp"),
                        optim=OptimConfig(epochs=epochs, batch_size=32),
                        techniques={"abvs": Config(fb_min=fb_min, fb_max=fb_max, **kwargs)})
 
@@ -186,6 +187,16 @@ def test_rising_fb_changes_the_layers_precision_and_the_priced_fb(rising_run):
     model = trainer.techniques[0].fp_mac_pj()
     assert result.cost["total"]["compute_pj"] == pytest.approx(sum(n * model(fb) for fb, n in per_fb.items()),
                                                                rel=1e-12)
+
+
+def test_the_fb_rule_reads_validation_accuracy_never_the_test_set(rising_run):
+    _, result = rising_run
+    report = result.techniques["abvs"]
+    validation = [row["validation_accuracy"] / 100 for row in result.history]
+    assert report["accuracy_trace"] == pytest.approx(validation, abs=0)
+    with pytest.raises(ConfigError, match="validation_fraction"):
+        Trainer(_config(2, 4, validation_fraction=0.0), progress=False)
+    Trainer(_config(4, 4, validation_fraction=0.0), progress=False)  # a fixed FB makes no choice: no split needed
 
 
 def test_resume_is_bit_identical(tmp_path, rising_run):
