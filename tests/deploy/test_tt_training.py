@@ -1,0 +1,130 @@
+"""TT training through the driver on the emulated board ends bit-identical to the golden TT loop of the design point.
+
+The design is the shipped examples/digits_tt.toml (a 64-64-10 MLP of TT
+layers on the digits, 4-bit cores, 8-bit activations, 16-bit gradients, the
+low-rank prior); every contraction of the board run goes to the tt1 or tt2
+IP's generated HLS C++ on the emulated board. The golden run computes the
+same schedule with the golden PE kernels. The quick run trains on the first
+128 training images (2 steps per epoch) over 2 epochs with pruning after the
+first, and evaluates on 64 test images.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codesign.deploy import CodesignOverlay, OverlayMismatch, write_emulation_folder
+from codesign.deploy.manifest import DeployError
+from codesign.deploy.tt_training import BoardTtTrainer, IpRunner
+from codesign.design import load_design
+from codesign.pe.tt.schedule import StepHardware
+from codesign.train.data import Dataset, load_digits_dataset
+from codesign.train.hw_golden_tt import TtHwTrainer, design_hardware
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _design(epochs: int = 2, **prior):
+    design = load_design(EXAMPLES / "digits_tt.toml")
+    training = design.training
+    tt = training.techniques["tt"]
+    tt = dataclasses.replace(tt, prior=dataclasses.replace(tt.prior, **prior))
+    training = training.replace(optim=dataclasses.replace(training.optim, epochs=epochs), techniques={"tt": tt})
+    return dataclasses.replace(design, training=training)
+
+
+def _subset(train: int, test: int) -> Dataset:
+    data = load_digits_dataset()
+    return Dataset(data.train_x[:train], data.train_y[:train], data.test_x[:test], data.test_y[:test], data.classes)
+
+
+@pytest.fixture(scope="module")
+def overlay(tmp_path_factory):
+    design = _design()
+    folder = write_emulation_folder(design, tmp_path_factory.mktemp("tt") / design.board.name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return CodesignOverlay(folder, design=design, emulate=True)
+
+
+def _bits(values) -> np.ndarray:
+    return np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+
+
+def assert_same_weights(board, golden) -> int:
+    """Every shadow core, bias and Adam moment word equal, and every scale; returns the 32-bit words compared."""
+    mine, theirs = board.read_weights(), golden.read_weights()
+    assert mine["ranks"] == theirs["ranks"] and mine["trackers"] == theirs["trackers"]
+    compared = 0
+    arrays = [(a, b) for la, lb in zip(mine["cores"], theirs["cores"]) for a, b in zip(la, lb)]
+    arrays += list(zip(mine["biases"], theirs["biases"]))
+    arrays += [(a, b) for ma, mb in zip(mine["moments"], theirs["moments"]) for a, b in zip(ma, mb)]
+    for index, (a, b) in enumerate(arrays):
+        assert a.shape == b.shape
+        differ = np.flatnonzero(_bits(a) != _bits(b))
+        assert differ.size == 0, f"array {index}: {differ.size} of {a.size} words differ"
+        compared += a.size
+    return compared
+
+
+def _both_runs(overlay, design, data):
+    board = BoardTtTrainer(overlay, design, dataset=data)
+    golden = TtHwTrainer.from_design(design, dataset=data)
+    board.fit(progress=False)
+    golden.fit(progress=False)
+    return board, golden
+
+
+def test_training_through_the_driver_is_bit_identical_to_the_golden_loop(overlay):
+    design = _design(warmup_epochs=1, threshold=0.8, prune_from_epoch=0)
+    board, golden = _both_runs(overlay, design, _subset(128, 64))
+    assert board.trainer.history == golden.trainer.history
+    assert board.read_weights()["ranks"] != [(1, 4, 4, 1), (1, 4, 4, 1)], "the prior pruned ranks after epoch 0"
+    parameters = sum(int(p.numel()) for layer in golden.layers for p in layer.parameters())
+    assert assert_same_weights(board, golden) == 3 * parameters  # parameters and Adam's two moments
+    figures, reference = board.throughput(), golden.throughput()
+    assert figures["steps"] == reference["steps"] == 4
+    assert figures["pe_transactions"] == reference["pe_transactions"] and figures["macs"] == reference["macs"]
+    assert figures["replay_misses"] == 0 and figures["replayed_transactions"] > 0
+    assert figures["emulated"] and 0 < figures["ip_calls"] <= figures["pe_transactions"]
+    assert figures["pe_cycles"] > figures["macs"] // (8 * 4)  # no more than 32 MACs a cycle
+    step = _subset(64, 64)
+    for trainer in (board, golden):
+        trainer.train_step(step.train_x, step.train_y)
+    assert assert_same_weights(board, golden) == 3 * parameters
+    assert np.array_equal(board.predict(step.test_x), golden.predict(step.test_x))
+
+
+def test_a_design_the_overlay_does_not_implement_is_refused(overlay):
+    other = load_design(EXAMPLES / "digits_abvs.toml")
+    with pytest.raises(OverlayMismatch, match=r"needs IP fpmac_array_0"):
+        BoardTtTrainer(overlay, other)
+
+
+def test_the_ip_runner_refuses_calls_planned_for_other_builds(overlay):
+    design = _design()
+    runner = IpRunner({"tt1": overlay.accelerator("tt1_0"), "tt2": overlay.accelerator("tt2_0")},
+                      design_hardware(design))
+    with pytest.raises(DeployError, match=r"planned for other PE builds"):
+        runner.run(StepHardware(), [("tt2", np.zeros((1, 1, 1), np.int64), np.zeros((1, 1), np.int64))])
+    with pytest.raises(DeployError, match=r"IP tt1_0 is a tt1 PE, not tt2"):
+        IpRunner({"tt2": overlay.accelerator("tt1_0")}, design_hardware(design))
+    no_tt2 = IpRunner({"tt1": overlay.accelerator("tt1_0")}, design_hardware(design))
+    with pytest.raises(DeployError, match=r"the overlay has no tt2 IP"):
+        no_tt2.run(design_hardware(design), [("tt2", np.zeros((1, 1, 1), np.int64), np.zeros((1, 1), np.int64))])
+
+
+@pytest.mark.long
+def test_two_full_epochs_on_the_digits_bit_identical(overlay):
+    """The example's settings on all 1347 training images (22 steps an epoch), 2 epochs, full test set."""
+    design = _design()
+    board, golden = _both_runs(overlay, design, load_digits_dataset())
+    assert board.throughput()["steps"] == 44
+    assert assert_same_weights(board, golden) > 0
