@@ -5,8 +5,8 @@ Method" (2021), paper 003: Sec. 3 (rank-adaptive TT model, BinaryConnect
 with 4-bit cores, 8-bit activations and biases, 16-bit gradients, automatic
 power-of-two scales), Sec. 5 / Table 1 (292x parameter-memory reduction).
 
-Arms, trained in one run on the same data split, epochs, batch size, cosine
-schedule, optimiser (Adam) and seeds:
+Arms, trained on the same data split, epochs, batch size, cosine schedule,
+optimiser (Adam) and seeds:
 
 * ``fp32``: the dense 64-256-256-10 MLP in float32 (the baseline);
 * ``tt-lowp-prior``: the same MLP with every layer a TT layer, low-precision
@@ -16,35 +16,48 @@ schedule, optimiser (Adam) and seeds:
   ranks stay at their initial value (the paper's "Fixed, w/o prior").
 
 Tuning reads a validation split carved (stratified, 20 %) from the training
-split, never the test split: each of the two tuned arms gets the same number
-of trial runs at the full epoch budget on the rest of the training split.
-The baseline picks its learning rate; the TT arm picks learning rate and
-prior weight, preferring trials that meet the memory target. The chosen
-settings are then trained on the whole training split for every seed and
-evaluated once on the test split. The fixed-rank ablation reuses the TT
-arm's learning rate.
+split, never the test split: the baseline and the TT arm each get the same
+number of trial runs (:class:`BaselineTrial`: learning rate and weight
+decay; :class:`TTTrial`: learning rate, prior weight, pruning threshold and
+prior warm-up) at the full epoch budget on the rest of the training split.
+The TT arm prefers the trials that meet the memory target. The chosen
+settings are then trained on the whole training split for every seed (eight
+by default) and evaluated once on the test split. The fixed-rank ablation
+reuses the TT arm's learning rate and is not tuned separately.
+
+Comparisons are paired by seed (technique − baseline, in points; memory as
+baseline bits / technique bits) with 95 % percentile-bootstrap intervals
+over seeds (:mod:`codesign.reproduce.stats`); a target is met only when its
+whole interval is on the right side.
 
 Memory counts the bits of the parameters the trained model computes with:
 the dense baseline's weights and biases at 32 bits, the TT arms' cores at 4
 bits and biases at 8 bits, after pruning. Power-of-two scale exponents (one
 small integer per tensor) are not counted.
+
+Runs are independent, so they go to ``workers`` processes (one thread
+each); every run is seeded, so the numbers do not depend on ``workers``.
 """
 
 from __future__ import annotations
 
-import math
+import multiprocessing
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from tqdm import tqdm
 
 from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
 from codesign.reproduce import check_output_dir
-from codesign.reproduce.common import Arm, PaperClaim, Target, markdown_table, mean_std, summarize
-from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
+from codesign.reproduce.common import Arm, PaperClaim, Target, summarize
+from codesign.reproduce.stats import (Interval, accuracy_verdict, bootstrap_interval, loss_within, paired_differences,
+                                      paired_ratios)
+from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig, require
 from codesign.train.data import Dataset, load_digits_dataset, stratified_split, synthetic_dataset
 from codesign.train.trainer import Trainer, TrainResult
 from codesign.train.tt import RankPrior, TTLayerSpec, TTMLPConfig, TTPrecision, model_memory_bits, tt_trainer, use_adam
@@ -55,6 +68,8 @@ BASELINE, MAIN_ARM, ABLATION_ARM = "fp32", "tt-lowp-prior", "tt-lowp-fixed-rank"
 TARGET_REDUCTION = 292.0
 TARGET_DROP_PT = 3.0
 VALIDATION_FRACTION = 0.2
+DEFAULT_SEEDS = tuple(range(8))
+DEFAULT_WORKERS = 2
 
 CLAIM = PaperClaim(
     text=("Two-layer TT network on FashionMNIST (784 inputs zero-padded to 1024, 512 hidden, 10 classes), 30 epochs, "
@@ -68,17 +83,57 @@ CLAIM = PaperClaim(
 
 
 @dataclass(frozen=True, kw_only=True)
+class BaselineTrial:
+    """One tuning trial of the dense baseline: Adam's learning rate and its L2 weight decay."""
+
+    lr: float
+    weight_decay: float
+
+    def __post_init__(self) -> None:
+        OptimConfig(lr=self.lr, weight_decay=self.weight_decay).validate("baseline_trial")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TTTrial:
+    """One tuning trial of the TT arm: Adam's learning rate and the rank prior (weight, threshold, warm-up epochs).
+
+    Pruning may start once the warm-up is over.
+    """
+
+    lr: float
+    prior_weight: float
+    threshold: float
+    warmup_epochs: int
+
+    def __post_init__(self) -> None:
+        OptimConfig(lr=self.lr).validate("tt_trial")
+        self.prior()  # validates the prior's fields
+
+    def prior(self) -> RankPrior:
+        return RankPrior(weight=self.prior_weight, warmup_epochs=self.warmup_epochs, threshold=self.threshold,
+                         prune_from_epoch=self.warmup_epochs)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Budget:
-    """Everything a run of this reproduction trains with; smoke shrinks it to seconds."""
+    """Everything a run of this reproduction trains with; smoke shrinks it to seconds.
+
+    The two tuning grids must have the same number of trials: neither arm is
+    tuned harder than the other.
+    """
 
     data: DataConfig
     optim: OptimConfig
     hidden: tuple[int, ...]
     tt_layers: tuple[TTLayerSpec, ...]
-    baseline_lrs: tuple[float, ...]
-    tt_grid: tuple[tuple[float, float], ...]  # (learning rate, prior weight)
-    warmup_epochs: int
-    threshold: float
+    baseline_grid: tuple[BaselineTrial, ...]
+    tt_grid: tuple[TTTrial, ...]
+
+    def __post_init__(self) -> None:
+        require(len(self.baseline_grid) >= 1 and len(self.baseline_grid) == len(self.tt_grid), "tt_grid",
+                f"needs as many trials as baseline_grid ({len(self.baseline_grid)}), got {len(self.tt_grid)}")
+        require(all(t.warmup_epochs < self.optim.epochs for t in self.tt_grid), "tt_grid",
+                f"warm-up must end before the last of {self.optim.epochs} epochs")
 
 
 def budget(smoke: bool) -> Budget:
@@ -89,7 +144,9 @@ def budget(smoke: bool) -> Budget:
             hidden=(16,),
             tt_layers=(TTLayerSpec(in_modes=(8, 8), out_modes=(4, 4), max_rank=4),
                        TTLayerSpec(in_modes=(4, 4), out_modes=(2, 5), max_rank=3)),
-            baseline_lrs=(3e-3, 1e-2), tt_grid=((1e-2, 0.5), (1e-2, 2.0)), warmup_epochs=1, threshold=0.1)
+            baseline_grid=(BaselineTrial(lr=3e-3, weight_decay=0.0), BaselineTrial(lr=1e-2, weight_decay=0.0)),
+            tt_grid=(TTTrial(lr=1e-2, prior_weight=0.5, threshold=0.1, warmup_epochs=1),
+                     TTTrial(lr=1e-2, prior_weight=2.0, threshold=0.1, warmup_epochs=1)))
     # 64 = 2*4*4*2 (8x8 pixels: row = 2*4, column = 4*2), 256 = 4*4*4*4, 10 = 1*1*2*5 (modes of 1 cost nothing)
     return Budget(
         data=DataConfig(name="digits"),
@@ -98,8 +155,9 @@ def budget(smoke: bool) -> Budget:
         tt_layers=(TTLayerSpec(in_modes=(2, 4, 4, 2), out_modes=(4, 4, 4, 4), max_rank=4),
                    TTLayerSpec(in_modes=(4, 4, 4, 4), out_modes=(4, 4, 4, 4), max_rank=4),
                    TTLayerSpec(in_modes=(4, 4, 4, 4), out_modes=(1, 1, 2, 5), max_rank=4)),
-        baseline_lrs=(1e-3, 3e-3, 1e-2, 3e-2), tt_grid=((3e-3, 1.0), (1e-2, 0.5), (1e-2, 1.0), (1e-2, 2.0)),
-        warmup_epochs=5, threshold=0.1)
+        baseline_grid=tuple(BaselineTrial(lr=lr, weight_decay=wd) for wd in (0.0, 1e-4) for lr in (1e-3, 3e-3, 1e-2, 3e-2)),
+        tt_grid=tuple(TTTrial(lr=lr, prior_weight=w, threshold=0.1, warmup_epochs=5)
+                      for lr in (3e-3, 1e-2) for w in (0.3, 0.5, 1.0, 2.0)))
 
 
 def load_data(b: Budget) -> Dataset:
@@ -117,19 +175,14 @@ def validation_split(data: Dataset, seed: int = 0) -> Dataset:
                    data.classes)
 
 
-def _train_config(b: Budget, seed: int, lr: float) -> TrainConfig:
+def _train_config(b: Budget, seed: int, lr: float, weight_decay: float = 0.0) -> TrainConfig:
     return TrainConfig(seed=seed, data=b.data, model=ModelConfig(name="mlp", hidden=b.hidden),
                        optim=OptimConfig(epochs=b.optim.epochs, batch_size=b.optim.batch_size, lr=lr,
-                                         weight_decay=b.optim.weight_decay))
+                                         weight_decay=weight_decay, schedule=b.optim.schedule))
 
 
 def _tt_model(b: Budget) -> TTMLPConfig:
     return TTMLPConfig(layers=b.tt_layers, precision=TTPrecision())
-
-
-def _prior(b: Budget, weight: float) -> RankPrior:
-    return RankPrior(weight=weight, warmup_epochs=b.warmup_epochs, threshold=b.threshold,
-                     prune_from_epoch=b.warmup_epochs)
 
 
 def dense_bits(b: Budget) -> int:
@@ -138,78 +191,138 @@ def dense_bits(b: Budget) -> int:
     return 32 * sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:]))
 
 
-def _run_baseline(b: Budget, seed: int, lr: float, dataset: Dataset, progress: bool) -> tuple[TrainResult, Trainer]:
-    trainer = use_adam(Trainer(_train_config(b, seed, lr), dataset=dataset, progress=progress,
-                               description=f"{BASELINE} seed {seed}"))
-    return trainer.fit(), trainer
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    """One training run: an arm at a seed with its settings, on the tuning split (``tuning``) or the full one."""
+
+    arm: str
+    seed: int
+    lr: float
+    weight_decay: float = 0.0
+    prior: RankPrior | None = None
+    tuning: bool = False
 
 
-def _run_tt(b: Budget, seed: int, lr: float, weight: float | None, dataset: Dataset,
-            progress: bool) -> tuple[TrainResult, Trainer]:
-    prior = _prior(b, weight) if weight is not None else None
-    name = MAIN_ARM if prior is not None else ABLATION_ARM
-    trainer = tt_trainer(_train_config(b, seed, lr), _tt_model(b), prior, dataset=dataset, progress=progress,
-                         description=f"{name} seed {seed}")
-    return trainer.fit(), trainer
+def train_job(b: Budget, job: Job) -> tuple[TrainResult, int]:
+    """Train one run; returns its result and the parameter memory (bits) of the trained model."""
+    data = load_data(b)
+    if job.tuning:
+        data = validation_split(data)
+    config = _train_config(b, job.seed, job.lr, job.weight_decay)
+    label = f"{job.arm} {'trial' if job.tuning else 'seed'} {job.seed}"
+    if job.arm == BASELINE:
+        trainer = use_adam(Trainer(config, dataset=data, progress=False, description=label))
+    else:
+        trainer = tt_trainer(config, _tt_model(b), job.prior, dataset=data, progress=False, description=label)
+    result = trainer.fit()
+    return result, int(model_memory_bits(trainer.model)["total_bits"])
 
 
-def tune(b: Budget, data: Dataset, progress: bool) -> dict[str, Any]:
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def run_jobs(b: Budget, jobs: list[Job], *, workers: int = 1, progress: bool = False,
+             description: str = NAME) -> list[tuple[TrainResult, int]]:
+    """Every job's result, in the order of ``jobs``; ``workers`` > 1 trains them in that many processes."""
+    bar = tqdm(total=len(jobs), desc=description, unit="run", disable=not progress, dynamic_ncols=True)
+    results: list[Any] = [None] * len(jobs)
+    if workers == 1:
+        for i, job in enumerate(jobs):
+            results[i] = train_job(b, job)
+            bar.update()
+    else:
+        # TT runs take about ten times as long as dense ones: start them first so the processes finish together
+        order = sorted(range(len(jobs)), key=lambda i: jobs[i].arm == BASELINE)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_one_thread) as pool:
+            futures = {pool.submit(train_job, b, jobs[i]): i for i in order}
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                bar.update()
+    bar.close()
+    return results
+
+
+def tune(b: Budget, *, workers: int = 1, progress: bool = False) -> dict[str, Any]:
     """Trial runs on the validation split; the same number for the baseline and for the TT arm."""
-    tuning = validation_split(data)
     reference = dense_bits(b)
-    baseline_trials = []
-    for lr in b.baseline_lrs:
-        result, _ = _run_baseline(b, 0, lr, tuning, progress)
-        baseline_trials.append({"lr": lr, "validation_accuracy": result.test_accuracy})
-    tt_trials = []
-    for lr, weight in b.tt_grid:
-        result, trainer = _run_tt(b, 0, lr, weight, tuning, progress)
-        bits = model_memory_bits(trainer.model)["total_bits"]
-        tt_trials.append({"lr": lr, "prior_weight": weight, "validation_accuracy": result.test_accuracy,
-                          "memory_bits": bits, "reduction": reference / bits,
-                          "final_ranks": result.techniques["tt_rank"]["final_ranks"]})
-    best_baseline = max(baseline_trials, key=lambda t: (t["validation_accuracy"], -t["lr"]))
-    meeting = [t for t in tt_trials if t["reduction"] >= TARGET_REDUCTION]
+    jobs = ([Job(arm=BASELINE, seed=0, lr=t.lr, weight_decay=t.weight_decay, tuning=True) for t in b.baseline_grid]
+            + [Job(arm=MAIN_ARM, seed=0, lr=t.lr, prior=t.prior(), tuning=True) for t in b.tt_grid])
+    done = run_jobs(b, jobs, workers=workers, progress=progress, description=f"{NAME} tuning")
+    baseline_done, tt_done = done[:len(b.baseline_grid)], done[len(b.baseline_grid):]
+    baseline_trials = [{**asdict(t), "validation_accuracy": result.test_accuracy}
+                       for t, (result, _) in zip(b.baseline_grid, baseline_done)]
+    tt_trials = [{**asdict(t), "validation_accuracy": result.test_accuracy, "memory_bits": bits,
+                  "reduction": reference / bits, "final_ranks": result.techniques["tt_rank"]["final_ranks"]}
+                 for t, (result, bits) in zip(b.tt_grid, tt_done)]
+    best_baseline = max(range(len(baseline_trials)), key=lambda i: (baseline_trials[i]["validation_accuracy"],
+                                                                    -baseline_trials[i]["lr"],
+                                                                    -baseline_trials[i]["weight_decay"]))
+    meeting = [i for i, t in enumerate(tt_trials) if t["reduction"] >= TARGET_REDUCTION]
     if meeting:
-        best_tt = max(meeting, key=lambda t: (t["validation_accuracy"], t["reduction"]))
+        best_tt = max(meeting, key=lambda i: (tt_trials[i]["validation_accuracy"], tt_trials[i]["reduction"]))
         rule = f"highest validation accuracy among the trials with >= {TARGET_REDUCTION:g}x memory reduction"
     else:
-        best_tt = max(tt_trials, key=lambda t: (t["reduction"], t["validation_accuracy"]))
+        best_tt = max(range(len(tt_trials)), key=lambda i: (tt_trials[i]["reduction"],
+                                                            tt_trials[i]["validation_accuracy"]))
         rule = f"no trial reached {TARGET_REDUCTION:g}x: the trial with the largest reduction"
+    tuning = validation_split(load_data(b))
     return {"validation": {"fraction": VALIDATION_FRACTION, "train_size": tuning.train_size,
                            "validation_size": int(tuning.test_y.numel()), "seed": 0},
-            "baseline_trials": baseline_trials, "tt_trials": tt_trials, "baseline_lr": best_baseline["lr"],
-            "tt_lr": best_tt["lr"], "tt_prior_weight": best_tt["prior_weight"], "tt_rule": rule,
-            "baseline_rule": "highest validation accuracy (ties: smaller learning rate)"}
+            "baseline_trials": baseline_trials, "tt_trials": tt_trials,
+            "baseline": asdict(b.baseline_grid[best_baseline]), "tt": asdict(b.tt_grid[best_tt]),
+            "tt_rule": rule, "baseline_rule": "highest validation accuracy (ties: smaller learning rate, weight decay)",
+            "seconds": sum(result.seconds for result, _ in done)}
 
 
-def _plot(path: Path, summaries, memory: dict[str, list[float]], rank_histories: list[list[dict[str, list[int]]]],
-          title: str) -> Path:
+def _ratio_text(interval: Interval) -> str:
+    return f"{interval.mean:.1f}x [{interval.low:.1f}, {interval.high:.1f}]"
+
+
+def _plot(path: Path, accuracy: dict[str, list[float]], memory: dict[str, list[float]],
+          comparisons: list[dict[str, Any]], rank_histories: list[list[dict[str, list[int]]]], title: str) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=120)
-    for s in summaries:
-        bits = memory[s.name]
-        left.errorbar(statistics.fmean(bits), s.accuracy_mean, yerr=s.accuracy_std,
-                      xerr=(statistics.stdev(bits) if len(bits) > 1 else 0.0), fmt="s" if s.baseline else "o",
-                      capsize=4, label=s.name)
+    figure, (left, middle, right) = plt.subplots(1, 3, figsize=(15, 4.4), dpi=120)
+    for index, arm in enumerate(accuracy):
+        interval = bootstrap_interval(accuracy[arm])
+        left.scatter(memory[arm], accuracy[arm], s=10, alpha=0.4, color=f"C{index}")
+        bits = statistics.fmean(memory[arm])
+        left.errorbar(bits, interval.mean, yerr=[[interval.mean - interval.low], [interval.high - interval.mean]],
+                      fmt="s" if arm == BASELINE else "o", capsize=4, color=f"C{index}", label=arm)
     left.set_xscale("log")
     left.set_xlabel("parameter memory (bits, log scale)")
     left.set_ylabel("test accuracy (%)")
-    left.set_title("accuracy vs memory (mean ± std over seeds)", fontsize=9)
+    left.set_title("accuracy vs memory (dots: seeds; bars: 95 % CI of the mean)", fontsize=9)
     left.grid(alpha=0.3)
     left.legend(fontsize=8)
+    for index, comparison in enumerate(comparisons):
+        arm = comparison["arm"]
+        differences = paired_differences(accuracy[arm], accuracy[BASELINE])
+        interval = comparison["accuracy_difference"]
+        middle.scatter([index] * len(differences), differences, s=12, alpha=0.5, color=f"C{index + 1}")
+        middle.errorbar(index + 0.15, interval["mean"], capsize=5, fmt="o", color=f"C{index + 1}",
+                        yerr=[[interval["mean"] - interval["low"]], [interval["high"] - interval["mean"]]])
+    middle.axhline(-TARGET_DROP_PT, color="red", linestyle="--", linewidth=1, label=f"-{TARGET_DROP_PT:g} pt target")
+    middle.axhline(0.0, color="black", linewidth=0.6)
+    middle.set_xticks(range(len(comparisons)), [c["arm"] for c in comparisons], fontsize=8)
+    middle.set_xlim(-0.6, len(comparisons) - 0.4)
+    middle.set_ylabel(f"test accuracy, arm − {BASELINE} (pt)")
+    middle.set_title("paired per-seed differences and 95 % bootstrap CI", fontsize=9)
+    middle.grid(alpha=0.3)
+    middle.legend(fontsize=8)
     for seed_index, history in enumerate(rank_histories):  # history: one {layer: ranks} per epoch
         for layer_index, layer in enumerate(history[0]):
             inner = [sum(epoch[layer][1:-1]) for epoch in history]
-            right.plot(range(len(inner)), inner, alpha=0.8, label=layer if seed_index == 0 else None,
-                       color=f"C{layer_index}", linestyle=("-", "--", ":")[seed_index % 3])
+            right.plot(range(len(inner)), inner, alpha=0.6, label=layer if seed_index == 0 else None,
+                       color=f"C{layer_index}", linestyle=("-", "--", ":", "-.")[seed_index % 4])
     right.set_xlabel("epoch (0 = initial)")
     right.set_ylabel("sum of inner TT ranks")
-    right.set_title(f"{MAIN_ARM}: ranks over training (line style = seed)", fontsize=9)
+    right.set_title(f"{MAIN_ARM}: ranks over training (one line per seed)", fontsize=9)
     right.grid(alpha=0.3)
     right.legend(fontsize=8)
     figure.suptitle(title, fontsize=9)
@@ -221,52 +334,79 @@ def _fmt(values, digits: int = 2) -> str:
     return ", ".join(f"{v:.{digits}f}" for v in values)
 
 
-def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, progress: bool = True) -> dict:
+def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, progress: bool = True,
+        workers: int | None = None) -> dict:
     out_dir = check_output_dir(out_dir)
-    seeds = list(seeds) if seeds else ([0] if smoke else [0, 1, 2])
+    seeds = list(seeds) if seeds else ([0] if smoke else list(DEFAULT_SEEDS))
+    workers = (1 if smoke else DEFAULT_WORKERS) if workers is None else workers
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
     torch.set_num_threads(1)
     b = budget(smoke)
-    data = load_data(b)
     started = time.perf_counter()
-    tuning = tune(b, data, progress)
+    tuning = tune(b, workers=workers, progress=progress)
     tuned_at = time.perf_counter()
 
+    chosen_base, chosen_tt = BaselineTrial(**tuning["baseline"]), TTTrial(**tuning["tt"])
+    jobs = []
+    for seed in seeds:
+        jobs += [Job(arm=BASELINE, seed=seed, lr=chosen_base.lr, weight_decay=chosen_base.weight_decay),
+                 Job(arm=MAIN_ARM, seed=seed, lr=chosen_tt.lr, prior=chosen_tt.prior()),
+                 Job(arm=ABLATION_ARM, seed=seed, lr=chosen_tt.lr)]
+    done = run_jobs(b, jobs, workers=workers, progress=progress, description=f"{NAME} {len(seeds)} seeds")
+    wall = time.perf_counter() - started
     results: dict[str, list[TrainResult]] = {BASELINE: [], MAIN_ARM: [], ABLATION_ARM: []}
     memory: dict[str, list[float]] = {BASELINE: [], MAIN_ARM: [], ABLATION_ARM: []}
+    for job, (result, bits) in zip(jobs, done):
+        results[job.arm].append(result)
+        memory[job.arm].append(float(bits))
     reference = dense_bits(b)
-    for seed in seeds:  # seed-major, so a partial run still pairs the arms by seed
-        result, trainer = _run_baseline(b, seed, tuning["baseline_lr"], data, progress)
-        results[BASELINE].append(result)
-        memory[BASELINE].append(float(model_memory_bits(trainer.model)["total_bits"]))
-        for arm, weight in ((MAIN_ARM, tuning["tt_prior_weight"]), (ABLATION_ARM, None)):
-            result, trainer = _run_tt(b, seed, tuning["tt_lr"], weight, data, progress)
-            results[arm].append(result)
-            memory[arm].append(float(model_memory_bits(trainer.model)["total_bits"]))
-    wall = time.perf_counter() - started
-    if memory[BASELINE][0] != reference:
-        raise AssertionError(f"dense baseline holds {memory[BASELINE][0]} bits, expected {reference}")
+    if any(bits != reference for bits in memory[BASELINE]):
+        raise AssertionError(f"dense baseline holds {memory[BASELINE]} bits, expected {reference}")
 
-    arms = [Arm(BASELINE, _train_config(b, 0, tuning["baseline_lr"]), baseline=True),
-            Arm(MAIN_ARM, _train_config(b, 0, tuning["tt_lr"])), Arm(ABLATION_ARM, _train_config(b, 0, tuning["tt_lr"]))]
+    accuracy = {arm: [r.test_accuracy for r in runs] for arm, runs in results.items()}
+    accuracy_ci = {arm: bootstrap_interval(values) for arm, values in accuracy.items()}
+    comparisons, intervals = [], {}
+    for arm in (MAIN_ARM, ABLATION_ARM):
+        difference = bootstrap_interval(paired_differences(accuracy[arm], accuracy[BASELINE]))
+        reduction = bootstrap_interval(paired_ratios(memory[BASELINE], memory[arm]))
+        intervals[arm] = (difference, reduction)
+        comparisons.append({"arm": arm, "baseline": BASELINE, "accuracy_difference": difference.as_dict(),
+                            "memory_reduction": reduction.as_dict(),
+                            "verdict": accuracy_verdict(difference, margin=TARGET_DROP_PT)})
+    difference, reduction = intervals[MAIN_ARM]
+    reductions = {arm: paired_ratios(memory[BASELINE], memory[arm]) for arm in memory}
+    differences = {arm: paired_differences(accuracy[arm], accuracy[BASELINE]) for arm in (MAIN_ARM, ABLATION_ARM)}
+    memory_target = Target(
+        text=(f"{MAIN_ARM}: >= {TARGET_REDUCTION:g}x parameter-memory reduction (dense FP32 bits / TT bits: 4-bit "
+              f"cores + 8-bit biases after pruning), the lower end of the 95 % CI"),
+        met=reduction.low >= TARGET_REDUCTION,
+        measured=f"{_ratio_text(reduction)} (per seed {_fmt(reductions[MAIN_ARM], 1)})")
+    accuracy_target = Target(
+        text=(f"{MAIN_ARM}: <= {TARGET_DROP_PT:g} pt test-accuracy drop vs the same-seed {BASELINE} run, i.e. the "
+              f"95 % CI of ({MAIN_ARM} − {BASELINE}) lies above −{TARGET_DROP_PT:g} pt"),
+        met=loss_within(difference, TARGET_DROP_PT),
+        measured=(f"{difference.text()} pt (per seed {_fmt(differences[MAIN_ARM])}); accuracy "
+                  f"{accuracy_ci[MAIN_ARM].mean:.2f} % vs {BASELINE} {accuracy_ci[BASELINE].mean:.2f} %"))
+    targets = [memory_target, accuracy_target]
+    if memory_target.met and accuracy_target.met:
+        verdict = "met"
+    elif not memory_target.met and not accuracy_target.met:
+        verdict = "**not met**"
+    else:
+        verdict = ("memory met, accuracy **not met**" if memory_target.met else "accuracy met, memory **not met**")
+    readme = {
+        "reproduction": "`tt` (TT MLP 64-256-256-10 on digits: 4-bit cores, rank prior, vs dense FP32)",
+        "target": f"≥ {TARGET_REDUCTION:g}× less parameter memory at ≤ {TARGET_DROP_PT:g} pt accuracy drop",
+        "measured": (f"{reduction.mean:.0f}× [95 % CI {reduction.low:.0f}, {reduction.high:.0f}] at "
+                     f"{difference.mean:+.2f} pt [95 % CI {difference.low:+.2f}, {difference.high:+.2f}], "
+                     f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}"),
+        "verdict": verdict,
+    }
+
+    arms = [Arm(BASELINE, _train_config(b, 0, chosen_base.lr, chosen_base.weight_decay), baseline=True),
+            Arm(MAIN_ARM, _train_config(b, 0, chosen_tt.lr)), Arm(ABLATION_ARM, _train_config(b, 0, chosen_tt.lr))]
     summaries = summarize(arms, results)
-    by_name = {s.name: s for s in summaries}
-    reductions = {arm: [reference / bits for bits in memory[arm]] for arm in memory}
-    drops = {arm: [base.test_accuracy - run_.test_accuracy for run_, base in zip(results[arm], results[BASELINE])]
-             for arm in (MAIN_ARM, ABLATION_ARM)}
-    reduction_mean, reduction_std = mean_std(reductions[MAIN_ARM])
-    drop_mean, drop_std = mean_std(drops[MAIN_ARM])
-    main, base = by_name[MAIN_ARM], by_name[BASELINE]
-    target = Target(
-        text=(f">= {TARGET_REDUCTION:g}x parameter-memory reduction (dense FP32 bits / TT bits: 4-bit cores + 8-bit "
-              f"biases after pruning) at <= {TARGET_DROP_PT:g} pt test-accuracy drop vs the same-seed fp32 run "
-              f"({MAIN_ARM}, mean over seeds)"),
-        met=reduction_mean >= TARGET_REDUCTION and drop_mean <= TARGET_DROP_PT,
-        measured=(f"{reduction_mean:.1f}x ± {reduction_std:.1f} (per seed {_fmt(reductions[MAIN_ARM], 1)}), drop "
-                  f"{drop_mean:+.2f} ± {drop_std:.2f} pt (per seed {_fmt(drops[MAIN_ARM])}); accuracy "
-                  f"{main.accuracy_mean:.2f} ± {main.accuracy_std:.2f} % vs fp32 {base.accuracy_mean:.2f} ± "
-                  f"{base.accuracy_std:.2f} %"),
-    )
-
     rank_histories = [run_.techniques["tt_rank"]["rank_history"] for run_ in results[MAIN_ARM]]
     per_seed = {arm: [{"seed": run_.config["seed"], "test_accuracy": run_.test_accuracy, "memory_bits": bits,
                        "reduction": reference / bits, "macs": run_.cost["total"]["macs"],
@@ -277,18 +417,9 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                           if "tt_rank" in run_.techniques else {})}
                       for run_, bits in zip(results[arm], memory[arm])]
                 for arm in results}
-    memory_rows = ["| arm | parameter memory (bits) | reduction vs fp32 | total MACs (mean) | paired drop (pt) |",
-                   "|---|---:|---:|---:|---:|"]
-    for arm in (BASELINE, MAIN_ARM, ABLATION_ARM):
-        bits_mean, bits_std = mean_std(memory[arm])
-        red_mean, red_std = mean_std(reductions[arm])
-        macs = statistics.fmean(run_.cost["total"]["macs"] for run_ in results[arm])
-        drop = "—" if arm == BASELINE else "{:+.2f} ± {:.2f}".format(*mean_std(drops[arm]))
-        memory_rows.append(f"| {arm} | {bits_mean:,.0f} ± {bits_std:,.0f} | {red_mean:.1f}x ± {red_std:.1f} | "
-                           f"{macs:.3e} | {drop} |")
     final_ranks = {layer: [row["final_ranks"][layer] for row in per_seed[MAIN_ARM]]
                    for layer in per_seed[MAIN_ARM][0]["final_ranks"]}
-    tt_params = sum(math.prod(spec.in_modes) for spec in b.tt_layers)
+    cpu_seconds = tuning["seconds"] + sum(r.seconds for runs in results.values() for r in runs)
     notes = [
         (f"Model: {' -> '.join(str(x) for x in (64, *b.hidden, 10))} MLP with ReLU; TT factorisations (in modes -> "
          f"out modes, initial max rank): "
@@ -298,24 +429,23 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
            f"{TARGET_REDUCTION:g}x the whole model must fit in {reference / TARGET_REDUCTION:,.0f} bits."),
         (f"Tuning on a stratified {VALIDATION_FRACTION:.0%} validation split of the training split (seed 0, "
          f"{tuning['validation']['train_size']} train / {tuning['validation']['validation_size']} validation "
-         f"samples), {len(b.baseline_lrs)} trials per tuned arm at the full budget. fp32: lr in "
-         f"{list(b.baseline_lrs)} -> {tuning['baseline_lr']:g} ({tuning['baseline_rule']}). {MAIN_ARM}: (lr, prior "
-         f"weight) in {[list(t) for t in b.tt_grid]} -> ({tuning['tt_lr']:g}, {tuning['tt_prior_weight']:g}) "
-         f"({tuning['tt_rule']}). Pruning threshold {b.threshold:g} of the largest lambda per rank and a "
-         f"{b.warmup_epochs}-epoch prior warm-up were fixed before tuning, not tuned. The test split decides nothing."),
+         f"samples), {len(b.baseline_grid)} trials per tuned arm at the full {b.optim.epochs}-epoch budget. "
+         f"{BASELINE}: (lr, weight decay) -> ({chosen_base.lr:g}, {chosen_base.weight_decay:g}) "
+         f"({tuning['baseline_rule']}). {MAIN_ARM}: (lr, prior weight, threshold, warm-up epochs) -> "
+         f"({chosen_tt.lr:g}, {chosen_tt.prior_weight:g}, {chosen_tt.threshold:g}, {chosen_tt.warmup_epochs}) "
+         f"({tuning['tt_rule']}). {ABLATION_ARM} uses the chosen TT learning rate. The test split decides nothing."),
+        (f"Statistics: {len(seeds)} seeds {seeds}; per seed, arm − {BASELINE} accuracy (pt) and {BASELINE} bits / "
+         f"arm bits, both arms of a seed trained from the same seed in the same run; 95 % percentile-bootstrap "
+         f"intervals of the mean over seeds (10,000 resamples, fixed generator)."),
         (f"Final ranks of {MAIN_ARM} per seed: " + "; ".join(f"{layer} {ranks}" for layer, ranks in final_ranks.items())
          + "."),
         ("Energy: the project's ledger prices each TT contraction as integer MACs (forward 8x4 bits, error 16x4, "
          "core gradients 16x8) and the fp32 baseline as FP32 MACs, with the ledger's buffer and DRAM model (each "
-         "contraction streams its operands once). The energy ratio therefore mixes fewer MACs with narrower "
-         "arithmetic; it is a model, not a measurement, and the optimiser (Adam on the shadow cores, done on the "
-         "ARM core in the paper) is not in it for any arm."),
-        (f"Cost: MACs per run (mean) fp32 {statistics.fmean(r.cost['total']['macs'] for r in results[BASELINE]):.3e}, "
-         f"{MAIN_ARM} {statistics.fmean(r.cost['total']['macs'] for r in results[MAIN_ARM]):.3e}: at these layer "
-         f"sizes and ranks the contraction sequence is not much cheaper in MACs than the dense product, and the "
-         f"ledger charges every intermediate state's trip through DRAM once per contraction, so a modelled energy "
-         f"ratio above 1 is possible; the paper's 123x energy figure is against an embedded CPU, not a dense "
-         f"accelerator, and is not reproduced here."),
+         "contraction streams its operands once). At these layer sizes and ranks the contraction sequence is not "
+         "much cheaper in MACs than the dense product and every intermediate state is charged a DRAM trip, so a "
+         "modelled energy ratio above 1 is possible; the paper's 123x energy figure is against an embedded CPU, not "
+         "a dense accelerator, and is not reproduced here. The optimiser (Adam on the shadow cores, done on the ARM "
+         "core in the paper) is not in the ledger for any arm."),
         ("Deviations from the paper: digits (8x8, 1347 training images) instead of FashionMNIST with MNIST "
          "pretraining; a three-layer MLP instead of the two-layer 1024-512-10 network; the prior's lambda is shared "
          "by the two core slices a rank index joins (so a pruned index leaves both cores); the exact interval for "
@@ -325,27 +455,61 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
          "bits backward); core gradients are contracted directly, not through the dense weight gradient of Eq. (13)."),
         (f"Smoke run: synthetic data, a 64-16-10 network, 2 epochs, one seed; the numbers check the pipeline, not the "
          f"paper. Wall time {wall:.0f} s." if smoke else
-         f"Wall time {wall:.0f} s (tuning {tuned_at - started:.0f} s), one thread."),
+         f"Wall time {wall:.0f} s (tuning {tuned_at - started:.0f} s) in {workers} process(es) of one thread each; "
+         f"{cpu_seconds:.0f} s of training summed over runs."),
     ]
     settings = {"smoke": smoke, "budget": asdict(b), "wall_seconds": wall, "tuning_seconds": tuned_at - started,
-                "dense_bits": reference, "tt_in_features": tt_params}
+                "training_seconds": cpu_seconds, "workers": workers, "dense_bits": reference}
     payload = {
         "name": NAME, "title": TITLE, "seeds": seeds, "settings": settings,
-        "arms": [asdict(s) for s in summaries], "paper": asdict(CLAIM), "targets": [asdict(target)],
-        "all_targets_met": target.met, "notes": notes,
+        "arms": [asdict(s) for s in summaries], "paper": asdict(CLAIM), "targets": [asdict(t) for t in targets],
+        "all_targets_met": all(t.met for t in targets), "comparisons": comparisons, "readme": readme, "notes": notes,
         "extra": {"tuning": tuning, "per_seed": per_seed, "memory_bits": memory, "reduction": reductions,
-                  "drop_pt": drops, "reduction_mean": reduction_mean, "drop_pt_mean": drop_mean,
+                  "accuracy_difference_pt": differences,
+                  "accuracy": {arm: interval.as_dict() for arm, interval in accuracy_ci.items()},
                   "rank_history": rank_histories},
     }
     write_json_atomic(out_dir / "results.json", payload)
-    lines = [f"# {TITLE}", "", markdown_table(summaries), "", "\n".join(memory_rows), "",
-             f"Mean ± std over seeds {seeds}; ratios and drops are per seed against the same-seed fp32 run trained in "
-             f"the same process.", "", f"**Paper:** {CLAIM.text} ({CLAIM.citation})", "",
-             f"- target: {target.text} — measured {target.measured} — **{'met' if target.met else 'NOT met'}**"]
-    lines += [f"- note: {note}" for note in notes]
-    write_text_atomic(out_dir / "table.md", "\n".join(lines) + "\n")
-    _plot(out_dir / "plot.png", summaries, memory, rank_histories, TITLE)
+    write_text_atomic(out_dir / "table.md", _table(payload, summaries, accuracy_ci, intervals, memory))
+    _plot(out_dir / "plot.png", accuracy, memory, comparisons, rank_histories, TITLE)
     return payload
 
 
-__all__ = ["budget", "dense_bits", "run", "tune", "validation_split"]
+def _table(payload: dict[str, Any], summaries, accuracy_ci: dict[str, Interval],
+           intervals: dict[str, tuple[Interval, Interval]], memory: dict[str, list[float]]) -> str:
+    energy = {s.name: s.energy_ratio_mean for s in summaries}
+    verdicts = {c["arm"]: c["verdict"] for c in payload["comparisons"]}
+    rows = [f"| arm | test accuracy (%) [95 % CI] | arm − {BASELINE} (pt) [95 % CI] | parameter memory (bits, mean) | "
+            f"memory reduction [95 % CI] | modelled energy / {BASELINE} | verdict |",
+            "|---|---:|---:|---:|---:|---:|---|"]
+    for arm, interval in accuracy_ci.items():
+        accuracy = f"{interval.mean:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
+        if arm == BASELINE:
+            rows.append(f"| {arm} (baseline) | {accuracy} | — | {statistics.fmean(memory[arm]):,.0f} | 1x | 1 | — |")
+            continue
+        difference, reduction = intervals[arm]
+        rows.append(f"| {arm} | {accuracy} | {difference.text()} | {statistics.fmean(memory[arm]):,.0f} | "
+                    f"{_ratio_text(reduction)} | {energy[arm]:.3f} | {verdicts[arm]} |")
+    tuning = payload["extra"]["tuning"]
+    trials = ["| arm | trial | validation accuracy (%) | memory reduction |", "|---|---|---:|---:|"]
+    for t in tuning["baseline_trials"]:
+        trials.append(f"| {BASELINE} | lr {t['lr']:g}, weight decay {t['weight_decay']:g} | "
+                      f"{t['validation_accuracy']:.2f} | 1x |")
+    for t in tuning["tt_trials"]:
+        trials.append(f"| {MAIN_ARM} | lr {t['lr']:g}, prior weight {t['prior_weight']:g}, threshold "
+                      f"{t['threshold']:g}, warm-up {t['warmup_epochs']} | {t['validation_accuracy']:.2f} | "
+                      f"{t['reduction']:.1f}x |")
+    claim = payload["paper"]
+    lines = [f"# {payload['title']}", "", "\n".join(rows), "",
+             f"Seeds {payload['seeds']}: means with 95 % percentile-bootstrap intervals over seeds; differences and "
+             f"reductions are paired per seed against the same-seed {BASELINE} run.", "",
+             f"**Paper:** {claim['text']} ({claim['citation']})", ""]
+    lines += [f"- target: {t['text']} — measured {t['measured']} — **{'met' if t['met'] else 'NOT met'}**"
+              for t in payload["targets"]]
+    lines += ["", "Tuning trials (validation split, seed 0):", "", "\n".join(trials), ""]
+    lines += [f"- note: {note}" for note in payload["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["BaselineTrial", "Budget", "Job", "TTTrial", "budget", "dense_bits", "run", "run_jobs", "train_job", "tune",
+           "validation_split"]
