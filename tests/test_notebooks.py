@@ -12,7 +12,7 @@ TIMEOUT_S = 300  # one cell, compiling the IP's bridge included
 
 
 def test_notebooks_exist():
-    assert [path.name for path in NOTEBOOKS] == ["01_quickstart.ipynb", "02_train_on_board.ipynb"]
+    assert [path.name for path in NOTEBOOKS] == ["01_quickstart.ipynb", "02_train_on_board.ipynb", "04_tt_on_board.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
