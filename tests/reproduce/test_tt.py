@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from codesign.reproduce import REPRODUCTIONS, reproduction, tt
+from codesign.reproduce.common import TUNING_SEED
 from codesign.reproduce.stats import bootstrap_interval
 from codesign.train.data import synthetic_dataset
 
@@ -40,26 +41,22 @@ def test_both_arms_get_the_same_number_of_tuning_trials():
         replace(full, tt_grid=tuple(replace(t, warmup_epochs=full.optim.epochs) for t in full.tt_grid))
 
 
-def test_bad_trials_and_workers_are_refused_before_training(tmp_path):
+def test_bad_trials_and_seeds_are_refused_before_training(tmp_path):
     with pytest.raises(ValueError, match="weight"):
         tt.TTTrial(lr=1e-2, prior_weight=-1.0, threshold=0.1, warmup_epochs=1)
     with pytest.raises(ValueError, match="lr"):
         tt.BaselineTrial(lr=0.0, weight_decay=0.0)
-    with pytest.raises(ValueError, match="workers"):
-        tt.run(tmp_path / "report", smoke=True, progress=False, workers=0)
+    for seeds in ([0, 0], [0, TUNING_SEED]):
+        with pytest.raises(ValueError, match="seeds"):
+            tt.run(tmp_path / "report", smoke=True, progress=False, seeds=seeds)
     assert not (tmp_path / "report" / "results.json").exists()
 
 
-@pytest.mark.slow
-def test_worker_processes_give_the_same_runs_as_one_process():
-    b = tt.budget(smoke=True)
-    jobs = [tt.Job(arm=tt.BASELINE, seed=1, lr=1e-2),
-            tt.Job(arm=tt.MAIN_ARM, seed=2, lr=1e-2, prior=b.tt_grid[1].prior(), tuning=True)]
-    alone = tt.run_jobs(b, jobs, workers=1, progress=False)
-    pooled = tt.run_jobs(b, jobs, workers=2, progress=False)
-    for (first, first_bits), (second, second_bits) in zip(alone, pooled):
-        assert first.test_accuracy == second.test_accuracy and first.history == second.history
-        assert first_bits == second_bits
+def test_jobs_round_trip_through_task_data():
+    job = tt.Job(arm=tt.MAIN_ARM, seed=3, lr=1e-2, prior=tt.budget(smoke=True).tt_grid[0].prior(), tuning=True)
+    assert tt.Job.from_dict(json.loads(json.dumps(job.to_dict()))) == job
+    with pytest.raises(ValueError, match="budget changed"):
+        tt.train_task(smoke=True, digest="0" * 16, job=job.to_dict())
 
 
 @pytest.mark.slow
@@ -128,3 +125,9 @@ def test_smoke_reproduction_writes_the_report(tmp_path):
     history = extra["rank_history"][0]
     assert len(history) == budget.optim.epochs + 1
     assert history[-1] == extra["per_seed"]["tt-lowp-prior"][0]["final_ranks"]
+
+    # every run is a cached task: a second run trains nothing and reports the same figures
+    assert tuning["tasks"] == {"trained": 4, "cached": 0}
+    again = tt.run(tmp_path, smoke=True, progress=False, seeds=[0, 1])
+    assert again["extra"]["tuning"]["tasks"] == {"trained": 0, "cached": 4}
+    assert again["comparisons"] == payload["comparisons"] and again["readme"] == payload["readme"]
