@@ -152,7 +152,7 @@ def layer_sizes(training: TrainConfig) -> tuple[int, ...]:
 
 def tt_model_config(training: TrainConfig) -> TTMLPConfig:
     """The TT MLP of a configuration with ``techniques.tt``: its layers' modes and rank caps, and its precision."""
-    require(PREFIX.split(".")[1] in training.techniques, PREFIX, "the configuration has no TT technique")
+    require("tt" in training.techniques, PREFIX, "the configuration has no TT technique")
     config: Config = training.techniques["tt"]
     sizes = layer_sizes(training)
     layers = len(sizes) - 1

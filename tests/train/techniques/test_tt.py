@@ -3,6 +3,7 @@ and a trainer with techniques.tt that is tt_trainer's run, bit for bit."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -134,6 +135,7 @@ def test_a_run_with_techniques_tt_is_tt_trainers_run_bit_for_bit():
     expected = reference.fit()
     assert result.history == expected.history
     report = result.techniques["tt"]
+    json.dumps(report)  # results.json takes it as it is
     assert report["final_ranks"] == expected.techniques["tt_rank"]["final_ranks"]
     assert report["prune_events"], "the threshold is high enough to prune"
     assert report["dense_parameters"] == 64 * 16 + 16 + 16 * 10 + 10 > report["parameters"]

@@ -1,0 +1,123 @@
+"""Design points of TT training: techniques.tt derives PE1, PE2 and PE3 from its precision; fit and build folders.
+
+The derivation tests are quick; the fit and build tests synthesise tiny TT
+PEs with Yosys (``slow``), and the shipped examples/digits_tt.toml's own PEs
+on both boards (``long``, minutes of Yosys).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from codesign.cli import main
+from codesign.design import load_design
+from codesign.design.build import write_build_folder
+from codesign.design.point import DesignError, design_from_dict, design_point
+from codesign.hw.vivado import lint_vivado_build
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
+from codesign.train.config import config_from_dict
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits_tt.toml"
+RAW = {"model": {"name": "mlp", "hidden": [16]}, "techniques": {"tt": {"max_rank": 2, "order": 2}}}
+# PEs of a few MACs and small buffers, so Yosys takes seconds; the operand widths still come from the precision
+TINY = {"tt1": {"lanes": 2, "rows": 1, "max_j": 4, "max_k": 8, "max_l": 8},
+        "tt2": {"lanes": 2, "rows": 1, "max_j": 4, "max_k": 8, "max_l": 8},
+        "tt3": {"lanes": 1, "max_j": 4}}
+
+
+def _design(techniques=None, **changes):
+    raw = {**RAW, "techniques": {"tt": {**RAW["techniques"]["tt"], **(techniques or {})}}, **changes}
+    return design_from_dict(raw, default_name="tt_test")
+
+
+def test_the_example_derives_the_three_tt_pes_from_its_precision():
+    design = load_design(EXAMPLE)
+    assert [(i.name, i.pe) for i in design.instances] == [("tt1_0", "tt1"), ("tt2_0", "tt2"), ("tt3_0", "tt3")]
+    specs = {i.pe: i.spec for i in design.instances}
+    assert specs["tt1"] == Tt1Spec(lanes=8, rows=4, a_bits=16, b_bits=8)  # gradients x activations
+    assert specs["tt2"] == Tt2Spec(lanes=8, rows=4, a_bits=16, b_bits=4)  # activations or gradients x cores
+    assert specs["tt3"] == Tt3Spec(lanes=8, a_bits=8, b_bits=16)  # activations x gradients
+    text = design.describe()
+    assert "TT core gradients: 16-bit gradients x 8-bit states" in text
+    assert "4x4x4 <- 4x4x4; 5x2x1 <- 4x4x4, ranks <= 4" in text
+    assert "does not call it" in text  # PE3 is there, and the description says the step schedule leaves it idle
+
+
+def test_a_changed_precision_changes_the_hardware():
+    design = _design({"precision": {"core_bits": 3, "activation_bits": 6, "grad_bits": 12}})
+    specs = {i.pe: i.spec for i in design.instances}
+    assert (specs["tt1"].a_bits, specs["tt1"].b_bits) == (12, 6)
+    assert (specs["tt2"].a_bits, specs["tt2"].b_bits) == (12, 3)
+    assert (specs["tt3"].a_bits, specs["tt3"].b_bits) == (6, 12)
+
+
+@pytest.mark.parametrize("techniques, changes, message", [
+    ({"precision": {"grad_bits": 20}}, {}, r"^techniques\.tt\.precision\.grad_bits: the TT PEs take codes of at most 16"),
+    ({"precision": {"rounding": "toward_zero"}}, {}, r"^techniques\.tt\.precision\.rounding: the TT PEs' host rounds"),
+    ({"precision": {"quantize_intermediates": False}}, {}, r"^techniques\.tt\.precision\.quantize_intermediates:"),
+    ({"in_modes": [[8, 8], [4, 4]], "out_modes": [[4, 4], [5, 3]]}, {},
+     r"^techniques\.tt\.out_modes\[1\]: product 15 .* != layer 1's outputs 10"),
+    ({}, {"model": {"name": "resnet"}}, r"^model\.name: techniques\.tt trains an MLP"),
+    ({}, {"design": {"pe": {"tt2": {"b_bits": 8}}}}, r"^design\.pe\.tt2\.b_bits: derived from the training"),
+    ({}, {"design": {"pe": {"tt1": {"lanes": 3}}}}, r"^design\.pe\.tt1: lanes=3 must be one of"),
+    ({}, {"design": {"pe": {"fpmac_array": {"rows": 2}}}}, r"^design\.pe\.fpmac_array: the configuration does not use"),
+])
+def test_bad_tt_designs_are_refused_with_the_field(techniques, changes, message):
+    with pytest.raises(DesignError, match=message):
+        _design(techniques, **changes)
+
+
+def test_hardware_choices_may_be_overridden():
+    design = design_point(config_from_dict(RAW), name="big", overrides={"tt2": {"max_j": 128, "max_l": 64}})
+    tt2 = next(i.spec for i in design.instances if i.pe == "tt2")
+    assert (tt2.max_j, tt2.max_l, tt2.a_bits) == (128, 64, 16)
+
+
+@pytest.fixture(scope="module")
+def tiny_toml(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tt_design")
+    lines = ['seed = 0', '[model]', 'name = "mlp"', 'hidden = [16]', '[techniques.tt]', 'max_rank = 2', 'order = 2',
+             '[design]', 'name = "tiny_tt"']
+    for pe, fields in TINY.items():
+        lines.append(f"[design.pe.{pe}]")
+        lines += [f"{key} = {value}" for key, value in fields.items()]
+    path = root / "tiny_tt.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("board_name", ["zedboard", "ultra96v2"])
+def test_tiny_tt_design_fits_and_builds_on_both_boards(tiny_toml, board_name, tmp_path_factory):
+    design = load_design(tiny_toml, board_name=board_name)
+    cache = tmp_path_factory.getbasetemp() / "tt-estimate-cache"
+    folder = write_build_folder(design, tmp_path_factory.mktemp(board_name), cache_dir=cache)
+    assert folder.fit.fits and set(folder.fit.per_ip) == {"tt1_0", "tt2_0", "tt3_0"}
+    assert all(folder.fit.per_ip[ip]["pe"]["lut"] > 0 for ip in folder.fit.per_ip)
+    assert [ip["pe"] for ip in folder.manifest["ips"]] == ["tt1", "tt2", "tt3"]
+    for ip in folder.manifest["ips"]:
+        assert (folder.root / ip["hls_project"] / "run_hls.tcl").is_file()
+    names = [command.name for command in lint_vivado_build(folder.root).commands]
+    assert names.count("create_bd_cell") >= 3 and "launch_runs" in names  # one cell per IP at least
+
+
+@pytest.mark.slow
+def test_cli_design_prints_the_tt_pes_and_the_fit(tiny_toml, tmp_path_factory, capsys):
+    cache = str(tmp_path_factory.getbasetemp() / "tt-estimate-cache")
+    assert main(["design", str(tiny_toml), "--cache", cache]) == 0
+    out = capsys.readouterr().out
+    assert "tt1_0: TT PE1" in out and "tt2_0: TT PE2" in out and "tt3_0: TT PE3" in out
+    assert "Verdict: fits." in out
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("board_name", ["zedboard", "ultra96v2"])
+def test_the_shipped_example_builds_on_both_boards(board_name, tmp_path_factory):
+    """The 8 x 4 MAC PEs of examples/digits_tt.toml (Yosys of tt2 takes minutes)."""
+    design = load_design(EXAMPLE, board_name=board_name)
+    folder = write_build_folder(design, tmp_path_factory.mktemp(f"example-{board_name}"),
+                                cache_dir=tmp_path_factory.getbasetemp() / "tt-example-cache")
+    assert folder.fit.fits and folder.fit.total["dsp"] >= 64
+    assert "launch_runs" in [command.name for command in lint_vivado_build(folder.root).commands]
