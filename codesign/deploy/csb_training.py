@@ -80,6 +80,7 @@ class IpCsb:
         self.driver, self.spec = driver, spec
         self.macs: Counter = Counter()
         self.calls, self.seconds, self.pe_cycles, self.transactions = 0, 0.0, 0, 0
+        self._cycle_cache: dict[tuple[int, int], int] = {}
 
     # -- one IP call
 
@@ -92,7 +93,7 @@ class IpCsb:
         out = self.driver.run(words, sum(lengths), len(batch))
         self.calls += 1
         self.transactions += len(batch)
-        self.pe_cycles += sum(transaction_cycles(self.spec, tx).total for tx, _, _ in batch)
+        self.pe_cycles += sum(self._cycles(tx) for tx, _, _ in batch)
         results, at = [], 0
         for (_, _, what), length in zip(batch, lengths):
             status = int(out[at])
@@ -102,6 +103,14 @@ class IpCsb:
             results.append(out[at + 1:at + length].view(np.int32).astype(np.int64))
             at += length
         return results
+
+    def _cycles(self, words: np.ndarray) -> int:
+        """PE cycles of one transaction; they depend on its header and length only (its indices are checked
+        when it is encoded), so they are computed once per (header, length)."""
+        key = (int(words[0]), int(words.size))
+        if key not in self._cycle_cache:
+            self._cycle_cache[key] = transaction_cycles(self.spec, words).total
+        return self._cycle_cache[key]
 
     def _chunks(self, n: int) -> list[int]:
         return list(range(0, n, self.spec.batch))

@@ -328,7 +328,8 @@ class CsbMlpTrainer:
         self.buffers: list[np.ndarray] = []  # per layer: 24-bit words of the stored entries, stored order
         self._structure: list[CSBMatrix] = []  # per layer: the CSB layout of the mask (values unused)
         self.search_log: list[dict[str, Any]] = []
-        self.host_macs = 0  # float MACs of the warm-up (training steps, evaluations and the pruning search)
+        self.host_macs = 0  # float MACs of the warm-up's training steps and evaluations
+        self.search_macs = 0  # float MACs of the pruning search's forward passes
         self.lr_exponents: list[int] = []  # per fixed step and layer: the m of 2^-m
         rng = np.random.default_rng(setup.seed)
         self.weights = [rng.uniform(-1.0 / math.sqrt(cols), 1.0 / math.sqrt(cols), (rows, cols))
@@ -494,6 +495,7 @@ class CsbMlpTrainer:
         def correct(weights) -> int:
             return int(np.sum(np.argmax(self._float_forward(val_x, weights)[1][-1], axis=1) == val_y))
 
+        host_before = self.host_macs
         reference = correct(self.weights)
         samples = val_y.size
         masks = [np.ones(shape, dtype=bool) for shape in self.shapes]
@@ -521,6 +523,7 @@ class CsbMlpTrainer:
                     break
                 accepted = percent
             masks[layer] = keep(accepted)
+        self.search_macs, self.host_macs = self.host_macs - host_before, host_before
         buffers = [np.where(mask, quantize(w, fracs["weight"] + BUFFER_EXTRA_BITS, BUFFER_BITS), 0)
                    for w, mask, fracs in zip(self.weights, masks, frac_bits)]
         self._set_fixed(masks, buffers, frac_bits)
@@ -618,8 +621,9 @@ class CsbMlpTrainer:
         """Train ``epochs`` epochs (default: the set-up's) on ``data`` (a :class:`~codesign.train.data.Dataset`).
 
         The warm-up's last epoch ends with :meth:`compress`. One history row
-        per epoch: epoch, phase, loss, test accuracy, MACs (``host`` float MACs
-        of the warm-up, or the backend's by op), seconds. ``max_steps``
+        per epoch: epoch, phase, loss, test accuracy, MACs (the warm-up's
+        float MACs as ``host``, the pruning search's as ``search``, the
+        backend's by op), seconds. ``max_steps``
         shortens every epoch to that many steps (the cosine schedule then
         spans the shortened epochs). Every step takes a full batch; the
         samples of an epoch that do not fill one are left out (so a short
@@ -642,11 +646,12 @@ class CsbMlpTrainer:
                 rows = order[index * batch:(index + 1) * batch]
                 losses.append(self.train_step(train_x[rows], train_y[rows]))
             accuracy = self.evaluate(data.test_x, data.test_y)
-            if phase == "warmup" and self.epoch == self.setup.warmup_epochs - 1:
-                self.compress(data)
             macs = dict(Counter(self.backend.macs) - macs_before)
             if self.host_macs > host_before:
                 macs["host"] = self.host_macs - host_before
+            if phase == "warmup" and self.epoch == self.setup.warmup_epochs - 1:
+                self.compress(data)
+                macs["search"] = self.search_macs
             row = {"epoch": self.epoch, "phase": phase, "loss": float(np.mean(losses)), "accuracy": accuracy,
                    "macs": macs, "seconds": time.perf_counter() - started}
             self.history.append(row)
