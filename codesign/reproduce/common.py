@@ -192,8 +192,8 @@ def tune_arms(arms: list[Arm], out_dir: Path, execution: Execution) -> dict[str,
     budgets = {arm.name: len(arm.trials()) for arm in arms}
     if len(set(budgets.values())) != 1:
         raise ValueError(f"every arm must get the same tuning budget (number of trials), got {budgets}")
-    if budgets[arms[0].name] == 1 and not arms[0].tune:
-        return {arm.name: {"trials": [], "chosen": {}} for arm in arms}
+    if budgets[arms[0].name] == 1:  # one candidate each: nothing to choose, no trial runs
+        return {arm.name: {"trials": [], "chosen": arm.trials()[0]} for arm in arms}
     tasks, index = [], {}
     for arm in arms:
         for number, trial in enumerate(arm.trials()):

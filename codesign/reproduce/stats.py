@@ -103,3 +103,8 @@ def accuracy_verdict(difference: Interval, *, margin: float = 0.0) -> str:
 def loss_within(difference: Interval, margin: float) -> bool:
     """The whole interval lies above ``-margin``: the data rule out a loss larger than ``margin`` points."""
     return difference.low >= -margin
+
+
+def no_significant_loss(difference: Interval) -> bool:
+    """The interval reaches zero or above: the data do not show a loss (what "at no accuracy loss" can claim)."""
+    return difference.high >= 0

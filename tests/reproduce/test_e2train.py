@@ -1,15 +1,25 @@
 import json
 
+import pytest
+
 from codesign.reproduce import e2train
 
 
-def test_smoke_reproduction_writes_the_report(tmp_path):
+def test_smoke_reproduction_writes_the_report_with_the_ladder_and_its_breakdown(tmp_path):
     payload = e2train.run(tmp_path, smoke=True, progress=False)
     assert {p.name for p in tmp_path.iterdir()} >= {"results.json", "table.md", "plot.png"}
     stored = json.loads((tmp_path / "results.json").read_text())
-    assert [arm["name"] for arm in stored["arms"]] == ["fp32", "e2train", "e2train_same_epochs"]
+    assert [arm["name"] for arm in stored["arms"]] == list(e2train.LADDER)
     assert stored["arms"][0]["baseline"] and payload["targets"][0]["text"].startswith(">= 80%")
     # the combination really skips: SMD drops batches and every arm spends less than the baseline
     assert 0.2 < stored["extra"]["smd_drop_rate"][0] < 0.8
-    assert all(arm["energy_ratio_mean"] < 1 for arm in stored["arms"][1:])
+    assert all(arm["energy_ratio"]["mean"] < 1 for arm in stored["arms"][1:])
+    # the four rungs add up to the full method's saving
+    breakdown = stored["extra"]["energy_breakdown"]
+    assert set(breakdown) == set(e2train.STEP_NAMES)
+    full = next(arm for arm in stored["arms"] if arm["name"] == "e2train")
+    assert sum(part["mean"] for part in breakdown.values()) == pytest.approx(1 - full["energy_ratio"]["mean"])
+    assert breakdown["quantisation"]["mean"] > 0 and breakdown["SMD"]["mean"] > 0
+    assert full["chosen"] == {"optim.lr": e2train.SIGN_LRS[1]}
     assert "E2-Train" in (tmp_path / "table.md").read_text()
+    assert stored["readme"]["verdict"] in ("met", "**not met**")
