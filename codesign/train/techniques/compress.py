@@ -19,10 +19,12 @@ The paper's process (Sec. 4), as this technique runs it inside one training budg
    paper only says "layer by layer"). As in the paper, nothing is trained
    between search steps; the fixed-point epochs that follow are the
    fine-tuning, so the budget bounds the damage *before* fine-tuning.
-   *Validation slice:* a fixed stratified ``validation_fraction`` of the
-   training set (seeded by ``data.split_seed``). It stays in the training set,
-   so the compressed arm trains on exactly the baseline's data and steps; the
-   test set is never consulted for a decision. BatchNorm uses the slice's own
+   *Validation slice:* the run's held-out validation split when the data has
+   one (``data.validation_fraction > 0``: images the model never trains on);
+   otherwise a fixed stratified ``validation_fraction`` of the training set
+   (seeded by ``data.split_seed``) that stays in the training set, so the
+   compressed arm trains on exactly the baseline's data and steps. Either way
+   the test set is never consulted for a decision. BatchNorm uses the slice's own
    statistics in these passes (see :meth:`Technique._validation_correct`). The
    search's forward passes run in FP32 and are charged to the ledger (forward
    phase), since they are work the method does;
@@ -248,7 +250,8 @@ class Technique(base.Technique):
         self.frac_bits: dict[str, dict[str, int]] = {}
         self.masks: dict[str, torch.Tensor] = {}
         self.search_log: list[dict[str, Any]] = []
-        self.validation_reference: dict[str, int] = {}
+        self.validation_reference: dict[str, Any] = {}
+        self.validation_source = ""
         self.search_forward_macs = 0
         self.weight_quantizers: dict[str, MsbWeightQuantizer] = {}
         self.gradient_quantizers: dict[str, FixedQuantizer] = {}
@@ -268,8 +271,13 @@ class Technique(base.Technique):
         if self.config.buffer_bits > FLOAT32_EXACT_BITS:
             for layer in self.layers.values():
                 layer.weight.data = layer.weight.data.to(torch.float64)
-        _, self.validation_index = stratified_split(trainer.dataset.train_y.numpy(), self.config.validation_fraction,
-                                                    trainer.config.data.split_seed)
+        self.validation_index: torch.Tensor | np.ndarray | None = None  # rows of the training slice, if one is used
+        if trainer.dataset.has_validation:
+            self.validation_source = "held-out validation split"
+        else:
+            self.validation_source = "training-set slice"
+            _, self.validation_index = stratified_split(trainer.dataset.train_y.numpy(),
+                                                        self.config.validation_fraction, trainer.config.data.split_seed)
         for name, layer in self.layers.items():
             layer.register_forward_pre_hook(self._activation_hook(name))
             layer.register_forward_hook(self._output_hook(name))
@@ -378,8 +386,7 @@ class Technique(base.Technique):
         of fine-tuning re-estimate it.
         """
         trainer = self.trainer
-        x = trainer.dataset.train_x[self.validation_index]
-        y = trainer.dataset.train_y[self.validation_index]
+        x, y = self._validation_data()
         norms = [module for module in trainer.model.modules() if isinstance(module, torch.nn.modules.batchnorm._BatchNorm)]
         saved = [{key: value.clone() for key, value in module.named_buffers()} for module in norms]
         before = trainer.ledger.total_macs("forward")
@@ -394,11 +401,19 @@ class Technique(base.Technique):
         self.search_forward_macs += trainer.ledger.total_macs("forward") - before
         return correct
 
+    def _validation_data(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The images and labels the pruning search reads (see the module docstring)."""
+        dataset = self.trainer.dataset
+        if self.validation_index is None:
+            return dataset.validation_x, dataset.validation_y
+        return dataset.train_x[self.validation_index], dataset.train_y[self.validation_index]
+
     def _prune(self) -> None:
         """Greedy layer-by-layer search in ``step_percent`` steps within the cumulative ``drop_budget``."""
-        samples = len(self.validation_index)
+        samples = len(self.validation_index) if self.validation_index is not None else int(
+            self.trainer.dataset.validation_y.numel())
         reference = self._validation_correct()
-        self.validation_reference = {"correct": reference, "samples": samples}
+        self.validation_reference = {"correct": reference, "samples": samples, "source": self.validation_source}
 
         def within_budget(correct: int) -> bool:  # (reference - correct) / samples * 100 <= budget, exactly
             return 100 * (reference - correct) <= self.config.drop_budget * samples
@@ -428,8 +443,19 @@ class Technique(base.Technique):
 
     # -- reporting and checkpoints -------------------------------------------
     def pruning_summary(self) -> dict[str, Any]:
-        """Kernels pruned per layer and overall, and the share of forward MACs per sample they remove."""
+        """Kernels, weights and forward MACs pruned, per layer and overall.
+
+        A 1x1 conv's kernel is a single weight, so a share of *all* kernels
+        mixes two units; the summary therefore also gives the k x k convs
+        (kernel size > 1) and the 1x1 convs (the shortcuts) apart, the share
+        of weights (conv weights, and every counted layer's weights with the
+        unpruned head included), and the share of forward MACs per sample
+        removed (pruned / dense, the operator-sparse PE skipping pruned
+        kernels; from the output sizes of the last forward pass).
+        """
         per_layer, pruned_all, total_all, pruned_prunable, total_prunable = {}, 0, 0, 0, 0
+        groups = {"kxk_conv": [0, 0, 0, 0], "pointwise_conv": [0, 0, 0, 0]}  # kernels pruned/total, weights pruned/total
+        weights_all = 0
         dense_macs = sparse_macs = Fraction(0)
         for name, layer in self.layers.items():
             dense = type(layer).macs_per_output(layer)
@@ -437,19 +463,36 @@ class Technique(base.Technique):
             positions = self.output_positions.get(name, 0) * getattr(layer, "out_channels", getattr(layer, "out_features", 0))
             dense_macs += positions * dense
             sparse_macs += positions * sparse
+            weights_all += int(layer.weight.numel())
             if not isinstance(layer, CountedConv2d):
                 continue
             kernels = layer.out_channels * layer.in_channels
+            kernel_weights = int(layer.weight[0, 0].numel())
             pruned = kernels - int(self.masks[name].sum()) if name in self.masks else 0
             per_layer[name] = {"pruned": pruned, "kernels": kernels, "fraction": pruned / kernels,
-                               "prunable": name in self.prunable}
+                               "prunable": name in self.prunable, "kernel_size": list(layer.weight.shape[2:]),
+                               "pruned_weights": pruned * kernel_weights, "weights": kernels * kernel_weights}
             pruned_all, total_all = pruned_all + pruned, total_all + kernels
             if name in self.prunable:
                 pruned_prunable, total_prunable = pruned_prunable + pruned, total_prunable + kernels
+            group = groups["kxk_conv" if kernel_weights > 1 else "pointwise_conv"]
+            group[0] += pruned
+            group[1] += kernels
+            group[2] += pruned * kernel_weights
+            group[3] += kernels * kernel_weights
+        conv_weights = sum(g[3] for g in groups.values())
+        pruned_weights = sum(g[2] for g in groups.values())
         return {
             "per_layer": per_layer,
             "fraction_of_prunable_kernels": pruned_prunable / max(1, total_prunable),
             "fraction_of_all_conv_kernels": pruned_all / max(1, total_all),
+            "by_kernel_size": {key: {"pruned_kernels": g[0], "kernels": g[1], "kernel_fraction": g[0] / max(1, g[1]),
+                                     "pruned_weights": g[2], "weights": g[3], "weight_fraction": g[2] / max(1, g[3])}
+                               for key, g in groups.items()},
+            "pruned_weights": pruned_weights,
+            "fraction_of_conv_weights": pruned_weights / max(1, conv_weights),
+            "fraction_of_all_weights": pruned_weights / max(1, weights_all),
+            "forward_macs_dense": float(dense_macs), "forward_macs_pruned": float(dense_macs - sparse_macs),
             "forward_mac_fraction_removed": float(1 - sparse_macs / dense_macs) if dense_macs else 0.0,
         }
 

@@ -46,8 +46,9 @@ difference above a threshold); the upper bound is the static counterpart's
 precision. Here, from the first step of epoch 0, each candidate width
 ``b = range_test_start_bits, ..., max_bits`` trains for ``range_test_steps``
 steps (ordinary training steps at ``b``/``grad_bits``, counted as usual).
-Around each window a fixed held batch of ``range_test_samples`` training
-samples (drawn once, seeded by the run's seed) is classified at ``b`` with
+Around each window a fixed held batch of ``range_test_samples`` samples
+(drawn once, seeded by the run's seed; from the held-out validation split
+when the data has one, else from the training split) is classified at ``b`` with
 batch-statistics BatchNorm (train mode, running statistics untouched), before
 and after the window. The measured signal is
 ``difference(b) = accuracy_after(b) - accuracy_before(b)`` in percentage
@@ -203,6 +204,7 @@ class Technique(base.Technique):
             "accuracy_after": [], "differences": [], "crossed": False, "steps": 0, "macs": 0, "bitops": 0,
         }
         self._held: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._held_from: str | None = None  # "validation" or "training": the split the held batch is drawn from
 
     # -- set-up --------------------------------------------------------------
     def attach(self, trainer: Trainer) -> None:
@@ -215,10 +217,17 @@ class Technique(base.Technique):
             require(needed <= trainer.batches_per_epoch, f"{prefix}.range_test_steps",
                     f"{len(self.config.candidates)} candidate widths x {self.config.range_test_steps} steps = {needed} "
                     f"steps do not fit the first epoch ({trainer.batches_per_epoch} steps)")
-            samples = min(self.config.range_test_samples, trainer.dataset.train_size)
+            # the held batch comes from the held-out validation split when the data has one (B_min is a
+            # choice, and choices read validation); otherwise from the training split, as before
+            dataset = trainer.dataset
+            source_x, source_y = ((dataset.validation_x, dataset.validation_y) if dataset.has_validation
+                                  else (dataset.train_x, dataset.train_y))
+            self._held_from = "validation" if dataset.has_validation else "training"
+            size = int(source_y.numel())
+            samples = min(self.config.range_test_samples, size)
             generator = torch.Generator().manual_seed(trainer.config.seed * 7919 + 17)
-            index = torch.randperm(trainer.dataset.train_size, generator=generator)[:samples].sort().values
-            self._held = (trainer.dataset.train_x[index], trainer.dataset.train_y[index])
+            index = torch.randperm(size, generator=generator)[:samples].sort().values
+            self._held = (source_x[index], source_y[index])
         self._set_bits(trainer, self.config.max_bits)
 
     # -- schedule ------------------------------------------------------------
@@ -314,6 +323,7 @@ class Technique(base.Technique):
                 "accuracy_after": state["accuracy_after"], "differences": state["differences"],
                 "threshold": self.config.range_test_threshold, "crossed": state["crossed"], "done": state["done"],
                 "training_steps": state["steps"], "held_samples": None if self._held is None else int(self._held[1].numel()),
+                "held_from": self._held_from,
                 "held_forward_macs": state["macs"], "held_forward_bitops": state["bitops"],
             }
         return report
