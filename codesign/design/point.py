@@ -3,11 +3,11 @@
 The hardware is *derived* from the training configuration, never typed in
 again: the FB-float format of ABVS sets the FP-MAC array's exponent width,
 largest fraction width and rounding; kernel-wise compressed training sets the
-CSB PE's kernel size; tensor-train training sets the operand widths of the
-TT PEs PE1, PE2 and PE3 from its precision. The ``[design]`` table of the training TOML only names
-the design, picks the board and clock, and sets hardware-only choices the
-training configuration cannot know (array shapes, buffer sizes); a field that
-is derived may not be overridden there.
+CSB PE's kernel size; tensor-train training sets the operand widths of the TT
+PEs PE1, PE2 and PE3 from its precision. The ``[design]`` table of the
+training TOML only names the design, picks the board and clock, and sets
+hardware-only choices the training configuration cannot know (array shapes,
+buffer sizes); a field that is derived may not be overridden there.
 
 TOML shape (the same file ``codesign train`` reads; it ignores ``[design]``)::
 

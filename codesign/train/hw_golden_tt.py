@@ -41,7 +41,6 @@ import numpy as np
 import torch
 
 from codesign.pe.tt.schedule import StepHardware
-from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 from codesign.pe.tt.step import (GoldenRunner, choose_frac, frac_of_values, operands, pe_step, quantize_values,
                                  rescale, run_contraction, step_plan, to_values, trackers_of)
 from codesign.train.config import TrainConfig
@@ -51,7 +50,7 @@ from codesign.train.trainer import Trainer
 from codesign.train.tt.layer import TTLinear, tt_layers
 from codesign.train.tt.precision import UNSET
 
-PES = {"tt1": Tt1Spec, "tt2": Tt2Spec, "tt3": Tt3Spec}
+PE_FIELDS = {"tt1": "pe1", "tt2": "pe2", "tt3": "pe3"}  # the StepHardware field of each TT PE
 
 
 # ---------------------------------------------------------------------------- the forward sweep on PEs
@@ -269,12 +268,12 @@ def run_on_pes(model: torch.nn.Module, backend: PeBackend) -> list[TTLinear]:
 def design_hardware(design) -> StepHardware:
     """The PE builds of a design point's TT instances (one tt1 and one tt2; tt3 when present)."""
     specs = {}
-    for pe in PES:
+    for pe, field in PE_FIELDS.items():
         found = [instance for instance in design.instances if instance.pe == pe]
         if len(found) > 1 or (not found and pe != "tt3"):
             raise HwTrainError(f"design {design.name!r} has {len(found)} {pe} instances; the TT loop needs one")
         if found:
-            specs[{"tt1": "pe1", "tt2": "pe2", "tt3": "pe3"}[pe]] = found[0].spec
+            specs[field] = found[0].spec
     return StepHardware(**specs)
 
 
