@@ -83,12 +83,12 @@ from codesign.pe.csb import golden
 from codesign.pe.csb.format import CSBMatrix, encode
 from codesign.pe.csb.spec import BUFFER_BITS, DATA_BITS, WORD_BITS, CsbSpec
 from codesign.train.hw_golden import CLASSES, INPUT_FEATURES, HwTrainError
+from codesign.train.precision import power_of_two_frac_bits
+from codesign.train.techniques.compress import ORDERS, kernels_to_prune
 
 BUFFER_EXTRA_BITS = BUFFER_BITS - DATA_BITS  # the buffer's fraction bits below the 8-bit compute part (16)
 PHASES = ("warmup", "fixed")
-ORDERS = ("largest_first", "network")
-BLOBS = ("activation", "weight", "error")
-OPS = ("FP", "EB", "WG", "UPD")
+SCALE_BLOBS = ("activation", "weight", "error")
 
 
 # ---------------------------------------------------------------------------- fixed-point helpers
@@ -413,9 +413,9 @@ class CsbMlpTrainer:
                                    f"{BUFFER_BITS}-bit range")
             if np.any(words[~mask] != 0):
                 raise HwTrainError(f"load_weights: buffers[{index}] is non-zero at pruned weights")
-            if not isinstance(fracs, dict) or set(fracs) != set(BLOBS) \
+            if not isinstance(fracs, dict) or set(fracs) != set(SCALE_BLOBS) \
                     or not all(isinstance(v, int) and not isinstance(v, bool) for v in fracs.values()):
-                raise HwTrainError(f"load_weights: frac_bits[{index}] must map {BLOBS} to ints")
+                raise HwTrainError(f"load_weights: frac_bits[{index}] must map {SCALE_BLOBS} to ints")
         self._set_fixed(state["masks"], state["buffers"], state["frac_bits"])
 
     # -- inputs
@@ -485,10 +485,7 @@ class CsbMlpTrainer:
         """End of the warm-up: freeze the scales, prune by the search, round the weights into 24-bit buffers."""
         if self.phase != "warmup":
             raise HwTrainError("compress: the loop is already in its fixed-point phase")
-        from codesign.train.precision import power_of_two_frac_bits
-        from codesign.train.techniques.compress import kernels_to_prune
-
-        frac_bits = [{blob: power_of_two_frac_bits(self.max_abs[layer].get(blob, 0.0), DATA_BITS) for blob in BLOBS}
+        frac_bits = [{blob: power_of_two_frac_bits(self.max_abs[layer].get(blob, 0.0), DATA_BITS) for blob in SCALE_BLOBS}
                      for layer in range(len(self.shapes))]
         val_x, val_y = self._validation(data)
 
