@@ -94,15 +94,19 @@ class BaselineTrial:
 
 @dataclass(frozen=True, kw_only=True)
 class TTTrial:
-    """One tuning trial of the TT arm: Adam's learning rate and the rank prior (weight, threshold, warm-up epochs).
+    """One tuning trial of the TT arm: Adam's learning rate, the rank prior (weight, threshold, warm-up epochs)
+    and the initial ranks.
 
-    Pruning may start once the warm-up is over.
+    Pruning may start once the warm-up is over. ``max_ranks`` gives every
+    layer's initial inner ranks (one tuple per layer); None keeps the
+    budget's layers as they are.
     """
 
     lr: float
     prior_weight: float
     threshold: float
     warmup_epochs: int
+    max_ranks: tuple[tuple[int, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         OptimConfig(lr=self.lr).validate("tt_trial")
@@ -133,6 +137,8 @@ class Budget:
                 f"needs as many trials as baseline_grid ({len(self.baseline_grid)}), got {len(self.tt_grid)}")
         require(all(t.warmup_epochs < self.optim.epochs for t in self.tt_grid), "tt_grid",
                 f"warm-up must end before the last of {self.optim.epochs} epochs")
+        for trial in self.tt_grid:
+            tt_layers(self, trial.max_ranks)  # the initial ranks fit the layers
 
 
 def budget(smoke: bool) -> Budget:
@@ -145,7 +151,7 @@ def budget(smoke: bool) -> Budget:
                        TTLayerSpec(in_modes=(4, 4), out_modes=(2, 5), max_rank=3)),
             baseline_grid=(BaselineTrial(lr=3e-3, weight_decay=0.0), BaselineTrial(lr=1e-2, weight_decay=0.0)),
             tt_grid=(TTTrial(lr=1e-2, prior_weight=0.5, threshold=0.1, warmup_epochs=1),
-                     TTTrial(lr=1e-2, prior_weight=2.0, threshold=0.1, warmup_epochs=1)))
+                     TTTrial(lr=1e-2, prior_weight=2.0, threshold=0.1, warmup_epochs=1, max_ranks=((3,), (2,)))))
     # 64 = 2*4*4*2 (8x8 pixels: row = 2*4, column = 4*2), 256 = 4*4*4*4, 10 = 1*1*2*5 (modes of 1 cost nothing)
     return Budget(
         data=DataConfig(name="digits"),
@@ -154,9 +160,15 @@ def budget(smoke: bool) -> Budget:
         tt_layers=(TTLayerSpec(in_modes=(2, 4, 4, 2), out_modes=(4, 4, 4, 4), max_rank=4),
                    TTLayerSpec(in_modes=(4, 4, 4, 4), out_modes=(4, 4, 4, 4), max_rank=4),
                    TTLayerSpec(in_modes=(4, 4, 4, 4), out_modes=(1, 1, 2, 5), max_rank=4)),
-        baseline_grid=tuple(BaselineTrial(lr=lr, weight_decay=wd) for wd in (0.0, 1e-4) for lr in (1e-3, 3e-3, 1e-2, 3e-2)),
-        tt_grid=tuple(TTTrial(lr=lr, prior_weight=w, threshold=0.1, warmup_epochs=5)
-                      for lr in (3e-3, 1e-2) for w in (0.3, 0.5, 1.0, 2.0)))
+        baseline_grid=tuple(BaselineTrial(lr=lr, weight_decay=wd) for wd in (0.0, 1e-3) for lr in (1e-3, 3e-3, 1e-2, 3e-2)),
+        # initial ranks 4 everywhere hold 266x (the prior must prune >= 2 slices); the narrower starts hold ~297x
+        tt_grid=tuple(TTTrial(lr=1e-2, prior_weight=w, threshold=0.1, warmup_epochs=5, max_ranks=ranks)
+                      for ranks, w in ((None, 0.5), (None, 0.7), (None, 1.0),
+                                       (((4, 4, 4), (4, 2, 4), (4, 4, 4)), 0.1),
+                                       (((4, 4, 4), (4, 2, 4), (4, 4, 4)), 0.3),
+                                       (((4, 4, 4), (3, 3, 3), (4, 4, 4)), 0.1),
+                                       (((4, 3, 4), (4, 3, 4), (4, 4, 4)), 0.1),
+                                       (((4, 3, 4), (4, 2, 4), (5, 5, 5)), 0.1))))
 
 
 def load_data(b: Budget) -> Dataset:
@@ -180,8 +192,17 @@ def _train_config(b: Budget, seed: int, lr: float, weight_decay: float = 0.0) ->
                                          weight_decay=weight_decay, schedule=b.optim.schedule))
 
 
-def _tt_model(b: Budget) -> TTMLPConfig:
-    return TTMLPConfig(layers=b.tt_layers, precision=TTPrecision())
+def tt_layers(b: Budget, max_ranks: tuple[tuple[int, ...], ...] | None = None) -> tuple[TTLayerSpec, ...]:
+    """The budget's TT layers, with the given initial inner ranks (one tuple per layer) when there are some."""
+    if max_ranks is None:
+        return b.tt_layers
+    require(len(max_ranks) == len(b.tt_layers), "max_ranks",
+            f"needs one entry per TT layer ({len(b.tt_layers)}), got {len(max_ranks)}")
+    return tuple(dataclasses.replace(spec, max_rank=tuple(ranks)) for spec, ranks in zip(b.tt_layers, max_ranks))
+
+
+def _tt_model(b: Budget, max_ranks: tuple[tuple[int, ...], ...] | None = None) -> TTMLPConfig:
+    return TTMLPConfig(layers=tt_layers(b, max_ranks), precision=TTPrecision())
 
 
 def dense_bits(b: Budget) -> int:
@@ -199,15 +220,17 @@ class Job:
     lr: float
     weight_decay: float = 0.0
     prior: RankPrior | None = None
+    max_ranks: tuple[tuple[int, ...], ...] | None = None
     tuning: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "prior": None if self.prior is None else asdict(self.prior)}
+        return json.loads(json.dumps({**asdict(self), "prior": None if self.prior is None else asdict(self.prior)}))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Job:
-        prior = data.get("prior")
-        return cls(**{**data, "prior": None if prior is None else RankPrior(**prior)})
+        prior, ranks = data.get("prior"), data.get("max_ranks")
+        return cls(**{**data, "prior": None if prior is None else RankPrior(**prior),
+                      "max_ranks": None if ranks is None else tuple(tuple(layer) for layer in ranks)})
 
 
 def train_job(b: Budget, job: Job) -> tuple[TrainResult, int]:
@@ -220,7 +243,8 @@ def train_job(b: Budget, job: Job) -> tuple[TrainResult, int]:
     if job.arm == BASELINE:
         trainer = use_adam(Trainer(config, dataset=data, progress=False, description=label))
     else:
-        trainer = tt_trainer(config, _tt_model(b), job.prior, dataset=data, progress=False, description=label)
+        trainer = tt_trainer(config, _tt_model(b, job.max_ranks), job.prior, dataset=data, progress=False,
+                             description=label)
     result = trainer.fit()
     return result, int(model_memory_bits(trainer.model)["total_bits"])
 
@@ -271,7 +295,7 @@ def tune(b: Budget, out_dir: Path, *, smoke: bool, execution: Execution = Execut
     """Trial runs on the validation split; the same number for the baseline and for the TT arm."""
     reference = dense_bits(b)
     jobs = ([Job(arm=BASELINE, seed=TUNING_SEED, lr=t.lr, weight_decay=t.weight_decay, tuning=True) for t in b.baseline_grid]
-            + [Job(arm=MAIN_ARM, seed=TUNING_SEED, lr=t.lr, prior=t.prior(), tuning=True) for t in b.tt_grid])
+            + [Job(arm=MAIN_ARM, seed=TUNING_SEED, lr=t.lr, prior=t.prior(), max_ranks=t.max_ranks, tuning=True) for t in b.tt_grid])
     done, tasks = run_jobs(b, jobs, out_dir, smoke=smoke, execution=execution)
     baseline_done, tt_done = done[:len(b.baseline_grid)], done[len(b.baseline_grid):]
     baseline_trials = [{**asdict(t), "validation_accuracy": result.test_accuracy}
@@ -296,6 +320,7 @@ def tune(b: Budget, out_dir: Path, *, smoke: bool, execution: Execution = Execut
                            "training_seed": TUNING_SEED},
             "baseline_trials": baseline_trials, "tt_trials": tt_trials,
             "baseline": asdict(b.baseline_grid[best_baseline]), "tt": asdict(b.tt_grid[best_tt]),
+            "baseline_index": best_baseline, "tt_index": best_tt,
             "tt_rule": rule, "baseline_rule": "highest validation accuracy (ties: smaller learning rate, weight decay)",
             "seconds": sum(result.seconds for result, _ in done), "tasks": tasks}
 
@@ -354,6 +379,10 @@ def _plot(path: Path, accuracy: dict[str, list[float]], memory: dict[str, list[f
     return write_figure_png(figure, path)
 
 
+def _ranks_text(max_ranks: tuple[tuple[int, ...], ...] | None) -> str:
+    return "as the layers" if max_ranks is None else " / ".join("-".join(map(str, ranks)) for ranks in max_ranks)
+
+
 def _fmt(values, digits: int = 2) -> str:
     return ", ".join(f"{v:.{digits}f}" for v in values)
 
@@ -371,12 +400,12 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     tuning = tune(b, task_dir, smoke=smoke, execution=execution)
     tuned_at = time.perf_counter()
 
-    chosen_base, chosen_tt = BaselineTrial(**tuning["baseline"]), TTTrial(**tuning["tt"])
+    chosen_base, chosen_tt = b.baseline_grid[tuning["baseline_index"]], b.tt_grid[tuning["tt_index"]]
     jobs = []
     for seed in seeds:
         jobs += [Job(arm=BASELINE, seed=seed, lr=chosen_base.lr, weight_decay=chosen_base.weight_decay),
-                 Job(arm=MAIN_ARM, seed=seed, lr=chosen_tt.lr, prior=chosen_tt.prior()),
-                 Job(arm=ABLATION_ARM, seed=seed, lr=chosen_tt.lr)]
+                 Job(arm=MAIN_ARM, seed=seed, lr=chosen_tt.lr, prior=chosen_tt.prior(), max_ranks=chosen_tt.max_ranks),
+                 Job(arm=ABLATION_ARM, seed=seed, lr=chosen_tt.lr, max_ranks=chosen_tt.max_ranks)]
     done, tasks = run_jobs(b, jobs, task_dir, smoke=smoke, execution=execution)
     wall = time.perf_counter() - started
     results: dict[str, list[TrainResult]] = {BASELINE: [], MAIN_ARM: [], ABLATION_ARM: []}
@@ -433,6 +462,9 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
               MAIN_ARM: {"optim.lr": chosen_tt.lr, "prior.weight": chosen_tt.prior_weight,
                          "prior.threshold": chosen_tt.threshold, "prior.warmup_epochs": chosen_tt.warmup_epochs},
               ABLATION_ARM: {"optim.lr": chosen_tt.lr}}
+    initial_ranks = _ranks_text(chosen_tt.max_ranks)
+    for arm in (MAIN_ARM, ABLATION_ARM):
+        chosen[arm]["initial ranks"] = initial_ranks
     summaries = summarize(arms, results, {arm: {"chosen": setting} for arm, setting in chosen.items()})
     rank_histories = [run_.techniques["tt_rank"]["rank_history"] for run_ in results[MAIN_ARM]]
     per_seed = {arm: [{"seed": run_.config["seed"], "test_accuracy": run_.test_accuracy, "memory_bits": bits,
@@ -449,8 +481,8 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     cpu_seconds = tuning["seconds"] + sum(r.seconds for runs in results.values() for r in runs)
     notes = [
         (f"Model: {' -> '.join(str(x) for x in (64, *b.hidden, 10))} MLP with ReLU; TT factorisations (in modes -> "
-         f"out modes, initial max rank): "
-         + "; ".join(f"{s.in_modes} -> {s.out_modes}, r <= {s.max_rank}" for s in b.tt_layers)
+         f"out modes, initial inner ranks of the chosen setting): "
+         + "; ".join(f"{s.in_modes} -> {s.out_modes}, r <= {s.max_rank}" for s in tt_layers(b, chosen_tt.max_ranks))
          + f". Dense FP32 parameter memory {reference:,} bits. Digits images are 8x8, so the dense network is small "
            f"and the 8-bit biases ({8 * (sum(b.hidden) + 10):,} bits) are a large share of the TT budget: at "
            f"{TARGET_REDUCTION:g}x the whole model must fit in {reference / TARGET_REDUCTION:,.0f} bits."),
@@ -459,8 +491,9 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
          f"samples), {len(b.baseline_grid)} trials per tuned arm at the full {b.optim.epochs}-epoch budget. "
          f"{BASELINE}: (lr, weight decay) -> ({chosen_base.lr:g}, {chosen_base.weight_decay:g}) "
          f"({tuning['baseline_rule']}). {MAIN_ARM}: (lr, prior weight, threshold, warm-up epochs) -> "
-         f"({chosen_tt.lr:g}, {chosen_tt.prior_weight:g}, {chosen_tt.threshold:g}, {chosen_tt.warmup_epochs}) "
-         f"({tuning['tt_rule']}). {ABLATION_ARM} uses the chosen TT learning rate. The test split decides nothing."),
+         f"({chosen_tt.lr:g}, {chosen_tt.prior_weight:g}, {chosen_tt.threshold:g}, {chosen_tt.warmup_epochs}), "
+         f"initial inner ranks per layer {initial_ranks} "
+         f"({tuning['tt_rule']}). {ABLATION_ARM} uses the chosen TT learning rate and initial ranks. The test split decides nothing."),
         (f"Statistics: {len(seeds)} seeds {seeds}; per seed, arm − {BASELINE} accuracy (pt) and {BASELINE} bits / "
          f"arm bits, both arms of a seed trained from the same seed in the same run; 95 % percentile-bootstrap "
          f"intervals of the mean over seeds (10,000 resamples, fixed generator)."),
@@ -510,7 +543,8 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
 def _table(payload: dict[str, Any], summaries, accuracy_ci: dict[str, Interval],
            intervals: dict[str, tuple[Interval, Interval]], memory: dict[str, list[float]]) -> str:
     energy = {s.name: s.energy_ratio_mean for s in summaries}
-    chosen = {s.name: ", ".join(f"{path} = {value:g}" for path, value in s.chosen.items()) for s in summaries}
+    chosen = {s.name: ", ".join(f"{path} = {value:g}" if isinstance(value, float) else f"{path} = {value}"
+                                for path, value in s.chosen.items()) for s in summaries}
     verdicts = {c["arm"]: c["verdict"] for c in payload["comparisons"]}
     rows = [f"| arm | tuned setting | test accuracy (%) [95 % CI] | arm − {BASELINE} (pt) [95 % CI] | parameter memory (bits, mean) | "
             f"memory reduction [95 % CI] | modelled energy / {BASELINE} | verdict |",
@@ -530,8 +564,8 @@ def _table(payload: dict[str, Any], summaries, accuracy_ci: dict[str, Interval],
                       f"{t['validation_accuracy']:.2f} | 1x |")
     for t in tuning["tt_trials"]:
         trials.append(f"| {MAIN_ARM} | lr {t['lr']:g}, prior weight {t['prior_weight']:g}, threshold "
-                      f"{t['threshold']:g}, warm-up {t['warmup_epochs']} | {t['validation_accuracy']:.2f} | "
-                      f"{t['reduction']:.1f}x |")
+                      f"{t['threshold']:g}, warm-up {t['warmup_epochs']}, initial ranks "
+                      f"{_ranks_text(t['max_ranks'])} | {t['validation_accuracy']:.2f} | {t['reduction']:.1f}x |")
     claim = payload["paper"]
     lines = [f"# {payload['title']}", "", "\n".join(rows), "",
              f"Seeds {payload['seeds']}: means with 95 % percentile-bootstrap intervals over seeds; differences and "

@@ -41,6 +41,16 @@ def test_both_arms_get_the_same_number_of_tuning_trials():
         replace(full, tt_grid=tuple(replace(t, warmup_epochs=full.optim.epochs) for t in full.tt_grid))
 
 
+def test_initial_ranks_of_a_trial_replace_the_layers_ranks():
+    b = tt.budget(smoke=True)
+    assert tt.tt_layers(b) == b.tt_layers
+    assert [spec.max_rank for spec in tt.tt_layers(b, ((3,), (2,)))] == [(3,), (2,)]
+    with pytest.raises(ValueError, match="max_ranks"):
+        tt.tt_layers(b, ((3,),))
+    with pytest.raises(ValueError, match="max_rank"):
+        replace(b, tt_grid=(b.tt_grid[0], replace(b.tt_grid[1], max_ranks=((3, 3), (2,)))))
+
+
 def test_bad_trials_and_seeds_are_refused_before_training(tmp_path):
     with pytest.raises(ValueError, match="weight"):
         tt.TTTrial(lr=1e-2, prior_weight=-1.0, threshold=0.1, warmup_epochs=1)
@@ -53,7 +63,8 @@ def test_bad_trials_and_seeds_are_refused_before_training(tmp_path):
 
 
 def test_jobs_round_trip_through_task_data():
-    job = tt.Job(arm=tt.MAIN_ARM, seed=3, lr=1e-2, prior=tt.budget(smoke=True).tt_grid[0].prior(), tuning=True)
+    job = tt.Job(arm=tt.MAIN_ARM, seed=3, lr=1e-2, prior=tt.budget(smoke=True).tt_grid[0].prior(),
+                 max_ranks=((3,), (2,)), tuning=True)
     assert tt.Job.from_dict(json.loads(json.dumps(job.to_dict()))) == job
     with pytest.raises(ValueError, match="budget changed"):
         tt.train_task(smoke=True, digest="0" * 16, job=job.to_dict())
