@@ -46,8 +46,10 @@ test-fast: setup
 test-long: setup
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m long --durations=15
 
+# every reproduction (eight seeds, tuned arms; a re-run skips finished training runs), then the README's table
 reproduce: setup
-	$(BIN)/codesign reproduce all --out reports
+	OMP_NUM_THREADS=1 $(BIN)/codesign reproduce all --out results --workers $(JOBS)
+	$(BIN)/codesign reproduce readme --out results
 
 bench: setup
 	$(BIN)/python benchmarks/bench_float_quantize.py

@@ -73,7 +73,7 @@ def test_bad_sweeps_are_refused_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError, match="no task"):
         run_sweep([], out)
     with pytest.raises(ValueError, match="workers"):
-        run_sweep([task], out, workers=0)
+        run_sweep([task], out, workers=-1)
     with pytest.raises(ValueError, match="retries"):
         run_sweep([task], out, retries=-1)
     assert not out.exists()
@@ -125,16 +125,27 @@ def test_a_result_of_another_task_under_the_same_key_is_an_error(tmp_path):
         run_sweep([task], tmp_path)
 
 
-def test_cli_sweeps_a_smoke_reproduction_and_refuses_unknown_names(tmp_path, capsys):
+def test_in_process_runs_write_the_same_results_and_retry_like_workers(tmp_path, tasks_module):
+    tasks = grid_tasks(f"{tasks_module}:square", {"x": [2, 3]})
+    report = run_sweep(tasks, tmp_path / "out", workers=0, progress=False)
+    assert report.passed and report.scheduler == "this process" and report.workers == 0
+    assert [read_result(tmp_path / "out", t)["square"] for t in tasks] == [4, 9]
+    assert run_sweep(tasks, tmp_path / "out", workers=0, progress=False).skipped == [t.key for t in tasks]
+    flaky = SweepTask(key="flaky", function=f"{tasks_module}:flaky", kwargs={"x": 1, "marker": str(tmp_path / "m")})
+    broken = SweepTask(key="broken", function=f"{tasks_module}:broken", kwargs={"x": 2})
+    report = run_sweep([flaky, broken], tmp_path / "out", workers=0, retries=1, progress=False)
+    assert report.done == ["flaky"] and "no result for 2" in report.failed["broken"]
+
+
+def test_cli_sweeps_a_grid_file(tmp_path, tasks_module, capsys):
     from codesign.cli import main
 
+    grid = tmp_path / "grid.toml"
+    grid.write_text(f'function = "{tasks_module}:square"\n[grid]\nx = [1, 2]\n')
     out = tmp_path / "out"
-    assert main(["sweep", "--reproductions", "nope", "--out", str(out)]) == 2
-    assert "unknown reproduction" in capsys.readouterr().err and not out.exists()
-    assert main(["sweep", "--reproductions", "smd", "--seeds", "0", "--smoke", "--workers", "1", "--out", str(out)]) == 0
-    stored = json.loads(result_path(out, "name=smd,seed=0").read_text())
-    assert stored["task"]["kwargs"]["seed"] == 0 and "all_targets_met" in stored["result"]
-    assert (out / "runs" / "smd-seed0" / "results.json").is_file()
+    assert main(["sweep", "--grid", str(grid), "--workers", "0", "--out", str(out)]) == 0
+    assert "2 done" in capsys.readouterr().out
+    assert json.loads(result_path(out, "x=2").read_text())["result"]["square"] == 4
 
 
 def test_an_unreachable_scheduler_is_a_clear_error(tmp_path):
