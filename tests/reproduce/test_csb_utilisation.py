@@ -35,6 +35,9 @@ def test_smoke_reproduction_writes_the_report(tmp_path):
     for figure in ("96.4", "98.8", "88.5", "1.050"):  # the paper's figures stand beside ours
         assert figure in table
     assert "Table 3" in results["paper"]["citation"] and results["seeds"] == [0]
+    row = results["readme"]
+    assert row["reproduction"].startswith("`csb-utilisation`")
+    assert row["verdict"].count("met") == len(results["targets"])
 
     layers = results["extra"]["layers"]
     assert set(layers) == set(PAPER_MOP)
