@@ -294,6 +294,11 @@ def ratio_text(interval: Interval, digits: int = 3) -> str:
     return f"{interval.mean:.{digits}f} [{interval.low:.{digits}f}, {interval.high:.{digits}f}]"
 
 
+def percent_text(interval: dict) -> str:
+    """A fraction's interval (``Interval.as_dict()``) in per cent: ``12.3 % [10.1, 14.0]``."""
+    return f"{100 * interval['mean']:.1f} % [{100 * interval['low']:.1f}, {100 * interval['high']:.1f}]"
+
+
 def saving_text(interval: Interval) -> str:
     """An energy ratio's interval as a saving in per cent (1 - ratio; the bounds swap)."""
     return f"{100 * (1 - interval.mean):.1f} % [{100 * (1 - interval.high):.1f}, {100 * (1 - interval.low):.1f}]"

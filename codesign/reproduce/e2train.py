@@ -34,6 +34,7 @@ from codesign.reproduce.common import (
     PaperClaim,
     ReadmeRow,
     Target,
+    percent_text,
     run_study,
     saving_text,
     summarize,
@@ -99,9 +100,6 @@ def energy_breakdown(runs: dict[str, list]) -> dict[str, dict]:
     return out
 
 
-def _pct(interval: dict) -> str:
-    return f"{100 * interval['mean']:.1f} % [{100 * interval['low']:.1f}, {100 * interval['high']:.1f}]"
-
 
 def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, progress: bool = True,
         execution: Execution = Execution()) -> dict:
@@ -123,7 +121,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     notes = [f"measured SMD drop rate per seed {', '.join(f'{v:.3f}' for v in smd)}; "
              f"SLU train skip ratio per seed {', '.join(f'{v:.3f}' for v in skip)}",
              "energy saving by rung (fraction of the baseline's energy, per seed): "
-             + "; ".join(f"{step} {_pct(interval)}" for step, interval in breakdown.items())]
+             + "; ".join(f"{step} {percent_text(interval)}" for step, interval in breakdown.items())]
     if smoke:
         notes.append("smoke run: tiny synthetic budget, numbers mean nothing")
     readme = ReadmeRow(

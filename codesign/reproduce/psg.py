@@ -37,6 +37,7 @@ from codesign.reproduce.common import (
     PaperClaim,
     ReadmeRow,
     Target,
+    percent_text,
     run_study,
     saving_text,
     summarize,
@@ -108,9 +109,6 @@ def energy_breakdown(runs: dict[str, list]) -> dict[str, Any]:
     return out
 
 
-def _pct(interval: dict) -> str:
-    return f"{100 * interval['mean']:.1f} % [{100 * interval['low']:.1f}, {100 * interval['high']:.1f}]"
-
 
 def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, progress: bool = True,
         execution: Execution = Execution()) -> dict:
@@ -141,8 +139,8 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
             notes.append(f"{summary.name}: accuracy of the averaged model {summary.accuracy_mean:.2f}% vs the last "
                          f"iterate {last:.2f}% (mean over seeds)")
     notes += [
-        f"Energy saving split per seed: quantisation (fixed 8/16 vs FP32) {_pct(breakdown['quantisation'])}; "
-        f"prediction (PSG vs fixed 8/16) {_pct(breakdown[PSG]['prediction'])} of the baseline's energy.",
+        f"Energy saving split per seed: quantisation (fixed 8/16 vs FP32) {percent_text(breakdown['quantisation'])}; "
+        f"prediction (PSG vs fixed 8/16) {percent_text(breakdown[PSG]['prediction'])} of the baseline's energy.",
         "The MSB slices are read at their midpoint (a constant 1 appended below the slice; psg.Config."
         "msb_reconstruction). Read as raw two's-complement top bits (floor), the gradient slice's error is "
         "always >= 0 and, against ReLU activations, biases every predictor negative.",
@@ -164,7 +162,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         reproduction="`psg` (ResNet-8; FP32, fixed 8/16, PSG, PSG+SWA)",
         target=f">= {TARGET_SAVING:.0%} saving, no loss beyond {TARGET_DROP:g} pt",
         measured=(f"PSG: saving {saving_text(main.interval('energy_ratio'))} (quantisation "
-                  f"{_pct(breakdown['quantisation'])}, prediction {_pct(breakdown[PSG]['prediction'])}); "
+                  f"{percent_text(breakdown['quantisation'])}, prediction {percent_text(breakdown[PSG]['prediction'])}); "
                   f"Δ accuracy {main.interval('accuracy_difference').text()} pt; predictor decides "
                   f"{100 * extra['predicted_fraction'][PSG]['overall_mean']:.0f} % of signs (paper >= 60 %)"),
         verdict=" / ".join(f"{t.text.split(':')[0]} {'met' if t.met else '**not met**'}" for t in targets))
