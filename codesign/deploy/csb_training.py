@@ -35,6 +35,7 @@ from collections import Counter
 
 import numpy as np
 
+from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
 from codesign.pe.csb.cycles import transaction_cycles
@@ -202,7 +203,7 @@ class IpCsb:
         return out
 
 
-class CsbBoardTrainer(CsbMlpTrainer):
+class CsbBoardTrainer(OnBoard, CsbMlpTrainer):
     """The compressed design-point loop with every fixed-point layer product on the overlay's csb IP.
 
     ``CsbBoardTrainer(overlay, design)`` takes the IP named ``ip`` (default:
@@ -212,26 +213,12 @@ class CsbBoardTrainer(CsbMlpTrainer):
     """
 
     def __init__(self, overlay, design, *, ip: str | None = None, **setup_changes) -> None:
-        from codesign.deploy.manifest import check_design
-
-        check_design(overlay.manifest, design)
+        self.bind(overlay, design)
         setup = CsbTrainSetup.from_design(design, **setup_changes)
-        if ip is None:
-            (ip,) = [i.name for i in design.instances if i.pe == "csb"]
-        self.overlay = overlay
+        ip = self.instance_name(design, "csb", ip)
         super().__init__(setup, IpCsb(overlay.accelerator(ip), setup.spec))
 
     def throughput(self) -> dict[str, float]:
-        """The loop's figures plus the IP's: calls, transactions, seconds from ap_start to ap_done, PE cycles.
-
-        ``pe_cycles`` and ``pe_model_s`` (at the design's clock) come from the
-        RTL cycle model of the PE's stream; they leave out the shell's DDR
-        transfers, so a board takes longer.
-        """
-        figures = super().throughput()
-        driver = self.backend.driver
-        clock_hz = float(self.overlay.manifest["clock_mhz"]) * 1e6
-        figures.update(ip_calls=driver.calls, ip_busy_s=driver.busy_s, transactions=self.backend.transactions,
-                       emulated=bool(self.overlay.emulated), pe_cycles=self.backend.pe_cycles,
-                       pe_model_s=self.backend.pe_cycles / clock_hz)
-        return figures
+        """The loop's figures plus the IP's (:meth:`OnBoard.ip_figures`) and the transactions sent."""
+        return {**super().throughput(), **self.ip_figures([self.backend.driver], self.backend.pe_cycles),
+                "transactions": self.backend.transactions}

@@ -23,6 +23,7 @@ from collections import Counter
 
 import numpy as np
 
+from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
 from codesign.pe.fpmac_array.contract import (
@@ -93,7 +94,7 @@ class IpGemm:
         return result
 
 
-class BoardTrainer(FbMlpTrainer):
+class BoardTrainer(OnBoard, FbMlpTrainer):
     """The design-point training loop with every layer GEMM on the overlay's fpmac_array IP.
 
     ``BoardTrainer(overlay, design)`` takes the IP named ``ip`` (default:
@@ -103,25 +104,11 @@ class BoardTrainer(FbMlpTrainer):
     """
 
     def __init__(self, overlay, design, *, ip: str | None = None, **setup_changes) -> None:
-        from codesign.deploy.manifest import check_design
-
-        check_design(overlay.manifest, design)
+        self.bind(overlay, design)
         setup = HwTrainSetup.from_design(design, **setup_changes)
-        if ip is None:
-            (ip,) = [i.name for i in design.instances if i.pe == "fpmac_array"]
-        self.overlay = overlay
+        ip = self.instance_name(design, "fpmac_array", ip)
         super().__init__(setup, IpGemm(overlay.accelerator(ip), setup.spec))
 
     def throughput(self) -> dict[str, float]:
-        """The loop's figures plus the IP's: calls, seconds from ap_start to ap_done, modelled PE cycles.
-
-        ``pe_cycles`` and ``pe_model_s`` (at the design's clock) come from the
-        RTL cycle model of the PE's stream; they leave out the shell's DDR
-        transfers, so a board takes longer.
-        """
-        figures = super().throughput()
-        driver = self.gemm.driver
-        clock_hz = float(self.overlay.manifest["clock_mhz"]) * 1e6
-        figures.update(ip_calls=driver.calls, ip_busy_s=driver.busy_s, emulated=bool(self.overlay.emulated),
-                       pe_cycles=self.gemm.pe_cycles, pe_model_s=self.gemm.pe_cycles / clock_hz)
-        return figures
+        """The loop's figures plus the IP's (:meth:`OnBoard.ip_figures`)."""
+        return {**super().throughput(), **self.ip_figures([self.gemm.driver], self.gemm.pe_cycles)}

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
 from codesign.pe.tt import golden
@@ -98,7 +99,7 @@ class IpRunner:
         return results
 
 
-class BoardTtTrainer(TtHwTrainer):
+class BoardTtTrainer(OnBoard, TtHwTrainer):
     """The design point's TT training loop with every contraction on the overlay's tt1 and tt2 IPs.
 
     ``BoardTtTrainer(overlay, design)`` takes the design's tt1, tt2 (and
@@ -108,13 +109,10 @@ class BoardTtTrainer(TtHwTrainer):
     """
 
     def __init__(self, overlay, design, **kwargs) -> None:
-        from codesign.deploy.manifest import check_design
-
-        check_design(overlay.manifest, design)
+        self.bind(overlay, design)
         hardware = design_hardware(design)
         drivers = {instance.pe: overlay.accelerator(instance.name) for instance in design.instances
                    if instance.pe in ("tt1", "tt2", "tt3")}
-        self.overlay = overlay
         super().__init__(design.training, hardware=hardware, runner=IpRunner(drivers, hardware), **kwargs)
 
     @property
@@ -122,19 +120,10 @@ class BoardTtTrainer(TtHwTrainer):
         return self.backend.runner.runner
 
     def throughput(self) -> dict[str, float]:
-        """The loop's figures plus the IPs': calls, seconds from ap_start to ap_done, modelled PE cycles.
-
-        ``pe_cycles`` and ``pe_model_s`` (at the design's clock) come from the
-        RTL cycle model of the PEs' streams; they leave out the shell's DDR
-        transfers and the host's work, so a board takes longer.
-        """
-        figures = super().throughput()
+        """The loop's figures plus the IPs' (:meth:`OnBoard.ip_figures`) and the words moved."""
         runner = self.ip_runner
-        clock_hz = float(self.overlay.manifest["clock_mhz"]) * 1e6
-        figures.update(ip_calls=runner.ip_calls, ip_busy_s=sum(d.busy_s for d in runner.drivers.values()),
-                       words_in=runner.words_in, words_out=runner.words_out, emulated=bool(self.overlay.emulated),
-                       pe_cycles=runner.pe_cycles, pe_model_s=runner.pe_cycles / clock_hz)
-        return figures
+        return {**super().throughput(), **self.ip_figures(runner.drivers.values(), runner.pe_cycles),
+                "words_in": runner.words_in, "words_out": runner.words_out}
 
 
 __all__ = ["BoardTtTrainer", "IpRunner"]
