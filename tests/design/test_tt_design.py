@@ -88,11 +88,8 @@ def tiny_toml(tmp_path_factory):
     return path
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("board_name", ["zedboard", "ultra96v2"])
-def test_tiny_tt_design_fits_and_builds_on_both_boards(tiny_toml, board_name, tmp_path_factory):
+def _fits_and_builds(tiny_toml, board_name, tmp_path_factory, cache) -> None:
     design = load_design(tiny_toml, board_name=board_name)
-    cache = tmp_path_factory.getbasetemp() / "tt-estimate-cache"
     folder = write_build_folder(design, tmp_path_factory.mktemp(board_name), cache_dir=cache)
     assert folder.fit.fits and set(folder.fit.per_ip) == {"tt1_0", "tt2_0", "tt3_0"}
     assert all(folder.fit.per_ip[ip]["pe"]["lut"] > 0 for ip in folder.fit.per_ip)
@@ -104,12 +101,19 @@ def test_tiny_tt_design_fits_and_builds_on_both_boards(tiny_toml, board_name, tm
 
 
 @pytest.mark.slow
-def test_cli_design_prints_the_tt_pes_and_the_fit(tiny_toml, tmp_path_factory, capsys):
-    cache = str(tmp_path_factory.getbasetemp() / "tt-estimate-cache")
-    assert main(["design", str(tiny_toml), "--cache", cache]) == 0
+def test_tiny_tt_design_fits_builds_and_the_cli_prints_it(tiny_toml, tmp_path_factory, capsys):
+    """One board in the suite (three Yosys runs, then the CLI reads the same cache); both boards with the long tests."""
+    cache = tmp_path_factory.mktemp("tt-estimate-cache")
+    _fits_and_builds(tiny_toml, "zedboard", tmp_path_factory, cache)
+    assert main(["design", str(tiny_toml), "--board", "zedboard", "--cache", str(cache)]) == 0
     out = capsys.readouterr().out
     assert "tt1_0: TT PE1" in out and "tt2_0: TT PE2" in out and "tt3_0: TT PE3" in out
     assert "Verdict: fits." in out
+
+
+@pytest.mark.long
+def test_tiny_tt_design_fits_and_builds_on_ultra96(tiny_toml, tmp_path_factory):
+    _fits_and_builds(tiny_toml, "ultra96v2", tmp_path_factory, tmp_path_factory.mktemp("tt-estimate-cache-xcup"))
 
 
 @pytest.mark.long
