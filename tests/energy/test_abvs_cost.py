@@ -11,8 +11,9 @@ import json
 
 import pytest
 
-from codesign.energy.abvs_cost import (FALLBACK_XC7, FpMacEnergyModel, MacCostPoint, VoltageModel,
-                                       fpmac_energy_model)
+from codesign.energy.abvs_cost import (DATASHEET_DELAYS, FALLBACK_XC7, PATH_CATEGORIES, UNIFORM_DELAYS, DelayModel,
+                                       FpMacEnergyModel, MacCostPoint, VoltageModel, fpmac_energy_model,
+                                       points_from_report)
 from codesign.energy.table import horowitz_45nm
 from codesign.hw import yosys as ys
 from codesign.pe.fpmac import estimate as est
@@ -168,3 +169,105 @@ def test_fb_outside_range_is_rejected():
     for fb in (0, 24, 2.0):
         with pytest.raises(ValueError):
             model(fb)
+
+
+# ---------------------------------------------------------------------------- per-cell-type delays
+
+HAND = DelayModel(name="hand", lut=0.5, carry=0.15, muxf=0.3, dsp=4.0, other=0.5)
+
+
+def _dsp_points() -> list[MacCostPoint]:
+    """FB 4: 8 LUT levels; FB 8: 9 LUT levels and a DSP; FB 23: 19 LUT levels and a DSP (depths 8, 10, 20)."""
+    return [MacCostPoint(fb=4, lut=100, ff=20, dsp=0, carry=3, depth=8, path=(("lut", 8),)),
+            MacCostPoint(fb=8, lut=200, ff=40, dsp=1, carry=3, depth=10, path=(("dsp", 1), ("lut", 9))),
+            MacCostPoint(fb=23, lut=400, ff=80, dsp=2, carry=3, depth=20, path=(("dsp", 1), ("lut", 19)))]
+
+
+def test_path_delay_sums_each_cell_at_its_type_delay():
+    assert HAND.path_delay({"lut": 2, "carry": 3, "dsp": 1}) == pytest.approx(2 * 0.5 + 3 * 0.15 + 4.0)
+    assert HAND.path_delay({}) == 0
+    point = MacCostPoint(fb=9, lut=1, ff=1, dsp=1, carry=7, depth=28,
+                         path=(("carry", 7), ("dsp", 1), ("lut", 18), ("muxf", 2)))
+    assert point.delay(HAND) == pytest.approx(7 * 0.15 + 4.0 + 18 * 0.5 + 2 * 0.3)
+    assert point.delay(UNIFORM_DELAYS) == 28  # the earlier model: the cell count
+
+
+def test_a_dsp_on_the_timing_path_lowers_the_narrow_macs_supply():
+    uniform = FpMacEnergyModel(_dsp_points(), source="test", timing_fb=8, voltage=LINEAR, delay=UNIFORM_DELAYS)
+    weighted = FpMacEnergyModel(_dsp_points(), source="test", timing_fb=8, voltage=LINEAR, delay=HAND)
+    # uniform: 8 cells against 10 -> k = (10/8) * 1/(1 - 0.5) = 2.5, V = 2.5 * 0.5 / 1.5 = 5/6
+    assert uniform.supply_v(4) == pytest.approx(5 / 6, abs=1e-9)
+    # per cell type: 8 x 0.5 = 4 ns against 9 x 0.5 + 4 = 8.5 ns -> k = 4.25, V = 4.25 * 0.5 / 3.25 = 17/26
+    assert weighted.delay(4) == pytest.approx(4.0) and weighted.delay(8) == pytest.approx(8.5)
+    assert weighted.supply_v(4) == pytest.approx(17 / 26, abs=1e-9)
+    assert weighted(4) == pytest.approx(4.6 * 100 / 400 * (17 / 26) ** 2, rel=1e-9)
+    assert weighted.supply_v(8) == pytest.approx(1.0, abs=1e-9) and weighted(8) == pytest.approx(uniform(8))
+    # interpolated FB 6: delay (4 + 8.5) / 2 = 6.25 ns -> k = (8.5 / 6.25) * 2 = 2.72, V = 1.36 / 1.72
+    assert weighted.delay(6) == pytest.approx(6.25)
+    assert weighted.supply_v(6) == pytest.approx(1.36 / 1.72, abs=1e-9)
+    assert weighted.describe([4])["delay_model"]["ns"]["dsp"] == 4.0
+
+
+def test_scaling_one_cell_type_changes_only_that_delay():
+    slower = HAND.scaled("dsp", 1.5)
+    assert slower.dsp == pytest.approx(6.0) and (slower.lut, slower.carry, slower.muxf) == (0.5, 0.15, 0.3)
+    assert "dsp x1.5" in slower.name
+    # a slower DSP (only on the wide path) leaves the narrow MAC still more slack
+    base = FpMacEnergyModel(_dsp_points(), source="test", timing_fb=8, voltage=LINEAR, delay=HAND)
+    assert FpMacEnergyModel(_dsp_points(), source="test", timing_fb=8, voltage=LINEAR,
+                            delay=slower).supply_v(4) < base.supply_v(4)
+
+
+@pytest.mark.parametrize("kwargs", [{"lut": 0.0}, {"dsp": -1.0}, {"carry": float("nan")}, {"muxf": True}])
+def test_delay_model_rejects_bad_delays(kwargs):
+    values = {"name": "bad", "lut": 0.5, "carry": 0.15, "muxf": 0.3, "dsp": 4.0, "other": 0.5} | kwargs
+    with pytest.raises(ValueError, match="delay of"):
+        DelayModel(**values)
+
+
+def test_unknown_cell_category_and_inconsistent_paths_are_refused():
+    with pytest.raises(ValueError, match="unknown cell category"):
+        HAND.path_delay({"bram": 1})
+    with pytest.raises(ValueError, match="do not add up"):
+        MacCostPoint(fb=4, lut=1, ff=1, dsp=0, carry=0, depth=5, path=(("lut", 4),))
+    with pytest.raises(ValueError, match="categories"):
+        MacCostPoint(fb=4, lut=1, ff=1, dsp=0, carry=0, depth=1, path=(("bram", 1),))
+    unknown = [MacCostPoint(fb=fb, lut=10 * fb, ff=1, dsp=0, carry=0, depth=fb) for fb in (4, 23)]
+    with pytest.raises(ValueError, match="only the uniform"):
+        FpMacEnergyModel(unknown, source="test", timing_fb=4, delay=HAND)
+    assert FpMacEnergyModel(unknown, source="test", timing_fb=4).delay_model == UNIFORM_DELAYS
+
+
+def test_the_factory_defaults_to_the_family_datasheet_delays(tiny_report):
+    assert fpmac_energy_model(None, timing_fb=9).delay_model == DATASHEET_DELAYS["xc7"]
+    assert fpmac_energy_model(None, timing_fb=9, delay=UNIFORM_DELAYS).delay_model == UNIFORM_DELAYS
+    assert fpmac_energy_model(tiny_report, timing_fb=8).delay_model == DATASHEET_DELAYS["xc7"]
+    with pytest.raises(ValueError, match="no per-cell delays"):
+        fpmac_energy_model(tiny_report, timing_fb=8, family="xcvu")
+
+
+def test_datasheet_delays_name_their_sources_and_assumptions():
+    for family, model in DATASHEET_DELAYS.items():
+        sources = dict(model.sources)
+        assert set(sources) == set(PATH_CATEGORIES), family
+        assert model.dsp > model.lut > model.carry  # a DSP is slower than a LUT level, a carry cell faster
+        for category, text in sources.items():
+            assert text.startswith("assumption") or text.startswith("DS9"), (family, category)
+    assert "338 MHz" in dict(DATASHEET_DELAYS["xcup"].sources)["dsp"]
+    assert DATASHEET_DELAYS["xcup"].dsp == pytest.approx(1e3 / 338, abs=0.01)
+
+
+def test_report_points_carry_their_critical_path_cell_types(tiny_report):
+    cost = est.load_fpmac_cost(tiny_report)
+    points = points_from_report(cost)
+    assert [p.path for p in points] == [(("lut", 8),), (("lut", 10),), (("lut", 20),)]
+
+
+def test_the_fallback_table_knows_every_points_critical_path():
+    for point in FALLBACK_XC7:
+        assert sum(count for _, count in point.path) == point.depth
+        assert dict(point.path).get("dsp", 0) <= point.dsp
+    # the narrow MACs have no DSP on their longest path, the wider ones do: a DSP costs time there
+    model = fpmac_energy_model(None, timing_fb=9)
+    uniform = fpmac_energy_model(None, timing_fb=9, delay=UNIFORM_DELAYS)
+    assert model.supply_v(3) < uniform.supply_v(3)
