@@ -33,7 +33,7 @@ def test_notebook_runs_on_the_emulated_board(path, monkeypatch):
     import nbformat
     from nbclient import NotebookClient
 
-    for variable in ("CODESIGN_BUILD_DIR", "CODESIGN_CSB_BUILD_DIR"):  # a board's build folder: not in this test
+    for variable in ("CODESIGN_BUILD_DIR", "CODESIGN_CSB_BUILD_DIR", "CODESIGN_TT_BUILD_DIR"):  # a board's build folder: not in this test
         monkeypatch.delenv(variable, raising=False)
     notebook = nbformat.read(path, as_version=4)
     started = time.perf_counter()
