@@ -30,10 +30,11 @@ The model, per FB (units in brackets):
   ``supply_v``. Gate delay follows the alpha-power law (Sakurai & Newton,
   IEEE JSSC 25(2), 1990): ``t ∝ V / (V - V_t)^a``, every cell type scaling
   alike, so the condition is ``D(FB) * t(V) <= D(timing_fb) * t(V0)`` and
-  ``V(timing_fb) = V0``. A narrower FB is not always faster: on xc7, FB = 4
-  maps its mantissa product to a DSP that lies on its longest path and is
-  slower than FB = 5's path, so it needs a supply above ``V0`` (up to
-  ``max_supply_v``; beyond that the model refuses the FB).
+  ``V(timing_fb) = V0``. A narrower FB is not always faster: on xc7 the
+  longest path of FB = 4 (17 LUT levels, 6 carry cells, the DSP) is longer
+  than FB = 5's (16, 5, the DSP), so FB = 4 under an FB = 5 clock needs a
+  supply above ``V0`` (up to ``max_supply_v``; beyond that the model refuses
+  the FB).
   Parameters (assumptions, see :class:`VoltageModel`): ``V0 = 1.0 V``
   (the paper's minimum acceptable voltages span 0.85–1.02 V, Fig. 9b),
   ``V_t = 0.35 V`` (45 nm-class bulk CMOS, within 0.3–0.4 V),
