@@ -18,12 +18,13 @@ optimiser (Adam) and seeds:
 Tuning reads a validation split carved (stratified, 20 %) from the training
 split, never the test split: the baseline and the TT arm each get the same
 number of trial runs (:class:`BaselineTrial`: learning rate and weight
-decay; :class:`TTTrial`: learning rate, prior weight, pruning threshold and
-prior warm-up) at the full epoch budget on the rest of the training split.
-The TT arm prefers the trials that meet the memory target. The chosen
-settings are then trained on the whole training split for every seed (eight
-by default) and evaluated once on the test split. The fixed-rank ablation
-reuses the TT arm's learning rate and is not tuned separately.
+decay; :class:`TTTrial`: learning rate, prior weight, pruning threshold,
+prior warm-up and the initial TT ranks) at the full epoch budget on the
+rest of the training split, at a seed no evaluation uses. The TT arm
+prefers the trials that meet the memory target. The chosen settings are
+then trained on the whole training split for every seed (eight by default)
+and evaluated once on the test split. The fixed-rank ablation reuses the TT
+arm's learning rate and initial ranks and is not tuned separately.
 
 Comparisons are paired by seed (technique − baseline, in points; memory as
 baseline bits / technique bits) with 95 % percentile-bootstrap intervals
@@ -335,6 +336,7 @@ def _plot(path: Path, accuracy: dict[str, list[float]], memory: dict[str, list[f
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     figure, (left, middle, right) = plt.subplots(1, 3, figsize=(15, 4.4), dpi=120)
     for index, arm in enumerate(accuracy):
@@ -344,6 +346,7 @@ def _plot(path: Path, accuracy: dict[str, list[float]], memory: dict[str, list[f
         left.errorbar(bits, interval.mean, yerr=[[interval.mean - interval.low], [interval.high - interval.mean]],
                       fmt="s" if arm == BASELINE else "o", capsize=4, color=f"C{index}", label=arm)
     left.set_xscale("log")
+    left.xaxis.set_minor_formatter(NullFormatter())
     left.set_xlabel("parameter memory (bits, log scale)")
     left.set_ylabel("test accuracy (%)")
     left.set_title("accuracy vs memory (dots: seeds; bars: 95 % CI of the mean)", fontsize=9)
