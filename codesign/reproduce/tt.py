@@ -451,12 +451,15 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         verdict = "**not met**"
     else:
         verdict = ("memory met, accuracy **not met**" if memory_target.met else "accuracy met, memory **not met**")
+    initial_ranks = _ranks_text(chosen_tt.max_ranks)
+    pruned_seeds = sum(bool(run_.techniques["tt_rank"]["prune_events"]) for run_ in results[MAIN_ARM])
     readme = ReadmeRow(
         reproduction="`tt` (TT MLP 64-256-256-10 on digits: 4-bit cores, rank prior, vs dense FP32)",
         target=f"≥ {TARGET_REDUCTION:g}× less parameter memory at ≤ {TARGET_DROP_PT:g} pt accuracy drop",
         measured=(f"{reduction.mean:.0f}× [95 % CI {reduction.low:.0f}, {reduction.high:.0f}] less memory at "
                   f"Δ accuracy {difference.mean:+.2f} pt [95 % CI {difference.low:+.2f}, {difference.high:+.2f}], "
-                  f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}"),
+                  f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}; the prior pruned a rank in {pruned_seeds} of "
+                  f"{len(seeds)} seeds (the memory comes from the tuned initial ranks {initial_ranks})"),
         verdict=verdict)
 
     arms = [Arm(BASELINE, _train_config(b, 0, chosen_base.lr, chosen_base.weight_decay), baseline=True),
@@ -465,7 +468,6 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
               MAIN_ARM: {"optim.lr": chosen_tt.lr, "prior.weight": chosen_tt.prior_weight,
                          "prior.threshold": chosen_tt.threshold, "prior.warmup_epochs": chosen_tt.warmup_epochs},
               ABLATION_ARM: {"optim.lr": chosen_tt.lr}}
-    initial_ranks = _ranks_text(chosen_tt.max_ranks)
     for arm in (MAIN_ARM, ABLATION_ARM):
         chosen[arm]["initial ranks"] = initial_ranks
     summaries = summarize(arms, results, {arm: {"chosen": setting} for arm, setting in chosen.items()})
