@@ -47,8 +47,8 @@ from typing import Any
 from codesign.energy.abvs_cost import (ANCHOR_FB, DATASHEET_DELAYS, PATH_CATEGORIES, UNIFORM_DELAYS, DelayModel,
                                        fpmac_energy_model)
 from codesign.reproduce import check_output_dir
-from codesign.reproduce.common import (CLAIM_SEEDS, Arm, Execution, PaperClaim, ReadmeRow, Target, run_study,
-                                       summarize, with_validation, write_report)
+from codesign.reproduce.common import (CLAIM_SEEDS, Arm, Execution, PaperClaim, ReadmeRow, Target, percent_text,
+                                       run_study, summarize, with_validation, write_report)
 from codesign.reproduce.stats import Interval, bootstrap_interval, loss_within
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.techniques.abvs import Config as AbvsConfig
@@ -271,13 +271,10 @@ def other_sensitivity(epochs_per_fb: list[dict[str, int]], *, fb_max: int, cost_
             for name, values in variants.items()}
 
 
-def _pct(interval: Interval) -> str:
-    return f"{100 * interval.mean:.1f} % [{100 * interval.low:.1f}, {100 * interval.high:.1f}]"
-
 
 def _saving_text(entry: dict[str, Any]) -> str:
     """A delay-sensitivity entry's saving, or why that delay model cannot time the schedule."""
-    return _pct(Interval(**entry["saving"])) if entry["saving"] else f"infeasible ({entry['infeasible']})"
+    return percent_text(entry["saving"]) if entry["saving"] else f"infeasible ({entry['infeasible']})"
 
 
 def plot_traces(path: Path, results: dict, arm_names: list[str], lsfb: int, savings: list[float]) -> None:
@@ -393,7 +390,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         Target(text=f"ABVS Eq. (2) energy >= {100 * SAVING_TARGET:.0f} % below fixed-FB training at the least "
                     f"sufficient FB (FB = {lsfb}): whole 95 % interval of the per-seed saving",
                met=saving.low >= SAVING_TARGET,
-               measured=(f"saving {_pct(saving)} (data-sheet delay model; uniform model "
+               measured=(f"saving {percent_text(saving.as_dict())} (data-sheet delay model; uniform model "
                          f"{_saving_text(delays['uniform (a DSP counts like a LUT)'])}; over all "
                          f"delay variants {100 * min(saving_range):.1f}-{100 * max(saving_range):.1f} %)")),
         Target(text=f"ABVS test accuracy loss vs FP32 of more than {ACCURACY_DROP_PT} pt ruled out (whole 95 % "
@@ -424,8 +421,8 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
          f"supply scaling for the FB = {lsfb} clock at 1.0 V (V_t 0.35 V, a 1.3), FB = 23 at 1.0 V anchored at "
          "Horowitz's FP32 MAC (4.6 pJ)"),
         (f"the ledger's total energy (MACs + on-chip buffer + DRAM traffic, which Eq. (2) leaves out) is "
-         f"{_pct(total_saving)} below the fixed-FB arm: memory traffic dominates this small MLP and shrinks only "
-         "with the operand width (sign + exponent + FB bits)"),
+         f"{percent_text(total_saving.as_dict())} below the fixed-FB arm: memory traffic dominates this small MLP "
+         "and shrinks only with the operand width (sign + exponent + FB bits)"),
         "model: MLP 64-128-64-10, not ResNet-8: in development runs a ResNet-8 (batch norm) reached FP32 "
         "accuracy on digits even at FB = 1 (seed 0, 15 epochs: 97.6% vs 97.1%), which leaves ABVS nothing to scale",
         "deviations from the paper: float32 accumulation inside each layer (rounding to FB at layer inputs, "
@@ -466,7 +463,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         reproduction="ABVS vs fixed least-sufficient FB (MLP, digits)",
         target=f">= {100 * SAVING_TARGET:.0f} % Eq. (2) energy saving vs fixed FB; loss > {ACCURACY_DROP_PT} pt vs "
                "FP32 ruled out",
-        measured=(f"saving {_pct(saving)} (data-sheet delays; {100 * min(saving_range):.1f}-"
+        measured=(f"saving {percent_text(saving.as_dict())} (data-sheet delays; {100 * min(saving_range):.1f}-"
                   f"{100 * max(saving_range):.1f} % over delay variants); Δacc {abvs_delta.text()} pt"),
         verdict=(f"saving {'met' if targets[0].met else 'not met'}, accuracy "
                  f"{'met' if targets[1].met else 'not met'}"),

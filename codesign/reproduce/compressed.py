@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from codesign.reproduce import check_output_dir
-from codesign.reproduce.common import (CLAIM_SEEDS, Arm, Execution, PaperClaim, ReadmeRow, Target, run_study,
-                                       summarize, write_report)
+from codesign.reproduce.common import (CLAIM_SEEDS, Arm, Execution, PaperClaim, ReadmeRow, Target, percent_text,
+                                       run_study, summarize, write_report)
 from codesign.reproduce.stats import Interval, bootstrap_interval, loss_within, paired_differences
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.techniques.compress import Config as CompressConfig
@@ -155,9 +155,6 @@ def _fmt(values, digits: int = 3) -> str:
     return ", ".join(f"{v:.{digits}f}" for v in values)
 
 
-def _pct(interval: Interval) -> str:
-    return f"{100 * interval.mean:.1f} % [{100 * interval.low:.1f}, {100 * interval.high:.1f}]"
-
 
 def buffer_ablation(rows: dict[str, list[dict[str, Any]]], results: dict[str, list[TrainResult]]) -> dict[str, Any]:
     """Paired per-seed differences buffer16 - compressed24 with their 95 % bootstrap intervals."""
@@ -202,10 +199,10 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
               f"of more than {TARGET_DROP_PT:g} pt test accuracy vs FP32 ruled out (whole interval of Δ above "
               f"-{TARGET_DROP_PT:g} pt), {MAIN_ARM}"),
         met=kxk.low >= TARGET_PRUNED and loss_within(delta, TARGET_DROP_PT),
-        measured=(f"3x3 kernels pruned {_pct(kxk)}; 1x1 shortcut kernels "
-                  f"{_pct(Interval(**pruning[MAIN_ARM]['pruned_fraction_pointwise_kernels']))}; conv weights "
-                  f"{_pct(Interval(**pruning[MAIN_ARM]['pruned_fraction_conv_weights']))}; forward MACs removed "
-                  f"{_pct(Interval(**pruning[MAIN_ARM]['forward_mac_fraction_removed']))}; Δ accuracy vs fp32 "
+        measured=(f"3x3 kernels pruned {percent_text(kxk.as_dict())}; 1x1 shortcut kernels "
+                  f"{percent_text(pruning[MAIN_ARM]['pruned_fraction_pointwise_kernels'])}; conv weights "
+                  f"{percent_text(pruning[MAIN_ARM]['pruned_fraction_conv_weights'])}; forward MACs removed "
+                  f"{percent_text(pruning[MAIN_ARM]['forward_mac_fraction_removed'])}; Δ accuracy vs fp32 "
                   f"{delta.text()} pt ({main.verdict}); accuracy {main.accuracy_mean:.2f} ± {main.accuracy_std:.2f} % "
                   f"vs fp32 {base.accuracy_mean:.2f} ± {base.accuracy_std:.2f} %"),
     )
@@ -242,7 +239,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
          f"nothing. The budget bounds the damage before fine-tuning; the target's 1 pt is the final test drop after "
          f"it. Its FP32 forward passes are charged to the ledger: at most {100 * search_share:.1f} % of a run's MACs."),
         ("What is pruned, mean [95 % CI] over seeds (compressed24): "
-         + "; ".join(f"{text}: {_pct(Interval(**pruning[MAIN_ARM][key]))}" for key, text in PRUNING_MEASURES.items())
+         + "; ".join(f"{text}: {percent_text(pruning[MAIN_ARM][key])}" for key, text in PRUNING_MEASURES.items())
          + ". Pruned: every conv, the 1x1 shortcut convs included; not pruned: the fully connected head. A 1x1 "
          "kernel is a single weight, so the share of all kernels mixes units; the 3x3 share is the paper's "
          "kernel-wise measure. Mean pruned fraction per layer: "
@@ -291,9 +288,9 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         reproduction="Compressed training: kernel pruning + 8-bit, 24-bit buffer (ResNet-8, digits)",
         target=f">= {TARGET_PRUNED:.0%} of 3x3 kernels pruned, loss > {TARGET_DROP_PT:g} pt ruled out; 16-bit "
                "buffer worse",
-        measured=(f"3x3 kernels {_pct(kxk)}, weights "
-                  f"{_pct(Interval(**pruning[MAIN_ARM]['pruned_fraction_conv_weights']))}, MACs "
-                  f"{_pct(Interval(**pruning[MAIN_ARM]['forward_mac_fraction_removed']))} pruned; Δacc "
+        measured=(f"3x3 kernels {percent_text(kxk.as_dict())}, weights "
+                  f"{percent_text(pruning[MAIN_ARM]['pruned_fraction_conv_weights'])}, MACs "
+                  f"{percent_text(pruning[MAIN_ARM]['forward_mac_fraction_removed'])} pruned; Δacc "
                   f"{delta.text()} pt; 16-bit: lost updates {lost.text()} pt, train loss {loss.text(4)}"),
         verdict=(f"pruning {'met' if target_pruning.met else 'not met'}, buffer "
                  f"{'met' if target_buffer.met else 'not met'}"),
