@@ -23,6 +23,7 @@ import numpy as np
 
 CONFIDENCE = 0.95
 RESAMPLES = 10_000
+DECIMALS = 12  # interval ends are rounded here: float noise (1e-15) must not turn a zero into a "significant" loss
 BOOTSTRAP_SEED = 20_191_013  # fixed: the same differences always give the same interval
 
 
@@ -57,13 +58,14 @@ def bootstrap_interval(values: Sequence[float], *, confidence: float = CONFIDENC
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     if data.size == 1:
-        value = float(data[0])
+        value = round(float(data[0]), DECIMALS)
         return Interval(value, value, value, 1, confidence)
     rng = np.random.default_rng(seed)
     means = data[rng.integers(0, data.size, size=(resamples, data.size))].mean(axis=1)
     tail = 100 * (1 - confidence) / 2
     low, high = np.percentile(means, [tail, 100 - tail])
-    return Interval(float(data.mean()), float(low), float(high), int(data.size), confidence)
+    mean, low, high = (round(float(value), DECIMALS) + 0.0 for value in (data.mean(), low, high))  # + 0.0: no -0.0
+    return Interval(mean, low, high, int(data.size), confidence)
 
 
 def paired_differences(technique: Sequence[float], baseline: Sequence[float]) -> list[float]:

@@ -30,6 +30,13 @@ def test_interval_is_reproducible_and_close_to_normal_theory():
     assert (first.high - first.low) / 2 == pytest.approx(half_width, rel=0.1)
 
 
+def test_float_noise_around_zero_is_not_a_loss():
+    # 97.333... - 97.5 and similar differences of percentages carry 1e-15 of rounding noise
+    noisy = [-0.2222222222222, 0.0 - 3.5e-15, -3.5e-15, 0.2222222222222 - 0.2222222222222] * 2
+    interval = bootstrap_interval(noisy)
+    assert interval.high == 0.0 and accuracy_verdict(interval) == "no significant loss"
+
+
 def test_constant_and_single_values():
     assert bootstrap_interval([0.5] * 8) == Interval(0.5, 0.5, 0.5, 8)
     assert bootstrap_interval([3.0]) == Interval(3.0, 3.0, 3.0, 1)
