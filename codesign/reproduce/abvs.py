@@ -458,7 +458,8 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     seconds["total"] = time.perf_counter() - started
     notes.append(f"wall time: scan {seconds['scan']:.0f} s, cost report {seconds['cost_report']:.0f} s, schedule "
                  f"selection {seconds['schedule_selection']:.0f} s, tuning and arms {seconds['tuning_and_arms']:.0f} s, "
-                 f"total {seconds['total']:.0f} s")
+                 f"total {seconds['total']:.0f} s (of this invocation: cached runs add nothing); training time summed "
+                 f"over the evaluation runs: {sum(summary.seconds for summary in summaries):.0f} s")
     readme = ReadmeRow(
         reproduction="ABVS vs fixed least-sufficient FB (MLP, digits)",
         target=f">= {100 * SAVING_TARGET:.0f} % Eq. (2) energy saving vs fixed FB; loss > {ACCURACY_DROP_PT} pt vs "

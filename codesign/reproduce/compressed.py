@@ -270,7 +270,8 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         (f"Smoke run: ResNet-8 of width 4 on synthetic data, 2 epochs, one seed; the numbers check the pipeline, "
          f"not the paper. Wall time of the study: {wall:.0f} s." if smoke else
          f"Scale: ResNet-8 on 8x8 digits (450 test images, one image = 0.22 pt) instead of VGG-11 on CIFAR-10; "
-         f"wall time of the study (tuning and evaluation): {wall:.0f} s."),
+         f"wall time of the study (tuning and evaluation): {wall:.0f} s (of this invocation: cached runs add "
+         f"nothing); training time summed over the evaluation runs: {sum(s.seconds for s in summaries):.0f} s."),
     ]
     settings = {
         "smoke": smoke, **{key: value for key, value in arms[0].config.to_dict().items() if key not in ("seed",

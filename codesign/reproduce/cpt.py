@@ -180,7 +180,9 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         (f"Scale: ResNet-8 on 8x8 digits for {epochs} epochs ({steps} steps, cosine learning rate) instead of "
          f"ResNet-74 on CIFAR for 160 epochs; N = {cpt_config.cycles} cycles of {epochs / cpt_config.cycles:g} epochs "
          f"each (the paper: 160 epochs / 32 cycles = 5 epochs per cycle). The digits test split has 450 images "
-         f"(one image = 0.22 pt). Wall time of the study (tuning and evaluation): {wall:.0f} s."),
+         f"(one image = 0.22 pt). Wall time of the study (tuning and evaluation): {wall:.0f} s"
+         f" (of this invocation: cached runs add nothing); training time summed over the evaluation runs: "
+         f"{sum(summary.seconds for summary in summaries):.0f} s."),
     ]
     if smoke:
         notes.append("Smoke run: an MLP on synthetic data, 2 epochs, one seed; the numbers check the pipeline, "
