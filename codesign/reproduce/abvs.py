@@ -324,7 +324,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     are so small that intra-op threads only add synchronisation).
     """
     started = time.perf_counter()
-    out_dir = check_output_dir(Path(out_dir))
+    out_dir = check_output_dir(Path(out_dir).resolve())  # the cost report path is part of the cached tasks
     seeds = list(seeds) if seeds is not None else ([0] if smoke else list(CLAIM_SEEDS))
     execution = dataclasses.replace(execution, progress=progress and execution.progress)
     task_dir = out_dir / "tasks"
