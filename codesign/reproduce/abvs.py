@@ -461,7 +461,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                  f"total {seconds['total']:.0f} s (of this invocation: cached runs add nothing); training time summed "
                  f"over the evaluation runs: {sum(summary.seconds for summary in summaries):.0f} s")
     readme = ReadmeRow(
-        reproduction="ABVS vs fixed least-sufficient FB (MLP, digits)",
+        reproduction="`abvs` (FB rule vs fixed least sufficient FB and FP32, MLP)",
         target=f">= {100 * SAVING_TARGET:.0f} % Eq. (2) energy saving vs fixed FB; loss > {ACCURACY_DROP_PT} pt vs "
                "FP32 ruled out",
         measured=(f"saving {percent_text(saving.as_dict())} (data-sheet delays; {100 * min(saving_range):.1f}-"

@@ -286,7 +286,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         "paper_figures": PAPER_FIGURES, "wall_seconds": wall,
     }
     readme = ReadmeRow(
-        reproduction="Compressed training: kernel pruning + 8-bit, 24-bit buffer (ResNet-8, digits)",
+        reproduction="`compressed` (kernel pruning, 8-bit, 24-bit buffer, ResNet-8)",
         target=f">= {TARGET_PRUNED:.0%} of 3x3 kernels pruned, loss > {TARGET_DROP_PT:g} pt ruled out; 16-bit "
                "buffer worse",
         measured=(f"3x3 kernels {percent_text(kxk.as_dict())}, weights "

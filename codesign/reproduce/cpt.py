@@ -200,7 +200,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         "target_ratio": TARGET_RATIO, "target_met": verdicts, "wall_seconds": wall,
     }
     readme = ReadmeRow(
-        reproduction="CPT vs static 8-bit (ResNet-8, digits)",
+        reproduction="`cpt` (3–8 bit FW / 8 BW vs static 8-bit, ResNet-8)",
         target=f"BitOPs <= {TARGET_RATIO}x static 8-bit at no accuracy loss, per schedule rounding",
         measured=(f"ceil: BitOPs {ratio_text(ceil.interval('bitops_ratio'))}x, Δacc "
                   f"{ceil.interval('accuracy_difference').text()} pt; rint: BitOPs "
