@@ -8,8 +8,9 @@ PEs' schedule (:mod:`codesign.pe.tt.schedule`) through a *runner*: the
 golden PE kernels (:class:`~codesign.pe.tt.step.GoldenRunner`, the default)
 or the IPs of a board (:class:`codesign.deploy.tt_training.IpRunner`).
 
-- **Forward** of a layer: :func:`pe_forward`, the forward sweep of
-  :func:`codesign.pe.tt.step.pe_step` on its own (PE2 calls, the host's
+- **Forward** of a layer: :func:`pe_forward`, the forward sweep that
+  :func:`codesign.pe.tt.step.pe_step` also starts with
+  (:func:`~codesign.pe.tt.step.forward_sweep`: PE2 calls, the host's
   integer scale choice and rounding between them); in evaluation mode the
   scales are not re-aimed, as the golden layer's are not.
 - **Backward**: :func:`~codesign.pe.tt.step.pe_step` on the batch and the
@@ -41,14 +42,12 @@ import numpy as np
 import torch
 
 from codesign.pe.tt.schedule import StepHardware
-from codesign.pe.tt.step import (GoldenRunner, choose_frac, frac_of_values, operands, pe_step, quantize_values,
-                                 rescale, run_contraction, step_plan, to_values, trackers_of)
+from codesign.pe.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan, to_values, trackers_of
 from codesign.train.config import TrainConfig
 from codesign.train.data import Dataset
 from codesign.train.hw_golden import HwTrainError
 from codesign.train.trainer import Trainer
 from codesign.train.tt.layer import TTLinear, tt_layers
-from codesign.train.tt.precision import UNSET
 
 PE_FIELDS = {"tt1": "pe1", "tt2": "pe2", "tt3": "pe3"}  # the StepHardware field of each TT PE
 
@@ -68,15 +67,6 @@ class ForwardResult:
     states: list[np.ndarray]
 
 
-def _check_x(layer: TTLinear, x) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    if x.ndim != 2 or x.shape[1] != layer.in_features or x.shape[0] < 1:
-        raise ValueError(f"x must be (batch, {layer.in_features}), got shape {x.shape}")
-    if not np.all(np.isfinite(x)):
-        raise ValueError("x must be finite")
-    return x
-
-
 def pe_forward(layer: TTLinear, x, runner, hardware: StepHardware = StepHardware(), *,
                update: bool = True) -> ForwardResult:
     """``y = x W^T + b`` of ``layer`` as the forward sweep of :func:`codesign.pe.tt.step.pe_step`, on ``runner``.
@@ -85,47 +75,11 @@ def pe_forward(layer: TTLinear, x, runner, hardware: StepHardware = StepHardware
     layer in training mode); otherwise a scale is only aimed while unset
     (evaluation mode), the golden layer's rule. ``layer`` is not changed.
     """
-    x = _check_x(layer, x)
-    q = layer.precision_tt
-    batch = x.shape[0]
-    plan = step_plan(layer, batch, hardware)  # checks the layer's precision
-    d = plan.geometry.order
-    tr = {name: list(values) for name, values in trackers_of(layer).items()}
-    cores, core_frac = [], []
-    for k, core in enumerate(layer.cores):
-        values = core.detach().numpy().astype(np.float64)
-        frac = frac_of_values(values, bits=q.core_bits, headroom_bits=q.core_headroom_bits,
-                              current=tr["core_frac_bits"][k], update=False)
-        tr["core_frac_bits"][k] = frac
-        cores.append(quantize_values(values, frac, q.core_bits))
-        core_frac.append(frac)
-    x64 = x.astype(np.float64)
-    frac = frac_of_values(x64, bits=q.activation_bits, headroom_bits=q.activation_headroom_bits,
-                          current=tr["act_frac_bits"][0], update=update)
-    tr["act_frac_bits"][0] = frac
-    state = quantize_values(x64, frac, q.activation_bits).T  # batch last
-    states = []
-    for k in range(d):
-        a, b = operands(plan.contractions[k], cores, state)
-        states.append(a)
-        z = run_contraction(plan, k, a, b, runner)
-        z_frac = frac + core_frac[k]
-        if k == d - 1:
-            y = to_values(z.reshape(-1, batch).T, z_frac)
-            break
-        current = tr["act_frac_bits"][k + 1]
-        frac = choose_frac(z, z_frac, bits=q.activation_bits, headroom_bits=q.activation_headroom_bits,
-                           current=current) if update or current == UNSET else current
-        tr["act_frac_bits"][k + 1] = frac
-        state = rescale(z, z_frac, frac, q.activation_bits)
-    if layer.bias is not None:
-        bias = layer.bias.detach().numpy().astype(np.float64)
-        frac_b = frac_of_values(bias, bits=q.bias_bits, headroom_bits=q.activation_headroom_bits,
-                                current=tr["bias_frac_bits"][0], update=update)
-        tr["bias_frac_bits"][0] = frac_b
-        y = y + to_values(quantize_values(bias, frac_b, q.bias_bits), frac_b)
-    return ForwardResult(y=y.astype(np.float32), trackers={name: tuple(v) for name, v in tr.items()},
-                         cores=[to_values(c, f) for c, f in zip(cores, core_frac)], states=states)
+    x = check_input(layer, x)
+    plan = step_plan(layer, x.shape[0], hardware)  # checks the layer's precision
+    sweep = forward_sweep(layer, x, plan, runner, update=update)
+    return ForwardResult(y=sweep.y.astype(np.float32), trackers={name: tuple(v) for name, v in sweep.trackers.items()},
+                         cores=[to_values(c, f) for c, f in zip(sweep.cores, sweep.core_frac)], states=sweep.states)
 
 
 # ---------------------------------------------------------------------------- runners around a runner

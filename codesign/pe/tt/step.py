@@ -191,15 +191,23 @@ def _check_layer(layer: TTLinear) -> None:
         raise ValueError("the PEs take operands of at most 16 bits")
 
 
-def _check_batch(layer: TTLinear, x, grad_y) -> tuple[np.ndarray, np.ndarray]:
+def check_input(layer: TTLinear, x) -> np.ndarray:
+    """``x`` as a finite float32 (batch, in_features) array, or a clear error."""
     x = np.asarray(x, dtype=np.float32)
-    grad_y = np.asarray(grad_y, dtype=np.float32)
     if x.ndim != 2 or x.shape[1] != layer.in_features or x.shape[0] < 1:
         raise ValueError(f"x must be (batch, {layer.in_features}), got shape {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("x must be finite")
+    return x
+
+
+def _check_batch(layer: TTLinear, x, grad_y) -> tuple[np.ndarray, np.ndarray]:
+    x = check_input(layer, x)
+    grad_y = np.asarray(grad_y, dtype=np.float32)
     if grad_y.shape != (x.shape[0], layer.out_features):
         raise ValueError(f"grad_y must be ({x.shape[0]}, {layer.out_features}), got shape {grad_y.shape}")
-    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(grad_y))):
-        raise ValueError("x and grad_y must be finite")
+    if not np.all(np.isfinite(grad_y)):
+        raise ValueError("grad_y must be finite")
     return x, grad_y
 
 
@@ -282,6 +290,84 @@ def step_plan(layer: TTLinear, batch: int, hardware: StepHardware = StepHardware
                      hardware=hardware)
 
 
+@dataclass
+class ForwardSweep:
+    """A layer's forward pass on the PEs, with what its backward pass needs.
+
+    ``y`` (B, M) float64 values; ``cores`` the core codes and ``core_frac``
+    their fraction bits; ``states`` the PE2 operand of every forward
+    contraction (codes, batch last) and ``state_frac`` its fraction bits;
+    ``input_mask`` where ``x`` lay inside the activation range (the clipped
+    straight-through estimator); ``trackers`` every scale after the pass.
+    """
+
+    y: np.ndarray
+    cores: list[np.ndarray]
+    core_frac: list[int]
+    states: list[np.ndarray]
+    state_frac: list[int]
+    input_mask: np.ndarray
+    trackers: dict[str, list[int]]
+
+
+def forward_sweep(layer: TTLinear, x: np.ndarray, plan: StepPlan, runner, *, update: bool = True) -> ForwardSweep:
+    """The forward contractions of ``plan`` (the first ``order`` ones) on ``runner``, with the host's scaling.
+
+    ``x`` is a checked (B, N) float32 batch. ``update``: re-aim every
+    activation and bias scale from this batch (the layer in training mode);
+    otherwise a scale is only aimed while unset (evaluation mode), the golden
+    layer's rule. ``layer`` is not changed.
+    """
+    q = layer.precision_tt
+    batch = x.shape[0]
+    d = plan.geometry.order
+    tr = {name: list(values) for name, values in trackers_of(layer).items()}
+
+    # cores: fixed scales (set when the layer was built)
+    cores, core_frac = [], []
+    for k, core in enumerate(layer.cores):
+        values = core.detach().numpy().astype(np.float64)
+        frac = frac_of_values(values, bits=q.core_bits, headroom_bits=q.core_headroom_bits,
+                              current=tr["core_frac_bits"][k], update=False)
+        tr["core_frac_bits"][k] = frac
+        cores.append(quantize_values(values, frac, q.core_bits))
+        core_frac.append(frac)
+
+    x64 = x.astype(np.float64)
+    frac = frac_of_values(x64, bits=q.activation_bits, headroom_bits=q.activation_headroom_bits,
+                          current=tr["act_frac_bits"][0], update=update)
+    tr["act_frac_bits"][0] = frac
+    scaled = np.ldexp(x64, frac)
+    low, high = -(1 << (q.activation_bits - 1)), (1 << (q.activation_bits - 1)) - 1
+    state = quantize_values(x64, frac, q.activation_bits).T  # batch last: (N, B) = (n_1, R_1 * B)
+    states, state_frac = [], []
+    for k in range(d):
+        a, b = operands(plan.contractions[k], cores, state)
+        states.append(a)  # (P, r_{k-1} n_k, R_k B), kept for the core gradient
+        state_frac.append(frac)
+        z = run_contraction(plan, k, a, b, runner)
+        z_frac = frac + core_frac[k]
+        if k == d - 1:
+            y = to_values(z.reshape(-1, batch).T, z_frac)
+            break
+        current = tr["act_frac_bits"][k + 1]
+        if update or current == UNSET:
+            frac = choose_frac(z, z_frac, bits=q.activation_bits, headroom_bits=q.activation_headroom_bits,
+                               current=current)
+        else:
+            frac = current
+        tr["act_frac_bits"][k + 1] = frac
+        state = rescale(z, z_frac, frac, q.activation_bits)
+    if layer.bias is not None:
+        bias = layer.bias.detach().numpy().astype(np.float64)
+        frac_b = frac_of_values(bias, bits=q.bias_bits, headroom_bits=q.activation_headroom_bits,
+                                current=tr["bias_frac_bits"][0], update=update)
+        tr["bias_frac_bits"][0] = frac_b
+        y = y + to_values(quantize_values(bias, frac_b, q.bias_bits), frac_b)
+    return ForwardSweep(y=y, cores=cores, core_frac=core_frac, states=states, state_frac=state_frac,
+                        input_mask=(scaled >= low) & (scaled <= high), trackers=tr)
+
+
 def pe_step(layer: TTLinear, x, grad_y, runner, hardware: StepHardware = StepHardware()) -> StepResult:
     """The training step of ``layer`` on ``(x, grad_y)`` as PE calls on ``runner`` plus integer host work.
 
@@ -296,53 +382,11 @@ def pe_step(layer: TTLinear, x, grad_y, runner, hardware: StepHardware = StepHar
     plan = step_plan(layer, batch, hardware)
     geo = plan.geometry
     d = geo.order
-    tr = {name: list(values) for name, values in trackers_of(layer).items()}
     shapes = [geo.core(k) for k in range(d)]
-
-    # cores: fixed scales (set when the layer was built)
-    cores, core_frac = [], []
-    for k, core in enumerate(layer.cores):
-        values = core.detach().numpy().astype(np.float64)
-        frac = frac_of_values(values, bits=q.core_bits, headroom_bits=q.core_headroom_bits,
-                              current=tr["core_frac_bits"][k], update=False)
-        tr["core_frac_bits"][k] = frac
-        cores.append(quantize_values(values, frac, q.core_bits))
-        core_frac.append(frac)
-
-    # forward
-    x64 = x.astype(np.float64)
-    frac = frac_of_values(x64, bits=q.activation_bits, headroom_bits=q.activation_headroom_bits,
-                          current=tr["act_frac_bits"][0], update=True)
-    tr["act_frac_bits"][0] = frac
-    codes = quantize_values(x64, frac, q.activation_bits)
-    scaled = np.ldexp(x64, frac)
-    low, high = -(1 << (q.activation_bits - 1)), (1 << (q.activation_bits - 1)) - 1
-    mask = (scaled >= low) & (scaled <= high)
-    states, state_frac = [], []
-    index = 0
-    y_codes, y_frac = None, 0
-    state = codes.T  # batch last: (N, B) = (n_1, R_1 * B)
-    for k in range(d):
-        a, b = operands(plan.contractions[index], cores, state)
-        states.append(a)  # (P, r_{k-1} n_k, R_k B), kept for the core gradient
-        state_frac.append(frac)
-        z = run_contraction(plan, index, a, b, runner)
-        index += 1
-        z_frac = frac + core_frac[k]
-        if k == d - 1:
-            y_codes, y_frac = z.reshape(-1, batch).T, z_frac
-            break
-        frac = choose_frac(z, z_frac, bits=q.activation_bits, headroom_bits=q.activation_headroom_bits,
-                           current=tr["act_frac_bits"][k + 1])
-        tr["act_frac_bits"][k + 1] = frac
-        state = rescale(z, z_frac, frac, q.activation_bits)
-    y = to_values(y_codes, y_frac)
-    if layer.bias is not None:
-        bias = layer.bias.detach().numpy().astype(np.float64)
-        frac_b = frac_of_values(bias, bits=q.bias_bits, headroom_bits=q.activation_headroom_bits,
-                                current=tr["bias_frac_bits"][0], update=True)
-        tr["bias_frac_bits"][0] = frac_b
-        y = y + to_values(quantize_values(bias, frac_b, q.bias_bits), frac_b)
+    fwd = forward_sweep(layer, x, plan, runner)
+    tr, cores, core_frac, states, state_frac = fwd.trackers, fwd.cores, fwd.core_frac, fwd.states, fwd.state_frac
+    y = fwd.y
+    index = d
 
     # backward
     g64 = grad_y.astype(np.float64)
@@ -372,7 +416,7 @@ def pe_step(layer: TTLinear, x, grad_y, runner, hardware: StepHardware = StepHar
         index += 1
         z_frac = frac + core_frac[k]
         if k == 0:
-            grad_x = (to_values(z, z_frac).reshape(-1, batch).T * mask).astype(np.float32)
+            grad_x = (to_values(z, z_frac).reshape(-1, batch).T * fwd.input_mask).astype(np.float32)
             break
         frac = choose_frac(z, z_frac, bits=q.grad_bits, headroom_bits=q.grad_headroom_bits,
                            current=tr["grad_frac_bits"][k - 1])
