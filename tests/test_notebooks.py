@@ -35,6 +35,7 @@ def test_notebook_runs_on_the_emulated_board(path, monkeypatch):
 
     for variable in ("CODESIGN_BUILD_DIR", "CODESIGN_CSB_BUILD_DIR", "CODESIGN_TT_BUILD_DIR"):  # a board's build folder: not in this test
         monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("CODESIGN_NOTEBOOK_QUICK", "1")  # the notebooks' short schedules: the whole path, not far
     notebook = nbformat.read(path, as_version=4)
     started = time.perf_counter()
     NotebookClient(notebook, timeout=TIMEOUT_S, kernel_name="python3",
