@@ -75,3 +75,21 @@ def transaction_cycles(spec: Tt1Spec | Tt2Spec | Tt3Spec, header: int) -> Cycles
     if isinstance(spec, Tt3Spec):
         return pe3_cycles(spec, header)
     return pe1_cycles(spec, header) if isinstance(spec, Tt1Spec) else pe2_cycles(spec, header)
+
+
+def stream_words(spec: Tt1Spec | Tt2Spec | Tt3Spec, header: int) -> tuple[int, int]:
+    """32-bit words one transaction moves (in, out): header and operand words, status and result words.
+
+    At one word per cycle on each stream these are the fewest cycles any
+    PE with this stream contract can spend, however well it overlaps
+    loading, computing and sending (why :mod:`codesign.pe.tt.step_cycles`
+    reports them beside the model).
+    """
+    if status(spec, header) != STATUS_OK:
+        return 1, 1
+    load = transaction_cycles(spec, header).load  # one operand word taken per load cycle
+    if isinstance(spec, Tt3Spec):
+        (i, j), _ = header_dims(header, 2)
+        return 1 + load, 1 + i * j
+    (i, _, k, l), _ = header_dims(header, 4)
+    return 1 + load, 1 + i * l * (1 if isinstance(spec, Tt1Spec) else k)

@@ -29,7 +29,7 @@ import numpy as np
 
 from codesign.pe.tt import golden
 from codesign.pe.tt.contract import header_word
-from codesign.pe.tt.cycles import transaction_cycles
+from codesign.pe.tt.cycles import stream_words, transaction_cycles
 from codesign.pe.tt.schedule import LayerGeometry, StepHardware, StepPlan, plan_step
 
 PAPER_SECONDS = 0.09  # paper 003, Sec. 5: forward and backward of a batch of 64 at 100 MHz
@@ -44,13 +44,31 @@ CLEAN_BENCH = {"STREAM_GAP_PROBABILITY": "0", "STREAM_BACKPRESSURE": "0"}
 
 @dataclass(frozen=True)
 class ContractionCycles:
-    """One contraction of a step: its PE, calls, useful MACs and modelled cycles (clock cycles)."""
+    """One contraction of a step: its PE, calls, useful MACs, modelled cycles (clock cycles), and what bounds them.
+
+    ``load``, ``compute`` and ``drain`` split ``cycles`` by phase (the
+    header and status cycles make up the rest). ``words_in`` and
+    ``words_out`` are the 32-bit stream words its calls move, and
+    ``overlapped`` is the sum over its calls of max(words in, compute
+    cycles, words out): what a PE with the same streams and MAC array would
+    take if it overlapped loading, computing and sending completely (the
+    paper's ping-pong buffers).
+    """
 
     name: str
     pe: str
     calls: int
     macs: int
     cycles: int
+    load: int
+    compute: int
+    drain: int
+    words_in: int
+    words_out: int
+    overlapped: int
+
+
+PHASES = ("load", "compute", "drain")
 
 
 @dataclass(frozen=True)
@@ -73,6 +91,10 @@ class StepCycles:
             out[c.pe] = out.get(c.pe, 0) + c.cycles
         return out
 
+    def sum_of(self, field: str) -> int:
+        """``field`` of :class:`ContractionCycles` summed over the contractions."""
+        return sum(getattr(c, field) for c in self.contractions)
+
 
 def call_cycles(plan: StepPlan) -> list[int]:
     """Modelled cycles of every call of ``plan``, in order."""
@@ -80,13 +102,19 @@ def call_cycles(plan: StepPlan) -> list[int]:
 
 
 def step_cycles(plan: StepPlan) -> StepCycles:
-    """The cycle model of one step: per contraction, the sum of its calls' cycles."""
-    cycles = call_cycles(plan)
-    rows = []
-    for index, item in enumerate(plan.contractions):
-        mine = [c for call, c in zip(plan.calls, cycles) if call.index == index]
-        rows.append(ContractionCycles(item.name, item.pe, len(mine), item.macs, sum(mine)))
-    return StepCycles(tuple(rows))
+    """The cycle model of one step: per contraction, the sums over its calls (cycles, phases, words, overlap bound)."""
+    sums = [dict.fromkeys(("calls", "cycles", *PHASES, "words_in", "words_out", "overlapped"), 0)
+            for _ in plan.contractions]
+    for call in plan.calls:
+        spec, header = plan.hardware.spec(call.pe), header_word(*call.dims)
+        cycles, (words_in, words_out) = transaction_cycles(spec, header), stream_words(spec, header)
+        row = sums[call.index]
+        for key, value in (("calls", 1), ("cycles", cycles.total), ("load", cycles.load),
+                           ("compute", cycles.compute), ("drain", cycles.drain), ("words_in", words_in),
+                           ("words_out", words_out), ("overlapped", max(words_in, cycles.compute, words_out))):
+            row[key] += value
+    return StepCycles(tuple(ContractionCycles(name=item.name, pe=item.pe, macs=item.macs, **row)
+                            for item, row in zip(plan.contractions, sums)))
 
 
 # ---------------------------------------------------------------------------- RTL check
@@ -170,7 +198,10 @@ class PaperComparison:
     """Seconds per batch-64 training step of the paper's network on our PEs, against the paper and the goal.
 
     ``dsp`` holds the Yosys DSP count of each PE build (None when not
-    measured); the array has one PE of each kind.
+    measured); the array has one PE of each kind. ``phases`` splits the
+    modelled cycles into load, compute and drain (the rest are header and
+    status cycles); ``words_in``, ``words_out`` and ``overlapped_cycles``
+    are the sums of :class:`ContractionCycles`' fields over both layers.
     """
 
     rank: int
@@ -179,6 +210,10 @@ class PaperComparison:
     layer_cycles: tuple[int, ...]
     macs: int
     dsp: dict | None
+    phases: dict
+    words_in: int
+    words_out: int
+    overlapped_cycles: int
 
     @property
     def cycles(self) -> int:
@@ -187,6 +222,20 @@ class PaperComparison:
     @property
     def seconds(self) -> float:
         return self.cycles / (self.clock_mhz * 1e6)
+
+    @property
+    def overlapped_seconds(self) -> float:
+        """Seconds if every call overlapped loading, computing and sending completely (calls still one at a time)."""
+        return self.overlapped_cycles / (self.clock_mhz * 1e6)
+
+    @property
+    def stream_seconds(self) -> float:
+        """Seconds to move the step's words through one 32-bit input and one 32-bit output stream, both always busy.
+
+        No schedule of these calls on PEs with one such stream pair can be
+        faster; a faster step needs wider streams.
+        """
+        return max(self.words_in, self.words_out) / (self.clock_mhz * 1e6)
 
     @property
     def dsp_total(self) -> int | None:
@@ -206,6 +255,7 @@ class PaperComparison:
     def to_dict(self) -> dict:
         return {**asdict(self), "cycles": self.cycles, "seconds": self.seconds, "dsp_total": self.dsp_total,
                 "mac_utilisation": self.mac_utilisation, "meets_goal": self.meets_goal,
+                "overlapped_seconds": self.overlapped_seconds, "stream_seconds": self.stream_seconds,
                 "paper_seconds": PAPER_SECONDS, "paper_dsp": PAPER_DSP, "goal_seconds": GOAL_SECONDS,
                 "goal_dsp": GOAL_DSP}
 
@@ -224,12 +274,18 @@ def paper_comparison(rank: int, *, dsp: Mapping[str, int] | None = None, batch: 
                      clock_mhz: float = PAPER_CLOCK_MHZ, hardware: StepHardware = StepHardware()) -> PaperComparison:
     """Modelled seconds per step of the paper's network at inner rank ``rank`` (all ranks equal)."""
     steps = [step_cycles(plan) for plan in paper_plans(rank, batch=batch, hardware=hardware)]
+
+    def total(field: str) -> int:
+        return sum(step.sum_of(field) for step in steps)
+
     return PaperComparison(rank=rank, batch=batch, clock_mhz=clock_mhz, layer_cycles=tuple(s.total for s in steps),
-                           macs=sum(s.macs for s in steps), dsp=None if dsp is None else dict(dsp))
+                           macs=sum(s.macs for s in steps), dsp=None if dsp is None else dict(dsp),
+                           phases={phase: total(phase) for phase in PHASES}, words_in=total("words_in"),
+                           words_out=total("words_out"), overlapped_cycles=total("overlapped"))
 
 
 def comparison_table(rows: Sequence[PaperComparison]) -> str:
-    """Markdown: one row per rank, with the paper's figures and the goal."""
+    """Markdown: one row per rank, with the paper's figures and the goal, then where the cycles go and the bounds."""
     lines = ["| rank | cycles (layer 1 + layer 2) | s per batch-64 step | MAC use | DSP (tt1 + tt2 + tt3) | "
              "paper | goal met |", "|---:|---:|---:|---:|---:|---|---|"]
     for row in rows:
@@ -238,6 +294,12 @@ def comparison_table(rows: Sequence[PaperComparison]) -> str:
         goal = {None: "unknown (no DSP count)", True: "yes", False: "no"}[row.meets_goal]
         lines.append(f"| {row.rank} | {row.layer_cycles[0]:,} + {row.layer_cycles[1]:,} | {row.seconds:.4f} | "
                      f"{row.mac_utilisation:.1%} | {dsp} | {PAPER_SECONDS} s, {PAPER_DSP} DSP | {goal} |")
+    lines += ["", "| rank | load / compute / drain (share of cycles) | words in / out | s, phases overlapped per call | "
+              "s, 32-bit streams always busy |", "|---:|---|---:|---:|---:|"]
+    for row in rows:
+        shares = " / ".join(f"{row.phases[phase] / row.cycles:.0%}" for phase in PHASES)
+        lines.append(f"| {row.rank} | {shares} | {row.words_in:,} / {row.words_out:,} | "
+                     f"{row.overlapped_seconds:.4f} | {row.stream_seconds:.4f} |")
     return "\n".join(lines) + "\n"
 
 

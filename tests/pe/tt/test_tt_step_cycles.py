@@ -21,6 +21,10 @@ def test_step_cycles_add_the_transaction_models_of_every_call():
         model = pe1_cycles if call.pe == "tt1" else pe2_cycles
         by_hand += model(hw.spec(call.pe), header_word(*call.dims)).total
     assert cycles.total == by_hand == sum(cycles.per_pe().values())
+    headers = 2 * len(plan.calls)  # every call is accepted: header in, status out
+    assert cycles.total == headers + sum(cycles.sum_of(phase) for phase in ("load", "compute", "drain"))
+    for c in cycles.contractions:  # overlap cannot beat either stream, nor lose to doing one thing at a time
+        assert max(c.words_in, c.words_out, c.compute) <= c.overlapped <= c.cycles
     assert [c.name for c in cycles.contractions] == [c.name for c in plan.contractions]
     assert sum(c.calls for c in cycles.contractions) == len(plan.calls)
     assert cycles.macs == 3 * sum(33 * p * r * a * n * m * c for p, r, a, n, m, c in (
@@ -54,11 +58,16 @@ def test_paper_comparison_seconds_and_goal():
     bigger = paper_comparison(8)
     assert bigger.cycles > row.cycles and bigger.macs > row.macs
     table = comparison_table([row, bigger])
-    assert table.count("\n") == 4 and "272" in table and "not measured" in table
+    assert table.count("\n") == 9 and "272" in table and "not measured" in table
+    for r in (row, bigger):
+        assert r.stream_seconds <= r.overlapped_seconds <= r.seconds
+        assert sum(r.phases.values()) < r.cycles  # headers and status words are the rest
+    assert f"{bigger.stream_seconds:.4f}" in table and f"{bigger.overlapped_seconds:.4f}" in table
 
 
 def test_paper_comparison_dict_is_complete():
     payload = paper_comparison(4, dsp={"tt1": 1, "tt2": 2, "tt3": 3}).to_dict()
     for key in ("cycles", "seconds", "dsp_total", "paper_seconds", "paper_dsp", "goal_seconds", "goal_dsp",
-                "meets_goal", "layer_cycles", "mac_utilisation"):
+                "meets_goal", "layer_cycles", "mac_utilisation", "phases", "words_in", "words_out", "overlapped_seconds",
+                "stream_seconds"):
         assert key in payload
