@@ -47,8 +47,8 @@ from typing import Any
 from codesign.energy.abvs_cost import (ANCHOR_FB, DATASHEET_DELAYS, PATH_CATEGORIES, UNIFORM_DELAYS, DelayModel,
                                        fpmac_energy_model)
 from codesign.reproduce import check_output_dir
-from codesign.reproduce.common import (CLAIM_SEEDS, Arm, Execution, PaperClaim, ReadmeRow, Target, percent_text,
-                                       run_study, summarize, with_validation, write_report)
+from codesign.reproduce.common import (Arm, Execution, PaperClaim, ReadmeRow, Target, percent_text, run_study,
+                                       summarize, with_validation, write_report, study_seeds)
 from codesign.reproduce.stats import Interval, bootstrap_interval, loss_within
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.techniques.abvs import Config as AbvsConfig
@@ -325,7 +325,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     """
     started = time.perf_counter()
     out_dir = check_output_dir(Path(out_dir).resolve())  # the cost report path is part of the cached tasks
-    seeds = list(seeds) if seeds is not None else ([0] if smoke else list(CLAIM_SEEDS))
+    seeds = study_seeds(seeds, smoke)
     execution = dataclasses.replace(execution, progress=progress and execution.progress)
     task_dir = out_dir / "tasks"
     base = base_config(smoke)

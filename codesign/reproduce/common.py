@@ -213,6 +213,18 @@ def tune_arms(arms: list[Arm], out_dir: Path, execution: Execution) -> dict[str,
     return tuning
 
 
+def study_seeds(seeds: Sequence[int] | None, smoke: bool) -> list[int]:
+    """The evaluation seeds of a reproduction: those given, else seed 0 for a smoke run and CLAIM_SEEDS for a claim.
+
+    An empty list is refused, never taken as "the default".
+    """
+    if seeds is None:
+        return [0] if smoke else list(CLAIM_SEEDS)
+    if not seeds:
+        raise ValueError("seeds: give at least one seed, or none for the default")
+    return list(seeds)
+
+
 def run_study(arms: list[Arm], seeds: Sequence[int], out_dir: Path, *, execution: Execution = Execution()
               ) -> tuple[dict[str, list[TrainResult]], dict[str, dict[str, Any]]]:
     """Tune every arm (same budget, validation split), then train its choice at every seed.

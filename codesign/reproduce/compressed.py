@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from codesign.reproduce import check_output_dir
-from codesign.reproduce.common import (CLAIM_SEEDS, Arm, Execution, PaperClaim, ReadmeRow, Target, percent_text,
-                                       run_study, summarize, write_report)
+from codesign.reproduce.common import (Arm, Execution, PaperClaim, ReadmeRow, Target, percent_text, run_study,
+                                       summarize, write_report, study_seeds)
 from codesign.reproduce.stats import Interval, bootstrap_interval, loss_within, paired_differences
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.techniques.compress import Config as CompressConfig
@@ -178,7 +178,7 @@ def buffer_ablation(rows: dict[str, list[dict[str, Any]]], results: dict[str, li
 def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, progress: bool = True,
         execution: Execution = Execution()) -> dict:
     out_dir = check_output_dir(out_dir)
-    seeds = list(seeds) if seeds is not None else ([0] if smoke else list(CLAIM_SEEDS))
+    seeds = study_seeds(seeds, smoke)
     execution = dataclasses.replace(execution, progress=progress and execution.progress)
     arms = build_arms(smoke)
     started = time.perf_counter()

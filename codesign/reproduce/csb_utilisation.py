@@ -57,7 +57,7 @@ from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stimulus import TransactionBuilder
 from codesign.pe.csb.stream import Op, expected_output
 from codesign.reproduce import check_output_dir
-from codesign.reproduce.common import PaperClaim, Target, mean_std
+from codesign.reproduce.common import PaperClaim, Target, mean_std, study_seeds
 
 NAME = "csb-utilisation"
 TITLE = ("CSB accelerator: PE utilisation under kernel-wise sparsity, single PEs vs 2x2 groups "
@@ -388,7 +388,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     """
     started = time.perf_counter()
     out_dir = check_output_dir(out_dir)
-    seeds = list(seeds) if seeds else ([0] if smoke else list(range(8)))
+    seeds = study_seeds(seeds, smoke)
     rows = measure_layers(seeds, DENSITY)
     fp_only = {layer.name: ("FP",) for layer in LAYERS}
     on_chip = measure_layers(seeds, DENSITY, fp_only, bandwidth=math.inf, common_slots=ON_CHIP_SLOTS)

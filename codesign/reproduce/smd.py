@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from codesign.reproduce.common import (
-    CLAIM_SEEDS,
     Arm,
     Execution,
     PaperClaim,
@@ -38,6 +37,7 @@ from codesign.reproduce.common import (
     run_study,
     summarize,
     write_report,
+    study_seeds,
 )
 from codesign.reproduce.stats import bootstrap_interval, no_significant_loss, paired_differences
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
@@ -102,7 +102,7 @@ def build_arms(smoke: bool = False) -> list[Arm]:
 
 def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, progress: bool = True,
         execution: Execution = Execution()) -> dict:
-    seeds = list(seeds) if seeds is not None else ([0] if smoke else list(CLAIM_SEEDS))
+    seeds = study_seeds(seeds, smoke)
     arms = build_arms(smoke)
     results, tuning = run_study(arms, seeds, out_dir, execution=dataclasses.replace(execution, progress=progress))
     summaries = summarize(arms, results, tuning)

@@ -56,8 +56,8 @@ import torch
 
 from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
 from codesign.reproduce import check_output_dir
-from codesign.reproduce.common import (CLAIM_SEEDS, TUNING_SEED, VALIDATION_FRACTION, Arm, Execution, PaperClaim,
-                                      ReadmeRow, Target, summarize)
+from codesign.reproduce.common import (TUNING_SEED, VALIDATION_FRACTION, Arm, Execution, PaperClaim, ReadmeRow,
+                                      Target, study_seeds, summarize)
 from codesign.reproduce.stats import (Interval, accuracy_verdict, bootstrap_interval, loss_within, paired_differences,
                                       paired_ratios)
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig, require
@@ -393,7 +393,7 @@ def _fmt(values, digits: int = 2) -> str:
 def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, progress: bool = True,
         execution: Execution = Execution()) -> dict:
     out_dir = check_output_dir(out_dir)
-    seeds = list(seeds) if seeds else ([0] if smoke else list(CLAIM_SEEDS))
+    seeds = study_seeds(seeds, smoke)
     if len(set(seeds)) != len(seeds) or TUNING_SEED in seeds:
         raise ValueError(f"seeds must not repeat nor include the tuning seed {TUNING_SEED}, got {seeds}")
     b = budget(smoke)

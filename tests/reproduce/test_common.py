@@ -9,7 +9,9 @@ from codesign.reproduce.common import (
     VALIDATION_FRACTION,
     Arm,
     Execution,
+    CLAIM_SEEDS,
     run_study,
+    study_seeds,
     summarize,
     with_setting,
 )
@@ -84,6 +86,14 @@ def test_bad_studies_are_refused_before_anything_is_written(tmp_path, arms, seed
     with pytest.raises((ValueError, ConfigError), match=message):
         run_study(arms, seeds, tmp_path / "out", execution=Execution(progress=False))
     assert not (tmp_path / "out").exists()
+
+
+def test_study_seeds_default_to_the_claim_seeds_and_refuse_an_empty_list():
+    assert study_seeds(None, smoke=False) == list(CLAIM_SEEDS) and len(CLAIM_SEEDS) >= 8
+    assert study_seeds(None, smoke=True) == [0]
+    assert study_seeds((3, 5), smoke=True) == [3, 5]
+    with pytest.raises(ValueError, match="at least one seed"):
+        study_seeds([], smoke=False)
 
 
 def test_settings_are_set_by_dotted_name_and_validated():
