@@ -229,14 +229,14 @@ def eq2_ratio(epochs_per_fb: dict[str, int], reference_fb: int, energy) -> float
 
 
 def delay_variants(family: str = FAMILY) -> dict[str, DelayModel]:
-    """The delay models of the sensitivity study: uniform, the data sheet's, and each cell type x 0.5 and x 1.5."""
+    """The delay models of the sensitivity study: uniform, the per-cell model, and each cell type x 0.5 and x 1.5."""
     datasheet = DATASHEET_DELAYS[family]
-    variants = {"uniform (a DSP counts like a LUT)": UNIFORM_DELAYS, "data sheet": datasheet}
+    variants = {"uniform (a DSP counts like a LUT)": UNIFORM_DELAYS, "per-cell": datasheet}
     for category in PATH_CATEGORIES:
         if category == "other":
             continue
         for factor in DELAY_FACTORS:
-            variants[f"data sheet, {category} x{factor:g}"] = datasheet.scaled(category, factor)
+            variants[f"per-cell, {category} x{factor:g}"] = datasheet.scaled(category, factor)
     return variants
 
 
@@ -390,7 +390,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         Target(text=f"ABVS Eq. (2) energy >= {100 * SAVING_TARGET:.0f} % below fixed-FB training at the least "
                     f"sufficient FB (FB = {lsfb}): whole 95 % interval of the per-seed saving",
                met=saving.low >= SAVING_TARGET,
-               measured=(f"saving {percent_text(saving.as_dict())} (data-sheet delay model; uniform model "
+               measured=(f"saving {percent_text(saving.as_dict())} (per-cell delay model; uniform model "
                          f"{_saving_text(delays['uniform (a DSP counts like a LUT)'])}; over all "
                          f"delay variants {100 * min(saving_range):.1f}-{100 * max(saving_range):.1f} %)")),
         Target(text=f"ABVS test accuracy loss vs FP32 of more than {ACCURACY_DROP_PT} pt ruled out (whole 95 % "
@@ -464,7 +464,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         reproduction="`abvs` (FB rule vs fixed least sufficient FB and FP32, MLP)",
         target=f">= {100 * SAVING_TARGET:.0f} % Eq. (2) energy saving vs fixed FB; loss > {ACCURACY_DROP_PT} pt vs "
                "FP32 ruled out",
-        measured=(f"saving {percent_text(saving.as_dict())} (data-sheet delays; {100 * min(saving_range):.1f}-"
+        measured=(f"saving {percent_text(saving.as_dict())} (per-cell delays, assumed for xc7; {100 * min(saving_range):.1f}-"
                   f"{100 * max(saving_range):.1f} % over delay variants); Δacc {abvs_delta.text()} pt"),
         verdict=(f"saving {'met' if targets[0].met else 'not met'}, accuracy "
                  f"{'met' if targets[1].met else 'not met'}"),
