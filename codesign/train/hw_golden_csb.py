@@ -559,21 +559,26 @@ class CsbMlpTrainer:
                 dx = np.where(pre[index - 1] > 0, dx, 0)
                 dz = rescale(dx, fb[index]["weight"] + fb[index]["error"], fb[index - 1]["error"])
         exponent = learning_rate_exponent(self.learning_rate())
-        for index, grad_words in enumerate(grads):
-            self.buffers[index] = np.asarray(self._update(index, grad_words, exponent), dtype=np.int64)
+        # every layer's UPD answers before any state changes, so a backend that fails part-way (an IP that
+        # times out) leaves the step undone rather than some layers updated
+        updates = [self._update(index, grad_words, exponent) for index, grad_words in enumerate(grads)]
+        self.lr_exponents.extend(used for used, _ in updates)
+        self.buffers = [np.asarray(words, dtype=np.int64) for _, words in updates]
         return loss
 
-    def _update(self, index: int, grads: np.ndarray, exponent: int) -> np.ndarray:
-        """SGD into layer ``index``'s buffer with rate 2^-exponent (capped so that UPD's shift <= 31)."""
+    def _update(self, index: int, grads: np.ndarray, exponent: int) -> tuple[int, np.ndarray]:
+        """SGD into layer ``index``'s buffer with rate 2^-exponent (capped so that UPD's shift <= 31).
+
+        Returns the exponent used and the new buffer words; the trainer's state is not touched.
+        """
         fb = self.frac_bits[index]
         grad_frac, buffer_frac = fb["activation"] + fb["error"], fb["weight"] + BUFFER_EXTRA_BITS
         exponent = min(exponent, golden.MAX_SHIFT + buffer_frac - grad_frac)
-        self.lr_exponents.append(exponent)
         shift = grad_frac + exponent - buffer_frac
         if shift < 0:
             grads = rescale(grads, 0, -shift, WORD_BITS)  # exact left shift by -shift, saturated to 32 bits
             shift = 0
-        return self.backend.update(self.matrix(index), self.buffers[index], grads, shift)
+        return exponent, self.backend.update(self.matrix(index), self.buffers[index], grads, shift)
 
     # -- the public loop
 

@@ -33,6 +33,7 @@ trainer's golden model, its PE schedule and the board agree.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -238,6 +239,25 @@ def _tensor(values, dtype: torch.dtype) -> torch.Tensor:
     return torch.as_tensor(np.asarray(values)).to(dtype)
 
 
+class WholeStepTrainer(Trainer):
+    """The trainer, with every step done entirely or not at all.
+
+    A step's contractions run on a runner that can fail part-way (an IP
+    that times out, or answers short): by then the forward pass has re-aimed
+    the scale trackers and the ledger has counted its MACs. The state before
+    the step (:meth:`Trainer.state_dict`) is kept and put back when the step
+    raises, so a user can retry it or read the weights of the last whole step.
+    """
+
+    def train_step(self, x, y):
+        saved = copy.deepcopy(self.state_dict())
+        try:
+            return super().train_step(x, y)
+        except BaseException:
+            self.load_state_dict(saved)
+            raise
+
+
 class TtHwTrainer:
     """The ``tt`` technique's trainer with the TT layers on PE calls (golden kernels unless ``runner`` is given).
 
@@ -262,7 +282,7 @@ class TtHwTrainer:
             if spec.a_bits < widths["a_bits"] or spec.b_bits < widths["b_bits"]:
                 raise HwTrainError(f"{pe} is built for {spec.a_bits} x {spec.b_bits}-bit operands; "
                                    f"techniques.tt.precision needs {widths['a_bits']} x {widths['b_bits']}")
-        self.trainer = Trainer(training, dataset=dataset, progress=False, description=description)
+        self.trainer = WholeStepTrainer(training, dataset=dataset, progress=False, description=description)
         self.backend = PeBackend(runner if runner is not None else GoldenRunner(), hardware)
         self.layers = run_on_pes(self.trainer.model, self.backend)
         self.step_seconds = 0.0
@@ -339,14 +359,34 @@ class TtHwTrainer:
         self.steps += 1
         return loss
 
-    def fit(self, *, progress: bool = True) -> list[dict[str, Any]]:
-        """Train the configuration's epochs (:meth:`Trainer.fit`: its order, schedule, evaluation, rank pruning).
+    def fit(self, data: Dataset | None = None, epochs: int | None = None, *, progress: bool = True
+            ) -> list[dict[str, Any]]:
+        """Train the configuration's remaining epochs, or the next ``epochs`` of them (:meth:`Trainer.fit`: its
+        order, schedule, evaluation, rank pruning); split into several calls the run is the same as in one.
 
-        Returns the trainer's history, one row per epoch (test accuracy %, loss, modelled energy pJ).
+        ``data`` replaces the dataset for this and later epochs; the schedule was laid out for the
+        constructor's, so it must have as many training samples. Returns the trainer's history, one row per
+        epoch (test accuracy %, loss, modelled energy pJ).
         """
+        if data is not None:
+            if not isinstance(data, Dataset):
+                raise HwTrainError(f"data must be a Dataset, got {type(data).__name__}")
+            if data.train_size != self.trainer.dataset.train_size:
+                raise HwTrainError(f"data has {data.train_size} training samples; the schedule was laid out for "
+                                   f"{self.trainer.dataset.train_size} (give other data as dataset=... when "
+                                   "constructing the trainer)")
+        remaining = self.trainer.config.optim.epochs - self.trainer.epoch
+        if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int)
+                                   or not 1 <= epochs <= remaining):
+            raise HwTrainError(f"epochs={epochs!r}: {remaining} of the configured "
+                               f"{self.trainer.config.optim.epochs} epochs remain")
+        if remaining == 0:
+            raise HwTrainError(f"all {self.trainer.config.optim.epochs} configured epochs are trained")
+        if data is not None:
+            self.trainer.dataset = data
         self.trainer.progress = progress
         started, before = time.perf_counter(), self.trainer.global_step
-        self.result = self.trainer.fit()
+        self.result = self.trainer.fit(until_epoch=self.trainer.epoch + (remaining if epochs is None else epochs))
         self.step_seconds += time.perf_counter() - started
         self.steps += self.trainer.global_step - before
         return self.trainer.history
@@ -375,5 +415,5 @@ class TtHwTrainer:
                 "replayed_transactions": self.backend.replayed, "replay_misses": self.backend.replay_misses}
 
 
-__all__ = ["ForwardResult", "PeBackend", "PeTTLinear", "Recording", "Replay", "TtHwTrainer", "design_hardware",
-           "pe_forward", "run_on_pes"]
+__all__ = ["ForwardResult", "PeBackend", "PeTTLinear", "Recording", "Replay", "TtHwTrainer", "WholeStepTrainer",
+           "design_hardware", "pe_forward", "run_on_pes"]

@@ -146,6 +146,10 @@ class Trainer:
             raise ValueError(f"{path}: checkpoint version {state.get('version')} is not {CHECKPOINT_VERSION}")
         if state["config"] != self.config.to_dict():
             raise ValueError(f"{path} was written by a different configuration; refusing to resume from it")
+        self.load_state_dict(state)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` of this configuration (model, optimiser, ledger, techniques, RNG, counters)."""
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.ledger.load_state_dict(state["ledger"])
@@ -188,9 +192,14 @@ class Trainer:
         return float(loss.detach())
 
     def fit(self, *, checkpoint: Path | None = None, resume: bool = False, checkpoint_every: int = 0,
-            stop_after_steps: int | None = None) -> TrainResult | None:
+            stop_after_steps: int | None = None, until_epoch: int | None = None) -> TrainResult | None:
         """Train for the configured epochs. With ``stop_after_steps`` the run stops early (after
-        checkpointing) and returns None, as a killed run would leave it."""
+        checkpointing) and returns None, as a killed run would leave it. With ``until_epoch`` it stops
+        after that epoch's end (evaluation and techniques' epoch hooks done) and returns the result so far;
+        a later call goes on from there."""
+        if until_epoch is not None and not self.epoch < until_epoch <= self.config.optim.epochs:
+            raise ValueError(f"until_epoch={until_epoch!r}: must lie after the current epoch {self.epoch} and at "
+                             f"most at the configured {self.config.optim.epochs}")
         started = time.perf_counter()
         resumed_from = None
         if resume and checkpoint is not None and Path(checkpoint).is_file():
@@ -199,7 +208,8 @@ class Trainer:
         bar = tqdm(total=self.total_steps, initial=self.global_step, desc=self.description, disable=not self.progress,
                    leave=False, dynamic_ncols=True)
         try:
-            while self.epoch < self.config.optim.epochs:
+            last = self.config.optim.epochs if until_epoch is None else min(until_epoch, self.config.optim.epochs)
+            while self.epoch < last:
                 if self.step_in_epoch == 0:
                     for technique in self.techniques:
                         technique.on_epoch_start(self, self.epoch)

@@ -158,3 +158,41 @@ def test_setup_validation():
         _setup(schedule="step")
     with pytest.raises(HwTrainError, match="fill one batch"):
         CsbMlpTrainer(_setup(batch_size=1000)).fit(synthetic_dataset(samples=200), progress=False)
+
+
+class FailsOnUpdate(DenseIntegers):
+    """The dense PE, failing on one chosen UPD call (as an IP that times out would), counted from 1."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        super().__init__()
+        self.fail_at, self.updates = fail_at, 0
+
+    def update(self, csb, buffer, grads, shift):
+        self.updates += 1
+        if self.updates == self.fail_at:
+            raise RuntimeError("UPD did not finish")
+        return super().update(csb, buffer, grads, shift)
+
+
+def test_a_backend_failing_part_way_leaves_the_step_undone():
+    """Three layers: the last layer's UPD fails after the first two answered; no buffer moves, the step can be retried."""
+    data = synthetic_dataset(samples=200)
+    backend, reference = FailsOnUpdate(), CsbMlpTrainer(_setup(), DenseIntegers())
+    trainer = CsbMlpTrainer(_setup(), backend)
+    for loop in (trainer, reference):
+        loop.fit(data, epochs=1, progress=False, max_steps=2)  # the warm-up and the pruning search
+    x, y = np.asarray(data.train_x[:40]), np.asarray(data.train_y[:40])
+    before, exponents = trainer.read_weights(), list(trainer.lr_exponents)
+    backend.fail_at = backend.updates + len(trainer.shapes)
+    with pytest.raises(RuntimeError, match="UPD did not finish"):
+        trainer.train_step(x, y)
+    assert backend.updates == backend.fail_at  # the earlier layers' UPDs did answer
+    after = trainer.read_weights()
+    for a, b in zip(before["buffers"], after["buffers"]):
+        assert np.array_equal(a, b)
+    assert trainer.lr_exponents == exponents and trainer.fixed_steps == 0 and trainer.step == reference.step
+    for loop in (trainer, reference):  # the retried step equals a step that never failed
+        loop.train_step(x, y)
+    for a, b in zip(trainer.read_weights()["buffers"], reference.read_weights()["buffers"]):
+        assert np.array_equal(a, b)
+    assert trainer.lr_exponents == reference.lr_exponents

@@ -24,6 +24,7 @@ from codesign.pe.tt.schedule import StepHardware
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 from codesign.pe.tt.step import GoldenRunner, trackers_of
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
+from codesign.train.data import synthetic_dataset
 from codesign.train.hw_golden import HwTrainError
 from codesign.train.hw_golden_tt import TtHwTrainer, design_hardware, pe_forward, run_on_pes
 from codesign.train.models import MLP
@@ -207,3 +208,65 @@ def test_design_hardware_takes_the_tt_instances():
     assert design_hardware(design) == StepHardware(pe1=specs["tt1"], pe2=specs["tt2"], pe3=specs["tt3"])
     with pytest.raises(HwTrainError, match=r"has 0 tt2 instances"):
         design_hardware(replace(design, instances=instances[:1]))
+
+
+class FailingRunner(GoldenRunner):
+    """The golden kernels, failing on one chosen ``run`` (counted from 1), as an IP that never raises ap_done would.
+
+    ``seen`` is called with nothing at the moment of the failure, to record the trainer's state then.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs, self.fail_at, self.seen = 0, None, None
+
+    def run(self, hardware, calls):
+        self.runs += 1
+        if self.runs == self.fail_at:
+            self.seen()
+            raise RuntimeError("ap_done never rose")
+        return super().run(hardware, calls)
+
+
+def test_a_runner_failing_part_way_leaves_the_step_undone():
+    runner = FailingRunner()
+    loop = TtHwTrainer(CONFIG, hardware=SMALL_HARDWARE, runner=runner)
+    reference = TtHwTrainer(CONFIG, hardware=SMALL_HARDWARE)
+    data = loop.trainer.dataset
+    first, second = [(data.train_x[s:s + 40].numpy(), data.train_y[s:s + 40].numpy()) for s in (0, 40)]
+    for trainer in (loop, reference):
+        trainer.train_step(*first)
+    before, ledger = copy.deepcopy(_state(loop.trainer)), copy.deepcopy(loop.trainer.ledger.state_dict())
+    dirty = {}
+    runner.seen = lambda: dirty.update(ledger=copy.deepcopy(loop.trainer.ledger.state_dict()))
+    runner.fail_at = 2 * runner.runs  # the second step's last run: in the backward pass, after the forward pass
+    with pytest.raises(RuntimeError, match="ap_done"):
+        loop.train_step(*second)
+    assert dirty["ledger"] != ledger  # the forward pass had already been counted when the run failed ...
+    assert loop.trainer.ledger.state_dict() == ledger  # ... and is taken back with the rest
+    compared, differ = _compare(_state(loop.trainer), before)
+    assert compared > 0 and differ == 0
+    assert loop.trainer.global_step == reference.trainer.global_step == 1 and loop.steps == 1
+    for trainer in (loop, reference):  # the retried step equals a step that never failed
+        trainer.train_step(*second)
+    assert _compare(_state(loop.trainer), _state(reference.trainer))[1] == 0
+    assert loop.trainer.ledger.state_dict() == reference.trainer.ledger.state_dict()
+
+
+def test_fit_in_parts_equals_one_fit_and_refuses_bad_parts():
+    whole, parts = TtHwTrainer(CONFIG, hardware=SMALL_HARDWARE), TtHwTrainer(CONFIG, hardware=SMALL_HARDWARE)
+    whole.fit(progress=False)
+    assert len(parts.fit(epochs=1, progress=False)) == 1
+    with pytest.raises(HwTrainError, match="1 of the configured 2 epochs remain"):
+        parts.fit(epochs=2, progress=False)
+    other = synthetic_dataset(samples=100)
+    with pytest.raises(HwTrainError, match="training samples"):
+        parts.fit(other, progress=False)
+    history = parts.fit(parts.trainer.dataset, epochs=1, progress=False)
+    assert history == whole.trainer.history
+    assert _compare(_state(parts.trainer), _state(whole.trainer))[1] == 0
+    with pytest.raises(HwTrainError, match="all 2 configured epochs are trained"):
+        parts.fit(progress=False)
+    for bad in (0, -1, True, 1.0):
+        with pytest.raises(HwTrainError, match="epochs="):
+            TtHwTrainer(CONFIG, hardware=SMALL_HARDWARE).fit(epochs=bad, progress=False)

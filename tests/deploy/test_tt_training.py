@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from codesign.deploy import CodesignOverlay, OverlayMismatch, write_emulation_folder
+from codesign.deploy.driver import AccelTimeout
 from codesign.deploy.manifest import DeployError
 from codesign.deploy.tt_training import BoardTtTrainer, IpRunner
 from codesign.design import load_design
@@ -100,6 +101,32 @@ def test_training_through_the_driver_is_bit_identical_to_the_golden_loop(overlay
         trainer.train_step(step.train_x, step.train_y)
     assert assert_same_weights(board, golden) == 3 * parameters
     assert np.array_equal(board.predict(step.test_x), golden.predict(step.test_x))
+
+
+def test_an_ip_time_out_part_way_leaves_the_step_undone(overlay, monkeypatch):
+    """The core-gradient calls (tt1, in the backward pass, after the forward pass on tt2) time out: the step is
+    taken back whole, and once the IP answers again the run goes on as if nothing had failed."""
+    design, data = _design(), _subset(128, 64)
+    board, golden = BoardTtTrainer(overlay, design, dataset=data), TtHwTrainer.from_design(design, dataset=data)
+    x, y = data.train_x[:64], data.train_y[:64]
+    for trainer in (board, golden):
+        trainer.train_step(x, y)
+    driver = board.ip_runner.drivers["tt1"]
+
+    def timing_out(*args, **kwargs):
+        raise AccelTimeout(f"{driver.ip_name}: ap_done did not rise (a stalled kernel)")
+
+    calls = board.throughput()["ip_calls"]
+    monkeypatch.setattr(driver, "run", timing_out)
+    with pytest.raises(AccelTimeout, match="ap_done did not rise"):
+        board.train_step(data.train_x[64:], data.train_y[64:])
+    assert board.throughput()["ip_calls"] > calls  # the forward pass had run on tt2 before tt1 timed out
+    assert board.throughput()["steps"] == 1 and assert_same_weights(board, golden) > 0
+    monkeypatch.undo()
+    for trainer in (board, golden):
+        trainer.train_step(data.train_x[64:], data.train_y[64:])
+    assert assert_same_weights(board, golden) > 0
+    assert board.trainer.ledger.state_dict() == golden.trainer.ledger.state_dict()
 
 
 def test_a_design_the_overlay_does_not_implement_is_refused(overlay):
