@@ -153,3 +153,22 @@ def test_an_unreachable_scheduler_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="cannot reach the Dask scheduler"):
         run_sweep([task], tmp_path / "out", scheduler="tcp://127.0.0.1:9", connect_timeout_s=2)
     assert not (tmp_path / "out").exists()
+
+
+def test_an_existing_cluster_is_used_through_its_scheduler_address(tmp_path, tasks_module):
+    """A cluster started before the sweep (its own scheduler and 2 worker processes), reached by --scheduler's path."""
+    import logging
+
+    from dask.distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.ERROR) as cluster:
+        tasks = grid_tasks(f"{tasks_module}:square", {"x": list(range(6))})
+        report = run_sweep(tasks, tmp_path / "out", scheduler=cluster.scheduler_address, progress=False)
+        assert report.passed and report.scheduler == cluster.scheduler_address and report.workers == 2
+        results = [read_result(tmp_path / "out", t) for t in tasks]
+        assert [r["square"] for r in results] == [x * x for x in range(6)]
+        with Client(cluster) as client:
+            worker_pids = set(client.run(os.getpid).values())
+        assert len(worker_pids) == 2  # the sweep left the cluster as it found it
+        assert {r["pid"] for r in results} <= worker_pids  # ran on the cluster's workers, not in a cluster of its own
