@@ -21,7 +21,11 @@ paper's Sec. IV-A:
    (else the most accurate). Alpha is then set so that Eq. (1) gives that
    interval. During training the FB controller reads validation accuracy too
    (:mod:`codesign.train.techniques.abvs`).
-4. **Arms** ``fp32`` (baseline), ``fixed_fbL`` and ``abvs_fbMtoL``, each with
+4. **The baselines' search**: ``fp32`` and ``fixed_fbL`` each try as many
+   settings of weight decay and momentum (:data:`BASELINE_SEARCH`) on the same
+   preliminary seeds as step 3 tried schedules, chosen on mean validation
+   accuracy, so that every arm spends the same number of runs on its choices.
+5. **Arms** ``fp32`` (baseline), ``fixed_fbL`` and ``abvs_fbMtoL``, each with
    its learning rate tuned on the validation split with the same three trials
    (:func:`codesign.reproduce.common.run_study`), then trained at every
    evaluation seed (0..7) and compared per seed.
@@ -48,7 +52,7 @@ from codesign.energy.abvs_cost import (ANCHOR_FB, DATASHEET_DELAYS, PATH_CATEGOR
                                        fpmac_energy_model)
 from codesign.reproduce import check_output_dir
 from codesign.reproduce.common import (Arm, Execution, PaperClaim, ReadmeRow, Target, percent_text, run_study,
-                                       summarize, with_validation, write_report, study_seeds)
+                                       study_seeds, summarize, with_settings, with_validation, write_report)
 from codesign.reproduce.stats import Interval, bootstrap_interval, loss_within
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.techniques.abvs import Config as AbvsConfig
@@ -65,6 +69,9 @@ TOLERANCE_PT = 0.25  # "the same quality as FP32": less than one validation imag
 FB_GAPS, SMOKE_FB_GAPS = (3, 2, 1), (1,)  # fb_max - fb_min; the paper uses 3 (CIFAR-10, ImageNet), 4 and 2
 CHECK_INTERVALS, SMOKE_CHECK_INTERVALS = (4, 2), (1,)  # epochs; 4 is what Fig. 5b's epoch counts imply
 LEARNING_RATES, SMOKE_LEARNING_RATES = (0.05, 0.1, 0.2), (0.05, 0.1)  # every arm's tuning trials
+# the baselines' counterpart of ABVS's schedule selection: as many optimiser settings, tried on the same preliminary
+# seeds, so that every arm spends the same number of runs on its choices (the configuration's default first)
+BASELINE_SEARCH = tuple({"optim.weight_decay": wd, "optim.momentum": m} for m in (0.9, 0.8) for wd in (5e-4, 0.0, 1e-3))
 EPSILON = 0.005
 ACCURACY_DROP_PT = 0.5
 SAVING_TARGET = 0.09
@@ -219,6 +226,32 @@ def select_schedule(base: TrainConfig, *, seeds: tuple[int, ...], lsfb: int, fp3
             "seconds": time.perf_counter() - started}
 
 
+def select_optimiser(name: str, config: TrainConfig, *, seeds: tuple[int, ...], count: int, task_dir: Path,
+                     execution: Execution) -> dict[str, Any]:
+    """A baseline arm's share of the preliminary search: the first ``count`` settings of :data:`BASELINE_SEARCH`
+    (weight decay x momentum) on the preliminary seeds, the best mean validation accuracy chosen (ties: the
+    earlier, the configuration's default first). ``count`` is the number of ABVS schedule candidates, so that
+    every arm spends as many runs on its choices."""
+    started = time.perf_counter()
+    grid = list(BASELINE_SEARCH[:count])
+    if len(grid) < count:
+        raise ValueError(f"the baseline search has {len(BASELINE_SEARCH)} settings, fewer than the {count} "
+                         "schedule candidates it must match")
+
+    def key(settings: dict[str, Any], seed: int) -> str:
+        return f"search,{name}," + ",".join(f"{path}={value}" for path, value in settings.items()) + f",seed={seed}"
+
+    runs = train_runs({key(settings, seed): with_settings(config, settings).replace(seed=seed)
+                       for settings in grid for seed in seeds}, task_dir, execution)
+    candidates = [{"settings": settings, "validation_accuracy": [runs[key(settings, seed)].validation_accuracy
+                                                                 for seed in seeds]} for settings in grid]
+    for candidate in candidates:
+        candidate["validation_accuracy_mean"] = statistics.fmean(candidate["validation_accuracy"])
+    chosen = max(candidates, key=lambda c: c["validation_accuracy_mean"])  # max keeps the first of equals
+    return {"seeds": list(seeds), "reads": "validation accuracy", "candidates": candidates,
+            "chosen": chosen["settings"], "runs": len(runs), "seconds": time.perf_counter() - started}
+
+
 # ---------------------------------------------------------------------------- step 4: metrics
 
 
@@ -355,15 +388,22 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         notes.append(f"no ABVS schedule came within {ACCURACY_DROP_PT} pt of FP32's validation accuracy on the "
                      "preliminary seeds; the most accurate one is used")
     fixed_name, abvs_name = f"fixed_fb{lsfb}", f"abvs_fb{fb_min}to{lsfb}"
+    fixed_base = base.replace(techniques={"abvs": abvs_config(lsfb, lsfb, total_epochs=epochs, cost_report=report)})
+    searches = {name: select_optimiser(name, config, seeds=prelim_seeds, count=len(schedule["candidates"]),
+                                       task_dir=task_dir, execution=execution)
+                for name, config in (("fp32", base), (fixed_name, fixed_base))}
     tune = {"optim.lr": SMOKE_LEARNING_RATES if smoke else LEARNING_RATES}
     arms = [
-        Arm("fp32", base, baseline=True, tune=tune),
-        Arm(fixed_name, base.replace(techniques={"abvs": abvs_config(lsfb, lsfb, total_epochs=epochs,
-                                                                     cost_report=report)}), tune=tune),
+        Arm("fp32", with_settings(base, searches["fp32"]["chosen"]), baseline=True, tune=tune),
+        Arm(fixed_name, with_settings(fixed_base, searches[fixed_name]["chosen"]), tune=tune),
         Arm(abvs_name, base.replace(techniques={"abvs": abvs_config(fb_min, lsfb, total_epochs=epochs,
                                                                     cost_report=report, check_every=check_every)}),
             tune=tune),
     ]
+    search_runs = {"fp32": searches["fp32"]["runs"], fixed_name: searches[fixed_name]["runs"],
+                   abvs_name: schedule["runs"]}
+    if len(set(search_runs.values())) != 1:
+        raise RuntimeError(f"unequal preliminary searches: {search_runs} runs")
     arms_started = time.perf_counter()
     results, tuning = run_study(arms, seeds, out_dir, execution=execution)
     arms_seconds = time.perf_counter() - arms_started
@@ -410,6 +450,12 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
          + ", ".join(f"FB{c['fb_min']}/every {c['check_every_epochs']}: {c['validation_accuracy_mean']:.2f} %, "
                      f"{100 * (1 - c['eq2_ratio_vs_fixed_mean']):.1f} % saving" for c in schedule["candidates"])
          + "). The FB controller reads validation accuracy after every epoch; the test split decides nothing."),
+        (f"equal tuning budgets: each arm spends {schedule['runs']} preliminary runs ({len(schedule['candidates'])} "
+         f"settings x {len(prelim_seeds)} seeds) on its own choice — ABVS its FB_min and interval, fp32 and "
+         f"{fixed_name} their weight decay and momentum (chosen: "
+         + "; ".join(f"{name} {search['chosen']}" for name, search in searches.items())
+         + f") — then {len(tune['optim.lr'])} learning-rate trials at the tuning seed, all read on validation "
+         "accuracy"),
         (f"delay model ({datasheet.name}): "
          + ", ".join(f"{c} {datasheet.delay(c):g} ns" for c in PATH_CATEGORIES)
          + ". Sources: " + "; ".join(f"{c}: {text}" for c, text in datasheet.sources) + ". The report's critical "
@@ -432,11 +478,13 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         "voltage and PrimeTime power; validation split of 20 % of the training images (269) and 450 test images",
     ]
     seconds = {"scan": scan["seconds"], "cost_report": cost["seconds"], "schedule_selection": schedule["seconds"],
+               "baseline_searches": sum(search["seconds"] for search in searches.values()),
                "tuning_and_arms": arms_seconds}
     extra = {
         "least_sufficient_fb": lsfb, "fb_min": fb_min, "check_every_epochs": check_every,
         "alpha": alpha_for_interval(epochs, check_every, fb_min, lsfb),
-        "preliminary": scan, "schedule_selection": schedule, "cost_report": cost, "energy_model": energy_model,
+        "preliminary": scan, "schedule_selection": schedule, "baseline_searches": searches,
+        "preliminary_search_runs": search_runs, "cost_report": cost, "energy_model": energy_model,
         "eq2_saving_vs_fixed": {"per_seed": savings, "saving": saving.as_dict()},
         "eq2_ratio_vs_fixed_from_fb_traces": eq2_from_traces,
         "total_energy_saving_vs_fixed": {"per_seed": [1 - r for r in total_ratios], "saving": total_saving.as_dict()},
@@ -452,12 +500,14 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         "scan_fbs": list(SMOKE_SCAN_FBS if smoke else SCAN_FBS), "tolerance_pt": TOLERANCE_PT, "fb_gaps": list(gaps),
         "epsilon": EPSILON, "check_intervals": list(SMOKE_CHECK_INTERVALS if smoke else CHECK_INTERVALS),
         "tuned": {arm.name: {path: list(values) for path, values in arm.tune.items()} for arm in arms},
+        "baseline_search": [dict(settings) for settings in BASELINE_SEARCH],
         "family": FAMILY, "smoke": smoke,
     }
     plot_traces(out_dir / "fb_trace.png", results, [arm.name for arm in arms], lsfb, savings)
     seconds["total"] = time.perf_counter() - started
     notes.append(f"wall time: scan {seconds['scan']:.0f} s, cost report {seconds['cost_report']:.0f} s, schedule "
-                 f"selection {seconds['schedule_selection']:.0f} s, tuning and arms {seconds['tuning_and_arms']:.0f} s, "
+                 f"selection {seconds['schedule_selection']:.0f} s, baseline searches "
+                 f"{seconds['baseline_searches']:.0f} s, tuning and arms {seconds['tuning_and_arms']:.0f} s, "
                  f"total {seconds['total']:.0f} s (of this invocation: cached runs add nothing); training time summed "
                  f"over the evaluation runs: {sum(summary.seconds for summary in summaries):.0f} s")
     readme = ReadmeRow(
@@ -473,4 +523,5 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                         seeds=seeds, settings=settings, notes=notes, extra=extra, tuning=tuning, readme=readme)
 
 
-__all__ = ["delay_sensitivity", "delay_variants", "run", "scan_least_sufficient_fb", "select_schedule"]
+__all__ = ["delay_sensitivity", "delay_variants", "run", "scan_least_sufficient_fb", "select_optimiser",
+           "select_schedule"]

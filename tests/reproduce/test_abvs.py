@@ -30,6 +30,13 @@ def test_smoke_reproduction_writes_the_report(tmp_path):
     assert extra["preliminary"]["reads"] == extra["schedule_selection"]["reads"] == "validation accuracy"
     assert not set(extra["preliminary"]["seeds"]) & set(saved["seeds"])
     assert saved["settings"]["validation_fraction"] > 0
+    # every arm spent as many preliminary runs on its own choice, on the same preliminary seeds, read on validation
+    runs = extra["preliminary_search_runs"]
+    assert set(runs) == set(names) and len(set(runs.values())) == 1 and runs[names[2]] > 0
+    for name in names[:2]:
+        search = extra["baseline_searches"][name]
+        assert search["reads"] == "validation accuracy" and search["seeds"] == extra["schedule_selection"]["seeds"]
+        assert search["chosen"] == max(search["candidates"], key=lambda c: c["validation_accuracy_mean"])["settings"]
     # every arm had the same learning-rate trials, chosen on validation accuracy
     for arm in saved["arms"]:
         trials = saved["tuning"][arm["name"]]["trials"]
