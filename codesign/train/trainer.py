@@ -197,19 +197,18 @@ class Trainer:
         checkpointing) and returns None, as a killed run would leave it. With ``until_epoch`` it stops
         after that epoch's end (evaluation and techniques' epoch hooks done) and returns the result so far;
         a later call goes on from there."""
-        if until_epoch is not None and not self.epoch < until_epoch <= self.config.optim.epochs:
-            raise ValueError(f"until_epoch={until_epoch!r}: must lie after the current epoch {self.epoch} and at "
-                             f"most at the configured {self.config.optim.epochs}")
         started = time.perf_counter()
         resumed_from = None
         if resume and checkpoint is not None and Path(checkpoint).is_file():
             self.load_checkpoint(checkpoint)
             resumed_from = self.global_step
+        if until_epoch is not None and not self.epoch < until_epoch <= self.config.optim.epochs:
+            raise ValueError(f"until_epoch={until_epoch!r}: must lie after the current epoch {self.epoch} and at "
+                             f"most at the configured {self.config.optim.epochs}")
         bar = tqdm(total=self.total_steps, initial=self.global_step, desc=self.description, disable=not self.progress,
                    leave=False, dynamic_ncols=True)
         try:
-            last = self.config.optim.epochs if until_epoch is None else min(until_epoch, self.config.optim.epochs)
-            while self.epoch < last:
+            while self.epoch < (self.config.optim.epochs if until_epoch is None else until_epoch):
                 if self.step_in_epoch == 0:
                     for technique in self.techniques:
                         technique.on_epoch_start(self, self.epoch)
