@@ -7,7 +7,8 @@ generated HLS C++ (shell and PE kernel, g++, ctypes). The golden loop of the
 same design point trains beside it on the same batches, one step of each in
 turn, so both see the same machine load. The benchmark reports the steps per
 second of both and their ratio (emulated / golden), and checks that the
-two states are bit-identical afterwards (a mismatch fails the run).
+two states are bit-identical afterwards (a mismatch fails the run). It
+writes ``board_training.json`` and a bar chart ``board_training.png``.
 
 Families and their design points:
 
@@ -160,6 +161,26 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot(rows: list[dict], path: Path) -> Path:
+    """Steps per second of both loops, one pair of bars per family."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from codesign.hw.reports import write_figure_png
+
+    figure, axes = plt.subplots(figsize=(6.4, 3.4))
+    x, width = np.arange(len(rows)), 0.38
+    axes.bar(x - width / 2, [r["board_steps_per_s"] for r in rows], width, label="emulated board (generated HLS C++)")
+    axes.bar(x + width / 2, [r["golden_steps_per_s"] for r in rows], width, label="golden loop")
+    axes.set_xticks(x, [f"{r['family']}\n({r['words_differ']} of {r['words_compared']:,} words differ)" for r in rows])
+    axes.set_ylabel(f"training steps / s (batch {rows[0]['batch']})")
+    axes.legend(frameon=False)
+    figure.tight_layout()
+    return write_figure_png(figure, path)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=6, help="timed steps per family (after one untimed step)")
@@ -187,6 +208,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "board_training.json", {"cpu_count": os.cpu_count(), "load_average_after":
                                                     os.getloadavg(), "families": rows})
+    print(f"wrote {out / 'board_training.json'} and {plot(rows, out / 'board_training.png')}")
     return 0 if all(r["words_differ"] == 0 for r in rows) else 1
 
 
