@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -27,15 +28,15 @@ def test_notebook_is_stored_without_outputs(path):
             assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: strip the outputs"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
-def test_notebook_runs_on_the_emulated_board(path, monkeypatch):
+BUILD_DIR_VARIABLES = {"02_train_on_board": "CODESIGN_BUILD_DIR", "03_compressed_on_board": "CODESIGN_CSB_BUILD_DIR",
+                       "04_tt_on_board": "CODESIGN_TT_BUILD_DIR"}  # the notebooks that open a board's build folder
+
+
+def _execute(path: Path):
+    """Run the notebook top to bottom in its folder (quick schedules); return it with its outputs and the seconds."""
     import nbformat
     from nbclient import NotebookClient
 
-    for variable in ("CODESIGN_BUILD_DIR", "CODESIGN_CSB_BUILD_DIR", "CODESIGN_TT_BUILD_DIR"):  # a board's build folder: not in this test
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("CODESIGN_NOTEBOOK_QUICK", "1")  # the notebooks' short schedules: the whole path, not far
     notebook = nbformat.read(path, as_version=4)
     started = time.perf_counter()
     NotebookClient(notebook, timeout=TIMEOUT_S, kernel_name="python3",
@@ -46,4 +47,36 @@ def test_notebook_runs_on_the_emulated_board(path, monkeypatch):
     if any("plt.show()" in cell.source for cell in notebook.cells):
         assert any("image/png" in output.get("data", {}) for cell in notebook.cells
                    for output in cell.get("outputs", [])), f"{path.name} shows no figure"
+    return notebook, seconds
+
+
+def _printed(notebook) -> str:
+    return "".join(output.get("text", "") for cell in notebook.cells for output in cell.get("outputs", []))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
+def test_notebook_runs_on_the_emulated_board(path, monkeypatch):
+    for variable in BUILD_DIR_VARIABLES.values():  # a board's build folder: not in this test
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("CODESIGN_NOTEBOOK_QUICK", "1")  # the notebooks' short schedules: the whole path, not far
+    _, seconds = _execute(path)
     print(f"{path.name}: {seconds:.1f} s")
+
+
+@pytest.mark.board
+@pytest.mark.parametrize("stem", sorted(BUILD_DIR_VARIABLES))
+def test_notebook_runs_on_the_board(stem, monkeypatch):
+    """On a PYNQ board, with the notebook's build folder (its .bit and .hwh) named by its variable."""
+    from codesign.deploy import board_attached
+
+    variable = BUILD_DIR_VARIABLES[stem]
+    if not board_attached():
+        pytest.skip("no PYNQ board attached (pynq finds no device)")
+    if not os.environ.get(variable):
+        pytest.skip(f"{variable} unset: name the build folder of {stem} built for this board")
+    monkeypatch.setenv("CODESIGN_NOTEBOOK_QUICK", "1")
+    path = next(path for path in NOTEBOOKS if path.stem == stem)
+    notebook, seconds = _execute(path)
+    assert " on board (" in _printed(notebook), f"{path.name} did not open the board"  # CodesignOverlay.describe()
+    print(f"{path.name} on the board: {seconds:.1f} s")
