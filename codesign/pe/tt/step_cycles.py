@@ -96,11 +96,6 @@ class StepCycles:
         return sum(getattr(c, field) for c in self.contractions)
 
 
-def call_cycles(plan: StepPlan) -> list[int]:
-    """Modelled cycles of every call of ``plan``, in order."""
-    return [transaction_cycles(plan.hardware.spec(call.pe), header_word(*call.dims)).total for call in plan.calls]
-
-
 def step_cycles(plan: StepPlan) -> StepCycles:
     """The cycle model of one step: per contraction, the sums over its calls (cycles, phases, words, overlap bound)."""
     sums = [dict.fromkeys(("calls", "cycles", *PHASES, "words_in", "words_out", "overlapped"), 0)
