@@ -247,9 +247,10 @@ def select_optimiser(name: str, config: TrainConfig, *, seeds: tuple[int, ...], 
                                                                  for seed in seeds]} for settings in grid]
     for candidate in candidates:
         candidate["validation_accuracy_mean"] = statistics.fmean(candidate["validation_accuracy"])
-    chosen = max(candidates, key=lambda c: c["validation_accuracy_mean"])  # max keeps the first of equals
+    # max keeps the first of equals; with no schedule to match (least sufficient FB 1) the configuration stays
+    chosen = max(candidates, key=lambda c: c["validation_accuracy_mean"])["settings"] if candidates else {}
     return {"seeds": list(seeds), "reads": "validation accuracy", "candidates": candidates,
-            "chosen": chosen["settings"], "runs": len(runs), "seconds": time.perf_counter() - started}
+            "chosen": chosen, "runs": len(runs), "seconds": time.perf_counter() - started}
 
 
 # ---------------------------------------------------------------------------- step 4: metrics
