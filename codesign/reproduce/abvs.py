@@ -241,8 +241,9 @@ def select_optimiser(name: str, config: TrainConfig, *, seeds: tuple[int, ...], 
     def key(settings: dict[str, Any], seed: int) -> str:
         return f"search,{name}," + ",".join(f"{path}={value}" for path, value in settings.items()) + f",seed={seed}"
 
-    runs = train_runs({key(settings, seed): with_settings(config, settings).replace(seed=seed)
-                       for settings in grid for seed in seeds}, task_dir, execution)
+    configs = {key(settings, seed): with_settings(config, settings).replace(seed=seed)
+               for settings in grid for seed in seeds}
+    runs = train_runs(configs, task_dir, execution) if configs else {}
     candidates = [{"settings": settings, "validation_accuracy": [runs[key(settings, seed)].validation_accuracy
                                                                  for seed in seeds]} for settings in grid]
     for candidate in candidates:

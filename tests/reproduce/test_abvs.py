@@ -65,3 +65,15 @@ def test_smoke_reproduction_writes_the_report(tmp_path):
     assert delays["uniform (a DSP counts like a LUT)"]["delay_ns"]["dsp"] == UNIFORM_DELAYS.dsp
     assert payload["all_targets_met"] == saved["all_targets_met"]
     assert saved["readme"]["verdict"].startswith("saving ")
+
+
+def test_the_baseline_search_matches_the_schedule_search_in_size(tmp_path):
+    from codesign.reproduce.common import Execution
+
+    base = abvs.base_config(True)
+    empty = abvs.select_optimiser("fp32", base, seeds=(100,), count=0, task_dir=tmp_path, execution=Execution())
+    assert empty["chosen"] == {} and empty["runs"] == 0 and empty["candidates"] == []  # nothing to match: no run
+    with pytest.raises(ValueError, match="fewer than the 7 schedule candidates"):
+        abvs.select_optimiser("fp32", base, seeds=(100,), count=len(abvs.BASELINE_SEARCH) + 1, task_dir=tmp_path,
+                              execution=Execution())
+    assert not any(tmp_path.iterdir())  # refused before anything was written
