@@ -64,17 +64,21 @@ def test_notebook_runs_on_the_emulated_board(path, monkeypatch):
     print(f"{path.name}: {seconds:.1f} s")
 
 
-@pytest.mark.board
-@pytest.mark.parametrize("stem", sorted(BUILD_DIR_VARIABLES))
-def test_notebook_runs_on_the_board(stem, monkeypatch):
-    """On a PYNQ board, with the notebook's build folder (its .bit and .hwh) named by its variable."""
+def _board_case(stem: str):
+    """One notebook on the board: skipped, with the reason, without a board or without its build folder."""
     from codesign.deploy import board_attached
 
     variable = BUILD_DIR_VARIABLES[stem]
-    if not board_attached():
-        pytest.skip("no PYNQ board attached (pynq finds no device)")
-    if not os.environ.get(variable):
-        pytest.skip(f"{variable} unset: name the build folder of {stem} built for this board")
+    marks = [pytest.mark.board,
+             pytest.mark.skipif(not board_attached(), reason="no PYNQ board attached (pynq finds no device)"),
+             pytest.mark.skipif(not os.environ.get(variable),
+                                reason=f"{variable} unset: name the build folder of {stem} built for this board")]
+    return pytest.param(stem, marks=marks, id=stem)
+
+
+@pytest.mark.parametrize("stem", [_board_case(stem) for stem in sorted(BUILD_DIR_VARIABLES)])
+def test_notebook_runs_on_the_board(stem, monkeypatch):
+    """On a PYNQ board, with the notebook's build folder (its .bit and .hwh) named by its variable."""
     monkeypatch.setenv("CODESIGN_NOTEBOOK_QUICK", "1")
     path = next(path for path in NOTEBOOKS if path.stem == stem)
     notebook, seconds = _execute(path)
