@@ -229,7 +229,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if not args.pe:
         from codesign.pe.tt.step_demo import demo_layer_step
 
+        from codesign.pe.tt.step_cycles import measure_comparison, write_comparison
+
         passed &= demo_layer_step(out / "tt_layer", progress=print)
+        written = write_comparison(out / "tt_layer", measure_comparison(out / "tt_layer" / "comparison_work"))
+        print(f"[demo tt] the paper's comparison: {', '.join(str(path) for path in written.values())}")
+        print(written["md"].read_text())
         _demo_builds(out)
     print("[demo] PASS" if passed else "[demo] FAIL")
     return 0 if passed else 1

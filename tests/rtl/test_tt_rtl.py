@@ -103,19 +103,26 @@ def _layer_step(in_modes, out_modes, rank, batch):
 
 
 @needs_icarus
-@pytest.mark.parametrize("shape", [
-    ((4, 4), (2, 5), 1, 17),
-    pytest.param(((2, 4, 4, 2), (4, 4, 4, 4), 4, 5), marks=pytest.mark.slow),
+@pytest.mark.parametrize("shape, parallel", [
+    (((4, 4), (2, 5), 1, 17), False),
+    (((4, 4), (2, 5), 2, 40), True),
+    pytest.param(((2, 4, 4, 2), (4, 4, 4, 4), 4, 5), False, marks=pytest.mark.slow),
 ])
-def test_layer_step_on_rtl_matches_golden_and_step_cycle_model(tmp_path, shape):
-    """Every call of a whole layer step through the RTL of the PEs: every word right, summed cycles as modelled."""
+def test_layer_step_on_rtl_matches_golden_and_step_cycle_model(tmp_path, shape, parallel):
+    """Every call of a whole layer step through the RTL of the PEs: every word right, summed cycles as modelled,
+    and the step scheduled on the PE copies from the RTL's cycles as from the model's (the parallel array's
+    16 x 2 builds, two PE1 and four PE2 copies)."""
+    from codesign.pe.tt.schedule import StepHardware
     from codesign.pe.tt.step import step_plan
-    from codesign.pe.tt.step_cycles import rtl_check, step_cycles
+    from codesign.pe.tt.step_cycles import PARALLEL_HARDWARE, rtl_check, step_cycles
 
+    hardware = PARALLEL_HARDWARE if parallel else StepHardware()
     layer, x, grad_y = _layer_step(*shape)
-    check = rtl_check(layer, x, grad_y, tmp_path)
-    plan = step_plan(layer, x.shape[0])
+    check = rtl_check(layer, x, grad_y, tmp_path, hardware=hardware)
+    plan = step_plan(layer, x.shape[0], hardware)
+    model = step_cycles(plan)
     assert check.calls == len(plan.calls) and check.mismatches == 0
-    assert check.model_cycles == step_cycles(plan).total
+    assert check.model_cycles == model.total and check.model_makespan == model.makespan
     assert abs(check.deviation) <= 0.05
     assert check.rtl_cycles == check.model_cycles  # in fact exact
+    assert check.rtl_makespan == check.model_makespan < check.rtl_cycles

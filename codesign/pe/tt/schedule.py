@@ -47,6 +47,8 @@ from codesign.numerics.formats import _check_int
 from codesign.pe.tt.contract import MAX_DIM, chunks
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 
+MAX_UNITS = 8  # copies of one PE build a step may use (each takes a stream pair and a memory port)
+
 
 @dataclass(frozen=True, kw_only=True)
 class StepHardware:
@@ -59,19 +61,41 @@ class StepHardware:
     rank-16 cores with 8 modes in one call): a call cut along ``J`` sends all
     its results once per piece, which at ``max_j = 16`` costs more cycles
     than the MACs (docs/tt_pe.md, "A layer's training step on the PEs").
+
+    ``pe1_units`` and ``pe2_units`` are how many copies of each build work
+    side by side, each with its own input and output stream (and memory
+    port): the calls of one contraction are independent, so copies split
+    them (:func:`codesign.pe.tt.step_cycles.list_schedule`). Copies add
+    stream bandwidth, which bounds a step more than the MACs do.
     """
 
     pe1: Tt1Spec = Tt1Spec(a_bits=16, b_bits=8)
     pe2: Tt2Spec = Tt2Spec(a_bits=16, b_bits=4, max_j=128, max_l=64)
     pe3: Tt3Spec = Tt3Spec()
+    pe1_units: int = 1
+    pe2_units: int = 1
 
     def __post_init__(self) -> None:
         for name, kind in (("pe1", Tt1Spec), ("pe2", Tt2Spec), ("pe3", Tt3Spec)):
             if not isinstance(getattr(self, name), kind):
                 raise TypeError(f"{name} must be a {kind.__name__}, got {type(getattr(self, name)).__name__}")
+        _check_int("pe1_units", self.pe1_units, 1, MAX_UNITS)
+        _check_int("pe2_units", self.pe2_units, 1, MAX_UNITS)
 
     def spec(self, pe: str) -> Tt1Spec | Tt2Spec | Tt3Spec:
         return {"tt1": self.pe1, "tt2": self.pe2, "tt3": self.pe3}[pe]
+
+    def units(self, pe: str) -> int:
+        """Copies of ``pe``'s build (PE3 has one)."""
+        return {"tt1": self.pe1_units, "tt2": self.pe2_units, "tt3": 1}[pe]
+
+    def macs(self) -> int:
+        """Multipliers of PE1 and PE2 copies together (PE3 has no place in a step)."""
+        return sum(self.units(pe) * self.spec(pe).lanes * self.spec(pe).rows for pe in ("tt1", "tt2"))
+
+    def describe(self) -> str:
+        """E.g. ``2 x tt1 16x2 + 4 x tt2 16x2`` (copies x PE lanes x rows)."""
+        return " + ".join(f"{self.units(pe)} x {pe} {self.spec(pe).lanes}x{self.spec(pe).rows}" for pe in ("tt1", "tt2"))
 
 
 @dataclass(frozen=True, kw_only=True)

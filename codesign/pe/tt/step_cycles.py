@@ -1,12 +1,16 @@
 """Cycles of a TT layer's training step on the PEs, checked against the RTL, and the paper's seconds per batch.
 
-The model adds the per-transaction cycle models of :mod:`codesign.pe.tt.cycles`
-(exact against the RTL, transaction by transaction) over the calls of a
-:class:`codesign.pe.tt.schedule.StepPlan`. The calls run one after another
-(the PEs' RTL does not overlap loading with computing, and the schedule
-issues one call at a time), so the step's cycles are their sum; the host's
-work between calls (scales, rounding, the permutation of the core-gradient
-operands) and DRAM traffic are not counted.
+The model takes the per-transaction cycle models of :mod:`codesign.pe.tt.cycles`
+(exact against the RTL, transaction by transaction) for the calls of a
+:class:`codesign.pe.tt.schedule.StepPlan` and schedules them on the PE
+copies of its :class:`~codesign.pe.tt.schedule.StepHardware`
+(:func:`list_schedule`): a step is a sequence of *stages* (:func:`stages`),
+each forward contraction one stage and each core gradient together with the
+input gradient of the same core one stage (PE1 copies take the one, PE2
+copies the other); within a stage every copy runs its calls one after
+another, and a stage ends when its last call does. The host's work between
+stages (scales, rounding, the permutation of the core-gradient operands)
+and DRAM traffic are not counted.
 
 :func:`rtl_check` runs every call of one small step through the RTL of the
 PEs under cocotb (the stream bench, no gaps, no backpressure), checks every
@@ -31,6 +35,7 @@ from codesign.pe.tt import golden
 from codesign.pe.tt.contract import header_word
 from codesign.pe.tt.cycles import stream_words, transaction_cycles
 from codesign.pe.tt.schedule import LayerGeometry, StepHardware, StepPlan, plan_step
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 
 PAPER_SECONDS = 0.09  # paper 003, Sec. 5: forward and backward of a batch of 64 at 100 MHz
 PAPER_DSP = 278  # paper 003, Table 2
@@ -39,6 +44,9 @@ GOAL_DSP = PAPER_DSP  # ... at no more DSP slices
 PAPER_CLOCK_MHZ = 100.0
 PAPER_BATCH = 64
 PAPER_LAYERS = (((4, 8, 8, 4), (8, 4, 4, 4)), ((8, 4, 4, 4), (1, 1, 2, 5)))  # (in_modes, out_modes); ours
+# Smaller PE copies side by side: 2 x 32 + 4 x 32 = 192 MACs, six stream pairs instead of two (docs/tt_pe.md)
+PARALLEL_HARDWARE = StepHardware(pe1=Tt1Spec(a_bits=16, b_bits=8, rows=2), pe1_units=2,
+                                 pe2=Tt2Spec(a_bits=16, b_bits=4, max_j=128, max_l=64, rows=2), pe2_units=4)
 CLEAN_BENCH = {"STREAM_GAP_PROBABILITY": "0", "STREAM_BACKPRESSURE": "0"}
 
 
@@ -71,15 +79,93 @@ class ContractionCycles:
 PHASES = ("load", "compute", "drain")
 
 
+def stages(plan: StepPlan) -> list[tuple[int, ...]]:
+    """Indices of the contractions that may run at once, stage by stage, in the plan's order.
+
+    A forward contraction needs the state the previous one produced (and the
+    host's scale for it): a stage of its own. The core gradient and the
+    input gradient of core ``k`` need only the gradient of the state leaving
+    ``k``, the saved state and the core, so they share a stage; the next
+    stage needs the input gradient (and the host's scale for it).
+    """
+    out: list[tuple[int, ...]] = []
+    for index, item in enumerate(plan.contractions):
+        previous = plan.contractions[out[-1][0]] if out else None
+        if item.phase == "input_grad" and previous is not None and previous.phase == "core_grad" \
+                and previous.core == item.core:
+            out[-1] = (*out[-1], index)
+        else:
+            out.append((index,))
+    return out
+
+
+@dataclass(frozen=True)
+class StepSchedule:
+    """Which copy of its PE runs each call of a plan (``units``, in call order) and the cycles of each stage."""
+
+    units: tuple[int, ...]
+    stage_cycles: tuple[int, ...]
+
+    @property
+    def total(self) -> int:
+        """Cycles of the step: its stages one after another."""
+        return sum(self.stage_cycles)
+
+
+def list_schedule(plan: StepPlan, call_cycles: Sequence[int]) -> StepSchedule:
+    """The step's calls on the hardware's PE copies, given the cycles of every call (clock cycles, in call order).
+
+    Within a stage (:func:`stages`) the calls of each PE kind are taken in
+    the plan's order, each by the copy that falls free first (the lowest
+    numbered on a tie), which is what a host that starts the next call on
+    whichever copy finishes does. With one copy of each PE a stage takes the
+    longer of its PE1 and PE2 work.
+    """
+    if len(call_cycles) != len(plan.calls):
+        raise ValueError(f"{len(call_cycles)} call cycle counts for a plan of {len(plan.calls)} calls")
+    positions: dict[int, list[int]] = {}
+    for position, call in enumerate(plan.calls):
+        positions.setdefault(call.index, []).append(position)
+    units = [0] * len(plan.calls)
+    stage_cycles = []
+    for stage in stages(plan):
+        free: dict[str, list[int]] = {}  # PE -> cycle each copy falls free, from the stage's start
+        for index in stage:
+            pe = plan.contractions[index].pe
+            copies = free.setdefault(pe, [0] * plan.hardware.units(pe))
+            for position in positions.get(index, []):
+                unit = min(range(len(copies)), key=lambda u: (copies[u], u))
+                units[position] = unit
+                copies[unit] += int(call_cycles[position])
+        stage_cycles.append(max(max(copies) for copies in free.values()))
+    return StepSchedule(tuple(units), tuple(stage_cycles))
+
+
 @dataclass(frozen=True)
 class StepCycles:
-    """Modelled cycles of one layer step, per contraction; ``total`` is their sum (calls run one at a time)."""
+    """Modelled cycles of one layer step, per contraction, and the step scheduled on the PE copies.
+
+    ``total`` adds every call's cycles (all calls one after another, the
+    figure the RTL check sums); ``makespan`` is the step's cycles under
+    :func:`list_schedule`. ``overlapped_makespan`` schedules each call's
+    overlap bound instead (``ContractionCycles.overlapped``), and
+    ``stream_cycles`` is the fewest cycles in which each stage's words
+    could pass through its PEs' 32-bit stream pairs, spread evenly over the
+    copies: no schedule of these calls on these streams is faster.
+    """
 
     contractions: tuple[ContractionCycles, ...]
+    schedule: StepSchedule
+    overlapped_makespan: int
+    stream_cycles: int
 
     @property
     def total(self) -> int:
         return sum(c.cycles for c in self.contractions)
+
+    @property
+    def makespan(self) -> int:
+        return self.schedule.total
 
     @property
     def macs(self) -> int:
@@ -97,19 +183,34 @@ class StepCycles:
 
 
 def step_cycles(plan: StepPlan) -> StepCycles:
-    """The cycle model of one step: per contraction, the sums over its calls (cycles, phases, words, overlap bound)."""
+    """The cycle model of one step: per contraction, the sums over its calls (cycles, phases, words, overlap
+    bound), and the step scheduled on the PE copies."""
     sums = [dict.fromkeys(("calls", "cycles", *PHASES, "words_in", "words_out", "overlapped"), 0)
             for _ in plan.contractions]
+    per_call, per_call_overlapped = [], []
     for call in plan.calls:
         spec, header = plan.hardware.spec(call.pe), header_word(*call.dims)
         cycles, (words_in, words_out) = transaction_cycles(spec, header), stream_words(spec, header)
+        overlapped = max(words_in, cycles.compute, words_out)
+        per_call.append(cycles.total)
+        per_call_overlapped.append(overlapped)
         row = sums[call.index]
         for key, value in (("calls", 1), ("cycles", cycles.total), ("load", cycles.load),
                            ("compute", cycles.compute), ("drain", cycles.drain), ("words_in", words_in),
-                           ("words_out", words_out), ("overlapped", max(words_in, cycles.compute, words_out))):
+                           ("words_out", words_out), ("overlapped", overlapped)):
             row[key] += value
+    stream = 0
+    for stage in stages(plan):
+        words: dict[tuple[str, str], int] = {}  # (PE, stream) -> words of the stage
+        for index in stage:
+            for direction in ("words_in", "words_out"):
+                key = (plan.contractions[index].pe, direction)
+                words[key] = words.get(key, 0) + sums[index][direction]
+        stream += max(-(-count // plan.hardware.units(pe)) for (pe, _), count in words.items())
     return StepCycles(tuple(ContractionCycles(name=item.name, pe=item.pe, macs=item.macs, **row)
-                            for item, row in zip(plan.contractions, sums)))
+                            for item, row in zip(plan.contractions, sums)),
+                      schedule=list_schedule(plan, per_call),
+                      overlapped_makespan=list_schedule(plan, per_call_overlapped).total, stream_cycles=stream)
 
 
 # ---------------------------------------------------------------------------- RTL check
@@ -132,7 +233,12 @@ class RecordingRunner:
 
 @dataclass(frozen=True)
 class RtlStepCheck:
-    """A step's calls on RTL: transactions and mismatching ones, summed RTL and model cycles, RTL wall time (s)."""
+    """A step's calls on RTL: transactions and mismatching ones, summed RTL and model cycles, RTL wall time (s).
+
+    ``rtl_makespan`` and ``model_makespan`` are the step's cycles on the
+    hardware's PE copies (:func:`list_schedule`) from the RTL's and the
+    model's per-call cycles.
+    """
 
     calls: int
     mismatches: int
@@ -140,6 +246,8 @@ class RtlStepCheck:
     model_cycles: int
     seconds: float
     per_pe: dict
+    rtl_makespan: int
+    model_makespan: int
 
     @property
     def deviation(self) -> float:
@@ -161,13 +269,17 @@ def rtl_check(layer, x, grad_y, work_dir: Path, *, hardware: StepHardware = Step
     """
     from codesign.hw.flow import run_rtl
     from codesign.pe import get_pe
-    from codesign.pe.tt.step import pe_step
+    from codesign.pe.tt.step import pe_step, step_plan
 
     recorder = RecordingRunner()
     pe_step(layer, x, grad_y, recorder, hardware)  # also checks the layer and the batch before anything runs
+    plan = step_plan(layer, len(x), hardware)
+    if [pe for pe, _, _ in recorder.log] != [call.pe for call in plan.calls]:
+        raise RuntimeError("the step's calls differ from its plan's")
     calls = mismatches = rtl_total = model_total = 0
     seconds = 0.0
     per_pe = {}
+    rtl_call_cycles: dict[str, list[int]] = {}
     for name in ("tt1", "tt2", "tt3"):
         mine = [(a, b) for pe, a, b in recorder.log if pe == name]
         if not mine:
@@ -184,7 +296,10 @@ def rtl_check(layer, x, grad_y, work_dir: Path, *, hardware: StepHardware = Step
         seconds += result.seconds
         per_pe[name] = {"calls": result.vectors, "mismatches": result.mismatches, "rtl_cycles": sum(result.cycles),
                         "model_cycles": model}
-    return RtlStepCheck(calls, mismatches, rtl_total, model_total, seconds, per_pe)
+        rtl_call_cycles[name] = list(result.cycles)
+    in_plan_order = [rtl_call_cycles[call.pe].pop(0) for call in plan.calls]
+    return RtlStepCheck(calls, mismatches, rtl_total, model_total, seconds, per_pe,
+                        rtl_makespan=list_schedule(plan, in_plan_order).total, model_makespan=step_cycles(plan).makespan)
 
 
 # ---------------------------------------------------------------------------- the paper's comparison
@@ -192,54 +307,66 @@ def rtl_check(layer, x, grad_y, work_dir: Path, *, hardware: StepHardware = Step
 class PaperComparison:
     """Seconds per batch-64 training step of the paper's network on our PEs, against the paper and the goal.
 
-    ``dsp`` holds the Yosys DSP count of each PE build (None when not
-    measured); the array has one PE of each kind. ``phases`` splits the
-    modelled cycles into load, compute and drain (the rest are header and
-    status cycles); ``words_in``, ``words_out`` and ``overlapped_cycles``
-    are the sums of :class:`ContractionCycles`' fields over both layers.
+    ``hardware`` names the PE copies (:meth:`StepHardware.describe`) and
+    ``units`` counts them per PE; ``dsp`` holds the Yosys DSP count of one
+    copy of each PE build (None when not measured), the array carrying one
+    PE3. ``layer_cycles`` are the layers' scheduled cycles
+    (:attr:`StepCycles.makespan`) and ``busy_cycles`` every call's cycles
+    added. ``phases`` splits the busy cycles into load, compute and drain
+    (the rest are header and status cycles); ``words_in`` and ``words_out``
+    are the stream words, ``overlapped_cycles`` and ``stream_cycles`` the
+    two bounds of :class:`StepCycles`, all summed over both layers.
     """
 
     rank: int
     batch: int
     clock_mhz: float
+    hardware: str
+    units: dict
+    array_macs: int
     layer_cycles: tuple[int, ...]
+    busy_cycles: int
     macs: int
     dsp: dict | None
     phases: dict
     words_in: int
     words_out: int
     overlapped_cycles: int
+    stream_cycles: int
 
     @property
     def cycles(self) -> int:
         return sum(self.layer_cycles)
 
+    def _seconds(self, cycles: int) -> float:
+        return cycles / (self.clock_mhz * 1e6)
+
     @property
     def seconds(self) -> float:
-        return self.cycles / (self.clock_mhz * 1e6)
+        return self._seconds(self.cycles)
 
     @property
     def overlapped_seconds(self) -> float:
-        """Seconds if every call overlapped loading, computing and sending completely (calls still one at a time)."""
-        return self.overlapped_cycles / (self.clock_mhz * 1e6)
+        """Seconds if every call overlapped loading, computing and sending completely (same schedule of calls)."""
+        return self._seconds(self.overlapped_cycles)
 
     @property
     def stream_seconds(self) -> float:
-        """Seconds to move the step's words through one 32-bit input and one 32-bit output stream, both always busy.
+        """Seconds to move every stage's words through its PEs' 32-bit stream pairs, all busy on every cycle.
 
-        No schedule of these calls on PEs with one such stream pair can be
-        faster; a faster step needs wider streams.
+        No schedule of these calls on these streams can be faster; a faster
+        step needs more or wider streams.
         """
-        return max(self.words_in, self.words_out) / (self.clock_mhz * 1e6)
+        return self._seconds(self.stream_cycles)
 
     @property
     def dsp_total(self) -> int | None:
-        return None if self.dsp is None else sum(self.dsp.values())
+        return None if self.dsp is None else sum(count * self.units[pe] for pe, count in self.dsp.items())
 
     @property
     def mac_utilisation(self) -> float:
-        """Useful MACs over what one 128-MAC PE does in the modelled cycles (one call runs at a time)."""
-        return self.macs / (self.cycles * 128)
+        """Useful MACs over what the array's PE1 and PE2 multipliers could do in the scheduled cycles."""
+        return self.macs / (self.cycles * self.array_macs)
 
     @property
     def meets_goal(self) -> bool | None:
@@ -267,33 +394,45 @@ def paper_plans(rank: int, *, batch: int = PAPER_BATCH, hardware: StepHardware =
 
 def paper_comparison(rank: int, *, dsp: Mapping[str, int] | None = None, batch: int = PAPER_BATCH,
                      clock_mhz: float = PAPER_CLOCK_MHZ, hardware: StepHardware = StepHardware()) -> PaperComparison:
-    """Modelled seconds per step of the paper's network at inner rank ``rank`` (all ranks equal)."""
+    """Modelled seconds per step of the paper's network at inner rank ``rank`` (all ranks equal) on ``hardware``.
+
+    ``dsp`` is the DSP count of one copy of each PE build (``tt1``, ``tt2``,
+    ``tt3``), as :func:`yosys_dsp` measures it.
+    """
     steps = [step_cycles(plan) for plan in paper_plans(rank, batch=batch, hardware=hardware)]
 
     def total(field: str) -> int:
         return sum(step.sum_of(field) for step in steps)
 
-    return PaperComparison(rank=rank, batch=batch, clock_mhz=clock_mhz, layer_cycles=tuple(s.total for s in steps),
-                           macs=sum(s.macs for s in steps), dsp=None if dsp is None else dict(dsp),
+    return PaperComparison(rank=rank, batch=batch, clock_mhz=clock_mhz, hardware=hardware.describe(),
+                           units={pe: hardware.units(pe) for pe in ("tt1", "tt2", "tt3")},
+                           array_macs=hardware.macs(), layer_cycles=tuple(s.makespan for s in steps),
+                           busy_cycles=sum(s.total for s in steps), macs=sum(s.macs for s in steps),
+                           dsp=None if dsp is None else dict(dsp),
                            phases={phase: total(phase) for phase in PHASES}, words_in=total("words_in"),
-                           words_out=total("words_out"), overlapped_cycles=total("overlapped"))
+                           words_out=total("words_out"),
+                           overlapped_cycles=sum(s.overlapped_makespan for s in steps),
+                           stream_cycles=sum(s.stream_cycles for s in steps))
 
 
 def comparison_table(rows: Sequence[PaperComparison]) -> str:
-    """Markdown: one row per rank, with the paper's figures and the goal, then where the cycles go and the bounds."""
-    lines = ["| rank | cycles (layer 1 + layer 2) | s per batch-64 step | MAC use | DSP (tt1 + tt2 + tt3) | "
-             "paper | goal met |", "|---:|---:|---:|---:|---:|---|---|"]
+    """Markdown: one row per hardware and rank, with the paper's figures and the goal, then where the cycles go and
+    the bounds."""
+    lines = ["| PEs (copies x lanes x rows) | rank | cycles (layer 1 + layer 2) | s per batch-64 step | MAC use | "
+             "DSP (tt1 + tt2 + tt3) | paper | goal met |", "|---|---:|---:|---:|---:|---:|---|---|"]
     for row in rows:
-        dsp = "not measured" if row.dsp is None else " + ".join(str(v) for v in row.dsp.values()) + \
+        dsp = "not measured" if row.dsp is None else " + ".join(
+            f"{row.units[pe]} x {count}" if row.units[pe] > 1 else str(count) for pe, count in row.dsp.items()) + \
             f" = {row.dsp_total}"
         goal = {None: "unknown (no DSP count)", True: "yes", False: "no"}[row.meets_goal]
-        lines.append(f"| {row.rank} | {row.layer_cycles[0]:,} + {row.layer_cycles[1]:,} | {row.seconds:.4f} | "
-                     f"{row.mac_utilisation:.1%} | {dsp} | {PAPER_SECONDS} s, {PAPER_DSP} DSP | {goal} |")
-    lines += ["", "| rank | load / compute / drain (share of cycles) | words in / out | s, phases overlapped per call | "
-              "s, 32-bit streams always busy |", "|---:|---|---:|---:|---:|"]
+        lines.append(f"| {row.hardware} | {row.rank} | {row.layer_cycles[0]:,} + {row.layer_cycles[1]:,} | "
+                     f"{row.seconds:.4f} | {row.mac_utilisation:.1%} | {dsp} | {PAPER_SECONDS} s, {PAPER_DSP} DSP | "
+                     f"{goal} |")
+    lines += ["", "| PEs | rank | load / compute / drain (share of busy cycles) | words in / out | "
+              "s, phases overlapped per call | s, 32-bit streams always busy |", "|---|---:|---|---:|---:|---:|"]
     for row in rows:
-        shares = " / ".join(f"{row.phases[phase] / row.cycles:.0%}" for phase in PHASES)
-        lines.append(f"| {row.rank} | {shares} | {row.words_in:,} / {row.words_out:,} | "
+        shares = " / ".join(f"{row.phases[phase] / row.busy_cycles:.0%}" for phase in PHASES)
+        lines.append(f"| {row.hardware} | {row.rank} | {shares} | {row.words_in:,} / {row.words_out:,} | "
                      f"{row.overlapped_seconds:.4f} | {row.stream_seconds:.4f} |")
     return "\n".join(lines) + "\n"
 
@@ -310,3 +449,55 @@ def yosys_dsp(hardware: StepHardware, work_dir: Path, *, family: str = "xcup") -
                           params=pe.rtl_parameters(hardware.spec(name)))
         out[name] = int(ys.synthesize(job, Path(work_dir) / job.slug).counts.dsp)
     return out
+
+
+COMPARISON_RANKS = (2, 4, 8, 16)
+COMPARISON_HARDWARE = (StepHardware(), PARALLEL_HARDWARE)
+
+
+def measure_comparison(work_dir: Path, *, ranks: Sequence[int] = COMPARISON_RANKS,
+                       hardware: Sequence[StepHardware] = COMPARISON_HARDWARE, progress=print) -> list[PaperComparison]:
+    """The paper comparison for every array and rank, with the DSP counts Yosys gives for each array's builds."""
+    rows = []
+    for array in hardware:
+        progress(f"[tt comparison] Yosys (xcup) of {array.describe()} + tt3 ...")
+        dsp = yosys_dsp(array, Path(work_dir) / "yosys")
+        progress(f"[tt comparison] DSP per build: {dsp}")
+        rows += [paper_comparison(rank, dsp=dsp, hardware=array) for rank in ranks]
+    return rows
+
+
+def write_comparison(out_dir: Path, rows: Sequence[PaperComparison]) -> dict[str, Path]:
+    """``tt_paper_comparison.json``, ``.md`` (:func:`comparison_table`) and ``.png`` (seconds per step against rank,
+    one line per array, with the paper's time and the goal), each written atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
+
+    if not rows:
+        raise ValueError("no comparison rows to write")
+    out_dir = Path(out_dir)
+    figure, axis = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    for index, name in enumerate(dict.fromkeys(row.hardware for row in rows)):
+        mine = sorted((row for row in rows if row.hardware == name), key=lambda row: row.rank)
+        dsp = mine[0].dsp_total
+        label = f"{name} ({'DSP not measured' if dsp is None else f'{dsp} DSP'})"
+        axis.plot([row.rank for row in mine], [row.seconds for row in mine], "o-", color=f"C{index}", label=label)
+        axis.plot([row.rank for row in mine], [row.stream_seconds for row in mine], ":", color=f"C{index}",
+                  label=f"{name}: 32-bit stream bound")
+    axis.axhline(PAPER_SECONDS, color="black", linestyle="--", label=f"paper 003: {PAPER_SECONDS} s, {PAPER_DSP} DSP")
+    axis.axhline(GOAL_SECONDS, color="green", linestyle="--", label=f"goal: {GOAL_SECONDS} s at <= {GOAL_DSP} DSP")
+    axis.set_xscale("log", base=2)
+    axis.set_yscale("log")
+    axis.set_xlabel("inner TT rank (all ranks equal)")
+    axis.set_ylabel(f"s per batch-{rows[0].batch} step at {rows[0].clock_mhz:.0f} MHz (model)")
+    axis.set_title("TT training step of the paper's two-layer network on the PEs", fontsize=9)
+    axis.grid(alpha=0.3, which="both")
+    axis.legend(fontsize=7)
+    figure.tight_layout()
+    return {"json": write_json_atomic(out_dir / "tt_paper_comparison.json", [row.to_dict() for row in rows]),
+            "md": write_text_atomic(out_dir / "tt_paper_comparison.md", comparison_table(rows)),
+            "png": write_figure_png(figure, out_dir / "tt_paper_comparison.png")}

@@ -1,19 +1,25 @@
-"""The cycle model of a TT layer step (codesign.pe.tt.step_cycles): sums of the per-transaction models, the paper's
-network, the Markdown table. The check against RTL cycles is in tests/rtl/test_tt_rtl.py."""
+"""The cycle model of a TT layer step (codesign.pe.tt.step_cycles): sums of the per-transaction models, the stages
+and the list schedule on PE copies, the paper's network, the Markdown table. The check against RTL cycles is in
+tests/rtl/test_tt_rtl.py."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from codesign.pe.tt.contract import header_word
-from codesign.pe.tt.cycles import pe1_cycles, pe2_cycles
-from codesign.pe.tt.schedule import LayerGeometry, StepHardware, plan_step
-from codesign.pe.tt.step_cycles import (GOAL_SECONDS, PAPER_BATCH, comparison_table, paper_comparison, paper_plans,
-                                        step_cycles)
+from codesign.pe.tt.cycles import pe1_cycles, pe2_cycles, transaction_cycles
+from codesign.pe.tt.schedule import MAX_UNITS, LayerGeometry, StepHardware, plan_step
+from codesign.pe.tt.step_cycles import (GOAL_DSP, GOAL_SECONDS, PAPER_BATCH, PARALLEL_HARDWARE, comparison_table,
+                                        list_schedule, paper_comparison, paper_plans, stages, step_cycles,
+                                        write_comparison)
+
+GEOMETRY = LayerGeometry(in_modes=(3, 5, 17), out_modes=(7, 2, 3), ranks=(1, 2, 3, 1), batch=33)
 
 
 def test_step_cycles_add_the_transaction_models_of_every_call():
-    plan = plan_step(LayerGeometry(in_modes=(3, 5, 17), out_modes=(7, 2, 3), ranks=(1, 2, 3, 1), batch=33))
+    plan = plan_step(GEOMETRY)
     cycles = step_cycles(plan)
     hw = StepHardware()
     by_hand = 0
@@ -42,6 +48,86 @@ def test_one_pe2_call_by_hand():
     assert first.cycles == 2 + 2 * 1 * 2 + 1 * (4 * 1 * 8 + 1 * 1 * 6 + 2 * (1 + 12))
 
 
+@pytest.mark.parametrize("need_input_grad", [True, False])
+def test_stages_pair_each_core_gradient_with_the_input_gradient_of_the_same_core(need_input_grad):
+    plan = plan_step(GEOMETRY, need_input_grad=need_input_grad)
+    names = [[plan.contractions[i].name for i in stage] for stage in stages(plan)]
+    tail = [["core_grad[0]", "input_grad[0]"]] if need_input_grad else [["core_grad[0]"]]
+    assert names == [["forward[0]"], ["forward[1]"], ["forward[2]"], ["core_grad[2]", "input_grad[2]"],
+                     ["core_grad[1]", "input_grad[1]"], *tail]
+
+
+def _by_stage_and_pe(plan, values):
+    out = []
+    for stage in stages(plan):
+        per_pe = {}
+        for position, call in enumerate(plan.calls):
+            if call.index in stage:
+                per_pe.setdefault(call.pe, []).append(values[position])
+        out.append(per_pe)
+    return out
+
+
+def test_one_copy_of_each_pe_runs_a_stage_in_the_longer_of_its_pe1_and_pe2_work():
+    plan = plan_step(GEOMETRY)
+    cycles = step_cycles(plan)
+    assert set(cycles.schedule.units) == {0}
+    calls = [transaction_cycles(plan.hardware.spec(c.pe), header_word(*c.dims)).total for c in plan.calls]
+    by_hand = [max(sum(v) for v in per_pe.values()) for per_pe in _by_stage_and_pe(plan, calls)]
+    assert list(cycles.schedule.stage_cycles) == by_hand
+    assert cycles.makespan == sum(by_hand) < cycles.total  # the paired stages overlap PE1 and PE2
+
+
+def test_list_schedule_by_hand_on_two_copies():
+    hardware = StepHardware(pe1_units=2, pe2_units=2)
+    plan = plan_step(LayerGeometry(in_modes=(4, 4), out_modes=(2, 5), ranks=(1, 1, 1), batch=40), hardware=hardware)
+    first = [position for position, call in enumerate(plan.calls) if call.index == 0]
+    assert len(first) == 3  # forward[0]: K = R B = 160 cut into 64 + 64 + 32
+    cycles = [1] * len(plan.calls)
+    for position, value in zip(first, (5, 3, 4)):
+        cycles[position] = value
+    schedule = list_schedule(plan, cycles)
+    # 5 -> copy 0; 3 -> copy 1; 4 -> copy 1 (free at 3, copy 0 at 5): copies end at 5 and 7
+    assert [schedule.units[p] for p in first] == [0, 1, 1] and schedule.stage_cycles[0] == 7
+    with pytest.raises(ValueError, match="call cycle counts"):
+        list_schedule(plan, cycles[:-1])
+
+
+def test_enough_copies_run_every_stage_in_its_longest_call():
+    hardware = StepHardware(pe1_units=MAX_UNITS, pe2_units=MAX_UNITS)
+    plan = plan_step(LayerGeometry(in_modes=(4, 4), out_modes=(2, 5), ranks=(1, 1, 1), batch=40), hardware=hardware)
+    calls = list(range(1, len(plan.calls) + 1))
+    per_stage = _by_stage_and_pe(plan, calls)
+    assert all(len(v) <= MAX_UNITS for per_pe in per_stage for v in per_pe.values())
+    assert list_schedule(plan, calls).stage_cycles == tuple(max(max(v) for v in p.values()) for p in per_stage)
+
+
+@pytest.mark.parametrize("field", ["pe1_units", "pe2_units"])
+@pytest.mark.parametrize("value", [0, MAX_UNITS + 1])
+def test_step_hardware_refuses_unit_counts_out_of_range(field, value):
+    with pytest.raises(ValueError, match=field):
+        StepHardware(**{field: value})
+
+
+def test_step_hardware_counts_and_names_its_copies():
+    assert StepHardware().macs() == 256 and StepHardware().describe() == "1 x tt1 16x8 + 1 x tt2 16x8"
+    assert PARALLEL_HARDWARE.macs() == 2 * 32 + 4 * 32
+    assert PARALLEL_HARDWARE.describe() == "2 x tt1 16x2 + 4 x tt2 16x2"
+    assert PARALLEL_HARDWARE.units("tt3") == 1
+
+
+def test_parallel_hardware_counts_dsp_per_copy_and_beats_one_copy_each():
+    dsp = {"tt1": 32, "tt2": 32, "tt3": 17}
+    row = paper_comparison(8, dsp=dsp, hardware=PARALLEL_HARDWARE)
+    assert row.dsp_total == 2 * 32 + 4 * 32 + 17 <= GOAL_DSP
+    single = paper_comparison(8, hardware=StepHardware(pe1=PARALLEL_HARDWARE.pe1, pe2=PARALLEL_HARDWARE.pe2))
+    assert row.cycles < single.cycles and row.busy_cycles == single.busy_cycles and row.macs == single.macs
+    assert row.meets_goal == (row.seconds <= GOAL_SECONDS)
+    assert row.stream_seconds <= row.overlapped_seconds <= row.seconds
+    table = comparison_table([row])
+    assert "2 x 32 + 4 x 32 + 17 = 209" in table and "2 x tt1 16x2 + 4 x tt2 16x2" in table
+
+
 def test_paper_network_first_layer_has_no_input_gradient():
     first, second = paper_plans(8)
     assert "input_grad[0]" not in [c.name for c in first.contractions]
@@ -61,7 +147,8 @@ def test_paper_comparison_seconds_and_goal():
     assert table.count("\n") == 9 and "272" in table and "not measured" in table
     for r in (row, bigger):
         assert r.stream_seconds <= r.overlapped_seconds <= r.seconds
-        assert sum(r.phases.values()) < r.cycles  # headers and status words are the rest
+        assert sum(r.phases.values()) < r.busy_cycles  # headers and status words are the rest
+        assert r.cycles < r.busy_cycles  # the paired stages overlap PE1 and PE2
     assert f"{bigger.stream_seconds:.4f}" in table and f"{bigger.overlapped_seconds:.4f}" in table
 
 
@@ -69,5 +156,19 @@ def test_paper_comparison_dict_is_complete():
     payload = paper_comparison(4, dsp={"tt1": 1, "tt2": 2, "tt3": 3}).to_dict()
     for key in ("cycles", "seconds", "dsp_total", "paper_seconds", "paper_dsp", "goal_seconds", "goal_dsp",
                 "meets_goal", "layer_cycles", "mac_utilisation", "phases", "words_in", "words_out", "overlapped_seconds",
-                "stream_seconds"):
+                "stream_seconds", "hardware", "units", "busy_cycles", "array_macs"):
         assert key in payload
+
+
+def test_write_comparison_writes_json_markdown_and_plot(tmp_path):
+    rows = [paper_comparison(rank, hardware=hardware, dsp=dsp) for hardware, dsp in
+            ((StepHardware(), None), (PARALLEL_HARDWARE, {"tt1": 32, "tt2": 32, "tt3": 17})) for rank in (2, 8)]
+    paths = write_comparison(tmp_path / "out", rows)
+    payload = json.loads(paths["json"].read_text())
+    assert [entry["rank"] for entry in payload] == [2, 8, 2, 8]
+    assert payload[3]["dsp_total"] == 209 and payload[0]["dsp_total"] is None
+    assert paths["md"].read_text() == comparison_table(rows)
+    assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="no comparison rows"):
+        write_comparison(tmp_path / "none", [])
+    assert not (tmp_path / "none").exists()
