@@ -64,6 +64,7 @@ class AccelIP(DefaultIP):
         self._capacity = {name: int(buffer.get("max_words", 0)) for name, buffer in entry.get("buffers", {}).items()}
         self._buffers: dict[str, np.ndarray] = {}
         self.calls, self.busy_s = 0, 0.0  # calls made, seconds from ap_start to ap_done over all calls
+        self._pending: tuple[float, int] | None = None  # (ap_start time, output words) of a started call
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.ip_name} ({self.pe}) at {self.mmio.base_addr:#x}>"
@@ -100,6 +101,12 @@ class AccelIP(DefaultIP):
     def run(self, words_in: np.ndarray, n_out: int, n_transactions: int, *,
             timeout_s: float | None = None) -> np.ndarray:
         """Run ``n_transactions`` transactions on ``words_in`` (1-D uint32); return the ``n_out`` output words."""
+        self.start(words_in, n_out, n_transactions)
+        return self.finish(timeout_s=timeout_s)
+
+    def start(self, words_in: np.ndarray, n_out: int, n_transactions: int) -> None:
+        """Start a call (as :meth:`run`) and return at once, so that several IPs can work side by side;
+        :meth:`finish` waits for it."""
         if not isinstance(words_in, np.ndarray) or words_in.dtype != WORD or words_in.ndim != 1:
             shape = getattr(words_in, "shape", None)
             dtype = getattr(words_in, "dtype", type(words_in).__name__)
@@ -108,7 +115,8 @@ class AccelIP(DefaultIP):
         n_in = _count("len(words_in)", words_in.size, 0)
         n_out = _count("n_out", n_out, 0)
         n_transactions = _count("n_transactions", n_transactions, 1)
-        timeout_s = self.timeout_s if timeout_s is None else float(timeout_s)
+        if self._pending is not None:
+            raise DeployError(f"IP {self.ip_name} was started and not finished: call finish() first")
         ctrl = self._status()
         if not ctrl & CTRL_BIT["ap_idle"]:
             raise DeployError(f"IP {self.ip_name} is busy ({self.describe_ctrl(ctrl)}): an earlier call never "
@@ -122,11 +130,18 @@ class AccelIP(DefaultIP):
         self._write_register("n_in", n_in)
         self._write_register("n_out", n_out)
         self._write_register("n_transactions", n_transactions)
-        started = time.perf_counter()
+        self._pending = (time.perf_counter(), n_out)
         self.mmio.write(self.offsets["CTRL"], CTRL_BIT["ap_start"])
-        self._wait_done(started, timeout_s)
+
+    def finish(self, *, timeout_s: float | None = None) -> np.ndarray:
+        """Wait for the call :meth:`start` began (``timeout_s`` from its ``ap_start``); return its output words."""
+        if self._pending is None:
+            raise DeployError(f"IP {self.ip_name}: finish() without a started call")
+        (started, n_out), self._pending = self._pending, None
+        self._wait_done(started, self.timeout_s if timeout_s is None else float(timeout_s))
         self.busy_s += time.perf_counter() - started
         self.calls += 1
+        out_buffer = self._buffers["out"]
         out_buffer.invalidate()
         return np.array(out_buffer[:n_out], dtype=WORD)
 

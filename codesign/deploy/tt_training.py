@@ -29,7 +29,7 @@ from codesign.deploy.manifest import DeployError
 from codesign.pe.tt import golden
 from codesign.pe.tt.contract import STATUS_BAD_HEADER, STATUS_OK, STATUS_TOO_LARGE
 from codesign.pe.tt.cycles import transaction_cycles
-from codesign.pe.tt.schedule import StepHardware
+from codesign.pe.tt.schedule import StepHardware, assign_calls
 from codesign.pe.tt.step_csim import result_shape
 from codesign.train.hw_golden_tt import TtHwTrainer, design_hardware
 
@@ -37,55 +37,99 @@ STATUS_NAMES = {STATUS_OK: "ok", STATUS_BAD_HEADER: "bad header", STATUS_TOO_LAR
 
 
 class IpRunner:
-    """PE calls on the IPs ``drivers`` (PE name -> driver), built as ``hardware`` says.
+    """PE calls on the IPs ``drivers`` (PE name -> its copies' drivers, or one driver), built as ``hardware`` says.
 
-    Counts IP calls, transactions, input and output words, and the PEs'
+    One :meth:`run` is one stage of a step (``pe_step`` hands over the core
+    and input gradients of a core together): each PE's calls are split over
+    its copies by :func:`codesign.pe.tt.schedule.assign_calls` on their
+    modelled cycles, every copy gets its share as one IP call, all copies
+    are started and then all are waited for, so PE1 and PE2 copies work side
+    by side. Counts IP calls, transactions, input and output words, the PEs'
     clock cycles by the RTL cycle model (:func:`codesign.pe.tt.cycles.transaction_cycles`:
-    the PE's stream only, without the shell's DDR transfers).
+    the PE's stream only, without the shell's DDR transfers) added over
+    every call, and the same cycles as the copies overlap them
+    (``pe_makespan``: per stage, the busiest copy).
     """
 
     name = "ip"
 
-    def __init__(self, drivers: Mapping[str, AccelIP], hardware: StepHardware) -> None:
-        for pe, driver in drivers.items():
+    def __init__(self, drivers: Mapping[str, AccelIP | Sequence[AccelIP]], hardware: StepHardware) -> None:
+        self.drivers: dict[str, list[AccelIP]] = {}
+        for pe, given in drivers.items():
+            copies = [given] if isinstance(given, AccelIP) else list(given)
             if pe not in ("tt1", "tt2", "tt3"):
                 raise DeployError(f"IpRunner runs the TT PEs tt1, tt2, tt3; got an IP for {pe!r}")
-            if getattr(driver, "pe", pe) != pe:
-                raise DeployError(f"IP {driver.ip_name} is a {driver.pe} PE, not {pe}")
-        self.drivers, self.hardware = dict(drivers), hardware
-        self.ip_calls, self.transactions, self.words_in, self.words_out, self.pe_cycles = 0, 0, 0, 0, 0
+            for driver in copies:
+                if getattr(driver, "pe", pe) != pe:
+                    raise DeployError(f"IP {driver.ip_name} is a {driver.pe} PE, not {pe}")
+            if len(copies) != hardware.units(pe):
+                raise DeployError(f"the hardware has {hardware.units(pe)} {pe} copies, and {len(copies)} {pe} IPs "
+                                  "were given")
+            self.drivers[pe] = copies
+        self.hardware = hardware
+        self.ip_calls, self.transactions, self.words_in, self.words_out = 0, 0, 0, 0
+        self.pe_cycles, self.pe_makespan = 0, 0
 
     def run(self, hardware: StepHardware, calls: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> list[np.ndarray]:
         if hardware != self.hardware:
             raise DeployError("the PE calls were planned for other PE builds than the overlay's IPs")
-        results: list[np.ndarray] = []
-        start = 0
-        while start < len(calls):  # consecutive calls on one PE go in one IP call
-            pe = calls[start][0]
-            stop = start
-            while stop < len(calls) and calls[stop][0] == pe:
-                stop += 1
-            results += self._run_pe(pe, calls[start:stop])
-            start = stop
-        return results
+        jobs = []  # (driver, positions of its calls)
+        streams = [golden.words(self.hardware.spec(pe), a, b) for pe, a, b in calls]
+        cycles = [transaction_cycles(self.hardware.spec(pe), int(words[0])).total
+                  for (pe, _, _), words in zip(calls, streams)]
+        for pe in dict.fromkeys(pe for pe, _, _ in calls):
+            copies = self.drivers.get(pe)
+            if not copies:
+                raise DeployError(f"the schedule calls {pe}, and the overlay has no {pe} IP")
+            positions = [position for position, call in enumerate(calls) if call[0] == pe]
+            units = assign_calls([cycles[p] for p in positions], len(copies))
+            for unit, driver in enumerate(copies):
+                mine = [p for p, u in zip(positions, units) if u == unit]
+                if mine:
+                    jobs.append((driver, mine))
+        results: list[np.ndarray | None] = [None] * len(calls)
+        for driver, positions, out in self._start_and_finish(jobs, calls, streams, cycles):
+            for position, result in zip(positions, self._results(driver, [calls[p] for p in positions], out)):
+                results[position] = result
+        return results  # type: ignore[return-value]
 
-    def _run_pe(self, pe: str, calls: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> list[np.ndarray]:
-        driver = self.drivers.get(pe)
-        if driver is None:
-            raise DeployError(f"the schedule calls {pe}, and the overlay has no {pe} IP")
-        spec = self.hardware.spec(pe)
-        streams = [golden.words(spec, a, b) for _, a, b in calls]
-        shapes = [result_shape(pe, a, b) for _, a, b in calls]
-        n_out = sum(1 + int(np.prod(shape)) for shape in shapes)
-        words_in = np.concatenate(streams).astype(np.uint32)
-        out = driver.run(words_in, n_out, len(calls))
-        self.ip_calls += 1
-        self.transactions += len(calls)
-        self.words_in += words_in.size
-        self.words_out += n_out
-        self.pe_cycles += sum(transaction_cycles(spec, int(stream[0])).total for stream in streams)
+    def _start_and_finish(self, jobs, calls, streams, cycles):
+        """Start every job's IP call, then wait for each; every started IP is waited for before an error leaves."""
+        started, error = [], None
+        for driver, positions in jobs:
+            n_out = sum(1 + int(np.prod(result_shape(*calls[p]))) for p in positions)
+            words_in = np.concatenate([streams[p] for p in positions]).astype(np.uint32)
+            try:
+                driver.start(words_in, n_out, len(positions))
+            except DeployError as failure:
+                error = failure
+                break
+            started.append((driver, positions))
+            self.ip_calls += 1
+            self.transactions += len(positions)
+            self.words_in += words_in.size
+            self.words_out += n_out
+        finished, busiest = [], 0
+        for driver, positions in started:
+            try:
+                out = driver.finish()
+            except DeployError as failure:
+                error = error or failure
+                continue
+            mine = sum(cycles[p] for p in positions)
+            self.pe_cycles += mine
+            busiest = max(busiest, mine)
+            finished.append((driver, positions, out))
+        self.pe_makespan += busiest
+        if error is not None:
+            raise error
+        return finished
+
+    @staticmethod
+    def _results(driver: AccelIP, calls, out: np.ndarray) -> list[np.ndarray]:
         results, position = [], 0
-        for shape in shapes:
+        for pe, a, b in calls:
+            shape = result_shape(pe, a, b)
             status = int(out[position])
             if status != STATUS_OK:
                 raise DeployError(f"IP {driver.ip_name} refused a {shape} transaction: status {status} "
@@ -111,8 +155,10 @@ class BoardTtTrainer(OnBoard, TtHwTrainer):
     def __init__(self, overlay, design, **kwargs) -> None:
         self.bind(overlay, design)
         hardware = design_hardware(design)
-        drivers = {instance.pe: overlay.accelerator(instance.name) for instance in design.instances
-                   if instance.pe in ("tt1", "tt2", "tt3")}
+        drivers: dict[str, list[AccelIP]] = {}
+        for instance in design.instances:
+            if instance.pe in ("tt1", "tt2", "tt3"):
+                drivers.setdefault(instance.pe, []).append(overlay.accelerator(instance.name))
         super().__init__(design.training, hardware=hardware, runner=IpRunner(drivers, hardware), **kwargs)
 
     @property
@@ -122,8 +168,9 @@ class BoardTtTrainer(OnBoard, TtHwTrainer):
     def throughput(self) -> dict[str, float]:
         """The loop's figures plus the IPs' (:meth:`OnBoard.ip_figures`) and the words moved."""
         runner = self.ip_runner
-        return {**super().throughput(), **self.ip_figures(runner.drivers.values(), runner.pe_cycles),
-                "words_in": runner.words_in, "words_out": runner.words_out}
+        drivers = [driver for copies in runner.drivers.values() for driver in copies]
+        return {**super().throughput(), **self.ip_figures(drivers, runner.pe_cycles),
+                "pe_makespan": runner.pe_makespan, "words_in": runner.words_in, "words_out": runner.words_out}
 
 
 __all__ = ["BoardTtTrainer", "IpRunner"]

@@ -178,6 +178,16 @@ def _tt_needs(training: TrainConfig) -> list[tuple[str, dict[str, Any], str]]:
                                    "core-gradient route and does not call it")]
 
 
+COPIES_FIELD = "copies"  # [design.pe.<pe>] copies = n: n instances of the same build, each its own IP
+MAX_COPIES = 8
+
+
+def _copies(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COPIES:
+        raise DesignError(f"{where}: must be a whole number of instances in [1, {MAX_COPIES}], got {value!r}")
+    return value
+
+
 def _pe_spec(pe_name: str, derived: dict[str, Any], override: Mapping[str, Any], where: str):
     pe = get_pe(pe_name)
     known = {f.name for f in dataclasses.fields(pe.spec_class)}
@@ -212,10 +222,13 @@ def design_point(training: TrainConfig, *, name: str, board_name: str = "zedboar
     counts: dict[str, int] = {}
     instances = []
     for pe_name, derived, reason in needs:
-        index = counts.get(pe_name, 0)
-        counts[pe_name] = index + 1
-        spec = _pe_spec(pe_name, derived, overrides.get(pe_name, {}), f"design.pe.{pe_name}")
-        instances.append(PeInstance(name=f"{pe_name}_{index}", pe=pe_name, spec=spec, reason=reason))
+        override = dict(overrides.get(pe_name, {}))
+        copies = _copies(override.pop(COPIES_FIELD, 1), f"design.pe.{pe_name}.{COPIES_FIELD}")
+        spec = _pe_spec(pe_name, derived, override, f"design.pe.{pe_name}")
+        for _ in range(copies):
+            index = counts.get(pe_name, 0)
+            counts[pe_name] = index + 1
+            instances.append(PeInstance(name=f"{pe_name}_{index}", pe=pe_name, spec=spec, reason=reason))
     return DesignPoint(name=name, training=training, board=chosen_board, clock_mhz=clock_mhz,
                        instances=tuple(instances), overrides=overrides)
 

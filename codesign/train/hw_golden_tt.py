@@ -221,15 +221,23 @@ def run_on_pes(model: torch.nn.Module, backend: PeBackend) -> list[TTLinear]:
 
 
 def design_hardware(design) -> StepHardware:
-    """The PE builds of a design point's TT instances (one tt1 and one tt2; tt3 when present)."""
-    specs = {}
+    """The PE builds of a design point's TT instances: tt1 and tt2 (copies of one build each), tt3 when present."""
+    fields: dict = {}
     for pe, field in PE_FIELDS.items():
         found = [instance for instance in design.instances if instance.pe == pe]
-        if len(found) > 1 or (not found and pe != "tt3"):
-            raise HwTrainError(f"design {design.name!r} has {len(found)} {pe} instances; the TT loop needs one")
+        if not found and pe != "tt3":
+            raise HwTrainError(f"design {design.name!r} has no {pe} instance; the TT loop needs one")
+        if len(found) > 1 and pe == "tt3":
+            raise HwTrainError(f"design {design.name!r} has {len(found)} tt3 instances; PE3 has no call in the "
+                               "step, so one is the most the TT loop takes")
+        if len({repr(instance.spec) for instance in found}) > 1:
+            raise HwTrainError(f"design {design.name!r}: the {pe} instances {', '.join(i.name for i in found)} are "
+                               "different builds; copies of a PE must share one build")
         if found:
-            specs[field] = found[0].spec
-    return StepHardware(**specs)
+            fields[field] = found[0].spec
+        if pe != "tt3":
+            fields[f"{field}_units"] = len(found)
+    return StepHardware(**fields)
 
 
 # ---------------------------------------------------------------------------- the loop

@@ -36,6 +36,28 @@ def test_one_call_per_transaction_reuses_the_buffers(overlay, pe_name):
     assert ip.calls == len(transactions)
 
 
+def test_two_ips_started_side_by_side_then_finished(overlay):
+    """start() on two IPs before finish() on either: each answers its own golden words."""
+    names = STREAM_PES[:2]
+    transactions = {name: golden_transactions(name) for name in names}
+    ips = {name: overlay.accelerator(f"{name}_0") for name in names}
+    for name in names:
+        words_in = np.concatenate([words for words, _ in transactions[name]])
+        n_out = sum(words.size for _, words in transactions[name])
+        ips[name].start(words_in, n_out, len(transactions[name]))
+    for name in names:
+        expected = np.concatenate([words for _, words in transactions[name]])
+        np.testing.assert_array_equal(ips[name].finish(), expected)
+    ip = ips[names[0]]
+    with pytest.raises(DeployError, match="finish\\(\\) without a started call"):
+        ip.finish()
+    words_in, expected = transactions[names[0]][0]
+    ip.start(words_in, expected.size, 1)
+    with pytest.raises(DeployError, match="was started and not finished"):
+        ip.start(words_in, expected.size, 1)
+    np.testing.assert_array_equal(ip.finish(), expected)
+
+
 def test_ips_sit_at_their_manifest_addresses(overlay):
     for ip in overlay.manifest["ips"]:
         driver = overlay.accelerator(ip["name"])

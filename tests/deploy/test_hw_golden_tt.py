@@ -206,8 +206,17 @@ def test_design_hardware_takes_the_tt_instances():
     instances = tuple(PeInstance(name=f"{pe}_0", pe=pe, spec=spec, reason="test") for pe, spec in specs.items())
     design = DesignPoint(name="tt", training=CONFIG, board=board("zedboard"), clock_mhz=100.0, instances=instances)
     assert design_hardware(design) == StepHardware(pe1=specs["tt1"], pe2=specs["tt2"], pe3=specs["tt3"])
-    with pytest.raises(HwTrainError, match=r"has 0 tt2 instances"):
+    with pytest.raises(HwTrainError, match=r"has no tt2 instance"):
         design_hardware(replace(design, instances=instances[:1]))
+    copies = tuple(PeInstance(name=f"tt2_{n}", pe="tt2", spec=specs["tt2"], reason="test") for n in (1, 2))
+    assert design_hardware(replace(design, instances=instances + copies)) == StepHardware(
+        pe1=specs["tt1"], pe2=specs["tt2"], pe3=specs["tt3"], pe2_units=3)
+    other = PeInstance(name="tt2_1", pe="tt2", spec=Tt2Spec(a_bits=16, rows=4), reason="test")
+    with pytest.raises(HwTrainError, match=r"tt2_0, tt2_1 are different builds"):
+        design_hardware(replace(design, instances=(*instances, other)))
+    second_pe3 = PeInstance(name="tt3_1", pe="tt3", spec=specs["tt3"], reason="test")
+    with pytest.raises(HwTrainError, match=r"2 tt3 instances; PE3 has no call"):
+        design_hardware(replace(design, instances=(*instances, second_pe3)))
 
 
 class FailingRunner(GoldenRunner):

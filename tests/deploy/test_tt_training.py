@@ -2,8 +2,9 @@
 
 The design is the shipped examples/digits_tt.toml (a 64-64-10 MLP of TT
 layers on the digits, 4-bit cores, 8-bit activations, 16-bit gradients, the
-low-rank prior); every contraction of the board run goes to the tt1 or tt2
-IP's generated HLS C++ on the emulated board. The golden run computes the
+low-rank prior) with two copies of PE1 and of PE2; every contraction of the
+board run goes to a tt1 or tt2 IP's generated HLS C++ on the emulated board,
+each stage's calls split over the copies. The golden run computes the
 same schedule with the golden PE kernels. The quick run trains on the first
 128 training images (2 steps per epoch) over 2 epochs with pruning after the
 first, and evaluates on 64 test images.
@@ -22,9 +23,10 @@ from codesign.deploy import CodesignOverlay, OverlayMismatch, write_emulation_fo
 from codesign.deploy.driver import AccelTimeout
 from codesign.deploy.manifest import DeployError
 from codesign.deploy.tt_training import BoardTtTrainer, IpRunner
-from codesign.design import load_design
+from codesign.design import design_from_dict, load_design
 from codesign.pe.tt.schedule import StepHardware
 from codesign.train.data import Dataset, load_digits_dataset
+from codesign.train.config import read_toml
 from codesign.train.hw_golden_tt import TtHwTrainer, design_hardware
 
 pytestmark = pytest.mark.slow
@@ -33,7 +35,11 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _design(epochs: int = 2, **prior):
-    design = load_design(EXAMPLES / "digits_tt.toml")
+    """The shipped example with two copies of PE1 and of PE2: every contraction stage is split over the copies."""
+    raw = read_toml(EXAMPLES / "digits_tt.toml")
+    for pe in ("tt1", "tt2"):
+        raw["design"]["pe"][pe]["copies"] = 2
+    design = design_from_dict(raw)
     training = design.training
     tt = training.techniques["tt"]
     tt = dataclasses.replace(tt, prior=dataclasses.replace(tt.prior, **prior))
@@ -95,7 +101,10 @@ def test_training_through_the_driver_is_bit_identical_to_the_golden_loop(overlay
     assert figures["pe_transactions"] == reference["pe_transactions"] and figures["macs"] == reference["macs"]
     assert figures["replay_misses"] == 0 and figures["replayed_transactions"] > 0
     assert figures["emulated"] and 0 < figures["ip_calls"] <= figures["pe_transactions"]
-    assert figures["pe_cycles"] > figures["macs"] // (8 * 4)  # no more than 32 MACs a cycle
+    assert figures["pe_cycles"] > figures["macs"] // (8 * 4)  # no more than 32 MACs a cycle in one copy
+    assert figures["pe_cycles"] / 4 <= figures["pe_makespan"] < figures["pe_cycles"]  # four copies side by side
+    runner = board.ip_runner
+    assert all(driver.calls > 0 for pe in ("tt1", "tt2") for driver in runner.drivers[pe])
     step = _subset(64, 64)
     for trainer in (board, golden):
         trainer.train_step(step.train_x, step.train_y)
@@ -111,16 +120,17 @@ def test_an_ip_time_out_part_way_leaves_the_step_undone(overlay, monkeypatch):
     x, y = data.train_x[:64], data.train_y[:64]
     for trainer in (board, golden):
         trainer.train_step(x, y)
-    driver = board.ip_runner.drivers["tt1"]
+    driver = board.ip_runner.drivers["tt1"][1]
 
     def timing_out(*args, **kwargs):
         raise AccelTimeout(f"{driver.ip_name}: ap_done did not rise (a stalled kernel)")
 
     calls = board.throughput()["ip_calls"]
-    monkeypatch.setattr(driver, "run", timing_out)
+    monkeypatch.setattr(driver, "_wait_done", timing_out)
     with pytest.raises(AccelTimeout, match="ap_done did not rise"):
         board.train_step(data.train_x[64:], data.train_y[64:])
     assert board.throughput()["ip_calls"] > calls  # the forward pass had run on tt2 before tt1 timed out
+    assert all(d._pending is None for copies in board.ip_runner.drivers.values() for d in copies)  # all waited for
     assert board.throughput()["steps"] == 1 and assert_same_weights(board, golden) > 0
     monkeypatch.undo()
     for trainer in (board, golden):
@@ -137,13 +147,15 @@ def test_a_design_the_overlay_does_not_implement_is_refused(overlay):
 
 def test_the_ip_runner_refuses_calls_planned_for_other_builds(overlay):
     design = _design()
-    runner = IpRunner({"tt1": overlay.accelerator("tt1_0"), "tt2": overlay.accelerator("tt2_0")},
-                      design_hardware(design))
+    runner = IpRunner({"tt1": [overlay.accelerator("tt1_0"), overlay.accelerator("tt1_1")],
+                       "tt2": [overlay.accelerator("tt2_0"), overlay.accelerator("tt2_1")]}, design_hardware(design))
     with pytest.raises(DeployError, match=r"planned for other PE builds"):
         runner.run(StepHardware(), [("tt2", np.zeros((1, 1, 1), np.int64), np.zeros((1, 1), np.int64))])
     with pytest.raises(DeployError, match=r"IP tt1_0 is a tt1 PE, not tt2"):
         IpRunner({"tt2": overlay.accelerator("tt1_0")}, design_hardware(design))
-    no_tt2 = IpRunner({"tt1": overlay.accelerator("tt1_0")}, design_hardware(design))
+    with pytest.raises(DeployError, match=r"the hardware has 2 tt1 copies, and 1 tt1 IPs were given"):
+        IpRunner({"tt1": overlay.accelerator("tt1_0")}, design_hardware(design))
+    no_tt2 = IpRunner({"tt1": [overlay.accelerator("tt1_0"), overlay.accelerator("tt1_1")]}, design_hardware(design))
     with pytest.raises(DeployError, match=r"the overlay has no tt2 IP"):
         no_tt2.run(design_hardware(design), [("tt2", np.zeros((1, 1, 1), np.int64), np.zeros((1, 1), np.int64))])
 

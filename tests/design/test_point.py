@@ -69,6 +69,10 @@ def test_the_training_loader_ignores_the_design_table():
     (lambda raw: raw["design"].update(pe={"fpmac_array": {"max_fb": 12}}), "design.pe.fpmac_array.max_fb: derived"),
     (lambda raw: raw["design"].update(pe={"fpmac_array": {"nonsense": 1}}), "design.pe.fpmac_array.nonsense: not a field"),
     (lambda raw: raw["design"].update(pe={"csb": {"kernel": 3}}), "design.pe.csb: the configuration does not use"),
+    (lambda raw: raw["design"].update(pe={"fpmac_array": {"copies": 0}}), "design.pe.fpmac_array.copies: must be"),
+    (lambda raw: raw["design"].update(pe={"fpmac_array": {"copies": 9}}), "design.pe.fpmac_array.copies: must be"),
+    (lambda raw: raw["design"].update(pe={"fpmac_array": {"copies": True}}), "design.pe.fpmac_array.copies: must be"),
+    (lambda raw: raw["design"].update(pe={"fpmac_array": {"copies": "2"}}), "design.pe.fpmac_array.copies: must be"),
     (lambda raw: raw["techniques"].update(cpt={}), "'fixed_mac_array' PE, which is not registered"),
     (lambda raw: raw["techniques"]["abvs"].update(exp_bits=9), "techniques.abvs.exp_bits"),
 ])

@@ -17,7 +17,7 @@ from codesign.design.build import write_build_folder
 from codesign.design.point import DesignError, design_from_dict, design_point
 from codesign.hw.vivado import lint_vivado_build
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
-from codesign.train.config import config_from_dict
+from codesign.train.config import config_from_dict, read_toml
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits_tt.toml"
 RAW = {"model": {"name": "mlp", "hidden": [16]}, "techniques": {"tt": {"max_rank": 2, "order": 2}}}
@@ -43,6 +43,16 @@ def test_the_example_derives_the_three_tt_pes_from_its_precision():
     assert "TT core gradients: 16-bit gradients x 8-bit states" in text
     assert "4x4x4 <- 4x4x4; 5x2x1 <- 4x4x4, ranks <= 4" in text
     assert "does not call it" in text  # PE3 is there, and the description says the step schedule leaves it idle
+
+
+def test_copies_are_instances_of_one_build_with_their_own_names():
+    raw = read_toml(EXAMPLE)
+    raw["design"]["pe"]["tt2"]["copies"] = 3
+    design = design_from_dict(raw)
+    tt2 = [i for i in design.instances if i.pe == "tt2"]
+    assert [i.name for i in tt2] == ["tt2_0", "tt2_1", "tt2_2"] and len({i.top for i in tt2}) == 3
+    assert len({repr(i.spec) for i in tt2}) == 1 and tt2[0].spec == load_design(EXAMPLE).instances[1].spec
+    assert [i.name for i in design.instances if i.pe != "tt2"] == ["tt1_0", "tt3_0"]
 
 
 def test_a_changed_precision_changes_the_hardware():

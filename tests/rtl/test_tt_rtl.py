@@ -13,6 +13,7 @@ from codesign.pe import get_pe
 from codesign.pe.tt.cycles import transaction_cycles
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 from codesign.pe.tt.stimulus import TtStimulusOptions
+from codesign.pe.tt.step_cycles import PARALLEL_HARDWARE
 
 pytest.importorskip("cocotb_tools.runner", reason="the RTL tests need cocotb 2.x (pip install codesign[verify])")
 needs_icarus = pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog (iverilog) is not on PATH")
@@ -54,6 +55,14 @@ PE2_QUICK = {
 @pytest.mark.parametrize("name", list(PE2_QUICK))
 def test_pe2_rtl_matches_golden_and_cycle_model(tmp_path, name):
     _check("tt2", PE2_QUICK[name], tmp_path)
+
+
+@needs_icarus
+@pytest.mark.parametrize("name", ["tt1", "tt2"])
+def test_parallel_array_builds_match_golden_and_cycle_model(tmp_path, name):
+    """The 16 x 2 builds of the parallel array (docs/tt_pe.md) on the directed stimulus; `codesign verify` ran them
+    on 10 007 transactions at every level."""
+    _check(name, PARALLEL_HARDWARE.spec(name), tmp_path, TtStimulusOptions(min_macs=0))
 
 
 PE3_QUICK = {"l4_a16b16": Tt3Spec(lanes=4, a_bits=16, b_bits=16, max_j=21)}

@@ -41,6 +41,7 @@ the data.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from codesign.numerics.formats import _check_int
@@ -192,6 +193,20 @@ class StepPlan:
 
     def calls_of(self, index: int) -> list[PeCall]:
         return [call for call in self.calls if call.index == index]
+
+
+def assign_calls(call_cycles: Sequence[int], copies: int) -> list[int]:
+    """The copy (0..copies-1) of a PE that takes each call, in order: the one that falls free first, the lowest
+    numbered on a tie, given every call's cycles. The host's rule for splitting one stage's calls of a PE over its
+    copies (:func:`codesign.pe.tt.step_cycles.list_schedule`, :class:`codesign.deploy.tt_training.IpRunner`)."""
+    _check_int("copies", copies, 1, MAX_UNITS)
+    free = [0] * copies
+    out = []
+    for cycles in call_cycles:
+        unit = min(range(copies), key=lambda u: (free[u], u))
+        free[unit] += int(cycles)
+        out.append(unit)
+    return out
 
 
 def max_terms(acc_bits: int, a_bits: int, b_bits: int) -> int:

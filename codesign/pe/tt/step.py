@@ -260,25 +260,40 @@ def operands(contraction: Contraction, cores: list[np.ndarray], tensor: np.ndarr
     return fold(tensor, m * r), fold(saved, r_prev * n)
 
 
+def run_contractions(plan: StepPlan, jobs: Sequence[tuple[int, np.ndarray, np.ndarray]], runner) -> list[np.ndarray]:
+    """The full results of the contractions ``(index, A, B)`` in ``jobs``: all their calls in one ``runner.run``
+    (one stage of the step, :func:`codesign.pe.tt.step_cycles.stages`, so a runner may run them side by side),
+    partial sums added in 64 bits."""
+    work = []
+    for index, a, b in jobs:
+        item = plan.contractions[index]
+        for call in plan.calls_of(index):
+            (i0, i1), (j0, j1), (k0, k1), (l0, l1) = call.i, call.j, call.k, call.l
+            b_part = b[l0:l1, j0:j1, k0:k1] if item.pe == "tt1" else b[l0:l1, j0:j1]
+            work.append((item.pe, a[i0:i1, j0:j1, k0:k1], b_part))
+    results = runner.run(plan.hardware, work)
+    if len(results) != len(work):
+        raise RuntimeError(f"the runner answered {len(results)} of {len(work)} calls")
+    out, position = [], 0
+    for index, _, _ in jobs:
+        item = plan.contractions[index]
+        i_dim, _, k_dim, l_dim = item.dims
+        z = np.zeros((i_dim, l_dim) if item.pe == "tt1" else (i_dim, l_dim, k_dim), dtype=np.int64)
+        for call in plan.calls_of(index):
+            part = results[position]
+            position += 1
+            (i0, i1), _, (k0, k1), (l0, l1) = call.i, call.j, call.k, call.l
+            if item.pe == "tt1":
+                z[i0:i1, l0:l1] += part
+            else:
+                z[i0:i1, l0:l1, k0:k1] += part
+        out.append(z)
+    return out
+
+
 def run_contraction(plan: StepPlan, index: int, a: np.ndarray, b: np.ndarray, runner) -> np.ndarray:
     """The full result of contraction ``index``: its calls on ``runner``, partial sums added in 64 bits."""
-    item = plan.contractions[index]
-    calls = plan.calls_of(index)
-    jobs = []
-    for call in calls:
-        (i0, i1), (j0, j1), (k0, k1), (l0, l1) = call.i, call.j, call.k, call.l
-        b_part = b[l0:l1, j0:j1, k0:k1] if item.pe == "tt1" else b[l0:l1, j0:j1]
-        jobs.append((item.pe, a[i0:i1, j0:j1, k0:k1], b_part))
-    results = runner.run(plan.hardware, jobs)
-    i_dim, _, k_dim, l_dim = item.dims
-    z = np.zeros((i_dim, l_dim) if item.pe == "tt1" else (i_dim, l_dim, k_dim), dtype=np.int64)
-    for call, part in zip(calls, results, strict=True):
-        (i0, i1), _, (k0, k1), (l0, l1) = call.i, call.j, call.k, call.l
-        if item.pe == "tt1":
-            z[i0:i1, l0:l1] += part
-        else:
-            z[i0:i1, l0:l1, k0:k1] += part
-    return z
+    return run_contractions(plan, [(index, a, b)], runner)[0]
 
 
 def step_plan(layer: TTLinear, batch: int, hardware: StepHardware = StepHardware()) -> StepPlan:
@@ -400,8 +415,11 @@ def pe_step(layer: TTLinear, x, grad_y, runner, hardware: StepHardware = StepHar
     for k in range(d - 1, -1, -1):
         s = shapes[k]
         g = g.reshape(s["P"], s["m"] * s["c"], s["R"] * s["B"])
-        a, b = operands(plan.contractions[index], cores, g, states[k])
-        dg = run_contraction(plan, index, a, b, runner)
+        stage = [(index, *operands(plan.contractions[index], cores, g, states[k]))]
+        if index + 1 < len(plan.contractions) and plan.contractions[index + 1].phase == "input_grad":
+            # the input gradient of core k needs the same g: one stage with the core gradient
+            stage.append((index + 1, *operands(plan.contractions[index + 1], cores, g)))
+        dg, *rest = run_contractions(plan, stage, runner)
         index += 1
         dg = dg.reshape(s["m"], s["c"], s["a"], s["n"]).transpose(2, 0, 3, 1)
         dg_frac = frac + state_frac[k]
@@ -409,10 +427,9 @@ def pe_step(layer: TTLinear, x, grad_y, runner, hardware: StepHardware = StepHar
                          current=tr["core_grad_frac_bits"][k])
         tr["core_grad_frac_bits"][k] = cg
         core_grads[k] = to_values(rescale(dg, dg_frac, cg, q.grad_bits), cg).astype(np.float32)
-        if index == len(plan.contractions):
+        if not rest:
             break
-        a, b = operands(plan.contractions[index], cores, g)
-        z = run_contraction(plan, index, a, b, runner)
+        (z,) = rest
         index += 1
         z_frac = frac + core_frac[k]
         if k == 0:

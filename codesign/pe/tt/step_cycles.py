@@ -25,7 +25,7 @@ equal.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -34,7 +34,7 @@ import numpy as np
 from codesign.pe.tt import golden
 from codesign.pe.tt.contract import header_word
 from codesign.pe.tt.cycles import stream_words, transaction_cycles
-from codesign.pe.tt.schedule import LayerGeometry, StepHardware, StepPlan, plan_step
+from codesign.pe.tt.schedule import LayerGeometry, StepHardware, StepPlan, assign_calls, plan_step
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 
 PAPER_SECONDS = 0.09  # paper 003, Sec. 5: forward and backward of a batch of 64 at 100 MHz
@@ -123,21 +123,19 @@ def list_schedule(plan: StepPlan, call_cycles: Sequence[int]) -> StepSchedule:
     """
     if len(call_cycles) != len(plan.calls):
         raise ValueError(f"{len(call_cycles)} call cycle counts for a plan of {len(plan.calls)} calls")
-    positions: dict[int, list[int]] = {}
-    for position, call in enumerate(plan.calls):
-        positions.setdefault(call.index, []).append(position)
     units = [0] * len(plan.calls)
     stage_cycles = []
     for stage in stages(plan):
-        free: dict[str, list[int]] = {}  # PE -> cycle each copy falls free, from the stage's start
-        for index in stage:
-            pe = plan.contractions[index].pe
-            copies = free.setdefault(pe, [0] * plan.hardware.units(pe))
-            for position in positions.get(index, []):
-                unit = min(range(len(copies)), key=lambda u: (copies[u], u))
+        busy = [0]
+        for pe in dict.fromkeys(plan.contractions[index].pe for index in stage):
+            positions = [p for p, call in enumerate(plan.calls) if call.index in stage and call.pe == pe]
+            copies = plan.hardware.units(pe)
+            per_copy = [0] * copies
+            for position, unit in zip(positions, assign_calls([call_cycles[p] for p in positions], copies)):
                 units[position] = unit
-                copies[unit] += int(call_cycles[position])
-        stage_cycles.append(max(max(copies) for copies in free.values()))
+                per_copy[unit] += int(call_cycles[position])
+            busy.append(max(per_copy))
+        stage_cycles.append(max(busy))
     return StepSchedule(tuple(units), tuple(stage_cycles))
 
 
@@ -279,7 +277,7 @@ def rtl_check(layer, x, grad_y, work_dir: Path, *, hardware: StepHardware = Step
     calls = mismatches = rtl_total = model_total = 0
     seconds = 0.0
     per_pe = {}
-    rtl_call_cycles: dict[str, list[int]] = {}
+    rtl_call_cycles: dict[str, Iterator[int]] = {}
     for name in ("tt1", "tt2", "tt3"):
         mine = [(a, b) for pe, a, b in recorder.log if pe == name]
         if not mine:
@@ -296,8 +294,8 @@ def rtl_check(layer, x, grad_y, work_dir: Path, *, hardware: StepHardware = Step
         seconds += result.seconds
         per_pe[name] = {"calls": result.vectors, "mismatches": result.mismatches, "rtl_cycles": sum(result.cycles),
                         "model_cycles": model}
-        rtl_call_cycles[name] = list(result.cycles)
-    in_plan_order = [rtl_call_cycles[call.pe].pop(0) for call in plan.calls]
+        rtl_call_cycles[name] = iter(result.cycles)
+    in_plan_order = [next(rtl_call_cycles[call.pe]) for call in plan.calls]
     return RtlStepCheck(calls, mismatches, rtl_total, model_total, seconds, per_pe,
                         rtl_makespan=list_schedule(plan, in_plan_order).total, model_makespan=step_cycles(plan).makespan)
 

@@ -22,7 +22,8 @@ from codesign.numerics.scales import mean_abs_frac_bits
 from codesign.pe.tt.schedule import StepHardware
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.pe.tt.step import (GoldenRunner, checked_values, choose_frac, compare_steps, floor_log2_ratio,
-                                 golden_step, pe_step, rescale)
+                                 golden_step, pe_step, rescale, step_plan)
+from codesign.pe.tt.step_cycles import stages
 from codesign.train.tt.layer import TTLinear
 from codesign.train.tt.precision import UNSET, TTPrecision
 
@@ -151,6 +152,34 @@ def test_step_on_a_small_array_cut_into_many_calls(name):
     layer = make_layer(in_modes, out_modes, rank)
     _, got = assert_same(layer, *make_batch(layer, batch), GoldenRunner(), SMALL_HARDWARE)
     assert got.stats["calls"] > 3 * got.stats["contractions"]
+
+
+class StageRecorder(GoldenRunner):
+    """The golden kernels, keeping the PEs of every ``run``'s calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[list[str]] = []
+
+    def run(self, hardware, calls):
+        self.runs.append([pe for pe, _, _ in calls])
+        return super().run(hardware, calls)
+
+
+@pytest.mark.parametrize("network_input", [False, True])
+def test_each_stage_of_the_step_is_one_runner_call(network_input):
+    """The core and input gradients of a core go to the runner together, so that PE1 and PE2 copies can overlap."""
+    in_modes, out_modes, rank, batch = SHAPES["padding_edges_b33"]
+    layer = make_layer(in_modes, out_modes, rank)
+    layer.is_network_input = network_input
+    hardware = StepHardware(pe1_units=2, pe2_units=3)
+    recorder = StageRecorder()
+    assert_same(layer, *make_batch(layer, batch), recorder, hardware)
+    plan = step_plan(layer, batch, hardware)
+    expected = [[plan.calls[p].pe for p in range(len(plan.calls)) if plan.calls[p].index in stage]
+                for stage in stages(plan)]
+    assert recorder.runs == expected
+    assert sum(set(run) == {"tt1", "tt2"} for run in recorder.runs) == 3 - network_input
 
 
 class FlippingRunner(GoldenRunner):
