@@ -230,7 +230,7 @@ def design_hardware(design) -> StepHardware:
         if len(found) > 1 and pe == "tt3":
             raise HwTrainError(f"design {design.name!r} has {len(found)} tt3 instances; PE3 has no call in the "
                                "step, so one is the most the TT loop takes")
-        if len({repr(instance.spec) for instance in found}) > 1:
+        if any(instance.spec != found[0].spec for instance in found):
             raise HwTrainError(f"design {design.name!r}: the {pe} instances {', '.join(i.name for i in found)} are "
                                "different builds; copies of a PE must share one build")
         if found:
