@@ -93,6 +93,8 @@ def tiny_toml(tmp_path_factory):
     for pe, fields in TINY.items():
         lines.append(f"[design.pe.{pe}]")
         lines += [f"{key} = {value}" for key, value in fields.items()]
+        if pe == "tt2":
+            lines.append("copies = 2")  # two IPs of one build
     path = root / "tiny_tt.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -101,13 +103,14 @@ def tiny_toml(tmp_path_factory):
 def _fits_and_builds(tiny_toml, board_name, tmp_path_factory, cache) -> None:
     design = load_design(tiny_toml, board_name=board_name)
     folder = write_build_folder(design, tmp_path_factory.mktemp(board_name), cache_dir=cache)
-    assert folder.fit.fits and set(folder.fit.per_ip) == {"tt1_0", "tt2_0", "tt3_0"}
+    assert folder.fit.fits and set(folder.fit.per_ip) == {"tt1_0", "tt2_0", "tt2_1", "tt3_0"}
     assert all(folder.fit.per_ip[ip]["pe"]["lut"] > 0 for ip in folder.fit.per_ip)
-    assert [ip["pe"] for ip in folder.manifest["ips"]] == ["tt1", "tt2", "tt3"]
+    assert folder.fit.per_ip["tt2_1"]["pe"] == folder.fit.per_ip["tt2_0"]["pe"]  # a copy costs what the build does
+    assert [ip["pe"] for ip in folder.manifest["ips"]] == ["tt1", "tt2", "tt2", "tt3"]
     for ip in folder.manifest["ips"]:
         assert (folder.root / ip["hls_project"] / "run_hls.tcl").is_file()
     names = [command.name for command in lint_vivado_build(folder.root).commands]
-    assert names.count("create_bd_cell") >= 3 and "launch_runs" in names  # one cell per IP at least
+    assert names.count("create_bd_cell") >= 4 and "launch_runs" in names  # one cell per IP at least
 
 
 @pytest.mark.slow
@@ -117,7 +120,7 @@ def test_tiny_tt_design_fits_builds_and_the_cli_prints_it(tiny_toml, tmp_path_fa
     _fits_and_builds(tiny_toml, "zedboard", tmp_path_factory, cache)
     assert main(["design", str(tiny_toml), "--board", "zedboard", "--cache", str(cache)]) == 0
     out = capsys.readouterr().out
-    assert "tt1_0: TT PE1" in out and "tt2_0: TT PE2" in out and "tt3_0: TT PE3" in out
+    assert "tt1_0: TT PE1" in out and "tt2_0: TT PE2" in out and "tt2_1: TT PE2" in out and "tt3_0: TT PE3" in out
     assert "Verdict: fits." in out
 
 
