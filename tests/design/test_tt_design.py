@@ -55,6 +55,15 @@ def test_copies_are_instances_of_one_build_with_their_own_names():
     assert [i.name for i in design.instances if i.pe != "tt2"] == ["tt1_0", "tt3_0"]
 
 
+def test_the_parallel_example_is_the_array_of_the_paper_comparison():
+    from codesign.pe.tt.step_cycles import PARALLEL_HARDWARE
+    from codesign.train.hw_golden_tt import design_hardware
+
+    design = load_design(EXAMPLE.with_name("digits_tt_parallel.toml"))
+    assert design.board.name == "ultra96v2" and design_hardware(design) == PARALLEL_HARDWARE
+    assert [i.name for i in design.instances] == ["tt1_0", "tt1_1", "tt2_0", "tt2_1", "tt2_2", "tt2_3", "tt3_0"]
+
+
 def test_a_changed_precision_changes_the_hardware():
     design = _design({"precision": {"core_bits": 3, "activation_bits": 6, "grad_bits": 12}})
     specs = {i.pe: i.spec for i in design.instances}
