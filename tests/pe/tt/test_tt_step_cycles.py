@@ -10,7 +10,7 @@ import pytest
 
 from codesign.pe.tt.contract import header_word
 from codesign.pe.tt.cycles import pe1_cycles, pe2_cycles, transaction_cycles
-from codesign.pe.tt.schedule import MAX_UNITS, LayerGeometry, StepHardware, plan_step
+from codesign.pe.tt.schedule import MAX_UNITS, LayerGeometry, StepHardware, assign_calls, plan_step
 from codesign.pe.tt.step_cycles import (GOAL_DSP, GOAL_SECONDS, PAPER_BATCH, PARALLEL_HARDWARE, comparison_table,
                                         list_schedule, paper_comparison, paper_plans, stages, step_cycles,
                                         write_comparison)
@@ -91,6 +91,13 @@ def test_list_schedule_by_hand_on_two_copies():
     assert [schedule.units[p] for p in first] == [0, 1, 1] and schedule.stage_cycles[0] == 7
     with pytest.raises(ValueError, match="call cycle counts"):
         list_schedule(plan, cycles[:-1])
+
+
+def test_assign_calls_gives_each_call_to_the_copy_free_first():
+    assert assign_calls([5, 3, 4, 2, 2], 2) == [0, 1, 1, 0, 0]  # frees at 5|3 -> 5|7 -> 7|7 -> tie: copy 0
+    assert assign_calls([4, 4, 4], 1) == [0, 0, 0] and assign_calls([], 3) == []
+    with pytest.raises(ValueError, match="copies"):
+        assign_calls([1], 0)
 
 
 def test_enough_copies_run_every_stage_in_its_longest_call():
