@@ -23,7 +23,7 @@ The model, per FB (units in brackets):
   fewer cells through a DSP may be slower), so ``D`` is a lower bound on the
   weighted critical path. :data:`UNIFORM_DELAYS` (every cell 1, i.e.
   ``D`` = the cell count) is the earlier model, kept for comparison;
-  :data:`DATASHEET_DELAYS` holds the per-family values with their sources.
+  :data:`PER_CELL_DELAYS` holds the per-family values with their sources.
 * supply ``V(FB)`` [V]: the lowest voltage in ``[min_supply_v, max_supply_v]``
   at which the FB circuit meets the clock of the *timing* circuit
   (``timing_fb``, the widest FB the training uses) running at the nominal
@@ -185,7 +185,7 @@ UNIFORM_DELAYS = DelayModel(name="uniform (every cell 1: delay = cell count)", l
 
 _NO_CLB_FIGURE = ("assumption: no LUT/CARRY delay figure found in {doc}'s switching characteristics (the 7-series "
                   "and UltraScale+ CLB timing parameters are named in UG474/UG574, their values were not found)")
-DATASHEET_DELAYS = {
+PER_CELL_DELAYS = {
     # Zynq-7000, speed grade -1 (the zedboard's xc7z020clg484-1)
     "xc7": DelayModel(
         name="xc7 per-cell delays (DS187 -1; labelled assumptions where no figure was found)",
@@ -412,7 +412,7 @@ def fpmac_energy_model(report: str | Path | None = None, *, timing_fb: int, fami
                        table: EnergyTable | None = None, delay: DelayModel | None = None) -> FpMacEnergyModel:
     """The energy model from ``fpmac_cost.json`` at ``report``, or from :data:`FALLBACK_XC7`.
 
-    ``delay`` defaults to the family's per-cell delays (:data:`DATASHEET_DELAYS`);
+    ``delay`` defaults to the family's per-cell delays (:data:`PER_CELL_DELAYS`);
     pass :data:`UNIFORM_DELAYS` for the cell-count model.
 
     The fallback is used when ``report`` is empty/None or the file does not
@@ -420,9 +420,9 @@ def fpmac_energy_model(report: str | Path | None = None, *, timing_fb: int, fami
     validation raises :class:`~codesign.pe.fpmac.estimate.FpmacCostError`.
     """
     if delay is None:
-        if family not in DATASHEET_DELAYS:
-            raise ValueError(f"no per-cell delays for family {family!r} (have {sorted(DATASHEET_DELAYS)}); pass delay")
-        delay = DATASHEET_DELAYS[family]
+        if family not in PER_CELL_DELAYS:
+            raise ValueError(f"no per-cell delays for family {family!r} (have {sorted(PER_CELL_DELAYS)}); pass delay")
+        delay = PER_CELL_DELAYS[family]
     if report and Path(report).is_file():
         from codesign.pe.fpmac.estimate import load_fpmac_cost
 

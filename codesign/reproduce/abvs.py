@@ -35,7 +35,7 @@ all MACs, the ledger's ``compute_pj`` (every epoch does the same MACs, so this
 is ``sum_i T_epoch * P(i) * N_epoch(i)``) — of ABVS and of the fixed-``L`` arm,
 per seed, with a 95 % bootstrap interval. The per-MAC energy scales the
 supply with the FP-MAC's critical-path delay, now weighted per cell type
-(:data:`codesign.energy.abvs_cost.DATASHEET_DELAYS`); the report gives the
+(:data:`codesign.energy.abvs_cost.PER_CELL_DELAYS`); the report gives the
 saving under the earlier uniform model (a DSP counts like a LUT) and with each
 cell type's delay halved and increased by half.
 """
@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from codesign.energy.abvs_cost import (ANCHOR_FB, DATASHEET_DELAYS, PATH_CATEGORIES, UNIFORM_DELAYS, DelayModel,
+from codesign.energy.abvs_cost import (ANCHOR_FB, PATH_CATEGORIES, PER_CELL_DELAYS, UNIFORM_DELAYS, DelayModel,
                                        fpmac_energy_model)
 from codesign.reproduce import check_output_dir
 from codesign.reproduce.common import (Arm, Execution, PaperClaim, ReadmeRow, Target, percent_text, run_study,
@@ -265,13 +265,13 @@ def eq2_ratio(epochs_per_fb: dict[str, int], reference_fb: int, energy) -> float
 
 def delay_variants(family: str = FAMILY) -> dict[str, DelayModel]:
     """The delay models of the sensitivity study: uniform, the per-cell model, and each cell type x 0.5 and x 1.5."""
-    datasheet = DATASHEET_DELAYS[family]
-    variants = {"uniform (a DSP counts like a LUT)": UNIFORM_DELAYS, "per-cell": datasheet}
+    per_cell = PER_CELL_DELAYS[family]
+    variants = {"uniform (a DSP counts like a LUT)": UNIFORM_DELAYS, "per-cell": per_cell}
     for category in PATH_CATEGORIES:
         if category == "other":
             continue
         for factor in DELAY_FACTORS:
-            variants[f"per-cell, {category} x{factor:g}"] = datasheet.scaled(category, factor)
+            variants[f"per-cell, {category} x{factor:g}"] = per_cell.scaled(category, factor)
     return variants
 
 
@@ -441,7 +441,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                measured=f"Δ accuracy {abvs_delta.text()} pt ({by_name[abvs_name].verdict}); fixed FB = {lsfb}: "
                         f"{fixed_delta.text()} pt"),
     ]
-    datasheet = DATASHEET_DELAYS[FAMILY]
+    per_cell = PER_CELL_DELAYS[FAMILY]
     notes += [
         (f"least sufficient FB = {lsfb} from preliminary fixed-FB runs on seeds {scan['seeds']}, read on validation "
          f"accuracy (FP32 mean {scan['fp32_mean']:.2f} %, tolerance {TOLERANCE_PT} pt; means by FB: "
@@ -458,9 +458,9 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
          + "; ".join(f"{name} {search['chosen']}" for name, search in searches.items())
          + f") — then {len(tune['optim.lr'])} learning-rate trials at the tuning seed, all read on validation "
          "accuracy"),
-        (f"delay model ({datasheet.name}): "
-         + ", ".join(f"{c} {datasheet.delay(c):g} ns" for c in PATH_CATEGORIES)
-         + ". Sources: " + "; ".join(f"{c}: {text}" for c, text in datasheet.sources) + ". The report's critical "
+        (f"delay model ({per_cell.name}): "
+         + ", ".join(f"{c} {per_cell.delay(c):g} ns" for c in PATH_CATEGORIES)
+         + ". Sources: " + "; ".join(f"{c}: {text}" for c, text in per_cell.sources) + ". The report's critical "
          "path is the one with the most cells, re-weighted per cell type, so its delay is a lower bound on the "
          "weighted critical path."),
         ("Eq. (2) saving vs fixed FB under each delay model, mean [95 % CI] over seeds: "

@@ -36,7 +36,7 @@ from typing import Any
 
 from codesign.reproduce import check_output_dir
 from codesign.reproduce.common import (Arm, Execution, PaperClaim, ReadmeRow, Target, percent_text, run_study,
-                                       summarize, write_report, study_seeds)
+                                       study_seeds, summarize, write_report)
 from codesign.reproduce.stats import Interval, bootstrap_interval, loss_within, paired_differences
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.techniques.compress import Config as CompressConfig

@@ -33,7 +33,7 @@ from typing import Any
 
 from codesign.reproduce import check_output_dir
 from codesign.reproduce.common import (Arm, ArmSummary, Execution, PaperClaim, ReadmeRow, Target, ratio_text, run_study,
-                                       summarize, write_report, study_seeds)
+                                       study_seeds, summarize, write_report)
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.techniques.cpt import Config as CptConfig
 from codesign.train.techniques.cpt import cyclic_bits

@@ -36,9 +36,9 @@ from codesign.reproduce.common import (
     percent_text,
     run_study,
     saving_text,
+    study_seeds,
     summarize,
     write_report,
-    study_seeds,
 )
 from codesign.reproduce.stats import bootstrap_interval, loss_within
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig

@@ -31,9 +31,9 @@ from codesign.reproduce.common import (
     mean_std,
     ratio_text,
     run_study,
+    study_seeds,
     summarize,
     write_report,
-    study_seeds,
 )
 from codesign.reproduce.stats import no_significant_loss
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig

@@ -35,9 +35,9 @@ from codesign.reproduce.common import (
     Target,
     ratio_text,
     run_study,
+    study_seeds,
     summarize,
     write_report,
-    study_seeds,
 )
 from codesign.reproduce.stats import bootstrap_interval, no_significant_loss, paired_differences
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from codesign.energy.abvs_cost import (DATASHEET_DELAYS, FALLBACK_XC7, PATH_CATEGORIES, UNIFORM_DELAYS, DelayModel,
+from codesign.energy.abvs_cost import (FALLBACK_XC7, PATH_CATEGORIES, PER_CELL_DELAYS, UNIFORM_DELAYS, DelayModel,
                                        FpMacEnergyModel, MacCostPoint, VoltageModel, fpmac_energy_model,
                                        points_from_report)
 from codesign.energy.table import horowitz_45nm
@@ -239,22 +239,22 @@ def test_unknown_cell_category_and_inconsistent_paths_are_refused():
 
 
 def test_the_factory_defaults_to_the_family_datasheet_delays(tiny_report):
-    assert fpmac_energy_model(None, timing_fb=9).delay_model == DATASHEET_DELAYS["xc7"]
+    assert fpmac_energy_model(None, timing_fb=9).delay_model == PER_CELL_DELAYS["xc7"]
     assert fpmac_energy_model(None, timing_fb=9, delay=UNIFORM_DELAYS).delay_model == UNIFORM_DELAYS
-    assert fpmac_energy_model(tiny_report, timing_fb=8).delay_model == DATASHEET_DELAYS["xc7"]
+    assert fpmac_energy_model(tiny_report, timing_fb=8).delay_model == PER_CELL_DELAYS["xc7"]
     with pytest.raises(ValueError, match="no per-cell delays"):
         fpmac_energy_model(tiny_report, timing_fb=8, family="xcvu")
 
 
 def test_datasheet_delays_name_their_sources_and_assumptions():
-    for family, model in DATASHEET_DELAYS.items():
+    for family, model in PER_CELL_DELAYS.items():
         sources = dict(model.sources)
         assert set(sources) == set(PATH_CATEGORIES), family
         assert model.dsp > model.lut > model.carry  # a DSP is slower than a LUT level, a carry cell faster
         for category, text in sources.items():
             assert text.startswith("assumption") or text.startswith("DS9"), (family, category)
-    assert "338 MHz" in dict(DATASHEET_DELAYS["xcup"].sources)["dsp"]
-    assert DATASHEET_DELAYS["xcup"].dsp == pytest.approx(1e3 / 338, abs=0.01)
+    assert "338 MHz" in dict(PER_CELL_DELAYS["xcup"].sources)["dsp"]
+    assert PER_CELL_DELAYS["xcup"].dsp == pytest.approx(1e3 / 338, abs=0.01)
 
 
 def test_report_points_carry_their_critical_path_cell_types(tiny_report):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from codesign.energy.abvs_cost import DATASHEET_DELAYS, UNIFORM_DELAYS
+from codesign.energy.abvs_cost import PER_CELL_DELAYS, UNIFORM_DELAYS
 from codesign.reproduce import abvs
 
 
@@ -51,7 +51,7 @@ def test_smoke_reproduction_writes_the_report(tmp_path):
     # smoke runs never start Yosys: the embedded fallback table prices the MACs, and the report says so
     assert extra["cost_report"]["path"] == "" and "fallback" in extra["cost_report"]["status"]
     assert extra["energy_model"]["source"].startswith("fallback table")
-    assert extra["energy_model"]["delay_model"]["name"] == DATASHEET_DELAYS["xc7"].name
+    assert extra["energy_model"]["delay_model"]["name"] == PER_CELL_DELAYS["xc7"].name
     assert len(saved["targets"]) == 2 and saved["paper"]["citation"].startswith("T. Cheng")
     # the Eq. (2) saving from the ledger equals the one recomputed from the FB trace and the energy model
     saving = extra["eq2_saving_vs_fixed"]["per_seed"][0]
