@@ -96,7 +96,8 @@ class StepHardware:
 
     def describe(self) -> str:
         """E.g. ``2 x tt1 16x2 + 4 x tt2 16x2`` (copies x PE lanes x rows)."""
-        return " + ".join(f"{self.units(pe)} x {pe} {self.spec(pe).lanes}x{self.spec(pe).rows}" for pe in ("tt1", "tt2"))
+        return " + ".join(f"{self.units(pe)} x {pe} {self.spec(pe).lanes}x{self.spec(pe).rows}"
+                          for pe in ("tt1", "tt2"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,6 +194,26 @@ class StepPlan:
 
     def calls_of(self, index: int) -> list[PeCall]:
         return [call for call in self.calls if call.index == index]
+
+
+def stages(plan: StepPlan) -> list[tuple[int, ...]]:
+    """Indices of the contractions that may run at once, stage by stage, in the plan's order.
+
+    A forward contraction needs the state the previous one produced (and the
+    host's scale for it): a stage of its own. The core gradient and the
+    input gradient of core ``k`` need only the gradient of the state leaving
+    ``k``, the saved state and the core, so they share a stage; the next
+    stage needs the input gradient (and the host's scale for it).
+    """
+    out: list[tuple[int, ...]] = []
+    for index, item in enumerate(plan.contractions):
+        previous = plan.contractions[out[-1][0]] if out else None
+        if item.phase == "input_grad" and previous is not None and previous.phase == "core_grad" \
+                and previous.core == item.core:
+            out[-1] = (*out[-1], index)
+        else:
+            out.append((index,))
+    return out
 
 
 def assign_calls(call_cycles: Sequence[int], copies: int) -> list[int]:

@@ -35,7 +35,7 @@ import torch
 from codesign.numerics.formats import FIXED_FRAC_BITS
 from codesign.numerics.scales import mean_abs_frac_bits
 from codesign.pe.tt import golden
-from codesign.pe.tt.schedule import Contraction, LayerGeometry, StepHardware, StepPlan, plan_step
+from codesign.pe.tt.schedule import Contraction, LayerGeometry, StepHardware, StepPlan, plan_step, stages
 from codesign.train.tt.layer import TTLinear
 from codesign.train.tt.precision import UNSET, mean_abs
 
@@ -262,7 +262,7 @@ def operands(contraction: Contraction, cores: list[np.ndarray], tensor: np.ndarr
 
 def run_contractions(plan: StepPlan, jobs: Sequence[tuple[int, np.ndarray, np.ndarray]], runner) -> list[np.ndarray]:
     """The full results of the contractions ``(index, A, B)`` in ``jobs``: all their calls in one ``runner.run``
-    (one stage of the step, :func:`codesign.pe.tt.step_cycles.stages`, so a runner may run them side by side),
+    (one stage of the step, :func:`codesign.pe.tt.schedule.stages`, so a runner may run them side by side),
     partial sums added in 64 bits."""
     work = []
     for index, a, b in jobs:
@@ -411,13 +411,13 @@ def pe_step(layer: TTLinear, x, grad_y, runner, hardware: StepHardware = StepHar
     g_top = quantize_values(g64, frac, q.grad_bits)
     g = g_top.T  # batch last: (M, B)
     core_grads: list[np.ndarray] = [None] * d  # type: ignore[list-item]
+    stage_of = {index: stage for stage in stages(plan) for index in stage}
     grad_x = None
     for k in range(d - 1, -1, -1):
         s = shapes[k]
         g = g.reshape(s["P"], s["m"] * s["c"], s["R"] * s["B"])
         stage = [(index, *operands(plan.contractions[index], cores, g, states[k]))]
-        if index + 1 < len(plan.contractions) and plan.contractions[index + 1].phase == "input_grad":
-            # the input gradient of core k needs the same g: one stage with the core gradient
+        if len(stage_of[index]) > 1:  # the input gradient of core k, on the same g, in the same stage
             stage.append((index + 1, *operands(plan.contractions[index + 1], cores, g)))
         dg, *rest = run_contractions(plan, stage, runner)
         index += 1

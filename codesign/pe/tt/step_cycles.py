@@ -4,10 +4,10 @@ The model takes the per-transaction cycle models of :mod:`codesign.pe.tt.cycles`
 (exact against the RTL, transaction by transaction) for the calls of a
 :class:`codesign.pe.tt.schedule.StepPlan` and schedules them on the PE
 copies of its :class:`~codesign.pe.tt.schedule.StepHardware`
-(:func:`list_schedule`): a step is a sequence of *stages* (:func:`stages`),
-each forward contraction one stage and each core gradient together with the
-input gradient of the same core one stage (PE1 copies take the one, PE2
-copies the other); within a stage every copy runs its calls one after
+(:func:`list_schedule`): a step is a sequence of *stages*
+(:func:`codesign.pe.tt.schedule.stages`), each forward contraction one
+stage and each core gradient together with the input gradient of the same
+core one stage (PE1 copies take the one, PE2 copies the other); within a stage every copy runs its calls one after
 another, and a stage ends when its last call does. The host's work between
 stages (scales, rounding, the permutation of the core-gradient operands)
 and DRAM traffic are not counted.
@@ -34,7 +34,7 @@ import numpy as np
 from codesign.pe.tt import golden
 from codesign.pe.tt.contract import header_word
 from codesign.pe.tt.cycles import stream_words, transaction_cycles
-from codesign.pe.tt.schedule import LayerGeometry, StepHardware, StepPlan, assign_calls, plan_step
+from codesign.pe.tt.schedule import LayerGeometry, StepHardware, StepPlan, assign_calls, plan_step, stages
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 
 PAPER_SECONDS = 0.09  # paper 003, Sec. 5: forward and backward of a batch of 64 at 100 MHz
@@ -79,26 +79,6 @@ class ContractionCycles:
 PHASES = ("load", "compute", "drain")
 
 
-def stages(plan: StepPlan) -> list[tuple[int, ...]]:
-    """Indices of the contractions that may run at once, stage by stage, in the plan's order.
-
-    A forward contraction needs the state the previous one produced (and the
-    host's scale for it): a stage of its own. The core gradient and the
-    input gradient of core ``k`` need only the gradient of the state leaving
-    ``k``, the saved state and the core, so they share a stage; the next
-    stage needs the input gradient (and the host's scale for it).
-    """
-    out: list[tuple[int, ...]] = []
-    for index, item in enumerate(plan.contractions):
-        previous = plan.contractions[out[-1][0]] if out else None
-        if item.phase == "input_grad" and previous is not None and previous.phase == "core_grad" \
-                and previous.core == item.core:
-            out[-1] = (*out[-1], index)
-        else:
-            out.append((index,))
-    return out
-
-
 @dataclass(frozen=True)
 class StepSchedule:
     """Which copy of its PE runs each call of a plan (``units``, in call order) and the cycles of each stage."""
@@ -115,8 +95,8 @@ class StepSchedule:
 def list_schedule(plan: StepPlan, call_cycles: Sequence[int]) -> StepSchedule:
     """The step's calls on the hardware's PE copies, given the cycles of every call (clock cycles, in call order).
 
-    Within a stage (:func:`stages`) the calls of each PE kind are taken in
-    the plan's order, each by the copy that falls free first (the lowest
+    Within a stage (:func:`codesign.pe.tt.schedule.stages`) the calls of each
+    PE kind are taken in the plan's order, each by the copy that falls free first (the lowest
     numbered on a tie), which is what a host that starts the next call on
     whichever copy finishes does. With one copy of each PE a stage takes the
     longer of its PE1 and PE2 work.
@@ -297,7 +277,8 @@ def rtl_check(layer, x, grad_y, work_dir: Path, *, hardware: StepHardware = Step
         rtl_call_cycles[name] = iter(result.cycles)
     in_plan_order = [next(rtl_call_cycles[call.pe]) for call in plan.calls]
     return RtlStepCheck(calls, mismatches, rtl_total, model_total, seconds, per_pe,
-                        rtl_makespan=list_schedule(plan, in_plan_order).total, model_makespan=step_cycles(plan).makespan)
+                        rtl_makespan=list_schedule(plan, in_plan_order).total,
+                        model_makespan=step_cycles(plan).makespan)
 
 
 # ---------------------------------------------------------------------------- the paper's comparison

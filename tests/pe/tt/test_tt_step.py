@@ -19,11 +19,10 @@ import pytest
 import torch
 
 from codesign.numerics.scales import mean_abs_frac_bits
-from codesign.pe.tt.schedule import StepHardware
+from codesign.pe.tt.schedule import StepHardware, stages
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.pe.tt.step import (GoldenRunner, checked_values, choose_frac, compare_steps, floor_log2_ratio,
                                  golden_step, pe_step, rescale, step_plan)
-from codesign.pe.tt.step_cycles import stages
 from codesign.train.tt.layer import TTLinear
 from codesign.train.tt.precision import UNSET, TTPrecision
 

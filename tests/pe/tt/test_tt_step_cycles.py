@@ -10,9 +10,9 @@ import pytest
 
 from codesign.pe.tt.contract import header_word
 from codesign.pe.tt.cycles import pe1_cycles, pe2_cycles, transaction_cycles
-from codesign.pe.tt.schedule import MAX_UNITS, LayerGeometry, StepHardware, assign_calls, plan_step
+from codesign.pe.tt.schedule import MAX_UNITS, LayerGeometry, StepHardware, assign_calls, plan_step, stages
 from codesign.pe.tt.step_cycles import (GOAL_DSP, GOAL_SECONDS, PAPER_BATCH, PARALLEL_HARDWARE, comparison_table,
-                                        list_schedule, paper_comparison, paper_plans, stages, step_cycles,
+                                        list_schedule, paper_comparison, paper_plans, step_cycles,
                                         write_comparison)
 
 GEOMETRY = LayerGeometry(in_modes=(3, 5, 17), out_modes=(7, 2, 3), ranks=(1, 2, 3, 1), batch=33)
