@@ -53,3 +53,11 @@ def mean_abs_frac_bits(mean_abs: float, *, bits: int, headroom_bits: int, fallba
 
 
 __all__ = ["check_headroom", "mean_abs_frac_bits", "mean_code_range"]
+
+
+def power_of_two_frac_bits(max_abs: float, bits: int) -> int:
+    """Fraction bits that fit ``max_abs`` into a signed ``bits``-wide code (a 2**k scale, so rescaling is a shift)."""
+    if not math.isfinite(max_abs) or max_abs <= 0:
+        return bits - 1
+    integer_bits = math.floor(math.log2(max_abs)) + 1  # bits left of the binary point, sign excluded
+    return max(-64, min(64, bits - 1 - integer_bits))

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from codesign.loops.data import stratified_split
+
 
 @dataclass(frozen=True)
 class Dataset:
@@ -35,18 +37,6 @@ class Dataset:
     @property
     def has_validation(self) -> bool:
         return self.validation_y is not None and int(self.validation_y.numel()) > 0
-
-
-def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of a per-class split: ``round(test_fraction * n_c)`` test samples from each class."""
-    rng = np.random.default_rng(seed)
-    train, test = [], []
-    for label in np.unique(labels):
-        members = rng.permutation(np.flatnonzero(labels == label))
-        cut = int(round(test_fraction * members.size))
-        test.append(members[:cut])
-        train.append(members[cut:])
-    return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
 def _as_dataset(images: np.ndarray, labels: np.ndarray, test_fraction: float, seed: int, classes: int,

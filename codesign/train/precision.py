@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from codesign.numerics import FixedFormat, FloatFormat, quantize
+from codesign.numerics.scales import power_of_two_frac_bits
 
 FP32 = ("fp32", 32)
 
@@ -34,14 +35,6 @@ class FloatQuantizer:
 
     def __call__(self, tensor: torch.Tensor) -> torch.Tensor:
         return quantize(tensor, self.fmt)
-
-
-def power_of_two_frac_bits(max_abs: float, bits: int) -> int:
-    """Fraction bits that fit ``max_abs`` into a signed ``bits``-wide code (a 2**k scale, so rescaling is a shift)."""
-    if not math.isfinite(max_abs) or max_abs <= 0:
-        return bits - 1
-    integer_bits = math.floor(math.log2(max_abs)) + 1  # bits left of the binary point, sign excluded
-    return max(-64, min(64, bits - 1 - integer_bits))
 
 
 @dataclass(frozen=True)

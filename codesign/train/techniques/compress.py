@@ -78,16 +78,17 @@ from typing import Any
 import numpy as np
 import torch
 
+from codesign.loops.pruning import ORDERS, kernels_to_prune
 from codesign.numerics import FixedFormat, msb_slice
 from codesign.pe.csb.golden import round_into_buffer, split_dyadic
 from codesign.train.config import ConfigError, require
 from codesign.train.data import stratified_split
 from codesign.train.layers import CountedConv2d, attach_ledger, counted_layers
-from codesign.train.precision import FixedQuantizer, LayerPrecision, power_of_two_frac_bits
+from codesign.numerics.scales import power_of_two_frac_bits
+from codesign.train.precision import FixedQuantizer, LayerPrecision
 from codesign.train.techniques import base
 
 BUFFER_BITS = (16, 24, 32)
-ORDERS = ("largest_first", "network")
 BLOBS = ("activation", "weight", "error", "gradient")
 FLOAT32_EXACT_BITS = 24  # a float32 significand holds every signed code up to this width
 
@@ -138,11 +139,6 @@ def kernel_norms(weight: torch.Tensor) -> torch.Tensor:
 def kernel_order(weight: torch.Tensor) -> torch.Tensor:
     """Flat kernel indices ``n * C + c``, smallest L2 norm first; equal norms keep index order."""
     return torch.sort(kernel_norms(weight).flatten(), stable=True).indices
-
-
-def kernels_to_prune(kernels: int, percent: int) -> int:
-    """How many of ``kernels`` a ``percent`` step masks: rounded down, in exact integer arithmetic."""
-    return kernels * percent // 100
 
 
 def kernel_mask(weight: torch.Tensor, percent: int, order: torch.Tensor | None = None) -> torch.Tensor:

@@ -26,7 +26,7 @@ or on the emulated board, can be compared with it *bit for bit*:
   ``g = wd*w + dw``, ``v = mu*v + g``, ``w = (-lr)*v + w``, with ``wd``,
   ``mu`` and ``lr`` rounded to the format. Inputs are rounded to the format
   once per batch.
-- **FB schedule:** :class:`codesign.train.techniques.abvs.FbController` (the
+- **FB schedule:** :class:`codesign.loops.fb_rule.FbController` (the
   ABVS rule, driven by validation accuracy after each epoch: the data must
   hold a validation split when the FB can change); FP32 training
   (no ABVS) runs at ``fb = max_fb`` (23) throughout.
@@ -41,27 +41,22 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, fields
+from typing import Any, Dict, Mapping, Protocol
 
 import numpy as np
 
+from codesign.loops.common import HwTrainError, progress_bar
+from codesign.loops.fb_rule import FbController
 from codesign.numerics import FloatFormat, decode, encode, fp_mac
 from codesign.pe.fpmac.golden import from_container, to_container
 from codesign.pe.fpmac_array.golden import gemm
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 
-INPUT_FEATURES, CLASSES = 64, 10  # the 8x8 digits (and the synthetic set), flattened; ten classes
-
-
-class HwTrainError(ValueError):
-    """The configuration cannot be trained by the design-point loop (model, technique, shapes)."""
-
-
 # ---------------------------------------------------------------------------- set-up
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class HwTrainSetup:
     """What the loop needs: the IP's spec, layer widths, optimiser (lr, momentum, weight decay) and FB rule."""
 
@@ -90,44 +85,16 @@ class HwTrainSetup:
             if getattr(self, name) < 1:
                 raise HwTrainError(f"{name} must be at least 1")
 
-    @classmethod
-    def from_training(cls, training, spec: FpmacArraySpec | None = None, **changes) -> HwTrainSetup:
-        """From a :class:`~codesign.train.config.TrainConfig` (MLP; ABVS or plain FP32); ``changes`` override fields.
-
-        ``spec`` defaults to the FP-MAC array the design point derives from
-        ``training`` (:func:`codesign.design.point.derived_pe_fields`).
-        """
-        if training.model.name != "mlp":
-            raise HwTrainError(f"the design-point loop trains an MLP, not model {training.model.name!r}")
-        other = sorted(set(training.techniques) - {"abvs"})
-        if other:
-            raise HwTrainError(f"techniques {other} are not part of the FP-MAC array loop (ABVS or FP32 only)")
-        if spec is None:
-            from codesign.design.point import derived_pe_fields
-
-            (_, fields, _), = derived_pe_fields(training)
-            spec = FpmacArraySpec(**fields)
-        abvs = training.techniques.get("abvs")
-        fb = {"fb_min": abvs.fb_min, "fb_max": abvs.fb_max, "alpha": abvs.alpha, "epsilon": abvs.epsilon} \
-            if abvs is not None else {"fb_min": spec.max_fb, "fb_max": spec.max_fb}
-        if abvs is not None and (abvs.exp_bits, abvs.rounding) != (spec.exp_bits, spec.rounding):
-            raise HwTrainError(f"ABVS format (exp_bits {abvs.exp_bits}, {abvs.rounding}) is not the IP's "
-                               f"(exp_bits {spec.exp_bits}, {spec.rounding})")
-        optim = training.optim
-        values = {"spec": spec, "layers": (INPUT_FEATURES, *training.model.hidden, CLASSES),
-                  "batch_size": optim.batch_size, "epochs": optim.epochs, "lr": optim.lr,
-                  "momentum": optim.momentum, "weight_decay": optim.weight_decay, "schedule": optim.schedule,
-                  "seed": training.seed, **fb}
-        values.update(changes)
-        return cls(**values)
+    def to_dict(self) -> Dict[str, Any]:
+        """Plain data for design.json: the board rebuilds the set-up with :meth:`from_dict`."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["spec"] = self.spec.to_dict()
+        values["layers"] = list(self.layers)
+        return values
 
     @classmethod
-    def from_design(cls, design, **changes) -> HwTrainSetup:
-        """From a design point: its training configuration and its (single) fpmac_array instance."""
-        arrays = [instance for instance in design.instances if instance.pe == "fpmac_array"]
-        if len(arrays) != 1:
-            raise HwTrainError(f"design {design.name!r} has {len(arrays)} fpmac_array instances; the loop needs one")
-        return cls.from_training(design.training, arrays[0].spec, **changes)
+    def from_dict(cls, values: Mapping[str, Any]) -> "HwTrainSetup":
+        return cls(**{**values, "spec": FpmacArraySpec(**values["spec"]), "layers": tuple(values["layers"])})
 
 
 # ---------------------------------------------------------------------------- GEMM backends
@@ -166,14 +133,6 @@ class GoldenGemm:
 # ---------------------------------------------------------------------------- the loop
 
 
-def _progress(iterable, enabled: bool, **kwargs):
-    if not enabled:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, **kwargs)
-
-
 class FbMlpTrainer:
     """FB-float MLP training with every layer GEMM on ``gemm`` (golden by default) and the rest on the host."""
 
@@ -181,8 +140,6 @@ class FbMlpTrainer:
         self.setup = setup
         self.spec = setup.spec
         self.gemm = gemm_backend if gemm_backend is not None else GoldenGemm(setup.spec)
-        from codesign.train.techniques.abvs import FbController
-
         self.controller = FbController(fb_min=setup.fb_min, fb_max=setup.fb_max, alpha=setup.alpha,
                                        epsilon=setup.epsilon, total_epochs=setup.epochs)
         self.step, self.epoch = 0, 0
@@ -360,7 +317,7 @@ class FbMlpTrainer:
             order = self.epoch_order(self.epoch, train_x.shape[0])
             fb = self.fb
             losses = []
-            steps = _progress(range(self.steps_per_epoch), progress, desc=f"epoch {self.epoch} (fb {fb})",
+            steps = progress_bar(range(self.steps_per_epoch), progress, desc=f"epoch {self.epoch} (fb {fb})",
                               leave=False)
             for index in steps:
                 rows = order[index * batch:(index + 1) * batch]

@@ -74,17 +74,18 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, fields
+from typing import Any, Dict, Mapping, Protocol
 
 import numpy as np
 
 from codesign.pe.csb import golden
 from codesign.pe.csb.format import CSBMatrix, encode
 from codesign.pe.csb.spec import BUFFER_BITS, DATA_BITS, WORD_BITS, CsbSpec
-from codesign.train.hw_golden import CLASSES, INPUT_FEATURES, HwTrainError
-from codesign.train.precision import power_of_two_frac_bits
-from codesign.train.techniques.compress import ORDERS, kernels_to_prune
+from codesign.loops.common import HwTrainError, progress_bar
+from codesign.loops.data import stratified_split
+from codesign.loops.pruning import ORDERS, kernels_to_prune
+from codesign.numerics.scales import power_of_two_frac_bits
 
 BUFFER_EXTRA_BITS = BUFFER_BITS - DATA_BITS  # the buffer's fraction bits below the 8-bit compute part (16)
 PHASES = ("warmup", "fixed")
@@ -126,12 +127,7 @@ def learning_rate_exponent(rate: float) -> int:
 # ---------------------------------------------------------------------------- set-up
 
 
-def _no_spec_change(changes) -> None:
-    if "spec" in changes:
-        raise HwTrainError("the spec comes from the design point (or the spec argument), not from changes")
-
-
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class CsbTrainSetup:
     """What the loop needs: the CSB PE's spec, layer widths, SGD (lr, schedule), warm-up and pruning search."""
 
@@ -176,47 +172,16 @@ class CsbTrainSetup:
         if not 0 < self.validation_fraction < 1:
             raise HwTrainError(f"validation_fraction {self.validation_fraction} must lie in (0, 1)")
 
-    @classmethod
-    def from_training(cls, training, spec: CsbSpec | None = None, **changes) -> CsbTrainSetup:
-        """From a :class:`~codesign.train.config.TrainConfig` (MLP, compressed training, plain SGD).
-
-        ``spec`` defaults to the CSB PE the design point derives from
-        ``training``; ``changes`` override fields (not the spec).
-        """
-        if training.model.name != "mlp":
-            raise HwTrainError(f"the CSB design-point loop trains an MLP, not model {training.model.name!r} "
-                               "(its layers are FC layers on the CSB PE)")
-        if set(training.techniques) != {"compress"}:
-            raise HwTrainError(f"the CSB design-point loop runs techniques.compress alone, the configuration has "
-                               f"{sorted(training.techniques) or 'none'}")
-        optim = training.optim
-        if optim.momentum or optim.weight_decay:
-            raise HwTrainError(f"optim.momentum={optim.momentum} and optim.weight_decay={optim.weight_decay} must be "
-                               "0: the weight-buffer update (UPD) is plain SGD")
-        _no_spec_change(changes)
-        if spec is None:
-            from codesign.design.point import derived_pe_fields
-
-            (_, fields, _), = derived_pe_fields(training)
-            spec = CsbSpec(**fields)
-        compress = training.techniques["compress"]
-        values = {"spec": spec, "layers": (INPUT_FEATURES, *training.model.hidden, CLASSES),
-                  "batch_size": optim.batch_size, "epochs": optim.epochs, "warmup_epochs": compress.warmup_epochs,
-                  "lr": optim.lr, "schedule": optim.schedule, "seed": training.seed,
-                  "drop_budget": compress.drop_budget, "step_percent": compress.step_percent,
-                  "max_percent": compress.max_percent, "order": compress.order,
-                  "validation_fraction": compress.validation_fraction, "split_seed": training.data.split_seed}
-        values.update(changes)
-        return cls(**values)
+    def to_dict(self) -> Dict[str, Any]:
+        """Plain data for design.json: the board rebuilds the set-up with :meth:`from_dict`."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["spec"] = self.spec.to_dict()
+        values["layers"] = list(self.layers)
+        return values
 
     @classmethod
-    def from_design(cls, design, **changes) -> CsbTrainSetup:
-        """From a design point: its training configuration and its (single) csb instance."""
-        _no_spec_change(changes)
-        instances = [instance for instance in design.instances if instance.pe == "csb"]
-        if len(instances) != 1:
-            raise HwTrainError(f"design {design.name!r} has {len(instances)} csb instances; the loop needs one")
-        return cls.from_training(design.training, instances[0].spec, **changes)
+    def from_dict(cls, values: Mapping[str, Any]) -> "CsbTrainSetup":
+        return cls(**{**values, "spec": CsbSpec(**values["spec"]), "layers": tuple(values["layers"])})
 
 
 # ---------------------------------------------------------------------------- backends
@@ -287,14 +252,6 @@ class GoldenCsb:
 
 
 # ---------------------------------------------------------------------------- the loop
-
-
-def _progress(iterable, enabled: bool, **kwargs):
-    if not enabled:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, **kwargs)
 
 
 def _as_numpy(values, dtype) -> np.ndarray:
@@ -475,8 +432,6 @@ class CsbMlpTrainer:
     def _validation(self, data) -> tuple[np.ndarray, np.ndarray]:
         if getattr(data, "has_validation", False):
             return self._batch(data.validation_x, data.validation_y)
-        from codesign.train.data import stratified_split
-
         labels = _as_numpy(data.train_y, np.int64)
         _, held = stratified_split(labels, self.setup.validation_fraction, self.setup.split_seed)
         return self._batch(_as_numpy(data.train_x, np.float64)[held], labels[held])
@@ -643,7 +598,7 @@ class CsbMlpTrainer:
             macs_before, host_before = Counter(self.backend.macs), self.host_macs
             order = self.epoch_order(self.epoch, train_x.shape[0])
             losses = []
-            for index in _progress(range(self.steps_per_epoch), progress, desc=f"epoch {self.epoch} ({phase})",
+            for index in progress_bar(range(self.steps_per_epoch), progress, desc=f"epoch {self.epoch} ({phase})",
                                    leave=False):
                 rows = order[index * batch:(index + 1) * batch]
                 losses.append(self.train_step(train_x[rows], train_y[rows]))
