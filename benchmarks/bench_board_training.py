@@ -51,7 +51,8 @@ class Pair:
 
 
 def _overlay(design, root: Path):
-    from codesign.deploy import CodesignOverlay, write_emulation_folder
+    from codesign.deploy import CodesignOverlay
+    from codesign.design.build import write_emulation_folder
 
     folder = write_emulation_folder(design, root / design.name / design.board.name)
     with warnings.catch_warnings():
@@ -62,11 +63,12 @@ def _overlay(design, root: Path):
 def fb_float_pair(root: Path, data: Dataset) -> Pair:
     from codesign.deploy.training import BoardTrainer
     from codesign.design import load_design
-    from codesign.train.hw_golden import FbMlpTrainer, HwTrainSetup
+    from codesign.design.loops import fb_setup_of
+    from codesign.loops.fb import FbMlpTrainer
 
     design = load_design(EXAMPLES / "digits_abvs.toml")
     board = BoardTrainer(_overlay(design, root), design)
-    golden = FbMlpTrainer(HwTrainSetup.from_design(design))
+    golden = FbMlpTrainer(fb_setup_of(design))
 
     def words(trainer) -> list[np.ndarray]:
         state = trainer.read_weights()
@@ -78,13 +80,14 @@ def fb_float_pair(root: Path, data: Dataset) -> Pair:
 def csb_pair(root: Path, data: Dataset) -> Pair:
     from codesign.deploy.csb_training import CsbBoardTrainer
     from codesign.design import load_design
-    from codesign.train.hw_golden_csb import CsbMlpTrainer, CsbTrainSetup
+    from codesign.design.loops import csb_setup_of
+    from codesign.loops.csb import CsbMlpTrainer
 
     design = load_design(EXAMPLES / "digits_compressed_mlp.toml")
     # a constant rate: the cosine schedule of fit() would span only the warm-up's two steps and reach 0
     changes = {"epochs": 2, "warmup_epochs": 1, "schedule": "constant"}
     board = CsbBoardTrainer(_overlay(design, root), design, **changes)
-    golden = CsbMlpTrainer(CsbTrainSetup.from_design(design, **changes))
+    golden = CsbMlpTrainer(csb_setup_of(design, **changes))
     for trainer in (board, golden):  # the float warm-up and the pruning search, then the fixed-point phase
         trainer.fit(data, epochs=1, progress=False, max_steps=2)
         assert trainer.phase == "fixed"
@@ -97,7 +100,7 @@ def csb_pair(root: Path, data: Dataset) -> Pair:
 
 
 def tt_pair(root: Path, data: Dataset) -> Pair:
-    from codesign.deploy.tt_training import BoardTtTrainer
+    from codesign.board_tt import BoardTtTrainer
     from codesign.design import load_design
     from codesign.train.hw_golden_tt import TtHwTrainer
 

@@ -25,7 +25,8 @@ from pathlib import Path
 import torch
 
 from codesign.hw.reports import write_json_atomic
-from codesign.numerics import FloatFormat, quantize
+from codesign.numerics import FloatFormat
+from codesign.train.quantize import quantize
 
 TARGET_RATIO = 1.5
 

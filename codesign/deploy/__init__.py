@@ -6,18 +6,17 @@
 - :class:`EmulatedBoard` is a ``pynq.Device`` that runs the generated HLS C++
   of every IP where no board is attached;
 - :class:`BoardTrainer` trains a design point with its layer GEMMs on the
-  fpmac_array IP, bit-identical to :mod:`codesign.train.hw_golden` (docs/deploy.md).
+  fpmac_array IP, bit-identical to :mod:`codesign.loops.fb` (docs/deploy.md).
 """
 
 try:
     import pynq  # noqa: F401
 except ImportError as error:  # an optional dependency: say which
-    raise ImportError("codesign.deploy needs PYNQ 4.0 (pip install pynq==4.0.0; it pins numpy<2 and "
-                      f"setuptools<=80): {error}") from error
+    raise ImportError("codesign.deploy needs PYNQ (2.7 to 4.0; on a board it comes with the image, on a desktop: "
+                      f"pip install 'codesign[board]'): {error}") from error
 
 from codesign.deploy.driver import AccelInputError, AccelIP, AccelTimeout, driver_class
 from codesign.deploy.emulated import DdrModel, EmulatedBoard, EmulationError
-from codesign.deploy.folder import write_emulation_folder
 from codesign.deploy.manifest import (
     DeployError,
     ManifestError,
@@ -37,4 +36,4 @@ from codesign.deploy.training import BoardTrainer, IpGemm
 __all__ = ["AccelIP", "AccelInputError", "AccelTimeout", "BoardTrainer", "CodesignOverlay", "DdrModel",
            "DeployError", "EmulatedBoard", "EmulatedBoardNotice", "EmulationError", "IpGemm", "ManifestError",
            "OverlayMismatch", "board_attached", "board_devices", "check_design", "check_ip_dict", "driver_class",
-           "load_manifest", "write_emulation_folder"]
+           "load_manifest"]

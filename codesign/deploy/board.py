@@ -9,7 +9,8 @@ instances of a PE, and report the IPs' calls, busy time and modelled cycles.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from typing import Any, Iterable, Mapping
 
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError, check_design
@@ -20,19 +21,38 @@ class OnBoard:
 
     overlay = None
 
-    def bind(self, overlay, design) -> None:
-        """Check that ``overlay`` implements ``design`` (same IPs, PEs and specs); nothing runs before."""
-        check_design(overlay.manifest, design)
+    def bind(self, overlay, design=None) -> None:
+        """Bind ``overlay``; with a design point (on a desktop), first check that the overlay implements it
+        (same IPs, PEs, specs and board). Nothing runs before."""
+        if design is not None:
+            check_design(overlay.manifest, design)
         self.overlay = overlay
 
-    @staticmethod
-    def instance_name(design, pe: str, ip: str | None) -> str:
-        """``ip`` if given, else the name of the design's single ``pe`` instance."""
+    def loop_setup(self, family: str, setup_class, changes: Mapping[str, Any]):
+        """The set-up of the design's golden loop as design.json records it, with ``changes`` applied.
+
+        A design.json without a loop of ``family`` (another PE family, or a
+        design with several IPs) is refused with what it holds.
+        """
+        manifest = self.overlay.manifest
+        entry = manifest.get("loop")
+        if not isinstance(entry, Mapping) or entry.get("family") != family:
+            held = "no loop" if not isinstance(entry, Mapping) else f"a {entry.get('family')!r} loop"
+            raise DeployError(f"design {manifest['design']!r}: design.json records {held}; this trainer runs the "
+                              f"{family!r} loop")
+        try:
+            return dataclasses.replace(setup_class.from_dict(entry["setup"]), **changes)
+        except (KeyError, TypeError) as error:
+            raise DeployError(f"design {manifest['design']!r}: the loop set-up in design.json or the changes "
+                              f"{sorted(changes)} do not fit {setup_class.__name__}: {error}") from None
+
+    def instance_name(self, pe: str, ip: str | None) -> str:
+        """``ip`` if given, else the name of the overlay's single ``pe`` IP."""
         if ip is not None:
             return ip
-        names = [instance.name for instance in design.instances if instance.pe == pe]
+        names = [entry["name"] for entry in self.overlay.manifest["ips"] if entry["pe"] == pe]
         if len(names) != 1:
-            raise DeployError(f"the design has {len(names)} {pe} instances ({', '.join(names) or 'none'}); "
+            raise DeployError(f"the design has {len(names)} {pe} IPs ({', '.join(names) or 'none'}); "
                               "name the IP to train on with ip=...")
         return names[0]
 

@@ -1,4 +1,4 @@
-"""Compressed training on the board: :mod:`codesign.train.hw_golden_csb` with its layer products on the CSB IP.
+"""Compressed training on the board: :mod:`codesign.loops.csb` with its layer products on the CSB IP.
 
 :class:`IpCsb` turns one FC layer operation into CSB transactions
 (docs/csb.md, "The stream interface": header, index bytes, sections; status
@@ -22,7 +22,7 @@ Empty blocks are not sent: an operation with ``nnz = 0`` returns its
 accumulator unchanged. A status other than 0 raises :class:`DeployError`
 naming the operation and block.
 
-:class:`CsbBoardTrainer` is :class:`codesign.train.hw_golden_csb.CsbMlpTrainer`
+:class:`CsbBoardTrainer` is :class:`codesign.loops.csb.CsbMlpTrainer`
 on an :class:`IpCsb`: the host runs the float warm-up, the loss, the
 power-of-two rescaling and the learning-rate schedule; the PL every layer
 product of the fixed-point phase.
@@ -50,7 +50,7 @@ from codesign.pe.csb.stream import (
     encode_transaction,
     result_count,
 )
-from codesign.train.hw_golden_csb import CsbMlpTrainer, CsbTrainSetup
+from codesign.loops.csb import CsbMlpTrainer, CsbTrainSetup
 
 STATUS_NAMES = {STATUS_OK: "ok", STATUS_BAD_HEADER: "bad header", STATUS_NNZ: "nnz above the block capacity",
                 STATUS_INDEX: "index outside the block"}
@@ -206,16 +206,19 @@ class IpCsb:
 class CsbBoardTrainer(OnBoard, CsbMlpTrainer):
     """The compressed design-point loop with every fixed-point layer product on the overlay's csb IP.
 
-    ``CsbBoardTrainer(overlay, design)`` takes the IP named ``ip`` (default:
-    the design's single csb instance) and the set-up from
-    :meth:`CsbTrainSetup.from_design`; ``setup_changes`` override set-up
-    fields (epochs, batch size...) as they would on the golden run.
+    ``CsbBoardTrainer(overlay)`` takes the IP named ``ip`` (default: the
+    design's single csb IP) and the set-up design.json records
+    (:meth:`OnBoard.loop_setup`); ``setup_changes`` override set-up fields
+    (epochs, batch size...) as they would on the golden run. ``design``, a
+    design point, is checked against the overlay first (a desktop's guard).
     """
 
-    def __init__(self, overlay, design, *, ip: str | None = None, **setup_changes) -> None:
+    def __init__(self, overlay, design=None, *, ip: str | None = None, **setup_changes) -> None:
+        if "spec" in setup_changes:
+            raise DeployError("the spec is the IP's (design.json), not a set-up change")
         self.bind(overlay, design)
-        setup = CsbTrainSetup.from_design(design, **setup_changes)
-        ip = self.instance_name(design, "csb", ip)
+        setup = self.loop_setup("csb", CsbTrainSetup, setup_changes)
+        ip = self.instance_name("csb", ip)
         super().__init__(setup, IpCsb(overlay.accelerator(ip), setup.spec))
 
     def throughput(self) -> dict[str, float]:

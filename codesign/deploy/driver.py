@@ -23,7 +23,7 @@ import numpy as np
 from pynq import DefaultIP, allocate
 
 from codesign.deploy.manifest import DeployError
-from codesign.hw import accel
+from codesign.hw import shell
 
 WORD = np.dtype(np.uint32)
 MAX_COUNT = (1 << 32) - 1  # the count registers are 32 bits
@@ -31,7 +31,7 @@ DEFAULT_TIMEOUT_S = 10.0
 MIN_BUFFER_WORDS = 1024
 BUSY_POLLS = 1000  # register reads before the poll loop starts sleeping
 POLL_SLEEP_S = 1e-4
-CTRL_BIT = {name: 1 << bit for name, bit in accel.CTRL_BITS.items()}
+CTRL_BIT = {name: 1 << bit for name, bit in shell.CTRL_BITS.items()}
 
 
 class AccelTimeout(DeployError):
@@ -94,7 +94,7 @@ class AccelIP(DefaultIP):
 
     @staticmethod
     def describe_ctrl(ctrl: int) -> str:
-        return ", ".join(f"{name}={ctrl >> bit & 1}" for name, bit in accel.CTRL_BITS.items())
+        return ", ".join(f"{name}={ctrl >> bit & 1}" for name, bit in shell.CTRL_BITS.items())
 
     # -- the call
 
@@ -125,8 +125,8 @@ class AccelIP(DefaultIP):
         in_buffer[:n_in] = words_in
         in_buffer.flush()
         out_buffer.flush()  # no dirty line of ours may land on the IP's output later
-        self._write_register("in", in_buffer.physical_address, accel.POINTER_BITS // 32)
-        self._write_register("out", out_buffer.physical_address, accel.POINTER_BITS // 32)
+        self._write_register("in", in_buffer.physical_address, shell.POINTER_BITS // 32)
+        self._write_register("out", out_buffer.physical_address, shell.POINTER_BITS // 32)
         self._write_register("n_in", n_in)
         self._write_register("n_out", n_out)
         self._write_register("n_transactions", n_transactions)

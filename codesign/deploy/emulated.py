@@ -57,14 +57,14 @@ import numpy as np
 from pynq import Device
 from pynq.buffer import PynqBuffer
 
-from codesign.boards import board as board_facts
 from codesign.deploy.manifest import MANIFEST_FILE, DeployError, load_manifest
-from codesign.hw import accel
+from codesign.hw import shell
+from codesign.hw.project import ProjectDirError, read_project_marker
 
 WORD = np.dtype(np.uint32)
 PAGE_BYTES = 4096  # allocation granularity and alignment (bytes), as the kernel's contiguous allocator
-CTRL_BIT = {name: 1 << bit for name, bit in accel.CTRL_BITS.items()}
-ISR_BIT = {name: 1 << bit for name, bit in accel.ISR_BITS.items()}
+CTRL_BIT = {name: 1 << bit for name, bit in shell.CTRL_BITS.items()}
+ISR_BIT = {name: 1 << bit for name, bit in shell.ISR_BITS.items()}
 
 
 class EmulationError(DeployError):
@@ -183,13 +183,11 @@ class EmulatedIP:
 
     def _check_project(self, project_dir: Path) -> None:
         """The HLS project must be the one design.json describes: same PE, spec and top (not a stale render)."""
-        from codesign.hw.render import ProjectDirError, read_manifest
-
         if not project_dir.is_dir():
             raise EmulationError(f"IP {self.name}: no HLS project at {project_dir}; the emulated board runs the "
                                  "generated C++ of every IP, so the build folder must hold hls/<ip>/")
         try:
-            project = read_manifest(project_dir)
+            project = read_project_marker(project_dir)
         except ProjectDirError as error:
             raise EmulationError(f"IP {self.name}: {error}") from None
         if project is None:
@@ -234,9 +232,9 @@ class EmulatedIP:
         self.words[index] = value
 
     def _run(self) -> None:
-        pointer_words = -(-accel.POINTER_BITS // 32)
+        pointer_words = -(-shell.POINTER_BITS // 32)
         counts = {arg.name: self._reg(arg.name, pointer_words if arg.kind == "pointer" else 1)
-                  for arg in accel.SHELL_ARGS}
+                  for arg in shell.SHELL_ARGS}
         in_words = self.ddr.words_at(counts["in"], counts["n_in"])
         out_words = self.ddr.words_at(counts["out"], counts["n_out"])
         started = time.perf_counter()
@@ -319,8 +317,7 @@ class EmulatedBoard(Device):
         super().__init__(f"emulated_{self.manifest['design']}")
         self.name = f"emulated {self.manifest['board']}"
         self.capabilities = {"MEMORY_MAPPED": True}
-        facts = board_facts(self.manifest["board"])
-        ddr_bytes = facts.ddr_mib << 20
+        ddr_bytes = self.manifest["board_facts"]["ddr_mib"] << 20
         # contiguous buffers come from the upper half of DDR, as a CMA pool does
         self.ddr = DdrModel(base=ddr_bytes // 2, size=ddr_bytes // 2)
         names = {ip["name"] for ip in self.manifest["ips"]}

@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from codesign.hw import accel
-from codesign.hw.vivado import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
+from codesign.hw import shell
+from codesign.hw.shell import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
 
-SHELL_REGISTERS = (*accel.CONTROL_REGISTERS, *(arg.name for arg in accel.SHELL_ARGS))
+SHELL_REGISTERS = (*shell.CONTROL_REGISTERS, *(arg.name for arg in shell.SHELL_ARGS))
 
 
 class DeployError(RuntimeError):

@@ -1,4 +1,4 @@
-"""Training on the board: the design-point loop of :mod:`codesign.train.hw_golden` with its GEMMs on the IP.
+"""Training on the board: the design-point loop of :mod:`codesign.loops.fb` with its GEMMs on the IP.
 
 :class:`IpGemm` turns one layer GEMM into FP-MAC array transactions
 (docs/fpmac_array.md: header word, ``A``, ``B``, optional ``C_in``; status
@@ -10,7 +10,7 @@ for all of them), ``K`` in chunks of at most ``max_k`` chained through
 order from ``C_in``, and a container holds the accumulator exactly, so the
 tiled GEMM is bit-identical to the untiled golden one.
 
-:class:`BoardTrainer` is :class:`codesign.train.hw_golden.FbMlpTrainer` on an
+:class:`BoardTrainer` is :class:`codesign.loops.fb.FbMlpTrainer` on an
 :class:`IpGemm`: the host does the loss and the optimiser, the PL the layer
 GEMMs; ``load_weights``, ``read_weights``, ``train_step``, ``fit``,
 ``predict`` and ``throughput`` are the golden loop's.
@@ -34,7 +34,7 @@ from codesign.pe.fpmac_array.contract import (
 from codesign.pe.fpmac_array.cycles import transaction_cycles
 from codesign.pe.fpmac_array.golden import words as transaction_words
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
-from codesign.train.hw_golden import FbMlpTrainer, HwTrainSetup
+from codesign.loops.fb import FbMlpTrainer, HwTrainSetup
 
 STATUS_NAMES = {STATUS_OK: "ok", STATUS_BAD_HEADER: "bad header", STATUS_TOO_LARGE: "too large"}
 
@@ -97,16 +97,17 @@ class IpGemm:
 class BoardTrainer(OnBoard, FbMlpTrainer):
     """The design-point training loop with every layer GEMM on the overlay's fpmac_array IP.
 
-    ``BoardTrainer(overlay, design)`` takes the IP named ``ip`` (default:
-    the design's single fpmac_array instance) and the set-up from
-    :meth:`HwTrainSetup.from_design`; ``setup_changes`` override set-up
-    fields (epochs, batch size...) on both this and the golden run.
+    ``BoardTrainer(overlay)`` takes the IP named ``ip`` (default: the
+    design's single fpmac_array IP) and the set-up design.json records
+    (:meth:`OnBoard.loop_setup`); ``setup_changes`` override set-up fields
+    (epochs, batch size...) as they would on the golden run. ``design``, a
+    design point, is checked against the overlay first (a desktop's guard).
     """
 
-    def __init__(self, overlay, design, *, ip: str | None = None, **setup_changes) -> None:
+    def __init__(self, overlay, design=None, *, ip: str | None = None, **setup_changes) -> None:
         self.bind(overlay, design)
-        setup = HwTrainSetup.from_design(design, **setup_changes)
-        ip = self.instance_name(design, "fpmac_array", ip)
+        setup = self.loop_setup("fpmac_array", HwTrainSetup, setup_changes)
+        ip = self.instance_name("fpmac_array", ip)
         super().__init__(setup, IpGemm(overlay.accelerator(ip), setup.spec))
 
     def throughput(self) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""TT training on the board: the golden TT loop of :mod:`codesign.train.hw_golden_tt` with its contractions on the IPs.
+"""The TT PEs' calls on a board's IPs: a runner of the TT layer step whose contractions go to tt1/tt2 IPs.
 
 :class:`IpRunner` is a runner of :func:`codesign.pe.tt.step.pe_step` (and of
 :func:`codesign.train.hw_golden_tt.pe_forward`) that sends every PE call to
@@ -11,10 +11,10 @@ every contraction to the builds' buffers and capped each call's summed
 length so that no accumulator saturates, so the IP's sums are the golden
 kernels' exact integers.
 
-:class:`BoardTtTrainer` is :class:`~codesign.train.hw_golden_tt.TtHwTrainer`
-on an :class:`IpRunner`: the host does the loss, the prior, Adam and the rank
-bookkeeping, the PL the contractions; ``load_weights``, ``read_weights``,
-``train_step``, ``fit``, ``predict`` and ``throughput`` are the golden loop's.
+The TT training loop around it (loss, low-rank prior, Adam, rank pruning)
+runs in torch on the host (:class:`codesign.board_tt.BoardTtTrainer`), so it is
+not part of the board runtime: a board without torch runs the TT layer steps
+(:func:`codesign.pe.tt.step.pe_step` on an :class:`IpRunner`), not the loop.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
 from codesign.pe.tt import golden
@@ -31,7 +30,6 @@ from codesign.pe.tt.contract import STATUS_BAD_HEADER, STATUS_OK, STATUS_TOO_LAR
 from codesign.pe.tt.cycles import transaction_cycles
 from codesign.pe.tt.schedule import StepHardware, assign_calls
 from codesign.pe.tt.step_csim import result_shape
-from codesign.train.hw_golden_tt import TtHwTrainer, design_hardware
 
 STATUS_NAMES = {STATUS_OK: "ok", STATUS_BAD_HEADER: "bad header", STATUS_TOO_LARGE: "too large"}
 
@@ -143,34 +141,4 @@ class IpRunner:
         return results
 
 
-class BoardTtTrainer(OnBoard, TtHwTrainer):
-    """The design point's TT training loop with every contraction on the overlay's tt1 and tt2 IPs.
-
-    ``BoardTtTrainer(overlay, design)`` takes the design's tt1, tt2 (and
-    tt3) instances as the IPs of the same name, the hardware from their
-    specs, and trains ``design.training`` (``dataset`` defaults to the
-    configuration's). The overlay must implement the design point.
-    """
-
-    def __init__(self, overlay, design, **kwargs) -> None:
-        self.bind(overlay, design)
-        hardware = design_hardware(design)
-        drivers: dict[str, list[AccelIP]] = {}
-        for instance in design.instances:
-            if instance.pe in ("tt1", "tt2", "tt3"):
-                drivers.setdefault(instance.pe, []).append(overlay.accelerator(instance.name))
-        super().__init__(design.training, hardware=hardware, runner=IpRunner(drivers, hardware), **kwargs)
-
-    @property
-    def ip_runner(self) -> IpRunner:
-        return self.backend.runner.runner
-
-    def throughput(self) -> dict[str, float]:
-        """The loop's figures plus the IPs' (:meth:`OnBoard.ip_figures`) and the words moved."""
-        runner = self.ip_runner
-        drivers = [driver for copies in runner.drivers.values() for driver in copies]
-        return {**super().throughput(), **self.ip_figures(drivers, runner.pe_cycles),
-                "pe_makespan": runner.pe_makespan, "words_in": runner.words_in, "words_out": runner.words_out}
-
-
-__all__ = ["BoardTtTrainer", "IpRunner"]
+__all__ = ["IpRunner"]

@@ -144,3 +144,16 @@ def run_build(folder: BuildFolder, *, progress=print) -> int:
     result = vivado.run_vivado_build(vivado.plan_vivado_build(folder.root))
     progress(f"[build] bitstream {result.bitstream} and hand-off {result.handoff} in {result.seconds:.0f} s")
     return 0
+
+
+def write_emulation_folder(design, out_dir: Path) -> Path:
+    """Render every IP of ``design`` (a :class:`~codesign.design.DesignPoint`), then write design.json and hls/<ip>/.
+
+    Everything is rendered before the first file is written; ``out_dir``
+    must be missing, empty or an earlier build folder. Returns ``out_dir``.
+    """
+    out_dir = Path(out_dir)
+    check_build_dir(out_dir)
+    manifest, projects = render_ip_projects(design)
+    write_ip_projects(out_dir, manifest, projects)
+    return out_dir

@@ -4,15 +4,19 @@ The Vivado flow, the PYNQ driver and the emulated board all read this one
 file: every IP's VLNV, base address and range, its control registers (the
 Vitis HLS s_axilite layout, computed by :func:`codesign.hw.accel.register_map`),
 its m_axi data ports and buffers, and the PE spec that fixes its number
-formats. Base addresses are assigned here, once: IP ``i`` sits at the
+formats; the board's facts the runtime needs (``board_facts``: DDR size,
+processing system) and the set-up of the design's golden loop (``loop``,
+:func:`codesign.design.loops.loop_entry`), so a board trains from this file
+alone. Base addresses are assigned here, once: IP ``i`` sits at the
 board's control base plus ``i`` times :data:`IP_ADDRESS_RANGE`.
 """
 
 from __future__ import annotations
 
+from codesign.design.loops import loop_entry
 from codesign.design.point import DesignPoint
 from codesign.hw import accel
-from codesign.hw.vivado import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
+from codesign.hw.shell import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
 
 __all__ = ["IP_ADDRESS_RANGE", "MANIFEST_FILE", "MANIFEST_FORMAT", "design_manifest", "ip_base_address"]
 IP_ADDRESS_RANGE = 0x1_0000  # 64 KiB per IP: the smallest Vivado address segment, far above the register span
@@ -41,5 +45,7 @@ def design_manifest(design: DesignPoint, *, buffers: dict[str, dict[str, int]] |
         })
     return {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "design": design.name,
             "board": design.board.name, "part": design.board.part, "clock_mhz": design.clock_mhz,
+            "board_facts": {"display_name": design.board.display_name, "ps": design.board.ps,
+                            "ddr_mib": design.board.ddr_mib, "hp_port_bits": design.board.hp_port_bits},
             "control_port": vivado.control_port, "data_port": vivado.data_port,
-            "training": design.training.to_dict(), "ips": ips}
+            "training": design.training.to_dict(), "loop": loop_entry(design), "ips": ips}

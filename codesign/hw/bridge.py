@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from codesign.hw.accel import SHELL_ARGS, project_files
+from codesign.hw.shell import SHELL_ARGS, project_files
 from codesign.hw.aptypes import cache_dir
 from codesign.hw.csim import COMPILE_TIMEOUT_S, CXX_FLAGS, CsimError, _include_dirs, build_key, compiler
 

@@ -15,15 +15,16 @@ a Dask cluster and a re-run skips the points already estimated
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from codesign.boards import Board, boards
-from codesign.boards import board as board_named
 from codesign.hw import yosys as ys
 from codesign.hw.reports import write_figure_png, write_text_atomic
-from codesign.pe.protocol import ProcessingElement
+
+if TYPE_CHECKING:
+    from codesign.pe.protocol import ProcessingElement
 
 SCHEMA = "codesign-pe-cost"
 SCHEMA_VERSION = 1
@@ -95,30 +96,6 @@ def estimate(pe: ProcessingElement, specs: Sequence, *, out_dir: Path, families:
     if plot:
         plot_cost(report, out_dir / f"{stem}.png", pe.title)
     return report
-
-
-def estimate_task(*, pe: str, board: str, **spec_fields) -> dict:
-    """Yosys cost of PE ``pe`` built with ``spec_fields`` (the rest at their defaults) on ``board``'s FPGA.
-
-    A :mod:`codesign.sweep` task: the report entry of that one synthesis
-    (cell counts, logic depth, utilisation of that board's budget) plus the
-    tool line. The spec and board are checked before Yosys starts.
-    """
-    from codesign.pe import get_pe
-
-    target = board_named(board)
-    processing_element = get_pe(pe)
-    spec = processing_element.spec(**spec_fields)
-    with tempfile.TemporaryDirectory(prefix="codesign_estimate_") as tmp:
-        report = estimate(processing_element, [spec], out_dir=Path(tmp), families=(target.yosys_family,),
-                          progress=False, plot=False)
-    entry = report["entries"][0]
-    counts = ys.ResourceCounts(**entry["counts"])
-    entry.update(board=target.name, part=target.part, budget={key: target.resources[key] for key in RESOURCES},
-                 utilisation_percent={key: round(value, 4)
-                                      for key, value in counts.utilisation_percent(target.resources).items()},
-                 pe=pe, tool=report["tool"])
-    return entry
 
 
 def render_markdown(report: dict, title: str) -> str:

@@ -19,6 +19,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 from codesign.hw.csim import CsimBuild, CsimError, CsimResult, compile_testbench, run_testbench
@@ -33,7 +34,10 @@ from codesign.hw.render import (
 from codesign.hw.reports import write_json_atomic, write_text_atomic
 from codesign.hw.target import BuildTarget
 from codesign.hw.vectors import MAGIC, TRANSACTION_MAGIC
-from codesign.pe.protocol import LevelResult, ProcessingElement
+from codesign.hw.levels import LevelResult
+
+if TYPE_CHECKING:
+    from codesign.pe.protocol import ProcessingElement
 
 LEVELS = ("golden", "csim", "rtl")
 VECTORS_HEADER = "codesign_vectors.h"  # the shared, tested C++ vector-file reader of every testbench

@@ -19,12 +19,14 @@ from pathlib import Path, PurePosixPath
 
 import jinja2
 
+from codesign.hw.project import PROJECT_FORMAT as MANIFEST_FORMAT
+from codesign.hw.project import PROJECT_MARKER as MANIFEST_NAME
+from codesign.hw.project import ProjectDirError
+from codesign.hw.project import read_project_marker as read_manifest
 from codesign.hw.reports import write_bytes_atomic
 
 from codesign.resources import data_dir
 
-MANIFEST_NAME = "codesign_project.json"
-MANIFEST_FORMAT = 1
 INCLUDE_DIR = "include"  # hls_templates/include: hand-written headers copied into projects
 
 _TCL_ESCAPES = {"\\": "\\\\", '"': '\\"', "$": "\\$", "[": "\\[", "]": "\\]", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
@@ -33,10 +35,6 @@ _TCL_BARE = re.compile(r"^[A-Za-z0-9_.,:/+=@%-]+$")
 
 class RenderError(ValueError):
     """A template, a context value or a file set cannot be rendered as asked."""
-
-
-class ProjectDirError(RuntimeError):
-    """The output directory cannot take a codesign project (nothing was written)."""
 
 
 def tcl_quote(value: object) -> str:
@@ -138,23 +136,6 @@ def _check_relpath(rel: str) -> None:
     path = PurePosixPath(rel)
     if not rel or path.is_absolute() or ".." in path.parts or "\\" in rel or str(path) != rel:
         raise RenderError(f"project file path {rel!r} must be a plain relative POSIX path")
-
-
-def read_manifest(directory: Path) -> dict | None:
-    """The manifest of a codesign project in ``directory``, or None when there is none.
-
-    A manifest that exists but is not ours raises :class:`ProjectDirError`.
-    """
-    path = Path(directory) / MANIFEST_NAME
-    if not path.is_file():
-        return None
-    try:
-        body = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise ProjectDirError(f"{path} is not a readable codesign manifest: {error}") from None
-    if not isinstance(body, dict) or body.get("codesign_project") != MANIFEST_FORMAT or "pe" not in body:
-        raise ProjectDirError(f"{path} is not a codesign project manifest")
-    return body
 
 
 def check_output_dir(out_dir: Path) -> dict | None:

@@ -30,12 +30,10 @@ from pathlib import Path, PurePosixPath
 from codesign.boards import Board, boards
 from codesign.hw.build import ToolMissing
 from codesign.hw.render import render_template
+from codesign.hw.shell import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
 from codesign.hw.reports import write_bytes_atomic
 from codesign.hw.tcl_lint import LintResult, ShimOptions, lint_script
 
-MANIFEST_FILE = "design.json"
-MANIFEST_FORMAT = "codesign-design"
-MANIFEST_VERSION = 1
 VIVADO_DIR = "vivado"
 TEMPLATES = {"create_project.tcl": "vivado/create_project.tcl.j2", "build.tcl": "vivado/build.tcl.j2"}
 BUILD_SCRIPT = f"{VIVADO_DIR}/build.tcl"

@@ -1,7 +1,8 @@
-"""Bit-accurate number formats: the numerics contract of docs/numerics.md in code.
+"""Bit-accurate number formats: the numerics contract of docs/numerics.md in code, on NumPy arrays.
 
-``quantize`` accepts NumPy arrays (float64 result) and torch tensors (same
-dtype out); both give identical bits on identical inputs.
+``quantize`` takes array-likes and returns float64; :mod:`codesign.train.quantize`
+is the same on torch tensors (same dtype out), with identical bits on identical
+inputs. This package needs NumPy alone, so a board imports it.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from codesign.numerics.fixed_quant import (
     msb_slice_format,
     msb_slice_numpy,
     quantize_fixed_numpy,
-    quantize_fixed_torch,
 )
-from codesign.numerics.float_quant import decode_float, encode_float, quantize_float_numpy, quantize_float_torch
+from codesign.numerics.float_quant import decode_float, encode_float, quantize_float_numpy
 from codesign.numerics.formats import ROUNDING_MODES, FixedFormat, FloatFormat
 from codesign.numerics.fparith import fp_add, fp_dot, fp_mac, fp_mul
 
-Format = FloatFormat | FixedFormat
+from typing import Union
+
+Format = Union[FloatFormat, FixedFormat]
 
 __all__ = [
     "ROUNDING_MODES",
@@ -50,9 +52,8 @@ def quantize(x, fmt: Format, *, rng=None):
     """Round ``x`` to the values of ``fmt``. ``rng`` (seed or Generator) is required for stochastic rounding."""
     _check_format(fmt)
     if _is_torch(x):
-        if isinstance(fmt, FloatFormat):
-            return quantize_float_torch(x, fmt, rng=rng)
-        return quantize_fixed_torch(x, fmt, rng=rng)
+        raise TypeError("codesign.numerics.quantize takes NumPy arrays; quantize torch tensors with "
+                        "codesign.train.quantize.quantize")
     if isinstance(fmt, FloatFormat):
         return quantize_float_numpy(x, fmt, rng=rng)
     return quantize_fixed_numpy(x, fmt, rng=rng)
@@ -79,19 +80,11 @@ def decode(bits, fmt: Format) -> np.ndarray:
 
 
 def msb_slice(x, fmt: FixedFormat, k: int):
-    """Top ``k`` bits of each fixed-point code of ``x`` (E²-Train PSG predictors).
-
-    Returns ``(values, slice_format)``; values are NumPy float64, or a tensor of
-    x's dtype for torch input.
-    """
+    """Top ``k`` bits of each fixed-point code of ``x`` (E²-Train PSG predictors): ``(values, slice_format)``,
+    values as NumPy float64 (:func:`codesign.train.quantize.msb_slice` keeps a tensor a tensor)."""
     if not isinstance(fmt, FixedFormat):
         raise TypeError("msb_slice needs a FixedFormat")
-    values, slice_fmt = msb_slice_numpy(_as_numpy(x), fmt, k)
-    if _is_torch(x):
-        import torch
-
-        return torch.from_numpy(values).to(dtype=x.dtype, device=x.device), slice_fmt
-    return values, slice_fmt
+    return msb_slice_numpy(_as_numpy(x), fmt, k)
 
 
 __all__ += ["msb_slice_format"]

@@ -52,17 +52,6 @@ def quantize_fixed_numpy(x: np.ndarray, fmt: FixedFormat, *, rng=None) -> np.nda
     return np.where(nan, x, np.ldexp(codes.astype(np.float64), -fmt.frac_bits))
 
 
-def quantize_fixed_torch(x, fmt: FixedFormat, *, rng=None):
-    import torch
-
-    if x.dtype == torch.float32 and fmt.bits > 24:
-        raise ValueError(
-            f"a {fmt.bits}-bit fixed-point code does not fit a float32 tensor exactly; use float64 tensors or encode()"
-        )
-    values = quantize_fixed_numpy(x.detach().cpu().numpy().astype(np.float64), fmt, rng=rng)
-    return torch.from_numpy(values).to(dtype=x.dtype, device=x.device)
-
-
 def encode_fixed(x: np.ndarray, fmt: FixedFormat, *, rng=None) -> np.ndarray:
     """Codes as unsigned ``bits``-wide patterns (two's complement for signed formats), uint64."""
     x = np.asarray(x, dtype=np.float64)

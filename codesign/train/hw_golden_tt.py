@@ -46,7 +46,7 @@ from codesign.pe.tt.schedule import StepHardware
 from codesign.pe.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan, to_values, trackers_of
 from codesign.train.config import TrainConfig
 from codesign.train.data import Dataset
-from codesign.train.hw_golden import HwTrainError
+from codesign.loops.common import HwTrainError
 from codesign.train.trainer import Trainer
 from codesign.train.tt.layer import TTLinear, tt_layers
 

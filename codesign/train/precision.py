@@ -8,12 +8,12 @@ and its output gradients (the error arriving in backward).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch
 
-from codesign.numerics import FixedFormat, FloatFormat, quantize
+from codesign.numerics import FixedFormat, FloatFormat
+from codesign.train.quantize import quantize
 from codesign.numerics.scales import power_of_two_frac_bits
 
 FP32 = ("fp32", 32)

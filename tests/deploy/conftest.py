@@ -32,7 +32,7 @@ def golden_transactions(pe_name: str, spec_fields: dict | None = None) -> list[t
 
 @pytest.fixture(scope="session")
 def stream_folder(tmp_path_factory):
-    from codesign.deploy import write_emulation_folder
+    from codesign.design.build import write_emulation_folder
 
     return write_emulation_folder(stream_design(), tmp_path_factory.mktemp("build") / "zedboard")
 

@@ -15,11 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codesign.deploy import CodesignOverlay, write_emulation_folder
+from codesign.deploy import CodesignOverlay
+from codesign.design.build import write_emulation_folder
 from codesign.deploy.training import BoardTrainer
 from codesign.design import load_design
 from codesign.train.data import load_digits_dataset
-from codesign.train.hw_golden import FbMlpTrainer, HwTrainSetup
+from codesign.design.loops import fb_setup_of
+from codesign.loops.fb import FbMlpTrainer
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +38,7 @@ def _both_runs(tmp_path, max_steps, **changes) -> tuple[BoardTrainer, FbMlpTrain
         overlay = CodesignOverlay(folder, design=design, emulate=True)
     data = load_digits_dataset(validation_fraction=0.2)
     board = BoardTrainer(overlay, design, **changes)
-    golden = FbMlpTrainer(HwTrainSetup.from_design(design, **changes))
+    golden = FbMlpTrainer(fb_setup_of(design, **changes))
     for trainer in (board, golden):
         trainer.fit(data, progress=False, max_steps=max_steps)
     return board, golden

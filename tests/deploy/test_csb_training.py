@@ -17,14 +17,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codesign.deploy import CodesignOverlay, DeployError, OverlayMismatch, write_emulation_folder
+from codesign.deploy import CodesignOverlay, DeployError, OverlayMismatch
+from codesign.design.build import write_emulation_folder
 from codesign.deploy.csb_training import CsbBoardTrainer, IpCsb
 from codesign.design import load_design
 from codesign.design.point import design_from_dict
 from codesign.train.config import read_toml
 from codesign.train.data import load_digits_dataset
-from codesign.train.hw_golden import HwTrainError
-from codesign.train.hw_golden_csb import CsbMlpTrainer, CsbTrainSetup, GoldenCsb
+from codesign.loops.common import HwTrainError
+from codesign.design.loops import csb_setup, csb_setup_of
+from codesign.loops.csb import CsbMlpTrainer, GoldenCsb
 
 pytestmark = pytest.mark.slow
 
@@ -74,7 +76,7 @@ class SaturationCount(GoldenCsb):
 
 def _both_runs(overlay, design, data, backend=None, **changes):
     board = CsbBoardTrainer(overlay, design, **changes)
-    golden = CsbMlpTrainer(CsbTrainSetup.from_design(design, **changes), backend)
+    golden = CsbMlpTrainer(csb_setup_of(design, **changes), backend)
     seconds = {}
     for name, trainer in (("board", board), ("golden", golden)):
         started = time.perf_counter()
@@ -139,7 +141,7 @@ def test_full_configuration_bit_identical(example, data):
     """The example's own schedule: 5 warm-up and 7 fixed-point epochs of 21 steps (about 2.5 minutes here)."""
     design, overlay = example
     board = CsbBoardTrainer(overlay, design)
-    golden = CsbMlpTrainer(CsbTrainSetup.from_design(design))
+    golden = CsbMlpTrainer(csb_setup_of(design))
     for trainer in (board, golden):
         trainer.fit(data, progress=False)
     assert board.fixed_steps == golden.fixed_steps == 7 * 21
@@ -169,15 +171,15 @@ def test_a_design_the_overlay_does_not_implement_is_refused(example):
 def test_configurations_the_loop_cannot_train_are_refused(example):
     design, _ = example
     with pytest.raises(HwTrainError, match="0 csb instances"):
-        CsbTrainSetup.from_design(load_design(EXAMPLES / "digits_abvs.toml"))
+        csb_setup_of(load_design(EXAMPLES / "digits_abvs.toml"))
     with pytest.raises(HwTrainError, match="not model 'resnet'"):
-        CsbTrainSetup.from_design(load_design(EXAMPLES / "digits_compressed.toml"))
+        csb_setup_of(load_design(EXAMPLES / "digits_compressed.toml"))
     with_momentum = dataclasses.replace(design.training, optim=dataclasses.replace(design.training.optim,
                                                                                    momentum=0.9))
     with pytest.raises(HwTrainError, match="plain SGD"):
-        CsbTrainSetup.from_training(with_momentum)
+        csb_setup(with_momentum)
     with pytest.raises(HwTrainError, match="warmup_epochs"):
-        CsbTrainSetup.from_design(design, epochs=3, warmup_epochs=3)
+        csb_setup_of(design, epochs=3, warmup_epochs=3)
 
 
 def test_wrong_batches_are_refused_before_the_ip_runs(example):

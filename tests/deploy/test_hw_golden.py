@@ -12,7 +12,8 @@ from codesign.pe.fpmac_array import FpmacArraySpec, Header, spec_gemm
 from codesign.pe.fpmac_array.contract import STATUS_OK
 from codesign.train.config import config_from_dict
 from codesign.train.data import synthetic_dataset
-from codesign.train.hw_golden import (
+from codesign.design.loops import fb_setup
+from codesign.loops.fb import (
     FbMlpTrainer,
     GoldenGemm,
     HwTrainError,
@@ -31,7 +32,7 @@ def abvs_config(**optim):
 
 
 def small_setup(**changes) -> HwTrainSetup:
-    return HwTrainSetup.from_training(abvs_config(), SMALL, **changes)
+    return fb_setup(abvs_config(), SMALL, **changes)
 
 
 class TransactionStandIn:
@@ -75,7 +76,7 @@ class TransactionStandIn:
 
 def random_words(rng, shape, spec, fb):
     values = rng.normal(0, 1, shape) * rng.choice([1e-3, 1.0, 40.0], size=shape)
-    trainer = FbMlpTrainer(HwTrainSetup.from_training(abvs_config(), spec))
+    trainer = FbMlpTrainer(fb_setup(abvs_config(), spec))
     trainer.controller.fb = fb
     return trainer.to_words(values)
 
@@ -179,12 +180,12 @@ def test_bad_batches_and_setups_are_refused():
     with pytest.raises(HwTrainError, match="FB range"):
         small_setup(fb_max=12)
     with pytest.raises(HwTrainError, match="not model 'resnet'"):
-        HwTrainSetup.from_training(config_from_dict({"model": {"name": "resnet"}}), SMALL)
+        fb_setup(config_from_dict({"model": {"name": "resnet"}}), SMALL)
     with pytest.raises(HwTrainError, match="not the IP's"):
-        HwTrainSetup.from_training(abvs_config(), FpmacArraySpec(exp_bits=8, max_fb=9))
+        fb_setup(abvs_config(), FpmacArraySpec(exp_bits=8, max_fb=9))
 
 
 def test_plain_fp32_training_runs_at_full_width():
-    setup = HwTrainSetup.from_training(config_from_dict({"model": {"name": "mlp", "hidden": [8]}}))
+    setup = fb_setup(config_from_dict({"model": {"name": "mlp", "hidden": [8]}}))
     assert (setup.fb_min, setup.fb_max, setup.spec.exp_bits, setup.spec.max_fb) == (23, 23, 8, 23)
     assert isinstance(FbMlpTrainer(setup).gemm, GoldenGemm)

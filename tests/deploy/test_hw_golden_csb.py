@@ -12,8 +12,9 @@ import pytest
 from codesign.design import load_design
 from codesign.pe.csb.golden import weight_update
 from codesign.train.data import synthetic_dataset
-from codesign.train.hw_golden import HwTrainError
-from codesign.train.hw_golden_csb import (
+from codesign.loops.common import HwTrainError
+from codesign.design.loops import csb_setup, csb_setup_of
+from codesign.loops.csb import (
     CsbMlpTrainer,
     CsbTrainSetup,
     learning_rate_exponent,
@@ -81,7 +82,7 @@ class DenseIntegers:
 def _setup(**changes) -> CsbTrainSetup:
     values = {"epochs": 2, "warmup_epochs": 1, "batch_size": 40}
     values.update(changes)
-    return CsbTrainSetup.from_design(load_design(EXAMPLE), **values)
+    return csb_setup_of(load_design(EXAMPLE), **values)
 
 
 def test_golden_loop_equals_dense_integer_arithmetic():
@@ -153,7 +154,7 @@ def test_setup_validation():
     with pytest.raises(HwTrainError, match="spec comes from"):
         _setup(spec=CsbSpec(kernel=1))
     with pytest.raises(HwTrainError, match="FC CSB PE"):
-        CsbTrainSetup.from_training(load_design(EXAMPLE).training, CsbSpec(kernel=3, out_h=4, out_w=4))
+        csb_setup(load_design(EXAMPLE).training, CsbSpec(kernel=3, out_h=4, out_w=4))
     with pytest.raises(HwTrainError, match="schedule"):
         _setup(schedule="step")
     with pytest.raises(HwTrainError, match="fill one batch"):

@@ -25,7 +25,7 @@ from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 from codesign.pe.tt.step import GoldenRunner, trackers_of
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.data import synthetic_dataset
-from codesign.train.hw_golden import HwTrainError
+from codesign.loops.common import HwTrainError
 from codesign.train.hw_golden_tt import TtHwTrainer, design_hardware, pe_forward, run_on_pes
 from codesign.train.models import MLP
 from codesign.train.techniques.tt import Config

@@ -19,10 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codesign.deploy import CodesignOverlay, OverlayMismatch, write_emulation_folder
+from codesign.deploy import CodesignOverlay, OverlayMismatch
+from codesign.design.build import write_emulation_folder
 from codesign.deploy.driver import AccelTimeout
 from codesign.deploy.manifest import DeployError
-from codesign.deploy.tt_training import BoardTtTrainer, IpRunner
+from codesign.board_tt import BoardTtTrainer
+from codesign.deploy.tt_training import IpRunner
 from codesign.design import design_from_dict, load_design
 from codesign.pe.tt.schedule import StepHardware
 from codesign.train.data import Dataset, load_digits_dataset

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from codesign.numerics import FixedFormat, decode, encode, msb_slice, quantize
+from codesign.numerics import FixedFormat, decode, encode
+from codesign.train.quantize import msb_slice, quantize
 from codesign.numerics.reference import reference_quantize_fixed
 
 FORMATS = [(8, 4, True), (8, 0, True), (16, 12, True), (4, -2, True), (12, 20, False), (24, 16, True), (32, 8, True), (2, 1, True)]

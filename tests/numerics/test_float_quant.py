@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from codesign.numerics import FloatFormat, decode, encode, quantize
+from codesign.numerics import FloatFormat, decode, encode
+from codesign.train.quantize import quantize
 from codesign.numerics.reference import float_value, reference_quantize_float
 
 DETERMINISTIC = ("nearest_even", "nearest_away", "toward_zero")

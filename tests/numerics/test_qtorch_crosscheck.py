@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from codesign.numerics import FloatFormat, quantize
+from codesign.numerics import FloatFormat
+from codesign.train.quantize import quantize
 
 qtorch_quant = pytest.importorskip("qtorch.quant", reason="qtorch is a benchmark/cross-check dependency (make test installs it)")
 

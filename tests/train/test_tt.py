@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from codesign.numerics import FixedFormat, quantize
+from codesign.numerics import FixedFormat
+from codesign.train.quantize import quantize
 from codesign.numerics.scales import mean_abs_frac_bits, mean_code_range
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.tt import (RankPrior, TTLayerSpec, TTLinear, TTMatrix, TTMLPConfig, TTPrecision, rebuild_optimizer,

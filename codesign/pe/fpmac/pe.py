@@ -23,11 +23,10 @@ from codesign.hw.vectors import VectorFileError, read_vectors, write_vectors
 from codesign.numerics import FloatFormat
 from codesign.numerics.reference import reference_mac
 from codesign.pe.fpmac.golden import clamp_fb, from_container, to_container
-from codesign.pe.fpmac.spec import WORD_BITS, FpmacSpec
+from codesign.pe.fpmac.spec import LATENCY, WORD_BITS, FpmacSpec
 from codesign.pe.fpmac.stimulus import COLUMNS, Stimulus, build_stimulus
 from codesign.pe.protocol import GridCase, LevelResult, ProcessingElement, RtlOutcome
 
-LATENCY = 4  # clock cycles from in_valid to out_valid; the RTL's LATENCY parameter is checked against it
 GOLDEN_SAMPLE = 3000  # vectors the golden level re-derives with the exact Fraction reference
 # Project file names.
 FILES = {

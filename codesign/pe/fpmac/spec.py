@@ -9,6 +9,8 @@ from codesign.numerics.formats import DETERMINISTIC_ROUNDING, FLOAT_EXP_BITS, FL
 ROUNDING_CODES = {name: index for index, name in enumerate(DETERMINISTIC_ROUNDING)}
 WORD_BITS = 32  # every container (at most 1 + 8 + 23 bits) travels in one 32-bit word
 
+LATENCY = 4  # clock cycles from in_valid to out_valid; the RTL's LATENCY parameter is checked against it
+
 
 @dataclass(frozen=True, kw_only=True)
 class FpmacSpec:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codesign.pe.fpmac.pe import LATENCY
+from codesign.pe.fpmac.spec import LATENCY
 from codesign.pe.fpmac_array.contract import STATUS_OK, Header
 from codesign.pe.fpmac_array.spec import FpmacArraySpec, ceil_div
 

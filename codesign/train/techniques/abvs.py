@@ -60,7 +60,8 @@ from codesign.energy.abvs_cost import (
     fpmac_energy_model,
 )
 from codesign.loops.fb_rule import FbController, check_epoch, check_interval, fb_schedule  # noqa: F401 (re-exported)
-from codesign.numerics import FloatFormat, quantize
+from codesign.numerics import FloatFormat
+from codesign.train.quantize import quantize
 from codesign.numerics.formats import DETERMINISTIC_ROUNDING, FLOAT_EXP_BITS, FLOAT_FRAC_BITS
 from codesign.train.config import is_number, require
 from codesign.train.layers import counted_layers

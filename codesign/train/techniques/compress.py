@@ -79,7 +79,8 @@ import numpy as np
 import torch
 
 from codesign.loops.pruning import ORDERS, kernels_to_prune
-from codesign.numerics import FixedFormat, msb_slice
+from codesign.numerics import FixedFormat
+from codesign.train.quantize import msb_slice
 from codesign.pe.csb.golden import round_into_buffer, split_dyadic
 from codesign.train.config import ConfigError, require
 from codesign.train.data import stratified_split

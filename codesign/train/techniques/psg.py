@@ -103,7 +103,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from codesign.numerics import FixedFormat, msb_slice, quantize
+from codesign.numerics import FixedFormat
+from codesign.train.quantize import msb_slice, quantize
 from codesign.train.config import ConfigError, require
 from codesign.train.layers import CountedMixin, attach_ledger, counted_layers
 from codesign.train.precision import FixedQuantizer, LayerPrecision

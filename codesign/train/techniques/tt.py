@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from codesign.train.config import ConfigError, TrainConfig, require
-from codesign.train.hw_golden import CLASSES, INPUT_FEATURES
+from codesign.loops.common import CLASSES, INPUT_FEATURES
 from codesign.train.tt.model import TTLayerSpec, TTMLPConfig, use_tt_model
 from codesign.train.tt.precision import TTPrecision
 from codesign.train.tt.rank import RankAdaptation, RankPrior

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from codesign.numerics import FixedFormat, quantize
+from codesign.numerics import FixedFormat
+from codesign.train.quantize import quantize
 from codesign.numerics.formats import DETERMINISTIC_ROUNDING
 from codesign.numerics.scales import mean_abs_frac_bits
 from codesign.train.config import require

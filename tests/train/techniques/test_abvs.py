@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from codesign.numerics import FloatFormat, quantize
+from codesign.numerics import FloatFormat
+from codesign.train.quantize import quantize
 from codesign.train.config import ConfigError, DataConfig, ModelConfig, OptimConfig, TrainConfig, config_from_dict
 from codesign.train.layers import counted_layers
 from codesign.train.precision import FloatQuantizer

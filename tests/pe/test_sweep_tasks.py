@@ -1,11 +1,11 @@
-"""codesign.hw.estimate.estimate_task: (PE configuration, board) points as sweep tasks."""
+"""codesign.pe.sweep_tasks.estimate_task: (PE configuration, board) points as sweep tasks."""
 
 from __future__ import annotations
 
 import pytest
 
 from codesign.boards import board
-from codesign.hw import estimate as est
+from codesign.pe import sweep_tasks as est
 from codesign.hw import yosys as ys
 from codesign.resources import data_dir
 from codesign.sweep import grid_tasks, load_grid, read_result, run_sweep
@@ -30,12 +30,12 @@ def test_shipped_grid_is_configs_times_boards():
     tasks = load_grid(data_dir("examples") / "sweep_tt2_estimates.toml")
     assert len(tasks) == 8
     assert {task.kwargs["board"] for task in tasks} == {"zedboard", "ultra96v2"}
-    assert all(task.function == "codesign.hw.estimate:estimate_task" and task.kwargs["pe"] == "tt2" for task in tasks)
+    assert all(task.function == "codesign.pe.sweep_tasks:estimate_task" and task.kwargs["pe"] == "tt2" for task in tasks)
 
 
 @pytest.mark.slow
 def test_a_sweep_estimates_each_point_against_its_boards_budget(tmp_path):
-    tasks = grid_tasks("codesign.hw.estimate:estimate_task", {"board": ["zedboard", "ultra96v2"], "lanes": [1, 4]},
+    tasks = grid_tasks("codesign.pe.sweep_tasks:estimate_task", {"board": ["zedboard", "ultra96v2"], "lanes": [1, 4]},
                        {"pe": "tt3", "max_j": 8})
     report = run_sweep(tasks, tmp_path, workers=0, progress=False)
     assert report.passed and len(report.done) == 4

@@ -1,0 +1,1 @@
+"""Golden training in torch: configurations, models, the papers' techniques, the trainer."""
