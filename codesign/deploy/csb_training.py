@@ -38,6 +38,7 @@ import numpy as np
 from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
+from codesign.loops.csb import CsbMlpTrainer, CsbTrainSetup
 from codesign.pe.csb.cycles import transaction_cycles
 from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
@@ -50,7 +51,6 @@ from codesign.pe.csb.stream import (
     encode_transaction,
     result_count,
 )
-from codesign.loops.csb import CsbMlpTrainer, CsbTrainSetup
 
 STATUS_NAMES = {STATUS_OK: "ok", STATUS_BAD_HEADER: "bad header", STATUS_NNZ: "nnz above the block capacity",
                 STATUS_INDEX: "index outside the block"}

@@ -26,6 +26,7 @@ import numpy as np
 from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
+from codesign.loops.fb import FbMlpTrainer, HwTrainSetup
 from codesign.pe.fpmac_array.contract import (
     STATUS_BAD_HEADER,
     STATUS_OK,
@@ -34,7 +35,6 @@ from codesign.pe.fpmac_array.contract import (
 from codesign.pe.fpmac_array.cycles import transaction_cycles
 from codesign.pe.fpmac_array.golden import words as transaction_words
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
-from codesign.loops.fb import FbMlpTrainer, HwTrainSetup
 
 STATUS_NAMES = {STATUS_OK: "ok", STATUS_BAD_HEADER: "bad header", STATUS_TOO_LARGE: "too large"}
 

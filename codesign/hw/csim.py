@@ -18,10 +18,10 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from codesign.hw.aptypes import ap_types_dir
+from codesign.numerics.records import keyword_record
 
 CXX_ENV = "CXX"
 DEFAULT_CXX = "g++"
@@ -37,7 +37,7 @@ class CsimError(RuntimeError):
     """C simulation could not produce a verdict: no compiler or headers, a compile error, or a refused vector file."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class CsimBuild:
     """A compiled testbench. ``compile_seconds`` is wall time (s), 0.0 when the cache served it."""
 
@@ -46,7 +46,7 @@ class CsimBuild:
     cached: bool
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class CsimResult:
     """Verdict of one C simulation run. Times are wall-clock seconds."""
 

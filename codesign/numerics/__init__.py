@@ -7,6 +7,8 @@ inputs. This package needs NumPy alone, so a board imports it.
 
 from __future__ import annotations
 
+from typing import Union
+
 import numpy as np
 
 from codesign.numerics.fixed_quant import (
@@ -16,11 +18,13 @@ from codesign.numerics.fixed_quant import (
     msb_slice_numpy,
     quantize_fixed_numpy,
 )
-from codesign.numerics.float_quant import decode_float, encode_float, quantize_float_numpy
+from codesign.numerics.float_quant import (
+    decode_float,
+    encode_float,
+    quantize_float_numpy,
+)
 from codesign.numerics.formats import ROUNDING_MODES, FixedFormat, FloatFormat
 from codesign.numerics.fparith import fp_add, fp_dot, fp_mac, fp_mul
-
-from typing import Union
 
 Format = Union[FloatFormat, FixedFormat]
 

@@ -6,7 +6,7 @@ down in docs/numerics.md; every quantiser and every hardware level follows it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from codesign.numerics.records import keyword_record
 
 ROUNDING_MODES = ("nearest_even", "nearest_away", "toward_zero", "stochastic")
 DETERMINISTIC_ROUNDING = ROUNDING_MODES[:3]
@@ -29,7 +29,7 @@ def _check_rounding(rounding: object) -> None:
         raise ValueError(f"rounding={rounding!r} is not one of {', '.join(ROUNDING_MODES)}")
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class FloatFormat:
     """Sign, ``exp_bits`` exponent bits and ``frac_bits`` fraction bits (the ABVS "FB").
 
@@ -96,7 +96,7 @@ class FloatFormat:
         )
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class FixedFormat:
     """``bits``-wide integer code ``q`` standing for ``q * 2**-frac_bits``."""
 

@@ -7,9 +7,11 @@ a PE's module is imported on first use, so listing PEs costs nothing.
 from __future__ import annotations
 
 import importlib
-from functools import cache
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from codesign.pe.protocol import ProcessingElement
+if TYPE_CHECKING:
+    from codesign.pe.protocol import ProcessingElement
 
 # name -> "module:class" of its ProcessingElement subclass
 REGISTRY = {
@@ -26,7 +28,7 @@ def pe_names() -> tuple[str, ...]:
     return tuple(REGISTRY)
 
 
-@cache
+@lru_cache(maxsize=None)
 def get_pe(name: str) -> ProcessingElement:
     """The registered PE ``name``; a clear error names the ones that exist."""
     if name not in REGISTRY:

@@ -15,7 +15,13 @@ from codesign.pe.csb.golden import (
 )
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stimulus import build_transactions, count_macs
-from codesign.pe.csb.stream import Op, decode_output, encode_transaction, expected_output, parse_transaction
+from codesign.pe.csb.stream import (
+    Op,
+    decode_output,
+    encode_transaction,
+    expected_output,
+    parse_transaction,
+)
 
 __all__ = [
     "CSBMatrix", "CsbSpec", "Op", "backward_error", "block_eb", "block_fp", "block_upd", "block_wg",

@@ -29,8 +29,9 @@ output or gaps in the input add their cycles on top.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
+
+from codesign.numerics.records import keyword_record
 
 OP_FP, OP_EB, OP_WG, OP_UPD = range(4)
 STATUS_OK, STATUS_BAD_HEADER, STATUS_NNZ, STATUS_INDEX = range(4)
@@ -49,7 +50,7 @@ class PeShape(Protocol):
     parallel: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class TransactionCycles:
     """Clock cycles of one transaction, by phase (all in cycles)."""
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from codesign.numerics.formats import _check_int
+from codesign.numerics.records import keyword_record
 from codesign.pe.csb.spec import INDEX_NIBBLE, MAX_KERNEL
 
 INT8_MIN, INT8_MAX = -128, 127
@@ -71,7 +72,7 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@dataclass(frozen=True, kw_only=True, eq=False)
+@keyword_record(eq=False)
 class CSBMatrix:
     """A weight in CSB storage; ``transposed`` says how the same arrays are read (see the module docstring).
 

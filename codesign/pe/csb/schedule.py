@@ -68,6 +68,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from codesign.numerics.records import keyword_record
+
 OPS = ("FP", "EB", "WG")
 GROUPINGS = {"single": 1, "2x2": 4}  # MAC groups per unit (P); a 2x2 unit is four PEs
 BUFFER_WORD_BYTES = 3  # 24-bit weight-buffer words moved by WG (docs/csb.md, Numbers)
@@ -83,7 +85,7 @@ def _check_int(name: str, value: object, low: int, high: int | None = None) -> N
         raise ValueError(f"{name}={value} is out of range {bound}")
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class LayerShape:
     """One CONV (``kernel`` > 1) or FC (``kernel`` = 1, ``height`` = ``width`` = 1) layer.
 
@@ -116,7 +118,7 @@ class LayerShape:
         return asdict(self)
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class ArraySpec:
     """The PE array: ``n_pe`` PEs of ``batch`` MAC lanes, used as single PEs or as 2x2 groups.
 
@@ -168,7 +170,7 @@ class ArraySpec:
         return asdict(self)
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class ScheduleResult:
     """Cycles and utilisation of one layer operation; every ``*_cycles`` is in clock cycles."""
 

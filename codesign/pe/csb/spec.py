@@ -6,9 +6,10 @@ built (part, clock, top name) is a :class:`codesign.hw.target.BuildTarget`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from codesign.numerics.formats import _check_int
+from codesign.numerics.records import keyword_record
 
 INDEX_NIBBLE = 16  # one index byte {y[3:0], x[3:0]} bounds a block at 16 x 16 entries
 DATA_BITS = 8  # operands (weights' compute part, activations, errors) are 8-bit codes
@@ -21,7 +22,7 @@ ACC_BITS = (16, 32)
 MAX_IN_POS = 1024  # input tile positions one channel buffer holds (in_h * in_w)
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class CsbSpec:
     """One CSB PE: block size, kernel, output tile, MAC lanes and groups, accumulator width (bits).
 

@@ -26,8 +26,8 @@ import numpy as np
 from codesign.hw.vectors import write_transactions
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import (
-    STATUS_OK,
     HEADER_FIELDS,
+    STATUS_OK,
     Op,
     encode_transaction,
     expected_output,

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
-from codesign.numerics.formats import DETERMINISTIC_ROUNDING, FLOAT_EXP_BITS, FLOAT_FRAC_BITS, _check_int
+from codesign.numerics.formats import (
+    DETERMINISTIC_ROUNDING,
+    FLOAT_EXP_BITS,
+    FLOAT_FRAC_BITS,
+    _check_int,
+)
+from codesign.numerics.records import keyword_record
 
 ROUNDING_CODES = {name: index for index, name in enumerate(DETERMINISTIC_ROUNDING)}
 WORD_BITS = 32  # every container (at most 1 + 8 + 23 bits) travels in one 32-bit word
@@ -12,7 +18,7 @@ WORD_BITS = 32  # every container (at most 1 + 8 + 23 bits) travels in one 32-bi
 LATENCY = 4  # clock cycles from in_valid to out_valid; the RTL's LATENCY parameter is checked against it
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class FpmacSpec:
     """One FP-MAC PE: ``exp_bits`` exponent bits, up to ``max_fb`` fraction bits chosen at run time.
 

@@ -6,7 +6,12 @@ order by the FP-MAC of :mod:`codesign.pe.fpmac` in the format
 container words is :func:`codesign.pe.fpmac_array.golden.gemm`.
 """
 
-from codesign.pe.fpmac_array.contract import STATUS_BAD_HEADER, STATUS_OK, STATUS_TOO_LARGE, Header
+from codesign.pe.fpmac_array.contract import (
+           STATUS_BAD_HEADER,
+           STATUS_OK,
+           STATUS_TOO_LARGE,
+           Header,
+)
 from codesign.pe.fpmac_array.golden import gemm, output, spec_gemm, words
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 

@@ -8,8 +8,7 @@ transaction: nothing follows it in either direction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from codesign.numerics.records import keyword_record
 from codesign.pe.fpmac_array.spec import DIM_BITS, MAX_DIM, FpmacArraySpec
 
 WORD_BITS = 32
@@ -21,7 +20,7 @@ STATUS_BAD_HEADER = 1  # M, N or K is 0, or fb is 0
 STATUS_TOO_LARGE = 2  # M, N or K above its buffer, or fb above max_fb
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class Header:
     """The fields of one header word: dimensions (values), fraction bits, flags."""
 

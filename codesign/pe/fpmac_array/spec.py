@@ -6,9 +6,10 @@ here; part, clock and top name are a :class:`codesign.hw.target.BuildTarget`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from codesign.numerics.formats import FLOAT_EXP_BITS, FLOAT_FRAC_BITS, _check_int
+from codesign.numerics.records import keyword_record
 from codesign.pe.fpmac.spec import ROUNDING_CODES
 
 MAX_ARRAY = 16  # MACs along one side of the array
@@ -20,7 +21,7 @@ def ceil_div(n: int, d: int) -> int:
     return -(-n // d)
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class FpmacArraySpec:
     """``rows`` x ``cols`` FP-MACs in format ``(exp_bits, fb <= max_fb)`` over buffers for up to max_m x max_k x max_n.
 
