@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml requirements-lock.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip==25.3
 	# torch first, pinned, so that the CPU wheel is used
 	$(BIN)/python -m pip install --quiet -c requirements-lock.txt torch==2.13.0
-	$(BIN)/python -m pip install --quiet -c requirements-lock.txt -e ".[torch,verify,plot,dev,bench,sweep,deploy,notebooks]"
+	$(BIN)/python -m pip install --quiet -c requirements-lock.txt -e ".[desktop,torch,verify,plot,dev,bench,sweep,board,notebooks]"
 	$(BIN)/codesign setup
 	rm -f $(VENV)/.codesign-installed-*
 	touch $@
@@ -37,6 +37,7 @@ demo: setup
 # one torch/OpenMP thread per pytest worker: two workers on two cores, no oversubscription
 test: setup
 	$(BIN)/ruff check --select F,E9 codesign tests benchmarks
+	$(BIN)/lint-imports
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m "not long" --durations=15
 
 test-fast: setup
