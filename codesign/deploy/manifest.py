@@ -51,11 +51,18 @@ def _is_int(value: object) -> bool:
 def check_manifest(manifest: Any, *, where: str = MANIFEST_FILE) -> dict:
     """Validate the fields the deployment side uses; return ``manifest`` unchanged."""
     _need(isinstance(manifest, dict), f"{where}: must be a JSON object")
+    version = manifest.get("version")
+    _need(not (manifest.get("format") == MANIFEST_FORMAT and _is_int(version) and version > MANIFEST_VERSION),
+          f"{where}: written by a newer codesign (design.json version {version}); this runtime reads version "
+          f"{MANIFEST_VERSION}: upgrade codesign on this machine (pip install -U codesign)")
     _need(manifest.get("format") == MANIFEST_FORMAT and manifest.get("version") == MANIFEST_VERSION,
           f"{where}: not a {MANIFEST_FORMAT} version {MANIFEST_VERSION} manifest "
           f"(format {manifest.get('format')!r}, version {manifest.get('version')!r})")
-    for key in ("design", "board", "part", "clock_mhz", "ips"):
+    for key in ("design", "board", "part", "clock_mhz", "board_facts", "ips"):
         _need(key in manifest, f"{where}: lacks {key!r}")
+    facts = manifest["board_facts"]
+    _need(isinstance(facts, dict) and _is_int(facts.get("ddr_mib")) and facts["ddr_mib"] > 0,
+          f"{where}: board_facts lacks 'ddr_mib' (a positive integer of MiB)")
     ips = manifest["ips"]
     _need(isinstance(ips, list) and ips, f"{where}: lists no IPs")
     names = set()

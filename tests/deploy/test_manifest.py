@@ -77,7 +77,9 @@ def test_load_manifest_refusals(tmp_path, manifest):
     (tmp_path / "design.json").write_text("{not json")
     with pytest.raises(ManifestError, match="not readable JSON"):
         load_manifest(tmp_path)
-    for mutate, match in ((lambda m: m.update(format="other"), "not a codesign-design version 1"),
+    for mutate, match in ((lambda m: m.update(format="other"), "not a codesign-design version 2"),
+                          (lambda m: m.update(version=3), "written by a newer codesign.*version 3.*upgrade"),
+                          (lambda m: m.update(board_facts={}), "board_facts lacks 'ddr_mib'"),
                           (lambda m: m["ips"][0]["registers"].pop("n_out"), "lacks register.*n_out"),
                           (lambda m: m["ips"][0]["registers"].update(n_in=3), "word-aligned"),
                           (lambda m: m.update(ips=[]), "lists no IPs")):

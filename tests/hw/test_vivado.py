@@ -58,7 +58,7 @@ def example_manifest(board_name="zedboard"):
             "ip_repo": f"hls/{name}/codesign_prj/solution1/impl/ip", "spec": {},
             "buffers": {"in": {"dtype": "uint32", "max_words": 1024}, "out": {"dtype": "uint32", "max_words": 1024}},
         })
-    return {"format": "codesign-design", "version": 1, "design": "demo", "board": board_name, "part": facts["part"],
+    return {"format": "codesign-design", "version": 2, "design": "demo", "board": board_name, "part": facts["part"],
             "clock_mhz": 100.0, "control_port": facts["ports"][0], "data_port": facts["ports"][1], "ips": ips}
 
 
@@ -124,8 +124,8 @@ INVALID = {
     "port mismatch": (_mutate(("data_port",), "S_AXI_HP1"), "are not board zedboard's M_AXI_GP0/S_AXI_HP0"),
     "missing key": (_mutate(("clock_mhz",), _DELETE), "lacks key.*clock_mhz"),
     "missing IP key": (_mutate(("ips", 0, "ip_repo"), _DELETE), "IP 'tt1_0' lacks key.*ip_repo"),
-    "format": (_mutate(("format",), "something"), "not a codesign-design version 1 manifest"),
-    "version": (_mutate(("version",), 2), "not a codesign-design version 1 manifest"),
+    "format": (_mutate(("format",), "something"), "not a codesign-design version 2 manifest"),
+    "version": (_mutate(("version",), 1), "not a codesign-design version 2 manifest"),
     "design name": (_mutate(("design",), "my design"), "design name 'my design'"),
     "no IPs": (_mutate(("ips",), []), "lists no IPs"),
     "duplicate": (_duplicate, "duplicate IP name 'tt1_0'"),
