@@ -28,8 +28,8 @@ from codesign.deploy.manifest import DeployError
 from codesign.pe.tt import golden
 from codesign.pe.tt.contract import STATUS_BAD_HEADER, STATUS_OK, STATUS_TOO_LARGE
 from codesign.pe.tt.cycles import transaction_cycles
+from codesign.pe.tt.golden import result_shape
 from codesign.pe.tt.schedule import StepHardware, assign_calls
-from codesign.pe.tt.step_csim import result_shape
 
 STATUS_NAMES = {STATUS_OK: "ok", STATUS_BAD_HEADER: "bad header", STATUS_TOO_LARGE: "too large"}
 

@@ -10,12 +10,13 @@ sections) are in :mod:`codesign.pe.tt.golden`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 
+from codesign.numerics import FixedFormat
 from codesign.numerics.formats import _check_int
-from codesign.train.tt.precision import fixed_format
+from codesign.numerics.records import keyword_record
 
 WORD_BITS = 32  # stream words
 LANE_CHOICES = (1, 2, 4, 8, 16)  # MACs along the last dimension; powers of two so that chunks pack whole words
@@ -31,8 +32,13 @@ STATUS_BAD_HEADER = 1  # a dimension is 0, or a field the PE does not use is not
 STATUS_TOO_LARGE = 2  # a dimension exceeds the buffer the PE was built with
 
 
+def fixed_format(bits: int, frac_bits: int, rounding: str = "nearest_even") -> FixedFormat:
+    """Signed, saturating ``bits``-wide codes with step ``2**-frac_bits``: the TT PEs' and TT training's codes."""
+    return FixedFormat(bits=bits, frac_bits=int(frac_bits), rounding=rounding, saturate=True)
+
+
 def code_range(bits: int) -> tuple[int, int]:
-    """Smallest and largest signed ``bits``-wide code: the range of :func:`codesign.train.tt.precision.fixed_format`."""
+    """Smallest and largest signed ``bits``-wide code: the range of :func:`fixed_format`."""
     fmt = fixed_format(bits, 0)
     return int(fmt.min_code), int(fmt.max_code)
 
@@ -139,7 +145,7 @@ def header_dims(word: int, count: int) -> tuple[tuple[int, ...], bool]:
     return dims, (word >> (DIM_BITS * count)) == 0
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class TtOperandSpec:
     """What every TT PE has: MAC lanes along the last dimension and the two operand widths (bits).
 
@@ -169,7 +175,7 @@ class TtOperandSpec:
         return asdict(self)
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class TtSpecBase(TtOperandSpec):
     """PE1 and PE2: ``lanes`` x ``rows`` MACs (16 x 8 = 128 in paper 003, Sec. 4), sums saturated to ``acc_bits``."""
 

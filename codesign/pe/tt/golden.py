@@ -19,6 +19,8 @@ saturation, ``j`` in order, each ``(i, l, k)`` on its own.
 
 from __future__ import annotations
 
+from typing import Tuple
+
 import numpy as np
 
 from codesign.pe.tt.contract import (
@@ -188,3 +190,10 @@ def inner_core_operands(state, core) -> tuple[np.ndarray, np.ndarray]:
     a = state.reshape(state.shape[0] * state.shape[1], r_prev * n, state.shape[4])
     b = np.ascontiguousarray(core.transpose(1, 3, 0, 2)).reshape(m * r, r_prev * n)
     return a, b
+
+
+def result_shape(pe: str, a: np.ndarray, b: np.ndarray) -> Tuple[int, ...]:
+    """Shape of a call's result: (I, L) for PE1, (I, L, K) for PE2, (I, J) for PE3."""
+    if pe == "tt1":
+        return a.shape[0], b.shape[0]
+    return (a.shape[0], b.shape[0], a.shape[2]) if pe == "tt2" else (a.size, b.size)

@@ -45,13 +45,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from codesign.numerics.formats import _check_int
+from codesign.numerics.records import keyword_record
 from codesign.pe.tt.contract import MAX_DIM, chunks
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 
 MAX_UNITS = 8  # copies of one PE build a step may use (each takes a stream pair and a memory port)
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class StepHardware:
     """The PE builds a layer step runs on: one PE1, one PE2 (and the PE3 the array carries, unused here).
 
@@ -100,7 +101,7 @@ class StepHardware:
                           for pe in ("tt1", "tt2"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class LayerGeometry:
     """Shapes of a TT layer's step: modes, ranks ``(1, r_1, .., r_{d-1}, 1)`` and the batch (samples)."""
 

@@ -6,13 +6,18 @@ here; part, clock and top name are a :class:`codesign.hw.target.BuildTarget`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from codesign.numerics.formats import _check_int
-from codesign.pe.tt.contract import MAX_BUFFER_CHUNKS, MAX_DIM, TtOperandSpec, TtSpecBase, chunks
+from codesign.numerics.records import keyword_record
+from codesign.pe.tt.contract import (
+    MAX_BUFFER_CHUNKS,
+    MAX_DIM,
+    TtOperandSpec,
+    TtSpecBase,
+    chunks,
+)
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class _BufferedSpec(TtSpecBase):
     """Buffer limits of PE1 and PE2: a transaction may use any ``J <= max_j``, ``K <= max_k``, ``L <= max_l``."""
 
@@ -43,7 +48,7 @@ class _BufferedSpec(TtSpecBase):
         raise NotImplementedError
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class Tt1Spec(_BufferedSpec):
     """PE1, ``Z[i, l] = sum_j sum_k A[i, j, k] * B[l, j, k]``: the largest cached ``B`` is ``max_l x max_j x max_k``.
 
@@ -58,7 +63,7 @@ class Tt1Spec(_BufferedSpec):
         return chunks(self.max_l, self.rows) * self.max_j * self.max_kc
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class Tt2Spec(_BufferedSpec):
     """PE2, ``Z[i, l, k] = sum_j A[i, j, k] * B[l, j]``: the largest cached ``B`` is ``max_l x max_j``.
 
@@ -78,7 +83,7 @@ class Tt2Spec(_BufferedSpec):
         return chunks(self.max_l, self.rows) * self.max_jc
 
 
-@dataclass(frozen=True, kw_only=True)
+@keyword_record
 class Tt3Spec(TtOperandSpec):
     """PE3, the outer product ``Z[i, j] = A[i] * B[j]``: ``lanes`` multipliers, ``B`` (up to ``max_j``) cached.
 

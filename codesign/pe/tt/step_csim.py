@@ -25,6 +25,7 @@ from codesign.hw.target import BuildTarget
 from codesign.hw.vectors import WORD_BITS
 from codesign.pe import get_pe
 from codesign.pe.tt import golden
+from codesign.pe.tt.golden import result_shape
 from codesign.pe.tt.contract import STATUS_OK
 from codesign.pe.tt.schedule import StepHardware
 
@@ -48,13 +49,6 @@ def render_sources(hardware: StepHardware) -> dict[str, bytes]:
     driver = render_template(DRIVER_TEMPLATE, {"driver_file": DRIVER_FILE, "tops": tops, "word_bits": WORD_BITS})
     files[DRIVER_FILE] = driver.encode()
     return files
-
-
-def result_shape(pe: str, a: np.ndarray, b: np.ndarray) -> tuple[int, ...]:
-    """Shape of a call's result: (I, L) for PE1, (I, L, K) for PE2, (I, J) for PE3."""
-    if pe == "tt1":
-        return a.shape[0], b.shape[0]
-    return (a.shape[0], b.shape[0], a.shape[2]) if pe == "tt2" else (a.size, b.size)
 
 
 def _decode(words: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

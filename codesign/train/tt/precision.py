@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from codesign.numerics import FixedFormat
 from codesign.train.quantize import quantize
 from codesign.numerics.formats import DETERMINISTIC_ROUNDING
 from codesign.numerics.scales import mean_abs_frac_bits
+from codesign.pe.tt.contract import fixed_format  # noqa: F401 (the codes of TT training are the PEs')
 from codesign.train.config import require
 
 BIT_RANGE = (2, 24)  # up to 24 bits a code times a power of two is exact in the float32 tensors a layer returns
@@ -62,11 +62,6 @@ class TTPrecision:
         require(isinstance(self.quantize_intermediates, bool), f"{prefix}.quantize_intermediates", "must be a bool")
         require(self.rounding in DETERMINISTIC_ROUNDING, f"{prefix}.rounding",
                 f"must be one of {DETERMINISTIC_ROUNDING}, got {self.rounding!r}")
-
-
-def fixed_format(bits: int, frac_bits: int, rounding: str = "nearest_even") -> FixedFormat:
-    """Signed, saturating ``bits``-wide codes with step ``2**-frac_bits``."""
-    return FixedFormat(bits=bits, frac_bits=int(frac_bits), rounding=rounding, saturate=True)
 
 
 def mean_abs(tensor: torch.Tensor) -> float:
