@@ -227,7 +227,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(f"[demo {pe.name}] Yosys: {len(cost['entries'])} syntheses")
         print((out / pe.name / "estimate" / f"{pe.name}_cost.md").read_text())
     if not args.pe:
-        from codesign.pe.tt.step_demo import demo_layer_step
+        from codesign.train.tt.step_demo import demo_layer_step
 
         from codesign.pe.tt.step_cycles import measure_comparison, write_comparison
 

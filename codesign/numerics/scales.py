@@ -19,7 +19,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from codesign.numerics.formats import FIXED_BITS, FIXED_FRAC_BITS
+
+UNSET = -1000  # a tracker that has not measured anything yet (outside every valid frac_bits)
 
 
 def check_headroom(bits: int, headroom_bits: int, *, name: str = "headroom_bits") -> None:
@@ -37,6 +41,21 @@ def mean_code_range(bits: int, headroom_bits: int) -> tuple[float, float]:
     return low, 2.0 * low
 
 
+def mean_abs(values) -> float:
+    """Mean |x| of ``values`` in float64 (0.0 for no values): what every scale tracker measures on a float tensor.
+
+    One function for every side that must pick the same scale (the trainer's
+    torch layer, the PE step's host): a float sum's last bits depend on its
+    order (torch's vectorised, threaded cascade differs from NumPy's pairwise
+    sum, and with the CPU), and a scale is ``floor(log2)`` of the mean, so
+    two orders can pick scales a binade apart. The values are summed in C
+    order from one contiguous float64 copy, so the result depends on the
+    values and their count only, not on shape, strides or the caller.
+    """
+    flat = np.abs(np.ascontiguousarray(values, dtype=np.float64).reshape(-1))
+    return float(flat.mean()) if flat.size else 0.0
+
+
 def mean_abs_frac_bits(mean_abs: float, *, bits: int, headroom_bits: int, fallback: int) -> int:
     """Fraction bits that put ``mean_abs * 2**frac_bits`` in :func:`mean_code_range`.
 
@@ -52,7 +71,7 @@ def mean_abs_frac_bits(mean_abs: float, *, bits: int, headroom_bits: int, fallba
     return max(FIXED_FRAC_BITS[0], min(FIXED_FRAC_BITS[1], frac_bits))
 
 
-__all__ = ["check_headroom", "mean_abs_frac_bits", "mean_code_range"]
+__all__ = ["UNSET", "check_headroom", "mean_abs", "mean_abs_frac_bits", "mean_code_range"]
 
 
 def power_of_two_frac_bits(max_abs: float, bits: int) -> int:

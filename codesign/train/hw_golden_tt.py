@@ -43,12 +43,13 @@ import numpy as np
 import torch
 
 from codesign.pe.tt.schedule import StepHardware
-from codesign.pe.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan, to_values, trackers_of
+from codesign.pe.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan, to_values
 from codesign.train.config import TrainConfig
 from codesign.train.data import Dataset
 from codesign.loops.common import HwTrainError
 from codesign.train.trainer import Trainer
 from codesign.train.tt.layer import TTLinear, tt_layers
+from codesign.train.tt.pe_check import layer_state, trackers_of
 
 PE_FIELDS = {"tt1": "pe1", "tt2": "pe2", "tt3": "pe3"}  # the StepHardware field of each TT PE
 
@@ -76,9 +77,10 @@ def pe_forward(layer: TTLinear, x, runner, hardware: StepHardware = StepHardware
     layer in training mode); otherwise a scale is only aimed while unset
     (evaluation mode), the golden layer's rule. ``layer`` is not changed.
     """
-    x = check_input(layer, x)
-    plan = step_plan(layer, x.shape[0], hardware)  # checks the layer's precision
-    sweep = forward_sweep(layer, x, plan, runner, update=update)
+    state = layer_state(layer)
+    x = check_input(state, x)
+    plan = step_plan(state, x.shape[0], hardware)  # checks the layer's precision
+    sweep = forward_sweep(state, x, plan, runner, update=update)
     return ForwardResult(y=sweep.y.astype(np.float32), trackers={name: tuple(v) for name, v in sweep.trackers.items()},
                          cores=[to_values(c, f) for c, f in zip(sweep.cores, sweep.core_frac)], states=sweep.states)
 
@@ -175,7 +177,7 @@ class _PeTTFunction(torch.autograd.Function):
         layer: TTLinear = ctx.layer
         backend: PeBackend = layer.pe_backend
         replay = Replay(backend.runner, ctx.recorded)
-        step = pe_step(layer, ctx.x, grad_y.detach().to(torch.float32).numpy(), replay, backend.hardware)
+        step = pe_step(layer_state(layer), ctx.x, grad_y.detach().to(torch.float32).numpy(), replay, backend.hardware)
         backend.replayed += replay.replayed
         backend.replay_misses += replay.misses
         _set_trackers(layer, step.trackers)
@@ -214,7 +216,7 @@ def run_on_pes(model: torch.nn.Module, backend: PeBackend) -> list[TTLinear]:
     if not layers:
         raise HwTrainError("the model has no TT layer to run on the TT PEs")
     for layer in layers:
-        step_plan(layer, 1, backend.hardware)  # refuses a precision or widths the PEs cannot take, before training
+        step_plan(layer_state(layer), 1, backend.hardware)  # refuses a precision or widths the PEs cannot take
         layer.__class__ = PeTTLinear
         layer.pe_backend = backend
     return layers

@@ -22,7 +22,7 @@ from codesign.boards import board
 from codesign.design.point import DesignPoint, PeInstance
 from codesign.pe.tt.schedule import StepHardware
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
-from codesign.pe.tt.step import GoldenRunner, trackers_of
+from codesign.pe.tt.step import GoldenRunner
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.data import synthetic_dataset
 from codesign.loops.common import HwTrainError
@@ -31,6 +31,7 @@ from codesign.train.models import MLP
 from codesign.train.techniques.tt import Config
 from codesign.train.trainer import Trainer
 from codesign.train.tt import RankPrior, TTLinear, TTPrecision, tt_layers
+from codesign.train.tt.pe_check import trackers_of
 
 # PE builds far smaller than the contractions: every one is cut along I, J, K and L
 SMALL_HARDWARE = StepHardware(pe1=Tt1Spec(lanes=4, rows=3, a_bits=16, b_bits=8, max_j=5, max_k=9, max_l=7),

@@ -126,11 +126,13 @@ def test_layer_step_on_rtl_matches_golden_and_step_cycle_model(tmp_path, shape, 
     from codesign.pe.tt.schedule import StepHardware
     from codesign.pe.tt.step import step_plan
     from codesign.pe.tt.step_cycles import PARALLEL_HARDWARE, rtl_check, step_cycles
+    from codesign.train.tt.pe_check import layer_state
 
     hardware = PARALLEL_HARDWARE if parallel else StepHardware()
     layer, x, grad_y = _layer_step(*shape)
-    check = rtl_check(layer, x, grad_y, tmp_path, hardware=hardware)
-    plan = step_plan(layer, x.shape[0], hardware)
+    state = layer_state(layer)
+    check = rtl_check(state, x, grad_y, tmp_path, hardware=hardware)
+    plan = step_plan(state, x.shape[0], hardware)
     model = step_cycles(plan)
     assert check.calls == len(plan.calls) and check.mismatches == 0
     assert check.model_cycles == model.total and check.model_makespan == model.makespan

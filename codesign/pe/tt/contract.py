@@ -1,7 +1,7 @@
 """The numeric and word-stream contract shared by the three TT processing elements (docs/tt_pe.md).
 
 Everything the three PEs have in common lives here once: operand code ranges
-(the same signed fixed-point codes as :mod:`codesign.train.tt.precision`),
+(the same signed fixed-point codes as TT training's, :func:`fixed_format`),
 saturating accumulation in a declared order, the chunk packing of operand
 rows into 32-bit stream words, the header word with its status rule, and the
 validated spec base class. The PE-specific parts (which contraction, which

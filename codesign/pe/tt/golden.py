@@ -5,7 +5,7 @@ PE1 (paper 003, Eq. (5)) contracts the last two axes of two 3-D operands,
 chunk ``k = c*lanes .. c*lanes + lanes - 1`` are summed exactly; the chunk
 sums are then added into the accumulator with saturation, ``j`` outer, ``c``
 inner. Where no partial sum saturates, the result is the plain contraction
-that :func:`codesign.train.tt.ttm.tt_forward` computes, and
+that the trainer's TT forward sweep (``tt_forward``) computes, and
 :func:`last_core_operands` maps a TT forward step onto PE1's operands.
 
 PE3 is the outer product ``Z[i, j] = A[i] B[j]`` of the dense weight
@@ -152,7 +152,7 @@ def refused(status_word: int) -> np.ndarray:
 def last_core_operands(state, core) -> tuple[np.ndarray, np.ndarray]:
     """PE1 operands of the last forward contraction of a TT layer (paper 003, Eq. (10)).
 
-    ``state`` is what enters it in :func:`codesign.train.tt.ttm.tt_forward`,
+    ``state`` is what enters it in the trainer's ``tt_forward``,
     shape (B, P, r_prev, n, 1); ``core`` is (r_prev, m, n, 1). Returns ``A``
     (B*P, r_prev, n), a reshape without permutation, and ``B`` (m, r_prev, n),
     the core's stored layout for PE1. ``Z`` (B*P, m) reshaped to (B, P*m) is
@@ -174,8 +174,8 @@ def last_core_operands(state, core) -> tuple[np.ndarray, np.ndarray]:
 def inner_core_operands(state, core) -> tuple[np.ndarray, np.ndarray]:
     """PE2 operands of forward contraction ``k`` of a TT layer (paper 003, Eqs. (8)-(9)).
 
-    ``state`` (B, P, r_prev, n, R) is what enters the contraction in
-    :func:`codesign.train.tt.ttm.tt_forward`; ``core`` is (r_prev, m, n, r).
+    ``state`` (B, P, r_prev, n, R) is what enters the contraction in the
+    trainer's ``tt_forward``; ``core`` is (r_prev, m, n, r).
     Returns ``A`` (B*P, r_prev*n, R), a reshape without permutation, and ``B``
     (m*r, r_prev*n), the core's stored layout for PE2. ``Z`` (B*P, m*r, R)
     reshaped to (B, P*m, r, R) is the state entering the next contraction.

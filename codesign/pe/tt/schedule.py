@@ -1,6 +1,6 @@
 """The schedule of one TT layer's training step: its contractions, and their tiling into PE1/PE2 calls.
 
-A training step of a TT layer (:mod:`codesign.train.tt.layer`, paper 003,
+A training step of a TT layer (the trainer's ``TTLinear``, paper 003,
 App. A) is a chain of contractions: the forward sweep over the cores
 (Eqs. (8)-(10)), then, right to left, each core's gradient and the gradient
 of the state entering it (Eqs. (11)-(12)). The host keeps every state and
@@ -220,7 +220,7 @@ def stages(plan: StepPlan) -> list[tuple[int, ...]]:
 def assign_calls(call_cycles: Sequence[int], copies: int) -> list[int]:
     """The copy (0..copies-1) of a PE that takes each call, in order: the one that falls free first, the lowest
     numbered on a tie, given every call's cycles. The host's rule for splitting one stage's calls of a PE over its
-    copies (:func:`codesign.pe.tt.step_cycles.list_schedule`, :class:`codesign.deploy.tt_training.IpRunner`)."""
+    copies (:func:`codesign.pe.tt.step_cycles.list_schedule`, the board runtime's ``IpRunner``)."""
     _check_int("copies", copies, 1, MAX_UNITS)
     free = [0] * copies
     out = []

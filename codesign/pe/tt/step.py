@@ -1,46 +1,43 @@
-"""One TT layer's training step as PE calls, against the golden layer's own step, bit for bit.
+"""One TT layer's training step as PE calls, equal bit for bit to the step the trainer's golden layer takes.
 
-:func:`golden_step` runs the step the trainer takes: forward and backward
-of a :class:`codesign.train.tt.layer.TTLinear` in training mode, low
-precision, on a copy of the layer. :func:`pe_step` computes the same step
-from the schedule of :mod:`codesign.pe.tt.schedule`: every contraction on
-PE1/PE2 (through a *runner*: the golden kernels, :class:`GoldenRunner`, or
-the generated HLS C++, :class:`codesign.pe.tt.step_csim.CsimRunner`), and
-between the calls what the host of paper 003 (Sec. 4: the ARM core) does in
-integers: adding partial sums of a cut contraction, choosing each tensor's
-power-of-two scale from its mean |code| (Sec. 3.3), rounding accumulator
-words to the next 8- or 16-bit codes (to nearest, ties to even, saturating),
-adding the bias, summing the bias gradient and masking the input gradient
+The layer is a :class:`~codesign.pe.tt.layer_state.TtLayerState` (NumPy
+cores, bias, precision and scale trackers), built by the trainer from its
+TT layer, whose own step (training mode, low precision) is the expected
+result. :func:`pe_step` computes that step from the schedule of
+:mod:`codesign.pe.tt.schedule`: every contraction on PE1/PE2 (through a
+*runner*: the golden kernels, :class:`GoldenRunner`, or the generated HLS
+C++, :class:`codesign.pe.tt.step_csim.CsimRunner`), and between the calls
+what the host of paper 003 (Sec. 4: the ARM core) does in integers: adding
+partial sums of a cut contraction, choosing each tensor's power-of-two
+scale from its mean |code| (Sec. 3.3), rounding accumulator words to the
+next 8- or 16-bit codes (to nearest, ties to even, saturating), adding the
+bias, summing the bias gradient and masking the input gradient
 (clipped-ReLU straight-through estimator). :func:`compare_steps` counts the
-values that differ.
+values that differ between two steps.
 
 Why the two agree: the golden layer computes sums of products of codes in
 float64, exact at these widths; the schedule caps every call's summed length
 so no PE accumulator saturates, and the host adds partial sums in 64 bits,
 so every contraction is the same exact integer. Scale choice and rounding
-are then the same function of the same integers. Paper 003 fixes the
+are then the same function of the same integers; the scales of the float
+inputs (batch, output gradient, bias, shadow cores) come from the one mean
+|x| both sides take, :func:`codesign.numerics.scales.mean_abs`. Paper 003 fixes the
 operand widths and power-of-two scales (Sec. 3.3) but no accumulator width
 or overflow rule; both sides compute exact sums, so neither had to change.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
 from codesign.numerics.formats import FIXED_FRAC_BITS
-from codesign.numerics.scales import mean_abs_frac_bits
+from codesign.numerics.scales import UNSET, mean_abs, mean_abs_frac_bits
 from codesign.pe.tt import golden
+from codesign.pe.tt.layer_state import TRACKERS, TtLayerState
 from codesign.pe.tt.schedule import Contraction, LayerGeometry, StepHardware, StepPlan, plan_step, stages
-from codesign.train.tt.layer import TTLinear
-from codesign.train.tt.precision import UNSET, mean_abs
-
-TRACKERS = ("core_frac_bits", "act_frac_bits", "grad_frac_bits", "core_grad_frac_bits", "bias_frac_bits",
-            "bias_grad_frac_bits")
 
 
 # ---------------------------------------------------------------------------- host arithmetic (integers)
@@ -95,15 +92,15 @@ def frac_of_values(values: np.ndarray, *, bits: int, headroom_bits: int, current
     """The tracked scale of a real-valued host input (the batch, the output gradient, bias, shadow cores).
 
     These are floats before any PE sees them, so the host takes the trainer's
-    own rule on their float mean |x| (:func:`codesign.train.tt.precision.mean_abs`,
-    :func:`codesign.numerics.scales.mean_abs_frac_bits`); every tensor a PE
+    own rule on their float mean |x| (the same functions,
+    :func:`codesign.numerics.scales.mean_abs` and
+    :func:`~codesign.numerics.scales.mean_abs_frac_bits`); every tensor a PE
     produced is scaled in integers by :func:`choose_frac`.
     """
     if not update and current != UNSET:
         return current
     fallback = bits - 1 if current == UNSET else current
-    return mean_abs_frac_bits(mean_abs(torch.from_numpy(np.asarray(values, dtype=np.float64))), bits=bits,
-                              headroom_bits=headroom_bits, fallback=fallback)
+    return mean_abs_frac_bits(mean_abs(values), bits=bits, headroom_bits=headroom_bits, fallback=fallback)
 
 
 def to_values(codes: np.ndarray, frac_bits: int) -> np.ndarray:
@@ -176,22 +173,20 @@ def checked_values(result: StepResult) -> int:
     return sum(int(np.size(a)) for a in arrays if a is not None) + sum(len(v) for v in result.trackers.values())
 
 
-# ---------------------------------------------------------------------------- the golden step
-def _check_layer(layer: TTLinear) -> None:
-    if not isinstance(layer, TTLinear):
-        raise TypeError(f"layer must be a TTLinear, got {type(layer).__name__}")
-    q = layer.precision_tt
-    if q is None:
-        raise ValueError("the layer trains in float32 (precision=None); the PEs need a low-precision TTPrecision")
-    if not q.quantize_intermediates:
+# ---------------------------------------------------------------------------- checks
+def check_layer(layer: TtLayerState) -> None:
+    """Refuse a layer whose precision the PEs and the host cannot compute, before any call."""
+    if not isinstance(layer, TtLayerState):
+        raise TypeError(f"layer must be a TtLayerState, got {type(layer).__name__}")
+    if not layer.quantize_intermediates:
         raise ValueError("precision.quantize_intermediates must be True: the PEs take codes, not wide sums")
-    if q.rounding != "nearest_even":
-        raise ValueError(f"the host rounds to nearest, ties to even; precision.rounding is {q.rounding!r}")
-    if max(q.activation_bits, q.grad_bits, q.core_bits) > 16:
+    if layer.rounding != "nearest_even":
+        raise ValueError(f"the host rounds to nearest, ties to even; precision.rounding is {layer.rounding!r}")
+    if max(layer.activation_bits, layer.grad_bits, layer.core_bits) > 16:
         raise ValueError("the PEs take operands of at most 16 bits")
 
 
-def check_input(layer: TTLinear, x) -> np.ndarray:
+def check_input(layer: TtLayerState, x) -> np.ndarray:
     """``x`` as a finite float32 (batch, in_features) array, or a clear error."""
     x = np.asarray(x, dtype=np.float32)
     if x.ndim != 2 or x.shape[1] != layer.in_features or x.shape[0] < 1:
@@ -201,7 +196,8 @@ def check_input(layer: TTLinear, x) -> np.ndarray:
     return x
 
 
-def _check_batch(layer: TTLinear, x, grad_y) -> tuple[np.ndarray, np.ndarray]:
+def check_batch(layer: TtLayerState, x, grad_y) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` and ``grad_y`` as finite float32 (batch, in_features) and (batch, out_features) arrays, or an error."""
     x = check_input(layer, x)
     grad_y = np.asarray(grad_y, dtype=np.float32)
     if grad_y.shape != (x.shape[0], layer.out_features):
@@ -209,28 +205,6 @@ def _check_batch(layer: TTLinear, x, grad_y) -> tuple[np.ndarray, np.ndarray]:
     if not np.all(np.isfinite(grad_y)):
         raise ValueError("grad_y must be finite")
     return x, grad_y
-
-
-def trackers_of(layer: TTLinear) -> dict[str, tuple[int, ...]]:
-    return {name: tuple(int(v) for v in getattr(layer, name)) for name in TRACKERS}
-
-
-def golden_step(layer: TTLinear, x, grad_y) -> StepResult:
-    """The training step the trainer takes (forward, then backward from ``grad_y``), on a copy of ``layer``."""
-    _check_layer(layer)
-    x, grad_y = _check_batch(layer, x, grad_y)
-    layer = copy.deepcopy(layer)
-    layer.ledger = None
-    layer.train()
-    layer.zero_grad(set_to_none=True)
-    xt = torch.from_numpy(x.copy()).requires_grad_(not layer.is_network_input)
-    y = layer(xt)
-    y.backward(torch.from_numpy(grad_y.copy()))
-    return StepResult(y=y.detach().numpy().astype(np.float32),
-                      grad_x=None if xt.grad is None else xt.grad.numpy().astype(np.float32),
-                      core_grads=[core.grad.numpy().astype(np.float32) for core in layer.cores],
-                      bias_grad=None if layer.bias is None else layer.bias.grad.numpy().astype(np.float32),
-                      trackers=trackers_of(layer))
 
 
 # ---------------------------------------------------------------------------- the step on PEs
@@ -296,12 +270,11 @@ def run_contraction(plan: StepPlan, index: int, a: np.ndarray, b: np.ndarray, ru
     return run_contractions(plan, [(index, a, b)], runner)[0]
 
 
-def step_plan(layer: TTLinear, batch: int, hardware: StepHardware = StepHardware()) -> StepPlan:
+def step_plan(layer: TtLayerState, batch: int, hardware: StepHardware = StepHardware()) -> StepPlan:
     """The schedule of ``layer``'s training step on a batch of ``batch`` samples."""
-    _check_layer(layer)
-    q = layer.precision_tt
-    return plan_step(LayerGeometry.of_cores(list(layer.cores), batch), act_bits=q.activation_bits,
-                     grad_bits=q.grad_bits, core_bits=q.core_bits, need_input_grad=not layer.is_network_input,
+    check_layer(layer)
+    return plan_step(LayerGeometry.of_cores(layer.cores, batch), act_bits=layer.activation_bits,
+                     grad_bits=layer.grad_bits, core_bits=layer.core_bits, need_input_grad=not layer.is_network_input,
                      hardware=hardware)
 
 
@@ -325,36 +298,36 @@ class ForwardSweep:
     trackers: dict[str, list[int]]
 
 
-def forward_sweep(layer: TTLinear, x: np.ndarray, plan: StepPlan, runner, *, update: bool = True) -> ForwardSweep:
+def forward_sweep(layer: TtLayerState, x: np.ndarray, plan: StepPlan, runner, *, update: bool = True
+                  ) -> ForwardSweep:
     """The forward contractions of ``plan`` (the first ``order`` ones) on ``runner``, with the host's scaling.
 
     ``x`` is a checked (B, N) float32 batch. ``update``: re-aim every
     activation and bias scale from this batch (the layer in training mode);
     otherwise a scale is only aimed while unset (evaluation mode), the golden
-    layer's rule. ``layer`` is not changed.
+    layer's rule.
     """
-    q = layer.precision_tt
     batch = x.shape[0]
     d = plan.geometry.order
-    tr = {name: list(values) for name, values in trackers_of(layer).items()}
+    tr = {name: list(values) for name, values in layer.tracker_values().items()}
 
     # cores: fixed scales (set when the layer was built)
     cores, core_frac = [], []
     for k, core in enumerate(layer.cores):
-        values = core.detach().numpy().astype(np.float64)
-        frac = frac_of_values(values, bits=q.core_bits, headroom_bits=q.core_headroom_bits,
+        values = core.astype(np.float64)
+        frac = frac_of_values(values, bits=layer.core_bits, headroom_bits=layer.core_headroom_bits,
                               current=tr["core_frac_bits"][k], update=False)
         tr["core_frac_bits"][k] = frac
-        cores.append(quantize_values(values, frac, q.core_bits))
+        cores.append(quantize_values(values, frac, layer.core_bits))
         core_frac.append(frac)
 
     x64 = x.astype(np.float64)
-    frac = frac_of_values(x64, bits=q.activation_bits, headroom_bits=q.activation_headroom_bits,
+    frac = frac_of_values(x64, bits=layer.activation_bits, headroom_bits=layer.activation_headroom_bits,
                           current=tr["act_frac_bits"][0], update=update)
     tr["act_frac_bits"][0] = frac
     scaled = np.ldexp(x64, frac)
-    low, high = -(1 << (q.activation_bits - 1)), (1 << (q.activation_bits - 1)) - 1
-    state = quantize_values(x64, frac, q.activation_bits).T  # batch last: (N, B) = (n_1, R_1 * B)
+    low, high = -(1 << (layer.activation_bits - 1)), (1 << (layer.activation_bits - 1)) - 1
+    state = quantize_values(x64, frac, layer.activation_bits).T  # batch last: (N, B) = (n_1, R_1 * B)
     states, state_frac = [], []
     for k in range(d):
         a, b = operands(plan.contractions[k], cores, state)
@@ -367,32 +340,31 @@ def forward_sweep(layer: TTLinear, x: np.ndarray, plan: StepPlan, runner, *, upd
             break
         current = tr["act_frac_bits"][k + 1]
         if update or current == UNSET:
-            frac = choose_frac(z, z_frac, bits=q.activation_bits, headroom_bits=q.activation_headroom_bits,
+            frac = choose_frac(z, z_frac, bits=layer.activation_bits, headroom_bits=layer.activation_headroom_bits,
                                current=current)
         else:
             frac = current
         tr["act_frac_bits"][k + 1] = frac
-        state = rescale(z, z_frac, frac, q.activation_bits)
+        state = rescale(z, z_frac, frac, layer.activation_bits)
     if layer.bias is not None:
-        bias = layer.bias.detach().numpy().astype(np.float64)
-        frac_b = frac_of_values(bias, bits=q.bias_bits, headroom_bits=q.activation_headroom_bits,
+        bias = layer.bias.astype(np.float64)
+        frac_b = frac_of_values(bias, bits=layer.bias_bits, headroom_bits=layer.activation_headroom_bits,
                                 current=tr["bias_frac_bits"][0], update=update)
         tr["bias_frac_bits"][0] = frac_b
-        y = y + to_values(quantize_values(bias, frac_b, q.bias_bits), frac_b)
+        y = y + to_values(quantize_values(bias, frac_b, layer.bias_bits), frac_b)
     return ForwardSweep(y=y, cores=cores, core_frac=core_frac, states=states, state_frac=state_frac,
                         input_mask=(scaled >= low) & (scaled <= high), trackers=tr)
 
 
-def pe_step(layer: TTLinear, x, grad_y, runner, hardware: StepHardware = StepHardware()) -> StepResult:
+def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = StepHardware()) -> StepResult:
     """The training step of ``layer`` on ``(x, grad_y)`` as PE calls on ``runner`` plus integer host work.
 
     States and state gradients are kept with the batch as the last axis
-    (:mod:`codesign.pe.tt.schedule`). ``layer`` is not changed (its scale
-    trackers are read, the new ones are returned in the result).
+    (:mod:`codesign.pe.tt.schedule`). The new scale trackers are returned in
+    the result (the caller stores them).
     """
-    _check_layer(layer)
-    x, grad_y = _check_batch(layer, x, grad_y)
-    q = layer.precision_tt
+    check_layer(layer)
+    x, grad_y = check_batch(layer, x, grad_y)
     batch = x.shape[0]
     plan = step_plan(layer, batch, hardware)
     geo = plan.geometry
@@ -405,10 +377,10 @@ def pe_step(layer: TTLinear, x, grad_y, runner, hardware: StepHardware = StepHar
 
     # backward
     g64 = grad_y.astype(np.float64)
-    frac = frac_of_values(g64, bits=q.grad_bits, headroom_bits=q.grad_headroom_bits,
+    frac = frac_of_values(g64, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
                           current=tr["grad_frac_bits"][d - 1], update=True)
     tr["grad_frac_bits"][d - 1] = frac
-    g_top = quantize_values(g64, frac, q.grad_bits)
+    g_top = quantize_values(g64, frac, layer.grad_bits)
     g = g_top.T  # batch last: (M, B)
     core_grads: list[np.ndarray] = [None] * d  # type: ignore[list-item]
     stage_of = {index: stage for stage in stages(plan) for index in stage}
@@ -423,10 +395,10 @@ def pe_step(layer: TTLinear, x, grad_y, runner, hardware: StepHardware = StepHar
         index += 1
         dg = dg.reshape(s["m"], s["c"], s["a"], s["n"]).transpose(2, 0, 3, 1)
         dg_frac = frac + state_frac[k]
-        cg = choose_frac(dg, dg_frac, bits=q.grad_bits, headroom_bits=q.grad_headroom_bits,
+        cg = choose_frac(dg, dg_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
                          current=tr["core_grad_frac_bits"][k])
         tr["core_grad_frac_bits"][k] = cg
-        core_grads[k] = to_values(rescale(dg, dg_frac, cg, q.grad_bits), cg).astype(np.float32)
+        core_grads[k] = to_values(rescale(dg, dg_frac, cg, layer.grad_bits), cg).astype(np.float32)
         if not rest:
             break
         (z,) = rest
@@ -435,18 +407,18 @@ def pe_step(layer: TTLinear, x, grad_y, runner, hardware: StepHardware = StepHar
         if k == 0:
             grad_x = (to_values(z, z_frac).reshape(-1, batch).T * fwd.input_mask).astype(np.float32)
             break
-        frac = choose_frac(z, z_frac, bits=q.grad_bits, headroom_bits=q.grad_headroom_bits,
+        frac = choose_frac(z, z_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
                            current=tr["grad_frac_bits"][k - 1])
         tr["grad_frac_bits"][k - 1] = frac
-        g = rescale(z, z_frac, frac, q.grad_bits)
+        g = rescale(z, z_frac, frac, layer.grad_bits)
     bias_grad = None
     if layer.bias is not None:
         total = g_top.sum(axis=0)
         g_frac = tr["grad_frac_bits"][d - 1]
-        frac_bg = choose_frac(total, g_frac, bits=q.grad_bits, headroom_bits=q.grad_headroom_bits,
+        frac_bg = choose_frac(total, g_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
                               current=tr["bias_grad_frac_bits"][0])
         tr["bias_grad_frac_bits"][0] = frac_bg
-        bias_grad = to_values(rescale(total, g_frac, frac_bg, q.grad_bits), frac_bg).astype(np.float32)
+        bias_grad = to_values(rescale(total, g_frac, frac_bg, layer.grad_bits), frac_bg).astype(np.float32)
     stats = {"calls": len(plan.calls), "contractions": len(plan.contractions),
              "macs": sum(c.macs for c in plan.contractions)}
     return StepResult(y=y.astype(np.float32), grad_x=grad_x, core_grads=core_grads, bias_grad=bias_grad,

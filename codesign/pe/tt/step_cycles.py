@@ -34,6 +34,7 @@ import numpy as np
 from codesign.pe.tt import golden
 from codesign.pe.tt.contract import header_word
 from codesign.pe.tt.cycles import stream_words, transaction_cycles
+from codesign.pe.tt.layer_state import TtLayerState
 from codesign.pe.tt.schedule import LayerGeometry, StepHardware, StepPlan, assign_calls, plan_step, stages
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 
@@ -236,7 +237,7 @@ class RtlStepCheck:
         return {**asdict(self), "deviation": self.deviation}
 
 
-def rtl_check(layer, x, grad_y, work_dir: Path, *, hardware: StepHardware = StepHardware(),
+def rtl_check(layer: TtLayerState, x, grad_y, work_dir: Path, *, hardware: StepHardware = StepHardware(),
               simulator: str = "icarus") -> RtlStepCheck:
     """Run the calls of ``layer``'s step on ``(x, grad_y)`` through ``rtl/tt`` and compare with the cycle model.
 

@@ -17,12 +17,11 @@ import torch
 
 from codesign.train.quantize import quantize
 from codesign.numerics.formats import DETERMINISTIC_ROUNDING
-from codesign.numerics.scales import mean_abs_frac_bits
+from codesign.numerics.scales import UNSET, mean_abs, mean_abs_frac_bits
 from codesign.pe.tt.contract import fixed_format  # noqa: F401 (the codes of TT training are the PEs')
 from codesign.train.config import require
 
 BIT_RANGE = (2, 24)  # up to 24 bits a code times a power of two is exact in the float32 tensors a layer returns
-UNSET = -1000  # a tracker that has not measured anything yet (outside every valid frac_bits)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,22 +63,21 @@ class TTPrecision:
                 f"must be one of {DETERMINISTIC_ROUNDING}, got {self.rounding!r}")
 
 
-def mean_abs(tensor: torch.Tensor) -> float:
-    return float(tensor.detach().abs().mean()) if tensor.numel() else 0.0
-
-
 def tracked_quantize(tensor: torch.Tensor, trackers: torch.Tensor, index: int, *, bits: int, headroom_bits: int,
                      rounding: str, update: bool) -> torch.Tensor:
     """Quantise ``tensor`` with the scale held in ``trackers[index]``; re-aim the scale first when ``update``.
 
     Re-aiming moves the scale by as many binades as it takes to bring this
     tensor's mean |code| back into range (a tensor of zeros keeps the old
-    scale). An unset tracker is aimed even when ``update`` is False.
+    scale). An unset tracker is aimed even when ``update`` is False. The
+    mean |x| is :func:`codesign.numerics.scales.mean_abs` (NumPy), the one
+    the PE step's host takes, so both pick the same scale from the same values.
     """
     current = int(trackers[index])
     if update or current == UNSET:
         fallback = bits - 1 if current == UNSET else current
-        current = mean_abs_frac_bits(mean_abs(tensor), bits=bits, headroom_bits=headroom_bits, fallback=fallback)
+        current = mean_abs_frac_bits(mean_abs(tensor.detach().cpu().numpy()), bits=bits, headroom_bits=headroom_bits,
+                                     fallback=fallback)
         trackers[index] = current
     return quantize(tensor, fixed_format(bits, current, rounding))
 

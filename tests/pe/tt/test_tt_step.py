@@ -1,7 +1,8 @@
 """A TT layer's training step as PE calls (codesign.pe.tt.step) against the golden layer's own step, bit for bit.
 
 The expected values are the golden TTLinear's forward and backward in
-training mode (codesign.train.tt.layer); the PE side computes every
+training mode (codesign.train.tt.pe_check.golden_step); the PE side, on the
+layer's NumPy description (codesign.train.tt.pe_check.layer_state), computes every
 contraction on the golden PE kernels and on the generated HLS C++ (g++),
 with integer host work between the calls. Host arithmetic is checked
 against exact rational arithmetic (fractions.Fraction).
@@ -21,9 +22,10 @@ import torch
 from codesign.numerics.scales import mean_abs_frac_bits
 from codesign.pe.tt.schedule import StepHardware, stages
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.pe.tt.step import (GoldenRunner, checked_values, choose_frac, compare_steps, floor_log2_ratio,
-                                 golden_step, pe_step, rescale, step_plan)
+from codesign.pe.tt.step import (GoldenRunner, checked_values, choose_frac, compare_steps, floor_log2_ratio, pe_step,
+                                 rescale, step_plan)
 from codesign.train.tt.layer import TTLinear
+from codesign.train.tt.pe_check import golden_step, layer_state
 from codesign.train.tt.precision import UNSET, TTPrecision
 
 needs_cxx = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None,
@@ -62,7 +64,7 @@ def make_batch(layer, batch, *, seed=1, extremes=False):
 
 def assert_same(layer, x, grad_y, runner, hardware=StepHardware()):
     expected = golden_step(layer, x, grad_y)
-    got = pe_step(layer, x, grad_y, runner, hardware)
+    got = pe_step(layer_state(layer), x, grad_y, runner, hardware)
     mismatches = compare_steps(expected, got)
     assert sum(mismatches.values()) == 0, mismatches
     assert checked_values(expected) > 0
@@ -174,7 +176,7 @@ def test_each_stage_of_the_step_is_one_runner_call(network_input):
     hardware = StepHardware(pe1_units=2, pe2_units=3)
     recorder = StageRecorder()
     assert_same(layer, *make_batch(layer, batch), recorder, hardware)
-    plan = step_plan(layer, batch, hardware)
+    plan = step_plan(layer_state(layer), batch, hardware)
     expected = [[plan.calls[p].pe for p in range(len(plan.calls)) if plan.calls[p].index in stage]
                 for stage in stages(plan)]
     assert recorder.runs == expected
@@ -202,28 +204,32 @@ def test_a_wrong_pe_result_is_caught(flip_call):
     in_modes, out_modes, rank, batch = SHAPES["rank1_b17"]
     layer = make_layer(in_modes, out_modes, rank)
     x, grad_y = make_batch(layer, batch)
-    mismatches = compare_steps(golden_step(layer, x, grad_y), pe_step(layer, x, grad_y, FlippingRunner(flip_call)))
+    got = pe_step(layer_state(layer), x, grad_y, FlippingRunner(flip_call))
+    mismatches = compare_steps(golden_step(layer, x, grad_y), got)
     assert sum(mismatches.values()) > 0
 
 
 def test_bad_layers_and_batches_are_refused_before_any_call():
     layer = make_layer((4, 4), (2, 5), 2)
     x, grad_y = make_batch(layer, 4)
+    state = layer_state(layer)
     with pytest.raises(ValueError, match="x must be"):
-        pe_step(layer, x[:, :5], grad_y, GoldenRunner())
+        pe_step(state, x[:, :5], grad_y, GoldenRunner())
     with pytest.raises(ValueError, match="grad_y must be"):
-        pe_step(layer, x, grad_y[:3], GoldenRunner())
+        pe_step(state, x, grad_y[:3], GoldenRunner())
     with pytest.raises(ValueError, match="finite"):
-        pe_step(layer, np.full_like(x, np.nan), grad_y, GoldenRunner())
+        pe_step(state, np.full_like(x, np.nan), grad_y, GoldenRunner())
     with pytest.raises(ValueError, match="float32"):
-        pe_step(TTLinear(16, 10, in_modes=(4, 4), out_modes=(2, 5), max_rank=2), x, grad_y, GoldenRunner())
+        layer_state(TTLinear(16, 10, in_modes=(4, 4), out_modes=(2, 5), max_rank=2))
+    with pytest.raises(TypeError, match="TtLayerState"):
+        pe_step(layer, x, grad_y, GoldenRunner())
     with pytest.raises(ValueError, match="quantize_intermediates"):
-        pe_step(TTLinear(16, 10, in_modes=(4, 4), out_modes=(2, 5), max_rank=2,
-                         precision=TTPrecision(quantize_intermediates=False)), x, grad_y, GoldenRunner())
+        pe_step(layer_state(TTLinear(16, 10, in_modes=(4, 4), out_modes=(2, 5), max_rank=2,
+                                     precision=TTPrecision(quantize_intermediates=False))), x, grad_y, GoldenRunner())
     narrow = StepHardware(pe1=Tt1Spec(a_bits=8, b_bits=8))
     runner = GoldenRunner()
     with pytest.raises(ValueError, match="16 x 8-bit operands"):
-        pe_step(layer, x, grad_y, runner, narrow)
+        pe_step(state, x, grad_y, runner, narrow)
     assert runner.calls == 0
 
 

@@ -1,4 +1,4 @@
-"""The TT layer demo (codesign.pe.tt.step_demo): every level agrees, the reports are written, a failure shows."""
+"""The TT layer demo (codesign.train.tt.step_demo): every level agrees, the reports are written, a failure shows."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from codesign.pe.tt import step_demo
 from codesign.pe.tt.step import GoldenRunner
+from codesign.train.tt import step_demo
 
 needs_cxx = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None,
                                reason="no C++ compiler: g++ (or $CXX) is not on PATH")

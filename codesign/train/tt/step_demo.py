@@ -20,9 +20,10 @@ import torch
 from codesign.hw.csim import CsimError
 from codesign.hw.reports import write_json_atomic, write_text_atomic
 from codesign.pe.tt.schedule import StepHardware
-from codesign.pe.tt.step import GoldenRunner, checked_values, compare_steps, golden_step, pe_step, step_plan
+from codesign.pe.tt.step import GoldenRunner, checked_values, compare_steps, pe_step, step_plan
 from codesign.pe.tt.step_cycles import PAPER_CLOCK_MHZ, rtl_check, step_cycles
 from codesign.train.tt.layer import TTLinear
+from codesign.train.tt.pe_check import golden_step, layer_state
 from codesign.train.tt.precision import TTPrecision
 
 # a small layer of the digits reproduction's shape: 64 inputs = 2*4*4*2, 256 outputs = 4*4*4*4, ranks 2,
@@ -76,7 +77,8 @@ def demo_layer_step(out_dir: Path, progress=print, *, rtl: bool = True, hardware
     """
     out_dir = Path(out_dir)
     layer, x, grad_y = demo_inputs()
-    plan = step_plan(layer, x.shape[0], hardware)
+    state = layer_state(layer)
+    plan = step_plan(state, x.shape[0], hardware)
     cycles = step_cycles(plan)
     progress(f"[tt step] layer {layer.in_features} -> {layer.out_features}, ranks {layer.ranks}, batch {x.shape[0]}: "
              f"{len(plan.contractions)} contractions, {len(plan.calls)} PE calls")
@@ -86,7 +88,7 @@ def demo_layer_step(out_dir: Path, progress=print, *, rtl: bool = True, hardware
 
     def level(name, runner, note):
         started = time.perf_counter()
-        got = pe_step(layer, x, grad_y, runner, hardware)
+        got = pe_step(state, x, grad_y, runner, hardware)
         mismatches = sum(compare_steps(expected, got).values())
         levels.append({"level": name, "calls": runner.calls, "values": values, "mismatches": mismatches,
                        "seconds": round(time.perf_counter() - started, 3), "note": note})
@@ -114,7 +116,7 @@ def demo_layer_step(out_dir: Path, progress=print, *, rtl: bool = True, hardware
             levels.append({"level": "rtl", "skipped": reason, "note": f"skipped: {reason}"})
             progress(f"[tt step] rtl skipped: {reason}")
         else:
-            check = rtl_check(layer, x, grad_y, work / "rtl", hardware=hardware)
+            check = rtl_check(state, x, grad_y, work / "rtl", hardware=hardware)
             ok = check.mismatches == 0 and abs(check.deviation) <= RTL_TOLERANCE \
                 and abs(check.model_makespan - check.rtl_makespan) <= RTL_TOLERANCE * check.rtl_makespan
             levels.append({"level": "rtl", "calls": check.calls, "values": f"{check.calls} transactions",
