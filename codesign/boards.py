@@ -82,10 +82,15 @@ class Board:
     fclk_mhz: float
     hp_port_bits: int
     ddr_mib: int
+    pynq_board_names: tuple[str, ...]
     resources: dict[str, int]
     vivado: VivadoFacts
 
     def __post_init__(self) -> None:
+        names = self.pynq_board_names
+        if isinstance(names, str) or not names or not all(isinstance(n, str) and n for n in names):
+            raise ValueError(f"board {self.name}: pynq_board_names must be a non-empty list of names")
+        object.__setattr__(self, "pynq_board_names", tuple(names))
         if isinstance(self.vivado, Mapping):
             object.__setattr__(self, "vivado", VivadoFacts(**self.vivado))
         if not isinstance(self.vivado, VivadoFacts):

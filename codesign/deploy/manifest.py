@@ -7,9 +7,9 @@ running the wrong hardware:
 - :func:`load_manifest` refuses a file that is not a codesign manifest, or
   whose IPs lack the registers the accelerator shell needs;
 - :func:`check_ip_dict` compares the IPs a bitstream's ``.hwh`` declares
-  (PYNQ's ``ip_dict``: block-design cell -> VLNV, base address, range) with
-  the manifest, so a bitstream from another build is refused before any
-  register is touched;
+  (PYNQ's ``ip_dict``: block-design cell -> VLNV, base address, range and,
+  where the ``.hwh`` lists them, register offsets) with the manifest, so a
+  bitstream from another build is refused before any register is touched;
 - :func:`check_design` compares a design point with the manifest, so a
   training set-up the overlay does not implement is refused before it runs.
 """
@@ -112,13 +112,59 @@ def _hex(value: object) -> str:
     return f"{value:#x}" if _is_int(value) else repr(value)
 
 
+CONTROL_ALIASES = {"GIE": ("GIER",), "IER": ("IP_IER",), "ISR": ("IP_ISR",)}
+
+
+def hwh_register_names(register: str) -> tuple[str, ...]:
+    """The names a ``.hwh`` may give the manifest's register ``register``, preferred first.
+
+    Vitis HLS names a register after its argument but appends ``_r`` to
+    names that clash with reserved words (``in`` -> ``in_r``, ``out`` ->
+    ``out_r``), and some versions split a 64-bit pointer register into
+    ``<name>_1`` (low word, at the argument's offset) and ``<name>_2`` (high
+    word); the low word is the one whose offset the manifest records. The
+    block-level registers may appear under PYNQ's register-map names for
+    HLS IPs (``GIER``, ``IP_IER``, ``IP_ISR``).
+    """
+    bases = (register, f"{register}_r", *CONTROL_ALIASES.get(register, ()))
+    return (*bases, *(f"{base}_1" for base in bases[:2]))
+
+
+def _register_problems(name: str, cell: str, manifest_registers: Mapping[str, int],
+                       hwh_registers: Mapping[str, Mapping]) -> list[str]:
+    """Differences between the manifest's register offsets (bytes) and those the ``.hwh`` lists for ``cell``.
+
+    Argument registers must all be present; the block-level control
+    registers (CTRL, GIE, IER, ISR) are checked only where the ``.hwh``
+    lists them, because PYNQ's parser does not always report them.
+    """
+    problems = []
+    for register, offset in manifest_registers.items():
+        names = hwh_register_names(register)
+        found = next((hwh_name for hwh_name in names if hwh_name in hwh_registers), None)
+        if found is None:
+            if register not in shell.CONTROL_REGISTERS:
+                problems.append(f"IP {name}: register {register} (manifest offset {offset:#x}) is not in the "
+                                f"bitstream's cell {cell} (looked for {', '.join(names)})")
+            continue
+        hwh_offset = hwh_registers[found].get("address_offset")
+        if hwh_offset != offset:
+            problems.append(f"IP {name}: register {register} offset in the bitstream {_hex(hwh_offset)} "
+                            f"(as {found}), in the manifest {offset:#x}")
+    return problems
+
+
 def check_ip_dict(manifest: Mapping, ip_dict: Mapping[str, Mapping]) -> dict[str, str]:
     """Match every manifest IP to the bitstream's ``ip_dict``; return manifest name -> ip_dict key.
 
     An IP matches when a block-design cell of the same name (or, failing
     that, a unique cell) has the manifest's VLNV, and its base address and
-    range are the manifest's. Anything else raises :class:`OverlayMismatch`
-    listing every difference.
+    range are the manifest's. When the cell lists registers (PYNQ's
+    ``ip_dict[cell]["registers"]``; older ``.hwh`` files list none, and
+    then registers are not compared), every argument register, and every
+    control register the cell lists, must sit at the manifest's byte offset
+    (see :func:`_register_problems`). Anything else raises
+    :class:`OverlayMismatch` listing every difference.
     """
     problems, found = [], {}
     for ip in manifest["ips"]:
@@ -141,6 +187,8 @@ def check_ip_dict(manifest: Mapping, ip_dict: Mapping[str, Mapping]) -> dict[str
         if entry.get("addr_range") != ip["address_range"]:
             problems.append(f"IP {name}: address range in the bitstream {_hex(entry.get('addr_range'))}, "
                             f"in the manifest {ip['address_range']:#x}")
+        if entry.get("registers"):
+            problems.extend(_register_problems(name, key, ip["registers"], entry["registers"]))
         found[name] = key
     if problems:
         raise OverlayMismatch(f"the bitstream does not implement design {manifest['design']!r} as design.json "

@@ -6,8 +6,9 @@ board (``design.json``, and after a Vivado run ``<design>.bit`` with
 
 - binds a driver (:func:`codesign.deploy.driver.driver_class`) to every IP's VLNV;
 - refuses a design point the overlay does not implement (``design=``);
-- on a board, compares the ``.hwh``'s IPs and addresses with design.json
-  (:func:`codesign.deploy.manifest.check_ip_dict`) and refuses a mismatch.
+- on a board, compares the ``.hwh``'s IPs, addresses and register offsets with
+  design.json (:func:`codesign.deploy.manifest.check_ip_dict`) and refuses a
+  mismatch.
 
 Where it runs: ``emulate=True`` always uses :class:`EmulatedBoard`;
 ``emulate=False`` needs a PYNQ board and the bitstream; ``emulate=None``

@@ -14,8 +14,10 @@ from codesign.deploy import (
     check_ip_dict,
     load_manifest,
 )
+from codesign.deploy.manifest import hwh_register_names
 from codesign.design.manifest import design_manifest
 from codesign.design.point import PeInstance
+from codesign.hw.shell import CONTROL_REGISTERS, SHELL_ARGS
 from tests.deploy.conftest import stream_design
 
 
@@ -28,6 +30,36 @@ def hwh_ip_dict(manifest):
     """An ip_dict as PYNQ's parser gives it for a bitstream built from ``manifest``."""
     return {ip["name"]: {"type": ip["vlnv"], "phys_addr": ip["base_address"], "addr_range": ip["address_range"],
                          "fullpath": ip["name"]} for ip in manifest["ips"]}
+
+
+def hwh_register(offset, bits):
+    """One register as PYNQ's HWH parser lists it (offset in bytes, size in bits)."""
+    return {"address_offset": offset, "size": bits, "access": "read-write", "description": "", "fields": {}}
+
+
+def hwh_registers(ip, *, split=False):
+    """The registers a Vitis HLS .hwh lists for manifest IP ``ip``: ``in``/``out`` renamed ``in_r``/``out_r``.
+
+    A 64-bit pointer is one 64-bit register, or with ``split`` two 32-bit
+    words ``<name>_1`` (low) and ``<name>_2`` (high).
+    """
+    registers = {name: hwh_register(ip["registers"][name], 32) for name in CONTROL_REGISTERS}
+    for arg in SHELL_ARGS:
+        offset, name = ip["registers"][arg.name], arg.name + ("_r" if arg.name in ("in", "out") else "")
+        if arg.register_bits == 32:
+            registers[name] = hwh_register(offset, 32)
+        elif split:
+            registers.update({f"{name}_1": hwh_register(offset, 32), f"{name}_2": hwh_register(offset + 4, 32)})
+        else:
+            registers[name] = hwh_register(offset, 64)
+    return registers
+
+
+def hwh_ip_dict_with_registers(manifest, *, split=False):
+    ip_dict = hwh_ip_dict(manifest)
+    for ip in manifest["ips"]:
+        ip_dict[ip["name"]]["registers"] = hwh_registers(ip, split=split)
+    return ip_dict
 
 
 def test_matching_ip_dict_maps_every_ip(manifest):
@@ -53,6 +85,55 @@ def test_mismatching_ip_dict_is_refused(manifest, change, match):
     change(ip_dict)
     with pytest.raises(OverlayMismatch, match=match):
         check_ip_dict(manifest, ip_dict)
+
+
+def test_hwh_register_names():
+    assert hwh_register_names("in") == ("in", "in_r", "in_1", "in_r_1")
+    assert hwh_register_names("n_in")[0] == "n_in"
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["64-bit", "split-words"])
+def test_matching_registers_are_accepted(manifest, split):
+    ip_dict = hwh_ip_dict_with_registers(manifest, split=split)
+    assert ip_dict["tt1_0"]["registers"]["in_r" if not split else "in_r_1"]["address_offset"] == 0x10
+    assert check_ip_dict(manifest, ip_dict)["tt1_0"] == "tt1_0"
+
+
+@pytest.mark.parametrize("rename", [
+    lambda regs: regs.update(out=regs.pop("out_r")),                     # no reserved-word rename
+    lambda regs: regs.update(n_in_r=regs.pop("n_in")),                   # an argument renamed anyway
+    lambda regs: [regs.pop(name) for name in CONTROL_REGISTERS],         # PYNQ omits the control registers
+], ids=["out-unrenamed", "n_in_r", "no-control"])
+def test_register_naming_variants_are_accepted(manifest, rename):
+    ip_dict = hwh_ip_dict_with_registers(manifest)
+    rename(ip_dict["csb_0"]["registers"])
+    check_ip_dict(manifest, ip_dict)
+
+
+@pytest.mark.parametrize("registers", [{}, None], ids=["empty", "missing"])
+def test_an_hwh_without_registers_is_not_checked_for_them(manifest, registers):
+    ip_dict = hwh_ip_dict_with_registers(manifest)
+    if registers is None:
+        del ip_dict["tt1_0"]["registers"]
+    else:
+        ip_dict["tt1_0"]["registers"] = registers
+    check_ip_dict(manifest, ip_dict)
+
+
+def test_wrong_or_missing_registers_are_refused_all_at_once(manifest):
+    ip_dict = hwh_ip_dict_with_registers(manifest)
+    registers = ip_dict["tt1_0"]["registers"]
+    registers["out_r"]["address_offset"] += 4
+    registers["GIE"]["address_offset"] = 0x08
+    del registers["n_transactions"]
+    with pytest.raises(OverlayMismatch) as refused:
+        check_ip_dict(manifest, ip_dict)
+    message = str(refused.value)
+    assert "IP tt1_0: register out offset in the bitstream 0x20 (as out_r), in the manifest 0x1c" in message
+    assert "IP tt1_0: register GIE offset in the bitstream 0x8 (as GIE), in the manifest 0x4" in message
+    assert ("IP tt1_0: register n_transactions (manifest offset 0x38) is not in the bitstream's cell tt1_0 "
+            "(looked for n_transactions, n_transactions_r, n_transactions_1, n_transactions_r_1)") in message
+    assert "csb_0" not in message
 
 
 def test_a_design_point_the_overlay_does_not_implement(manifest):

@@ -74,27 +74,39 @@ def test_golden_transactions_on_the_board():
             np.testing.assert_array_equal(ip.run(words_in, expected.size, 1), expected)
 
 
-def test_a_bitstream_whose_ips_differ_is_refused_before_download(stream_folder):
-    """The .hwh check runs inside CodesignOverlay, before download: here on a device whose metadata moves one IP."""
+def move_ip(entry):
+    entry["phys_addr"] += 0x1_0000
+
+
+def move_in_register(entry):
+    entry["registers"] = {"in_r": {"address_offset": 0x14, "size": 64, "access": "read-write", "description": "",
+                                   "fields": {}}}
+
+
+@pytest.mark.parametrize("change, match", [
+    (move_ip, r"IP tt1_0: base address in the bitstream 0x40020000, in the manifest 0x40010000"),
+    (move_in_register, r"IP tt1_0: register in offset in the bitstream 0x14 \(as in_r\), in the manifest 0x10"),
+], ids=["address", "register"])
+def test_a_bitstream_whose_ips_differ_is_refused_before_download(stream_folder, change, match):
+    """The .hwh check runs inside CodesignOverlay, before download: here on a device whose metadata changes one IP."""
     from codesign.deploy import EmulatedBoard
 
-    class MovedIp(EmulatedBoard):
+    class ChangedIp(EmulatedBoard):
         downloads = 0
 
         def get_bitfile_metadata(self, bitfile_name, partial=False):
             metadata = super().get_bitfile_metadata(bitfile_name, partial)
-            metadata.ip_dict["tt1_0"]["phys_addr"] += 0x1_0000
+            change(metadata.ip_dict["tt1_0"])
             return metadata
 
         def download(self, bitstream, parser=None):
             type(self).downloads += 1
             super().download(bitstream, parser)
 
-    device = MovedIp(stream_folder).activate()
-    with pytest.raises(OverlayMismatch, match=r"IP tt1_0: base address in the bitstream 0x40020000, in the manifest "
-                                              r"0x40010000"):
+    device = ChangedIp(stream_folder).activate()
+    with pytest.raises(OverlayMismatch, match=match):
         CodesignOverlay(stream_folder, device=device)
-    assert MovedIp.downloads == 0
+    assert ChangedIp.downloads == 0
 
 
 def test_an_emulated_board_of_another_folder_is_refused(stream_folder, tmp_path):
