@@ -207,6 +207,20 @@ def _build_design(args: argparse.Namespace) -> int:
         return 0 if args.allow_missing_tools else 2
 
 
+def _cmd_bundle(args: argparse.Namespace) -> int:
+    from codesign.bundle import write_bundle
+    from codesign.design import load_design
+
+    design = load_design(Path(args.config), board_name=args.board)
+    result = write_bundle(design, Path(args.out), build_dir=None if args.build is None else Path(args.build))
+    print(f"wrote bundle {result.name} ({'with' if result.built else 'without'} a bitstream) to {result.out_dir}")
+    if result.wheel is None:
+        print(f"no wheel built here (needs the packages build and hatchling); on the board: pip install {result.out_dir}")
+    else:
+        print(f"on the board: pip install {result.wheel.name}, then pynq get-notebooks {result.name}")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from codesign.hw.estimate import estimate
     from codesign.hw.flow import generate_project, verify
@@ -357,6 +371,15 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--dry-run", action="store_true", help="write the build folder (design) or print the "
                                                               "command (project), run no vendor tool")
     build.set_defaults(func=_cmd_build)
+
+    bundle = commands.add_parser("bundle", help="a design's overlay for one board as a pip package with its "
+                                                "notebooks and data (delivered by pynq get-notebooks)")
+    bundle.add_argument("config", help="training TOML with a [design] table")
+    bundle.add_argument("--board", default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
+    bundle.add_argument("--build", default=None, help="build folder to take design.json, hls/ and the bitstream "
+                                                      "from (default: the emulated board's files only)")
+    bundle.add_argument("--out", required=True, help="the package folder (new, empty, or an earlier bundle)")
+    bundle.set_defaults(func=_cmd_bundle)
 
     train = commands.add_parser("train", help="train one configuration (TOML) with its techniques")
     train.add_argument("config", help="TOML training configuration")

@@ -23,22 +23,10 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from codesign.deploy.csb_training import CsbBoardTrainer
 from codesign.deploy.manifest import DeployError
 from codesign.deploy.overlay import CodesignOverlay
-from codesign.deploy.training import BoardTrainer
-from codesign.loops.csb import CsbMlpTrainer, CsbTrainSetup
+from codesign.deploy.trainers import QUICK_CHANGES, board_trainer, family_of, golden_trainer
 from codesign.loops.data import DataFileError, load_npz
-from codesign.loops.fb import FbMlpTrainer, HwTrainSetup
-
-# family -> (board trainer, golden loop, set-up class, the state keys compared)
-FAMILIES = {
-    "fpmac_array": (BoardTrainer, FbMlpTrainer, HwTrainSetup, ("weights", "biases", "velocity")),
-    "csb": (CsbBoardTrainer, CsbMlpTrainer, CsbTrainSetup, ("buffers", "masks")),
-}
-QUICK = {"fpmac_array": {"epochs": 2, "epsilon": 1.0},  # the FB rises after the first epoch: both widths run
-         "csb": {"epochs": 2, "warmup_epochs": 1, "schedule": "constant"}}  # warm-up, search, then fixed point
-
 
 def compare_states(board: Dict[str, Any], golden: Dict[str, Any], keys) -> Dict[str, int]:
     """Words compared and words that differ over the arrays under ``keys`` (shapes must agree)."""
@@ -59,22 +47,18 @@ def check(build_dir: Path, data_file: Path, *, steps: int = 2, emulate=None) -> 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the notice that the emulated board stands in is part of the report
         overlay = CodesignOverlay(build_dir, emulate=emulate)
-    loop = overlay.manifest.get("loop") or {}
-    family = loop.get("family")
-    if family not in FAMILIES:
-        raise DeployError(f"{build_dir}: design.json records no loop this check runs ({sorted(FAMILIES)})")
-    board_class, golden_class, setup_class, keys = FAMILIES[family]
-    changes = QUICK[family]
-    board = board_class(overlay, **changes)
-    golden = golden_class(setup_class.from_dict({**loop["setup"], **changes}))
+    family = family_of(overlay.manifest)
+    changes = QUICK_CHANGES[family.name]
+    board = board_trainer(overlay, **changes)
+    golden = golden_trainer(overlay.manifest, **changes)
     seconds: List[float] = []
     for trainer in (board, golden):
         started = time.perf_counter()
         trainer.fit(data, progress=False, max_steps=steps)
         seconds.append(time.perf_counter() - started)
-    result = compare_states(board.read_weights(), golden.read_weights(), keys)
+    result = compare_states(board.read_weights(), golden.read_weights(), family.state_keys)
     same_history = [row["accuracy"] for row in board.history] == [row["accuracy"] for row in golden.history]
-    return {"family": family, "design": overlay.manifest["design"], "emulated": bool(overlay.emulated),
+    return {"family": family.name, "design": overlay.manifest["design"], "emulated": bool(overlay.emulated),
             "steps": board.step, **result, "same_accuracy": same_history,
             "board_s": round(seconds[0], 3), "golden_s": round(seconds[1], 3),
             "python": ".".join(map(str, sys.version_info[:3])), "numpy": np.__version__,

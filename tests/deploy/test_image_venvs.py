@@ -7,7 +7,10 @@ dependencies only (no torch, scikit-learn, jinja2, matplotlib). In it:
 - importing :mod:`codesign.deploy` must pull in none of the desktop's packages;
 - ``python -m codesign.deploy.selfcheck`` trains each PE family's design
   through the driver on the emulated board and through the golden loop, and
-  every state word must be equal.
+  every state word must be equal;
+- the bundle ``codesign bundle`` writes installs from its wheel, ``pynq
+  get-notebooks``' delivery hook copies its notebook out of the package, and
+  the notebook runs there (nbclient, in its quick mode) on the emulated board.
 
 The build folders and the data file are written here on the desktop, as
 ``codesign build`` / ``codesign bundle`` would. Interpreters come from
@@ -27,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from codesign.bundle import write_bundle
 from codesign.design import load_design
 from codesign.design.build import write_emulation_folder
 from codesign.loops.data import save_npz
@@ -73,6 +77,23 @@ def board_files(tmp_path_factory) -> dict:
     return {"folders": folders, "data": save_npz(load_digits_dataset(validation_fraction=0.2), root / "digits.npz")}
 
 
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    return write_bundle(load_design(EXAMPLES / DESIGNS["csb"]), tmp_path_factory.mktemp("bundle") / "csb")
+
+
+DELIVER = ("import sys\n"
+           "from codesign.deploy.bundle import installed_bundles\n"
+           "from importlib import metadata\n"
+           "found = metadata.entry_points()\n"
+           "group = found.select(group='pynq.notebooks') if hasattr(found, 'select') else found['pynq.notebooks']\n"
+           "(entry,) = [e for e in group if e.name == sys.argv[1]]\n"
+           "module = entry.load()\n"
+           "from pathlib import Path\n"
+           "module.deliver_notebooks(None, Path(module.__file__).parent, sys.argv[2], entry.name, folder=True)\n"
+           "print(sorted(installed_bundles()))\n")
+
+
 def venv_report(python: Path) -> dict:
     """Installed distributions with their sizes (KiB on disk), from inside the venv."""
     script = ("import json, importlib.metadata as m, pathlib\n"
@@ -86,7 +107,7 @@ def venv_report(python: Path) -> dict:
 
 
 @pytest.mark.parametrize("image", sorted(IMAGES))
-def test_runtime_trains_bit_identically_in_an_image_like_venv(image, wheel, board_files, tmp_path):
+def test_runtime_trains_bit_identically_in_an_image_like_venv(image, wheel, board_files, bundle, tmp_path):
     version, image_packages = IMAGES[image]
     base = interpreter(version)
     if base is None:
@@ -122,6 +143,21 @@ def test_runtime_trains_bit_identically_in_an_image_like_venv(image, wheel, boar
         assert report["compared"] > 0 and report["differ"] == 0 and report["same_accuracy"]
         assert report["python"].startswith(version) and report["pynq"] == image_packages[0].split("==")[1]
         reports.append(report)
+    # the bundle: its wheel names only the runtime; its notebook is delivered and runs from the package's files
+    _run([*pip, "-c", str(constraints), str(bundle.wheel)])
+    delivered = tmp_path / "pynq-notebooks"
+    _run([str(python), "-c", DELIVER, bundle.name, str(delivered)], env=env, cwd=tmp_path)
+    notebook = delivered / bundle.name / "train_on_board.ipynb"
+    assert notebook.is_file()
+    _run([*pip, "-c", str(constraints), "nbclient", "ipykernel"])  # Jupyter, as the images have it
+    runner = ("import sys, nbformat\nfrom nbclient import NotebookClient\n"
+              "nb = nbformat.read(sys.argv[1], as_version=4)\n"
+              "NotebookClient(nb, timeout=600, kernel_name='python3', resources={'metadata': {'path': sys.argv[2]}})"
+              ".execute()\n"
+              "print('\\n'.join(o.get('text', '') for c in nb.cells for o in c.get('outputs', [])))\n")
+    ran = _run([str(python), "-c", runner, str(notebook), str(notebook.parent)],
+               env={**env, "CODESIGN_NOTEBOOK_QUICK": "1"}, cwd=tmp_path)
+    assert "emulated: True" in ran.stdout and "test accuracy" in ran.stdout, ran.stdout[-2000:]
     total_kib = sum(size for _, size in installed.values())
     print(f"\n{image}: installed in {install_s:.0f} s, {total_kib / 1024:.0f} MiB: "
           + ", ".join(f"{name} {version_} ({size // 1024} MiB)" if size >= 1024 else f"{name} {version_}"
