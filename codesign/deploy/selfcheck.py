@@ -5,7 +5,9 @@ and compare every state word.
 overlay (the board when PYNQ finds one and the bitstream is there, else the emulated board with ``--emulate``),
 builds the design's board trainer and its golden loop from design.json (``loop``), trains both for ``N`` steps
 of the same batches, and prints one JSON line: the family, the steps, the words compared and how many differ,
-and the seconds of each run. The exit status is 0 only when no word differs.
+and the seconds of each run. The exit status is 0 only when no word differs. A TT design's loop has its host
+in torch, so for TT the check is its layer steps (:func:`codesign.deploy.tt_training.tt_step_check`: every
+output, gradient and scale of ``N`` steps per layer through the IPs and through the golden kernels).
 
 It needs nothing but this runtime (NumPy and PYNQ), so it runs as it is on a PYNQ image, and in the image-like
 virtual environments the test suite builds (``tests/deploy/test_image_venvs.py``).
@@ -25,8 +27,15 @@ import numpy as np
 
 from codesign.deploy.manifest import DeployError
 from codesign.deploy.overlay import CodesignOverlay
-from codesign.deploy.trainers import QUICK_CHANGES, board_trainer, family_of, golden_trainer
+from codesign.deploy.trainers import (
+    QUICK_CHANGES,
+    board_trainer,
+    family_of,
+    golden_trainer,
+)
+from codesign.deploy.tt_training import tt_step_check
 from codesign.loops.data import DataFileError, load_npz
+
 
 def compare_states(board: Dict[str, Any], golden: Dict[str, Any], keys) -> Dict[str, int]:
     """Words compared and words that differ over the arrays under ``keys`` (shapes must agree)."""
@@ -47,6 +56,13 @@ def check(build_dir: Path, data_file: Path, *, steps: int = 2, emulate=None) -> 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the notice that the emulated board stands in is part of the report
         overlay = CodesignOverlay(build_dir, emulate=emulate)
+    versions = {"python": ".".join(map(str, sys.version_info[:3])), "numpy": np.__version__,
+                "pynq": __import__("pynq").__version__}
+    if (overlay.manifest.get("loop") or {}).get("family") == "tt":
+        started = time.perf_counter()
+        result = tt_step_check(overlay, steps=steps)
+        return {"family": "tt", "design": overlay.manifest["design"], "emulated": bool(overlay.emulated), **result,
+                "same_accuracy": True, "board_s": round(time.perf_counter() - started, 3), **versions}
     family = family_of(overlay.manifest)
     changes = QUICK_CHANGES[family.name]
     board = board_trainer(overlay, **changes)
@@ -60,9 +76,7 @@ def check(build_dir: Path, data_file: Path, *, steps: int = 2, emulate=None) -> 
     same_history = [row["accuracy"] for row in board.history] == [row["accuracy"] for row in golden.history]
     return {"family": family.name, "design": overlay.manifest["design"], "emulated": bool(overlay.emulated),
             "steps": board.step, **result, "same_accuracy": same_history,
-            "board_s": round(seconds[0], 3), "golden_s": round(seconds[1], 3),
-            "python": ".".join(map(str, sys.version_info[:3])), "numpy": np.__version__,
-            "pynq": __import__("pynq").__version__}
+            "board_s": round(seconds[0], 3), "golden_s": round(seconds[1], 3), **versions}
 
 
 def main(argv=None) -> int:

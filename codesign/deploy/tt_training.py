@@ -19,17 +19,21 @@ not part of the board runtime: a board without torch runs the TT layer steps
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
+from codesign.numerics.scales import UNSET
 from codesign.pe.tt import golden
 from codesign.pe.tt.contract import STATUS_BAD_HEADER, STATUS_OK, STATUS_TOO_LARGE
 from codesign.pe.tt.cycles import transaction_cycles
 from codesign.pe.tt.golden import result_shape
-from codesign.pe.tt.schedule import StepHardware, assign_calls
+from codesign.pe.tt.layer_state import PER_CORE_TRACKERS, TRACKERS, TtLayerState
+from codesign.pe.tt.schedule import StepHardware, assign_calls, hardware_of
+from codesign.pe.tt.step import GoldenRunner, checked_values, compare_steps, pe_step
 
 STATUS_NAMES = {STATUS_OK: "ok", STATUS_BAD_HEADER: "bad header", STATUS_TOO_LARGE: "too large"}
 
@@ -141,4 +145,58 @@ class IpRunner:
         return results
 
 
-__all__ = ["IpRunner"]
+def step_hardware(manifest: Mapping) -> StepHardware:
+    """The PE builds of design.json's TT IPs (:func:`codesign.pe.tt.schedule.hardware_of`)."""
+    try:
+        return hardware_of([(ip["name"], ip["pe"], ip["spec"]) for ip in manifest["ips"]], design=manifest["design"])
+    except (ValueError, TypeError) as error:
+        raise DeployError(f"design {manifest['design']!r}: {error}") from None
+
+
+def random_layer(layer: Mapping, precision: Mapping, rng: np.random.Generator) -> TtLayerState:
+    """A TT layer of design.json's shapes and precision with seeded cores and bias, its scales not yet set."""
+    cores = [rng.normal(0.0, 0.5, size=tuple(shape)).astype(np.float32) for shape in layer["core_shapes"]]
+    order = len(cores)
+    trackers = tuple((UNSET,) * (order if index < PER_CORE_TRACKERS else 1) for index in range(len(TRACKERS)))
+    return TtLayerState(cores=tuple(cores), bias=rng.normal(0.0, 0.1, layer["out_features"]).astype(np.float32)
+                        if layer["bias"] else None, in_features=layer["in_features"],
+                        out_features=layer["out_features"], is_network_input=layer["is_network_input"],
+                        trackers=trackers, **precision)
+
+
+def tt_step_check(overlay, *, steps: int = 2, seed: int = 0) -> dict:
+    """Each TT layer of the design, ``steps`` training steps through the IPs and through the golden kernels.
+
+    The host work between PE calls (partial sums, scale choice, rounding,
+    bias, masks) is :func:`codesign.pe.tt.step.pe_step` on both sides; after
+    every step both layers take the returned scales and a plain SGD step
+    with the golden core gradients, so later steps see other scales. Returns
+    the values compared (outputs, gradients, scales) and how many differ.
+    """
+    setup = overlay.manifest["loop"]["setup"]
+    hardware = step_hardware(overlay.manifest)
+    drivers: dict = {}
+    for ip in overlay.manifest["ips"]:
+        if ip["pe"] in ("tt1", "tt2"):
+            drivers.setdefault(ip["pe"], []).append(overlay.accelerator(ip["name"]))
+    ip_runner, golden = IpRunner(drivers, hardware), GoldenRunner()
+    rng = np.random.default_rng((seed, steps))
+    compared = differ = 0
+    for layer in setup["layers"]:
+        state = random_layer(layer, setup["precision"], rng)
+        for _ in range(steps):
+            batch = setup["batch_size"]
+            x = rng.random((batch, layer["in_features"])).astype(np.float32)
+            grad_y = rng.normal(0.0, 0.01, (batch, layer["out_features"])).astype(np.float32)
+            on_ips = pe_step(state, x, grad_y, ip_runner, hardware)
+            expected = pe_step(state, x, grad_y, golden, hardware)
+            compared += checked_values(expected)
+            differ += sum(compare_steps(expected, on_ips).values())
+            state = dataclasses.replace(
+                state, cores=tuple(core - 0.05 * grad for core, grad in zip(state.cores, expected.core_grads)),
+                trackers=tuple(expected.trackers[name] for name in TRACKERS))
+    return {"layers": len(setup["layers"]), "steps": steps * len(setup["layers"]), "compared": compared,
+            "differ": differ, "ip_calls": ip_runner.ip_calls, "transactions": ip_runner.transactions}
+
+
+__all__ = ["IpRunner", "random_layer", "step_hardware", "tt_step_check"]

@@ -8,6 +8,7 @@ The loops take plain set-ups so that a board can rebuild them from design.json
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from codesign.design.point import DesignPoint, derived_pe_fields
@@ -102,11 +103,35 @@ def csb_setup_of(design, **changes) -> CsbTrainSetup:
 LOOP_SETUPS = {"fpmac_array": fb_setup_of, "csb": csb_setup_of}  # PE family -> its loop's set-up of a design
 
 
-def loop_entry(design: DesignPoint) -> dict[str, Any] | None:
-    """design.json's ``loop``: the family and set-up of the design's golden loop, or None (no single-PE loop).
+def tt_entry(design: DesignPoint) -> dict[str, Any] | None:
+    """design.json's ``loop`` of a TT design: its layers as the step sees them (core shapes at the initial
+    ranks, bias, which one takes the network's input), the precision and the batch.
 
-    The TT loop runs its host side in torch (:mod:`codesign.train.hw_golden_tt`) and is not recorded.
+    The TT loop's host (Adam, the prior, rank pruning) runs in torch, so a board runs the layer steps of this
+    set-up (:func:`codesign.deploy.tt_training.tt_step_check`), not the loop.
     """
+    if "tt" not in design.training.techniques or any(not i.pe.startswith("tt") for i in design.instances):
+        return None
+    from codesign.train.techniques.tt import tt_model_config
+    from codesign.train.tt.model import TTMLP
+    from codesign.train.tt.pe_check import layer_state
+
+    model = tt_model_config(design.training)
+    states = [layer_state(layer) for layer in TTMLP(model).layers]
+    states = [dataclasses.replace(state, is_network_input=index == 0) for index, state in enumerate(states)]
+    precision = dataclasses.asdict(model.precision)
+    return {"family": "tt", "setup": {
+        "batch_size": design.training.optim.batch_size, "seed": design.training.seed, "precision": precision,
+        "layers": [{"core_shapes": [list(core.shape) for core in state.cores], "bias": state.bias is not None,
+                    "in_features": state.in_features, "out_features": state.out_features,
+                    "is_network_input": state.is_network_input} for state in states]}}
+
+
+def loop_entry(design: DesignPoint) -> dict[str, Any] | None:
+    """design.json's ``loop``: the family and set-up of the design's golden loop, or None (no loop a board runs)."""
+    tt = tt_entry(design)
+    if tt is not None:
+        return tt
     families = [pe for pe in LOOP_SETUPS if any(instance.pe == pe for instance in design.instances)]
     if len(families) != 1 or len(design.instances) != 1:
         return None

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from codesign.pe.tt.schedule import StepHardware
+from codesign.pe.tt.schedule import StepHardware, hardware_of
 from codesign.pe.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan, to_values
 from codesign.train.config import TrainConfig
 from codesign.train.data import Dataset
@@ -50,9 +50,6 @@ from codesign.loops.common import HwTrainError
 from codesign.train.trainer import Trainer
 from codesign.train.tt.layer import TTLinear, tt_layers
 from codesign.train.tt.pe_check import layer_state, trackers_of
-
-PE_FIELDS = {"tt1": "pe1", "tt2": "pe2", "tt3": "pe3"}  # the StepHardware field of each TT PE
-
 
 # ---------------------------------------------------------------------------- the forward sweep on PEs
 @dataclass
@@ -223,23 +220,11 @@ def run_on_pes(model: torch.nn.Module, backend: PeBackend) -> list[TTLinear]:
 
 
 def design_hardware(design) -> StepHardware:
-    """The PE builds of a design point's TT instances: tt1 and tt2 (copies of one build each), tt3 when present."""
-    fields: dict = {}
-    for pe, field in PE_FIELDS.items():
-        found = [instance for instance in design.instances if instance.pe == pe]
-        if not found and pe != "tt3":
-            raise HwTrainError(f"design {design.name!r} has no {pe} instance; the TT loop needs one")
-        if len(found) > 1 and pe == "tt3":
-            raise HwTrainError(f"design {design.name!r} has {len(found)} tt3 instances; PE3 has no call in the "
-                               "step, so one is the most the TT loop takes")
-        if any(instance.spec != found[0].spec for instance in found):
-            raise HwTrainError(f"design {design.name!r}: the {pe} instances {', '.join(i.name for i in found)} are "
-                               "different builds; copies of a PE must share one build")
-        if found:
-            fields[field] = found[0].spec
-        if pe != "tt3":
-            fields[f"{field}_units"] = len(found)
-    return StepHardware(**fields)
+    """The PE builds of a design point's TT instances (:func:`codesign.pe.tt.schedule.hardware_of`)."""
+    try:
+        return hardware_of([(i.name, i.pe, i.spec) for i in design.instances], design=design.name)
+    except ValueError as error:
+        raise HwTrainError(str(error)) from None
 
 
 # ---------------------------------------------------------------------------- the loop

@@ -40,7 +40,7 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-DESIGNS = {"fpmac_array": "digits_abvs.toml", "csb": "digits_compressed_mlp.toml"}
+DESIGNS = {"fpmac_array": "digits_abvs.toml", "csb": "digits_compressed_mlp.toml", "tt": "digits_tt.toml"}
 # name -> (Python of the image, what the image's pip holds)
 IMAGES = {
     # PYNQ 3.0/3.0.1/3.1 images (Ubuntu 22.04): pynq 3.0.1 imports pycparser.plyparser, gone in pycparser 3

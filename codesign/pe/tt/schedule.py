@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Tuple
 from dataclasses import dataclass
 
 from codesign.numerics.formats import _check_int
@@ -310,3 +311,34 @@ def plan_step(geometry: LayerGeometry, *, act_bits: int = 8, grad_bits: int = 16
                          need_input_grad=need_input_grad, hardware=hardware)
     calls = [call for index, item in enumerate(items) for call in tile(index, item, hardware)]
     return StepPlan(geometry=geometry, hardware=hardware, contractions=tuple(items), calls=tuple(calls))
+
+
+HARDWARE_FIELDS = {"tt1": "pe1", "tt2": "pe2", "tt3": "pe3"}  # the StepHardware field of each TT PE
+SPEC_CLASSES = {"tt1": Tt1Spec, "tt2": Tt2Spec, "tt3": Tt3Spec}
+
+
+def hardware_of(builds: Sequence[Tuple[str, str, object]], *, design: str) -> StepHardware:
+    """The PE builds a design's TT IPs give a step, from ``(IP name, PE, spec)`` of every IP (others ignored).
+
+    tt1 and tt2 are required, each in copies of one build; tt3 at most once
+    (PE3 has no call in the step). A spec may be a spec object or its
+    ``to_dict()`` (design.json's form), so the desktop and the board share
+    this rule. Raises ValueError naming the design and the IPs.
+    """
+    fields: dict = {}
+    for pe, field in HARDWARE_FIELDS.items():
+        found = [(name, spec if isinstance(spec, SPEC_CLASSES[pe]) else SPEC_CLASSES[pe](**spec))
+                 for name, kind, spec in builds if kind == pe]
+        if not found and pe != "tt3":
+            raise ValueError(f"design {design!r} has no {pe} instance; the TT loop needs one")
+        if len(found) > 1 and pe == "tt3":
+            raise ValueError(f"design {design!r} has {len(found)} tt3 instances; PE3 has no call in the step, so "
+                             "one is the most the TT loop takes")
+        if any(spec != found[0][1] for _, spec in found):
+            raise ValueError(f"design {design!r}: the {pe} instances {', '.join(name for name, _ in found)} are "
+                             "different builds; copies of a PE must share one build")
+        if found:
+            fields[field] = found[0][1]
+        if pe != "tt3":
+            fields[f"{field}_units"] = len(found)
+    return StepHardware(**fields)
