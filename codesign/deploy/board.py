@@ -4,7 +4,9 @@ Each PE family's board trainer is its golden loop on a backend that sends
 the layer work to IPs (:mod:`codesign.deploy.training`, ``csb_training``,
 ``tt_training``); this mixin holds the part that does not depend on the
 family: refuse an overlay that does not implement the design point, find the
-instances of a PE, and report the IPs' calls, busy time and modelled cycles.
+instances of a PE, and report the IPs' calls, busy time and modelled cycles,
+and the energy of the last :meth:`OnBoard.fit` (PMBus rails on a board,
+:mod:`codesign.deploy.energy`).
 """
 
 from __future__ import annotations
@@ -13,13 +15,19 @@ import dataclasses
 from typing import Any, Iterable, Mapping
 
 from codesign.deploy.driver import AccelIP
+from codesign.deploy.energy import GROUPS, PowerSampler, measure_rails
 from codesign.deploy.manifest import DeployError, check_design
+
+NO_MODELLED_ENERGY = ("the loop has no modelled energy figure (its throughput() and history rows carry none), and "
+                      "the emulated board has no power rails to read")
 
 
 class OnBoard:
     """Mixin of a board trainer: ``self.overlay`` and the drivers its backend calls."""
 
     overlay = None
+    energy: dict[str, Any] | None = None  # of the last fit (None before one)
+    power_interval_s = 0.05  # seconds between two readings of the PMBus rails
 
     def bind(self, overlay, design=None) -> None:
         """Bind ``overlay``; with a design point (on a desktop), first check that the overlay implements it
@@ -56,8 +64,9 @@ class OnBoard:
                               "name the IP to train on with ip=...")
         return names[0]
 
-    def ip_figures(self, drivers: Iterable[AccelIP], pe_cycles: int) -> dict[str, float]:
-        """IP calls, seconds from ap_start to ap_done, and the PE cycles of the RTL cycle model at the design's clock.
+    def ip_figures(self, drivers: Iterable[AccelIP], pe_cycles: int) -> dict[str, Any]:
+        """IP calls, seconds from ap_start to ap_done, the PE cycles of the RTL cycle model at the design's clock,
+        and ``energy``: the energy of the last :meth:`fit` (None before one).
 
         The cycle model counts the PEs' streams only: the shell's DDR
         transfers and the host's work are left out, so a board takes longer.
@@ -65,4 +74,80 @@ class OnBoard:
         drivers = list(drivers)
         clock_hz = float(self.overlay.manifest["clock_mhz"]) * 1e6
         return {"ip_calls": sum(d.calls for d in drivers), "ip_busy_s": sum(d.busy_s for d in drivers),
-                "emulated": bool(self.overlay.emulated), "pe_cycles": pe_cycles, "pe_model_s": pe_cycles / clock_hz}
+                "emulated": bool(self.overlay.emulated), "pe_cycles": pe_cycles, "pe_model_s": pe_cycles / clock_hz,
+                "energy": None if self.energy is None else dict(self.energy)}
+
+    # -- energy
+
+    def fit(self, *args, **kwargs):
+        """The loop's ``fit`` (same arguments, same history), and ``self.energy`` for this call.
+
+        On a board with PMBus power rails (:func:`codesign.deploy.energy.measure_rails`)
+        the rails are sampled through the whole call (the steps and the
+        epoch-end evaluations; static power included) and ``self.energy`` is
+        ``{"source": "pmbus", "board", "steps", "seconds", "samples",
+        "interval_s", "joules": {PS, PL, other}, "joules_per_step": {PS, PL,
+        other}, "watts": {...}, "joules_by_rail", "rail_groups"}``, joules
+        per step being the call's joules over the steps it trained (None
+        for no step). On the emulated board ``source`` is ``"modelled"``:
+        ``joules_per_step`` is the loop's own modelled figure where it has
+        one (the TT loop's cost ledger, ``energy_pj`` of its history rows),
+        otherwise None with the ``reason``. On a board without rails
+        ``source`` is ``"unavailable"``, with the reason.
+        """
+        overlay = self.overlay
+        emulated = overlay is None or bool(overlay.emulated)
+        if emulated:
+            rails = {}
+        else:  # read once per trainer: libsensors is set up on every get_rails
+            rails = self.__dict__.get("_power_rails")
+            if rails is None:
+                rails = self._power_rails = measure_rails()
+        steps_before = self._steps_trained()
+        if not rails:
+            history = super().fit(*args, **kwargs)
+            steps = self._steps_trained() - steps_before
+            self.energy = (self._modelled_energy(history, steps) if emulated else
+                           {"source": "unavailable", "board": self._board_name(), "steps": steps,
+                            "joules_per_step": None,
+                            "reason": f"no PMBus power rail with a power sensor found on this "
+                                      f"{self._board_name()} (pynq.pmbus.get_rails)"})
+            return history
+        sampler = PowerSampler(rails, interval_s=self.power_interval_s)
+        with sampler:
+            history = super().fit(*args, **kwargs)
+        record = sampler.result
+        steps = self._steps_trained() - steps_before
+        self.energy = {"source": record.source, "board": self._board_name(), "steps": steps,
+                       "seconds": record.seconds, "samples": record.samples, "interval_s": record.interval_s,
+                       "joules": dict(record.joules),
+                       "joules_per_step": ({group: record.joules[group] / steps for group in GROUPS} if steps
+                                           else None),
+                       "watts": record.watts(), "joules_by_rail": dict(record.joules_by_rail),
+                       "rail_groups": dict(record.groups)}
+        return history
+
+    def _board_name(self) -> str:
+        return str(self.overlay.manifest.get("board", "board")) if self.overlay is not None else "board"
+
+    def _steps_trained(self) -> int:
+        """The loop's step counter (``step`` of the FB and CSB loops, ``steps`` of the TT loop)."""
+        for name in ("step", "steps"):
+            value = getattr(self, name, None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        raise DeployError(f"{type(self).__name__}: the loop counts no steps (no integer step or steps)")
+
+    def _modelled_energy(self, history, steps: int) -> dict[str, Any]:
+        """The loop's modelled energy of this fit: the cumulative ``energy_pj`` of its last history row since the
+        previous fit's, over the steps; None with the reason where the rows carry no such figure."""
+        rows = list(history or [])
+        last = rows[-1].get("energy_pj") if rows and isinstance(rows[-1], Mapping) else None
+        if last is None:
+            return {"source": "modelled", "steps": steps, "joules_per_step": None, "reason": NO_MODELLED_ENERGY}
+        seen, self._modelled_pj_seen = getattr(self, "_modelled_pj_seen", 0.0), float(last)
+        joules = (float(last) - seen) * 1e-12
+        return {"source": "modelled", "steps": steps, "joules": joules,
+                "joules_per_step": joules / steps if steps else None,
+                "model": "the loop's cost ledger (energy_pj of its history rows: MAC and DRAM energy by the "
+                         "45 nm table of codesign.energy); the PE arithmetic, not the FPGA's rails: no PS/PL split"}
