@@ -56,6 +56,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_float_quantize.py
 	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/bench_sweep_workers.py
 	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/bench_board_training.py
+	$(BIN)/python benchmarks/bench_runtime_import.py
 
 clean:
 	rm -rf out build dist sim_build .pytest_cache
