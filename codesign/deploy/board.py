@@ -42,6 +42,8 @@ class OnBoard:
         A design.json without a loop of ``family`` (another PE family, or a
         design with several IPs) is refused with what it holds.
         """
+        if "spec" in changes:
+            raise DeployError("the spec is the IP's (design.json), not a set-up change")
         manifest = self.overlay.manifest
         entry = manifest.get("loop")
         if not isinstance(entry, Mapping) or entry.get("family") != family:

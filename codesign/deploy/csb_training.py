@@ -214,8 +214,6 @@ class CsbBoardTrainer(OnBoard, CsbMlpTrainer):
     """
 
     def __init__(self, overlay, design=None, *, ip: str | None = None, **setup_changes) -> None:
-        if "spec" in setup_changes:
-            raise DeployError("the spec is the IP's (design.json), not a set-up change")
         self.bind(overlay, design)
         setup = self.loop_setup("csb", CsbTrainSetup, setup_changes)
         ip = self.instance_name("csb", ip)

@@ -74,12 +74,12 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any, Dict, Mapping, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, progress_bar
+from codesign.loops.common import HwTrainError, LoopSetup, progress_bar
 from codesign.loops.data import stratified_split
 from codesign.loops.pruning import ORDERS, kernels_to_prune
 from codesign.numerics.scales import power_of_two_frac_bits
@@ -128,8 +128,10 @@ def learning_rate_exponent(rate: float) -> int:
 
 
 @dataclass(frozen=True)
-class CsbTrainSetup:
+class CsbTrainSetup(LoopSetup):
     """What the loop needs: the CSB PE's spec, layer widths, SGD (lr, schedule), warm-up and pruning search."""
+
+    spec_class = CsbSpec
 
     spec: CsbSpec
     layers: tuple[int, ...]  # features: input, hidden..., classes
@@ -171,17 +173,6 @@ class CsbTrainSetup:
                                f"{self.max_percent} in 0..100, drop_budget {self.drop_budget} >= 0")
         if not 0 < self.validation_fraction < 1:
             raise HwTrainError(f"validation_fraction {self.validation_fraction} must lie in (0, 1)")
-
-    def to_dict(self) -> Dict[str, Any]:
-        """Plain data for design.json: the board rebuilds the set-up with :meth:`from_dict`."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        values["spec"] = self.spec.to_dict()
-        values["layers"] = list(self.layers)
-        return values
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "CsbTrainSetup":
-        return cls(**{**values, "spec": CsbSpec(**values["spec"]), "layers": tuple(values["layers"])})
 
 
 # ---------------------------------------------------------------------------- backends

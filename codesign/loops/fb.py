@@ -41,12 +41,12 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
-from typing import Any, Dict, Mapping, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, progress_bar
+from codesign.loops.common import HwTrainError, LoopSetup, progress_bar
 from codesign.loops.fb_rule import FbController
 from codesign.numerics import FloatFormat, decode, encode, fp_mac
 from codesign.pe.fpmac.golden import from_container, to_container
@@ -57,8 +57,10 @@ from codesign.pe.fpmac_array.spec import FpmacArraySpec
 
 
 @dataclass(frozen=True)
-class HwTrainSetup:
+class HwTrainSetup(LoopSetup):
     """What the loop needs: the IP's spec, layer widths, optimiser (lr, momentum, weight decay) and FB rule."""
+
+    spec_class = FpmacArraySpec
 
     spec: FpmacArraySpec
     layers: tuple[int, ...]  # features: input, hidden..., classes
@@ -84,17 +86,6 @@ class HwTrainSetup:
         for name in ("batch_size", "epochs"):
             if getattr(self, name) < 1:
                 raise HwTrainError(f"{name} must be at least 1")
-
-    def to_dict(self) -> Dict[str, Any]:
-        """Plain data for design.json: the board rebuilds the set-up with :meth:`from_dict`."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        values["spec"] = self.spec.to_dict()
-        values["layers"] = list(self.layers)
-        return values
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "HwTrainSetup":
-        return cls(**{**values, "spec": FpmacArraySpec(**values["spec"]), "layers": tuple(values["layers"])})
 
 
 # ---------------------------------------------------------------------------- GEMM backends
