@@ -44,7 +44,7 @@ DESIGNS = {"fpmac_array": "digits_abvs.toml", "csb": "digits_compressed_mlp.toml
 # name -> (Python of the image, what the image's pip holds)
 IMAGES = {
     # PYNQ 3.0/3.0.1/3.1 images (Ubuntu 22.04): pynq 3.0.1 imports pycparser.plyparser, gone in pycparser 3
-    "pynq-3.0.1-py3.10": ("3.10", ["pynq==3.0.1", "numpy==1.21.6", "pycparser==2.21"]),
+    "pynq-3.0.1-py3.10": ("3.10", ["pynq==3.0.1", "numpy==1.21.2", "pycparser==2.21"]),
     "pynq-4.0.0-py3.12": ("3.12", ["pynq==4.0.0"]),  # pynq 4.0: Ubuntu 24.04, Python 3.12
 }
 FORBIDDEN = ("torch", "sklearn", "scipy", "jinja2", "matplotlib", "cocotb", "dask", "codesign.train",
