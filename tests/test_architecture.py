@@ -17,4 +17,4 @@ def test_no_module_imports_itself_through_others():
               if imported.startswith("codesign") and graph.chain_exists(importer=imported, imported=module)]
     assert cycles == [], "import cycles (module -> a module that imports it back): " + ", ".join(
         f"{a} -> {b}" for a, b in cycles)
-    assert len(graph.modules) > 150  # the whole package was read
+    assert {"codesign.deploy.overlay", "codesign.loops.fb", "codesign.cli"} <= graph.modules  # the whole package
