@@ -36,13 +36,14 @@ from codesign.deploy.manifest import load_manifest
 from codesign.design.build import render_ip_projects, write_ip_projects
 from codesign.design.loops import loop_entry
 from codesign.design.point import DesignPoint
+from codesign.hw.outdir import OutputDirError, check_output_dir
 from codesign.hw.shell import MANIFEST_FILE
 
 MARKER = "codesign_bundle.json"  # at the top of a bundle folder: it was written by codesign bundle
 NOTEBOOK = "train_on_board.ipynb"
 
 
-class BundleFolderError(ValueError):
+class BundleFolderError(OutputDirError):
     """The bundle cannot be written as asked (nothing was written)."""
 
 
@@ -65,16 +66,18 @@ def package_name(design: DesignPoint) -> str:
     return f"codesign_overlay_{design.name}_{design.board.name}".replace("-", "_")
 
 
+def is_bundle_dir(out_dir: Path) -> bool:
+    return (Path(out_dir) / MARKER).is_file()
+
+
 def check_bundle_dir(out_dir: Path) -> None:
-    """Refuse a path that exists and is neither an empty folder nor an earlier bundle; check it can be written."""
-    out_dir = Path(out_dir)
-    if out_dir.exists():
-        if not out_dir.is_dir():
-            raise BundleFolderError(f"{out_dir} exists and is not a directory")
-        if any(out_dir.iterdir()) and not (out_dir / MARKER).is_file():
-            raise BundleFolderError(f"{out_dir} exists, is not empty and holds no {MARKER}: refusing to write into it")
+    """The output-folder rule (:mod:`codesign.hw.outdir`): missing, empty or an earlier bundle, and writable.
+
+    The bundle is assembled beside ``out_dir``, so its parent must be writable too.
+    """
+    out_dir = check_output_dir(Path(out_dir), "bundle", marker=MARKER, is_own=is_bundle_dir, error=BundleFolderError)
     parent = out_dir.resolve().parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+    if out_dir.exists() and not os.access(parent, os.W_OK | os.X_OK):
         raise BundleFolderError(f"{parent} is not a writable folder: the bundle is assembled beside {out_dir.name}")
 
 
@@ -243,7 +246,10 @@ def write_bundle(design: DesignPoint, out_dir: Path, *, build_dir: Path | None =
     check_bundle_dir(out_dir)
     if build_dir is not None:
         _check_build(design, Path(build_dir))
-    scratch = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.resolve().parent))
+    parent = out_dir.resolve().parent
+    created = [folder for folder in (parent, *parent.parents) if not folder.exists()]  # deepest first
+    parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=parent))
     try:
         built = _write_package(design, scratch, None if build_dir is None else Path(build_dir))
         _build_wheel(scratch)
@@ -257,6 +263,12 @@ def write_bundle(design: DesignPoint, out_dir: Path, *, build_dir: Path | None =
     finally:
         if scratch.exists():
             shutil.rmtree(scratch)
+        if not out_dir.exists():  # failed: the parents made for the scratch folder go again
+            for folder in created:
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
     wheels = sorted((out_dir / "dist").glob("*.whl"))
     return BundleResult(out_dir=out_dir, name=bundle_name(design), package=package_name(design),
                         wheel=wheels[0] if wheels else None, built=built)

@@ -3,7 +3,9 @@
 The hardware commands work for every PE in :data:`codesign.pe.REGISTRY`:
 their per-PE flags are derived from the PE's spec and stimulus dataclasses,
 so no command knows a PE by name. Every argument is validated (by building
-the spec and the build target) before any file is written.
+the spec and the build target) before any file is written, and every output
+folder follows one rule (:mod:`codesign.hw.outdir`): new, empty, or one the
+same command wrote before, checked before any work starts.
 """
 
 from __future__ import annotations
@@ -111,9 +113,11 @@ def _cmd_setup(args: argparse.Namespace) -> int:
 
 def _cmd_generate(args: argparse.Namespace) -> int:
     from codesign.hw.flow import generate_project
+    from codesign.hw.render import check_output_dir
 
     pe = get_pe(args.pe)
     spec, target = pe.spec(**_dataclass_fields_from(args, SPEC)), _target_from(args)
+    check_output_dir(Path(args.out))  # the output-folder rule, before rendering
     written = generate_project(pe, spec, Path(args.out), target)
     print(f"wrote {len(written)} files to {args.out}:")
     for path in written:
@@ -123,14 +127,16 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from codesign.hw.flow import check_levels, verify
+    from codesign.hw.outdir import output_dir
 
     pe = get_pe(args.pe)
     spec, target = pe.spec(**_dataclass_fields_from(args, SPEC)), _target_from(args)
     options = pe.stimulus_options(**_dataclass_fields_from(args, STIMULUS))
     levels = check_levels(level.strip() for level in args.levels.split(",") if level.strip())
     log = (lambda text: print(text, file=sys.stderr)) if args.json else print
-    report = verify(pe, spec, target=target, work_dir=Path(args.work), levels=levels, options=options,
-                    simulator=args.simulator, progress=log)
+    with output_dir(Path(args.work), "verify") as work:
+        report = verify(pe, spec, target=target, work_dir=work, levels=levels, options=options,
+                        simulator=args.simulator, progress=log)
     if args.json:
         print(json.dumps(report.to_dict(), indent=1, sort_keys=True))
     else:
@@ -142,6 +148,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_estimate(args: argparse.Namespace) -> int:
     from codesign.hw.estimate import estimate
+    from codesign.hw.outdir import output_dir
 
     pe = get_pe(args.pe)
     sweep = _dataclass_fields_from(args, SPEC)
@@ -150,8 +157,8 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
         specs = [pe.spec(**dict(zip(names, values))) for values in itertools.product(*(sweep[n] for n in names))]
     else:
         specs = pe.estimate_specs()
-    report = estimate(pe, specs, families=tuple(args.families.split(",")), out_dir=Path(args.out),
-                      workers=args.workers)
+    with output_dir(Path(args.out), "estimate") as out:
+        report = estimate(pe, specs, families=tuple(args.families.split(",")), out_dir=out, workers=args.workers)
     print(f"wrote {Path(args.out) / f'{pe.name}_cost.json'} ({len(report['entries'])} syntheses)")
     print((Path(args.out) / f"{pe.name}_cost.md").read_text())
     return 0
@@ -160,15 +167,19 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
 def _cmd_design(args: argparse.Namespace) -> int:
     from codesign.design import load_design
     from codesign.design.fit import fit_design, write_fit
+    from codesign.hw.outdir import check_output_dir, output_dir
 
     design = load_design(Path(args.config), board_name=args.board)
+    if args.out:
+        check_output_dir(Path(args.out), "design")  # before Yosys
     print(design.describe())
     report = fit_design(design, cache_dir=Path(args.cache), limit_percent=args.limit, progress=True)
     print()
     print(report.table())
     if args.out:
-        for path in write_fit(report, Path(args.out)):
-            print(f"wrote {path}")
+        with output_dir(Path(args.out), "design") as out:
+            for path in write_fit(report, out):
+                print(f"wrote {path}")
     return 0 if report.fits else 1
 
 
@@ -222,12 +233,18 @@ def _cmd_bundle(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from codesign.hw.outdir import output_dir
+
+    names = [name.strip() for name in args.pe.split(",") if name.strip()] or list(pe_names())
+    chosen = [get_pe(name) for name in names]  # every name checked before any work
+    with output_dir(Path(args.out), "demo") as out:
+        return _demo(args, out, chosen)
+
+
+def _demo(args: argparse.Namespace, out: Path, chosen: list) -> int:
     from codesign.hw.estimate import estimate
     from codesign.hw.flow import generate_project, verify
 
-    out = Path(args.out)
-    names = [name.strip() for name in args.pe.split(",") if name.strip()] or list(pe_names())
-    chosen = [get_pe(name) for name in names]  # every name checked before any work
     passed = True
     for pe in chosen:
         spec = pe.spec()
@@ -276,23 +293,25 @@ def _demo_builds(out: Path) -> None:
 def _cmd_train(args: argparse.Namespace) -> int:
     import json
 
+    from codesign.hw.outdir import output_dir
     from codesign.hw.reports import write_json_atomic
-    from codesign.reproduce import check_output_dir
     from codesign.train.config import load_config
     from codesign.train.trainer import Trainer
 
     config = load_config(Path(args.config))
-    out = check_output_dir(Path(args.out))
-    result = Trainer(config).fit(checkpoint=out / "checkpoint.pt", resume=args.resume, checkpoint_every=args.checkpoint_every)
-    summary = {"test_accuracy": result.test_accuracy, "cost": result.cost, "techniques": result.techniques,
-               "history": result.history, "steps": result.steps, "skipped_steps": result.skipped_steps}
-    write_json_atomic(out / "result.json", summary)
+    with output_dir(Path(args.out), "train") as out:
+        result = Trainer(config).fit(checkpoint=out / "checkpoint.pt", resume=args.resume,
+                                     checkpoint_every=args.checkpoint_every)
+        summary = {"test_accuracy": result.test_accuracy, "cost": result.cost, "techniques": result.techniques,
+                   "history": result.history, "steps": result.steps, "skipped_steps": result.skipped_steps}
+        write_json_atomic(out / "result.json", summary)
     print(json.dumps({"test_accuracy": result.test_accuracy, "energy_pj": result.energy_pj, "bitops": result.bitops}))
     return 0
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from codesign.reproduce import REPRODUCTIONS, check_output_dir, reproduction
+    from codesign.hw.outdir import output_dir
+    from codesign.reproduce import COMMAND, REPRODUCTIONS, check_report_dir, is_report_dir, reproduction
     from codesign.reproduce.common import Execution
     from codesign.reproduce.readme import update_readme
 
@@ -304,9 +323,10 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     names = REPRODUCTIONS if args.name == "all" else (args.name,)
     modules = [reproduction(name) for name in names]
     execution = Execution(workers=args.workers, scheduler=args.scheduler, retries=args.retries)
-    outs = [check_output_dir(Path(args.out) / name) for name in names]  # every check before any training
+    outs = [check_report_dir(Path(args.out) / name) for name in names]  # every check before any training
     for name, module, out in zip(names, modules, outs):
-        payload = module.run(out, seeds=args.seeds, smoke=args.smoke, execution=execution)
+        with output_dir(out, COMMAND, is_own=is_report_dir):
+            payload = module.run(out, seeds=args.seeds, smoke=args.smoke, execution=execution)
         verdict = "all targets met" if payload["all_targets_met"] else "target(s) NOT met"
         print(f"[reproduce {name}] {verdict}; report in {out}")
         print((out / "table.md").read_text())
@@ -314,10 +334,12 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
+    from codesign.hw.outdir import output_dir
     from codesign.sweep import load_grid, run_sweep
 
     tasks = load_grid(Path(args.grid))
-    report = run_sweep(tasks, Path(args.out), scheduler=args.scheduler, workers=args.workers, retries=args.retries)
+    with output_dir(Path(args.out), "sweep") as out:
+        report = run_sweep(tasks, out, scheduler=args.scheduler, workers=args.workers, retries=args.retries)
     print(f"[sweep] {report.summary()}; results in {Path(args.out) / 'results'}")
     return 0 if report.passed else 1
 
@@ -338,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     verify = commands.add_parser("verify", help="golden vs C-sim vs RTL, bit for bit")
     for sub in _pe_subparsers(verify, target=True, stimulus=True).values():
-        sub.add_argument("--work", default="out/verify", help="directory for vectors, builds and reports")
+        sub.add_argument("--work", default="out/verify", help="directory for vectors, builds and reports (new, empty, or one this command wrote)")
         sub.add_argument("--levels", default="golden,csim,rtl", help="comma-separated subset of golden,csim,rtl")
         sub.add_argument("--simulator", default="icarus", choices=("icarus", "verilator"))
         sub.add_argument("--json", action="store_true", help="print the report as JSON on stdout (progress on stderr)")
@@ -347,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     estimate = commands.add_parser("estimate", help="Yosys resources against the board budgets")
     for sub in _pe_subparsers(estimate, sweep=True).values():
         sub.add_argument("--families", default="xc7,xcup", help="Yosys synth_xilinx families")
-        sub.add_argument("--out", default="out/estimate")
+        sub.add_argument("--out", default="out/estimate", help="directory for the cost reports (new, empty, or one this command wrote)")
         sub.add_argument("--workers", type=int, default=1, help="Yosys processes at a time")
     estimate.set_defaults(func=_cmd_estimate)
 
@@ -356,7 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     design.add_argument("--board", default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
     design.add_argument("--cache", default="out/estimate-cache", help="Yosys estimate cache")
     design.add_argument("--limit", type=float, default=DEFAULT_LIMIT_PERCENT, help="largest share of any board resource (%%)")
-    design.add_argument("--out", default=None, help="also write fit.json/.md/.png here")
+    design.add_argument("--out", default=None, help="also write fit.json/.md/.png here (new, empty, or one this command wrote)")
     design.set_defaults(func=_cmd_design)
 
     build = commands.add_parser("build", help="a design's build folder (and bitstream where Vivado is installed), "
@@ -383,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", help="train one configuration (TOML) with its techniques")
     train.add_argument("config", help="TOML training configuration")
-    train.add_argument("--out", default="out/train", help="directory for result.json and checkpoint.pt")
+    train.add_argument("--out", default="out/train", help="directory for result.json and checkpoint.pt (new, empty, or one this command wrote)")
     train.add_argument("--resume", action="store_true", help="continue from out/checkpoint.pt if present")
     train.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints")
     train.set_defaults(func=_cmd_train)
@@ -392,7 +414,8 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("name", help="one of the reproductions (see README), all, or readme (regenerate the "
                                         "README's table from OUT/*/results.json)")
     reproduce.add_argument("--out", default="results", help="reports go to OUT/NAME/ (training runs cached in "
-                                                            "OUT/NAME/tasks/, a re-run skips them)")
+                                                            "OUT/NAME/tasks/, a re-run skips them); OUT/NAME: new, empty, or one "
+                                                            "this command wrote")
     reproduce.add_argument("--seeds", type=_int_list, default=None, help="comma-separated seeds (default 0..7)")
     reproduce.add_argument("--smoke", action="store_true", help="tiny budget, for a quick check of the pipeline")
     reproduce.add_argument("--workers", type=int, default=2,
@@ -405,7 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep = commands.add_parser("sweep", help="run a grid of independent tasks on Dask (local cluster or --scheduler)")
     sweep.add_argument("--grid", required=True,
                        help="TOML file: function = 'module:function', [grid] lists, optional [fixed]")
-    sweep.add_argument("--out", default="out/sweep", help="results/<key>.json per task; a re-run skips those")
+    sweep.add_argument("--out", default="out/sweep", help="results/<key>.json per task; a re-run skips those (new, empty, or one this command wrote)")
     sweep.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler (tcp://host:8786)")
     sweep.add_argument("--workers", type=int, default=2, help="worker processes of the local cluster")
     sweep.add_argument("--retries", type=int, default=1, help="attempts after a task's first failure")
@@ -413,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="every PE on defaults (generate, verify, estimate), a TT layer step, "
                                             "and the shipped design's build folder for every board")
-    demo.add_argument("--out", default="out/demo")
+    demo.add_argument("--out", default="out/demo", help="directory for everything the demo writes (new, empty, or one this command wrote)")
     demo.add_argument("--pe", default="", help="comma-separated PEs (default: all registered)")
     demo.set_defaults(func=_cmd_demo)
     return parser
@@ -426,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, TypeError, FileNotFoundError, ProjectDirError) as error:
+    except (ValueError, TypeError, OSError, ProjectDirError) as error:  # OSError: names the file (read-only, full disk)
         print(f"codesign: error: {error}", file=sys.stderr)
         return 2
 

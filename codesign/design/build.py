@@ -26,13 +26,14 @@ from codesign.design.manifest import MANIFEST_FILE, MANIFEST_FORMAT, design_mani
 from codesign.design.point import DesignPoint
 from codesign.hw import accel, vivado
 from codesign.hw.build import HLS_TOOLS, ToolMissing
+from codesign.hw.outdir import OutputDirError, check_output_dir
 from codesign.hw.render import ProjectFiles, write_project
 from codesign.hw.reports import write_json_atomic, write_text_atomic
 from codesign.hw.target import BuildTarget
 from codesign.pe import get_pe
 
 
-class BuildFolderError(ValueError):
+class BuildFolderError(OutputDirError):
     """The output folder cannot take a build folder (nothing was written)."""
 
 
@@ -55,23 +56,22 @@ class BuildFolder:
         return plan.project_dir, plan.command
 
 
+def is_build_dir(out_dir: Path) -> bool:
+    """True when ``out_dir`` holds a codesign design manifest; a design.json that is not one is refused."""
+    marker = Path(out_dir) / MANIFEST_FILE
+    if not marker.is_file():
+        return False
+    try:
+        if json.loads(marker.read_text()).get("format") == MANIFEST_FORMAT:
+            return True
+    except (OSError, ValueError, AttributeError):
+        pass
+    raise BuildFolderError(f"{marker} is not a codesign design manifest: refusing to write into {out_dir}")
+
+
 def check_build_dir(out_dir: Path) -> None:
-    """Refuse a path that exists and is neither empty nor an earlier codesign build folder."""
-    out_dir = Path(out_dir)
-    if not out_dir.exists():
-        return
-    if not out_dir.is_dir():
-        raise BuildFolderError(f"{out_dir} exists and is not a directory")
-    marker = out_dir / MANIFEST_FILE
-    if marker.is_file():
-        try:
-            if json.loads(marker.read_text()).get("format") == MANIFEST_FORMAT:
-                return
-        except (OSError, ValueError):
-            pass
-        raise BuildFolderError(f"{marker} is not a codesign design manifest: refusing to write into {out_dir}")
-    if any(out_dir.iterdir()):
-        raise BuildFolderError(f"{out_dir} exists, is not empty and holds no {MANIFEST_FILE}: refusing to write into it")
+    """The output-folder rule (:mod:`codesign.hw.outdir`): missing, empty or an earlier build folder, and writable."""
+    check_output_dir(Path(out_dir), "build", marker=MANIFEST_FILE, is_own=is_build_dir, error=BuildFolderError)
 
 
 def _readme(design: DesignPoint, manifest: dict, fit: FitReport) -> str:

@@ -11,11 +11,13 @@ import json
 from pathlib import Path
 from typing import Optional
 
+from codesign.hw.outdir import OutputDirError
+
 PROJECT_MARKER = "codesign_project.json"
 PROJECT_FORMAT = 1
 
 
-class ProjectDirError(RuntimeError):
+class ProjectDirError(OutputDirError, RuntimeError):
     """The output directory cannot take a codesign project (nothing was written), or its marker is not ours."""
 
 

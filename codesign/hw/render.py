@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 
 import jinja2
 
+from codesign.hw.outdir import check_output_dir as check_folder
 from codesign.hw.project import PROJECT_FORMAT as MANIFEST_FORMAT
 from codesign.hw.project import PROJECT_MARKER as MANIFEST_NAME
 from codesign.hw.project import ProjectDirError
@@ -138,19 +139,18 @@ def _check_relpath(rel: str) -> None:
         raise RenderError(f"project file path {rel!r} must be a plain relative POSIX path")
 
 
-def check_output_dir(out_dir: Path) -> dict | None:
-    """Refuse a path that exists and is neither empty nor a codesign project; return its old manifest."""
-    out_dir = Path(out_dir)
-    if not out_dir.exists():
-        return None
-    if not out_dir.is_dir():
-        raise ProjectDirError(f"{out_dir} exists and is not a directory")
-    manifest = read_manifest(out_dir)
-    if manifest is None and any(out_dir.iterdir()):
-        raise ProjectDirError(
-            f"{out_dir} exists, is not empty and holds no {MANIFEST_NAME}: refusing to write a project into it"
-        )
-    return manifest
+def is_project_dir(out_dir: Path) -> bool:
+    """True when ``out_dir`` holds a codesign project's marker (a marker that is not ours raises ProjectDirError)."""
+    return read_manifest(Path(out_dir)) is not None
+
+
+def check_output_dir(out_dir: Path, command: str = "generate") -> dict | None:
+    """The output-folder rule (:mod:`codesign.hw.outdir`) for a project; return the earlier project's manifest.
+
+    ``out_dir`` must be missing, empty or an earlier codesign project, and writable.
+    """
+    out_dir = check_folder(Path(out_dir), command, marker=MANIFEST_NAME, is_own=is_project_dir, error=ProjectDirError)
+    return read_manifest(out_dir) if out_dir.is_dir() else None
 
 
 def write_project(out_dir: Path, project: ProjectFiles) -> list[Path]:

@@ -7,8 +7,13 @@ runs are ``codesign reproduce NAME`` / ``make reproduce``.
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 
+from codesign.hw import outdir
+from codesign.hw.outdir import OUTPUT_MARKER, read_output_marker
+
+COMMAND = "reproduce"  # the command named in a report folder's marker
 REPRODUCTIONS = ("smd", "slu", "psg", "e2train", "cpt", "abvs", "compressed", "csb-utilisation", "tt")
 
 
@@ -18,14 +23,26 @@ def reproduction(name: str):
     return importlib.import_module(f"codesign.reproduce.{name.replace('-', '_')}")  # module names use _
 
 
-def check_output_dir(path: Path) -> Path:
-    """Fail before training if the report directory cannot be written."""
+def is_report_dir(path: Path) -> bool:
+    """A reproduction's report folder: marked by `codesign reproduce`, or (written before markers) one holding
+    a reproduction's results.json."""
     path = Path(path)
+    if read_output_marker(path) == COMMAND:
+        return True
+    if (path / OUTPUT_MARKER).exists():
+        return False
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".codesign-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as error:
-        raise ValueError(f"report directory {path} is not writable: {error}") from None
-    return path
+        body = json.loads((path / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(body, dict) and body.get("name") in REPRODUCTIONS and "all_targets_met" in body
+
+
+def check_report_dir(path: Path) -> Path:
+    """The output-folder rule (:mod:`codesign.hw.outdir`) for a report folder, without writing anything."""
+    return outdir.check_output_dir(Path(path), COMMAND, is_own=is_report_dir)
+
+
+def check_output_dir(path: Path) -> Path:
+    """Apply the output-folder rule to a report folder, then create it and mark it (before any training)."""
+    return outdir.claim_output_dir(Path(path), COMMAND, is_own=is_report_dir)
