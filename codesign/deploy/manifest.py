@@ -17,6 +17,7 @@ running the wrong hardware:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,105 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_power_of_two(value: int) -> bool:
+    return value > 0 and value & (value - 1) == 0
+
+
+def _words(bits: int) -> int:
+    return -(-bits // shell.AXI_WORD_BITS)
+
+
+# The shell's register offsets (bytes), as the generated IP decodes them, and each register's width in bytes:
+# the control registers are one word, an argument takes its register_bits in whole words (a 64-bit pointer 8 bytes).
+SHELL_OFFSETS = shell.register_map()
+SHELL_REGISTER_BYTES = {**{name: 4 for name in shell.CONTROL_REGISTERS},
+                        **{arg.name: 4 * _words(arg.register_bits) for arg in shell.SHELL_ARGS}}
+
+# Where the processing system's DDR sits in the physical address map. On Zynq-7000 (ps7) the PS DDR starts at
+# address 0 (at most 1 GiB, 0x0000_0000..0x3fff_ffff; UG585, "System Addresses"). On Zynq UltraScale+
+# (zynq_ultra_ps_e) the low 2 GiB of DDR start at 0 (0x0000_0000..0x7fff_ffff) and any more DDR sits at
+# 0x8_0000_0000 (UG1085, "Global System Address Map"), above the PL windows at 0x8000_0000..0xbfff_ffff.
+# So on both boards DDR is [0, ddr_mib MiB) up to 2 GiB, and an IP window there would alias memory.
+LOW_DDR_LIMIT = 2 << 30
+ZYNQMP_HIGH_DDR_BASE = 0x8_0000_0000
+
+
+def ddr_windows(board_facts: Mapping) -> list[tuple[int, int]]:
+    """The PS DDR's physical address ranges ``[start, end)`` for a manifest's ``board_facts``."""
+    ddr_bytes = board_facts["ddr_mib"] << 20
+    windows = [(0, min(ddr_bytes, LOW_DDR_LIMIT))]
+    if ddr_bytes > LOW_DDR_LIMIT and board_facts.get("ps") == "zynq_ultra_ps_e":
+        windows.append((ZYNQMP_HIGH_DDR_BASE, ZYNQMP_HIGH_DDR_BASE + ddr_bytes - LOW_DDR_LIMIT))
+    elif ddr_bytes > LOW_DDR_LIMIT:
+        windows = [(0, ddr_bytes)]
+    return windows
+
+
+def _check_registers(field: str, registers: Any, address_range: int) -> None:
+    """Offsets of one IP's registers: the shell's at the offsets the IP decodes, all word-aligned, in range, disjoint."""
+    _need(isinstance(registers, dict) and all(isinstance(name, str) for name in registers),
+          f"{field}: registers must be an object of register name -> byte offset")
+    missing = [reg for reg in SHELL_REGISTERS if reg not in registers]
+    _need(not missing, f"{field}: lacks register(s) {', '.join(missing)}")
+    spans = []
+    for register, offset in registers.items():
+        _need(_is_int(offset) and offset >= 0 and offset % 4 == 0,
+              f"{field}: registers.{register} {offset!r} must be a word-aligned (multiple of 4) byte offset")
+        if register in SHELL_OFFSETS:
+            _need(offset == SHELL_OFFSETS[register],
+                  f"{field}: registers.{register} is {offset:#x}, but the accelerator shell decodes {register} at "
+                  f"{SHELL_OFFSETS[register]:#x} (the offsets are fixed by the generated IP; regenerate design.json)")
+        spans.append((offset, offset + SHELL_REGISTER_BYTES.get(register, 4), register))
+    needed = max(end for _, end, _ in spans)
+    _need(needed <= address_range,
+          f"{field}: address_range {address_range:#x} is smaller than the {needed:#x} bytes its registers span "
+          "(every register must lie inside the IP's window)")
+    spans.sort()
+    for (start, end, register), (next_start, next_end, other) in zip(spans, spans[1:]):
+        _need(next_start >= end, f"{field}: registers.{other} at {next_start:#x} overlaps registers.{register} "
+                                 f"({start:#x}..{end - 1:#x}, {end - start} bytes)")
+
+
+def _check_ip(where: str, index: int, ip: Any, names: dict[str, int]) -> None:
+    field = f"{where}: ips[{index}]"
+    _need(isinstance(ip, dict), f"{field} must be an object")
+    for key in ("name", "pe", "top", "vlnv", "base_address", "address_range", "registers", "spec"):
+        _need(key in ip, f"{field} lacks {key!r}")
+    name = ip["name"]
+    _need(shell.is_lower_identifier(name),
+          f"{field}: name {name!r} must be a lower-case C identifier (a-z, 0-9, _, starting with a letter)")
+    _need(name not in names, f"{field}: IP name {name!r} repeats (ips[{names.get(name)}])")
+    names[name] = index
+    field = f"{field} ({name})"
+    for key in ("pe", "top", "vlnv"):
+        _need(isinstance(ip[key], str) and ip[key] != "", f"{field}: {key} {ip[key]!r} must be a non-empty string")
+    _need(isinstance(ip["spec"], dict), f"{field}: spec must be an object, not {type(ip['spec']).__name__}")
+    base, address_range = ip["base_address"], ip["address_range"]
+    _need(_is_int(base) and base >= 0, f"{field}: base_address {base!r} must be a non-negative integer")
+    _need(_is_int(address_range) and _is_power_of_two(address_range),
+          f"{field}: address_range {_hex(address_range)} must be a power of two (bytes)")
+    _need(base % address_range == 0,
+          f"{field}: base_address {base:#x} is not aligned to its address_range {address_range:#x}")
+    _check_registers(field, ip["registers"], address_range)
+    buffers = ip.get("buffers", {})
+    _need(isinstance(buffers, dict), f"{field}: buffers must be an object")
+    for buffer_name, buffer in buffers.items():
+        _need(isinstance(buffer, dict) and buffer.get("dtype") == "uint32" and _is_int(buffer.get("max_words"))
+              and buffer["max_words"] >= 0,
+              f"{field}: buffers.{buffer_name} must be uint32 with a non-negative integer max_words")
+
+
 def check_manifest(manifest: Any, *, where: str = MANIFEST_FILE) -> dict:
-    """Validate the fields the deployment side uses; return ``manifest`` unchanged."""
+    """Validate the manifest as a whole before anything runs; return ``manifest`` unchanged.
+
+    Beyond its format and the fields the runtime reads, every IP must be
+    addressable as the bitstream decodes it: names that are lower-case C
+    identifiers, a power-of-two ``address_range`` holding its registers,
+    a ``base_address`` aligned to it, windows pairwise disjoint and outside
+    the PS DDR (:func:`ddr_windows`), and registers word-aligned, disjoint
+    by width, with the shell's at the offsets of :func:`shell.register_map`.
+    Every refusal names the file and the field.
+    """
     _need(isinstance(manifest, dict), f"{where}: must be a JSON object")
     version = manifest.get("version")
     _need(not (manifest.get("format") == MANIFEST_FORMAT and _is_int(version) and version > MANIFEST_VERSION),
@@ -60,29 +158,38 @@ def check_manifest(manifest: Any, *, where: str = MANIFEST_FILE) -> dict:
           f"(format {manifest.get('format')!r}, version {manifest.get('version')!r})")
     for key in ("design", "board", "part", "clock_mhz", "board_facts", "ips"):
         _need(key in manifest, f"{where}: lacks {key!r}")
+    for key in ("design", "board", "part"):
+        _need(isinstance(manifest[key], str) and manifest[key] != "",
+              f"{where}: {key} {manifest[key]!r} must be a non-empty string")
+    clock = manifest["clock_mhz"]
+    _need(isinstance(clock, (int, float)) and not isinstance(clock, bool) and math.isfinite(clock) and clock > 0,
+          f"{where}: clock_mhz {clock!r} must be a positive number of MHz")
     facts = manifest["board_facts"]
     _need(isinstance(facts, dict) and _is_int(facts.get("ddr_mib")) and facts["ddr_mib"] > 0,
           f"{where}: board_facts lacks 'ddr_mib' (a positive integer of MiB)")
     ips = manifest["ips"]
     _need(isinstance(ips, list) and ips, f"{where}: lists no IPs")
-    names = set()
+    names: dict[str, int] = {}
     for index, ip in enumerate(ips):
-        _need(isinstance(ip, dict), f"{where}: ips[{index}] must be an object")
-        for key in ("name", "pe", "top", "vlnv", "base_address", "address_range", "registers", "spec"):
-            _need(key in ip, f"{where}: ips[{index}] lacks {key!r}")
-        name = ip["name"]
-        _need(name not in names, f"{where}: IP name {name!r} repeats")
-        names.add(name)
-        _need(_is_int(ip["base_address"]) and _is_int(ip["address_range"]) and ip["address_range"] > 0,
-              f"{where}: IP {name}: base_address and address_range must be integers")
-        registers = ip["registers"]
-        missing = [reg for reg in SHELL_REGISTERS if reg not in registers]
-        _need(not missing, f"{where}: IP {name} lacks register(s) {', '.join(missing)}")
-        _need(all(_is_int(v) and 0 <= v < ip["address_range"] and v % 4 == 0 for v in registers.values()),
-              f"{where}: IP {name}: register offsets must be word-aligned and inside its address range")
-        for buffer_name, buffer in ip.get("buffers", {}).items():
-            _need(buffer.get("dtype") == "uint32" and _is_int(buffer.get("max_words")),
-                  f"{where}: IP {name}: buffer {buffer_name!r} must be uint32 with an integer max_words")
+        _check_ip(where, index, ip, names)
+    ddr = ddr_windows(facts)
+    windows = sorted((ip["base_address"], ip["base_address"] + ip["address_range"], index)
+                     for index, ip in enumerate(ips))
+    for start, end, index in windows:
+        for ddr_start, ddr_end in ddr:
+            _need(end <= ddr_start or start >= ddr_end,
+                  f"{where}: ips[{index}] ({ips[index]['name']}): base_address {start:#x} (window {start:#x}.."
+                  f"{end - 1:#x}) lies in DDR ({ddr_start:#x}..{ddr_end - 1:#x}, board_facts.ddr_mib "
+                  f"{facts['ddr_mib']}): an IP must sit in a PL address window")
+    for (start, end, index), (next_start, next_end, other) in zip(windows, windows[1:]):
+        name, other_name = ips[index]["name"], ips[other]["name"]
+        if next_start == start:
+            later, earlier = (other, index) if other > index else (index, other)
+            raise ManifestError(f"{where}: ips[{later}] ({ips[later]['name']}): base_address {start:#x} is also "
+                                f"IP {ips[earlier]['name']}'s")
+        _need(next_start >= end,
+              f"{where}: ips[{other}] ({other_name}): window {next_start:#x}..{next_end - 1:#x} overlaps IP "
+              f"{name}'s {start:#x}..{end - 1:#x} (base_address + address_range)")
     return manifest
 
 

@@ -25,6 +25,13 @@ KINDS = ("pointer", "scalar")
 DIRECTIONS = ("read", "write")
 AXI_WORD_BITS = 32  # the shell's register and data-bus width (bits)
 POINTER_BITS = 64  # Vitis HLS keeps m_axi offsets as 64-bit registers, on Zynq-7000 too
+# A lower-case C identifier: the rule for argument, bundle and IP instance names (use with ``fullmatch``).
+LOWER_IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def is_lower_identifier(value: object) -> bool:
+    """Whether ``value`` is a string matching :data:`LOWER_IDENTIFIER` (argument, bundle and IP instance names)."""
+    return isinstance(value, str) and LOWER_IDENTIFIER.fullmatch(value) is not None
 
 
 @dataclass(frozen=True)
@@ -44,14 +51,14 @@ class ShellArg:
     doc: str = ""
 
     def __post_init__(self) -> None:
-        if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
+        if not is_lower_identifier(self.name):
             raise ValueError(f"argument name {self.name!r} must be a lower-case C identifier")
         if self.kind not in KINDS:
             raise ValueError(f"argument {self.name}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
         if self.width not in (8, 16, 32, 64):
             raise ValueError(f"argument {self.name}: width {self.width} is not 8, 16, 32 or 64 bits")
         if self.kind == "pointer":
-            if not self.bundle or not re.fullmatch(r"[a-z][a-z0-9_]*", self.bundle):
+            if not is_lower_identifier(self.bundle):
                 raise ValueError(f"pointer argument {self.name} needs an m_axi bundle name")
             if self.direction not in DIRECTIONS:
                 raise ValueError(f"pointer argument {self.name}: direction must be one of {', '.join(DIRECTIONS)}")

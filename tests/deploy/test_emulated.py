@@ -155,3 +155,20 @@ def test_empty_buffers_flush_and_invalidate(board):
     buffer.flush()
     buffer.invalidate()
     assert buffer.size == 0
+
+
+def test_a_hand_edited_manifest_is_refused_at_construction(tmp_path, stream_folder):
+    import json
+    import shutil
+
+    from codesign.deploy import ManifestError
+
+    shutil.copytree(stream_folder, tmp_path / "build")
+    path = tmp_path / "build" / "design.json"
+    manifest = json.loads(path.read_text())
+    manifest["ips"][1]["base_address"] = manifest["ips"][0]["base_address"]  # two IPs at one base
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(ManifestError) as refused:
+        EmulatedBoard(tmp_path / "build")
+    assert str(refused.value) == (f"{path}: ips[1] (tt1_0): base_address {manifest['ips'][0]['base_address']:#x} "
+                                  "is also IP csb_0's")

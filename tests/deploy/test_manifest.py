@@ -14,7 +14,8 @@ from codesign.deploy import (
     check_ip_dict,
     load_manifest,
 )
-from codesign.deploy.manifest import hwh_register_names
+from codesign.boards import board, boards
+from codesign.deploy.manifest import check_manifest, ddr_windows, hwh_register_names
 from codesign.design.manifest import design_manifest
 from codesign.design.point import PeInstance
 from codesign.hw.shell import CONTROL_REGISTERS, SHELL_ARGS
@@ -169,3 +170,110 @@ def test_load_manifest_refusals(tmp_path, manifest):
         (tmp_path / "design.json").write_text(json.dumps(broken))
         with pytest.raises(ManifestError, match=match):
             load_manifest(tmp_path)
+
+
+def _set(path, value):
+    """A mutation that sets ``manifest[path[0]][path[1]]...`` to ``value``."""
+    def mutate(manifest):
+        target = manifest
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value(manifest) if callable(value) else value
+    return mutate
+
+
+def _delete(path):
+    def mutate(manifest):
+        target = manifest
+        for key in path[:-1]:
+            target = target[key]
+        del target[path[-1]]
+    return mutate
+
+
+# Mutations of a valid zedboard manifest (IPs csb_0, tt1_0, fpmac_array_0 at 0x40000000, 0x40010000, 0x40020000,
+# 64 KiB each; DDR 512 MiB at 0) and the message each refusal must give after "<path>/design.json: ".
+MANIFEST_REFUSALS = {
+    "same-base": (_set(["ips", 1, "base_address"], 0x4000_0000),
+                  r"ips\[1\] \(tt1_0\): base_address 0x40000000 is also IP csb_0's"),
+    "same-base-reversed": (_set(["ips", 0, "base_address"], 0x4001_0000),
+                           r"ips\[1\] \(tt1_0\): base_address 0x40010000 is also IP csb_0's"),
+    "windows-overlap": (_set(["ips", 0, "address_range"], 0x2_0000),
+                        r"ips\[1\] \(tt1_0\): window 0x40010000..0x4001ffff overlaps IP csb_0's "
+                        r"0x40000000..0x4001ffff"),
+    "base-in-ddr": (_set(["ips", 2, "base_address"], 0x1000_0000),
+                    r"ips\[2\] \(fpmac_array_0\): base_address 0x10000000 .* lies in DDR \(0x0..0x1fffffff, "
+                    r"board_facts.ddr_mib 512\)"),
+    "ddr-grown-over-ips": (_set(["board_facts", "ddr_mib"], 2048), r"ips\[0\] \(csb_0\): .* lies in DDR"),
+    "base-unaligned": (_set(["ips", 1, "base_address"], 0x4001_0100),
+                       r"ips\[1\] \(tt1_0\): base_address 0x40010100 is not aligned to its address_range 0x10000"),
+    "base-negative": (_set(["ips", 1, "base_address"], -0x1_0000), r"ips\[1\] \(tt1_0\): base_address -65536 must"),
+    "base-not-int": (_set(["ips", 1, "base_address"], "0x40010000"), r"ips\[1\] \(tt1_0\): base_address '0x40010000'"),
+    "range-not-power-of-two": (_set(["ips", 1, "address_range"], 0x1_8000),
+                               r"ips\[1\] \(tt1_0\): address_range 0x18000 must be a power of two"),
+    "range-bool": (_set(["ips", 1, "address_range"], True), r"ips\[1\] \(tt1_0\): address_range True must"),
+    "range-below-registers": (_set(["ips", 1, "address_range"], 0x20),
+                              r"ips\[1\] \(tt1_0\): address_range 0x20 is smaller than the 0x3c bytes its registers"),
+    "register-unaligned": (_set(["ips", 0, "registers", "n_in"], 0x2a),
+                           r"ips\[0\] \(csb_0\): registers.n_in 42 must be a word-aligned"),
+    "register-negative": (_set(["ips", 0, "registers", "debug"], -4), r"ips\[0\] \(csb_0\): registers.debug -4"),
+    "register-moved": (_set(["ips", 0, "registers", "out"], 0x20),
+                       r"ips\[0\] \(csb_0\): registers.out is 0x20, but the accelerator shell decodes out at 0x1c"),
+    "register-overlaps-pointer": (_set(["ips", 0, "registers", "debug"], 0x14),
+                                  r"ips\[0\] \(csb_0\): registers.debug at 0x14 overlaps registers.in "
+                                  r"\(0x10..0x17, 8 bytes\)"),
+    "register-same-offset": (_set(["ips", 0, "registers", "debug"], 0x0),
+                             r"ips\[0\] \(csb_0\): registers.(CTRL|debug) at 0x0 overlaps registers.(CTRL|debug)"),
+    "register-outside-window": (_set(["ips", 0, "registers", "debug"], 0x1_0000),
+                                r"ips\[0\] \(csb_0\): address_range 0x10000 is smaller than the 0x10004 bytes"),
+    "register-missing": (_delete(["ips", 0, "registers", "n_out"]), r"ips\[0\] \(csb_0\): lacks register\(s\) n_out"),
+    "registers-not-object": (_set(["ips", 0, "registers"], [0, 4]), r"ips\[0\] \(csb_0\): registers must be an object"),
+    "name-not-string": (_set(["ips", 1, "name"], 7), r"ips\[1\]: name 7 must be a lower-case C identifier"),
+    "name-upper-case": (_set(["ips", 1, "name"], "Tt1_0"), r"ips\[1\]: name 'Tt1_0' must be a lower-case"),
+    "name-dash": (_set(["ips", 1, "name"], "tt1-0"), r"ips\[1\]: name 'tt1-0' must be a lower-case"),
+    "name-newline": (_set(["ips", 1, "name"], "tt1_0\n"), r"ips\[1\]: name 'tt1_0\\n' must be a lower-case"),
+    "name-repeats": (_set(["ips", 2, "name"], "csb_0"), r"ips\[2\]: IP name 'csb_0' repeats \(ips\[0\]\)"),
+    "pe-not-string": (_set(["ips", 1, "pe"], ["tt1"]), r"ips\[1\] \(tt1_0\): pe \['tt1'\] must be a non-empty string"),
+    "spec-not-object": (_set(["ips", 1, "spec"], "max_j=8"), r"ips\[1\] \(tt1_0\): spec must be an object, not str"),
+    "buffer-bad": (_set(["ips", 1, "buffers"], {"in": {"dtype": "uint32", "max_words": -1}}),
+                   r"ips\[1\] \(tt1_0\): buffers.in must be uint32"),
+    "buffers-not-object": (_set(["ips", 1, "buffers"], [1]), r"ips\[1\] \(tt1_0\): buffers must be an object"),
+    "ip-not-object": (_set(["ips", 1], "tt1_0"), r"ips\[1\] must be an object"),
+    "clock-zero": (_set(["clock_mhz"], 0), r"clock_mhz 0 must be a positive number of MHz"),
+    "clock-negative": (_set(["clock_mhz"], -100.0), r"clock_mhz -100.0 must be a positive"),
+    "clock-string": (_set(["clock_mhz"], "100"), r"clock_mhz '100' must be a positive"),
+    "clock-bool": (_set(["clock_mhz"], True), r"clock_mhz True must be a positive"),
+    "clock-nan": (_set(["clock_mhz"], float("nan")), r"clock_mhz nan must be a positive"),
+    "design-not-string": (_set(["design"], None), r"design None must be a non-empty string"),
+}
+
+
+@pytest.mark.parametrize("mutate, match", MANIFEST_REFUSALS.values(), ids=MANIFEST_REFUSALS.keys())
+def test_a_hand_edited_manifest_is_refused_naming_the_file_and_field(tmp_path, manifest, mutate, match):
+    check_manifest(manifest)
+    broken = copy.deepcopy(manifest)
+    mutate(broken)
+    path = tmp_path / "design.json"
+    path.write_text(json.dumps(broken))
+    with pytest.raises(ManifestError, match=match) as refused:
+        load_manifest(tmp_path)
+    assert str(refused.value).startswith(f"{path}: ")
+
+
+@pytest.mark.parametrize("board_name", sorted(boards()))
+def test_the_manifests_codesign_writes_pass_for_every_board(board_name):
+    design = stream_design()
+    design = type(design)(name=design.name, training=design.training, board=board(board_name),
+                          clock_mhz=design.clock_mhz, instances=design.instances)
+    manifest = design_manifest(design, buffers={"tt1_0": {"in": 64, "out": 32}})
+    assert check_manifest(manifest) is manifest
+    manifest["ips"][0]["registers"]["debug"] = 0x3c  # a register after the shell's, inside the window
+    check_manifest(manifest)
+
+
+def test_ddr_windows():
+    assert ddr_windows({"ddr_mib": 512, "ps": "ps7"}) == [(0, 0x2000_0000)]
+    assert ddr_windows({"ddr_mib": 2048, "ps": "zynq_ultra_ps_e"}) == [(0, 0x8000_0000)]
+    # Zynq UltraScale+: the low 2 GiB at 0, the rest at 0x8_0000_0000, so the PL windows at 0xa0000000 stay free
+    assert ddr_windows({"ddr_mib": 4096, "ps": "zynq_ultra_ps_e"}) == [(0, 0x8000_0000),
+                                                                     (0x8_0000_0000, 0x8_8000_0000)]
