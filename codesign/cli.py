@@ -31,6 +31,33 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (``--checkpoint-every 0`` or ``-5`` is refused, not taken)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {value}")
+    return value
+
+
+def _seed_list(text: str) -> list[int]:
+    """An argparse type: comma-separated seeds, each an int in SEED_RANGE, at least one, none repeated."""
+    from codesign.train.config import SEED_RANGE
+
+    seeds = _int_list(text)
+    low, high = SEED_RANGE
+    if not seeds:
+        raise argparse.ArgumentTypeError(f"expected at least one seed, got {text!r}")
+    bad = [seed for seed in seeds if not low <= seed <= high]
+    if bad:
+        raise argparse.ArgumentTypeError(f"seeds must be ints in [{low}, {high}], got {bad[0]}")
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"seeds must not repeat, got {text!r}")
+    return seeds
+
+
 def _parse_value(kind: type, text: str):
     if kind is bool:
         if text.lower() not in ("true", "false", "1", "0"):
@@ -407,7 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("config", help="TOML training configuration")
     train.add_argument("--out", default="out/train", help="directory for result.json and checkpoint.pt (new, empty, or one this command wrote)")
     train.add_argument("--resume", action="store_true", help="continue from out/checkpoint.pt if present")
-    train.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints")
+    train.add_argument("--checkpoint-every", type=_positive_int, default=50, help="steps between checkpoints (>= 1)")
     train.set_defaults(func=_cmd_train)
 
     reproduce = commands.add_parser("reproduce", help="reproduce a paper's result against a same-run baseline")
@@ -416,7 +443,8 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--out", default="results", help="reports go to OUT/NAME/ (training runs cached in "
                                                             "OUT/NAME/tasks/, a re-run skips them); OUT/NAME: new, empty, or one "
                                                             "this command wrote")
-    reproduce.add_argument("--seeds", type=_int_list, default=None, help="comma-separated seeds (default 0..7)")
+    reproduce.add_argument("--seeds", type=_seed_list, default=None, help="comma-separated distinct seeds >= 0 "
+                                                                          "(default 0..7)")
     reproduce.add_argument("--smoke", action="store_true", help="tiny budget, for a quick check of the pipeline")
     reproduce.add_argument("--workers", type=int, default=2,
                            help="Dask worker processes of a local cluster for the training runs (0: this process)")
@@ -443,6 +471,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback; files are written atomically, so none is half-written
+        print(f"codesign: interrupted{_resume_hint(argv)}", file=sys.stderr)
+        return 130
+
+
+def _run(argv: list[str] | None) -> int:
     from codesign.hw.render import ProjectDirError
 
     parser = build_parser()
@@ -452,6 +488,16 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError, OSError, ProjectDirError) as error:  # OSError: names the file (read-only, full disk)
         print(f"codesign: error: {error}", file=sys.stderr)
         return 2
+
+
+def _resume_hint(argv: list[str] | None) -> str:
+    """What picks up an interrupted command where it stopped, when there is such a thing."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == ["train"]:
+        return "; run the same command with --resume to continue from the last checkpoint"
+    if words[:1] in (["reproduce"], ["sweep"]):
+        return "; run the same command again: finished runs are kept and skipped"
+    return ""
 
 
 if __name__ == "__main__":

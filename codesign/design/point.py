@@ -37,7 +37,7 @@ from typing import Any
 from codesign.boards import Board, board
 from codesign.numerics import FloatFormat
 from codesign.pe import REGISTRY, get_pe
-from codesign.train.config import TrainConfig, config_from_dict, read_toml
+from codesign.train.config import TrainConfig, check_field_types, config_from_dict, read_toml, require_tables
 
 DESIGN_TABLE = "design"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -198,6 +198,7 @@ def _pe_spec(pe_name: str, derived: dict[str, Any], override: Mapping[str, Any],
     unknown = sorted(set(override) - known)
     if unknown:
         raise DesignError(f"{where}.{unknown[0]}: not a field of the {pe_name} spec (fields: {', '.join(sorted(known))})")
+    check_field_types(pe.spec_class, override, where)  # bool is not int, a list is not a number
     try:
         return pe.spec(**derived, **override)
     except (TypeError, ValueError) as error:
@@ -235,6 +236,8 @@ def design_point(training: TrainConfig, *, name: str, board_name: str = "zedboar
 
 def design_from_dict(raw: dict, *, board_name: str | None = None, default_name: str = "design") -> DesignPoint:
     """A design point from plain TOML data: the training tables plus an optional ``[design]`` table."""
+    if not isinstance(raw, dict):
+        raise DesignError(f"design: the configuration must be a table of fields, got {type(raw).__name__}")
     raw = dict(raw)
     section = raw.pop(DESIGN_TABLE, {})
     if not isinstance(section, dict):
@@ -243,6 +246,9 @@ def design_from_dict(raw: dict, *, board_name: str | None = None, default_name: 
     unknown = sorted(set(section) - known)
     if unknown:
         raise DesignError(f"design.{unknown[0]}: unknown field (known: {', '.join(sorted(known))})")
+    for key in ("name", "board"):
+        if key in section and not isinstance(section[key], str):
+            raise DesignError(f"design.{key}: must be a string, got {section[key]!r}")
     overrides = section.get("pe", {})
     if not isinstance(overrides, dict) or not all(isinstance(v, dict) for v in overrides.values()):
         raise DesignError("design.pe: must hold one table per PE, e.g. [design.pe.fpmac_array]")
@@ -258,4 +264,6 @@ def load_design(path: Path, *, board_name: str | None = None) -> DesignPoint:
     default_name = re.sub(r"[^a-z0-9_]", "_", path.stem.lower()) or "design"
     if not default_name[0].isalpha():
         default_name = "d_" + default_name
-    return design_from_dict(raw, board_name=board_name, default_name=default_name)
+    design = design_from_dict(raw, board_name=board_name, default_name=default_name)
+    require_tables(raw, path, error=DesignError, what="design file")  # after the fields' own errors
+    return design

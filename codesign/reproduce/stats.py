@@ -93,6 +93,8 @@ def accuracy_verdict(difference: Interval, *, margin: float = 0.0) -> str:
     """
     if margin < 0 or not math.isfinite(margin):
         raise ValueError(f"margin must be a finite number >= 0, got {margin}")
+    if difference.n < 2:  # one seed has no spread: its zero-width "interval" shows nothing significant either way
+        return f"one seed: {difference.mean:+.2f} pt, no interval, nothing significant claimed"
     if difference.high < 0:
         within = difference.low >= -margin
         return (f"significant loss of {-difference.mean:.2f} pt"

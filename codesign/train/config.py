@@ -23,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import tomllib
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,12 @@ from codesign.train.models import RESNET_DEPTHS
 MODELS = ("resnet", "mlp")
 DATASETS = ("digits", "synthetic")
 SCHEDULES = ("cosine", "constant")
+SEED_RANGE = (0, 2**32 - 1)  # numpy and torch both take these seeds
+MAX_INT = 2**31 - 1  # no count, width or size of a configuration is larger; a TOML int up to 2**63 is refused
+MAX_EPOCHS = 100_000
+MAX_BATCH_SIZE = 65_536
+MAX_SAMPLES = 1_000_000
+MAX_HIDDEN = 65_536
 
 
 class ConfigError(ValueError):
@@ -48,6 +56,64 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def is_int(value: Any) -> bool:
+    """An int that is not a bool (``epochs = true`` is not one epoch)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_seed(value: Any, name: str) -> None:
+    """A seed: an int in :data:`SEED_RANGE` (a negative seed is refused, not wrapped around)."""
+    low, high = SEED_RANGE
+    require(is_int(value) and low <= value <= high, name, f"must be an int in [{low}, {high}], got {value!r}")
+
+
+def _shown(value: Any) -> str:
+    kind = {bool: "a bool", str: "a string", list: "a list", dict: "a table", float: "a float", int: "an int"}
+    return f"{value!r} ({kind.get(type(value), type(value).__name__)})"
+
+
+def _type_rule(annotation: Any):
+    """(test, description) for a field's type annotation, or None when the field's own validation decides."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        others = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        return _type_rule(others[0]) if len(others) == 1 else None
+    if annotation is bool:
+        return (lambda v: isinstance(v, bool)), "a bool (true or false)"
+    if annotation is int:
+        return (lambda v: is_int(v) and abs(v) <= MAX_INT), f"an int (|value| <= {MAX_INT})"
+    if annotation is float:
+        return is_number, "a finite number"
+    if annotation is str:
+        return (lambda v: isinstance(v, str)), "a string"
+    if typing.get_origin(annotation) is tuple:
+        args = typing.get_args(annotation)
+        if len(args) == 2 and args[1] is Ellipsis:
+            inner = _type_rule(args[0])
+            if inner is not None:
+                test, described = inner
+                return ((lambda v: isinstance(v, (list, tuple)) and all(test(item) for item in v)),
+                        f"a list, each item {described}")
+    return None
+
+
+def check_field_types(cls: type, raw: dict, prefix: str) -> None:
+    """Each value of ``raw`` has the type its field of dataclass ``cls`` declares (bool is not int, a list is not
+    a number); a nested dataclass or an unusual annotation is left to the class's own validation."""
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # an annotation that cannot be resolved: the class's validate() still checks the value
+        return
+    for key, value in raw.items():
+        hint = hints.get(key)
+        if dataclasses.is_dataclass(hint) and isinstance(value, dict):  # a nested table, e.g. techniques.tt.precision
+            check_field_types(hint, value, f"{prefix}.{key}")
+            continue
+        rule = _type_rule(hint)
+        if rule is not None:
+            test, described = rule
+            require(test(value), f"{prefix}.{key}", f"must be {described}, got {_shown(value)}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class DataConfig:
     name: str = "digits"
@@ -57,9 +123,11 @@ class DataConfig:
     validation_fraction: float = 0.0  # share of the training split held out for every choice (0: none)
 
     def validate(self, prefix: str = "data") -> None:
-        require(self.name in DATASETS, f"{prefix}.name", f"unknown dataset {self.name!r}; expected one of {DATASETS}")
+        require(isinstance(self.name, str) and self.name in DATASETS, f"{prefix}.name", f"unknown dataset {self.name!r}; expected one of {DATASETS}")
         require(is_number(self.test_fraction) and 0 < self.test_fraction < 1, f"{prefix}.test_fraction", "must be in (0, 1)")
-        require(isinstance(self.synthetic_samples, int) and self.synthetic_samples >= 20, f"{prefix}.synthetic_samples", "must be an int >= 20")
+        check_seed(self.split_seed, f"{prefix}.split_seed")
+        require(is_int(self.synthetic_samples) and 20 <= self.synthetic_samples <= MAX_SAMPLES,
+                f"{prefix}.synthetic_samples", f"must be an int in [20, {MAX_SAMPLES}], got {self.synthetic_samples!r}")
         require(is_number(self.validation_fraction) and 0 <= self.validation_fraction <= 0.5,
                 f"{prefix}.validation_fraction", f"must be in [0, 0.5], got {self.validation_fraction!r}")
 
@@ -72,10 +140,11 @@ class ModelConfig:
     hidden: tuple[int, ...] = (128, 64)
 
     def validate(self, prefix: str = "model") -> None:
-        require(self.name in MODELS, f"{prefix}.name", f"unknown model {self.name!r}; expected one of {MODELS}")
-        require(self.depth in RESNET_DEPTHS, f"{prefix}.depth", f"must be one of {RESNET_DEPTHS}, got {self.depth!r}")
-        require(isinstance(self.width, int) and 4 <= self.width <= 256, f"{prefix}.width", "must be an int in [4, 256]")
-        require(all(isinstance(h, int) and h > 0 for h in self.hidden), f"{prefix}.hidden", "must be positive ints")
+        require(isinstance(self.name, str) and self.name in MODELS, f"{prefix}.name", f"unknown model {self.name!r}; expected one of {MODELS}")
+        require(is_int(self.depth) and self.depth in RESNET_DEPTHS, f"{prefix}.depth", f"must be one of {RESNET_DEPTHS}, got {self.depth!r}")
+        require(is_int(self.width) and 4 <= self.width <= 256, f"{prefix}.width", f"must be an int in [4, 256], got {self.width!r}")
+        require(isinstance(self.hidden, tuple) and all(is_int(h) and 1 <= h <= MAX_HIDDEN for h in self.hidden),
+                f"{prefix}.hidden", f"must be a list of ints in [1, {MAX_HIDDEN}], got {self.hidden!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,12 +159,15 @@ class OptimConfig:
     schedule: str = "cosine"
 
     def validate(self, prefix: str = "optim") -> None:
-        require(isinstance(self.epochs, int) and self.epochs >= 1, f"{prefix}.epochs", f"must be an int >= 1, got {self.epochs!r}")
-        require(isinstance(self.batch_size, int) and self.batch_size >= 1, f"{prefix}.batch_size", "must be an int >= 1")
+        require(is_int(self.epochs) and 1 <= self.epochs <= MAX_EPOCHS, f"{prefix}.epochs",
+                f"must be an int in [1, {MAX_EPOCHS}], got {self.epochs!r}")
+        require(is_int(self.batch_size) and 1 <= self.batch_size <= MAX_BATCH_SIZE, f"{prefix}.batch_size",
+                f"must be an int in [1, {MAX_BATCH_SIZE}], got {self.batch_size!r}")
         require(is_number(self.lr) and self.lr > 0, f"{prefix}.lr", f"must be > 0, got {self.lr!r}")
         require(is_number(self.momentum) and 0 <= self.momentum < 1, f"{prefix}.momentum", "must be in [0, 1)")
         require(is_number(self.weight_decay) and self.weight_decay >= 0, f"{prefix}.weight_decay", "must be >= 0")
-        require(self.schedule in SCHEDULES, f"{prefix}.schedule", f"must be one of {SCHEDULES}")
+        require(isinstance(self.schedule, str) and self.schedule in SCHEDULES, f"{prefix}.schedule",
+                f"must be one of {SCHEDULES}, got {self.schedule!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,7 +181,12 @@ class TrainConfig:
     techniques: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        require(isinstance(self.seed, int) and not isinstance(self.seed, bool), "seed", "must be an int")
+        check_seed(self.seed, "seed")
+        for name, expected in (("data", DataConfig), ("model", ModelConfig), ("optim", OptimConfig)):
+            table = getattr(self, name)
+            require(isinstance(table, expected), name, f"expected a {expected.__name__}, got {type(table).__name__}")
+        require(isinstance(self.techniques, dict), "techniques",
+                f"must map technique names to their configs, got {_shown(self.techniques)}")
         self.data.validate()
         self.model.validate()
         self.optim.validate()
@@ -130,56 +207,96 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
 
-def _section(cls, raw: Any, prefix: str):
-    require(isinstance(raw, dict), prefix, "must be a table")
+def _section(cls, raw: Any, prefix: str, typed: list | None = None):
+    """``cls`` built from table ``raw``; its fields' types are checked now, or, given ``typed``, queued there to be
+    checked after the whole configuration's own validation (whose messages say more than "must be an int")."""
+    require(isinstance(raw, dict), prefix, f"must be a table ([{prefix}] and its fields), got {_shown(raw)}")
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(raw) - known)
     require(not unknown, f"{prefix}.{unknown[0]}" if unknown else prefix, f"unknown field (known: {', '.join(sorted(known))})")
     values = {key: tuple(value) if isinstance(value, list) else value for key, value in raw.items()}
     try:
-        return cls(**values)
+        section = cls(**values)
     except (TypeError, ValueError) as error:
-        if isinstance(error, ConfigError):
+        if isinstance(error, ConfigError):  # the class's own validation, naming the field
             raise
+        check_field_types(cls, raw, prefix)  # a wrong type the class tripped over: name the field
         raise ConfigError(f"{prefix}: {error}") from None
+    if typed is None:
+        check_field_types(cls, raw, prefix)  # what the class's validation lets through: true for an int, 1 for a string
+    else:
+        typed.append((cls, raw, prefix))
+    return section
 
 
 def config_from_dict(raw: dict) -> TrainConfig:
     """Build a :class:`TrainConfig` from plain data (as read from TOML); errors name the field."""
-    from codesign.train.techniques import technique_config_class
+    from codesign.train.techniques import TECHNIQUES, technique_config_class
 
+    require(isinstance(raw, dict), "configuration", f"must be a table of fields, got {_shown(raw)}")
     top = {"seed", "data", "model", "optim", "techniques"}
     unknown = sorted(set(raw) - top)
     require(not unknown, unknown[0] if unknown else "", f"unknown field (known: {', '.join(sorted(top))})")
+    check_seed(raw.get("seed", 0), "seed")
+    sections = raw.get("techniques", {})
+    require(isinstance(sections, dict), "techniques",
+            f"must be a table of technique tables, e.g. [techniques.smd] (techniques: {', '.join(TECHNIQUES)}); "
+            f"got {_shown(sections)}")
     techniques = {}
-    for name, section in raw.get("techniques", {}).items():
+    typed: list = []
+    for name, section in sections.items():
         try:
             cls = technique_config_class(name)
         except ValueError as error:
             raise ConfigError(f"techniques.{name}: {error}") from None
-        techniques[name] = _section(cls, section, f"techniques.{name}")
-    return TrainConfig(
-        seed=raw.get("seed", 0),
-        data=_section(DataConfig, raw.get("data", {}), "data"),
-        model=_section(ModelConfig, raw.get("model", {}), "model"),
-        optim=_section(OptimConfig, raw.get("optim", {}), "optim"),
-        techniques=techniques,
-    )
+        techniques[name] = _section(cls, section, f"techniques.{name}", typed)
+    tables = {name: _section(cls, raw.get(name, {}), name, typed)
+              for name, cls in (("data", DataConfig), ("model", ModelConfig), ("optim", OptimConfig))}
+    try:
+        config = TrainConfig(seed=raw.get("seed", 0), techniques=techniques, **tables)
+    except (TypeError, ValueError) as error:
+        if isinstance(error, ConfigError):
+            raise
+        for check in typed:  # a wrong type some validation tripped over: name its field
+            check_field_types(*check)
+        raise ConfigError(f"configuration: {error}") from None
+    for check in typed:  # what the validation lets through: true for an int, 1 for a string
+        check_field_types(*check)
+    return config
 
 
 def read_toml(path: Path, *, error: type[ValueError] = ConfigError, what: str = "config file") -> dict:
-    """The tables of a TOML file; a missing file or bad TOML raises ``error`` naming the file."""
+    """The tables of a TOML file; a missing file, bytes that are not UTF-8 or bad TOML raise ``error`` naming the file."""
     path = Path(path)
     if not path.is_file():
         raise error(f"{what} {path} does not exist")
-    with path.open("rb") as handle:
-        try:
-            return tomllib.load(handle)
-        except tomllib.TOMLDecodeError as problem:
-            raise error(f"{path}: not valid TOML: {problem}") from None
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as problem:
+        raise error(f"{path}: not UTF-8 text (byte {data[problem.start]:#04x} at offset {problem.start}); "
+                    f"a {what} is a UTF-8 TOML file") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as problem:
+        raise error(f"{path}: not valid TOML: {problem}") from None
+
+
+REQUIRED_TABLES = ("model",)  # a configuration file names at least its model; everything else has a default
+
+
+def require_tables(raw: dict, path: Path, *, error: type[ValueError] = ConfigError, what: str = "config file") -> None:
+    """A configuration file that leaves out a :data:`REQUIRED_TABLES` table (an empty file, say) is refused, naming
+    the file and the table: it would otherwise train, or send to Yosys, the defaults nobody chose."""
+    for name in REQUIRED_TABLES:
+        if name not in raw:
+            raise error(f"{path}: {name}: missing; a {what} names at least its [{name}] table"
+                        + (f' (e.g. [model] name = "mlp"; models: {", ".join(MODELS)})' if name == "model" else ""))
 
 
 def load_config(path: Path) -> TrainConfig:
     raw = read_toml(path)
     raw.pop("design", None)  # the hardware of a design point (codesign.design), not a training setting
-    return config_from_dict(raw)
+    config = config_from_dict(raw)  # a field's own error first, then what the file leaves out
+    require_tables(raw, path)
+    return config

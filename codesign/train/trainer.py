@@ -36,6 +36,10 @@ from codesign.train.techniques import build_techniques
 CHECKPOINT_VERSION = 1
 
 
+class CheckpointError(ValueError):
+    """A checkpoint cannot be resumed from (truncated, corrupt, another version or configuration); names the file."""
+
+
 @dataclass
 class TrainResult:
     """What a run measured: accuracies (%), the cost summary (MACs, BitOPs, pJ) and technique reports."""
@@ -141,12 +145,23 @@ class Trainer:
         write_bytes_atomic(Path(path), buffer.getvalue())
 
     def load_checkpoint(self, path: Path) -> None:
-        state = torch.load(path, weights_only=False)
+        """Restore ``path``; a truncated, corrupt or foreign file raises :class:`CheckpointError` naming it."""
+        try:
+            state = torch.load(path, weights_only=False)
+        except Exception as error:  # torch raises OSError, RuntimeError, EOFError or UnpicklingError for a bad file
+            raise CheckpointError(f"{path}: not a readable checkpoint (truncated or corrupt?): "
+                                  f"{type(error).__name__}: {error}; remove it to train from the start") from None
+        if not isinstance(state, dict) or not {"version", "config"} <= set(state):
+            raise CheckpointError(f"{path}: not a codesign training checkpoint (no version and config)")
         if state.get("version") != CHECKPOINT_VERSION:
-            raise ValueError(f"{path}: checkpoint version {state.get('version')} is not {CHECKPOINT_VERSION}")
+            raise CheckpointError(f"{path}: checkpoint version {state.get('version')} is not {CHECKPOINT_VERSION}")
         if state["config"] != self.config.to_dict():
-            raise ValueError(f"{path} was written by a different configuration; refusing to resume from it")
-        self.load_state_dict(state)
+            raise CheckpointError(f"{path} was written by a different configuration; refusing to resume from it")
+        try:
+            self.load_state_dict(state)
+        except (KeyError, TypeError, RuntimeError) as error:
+            raise CheckpointError(f"{path}: the checkpoint lacks or mis-shapes a part ({type(error).__name__}: "
+                                  f"{error}); remove it to train from the start") from None
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a :meth:`state_dict` of this configuration (model, optimiser, ledger, techniques, RNG, counters)."""

@@ -1,0 +1,93 @@
+"""Reading back the JSON files codesign wrote (caches, results, reports): one loader that names the file and field.
+
+A cache or result file may be truncated (a killed run, a full disk), edited by
+hand, or written by another version. :func:`load_json` turns every such case
+into a :class:`JsonFileError` (a ``ValueError``) whose message starts with the
+file's path and says what the file is and which field is missing or of the
+wrong type, instead of a ``KeyError`` or ``AttributeError`` far from the file.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Union
+
+Kind = Union[type, tuple[type, ...]]
+
+_JSON_NAMES = {dict: "an object", list: "an array", str: "a string", int: "an integer", float: "a number",
+               bool: "true or false", type(None): "null"}
+
+
+class JsonFileError(ValueError):
+    """A JSON file codesign reads back is missing, unreadable, not JSON, or lacks a field; the message names both."""
+
+
+def _json_name(value: Any) -> str:
+    return _JSON_NAMES.get(type(value), type(value).__name__)
+
+
+def _kind_name(kind: Kind) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(_JSON_NAMES.get(k, k.__name__) for k in kinds)
+
+
+def _has_kind(value: Any, kind: Kind) -> bool:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, bool):  # JSON true is not the number 1
+        return bool in kinds
+    if isinstance(value, int) and float in kinds:  # 3 is a valid number where a float is wanted
+        return True
+    return isinstance(value, kinds)
+
+
+def _lookup(body: Any, field: str) -> tuple[bool, Any]:
+    """(found, value) of a dotted field: ``entries.0.counts`` is ``body["entries"][0]["counts"]``."""
+    value = body
+    for part in field.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return False, None
+    return True, value
+
+
+def load_json(path: Path, *, what: str, required: Mapping[str, Kind] | None = None) -> Any:
+    """The JSON value in ``path`` (``what`` says what the file is, e.g. "Yosys estimate cache entry").
+
+    ``required`` maps field names (dotted for nested objects and array items:
+    ``"entries.0.counts"``) to the type or types each must have; with it the
+    file must hold an object. Any problem raises :class:`JsonFileError`
+    ``"<path>: <what>: ..."`` naming the field.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise JsonFileError(f"{path}: {what}: the file does not exist") from None
+    except OSError as error:
+        raise JsonFileError(f"{path}: {what}: cannot be read ({error.strerror or error})") from None
+    try:
+        body = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise JsonFileError(f"{path}: {what}: not UTF-8 text (offset {error.start})") from None
+    except json.JSONDecodeError as error:
+        hint = " (truncated?)" if error.pos >= len(data.rstrip()) else ""
+        raise JsonFileError(f"{path}: {what}: not valid JSON{hint}: {error.msg} at line {error.lineno} "
+                            f"column {error.colno}") from None
+    if required is None:
+        return body
+    if not isinstance(body, dict):
+        raise JsonFileError(f"{path}: {what}: expected a JSON object, got {_json_name(body)}")
+    for field, kind in required.items():
+        found, value = _lookup(body, field)
+        if not found:
+            raise JsonFileError(f"{path}: {what}: field {field} missing")
+        if not _has_kind(value, kind):
+            raise JsonFileError(f"{path}: {what}: field {field} has the wrong type: expected {_kind_name(kind)}, "
+                                f"got {_json_name(value)}")
+    return body
