@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codesign.hw.jsonfile import load_json
 from codesign.hw.reports import write_json_atomic
 
 RESULTS_DIR = "results"
@@ -146,7 +147,8 @@ def read_result(out_dir: Path, task: SweepTask) -> dict | None:
     path = result_path(out_dir, task.key)
     if not path.is_file():
         return None
-    stored = json.loads(path.read_text())
+    stored = load_json(path, what="sweep result (delete it to run the task again)",
+                       required={"task": dict, "result": (dict, list, int, float, str, bool, type(None))})
     if stored.get("task") != task.to_dict():
         raise ValueError(f"{path} holds the result of {stored.get('task')}, not of {task.to_dict()}; "
                          "remove it or use another output folder")

@@ -172,3 +172,18 @@ def test_an_existing_cluster_is_used_through_its_scheduler_address(tmp_path, tas
             worker_pids = set(client.run(os.getpid).values())
         assert len(worker_pids) == 2  # the sweep left the cluster as it found it
         assert {r["pid"] for r in results} <= worker_pids  # ran on the cluster's workers, not in a cluster of its own
+
+
+def test_a_truncated_result_is_named_not_a_traceback(tmp_path):
+    from codesign.hw.jsonfile import JsonFileError
+
+
+    task = SweepTask(key="a", function="math:sqrt", kwargs={"x": 4.0})
+    path = result_path(tmp_path, task.key)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"task": {"key": "a", "func')
+    with pytest.raises(JsonFileError, match=r"a\.json: sweep result.*not valid JSON"):
+        read_result(tmp_path, task)
+    path.write_text('{"task": {}}')
+    with pytest.raises(JsonFileError, match="result"):
+        read_result(tmp_path, task)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from codesign.design.point import DesignPoint
 from codesign.hw.estimate import RESOURCES, estimate
+from codesign.hw.jsonfile import load_json
 from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
 from codesign.pe import get_pe
 
@@ -49,7 +50,8 @@ def pe_cost(pe_name: str, spec, family: str, cache_dir: Path, *, progress: bool 
     report_path = entry_dir / f"{pe_name}_cost.json"
     if not report_path.is_file():
         estimate(pe, [spec], families=(family,), out_dir=entry_dir, plot=False, progress=progress)
-    report = json.loads(report_path.read_text())
+    report = load_json(report_path, what="Yosys estimate cache entry (delete it to re-run Yosys)",
+                       required={"entries.0.counts": dict})
     return _resources(report["entries"][0]["counts"])
 
 

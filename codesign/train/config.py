@@ -75,8 +75,13 @@ def _shown(value: Any) -> str:
 def _type_rule(annotation: Any):
     """(test, description) for a field's type annotation, or None when the field's own validation decides."""
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        others = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
-        return _type_rule(others[0]) if len(others) == 1 else None
+        args = typing.get_args(annotation)
+        others = [arg for arg in args if arg is not type(None)]
+        rule = _type_rule(others[0]) if len(others) == 1 else None
+        if rule is None or len(others) == len(args):
+            return rule
+        test, described = rule  # Optional: None (the default, from a dict; TOML has no null) is the unset value
+        return (lambda v: v is None or test(v)), described
     if annotation is bool:
         return (lambda v: isinstance(v, bool)), "a bool (true or false)"
     if annotation is int:

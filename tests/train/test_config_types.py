@@ -53,3 +53,13 @@ def test_a_file_without_a_model_table_or_not_utf8_is_refused_naming_it(tmp_path)
     latin.write_bytes(b'[model]\nname = "caf\xe9"\n')
     with pytest.raises(ConfigError, match=r"latin\.toml: not UTF-8 text"):
         load_config(latin)
+
+
+def test_optional_fields_take_none_from_a_dict():
+    """A configuration's own to_dict() holds None for unset optional fields (abvs.timing_fb, slu.gate_lr); the
+    reproductions rebuild configurations from those dicts, so None must pass the type check."""
+    from codesign.train.config import config_from_dict
+
+    for techniques in ({"abvs": {"fb_min": 6, "fb_max": 9, "timing_fb": None}}, {"slu": {"gate_lr": None}}):
+        config = config_from_dict({"model": {"name": "mlp"}, "techniques": techniques})
+        assert config_from_dict(config.to_dict()) == config
