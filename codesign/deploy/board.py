@@ -12,7 +12,7 @@ and the energy of the last :meth:`OnBoard.fit` (PMBus rails on a board,
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Optional
 
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.energy import GROUPS, PowerSampler, measure_rails
@@ -153,3 +153,26 @@ class OnBoard:
                 "joules_per_step": joules / steps if steps else None,
                 "model": "the loop's cost ledger (energy_pj of its history rows: MAC and DRAM energy by the "
                          "45 nm table of codesign.energy); the PE arithmetic, not the FPGA's rails: no PS/PL split"}
+
+
+class LoopOnBoard(OnBoard):
+    """A NumPy loop family's board trainer (FB-float, CSB): the golden loop on an IP backend.
+
+    A loop family's trainer names its ``family`` (the PE and design.json's
+    ``loop``), its loop's ``setup_class`` and its IP backend's
+    ``backend_class``; ``Trainer(overlay)`` then takes the IP named ``ip``
+    (default: the design's single IP of that PE) and the set-up design.json
+    records (:meth:`loop_setup`), with ``setup_changes`` (epochs, batch
+    size...) applied as they would be on the golden run. ``design``, a
+    design point, is checked against the overlay first (a desktop's guard).
+    """
+
+    family: str
+    setup_class: type
+    backend_class: type
+
+    def __init__(self, overlay, design=None, *, ip: Optional[str] = None, **setup_changes) -> None:
+        self.bind(overlay, design)
+        setup = self.loop_setup(self.family, self.setup_class, setup_changes)
+        driver = overlay.accelerator(self.instance_name(self.family, ip))
+        super().__init__(setup, self.backend_class(driver, setup.spec))

@@ -15,7 +15,6 @@ on an Ultra96-V2 is refused before a bitstream is touched.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from codesign.deploy.manifest import DeployError, load_manifest
+from codesign.hw.jsonfile import JsonFileError, load_json
 
 BUNDLE_GROUP = "codesign.bundles"  # entry points: bundle name -> its package
 BUNDLE_INFO = "bundle.json"  # in the package: name, board, data file, notebooks, codesign version that wrote it
@@ -49,12 +49,10 @@ class Bundle:
         self.root = Path(root)
         info_file = self.root / BUNDLE_INFO
         try:
-            self.info: Dict[str, Any] = json.loads(info_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            raise BundleError(f"{info_file}: not a readable bundle description ({error})") from None
-        for key in ("name", "board", "data"):
-            if not isinstance(self.info.get(key), str):
-                raise BundleError(f"{info_file}: lacks {key!r}")
+            self.info: Dict[str, Any] = load_json(info_file, what="bundle description",
+                                                  required={"name": str, "board": str, "data": str})
+        except JsonFileError as error:
+            raise BundleError(str(error)) from None
         self.name = self.info["name"]
         self.manifest = load_manifest(self.build_dir)
 

@@ -35,7 +35,7 @@ from collections import Counter
 
 import numpy as np
 
-from codesign.deploy.board import OnBoard
+from codesign.deploy.board import LoopOnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
 from codesign.loops.csb import CsbMlpTrainer, CsbTrainSetup
@@ -203,21 +203,10 @@ class IpCsb:
         return out
 
 
-class CsbBoardTrainer(OnBoard, CsbMlpTrainer):
-    """The compressed design-point loop with every fixed-point layer product on the overlay's csb IP.
+class CsbBoardTrainer(LoopOnBoard, CsbMlpTrainer):
+    """The compressed design-point loop with every fixed-point layer product on the overlay's csb IP."""
 
-    ``CsbBoardTrainer(overlay)`` takes the IP named ``ip`` (default: the
-    design's single csb IP) and the set-up design.json records
-    (:meth:`OnBoard.loop_setup`); ``setup_changes`` override set-up fields
-    (epochs, batch size...) as they would on the golden run. ``design``, a
-    design point, is checked against the overlay first (a desktop's guard).
-    """
-
-    def __init__(self, overlay, design=None, *, ip: str | None = None, **setup_changes) -> None:
-        self.bind(overlay, design)
-        setup = self.loop_setup("csb", CsbTrainSetup, setup_changes)
-        ip = self.instance_name("csb", ip)
-        super().__init__(setup, IpCsb(overlay.accelerator(ip), setup.spec))
+    family, setup_class, backend_class = "csb", CsbTrainSetup, IpCsb  # see LoopOnBoard
 
     def throughput(self) -> dict[str, float]:
         """The loop's figures plus the IP's (:meth:`OnBoard.ip_figures`) and the transactions sent."""

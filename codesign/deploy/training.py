@@ -23,7 +23,7 @@ from collections import Counter
 
 import numpy as np
 
-from codesign.deploy.board import OnBoard
+from codesign.deploy.board import LoopOnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
 from codesign.loops.fb import FbMlpTrainer, HwTrainSetup
@@ -94,21 +94,10 @@ class IpGemm:
         return result
 
 
-class BoardTrainer(OnBoard, FbMlpTrainer):
-    """The design-point training loop with every layer GEMM on the overlay's fpmac_array IP.
+class BoardTrainer(LoopOnBoard, FbMlpTrainer):
+    """The design-point training loop with every layer GEMM on the overlay's fpmac_array IP."""
 
-    ``BoardTrainer(overlay)`` takes the IP named ``ip`` (default: the
-    design's single fpmac_array IP) and the set-up design.json records
-    (:meth:`OnBoard.loop_setup`); ``setup_changes`` override set-up fields
-    (epochs, batch size...) as they would on the golden run. ``design``, a
-    design point, is checked against the overlay first (a desktop's guard).
-    """
-
-    def __init__(self, overlay, design=None, *, ip: str | None = None, **setup_changes) -> None:
-        self.bind(overlay, design)
-        setup = self.loop_setup("fpmac_array", HwTrainSetup, setup_changes)
-        ip = self.instance_name("fpmac_array", ip)
-        super().__init__(setup, IpGemm(overlay.accelerator(ip), setup.spec))
+    family, setup_class, backend_class = "fpmac_array", HwTrainSetup, IpGemm  # see LoopOnBoard
 
     def throughput(self) -> dict[str, float]:
         """The loop's figures plus the IP's (:meth:`OnBoard.ip_figures`)."""

@@ -17,14 +17,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from codesign.boards import Board, boards
 from codesign.hw import yosys as ys
+from codesign.hw.protocol import ProcessingElement
 from codesign.hw.reports import write_figure_png, write_text_atomic
-
-if TYPE_CHECKING:
-    from codesign.pe.protocol import ProcessingElement
 
 SCHEMA = "codesign-pe-cost"
 SCHEMA_VERSION = 1

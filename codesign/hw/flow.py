@@ -1,6 +1,6 @@
 """The hardware flow, written once for every PE: render → C-sim → RTL sim → verify.
 
-Each stage takes a registered :class:`~codesign.pe.protocol.ProcessingElement`
+Each stage takes a registered :class:`~codesign.hw.protocol.ProcessingElement`
 and an arithmetic spec (plus a :class:`~codesign.hw.target.BuildTarget`
 where the HLS project depends on it). Nothing here knows a PE by name.
 
@@ -19,7 +19,6 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 from typing import Any
 
 from codesign.hw.csim import CsimBuild, CsimError, CsimResult, compile_testbench, run_testbench
@@ -34,10 +33,7 @@ from codesign.hw.render import (
 from codesign.hw.reports import write_json_atomic, write_text_atomic
 from codesign.hw.target import BuildTarget
 from codesign.hw.vectors import MAGIC, TRANSACTION_MAGIC
-from codesign.hw.levels import LevelResult
-
-if TYPE_CHECKING:
-    from codesign.pe.protocol import ProcessingElement
+from codesign.hw.protocol import LevelResult, ProcessingElement
 
 LEVELS = ("golden", "csim", "rtl")
 VECTORS_HEADER = "codesign_vectors.h"  # the shared, tested C++ vector-file reader of every testbench

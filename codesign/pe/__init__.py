@@ -1,4 +1,4 @@
-"""Processing elements, one room each, all behind one protocol (:mod:`codesign.pe.protocol`).
+"""Processing elements, one room each, all behind one protocol (:mod:`codesign.hw.protocol`).
 
 :data:`REGISTRY` names every PE the command line and the generic flow know;
 a PE's module is imported on first use, so listing PEs costs nothing.
@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from codesign.pe.protocol import ProcessingElement
+    from codesign.hw.protocol import ProcessingElement
 
 # name -> "module:class" of its ProcessingElement subclass
 REGISTRY = {

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from codesign.hw.vectors import WORD_BITS, VectorFileError, read_transactions, write_transactions
-from codesign.pe.protocol import LevelResult, ProcessingElement, RtlOutcome
+from codesign.hw.protocol import LevelResult, ProcessingElement, RtlOutcome
 
 Transaction = tuple[np.ndarray, np.ndarray]
 

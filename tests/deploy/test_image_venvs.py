@@ -142,7 +142,8 @@ def test_runtime_trains_bit_identically_in_an_image_like_venv(image, wheel, boar
         assert done.returncode == 0, f"{family}: {done.stdout[-2000:]}\n{done.stderr[-3000:]}"
         report = json.loads(done.stdout.strip().splitlines()[-1])
         assert report["family"] == family and report["emulated"]
-        assert report["compared"] > 0 and report["differ"] == 0 and report["same_accuracy"]
+        assert report["compared"] > 0 and report["differ"] == 0
+        assert report["same_accuracy"] if family != "tt" else "same_accuracy" not in report
         assert report["python"].startswith(version) and report["pynq"] == image_packages[0].split("==")[1]
         reports.append(report)
     # the bundles: their wheels name only the runtime; each notebook is delivered and runs from the package's files

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from codesign.pe import REGISTRY, get_pe, pe_names
-from codesign.pe.protocol import HANDSHAKES, ProcessingElement
+from codesign.hw.protocol import HANDSHAKES, ProcessingElement
 from codesign.resources import data_dir
 
 

@@ -16,7 +16,7 @@ from codesign.hw.vectors import WORD_BITS
 from codesign.pe.csb.reference import reference_output
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stimulus import build_transactions, count_macs, top_up_updates
-from codesign.pe.protocol import GridCase
+from codesign.hw.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
 
 FILES = {

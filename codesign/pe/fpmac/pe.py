@@ -25,7 +25,7 @@ from codesign.numerics.reference import reference_mac
 from codesign.pe.fpmac.golden import clamp_fb, from_container, to_container
 from codesign.pe.fpmac.spec import LATENCY, WORD_BITS, FpmacSpec
 from codesign.pe.fpmac.stimulus import COLUMNS, Stimulus, build_stimulus
-from codesign.pe.protocol import GridCase, LevelResult, ProcessingElement, RtlOutcome
+from codesign.hw.protocol import GridCase, LevelResult, ProcessingElement, RtlOutcome
 
 GOLDEN_SAMPLE = 3000  # vectors the golden level re-derives with the exact Fraction reference
 # Project file names.

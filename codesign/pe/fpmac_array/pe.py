@@ -20,7 +20,7 @@ from codesign.hw.vectors import WORD_BITS
 from codesign.pe.fpmac_array import reference, stimulus
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.pe.fpmac_array.stimulus import FpmacArrayStimulusOptions
-from codesign.pe.protocol import GridCase
+from codesign.hw.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
 from codesign.resources import data_dir
 

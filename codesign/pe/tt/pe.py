@@ -17,7 +17,7 @@ import numpy as np
 
 from codesign.hw.target import BuildTarget
 from codesign.hw.vectors import WORD_BITS
-from codesign.pe.protocol import GridCase
+from codesign.hw.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
 from codesign.pe.tt import reference, stimulus
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec

@@ -26,11 +26,31 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
-from codesign.hw.levels import LevelResult, RtlOutcome  # noqa: F401 (part of the protocol)
 from codesign.hw.target import BuildTarget
 from codesign.resources import data_dir
 
 HANDSHAKES = ("pipeline", "stream")
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    """Outcome of one verification level: vectors compared bit for bit, how many differed, wall time (s)."""
+
+    level: str
+    vectors: int
+    mismatches: int
+    seconds: float
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class RtlOutcome:
+    """What a bench summary says once the PE has interpreted it: results checked and how many differed."""
+
+    vectors: int
+    mismatches: int
+    first_mismatches: tuple[str, ...]
+    cycles: tuple[int, ...] = ()  # per transaction (stream PEs), for cycle-model checks
 
 
 @dataclass(frozen=True)
