@@ -32,7 +32,7 @@ from pathlib import Path
 
 import codesign
 from codesign.deploy.bundle import BUNDLE_GROUP, BUNDLE_INFO
-from codesign.deploy.manifest import load_manifest
+from codesign.deploy.manifest import ManifestError, load_manifest
 from codesign.design.build import render_ip_projects, write_ip_projects
 from codesign.design.loops import loop_entry
 from codesign.design.point import DesignPoint
@@ -82,7 +82,10 @@ def check_bundle_dir(out_dir: Path) -> None:
 
 
 def _check_build(design: DesignPoint, build_dir: Path) -> dict:
-    manifest = load_manifest(build_dir)
+    try:
+        manifest = load_manifest(build_dir)
+    except ManifestError as error:  # a board-runtime error (RuntimeError): here it is a bad --build argument
+        raise BundleFolderError(str(error)) from None
     if manifest["design"] != design.name or manifest["board"] != design.board.name:
         raise BundleFolderError(f"{build_dir / MANIFEST_FILE} is design {manifest['design']!r} for "
                                 f"{manifest['board']!r}, not {design.name!r} for {design.board.name!r}")

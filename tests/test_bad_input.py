@@ -388,3 +388,86 @@ def test_ctrl_c_ends_with_one_line_and_status_130(tmp_path, capsys, monkeypatch,
     err = capsys.readouterr().err
     assert err.startswith("codesign: interrupted") and err.count("\n") == 1 and hint in err
     assert "Traceback" not in err
+
+
+# -- JSON files the commands read back, corrupted ------------------------------------------------------------------
+CORRUPT_JSON = [
+    pytest.param(b'{"format": "codesign', id="truncated"),
+    pytest.param(b"", id="empty"),
+    pytest.param(b"\xff\xfe{\x00}\x00", id="not_utf8"),
+    pytest.param(b"[1, 2]", id="array"),
+    pytest.param(b'{"unrelated": true}', id="wrong_fields"),
+    pytest.param(b"\x00" * 64, id="zeros"),
+]
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` with its bytes: a refusal must leave this unchanged."""
+    return {str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def _corrupt_project(tmp_path: Path, content: bytes) -> tuple[list[str], Path]:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "run_hls.tcl").write_text("# a project's script\n")
+    (project / "codesign_project.json").write_bytes(content)
+    return ["build", str(project)], project / "codesign_project.json"
+
+
+def _corrupt_generate_target(tmp_path: Path, content: bytes) -> tuple[list[str], Path]:
+    argv, marker = _corrupt_project(tmp_path, content)
+    return ["generate", "fpmac", "--out", argv[1]], marker
+
+
+def _corrupt_build_folder(tmp_path: Path, content: bytes) -> tuple[list[str], Path]:
+    from codesign.resources import data_dir
+
+    folder = tmp_path / "build"
+    folder.mkdir()
+    (folder / "design.json").write_bytes(content)
+    return ["build", str(data_dir("examples") / "digits_abvs.toml"), "--out", str(folder), "--cache",
+            str(tmp_path / "cache"), "--dry-run"], folder / "design.json"
+
+
+def _corrupt_bundle_source(tmp_path: Path, content: bytes) -> tuple[list[str], Path]:
+    from codesign.resources import data_dir
+
+    _, manifest = _corrupt_build_folder(tmp_path, content)
+    return ["bundle", str(data_dir("examples") / "digits_abvs.toml"), "--build", str(manifest.parent), "--out",
+            str(tmp_path / "bundle")], manifest
+
+
+def _corrupt_results(tmp_path: Path, content: bytes) -> tuple[list[str], Path]:
+    from codesign.reproduce.readme import BEGIN, END
+
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n{BEGIN}\nold\n{END}\n")
+    (tmp_path / "results" / "smd").mkdir(parents=True)
+    (tmp_path / "results" / "smd" / "results.json").write_bytes(content)
+    return ["reproduce", "readme", "--out", str(tmp_path / "results"), "--readme", str(readme)], \
+        tmp_path / "results" / "smd" / "results.json"
+
+
+def _corrupt_cost_report(tmp_path: Path, content: bytes) -> tuple[list[str], Path]:
+    report = tmp_path / "fpmac_cost.json"
+    report.write_bytes(content)
+    config = tmp_path / "run.toml"
+    config.write_text(to_toml({**BASE, "techniques": {"abvs": {"cost_report": str(report)}}}))
+    return ["train", str(config), "--out", str(tmp_path / "out")], report
+
+
+JSON_READERS = {"build_project": _corrupt_project, "generate_over_project": _corrupt_generate_target,
+                "build_design_over_folder": _corrupt_build_folder, "bundle_build": _corrupt_bundle_source,
+                "reproduce_readme": _corrupt_results, "train_abvs_cost_report": _corrupt_cost_report}
+
+
+@pytest.mark.parametrize("reader", JSON_READERS)
+@pytest.mark.parametrize("content", CORRUPT_JSON)
+def test_a_corrupt_json_file_is_refused_naming_it(tmp_path, capsys, monkeypatch, reader, content):
+    """Each command that reads a JSON file back: one line naming the file, exit 2, nothing written or changed."""
+    monkeypatch.chdir(tmp_path)
+    argv, path = JSON_READERS[reader](tmp_path, content)
+    before = _snapshot(tmp_path)
+    err = refused(capsys, argv, (str(path),))
+    assert err.count("\n") == 1, err
+    assert _snapshot(tmp_path) == before

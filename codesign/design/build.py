@@ -15,7 +15,6 @@ folder must be missing, empty or an earlier build folder of codesign.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from codesign.design.manifest import MANIFEST_FILE, MANIFEST_FORMAT, design_mani
 from codesign.design.point import DesignPoint
 from codesign.hw import accel, vivado
 from codesign.hw.build import HLS_TOOLS, ToolMissing
+from codesign.hw.jsonfile import JsonFileError, load_json
 from codesign.hw.outdir import OutputDirError, check_output_dir
 from codesign.hw.render import ProjectFiles, write_project
 from codesign.hw.reports import write_json_atomic, write_text_atomic
@@ -62,11 +62,12 @@ def is_build_dir(out_dir: Path) -> bool:
     if not marker.is_file():
         return False
     try:
-        if json.loads(marker.read_text()).get("format") == MANIFEST_FORMAT:
-            return True
-    except (OSError, ValueError, AttributeError):
-        pass
-    raise BuildFolderError(f"{marker} is not a codesign design manifest: refusing to write into {out_dir}")
+        body = load_json(marker, what="design manifest", required={"format": str})
+    except JsonFileError as error:
+        raise BuildFolderError(f"{error}; refusing to write into {out_dir}") from None
+    if body["format"] != MANIFEST_FORMAT:
+        raise BuildFolderError(f"{marker} is not a codesign design manifest: refusing to write into {out_dir}")
+    return True
 
 
 def check_build_dir(out_dir: Path) -> None:

@@ -368,10 +368,9 @@ def run_accel_rtl(pe, spec, vectors: Path, work_dir: Path, *, simulator: str = "
     raises :class:`codesign.hw.rtlsim.CocotbTestFailure` unless its summary
     counts the mismatches (then they are returned).
     """
-    import json
     import time
 
-    from codesign.hw.rtlsim import CocotbTestFailure, build_dir_for, package_root, run_cocotb
+    from codesign.hw.rtlsim import CocotbTestFailure, build_dir_for, package_root, read_bench_summary, run_cocotb
 
     pe.check_spec(spec)
     vectors = Path(vectors).resolve()
@@ -388,9 +387,10 @@ def run_accel_rtl(pe, spec, vectors: Path, work_dir: Path, *, simulator: str = "
         run_cocotb(sources=sources, toplevel=RTL_TOP, test_module=BENCH_MODULE, build_dir=build_dir,
                    python_paths=[package_root()], extra_env=env, simulator=simulator)
     except CocotbTestFailure:
-        if not summary_path.is_file() or json.loads(summary_path.read_text()).get("mismatches", 0) == 0:
+        if not summary_path.is_file() or read_bench_summary(summary_path)["mismatches"] == 0:
             raise
-    summary = json.loads(summary_path.read_text())
+    summary = read_bench_summary(summary_path, {"transactions": int, "words_checked": int, "runs": list,
+                                                "bursts": int, "first_mismatches": list})
     return AccelRtlResult(transactions=int(summary["transactions"]), words=int(summary["words_checked"]),
                           mismatches=int(summary["mismatches"]), runs=tuple(summary["runs"]),
                           bursts=int(summary["bursts"]),

@@ -6,12 +6,12 @@ produced, only the exact command that would run.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from codesign.hw.project import read_project_marker
 from codesign.hw.render import MANIFEST_NAME
 
 HLS_TOOLS = ("vitis_hls", "vivado_hls")
@@ -37,7 +37,7 @@ def plan_hls_build(project_dir: Path) -> BuildPlan:
     manifest = project_dir / MANIFEST_NAME
     if not manifest.is_file():
         raise FileNotFoundError(f"{project_dir} is not a codesign project (no {MANIFEST_NAME}); run `codesign generate` first")
-    json.loads(manifest.read_text())
+    read_project_marker(project_dir)  # a corrupt or foreign manifest is refused, naming the file
     if not (project_dir / "run_hls.tcl").is_file():
         raise FileNotFoundError(f"{project_dir} has no run_hls.tcl")
     tool = next((name for name in HLS_TOOLS if shutil.which(name)), None)

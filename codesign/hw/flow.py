@@ -157,7 +157,7 @@ def run_rtl(pe: ProcessingElement, spec, vectors: Path, work_dir: Path, *, simul
     package, so an installed wheel verifies RTL as a checkout does.
     ``bench_env`` adds to (or overrides) the bench's environment.
     """
-    from codesign.hw.rtlsim import CocotbTestFailure, build_dir_for, package_root, run_cocotb
+    from codesign.hw.rtlsim import CocotbTestFailure, build_dir_for, package_root, read_bench_summary, run_cocotb
 
     pe.check_spec(spec)
     vectors = Path(vectors).resolve()
@@ -177,11 +177,11 @@ def run_rtl(pe: ProcessingElement, spec, vectors: Path, work_dir: Path, *, simul
         if not summary_path.is_file():
             raise  # the bench died before checking anything: nothing to count
         build_seconds = failure.build_seconds
-        outcome = pe.rtl_outcome(spec, json.loads(summary_path.read_text()), vectors)
+        outcome = pe.rtl_outcome(spec, read_bench_summary(summary_path), vectors)
         if outcome.mismatches == 0:
             raise  # the bench failed for a reason the summary does not explain
     else:
-        outcome = pe.rtl_outcome(spec, json.loads(summary_path.read_text()), vectors)
+        outcome = pe.rtl_outcome(spec, read_bench_summary(summary_path), vectors)
     return RtlResult(simulator=simulator, vectors=outcome.vectors, mismatches=outcome.mismatches,
                      seconds=time.perf_counter() - started, build_seconds=build_seconds,
                      first_mismatches=outcome.first_mismatches, build_dir=build_dir, cycles=outcome.cycles)

@@ -56,6 +56,27 @@ def _lookup(body: Any, field: str) -> tuple[bool, Any]:
     return True, value
 
 
+def read_text_file(path: Path, *, what: str) -> str:
+    """The UTF-8 text of ``path``; a missing, unreadable or non-UTF-8 file raises :class:`JsonFileError` naming it.
+
+    Shared by :func:`load_json` and the readers of other text files a user
+    hands over (a README to rewrite), so every one names the file the same way.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise JsonFileError(f"{path}: {what}: the file does not exist") from None
+    except IsADirectoryError:
+        raise JsonFileError(f"{path}: {what}: a folder, not a file") from None
+    except OSError as error:
+        raise JsonFileError(f"{path}: {what}: cannot be read ({error.strerror or error})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise JsonFileError(f"{path}: {what}: not UTF-8 text (offset {error.start})") from None
+
+
 def load_json(path: Path, *, what: str, required: Mapping[str, Kind] | None = None) -> Any:
     """The JSON value in ``path`` (``what`` says what the file is, e.g. "Yosys estimate cache entry").
 
@@ -65,20 +86,15 @@ def load_json(path: Path, *, what: str, required: Mapping[str, Kind] | None = No
     ``"<path>: <what>: ..."`` naming the field.
     """
     path = Path(path)
+    text = read_text_file(path, what=what)
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise JsonFileError(f"{path}: {what}: the file does not exist") from None
-    except OSError as error:
-        raise JsonFileError(f"{path}: {what}: cannot be read ({error.strerror or error})") from None
-    try:
-        body = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as error:
-        raise JsonFileError(f"{path}: {what}: not UTF-8 text (offset {error.start})") from None
+        body = json.loads(text)
     except json.JSONDecodeError as error:
-        hint = " (truncated?)" if error.pos >= len(data.rstrip()) else ""
-        raise JsonFileError(f"{path}: {what}: not valid JSON{hint}: {error.msg} at line {error.lineno} "
-                            f"column {error.colno}") from None
+        # an error at the very end, or a string never closed, is what a file cut short looks like
+        truncated = error.pos >= len(text.rstrip()) or error.msg.startswith("Unterminated string")
+        hint = " (truncated?)" if truncated else ""
+        raise JsonFileError(f"{path}: {what}: not valid JSON{hint}: {error.msg} (line {error.lineno}, "
+                            f"column {error.colno})") from None
     if required is None:
         return body
     if not isinstance(body, dict):

@@ -7,10 +7,10 @@ render), so reading it needs nothing but the standard library.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
+from codesign.hw.jsonfile import JsonFileError, load_json
 from codesign.hw.outdir import OutputDirError
 
 PROJECT_MARKER = "codesign_project.json"
@@ -30,9 +30,9 @@ def read_project_marker(directory: Path) -> Optional[dict]:
     if not path.is_file():
         return None
     try:
-        body = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise ProjectDirError(f"{path} is not a readable codesign manifest: {error}") from None
+        body = load_json(path, what="codesign project manifest")
+    except JsonFileError as error:
+        raise ProjectDirError(str(error)) from None
     if not isinstance(body, dict) or body.get("codesign_project") != PROJECT_FORMAT or "pe" not in body:
         raise ProjectDirError(f"{path} is not a codesign project manifest")
     return body

@@ -38,6 +38,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from codesign.hw.jsonfile import Kind, load_json
+
 SIMULATORS = ("icarus", "verilator")
 TIMESCALE = ("1ns", "1ps")
 LOG_TAIL_LINES = 40
@@ -71,6 +73,16 @@ class SimRun:
     tests: int
     build_seconds: float
     test_seconds: float
+
+
+def read_bench_summary(path: Path, required: Mapping[str, Kind] | None = None) -> dict:
+    """The JSON summary a cocotb bench wrote (``mismatches`` at least, plus ``required``).
+
+    A bench killed mid-write leaves a truncated file; reading it through
+    :func:`~codesign.hw.jsonfile.load_json` names the file and the missing
+    field instead of a bare ``JSONDecodeError`` or ``KeyError``.
+    """
+    return load_json(path, what="cocotb bench summary", required={"mismatches": int, **(required or {})})
 
 
 def build_dir_for(root: Path, toplevel: str, simulator: str, parameters: Mapping[str, object]) -> Path:

@@ -18,7 +18,6 @@ build it did not get: a run counts only when both files exist afterwards.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import shutil
@@ -29,6 +28,7 @@ from pathlib import Path, PurePosixPath
 
 from codesign.boards import Board, boards
 from codesign.hw.build import ToolMissing
+from codesign.hw.jsonfile import JsonFileError, load_json
 from codesign.hw.render import render_template
 from codesign.hw.shell import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
 from codesign.hw.reports import write_bytes_atomic
@@ -268,9 +268,9 @@ def read_manifest(build_dir: Path) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{build_dir} holds no {MANIFEST_FILE}: it is not a codesign build folder")
     try:
-        return json.loads(path.read_text())
-    except ValueError as error:
-        raise ManifestError(f"{path} is not valid JSON: {error}") from None
+        return load_json(path, what="design manifest", required={"board": str, "design": str})
+    except JsonFileError as error:
+        raise ManifestError(str(error)) from None
 
 
 def plan_vivado_build(build_dir: Path, *, check: bool = True) -> VivadoBuildPlan:
@@ -289,7 +289,7 @@ def plan_vivado_build(build_dir: Path, *, check: bool = True) -> VivadoBuildPlan
     build_dir = Path(build_dir).resolve()
     manifest = read_manifest(build_dir)
     known = boards()
-    board_name = manifest.get("board") if isinstance(manifest, dict) else None
+    board_name = manifest["board"]
     if board_name not in known:
         raise ManifestError(f"unknown board {board_name!r} in {build_dir / MANIFEST_FILE}; "
                             f"known boards: {', '.join(sorted(known))}")
@@ -332,7 +332,8 @@ def run_vivado_build(plan: VivadoBuildPlan, *, timeout_s: float | None = None) -
                                + (f"; not written: {', '.join(absent)}" if absent else "")
                                + f"; first error: {error} (log: {plan.project_dir / LOG_FILE})")
     mode_file = plan.project_dir / MODE_FILE
-    mode = json.loads(mode_file.read_text()).get("mode", "unknown") if mode_file.is_file() else "unknown"
+    mode = (load_json(mode_file, what="Vivado build mode record", required={"mode": str})["mode"]
+            if mode_file.is_file() else "unknown")
     return VivadoBuildResult(plan.bitstream, plan.handoff, time.time() - started, mode)
 
 

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import json
 import math
 import re
 import shutil
@@ -64,6 +63,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
 
+from codesign.hw.jsonfile import JsonFileError, load_json
 from codesign.hw.reports import write_text_atomic
 
 # Families codesign's boards use. synth_xilinx knows more, but the cell-type
@@ -311,15 +311,14 @@ def categorize(raw_cells: Mapping[str, int]) -> ResourceCounts:
     return ResourceCounts(**totals, lut_sites_min=lut6 + math.ceil((totals["lut"] - lut6) / 2), bram_36k=bram)
 
 
-def parse_stat_json(text: str, top: str) -> dict[str, int]:
-    """Cell counts by type from ``stat -json`` output of a flattened design."""
+def parse_stat(stat: object, top: str) -> dict[str, int]:
+    """Cell counts by type from the parsed ``stat -json`` output of a flattened design."""
     try:
-        stat = json.loads(text)
         if "design" in stat:
             by_type = stat["design"].get("num_cells_by_type", {})
         else:
             by_type = stat["modules"][f"\\{top}"].get("num_cells_by_type", {})
-    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
+    except (KeyError, TypeError, AttributeError) as error:
         raise YosysError(f"unreadable stat -json output: {error}") from error
     return {str(cell_type): count for cell_type, count in sorted(by_type.items())}
 
@@ -466,15 +465,15 @@ def synthesize(job: SynthJob, work_dir: Path, *, executable: str = "yosys",
     if run.returncode != 0:
         raise YosysError(f"yosys failed (exit {run.returncode}) on {job.slug} (work dir {work_dir}):\n"
                          f"{_log_tail(work_dir, run.stderr)}")
+    for name in ("stat.json", "ltp.txt", "netlist.json"):
+        if not (work_dir / name).is_file():
+            raise YosysError(f"yosys did not write {work_dir / name} for {job.slug}:\n{_log_tail(work_dir, run.stderr)}")
     try:
-        raw = parse_stat_json((work_dir / "stat.json").read_text(), job.top)
-        ltp_cells, ltp_loops = parse_ltp((work_dir / "ltp.txt").read_text())
-        netlist = json.loads((work_dir / "netlist.json").read_text())
-    except FileNotFoundError as error:
-        raise YosysError(f"yosys did not write {error.filename} for {job.slug}:\n"
-                         f"{_log_tail(work_dir, run.stderr)}") from error
-    except json.JSONDecodeError as error:
-        raise YosysError(f"unreadable netlist.json for {job.slug}: {error}") from error
+        raw = parse_stat(load_json(work_dir / "stat.json", what=f"Yosys stat -json output of {job.slug}"), job.top)
+        netlist = load_json(work_dir / "netlist.json", what=f"Yosys netlist of {job.slug}")
+    except JsonFileError as error:
+        raise YosysError(str(error)) from error
+    ltp_cells, ltp_loops = parse_ltp((work_dir / "ltp.txt").read_text(errors="replace"))
     depth = dataclasses.replace(netlist_depth(netlist, job.top), ltp_cells=ltp_cells, ltp_loops=ltp_loops)
     return SynthResult(job=job, yosys_version=version, raw_cells=raw, counts=categorize(raw), depth=depth,
                        wall_s=wall_s, work_dir=work_dir)

@@ -350,6 +350,23 @@ def test_write_vivado_takes_only_the_rendered_scripts(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("record", ['{"mode": "bo', "", '{"mode": 1}'], ids=["truncated", "empty", "mode_not_a_string"])
+def test_a_broken_build_mode_record_names_the_file(tmp_path, record):
+    """Vivado's mode record is read back through the one JSON loader: a broken one is named, not a KeyError."""
+    import dataclasses
+    import stat
+
+    from codesign.hw.jsonfile import JsonFileError
+
+    build_dir = build_folder(tmp_path)
+    fake = tmp_path / "fake-vivado"
+    fake.write_text(f"#!/bin/sh\nsleep 0.05\ntouch demo.bit demo.hwh\nprintf '%s' '{record}' > vivado/build_mode.json\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    plan = dataclasses.replace(plan_vivado_build(build_dir), tool=str(fake))
+    with pytest.raises(JsonFileError, match=r"build_mode\.json: Vivado build mode record: "):
+        run_vivado_build(plan)
+
+
 def test_plan_refuses_a_folder_that_is_not_a_build(tmp_path):
     with pytest.raises(FileNotFoundError, match="no design.json"):
         plan_vivado_build(tmp_path)

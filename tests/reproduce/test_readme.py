@@ -37,7 +37,7 @@ def test_smoke_results_and_results_without_a_row_are_refused(tmp_path):
     with pytest.raises(ValueError, match="smoke"):
         render_table(tmp_path / "a")
     _result(tmp_path / "b", "psg", row=False)
-    with pytest.raises(ValueError, match="no readme row"):
+    with pytest.raises(ValueError, match="psg/results.json: results of `codesign reproduce psg`.*field readme"):
         render_table(tmp_path / "b")
 
 
@@ -52,3 +52,12 @@ def test_update_rewrites_only_between_the_markers(tmp_path):
     (tmp_path / "plain.md").write_text("no markers")
     with pytest.raises(ValueError, match="markers"):
         update_readme(tmp_path / "plain.md", tmp_path / "results")
+
+
+def test_a_readme_that_is_not_utf8_is_named_and_left_alone(tmp_path):
+    readme = tmp_path / "README.md"
+    content = f"caf\xe9\n{BEGIN}\nold\n{END}\n".encode("latin-1")
+    readme.write_bytes(content)
+    with pytest.raises(ValueError, match=rf"^{readme}: README: not UTF-8 text"):
+        update_readme(readme, tmp_path / "results")
+    assert readme.read_bytes() == content

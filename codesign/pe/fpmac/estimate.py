@@ -44,6 +44,7 @@ from pathlib import Path
 from codesign.boards import Board, board_for_part
 from codesign.hw import yosys as ys
 from codesign.hw.estimate import board_for_family
+from codesign.hw.jsonfile import JsonFileError, load_json
 from codesign.hw.reports import write_figure_png, write_text_atomic
 from codesign.numerics.formats import FLOAT_FRAC_BITS
 from codesign.pe.fpmac.spec import ROUNDING_CODES, FpmacSpec
@@ -315,12 +316,13 @@ def load_fpmac_cost(path: Path) -> FpmacCost:
     """Read and validate ``fpmac_cost.json``; :class:`FpmacCostError` on any schema violation."""
     path = Path(path)
     try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError as error:
-        raise FpmacCostError(f"{path} does not exist; run estimate_fpmac first") from error
-    except json.JSONDecodeError as error:
-        raise FpmacCostError(f"{path} is not valid JSON: {error}") from error
-    return load_fpmac_cost_dict(raw)
+        raw = load_json(path, what="FP-MAC cost report (estimate_fpmac writes it)")
+    except JsonFileError as error:
+        raise FpmacCostError(str(error)) from None
+    try:
+        return load_fpmac_cost_dict(raw)
+    except FpmacCostError as error:
+        raise FpmacCostError(f"{path}: FP-MAC cost report: {error}") from None
 
 
 # ---------------------------------------------------------------------------- rendering
