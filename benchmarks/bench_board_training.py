@@ -16,9 +16,10 @@ Families and their design points:
 - ``csb``: examples/digits_compressed_mlp.toml, compressed training on the csb IP
   (one float warm-up epoch of two steps and the pruning search first, untimed;
   a constant learning rate);
-- ``tt``: examples/digits_tt.toml, TT layers on the tt1 and tt2 IPs.
+- ``tt``: examples/digits_tt.toml, TT layers on the tt1 and tt2 IPs, the torch trainer's host;
+- ``tt-numpy``: the same design with the board runtime's NumPy TT loop (:mod:`codesign.loops.tt`) as host.
 
-Run: .venv/bin/python benchmarks/bench_board_training.py [--steps 6] [--families fb-float,csb,tt] [--out reports/bench]
+Run: .venv/bin/python benchmarks/bench_board_training.py [--steps 6] [--families fb-float,csb,tt,tt-numpy] [--out reports/bench]
 """
 
 from __future__ import annotations
@@ -118,7 +119,25 @@ def tt_pair(root: Path, data: Dataset) -> Pair:
     return Pair(board, golden, words, design.training.optim.batch_size)
 
 
-FAMILIES: dict[str, Callable[[Path, Dataset], Pair]] = {"fb-float": fb_float_pair, "csb": csb_pair, "tt": tt_pair}
+def tt_numpy_pair(root: Path, data: Dataset) -> Pair:
+    from codesign.deploy.trainers import golden_trainer
+    from codesign.deploy.tt_training import TtBoardTrainer
+    from codesign.design import load_design
+
+    design = load_design(EXAMPLES / "digits_tt.toml")
+    overlay = _overlay(design, root)
+    board, golden = TtBoardTrainer(overlay, design), golden_trainer(overlay.manifest)
+
+    def words(trainer) -> list[np.ndarray]:
+        state = trainer.read_weights()
+        return [np.ascontiguousarray(a).view(np.uint32 if a.dtype == np.float32 else np.uint64)
+                for key in ("cores", "biases", "moments", "trackers") for a in state[key]]
+
+    return Pair(board, golden, words, golden.setup.batch_size)
+
+
+FAMILIES: dict[str, Callable[[Path, Dataset], Pair]] = {"fb-float": fb_float_pair, "csb": csb_pair, "tt": tt_pair,
+                                                        "tt-numpy": tt_numpy_pair}
 
 
 def batches(data: Dataset, size: int, count: int, seed: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:

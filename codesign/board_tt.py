@@ -1,9 +1,10 @@
 """TT training on a board from a desktop-class host: the golden TT loop of :mod:`codesign.train.hw_golden_tt`
 with its contractions on the overlay's IPs (:class:`codesign.deploy.tt_training.IpRunner`).
 
-The host side of this loop (softmax loss, low-rank prior, Adam, rank pruning) is the torch trainer's, so it
-needs torch and sits above the board runtime: it runs where torch runs (a desktop driving the emulated
-board, or a board image with a torch wheel), not on a ZedBoard's 32-bit ARM.
+The host side of this loop (softmax loss, low-rank prior, Adam, rank pruning) is the torch trainer's, so a run
+ends bit-identical to ``codesign train``; it needs torch and sits above the board runtime, so it runs where
+torch runs (a desktop driving the emulated board, or a board image with a torch wheel). A board without torch
+trains with the NumPy loop instead (:class:`codesign.deploy.tt_training.TtBoardTrainer`).
 """
 
 from __future__ import annotations

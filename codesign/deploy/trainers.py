@@ -12,8 +12,10 @@ from typing import Any, Dict, Mapping, NamedTuple, Tuple
 from codesign.deploy.csb_training import CsbBoardTrainer
 from codesign.deploy.manifest import DeployError
 from codesign.deploy.training import BoardTrainer
+from codesign.deploy.tt_training import TtBoardTrainer
 from codesign.loops.csb import CsbMlpTrainer, CsbTrainSetup
 from codesign.loops.fb import FbMlpTrainer, HwTrainSetup
+from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 
 
 class Family(NamedTuple):
@@ -29,13 +31,16 @@ class Family(NamedTuple):
 FAMILIES: Dict[str, Family] = {
     "fpmac_array": Family("fpmac_array", BoardTrainer, FbMlpTrainer, HwTrainSetup, ("weights", "biases", "velocity")),
     "csb": Family("csb", CsbBoardTrainer, CsbMlpTrainer, CsbTrainSetup, ("buffers", "masks")),
+    "tt": Family("tt", TtBoardTrainer, TtMlpTrainer, TtTrainSetup, ("cores", "biases", "moments", "trackers", "ranks")),
 }
 
 # Set-up changes for a short run of the whole path (the self-check, a notebook's quick mode): two epochs, with
 # the FB rule raising the FB after the first (fpmac_array), or the float warm-up, the pruning search and the
-# fixed-point phase (csb, at a constant rate: a cosine over two short epochs would reach 0).
+# fixed-point phase (csb, at a constant rate: a cosine over two short epochs would reach 0), or the prior's warm-up
+# and a rank pruning after the first epoch at a threshold that prunes (tt, where the design has a prior).
 QUICK_CHANGES = {"fpmac_array": {"epochs": 2, "epsilon": 1.0},
-                 "csb": {"epochs": 2, "warmup_epochs": 1, "schedule": "constant"}}
+                 "csb": {"epochs": 2, "warmup_epochs": 1, "schedule": "constant"},
+                 "tt": {"epochs": 2, "warmup_epochs": 1, "prune_from_epoch": 0, "threshold": 0.9}}
 
 
 def family_of(manifest: Mapping[str, Any]) -> Family:
@@ -45,7 +50,7 @@ def family_of(manifest: Mapping[str, Any]) -> Family:
     if family not in FAMILIES:
         raise DeployError(f"design {manifest.get('design')!r}: design.json records "
                           f"{'no loop' if family is None else f'a {family!r} loop'}; the board runtime trains the "
-                          f"{', '.join(FAMILIES)} loops (the TT loop's host runs in torch: codesign.board_tt)")
+                          f"{', '.join(FAMILIES)} loops")
     return FAMILIES[family]
 
 

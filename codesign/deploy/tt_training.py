@@ -11,29 +11,28 @@ every contraction to the builds' buffers and capped each call's summed
 length so that no accumulator saturates, so the IP's sums are the golden
 kernels' exact integers.
 
-The TT training loop around it (loss, low-rank prior, Adam, rank pruning)
-runs in torch on the host (:class:`codesign.board_tt.BoardTtTrainer`), so it is
-not part of the board runtime: a board without torch runs the TT layer steps
-(:func:`codesign.pe.tt.step.pe_step` on an :class:`IpRunner`), not the loop.
+:class:`TtBoardTrainer` is the NumPy TT loop (:mod:`codesign.loops.tt`: loss,
+low-rank prior, Adam, rank pruning on the host) on an :class:`IpRunner`, so a
+board trains TT layers with numpy and pynq alone. A desktop can instead drive
+the IPs from the torch trainer (:class:`codesign.board_tt.BoardTtTrainer`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import Any, Dict, List
 
 import numpy as np
 
+from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
-from codesign.numerics.scales import UNSET
+from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.pe.tt import golden
 from codesign.pe.tt.contract import STATUS_BAD_HEADER, STATUS_OK, STATUS_TOO_LARGE
 from codesign.pe.tt.cycles import transaction_cycles
 from codesign.pe.tt.golden import result_shape
-from codesign.pe.tt.layer_state import PER_CORE_TRACKERS, TRACKERS, TtLayerState
 from codesign.pe.tt.schedule import StepHardware, assign_calls, hardware_of
-from codesign.pe.tt.step import GoldenRunner, checked_values, compare_steps, pe_step
 
 STATUS_NAMES = {STATUS_OK: "ok", STATUS_BAD_HEADER: "bad header", STATUS_TOO_LARGE: "too large"}
 
@@ -153,50 +152,36 @@ def step_hardware(manifest: Mapping) -> StepHardware:
         raise DeployError(f"design {manifest['design']!r}: {error}") from None
 
 
-def random_layer(layer: Mapping, precision: Mapping, rng: np.random.Generator) -> TtLayerState:
-    """A TT layer of design.json's shapes and precision with seeded cores and bias, its scales not yet set."""
-    cores = [rng.normal(0.0, 0.5, size=tuple(shape)).astype(np.float32) for shape in layer["core_shapes"]]
-    order = len(cores)
-    trackers = tuple((UNSET,) * (order if index < PER_CORE_TRACKERS else 1) for index in range(len(TRACKERS)))
-    return TtLayerState(cores=tuple(cores), bias=rng.normal(0.0, 0.1, layer["out_features"]).astype(np.float32)
-                        if layer["bias"] else None, in_features=layer["in_features"],
-                        out_features=layer["out_features"], is_network_input=layer["is_network_input"],
-                        trackers=trackers, **precision)
+class TtBoardTrainer(OnBoard, TtMlpTrainer):
+    """The design's NumPy TT loop (:mod:`codesign.loops.tt`) with every contraction on the overlay's tt1/tt2 IPs.
 
-
-def tt_step_check(overlay, *, steps: int = 2, seed: int = 0) -> dict:
-    """Each TT layer of the design, ``steps`` training steps through the IPs and through the golden kernels.
-
-    The host work between PE calls (partial sums, scale choice, rounding,
-    bias, masks) is :func:`codesign.pe.tt.step.pe_step` on both sides; after
-    every step both layers take the returned scales and a plain SGD step
-    with the golden core gradients, so later steps see other scales. Returns
-    the values compared (outputs, gradients, scales) and how many differ.
+    ``TtBoardTrainer(overlay)`` takes the set-up design.json records
+    (``loop``), with ``setup_changes`` (epochs, batch size...) applied as on
+    the golden run, and every copy of tt1 and tt2 as an IP; ``design``, a
+    design point, is checked against the overlay first (a desktop's guard).
+    The host (loss, prior, Adam, pruning) is NumPy, so this runs on a board
+    image as it is, and ends with the golden loop's weights bit for bit.
     """
-    setup = overlay.manifest["loop"]["setup"]
-    hardware = step_hardware(overlay.manifest)
-    drivers: dict = {}
-    for ip in overlay.manifest["ips"]:
-        if ip["pe"] in ("tt1", "tt2"):
-            drivers.setdefault(ip["pe"], []).append(overlay.accelerator(ip["name"]))
-    ip_runner, golden = IpRunner(drivers, hardware), GoldenRunner()
-    rng = np.random.default_rng((seed, steps))
-    compared = differ = 0
-    for layer in setup["layers"]:
-        state = random_layer(layer, setup["precision"], rng)
-        for _ in range(steps):
-            batch = setup["batch_size"]
-            x = rng.random((batch, layer["in_features"])).astype(np.float32)
-            grad_y = rng.normal(0.0, 0.01, (batch, layer["out_features"])).astype(np.float32)
-            on_ips = pe_step(state, x, grad_y, ip_runner, hardware)
-            expected = pe_step(state, x, grad_y, golden, hardware)
-            compared += checked_values(expected)
-            differ += sum(compare_steps(expected, on_ips).values())
-            state = dataclasses.replace(
-                state, cores=tuple(core - 0.05 * grad for core, grad in zip(state.cores, expected.core_grads)),
-                trackers=tuple(expected.trackers[name] for name in TRACKERS))
-    return {"layers": len(setup["layers"]), "steps": steps * len(setup["layers"]), "compared": compared,
-            "differ": differ, "ip_calls": ip_runner.ip_calls, "transactions": ip_runner.transactions}
+
+    def __init__(self, overlay, design=None, **setup_changes) -> None:
+        self.bind(overlay, design)
+        setup = self.loop_setup("tt", TtTrainSetup, setup_changes)
+        drivers: Dict[str, List[AccelIP]] = {}
+        for ip in overlay.manifest["ips"]:
+            if ip["pe"] in ("tt1", "tt2"):
+                drivers.setdefault(ip["pe"], []).append(overlay.accelerator(ip["name"]))
+        self.ip_runner = IpRunner(drivers, step_hardware(overlay.manifest))
+        super().__init__(setup, runner=self.ip_runner)
+        if self.hardware != self.ip_runner.hardware:
+            raise DeployError(f"design {overlay.manifest['design']!r}: the loop set-up's TT builds (loop.setup.ips) "
+                              "are not the IPs' (ips)")
+
+    def throughput(self) -> Dict[str, Any]:
+        """The loop's figures plus the IPs' (:meth:`OnBoard.ip_figures`) and the words moved."""
+        runner = self.ip_runner
+        drivers = [driver for copies in runner.drivers.values() for driver in copies]
+        return {**super().throughput(), **self.ip_figures(drivers, runner.pe_cycles),
+                "pe_makespan": runner.pe_makespan, "words_in": runner.words_in, "words_out": runner.words_out}
 
 
-__all__ = ["IpRunner", "random_layer", "step_hardware", "tt_step_check"]
+__all__ = ["IpRunner", "TtBoardTrainer", "step_hardware"]

@@ -15,6 +15,7 @@ from codesign.design.point import DesignPoint, derived_pe_fields
 from codesign.loops.common import CLASSES, INPUT_FEATURES, HwTrainError
 from codesign.loops.csb import CsbTrainSetup
 from codesign.loops.fb import HwTrainSetup
+from codesign.loops.tt import TtTrainSetup
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 
@@ -103,35 +104,43 @@ def csb_setup_of(design, **changes) -> CsbTrainSetup:
 LOOP_SETUPS = {"fpmac_array": fb_setup_of, "csb": csb_setup_of}  # PE family -> its loop's set-up of a design
 
 
-def tt_entry(design: DesignPoint) -> dict[str, Any] | None:
-    """design.json's ``loop`` of a TT design: its layers as the step sees them (core shapes at the initial
-    ranks, bias, which one takes the network's input), the precision and the batch.
-
-    The TT loop's host (Adam, the prior, rank pruning) runs in torch, so a board runs the layer steps of this
-    set-up (:func:`codesign.deploy.tt_training.tt_step_check`), not the loop.
-    """
-    if "tt" not in design.training.techniques or any(not i.pe.startswith("tt") for i in design.instances):
-        return None
+def tt_setup_of(design: DesignPoint, **changes) -> TtTrainSetup:
+    """The NumPy TT loop of a design with ``techniques.tt``: its layers as the step sees them (core shapes at the
+    initial ranks, bias, which one takes the network's input), precision, Adam, schedule, rank prior, TT IPs."""
+    training = design.training
+    if "tt" not in training.techniques:
+        raise HwTrainError("the TT loop trains a configuration with techniques.tt")
+    if set(training.techniques) != {"tt"}:
+        raise HwTrainError(f"the TT loop trains techniques.tt alone, not with {sorted(set(training.techniques) - {'tt'})}")
     from codesign.train.techniques.tt import tt_model_config
     from codesign.train.tt.model import TTMLP
     from codesign.train.tt.pe_check import layer_state
 
-    model = tt_model_config(design.training)
+    model = tt_model_config(training)
     states = [layer_state(layer) for layer in TTMLP(model).layers]
-    states = [dataclasses.replace(state, is_network_input=index == 0) for index, state in enumerate(states)]
-    precision = dataclasses.asdict(model.precision)
-    return {"family": "tt", "setup": {
-        "batch_size": design.training.optim.batch_size, "seed": design.training.seed, "precision": precision,
-        "layers": [{"core_shapes": [list(core.shape) for core in state.cores], "bias": state.bias is not None,
-                    "in_features": state.in_features, "out_features": state.out_features,
-                    "is_network_input": state.is_network_input} for state in states]}}
+    prior = training.techniques["tt"].prior
+    optim = training.optim
+    values = {"batch_size": optim.batch_size, "epochs": optim.epochs, "lr": optim.lr,
+              "weight_decay": optim.weight_decay, "schedule": optim.schedule, "seed": training.seed,
+              "precision": dataclasses.asdict(model.precision),
+              "layers": tuple({"core_shapes": [list(core.shape) for core in state.cores], "bias": state.bias is not None,
+                               "in_features": state.in_features, "out_features": state.out_features,
+                               "is_network_input": index == 0} for index, state in enumerate(states)),
+              "ips": tuple((i.name, i.pe, i.spec.to_dict()) for i in design.instances if i.pe.startswith("tt")),
+              "prior_weight": prior.weight, "warmup_epochs": prior.warmup_epochs, "threshold": prior.threshold,
+              "prune_from_epoch": prior.prune_from_epoch, "min_rank": prior.min_rank, "clip_shadow": prior.clip_shadow}
+    return TtTrainSetup(**{**values, **changes})
 
 
 def loop_entry(design: DesignPoint) -> dict[str, Any] | None:
     """design.json's ``loop``: the family and set-up of the design's golden loop, or None (no loop a board runs)."""
-    tt = tt_entry(design)
-    if tt is not None:
-        return tt
+    if "tt" in design.training.techniques:
+        if any(not i.pe.startswith("tt") for i in design.instances):
+            return None
+        try:
+            return {"family": "tt", "setup": tt_setup_of(design).to_dict()}
+        except HwTrainError:
+            return None
     families = [pe for pe in LOOP_SETUPS if any(instance.pe == pe for instance in design.instances)]
     if len(families) != 1 or len(design.instances) != 1:
         return None

@@ -1,9 +1,14 @@
-"""What the golden training loops share: their error, the digits task's shape, and progress bars when available."""
+"""What the golden training loops share: their error, the digits task's shape, the loss, and progress bars when
+available."""
 
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any, ClassVar, Dict, Mapping
+from typing import Any, ClassVar, Dict, Mapping, Tuple
+
+import math
+
+import numpy as np
 
 INPUT_FEATURES, CLASSES = 64, 10  # the 8x8 digits (and the synthetic set), flattened; ten classes
 
@@ -21,6 +26,16 @@ def progress_bar(iterable, enabled: bool, **kwargs):
     except ImportError:
         return iterable
     return tqdm(iterable, **kwargs)
+
+
+def softmax_cross_entropy(logits: np.ndarray, y: np.ndarray) -> Tuple[float, np.ndarray]:
+    """Mean cross-entropy (float64) and its gradient ``(softmax - onehot) / n`` with respect to the logits."""
+    n = logits.shape[0]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    probs = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    loss = float(-np.mean(np.log(np.maximum(probs[np.arange(n), y], np.finfo(np.float64).tiny))))
+    probs[np.arange(n), y] -= 1.0
+    return loss, probs / n
 
 
 class LoopSetup:
@@ -41,3 +56,23 @@ class LoopSetup:
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]):
         return cls(**{**values, "spec": cls.spec_class(**values["spec"]), "layers": tuple(values["layers"])})
+
+
+class ScheduledLoop:
+    """What every loop's trainer shares: the learning-rate schedule and the seeded sample order.
+
+    Needs ``self.setup`` (``lr``, ``schedule``, ``epochs``, ``seed``),
+    ``self.step`` and ``self.steps_per_epoch`` (None before a fit).
+    """
+
+    def learning_rate(self) -> float:
+        """The set-up's rate at this step: cosine over all steps of ``fit`` (the base rate before a fit)."""
+        if self.setup.schedule == "constant" or self.steps_per_epoch is None:
+            return self.setup.lr
+        total = self.setup.epochs * self.steps_per_epoch
+        return 0.5 * self.setup.lr * (1 + math.cos(math.pi * min(self.step, total) / total))
+
+    def epoch_order(self, epoch: int, samples: int) -> np.ndarray:
+        """The sample order of epoch ``epoch``, drawn from ``(seed, epoch)``."""
+        return np.random.default_rng((self.setup.seed, epoch)).permutation(samples)
+

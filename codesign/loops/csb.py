@@ -79,7 +79,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, LoopSetup, progress_bar
+from codesign.loops.common import HwTrainError, LoopSetup, ScheduledLoop, progress_bar, softmax_cross_entropy
 from codesign.loops.data import stratified_split
 from codesign.loops.pruning import ORDERS, kernels_to_prune
 from codesign.numerics.scales import power_of_two_frac_bits
@@ -249,17 +249,7 @@ def _as_numpy(values, dtype) -> np.ndarray:
     return np.asarray(values.numpy() if hasattr(values, "numpy") else values, dtype=dtype)
 
 
-def _softmax_grad(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
-    """Mean cross-entropy (float64) and its gradient ``(softmax - onehot) / n`` with respect to the logits."""
-    n = logits.shape[0]
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    probs = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
-    loss = float(-np.mean(np.log(np.maximum(probs[np.arange(n), y], np.finfo(np.float64).tiny))))
-    probs[np.arange(n), y] -= 1.0
-    return loss, probs / n
-
-
-class CsbMlpTrainer:
+class CsbMlpTrainer(ScheduledLoop):
     """Compressed MLP training: float64 warm-up on the host, then every layer product on ``backend`` (golden default)."""
 
     def __init__(self, setup: CsbTrainSetup, backend: CsbBackend | None = None) -> None:
@@ -403,7 +393,7 @@ class CsbMlpTrainer:
     def _float_step(self, x: np.ndarray, y: np.ndarray) -> float:
         measuring = self.epoch == self.setup.warmup_epochs - 1
         inputs, pre = self._float_forward(x)
-        loss, dz = _softmax_grad(pre[-1], y)
+        loss, dz = softmax_cross_entropy(pre[-1], y)
         rate = self.learning_rate()
         grads = [None] * len(self.weights)
         for index in reversed(range(len(self.weights))):
@@ -494,7 +484,7 @@ class CsbMlpTrainer:
     def _fixed_step(self, x: np.ndarray, y: np.ndarray) -> float:
         fb = self.frac_bits
         inputs, pre = self._fixed_forward(x)
-        loss, grad = _softmax_grad(self._logits(pre[-1]), y)
+        loss, grad = softmax_cross_entropy(self._logits(pre[-1]), y)
         dz = quantize(grad, fb[-1]["error"])
         grads = [None] * len(self.shapes)
         for index in reversed(range(len(self.shapes))):
@@ -528,13 +518,6 @@ class CsbMlpTrainer:
 
     # -- the public loop
 
-    def learning_rate(self) -> float:
-        """The configuration's rate at this step: cosine over all steps of :meth:`fit` (base rate before a fit)."""
-        if self.setup.schedule == "constant" or self.steps_per_epoch is None:
-            return self.setup.lr
-        total = self.setup.epochs * self.steps_per_epoch
-        return 0.5 * self.setup.lr * (1 + math.cos(math.pi * min(self.step, total) / total))
-
     def train_step(self, x, y) -> float:
         """One SGD step on a batch (float64 on the host in the warm-up, on the backend after); returns the loss."""
         x, y = self._batch(x, y)
@@ -560,9 +543,6 @@ class CsbMlpTrainer:
     def evaluate(self, x, y) -> float:
         """Accuracy in [0, 1]."""
         return float(np.mean(self.predict(x) == _as_numpy(y, np.int64)))
-
-    def epoch_order(self, epoch: int, samples: int) -> np.ndarray:
-        return np.random.default_rng((self.setup.seed, epoch)).permutation(samples)
 
     def fit(self, data, epochs: int | None = None, *, progress: bool = True, max_steps: int | None = None,
             on_epoch: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:

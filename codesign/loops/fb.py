@@ -46,7 +46,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, LoopSetup, progress_bar
+from codesign.loops.common import HwTrainError, LoopSetup, ScheduledLoop, progress_bar, softmax_cross_entropy
 from codesign.loops.fb_rule import FbController
 from codesign.numerics import FloatFormat, decode, encode, fp_mac
 from codesign.pe.fpmac.golden import from_container, to_container
@@ -124,7 +124,7 @@ class GoldenGemm:
 # ---------------------------------------------------------------------------- the loop
 
 
-class FbMlpTrainer:
+class FbMlpTrainer(ScheduledLoop):
     """FB-float MLP training with every layer GEMM on ``gemm`` (golden by default) and the rest on the host."""
 
     def __init__(self, setup: HwTrainSetup, gemm_backend: GemmBackend | None = None) -> None:
@@ -234,13 +234,6 @@ class FbMlpTrainer:
         x = np.asarray(x.numpy() if hasattr(x, "numpy") else x, dtype=np.float64)
         return x.reshape(x.shape[0], -1)
 
-    def learning_rate(self) -> float:
-        """The configuration's rate at this step: cosine over all steps of :meth:`fit` (base rate before a fit)."""
-        if self.setup.schedule == "constant" or self.steps_per_epoch is None:
-            return self.setup.lr
-        total = self.setup.epochs * self.steps_per_epoch
-        return 0.5 * self.setup.lr * (1 + math.cos(math.pi * min(self.step, total) / total))
-
     def train_step(self, x, y) -> float:
         """One SGD step on a batch; returns the batch's mean cross-entropy (float64)."""
         x = self._features(x)
@@ -250,11 +243,8 @@ class FbMlpTrainer:
         n = x.shape[0]
         inputs, pre = self._forward(self.to_words(x))
         logits = self.to_values(pre[-1])
-        shifted = logits - logits.max(axis=1, keepdims=True)
-        probs = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
-        loss = float(-np.mean(np.log(np.maximum(probs[np.arange(n), y], np.finfo(np.float64).tiny))))
-        probs[np.arange(n), y] -= 1.0
-        dz = self.to_words(probs / n)
+        loss, dz = softmax_cross_entropy(logits, y)
+        dz = self.to_words(dz)
         ones = self.to_words(np.ones((1, n)))
         grads_w, grads_b = [None] * len(self.weights), [None] * len(self.weights)
         for index in reversed(range(len(self.weights))):
@@ -279,9 +269,6 @@ class FbMlpTrainer:
         self.weights, self.biases = params[:count], params[count:]
 
     # -- epochs
-
-    def epoch_order(self, epoch: int, samples: int) -> np.ndarray:
-        return np.random.default_rng((self.setup.seed, epoch)).permutation(samples)
 
     def fit(self, data, epochs: int | None = None, *, progress: bool = True, max_steps: int | None = None,
             on_epoch: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:

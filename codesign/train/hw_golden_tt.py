@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from codesign.pe.tt.runners import Counting, Recording, Replay
 from codesign.pe.tt.schedule import StepHardware, hardware_of
 from codesign.pe.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan, to_values
 from codesign.train.config import TrainConfig
@@ -80,62 +80,6 @@ def pe_forward(layer: TTLinear, x, runner, hardware: StepHardware = StepHardware
     sweep = forward_sweep(state, x, plan, runner, update=update)
     return ForwardResult(y=sweep.y.astype(np.float32), trackers={name: tuple(v) for name, v in sweep.trackers.items()},
                          cores=[to_values(c, f) for c, f in zip(sweep.cores, sweep.core_frac)], states=sweep.states)
-
-
-# ---------------------------------------------------------------------------- runners around a runner
-class Recording:
-    """Passes calls to ``runner`` and keeps every (calls, results) pair, in order."""
-
-    def __init__(self, runner) -> None:
-        self.runner = runner
-        self.recorded: list[tuple[list, list[np.ndarray]]] = []
-
-    def run(self, hardware: StepHardware, calls: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> list[np.ndarray]:
-        results = self.runner.run(hardware, calls)
-        self.recorded.append((list(calls), results))
-        return results
-
-
-def _same_calls(a: Sequence, b: Sequence) -> bool:
-    return len(a) == len(b) and all(pa == pb and np.array_equal(xa, xb) and np.array_equal(ya, yb)
-                                    for (pa, xa, ya), (pb, xb, yb) in zip(a, b))
-
-
-class Replay:
-    """Answers calls identical (PE and every operand code) to the next recorded ones from the record; else ``runner``."""
-
-    def __init__(self, runner, recorded: list[tuple[list, list[np.ndarray]]]) -> None:
-        self.runner = runner
-        self.pending = list(recorded)
-        self.replayed = 0
-        self.misses = 0
-
-    def run(self, hardware: StepHardware, calls: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> list[np.ndarray]:
-        if self.pending:
-            kept, results = self.pending.pop(0)
-            if _same_calls(kept, calls):
-                self.replayed += len(calls)
-                return results
-            self.misses += len(calls)
-            self.pending.clear()
-        return self.runner.run(hardware, calls)
-
-
-class Counting:
-    """Counts the PE transactions, MACs and seconds of the calls it passes to ``runner``."""
-
-    def __init__(self, runner) -> None:
-        self.runner = runner
-        self.transactions, self.macs, self.seconds = 0, 0, 0.0
-
-    def run(self, hardware: StepHardware, calls: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> list[np.ndarray]:
-        started = time.perf_counter()
-        results = self.runner.run(hardware, calls)
-        self.seconds += time.perf_counter() - started
-        self.transactions += len(calls)
-        for pe, a, b in calls:
-            self.macs += a.size * b.shape[0] if pe != "tt3" else a.size * b.size
-        return results
 
 
 # ---------------------------------------------------------------------------- TT layers on PEs

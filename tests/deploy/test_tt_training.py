@@ -24,7 +24,10 @@ from codesign.design.build import write_emulation_folder
 from codesign.deploy.driver import AccelTimeout
 from codesign.deploy.manifest import DeployError
 from codesign.board_tt import BoardTtTrainer
-from codesign.deploy.tt_training import IpRunner
+from codesign.deploy.trainers import QUICK_CHANGES, golden_trainer
+from codesign.deploy.tt_training import IpRunner, TtBoardTrainer
+from codesign.design.loops import tt_setup_of
+from codesign.loops.tt import TtMlpTrainer
 from codesign.design import design_from_dict, load_design
 from codesign.pe.tt.schedule import StepHardware
 from codesign.train.data import Dataset, load_digits_dataset
@@ -139,6 +142,77 @@ def test_an_ip_time_out_part_way_leaves_the_step_undone(overlay, monkeypatch):
         trainer.train_step(data.train_x[64:], data.train_y[64:])
     assert assert_same_weights(board, golden) > 0
     assert board.trainer.ledger.state_dict() == golden.trainer.ledger.state_dict()
+
+
+def _same_state(board, golden) -> int:
+    """Every word of the NumPy loops' state equal (cores, biases, Adam's moments, trackers, ranks); words compared."""
+    mine, theirs = board.read_weights(), golden.read_weights()
+    compared = 0
+    for key in ("cores", "biases", "moments", "trackers", "ranks"):
+        assert len(mine[key]) == len(theirs[key]), key
+        for index, (a, b) in enumerate(zip(mine[key], theirs[key])):
+            assert a.shape == b.shape and a.dtype == b.dtype, (key, index)
+            differ = np.count_nonzero(a.view(np.uint8) != b.view(np.uint8))
+            assert differ == 0, f"{key}[{index}]: {differ} bytes differ"
+            compared += a.size
+    return compared
+
+
+def test_the_numpy_loop_on_the_ips_is_bit_identical_to_the_golden_numpy_loop(overlay):
+    """The board runtime's TT loop (no torch): two epochs with a pruning after the first, then one more step."""
+    changes = QUICK_CHANGES["tt"]
+    board, golden = TtBoardTrainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
+    assert isinstance(golden, TtMlpTrainer) and golden.setup == board.setup
+    data = _subset(128, 64)
+    for trainer in (board, golden):
+        trainer.fit(data, progress=False)
+    assert [row["accuracy"] for row in board.history] == [row["accuracy"] for row in golden.history]
+    assert [row["loss"] for row in board.history] == [row["loss"] for row in golden.history]
+    assert board.prune_events and board.prune_events == golden.prune_events, "the threshold pruned ranks"
+    assert board.ranks() != [(1, 4, 4, 1), (1, 4, 4, 1)]
+    compared = _same_state(board, golden)
+    parameters = sum(core.size for cores in golden.cores for core in cores) + sum(b.size for b in golden.biases)
+    assert compared > 3 * parameters  # parameters, Adam's two moments, trackers and ranks
+    figures, reference = board.throughput(), golden.throughput()
+    assert figures["steps"] == reference["steps"] == 4 and figures["macs"] == reference["macs"]
+    assert figures["transactions"] == reference["transactions"] and figures["replay_misses"] == 0
+    assert figures["emulated"] and all(driver.calls > 0 for copies in board.ip_runner.drivers.values()
+                                       for driver in copies)
+    for trainer in (board, golden):
+        trainer.train_step(data.train_x[:64], data.train_y[:64])
+    assert _same_state(board, golden) == compared
+    assert np.array_equal(board.predict(data.test_x), golden.predict(data.test_x))
+
+
+def test_the_numpy_loop_takes_a_failed_step_back_whole(overlay, monkeypatch):
+    """A tt1 copy times out in the backward pass: scales and weights stay those of the last whole step."""
+    board, golden = TtBoardTrainer(overlay), golden_trainer(overlay.manifest)
+    data = _subset(128, 64)
+    for trainer in (board, golden):
+        trainer.train_step(data.train_x[:64], data.train_y[:64])
+    driver = board.ip_runner.drivers["tt1"][1]
+
+    def timing_out(*args, **kwargs):
+        raise AccelTimeout(f"{driver.ip_name}: ap_done did not rise (a stalled kernel)")
+
+    monkeypatch.setattr(driver, "_wait_done", timing_out)
+    with pytest.raises(AccelTimeout, match="ap_done did not rise"):
+        board.train_step(data.train_x[64:], data.train_y[64:])
+    assert board.step == 1 and _same_state(board, golden) > 0
+    monkeypatch.undo()
+    for trainer in (board, golden):
+        trainer.train_step(data.train_x[64:], data.train_y[64:])
+    assert _same_state(board, golden) > 0
+
+
+def test_design_json_records_the_numpy_loop_of_the_design(overlay):
+    """The set-up design.json holds is the design point's, and a set-up whose TT builds are not the IPs' is refused."""
+    design = _design()
+    assert overlay.manifest["loop"] == {"family": "tt", "setup": tt_setup_of(design).to_dict()}
+    ips = overlay.manifest["loop"]["setup"]["ips"]
+    bigger = [[name, pe, {**spec, "lanes": spec["lanes"] * 2} if pe == "tt2" else spec] for name, pe, spec in ips]
+    with pytest.raises(DeployError, match=r"loop.setup.ips"):
+        TtBoardTrainer(overlay, ips=tuple(tuple(ip) for ip in bigger))
 
 
 def test_a_design_the_overlay_does_not_implement_is_refused(overlay):

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from codesign.numerics.tt_svd import tt_svd as svd_cores
 from codesign.train.config import require
 
 Array = Any  # numpy.ndarray or torch.Tensor
@@ -87,30 +88,12 @@ def check_cores(cores: Sequence[Array], name: str = "cores") -> tuple[int, ...]:
 
 def tt_svd(matrix: np.ndarray, in_modes: Sequence[int], out_modes: Sequence[int],
            max_rank) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """TT-SVD of a matrix in TTM layout (Oseledets 2011): left-to-right truncated SVDs of the unfoldings.
+    """TT-SVD of a matrix in TTM layout (:func:`codesign.numerics.tt_svd.tt_svd`), ranks capped at ``max_rank``.
 
     Returns the cores and, per inner rank, the singular values that were
     discarded, whose squares bound the squared Frobenius error.
     """
-    matrix = np.asarray(matrix, dtype=np.float64)
-    d = len(in_modes)
-    ranks = check_max_rank(max_rank, d)
-    # (m_1..m_d, n_1..n_d) -> (m_1, n_1, m_2, n_2, ...): one (m_k n_k) index per core
-    tensor = matrix.reshape(*out_modes, *in_modes)
-    tensor = tensor.transpose([axis for k in range(d) for axis in (k, d + k)])
-    cores, discarded = [], []
-    rest = tensor.reshape(-1)
-    r_prev = 1
-    for k in range(d - 1):
-        unfolding = rest.reshape(r_prev * out_modes[k] * in_modes[k], -1)
-        u, s, vt = np.linalg.svd(unfolding, full_matrices=False)
-        r = min(ranks[k], s.size)
-        cores.append(u[:, :r].reshape(r_prev, out_modes[k], in_modes[k], r))
-        discarded.append(s[r:])
-        rest = s[:r, None] * vt[:r]
-        r_prev = r
-    cores.append(rest.reshape(r_prev, out_modes[-1], in_modes[-1], 1))
-    return cores, discarded
+    return svd_cores(matrix, in_modes, out_modes, check_max_rank(max_rank, len(in_modes)))
 
 
 def tt_to_dense(cores: Sequence[Array]) -> Array:

@@ -1,0 +1,533 @@
+"""Golden rank-adaptive TT training of a design point in NumPy: the loop a board's host runs around the TT PEs.
+
+The desktop trains the ``tt`` technique in torch (:mod:`codesign.train.tt`,
+and with its layer steps on the PEs :mod:`codesign.train.hw_golden_tt`). A
+board has no torch (none is built for the ZedBoard's 32-bit ARM), so this
+loop is the same method written on NumPy alone, and it is what a board run
+is compared with *bit for bit*:
+
+- **Model:** an MLP of TT layers with ReLU between them, shapes from
+  design.json's ``loop`` (core shapes at the initial ranks). Each layer
+  starts as the TT-SVD (:func:`codesign.numerics.tt_svd.tt_svd`) of a
+  uniform ``±1/sqrt(in_features)`` matrix drawn from ``seed``, rescaled to
+  that matrix's Frobenius norm, as the torch layer starts (the draws
+  differ: NumPy's generator, not torch's).
+- **Layer passes on PEs:** the forward pass is
+  :func:`codesign.pe.tt.step.forward_sweep` (re-aiming the activation and
+  bias scales in training, not in evaluation); the backward pass is
+  :func:`codesign.pe.tt.step.pe_step` with the forward's calls replayed
+  (:mod:`codesign.pe.tt.runners`), so the PEs compute every contraction of a
+  step once. The contractions go to a *runner*: the golden kernels
+  (:class:`~codesign.pe.tt.step.GoldenRunner`, default) or the board's IPs
+  (:class:`codesign.deploy.tt_training.IpRunner`).
+- **Host, in a documented precision:** softmax cross-entropy in float64 on
+  the logits, its gradient ``(softmax - onehot) / batch`` rounded once to
+  float32; ReLU and its derivative are selections (exact). The low-rank
+  prior of paper 003 (Sec. 3.1, Eqs. (1)-(4); :mod:`codesign.train.tt.rank`
+  has the derivation): its gradient ``scale * G / lambda`` per rank slice is
+  summed in float64 and added to the core gradient in float32, ``scale =
+  beta(step) * weight / N_train`` with ``beta`` warmed up linearly; after
+  every step each ``lambda`` takes its MAP value ``|slices|^2 / (n + 2)``
+  (float64). Adam as ``torch.optim.Adam`` defines it (betas 0.9 and 0.999,
+  eps 1e-8, weight decay added to the gradient), element-wise in float32.
+  Shadow cores are clipped to their codes' range after the step; rank
+  slices whose ``lambda`` fell below ``threshold`` times their rank's
+  largest are removed at epoch ends, with Adam's moments sliced alike.
+- **Schedule:** cosine (or constant) learning rate over all steps; every
+  step takes a full batch (the samples of an epoch that do not fill one are
+  left out, as in the other loops of :mod:`codesign.loops`).
+
+Everything is seeded: weights from ``seed``, the sample order of epoch
+``e`` from ``(seed, e)``. The torch trainer and this loop take the same
+layer steps for the same layer state (both call the PE step), but their
+host arithmetic differs in float rounding, so their runs agree in accuracy,
+not bit for bit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from codesign.loops.common import HwTrainError, LoopSetup, ScheduledLoop, progress_bar, softmax_cross_entropy
+from codesign.numerics.scales import UNSET
+from codesign.numerics.tt_svd import tt_svd
+from codesign.pe.tt.layer_state import PER_CORE_TRACKERS, TRACKERS, TtLayerState
+from codesign.pe.tt.runners import Counting, Recording, Replay
+from codesign.pe.tt.schedule import StepHardware, hardware_of
+from codesign.pe.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan
+
+PRECISION_FIELDS = ("core_bits", "activation_bits", "bias_bits", "grad_bits", "core_headroom_bits",
+                    "activation_headroom_bits", "grad_headroom_bits", "quantize_intermediates", "rounding")
+LAYER_FIELDS = ("core_shapes", "bias", "in_features", "out_features", "is_network_input")
+ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, which the torch trainer uses
+LAMBDA_FLOOR = 1e-30  # keeps 1/lambda finite for a slice that is exactly zero (as codesign.train.tt.rank)
+
+
+# ---------------------------------------------------------------------------- set-up
+
+
+def _layer_entry(index: int, layer: Any) -> Dict[str, Any]:
+    """One layer of design.json's ``loop.setup.layers``, checked, with its core shapes as tuples."""
+    if not isinstance(layer, Mapping) or set(layer) != set(LAYER_FIELDS):
+        raise HwTrainError(f"layers[{index}] must be a table of {', '.join(LAYER_FIELDS)}")
+    shapes = layer["core_shapes"]
+    if (not isinstance(shapes, (list, tuple)) or not shapes
+            or any(not isinstance(s, (list, tuple)) or len(s) != 4 for s in shapes)
+            or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for s in shapes for n in s)):
+        raise HwTrainError(f"layers[{index}].core_shapes must be lists of four positive ints, got {shapes!r}")
+    shapes = tuple(tuple(s) for s in shapes)
+    ranks = [s[0] for s in shapes] + [shapes[-1][3]]
+    if ranks[0] != 1 or ranks[-1] != 1 or any(a[3] != b[0] for a, b in zip(shapes, shapes[1:])):
+        raise HwTrainError(f"layers[{index}].core_shapes: ranks must chain from 1 to 1, got {list(shapes)}")
+    if math.prod(s[2] for s in shapes) != layer["in_features"] or math.prod(s[1] for s in shapes) != \
+            layer["out_features"]:
+        raise HwTrainError(f"layers[{index}]: the cores' modes do not multiply to {layer['in_features']} inputs "
+                           f"and {layer['out_features']} outputs")
+    if not isinstance(layer["bias"], bool) or not isinstance(layer["is_network_input"], bool):
+        raise HwTrainError(f"layers[{index}]: bias and is_network_input must be booleans")
+    return {**layer, "core_shapes": shapes}
+
+
+@dataclass(frozen=True)
+class TtTrainSetup(LoopSetup):
+    """What the loop needs: layer shapes, precision, the TT IPs' builds, optimiser, schedule and rank prior.
+
+    ``layers``: design.json's layer tables (core shapes at the initial ranks,
+    bias, features, which layer takes the network's input); ``precision``:
+    the fields of :class:`~codesign.pe.tt.layer_state.TtLayerState`'s
+    precision (bits, binades of headroom, rounding); ``ips``: ``(IP name, PE,
+    spec dict)`` of the design's TT instances, whose builds the step's
+    schedule is cut to (none: the default builds). ``lr`` and
+    ``weight_decay`` are Adam's; ``prior_weight`` (0: no prior, no pruning),
+    ``warmup_epochs``, ``threshold``, ``prune_from_epoch``, ``min_rank`` and
+    ``clip_shadow`` are :class:`codesign.train.tt.rank.RankPrior`'s.
+    """
+
+    layers: Tuple[Mapping[str, Any], ...]
+    precision: Mapping[str, Any]
+    batch_size: int
+    epochs: int
+    lr: float
+    weight_decay: float
+    schedule: str
+    seed: int
+    ips: Tuple[Tuple[str, str, Mapping[str, Any]], ...] = ()
+    prior_weight: float = 1.0
+    warmup_epochs: int = 5
+    threshold: float = 1e-2
+    prune_from_epoch: int = 0
+    min_rank: int = 1
+    clip_shadow: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.layers, (list, tuple)) or not self.layers:
+            raise HwTrainError("layers must be a non-empty list of layer tables")
+        layers = tuple(_layer_entry(index, layer) for index, layer in enumerate(self.layers))
+        for index, (a, b) in enumerate(zip(layers, layers[1:])):
+            if a["out_features"] != b["in_features"]:
+                raise HwTrainError(f"layers[{index + 1}] takes {b['in_features']} inputs; layers[{index}] gives "
+                                   f"{a['out_features']}")
+        if not layers[0]["is_network_input"] or any(layer["is_network_input"] for layer in layers[1:]):
+            raise HwTrainError("exactly the first layer takes the network's input (is_network_input)")
+        object.__setattr__(self, "layers", layers)
+        if not isinstance(self.precision, Mapping) or set(self.precision) != set(PRECISION_FIELDS):
+            raise HwTrainError(f"precision must be a table of {', '.join(PRECISION_FIELDS)}")
+        object.__setattr__(self, "precision", dict(self.precision))
+        object.__setattr__(self, "ips", tuple((str(n), str(p), dict(s)) for n, p, s in self.ips))
+        for name in ("batch_size", "epochs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise HwTrainError(f"{name} must be an int >= 1, got {value!r}")
+        for name in ("warmup_epochs", "prune_from_epoch", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise HwTrainError(f"{name} must be an int >= 0, got {value!r}")
+        if isinstance(self.min_rank, bool) or not isinstance(self.min_rank, int) or self.min_rank < 1:
+            raise HwTrainError(f"min_rank must be an int >= 1, got {self.min_rank!r}")
+        for name, low in (("lr", 0.0), ("weight_decay", 0.0), ("prior_weight", 0.0), ("threshold", 0.0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < low:
+                raise HwTrainError(f"{name} must be a finite number >= {low}, got {value!r}")
+        if not self.lr > 0 or not self.threshold < 1:
+            raise HwTrainError(f"lr must be > 0 and threshold < 1, got lr={self.lr!r}, threshold={self.threshold!r}")
+        if self.schedule not in ("cosine", "constant"):
+            raise HwTrainError(f"schedule {self.schedule!r} must be 'cosine' or 'constant'")
+        if not isinstance(self.clip_shadow, bool):
+            raise HwTrainError(f"clip_shadow must be a bool, got {self.clip_shadow!r}")
+        for index in range(len(layers)):
+            step_plan(self.layer_state(index, self.initial_cores(index)), 1, self.hardware())  # widths the PEs take
+
+    def hardware(self) -> StepHardware:
+        """The PE builds the step's schedule is cut to: the design's TT IPs, or the default builds."""
+        if not self.ips:
+            return StepHardware()
+        try:
+            return hardware_of(self.ips, design="loop set-up")
+        except (TypeError, ValueError) as error:
+            raise HwTrainError(f"ips: {error}") from None
+
+    def initial_cores(self, index: int) -> List[np.ndarray]:
+        """Zero cores of layer ``index``'s initial shapes (what a shape check needs)."""
+        return [np.zeros(shape, np.float32) for shape in self.layers[index]["core_shapes"]]
+
+    def layer_state(self, index: int, cores: Sequence[np.ndarray], bias: Optional[np.ndarray] = None,
+                    trackers: Optional[Mapping[str, Sequence[int]]] = None) -> TtLayerState:
+        """Layer ``index`` as the PE step reads it, with these cores, bias (zeros if None) and trackers (unset)."""
+        layer = self.layers[index]
+        if trackers is None:
+            trackers = unset_trackers(len(cores))
+        if bias is None and layer["bias"]:
+            bias = np.zeros(layer["out_features"], np.float32)
+        return TtLayerState(cores=tuple(cores), bias=bias if layer["bias"] else None,
+                            in_features=layer["in_features"], out_features=layer["out_features"],
+                            is_network_input=layer["is_network_input"],
+                            trackers=tuple(tuple(trackers[name]) for name in TRACKERS), **self.precision)
+
+    def to_dict(self) -> Dict[str, Any]:
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values["layers"] = [{**layer, "core_shapes": [list(s) for s in layer["core_shapes"]]}
+                            for layer in self.layers]
+        values["ips"] = [list(ip) for ip in self.ips]
+        return values
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> TtTrainSetup:
+        return cls(**{**values, "layers": tuple(values["layers"]),
+                      "ips": tuple(tuple(ip) for ip in values.get("ips", ()))})
+
+
+def unset_trackers(order: int) -> Dict[str, Tuple[int, ...]]:
+    """Every scale tracker of a layer of ``order`` cores, not yet aimed."""
+    return {name: (UNSET,) * (order if index < PER_CORE_TRACKERS else 1) for index, name in enumerate(TRACKERS)}
+
+
+# ---------------------------------------------------------------------------- host arithmetic
+
+
+def slice_lambdas(cores: Sequence[np.ndarray]) -> List[np.ndarray]:
+    """MAP ``lambda`` of every slice of every inner rank: ``(|G_{k-1}[..., c]|^2 + |G_k[c, ...]|^2) / (n + 2)``."""
+    lambdas = []
+    for k in range(1, len(cores)):
+        left, right = cores[k - 1].astype(np.float64), cores[k].astype(np.float64)
+        squares = (left ** 2).sum(axis=(0, 1, 2)) + (right ** 2).sum(axis=(1, 2, 3))
+        count = left[..., 0].size + right[0].size
+        lambdas.append(np.maximum(squares / (count + 2), LAMBDA_FLOOR))
+    return lambdas
+
+
+def prior_grads(cores: Sequence[np.ndarray], lambdas: Sequence[np.ndarray], scale: float) -> List[np.ndarray]:
+    """Gradient of ``scale * sum |slice|^2 / (2 lambda)`` in each core (float64): ``scale * G / lambda`` from the
+    rank on each side of the core (``lambda`` held fixed, as the MAP update sets it between steps)."""
+    grads = []
+    for k, core in enumerate(cores):
+        inverse = np.zeros(core.shape, np.float64)
+        if k >= 1:
+            inverse += (1.0 / lambdas[k - 1])[:, None, None, None]
+        if k + 1 < len(cores):
+            inverse += (1.0 / lambdas[k])[None, None, None, :]
+        grads.append(scale * core.astype(np.float64) * inverse)
+    return grads
+
+
+def keep_slices(lambdas: Sequence[np.ndarray], threshold: float, min_rank: int) -> List[np.ndarray]:
+    """Indices kept per inner rank: ``lambda >= threshold * max``, and at least the ``min_rank`` largest."""
+    kept = []
+    for lam in lambdas:
+        mask = lam >= threshold * lam.max()
+        floor = min(min_rank, lam.size)
+        if int(mask.sum()) < floor:
+            mask[np.argsort(-lam, kind="stable")[:floor]] = True
+        kept.append(np.flatnonzero(mask))
+    return kept
+
+
+class Adam:
+    """Adam over float32 arrays, element-wise as ``torch.optim.Adam`` states it (L2 weight decay in the gradient).
+
+    ``step`` counts the updates (bias corrections); the moments of a pruned
+    parameter are sliced with it (:meth:`slice`), so kept slices go on as if
+    nothing had been removed.
+    """
+
+    def __init__(self, weight_decay: float) -> None:
+        self.weight_decay = weight_decay
+        self.step = 0
+        self.moments: Dict[Tuple[int, int], Tuple[np.ndarray, np.ndarray]] = {}
+
+    def update(self, key: Tuple[int, int], param: np.ndarray, grad: np.ndarray, lr: float) -> np.ndarray:
+        """The updated ``param`` (float32); call :meth:`advance` once per step before the updates."""
+        beta1, beta2 = ADAM_BETAS
+        grad = grad.astype(np.float32)
+        if self.weight_decay:
+            grad = grad + np.float32(self.weight_decay) * param
+        m, v = self.moments.get(key, (np.zeros_like(param), np.zeros_like(param)))
+        m = m + np.float32(1 - beta1) * (grad - m)
+        v = v * np.float32(beta2) + np.float32(1 - beta2) * grad * grad
+        self.moments[key] = (m, v)
+        step_size = lr / (1 - beta1 ** self.step)
+        denom = np.sqrt(v) / np.float32(math.sqrt(1 - beta2 ** self.step)) + np.float32(ADAM_EPS)
+        return (param - np.float32(step_size) * (m / denom)).astype(np.float32)
+
+    def advance(self) -> None:
+        self.step += 1
+
+    def slice(self, key: Tuple[int, int], axis: int, index: np.ndarray) -> None:
+        if key in self.moments:
+            self.moments[key] = tuple(np.take(moment, index, axis=axis) for moment in self.moments[key])
+
+
+# ---------------------------------------------------------------------------- the loop
+
+
+class TtMlpTrainer(ScheduledLoop):
+    """Rank-adaptive low-precision TT training with every layer contraction on ``runner`` (golden by default)."""
+
+    def __init__(self, setup: TtTrainSetup, runner=None) -> None:
+        if not isinstance(setup, TtTrainSetup):
+            raise HwTrainError(f"setup must be a TtTrainSetup, got {type(setup).__name__}")
+        self.setup = setup
+        self.hardware = setup.hardware()
+        self.runner = Counting(runner if runner is not None else GoldenRunner())
+        self.step, self.epoch = 0, 0
+        self.history: List[Dict[str, Any]] = []
+        self.steps_per_epoch: Optional[int] = None
+        self.train_size = 0
+        self.replayed = self.replay_misses = 0
+        self.optimizer = Adam(setup.weight_decay)
+        self.cores: List[List[np.ndarray]] = []
+        self.biases: List[Optional[np.ndarray]] = []
+        rng = np.random.default_rng(setup.seed)
+        for layer in setup.layers:
+            cores, bias = _initial_layer(layer, rng)
+            self.cores.append(cores)
+            self.biases.append(bias)
+        self.trackers = [unset_trackers(len(cores)) for cores in self.cores]
+        self.lambdas = [slice_lambdas(cores) for cores in self.cores]
+        self.rank_history = [self.ranks()]
+        self.prune_events: List[Dict[str, Any]] = []
+
+    # -- state
+
+    def ranks(self) -> List[Tuple[int, ...]]:
+        """TT ranks ``(1, r_1, ..., 1)`` of every layer's current cores."""
+        return [tuple([1] + [core.shape[3] for core in cores]) for cores in self.cores]
+
+    def layer_state(self, index: int) -> TtLayerState:
+        return self.setup.layer_state(index, self.cores[index], self.biases[index], self.trackers[index])
+
+    def read_weights(self) -> Dict[str, Any]:
+        """Copies of the shadow cores and biases (float32), Adam's moments, the scale trackers and ranks, flat."""
+        moments = []
+        for key in sorted(self.optimizer.moments):
+            moments.extend(moment.copy() for moment in self.optimizer.moments[key])
+        return {"cores": [core.copy() for cores in self.cores for core in cores],
+                "biases": [bias.copy() for bias in self.biases if bias is not None], "moments": moments,
+                "trackers": [np.array(self.trackers[i][name], np.int64) for i in range(len(self.cores))
+                             for name in TRACKERS],
+                "ranks": [np.array(ranks, np.int64) for ranks in self.ranks()], "step": self.step}
+
+    # -- passes
+
+    def _forward(self, x: np.ndarray, *, training: bool) -> Tuple[List[np.ndarray], List[np.ndarray], list]:
+        """Logits (float32), every layer's input, and (training) every layer's recorded PE calls."""
+        inputs, records = [], []
+        for index in range(len(self.cores)):
+            state = self.layer_state(index)
+            x = check_input(state, x)
+            runner = Recording(self.runner) if training else self.runner
+            sweep = forward_sweep(state, x, step_plan(state, x.shape[0], self.hardware), runner, update=training)
+            self.trackers[index] = {name: tuple(values) for name, values in sweep.trackers.items()}
+            inputs.append(x)
+            records.append(runner.recorded if training else [])
+            y = sweep.y.astype(np.float32)
+            x = y if index == len(self.cores) - 1 else np.maximum(y, np.float32(0))
+        return x, inputs, records
+
+    def logits(self, x) -> np.ndarray:
+        """float32 logits of images or feature rows ``x`` (forward passes on the PEs, scales not re-aimed)."""
+        return self._forward(self._features(x), training=False)[0]
+
+    def predict(self, x) -> np.ndarray:
+        return np.argmax(self.logits(x), axis=1)
+
+    def evaluate(self, x, y) -> float:
+        """Accuracy in [0, 1]."""
+        return float(np.mean(self.predict(x) == np.asarray(y, np.int64)))
+
+    def _features(self, x) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float32)
+        features = self.setup.layers[0]["in_features"]
+        if x.ndim < 2 or math.prod(x.shape[1:]) != features:
+            raise HwTrainError(f"x of shape {x.shape}: need (n, {features}) or images of as many pixels")
+        return x.reshape(x.shape[0], features)
+
+    # -- one step
+
+    def prior_scale(self) -> float:
+        """``beta(step) * weight / N_train``: the prior's weight in the loss at this step (0 without a prior)."""
+        if self.setup.prior_weight == 0 or self.train_size == 0:
+            return 0.0
+        warmup = self.setup.warmup_epochs * (self.steps_per_epoch or 0)
+        beta = 1.0 if warmup == 0 else min(1.0, self.step / warmup)
+        return beta * self.setup.prior_weight / self.train_size
+
+    def train_step(self, x, y) -> float:
+        """One step on a batch: forward and backward on the PEs, loss, prior and Adam on the host; the loss.
+
+        A step is whole or not at all: the state is changed only after every
+        PE call of the step has answered.
+        """
+        x = self._features(x)
+        y = np.asarray(y, np.int64)
+        if y.shape != (x.shape[0],) or (y.size and (y.min() < 0 or y.max() >= self.setup.layers[-1]["out_features"])):
+            raise HwTrainError(f"labels y {y.shape} must be one class in 0..{self.setup.layers[-1]['out_features'] - 1} "
+                               "per sample")
+        trackers_before = list(self.trackers)
+        try:
+            logits, inputs, records = self._forward(x, training=True)
+            loss, grad = softmax_cross_entropy(logits.astype(np.float64), y)
+            grad = grad.astype(np.float32)
+            steps = []
+            for index in range(len(self.cores) - 1, -1, -1):
+                replay = Replay(self.runner, records[index])
+                step = pe_step(self.layer_state(index), inputs[index], grad, replay, self.hardware)
+                self.replayed += replay.replayed
+                self.replay_misses += replay.misses
+                steps.append((index, step))
+                if index:
+                    grad = (step.grad_x * (inputs[index] > 0)).astype(np.float32)
+        except BaseException:
+            self.trackers = trackers_before
+            raise
+        self._update(steps)
+        self.step += 1
+        return loss
+
+    def _update(self, steps) -> None:
+        """Adam on every core and bias from the steps' gradients plus the prior's; clip; new ``lambda``."""
+        lr, scale = self.learning_rate(), self.prior_scale()
+        self.optimizer.advance()
+        for index, step in steps:
+            self.trackers[index] = {name: tuple(values) for name, values in step.trackers.items()}
+            cores = self.cores[index]
+            grads = step.core_grads
+            if scale:
+                grads = [(grad + prior).astype(np.float32)
+                         for grad, prior in zip(grads, prior_grads(cores, self.lambdas[index], scale))]
+            self.cores[index] = [self.optimizer.update((index, k), core, grad, lr)
+                                 for k, (core, grad) in enumerate(zip(cores, grads))]
+            if self.biases[index] is not None:
+                self.biases[index] = self.optimizer.update((index, -1), self.biases[index], step.bias_grad, lr)
+            if self.setup.clip_shadow:
+                self._clip(index)
+        if self.setup.prior_weight > 0:
+            self.lambdas = [slice_lambdas(cores) for cores in self.cores]
+
+    def _clip(self, index: int) -> None:
+        """Clip the shadow cores to what their codes can represent (BinaryConnect's clipping)."""
+        bits = self.setup.precision["core_bits"]
+        for k, frac in enumerate(self.trackers[index]["core_frac_bits"]):
+            low, high = np.ldexp(-(1 << (bits - 1)), -frac), np.ldexp((1 << (bits - 1)) - 1, -frac)
+            self.cores[index][k] = np.clip(self.cores[index][k], np.float32(low), np.float32(high))
+
+    def prune(self) -> None:
+        """Remove the rank slices whose ``lambda`` fell below the threshold from both cores, and from Adam."""
+        for index, cores in enumerate(self.cores):
+            lambdas = slice_lambdas(cores)
+            kept = keep_slices(lambdas, self.setup.threshold, self.setup.min_rank)
+            before = self.ranks()[index]
+            for k, index_kept in enumerate(kept, start=1):
+                if index_kept.size == cores[k].shape[0]:
+                    continue
+                cores[k - 1] = np.take(cores[k - 1], index_kept, axis=3)
+                cores[k] = np.take(cores[k], index_kept, axis=0)
+                self.optimizer.slice((index, k - 1), 3, index_kept)
+                self.optimizer.slice((index, k), 0, index_kept)
+            self.lambdas[index] = slice_lambdas(cores)
+            if self.ranks()[index] != before:
+                self.prune_events.append({"epoch": self.epoch, "layer": index, "ranks_before": list(before),
+                                          "ranks_after": list(self.ranks()[index])})
+
+    # -- epochs
+
+    def fit(self, data, epochs: Optional[int] = None, *, progress: bool = True, max_steps: Optional[int] = None,
+            on_epoch: Optional[Callable[[Dict[str, Any]], None]] = None) -> List[Dict[str, Any]]:
+        """Train ``epochs`` epochs (default: the set-up's) on ``data`` (train, test and optional validation splits).
+
+        One history row per epoch: epoch, loss, test accuracy, validation
+        accuracy (when the data hold a validation split), ranks after the
+        epoch's pruning, the PEs' MACs, seconds. ``max_steps`` shortens every
+        epoch to that many steps (the schedule spans the shortened epochs).
+        """
+        train_x, train_y = self._features(data.train_x), np.asarray(data.train_y, np.int64)
+        batch = self.setup.batch_size
+        self.steps_per_epoch = train_x.shape[0] // batch
+        if self.steps_per_epoch < 1:
+            raise HwTrainError(f"{train_x.shape[0]} training samples do not fill one batch of {batch}")
+        if max_steps is not None:
+            self.steps_per_epoch = min(self.steps_per_epoch, max_steps)
+        self.train_size = train_x.shape[0]
+        for _ in range(self.setup.epochs if epochs is None else epochs):
+            started, macs_before = time.perf_counter(), self.runner.macs
+            order = self.epoch_order(self.epoch, train_x.shape[0])
+            losses = []
+            for index in progress_bar(range(self.steps_per_epoch), progress, desc=f"epoch {self.epoch}", leave=False):
+                rows = order[index * batch:(index + 1) * batch]
+                losses.append(self.train_step(train_x[rows], train_y[rows]))
+            row = {"epoch": self.epoch, "loss": float(np.mean(losses)),
+                   "accuracy": self.evaluate(data.test_x, data.test_y)}
+            if getattr(data, "validation_x", None) is not None:
+                row["validation_accuracy"] = self.evaluate(data.validation_x, data.validation_y)
+            if self.setup.prior_weight > 0 and self.epoch >= self.setup.prune_from_epoch:
+                self.prune()
+            self.rank_history.append(self.ranks())
+            row.update({"ranks": [list(r) for r in self.ranks()], "macs": self.runner.macs - macs_before,
+                        "seconds": time.perf_counter() - started})
+            self.history.append(row)
+            self.epoch += 1
+            if on_epoch is not None:
+                on_epoch(row)
+        return self.history
+
+    def memory_bits(self) -> Dict[str, int]:
+        """Bits of the parameters the layers compute with: cores and biases at their trained widths."""
+        core = sum(core.size for cores in self.cores for core in cores) * self.setup.precision["core_bits"]
+        bias = sum(b.size for b in self.biases if b is not None) * self.setup.precision["bias_bits"]
+        return {"core_bits": core, "bias_bits": bias, "total_bits": core + bias}
+
+    def throughput(self) -> Dict[str, float]:
+        """Steps, the PEs' MACs and transactions, the runner's seconds, MACs per second, replayed calls."""
+        seconds = self.runner.seconds
+        return {"steps": self.step, "macs": self.runner.macs, "transactions": self.runner.transactions,
+                "seconds": seconds, "macs_per_s": self.runner.macs / seconds if seconds else 0.0,
+                "replayed": self.replayed, "replay_misses": self.replay_misses}
+
+
+def _initial_layer(layer: Mapping[str, Any], rng: np.random.Generator) -> Tuple[List[np.ndarray], Optional[np.ndarray]]:
+    """Cores (float32) of the layer's initial shapes: the TT-SVD of a uniform ``±1/sqrt(N)`` matrix at its norm."""
+    shapes = layer["core_shapes"]
+    in_modes, out_modes = [s[2] for s in shapes], [s[1] for s in shapes]
+    bound = 1.0 / math.sqrt(layer["in_features"])
+    dense = rng.uniform(-bound, bound, (layer["out_features"], layer["in_features"]))
+    cores, _ = tt_svd(dense, in_modes, out_modes, [s[3] for s in shapes[:-1]])
+    if [c.shape for c in cores] != [tuple(s) for s in shapes]:
+        raise HwTrainError(f"the TT-SVD of a random {dense.shape} matrix has cores {[c.shape for c in cores]}, not "
+                           f"the set-up's {list(shapes)}")
+    approx = math.sqrt(sum(float((c.astype(np.float64) ** 2).sum()) for c in cores[-1:]))
+    # the left cores are orthonormal, so the last one carries the decomposition's norm
+    if approx > 0:
+        factor = (float(np.linalg.norm(dense)) / approx) ** (1.0 / len(cores))
+        cores = [core * factor for core in cores]
+    bias = rng.uniform(-bound, bound, layer["out_features"]).astype(np.float32) if layer["bias"] else None
+    return [core.astype(np.float32) for core in cores], bias
+
+
+__all__ = ["Adam", "TtMlpTrainer", "TtTrainSetup", "keep_slices", "prior_grads", "slice_lambdas",
+           "unset_trackers"]

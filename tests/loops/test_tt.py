@@ -1,0 +1,163 @@
+"""The NumPy TT loop a board's host runs: set-up checks, its host arithmetic against torch's, pruning, training."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codesign.design import load_design
+from codesign.design.loops import tt_setup_of
+from codesign.loops.common import HwTrainError
+from codesign.loops.tt import Adam, TtMlpTrainer, TtTrainSetup, keep_slices, prior_grads, slice_lambdas
+from codesign.train.data import load_digits_dataset
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture(scope="module")
+def setup() -> TtTrainSetup:
+    return tt_setup_of(load_design(EXAMPLES / "digits_tt.toml"))
+
+
+def _dense(cores) -> np.ndarray:
+    """``W`` (M, N) multiplied out from TT cores (r, m, n, r'), float64."""
+    w = np.ones((1, 1, 1))
+    for core in cores:
+        w = np.einsum("abr,rmns->ambns", w, core.astype(np.float64))
+        a, m, b, n, s = w.shape
+        w = w.reshape(a * m, b * n, s)
+    return w[..., 0]
+
+
+def test_the_set_up_round_trips_through_design_json_and_refuses_bad_fields(setup):
+    assert TtTrainSetup.from_dict(setup.to_dict()) == setup
+    values = setup.to_dict()
+    chain = [dict(layer) for layer in values["layers"]]
+    chain[1] = {**chain[1], "in_features": 32}
+    bad = {
+        "layers": (chain, r"layers\[1\]"),
+        "precision": ({**values["precision"], "extra_bits": 3}, r"precision must be a table"),
+        "schedule": ("step", r"schedule 'step'"),
+        "batch_size": (0, r"batch_size must be an int >= 1"),
+        "threshold": (1.0, r"threshold < 1"),
+        "seed": (True, r"seed must be an int"),
+    }
+    for field, (value, message) in bad.items():
+        with pytest.raises(HwTrainError, match=message):
+            TtTrainSetup.from_dict({**values, field: value})
+    wide = {**values, "precision": {**values["precision"], "grad_bits": 24}}
+    with pytest.raises(ValueError, match=r"at most 16 bits"):
+        TtTrainSetup.from_dict(wide)
+
+
+def test_the_initial_cores_carry_the_drawn_matrix_norm(setup):
+    trainer = TtMlpTrainer(setup)
+    assert trainer.ranks() == [(1, 4, 4, 1), (1, 4, 4, 1)]
+    for layer, cores in zip(setup.layers, trainer.cores):
+        w = _dense(cores)
+        assert w.shape == (layer["out_features"], layer["in_features"])
+        bound = 1 / np.sqrt(layer["in_features"])
+        # a uniform +-bound matrix has a Frobenius norm near bound * sqrt(M N / 3)
+        expected = bound * np.sqrt(w.size / 3)
+        assert 0.9 * expected < np.linalg.norm(w) < 1.1 * expected
+
+
+def test_adam_follows_torch_adam():
+    """Element-wise the update torch.optim.Adam defines; float32 rounding order may differ by an ulp or two."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    start = rng.normal(size=(16, 9)).astype(np.float32)
+    for weight_decay in (0.0, 1e-3):
+        param = torch.nn.Parameter(torch.from_numpy(start.copy()))
+        reference = torch.optim.Adam([param], lr=0.01, weight_decay=weight_decay)
+        mine, value = Adam(weight_decay), start.copy()
+        for _ in range(30):
+            grad = (rng.normal(size=start.shape) * 10.0 ** rng.integers(-5, 2)).astype(np.float32)
+            param.grad = torch.from_numpy(grad.copy())
+            reference.step()
+            mine.advance()
+            value = mine.update((0, 0), value, grad, 0.01)
+        np.testing.assert_allclose(value, param.detach().numpy(), rtol=2e-6, atol=1e-7)
+
+
+def test_the_prior_matches_torch_autograd_of_the_rank_prior(setup):
+    """lambda and the prior's gradient are those of codesign.train.tt.rank (float64, autograd)."""
+    torch = pytest.importorskip("torch")
+    from codesign.train.tt.layer import TTLinear
+    from codesign.train.tt.rank import map_lambdas, negative_log_prior
+    from codesign.train.tt.ttm import TTMatrix
+
+    cores = TtMlpTrainer(setup).cores[0]
+    layer = TTLinear.from_ttm(TTMatrix(cores=[c.astype(np.float64) for c in cores], in_modes=(4, 4, 4),
+                                       out_modes=(4, 4, 4)))
+    for core in layer.cores:
+        core.data = core.data.to(torch.float64)
+    lambdas = [lam.numpy() for lam in map_lambdas(layer)]
+    for mine, theirs in zip(slice_lambdas(cores), lambdas):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-6)
+    scale = 0.37
+    (scale * negative_log_prior(layer, [torch.from_numpy(lam) for lam in lambdas])).backward()
+    for mine, core in zip(prior_grads(cores, lambdas, scale), layer.cores):
+        np.testing.assert_allclose(mine, core.grad.numpy(), rtol=1e-6)
+
+
+def test_keep_slices_keeps_at_least_min_rank():
+    lambdas = [np.array([1.0, 0.001, 0.5, 0.002]), np.array([0.01, 0.02, 1.0])]
+    kept = keep_slices(lambdas, 0.1, 1)
+    assert [k.tolist() for k in kept] == [[0, 2], [2]]
+    assert [k.tolist() for k in keep_slices(lambdas, 0.1, 2)] == [[0, 2], [1, 2]]
+
+
+def test_pruning_removes_a_dead_slice_from_both_cores_and_from_adam(setup):
+    """A rank slice zeroed in both neighbouring cores is pruned; W is unchanged and Adam's moments follow."""
+    trainer = TtMlpTrainer(dataclasses.replace(setup, threshold=1e-3))
+    trainer.optimizer.step = 1
+    cores = trainer.cores[0]
+    cores[0][..., 2] = 0
+    cores[1][2] = 0
+    before = _dense(cores)
+    for k, core in enumerate(cores):
+        trainer.optimizer.moments[(0, k)] = (core + 1, core + 2)
+    trainer.prune()
+    assert trainer.ranks()[0] == (1, 3, 4, 1) and trainer.ranks()[1] == (1, 4, 4, 1)
+    assert trainer.prune_events == [{"epoch": 0, "layer": 0, "ranks_before": [1, 4, 4, 1],
+                                     "ranks_after": [1, 3, 4, 1]}]
+    np.testing.assert_allclose(_dense(trainer.cores[0]), before, rtol=1e-6, atol=1e-7)
+    for k, core in enumerate(trainer.cores[0]):
+        m, v = trainer.optimizer.moments[(0, k)]
+        assert m.shape == v.shape == core.shape
+        np.testing.assert_array_equal(m, core + 1)
+        np.testing.assert_array_equal(v, core + 2)
+    assert [lam.size for lam in trainer.lambdas[0]] == [3, 4]
+
+
+def test_the_loop_learns_the_digits_and_reads_the_validation_split(setup):
+    data = load_digits_dataset(validation_fraction=0.15)
+    trainer = TtMlpTrainer(dataclasses.replace(setup, epochs=6))
+    history = trainer.fit(data, progress=False)
+    assert len(history) == 6 and all("validation_accuracy" in row for row in history)
+    assert history[-1]["loss"] < history[0]["loss"] / 2
+    assert history[-1]["accuracy"] > 0.85, history  # chance is 0.1
+    figures = trainer.throughput()
+    assert figures["steps"] == 6 * (data.train_size // setup.batch_size)
+    assert figures["replay_misses"] == 0 and figures["replayed"] > 0
+    again = TtMlpTrainer(dataclasses.replace(setup, epochs=6))
+    again.fit(data, progress=False)
+    assert [row["loss"] for row in again.history] == [row["loss"] for row in history]  # seeded
+
+
+def test_a_bad_batch_is_refused_before_any_state_changes(setup):
+    trainer = TtMlpTrainer(setup)
+    before = trainer.read_weights()
+    with pytest.raises(HwTrainError, match=r"labels"):
+        trainer.train_step(np.zeros((4, 64), np.float32), np.array([0, 1, 2, 10]))
+    with pytest.raises(HwTrainError, match=r"need \(n, 64\)"):
+        trainer.train_step(np.zeros((4, 63), np.float32), np.zeros(4, np.int64))
+    with pytest.raises(ValueError, match=r"finite"):
+        trainer.train_step(np.full((4, 64), np.nan, np.float32), np.zeros(4, np.int64))
+    after = trainer.read_weights()
+    assert after["step"] == 0
+    assert all(np.array_equal(a, b) for a, b in zip(before["trackers"], after["trackers"]))
