@@ -341,6 +341,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     from codesign.reproduce import COMMAND, REPRODUCTIONS, check_report_dir, is_report_dir, reproduction
     from codesign.reproduce.common import Execution
     from codesign.reproduce.readme import update_readme
+    from codesign.sweep import check_scheduler
 
     if args.name == "readme":
         changed = update_readme(Path(args.readme), Path(args.out))
@@ -350,6 +351,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     names = REPRODUCTIONS if args.name == "all" else (args.name,)
     modules = [reproduction(name) for name in names]
     execution = Execution(workers=args.workers, scheduler=args.scheduler, retries=args.retries)
+    check_scheduler(args.scheduler)  # an unreachable cluster is refused before any folder or training
     outs = [check_report_dir(Path(args.out) / name) for name in names]  # every check before any training
     for name, module, out in zip(names, modules, outs):
         with output_dir(out, COMMAND, is_own=is_report_dir):
@@ -362,12 +364,14 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from codesign.hw.outdir import output_dir
-    from codesign.sweep import load_grid, run_sweep
+    from codesign.sweep import check_sweep, load_grid, run_sweep
 
     tasks = load_grid(Path(args.grid))
+    check_sweep(tasks, scheduler=args.scheduler, workers=args.workers, retries=args.retries)  # before the folder
     with output_dir(Path(args.out), "sweep") as out:
         report = run_sweep(tasks, out, scheduler=args.scheduler, workers=args.workers, retries=args.retries)
-    print(f"[sweep] {report.summary()}; results in {Path(args.out) / 'results'}")
+    where = f"; results in {Path(args.out) / 'results'}" if report.done or report.skipped else "; no result written"
+    print(f"[sweep] {report.summary()}{where}")
     return 0 if report.passed else 1
 
 

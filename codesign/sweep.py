@@ -17,20 +17,25 @@ needs:
   with its error and left without a result, so the next run tries it again;
 * progress is shown as tasks finish.
 
-Bad input (an empty grid axis, a function name that is not ``module:function``,
-duplicate keys, arguments that are not JSON) is refused before anything is
-written or any cluster is started.
+Bad input (an empty grid axis, a function name that is not ``module:function``
+or names nothing importable, arguments the function does not take, duplicate
+keys, arguments that are not JSON, a scheduler address where nothing listens)
+is refused by :func:`check_sweep` before anything is written or any cluster is
+started: within a second for a refused port, where Dask's client would retry
+for its whole 30 s connect timeout.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import itertools
 import json
 import logging
 import re
+import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +46,8 @@ from codesign.hw.reports import write_json_atomic
 RESULTS_DIR = "results"
 _FUNCTION = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
+SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss")  # Dask's transports over TCP, the ones a socket can probe
+SCHEDULER_PROBE_S = 5.0  # how long a scheduler address may take to accept a connection before it is refused
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,10 +114,69 @@ def load_grid(path: Path) -> list[SweepTask]:
     return grid_tasks(data["function"], data["grid"], data.get("fixed"))
 
 
+def resolve_function(function: str) -> Callable:
+    """The callable a ``"module:function"`` name names; a ``ValueError`` saying what is missing otherwise."""
+    module_name, name = function.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"function {function!r}: cannot import module {module_name!r} ({error})") from None
+    target = getattr(module, name, None)
+    if not callable(target):
+        raise ValueError(f"function {function!r}: module {module_name!r} has no function {name!r}")
+    return target
+
+
+def check_functions(tasks: Sequence[SweepTask]) -> None:
+    """Every task's function exists here and takes the task's keyword arguments.
+
+    Checked in the client, before any worker starts: a typo in a function or
+    an axis name would otherwise fail on every worker, once per task. The
+    client imports what the workers import, as Dask expects of one environment.
+    """
+    for task in tasks:
+        target = resolve_function(task.function)
+        try:
+            signature = inspect.signature(target)
+        except (TypeError, ValueError):  # a callable without a signature (some builtins): nothing to compare
+            continue
+        try:
+            signature.bind(**task.kwargs)
+        except TypeError as error:
+            raise ValueError(f"task {task.key}: {task.function} cannot take the arguments "
+                             f"{sorted(task.kwargs)}: {error}") from None
+
+
+def check_scheduler(address: str | None, *, timeout_s: float = SCHEDULER_PROBE_S) -> None:
+    """Refuse a scheduler address that is malformed or where nothing accepts a connection within ``timeout_s``.
+
+    One TCP connection, opened and closed: a refused port answers at once,
+    where ``dask.distributed.Client`` would keep retrying until its timeout.
+    ``None`` (a local cluster) needs no check.
+    """
+    if address is None:
+        return
+    expected = f"expected {'|'.join(SCHEDULER_SCHEMES)}://host:port, e.g. tcp://127.0.0.1:8786"
+    if not isinstance(address, str) or not address.strip():
+        raise ValueError(f"scheduler address {address!r}: {expected}")
+    scheme, separator, rest = address.partition("://")
+    if not separator:
+        scheme, rest = "tcp", address
+    host, colon, port = rest.rstrip("/").rpartition(":")
+    host = host.strip("[]")  # an IPv6 literal
+    if scheme not in SCHEDULER_SCHEMES or not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"scheduler address {address!r}: {expected}")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as error:  # refused, unreachable, unknown host, or no answer in time
+        reason = error.strerror or str(error) or type(error).__name__
+        raise ValueError(f"cannot reach the Dask scheduler at {address}: {reason} (start one with "
+                         "`dask scheduler`, or leave out --scheduler for a local cluster)") from None
+
+
 def execute(function: str, kwargs: Mapping[str, Any]) -> dict:
     """Import and call one task's function (this runs on a worker); its result must be a JSON dict."""
-    module_name, name = function.split(":")
-    result = getattr(importlib.import_module(module_name), name)(**kwargs)
+    result = resolve_function(function)(**kwargs)
     if not isinstance(result, dict):
         raise TypeError(f"{function} returned {type(result).__name__}, not a dict")
     json.dumps(result, allow_nan=True)  # fails on the worker, where the traceback is most useful
@@ -155,32 +221,37 @@ def read_result(out_dir: Path, task: SweepTask) -> dict | None:
     return stored["result"]
 
 
-def _check_tasks(tasks: Sequence[SweepTask]) -> None:
+def check_sweep(tasks: Sequence[SweepTask], *, scheduler: str | None = None, workers: int = 2,
+                retries: int = 1) -> None:
+    """Everything :func:`run_sweep` needs, checked before any file or cluster: call it before claiming a folder."""
     if not tasks:
         raise ValueError("the sweep has no task")
     keys = [task.key for task in tasks]
     duplicates = sorted({key for key in keys if keys.count(key) > 1})
     if duplicates:
         raise ValueError(f"duplicate task keys: {duplicates}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise ValueError(f"workers must be an int >= 0 (0: in this process), got {workers!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be an int >= 0, got {retries!r}")
+    check_functions(tasks)
+    check_scheduler(scheduler)
 
 
 def run_sweep(tasks: Sequence[SweepTask], out_dir: Path, *, scheduler: str | None = None, workers: int = 2,
               retries: int = 1, progress: bool = True, connect_timeout_s: float = 30.0) -> SweepReport:
     """Run every task without a stored result on Dask; write each result as it arrives.
 
-    ``scheduler`` is an existing cluster's address (``tcp://host:8786``), reached
-    within ``connect_timeout_s`` seconds or refused with a clear error; without
+    Everything is checked first (:func:`check_sweep`). ``scheduler`` is an
+    existing cluster's address (``tcp://host:8786``), probed at once and then
+    reached within ``connect_timeout_s`` seconds, or refused with a clear error; without
     it a local cluster of ``workers`` processes is started and shut down again.
     ``workers=0`` runs the tasks one after the other in this process, with the
     same result files, skipping and reporting (no cluster to start: quick
     runs and tests).
     """
     tasks = list(tasks)
-    _check_tasks(tasks)
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
-        raise ValueError(f"workers must be an int >= 0 (0: in this process), got {workers!r}")
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ValueError(f"retries must be an int >= 0, got {retries!r}")
+    check_sweep(tasks, scheduler=scheduler, workers=workers, retries=retries)
     out_dir = Path(out_dir)
     pending = [task for task in tasks if read_result(out_dir, task) is None]
     skipped = [task.key for task in tasks if task not in pending]

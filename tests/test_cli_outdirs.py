@@ -18,7 +18,7 @@ from codesign.resources import data_dir
 EXAMPLE = str(data_dir("examples") / "digits_abvs.toml")
 TRAIN_TOML = ('seed = 1\n[data]\nname = "synthetic"\nsynthetic_samples = 40\n[model]\nname = "mlp"\n'
               '[optim]\nepochs = 1\nbatch_size = 20\n')
-GRID_TOML = 'function = "codesign.sweep:execute"\n[grid]\nfunction = ["math:sqrt"]\n'
+GRID_TOML = 'function = "builtins:dict"\n[grid]\nx = [4]\n'  # a task that runs: dict(x=4)
 
 
 def _inputs(tmp_path):
@@ -117,11 +117,25 @@ def test_a_folder_written_by_another_command_is_refused_and_its_own_is_reused(tm
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", OUTPUT_MARKER, "result.json"]
 
 
-def test_a_refusal_after_the_claim_leaves_no_folder_behind(tmp_path, capsys):
+def test_a_refusal_after_the_claim_leaves_no_folder_behind(tmp_path, capsys, monkeypatch):
+    import codesign.sweep
+
+    def refuse(*args, **kwargs):
+        raise ValueError("refused inside run_sweep")
+
+    monkeypatch.setattr(codesign.sweep, "run_sweep", refuse)  # every check passed, the folder claimed, then this
+    inputs = _inputs(tmp_path)
+    out = tmp_path / "new" / "out"
+    assert main(["sweep", "--grid", str(inputs / "grid.toml"), "--workers", "0", "--out", str(out)]) == 2
+    assert "refused inside run_sweep" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+
+
+def test_bad_sweep_arguments_are_refused_before_the_claim(tmp_path, capsys):
     inputs = _inputs(tmp_path)
     out = tmp_path / "new" / "out"
     assert main(["sweep", "--grid", str(inputs / "grid.toml"), "--workers", "-1", "--out", str(out)]) == 2
-    assert "workers must be an int >= 0" in capsys.readouterr().err  # refused by run_sweep, after the claim
+    assert "workers must be an int >= 0" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
 
 

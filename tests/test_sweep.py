@@ -117,10 +117,10 @@ def test_failures_are_retried_then_reported_and_tried_again_next_run(tmp_path, t
 
 
 def test_a_result_of_another_task_under_the_same_key_is_an_error(tmp_path):
-    task = SweepTask(key="k", function="m:f", kwargs={"x": 1})
+    task = SweepTask(key="k", function="json:dumps", kwargs={"obj": 1})
     path = result_path(tmp_path, "k")
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"task": {**task.to_dict(), "kwargs": {"x": 2}}, "result": {}}))
+    path.write_text(json.dumps({"task": {**task.to_dict(), "kwargs": {"obj": 2}}, "result": {}}))
     with pytest.raises(ValueError, match="not of"):
         run_sweep([task], tmp_path)
 
@@ -149,7 +149,7 @@ def test_cli_sweeps_a_grid_file(tmp_path, tasks_module, capsys):
 
 
 def test_an_unreachable_scheduler_is_a_clear_error(tmp_path):
-    task = SweepTask(key="k", function="m:f")
+    task = SweepTask(key="k", function="json:dumps", kwargs={"obj": 1})
     with pytest.raises(ValueError, match="cannot reach the Dask scheduler"):
         run_sweep([task], tmp_path / "out", scheduler="tcp://127.0.0.1:9", connect_timeout_s=2)
     assert not (tmp_path / "out").exists()
@@ -187,3 +187,119 @@ def test_a_truncated_result_is_named_not_a_traceback(tmp_path):
     path.write_text('{"task": {}}')
     with pytest.raises(JsonFileError, match="result"):
         read_result(tmp_path, task)
+
+
+# -- refusals before any folder or cluster -------------------------------------------------------------------------
+def _closed_port() -> int:
+    """A local port nothing listens on (bound, then released): a connection there is refused."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def no_cluster(monkeypatch):
+    """Fails the test if a local Dask cluster is started."""
+    import dask.distributed
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a cluster was started for a sweep that should have been refused")
+
+    monkeypatch.setattr(dask.distributed, "LocalCluster", refuse)
+
+
+@pytest.mark.parametrize(("function", "kwargs", "message"), [
+    ("no_such_module_xyz:f", {"x": 1}, "cannot import module 'no_such_module_xyz'"),
+    ("{mod}:no_such_function", {"x": 1}, "has no function 'no_such_function'"),
+    ("{mod}:square", {"y": 1}, "cannot take the arguments \\['y'\\]"),
+    ("{mod}:square", {"x": 1, "z": 2}, "cannot take the arguments"),
+    ("{mod}:flaky", {"x": 1}, "cannot take the arguments"),
+    ("math:pi", {"x": 1}, "has no function 'pi'"),
+    ("math:sqrt", {"x": 4.0}, "positional only"),
+])
+def test_a_task_that_cannot_run_is_refused_before_any_cluster(tmp_path, tasks_module, no_cluster, function, kwargs,
+                                                              message):
+    import time
+
+    task = SweepTask(key="k", function=function.format(mod=tasks_module), kwargs=kwargs)
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match=message):
+        run_sweep([task], tmp_path / "out", workers=2, progress=False)
+    assert time.perf_counter() - started < 2.0
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_cli_refuses_an_unknown_function_before_the_folder(tmp_path, tasks_module, no_cluster, capsys):
+    from codesign.cli import main
+
+    grid = tmp_path / "grid.toml"
+    grid.write_text(f'function = "{tasks_module}:sqaure"\n[grid]\nx = [1, 2]\n')
+    assert main(["sweep", "--grid", str(grid), "--out", str(tmp_path / "out")]) == 2
+    captured = capsys.readouterr()
+    assert f"'{tasks_module}:sqaure'" in captured.err and "has no function 'sqaure'" in captured.err
+    assert "results in" not in captured.out and "Traceback" not in captured.err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_sweep_where_every_task_fails_does_not_point_at_results(tmp_path, tasks_module, capsys):
+    from codesign.cli import main
+
+    grid = tmp_path / "grid.toml"
+    grid.write_text(f'function = "{tasks_module}:broken"\n[grid]\nx = [1]\n')
+    assert main(["sweep", "--grid", str(grid), "--workers", "0", "--retries", "0", "--out", str(tmp_path / "o")]) == 1
+    out = capsys.readouterr().out
+    assert "1 failed" in out and "no result written" in out and "results in" not in out
+
+
+def test_a_refused_scheduler_port_is_reported_at_once(tmp_path, no_cluster):
+    """Dask's client retries a refused connection for its whole timeout (30 s); the probe answers at once."""
+    import time
+
+    task = SweepTask(key="k", function="json:dumps", kwargs={"obj": 1})
+    address = f"tcp://127.0.0.1:{_closed_port()}"
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match=f"cannot reach the Dask scheduler at {address}: .*refused"):
+        run_sweep([task], tmp_path / "out", scheduler=address)
+    assert time.perf_counter() - started < 2.0
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("address", ["", "localhost", "tcp://", "tcp://:8786", "tcp://host:port", "tcp://host:0",
+                                     "tcp://host:70000", "http://127.0.0.1:8786", "inproc://x", "tcp://host:-1"])
+def test_a_malformed_scheduler_address_is_refused(address):
+    from codesign.sweep import check_scheduler
+
+    with pytest.raises(ValueError, match=f"scheduler address {address!r}: expected"):
+        check_scheduler(address, timeout_s=0.1)
+
+
+def test_an_unknown_scheduler_host_is_refused_within_the_probe_time():
+    import time
+
+    from codesign.sweep import check_scheduler
+
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match="cannot reach the Dask scheduler at tcp://no-such-host.invalid:8786"):
+        check_scheduler("tcp://no-such-host.invalid:8786", timeout_s=1.0)
+    assert time.perf_counter() - started < 5.0
+
+
+@pytest.mark.parametrize("command", ["sweep", "reproduce"])
+def test_the_cli_refuses_an_unreachable_scheduler_before_the_folder(tmp_path, capsys, command):
+    import time
+
+    from codesign.cli import main
+
+    grid = tmp_path / "grid.toml"
+    grid.write_text('function = "json:dumps"\n[grid]\nobj = [4.0]\n')
+    address = f"tcp://127.0.0.1:{_closed_port()}"
+    argv = (["sweep", "--grid", str(grid)] if command == "sweep" else ["reproduce", "smd", "--smoke"]) + \
+        ["--scheduler", address, "--out", str(tmp_path / "out")]
+    started = time.perf_counter()
+    assert main(argv) == 2
+    assert time.perf_counter() - started < 5.0
+    err = capsys.readouterr().err
+    assert f"cannot reach the Dask scheduler at {address}" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
