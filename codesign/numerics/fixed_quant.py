@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from codesign.numerics.formats import FixedFormat
+from codesign.numerics.inputs import code_array, real_array
 
 
 def _round_to_integer(y: np.ndarray, rounding: str, rng) -> np.ndarray:
@@ -30,7 +31,7 @@ def _round_to_integer(y: np.ndarray, rounding: str, rng) -> np.ndarray:
 
 def fixed_codes(x: np.ndarray, fmt: FixedFormat, *, rng=None) -> np.ndarray:
     """Signed integer codes (int64) of float64 values; NaN must be masked out by the caller."""
-    x = np.asarray(x, dtype=np.float64)
+    x = real_array(x)
     if np.any(np.isinf(x)) and not fmt.saturate:
         raise ValueError(f"±inf cannot wrap in {fmt}; use saturate=True")
     scaled = np.ldexp(x, fmt.frac_bits)
@@ -46,7 +47,7 @@ def fixed_codes(x: np.ndarray, fmt: FixedFormat, *, rng=None) -> np.ndarray:
 
 
 def quantize_fixed_numpy(x: np.ndarray, fmt: FixedFormat, *, rng=None) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
+    x = real_array(x)
     nan = np.isnan(x)
     codes = fixed_codes(np.where(nan, 0.0, x), fmt, rng=rng)
     return np.where(nan, x, np.ldexp(codes.astype(np.float64), -fmt.frac_bits))
@@ -54,7 +55,7 @@ def quantize_fixed_numpy(x: np.ndarray, fmt: FixedFormat, *, rng=None) -> np.nda
 
 def encode_fixed(x: np.ndarray, fmt: FixedFormat, *, rng=None) -> np.ndarray:
     """Codes as unsigned ``bits``-wide patterns (two's complement for signed formats), uint64."""
-    x = np.asarray(x, dtype=np.float64)
+    x = real_array(x)
     if np.any(np.isnan(x)):
         raise ValueError(f"NaN has no code in {fmt}")
     codes = fixed_codes(x, fmt, rng=rng)
@@ -62,7 +63,7 @@ def encode_fixed(x: np.ndarray, fmt: FixedFormat, *, rng=None) -> np.ndarray:
 
 
 def decode_fixed(patterns: np.ndarray, fmt: FixedFormat) -> np.ndarray:
-    patterns = np.asarray(patterns, dtype=np.uint64)
+    patterns = code_array(patterns)
     if np.any(patterns >> np.uint64(fmt.bits)):
         raise ValueError(f"pattern wider than {fmt.bits} bits for {fmt}")
     codes = patterns.astype(np.int64)
@@ -84,7 +85,7 @@ def msb_slice_format(fmt: FixedFormat, k: int) -> FixedFormat:
 def msb_slice_numpy(x: np.ndarray, fmt: FixedFormat, k: int) -> tuple[np.ndarray, FixedFormat]:
     """Quantise ``x`` to ``fmt``, keep the top ``k`` bits of each code (floor), return values and their format."""
     slice_fmt = msb_slice_format(fmt, k)
-    x = np.asarray(x, dtype=np.float64)
+    x = real_array(x)
     if np.any(np.isnan(x)):
         raise ValueError("NaN has no fixed-point code to slice")
     codes = fixed_codes(x, fmt) >> (fmt.bits - k)

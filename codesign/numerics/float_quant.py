@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from codesign.numerics.formats import FloatFormat
+from codesign.numerics.inputs import code_array, real_array
 from codesign.numerics.rounding import random_bits32, round_to_code, split_code
 
 _F32_FRAC = 23
@@ -20,7 +21,7 @@ _F32_EXP_MASK = 0x7F800000
 
 def encode_float(x: np.ndarray, fmt: FloatFormat, *, rng=None) -> np.ndarray:
     """Round float64 values to codes (uint64). NaN raises; overflow raises unless saturating."""
-    x = np.asarray(x, dtype=np.float64)
+    x = real_array(x)
     if np.any(np.isnan(x)):
         raise ValueError(f"NaN has no code in {fmt}")
     codes, overflow = _round_float64(x, fmt, rng)
@@ -31,13 +32,13 @@ def encode_float(x: np.ndarray, fmt: FloatFormat, *, rng=None) -> np.ndarray:
 
 def decode_float(codes: np.ndarray, fmt: FloatFormat) -> np.ndarray:
     """Codes to float64 values, exactly."""
-    sign, mant, exp = split_code(codes, fmt)
+    sign, mant, exp = split_code(code_array(codes), fmt)
     return np.where(sign, -1.0, 1.0) * np.ldexp(mant.astype(np.float64), exp.astype(np.int32))
 
 
 def quantize_float_numpy(x: np.ndarray, fmt: FloatFormat, *, rng=None) -> np.ndarray:
     """Round to ``fmt`` and return float64 values; NaN passes through, overflow is ±inf unless saturating."""
-    x = np.asarray(x, dtype=np.float64)
+    x = real_array(x)
     nan = np.isnan(x)
     codes, overflow = _round_float64(np.where(nan, 0.0, x), fmt, rng)
     values = decode_float(codes, fmt)

@@ -46,7 +46,7 @@ def quantize_fixed_torch(x, fmt: FixedFormat, *, rng=None):
         raise ValueError(
             f"a {fmt.bits}-bit fixed-point code does not fit a float32 tensor exactly; use float64 tensors or encode()"
         )
-    values = quantize_fixed_numpy(x.detach().cpu().numpy().astype(np.float64), fmt, rng=rng)
+    values = quantize_fixed_numpy(x.detach().cpu().numpy(), fmt, rng=rng)  # checked real there
     return torch.from_numpy(values).to(dtype=x.dtype, device=x.device)
 
 
