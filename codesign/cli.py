@@ -20,8 +20,7 @@ from pathlib import Path
 from codesign.boards import boards
 from codesign.pe import get_pe, pe_names
 
-SPEC, STIMULUS = "spec", "stim"
-DEMO_DESIGN = "digits_abvs.toml"  # the shipped design `codesign demo` writes build folders for  # argparse dest prefixes of spec fields and stimulus fields
+SPEC, STIMULUS = "spec", "stim"  # argparse dest prefixes of spec fields and stimulus fields
 
 
 def _int_list(text: str) -> list[int]:
@@ -260,61 +259,16 @@ def _cmd_bundle(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from codesign.demo import run_demo
     from codesign.hw.outdir import output_dir
 
-    names = [name.strip() for name in args.pe.split(",") if name.strip()] or list(pe_names())
-    chosen = [get_pe(name) for name in names]  # every name checked before any work
+    names = [name.strip() for name in args.pe.split(",") if name.strip()]
+    for name in names:
+        get_pe(name)  # every name checked before any work
+    if args.ship_reports and not args.full:
+        raise ValueError("--ship-reports needs --full (only the full demo runs every synthesis here)")
     with output_dir(Path(args.out), "demo") as out:
-        return _demo(args, out, chosen)
-
-
-def _demo(args: argparse.Namespace, out: Path, chosen: list) -> int:
-    from codesign.hw.estimate import estimate
-    from codesign.hw.flow import generate_project, verify
-
-    passed = True
-    for pe in chosen:
-        spec = pe.spec()
-        print(f"[demo {pe.name}] spec: {spec}")
-        written = generate_project(pe, spec, out / pe.name / "hls")
-        print(f"[demo {pe.name}] HLS project: {len(written)} files in {out / pe.name / 'hls'}")
-        report = verify(pe, spec, work_dir=out / pe.name / "verify")
-        print(report.table())
-        passed &= report.passed
-        cost = estimate(pe, pe.estimate_specs(), out_dir=out / pe.name / "estimate")
-        print(f"[demo {pe.name}] Yosys: {len(cost['entries'])} syntheses")
-        print((out / pe.name / "estimate" / f"{pe.name}_cost.md").read_text())
-    if not args.pe:
-        from codesign.train.tt.step_demo import demo_layer_step
-
-        from codesign.pe.tt.step_cycles import measure_comparison, write_comparison
-
-        passed &= demo_layer_step(out / "tt_layer", progress=print)
-        written = write_comparison(out / "tt_layer", measure_comparison(out / "tt_layer" / "comparison_work"))
-        print(f"[demo tt] the paper's comparison: {', '.join(str(path) for path in written.values())}")
-        print(written["md"].read_text())
-        _demo_builds(out)
-    print("[demo] PASS" if passed else "[demo] FAIL")
-    return 0 if passed else 1
-
-
-def _demo_builds(out: Path) -> None:
-    """The shipped design's build folder for every board, its Tcl lint, and no bitstream unless Vivado is here."""
-    from codesign.design import load_design
-    from codesign.design.build import write_build_folder
-    from codesign.hw.vivado import lint_vivado_build
-    from codesign.resources import data_dir
-
-    for board_name in sorted(boards()):
-        design = load_design(data_dir("examples") / DEMO_DESIGN, board_name=board_name)
-        folder = write_build_folder(design, out / "build" / board_name, cache_dir=out / "estimate-cache")
-        print(f"[demo build {board_name}] {len(folder.written)} files in {folder.root}")
-        print(folder.fit.table())
-        for board_files in (True, False):
-            mode = "with board files" if board_files else "part only"
-            print(f"[demo build {board_name}, {mode}] {lint_vivado_build(folder.root, board_files=board_files).describe()}")
-        print(f"[demo build {board_name}] not built here: run the commands in {folder.root / 'README.md'} "
-              "where vitis_hls and vivado are installed, or `codesign build`")
+        return run_demo(out, names, full=args.full, ship_reports=args.ship_reports)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -323,9 +277,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from codesign.hw.outdir import output_dir
     from codesign.hw.reports import write_json_atomic
     from codesign.train.config import load_config
+    from codesign.train.memory import check_memory
     from codesign.train.trainer import Trainer
 
     config = load_config(Path(args.config))
+    check_memory(config)  # a run that cannot fit is refused before its folder is made
     with output_dir(Path(args.out), "train") as out:
         result = Trainer(config).fit(checkpoint=out / "checkpoint.pt", resume=args.resume,
                                      checkpoint_every=args.checkpoint_every)
@@ -466,10 +422,15 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--retries", type=int, default=1, help="attempts after a task's first failure")
     sweep.set_defaults(func=_cmd_sweep)
 
-    demo = commands.add_parser("demo", help="every PE on defaults (generate, verify, estimate), a TT layer step, "
-                                            "and the shipped design's build folder for every board")
+    demo = commands.add_parser("demo", help="every PE at golden, C-sim and RTL with its Yosys table, the shipped "
+                                            "design's fit and build folders, a training run on the emulated board, "
+                                            "OUT/index.html (quick; --full: all vectors, every synthesis here)")
     demo.add_argument("--out", default="out/demo", help="directory for everything the demo writes (new, empty, or one this command wrote)")
-    demo.add_argument("--pe", default="", help="comma-separated PEs (default: all registered)")
+    demo.add_argument("--pe", default="", help="comma-separated PEs (default: all registered, and the design stages)")
+    demo.add_argument("--full", action="store_true", help="the default stimulus, every Yosys synthesis run here, the "
+                                                          "TT layer step and paper comparison, a longer training run")
+    demo.add_argument("--ship-reports", action="store_true", help="with --full: copy the Yosys reports into "
+                                                                  "rtl/yosys-reports/ (labelled with Yosys version and RTL hash)")
     demo.set_defaults(func=_cmd_demo)
     return parser
 

@@ -9,19 +9,19 @@ keeps a margin (default: every resource at most 90 % of the board).
 
 Estimates are cached per (PE, spec, family, RTL sources), so asking again
 costs nothing; the cache key includes a hash of the Verilog, so an RTL change
-is never answered from a stale entry.
+is never answered from a stale entry. Reports the repository ships
+(``rtl/yosys-reports/``) answer too, when their recorded RTL hash matches
+(:mod:`codesign.hw.estimate_cache`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from codesign.design.point import DesignPoint
-from codesign.hw.estimate import RESOURCES, estimate
-from codesign.hw.jsonfile import load_json
+from codesign.hw.estimate import RESOURCES
+from codesign.hw.estimate_cache import cached_report
 from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
 from codesign.pe import get_pe
 
@@ -40,19 +40,15 @@ def _resources(counts: dict) -> dict[str, float]:
 
 
 def pe_cost(pe_name: str, spec, family: str, cache_dir: Path, *, progress: bool = False) -> dict[str, float]:
-    """Yosys resources of one PE configuration on ``family``, from the cache when the RTL is unchanged."""
-    pe = get_pe(pe_name)
-    digest = hashlib.sha256()
-    for path in pe.rtl_sources():
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    digest.update(json.dumps([pe_name, family, spec.to_dict()], sort_keys=True).encode())
-    entry_dir = Path(cache_dir) / f"{pe_name}-{family}-{digest.hexdigest()[:16]}"
-    report_path = entry_dir / f"{pe_name}_cost.json"
-    if not report_path.is_file():
-        estimate(pe, [spec], families=(family,), out_dir=entry_dir, plot=False, progress=progress)
-    report = load_json(report_path, what="Yosys estimate cache entry (delete it to re-run Yosys)",
-                       required={"entries.0.counts": dict})
-    return _resources(report["entries"][0]["counts"])
+    """Yosys resources of one PE configuration on ``family``: from the cache or a shipped report when the RTL matches.
+
+    See :func:`codesign.hw.estimate_cache.cached_report`; when Yosys had to run
+    although the repository ships reports, the reason is printed with ``progress``.
+    """
+    cached = cached_report(get_pe(pe_name), spec, family, cache_dir, progress=progress)
+    if progress and cached.note:
+        print(f"[fit {pe_name} {family}] {cached.note}")
+    return _resources(cached.entry["counts"])
 
 
 @dataclass(frozen=True)
