@@ -30,6 +30,7 @@ from codesign.hw.reports import write_bytes_atomic
 from codesign.train.config import TrainConfig
 from codesign.train.data import Dataset, load_digits_dataset, synthetic_dataset
 from codesign.train.layers import attach_ledger
+from codesign.train.memory import check_memory
 from codesign.train.models import build_model
 from codesign.train.techniques import build_techniques
 
@@ -77,6 +78,7 @@ def load_dataset(config: TrainConfig) -> Dataset:
 class Trainer:
     def __init__(self, config: TrainConfig, *, dataset: Dataset | None = None, progress: bool = True,
                  description: str = "train") -> None:
+        check_memory(config)  # before the data and the model take any of it
         self.config = config
         self.dataset = dataset or load_dataset(config)
         self.progress = progress
