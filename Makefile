@@ -6,15 +6,24 @@ PYTHON      ?= python3
 VENV        := .venv
 BIN         := $(VENV)/bin
 APT_PACKAGES := iverilog yosys ninja-build g++ make tcl8.6
+# for make test only: the headless browser that opens the demo's index.html
+TEST_APT_PACKAGES := chromium
 STAMP       := $(VENV)/.codesign-installed-$(shell cat pyproject.toml requirements-lock.txt | sha1sum | cut -c1-12)
 JOBS        ?= 2
 
-.PHONY: setup system-packages venv demo test test-fast test-long bench reproduce wheel-check clean
+.PHONY: setup system-packages test-system-packages apt-install venv demo demo-full yosys-reports test test-fast \
+        test-long bench reproduce wheel-check clean
 
 setup: system-packages $(STAMP)
 
 system-packages:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@$(MAKE) --no-print-directory apt-install PACKAGES="$(APT_PACKAGES)"
+
+test-system-packages:
+	@$(MAKE) --no-print-directory apt-install PACKAGES="$(TEST_APT_PACKAGES)"
+
+apt-install:
+	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" != 0 ]; then echo "missing Debian packages:$$missing (run as root or: sudo apt-get install$$missing)"; exit 1; fi; \
 	  echo "installing Debian packages:$$missing"; \
@@ -31,16 +40,25 @@ $(STAMP): pyproject.toml requirements-lock.txt
 	rm -f $(VENV)/.codesign-installed-*
 	touch $@
 
+# quick: a tenth of the stimulus, Yosys reports from the cache or rtl/yosys-reports/ (checked by RTL hash); out/demo/index.html
 demo: setup
 	$(BIN)/codesign demo --out out/demo
 
+# everything at full size, every Yosys synthesis run here, the TT layer step and paper comparison
+demo-full: setup
+	$(BIN)/codesign demo --full --out out/demo-full
+
+# after an RTL change: the full demo, then its Yosys reports (labelled with version and RTL hash) into rtl/yosys-reports/
+yosys-reports: setup
+	$(BIN)/codesign demo --full --ship-reports --out out/demo-full
+
 # one torch/OpenMP thread per pytest worker: two workers on two cores, no oversubscription
-test: setup
+test: setup test-system-packages
 	$(BIN)/ruff check --select F,E9 codesign tests benchmarks
 	$(BIN)/lint-imports
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m "not long" --durations=15
 
-test-fast: setup
+test-fast: setup test-system-packages
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m "not slow and not long"
 
 # extended random RTL runs: ten times the stimulus of make test, heavier backpressure, larger PEs

@@ -268,6 +268,7 @@ def _plot_training(result: dict, path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     from codesign.hw.reports import write_figure_png
 
@@ -287,6 +288,7 @@ def _plot_training(result: dict, path: Path) -> Path:
     loss_ax.set(xlabel="epoch", ylabel="training loss", title="loss")
     acc_ax.set(xlabel="epoch", ylabel="accuracy", title="accuracy")
     for ax in (loss_ax, acc_ax):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     words = result["state_words"]
@@ -370,10 +372,17 @@ def write_index(out: Path, stages: Sequence[Stage], *, title: str, total_seconds
             body.append("<div class='plots'>" + "".join(images) + "</div>")
     page = ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+            + "\n".join(body) + f"\n<script>{_CHECK_PLOTS}</script>\n</body></html>\n")
     return write_text_atomic(out / INDEX, page)
 
 
+# once the page has loaded: body[data-plots-loaded] = "loaded/all", and a red line at the top when a plot is missing
+_CHECK_PLOTS = ("window.addEventListener('load',function(){var all=document.images,bad=0;"
+                "for(var i=0;i<all.length;i++){if(!all[i].complete||all[i].naturalWidth===0)bad++;}"
+                "document.body.setAttribute('data-plots-loaded',(all.length-bad)+'/'+all.length);"
+                "if(bad){var p=document.createElement('p');p.className='FAIL';"
+                "p.textContent=bad+' of '+all.length+' plots did not load';"
+                "document.body.insertBefore(p,document.body.firstChild);}});")
 _STYLE = ("body{font-family:sans-serif;margin:2em;color:#222;background:#fff}"
           "table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:3px 8px;text-align:left}"
           ".num{text-align:right}.ok{color:#176317}.FAIL,.error{color:#b00020;font-weight:bold}"
