@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml requirements-lock.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip==25.3
 	# torch first, pinned, so that the CPU wheel is used
 	$(BIN)/python -m pip install --quiet -c requirements-lock.txt torch==2.13.0
-	$(BIN)/python -m pip install --quiet -c requirements-lock.txt -e ".[desktop,torch,verify,plot,dev,bench,sweep,board,notebooks]"
+	$(BIN)/python -m pip install --quiet -c requirements-lock.txt -e ".[desktop,torch,verify,plot,dev,bench,sweep,explore,board,notebooks]"
 	$(BIN)/codesign setup
 	rm -f $(VENV)/.codesign-installed-*
 	touch $@

@@ -71,7 +71,12 @@ class VivadoFacts:
 
 @dataclass(frozen=True, kw_only=True)
 class Board:
-    """One FPGA board. Resources count LUTs, flip-flops, DSP slices and 36 Kib BRAMs; ``fclk_mhz`` is the PL clock."""
+    """One FPGA board. Resources count LUTs, flip-flops, DSP slices and 36 Kib BRAMs; ``fclk_mhz`` is the PL clock.
+
+    ``hp_port_bits`` is the width of the PS port the IPs' data go through,
+    each direction (AXI reads and writes have their own channels);
+    ``ddr_peak_gbps`` the DDR's peak in GB/s (1e9 bytes), shared by both.
+    """
 
     name: str
     display_name: str
@@ -81,6 +86,7 @@ class Board:
     ps: str
     fclk_mhz: float
     hp_port_bits: int
+    ddr_peak_gbps: float
     ddr_mib: int
     pynq_board_names: tuple[str, ...]
     resources: dict[str, int]
@@ -97,6 +103,9 @@ class Board:
             raise TypeError(f"board {self.name}: vivado must be a table of block-design facts")
         if isinstance(self.fclk_mhz, bool) or not isinstance(self.fclk_mhz, (int, float)) or self.fclk_mhz <= 0:
             raise ValueError(f"board {self.name}: fclk_mhz must be a positive number of MHz")
+        if isinstance(self.ddr_peak_gbps, bool) or not isinstance(self.ddr_peak_gbps, (int, float)) \
+                or not self.ddr_peak_gbps > 0:
+            raise ValueError(f"board {self.name}: ddr_peak_gbps must be a positive number of GB/s")
         if self.board_part.count(":") != 3:
             raise ValueError(f"board {self.name}: board_part {self.board_part!r} must be vendor:board:part0:version")
 

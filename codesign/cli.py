@@ -209,6 +209,38 @@ def _cmd_design(args: argparse.Namespace) -> int:
     return 0 if report.fits else 1
 
 
+def _cmd_explore(args: argparse.Namespace) -> int:
+    from codesign.design import design_from_dict
+    from codesign.design.explore_run import explore_design, summary, write_reports
+    from codesign.hw.outdir import check_output_dir, output_dir
+    from codesign.train.config import read_toml
+
+    if not 0 < args.cap <= 1:
+        raise ValueError(f"--cap must be a share of the board in (0, 1], got {args.cap}")
+    raw = read_toml(Path(args.config))
+    design = design_from_dict(raw, board_name=args.board, default_name=Path(args.config).stem)
+    check_output_dir(Path(args.out), "explore")  # before any work
+    result = explore_design(raw, design, objective=args.objective, cap=args.cap, cache_dir=Path(args.cache))
+    print(summary(result))
+    with output_dir(Path(args.out), "explore") as out:
+        for path in write_reports(result, out, board=design.board):
+            print(f"wrote {path}")
+    return 0
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from codesign.design.calibration import calibrate, model_errors
+
+    calibration = calibrate(args.pe, args.family, cache_dir=Path(args.cache), progress=print)
+    for resource, error in model_errors(args.pe, args.family).items():
+        held = (f"; held out: largest {error['held_out_max_rel']:.1%}, mean {error['held_out_mean_rel']:.1%}"
+                if "held_out_max_rel" in error else "")
+        print(f"{args.pe} {args.family} {resource}: largest error {error['max_rel']:.1%}, mean {error['mean_rel']:.1%}"
+              + held)
+    print(f"{len(calibration.points)} Yosys points, Yosys {calibration.yosys_version}, RTL {calibration.rtl_hash}")
+    return 0
+
+
 def _cmd_build(args: argparse.Namespace) -> int:
     from codesign.hw.build import ToolMissing, plan_hls_build, run_hls_build
 
@@ -367,6 +399,22 @@ def build_parser() -> argparse.ArgumentParser:
     design.add_argument("--limit", type=float, default=DEFAULT_LIMIT_PERCENT, help="largest share of any board resource (%%)")
     design.add_argument("--out", default=None, help="also write fit.json/.md/.png here (new, empty, or one this command wrote)")
     design.set_defaults(func=_cmd_design)
+
+    explore = commands.add_parser("explore", help="a TT design's accelerators on a board: whole-step time, energy and "
+                                                  "resources of every PE build and copy count, the Pareto front")
+    explore.add_argument("config", help="training TOML with techniques.tt (and an optional [design] table)")
+    explore.add_argument("--board", default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
+    explore.add_argument("--objective", choices=("time", "energy"), default="time", help="what the chosen point minimises")
+    explore.add_argument("--cap", type=float, default=0.8, help="largest share of each board resource a point may use")
+    explore.add_argument("--cache", default="out/estimate-cache", help="Yosys estimate cache (confirmations)")
+    explore.add_argument("--out", required=True, help="report folder (new, empty, or one this command wrote)")
+    explore.set_defaults(func=_cmd_explore)
+
+    calibrate = commands.add_parser("calibrate", help="fit a PE's analytical resource model to Yosys on its grid")
+    calibrate.add_argument("pe", choices=("tt1", "tt2", "tt3"), help="PE with an analytical resource model")
+    calibrate.add_argument("--family", choices=("xc7", "xcup"), required=True, help="Yosys device family")
+    calibrate.add_argument("--cache", default="out/estimate-cache", help="Yosys estimate cache")
+    calibrate.set_defaults(func=_cmd_calibrate)
 
     build = commands.add_parser("build", help="a design's build folder (and bitstream where Vivado is installed), "
                                               "or vitis_hls on one generated PE project")

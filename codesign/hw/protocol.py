@@ -158,6 +158,16 @@ class ProcessingElement:
         """The configurations ``codesign estimate <pe>`` synthesises by default."""
         return [self.spec_class()]
 
+    def calibration_specs(self) -> list:
+        """The grid the analytical resource model is fitted on (:mod:`codesign.hw.resource_model`); empty for a
+        PE without a model."""
+        return []
+
+    def resource_parts(self, spec) -> tuple[list[tuple[int, int]], list[tuple[int, int]], dict[str, float]]:
+        """What the PE's RTL is built of for ``spec``: RAMs ``(depth, width)``, multipliers ``(a_bits, b_bits)``,
+        and the features LUT and FF grow with. A PE without an analytical model raises NotImplementedError."""
+        raise NotImplementedError(f"PE {self.name} has no analytical resource model")
+
     def describe_spec(self, spec) -> str:
         """A short label of a spec's distinguishing fields (tables and plots)."""
         default = self.spec_class()

@@ -19,7 +19,7 @@ from codesign.hw.target import BuildTarget
 from codesign.hw.vectors import WORD_BITS
 from codesign.hw.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
-from codesign.pe.tt import reference, stimulus
+from codesign.pe.tt import reference, resources, stimulus
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 from codesign.pe.tt.stimulus import TtStimulusOptions
 from codesign.resources import data_dir
@@ -39,6 +39,9 @@ def with_long_twins(cases: list[GridCase]) -> list[GridCase]:
                       TtStimulusOptions(min_contractions=LONG_CONTRACTIONS, seed=3000 + index), long=True)
              for index, case in enumerate(cases)]
     return cases + twins
+
+
+CALIBRATION_ARRAYS = ((2, 1), (4, 2), (8, 1), (8, 4), (16, 2), (4, 8), (2, 4), (16, 1), (16, 4))  # (lanes, rows) the resource model is fitted on
 
 
 class _TtPE(StreamPE):
@@ -68,6 +71,10 @@ class _TtPE(StreamPE):
 
     def reference_output(self, spec, words_in) -> np.ndarray:
         return np.array(self.reference_model(words_in, **spec.to_dict()), dtype=np.uint64)
+
+    def resource_parts(self, spec):
+        self.check_spec(spec)
+        return resources.memories(spec), resources.multipliers(spec), resources.features(spec)
 
     def rtl_sources(self) -> list[Path]:
         """Every TT PE shares ``rtl/tt`` (one module per file; the RAM is common)."""
@@ -120,6 +127,10 @@ class Tt1PE(_TtPE):
     def estimate_specs(self) -> list[Tt1Spec]:
         return [Tt1Spec(), Tt1Spec(a_bits=16), Tt1Spec(lanes=8, rows=4)]
 
+    def calibration_specs(self) -> list[Tt1Spec]:
+        """The training widths (16-bit gradients by 8-bit states), lanes 2..16 and rows 1..8."""
+        return [Tt1Spec(lanes=lanes, rows=rows, a_bits=16, b_bits=8) for lanes, rows in CALIBRATION_ARRAYS]
+
 
 class Tt2PE(_TtPE):
     name = "tt2"
@@ -145,6 +156,10 @@ class Tt2PE(_TtPE):
     def estimate_specs(self) -> list[Tt2Spec]:
         return [Tt2Spec(), Tt2Spec(a_bits=16), Tt2Spec(lanes=8, rows=4)]
 
+    def calibration_specs(self) -> list[Tt2Spec]:
+        """The training widths (16-bit gradients by 4-bit cores), lanes 2..16 and rows 1..8."""
+        return [Tt2Spec(lanes=lanes, rows=rows, a_bits=16, b_bits=4) for lanes, rows in CALIBRATION_ARRAYS]
+
 
 class Tt3PE(_TtPE):
     name = "tt3"
@@ -167,3 +182,7 @@ class Tt3PE(_TtPE):
 
     def estimate_specs(self) -> list[Tt3Spec]:
         return [Tt3Spec(), Tt3Spec(a_bits=16), Tt3Spec(lanes=8)]
+
+    def calibration_specs(self) -> list[Tt3Spec]:
+        """8-bit activations by 16-bit gradients, 2..16 lanes."""
+        return [Tt3Spec(lanes=lanes, a_bits=8, b_bits=16) for lanes in (2, 4, 8, 16)]

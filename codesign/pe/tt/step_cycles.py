@@ -120,6 +120,28 @@ def list_schedule(plan: StepPlan, call_cycles: Sequence[int]) -> StepSchedule:
     return StepSchedule(tuple(units), tuple(stage_cycles))
 
 
+def stage_loads(plan: StepPlan, pe: str) -> list[tuple[int, int, int]]:
+    """Per stage of ``plan``: the cycles ``pe``'s copies take for its calls there (the busiest copy, calls assigned as
+    :func:`list_schedule` assigns them), and the 32-bit words into and out of them.
+
+    ``pe``'s calls depend on its own build only, so a design space can price
+    every build of one PE apart and combine them: a stage takes the longer
+    of its PE1 and PE2 loads.
+    """
+    spec, copies = plan.hardware.spec(pe), plan.hardware.units(pe)
+    loads = []
+    for stage in stages(plan):
+        calls = [call for call in plan.calls if call.index in stage and call.pe == pe]
+        headers = [header_word(*call.dims) for call in calls]
+        cycles = [transaction_cycles(spec, header).total for header in headers]
+        words = [stream_words(spec, header) for header in headers]
+        per_copy = [0] * copies
+        for unit, count in zip(assign_calls(cycles, copies), cycles):
+            per_copy[unit] += count
+        loads.append((max(per_copy), sum(w[0] for w in words), sum(w[1] for w in words)))
+    return loads
+
+
 @dataclass(frozen=True)
 class StepCycles:
     """Modelled cycles of one layer step, per contraction, and the step scheduled on the PE copies.
@@ -131,12 +153,14 @@ class StepCycles:
     ``stream_cycles`` is the fewest cycles in which each stage's words
     could pass through its PEs' 32-bit stream pairs, spread evenly over the
     copies: no schedule of these calls on these streams is faster.
+    ``stage_words`` gives each stage's words in and out (what crosses DDR).
     """
 
     contractions: tuple[ContractionCycles, ...]
     schedule: StepSchedule
     overlapped_makespan: int
     stream_cycles: int
+    stage_words: tuple[tuple[int, int], ...] = ()  # per stage: the 32-bit words into and out of its PEs
 
     @property
     def total(self) -> int:
@@ -178,7 +202,7 @@ def step_cycles(plan: StepPlan) -> StepCycles:
                            ("compute", cycles.compute), ("drain", cycles.drain), ("words_in", words_in),
                            ("words_out", words_out), ("overlapped", overlapped)):
             row[key] += value
-    stream = 0
+    stream, stage_words = 0, []
     for stage in stages(plan):
         words: dict[tuple[str, str], int] = {}  # (PE, stream) -> words of the stage
         for index in stage:
@@ -186,10 +210,13 @@ def step_cycles(plan: StepPlan) -> StepCycles:
                 key = (plan.contractions[index].pe, direction)
                 words[key] = words.get(key, 0) + sums[index][direction]
         stream += max(-(-count // plan.hardware.units(pe)) for (pe, _), count in words.items())
+        stage_words.append(tuple(sum(count for (_, d), count in words.items() if d == direction)
+                                 for direction in ("words_in", "words_out")))
     return StepCycles(tuple(ContractionCycles(name=item.name, pe=item.pe, macs=item.macs, **row)
                             for item, row in zip(plan.contractions, sums)),
                       schedule=list_schedule(plan, per_call),
-                      overlapped_makespan=list_schedule(plan, per_call_overlapped).total, stream_cycles=stream)
+                      overlapped_makespan=list_schedule(plan, per_call_overlapped).total, stream_cycles=stream,
+                      stage_words=tuple(stage_words))
 
 
 # ---------------------------------------------------------------------------- RTL check

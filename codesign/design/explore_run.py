@@ -1,0 +1,233 @@
+"""``codesign explore``: a TT design's space on its board, the chosen point confirmed by Yosys, and the reports.
+
+Reports, named as FINN names its estimates:
+
+- ``estimate_network_performance.json``: the chosen point's whole step (PE,
+  memory and host seconds, bottleneck, bounds, energy), with the paper's
+  figure where the set-up is the paper network;
+- ``estimate_layer_cycles.json``: the chosen point's stages (cycles, words);
+- ``estimate_layer_resources.json``: per IP of the chosen point, the
+  analytical model and Yosys, and the fit verdict;
+- ``explore_points.csv`` (every point priced) and ``pareto.json`` /
+  ``pareto.csv`` (the front, infeasible points excluded and counted);
+- ``pareto.png`` (step time against DSP, infeasible points shown) and
+  ``roofline.png`` (the board's compute and memory roofs with the points);
+- ``chosen.toml``: the configuration with the chosen ``[design.pe.*]``,
+  which ``codesign design`` and ``codesign build`` accept.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codesign.boards import Board
+from codesign.design.explore import DEFAULT_CAP, Space, explore_tt
+from codesign.design.fit import fit_design
+from codesign.design.loops import tt_setup_of
+from codesign.design.point import DesignPoint, design_from_dict
+from codesign.design.step_time import measure_tt_host, tt_stages, tt_step_time
+from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
+from codesign.hw.resource_model import RESOURCES
+from codesign.pe.tt.schedule import StepHardware
+
+CONFIRMED = 3  # front points confirmed by Yosys beside the chosen one
+
+
+class ExploreError(ValueError):
+    """A configuration the explorer cannot explore (no TT design, no point that fits); the message says why."""
+
+
+def hardware_of_point(space: Space, index: int) -> StepHardware:
+    first, second = space.pe1[space.index[index, 0]], space.pe2[space.index[index, 1]]
+    return StepHardware(pe1=first.spec, pe1_units=first.copies, pe2=second.spec, pe2_units=second.copies)
+
+
+def design_of_point(raw: Mapping[str, Any], design: DesignPoint, point: Mapping[str, Any]) -> tuple[dict, DesignPoint]:
+    """The configuration (plain TOML data) with the point's ``[design.pe.tt1/tt2]``, and its design point."""
+    table = {**raw.get("design", {})}
+    pe = {name: dict(values) for name, values in table.get("pe", {}).items()}
+    for name in ("tt1", "tt2"):
+        pe[name] = {**pe.get(name, {}), **point[name]}
+    table["pe"] = pe
+    table["board"] = design.board.name
+    chosen = {**raw, "design": table}
+    return chosen, design_from_dict(chosen)
+
+
+def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: str = "time", cap: float = DEFAULT_CAP,
+                   cache_dir: Path, knobs: Mapping[str, Mapping[str, Any]] | None = None,
+                   progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """Explore ``design``'s TT loop on its board; Yosys confirms the chosen point and the front's best.
+
+    ``knobs`` maps tt1 and tt2 to the values of each knob (default
+    :data:`codesign.design.explore.TT_KNOBS`).
+    """
+    if any(not instance.pe.startswith("tt") for instance in design.instances):
+        raise ExploreError(f"design {design.name}: the explorer covers TT designs (PEs "
+                           f"{sorted({i.pe for i in design.instances})} given); FP-MAC and CSB spaces are not "
+                           "modelled yet")
+    setup = tt_setup_of(design)
+    specs = {instance.pe: instance.spec for instance in design.instances}
+    progress("measuring the host's share of a step (NumPy loop, this machine)")
+    host = measure_tt_host(setup)
+    _, totals = tt_stages(setup, setup.hardware())
+    space = explore_tt(setup, design.board, bases={"tt1": specs["tt1"], "tt2": specs["tt2"]},
+                       clock_mhz=design.clock_mhz, host=host, macs=totals["macs"], tt3=specs.get("tt3"), cap=cap,
+                       knobs=knobs, progress=progress)
+    chosen = space.best(objective)
+    front = space.pareto()
+    key = space.total_s if objective == "time" else space.energy_pj
+    confirm = [chosen] + [int(i) for i in front[np.argsort(key[front])] if int(i) != chosen][:CONFIRMED]
+    confirmed = []
+    for index in confirm:
+        point = space.point(index)
+        progress(f"Yosys: {point['label']}")
+        _, point_design = design_of_point(raw, design, point)
+        fit = fit_design(point_design, cache_dir=cache_dir, limit_percent=100 * cap)
+        confirmed.append({"point": point, "yosys_total": fit.total, "fits": fit.fits, "over": fit.over,
+                          "per_ip": fit.per_ip})
+    chosen_toml, chosen_design = design_of_point(raw, design, space.point(chosen))
+    step = tt_step_time(setup, hardware_of_point(space, chosen), design.board, clock_mhz=design.clock_mhz,
+                        host=host)
+    return {"space": space, "chosen": chosen, "front": front, "confirmed": confirmed, "step": step,
+            "setup": setup, "chosen_toml": chosen_toml, "chosen_design": chosen_design, "objective": objective}
+
+
+# ---------------------------------------------------------------------------- reports
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    buffer = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def _flat(point: Mapping[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in point.items():
+        if isinstance(value, Mapping):
+            out.update({f"{key}_{k}": v for k, v in value.items()})
+        else:
+            out[key] = value
+    return out
+
+
+def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list[Path]:
+    """Every report of the module docstring, each written atomically into ``out``."""
+    import tomli_w
+
+    space: Space = result["space"]
+    chosen, front, step = result["chosen"], result["front"], result["step"]
+    points = [_flat(space.point(i)) for i in range(space.index.shape[0])]
+    hardware = hardware_of_point(space, chosen)
+    stages, _ = tt_stages(result["setup"], hardware)
+    written = [
+        write_json_atomic(out / "estimate_network_performance.json", {
+            "design": result["chosen_design"].name, "board": board.name, "objective": result["objective"],
+            "chosen": space.point(chosen), "step": step.to_dict(), "searched": space.searched,
+            "points": len(points), "feasible": int(space.feasible.sum()), "pareto": int(front.size)}),
+        write_json_atomic(out / "estimate_layer_cycles.json", {
+            "hardware": hardware.describe(), "clock_mhz": step.clock_mhz,
+            "stages": [{"cycles": s.cycles, "words_in": s.words_in, "words_out": s.words_out} for s in stages]}),
+        write_json_atomic(out / "estimate_layer_resources.json", {
+            "cap": space.cap, "budget": space.budget, "confirmed": [
+                {"label": c["point"]["label"], "model": {k: c["point"][k] for k in RESOURCES},
+                 "yosys": c["yosys_total"], "fits": c["fits"], "over": c["over"], "per_ip": c["per_ip"]}
+                for c in result["confirmed"]]}),
+        write_text_atomic(out / "explore_points.csv", _csv(points)),
+        write_json_atomic(out / "pareto.json", [space.point(int(i)) for i in front]),
+        write_text_atomic(out / "pareto.csv", _csv([_flat(space.point(int(i))) for i in front])),
+        plot_pareto(space, chosen, front, out / "pareto.png", board=board),
+        plot_roofline(space, chosen, out / "roofline.png", board=board, macs=step.macs, clock_mhz=step.clock_mhz),
+        write_text_atomic(out / "chosen.toml", tomli_w.dumps(result["chosen_toml"])),
+    ]
+    return written
+
+
+def plot_pareto(space: Space, chosen: int, front: np.ndarray, path: Path, *, board: Board) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots(figsize=(6.5, 4.2), constrained_layout=True)
+    dsp, seconds, feasible = space.resources["dsp"], space.total_s * 1e3, space.feasible
+    ax.scatter(dsp[~feasible], seconds[~feasible], s=8, c="lightgrey", label="over the cap")
+    ax.scatter(dsp[feasible], seconds[feasible], s=8, c="tab:blue", alpha=0.5, label="fits")
+    ax.scatter(dsp[front], seconds[front], s=22, c="tab:orange", label="Pareto front")
+    ax.scatter([dsp[chosen]], [seconds[chosen]], s=80, marker="*", c="red", label="chosen")
+    ax.axvline(space.cap * space.budget["dsp"], color="red", linestyle="--", linewidth=1,
+               label=f"{space.cap:.0%} of {board.display_name}'s DSP")
+    ax.set_xlabel("DSP slices (model)")
+    ax.set_ylabel("whole training step (ms)")
+    ax.set_yscale("log")
+    ax.set_title(f"TT accelerators on {board.display_name}: {space.searched}", fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(True, alpha=0.3)
+    return write_figure_png(figure, path, dpi=110)
+
+
+def plot_roofline(space: Space, chosen: int, path: Path, *, board: Board, macs: int, clock_mhz: float) -> Path:
+    """Attained MACs/s of every feasible point against MACs per DDR byte, under the board's roofs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from codesign.design.step_time import port_bytes_per_s
+
+    figure, ax = plt.subplots(figsize=(6.5, 4.2), constrained_layout=True)
+    feasible = np.flatnonzero(space.feasible)
+    words = np.array([(space.pe1[a].words_in.sum() + space.pe1[a].words_out.sum() + space.pe2[b].words_in.sum()
+                       + space.pe2[b].words_out.sum()) for a, b in space.index[feasible]])
+    intensity = macs / (words * 4)
+    attained = macs / (space.pe_s[feasible] + space.memory_s[feasible])
+    ax.scatter(intensity, attained, s=8, alpha=0.5, label="feasible points (PE + memory time)")
+    position = int(np.flatnonzero(feasible == chosen)[0]) if chosen in feasible else None
+    if position is not None:
+        ax.scatter([intensity[position]], [attained[position]], s=80, marker="*", c="red", label="chosen")
+    peak_macs = space.cap * space.budget["dsp"] * clock_mhz * 1e6  # one MAC per DSP slice a cycle
+    memory = min(2 * port_bytes_per_s(board), board.ddr_peak_gbps * 1e9)
+    x = np.logspace(np.log10(intensity.min() / 2), np.log10(intensity.max() * 2), 100)
+    ax.plot(x, np.minimum(peak_macs, memory * x), color="black", linewidth=1,
+            label=f"roofs: {peak_macs / 1e9:.1f} GMAC/s, {memory / 1e9:.2f} GB/s")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("MACs per DDR byte")
+    ax.set_ylabel("MACs per second")
+    ax.set_title(f"Roofline of {board.display_name} ({space.cap:.0%} of its DSP at {clock_mhz:g} MHz)", fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(True, alpha=0.3, which="both")
+    return write_figure_png(figure, path, dpi=110)
+
+
+def summary(result: Mapping[str, Any]) -> str:
+    """The chosen point, its step split and bound, and the front, as text for people."""
+    space: Space = result["space"]
+    step = result["step"]
+    point = space.point(result["chosen"])
+    lines = [f"explored {space.index.shape[0]} points ({space.searched}): {int(space.feasible.sum())} fit "
+             f"{space.cap:.0%} of the board, {result['front'].size} on the Pareto front",
+             f"chosen ({result['objective']}): {point['label']}",
+             f"  step {step.total_s * 1e3:.3f} ms = PE {step.pe_s * 1e3:.3f} + memory {step.memory_s * 1e3:.3f} + host "
+             f"{step.host_s * 1e3:.3f} ms ({step.host_source}); bottleneck: {step.bottleneck}",
+             f"  bounds: streams {step.bounds['streams_s'] * 1e3:.3f} ms, DDR peak {step.bounds['ddr_peak_s'] * 1e3:.3f} "
+             f"ms, MACs {step.bounds['macs_s'] * 1e3:.3f} ms; energy {step.energy_pj / 1e6:.2f} uJ per step",
+             "  resources (model): " + ", ".join(f"{k} {point[k]:g}" for k in RESOURCES)]
+    for confirmed in result["confirmed"]:
+        lines.append(f"  Yosys {confirmed['point']['label']}: " + ", ".join(
+            f"{k} {confirmed['yosys_total'][k]:g}" for k in RESOURCES) + (" fits" if confirmed["fits"] else
+                                                                           f" over: {confirmed['over']}"))
+    return "\n".join(lines)
+
+
+__all__ = ["ExploreError", "design_of_point", "explore_design", "hardware_of_point", "summary", "write_reports"]

@@ -1,0 +1,221 @@
+"""A whole training step's time on a board: PE cycles, DDR traffic and host work, with the bottleneck named.
+
+PE cycle models count a PE's own stream (exact against the RTL), but a step
+on a board also moves every stream word through DDR, and the host works
+between PE calls. The model here takes a step as its *stages* (work that
+may run at once: one TT contraction stage on its PE copies), each with its
+scheduled PE cycles and the 32-bit words into and out of its PEs, and
+charges each stage
+
+    max(PE cycles / f,  bytes read / port,  bytes written / port,  bytes / DDR peak)
+
+The accelerator shell streams DDR into the PE while the PE works (one
+DATAFLOW region, docs/accelerator.md), so a stage takes the longest of its
+PE time and its data movement, not their sum. Every IP's data pass through
+the one high-performance port of the block design, ``hp_port_bits`` wide in
+each direction at the PL clock; all of them share the DDR peak
+(``ddr_peak_gbps``, boards/*.toml). The host's share is measured: the loop's
+NumPy host work per step on the machine that runs the model (a board's ARM
+core is slower, so on a desktop this is a lower bound; ``host_source`` says
+where it was measured).
+
+Three bounds go beside the figure: every PE stream busy on every cycle,
+DDR at its peak, every MAC busy on every cycle. Energy per step is the
+PE MACs at their operand widths plus the DDR bytes, from the same 45 nm
+table as the training ledger (:mod:`codesign.energy.table`); static power
+is not counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from codesign.boards import Board
+from codesign.energy.table import horowitz_45nm
+from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
+from codesign.pe.tt.schedule import StepHardware
+from codesign.pe.tt.step import step_plan
+from codesign.pe.tt.step_cycles import step_cycles
+
+WORD_BYTES = 4  # the PEs' stream words and the shell's AXI beats are 32 bits
+BOTTLENECKS = ("pe", "memory", "host")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stage:
+    """Work that runs at once: its scheduled PE cycles (clock cycles) and the 32-bit words into and out of its PEs."""
+
+    cycles: int
+    words_in: int
+    words_out: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepTime:
+    """Seconds of one training step on a board, split by what bounds each stage, and the bounds beside it.
+
+    ``pe_s`` is the scheduled PE time; ``memory_s`` what data movement adds
+    where a stage waits on DDR or the port; ``host_s`` the host's work.
+    ``total_s`` is their sum. ``bounds`` gives the fastest any schedule could
+    be with every stream busy (``streams_s``), DDR at its peak
+    (``ddr_peak_s``) and every MAC busy (``macs_s``). ``energy_pj`` is the
+    MACs' and DDR's dynamic energy per step.
+    """
+
+    board: str
+    clock_mhz: float
+    pe_s: float
+    memory_s: float
+    host_s: float
+    host_source: str
+    bytes: int
+    macs: int
+    calls: int
+    stages: int
+    energy_pj: float
+    bounds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def total_s(self) -> float:
+        return self.pe_s + self.memory_s + self.host_s
+
+    @property
+    def bottleneck(self) -> str:
+        """What most of the step waits on: the PEs, data movement, or the host."""
+        shares = {"pe": self.pe_s, "memory": self.memory_s, "host": self.host_s}
+        return max(BOTTLENECKS, key=lambda name: shares[name])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"board": self.board, "clock_mhz": self.clock_mhz, "total_s": self.total_s, "pe_s": self.pe_s,
+                "memory_s": self.memory_s, "host_s": self.host_s, "host_source": self.host_source,
+                "bottleneck": self.bottleneck, "bytes": self.bytes, "macs": self.macs, "calls": self.calls,
+                "stages": self.stages, "energy_pj": self.energy_pj, "bounds": dict(self.bounds)}
+
+
+def port_bytes_per_s(board: Board) -> float:
+    """Bytes a second through the high-performance port in one direction: its width at the PL clock."""
+    return board.hp_port_bits / 8 * board.fclk_mhz * 1e6
+
+
+def stage_seconds(stage: Stage, board: Board, clock_mhz: float) -> tuple[float, float]:
+    """(PE seconds, seconds the stage's data movement adds beyond them) of one stage on ``board``."""
+    pe = stage.cycles / (clock_mhz * 1e6)
+    port = port_bytes_per_s(board)
+    moved = max(stage.words_in * WORD_BYTES / port, stage.words_out * WORD_BYTES / port,
+                (stage.words_in + stage.words_out) * WORD_BYTES / (board.ddr_peak_gbps * 1e9))
+    return pe, max(0.0, moved - pe)
+
+
+def step_time(stages: Sequence[Stage], board: Board, *, clock_mhz: float, host_s: float, host_source: str,
+              macs: int, array_macs: int, calls: int, stream_cycles: int, mac_energy_pj: float) -> StepTime:
+    """The whole-step model of ``stages`` on ``board`` (see the module's docstring); ``mac_energy_pj`` per MAC."""
+    pe_s = memory_s = 0.0
+    for stage in stages:
+        pe, extra = stage_seconds(stage, board, clock_mhz)
+        pe_s += pe
+        memory_s += extra
+    total_bytes = sum(s.words_in + s.words_out for s in stages) * WORD_BYTES
+    table = horowitz_45nm()
+    energy = macs * mac_energy_pj + table.memory(total_bytes * 8, dram=True)
+    hz = clock_mhz * 1e6
+    bounds = {"streams_s": stream_cycles / hz, "ddr_peak_s": total_bytes / (board.ddr_peak_gbps * 1e9),
+              "macs_s": macs / (array_macs * hz)}
+    return StepTime(board=board.name, clock_mhz=clock_mhz, pe_s=pe_s, memory_s=memory_s, host_s=host_s,
+                    host_source=host_source, bytes=total_bytes, macs=macs, calls=calls, stages=len(stages),
+                    energy_pj=energy, bounds=bounds)
+
+
+# ---------------------------------------------------------------------------- the TT loop's step
+
+
+def tt_stages(setup: TtTrainSetup, hardware: StepHardware) -> tuple[list[Stage], dict[str, int]]:
+    """Every stage of one training step of the TT loop's layers on ``hardware`` (at their initial ranks), and the
+    step's MACs, PE calls and stream-bound cycles."""
+    stages: list[Stage] = []
+    totals = {"macs": 0, "calls": 0, "stream_cycles": 0}
+    for index in range(len(setup.layers)):
+        plan = step_plan(setup.layer_state(index, setup.initial_cores(index)), setup.batch_size, hardware)
+        cycles = step_cycles(plan)
+        stages += [Stage(cycles=c, words_in=w_in, words_out=w_out)
+                   for c, (w_in, w_out) in zip(cycles.schedule.stage_cycles, cycles.stage_words)]
+        totals["macs"] += cycles.macs
+        totals["calls"] += len(plan.calls)
+        totals["stream_cycles"] += cycles.stream_cycles
+    return stages, totals
+
+
+def tt_mac_energy_pj(setup: TtTrainSetup) -> float:
+    """Energy of one PE MAC (pJ): the widest operand pair of the step (16-bit gradients by 8-bit activations)."""
+    precision = setup.precision
+    bits = sorted((precision["grad_bits"], precision["activation_bits"], precision["core_bits"]), reverse=True)
+    return horowitz_45nm().int_mac(bits[0], bits[1], 32)
+
+
+def measure_tt_host_seconds(setup: TtTrainSetup, hardware: StepHardware | None = None, *, steps: int = 2,
+                            seed: int = 0) -> tuple[float, int]:
+    """Seconds of the TT loop's host work per step on this machine (a few golden steps less their PE calls'
+    seconds), and the PE calls per step, for ``hardware`` (default: the set-up's)."""
+    trainer = TtMlpTrainer(setup)
+    if hardware is not None:
+        trainer.hardware = hardware
+    rng = np.random.default_rng(seed)
+    features, classes = setup.layers[0]["in_features"], setup.layers[-1]["out_features"]
+    x = rng.random((setup.batch_size, features)).astype(np.float32)
+    y = rng.integers(0, classes, setup.batch_size)
+    trainer.train_step(x, y)  # the first step aims every scale: not timed
+    started, pe_before, calls_before = time.perf_counter(), trainer.runner.seconds, trainer.runner.transactions
+    for _ in range(steps):
+        trainer.train_step(x, y)
+    host = max(0.0, (time.perf_counter() - started - (trainer.runner.seconds - pe_before)) / steps)
+    return host, (trainer.runner.transactions - calls_before) // steps
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostModel:
+    """The host's seconds per step as ``fixed_s + per_call_s * PE calls``, fitted on two measured schedules.
+
+    The host cuts operands for every PE call and adds partial sums, so a
+    schedule of fewer, larger calls leaves it less to do; the rest (loss,
+    prior, Adam, scales) does not depend on the hardware. ``source`` says
+    where it was measured.
+    """
+
+    fixed_s: float
+    per_call_s: float
+    source: str
+
+    def seconds(self, calls):
+        return self.fixed_s + self.per_call_s * calls
+
+
+def measure_tt_host(setup: TtTrainSetup, *, source: str = "measured on this machine (a board's ARM core is slower)"
+                    ) -> HostModel:
+    """:class:`HostModel` of ``setup`` from two schedules: the default builds (many calls) and builds with
+    longer buffers (fewer calls)."""
+    many = StepHardware()
+    few = StepHardware(pe1=dataclasses.replace(many.pe1, max_j=32, max_l=64),
+                       pe2=dataclasses.replace(many.pe2, max_j=128, max_k=128, max_l=64))
+    (host_many, calls_many), (host_few, calls_few) = (measure_tt_host_seconds(setup, hw) for hw in (many, few))
+    if calls_many == calls_few:
+        return HostModel(fixed_s=min(host_many, host_few), per_call_s=0.0, source=source)
+    per_call = max(0.0, (host_many - host_few) / (calls_many - calls_few))
+    return HostModel(fixed_s=max(0.0, host_few - per_call * calls_few), per_call_s=per_call, source=source)
+
+
+def tt_step_time(setup: TtTrainSetup, hardware: StepHardware, board: Board, *, clock_mhz: float,
+                 host: HostModel) -> StepTime:
+    """The whole-step model of the TT loop ``setup`` on ``hardware`` and ``board``; ``host`` prices its calls."""
+    stages, totals = tt_stages(setup, hardware)
+    return step_time(stages, board, clock_mhz=clock_mhz, host_s=host.seconds(totals["calls"]), host_source=host.source,
+                     macs=totals["macs"], array_macs=hardware.macs(), calls=totals["calls"],
+                     stream_cycles=totals["stream_cycles"], mac_energy_pj=tt_mac_energy_pj(setup))
+
+
+__all__ = ["HostModel", "Stage", "StepTime", "measure_tt_host", "measure_tt_host_seconds", "port_bytes_per_s", "stage_seconds", "step_time",
+           "tt_stages", "tt_step_time"]

@@ -1,0 +1,49 @@
+"""What a TT PE's RTL is built of, counted from its spec: RAMs (depth, width) and multipliers.
+
+The RAM shapes are the ``tt_ram`` instances of rtl/tt/tt{1,2,3}_pe.v with
+the same localparams (chunks of ``lanes`` values; buffers sized by the
+header limits ``max_j``, ``max_k``, ``max_l``); the multipliers are one per
+lane and row. :mod:`codesign.hw.resource_model` turns them into DSP and
+BRAM counts and fits LUT and FF to Yosys.
+"""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+from codesign.pe.tt.contract import chunks
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
+
+
+def memories(spec) -> List[Tuple[int, int]]:
+    """``(depth, width in bits)`` of every RAM the PE's RTL holds, one entry per instance."""
+    if isinstance(spec, Tt1Spec):
+        kc = chunks(spec.max_k, spec.lanes)
+        return ([(spec.max_j * kc, spec.lanes * spec.a_bits)]
+                + [(chunks(spec.max_l, spec.rows) * spec.max_j * kc, spec.lanes * spec.b_bits)] * spec.rows)
+    if isinstance(spec, Tt2Spec):
+        kc, jc = chunks(spec.max_k, spec.lanes), chunks(spec.max_j, spec.lanes)
+        return ([(spec.max_j * kc, spec.lanes * spec.a_bits)]
+                + [(chunks(spec.max_l, spec.rows) * jc, spec.lanes * spec.b_bits)] * spec.rows
+                + [(kc, spec.lanes * spec.acc_bits)] * spec.rows)
+    if isinstance(spec, Tt3Spec):
+        return [(chunks(spec.max_j, spec.lanes), spec.lanes * spec.b_bits)]
+    raise TypeError(f"not a TT PE spec: {type(spec).__name__}")
+
+
+def multipliers(spec) -> List[Tuple[int, int]]:
+    """``(a_bits, b_bits)`` of every multiplier: ``lanes`` per row. PE3 has one row, and Yosys maps one more
+    product to a DSP slice there (its lane select ``iv * A_BITS``; seen in the calibration: lanes + 1 DSP)."""
+    if isinstance(spec, Tt3Spec):
+        return [(spec.a_bits, spec.b_bits)] * spec.lanes + [(8, 8)]
+    return [(spec.a_bits, spec.b_bits)] * (spec.lanes * spec.rows)
+
+
+def features(spec) -> dict:
+    """What LUT and FF counts grow with: a constant (control, header), one accumulator and adder per multiplier,
+    and the lane datapath (unpacking, lane selects). Fewer terms extrapolate better (held-out errors over the
+    calibration grid: docs/design.md)."""
+    return {"one": 1.0, "multipliers": float(spec.lanes * getattr(spec, "rows", 1)), "lanes": float(spec.lanes)}
+
+
+__all__ = ["features", "memories", "multipliers"]
