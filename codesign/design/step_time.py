@@ -157,10 +157,11 @@ def tt_mac_energy_pj(setup: TtTrainSetup) -> float:
     return horowitz_45nm().int_mac(bits[0], bits[1], 32)
 
 
-def measure_tt_host_seconds(setup: TtTrainSetup, hardware: StepHardware | None = None, *, steps: int = 2,
+def measure_tt_host_seconds(setup: TtTrainSetup, hardware: StepHardware | None = None, *, repeats: int = 3,
                             seed: int = 0) -> tuple[float, int]:
-    """Seconds of the TT loop's host work per step on this machine (a few golden steps less their PE calls'
-    seconds), and the PE calls per step, for ``hardware`` (default: the set-up's)."""
+    """Seconds of the TT loop's host work per step on this machine (a golden step less its PE calls' seconds; the
+    least of ``repeats`` steps, as other work on the machine only adds), and the PE calls per step, for
+    ``hardware`` (default: the set-up's)."""
     trainer = TtMlpTrainer(setup)
     if hardware is not None:
         trainer.hardware = hardware
@@ -169,11 +170,13 @@ def measure_tt_host_seconds(setup: TtTrainSetup, hardware: StepHardware | None =
     x = rng.random((setup.batch_size, features)).astype(np.float32)
     y = rng.integers(0, classes, setup.batch_size)
     trainer.train_step(x, y)  # the first step aims every scale: not timed
-    started, pe_before, calls_before = time.perf_counter(), trainer.runner.seconds, trainer.runner.transactions
-    for _ in range(steps):
+    seconds, calls = [], 0
+    for _ in range(repeats):
+        started, pe_before, calls_before = time.perf_counter(), trainer.runner.seconds, trainer.runner.transactions
         trainer.train_step(x, y)
-    host = max(0.0, (time.perf_counter() - started - (trainer.runner.seconds - pe_before)) / steps)
-    return host, (trainer.runner.transactions - calls_before) // steps
+        seconds.append(time.perf_counter() - started - (trainer.runner.seconds - pe_before))
+        calls = trainer.runner.transactions - calls_before
+    return max(0.0, min(seconds)), calls
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -158,22 +158,23 @@ def test_the_paper_network_at_rank_8_on_the_ultra96(design):
 
 @pytest.mark.slow
 def test_explored_builds_run_on_the_rtl_as_modelled(space, design, tmp_path):
-    """Three explored points (the fastest, and the front's cheapest in DSP and in LUT): every call of the example's
-    first layer step through the RTL of their PE builds, every word right, cycles and makespan as modelled."""
+    """Three explored points (the fastest, and the front's two cheapest in DSP): every call of the example's hidden
+    layer step through the RTL of their PE builds, every word right, cycles and makespan as modelled."""
     from codesign.loops.tt import TtMlpTrainer
     from codesign.pe.tt.step import step_plan
     from codesign.pe.tt.step_cycles import rtl_check, step_cycles
 
     front = space.pareto()
-    points = {space.best("time"), int(front[np.argmin(space.resources["dsp"][front])]),
-              int(front[np.argmin(space.resources["lut"][front])])}
-    assert len(points) == 3
+    fastest = space.best("time")
+    points = [fastest] + [int(i) for i in front[np.argsort(space.resources["dsp"][front], kind="stable")]
+                          if int(i) != fastest][:2]
+    assert len(set(points)) == 3
     setup = tt_setup_of(design)
     state = TtMlpTrainer(setup).layer_state(1)  # the hidden layer: it takes an input gradient too
     rng = np.random.default_rng(0)
     x = rng.random((8, state.in_features)).astype(np.float32)
     grad_y = rng.normal(0, 0.01, (8, state.out_features)).astype(np.float32)
-    for index in sorted(points):
+    for index in points:
         hardware = hardware_of_point(space, index)
         check = rtl_check(state, x, grad_y, tmp_path / str(index), hardware=hardware)
         model = step_cycles(step_plan(state, 8, hardware))
