@@ -41,7 +41,7 @@ class BoardTtTrainer(OnBoard, TtHwTrainer):
         """The loop's figures plus the IPs' (:meth:`OnBoard.ip_figures`) and the words moved."""
         runner = self.ip_runner
         drivers = [driver for copies in runner.drivers.values() for driver in copies]
-        return {**super().throughput(), **self.ip_figures(drivers, runner.pe_cycles),
+        return {**super().throughput(), **self.ip_figures(drivers, runner.pe_cycles, runner.stages),
                 "pe_makespan": runner.pe_makespan, "words_in": runner.words_in, "words_out": runner.words_out}
 
 

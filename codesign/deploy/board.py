@@ -12,11 +12,13 @@ and the energy of the last :meth:`OnBoard.fit` (PMBus rails on a board,
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, Iterable, Mapping, Optional
 
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.energy import GROUPS, PowerSampler, measure_rails
 from codesign.deploy.manifest import DeployError, check_design
+from codesign.hw.step_model import StageLog, model_figures
 
 NO_MODELLED_ENERGY = ("the loop has no modelled energy figure (its throughput() and history rows carry none), and "
                       "the emulated board has no power rails to read")
@@ -66,18 +68,58 @@ class OnBoard:
                               "name the IP to train on with ip=...")
         return names[0]
 
-    def ip_figures(self, drivers: Iterable[AccelIP], pe_cycles: int) -> dict[str, Any]:
+    def ip_figures(self, drivers: Iterable[AccelIP], pe_cycles: int, stages: StageLog) -> dict[str, Any]:
         """IP calls, seconds from ap_start to ap_done, the PE cycles of the RTL cycle model at the design's clock,
+        ``model``: the step model's PE and memory seconds per training step that ran on the IPs
+        (:mod:`codesign.hw.step_model`, on design.json's board; set it beside the measured ``seconds_per_step``),
         and ``energy``: the energy of the last :meth:`fit` (None before one).
 
         The cycle model counts the PEs' streams only: the shell's DDR
         transfers and the host's work are left out, so a board takes longer.
         """
         drivers = list(drivers)
-        clock_hz = float(self.overlay.manifest["clock_mhz"]) * 1e6
+        manifest = self.overlay.manifest
+        clock_hz = float(manifest["clock_mhz"]) * 1e6
+        steps = self._steps_trained()
+        training = self.__dict__.get("_training_stages")
+        if training is not None:  # per step that ran on the IPs (a CSB warm-up step runs on the host)
+            model = model_figures(training, manifest, self._ip_steps)
+            wall = self._ip_wall_s / self._ip_steps
+        else:  # stages logged outside train_step (the torch TT loop's fit) include its evaluations
+            model = model_figures(stages, manifest, steps)
+            wall = self._wall_seconds() / steps if steps else None
+        if model is not None:
+            model["evaluation_included"] = training is None
         return {"ip_calls": sum(d.calls for d in drivers), "ip_busy_s": sum(d.busy_s for d in drivers),
                 "emulated": bool(self.overlay.emulated), "pe_cycles": pe_cycles, "pe_model_s": pe_cycles / clock_hz,
+                "model": model,
+                "seconds_per_step": wall,
                 "energy": None if self.energy is None else dict(self.energy)}
+
+    step_wall_s = 0.0  # wall seconds of the steps taken (host and IPs; the emulated board's, off a board)
+
+    def _wall_seconds(self) -> float:
+        """Wall seconds of the steps taken: the loop's own count where it keeps one (the torch TT loop's
+        ``step_seconds``, epoch-end evaluations included), else :meth:`train_step`'s."""
+        return float(getattr(self, "step_seconds", self.step_wall_s))
+
+    stage_log: Optional[StageLog] = None  # the IP backend's log of stages, where the trainer has one
+
+    def train_step(self, *args, **kwargs):
+        """The loop's step, timed (``step_wall_s``), its stages kept apart from evaluations': the measured figure
+        and the model's (:meth:`ip_figures`) then cover the same work."""
+        log = self.stage_log
+        before = len(log.stages) if log is not None else 0
+        started = time.perf_counter()
+        loss = super().train_step(*args, **kwargs)
+        seconds = time.perf_counter() - started
+        self.step_wall_s += seconds
+        if log is not None and len(log.stages) > before:
+            training = self.__dict__.setdefault("_training_stages", StageLog())
+            training.stages.extend(log.stages[before:])
+            self._ip_steps = self.__dict__.get("_ip_steps", 0) + 1
+            self._ip_wall_s = self.__dict__.get("_ip_wall_s", 0.0) + seconds
+        return loss
 
     # -- energy
 

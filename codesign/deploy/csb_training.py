@@ -38,6 +38,7 @@ import numpy as np
 from codesign.deploy.board import LoopOnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
+from codesign.hw.step_model import StageLog
 from codesign.loops.csb import CsbMlpTrainer, CsbTrainSetup
 from codesign.pe.csb.cycles import transaction_cycles
 from codesign.pe.csb.format import CSBMatrix
@@ -81,6 +82,7 @@ class IpCsb:
         self.driver, self.spec = driver, spec
         self.macs: Counter = Counter()
         self.calls, self.seconds, self.pe_cycles, self.transactions = 0, 0.0, 0, 0
+        self.stages = StageLog()  # one stage per IP call
         self._cycle_cache: dict[tuple[int, int], int] = {}
 
     # -- one IP call
@@ -94,7 +96,9 @@ class IpCsb:
         out = self.driver.run(words, sum(lengths), len(batch))
         self.calls += 1
         self.transactions += len(batch)
-        self.pe_cycles += sum(self._cycles(tx) for tx, _, _ in batch)
+        cycles = sum(self._cycles(tx) for tx, _, _ in batch)
+        self.pe_cycles += cycles
+        self.stages.add(cycles, words.size, sum(lengths))
         results, at = [], 0
         for (_, _, what), length in zip(batch, lengths):
             status = int(out[at])
@@ -208,7 +212,12 @@ class CsbBoardTrainer(LoopOnBoard, CsbMlpTrainer):
 
     family, setup_class, backend_class = "csb", CsbTrainSetup, IpCsb  # see LoopOnBoard
 
+    @property
+    def stage_log(self) -> StageLog:
+        return self.backend.stages
+
     def throughput(self) -> dict[str, float]:
         """The loop's figures plus the IP's (:meth:`OnBoard.ip_figures`) and the transactions sent."""
-        return {**super().throughput(), **self.ip_figures([self.backend.driver], self.backend.pe_cycles),
+        return {**super().throughput(), **self.ip_figures([self.backend.driver], self.backend.pe_cycles,
+                                                          self.backend.stages),
                 "transactions": self.backend.transactions}

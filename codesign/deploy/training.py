@@ -26,6 +26,7 @@ import numpy as np
 from codesign.deploy.board import LoopOnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
+from codesign.hw.step_model import StageLog
 from codesign.loops.fb import FbMlpTrainer, HwTrainSetup
 from codesign.pe.fpmac_array.contract import (
     STATUS_BAD_HEADER,
@@ -57,6 +58,7 @@ class IpGemm:
         self.driver, self.spec = driver, spec
         self.macs: Counter = Counter()
         self.calls, self.seconds, self.pe_cycles = 0, 0.0, 0
+        self.stages = StageLog()  # one stage per IP call
 
     def __call__(self, a, b, c=None, *, fb: int, trans_a: bool = False, trans_b: bool = False) -> np.ndarray:
         started = time.perf_counter()
@@ -72,8 +74,11 @@ class IpGemm:
                                         trans_b=trans_b)
                       for (r0, r1), (c0, c1) in tiles]
             n_out = sum(1 + (r1 - r0) * (c1 - c0) for (r0, r1), (c0, c1) in tiles)
-            out = self.driver.run(np.concatenate(stream).astype(np.uint32), n_out, len(tiles))
-            self.pe_cycles += sum(transaction_cycles(self.spec, int(words[0])).total for words in stream)
+            words_in = np.concatenate(stream).astype(np.uint32)
+            out = self.driver.run(words_in, n_out, len(tiles))
+            cycles = sum(transaction_cycles(self.spec, int(words[0])).total for words in stream)
+            self.pe_cycles += cycles
+            self.stages.add(cycles, words_in.size, n_out)
             self.calls += 1
             acc = self._unpack(out, tiles, (m, n), fb)
         self.macs[fb] += m * n * k
@@ -99,6 +104,10 @@ class BoardTrainer(LoopOnBoard, FbMlpTrainer):
 
     family, setup_class, backend_class = "fpmac_array", HwTrainSetup, IpGemm  # see LoopOnBoard
 
+    @property
+    def stage_log(self) -> StageLog:
+        return self.gemm.stages
+
     def throughput(self) -> dict[str, float]:
         """The loop's figures plus the IP's (:meth:`OnBoard.ip_figures`)."""
-        return {**super().throughput(), **self.ip_figures([self.gemm.driver], self.gemm.pe_cycles)}
+        return {**super().throughput(), **self.ip_figures([self.gemm.driver], self.gemm.pe_cycles, self.gemm.stages)}

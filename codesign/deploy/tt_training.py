@@ -27,6 +27,7 @@ import numpy as np
 from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
+from codesign.hw.step_model import StageLog
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.pe.tt import golden
 from codesign.pe.tt.contract import STATUS_BAD_HEADER, STATUS_OK, STATUS_TOO_LARGE
@@ -70,6 +71,7 @@ class IpRunner:
         self.hardware = hardware
         self.ip_calls, self.transactions, self.words_in, self.words_out = 0, 0, 0, 0
         self.pe_cycles, self.pe_makespan = 0, 0
+        self.stages = StageLog()  # one stage per run: the copies side by side
 
     def run(self, hardware: StepHardware, calls: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> list[np.ndarray]:
         if hardware != self.hardware:
@@ -124,6 +126,8 @@ class IpRunner:
         self.pe_makespan += busiest
         if error is not None:
             raise error
+        self.stages.add(busiest, sum(streams[p].size for _, positions in started for p in positions),
+                        sum(1 + int(np.prod(result_shape(*calls[p]))) for _, positions in started for p in positions))
         return finished
 
     @staticmethod
@@ -176,11 +180,15 @@ class TtBoardTrainer(OnBoard, TtMlpTrainer):
             raise DeployError(f"design {overlay.manifest['design']!r}: the loop set-up's TT builds (loop.setup.ips) "
                               "are not the IPs' (ips)")
 
+    @property
+    def stage_log(self) -> StageLog:
+        return self.ip_runner.stages
+
     def throughput(self) -> Dict[str, Any]:
         """The loop's figures plus the IPs' (:meth:`OnBoard.ip_figures`) and the words moved."""
         runner = self.ip_runner
         drivers = [driver for copies in runner.drivers.values() for driver in copies]
-        return {**super().throughput(), **self.ip_figures(drivers, runner.pe_cycles),
+        return {**super().throughput(), **self.ip_figures(drivers, runner.pe_cycles, runner.stages),
                 "pe_makespan": runner.pe_makespan, "words_in": runner.words_in, "words_out": runner.words_out}
 
 

@@ -47,6 +47,7 @@ def design_manifest(design: DesignPoint, *, buffers: dict[str, dict[str, int]] |
             "board": design.board.name, "part": design.board.part, "clock_mhz": design.clock_mhz,
             "board_facts": {"display_name": design.board.display_name, "ps": design.board.ps,
                             "ddr_mib": design.board.ddr_mib, "hp_port_bits": design.board.hp_port_bits,
+                            "ddr_peak_gbps": design.board.ddr_peak_gbps,
                             "pynq_board_names": list(design.board.pynq_board_names)},
             "control_port": vivado.control_port, "data_port": vivado.data_port,
             "training": design.training.to_dict(), "loop": loop_entry(design), "ips": ips}

@@ -1,23 +1,12 @@
 """A whole training step's time on a board: PE cycles, DDR traffic and host work, with the bottleneck named.
 
-PE cycle models count a PE's own stream (exact against the RTL), but a step
-on a board also moves every stream word through DDR, and the host works
-between PE calls. The model here takes a step as its *stages* (work that
-may run at once: one TT contraction stage on its PE copies), each with its
-scheduled PE cycles and the 32-bit words into and out of its PEs, and
-charges each stage
-
-    max(PE cycles / f,  bytes read / port,  bytes written / port,  bytes / DDR peak)
-
-The accelerator shell streams DDR into the PE while the PE works (one
-DATAFLOW region, docs/accelerator.md), so a stage takes the longest of its
-PE time and its data movement, not their sum. Every IP's data pass through
-the one high-performance port of the block design, ``hp_port_bits`` wide in
-each direction at the PL clock; all of them share the DDR peak
-(``ddr_peak_gbps``, boards/*.toml). The host's share is measured: the loop's
-NumPy host work per step on the machine that runs the model (a board's ARM
-core is slower, so on a desktop this is a lower bound; ``host_source`` says
-where it was measured).
+The step is its *stages*, each charged by the rule of
+:mod:`codesign.hw.step_model` (the longer of its PE cycles and its words
+through the port and DDR; the board runtime reports the same model beside
+its wall time). The host's share is measured: the loop's NumPy host work per
+step on the machine that runs the model, fitted per PE call
+(:class:`HostModel`); a board's ARM core is slower, so on a desktop this is
+a lower bound (``host_source`` says where it was measured).
 
 Three bounds go beside the figure: every PE stream busy on every cycle,
 DDR at its peak, every MAC busy on every cycle. Energy per step is the
@@ -38,12 +27,14 @@ import numpy as np
 
 from codesign.boards import Board
 from codesign.energy.table import horowitz_45nm
+from codesign.hw.step_model import WORD_BYTES
+from codesign.hw.step_model import port_bytes_per_s as port_bytes
+from codesign.hw.step_model import stage_seconds as stage_model
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.pe.tt.schedule import StepHardware
 from codesign.pe.tt.step import step_plan
 from codesign.pe.tt.step_cycles import step_cycles
 
-WORD_BYTES = 4  # the PEs' stream words and the shell's AXI beats are 32 bits
 BOTTLENECKS = ("pe", "memory", "host")
 
 
@@ -100,16 +91,13 @@ class StepTime:
 
 def port_bytes_per_s(board: Board) -> float:
     """Bytes a second through the high-performance port in one direction: its width at the PL clock."""
-    return board.hp_port_bits / 8 * board.fclk_mhz * 1e6
+    return port_bytes(board.hp_port_bits, board.fclk_mhz)
 
 
 def stage_seconds(stage: Stage, board: Board, clock_mhz: float) -> tuple[float, float]:
     """(PE seconds, seconds the stage's data movement adds beyond them) of one stage on ``board``."""
-    pe = stage.cycles / (clock_mhz * 1e6)
-    port = port_bytes_per_s(board)
-    moved = max(stage.words_in * WORD_BYTES / port, stage.words_out * WORD_BYTES / port,
-                (stage.words_in + stage.words_out) * WORD_BYTES / (board.ddr_peak_gbps * 1e9))
-    return pe, max(0.0, moved - pe)
+    return stage_model(stage.cycles, stage.words_in, stage.words_out, clock_mhz=clock_mhz,
+                       port_bytes=port_bytes_per_s(board), ddr_bytes=board.ddr_peak_gbps * 1e9)
 
 
 def step_time(stages: Sequence[Stage], board: Board, *, clock_mhz: float, host_s: float, host_source: str,

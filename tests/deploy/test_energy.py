@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from codesign.hw.step_model import StageLog
 from codesign.deploy import board_attached
 from codesign.deploy import board as board_module
 from codesign.deploy.board import OnBoard
@@ -200,7 +201,7 @@ class FakeBoardTrainer(OnBoard, FakeLoop):
         super().__init__(**kwargs)
 
     def throughput(self):
-        return {**super().throughput(), **self.ip_figures([], 0)}
+        return {**super().throughput(), **self.ip_figures([], 0, StageLog())}
 
 
 def fake_overlay(emulated: bool, board: str = "ultra96v2") -> SimpleNamespace:

@@ -243,3 +243,24 @@ def test_two_full_epochs_on_the_digits_bit_identical(overlay):
     board, golden = _both_runs(overlay, design, load_digits_dataset())
     assert board.throughput()["steps"] == 44
     assert assert_same_weights(board, golden) > 0
+
+
+def test_the_board_reports_the_step_model_beside_its_wall_time(overlay):
+    """One step's stages as the IP runner logged them, priced by the step model, equal the desktop's model of the
+    same step (codesign.design.step_time); evaluations are kept out of it."""
+    from codesign.boards import boards
+    from codesign.design.step_time import HostModel, tt_step_time
+
+    board = TtBoardTrainer(overlay)
+    data = _subset(128, 64)
+    board.train_step(data.train_x[:64], data.train_y[:64])
+    board.evaluate(data.test_x, data.test_y)  # logged by the runner, not part of the step
+    figures = board.throughput()
+    model = figures["model"]
+    desktop = tt_step_time(board.setup, board.hardware, boards()[overlay.manifest["board"]],
+                           clock_mhz=overlay.manifest["clock_mhz"], host=HostModel(fixed_s=0, per_call_s=0,
+                                                                                    source="none"))
+    assert model["pe_s_per_step"] == pytest.approx(desktop.pe_s, rel=1e-12)
+    assert model["memory_s_per_step"] == pytest.approx(desktop.memory_s, rel=1e-12, abs=1e-15)
+    assert model["stages"] == desktop.stages and not model["evaluation_included"]
+    assert figures["seconds_per_step"] > 0 and len(board.ip_runner.stages.stages) > model["stages"]
