@@ -20,12 +20,22 @@ from codesign.hw.vectors import WORD_BITS
 from codesign.hw.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
 from codesign.pe.tt import reference, resources, stimulus
+from codesign.pe.tt.contract import MAX_DIM
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 from codesign.pe.tt.stimulus import TtStimulusOptions
 from codesign.resources import data_dir
 
 LIBRARY_HEADER = "codesign_tt.h"
 LONG_CONTRACTIONS = 10_000  # contractions per configuration in the extended grid
+
+
+def header_top_cases(spec_class) -> list[GridCase]:
+    """Builds whose limit on one of ``J``, ``K``, ``L`` is the top of its 8-bit header field, the other two small,
+    so that every bit of every dimension field is read by some transaction (the directed set fills each buffer
+    and sends ``I`` = 255) while buffers and results stay small enough for short RTL runs."""
+    return [GridCase("l16r8_top_k", spec_class(max_j=1, max_k=MAX_DIM, max_l=3)),
+            GridCase("l16r8_top_l", spec_class(max_j=1, max_k=3, max_l=MAX_DIM)),
+            GridCase("l4r2_top_j", spec_class(lanes=4, rows=2, max_j=MAX_DIM, max_k=3, max_l=3))]
 
 
 def with_long_twins(cases: list[GridCase]) -> list[GridCase]:
@@ -122,6 +132,7 @@ class Tt1PE(_TtPE):
                                                 max_l=4)),
             GridCase("l8r8_a8b8_acc20", Tt1Spec(lanes=8, rows=8, a_bits=8, b_bits=8, acc_bits=20, max_j=4,
                                                 max_k=24, max_l=17)),
+            *header_top_cases(Tt1Spec),
         ])
 
     def estimate_specs(self) -> list[Tt1Spec]:
@@ -151,6 +162,7 @@ class Tt2PE(_TtPE):
                                                 max_l=4)),
             GridCase("l8r8_a8b8_acc20", Tt2Spec(lanes=8, rows=8, a_bits=8, b_bits=8, acc_bits=20, max_j=9,
                                                 max_k=24, max_l=17)),
+            *header_top_cases(Tt2Spec),
         ])
 
     def estimate_specs(self) -> list[Tt2Spec]:

@@ -60,6 +60,9 @@ def _pair(spec: TtSpec, a, b, rng=None) -> Transaction:
     return golden.words(spec, a, b, rng), golden.output(spec, a, b)
 
 
+TOP_BIT = (MAX_DIM + 1) // 2  # the highest bit of an 8-bit dimension field
+
+
 def directed(spec: Tt1Spec | Tt2Spec, rng: np.random.Generator) -> list[Transaction]:
     s = spec
     out: list[Transaction] = []
@@ -72,6 +75,12 @@ def directed(spec: Tt1Spec | Tt2Spec, rng: np.random.Generator) -> list[Transact
     ks = sorted({k for k in (1, s.lanes - 1, s.lanes, s.lanes + 1, 2 * s.lanes + 1, s.max_k) if 1 <= k <= s.max_k})
     ls = sorted({v for v in (1, s.rows - 1, s.rows, s.rows + 1, s.max_l) if 1 <= v <= s.max_l})
     case(1, 1, 1, 1)
+    case(MAX_DIM, 1, min(2, s.max_k), 1)  # I at the top of its header field
+    for index, limit in ((1, s.max_j), (2, s.max_k), (3, s.max_l)):  # a field's top bit alone: 128 reads as 0
+        if limit >= TOP_BIT:
+            dims = [2, 1, 1, 1]
+            dims[index] = TOP_BIT
+            case(*dims)
     for k in ks:
         case(2, 1, k, min(3, s.max_l))
         case(1, min(2, s.max_j), k, min(s.rows, s.max_l), noisy=True)
@@ -79,7 +88,7 @@ def directed(spec: Tt1Spec | Tt2Spec, rng: np.random.Generator) -> list[Transact
         case(2, min(3, s.max_j), min(s.lanes + 1, s.max_k), v)
     case(2, s.max_j, s.max_k, s.max_l)  # every buffer full
     case(3, s.max_j, min(5, s.max_k), min(4, s.max_l), b_mode="zero")  # zero cores
-    case(2, 2, s.max_k, 2, a_mode="zero")
+    case(2, min(2, s.max_j), s.max_k, min(2, s.max_l), a_mode="zero")
     for a_mode, b_mode in (("min", "min"), ("max", "min"), ("min", "max"), ("max", "max"), ("ends", "ends")):
         case(2, s.max_j, s.max_k, min(s.rows + 1, s.max_l), a_mode, b_mode)
     # a positive run, then a negative one: with saturation the order of additions shows in the result
