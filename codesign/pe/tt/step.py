@@ -63,8 +63,14 @@ def choose_frac(codes: np.ndarray, frac_bits: int, *, bits: int, headroom_bits: 
     return max(FIXED_FRAC_BITS[0], min(FIXED_FRAC_BITS[1], (bits - 2 - headroom_bits) - exponent))
 
 
+EXACT_FLOAT = 1 << 53  # integers below this magnitude are exact in float64
+
+
 def rescale(codes: np.ndarray, frac_from: int, frac_to: int, bits: int) -> np.ndarray:
-    """``codes · 2^-frac_from`` as ``bits``-wide codes at ``frac_to``: rounded to nearest, ties to even, saturated."""
+    """``codes · 2^-frac_from`` as ``bits``-wide codes at ``frac_to``: rounded to nearest, ties to even, saturated.
+
+    Sums below 2^53 take float64 (``ldexp`` by a power of two and ``rint``'s ties to even are exact there, and
+    faster); larger ones the integer shift, which gives the same codes."""
     z = np.asarray(codes, dtype=np.int64)
     low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     shift = frac_to - frac_from
@@ -75,6 +81,8 @@ def rescale(codes: np.ndarray, frac_from: int, frac_to: int, bits: int) -> np.nd
     s = -shift
     if s > 62:  # |z| < 2^62 after a 64-bit sum: every value rounds to 0
         return np.zeros_like(z)
+    if z.size and int(np.abs(z).max()) < EXACT_FLOAT:  # exact in float64: scaling by 2^-s and rint are exact
+        return np.clip(np.rint(np.ldexp(z.astype(np.float64), -s)), low, high).astype(np.int64)
     floor = z >> s
     rest = z - (floor << s)
     half = 1 << (s - 1)
@@ -232,8 +240,9 @@ def operands(contraction: Contraction, cores: list[np.ndarray], tensor: np.ndarr
     total = contraction.folded
 
     def fold(t, rows):  # (P, rows, R*B) -> (rows, J, K): the summed positions (p, q) in a row, zero padded
-        flat = np.ascontiguousarray(t.transpose(1, 0, 2)).reshape(rows, total)
-        return np.pad(flat, ((0, 0), (0, j_dim * k_dim - total))).reshape(rows, j_dim, k_dim)
+        out = np.zeros((rows, j_dim * k_dim), dtype=t.dtype)
+        out[:, :total] = t.transpose(1, 0, 2).reshape(rows, total)
+        return out.reshape(rows, j_dim, k_dim)
 
     return fold(tensor, m * r), fold(saved, r_prev * n)
 

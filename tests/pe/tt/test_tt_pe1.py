@@ -111,12 +111,15 @@ def test_last_core_mapping_equals_tt_forward():
         golden.last_core_operands(state, np.zeros((0, 5, 6, 1)))
 
 
-@pytest.mark.parametrize("name", ["tt1", "tt2", "tt3"])
-def test_grid_has_five_configurations_and_a_10k_contraction_twin_of_each(name):
+@pytest.mark.parametrize(("name", "fields"), [("tt1", "jkl"), ("tt2", "jkl"), ("tt3", "j")])
+def test_grid_reaches_every_header_field_and_has_a_10k_contraction_twin_of_each(name, fields):
+    """Five array shapes and widths, and (PE1, PE2) three builds at the top of the J, K and L header fields; PE3's
+    one cached dimension, J, reaches its field's top in one of its five."""
     grid = get_pe(name).verification_grid()
     quick = [case for case in grid if not case.long]
     twins = {case.id: case for case in grid if case.long}
-    assert len(quick) == 5 and len(twins) == 5
+    assert len(quick) == len(twins) == 5 + (3 if len(fields) == 3 else 0)
+    assert {max(getattr(case.spec, f"max_{d}") for case in quick) for d in fields} == {255}
     for case in quick:
         twin = twins[f"{case.id}_10k"]
         assert twin.spec == case.spec and twin.options.min_contractions >= 10_000

@@ -106,6 +106,24 @@ def test_rescale_rounds_to_nearest_even_and_saturates(shift):
         assert got.tolist() == expected
 
 
+@pytest.mark.parametrize("shift", [-60, -40, -9, -1])
+def test_rescale_of_sums_beyond_float64s_exact_range_takes_the_integer_path(shift):
+    """Sums of 2^53 and more (the 64-bit accumulators' range) round as exactly as small ones; an array holding one
+    such sum takes the integer path for all of its values."""
+    rng = np.random.default_rng(-shift)
+    edge = 1 << 53
+    codes = np.concatenate([rng.integers(-(1 << 61), 1 << 61, 200), np.array([edge - 1, edge, edge + 1, -edge]),
+                            rng.integers(-300, 300, 50)])
+    half = 1 << (-shift - 1)
+    codes = np.concatenate([codes, (np.arange(-3, 4) * 2 + 1) * half + (1 << 58)])  # ties far above 2^53
+    for bits in (8, 16):
+        got = rescale(codes, 10, 10 + shift, bits)
+        assert got.tolist() == [_rescale_oracle(int(c), 10, 10 + shift, bits) for c in codes]
+        small = codes[np.abs(codes) < edge]
+        assert rescale(small, 10, 10 + shift, bits).tolist() == \
+            [_rescale_oracle(int(c), 10, 10 + shift, bits) for c in small]
+
+
 def test_choose_frac_is_the_trainers_rule_in_integers():
     rng = np.random.default_rng(5)
     for trial in range(300):
