@@ -160,3 +160,36 @@ def test_quick_options_take_a_tenth_of_each_size_and_keep_the_seed(name):
     for field in sizes:
         assert getattr(quick, field) == max(1, getattr(full, field) // 10)
     assert quick.seed == full.seed
+
+
+@pytest.mark.slow
+def test_quick_demo_of_one_pe_takes_its_yosys_table_from_the_shipped_reports(tmp_path):
+    """`codesign demo --pe tt3`: verification at every level on a tenth of the stimulus, no Yosys run, an index."""
+    import json
+
+    from codesign.cli import main
+
+    out = tmp_path / "demo"
+    assert main(["demo", "--pe", "tt3", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert [stage["status"] for stage in summary["stages"]] == ["ok", "ok"] and summary["mode"] == "quick"
+    verify = json.loads((out / "tt3" / "verify" / "verify.json").read_text())
+    assert [r["level"] for r in verify["results"]] == ["golden", "csim", "rtl"]
+    assert all(r["mismatches"] == 0 and r["vectors"] > 0 for r in verify["results"])
+    cost = json.loads((out / "tt3" / "estimate" / "tt3_cost.json").read_text())
+    assert {entry["origin"] for entry in cost["entries"]} == {"shipped"}
+    assert len(cost["entries"]) == 2 * len(get_pe("tt3").estimate_specs())
+    assert not (out / "estimate-cache").exists()  # nothing synthesised
+    parser = _Links()
+    parser.feed((out / "index.html").read_text())
+    linked = {unquote(link) for link in parser.links}
+    assert {"tt3/verify/verify.md", "tt3/estimate/tt3_cost.md", "tt3/estimate/tt3_cost.png", "summary.md"} <= linked
+    assert all((out / link).is_file() for link in linked)
+
+
+def test_ship_reports_needs_the_full_demo(tmp_path, capsys):
+    from codesign.cli import main
+
+    assert main(["demo", "--ship-reports", "--out", str(tmp_path / "demo")]) == 2
+    assert "--ship-reports needs --full" in capsys.readouterr().err
+    assert not (tmp_path / "demo").exists()
