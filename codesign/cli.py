@@ -219,8 +219,23 @@ def _cmd_explore(args: argparse.Namespace) -> int:
         raise ValueError(f"--cap must be a share of the board in (0, 1], got {args.cap}")
     raw = read_toml(Path(args.config))
     design = design_from_dict(raw, board_name=args.board, default_name=Path(args.config).stem)
+    synthesize = None
+    if args.scheduler:
+        from codesign.sweep import SweepTask, check_scheduler, run_sweep
+
+        check_scheduler(args.scheduler)  # before any work: an address where nothing listens is refused now
+
+        def synthesize(builds):  # every build's Yosys on the cluster, into the shared cache
+            family = design.board.yosys_family
+            tasks = [SweepTask(key=f"{pe}-{family}-{index}", function="codesign.design.explore_run:cost_task",
+                               kwargs={"pe": pe, "family": family, "cache_dir": str(Path(args.cache).resolve()),
+                                       "spec": spec.to_dict()}) for index, (pe, spec) in enumerate(builds)]
+            report = run_sweep(tasks, Path(args.cache) / "explore-tasks", scheduler=args.scheduler)
+            if report.failed:
+                raise ValueError(f"Yosys failed on the cluster for {', '.join(sorted(report.failed))}")
     check_output_dir(Path(args.out), "explore")  # before any work
-    result = explore_design(raw, design, objective=args.objective, cap=args.cap, cache_dir=Path(args.cache))
+    result = explore_design(raw, design, objective=args.objective, cap=args.cap, cache_dir=Path(args.cache),
+                            synthesize=synthesize)
     print(summary(result))
     with output_dir(Path(args.out), "explore") as out:
         for path in write_reports(result, out, board=design.board):
@@ -407,6 +422,8 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument("--objective", choices=("time", "energy"), default="time", help="what the chosen point minimises")
     explore.add_argument("--cap", type=float, default=0.8, help="largest share of each board resource a point may use")
     explore.add_argument("--cache", default="out/estimate-cache", help="Yosys estimate cache (confirmations)")
+    explore.add_argument("--scheduler", default=None, help="Dask scheduler (tcp://host:8786) whose workers run the "
+                                                           "confirmations' Yosys; they must share --cache")
     explore.add_argument("--out", required=True, help="report folder (new, empty, or one this command wrote)")
     explore.set_defaults(func=_cmd_explore)
 

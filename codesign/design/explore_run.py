@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +28,13 @@ import numpy as np
 
 from codesign.boards import Board
 from codesign.design.explore import DEFAULT_CAP, Space, explore_tt
-from codesign.design.fit import fit_design
+from codesign.design.fit import fit_design, pe_cost
 from codesign.design.loops import tt_setup_of
 from codesign.design.point import DesignPoint, design_from_dict
 from codesign.design.step_time import measure_tt_host, tt_stages, tt_step_time
 from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
 from codesign.hw.resource_model import RESOURCES
+from codesign.pe import get_pe
 from codesign.pe.tt.schedule import StepHardware
 
 CONFIRMED = 3  # front points confirmed by Yosys beside the chosen one
@@ -60,13 +61,32 @@ def design_of_point(raw: Mapping[str, Any], design: DesignPoint, point: Mapping[
     return chosen, design_from_dict(chosen)
 
 
+def cost_task(*, pe: str, family: str, cache_dir: str, spec: dict) -> dict:
+    """Yosys resources of one PE build into the estimate cache ``cache_dir`` (a :mod:`codesign.sweep` task, so the
+    explorer's confirmations can run on a Dask cluster whose workers share that folder)."""
+    return pe_cost(pe, get_pe(pe).spec(**spec), family, Path(cache_dir))
+
+
+def distinct_builds(designs: Sequence[DesignPoint]) -> list[tuple[str, Any]]:
+    """The (PE, spec) builds of ``designs``, each once, in order."""
+    seen: dict[tuple[str, str], tuple[str, Any]] = {}
+    for point_design in designs:
+        for instance in point_design.instances:
+            seen.setdefault((instance.pe, repr(instance.spec)), (instance.pe, instance.spec))
+    return list(seen.values())
+
+
 def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: str = "time", cap: float = DEFAULT_CAP,
                    cache_dir: Path, knobs: Mapping[str, Mapping[str, Any]] | None = None,
+                   synthesize: Callable[[list[tuple[str, Any]]], None] | None = None,
                    progress: Callable[[str], None] = print) -> dict[str, Any]:
     """Explore ``design``'s TT loop on its board; Yosys confirms the chosen point and the front's best.
 
     ``knobs`` maps tt1 and tt2 to the values of each knob (default
-    :data:`codesign.design.explore.TT_KNOBS`).
+    :data:`codesign.design.explore.TT_KNOBS`). ``synthesize``, given the
+    distinct PE builds to confirm, fills ``cache_dir`` first (``codesign
+    explore --scheduler`` runs them on Dask); otherwise Yosys runs here, one
+    build after another, where the cache and the shipped reports lack one.
     """
     if any(not instance.pe.startswith("tt") for instance in design.instances):
         raise ExploreError(f"design {design.name}: the explorer covers TT designs (PEs "
@@ -84,11 +104,13 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
     front = space.pareto()
     key = space.total_s if objective == "time" else space.energy_pj
     confirm = [chosen] + [int(i) for i in front[np.argsort(key[front])] if int(i) != chosen][:CONFIRMED]
+    designs = [design_of_point(raw, design, space.point(index))[1] for index in confirm]
+    if synthesize is not None:
+        synthesize(distinct_builds(designs))
     confirmed = []
-    for index in confirm:
+    for index, point_design in zip(confirm, designs):
         point = space.point(index)
         progress(f"Yosys: {point['label']}")
-        _, point_design = design_of_point(raw, design, point)
         fit = fit_design(point_design, cache_dir=cache_dir, limit_percent=100 * cap)
         confirmed.append({"point": point, "yosys_total": fit.total, "fits": fit.fits, "over": fit.over,
                           "per_ip": fit.per_ip})
@@ -230,4 +252,4 @@ def summary(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ExploreError", "design_of_point", "explore_design", "hardware_of_point", "summary", "write_reports"]
+__all__ = ["ExploreError", "cost_task", "design_of_point", "distinct_builds", "explore_design", "hardware_of_point", "summary", "write_reports"]

@@ -207,3 +207,45 @@ def test_the_fastest_explored_point_trains_on_the_emulated_board_bit_identically
         assert len(mine[key]) == len(theirs[key])
         assert all(np.array_equal(a, b) for a, b in zip(mine[key], theirs[key])), key
     assert [r["accuracy"] for r in board.history] == [r["accuracy"] for r in golden.history]
+
+
+@pytest.mark.slow
+def test_confirmations_run_on_a_dask_cluster_into_the_shared_cache(design, tmp_path):
+    """The confirmed builds' Yosys as sweep tasks on a local Dask cluster (shipped reports answer them), then the fit
+    reads every build from the cache the workers filled."""
+    from dask.distributed import LocalCluster
+
+    from codesign.sweep import SweepTask, run_sweep
+
+    cache = tmp_path / "cache"
+    seen = []
+
+    def synthesize(builds):
+        seen.extend(builds)
+        tasks = [SweepTask(key=f"{pe}-{index}", function="codesign.design.explore_run:cost_task",
+                           kwargs={"pe": pe, "family": design.board.yosys_family, "cache_dir": str(cache),
+                                   "spec": spec.to_dict()}) for index, (pe, spec) in enumerate(builds)]
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+            report = run_sweep(tasks, tmp_path / "tasks", scheduler=cluster.scheduler_address, progress=False)
+        assert not report.failed and len(report.done) == len(tasks)
+
+    result = explore_design(read_toml(EXAMPLES / "digits_tt.toml"), design, cache_dir=cache,
+                            knobs={"tt1": GRID_KNOBS, "tt2": GRID_KNOBS}, synthesize=synthesize,
+                            progress=lambda _: None)
+    assert {pe for pe, _ in seen} == {"tt1", "tt2", "tt3"} and len(seen) == len({(p, repr(s)) for p, s in seen})
+    from_cluster = [json.loads(path.read_text())["result"] for path in sorted((tmp_path / "tasks").rglob("*.json"))]
+    assert len(from_cluster) == len(seen)
+    chosen = result["confirmed"][0]
+    assert chosen["fits"]
+    for parts in chosen["per_ip"].values():  # the fit's PE counts are the ones the cluster's tasks returned
+        assert parts["pe"] in from_cluster
+
+
+def test_explore_refuses_an_unreachable_scheduler_before_any_work(tmp_path, capsys):
+    from codesign.cli import main
+
+    out = tmp_path / "out"
+    code = main(["explore", str(EXAMPLES / "digits_tt.toml"), "--board", "ultra96v2", "--out", str(out),
+                 "--scheduler", "tcp://127.0.0.1:9"])
+    assert code == 2 and not out.exists()
+    assert "127.0.0.1:9" in capsys.readouterr().err
