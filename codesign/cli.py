@@ -19,6 +19,7 @@ from pathlib import Path
 
 from codesign.boards import boards
 from codesign.pe import get_pe, pe_names
+from codesign.reproduce import REPRODUCTIONS
 
 SPEC, STIMULUS = "spec", "stim"  # argparse dest prefixes of spec fields and stimulus fields
 
@@ -463,8 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=_cmd_train)
 
     reproduce = commands.add_parser("reproduce", help="reproduce a paper's result against a same-run baseline")
-    reproduce.add_argument("name", help="one of the reproductions (see README), all, or readme (regenerate the "
-                                        "README's table from OUT/*/results.json)")
+    reproduce.add_argument("name", choices=(*REPRODUCTIONS, "all", "readme"), metavar="NAME",
+                           help=f"{', '.join(REPRODUCTIONS)}; all of them; or readme (regenerate the README's table "
+                                "from OUT/*/results.json)")
     reproduce.add_argument("--out", default="results", help="reports go to OUT/NAME/ (training runs cached in "
                                                             "OUT/NAME/tasks/, a re-run skips them); OUT/NAME: new, empty, or one "
                                                             "this command wrote")
