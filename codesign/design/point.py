@@ -44,8 +44,6 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 CLOCK_RANGE_MHZ = (10.0, 300.0)
 # techniques that only decide on the host which work to skip
 HOST_TECHNIQUES = {"smd": "mini-batch dropping is a host-side schedule", "slu": "layer skipping is a host-side schedule"}
-# techniques whose arithmetic needs a PE that is not built yet: named here so the error says which one
-FIXED_POINT_ARRAY = "fixed_mac_array"
 
 
 class DesignError(ValueError):
@@ -122,60 +120,23 @@ def _need_registered(pe_name: str, why: str) -> None:
 
 
 def derived_pe_fields(training: TrainConfig) -> list[tuple[str, dict[str, Any], str]]:
-    """(PE name, spec fields derived from the training configuration, reason), in a stable order.
+    """(PE name, spec fields derived from the training configuration, reason), in a stable order: what the
+    techniques declare (:func:`codesign.train.techniques.pe_needs`), or an FP32 FP-MAC array without one.
 
-    Raises :class:`DesignError` for a technique whose arithmetic has no PE yet.
+    Raises :class:`DesignError` for a technique whose arithmetic has no PE yet or asks what the PE cannot do.
     """
-    techniques = training.techniques
-    needs: list[tuple[str, dict[str, Any], str]] = []
-    if "abvs" in techniques:
-        abvs = techniques["abvs"]
-        needs.append(("fpmac_array", {"exp_bits": abvs.exp_bits, "max_fb": abvs.fb_max, "rounding": abvs.rounding},
-                      f"ABVS FB-float training, FB {abvs.fb_min}..{abvs.fb_max} chosen at run time"))
-    fixed = [name for name in ("cpt", "psg") if name in techniques]
-    if fixed:
-        needs.append((FIXED_POINT_ARRAY, {}, f"techniques.{fixed[0]} (fixed-point MACs)"))
-    if "tt" in techniques:
-        needs.extend(_tt_needs(training))
-    if "compress" in techniques:
-        compress = techniques["compress"]
-        contract = get_pe("csb").spec_class()
-        for setting, wanted in (("bits", contract.data_bits), ("buffer_bits", contract.buffer_bits)):
-            if getattr(compress, setting) != wanted:
-                raise DesignError(f"techniques.compress.{setting}: the CSB PE implements {wanted}-bit "
-                                  f"{'operands' if setting == 'bits' else 'weight buffers'}, the configuration asks "
-                                  f"{getattr(compress, setting)}")
-        kernel = 3 if training.model.name == "resnet" else 1
-        needs.append(("csb", {"kernel": kernel},
-                      f"kernel-wise compressed training: {compress.bits}-bit operands in CSB blocks, {kernel}x{kernel} kernels"))
+    from codesign.train.config import ConfigError
+    from codesign.train.techniques import pe_needs
+
+    try:
+        needs = pe_needs(training)
+    except ConfigError as error:
+        raise DesignError(str(error)) from None
     if not needs:
         fp32 = FloatFormat()  # sign, 8 exponent bits, 23 fraction bits
         needs.append(("fpmac_array", {"exp_bits": fp32.exp_bits, "max_fb": fp32.frac_bits, "rounding": fp32.rounding},
                       "FP32 training (no reduced-precision technique)"))
     return needs
-
-
-def _tt_needs(training: TrainConfig) -> list[tuple[str, dict[str, Any], str]]:
-    """PE1, PE2 and PE3 with the operand widths of the TT precision; the model's layers must be valid first."""
-    from codesign.train.config import ConfigError
-    from codesign.train.techniques.tt import pe_widths, tt_model_config
-
-    try:
-        model = tt_model_config(training)
-        widths = pe_widths(training.techniques["tt"])
-    except ConfigError as error:
-        raise DesignError(str(error)) from None
-    q = model.precision
-    shapes = "; ".join(f"{'x'.join(map(str, spec.out_modes))} <- {'x'.join(map(str, spec.in_modes))}"
-                       for spec in model.layers)
-    rank = training.techniques["tt"].max_rank
-    return [("tt1", widths["tt1"], f"TT core gradients: {q.grad_bits}-bit gradients x {q.activation_bits}-bit states "
-                                   f"(layers {shapes}, ranks <= {rank})"),
-            ("tt2", widths["tt2"], f"TT forward and input-gradient contractions: {q.activation_bits}-bit states or "
-                                   f"{q.grad_bits}-bit gradients x {q.core_bits}-bit cores"),
-            ("tt3", widths["tt3"], f"TT outer product of the dense weight gradient ({q.activation_bits} x "
-                                   f"{q.grad_bits} bits), paper 003's PE3; the layer-step schedule takes the direct "
-                                   "core-gradient route and does not call it")]
 
 
 COPIES_FIELD = "copies"  # [design.pe.<pe>] copies = n: n instances of the same build, each its own IP

@@ -284,3 +284,10 @@ class Technique(base.Technique):
         if state.get("controller") is not None and self.controller is not None:
             self.controller.load_state_dict(state["controller"])
         self._applied_fb = None
+
+
+def pe_needs(training) -> list:
+    """The FP-MAC array at the format's exponent and widest FB, its rounding; the FB is chosen at run time."""
+    abvs = training.techniques["abvs"]
+    return [("fpmac_array", {"exp_bits": abvs.exp_bits, "max_fb": abvs.fb_max, "rounding": abvs.rounding},
+             f"ABVS FB-float training, FB {abvs.fb_min}..{abvs.fb_max} chosen at run time")]

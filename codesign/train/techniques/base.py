@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from codesign.train.trainer import Trainer
 
 
+FIXED_POINT_ARRAY = "fixed_mac_array"  # the PE fixed-point MAC techniques need; not built yet, so a design refuses them
+
+
 class Technique:
     name = "technique"
 

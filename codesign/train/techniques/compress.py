@@ -530,3 +530,19 @@ class Technique(base.Technique):
             self.layers[name].macs_per_output = unpruned_macs_per_output(self.layers[name], keep)
         if self.phase == "fixed":
             self._install_fixed_point()
+
+
+def pe_needs(training) -> list:
+    """The CSB PE (FC or 3x3 kernels as the model has them); its operand and buffer widths are the PE's own, so
+    a configuration asking other widths is refused."""
+    from codesign.pe.csb.spec import CsbSpec
+
+    compress, contract = training.techniques["compress"], CsbSpec()
+    for setting, wanted in (("bits", contract.data_bits), ("buffer_bits", contract.buffer_bits)):
+        if getattr(compress, setting) != wanted:
+            raise ConfigError(f"techniques.compress.{setting}: the CSB PE implements {wanted}-bit "
+                              f"{'operands' if setting == 'bits' else 'weight buffers'}, the configuration asks "
+                              f"{getattr(compress, setting)}")
+    kernel = 3 if training.model.name == "resnet" else 1
+    return [("csb", {"kernel": kernel},
+             f"kernel-wise compressed training: {compress.bits}-bit operands in CSB blocks, {kernel}x{kernel} kernels")]

@@ -108,6 +108,7 @@ from codesign.train.quantize import msb_slice, quantize
 from codesign.train.config import ConfigError, require
 from codesign.train.layers import CountedMixin, attach_ledger, counted_layers
 from codesign.train.precision import FixedQuantizer, LayerPrecision
+from codesign.train.techniques.base import FIXED_POINT_ARRAY
 from codesign.train.techniques.base import Technique as BaseTechnique
 
 if TYPE_CHECKING:
@@ -432,3 +433,8 @@ class Technique(BaseTechnique):
         self.swa_sum = {name: value.clone() for name, value in state["swa_sum"].items()}
         self.swa_count = state["swa_count"]
         self.swa_result = dict(state["swa_result"])
+
+
+def pe_needs(training) -> list:
+    """A fixed-point MAC array (not built yet: a design point names it and refuses)."""
+    return [(FIXED_POINT_ARRAY, {}, "techniques.psg (fixed-point MACs)")]

@@ -214,3 +214,20 @@ class Technique(RankAdaptation):
                     for spec in self.model_config.layers) if self.model_config else 0
         parameters = sum(int(p.numel()) for layer in self.layers for p in layer.parameters())
         return {**super().report(), "layers": layers, "parameters": parameters, "dense_parameters": dense}
+
+
+def pe_needs(training: TrainConfig) -> list:
+    """PE1, PE2 and PE3 with the operand widths of the TT precision; the model's layers must be valid first."""
+    model = tt_model_config(training)
+    widths = pe_widths(training.techniques["tt"])
+    q = model.precision
+    shapes = "; ".join(f"{'x'.join(map(str, spec.out_modes))} <- {'x'.join(map(str, spec.in_modes))}"
+                       for spec in model.layers)
+    rank = training.techniques["tt"].max_rank
+    return [("tt1", widths["tt1"], f"TT core gradients: {q.grad_bits}-bit gradients x {q.activation_bits}-bit states "
+                                   f"(layers {shapes}, ranks <= {rank})"),
+            ("tt2", widths["tt2"], f"TT forward and input-gradient contractions: {q.activation_bits}-bit states or "
+                                   f"{q.grad_bits}-bit gradients x {q.core_bits}-bit cores"),
+            ("tt3", widths["tt3"], f"TT outer product of the dense weight gradient ({q.activation_bits} x "
+                                   f"{q.grad_bits} bits), paper 003's PE3; the layer-step schedule takes the direct "
+                                   "core-gradient route and does not call it")]
