@@ -220,7 +220,7 @@ def training_stage(out: Path, *, full: bool, stage: Stage) -> None:
         warnings.simplefilter("ignore")  # the notice that the emulated board stands in for the board
         overlay = CodesignOverlay(build, design=design, emulate=True)
     family = family_of(overlay.manifest)
-    epochs, max_steps = (4, None) if full else (3, 6)
+    epochs, max_steps = (6, None) if full else (4, 12)
     changes = {**QUICK_CHANGES[family.name], "epochs": epochs}
     data = load_dataset(design.training)
     board, golden = board_trainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
