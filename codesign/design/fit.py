@@ -62,6 +62,7 @@ class FitReport:
     per_ip: dict[str, dict[str, dict[str, float]]]  # ip -> {"pe": {...}, "shell": {...}, "total": {...}}
     total: dict[str, float]
     limit_percent: float
+    memory: dict | None = None  # the board's DDR against a training run's estimated peak (DesignPoint.memory)
 
     @property
     def percent(self) -> dict[str, float]:
@@ -80,7 +81,8 @@ class FitReport:
         return {"design": self.design, "board": self.board, "family": self.family, "budget": self.budget,
                 "per_ip": self.per_ip, "total": self.total, "percent": {k: round(v, 3) for k, v in self.percent.items()},
                 "limit_percent": self.limit_percent, "fits": self.fits, "over": self.over,
-                "counted": "Yosys synth_xilinx per PE + accelerator shell; PS, interconnect and reset blocks not counted"}
+                "counted": "Yosys synth_xilinx per PE + accelerator shell; PS, interconnect and reset blocks not counted",
+                **({"memory": self.memory} if self.memory is not None else {})}
 
     def table(self) -> str:
         head = "| IP | " + " | ".join(LABELS[k] for k in RESOURCES) + " |"
@@ -118,7 +120,7 @@ def fit_design(design: DesignPoint, *, cache_dir: Path, limit_percent: float = D
     total = {key: sum(parts["total"][key] for parts in per_ip.values()) for key in RESOURCES}
     return FitReport(design=design.name, board=design.board.name, family=family,
                      budget={key: design.board.resources[key] for key in RESOURCES}, per_ip=per_ip, total=total,
-                     limit_percent=limit_percent)
+                     limit_percent=limit_percent, memory=design.memory())
 
 
 def write_fit(report: FitReport, out_dir: Path) -> list[Path]:

@@ -104,7 +104,29 @@ class DesignPoint:
             lines.append(f"    spec: {instance.spec}")
         for name in sorted(set(self.training.techniques) & set(HOST_TECHNIQUES)):
             lines.append(f"  host: {name} -- {HOST_TECHNIQUES[name]}, no PE")
+        lines.append(self.memory_line())
         return "\n".join(lines)
+
+    def memory(self) -> dict[str, Any]:
+        """The board's DDR against a training run's estimated peak memory (:mod:`codesign.train.memory`).
+
+        On the board the processor shares the DDR with the operating system
+        and the accelerators' buffers, so ``fits_ddr`` is a necessary condition,
+        not a promise.
+        """
+        from codesign.train.memory import estimate_peak_memory
+
+        estimate = estimate_peak_memory(self.training)
+        return {"ddr_mib": self.board.ddr_mib, "training_peak_mib": round(estimate.total / 2**20, 1),
+                "largest_part": estimate.largest, "fits_ddr": estimate.total <= self.board.ddr_mib * 2**20,
+                "estimated_by": "codesign.train.memory (from the configuration's shapes)"}
+
+    def memory_line(self) -> str:
+        memory = self.memory()
+        verdict = "fits" if memory["fits_ddr"] else "does NOT fit"
+        return (f"memory: {self.board.display_name} has {memory['ddr_mib']} MiB of DDR; a training run of this "
+                f"configuration needs about {memory['training_peak_mib']:g} MiB at its peak (largest part: "
+                f"{memory['largest_part'].replace('_', ' ')}): it {verdict} the board's DDR")
 
     def to_dict(self) -> dict:
         return {"name": self.name, "board": self.board.name, "part": self.board.part, "clock_mhz": self.clock_mhz,
