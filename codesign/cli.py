@@ -511,13 +511,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str] | None) -> int:
+    from codesign.hw.csim import CsimError
     from codesign.hw.render import ProjectDirError
+    from codesign.hw.rtlsim import RtlSimError
+    from codesign.hw.yosys import YosysError
 
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.func(args)
     except (ValueError, TypeError, OSError, ProjectDirError) as error:  # OSError: names the file (read-only, full disk)
+        print(f"codesign: error: {error}", file=sys.stderr)
+        return 2
+    except YosysError as error:  # a tool failure: the message's first line names the PE, the spec and the log
+        print(f"codesign: error: {str(error).splitlines()[0].rstrip(':')}", file=sys.stderr)
+        return 2
+    except (CsimError, RtlSimError) as error:  # a tool failure: its output, which says what went wrong
         print(f"codesign: error: {error}", file=sys.stderr)
         return 2
 

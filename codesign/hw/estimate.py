@@ -69,8 +69,18 @@ def estimate(pe: ProcessingElement, specs: Sequence, *, out_dir: Path, families:
     jobs = ys.synth_jobs(pe.rtl_sources(), pe.rtl_top, families, [pe.rtl_parameters(spec) for spec in specs],
                          abc9=abc9)
     out_dir = Path(out_dir)
-    results = ys.synthesize_many(jobs, out_dir / "yosys", workers=workers, progress=progress, timeout_s=timeout_s,
-                                 desc=f"{pe.name} synth")
+    try:
+        results = ys.synthesize_many(jobs, out_dir / "yosys", workers=workers, progress=progress,
+                                     timeout_s=timeout_s, desc=f"{pe.name} synth")
+    except ys.YosysError as error:
+        if error.job is None or error.job not in jobs:
+            raise
+        spec = specs[jobs.index(error.job) % len(specs)]  # synth_jobs is family-major
+        log = error.log if error.log is not None and error.log.is_file() else None
+        raise ys.YosysError(f"Yosys failed on PE {pe.name}, spec {pe.describe_spec(spec)} ({error.job.family}): "
+                            f"{error.why}; " + (f"see its log {log}" if log else f"no log in {error.job.slug}'s work "
+                                                f"folder {out_dir / 'yosys' / error.job.slug}"),
+                            job=error.job, why=error.why, log=log) from error
     spec_of_job = [spec for _ in families for spec in specs]  # synth_jobs is family-major
     entries = []
     for result, spec in zip(results, spec_of_job):

@@ -95,7 +95,14 @@ LOG_TAIL_LINES = 25
 
 
 class YosysError(RuntimeError):
-    """Yosys failed or produced output this module cannot read; the message carries the log tail."""
+    """Yosys failed or produced output this module cannot read; the message carries the log tail.
+
+    A failed run also says which ``job`` it was, ``why`` in a few words and where its ``log`` is.
+    """
+
+    def __init__(self, message: str, *, job: "SynthJob | None" = None, why: str = "", log: Path | None = None):
+        super().__init__(message)
+        self.job, self.why, self.log = job, why, log
 
 
 class YosysNotFoundError(YosysError, FileNotFoundError):
@@ -460,14 +467,17 @@ def synthesize(job: SynthJob, work_dir: Path, *, executable: str = "yosys",
                              capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired as error:
         raise YosysError(f"yosys timed out after {timeout_s} s on {job.slug} (work dir {work_dir}):\n"
-                         f"{_log_tail(work_dir, '')}") from error
+                         f"{_log_tail(work_dir, '')}", job=job, why=f"timed out after {timeout_s} s",
+                         log=work_dir / "yosys.log") from error
     wall_s = time.perf_counter() - start
     if run.returncode != 0:
         raise YosysError(f"yosys failed (exit {run.returncode}) on {job.slug} (work dir {work_dir}):\n"
-                         f"{_log_tail(work_dir, run.stderr)}")
+                         f"{_log_tail(work_dir, run.stderr)}", job=job, why=f"exit status {run.returncode}",
+                         log=work_dir / "yosys.log")
     for name in ("stat.json", "ltp.txt", "netlist.json"):
         if not (work_dir / name).is_file():
-            raise YosysError(f"yosys did not write {work_dir / name} for {job.slug}:\n{_log_tail(work_dir, run.stderr)}")
+            raise YosysError(f"yosys did not write {work_dir / name} for {job.slug}:\n{_log_tail(work_dir, run.stderr)}",
+                             job=job, why=f"it wrote no {name}", log=work_dir / "yosys.log")
     try:
         raw = parse_stat(load_json(work_dir / "stat.json", what=f"Yosys stat -json output of {job.slug}"), job.top)
         netlist = load_json(work_dir / "netlist.json", what=f"Yosys netlist of {job.slug}")
