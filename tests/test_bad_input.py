@@ -14,9 +14,13 @@ JSON loader add hand-written cases.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import math
+import os
+import sys
+import traceback
 import types
 import typing
 from pathlib import Path
@@ -161,18 +165,56 @@ FIELD_CASES = _field_cases()
 
 
 # -- the outcome every case asserts -------------------------------------------------------------------------------
-def refused(capsys, argv: list[str], names: tuple[str, ...], out: Path | None = None) -> str:
-    """Run the CLI on ``argv``: exit 2, stderr names one of ``names``, no traceback, nothing in ``out``."""
+OUTCOMES = ("refused clearly", "unclear", "traceback", "silent")  # the issue's table; "left behind" is counted apart
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every file (with its bytes) and folder (None) under ``root``: a refusal must leave this unchanged."""
+    if not root.exists():
+        return {}
+    return {str(path.relative_to(root)): None if path.is_dir() else path.read_bytes()
+            for path in sorted(root.rglob("*")) if path.is_dir() or path.is_file()}
+
+
+def outcome(status, err: str, names: tuple[str, ...]) -> str:
+    """One of :data:`OUTCOMES` for a run that ended with ``status`` and printed ``err``.
+
+    Refused clearly: exit 2, no traceback, and one error line (``codesign: error: ...`` or argparse's
+    ``codesign ...: error: ...``) that names one of ``names``.
+    """
+    if "Traceback" in err:
+        return "traceback"
+    if status == 0:
+        return "silent"
+    errors = [line for line in err.splitlines() if line.startswith("codesign") and ": error: " in line]
+    if status != 2 or len(errors) != 1 or not any(name in errors[0] for name in names):
+        return "unclear"
+    return "refused clearly"
+
+
+def refused(capsys, argv: list[str], names: tuple[str, ...], out: Path | None = None, *,
+            root: Path | None = None) -> str:
+    """Run the CLI on ``argv``: exit 2, one error line naming one of ``names``, no traceback, nothing written.
+
+    Nothing written: the tree under ``root`` (default: the folder ``out`` is in) is byte for byte the same.
+    A failure's message starts with ``[outcome: ...]`` (see :func:`outcome`), which ``tests/bad_input_table.py``
+    counts.
+    """
+    root = root if root is not None else out.parent if out is not None else None
+    before = _tree(root) if root is not None else {}
     try:
         status = main(argv)
     except SystemExit as stop:  # argparse refuses a bad argument by exiting
         status = stop.code
+    except Exception:  # noqa: BLE001 -- a traceback the user would see, classified below
+        status = None
+        print(traceback.format_exc(), file=sys.stderr)
     err = capsys.readouterr().err
-    assert status == 2, err
-    assert "Traceback" not in err
-    assert any(name in err for name in names), f"{err!r} names none of {names}"
-    if out is not None:
-        assert not out.exists() or not any(out.iterdir()), f"{out} was written"
+    result = outcome(status, err, names)
+    left = sorted(set(_tree(root).items()) ^ set(before.items())) if root is not None else []
+    flags = result + (", left behind" if left else "")
+    assert result == "refused clearly" and not left, \
+        f"[outcome: {flags}] exit {status}; names {names}; changed {[name for name, _ in left][:5]}; stderr {err[-600:]!r}"
     return err
 
 
@@ -471,3 +513,237 @@ def test_a_corrupt_json_file_is_refused_naming_it(tmp_path, capsys, monkeypatch,
     err = refused(capsys, argv, (str(path),))
     assert err.count("\n") == 1, err
     assert _snapshot(tmp_path) == before
+
+
+# -- the other commands' arguments, generated from their argparse definitions ------------------------------------
+# estimate, verify, sweep, bundle, explore and calibrate: every option of every (PE) sub-command gets the bad values
+# of its kind (its type, its choices, the spec or stimulus field it sets), every required argument is left out once,
+# every positional choice gets an unknown value. Each case starts from a valid command line that, were the bad value
+# taken, would go on to run Yosys, a simulator, a Dask sweep or the explorer: so a case that is not refused up front
+# shows up as written files, a tool call (the tools on PATH are stand-ins that log the call and exit 1) or a time-out.
+ARG_COMMANDS = ("estimate", "verify", "sweep", "bundle", "explore", "calibrate")
+TOOLS = ("yosys", "iverilog", "vvp", "verilator", "g++", "c++", "gcc", "vitis_hls", "vivado")
+BIG = str(2**40)
+# stimulus fields where 0 or a huge number is a legal setting (a count of at least, a seed, no lower bound given)
+STIM_ZERO_OK = {"min_macs", "min_contractions", "min_macs_per_op", "seed"}
+STIM_HUGE_OK = {"min_macs", "min_contractions", "min_macs_per_op", "random_per_fb"}
+# the bad values of options whose argparse type is a plain string: a path, a name, a list in one string
+TEXT_OPTIONS = {
+    "out": [("a_file", "{file}"), ("a_users_folder", "{users}"), ("under_a_file", "{file}/sub")],
+    "work": [("a_file", "{file}"), ("a_users_folder", "{users}"), ("under_a_file", "{file}/sub")],
+    "board": [("unknown", "pynq-z9"), ("empty", ""), ("upper_case", "ZEDBOARD")],
+    "part": [("unknown", "xc7z999-nothing"), ("empty", "")],
+    "top": [("keyword", "class"), ("digit_first", "9lives"), ("dash", "has-dash"), ("reserved", "__x")],
+    "levels": [("unknown", "golden,bogus"), ("none", ","), ("empty", "")],
+    "families": [("unknown", "xc9"), ("repeated", "xc7,xc7"), ("empty", ""), ("spaces", "xc7, xcup")],
+    "scheduler": [("no_port", "tcp://127.0.0.1"), ("scheme", "http://127.0.0.1:8786"), ("port_range", "tcp://h:99999"),
+                  ("nothing_listens", "tcp://127.0.0.1:1"), ("empty", "")],
+    "grid": [("absent", "{absent}"), ("a_folder", "{users}")],
+    "build": [("absent", "{absent}"), ("a_file", "{file}"), ("empty_folder", "{empty}")],
+}
+NO_BAD_VALUE = {"json", "cache"}  # a flag, and a cache folder (any folder is a cache; it is written only by Yosys runs)
+
+
+def _choices(parser) -> dict:
+    return next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+                ).choices
+
+
+def _command_parsers() -> list[tuple[str, str | None, object]]:
+    """(command, PE or None, the parser whose options are generated) for every command of :data:`ARG_COMMANDS`."""
+    from codesign.cli import build_parser
+
+    commands = _choices(build_parser())
+    found = []
+    for command in ARG_COMMANDS:
+        parser = commands[command]
+        if any(isinstance(a, argparse._SubParsersAction) for a in parser._actions):
+            found += [(command, pe, sub) for pe, sub in _choices(parser).items()]
+        else:
+            found.append((command, None, parser))
+    return found
+
+
+def _base_argv(command: str, pe: str | None) -> list[str]:
+    """A valid command line of ``command`` (bad values are appended, and argparse takes the last of a flag)."""
+    from codesign.resources import data_dir
+
+    examples = data_dir("examples")
+    return {"estimate": ["estimate", str(pe), "--out", "est"],
+            "verify": ["verify", str(pe), "--work", "ver"],
+            "sweep": ["sweep", "--grid", "{grid}", "--out", "swp", "--workers", "0"],
+            "bundle": ["bundle", str(examples / "digits_abvs.toml"), "--out", "bundle"],
+            "explore": ["explore", str(examples / "digits_tt.toml"), "--out", "exp", "--cache", "cache"],
+            "calibrate": ["calibrate", "tt1", "--family", "xc7", "--cache", "cache"]}[command]
+
+
+def _field_kind(pe: str, dest: str) -> tuple[str, type]:
+    """(field name, kind) of a ``spec__``/``stim__`` option, from the PE's dataclasses."""
+    from codesign.cli import SPEC
+    from codesign.pe import get_pe
+
+    prefix, name = dest.split("__", 1)
+    cls = get_pe(pe).spec_class if prefix == SPEC else get_pe(pe).stimulus_class
+    return name, type(getattr(cls(), name))
+
+
+def _option_values(command: str, pe: str | None, action) -> list[tuple[str, str]]:
+    """(label, bad value) for one option; ``[]`` for an option that has no bad value (:data:`NO_BAD_VALUE`)."""
+    dest = action.dest
+    if action.choices is not None:
+        return [("unknown_choice", "no_such_choice")]
+    if "__" in dest:
+        name, kind = _field_kind(pe, dest)
+        stimulus = dest.startswith("stim__")
+        if kind is int:
+            bad = [("word", "abc"), ("float", "1.5"), ("empty", ""), ("negative", "-1")]
+            bad += [] if stimulus and name in STIM_ZERO_OK else [("zero", "0")]
+            bad += [] if stimulus and name in STIM_HUGE_OK else [("huge", BIG)]
+        elif kind is str:
+            bad = [("unknown", "no_such_choice"), ("empty", "")]
+        elif kind is tuple:
+            bad = [("words", "a,b"), ("negative", "-1"), ("huge", BIG)]
+        elif kind is bool:
+            bad = [("word", "maybe")]
+        else:
+            raise AssertionError(f"{command} {pe} {dest}: no bad values for a {kind.__name__} field")
+        if command == "estimate" and kind is not tuple:  # a swept flag takes a list: one bad item spoils it
+            bad += [("list_with_a_bad_item", f"{getattr(action, 'default', None) or 1},abc"), ("empty_item", "1,,2")]
+        return bad
+    if action.type is int:
+        bad = [("word", "abc"), ("float", "1.5"), ("empty", ""), ("negative", "-1")]
+        return bad + ([("zero", "0")] if (command, dest) == ("estimate", "workers") else [])
+    if action.type is float:
+        bad = [("word", "abc"), ("empty", ""), ("nan", "nan"), ("inf", "inf"), ("negative", "-1"), ("zero", "0")]
+        return bad + ([("above_one", "1.5")] if dest == "cap" else [])
+    if dest in TEXT_OPTIONS:
+        return TEXT_OPTIONS[dest]
+    if dest in NO_BAD_VALUE:
+        return []
+    raise AssertionError(f"codesign {command} {pe or ''}: option {action.option_strings} has no bad values here")
+
+
+def _argument_cases() -> list:
+    cases = []
+    for command, pe, parser in _command_parsers():
+        where = f"{command}-{pe}" if pe else command
+        base = _base_argv(command, pe)
+        for action in parser._actions:
+            if not action.option_strings or action.dest == "help":
+                continue
+            flag = action.option_strings[0]
+            names = (flag,) + ((action.dest.split("__", 1)[1],) if "__" in action.dest else ())
+            for label, value in _option_values(command, pe, action):
+                cases.append(pytest.param(base + [flag, value], names + (value,) * ("{" in value), {},
+                                          id=f"{where}:{flag}={label}"))
+            if action.required:  # left out
+                index = base.index(flag)
+                cases.append(pytest.param(base[:index] + base[index + 2:], (flag,), {}, id=f"{where}:{flag}=missing"))
+    for command in ("estimate", "verify"):  # the PE sub-command
+        cases.append(pytest.param([command, "no_such_pe"], ("no_such_pe", "PE"), {}, id=f"{command}:pe=unknown"))
+        cases.append(pytest.param([command], ("PE",), {}, id=f"{command}:pe=missing"))
+    for pe in ("fpmac", "no_such_pe"):  # calibrate's PE: one without an analytical model, one unknown
+        cases.append(pytest.param(["calibrate", pe, "--family", "xc7", "--cache", "cache"], (pe,), {},
+                                  id=f"calibrate:pe={pe}"))
+    for name, text in SWEEP_GRIDS:
+        cases.append(pytest.param(["sweep", "--grid", "{grid}", "--out", "swp", "--workers", "0"], ("{grid}",),
+                                  {"{grid}": text}, id=f"sweep:grid={name}"))
+    for case in FILE_CASES:  # the training TOML of explore and bundle, as train and design read it
+        for command in ("explore", "bundle"):
+            argv = [command, "{config}", "--out", "out"] + (["--cache", "cache"] if command == "explore" else [])
+            cases.append(pytest.param(argv, case.values[1] + ("{config}",),
+                                      {"{config}": case.values[0]}, id=f"{command}:config={case.id}"))
+    gaps = _known_gaps()
+    return [pytest.param(*case.values, id=case.id, marks=pytest.mark.xfail(
+        strict=True, reason=f"known gap ({gaps[case.id]}), listed in {GAPS_FILE.name}")) if case.id in gaps else case
+        for case in cases]
+
+
+GAPS_FILE = Path(__file__).with_name("bad_input_known_gaps.txt")
+
+
+def _known_gaps() -> dict[str, str]:
+    """Case id -> measured outcome, for the cases not yet refused clearly (strict xfails: a fix must remove its line)."""
+    lines = [line.split("\t") for line in GAPS_FILE.read_text().splitlines() if line and not line.startswith("#")]
+    return dict(lines)
+
+
+# sweep grid files that are not a sweep: each must be refused naming the file (and what is wrong in it)
+SWEEP_GRIDS = [
+    ("empty", b""),
+    ("not_toml", b"function = = 1\n"),
+    ("not_utf8", b'function = "builtins:dict"\n[grid]\nx = ["\xff"]\n'),
+    ("no_function", b"[grid]\nx = [1]\n"),
+    ("no_grid", b'function = "builtins:dict"\n'),
+    ("grid_is_int", b'function = "builtins:dict"\ngrid = 5\n'),
+    ("grid_is_list", b'function = "builtins:dict"\ngrid = [1, 2]\n'),
+    ("empty_grid", b'function = "builtins:dict"\n[grid]\n'),
+    ("axis_not_a_list", b'function = "builtins:dict"\n[grid]\nx = 1\n'),
+    ("axis_empty", b'function = "builtins:dict"\n[grid]\nx = []\n'),
+    ("axis_a_string", b'function = "builtins:dict"\n[grid]\nx = "abc"\n'),
+    ("fixed_is_list", b'function = "builtins:dict"\nfixed = [1]\n[grid]\nx = [1]\n'),
+    ("fixed_is_int", b'function = "builtins:dict"\nfixed = 3\n[grid]\nx = [1]\n'),
+    ("axis_also_fixed", b'function = "builtins:dict"\n[grid]\nx = [1]\n[fixed]\nx = 2\n'),
+    ("function_int", b"function = 5\n[grid]\nx = [1]\n"),
+    ("function_no_colon", b'function = "builtins.dict"\n[grid]\nx = [1]\n'),
+    ("function_unknown_module", b'function = "no_such_module:f"\n[grid]\nx = [1]\n'),
+    ("function_unknown_name", b'function = "codesign.sweep:no_such_function"\n[grid]\nx = [1]\n'),
+    ("function_wrong_arguments", b'function = "codesign.sweep:result_path"\n[grid]\nnot_an_argument = [1]\n'),
+    ("unknown_key", b'function = "builtins:dict"\nfunctoin = "x"\n[grid]\nx = [1]\n'),
+    ("duplicate_keys", b'function = "builtins:dict"\n[grid]\nx = ["a b", "a_b"]\n'),
+    ("not_json_value", b'function = "builtins:dict"\n[grid]\nx = [1979-05-27]\n'),
+]
+GOOD_GRID = b'function = "builtins:dict"\n[grid]\nx = [1, 2]\n'
+
+
+@pytest.fixture
+def tool_stand_ins(tmp_path, monkeypatch) -> Path:
+    """PATH starts with a folder of stand-ins for every external tool: each logs its call and exits 1."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    calls.mkdir()
+    for tool in TOOLS:
+        script = bin_dir / tool
+        script.write_text(f'#!/bin/sh\necho "$@" >> "{calls}/{tool}"\nexit 1\n')
+        script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return calls
+
+
+ARGUMENT_CASES = _argument_cases()
+
+
+@pytest.mark.parametrize("argv, names, files", ARGUMENT_CASES)
+def test_a_bad_argument_is_refused_before_the_work(tmp_path, capsys, monkeypatch, tool_stand_ins, argv, names,
+                                                   files):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    places = {"{file}": work / "a_file.txt", "{users}": work / "users", "{absent}": work / "absent",
+              "{empty}": work / "empty", "{grid}": work / "grid.toml", "{config}": work / "run.toml"}
+    places["{file}"].write_text("a user's file\n")
+    places["{users}"].mkdir()
+    (places["{users}"] / "notes.txt").write_text("a user's notes\n")
+    places["{empty}"].mkdir()
+    places["{grid}"].write_bytes(GOOD_GRID)
+    for token, content in files.items():
+        places[token].write_bytes(content)
+
+    def place(text: str) -> str:
+        for token, path in places.items():
+            text = text.replace(token, str(path))
+        return text
+
+    refused(capsys, [place(arg) for arg in argv], tuple(place(name) for name in names), root=work)
+    assert not any(tool_stand_ins.iterdir()), f"a tool ran: {sorted(p.name for p in tool_stand_ins.iterdir())}"
+
+
+def test_the_argument_suite_covers_every_option_of_every_command():
+    """Every option of the six commands has bad values (or is listed as having none), so a new flag gets cases."""
+    covered = {(case.id.split(":")[0], case.id.split(":")[1].split("=")[0]) for case in ARGUMENT_CASES}
+    for command, pe, parser in _command_parsers():
+        where = f"{command}-{pe}" if pe else command
+        for action in parser._actions:
+            if action.option_strings and action.dest not in {"help", *NO_BAD_VALUE}:
+                assert (where, action.option_strings[0]) in covered, (where, action.option_strings)
+    assert len(ARGUMENT_CASES) >= 300
