@@ -98,7 +98,7 @@ def process_type(pe, kernel_header_text: str) -> str:
     """The name of the C++ type whose ``process(in, out)`` runs one transaction of ``pe``.
 
     Every stream PE's kernel header declares it with one ``typedef ... <x>pe_t;``
-    (``pe_t`` for the TT PEs, ``csb_pe_t`` for CSB); the shell calls it by that
+    (``pe_t``, from the one stream-PE kernel template); the shell calls it by that
     name. A header with none or several is refused.
     """
     found = _PROCESS_TYPEDEF.findall(kernel_header_text)

@@ -22,10 +22,34 @@ Transaction = tuple[np.ndarray, np.ndarray]
 
 
 class StreamPE(ProcessingElement):
+    """A PE on 32-bit word streams. Its HLS project is the same for every stream PE, so it is written once here:
+    the kernel pair ``hls_templates/stream/kernel.{h,cpp}.j2`` (the top calls ``pe_t::process``, ``pe_t`` being
+    :attr:`cpp_type` instantiated with the spec's parameters in ``<name>_config``), the shared testbench and Tcl,
+    and one :meth:`template_context`. A PE names its C++ class template, its tested headers (the library first),
+    its docs page and what one transaction carries; its files are ``<name>.cpp``, ``<name>.h``,
+    ``<name>_tb.cpp`` and ``run_hls.tcl``, its RTL top ``<name>_pe``.
+    """
+
     handshake = "stream"
     interfaces = ("axis",)
     bench_module = "codesign.hw.stream_bench"
     kernel_header: ClassVar[str]  # project file declaring the top and ``stream_word_t``
+    cpp_type: ClassVar[str]  # the C++ class template implementing the PE, e.g. ``codesign::csb::pe``
+    doc: ClassVar[str]  # the docs page specifying the PE's stream, e.g. ``docs/csb.md``
+    transaction: ClassVar[str]  # what one transaction carries in and out (the kernel header's comment)
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("name")
+        if name is None:  # a family's shared base (the TT PEs'), not a PE
+            return
+        files = {"kernel_cpp": f"{name}.cpp", "kernel_h": f"{name}.h", "tb": f"{name}_tb.cpp"}
+        cls.templates = {files["kernel_cpp"]: "stream/kernel.cpp.j2", files["kernel_h"]: "stream/kernel.h.j2",
+                         files["tb"]: "common/stream_testbench.cpp.j2", "run_hls.tcl": "common/run_hls.tcl.j2"}
+        cls.kernel_files = (files["kernel_cpp"], files["kernel_h"], *cls.headers)
+        cls.kernel_header = files["kernel_h"]
+        cls.testbench_file = files["tb"]
+        cls.rtl_top = f"{name}_pe"
 
     def vector_meta(self, spec) -> dict[str, object]:
         """Metadata every harness checks against its build (the spec fields that change results)."""
@@ -61,8 +85,20 @@ class StreamPE(ProcessingElement):
 
     # -- HLS -----------------------------------------------------------------------
     def stream_context(self, spec) -> dict[str, Any]:
-        """Template names the shared stream testbench needs."""
+        """Template names the shared stream testbench (and the accelerator shell's) need."""
         return {"kernel_header": self.kernel_header, "word_bits": WORD_BITS, "vector_meta": self.vector_meta(spec)}
+
+    def template_context(self, spec, target) -> dict[str, Any]:
+        """Everything the kernel pair and the stream testbench use: names, the spec as the C++ template's
+        parameters (:meth:`rtl_parameters`, the Verilog module's too, in the same order), and the stream width."""
+        parameters = self.rtl_parameters(spec)
+        config = f"{self.name}_config"
+        return {**self.stream_context(spec), "kernel_file": self.kernel_files[0], "library_header": self.headers[0],
+                "title": self.title, "doc": self.doc, "transaction": self.transaction, "cpp_type": self.cpp_type,
+                "summary": ", ".join(f"{key}={value}" for key, value in spec.to_dict().items()),
+                "parameters": parameters, "config_namespace": config,
+                "pe_type": f"{self.cpp_type}<" + ", ".join(f"{config}::{name}" for name in parameters) + ">",
+                "guard": f"CODESIGN_{self.name.upper()}_KERNEL_H"}
 
     # -- RTL -----------------------------------------------------------------------
     def bench_environment(self, spec, vectors: Path, summary: Path, seed: int) -> dict[str, str]:

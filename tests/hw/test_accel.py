@@ -131,7 +131,7 @@ def test_project_is_byte_deterministic_and_names_every_argument(tmp_path):
 
 def test_csb_process_type_comes_from_its_kernel_header(tmp_path):
     _, _, _, project = small_project("csb", tmp_path / "p")
-    assert "run_transactions<csb_pe_t>" in (project / "csb_0_accel.cpp").read_text()
+    assert "run_transactions<pe_t>" in (project / "csb_0_accel.cpp").read_text()
 
 
 def test_bad_requests_fail_before_anything_is_written(tmp_path):

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codesign.hw.target import BuildTarget
-from codesign.hw.vectors import WORD_BITS
 from codesign.pe.csb.reference import reference_output
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stimulus import build_transactions, count_macs, top_up_updates
@@ -55,17 +53,10 @@ class CsbPE(StreamPE):
     title = "sparse-CSB training PE"
     spec_class = CsbSpec
     stimulus_class = CsbStimulusOptions
-    templates = {
-        FILES["kernel_cpp"]: "csb/kernel.cpp.j2",
-        FILES["kernel_h"]: "csb/kernel.h.j2",
-        FILES["testbench_cpp"]: "common/stream_testbench.cpp.j2",
-        FILES["tcl"]: "common/run_hls.tcl.j2",
-    }
     headers = (FILES["library_h"],)
-    kernel_files = (FILES["kernel_cpp"], FILES["kernel_h"], FILES["library_h"])
-    kernel_header = FILES["kernel_h"]
-    testbench_file = FILES["testbench_cpp"]
-    rtl_top = "csb_pe"
+    cpp_type = "codesign::csb::pe"
+    doc = "docs/csb.md"
+    transaction = "header, index, sections in; status, results out"
 
     def build_stimulus(self, spec: CsbSpec, options: CsbStimulusOptions) -> list[Transaction]:
         """Directed cases plus random transactions, doubling their number until the MAC target is met."""
@@ -86,19 +77,6 @@ class CsbPE(StreamPE):
     def rtl_parameters(self, spec: CsbSpec) -> dict[str, int]:
         return {"BLOCK_ROWS": spec.block_rows, "BLOCK_COLS": spec.block_cols, "K": spec.kernel, "OUT_H": spec.out_h,
                 "OUT_W": spec.out_w, "BATCH": spec.batch, "PARALLEL": spec.parallel, "ACC_BITS": spec.acc_bits}
-
-    def template_context(self, spec: CsbSpec, target: BuildTarget) -> dict[str, object]:
-        parameters = self.rtl_parameters(spec)  # the HLS template arguments, in codesign::csb::pe order
-        return {
-            **self.stream_context(spec),
-            "title": self.title,
-            "summary": ", ".join(f"{key}={value}" for key, value in spec.to_dict().items()),
-            "kernel_file": FILES["kernel_cpp"],
-            "library_header": FILES["library_h"],
-            "parameters": parameters,
-            "pe_arguments": ", ".join(f"csb_config::{name}" for name in parameters),
-            "word_bits": WORD_BITS,
-        }
 
     # resource counts are what the CSB estimate reports; abc9 spends over ten minutes on a 16 x 16 block
     estimate_abc9 = False

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from codesign.hw.target import BuildTarget
-from codesign.hw.vectors import WORD_BITS
 from codesign.pe.fpmac_array import reference, stimulus
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.pe.fpmac_array.stimulus import FpmacArrayStimulusOptions
@@ -35,13 +33,10 @@ class FpmacArrayPE(StreamPE):
     title = "FP-MAC array (accumulating GEMM)"
     spec_class = FpmacArraySpec
     stimulus_class = FpmacArrayStimulusOptions
-    templates = {"fpmac_array.cpp": "fpmac_array/kernel.cpp.j2", "fpmac_array.h": "fpmac_array/kernel.h.j2",
-                 "fpmac_array_tb.cpp": "common/stream_testbench.cpp.j2", "run_hls.tcl": "common/run_hls.tcl.j2"}
-    headers = (LIBRARY_HEADER, FPMAC_HEADER)
-    kernel_files = ("fpmac_array.cpp", "fpmac_array.h", LIBRARY_HEADER, FPMAC_HEADER)
-    kernel_header = "fpmac_array.h"
-    testbench_file = "fpmac_array_tb.cpp"
-    rtl_top = "fpmac_array_pe"
+    headers = (LIBRARY_HEADER, FPMAC_HEADER)  # the GEMM and its stream protocol, then the FP-MAC it calls
+    cpp_type = "codesign::fpmac_array::pe"
+    doc = "docs/fpmac_array.md"
+    transaction = "header, A, B (, C_in) in; status and C out"
     estimate_abc9 = False  # resource counts are what the array estimates report
 
     # -- golden model and vectors ------------------------------------------------------
@@ -52,22 +47,6 @@ class FpmacArrayPE(StreamPE):
         return np.array(reference.reference_output(words_in, **spec.to_dict()), dtype=np.uint64)
 
     # -- HLS ---------------------------------------------------------------------------
-    def template_context(self, spec: FpmacArraySpec, target: BuildTarget) -> dict[str, object]:
-        parameters = self.rtl_parameters(spec)  # template arguments, in codesign::fpmac_array::pe order
-        return {
-            **self.stream_context(spec),
-            "title": self.title,
-            "summary": ", ".join(f"{key}={value}" for key, value in spec.to_dict().items()),
-            "kernel_file": "fpmac_array.cpp",
-            "library_header": LIBRARY_HEADER,
-            "fpmac_header": FPMAC_HEADER,
-            "parameters": parameters,
-            "pe_type": "codesign::fpmac_array::pe<" + ", ".join(f"fpmac_array_config::{n}" for n in parameters) + ">",
-            "config_namespace": "fpmac_array_config",
-            "guard": "CODESIGN_FPMAC_ARRAY_KERNEL_H",
-            "word_bits": WORD_BITS,
-        }
-
     # -- RTL -----------------------------------------------------------------------------
     def rtl_sources(self) -> list[Path]:
         """``rtl/fpmac_array/*.v`` plus the FP-MAC it instantiates, ``rtl/fpmac/*.v`` (one module per file)."""

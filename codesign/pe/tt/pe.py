@@ -15,8 +15,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from codesign.hw.target import BuildTarget
-from codesign.hw.vectors import WORD_BITS
 from codesign.hw.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
 from codesign.pe.tt import reference, resources, stimulus
@@ -66,15 +64,12 @@ class _TtPE(StreamPE):
     headers = (LIBRARY_HEADER,)
     estimate_abc9 = False  # resource counts are what the TT estimates report
 
+    doc = "docs/tt_pe.md"
+    transaction = "header and operand sections in; status and results out"
+
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
-        files = {"kernel_cpp": f"{cls.name}.cpp", "kernel_h": f"{cls.name}.h", "tb": f"{cls.name}_tb.cpp"}
-        cls.templates = {files["kernel_cpp"]: "tt/kernel.cpp.j2", files["kernel_h"]: "tt/kernel.h.j2",
-                         files["tb"]: "common/stream_testbench.cpp.j2", "run_hls.tcl": "common/run_hls.tcl.j2"}
-        cls.kernel_files = (files["kernel_cpp"], files["kernel_h"], LIBRARY_HEADER)
-        cls.kernel_header = files["kernel_h"]
-        cls.testbench_file = files["tb"]
-        cls.rtl_top = f"{cls.name}_pe"
+        cls.cpp_type = f"codesign::tt::{cls.cpp_struct}"
 
     def build_stimulus(self, spec, options: TtStimulusOptions) -> list[Transaction]:
         return stimulus.build(spec, options)
@@ -95,22 +90,6 @@ class _TtPE(StreamPE):
 
     def rtl_parameters(self, spec) -> dict[str, int]:
         return {key.upper(): int(getattr(spec, key)) for key in self.parameter_order}
-
-    def template_context(self, spec, target: BuildTarget) -> dict[str, object]:
-        parameters = self.rtl_parameters(spec)  # template arguments, in codesign::tt order
-        return {
-            **self.stream_context(spec),
-            "title": self.title,
-            "summary": ", ".join(f"{key}={value}" for key, value in spec.to_dict().items()),
-            "kernel_file": f"{self.name}.cpp",
-            "library_header": LIBRARY_HEADER,
-            "parameters": parameters,
-            "pe_type": f"codesign::tt::{self.cpp_struct}<" + ", ".join(f"{self.name}_config::{n}" for n in parameters)
-                       + ">",
-            "config_namespace": f"{self.name}_config",
-            "guard": f"CODESIGN_{self.name.upper()}_KERNEL_H",
-            "word_bits": WORD_BITS,
-        }
 
 
 class Tt1PE(_TtPE):
