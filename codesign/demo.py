@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import os
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -63,6 +64,7 @@ class Stages:
         self.planned, self.log = planned, log
         self.stages: list[Stage] = []
         self.started = time.perf_counter()
+        self.load_at_start = _load_average()
 
     @contextmanager
     def stage(self, name: str) -> Iterator[Stage]:
@@ -98,6 +100,20 @@ class Stages:
             lines.append(f"| {index} | {stage.name} | {stage.status} | {stage.seconds:.1f} | {stage.detail} |")
         lines.append(f"| | **total** | {'ok' if self.passed else 'FAIL'} | {self.total_seconds:.1f} | |")
         return "\n".join(lines) + "\n"
+
+
+def _load_average() -> float | None:
+    """The one-minute load average (times depend on it: the cores may be shared), or None where there is none."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def machine_line(load_at_start: float | None) -> str:
+    """CPUs and load averages at the start and the end, for reading the stage times."""
+    return (f"{os.cpu_count()} CPUs; load average {load_at_start if load_at_start is not None else '?'} at the start, "
+            f"{_load_average() if _load_average() is not None else '?'} at the end")
 
 
 # ------------------------------------------------------------------------------------------------ per-PE stages
@@ -337,7 +353,7 @@ def _section(relative: Path) -> str:
 
 
 def write_index(out: Path, stages: Sequence[Stage], *, title: str, total_seconds: float,
-                extra_links: Sequence[Path] = ()) -> Path:
+                extra_links: Sequence[Path] = (), machine: str = "") -> Path:
     """``out/index.html``: the stage table, then every report (links) and plot (inline, linked), by section.
 
     Links are relative to ``out`` (the folder can be moved or served as it is). ``extra_links`` adds files
@@ -357,6 +373,7 @@ def write_index(out: Path, stages: Sequence[Stage], *, title: str, total_seconds
     body = [f"<h1>{html.escape(title)}</h1>",
             f"<p class='verdict {'ok' if passed else 'FAIL'}'>{'PASS' if passed else 'FAIL'}: {len(stages)} stages in "
             f"{total_seconds:.0f} s, written {time.strftime('%Y-%m-%d %H:%M')}</p>",
+            f"<p>{html.escape(machine)}</p>" if machine else "",
             "<table><tr><th>#</th><th>stage</th><th>status</th><th>time (s)</th><th>detail</th></tr>",
             rows, f"<tr><td></td><th>total</th><td></td><td class='num'>{total_seconds:.1f}</td><td></td></tr></table>"]
     for name in sorted(sections, key=lambda s: (s != "summary", s)):
@@ -434,14 +451,15 @@ def _close(out: Path, stages: Stages, *, full: bool, extra: list[Path], log) -> 
     """The summary table (printed, summary.md/json) and index.html, also after a stage raised."""
     from codesign.hw.reports import write_json_atomic, write_text_atomic
 
-    table = stages.table()
-    log("\n[demo] summary\n" + table)
+    table, machine = stages.table(), machine_line(stages.load_at_start)
+    log(f"\n[demo] summary ({machine})\n" + table)
     title = f"codesign demo ({'full' if full else 'quick'})"
-    write_text_atomic(out / "summary.md", f"# {title}\n\n{table}")
+    write_text_atomic(out / "summary.md", f"# {title}\n\n{machine}\n\n{table}")
     write_json_atomic(out / "summary.json", {"mode": "full" if full else "quick", "passed": stages.passed,
-                                             "total_seconds": round(stages.total_seconds, 1),
+                                             "total_seconds": round(stages.total_seconds, 1), "machine": machine,
                                              "stages": [stage.to_dict() for stage in stages.stages]})
-    index = write_index(out, stages.stages, title=title, total_seconds=stages.total_seconds, extra_links=extra)
+    index = write_index(out, stages.stages, title=title, total_seconds=stages.total_seconds, extra_links=extra,
+                        machine=machine)
     log(f"[demo] open {index}")
 
 
