@@ -42,6 +42,90 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _checked(check):
+    """An argparse type from a check that raises ValueError: argparse then names the flag in its one error line."""
+    def parse(text: str):
+        try:
+            return check(text)
+        except (TypeError, ValueError) as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    parse.__name__ = check.__name__.lstrip("_")
+    return parse
+
+
+@_checked
+def _board_name(text: str) -> str:
+    if text not in boards():
+        raise ValueError(f"unknown board {text!r}; known: {', '.join(sorted(boards()))}")
+    return text
+
+
+@_checked
+def _part_name(text: str) -> str:
+    parts = sorted({known.part for known in boards().values()})
+    if text not in parts:
+        raise ValueError(f"unknown FPGA part {text!r}; the boards' parts: {', '.join(parts)}")
+    return text
+
+
+@_checked
+def _clock_ns(text: str) -> float:
+    from codesign.hw.target import BuildTarget
+
+    value = float(text)
+    BuildTarget(part=next(iter(boards().values())).part, clock_period_ns=value)  # its range check, one place
+    return value
+
+
+@_checked
+def _top_name(text: str) -> str:
+    from codesign.hw.target import check_top_name
+
+    return check_top_name(text)
+
+
+@_checked
+def _levels(text: str) -> str:
+    from codesign.hw.flow import check_levels
+
+    levels = [level.strip() for level in text.split(",")]
+    if any(not level for level in levels) or len(set(levels)) != len(levels):
+        raise ValueError(f"expected distinct comma-separated levels, got {text!r}")
+    check_levels(levels)
+    return text
+
+
+@_checked
+def _families(text: str) -> str:
+    from codesign.hw.estimate import check_families
+
+    families = text.split(",")
+    if any(family != family.strip() for family in families):
+        raise ValueError(f"expected comma-separated family names without spaces, got {text!r}")
+    check_families(families)
+    return text
+
+
+@_checked
+def _scheduler_address(text: str) -> str:
+    """``scheme://host:port`` as Dask takes it (the port in 1..65535); whether anything listens is probed later."""
+    import re
+
+    match = re.fullmatch(r"(tcp|tls|ucx)://([^\s:/]+|\[[0-9a-fA-F:]+\]):(\d+)", text)
+    if not match or not 1 <= int(match.group(3)) <= 65535:
+        raise ValueError(f"expected a scheduler address such as tcp://host:8786 (port 1..65535), got {text!r}")
+    return text
+
+
+@_checked
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(f"must be a whole number >= 0, got {value}")
+    return value
+
+
 def _seed_list(text: str) -> list[int]:
     """An argparse type: comma-separated seeds, each an int in SEED_RANGE, at least one, none repeated."""
     from codesign.train.config import SEED_RANGE
@@ -88,8 +172,19 @@ def _add_dataclass_options(parser: argparse.ArgumentParser, cls: type, prefix: s
                                 type=lambda text, k=kind: [_parse_value(k, item) for item in text.split(",")],
                                 help=f"{field.name} value(s) to sweep (default {shown})")
         else:
+            parse = (lambda text, k=kind: _parse_value(k, text)) if prefix != STIMULUS else \
+                (lambda text, k=kind, c=cls, f=field.name: _stimulus_value(c, f, _parse_value(k, text)))
             parser.add_argument(flag, dest=f"{prefix}__{field.name}", default=None, metavar=kind.__name__.upper(),
-                                type=lambda text, k=kind: _parse_value(k, text), help=f"{field.name} (default {shown})")
+                                type=parse, help=f"{field.name} (default {shown})")
+
+
+def _stimulus_value(cls: type, name: str, value):
+    """A stimulus option checked by its own class (the options have no cross-field rules), so argparse names it."""
+    try:
+        cls(**{name: value})
+    except (TypeError, ValueError) as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return value
 
 
 def _dataclass_fields_from(args: argparse.Namespace, prefix: str) -> dict:
@@ -99,11 +194,11 @@ def _dataclass_fields_from(args: argparse.Namespace, prefix: str) -> dict:
 
 def _add_target_options(parser: argparse.ArgumentParser, interfaces: tuple[str, ...]) -> None:
     target = parser.add_mutually_exclusive_group()
-    target.add_argument("--board", help=f"target board ({', '.join(sorted(boards()))}); default zedboard")
-    target.add_argument("--part", help="target FPGA part (must belong to a known board)")
-    parser.add_argument("--clock-ns", type=float, default=10.0, help="HLS clock period (ns)")
+    target.add_argument("--board", type=_board_name, help=f"target board ({', '.join(sorted(boards()))}); default zedboard")
+    target.add_argument("--part", type=_part_name, help="target FPGA part (must belong to a known board)")
+    parser.add_argument("--clock-ns", type=_clock_ns, default=10.0, help="HLS clock period (ns)")
     parser.add_argument("--interface", default=None, choices=interfaces, help=f"data interface (default {interfaces[0]})")
-    parser.add_argument("--top", default=None, help="name of the HLS top function (default <pe>_kernel)")
+    parser.add_argument("--top", type=_top_name, default=None, help="name of the HLS top function (default <pe>_kernel)")
 
 
 def _target_from(args: argparse.Namespace):
@@ -159,6 +254,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     pe = get_pe(args.pe)
     spec, target = pe.spec(**_dataclass_fields_from(args, SPEC)), _target_from(args)
     options = pe.stimulus_options(**_dataclass_fields_from(args, STIMULUS))
+    pe.check_stimulus(spec, options)
     levels = check_levels(level.strip() for level in args.levels.split(",") if level.strip())
     log = (lambda text: print(text, file=sys.stderr)) if args.json else print
     with output_dir(Path(args.work), "verify") as work:
@@ -211,15 +307,15 @@ def _cmd_design(args: argparse.Namespace) -> int:
 
 
 def _cmd_explore(args: argparse.Namespace) -> int:
-    from codesign.design import design_from_dict
+    from codesign.design import load_design
     from codesign.design.explore_run import explore_design, summary, write_reports
     from codesign.hw.outdir import check_output_dir, output_dir
     from codesign.train.config import read_toml
 
     if not 0 < args.cap <= 1:
         raise ValueError(f"--cap must be a share of the board in (0, 1], got {args.cap}")
+    design = load_design(Path(args.config), board_name=args.board)  # every field and table checked, file named
     raw = read_toml(Path(args.config))
-    design = design_from_dict(raw, board_name=args.board, default_name=Path(args.config).stem)
     synthesize = None
     if args.scheduler:
         from codesign.sweep import SweepTask, check_scheduler, run_sweep
@@ -396,21 +492,21 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="golden vs C-sim vs RTL, bit for bit")
     for sub in _pe_subparsers(verify, target=True, stimulus=True).values():
         sub.add_argument("--work", default="out/verify", help="directory for vectors, builds and reports (new, empty, or one this command wrote)")
-        sub.add_argument("--levels", default="golden,csim,rtl", help="comma-separated subset of golden,csim,rtl")
+        sub.add_argument("--levels", type=_levels, default="golden,csim,rtl", help="comma-separated subset of golden,csim,rtl")
         sub.add_argument("--simulator", default="icarus", choices=("icarus", "verilator"))
         sub.add_argument("--json", action="store_true", help="print the report as JSON on stdout (progress on stderr)")
     verify.set_defaults(func=_cmd_verify)
 
     estimate = commands.add_parser("estimate", help="Yosys resources against the board budgets")
     for sub in _pe_subparsers(estimate, sweep=True).values():
-        sub.add_argument("--families", default="xc7,xcup", help="Yosys synth_xilinx families")
+        sub.add_argument("--families", type=_families, default="xc7,xcup", help="Yosys synth_xilinx families")
         sub.add_argument("--out", default="out/estimate", help="directory for the cost reports (new, empty, or one this command wrote)")
-        sub.add_argument("--workers", type=int, default=1, help="Yosys processes at a time")
+        sub.add_argument("--workers", type=_positive_int, default=1, help="Yosys processes at a time")
     estimate.set_defaults(func=_cmd_estimate)
 
     design = commands.add_parser("design", help="the hardware a training configuration needs, and whether it fits")
     design.add_argument("config", help="training TOML with an optional [design] table")
-    design.add_argument("--board", default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
+    design.add_argument("--board", type=_board_name, default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
     design.add_argument("--cache", default="out/estimate-cache", help="Yosys estimate cache")
     design.add_argument("--limit", type=float, default=DEFAULT_LIMIT_PERCENT, help="largest share of any board resource (%%)")
     design.add_argument("--out", default=None, help="also write fit.json/.md/.png here (new, empty, or one this command wrote)")
@@ -419,11 +515,11 @@ def build_parser() -> argparse.ArgumentParser:
     explore = commands.add_parser("explore", help="a TT design's accelerators on a board: whole-step time, energy and "
                                                   "resources of every PE build and copy count, the Pareto front")
     explore.add_argument("config", help="training TOML with techniques.tt (and an optional [design] table)")
-    explore.add_argument("--board", default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
+    explore.add_argument("--board", type=_board_name, default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
     explore.add_argument("--objective", choices=("time", "energy"), default="time", help="what the chosen point minimises")
     explore.add_argument("--cap", type=float, default=0.8, help="largest share of each board resource a point may use")
     explore.add_argument("--cache", default="out/estimate-cache", help="Yosys estimate cache (confirmations)")
-    explore.add_argument("--scheduler", default=None, help="Dask scheduler (tcp://host:8786) whose workers run the "
+    explore.add_argument("--scheduler", type=_scheduler_address, default=None, help="Dask scheduler (tcp://host:8786) whose workers run the "
                                                            "confirmations' Yosys; they must share --cache")
     explore.add_argument("--out", required=True, help="report folder (new, empty, or one this command wrote)")
     explore.set_defaults(func=_cmd_explore)
@@ -437,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
     build = commands.add_parser("build", help="a design's build folder (and bitstream where Vivado is installed), "
                                               "or vitis_hls on one generated PE project")
     build.add_argument("target", help="a design TOML, or a directory written by `codesign generate`")
-    build.add_argument("--board", default=None, help="with a design: the board (default: the file's)")
+    build.add_argument("--board", type=_board_name, default=None, help="with a design: the board (default: the file's)")
     build.add_argument("--out", default=None, help="with a design: build folder (default out/build/DESIGN/BOARD)")
     build.add_argument("--cache", default="out/estimate-cache", help="with a design: Yosys estimate cache")
     build.add_argument("--limit", type=float, default=DEFAULT_LIMIT_PERCENT, help="with a design: largest share of any resource (%%)")
@@ -450,7 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
     bundle = commands.add_parser("bundle", help="a design's overlay for one board as a pip package with its "
                                                 "notebooks and data (delivered by pynq get-notebooks)")
     bundle.add_argument("config", help="training TOML with a [design] table")
-    bundle.add_argument("--board", default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
+    bundle.add_argument("--board", type=_board_name, default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
     bundle.add_argument("--build", default=None, help="build folder to take design.json, hls/ and the bitstream "
                                                       "from (default: the emulated board's files only)")
     bundle.add_argument("--out", required=True, help="the package folder (new, empty, or an earlier bundle)")
@@ -475,7 +571,8 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--smoke", action="store_true", help="tiny budget, for a quick check of the pipeline")
     reproduce.add_argument("--workers", type=int, default=2,
                            help="Dask worker processes of a local cluster for the training runs (0: this process)")
-    reproduce.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler (tcp://host:8786)")
+    reproduce.add_argument("--scheduler", type=_scheduler_address, default=None,
+                           help="address of an existing Dask scheduler (tcp://host:8786)")
     reproduce.add_argument("--retries", type=int, default=1, help="attempts after a training run's first failure")
     reproduce.add_argument("--readme", default="README.md", help="with 'readme': the file whose table is rewritten")
     reproduce.set_defaults(func=_cmd_reproduce)
@@ -484,9 +581,11 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--grid", required=True,
                        help="TOML file: function = 'module:function', [grid] lists, optional [fixed]")
     sweep.add_argument("--out", default="out/sweep", help="results/<key>.json per task; a re-run skips those (new, empty, or one this command wrote)")
-    sweep.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler (tcp://host:8786)")
-    sweep.add_argument("--workers", type=int, default=2, help="worker processes of the local cluster")
-    sweep.add_argument("--retries", type=int, default=1, help="attempts after a task's first failure")
+    sweep.add_argument("--scheduler", type=_scheduler_address, default=None,
+                       help="address of an existing Dask scheduler (tcp://host:8786)")
+    sweep.add_argument("--workers", type=_non_negative_int, default=2,
+                       help="worker processes of the local cluster (0: this process)")
+    sweep.add_argument("--retries", type=_non_negative_int, default=1, help="attempts after a task's first failure")
     sweep.set_defaults(func=_cmd_sweep)
 
     demo = commands.add_parser("demo", help="every PE at golden, C-sim and RTL with its Yosys table, the shipped "

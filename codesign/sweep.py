@@ -87,23 +87,33 @@ def grid_tasks(function: str, grid: Mapping[str, Sequence], fixed: Mapping[str, 
         if axis in fixed:
             raise ValueError(f"{axis!r} is both a grid axis and a fixed argument")
     axes = list(grid)
-    tasks = []
+    tasks: dict[str, SweepTask] = {}
     for point in itertools.product(*(grid[axis] for axis in axes)):
         key = ",".join(f"{axis}={_KEY_UNSAFE.sub('_', str(value))}" for axis, value in zip(axes, point))
-        tasks.append(SweepTask(key=key, function=function, kwargs={**fixed, **dict(zip(axes, point))}))
-    return tasks
+        if key in tasks:
+            raise ValueError(f"two grid points share the result name {key!r} ({tasks[key].kwargs} and "
+                             f"{dict(zip(axes, point))}): values that differ only in unsafe characters")
+        tasks[key] = SweepTask(key=key, function=function, kwargs={**fixed, **dict(zip(axes, point))})
+    return list(tasks.values())
 
 
 def load_grid(path: Path) -> list[SweepTask]:
     """Tasks from a TOML file: ``function = "module:function"``, a ``[grid]`` table of lists, an optional
-    ``[fixed]`` table of arguments every task gets."""
+    ``[fixed]`` table of arguments every task gets. Every problem, down to a function that cannot take the
+    grid's arguments, is a ValueError naming the file."""
     import tomllib
 
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise ValueError(f"sweep file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ValueError(f"sweep file {path} is a folder") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"sweep file {path} is not UTF-8 text ({error.reason} at byte {error.start})") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ValueError(f"sweep file {path} is not TOML: {error}") from None
     unknown = set(data) - {"function", "grid", "fixed"}
@@ -111,7 +121,16 @@ def load_grid(path: Path) -> list[SweepTask]:
         raise ValueError(f"sweep file {path}: unknown key(s) {sorted(unknown)}; expected function, grid, fixed")
     if "function" not in data or "grid" not in data:
         raise ValueError(f"sweep file {path} needs 'function' and a [grid] table")
-    return grid_tasks(data["function"], data["grid"], data.get("fixed"))
+    for key, kind, what in (("function", str, "a 'module:function' string"), ("grid", dict, "a table of lists"),
+                            ("fixed", dict, "a table of arguments")):
+        if key in data and not isinstance(data[key], kind):
+            raise ValueError(f"sweep file {path}: {key} must be {what}, got {data[key]!r}")
+    try:
+        tasks = grid_tasks(data["function"], data["grid"], data.get("fixed"))
+        check_functions(tasks)
+    except ValueError as error:
+        raise ValueError(f"sweep file {path}: {error}") from None
+    return tasks
 
 
 def resolve_function(function: str) -> Callable:

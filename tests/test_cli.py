@@ -8,6 +8,14 @@ import pytest
 from codesign.cli import main
 
 
+def exit_code(argv: list[str]) -> int:
+    """The CLI's exit status, whether a command returned it or argparse refused an argument (SystemExit)."""
+    try:
+        return main(argv)
+    except SystemExit as stop:
+        return stop.code
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -22,7 +30,7 @@ from codesign.cli import main
 )
 def test_generate_rejects_bad_specs_without_writing(tmp_path, capsys, args, message):
     out = tmp_path / "project"
-    assert main(["generate", "fpmac", *args, "--out", str(out)]) == 2
+    assert exit_code(["generate", "fpmac", *args, "--out", str(out)]) == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
 
@@ -68,7 +76,7 @@ def test_build_runs_vitis_hls(tmp_path):
 
 def test_verify_rejects_unknown_level_before_writing(tmp_path, capsys):
     work = tmp_path / "work"
-    assert main(["verify", "fpmac", "--levels", "golden,gates", "--work", str(work)]) == 2
+    assert exit_code(["verify", "fpmac", "--levels", "golden,gates", "--work", str(work)]) == 2
     assert "unknown verification level" in capsys.readouterr().err
     assert not work.exists()
 

@@ -134,8 +134,9 @@ def test_a_refusal_after_the_claim_leaves_no_folder_behind(tmp_path, capsys, mon
 def test_bad_sweep_arguments_are_refused_before_the_claim(tmp_path, capsys):
     inputs = _inputs(tmp_path)
     out = tmp_path / "new" / "out"
-    assert main(["sweep", "--grid", str(inputs / "grid.toml"), "--workers", "-1", "--out", str(out)]) == 2
-    assert "workers must be an int >= 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # argparse's type check names the flag
+        main(["sweep", "--grid", str(inputs / "grid.toml"), "--workers", "-1", "--out", str(out)])
+    assert refused.value.code == 2 and "argument --workers: must be a whole number >= 0" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
 
 

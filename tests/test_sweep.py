@@ -81,13 +81,16 @@ def test_bad_sweeps_are_refused_before_anything_is_written(tmp_path):
 
 def test_grid_file(tmp_path):
     path = tmp_path / "grid.toml"
-    path.write_text('function = "m:f"\n[fixed]\nsmoke = true\n[grid]\nseed = [0, 1]\n')
+    path.write_text('function = "builtins:dict"\n[fixed]\nsmoke = true\n[grid]\nseed = [0, 1]\n')
     assert [t.kwargs for t in load_grid(path)] == [{"smoke": True, "seed": 0}, {"smoke": True, "seed": 1}]
-    path.write_text('function = "m:f"\n[grid]\nseed = [0]\n[extra]\n')
+    path.write_text('function = "builtins:dict"\n[grid]\nseed = [0]\n[extra]\n')
     with pytest.raises(ValueError, match="unknown key"):
         load_grid(path)
     with pytest.raises(ValueError, match="does not exist"):
         load_grid(tmp_path / "missing.toml")
+    path.write_text('function = "no_such_module:f"\n[grid]\nseed = [0]\n')  # checked with the file named
+    with pytest.raises(ValueError, match=r"grid\.toml: function 'no_such_module:f': cannot import"):
+        load_grid(path)
 
 
 def test_local_cluster_runs_every_task_once_and_a_rerun_skips_them(tmp_path, tasks_module):

@@ -102,6 +102,10 @@ class ProcessingElement:
     def stimulus_options(self, **fields_: Any):
         return self.stimulus_class(**fields_)
 
+    def check_stimulus(self, spec, options) -> None:
+        """Refuse options that do not fit ``spec`` (ValueError naming the option), before anything is written;
+        the options' own class checks each one alone."""
+
     # -- golden model and vectors ----------------------------------------------
     def build_stimulus(self, spec, options) -> Any:
         """Stimulus with golden results for ``spec``; ``options`` is a :attr:`stimulus_class` instance."""

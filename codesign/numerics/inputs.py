@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+SEED_RANGE = (0, 2**32 - 1)  # what NumPy's and torch's generators take as a seed
 REAL_KINDS = "iuf"  # signed and unsigned integers, floats (NumPy dtype kinds); bool is "b", complex "c"
 CODE_KINDS = "iu"
 
@@ -46,3 +47,11 @@ def code_array(codes, *, what: str = "the codes") -> np.ndarray:
     if array.dtype.kind == "i" and np.any(array < 0):
         raise ValueError(f"{what} must be non-negative bit patterns, got {int(array.min())}")
     return array.astype(np.uint64, copy=False)
+
+
+def check_seed(value, name: str = "seed") -> int:
+    """``value`` as a seed (an int in :data:`SEED_RANGE`, not a bool), or a ValueError naming ``name``."""
+    low, high = SEED_RANGE
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
+    return value

@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codesign.numerics.inputs import SEED_RANGE  # numpy and torch both take these seeds
 from codesign.train.models import RESNET_DEPTHS
 
 MODELS = ("resnet", "mlp")
 DATASETS = ("digits", "synthetic")
 SCHEDULES = ("cosine", "constant")
-SEED_RANGE = (0, 2**32 - 1)  # numpy and torch both take these seeds
 MAX_INT = 2**31 - 1  # no count, width or size of a configuration is larger; a TOML int up to 2**63 is refused
 MAX_EPOCHS = 100_000
 MAX_BATCH_SIZE = 65_536

@@ -16,6 +16,7 @@ from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stimulus import build_transactions, count_macs, top_up_updates
 from codesign.hw.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
+from codesign.numerics.inputs import check_seed
 
 FILES = {
     "kernel_cpp": "csb.cpp",
@@ -39,6 +40,7 @@ class CsbStimulusOptions:
     seed: int = 2024
 
     def __post_init__(self) -> None:
+        check_seed(self.seed)
         if isinstance(self.min_macs_per_op, bool) or not isinstance(self.min_macs_per_op, int) or self.min_macs_per_op < 0:
             raise ValueError(f"min_macs_per_op must be an int >= 0, got {self.min_macs_per_op!r}")
 

@@ -26,6 +26,7 @@ from codesign.pe.fpmac.golden import clamp_fb, from_container, to_container
 from codesign.pe.fpmac.spec import LATENCY, WORD_BITS, FpmacSpec
 from codesign.pe.fpmac.stimulus import COLUMNS, Stimulus, build_stimulus
 from codesign.hw.protocol import GridCase, LevelResult, ProcessingElement, RtlOutcome
+from codesign.numerics.inputs import check_seed
 
 GOLDEN_SAMPLE = 3000  # vectors the golden level re-derives with the exact Fraction reference
 # Project file names.
@@ -62,6 +63,7 @@ class FpmacStimulusOptions:
     seed: int = 2024
 
     def __post_init__(self) -> None:
+        check_seed(self.seed)
         if isinstance(self.random_per_fb, bool) or not isinstance(self.random_per_fb, int) or self.random_per_fb < 1:
             raise ValueError(f"random_per_fb must be a positive int, got {self.random_per_fb!r}")
         if any(isinstance(fb, bool) or not isinstance(fb, int) or fb < 0 for fb in self.fb_values):
@@ -94,6 +96,11 @@ class FpmacPE(ProcessingElement):
     latency = LATENCY
 
     # -- golden model and vectors ------------------------------------------------
+    def check_stimulus(self, spec: FpmacSpec, options: FpmacStimulusOptions) -> None:
+        above = [fb for fb in options.fb_values if fb > spec.max_fb]
+        if above:
+            raise ValueError(f"fb_values {above} exceed the spec's max_fb={spec.max_fb}")
+
     def build_stimulus(self, spec: FpmacSpec, options: FpmacStimulusOptions) -> Stimulus:
         return build_stimulus(spec, fb_values=list(options.fb_values) or None, random_per_fb=options.random_per_fb,
                               seed=options.seed)

@@ -22,6 +22,7 @@ import numpy as np
 from codesign.pe.fpmac_array import golden
 from codesign.pe.fpmac_array.contract import FB_FIELD_BITS, STATUS_OK, Header
 from codesign.pe.fpmac_array.spec import MAX_DIM, FpmacArraySpec
+from codesign.numerics.inputs import check_seed
 
 Transaction = tuple[np.ndarray, np.ndarray]
 
@@ -34,10 +35,9 @@ class FpmacArrayStimulusOptions:
     seed: int = 2026
 
     def __post_init__(self) -> None:
+        check_seed(self.seed)
         if isinstance(self.min_macs, bool) or not isinstance(self.min_macs, int) or self.min_macs < 0:
             raise ValueError(f"min_macs must be an int >= 0, got {self.min_macs!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"seed must be an int, got {self.seed!r}")
 
 
 class _Codes:

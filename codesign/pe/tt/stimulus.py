@@ -20,6 +20,7 @@ import numpy as np
 from codesign.pe.tt import golden
 from codesign.pe.tt.contract import MAX_DIM, STATUS_OK, code_range, header_dims, header_word
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
+from codesign.numerics.inputs import check_seed
 
 TtSpec = Tt1Spec | Tt2Spec | Tt3Spec
 
@@ -36,6 +37,7 @@ class TtStimulusOptions:
     seed: int = 2026
 
     def __post_init__(self) -> None:
+        check_seed(self.seed)
         for name in ("min_macs", "min_contractions"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
