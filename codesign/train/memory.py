@@ -33,8 +33,8 @@ ACTIVATION_COPIES = 4  # per sample and layer: the output kept for backward, its
 #                        or masked copy, the activation function's output)
 EVALUATION_COPIES = 3  # evaluation (no gradients) on a whole split at once: a layer's input, its output, a transient
 DATA_COPIES = FLOAT64 + FLOAT32  # bytes per feature: generated in float64, kept as float32
-TT_STATE_BYTES = FLOAT64  # per sample and entry of a TT layer's dense in x out matrix: the contraction chain's states
-#                          and einsum intermediates (float64) stay below one such matrix per sample
+TT_STATE_COPIES = 8  # float64 copies, per sample, of a TT layer's largest contraction state: the states kept for the
+#                     backward sweep, their gradients, einsum's intermediates and the quantised copies
 TT_INIT_COPIES = 4  # float64 copies of a layer's dense matrix while TT-SVD makes its cores (drawn, unfolded, factors,
 #                     the reconstruction whose norm scales them)
 RUNTIME_BYTES = 256 * 2**20  # what a run loads besides its tensors: scikit-learn for digits, torch's autograd and
@@ -109,6 +109,21 @@ def _shapes(config) -> tuple[int, int, int, int]:
     return sum(p.numel() for p in model.parameters()), sum(outputs), max(outputs), max(weights)
 
 
+def _largest_tt_state(config) -> int:
+    """Values per sample of the largest state a TT layer's forward sweep makes: after core ``k``, the output modes
+    produced times the inner rank times the input modes left (ranks as TT-SVD caps them)."""
+    from codesign.train.techniques.tt import tt_model_config
+
+    largest = 0
+    for layer in tt_model_config(config).layers:
+        sizes = [m * n for m, n in zip(layer.out_modes, layer.in_modes)]
+        caps = layer.max_rank if isinstance(layer.max_rank, tuple) else (layer.max_rank,) * (len(sizes) - 1)
+        for k in range(len(sizes)):
+            rank = 1 if k == len(sizes) - 1 else min(caps[k], math.prod(sizes[:k + 1]), math.prod(sizes[k + 1:]))
+            largest = max(largest, math.prod(layer.out_modes[:k + 1]) * rank * math.prod(layer.in_modes[k + 1:]))
+    return largest
+
+
 def estimate_peak_memory(config) -> MemoryEstimate:
     """The peak memory a :class:`~codesign.train.config.TrainConfig` run may take, from its shapes alone."""
     parameters, per_sample, widest, largest_weight = _shapes(config)
@@ -119,8 +134,8 @@ def estimate_peak_memory(config) -> MemoryEstimate:
     train_bytes = per_sample * FLOAT32 * ACTIVATION_COPIES  # per sample of a training batch
     eval_bytes = widest * FLOAT32 * EVALUATION_COPIES  # per sample of an evaluated split
     if tt:  # a TT layer contracts its input core by core in float64, not through one dense matrix product
-        train_bytes, eval_bytes = max(train_bytes, largest_weight * TT_STATE_BYTES), max(eval_bytes, largest_weight
-                                                                                          * TT_STATE_BYTES)
+        state = _largest_tt_state(config) * FLOAT64 * TT_STATE_COPIES
+        train_bytes, eval_bytes = max(train_bytes, state), max(eval_bytes, state)
     parts = {
         "parameters": parameters * FLOAT32 * PARAMETER_COPIES,
         "activations": config.optim.batch_size * train_bytes,
