@@ -112,15 +112,15 @@ def _shapes(config) -> tuple[int, int, int, int]:
 def _largest_tt_state(config) -> int:
     """Values per sample of the largest state a TT layer's forward sweep makes: after core ``k``, the output modes
     produced times the inner rank times the input modes left (ranks as TT-SVD caps them)."""
-    from codesign.train.techniques.tt import tt_model_config
+    from codesign.train.tt.modes import layer_modes
 
+    max_rank = config.techniques["tt"].max_rank
     largest = 0
-    for layer in tt_model_config(config).layers:
-        sizes = [m * n for m, n in zip(layer.out_modes, layer.in_modes)]
-        caps = layer.max_rank if isinstance(layer.max_rank, tuple) else (layer.max_rank,) * (len(sizes) - 1)
+    for in_modes, out_modes in layer_modes(config):
+        sizes = [m * n for m, n in zip(out_modes, in_modes)]
         for k in range(len(sizes)):
-            rank = 1 if k == len(sizes) - 1 else min(caps[k], math.prod(sizes[:k + 1]), math.prod(sizes[k + 1:]))
-            largest = max(largest, math.prod(layer.out_modes[:k + 1]) * rank * math.prod(layer.in_modes[k + 1:]))
+            rank = 1 if k == len(sizes) - 1 else min(max_rank, math.prod(sizes[:k + 1]), math.prod(sizes[k + 1:]))
+            largest = max(largest, math.prod(out_modes[:k + 1]) * rank * math.prod(in_modes[k + 1:]))
     return largest
 
 

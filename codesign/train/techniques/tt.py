@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from codesign.train.config import ConfigError, TrainConfig, require
-from codesign.loops.common import CLASSES, INPUT_FEATURES
 from codesign.train.tt.model import TTLayerSpec, TTMLPConfig, use_tt_model
+from codesign.train.tt.modes import factorize, layer_modes, layer_sizes  # noqa: F401 (factorize re-exported)
 from codesign.train.tt.precision import TTPrecision
 from codesign.train.tt.rank import RankAdaptation, RankPrior
 from codesign.train.tt.ttm import check_modes
@@ -125,46 +125,11 @@ class Config:
         self.prior.validate(f"{prefix}.prior")
 
 
-def factorize(features: int, order: int) -> tuple[int, ...]:
-    """``order`` modes whose product is ``features``: prime factors, largest first, each onto the smallest mode."""
-    require(_int(features) and features >= 1, "features", f"must be an int >= 1, got {features!r}")
-    primes, rest, p = [], features, 2
-    while p * p <= rest:
-        while rest % p == 0:
-            primes.append(p)
-            rest //= p
-        p += 1
-    if rest > 1:
-        primes.append(rest)
-    modes = [1] * order
-    for prime in sorted(primes, reverse=True):
-        smallest = min(range(order), key=lambda i: (modes[i], i))
-        modes[smallest] *= prime
-    return tuple(modes)
-
-
-def layer_sizes(training: TrainConfig) -> tuple[int, ...]:
-    """Features entering each TT layer, then the classes: ``(64, *model.hidden, 10)``."""
-    require(training.model.name == "mlp", "model.name",
-            f"{PREFIX} trains an MLP of TT layers (model.name = 'mlp'), got {training.model.name!r}")
-    return (INPUT_FEATURES, *training.model.hidden, CLASSES)
-
-
 def tt_model_config(training: TrainConfig) -> TTMLPConfig:
     """The TT MLP of a configuration with ``techniques.tt``: its layers' modes and rank caps, and its precision."""
-    require("tt" in training.techniques, PREFIX, "the configuration has no TT technique")
+    modes = layer_modes(training)  # refuses a configuration without techniques.tt, or with modes that do not fit
     config: Config = training.techniques["tt"]
     sizes = layer_sizes(training)
-    layers = len(sizes) - 1
-    if config.in_modes:
-        require(len(config.in_modes) == layers, f"{PREFIX}.in_modes",
-                f"gives {len(config.in_modes)} layers; model.hidden {training.model.hidden} makes {layers}")
-        for index, (ins, outs) in enumerate(zip(config.in_modes, config.out_modes)):
-            check_modes(ins, f"{PREFIX}.in_modes[{index}]", sizes[index], f"layer {index}'s inputs")
-            check_modes(outs, f"{PREFIX}.out_modes[{index}]", sizes[index + 1], f"layer {index}'s outputs")
-        modes = list(zip(config.in_modes, config.out_modes))
-    else:
-        modes = [(factorize(a, config.order), factorize(b, config.order)) for a, b in zip(sizes[:-1], sizes[1:])]
     specs = tuple(TTLayerSpec(in_modes=ins, out_modes=outs, max_rank=config.max_rank) for ins, outs in modes)
     return TTMLPConfig(layers=specs, precision=config.precision, inputs=sizes[0], classes=sizes[-1])
 
