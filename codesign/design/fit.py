@@ -23,6 +23,7 @@ from codesign.design.point import DesignPoint
 from codesign.hw.estimate import RESOURCES
 from codesign.hw.estimate_cache import cached_report
 from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
+from codesign.hw.resource_model import fpga_counts
 from codesign.pe import get_pe
 
 DEFAULT_LIMIT_PERCENT = 90.0
@@ -31,12 +32,6 @@ LABELS = {"lut": "LUT", "ff": "FF", "dsp": "DSP", "bram_36k": "BRAM36"}
 
 class DesignDoesNotFit(ValueError):
     """A design point needs more of some resource than its board allows (the message gives the numbers)."""
-
-
-def _resources(counts: dict) -> dict[str, float]:
-    """LUT sites (logic + LUTRAM + SRL), FF, DSP and 36 Kib BRAMs from a Yosys count dictionary."""
-    return {"lut": counts["lut"] + counts.get("lutram", 0) + counts.get("srl", 0), "ff": counts["ff"],
-            "dsp": counts["dsp"], "bram_36k": counts["bram_36k"]}
 
 
 def pe_cost(pe_name: str, spec, family: str, cache_dir: Path, *, progress: bool = False) -> dict[str, float]:
@@ -48,7 +43,7 @@ def pe_cost(pe_name: str, spec, family: str, cache_dir: Path, *, progress: bool 
     cached = cached_report(get_pe(pe_name), spec, family, cache_dir, progress=progress)
     if progress and cached.note:
         print(f"[fit {pe_name} {family}] {cached.note}")
-    return _resources(cached.entry["counts"])
+    return fpga_counts(cached.entry["counts"])
 
 
 @dataclass(frozen=True)
@@ -112,7 +107,7 @@ def fit_design(design: DesignPoint, *, cache_dir: Path, limit_percent: float = D
     if not 0 < limit_percent <= 100:
         raise ValueError(f"limit_percent must be in (0, 100], got {limit_percent}")
     family = design.board.yosys_family
-    shell = {key: float(value) for key, value in _resources(shell_cost(family)).items()}
+    shell = fpga_counts(shell_cost(family))
     per_ip = {}
     for instance in design.instances:
         pe = pe_cost(instance.pe, instance.spec, family, cache_dir, progress=progress)
