@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codesign.hw.jsonfile import load_json
+from codesign.hw.jsonfile import load_json, read_text_file
 from codesign.hw.reports import write_json_atomic
 
 RESULTS_DIR = "results"
@@ -104,14 +104,7 @@ def load_grid(path: Path) -> list[SweepTask]:
     import tomllib
 
     path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"sweep file {path} does not exist") from None
-    except IsADirectoryError:
-        raise ValueError(f"sweep file {path} is a folder") from None
-    except UnicodeDecodeError as error:
-        raise ValueError(f"sweep file {path} is not UTF-8 text ({error.reason} at byte {error.start})") from None
+    text = read_text_file(path, what="sweep file")  # names a missing, unreadable or non-UTF-8 file
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
