@@ -11,6 +11,15 @@ The interval is a percentile bootstrap over seeds: resample the per-seed
 differences with replacement ``resamples`` times (a fixed generator, so a
 report is reproducible), take the mean of each resample, and read the 2.5th
 and 97.5th percentiles. With eight seeds this is wide; that is the point.
+
+Beside it stands the Student t-interval of the mean (:func:`t_interval`):
+at eight seeds the percentile bootstrap is some 20 % narrower than the
+t-interval (it ignores the uncertainty of the spread itself), so a table
+gives both. An equivalence claim ("no loss larger than ``margin`` points")
+is judged by two one-sided t-tests (:func:`tost`, Schuirmann 1987) at a
+margin each reproduction fixes in its code before it runs: equivalence
+holds when the (1 - 2 alpha) t-interval lies inside (-margin, +margin). A
+bootstrap interval that merely touches zero is not an equivalence test.
 """
 
 from __future__ import annotations
@@ -20,8 +29,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 CONFIDENCE = 0.95
+TOST_ALPHA = 0.05  # each one-sided test; the matching two-sided interval is the 90 % t-interval
 RESAMPLES = 10_000
 DECIMALS = 12  # interval ends are rounded here: float noise (1e-15) must not turn a zero into a "significant" loss
 BOOTSTRAP_SEED = 20_191_013  # fixed: the same differences always give the same interval
@@ -112,3 +123,90 @@ def loss_within(difference: Interval, margin: float) -> bool:
 def no_significant_loss(difference: Interval) -> bool:
     """The interval reaches zero or above: the data do not show a loss (what "at no accuracy loss" can claim)."""
     return difference.high >= 0
+
+
+def _checked(values: Sequence[float]) -> np.ndarray:
+    data = np.asarray(list(values), dtype=np.float64)
+    if data.size == 0:
+        raise ValueError("no values")
+    if not np.all(np.isfinite(data)):
+        raise ValueError(f"values must be finite, got {data.tolist()}")
+    return data
+
+
+def t_interval(values: Sequence[float], *, confidence: float = CONFIDENCE) -> Interval:
+    """Student t-interval of the mean of ``values`` (one value per seed): mean ± t_{n-1} * s / sqrt(n).
+
+    One value has no spread: its interval is the value itself, as for the bootstrap.
+    """
+    data = _checked(values)
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    mean = float(data.mean())
+    if data.size == 1:
+        value = round(mean, DECIMALS) + 0.0
+        return Interval(value, value, value, 1, confidence)
+    half = float(scipy_stats.t.ppf(0.5 + confidence / 2, data.size - 1)) * float(data.std(ddof=1)) / math.sqrt(data.size)
+    mean, low, high = (round(value, DECIMALS) + 0.0 for value in (mean, mean - half, mean + half))
+    return Interval(mean, low, high, int(data.size), confidence)
+
+
+@dataclass(frozen=True)
+class Tost:
+    """Two one-sided t-tests of ``mean`` against ``-margin`` and ``+margin`` (same units as the values).
+
+    ``p_lower``: p of H0 "mean <= -margin"; ``p_upper``: p of H0 "mean >=
+    +margin". ``equivalent`` when both are below ``alpha``, which is the same
+    as ``interval`` (the (1 - 2 alpha) t-interval) lying inside the margin.
+    """
+
+    mean: float
+    margin: float
+    alpha: float
+    n: int
+    p_lower: float
+    p_upper: float
+    interval: Interval
+    equivalent: bool
+
+    @property
+    def p(self) -> float:
+        return max(self.p_lower, self.p_upper)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "p": self.p}
+
+    def text(self, unit: str = " pt") -> str:
+        verdict = "equivalent" if self.equivalent else "not shown equivalent"
+        return (f"TOST at ±{self.margin:g}{unit}: {verdict} (p = {self.p:.3g}, n = {self.n}; "
+                f"{100 * self.interval.confidence:.0f} % t-interval {self.interval.low:+.2f}, {self.interval.high:+.2f})")
+
+
+def tost(values: Sequence[float], margin: float, *, alpha: float = TOST_ALPHA) -> Tost:
+    """Equivalence of the mean of ``values`` (per-seed differences) with zero within ``±margin``.
+
+    ``margin`` must be fixed before the data are seen (a constant in the
+    reproduction's code). Fewer than two values, or no spread, give no test:
+    ``equivalent`` is then False with p = 1, nothing is claimed.
+    """
+    if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin > 0):
+        raise ValueError(f"margin must be a finite number > 0, got {margin!r}")
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
+    data = _checked(values)
+    interval = t_interval(data, confidence=1 - 2 * alpha)
+    sd = float(data.std(ddof=1)) if data.size > 1 else 0.0
+    if data.size < 2 or sd == 0.0:
+        return Tost(float(data.mean()), float(margin), alpha, int(data.size), 1.0, 1.0, interval, False)
+    se, df, mean = sd / math.sqrt(data.size), data.size - 1, float(data.mean())
+    p_lower = float(scipy_stats.t.sf((mean + margin) / se, df))
+    p_upper = float(scipy_stats.t.cdf((mean - margin) / se, df))
+    return Tost(mean, float(margin), alpha, int(data.size), p_lower, p_upper, interval,
+                bool(p_lower < alpha and p_upper < alpha))
+
+
+def both_intervals_text(values: Sequence[float], digits: int = 2, unit: str = "") -> str:
+    """"mean [bootstrap low, high] (t: [low, high]), n = N": the two 95 % intervals side by side, as tables give them."""
+    boot, t = bootstrap_interval(values), t_interval(values)
+    return (f"{boot.mean:+.{digits}f}{unit} [boot {boot.low:+.{digits}f}, {boot.high:+.{digits}f}; "
+            f"t {t.low:+.{digits}f}, {t.high:+.{digits}f}], n = {boot.n}")

@@ -10,6 +10,8 @@ from codesign.reproduce.stats import (
     loss_within,
     paired_differences,
     paired_ratios,
+    t_interval,
+    tost,
 )
 
 
@@ -66,3 +68,54 @@ def test_verdict_follows_the_interval():
     assert not loss_within(Interval(-0.5, -1.1, 0.1, 8), 1.0)
     with pytest.raises(ValueError):
         accuracy_verdict(Interval(0, 0, 0, 1), margin=-1)
+
+
+def test_t_interval_matches_the_t_table():
+    # 1..5: mean 3, s = sqrt(2.5), t_{4, 0.975} = 2.7764 (printed t tables)
+    interval = t_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    half = 2.7764 * math.sqrt(2.5) / math.sqrt(5)
+    assert interval.n == 5 and interval.mean == 3.0
+    assert (interval.low, interval.high) == pytest.approx((3.0 - half, 3.0 + half), abs=1e-4)
+    assert t_interval([2.5]) == Interval(2.5, 2.5, 2.5, 1)
+    with pytest.raises(ValueError):
+        t_interval([])
+
+
+def test_bootstrap_is_narrower_than_t_at_eight_seeds():
+    values = np.random.default_rng(3).normal(0.0, 1.0, 8)
+    boot, t = bootstrap_interval(values), t_interval(values)
+    assert boot.high - boot.low < t.high - t.low
+
+
+def test_tost_decides_as_the_90_percent_interval_inside_the_margin():
+    rng = np.random.default_rng(11)
+    decided = set()
+    for _ in range(200):
+        values = rng.normal(rng.uniform(-3, 3), rng.uniform(0.2, 2.0), 8)
+        result = tost(values, 2.0)
+        inside = -2.0 < result.interval.low and result.interval.high < 2.0
+        assert result.interval.confidence == pytest.approx(0.90)
+        assert result.equivalent == inside == (result.p < 0.05)
+        decided.add(result.equivalent)
+    assert decided == {True, False}  # both outcomes occur: the test can fail
+
+
+def test_tost_p_values_by_hand():
+    # mean 0.5, s = 1, n = 8: se = 1/sqrt(8); upper test t = (0.5 - 2) / se = -4.243 at 7 df -> p = 0.0019
+    values = [0.5 + v for v in (-1, 1, -1, 1, -1, 1, -1, 1)]
+    values = [0.5 + (v - 0.5) * math.sqrt(7 / 8) for v in values]  # sample sd exactly 1
+    result = tost(values, 2.0)
+    assert result.mean == pytest.approx(0.5) and result.n == 8
+    assert result.p_upper == pytest.approx(0.00192, abs=5e-5)
+    assert result.p_lower < 1e-4 and result.equivalent
+    assert not tost(values, 0.5).equivalent
+    assert "TOST at ±2 pt: equivalent" in result.text()
+
+
+def test_tost_refuses_what_it_cannot_test():
+    with pytest.raises(ValueError, match="margin"):
+        tost([0.1, 0.2], 0.0)
+    with pytest.raises(ValueError, match="alpha"):
+        tost([0.1, 0.2], 1.0, alpha=0.6)
+    assert not tost([0.0] * 8, 1.0).equivalent  # no spread, no test: nothing claimed
+    assert not tost([0.3], 1.0).equivalent
