@@ -512,9 +512,11 @@ def build_parser() -> argparse.ArgumentParser:
     design.add_argument("--out", default=None, help="also write fit.json/.md/.png here (new, empty, or one this command wrote)")
     design.set_defaults(func=_cmd_design)
 
-    explore = commands.add_parser("explore", help="a TT design's accelerators on a board: whole-step time, energy and "
-                                                  "resources of every PE build and copy count, the Pareto front")
-    explore.add_argument("config", help="training TOML with techniques.tt (and an optional [design] table)")
+    explore = commands.add_parser("explore", help="a TT, FB-float or CSB design's accelerators on a board: whole-step "
+                                                  "time, energy and resources of every PE build and copy count, the "
+                                                  "Pareto front")
+    explore.add_argument("config", help="training TOML with techniques.tt, techniques.abvs (FB-float) or "
+                                        "techniques.compress on an MLP (CSB), and an optional [design] table")
     explore.add_argument("--board", type=_board_name, default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
     explore.add_argument("--objective", choices=("time", "energy"), default="time", help="what the chosen point minimises")
     explore.add_argument("--cap", type=float, default=0.8, help="largest share of each board resource a point may use")
@@ -525,7 +527,8 @@ def build_parser() -> argparse.ArgumentParser:
     explore.set_defaults(func=_cmd_explore)
 
     calibrate = commands.add_parser("calibrate", help="fit a PE's analytical resource model to Yosys on its grid")
-    calibrate.add_argument("pe", choices=("tt1", "tt2", "tt3"), help="PE with an analytical resource model")
+    calibrate.add_argument("pe", choices=("tt1", "tt2", "tt3", "fpmac_array", "csb"),
+                           help="PE with an analytical resource model")
     calibrate.add_argument("--family", choices=("xc7", "xcup"), required=True, help="Yosys device family")
     calibrate.add_argument("--cache", default="out/estimate-cache", help="Yosys estimate cache")
     calibrate.set_defaults(func=_cmd_calibrate)

@@ -1,4 +1,4 @@
-"""``codesign explore``: a TT design's space on its board, the chosen point confirmed by Yosys, and the reports.
+"""``codesign explore``: a TT, FB-float or CSB design's space on its board, the chosen point confirmed by Yosys, and the reports.
 
 Reports, named as FINN names its estimates:
 
@@ -27,34 +27,41 @@ from typing import Any
 import numpy as np
 
 from codesign.boards import Board
-from codesign.design.explore import DEFAULT_CAP, Space, explore_tt
+from codesign.design.explore import DEFAULT_CAP, Space
+from codesign.design.explore_families import Family, csb_family, explore_family, fb_family, tt_family, tt_hardware
 from codesign.design.fit import fit_design, pe_cost
-from codesign.design.loops import tt_setup_of
+from codesign.design.loops import csb_setup_of, fb_setup_of, tt_setup_of
 from codesign.design.point import DesignPoint, design_from_dict
-from codesign.design.step_time import measure_tt_host, tt_stages, tt_step_time
+from codesign.design.step_time import measure_tt_host, tt_stages
+from codesign.design.step_time_csb import compressed_masks, measure_csb_host
+from codesign.design.step_time_fb import measure_fb_host
 from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
 from codesign.hw.resource_model import RESOURCES
 from codesign.pe import get_pe
 from codesign.pe.tt.schedule import StepHardware
 
 CONFIRMED = 3  # front points confirmed by Yosys beside the chosen one
+TITLES = {"tt": "TT", "fb": "FB-float (FP-MAC array)", "csb": "CSB"}
 
 
 class ExploreError(ValueError):
-    """A configuration the explorer cannot explore (no TT design, no point that fits); the message says why."""
+    """A configuration the explorer cannot explore (no modelled training loop, no point that fits); the message
+    says why."""
 
 
 def hardware_of_point(space: Space, index: int) -> StepHardware:
-    first, second = space.pe1[space.index[index, 0]], space.pe2[space.index[index, 1]]
-    return StepHardware(pe1=first.spec, pe1_units=first.copies, pe2=second.spec, pe2_units=second.copies)
+    """The TT step hardware of point ``index`` of a TT space."""
+    return tt_hardware(space.chosen_options(index))
 
 
 def design_of_point(raw: Mapping[str, Any], design: DesignPoint, point: Mapping[str, Any]) -> tuple[dict, DesignPoint]:
-    """The configuration (plain TOML data) with the point's ``[design.pe.tt1/tt2]``, and its design point."""
+    """The configuration (plain TOML data) with the point's ``[design.pe.<pe>]`` fields (every entry of ``point``
+    that is a table: a PE's knobs and copies), and its design point."""
     table = {**raw.get("design", {})}
     pe = {name: dict(values) for name, values in table.get("pe", {}).items()}
-    for name in ("tt1", "tt2"):
-        pe[name] = {**pe.get(name, {}), **point[name]}
+    for name, values in point.items():
+        if isinstance(values, Mapping):
+            pe[name] = {**pe.get(name, {}), **values}
     table["pe"] = pe
     table["board"] = design.board.name
     chosen = {**raw, "design": table}
@@ -76,31 +83,53 @@ def distinct_builds(designs: Sequence[DesignPoint]) -> list[tuple[str, Any]]:
     return list(seen.values())
 
 
+def family_of(design: DesignPoint, progress: Callable[[str], None] = print) -> Family:
+    """The explorer's view of ``design``'s training loop: TT, FB-float or CSB (the host's share measured here)."""
+    pes = sorted({instance.pe for instance in design.instances})
+    specs = {instance.pe: instance.spec for instance in design.instances}
+    progress("measuring the host's share of a step (NumPy loop, this machine)")
+    if pes and all(pe.startswith("tt") for pe in pes):
+        setup = tt_setup_of(design)
+        _, totals = tt_stages(setup, setup.hardware())
+        return tt_family(setup, bases=specs, host=measure_tt_host(setup), macs=totals["macs"], tt3=specs.get("tt3"))
+    if pes == ["fpmac_array"]:
+        setup = fb_setup_of(design)
+        host, shapes = measure_fb_host(setup)
+        return fb_family(setup.spec, shapes, host=host)
+    if pes == ["csb"]:
+        spec = specs["csb"]
+        if (spec.kernel, spec.out_h, spec.out_w) != (1, 1, 1):
+            raise ExploreError(f"design {design.name}: its csb PE has kernel {spec.kernel} (a "
+                               f"{design.training.model.name}); the CSB training loop, and so the whole-step model, "
+                               "covers MLPs (FC layers, kernel 1) only")
+        from codesign.train.trainer import load_dataset
+
+        setup = csb_setup_of(design)
+        progress("pruning as the CSB loop does (its warm-up epochs and kernel search) for the kept weights")
+        trainer = compressed_masks(setup, load_dataset(design.training))
+        return csb_family(spec, trainer.masks, setup.batch_size, host=measure_csb_host(trainer))
+    raise ExploreError(f"design {design.name}: the explorer covers TT, FB-float (fpmac_array) and CSB designs; PEs "
+                       f"{pes} given")
+
+
 def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: str = "time", cap: float = DEFAULT_CAP,
                    cache_dir: Path, knobs: Mapping[str, Mapping[str, Any]] | None = None,
                    synthesize: Callable[[list[tuple[str, Any]]], None] | None = None,
                    progress: Callable[[str], None] = print) -> dict[str, Any]:
-    """Explore ``design``'s TT loop on its board; Yosys confirms the chosen point and the front's best.
+    """Explore ``design``'s training loop on its board; Yosys confirms the chosen point and the front's best.
 
-    ``knobs`` maps tt1 and tt2 to the values of each knob (default
-    :data:`codesign.design.explore.TT_KNOBS`). ``synthesize``, given the
-    distinct PE builds to confirm, fills ``cache_dir`` first (``codesign
+    ``knobs`` maps a varied PE to the values of each knob (default
+    :data:`codesign.design.explore_families.KNOBS`). ``synthesize``, given
+    the distinct PE builds to confirm, fills ``cache_dir`` first (``codesign
     explore --scheduler`` runs them on Dask); otherwise Yosys runs here, one
     build after another, where the cache and the shipped reports lack one.
     """
-    if any(not instance.pe.startswith("tt") for instance in design.instances):
-        raise ExploreError(f"design {design.name}: the explorer covers TT designs (PEs "
-                           f"{sorted({i.pe for i in design.instances})} given); FP-MAC and CSB spaces are not "
-                           "modelled yet")
-    setup = tt_setup_of(design)
-    specs = {instance.pe: instance.spec for instance in design.instances}
-    progress("measuring the host's share of a step (NumPy loop, this machine)")
-    host = measure_tt_host(setup)
-    _, totals = tt_stages(setup, setup.hardware())
-    space = explore_tt(setup, design.board, bases={"tt1": specs["tt1"], "tt2": specs["tt2"]},
-                       clock_mhz=design.clock_mhz, host=host, macs=totals["macs"], tt3=specs.get("tt3"), cap=cap,
-                       knobs=knobs, progress=progress)
-    chosen = space.best(objective)
+    family = family_of(design, progress)
+    space = explore_family(family, design.board, clock_mhz=design.clock_mhz, knobs=knobs, cap=cap, progress=progress)
+    try:
+        chosen = space.best(objective)
+    except ValueError as error:
+        raise ExploreError(f"design {design.name}: {error}") from None
     front = space.pareto()
     key = space.total_s if objective == "time" else space.energy_pj
     confirm = [chosen] + [int(i) for i in front[np.argsort(key[front])] if int(i) != chosen][:CONFIRMED]
@@ -115,10 +144,9 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
         confirmed.append({"point": point, "yosys_total": fit.total, "fits": fit.fits, "over": fit.over,
                           "per_ip": fit.per_ip})
     chosen_toml, chosen_design = design_of_point(raw, design, space.point(chosen))
-    step = tt_step_time(setup, hardware_of_point(space, chosen), design.board, clock_mhz=design.clock_mhz,
-                        host=host)
+    step = family.step(space.chosen_options(chosen), design.board, design.clock_mhz)
     return {"space": space, "chosen": chosen, "front": front, "confirmed": confirmed, "step": step,
-            "setup": setup, "chosen_toml": chosen_toml, "chosen_design": chosen_design, "objective": objective}
+            "family": family, "chosen_toml": chosen_toml, "chosen_design": chosen_design, "objective": objective}
 
 
 # ---------------------------------------------------------------------------- reports
@@ -150,15 +178,16 @@ def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list
     space: Space = result["space"]
     chosen, front, step = result["chosen"], result["front"], result["step"]
     points = [_flat(space.point(i)) for i in range(space.index.shape[0])]
-    hardware = hardware_of_point(space, chosen)
-    stages, _ = tt_stages(result["setup"], hardware)
+    family: Family = result["family"]
+    options = space.chosen_options(chosen)
+    stages = family.stages(options)
     written = [
         write_json_atomic(out / "estimate_network_performance.json", {
             "design": result["chosen_design"].name, "board": board.name, "objective": result["objective"],
             "chosen": space.point(chosen), "step": step.to_dict(), "searched": space.searched,
             "points": len(points), "feasible": int(space.feasible.sum()), "pareto": int(front.size)}),
         write_json_atomic(out / "estimate_layer_cycles.json", {
-            "hardware": hardware.describe(), "clock_mhz": step.clock_mhz,
+            "hardware": family.describe(options), "clock_mhz": step.clock_mhz,
             "stages": [{"cycles": s.cycles, "words_in": s.words_in, "words_out": s.words_out} for s in stages]}),
         write_json_atomic(out / "estimate_layer_resources.json", {
             "cap": space.cap, "budget": space.budget, "confirmed": [
@@ -192,7 +221,8 @@ def plot_pareto(space: Space, chosen: int, front: np.ndarray, path: Path, *, boa
     ax.set_xlabel("DSP slices (model)")
     ax.set_ylabel("whole training step (ms)")
     ax.set_yscale("log")
-    ax.set_title(f"TT accelerators on {board.display_name}: {space.searched}", fontsize=9)
+    ax.set_title(f"{TITLES.get(space.family, space.family)} accelerators on {board.display_name}: {space.searched}",
+                 fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(True, alpha=0.3)
     return write_figure_png(figure, path, dpi=110)
@@ -209,8 +239,7 @@ def plot_roofline(space: Space, chosen: int, path: Path, *, board: Board, macs: 
 
     figure, ax = plt.subplots(figsize=(6.5, 4.2), constrained_layout=True)
     feasible = np.flatnonzero(space.feasible)
-    words = np.array([(space.pe1[a].words_in.sum() + space.pe1[a].words_out.sum() + space.pe2[b].words_in.sum()
-                       + space.pe2[b].words_out.sum()) for a, b in space.index[feasible]])
+    words = np.array([space.words(int(index)) for index in feasible])
     intensity = macs / (words * 4)
     attained = macs / (space.pe_s[feasible] + space.memory_s[feasible])
     ax.scatter(intensity, attained, s=8, alpha=0.5, label="feasible points (PE + memory time)")
@@ -252,4 +281,5 @@ def summary(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ExploreError", "cost_task", "design_of_point", "distinct_builds", "explore_design", "hardware_of_point", "summary", "write_reports"]
+__all__ = ["ExploreError", "cost_task", "design_of_point", "distinct_builds", "explore_design", "family_of",
+           "hardware_of_point", "summary", "write_reports"]

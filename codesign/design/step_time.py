@@ -119,6 +119,12 @@ def step_time(stages: Sequence[Stage], board: Board, *, clock_mhz: float, host_s
                     energy_pj=energy, bounds=bounds)
 
 
+def stream_cycles(stages: Sequence[Stage]) -> int:
+    """Cycles of ``stages`` with the PE's input and output streams busy on every cycle (one 32-bit word each a
+    cycle): the bound of a PE that loads, computes and drains one after the other."""
+    return sum(max(stage.words_in, stage.words_out) for stage in stages)
+
+
 # ---------------------------------------------------------------------------- the TT loop's step
 
 
@@ -184,6 +190,16 @@ class HostModel:
     def seconds(self, calls):
         return self.fixed_s + self.per_call_s * calls
 
+    @classmethod
+    def fit(cls, many: tuple[float, int], few: tuple[float, int], *, source: str) -> HostModel:
+        """The model through two measured ``(seconds, calls)`` schedules (the fixed part alone when their calls
+        are equal); negative parts, which only noise gives, are cut to zero."""
+        (host_many, calls_many), (host_few, calls_few) = many, few
+        if calls_many == calls_few:
+            return cls(fixed_s=min(host_many, host_few), per_call_s=0.0, source=source)
+        per_call = max(0.0, (host_many - host_few) / (calls_many - calls_few))
+        return cls(fixed_s=max(0.0, host_few - per_call * calls_few), per_call_s=per_call, source=source)
+
 
 def measure_tt_host(setup: TtTrainSetup, *, source: str = "measured on this machine (a board's ARM core is slower)"
                     ) -> HostModel:
@@ -192,11 +208,7 @@ def measure_tt_host(setup: TtTrainSetup, *, source: str = "measured on this mach
     many = StepHardware()
     few = StepHardware(pe1=dataclasses.replace(many.pe1, max_j=32, max_l=64),
                        pe2=dataclasses.replace(many.pe2, max_j=128, max_k=128, max_l=64))
-    (host_many, calls_many), (host_few, calls_few) = (measure_tt_host_seconds(setup, hw) for hw in (many, few))
-    if calls_many == calls_few:
-        return HostModel(fixed_s=min(host_many, host_few), per_call_s=0.0, source=source)
-    per_call = max(0.0, (host_many - host_few) / (calls_many - calls_few))
-    return HostModel(fixed_s=max(0.0, host_few - per_call * calls_few), per_call_s=per_call, source=source)
+    return HostModel.fit(*(measure_tt_host_seconds(setup, hw) for hw in (many, few)), source=source)
 
 
 def tt_step_time(setup: TtTrainSetup, hardware: StepHardware, board: Board, *, clock_mhz: float,
@@ -208,5 +220,5 @@ def tt_step_time(setup: TtTrainSetup, hardware: StepHardware, board: Board, *, c
                      stream_cycles=totals["stream_cycles"], mac_energy_pj=tt_mac_energy_pj(setup))
 
 
-__all__ = ["HostModel", "Stage", "StepTime", "measure_tt_host", "measure_tt_host_seconds", "port_bytes_per_s", "stage_seconds", "step_time",
-           "tt_stages", "tt_step_time"]
+__all__ = ["HostModel", "Stage", "StepTime", "measure_tt_host", "measure_tt_host_seconds", "port_bytes_per_s",
+           "stage_seconds", "step_time", "stream_cycles", "tt_mac_energy_pj", "tt_stages", "tt_step_time"]

@@ -12,7 +12,7 @@ import pytest
 from codesign.boards import boards
 from codesign.design import design_from_dict, load_design
 from codesign.design.calibration import StaleCalibration, calibration_path, load_calibration, model_errors
-from codesign.design.explore import explore_tt, paper_setup
+from codesign.design.explore_families import explore_tt, paper_setup
 from codesign.design.explore_run import ExploreError, design_of_point, explore_design, hardware_of_point, write_reports
 from codesign.design.loops import tt_setup_of
 from codesign.design.step_time import HostModel, tt_stages, tt_step_time
@@ -101,10 +101,11 @@ def test_optuna_searches_a_space_too_large_to_enumerate(design, space):
     assert searched.total_s[best] <= np.quantile(space.total_s[space.feasible], 0.5)
 
 
-def test_a_design_without_tt_pes_is_refused():
-    config = EXAMPLES / "digits_abvs.toml"
-    with pytest.raises(ExploreError, match=r"covers TT designs"):
-        explore_design(read_toml(config), load_design(config), cache_dir=Path("unused"))
+def test_a_design_without_a_modelled_loop_is_refused():
+    """The CSB loop trains MLPs: the ResNet's 3 x 3-kernel CSB design has no whole-step model."""
+    config = EXAMPLES / "digits_compressed.toml"
+    with pytest.raises(ExploreError, match=r"covers MLPs \(FC layers, kernel 1\) only"):
+        explore_design(read_toml(config), load_design(config), cache_dir=Path("unused"), progress=lambda _: None)
 
 
 @pytest.mark.slow

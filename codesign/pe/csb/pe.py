@@ -100,3 +100,16 @@ class CsbPE(StreamPE):
         return [CsbSpec(block_rows=16, block_cols=16, batch=8),
                 CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=4, out_w=4, batch=4, parallel=2),
                 CsbSpec(block_rows=16, block_cols=16, kernel=3, out_h=4, out_w=4, batch=4, parallel=4)]
+
+    def calibration_specs(self) -> list[CsbSpec]:
+        """The grid of :func:`codesign.pe.csb.resources.calibration_specs`."""
+        from codesign.pe.csb import resources
+
+        return resources.calibration_specs()
+
+    def resource_parts(self, spec: CsbSpec):
+        """RAMs, multipliers and LUT/FF features of ``spec`` (:mod:`codesign.pe.csb.resources`)."""
+        from codesign.pe.csb import resources
+
+        self.check_spec(spec)
+        return resources.memories(spec), resources.multipliers(spec), resources.features(spec)

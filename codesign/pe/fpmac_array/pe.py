@@ -73,3 +73,16 @@ class FpmacArrayPE(StreamPE):
 
     def estimate_specs(self) -> list[FpmacArraySpec]:
         return [FpmacArraySpec(), FpmacArraySpec(rows=8, cols=4, max_m=64, max_n=64, max_k=64)]
+
+    def calibration_specs(self) -> list[FpmacArraySpec]:
+        """The grid of :func:`codesign.pe.fpmac_array.resources.calibration_specs`."""
+        from codesign.pe.fpmac_array import resources
+
+        return resources.calibration_specs()
+
+    def resource_parts(self, spec: FpmacArraySpec):
+        """RAMs, multipliers and LUT/FF features of ``spec`` (:mod:`codesign.pe.fpmac_array.resources`)."""
+        from codesign.pe.fpmac_array import resources
+
+        self.check_spec(spec)
+        return resources.memories(spec), resources.multipliers(spec), resources.features(spec)

@@ -1,0 +1,182 @@
+"""The explorer's families: for TT, FB-float and CSB designs, which PEs vary, their knob tables, and how a build's
+work in one training step becomes stages.
+
+A :class:`Family` is all :mod:`codesign.design.explore` needs to know of a
+design's training loop. Knob tables are per PE (``{field: values}``, plus
+``copies``): a value is offered to the PE's spec and kept only where the
+spec's own validators accept it, so the tables may be generous. Copies
+stay at 1 where the loop drives one IP of the PE (FB-float, CSB).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from codesign.boards import Board
+from codesign.design.calibration import pe_resources
+from codesign.design.explore import COPIES, DEFAULT_CAP, ENUMERATE_LIMIT, Loads, Option, Space, explore, pe_options
+from codesign.design.step_time import HostModel, Stage, StepTime, tt_mac_energy_pj, tt_stages, tt_step_time
+from codesign.design.step_time_csb import csb_mac_energy_pj, csb_stages, csb_step_time
+from codesign.design.step_time_fb import GemmShape, fb_mac_energy_pj, fb_stages, fb_step_time
+from codesign.hw.accel import shell_cost
+from codesign.hw.resource_model import RESOURCES, fpga_counts
+from codesign.loops.tt import TtTrainSetup
+from codesign.pe.tt.schedule import MAX_UNITS, StepHardware
+from codesign.pe.tt.step import step_plan
+from codesign.pe.tt.step_cycles import PAPER_BATCH, PAPER_LAYERS, stage_loads
+
+# knob tables, one per PE: the spec fields a family varies and the values offered (the spec's validators decide)
+TT_KNOBS = {"lanes": (2, 4, 8, 16), "rows": (1, 2, 4, 8), COPIES: (1, 2, 3, 4)}
+FPMAC_ARRAY_KNOBS = {"rows": tuple(range(1, 17)), "cols": tuple(range(1, 17)), COPIES: (1,)}
+CSB_KNOBS = {"block_rows": (4, 8, 16), "block_cols": (4, 8, 16), "batch": (1, 2, 4, 8, 12, 16),
+             "parallel": (1, 2, 4), COPIES: (1,)}
+KNOBS = {"tt1": TT_KNOBS, "tt2": TT_KNOBS, "fpmac_array": FPMAC_ARRAY_KNOBS, "csb": CSB_KNOBS}
+FIELDS = {"tt1": "pe1", "tt2": "pe2"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Family:
+    """A design's training loop as the explorer sees it (see the module's docstring)."""
+
+    name: str  # "tt", "fb", "csb"
+    bases: dict[str, Any]  # varied PE -> the design's build, whose other fields the knobs keep
+    loads: Loads  # (pe, spec, copies) -> ((stages, 3) cycles and words, PE calls of a step)
+    step: Callable[[Sequence[Option], Board, float], StepTime]  # the whole step of one point
+    stages: Callable[[Sequence[Option]], list[Stage]]  # its stages (reports)
+    describe: Callable[[Sequence[Option]], Any]  # its hardware, for reports
+    host: HostModel
+    macs: int
+    mac_energy_pj: float
+    fixed_builds: dict[str, Any] = field(default_factory=dict)  # PEs the space does not vary, once each
+    max_copies: int = 1
+
+    @property
+    def pes(self) -> tuple[str, ...]:
+        return tuple(self.bases)
+
+
+def fixed_resources(builds: Mapping[str, Any], family: str) -> dict[str, float]:
+    """Model resources of the IPs a space does not vary (each PE model plus its shell)."""
+    shell, out = fpga_counts(shell_cost(family)), dict.fromkeys(RESOURCES, 0.0)
+    for pe, spec in builds.items():
+        model = pe_resources(pe, spec, family)
+        out = {k: out[k] + model[k] + shell[k] for k in RESOURCES}
+    return out
+
+
+def explore_family(family: Family, board: Board, *, clock_mhz: float,
+                   knobs: Mapping[str, Mapping[str, Sequence[int]]] | None = None, cap: float = DEFAULT_CAP,
+                   enumerate_limit: int = ENUMERATE_LIMIT, trials: int = 400, seed: int = 0,
+                   progress: Callable[[str], None] | None = None) -> Space:
+    """Price ``family``'s space on ``board`` (knob tables: ``knobs``, else :data:`KNOBS` per PE)."""
+    if not 0 < cap <= 1:
+        raise ValueError(f"cap must be in (0, 1], got {cap}")
+    knobs = knobs or {}
+    options = [pe_options(pe, family.bases[pe], board.yosys_family, knobs.get(pe, KNOBS[pe]), family.loads,
+                          max_copies=family.max_copies, progress=progress) for pe in family.pes]
+    return explore(options, board, pes=family.pes, clock_mhz=clock_mhz, host=family.host, macs=family.macs,
+                   mac_energy_pj=family.mac_energy_pj, fixed=fixed_resources(family.fixed_builds, board.yosys_family),
+                   cap=cap, enumerate_limit=enumerate_limit, trials=trials, seed=seed, family=family.name)
+
+
+def _loads(stages: Sequence[Stage]) -> np.ndarray:
+    return np.array([(s.cycles, s.words_in, s.words_out) for s in stages], dtype=np.int64).reshape(-1, 3)
+
+
+# ---------------------------------------------------------------------------- TT
+
+
+def tt_hardware(options: Sequence[Option]) -> StepHardware:
+    """The TT step hardware of a point's PE1 and PE2 options."""
+    return StepHardware(**{key: value for o in options
+                           for key, value in ((FIELDS[o.pe], o.spec), (f"{FIELDS[o.pe]}_units", o.copies))})
+
+
+def tt_family(setup: TtTrainSetup, *, bases: Mapping[str, Any], host: HostModel, macs: int, tt3=None) -> Family:
+    """The TT loop: PE1 and PE2 builds and copies vary, PE3 (the design's, or None) is counted once."""
+
+    def loads(pe: str, spec, copies: int):
+        hardware = StepHardware(**{FIELDS[pe]: spec, f"{FIELDS[pe]}_units": copies})
+        stages, calls = [], 0
+        for layer in range(len(setup.layers)):
+            plan = step_plan(setup.layer_state(layer, setup.initial_cores(layer)), setup.batch_size, hardware)
+            stages += stage_loads(plan, pe)
+            calls += sum(call.pe == pe for call in plan.calls)
+        return np.array(stages, dtype=np.int64).reshape(-1, 3), calls
+
+    return Family(name="tt", bases={"tt1": bases["tt1"], "tt2": bases["tt2"]}, loads=loads,
+                  step=lambda options, board, clock: tt_step_time(setup, tt_hardware(options), board, clock_mhz=clock,
+                                                                  host=host),
+                  stages=lambda options: tt_stages(setup, tt_hardware(options))[0],
+                  describe=lambda options: tt_hardware(options).describe(), host=host, macs=macs,
+                  mac_energy_pj=tt_mac_energy_pj(setup), fixed_builds={} if tt3 is None else {"tt3": tt3},
+                  max_copies=MAX_UNITS)
+
+
+def paper_setup(rank: int, precision: Mapping[str, Any], *, batch: int = PAPER_BATCH) -> TtTrainSetup:
+    """Paper 003's two-layer network (:data:`codesign.pe.tt.step_cycles.PAPER_LAYERS`, our modes) at inner rank
+    ``rank`` as a TT loop set-up, for whole-step figures against the paper's 0.09 s. A rank above what the
+    modes allow (the 10-output layer's first core has 8 values) is capped there, as its TT-SVD caps it."""
+    layers = []
+    for index, (in_modes, out_modes) in enumerate(PAPER_LAYERS):
+        sizes = [m * n for m, n in zip(out_modes, in_modes)]
+        # no inner rank above what a TT-SVD can give: the products of the mode sizes on either side
+        ranks = (1, *(min(rank, math.prod(sizes[:k]), math.prod(sizes[k:])) for k in range(1, len(sizes))), 1)
+        layers.append({"core_shapes": [[ranks[k], out_modes[k], in_modes[k], ranks[k + 1]] for k in range(len(in_modes))],
+                       "bias": True, "in_features": math.prod(in_modes), "out_features": math.prod(out_modes),
+                       "is_network_input": index == 0})
+    return TtTrainSetup(layers=tuple(layers), precision=dict(precision), batch_size=batch, epochs=1, lr=1e-3,
+                        weight_decay=0.0, schedule="constant", seed=0)
+
+
+def explore_tt(setup: TtTrainSetup, board: Board, *, bases: Mapping[str, Any], clock_mhz: float, host: HostModel,
+               macs: int, tt3=None, knobs: Mapping[str, Mapping[str, Sequence[int]]] | None = None,
+               cap: float = DEFAULT_CAP, enumerate_limit: int = ENUMERATE_LIMIT, trials: int = 400, seed: int = 0,
+               progress: Callable[[str], None] | None = None) -> Space:
+    """Price every PE1 x PE2 option of ``setup`` on ``board``; ``bases`` holds the tt1 and tt2 builds the knobs
+    vary (operand widths and buffers stay theirs); ``tt3`` is the design's PE3 (counted once) or None."""
+    return explore_family(tt_family(setup, bases=bases, host=host, macs=macs, tt3=tt3), board, clock_mhz=clock_mhz,
+                          knobs=knobs, cap=cap, enumerate_limit=enumerate_limit, trials=trials, seed=seed,
+                          progress=progress)
+
+
+# ---------------------------------------------------------------------------- FB-float and CSB
+
+
+def fb_family(spec, shapes: Sequence[GemmShape], *, host: HostModel) -> Family:
+    """The FB-float loop: one fpmac_array IP whose array shape varies; its GEMMs ``shapes`` (one step)."""
+
+    def loads(pe: str, build, copies: int):
+        stages, totals = fb_stages(build, list(shapes))
+        return _loads(stages), totals["calls"]
+
+    return Family(name="fb", bases={"fpmac_array": spec}, loads=loads,
+                  step=lambda options, board, clock: fb_step_time(options[0].spec, list(shapes), board,
+                                                                  clock_mhz=clock, host=host),
+                  stages=lambda options: fb_stages(options[0].spec, list(shapes))[0],
+                  describe=lambda options: {"fpmac_array": options[0].spec.to_dict()}, host=host,
+                  macs=fb_stages(spec, list(shapes))[1]["macs"], mac_energy_pj=fb_mac_energy_pj(spec))
+
+
+def csb_family(spec, masks: Sequence[np.ndarray], batch: int, *, host: HostModel) -> Family:
+    """The CSB loop: one csb IP whose block shape, lanes and groups vary; ``masks`` are the kept weights."""
+
+    def loads(pe: str, build, copies: int):
+        stages, totals = csb_stages(build, masks, batch)
+        return _loads(stages), totals["calls"]
+
+    return Family(name="csb", bases={"csb": spec}, loads=loads,
+                  step=lambda options, board, clock: csb_step_time(options[0].spec, masks, batch, board,
+                                                                   clock_mhz=clock, host=host),
+                  stages=lambda options: csb_stages(options[0].spec, masks, batch)[0],
+                  describe=lambda options: {"csb": options[0].spec.to_dict()}, host=host,
+                  macs=csb_stages(spec, masks, batch)[1]["macs"], mac_energy_pj=csb_mac_energy_pj(spec))
+
+
+__all__ = ["CSB_KNOBS", "FPMAC_ARRAY_KNOBS", "Family", "KNOBS", "TT_KNOBS", "csb_family", "explore_family",
+           "explore_tt", "fb_family", "fixed_resources", "paper_setup", "tt_family", "tt_hardware"]

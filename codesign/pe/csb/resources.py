@@ -1,0 +1,69 @@
+"""What the CSB PE's RTL is built of, counted from its spec: RAMs (depth, width) and multipliers.
+
+The RAM shapes are those of rtl/csb/csb_pe.v with the same localparams: the
+index buffer, the packed 8-bit weight buffer W8, the wide weight buffer WA
+(one ``max(acc_bits, 24)``-bit word per entry and tap), per MAC group the
+result bank R (``batch`` accumulators a word) and the X and DY byte windows
+(rtl/csb/csb_window.v: banks of 32-bit words). The multipliers are one
+8 x 8 product per lane and group. :mod:`codesign.hw.resource_model` turns
+them into DSP and BRAM counts and fits LUT and FF to Yosys.
+"""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+from codesign.pe.csb.spec import DATA_BITS, CsbSpec
+
+
+def _ceil(n: int, d: int) -> int:
+    return -(-n // d)
+
+
+def window_banks(lanes: int, words: int) -> List[Tuple[int, int]]:
+    """The banks of one ``csb_window`` of ``words`` 32-bit words read ``lanes`` bytes at a time: NB banks of
+    ``ceil(words / NB) + 1`` words (a read may span NW words; NB is NW rounded up to a power of two)."""
+    max_off = 0 if lanes % 4 == 0 else (2 if lanes % 2 == 0 else 3)
+    spanned = (max_off + lanes - 1) // 4 + 1
+    banks = 1 if spanned <= 1 else (2 if spanned <= 2 else (4 if spanned <= 4 else 8))
+    return [(_ceil(words, banks) + 1, 32)] * banks
+
+
+def memories(spec: CsbSpec) -> List[Tuple[int, int]]:
+    """``(depth, width in bits)`` of every RAM of the RTL, one entry per instance."""
+    capacity, kk = spec.capacity, spec.kk
+    r_depth = max(spec.block_rows * spec.out_h * _ceil(spec.out_w, spec.parallel),
+                  spec.block_cols * spec.in_h * _ceil(spec.in_w, spec.parallel))
+    x_words = _ceil(spec.block_cols * spec.in_pos * spec.batch, 4)
+    d_words = _ceil(spec.block_rows * spec.out_pos * spec.batch, 4)
+    per_group = ([(r_depth, spec.acc_bits * spec.batch)] + window_banks(spec.batch, x_words)
+                 + window_banks(spec.batch, d_words))
+    return ([(_ceil(capacity, 4), 32), (_ceil(capacity * kk, 4), 32), (capacity * kk, max(spec.acc_bits, 24))]
+            + per_group * spec.parallel)
+
+
+def multipliers(spec: CsbSpec) -> List[Tuple[int, int]]:
+    """``(a_bits, b_bits)`` of every multiplier: one signed 8 x 8 product per lane of every MAC group
+    (rtl/csb/csb_group.v)."""
+    return [(DATA_BITS, DATA_BITS)] * (spec.batch * spec.parallel)
+
+
+def features(spec: CsbSpec) -> dict:
+    """What LUT and FF counts grow with: a constant (control, header, counters), the lanes (one saturating
+    accumulator each, the WG lane sum) and the accumulator bits of every lane."""
+    lanes = spec.batch * spec.parallel
+    return {"one": 1.0, "lanes": float(lanes), "lane_bits": float(lanes * spec.acc_bits),
+            "groups": float(spec.parallel)}
+
+
+def calibration_specs() -> List[CsbSpec]:
+    """FC blocks (kernel 1, one position: what the CSB loop trains) from 8 x 8 to 16 x 16 with 1 to 16 lanes,
+    1 to 4 groups, 16- and 32-bit sums. Held to six builds a family: on two shared cores Yosys takes minutes
+    per build."""
+    s = CsbSpec
+    return [s(), s(batch=16), s(block_rows=8, block_cols=8, batch=4),
+            s(block_rows=16, block_cols=8, batch=2, parallel=2, acc_bits=16), s(block_rows=8, block_cols=16, batch=1),
+            s(batch=16, parallel=4)]
+
+
+__all__ = ["calibration_specs", "features", "memories", "multipliers", "window_banks"]
