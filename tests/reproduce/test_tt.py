@@ -26,7 +26,7 @@ def test_the_four_table1_arms_share_one_large_start_and_differ_in_precision_and_
     assert {spec.max_ranks for spec in specs.values()} == {None}  # the budget's large start, for all four
     assert sorted((spec.lowp, spec.prior) for spec in specs.values()) == [(False, False), (False, True),
                                                                           (True, False), (True, True)]
-    assert tt.arm_spec(tt.HAND_PICKED, full).max_ranks == ((4, 4, 4), (4, 2, 4), (4, 4, 4))
+    assert full.hand_picked_ranks == tt.HAND_PICKED_RANKS == ((4, 4, 4), (4, 2, 4), (4, 4, 4))
     # rank 8 where the modes allow it; the last layer's first rank is cut to 1 * 4 by its (1, 4) first core
     assert tt.initial_ranks(full) == {"layers.0": [1, 8, 8, 8, 1], "layers.1": [1, 8, 8, 8, 1],
                                       "layers.2": [1, 4, 8, 8, 1]}
