@@ -475,12 +475,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from codesign.design.fit import DEFAULT_LIMIT_PERCENT
-
-    parser = argparse.ArgumentParser(prog="codesign", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-
+def _add_pe_commands(commands) -> None:
+    """setup, generate, verify and estimate: the commands on one PE."""
     setup = commands.add_parser("setup", help="fetch the ap_types headers for C simulation")
     setup.set_defaults(func=_cmd_setup)
 
@@ -503,6 +499,11 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--out", default="out/estimate", help="directory for the cost reports (new, empty, or one this command wrote)")
         sub.add_argument("--workers", type=_positive_int, default=1, help="Yosys processes at a time")
     estimate.set_defaults(func=_cmd_estimate)
+
+
+def _add_design_commands(commands) -> None:
+    """design, explore, calibrate, build and bundle: the commands on a training configuration's hardware."""
+    from codesign.design.fit import DEFAULT_LIMIT_PERCENT
 
     design = commands.add_parser("design", help="the hardware a training configuration needs, and whether it fits")
     design.add_argument("config", help="training TOML with an optional [design] table")
@@ -555,6 +556,9 @@ def build_parser() -> argparse.ArgumentParser:
     bundle.add_argument("--out", required=True, help="the package folder (new, empty, or an earlier bundle)")
     bundle.set_defaults(func=_cmd_bundle)
 
+
+def _add_run_commands(commands) -> None:
+    """train, reproduce, sweep and demo: the commands that run trainings or whole flows."""
     train = commands.add_parser("train", help="train one configuration (TOML) with its techniques")
     train.add_argument("config", help="TOML training configuration")
     train.add_argument("--out", default="out/train", help="directory for result.json and checkpoint.pt (new, empty, or one this command wrote)")
@@ -601,6 +605,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--ship-reports", action="store_true", help="with --full: copy the Yosys reports into "
                                                                   "rtl/yosys-reports/ (labelled with Yosys version and RTL hash)")
     demo.set_defaults(func=_cmd_demo)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="codesign", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_pe_commands(commands)
+    _add_design_commands(commands)
+    _add_run_commands(commands)
     return parser
 
 

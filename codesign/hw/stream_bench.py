@@ -23,7 +23,10 @@ Environment (all but the first two optional):
 * ``STREAM_SEED``: seed of the gap and backpressure patterns (default 1);
 * ``STREAM_GAP_PROBABILITY``: chance of an idle input cycle (``in_valid`` low) per cycle (default 0.1);
 * ``STREAM_BACKPRESSURE``: chance that ``out_ready`` is low in a cycle (default 0.2);
-* ``STREAM_IDLE_LIMIT``: cycles without any handshake before the bench gives up (default 100000).
+* ``STREAM_IDLE_LIMIT``: cycles without any handshake before the bench gives up (default 100000);
+* ``STREAM_WORD_PARTS``: 32-bit file words per stream word (default 1): a PE with 64- or 128-bit stream
+  ports takes 2 or 4 consecutive file words, least significant first, as one word, and each word it sends
+  is compared with as many expected file words put together.
 
 With both probabilities at 0 the per-transaction cycle counts in the summary
 are the PE's own latency: ``cycles[i]`` counts the clock cycles from the first
@@ -65,6 +68,7 @@ class StreamBenchConfig:
     gap_probability: float
     backpressure: float
     idle_limit: int
+    word_parts: int = 1
 
     @staticmethod
     def from_env(default_pe: str) -> StreamBenchConfig:
@@ -76,7 +80,10 @@ class StreamBenchConfig:
             gap_probability=float(os.environ.get("STREAM_GAP_PROBABILITY", "0.1")),
             backpressure=float(os.environ.get("STREAM_BACKPRESSURE", "0.2")),
             idle_limit=int(os.environ.get("STREAM_IDLE_LIMIT", "100000")),
+            word_parts=int(os.environ.get("STREAM_WORD_PARTS", "1")),
         )
+        if config.word_parts not in (1, 2, 4):
+            raise ValueError(f"STREAM_WORD_PARTS={config.word_parts} must be 1, 2 or 4")
         for name, value in (("STREAM_GAP_PROBABILITY", config.gap_probability),
                             ("STREAM_BACKPRESSURE", config.backpressure)):
             if not 0.0 <= value < 1.0:
@@ -132,6 +139,20 @@ def _hex(value: int | None) -> str:
     return "X" if value is None else f"{value:08x}"
 
 
+def _garbage(rng: np.random.Generator, parts: int) -> int:
+    """Random data for an idle input cycle (one draw per 32-bit part, the same draw as ever for one part)."""
+    if parts == 1:
+        return int(rng.integers(0, WORD_MASK + 1))
+    return sum(int(rng.integers(0, WORD_MASK + 1)) << (32 * p) for p in range(parts))
+
+
+def join_parts(words, parts: int) -> list[int]:
+    """Stream words from ``parts`` consecutive 32-bit file words each, least significant first (a short tail is
+    padded with 0, so a malformed file shows up as mismatching words rather than being dropped)."""
+    values = [int(w) for w in words]
+    return [sum(value << (32 * p) for p, value in enumerate(values[k:k + parts])) for k in range(0, len(values), parts)]
+
+
 def _resolved(signal) -> int | None:
     value = signal.value
     return value.to_unsigned() if value.is_resolvable else None
@@ -149,45 +170,44 @@ async def reset(dut, cycles: int = RESET_CYCLES) -> None:
     dut.rst.value = 0
 
 
-@cocotb.test()
-async def stream_transactions(dut) -> None:
-    """Every transaction of the file, every output word and the word count, under random gaps and backpressure."""
-    config = StreamBenchConfig.from_env(default_pe=str(dut._name))
-    transactions, meta = read_transactions(config.vectors, pe=config.pe)
-    inputs = [[int(w) for w in words_in] for words_in, _ in transactions]
-    flat_in = [w for words in inputs for w in words]
-    first_word = np.cumsum([0] + [len(words) for words in inputs])[:-1].tolist()
-    starts = {index: number for number, index in enumerate(first_word)}
-    scoreboard = Scoreboard([words_out for _, words_out in transactions])
-    rng = np.random.default_rng(config.seed)
+class _Traffic:
+    """The input side of one bench run and its counters (cycles counted from the first falling edge after reset)."""
 
-    Clock(dut.clk, CLOCK_NS, unit="ns").start()
-    await reset(dut)
+    def __init__(self, inputs: list[list[int]]) -> None:
+        self.flat_in = [w for words in inputs for w in words]
+        first_word = np.cumsum([0] + [len(words) for words in inputs])[:-1].tolist()
+        self.starts = {index: number for number, index in enumerate(first_word)}
+        self.first_input_cycle = [-1] * len(inputs)
+        self.sent = self.idle = self.input_stalls = self.output_stalls = self.gaps = 0
+        self.cycle = -1  # the cycle last visited
 
-    first_input_cycle = [-1] * len(inputs)
-    sent = idle = input_stalls = output_stalls = gaps = 0
-    cycle = -1  # the cycle last visited, counted from the first falling edge after reset
+
+async def _drive(dut, config: StreamBenchConfig, traffic: _Traffic, scoreboard: Scoreboard,
+                 rng: np.random.Generator) -> None:
+    """Offer the input words with random gaps and take the output words with random backpressure until every word
+    has moved and DRAIN_CYCLES more cycles have passed (or the PE stays idle for ``config.idle_limit`` cycles)."""
+    t = traffic
     drain = DRAIN_CYCLES
     edge = FallingEdge(dut.clk)
     await edge
     start_ns = get_sim_time(unit="ns")
     busy = offer = False
-    while drain > 0 and idle < config.idle_limit:
+    while drain > 0 and t.idle < config.idle_limit:
         if busy:
             # The PE takes nothing and offers nothing: skip to the edge where either handshake signal rises
             # (or the idle limit runs out) instead of stepping the simulator one Python callback per cycle.
             await First(RisingEdge(dut.in_ready), RisingEdge(dut.out_valid),
-                        Timer((config.idle_limit - idle) * CLOCK_NS, unit="ns"))
+                        Timer((config.idle_limit - t.idle) * CLOCK_NS, unit="ns"))
         await edge
         now = round((get_sim_time(unit="ns") - start_ns) / CLOCK_NS)
-        skipped = now - cycle - 1  # whole cycles passed over while busy
-        idle += skipped
-        input_stalls += skipped if offer else 0
-        cycle = now
-        offer = sent < len(flat_in) and rng.random() >= config.gap_probability
-        gaps += sent < len(flat_in) and not offer
+        skipped = now - t.cycle - 1  # whole cycles passed over while busy
+        t.idle += skipped
+        t.input_stalls += skipped if offer else 0
+        t.cycle = now
+        offer = t.sent < len(t.flat_in) and rng.random() >= config.gap_probability
+        t.gaps += t.sent < len(t.flat_in) and not offer
         dut.in_valid.value = int(offer)
-        dut.in_data.value = flat_in[sent] if offer else int(rng.integers(0, WORD_MASK + 1))
+        dut.in_data.value = t.flat_in[t.sent] if offer else _garbage(rng, config.word_parts)
         ready = int(rng.random() >= config.backpressure)
         dut.out_ready.value = ready
         await ReadOnly()
@@ -195,55 +215,71 @@ async def stream_transactions(dut) -> None:
         busy = not in_ready and not out_valid
         moved = False
         if offer and in_ready:
-            if sent in starts:
-                first_input_cycle[starts[sent]] = cycle
-            sent += 1
+            if t.sent in t.starts:
+                t.first_input_cycle[t.starts[t.sent]] = t.cycle
+            t.sent += 1
             moved = True
         elif offer:
-            input_stalls += 1
+            t.input_stalls += 1
         if out_valid and ready:
-            scoreboard.observe(cycle, _resolved(dut.out_data))
+            scoreboard.observe(t.cycle, _resolved(dut.out_data))
             moved = True
         elif out_valid:
-            output_stalls += 1
-        idle = 0 if moved else idle + 1
-        if scoreboard.done and sent == len(flat_in):
+            t.output_stalls += 1
+        t.idle = 0 if moved else t.idle + 1
+        if scoreboard.done and t.sent == len(t.flat_in):
             drain -= 1
             busy = False  # the drain watches every cycle for extra words
     await edge
     dut.in_valid.value = 0
 
+
+def _summary(config: StreamBenchConfig, meta: dict, count: int, t: _Traffic, scoreboard: Scoreboard) -> dict:
     cycles = [last - first + 1 if first >= 0 and last >= 0 else -1
-              for first, last in zip(first_input_cycle, scoreboard.last_output_cycle)]
-    missing = max(0, len(scoreboard.flat) - scoreboard.received)
-    extra = max(0, scoreboard.received - len(scoreboard.flat))
-    summary = {
+              for first, last in zip(t.first_input_cycle, scoreboard.last_output_cycle)]
+    return {
         "pe": config.pe,
         "meta": meta,
-        "transactions": len(transactions),
-        "words_in": len(flat_in),
-        "words_sent": sent,
+        "transactions": count,
+        "words_in": len(t.flat_in),
+        "words_sent": t.sent,
         "words_expected": len(scoreboard.flat),
         "words_checked": min(scoreboard.received, len(scoreboard.flat)),
         "mismatches": scoreboard.mismatches,
         "unresolved_words": scoreboard.unresolved,
-        "missing_words": missing,
-        "extra_words": extra,
-        "timed_out": idle >= config.idle_limit,
-        "total_cycles": cycle + 1,
-        "input_gaps": gaps,
-        "input_stalls": input_stalls,
-        "output_stalls": output_stalls,
+        "missing_words": max(0, len(scoreboard.flat) - scoreboard.received),
+        "extra_words": max(0, scoreboard.received - len(scoreboard.flat)),
+        "timed_out": t.idle >= config.idle_limit,
+        "total_cycles": t.cycle + 1,
+        "input_gaps": t.gaps,
+        "input_stalls": t.input_stalls,
+        "output_stalls": t.output_stalls,
         "seed": config.seed,
         "gap_probability": config.gap_probability,
         "backpressure": config.backpressure,
         "cycles": cycles,
         "first_mismatches": scoreboard.first,
     }
+
+
+@cocotb.test()
+async def stream_transactions(dut) -> None:
+    """Every transaction of the file, every output word and the word count, under random gaps and backpressure."""
+    config = StreamBenchConfig.from_env(default_pe=str(dut._name))
+    transactions, meta = read_transactions(config.vectors, pe=config.pe)
+    traffic = _Traffic([join_parts(words_in, config.word_parts) for words_in, _ in transactions])
+    scoreboard = Scoreboard([join_parts(words_out, config.word_parts) for _, words_out in transactions])
+    rng = np.random.default_rng(config.seed)
+
+    Clock(dut.clk, CLOCK_NS, unit="ns").start()
+    await reset(dut)
+    await _drive(dut, config, traffic, scoreboard, rng)
+    summary = _summary(config, meta, len(transactions), traffic, scoreboard)
     config.summary.parent.mkdir(parents=True, exist_ok=True)
     config.summary.write_text(json.dumps(summary, indent=1))
 
-    assert sent == len(flat_in), f"the PE accepted {sent} of {len(flat_in)} input words (idle for {idle} cycles)"
+    sent, words_in, missing, extra = (summary[key] for key in ("words_sent", "words_in", "missing_words", "extra_words"))
+    assert sent == words_in, f"the PE accepted {sent} of {words_in} input words (idle for {traffic.idle} cycles)"
     assert missing == 0, f"{missing} of {len(scoreboard.flat)} expected output words never came"
     assert extra == 0, f"{extra} output words beyond the expected {len(scoreboard.flat)}"
     assert scoreboard.mismatches == 0, f"{scoreboard.mismatches} mismatching words, first: {scoreboard.first}"
