@@ -15,9 +15,11 @@ is compared with *bit for bit*:
 - **Layer passes on PEs:** the forward pass is
   :func:`codesign.pe.tt.step.forward_sweep` (re-aiming the activation and
   bias scales in training, not in evaluation); the backward pass is
-  :func:`codesign.pe.tt.step.pe_step` with the forward's calls replayed
-  (:mod:`codesign.pe.tt.runners`), so the PEs compute every contraction of a
-  step once. The contractions go to a *runner*: the golden kernels
+  :func:`codesign.pe.tt.step.pe_step` started from that sweep (its states,
+  codes and scales, which a second sweep would repeat), so the PEs compute
+  every contraction of a step once and the host scales every state once
+  (``replayed`` counts the forward calls the step reused). The
+  contractions go to a *runner*: the golden kernels
   (:class:`~codesign.pe.tt.step.GoldenRunner`, default) or the board's IPs
   (:class:`codesign.deploy.tt_training.IpRunner`).
 - **Host, in a documented precision:** softmax cross-entropy in float64 on
@@ -58,7 +60,7 @@ from codesign.loops.common import HwTrainError, LoopSetup, ScheduledLoop, progre
 from codesign.numerics.scales import UNSET
 from codesign.numerics.tt_svd import tt_svd
 from codesign.pe.tt.layer_state import PER_CORE_TRACKERS, TRACKERS, TtLayerState
-from codesign.pe.tt.runners import Counting, Recording, Replay
+from codesign.pe.tt.runners import Counting
 from codesign.pe.tt.schedule import StepHardware, hardware_of
 from codesign.pe.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan
 
@@ -335,20 +337,20 @@ class TtMlpTrainer(ScheduledLoop):
 
     # -- passes
 
-    def _forward(self, x: np.ndarray, *, training: bool) -> Tuple[List[np.ndarray], List[np.ndarray], list]:
-        """Logits (float32), every layer's input, and (training) every layer's recorded PE calls."""
-        inputs, records = [], []
+    def _forward(self, x: np.ndarray, *, training: bool) -> Tuple[np.ndarray, List[np.ndarray], list]:
+        """Logits (float32), every layer's input, and (training) every layer's sweep and its PE calls' count."""
+        inputs, sweeps = [], []
         for index in range(len(self.cores)):
             state = self.layer_state(index)
             x = check_input(state, x)
-            runner = Recording(self.runner) if training else self.runner
-            sweep = forward_sweep(state, x, step_plan(state, x.shape[0], self.hardware), runner, update=training)
+            calls_before = self.runner.transactions
+            sweep = forward_sweep(state, x, step_plan(state, x.shape[0], self.hardware), self.runner, update=training)
             self.trackers[index] = {name: tuple(values) for name, values in sweep.trackers.items()}
             inputs.append(x)
-            records.append(runner.recorded if training else [])
+            sweeps.append((sweep, self.runner.transactions - calls_before) if training else None)
             y = sweep.y.astype(np.float32)
             x = y if index == len(self.cores) - 1 else np.maximum(y, np.float32(0))
-        return x, inputs, records
+        return x, inputs, sweeps
 
     def logits(self, x) -> np.ndarray:
         """float32 logits of images or feature rows ``x`` (forward passes on the PEs, scales not re-aimed)."""
@@ -391,15 +393,15 @@ class TtMlpTrainer(ScheduledLoop):
                                "per sample")
         trackers_before = list(self.trackers)
         try:
-            logits, inputs, records = self._forward(x, training=True)
+            logits, inputs, sweeps = self._forward(x, training=True)
             loss, grad = softmax_cross_entropy(logits.astype(np.float64), y)
             grad = grad.astype(np.float32)
-            steps = []
+            steps, replayed = [], 0
             for index in range(len(self.cores) - 1, -1, -1):
-                replay = Replay(self.runner, records[index])
-                step = pe_step(self.layer_state(index), inputs[index], grad, replay, self.hardware)
-                self.replayed += replay.replayed
-                self.replay_misses += replay.misses
+                sweep, forward_calls = sweeps[index]
+                step = pe_step(self.layer_state(index), inputs[index], grad, self.runner, self.hardware,
+                               forward=sweep)
+                replayed += forward_calls  # the step starts from the forward's results: no PE call is repeated
                 steps.append((index, step))
                 if index:
                     grad = (step.grad_x * (inputs[index] > 0)).astype(np.float32)
@@ -407,6 +409,7 @@ class TtMlpTrainer(ScheduledLoop):
             self.trackers = trackers_before
             raise
         self._update(steps)
+        self.replayed += replayed
         self.step += 1
         return loss
 

@@ -28,6 +28,7 @@ or overflow rule; both sides compute exact sums, so neither had to change.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -81,8 +82,12 @@ def rescale(codes: np.ndarray, frac_from: int, frac_to: int, bits: int) -> np.nd
     s = -shift
     if s > 62:  # |z| < 2^62 after a 64-bit sum: every value rounds to 0
         return np.zeros_like(z)
-    if z.size and int(np.abs(z).max()) < EXACT_FLOAT:  # exact in float64: scaling by 2^-s and rint are exact
-        return np.clip(np.rint(np.ldexp(z.astype(np.float64), -s)), low, high).astype(np.int64)
+    if z.size and max(int(z.max()), -int(z.min())) < EXACT_FLOAT:  # exact in float64: 2^-s and rint are exact
+        scaled = z.astype(np.float64)
+        scaled *= 2.0 ** -s  # a normal power of two (s <= 62): the product is exact, as ldexp's
+        np.rint(scaled, out=scaled)
+        out = scaled.astype(np.int64)
+        return np.clip(out, low, high, out=out)
     floor = z >> s
     rest = z - (floor << s)
     half = 1 << (s - 1)
@@ -240,24 +245,66 @@ def operands(contraction: Contraction, cores: list[np.ndarray], tensor: np.ndarr
     total = contraction.folded
 
     def fold(t, rows):  # (P, rows, R*B) -> (rows, J, K): the summed positions (p, q) in a row, zero padded
-        out = np.zeros((rows, j_dim * k_dim), dtype=t.dtype)
-        out[:, :total] = t.transpose(1, 0, 2).reshape(rows, total)
+        out = np.empty((rows, j_dim * k_dim), dtype=t.dtype)
+        out[:, total:] = 0
+        # one copy: the row's first ``total`` words viewed as (P, R*B), filled from t's (rows, P, R*B) view
+        np.copyto(out[:, :total].reshape(rows, t.shape[0], t.shape[2]), t.transpose(1, 0, 2))
         return out.reshape(rows, j_dim, k_dim)
 
     return fold(tensor, m * r), fold(saved, r_prev * n)
+
+
+@dataclass(frozen=True)
+class CallCut:
+    """Where one PE call of a contraction reads its operands and adds its partial sum: index tuples of slices
+    into ``A``, ``B`` and the contraction's result ``Z`` (the call's ranges of I, J, K, L); ``first``: the first
+    call into its block of ``Z`` (its partial sum is written, the later ones are added)."""
+
+    a: tuple[slice, ...]
+    b: tuple[slice, ...]
+    z: tuple[slice, ...]
+    first: bool
+
+
+CUT_CACHE = 64  # plans whose call cuts are kept (a loop has a few layers, a sweep a few geometries)
+_cuts: dict[int, tuple[StepPlan, list[list[CallCut]]]] = {}
+
+
+def call_cuts(plan: StepPlan) -> list[list[CallCut]]:
+    """Every contraction's call cuts, in call order: made once per plan, since a step asks for them on every
+    contraction and the plan does not change within a step (nor, at fixed ranks, between steps)."""
+    entry = _cuts.get(id(plan))
+    if entry is not None and entry[0] is plan:  # the entry holds the plan, so its id is not reused while kept
+        return entry[1]
+    cuts: list[list[CallCut]] = [[] for _ in plan.contractions]
+    blocks: list[set] = [set() for _ in plan.contractions]
+    for call in plan.calls:
+        i, j, k, l = (slice(start, stop) for start, stop in (call.i, call.j, call.k, call.l))
+        tt1 = plan.contractions[call.index].pe == "tt1"
+        block = (call.i, call.l) if tt1 else (call.i, call.l, call.k)
+        cuts[call.index].append(CallCut(a=(i, j, k), b=(l, j, k) if tt1 else (l, j), z=(i, l) if tt1 else (i, l, k),
+                                        first=block not in blocks[call.index]))
+        blocks[call.index].add(block)
+    for index, item in enumerate(plan.contractions):  # the blocks tile Z (so no word of it is left unwritten)
+        i_dim, _, k_dim, l_dim = item.dims
+        covered = sum(math.prod(stop - start for start, stop in block) for block in blocks[index])
+        if covered != i_dim * l_dim * (1 if item.pe == "tt1" else k_dim):
+            raise ValueError(f"{item.name}: the calls cover {covered} result words, not all of them")
+    if len(_cuts) >= CUT_CACHE:
+        _cuts.pop(next(iter(_cuts)))
+    _cuts[id(plan)] = (plan, cuts)
+    return cuts
 
 
 def run_contractions(plan: StepPlan, jobs: Sequence[tuple[int, np.ndarray, np.ndarray]], runner) -> list[np.ndarray]:
     """The full results of the contractions ``(index, A, B)`` in ``jobs``: all their calls in one ``runner.run``
     (one stage of the step, :func:`codesign.pe.tt.schedule.stages`, so a runner may run them side by side),
     partial sums added in 64 bits."""
+    cuts = call_cuts(plan)
     work = []
     for index, a, b in jobs:
-        item = plan.contractions[index]
-        for call in plan.calls_of(index):
-            (i0, i1), (j0, j1), (k0, k1), (l0, l1) = call.i, call.j, call.k, call.l
-            b_part = b[l0:l1, j0:j1, k0:k1] if item.pe == "tt1" else b[l0:l1, j0:j1]
-            work.append((item.pe, a[i0:i1, j0:j1, k0:k1], b_part))
+        pe = plan.contractions[index].pe
+        work.extend((pe, a[cut.a], b[cut.b]) for cut in cuts[index])
     results = runner.run(plan.hardware, work)
     if len(results) != len(work):
         raise RuntimeError(f"the runner answered {len(results)} of {len(work)} calls")
@@ -265,15 +312,13 @@ def run_contractions(plan: StepPlan, jobs: Sequence[tuple[int, np.ndarray, np.nd
     for index, _, _ in jobs:
         item = plan.contractions[index]
         i_dim, _, k_dim, l_dim = item.dims
-        z = np.zeros((i_dim, l_dim) if item.pe == "tt1" else (i_dim, l_dim, k_dim), dtype=np.int64)
-        for call in plan.calls_of(index):
-            part = results[position]
-            position += 1
-            (i0, i1), _, (k0, k1), (l0, l1) = call.i, call.j, call.k, call.l
-            if item.pe == "tt1":
-                z[i0:i1, l0:l1] += part
+        z = np.empty((i_dim, l_dim) if item.pe == "tt1" else (i_dim, l_dim, k_dim), dtype=np.int64)
+        for cut in cuts[index]:  # every block's first partial sum is written, the rest added (64-bit)
+            if cut.first:
+                z[cut.z] = results[position]
             else:
-                z[i0:i1, l0:l1, k0:k1] += part
+                z[cut.z] += results[position]
+            position += 1
         out.append(z)
     return out
 
@@ -283,12 +328,28 @@ def run_contraction(plan: StepPlan, index: int, a: np.ndarray, b: np.ndarray, ru
     return run_contractions(plan, [(index, a, b)], runner)[0]
 
 
+PLAN_CACHE = 64  # schedules kept (a loop asks for each layer's twice a step, at the same shapes every step)
+_plans: dict[tuple, StepPlan] = {}
+
+
 def step_plan(layer: TtLayerState, batch: int, hardware: StepHardware = StepHardware()) -> StepPlan:
-    """The schedule of ``layer``'s training step on a batch of ``batch`` samples."""
+    """The schedule of ``layer``'s training step on a batch of ``batch`` samples.
+
+    A schedule is a function of the shapes, widths and builds alone (frozen
+    records), so one made before for the same ones is given again rather
+    than tiled anew on every pass."""
     check_layer(layer)
-    return plan_step(LayerGeometry.of_cores(layer.cores, batch), act_bits=layer.activation_bits,
-                     grad_bits=layer.grad_bits, core_bits=layer.core_bits, need_input_grad=not layer.is_network_input,
-                     hardware=hardware)
+    key = (tuple(core.shape for core in layer.cores), batch, layer.activation_bits, layer.grad_bits,
+           layer.core_bits, layer.is_network_input, hardware)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = plan_step(LayerGeometry.of_cores(layer.cores, batch), act_bits=layer.activation_bits,
+                         grad_bits=layer.grad_bits, core_bits=layer.core_bits,
+                         need_input_grad=not layer.is_network_input, hardware=hardware)
+        if len(_plans) >= PLAN_CACHE:
+            _plans.pop(next(iter(_plans)))
+        _plans[key] = plan
+    return plan
 
 
 @dataclass
@@ -369,12 +430,22 @@ def forward_sweep(layer: TtLayerState, x: np.ndarray, plan: StepPlan, runner, *,
                         input_mask=(scaled >= low) & (scaled <= high), trackers=tr)
 
 
-def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = StepHardware()) -> StepResult:
+def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = StepHardware(), *,
+            forward: ForwardSweep | None = None) -> StepResult:
     """The training step of ``layer`` on ``(x, grad_y)`` as PE calls on ``runner`` plus integer host work.
 
     States and state gradients are kept with the batch as the last axis
     (:mod:`codesign.pe.tt.schedule`). The new scale trackers are returned in
     the result (the caller stores them).
+
+    ``forward``: the training-mode sweep (:func:`forward_sweep`, ``update``
+    on) the caller already took of this layer on this ``x`` with this
+    ``hardware``'s plan, whose trackers ``layer`` now holds. The step starts
+    from it instead of sweeping again: a second sweep would re-aim every
+    scale from the same batch to the scale the first set (an all-zero
+    tensor keeps the tracker, which the first set), so it would give the
+    same codes, scales and states, and the PEs and the host would compute
+    them twice. Its lists are taken over (the trackers are updated in place).
     """
     check_layer(layer)
     x, grad_y = check_batch(layer, x, grad_y)
@@ -383,7 +454,13 @@ def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = Ste
     geo = plan.geometry
     d = geo.order
     shapes = [geo.core(k) for k in range(d)]
-    fwd = forward_sweep(layer, x, plan, runner)
+    if forward is None:
+        fwd = forward_sweep(layer, x, plan, runner)
+    elif forward.y.shape != (batch, layer.out_features) or len(forward.states) != d or \
+            [c.shape for c in forward.cores] != [c.shape for c in layer.cores]:
+        raise ValueError("forward is not a sweep of this layer on this batch")
+    else:
+        fwd = forward
     tr, cores, core_frac, states, state_frac = fwd.trackers, fwd.cores, fwd.core_frac, fwd.states, fwd.state_frac
     y = fwd.y
     index = d
@@ -406,12 +483,14 @@ def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = Ste
             stage.append((index + 1, *operands(plan.contractions[index + 1], cores, g)))
         dg, *rest = run_contractions(plan, stage, runner)
         index += 1
-        dg = dg.reshape(s["m"], s["c"], s["a"], s["n"]).transpose(2, 0, 3, 1)
         dg_frac = frac + state_frac[k]
+        # scale and round in PE1's (m, c, a, n) order, then lay out as the core (a, m, n, c): the same values
+        # and strides as rounding the transposed view, at contiguous speed
         cg = choose_frac(dg, dg_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
                          current=tr["core_grad_frac_bits"][k])
         tr["core_grad_frac_bits"][k] = cg
-        core_grads[k] = to_values(rescale(dg, dg_frac, cg, layer.grad_bits), cg).astype(np.float32)
+        codes = rescale(dg, dg_frac, cg, layer.grad_bits).reshape(s["m"], s["c"], s["a"], s["n"])
+        core_grads[k] = to_values(codes.transpose(2, 0, 3, 1), cg).astype(np.float32)
         if not rest:
             break
         (z,) = rest
