@@ -87,6 +87,13 @@ def family_of(design: DesignPoint, progress: Callable[[str], None] = print) -> F
     """The explorer's view of ``design``'s training loop: TT, FB-float or CSB (the host's share measured here)."""
     pes = sorted({instance.pe for instance in design.instances})
     specs = {instance.pe: instance.spec for instance in design.instances}
+    if pes == ["csb"] and (specs["csb"].kernel, specs["csb"].out_h, specs["csb"].out_w) != (1, 1, 1):
+        raise ExploreError(f"design {design.name}: its csb PE has kernel {specs['csb'].kernel} (a "
+                           f"{design.training.model.name}); the CSB training loop, and so the whole-step model, "
+                           "covers MLPs (FC layers, kernel 1) only")
+    if not (pes and all(pe.startswith("tt") for pe in pes)) and pes not in (["fpmac_array"], ["csb"]):
+        raise ExploreError(f"design {design.name}: the explorer covers TT, FB-float (fpmac_array) and CSB designs; "
+                           f"PEs {pes} given")
     progress("measuring the host's share of a step (NumPy loop, this machine)")
     if pes and all(pe.startswith("tt") for pe in pes):
         setup = tt_setup_of(design)
@@ -96,20 +103,12 @@ def family_of(design: DesignPoint, progress: Callable[[str], None] = print) -> F
         setup = fb_setup_of(design)
         host, shapes = measure_fb_host(setup)
         return fb_family(setup.spec, shapes, host=host)
-    if pes == ["csb"]:
-        spec = specs["csb"]
-        if (spec.kernel, spec.out_h, spec.out_w) != (1, 1, 1):
-            raise ExploreError(f"design {design.name}: its csb PE has kernel {spec.kernel} (a "
-                               f"{design.training.model.name}); the CSB training loop, and so the whole-step model, "
-                               "covers MLPs (FC layers, kernel 1) only")
-        from codesign.train.trainer import load_dataset
+    from codesign.train.trainer import load_dataset
 
-        setup = csb_setup_of(design)
-        progress("pruning as the CSB loop does (its warm-up epochs and kernel search) for the kept weights")
-        trainer = compressed_masks(setup, load_dataset(design.training))
-        return csb_family(spec, trainer.masks, setup.batch_size, host=measure_csb_host(trainer))
-    raise ExploreError(f"design {design.name}: the explorer covers TT, FB-float (fpmac_array) and CSB designs; PEs "
-                       f"{pes} given")
+    setup = csb_setup_of(design)
+    progress("pruning as the CSB loop does (its warm-up epochs and kernel search) for the kept weights")
+    trainer = compressed_masks(setup, load_dataset(design.training))
+    return csb_family(specs["csb"], trainer.masks, setup.batch_size, host=measure_csb_host(trainer))
 
 
 def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: str = "time", cap: float = DEFAULT_CAP,

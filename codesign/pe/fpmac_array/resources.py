@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+from codesign.hw.resource_model import distributed_bits
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 
 
@@ -31,10 +32,11 @@ def multipliers(spec: FpmacArraySpec) -> List[Tuple[int, int]]:
 
 
 def features(spec: FpmacArraySpec) -> dict:
-    """What LUT and FF counts grow with: a constant (control, header, address arithmetic), the MACs, and the
-    MACs' datapath bits (significand alignment, normalisation and rounding scale with the container width;
-    the C select multiplexer with the MACs times the container)."""
-    return {"one": 1.0, "macs": float(spec.macs), "mac_bits": float(spec.macs * spec.width)}
+    """What LUT and FF counts grow with: a constant (control, header, address arithmetic), the MACs, the MACs'
+    datapath bits (significand alignment, normalisation and rounding scale with the container width; the C
+    select multiplexer with the MACs times the container), and the C banks Yosys leaves in LUT RAM (per 64 bits)."""
+    return {"one": 1.0, "macs": float(spec.macs), "mac_bits": float(spec.macs * spec.width),
+            "lutram": distributed_bits(memories(spec)) / 64}
 
 
 def calibration_specs() -> List[FpmacArraySpec]:
