@@ -30,7 +30,7 @@ import numpy as np
 
 from codesign.hw.shell import SHELL_ARGS, project_files
 from codesign.hw.aptypes import cache_dir
-from codesign.hw.csim import COMPILE_TIMEOUT_S, CXX_FLAGS, CsimError, _include_dirs, build_key, compiler
+from codesign.hw.csim import COMPILE_TIMEOUT_S, CXX_FLAGS, CsimError, _include_dirs, build_key, compiler, precompiled_prelude
 
 LIBRARY_FLAGS = (*CXX_FLAGS, "-shared", "-fPIC")
 ENTRY = "codesign_accel_run"
@@ -71,7 +71,9 @@ def build_library(project_dir: Path, build_dir: Path | None = None) -> tuple[Pat
     os.close(handle)
     started = time.perf_counter()
     try:
-        done = subprocess.run([cxx, *LIBRARY_FLAGS, *(f"-I{d}" for d in dirs), *map(str, sources), "-o", partial],
+        prelude = precompiled_prelude(cxx, [*CXX_FLAGS, "-fPIC", f"-I{dirs[0]}"])  # a shared object's code is PIC
+        done = subprocess.run([cxx, *LIBRARY_FLAGS, *(f"-I{d}" for d in dirs), "-Winvalid-pch", "-include", str(prelude),
+                               *map(str, sources), "-o", partial],
                               capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
         if done.returncode != 0:
             raise BridgeError(f"compiling the bridge of {stem} failed:\n{done.stderr[-4000:]}")
