@@ -10,6 +10,7 @@ against exact rational arithmetic (fractions.Fraction).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
@@ -22,8 +23,9 @@ import torch
 from codesign.numerics.scales import mean_abs_frac_bits
 from codesign.pe.tt.schedule import StepHardware, stages
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.pe.tt.step import (GoldenRunner, checked_values, choose_frac, compare_steps, floor_log2_ratio, pe_step,
-                                 rescale, step_plan)
+from codesign.pe.tt.layer_state import TRACKERS
+from codesign.pe.tt.step import (GoldenRunner, checked_values, choose_frac, compare_steps, floor_log2_ratio,
+                                 forward_sweep, pe_step, rescale, step_plan)
 from codesign.train.tt.layer import TTLinear
 from codesign.train.tt.pe_check import golden_step, layer_state
 from codesign.train.tt.precision import UNSET, TTPrecision
@@ -199,6 +201,30 @@ def test_each_stage_of_the_step_is_one_runner_call(network_input):
                 for stage in stages(plan)]
     assert recorder.runs == expected
     assert sum(set(run) == {"tt1", "tt2"} for run in recorder.runs) == 3 - network_input
+
+
+@pytest.mark.parametrize("name", ["padding_edges_b33", "digits_first_layer_r4_b5"])
+def test_a_step_started_from_its_forward_sweep_equals_the_golden_layer(name):
+    """The loop hands pe_step the training-mode sweep it took: the step equals the golden layer's, bit for bit, and
+    asks the PEs for the backward contractions alone."""
+    in_modes, out_modes, rank, batch = SHAPES[name]
+    layer = make_layer(in_modes, out_modes, rank)
+    x, grad_y = make_batch(layer, batch, extremes=name == "padding_edges_b33")
+    state = layer_state(layer)
+    plan = step_plan(state, batch, SMALL_HARDWARE)
+    runner = GoldenRunner()
+    sweep = forward_sweep(state, x, plan, runner)
+    forward_calls = runner.calls
+    aimed = dataclasses.replace(state, trackers=tuple(tuple(sweep.trackers[tracker]) for tracker in TRACKERS))
+    got = pe_step(aimed, x, grad_y, runner, SMALL_HARDWARE, forward=sweep)
+    mismatches = compare_steps(golden_step(layer, x, grad_y), got)
+    assert sum(mismatches.values()) == 0, mismatches
+    order = plan.geometry.order
+    assert forward_calls == sum(call.index < order for call in plan.calls) > 0
+    assert runner.calls == len(plan.calls)  # the forward's calls were not repeated
+    other = make_batch(layer, batch + 1)
+    with pytest.raises(ValueError, match="not a sweep of this layer on this batch"):
+        pe_step(aimed, *other, GoldenRunner(), SMALL_HARDWARE, forward=sweep)
 
 
 class FlippingRunner(GoldenRunner):
