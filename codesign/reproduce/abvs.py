@@ -45,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
+from types import SimpleNamespace
 from pathlib import Path
 from typing import Any
 
@@ -351,22 +352,10 @@ def plot_traces(path: Path, results: dict, arm_names: list[str], lsfb: int, savi
     write_figure_png(figure, path)
 
 
-def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, progress: bool = True,
-        execution: Execution = Execution()) -> dict:
-    """Scan, select, tune and train; write results.json, table.md, plot.png and fb_trace.png.
-
-    Every training run is a sweep task with one torch thread (the MLP's tensors
-    are so small that intra-op threads only add synchronisation).
-    """
-    started = time.perf_counter()
-    out_dir = check_output_dir(Path(out_dir).resolve())  # the cost report path is part of the cached tasks
-    seeds = study_seeds(seeds, smoke)
-    execution = dataclasses.replace(execution, progress=progress and execution.progress)
-    task_dir = out_dir / "tasks"
-    base = base_config(smoke)
-    epochs = base.optim.epochs
-    notes: list[str] = []
-
+def _preliminary(base, *, smoke: bool, out_dir: Path, task_dir: Path, execution: Execution, progress: bool,
+                 notes: list[str]) -> SimpleNamespace:
+    """Phase 1: the least sufficient FB (preliminary fixed-FB scan), the FP-MAC cost report, and ABVS's FB_min and
+    check interval chosen on the preliminary seeds."""
     prelim_seeds = SMOKE_PRELIMINARY_SEEDS if smoke else PRELIMINARY_SEEDS
     gaps = SMOKE_FB_GAPS if smoke else FB_GAPS
     scan = scan_least_sufficient_fb(base, seeds=prelim_seeds, candidates=SMOKE_SCAN_FBS if smoke else SCAN_FBS,
@@ -389,6 +378,14 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     elif not schedule["any_within_accuracy"]:
         notes.append(f"no ABVS schedule came within {ACCURACY_DROP_PT} pt of FP32's validation accuracy on the "
                      "preliminary seeds; the most accurate one is used")
+    return SimpleNamespace(prelim_seeds=prelim_seeds, gaps=gaps, scan=scan, lsfb=lsfb, cost=cost, report=report,
+                           schedule=schedule, fb_min=fb_min, check_every=check_every)
+
+
+def _arms(base, p: SimpleNamespace, *, epochs: int, smoke: bool, task_dir: Path, execution: Execution) -> SimpleNamespace:
+    """Phase 2: the three arms (FP32, fixed FB, ABVS), the baselines' optimiser searches of the same budget."""
+    lsfb, fb_min, check_every, report, schedule, prelim_seeds = (p.lsfb, p.fb_min, p.check_every, p.report,
+                                                                 p.schedule, p.prelim_seeds)
     fixed_name, abvs_name = f"fixed_fb{lsfb}", f"abvs_fb{fb_min}to{lsfb}"
     fixed_base = base.replace(techniques={"abvs": abvs_config(lsfb, lsfb, total_epochs=epochs, cost_report=report)})
     searches = {name: select_optimiser(name, config, seeds=prelim_seeds, count=len(schedule["candidates"]),
@@ -406,12 +403,13 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                    abvs_name: schedule["runs"]}
     if len(set(search_runs.values())) != 1:
         raise RuntimeError(f"unequal preliminary searches: {search_runs} runs")
-    arms_started = time.perf_counter()
-    results, tuning = run_study(arms, seeds, out_dir, execution=execution)
-    arms_seconds = time.perf_counter() - arms_started
-    summaries = summarize(arms, results, tuning)
-    by_name = {s.name: s for s in summaries}
+    return SimpleNamespace(fixed_name=fixed_name, abvs_name=abvs_name, searches=searches, tune=tune, arms=arms,
+                           search_runs=search_runs)
 
+
+def _measure(results, a: SimpleNamespace, p: SimpleNamespace, by_name) -> SimpleNamespace:
+    """Phase 4: Eq. (2) and total energy savings per seed, the FB traces, the delay-model sensitivity."""
+    fixed_name, abvs_name, lsfb, report = a.fixed_name, a.abvs_name, p.lsfb, p.report
     fixed_runs, abvs_runs = results[fixed_name], results[abvs_name]
     eq2_ratios = [a.cost["total"]["compute_pj"] / f.cost["total"]["compute_pj"] for a, f in zip(abvs_runs, fixed_runs)]
     total_ratios = [a.energy_pj / f.energy_pj for a, f in zip(abvs_runs, fixed_runs)]
@@ -428,6 +426,15 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     abvs_delta = by_name[abvs_name].interval("accuracy_difference")
     fixed_delta = by_name[fixed_name].interval("accuracy_difference")
 
+    return SimpleNamespace(eq2_ratios=eq2_ratios, total_ratios=total_ratios, savings=savings, saving=saving,
+                           total_saving=total_saving, abvs_reports=abvs_reports, traces=traces,
+                           energy_model=energy_model, eq2_from_traces=eq2_from_traces, delays=delays,
+                           saving_range=saving_range, abvs_delta=abvs_delta, fixed_delta=fixed_delta)
+
+
+def _targets(m: SimpleNamespace, a: SimpleNamespace, p: SimpleNamespace, by_name) -> list:
+    lsfb, saving, delays, saving_range = p.lsfb, m.saving, m.delays, m.saving_range
+    abvs_delta, fixed_delta, abvs_name = m.abvs_delta, m.fixed_delta, a.abvs_name
     targets = [
         Target(text=f"ABVS Eq. (2) energy >= {100 * SAVING_TARGET:.0f} % below fixed-FB training at the least "
                     f"sufficient FB (FB = {lsfb}): whole 95 % interval of the per-seed saving",
@@ -441,6 +448,15 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                measured=f"Δ accuracy {abvs_delta.text()} pt ({by_name[abvs_name].verdict}); fixed FB = {lsfb}: "
                         f"{fixed_delta.text()} pt"),
     ]
+    return targets
+
+
+def _notes(m: SimpleNamespace, a: SimpleNamespace, p: SimpleNamespace, *, epochs: int) -> list[str]:
+    """The report's notes on how FB, the schedule, the tuning budgets, the delay and energy models were chosen."""
+    lsfb, scan, fb_min, check_every, schedule, cost = p.lsfb, p.scan, p.fb_min, p.check_every, p.schedule, p.cost
+    prelim_seeds, fixed_name, searches, tune = p.prelim_seeds, a.fixed_name, a.searches, a.tune
+    delays, energy_model, total_saving = m.delays, m.energy_model, m.total_saving
+    notes: list[str] = []
     per_cell = PER_CELL_DELAYS[FAMILY]
     notes += [
         (f"least sufficient FB = {lsfb} from preliminary fixed-FB runs on seeds {scan['seeds']}, read on validation "
@@ -479,9 +495,16 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         "per-cell-type delays and an alpha-power voltage model instead of Nangate 45 nm synthesis at each minimum "
         "voltage and PrimeTime power; validation split of 20 % of the training images (269) and 450 test images",
     ]
-    seconds = {"scan": scan["seconds"], "cost_report": cost["seconds"], "schedule_selection": schedule["seconds"],
-               "baseline_searches": sum(search["seconds"] for search in searches.values()),
-               "tuning_and_arms": arms_seconds}
+    return notes
+
+
+def _extra(m: SimpleNamespace, a: SimpleNamespace, p: SimpleNamespace, *, epochs: int, seconds: dict) -> dict:
+    lsfb, fb_min, check_every, scan, schedule, cost, report = (p.lsfb, p.fb_min, p.check_every, p.scan, p.schedule,
+                                                               p.cost, p.report)
+    searches, search_runs = a.searches, a.search_runs
+    energy_model, savings, saving, eq2_from_traces, total_ratios, total_saving = (
+        m.energy_model, m.savings, m.saving, m.eq2_from_traces, m.total_ratios, m.total_saving)
+    abvs_reports, traces, delays = m.abvs_reports, m.traces, m.delays
     extra = {
         "least_sufficient_fb": lsfb, "fb_min": fb_min, "check_every_epochs": check_every,
         "alpha": alpha_for_interval(epochs, check_every, fb_min, lsfb),
@@ -496,6 +519,11 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         "other_sensitivity": other_sensitivity(traces, fb_max=lsfb, cost_report=report),
         "seconds": seconds,
     }
+    return extra
+
+
+def _settings(base, p: SimpleNamespace, arms, *, epochs: int, smoke: bool) -> dict:
+    scan, gaps = p.scan, p.gaps
     settings = {
         "data": base.data.name, "validation_fraction": base.data.validation_fraction, "model": "mlp (64-128-64-10)",
         "epochs": epochs, "optim": base.to_dict()["optim"], "preliminary_seeds": scan["seeds"],
@@ -505,14 +533,12 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         "baseline_search": [dict(settings) for settings in BASELINE_SEARCH],
         "family": FAMILY, "smoke": smoke,
     }
-    plot_traces(out_dir / "fb_trace.png", results, [arm.name for arm in arms], lsfb, savings)
-    seconds["total"] = time.perf_counter() - started
-    notes.append(f"wall time: scan {seconds['scan']:.0f} s, cost report {seconds['cost_report']:.0f} s, schedule "
-                 f"selection {seconds['schedule_selection']:.0f} s, baseline searches "
-                 f"{seconds['baseline_searches']:.0f} s, tuning and arms {seconds['tuning_and_arms']:.0f} s, "
-                 f"total {seconds['total']:.0f} s (of this invocation: cached runs add nothing); training time summed "
-                 f"over the evaluation runs: {sum(summary.seconds for summary in summaries):.0f} s")
-    readme = ReadmeRow(
+    return settings
+
+
+def _readme(m: SimpleNamespace, targets) -> ReadmeRow:
+    saving, saving_range, abvs_delta = m.saving, m.saving_range, m.abvs_delta
+    return ReadmeRow(
         reproduction="`abvs` (FB rule vs fixed least sufficient FB and FP32, MLP)",
         target=f">= {100 * SAVING_TARGET:.0f} % Eq. (2) energy saving vs fixed FB; loss > {ACCURACY_DROP_PT} pt vs "
                "FP32 ruled out",
@@ -521,8 +547,48 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         verdict=(f"saving {'met' if targets[0].met else 'not met'}, accuracy "
                  f"{'met' if targets[1].met else 'not met'}"),
     )
+
+
+def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, progress: bool = True,
+        execution: Execution = Execution()) -> dict:
+    """Scan, select, tune and train; write results.json, table.md, plot.png and fb_trace.png.
+
+    Every training run is a sweep task with one torch thread (the MLP's tensors
+    are so small that intra-op threads only add synchronisation).
+    """
+    started = time.perf_counter()
+    out_dir = check_output_dir(Path(out_dir).resolve())  # the cost report path is part of the cached tasks
+    seeds = study_seeds(seeds, smoke)
+    execution = dataclasses.replace(execution, progress=progress and execution.progress)
+    task_dir = out_dir / "tasks"
+    base = base_config(smoke)
+    epochs = base.optim.epochs
+    notes: list[str] = []
+    p = _preliminary(base, smoke=smoke, out_dir=out_dir, task_dir=task_dir, execution=execution, progress=progress,
+                     notes=notes)
+    a = _arms(base, p, epochs=epochs, smoke=smoke, task_dir=task_dir, execution=execution)
+    arms_started = time.perf_counter()
+    results, tuning = run_study(a.arms, seeds, out_dir, execution=execution)
+    arms_seconds = time.perf_counter() - arms_started
+    summaries = summarize(a.arms, results, tuning)
+    by_name = {s.name: s for s in summaries}
+    m = _measure(results, a, p, by_name)
+    targets = _targets(m, a, p, by_name)
+    notes += _notes(m, a, p, epochs=epochs)
+    seconds = {"scan": p.scan["seconds"], "cost_report": p.cost["seconds"], "schedule_selection": p.schedule["seconds"],
+               "baseline_searches": sum(search["seconds"] for search in a.searches.values()),
+               "tuning_and_arms": arms_seconds}
+    extra = _extra(m, a, p, epochs=epochs, seconds=seconds)
+    settings = _settings(base, p, a.arms, epochs=epochs, smoke=smoke)
+    plot_traces(out_dir / "fb_trace.png", results, [arm.name for arm in a.arms], p.lsfb, m.savings)
+    seconds["total"] = time.perf_counter() - started
+    notes.append(f"wall time: scan {seconds['scan']:.0f} s, cost report {seconds['cost_report']:.0f} s, schedule "
+                 f"selection {seconds['schedule_selection']:.0f} s, baseline searches "
+                 f"{seconds['baseline_searches']:.0f} s, tuning and arms {seconds['tuning_and_arms']:.0f} s, "
+                 f"total {seconds['total']:.0f} s (of this invocation: cached runs add nothing); training time summed "
+                 f"over the evaluation runs: {sum(summary.seconds for summary in summaries):.0f} s")
     return write_report(out_dir, name=NAME, title=TITLE, summaries=summaries, claim=CLAIM, targets=targets,
-                        seeds=seeds, settings=settings, notes=notes, extra=extra, tuning=tuning, readme=readme)
+                        seeds=seeds, settings=settings, notes=notes, extra=extra, tuning=tuning, readme=_readme(m, targets))
 
 
 __all__ = ["delay_sensitivity", "delay_variants", "run", "scan_least_sufficient_fb", "select_optimiser",

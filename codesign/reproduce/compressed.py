@@ -175,21 +175,8 @@ def buffer_ablation(rows: dict[str, list[dict[str, Any]]], results: dict[str, li
     return out
 
 
-def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, progress: bool = True,
-        execution: Execution = Execution()) -> dict:
-    out_dir = check_output_dir(out_dir)
-    seeds = study_seeds(seeds, smoke)
-    execution = dataclasses.replace(execution, progress=progress and execution.progress)
-    arms = build_arms(smoke)
-    started = time.perf_counter()
-    results, tuning = run_study(arms, seeds, out_dir, execution=execution)
-    wall = time.perf_counter() - started
-    summaries = summarize(arms, results, tuning)
-    by_name = {s.name: s for s in summaries}
-    rows = {name: _technique_rows(results[name]) for name in (MAIN_ARM, ABLATION_ARM)}
-    epochs = arms[0].config.optim.epochs
-
-    main, ablation, base = by_name[MAIN_ARM], by_name[ABLATION_ARM], by_name["fp32"]
+def _pruning_target(rows: dict, main, base) -> tuple[dict, Interval, Interval, Target]:
+    """How much the main arm prunes (per measure, over seeds) and the pruning target with its accuracy bound."""
     pruning = {arm: {key: bootstrap_interval([row[key] for row in rows[arm]]).as_dict() for key in PRUNING_MEASURES}
                for arm in (MAIN_ARM, ABLATION_ARM)}
     kxk = Interval(**pruning[MAIN_ARM]["pruned_fraction_kxk_kernels"])
@@ -206,6 +193,11 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                   f"{delta.text()} pt ({main.verdict}); accuracy {main.accuracy_mean:.2f} ± {main.accuracy_std:.2f} % "
                   f"vs fp32 {base.accuracy_mean:.2f} ± {base.accuracy_std:.2f} %"),
     )
+    return pruning, kxk, delta, target_pruning
+
+
+def _buffer_target(rows: dict, results: dict, main, ablation) -> tuple[dict, Interval, Interval, Interval, Target]:
+    """The 16-bit buffer ablation paired per seed against the 24-bit buffer, and its target."""
     ablation_stats = buffer_ablation(rows, results)
     lost = Interval(**ablation_stats["lost_update_share_pt"]["difference"])
     loss = Interval(**ablation_stats["final_train_loss"]["difference"])
@@ -221,10 +213,14 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                   f"{main.accuracy_std:.2f} %"),
     )
 
+    return ablation_stats, lost, loss, accuracy16, target_buffer
+
+
+def _notes(arms, rows: dict, pruning: dict, per_layer: dict, main, ablation, *, epochs: int, lost: Interval,
+           loss: Interval, accuracy16: Interval, smoke: bool, wall: float, summaries) -> list[str]:
+    """The report's notes: the schedule, the pruning search, what is pruned, the ledger, the dip, the ablation."""
     cfg = arms[1].config.techniques["compress"]
     search_share = max(row["search_share_of_run_macs"] for row in rows[MAIN_ARM])
-    per_layer = {name: _mean(row["pruned_fraction_per_layer"][name] for row in rows[MAIN_ARM])
-                 for name in rows[MAIN_ARM][0]["pruned_fraction_per_layer"]}
     dip = [min(row["history"][cfg.warmup_epochs:]) for row in rows[MAIN_ARM]]
     same_lr = main.chosen == ablation.chosen
     notes = [
@@ -273,6 +269,30 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
          f"wall time of the study (tuning and evaluation): {wall:.0f} s (of this invocation: cached runs add "
          f"nothing); training time summed over the evaluation runs: {sum(s.seconds for s in summaries):.0f} s."),
     ]
+    return notes
+
+
+def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, progress: bool = True,
+        execution: Execution = Execution()) -> dict:
+    out_dir = check_output_dir(out_dir)
+    seeds = study_seeds(seeds, smoke)
+    execution = dataclasses.replace(execution, progress=progress and execution.progress)
+    arms = build_arms(smoke)
+    started = time.perf_counter()
+    results, tuning = run_study(arms, seeds, out_dir, execution=execution)
+    wall = time.perf_counter() - started
+    summaries = summarize(arms, results, tuning)
+    by_name = {s.name: s for s in summaries}
+    rows = {name: _technique_rows(results[name]) for name in (MAIN_ARM, ABLATION_ARM)}
+    epochs = arms[0].config.optim.epochs
+
+    main, ablation, base = by_name[MAIN_ARM], by_name[ABLATION_ARM], by_name["fp32"]
+    pruning, kxk, delta, target_pruning = _pruning_target(rows, main, base)
+    ablation_stats, lost, loss, accuracy16, target_buffer = _buffer_target(rows, results, main, ablation)
+    per_layer = {name: _mean(row["pruned_fraction_per_layer"][name] for row in rows[MAIN_ARM])
+                 for name in rows[MAIN_ARM][0]["pruned_fraction_per_layer"]}
+    notes = _notes(arms, rows, pruning, per_layer, main, ablation, epochs=epochs, lost=lost, loss=loss,
+                   accuracy16=accuracy16, smoke=smoke, wall=wall, summaries=summaries)
     settings = {
         "smoke": smoke, **{key: value for key, value in arms[0].config.to_dict().items() if key not in ("seed",
                                                                                                     "techniques")},

@@ -123,27 +123,10 @@ def judge(summary: ArmSummary) -> tuple[bool, str]:
     return met, measured
 
 
-def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, progress: bool = True,
-        execution: Execution = Execution()) -> dict:
-    out_dir = check_output_dir(out_dir)
-    seeds = study_seeds(seeds, smoke)
-    execution = dataclasses.replace(execution, progress=progress and execution.progress)
-    arms = build_arms(smoke)
-    started = time.perf_counter()
-    results, tuning = run_study(arms, seeds, out_dir, execution=execution)
-    wall = time.perf_counter() - started
-    summaries = summarize(arms, results, tuning)
-    by_name = {s.name: s for s in summaries}
-    range_tests = _range_tests(results)
-
-    targets, verdicts = [], {}
-    for arm, rounding in CPT_ARMS.items():
-        met, measured = judge(by_name[arm])
-        verdicts[arm] = met
-        targets.append(Target(text=f"{arm} ({rounding} schedule): BitOPs <= {TARGET_RATIO}x static 8-bit (whole 95 % "
-                                   "interval) at no significant accuracy loss vs static 8-bit (CPT FW B_min-8 / BW 8)",
-                              met=met, measured=measured))
-
+def _notes(arms, results: dict, by_name: dict, range_tests: dict, verdicts: dict, *, smoke: bool, wall: float,
+           summaries) -> tuple[list[str], list[float], dict]:
+    """The report's notes (schedule rounding, range test, number format, energy, scale), the rint / ceil BitOPs
+    per seed and the schedule's own BitOPs estimates."""
     cpt_config = arms[1].config.techniques["cpt"]
     epochs = arms[0].config.optim.epochs
     steps = results["cpt_ceil"][0].steps
@@ -187,6 +170,33 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     if smoke:
         notes.append("Smoke run: an MLP on synthetic data, 2 epochs, one seed; the numbers check the pipeline, "
                      "not the paper.")
+    return notes, rint_vs_ceil, estimates
+
+
+def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, progress: bool = True,
+        execution: Execution = Execution()) -> dict:
+    out_dir = check_output_dir(out_dir)
+    seeds = study_seeds(seeds, smoke)
+    execution = dataclasses.replace(execution, progress=progress and execution.progress)
+    arms = build_arms(smoke)
+    started = time.perf_counter()
+    results, tuning = run_study(arms, seeds, out_dir, execution=execution)
+    wall = time.perf_counter() - started
+    summaries = summarize(arms, results, tuning)
+    by_name = {s.name: s for s in summaries}
+    range_tests = _range_tests(results)
+
+    targets, verdicts = [], {}
+    for arm, rounding in CPT_ARMS.items():
+        met, measured = judge(by_name[arm])
+        verdicts[arm] = met
+        targets.append(Target(text=f"{arm} ({rounding} schedule): BitOPs <= {TARGET_RATIO}x static 8-bit (whole 95 % "
+                                   "interval) at no significant accuracy loss vs static 8-bit (CPT FW B_min-8 / BW 8)",
+                              met=met, measured=measured))
+
+    notes, rint_vs_ceil, estimates = _notes(arms, results, by_name, range_tests, verdicts, smoke=smoke, wall=wall,
+                                            summaries=summaries)
+    ceil, rint = by_name["cpt_ceil"], by_name["cpt_rint"]
     settings = {
         "smoke": smoke, **{key: value for key, value in arms[0].config.to_dict().items() if key not in ("seed",
                                                                                                     "techniques")},

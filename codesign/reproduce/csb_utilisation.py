@@ -382,26 +382,8 @@ def plot_sweep(path: Path, data: dict, paper_n: int = N_PE) -> Path:
     return write_figure_png(figure, path)
 
 
-def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, progress: bool = True,
-        execution=None) -> dict:
-    """Model every layer, write results.json, table.md and plot.png.
-
-    ``progress`` and ``execution`` are accepted for uniformity: nothing is trained, so nothing is tuned or
-    sent to workers; the seeds draw the random kernel masks.
-    """
-    started = time.perf_counter()
-    out_dir = check_output_dir(out_dir)
-    seeds = study_seeds(seeds, smoke)
-    rows = measure_layers(seeds, DENSITY)
-    fp_only = {layer.name: ("FP",) for layer in LAYERS}
-    on_chip = measure_layers(seeds, DENSITY, fp_only, bandwidth=math.inf, common_slots=ON_CHIP_SLOTS)
-    alt = None if smoke else measure_layers(seeds, ALT_DENSITY, fp_only)
-    speed = normalised_speed(rows)
-    speed_on_chip = normalised_speed(on_chip)
-    pes = SMOKE_SWEEP_PES if smoke else SWEEP_PES
-    sweep_data = sweep(seeds, pes)
-    targets = _targets(rows)
-    spot, spot_note = ([], "Smoke run: no RTL spot check.") if smoke else _spot_check_if_possible()
+def _notes(rows: dict, spot_note: str, *, smoke: bool, started: float) -> list[str]:
+    """The report's notes: layers, sparsity, array, utilisation, EB, the sweep, bound types, the spot check."""
     sec55_disagree = [f"{name} {grouping} {op}" for name, by_group in rows.items()
                       for grouping, by_op in by_group.items() for op, row in by_op.items()
                       if any((b == "compute") != s for b, s in zip(row["bound"], row["sec55_compute_bound"]))]
@@ -438,6 +420,30 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         (f"Smoke run: one seed, PE sweep {list(SMOKE_SWEEP_PES)}, no {100 * ALT_DENSITY:.0f} % column." if smoke else
          f"Wall time {time.perf_counter() - started:.1f} s."),
     ]
+    return notes
+
+
+def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, progress: bool = True,
+        execution=None) -> dict:
+    """Model every layer, write results.json, table.md and plot.png.
+
+    ``progress`` and ``execution`` are accepted for uniformity: nothing is trained, so nothing is tuned or
+    sent to workers; the seeds draw the random kernel masks.
+    """
+    started = time.perf_counter()
+    out_dir = check_output_dir(out_dir)
+    seeds = study_seeds(seeds, smoke)
+    rows = measure_layers(seeds, DENSITY)
+    fp_only = {layer.name: ("FP",) for layer in LAYERS}
+    on_chip = measure_layers(seeds, DENSITY, fp_only, bandwidth=math.inf, common_slots=ON_CHIP_SLOTS)
+    alt = None if smoke else measure_layers(seeds, ALT_DENSITY, fp_only)
+    speed = normalised_speed(rows)
+    speed_on_chip = normalised_speed(on_chip)
+    pes = SMOKE_SWEEP_PES if smoke else SWEEP_PES
+    sweep_data = sweep(seeds, pes)
+    targets = _targets(rows)
+    spot, spot_note = ([], "Smoke run: no RTL spot check.") if smoke else _spot_check_if_possible()
+    notes = _notes(rows, spot_note, smoke=smoke, started=started)
     settings = {
         "smoke": smoke, "n_pe": N_PE, "density": DENSITY, "alt_density": None if smoke else ALT_DENSITY,
         "block": BLOCK, "tile": TILE, "batch": BATCH, "bandwidth_bytes_per_cycle": BANDWIDTH,
