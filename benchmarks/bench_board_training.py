@@ -10,16 +10,12 @@ second of both and their ratio (emulated / golden), and checks that the
 two states are bit-identical afterwards (a mismatch fails the run). It
 writes ``board_training.json`` and a bar chart ``board_training.png``.
 
-Families and their design points:
+Families: every one registered in :data:`codesign.deploy.trainers.FAMILIES` (fpmac_array, csb, tt: the
+board runtime's NumPy loops), each on its example design with the family's short-run set-up changes
+(``QUICK_CHANGES``; a set-up with warm-up epochs runs one epoch of two steps on both, untimed, first), and
+``tt-torch``: the TT design with the desktop's torch trainer as host. A new family joins by its registry entry.
 
-- ``fb-float``: examples/digits_abvs.toml, FB-float MLP on the fpmac_array IP;
-- ``csb``: examples/digits_compressed_mlp.toml, compressed training on the csb IP
-  (one float warm-up epoch of two steps and the pruning search first, untimed;
-  a constant learning rate);
-- ``tt``: examples/digits_tt.toml, TT layers on the tt1 and tt2 IPs, the torch trainer's host;
-- ``tt-numpy``: the same design with the board runtime's NumPy TT loop (:mod:`codesign.loops.tt`) as host.
-
-Run: .venv/bin/python benchmarks/bench_board_training.py [--steps 6] [--families fb-float,csb,tt,tt-numpy] [--out reports/bench]
+Run: .venv/bin/python benchmarks/bench_board_training.py [--steps 6] [--families fpmac_array,csb,tt,tt-torch] [--out reports/bench]
 """
 
 from __future__ import annotations
@@ -61,46 +57,32 @@ def _overlay(design, root: Path):
         return CodesignOverlay(folder, design=design, emulate=True)
 
 
-def fb_float_pair(root: Path, data: Dataset) -> Pair:
-    from codesign.deploy.training import BoardTrainer
+def family_pair(name: str, root: Path, data: Dataset) -> Pair:
+    """The board trainer and golden loop of a registered family (:data:`codesign.deploy.trainers.FAMILIES`) on its
+    example design, with the family's short-run set-up changes (``QUICK_CHANGES``). A set-up that starts with
+    warm-up epochs (csb's float warm-up and pruning search, TT's prior) runs one epoch of two steps on both first,
+    untimed, so the timed steps are those of the loop's main phase."""
+    from codesign.deploy.trainers import FAMILIES, QUICK_CHANGES, board_trainer, golden_trainer
     from codesign.design import load_design
-    from codesign.design.loops import fb_setup_of
-    from codesign.loops.fb import FbMlpTrainer
 
-    design = load_design(EXAMPLES / "digits_abvs.toml")
-    board = BoardTrainer(_overlay(design, root), design)
-    golden = FbMlpTrainer(fb_setup_of(design))
+    family = FAMILIES[name]
+    design = load_design(EXAMPLES / family.example)
+    overlay = _overlay(design, root)
+    board = board_trainer(overlay, **QUICK_CHANGES[name])
+    golden = golden_trainer(overlay.manifest, **QUICK_CHANGES[name])
+    if getattr(golden.setup, "warmup_epochs", 0):
+        for trainer in (board, golden):
+            trainer.fit(data, epochs=1, progress=False, max_steps=2)
 
     def words(trainer) -> list[np.ndarray]:
         state = trainer.read_weights()
-        return [*state["weights"], *state["biases"], *state["velocity"]]
+        return [np.asarray(array) for key in family.state_keys for array in state[key]]
 
     return Pair(board, golden, words, golden.setup.batch_size)
 
 
-def csb_pair(root: Path, data: Dataset) -> Pair:
-    from codesign.deploy.csb_training import CsbBoardTrainer
-    from codesign.design import load_design
-    from codesign.design.loops import csb_setup_of
-    from codesign.loops.csb import CsbMlpTrainer
-
-    design = load_design(EXAMPLES / "digits_compressed_mlp.toml")
-    # a constant rate: the cosine schedule of fit() would span only the warm-up's two steps and reach 0
-    changes = {"epochs": 2, "warmup_epochs": 1, "schedule": "constant"}
-    board = CsbBoardTrainer(_overlay(design, root), design, **changes)
-    golden = CsbMlpTrainer(csb_setup_of(design, **changes))
-    for trainer in (board, golden):  # the float warm-up and the pruning search, then the fixed-point phase
-        trainer.fit(data, epochs=1, progress=False, max_steps=2)
-        assert trainer.phase == "fixed"
-
-    def words(trainer) -> list[np.ndarray]:
-        state = trainer.read_weights()
-        return [*state["buffers"], *(mask.astype(np.uint8) for mask in state["masks"])]
-
-    return Pair(board, golden, words, golden.setup.batch_size)
-
-
-def tt_pair(root: Path, data: Dataset) -> Pair:
+def tt_torch_pair(root: Path, data: Dataset) -> Pair:
+    """The TT design with the desktop's torch trainer as host (not a board-runtime family: it needs torch)."""
     from codesign.board_tt import BoardTtTrainer
     from codesign.design import load_design
     from codesign.train.hw_golden_tt import TtHwTrainer
@@ -119,25 +101,13 @@ def tt_pair(root: Path, data: Dataset) -> Pair:
     return Pair(board, golden, words, design.training.optim.batch_size)
 
 
-def tt_numpy_pair(root: Path, data: Dataset) -> Pair:
-    from codesign.deploy.trainers import golden_trainer
-    from codesign.deploy.tt_training import TtBoardTrainer
-    from codesign.design import load_design
+def pairs() -> dict[str, Callable[[Path, Dataset], Pair]]:
+    """Every registered board-runtime family, then the TT design on the desktop's torch host."""
+    from codesign.deploy.trainers import FAMILIES
 
-    design = load_design(EXAMPLES / "digits_tt.toml")
-    overlay = _overlay(design, root)
-    board, golden = TtBoardTrainer(overlay, design), golden_trainer(overlay.manifest)
-
-    def words(trainer) -> list[np.ndarray]:
-        state = trainer.read_weights()
-        return [np.ascontiguousarray(a).view(np.uint32 if a.dtype == np.float32 else np.uint64)
-                for key in ("cores", "biases", "moments", "trackers") for a in state[key]]
-
-    return Pair(board, golden, words, golden.setup.batch_size)
-
-
-FAMILIES: dict[str, Callable[[Path, Dataset], Pair]] = {"fb-float": fb_float_pair, "csb": csb_pair, "tt": tt_pair,
-                                                        "tt-numpy": tt_numpy_pair}
+    made: dict[str, Callable[[Path, Dataset], Pair]] = {
+        name: (lambda root, data, name=name: family_pair(name, root, data)) for name in FAMILIES}
+    return {**made, "tt-torch": tt_torch_pair}
 
 
 def batches(data: Dataset, size: int, count: int, seed: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -206,13 +176,14 @@ def plot(rows: list[dict], path: Path) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=6, help="timed steps per family (after one untimed step)")
-    parser.add_argument("--families", default=",".join(FAMILIES))
+    available = pairs()
+    parser.add_argument("--families", default=",".join(available))
     parser.add_argument("--out", default="reports/bench")
     args = parser.parse_args()
     families = [name.strip() for name in args.families.split(",") if name.strip()]
-    unknown = sorted(set(families) - set(FAMILIES))
+    unknown = sorted(set(families) - set(available))
     if unknown or not families:
-        parser.error(f"--families: unknown {unknown or 'none given'}; choose from {', '.join(FAMILIES)}")
+        parser.error(f"--families: unknown {unknown or 'none given'}; choose from {', '.join(available)}")
     if args.steps < 1:
         parser.error("--steps must be >= 1")
 
@@ -221,7 +192,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="codesign_bench_board_") as tmp:
         for name in families:
             print(f"[{name}] building the emulation folder and both trainers ...", flush=True)
-            rows.append(measure(name, FAMILIES[name](Path(tmp), data), data, args.steps))
+            rows.append(measure(name, available[name](Path(tmp), data), data, args.steps))
             r = rows[-1]
             print(f"[{name}] {r['board_steps_per_s']:.2f} steps/s emulated, {r['golden_steps_per_s']:.2f} golden "
                   f"({r['ratio']:.2f}x); {r['words_differ']} of {r['words_compared']} state words differ", flush=True)

@@ -220,21 +220,36 @@ def build_stage(board_name: str, out: Path, cache_dir: Path, *, stage: Stage) ->
                     + ("" if folder.fit.fits else " (does not fit)"))
 
 
-def training_stage(out: Path, *, full: bool, stage: Stage) -> None:
-    """Train the shipped design on the emulated board (its generated HLS C++) beside the golden loop; compare."""
+def _training_overlay(out: Path, family_name: str | None):
+    """The overlay a training stage runs on, its design and its folder: the shipped design's zedboard build folder
+    (``family_name`` None), or an emulation folder of a registered family's example design."""
     from codesign.deploy import CodesignOverlay
-    from codesign.deploy.selfcheck import compare_states
-    from codesign.deploy.trainers import QUICK_CHANGES, board_trainer, family_of, golden_trainer
+    from codesign.deploy.trainers import FAMILIES
     from codesign.design import load_design
-    from codesign.hw.reports import write_json_atomic, write_text_atomic
+    from codesign.design.build import write_emulation_folder
     from codesign.resources import data_dir
-    from codesign.train.trainer import load_dataset
 
-    build = out / "build" / "zedboard"
-    design = load_design(data_dir("examples") / DEMO_DESIGN, board_name="zedboard")
+    if family_name is None:
+        design = load_design(data_dir("examples") / DEMO_DESIGN, board_name="zedboard")
+        folder, results = out / "build" / "zedboard", out / "training"
+    else:
+        design = load_design(data_dir("examples") / FAMILIES[family_name].example, board_name="zedboard")
+        folder = write_emulation_folder(design, out / "training" / family_name / "emulation")
+        results = out / "training" / family_name
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the notice that the emulated board stands in for the board
-        overlay = CodesignOverlay(build, design=design, emulate=True)
+        return CodesignOverlay(folder, design=design, emulate=True), design, results
+
+
+def training_stage(out: Path, *, full: bool, stage: Stage, family_name: str | None = None) -> None:
+    """Train on the emulated board (its generated HLS C++) beside the golden loop and compare: the shipped design
+    (``family_name`` None), or the example design of a registered family (the full demo trains every family)."""
+    from codesign.deploy.selfcheck import compare_states
+    from codesign.deploy.trainers import QUICK_CHANGES, board_trainer, family_of, golden_trainer
+    from codesign.hw.reports import write_json_atomic, write_text_atomic
+    from codesign.train.trainer import load_dataset
+
+    overlay, design, folder = _training_overlay(out, family_name)
     family = family_of(overlay.manifest)
     epochs, max_steps = (6, None) if full else (4, 12)
     changes = {**QUICK_CHANGES[family.name], "epochs": epochs}
@@ -251,7 +266,6 @@ def training_stage(out: Path, *, full: bool, stage: Stage) -> None:
               "epochs": epochs, "steps_per_epoch": board.steps_per_epoch, "batch": board.setup.batch_size,
               "history": rows, "golden_history": [{k: v for k, v in row.items() if k != "macs"} for row in golden.history],
               "seconds": seconds, "state_words": words}
-    folder = out / "training"
     write_json_atomic(folder / "training.json", result)
     write_text_atomic(folder / "training.md", _training_markdown(result))
     _plot_training(result, folder / "training.png")
@@ -261,6 +275,17 @@ def training_stage(out: Path, *, full: bool, stage: Stage) -> None:
                     f"{words['differ']} of {words['compared']} state words differ from the golden loop")
     if words["differ"]:
         stage.status = "FAIL"
+
+
+def other_families() -> list[str]:
+    """The registered training families other than the shipped design's (the full demo trains each once more)."""
+    from codesign.deploy.trainers import FAMILIES
+    from codesign.design import load_design
+    from codesign.design.loops import loop_entry
+    from codesign.resources import data_dir
+
+    shipped = loop_entry(load_design(data_dir("examples") / DEMO_DESIGN, board_name="zedboard"))
+    return [name for name in FAMILIES if shipped is None or name != shipped["family"]]
 
 
 def _training_markdown(result: dict) -> str:
@@ -409,7 +434,8 @@ _STYLE = ("body{font-family:sans-serif;margin:2em;color:#222;background:#fff}"
 
 # ------------------------------------------------------------------------------------------------------- the run
 def plan_size(pes: Sequence[ProcessingElement], *, design_stages: bool, full: bool) -> int:
-    return 2 * len(pes) + (len(boards()) + 1 + (2 if full else 0) if design_stages else 0)
+    extra = 2 + len(other_families()) if full else 0  # the TT layer step and comparison, the other families' runs
+    return 2 * len(pes) + (len(boards()) + 1 + extra if design_stages else 0)
 
 
 def run_demo(out: Path, pe_list: Sequence[str] = (), *, full: bool = False, ship_reports: bool = False,
@@ -439,6 +465,9 @@ def run_demo(out: Path, pe_list: Sequence[str] = (), *, full: bool = False, ship
                 extra += [Path("build", board_name, "vivado", "build.tcl")]
             with stages.stage("training on the emulated board, with the golden loop") as stage:
                 training_stage(out, full=full, stage=stage)
+            for name in other_families() if full else ():
+                with stages.stage(f"training family {name} (its example design) on the emulated board") as stage:
+                    training_stage(out, full=full, stage=stage, family_name=name)
     finally:
         _close(out, stages, full=full, extra=extra, log=log)
     if ship_reports:

@@ -211,10 +211,25 @@ class LoopOnBoard(OnBoard):
 
     family: str
     setup_class: type
-    backend_class: type
+    backend_class: type  # built as backend_class(driver, spec); has driver, pe_cycles and stages
 
     def __init__(self, overlay, design=None, *, ip: Optional[str] = None, **setup_changes) -> None:
         self.bind(overlay, design)
         setup = self.loop_setup(self.family, self.setup_class, setup_changes)
         driver = overlay.accelerator(self.instance_name(self.family, ip))
-        super().__init__(setup, self.backend_class(driver, setup.spec))
+        self.ip_backend = self.backend_class(driver, setup.spec)
+        super().__init__(setup, self.ip_backend)
+
+    @property
+    def stage_log(self) -> StageLog:
+        return self.ip_backend.stages
+
+    def backend_figures(self) -> dict[str, Any]:
+        """Figures of the IP backend beyond the shared ones (a family adds its own, e.g. transactions sent)."""
+        return {}
+
+    def throughput(self) -> dict[str, Any]:
+        """The golden loop's figures plus the IP's (:meth:`OnBoard.ip_figures`) and the backend's own."""
+        backend = self.ip_backend
+        return {**super().throughput(), **self.ip_figures([backend.driver], backend.pe_cycles, backend.stages),
+                **self.backend_figures()}

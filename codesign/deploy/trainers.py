@@ -19,19 +19,24 @@ from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 
 
 class Family(NamedTuple):
-    """A PE family's loop: its board trainer, its golden loop, its set-up, and the state words a comparison reads."""
+    """A PE family's loop: its board trainer, its golden loop, its set-up, the state words a comparison reads, and
+    the shipped example design (``examples/<example>``) that trains with it (benchmarks and demos take it from here)."""
 
     name: str
     board: type
     golden: type
     setup: type
     state_keys: Tuple[str, ...]
+    example: str
 
 
 FAMILIES: Dict[str, Family] = {
-    "fpmac_array": Family("fpmac_array", BoardTrainer, FbMlpTrainer, HwTrainSetup, ("weights", "biases", "velocity")),
-    "csb": Family("csb", CsbBoardTrainer, CsbMlpTrainer, CsbTrainSetup, ("buffers", "masks")),
-    "tt": Family("tt", TtBoardTrainer, TtMlpTrainer, TtTrainSetup, ("cores", "biases", "moments", "trackers", "ranks")),
+    "fpmac_array": Family("fpmac_array", BoardTrainer, FbMlpTrainer, HwTrainSetup, ("weights", "biases", "velocity"),
+                          "digits_abvs.toml"),
+    "csb": Family("csb", CsbBoardTrainer, CsbMlpTrainer, CsbTrainSetup, ("buffers", "masks"),
+                  "digits_compressed_mlp.toml"),
+    "tt": Family("tt", TtBoardTrainer, TtMlpTrainer, TtTrainSetup, ("cores", "biases", "moments", "trackers", "ranks"),
+                 "digits_tt.toml"),
 }
 
 # Set-up changes for a short run of the whole path (the self-check, a notebook's quick mode): two epochs, with
