@@ -30,7 +30,7 @@ from codesign.deploy.manifest import DeployError
 from codesign.hw.step_model import StageLog
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.pe.tt import golden
-from codesign.pe.tt.contract import STATUS_BAD_HEADER, STATUS_OK, STATUS_TOO_LARGE
+from codesign.pe.tt.contract import STATUS_BAD_HEADER, STATUS_OK, STATUS_TOO_LARGE, output_parts, word_parts
 from codesign.pe.tt.cycles import transaction_cycles
 from codesign.pe.tt.golden import result_shape
 from codesign.pe.tt.schedule import StepHardware, assign_calls, hardware_of
@@ -100,7 +100,7 @@ class IpRunner:
         """Start every job's IP call, then wait for each; every started IP is waited for before an error leaves."""
         started, error = [], None
         for driver, positions in jobs:
-            n_out = sum(1 + int(np.prod(result_shape(*calls[p]))) for p in positions)
+            n_out = sum(self._out_parts(calls[p]) for p in positions)
             words_in = np.concatenate([streams[p] for p in positions]).astype(np.uint32)
             try:
                 driver.start(words_in, n_out, len(positions))
@@ -127,24 +127,29 @@ class IpRunner:
         if error is not None:
             raise error
         self.stages.add(busiest, sum(streams[p].size for _, positions in started for p in positions),
-                        sum(1 + int(np.prod(result_shape(*calls[p]))) for _, positions in started for p in positions))
+                        sum(self._out_parts(calls[p]) for _, positions in started for p in positions))
         return finished
 
-    @staticmethod
-    def _results(driver: AccelIP, calls, out: np.ndarray) -> list[np.ndarray]:
+    def _out_parts(self, call) -> int:
+        """32-bit words one call's output takes in the IP's output buffer (its status word and packed results)."""
+        return output_parts(int(np.prod(result_shape(*call))), self.hardware.spec(call[0]).stream_bits)
+
+    def _results(self, driver: AccelIP, calls, out: np.ndarray) -> list[np.ndarray]:
         results, position = [], 0
         for pe, a, b in calls:
             shape = result_shape(pe, a, b)
+            bits = self.hardware.spec(pe).stream_bits
             status = int(out[position])
             if status != STATUS_OK:
                 raise DeployError(f"IP {driver.ip_name} refused a {shape} transaction: status {status} "
                                   f"({STATUS_NAMES.get(status, 'unknown')})")
             size = int(np.prod(shape))
-            values = out[position + 1:position + 1 + size].astype(np.int64)
+            first = position + word_parts(bits)  # the status word's parts, then the results, one per part
+            values = out[first:first + size].astype(np.int64)
             if values.size != size:
                 raise DeployError(f"IP {driver.ip_name} answered {values.size} of {size} result words")
             results.append(np.where(values >= 1 << 31, values - (1 << 32), values).reshape(shape))
-            position += 1 + size
+            position += output_parts(size, bits)
         return results
 
 

@@ -126,13 +126,21 @@ def buffer_words(transactions) -> dict[str, int]:
             "out": int(sum(len(words_out) for _, words_out in transactions))}
 
 
+def m_axi_options(stream_context: Mapping[str, Any]) -> str:
+    """Extra m_axi pragma options for a PE whose stream words are wider than the 32-bit memory words: the data
+    bus widened to the stream word (``max_widen_bitwidth``, bits) so that one stream word moves per cycle."""
+    bits = int(stream_context.get("stream_word_bits", WORD_BITS))
+    return f" max_widen_bitwidth = {bits}" if bits > WORD_BITS else ""
+
+
 def accel_context(pe, spec, instance_name: str, target: BuildTarget, kernel_header_text: str,
                   depths: Mapping[str, int]) -> dict[str, Any]:
     """Everything the accel templates use; derived numbers come from here, not from Jinja."""
     top = accel_top(instance_name)
     files = AccelFiles(top)
     args = [{"name": arg.name, "kind": arg.kind, "ctype": arg.ctype, "bundle": arg.bundle,
-             "direction": arg.direction, "depth": depths.get(arg.name, 1), "doc": arg.doc} for arg in SHELL_ARGS]
+             "direction": arg.direction, "depth": depths.get(arg.name, 1), "doc": arg.doc,
+             "options": m_axi_options(pe.stream_context(spec))} for arg in SHELL_ARGS]
     registers = register_map()
     return {
         **pe.stream_context(spec),
@@ -288,6 +296,10 @@ def ctrl_parameters() -> dict[str, int]:
 
 
 def rtl_context(pe, spec) -> dict[str, Any]:
+    bits = int(pe.stream_context(spec).get("stream_word_bits", WORD_BITS))
+    if bits != WORD_BITS:
+        raise ValueError(f"the RTL shell moves {WORD_BITS}-bit words; this {pe.name} build streams {bits}-bit words "
+                         f"(the HLS shell wraps it; its RTL is verified at the PE level)")
     pointers = []
     for arg in SHELL_ARGS:
         if arg.kind != "pointer":

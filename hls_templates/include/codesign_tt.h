@@ -7,6 +7,11 @@
 // codesign.pe.tt.golden. The PE parameters are template constants so that
 // every buffer is a static array (no dynamic memory, no recursion).
 //
+// STREAM_BITS (32, 64 or 128) is the width of both stream words: a chunk
+// takes ceil(LANES * slot / STREAM_BITS) words, the header's bits above its
+// fields must be 0, and results leave STREAM_BITS / 32 to a word, row-major,
+// the last word of a transaction zero-padded (result_packer).
+//
 // Copied verbatim into every generated TT project; tested on its own with g++
 // against transaction files (tests/pe/test_tt_header.py).
 #ifndef CODESIGN_TT_H
@@ -20,8 +25,14 @@ namespace tt {
 
 enum { STATUS_OK = 0, STATUS_BAD_HEADER = 1, STATUS_TOO_LARGE = 2 };
 
-const int WORD_BITS = 32;
-typedef ap_uint<WORD_BITS> word_t;
+const int RESULT_BITS = 32;  // one result (and the status) in the low bits of its 32-bit part
+
+// The stream word of a STREAM_BITS-wide build; only 32, 64 and 128 compile.
+template <int STREAM_BITS>
+struct stream_word {
+  static_assert(STREAM_BITS == 32 || STREAM_BITS == 64 || STREAM_BITS == 128, "STREAM_BITS must be 32, 64 or 128");
+  typedef ap_uint<STREAM_BITS> type;
+};
 
 // Stream field width (bits) of a BITS-wide operand: the smallest of 4, 8, 16 that holds it.
 template <int BITS>
@@ -29,10 +40,10 @@ struct slot_of {
   static const int value = BITS <= 4 ? 4 : (BITS <= 8 ? 8 : 16);
 };
 
-// Words one chunk of LANES operands takes in the stream.
-template <int LANES, int BITS>
+// STREAM_BITS-wide words one chunk of LANES operands takes in the stream.
+template <int LANES, int BITS, int STREAM_BITS>
 struct chunk_words_of {
-  static const int value = (LANES * slot_of<BITS>::value + WORD_BITS - 1) / WORD_BITS;
+  static const int value = (LANES * slot_of<BITS>::value + STREAM_BITS - 1) / STREAM_BITS;
 };
 
 template <int N, int D>
@@ -52,26 +63,54 @@ inline ap_int<ACC_BITS> sat_add(ap_int<ACC_BITS> acc, ap_int<64> term) {
   return ap_int<ACC_BITS>(sum);
 }
 
-// A result sign-extended into one stream word.
+// A result sign-extended into one 32-bit part.
 template <int BITS>
-inline word_t to_word(ap_int<BITS> value) {
+inline ap_uint<RESULT_BITS> to_part(ap_int<BITS> value) {
 #pragma HLS INLINE
-  const ap_int<WORD_BITS> wide = value;
-  word_t word;
-  word.range(WORD_BITS - 1, 0) = wide.range(WORD_BITS - 1, 0);
-  return word;
+  const ap_int<RESULT_BITS> wide = value;
+  return ap_uint<RESULT_BITS>(wide.range(RESULT_BITS - 1, 0));
 }
 
+// Results into STREAM_BITS-wide words, STREAM_BITS / 32 to a word in order: a word leaves when its last part is
+// filled, and finish() sends a partly filled one with its unused parts 0 (the end of a transaction).
+template <int STREAM_BITS>
+struct result_packer {
+  typedef typename stream_word<STREAM_BITS>::type word_t;
+  static const int PARTS = STREAM_BITS / RESULT_BITS;
+  word_t word;
+  int filled;
+
+  result_packer() : word(0), filled(0) {}
+
+  template <int BITS>
+  void put(hls::stream<word_t> &out, ap_int<BITS> value) {
+#pragma HLS INLINE
+    word.range(filled * RESULT_BITS + RESULT_BITS - 1, filled * RESULT_BITS) = to_part<BITS>(value);
+    if (++filled == PARTS) {
+      out.write(word);
+      word = 0;
+      filled = 0;
+    }
+  }
+
+  void finish(hls::stream<word_t> &out) {
+#pragma HLS INLINE
+    if (filled != 0) out.write(word);
+    word = 0;
+    filled = 0;
+  }
+};
+
 // Reads one chunk (CW words) and unpacks LANES operands of BITS bits; lanes at k >= valid are 0.
-template <int LANES, int BITS>
-inline void read_chunk(hls::stream<word_t> &in, int valid, ap_int<BITS> lanes[LANES]) {
+template <int LANES, int BITS, int STREAM_BITS>
+inline void read_chunk(hls::stream<typename stream_word<STREAM_BITS>::type> &in, int valid, ap_int<BITS> lanes[LANES]) {
 #pragma HLS INLINE
   const int SLOT = slot_of<BITS>::value;
-  const int CW = chunk_words_of<LANES, BITS>::value;
-  ap_uint<CW * WORD_BITS> bits = 0;
+  const int CW = chunk_words_of<LANES, BITS, STREAM_BITS>::value;
+  ap_uint<CW * STREAM_BITS> bits = 0;
   for (int w = 0; w < CW; ++w) {
 #pragma HLS PIPELINE II = 1
-    bits.range(w * WORD_BITS + WORD_BITS - 1, w * WORD_BITS) = in.read();
+    bits.range(w * STREAM_BITS + STREAM_BITS - 1, w * STREAM_BITS) = in.read();
   }
   for (int v = 0; v < LANES; ++v) {
 #pragma HLS UNROLL
@@ -82,7 +121,14 @@ inline void read_chunk(hls::stream<word_t> &in, int valid, ap_int<BITS> lanes[LA
 }
 
 // The header's dimension n (bits 8n+7 .. 8n).
-inline int header_dim(word_t header, int n) { return header.range(8 * n + 7, 8 * n).to_int(); }
+template <int STREAM_BITS>
+inline int header_dim(ap_uint<STREAM_BITS> header, int n) { return header.range(8 * n + 7, 8 * n).to_int(); }
+
+// Whether every bit of the header from bit FROM up is 0 (the fields a PE does not use, and bits 32 up).
+template <int STREAM_BITS>
+inline bool header_clean(ap_uint<STREAM_BITS> header, int from) {
+  return from >= STREAM_BITS || header.range(STREAM_BITS - 1, from) == 0;
+}
 
 // Status of a PE1/PE2 header: a zero dimension, then one over the buffers (docs/tt_pe.md).
 inline int contraction_status(int dim_i, int dim_j, int dim_k, int dim_l, int max_j, int max_k, int max_l) {
@@ -91,10 +137,12 @@ inline int contraction_status(int dim_i, int dim_j, int dim_k, int dim_l, int ma
   return STATUS_OK;
 }
 
-template <int LANES, int ROWS, int A_BITS, int B_BITS, int ACC_BITS, int MAX_J, int MAX_K, int MAX_L>
+template <int LANES, int ROWS, int A_BITS, int B_BITS, int ACC_BITS, int MAX_J, int MAX_K, int MAX_L,
+          int STREAM_BITS = 32>
 struct pe1 {
   static const int MAX_KC = ceil_div<MAX_K, LANES>::value;
   static const int MAX_G = ceil_div<MAX_L, ROWS>::value;
+  typedef typename stream_word<STREAM_BITS>::type word_t;
 
   // One transaction: header, status, B, then per i: A[i] in, Z[i, :] out.
   static void process(hls::stream<word_t> &in, hls::stream<word_t> &out) {
@@ -103,18 +151,21 @@ struct pe1 {
 #pragma HLS ARRAY_PARTITION variable = b complete dim = 4
 #pragma HLS ARRAY_PARTITION variable = a complete dim = 3
     const word_t header = in.read();
-    const int dim_i = header_dim(header, 0), dim_j = header_dim(header, 1);
-    const int dim_k = header_dim(header, 2), dim_l = header_dim(header, 3);
-    const int status = contraction_status(dim_i, dim_j, dim_k, dim_l, MAX_J, MAX_K, MAX_L);
+    const int dim_i = header_dim<STREAM_BITS>(header, 0), dim_j = header_dim<STREAM_BITS>(header, 1);
+    const int dim_k = header_dim<STREAM_BITS>(header, 2), dim_l = header_dim<STREAM_BITS>(header, 3);
+    const int status = header_clean<STREAM_BITS>(header, 32)
+                           ? contraction_status(dim_i, dim_j, dim_k, dim_l, MAX_J, MAX_K, MAX_L)
+                           : int(STATUS_BAD_HEADER);
     out.write(word_t(status));
     if (status != STATUS_OK) return;
+    result_packer<STREAM_BITS> results;
     const int kc_n = (dim_k + LANES - 1) / LANES;
     for (int l = 0; l < dim_l; ++l)
       for (int j = 0; j < dim_j; ++j)
-        for (int c = 0; c < kc_n; ++c) read_chunk<LANES, B_BITS>(in, dim_k - c * LANES, b[l][j][c]);
+        for (int c = 0; c < kc_n; ++c) read_chunk<LANES, B_BITS, STREAM_BITS>(in, dim_k - c * LANES, b[l][j][c]);
     for (int i = 0; i < dim_i; ++i) {
       for (int j = 0; j < dim_j; ++j)
-        for (int c = 0; c < kc_n; ++c) read_chunk<LANES, A_BITS>(in, dim_k - c * LANES, a[j][c]);
+        for (int c = 0; c < kc_n; ++c) read_chunk<LANES, A_BITS, STREAM_BITS>(in, dim_k - c * LANES, a[j][c]);
       for (int g = 0; g * ROWS < dim_l; ++g) {
         ap_int<ACC_BITS> acc[ROWS];
 #pragma HLS ARRAY_PARTITION variable = acc complete
@@ -128,18 +179,21 @@ struct pe1 {
               acc[r] = sat_add<ACC_BITS>(acc[r], chunk);
             }
           }
-        for (int r = 0; r < ROWS && g * ROWS + r < dim_l; ++r) out.write(to_word<ACC_BITS>(acc[r]));
+        for (int r = 0; r < ROWS && g * ROWS + r < dim_l; ++r) results.template put<ACC_BITS>(out, acc[r]);
       }
     }
+    results.finish(out);
   }
 };
 
 // PE2: Z[i,l,k] = sum_j A[i,j,k] * B[l,j], every product saturated in, j in order (paper 003, Eq. (6)).
-template <int LANES, int ROWS, int A_BITS, int B_BITS, int ACC_BITS, int MAX_J, int MAX_K, int MAX_L>
+template <int LANES, int ROWS, int A_BITS, int B_BITS, int ACC_BITS, int MAX_J, int MAX_K, int MAX_L,
+          int STREAM_BITS = 32>
 struct pe2 {
   static const int MAX_KC = ceil_div<MAX_K, LANES>::value;
   static const int MAX_JC = ceil_div<MAX_J, LANES>::value;
   static const int MAX_G = ceil_div<MAX_L, ROWS>::value;
+  typedef typename stream_word<STREAM_BITS>::type word_t;
 
   // One transaction: header, status, B rows (l), then per i: A[i] in, Z[i, :, :] out.
   static void process(hls::stream<word_t> &in, hls::stream<word_t> &out) {
@@ -150,17 +204,20 @@ struct pe2 {
 #pragma HLS ARRAY_PARTITION variable = a complete dim = 3
 #pragma HLS ARRAY_PARTITION variable = z complete dim = 3
     const word_t header = in.read();
-    const int dim_i = header_dim(header, 0), dim_j = header_dim(header, 1);
-    const int dim_k = header_dim(header, 2), dim_l = header_dim(header, 3);
-    const int status = contraction_status(dim_i, dim_j, dim_k, dim_l, MAX_J, MAX_K, MAX_L);
+    const int dim_i = header_dim<STREAM_BITS>(header, 0), dim_j = header_dim<STREAM_BITS>(header, 1);
+    const int dim_k = header_dim<STREAM_BITS>(header, 2), dim_l = header_dim<STREAM_BITS>(header, 3);
+    const int status = header_clean<STREAM_BITS>(header, 32)
+                           ? contraction_status(dim_i, dim_j, dim_k, dim_l, MAX_J, MAX_K, MAX_L)
+                           : int(STATUS_BAD_HEADER);
     out.write(word_t(status));
     if (status != STATUS_OK) return;
+    result_packer<STREAM_BITS> results;
     const int kc_n = (dim_k + LANES - 1) / LANES, jc_n = (dim_j + LANES - 1) / LANES;
     for (int l = 0; l < dim_l; ++l)
-      for (int c = 0; c < jc_n; ++c) read_chunk<LANES, B_BITS>(in, dim_j - c * LANES, b[l][c]);
+      for (int c = 0; c < jc_n; ++c) read_chunk<LANES, B_BITS, STREAM_BITS>(in, dim_j - c * LANES, b[l][c]);
     for (int i = 0; i < dim_i; ++i) {
       for (int j = 0; j < dim_j; ++j)
-        for (int c = 0; c < kc_n; ++c) read_chunk<LANES, A_BITS>(in, dim_k - c * LANES, a[j][c]);
+        for (int c = 0; c < kc_n; ++c) read_chunk<LANES, A_BITS, STREAM_BITS>(in, dim_k - c * LANES, a[j][c]);
       for (int g = 0; g * ROWS < dim_l; ++g) {
         for (int c = 0; c < kc_n; ++c) {
           ap_int<ACC_BITS> acc[ROWS][LANES];
@@ -178,24 +235,26 @@ struct pe2 {
             for (int v = 0; v < LANES; ++v) z[r][c][v] = acc[r][v];
         }
         for (int r = 0; r < ROWS && g * ROWS + r < dim_l; ++r)
-          for (int k = 0; k < dim_k; ++k) out.write(to_word<ACC_BITS>(z[r][k / LANES][k % LANES]));
+          for (int k = 0; k < dim_k; ++k) results.template put<ACC_BITS>(out, z[r][k / LANES][k % LANES]);
       }
     }
+    results.finish(out);
   }
 };
 
 // PE3: Z[i,j] = A[i] * B[j], the outer product of the dense weight gradient (paper 003, App. A.2).
 // B is cached, A streams through one chunk at a time; LANES products of one chunk of B at once.
-template <int LANES, int A_BITS, int B_BITS, int MAX_J>
+template <int LANES, int A_BITS, int B_BITS, int MAX_J, int STREAM_BITS = 32>
 struct pe3 {
   static const int MAX_JC = ceil_div<MAX_J, LANES>::value;
+  typedef typename stream_word<STREAM_BITS>::type word_t;
 
   static void process(hls::stream<word_t> &in, hls::stream<word_t> &out) {
     static ap_int<B_BITS> b[MAX_JC][LANES];
 #pragma HLS ARRAY_PARTITION variable = b complete dim = 2
     const word_t header = in.read();
-    const int dim_i = header_dim(header, 0), dim_j = header_dim(header, 1);
-    if (header.range(31, 16) != 0 || dim_i == 0 || dim_j == 0) {
+    const int dim_i = header_dim<STREAM_BITS>(header, 0), dim_j = header_dim<STREAM_BITS>(header, 1);
+    if (!header_clean<STREAM_BITS>(header, 16) || dim_i == 0 || dim_j == 0) {
       out.write(word_t(STATUS_BAD_HEADER));
       return;
     }
@@ -204,11 +263,12 @@ struct pe3 {
       return;
     }
     out.write(word_t(STATUS_OK));
+    result_packer<STREAM_BITS> results;
     const int jc_n = (dim_j + LANES - 1) / LANES, ic_n = (dim_i + LANES - 1) / LANES;
-    for (int c = 0; c < jc_n; ++c) read_chunk<LANES, B_BITS>(in, dim_j - c * LANES, b[c]);
+    for (int c = 0; c < jc_n; ++c) read_chunk<LANES, B_BITS, STREAM_BITS>(in, dim_j - c * LANES, b[c]);
     for (int c = 0; c < ic_n; ++c) {
       ap_int<A_BITS> a[LANES];
-      read_chunk<LANES, A_BITS>(in, dim_i - c * LANES, a);
+      read_chunk<LANES, A_BITS, STREAM_BITS>(in, dim_i - c * LANES, a);
       for (int v = 0; v < LANES && c * LANES + v < dim_i; ++v)
         for (int jc = 0; jc < jc_n; ++jc) {
           ap_int<A_BITS + B_BITS> product[LANES];  // exact: at most 2^30 in magnitude
@@ -216,10 +276,11 @@ struct pe3 {
           for (int u = 0; u < LANES; ++u) product[u] = ap_int<A_BITS + B_BITS>(a[v]) * b[jc][u];
           for (int u = 0; u < LANES && jc * LANES + u < dim_j; ++u) {
 #pragma HLS PIPELINE II = 1
-            out.write(to_word<A_BITS + B_BITS>(product[u]));
+            results.template put<A_BITS + B_BITS>(out, product[u]);
           }
         }
     }
+    results.finish(out);
   }
 };
 

@@ -1,6 +1,6 @@
 // tt1_pe: TT processing element 1 (docs/tt_pe.md): Z[i,l] = sum_j sum_k A[i,j,k] * B[l,j,k].
 //
-// A 32-bit valid/ready word stream in and out. One transaction: the header
+// A STREAM_BITS-wide (32, 64 or 128) valid/ready word stream in and out. One transaction: the header
 // (I, J, K, L), the cached operand B (L x J rows of K values, chunked), then
 // for every i one row block A[i] (J rows of K values); after each A[i] the PE
 // sends Z[i, 0..L-1]. B is held in ROWS block-RAM banks (row l in bank
@@ -22,21 +22,22 @@ module tt1_pe #(
     parameter ACC_BITS = 32,  // accumulator and result width (bits)
     parameter MAX_J    = 16,
     parameter MAX_K    = 64,
-    parameter MAX_L    = 32
+    parameter MAX_L    = 32,
+    parameter STREAM_BITS = 32  // stream word width (bits): 32, 64 or 128
 ) (
     input  wire        clk,
     input  wire        rst,
-    input  wire [31:0] in_data,
+    input  wire [STREAM_BITS-1:0] in_data,
     input  wire        in_valid,
     output wire        in_ready,
-    output wire [31:0] out_data,
+    output wire [STREAM_BITS-1:0] out_data,
     output wire        out_valid,
     input  wire        out_ready
 );
     localparam SLOT_A = A_BITS <= 4 ? 4 : (A_BITS <= 8 ? 8 : 16);
     localparam SLOT_B = B_BITS <= 4 ? 4 : (B_BITS <= 8 ? 8 : 16);
-    localparam CWA = (LANES * SLOT_A + 31) / 32;  // words per A chunk
-    localparam CWB = (LANES * SLOT_B + 31) / 32;
+    localparam CWA = (LANES * SLOT_A + STREAM_BITS - 1) / STREAM_BITS;  // words per A chunk
+    localparam CWB = (LANES * SLOT_B + STREAM_BITS - 1) / STREAM_BITS;
     localparam CWM = CWA > CWB ? CWA : CWB;
     localparam LG = $clog2(LANES);
     localparam MAX_KC = (MAX_K + LANES - 1) / LANES;
@@ -61,14 +62,14 @@ module tt1_pe #(
     // ---- header and input chunks ----------------------------------------------------------------
     wire [1:0] hdr_status;
     wire [31:0] hdr_chunks;  // ceil(dim / LANES) of every header field
-    tt_header #(.DIMS(4), .LANES(LANES), .MAX_J(MAX_J), .MAX_K(MAX_K), .MAX_L(MAX_L)) u_hdr (
+    tt_header #(.DIMS(4), .LANES(LANES), .MAX_J(MAX_J), .MAX_K(MAX_K), .MAX_L(MAX_L), .W(STREAM_BITS)) u_hdr (
         .word(in_data), .status(hdr_status), .chunks(hdr_chunks));
     wire loading = state == S_LOADB || state == S_LOADA;
     assign in_ready = state == S_HDR || loading;
     wire take = in_valid && in_ready;
     wire chunk_done;
-    wire [CWM*32-1:0] full;  // the chunk's words, the one being taken included
-    tt_chunk_in #(.CWM(CWM)) u_in (
+    wire [CWM*STREAM_BITS-1:0] full;  // the chunk's words, the one being taken included
+    tt_chunk_in #(.CWM(CWM), .W(STREAM_BITS)) u_in (
         .clk(clk), .rst(rst), .clear(state == S_STATUS), .take(take && loading),
         .words(state == S_LOADB ? CWB[3:0] : CWA[3:0]), .in_data(in_data), .chunk(full), .done(chunk_done));
 
@@ -86,9 +87,9 @@ module tt1_pe #(
     wire [8:0] kbase = {1'b0, cc} << LG;
     wire [AW_-1:0] a_chunk;
     wire [BW_-1:0] b_chunk;
-    tt_unpack #(.LANES(LANES), .BITS(A_BITS), .SLOT(SLOT_A), .INW(CWM*32)) u_ua (
+    tt_unpack #(.LANES(LANES), .BITS(A_BITS), .SLOT(SLOT_A), .INW(CWM*STREAM_BITS)) u_ua (
         .bits_in(full), .kbase(kbase), .len(dim_k), .lanes(a_chunk));
-    tt_unpack #(.LANES(LANES), .BITS(B_BITS), .SLOT(SLOT_B), .INW(CWM*32)) u_ub (
+    tt_unpack #(.LANES(LANES), .BITS(B_BITS), .SLOT(SLOT_B), .INW(CWM*STREAM_BITS)) u_ub (
         .bits_in(full), .kbase(kbase), .len(dim_k), .lanes(b_chunk));
 
     // ---- buffers -------------------------------------------------------------------------------
@@ -130,10 +131,17 @@ module tt1_pe #(
     // ---- output ----------------------------------------------------------------------------------
     wire signed [ACC_BITS-1:0] acc_sel = acc_flat[ocnt*ACC_BITS +: ACC_BITS];
     wire signed [31:0] acc_ext = acc_sel;
-    assign out_valid = state == S_STATUS || state == S_OUT;
-    assign out_data = state == S_STATUS ? {30'd0, status} : acc_ext;
-    wire give = out_valid && out_ready;
     wire group_end = ocnt == ROWS - 1 || lbase + ocnt == dim_l - 1;
+    wire res_last = group_end && !(lbase + ROWS < dim_l) && ii == dim_i - 1;  // Z[I-1, L-1]
+    wire res_ready, res_word_valid;
+    wire [STREAM_BITS-1:0] res_word;
+    wire [STREAM_BITS-1:0] status_word = status;
+    tt_pack_out #(.W(STREAM_BITS)) u_out (
+        .clk(clk), .rst(rst), .res_valid(state == S_OUT), .res_data(acc_ext), .res_last(res_last),
+        .res_ready(res_ready), .word_valid(res_word_valid), .word(res_word), .word_ready(out_ready));
+    assign out_valid = state == S_STATUS || res_word_valid;
+    assign out_data = state == S_STATUS ? status_word : res_word;
+    wire give = state == S_STATUS ? out_ready : res_ready;  // the status word left, or the result was taken
 
     // ---- control ---------------------------------------------------------------------------------
     always @(posedge clk) begin

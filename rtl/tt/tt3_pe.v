@@ -1,6 +1,6 @@
 // tt3_pe: TT processing element 3 (docs/tt_pe.md): the outer product Z[i,j] = A[i] * B[j].
 //
-// A 32-bit valid/ready word stream in and out. One transaction: the header
+// A STREAM_BITS-wide (32, 64 or 128) valid/ready word stream in and out. One transaction: the header
 // (I in bits 7:0, J in 15:8, bits 31:16 zero), the cached operand B (one row
 // of J values, chunked), then A (one row of I values, chunked); after each
 // chunk of A the PE sends Z[i, 0..J-1] for every i of the chunk. B is held in
@@ -16,21 +16,22 @@ module tt3_pe #(
     parameter LANES  = 16,  // multipliers (power of two)
     parameter A_BITS = 8,   // streamed operand width (bits)
     parameter B_BITS = 16,  // cached operand width (bits)
-    parameter MAX_J  = 64
+    parameter MAX_J  = 64,
+    parameter STREAM_BITS = 32  // stream word width (bits): 32, 64 or 128
 ) (
     input  wire        clk,
     input  wire        rst,
-    input  wire [31:0] in_data,
+    input  wire [STREAM_BITS-1:0] in_data,
     input  wire        in_valid,
     output wire        in_ready,
-    output wire [31:0] out_data,
+    output wire [STREAM_BITS-1:0] out_data,
     output wire        out_valid,
     input  wire        out_ready
 );
     localparam SLOT_A = A_BITS <= 4 ? 4 : (A_BITS <= 8 ? 8 : 16);
     localparam SLOT_B = B_BITS <= 4 ? 4 : (B_BITS <= 8 ? 8 : 16);
-    localparam CWA = (LANES * SLOT_A + 31) / 32;
-    localparam CWB = (LANES * SLOT_B + 31) / 32;
+    localparam CWA = (LANES * SLOT_A + STREAM_BITS - 1) / STREAM_BITS;
+    localparam CWB = (LANES * SLOT_B + STREAM_BITS - 1) / STREAM_BITS;
     localparam CWM = CWA > CWB ? CWA : CWB;
     localparam LG = $clog2(LANES);
     localparam MAX_JC = (MAX_J + LANES - 1) / LANES;
@@ -49,14 +50,14 @@ module tt3_pe #(
     // ---- header and input chunks ----------------------------------------------------------------
     wire [1:0] hdr_status;
     wire [31:0] hdr_chunks;  // ceil(dim / LANES) of every header field
-    tt_header #(.DIMS(2), .LANES(LANES), .MAX_J(MAX_J)) u_hdr (
+    tt_header #(.DIMS(2), .LANES(LANES), .MAX_J(MAX_J), .W(STREAM_BITS)) u_hdr (
         .word(in_data), .status(hdr_status), .chunks(hdr_chunks));
     wire loading = state == S_LOADB || state == S_LOADA;
     assign in_ready = state == S_HDR || loading;
     wire take = in_valid && in_ready;
     wire chunk_done;
-    wire [CWM*32-1:0] full;  // the chunk's words, the one being taken included
-    tt_chunk_in #(.CWM(CWM)) u_in (
+    wire [CWM*STREAM_BITS-1:0] full;  // the chunk's words, the one being taken included
+    tt_chunk_in #(.CWM(CWM), .W(STREAM_BITS)) u_in (
         .clk(clk), .rst(rst), .clear(state == S_STATUS), .take(take && loading),
         .words(state == S_LOADB ? CWB[3:0] : CWA[3:0]), .in_data(in_data), .chunk(full), .done(chunk_done));
 
@@ -66,9 +67,9 @@ module tt3_pe #(
     wire [8:0] ibase = {1'b0, ic} << LG;
     wire [AW_-1:0] a_lanes;
     wire [BW_-1:0] b_lanes;
-    tt_unpack #(.LANES(LANES), .BITS(A_BITS), .SLOT(SLOT_A), .INW(CWM*32)) u_ua (
+    tt_unpack #(.LANES(LANES), .BITS(A_BITS), .SLOT(SLOT_A), .INW(CWM*STREAM_BITS)) u_ua (
         .bits_in(full), .kbase(ibase), .len(dim_i), .lanes(a_lanes));
-    tt_unpack #(.LANES(LANES), .BITS(B_BITS), .SLOT(SLOT_B), .INW(CWM*32)) u_ub (
+    tt_unpack #(.LANES(LANES), .BITS(B_BITS), .SLOT(SLOT_B), .INW(CWM*STREAM_BITS)) u_ub (
         .bits_in(full), .kbase(bbase), .len(dim_j), .lanes(b_lanes));
 
     // ---- B buffer, the A chunk, the multipliers ----------------------------------------------------
@@ -88,12 +89,19 @@ module tt3_pe #(
     // ---- output ----------------------------------------------------------------------------------
     wire signed [PW-1:0] p_sel = prod[ov*PW +: PW];
     wire signed [31:0] p_ext = p_sel;
-    assign out_valid = state == S_STATUS || state == S_OUT;
-    assign out_data = state == S_STATUS ? {30'd0, status} : p_ext;
-    wire give = out_valid && out_ready;
     wire chunk_last = ov == LANES - 1 || ({1'b0, jcc} << LG) + ov == dim_j - 1;
     wire row_last = jcc == jc_n - 1;
     wire a_chunk_last = iv == LANES - 1 || ibase + iv == dim_i - 1;
+    wire res_last = chunk_last && row_last && a_chunk_last && ic == ic_n - 1;  // Z[I-1, J-1]
+    wire res_ready, res_word_valid;
+    wire [STREAM_BITS-1:0] res_word;
+    wire [STREAM_BITS-1:0] status_word = status;
+    tt_pack_out #(.W(STREAM_BITS)) u_out (
+        .clk(clk), .rst(rst), .res_valid(state == S_OUT), .res_data(p_ext), .res_last(res_last),
+        .res_ready(res_ready), .word_valid(res_word_valid), .word(res_word), .word_ready(out_ready));
+    assign out_valid = state == S_STATUS || res_word_valid;
+    assign out_data = state == S_STATUS ? status_word : res_word;
+    wire give = state == S_STATUS ? out_ready : res_ready;  // the status word left, or the result was taken
 
     // ---- control ---------------------------------------------------------------------------------
     always @(posedge clk) begin

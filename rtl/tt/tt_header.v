@@ -1,28 +1,31 @@
 // tt_header: the status of a TT PE's header word and the chunk counts of its fields (docs/tt_pe.md).
 //
-// PE1 and PE2 (DIMS = 4): I, J, K, L in the four bytes; status 1 when one
-// of them is 0, 2 when J > MAX_J, K > MAX_K or L > MAX_L. PE3 (DIMS = 2):
-// I, J in the low two bytes; status 1 when bits 31:16 are not all 0 or I or
-// J is 0, 2 when J > MAX_J. Field n of `chunks` is ceil(dim n / LANES), the
-// chunks of a row of that length. Combinational.
+// PE1 and PE2 (DIMS = 4): I, J, K, L in the four low bytes; status 1 when
+// one of them is 0 or a bit above bit 31 is set (a word wider than 32 bits),
+// 2 when J > MAX_J, K > MAX_K or L > MAX_L. PE3 (DIMS = 2): I, J in the low
+// two bytes; status 1 when a bit from bit 16 up is set or I or J is 0, 2 when
+// J > MAX_J. Field n of `chunks` is ceil(dim n / LANES), the chunks of a row
+// of that length. Combinational.
 module tt_header #(
     parameter DIMS  = 4,   // 4 (PE1, PE2) or 2 (PE3)
     parameter LANES = 16,  // values per chunk (power of two)
     parameter MAX_J = 16,
     parameter MAX_K = 64,  // unused when DIMS = 2
-    parameter MAX_L = 32   // unused when DIMS = 2
+    parameter MAX_L = 32,  // unused when DIMS = 2
+    parameter W     = 32   // header word width (bits): 32, 64 or 128
 ) (
-    input  wire [31:0] word,
-    output wire [1:0]  status,
-    output wire [31:0] chunks
+    input  wire [W-1:0] word,
+    output wire [1:0]   status,
+    output wire [31:0]  chunks
 );
     localparam LG = $clog2(LANES);
     wire [7:0] dim_i = word[7:0];
     wire [7:0] dim_j = word[15:8];
     wire [7:0] dim_k = word[23:16];
     wire [7:0] dim_l = word[31:24];
-    wire bad = DIMS == 2 ? (word[31:16] != 0 || dim_i == 0 || dim_j == 0)
-                         : (dim_i == 0 || dim_j == 0 || dim_k == 0 || dim_l == 0);
+    wire high_clear = (word >> (DIMS == 2 ? 16 : 32)) == 0;  // every bit above the fields is 0
+    wire bad = !high_clear || (DIMS == 2 ? (dim_i == 0 || dim_j == 0)
+                                         : (dim_i == 0 || dim_j == 0 || dim_k == 0 || dim_l == 0));
     wire big = DIMS == 2 ? dim_j > MAX_J : (dim_j > MAX_J || dim_k > MAX_K || dim_l > MAX_L);
     assign status = bad ? 2'd1 : (big ? 2'd2 : 2'd0);
     genvar n;

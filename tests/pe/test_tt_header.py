@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is No
                                 reason="no C++ compiler: g++ (or $CXX) is not on PATH")
 
 CHECKER = Path(__file__).with_name("tt_header_check.cpp")
-PE1_ORDER = ("lanes", "rows", "a_bits", "b_bits", "acc_bits", "max_j", "max_k", "max_l")
+PE1_ORDER = ("lanes", "rows", "a_bits", "b_bits", "acc_bits", "max_j", "max_k", "max_l", "stream_bits")
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +49,7 @@ def build(tmp_path_factory):
         label = f"tt_header_check_{name}_" + "_".join(str(getattr(spec, field)) for field in order)
         unit = build_dir / f"{label}.cpp"
         unit.write_text(f"// checker sha256 {checker_hash}\n#define TT_PE_NAME \"{name}\"\n"
+                        f"#define TT_STREAM_BITS {spec.stream_bits}\n"
                         f"#define TT_PE_TYPE codesign::tt::{struct}<{arguments}>\n#include \"{CHECKER.name}\"\n")
         return compile_testbench([unit], include_dirs=[data_dir("hls_templates") / "include", CHECKER.parent],
                                  build_dir=build_dir, name=label).executable
@@ -109,7 +110,7 @@ def test_pe2_hand_worked_and_stimulus(build, tmp_path):
 
 def test_pe3_hand_worked_and_stimulus(build, tmp_path):
     def pe3_build(spec):
-        order = ("lanes", "a_bits", "b_bits", "max_j")
+        order = ("lanes", "a_bits", "b_bits", "max_j", "stream_bits")
         return build("tt3", "pe3", spec, order)
 
     hand = Tt3Spec(lanes=2, a_bits=8, b_bits=16, max_j=3)
@@ -124,3 +125,45 @@ def test_pe3_hand_worked_and_stimulus(build, tmp_path):
     stimulus = build_stimulus(spec, TtStimulusOptions())
     path = write_transactions(tmp_path / "stim.txn", pe="tt3", transactions=stimulus, meta=spec.to_dict())
     assert run(pe3_build(spec), path) == (len(stimulus), 0)
+
+
+def _widened(words, parts):
+    """Words that fit 32 bits as stream words of ``parts`` 32-bit parts (the upper parts 0)."""
+    return [part for word in words for part in [word] + [0] * (parts - 1)]
+
+
+@pytest.mark.parametrize("stream_bits", [64, 128])
+def test_wide_streams_hand_worked(build, tmp_path, stream_bits):
+    """The hand-worked PE1 transaction of docs/tt_pe.md at a wider stream: every 32-bit field in its own word (a
+    chunk of 2 lanes fills less than one word), the two results in one word, a set bit above bit 31 of the header
+    refused; then the golden stimulus of both PEs at that width."""
+    parts = stream_bits // 32
+    hand = Tt1Spec(lanes=2, rows=1, a_bits=8, b_bits=4, acc_bits=16, max_j=2, max_k=3, max_l=2,
+                   stream_bits=stream_bits)
+    header = 1 | 1 << 8 | 3 << 16 | 2 << 24
+    words_in = _widened([header, 0x12, 0x0F, 0x78, 0x00, 0xFE01, 0x03], parts)
+    words_out = [0] * parts + [(2 - 2 - 3) & 0xFFFFFFFF, (-8 - 14) & 0xFFFFFFFF] + [0] * (parts - 2)
+    a, b = np.array([[[1, -2, 3]]]), np.array([[[2, 1, -1]], [[-8, 7, 0]]])
+    assert golden.words(hand, a, b).tolist() == words_in and golden.output(hand, a, b).tolist() == words_out
+    refused = [header] + [0] * (parts - 1)
+    refused[-1] = 1 << 31
+    transactions = [(np.array(words_in, dtype=np.uint64), np.array(words_out, dtype=np.uint64)),
+                    (np.array(refused, dtype=np.uint64), np.array([1] + [0] * (parts - 1), dtype=np.uint64))]
+    path = write_transactions(tmp_path / "hand.txn", pe="tt1", transactions=transactions, meta=hand.to_dict())
+    assert run(build("tt1", "pe1", hand), path) == (2, 0)
+    broken = [(w_in, w_out.copy()) for w_in, w_out in transactions]
+    broken[0][1][-1 if parts > 2 else 1] ^= np.uint64(1)  # a padding part is checked (at 64 bits the status word's)
+    path = write_transactions(tmp_path / "broken.txn", pe="tt1", transactions=broken, meta=hand.to_dict())
+    assert run(build("tt1", "pe1", hand), path) == (2, 1)
+    for name, struct, spec in (("tt1", "pe1", Tt1Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5,
+                                                      max_k=9, max_l=7, stream_bits=stream_bits)),
+                               ("tt2", "pe2", Tt2Spec(lanes=8, rows=3, a_bits=16, b_bits=4, acc_bits=20, max_j=11,
+                                                      max_k=17, max_l=7, stream_bits=stream_bits))):
+        stimulus = build_stimulus(spec, TtStimulusOptions())
+        path = write_transactions(tmp_path / f"{name}.txn", pe=name, transactions=stimulus, meta=spec.to_dict())
+        assert run(build(name, struct, spec), path) == (len(stimulus), 0)
+    spec = Tt3Spec(lanes=4, a_bits=16, b_bits=16, max_j=21, stream_bits=stream_bits)
+    stimulus = build_stimulus(spec, TtStimulusOptions())
+    path = write_transactions(tmp_path / "tt3.txn", pe="tt3", transactions=stimulus, meta=spec.to_dict())
+    assert run(build("tt3", "pe3", spec, ("lanes", "a_bits", "b_bits", "max_j", "stream_bits")), path) == (
+        len(stimulus), 0)

@@ -1,8 +1,10 @@
 """rtl/tt (tt1_pe, tt2_pe, tt3_pe) under cocotb: every output word equals the golden model under input gaps and output backpressure, and
-the stall-free cycle counts equal the cycle model (codesign.pe.tt.cycles) transaction by transaction."""
+the stall-free cycle counts equal the cycle model (codesign.pe.tt.cycles) transaction by transaction, at 32-, 64- and
+128-bit streams."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import numpy as np
@@ -10,6 +12,7 @@ import pytest
 
 from codesign.hw.flow import run_rtl
 from codesign.pe import get_pe
+from codesign.pe.tt.contract import STREAM_BITS_CHOICES, stream_header
 from codesign.pe.tt.cycles import transaction_cycles
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 from codesign.pe.tt.stimulus import TtStimulusOptions
@@ -35,7 +38,7 @@ def _check(name, spec, tmp_path, options=TtStimulusOptions(), *, stalls=True):
         assert (heavy.vectors, heavy.mismatches) == (len(stimulus), 0), heavy.first_mismatches
     clean = run_rtl(pe, spec, vectors, tmp_path, bench_env=CLEAN)
     assert clean.mismatches == 0, clean.first_mismatches
-    predicted = [transaction_cycles(spec, int(words_in[0])).total for words_in, _ in stimulus]
+    predicted = [transaction_cycles(spec, stream_header(words_in, spec.stream_bits)).total for words_in, _ in stimulus]
     assert list(clean.cycles) == predicted  # exact, hence within the 5 % bound
     return pe, vectors
 
@@ -87,13 +90,28 @@ def test_pe1_broken_expected_word_is_caught(tmp_path):
     assert result.mismatches == 1
 
 
+WIDE_QUICK = {"tt1": PE1_QUICK["l4r3_a16b16_acc16"], "tt2": PE2_QUICK["l4r3_a16b16_acc16"],
+              "tt3": PE3_QUICK["l4_a16b16"]}
+
+
+@needs_icarus
+@pytest.mark.parametrize("stream_bits", [64, 128])
+@pytest.mark.parametrize("name", list(WIDE_QUICK))
+def test_wide_stream_rtl_matches_golden_and_cycle_model(tmp_path, name, stream_bits):
+    """The same small builds with 64- and 128-bit streams: chunks of several fields per word, results packed
+    several to a word, refused headers with a bit set above bit 31."""
+    _check(name, dataclasses.replace(WIDE_QUICK[name], stream_bits=stream_bits), tmp_path)
+
+
 @pytest.mark.long
 @needs_icarus
+@pytest.mark.parametrize("stream_bits", STREAM_BITS_CHOICES)
 @pytest.mark.parametrize("name", ["tt1", "tt2", "tt3"])
 @pytest.mark.parametrize("index", range(5))
-def test_grid_long(tmp_path, name, index):
-    case = get_pe(name).verification_grid()[index]
-    _check(name, case.spec, tmp_path, TtStimulusOptions(min_macs=200_000, seed=11 + index))
+def test_grid_long(tmp_path, name, index, stream_bits):
+    """The first five configurations of the grid at every stream width, 200 000 MACs each, stalls and cycles."""
+    spec = dataclasses.replace(get_pe(name).verification_grid()[index].spec, stream_bits=stream_bits)
+    _check(name, spec, tmp_path, TtStimulusOptions(min_macs=200_000, seed=11 + index))
 
 
 def _layer_step(in_modes, out_modes, rank, batch):

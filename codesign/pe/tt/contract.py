@@ -3,8 +3,13 @@
 Everything the three PEs have in common lives here once: operand code ranges
 (the same signed fixed-point codes as TT training's, :func:`fixed_format`),
 saturating accumulation in a declared order, the chunk packing of operand
-rows into 32-bit stream words, the header word with its status rule, and the
-validated spec base class. The PE-specific parts (which contraction, which
+rows into stream words of 32, 64 or 128 bits, the header word with its status
+rule, and the validated spec base class.
+
+A stream word of ``stream_bits`` bits is handled everywhere outside the
+hardware (vector files, the board's DMA buffers) as ``stream_bits / 32``
+consecutive 32-bit parts, least significant first: the little-endian layout
+the word has in memory, so the arrays here hold 32-bit values at every width. The PE-specific parts (which contraction, which
 sections) are in :mod:`codesign.pe.tt.golden`.
 """
 
@@ -18,7 +23,8 @@ from codesign.numerics import FixedFormat
 from codesign.numerics.formats import _check_int
 from codesign.numerics.records import keyword_record
 
-WORD_BITS = 32  # stream words
+WORD_BITS = 32  # one part of a stream word: the unit of vector files and DMA buffers (and a whole word at 32)
+STREAM_BITS_CHOICES = (32, 64, 128)  # stream word widths (bits); 128 is an Ultra96-V2 HP port's data width
 LANE_CHOICES = (1, 2, 4, 8, 16)  # MACs along the last dimension; powers of two so that chunks pack whole words
 MAX_ROWS = 8  # MACs along the first dimension of the cached operand
 OPERAND_BITS = (2, 16)  # operand code widths (bits): 4-bit cores, 8-bit activations, 16-bit gradients
@@ -48,9 +54,43 @@ def slot_bits(bits: int) -> int:
     return next(slot for slot in (4, 8, 16) if bits <= slot)
 
 
-def chunk_words(lanes: int, bits: int) -> int:
-    """32-bit words one chunk of ``lanes`` operands occupies (a chunk always starts a new word)."""
-    return -(-lanes * slot_bits(bits) // WORD_BITS)
+def check_stream_bits(stream_bits: int) -> int:
+    """``stream_bits`` if it is one of :data:`STREAM_BITS_CHOICES`, else a ValueError naming them."""
+    if isinstance(stream_bits, bool) or not isinstance(stream_bits, int) or stream_bits not in STREAM_BITS_CHOICES:
+        raise ValueError(f"stream_bits={stream_bits!r} must be one of {STREAM_BITS_CHOICES}")
+    return stream_bits
+
+
+def word_parts(stream_bits: int = WORD_BITS) -> int:
+    """32-bit parts of one ``stream_bits``-wide stream word (1, 2 or 4)."""
+    return check_stream_bits(stream_bits) // WORD_BITS
+
+
+def chunk_words(lanes: int, bits: int, stream_bits: int = WORD_BITS) -> int:
+    """``stream_bits``-wide words one chunk of ``lanes`` operands occupies (a chunk always starts a new word)."""
+    return -(-lanes * slot_bits(bits) // check_stream_bits(stream_bits))
+
+
+def row_words(length: int, lanes: int, bits: int, stream_bits: int = WORD_BITS) -> int:
+    """Stream words of one operand row of ``length`` values of ``bits`` bits in chunks of ``lanes``."""
+    return chunks(length, lanes) * chunk_words(lanes, bits, stream_bits)
+
+
+def result_stream_words(count: int, stream_bits: int = WORD_BITS) -> int:
+    """Stream words of ``count`` 32-bit results packed ``stream_bits / 32`` to a word (the last one zero-padded)."""
+    return -(-count // word_parts(stream_bits))
+
+
+def output_parts(results: int, stream_bits: int = WORD_BITS) -> int:
+    """32-bit parts of an accepted transaction's output: the status word, then ``results`` results packed
+    ``stream_bits / 32`` to a word (what a host reads back from the output buffer per transaction)."""
+    return word_parts(stream_bits) * (1 + result_stream_words(results, stream_bits))
+
+
+def words_at(values: int, value_bits: int, stream_bits: int = WORD_BITS) -> int:
+    """Stream words ``values`` fields of ``value_bits`` bits fill when packed densely: a lower bound for any layout,
+    and exactly :func:`result_stream_words` for 32-bit results (``value_bits = 32``)."""
+    return -(-values * value_bits // check_stream_bits(stream_bits))
 
 
 def chunks(length: int, lanes: int) -> int:
@@ -90,13 +130,14 @@ def pad_last(values: np.ndarray, lanes: int) -> np.ndarray:
     return np.pad(values, [(0, 0)] * (values.ndim - 1) + [(0, extra)])
 
 
-def pack_rows(values: np.ndarray, lanes: int, bits: int, rng: np.random.Generator | None = None) -> np.ndarray:
-    """Stream words of ``values`` (..., K): each row padded to chunks, each chunk packed in slot fields.
+def pack_rows(values: np.ndarray, lanes: int, bits: int, rng: np.random.Generator | None = None,
+              stream_bits: int = WORD_BITS) -> np.ndarray:
+    """Stream words of ``values`` (..., K) as 32-bit parts: rows padded to chunks, chunks packed in slot fields.
 
     Lane ``v`` of a chunk is bits ``[v*slot, v*slot + bits)`` of the chunk's
-    words read as one little-endian bit string. With ``rng`` the bits the PE
-    must ignore (slot bits above ``bits``, the padding lanes, unused high bits
-    of a chunk's last word) are random instead of 0.
+    ``stream_bits``-wide words read as one little-endian bit string. With
+    ``rng`` the bits the PE must ignore (slot bits above ``bits``, the padding
+    lanes, unused high bits of a chunk's last word) are random instead of 0.
     """
     values = np.asarray(values, dtype=np.int64)
     length = values.shape[-1]
@@ -108,7 +149,7 @@ def pack_rows(values: np.ndarray, lanes: int, bits: int, rng: np.random.Generato
         codes = codes | (rng.integers(0, 1 << slot, size=codes.shape) & ~((1 << bits) - 1) & ((1 << slot) - 1))
         lane_pos = (np.arange(count) % chunks(length, lanes))[:, None] * lanes + np.arange(lanes)[None, :]
         codes = np.where(lane_pos >= length, rng.integers(0, 1 << slot, size=codes.shape), codes)
-    words_per_chunk = chunk_words(lanes, bits)
+    words_per_chunk = chunk_words(lanes, bits, stream_bits) * word_parts(stream_bits)  # 32-bit parts
     words = np.zeros((count, words_per_chunk), dtype=np.uint64)
     for lane in range(lanes):
         bit = lane * slot
@@ -124,9 +165,23 @@ def pack_rows(values: np.ndarray, lanes: int, bits: int, rng: np.random.Generato
     return words.reshape(-1)
 
 
-def result_words(values) -> np.ndarray:
-    """Results as 32-bit words (two's complement, sign-extended from the accumulator width)."""
-    return (np.asarray(values, dtype=np.int64).reshape(-1) & 0xFFFF_FFFF).astype(np.uint64)
+def result_words(values, stream_bits: int = WORD_BITS) -> np.ndarray:
+    """Results as 32-bit parts (two's complement, sign-extended from the accumulator width), ``stream_bits / 32``
+    to a stream word in row-major order, the last word's unused parts 0."""
+    parts = np.asarray(values, dtype=np.int64).reshape(-1) & 0xFFFF_FFFF
+    padded = result_stream_words(parts.size, stream_bits) * word_parts(stream_bits)
+    return np.pad(parts, (0, padded - parts.size)).astype(np.uint64)
+
+
+def stream_header(words_in, stream_bits: int = WORD_BITS) -> int:
+    """The header of a transaction's input (32-bit parts) as one integer: its first ``stream_bits``-wide word."""
+    parts = [int(part) for part in np.asarray(words_in, dtype=np.uint64)[:word_parts(stream_bits)]]
+    return sum(part << (WORD_BITS * index) for index, part in enumerate(parts))
+
+
+def single_word(value: int, stream_bits: int = WORD_BITS) -> np.ndarray:
+    """One stream word holding ``value`` (a header or a status, below 2**32) as its 32-bit parts."""
+    return np.array([value] + [0] * (word_parts(stream_bits) - 1), dtype=np.uint64)
 
 
 def header_word(*dims: int) -> int:
@@ -140,7 +195,8 @@ def header_word(*dims: int) -> int:
 
 
 def header_dims(word: int, count: int) -> tuple[tuple[int, ...], bool]:
-    """The first ``count`` dimensions of a header and whether every other field is 0."""
+    """The first ``count`` dimensions of a header and whether every other field (and every bit above them, in a
+    stream word wider than 32 bits) is 0."""
     dims = tuple((word >> (DIM_BITS * index)) & MAX_DIM for index in range(count))
     return dims, (word >> (DIM_BITS * count)) == 0
 
@@ -151,12 +207,15 @@ class TtOperandSpec:
 
     ``a_bits`` is the streamed operand (8-bit activations forward, 16-bit
     gradients backward), ``b_bits`` the cached one (4-bit cores for PE1 and
-    PE2, 16-bit output gradients for PE3).
+    PE2, 16-bit output gradients for PE3). ``stream_bits`` is the width of
+    the input and output stream words (32, 64 or 128 bits): wider words carry
+    more chunk fields and results per cycle; 32 is the original stream.
     """
 
     lanes: int = 16
     a_bits: int = 8
     b_bits: int = 4
+    stream_bits: int = WORD_BITS
 
     def __post_init__(self) -> None:
         _check_int("lanes", self.lanes, LANE_CHOICES[0], LANE_CHOICES[-1])
@@ -164,6 +223,12 @@ class TtOperandSpec:
             raise ValueError(f"lanes={self.lanes} must be one of {LANE_CHOICES}")
         _check_int("a_bits", self.a_bits, *OPERAND_BITS)
         _check_int("b_bits", self.b_bits, *OPERAND_BITS)
+        check_stream_bits(self.stream_bits)
+
+    @property
+    def parts(self) -> int:
+        """32-bit parts of one stream word."""
+        return word_parts(self.stream_bits)
 
     @property
     def macs(self) -> int:

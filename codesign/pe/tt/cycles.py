@@ -4,13 +4,19 @@ Counted as the stream bench counts (:mod:`codesign.hw.stream_bench`): from the
 cycle the header is taken to the cycle the last result word leaves, both
 included. The RTL does one thing at a time (load, compute, send), so the
 count is a sum of phases; docs/tt_pe.md gives the same formula.
+
+The stream width enters through the words per chunk (``CWA``, ``CWB``, in
+``spec.stream_bits``-wide words) only: the RTL still sends one result per
+cycle into its output packer, which passes a word on with the cycle's result
+when the word is full or the transaction ends, so the drain phase counts
+results, not words.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codesign.pe.tt.contract import STATUS_OK, chunk_words, chunks, header_dims
+from codesign.pe.tt.contract import STATUS_OK, chunk_words, chunks, header_dims, result_stream_words
 from codesign.pe.tt.golden import status
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 
@@ -29,6 +35,12 @@ class Cycles:
         return self.header + self.load + self.compute + self.drain
 
 
+def _chunk_words(spec: Tt1Spec | Tt2Spec | Tt3Spec) -> tuple[int, int]:
+    """Stream words of one chunk of ``A`` and of ``B`` (``CWA``, ``CWB``) at the build's stream width."""
+    return (chunk_words(spec.lanes, spec.a_bits, spec.stream_bits),
+            chunk_words(spec.lanes, spec.b_bits, spec.stream_bits))
+
+
 def pe1_cycles(spec: Tt1Spec, header: int) -> Cycles:
     """Cycles of one PE1 transaction: ``2 + L*J*KC*CWB + I*(J*KC*CWA + G*(J*KC + 1) + L)``."""
     if status(spec, header) != STATUS_OK:
@@ -36,7 +48,8 @@ def pe1_cycles(spec: Tt1Spec, header: int) -> Cycles:
     (i, j, k, l), _ = header_dims(header, 4)
     kc = chunks(k, spec.lanes)
     groups = chunks(l, spec.rows)
-    load = l * j * kc * chunk_words(spec.lanes, spec.b_bits) + i * j * kc * chunk_words(spec.lanes, spec.a_bits)
+    cwa, cwb = _chunk_words(spec)
+    load = l * j * kc * cwb + i * j * kc * cwa
     return Cycles(2, load, i * groups * (j * kc + 1), i * l)
 
 
@@ -52,7 +65,8 @@ def pe2_cycles(spec: Tt2Spec, header: int) -> Cycles:
     (i, j, k, l), _ = header_dims(header, 4)
     kc, jc = chunks(k, spec.lanes), chunks(j, spec.lanes)
     groups = chunks(l, spec.rows)
-    load = l * jc * chunk_words(spec.lanes, spec.b_bits) + i * j * kc * chunk_words(spec.lanes, spec.a_bits)
+    cwa, cwb = _chunk_words(spec)
+    load = l * jc * cwb + i * j * kc * cwa
     return Cycles(2, load, i * groups * kc * (j + 2), i * l * (kc + k))
 
 
@@ -66,7 +80,8 @@ def pe3_cycles(spec: Tt3Spec, header: int) -> Cycles:
         return Cycles(2, 0, 0, 0)
     (i, j), _ = header_dims(header, 2)
     jc, ic = chunks(j, spec.lanes), chunks(i, spec.lanes)
-    load = jc * chunk_words(spec.lanes, spec.b_bits) + ic * chunk_words(spec.lanes, spec.a_bits)
+    cwa, cwb = _chunk_words(spec)
+    load = jc * cwb + ic * cwa
     return Cycles(2, load, i * 2 * jc, i * j)
 
 
@@ -78,7 +93,8 @@ def transaction_cycles(spec: Tt1Spec | Tt2Spec | Tt3Spec, header: int) -> Cycles
 
 
 def stream_words(spec: Tt1Spec | Tt2Spec | Tt3Spec, header: int) -> tuple[int, int]:
-    """32-bit words one transaction moves (in, out): header and operand words, status and result words.
+    """``spec.stream_bits``-wide words one transaction moves (in, out): header and operand words, status and
+    result words (results ``stream_bits / 32`` to a word; bytes are words times ``stream_bits / 8``).
 
     At one word per cycle on each stream these are the fewest cycles any
     PE with this stream contract can spend, however well it overlaps
@@ -90,6 +106,7 @@ def stream_words(spec: Tt1Spec | Tt2Spec | Tt3Spec, header: int) -> tuple[int, i
     load = transaction_cycles(spec, header).load  # one operand word taken per load cycle
     if isinstance(spec, Tt3Spec):
         (i, j), _ = header_dims(header, 2)
-        return 1 + load, 1 + i * j
+        return 1 + load, 1 + result_stream_words(i * j, spec.stream_bits)
     (i, _, k, l), _ = header_dims(header, 4)
-    return 1 + load, 1 + i * l * (1 if isinstance(spec, Tt1Spec) else k)
+    results = i * l * (1 if isinstance(spec, Tt1Spec) else k)
+    return 1 + load, 1 + result_stream_words(results, spec.stream_bits)

@@ -34,6 +34,7 @@ from codesign.pe.tt.contract import (
     pad_last,
     result_words,
     saturating_scan,
+    single_word,
 )
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 
@@ -93,14 +94,15 @@ def kernel(spec: TtSpec, a, b) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- word streams
 def status(spec: TtSpec, header: int) -> int:
-    """Status of a header: dims (I, J, K, L) (PE3: (I, J), bits 31..16 zero), each 1..255, within the buffers."""
+    """Status of a header (the whole first stream word): dims (I, J, K, L) (PE3: (I, J)), each 1..255, within the
+    buffers, every bit above the fields 0 (PE3: bits 16 up; PE1, PE2: bits 32 up of a wider word)."""
     if isinstance(spec, Tt3Spec):
         (i, j), clean = header_dims(header, 2)
         if not clean or i == 0 or j == 0:
             return STATUS_BAD_HEADER
         return STATUS_TOO_LARGE if j > spec.max_j else STATUS_OK
-    (i, j, k, l), _ = header_dims(header, 4)
-    if 0 in (i, j, k, l):
+    (i, j, k, l), clean = header_dims(header, 4)
+    if not clean or 0 in (i, j, k, l):
         return STATUS_BAD_HEADER
     if j > spec.max_j or k > spec.max_k or l > spec.max_l:
         return STATUS_TOO_LARGE
@@ -112,40 +114,43 @@ def b_shape(spec: Tt1Spec | Tt2Spec, j: int, k: int, l: int) -> tuple[int, ...]:
     return (l, j, k) if isinstance(spec, Tt1Spec) else (l, j)
 
 
+def _stream(spec: TtSpec, header: int, a: np.ndarray, b: np.ndarray, rng) -> np.ndarray:
+    if status(spec, header) != STATUS_OK:
+        raise ValueError(f"a {a.shape} and b {b.shape} do not fit {spec}")
+    width = spec.stream_bits
+    return np.concatenate([single_word(header, width), pack_rows(b, spec.lanes, spec.b_bits, rng, width),
+                           pack_rows(a, spec.lanes, spec.a_bits, rng, width)])
+
+
 def words(spec: TtSpec, a, b, rng: np.random.Generator | None = None) -> np.ndarray:
-    """Input words of one transaction: header, ``B`` rows, then ``A`` rows (i, j); see docs/tt_pe.md.
+    """Input words of one transaction as 32-bit parts: header, ``B`` rows, then ``A`` rows (i, j); docs/tt_pe.md.
 
     ``B``'s rows run along its last axis (``k`` for PE1, ``j`` for PE2), ``A``'s along ``k``.
-    PE3 has one row each: ``B`` (J values), then ``A`` (I values).
+    PE3 has one row each: ``B`` (J values), then ``A`` (I values). Each
+    ``spec.stream_bits``-wide word is ``spec.parts`` consecutive parts.
     """
     if isinstance(spec, Tt3Spec):
         a = _codes("a", a, spec.a_bits, 1)
         b = _codes("b", b, spec.b_bits, 1)
-        header = header_word(a.size, b.size)
-        if status(spec, header) != STATUS_OK:
-            raise ValueError(f"a {a.shape} and b {b.shape} do not fit {spec}")
-        return np.concatenate([np.array([header], dtype=np.uint64), pack_rows(b, spec.lanes, spec.b_bits, rng),
-                               pack_rows(a, spec.lanes, spec.a_bits, rng)])
+        return _stream(spec, header_word(a.size, b.size), a, b, rng)
     a = _codes("a", a, spec.a_bits, 3)
     b = _codes("b", b, spec.b_bits, len(b_shape(spec, 1, 1, 1)))
     i, j, k = a.shape
     if b.shape[1:] != b_shape(spec, j, k, b.shape[0])[1:]:
         raise ValueError(f"b must have shape {b_shape(spec, j, k, 0)[1:]} after its first axis, got {b.shape}")
-    header = header_word(i, j, k, b.shape[0])
-    if status(spec, header) != STATUS_OK:
-        raise ValueError(f"a {a.shape} and b {b.shape} do not fit {spec}")
-    return np.concatenate([np.array([header], dtype=np.uint64), pack_rows(b, spec.lanes, spec.b_bits, rng),
-                           pack_rows(a, spec.lanes, spec.a_bits, rng)])
+    return _stream(spec, header_word(i, j, k, b.shape[0]), a, b, rng)
 
 
 def output(spec: TtSpec, a, b) -> np.ndarray:
-    """Output words: status 0, then ``Z`` row-major, sign-extended to 32 bits (``Z[i]`` follows ``A[i]``)."""
-    return np.concatenate([np.array([STATUS_OK], dtype=np.uint64), result_words(kernel(spec, a, b))])
+    """Output words as 32-bit parts: the status word (0), then ``Z`` row-major, each result sign-extended to 32
+    bits and ``spec.parts`` results to a word, the last word's unused parts 0 (``Z[i]`` follows ``A[i]``)."""
+    return np.concatenate([single_word(STATUS_OK, spec.stream_bits),
+                           result_words(kernel(spec, a, b), spec.stream_bits)])
 
 
-def refused(status_word: int) -> np.ndarray:
-    """Output of a refused header: the status word alone."""
-    return np.array([status_word], dtype=np.uint64)
+def refused(status_word: int, stream_bits: int = 32) -> np.ndarray:
+    """Output of a refused header: the status word alone (as ``stream_bits / 32`` parts)."""
+    return single_word(status_word, stream_bits)
 
 
 # ---------------------------------------------------------------------------- TT mapping

@@ -10,6 +10,8 @@ from docs/tt_pe.md.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
@@ -18,7 +20,7 @@ import numpy as np
 from codesign.hw.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
 from codesign.pe.tt import reference, resources, stimulus
-from codesign.pe.tt.contract import MAX_DIM
+from codesign.pe.tt.contract import MAX_DIM, STREAM_BITS_CHOICES, WORD_BITS
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 from codesign.pe.tt.stimulus import TtStimulusOptions
 from codesign.resources import data_dir
@@ -27,26 +29,56 @@ LIBRARY_HEADER = "codesign_tt.h"
 LONG_CONTRACTIONS = 10_000  # contractions per configuration in the extended grid
 
 
-def header_top_cases(spec_class) -> list[GridCase]:
+WIDE_STREAMS = tuple(bits for bits in STREAM_BITS_CHOICES if bits > WORD_BITS)  # the widths beside the 32-bit grid
+QUICK_WIDE = 1  # configurations of the main grid that ``make test`` runs at every wider width (the rest: ``long``)
+
+
+def header_top_cases(spec_class, stream_bits: int = WORD_BITS) -> list[GridCase]:
     """Builds whose limit on one of ``J``, ``K``, ``L`` is the top of its 8-bit header field, the other two small,
     so that every bit of every dimension field is read by some transaction (the directed set fills each buffer
     and sends ``I`` = 255) while buffers and results stay small enough for short RTL runs."""
-    return [GridCase("l16r8_top_k", spec_class(max_j=1, max_k=MAX_DIM, max_l=3)),
-            GridCase("l16r8_top_l", spec_class(max_j=1, max_k=3, max_l=MAX_DIM)),
-            GridCase("l4r2_top_j", spec_class(lanes=4, rows=2, max_j=MAX_DIM, max_k=3, max_l=3))]
+    suffix = "" if stream_bits == WORD_BITS else f"_s{stream_bits}"
+    return [GridCase(f"l16r8_top_k{suffix}", spec_class(max_j=1, max_k=MAX_DIM, max_l=3, stream_bits=stream_bits)),
+            GridCase(f"l16r8_top_l{suffix}", spec_class(max_j=1, max_k=3, max_l=MAX_DIM, stream_bits=stream_bits)),
+            GridCase(f"l4r2_top_j{suffix}", spec_class(lanes=4, rows=2, max_j=MAX_DIM, max_k=3, max_l=3,
+                                                       stream_bits=stream_bits))]
 
 
-def with_long_twins(cases: list[GridCase]) -> list[GridCase]:
+def width_grid(main: list[GridCase], tops) -> list[GridCase]:
+    """The 32-bit grid (``main``, then the header-top builds ``tops(32)``), each again with 10^4 contractions
+    (``long``, :func:`with_long_twins`); then at every wider width the first :data:`QUICK_WIDE` configurations of
+    ``main`` and every header-top build quick and with 10^4 contractions, and the rest of ``main`` with 10^4
+    contractions only: every width has the directed header-field cases in the quick grid and at least five
+    configurations with 10^4 contractions in the extended one."""
+    grid = with_long_twins(main + tops(WORD_BITS))
+    for bits in WIDE_STREAMS:
+        wide = [GridCase(f"{case.id}_s{bits}", replace(case.spec, stream_bits=bits), case.target, case.options)
+                for case in main]
+        quick, rest = wide[:QUICK_WIDE] + tops(bits), wide[QUICK_WIDE:]
+        grid += quick + with_long_twins(quick + rest, offset=len(grid))[len(quick) + len(rest):]
+    return grid
+
+
+def with_long_twins(cases: list[GridCase], offset: int = 0) -> list[GridCase]:
     """The grid, then every configuration again with at least :data:`LONG_CONTRACTIONS` contractions (``long``).
 
     The quick points check at least 10 000 MACs in a few dozen
     transactions; their twins add small random contractions until 10^4 are
-    checked at every level (minutes of RTL simulation per point).
+    checked at every level (minutes of RTL simulation per point). ``offset``
+    keeps the twins' seeds apart from those of earlier twins.
     """
     twins = [GridCase(f"{case.id}_10k", case.spec, case.target,
-                      TtStimulusOptions(min_contractions=LONG_CONTRACTIONS, seed=3000 + index), long=True)
+                      TtStimulusOptions(min_contractions=LONG_CONTRACTIONS, seed=3000 + offset + index), long=True)
              for index, case in enumerate(cases)]
     return cases + twins
+
+
+def pe3_top_cases(stream_bits: int) -> list[GridCase]:
+    """PE3's header-top build in the quick grid at a wider width (at 32 bits ``l8_a12b5`` of the main grid is
+    quick): the paper's widths with ``J`` up to 255 (``I`` = 255 is in every directed set)."""
+    if stream_bits == WORD_BITS:
+        return []
+    return [GridCase(f"l16_a8b16_top_j_s{stream_bits}", Tt3Spec(max_j=MAX_DIM, stream_bits=stream_bits))]
 
 
 CALIBRATION_ARRAYS = ((2, 1), (4, 2), (8, 1), (8, 4), (16, 2), (4, 8), (2, 4), (16, 1), (16, 4))  # (lanes, rows) the resource model is fitted on
@@ -60,7 +92,7 @@ class _TtPE(StreamPE):
     reference_model: ClassVar  # the plain-loop model of :mod:`codesign.pe.tt.reference` for this PE
     # spec fields in the order of the C++ template's and the Verilog module's parameters
     parameter_order: ClassVar[tuple[str, ...]] = ("lanes", "rows", "a_bits", "b_bits", "acc_bits", "max_j", "max_k",
-                                                  "max_l")
+                                                  "max_l", "stream_bits")
     headers = (LIBRARY_HEADER,)
     estimate_abc9 = False  # resource counts are what the TT estimates report
 
@@ -91,6 +123,15 @@ class _TtPE(StreamPE):
     def rtl_parameters(self, spec) -> dict[str, int]:
         return {key.upper(): int(getattr(spec, key)) for key in self.parameter_order}
 
+    def stream_context(self, spec) -> dict:
+        """The shared names, plus the stream word's width (``spec.stream_bits``) and its 32-bit parts: vector files
+        and DMA buffers hold a word as ``word_parts`` consecutive 32-bit words (docs/tt_pe.md)."""
+        return {**super().stream_context(spec), "stream_word_bits": spec.stream_bits, "word_parts": spec.parts}
+
+    def bench_environment(self, spec, vectors: Path, summary: Path, seed: int) -> dict[str, str]:
+        """The shared bench's, telling it how many 32-bit parts of the vector file make one stream word."""
+        return {**super().bench_environment(spec, vectors, summary, seed), "STREAM_WORD_PARTS": str(spec.parts)}
+
 
 class Tt1PE(_TtPE):
     name = "tt1"
@@ -101,8 +142,8 @@ class Tt1PE(_TtPE):
 
     def verification_grid(self) -> list[GridCase]:
         """Paper widths forward (8 x 4) and backward (16 x 4), the 16 x 8 array and smaller ones, 16-bit sums; each
-        again with 10^4 contractions (``long``)."""
-        return with_long_twins([
+        again with 10^4 contractions (``long``); the same at 64- and 128-bit streams (:func:`width_grid`)."""
+        return width_grid([
             GridCase("l16r8_a8b4_acc32", Tt1Spec()),
             GridCase("l16r8_a16b4_acc32", Tt1Spec(a_bits=16, max_j=8, max_k=40, max_l=20)),
             GridCase("l4r3_a16b16_acc16", Tt1Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5,
@@ -111,8 +152,7 @@ class Tt1PE(_TtPE):
                                                 max_l=4)),
             GridCase("l8r8_a8b8_acc20", Tt1Spec(lanes=8, rows=8, a_bits=8, b_bits=8, acc_bits=20, max_j=4,
                                                 max_k=24, max_l=17)),
-            *header_top_cases(Tt1Spec),
-        ])
+        ], partial(header_top_cases, Tt1Spec))
 
     def estimate_specs(self) -> list[Tt1Spec]:
         return [Tt1Spec(), Tt1Spec(a_bits=16), Tt1Spec(lanes=8, rows=4)]
@@ -131,8 +171,8 @@ class Tt2PE(_TtPE):
 
     def verification_grid(self) -> list[GridCase]:
         """Paper widths forward (8 x 4) and backward (16 x 4), the 16 x 8 array and smaller ones, 16-bit sums; each
-        again with 10^4 contractions (``long``)."""
-        return with_long_twins([
+        again with 10^4 contractions (``long``); the same at 64- and 128-bit streams (:func:`width_grid`)."""
+        return width_grid([
             GridCase("l16r8_a8b4_acc32", Tt2Spec(max_j=20, max_k=40, max_l=20)),
             GridCase("l16r8_a16b4_acc32", Tt2Spec(a_bits=16, max_j=12, max_k=33, max_l=17)),
             GridCase("l4r3_a16b16_acc16", Tt2Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5,
@@ -141,8 +181,7 @@ class Tt2PE(_TtPE):
                                                 max_l=4)),
             GridCase("l8r8_a8b8_acc20", Tt2Spec(lanes=8, rows=8, a_bits=8, b_bits=8, acc_bits=20, max_j=9,
                                                 max_k=24, max_l=17)),
-            *header_top_cases(Tt2Spec),
-        ])
+        ], partial(header_top_cases, Tt2Spec))
 
     def estimate_specs(self) -> list[Tt2Spec]:
         return [Tt2Spec(), Tt2Spec(a_bits=16), Tt2Spec(lanes=8, rows=4)]
@@ -158,18 +197,20 @@ class Tt3PE(_TtPE):
     spec_class = Tt3Spec
     cpp_struct = "pe3"
     reference_model = staticmethod(reference.pe3_reference)
-    parameter_order = ("lanes", "a_bits", "b_bits", "max_j")
+    parameter_order = ("lanes", "a_bits", "b_bits", "max_j", "stream_bits")
 
     def verification_grid(self) -> list[GridCase]:
         """Paper widths (8-bit inputs x 16-bit gradients, 16 lanes), 16 x 16 and narrow codes, 1..8 lanes; each again
-        with 10^4 contractions (``long``)."""
-        return with_long_twins([
+        with 10^4 contractions (``long``); the same at 64- and 128-bit streams, where the 255-long ``B`` of
+        ``l8_a12b5`` (and ``I`` = 255 in every directed set) puts both header fields at their top
+        (:func:`width_grid`)."""
+        return width_grid([
             GridCase("l16_a8b16", Tt3Spec()),
             GridCase("l16_a16b16", Tt3Spec(a_bits=16, max_j=40)),
             GridCase("l4_a4b8", Tt3Spec(lanes=4, a_bits=4, b_bits=8, max_j=9)),
             GridCase("l1_a2b3", Tt3Spec(lanes=1, a_bits=2, b_bits=3, max_j=5)),
             GridCase("l8_a12b5", Tt3Spec(lanes=8, a_bits=12, b_bits=5, max_j=255)),
-        ])
+        ], pe3_top_cases)
 
     def estimate_specs(self) -> list[Tt3Spec]:
         return [Tt3Spec(), Tt3Spec(a_bits=16), Tt3Spec(lanes=8)]

@@ -4,7 +4,9 @@ It reads the input words one by one as the hardware does (header, chunked
 operand rows, slot fields) and accumulates with Python integers, one product
 at a time within a chunk, so it shares no arithmetic with the vectorised
 golden kernel in :mod:`codesign.pe.tt.golden`. The golden level of
-``codesign verify`` compares every expected word with it.
+``codesign verify`` compares every expected word with it. A stream word of
+``stream_bits`` bits arrives and leaves as ``stream_bits // 32`` 32-bit
+parts, least significant first; results fill the parts of a word in order.
 """
 
 from __future__ import annotations
@@ -23,27 +25,43 @@ def _slot(bits: int) -> int:
 
 
 class _Reader:
-    def __init__(self, words: list[int]) -> None:
-        self.words, self.at = words, 0
+    def __init__(self, words: list[int], stream_bits: int) -> None:
+        if stream_bits not in (32, 64, 128):
+            raise ValueError(f"stream_bits={stream_bits} is not 32, 64 or 128")
+        self.words, self.at, self.width = words, 0, stream_bits
 
     def word(self) -> int:
-        value = self.words[self.at]
-        self.at += 1
+        """The next stream word, put together from its 32-bit parts."""
+        value = 0
+        for part in range(self.width // 32):
+            value |= self.words[self.at] << (32 * part)
+            self.at += 1
         return value
+
+    def left(self) -> int:
+        return len(self.words) - self.at
 
     def row(self, length: int, lanes: int, bits: int) -> list[int]:
         """One operand row of ``length`` values, as chunks of ``lanes`` slots; padding lanes are dropped."""
         slot = _slot(bits)
-        per_chunk = (lanes * slot + 31) // 32
+        per_chunk = (lanes * slot + self.width - 1) // self.width
         values = []
         for _ in range((length + lanes - 1) // lanes):
             bitstring = 0
             for w in range(per_chunk):
-                bitstring |= self.word() << (32 * w)
+                bitstring |= self.word() << (self.width * w)
             for lane in range(lanes):
                 if len(values) < length:
                     values.append(_signed(bitstring >> (lane * slot), bits))
         return values
+
+
+def _words_out(status: int, results: list[int], stream_bits: int) -> list[int]:
+    """The status word, then the results as 32-bit parts, ``stream_bits // 32`` to a word, the last padded with 0."""
+    per_word = stream_bits // 32
+    out = [status] + [0] * (per_word - 1)
+    out += [value & 0xFFFF_FFFF for value in results]
+    return out + [0] * (-len(results) % per_word)
 
 
 def _clamp(value: int, bits: int) -> int:
@@ -64,17 +82,25 @@ def _contraction_status(i_dim: int, j_dim: int, k_dim: int, l_dim: int, *, max_j
     return 0
 
 
+def _header(reader: _Reader, fields_bits: int = 32) -> tuple[int, bool]:
+    """The header word and whether every bit above its ``fields_bits`` low bits is 0."""
+    header = reader.word()
+    return header, header >> fields_bits == 0
+
+
 def pe1_reference(words_in, *, lanes: int, rows: int, a_bits: int, b_bits: int, acc_bits: int, max_j: int,
-                  max_k: int, max_l: int) -> list[int]:
-    """Expected output words of one PE1 transaction (``rows`` does not change results)."""
+                  max_k: int, max_l: int, stream_bits: int = 32) -> list[int]:
+    """Expected output parts of one PE1 transaction (``rows`` does not change results)."""
     del rows
-    reader = _Reader([int(w) for w in words_in])
-    i_dim, j_dim, k_dim, l_dim = _dims(reader.word())
+    reader = _Reader([int(w) for w in words_in], stream_bits)
+    header, clean = _header(reader)
+    i_dim, j_dim, k_dim, l_dim = _dims(header)
     status = _contraction_status(i_dim, j_dim, k_dim, l_dim, max_j=max_j, max_k=max_k, max_l=max_l)
+    status = status if clean else 1  # a set bit above the four fields: a bad header, whatever the fields say
     if status:
-        return [status]
+        return _words_out(status, [], stream_bits)
     b = [[reader.row(k_dim, lanes, b_bits) for _ in range(j_dim)] for _ in range(l_dim)]
-    out = [0]
+    out = []
     for _ in range(i_dim):
         a = [reader.row(k_dim, lanes, a_bits) for _ in range(j_dim)]
         for l in range(l_dim):
@@ -85,23 +111,25 @@ def pe1_reference(words_in, *, lanes: int, rows: int, a_bits: int, b_bits: int, 
                     for k in range(start, min(start + lanes, k_dim)):
                         chunk += a[j][k] * b[l][j][k]
                     acc = _clamp(acc + chunk, acc_bits)
-            out.append(acc & 0xFFFF_FFFF)
-    if reader.at != len(reader.words):
-        raise ValueError(f"{len(reader.words) - reader.at} input words left over")
-    return out
+            out.append(acc)
+    if reader.left():
+        raise ValueError(f"{reader.left()} input parts left over")
+    return _words_out(0, out, stream_bits)
 
 
 def pe2_reference(words_in, *, lanes: int, rows: int, a_bits: int, b_bits: int, acc_bits: int, max_j: int,
-                  max_k: int, max_l: int) -> list[int]:
-    """Expected output words of one PE2 transaction: ``Z[i, l, k] = sum_j A[i, j, k] * B[l, j]``, saturating per product."""
+                  max_k: int, max_l: int, stream_bits: int = 32) -> list[int]:
+    """Expected output parts of one PE2 transaction: ``Z[i, l, k] = sum_j A[i, j, k] * B[l, j]``, saturating per product."""
     del rows
-    reader = _Reader([int(w) for w in words_in])
-    i_dim, j_dim, k_dim, l_dim = _dims(reader.word())
+    reader = _Reader([int(w) for w in words_in], stream_bits)
+    header, clean = _header(reader)
+    i_dim, j_dim, k_dim, l_dim = _dims(header)
     status = _contraction_status(i_dim, j_dim, k_dim, l_dim, max_j=max_j, max_k=max_k, max_l=max_l)
+    status = status if clean else 1  # a set bit above the four fields: a bad header, whatever the fields say
     if status:
-        return [status]
+        return _words_out(status, [], stream_bits)
     b = [reader.row(j_dim, lanes, b_bits) for _ in range(l_dim)]
-    out = [0]
+    out = []
     for _ in range(i_dim):
         a = [reader.row(k_dim, lanes, a_bits) for _ in range(j_dim)]
         for l in range(l_dim):
@@ -109,24 +137,24 @@ def pe2_reference(words_in, *, lanes: int, rows: int, a_bits: int, b_bits: int, 
                 acc = 0
                 for j in range(j_dim):
                     acc = _clamp(acc + a[j][k] * b[l][j], acc_bits)
-                out.append(acc & 0xFFFF_FFFF)
-    if reader.at != len(reader.words):
-        raise ValueError(f"{len(reader.words) - reader.at} input words left over")
-    return out
+                out.append(acc)
+    if reader.left():
+        raise ValueError(f"{reader.left()} input parts left over")
+    return _words_out(0, out, stream_bits)
 
 
-def pe3_reference(words_in, *, lanes: int, a_bits: int, b_bits: int, max_j: int) -> list[int]:
-    """Expected output words of one PE3 transaction: ``Z[i, j] = A[i] * B[j]``, row-major."""
-    reader = _Reader([int(w) for w in words_in])
-    header = reader.word()
+def pe3_reference(words_in, *, lanes: int, a_bits: int, b_bits: int, max_j: int, stream_bits: int = 32) -> list[int]:
+    """Expected output parts of one PE3 transaction: ``Z[i, j] = A[i] * B[j]``, row-major."""
+    reader = _Reader([int(w) for w in words_in], stream_bits)
+    header, clean = _header(reader, 16)
     i_dim, j_dim = header & 255, (header >> 8) & 255
-    if header >> 16 or i_dim == 0 or j_dim == 0:
-        return [1]
+    if not clean or i_dim == 0 or j_dim == 0:
+        return _words_out(1, [], stream_bits)
     if j_dim > max_j:
-        return [2]
+        return _words_out(2, [], stream_bits)
     b = reader.row(j_dim, lanes, b_bits)
     a = reader.row(i_dim, lanes, a_bits)
-    out = [0] + [(x * y) & 0xFFFF_FFFF for x in a for y in b]
-    if reader.at != len(reader.words):
-        raise ValueError(f"{len(reader.words) - reader.at} input words left over")
-    return out
+    out = [x * y for x in a for y in b]
+    if reader.left():
+        raise ValueError(f"{reader.left()} input parts left over")
+    return _words_out(0, out, stream_bits)

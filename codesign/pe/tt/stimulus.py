@@ -106,15 +106,27 @@ def directed(spec: Tt1Spec | Tt2Spec, rng: np.random.Generator) -> list[Transact
     for index in range(4):
         dims = [1, 1, 1, 1]
         dims[index] = 0
-        word = header_word(*dims)
-        out.append((np.array([word], dtype=np.uint64), golden.refused(golden.status(s, word))))
+        out.append(refusal(s, header_word(*dims)))
     for index, limit in ((1, s.max_j), (2, s.max_k), (3, s.max_l)):
         if limit < MAX_DIM:
             dims = [1, 1, 1, 1]
             dims[index] = limit + 1
-            word = header_word(*dims)
-            out.append((np.array([word], dtype=np.uint64), golden.refused(golden.status(s, word))))
+            out.append(refusal(s, header_word(*dims)))
+    out += wide_refusals(s, header_word(1, 1, 1, 1))
     return out
+
+
+def refusal(spec: TtSpec, header: int) -> Transaction:
+    """A transaction of one refused header word (an integer of up to ``spec.stream_bits`` bits) and its status."""
+    parts = [(header >> (32 * index)) & 0xFFFF_FFFF for index in range(spec.parts)]
+    return np.array(parts, dtype=np.uint64), golden.refused(golden.status(spec, header), spec.stream_bits)
+
+
+def wide_refusals(spec: TtSpec, header: int) -> list[Transaction]:
+    """In a word wider than 32 bits, a valid header with one bit set above bit 31 (the lowest, one in every
+    further part, the highest) is refused: no part but the first may be taken for 0 unread."""
+    return [refusal(spec, header | 1 << bit) for bit in range(32, spec.stream_bits, 32)] + (
+        [refusal(spec, header | 1 << (spec.stream_bits - 1))] if spec.stream_bits > 32 else [])
 
 
 def random(spec: Tt1Spec | Tt2Spec, count: int, rng: np.random.Generator) -> list[Transaction]:
@@ -178,10 +190,10 @@ def pe3_directed(spec: Tt3Spec, rng: np.random.Generator) -> list[Transaction]:
     for a_mode, b_mode in (("min", "min"), ("max", "min"), ("min", "max"), ("max", "max"), ("ends", "ends")):
         case(s.lanes + 1, s.max_j, a_mode, b_mode)
     for word in (header_word(0, 1), header_word(1, 0), header_word(1, 1) | 1 << 16, header_word(1, 1) | 1 << 31):
-        out.append((np.array([word], dtype=np.uint64), golden.refused(golden.status(s, word))))
+        out.append(refusal(s, word))
     if s.max_j < MAX_DIM:
-        word = header_word(1, s.max_j + 1)
-        out.append((np.array([word], dtype=np.uint64), golden.refused(golden.status(s, word))))
+        out.append(refusal(s, header_word(1, s.max_j + 1)))
+    out += wide_refusals(s, header_word(1, 1))
     return out
 
 
