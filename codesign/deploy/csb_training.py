@@ -38,23 +38,15 @@ import numpy as np
 from codesign.deploy.board import LoopOnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
+from codesign.hw.constants import STATUS_OK, status_names
 from codesign.hw.step_model import StageLog
 from codesign.loops.csb import CsbMlpTrainer, CsbTrainSetup
 from codesign.pe.csb.cycles import transaction_cycles
 from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
-from codesign.pe.csb.stream import (
-    STATUS_BAD_HEADER,
-    STATUS_INDEX,
-    STATUS_NNZ,
-    STATUS_OK,
-    Op,
-    encode_transaction,
-    result_count,
-)
+from codesign.pe.csb.stream import Op, encode_transaction, result_count
 
-STATUS_NAMES = {STATUS_OK: "ok", STATUS_BAD_HEADER: "bad header", STATUS_NNZ: "nnz above the block capacity",
-                STATUS_INDEX: "index outside the block"}
+STATUS_NAMES = status_names("csb")
 
 
 def _tile(array: np.ndarray, start: int, size: int) -> np.ndarray:
@@ -212,12 +204,5 @@ class CsbBoardTrainer(LoopOnBoard, CsbMlpTrainer):
 
     family, setup_class, backend_class = "csb", CsbTrainSetup, IpCsb  # see LoopOnBoard
 
-    @property
-    def stage_log(self) -> StageLog:
-        return self.backend.stages
-
-    def throughput(self) -> dict[str, float]:
-        """The loop's figures plus the IP's (:meth:`OnBoard.ip_figures`) and the transactions sent."""
-        return {**super().throughput(), **self.ip_figures([self.backend.driver], self.backend.pe_cycles,
-                                                          self.backend.stages),
-                "transactions": self.backend.transactions}
+    def backend_figures(self) -> dict[str, int]:
+        return {"transactions": self.ip_backend.transactions}

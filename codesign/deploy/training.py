@@ -26,18 +26,14 @@ import numpy as np
 from codesign.deploy.board import LoopOnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
+from codesign.hw.constants import STATUS_OK, status_names
 from codesign.hw.step_model import StageLog
 from codesign.loops.fb import FbMlpTrainer, HwTrainSetup
-from codesign.pe.fpmac_array.contract import (
-    STATUS_BAD_HEADER,
-    STATUS_OK,
-    STATUS_TOO_LARGE,
-)
 from codesign.pe.fpmac_array.cycles import transaction_cycles
 from codesign.pe.fpmac_array.golden import words as transaction_words
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 
-STATUS_NAMES = {STATUS_OK: "ok", STATUS_BAD_HEADER: "bad header", STATUS_TOO_LARGE: "too large"}
+STATUS_NAMES = status_names("fpmac_array")
 
 
 def _spans(total: int, step: int) -> list[tuple[int, int]]:
@@ -103,11 +99,3 @@ class BoardTrainer(LoopOnBoard, FbMlpTrainer):
     """The design-point training loop with every layer GEMM on the overlay's fpmac_array IP."""
 
     family, setup_class, backend_class = "fpmac_array", HwTrainSetup, IpGemm  # see LoopOnBoard
-
-    @property
-    def stage_log(self) -> StageLog:
-        return self.gemm.stages
-
-    def throughput(self) -> dict[str, float]:
-        """The loop's figures plus the IP's (:meth:`OnBoard.ip_figures`)."""
-        return {**super().throughput(), **self.ip_figures([self.gemm.driver], self.gemm.pe_cycles, self.gemm.stages)}

@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from codesign.hw.constants_gen import verilog_include_dir
 from codesign.hw.estimate import estimate
 from codesign.hw.jsonfile import load_json
 from codesign.hw.protocol import ProcessingElement
@@ -39,19 +41,32 @@ SHIPPED_DIR = data_dir("rtl") / "yosys-reports"
 LABEL_FIELDS = ("cache_key", "rtl_sha256")
 
 
-def rtl_sha256(pe: ProcessingElement) -> str:
-    """SHA-256 over the PE's Verilog sources (file names and contents, in :meth:`rtl_sources` order)."""
+INCLUDE_LINE = re.compile(rb'^\s*`include\s+"([^"]+)"', re.M)
+
+
+def hashed_sources(pe: ProcessingElement) -> list[Path]:
+    """The PE's Verilog sources (:meth:`rtl_sources` order), then the files they include from the shared
+    include directory (name order): everything Yosys reads. A PE that includes nothing hashes as before."""
+    sources = pe.rtl_sources()
+    included = sorted({name.decode() for path in sources for name in INCLUDE_LINE.findall(path.read_bytes())})
+    return [*sources, *(verilog_include_dir() / name for name in included if (verilog_include_dir() / name).is_file())]
+
+
+def _digest(pe: ProcessingElement):
     digest = hashlib.sha256()
-    for path in pe.rtl_sources():
+    for path in hashed_sources(pe):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+    return digest
+
+
+def rtl_sha256(pe: ProcessingElement) -> str:
+    """SHA-256 over the PE's Verilog sources and includes (file names and contents, :func:`hashed_sources`)."""
+    return _digest(pe).hexdigest()
 
 
 def cache_key(pe: ProcessingElement, spec, family: str) -> str:
     """The full hex key of one (PE, spec, family) estimate: the RTL sources, the PE's name, the family, the spec."""
-    digest = hashlib.sha256()
-    for path in pe.rtl_sources():
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    digest = _digest(pe)
     digest.update(json.dumps([pe.name, family, spec.to_dict()], sort_keys=True).encode())
     return digest.hexdigest()
 

@@ -38,6 +38,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from codesign.hw.constants_gen import verilog_include_dir
 from codesign.hw.jsonfile import Kind, load_json
 
 SIMULATORS = ("icarus", "verilator")
@@ -160,6 +161,49 @@ def _results(results_xml: Path) -> tuple[int, int]:
         return 0, -1  # the simulator exited without writing results
 
 
+def _build(runner, sources: Sequence[Path], toplevel: str, parameters: dict, build_args: Sequence[str],
+           build_dir: Path, simulator: str) -> None:
+    """Compile ``sources`` (with the shared Verilog include directory) into ``build_dir``; RtlBuildError on failure."""
+    build_log = build_dir / "build.log"
+    try:
+        runner.build(
+            sources=[Path(s) for s in sources],
+            hdl_toplevel=toplevel,
+            parameters=parameters,
+            includes=[verilog_include_dir()],
+            build_args=list(build_args),
+            build_dir=build_dir,
+            always=True,
+            timescale=TIMESCALE,
+            log_file=build_log,
+        )
+    except (RuntimeError, SystemExit) as error:
+        raise RtlBuildError(
+            f"building {toplevel} {parameters} with {simulator} failed ({error}); {build_log}:\n{_log_tail(build_log)}"
+        ) from None
+
+
+def _test(runner, test_module: str, toplevel: str, parameters: dict, build_dir: Path, results_xml: Path,
+          seed: int | None) -> SystemExit | None:
+    """Run every test of ``test_module``; the runner's SystemExit (its way of reporting failures) or None."""
+    try:
+        runner.test(
+            test_module=test_module,
+            hdl_toplevel=toplevel,
+            hdl_toplevel_lang="verilog",
+            build_dir=build_dir,
+            test_dir=build_dir,
+            results_xml=str(results_xml),
+            parameters=parameters,
+            timescale=TIMESCALE,
+            log_file=build_dir / "test.log",
+            seed=seed,
+        )
+    except SystemExit as error:  # Runner.test's way of reporting failures under pytest
+        return error
+    return None
+
+
 def run_cocotb(
     *,
     sources: Sequence[Path],
@@ -187,7 +231,7 @@ def run_cocotb(
     parameters = dict(parameters or {})
     build_dir = Path(build_dir).resolve()
     build_dir.mkdir(parents=True, exist_ok=True)
-    build_log, test_log = build_dir / "build.log", build_dir / "test.log"
+    test_log = build_dir / "test.log"
     results_xml = build_dir / "results.xml"
     missing = [str(s) for s in sources if not Path(s).is_file()]
     if missing:
@@ -199,38 +243,9 @@ def run_cocotb(
         except SystemExit as error:  # the runner exits when the simulator is not on PATH
             raise RtlSimError(f"{simulator} is not available: {error}") from None
         started = time.perf_counter()
-        try:
-            runner.build(
-                sources=[Path(s) for s in sources],
-                hdl_toplevel=toplevel,
-                parameters=parameters,
-                build_args=list(build_args),
-                build_dir=build_dir,
-                always=True,
-                timescale=TIMESCALE,
-                log_file=build_log,
-            )
-        except (RuntimeError, SystemExit) as error:
-            raise RtlBuildError(
-                f"building {toplevel} {parameters} with {simulator} failed ({error}); {build_log}:\n{_log_tail(build_log)}"
-            ) from None
+        _build(runner, sources, toplevel, parameters, build_args, build_dir, simulator)
         built = time.perf_counter()
-        exited: SystemExit | None = None
-        try:
-            runner.test(
-                test_module=test_module,
-                hdl_toplevel=toplevel,
-                hdl_toplevel_lang="verilog",
-                build_dir=build_dir,
-                test_dir=build_dir,
-                results_xml=str(results_xml),
-                parameters=parameters,
-                timescale=TIMESCALE,
-                log_file=test_log,
-                seed=seed,
-            )
-        except SystemExit as error:  # Runner.test's way of reporting failures under pytest
-            exited = error
+        exited = _test(runner, test_module, toplevel, parameters, build_dir, results_xml, seed)
         finished = time.perf_counter()
 
     tests, failed = _results(results_xml)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
 
+from codesign.hw.constants import WORD_BITS
 from codesign.hw.project import PROJECT_MARKER, read_project_marker
 
 MANIFEST_FILE = "design.json"
@@ -23,7 +24,7 @@ MANIFEST_VERSION = 2  # 2: design.json records the board's facts and the golden 
 
 KINDS = ("pointer", "scalar")
 DIRECTIONS = ("read", "write")
-AXI_WORD_BITS = 32  # the shell's register and data-bus width (bits)
+AXI_WORD_BITS = WORD_BITS  # the shell's register and data-bus width (bits)
 POINTER_BITS = 64  # Vitis HLS keeps m_axi offsets as 64-bit registers, on Zynq-7000 too
 # A lower-case C identifier: the rule for argument, bundle and IP instance names (use with ``fullmatch``).
 LOWER_IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")

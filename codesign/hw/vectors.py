@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from codesign.hw.constants import WORD_BITS
 from codesign.hw.reports import write_text_atomic
 
 MAGIC = "# codesign-vectors v1"
@@ -92,7 +93,6 @@ def read_vectors(path: Path, *, pe: str, columns: tuple[str, ...]) -> tuple[dict
 # length, and refuse words wider than ``word_bits``.
 
 TRANSACTION_MAGIC = "# codesign-transactions v1"
-WORD_BITS = 32
 
 
 def write_transactions(path: Path, *, pe: str, transactions, meta: dict[str, object]) -> Path:

@@ -15,7 +15,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from codesign.hw.vectors import WORD_BITS, VectorFileError, read_transactions, write_transactions
+from codesign.hw.constants import WORD_BITS
+from codesign.hw.vectors import VectorFileError, read_transactions, write_transactions
 from codesign.hw.protocol import LevelResult, ProcessingElement, RtlOutcome
 
 Transaction = tuple[np.ndarray, np.ndarray]
@@ -58,6 +59,12 @@ class StreamPE(ProcessingElement):
     def reference_output(self, spec, words_in: np.ndarray) -> np.ndarray:
         """Expected output words of one transaction from a model independent of the golden one."""
         raise NotImplementedError
+
+    def transaction_cycles(self, spec, words_in: np.ndarray) -> int:
+        """Clock cycles of one transaction on the RTL without input gaps or backpressure, from the first input
+        handshake to the last output handshake (the figure :mod:`codesign.hw.stream_bench` reports), by the PE's
+        cycle model; the RTL tests hold the RTL to it exactly."""
+        raise NotImplementedError(f"PE {self.name} has no cycle model")
 
     # -- vectors ------------------------------------------------------------------
     def write_vectors(self, spec, stimulus: list[Transaction], path: Path) -> Path:

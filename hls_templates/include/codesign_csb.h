@@ -59,12 +59,13 @@
 #include <ap_int.h>
 #include <hls_stream.h>
 
+#include "codesign_constants.h"  // WORD_BITS and the status codes
+
 namespace codesign {
 namespace csb {
 
-// Header opcodes and status words, numbered as docs/csb.md numbers them.
+// Header opcodes, numbered as docs/csb.md numbers them (the status words: codesign_constants.h).
 enum { OP_FP = 0, OP_EB = 1, OP_WG = 2, OP_UPD = 3 };
-enum { STATUS_OK = 0, STATUS_BAD_HEADER = 1, STATUS_NNZ = 2, STATUS_INDEX = 3 };
 
 // Header fields: op [1:0], shift [12:8], nnz [24:16]; every other bit is reserved.
 const unsigned HEADER_FIELDS_MASK = 0x3u | (0x1Fu << 8) | (0x1FFu << 16);
@@ -73,7 +74,6 @@ const int CODE_BITS = 8;      // operand codes
 const int PRODUCT_BITS = 16;  // |code * code| <= 2^14
 const int LANE_SUM_BITS = 21; // 16 lanes * 2^14 = 2^18, signed, with a spare bit
 const int BUFFER_BITS = 24;   // weight buffer words (8-bit compute part on top)
-const int WORD_BITS = 32;     // stream words
 
 template <int A, int B>
 struct max_of {

@@ -14,21 +14,19 @@
 // (the FP-MAC pipeline depth): the loop can issue every cycle.
 //
 // Copied verbatim into every generated fpmac_array project; tested on its own
-// with g++ against transaction files (tests/pe/test_fpmac_array_header.py).
+// with g++ against transaction files (tests/pe/test_stream_headers.py, tests/pe/fpmac_array/).
 #ifndef CODESIGN_FPMAC_ARRAY_H
 #define CODESIGN_FPMAC_ARRAY_H
 
 #include <ap_int.h>
 #include <hls_stream.h>
 
+#include "codesign_constants.h"  // WORD_BITS and the status codes
 #include "codesign_fpmac.h"
 
 namespace codesign {
 namespace fpmac_array {
 
-enum { STATUS_OK = 0, STATUS_BAD_HEADER = 1, STATUS_TOO_LARGE = 2 };
-
-const int WORD_BITS = 32;
 typedef ap_uint<WORD_BITS> word_t;
 const int SLOTS = 4;  // output tiles interleaved in the MAC loop: the FP-MAC's latency (cycles)
 

@@ -38,6 +38,8 @@
 // Address and counter arithmetic is written at AW bits (or integer width) and
 // relies on Verilog's sizing rules to extend and truncate; Verilator's width
 // warnings are switched off for that reason.
+`include "codesign_constants.vh"  // stream word width and status codes (codesign/hw/constants.py)
+
 /* verilator lint_off WIDTHEXPAND */
 /* verilator lint_off WIDTHTRUNC */
 module csb_pe #(
@@ -52,10 +54,10 @@ module csb_pe #(
 ) (
     input  wire        clk,
     input  wire        rst,
-    input  wire [31:0] in_data,
+    input  wire [`CODESIGN_WORD_BITS-1:0] in_data,
     input  wire        in_valid,
     output wire        in_ready,
-    output reg  [31:0] out_data,
+    output reg  [`CODESIGN_WORD_BITS-1:0] out_data,
     output reg         out_valid,
     input  wire        out_ready
 );
@@ -125,7 +127,7 @@ module csb_pe #(
     reg [4:0]  shift;
     reg [8:0]  nnz;
     reg        bad_index;
-    reg [1:0]  status;
+    reg [`CODESIGN_STATUS_BITS-1:0] status;
     reg [AW-1:0] cnt;                  // section: bytes or words loaded; drain: result words sent
     reg        sent_status;
 
@@ -196,7 +198,7 @@ module csb_pe #(
     wire take = in_valid && in_ready && (state != S_HEAD);   // a section word moves this cycle
 
     // ---- drain bookkeeping -------------------------------------------------------------
-    wire [AW-1:0] n_result = (status != 2'd0) ? {AW{1'b0}}
+    wire [AW-1:0] n_result = (status != `CODESIGN_CSB_STATUS_OK) ? {AW{1'b0}}
                            : (op == OP_FP) ? L_FP_WORDS : ((op == OP_EB) ? L_EB_WORDS : nnz_kk);
     wire send_slot = (state == S_SEND) && (!out_valid || out_ready);  // out_data may be loaded
     wire send_word = send_slot && sent_status && (cnt < n_result);     // a result word is loaded
@@ -449,17 +451,17 @@ module csb_pe #(
                     c_row <= {PW{1'b0}}; c_col <= {PW{1'b0}}; tap_rres <= 3'd0; tap_shift <= 3'd0;
                     part <= {(ACC_BITS*PARALLEL){1'b0}};
                     if (h_bad || h_big) begin
-                        status <= h_bad ? 2'd1 : 2'd2;
+                        status <= h_bad ? `CODESIGN_CSB_STATUS_BAD_HEADER : `CODESIGN_CSB_STATUS_NNZ;
                         state  <= S_SEND;
                     end else begin
-                        status <= 2'd0;
+                        status <= `CODESIGN_CSB_STATUS_OK;
                         state  <= next_section(h_op, S_HEAD, h_nnz == 9'd0, 1'b0);
                     end
                 end
                 S_IDX, S_W8, S_XB, S_DB, S_RB, S_GW, S_BW, S_UG: if (in_valid) begin
                     if (state == S_IDX && idx_bad) begin
                         bad_index <= 1'b1;
-                        status    <= 2'd3;
+                        status    <= `CODESIGN_CSB_STATUS_INDEX;
                     end
                     if (sec_last)
                         state <= next_section(op, state, nnz == 9'd0, bad_index || (state == S_IDX && idx_bad));
@@ -492,7 +494,7 @@ module csb_pe #(
                 end
                 S_SEND: if (send_slot) begin
                     if (!sent_status) begin
-                        out_data    <= {30'd0, status};
+                        out_data    <= {{(`CODESIGN_WORD_BITS - `CODESIGN_STATUS_BITS){1'b0}}, status};
                         out_valid   <= 1'b1;
                         sent_status <= 1'b1;
                     end else if (send_word) begin

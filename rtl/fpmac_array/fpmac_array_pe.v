@@ -27,6 +27,8 @@
 // T = ceil(M/ROWS) * ceil(N/COLS) tiles and G = ceil(T/4) groups (the drain
 // after the last tile step overlaps the last group's empty slots); 2 for a
 // refused header (codesign.pe.fpmac_array.cycles).
+`include "codesign_constants.vh"  // stream word width and status codes (codesign/hw/constants.py)
+
 module fpmac_array_pe #(
     parameter EXP_BITS = 8,   // exponent bits, 2..8
     parameter MAX_FB   = 23,  // largest fraction width, 1..23
@@ -39,10 +41,10 @@ module fpmac_array_pe #(
 ) (
     input  wire        clk,
     input  wire        rst,
-    input  wire [31:0] in_data,
+    input  wire [`CODESIGN_WORD_BITS-1:0] in_data,
     input  wire        in_valid,
     output wire        in_ready,
-    output wire [31:0] out_data,
+    output wire [`CODESIGN_WORD_BITS-1:0] out_data,
     output wire        out_valid,
     input  wire        out_ready
 );
@@ -82,7 +84,7 @@ module fpmac_array_pe #(
     reg [7:0] dim_m, dim_n, dim_k;
     reg [4:0] fb_r;
     reg       trans_a, trans_b, accum;
-    reg [1:0] status;
+    reg [`CODESIGN_STATUS_BITS-1:0] status;
 
     // ---- header ---------------------------------------------------------------------------------
     wire [7:0] h_m = in_data[7:0], h_n = in_data[15:8], h_k = in_data[23:16];
@@ -182,18 +184,18 @@ module fpmac_array_pe #(
 
     wire [SELW-1:0] c_bank = i_r[SELW-1:0] * COLS_S + j_c[SELW-1:0];
     wire [W-1:0]    c_words [0:ROWS*COLS-1];
-    wire [31:0]     c_word;  // the container, zero-extended
+    wire [`CODESIGN_WORD_BITS-1:0] c_word;  // the container, zero-extended
     genvar gs;
     generate
         for (gs = 0; gs < ROWS * COLS; gs = gs + 1) begin : g_sel
             assign c_words[gs] = c_q[gs*W +: W];
         end
         assign c_word[W-1:0] = c_words[c_bank];
-        if (W < 32) begin : g_ext
-            assign c_word[31:W] = {(32-W){1'b0}};
+        if (W < `CODESIGN_WORD_BITS) begin : g_ext
+            assign c_word[`CODESIGN_WORD_BITS-1:W] = {(`CODESIGN_WORD_BITS-W){1'b0}};
         end
     endgenerate
-    assign out_data = state == S_STATUS ? {30'd0, status} : c_word;
+    assign out_data = state == S_STATUS ? {{(`CODESIGN_WORD_BITS - `CODESIGN_STATUS_BITS){1'b0}}, status} : c_word;
 
     // ---- control ----------------------------------------------------------------------------------
     always @(posedge clk) begin
@@ -220,11 +222,12 @@ module fpmac_array_pe #(
                     trans_a <= in_data[29];
                     trans_b <= in_data[30];
                     accum <= in_data[31];
-                    status <= h_zero ? 2'd1 : (h_big ? 2'd2 : 2'd0);
+                    status <= h_zero ? `CODESIGN_FPMAC_ARRAY_STATUS_BAD_HEADER
+                            : (h_big ? `CODESIGN_FPMAC_ARRAY_STATUS_TOO_LARGE : `CODESIGN_FPMAC_ARRAY_STATUS_OK);
                     state <= S_STATUS;
                 end
                 S_STATUS: if (give) begin
-                    state <= status == 0 ? S_LOADA : S_HDR;
+                    state <= status == `CODESIGN_FPMAC_ARRAY_STATUS_OK ? S_LOADA : S_HDR;
                     i_lin <= 0; i_t <= 0; i_r <= 0; j_lin <= 0; j_t <= 0; j_c <= 0; k_i <= 0;
                 end
                 S_LOADA: if (take) begin

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from codesign.hw import yosys as ys
+from codesign.hw.constants_gen import verilog_include_dir
 
 needs_yosys = pytest.mark.skipif(shutil.which("yosys") is None, reason="yosys not on PATH")
 
@@ -56,7 +57,8 @@ def test_job_validation_fails_before_running(mac_source, tmp_path):
 def test_script_sets_parameters_family_and_reports(mac_source):
     job = ys.SynthJob(sources=(mac_source,), top="mac", family="xcup", params={"W": 5}, nodsp=True)
     script = job.script()
-    assert f"read_verilog -I{mac_source.parent} {mac_source}" in script
+    # the source's folder and the shared include folder (codesign_constants.vh) are on the include path
+    assert f"read_verilog -I{mac_source.parent} -I{verilog_include_dir()} {mac_source}" in script
     assert "chparam -set W 5 mac" in script
     assert "synth_xilinx -family xcup -top mac -flatten -noiopad -noclkbuf -nodsp" in script
     assert "stat -json" in script and "ltp -noff" in script

@@ -34,7 +34,6 @@ from typing import Protocol
 from codesign.numerics.records import keyword_record
 
 OP_FP, OP_EB, OP_WG, OP_UPD = range(4)
-STATUS_OK, STATUS_BAD_HEADER, STATUS_NNZ, STATUS_INDEX = range(4)
 RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | (0x1F << 8) | (0x1FF << 16))
 
 

@@ -43,7 +43,8 @@ from __future__ import annotations
 import numpy as np
 
 from codesign.pe.csb.format import CSBMatrix
-from codesign.pe.csb.spec import BUFFER_BITS, MAX_BATCH, WORD_BITS, CsbSpec
+from codesign.hw.constants import WORD_BITS
+from codesign.pe.csb.spec import BUFFER_BITS, MAX_BATCH, CsbSpec
 
 MAX_SHIFT = 31  # UPD shift field: 5 bits
 _EXACT_SHIFT = 62  # numerators below 2^53 divided by 2^62 or more all round to 0; 2^62 still fits int64

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from codesign.pe.csb import cycles
 from codesign.pe.csb.reference import reference_output
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stimulus import build_transactions, count_macs, top_up_updates
+from codesign.hw.constants_gen import HEADER_NAME as CONSTANTS_HEADER
 from codesign.hw.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
 from codesign.numerics.inputs import check_seed
@@ -55,7 +57,7 @@ class CsbPE(StreamPE):
     title = "sparse-CSB training PE"
     spec_class = CsbSpec
     stimulus_class = CsbStimulusOptions
-    headers = (FILES["library_h"],)
+    headers = (FILES["library_h"], CONSTANTS_HEADER)
     cpp_type = "codesign::csb::pe"
     doc = "docs/csb.md"
     transaction = "header, index, sections in; status, results out"
@@ -75,6 +77,9 @@ class CsbPE(StreamPE):
         import numpy as np
 
         return np.array(reference_output([int(w) for w in words_in], **spec.to_dict()), dtype=np.uint64)
+
+    def transaction_cycles(self, spec: CsbSpec, words_in) -> int:
+        return cycles.transaction_cycles(spec, words_in).total
 
     def rtl_parameters(self, spec: CsbSpec) -> dict[str, int]:
         return {"BLOCK_ROWS": spec.block_rows, "BLOCK_COLS": spec.block_cols, "K": spec.kernel, "OUT_H": spec.out_h,

@@ -8,8 +8,10 @@ independent readings of one contract must agree bit for bit.
 
 from __future__ import annotations
 
+from codesign.hw.constants import STATUS_BAD_HEADER, STATUS_OK, status_code
+
 OP_FP, OP_EB, OP_WG, OP_UPD = range(4)
-STATUS_OK, STATUS_BAD_HEADER, STATUS_NNZ, STATUS_INDEX = range(4)
+STATUS_NNZ, STATUS_INDEX = status_code("csb", "NNZ"), status_code("csb", "INDEX")
 RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | (0x1F << 8) | (0x1FF << 16))
 
 
@@ -47,6 +49,103 @@ class _Reader:
         return out[:count]
 
 
+class _Shape:
+    """The PE parameters one transaction is read and computed with (input tile = output tile + kernel - 1)."""
+
+    def __init__(self, *, block_rows: int, block_cols: int, kernel: int, out_h: int, out_w: int, batch: int,
+                 parallel: int, acc_bits: int) -> None:
+        self.block_rows, self.block_cols, self.k, self.lanes = block_rows, block_cols, kernel, batch
+        self.out_h, self.out_w, self.parallel, self.acc_bits = out_h, out_w, parallel, acc_bits
+        self.in_h, self.in_w = out_h + kernel - 1, out_w + kernel - 1
+        self.taps = [(ky, kx) for ky in range(kernel) for kx in range(kernel)]
+
+
+def _read_sections(reader: _Reader, op: int, nnz: int, s: _Shape) -> dict:
+    """The sections after the index bytes, in stream order, as signed values."""
+
+    def int8s(count: int) -> list[int]:
+        return [_signed(b, 8) for b in reader.bytes(count)]
+
+    def words_signed(count: int, bits: int) -> list[int]:
+        return [_signed(reader.word(), bits) for _ in range(count)]
+
+    kk, lanes = s.k * s.k, s.lanes
+    out_size, in_size = s.out_h * s.out_w * lanes, s.in_h * s.in_w * lanes
+    if op == OP_FP:
+        return {"weights": int8s(nnz * kk), "data": int8s(s.block_cols * in_size),
+                "acc": words_signed(s.block_rows * out_size, s.acc_bits)}
+    if op == OP_EB:
+        return {"weights": int8s(nnz * kk), "data": int8s(s.block_rows * out_size),
+                "acc": words_signed(s.block_cols * in_size, s.acc_bits)}
+    if op == OP_WG:
+        return {"x_data": int8s(s.block_cols * in_size), "dy_data": int8s(s.block_rows * out_size),
+                "grads": words_signed(nnz * kk, s.acc_bits)}
+    return {"buffer": words_signed(nnz * kk, 24), "grads": words_signed(nnz * kk, 32)}
+
+
+def _forward(s: _Shape, ys, xs, weights, data, acc) -> list[int]:
+    for e in range(len(ys)):
+        for t, (ky, kx) in enumerate(s.taps):
+            w = weights[e * s.k * s.k + t]
+            for oy in range(s.out_h):
+                for ox in range(s.out_w):
+                    for lane in range(s.lanes):
+                        at = ((ys[e] * s.out_h + oy) * s.out_w + ox) * s.lanes + lane
+                        x = data[((xs[e] * s.in_h + oy + ky) * s.in_w + ox + kx) * s.lanes + lane]
+                        acc[at] = _saturate(acc[at] + w * x, s.acc_bits)
+    return [_word(v) for v in acc]
+
+
+def _error_back(s: _Shape, ys, xs, weights, data, acc) -> list[int]:
+    for e in range(len(ys)):
+        for t, (ky, kx) in enumerate(s.taps):
+            w = weights[e * s.k * s.k + t]
+            for iy in range(s.in_h):
+                for ix in range(s.in_w):
+                    oy, ox = iy - ky, ix - kx
+                    if not (0 <= oy < s.out_h and 0 <= ox < s.out_w):
+                        continue
+                    for lane in range(s.lanes):
+                        at = ((xs[e] * s.in_h + iy) * s.in_w + ix) * s.lanes + lane
+                        dy = data[((ys[e] * s.out_h + oy) * s.out_w + ox) * s.lanes + lane]
+                        acc[at] = _saturate(acc[at] + w * dy, s.acc_bits)
+    return [_word(v) for v in acc]
+
+
+def _weight_gradient(s: _Shape, ys, xs, x_data, dy_data, grads) -> list[int]:
+    def x_at(channel: int, row: int, col: int, lane: int) -> int:
+        return x_data[((channel * s.in_h + row) * s.in_w + col) * s.lanes + lane]
+
+    result = []
+    for e in range(len(ys)):
+        for t, (ky, kx) in enumerate(s.taps):
+            partial = [0] * s.parallel
+            for position in range(s.out_h * s.out_w):
+                oy, ox = divmod(position, s.out_w)
+                total = sum(x_at(xs[e], oy + ky, ox + kx, lane)
+                            * dy_data[((ys[e] * s.out_h + oy) * s.out_w + ox) * s.lanes + lane]
+                            for lane in range(s.lanes))
+                group = position % s.parallel
+                partial[group] = _saturate(partial[group] + total, s.acc_bits)
+            g = grads[e * s.k * s.k + t]
+            for group in range(s.parallel):
+                g = _saturate(g + partial[group], s.acc_bits)
+            result.append(_word(g))
+    return result
+
+
+def _update(shift: int, buffer, grads) -> list[int]:
+    result = []
+    for b, g in zip(buffer, grads):
+        numerator = b * (1 << shift) - g  # the exact sum, in units of 2^-shift buffer steps
+        quotient, remainder = divmod(numerator, 1 << shift)  # floor division
+        half = 1 << shift >> 1
+        if shift and (remainder > half or (remainder == half and quotient & 1)):
+            quotient += 1
+        result.append(_word(_saturate(quotient, 24)))
+    return result
+
+
 def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, out_h: int, out_w: int, batch: int,
                      parallel: int, acc_bits: int) -> list[int]:
     """The output words (status first) the PE must send for the input words of one transaction."""
@@ -59,86 +158,17 @@ def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, ou
         return [STATUS_NNZ]
     index = reader.bytes(nnz)
     ys, xs = [b >> 4 for b in index], [b & 15 for b in index]
-    k, lanes = kernel, batch
-    in_h, in_w = out_h + k - 1, out_w + k - 1
-    taps = [(ky, kx) for ky in range(k) for kx in range(k)]
-
-    def int8s(count: int) -> list[int]:
-        return [_signed(b, 8) for b in reader.bytes(count)]
-
-    def words_signed(count: int, bits: int) -> list[int]:
-        return [_signed(reader.word(), bits) for _ in range(count)]
-
-    if op in (OP_FP, OP_EB):
-        weights = int8s(nnz * k * k)
-        if op == OP_FP:
-            data = int8s(block_cols * in_h * in_w * lanes)
-            acc = words_signed(block_rows * out_h * out_w * lanes, acc_bits)
-        else:
-            data = int8s(block_rows * out_h * out_w * lanes)
-            acc = words_signed(block_cols * in_h * in_w * lanes, acc_bits)
-    elif op == OP_WG:
-        x_data = int8s(block_cols * in_h * in_w * lanes)
-        dy_data = int8s(block_rows * out_h * out_w * lanes)
-        grads = words_signed(nnz * k * k, acc_bits)
-    else:
-        buffer = words_signed(nnz * k * k, 24)
-        grads = words_signed(nnz * k * k, 32)
+    shape = _Shape(block_rows=block_rows, block_cols=block_cols, kernel=kernel, out_h=out_h, out_w=out_w,
+                   batch=batch, parallel=parallel, acc_bits=acc_bits)
+    sections = _read_sections(reader, op, nnz, shape)
     if reader.at != len(reader.words):
         raise ValueError(f"transaction has {len(reader.words) - reader.at} words beyond its sections")
     if any(y >= block_rows or x >= block_cols for y, x in zip(ys, xs)):
         return [STATUS_INDEX]
-
-    def x_at(channel: int, row: int, col: int, lane: int) -> int:
-        return x_data[((channel * in_h + row) * in_w + col) * lanes + lane]
-
     if op == OP_FP:
-        for e in range(nnz):
-            for t, (ky, kx) in enumerate(taps):
-                w = weights[e * k * k + t]
-                for oy in range(out_h):
-                    for ox in range(out_w):
-                        for lane in range(lanes):
-                            at = ((ys[e] * out_h + oy) * out_w + ox) * lanes + lane
-                            x = data[((xs[e] * in_h + oy + ky) * in_w + ox + kx) * lanes + lane]
-                            acc[at] = _saturate(acc[at] + w * x, acc_bits)
-        return [STATUS_OK] + [_word(v) for v in acc]
+        return [STATUS_OK] + _forward(shape, ys, xs, **sections)
     if op == OP_EB:
-        for e in range(nnz):
-            for t, (ky, kx) in enumerate(taps):
-                w = weights[e * k * k + t]
-                for iy in range(in_h):
-                    for ix in range(in_w):
-                        oy, ox = iy - ky, ix - kx
-                        if not (0 <= oy < out_h and 0 <= ox < out_w):
-                            continue
-                        for lane in range(lanes):
-                            at = ((xs[e] * in_h + iy) * in_w + ix) * lanes + lane
-                            dy = data[((ys[e] * out_h + oy) * out_w + ox) * lanes + lane]
-                            acc[at] = _saturate(acc[at] + w * dy, acc_bits)
-        return [STATUS_OK] + [_word(v) for v in acc]
+        return [STATUS_OK] + _error_back(shape, ys, xs, **sections)
     if op == OP_WG:
-        result = []
-        for e in range(nnz):
-            for t, (ky, kx) in enumerate(taps):
-                partial = [0] * parallel
-                for position in range(out_h * out_w):
-                    oy, ox = divmod(position, out_w)
-                    total = sum(x_at(xs[e], oy + ky, ox + kx, lane)
-                                * dy_data[((ys[e] * out_h + oy) * out_w + ox) * lanes + lane] for lane in range(lanes))
-                    group = position % parallel
-                    partial[group] = _saturate(partial[group] + total, acc_bits)
-                g = grads[e * k * k + t]
-                for group in range(parallel):
-                    g = _saturate(g + partial[group], acc_bits)
-                result.append(_word(g))
-        return [STATUS_OK] + result
-    result = []
-    for b, g in zip(buffer, grads):
-        numerator = b * (1 << shift) - g  # the exact sum, in units of 2^-shift buffer steps
-        quotient, remainder = divmod(numerator, 1 << shift)  # floor division
-        half = 1 << shift >> 1
-        if shift and (remainder > half or (remainder == half and quotient & 1)):
-            quotient += 1
-        result.append(_word(_saturate(quotient, 24)))
-    return [STATUS_OK] + result
+        return [STATUS_OK] + _weight_gradient(shape, ys, xs, **sections)
+    return [STATUS_OK] + _update(shift, **sections)

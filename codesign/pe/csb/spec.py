@@ -14,7 +14,6 @@ from codesign.numerics.records import keyword_record
 INDEX_NIBBLE = 16  # one index byte {y[3:0], x[3:0]} bounds a block at 16 x 16 entries
 DATA_BITS = 8  # operands (weights' compute part, activations, errors) are 8-bit codes
 BUFFER_BITS = 24  # weight buffer words: the compute part is their top 8 bits
-WORD_BITS = 32  # stream words
 MAX_KERNEL = 7
 MAX_BATCH = 16  # MAC lanes; 16 lane products of 2^14 sum exactly below 2^19
 MAX_PARALLEL = 8

@@ -23,9 +23,10 @@ from enum import IntEnum
 
 import numpy as np
 
+from codesign.hw.constants import STATUS_BAD_HEADER, STATUS_OK, WORD_BITS, status_code
 from codesign.pe.csb import golden
 from codesign.pe.csb.format import pack_bytes, unpack_bytes
-from codesign.pe.csb.spec import BUFFER_BITS, WORD_BITS, CsbSpec
+from codesign.pe.csb.spec import BUFFER_BITS, CsbSpec
 
 
 class Op(IntEnum):
@@ -35,7 +36,7 @@ class Op(IntEnum):
     UPD = 3
 
 
-STATUS_OK, STATUS_BAD_HEADER, STATUS_NNZ, STATUS_INDEX = range(4)
+STATUS_NNZ, STATUS_INDEX = status_code("csb", "NNZ"), status_code("csb", "INDEX")
 HEADER_FIELDS = 0x3 | 0x1F << 8 | 0x1FF << 16  # op [1:0], shift [12:8], nnz [24:16]
 MAX_NNZ_FIELD = 0x1FF
 WORD_MASK = 0xFFFF_FFFF

@@ -13,7 +13,7 @@ from codesign.numerics.formats import (
 from codesign.numerics.records import keyword_record
 
 ROUNDING_CODES = {name: index for index, name in enumerate(DETERMINISTIC_ROUNDING)}
-WORD_BITS = 32  # every container (at most 1 + 8 + 23 bits) travels in one 32-bit word
+# every container (at most 1 + 8 + 23 bits) travels in one WORD_BITS-bit word
 
 LATENCY = 4  # clock cycles from in_valid to out_valid; the RTL's LATENCY parameter is checked against it
 

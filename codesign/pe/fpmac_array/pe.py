@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from codesign.pe.fpmac_array import reference, stimulus
+from codesign.pe.fpmac_array import cycles, reference, stimulus
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.pe.fpmac_array.stimulus import FpmacArrayStimulusOptions
+from codesign.hw.constants_gen import HEADER_NAME as CONSTANTS_HEADER
 from codesign.hw.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
 from codesign.resources import data_dir
@@ -33,7 +34,8 @@ class FpmacArrayPE(StreamPE):
     title = "FP-MAC array (accumulating GEMM)"
     spec_class = FpmacArraySpec
     stimulus_class = FpmacArrayStimulusOptions
-    headers = (LIBRARY_HEADER, FPMAC_HEADER)  # the GEMM and its stream protocol, then the FP-MAC it calls
+    # the GEMM and its stream protocol, then the FP-MAC it calls and the word width and status codes
+    headers = (LIBRARY_HEADER, FPMAC_HEADER, CONSTANTS_HEADER)
     cpp_type = "codesign::fpmac_array::pe"
     doc = "docs/fpmac_array.md"
     transaction = "header, A, B (, C_in) in; status and C out"
@@ -52,6 +54,9 @@ class FpmacArrayPE(StreamPE):
         """``rtl/fpmac_array/*.v`` plus the FP-MAC it instantiates, ``rtl/fpmac/*.v`` (one module per file)."""
         sources = super().rtl_sources()
         return sources + sorted((data_dir("rtl") / "fpmac").glob("*.v"))
+
+    def transaction_cycles(self, spec: FpmacArraySpec, words_in) -> int:
+        return cycles.transaction_cycles(spec, int(words_in[0])).total
 
     def rtl_parameters(self, spec: FpmacArraySpec) -> dict[str, int]:
         values = {**spec.to_dict(), "rounding": spec.rounding_code}

@@ -2,7 +2,7 @@
 //
 // usage: fpmac_header_check EXP_BITS MAX_FB ROUNDING_CODE ROWS_FILE
 // ROWS_FILE holds little-endian uint64 rows (a, b, c, fb, expected) written by
-// tests/pe/test_fpmac_header.py from the golden model. Several configurations
+// tests/pe/fpmac/test_fpmac_header.py from the golden model. Several configurations
 // are compiled in; the arguments pick one. Prints "vectors=N mismatches=M" and
 // exits 0 (all equal), 1 (mismatches) or 2 (bad arguments or file).
 #include <cstdio>

@@ -1,4 +1,4 @@
-"""The cycle model by hand (the RTL's stall-free counts are checked against it in tests/rtl/test_fpmac_array_rtl.py)."""
+"""The cycle model by hand (the RTL's stall-free counts are checked against it in tests/rtl/test_stream_rtl.py and tests/pe/fpmac_array/test_fpmac_array_rtl_cases.py)."""
 
 from __future__ import annotations
 

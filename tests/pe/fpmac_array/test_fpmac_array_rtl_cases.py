@@ -1,11 +1,12 @@
 """rtl/fpmac_array under cocotb: every output word equals the golden GEMM under input gaps and output backpressure,
-and the stall-free cycle counts equal the cycle model (codesign.pe.fpmac_array.cycles) transaction by transaction."""
+and the stall-free cycle counts equal the cycle model (codesign.pe.fpmac_array.cycles) transaction by transaction,
+on the array shapes that are fpmac_array's own (a C-bank index that wraps, odd arrays, full buffers); the generic
+stream-PE RTL test (tests/rtl/test_stream_rtl.py) runs the verification grid and the bench's failure checks."""
 
 from __future__ import annotations
 
 import shutil
 
-import numpy as np
 import pytest
 
 from codesign.hw.flow import run_rtl
@@ -46,17 +47,6 @@ def _check(spec, tmp_path, options=FpmacArrayStimulusOptions(min_macs=2000)):
 @pytest.mark.parametrize("name", list(QUICK))
 def test_rtl_matches_golden_and_cycle_model(tmp_path, name):
     _check(QUICK[name], tmp_path)
-
-
-@needs_icarus
-def test_broken_expected_word_is_caught(tmp_path):
-    pe = get_pe("fpmac_array")
-    spec = QUICK["e5_fb10_rna_3x2"]
-    stimulus = pe.build_stimulus(spec, FpmacArrayStimulusOptions(min_macs=0))[:3]
-    stimulus[0][1][-1] ^= np.uint64(1)
-    vectors = pe.write_vectors(spec, stimulus, tmp_path / "vectors.txt")
-    result = run_rtl(pe, spec, vectors, tmp_path)
-    assert result.mismatches == 1
 
 
 @pytest.mark.long
