@@ -11,8 +11,8 @@ TEST_APT_PACKAGES := chromium
 STAMP       := $(VENV)/.codesign-installed-$(shell cat pyproject.toml requirements-lock.txt | sha1sum | cut -c1-12)
 JOBS        ?= 2
 
-.PHONY: setup system-packages test-system-packages apt-install venv demo demo-full yosys-reports test test-fast \
-        test-long bench reproduce wheel-check clean
+.PHONY: setup system-packages test-system-packages apt-install venv demo demo-full yosys-reports test test-slow \
+        test-all test-long bench reproduce wheel-check clean
 
 setup: system-packages $(STAMP)
 
@@ -52,14 +52,22 @@ demo-full: setup
 yosys-reports: setup
 	$(BIN)/codesign demo --full --ship-reports --out out/demo-full
 
-# one torch/OpenMP thread per pytest worker: two workers on two cores, no oversubscription
+# one torch/OpenMP thread per pytest worker: two workers on two cores, no oversubscription.
+# make test: everything but the tests marked slow or long (under 10 min on 2 cores, set-up included)
 test: setup test-system-packages
 	$(BIN)/ruff check --select F,E9 codesign tests benchmarks
 	$(BIN)/lint-imports
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m "not long" --durations=15
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m "not slow and not long" --durations=15
 
-test-fast: setup test-system-packages
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m "not slow and not long"
+# the tests marked slow (image-like venvs, notebooks, Yosys runs, the larger RTL and C-sim grid points); CI runs it after make test
+test-slow: setup test-system-packages
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m "slow and not long" --durations=15
+
+# make test and make test-slow in one run
+test-all: setup test-system-packages
+	$(BIN)/ruff check --select F,E9 codesign tests benchmarks
+	$(BIN)/lint-imports
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m "not long" --durations=15
 
 # extended random RTL runs: ten times the stimulus of make test, heavier backpressure, larger PEs
 test-long: setup
