@@ -430,6 +430,18 @@ def forward_sweep(layer: TtLayerState, x: np.ndarray, plan: StepPlan, runner, *,
                         input_mask=(scaled >= low) & (scaled <= high), trackers=tr)
 
 
+def _step_forward(layer: TtLayerState, x: np.ndarray, plan: StepPlan, runner, forward: ForwardSweep | None
+                  ) -> ForwardSweep:
+    """The forward sweep a step starts from: ``forward`` when given (checked against the layer and batch), else a
+    training-mode sweep on ``runner``."""
+    if forward is None:
+        return forward_sweep(layer, x, plan, runner)
+    if forward.y.shape != (x.shape[0], layer.out_features) or len(forward.states) != plan.geometry.order or \
+            [c.shape for c in forward.cores] != [c.shape for c in layer.cores]:
+        raise ValueError("forward is not a sweep of this layer on this batch")
+    return forward
+
+
 def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = StepHardware(), *,
             forward: ForwardSweep | None = None) -> StepResult:
     """The training step of ``layer`` on ``(x, grad_y)`` as PE calls on ``runner`` plus integer host work.
@@ -454,13 +466,7 @@ def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = Ste
     geo = plan.geometry
     d = geo.order
     shapes = [geo.core(k) for k in range(d)]
-    if forward is None:
-        fwd = forward_sweep(layer, x, plan, runner)
-    elif forward.y.shape != (batch, layer.out_features) or len(forward.states) != d or \
-            [c.shape for c in forward.cores] != [c.shape for c in layer.cores]:
-        raise ValueError("forward is not a sweep of this layer on this batch")
-    else:
-        fwd = forward
+    fwd = _step_forward(layer, x, plan, runner, forward)
     tr, cores, core_frac, states, state_frac = fwd.trackers, fwd.cores, fwd.core_frac, fwd.states, fwd.state_frac
     y = fwd.y
     index = d
