@@ -38,12 +38,14 @@ from codesign.hw.reports import write_json_atomic
 RESOURCES = ("lut", "ff", "dsp", "bram_36k")
 FITTED = ("lut", "ff")
 # Yosys maps a RAM to LUT RAM when it is at most 128 words deep or holds under 8 Kib, unless it is a narrow RAM
-# (at most 36 bits, one block RAM port) over 64 words deep holding 3 Kib or more (seen in the calibration grids:
-# 128 x 128, 256 x 8, 128 x 18 and 64 x 18 went to LUT RAM; 256 x 64, 512 x 32, 256 x 18, 128 x 32 and 128 x 24
-# to block RAM)
+# (at most 36 bits, one block RAM port) over 64 words deep holding 3 Kib or more on 7-series, 4 Kib or more on
+# UltraScale+ (whose LUT RAM primitives are wider). Seen in the calibration grids: 128 x 128, 256 x 8, 128 x 18 and
+# 64 x 18 went to LUT RAM on both; 128 x 24 to block RAM on xc7 and LUT RAM on xcup; 256 x 64, 512 x 32,
+# 256 x 18 and 128 x 32 to block RAM on both.
 DISTRIBUTED_MAX_DEPTH = 128
 DISTRIBUTED_MAX_BITS = 8192
-NARROW_BLOCK = (36, 64, 3072)  # width at most, depth above, bits at least: such a RAM goes to block RAM
+NARROW_BLOCK = (36, 64)  # width at most, depth above: such a RAM goes to block RAM from NARROW_BLOCK_BITS up
+NARROW_BLOCK_BITS = {"xc7": 3072, "xcup": 4096}
 # (depth, width, BRAM36 units) of the block RAM's configurations: RAMB36 then RAMB18 (UG473 Table 1-7, UG573)
 BRAM_SHAPES = ((32768, 1, 1.0), (16384, 2, 1.0), (8192, 4, 1.0), (4096, 9, 1.0), (2048, 18, 1.0), (1024, 36, 1.0),
                (512, 72, 1.0), (16384, 1, 0.5), (8192, 2, 0.5), (4096, 4, 0.5), (2048, 9, 0.5), (1024, 18, 0.5),
@@ -58,18 +60,20 @@ def fpga_counts(counts: Mapping[str, float]) -> dict[str, float]:
             "dsp": float(counts["dsp"]), "bram_36k": float(counts["bram_36k"])}
 
 
-def bram36(depth: int, width: int) -> float:
-    """Block RAM (36 Kib units) of one ``depth`` x ``width`` RAM: its cheapest tiling, or 0 for LUT RAM."""
-    narrow_width, narrow_depth, narrow_bits = NARROW_BLOCK
-    narrow = width <= narrow_width and depth > narrow_depth and depth * width >= narrow_bits
+def bram36(depth: int, width: int, family: str = "xc7") -> float:
+    """Block RAM (36 Kib units) of one ``depth`` x ``width`` RAM on ``family``: its cheapest tiling, or 0 for LUT
+    RAM."""
+    narrow_width, narrow_depth = NARROW_BLOCK
+    narrow = width <= narrow_width and depth > narrow_depth and depth * width >= NARROW_BLOCK_BITS[family]
     if not narrow and (depth <= DISTRIBUTED_MAX_DEPTH or depth * width < DISTRIBUTED_MAX_BITS):
         return 0.0
     return min(math.ceil(depth / d) * math.ceil(width / w) * size for d, w, size in BRAM_SHAPES)
 
 
 def distributed_bits(memories: Sequence[tuple[int, int]]) -> float:
-    """Bits of LUT RAM the ``(depth, width)`` RAMs that :func:`bram36` leaves to LUT RAM take, their depth rounded
-    up to the 64-word LUT RAM primitives (a LUT/FF feature: LUT RAM counts as LUT sites)."""
+    """Bits of LUT RAM the ``(depth, width)`` RAMs that :func:`bram36` leaves to LUT RAM on 7-series take, their depth
+    rounded up to the 64-word LUT RAM primitives (a LUT/FF feature, the same on either family: LUT RAM counts as
+    LUT sites)."""
     return float(sum(math.ceil(depth / 64) * 64 * width for depth, width in memories if bram36(depth, width) == 0))
 
 
@@ -140,7 +144,7 @@ def model_counts(memories: Sequence[tuple[int, int]], multipliers: Sequence[tupl
     counts = {resource: max(0.0, sum(coefficients[resource][name] * value for name, value in features.items()))
               for resource in FITTED}
     counts["dsp"] = float(sum(dsp_slices(a, b, family) for a, b in multipliers))
-    counts["bram_36k"] = float(sum(bram36(depth, width) for depth, width in memories))
+    counts["bram_36k"] = float(sum(bram36(depth, width, family) for depth, width in memories))
     return counts
 
 

@@ -41,7 +41,7 @@ def space(design):
 
 
 @pytest.mark.parametrize("family", ["xc7", "xcup"])
-@pytest.mark.parametrize("pe", ["tt1", "tt2", "tt3"])
+@pytest.mark.parametrize("pe", ["tt1", "tt2", "tt3", "fpmac_array", "csb"])
 def test_the_shipped_calibrations_fit_the_current_rtl(pe, family):
     """DSP and BRAM are counted exactly; LUT and FF are fitted (held-out errors are the issue note's figures)."""
     calibration = load_calibration(pe, family)  # refuses a calibration of other RTL
@@ -52,13 +52,13 @@ def test_the_shipped_calibrations_fit_the_current_rtl(pe, family):
 
 
 def test_a_calibration_of_other_rtl_is_refused(tmp_path, monkeypatch):
-    calibration = load_calibration("tt1", "xcup")
-    stale = tmp_path / "tt1-xcup.json"
+    calibration = load_calibration("fpmac_array", "xcup")
+    stale = tmp_path / "fpmac_array-xcup.json"
     stale.write_text(json.dumps({**calibration.to_dict(), "rtl_hash": "0" * 16}))
     monkeypatch.setattr("codesign.design.calibration.CALIBRATION_DIR", tmp_path)
-    assert calibration_path("tt1", "xcup") == stale
-    with pytest.raises(StaleCalibration, match=r"codesign calibrate tt1 --family xcup"):
-        load_calibration("tt1", "xcup")
+    assert calibration_path("fpmac_array", "xcup") == stale
+    with pytest.raises(StaleCalibration, match=r"codesign calibrate fpmac_array --family xcup"):
+        load_calibration("fpmac_array", "xcup")
 
 
 def test_the_vectorised_space_equals_the_direct_model(space, design):
@@ -165,11 +165,7 @@ def test_explored_builds_run_on_the_rtl_as_modelled(space, design, tmp_path):
     from codesign.pe.tt.step import step_plan
     from codesign.pe.tt.step_cycles import rtl_check, step_cycles
 
-    front = space.pareto()
-    fastest = space.best("time")
-    points = [fastest] + [int(i) for i in front[np.argsort(space.resources["dsp"][front], kind="stable")]
-                          if int(i) != fastest][:2]
-    assert len(set(points)) == 3
+    points = _three_points(space)
     setup = tt_setup_of(design)
     state = TtMlpTrainer(setup).layer_state(1)  # the hidden layer: it takes an input gradient too
     rng = np.random.default_rng(0)
@@ -184,8 +180,19 @@ def test_explored_builds_run_on_the_rtl_as_modelled(space, design, tmp_path):
         assert check.rtl_makespan == check.model_makespan == model.makespan
 
 
+def _three_points(space) -> list[int]:
+    """The fastest point and the front's two cheapest in DSP after it."""
+    front = space.pareto()
+    fastest = space.best("time")
+    points = [fastest] + [int(i) for i in front[np.argsort(space.resources["dsp"][front], kind="stable")]
+                          if int(i) != fastest][:2]
+    assert len(set(points)) == 3
+    return points
+
+
 @pytest.mark.slow
-def test_the_fastest_explored_point_trains_on_the_emulated_board_bit_identically(space, design, tmp_path):
+def test_explored_points_train_on_the_emulated_board_bit_identically(space, design, tmp_path):
+    """The three points the RTL test runs, each on the emulated board: two steps bit-identical to the golden loop."""
     import warnings
 
     from codesign.deploy import CodesignOverlay
@@ -194,20 +201,22 @@ def test_the_fastest_explored_point_trains_on_the_emulated_board_bit_identically
     from codesign.design.build import write_emulation_folder
     from codesign.train.data import load_digits_dataset
 
-    _, chosen = design_of_point(read_toml(EXAMPLES / "digits_tt.toml"), design, space.point(space.best("time")))
-    folder = write_emulation_folder(chosen, tmp_path / "board")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        overlay = CodesignOverlay(folder, design=chosen, emulate=True)
-    board, golden = TtBoardTrainer(overlay, **QUICK_CHANGES["tt"]), golden_trainer(overlay.manifest, **QUICK_CHANGES["tt"])
     data = load_digits_dataset()
-    for trainer in (board, golden):
-        trainer.fit(data, progress=False, max_steps=2)
-    mine, theirs = board.read_weights(), golden.read_weights()
-    for key in ("cores", "biases", "moments", "trackers", "ranks"):
-        assert len(mine[key]) == len(theirs[key])
-        assert all(np.array_equal(a, b) for a, b in zip(mine[key], theirs[key])), key
-    assert [r["accuracy"] for r in board.history] == [r["accuracy"] for r in golden.history]
+    for index in _three_points(space):
+        _, chosen = design_of_point(read_toml(EXAMPLES / "digits_tt.toml"), design, space.point(index))
+        folder = write_emulation_folder(chosen, tmp_path / str(index))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            overlay = CodesignOverlay(folder, design=chosen, emulate=True)
+        board = TtBoardTrainer(overlay, **QUICK_CHANGES["tt"])
+        golden = golden_trainer(overlay.manifest, **QUICK_CHANGES["tt"])
+        for trainer in (board, golden):
+            trainer.fit(data, progress=False, max_steps=2)
+        mine, theirs = board.read_weights(), golden.read_weights()
+        for key in ("cores", "biases", "moments", "trackers", "ranks"):
+            assert len(mine[key]) == len(theirs[key])
+            assert all(np.array_equal(a, b) for a, b in zip(mine[key], theirs[key])), key
+        assert [r["accuracy"] for r in board.history] == [r["accuracy"] for r in golden.history]
 
 
 @pytest.mark.slow

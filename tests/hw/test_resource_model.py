@@ -36,6 +36,19 @@ def test_block_ram_tiling(depth, width, expected):
     assert bram36(depth, width) == expected
 
 
+@pytest.mark.parametrize("depth, width, xc7, xcup", [
+    (64, 18, 0.0, 0.0),     # shallow: LUT RAM on both
+    (128, 18, 0.0, 0.0),    # 2.25 Kib: LUT RAM on both
+    (128, 24, 0.5, 0.0),    # 3 Kib, narrow: one RAMB18 on 7-series, LUT RAM on UltraScale+
+    (128, 32, 0.5, 0.5),    # 4 Kib, narrow: one RAMB18 on both
+    (256, 18, 0.5, 0.5),
+    (256, 8, 0.0, 0.0),     # 2 Kib
+    (128, 128, 0.0, 0.0),   # wide (more than one port's 36 bits): the LUT RAM rule
+])
+def test_narrow_rams_go_to_block_ram_as_yosys_maps_them(depth, width, xc7, xcup):
+    assert (bram36(depth, width, "xc7"), bram36(depth, width, "xcup")) == (xc7, xcup)
+
+
 def test_block_ram_is_never_less_than_the_bits_need():
     rng = np.random.default_rng(1)
     for depth, width in zip(rng.integers(129, 70000, 200), rng.integers(1, 300, 200)):
