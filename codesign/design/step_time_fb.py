@@ -63,15 +63,20 @@ def _batch(setup: HwTrainSetup, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return x, rng.integers(0, setup.layers[-1], setup.batch_size)
 
 
-def step_gemms(setup: HwTrainSetup, *, seed: int = 0) -> tuple[list[GemmShape], float]:
-    """The GEMMs of one training step of ``setup`` (recorded from a golden step on random data) and that step's
-    host seconds on this machine (the step less its GEMMs)."""
+def step_gemms(setup: HwTrainSetup, *, seed: int = 0, repeats: int = 1) -> tuple[list[GemmShape], float]:
+    """The GEMMs of one training step of ``setup`` (recorded from a golden step on random data) and a step's host
+    seconds on this machine (the step less its GEMMs; the least of ``repeats`` steps, as other work on the
+    machine only adds)."""
     backend = _RecordingGemm(setup.spec)
     trainer = FbMlpTrainer(setup, backend)
     x, y = _batch(setup, seed)
-    started = time.perf_counter()
-    trainer.train_step(x, y)
-    return list(backend.shapes), max(0.0, time.perf_counter() - started - backend.seconds)
+    shapes, seconds = None, []
+    for _ in range(repeats):
+        started, gemm_before = time.perf_counter(), backend.seconds
+        trainer.train_step(x, y)
+        seconds.append(max(0.0, time.perf_counter() - started - (backend.seconds - gemm_before)))
+        shapes = shapes or list(backend.shapes)
+    return shapes, min(seconds)
 
 
 def _spans(total: int, step: int) -> list[int]:
@@ -114,10 +119,10 @@ def fb_mac_energy_pj(spec: FpmacArraySpec) -> float:
 
 def measure_fb_host(setup: HwTrainSetup, *, source: str = "measured on this machine (a board's ARM core is slower)",
                     seed: int = 0, samples: int = 16) -> tuple[HostModel, list[GemmShape]]:
-    """:class:`HostModel` of ``setup``: the golden step's host work as the fixed part, the packing of a
-    transaction's words (the step's first ``samples`` transactions on the set-up's build) per call; and the
-    step's GEMMs."""
-    shapes, host_s = step_gemms(setup, seed=seed)
+    """:class:`HostModel` of ``setup``: the golden step's host work (the least of three steps) as the fixed part,
+    the packing of a transaction's words (the step's first ``samples`` transactions on the set-up's build) per
+    call; and the step's GEMMs."""
+    shapes, host_s = step_gemms(setup, seed=seed, repeats=3)
     rng = np.random.default_rng(seed)
     spec, packed, seconds = setup.spec, 0, 0.0
     for shape in shapes:
