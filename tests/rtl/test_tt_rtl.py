@@ -131,22 +131,29 @@ def _layer_step(in_modes, out_modes, rank, batch):
     return layer, x, grad_y
 
 
+LAYER_STEPS = [  # (in_modes, out_modes, rank, batch), the parallel array or one copy of each PE, stream width
+    (((4, 4), (2, 5), 1, 17), False, 32),
+    (((4, 4), (2, 5), 2, 40), True, 32),
+    (((4, 4), (2, 5), 2, 40), True, 64),
+    (((4, 4), (2, 5), 2, 24), True, 128),
+    *(pytest.param(((2, 4, 4, 2), (4, 4, 4, 4), 4, 5), False, bits, marks=pytest.mark.slow)
+      for bits in STREAM_BITS_CHOICES),
+]
+
+
 @needs_icarus
-@pytest.mark.parametrize("shape, parallel", [
-    (((4, 4), (2, 5), 1, 17), False),
-    (((4, 4), (2, 5), 2, 40), True),
-    pytest.param(((2, 4, 4, 2), (4, 4, 4, 4), 4, 5), False, marks=pytest.mark.slow),
-])
-def test_layer_step_on_rtl_matches_golden_and_step_cycle_model(tmp_path, shape, parallel):
-    """Every call of a whole layer step through the RTL of the PEs: every word right, summed cycles as modelled,
-    and the step scheduled on the PE copies from the RTL's cycles as from the model's (the parallel array's
-    16 x 2 builds, two PE1 and four PE2 copies)."""
+@pytest.mark.parametrize("shape, parallel, stream_bits", LAYER_STEPS)
+def test_layer_step_on_rtl_matches_golden_and_step_cycle_model(tmp_path, shape, parallel, stream_bits):
+    """Every call of a whole layer step through the RTL of the PEs at 32-, 64- and 128-bit streams: every word
+    right, summed cycles as modelled, the step scheduled on the PE copies from the RTL's cycles as from the model's
+    (the parallel array's 16 x 2 builds, two PE1 and four PE2 copies), and the words the RTL took and sent, per PE
+    at its width and in bytes over the step, as the step's traffic model counts them."""
     from codesign.pe.tt.schedule import StepHardware
     from codesign.pe.tt.step import step_plan
     from codesign.pe.tt.step_cycles import PARALLEL_HARDWARE, rtl_check, step_cycles
     from codesign.train.tt.pe_check import layer_state
 
-    hardware = PARALLEL_HARDWARE if parallel else StepHardware()
+    hardware = (PARALLEL_HARDWARE if parallel else StepHardware()).at_stream_bits(stream_bits)
     layer, x, grad_y = _layer_step(*shape)
     state = layer_state(layer)
     check = rtl_check(state, x, grad_y, tmp_path, hardware=hardware)
@@ -157,3 +164,8 @@ def test_layer_step_on_rtl_matches_golden_and_step_cycle_model(tmp_path, shape, 
     assert abs(check.deviation) <= 0.05
     assert check.rtl_cycles == check.model_cycles  # in fact exact
     assert check.rtl_makespan == check.model_makespan < check.rtl_cycles
+    for pe, measured in check.per_pe.items():  # stream words at the PE's width, in and out
+        mine = [c for c in model.contractions if c.pe == pe]
+        assert measured["rtl_stream_words"] == (sum(c.stream_in for c in mine), sum(c.stream_out for c in mine))
+    assert check.rtl_words == check.model_words == (model.sum_of("words_in"), model.sum_of("words_out"))
+    assert sum(check.rtl_words) * 4 == model.bytes

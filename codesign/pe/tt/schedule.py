@@ -40,6 +40,7 @@ the data.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Tuple
@@ -69,7 +70,10 @@ class StepHardware:
     side by side, each with its own input and output stream (and memory
     port): the calls of one contraction are independent, so copies split
     them (:func:`codesign.pe.tt.step_cycles.list_schedule`). Copies add
-    stream bandwidth, which bounds a step more than the MACs do.
+    stream bandwidth, which bounds a step more than the MACs do; so do wider
+    streams, each build's ``stream_bits`` (32, 64 or 128), which the cycle
+    and traffic models of :mod:`codesign.pe.tt.step_cycles` take from the
+    specs (:meth:`at_stream_bits` sets it on every build).
     """
 
     pe1: Tt1Spec = Tt1Spec(a_bits=16, b_bits=8)
@@ -96,10 +100,18 @@ class StepHardware:
         """Multipliers of PE1 and PE2 copies together (PE3 has no place in a step)."""
         return sum(self.units(pe) * self.spec(pe).lanes * self.spec(pe).rows for pe in ("tt1", "tt2"))
 
+    def at_stream_bits(self, stream_bits: int) -> StepHardware:
+        """The same builds and copies with ``stream_bits``-wide streams (32, 64 or 128 bits) on every PE."""
+        return dataclasses.replace(self, **{field: dataclasses.replace(self.spec(pe), stream_bits=stream_bits)
+                                            for pe, field in HARDWARE_FIELDS.items()})
+
     def describe(self) -> str:
-        """E.g. ``2 x tt1 16x2 + 4 x tt2 16x2`` (copies x PE lanes x rows)."""
-        return " + ".join(f"{self.units(pe)} x {pe} {self.spec(pe).lanes}x{self.spec(pe).rows}"
+        """E.g. ``2 x tt1 16x2 + 4 x tt2 16x2`` (copies x PE lanes x rows), with ``, 64-bit streams`` after it
+        where a build's streams are wider than 32 bits."""
+        text = " + ".join(f"{self.units(pe)} x {pe} {self.spec(pe).lanes}x{self.spec(pe).rows}"
                           for pe in ("tt1", "tt2"))
+        widths = sorted({self.spec(pe).stream_bits for pe in ("tt1", "tt2")})
+        return text if widths == [32] else f"{text}, {'/'.join(map(str, widths))}-bit streams"
 
 
 @keyword_record

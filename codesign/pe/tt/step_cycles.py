@@ -12,6 +12,16 @@ another, and a stage ends when its last call does. The host's work between
 stages (scales, rounding, the permutation of the core-gradient operands)
 and DRAM traffic are not counted.
 
+Units of the word counts: a PE built with ``stream_bits`` of 32, 64 or 128
+moves one ``stream_bits``-wide word per cycle on each stream, so the cycle
+figures and bounds (``overlapped``, ``stream_cycles``) count words at each
+PE's width. The traffic figures (``words_in``, ``words_out``,
+``stage_words``, :func:`stage_loads`) count *32-bit words*, the bytes moved
+divided by 4 (:data:`codesign.hw.step_model.WORD_BYTES`), whatever the
+width: a 128-bit word is four of them, its padding included. They are what
+the host's DMA buffers hold and what crosses DDR, so the whole-step model
+(:mod:`codesign.design.step_time`) prices them the same at every width.
+
 :func:`rtl_check` runs every call of one small step through the RTL of the
 PEs under cocotb (the stream bench, no gaps, no backpressure), checks every
 output word against the golden kernels and compares the summed RTL cycles
@@ -32,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from codesign.pe.tt import golden
-from codesign.pe.tt.contract import header_word
+from codesign.pe.tt.contract import WORD_BITS, header_word
 from codesign.pe.tt.cycles import stream_words, transaction_cycles
 from codesign.pe.tt.layer_state import TtLayerState
 from codesign.pe.tt.schedule import LayerGeometry, StepHardware, StepPlan, assign_calls, plan_step, stages
@@ -57,11 +67,14 @@ class ContractionCycles:
 
     ``load``, ``compute`` and ``drain`` split ``cycles`` by phase (the
     header and status cycles make up the rest). ``words_in`` and
-    ``words_out`` are the 32-bit stream words its calls move, and
-    ``overlapped`` is the sum over its calls of max(words in, compute
-    cycles, words out): what a PE with the same streams and MAC array would
-    take if it overlapped loading, computing and sending completely (the
-    paper's ping-pong buffers).
+    ``words_out`` are the bytes its calls move in and out divided by 4
+    (32-bit words, whatever the PE's stream width); ``stream_in`` and
+    ``stream_out`` the same traffic in words of the PE's ``stream_bits``
+    (one a cycle on each stream). ``overlapped`` is the sum over its calls
+    of max(stream words in, compute cycles, stream words out): what a PE
+    with the same streams and MAC array would take if it overlapped
+    loading, computing and sending completely (the paper's ping-pong
+    buffers).
     """
 
     name: str
@@ -75,6 +88,13 @@ class ContractionCycles:
     words_in: int
     words_out: int
     overlapped: int
+    stream_in: int
+    stream_out: int
+
+    @property
+    def bytes(self) -> int:
+        """Bytes the calls move in and out together."""
+        return (self.words_in + self.words_out) * WORD_BITS // 8
 
 
 PHASES = ("load", "compute", "drain")
@@ -120,9 +140,21 @@ def list_schedule(plan: StepPlan, call_cycles: Sequence[int]) -> StepSchedule:
     return StepSchedule(tuple(units), tuple(stage_cycles))
 
 
+def call_traffic(spec, header: int) -> tuple[int, int, int, int]:
+    """One call's traffic: 32-bit words in and out (bytes / 4), then ``spec.stream_bits``-wide words in and out.
+
+    The stream words come from :func:`codesign.pe.tt.cycles.stream_words`
+    (header, operand chunks at the width, status, results packed
+    ``stream_bits / 32`` to a word); each is ``spec.parts`` 32-bit words in
+    memory, padding included.
+    """
+    stream_in, stream_out = stream_words(spec, header)
+    return stream_in * spec.parts, stream_out * spec.parts, stream_in, stream_out
+
+
 def stage_loads(plan: StepPlan, pe: str) -> list[tuple[int, int, int]]:
     """Per stage of ``plan``: the cycles ``pe``'s copies take for its calls there (the busiest copy, calls assigned as
-    :func:`list_schedule` assigns them), and the 32-bit words into and out of them.
+    :func:`list_schedule` assigns them), and the 32-bit words (bytes / 4, at any stream width) into and out of them.
 
     ``pe``'s calls depend on its own build only, so a design space can price
     every build of one PE apart and combine them: a stage takes the longer
@@ -134,7 +166,7 @@ def stage_loads(plan: StepPlan, pe: str) -> list[tuple[int, int, int]]:
         calls = [call for call in plan.calls if call.index in stage and call.pe == pe]
         headers = [header_word(*call.dims) for call in calls]
         cycles = [transaction_cycles(spec, header).total for header in headers]
-        words = [stream_words(spec, header) for header in headers]
+        words = [call_traffic(spec, header) for header in headers]
         per_copy = [0] * copies
         for unit, count in zip(assign_calls(cycles, copies), cycles):
             per_copy[unit] += count
@@ -151,16 +183,18 @@ class StepCycles:
     :func:`list_schedule`. ``overlapped_makespan`` schedules each call's
     overlap bound instead (``ContractionCycles.overlapped``), and
     ``stream_cycles`` is the fewest cycles in which each stage's words
-    could pass through its PEs' 32-bit stream pairs, spread evenly over the
-    copies: no schedule of these calls on these streams is faster.
-    ``stage_words`` gives each stage's words in and out (what crosses DDR).
+    could pass through its PEs' stream pairs (one ``stream_bits``-wide word
+    a cycle each way), spread evenly over the copies: no schedule of these
+    calls on these streams is faster. ``stage_words`` gives each stage's
+    32-bit words in and out (bytes / 4, at any stream width: what crosses
+    DDR).
     """
 
     contractions: tuple[ContractionCycles, ...]
     schedule: StepSchedule
     overlapped_makespan: int
     stream_cycles: int
-    stage_words: tuple[tuple[int, int], ...] = ()  # per stage: the 32-bit words into and out of its PEs
+    stage_words: tuple[tuple[int, int], ...] = ()  # per stage: the 32-bit words (bytes / 4) into and out of its PEs
 
     @property
     def total(self) -> int:
@@ -173,6 +207,11 @@ class StepCycles:
     @property
     def macs(self) -> int:
         return sum(c.macs for c in self.contractions)
+
+    @property
+    def bytes(self) -> int:
+        """Bytes into and out of the PEs over the step (every stage's words times 4)."""
+        return sum(w_in + w_out for w_in, w_out in self.stage_words) * WORD_BITS // 8
 
     def per_pe(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -188,30 +227,31 @@ class StepCycles:
 def step_cycles(plan: StepPlan) -> StepCycles:
     """The cycle model of one step: per contraction, the sums over its calls (cycles, phases, words, overlap
     bound), and the step scheduled on the PE copies."""
-    sums = [dict.fromkeys(("calls", "cycles", *PHASES, "words_in", "words_out", "overlapped"), 0)
-            for _ in plan.contractions]
+    traffic = ("words_in", "words_out", "stream_in", "stream_out")
+    sums = [dict.fromkeys(("calls", "cycles", *PHASES, *traffic, "overlapped"), 0) for _ in plan.contractions]
     per_call, per_call_overlapped = [], []
     for call in plan.calls:
         spec, header = plan.hardware.spec(call.pe), header_word(*call.dims)
-        cycles, (words_in, words_out) = transaction_cycles(spec, header), stream_words(spec, header)
-        overlapped = max(words_in, cycles.compute, words_out)
+        cycles, moved = transaction_cycles(spec, header), call_traffic(spec, header)
+        overlapped = max(moved[2], cycles.compute, moved[3])
         per_call.append(cycles.total)
         per_call_overlapped.append(overlapped)
         row = sums[call.index]
         for key, value in (("calls", 1), ("cycles", cycles.total), ("load", cycles.load),
-                           ("compute", cycles.compute), ("drain", cycles.drain), ("words_in", words_in),
-                           ("words_out", words_out), ("overlapped", overlapped)):
+                           ("compute", cycles.compute), ("drain", cycles.drain), *zip(traffic, moved),
+                           ("overlapped", overlapped)):
             row[key] += value
     stream, stage_words = 0, []
     for stage in stages(plan):
-        words: dict[tuple[str, str], int] = {}  # (PE, stream) -> words of the stage
+        words: dict[tuple[str, str], int] = {}  # (PE, field) -> words of the stage
         for index in stage:
-            for direction in ("words_in", "words_out"):
-                key = (plan.contractions[index].pe, direction)
-                words[key] = words.get(key, 0) + sums[index][direction]
-        stream += max(-(-count // plan.hardware.units(pe)) for (pe, _), count in words.items())
-        stage_words.append(tuple(sum(count for (_, d), count in words.items() if d == direction)
-                                 for direction in ("words_in", "words_out")))
+            for field in traffic:
+                key = (plan.contractions[index].pe, field)
+                words[key] = words.get(key, 0) + sums[index][field]
+        stream += max(-(-count // plan.hardware.units(pe)) for (pe, field), count in words.items()
+                      if field.startswith("stream"))  # at each PE's width: one word a cycle per stream
+        stage_words.append(tuple(sum(count for (_, f), count in words.items() if f == field)
+                                 for field in traffic[:2]))
     return StepCycles(tuple(ContractionCycles(name=item.name, pe=item.pe, macs=item.macs, **row)
                             for item, row in zip(plan.contractions, sums)),
                       schedule=list_schedule(plan, per_call),
@@ -243,7 +283,10 @@ class RtlStepCheck:
 
     ``rtl_makespan`` and ``model_makespan`` are the step's cycles on the
     hardware's PE copies (:func:`list_schedule`) from the RTL's and the
-    model's per-call cycles.
+    model's per-call cycles. ``rtl_words`` are the 32-bit words (bytes / 4)
+    the RTL took in and sent out, counted by the stream bench in words of
+    each PE's width, and ``model_words`` the same from the model
+    (:attr:`StepCycles.stage_words` summed).
     """
 
     calls: int
@@ -254,6 +297,8 @@ class RtlStepCheck:
     per_pe: dict
     rtl_makespan: int
     model_makespan: int
+    rtl_words: tuple[int, int] = (0, 0)
+    model_words: tuple[int, int] = (0, 0)
 
     @property
     def deviation(self) -> float:
@@ -274,6 +319,7 @@ def rtl_check(layer: TtLayerState, x, grad_y, work_dir: Path, *, hardware: StepH
     predicts.
     """
     from codesign.hw.flow import run_rtl
+    from codesign.hw.rtlsim import read_bench_summary
     from codesign.pe import get_pe
     from codesign.pe.tt.step import pe_step, step_plan
 
@@ -285,6 +331,7 @@ def rtl_check(layer: TtLayerState, x, grad_y, work_dir: Path, *, hardware: StepH
     calls = mismatches = rtl_total = model_total = 0
     seconds = 0.0
     per_pe = {}
+    rtl_words = [0, 0]
     rtl_call_cycles: dict[str, Iterator[int]] = {}
     for name in ("tt1", "tt2", "tt3"):
         mine = [(a, b) for pe, a, b in recorder.log if pe == name]
@@ -295,18 +342,28 @@ def rtl_check(layer: TtLayerState, x, grad_y, work_dir: Path, *, hardware: StepH
         vectors = pe.write_vectors(spec, stimulus, Path(work_dir) / f"{name}_step_vectors.txt")
         result = run_rtl(pe, spec, vectors, Path(work_dir) / "rtl", simulator=simulator, bench_env=CLEAN_BENCH)
         model = sum(transaction_cycles(spec, int(words[0])).total for words, _ in stimulus)
+        moved = _bench_words(read_bench_summary(result.build_dir / "summary.json"))  # words at spec's width
+        rtl_words = [total + count * spec.parts for total, count in zip(rtl_words, moved)]
         calls += result.vectors
         mismatches += result.mismatches
         rtl_total += sum(result.cycles)
         model_total += model
         seconds += result.seconds
         per_pe[name] = {"calls": result.vectors, "mismatches": result.mismatches, "rtl_cycles": sum(result.cycles),
-                        "model_cycles": model}
+                        "model_cycles": model, "rtl_stream_words": moved}
         rtl_call_cycles[name] = iter(result.cycles)
     in_plan_order = [next(rtl_call_cycles[call.pe]) for call in plan.calls]
+    model_step = step_cycles(plan)
     return RtlStepCheck(calls, mismatches, rtl_total, model_total, seconds, per_pe,
-                        rtl_makespan=list_schedule(plan, in_plan_order).total,
-                        model_makespan=step_cycles(plan).makespan)
+                        rtl_makespan=list_schedule(plan, in_plan_order).total, model_makespan=model_step.makespan,
+                        rtl_words=tuple(rtl_words),
+                        model_words=tuple(sum(words[d] for words in model_step.stage_words) for d in (0, 1)))
+
+
+def _bench_words(summary: Mapping) -> tuple[int, int]:
+    """Stream words (at the PE's width) the RTL took in and sent out, from the stream bench's summary."""
+    received = summary["words_expected"] - summary["missing_words"] + summary["extra_words"]
+    return int(summary["words_sent"]), int(received)
 
 
 # ---------------------------------------------------------------------------- the paper's comparison
@@ -321,7 +378,7 @@ class PaperComparison:
     (:attr:`StepCycles.makespan`) and ``busy_cycles`` every call's cycles
     added. ``phases`` splits the busy cycles into load, compute and drain
     (the rest are header and status cycles); ``words_in`` and ``words_out``
-    are the stream words, ``overlapped_cycles`` and ``stream_cycles`` the
+    are the 32-bit words moved (bytes / 4), ``overlapped_cycles`` and ``stream_cycles`` the
     two bounds of :class:`StepCycles`, all summed over both layers.
     """
 
@@ -359,7 +416,8 @@ class PaperComparison:
 
     @property
     def stream_seconds(self) -> float:
-        """Seconds to move every stage's words through its PEs' 32-bit stream pairs, all busy on every cycle.
+        """Seconds to move every stage's words through its PEs' stream pairs (one ``stream_bits``-wide word a cycle
+        each way), all busy on every cycle.
 
         No schedule of these calls on these streams can be faster; a faster
         step needs more or wider streams.
@@ -436,7 +494,7 @@ def comparison_table(rows: Sequence[PaperComparison]) -> str:
                      f"{row.seconds:.4f} | {row.mac_utilisation:.1%} | {dsp} | {PAPER_SECONDS} s, {PAPER_DSP} DSP | "
                      f"{goal} |")
     lines += ["", "| PEs | rank | load / compute / drain (share of busy cycles) | words in / out | "
-              "s, phases overlapped per call | s, 32-bit streams always busy |", "|---|---:|---|---:|---:|---:|"]
+              "s, phases overlapped per call | s, streams always busy |", "|---|---:|---|---:|---:|---:|"]
     for row in rows:
         shares = " / ".join(f"{row.phases[phase] / row.busy_cycles:.0%}" for phase in PHASES)
         lines.append(f"| {row.hardware} | {row.rank} | {shares} | {row.words_in:,} / {row.words_out:,} | "
@@ -494,7 +552,7 @@ def write_comparison(out_dir: Path, rows: Sequence[PaperComparison]) -> dict[str
         label = f"{name} ({'DSP not measured' if dsp is None else f'{dsp} DSP'})"
         axis.plot([row.rank for row in mine], [row.seconds for row in mine], "o-", color=f"C{index}", label=label)
         axis.plot([row.rank for row in mine], [row.stream_seconds for row in mine], ":", color=f"C{index}",
-                  label=f"{name}: 32-bit stream bound")
+                  label=f"{name}: stream bound")
     axis.axhline(PAPER_SECONDS, color="black", linestyle="--", label=f"paper 003: {PAPER_SECONDS} s, {PAPER_DSP} DSP")
     axis.axhline(GOAL_SECONDS, color="green", linestyle="--", label=f"goal: {GOAL_SECONDS} s at <= {GOAL_DSP} DSP")
     axis.set_xscale("log", base=2)

@@ -12,8 +12,8 @@ from codesign.pe.tt.contract import header_word
 from codesign.pe.tt.cycles import pe1_cycles, pe2_cycles, transaction_cycles
 from codesign.pe.tt.schedule import MAX_UNITS, LayerGeometry, StepHardware, assign_calls, plan_step, stages
 from codesign.pe.tt.step_cycles import (GOAL_DSP, GOAL_SECONDS, PAPER_BATCH, PARALLEL_HARDWARE, comparison_table,
-                                        list_schedule, paper_comparison, paper_plans, step_cycles,
-                                        write_comparison)
+                                        list_schedule, paper_comparison, paper_plans, stage_loads,
+                                        step_cycles, write_comparison)
 
 GEOMETRY = LayerGeometry(in_modes=(3, 5, 17), out_modes=(7, 2, 3), ranks=(1, 2, 3, 1), batch=33)
 
@@ -46,6 +46,63 @@ def test_one_pe2_call_by_hand():
     assert plan.calls[0].dims == (1, 4, 12, 2)
     # 2 + L*JC*CWB + I*(J*KC*CWA + G*KC*(J+2) + L*(KC+K)), 16 lanes of 16-bit A (8 words), 4-bit B (2 words)
     assert first.cycles == 2 + 2 * 1 * 2 + 1 * (4 * 1 * 8 + 1 * 1 * 6 + 2 * (1 + 12))
+
+
+@pytest.mark.parametrize("stream_bits, cycles, stream, words", [
+    # 16 lanes of 16-bit A: 256 bits, 8 / 4 / 2 words; of 4-bit B: 64 bits, 2 / 1 / 1 words (a chunk starts a word)
+    (32, 2 + 2 * 1 * 2 + 1 * (4 * 1 * 8 + 1 * 1 * 6 + 2 * (1 + 12)), (1 + 2 * 2 + 4 * 8, 1 + 24), (37, 25)),
+    (64, 2 + 2 * 1 * 1 + 1 * (4 * 1 * 4 + 1 * 1 * 6 + 2 * (1 + 12)), (1 + 2 * 1 + 4 * 4, 1 + 12), (38, 26)),
+    (128, 2 + 2 * 1 * 1 + 1 * (4 * 1 * 2 + 1 * 1 * 6 + 2 * (1 + 12)), (1 + 2 * 1 + 4 * 2, 1 + 6), (44, 28)),
+])
+def test_one_pe2_call_by_hand_at_each_stream_width(stream_bits, cycles, stream, words):
+    # the call above at a wider stream: fewer load cycles, results packed stream_bits / 32 to a word; the traffic
+    # in 32-bit words (bytes / 4) grows where a header, a status or a short chunk pads a wide word
+    hardware = StepHardware().at_stream_bits(stream_bits)
+    plan = plan_step(LayerGeometry(in_modes=(4, 4), out_modes=(2, 5), ranks=(1, 1, 1), batch=3), hardware=hardware)
+    model = step_cycles(plan)
+    first = model.contractions[0]
+    assert first.cycles == cycles and (first.stream_in, first.stream_out) == stream
+    assert (first.words_in, first.words_out) == words and first.bytes == 4 * sum(words)
+    assert model.stage_words[0] == words and model.schedule.stage_cycles[0] == cycles
+    assert first.overlapped == max(*stream, first.compute)
+
+
+@pytest.mark.parametrize("stream_bits", [32, 64, 128])
+def test_stream_bound_counts_words_at_the_width_and_traffic_counts_bytes(stream_bits):
+    hardware = PARALLEL_HARDWARE.at_stream_bits(stream_bits)
+    plan = plan_step(GEOMETRY, hardware=hardware)
+    model = step_cycles(plan)
+    parts = stream_bits // 32
+    for c in model.contractions:
+        assert (c.words_in, c.words_out) == (c.stream_in * parts, c.stream_out * parts)
+    assert model.bytes == 4 * (model.sum_of("words_in") + model.sum_of("words_out"))
+    assert model.stream_cycles <= model.overlapped_makespan <= model.makespan
+    bound = 0
+    for stage in stages(plan):
+        per_stream = {}
+        for index in stage:
+            c = model.contractions[index]
+            for key in ("stream_in", "stream_out"):
+                per_stream[c.pe, key] = per_stream.get((c.pe, key), 0) + getattr(c, key)
+        bound += max(-(-count // hardware.units(pe)) for (pe, _), count in per_stream.items())
+    assert model.stream_cycles == bound
+    narrow = step_cycles(plan_step(GEOMETRY, hardware=PARALLEL_HARDWARE))
+    if stream_bits > 32:  # wider words: fewer load cycles and stream words, never fewer bytes
+        assert model.makespan < narrow.makespan and model.stream_cycles < narrow.stream_cycles
+        assert model.bytes >= narrow.bytes
+    for pe in ("tt1", "tt2"):
+        loads = stage_loads(plan, pe)
+        assert sum(w_in for _, w_in, _ in loads) == sum(c.words_in for c in model.contractions if c.pe == pe)
+
+
+def test_step_hardware_at_a_stream_width():
+    wide = PARALLEL_HARDWARE.at_stream_bits(128)
+    assert all(wide.spec(pe).stream_bits == 128 for pe in ("tt1", "tt2", "tt3"))
+    assert wide.units("tt2") == 4 and wide.pe1.rows == 2
+    assert wide.describe() == "2 x tt1 16x2 + 4 x tt2 16x2, 128-bit streams"
+    assert PARALLEL_HARDWARE.at_stream_bits(32) == PARALLEL_HARDWARE
+    with pytest.raises(ValueError, match="stream_bits"):
+        PARALLEL_HARDWARE.at_stream_bits(48)
 
 
 @pytest.mark.parametrize("need_input_grad", [True, False])
