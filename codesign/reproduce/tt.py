@@ -510,11 +510,14 @@ def targets_and_verdict(comparisons: dict[str, Any]) -> tuple[list[Target], str]
                measured=(f"memory {_both(effect['memory_reduction'], 2, False, 'x')}; accuracy "
                          f"{_both(effect['accuracy_difference_pt'], unit=' pt')}; {_tost_text(effect['accuracy_difference_pt'])}")),
     ]
-    met = [t.met for t in targets]
-    verdict = "met" if all(met) else ("**not met**" if not any(met) else
-                                      f"{sum(met)} of {len(met)} met: " + "; ".join(
-                                          name for name, ok in zip(("memory", "accuracy", "prior effect"), met)
-                                          if not ok) + " **not met**")
+    met = dict(zip(("memory", "accuracy", "prior effect"), (t.met for t in targets)))
+    if all(met.values()):
+        verdict = "met"
+    elif not any(met.values()):
+        verdict = "**not met**"
+    else:
+        verdict = (", ".join(name for name, ok in met.items() if ok) + " met; "
+                   + ", ".join(name for name, ok in met.items() if not ok) + " **not met**")
     return targets, verdict
 
 
