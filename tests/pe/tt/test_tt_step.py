@@ -319,6 +319,29 @@ def test_step_in_csim_on_a_small_array(tmp_path):
     assert runner.calls == got.stats["calls"] > 3 * got.stats["contractions"]
 
 
+@needs_cxx
+@pytest.mark.parametrize("stream_bits, name", [
+    (128, "rank1_b17"),
+    pytest.param(64, "padding_edges_b33", marks=pytest.mark.slow),
+])
+def test_step_in_csim_at_a_wide_stream_equals_the_golden_layer(tmp_path, stream_bits, name):
+    """The generated kernels built with 64- or 128-bit streams, the driver packing 32-bit file words into them: the
+    step equals the golden layer, and the 32-bit words in and out are the step's traffic model."""
+    from codesign.pe.tt.step_cycles import step_cycles
+    from codesign.pe.tt.step_csim import CsimRunner
+
+    hardware = StepHardware().at_stream_bits(stream_bits)
+    runner = CsimRunner(hardware, tmp_path)
+    in_modes, out_modes, rank, batch = SHAPES[name]
+    layer = make_layer(in_modes, out_modes, rank)
+    _, got = assert_same(layer, *make_batch(layer, batch), runner, hardware)
+    model = step_cycles(step_plan(layer_state(layer), batch, hardware))
+    assert runner.calls == got.stats["calls"] == sum(c.calls for c in model.contractions)
+    assert (runner.words_in, runner.words_out) == (model.sum_of("words_in"), model.sum_of("words_out"))
+    narrow = step_cycles(step_plan(layer_state(layer), batch, StepHardware()))
+    assert model.sum_of("stream_in") < narrow.sum_of("stream_in")  # fewer, wider words
+
+
 @pytest.mark.long
 @needs_cxx
 def test_step_in_csim_at_batch_64_and_rank_8(csim_runner):
