@@ -26,7 +26,7 @@ def _cell(text: str) -> str:
 
 def render_table(results_dir: Path) -> str:
     """The table: one row per reproduction with a results file; those without one say so."""
-    rows = ["| reproduction | target | measured (mean [95 % CI] over seeds) | verdict | seeds |",
+    rows = ["| reproduction | target | measured (mean [95 % CI] over seeds) | verdict | n (seeds) |",
             "|---|---|---|---|---:|"]
     for name in REPRODUCTIONS:
         path = Path(results_dir) / name / "results.json"
