@@ -27,6 +27,8 @@ generated from), ``table.md`` and ``plot.png`` (people).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import statistics
 from collections.abc import Mapping, Sequence
@@ -42,6 +44,66 @@ from codesign.train.trainer import TrainResult, Trainer
 VALIDATION_FRACTION = 0.2  # of the training split, stratified
 TUNING_SEED = 1000  # trial runs use a seed no evaluation uses, so the evaluated seeds are not the selected ones
 CLAIM_SEEDS = tuple(range(8))  # the default evaluation seeds of a full run
+TRAINING_THREADS = 1  # torch threads of every training task (see train_task)
+_PINNED_CHOICES: contextvars.ContextVar[Mapping[str, Mapping[str, Any]] | None] = contextvars.ContextVar(
+    "pinned_tuning_choices", default=None)
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name (``/proc/cpuinfo``'s model name, else what :mod:`platform` says; '' if unknown)."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.lower().startswith(("model name", "hardware")) and ":" in line:
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_record() -> dict[str, Any]:
+    """The machine a reproduction ran on, as far as it can move a float32 result: no path, no host name.
+
+    torch picks its vectorised kernels by the CPU's instruction set (``cpu_capability``: DEFAULT, AVX2,
+    AVX512; ``ATEN_CPU_CAPABILITY`` can lower it), and those kernels sum in different orders, so the same code
+    and seed give different last bits on different CPUs. ``threads`` is the torch thread count every training
+    task runs with. With a remote Dask scheduler the workers may be other machines: this records the machine
+    that wrote the report.
+    """
+    import os
+    import platform
+
+    import numpy
+    import torch
+
+    return {"cpu_model": cpu_model(), "machine": platform.machine(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "aten_cpu_capability_env": os.environ.get("ATEN_CPU_CAPABILITY", ""),
+            "torch": torch.__version__, "numpy": numpy.__version__, "python": platform.python_version(),
+            "threads": TRAINING_THREADS}
+
+
+MACHINE_KEYS = ("cpu_model", "machine", "cpu_capability", "torch", "numpy", "python", "threads")  # what moves bits
+
+
+def same_machine(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+    """Whether two machine records promise the same float path (every key of :data:`MACHINE_KEYS` equal)."""
+    return bool(a) and bool(b) and all(a.get(key) == b.get(key) for key in MACHINE_KEYS)
+
+
+@contextlib.contextmanager
+def pinned_tuning(choices: Mapping[str, Mapping[str, Any]]):
+    """Within the block, :func:`tune_arms` runs no trial and returns ``choices`` (arm name -> chosen setting).
+
+    ``codesign reproduce check`` reruns a reproduction with the committed tuning choices: re-tuning on
+    another machine could pick another setting, and then nothing would be compared like for like.
+    """
+    token = _PINNED_CHOICES.set(dict(choices))
+    try:
+        yield
+    finally:
+        _PINNED_CHOICES.reset(token)
 
 
 @dataclass(frozen=True)
@@ -113,6 +175,7 @@ class ArmSummary:
     chosen: dict[str, Any] = field(default_factory=dict)  # the tuned setting this arm was evaluated with
     per_seed: list[dict[str, Any]] = field(default_factory=list)
     techniques: list[dict[str, Any]] = field(default_factory=list)
+    validation_fraction: float | None = None  # of the training split held out in this arm's evaluation runs
 
     def interval(self, name: str) -> Interval:
         return Interval(**getattr(self, name))
@@ -164,7 +227,7 @@ def train_task(*, config: dict, description: str = "train") -> dict:
     """
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(TRAINING_THREADS)
     result = Trainer(config_from_dict(config), progress=False, description=description).fit()
     return asdict(result)
 
@@ -189,6 +252,12 @@ def tune_arms(arms: list[Arm], out_dir: Path, execution: Execution) -> dict[str,
     """Trial runs of every arm's candidates on the validation split; returns each arm's trials and choice."""
     from codesign.sweep import SweepTask
 
+    pinned = _PINNED_CHOICES.get()
+    if pinned is not None:
+        missing = [arm.name for arm in arms if arm.name not in pinned]
+        if missing:
+            raise ValueError(f"no recorded tuning choice for arm(s) {', '.join(missing)}")
+        return {arm.name: {"trials": [], "chosen": dict(pinned[arm.name]), "pinned": True} for arm in arms}
     budgets = {arm.name: len(arm.trials()) for arm in arms}
     if len(set(budgets.values())) != 1:
         raise ValueError(f"every arm must get the same tuning budget (number of trials), got {budgets}")
@@ -298,8 +367,46 @@ def summarize(arms: list[Arm], results: dict[str, list[TrainResult]],
                        "bitops": run.bitops, "skipped_steps": run.skipped_steps, "steps": run.steps}
                       for run in runs],
             techniques=[run.techniques for run in runs],
+            validation_fraction=_ran_validation_fraction(runs),
         ))
     return summaries
+
+
+def machine_text(machine: Mapping[str, Any]) -> str:
+    return (f"Machine: {machine['cpu_model']} ({machine['machine']}), torch CPU capability "
+            f"{machine['cpu_capability']}, torch {machine['torch']}, numpy {machine['numpy']}, "
+            f"Python {machine['python']}, {machine['threads']} torch thread(s) per training run.")
+
+
+def _ran_validation_fraction(runs: list[TrainResult]) -> float | None:
+    fractions = {float(run.config.get("data", {}).get("validation_fraction", 0.0)) for run in runs}
+    return fractions.pop() if len(fractions) == 1 else None
+
+
+def ran_settings(settings: dict[str, Any], summaries: list[ArmSummary]) -> dict[str, Any]:
+    """``settings`` with ``validation_fraction`` as the evaluation runs ran it (one value, or arm -> value).
+
+    With one value for every arm, each nested ``validation_fraction`` (the arms' data configurations) says it too.
+
+    A reproduction's base configuration may say 0.0 while :func:`run_study` held out
+    :data:`VALIDATION_FRACTION`; the report records what ran.
+    """
+    ran = {s.name: s.validation_fraction for s in summaries if s.validation_fraction is not None}
+    if not ran:
+        return settings
+    values = set(ran.values())
+    if len(values) > 1:
+        return {**settings, "validation_fraction": ran}
+    fraction = values.pop()
+
+    def ran_as(value: Any) -> Any:  # nested configurations (settings["data"], settings["arms"][i]["data"]) too
+        if isinstance(value, dict):
+            return {key: fraction if key == "validation_fraction" else ran_as(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [ran_as(item) for item in value]
+        return value
+
+    return {**ran_as(settings), "validation_fraction": fraction}
 
 
 def ratio_text(interval: Interval, digits: int = 3) -> str:
@@ -382,7 +489,8 @@ def write_report(out_dir: Path, *, name: str, title: str, summaries: list[ArmSum
                  tuning: dict[str, dict[str, Any]] | None = None, readme: ReadmeRow | None = None) -> dict[str, Any]:
     out_dir = Path(out_dir)
     payload = {
-        "name": name, "title": title, "seeds": seeds, "settings": settings,
+        "name": name, "title": title, "seeds": seeds, "settings": ran_settings(settings, summaries),
+        "machine": machine_record(),
         "protocol": {"validation_fraction": VALIDATION_FRACTION, "tuning_seed": TUNING_SEED,
                      "difference": "technique - baseline, per seed; 95 % percentile bootstrap of the mean"},
         "arms": [asdict(s) for s in summaries], "tuning": tuning or {}, "paper": asdict(claim),
@@ -393,7 +501,8 @@ def write_report(out_dir: Path, *, name: str, title: str, summaries: list[ArmSum
     lines = [f"# {title}", "", markdown_table(summaries), "",
              f"Seeds {seeds}. Δ accuracy is technique − baseline per seed (negative: a loss) and ratios are per seed "
              "against the same-seed baseline trained in the same run; intervals are 95 % bootstrap intervals of the "
-             "mean over seeds.", "", f"**Paper:** {claim.text} ({claim.citation})", ""]
+             "mean over seeds.", "", machine_text(payload["machine"]), "",
+             f"**Paper:** {claim.text} ({claim.citation})", ""]
     for target in targets:
         lines.append(f"- target: {target.text} — measured {target.measured} — **{'met' if target.met else 'NOT met'}**")
     for note in notes or []:
