@@ -462,6 +462,38 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_reproduce_check(args: argparse.Namespace) -> int:
+    from codesign.reproduce.check import check
+    from codesign.reproduce.common import Execution
+    from codesign.sweep import check_scheduler
+
+    check_scheduler(args.scheduler)
+    execution = Execution(workers=args.workers, scheduler=args.scheduler, retries=args.retries)
+    agree = check(args.name, args.seeds, results_dir=Path(args.results), out=Path(args.out), execution=execution)
+    return 0 if agree else 1
+
+
+def build_check_parser() -> argparse.ArgumentParser:
+    """`codesign reproduce check NAME --seeds K` (its own parser: --seeds is a count here, a list for a run)."""
+    parser = argparse.ArgumentParser(prog="codesign reproduce check",
+                                     description="rerun the first K committed seeds of every arm of a reproduction "
+                                                 "with the committed tuning choices and report, per arm, the "
+                                                 "agreement with the committed runs (exit 0: every arm agrees)")
+    parser.add_argument("name", choices=REPRODUCTIONS, metavar="NAME", help=", ".join(REPRODUCTIONS))
+    parser.add_argument("--seeds", type=_positive_int, required=True, metavar="K",
+                        help="rerun the first K committed seeds (>= 1)")
+    parser.add_argument("--results", default="results", help="the committed reports (RESULTS/NAME/results.json)")
+    parser.add_argument("--out", default="out/reproduce-check", help="scratch folder: the rerun goes to OUT/NAME/ "
+                                                                     "(never inside RESULTS)")
+    parser.add_argument("--workers", type=_non_negative_int, default=2,
+                        help="Dask worker processes of a local cluster for the reruns (0: this process)")
+    parser.add_argument("--scheduler", type=_scheduler_address, default=None,
+                        help="address of an existing Dask scheduler (tcp://host:8786)")
+    parser.add_argument("--retries", type=_non_negative_int, default=1, help="attempts after a run's first failure")
+    parser.set_defaults(func=_cmd_reproduce_check)
+    return parser
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from codesign.hw.outdir import output_dir
     from codesign.sweep import check_sweep, load_grid, run_sweep
@@ -568,8 +600,9 @@ def _add_run_commands(commands) -> None:
 
     reproduce = commands.add_parser("reproduce", help="reproduce a paper's result against a same-run baseline")
     reproduce.add_argument("name", choices=(*REPRODUCTIONS, "all", "readme"), metavar="NAME",
-                           help=f"{', '.join(REPRODUCTIONS)}; all of them; or readme (regenerate the README's table "
-                                "from OUT/*/results.json)")
+                           help=f"{', '.join(REPRODUCTIONS)}; all of them; readme (regenerate the README's table "
+                                "from OUT/*/results.json); or check NAME --seeds K (rerun K committed seeds and "
+                                "compare, see `codesign reproduce check --help`)")
     reproduce.add_argument("--out", default="results", help="reports go to OUT/NAME/ (training runs cached in "
                                                             "OUT/NAME/tasks/, a re-run skips them); OUT/NAME: new, empty, or one "
                                                             "this command wrote")
@@ -630,8 +663,11 @@ def _run(argv: list[str] | None) -> int:
     from codesign.hw.rtlsim import RtlSimError
     from codesign.hw.yosys import YosysError
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:2] == ["reproduce", "check"]:
+        args = build_check_parser().parse_args(words[2:])
+    else:
+        args = build_parser().parse_args(words)
     try:
         return args.func(args)
     except (ValueError, TypeError, OSError, ProjectDirError) as error:  # OSError: names the file (read-only, full disk)
