@@ -152,6 +152,18 @@ def scan_least_sufficient_fb(base: TrainConfig, *, seeds: tuple[int, ...], candi
 # ---------------------------------------------------------------------------- step 2: FP-MAC cost report
 
 
+def _portable(path: Path) -> str:
+    """``path`` relative to the working directory when inside it (``results/abvs/fpmac_cost/fpmac_cost.json`` from
+    the repository), else absolute: the cost report's name goes into every run's configuration and the committed
+    report, which must not name the machine's folders. Training tasks resolve it from the same working directory
+    (a local Dask cluster's workers inherit it)."""
+    import os
+
+    path = Path(path).resolve()
+    cwd = Path.cwd().resolve()
+    return os.path.relpath(path, cwd) if cwd in path.parents else str(path)
+
+
 def ensure_cost_report(cost_dir: Path, fbs: set[int], *, allow_synthesis: bool, progress: bool) -> dict[str, Any]:
     """A ``fpmac_cost.json`` covering ``fbs`` (xc7): reused if valid, current and complete, else synthesised.
 
@@ -169,7 +181,7 @@ def ensure_cost_report(cost_dir: Path, fbs: set[int], *, allow_synthesis: bool, 
             if cost.sources_match():
                 have = {e.max_fb for e in cost.series(FAMILY, exp_bits=8, rounding="nearest_even")}
                 if fbs <= have:
-                    return {"path": str(path), "status": "reused (RTL unchanged, all FBs present)",
+                    return {"path": _portable(path), "status": "reused (RTL unchanged, all FBs present)",
                             "fbs": sorted(have), "seconds": time.perf_counter() - started}
         except (FpmacCostError, KeyError, FileNotFoundError):
             have = set()
@@ -183,7 +195,7 @@ def ensure_cost_report(cost_dir: Path, fbs: set[int], *, allow_synthesis: bool, 
     except (YosysError, FileNotFoundError) as error:
         return {"path": "", "status": f"fallback table (synthesis unavailable: {error})", "fbs": [],
                 "seconds": time.perf_counter() - started}
-    return {"path": str(path), "status": f"synthesised now ({len(wanted)} Yosys runs, xc7)", "fbs": wanted,
+    return {"path": _portable(path), "status": f"synthesised now ({len(wanted)} Yosys runs, xc7)", "fbs": wanted,
             "seconds": time.perf_counter() - started}
 
 

@@ -9,14 +9,9 @@ the task caches (``results/*/tasks/``, not committed) are left out.
 import re
 from pathlib import Path
 
-import pytest
-
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 MACHINE_PATH = re.compile(rb"(?<![A-Za-z0-9_.-])(/root|/home|/tmp|/work|/Users|/private/var|/var/folders|/mnt|/scratch)/"
                           rb"|[A-Za-z]:\\\\?(Users|Windows)\\")
-# Known offenders, each tracked until its reproduction is rewritten; strict, so a fixed file fails here until removed.
-KNOWN = {"abvs/results.json": "the abvs report records the absolute path of its FP-MAC cost table",
-         "abvs/table.md": "the abvs table prints the absolute path of its FP-MAC cost table"}
 
 
 def report_files() -> list[str]:
@@ -36,11 +31,19 @@ def test_the_pattern_catches_machine_paths_and_spares_the_rest():
 def test_results_has_reports_to_scan():
     files = report_files()
     assert any(name.endswith("results.json") for name in files) and len(files) >= 10
-    assert set(KNOWN) <= set(files)
+    assert {"abvs/results.json", "abvs/table.md", "abvs/fpmac_cost/fpmac_cost.json"} <= set(files)
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KNOWN[name]))
-                                  if name in KNOWN else name for name in report_files()])
-def test_no_machine_path_in_a_committed_report(name):
-    match = MACHINE_PATH.search((RESULTS / name).read_bytes())
-    assert match is None, f"results/{name} holds a machine path: {match.group(0)!r}"
+def test_no_machine_path_in_a_committed_report():
+    offenders = {}
+    for name in report_files():
+        match = MACHINE_PATH.search((RESULTS / name).read_bytes())
+        if match:
+            offenders[name] = match.group(0)
+    assert not offenders, f"results/ files holding a machine path: {offenders}"
+
+
+def test_the_abvs_report_names_its_cost_table_from_the_repository():
+    for name in ("results.json", "table.md"):
+        text = (RESULTS / "abvs" / name).read_text(encoding="utf-8")
+        assert "Yosys report results/abvs/fpmac_cost/fpmac_cost.json" in text
