@@ -124,3 +124,16 @@ def test_a_rerun_agrees_bit_for_bit_then_an_altered_committed_value_disagrees(tm
     assert main(argv) == 1
     out = capsys.readouterr().out
     assert "statistical tolerance (the committed report has no machine record)" in out and "DISAGREES" in out
+
+
+def test_a_scratch_folder_holding_a_users_file_is_refused(tmp_path, capsys):
+    results = tmp_path / "results"
+    (results / "smd").mkdir(parents=True)
+    (results / "smd" / "results.json").write_text(json.dumps({"seeds": [0], "arms": [_arm("smb", [90.0])]}))
+    users = tmp_path / "scratch" / "smd"
+    users.mkdir(parents=True)
+    (users / "notes.txt").write_text("mine")
+    assert main(["reproduce", "check", "smd", "--seeds", "1", "--results", str(results),
+                 "--out", str(tmp_path / "scratch")]) == 2
+    assert "smd" in capsys.readouterr().err
+    assert sorted(path.name for path in users.iterdir()) == ["notes.txt"]
