@@ -21,6 +21,13 @@ arm and seed:
   mean cannot change a verdict read off that mean. The other metrics are
   reported, not judged (energy and BitOPs follow the steps taken).
 
+An arm whose rerun trained another tuned setting than the committed one
+disagrees whatever it scores. ``abvs`` and ``cpt`` rerun their own
+selections before the arms (the least sufficient FB and ABVS's schedule on
+fixed preliminary seeds, the B_min range test): on another float path those
+may choose differently, and that shows up as an arm that is missing or
+disagrees.
+
 Reproductions that tune outside the shared protocol (``tt``) or run no
 training arms per seed (``csb-utilisation``) are refused: their tuning cannot
 be pinned, and a rerun would re-tune.
@@ -51,6 +58,7 @@ class ArmAgreement:
     mode: str  # "exact" or "tolerance"
     tolerance_pt: float  # half-width of the committed 95 % t-interval of the arm's mean test accuracy, points
     agrees: bool = True
+    same_setting: bool = True  # the rerun trained the committed tuned setting
     rows: list[dict[str, Any]] = field(default_factory=list)
 
     def verdict(self) -> str:
@@ -58,8 +66,14 @@ class ArmAgreement:
         worst = max((abs(row["test_accuracy_difference_pt"]) for row in self.rows), default=0.0)
         how = ("bit-identical required" if self.mode == "exact"
                else f"|Δ test accuracy| <= {self.tolerance_pt:.3f} pt per seed")
+        setting = "" if self.same_setting else "; the rerun trained another tuned setting than the committed one"
         return (f"{self.name}: {'agrees' if self.agrees else 'DISAGREES'} ({identical}/{len(self.rows)} seeds "
-                f"bit-identical, largest |Δ test accuracy| {worst:.3f} pt; {how})")
+                f"bit-identical, largest |Δ test accuracy| {worst:.3f} pt; {how}{setting})")
+
+
+def _plain(value: Any) -> Any:
+    """As JSON has it (tuples become lists), so a committed and a rerun setting compare like for like."""
+    return json.loads(json.dumps(value))
 
 
 def committed_report(results_dir: Path, name: str) -> dict[str, Any]:
@@ -118,6 +132,8 @@ def compare_arm(committed: dict[str, Any], rerun: dict[str, Any], *, exact: bool
     """Each rerun seed of an arm against the committed seed of the same number."""
     agreement = ArmAgreement(name=committed["name"], mode="exact" if exact else "tolerance",
                              tolerance_pt=tolerance_pt(committed))
+    agreement.same_setting = _plain(rerun.get("chosen", {})) == _plain(committed.get("chosen", {}))
+    agreement.agrees = agreement.same_setting  # another tuned setting is not the committed arm, whatever it scores
     by_seed = {row["seed"]: row for row in committed["per_seed"]}
     for row in rerun["per_seed"]:
         old = by_seed.get(row["seed"])

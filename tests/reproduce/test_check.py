@@ -137,3 +137,13 @@ def test_a_scratch_folder_holding_a_users_file_is_refused(tmp_path, capsys):
                  "--out", str(tmp_path / "scratch")]) == 2
     assert "smd" in capsys.readouterr().err
     assert sorted(path.name for path in users.iterdir()) == ["notes.txt"]
+
+
+def test_an_arm_rerun_with_another_tuned_setting_disagrees():
+    committed = {**_arm("a", [91.0, 92.0]), "chosen": {"optim.lr": 0.1}}
+    same = {**_arm("a", [91.0]), "chosen": {"optim.lr": 0.1}}
+    other = {**_arm("a", [91.0]), "chosen": {"optim.lr": 0.05}}
+    assert check.compare_arm(committed, same, exact=True).agrees
+    agreement = check.compare_arm(committed, other, exact=True)
+    assert not agreement.agrees and not agreement.same_setting and "another tuned setting" in agreement.verdict()
+    assert check.committed_choices({"arms": [{"name": "a", "chosen": {"x.y": [1, [2, 3]]}}]}) == {"a": {"x.y": (1, (2, 3))}}
