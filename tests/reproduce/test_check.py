@@ -147,3 +147,17 @@ def test_an_arm_rerun_with_another_tuned_setting_disagrees():
     agreement = check.compare_arm(committed, other, exact=True)
     assert not agreement.agrees and not agreement.same_setting and "another tuned setting" in agreement.verdict()
     assert check.committed_choices({"arms": [{"name": "a", "chosen": {"x.y": [1, [2, 3]]}}]}) == {"a": {"x.y": (1, (2, 3))}}
+
+
+def test_settings_record_the_validation_fraction_that_ran():
+    from types import SimpleNamespace
+
+    from codesign.reproduce.common import ran_settings
+
+    settings = {"data": {"name": "digits", "validation_fraction": 0.0}, "arms": [{"data": {"validation_fraction": 0.0}}]}
+    ran = [SimpleNamespace(name="a", validation_fraction=0.2), SimpleNamespace(name="b", validation_fraction=0.2)]
+    assert ran_settings(settings, ran) == {"data": {"name": "digits", "validation_fraction": 0.2},
+                                           "arms": [{"data": {"validation_fraction": 0.2}}], "validation_fraction": 0.2}
+    mixed = [SimpleNamespace(name="a", validation_fraction=0.2), SimpleNamespace(name="b", validation_fraction=0.1)]
+    assert ran_settings(settings, mixed)["validation_fraction"] == {"a": 0.2, "b": 0.1}
+    assert ran_settings(settings, [SimpleNamespace(name="a", validation_fraction=None)]) == settings
