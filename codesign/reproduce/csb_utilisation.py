@@ -57,7 +57,7 @@ from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stimulus import TransactionBuilder
 from codesign.pe.csb.stream import Op, expected_output
 from codesign.reproduce import check_output_dir
-from codesign.reproduce.common import PaperClaim, Target, mean_std, study_seeds
+from codesign.reproduce.common import PaperClaim, Target, machine_record, mean_std, study_seeds
 from codesign.reproduce.stats import Interval, bootstrap_interval
 
 NAME = "csb-utilisation"
@@ -470,7 +470,8 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         "verdict": " / ".join(f"{t.text.split(':')[0]} {'met' if t.met else '**not met**'}" for t in targets),
     }
     payload = {
-        "name": NAME, "title": TITLE, "seeds": seeds, "settings": settings, "paper": asdict(CLAIM),
+        "name": NAME, "title": TITLE, "seeds": seeds, "settings": settings, "machine": machine_record(),
+        "paper": asdict(CLAIM),
         "targets": [asdict(t) for t in targets], "all_targets_met": all(t.met for t in targets),
         "notes": notes, "extra": extra, "readme": readme,
     }

@@ -85,7 +85,7 @@ import torch
 from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
 from codesign.reproduce import check_output_dir
 from codesign.reproduce.common import (TUNING_SEED, VALIDATION_FRACTION, Arm, Execution, PaperClaim, ReadmeRow,
-                                      Target, study_seeds, summarize)
+                                      Target, machine_record, study_seeds, summarize)
 from codesign.reproduce.stats import (Interval, bootstrap_interval, paired_differences, paired_ratios, t_interval,
                                       tost)
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig, require
@@ -607,7 +607,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                 "wall_seconds": wall, "tuning_seconds": tuned_at - started, "training_seconds": timing["training_cpu"],
                 "workers": execution.workers, "dense_bits": dense_bits(b)}
     payload = {
-        "name": NAME, "title": TITLE, "seeds": seeds, "settings": settings,
+        "name": NAME, "title": TITLE, "seeds": seeds, "settings": settings, "machine": machine_record(),
         "protocol": {"validation_fraction": b.data.validation_fraction, "tuning_seed": TUNING_SEED,
                      "split_seeds": list(SPLIT_SEEDS), "split_of_seed": "SPLIT_SEEDS[seed % 3]",
                      "difference": "arm - baseline, per seed; 95 % percentile bootstrap and t-interval of the mean",
