@@ -82,6 +82,10 @@ def pe3_top_cases(stream_bits: int) -> list[GridCase]:
 
 
 CALIBRATION_ARRAYS = ((2, 1), (4, 2), (8, 1), (8, 4), (16, 2), (4, 8), (2, 4), (16, 1), (16, 4))  # (lanes, rows) the resource model is fitted on
+# (lanes, rows, stream_bits) of the wider-stream builds beside the 32-bit arrays: each width at a small and a
+# large array, so the fit separates the stream term from the array terms (docs/design.md)
+WIDE_CALIBRATION = ((4, 2, 64), (8, 4, 64), (4, 2, 128), (8, 4, 128), (16, 2, 128), (2, 1, 128))
+WIDE_CALIBRATION_PE3 = ((4, 64), (16, 64), (2, 128), (16, 128))  # (lanes, stream_bits) of PE3's wide builds
 
 
 class _TtPE(StreamPE):
@@ -158,8 +162,10 @@ class Tt1PE(_TtPE):
         return [Tt1Spec(), Tt1Spec(a_bits=16), Tt1Spec(lanes=8, rows=4)]
 
     def calibration_specs(self) -> list[Tt1Spec]:
-        """The training widths (16-bit gradients by 8-bit states), lanes 2..16 and rows 1..8."""
-        return [Tt1Spec(lanes=lanes, rows=rows, a_bits=16, b_bits=8) for lanes, rows in CALIBRATION_ARRAYS]
+        """The training widths (16-bit gradients by 8-bit states), lanes 2..16 and rows 1..8 at 32-bit streams, and
+        :data:`WIDE_CALIBRATION` at 64 and 128 bits."""
+        return [Tt1Spec(lanes=lanes, rows=rows, a_bits=16, b_bits=8, stream_bits=bits) for lanes, rows, bits in
+                [(lanes, rows, WORD_BITS) for lanes, rows in CALIBRATION_ARRAYS] + list(WIDE_CALIBRATION)]
 
 
 class Tt2PE(_TtPE):
@@ -187,8 +193,10 @@ class Tt2PE(_TtPE):
         return [Tt2Spec(), Tt2Spec(a_bits=16), Tt2Spec(lanes=8, rows=4)]
 
     def calibration_specs(self) -> list[Tt2Spec]:
-        """The training widths (16-bit gradients by 4-bit cores), lanes 2..16 and rows 1..8."""
-        return [Tt2Spec(lanes=lanes, rows=rows, a_bits=16, b_bits=4) for lanes, rows in CALIBRATION_ARRAYS]
+        """The training widths (16-bit gradients by 4-bit cores), lanes 2..16 and rows 1..8 at 32-bit streams, and
+        :data:`WIDE_CALIBRATION` at 64 and 128 bits."""
+        return [Tt2Spec(lanes=lanes, rows=rows, a_bits=16, b_bits=4, stream_bits=bits) for lanes, rows, bits in
+                [(lanes, rows, WORD_BITS) for lanes, rows in CALIBRATION_ARRAYS] + list(WIDE_CALIBRATION)]
 
 
 class Tt3PE(_TtPE):
@@ -216,5 +224,6 @@ class Tt3PE(_TtPE):
         return [Tt3Spec(), Tt3Spec(a_bits=16), Tt3Spec(lanes=8)]
 
     def calibration_specs(self) -> list[Tt3Spec]:
-        """8-bit activations by 16-bit gradients, 2..16 lanes."""
-        return [Tt3Spec(lanes=lanes, a_bits=8, b_bits=16) for lanes in (2, 4, 8, 16)]
+        """8-bit activations by 16-bit gradients, 2..16 lanes at 32-bit streams, and :data:`WIDE_CALIBRATION_PE3`."""
+        return [Tt3Spec(lanes=lanes, a_bits=8, b_bits=16, stream_bits=bits) for lanes, bits in
+                [(lanes, WORD_BITS) for lanes in (2, 4, 8, 16)] + list(WIDE_CALIBRATION_PE3)]

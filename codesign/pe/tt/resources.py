@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-from codesign.pe.tt.contract import chunks
+from codesign.pe.tt.contract import WORD_BITS, chunks
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 
 
@@ -41,9 +41,25 @@ def multipliers(spec) -> List[Tuple[int, int]]:
 
 def features(spec) -> dict:
     """What LUT and FF counts grow with: a constant (control, header), one accumulator and adder per multiplier,
-    and the lane datapath (unpacking, lane selects). Fewer terms extrapolate better (held-out errors over the
-    calibration grid: docs/design.md)."""
-    return {"one": 1.0, "multipliers": float(spec.lanes * getattr(spec, "rows", 1)), "lanes": float(spec.lanes)}
+    the lane datapath (unpacking, lane selects), for the PEs with rows the lanes times the multipliers (each row's
+    sum of ``lanes`` products: the row PEs' LUTs grow faster than linearly at 16 lanes, most on UltraScale+), and
+    the stream bits above 32, alone and times the lanes.
+
+    A wider stream adds exactly its extra bits in FF (the held part of the
+    output word in ``tt_pack_out``) and LUTs per extra bit that grow with the
+    lanes (Yosys on xc7 at 128 bits: about 900 more LUTs at 2 lanes, 1,000 at
+    4, 1,350 at 8, 2,150 at 16: the wider header check, chunk gather, lane
+    unpacking and output packing), while RAMs and multipliers stay as they
+    are. Fewer terms extrapolate better (held-out errors over the calibration
+    grid: docs/design.md)."""
+    rows = getattr(spec, "rows", None)
+    multipliers = spec.lanes * (rows or 1)
+    wide = spec.stream_bits - WORD_BITS
+    out = {"one": 1.0, "multipliers": float(multipliers), "lanes": float(spec.lanes),
+           "wide_stream_bits": float(wide), "wide_stream_bits_x_lanes": float(wide * spec.lanes)}
+    if rows is not None:
+        out["lanes_x_multipliers"] = float(spec.lanes * multipliers)
+    return out
 
 
 __all__ = ["features", "memories", "multipliers"]

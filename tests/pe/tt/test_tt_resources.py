@@ -1,0 +1,89 @@
+"""The TT PEs' resource model at every stream width: what the width changes, the grid that measures it, the fit."""
+
+from __future__ import annotations
+
+import pytest
+
+from codesign.design.calibration import load_calibration, pe_resources
+from codesign.hw.resource_model import fit
+from codesign.pe import get_pe
+from codesign.pe.tt import resources
+from codesign.pe.tt.contract import STREAM_BITS_CHOICES, WORD_BITS
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
+
+TT_PES = ("tt1", "tt2", "tt3")
+LUT_WIDE_BOUND, FF_WIDE_BOUND = 0.4, 0.15  # held-out relative error of a wide build, at worst (the grid's corners)
+FF_STEP_TOLERANCE = 0.4  # the model's FF step from 32 bits to a wider stream against the measured W - 32
+
+
+@pytest.mark.parametrize("spec", [Tt1Spec(lanes=8, rows=4), Tt2Spec(lanes=16, rows=2, max_j=20), Tt3Spec(lanes=4)])
+def test_the_stream_width_moves_only_the_stream_term(spec):
+    """RAMs and multipliers are sized by the operands, not the stream; only the stream term sees the width."""
+    narrow = spec.__class__(**{**spec.to_dict(), "stream_bits": WORD_BITS})
+    for bits in STREAM_BITS_CHOICES:
+        wide = spec.__class__(**{**spec.to_dict(), "stream_bits": bits})
+        assert resources.memories(wide) == resources.memories(narrow)
+        assert resources.multipliers(wide) == resources.multipliers(narrow)
+        moved = {name for name, value in resources.features(wide).items() if value != resources.features(narrow)[name]}
+        assert moved == (set() if bits == WORD_BITS else {"wide_stream_bits", "wide_stream_bits_x_lanes"})
+        assert resources.features(wide)["wide_stream_bits"] == bits - WORD_BITS
+
+
+@pytest.mark.parametrize("pe", TT_PES)
+def test_the_grid_measures_every_width_at_two_arrays_at_least(pe):
+    """The stream term is fitted on builds that differ in width only, and at more than one array size."""
+    specs = get_pe(pe).calibration_specs()
+    for bits in STREAM_BITS_CHOICES:
+        arrays = {(spec.lanes, getattr(spec, "rows", 1)) for spec in specs if spec.stream_bits == bits}
+        assert len(arrays) >= 2, (pe, bits)
+    wide_arrays = {(spec.lanes, getattr(spec, "rows", 1)) for spec in specs if spec.stream_bits > WORD_BITS}
+    narrow_arrays = {(spec.lanes, getattr(spec, "rows", 1)) for spec in specs if spec.stream_bits == WORD_BITS}
+    assert wide_arrays <= narrow_arrays
+
+
+@pytest.mark.parametrize("family", ["xc7", "xcup"])
+@pytest.mark.parametrize("pe", TT_PES)
+def test_yosys_flip_flops_grow_by_the_extra_stream_bits(pe, family):
+    """Measured: a build at W bits has W - 32 more FF than the same array at 32 bits (the held part of the output
+    word), and DSP and BRAM do not move; the model's FF step between the two follows within its fit."""
+    calibration = load_calibration(pe, family)
+    by_build = {}
+    for point in calibration.points:
+        spec = dict(point["spec"])
+        by_build.setdefault(tuple(sorted((k, v) for k, v in spec.items() if k != "stream_bits")), {})[
+            spec["stream_bits"]] = point["counts"]
+    pairs = [(dict(build), counts[WORD_BITS], counts[bits], bits) for build, counts in by_build.items()
+             if WORD_BITS in counts for bits in counts if bits != WORD_BITS]
+    assert pairs
+    tt = get_pe(pe)
+    for build, narrow, wide, bits in pairs:
+        assert wide["ff"] - narrow["ff"] == bits - WORD_BITS
+        assert (wide["dsp"], wide["bram_36k"]) == (narrow["dsp"], narrow["bram_36k"])
+        modelled = [pe_resources(pe, tt.spec(**build, stream_bits=width), family, calibration)["ff"]
+                    for width in (WORD_BITS, bits)]
+        assert modelled[1] - modelled[0] == pytest.approx(bits - WORD_BITS, rel=FF_STEP_TOLERANCE)
+
+
+@pytest.mark.parametrize("family", ["xc7", "xcup"])
+@pytest.mark.parametrize("pe", TT_PES)
+def test_wide_builds_are_priced_from_the_other_builds(pe, family):
+    """DSP and BRAM exact at every width; LUT and FF of each wide build predicted by a fit of all the other builds
+    (held out), within the bounds docs/design.md reports for the TT grids."""
+    calibration = load_calibration(pe, family)
+    tt = get_pe(pe)
+
+    def features_of(spec):
+        return tt.resource_parts(tt.spec(**spec))[2]
+
+    points = list(calibration.points)
+    wide = [index for index, point in enumerate(points) if point["spec"]["stream_bits"] > WORD_BITS]
+    assert wide
+    for index in wide:
+        point = points[index]
+        model = pe_resources(pe, tt.spec(**point["spec"]), family, calibration)
+        assert (model["dsp"], model["bram_36k"]) == (point["counts"]["dsp"], point["counts"]["bram_36k"])
+        coefficients = fit(points[:index] + points[index + 1:], features_of)
+        for resource, bound in (("lut", LUT_WIDE_BOUND), ("ff", FF_WIDE_BOUND)):
+            predicted = sum(coefficients[resource][name] * value for name, value in features_of(point["spec"]).items())
+            measured = point["counts"][resource]
+            assert abs(predicted - measured) <= bound * measured, (point["spec"], resource, predicted, measured)
