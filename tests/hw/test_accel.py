@@ -162,7 +162,7 @@ def test_process_type_must_be_unique():
 
 
 @needs_gxx
-@pytest.mark.parametrize("name", ["csb", pytest.param("tt1", marks=pytest.mark.long)])
+@pytest.mark.parametrize("name", [pytest.param("csb", marks=pytest.mark.slow), pytest.param("tt1", marks=pytest.mark.long)])
 def test_shell_compiles_without_warnings(tmp_path, name):
     """-Wall -Wextra -Werror on the shell top and its testbench.
 
@@ -182,7 +182,8 @@ def test_shell_compiles_without_warnings(tmp_path, name):
 
 
 @needs_gxx
-@pytest.mark.parametrize("name", list(SMALL))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name in ("tt2", "tt3") else name
+                                  for name in SMALL])  # tt1 stands for the TT shells in make test
 def test_shell_csim_equals_golden(tmp_path, build_dir, name):
     pe, spec, stimulus, project = small_project(name, tmp_path / "p")
     result = accel.run_accel_csim(project, project / pe.vector_file, build_dir)

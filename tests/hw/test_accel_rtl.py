@@ -67,7 +67,8 @@ def _check(name, spec, options, tmp_path, **kwargs):
     return result
 
 
-@pytest.mark.parametrize("name", list(QUICK))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name in ("tt2", "tt3") else name
+                                  for name in QUICK])  # tt1 stands for the TT shells in make test
 def test_rtl_shell_equals_golden(tmp_path, name):
     spec, options = QUICK[name]
     _check(name, spec, options, tmp_path, seed=3, pause=0.3)

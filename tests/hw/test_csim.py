@@ -46,6 +46,7 @@ def test_the_prelude_is_built_once_and_every_compile_uses_it(private_cache, tmp_
     assert compiled[0].stat().st_mtime_ns == stamp  # not rebuilt
 
 
+@pytest.mark.slow  # three compiles from an empty cache
 def test_a_broken_precompiled_header_falls_back_to_the_headers(private_cache, tmp_path):
     compile_and_run(private_cache, tmp_path / "one")
     (compiled,) = (tmp_path / "cache" / "pch").glob(f"*/{csim.PRELUDE_NAME}.gch")

@@ -152,6 +152,7 @@ def mac_results(mac_source, tmp_path_factory) -> dict[str, ys.SynthResult]:
 
 
 @needs_yosys
+@pytest.mark.slow  # the mac_results fixture synthesises on both families (about 40 s)
 def test_wide_multiplier_uses_a_dsp_narrow_one_does_not(mac_results):
     narrow, wide = mac_results["mac-xc7-W3"], mac_results["mac-xc7-W10"]
     assert narrow.counts.dsp == 0 and narrow.counts.lut > 0
@@ -159,6 +160,7 @@ def test_wide_multiplier_uses_a_dsp_narrow_one_does_not(mac_results):
 
 
 @needs_yosys
+@pytest.mark.slow  # the mac_results fixture synthesises on both families (about 40 s)
 def test_each_family_maps_to_its_own_dsp_and_cells_are_categorised(mac_results):
     assert "DSP48E2" in mac_results["mac-xcup-W10"].raw_cells
     assert "DSP48E2" not in mac_results["mac-xc7-W10"].raw_cells
@@ -171,6 +173,7 @@ def test_each_family_maps_to_its_own_dsp_and_cells_are_categorised(mac_results):
 
 
 @needs_yosys
+@pytest.mark.slow  # the mac_results fixture synthesises on both families (about 40 s)
 def test_registers_and_depth_are_sane(mac_results):
     for result in mac_results.values():
         assert result.counts.ff == 2 * dict(result.job.params)["W"] or result.counts.dsp > 0  # y lives in the DSP P reg
@@ -181,6 +184,7 @@ def test_registers_and_depth_are_sane(mac_results):
 
 
 @needs_yosys
+@pytest.mark.slow  # the mac_results fixture synthesises on both families (about 40 s)
 def test_nodsp_moves_the_multiplier_into_luts(mac_results):
     with_dsp, without = mac_results["mac-xc7-W10"], mac_results["mac-xc7-W10-nodsp"]
     assert without.counts.dsp == 0 and with_dsp.counts.dsp >= 1

@@ -44,6 +44,7 @@ def _error_line(run: subprocess.CompletedProcess) -> str:
     return errors[0]
 
 
+@pytest.mark.slow  # about 17 s per case: Yosys runs until it fails
 @pytest.mark.parametrize("behaviour", FAILING)
 def test_design_names_the_pe_spec_and_log_when_yosys_fails(tmp_path, behaviour):
     config = tmp_path / "run.toml"
@@ -61,6 +62,7 @@ def test_design_names_the_pe_spec_and_log_when_yosys_fails(tmp_path, behaviour):
     assert not (tmp_path / "fit").exists()  # the fit is not written
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("behaviour", FAILING)
 def test_estimate_names_the_pe_spec_and_log_when_yosys_fails(tmp_path, behaviour):
     run = _run(["estimate", "fpmac", "--max-fb", "5", "--families", "xcup", "--out", "est"],

@@ -62,7 +62,7 @@ def test_pe2_rtl_matches_golden_and_cycle_model(tmp_path, name):
 
 
 @needs_icarus
-@pytest.mark.parametrize("name", ["tt1", "tt2"])
+@pytest.mark.parametrize("name", ["tt1", pytest.param("tt2", marks=pytest.mark.slow)])
 def test_parallel_array_builds_match_golden_and_cycle_model(tmp_path, name):
     """The 16 x 2 builds of the parallel array (docs/tt_pe.md) on the directed stimulus, full buffers included,
     without stalls (every word and every cycle count); `codesign verify` ran them on 10 007 transactions at every

@@ -89,16 +89,18 @@ class CsbPE(StreamPE):
     estimate_abc9 = False
 
     def verification_grid(self) -> list[GridCase]:
-        """FC and CONV blocks from 1 x 1-entry corner cases to full 16 x 16, lanes 2..8, groups 1..4, 16/32-bit sums."""
+        """FC and CONV blocks from 1 x 1-entry corner cases to full 16 x 16, lanes 2..8, groups 1..4, 16/32-bit sums.
+        The three points whose RTL runs take 30-50 s are ``slow`` (make test-slow); make test keeps a full FC block
+        and a parallel CONV block with 16-bit sums at every level."""
         return [
             GridCase("fc16_b8", CsbSpec(block_rows=16, block_cols=16, batch=8)),
-            GridCase("fc3x8_b2_acc16", CsbSpec(block_rows=3, block_cols=8, batch=2, acc_bits=16)),
+            GridCase("fc3x8_b2_acc16", CsbSpec(block_rows=3, block_cols=8, batch=2, acc_bits=16), slow=True),
             GridCase("conv4_k3_t4_b4_p2", CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=4, out_w=4, batch=4,
-                                                  parallel=2)),
+                                                  parallel=2), slow=True),
             GridCase("conv2_k3_t2x3_b2_p4_acc16", CsbSpec(block_rows=2, block_cols=3, kernel=3, out_h=2, out_w=3,
                                                           batch=2, parallel=4, acc_bits=16)),
             GridCase("conv16_k1_t2_b4_p4", CsbSpec(block_rows=16, block_cols=16, kernel=1, out_h=2, out_w=2, batch=4,
-                                                   parallel=4)),
+                                                   parallel=4), slow=True),
         ]
 
     def estimate_specs(self) -> list[CsbSpec]:

@@ -315,8 +315,12 @@ CONFIGS = {
 FIGURES: dict[str, dict] = {}
 
 
+SLOW_CONFIGS = ("fc16x16_b8_p1_acc32", "conv3x8_k3_t4x4_b4_p4_acc32")  # 25-50 s each: make test-slow
+
+
 @needs_icarus
-@pytest.mark.parametrize("name", list(CONFIGS))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_CONFIGS else name
+                                  for name in CONFIGS])
 def test_rtl_matches_contract_and_cycle_model(tmp_path, name):
     """Every output word under gaps and backpressure; stall-free cycle counts equal the cycle model."""
     shape, count = CONFIGS[name]
