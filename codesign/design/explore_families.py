@@ -31,7 +31,7 @@ from codesign.pe.tt.step import step_plan
 from codesign.pe.tt.step_cycles import PAPER_BATCH, PAPER_LAYERS, stage_loads
 
 # knob tables, one per PE: the spec fields a family varies and the values offered (the spec's validators decide)
-TT_KNOBS = {"lanes": (2, 4, 8, 16), "rows": (1, 2, 4, 8), COPIES: (1, 2, 3, 4)}
+TT_KNOBS = {"lanes": (2, 4, 8, 16), "rows": (1, 2, 4, 8), "stream_bits": (32, 64, 128), COPIES: (1, 2, 3, 4)}
 FPMAC_ARRAY_KNOBS = {"rows": tuple(range(1, 17)), "cols": tuple(range(1, 17)), COPIES: (1,)}
 CSB_KNOBS = {"block_rows": (4, 8, 16), "block_cols": (4, 8, 16), "batch": (1, 2, 4, 8, 12, 16),
              "parallel": (1, 2, 4), COPIES: (1,)}
