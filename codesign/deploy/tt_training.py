@@ -27,15 +27,16 @@ import numpy as np
 from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
+from codesign.hw.constants import STATUS_OK, status_names
 from codesign.hw.step_model import StageLog
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.pe.tt import golden
-from codesign.pe.tt.contract import STATUS_BAD_HEADER, STATUS_OK, STATUS_TOO_LARGE, output_parts, word_parts
+from codesign.pe.tt.contract import output_parts, word_parts
 from codesign.pe.tt.cycles import transaction_cycles
 from codesign.pe.tt.golden import result_shape
 from codesign.pe.tt.schedule import StepHardware, assign_calls, hardware_of
 
-STATUS_NAMES = {STATUS_OK: "ok", STATUS_BAD_HEADER: "bad header", STATUS_TOO_LARGE: "too large"}
+STATUS_NAMES = status_names("tt")
 
 
 class IpRunner:

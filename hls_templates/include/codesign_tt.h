@@ -20,10 +20,10 @@
 #include <ap_int.h>
 #include <hls_stream.h>
 
+#include "codesign_constants.h"  // codesign::tt::STATUS_* (generated from codesign/hw/constants.py)
+
 namespace codesign {
 namespace tt {
-
-enum { STATUS_OK = 0, STATUS_BAD_HEADER = 1, STATUS_TOO_LARGE = 2 };
 
 const int RESULT_BITS = 32;  // one result (and the status) in the low bits of its 32-bit part
 

@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from codesign.hw.constants_gen import HEADER_NAME as CONSTANTS_HEADER
 from codesign.hw.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
 from codesign.pe.tt import reference, resources, stimulus
@@ -97,7 +98,7 @@ class _TtPE(StreamPE):
     # spec fields in the order of the C++ template's and the Verilog module's parameters
     parameter_order: ClassVar[tuple[str, ...]] = ("lanes", "rows", "a_bits", "b_bits", "acc_bits", "max_j", "max_k",
                                                   "max_l", "stream_bits")
-    headers = (LIBRARY_HEADER,)
+    headers = (LIBRARY_HEADER, CONSTANTS_HEADER)
     estimate_abc9 = False  # resource counts are what the TT estimates report
 
     doc = "docs/tt_pe.md"
