@@ -21,7 +21,8 @@ from codesign.hw.constants_gen import HEADER_NAME as CONSTANTS_HEADER
 from codesign.hw.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
 from codesign.pe.tt import reference, resources, stimulus
-from codesign.pe.tt.contract import MAX_DIM, STREAM_BITS_CHOICES, WORD_BITS
+from codesign.pe.tt.contract import MAX_DIM, STREAM_BITS_CHOICES, WORD_BITS, stream_header
+from codesign.pe.tt.cycles import transaction_cycles
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 from codesign.pe.tt.stimulus import TtStimulusOptions
 from codesign.resources import data_dir
@@ -110,6 +111,11 @@ class _TtPE(StreamPE):
 
     def build_stimulus(self, spec, options: TtStimulusOptions) -> list[Transaction]:
         return stimulus.build(spec, options)
+
+    def transaction_cycles(self, spec, words_in) -> int:
+        """Clock cycles of one transaction without stalls (:func:`codesign.pe.tt.cycles.transaction_cycles`), from
+        its header word at the build's stream width."""
+        return transaction_cycles(spec, stream_header(words_in, spec.stream_bits)).total
 
     def reference_output(self, spec, words_in) -> np.ndarray:
         return np.array(self.reference_model(words_in, **spec.to_dict()), dtype=np.uint64)
