@@ -33,8 +33,18 @@ splits the group's map over its four PEs). Batch: 16 MAC lanes per PE.
 Reported: Table 3 (FP, unlimited bandwidth) with the ping-pong common buffer
 and with the whole common operand on chip; every operation at 64 bytes/cycle
 with its bound type beside Table 4's; the Fig. 12 sweep over the number of PEs
-(plot). Targets (the project's): at least 95 % utilisation on every layer the
-model finds compute-bound, 2x2 groups, one target per operation.
+(plot).
+
+Targets (the paper's own figures): every layer and grouping of Table 3 is one
+target, its FP utilisation at 32 PEs with unlimited bandwidth (the
+imbalance-only case Table 3 analyses) against the figure Table 3 prints for it
+(single and 2x2). The modelled array is the one the project builds, with the
+ping-pong common buffer; the 'on chip' variant is reported beside it but not
+judged. Per seed, ours minus the paper's figure (percentage points) is tested
+for equivalence with zero by two one-sided t-tests
+(:func:`codesign.reproduce.stats.tost`) at the margin :data:`MARGIN_PT`,
+fixed here before the run; the mean over seeds carries its bootstrap and
+t-interval. The overall verdict names the layers that meet it.
 """
 
 from __future__ import annotations
@@ -58,7 +68,7 @@ from codesign.pe.csb.stimulus import TransactionBuilder
 from codesign.pe.csb.stream import Op, expected_output
 from codesign.reproduce import check_output_dir
 from codesign.reproduce.common import PaperClaim, Target, machine_record, mean_std, study_seeds
-from codesign.reproduce.stats import Interval, bootstrap_interval
+from codesign.reproduce.stats import bootstrap_interval, t_interval, tost
 
 NAME = "csb-utilisation"
 TITLE = ("CSB accelerator: PE utilisation under kernel-wise sparsity, single PEs vs 2x2 groups "
@@ -74,7 +84,11 @@ BATCH = 16
 BANDWIDTH = 64
 SWEEP_PES = (4, 8, 16, 32, 64, 128)
 SMOKE_SWEEP_PES = (8, 32)
-TARGET_UTILISATION = 0.95
+# Equivalence margin of every Table 3 target, in percentage points of utilisation. Table 3's smallest gap
+# between the single and the 2x2 figure of one layer is 2.4 pt (conv3_2 96.4 / 98.8, conv4_1 96.3 / 98.7); half
+# of it means a layer within the margin of its own grouping's figure cannot also be within the margin of the
+# other grouping's, so "met" requires the grouping effect the table exists to show, not just a plausible level.
+MARGIN_PT = 1.2
 # common-buffer depth that never fills on these layers: no unit ever waits for another's step
 ON_CHIP_SLOTS = 1 << 30
 GROUPINGS = ("single", "2x2")
@@ -134,7 +148,7 @@ def array_for(layer: LayerShape, grouping: str, *, n_pe: int = N_PE, bandwidth: 
 def _stats(values: list[float]) -> dict[str, Any]:
     mean, std = mean_std(values)
     return {"mean": mean, "std": std, "min": min(values), "max": max(values), "per_seed": values,
-            "interval": bootstrap_interval(values).as_dict()}
+            "interval": bootstrap_interval(values).as_dict(), "t_interval": t_interval(values).as_dict()}
 
 
 def measure_layers(seeds: list[int], density: float, ops: dict[str, tuple[str, ...]] | None = None, *,
@@ -268,36 +282,88 @@ def _bound(values: list[str]) -> str:
     return "/".join(letters)
 
 
-def _targets(rows: dict) -> list[Target]:
-    """>= 95 % on every layer the model finds compute-bound (every seed), 2x2 groups, one target per operation."""
+def layer_verdict(values: list[float], paper_pct: float, margin_pt: float | None = None) -> dict[str, Any]:
+    """One Table 3 target: per-seed utilisations (fractions) against the paper's figure (%), TOST at the margin.
+
+    ``margin_pt`` defaults to :data:`MARGIN_PT` (read when called). Met when the two one-sided tests reject a
+    difference of ``margin_pt`` or more either way; one seed, or no spread, shows nothing and is not met.
+    """
+    margin = MARGIN_PT if margin_pt is None else margin_pt
+    if not 0 < paper_pct <= 100:
+        raise ValueError(f"a Table 3 utilisation is in (0, 100] %, got {paper_pct}")
+    ours = [100 * float(v) for v in values]
+    test = tost([v - paper_pct for v in ours], margin)
+    return {"paper_pct": paper_pct, "margin_pt": margin, "ours_pct": bootstrap_interval(ours).as_dict(),
+            "ours_pct_t": t_interval(ours).as_dict(), "tost": test.as_dict(), "met": test.equivalent}
+
+
+def table3_verdicts(rows: dict) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every layer and grouping: FP utilisation (imbalance only) against Table 3's figure."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for layer in LAYERS:
+        _, _, single, grouped = PAPER_TABLE3[layer.name]
+        out[layer.name] = {grouping: layer_verdict(rows[layer.name][grouping]["FP"]["compute_utilisation"]["per_seed"],
+                                                   paper)
+                           for grouping, paper in zip(GROUPINGS, (single, grouped))}
+    return out
+
+
+def _verdict_text(verdict: dict[str, Any]) -> str:
+    """'79.3 % [boot 74.6, 84.0; t 73.1, 85.6] vs 80.0 %, TOST p = 0.31'."""
+    boot, t, test = verdict["ours_pct"], verdict["ours_pct_t"], verdict["tost"]
+    return (f"{boot['mean']:.1f} % [boot {boot['low']:.1f}, {boot['high']:.1f}; t {t['low']:.1f}, {t['high']:.1f}] "
+            f"vs {verdict['paper_pct']:.1f} %, TOST p = {test['p']:.2g}")
+
+
+def _targets(verdicts: dict) -> list[Target]:
+    """One target per layer and grouping of Table 3, met when TOST shows equivalence at :data:`MARGIN_PT`."""
     targets = []
-    for op in ("FP", "EB", "WG"):
-        checked, failing = [], []
+    for grouping in GROUPINGS:
         for layer in LAYERS:
-            row = rows[layer.name]["2x2"].get(op)
-            if row is None or not all(b == "compute" for b in row["bound"]):
-                continue
-            interval = Interval(**row["utilisation"]["interval"])
-            checked.append(f"{layer.name} {100 * interval.mean:.1f} % [{100 * interval.low:.1f}, "
-                           f"{100 * interval.high:.1f}]")
-            if interval.low < TARGET_UTILISATION:  # met only when the whole interval is at or above the target
-                failing.append(layer.name)
-        bandwidth_bound = [layer.name for layer in LAYERS if op in rows[layer.name]["2x2"]
-                           and not all(b == "compute" for b in rows[layer.name]["2x2"][op]["bound"])]
-        targets.append(Target(
-            text=(f"{op}: >= {100 * TARGET_UTILISATION:.0f} % utilisation on every CONV layer that is compute-bound "
-                  f"({N_PE} PEs in 2x2 groups, {BANDWIDTH} bytes/cycle, {100 * DENSITY:.0f} % kernels kept; mean "
-                  f"over seeds and its 95 % bootstrap interval, which must lie at or above the target)"),
-            met=bool(checked) and not failing,
-            measured=("compute-bound: " + (", ".join(checked) if checked else "none")
-                      + (f"; below target: {', '.join(failing)}" if failing else "")
-                      + (f"; bandwidth-bound (not judged): {', '.join(bandwidth_bound)}" if bandwidth_bound else "")),
-        ))
+            verdict = verdicts[layer.name][grouping]
+            targets.append(Target(
+                text=(f"{layer.name} {grouping}: FP utilisation within ±{verdict['margin_pt']:g} pt of Table 3's "
+                      f"{verdict['paper_pct']:.1f} % ({N_PE} PEs, unlimited bandwidth, {100 * DENSITY:.0f} % kernels "
+                      f"kept; TOST at alpha {verdict['tost']['alpha']:g} over seeds)"),
+                met=bool(verdict["met"]), measured=_verdict_text(verdict)))
     return targets
 
 
+def _verdict_summary(verdicts: dict) -> str:
+    """The overall verdict: which layers meet their Table 3 figure, per grouping."""
+    parts = []
+    for grouping in GROUPINGS:
+        met = [name for name, by_group in verdicts.items() if by_group[grouping]["met"]]
+        parts.append(f"{grouping}: {len(met)} of {len(verdicts)} layers met"
+                     + (f" ({', '.join(met)})" if met else "")
+                     + (f", {len(verdicts) - len(met)} **not met**" if len(met) < len(verdicts) else ""))
+    return "; ".join(parts)
+
+
+def _verdict_lines(verdicts: dict, on_chip_verdicts: dict) -> list[str]:
+    """The per-layer Table 3 verdicts: ours (judged) with both intervals and TOST, on chip beside it."""
+    margin = next(iter(next(iter(verdicts.values())).values()))["margin_pt"]
+    lines = ["", f"Table 3 targets: FP utilisation (imbalance only) within ±{margin:g} pt of the paper's figure, two "
+             f"one-sided t-tests over seeds (met when both reject). Ours = ping-pong common buffer (judged); on chip "
+             f"for comparison. Intervals: 95 % bootstrap and 95 % t; the TOST interval is the 90 % t-interval of "
+             f"ours − paper.", "",
+             "| layer | grouping | paper (%) | ours (%) [boot; t] | ours − paper (pt) [90 % t] | TOST p | n "
+             "| on chip: TOST p | verdict |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for grouping in GROUPINGS:
+        for layer in LAYERS:
+            v, chip = verdicts[layer.name][grouping], on_chip_verdicts[layer.name][grouping]
+            boot, t, test = v["ours_pct"], v["ours_pct_t"], v["tost"]
+            lines.append(f"| {layer.name} | {grouping} | {v['paper_pct']:.1f} | {boot['mean']:.1f} [{boot['low']:.1f}, "
+                         f"{boot['high']:.1f}; {t['low']:.1f}, {t['high']:.1f}] | {test['mean']:+.2f} "
+                         f"[{test['interval']['low']:+.2f}, {test['interval']['high']:+.2f}] | {test['p']:.2g} | "
+                         f"{test['n']} | {chip['tost']['p']:.2g} ({'met' if chip['met'] else 'not met'}) | "
+                         f"**{'met' if v['met'] else 'not met'}** |")
+    return lines + ["", f"Overall: {_verdict_summary(verdicts)}."]
+
+
 def _markdown(rows: dict, on_chip: dict, alt: dict | None, speed: dict, speed_on_chip: dict,
-              targets: list[Target], notes: list[str], seeds: list[int], spot: list[dict]) -> str:
+              verdicts: tuple[dict, dict], notes: list[str], seeds: list[int], spot: list[dict]) -> str:
     lines = [f"# {TITLE}", "",
              f"Table 3 (imbalance only, unlimited bandwidth, FP): {N_PE} PEs, {100 * DENSITY:.0f} % of kernels kept "
              f"at random, mean ± std over seeds {seeds}.", "",
@@ -347,8 +413,7 @@ def _markdown(rows: dict, on_chip: dict, alt: dict | None, speed: dict, speed_on
         lines += [f"| {r['grouping']} | {r['op']} | {r['transactions']} | {r['mismatches']} | {r['model_calc_cycles']} "
                   f"| {r['rtl_calc_cycles']} | {100 * r['error']:.2f} % |" for r in spot]
     lines += ["", f"**Paper:** {CLAIM.text} ({CLAIM.citation})", ""]
-    for target in targets:
-        lines.append(f"- target: {target.text} — measured {target.measured} — **{'met' if target.met else 'NOT met'}**")
+    lines += _verdict_lines(*verdicts) + [""]
     for note in notes:
         lines.append(f"- note: {note}")
     return "\n".join(lines) + "\n"
@@ -441,7 +506,9 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     speed_on_chip = normalised_speed(on_chip)
     pes = SMOKE_SWEEP_PES if smoke else SWEEP_PES
     sweep_data = sweep(seeds, pes)
-    targets = _targets(rows)
+    verdicts = table3_verdicts(rows)
+    on_chip_verdicts = table3_verdicts(on_chip)
+    targets = _targets(verdicts)
     spot, spot_note = ([], "Smoke run: no RTL spot check.") if smoke else _spot_check_if_possible()
     notes = _notes(rows, spot_note, smoke=smoke, started=started)
     settings = {
@@ -458,16 +525,18 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                           "table3_normalised_speed": PAPER_SPEED,
                           "table4_2x2": {k: {op: {"bound": b, "utilisation_pct": u} for op, (b, u) in v.items()}
                                          for k, v in PAPER_TABLE4.items()}},
+        "table3_verdicts": verdicts, "on_chip_table3_verdicts": on_chip_verdicts,
         "seconds": time.perf_counter() - started,
     }
     readme = {
         "reproduction": (f"`csb-utilisation` (cycle model, {N_PE} PEs, VGG-11 CONV layers at {100 * DENSITY:.0f} % "
                          "kernels, one random mask per seed)"),
-        "target": f">= {100 * TARGET_UTILISATION:.0f} % utilisation on compute-bound layers, 2x2 groups (paper Table 3)",
+        "target": (f"every layer's FP utilisation (single, 2x2) within ±{MARGIN_PT:g} pt of Table 3 "
+                   "(Compressed CNN Training with FPGA-based Accelerator, FPGA 2019), TOST"),
         "measured": "; ".join(f"{t.text.split(':')[0]} {t.measured}" for t in targets)
                     + (f"; RTL spot check: {sum(r['transactions'] for r in spot)} transactions, "
                        f"{sum(r['mismatches'] for r in spot)} mismatching words" if spot else ""),
-        "verdict": " / ".join(f"{t.text.split(':')[0]} {'met' if t.met else '**not met**'}" for t in targets),
+        "verdict": _verdict_summary(verdicts),
     }
     payload = {
         "name": NAME, "title": TITLE, "seeds": seeds, "settings": settings, "machine": machine_record(),
@@ -476,8 +545,8 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         "notes": notes, "extra": extra, "readme": readme,
     }
     write_json_atomic(out_dir / "results.json", payload)
-    write_text_atomic(out_dir / "table.md", _markdown(rows, on_chip, alt, speed, speed_on_chip, targets, notes,
-                                                      seeds, spot))
+    write_text_atomic(out_dir / "table.md", _markdown(rows, on_chip, alt, speed, speed_on_chip,
+                                                      (verdicts, on_chip_verdicts), notes, seeds, spot))
     plot_sweep(out_dir / "plot.png", sweep_data)
     return payload
 
