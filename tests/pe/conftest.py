@@ -1,6 +1,7 @@
 """What the generic stream-PE tests share: which registered PEs they cover (and which PEs their own files still
-cover), the verification-grid parameters, the first grid point's stimulus, and the header checker
-(tests/pe/stream_header_check.cpp) built once per (PE, spec), which the PE-specific cases in tests/pe/<pe>/ use too."""
+cover), the verification-grid parameters (which points run quick), the first grid point's stimulus, and the header
+checker (tests/pe/stream_header_check.cpp) built once per (PE, spec) at the PE's stream width, which the
+PE-specific cases in tests/pe/<pe>/ use too."""
 
 from __future__ import annotations
 
@@ -14,24 +15,40 @@ import numpy as np
 import pytest
 
 from codesign.hw.aptypes import ap_types_dir
+from codesign.hw.constants import WORD_BITS
 from codesign.hw.csim import compile_testbench, parse_summary
 from codesign.hw.vectors import write_transactions
 from codesign.demo import quick_options
 from codesign.pe import get_pe, pe_names
+from codesign.pe.tt.pe import WIDE_STREAMS, header_top_cases, pe3_top_cases
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.resources import data_dir
 
 CHECKER = Path(__file__).with_name("stream_header_check.cpp")
 ROOT = Path(__file__).resolve().parents[2]
 
-# PEs the generic tests leave to their own files, by test kind: the pipeline FP-MAC (its own bench and checker) and
-# the TT PEs (until they adopt codesign_constants.h)
+# PEs the generic tests leave to their own files, by test kind: the pipeline FP-MAC (its own bench and checker)
 OWN_FILES = {
-    "header": {"fpmac": ("tests/pe/fpmac/test_fpmac_header.py", "tests/pe/fpmac/fpmac_header_check.cpp"),
-               **{name: ("tests/pe/test_tt_header.py", "tests/pe/tt_header_check.cpp") for name in ("tt1", "tt2", "tt3")}},
-    "rtl": {"fpmac": ("tests/pe/fpmac/test_fpmac_rtl.py",),
-            **{name: ("tests/rtl/test_tt_rtl.py",) for name in ("tt1", "tt2", "tt3")}},
+    "header": {"fpmac": ("tests/pe/fpmac/test_fpmac_header.py", "tests/pe/fpmac/fpmac_header_check.cpp")},
+    "rtl": {"fpmac": ("tests/pe/fpmac/test_fpmac_rtl.py",)},
 }
 GENERIC = [name for name in pe_names() if all(name not in own for own in OWN_FILES.values())]
+
+_WIDTHS = (WORD_BITS, *WIDE_STREAMS)
+# grid points the generic tests run quick besides each PE's first: the TT builds with a dimension's header field at
+# its top (codesign.pe.tt.pe.header_top_cases; PE3's at 32 bits is l8_a12b5 of its main grid) at every stream width,
+# so that the quick run reads every header bit at 32, 64 and 128 bits in the header and the RTL
+QUICK_POINTS = {
+    "tt1": {case.id for bits in _WIDTHS for case in header_top_cases(Tt1Spec, bits)},
+    "tt2": {case.id for bits in _WIDTHS for case in header_top_cases(Tt2Spec, bits)},
+    "tt3": {"l8_a12b5"} | {case.id for bits in _WIDTHS for case in pe3_top_cases(bits)},
+}
+
+
+def stream_parts(name: str, spec) -> int:
+    """32-bit vector-file words per stream word of ``name`` built as ``spec`` (1, or 2 and 4 for a TT PE built with a
+    64- or 128-bit stream)."""
+    return int(get_pe(name).stream_context(spec).get("stream_word_bits", WORD_BITS)) // WORD_BITS
 
 
 def grid_stimulus(name: str, case):
@@ -40,13 +57,17 @@ def grid_stimulus(name: str, case):
     return pe.build_stimulus(case.spec, case.options if case.options is not None else quick_options(pe))
 
 
+def _slow(name: str, index: int, case) -> bool:
+    return case.slow or (index > 0 and case.id not in QUICK_POINTS.get(name, ()))
+
+
 def pytest_generate_tests(metafunc):
-    """``stream_grid_case``: every generic PE's grid point (the first in the quick run, the others ``slow``, a point
-    marked ``long`` also ``long``); ``stream_pe``: every generic PE."""
+    """``stream_grid_case``: every generic PE's grid point (the first and those of :data:`QUICK_POINTS` in the quick
+    run, the others ``slow``, a point marked ``long`` also ``long``); ``stream_pe``: every generic PE."""
     if "stream_grid_case" in metafunc.fixturenames:
         metafunc.parametrize("stream_grid_case", [
             pytest.param((name, case), id=f"{name}-{case.id}",
-                         marks=[pytest.mark.slow] * (index > 0 or case.slow) + [pytest.mark.long] * case.long)
+                         marks=[pytest.mark.slow] * _slow(name, index, case) + [pytest.mark.long] * case.long)
             for name in GENERIC for index, case in enumerate(get_pe(name).verification_grid())])
     if "stream_pe" in metafunc.fixturenames:
         metafunc.parametrize("stream_pe", GENERIC)
@@ -58,9 +79,20 @@ def stream_registry() -> tuple[list[str], dict, Path]:
     return GENERIC, OWN_FILES, ROOT
 
 
+@pytest.fixture
+def stream_quick_points() -> dict[str, set[str]]:
+    """:data:`QUICK_POINTS`, for the test that each names points of its PE's grid."""
+    return QUICK_POINTS
+
+
 @pytest.fixture(name="grid_stimulus")
 def grid_stimulus_fixture():
     return grid_stimulus
+
+
+@pytest.fixture(name="stream_parts")
+def stream_parts_fixture():
+    return stream_parts
 
 
 @pytest.fixture
@@ -77,8 +109,8 @@ def _cpp_string(text: str) -> str:
 
 def checker_unit(pe, spec) -> str:
     """The one-file translation unit that instantiates ``pe``'s C++ class template for ``spec`` and includes the
-    checker: the spec enters as template arguments (:meth:`rtl_parameters`, in the template's order) and as the
-    file metadata the build stands for (:meth:`vector_meta`)."""
+    checker: the spec enters as template arguments (:meth:`rtl_parameters`, in the template's order), as the stream
+    word's width in bits and as the file metadata the build stands for (:meth:`vector_meta`)."""
     arguments = ", ".join(str(value) for value in pe.rtl_parameters(spec).values())
     meta = pe.vector_meta(spec)
     rows = ", ".join(f"{{{_cpp_string(key)}, {_cpp_string(value)}}}" for key, value in meta.items())
@@ -88,6 +120,7 @@ def checker_unit(pe, spec) -> str:
         f"static const char *const PE_NAME = {_cpp_string(pe.name)};",
         f"static const char *const META[][2] = {{{rows}}};",
         f"static const int META_COUNT = {len(meta)};",
+        f"#define CHECKED_STREAM_BITS {stream_parts(pe.name, spec) * WORD_BITS}",
         f'#include "{CHECKER.name}"', ""])
 
 

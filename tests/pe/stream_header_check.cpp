@@ -3,11 +3,14 @@
 // usage: <pe>_header_check TRANSACTION_FILE
 // The PE is a class template over its spec, so one executable is built per configuration: a one-file
 // translation unit (written by tests/pe/conftest.py) includes the PE's header, names the instantiated type
-// `checked_pe`, the PE (`PE_NAME`) and the file metadata the build stands for (`META`, `META_COUNT`), then
-// includes this file. For every transaction of the file (pe=PE_NAME, metadata checked against the build) the
-// input words go into a fresh stream, process() runs once, and every output word and their number are compared
-// with the expected words. process() must also read exactly the input words: a word left over or a read of the
-// empty stream counts as a mismatch.
+// `checked_pe`, the PE (`PE_NAME`), the width of its stream words (`CHECKED_STREAM_BITS`: 32, or 64 or 128
+// for a TT PE built so) and the file metadata the build stands for (`META`, `META_COUNT`), then includes this
+// file. Vector files hold 32-bit words: a stream word is CHECKED_STREAM_BITS / 32 consecutive file words,
+// least significant first, on the way in and on the way out (codesign.pe.tt.contract.word_parts).
+// For every transaction of the file (pe=PE_NAME, metadata checked against the build) the input words go into a
+// fresh stream, process() runs once, and every output word and their number are compared with the expected
+// words. process() must also read exactly the input words: a word left over or a read of the empty stream counts
+// as a mismatch.
 // Prints "vectors=N mismatches=M" (N transactions) and exits 0 (all equal), 1 (mismatches) or 2 (bad
 // arguments, a malformed file or one written for another configuration).
 #include <cstdio>
@@ -23,21 +26,36 @@ namespace cv = codesign::vectors;
 
 namespace {
 
-typedef ap_uint<codesign::WORD_BITS> word_t;
+#if CHECKED_STREAM_BITS % 32 != 0
+#error "CHECKED_STREAM_BITS must be a multiple of the 32-bit file word"
+#endif
+
+typedef ap_uint<CHECKED_STREAM_BITS> word_t;
+const std::size_t PARTS = CHECKED_STREAM_BITS / codesign::WORD_BITS;  // file words per stream word
 const std::size_t SHOW_MISMATCHES = 10;
 
 // One transaction through a fresh pair of streams; true when it behaves exactly as expected.
 bool run_one(const cv::Transaction &transaction, std::size_t index, std::size_t shown) {
   hls::stream<word_t> in("in"), out("out");
-  for (std::size_t k = 0; k < transaction.in.size(); ++k) in.write(word_t(transaction.in[k]));
+  // a last stream word with fewer file words than PARTS keeps its missing upper parts 0
+  for (std::size_t k = 0; k < transaction.in.size(); k += PARTS) {
+    word_t word = 0;
+    for (std::size_t p = 0; p < PARTS && k + p < transaction.in.size(); ++p)
+      word |= word_t(transaction.in[k + p]) << (codesign::WORD_BITS * p);
+    in.write(word);
+  }
   std::ostringstream warnings;  // the stream model reports a read of an empty stream on std::cout
   std::streambuf *saved = std::cout.rdbuf(warnings.rdbuf());
   checked_pe::process(in, out);
   std::cout.rdbuf(saved);
   const bool over_read = warnings.str().find("read while empty") != std::string::npos;
   std::vector<unsigned long long> got;
-  while (!out.empty()) got.push_back(out.read().to_uint64());
-  const std::size_t left = in.size();
+  while (!out.empty()) {
+    const word_t word = out.read();
+    for (std::size_t p = 0; p < PARTS; ++p)
+      got.push_back(ap_uint<codesign::WORD_BITS>(word >> (codesign::WORD_BITS * p)).to_uint64());
+  }
+  const std::size_t left = in.size() * PARTS;  // in file words
   const std::size_t common = got.size() < transaction.expected.size() ? got.size() : transaction.expected.size();
   std::size_t first_bad = common;
   for (std::size_t k = 0; k < common; ++k)

@@ -1,13 +1,13 @@
 """Every stream PE's library header on its own (no kernel, no Jinja), over the registry: the header checker
-(tests/pe/stream_header_check.cpp, built per spec by tests/pe/conftest.py) replays the golden stimulus of each
-verification-grid point and must match every word and read every input word exactly; on the first point the
+(tests/pe/stream_header_check.cpp, built per spec and stream width by tests/pe/conftest.py) replays the golden
+stimulus of each verification-grid point and must match every word and read every input word exactly (a TT PE's
+64- or 128-bit stream words are 2 or 4 consecutive 32-bit file words); on the first point the
 checker is shown to catch a wrong word, a wrong word count, words not read exactly and a file for another
 configuration. What is specific to a PE (hand-worked transactions, extra configurations) lives in
 tests/pe/<pe>/test_<pe>_header_cases.py.
 
 A registered PE is either checked by the generic tests or named in tests/pe/conftest.py's OWN_FILES with the files
-that check it, so none is left out unseen: the pipeline FP-MAC has its own checker and bench; the TT PEs keep theirs
-until they adopt codesign_constants.h.
+that check it, so none is left out unseen: the pipeline FP-MAC has its own checker and bench.
 """
 
 from __future__ import annotations
@@ -26,6 +26,17 @@ def test_every_registered_pe_is_checked_somewhere(stream_registry):
         assert set(GENERIC) | set(own) == set(pe_names()), kind
         missing = [path for paths in own.values() for path in paths if not (ROOT / path).is_file()]
         assert not missing, missing
+
+
+def test_quick_points_are_grid_points(stream_registry, stream_quick_points):
+    """The extra quick points (the TT header-field tops at every stream width) name grid points that are neither
+    ``slow`` nor ``long``, so a renamed point cannot silently drop out of the quick run."""
+    GENERIC = stream_registry[0]
+    assert set(stream_quick_points) <= set(GENERIC)
+    for name, ids in stream_quick_points.items():
+        quick = {case.id for case in get_pe(name).verification_grid() if not (case.slow or case.long)}
+        assert ids and ids <= quick, (name, sorted(ids - quick))
+    assert {len(ids) for name, ids in stream_quick_points.items() if name != "tt3"} == {9}  # 3 fields x 3 widths
 
 
 def test_header_matches_golden_stimulus(header_checker, tmp_path, stream_grid_case, grid_stimulus):
@@ -54,15 +65,16 @@ def test_checker_reports_a_wrong_word_count(header_checker, tmp_path, first_case
     assert (vectors, mismatches) == (2, 2)
 
 
-def test_checker_reports_words_not_read_exactly(header_checker, tmp_path, first_case):
-    """A word too many stays in the stream; a word too few makes process() read an empty stream."""
+def test_checker_reports_words_not_read_exactly(header_checker, tmp_path, first_case, stream_parts):
+    """A stream word too many stays in the stream; a stream word too few makes process() read an empty stream."""
     name, case, transactions = first_case
+    parts = stream_parts(name, case.spec)
     at = max(range(len(transactions)), key=lambda t: len(transactions[t][0]))
     words_in, words_out = transactions[at]
-    cases = [(np.append(words_in, np.uint64(5)), words_out), (words_in[:-1], words_out)]
+    cases = [(np.append(words_in, np.full(parts, 5, dtype=np.uint64)), words_out), (words_in[:-parts], words_out)]
     vectors, mismatches, done = header_checker.run(name, case.spec, cases, tmp_path)
     assert (vectors, mismatches) == (2, 2)
-    assert "input_left=1" in done.stdout and "over_read=1" in done.stdout
+    assert f"input_left={parts} " in done.stdout and "over_read=1" in done.stdout
 
 
 def test_checker_refuses_a_file_for_another_configuration(header_checker, tmp_path, first_case):

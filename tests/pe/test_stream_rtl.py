@@ -5,8 +5,9 @@ matches word for word, and without them every transaction takes exactly the cycl
 word that never comes. tests/pe/test_levels.py checks the same grid at golden, C-sim and RTL with the default
 bench; what is specific to a PE (directed stimulus, elaboration checks, long runs) lives in tests/pe/<pe>/.
 
-The PEs covered, and those their own files still check (the pipeline FP-MAC; the TT PEs until they join), are
-tests/pe/conftest.py's GENERIC and OWN_FILES; tests/pe/test_stream_headers.py checks that none is left out.
+The PEs covered (the TT PEs at 32-, 64- and 128-bit streams: the bench joins 2 or 4 file words to a stream word),
+and those their own files still check (the pipeline FP-MAC), are tests/pe/conftest.py's GENERIC and OWN_FILES;
+tests/pe/test_stream_headers.py checks that none is left out.
 """
 
 from __future__ import annotations
@@ -57,11 +58,11 @@ def test_broken_expected_word_is_caught(tmp_path, first_case):
     assert f"'transaction': {at}" in result.first_mismatches[0]
 
 
-def test_missing_output_word_is_caught(tmp_path, first_case):
+def test_missing_output_word_is_caught(tmp_path, first_case, stream_parts):
     """An expected word the PE never sends fails the bench: the count is checked, not only the values."""
     name, case, transactions = first_case
     words_in, expected = transactions[-1]
-    transactions[-1] = (words_in, np.append(expected, np.uint64(0)))
+    transactions[-1] = (words_in, np.append(expected, np.zeros(stream_parts(name, case.spec), dtype=np.uint64)))
     vectors = _vectors(name, case.spec, transactions, tmp_path)
     result = run_rtl(get_pe(name), case.spec, vectors, tmp_path, bench_env={**CLEAN, "STREAM_IDLE_LIMIT": "500"})
     assert result.mismatches == 1
