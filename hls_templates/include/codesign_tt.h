@@ -13,7 +13,7 @@
 // the last word of a transaction zero-padded (result_packer).
 //
 // Copied verbatim into every generated TT project; tested on its own with g++
-// against transaction files (tests/pe/test_tt_header.py).
+// against transaction files (tests/pe/test_stream_headers.py, tests/pe/tt/test_tt_header_cases.py).
 #ifndef CODESIGN_TT_H
 #define CODESIGN_TT_H
 

@@ -1,7 +1,7 @@
 """Stream words of the TT PEs (codesign.pe.tt.cycles.stream_words) against the golden word streams themselves.
 
 The per-phase cycle formulas are checked by hand in test_tt_pe1/2/3.py and
-against the RTL's counts in tests/rtl/test_tt_rtl.py.
+against the RTL's counts in tests/pe/test_stream_rtl.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The cycle model of a TT layer step (codesign.pe.tt.step_cycles): sums of the per-transaction models, the stages
 and the list schedule on PE copies, the paper's network, the Markdown table. The check against RTL cycles is in
-tests/rtl/test_tt_rtl.py."""
+tests/pe/tt/test_tt_rtl_cases.py."""
 
 from __future__ import annotations
 

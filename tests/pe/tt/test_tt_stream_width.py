@@ -2,7 +2,7 @@
 layout worked by hand, refusals above bit 31, and the accelerator shell around a wide PE (g++ C-sim).
 
 The three levels (golden, C-sim, RTL) of the wide builds run in tests/pe/test_levels.py (the grid has 64- and
-128-bit points) and tests/rtl/test_tt_rtl.py (cycle counts against the model at every width).
+128-bit points) and tests/pe/test_stream_rtl.py (cycle counts against the model at every width).
 """
 
 from __future__ import annotations
