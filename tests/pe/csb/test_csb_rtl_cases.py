@@ -24,6 +24,7 @@ import pytest
 
 from codesign.hw.constants_gen import verilog_include_dir
 from codesign.hw.vectors import write_transactions
+from codesign.pe import get_pe
 from codesign.pe.csb import golden
 from codesign.pe.csb.cycles import compute_cycles, transaction_cycles
 from codesign.pe.csb.reference import reference_output
@@ -42,45 +43,6 @@ FP, EB, WG, UPD = range(4)
 
 def rtl_sources() -> list[Path]:
     return sorted(RTL_DIR.glob("*.v"))
-
-
-@dataclass(frozen=True, kw_only=True)
-class Shape:
-    """One PE parameter set (the names of docs/csb.md)."""
-
-    block_rows: int
-    block_cols: int
-    kernel: int
-    out_h: int
-    out_w: int
-    batch: int
-    parallel: int
-    acc_bits: int
-
-    @property
-    def in_h(self) -> int:
-        return self.out_h + self.kernel - 1
-
-    @property
-    def in_w(self) -> int:
-        return self.out_w + self.kernel - 1
-
-    @property
-    def kk(self) -> int:
-        return self.kernel * self.kernel
-
-    def parameters(self) -> dict[str, int]:
-        return {"BLOCK_ROWS": self.block_rows, "BLOCK_COLS": self.block_cols, "K": self.kernel,
-                "OUT_H": self.out_h, "OUT_W": self.out_w, "BATCH": self.batch, "PARALLEL": self.parallel,
-                "ACC_BITS": self.acc_bits}
-
-    def spec(self) -> CsbSpec:
-        return CsbSpec(**self.model_arguments())
-
-    def model_arguments(self) -> dict[str, int]:
-        return {"block_rows": self.block_rows, "block_cols": self.block_cols, "kernel": self.kernel,
-                "out_h": self.out_h, "out_w": self.out_w, "batch": self.batch, "parallel": self.parallel,
-                "acc_bits": self.acc_bits}
 
 
 # ----------------------------------------------------------------------------- encoding (docs/csb.md)
@@ -137,7 +99,7 @@ def encode(ops: Operands, *, acc_bits: int, noise: np.random.Generator | None = 
     return out
 
 
-def random_operands(shape: Shape, rng: np.random.Generator, op: int, *, nnz: int | None = None,
+def random_operands(shape: CsbSpec, rng: np.random.Generator, op: int, *, nnz: int | None = None,
                     extreme: bool = False) -> Operands:
     """Random block operation; ``extreme`` draws codes from {-128, 127} and accumulators near the limits."""
     cells = shape.block_rows * shape.block_cols
@@ -173,7 +135,7 @@ def random_operands(shape: Shape, rng: np.random.Generator, op: int, *, nnz: int
     return Operands(op, index, buffer=buffer, grad=grad, shift=int(rng.integers(0, 32)))
 
 
-def numpy_oracle(shape: Shape, ops: Operands) -> list[int] | None:
+def numpy_oracle(shape: CsbSpec, ops: Operands) -> list[int] | None:
     """Result words computed with NumPy (no saturation), or None when the exact result would saturate."""
     if ops.op == UPD:
         return None
@@ -204,9 +166,9 @@ def numpy_oracle(shape: Shape, ops: Operands) -> list[int] | None:
     return [0] + words(acc.reshape(-1))
 
 
-def golden_words(shape: Shape, ops: Operands) -> list[int]:
+def golden_words(spec: CsbSpec, ops: Operands) -> list[int]:
     """Status and result words of an accepted transaction from the NumPy golden model (codesign.pe.csb.golden)."""
-    spec, k = shape.spec(), shape.kernel
+    k = spec.kernel
     ys = np.array([i >> 4 for i in ops.index], dtype=np.int64)
     xs = np.array([i & 15 for i in ops.index], dtype=np.int64)
     nnz = len(ops.index)
@@ -221,7 +183,7 @@ def golden_words(shape: Shape, ops: Operands) -> list[int]:
     return [0] + words(np.asarray(result).reshape(-1))
 
 
-def transaction_set(shape: Shape, *, count: int, seed: int) -> tuple[list[tuple[list[int], list[int]]], dict]:
+def transaction_set(shape: CsbSpec, *, count: int, seed: int) -> tuple[list[tuple[list[int], list[int]]], dict]:
     """Random and directed transactions with expected words, and what they cover (MACs, saturation, statuses)."""
     rng = np.random.default_rng(seed)
     cells = shape.block_rows * shape.block_cols
@@ -261,7 +223,7 @@ def transaction_set(shape: Shape, *, count: int, seed: int) -> tuple[list[tuple[
     stats = {"macs": 0, "numpy_cross_checked": 0, "golden_cross_checked": 0, "saturating": 0, "wg_depends_on_p": 0, "status": [0, 0, 0, 0]}
     limits = (-(1 << (shape.acc_bits - 1)), (1 << (shape.acc_bits - 1)) - 1)
     for words_in, ops in zip(encoded, operand_sets):
-        expected = reference_output(words_in, **shape.model_arguments())
+        expected = reference_output(words_in, **shape.to_dict())
         stats["status"][expected[0]] += 1
         if ops is not None and expected[0] == 0:
             assert golden_words(shape, ops) == expected, "the reference and golden models disagree"
@@ -275,7 +237,7 @@ def transaction_set(shape: Shape, *, count: int, seed: int) -> tuple[list[tuple[
             stats["macs"] += len(ops.index) * shape.kk * shape.out_h * shape.out_w * shape.batch
             stats["saturating"] += any(((w ^ 1 << 31) - (1 << 31)) in limits for w in expected[1:])
             if ops.op == WG:
-                serial = reference_output(words_in, **{**shape.model_arguments(), "parallel": 1})
+                serial = reference_output(words_in, **{**shape.to_dict(), "parallel": 1})
                 stats["wg_depends_on_p"] += serial != expected
         transactions.append((words_in, expected))
     return transactions, stats
@@ -283,13 +245,14 @@ def transaction_set(shape: Shape, *, count: int, seed: int) -> tuple[list[tuple[
 
 # ----------------------------------------------------------------------------- running the bench
 
-def run_bench(shape: Shape, transactions, work: Path, *, gap: float, backpressure: float, seed: int = 1,
+def run_bench(shape: CsbSpec, transactions, work: Path, *, gap: float, backpressure: float, seed: int = 1,
               simulator: str = "icarus", idle_limit: int = 100_000) -> dict:
     vectors = write_transactions(work / "csb.txn", pe="csb", transactions=transactions,
-                                 meta=shape.model_arguments())
+                                 meta=shape.to_dict())
     summary = work / f"summary_{gap}_{backpressure}.json"
     run_cocotb(sources=rtl_sources(), toplevel="csb_pe", test_module="codesign.hw.stream_bench",
-               build_dir=work / f"build_{simulator}", parameters=shape.parameters(), python_paths=[PACKAGE_ROOT],
+               build_dir=work / f"build_{simulator}", parameters=get_pe("csb").rtl_parameters(shape),
+               python_paths=[PACKAGE_ROOT],
                simulator=simulator,
                extra_env={"STREAM_VECTORS": str(vectors), "STREAM_SUMMARY": str(summary), "STREAM_PE": "csb",
                           "STREAM_SEED": str(seed), "STREAM_GAP_PROBABILITY": str(gap),
@@ -298,17 +261,17 @@ def run_bench(shape: Shape, transactions, work: Path, *, gap: float, backpressur
 
 
 CONFIGS = {
-    "fc16x16_b8_p1_acc32": (Shape(block_rows=16, block_cols=16, kernel=1, out_h=1, out_w=1, batch=8, parallel=1,
+    "fc16x16_b8_p1_acc32": (CsbSpec(block_rows=16, block_cols=16, kernel=1, out_h=1, out_w=1, batch=8, parallel=1,
                                   acc_bits=32), 24),
-    "conv4x4_k3_t2x2_b1_p2_acc16": (Shape(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2, batch=1,
+    "conv4x4_k3_t2x2_b1_p2_acc16": (CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2, batch=1,
                                          parallel=2, acc_bits=16), 24),
-    "conv3x8_k3_t4x4_b4_p4_acc32": (Shape(block_rows=3, block_cols=8, kernel=3, out_h=4, out_w=4, batch=4,
+    "conv3x8_k3_t4x4_b4_p4_acc32": (CsbSpec(block_rows=3, block_cols=8, kernel=3, out_h=4, out_w=4, batch=4,
                                          parallel=4, acc_bits=32), 4),
-    "conv3x8_k1_t4x4_b1_p4_acc16": (Shape(block_rows=3, block_cols=8, kernel=1, out_h=4, out_w=4, batch=1,
+    "conv3x8_k1_t4x4_b1_p4_acc16": (CsbSpec(block_rows=3, block_cols=8, kernel=1, out_h=4, out_w=4, batch=1,
                                          parallel=4, acc_bits=16), 24),
-    "fc4x4_b4_p2_acc16": (Shape(block_rows=4, block_cols=4, kernel=1, out_h=1, out_w=1, batch=4, parallel=2,
+    "fc4x4_b4_p2_acc16": (CsbSpec(block_rows=4, block_cols=4, kernel=1, out_h=1, out_w=1, batch=4, parallel=2,
                                 acc_bits=16), 32),
-    "conv4x4_k2_t2x3_b2_p3_acc20": (Shape(block_rows=4, block_cols=4, kernel=2, out_h=2, out_w=3, batch=2,
+    "conv4x4_k2_t2x3_b2_p3_acc20": (CsbSpec(block_rows=4, block_cols=4, kernel=2, out_h=2, out_w=3, batch=2,
                                           parallel=3, acc_bits=20), 24),
 }
 
@@ -337,7 +300,7 @@ def test_rtl_matches_contract_and_cycle_model(tmp_path, name):
 
     clean = run_bench(shape, transactions, tmp_path, gap=0.0, backpressure=0.0)
     assert clean["mismatches"] == 0, clean["first_mismatches"]
-    predicted = [transaction_cycles(shape.spec(), words_in).total for words_in, _ in transactions]
+    predicted = [transaction_cycles(shape, words_in).total for words_in, _ in transactions]
     errors = [abs(m - p) / p for m, p in zip(clean["cycles"], predicted)]
     assert max(errors) <= 0.05, list(zip(clean["cycles"], predicted))  # the issue's bound
     assert clean["cycles"] == predicted  # and in fact the model is exact
@@ -358,26 +321,26 @@ def test_rtl_matches_golden_stimulus(tmp_path, name):
     """The golden model's own stimulus (codesign.pe.csb.stimulus: directed corners and random transactions)."""
     shape, _ = CONFIGS[name]
     started = time.perf_counter()
-    transactions = build_transactions(shape.spec(), count=8, seed=sum(map(ord, name)))
+    transactions = build_transactions(shape, count=8, seed=sum(map(ord, name)))
     for words_in, words_out in transactions:  # two readings of the contract agree before the RTL is asked
-        assert reference_output(words_in, **shape.model_arguments()) == [int(w) for w in words_out]
+        assert reference_output(words_in, **shape.to_dict()) == [int(w) for w in words_out]
     stressed = run_bench(shape, transactions, tmp_path, gap=0.15, backpressure=0.3, seed=3)
     assert stressed["mismatches"] == 0, stressed["first_mismatches"]
     assert stressed["words_checked"] == sum(len(out) for _, out in transactions)
     clean = run_bench(shape, transactions, tmp_path, gap=0.0, backpressure=0.0)
-    predicted = [transaction_cycles(shape.spec(), words_in).total for words_in, _ in transactions]
+    predicted = [transaction_cycles(shape, words_in).total for words_in, _ in transactions]
     errors = [abs(m - p) / p for m, p in zip(clean["cycles"], predicted)]
     assert max(errors) <= 0.05, list(zip(clean["cycles"], predicted))  # the issue's bound
     assert clean["cycles"] == predicted  # and in fact the model is exact
     print(name, {"transactions": len(transactions), "words_checked": stressed["words_checked"],
-                 **count_macs(shape.spec(), transactions), "mismatches": stressed["mismatches"],
+                 **count_macs(shape, transactions), "mismatches": stressed["mismatches"],
                  "max_cycle_error": max(errors), "exact_cycles": clean["cycles"] == predicted,
                  "cycles": sum(clean["cycles"]), "seconds": round(time.perf_counter() - started, 1)})
 
 
 def test_cycle_model_counts_by_hand():
     """Cycle model on a worked example: 3x3 kernel, 2x2 tile (4x4 input), P = 3."""
-    shape = Shape(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2, batch=2, parallel=3, acc_bits=32)
+    shape = CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2, batch=2, parallel=3, acc_bits=32)
     assert compute_cycles(shape, op=FP, nnz=5) == 5 * 9 * 2      # 4 positions in 2 chunks of 3
     assert compute_cycles(shape, op=EB, nnz=5) == 5 * 9 * 2      # EB steps over the same 4 output positions
     assert compute_cycles(shape, op=UPD, nnz=5) == 0
@@ -438,9 +401,9 @@ def test_rtl_verilator_smoke(tmp_path):
 
 LONG_CONFIGS = {
     **CONFIGS,
-    "conv2x3_k3_t3x3_b16_p8_acc32": (Shape(block_rows=2, block_cols=3, kernel=3, out_h=3, out_w=3, batch=16,
+    "conv2x3_k3_t3x3_b16_p8_acc32": (CsbSpec(block_rows=2, block_cols=3, kernel=3, out_h=3, out_w=3, batch=16,
                                            parallel=8, acc_bits=32), 1),
-    "conv2x5_k5_t3x2_b3_p5_acc16": (Shape(block_rows=2, block_cols=5, kernel=5, out_h=3, out_w=2, batch=3,
+    "conv2x5_k5_t3x2_b3_p5_acc16": (CsbSpec(block_rows=2, block_cols=5, kernel=5, out_h=3, out_w=2, batch=3,
                                           parallel=5, acc_bits=16), 3),
 }
 
@@ -455,6 +418,6 @@ def test_rtl_long_random_run(tmp_path, name):
     summary = run_bench(shape, transactions, tmp_path, gap=0.3, backpressure=0.5, seed=99)
     assert summary["mismatches"] == 0 and summary["words_checked"] == sum(len(out) for _, out in transactions)
     clean = run_bench(shape, transactions, tmp_path, gap=0.0, backpressure=0.0)
-    assert clean["cycles"] == [transaction_cycles(shape.spec(), words_in).total for words_in, _ in transactions]
+    assert clean["cycles"] == [transaction_cycles(shape, words_in).total for words_in, _ in transactions]
     print(name, {"transactions": len(transactions), "words_checked": summary["words_checked"],
                  "cycles": sum(clean["cycles"])})
