@@ -33,8 +33,12 @@ class ResidualBlock(nn.Module):
     def residual(self, x: torch.Tensor) -> torch.Tensor:
         return self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(self.shortcut(x) + self.residual(x))
+    def forward(self, x: torch.Tensor, residual_scale: float = 1.0) -> torch.Tensor:
+        """``residual_scale`` weighs the residual branch (stochastic depth's test-time rule scales it by the
+        block's survival probability); at 1.0 the output is the ordinary block's, bit for bit."""
+        if residual_scale == 1.0:
+            return torch.relu(self.shortcut(x) + self.residual(x))
+        return torch.relu(self.shortcut(x) + residual_scale * self.residual(x))
 
     @property
     def skippable(self) -> bool:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import importlib
 
-TECHNIQUES = ("smd", "slu", "psg", "cpt", "abvs", "compress", "tt", "signsgd")
+TECHNIQUES = ("smd", "slu", "psg", "cpt", "abvs", "compress", "tt", "signsgd", "stochastic_depth")
 # Order in which hooks run when several techniques are combined: the one that replaces the model (tt)
 # first, then precision setters, then the ones that read the model's precision or shape. signsgd signs the
 # parameters that exist when it attaches, so it comes before slu creates its gates (which keep their gradient).
 ORDER = {name: index for index, name in enumerate(("tt", "compress", "abvs", "cpt", "psg", "signsgd", "slu",
-                                                   "smd"))}
+                                                   "stochastic_depth", "smd"))}
 # Order in which a design point lists the PEs the techniques need (its instances, IPs and addresses follow it).
 PE_ORDER = ("abvs", "cpt", "psg", "tt", "compress")
 
