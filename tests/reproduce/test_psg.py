@@ -18,9 +18,9 @@ def test_smoke_reproduction_writes_the_reports_with_all_arms(smoke):
     results = json.loads((out / "results.json").read_text())
     assert results == json.loads(json.dumps(payload))
     names = [arm["name"] for arm in results["arms"]]
-    assert names == ["FP32 SGD", "fixed 8/16", "PSG", "PSG+SWA"]
-    assert [arm["baseline"] for arm in results["arms"]] == [True, False, False, False]
-    baseline, fixed, psg_arm, swa_arm = results["arms"]
+    assert names == ["FP32 SGD", "fixed 8/16", "PSG", "PSG+SWA", "SignSGD"]
+    assert [arm["baseline"] for arm in results["arms"]] == [True, False, False, False, False]
+    baseline, fixed, psg_arm, swa_arm, signsgd = results["arms"]
     assert baseline["energy_ratio"]["mean"] == 1.0 and baseline["accuracy_difference"]["mean"] == 0.0
     assert 0 < fixed["energy_ratio"]["mean"] < 1 and 0 < psg_arm["energy_ratio"]["mean"] < 1
     fractions = results["extra"]["predicted_fraction"]
@@ -28,6 +28,7 @@ def test_smoke_reproduction_writes_the_reports_with_all_arms(smoke):
     assert fixed["techniques"][0]["psg"]["predicted_fraction"]["overall"] is None  # no prediction in that arm
     assert "swa" in swa_arm["techniques"][0]["psg"] and "swa" not in psg_arm["techniques"][0]["psg"]
     assert len(results["targets"]) == 2 and all("60%" in t["text"] for t in results["targets"])
+    assert "signsgd" in signsgd["techniques"][0] and "signsgd" not in psg_arm["techniques"][0]
     assert "Table 2" in results["paper"]["citation"]
     table = (out / "table.md").read_text()
     assert all(name in table for name in names) and "Tuning" in table
@@ -55,3 +56,17 @@ def test_breakdown_adds_up_to_the_saving(smoke):
     total = breakdown["quantisation"]["mean"] + breakdown["PSG"]["prediction"]["mean"]
     psg_arm = next(a for a in results["arms"] if a["name"] == "PSG")
     assert total == pytest.approx(1 - psg_arm["energy_ratio"]["mean"], rel=1e-9)
+
+
+def test_signsgd_arm_costs_the_full_backward_and_is_compared_with_psg_per_seed(smoke):
+    _, results = smoke
+    arms = {arm["name"]: arm for arm in results["arms"]}
+    signsgd, fixed = arms["SignSGD"], arms["fixed 8/16"]
+    # the sign of the full gradient saves nothing: the same charges as the fixed-point arm, seed by seed
+    assert [r["energy_pj"] for r in signsgd["per_seed"]] == [r["energy_pj"] for r in fixed["per_seed"]]
+    assert signsgd["techniques"][0]["signsgd"]["signed_entries"] > 0
+    assert results["tuning"]["SignSGD"]["trials"][0]["setting"]["optim.lr"] in psg.SIGN_LRS
+    comparison = results["extra"]["psg_vs_signsgd"]
+    expected = [p["test_accuracy"] - s["test_accuracy"] for p, s in zip(arms["PSG"]["per_seed"], signsgd["per_seed"])]
+    assert comparison["differences"] == pytest.approx(expected) and "t " in comparison["text"]
+    assert "SignSGD" in results["readme"]["measured"]
