@@ -5,7 +5,18 @@ Arms (same data, model, epochs, learning-rate schedule and seeds, one run):
 * ``fp32`` (baseline): every block for every sample;
 * ``slu_20``, ``slu_40``, ``slu_60``: SLU gates on every identity-shortcut
   block, the cost weight alpha steered toward 20, 40 and 60 % of the gated
-  blocks' MACs skipped (the skipping ratios of the paper's Table 3).
+  blocks' MACs skipped (the skipping ratios of the paper's Table 3);
+* ``sd_40``: stochastic depth (Huang et al. 2016), the comparator of the
+  paper's Fig. 4, on the same identity-shortcut blocks with the paper's
+  linear decay of the survival probability over depth; ``p_L`` is set so
+  that the expected drop ratio (MAC-weighted over those blocks) is 40 %,
+  slu_40's target, "so that SD dropping ratio is always the same as SLU"
+  (Sec. 4.3): for ResNet-14 (blocks 1, 2, 4, 6 of 6 droppable, equal MACs)
+  ``p_L = 1 - 0.4 / (13/24) = 0.262``. Its training energy is then that of
+  slu_40 less the gates'; at test time it runs every block (scaled by p_l),
+  which the ledger does not charge, as no evaluation is charged. Only the
+  40 % point is compared (one arm, the same tuning budget); it has no
+  target of its own, slu_40 is compared with it per seed.
 
 The model is ResNet-14 (4 of its 6 blocks have identity shortcuts; they
 hold about 71 % of the forward MACs), so a skip ratio ``s`` saves at most
@@ -35,10 +46,13 @@ from codesign.reproduce.common import (
     summarize,
     write_report,
 )
-from codesign.reproduce.stats import no_significant_loss
+from codesign.reproduce.stats import both_intervals_text, no_significant_loss
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
-from codesign.train.techniques.slu import GATES_MODULE
+from codesign.train.models import build_model
+from codesign.train.techniques.slu import GATES_MODULE, block_macs_per_sample, conv_output_size
 from codesign.train.techniques.slu import Config as SluConfig
+from codesign.train.techniques.stochastic_depth import Config as SdConfig
+from codesign.train.techniques.stochastic_depth import final_survival_for_drop
 from codesign.train.trainer import TrainResult
 
 NAME = "slu"
@@ -47,6 +61,9 @@ TARGET_SKIPS = (0.2, 0.4, 0.6)
 # The controller steers the training-average skip ratio; +-5 points is what "at 20 %" means here.
 SKIP_TOLERANCE = 0.05
 LRS = (0.2, 0.1, 0.05)  # every arm tunes its learning rate over these, on the validation split
+SD_DROP = 0.4  # stochastic depth's expected drop ratio: slu_40's target
+SD_ARM, SD_REFERENCE = "sd_40", "slu_40"
+IMAGE_SIZE = 8  # the digits' 8x8 maps, which the stem keeps
 
 CLAIM = PaperClaim(
     text=("SLU alone, ResNet-38 on CIFAR-10 (repeated trials, 95 % CI): energy saving 39.55-40.52 % at top-1 "
@@ -78,7 +95,41 @@ def build_arms(smoke: bool = False, targets: tuple[float, ...] = TARGET_SKIPS) -
     tune = {"optim.lr": LRS[1:2] if smoke else LRS}  # smoke: one candidate, no trial runs
     arms = [Arm("fp32", base, baseline=True, tune=tune)]
     arms += [Arm(arm_name(t), base.replace(techniques={"slu": SluConfig(target_skip=t)}), tune=tune) for t in targets]
+    survival = sd_final_survival(s["model"], SD_DROP)
+    arms.append(Arm(SD_ARM, base.replace(techniques={"stochastic_depth": SdConfig(final_survival=survival)}),
+                    tune=tune))
     return arms
+
+
+def sd_final_survival(model: ModelConfig, drop: float) -> float:
+    """p_L at which stochastic depth's expected drop ratio over the identity-shortcut blocks is ``drop``."""
+    network = build_model(model.name, depth=model.depth, width=model.width)
+    droppable, macs, size = [], [], IMAGE_SIZE
+    for index, block in enumerate(network.blocks):
+        if block.skippable:
+            droppable.append(index)
+            macs.append(block_macs_per_sample(block, size, size))
+        size = conv_output_size(block.conv1, size, size)[0]
+    return final_survival_for_drop(drop, droppable, len(network.blocks), macs)
+
+
+def sd_comparison(results: dict[str, list[TrainResult]], by_name: dict) -> tuple[dict[str, Any], str]:
+    """Stochastic depth's measured drop ratio, and slu_40 against it per seed (the paper's Fig. 4 pair)."""
+    reports = [run.techniques["stochastic_depth"] for run in results[SD_ARM]]
+    differences = [a.test_accuracy - b.test_accuracy for a, b in zip(results[SD_REFERENCE], results[SD_ARM])]
+    arm = by_name[SD_ARM]
+    drop = [r["measured_train_drop_ratio"] for r in reports]
+    out = {"final_survival": reports[0]["final_survival"], "survival": reports[0]["survival"],
+           "expected_train_drop_ratio": reports[0]["expected_train_drop_ratio"], "train_drop_per_seed": drop,
+           "train_drop_mean": mean_std(drop)[0], "slu_40_minus_sd_40": differences,
+           "slu_40_minus_sd_40_text": both_intervals_text(differences, unit=" pt")}
+    note = (f"{SD_ARM}: stochastic depth at p_L = {out['final_survival']:.3f} (linear decay), expected drop "
+            f"{out['expected_train_drop_ratio']:.3f}, measured {out['train_drop_mean']:.3f}; lr "
+            f"{arm.chosen.get('optim.lr')}; accuracy {arm.accuracy_mean:.2f}%, Δ vs fp32 "
+            f"{arm.interval('accuracy_difference').text()} pt ({arm.verdict}); energy ratio "
+            f"{ratio_text(arm.interval('energy_ratio'))}. {SD_REFERENCE} − {SD_ARM} per seed: "
+            f"{out['slu_40_minus_sd_40_text']} (paper, Fig. 4: SLU above SD at equal energy)")
+    return out, note
 
 
 def gate_energy_share(run: TrainResult) -> float:
@@ -109,7 +160,9 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     results, tuning = run_study(arms, seeds, out_dir, execution=dataclasses.replace(execution, progress=progress))
     summaries = summarize(arms, results, tuning)
     by_name = {s.name: s for s in summaries}
-    skips = {arm.name: skip_measurements(results[arm.name]) for arm in arms if not arm.baseline}
+    skips = {arm.name: skip_measurements(results[arm.name]) for arm in arms if "slu" in arm.config.techniques}
+    extra = {"skip": skips}
+    extra["stochastic_depth"], sd_note = sd_comparison(results, by_name)
 
     targets, notes = [], []
     for name, skip in skips.items():
@@ -133,6 +186,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
             notes.append(f"{name}: {summary.verdict} against the same-seed baseline")
     notes.append("gates' share of the modelled energy (their MACs, pooling adds and the gate layers' DRAM traffic): "
                  + ", ".join(f"{name} {100 * skip['gate_energy_share_mean']:.3f} %" for name, skip in skips.items()))
+    notes.append(sd_note)
     notes.append("skipped samples never enter a block (sub-batch via index_select); BatchNorm in a block sees only "
                  "the samples that run it; evaluation uses the same hard gates")
     if smoke:
@@ -140,17 +194,21 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     config = arms[0].config
     settings = {"model": config.to_dict()["model"], "data": config.to_dict()["data"],
                 "optim": config.to_dict()["optim"],
-                "slu": {arm.name: arm.config.to_dict()["techniques"]["slu"] for arm in arms if not arm.baseline},
+                "slu": {arm.name: arm.config.to_dict()["techniques"]["slu"] for arm in arms if arm.name in skips},
+                "stochastic_depth": {SD_ARM: next(a for a in arms if a.name == SD_ARM).config.to_dict()[
+                    "techniques"]["stochastic_depth"]},
                 "smoke": smoke}
     title = f"{TITLE}, ResNet-{config.model.depth} on {config.data.name}"
     readme = ReadmeRow(
-        reproduction=f"`slu` (ResNet-{config.model.depth})",
+        reproduction=f"`slu` (ResNet-{config.model.depth}; stochastic-depth comparator {SD_ARM})",
         target="skip " + "/".join(f"{100 * t:.0f}" for t in TARGET_SKIPS) + " % at no accuracy loss",
         measured="; ".join(
             f"{name}: skip {skips[name]['train_skip_mean']:.2f}, energy ratio "
             f"{ratio_text(by_name[name].interval('energy_ratio'))}, Δ accuracy "
-            f"{by_name[name].interval('accuracy_difference').text()} pt" for name in skips),
+            f"{by_name[name].interval('accuracy_difference').text()} pt" for name in skips)
+        + f"; {SD_ARM}: energy ratio {ratio_text(by_name[SD_ARM].interval('energy_ratio'))}, {SD_REFERENCE} − "
+          f"{SD_ARM} {extra['stochastic_depth']['slu_40_minus_sd_40_text']}",
         verdict=" / ".join(f"{name} {'met' if target.met else '**not met**'}" for name, target in zip(skips, targets)))
     return write_report(out_dir, name=NAME, title=title, summaries=summaries, claim=CLAIM, targets=targets,
-                        seeds=seeds, settings=settings, notes=notes, extra={"skip": skips}, tuning=tuning,
+                        seeds=seeds, settings=settings, notes=notes, extra=extra, tuning=tuning,
                         readme=readme)
