@@ -41,7 +41,7 @@ from codesign.deploy.manifest import DeployError
 from codesign.hw.constants import STATUS_OK, status_names
 from codesign.hw.step_model import StageLog
 from codesign.loops.csb import CsbMlpTrainer, CsbTrainSetup
-from codesign.pe.csb.cycles import transaction_cycles
+from codesign.pe import transaction_cycles
 from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import Op, encode_transaction, result_count
@@ -62,7 +62,7 @@ class IpCsb:
 
     Counts useful MACs per op (UPD: words updated), IP calls, host seconds,
     transactions, and the PE's clock cycles by the RTL cycle model
-    (:func:`codesign.pe.csb.cycles.transaction_cycles`: the PE's stream only,
+    (:func:`codesign.pe.transaction_cycles`: the PE's stream only,
     without the shell's DDR transfers).
     """
 
@@ -106,7 +106,7 @@ class IpCsb:
         when it is encoded), so they are computed once per (header, length)."""
         key = (int(words[0]), int(words.size))
         if key not in self._cycle_cache:
-            self._cycle_cache[key] = transaction_cycles(self.spec, words).total
+            self._cycle_cache[key] = transaction_cycles("csb", self.spec, words)
         return self._cycle_cache[key]
 
     def _chunks(self, n: int) -> list[int]:

@@ -29,7 +29,7 @@ from codesign.deploy.manifest import DeployError
 from codesign.hw.constants import STATUS_OK, status_names
 from codesign.hw.step_model import StageLog
 from codesign.loops.fb import FbMlpTrainer, HwTrainSetup
-from codesign.pe.fpmac_array.cycles import transaction_cycles
+from codesign.pe import transaction_cycles
 from codesign.pe.fpmac_array.golden import words as transaction_words
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 
@@ -44,7 +44,7 @@ class IpGemm:
     """Layer GEMMs on an fpmac_array IP (``driver.run``), tiled to its buffers.
 
     Counts MACs per FB, IP calls, host seconds, and the PE's clock cycles
-    by the RTL cycle model (:func:`codesign.pe.fpmac_array.cycles.transaction_cycles`:
+    by the RTL cycle model (:func:`codesign.pe.transaction_cycles`:
     the PE's stream only, without the shell's DDR transfers).
     """
 
@@ -72,7 +72,7 @@ class IpGemm:
             n_out = sum(1 + (r1 - r0) * (c1 - c0) for (r0, r1), (c0, c1) in tiles)
             words_in = np.concatenate(stream).astype(np.uint32)
             out = self.driver.run(words_in, n_out, len(tiles))
-            cycles = sum(transaction_cycles(self.spec, int(words[0])).total for words in stream)
+            cycles = sum(transaction_cycles("fpmac_array", self.spec, words) for words in stream)
             self.pe_cycles += cycles
             self.stages.add(cycles, words_in.size, n_out)
             self.calls += 1

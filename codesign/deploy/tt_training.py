@@ -30,9 +30,9 @@ from codesign.deploy.manifest import DeployError
 from codesign.hw.constants import STATUS_OK, status_names
 from codesign.hw.step_model import StageLog
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
+from codesign.pe import transaction_cycles
 from codesign.pe.tt import golden
 from codesign.pe.tt.contract import output_parts, word_parts
-from codesign.pe.tt.cycles import transaction_cycles
 from codesign.pe.tt.golden import result_shape
 from codesign.pe.tt.schedule import StepHardware, assign_calls, hardware_of
 
@@ -48,7 +48,7 @@ class IpRunner:
     modelled cycles, every copy gets its share as one IP call, all copies
     are started and then all are waited for, so PE1 and PE2 copies work side
     by side. Counts IP calls, transactions, input and output words, the PEs'
-    clock cycles by the RTL cycle model (:func:`codesign.pe.tt.cycles.transaction_cycles`:
+    clock cycles by the RTL cycle model (:func:`codesign.pe.transaction_cycles`:
     the PE's stream only, without the shell's DDR transfers) added over
     every call, and the same cycles as the copies overlap them
     (``pe_makespan``: per stage, the busiest copy).
@@ -79,7 +79,7 @@ class IpRunner:
             raise DeployError("the PE calls were planned for other PE builds than the overlay's IPs")
         jobs = []  # (driver, positions of its calls)
         streams = [golden.words(self.hardware.spec(pe), a, b) for pe, a, b in calls]
-        cycles = [transaction_cycles(self.hardware.spec(pe), int(words[0])).total
+        cycles = [transaction_cycles(pe, self.hardware.spec(pe), words)
                   for (pe, _, _), words in zip(calls, streams)]
         for pe in dict.fromkeys(pe for pe, _, _ in calls):
             copies = self.drivers.get(pe)

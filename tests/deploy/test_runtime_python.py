@@ -14,8 +14,12 @@ OLDEST_PYTHON = "3.8"  # PYNQ 2.7 images (Ubuntu 20.04)
 
 def runtime_files() -> list[Path]:
     """Source files of codesign.deploy and every codesign module it imports, directly or not."""
-    graph = grimp.build_graph("codesign")
-    modules = {"codesign.deploy", *graph.find_descendants("codesign.deploy")}
+    from codesign.pe import CYCLE_MODELS
+
+    graph = grimp.build_graph("codesign", exclude_type_checking_imports=True)  # what runs, not what is typed
+    # the cycle models the PE registry imports by name for deploy (codesign.pe.transaction_cycles): grimp cannot see them
+    modules = {"codesign.deploy", *graph.find_descendants("codesign.deploy"),
+               *(target.split(":")[0] for target in CYCLE_MODELS.values())}
     closure = set(modules)
     for module in modules:
         closure |= graph.find_upstream_modules(module)

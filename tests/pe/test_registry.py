@@ -43,3 +43,27 @@ def test_a_spec_of_another_pe_is_refused():
     first, second = get_pe(names[0]), get_pe(names[1])
     with pytest.raises(TypeError, match="needs a"):
         first.check_spec(second.spec())
+
+
+def test_cycle_models_are_the_stream_pes_own():
+    """The registry's cycle models (what the board runtime asks) are every stream PE's, and give the cycles its
+    class gives, on each PE's quick stimulus at the verification grid's first build."""
+    from codesign.demo import quick_options
+    from codesign.pe import CYCLE_MODELS, transaction_cycles
+    from codesign.pe.stream import StreamPE
+
+    assert set(CYCLE_MODELS) == {name for name in pe_names() if isinstance(get_pe(name), StreamPE)}
+    for name in CYCLE_MODELS:
+        pe = get_pe(name)
+        spec = pe.verification_grid()[0].spec
+        stimulus = pe.build_stimulus(spec, quick_options(pe))
+        counts = [transaction_cycles(name, spec, words_in) for words_in, _ in stimulus[:50]]
+        assert counts == [pe.transaction_cycles(spec, words_in) for words_in, _ in stimulus[:50]], name
+        assert len(set(counts)) > 1, f"{name}: the stimulus should have transactions of differing cycles"
+
+
+def test_a_pe_without_cycle_model_says_which_have_one():
+    from codesign.pe import transaction_cycles
+
+    with pytest.raises(ValueError, match="stream PEs that do: csb"):
+        transaction_cycles("fpmac", None, [0])

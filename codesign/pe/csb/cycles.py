@@ -103,6 +103,11 @@ def result_words(pe: PeShape, *, op: int, nnz: int) -> int:
     return nnz * k * k
 
 
+def stream_cycles(spec: PeShape, words_in) -> int:
+    """Total cycles of the transaction ``words_in`` (the PE registry's cycle-model entry)."""
+    return transaction_cycles(spec, words_in).total
+
+
 def transaction_cycles(pe: PeShape, words_in) -> TransactionCycles:
     """Cycles of the transaction whose input words are ``words_in`` (the status follows from the words)."""
     _check_shape(pe)

@@ -79,7 +79,7 @@ class CsbPE(StreamPE):
         return np.array(reference_output([int(w) for w in words_in], **spec.to_dict()), dtype=np.uint64)
 
     def transaction_cycles(self, spec: CsbSpec, words_in) -> int:
-        return cycles.transaction_cycles(spec, words_in).total
+        return cycles.stream_cycles(spec, words_in)
 
     def rtl_parameters(self, spec: CsbSpec) -> dict[str, int]:
         return {"BLOCK_ROWS": spec.block_rows, "BLOCK_COLS": spec.block_cols, "K": spec.kernel, "OUT_H": spec.out_h,

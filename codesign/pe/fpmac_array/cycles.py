@@ -44,6 +44,11 @@ def groups(spec: FpmacArraySpec, m: int, n: int) -> int:
     return ceil_div(tiles(spec, m, n), SLOTS)
 
 
+def stream_cycles(spec: FpmacArraySpec, words_in) -> int:
+    """Total cycles of the transaction ``words_in`` (the PE registry's cycle-model entry): its header decides."""
+    return transaction_cycles(spec, int(words_in[0])).total
+
+
 def transaction_cycles(spec: FpmacArraySpec, header_word: int) -> Cycles:
     """``2 + M*K + K*N (+ M*N) + 4*G*(K-1) + T + 7 + M*N``; 2 for a refused header.
 

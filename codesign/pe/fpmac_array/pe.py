@@ -56,7 +56,7 @@ class FpmacArrayPE(StreamPE):
         return sources + sorted((data_dir("rtl") / "fpmac").glob("*.v"))
 
     def transaction_cycles(self, spec: FpmacArraySpec, words_in) -> int:
-        return cycles.transaction_cycles(spec, int(words_in[0])).total
+        return cycles.stream_cycles(spec, words_in)
 
     def rtl_parameters(self, spec: FpmacArraySpec) -> dict[str, int]:
         values = {**spec.to_dict(), "rounding": spec.rounding_code}

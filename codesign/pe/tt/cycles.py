@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codesign.pe.tt.contract import STATUS_OK, chunk_words, chunks, header_dims, result_stream_words
+from codesign.pe.tt.contract import STATUS_OK, chunk_words, chunks, header_dims, result_stream_words, stream_header
 from codesign.pe.tt.golden import status
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 
@@ -90,6 +90,12 @@ def transaction_cycles(spec: Tt1Spec | Tt2Spec | Tt3Spec, header: int) -> Cycles
     if isinstance(spec, Tt3Spec):
         return pe3_cycles(spec, header)
     return pe1_cycles(spec, header) if isinstance(spec, Tt1Spec) else pe2_cycles(spec, header)
+
+
+def stream_cycles(spec: Tt1Spec | Tt2Spec | Tt3Spec, words_in) -> int:
+    """Total cycles of the transaction ``words_in`` (32-bit file words; the PE registry's cycle-model entry):
+    its header, the first ``spec.stream_bits``-wide word, decides."""
+    return transaction_cycles(spec, stream_header(words_in, spec.stream_bits)).total
 
 
 def stream_words(spec: Tt1Spec | Tt2Spec | Tt3Spec, header: int) -> tuple[int, int]:
