@@ -501,4 +501,4 @@ def ship(cache_dir: Path) -> list[Path]:
         report = load_report(path)
         if current.get(report.get("pe")) != report.get("rtl_sha256"):
             path.unlink()  # its PE's RTL changed (or the PE is gone): the report can never match again
-    return ship_cache(cache_dir, SHIPPED_DIR)
+    return ship_cache(cache_dir, SHIPPED_DIR, current=current)

@@ -4,7 +4,7 @@ The calibrations ship with the package (``codesign/design/calibration/<pe>-<fami
 each holds the Yosys counts of the PE's calibration grid
 (:meth:`~codesign.hw.protocol.ProcessingElement.calibration_specs`), the
 LUT/FF coefficients fitted to them, the Yosys version and the hash of the
-RTL measured. :func:`pe_resources` refuses a calibration whose RTL hash is
+RTL measured (its sources and the shared files they include). :func:`pe_resources` refuses a calibration whose RTL hash is
 not the current RTL's (re-run ``codesign calibrate``), so a model never
 prices RTL it was not fitted on.
 """
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.design.fit import pe_cost
+from codesign.hw.estimate_cache import hashed_sources
 from codesign.hw.resource_model import Calibration, fit, held_out_errors, model_counts, relative_errors, rtl_hash
 from codesign.hw.yosys import yosys_version
 from codesign.pe import get_pe
@@ -44,7 +45,7 @@ def calibrate(pe_name: str, family: str, *, cache_dir: Path, out_dir: Path = CAL
             progress(f"[{pe_name} {family} {index}/{len(specs)}] Yosys on {pe.describe_spec(spec)}")
         points.append({"spec": spec.to_dict(), "counts": pe_cost(pe_name, spec, family, cache_dir)})
     calibration = Calibration(pe=pe_name, family=family, yosys_version=yosys_version(),
-                              rtl_hash=rtl_hash(pe.rtl_sources()), points=tuple(points),
+                              rtl_hash=rtl_hash(hashed_sources(pe)), points=tuple(points),
                               coefficients=fit(points, lambda spec: pe.resource_parts(pe.spec(**spec))[2]))
     calibration.write(Path(out_dir) / f"{pe_name}-{family}.json")
     return calibration
@@ -57,7 +58,7 @@ def load_calibration(pe_name: str, family: str) -> Calibration:
         raise StaleCalibration(f"PE {pe_name} has no resource calibration for {family} ({path}); run "
                                f"`codesign calibrate {pe_name} --family {family}`")
     calibration = Calibration.read(path)
-    current = rtl_hash(get_pe(pe_name).rtl_sources())
+    current = rtl_hash(hashed_sources(get_pe(pe_name)))
     if calibration.rtl_hash != current:
         raise StaleCalibration(f"{path} was measured on RTL {calibration.rtl_hash}, the RTL is now {current}; run "
                                f"`codesign calibrate {pe_name} --family {family}`")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,12 +168,21 @@ def merged_report(pe: ProcessingElement, parts: list[CachedReport]) -> dict:
             "cache_key": None, "rtl_sha256": rtl_sha256(pe)}
 
 
-def ship(cache_dir: Path, shipped_dir: Path = SHIPPED_DIR) -> list[Path]:
-    """Copy every labelled entry of ``cache_dir`` to ``shipped_dir/<entry>.json``; the copies written."""
+def ship(cache_dir: Path, shipped_dir: Path = SHIPPED_DIR, *, current: Mapping[str, str] | None = None) -> list[Path]:
+    """Copy every labelled entry of ``cache_dir`` not shipped yet to ``shipped_dir/<entry>.json``; the copies
+    written.
+
+    ``current`` maps PE names to their RTL's :func:`rtl_sha256`: given, only entries of that RTL are copied (the
+    cache keeps entries of older RTL, which a repository must not carry)."""
     written = []
     for path in sorted(Path(cache_dir).glob("*/*_cost.json")):
         report = load_report(path)
         if not all(isinstance(report.get(field), str) for field in LABEL_FIELDS):
             continue  # an entry from before reports were labelled: re-run it to ship it
-        written.append(write_json_atomic(Path(shipped_dir) / f"{path.parent.name}.json", report))
+        if current is not None and current.get(report.get("pe")) != report["rtl_sha256"]:
+            continue
+        target = Path(shipped_dir) / f"{path.parent.name}.json"
+        if target.is_file() and load_report(target).get("cache_key") == report["cache_key"]:
+            continue  # shipped already: the same synthesis, a rerun would only change its wall time
+        written.append(write_json_atomic(target, report))
     return written

@@ -15,6 +15,7 @@
 // result: 2 + L*JC*CWB + I * (J*KC*CWA + G*KC*(J + 2) + L*(KC + K)),
 // KC = ceil(K/LANES), JC = ceil(J/LANES), G = ceil(L/ROWS); 2 for a refused
 // header (codesign.pe.tt.cycles).
+`include "codesign_constants.vh"  // status codes (codesign/hw/constants.py)
 module tt2_pe #(
     parameter LANES    = 16,  // MACs along k (power of two)
     parameter ROWS     = 8,   // MACs along l
@@ -64,10 +65,10 @@ module tt2_pe #(
     reg [3:0] state;
     reg [7:0] dim_i, dim_j, dim_k, dim_l;
     reg [7:0] kc_n, jc_n;
-    reg [1:0] status;
+    reg [`CODESIGN_STATUS_BITS-1:0] status;
 
     // ---- header and input chunks ----------------------------------------------------------------
-    wire [1:0] hdr_status;
+    wire [`CODESIGN_STATUS_BITS-1:0] hdr_status;
     wire [31:0] hdr_chunks;  // ceil(dim / LANES) of every header field
     tt_header #(.DIMS(4), .LANES(LANES), .MAX_J(MAX_J), .MAX_K(MAX_K), .MAX_L(MAX_L), .W(STREAM_BITS)) u_hdr (
         .word(in_data), .status(hdr_status), .chunks(hdr_chunks));
@@ -177,7 +178,7 @@ module tt2_pe #(
                     state <= S_STATUS;
                 end
                 S_STATUS: if (give) begin
-                    state <= status == 0 ? S_LOADB : S_HDR;
+                    state <= status == `CODESIGN_TT_STATUS_OK ? S_LOADB : S_HDR;
                     cc <= 0; jj <= 0; ll <= 0; bank <= 0; bwptr <= 0; bbase <= 0;
                 end
                 S_LOADB: if (chunk_done) begin  // rows l of J values

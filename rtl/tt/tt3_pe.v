@@ -12,6 +12,7 @@
 // Cycles (no input gaps, no backpressure), from the header to the last
 // product: 2 + JC*CWB + IC*CWA + I*(2*JC + J), JC = ceil(J/LANES),
 // IC = ceil(I/LANES); 2 for a refused header (codesign.pe.tt.cycles).
+`include "codesign_constants.vh"  // status codes (codesign/hw/constants.py)
 module tt3_pe #(
     parameter LANES  = 16,  // multipliers (power of two)
     parameter A_BITS = 8,   // streamed operand width (bits)
@@ -45,10 +46,10 @@ module tt3_pe #(
 
     reg [2:0] state;
     reg [7:0] dim_i, dim_j, jc_n, ic_n;
-    reg [1:0] status;
+    reg [`CODESIGN_STATUS_BITS-1:0] status;
 
     // ---- header and input chunks ----------------------------------------------------------------
-    wire [1:0] hdr_status;
+    wire [`CODESIGN_STATUS_BITS-1:0] hdr_status;
     wire [31:0] hdr_chunks;  // ceil(dim / LANES) of every header field
     tt_header #(.DIMS(2), .LANES(LANES), .MAX_J(MAX_J), .W(STREAM_BITS)) u_hdr (
         .word(in_data), .status(hdr_status), .chunks(hdr_chunks));
@@ -118,7 +119,7 @@ module tt3_pe #(
                     state <= S_STATUS;
                 end
                 S_STATUS: if (give) begin
-                    state <= status == 0 ? S_LOADB : S_HDR;
+                    state <= status == `CODESIGN_TT_STATUS_OK ? S_LOADB : S_HDR;
                     bc <= 0; ic <= 0;
                 end
                 S_LOADB: if (chunk_done) begin

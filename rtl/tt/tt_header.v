@@ -1,11 +1,12 @@
 // tt_header: the status of a TT PE's header word and the chunk counts of its fields (docs/tt_pe.md).
 //
-// PE1 and PE2 (DIMS = 4): I, J, K, L in the four low bytes; status 1 when
+// PE1 and PE2 (DIMS = 4): I, J, K, L in the four low bytes; status BAD_HEADER when
 // one of them is 0 or a bit above bit 31 is set (a word wider than 32 bits),
-// 2 when J > MAX_J, K > MAX_K or L > MAX_L. PE3 (DIMS = 2): I, J in the low
-// two bytes; status 1 when a bit from bit 16 up is set or I or J is 0, 2 when
+// TOO_LARGE when J > MAX_J, K > MAX_K or L > MAX_L. PE3 (DIMS = 2): I, J in the low
+// two bytes; status BAD_HEADER when a bit from bit 16 up is set or I or J is 0, TOO_LARGE when
 // J > MAX_J. Field n of `chunks` is ceil(dim n / LANES), the chunks of a row
 // of that length. Combinational.
+`include "codesign_constants.vh"  // status codes (codesign/hw/constants.py)
 module tt_header #(
     parameter DIMS  = 4,   // 4 (PE1, PE2) or 2 (PE3)
     parameter LANES = 16,  // values per chunk (power of two)
@@ -15,7 +16,7 @@ module tt_header #(
     parameter W     = 32   // header word width (bits): 32, 64 or 128
 ) (
     input  wire [W-1:0] word,
-    output wire [1:0]   status,
+    output wire [`CODESIGN_STATUS_BITS-1:0] status,
     output wire [31:0]  chunks
 );
     localparam LG = $clog2(LANES);
@@ -27,7 +28,7 @@ module tt_header #(
     wire bad = !high_clear || (DIMS == 2 ? (dim_i == 0 || dim_j == 0)
                                          : (dim_i == 0 || dim_j == 0 || dim_k == 0 || dim_l == 0));
     wire big = DIMS == 2 ? dim_j > MAX_J : (dim_j > MAX_J || dim_k > MAX_K || dim_l > MAX_L);
-    assign status = bad ? 2'd1 : (big ? 2'd2 : 2'd0);
+    assign status = bad ? `CODESIGN_TT_STATUS_BAD_HEADER : (big ? `CODESIGN_TT_STATUS_TOO_LARGE : `CODESIGN_TT_STATUS_OK);
     genvar n;
     generate
         for (n = 0; n < 4; n = n + 1) begin : g_chunks

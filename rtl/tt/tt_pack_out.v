@@ -21,20 +21,29 @@ module tt_pack_out #(
     input  wire         word_ready
 );
     localparam P = W / 32;  // results per word
-    reg [W-1:0] held;  // the results of the word so far, in place, 0 above them
-    reg [1:0] fill;    // results held (0..P-1)
-    wire [W-1:0] res_wide = res_data;
-    wire closes = fill == P - 1 || res_last;  // this result ends the word
-    assign word = held | (res_wide << (32 * fill));
-    assign word_valid = res_valid && closes;
-    assign res_ready = closes ? word_ready : 1'b1;
-    always @(posedge clk) begin
-        if (rst) begin
-            held <= 0;
-            fill <= 0;
-        end else if (res_valid && res_ready) begin
-            held <= closes ? {W{1'b0}} : word;
-            fill <= closes ? 2'd0 : fill + 2'd1;
+    generate
+        if (P == 1) begin : g_through
+            // no state: a register here, though never loaded, is not one synthesis can prove constant
+            assign word = res_data;
+            assign word_valid = res_valid;
+            assign res_ready = word_ready;
+        end else begin : g_pack
+            reg [W-1:0] held;  // the results of the word so far, in place, 0 above them
+            reg [1:0] fill;    // results held (0..P-1)
+            wire [W-1:0] res_wide = res_data;
+            wire closes = fill == P - 1 || res_last;  // this result ends the word
+            assign word = held | (res_wide << (32 * fill));
+            assign word_valid = res_valid && closes;
+            assign res_ready = closes ? word_ready : 1'b1;
+            always @(posedge clk) begin
+                if (rst) begin
+                    held <= 0;
+                    fill <= 0;
+                end else if (res_valid && res_ready) begin
+                    held <= closes ? {W{1'b0}} : word;
+                    fill <= closes ? 2'd0 : fill + 2'd1;
+                end
+            end
         end
-    end
+    endgenerate
 endmodule

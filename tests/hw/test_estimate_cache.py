@@ -89,6 +89,13 @@ def test_ship_copies_only_labelled_entries(tmp_path, fake_yosys):
     assert lookup(pe, spec, "xcup", tmp_path / "empty", shipped_dir=tmp_path / "shipped")[0].origin == "shipped"
 
 
+def test_ship_leaves_entries_of_other_rtl_in_the_cache(tmp_path, fake_yosys):
+    pe = get_pe("fpmac")
+    cached_report(pe, pe.spec(max_fb=5), "xcup", tmp_path / "cache", shipped_dir=None)
+    assert ec.ship(tmp_path / "cache", tmp_path / "shipped", current={"fpmac": "0" * 64}) == []
+    assert len(ec.ship(tmp_path / "cache", tmp_path / "shipped", current={"fpmac": rtl_sha256(pe)})) == 1
+
+
 def test_the_repository_ships_every_report_the_quick_demo_needs_for_this_rtl():
     """Each PE's estimate specs and the demo design's IPs on both families: a shipped report labelled for this RTL.
 

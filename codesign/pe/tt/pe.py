@@ -21,8 +21,8 @@ from codesign.hw.constants_gen import HEADER_NAME as CONSTANTS_HEADER
 from codesign.hw.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
 from codesign.pe.tt import reference, resources, stimulus
-from codesign.pe.tt.contract import MAX_DIM, STREAM_BITS_CHOICES, WORD_BITS, stream_header
-from codesign.pe.tt.cycles import transaction_cycles
+from codesign.pe.tt.contract import MAX_DIM, STREAM_BITS_CHOICES, WORD_BITS
+from codesign.pe.tt.cycles import stream_cycles
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 from codesign.pe.tt.stimulus import TtStimulusOptions
 from codesign.resources import data_dir
@@ -87,7 +87,7 @@ CALIBRATION_ARRAYS = ((2, 1), (4, 2), (8, 1), (8, 4), (16, 2), (4, 8), (2, 4), (
 # (lanes, rows, stream_bits) of the wider-stream builds beside the 32-bit arrays: each width at a small and a
 # large array, so the fit separates the stream term from the array terms (docs/design.md)
 WIDE_CALIBRATION = ((4, 2, 64), (8, 4, 64), (4, 2, 128), (8, 4, 128), (16, 2, 128), (2, 1, 128))
-WIDE_CALIBRATION_PE3 = ((4, 64), (16, 64), (2, 128), (16, 128))  # (lanes, stream_bits) of PE3's wide builds
+WIDE_CALIBRATION_PE3 = ((2, 64), (4, 64), (16, 64), (2, 128), (16, 128))  # (lanes, stream_bits) of PE3's wide builds
 
 
 class _TtPE(StreamPE):
@@ -115,7 +115,7 @@ class _TtPE(StreamPE):
     def transaction_cycles(self, spec, words_in) -> int:
         """Clock cycles of one transaction without stalls (:func:`codesign.pe.tt.cycles.transaction_cycles`), from
         its header word at the build's stream width."""
-        return transaction_cycles(spec, stream_header(words_in, spec.stream_bits)).total
+        return stream_cycles(spec, words_in)
 
     def reference_output(self, spec, words_in) -> np.ndarray:
         return np.array(self.reference_model(words_in, **spec.to_dict()), dtype=np.uint64)

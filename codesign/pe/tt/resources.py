@@ -41,14 +41,16 @@ def multipliers(spec) -> List[Tuple[int, int]]:
 
 def features(spec) -> dict:
     """What LUT and FF counts grow with: a constant (control, header), one accumulator and adder per multiplier,
-    the lane datapath (unpacking, lane selects), for the PEs with rows the lanes times the multipliers (each row's
-    sum of ``lanes`` products: the row PEs' LUTs grow faster than linearly at 16 lanes, most on UltraScale+), and
-    the stream bits above 32, alone and times the lanes.
+    the lane datapath (unpacking, lane selects), for the PEs with rows the lanes squared and times the
+    multipliers (each row's sum of ``lanes`` products: the row PEs' LUTs grow faster than linearly at 16 lanes,
+    most on UltraScale+; PE3's eight builds are too few for these terms held out), and the stream bits above
+    32, alone and times the lanes.
 
-    A wider stream adds exactly its extra bits in FF (the held part of the
-    output word in ``tt_pack_out``) and LUTs per extra bit that grow with the
-    lanes (Yosys on xc7 at 128 bits: about 900 more LUTs at 2 lanes, 1,000 at
-    4, 1,350 at 8, 2,150 at 16: the wider header check, chunk gather, lane
+    A wider stream adds its width and two in FF (the held output word and
+    its fill count in ``tt_pack_out``, which at 32 bits passes results
+    straight through: hence the step ``wide_stream``) and LUTs per extra bit that grow with the
+    lanes (PE1 on xc7 at 128 bits: 941 more LUTs at 2 x 1, 1,162 at 4 x 2,
+    1,261 at 8 x 4, 2,236 at 16 x 2: the wider header check, chunk gather, lane
     unpacking and output packing), while RAMs and multipliers stay as they
     are. Fewer terms extrapolate better (held-out errors over the calibration
     grid: docs/design.md)."""
@@ -56,8 +58,10 @@ def features(spec) -> dict:
     multipliers = spec.lanes * (rows or 1)
     wide = spec.stream_bits - WORD_BITS
     out = {"one": 1.0, "multipliers": float(multipliers), "lanes": float(spec.lanes),
-           "wide_stream_bits": float(wide), "wide_stream_bits_x_lanes": float(wide * spec.lanes)}
+           "wide_stream": float(wide > 0), "wide_stream_bits": float(wide),
+           "wide_stream_bits_x_lanes": float(wide * spec.lanes)}
     if rows is not None:
+        out["lanes_squared"] = float(spec.lanes * spec.lanes)
         out["lanes_x_multipliers"] = float(spec.lanes * multipliers)
     return out
 
