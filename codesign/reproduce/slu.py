@@ -128,8 +128,21 @@ def sd_comparison(results: dict[str, list[TrainResult]], by_name: dict) -> tuple
             f"{arm.chosen.get('optim.lr')}; accuracy {arm.accuracy_mean:.2f}%, Δ vs fp32 "
             f"{arm.interval('accuracy_difference').text()} pt ({arm.verdict}); energy ratio "
             f"{ratio_text(arm.interval('energy_ratio'))}. {SD_REFERENCE} − {SD_ARM} per seed: "
-            f"{out['slu_40_minus_sd_40_text']} (paper, Fig. 4: SLU above SD at equal energy)")
+            f"{out['slu_40_minus_sd_40_text']} (paper, Fig. 4: SLU above SD at equal energy). " + energy_note(results))
     return out, note
+
+
+def energy_note(results: dict[str, list[TrainResult]]) -> str:
+    """Why matching the drop ratio (the paper's rule) does not match the energy: which blocks each arm skips."""
+    ratios = [a.energy_pj / b.energy_pj for a, b in zip(results[SD_ARM], results[SD_REFERENCE])]
+    sd = results[SD_ARM][0].techniques["stochastic_depth"]["per_block_train_drop_rate"]
+    slu = {i: r["train_skip_rate"] for i, r in results[SD_REFERENCE][0].techniques["slu"]["per_block"].items()}
+    rates = "; ".join(f"block {i}: {SD_ARM} {sd[i]:.2f}, {SD_REFERENCE} {slu[i]:.2f}" for i in sorted(sd))
+    return (f"{SD_ARM} is matched to {SD_REFERENCE} on the MAC-weighted drop ratio, not on energy: the droppable "
+            "blocks have equal MACs but not equal energy (the shallow ones move larger activation maps through "
+            "DRAM), and the linear decay drops mostly the deepest block while SLU's gates skip others (per-block "
+            f"training skip rates, seed {results[SD_ARM][0].config['seed']}: {rates}); {SD_ARM}'s energy over "
+            f"{SD_REFERENCE}'s per seed: {both_intervals_text(ratios, digits=3)}")
 
 
 def gate_energy_share(run: TrainResult) -> float:

@@ -35,6 +35,7 @@ def test_smoke_reproduction_writes_the_report(tmp_path):
     assert sd["slu_40_minus_sd_40"] == pytest.approx(
         [arms["slu_40"]["per_seed"][0]["test_accuracy"] - arms["sd_40"]["per_seed"][0]["test_accuracy"]])
     assert "sd_40" in results["readme"]["measured"]
+    assert any("not on energy" in note and "per seed" in note for note in results["notes"])
     for target, name in zip(results["targets"], names[1:4]):
         skip, arm = results["extra"]["skip"][name], arms[name]
         expected = abs(skip["train_skip_mean"] - skip["target_skip"]) <= 0.05 and arm["accuracy_difference"]["high"] >= 0
