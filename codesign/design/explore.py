@@ -43,8 +43,9 @@ from codesign.boards import Board
 from codesign.design.calibration import load_calibration, pe_resources
 from codesign.design.step_time import WORD_BYTES, HostModel, port_bytes_per_s
 from codesign.energy.table import horowitz_45nm
-from codesign.hw.accel import shell_cost
+from codesign.hw.accel import ip_shell_cost
 from codesign.hw.resource_model import RESOURCES, fpga_counts
+from codesign.pe import get_pe
 
 OBJECTIVES = ("time", "energy")
 DEFAULT_CAP = 0.8  # largest share of each board resource a point may use (AutoDSE's per-resource cap)
@@ -94,7 +95,6 @@ def pe_options(pe: str, base, family: str, knobs: Mapping[str, Sequence[int]], l
                max_copies: int, progress: Callable[[str], None] | None = None) -> list[Option]:
     """Every legal build x copies of ``pe`` with its stage loads (``loads(pe, spec, copies)``) and resources."""
     calibration = load_calibration(pe, family)
-    shell = fpga_counts(shell_cost(family))
     copies_values = [c for c in knobs.get(COPIES, (1,)) if 1 <= c <= max_copies]
     names = tuple(name for name in knobs if name != COPIES)
     options = []
@@ -103,6 +103,7 @@ def pe_options(pe: str, base, family: str, knobs: Mapping[str, Sequence[int]], l
         if progress is not None:
             progress(f"[{pe} {index}/{len(specs)}] " + " ".join(f"{k}={getattr(spec, k)}" for k in names))
         one = pe_resources(pe, spec, family, calibration)
+        shell = fpga_counts(ip_shell_cost(get_pe(pe), spec, family))
         for copies in copies_values:
             array, calls = loads(pe, spec, copies)
             array = np.asarray(array, dtype=np.int64).reshape(-1, 3)

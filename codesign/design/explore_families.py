@@ -23,8 +23,9 @@ from codesign.design.explore import COPIES, DEFAULT_CAP, ENUMERATE_LIMIT, Loads,
 from codesign.design.step_time import HostModel, Stage, StepTime, tt_mac_energy_pj, tt_stages, tt_step_time
 from codesign.design.step_time_csb import csb_mac_energy_pj, csb_stages, csb_step_time
 from codesign.design.step_time_fb import GemmShape, fb_mac_energy_pj, fb_stages, fb_step_time
-from codesign.hw.accel import shell_cost
+from codesign.hw.accel import ip_shell_cost
 from codesign.hw.resource_model import RESOURCES, fpga_counts
+from codesign.pe import get_pe
 from codesign.loops.tt import TtTrainSetup
 from codesign.pe.tt.schedule import MAX_UNITS, StepHardware
 from codesign.pe.tt.step import step_plan
@@ -62,9 +63,9 @@ class Family:
 
 def fixed_resources(builds: Mapping[str, Any], family: str) -> dict[str, float]:
     """Model resources of the IPs a space does not vary (each PE model plus its shell)."""
-    shell, out = fpga_counts(shell_cost(family)), dict.fromkeys(RESOURCES, 0.0)
+    out = dict.fromkeys(RESOURCES, 0.0)
     for pe, spec in builds.items():
-        model = pe_resources(pe, spec, family)
+        model, shell = pe_resources(pe, spec, family), fpga_counts(ip_shell_cost(get_pe(pe), spec, family))
         out = {k: out[k] + model[k] + shell[k] for k in RESOURCES}
     return out
 

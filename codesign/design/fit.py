@@ -102,15 +102,15 @@ class FitReport:
 def fit_design(design: DesignPoint, *, cache_dir: Path, limit_percent: float = DEFAULT_LIMIT_PERCENT,
                progress: bool = False) -> FitReport:
     """Estimate every IP of ``design`` on its board's Yosys family and total them against the budget."""
-    from codesign.hw.accel import shell_cost
+    from codesign.hw.accel import ip_shell_cost
 
     if not 0 < limit_percent <= 100:
         raise ValueError(f"limit_percent must be in (0, 100], got {limit_percent}")
     family = design.board.yosys_family
-    shell = fpga_counts(shell_cost(family))
     per_ip = {}
     for instance in design.instances:
         pe = pe_cost(instance.pe, instance.spec, family, cache_dir, progress=progress)
+        shell = fpga_counts(ip_shell_cost(get_pe(instance.pe), instance.spec, family))
         per_ip[instance.name] = {"pe": pe, "shell": shell, "total": {k: pe[k] + shell[k] for k in RESOURCES}}
     total = {key: sum(parts["total"][key] for parts in per_ip.values()) for key in RESOURCES}
     return FitReport(design=design.name, board=design.board.name, family=family,

@@ -264,16 +264,18 @@ class AxiSignal:
         return 1 if self.name in ("bready", "rready") else 0
 
 
-def axi4_signals(addr_bits: int = AXI_ADDR_BITS) -> list[AxiSignal]:
-    """The AXI4 master signals of one m_axi port (1-bit IDs, 32-bit data), in channel order."""
+def axi4_signals(addr_bits: int = AXI_ADDR_BITS, data_bits: int = WORD_BITS) -> list[AxiSignal]:
+    """The AXI4 master signals of one m_axi port (1-bit IDs, ``data_bits``-bit data), in channel order."""
     table = {
         "aw": (("awid", 1, 1), ("awaddr", addr_bits, 1), ("awlen", 8, 1), ("awsize", 3, 1), ("awburst", 2, 1),
                ("awcache", 4, 1), ("awprot", 3, 1), ("awvalid", 1, 1), ("awready", 1, 0)),
-        "w": (("wdata", 32, 1), ("wstrb", 4, 1), ("wlast", 1, 1), ("wvalid", 1, 1), ("wready", 1, 0)),
+        "w": (("wdata", data_bits, 1), ("wstrb", data_bits // 8, 1), ("wlast", 1, 1), ("wvalid", 1, 1),
+              ("wready", 1, 0)),
         "b": (("bid", 1, 0), ("bresp", 2, 0), ("bvalid", 1, 0), ("bready", 1, 1)),
         "ar": (("arid", 1, 1), ("araddr", addr_bits, 1), ("arlen", 8, 1), ("arsize", 3, 1), ("arburst", 2, 1),
                ("arcache", 4, 1), ("arprot", 3, 1), ("arvalid", 1, 1), ("arready", 1, 0)),
-        "r": (("rid", 1, 0), ("rdata", 32, 0), ("rresp", 2, 0), ("rlast", 1, 0), ("rvalid", 1, 0), ("rready", 1, 1)),
+        "r": (("rid", 1, 0), ("rdata", data_bits, 0), ("rresp", 2, 0), ("rlast", 1, 0), ("rvalid", 1, 0),
+              ("rready", 1, 1)),
     }
     return [AxiSignal(channel, name, width, bool(out)) for channel, rows in table.items()
             for name, width, out in rows]
@@ -295,11 +297,13 @@ def ctrl_parameters() -> dict[str, int]:
             **{f"OFF_{name.upper()}": offset for name, offset in register_map().items()}}
 
 
+def stream_word_bits(pe, spec) -> int:
+    """Bits of ``pe``'s stream word on build ``spec``: the width of the shell's data buses (32, 64 or 128)."""
+    return int(pe.stream_context(spec).get("stream_word_bits", WORD_BITS))
+
+
 def rtl_context(pe, spec) -> dict[str, Any]:
-    bits = int(pe.stream_context(spec).get("stream_word_bits", WORD_BITS))
-    if bits != WORD_BITS:
-        raise ValueError(f"the RTL shell moves {WORD_BITS}-bit words; this {pe.name} build streams {bits}-bit words "
-                         f"(the HLS shell wraps it; its RTL is verified at the PE level)")
+    data_bits = stream_word_bits(pe, spec)
     pointers = []
     for arg in SHELL_ARGS:
         if arg.kind != "pointer":
@@ -320,8 +324,9 @@ def rtl_context(pe, spec) -> dict[str, Any]:
         "control_signals": axilite_signals(control_address_bits()),
         "control_address_bits": control_address_bits(),
         "offsets": [(name, offset) for name, offset in register_map().items()],
-        "axi_signals": axi4_signals(),
+        "axi_signals": axi4_signals(data_bits=data_bits),
         "axi_addr_bits": AXI_ADDR_BITS,
+        "data_bits": data_bits,
         "max_burst": MAX_BURST,
     }
 
@@ -393,7 +398,8 @@ def run_accel_rtl(pe, spec, vectors: Path, work_dir: Path, *, simulator: str = "
     summary_path.unlink(missing_ok=True)
     sources = render_accel_rtl(pe, spec, build_dir / "src")
     env = {"ACCEL_VECTORS": str(vectors), "ACCEL_SUMMARY": str(summary_path), "ACCEL_PE": pe.name,
-           "ACCEL_SEED": str(seed), "ACCEL_PAUSE": str(pause), "ACCEL_TIMEOUT_CYCLES": str(timeout_cycles)}
+           "ACCEL_SEED": str(seed), "ACCEL_PAUSE": str(pause), "ACCEL_TIMEOUT_CYCLES": str(timeout_cycles),
+           "ACCEL_DATA_BITS": str(stream_word_bits(pe, spec))}
     started = time.perf_counter()
     try:
         run_cocotb(sources=sources, toplevel=RTL_TOP, test_module=BENCH_MODULE, build_dir=build_dir,
@@ -416,45 +422,62 @@ SHELL_MODULES = ("accel_ctrl", "accel_mm2s", "accel_s2mm")
 COST_FIELDS = ("lut", "lut_sites_min", "lutram", "srl", "ff", "dsp", "carry", "muxf", "bram_36k")
 
 
-def shell_module_parameters() -> dict[str, dict[str, int]]:
-    """Verilog parameters of each shell module as the generated accel_top sets them."""
+def shell_module_parameters(data_bits: int = WORD_BITS) -> dict[str, dict[str, int]]:
+    """Verilog parameters of each shell module as the generated accel_top sets them for a ``data_bits`` stream."""
     movers = {"ADDR_BITS": AXI_ADDR_BITS, "MAX_BURST": MAX_BURST}
+    if data_bits != WORD_BITS:  # the 32-bit movers keep the parameters they were always measured with
+        movers["DATA_BITS"] = data_bits
     return {"accel_ctrl": ctrl_parameters(), "accel_mm2s": dict(movers), "accel_s2mm": dict(movers)}
 
 
-def shell_synth_jobs(family: str) -> list:
-    """One Yosys job per shell module (out of context, like a PE's estimate) for ``family``."""
+def shell_synth_jobs(family: str, data_bits: int = WORD_BITS) -> list:
+    """One Yosys job per shell module (out of context, like a PE's estimate) for ``family`` and a ``data_bits``
+    stream."""
     from codesign.hw.yosys import SynthJob
 
     sources = {path.stem: path for path in shell_rtl_sources()}
     return [SynthJob(sources=(sources[module],), top=module, family=family, params=params, abc9=False)
-            for module, params in shell_module_parameters().items()]
+            for module, params in shell_module_parameters(data_bits).items()]
 
 
-def measure_shell_cost(family: str, work_dir: Path) -> dict[str, Any]:
+def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS) -> dict[str, Any]:
     """Synthesise accel_ctrl, accel_mm2s and accel_s2mm with Yosys; their summed cell counts and each module's."""
     from codesign.hw.yosys import synthesize_many
 
-    results = synthesize_many(shell_synth_jobs(family), Path(work_dir), progress=False)
+    results = synthesize_many(shell_synth_jobs(family, data_bits), Path(work_dir), progress=False)
     modules = {result.job.top: {key: getattr(result.counts, key) for key in COST_FIELDS} for result in results}
     total = {key: sum(counts[key] for counts in modules.values()) for key in COST_FIELDS}
     return {"family": family, "total": total, "modules": modules, "yosys": results[0].yosys_version}
 
 
 # Yosys 0.23 (synth_xilinx, default ABC, out of context) on accel_ctrl + accel_mm2s + accel_s2mm with the
-# parameters of shell_module_parameters(); tests/hw/test_accel_cost.py re-measures and compares.
-# A cache, so that a fit check adds the shell without running Yosys. Cells, not sites (see ResourceCounts).
+# parameters of shell_module_parameters(data_bits), per family and data width (bits, the PE's stream word);
+# tests/hw/test_accel_cost.py re-measures and compares. A cache, so that a fit check adds the shell without
+# running Yosys. Cells, not sites (see ResourceCounts). The wider movers hold wider FIFO words (LUT RAM).
 SHELL_COST_YOSYS = "Yosys 0.23"
 SHELL_COST = {
-    "xc7": {"lut": 1051, "lut_sites_min": 613, "lutram": 24, "srl": 0, "ff": 542, "dsp": 0, "carry": 83,
-            "muxf": 69, "bram_36k": 0.0},
-    "xcup": {"lut": 1051, "lut_sites_min": 615, "lutram": 24, "srl": 0, "ff": 542, "dsp": 0, "carry": 83,
-             "muxf": 85, "bram_36k": 0.0},
+    "xc7": {
+        32: {"lut": 1072, "lut_sites_min": 640, "lutram": 24, "srl": 0, "ff": 542, "dsp": 0, "carry": 85,
+             "muxf": 55, "bram_36k": 0.0},
+        64: {"lut": 1200, "lut_sites_min": 720, "lutram": 44, "srl": 0, "ff": 576, "dsp": 0, "carry": 109,
+             "muxf": 74, "bram_36k": 0.0},
+        128: {"lut": 1273, "lut_sites_min": 790, "lutram": 88, "srl": 0, "ff": 578, "dsp": 0, "carry": 107,
+              "muxf": 61, "bram_36k": 0.0},
+    },
+    "xcup": {
+        32: {"lut": 1069, "lut_sites_min": 657, "lutram": 24, "srl": 0, "ff": 542, "dsp": 0, "carry": 85,
+             "muxf": 68, "bram_36k": 0.0},
+        64: {"lut": 1207, "lut_sites_min": 730, "lutram": 40, "srl": 0, "ff": 576, "dsp": 0, "carry": 109,
+             "muxf": 516, "bram_36k": 0.0},
+        128: {"lut": 1270, "lut_sites_min": 809, "lutram": 80, "srl": 0, "ff": 578, "dsp": 0, "carry": 107,
+              "muxf": 70, "bram_36k": 0.0},
+    },
 }
 
 
-def shell_cost(family: str) -> dict[str, float]:
-    """The shell's own resource cost (control slave and both data movers, no PE) for ``family`` (xc7, xcup).
+def shell_cost(family: str, data_bits: int = WORD_BITS) -> dict[str, float]:
+    """The shell's own resource cost (control slave and both data movers, no PE) for ``family`` (xc7, xcup)
+    around a PE whose stream word is ``data_bits`` wide (32, 64 or 128).
 
     Add it to a PE's Yosys cost to get one accelerator IP. Keys as
     :class:`codesign.hw.yosys.ResourceCounts` (``lut`` cells, ``ff``, ``carry``,
@@ -463,4 +486,11 @@ def shell_cost(family: str) -> dict[str, float]:
     """
     if family not in SHELL_COST:
         raise ValueError(f"no shell cost for family {family!r}; known: {', '.join(SHELL_COST)}")
-    return dict(SHELL_COST[family])
+    if data_bits not in SHELL_COST[family]:
+        raise ValueError(f"no shell cost for {data_bits}-bit data; known: {', '.join(map(str, SHELL_COST[family]))}")
+    return dict(SHELL_COST[family][data_bits])
+
+
+def ip_shell_cost(pe, spec, family: str) -> dict[str, float]:
+    """:func:`shell_cost` of the shell around ``pe`` on build ``spec``: its data buses at the PE's stream word."""
+    return shell_cost(family, stream_word_bits(pe, spec))

@@ -26,7 +26,8 @@ Environment: ``ACCEL_VECTORS`` (transaction file), ``ACCEL_SUMMARY`` (JSON
 written by ``golden_runs``), ``ACCEL_PE`` (the file's ``pe=``),
 ``ACCEL_SEED`` (default 1), ``ACCEL_PAUSE`` (chance that a channel is paused
 in a cycle, default 0.2), ``ACCEL_TIMEOUT_CYCLES`` (per run, default
-2000000).
+2000000), ``ACCEL_DATA_BITS`` (the m_axi data width, the PE's stream word:
+32, 64 or 128; default 32). Buffers sit at addresses aligned to a beat.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class AccelBenchConfig:
     seed: int
     pause: float
     timeout_cycles: int
+    data_bits: int = 32
 
     @staticmethod
     def from_env() -> AccelBenchConfig:
@@ -77,7 +79,10 @@ class AccelBenchConfig:
             seed=int(os.environ.get("ACCEL_SEED", "1")),
             pause=float(os.environ.get("ACCEL_PAUSE", "0.2")),
             timeout_cycles=int(os.environ.get("ACCEL_TIMEOUT_CYCLES", "2000000")),
+            data_bits=int(os.environ.get("ACCEL_DATA_BITS", "32")),
         )
+        if config.data_bits not in (32, 64, 128):
+            raise ValueError(f"ACCEL_DATA_BITS={config.data_bits} must be 32, 64 or 128")
         if not 0.0 <= config.pause < 1.0:
             raise ValueError(f"ACCEL_PAUSE={config.pause} must be in [0, 1)")
         if config.timeout_cycles < 1:
@@ -94,8 +99,9 @@ def _pauses(rng: np.random.Generator, probability: float):
 class Harness:
     """Clock, reset, the control master, the two memories and the burst checker around one DUT."""
 
-    def __init__(self, dut, *, pause: float = 0.0, seed: int = 1) -> None:
+    def __init__(self, dut, *, pause: float = 0.0, seed: int = 1, data_bits: int = 32) -> None:
         self.dut = dut
+        self.beat_bytes = data_bits // 8
         logging.getLogger(f"cocotb.{dut._name}").setLevel(logging.WARNING)  # the AXI models log every burst
         warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"cocotbext\.axi")
         Clock(dut.ap_clk, CLOCK_NS, unit="ns").start()
@@ -137,8 +143,10 @@ class Harness:
                 if sig["valid"].value == 1 and sig["ready"].value == 1:
                     self.bursts += 1
                     addr, beats = int(sig["addr"].value), int(sig["len"].value) + 1
-                    if beats > MAX_BURST or (addr & 0xFFF) + 4 * beats > 0x1000 or int(sig["size"].value) != 2 \
-                            or int(sig["burst"].value) != 1:
+                    size = self.beat_bytes.bit_length() - 1  # AxSIZE: log2 of a beat's bytes
+                    if beats > MAX_BURST or (addr & 0xFFF) + self.beat_bytes * beats > 0x1000 \
+                            or int(sig["size"].value) != size or int(sig["burst"].value) != 1 \
+                            or addr % self.beat_bytes:
                         self.burst_errors.append(f"{bundle} {kind}: addr {addr:#x}, {beats} beats, "
                                                  f"size {int(sig['size'].value)}, burst {int(sig['burst'].value)}")
 
@@ -234,22 +242,28 @@ async def golden_runs(dut) -> None:
     """The golden file in one run, then split into two back-to-back runs; every word compared."""
     config = AccelBenchConfig.from_env()
     transactions, meta = read_transactions(config.vectors, pe=config.pe)
-    bench = Harness(dut, pause=config.pause, seed=config.seed)
+    bench = Harness(dut, pause=config.pause, seed=config.seed, data_bits=config.data_bits)
     await bench.reset()
     rng = np.random.default_rng(config.seed)
     half = (len(transactions) + 1) // 2
-    runs = [("all", transactions, 0x0010_0000 - 12, 0x0800_0000 + 4 * int(rng.integers(0, 1024)))]
+    beat = config.data_bits // 8  # buffers at beat-aligned addresses, as the shell reads and writes whole beats
+    # (label, transactions, input address, output address, 32-bit words of the output left unwritten)
+    runs = [("all", transactions, 0x0010_0000 - 3 * beat, 0x0800_0000 + beat * int(rng.integers(0, 1024)), 0)]
     if len(transactions) > 1:
-        runs += [("first half", transactions[:half], 0x0200_0000 + 4 * int(rng.integers(0, 2048)),
-                  0x0900_0000 + 4 * int(rng.integers(0, 2048))),
-                 ("second half", transactions[half:], 0x0300_0000 + 4 * int(rng.integers(0, 2048)),
-                  0x0A00_0000 + 4 * int(rng.integers(0, 2048)))]
+        runs += [("first half", transactions[:half], 0x0200_0000 + beat * int(rng.integers(0, 2048)),
+                  0x0900_0000 + beat * int(rng.integers(0, 2048)), 0),
+                 ("second half", transactions[half:], 0x0300_0000 + beat * int(rng.integers(0, 2048)),
+                  0x0A00_0000 + beat * int(rng.integers(0, 2048)), 0)]
+    if beat > 4:  # a last beat part-written: n_out one word short, so WSTRB must spare the word after it
+        runs.append(("all, n_out one word short", transactions, 0x0400_0000 + beat * int(rng.integers(0, 2048)),
+                     0x0B00_0000 + beat * int(rng.integers(0, 2048)), 1))
     results, first = [], []
     mismatches = words_checked = 0
     await bench.write("GIE", 1)
     await bench.write("IER", 1)
-    for label, part, in_addr, out_addr in runs:
+    for label, part, in_addr, out_addr, short in runs:
         words_in, expected = _words(part, 0), _words(part, 1)
+        expected = expected[:expected.size - short]
         bench.memory.write(in_addr, words_in.astype("<u4").tobytes())
         guard = np.full(expected.size + GUARD_WORDS, GUARD, dtype="<u4")
         bench.memory.write(out_addr, guard.tobytes())

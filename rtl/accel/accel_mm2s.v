@@ -1,16 +1,21 @@
 // accel_mm2s: AXI4 read master that streams n 32-bit words from memory into a PE's input stream.
 //
-// On `start` it latches the byte address `addr` (word aligned; bits 1:0 are ignored) and the word
-// count `n`, then issues INCR bursts of 32-bit beats (ARSIZE 2) on the AR channel, one after the
-// other as the slave takes them: each burst is as long as the words left to request, at most
-// MAX_BURST beats, and never crosses a 4 KiB boundary (AXI4 forbids it). Read data goes straight
-// to the PE: in_data = RDATA, in_valid = RVALID, RREADY = in_ready, so the PE's input handshake is
-// the R handshake and nothing is buffered here. `busy` is high from the cycle after `start` until
-// the n-th word has moved (low at once when n = 0). RRESP is not checked: an error response still
-// delivers its beats, and the words read are what the PE gets.
+// The data bus is DATA_BITS wide (32, 64 or 128: the PE's stream word), and each beat carries
+// DATA_BITS / 32 consecutive 32-bit words, the lowest address in the low bits (the little-endian
+// layout of a stream word in memory, as the HLS shell reads it). n still counts 32-bit words; a
+// last beat that holds fewer than DATA_BITS / 32 of them reaches the PE with the parts past n
+// zeroed. On `start` it latches the byte address `addr` (beat aligned; its low bits are ignored)
+// and n, then issues INCR bursts of full-width beats (ARSIZE = log2 of the beat's bytes) on the
+// AR channel, one after the other as the slave takes them: each burst is as long as the beats
+// left to request, at most MAX_BURST, and never crosses a 4 KiB boundary (AXI4 forbids it). Read
+// data goes straight to the PE: in_data = RDATA, in_valid = RVALID, RREADY = in_ready, so the
+// PE's input handshake is the R handshake and nothing is buffered here. `busy` is high from the
+// cycle after `start` until the last beat has moved (low at once when n = 0). RRESP is not
+// checked: an error response still delivers its beats, and the words read are what the PE gets.
 module accel_mm2s #(
     parameter ADDR_BITS = 32,  // m_axi address width (bits)
-    parameter MAX_BURST = 16   // beats per burst, power of two in 1..256 (16: AXI3 slaves such as Zynq-7000 HP)
+    parameter MAX_BURST = 16,  // beats per burst, power of two in 1..256 (16: AXI3 slaves such as Zynq-7000 HP)
+    parameter DATA_BITS = 32   // data bus and PE stream word (bits): 32, 64 or 128
 ) (
     input  wire                 clk,
     input  wire                 rst,
@@ -29,41 +34,60 @@ module accel_mm2s #(
     output reg                  m_axi_arvalid,
     input  wire                 m_axi_arready,
     input  wire [0:0]           m_axi_rid,
-    input  wire [31:0]          m_axi_rdata,
+    input  wire [DATA_BITS-1:0] m_axi_rdata,
     input  wire [1:0]           m_axi_rresp,
     input  wire                 m_axi_rlast,
     input  wire                 m_axi_rvalid,
     output wire                 m_axi_rready,
     // PE input stream
-    output wire [31:0]          in_data,
+    output wire [DATA_BITS-1:0] in_data,
     output wire                 in_valid,
     input  wire                 in_ready
 );
+    localparam LGB = $clog2(DATA_BITS / 8);    // log2 of a beat's bytes
+    localparam LGP = $clog2(DATA_BITS / 32);   // log2 of a beat's 32-bit words
+    localparam BOUNDARY_BEATS = 4096 / (DATA_BITS / 8);
+
     generate
         if (MAX_BURST < 1 || MAX_BURST > 256 || (MAX_BURST & (MAX_BURST - 1)) != 0) begin : g_bad_burst
             accel_mm2s_max_burst_must_be_a_power_of_two_up_to_256 u_bad ();
         end
+        if (DATA_BITS != 32 && DATA_BITS != 64 && DATA_BITS != 128) begin : g_bad_width
+            accel_mm2s_data_bits_must_be_32_64_or_128 u_bad ();
+        end
     endgenerate
 
     reg [ADDR_BITS-1:0] next_addr;  // byte address of the next burst
-    reg [31:0] to_request;          // words not yet requested
-    reg [31:0] to_receive;          // words not yet moved to the PE
+    reg [31:0] to_request;          // beats not yet requested
+    reg [31:0] to_receive;          // beats not yet moved to the PE
     reg [8:0] beats;                // length of the burst on AR (1..MAX_BURST)
 
-    // words up to the next 4 KiB boundary: 1..1024
-    wire [10:0] to_boundary = 11'd1024 - {1'b0, next_addr[11:2]};
-    wire [31:0] cap = to_boundary < MAX_BURST ? {21'd0, to_boundary} : MAX_BURST;
+    // beats up to the next 4 KiB boundary: 1..BOUNDARY_BEATS
+    wire [12:0] to_boundary = BOUNDARY_BEATS - {1'b0, next_addr[11:LGB]};
+    wire [31:0] cap = to_boundary < MAX_BURST ? {19'd0, to_boundary} : MAX_BURST;
     wire [8:0] next_beats = to_request < cap ? to_request[8:0] : cap[8:0];
+    wire [31:0] n_beats = (n >> LGP) + ((n & ((1 << LGP) - 1)) != 0);  // ceil(n / words per beat)
 
     assign m_axi_arid = 1'b0;
     assign m_axi_araddr = next_addr;
     assign m_axi_arlen = beats[7:0] - 8'd1;  // 256 beats wrap to 255
-    assign m_axi_arsize = 3'd2;
+    assign m_axi_arsize = LGB;
     assign m_axi_arburst = 2'b01;   // INCR
     assign m_axi_arcache = 4'b0011; // normal, non-cacheable, bufferable (what Vitis HLS m_axi drives)
     assign m_axi_arprot = 3'b000;
 
-    assign in_data = m_axi_rdata;
+    generate
+        if (DATA_BITS == 32) begin : g_word
+            assign in_data = m_axi_rdata;
+        end else begin : g_parts
+            reg [DATA_BITS-1:0] last_mask;  // the words of the last beat that n covers
+            always @(posedge clk) begin
+                if (start) last_mask <= (n & ((1 << LGP) - 1)) == 0 ? {DATA_BITS{1'b1}}
+                                        : ~({DATA_BITS{1'b1}} << (32 * (n & ((1 << LGP) - 1))));
+            end
+            assign in_data = to_receive == 32'd1 ? m_axi_rdata & last_mask : m_axi_rdata;
+        end
+    endgenerate
     assign in_valid = m_axi_rvalid && busy;
     assign m_axi_rready = in_ready && busy;
     wire moved = m_axi_rvalid && m_axi_rready;
@@ -79,13 +103,13 @@ module accel_mm2s #(
         end else if (start) begin
             busy <= n != 32'd0;
             m_axi_arvalid <= 1'b0;
-            next_addr <= {addr[ADDR_BITS-1:2], 2'b00};
-            to_request <= n;
-            to_receive <= n;
+            next_addr <= (addr[ADDR_BITS-1:0] >> LGB) << LGB;
+            to_request <= n_beats;
+            to_receive <= n_beats;
         end else begin
             if (m_axi_arvalid && m_axi_arready) begin
                 m_axi_arvalid <= 1'b0;
-                next_addr <= next_addr + {{(ADDR_BITS - 11){1'b0}}, beats, 2'b00};
+                next_addr <= next_addr + ({{(ADDR_BITS - 9){1'b0}}, beats} << LGB);
                 to_request <= to_request - {23'd0, beats};
             end else if (!m_axi_arvalid && to_request != 32'd0) begin
                 m_axi_arvalid <= 1'b1;

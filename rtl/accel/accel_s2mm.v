@@ -1,17 +1,21 @@
-// accel_s2mm: AXI4 write master that stores the first n words of a PE's output stream to memory.
+// accel_s2mm: AXI4 write master that stores the first n 32-bit words of a PE's output stream to memory.
 //
-// On `start` it latches the byte address `addr` (word aligned; bits 1:0 are ignored) and the word
-// count `n`. The PE's words enter a FIFO of 2 * MAX_BURST words (out_ready = room in the FIFO and
-// fewer than n words taken, so a word beyond n is never consumed). A burst is issued only once
-// all its words are in the FIFO, so the W channel, once opened, never waits for the PE: AW with
-// ARLEN = beats - 1 (INCR, 32-bit beats), then the beats on W with WLAST on the final one. Each
-// burst is as long as the words left, at most MAX_BURST beats, and never crosses a 4 KiB
-// boundary. BREADY is always high; `busy` is high from the cycle after `start` until every word
-// is written *and* every burst's B response has arrived (low at once when n = 0). BRESP is not
-// checked.
+// The data bus is DATA_BITS wide (32, 64 or 128: the PE's stream word); each PE word is one beat
+// of DATA_BITS / 32 consecutive 32-bit words, the lowest address in the low bits. n counts 32-bit
+// words: the PE gives ceil(n / (DATA_BITS / 32)) words, and a last beat holding fewer words writes
+// only theirs (WSTRB). On `start` it latches the byte address `addr` (beat aligned; its low bits
+// are ignored) and n. The PE's words enter a FIFO of 2 * MAX_BURST beats (out_ready = room in the
+// FIFO and fewer than that many words taken, so a word beyond them is never consumed). A burst is
+// issued only once all its beats are in the FIFO, so the W channel, once opened, never waits for
+// the PE: AW with AWLEN = beats - 1 (INCR, full-width beats), then the beats on W with WLAST on
+// the final one. Each burst is as long as the beats left, at most MAX_BURST, and never crosses a
+// 4 KiB boundary. BREADY is always high; `busy` is high from the cycle after `start` until every
+// beat is written *and* every burst's B response has arrived (low at once when n = 0). BRESP is
+// not checked.
 module accel_s2mm #(
     parameter ADDR_BITS = 32,  // m_axi address width (bits)
-    parameter MAX_BURST = 16   // beats per burst, power of two in 1..256
+    parameter MAX_BURST = 16,  // beats per burst, power of two in 1..256
+    parameter DATA_BITS = 32   // data bus and PE stream word (bits): 32, 64 or 128
 ) (
     input  wire                 clk,
     input  wire                 rst,
@@ -20,7 +24,7 @@ module accel_s2mm #(
     input  wire [31:0]          n,
     output reg                  busy,
     // PE output stream
-    input  wire [31:0]          out_data,
+    input  wire [DATA_BITS-1:0] out_data,
     input  wire                 out_valid,
     output wire                 out_ready,
     // AXI4 write address / data / response channels
@@ -33,8 +37,8 @@ module accel_s2mm #(
     output wire [2:0]           m_axi_awprot,
     output reg                  m_axi_awvalid,
     input  wire                 m_axi_awready,
-    output wire [31:0]          m_axi_wdata,
-    output wire [3:0]           m_axi_wstrb,
+    output wire [DATA_BITS-1:0] m_axi_wdata,
+    output wire [DATA_BITS/8-1:0] m_axi_wstrb,
     output wire                 m_axi_wlast,
     output wire                 m_axi_wvalid,
     input  wire                 m_axi_wready,
@@ -45,43 +49,52 @@ module accel_s2mm #(
 );
     localparam DEPTH = 2 * MAX_BURST;
     localparam PW = $clog2(DEPTH);  // FIFO pointer bits
+    localparam LGB = $clog2(DATA_BITS / 8);    // log2 of a beat's bytes
+    localparam LGP = $clog2(DATA_BITS / 32);   // log2 of a beat's 32-bit words
+    localparam BOUNDARY_BEATS = 4096 / (DATA_BITS / 8);
 
     generate
         if (MAX_BURST < 1 || MAX_BURST > 256 || (MAX_BURST & (MAX_BURST - 1)) != 0) begin : g_bad_burst
             accel_s2mm_max_burst_must_be_a_power_of_two_up_to_256 u_bad ();
         end
+        if (DATA_BITS != 32 && DATA_BITS != 64 && DATA_BITS != 128) begin : g_bad_width
+            accel_s2mm_data_bits_must_be_32_64_or_128 u_bad ();
+        end
     endgenerate
 
     // ---- FIFO of PE words ---------------------------------------------------------------------
-    reg [31:0] fifo [0:DEPTH-1];
+    reg [DATA_BITS-1:0] fifo [0:DEPTH-1];
     reg [PW-1:0] wr_ptr, rd_ptr;
     reg [PW:0] count;               // words in the FIFO
-    reg [31:0] to_take;             // words still to take from the PE
+    reg [31:0] to_take;             // beats still to take from the PE
     assign out_ready = busy && to_take != 32'd0 && count != DEPTH;
     wire push = out_valid && out_ready;
 
     // ---- bursts -----------------------------------------------------------------------------------
     reg [ADDR_BITS-1:0] next_addr;  // byte address of the next burst
-    reg [31:0] to_write;            // words not yet put into a burst
+    reg [31:0] to_write;            // beats not yet put into a burst
+    reg [31:0] to_send;             // beats not yet sent on W
     reg [31:0] open_bursts;         // bursts whose B response is still to come
     reg [8:0] beats;                // length of the burst being written
     reg [8:0] beat;                 // beats of it already sent
     reg in_burst;                   // W channel active
 
-    wire [10:0] to_boundary = 11'd1024 - {1'b0, next_addr[11:2]};
-    wire [31:0] cap = to_boundary < MAX_BURST ? {21'd0, to_boundary} : MAX_BURST;
+    wire [12:0] to_boundary = BOUNDARY_BEATS - {1'b0, next_addr[11:LGB]};
+    wire [31:0] cap = to_boundary < MAX_BURST ? {19'd0, to_boundary} : MAX_BURST;
+    wire [31:0] n_beats = (n >> LGP) + ((n & ((1 << LGP) - 1)) != 0);  // ceil(n / words per beat)
+    reg [DATA_BITS/8-1:0] last_strb;  // the bytes of the last beat that n covers
     wire [8:0] next_beats = to_write < cap ? to_write[8:0] : cap[8:0];
     wire ready_to_issue = busy && !in_burst && !m_axi_awvalid && to_write != 32'd0 && count >= next_beats;
 
     assign m_axi_awid = 1'b0;
     assign m_axi_awaddr = next_addr;
     assign m_axi_awlen = beats[7:0] - 8'd1;  // 256 beats wrap to 255
-    assign m_axi_awsize = 3'd2;
+    assign m_axi_awsize = LGB;
     assign m_axi_awburst = 2'b01;   // INCR
     assign m_axi_awcache = 4'b0011;
     assign m_axi_awprot = 3'b000;
     assign m_axi_wdata = fifo[rd_ptr];
-    assign m_axi_wstrb = 4'b1111;
+    assign m_axi_wstrb = to_send == 32'd1 ? last_strb : {(DATA_BITS / 8){1'b1}};
     assign m_axi_wvalid = in_burst;  // every beat of an open burst is already in the FIFO
     assign m_axi_wlast = beat == beats - 9'd1;
     assign m_axi_bready = 1'b1;
@@ -102,6 +115,8 @@ module accel_s2mm #(
             to_take <= 32'd0;
             next_addr <= {ADDR_BITS{1'b0}};
             to_write <= 32'd0;
+            to_send <= 32'd0;
+            last_strb <= {(DATA_BITS / 8){1'b1}};
             open_bursts <= 32'd0;
             beats <= 9'd0;
             beat <= 9'd0;
@@ -109,9 +124,12 @@ module accel_s2mm #(
             m_axi_awvalid <= 1'b0;
         end else if (start) begin
             busy <= n != 32'd0;
-            to_take <= n;
-            to_write <= n;
-            next_addr <= {addr[ADDR_BITS-1:2], 2'b00};
+            to_take <= n_beats;
+            to_write <= n_beats;
+            to_send <= n_beats;
+            last_strb <= (n & ((1 << LGP) - 1)) == 0 ? {(DATA_BITS / 8){1'b1}}
+                         : ~({(DATA_BITS / 8){1'b1}} << (4 * (n & ((1 << LGP) - 1))));
+            next_addr <= (addr[ADDR_BITS-1:0] >> LGB) << LGB;
             open_bursts <= 32'd0;
             in_burst <= 1'b0;
             m_axi_awvalid <= 1'b0;
@@ -130,11 +148,12 @@ module accel_s2mm #(
                 m_axi_awvalid <= 1'b0;
                 in_burst <= 1'b1;
                 beat <= 9'd0;
-                next_addr <= next_addr + {{(ADDR_BITS - 11){1'b0}}, beats, 2'b00};
+                next_addr <= next_addr + ({{(ADDR_BITS - 9){1'b0}}, beats} << LGB);
                 to_write <= to_write - {23'd0, beats};
             end
             if (pop) begin
                 beat <= beat + 9'd1;
+                to_send <= to_send - 32'd1;
                 if (m_axi_wlast) in_burst <= 1'b0;
             end
             open_bursts <= open_bursts + aw_done - b_done;

@@ -37,6 +37,14 @@ QUICK = {
     "fpmac_array": (FpmacArraySpec(exp_bits=4, max_fb=3, rows=1, cols=1, max_m=6, max_n=5, max_k=9),
                     FpmacArrayStimulusOptions(min_macs=1000)),
 }
+# wider streams: the shell's data buses at the PE's stream word (64 or 128 bits)
+WIDE = {
+    "tt1_s64": (Tt1Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5, max_k=9, max_l=7,
+                        stream_bits=64), TtStimulusOptions(min_macs=2000)),
+    "tt2_s128": (Tt2Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5, max_k=9, max_l=7,
+                         stream_bits=128), TtStimulusOptions(min_macs=2000)),
+    "tt3_s128": (Tt3Spec(lanes=4, a_bits=4, b_bits=8, max_j=9, stream_bits=128), TtStimulusOptions(min_macs=2000)),
+}
 LONG = {
     "csb_conv": (CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=4, out_w=4, batch=4, parallel=2),
                  CsbStimulusOptions(min_macs_per_op=3000)),
@@ -59,7 +67,8 @@ def _check(name, spec, options, tmp_path, **kwargs):
     result = accel.run_accel_rtl(pe, spec, vectors, tmp_path / "rtl", **kwargs)
     words = accel.buffer_words(stimulus)["out"]
     assert (result.transactions, result.mismatches) == (len(stimulus), 0), result.first_mismatches
-    assert result.words == 2 * words  # the whole file, then its two halves
+    short = words - 1 if accel.stream_word_bits(pe, spec) > 32 else 0  # a wide bus: the file again, n_out - 1
+    assert result.words == 2 * words + short  # the whole file, then its two halves
     assert all(run["cycles"] > 0 and run["isr_done"] for run in result.runs)
     print(f"\n[accel rtl] {name}: {result.transactions} transactions, {result.words} words checked, "
           f"{result.bursts} bursts, cycles per run {[run['cycles'] for run in result.runs]}, "
@@ -72,6 +81,16 @@ def _check(name, spec, options, tmp_path, **kwargs):
 def test_rtl_shell_equals_golden(tmp_path, name):
     spec, options = QUICK[name]
     _check(name, spec, options, tmp_path, seed=3, pause=0.3)
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name != "tt1_s64" else name
+                                  for name in WIDE])
+def test_rtl_shell_at_the_stream_width_equals_golden(tmp_path, name):
+    """64- and 128-bit buses: every burst's AxSIZE is the beat's, addresses beat-aligned, and a last beat that
+    n_out cuts short writes only its words (the guard word after it stays)."""
+    spec, options = WIDE[name]
+    result = _check(name.split("_")[0], spec, options, tmp_path, seed=4, pause=0.3)
+    assert result.runs[-1]["run"] == "all, n_out one word short" and result.runs[-1]["guard_overwritten"] == 0
 
 
 def test_rtl_shell_counts_a_wrong_golden_word(tmp_path):

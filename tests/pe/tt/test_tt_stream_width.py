@@ -87,7 +87,7 @@ def test_stimulus_at_32_bits_has_no_wide_refusals_and_wide_stimulus_has_them():
 ])
 def test_accel_shell_around_a_wide_pe_matches_golden(tmp_path, pe_name, spec):
     """The HLS shell reads 32-bit memory words into wide stream words and back (C-sim, every transaction in one
-    call); its m_axi ports are widened to the stream word; the RTL shell (32-bit movers) refuses the build."""
+    call); its m_axi ports are widened to the stream word, and so are the RTL shell's (tests/hw/test_accel_rtl.py runs it)."""
     pe = get_pe(pe_name)
     stimulus = pe.build_stimulus(spec, TtStimulusOptions(min_macs=2000))
     accel.render_accel_project(pe, spec, f"{pe_name}_0", BuildTarget(), tmp_path / "prj", stimulus=stimulus)
@@ -100,7 +100,6 @@ def test_accel_shell_around_a_wide_pe_matches_golden(tmp_path, pe_name, spec):
     broken[0][1][-1] ^= np.uint64(1 << 31)
     vectors = pe.write_vectors(spec, broken, tmp_path / "broken.txt")
     assert accel.run_accel_csim(tmp_path / "prj", vectors, tmp_path / "build").mismatches == 1
-    with pytest.raises(ValueError, match="RTL shell moves 32-bit words"):
-        accel.render_accel_rtl(pe, spec, tmp_path / "rtl")
+    assert f".DATA_BITS({spec.stream_bits})" in accel.render_accel_rtl(pe, spec, tmp_path / "rtl")[3].read_text()
     assert "max_widen_bitwidth" not in accel.m_axi_options(pe.stream_context(dataclasses.replace(spec,
                                                                                                    stream_bits=32)))
