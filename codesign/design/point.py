@@ -43,7 +43,9 @@ DESIGN_TABLE = "design"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 CLOCK_RANGE_MHZ = (10.0, 300.0)
 # techniques that only decide on the host which work to skip
-HOST_TECHNIQUES = {"smd": "mini-batch dropping is a host-side schedule", "slu": "layer skipping is a host-side schedule"}
+HOST_TECHNIQUES = {"smd": "mini-batch dropping is a host-side schedule", "slu": "layer skipping is a host-side schedule",
+                   "stochastic_depth": "block dropping is a host-side schedule",
+                   "signsgd": "the update's sign is taken on the host"}
 
 
 class DesignError(ValueError):
