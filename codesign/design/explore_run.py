@@ -42,6 +42,10 @@ from codesign.pe.tt.schedule import StepHardware
 
 CONFIRMED = 3  # front points confirmed by Yosys beside the chosen one
 TITLES = {"tt": "TT", "fb": "FB-float (FP-MAC array)", "csb": "CSB"}
+# paper 002 (Sec. 6.3, Table 5): 641.1 GOP/s "equivalent" (dense operations, 2 per MAC) of training on 1024 DSP
+# slices at 200 MHz, what a sparse accelerator's equivalent ops per DSP slice and cycle are set against
+REFERENCE_THROUGHPUT = {"reference": "paper 002: 641.1 GOP/s equivalent, 1024 DSP, 200 MHz",
+                        "reference_ops_per_dsp_cycle": 641.1e9 / (1024 * 200e6)}
 
 
 class ExploreError(ValueError):
@@ -184,6 +188,7 @@ def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list
         write_json_atomic(out / "estimate_network_performance.json", {
             "design": result["chosen_design"].name, "board": board.name, "objective": result["objective"],
             "chosen": space.point(chosen), "step": step.to_dict(), "searched": space.searched,
+            "throughput": {**step.throughput(space.point(chosen)["dsp"]), **REFERENCE_THROUGHPUT},
             "points": len(points), "feasible": int(space.feasible.sum()), "pareto": int(front.size)}),
         write_json_atomic(out / "estimate_layer_cycles.json", {
             "hardware": family.describe(options), "clock_mhz": step.clock_mhz,
@@ -273,6 +278,11 @@ def summary(result: Mapping[str, Any]) -> str:
              f"  bounds: streams {step.bounds['streams_s'] * 1e3:.3f} ms, DDR peak {step.bounds['ddr_peak_s'] * 1e3:.3f} "
              f"ms, MACs {step.bounds['macs_s'] * 1e3:.3f} ms; energy {step.energy_pj / 1e6:.2f} uJ per step",
              "  resources (model): " + ", ".join(f"{k} {point[k]:g}" for k in RESOURCES)]
+    rates = step.throughput(point["dsp"])
+    lines.insert(4, f"  throughput over the PEs' time: {rates['useful_gops_pe']:.3f} GOP/s done, "
+                    f"{rates['equivalent_gops_pe']:.3f} GOP/s dense-equivalent, "
+                    f"{rates['equivalent_ops_per_dsp_cycle']:.3f} ops per DSP and cycle "
+                    f"({REFERENCE_THROUGHPUT['reference']}: {REFERENCE_THROUGHPUT['reference_ops_per_dsp_cycle']:.2f})")
     for confirmed in result["confirmed"]:
         lines.append(f"  Yosys {confirmed['point']['label']}: " + ", ".join(
             f"{k} {confirmed['yosys_total'][k]:g}" for k in RESOURCES) + (" fits" if confirmed["fits"] else

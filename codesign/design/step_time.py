@@ -56,7 +56,9 @@ class StepTime:
     ``total_s`` is their sum. ``bounds`` gives the fastest any schedule could
     be with every stream busy (``streams_s``), DDR at its peak
     (``ddr_peak_s``) and every MAC busy (``macs_s``). ``energy_pj`` is the
-    MACs' and DDR's dynamic energy per step.
+    MACs' and DDR's dynamic energy per step. ``dense_macs`` are the MACs of
+    the step were nothing pruned (0: as ``macs``), whose rate is the
+    "equivalent" throughput sparse accelerators quote (paper 002's 641 GOP/s).
     """
 
     board: str
@@ -71,6 +73,7 @@ class StepTime:
     stages: int
     energy_pj: float
     bounds: dict[str, float] = field(default_factory=dict)
+    dense_macs: int = 0
 
     @property
     def total_s(self) -> float:
@@ -82,11 +85,21 @@ class StepTime:
         shares = {"pe": self.pe_s, "memory": self.memory_s, "host": self.host_s}
         return max(BOTTLENECKS, key=lambda name: shares[name])
 
+    def throughput(self, dsp: float) -> dict[str, float]:
+        """Operations (2 per MAC) a second, in GOP/s, over the PEs' time and over the whole step, counting the
+        MACs done (``useful``) and, for a pruned step, the dense MACs they stand for (``equivalent``); and the
+        equivalent operations per DSP slice and clock cycle over the PEs' time (``dsp`` slices)."""
+        dense = self.dense_macs or self.macs
+        return {"useful_gops_pe": 2 * self.macs / self.pe_s / 1e9, "equivalent_gops_pe": 2 * dense / self.pe_s / 1e9,
+                "equivalent_gops_step": 2 * dense / self.total_s / 1e9,
+                "equivalent_ops_per_dsp_cycle": 2 * dense / (self.pe_s * self.clock_mhz * 1e6 * dsp)}
+
     def to_dict(self) -> dict[str, Any]:
         return {"board": self.board, "clock_mhz": self.clock_mhz, "total_s": self.total_s, "pe_s": self.pe_s,
                 "memory_s": self.memory_s, "host_s": self.host_s, "host_source": self.host_source,
-                "bottleneck": self.bottleneck, "bytes": self.bytes, "macs": self.macs, "calls": self.calls,
-                "stages": self.stages, "energy_pj": self.energy_pj, "bounds": dict(self.bounds)}
+                "bottleneck": self.bottleneck, "bytes": self.bytes, "macs": self.macs,
+                "dense_macs": self.dense_macs or self.macs, "calls": self.calls, "stages": self.stages,
+                "energy_pj": self.energy_pj, "bounds": dict(self.bounds)}
 
 
 def port_bytes_per_s(board: Board) -> float:
@@ -101,7 +114,8 @@ def stage_seconds(stage: Stage, board: Board, clock_mhz: float) -> tuple[float, 
 
 
 def step_time(stages: Sequence[Stage], board: Board, *, clock_mhz: float, host_s: float, host_source: str,
-              macs: int, array_macs: int, calls: int, stream_cycles: int, mac_energy_pj: float) -> StepTime:
+              macs: int, array_macs: int, calls: int, stream_cycles: int, mac_energy_pj: float,
+              dense_macs: int = 0) -> StepTime:
     """The whole-step model of ``stages`` on ``board`` (see the module's docstring); ``mac_energy_pj`` per MAC."""
     pe_s = memory_s = 0.0
     for stage in stages:
@@ -116,7 +130,7 @@ def step_time(stages: Sequence[Stage], board: Board, *, clock_mhz: float, host_s
               "macs_s": macs / (array_macs * hz)}
     return StepTime(board=board.name, clock_mhz=clock_mhz, pe_s=pe_s, memory_s=memory_s, host_s=host_s,
                     host_source=host_source, bytes=total_bytes, macs=macs, calls=calls, stages=len(stages),
-                    energy_pj=energy, bounds=bounds)
+                    energy_pj=energy, bounds=bounds, dense_macs=dense_macs)
 
 
 def stream_cycles(stages: Sequence[Stage]) -> int:

@@ -85,7 +85,8 @@ def layer_calls(spec: CsbSpec, grid: np.ndarray, op: Op, batch: int) -> list[tup
 
 def csb_stages(spec: CsbSpec, masks, batch: int) -> tuple[list[Stage], dict[str, int]]:
     """Every stage of one fixed-point step on ``spec`` in the loop's order (FP per layer; from the last layer WG,
-    then EB but on the first; UPD per layer), and the step's MACs, transactions and stream cycles."""
+    then EB but on the first; UPD per layer), and the step's MACs (done, and ``dense_macs`` were nothing pruned),
+    transactions and stream cycles."""
     grids = [block_nnz(mask, spec) for mask in masks]
     calls = [call for grid in grids for call in layer_calls(spec, grid, Op.FP, batch)]
     for index in reversed(range(len(grids))):
@@ -96,8 +97,10 @@ def csb_stages(spec: CsbSpec, masks, batch: int) -> tuple[list[Stage], dict[str,
     stages = [stage for stage, _ in calls]
     kept = sum(int(np.sum(mask)) for mask in masks)
     first = int(np.sum(masks[0])) if masks else 0
-    return stages, {"macs": (3 * kept - first) * batch, "calls": sum(count for _, count in calls),
-                    "stream_cycles": stream_cycles(stages)}
+    dense = sum(int(np.size(mask)) for mask in masks)
+    dense_first = int(np.size(masks[0])) if masks else 0
+    return stages, {"macs": (3 * kept - first) * batch, "dense_macs": (3 * dense - dense_first) * batch,
+                    "calls": sum(count for _, count in calls), "stream_cycles": stream_cycles(stages)}
 
 
 def csb_mac_energy_pj(spec: CsbSpec) -> float:
@@ -137,7 +140,7 @@ def csb_step_time(spec: CsbSpec, masks, batch: int, board: Board, *, clock_mhz: 
     return step_time(stages, board, clock_mhz=clock_mhz, host_s=host.seconds(totals["calls"]),
                      host_source=host.source, macs=totals["macs"], array_macs=spec.batch * spec.parallel,
                      calls=totals["calls"], stream_cycles=totals["stream_cycles"],
-                     mac_energy_pj=csb_mac_energy_pj(spec))
+                     mac_energy_pj=csb_mac_energy_pj(spec), dense_macs=totals["dense_macs"])
 
 
 __all__ = ["block_nnz", "compressed_masks", "csb_mac_energy_pj", "csb_stages", "csb_step_time", "layer_calls",

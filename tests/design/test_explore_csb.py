@@ -22,6 +22,7 @@ from codesign.design.explore import legal_specs
 from codesign.design.explore_families import CSB_KNOBS, csb_family, explore_family
 from codesign.design.explore_run import design_of_point, explore_design, write_reports
 from codesign.design.loops import csb_setup_of
+from codesign.boards import boards
 from codesign.design.step_time import HostModel
 from codesign.design.step_time_csb import block_nnz, compressed_masks, csb_stages, csb_step_time, layer_calls
 from codesign.pe.csb.spec import CsbSpec
@@ -83,6 +84,21 @@ def test_blocks_and_calls_follow_the_mask():
     assert [count for _, count in layer_calls(spec, grid, Op.EB, 10)] == [3, 3]
     assert [count for _, count in layer_calls(spec, grid, Op.WG, 10)] == [2, 2, 2]
     assert [count for _, count in layer_calls(spec, grid, Op.UPD, 10)] == [2]
+
+
+def test_the_step_counts_the_dense_macs_its_pruned_weights_stand_for():
+    """A pruned step does its kept MACs and stands for the dense ones: FP and WG on every layer, EB but on the
+    first, per sample; the equivalent throughput is the dense operations over the PEs' time."""
+    spec = CsbSpec(block_rows=4, block_cols=4, batch=4)
+    masks = [np.zeros((8, 12), dtype=bool), np.ones((4, 8), dtype=bool)]
+    masks[0][0, 0] = masks[0][5, 9] = True
+    _, totals = csb_stages(spec, masks, 10)
+    assert totals["macs"] == (2 * 2 + 3 * 32) * 10 and totals["dense_macs"] == (2 * 96 + 3 * 32) * 10
+    step = csb_step_time(spec, masks, 10, boards()["zedboard"], clock_mhz=100.0,
+                         host=HostModel(fixed_s=0.0, per_call_s=0.0, source="test"))
+    rates = step.throughput(dsp=4)
+    assert rates["equivalent_gops_pe"] == pytest.approx(rates["useful_gops_pe"] * 2880 / 1000)
+    assert rates["equivalent_ops_per_dsp_cycle"] == pytest.approx(2 * 2880 / (step.pe_s * 100e6 * 4))
 
 
 def test_the_vectorised_space_equals_the_direct_model(space, design, masks):
@@ -193,3 +209,6 @@ def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path):
     assert (spec.batch, spec.parallel) == (point["csb"]["batch"], point["csb"]["parallel"])
     performance = json.loads((tmp_path / "out" / "estimate_network_performance.json").read_text())
     assert performance["step"]["total_s"] == pytest.approx(point["total_s"], rel=1e-9)
+    throughput = performance["throughput"]
+    assert throughput["equivalent_gops_pe"] > throughput["useful_gops_pe"]  # the warm-up pruned kernels
+    assert throughput["reference_ops_per_dsp_cycle"] == pytest.approx(3.13, abs=0.01)
