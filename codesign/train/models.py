@@ -105,6 +105,14 @@ class MLP(LayerStack):
         super().__init__([CountedLinear(a, b) for a, b in zip(sizes[:-1], sizes[1:])])
 
 
+
+def skippable_blocks(model: nn.Module) -> list[int]:
+    """Indices of the residual blocks a technique may leave out (identity shortcut) through the model's
+    ``block_runner``; none for a model without one."""
+    if not hasattr(model, "block_runner"):
+        return []
+    return [index for index, block in enumerate(getattr(model, "blocks", ())) if getattr(block, "skippable", False)]
+
 def name_layers(model: nn.Module) -> None:
     for name, module in model.named_modules():
         if isinstance(module, CountedMixin):

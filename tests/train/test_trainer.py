@@ -29,16 +29,9 @@ def test_same_seed_same_bits_other_seed_other_bits():
 
 
 @pytest.mark.parametrize("stop_after", [1, 5, 10])  # mid-epoch, and exactly at the epoch boundary (5 batches/epoch)
-def test_killed_and_resumed_run_ends_bit_identical(tmp_path, stop_after):
-    uninterrupted = Trainer(SMALL, progress=False)
-    expected = uninterrupted.fit()
-    checkpoint = tmp_path / "run.pt"
-    assert Trainer(SMALL, progress=False).fit(checkpoint=checkpoint, stop_after_steps=stop_after) is None
-    resumed = Trainer(SMALL, progress=False)
-    result = resumed.fit(checkpoint=checkpoint, resume=True)
-    assert result.resumed_from_step == stop_after
-    assert all(torch.equal(x, y) for x, y in zip(weights(uninterrupted).values(), weights(resumed).values()))
-    assert result.cost == expected.cost and result.history == expected.history
+def test_killed_and_resumed_run_ends_bit_identical(tmp_path, stop_after, kill_and_resume):
+    run = kill_and_resume(SMALL, stop_after, tmp_path / "run.pt")
+    assert run.result.cost == run.expected.cost and run.result.history == run.expected.history
 
 
 def test_resume_refuses_a_checkpoint_of_another_config(tmp_path):

@@ -86,6 +86,7 @@ from torch import nn
 
 from codesign.train.config import ConfigError, is_number, require
 from codesign.train.layers import CountedConv2d, CountedLinear
+from codesign.train.models import skippable_blocks
 from codesign.train.techniques import base
 
 if TYPE_CHECKING:
@@ -178,8 +179,8 @@ class Technique(base.Technique):
     def attach(self, trainer: Trainer) -> None:
         model = trainer.model
         blocks = getattr(model, "blocks", ())
-        gated = [index for index, block in enumerate(blocks) if getattr(block, "skippable", False)]
-        if not gated or not hasattr(model, "block_runner"):
+        gated = skippable_blocks(model)
+        if not gated:
             raise ConfigError("techniques.slu: the model has no skippable residual block "
                               "(use model.name='resnet'; ResNet-8 has one, ResNet-14/20 have 4/7)")
         gates = nn.ModuleDict()

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from codesign.train.config import ConfigError, is_number, require
+from codesign.train.models import skippable_blocks
 from codesign.train.techniques import base
 from codesign.train.techniques.slu import block_macs_per_sample
 
@@ -112,8 +113,8 @@ class Technique(base.Technique):
                               "blocks run)")
         model = trainer.model
         blocks = getattr(model, "blocks", ())
-        droppable = [index for index, block in enumerate(blocks) if getattr(block, "skippable", False)]
-        if not droppable or not hasattr(model, "block_runner"):
+        droppable = skippable_blocks(model)
+        if not droppable:
             raise ConfigError("techniques.stochastic_depth: the model has no identity-shortcut residual block "
                               "(use model.name='resnet')")
         self.survival = {i: survival_probability(i, len(blocks), self.config.final_survival) for i in droppable}

@@ -223,18 +223,8 @@ def test_warmup_must_leave_fixed_point_epochs_before_training_starts():
 
 
 @pytest.mark.parametrize("stop_after", [3, 5, 8])  # measuring epoch, right before the search, fixed point
-def test_killed_and_resumed_run_ends_bit_identical(tmp_path, stop_after):
-    config = compressed(drop_budget=5.0)
-    uninterrupted = Trainer(config, progress=False)
-    expected = uninterrupted.fit()
-    checkpoint = tmp_path / "run.pt"
-    assert Trainer(config, progress=False).fit(checkpoint=checkpoint, stop_after_steps=stop_after) is None
-    resumed = Trainer(config, progress=False)
-    result = resumed.fit(checkpoint=checkpoint, resume=True)
-    assert result.resumed_from_step == stop_after
-    for (key, a), b in zip(uninterrupted.model.state_dict().items(), resumed.model.state_dict().values()):
-        assert torch.equal(a, b), key
-    assert resumed.ledger.state_dict() == uninterrupted.ledger.state_dict()  # every MAC and DRAM count, exactly
+def test_killed_and_resumed_run_ends_bit_identical(tmp_path, stop_after, kill_and_resume):
+    run = kill_and_resume(compressed(drop_budget=5.0), stop_after, tmp_path / "run.pt")
     # the pJ totals are float sums in the ledger's dict order, which a reload changes (sorted vs first use)
-    assert result.cost["total"] == pytest.approx(expected.cost["total"], rel=1e-12)
-    assert result.history == expected.history and result.techniques == expected.techniques
+    assert run.result.cost["total"] == pytest.approx(run.expected.cost["total"], rel=1e-12)
+    assert run.result.history == run.expected.history and run.result.techniques == run.expected.techniques

@@ -207,16 +207,9 @@ def test_composes_with_smd_dropped_batches_touch_no_gate():
 
 
 @pytest.mark.parametrize("stop_after", [6, 8])  # mid-epoch, and at the end of epoch 2 (before its evaluation)
-def test_killed_and_resumed_run_ends_bit_identical(tmp_path, stop_after):
+def test_killed_and_resumed_run_ends_bit_identical(tmp_path, stop_after, kill_and_resume):
     config = TINY.replace(techniques={"slu": Config(target_skip=0.5, alpha_p=5.0, gate_bias_init=0.5)})
-    uninterrupted = Trainer(config, progress=False)
-    expected = uninterrupted.fit()
-    assert expected.techniques["slu"]["measured_train_skip_ratio"] > 0  # the run really skips
-    checkpoint = tmp_path / "run.pt"
-    assert Trainer(config, progress=False).fit(checkpoint=checkpoint, stop_after_steps=stop_after) is None
-    resumed = Trainer(config, progress=False)
-    result = resumed.fit(checkpoint=checkpoint, resume=True)
-    assert all(torch.equal(a, b) for a, b in zip(uninterrupted.model.state_dict().values(),
-                                                 resumed.model.state_dict().values()))
-    assert result.cost == expected.cost and result.history == expected.history
-    assert result.techniques == expected.techniques
+    run = kill_and_resume(config, stop_after, tmp_path / "run.pt")
+    assert run.expected.techniques["slu"]["measured_train_skip_ratio"] > 0  # the run really skips
+    assert run.result.cost == run.expected.cost and run.result.history == run.expected.history
+    assert run.result.techniques == run.expected.techniques

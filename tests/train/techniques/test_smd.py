@@ -124,19 +124,11 @@ def test_a_dropped_step_leaves_weights_momentum_and_ledger_untouched():
 
 
 @pytest.mark.parametrize("stop_after", [3, 8, 13])
-def test_killed_and_resumed_run_ends_bit_identical(tmp_path, stop_after):
-    config = with_smd(MLP)
-    uninterrupted = Trainer(config, progress=False)
-    expected = uninterrupted.fit()
-    checkpoint = tmp_path / "run.pt"
-    assert Trainer(config, progress=False).fit(checkpoint=checkpoint, stop_after_steps=stop_after) is None
-    resumed = Trainer(config, progress=False)
-    result = resumed.fit(checkpoint=checkpoint, resume=True)
-    assert result.resumed_from_step == stop_after
-    assert all(torch.equal(a, b) for a, b in zip(uninterrupted.model.state_dict().values(),
-                                                 resumed.model.state_dict().values()))
-    assert result.cost == expected.cost and result.history == expected.history
-    assert result.skipped_steps == expected.skipped_steps and result.techniques == expected.techniques
+def test_killed_and_resumed_run_ends_bit_identical(tmp_path, stop_after, kill_and_resume):
+    run = kill_and_resume(with_smd(MLP), stop_after, tmp_path / "run.pt")
+    assert run.result.cost == run.expected.cost and run.result.history == run.expected.history
+    assert run.result.skipped_steps == run.expected.skipped_steps
+    assert run.result.techniques == run.expected.techniques
 
 
 def test_expected_energy_ratio_of_the_papers_operating_point():

@@ -119,16 +119,9 @@ def test_measured_drop_ratio_follows_the_expected_one():
 
 
 @pytest.mark.parametrize("stop_after", [5, 8])
-def test_killed_and_resumed_run_ends_bit_identical(tmp_path, stop_after):
+def test_killed_and_resumed_run_ends_bit_identical(tmp_path, stop_after, kill_and_resume):
     config = SMALL.replace(techniques={"stochastic_depth": Config(final_survival=0.3)})
-    uninterrupted = Trainer(config, progress=False)
-    expected = uninterrupted.fit()
-    assert 0 < expected.techniques["stochastic_depth"]["measured_train_drop_ratio"] < 1
-    checkpoint = tmp_path / "run.pt"
-    assert Trainer(config, progress=False).fit(checkpoint=checkpoint, stop_after_steps=stop_after) is None
-    resumed = Trainer(config, progress=False)
-    result = resumed.fit(checkpoint=checkpoint, resume=True)
-    assert all(torch.equal(a, b) for a, b in zip(uninterrupted.model.state_dict().values(),
-                                                 resumed.model.state_dict().values()))
-    assert result.cost == expected.cost and result.history == expected.history
-    assert result.techniques == expected.techniques
+    run = kill_and_resume(config, stop_after, tmp_path / "run.pt")
+    assert 0 < run.expected.techniques["stochastic_depth"]["measured_train_drop_ratio"] < 1
+    assert run.result.cost == run.expected.cost and run.result.history == run.expected.history
+    assert run.result.techniques == run.expected.techniques
