@@ -4,9 +4,10 @@ The calibrations ship with the package (``codesign/design/calibration/<pe>-<fami
 each holds the Yosys counts of the PE's calibration grid
 (:meth:`~codesign.hw.protocol.ProcessingElement.calibration_specs`), the
 LUT/FF coefficients fitted to them, the Yosys version and the hash of the
-RTL measured (its sources and the shared files they include). :func:`pe_resources` refuses a calibration whose RTL hash is
-not the current RTL's (re-run ``codesign calibrate``), so a model never
-prices RTL it was not fitted on.
+RTL measured (its sources and the shared files they include).
+:func:`pe_resources` refuses a calibration whose RTL hash is not the
+current RTL's (re-run ``codesign calibrate``), so a model never prices RTL
+it was not fitted on.
 """
 
 from __future__ import annotations

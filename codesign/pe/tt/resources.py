@@ -43,7 +43,7 @@ def features(spec) -> dict:
     """What LUT and FF counts grow with: a constant (control, header), one accumulator and adder per multiplier,
     the lane datapath (unpacking, lane selects), for the PEs with rows the lanes squared and times the
     multipliers (each row's sum of ``lanes`` products: the row PEs' LUTs grow faster than linearly at 16 lanes,
-    most on UltraScale+; PE3's eight builds are too few for these terms held out), and the stream bits above
+    most on UltraScale+; PE3's nine builds are too few for these terms held out), and the stream bits above
     32, alone and times the lanes.
 
     A wider stream adds its width and two in FF (the held output word and
