@@ -25,8 +25,8 @@ An arm whose rerun trained another tuned setting than the committed one
 disagrees whatever it scores. ``abvs`` and ``cpt`` rerun their own
 selections before the arms (the least sufficient FB and ABVS's schedule on
 fixed preliminary seeds, the B_min range test): on another float path those
-may choose differently, and that shows up as an arm that is missing or
-disagrees.
+may choose differently, and that shows up as an arm that disagrees, or as
+arms the committed run did not train (the verdict says which).
 
 Reproductions that tune outside the shared protocol (``tt``) or run no
 training arms per seed (``csb-utilisation``) are refused: their tuning cannot
@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codesign.reproduce.common import Execution, machine_record, pinned_tuning, same_machine
+from codesign.reproduce.common import Execution, UnpinnedArms, machine_record, pinned_tuning, same_machine
 from codesign.reproduce.stats import t_interval
 
 UNPINNABLE = {"tt": "tt tunes its ranks outside the shared protocol, so its tuning cannot be pinned",
@@ -184,9 +184,19 @@ def check(name: str, k: int, *, results_dir: Path, out: Path, execution: Executi
          + ("exact (the committed machine record matches this machine)" if exact else
             "statistical tolerance (" + ("the committed report has no machine record" if not there else
                                          "the committed report ran on another machine or software") + ")"))
+    record = {"name": name, "seeds": seeds, "mode": "exact" if exact else "tolerance", "machine": here,
+              "committed_machine": there}
     with output_dir(folder, COMMAND, is_own=is_report_dir), pinned_tuning(committed_choices(payload)):
-        rerun = reproduction(name).run(folder, seeds=seeds, smoke=bool(payload.get("settings", {}).get("smoke")),
-                                       execution=execution)
+        try:
+            rerun = reproduction(name).run(folder, seeds=seeds, smoke=bool(payload.get("settings", {}).get("smoke")),
+                                           execution=execution)
+        except UnpinnedArms as error:  # its own selections planned other arms: nothing to compare like for like
+            committed = ", ".join(arm["name"] for arm in payload["arms"])
+            echo(f"[check {name}] VERDICT: DISAGREES: the rerun's own selections planned arm(s) "
+                 f"{', '.join(error.arms)}, which the committed run (arms {committed}) did not train")
+            write_json_atomic(folder / CHECK_JSON, {**record, "agrees": False, "unplanned_arms": error.arms,
+                                                    "arms": []})
+            return False
     reruns = {arm["name"]: arm for arm in rerun["arms"]}
     agreements = []
     for arm in payload["arms"]:
@@ -202,7 +212,5 @@ def check(name: str, k: int, *, results_dir: Path, out: Path, execution: Executi
     failing = [a.name for a in agreements if not a.agrees]
     echo(f"[check {name}] VERDICT: " + (f"all {len(agreements)} arms agree with the committed runs" if agree else
                                        f"{len(failing)} of {len(agreements)} arms disagree: {', '.join(failing)}"))
-    write_json_atomic(folder / CHECK_JSON, {"name": name, "seeds": seeds, "mode": "exact" if exact else "tolerance",
-                                            "machine": here, "committed_machine": there, "agrees": agree,
-                                            "arms": [asdict(a) for a in agreements]})
+    write_json_atomic(folder / CHECK_JSON, {**record, "agrees": agree, "arms": [asdict(a) for a in agreements]})
     return agree

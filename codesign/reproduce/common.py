@@ -92,6 +92,15 @@ def same_machine(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bo
     return bool(a) and bool(b) and all(a.get(key) == b.get(key) for key in MACHINE_KEYS)
 
 
+class UnpinnedArms(ValueError):
+    """Within :func:`pinned_tuning`, the run planned arms the pinned choices do not name (a reproduction whose own
+    selections, such as abvs's least sufficient FB, chose differently from the committed run)."""
+
+    def __init__(self, arms: list[str]) -> None:
+        super().__init__(f"no recorded tuning choice for arm(s) {', '.join(arms)}")
+        self.arms = arms
+
+
 @contextlib.contextmanager
 def pinned_tuning(choices: Mapping[str, Mapping[str, Any]]):
     """Within the block, :func:`tune_arms` runs no trial and returns ``choices`` (arm name -> chosen setting).
@@ -256,7 +265,7 @@ def tune_arms(arms: list[Arm], out_dir: Path, execution: Execution) -> dict[str,
     if pinned is not None:
         missing = [arm.name for arm in arms if arm.name not in pinned]
         if missing:
-            raise ValueError(f"no recorded tuning choice for arm(s) {', '.join(missing)}")
+            raise UnpinnedArms(missing)
         return {arm.name: {"trials": [], "chosen": dict(pinned[arm.name]), "pinned": True} for arm in arms}
     budgets = {arm.name: len(arm.trials()) for arm in arms}
     if len(set(budgets.values())) != 1:

@@ -126,6 +126,24 @@ def test_a_rerun_agrees_bit_for_bit_then_an_altered_committed_value_disagrees(tm
     assert "statistical tolerance (the committed report has no machine record)" in out and "DISAGREES" in out
 
 
+def test_a_rerun_that_plans_arms_the_committed_run_did_not_train_disagrees(tmp_path, capsys):
+    """abvs and cpt plan their arms from their own selections; when a rerun selects differently (another least
+    sufficient FB), the verdict says which arms it planned, and nothing is compared."""
+    results = tmp_path / "results"
+    committed = smd.run(results / "smd", smoke=True, progress=False)
+    renamed = json.loads((results / "smd" / "results.json").read_text())
+    planned = renamed["arms"][0]["name"]
+    renamed["arms"][0]["name"] = "an_arm_of_another_selection"
+    (results / "smd" / "results.json").write_text(json.dumps(renamed))
+    argv = ["reproduce", "check", "smd", "--seeds", "1", "--results", str(results), "--out", str(tmp_path / "s"),
+            "--workers", "0"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert f"VERDICT: DISAGREES: the rerun's own selections planned arm(s) {planned}" in out
+    report = json.loads((tmp_path / "s" / "smd" / "check.json").read_text())
+    assert not report["agrees"] and report["unplanned_arms"] == [planned] and len(committed["arms"]) == 4
+
+
 def test_a_scratch_folder_holding_a_users_file_is_refused(tmp_path, capsys):
     results = tmp_path / "results"
     (results / "smd").mkdir(parents=True)
