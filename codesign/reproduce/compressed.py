@@ -305,6 +305,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         "pruned_fraction_per_layer_mean": per_layer, "buffer_ablation": ablation_stats,
         "paper_figures": PAPER_FIGURES, "wall_seconds": wall,
     }
+    energy = main.energy_ratio  # the ledger's whole-run energy against fp32's, per seed
     readme = ReadmeRow(
         reproduction="`compressed` (kernel pruning, 8-bit, 24-bit buffer, ResNet-8)",
         target=f">= {TARGET_PRUNED:.0%} of 3x3 kernels pruned, loss > {TARGET_DROP_PT:g} pt ruled out; 16-bit "
@@ -312,7 +313,8 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         measured=(f"3x3 kernels {percent_text(kxk.as_dict())}, weights "
                   f"{percent_text(pruning[MAIN_ARM]['pruned_fraction_conv_weights'])}, MACs "
                   f"{percent_text(pruning[MAIN_ARM]['forward_mac_fraction_removed'])} pruned; Δacc "
-                  f"{delta.text()} pt; 16-bit: lost updates {lost.text()} pt, train loss {loss.text(4)}"),
+                  f"{delta.text()} pt; 16-bit: lost updates {lost.text()} pt, train loss {loss.text(4)}; modelled "
+                  f"energy (project ledger) / fp32 {energy['mean']:.3f} [{energy['low']:.3f}, {energy['high']:.3f}]"),
         verdict=(f"pruning {'met' if target_pruning.met else 'not met'}, buffer "
                  f"{'met' if target_buffer.met else 'not met'}"),
     )
