@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from codesign.hw.reports import write_json_atomic, write_text_atomic
-from codesign.reproduce.stats import Interval, accuracy_verdict, bootstrap_interval, paired_differences, paired_ratios
+from codesign.reproduce.stats import (Interval, accuracy_verdict, bootstrap_interval, paired_differences, paired_ratios,
+                                      t_interval)
 from codesign.train.config import TrainConfig, config_from_dict
 from codesign.train.trainer import TrainResult, Trainer
 
@@ -177,6 +178,7 @@ class ArmSummary:
     accuracy_difference_mean: float  # technique - baseline, points (negative: a loss)
     seconds: float
     accuracy_difference: dict[str, Any] = field(default_factory=dict)  # Interval.as_dict(), points
+    accuracy_difference_t: dict[str, Any] = field(default_factory=dict)  # the Student t-interval of the same, points
     energy_ratio: dict[str, Any] = field(default_factory=dict)  # Interval.as_dict()
     bitops_ratio: dict[str, Any] = field(default_factory=dict)  # Interval.as_dict()
     verdict: str = ""
@@ -366,7 +368,8 @@ def summarize(arms: list[Arm], results: dict[str, list[TrainResult]],
             energy_ratio_mean=energy_ratio[0], energy_ratio_std=energy_ratio[1],
             bitops_ratio_mean=bitops_ratio[0], bitops_ratio_std=bitops_ratio[1],
             accuracy_difference_mean=difference.mean, seconds=sum(run.seconds for run in runs),
-            accuracy_difference=difference.as_dict(), energy_ratio=bootstrap_interval(energy_ratios).as_dict(),
+            accuracy_difference=difference.as_dict(), accuracy_difference_t=t_interval(differences).as_dict(),
+            energy_ratio=bootstrap_interval(energy_ratios).as_dict(),
             bitops_ratio=bootstrap_interval(bitops_ratios).as_dict(),
             verdict="baseline" if arm.baseline else accuracy_verdict(difference),
             validation_accuracy_mean=statistics.fmean(validation) if validation else None,
@@ -432,18 +435,28 @@ def saving_text(interval: Interval) -> str:
     return f"{100 * (1 - interval.mean):.1f} % [{100 * (1 - interval.high):.1f}, {100 * (1 - interval.low):.1f}]"
 
 
+def _difference_text(summary: ArmSummary) -> str:
+    """The accuracy difference with both 95 % intervals, bootstrap and Student t (a report of an older run has the
+    bootstrap one only)."""
+    boot = summary.interval("accuracy_difference")
+    if not summary.accuracy_difference_t:
+        return boot.text()
+    t = summary.interval("accuracy_difference_t")
+    return f"{boot.mean:+.2f} [boot {boot.low:+.2f}, {boot.high:+.2f}; t {t.low:+.2f}, {t.high:+.2f}]"
+
+
 def markdown_table(summaries: list[ArmSummary]) -> str:
     rows = ["| arm | tuned setting | test accuracy (%) | Δ accuracy vs baseline (pt) [95 % CI] | energy ratio [95 % CI] "
-            "| BitOPs ratio [95 % CI] | verdict |",
-            "|---|---|---:|---:|---:|---:|---|"]
+            "| BitOPs ratio [95 % CI] | verdict | n |",
+            "|---|---|---:|---:|---:|---:|---|---:|"]
     for s in summaries:
         chosen = ", ".join(f"{path} = {value:g}" if isinstance(value, float) else f"{path} = {value}"
                            for path, value in s.chosen.items()) or "—"
         rows.append(f"| {s.name}{' (baseline)' if s.baseline else ''} | {chosen} | "
                     f"{s.accuracy_mean:.2f} ± {s.accuracy_std:.2f} | "
-                    f"{'—' if s.baseline else s.interval('accuracy_difference').text()} | "
+                    f"{'—' if s.baseline else _difference_text(s)} | "
                     f"{ratio_text(s.interval('energy_ratio'))} | {ratio_text(s.interval('bitops_ratio'))} | "
-                    f"{s.verdict} |")
+                    f"{s.verdict} | {len(s.per_seed)} |")
     return "\n".join(rows)
 
 
@@ -510,7 +523,8 @@ def write_report(out_dir: Path, *, name: str, title: str, summaries: list[ArmSum
     lines = [f"# {title}", "", markdown_table(summaries), "",
              f"Seeds {seeds}. Δ accuracy is technique − baseline per seed (negative: a loss) and ratios are per seed "
              "against the same-seed baseline trained in the same run; intervals are 95 % bootstrap intervals of the "
-             "mean over seeds.", "", machine_text(payload["machine"]), "",
+             "mean over seeds, and for Δ accuracy also the Student t-interval (narrower bootstraps at few seeds are "
+             "why both are given); n is the number of seeds.", "", machine_text(payload["machine"]), "",
              f"**Paper:** {claim.text} ({claim.citation})", ""]
     for target in targets:
         lines.append(f"- target: {target.text} — measured {target.measured} — **{'met' if target.met else 'NOT met'}**")
