@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -10,10 +9,10 @@ import numpy as np
 import pytest
 
 from codesign.boards import boards
-from codesign.design import design_from_dict, load_design
+from codesign.design import load_design
 from codesign.design.calibration import StaleCalibration, calibration_path, load_calibration, model_errors
 from codesign.design.explore_families import explore_tt, paper_setup
-from codesign.design.explore_run import ExploreError, design_of_point, explore_design, hardware_of_point, write_reports
+from codesign.design.explore_run import ExploreError, design_of_point, explore_design, hardware_of_point
 from codesign.design.loops import tt_setup_of
 from codesign.design.step_time import HostModel, tt_stages, tt_step_time
 from codesign.hw.resource_model import RESOURCES
@@ -109,29 +108,16 @@ def test_a_design_without_a_modelled_loop_is_refused():
 
 
 @pytest.mark.slow
-def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path):
+def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path, explore_end_to_end):
     """End to end on the calibration grid's builds: Yosys confirmations come from the shipped reports."""
-    raw = read_toml(EXAMPLES / "digits_tt.toml")
-    result = explore_design(raw, design, cache_dir=tmp_path / "cache", knobs={"tt1": GRID_KNOBS, "tt2": GRID_KNOBS},
-                            progress=lambda _: None)
-    chosen = result["confirmed"][0]
-    assert chosen["fits"], chosen
-    for resource in ("dsp", "bram_36k"):  # counted, so Yosys must agree exactly
-        assert chosen["yosys_total"][resource] == pytest.approx(chosen["point"][resource])
-    written = {p.name for p in write_reports(result, tmp_path / "out", board=design.board)}
-    assert {"estimate_network_performance.json", "estimate_layer_cycles.json", "estimate_layer_resources.json",
-            "explore_points.csv", "pareto.json", "pareto.csv", "pareto.png", "roofline.png", "chosen.toml"} <= written
-    rows = list(csv.DictReader((tmp_path / "out" / "explore_points.csv").open()))
-    assert len(rows) == result["space"].index.shape[0]
-    again = design_from_dict(read_toml(tmp_path / "out" / "chosen.toml"))
-    point = result["space"].point(result["chosen"])
+    run = explore_end_to_end(EXAMPLES / "digits_tt.toml", design, knobs={"tt1": GRID_KNOBS, "tt2": GRID_KNOBS},
+                             cache_dir=tmp_path / "cache", out=tmp_path / "out")
+    point, again = run.point, run.again
     copies = {pe: sum(i.pe == pe for i in again.instances) for pe in ("tt1", "tt2")}
     assert copies == {"tt1": point["tt1"]["copies"], "tt2": point["tt2"]["copies"]}
     assert {i.pe: (i.spec.lanes, i.spec.rows) for i in again.instances if i.pe != "tt3"} == \
         {pe: (point[pe]["lanes"], point[pe]["rows"]) for pe in ("tt1", "tt2")}
-    performance = json.loads((tmp_path / "out" / "estimate_network_performance.json").read_text())
-    assert performance["step"]["bottleneck"] in ("pe", "memory", "host")
-    assert performance["step"]["total_s"] == pytest.approx(point["total_s"], rel=1e-9)
+    assert run.performance["step"]["bottleneck"] in ("pe", "memory", "host")
 
 
 def test_design_of_point_keeps_the_rest_of_the_configuration(design):

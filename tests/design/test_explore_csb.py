@@ -10,17 +10,16 @@ chosen point fits per ``codesign design``.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from codesign.design import design_from_dict, load_design
+from codesign.design import load_design
 from codesign.design.explore import legal_specs
 from codesign.design.explore_families import CSB_KNOBS, csb_family, explore_family
-from codesign.design.explore_run import design_of_point, explore_design, write_reports
+from codesign.design.explore_run import design_of_point
 from codesign.design.loops import csb_setup_of
 from codesign.boards import boards
 from codesign.design.step_time import HostModel
@@ -190,25 +189,13 @@ def test_explored_points_train_on_the_emulated_board_bit_identically(space, desi
 
 
 @pytest.mark.slow
-def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path):
+def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path, explore_end_to_end):
     """End to end (the configuration's own warm-up and pruning) on calibrated builds: Yosys from the calibration's
     cache, or run where it lacks one."""
-    raw = read_toml(EXAMPLE)
-    result = explore_design(raw, design, cache_dir=YOSYS_CACHE, knobs={"csb": GRID_KNOBS}, progress=lambda _: None)
-    chosen = result["confirmed"][0]
-    assert chosen["fits"], chosen
-    for resource in ("dsp", "bram_36k"):
-        assert chosen["yosys_total"][resource] == pytest.approx(chosen["point"][resource])
-    for resource in ("lut", "ff"):
-        assert chosen["yosys_total"][resource] == pytest.approx(chosen["point"][resource], rel=0.15)
-    written = {p.name for p in write_reports(result, tmp_path / "out", board=design.board)}
-    assert {"estimate_network_performance.json", "pareto.png", "roofline.png", "chosen.toml"} <= written
-    again = design_from_dict(read_toml(tmp_path / "out" / "chosen.toml"))
-    point = result["space"].point(result["chosen"])
-    spec = again.instances[0].spec
-    assert (spec.batch, spec.parallel) == (point["csb"]["batch"], point["csb"]["parallel"])
-    performance = json.loads((tmp_path / "out" / "estimate_network_performance.json").read_text())
-    assert performance["step"]["total_s"] == pytest.approx(point["total_s"], rel=1e-9)
-    throughput = performance["throughput"]
+    run = explore_end_to_end(EXAMPLE, design, knobs={"csb": GRID_KNOBS}, cache_dir=YOSYS_CACHE, out=tmp_path / "out",
+                             fitted_within=0.15)
+    spec = run.again.instances[0].spec
+    assert (spec.batch, spec.parallel) == (run.point["csb"]["batch"], run.point["csb"]["parallel"])
+    throughput = run.performance["throughput"]
     assert throughput["equivalent_gops_pe"] > throughput["useful_gops_pe"]  # the warm-up pruned kernels
     assert throughput["reference_ops_per_dsp_cycle"] == pytest.approx(3.13, abs=0.01)

@@ -9,18 +9,16 @@ the modelled words in the modelled cycles, and the chosen point fits per
 
 from __future__ import annotations
 
-import csv
-import json
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from codesign.design import design_from_dict, load_design
+from codesign.design import load_design
 from codesign.design.explore import legal_specs
 from codesign.design.explore_families import FPMAC_ARRAY_KNOBS, explore_family, fb_family
-from codesign.design.explore_run import design_of_point, explore_design, write_reports
+from codesign.design.explore_run import design_of_point
 from codesign.design.loops import fb_setup_of
 from codesign.design.step_time import HostModel
 from codesign.design.step_time_fb import fb_stages, fb_step_time, gemm_stages, step_gemms
@@ -173,26 +171,11 @@ def test_explored_points_train_on_the_emulated_board_bit_identically(space, desi
 
 
 @pytest.mark.slow
-def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path):
+def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path, explore_end_to_end):
     """End to end on the calibration grid's builds (Yosys from the calibration's cache, or run where it lacks one)."""
-    raw = read_toml(EXAMPLE)
-    result = explore_design(raw, design, cache_dir=YOSYS_CACHE, knobs={"fpmac_array": GRID_KNOBS},
-                            progress=lambda _: None)
-    chosen = result["confirmed"][0]
-    assert chosen["fits"], chosen
-    for resource in ("dsp", "bram_36k"):  # counted, so Yosys must agree exactly
-        assert chosen["yosys_total"][resource] == pytest.approx(chosen["point"][resource])
-    for resource in ("lut", "ff"):  # fitted: within the calibration's error
-        assert chosen["yosys_total"][resource] == pytest.approx(chosen["point"][resource], rel=0.15)
-    written = {p.name for p in write_reports(result, tmp_path / "out", board=design.board)}
-    assert {"estimate_network_performance.json", "estimate_layer_cycles.json", "estimate_layer_resources.json",
-            "explore_points.csv", "pareto.json", "pareto.csv", "pareto.png", "roofline.png", "chosen.toml"} <= written
-    rows = list(csv.DictReader((tmp_path / "out" / "explore_points.csv").open()))
-    assert len(rows) == result["space"].index.shape[0] == 4
-    again = design_from_dict(read_toml(tmp_path / "out" / "chosen.toml"))
-    point = result["space"].point(result["chosen"])
-    spec = again.instances[0].spec
-    assert (spec.rows, spec.cols) == (point["fpmac_array"]["rows"], point["fpmac_array"]["cols"])
-    performance = json.loads((tmp_path / "out" / "estimate_network_performance.json").read_text())
-    assert performance["step"]["total_s"] == pytest.approx(point["total_s"], rel=1e-9)
-    assert set(RESOURCES) <= set(performance["chosen"])
+    run = explore_end_to_end(EXAMPLE, design, knobs={"fpmac_array": GRID_KNOBS}, cache_dir=YOSYS_CACHE,
+                             out=tmp_path / "out", fitted_within=0.15)
+    assert run.result["space"].index.shape[0] == 4
+    spec = run.again.instances[0].spec
+    assert (spec.rows, spec.cols) == (run.point["fpmac_array"]["rows"], run.point["fpmac_array"]["cols"])
+    assert set(RESOURCES) <= set(run.performance["chosen"])
