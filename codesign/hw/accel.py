@@ -424,9 +424,7 @@ COST_FIELDS = ("lut", "lut_sites_min", "lutram", "srl", "ff", "dsp", "carry", "m
 
 def shell_module_parameters(data_bits: int = WORD_BITS) -> dict[str, dict[str, int]]:
     """Verilog parameters of each shell module as the generated accel_top sets them for a ``data_bits`` stream."""
-    movers = {"ADDR_BITS": AXI_ADDR_BITS, "MAX_BURST": MAX_BURST}
-    if data_bits != WORD_BITS:  # the 32-bit movers keep the parameters they were always measured with
-        movers["DATA_BITS"] = data_bits
+    movers = {"ADDR_BITS": AXI_ADDR_BITS, "MAX_BURST": MAX_BURST, "DATA_BITS": data_bits}
     return {"accel_ctrl": ctrl_parameters(), "accel_mm2s": dict(movers), "accel_s2mm": dict(movers)}
 
 
@@ -457,16 +455,16 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS) 
 SHELL_COST_YOSYS = "Yosys 0.23"
 SHELL_COST = {
     "xc7": {
-        32: {"lut": 1072, "lut_sites_min": 640, "lutram": 24, "srl": 0, "ff": 542, "dsp": 0, "carry": 85,
-             "muxf": 55, "bram_36k": 0.0},
+        32: {"lut": 1070, "lut_sites_min": 637, "lutram": 24, "srl": 0, "ff": 542, "dsp": 0, "carry": 85,
+             "muxf": 60, "bram_36k": 0.0},
         64: {"lut": 1200, "lut_sites_min": 720, "lutram": 44, "srl": 0, "ff": 576, "dsp": 0, "carry": 109,
              "muxf": 74, "bram_36k": 0.0},
         128: {"lut": 1273, "lut_sites_min": 790, "lutram": 88, "srl": 0, "ff": 578, "dsp": 0, "carry": 107,
               "muxf": 61, "bram_36k": 0.0},
     },
     "xcup": {
-        32: {"lut": 1069, "lut_sites_min": 657, "lutram": 24, "srl": 0, "ff": 542, "dsp": 0, "carry": 85,
-             "muxf": 68, "bram_36k": 0.0},
+        32: {"lut": 1070, "lut_sites_min": 627, "lutram": 24, "srl": 0, "ff": 542, "dsp": 0, "carry": 85,
+             "muxf": 66, "bram_36k": 0.0},
         64: {"lut": 1207, "lut_sites_min": 730, "lutram": 40, "srl": 0, "ff": 576, "dsp": 0, "carry": 109,
              "muxf": 516, "bram_36k": 0.0},
         128: {"lut": 1270, "lut_sites_min": 809, "lutram": 80, "srl": 0, "ff": 578, "dsp": 0, "carry": 107,

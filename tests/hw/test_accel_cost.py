@@ -28,7 +28,7 @@ def test_shell_jobs_use_the_wrapper_parameters():
     jobs = {job.top: dict(job.params) for job in accel.shell_synth_jobs("xc7")}
     assert set(jobs) == set(accel.SHELL_MODULES)
     assert jobs["accel_ctrl"]["OFF_N_TRANSACTIONS"] == accel.register_map()["n_transactions"]
-    assert jobs["accel_s2mm"] == {"ADDR_BITS": accel.AXI_ADDR_BITS, "MAX_BURST": accel.MAX_BURST}
+    assert jobs["accel_s2mm"] == {"ADDR_BITS": accel.AXI_ADDR_BITS, "MAX_BURST": accel.MAX_BURST, "DATA_BITS": 32}
     wide = {job.top: dict(job.params) for job in accel.shell_synth_jobs("xc7", 64)}
     assert wide["accel_mm2s"]["DATA_BITS"] == wide["accel_s2mm"]["DATA_BITS"] == 64
 
