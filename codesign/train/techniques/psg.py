@@ -57,12 +57,12 @@ Cost accounting (the hook records its own ``weight_grad`` costs in
 * MACs: every weight's predictor dot product at 10x4 bits (the ledger stores
   weight-gradient MACs as grad bits x activation bits; the midpoint
   reading's shared sums are added there too, see
-  :meth:`Technique.midpoint_correction_macs`), plus the full 16x8-bit dot
-  product only for the weights that fell back: a weight's full dot product
-  is computed only when its predictor did not pass, which is the saving. This
-  is conservative: in hardware the MSB partial products are part of the full
-  product (Sec. 3.3), so a fall-back weight would only need the remaining
-  partial products, while we charge it the whole 16x8 MAC again.
+  :meth:`Technique.midpoint_correction_macs`), plus, only for the weights
+  that fell back, the partial products that complete the full 16x8-bit dot
+  product: the MSB partial products are part of the full product (Sec. 3.3),
+  so with ``g = g_m + g_l`` and ``x = x_m + x_l`` a fall-back weight adds
+  ``g_m x_l`` (10x4 bits) and ``g_l x`` (6x8 bits), 88 bit-products where a
+  second full MAC would be 128. Every partial product is charged once.
 * DRAM bits: the operands are stored as bit planes, so the predictor streams
   only the MSB planes (10 bits of every gradient, 4 bits of every
   activation); the fall-back streams the LSB planes (6 + 4 bits) only of the
@@ -305,7 +305,13 @@ class Technique(BaseTechnique):
             ledger = layer.ledger
             ledger.add_macs(name, "weight_grad", macs + self.midpoint_correction_macs(layer, macs),
                             bits_a=c.grad_msb_bits, bits_b=c.activation_msb_bits, arith="int")
-            ledger.add_macs(name, "weight_grad", macs_per_weight * fallback, bits_a=c.grad_bits,
+            # the fall-back completes the predictor's MSB product, not a second full one (each pass charged once):
+            # g x = g_m x_m + g_m x_l + g_l x, so its remaining partial products are grad-MSB x activation-LSB
+            # and grad-LSB x the whole activation
+            lsb_grad, lsb_activation = c.grad_bits - c.grad_msb_bits, c.activation_bits - c.activation_msb_bits
+            ledger.add_macs(name, "weight_grad", macs_per_weight * fallback, bits_a=c.grad_msb_bits,
+                            bits_b=lsb_activation, arith="int")
+            ledger.add_macs(name, "weight_grad", macs_per_weight * fallback, bits_a=lsb_grad,
                             bits_b=c.activation_bits, arith="int")
             msb_bits = gq.numel() * c.grad_msb_bits + xq.numel() * c.activation_msb_bits
             lsb_bits = fallback_dram_bits(layer, ~decision.predicted, xq, gq, c.activation_bits - c.activation_msb_bits,

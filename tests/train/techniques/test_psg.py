@@ -89,14 +89,17 @@ def test_hook_predicts_from_msb_slices_and_falls_back_to_the_full_sign(reading):
 
 
 @pytest.mark.parametrize("reading, corrections", [("floor", 0), ("midpoint", 4 + 4)])
-def test_cost_is_4x10_for_every_weight_plus_8x16_for_the_fallback_only(reading, corrections):
+def test_cost_is_10x4_for_every_weight_plus_the_remaining_partial_products_for_the_fallback_only(reading, corrections):
     technique, layer, x, g = hand_layer(msb_reconstruction=reading)
     layer(x).backward(g)
     weight_grad = {(r.arith, r.bits_a, r.bits_b): r.macs for r in layer.ledger.records() if r.phase == "weight_grad"}
     # 4 weights x 2 samples = 8 predictor MACs (10-bit grad x 4-bit activation), plus for the midpoint reading
     # the shared sums: sum_n x_msb[n, i] (2 x 2) and sum_n g_msb[n, o] (2 x 2);
-    # 2 fall-back weights x 2 samples at 16x8 bits
-    assert weight_grad == {("int", 10, 4): 8 + corrections, ("int", 16, 8): 4}
+    # 2 fall-back weights x 2 samples complete the 16x8 product from the 10x4 one already made: g_m x x_l at
+    # 10x4 bits and g_l x x at 6x8 bits (10 x 4 + 6 x 8 = 16 x 8 - 10 x 4 bit-products), never a second full MAC
+    assert weight_grad == {("int", 10, 4): 8 + corrections + 4, ("int", 6, 8): 4}
+    bitops = layer.ledger.summary(horowitz_45nm())["by_phase"]["weight_grad"]["bitops"]
+    assert bitops == (8 + corrections) * 10 * 4 + 4 * (16 * 8 - 10 * 4)  # a fall-back weight costs 16x8 in all
     forward = {(r.arith, r.bits_a, r.bits_b): r.macs for r in layer.ledger.records() if r.phase == "forward"}
     assert forward == {("int", 8, 8): 8}
     # DRAM: MSB planes 4 x 10 + 4 x 4 bits; LSB planes of output channel 1 (2 x 6 bits) and both input
@@ -136,11 +139,12 @@ def test_run_statistic_matches_the_ledger_and_precisions_are_set(reference_run):
     trainer, result = copy.deepcopy(reference_run)
     report = result.techniques["psg"]["predicted_fraction"]
     # MLP: each weight's full dot product has one term per sample; 150 samples x 3 epochs were trained,
-    # so a layer's fall-back share is its 16x8-bit MACs over (450 x its weights)
+    # so a layer's fall-back share is its 6x8-bit MACs (the grad-LSB x activation partial products that only a
+    # fall-back weight computes) over (450 x its weights)
     weights = {layer.layer_name: layer.weight.numel() for layer in trainer.techniques[0].layers}
     for layer, fraction in report["per_layer"].items():
         fallback_macs = sum(r.macs for r in trainer.ledger.records()
-                            if r.layer == layer and r.phase == "weight_grad" and (r.bits_a, r.bits_b) == (16, 8))
+                            if r.layer == layer and r.phase == "weight_grad" and (r.bits_a, r.bits_b) == (6, 8))
         assert fraction == pytest.approx(1 - fallback_macs / (450 * weights[layer]), abs=1e-12)
         assert 0 < fraction <= 1
     assert len(report["per_epoch"]) == 3 and report["min_epoch"] == min(report["per_epoch"])
