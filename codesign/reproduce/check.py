@@ -129,20 +129,23 @@ def tolerance_pt(arm: dict[str, Any]) -> float:
 
 
 def compare_arm(committed: dict[str, Any], rerun: dict[str, Any], *, exact: bool) -> ArmAgreement:
-    """Each rerun seed of an arm against the committed seed of the same number."""
+    """Each rerun (seed, split) of an arm against the committed run of the same seed and split (split 0 where a
+    report predates resampled splits)."""
     agreement = ArmAgreement(name=committed["name"], mode="exact" if exact else "tolerance",
                              tolerance_pt=tolerance_pt(committed))
     agreement.same_setting = _plain(rerun.get("chosen", {})) == _plain(committed.get("chosen", {}))
     agreement.agrees = agreement.same_setting  # another tuned setting is not the committed arm, whatever it scores
-    by_seed = {row["seed"]: row for row in committed["per_seed"]}
+    by_run = {(row["seed"], row.get("split_seed", 0)): row for row in committed["per_seed"]}
     for row in rerun["per_seed"]:
-        old = by_seed.get(row["seed"])
+        old = by_run.get((row["seed"], row.get("split_seed", 0)))
         if old is None:
-            raise ValueError(f"arm {committed['name']}: seed {row['seed']} is not in the committed runs")
+            raise ValueError(f"arm {committed['name']}: seed {row['seed']} split {row.get('split_seed', 0)} is not "
+                             "in the committed runs")
         identical = all(row.get(key) == old.get(key) for key in COMPARED)
         difference = row["test_accuracy"] - old["test_accuracy"]
         ok = identical if exact else abs(difference) <= agreement.tolerance_pt
-        agreement.rows.append({"seed": row["seed"], "identical": identical, "agrees": ok,
+        agreement.rows.append({"seed": row["seed"], "split_seed": row.get("split_seed", 0), "identical": identical,
+                               "agrees": ok,
                                "test_accuracy_difference_pt": difference,
                                "committed": {key: old.get(key) for key in COMPARED},
                                "rerun": {key: row.get(key) for key in COMPARED}})
@@ -155,7 +158,7 @@ def run_line(name: str, arm: str, row: dict[str, Any]) -> str:
     moved = ", ".join(key for key in COMPARED if old.get(key) != new.get(key))
     state = "identical" if row["identical"] else (f"{moved} differ(s), within tolerance" if row["agrees"]
                                                   else f"{moved} differ(s): DISAGREES")
-    return (f"[check {name}] {arm} seed {row['seed']}: test {new['test_accuracy']:.4f} % (committed "
+    return (f"[check {name}] {arm} seed {row['seed']} split {row.get('split_seed', 0)}: test {new['test_accuracy']:.4f} % (committed "
             f"{old['test_accuracy']:.4f} %, Δ {row['test_accuracy_difference_pt']:+.4f} pt), energy "
             f"{_ratio(new['energy_pj'], old['energy_pj'])} of committed: {state}")
 

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from codesign.reproduce import check_output_dir
-from codesign.reproduce.common import (Arm, Execution, PaperClaim, ReadmeRow, Target, percent_text, run_study,
-                                       study_seeds, summarize, write_report)
-from codesign.reproduce.stats import Interval, bootstrap_interval, loss_within, paired_differences
+from codesign.reproduce.common import (Arm, Execution, PaperAccounting, PaperClaim, ReadmeRow, Target, energy_text,
+                                       percent_text, run_study, study_seeds, summarize, tost_text, write_report)
+from codesign.reproduce.stats import Interval, bootstrap_interval, paired_differences
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.techniques.compress import Config as CompressConfig
 from codesign.train.trainer import TrainResult
@@ -46,7 +46,14 @@ NAME = "compressed"
 TITLE = "Compressed training (kernel pruning + 8-bit fixed point, wide weight buffer), ResNet-8 on digits"
 MAIN_ARM, ABLATION_ARM = "compressed24", "buffer16"
 TARGET_PRUNED = 0.60
+# Equivalence margin (points), fixed before the run: the paper's 24-bit-buffer run ends at 90.65 % against 90.62 %
+# for FP32 (Sec. 6.1, Fig. 11), "acceptable model accuracy" after kernel-wise pruning (Sec. 3); the pruning search
+# itself stops at a 2 pt drop before fine-tuning, and one point after it is the bound the issue set.
 TARGET_DROP_PT = 1.0
+PAPER_ACCOUNTING = PaperAccounting(
+    key="macs", name="MAC count",
+    citation="Compressed CNN training (FPGA 2019) Tables 4-5: operations (GOP) of the three training phases; a pruned "
+             "kernel's operations are skipped by the operator-/result-sparse PEs")
 LEARNING_RATES = (0.05, 0.1, 0.2)  # every arm's three tuning trials
 SMOKE_LEARNING_RATES = (0.05, 0.1)
 
@@ -182,16 +189,15 @@ def _pruning_target(rows: dict, main, base) -> tuple[dict, Interval, Interval, T
     kxk = Interval(**pruning[MAIN_ARM]["pruned_fraction_kxk_kernels"])
     delta = main.interval("accuracy_difference")
     target_pruning = Target(
-        text=(f">= {TARGET_PRUNED:.0%} of the 3x3-conv kernels pruned (whole 95 % interval over seeds) with a loss "
-              f"of more than {TARGET_DROP_PT:g} pt test accuracy vs FP32 ruled out (whole interval of Δ above "
-              f"-{TARGET_DROP_PT:g} pt), {MAIN_ARM}"),
-        met=kxk.low >= TARGET_PRUNED and loss_within(delta, TARGET_DROP_PT),
+        text=(f">= {TARGET_PRUNED:.0%} of the 3x3-conv kernels pruned (whole 95 % interval over runs) with test "
+              f"accuracy equivalent to FP32's within ±{TARGET_DROP_PT:g} pt (TOST), {MAIN_ARM}"),
+        met=kxk.low >= TARGET_PRUNED and bool(main.accuracy_tost.get("equivalent")),
         measured=(f"3x3 kernels pruned {percent_text(kxk.as_dict())}; 1x1 shortcut kernels "
                   f"{percent_text(pruning[MAIN_ARM]['pruned_fraction_pointwise_kernels'])}; conv weights "
                   f"{percent_text(pruning[MAIN_ARM]['pruned_fraction_conv_weights'])}; forward MACs removed "
                   f"{percent_text(pruning[MAIN_ARM]['forward_mac_fraction_removed'])}; Δ accuracy vs fp32 "
                   f"{delta.text()} pt ({main.verdict}); accuracy {main.accuracy_mean:.2f} ± {main.accuracy_std:.2f} % "
-                  f"vs fp32 {base.accuracy_mean:.2f} ± {base.accuracy_std:.2f} %"),
+                  f"vs fp32 {base.accuracy_mean:.2f} ± {base.accuracy_std:.2f} %; {energy_text(main)}"),
     )
     return pruning, kxk, delta, target_pruning
 
@@ -281,7 +287,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     started = time.perf_counter()
     results, tuning = run_study(arms, seeds, out_dir, execution=execution)
     wall = time.perf_counter() - started
-    summaries = summarize(arms, results, tuning)
+    summaries = summarize(arms, results, tuning, margin_pt=TARGET_DROP_PT, paper=PAPER_ACCOUNTING)
     by_name = {s.name: s for s in summaries}
     rows = {name: _technique_rows(results[name]) for name in (MAIN_ARM, ABLATION_ARM)}
     epochs = arms[0].config.optim.epochs
@@ -305,22 +311,21 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         "pruned_fraction_per_layer_mean": per_layer, "buffer_ablation": ablation_stats,
         "paper_figures": PAPER_FIGURES, "wall_seconds": wall,
     }
-    energy = main.energy_ratio  # the ledger's whole-run energy against fp32's, per seed
     readme = ReadmeRow(
         reproduction="`compressed` (kernel pruning, 8-bit, 24-bit buffer, ResNet-8)",
-        target=f">= {TARGET_PRUNED:.0%} of 3x3 kernels pruned, loss > {TARGET_DROP_PT:g} pt ruled out; 16-bit "
-               "buffer worse",
+        target=f">= {TARGET_PRUNED:.0%} of 3x3 kernels pruned, accuracy equivalent within ±{TARGET_DROP_PT:g} pt "
+               "(Sec. 6.1); 16-bit buffer worse",
         measured=(f"3x3 kernels {percent_text(kxk.as_dict())}, weights "
                   f"{percent_text(pruning[MAIN_ARM]['pruned_fraction_conv_weights'])}, MACs "
                   f"{percent_text(pruning[MAIN_ARM]['forward_mac_fraction_removed'])} pruned; Δacc "
-                  f"{delta.text()} pt; 16-bit: lost updates {lost.text()} pt, train loss {loss.text(4)}; modelled "
-                  f"energy (project ledger) / fp32 {energy['mean']:.3f} [{energy['low']:.3f}, {energy['high']:.3f}]"),
+                  f"{delta.text()} pt, {tost_text(main)}; 16-bit: lost updates {lost.text()} pt, train loss "
+                  f"{loss.text(4)}; vs fp32: {energy_text(main)}"),
         verdict=(f"pruning {'met' if target_pruning.met else 'not met'}, buffer "
                  f"{'met' if target_buffer.met else 'not met'}"),
     )
     return write_report(out_dir, name=NAME, title=TITLE, summaries=summaries, claim=CLAIM,
                         targets=[target_pruning, target_buffer], seeds=seeds, settings=settings, cost_axis="energy",
-                        notes=notes, extra=extra, tuning=tuning, readme=readme)
+                        notes=notes, extra=extra, tuning=tuning, readme=readme, margin_pt=TARGET_DROP_PT)
 
 
 __all__ = ["buffer_ablation", "build_arms", "run"]

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.reproduce.common import (
+    E2TRAIN_ACCOUNTING,
     Arm,
     Execution,
     PaperClaim,
@@ -46,10 +47,12 @@ from codesign.reproduce.common import (
     run_study,
     saving_text,
     study_seeds,
+    energy_text,
     summarize,
+    tost_text,
     write_report,
 )
-from codesign.reproduce.stats import both_intervals_text, bootstrap_interval, loss_within
+from codesign.reproduce.stats import both_intervals_text, bootstrap_interval
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.techniques.psg import Config as PsgConfig
 from codesign.train.techniques.slu import Config as SluConfig
@@ -58,6 +61,9 @@ from codesign.train.techniques.smd import Config as SmdConfig
 NAME = "e2train"
 TITLE = "E²-Train (SMD + SLU + PSG) vs FP32, ResNet-14 on digits"
 TARGET_SAVING = 0.80
+# Equivalence margin (points), fixed before the run: at its >80 % savings the paper loses 1.40 pt (84.6 % saving,
+# SLU 20 %) and 1.68 pt (88.7 %) against 32-bit SGD (Table 3), and "about 1.2 %" at >60 % (abstract); 1.5 pt sits
+# between the two Table 3 points around the 80 % target.
 TARGET_DROP_PT = 1.5
 
 CLAIM = PaperClaim(
@@ -116,15 +122,18 @@ def swa_comparison(runs: dict[str, list]) -> dict[str, Any]:
 def target_for(summary) -> Target:
     ratio, difference = summary.interval("energy_ratio"), summary.interval("accuracy_difference")
     return Target(
-        text=(f"{summary.name}: >= {TARGET_SAVING:.0%} modelled energy saving with no loss beyond {TARGET_DROP_PT} pt "
-              "vs FP32 (both on the 95 % intervals)"),
-        met=1 - ratio.high >= TARGET_SAVING and loss_within(difference, TARGET_DROP_PT),
-        measured=f"saving {saving_text(ratio)}, Δ accuracy {difference.text()} pt ({summary.verdict})")
+        text=(f"{summary.name}: >= {TARGET_SAVING:.0%} modelled energy saving (ledger, 95 % interval) with test "
+              f"accuracy equivalent to FP32's within ±{TARGET_DROP_PT:g} pt (TOST)"),
+        met=1 - ratio.high >= TARGET_SAVING and bool(summary.accuracy_tost["equivalent"]),
+        measured=(f"saving {saving_text(ratio)} (ledger; paper's computational energy saving "
+                  f"{saving_text(summary.interval('paper_ratio'))}), Δ accuracy {difference.text()} pt "
+                  f"({summary.verdict})"))
 
 
-def energy_breakdown(runs: dict[str, list]) -> dict[str, dict]:
-    """Per seed, the energy each rung removes, as a fraction of the baseline's; the four parts add up to the saving."""
-    energy = {name: [r.energy_pj for r in runs[name]] for name in LADDER}
+def energy_breakdown(summaries) -> dict[str, dict]:
+    """Per run, the charged ledger energy each rung removes, as a fraction of the baseline's; the four parts add up
+    to the saving."""
+    energy = {s.name: [row["energy_pj"] for row in s.per_seed] for s in summaries if s.name in LADDER}
     base = energy["fp32"]
     out = {}
     for step, (before, after) in zip(STEP_NAMES, zip(LADDER[:-1], LADDER[1:])):
@@ -138,12 +147,12 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     seeds = study_seeds(seeds, smoke)
     arms = build_arms(smoke)
     results, tuning = run_study(arms, seeds, out_dir, execution=dataclasses.replace(execution, progress=progress))
-    summaries = summarize(arms, results, tuning)
+    summaries = summarize(arms, results, tuning, margin_pt=TARGET_DROP_PT, paper=E2TRAIN_ACCOUNTING)
     main = next(s for s in summaries if s.name == "e2train")
     ratio, difference = main.interval("energy_ratio"), main.interval("accuracy_difference")
     targets = [target_for(s) for name in JUDGED for s in summaries if s.name == name]
     swa = swa_comparison(results)
-    breakdown = energy_breakdown(results)
+    breakdown = energy_breakdown(summaries)
     skip = [run.techniques["slu"]["measured_train_skip_ratio"] for run in results["e2train"]]
     smd = [run.skipped_steps / run.steps for run in results["e2train"]]
     notes = [f"measured SMD drop rate per seed {', '.join(f'{v:.3f}' for v in smd)}; "
@@ -157,10 +166,11 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         notes.append("smoke run: tiny synthetic budget, numbers mean nothing")
     readme = ReadmeRow(
         reproduction="`e2train` (SMD+SLU+PSG, ResNet-14; ladder fp32 → fixed → +SMD → +SLU → +PSG; +SWA)",
-        target=f">= {TARGET_SAVING:.0%} saving, no loss beyond {TARGET_DROP_PT} pt",
-        measured=(f"saving {saving_text(ratio)} = " + " + ".join(f"{step} {100 * i['mean']:.1f} %"
-                                                                   for step, i in breakdown.items())
-                  + f"; Δ accuracy {difference.text()} pt; {SWA_ARM}: {targets[1].measured}, − e2train {swa['text']}"),
+        target=f">= {TARGET_SAVING:.0%} saving, accuracy equivalent within ±{TARGET_DROP_PT:g} pt (Table 3)",
+        measured=(f"{energy_text(main)}; ledger saving {saving_text(ratio)} = "
+                  + " + ".join(f"{step} {100 * i['mean']:.1f} %" for step, i in breakdown.items())
+                  + f"; Δ accuracy {difference.text()} pt, {tost_text(main)}; {SWA_ARM}: {targets[1].measured}, "
+                    f"− e2train {swa['text']}"),
         verdict=" / ".join(f"{t.text.split(':')[0]} {'met' if t.met else '**not met**'}" for t in targets))
     return write_report(out_dir, name=NAME, title=TITLE, summaries=summaries, claim=CLAIM, targets=targets,
                         seeds=seeds, settings={"smoke": smoke, "arms": [a.config.to_dict() for a in arms],
@@ -168,4 +178,4 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                                                                 for a in arms}},
                         notes=notes, extra={"smd_drop_rate": smd, "slu_train_skip": skip,
                                             "energy_breakdown": breakdown, "swa": swa}, tuning=tuning,
-                        readme=readme)
+                        readme=readme, margin_pt=TARGET_DROP_PT)

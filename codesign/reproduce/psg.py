@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.reproduce.common import (
+    E2TRAIN_ACCOUNTING,
     Arm,
     Execution,
     PaperClaim,
@@ -49,10 +50,12 @@ from codesign.reproduce.common import (
     run_study,
     saving_text,
     study_seeds,
+    energy_text,
     summarize,
+    tost_text,
     write_report,
 )
-from codesign.reproduce.stats import both_intervals_text, bootstrap_interval, loss_within, t_interval
+from codesign.reproduce.stats import both_intervals_text, bootstrap_interval, t_interval
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.techniques.psg import Config as PSGConfig
 from codesign.train.techniques.signsgd import Config as SignSgdConfig
@@ -65,6 +68,8 @@ WIDTH = 8  # ResNet-8 of width 8: eight seeds of four tuned arms fit a run of mi
 SGD_LRS = (0.3, 0.1, 0.03)
 SIGN_LRS = (1e-3, 3e-4, 1e-4)
 TARGET_SAVING = 0.60
+# Equivalence margin (points), fixed before the run: the issue's "no loss beyond 1 point"; the paper's own PSG loses
+# 0.93 pt against 32-bit SGD (Table 2: 92.59 % vs 93.52 %) and calls 0.65 pt "negligible" (Sec. 4.4).
 TARGET_DROP = 1.0
 PAPER_PREDICTED_FRACTION = 0.60
 BASELINE, FIXED, PSG, PSG_SWA, SIGNSGD = "FP32 SGD", "fixed 8/16", "PSG", "PSG+SWA", "SignSGD"
@@ -115,17 +120,18 @@ def _predicted_fractions(summary) -> dict[str, Any]:
             "min_epoch_per_seed": [r["min_epoch"] for r in reports], "per_layer_seed0": reports[0]["per_layer"]}
 
 
-def energy_breakdown(runs: dict[str, list]) -> dict[str, Any]:
-    """Saving of each PSG arm split per seed (fractions of the baseline's energy), with intervals.
+def energy_breakdown(summaries) -> dict[str, Any]:
+    """Saving of each PSG arm split per run (fractions of the baseline's charged ledger energy), with intervals.
 
     quantisation = (E_fp32 - E_fixed) / E_fp32 and prediction = (E_fixed - E_psg) / E_fp32: they add up to the
-    arm's saving, seed by seed.
+    arm's saving, run by run. Energies are those of :func:`codesign.reproduce.common.charged_cost` (every pass
+    charged once: training, validation, test).
     """
-    base = [r.energy_pj for r in runs[BASELINE]]
-    fixed = [r.energy_pj for r in runs[FIXED]]
+    energy = {s.name: [row["energy_pj"] for row in s.per_seed] for s in summaries}
+    base, fixed = energy[BASELINE], energy[FIXED]
     out = {"quantisation": bootstrap_interval([(b - f) / b for b, f in zip(base, fixed)]).as_dict()}
     for name in (PSG, PSG_SWA):
-        arm = [r.energy_pj for r in runs[name]]
+        arm = energy[name]
         out[name] = {"prediction": bootstrap_interval([(f - a) / b for b, f, a in zip(base, fixed, arm)]).as_dict(),
                      "total": bootstrap_interval([(b - a) / b for b, a in zip(base, arm)]).as_dict()}
     return out
@@ -151,18 +157,20 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     seeds = study_seeds(seeds, smoke)
     arm_list = arms(smoke=smoke)
     runs, tuning = run_study(arm_list, seeds, out_dir, execution=dataclasses.replace(execution, progress=progress))
-    summaries = summarize(arm_list, runs, tuning)
-    breakdown = energy_breakdown(runs)
+    summaries = summarize(arm_list, runs, tuning, margin_pt=TARGET_DROP, paper=E2TRAIN_ACCOUNTING)
+    breakdown = energy_breakdown(summaries)
     targets, notes, extra = [], [], {"predicted_fraction": {}, "swa": {}, "energy_breakdown": breakdown}
     for summary in summaries:
         if summary.baseline or summary.name in COMPARATORS:
             continue
         ratio, difference = summary.interval("energy_ratio"), summary.interval("accuracy_difference")
-        met = 1 - ratio.high >= TARGET_SAVING and loss_within(difference, TARGET_DROP)
+        met = 1 - ratio.high >= TARGET_SAVING and bool(summary.accuracy_tost["equivalent"])
         targets.append(Target(
-            text=f"{summary.name}: >= {TARGET_SAVING:.0%} modelled energy saving with no loss beyond {TARGET_DROP:g} pt "
-                 "vs the same-run FP32 baseline (both on the 95 % intervals)",
-            met=met, measured=f"saving {saving_text(ratio)}, Δ accuracy {difference.text()} pt ({summary.verdict})"))
+            text=f"{summary.name}: >= {TARGET_SAVING:.0%} modelled energy saving (ledger, 95 % interval) with test "
+                 f"accuracy equivalent to the same-run FP32 baseline's within ±{TARGET_DROP:g} pt (TOST)",
+            met=met, measured=(f"saving {saving_text(ratio)} (ledger; paper's computational energy saving "
+                               f"{saving_text(summary.interval('paper_ratio'))}), Δ accuracy {difference.text()} pt "
+                               f"({summary.verdict})")))
         fractions = _predicted_fractions(summary)
         extra["predicted_fraction"][summary.name] = fractions
         notes.append(f"{summary.name}: the predictor gave the sign for {100 * fractions['overall_mean']:.1f}% of the "
@@ -184,8 +192,9 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         "always >= 0 and, against ReLU activations, biases every predictor negative.",
         "Energy is modelled (Horowitz 45 nm, the ledger's buffer and DRAM model), not measured on an FPGA; the "
         "model and data are ResNet-8 on 8x8 digits, not ResNet-74 on CIFAR-10.",
-        "Cost accounting is conservative: every weight's predictor at 10x4 bits plus the full 16x8-bit dot product "
-        "again for each fall-back weight (the paper embeds the predictor in the full product).",
+        "Cost accounting charges every partial product once: every weight's predictor at 10x4 bits, and for each "
+        "fall-back weight only the partial products that complete its 16x8-bit dot product (10x4 and 6x8 bits; the "
+        "paper embeds the predictor in the full product, Sec. 3.3).",
     ]
     if smoke:
         notes.insert(0, "smoke budget (synthetic data, ResNet-8 of width 4, 2 epochs): a check of the pipeline, "
@@ -198,12 +207,14 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     main = next(s for s in summaries if s.name == PSG)
     readme = ReadmeRow(
         reproduction="`psg` (ResNet-8; FP32, fixed 8/16, PSG, PSG+SWA, SignSGD)",
-        target=f">= {TARGET_SAVING:.0%} saving, no loss beyond {TARGET_DROP:g} pt",
-        measured=(f"PSG: saving {saving_text(main.interval('energy_ratio'))} (quantisation "
-                  f"{percent_text(breakdown['quantisation'])}, prediction {percent_text(breakdown[PSG]['prediction'])}); "
-                  f"Δ accuracy {main.interval('accuracy_difference').text()} pt; predictor decides "
+        target=f">= {TARGET_SAVING:.0%} saving, accuracy equivalent within ±{TARGET_DROP:g} pt (Table 2)",
+        measured=(f"PSG: {energy_text(main)}; ledger saving {saving_text(main.interval('energy_ratio'))} "
+                  f"(quantisation {percent_text(breakdown['quantisation'])}, prediction "
+                  f"{percent_text(breakdown[PSG]['prediction'])}); "
+                  f"Δ accuracy {main.interval('accuracy_difference').text()} pt, {tost_text(main)}; predictor decides "
                   f"{100 * extra['predicted_fraction'][PSG]['overall_mean']:.0f} % of signs (paper >= 60 %); "
                   f"PSG − SignSGD {extra['psg_vs_signsgd']['text']}"),
         verdict=" / ".join(f"{t.text.split(':')[0]} {'met' if t.met else '**not met**'}" for t in targets))
     return write_report(out_dir, name=NAME, title=TITLE, summaries=summaries, claim=CLAIM, targets=targets,
-                        seeds=seeds, settings=settings, notes=notes, extra=extra, tuning=tuning, readme=readme)
+                        seeds=seeds, settings=settings, notes=notes, extra=extra, tuning=tuning, readme=readme,
+                        margin_pt=TARGET_DROP)

@@ -24,9 +24,18 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def paired_runs(payload: dict) -> int:
+    """n of a report: the paired runs per arm (seeds x train/test splits), else the number of seeds."""
+    arms = payload.get("arms")
+    if isinstance(arms, list) and arms and isinstance(arms[0], dict) and isinstance(arms[0].get("per_seed"), list):
+        return len(arms[0]["per_seed"])
+    seeds = payload.get("seeds")
+    return len(seeds) if isinstance(seeds, list) else 0
+
+
 def render_table(results_dir: Path) -> str:
     """The table: one row per reproduction with a results file; those without one say so."""
-    rows = ["| reproduction | target | measured (mean [95 % CI] over seeds) | verdict | n (seeds) |",
+    rows = ["| reproduction | target | measured (mean [95 % CI] over runs) | verdict | n (runs) |",
             "|---|---|---|---|---:|"]
     for name in REPRODUCTIONS:
         path = Path(results_dir) / name / "results.json"
@@ -39,9 +48,7 @@ def render_table(results_dir: Path) -> str:
         settings = payload.get("settings")
         if isinstance(settings, dict) and settings.get("smoke"):
             raise ValueError(f"{path} is a smoke run: its numbers are a pipeline check, not a result")
-        seeds = payload.get("seeds")
-        rows.append("| " + " | ".join(_cell(row[key]) for key in ROW_FIELDS)
-                    + f" | {len(seeds) if isinstance(seeds, list) else 0} |")
+        rows.append("| " + " | ".join(_cell(row[key]) for key in ROW_FIELDS) + f" | {paired_runs(payload)} |")
     return "\n".join(rows)
 
 

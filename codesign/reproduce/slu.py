@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.reproduce.common import (
+    E2TRAIN_ACCOUNTING,
     Arm,
     Execution,
     PaperClaim,
@@ -43,10 +44,12 @@ from codesign.reproduce.common import (
     ratio_text,
     run_study,
     study_seeds,
+    energy_text,
     summarize,
+    tost_text,
     write_report,
 )
-from codesign.reproduce.stats import both_intervals_text, no_significant_loss
+from codesign.reproduce.stats import both_intervals_text
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.models import build_model
 from codesign.train.techniques.slu import GATES_MODULE, block_macs_per_sample, conv_output_size
@@ -60,6 +63,11 @@ TITLE = "SLU (learned per-sample block skipping) vs full training"
 TARGET_SKIPS = (0.2, 0.4, 0.6)
 # The controller steers the training-average skip ratio; +-5 points is what "at 20 %" means here.
 SKIP_TOLERANCE = 0.05
+# Equivalence margins (points), fixed before the run. SLU alone saves ~40 % "at no accuracy loss" (Sec. 4.3: top-1
+# 92.47-92.58 % against 92.50 %), held to E²-Train's one point ("negligible" is 0.65 pt, Table 2) at 20 and 40 %;
+# the paper's own 60 % point loses 2.16 pt against 32-bit SGD (Table 3: 91.36 % vs 93.52 %), so slu_60 gets 2.2 pt.
+# Stochastic depth is held to the one point of the 40 % SLU arm it is compared with.
+EQUIVALENCE_MARGINS_PT = {"slu_20": 1.0, "slu_40": 1.0, "slu_60": 2.2, "sd_40": 1.0}
 LRS = (0.2, 0.1, 0.05)  # every arm tunes its learning rate over these, on the validation split
 SD_DROP = 0.4  # stochastic depth's expected drop ratio: slu_40's target
 SD_ARM, SD_REFERENCE = "sd_40", "slu_40"
@@ -171,7 +179,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     seeds = study_seeds(seeds, smoke)
     arms = build_arms(smoke)
     results, tuning = run_study(arms, seeds, out_dir, execution=dataclasses.replace(execution, progress=progress))
-    summaries = summarize(arms, results, tuning)
+    summaries = summarize(arms, results, tuning, margin_pt=EQUIVALENCE_MARGINS_PT, paper=E2TRAIN_ACCOUNTING)
     by_name = {s.name: s for s in summaries}
     skips = {arm.name: skip_measurements(results[arm.name]) for arm in arms if "slu" in arm.config.techniques}
     extra = {"skip": skips}
@@ -183,20 +191,21 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         t = skip["target_skip"]
         tracked = abs(skip["train_skip_mean"] - t) <= SKIP_TOLERANCE
         difference = summary.interval("accuracy_difference")
-        kept = no_significant_loss(difference)
+        kept = bool(summary.accuracy_tost["equivalent"])
         targets.append(Target(
             text=(f"SLU at {100 * t:.0f} % skipping: measured training skip ratio within ±{100 * SKIP_TOLERANCE:.0f} "
-                  "points and no significant accuracy loss (95 % interval of the paired difference reaches 0)"),
+                  f"points and test accuracy equivalent to the baseline's within ±{EQUIVALENCE_MARGINS_PT[name]:g} pt "
+                  "(TOST)"),
             met=tracked and kept,
             measured=(f"skip ratio train {skip['train_skip_mean']:.3f} ± {skip['train_skip_std']:.3f}, final eval "
                       f"{skip['eval_skip_mean']:.3f} ± {skip['eval_skip_std']:.3f}; Δ accuracy {difference.text()} pt "
-                      f"({summary.verdict}); energy ratio {ratio_text(summary.interval('energy_ratio'))}"),
+                      f"({summary.verdict}); {energy_text(summary)}"),
         ))
         if not tracked:
             notes.append(f"{name}: the controller left the training skip ratio at {skip['train_skip_mean']:.3f} "
                          f"against {t:.2f} (per seed {', '.join(f'{v:.3f}' for v in skip['train_skip_per_seed'])})")
         if not kept:
-            notes.append(f"{name}: {summary.verdict} against the same-seed baseline")
+            notes.append(f"{name}: {summary.verdict} against the same-run baseline")
     notes.append("gates' share of the modelled energy (their MACs, pooling adds and the gate layers' DRAM traffic): "
                  + ", ".join(f"{name} {100 * skip['gate_energy_share_mean']:.3f} %" for name, skip in skips.items()))
     notes.append(sd_note)
@@ -214,14 +223,15 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     title = f"{TITLE}, ResNet-{config.model.depth} on {config.data.name}"
     readme = ReadmeRow(
         reproduction=f"`slu` (ResNet-{config.model.depth}; stochastic-depth comparator {SD_ARM})",
-        target="skip " + "/".join(f"{100 * t:.0f}" for t in TARGET_SKIPS) + " % at no accuracy loss",
+        target=("skip " + "/".join(f"{100 * t:.0f}" for t in TARGET_SKIPS) + " %, accuracy equivalent within ±"
+                + "/".join(f"{EQUIVALENCE_MARGINS_PT[arm_name(t)]:g}" for t in TARGET_SKIPS)
+                + " pt (Sec. 4.3, Table 3)"),
         measured="; ".join(
-            f"{name}: skip {skips[name]['train_skip_mean']:.2f}, energy ratio "
-            f"{ratio_text(by_name[name].interval('energy_ratio'))}, Δ accuracy "
-            f"{by_name[name].interval('accuracy_difference').text()} pt" for name in skips)
-        + f"; {SD_ARM}: energy ratio {ratio_text(by_name[SD_ARM].interval('energy_ratio'))}, {SD_REFERENCE} − "
+            f"{name}: skip {skips[name]['train_skip_mean']:.2f}, {energy_text(by_name[name])}, Δ accuracy "
+            f"{by_name[name].interval('accuracy_difference').text()} pt, {tost_text(by_name[name])}" for name in skips)
+        + f"; {SD_ARM}: {energy_text(by_name[SD_ARM])}, {SD_REFERENCE} − "
           f"{SD_ARM} {extra['stochastic_depth']['slu_40_minus_sd_40_text']}",
         verdict=" / ".join(f"{name} {'met' if target.met else '**not met**'}" for name, target in zip(skips, targets)))
     return write_report(out_dir, name=NAME, title=title, summaries=summaries, claim=CLAIM, targets=targets,
                         seeds=seeds, settings=settings, notes=notes, extra=extra, tuning=tuning,
-                        readme=readme)
+                        readme=readme, margin_pt=EQUIVALENCE_MARGINS_PT)

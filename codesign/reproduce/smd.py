@@ -28,18 +28,21 @@ from pathlib import Path
 from typing import Any
 
 from codesign.reproduce.common import (
+    E2TRAIN_ACCOUNTING,
     Arm,
     Execution,
     PaperClaim,
     ReadmeRow,
     Target,
+    energy_text,
     ratio_text,
     run_study,
     study_seeds,
     summarize,
+    tost_text,
     write_report,
 )
-from codesign.reproduce.stats import bootstrap_interval, no_significant_loss, paired_differences
+from codesign.reproduce.stats import both_intervals_text, paired_differences
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.techniques.smd import Config as SmdConfig
 from codesign.train.techniques.smd import expected_energy_ratio
@@ -52,6 +55,10 @@ TARGET_ENERGY_RATIO = 2 / 3
 # of about sqrt(p (1 - p) / 204) * 4/3 = 0.047, the mean of eight seeds 0.017; a +-0.05 band on the mean is what
 # "0.67" can mean here.
 ENERGY_TOLERANCE = 0.05
+# Equivalence margin (points), fixed before the run: E²-Train calls SMD's effect on accuracy "minimal (sometimes even
+# an increase)" (Sec. 3.1), reports +0.2 pt at the 0.67 energy ratio (Fig. 3a) and calls a 0.65 pt loss "negligible"
+# (Sec. 4.4, Table 2); one point is the smallest loss the paper would call more than negligible.
+EQUIVALENCE_MARGIN_PT = 1.0
 LRS = (0.2, 0.1, 0.05)  # every arm tunes its learning rate over these, on the validation split
 TARGET_ARM = "smd_x4/3"
 SAME_ENERGY_ARM = "smb_x2/3"
@@ -105,7 +112,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     seeds = study_seeds(seeds, smoke)
     arms = build_arms(smoke)
     results, tuning = run_study(arms, seeds, out_dir, execution=dataclasses.replace(execution, progress=progress))
-    summaries = summarize(arms, results, tuning)
+    summaries = summarize(arms, results, tuning, margin_pt=EQUIVALENCE_MARGIN_PT, paper=E2TRAIN_ACCOUNTING)
     by_name = {s.name: s for s in summaries}
     target = by_name[TARGET_ARM]
     base_epochs = arms[0].config.optim.epochs
@@ -117,15 +124,15 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                 for arm in arms}
     ratio, difference = target.interval("energy_ratio"), target.interval("accuracy_difference")
     energy_ok = abs(ratio.mean - TARGET_ENERGY_RATIO) <= ENERGY_TOLERANCE
-    accuracy_ok = no_significant_loss(difference)
-    measured = (f"energy ratio {ratio_text(ratio)} (expected {expected[TARGET_ARM]:.3f}), Δ accuracy "
-                f"{difference.text()} pt ({target.verdict}); accuracy {target.accuracy_mean:.2f} ± "
+    accuracy_ok = bool(target.accuracy_tost["equivalent"])
+    measured = (f"{energy_text(target)} (expected {expected[TARGET_ARM]:.3f} of the training steps), Δ accuracy "
+                f"{difference.text()} pt; {target.verdict}; accuracy {target.accuracy_mean:.2f} ± "
                 f"{target.accuracy_std:.2f} % vs baseline {summaries[0].accuracy_mean:.2f} ± "
                 f"{summaries[0].accuracy_std:.2f} %; measured skip rate "
                 + ", ".join(f"{rate:.3f}" for rate in skip_rates[TARGET_ARM]))
     targets = [Target(text=(f"SMD p = {P} with 4/3 of the baseline's epochs: energy ratio 0.67 "
-                            f"(mean within ±{ENERGY_TOLERANCE}) with no significant accuracy loss (95 % interval "
-                            "of the paired difference reaches 0)"),
+                            f"(ledger, mean within ±{ENERGY_TOLERANCE}) with test accuracy equivalent to the "
+                            f"baseline's within ±{EQUIVALENCE_MARGIN_PT:g} pt (TOST)"),
                       met=energy_ok and accuracy_ok, measured=measured)]
     notes = ["arm epochs: " + ", ".join(f"{arm.name} {arm.config.optim.epochs}" for arm in arms),
              "expected energy ratios (1 - p) x epochs / baseline epochs: "
@@ -134,16 +141,19 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
              "schedule still advances over it"]
     same_energy = paired_differences([r.test_accuracy for r in results[TARGET_ARM]],
                                      [r.test_accuracy for r in results[SAME_ENERGY_ARM]])
-    same_energy_interval = bootstrap_interval(same_energy)
+    same_energy_text = both_intervals_text(same_energy, unit=" pt")
     notes.append(f"at equal expected energy (0.67), {TARGET_ARM} minus {SAME_ENERGY_ARM}: "
-                 f"{same_energy_interval.text()} pt (per seed " + ", ".join(f"{d:+.2f}" for d in same_energy)
+                 f"{same_energy_text} (per run " + ", ".join(f"{d:+.2f}" for d in same_energy)
                  + "); the paper reports +0.39 to +0.86 pt (Fig. 3a)")
+    notes.append(f"{TARGET_ARM}: ledger energy ratio of training alone {ratio_text(target.interval('training_energy_ratio'))};"
+                 " with the validation pass after each of its scheduled epochs (4/3 as many as the baseline's) and the "
+                 f"test pass charged, {ratio_text(ratio)}")
     if not energy_ok:
         notes.append(f"energy ratio {target.energy_ratio_mean:.3f} is outside 0.67 ± {ENERGY_TOLERANCE}: the Bernoulli "
                      "draws dropped " + ", ".join(f"{rate:.3f}" for rate in skip_rates[TARGET_ARM])
                      + " of the batches")
     if not accuracy_ok:
-        notes.append(f"SMD: {target.verdict} against the same-seed baseline; per seed: "
+        notes.append(f"SMD: {target.verdict} against the same-run baseline; per run: "
                      + ", ".join(f"{row['test_accuracy']:.2f}" for row in target.per_seed))
     if smoke:
         notes.append("smoke budget (synthetic data, 3 epochs, 1 seed): the pipeline is checked, not the claim")
@@ -152,14 +162,15 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                 "epochs_by_arm": {arm.name: arm.config.optim.epochs for arm in arms}}
     settings["smoke"] = smoke
     extra = {"measured_skip_rate": skip_rates, "expected_energy_ratio": expected,
-             "smd_minus_smb_same_energy_pt": same_energy, "smd_minus_smb_same_energy": same_energy_interval.as_dict()}
+             "smd_minus_smb_same_energy_pt": same_energy, "smd_minus_smb_same_energy_text": same_energy_text}
     model = arms[0].config.model
     title = f"{TITLE}, ResNet-{model.depth} on {arms[0].config.data.name}"
     readme = ReadmeRow(
         reproduction=f"`smd` (p = {P}, 4/3 epochs, ResNet-{model.depth})",
-        target="energy ratio 0.67 at no accuracy loss",
-        measured=(f"energy ratio {ratio_text(ratio)}; Δ accuracy {difference.text()} pt ({target.verdict}); "
-                  f"vs SMB at equal energy {same_energy_interval.text()} pt"),
+        target=f"energy ratio 0.67, accuracy equivalent within ±{EQUIVALENCE_MARGIN_PT:g} pt (Fig. 3a)",
+        measured=(f"{energy_text(target)}; Δ accuracy {difference.text()} pt, {tost_text(target)}; "
+                  f"vs SMB at equal energy {same_energy_text}"),
         verdict="met" if targets[0].met else "**not met**")
     return write_report(out_dir, name=NAME, title=title, summaries=summaries, claim=CLAIM, targets=targets, seeds=seeds,
-                        settings=settings, notes=notes, extra=extra, tuning=tuning, readme=readme)
+                        settings=settings, notes=notes, extra=extra, tuning=tuning, readme=readme,
+                        margin_pt=EQUIVALENCE_MARGIN_PT)

@@ -40,7 +40,9 @@ def test_smoke_reproduction_writes_the_report(tmp_path):
     # every arm had the same learning-rate trials, chosen on validation accuracy
     for arm in saved["arms"]:
         trials = saved["tuning"][arm["name"]]["trials"]
-        assert [t["setting"]["optim.lr"] for t in trials] == list(abvs.SMOKE_LEARNING_RATES)
+        own = [t["setting"]["optim.lr"] for t in trials if t["widening"] == 0]
+        assert own == list(abvs.SMOKE_LEARNING_RATES)  # then one more per widening of the grid, each recorded
+        assert len(trials) == len(own) + len(saved["tuning"][arm["name"]]["widenings"])
         assert arm["chosen"] == max(trials, key=lambda t: t["validation_accuracy"])["setting"]
     # the FB controller of the evaluated ABVS run logged validation accuracy (a fraction), not test accuracy
     abvs_arm = saved["arms"][2]

@@ -106,7 +106,7 @@ def test_a_rerun_agrees_bit_for_bit_then_an_altered_committed_value_disagrees(tm
     out = capsys.readouterr().out
     names = [arm["name"] for arm in committed["arms"]]
     assert "comparison: exact" in out and "VERDICT: all 4 arms agree" in out
-    assert all(f"[check smd] {name} seed 0:" in out and f"{name}: agrees (1/1 seeds bit-identical" in out
+    assert all(f"[check smd] {name} seed 0 split 0:" in out and f"{name}: agrees (1/1 seeds bit-identical" in out
                for name in names)
     report = json.loads((scratch / "smd" / "check.json").read_text())
     assert report["agrees"] and report["mode"] == "exact" and [a["name"] for a in report["arms"]] == names

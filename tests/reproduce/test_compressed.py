@@ -26,7 +26,8 @@ def test_smoke_reproduction_writes_the_report(tmp_path):
     assert {arm["per_seed"][0]["steps"] for arm in arms.values()} == {arms["fp32"]["per_seed"][0]["steps"]}
     for name, arm in arms.items():
         trials = results["tuning"][name]["trials"]
-        assert [t["setting"]["optim.lr"] for t in trials] == list(compressed.SMOKE_LEARNING_RATES)
+        assert [t["setting"]["optim.lr"] for t in trials if t["widening"] == 0] == list(compressed.SMOKE_LEARNING_RATES)
+        assert len(trials) == len(compressed.SMOKE_LEARNING_RATES) + len(results["tuning"][name]["widenings"])  # one per widening
         assert arm["chosen"] == max(trials, key=lambda t: t["validation_accuracy"])["setting"]
     techniques = results["settings"]["arms"]
     assert techniques["compressed24"]["compress"]["buffer_bits"] == 24

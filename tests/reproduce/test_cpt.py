@@ -26,7 +26,8 @@ def test_smoke_reproduction_writes_the_report(tmp_path):
     # every arm had the same learning-rate trials at the tuning seed, read on validation accuracy only
     for name in arms:
         trials = results["tuning"][name]["trials"]
-        assert [t["setting"]["optim.lr"] for t in trials] == list(cpt.SMOKE_LEARNING_RATES)
+        assert [t["setting"]["optim.lr"] for t in trials if t["widening"] == 0] == list(cpt.SMOKE_LEARNING_RATES)
+        assert len(trials) == len(cpt.SMOKE_LEARNING_RATES) + len(results["tuning"][name]["widenings"])  # one per widening
         best = max(trials, key=lambda t: t["validation_accuracy"])
         assert arms[name]["chosen"] == results["tuning"][name]["chosen"]
         assert arms[name]["chosen"]["optim.lr"] == best["setting"]["optim.lr"]
