@@ -532,25 +532,45 @@ def _data_sizes(config: Mapping[str, Any]) -> dict[str, int]:
             else 0, "test": int(dataset.test_y.numel())}
 
 
+# Forward MACs a technique spends on images that are not training samples (counted in the ledger's forward
+# phase): compressed training's pruning search over the validation split, CPT's range-test batches. They are
+# charged already, once; they must not inflate the forward cost per image that evaluation passes are priced at.
+NON_TRAINING_FORWARD_MACS = (("compress", ("search_forward_macs",)), ("cpt", ("range_test", "held_forward_macs")))
+
+
+def non_training_forward_macs(run: TrainResult) -> int:
+    """The forward MACs of :data:`NON_TRAINING_FORWARD_MACS` in this run's technique reports (0 when none)."""
+    total = 0
+    for technique, path in NON_TRAINING_FORWARD_MACS:
+        value: Any = run.techniques.get(technique)
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        total += int(value or 0)
+    return total
+
+
 def charged_cost(run: TrainResult, sizes: Mapping[str, int]) -> dict[str, float]:
     """The run's cost with every pass charged once: training (the ledger), plus evaluation forward passes.
 
     The ledger counts training only (forward, error, weight gradient). A run also evaluates the validation
     split after every epoch (what every choice reads) and the test split once at the end; those forward
-    passes are charged here at the run's own training forward cost per image (forward-phase totals over the
-    images it forwarded: ``train`` x epochs x the share of steps not dropped), in each of :data:`COST_KEYS`.
+    passes are charged here at the run's own training forward cost per image (forward-phase totals, less the
+    share of :func:`non_training_forward_macs`, over the images it trained on: ``train`` x epochs x the share of
+    steps not dropped), in each of :data:`COST_KEYS`. That is the mean over training: for compressed training it
+    mixes the dense FP32 warm-up epochs with the pruned 8-bit ones, so it overstates the pruned model's evaluation.
     For an arm that skips blocks in training (SLU, stochastic depth) that undercounts the full network an
     evaluation runs; for CPT or ABVS it prices evaluation at the mean training precision.
     Returns ``{key: training + evaluation}`` and ``evaluation_share`` (of ``energy_pj``).
     """
     forward = run.cost["by_phase"]["forward"]
+    training_share = 1 - non_training_forward_macs(run) / forward["macs"] if forward["macs"] else 0.0
     epochs = int(run.config["optim"]["epochs"])
     kept = (run.steps - run.skipped_steps) / run.steps if run.steps else 0.0
     forwarded = sizes["train"] * epochs * kept
     evaluated = epochs * sizes["validation"] + sizes["test"]
     charged: dict[str, float] = {}
     for key in COST_KEYS:
-        evaluation = forward[key] / forwarded * evaluated if forwarded else 0.0
+        evaluation = forward[key] * training_share / forwarded * evaluated if forwarded else 0.0
         charged[key] = float(run.cost["total"][key]) + evaluation
         if key == "energy_pj":
             charged["evaluation_share"] = evaluation / charged[key] if charged[key] else 0.0

@@ -299,6 +299,11 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                  for name in rows[MAIN_ARM][0]["pruned_fraction_per_layer"]}
     notes = _notes(arms, rows, pruning, per_layer, main, ablation, epochs=epochs, lost=lost, loss=loss,
                    accuracy16=accuracy16, smoke=smoke, wall=wall, summaries=summaries)
+    without_search = bootstrap_interval([(row["macs"] - r.techniques["compress"]["search_forward_macs"]) / b["macs"]
+                                         for row, r, b in zip(main.per_seed, results[MAIN_ARM], base.per_seed)])
+    notes.append(f"Paper's accounting (MAC count, every pass once) of {MAIN_ARM} against fp32: "
+                 f"{percent_text(main.paper_ratio)} with the pruning search's FP32 forward passes over the validation "
+                 f"split, {percent_text(without_search.as_dict())} without them (the paper does not count its search).")
     settings = {
         "smoke": smoke, **{key: value for key, value in arms[0].config.to_dict().items() if key not in ("seed",
                                                                                                     "techniques")},

@@ -197,3 +197,18 @@ def test_a_cached_run_of_a_superseded_choice_is_set_aside_and_never_read(tmp_pat
     assert first["a"][0].config["optim"]["epochs"] == 1 and again["a"][0].config["optim"]["epochs"] == 2
     aside = json.loads((tmp_path / "tasks" / "results" / "eval,a,seed=0.superseded.json").read_text())
     assert aside["task"]["kwargs"]["config"]["optim"]["epochs"] == 1
+
+
+def test_forward_passes_over_non_training_images_do_not_raise_the_evaluation_price(study):
+    import dataclasses
+
+    _, _, runs, _ = study
+    run = runs["base"][0]
+    sizes = _data_sizes(run.config)
+    plain = charged_cost(run, sizes)
+    half = run.cost["by_phase"]["forward"]["macs"] // 2  # as if half the forward MACs were a pruning search's
+    searched = dataclasses.replace(run, techniques={"compress": {"search_forward_macs": half}})
+    charged = charged_cost(searched, sizes)
+    for key in ("macs", "energy_pj"):
+        evaluation = plain[key] - run.cost["total"][key]
+        assert charged[key] - run.cost["total"][key] == pytest.approx(evaluation / 2)
