@@ -118,12 +118,11 @@ module tt1_pe #(
             end
             reg signed [ACC_BITS-1:0] acc;
             wire signed [WW-1:0] wide = acc + sum;
-            wire signed [WW-1:0] amax = {{(WW-ACC_BITS+1){1'b0}}, {(ACC_BITS-1){1'b1}}};
-            wire signed [WW-1:0] amin = {{(WW-ACC_BITS+1){1'b1}}, {(ACC_BITS-1){1'b0}}};
+            wire [ACC_BITS-1:0] sat;
+            tt_saturate #(.WW(WW), .ACC_BITS(ACC_BITS)) u_sat (.wide(wide), .sat(sat));
             always @(posedge clk) begin
                 if (clr) acc <= 0;
-                else if (v1) acc <= wide > amax ? amax[ACC_BITS-1:0] : (wide < amin ? amin[ACC_BITS-1:0]
-                                                                                      : wide[ACC_BITS-1:0]);
+                else if (v1) acc <= sat;
             end
             assign acc_flat[gr*ACC_BITS +: ACC_BITS] = acc;
         end
@@ -138,8 +137,9 @@ module tt1_pe #(
     wire [STREAM_BITS-1:0] res_word;
     wire [STREAM_BITS-1:0] status_word = status;
     tt_pack_out #(.W(STREAM_BITS)) u_out (
-        .clk(clk), .rst(rst), .res_valid(state == S_OUT), .res_data(acc_ext), .res_last(res_last),
-        .res_ready(res_ready), .word_valid(res_word_valid), .word(res_word), .word_ready(out_ready));
+        .clk(clk), .rst(rst), .res_valid(state == S_OUT), .res_data(acc_ext), .res_n(3'd1), .res_last(res_last),
+        .res_ready(res_ready), .word_valid(res_word_valid), .word(res_word), .word_ready(out_ready),
+        .busy());
     assign out_valid = state == S_STATUS || res_word_valid;
     assign out_data = state == S_STATUS ? status_word : res_word;
     wire give = state == S_STATUS ? out_ready : res_ready;  // the status word left, or the result was taken

@@ -9,12 +9,15 @@
 // every A value shared by ROWS multipliers (paper 003, Sec. 4). Every product
 // is added into its accumulator with saturation to ACC_BITS, j in order. The
 // accumulators of one (row group, chunk) go to ROWS result RAMs, which are
-// read out row by row once the group is complete.
+// read out row by row once the group is complete, in beats of up to BEAT =
+// min(STREAM_BITS / 32, LANES) results of one chunk a cycle (the next chunk
+// read while the last beat of one leaves).
 //
 // Cycles (no input gaps, no backpressure), from the header to the last
-// result: 2 + L*JC*CWB + I * (J*KC*CWA + G*KC*(J + 2) + L*(KC + K)),
-// KC = ceil(K/LANES), JC = ceil(J/LANES), G = ceil(L/ROWS); 2 for a refused
-// header (codesign.pe.tt.cycles).
+// result: 2 + L*JC*CWB + I * (J*KC*CWA + G*KC*(J + 2) + G + L*ceil(K/BEAT))
+// + S, KC = ceil(K/LANES), JC = ceil(J/LANES), G = ceil(L/ROWS), S = 1 when
+// the last beat overfills its output word (its rest leaves a cycle later),
+// else 0; 2 for a refused header (codesign.pe.tt.cycles).
 `include "codesign_constants.vh"  // status codes (codesign/hw/constants.py)
 module tt2_pe #(
     parameter LANES    = 16,  // MACs along k (power of two)
@@ -54,9 +57,9 @@ module tt2_pe #(
     localparam ZW_ = LANES * ACC_BITS;
     localparam PW = A_BITS + B_BITS;  // exact product
     localparam WW = (ACC_BITS > PW ? ACC_BITS : PW) + 1;  // exact accumulator + product
-    localparam signed [WW-1:0] AMAX = {{(WW-ACC_BITS+1){1'b0}}, {(ACC_BITS-1){1'b1}}};
-    localparam signed [WW-1:0] AMIN = {{(WW-ACC_BITS+1){1'b1}}, {(ACC_BITS-1){1'b0}}};
     localparam RW = ROWS > 1 ? $clog2(ROWS) : 1;
+    localparam P = STREAM_BITS / 32;  // results per output word
+    localparam BEAT = P < LANES ? P : LANES;  // results a cycle: one chunk's lanes ov .. ov + BEAT - 1
     localparam VW = LANES > 1 ? LG : 1;
 
     localparam S_HDR = 4'd0, S_STATUS = 4'd1, S_LOADB = 4'd2, S_LOADA = 4'd3, S_COMP = 4'd4, S_FLUSH = 4'd5,
@@ -73,7 +76,8 @@ module tt2_pe #(
     tt_header #(.DIMS(4), .LANES(LANES), .MAX_J(MAX_J), .MAX_K(MAX_K), .MAX_L(MAX_L), .W(STREAM_BITS)) u_hdr (
         .word(in_data), .status(hdr_status), .chunks(hdr_chunks));
     wire loading = state == S_LOADB || state == S_LOADA;
-    assign in_ready = state == S_HDR || loading;
+    wire pack_busy;  // the last transaction's last word has still to leave
+    assign in_ready = (state == S_HDR && !pack_busy) || loading;
     wire take = in_valid && in_ready;
     wire chunk_done;
     wire [CWM*STREAM_BITS-1:0] full;  // the chunk's words, the one being taken included
@@ -89,7 +93,7 @@ module tt2_pe #(
     reg [AAW-1:0] aptr;           // A write address while loading, read address (j*KC + c) while computing
     reg [7:0] lbase;              // first l of the row group
     reg [RW-1:0] orow;            // result row being sent
-    reg [7:0] ochunk, ov;         // its chunk and lane
+    reg [7:0] ochunk, ov;         // its chunk and the beat's first lane (a multiple of BEAT)
     wire [7:0] row_len = state == S_LOADB ? dim_j : dim_k;
     wire [7:0] row_chunks = state == S_LOADB ? jc_n : kc_n;
     wire [8:0] kbase = {1'b0, cc} << LG;
@@ -108,8 +112,9 @@ module tt2_pe #(
     wire [BAW-1:0] b_raddr = gbase + (jj >> LG);
     reg [VW-1:0] jsel;  // lane of B[l, j] in the chunk read last cycle
     reg v1, clr;
-    wire [ROWS*ACC_BITS-1:0] zlane;  // lane ov of every row's result word
-    genvar gr;
+    wire [ROWS*ZW_-1:0] zrows;  // every row's result chunk, read at oaddr
+    wire [7:0] oaddr;
+    genvar gr, gv;
     generate
         for (gr = 0; gr < ROWS; gr = gr + 1) begin : g_row
             wire [BW_-1:0] qb;
@@ -118,43 +123,57 @@ module tt2_pe #(
                 .raddr(b_raddr), .rdata(qb));
             wire signed [B_BITS-1:0] weight = qb[jsel*B_BITS +: B_BITS];
             // the LANES saturating accumulators of this row, one flat vector (lane v at bits v*ACC_BITS)
-            reg [ZW_-1:0] acc;
-            reg signed [WW-1:0] wide;
-            integer v;
-            always @(posedge clk) begin
-                if (clr) acc <= 0;
-                else if (v1) begin
-                    for (v = 0; v < LANES; v = v + 1) begin
-                        wide = $signed(acc[v*ACC_BITS +: ACC_BITS]) + $signed(qa[v*A_BITS +: A_BITS]) * weight;
-                        acc[v*ACC_BITS +: ACC_BITS] <= wide > AMAX ? AMAX[ACC_BITS-1:0]
-                            : (wide < AMIN ? AMIN[ACC_BITS-1:0] : wide[ACC_BITS-1:0]);
-                    end
+            wire [ZW_-1:0] acc;
+            for (gv = 0; gv < LANES; gv = gv + 1) begin : g_lane
+                reg signed [ACC_BITS-1:0] acc_v;
+                wire signed [WW-1:0] wide = acc_v + $signed(qa[gv*A_BITS +: A_BITS]) * weight;
+                wire [ACC_BITS-1:0] sat;
+                tt_saturate #(.WW(WW), .ACC_BITS(ACC_BITS)) u_sat (.wide(wide), .sat(sat));
+                always @(posedge clk) begin
+                    if (clr) acc_v <= 0;
+                    else if (v1) acc_v <= sat;
                 end
+                assign acc[gv*ACC_BITS +: ACC_BITS] = acc_v;
             end
             wire [ZW_-1:0] zq;
             tt_ram #(.WIDTH(ZW_), .DEPTH(MAX_KC), .AW(ZAW)) u_z (
                 .clk(clk), .we(state == S_SAVE), .waddr(cc[ZAW-1:0]), .wdata(acc),
-                .raddr(ochunk[ZAW-1:0]), .rdata(zq));
-            assign zlane[gr*ACC_BITS +: ACC_BITS] = zq[ov*ACC_BITS +: ACC_BITS];
+                .raddr(oaddr[ZAW-1:0]), .rdata(zq));
+            assign zrows[gr*ZW_ +: ZW_] = zq;
         end
     endgenerate
 
     // ---- output ----------------------------------------------------------------------------------
-    wire signed [ACC_BITS-1:0] z_sel = zlane[orow*ACC_BITS +: ACC_BITS];
-    wire signed [31:0] z_ext = z_sel;
-    wire chunk_last = ov == LANES - 1 || ({1'b0, ochunk} << LG) + ov == dim_k - 1;
+    wire [ZW_-1:0] zrow = zrows[orow*ZW_ +: ZW_];
+    wire [9:0] kleft = {2'b0, dim_k} - (({2'b0, ochunk} << LG) + ov);  // results of the row from the beat on
+    wire [2:0] beat_n = kleft < BEAT ? kleft[2:0] : BEAT;
+    reg [BEAT*32-1:0] beat;  // the beat's results sign-extended to 32 bits, 0 past beat_n
+    reg signed [ACC_BITS-1:0] lane;
+    reg signed [31:0] lane_ext;
+    integer p;
+    always @* begin
+        for (p = 0; p < BEAT; p = p + 1) begin
+            lane = zrow[(ov + p)*ACC_BITS +: ACC_BITS];
+            lane_ext = lane;
+            beat[p*32 +: 32] = p < beat_n ? lane_ext : 32'd0;
+        end
+    end
+    wire chunk_last = {1'b0, ov} + BEAT >= LANES || kleft <= BEAT;
     wire row_last = ochunk == kc_n - 1;
     wire group_last = orow == ROWS - 1 || lbase + orow == dim_l - 1;
     wire res_last = chunk_last && row_last && group_last && !(lbase + ROWS < dim_l) && ii == dim_i - 1;
     wire res_ready, res_word_valid;
     wire [STREAM_BITS-1:0] res_word;
     wire [STREAM_BITS-1:0] status_word = status;
-    tt_pack_out #(.W(STREAM_BITS)) u_out (
-        .clk(clk), .rst(rst), .res_valid(state == S_OUT), .res_data(z_ext), .res_last(res_last),
-        .res_ready(res_ready), .word_valid(res_word_valid), .word(res_word), .word_ready(out_ready));
+    tt_pack_out #(.W(STREAM_BITS), .BEAT(BEAT)) u_out (
+        .clk(clk), .rst(rst), .res_valid(state == S_OUT), .res_data(beat), .res_n(beat_n), .res_last(res_last),
+        .res_ready(res_ready), .word_valid(res_word_valid), .word(res_word), .word_ready(out_ready),
+        .busy(pack_busy));
     assign out_valid = state == S_STATUS || res_word_valid;
     assign out_data = state == S_STATUS ? status_word : res_word;
-    wire give = state == S_STATUS ? out_ready : res_ready;  // the status word left, or the result was taken
+    wire give = state == S_STATUS ? out_ready : res_ready;  // the status word left, or the beat was taken
+    // the result RAMs' read address: the next chunk (row) while the last beat of this one leaves
+    assign oaddr = state == S_OUT && give && chunk_last ? (row_last ? 8'd0 : ochunk + 8'd1) : ochunk;
 
     // ---- control ---------------------------------------------------------------------------------
     always @(posedge clk) begin
@@ -235,10 +254,9 @@ module tt2_pe #(
                 end
                 S_RD: state <= S_OUT;
                 S_OUT: if (give) begin
-                    ov <= chunk_last ? 8'd0 : ov + 8'd1;
+                    ov <= chunk_last ? 8'd0 : ov + BEAT;
                     if (chunk_last) begin
                         ochunk <= row_last ? 8'd0 : ochunk + 8'd1;
-                        state <= S_RD;
                         if (row_last) begin
                             orow <= orow + 1'b1;
                             if (group_last) begin

@@ -98,8 +98,9 @@ module tt3_pe #(
     wire [STREAM_BITS-1:0] res_word;
     wire [STREAM_BITS-1:0] status_word = status;
     tt_pack_out #(.W(STREAM_BITS)) u_out (
-        .clk(clk), .rst(rst), .res_valid(state == S_OUT), .res_data(p_ext), .res_last(res_last),
-        .res_ready(res_ready), .word_valid(res_word_valid), .word(res_word), .word_ready(out_ready));
+        .clk(clk), .rst(rst), .res_valid(state == S_OUT), .res_data(p_ext), .res_n(3'd1), .res_last(res_last),
+        .res_ready(res_ready), .word_valid(res_word_valid), .word(res_word), .word_ready(out_ready),
+        .busy());
     assign out_valid = state == S_STATUS || res_word_valid;
     assign out_data = state == S_STATUS ? status_word : res_word;
     wire give = state == S_STATUS ? out_ready : res_ready;  // the status word left, or the result was taken

@@ -6,10 +6,11 @@ included. The RTL does one thing at a time (load, compute, send), so the
 count is a sum of phases; docs/tt_pe.md gives the same formula.
 
 The stream width enters through the words per chunk (``CWA``, ``CWB``, in
-``spec.stream_bits``-wide words) only: the RTL still sends one result per
-cycle into its output packer, which passes a word on with the cycle's result
-when the word is full or the transaction ends, so the drain phase counts
-results, not words.
+``spec.stream_bits``-wide words) and, for PE2, through its *beats*: PE2
+sends up to ``beat`` = min(``stream_bits / 32``, ``lanes``) results of one
+chunk a cycle into its output packer, which passes a word on when it is
+full or the transaction ends. PE1 and PE3 send one result a cycle, so their
+drain phase counts results, not words.
 """
 
 from __future__ import annotations
@@ -53,12 +54,21 @@ def pe1_cycles(spec: Tt1Spec, header: int) -> Cycles:
     return Cycles(2, load, i * groups * (j * kc + 1), i * l)
 
 
+def pe2_beat(spec: Tt2Spec) -> int:
+    """Results PE2 sends a cycle: one output word's worth, within one chunk of ``lanes`` (both powers of two)."""
+    return min(spec.stream_bits // 32, spec.lanes)
+
+
 def pe2_cycles(spec: Tt2Spec, header: int) -> Cycles:
-    """Cycles of one PE2 transaction: ``2 + L*JC*CWB + I*(J*KC*CWA + G*KC*(J + 2) + L*(KC + K))``.
+    """Cycles of one PE2 transaction: ``2 + L*JC*CWB + I*(J*KC*CWA + G*KC*(J + 2) + G + L*ceil(K/BEAT)) + S``.
 
     Per row group and chunk of ``k``: ``J`` MAC-loop cycles, one pipeline
-    cycle, one to store the accumulators; per result row one RAM read per
-    chunk before its words leave.
+    cycle, one to store the accumulators. Per row group one RAM read before
+    its results leave (the next chunk is read while a chunk's last beat
+    leaves), then per result row ``ceil(K / BEAT)`` beats (``BEAT`` divides
+    ``lanes``, so no beat spans two chunks). ``S`` is 1 when the last beat
+    overfills its output word: the rest leaves as a word of its own a cycle
+    later.
     """
     if status(spec, header) != STATUS_OK:
         return Cycles(2, 0, 0, 0)
@@ -67,7 +77,10 @@ def pe2_cycles(spec: Tt2Spec, header: int) -> Cycles:
     groups = chunks(l, spec.rows)
     cwa, cwb = _chunk_words(spec)
     load = l * jc * cwb + i * j * kc * cwa
-    return Cycles(2, load, i * groups * kc * (j + 2), i * l * (kc + k))
+    beat, per_word = pe2_beat(spec), spec.stream_bits // 32
+    last = (k - 1) % beat + 1  # results of the transaction's last beat
+    spill = int((i * l * k - last) % per_word + last > per_word)
+    return Cycles(2, load, i * groups * kc * (j + 2), i * (groups + l * chunks(k, beat)) + spill)
 
 
 def pe3_cycles(spec: Tt3Spec, header: int) -> Cycles:

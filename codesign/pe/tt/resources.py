@@ -46,9 +46,10 @@ def features(spec) -> dict:
     most on UltraScale+; PE3's nine builds are too few for these terms held out), and the stream bits above
     32, alone and times the lanes.
 
-    A wider stream adds its width and two in FF (the held output word and
-    its fill count in ``tt_pack_out``, which at 32 bits passes results
-    straight through: hence the step ``wide_stream``) and LUTs per extra bit that grow with the
+    A wider stream adds its width and three in FF (the held output word, its
+    fill count and the flag of a last word still to send in ``tt_pack_out``,
+    which at 32 bits passes results straight through: hence the step
+    ``wide_stream``) and LUTs per extra bit that grow with the
     lanes (PE1 on xc7 at 128 bits: 941 more LUTs at 2 x 1, 1,162 at 4 x 2,
     1,261 at 8 x 4, 2,236 at 16 x 2: the wider header check, chunk gather, lane
     unpacking and output packing), while RAMs and multipliers stay as they

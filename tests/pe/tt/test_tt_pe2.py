@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -37,8 +39,8 @@ def test_pe2_transaction_by_hand():
     expected = [0] + [v & 0xFFFFFFFF for row in z for v in row]
     assert golden.output(spec, a, b).tolist() == expected
     assert pe2_reference(words, **spec.to_dict()) == expected
-    cycles = pe2_cycles(spec, header)  # 2 + B 2 + A 4 + 2 groups x 2 chunks x (2 + 2) + 2 rows x (2 + 3)
-    assert (cycles.load, cycles.compute, cycles.drain, cycles.total) == (6, 16, 10, 34)
+    cycles = pe2_cycles(spec, header)  # 2 + B 2 + A 4 + 2 groups x 2 chunks x (2 + 2) + 2 group reads + 2 rows x 3
+    assert (cycles.load, cycles.compute, cycles.drain, cycles.total) == (6, 16, 8, 32)
     assert transaction_cycles(spec, header) == cycles
 
 
@@ -80,3 +82,31 @@ def test_inner_core_mapping_equals_tt_forward():
         assert np.array_equal(z.reshape(-1), saved[k + 1].reshape(-1)), k
     with pytest.raises(ValueError, match="state must be"):
         golden.inner_core_operands(saved[1], cores[0])
+
+
+def test_pe2_beats_and_the_last_beat_spilling_by_hand():
+    """At 128 bits PE2 sends up to four results of one chunk a cycle: K = 6 on 4 lanes is a beat of 4 and one of 2
+    per row; the 12 results of I = 1, L = 2 fill three words, the last beat (2 results after 10) overfills none."""
+    spec = Tt2Spec(lanes=4, rows=2, stream_bits=128, max_j=4, max_k=8, max_l=4)
+    cycles = pe2_cycles(spec, 1 | 3 << 8 | 6 << 16 | 2 << 24)
+    assert cycles.drain == 1 + 2 * 2  # one group read, two rows of ceil(6 / 4) beats, no spill
+    # K = 3, L = 3: beats of 3 results; after 6 the word holds 2, the last beat brings 3: its third leaves alone
+    spilled = pe2_cycles(spec, 1 | 3 << 8 | 3 << 16 | 3 << 24)
+    assert spilled.drain == 2 + 3 * 1 + 1  # two group reads (rows 2 + 1), a beat per row, the spill's word
+    # at 64 bits the beat is 2: K = 3 is two beats a row, and no last beat can spill (I*L*K even when it is 2)
+    narrow = pe2_cycles(dataclasses.replace(spec, stream_bits=64), 1 | 3 << 8 | 3 << 16 | 3 << 24)
+    assert narrow.drain == 2 + 3 * 2
+
+
+def test_the_128_bit_grid_sends_last_beats_that_spill():
+    """The RTL grid at 128 bits reaches the packer's extra word (tests/pe/test_stream_rtl.py runs it under stalls)."""
+    wide = [case for case in get_pe("tt2").verification_grid() if not case.long and case.spec.stream_bits == 128]
+    spills = 0
+    for case in wide:
+        for words_in, _ in build_stimulus(case.spec, TtStimulusOptions()):
+            header = contract.stream_header(words_in, 128)
+            (i, _, k, l), _ = contract.header_dims(header, 4)
+            cycles = pe2_cycles(case.spec, header)
+            if cycles.drain:
+                spills += cycles.drain - i * (contract.chunks(l, case.spec.rows) + l * contract.chunks(k, 4))
+    assert wide and spills >= 10
