@@ -50,8 +50,8 @@ def features(spec) -> dict:
     fill count and the flag of a last word still to send in ``tt_pack_out``,
     which at 32 bits passes results straight through: hence the step
     ``wide_stream``) and LUTs per extra bit that grow with the
-    lanes (PE1 on xc7 at 128 bits: 941 more LUTs at 2 x 1, 1,162 at 4 x 2,
-    1,261 at 8 x 4, 2,236 at 16 x 2: the wider header check, chunk gather, lane
+    lanes (PE1 on xc7 at 128 bits: 800 more LUTs at 2 x 1, 1,087 at 4 x 2,
+    1,338 at 8 x 4, 2,285 at 16 x 2: the wider header check, chunk gather, lane
     unpacking and output packing), while RAMs and multipliers stay as they
     are. Fewer terms extrapolate better (held-out errors over the calibration
     grid: docs/design.md)."""
