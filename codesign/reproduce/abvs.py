@@ -611,7 +611,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                  f"over the evaluation runs: {sum(summary.seconds for summary in summaries):.0f} s")
     return write_report(out_dir, name=NAME, title=TITLE, summaries=summaries, claim=CLAIM, targets=targets,
                         seeds=seeds, settings=settings, notes=notes, extra=extra, tuning=tuning,
-                        readme=_readme(m, targets, by_name[a.abvs_name]), margin_pt=ACCURACY_DROP_PT)
+                        readme=_readme(m, targets, by_name[a.abvs_name]))
 
 
 __all__ = ["delay_sensitivity", "delay_variants", "run", "scan_least_sufficient_fb", "select_optimiser",

@@ -607,11 +607,12 @@ def summarize(arms: list[Arm], results: dict[str, list[TrainResult]],
         bitops_ratio = mean_std(bitops_ratios)
         validation = [r.validation_accuracy for r in runs if r.validation_accuracy is not None]
         margin = margin_pt.get(arm.name) if isinstance(margin_pt, Mapping) else margin_pt
-        equivalence = tost(differences, margin).as_dict() if margin is not None and not arm.baseline else {}
+        test = tost(differences, margin) if margin is not None and not arm.baseline else None
+        equivalence = test.as_dict() if test is not None else {}
         if arm.baseline:
             verdict = "baseline"
-        elif equivalence:
-            verdict = tost(differences, margin).text()
+        elif test is not None:
+            verdict = test.text()
         else:
             verdict = accuracy_verdict(difference)
         paper_ratio = {}
@@ -796,6 +797,15 @@ class ReadmeRow:
     verdict: str
 
 
+def report_margin(summaries: list[ArmSummary]) -> float | dict[str, float] | None:
+    """The equivalence margin the arms' TOSTs used (points): one number when every judged arm shares it, else
+    arm name -> margin; None when no arm was judged by TOST."""
+    margins = {s.name: s.accuracy_tost["margin"] for s in summaries if s.accuracy_tost}
+    if not margins:
+        return None
+    return next(iter(margins.values())) if len(set(margins.values())) == 1 else margins
+
+
 def _margin_text(margin_pt: float | Mapping[str, float] | None) -> str:
     if margin_pt is None:
         return "no margin: no TOST"
@@ -824,16 +834,16 @@ def energy_text(summary: ArmSummary) -> str:
 def write_report(out_dir: Path, *, name: str, title: str, summaries: list[ArmSummary], claim: PaperClaim,
                  targets: list[Target], seeds: list[int], settings: dict[str, Any], cost_axis: str = "energy",
                  notes: list[str] | None = None, extra: dict[str, Any] | None = None,
-                 tuning: dict[str, dict[str, Any]] | None = None, readme: ReadmeRow | None = None,
-                 margin_pt: float | Mapping[str, float] | None = None) -> dict[str, Any]:
+                 tuning: dict[str, dict[str, Any]] | None = None, readme: ReadmeRow | None = None) -> dict[str, Any]:
     out_dir = Path(out_dir)
+    margin_pt = report_margin(summaries)
     payload = {
         "name": name, "title": title, "seeds": seeds, "settings": ran_settings(settings, summaries),
         "machine": machine_record(),
         "protocol": {"validation_fraction": VALIDATION_FRACTION, "tuning_seeds": list(TUNING_SEEDS),
                      "tuning_split_seed": SPLIT_SEEDS[0], "max_widenings": MAX_WIDENINGS,
                      "split_seeds": sorted({row["split_seed"] for s in summaries for row in s.per_seed}),
-                     "equivalence_margin_pt": dict(margin_pt) if isinstance(margin_pt, Mapping) else margin_pt,
+                     "equivalence_margin_pt": margin_pt,
                      "difference": "technique - baseline, per (seed, split); 95 % percentile bootstrap and Student "
                                    "t-interval of the mean; TOST (two one-sided t-tests, alpha 0.05) at the margin",
                      "energy": "every pass charged once: training (ledger) plus the validation pass after every "

@@ -330,7 +330,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     )
     return write_report(out_dir, name=NAME, title=TITLE, summaries=summaries, claim=CLAIM,
                         targets=[target_pruning, target_buffer], seeds=seeds, settings=settings, cost_axis="energy",
-                        notes=notes, extra=extra, tuning=tuning, readme=readme, margin_pt=TARGET_DROP_PT)
+                        notes=notes, extra=extra, tuning=tuning, readme=readme)
 
 
 __all__ = ["buffer_ablation", "build_arms", "run"]

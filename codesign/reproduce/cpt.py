@@ -232,7 +232,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     )
     return write_report(out_dir, name=NAME, title=TITLE, summaries=summaries, claim=CLAIM, targets=targets,
                         seeds=seeds, settings=settings, cost_axis="bitops", notes=notes, extra=extra, tuning=tuning,
-                        readme=readme, margin_pt=EQUIVALENCE_MARGIN_PT)
+                        readme=readme)
 
 
 __all__ = ["build_arms", "judge", "run", "schedule_estimate"]

@@ -178,4 +178,4 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                                                                 for a in arms}},
                         notes=notes, extra={"smd_drop_rate": smd, "slu_train_skip": skip,
                                             "energy_breakdown": breakdown, "swa": swa}, tuning=tuning,
-                        readme=readme, margin_pt=TARGET_DROP_PT)
+                        readme=readme)

@@ -216,5 +216,4 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                   f"PSG − SignSGD {extra['psg_vs_signsgd']['text']}"),
         verdict=" / ".join(f"{t.text.split(':')[0]} {'met' if t.met else '**not met**'}" for t in targets))
     return write_report(out_dir, name=NAME, title=TITLE, summaries=summaries, claim=CLAIM, targets=targets,
-                        seeds=seeds, settings=settings, notes=notes, extra=extra, tuning=tuning, readme=readme,
-                        margin_pt=TARGET_DROP)
+                        seeds=seeds, settings=settings, notes=notes, extra=extra, tuning=tuning, readme=readme)

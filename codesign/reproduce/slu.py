@@ -234,4 +234,4 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         verdict=" / ".join(f"{name} {'met' if target.met else '**not met**'}" for name, target in zip(skips, targets)))
     return write_report(out_dir, name=NAME, title=title, summaries=summaries, claim=CLAIM, targets=targets,
                         seeds=seeds, settings=settings, notes=notes, extra=extra, tuning=tuning,
-                        readme=readme, margin_pt=EQUIVALENCE_MARGINS_PT)
+                        readme=readme)

@@ -172,5 +172,4 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                   f"vs SMB at equal energy {same_energy_text}"),
         verdict="met" if targets[0].met else "**not met**")
     return write_report(out_dir, name=NAME, title=title, summaries=summaries, claim=CLAIM, targets=targets, seeds=seeds,
-                        settings=settings, notes=notes, extra=extra, tuning=tuning, readme=readme,
-                        margin_pt=EQUIVALENCE_MARGIN_PT)
+                        settings=settings, notes=notes, extra=extra, tuning=tuning, readme=readme)
