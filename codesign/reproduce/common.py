@@ -533,9 +533,11 @@ def _data_sizes(config: Mapping[str, Any]) -> dict[str, int]:
 
 
 # Forward MACs a technique spends on images that are not training samples (counted in the ledger's forward
-# phase): compressed training's pruning search over the validation split, CPT's range-test batches. They are
-# charged already, once; they must not inflate the forward cost per image that evaluation passes are priced at.
-NON_TRAINING_FORWARD_MACS = (("compress", ("search_forward_macs",)), ("cpt", ("range_test", "held_forward_macs")))
+# phase): compressed training's pruning search over the validation split, CPT's range-test batches (held, and
+# probe batches when branched). They are charged already, once; they must not inflate the forward cost per image
+# that evaluation passes are priced at.
+NON_TRAINING_FORWARD_MACS = (("compress", ("search_forward_macs",)), ("cpt", ("range_test", "held_forward_macs")),
+                             ("cpt", ("range_test", "probe_forward_macs")))
 
 
 def non_training_forward_macs(run: TrainResult) -> int:

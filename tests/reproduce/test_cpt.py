@@ -42,16 +42,21 @@ def test_smoke_reproduction_writes_the_report(tmp_path):
         assert arm["bitops_ratio"]["mean"] == pytest.approx(ratio, rel=1e-12)
         delta = arm["per_seed"][0]["test_accuracy"] - arms["static8"]["per_seed"][0]["test_accuracy"]
         assert arm["accuracy_difference"] == bootstrap_interval([delta]).as_dict()
-        assert target["met"] == (ratio <= cpt.TARGET_RATIO and delta >= 0)
+        # met needs the whole BitOPs interval under the target and accuracy equivalent by the arm's TOST
+        assert target["met"] == (ratio <= cpt.TARGET_RATIO and arm["accuracy_tost"]["equivalent"] is True)
         assert results["extra"]["target_met"][name] == target["met"]
     # CPT's training (B_min <= 8) costs no more BitOPs than static 8 bit; the range test's held-batch forwards
-    # come on top (at this tiny budget they are a large share)
+    # and probe steps come on top (at this tiny budget they are a large share)
     (ceil_row,) = results["extra"]["range_test"]["cpt_ceil"]
-    training_bitops = arms["cpt_ceil"]["bitops_mean"] * (1 - ceil_row["held_share_of_run_bitops"])
+    training_bitops = arms["cpt_ceil"]["bitops_mean"] * (1 - ceil_row["held_share_of_run_bitops"]
+                                                         - ceil_row["probe_share_of_run_bitops"])
     assert training_bitops <= arms["static8"]["bitops_mean"]
-    # the range test read a batch of the validation split and picked a width the schedule then used
+    # the range test (branched: probe steps outside the run) read a batch of the validation split and picked a
+    # width the schedule then used from step 0
     for name in ("cpt_ceil", "cpt_rint"):
         (row,) = results["extra"]["range_test"][name]
+        assert row["mode"] == "branched" and row["probe_steps"] == len(row["candidates_tried"])
+        assert row["probe_forward_macs"] > 0 and row["probe_share_of_run_bitops"] > 0
         assert row["held_from"] == "validation" and row["held_samples"] > 0
         assert 2 <= row["min_bits"] <= 8 and row["held_forward_macs"] > 0
         assert str(row["min_bits"]) in row["steps_by_forward_bits"]

@@ -61,16 +61,35 @@ are counted as training; the held-batch classifications are forward MACs at
 ``b x b`` bits, ``2 * range_test_samples`` samples per candidate tried, and
 are added to the ledger's ``forward`` phase like any other work (the report
 gives their MACs and BitOPs separately too).
+
+That sweep is the paper's, and it confounds width with time: the candidate
+tried at steps 2-3 starts from a model that steps 0-1 already trained, so a
+width can "take off" only because the network is past its first steps.
+``range_test_mode="branched"`` removes the confound. Before the first step,
+the model, the optimiser state and the RNG are set aside; every candidate
+starts from that same snapshot, trains ``range_test_steps`` probe steps on the
+same probe batches (drawn once from the training split, seeded by the run's
+seed) at the same learning rate (step 0's), and its held batch is classified
+before and after, as above. After each candidate the snapshot is restored,
+so the run itself starts from the state it would have had without a test;
+the difference between candidates is their width and nothing else. The
+probe steps are plain SGD steps (other techniques' hooks do not see them);
+they are not steps of the run, but their forward, error and weight-gradient
+MACs are charged to the ledger, and the report gives their forward MACs
+apart (``probe_forward_macs``). The whole test runs inside the hook of epoch
+0's start, so no checkpoint can fall inside it.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from codesign.numerics.formats import DETERMINISTIC_ROUNDING
@@ -84,6 +103,7 @@ if TYPE_CHECKING:
 
 BITS_RANGE = (2, 32)
 SCHEDULE_ROUNDING = ("ceil", "rint")
+RANGE_TEST_MODES = ("sequential", "branched")  # the paper's sweep; every candidate from the same snapshot
 # The cosine is snapped to this many decimals before rounding to whole bits: a value that is mathematically an
 # integer (or a tie) may come out a few ulps off, and ceil would then add a whole bit (or rint pick a side by noise).
 SNAP_DECIMALS = 9
@@ -120,6 +140,7 @@ class Config:
     range_test_steps: int = 3  # training steps per candidate width
     range_test_samples: int = 128  # held-batch size
     range_test_threshold: float = 10.0  # percentage points of held-batch accuracy
+    range_test_mode: str = "sequential"  # "sequential": the paper's sweep; "branched": each width from one snapshot
 
     def validate(self, prefix: str = "techniques.cpt") -> None:
         _require_bits(self.min_bits, f"{prefix}.min_bits")
@@ -142,6 +163,13 @@ class Config:
                 f"must be an int >= 1, got {self.range_test_samples!r}")
         require(is_number(self.range_test_threshold) and 0 <= self.range_test_threshold < 100,
                 f"{prefix}.range_test_threshold", f"must be in [0, 100) percentage points, got {self.range_test_threshold!r}")
+        require(self.range_test_mode in RANGE_TEST_MODES, f"{prefix}.range_test_mode",
+                f"must be one of {RANGE_TEST_MODES}, got {self.range_test_mode!r}")
+
+    @property
+    def branched(self) -> bool:
+        """The range test runs every candidate from one snapshot, outside the run's steps."""
+        return self.range_test and self.range_test_mode == "branched"
 
     @property
     def candidates(self) -> list[int]:
@@ -202,6 +230,8 @@ class Technique(base.Technique):
         self.range_state: dict[str, Any] = {
             "done": not config.range_test, "index": 0, "window_steps": 0, "accuracy_before": [],
             "accuracy_after": [], "differences": [], "crossed": False, "steps": 0, "macs": 0, "bitops": 0,
+            # the branched test's probe steps (not steps of the run): their count, forward MACs, BitOPs of all phases
+            "probe_steps": 0, "probe_forward_macs": 0, "probe_bitops": 0,
         }
         self._held: tuple[torch.Tensor, torch.Tensor] | None = None
         self._held_from: str | None = None  # "validation" or "training": the split the held batch is drawn from
@@ -214,7 +244,7 @@ class Technique(base.Technique):
                 f"{self.config.cycles} cycles do not fit {trainer.total_steps} scheduled steps (T_n < 1 step)")
         if self.config.range_test:
             needed = len(self.config.candidates) * self.config.range_test_steps
-            require(needed <= trainer.batches_per_epoch, f"{prefix}.range_test_steps",
+            require(self.config.branched or needed <= trainer.batches_per_epoch, f"{prefix}.range_test_steps",
                     f"{len(self.config.candidates)} candidate widths x {self.config.range_test_steps} steps = {needed} "
                     f"steps do not fit the first epoch ({trainer.batches_per_epoch} steps)")
             # the held batch comes from the held-out validation split when the data has one (B_min is a
@@ -269,6 +299,65 @@ class Technique(base.Technique):
         self._set_bits(trainer, self.config.max_bits)  # evaluation (whenever it happens) at the static counterpart's width
 
     # -- precision range test --------------------------------------------------
+    def on_epoch_start(self, trainer: Trainer, epoch: int) -> None:
+        if self.config.branched and not self.range_state["done"]:
+            self._branched_range_test(trainer)
+
+    def _probe_batches(self, trainer: Trainer) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """``range_test_steps`` training batches, drawn once (seeded by the run's seed), shared by every candidate."""
+        size, dataset = trainer.config.optim.batch_size, trainer.dataset
+        generator = torch.Generator().manual_seed(trainer.config.seed * 7919 + 29)
+        order = torch.randperm(dataset.train_size, generator=generator)
+        batches = []
+        for step in range(self.config.range_test_steps):
+            index = order[(step * size) % dataset.train_size:][:size]
+            batches.append((dataset.train_x[index], dataset.train_y[index]))
+        return batches
+
+    def _probe_step(self, trainer: Trainer, bits: int, x: torch.Tensor, y: torch.Tensor) -> None:
+        """One plain SGD step at ``bits`` (step 0's learning rate), charged to the ledger."""
+        self._set_bits(trainer, bits)
+        for group in trainer.optimizer.param_groups:
+            group["lr"] = trainer.learning_rate(0) * group.get("lr_scale", 1.0)
+        attach_ledger(trainer.model, trainer.ledger)
+        trainer.model.train()
+        before = trainer.ledger.total_macs("forward")
+        loss = F.cross_entropy(trainer.model(x), y)
+        self.range_state["probe_forward_macs"] += trainer.ledger.total_macs("forward") - before
+        trainer.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        trainer.optimizer.step()
+        self.range_state["probe_steps"] += 1
+
+    def _branched_range_test(self, trainer: Trainer) -> None:
+        """Every candidate from the same snapshot (model, optimiser, RNG), the snapshot restored after each."""
+        snapshot = (copy.deepcopy(trainer.model.state_dict()), copy.deepcopy(trainer.optimizer.state_dict()),
+                    torch.get_rng_state())
+        batches = self._probe_batches(trainer)
+        state = self.range_state
+        bitops_before, held_before = trainer.cost_summary()["total"]["bitops"], state["bitops"]
+        for index, bits in enumerate(self.config.candidates):
+            state["index"] = index
+            state["accuracy_before"].append(self._held_accuracy(trainer, bits))
+            for x, y in batches:
+                self._probe_step(trainer, bits, x, y)
+            after = self._held_accuracy(trainer, bits)
+            state["accuracy_after"].append(after)
+            state["differences"].append(after - state["accuracy_before"][-1])
+            trainer.model.load_state_dict(snapshot[0])
+            trainer.optimizer.load_state_dict(snapshot[1])
+            torch.set_rng_state(snapshot[2])
+            chosen = select_min_bits(self.config.candidates[:index + 1], state["differences"],
+                                     self.config.range_test_threshold)
+            if chosen is not None:
+                self.min_bits, state["crossed"] = chosen, True
+                break
+        if self.min_bits is None:
+            self.min_bits = self.config.max_bits
+        state["probe_bitops"] = trainer.cost_summary()["total"]["bitops"] - bitops_before - (state["bitops"] - held_before)
+        state["done"] = True
+        self._set_bits(trainer, self.config.max_bits)
+
     def _held_accuracy(self, trainer: Trainer, bits: int) -> float:
         """Held-batch accuracy (%) at ``bits``, batch-statistics BatchNorm; its forward MACs go to the ledger."""
         assert self._held is not None
@@ -319,6 +408,9 @@ class Technique(base.Technique):
             tried = self.config.candidates[:len(state["differences"])]
             report["range_test"] = {
                 "signal": "held-batch accuracy after minus before range_test_steps training steps at each width (pt)",
+                "mode": self.config.range_test_mode,
+                "probe_steps": state["probe_steps"], "probe_forward_macs": state["probe_forward_macs"],
+                "probe_bitops": state["probe_bitops"],
                 "candidates_tried": tried, "accuracy_before": state["accuracy_before"],
                 "accuracy_after": state["accuracy_after"], "differences": state["differences"],
                 "threshold": self.config.range_test_threshold, "crossed": state["crossed"], "done": state["done"],
@@ -338,7 +430,7 @@ class Technique(base.Technique):
         self.min_bits = state["min_bits"]
         self.steps_by_bits = {int(b): int(n) for b, n in state["steps_by_bits"].items()}
         loaded = state["range_state"]
-        self.range_state = {**loaded, "accuracy_before": list(loaded["accuracy_before"]),
+        self.range_state = {**self.range_state, **loaded, "accuracy_before": list(loaded["accuracy_before"]),
                             "accuracy_after": list(loaded["accuracy_after"]), "differences": list(loaded["differences"])}
 
 

@@ -230,3 +230,64 @@ def test_resume_is_bit_identical(tmp_path, stop_after):
     assert resumed.techniques == expected.techniques
     assert resumed.history == expected.history
     assert Counter(expected.techniques["cpt"]["steps_by_forward_bits"]).total() == 24
+
+
+# -- the branched range test -----------------------------------------------------------------------------------------
+
+def _takeoff_config(**cpt):
+    return TrainConfig(
+        data=DataConfig(name="synthetic"), model=ModelConfig(name="mlp", hidden=()),  # one linear layer, 64 -> 10
+        optim=OptimConfig(epochs=1, batch_size=8, lr=0.3, momentum=0.9, schedule="constant"),
+        techniques={"cpt": Config(max_bits=8, cycles=1, **cpt)})
+
+
+def test_branched_range_test_tries_every_width_from_the_same_start_and_leaves_the_run_untouched():
+    dataset = _invisible_below_five_bits()
+    branched = Trainer(_takeoff_config(range_test=True, range_test_mode="branched", range_test_start_bits=2,
+                                       range_test_steps=4, range_test_samples=1000, range_test_threshold=20.0),
+                       dataset=dataset, progress=False)
+    result = branched.fit()
+    report = result.techniques["cpt"]
+    test = report["range_test"]
+    assert test["mode"] == "branched" and test["candidates_tried"] == [2, 3, 4, 5]
+    # every candidate starts from the untrained model: below 5 bits it predicts one class for all, 10 %
+    assert test["accuracy_before"][:3] == test["accuracy_after"][:3] == [10.0, 10.0, 10.0]
+    assert test["differences"][:3] == [0.0, 0.0, 0.0] and test["differences"][3] > 20.0
+    assert report["min_bits"] == 5 and test["crossed"]
+    # probe steps are not steps of the run: all 30 scheduled steps follow the cyclic schedule from B_min = 5
+    assert test["training_steps"] == 0 and test["probe_steps"] == 16 and result.steps == 30
+    assert sum(report["steps_by_forward_bits"].values()) == 30 and min(map(int, report["steps_by_forward_bits"])) == 5
+    # the snapshot (weights, momentum, RNG) was restored: the model is bit for bit the run with B_min = 5 given
+    plain = Trainer(_takeoff_config(min_bits=5), dataset=dataset, progress=False)
+    plain_result = plain.fit()
+    for key, value in plain.model.state_dict().items():
+        assert torch.equal(value, branched.model.state_dict()[key]), key
+    assert result.history[-1]["test_accuracy"] == plain_result.history[-1]["test_accuracy"]
+    # the test's cost is on top, in the ledger: 16 probe forwards of 8 samples and 2 held passes per candidate
+    held, probe = 2 * 4 * 240 * 640, 16 * 8 * 640
+    assert test["held_forward_macs"] == held and test["probe_forward_macs"] == probe
+    assert result.cost["by_phase"]["forward"]["macs"] == plain_result.cost["by_phase"]["forward"]["macs"] + held + probe
+    assert (result.cost["by_phase"]["weight_grad"]["macs"]
+            == plain_result.cost["by_phase"]["weight_grad"]["macs"] + probe)
+
+
+def test_branched_range_test_needs_no_room_in_the_first_epoch_and_resumes_bit_identically(tmp_path):
+    # 4 steps per epoch: 7 candidates x 1 step would not fit a sequential sweep, a branched one needs no steps
+    config = TrainConfig(data=TINY_DATA, optim=OptimConfig(epochs=2, batch_size=20), model=ModelConfig(name="mlp"),
+                         techniques={"cpt": Config(cycles=2, range_test=True, range_test_steps=2,
+                                                   range_test_mode="branched", range_test_threshold=5.0)})
+    straight = Trainer(config, progress=False)
+    expected = straight.fit()
+    checkpoint = tmp_path / "run.pt"
+    assert Trainer(config, progress=False).fit(checkpoint=checkpoint, stop_after_steps=3) is None
+    resumed_trainer = Trainer(config, progress=False)
+    resumed = resumed_trainer.fit(checkpoint=checkpoint, resume=True)
+    for key, value in straight.model.state_dict().items():
+        assert torch.equal(value, resumed_trainer.model.state_dict()[key]), key
+    assert resumed_trainer.ledger.state_dict() == straight.ledger.state_dict()
+    assert resumed.techniques == expected.techniques and expected.techniques["cpt"]["range_test"]["done"]
+
+
+def test_unknown_range_test_mode_is_refused_naming_the_field():
+    with pytest.raises(ConfigError, match=r"techniques\.cpt\.range_test_mode"):
+        TrainConfig(techniques={"cpt": Config(range_test=True, range_test_mode="interleaved")})
