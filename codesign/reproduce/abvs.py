@@ -46,15 +46,16 @@ import dataclasses
 import statistics
 import time
 from types import SimpleNamespace
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from codesign.energy.abvs_cost import (ANCHOR_FB, PATH_CATEGORIES, PER_CELL_DELAYS, UNIFORM_DELAYS, DelayModel,
                                        fpmac_energy_model)
 from codesign.reproduce import check_output_dir
-from codesign.reproduce.common import (Arm, Execution, PaperAccounting, PaperClaim, ReadmeRow, Target, energy_text,
-                                       percent_text, run_study, study_seeds, summarize, tost_text, with_settings,
-                                       with_validation, write_report)
+from codesign.reproduce.common import (MAX_WIDENINGS, Arm, Execution, PaperAccounting, PaperClaim, ReadmeRow, Target,
+                                       energy_text, percent_text, run_study, study_seeds, summarize, tost_text,
+                                       widened_value, with_settings, with_validation, write_report)
 from codesign.reproduce.stats import Interval, bootstrap_interval
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.techniques.abvs import Config as AbvsConfig
@@ -72,8 +73,10 @@ FB_GAPS, SMOKE_FB_GAPS = (3, 2, 1), (1,)  # fb_max - fb_min; the paper uses 3 (C
 CHECK_INTERVALS, SMOKE_CHECK_INTERVALS = (4, 2), (1,)  # epochs; 4 is what Fig. 5b's epoch counts imply
 LEARNING_RATES, SMOKE_LEARNING_RATES = (0.05, 0.1, 0.2), (0.05, 0.1)  # every arm's tuning trials
 # the baselines' counterpart of ABVS's schedule selection: as many optimiser settings, tried on the same preliminary
-# seeds, so that every arm spends the same number of runs on its choices (the configuration's default first)
-BASELINE_SEARCH = tuple({"optim.weight_decay": wd, "optim.momentum": m} for m in (0.9, 0.8) for wd in (5e-4, 0.0, 1e-3))
+# seeds, so that every arm spends the same number of runs on its choices (the configuration's default first). 12
+# settings cover the schedule grid's 6 candidates and its widenings (at most 6 more).
+BASELINE_SEARCH = tuple({"optim.weight_decay": wd, "optim.momentum": m}
+                        for m in (0.9, 0.8, 0.95, 0.7) for wd in (5e-4, 0.0, 1e-3))
 EPSILON = 0.005
 # Equivalence margin (points), fixed before the run: "comparable quality to FP32 with at most 0.5% accuracy drop"
 # (abstract; Sec. I: 0-0.5 % loss; Sec. IV-B: "0.5% accuracy loss is considered acceptable").
@@ -208,40 +211,92 @@ def ensure_cost_report(cost_dir: Path, fbs: set[int], *, allow_synthesis: bool, 
 # ---------------------------------------------------------------------------- step 3: FB_min and alpha
 
 
+def _schedule_grid_widening(gaps: list[int], intervals: list[float], chosen: Mapping[str, Any], *, lsfb: int,
+                            epochs: int) -> tuple[str, Any] | None:
+    """The axis (``"gap"`` or ``"check_every_epochs"``) and value that continue the schedule grid past the edge the
+    choice landed on (:func:`codesign.reproduce.common.widened_value`), or None. A gap must leave FB_min >= 1 and
+    be >= 1 (a gap of 0 is the fixed-FB arm); an interval must be one epoch or more and at most the run."""
+    gap = lsfb - chosen["fb_min"]
+    new_gap = widened_value(gaps, gap)
+    if new_gap is not None and 1 <= new_gap <= lsfb - 1:
+        return "gap", new_gap
+    new_interval = widened_value(intervals, chosen["check_every_epochs"])
+    if new_interval is not None and 1 <= new_interval <= epochs:
+        return "check_every_epochs", new_interval
+    return None
+
+
 def select_schedule(base: TrainConfig, *, seeds: tuple[int, ...], lsfb: int, fp32_mean: float, cost_report: str,
                     gaps: tuple[int, ...], intervals: tuple[float, ...], task_dir: Path,
                     execution: Execution) -> dict[str, Any]:
     """Pick FB_min and the check interval of ABVS from runs on the preliminary seeds (paper: both "experimentally
     determined", Sec. IV-A/B): among the candidates whose mean validation accuracy is within ``ACCURACY_DROP_PT``
-    of FP32's, the one with the lowest Eq. (2) energy relative to fixed ``lsfb``; if none is, the most accurate."""
+    of FP32's, the one with the lowest Eq. (2) energy relative to fixed ``lsfb``; if none is, the most accurate.
+
+    A choice on the edge of the gap or interval grid continues that axis one step of its own kind and the new
+    candidates (the new value with every value of the other axis) run, at most :data:`MAX_WIDENINGS` times, as
+    every arm's tuning grid does; each widening is recorded."""
     started = time.perf_counter()
     energy = fpmac_energy_model(cost_report or None, timing_fb=lsfb, family=FAMILY)
-    grid = [(lsfb - gap, interval) for gap in gaps if lsfb - gap >= 1 for interval in intervals]
-    configs = {f"schedule,fb{fb_min}to{lsfb},every={interval},seed={seed}": base.replace(
-        seed=seed, techniques={"abvs": abvs_config(fb_min, lsfb, total_epochs=base.optim.epochs,
-                                                   cost_report=cost_report, check_every=interval)})
-        for fb_min, interval in grid for seed in seeds}
-    runs = train_runs(configs, task_dir, execution) if configs else {}
-    candidates = []
-    for fb_min, interval in grid:
-        mine = [runs[f"schedule,fb{fb_min}to{lsfb},every={interval},seed={seed}"] for seed in seeds]
-        accuracy = statistics.fmean(run.validation_accuracy for run in mine)
-        ratio = statistics.fmean(eq2_ratio(run.techniques["abvs"]["epochs_per_fb"], lsfb, energy) for run in mine)
-        candidates.append({"fb_min": fb_min, "check_every_epochs": interval,
-                           "validation_accuracy": [run.validation_accuracy for run in mine],
-                           "validation_accuracy_mean": accuracy, "eq2_ratio_vs_fixed_mean": ratio,
-                           "within_accuracy": accuracy >= fp32_mean - ACCURACY_DROP_PT})
-    passing = [c for c in candidates if c["within_accuracy"]]
-    if passing:
-        chosen = min(passing, key=lambda c: (c["eq2_ratio_vs_fixed_mean"], -c["validation_accuracy_mean"]))
-    elif candidates:
-        chosen = max(candidates, key=lambda c: (c["validation_accuracy_mean"], -c["eq2_ratio_vs_fixed_mean"]))
+    gap_axis = [gap for gap in gaps if lsfb - gap >= 1]
+    interval_axis = list(intervals)
+    candidates: list[dict[str, Any]] = []
+    widenings: list[dict[str, Any]] = []
+    runs_total = 0
+
+    def run_grid(grid: list[tuple[int, float]], widening: int) -> None:
+        nonlocal runs_total
+        configs = {f"schedule,fb{fb_min}to{lsfb},every={interval},seed={seed}": base.replace(
+            seed=seed, techniques={"abvs": abvs_config(fb_min, lsfb, total_epochs=base.optim.epochs,
+                                                       cost_report=cost_report, check_every=interval)})
+            for fb_min, interval in grid for seed in seeds}
+        runs = train_runs(configs, task_dir, execution) if configs else {}
+        runs_total += len(configs)
+        for fb_min, interval in grid:
+            mine = [runs[f"schedule,fb{fb_min}to{lsfb},every={interval},seed={seed}"] for seed in seeds]
+            accuracy = statistics.fmean(run.validation_accuracy for run in mine)
+            ratio = statistics.fmean(eq2_ratio(run.techniques["abvs"]["epochs_per_fb"], lsfb, energy) for run in mine)
+            candidates.append({"fb_min": fb_min, "check_every_epochs": interval,
+                               "validation_accuracy": [run.validation_accuracy for run in mine],
+                               "validation_accuracy_mean": accuracy, "eq2_ratio_vs_fixed_mean": ratio,
+                               "within_accuracy": accuracy >= fp32_mean - ACCURACY_DROP_PT, "widening": widening})
+
+    def choose() -> dict[str, Any]:
+        passing = [c for c in candidates if c["within_accuracy"]]
+        if passing:
+            return min(passing, key=lambda c: (c["eq2_ratio_vs_fixed_mean"], -c["validation_accuracy_mean"]))
+        return max(candidates, key=lambda c: (c["validation_accuracy_mean"], -c["eq2_ratio_vs_fixed_mean"]))
+
+    run_grid([(lsfb - gap, interval) for gap in gap_axis for interval in interval_axis], 0)
+    if candidates:
+        chosen = choose()
+        for round_number in range(1, MAX_WIDENINGS + 1):
+            step = _schedule_grid_widening(gap_axis, interval_axis, chosen, lsfb=lsfb, epochs=base.optim.epochs)
+            if step is None:
+                break
+            axis, value = step
+            if axis == "gap":
+                gap_axis.append(value)
+                grid = [(lsfb - value, interval) for interval in interval_axis]
+            else:
+                interval_axis.append(value)
+                grid = [(lsfb - gap, value) for gap in gap_axis]
+            gap_axis.sort()
+            interval_axis.sort()
+            widenings.append({"round": round_number, "axis": axis, "value": value,
+                              "edge": lsfb - chosen["fb_min"] if axis == "gap" else chosen["check_every_epochs"]})
+            run_grid(grid, round_number)
+            chosen = choose()
+        on_edge = _schedule_grid_widening(gap_axis, interval_axis, chosen, lsfb=lsfb,
+                                          epochs=base.optim.epochs) is not None
     else:  # lsfb == 1: nothing narrower to start from
-        chosen = {"fb_min": lsfb, "check_every_epochs": 1}
+        chosen, on_edge = {"fb_min": lsfb, "check_every_epochs": 1}, False
     return {"seeds": list(seeds), "reads": "validation accuracy",
             "rule": f"lowest Eq. (2) energy with mean validation accuracy >= FP32 - {ACCURACY_DROP_PT} pt",
-            "candidates": candidates, "any_within_accuracy": bool(passing), "fb_min": chosen["fb_min"],
-            "check_every_epochs": chosen["check_every_epochs"], "runs": len(configs),
+            "candidates": candidates, "widenings": widenings, "gaps": gap_axis, "intervals": interval_axis,
+            "still_on_edge": on_edge,
+            "any_within_accuracy": any(c["within_accuracy"] for c in candidates), "fb_min": chosen["fb_min"],
+            "check_every_epochs": chosen["check_every_epochs"], "runs": runs_total,
             "seconds": time.perf_counter() - started}
 
 
@@ -471,6 +526,19 @@ def _targets(m: SimpleNamespace, a: SimpleNamespace, p: SimpleNamespace, by_name
     return targets
 
 
+def schedule_widening_text(schedule: Mapping[str, Any]) -> str:
+    """How the schedule grid was widened (each widening: the axis, the edge the choice was on, the new value)."""
+    rounds = schedule.get("widenings", [])
+    if not rounds:
+        return "the choice lay inside the grid, which was not widened"
+    names = {"gap": "gap FB_max - FB_min", "check_every_epochs": "check interval (epochs)"}
+    text = "grid widened " + "; ".join(f"round {w['round']}: the {names[w['axis']]} continued to {w['value']:g}"
+                                       for w in rounds)
+    if schedule.get("still_on_edge"):
+        text += f"; the choice is still on the grid's edge after the {MAX_WIDENINGS} rounds allowed"
+    return text
+
+
 def _notes(m: SimpleNamespace, a: SimpleNamespace, p: SimpleNamespace, *, epochs: int) -> list[str]:
     """The report's notes on how FB, the schedule, the tuning budgets, the delay and energy models were chosen."""
     lsfb, scan, fb_min, check_every, schedule, cost = p.lsfb, p.scan, p.fb_min, p.check_every, p.schedule, p.cost
@@ -487,13 +555,15 @@ def _notes(m: SimpleNamespace, a: SimpleNamespace, p: SimpleNamespace, *, epochs
          f"the interval were chosen on the preliminary seeds' validation accuracy ({schedule['rule']}; candidates: "
          + ", ".join(f"FB{c['fb_min']}/every {c['check_every_epochs']}: {c['validation_accuracy_mean']:.2f} %, "
                      f"{100 * (1 - c['eq2_ratio_vs_fixed_mean']):.1f} % saving" for c in schedule["candidates"])
+         + "; " + schedule_widening_text(schedule)
          + "). The FB controller reads validation accuracy after every epoch; the test split decides nothing."),
         (f"equal tuning budgets: each arm spends {schedule['runs']} preliminary runs ({len(schedule['candidates'])} "
          f"settings x {len(prelim_seeds)} seeds) on its own choice — ABVS its FB_min and interval, fp32 and "
          f"{fixed_name} their weight decay and momentum (chosen: "
          + "; ".join(f"{name} {search['chosen']}" for name, search in searches.items())
-         + f") — then {len(tune['optim.lr'])} learning-rate trials at the tuning seed, all read on validation "
-         "accuracy"),
+         + f"; this list is matched in length to ABVS's candidates, so it is not widened past its edges) — then "
+         f"each arm's learning-rate grid ({len(tune['optim.lr'])} values at every tuning seed, widened where the "
+         "choice lands on its edge: table below), all read on validation accuracy"),
         (f"delay model ({per_cell.name}): "
          + ", ".join(f"{c} {per_cell.delay(c):g} ns" for c in PATH_CATEGORIES)
          + ". Sources: " + "; ".join(f"{c}: {text}" for c, text in per_cell.sources) + ". The report's critical "
