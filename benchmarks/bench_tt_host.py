@@ -15,12 +15,12 @@ each in turn, so both see the same machine load:
 
 The host's seconds of a step are its wall time less its PE calls' (the
 golden kernels, which a board runs on its IPs), the rule of
-:func:`codesign.design.step_time.measure_tt_host_seconds`; the CPU seconds
+:func:`codesign.loops.host_share.measure_tt_host_seconds`; the CPU seconds
 are given too, as the wall time of a shared machine carries other work.
 Figures are the least over the timed steps. After the steps the two
 trainers' states (cores, biases, Adam's moments, scale trackers, ranks) are
 compared word for word: a mismatch fails the run. ``--host-model`` adds
-:func:`codesign.design.step_time.measure_tt_host`, the fit the explorer
+:func:`codesign.loops.host_share.measure_tt_host`, the fit the explorer
 prices the host with. Writes ``tt_host.json``.
 
 Run: .venv/bin/python benchmarks/bench_tt_host.py [--ranks 8,16] [--steps 6] [--host-model] [--out reports/bench]
@@ -38,9 +38,9 @@ import numpy as np
 from codesign.design import load_design
 from codesign.design.explore_families import paper_setup
 from codesign.design.loops import tt_setup_of
-from codesign.design.step_time import measure_tt_host
 from codesign.hw.reports import write_json_atomic
 from codesign.loops.common import softmax_cross_entropy
+from codesign.loops.host_share import measure_tt_host
 from codesign.loops.tt import TtMlpTrainer
 from codesign.pe.tt.runners import Recording, Replay
 from codesign.pe.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan

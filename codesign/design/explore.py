@@ -41,10 +41,11 @@ import numpy as np
 
 from codesign.boards import Board
 from codesign.design.calibration import load_calibration, pe_resources
-from codesign.design.step_time import WORD_BYTES, HostModel, port_bytes_per_s
+from codesign.design.step_time import WORD_BYTES, port_bytes_per_s
 from codesign.energy.table import horowitz_45nm
 from codesign.hw.accel import ip_shell_cost
 from codesign.hw.resource_model import RESOURCES, fpga_counts
+from codesign.loops.host_share import HostModel
 from codesign.pe import get_pe
 
 OBJECTIVES = ("time", "energy")

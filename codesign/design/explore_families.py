@@ -20,13 +20,14 @@ import numpy as np
 from codesign.boards import Board
 from codesign.design.calibration import pe_resources
 from codesign.design.explore import COPIES, DEFAULT_CAP, ENUMERATE_LIMIT, Loads, Option, Space, explore, pe_options
-from codesign.design.step_time import HostModel, Stage, StepTime, tt_mac_energy_pj, tt_stages, tt_step_time
+from codesign.design.step_time import Stage, StepTime, tt_mac_energy_pj, tt_stages, tt_step_time
 from codesign.design.step_time_csb import csb_mac_energy_pj, csb_stages, csb_step_time
-from codesign.design.step_time_fb import GemmShape, fb_mac_energy_pj, fb_stages, fb_step_time
+from codesign.design.step_time_fb import fb_mac_energy_pj, fb_stages, fb_step_time
 from codesign.hw.accel import ip_shell_cost
 from codesign.hw.resource_model import RESOURCES, fpga_counts
-from codesign.pe import get_pe
+from codesign.loops.host_share import GemmShape, HostModel
 from codesign.loops.tt import TtTrainSetup
+from codesign.pe import get_pe
 from codesign.pe.tt.schedule import MAX_UNITS, StepHardware
 from codesign.pe.tt.step import step_plan
 from codesign.pe.tt.step_cycles import PAPER_BATCH, PAPER_LAYERS, stage_loads

@@ -4,9 +4,10 @@ The step is its *stages*, each charged by the rule of
 :mod:`codesign.hw.step_model` (the longer of its PE cycles and its words
 through the port and DDR; the board runtime reports the same model beside
 its wall time). The host's share is measured: the loop's NumPy host work per
-step on the machine that runs the model, fitted per PE call
-(:class:`HostModel`); a board's ARM core is slower, so on a desktop this is
-a lower bound (``host_source`` says where it was measured).
+step on the machine that runs the model, or on a board through a host
+report, fitted per PE call (:class:`codesign.loops.host_share.HostModel`);
+a board's ARM core is slower, so on a desktop this is a lower bound
+(``host_source`` says where it was measured).
 
 Three bounds go beside the figure: every PE stream busy on every cycle,
 DDR at its peak, every MAC busy on every cycle. Energy per step is the
@@ -17,20 +18,18 @@ is not counted.
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 
 from codesign.boards import Board
 from codesign.energy.table import horowitz_45nm
 from codesign.hw.step_model import WORD_BYTES
 from codesign.hw.step_model import port_bytes_per_s as port_bytes
 from codesign.hw.step_model import stage_seconds as stage_model
-from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
+from codesign.loops.host_share import HostModel
+from codesign.loops.tt import TtTrainSetup
 from codesign.pe.tt.schedule import StepHardware
 from codesign.pe.tt.step import step_plan
 from codesign.pe.tt.step_cycles import step_cycles
@@ -165,66 +164,6 @@ def tt_mac_energy_pj(setup: TtTrainSetup) -> float:
     return horowitz_45nm().int_mac(bits[0], bits[1], 32)
 
 
-def measure_tt_host_seconds(setup: TtTrainSetup, hardware: StepHardware | None = None, *, repeats: int = 3,
-                            seed: int = 0) -> tuple[float, int]:
-    """Seconds of the TT loop's host work per step on this machine (a golden step less its PE calls' seconds; the
-    least of ``repeats`` steps, as other work on the machine only adds), and the PE calls per step, for
-    ``hardware`` (default: the set-up's)."""
-    trainer = TtMlpTrainer(setup)
-    if hardware is not None:
-        trainer.hardware = hardware
-    rng = np.random.default_rng(seed)
-    features, classes = setup.layers[0]["in_features"], setup.layers[-1]["out_features"]
-    x = rng.random((setup.batch_size, features)).astype(np.float32)
-    y = rng.integers(0, classes, setup.batch_size)
-    trainer.train_step(x, y)  # the first step aims every scale: not timed
-    seconds, calls = [], 0
-    for _ in range(repeats):
-        started, pe_before, calls_before = time.perf_counter(), trainer.runner.seconds, trainer.runner.transactions
-        trainer.train_step(x, y)
-        seconds.append(time.perf_counter() - started - (trainer.runner.seconds - pe_before))
-        calls = trainer.runner.transactions - calls_before
-    return max(0.0, min(seconds)), calls
-
-
-@dataclass(frozen=True, kw_only=True)
-class HostModel:
-    """The host's seconds per step as ``fixed_s + per_call_s * PE calls``, fitted on two measured schedules.
-
-    The host cuts operands for every PE call and adds partial sums, so a
-    schedule of fewer, larger calls leaves it less to do; the rest (loss,
-    prior, Adam, scales) does not depend on the hardware. ``source`` says
-    where it was measured.
-    """
-
-    fixed_s: float
-    per_call_s: float
-    source: str
-
-    def seconds(self, calls):
-        return self.fixed_s + self.per_call_s * calls
-
-    @classmethod
-    def fit(cls, many: tuple[float, int], few: tuple[float, int], *, source: str) -> HostModel:
-        """The model through two measured ``(seconds, calls)`` schedules (the fixed part alone when their calls
-        are equal); negative parts, which only noise gives, are cut to zero."""
-        (host_many, calls_many), (host_few, calls_few) = many, few
-        if calls_many == calls_few:
-            return cls(fixed_s=min(host_many, host_few), per_call_s=0.0, source=source)
-        per_call = max(0.0, (host_many - host_few) / (calls_many - calls_few))
-        return cls(fixed_s=max(0.0, host_few - per_call * calls_few), per_call_s=per_call, source=source)
-
-
-def measure_tt_host(setup: TtTrainSetup, *, source: str = "measured on this machine (a board's ARM core is slower)"
-                    ) -> HostModel:
-    """:class:`HostModel` of ``setup`` from two schedules: the default builds (many calls) and builds with
-    longer buffers (fewer calls)."""
-    many = StepHardware()
-    few = StepHardware(pe1=dataclasses.replace(many.pe1, max_j=32, max_l=64),
-                       pe2=dataclasses.replace(many.pe2, max_j=128, max_k=128, max_l=64))
-    return HostModel.fit(*(measure_tt_host_seconds(setup, hw) for hw in (many, few)), source=source)
-
-
 def tt_step_time(setup: TtTrainSetup, hardware: StepHardware, board: Board, *, clock_mhz: float,
                  host: HostModel) -> StepTime:
     """The whole-step model of the TT loop ``setup`` on ``hardware`` and ``board``; ``host`` prices its calls."""
@@ -234,5 +173,5 @@ def tt_step_time(setup: TtTrainSetup, hardware: StepHardware, board: Board, *, c
                      stream_cycles=totals["stream_cycles"], mac_energy_pj=tt_mac_energy_pj(setup))
 
 
-__all__ = ["HostModel", "Stage", "StepTime", "measure_tt_host", "measure_tt_host_seconds", "port_bytes_per_s",
-           "stage_seconds", "step_time", "stream_cycles", "tt_mac_energy_pj", "tt_stages", "tt_step_time"]
+__all__ = ["Stage", "StepTime", "port_bytes_per_s", "stage_seconds", "step_time", "stream_cycles", "tt_mac_energy_pj",
+           "tt_stages", "tt_step_time"]

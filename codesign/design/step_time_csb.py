@@ -4,7 +4,7 @@ A fixed-point step of the loop runs, per layer, FP (forward), WG (weight
 gradient), EB (input error, all layers but the first) and UPD (the SGD
 update) on the layer's pruned weights in CSB blocks. What the PE does
 depends on the kernel masks the warm-up's pruning search kept
-(:func:`compressed_masks`) and on the build: its block shape cuts a mask into
+(:func:`codesign.loops.host_share.compressed_masks`) and on the build: its block shape cuts a mask into
 blocks, its lanes cut the batch into chunks. The board's backend
 (``codesign.deploy.csb_training.IpCsb``) sends, for FP, one IP call per
 block column (every lane chunk's transactions on the column's non-empty
@@ -23,25 +23,16 @@ transaction.
 from __future__ import annotations
 
 import functools
-import time
 
 import numpy as np
 
 from codesign.boards import Board
-from codesign.design.step_time import HostModel, Stage, StepTime, step_time, stream_cycles
+from codesign.design.step_time import Stage, StepTime, step_time, stream_cycles
 from codesign.energy.table import horowitz_45nm
-from codesign.loops.csb import CsbMlpTrainer, CsbTrainSetup
+from codesign.loops.host_share import HostModel
 from codesign.pe.csb.cycles import compute_cycles
 from codesign.pe.csb.spec import DATA_BITS, CsbSpec
-from codesign.pe.csb.stream import Op, encode_transaction, header_word, result_count, transaction_length
-
-
-def compressed_masks(setup: CsbTrainSetup, data, *, max_steps: int | None = None) -> CsbMlpTrainer:
-    """The golden loop of ``setup`` after its warm-up epochs and pruning search (``max_steps`` shortens each
-    warm-up epoch): its ``masks`` are the kept weights every fixed-point step works on."""
-    trainer = CsbMlpTrainer(setup)
-    trainer.fit(data, epochs=setup.warmup_epochs, progress=False, max_steps=max_steps)
-    return trainer
+from codesign.pe.csb.stream import Op, header_word, result_count, transaction_length
 
 
 @functools.lru_cache(maxsize=65536)
@@ -108,32 +99,6 @@ def csb_mac_energy_pj(spec: CsbSpec) -> float:
     return horowitz_45nm().int_mac(DATA_BITS, DATA_BITS, spec.acc_bits)
 
 
-def measure_csb_host(trainer: CsbMlpTrainer, *, source: str = "measured on this machine (a board's ARM core is "
-                     "slower)", seed: int = 0, samples: int = 16, repeats: int = 3) -> HostModel:
-    """:class:`HostModel` of a golden loop past its pruning (:func:`compressed_masks`): a fixed-point step's host
-    work (the least of ``repeats`` steps) as the fixed part, the encoding of an FP transaction on a non-empty
-    block of the first layer per call (the first ``samples`` blocks)."""
-    setup, spec = trainer.setup, trainer.spec
-    rng = np.random.default_rng(seed)
-    x = rng.random((setup.batch_size, setup.layers[0]))
-    y = rng.integers(0, setup.layers[-1], setup.batch_size)
-    seconds = []
-    for _ in range(repeats):  # the least of a few steps: other work on the machine only adds
-        pe_before, started = trainer.backend.seconds, time.perf_counter()
-        trainer.train_step(x, y)
-        seconds.append(max(0.0, time.perf_counter() - started - (trainer.backend.seconds - pe_before)))
-    fixed = min(seconds)
-    blocks = [block for block in trainer.matrix(0).blocks() if block.nnz][:samples]
-    seconds = 0.0
-    for block in blocks:
-        started = time.perf_counter()
-        encode_transaction(spec, Op.FP, index=block.index, weights=block.values,
-                           x=np.zeros((spec.block_cols, 1, 1, spec.batch), np.int64),
-                           acc=np.zeros((spec.block_rows, 1, 1, spec.batch), np.int64))
-        seconds += time.perf_counter() - started
-    return HostModel(fixed_s=fixed, per_call_s=seconds / max(len(blocks), 1), source=source)
-
-
 def csb_step_time(spec: CsbSpec, masks, batch: int, board: Board, *, clock_mhz: float, host: HostModel) -> StepTime:
     """The whole-step model of a fixed-point step of the CSB loop (kept weights ``masks``) on ``spec`` and ``board``."""
     stages, totals = csb_stages(spec, masks, batch)
@@ -143,5 +108,4 @@ def csb_step_time(spec: CsbSpec, masks, batch: int, board: Board, *, clock_mhz: 
                      mac_energy_pj=csb_mac_energy_pj(spec), dense_macs=totals["dense_macs"])
 
 
-__all__ = ["block_nnz", "compressed_masks", "csb_mac_energy_pj", "csb_stages", "csb_step_time", "layer_calls",
-           "measure_csb_host", "transaction"]
+__all__ = ["block_nnz", "csb_mac_energy_pj", "csb_stages", "csb_step_time", "layer_calls", "transaction"]

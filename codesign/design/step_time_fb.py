@@ -19,68 +19,15 @@ every transaction packed by the PE's own encoder
 from __future__ import annotations
 
 import functools
-import time
-from dataclasses import dataclass
 
-import numpy as np
 
 from codesign.boards import Board
-from codesign.design.step_time import HostModel, Stage, StepTime, step_time, stream_cycles
+from codesign.design.step_time import Stage, StepTime, step_time, stream_cycles
 from codesign.energy.table import horowitz_45nm
-from codesign.loops.fb import FbMlpTrainer, GoldenGemm, HwTrainSetup
+from codesign.loops.host_share import GemmShape, HostModel, spans
 from codesign.pe.fpmac_array.contract import Header
 from codesign.pe.fpmac_array.cycles import transaction_cycles
-from codesign.pe.fpmac_array.golden import words as transaction_words
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
-
-
-@dataclass(frozen=True)
-class GemmShape:
-    """One layer GEMM of a step: ``C (m x n) = A (m x k) . B (k x n)``, from C_in or not, at run-time ``fb``."""
-
-    m: int
-    k: int
-    n: int
-    accumulate: bool
-    fb: int
-
-
-class _RecordingGemm(GoldenGemm):
-    """The golden GEMM, keeping the shape of every call."""
-
-    def __init__(self, spec: FpmacArraySpec) -> None:
-        super().__init__(spec)
-        self.shapes: list[GemmShape] = []
-
-    def __call__(self, a, b, c=None, *, fb: int, trans_a: bool = False, trans_b: bool = False):
-        self.shapes.append(GemmShape(int(a.shape[0]), int(a.shape[1]), int(b.shape[1]), c is not None, fb))
-        return super().__call__(a, b, c, fb=fb, trans_a=trans_a, trans_b=trans_b)
-
-
-def _batch(setup: HwTrainSetup, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    x = rng.random((setup.batch_size, setup.layers[0]))
-    return x, rng.integers(0, setup.layers[-1], setup.batch_size)
-
-
-def step_gemms(setup: HwTrainSetup, *, seed: int = 0, repeats: int = 1) -> tuple[list[GemmShape], float]:
-    """The GEMMs of one training step of ``setup`` (recorded from a golden step on random data) and a step's host
-    seconds on this machine (the step less its GEMMs; the least of ``repeats`` steps, as other work on the
-    machine only adds)."""
-    backend = _RecordingGemm(setup.spec)
-    trainer = FbMlpTrainer(setup, backend)
-    x, y = _batch(setup, seed)
-    shapes, seconds = None, []
-    for _ in range(repeats):
-        started, gemm_before = time.perf_counter(), backend.seconds
-        trainer.train_step(x, y)
-        seconds.append(max(0.0, time.perf_counter() - started - (backend.seconds - gemm_before)))
-        shapes = shapes or list(backend.shapes)
-    return shapes, min(seconds)
-
-
-def _spans(total: int, step: int) -> list[int]:
-    return [min(step, total - start) for start in range(0, total, step)]
 
 
 @functools.lru_cache(maxsize=65536)
@@ -91,9 +38,9 @@ def _transaction(spec: FpmacArraySpec, m: int, k: int, n: int, accumulate: bool,
 
 def gemm_stages(spec: FpmacArraySpec, shape: GemmShape) -> list[tuple[Stage, int]]:
     """The IP calls of one GEMM on ``spec``: each call's stage and its transactions."""
-    tiles = [(rows, cols) for rows in _spans(shape.m, spec.max_m) for cols in _spans(shape.n, spec.max_n)]
+    tiles = [(rows, cols) for rows in spans(shape.m, spec.max_m) for cols in spans(shape.n, spec.max_n)]
     out = []
-    for index, depth in enumerate(_spans(shape.k, spec.max_k)):
+    for index, depth in enumerate(spans(shape.k, spec.max_k)):
         accumulate = shape.accumulate or index > 0
         parts = [_transaction(spec, rows, depth, cols, accumulate, shape.fb) for rows, cols in tiles]
         out.append((Stage(cycles=sum(p[0] for p in parts), words_in=sum(p[1] for p in parts),
@@ -117,30 +64,6 @@ def fb_mac_energy_pj(spec: FpmacArraySpec) -> float:
     return horowitz_45nm().int_mac(spec.max_fb + 1, spec.max_fb + 1, spec.width)
 
 
-def measure_fb_host(setup: HwTrainSetup, *, source: str = "measured on this machine (a board's ARM core is slower)",
-                    seed: int = 0, samples: int = 16) -> tuple[HostModel, list[GemmShape]]:
-    """:class:`HostModel` of ``setup``: the golden step's host work (the least of three steps) as the fixed part,
-    the packing of a transaction's words (the step's first ``samples`` transactions on the set-up's build) per
-    call; and the step's GEMMs."""
-    shapes, host_s = step_gemms(setup, seed=seed, repeats=3)
-    rng = np.random.default_rng(seed)
-    spec, packed, seconds = setup.spec, 0, 0.0
-    for shape in shapes:
-        for rows in _spans(shape.m, spec.max_m)[:1]:
-            for cols in _spans(shape.n, spec.max_n)[:1]:
-                depth = _spans(shape.k, spec.max_k)[0]
-                a = rng.integers(0, 1 << spec.width, (rows, depth), dtype=np.uint64)
-                b = rng.integers(0, 1 << spec.width, (depth, cols), dtype=np.uint64)
-                c = rng.integers(0, 1 << spec.width, (rows, cols), dtype=np.uint64) if shape.accumulate else None
-                started = time.perf_counter()
-                transaction_words(spec, a, b, c, fb=shape.fb)
-                seconds += time.perf_counter() - started
-                packed += 1
-        if packed >= samples:
-            break
-    return HostModel(fixed_s=host_s, per_call_s=seconds / max(packed, 1), source=source), shapes
-
-
 def fb_step_time(spec: FpmacArraySpec, shapes: list[GemmShape], board: Board, *, clock_mhz: float,
                  host: HostModel) -> StepTime:
     """The whole-step model of the FB loop's GEMMs ``shapes`` on one ``spec`` build on ``board``."""
@@ -150,5 +73,4 @@ def fb_step_time(spec: FpmacArraySpec, shapes: list[GemmShape], board: Board, *,
                      stream_cycles=totals["stream_cycles"], mac_energy_pj=fb_mac_energy_pj(spec))
 
 
-__all__ = ["GemmShape", "fb_mac_energy_pj", "fb_stages", "fb_step_time", "gemm_stages", "measure_fb_host",
-           "step_gemms"]
+__all__ = ["fb_mac_energy_pj", "fb_stages", "fb_step_time", "gemm_stages"]

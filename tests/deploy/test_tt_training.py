@@ -249,7 +249,8 @@ def test_the_board_reports_the_step_model_beside_its_wall_time(overlay):
     """One step's stages as the IP runner logged them, priced by the step model, equal the desktop's model of the
     same step (codesign.design.step_time); evaluations are kept out of it."""
     from codesign.boards import boards
-    from codesign.design.step_time import HostModel, tt_step_time
+    from codesign.design.step_time import tt_step_time
+    from codesign.loops.host_share import HostModel
 
     board = TtBoardTrainer(overlay)
     data = _subset(128, 64)

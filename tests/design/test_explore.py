@@ -14,7 +14,8 @@ from codesign.design.calibration import StaleCalibration, calibration_path, load
 from codesign.design.explore_families import explore_tt, paper_setup
 from codesign.design.explore_run import ExploreError, design_of_point, explore_design, hardware_of_point
 from codesign.design.loops import tt_setup_of
-from codesign.design.step_time import HostModel, tt_stages, tt_step_time
+from codesign.design.step_time import tt_stages, tt_step_time
+from codesign.loops.host_share import HostModel
 from codesign.hw.resource_model import RESOURCES
 from codesign.pe import get_pe
 from codesign.train.config import read_toml

@@ -20,8 +20,8 @@ from codesign.design.explore import legal_specs
 from codesign.design.explore_families import FPMAC_ARRAY_KNOBS, explore_family, fb_family
 from codesign.design.explore_run import design_of_point
 from codesign.design.loops import fb_setup_of
-from codesign.design.step_time import HostModel
-from codesign.design.step_time_fb import fb_stages, fb_step_time, gemm_stages, step_gemms
+from codesign.design.step_time_fb import fb_stages, fb_step_time, gemm_stages
+from codesign.loops.host_share import HostModel, step_gemms
 from codesign.hw.resource_model import RESOURCES
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.train.config import read_toml

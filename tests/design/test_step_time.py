@@ -13,14 +13,13 @@ from codesign.design import load_design
 from codesign.design.loops import tt_setup_of
 from codesign.design.step_time import (
     Stage,
-    measure_tt_host,
-    measure_tt_host_seconds,
     port_bytes_per_s,
     stage_seconds,
     step_time,
     tt_stages,
     tt_step_time,
 )
+from codesign.loops.host_share import measure_tt_host, measure_tt_host_seconds
 from codesign.pe.tt.schedule import StepHardware
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.pe.tt.step import step_plan

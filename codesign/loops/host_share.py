@@ -1,0 +1,290 @@
+"""The host's share of a training step: the loop's NumPy work between PE calls, measured where it runs.
+
+A whole-step model (:mod:`codesign.design.step_time`) prices the PEs and
+DDR from exact models, but the host's work (scales, rounding, partial sums,
+the optimiser, packing each PE call's words) can only be measured: on the
+machine that runs the loop. A desktop measures its own CPU, which is faster
+than a board's ARM core, so its figure is a lower bound. On a board, the
+same functions measure the board itself (``python -m
+codesign.deploy.host_share``), and the report they write
+(:func:`write_host_report`) lets the desktop's explorer price the host with
+the board's figure (``codesign explore --host FILE``). Everything here runs
+on a board: NumPy and the loops only.
+
+A report belongs to one loop: its family and set-up
+(:func:`codesign.design.loops.loop_entry`, design.json's ``loop``), whose
+digest it records, so a report measured for another set-up is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from codesign.hw.jsonfile import JsonFileError, load_json
+from codesign.hw.atomic import write_json_atomic
+from codesign.loops.csb import CsbMlpTrainer, CsbTrainSetup
+from codesign.loops.fb import FbMlpTrainer, GoldenGemm, HwTrainSetup
+from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
+from codesign.pe.csb.stream import Op, encode_transaction
+from codesign.pe.fpmac_array.golden import words as transaction_words
+from codesign.pe.fpmac_array.spec import FpmacArraySpec
+from codesign.pe.tt.schedule import StepHardware
+
+HOST_REPORT_FORMAT = "codesign-host-share"
+HOST_REPORT_VERSION = 1
+HOST_REPORT_FILE = "host_model.json"
+THIS_MACHINE = "measured on this machine (a board's ARM core is slower)"
+
+
+@dataclass(frozen=True)
+class HostModel:
+    """The host's seconds per step as ``fixed_s + per_call_s * PE calls``, fitted on two measured schedules.
+
+    The host cuts operands for every PE call and adds partial sums, so a
+    schedule of fewer, larger calls leaves it less to do; the rest (loss,
+    prior, Adam, scales) does not depend on the hardware. ``source`` says
+    where it was measured. (Not keyword-only: the board runtime runs on
+    Python 3.8, whose dataclasses have no ``kw_only``.)
+    """
+
+    fixed_s: float
+    per_call_s: float
+    source: str
+
+    def seconds(self, calls):
+        return self.fixed_s + self.per_call_s * calls
+
+    @classmethod
+    def fit(cls, many: Tuple[float, int], few: Tuple[float, int], *, source: str) -> "HostModel":
+        """The model through two measured ``(seconds, calls)`` schedules (the fixed part alone when their calls
+        are equal); negative parts, which only noise gives, are cut to zero."""
+        (host_many, calls_many), (host_few, calls_few) = many, few
+        if calls_many == calls_few:
+            return cls(fixed_s=min(host_many, host_few), per_call_s=0.0, source=source)
+        per_call = max(0.0, (host_many - host_few) / (calls_many - calls_few))
+        return cls(fixed_s=max(0.0, host_few - per_call * calls_few), per_call_s=per_call, source=source)
+
+
+# ---------------------------------------------------------------------------- TT
+
+
+def measure_tt_host_seconds(setup: TtTrainSetup, hardware: Optional[StepHardware] = None, *, repeats: int = 3,
+                            seed: int = 0) -> Tuple[float, int]:
+    """Seconds of the TT loop's host work per step on this machine (a golden step less its PE calls' seconds; the
+    least of ``repeats`` steps, as other work on the machine only adds), and the PE calls per step, for
+    ``hardware`` (default: the set-up's)."""
+    trainer = TtMlpTrainer(setup)
+    if hardware is not None:
+        trainer.hardware = hardware
+    rng = np.random.default_rng(seed)
+    features, classes = setup.layers[0]["in_features"], setup.layers[-1]["out_features"]
+    x = rng.random((setup.batch_size, features)).astype(np.float32)
+    y = rng.integers(0, classes, setup.batch_size)
+    trainer.train_step(x, y)  # the first step aims every scale: not timed
+    seconds, calls = [], 0
+    for _ in range(repeats):
+        started, pe_before, calls_before = time.perf_counter(), trainer.runner.seconds, trainer.runner.transactions
+        trainer.train_step(x, y)
+        seconds.append(time.perf_counter() - started - (trainer.runner.seconds - pe_before))
+        calls = trainer.runner.transactions - calls_before
+    return max(0.0, min(seconds)), calls
+
+
+def measure_tt_host(setup: TtTrainSetup, *, source: str = THIS_MACHINE) -> HostModel:
+    """:class:`HostModel` of ``setup`` from two schedules: the default builds (many calls) and builds with
+    longer buffers (fewer calls)."""
+    many = StepHardware()
+    few = StepHardware(pe1=dataclasses.replace(many.pe1, max_j=32, max_l=64),
+                       pe2=dataclasses.replace(many.pe2, max_j=128, max_k=128, max_l=64))
+    return HostModel.fit(*(measure_tt_host_seconds(setup, hw) for hw in (many, few)), source=source)
+
+
+# ---------------------------------------------------------------------------- FB-float
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """One layer GEMM of a step: ``C (m x n) = A (m x k) . B (k x n)``, from C_in or not, at run-time ``fb``."""
+
+    m: int
+    k: int
+    n: int
+    accumulate: bool
+    fb: int
+
+
+class _RecordingGemm(GoldenGemm):
+    """The golden GEMM, keeping the shape of every call."""
+
+    def __init__(self, spec: FpmacArraySpec) -> None:
+        super().__init__(spec)
+        self.shapes: List[GemmShape] = []
+
+    def __call__(self, a, b, c=None, *, fb: int, trans_a: bool = False, trans_b: bool = False):
+        self.shapes.append(GemmShape(int(a.shape[0]), int(a.shape[1]), int(b.shape[1]), c is not None, fb))
+        return super().__call__(a, b, c, fb=fb, trans_a=trans_a, trans_b=trans_b)
+
+
+def spans(total: int, step: int) -> List[int]:
+    """The lengths of ``total`` cut into pieces of at most ``step``."""
+    return [min(step, total - start) for start in range(0, total, step)]
+
+
+def step_gemms(setup: HwTrainSetup, *, seed: int = 0, repeats: int = 1) -> Tuple[List[GemmShape], float]:
+    """The GEMMs of one training step of ``setup`` (recorded from a golden step on random data) and a step's host
+    seconds on this machine (the step less its GEMMs; the least of ``repeats`` steps, as other work on the
+    machine only adds)."""
+    backend = _RecordingGemm(setup.spec)
+    trainer = FbMlpTrainer(setup, backend)
+    rng = np.random.default_rng(seed)
+    x = rng.random((setup.batch_size, setup.layers[0]))
+    y = rng.integers(0, setup.layers[-1], setup.batch_size)
+    shapes, seconds = None, []
+    for _ in range(repeats):
+        started, gemm_before = time.perf_counter(), backend.seconds
+        trainer.train_step(x, y)
+        seconds.append(max(0.0, time.perf_counter() - started - (backend.seconds - gemm_before)))
+        shapes = shapes or list(backend.shapes)
+    return shapes, min(seconds)
+
+
+def measure_fb_host(setup: HwTrainSetup, *, source: str = THIS_MACHINE, seed: int = 0,
+                    samples: int = 16) -> Tuple[HostModel, List[GemmShape]]:
+    """:class:`HostModel` of ``setup``: the golden step's host work (the least of three steps) as the fixed part,
+    the packing of a transaction's words (the step's first ``samples`` transactions on the set-up's build) per
+    call; and the step's GEMMs."""
+    shapes, host_s = step_gemms(setup, seed=seed, repeats=3)
+    rng = np.random.default_rng(seed)
+    spec, packed, seconds = setup.spec, 0, 0.0
+    for shape in shapes:
+        for rows in spans(shape.m, spec.max_m)[:1]:
+            for cols in spans(shape.n, spec.max_n)[:1]:
+                depth = spans(shape.k, spec.max_k)[0]
+                a = rng.integers(0, 1 << spec.width, (rows, depth), dtype=np.uint64)
+                b = rng.integers(0, 1 << spec.width, (depth, cols), dtype=np.uint64)
+                c = rng.integers(0, 1 << spec.width, (rows, cols), dtype=np.uint64) if shape.accumulate else None
+                started = time.perf_counter()
+                transaction_words(spec, a, b, c, fb=shape.fb)
+                seconds += time.perf_counter() - started
+                packed += 1
+        if packed >= samples:
+            break
+    return HostModel(fixed_s=host_s, per_call_s=seconds / max(packed, 1), source=source), shapes
+
+
+# ---------------------------------------------------------------------------- CSB
+
+
+def compressed_masks(setup: CsbTrainSetup, data, *, max_steps: Optional[int] = None) -> CsbMlpTrainer:
+    """The golden loop of ``setup`` after its warm-up epochs and pruning search (``max_steps`` shortens each
+    warm-up epoch): its ``masks`` are the kept weights every fixed-point step works on."""
+    trainer = CsbMlpTrainer(setup)
+    trainer.fit(data, epochs=setup.warmup_epochs, progress=False, max_steps=max_steps)
+    return trainer
+
+
+def measure_csb_host(trainer: CsbMlpTrainer, *, source: str = THIS_MACHINE, seed: int = 0, samples: int = 16,
+                     repeats: int = 3) -> HostModel:
+    """:class:`HostModel` of a golden loop past its pruning (:func:`compressed_masks`): a fixed-point step's host
+    work (the least of ``repeats`` steps) as the fixed part, the encoding of an FP transaction on a non-empty
+    block of the first layer per call (the first ``samples`` blocks)."""
+    setup, spec = trainer.setup, trainer.spec
+    rng = np.random.default_rng(seed)
+    x = rng.random((setup.batch_size, setup.layers[0]))
+    y = rng.integers(0, setup.layers[-1], setup.batch_size)
+    seconds = []
+    for _ in range(repeats):  # the least of a few steps: other work on the machine only adds
+        pe_before, started = trainer.backend.seconds, time.perf_counter()
+        trainer.train_step(x, y)
+        seconds.append(max(0.0, time.perf_counter() - started - (trainer.backend.seconds - pe_before)))
+    fixed = min(seconds)
+    blocks = [block for block in trainer.matrix(0).blocks() if block.nnz][:samples]
+    encoding = 0.0
+    for block in blocks:
+        started = time.perf_counter()
+        encode_transaction(spec, Op.FP, index=block.index, weights=block.values,
+                           x=np.zeros((spec.block_cols, 1, 1, spec.batch), np.int64),
+                           acc=np.zeros((spec.block_rows, 1, 1, spec.batch), np.int64))
+        encoding += time.perf_counter() - started
+    return HostModel(fixed_s=fixed, per_call_s=encoding / max(len(blocks), 1), source=source)
+
+
+# ---------------------------------------------------------------------------- the report
+
+
+class HostReportError(ValueError):
+    """A host report is missing, unreadable, or measured for another loop; the message names the file."""
+
+
+def loop_digest(loop: Mapping[str, Any]) -> str:
+    """SHA-256 of a loop entry (family and set-up) in canonical JSON: what a host report was measured for."""
+    return hashlib.sha256(json.dumps(loop, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def measure_loop_host(loop: Mapping[str, Any], *, source: str = THIS_MACHINE, data=None) -> HostModel:
+    """:class:`HostModel` of design.json's ``loop`` entry measured here; a CSB loop needs ``data`` for the
+    pruning its warm-up does (the kept weights decide the work)."""
+    family, setup = loop.get("family"), loop.get("setup")
+    if family == "tt":
+        return measure_tt_host(TtTrainSetup.from_dict(setup), source=source)
+    if family == "fpmac_array":
+        return measure_fb_host(HwTrainSetup.from_dict(setup), source=source)[0]
+    if family == "csb":
+        if data is None:
+            raise ValueError("a CSB loop's host share needs its data set: its warm-up prunes the weights")
+        return measure_csb_host(compressed_masks(CsbTrainSetup.from_dict(setup), data), source=source)
+    raise ValueError(f"loop family {family!r}: no host share to measure (tt, fpmac_array or csb)")
+
+
+def machine_record() -> Dict[str, str]:
+    """Where a host report was measured: the PYNQ image's ``BOARD`` (empty off a board), CPU, Python, NumPy."""
+    return {"board": os.environ.get("BOARD", ""), "machine": platform.machine(),
+            "processor": platform.processor() or platform.machine(), "python": platform.python_version(),
+            "numpy": np.__version__}
+
+
+def write_host_report(path: Path, loop: Mapping[str, Any], host: HostModel,
+                      machine: Optional[Mapping[str, str]] = None) -> Path:
+    """Write ``host`` (measured for ``loop``) as a host report, atomically."""
+    return write_json_atomic(Path(path), {
+        "format": HOST_REPORT_FORMAT, "version": HOST_REPORT_VERSION, "family": loop.get("family"),
+        "loop_digest": loop_digest(loop), "fixed_s": host.fixed_s, "per_call_s": host.per_call_s,
+        "source": host.source, "machine": dict(machine or machine_record()),
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+
+
+def read_host_report(path: Path, loop: Mapping[str, Any]) -> HostModel:
+    """The :class:`HostModel` of a host report, refused unless it was measured for ``loop``."""
+    try:
+        raw = load_json(Path(path), what="host report",
+                        required={"format": str, "version": int, "family": str, "loop_digest": str,
+                                  "fixed_s": float, "per_call_s": float, "source": str})
+    except JsonFileError as error:
+        raise HostReportError(str(error)) from None
+    if raw["format"] != HOST_REPORT_FORMAT or raw["version"] != HOST_REPORT_VERSION:
+        raise HostReportError(f"{path}: not a codesign host report (format {raw['format']!r} version "
+                              f"{raw['version']!r}, want {HOST_REPORT_FORMAT!r} version {HOST_REPORT_VERSION})")
+    if raw["loop_digest"] != loop_digest(loop):
+        raise HostReportError(f"{path}: measured for another loop ({raw['family']}, set-up {raw['loop_digest'][:12]}) "
+                              f"than this design's ({loop.get('family')}, {loop_digest(loop)[:12]}); measure it "
+                              "again with this design's bundle (python -m codesign.deploy.host_share)")
+    if not (raw["fixed_s"] >= 0 and raw["per_call_s"] >= 0):
+        raise HostReportError(f"{path}: host seconds must be >= 0, got fixed_s={raw['fixed_s']}, "
+                              f"per_call_s={raw['per_call_s']}")
+    return HostModel(fixed_s=float(raw["fixed_s"]), per_call_s=float(raw["per_call_s"]), source=raw["source"])
+
+
+__all__ = ["GemmShape", "HOST_REPORT_FILE", "HostModel", "HostReportError", "THIS_MACHINE", "compressed_masks",
+           "loop_digest", "machine_record", "measure_csb_host", "measure_fb_host", "measure_loop_host",
+           "measure_tt_host", "measure_tt_host_seconds", "read_host_report", "spans", "step_gemms",
+           "write_host_report"]

@@ -1,0 +1,83 @@
+"""Measuring the host's share on the board (``python -m codesign.deploy.host_share``) and the explorer reading it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from codesign.deploy import board_attached
+from codesign.deploy.host_share import main, where_measured
+from codesign.design import load_design
+from codesign.design.build import write_emulation_folder
+from codesign.design.explore_run import family_of
+from codesign.design.loops import loop_entry
+from codesign.loops.host_share import HostModel, HostReportError, read_host_report, write_host_report
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture(scope="module")
+def tt_design():
+    return load_design(EXAMPLES / "digits_tt.toml")
+
+
+@pytest.fixture(scope="module")
+def tt_folder(tt_design, tmp_path_factory):
+    return write_emulation_folder(tt_design, tmp_path_factory.mktemp("build") / "digits_tt")
+
+
+def test_a_build_folder_gives_a_report_the_explorer_takes(tt_design, tt_folder, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("BOARD", raising=False)  # off a board the report says so
+    out = tmp_path / "host.json"
+    assert main([str(tt_folder), "--out", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    host = read_host_report(out, loop_entry(tt_design))
+    assert host.fixed_s >= 0 and host.seconds(100) > 0 and host.source.startswith("measured on this machine")
+    # the explorer prices the host with the report, measuring nothing
+    family = family_of(tt_design, lambda _: None, host_report=out)
+    assert family.host == host
+
+
+def test_the_source_names_the_board_the_image_names():
+    machine = {"board": "Ultra96V2", "processor": "aarch64", "python": "3.12.3", "numpy": "1.26.4"}
+    assert where_measured(machine) == "measured on the Ultra96V2 board (aarch64, Python 3.12.3, NumPy 1.26.4)"
+    assert "not a board" in where_measured({**machine, "board": ""})
+
+
+def test_bad_targets_are_refused_before_anything_is_written(tt_folder, stream_folder, tmp_path, capsys):
+    out = tmp_path / "host.json"
+    assert main([str(tt_folder), "--out", str(tmp_path / "missing" / "host.json")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main([str(stream_folder), "--out", str(out)]) == 2  # three PEs: no loop a board runs
+    assert "no training loop" in capsys.readouterr().err
+    assert main([str(tmp_path / "nowhere"), "--out", str(out)]) == 2
+    assert not out.exists()
+
+
+def test_the_explorer_refuses_a_report_of_another_loop_before_any_work(tt_folder, tmp_path):
+    from codesign.cli import main as cli
+
+    abvs = load_design(EXAMPLES / "digits_abvs.toml")
+    path = write_host_report(tmp_path / "host.json", loop_entry(abvs), HostModel(fixed_s=0.01, per_call_s=0.0,
+                                                                               source="x"))
+    out = tmp_path / "explore"
+    assert cli(["explore", str(EXAMPLES / "digits_tt.toml"), "--host", str(path), "--out", str(out)]) != 0
+    assert not out.exists()
+    with pytest.raises(HostReportError, match="measured for another loop"):
+        read_host_report(path, loop_entry(load_design(EXAMPLES / "digits_tt.toml")))
+
+
+@pytest.mark.board
+@pytest.mark.skipif(not board_attached(), reason="no PYNQ board attached (pynq finds no device)")
+@pytest.mark.skipif(not os.environ.get("CODESIGN_BOARD_BUNDLE"),
+                    reason="set CODESIGN_BOARD_BUNDLE to the name of an installed bundle with a training loop")
+def test_the_host_share_is_measured_on_the_board(tmp_path):
+    """On a PYNQ board: the installed bundle's loop, timed on the board's CPU, labelled with the board."""
+    out = tmp_path / "host.json"
+    assert main([os.environ["CODESIGN_BOARD_BUNDLE"], "--out", str(out)]) == 0
+    from codesign.deploy.bundle import installed_bundle
+
+    host = read_host_report(out, installed_bundle(os.environ["CODESIGN_BOARD_BUNDLE"]).manifest["loop"])
+    assert host.fixed_s > 0 and host.source.startswith("measured on the ") and "board" in host.source
