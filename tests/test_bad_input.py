@@ -543,6 +543,7 @@ TEXT_OPTIONS = {
                   ("nothing_listens", "tcp://127.0.0.1:1"), ("empty", "")],
     "grid": [("absent", "{absent}"), ("a_folder", "{users}")],
     "build": [("absent", "{absent}"), ("a_file", "{file}"), ("empty_folder", "{empty}")],
+    "host": [("absent", "{absent}"), ("a_folder", "{users}"), ("not_a_report", "{file}")],
 }
 NO_BAD_VALUE = {"json", "cache"}  # a flag, and a cache folder (any folder is a cache; it is written only by Yosys runs)
 
