@@ -70,9 +70,9 @@ def test_the_explorer_refuses_a_report_of_another_loop_before_any_work(tt_folder
 
 
 @pytest.mark.board
-@pytest.mark.skipif(not board_attached(), reason="no PYNQ board attached (pynq finds no device)")
 @pytest.mark.skipif(not os.environ.get("CODESIGN_BOARD_BUNDLE"),
                     reason="set CODESIGN_BOARD_BUNDLE to the name of an installed bundle with a training loop")
+@pytest.mark.skipif(not board_attached(), reason="no PYNQ board attached (pynq finds no device)")
 def test_the_host_share_is_measured_on_the_board(tmp_path):
     """On a PYNQ board: the installed bundle's loop, timed on the board's CPU, labelled with the board."""
     out = tmp_path / "host.json"
