@@ -316,12 +316,12 @@ def _cmd_explore(args: argparse.Namespace) -> int:
         raise ValueError(f"--cap must be a share of the board in (0, 1], got {args.cap}")
     design = load_design(Path(args.config), board_name=args.board)  # every field and table checked, file named
     raw = read_toml(Path(args.config))
-    host = Path(args.host) if args.host else None
-    if host is not None:  # a report measured for another loop, or no report at all, is refused before any work
+    host = None
+    if args.host:  # a report measured for another loop, or no report at all, is refused before any work
         from codesign.design.loops import loop_entry
         from codesign.loops.host_share import read_host_report
 
-        read_host_report(host, loop_entry(design) or {})
+        host = read_host_report(Path(args.host), loop_entry(design) or {})
     synthesize = None
     if args.scheduler:
         from codesign.sweep import SweepTask, check_scheduler, run_sweep
@@ -338,7 +338,7 @@ def _cmd_explore(args: argparse.Namespace) -> int:
                 raise ValueError(f"Yosys failed on the cluster for {', '.join(sorted(report.failed))}")
     check_output_dir(Path(args.out), "explore")  # before any work
     result = explore_design(raw, design, objective=args.objective, cap=args.cap, cache_dir=Path(args.cache),
-                            synthesize=synthesize, host_report=host)
+                            synthesize=synthesize, host=host)
     print(summary(result))
     with output_dir(Path(args.out), "explore") as out:
         for path in write_reports(result, out, board=design.board):

@@ -30,13 +30,13 @@ from codesign.boards import Board
 from codesign.design.explore import DEFAULT_CAP, Space
 from codesign.design.explore_families import Family, csb_family, explore_family, fb_family, tt_family, tt_hardware
 from codesign.design.fit import fit_design, pe_cost
-from codesign.design.loops import csb_setup_of, fb_setup_of, loop_entry, tt_setup_of
+from codesign.design.loops import csb_setup_of, fb_setup_of, tt_setup_of
 from codesign.design.point import DesignPoint, design_from_dict
 from codesign.design.step_time import tt_stages
 from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
 from codesign.hw.resource_model import RESOURCES
 from codesign.loops.host_share import (HostModel, compressed_masks, measure_csb_host, measure_fb_host, measure_tt_host,
-                                       read_host_report, step_gemms)
+                                       step_gemms)
 from codesign.pe import get_pe
 from codesign.pe.tt.schedule import StepHardware
 
@@ -87,11 +87,10 @@ def distinct_builds(designs: Sequence[DesignPoint]) -> list[tuple[str, Any]]:
     return list(seen.values())
 
 
-def family_of(design: DesignPoint, progress: Callable[[str], None] = print, *, host_report: Path | None = None
+def family_of(design: DesignPoint, progress: Callable[[str], None] = print, *, host: HostModel | None = None
               ) -> Family:
-    """The explorer's view of ``design``'s training loop: TT, FB-float or CSB. The host's share is measured here,
-    or read from ``host_report`` (:func:`codesign.loops.host_share.read_host_report`: measured on a board for
-    this design's loop, refused otherwise)."""
+    """The explorer's view of ``design``'s training loop: TT, FB-float or CSB. The host's share is ``host`` (a
+    board's figure, :func:`codesign.loops.host_share.read_host_report`), or measured here when None."""
     pes = sorted({instance.pe for instance in design.instances})
     specs = {instance.pe: instance.spec for instance in design.instances}
     if pes == ["csb"] and (specs["csb"].kernel, specs["csb"].out_h, specs["csb"].out_w) != (1, 1, 1):
@@ -101,12 +100,8 @@ def family_of(design: DesignPoint, progress: Callable[[str], None] = print, *, h
     if not (pes and all(pe.startswith("tt") for pe in pes)) and pes not in (["fpmac_array"], ["csb"]):
         raise ExploreError(f"design {design.name}: the explorer covers TT, FB-float (fpmac_array) and CSB designs; "
                            f"PEs {pes} given")
-    host: HostModel | None = None
-    if host_report is not None:
-        host = read_host_report(host_report, loop_entry(design) or {})
-        progress(f"the host's share of a step from {host_report} ({host.source})")
-    else:
-        progress("measuring the host's share of a step (NumPy loop, this machine)")
+    progress("measuring the host's share of a step (NumPy loop, this machine)" if host is None
+             else f"the host's share of a step: {host.source}")
     if pes and all(pe.startswith("tt") for pe in pes):
         setup = tt_setup_of(design)
         _, totals = tt_stages(setup, setup.hardware())
@@ -130,17 +125,17 @@ def family_of(design: DesignPoint, progress: Callable[[str], None] = print, *, h
 def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: str = "time", cap: float = DEFAULT_CAP,
                    cache_dir: Path, knobs: Mapping[str, Mapping[str, Any]] | None = None,
                    synthesize: Callable[[list[tuple[str, Any]]], None] | None = None,
-                   progress: Callable[[str], None] = print, host_report: Path | None = None) -> dict[str, Any]:
+                   progress: Callable[[str], None] = print, host: HostModel | None = None) -> dict[str, Any]:
     """Explore ``design``'s training loop on its board; Yosys confirms the chosen point and the front's best.
 
     ``knobs`` maps a varied PE to the values of each knob (default
     :data:`codesign.design.explore_families.KNOBS`). ``synthesize``, given
     the distinct PE builds to confirm, fills ``cache_dir`` first (``codesign
     explore --scheduler`` runs them on Dask); otherwise Yosys runs here, one
-    build after another, where the cache and the shipped reports lack one. ``host_report`` prices the host with
-    a figure measured on the board (:func:`family_of`).
+    build after another, where the cache and the shipped reports lack one. ``host`` prices the host with a
+    figure measured on the board (:func:`family_of`).
     """
-    family = family_of(design, progress, host_report=host_report)
+    family = family_of(design, progress, host=host)
     space = explore_family(family, design.board, clock_mhz=design.clock_mhz, knobs=knobs, cap=cap, progress=progress)
     try:
         chosen = space.best(objective)

@@ -45,9 +45,9 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from types import SimpleNamespace
 from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from codesign.energy.abvs_cost import (ANCHOR_FB, PATH_CATEGORIES, PER_CELL_DELAYS, UNIFORM_DELAYS, DelayModel,
@@ -270,9 +270,9 @@ def select_schedule(base: TrainConfig, *, seeds: tuple[int, ...], lsfb: int, fp3
     run_grid([(lsfb - gap, interval) for gap in gap_axis for interval in interval_axis], 0)
     if candidates:
         chosen = choose()
-        for round_number in range(1, MAX_WIDENINGS + 1):
+        for round_number in range(1, MAX_WIDENINGS + 2):
             step = _schedule_grid_widening(gap_axis, interval_axis, chosen, lsfb=lsfb, epochs=base.optim.epochs)
-            if step is None:
+            if step is None or round_number > MAX_WIDENINGS:
                 break
             axis, value = step
             if axis == "gap":
@@ -287,8 +287,7 @@ def select_schedule(base: TrainConfig, *, seeds: tuple[int, ...], lsfb: int, fp3
                               "edge": lsfb - chosen["fb_min"] if axis == "gap" else chosen["check_every_epochs"]})
             run_grid(grid, round_number)
             chosen = choose()
-        on_edge = _schedule_grid_widening(gap_axis, interval_axis, chosen, lsfb=lsfb,
-                                          epochs=base.optim.epochs) is not None
+        on_edge = step is not None  # the rounds ran out with the choice still on an edge
     else:  # lsfb == 1: nothing narrower to start from
         chosen, on_edge = {"fb_min": lsfb, "check_every_epochs": 1}, False
     return {"seeds": list(seeds), "reads": "validation accuracy",

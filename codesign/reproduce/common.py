@@ -428,13 +428,14 @@ def tune_arms(arms: list[Arm], out_dir: Path, execution: Execution) -> dict[str,
     return tuning
 
 
-def study_seeds(seeds: Sequence[int] | None, smoke: bool) -> list[int]:
-    """The evaluation seeds of a reproduction: those given, else seed 0 for a smoke run and CLAIM_SEEDS for a claim.
+def study_seeds(seeds: Sequence[int] | None, smoke: bool, default: Sequence[int] = CLAIM_SEEDS) -> list[int]:
+    """The evaluation seeds of a reproduction: those given, else seed 0 for a smoke run and ``default`` (the
+    reproduction's claim seeds, :data:`CLAIM_SEEDS` unless it has its own) for a claim.
 
     An empty list is refused, never taken as "the default".
     """
     if seeds is None:
-        return [0] if smoke else list(CLAIM_SEEDS)
+        return [0] if smoke else list(default)
     if not seeds:
         raise ValueError("seeds: give at least one seed, or none for the default")
     return list(seeds)

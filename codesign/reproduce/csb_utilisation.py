@@ -500,7 +500,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     """
     started = time.perf_counter()
     out_dir = check_output_dir(out_dir)
-    seeds = list(EVALUATION_SEEDS) if seeds is None and not smoke else study_seeds(seeds, smoke)
+    seeds = study_seeds(seeds, smoke, default=EVALUATION_SEEDS)
     rows = measure_layers(seeds, DENSITY)
     fp_only = {layer.name: ("FP",) for layer in LAYERS}
     on_chip = measure_layers(seeds, DENSITY, fp_only, bandwidth=math.inf, common_slots=ON_CHIP_SLOTS)

@@ -571,7 +571,7 @@ def collect(jobs: list[Job], done: list[tuple[TrainResult, int]], b: Budget) -> 
 def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, progress: bool = True,
         execution: Execution = Execution()) -> dict:
     out_dir = check_output_dir(out_dir)
-    seeds = list(EVALUATION_SEEDS) if seeds is None and not smoke else study_seeds(seeds, smoke)
+    seeds = study_seeds(seeds, smoke, default=EVALUATION_SEEDS)
     if len(set(seeds)) != len(seeds) or TUNING_SEED in seeds:
         raise ValueError(f"seeds must not repeat nor include the tuning seed {TUNING_SEED}, got {seeds}")
     b = budget(smoke)

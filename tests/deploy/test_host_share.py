@@ -36,7 +36,7 @@ def test_a_build_folder_gives_a_report_the_explorer_takes(tt_design, tt_folder, 
     host = read_host_report(out, loop_entry(tt_design))
     assert host.fixed_s >= 0 and host.seconds(100) > 0 and host.source.startswith("measured on this machine")
     # the explorer prices the host with the report, measuring nothing
-    family = family_of(tt_design, lambda _: None, host_report=out)
+    family = family_of(tt_design, lambda _: None, host=host)
     assert family.host == host
 
 

@@ -161,6 +161,9 @@ def test_study_seeds_default_to_the_claim_seeds_and_refuse_an_empty_list():
     assert study_splits(CLAIM_SEEDS) == list(SPLIT_SEEDS) and study_splits([0]) == [SPLIT_SEEDS[0]]
     assert study_seeds(None, smoke=True) == [0]
     assert study_seeds((3, 5), smoke=True) == [3, 5]
+    # a reproduction with its own claim seeds (tt: 15, csb-utilisation: 8) passes them as the default
+    assert study_seeds(None, smoke=False, default=range(15)) == list(range(15))
+    assert study_seeds(None, smoke=True, default=range(15)) == [0] and study_seeds([2], False, default=(7,)) == [2]
     with pytest.raises(ValueError, match="at least one seed"):
         study_seeds([], smoke=False)
 
