@@ -21,7 +21,7 @@ from codesign.boards import Board
 from codesign.design.calibration import pe_resources
 from codesign.design.explore import COPIES, DEFAULT_CAP, ENUMERATE_LIMIT, Loads, Option, Space, explore, pe_options
 from codesign.design.step_time import Stage, StepTime, tt_mac_energy_pj, tt_stages, tt_step_time
-from codesign.design.step_time_csb import csb_mac_energy_pj, csb_stages, csb_step_time
+from codesign.design.step_time_csb import CsbLayer, as_layers, csb_mac_energy_pj, csb_stages, csb_step_time
 from codesign.design.step_time_fb import fb_mac_energy_pj, fb_stages, fb_step_time
 from codesign.hw.accel import ip_shell_cost
 from codesign.hw.resource_model import RESOURCES, fpga_counts
@@ -37,6 +37,7 @@ TT_KNOBS = {"lanes": (2, 4, 8, 16), "rows": (1, 2, 4, 8), "stream_bits": (32, 64
 FPMAC_ARRAY_KNOBS = {"rows": tuple(range(1, 17)), "cols": tuple(range(1, 17)), COPIES: (1,)}
 CSB_KNOBS = {"block_rows": (4, 8, 16), "block_cols": (4, 8, 16), "batch": (1, 2, 4, 8, 12, 16),
              "parallel": (1, 2, 4), COPIES: (1,)}
+CSB_TILE_KNOBS = {"out_h": (1, 2, 4, 8), "out_w": (1, 2, 4, 8)}  # a conv network's output tile (positions)
 KNOBS = {"tt1": TT_KNOBS, "tt2": TT_KNOBS, "fpmac_array": FPMAC_ARRAY_KNOBS, "csb": CSB_KNOBS}
 FIELDS = {"tt1": "pe1", "tt2": "pe2"}
 
@@ -56,6 +57,7 @@ class Family:
     mac_energy_pj: float
     fixed_builds: dict[str, Any] = field(default_factory=dict)  # PEs the space does not vary, once each
     max_copies: int = 1
+    knobs: dict[str, dict[str, Sequence[int]]] = field(default_factory=dict)  # a PE's own knob table (else KNOBS)
 
     @property
     def pes(self) -> tuple[str, ...]:
@@ -75,11 +77,13 @@ def explore_family(family: Family, board: Board, *, clock_mhz: float,
                    knobs: Mapping[str, Mapping[str, Sequence[int]]] | None = None, cap: float = DEFAULT_CAP,
                    enumerate_limit: int = ENUMERATE_LIMIT, trials: int = 400, seed: int = 0,
                    progress: Callable[[str], None] | None = None) -> Space:
-    """Price ``family``'s space on ``board`` (knob tables: ``knobs``, else :data:`KNOBS` per PE)."""
+    """Price ``family``'s space on ``board`` (knob tables: ``knobs``, else the family's, else :data:`KNOBS` per
+    PE)."""
     if not 0 < cap <= 1:
         raise ValueError(f"cap must be in (0, 1], got {cap}")
     knobs = knobs or {}
-    options = [pe_options(pe, family.bases[pe], board.yosys_family, knobs.get(pe, KNOBS[pe]), family.loads,
+    options = [pe_options(pe, family.bases[pe], board.yosys_family, knobs.get(pe, family.knobs.get(pe, KNOBS[pe])),
+                          family.loads,
                           max_copies=family.max_copies, progress=progress) for pe in family.pes]
     return explore(options, board, pes=family.pes, clock_mhz=clock_mhz, host=family.host, macs=family.macs,
                    mac_energy_pj=family.mac_energy_pj, fixed=fixed_resources(family.fixed_builds, board.yosys_family),
@@ -165,20 +169,24 @@ def fb_family(spec, shapes: Sequence[GemmShape], *, host: HostModel) -> Family:
                   macs=fb_stages(spec, list(shapes))[1]["macs"], mac_energy_pj=fb_mac_energy_pj(spec))
 
 
-def csb_family(spec, masks: Sequence[np.ndarray], batch: int, *, host: HostModel) -> Family:
-    """The CSB loop: one csb IP whose block shape, lanes and groups vary; ``masks`` are the kept weights."""
+def csb_family(spec, layers: Sequence[CsbLayer | np.ndarray], batch: int, *, host: HostModel) -> Family:
+    """The CSB loop: one csb IP whose block shape, lanes and groups vary (and, for a conv network, its output tile);
+    ``layers`` are :class:`~codesign.design.step_time_csb.CsbLayer` records, or the kept weights of FC layers."""
+    layers = as_layers(layers)
 
     def loads(pe: str, build, copies: int):
-        stages, totals = csb_stages(build, masks, batch)
+        stages, totals = csb_stages(build, layers, batch)
         return _loads(stages), totals["calls"]
 
+    conv = any(layer.kernel > 1 or layer.height * layer.width > 1 for layer in layers)
     return Family(name="csb", bases={"csb": spec}, loads=loads,
-                  step=lambda options, board, clock: csb_step_time(options[0].spec, masks, batch, board,
+                  step=lambda options, board, clock: csb_step_time(options[0].spec, layers, batch, board,
                                                                    clock_mhz=clock, host=host),
-                  stages=lambda options: csb_stages(options[0].spec, masks, batch)[0],
+                  stages=lambda options: csb_stages(options[0].spec, layers, batch)[0],
                   describe=lambda options: {"csb": options[0].spec.to_dict()}, host=host,
-                  macs=csb_stages(spec, masks, batch)[1]["macs"], mac_energy_pj=csb_mac_energy_pj(spec))
+                  macs=csb_stages(spec, layers, batch)[1]["macs"], mac_energy_pj=csb_mac_energy_pj(spec),
+                  knobs={"csb": {**CSB_KNOBS, **CSB_TILE_KNOBS}} if conv else {})
 
 
-__all__ = ["CSB_KNOBS", "FPMAC_ARRAY_KNOBS", "Family", "KNOBS", "TT_KNOBS", "csb_family", "explore_family",
+__all__ = ["CSB_KNOBS", "CSB_TILE_KNOBS", "FPMAC_ARRAY_KNOBS", "Family", "KNOBS", "TT_KNOBS", "csb_family", "explore_family",
            "explore_tt", "fb_family", "fixed_resources", "paper_setup", "tt_family", "tt_hardware"]

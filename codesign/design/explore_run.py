@@ -29,6 +29,7 @@ import numpy as np
 from codesign.boards import Board
 from codesign.design.explore import DEFAULT_CAP, Space
 from codesign.design.explore_families import Family, csb_family, explore_family, fb_family, tt_family, tt_hardware
+from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trainer
 from codesign.design.fit import fit_design, pe_cost
 from codesign.design.loops import csb_setup_of, fb_setup_of, tt_setup_of
 from codesign.design.point import DesignPoint, design_from_dict
@@ -93,15 +94,13 @@ def family_of(design: DesignPoint, progress: Callable[[str], None] = print, *, h
     board's figure, :func:`codesign.loops.host_share.read_host_report`), or measured here when None."""
     pes = sorted({instance.pe for instance in design.instances})
     specs = {instance.pe: instance.spec for instance in design.instances}
-    if pes == ["csb"] and (specs["csb"].kernel, specs["csb"].out_h, specs["csb"].out_w) != (1, 1, 1):
-        raise ExploreError(f"design {design.name}: its csb PE has kernel {specs['csb'].kernel} (a "
-                           f"{design.training.model.name}); the CSB training loop, and so the whole-step model, "
-                           "covers MLPs (FC layers, kernel 1) only")
     if not (pes and all(pe.startswith("tt") for pe in pes)) and pes not in (["fpmac_array"], ["csb"]):
         raise ExploreError(f"design {design.name}: the explorer covers TT, FB-float (fpmac_array) and CSB designs; "
                            f"PEs {pes} given")
-    progress("measuring the host's share of a step (NumPy loop, this machine)" if host is None
-             else f"the host's share of a step: {host.source}")
+    conv = pes == ["csb"] and design.training.model.name != "mlp"
+    progress(f"the host's share of a step: {host.source}" if host is not None else
+             "measuring the host's share of a step (the golden step less its convolutions, this machine)" if conv
+             else "measuring the host's share of a step (NumPy loop, this machine)")
     if pes and all(pe.startswith("tt") for pe in pes):
         setup = tt_setup_of(design)
         _, totals = tt_stages(setup, setup.hardware())
@@ -114,6 +113,11 @@ def family_of(design: DesignPoint, progress: Callable[[str], None] = print, *, h
         else:
             shapes = step_gemms(setup)[0]
         return fb_family(setup.spec, shapes, host=host)
+    if conv:  # a conv network: the golden trainer's masks and step (no board loop)
+        trainer = pruned_trainer(design.training, progress)
+        layers = conv_layers(trainer)
+        return csb_family(specs["csb"], layers, design.training.optim.batch_size,
+                          host=host or measure_conv_host(trainer, specs["csb"], layers))
     from codesign.train.trainer import load_dataset
 
     setup = csb_setup_of(design)

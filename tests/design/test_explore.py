@@ -10,9 +10,10 @@ import pytest
 
 from codesign.boards import boards
 from codesign.design import load_design
-from codesign.design.calibration import StaleCalibration, calibration_path, load_calibration, model_errors
+from codesign.design.calibration import (StaleCalibration, calibration_path, load_calibration, model_errors,
+                                         pe_resources)
 from codesign.design.explore_families import explore_tt, paper_setup
-from codesign.design.explore_run import ExploreError, design_of_point, explore_design, hardware_of_point
+from codesign.design.explore_run import design_of_point, explore_design, hardware_of_point
 from codesign.design.loops import tt_setup_of
 from codesign.design.step_time import tt_stages, tt_step_time
 from codesign.loops.host_share import HostModel
@@ -47,8 +48,19 @@ def test_the_shipped_calibrations_fit_the_current_rtl(pe, family):
     calibration = load_calibration(pe, family)  # refuses a calibration of other RTL
     assert len(calibration.points) == len(get_pe(pe).calibration_specs())
     errors = model_errors(pe, family)
-    assert errors["dsp"]["max_rel"] == 0 and errors["bram_36k"]["max_rel"] == 0
     assert errors["lut"]["mean_rel"] < 0.15 and errors["ff"]["mean_rel"] < 0.15
+    if pe != "csb":
+        assert errors["dsp"]["max_rel"] == 0 and errors["bram_36k"]["max_rel"] == 0
+        return
+    # CSB: exact on FC builds; a 3 x 3 conv build's address arithmetic takes 2-6 DSP slices and its windows up to
+    # 8 BRAM36 more than the model counts (a known gap, docs/design.md)
+    for point in calibration.points:
+        model = pe_resources(pe, get_pe(pe).spec(**point["spec"]), family, calibration)
+        under = {key: point["counts"][key] - model[key] for key in ("dsp", "bram_36k")}
+        if point["spec"]["kernel"] == 1:
+            assert under == {"dsp": 0, "bram_36k": 0}
+        else:
+            assert 2 <= under["dsp"] <= 6 and 0 <= under["bram_36k"] <= 8
 
 
 def test_a_calibration_of_other_rtl_is_refused(tmp_path, monkeypatch):
@@ -99,13 +111,6 @@ def test_optuna_searches_a_space_too_large_to_enumerate(design, space):
         assert searched.total_s[position] == pytest.approx(space.total_s[enumerated[tuple(pair)]])
     best = searched.best("time")
     assert searched.total_s[best] <= np.quantile(space.total_s[space.feasible], 0.5)
-
-
-def test_a_design_without_a_modelled_loop_is_refused():
-    """The CSB loop trains MLPs: the ResNet's 3 x 3-kernel CSB design has no whole-step model."""
-    config = EXAMPLES / "digits_compressed.toml"
-    with pytest.raises(ExploreError, match=r"covers MLPs \(FC layers, kernel 1\) only"):
-        explore_design(read_toml(config), load_design(config), cache_dir=Path("unused"), progress=lambda _: None)
 
 
 @pytest.mark.slow

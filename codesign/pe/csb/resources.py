@@ -52,19 +52,28 @@ def multipliers(spec: CsbSpec) -> List[Tuple[int, int]]:
 def features(spec: CsbSpec) -> dict:
     """What LUT and FF counts grow with: a constant (control, header, counters, address arithmetic), the lanes
     (one product, saturating accumulator and WG lane sum each) and the RAM left in LUT RAM (per 64 bits: the result
-    banks and byte windows of every group grow with lanes times the accumulator width). Held out on the
-    calibration grid these three did better than lanes times accumulator bits or the groups (docs/design.md)."""
-    return {"one": 1.0, "lanes": float(spec.batch * spec.parallel), "lutram": distributed_bits(memories(spec)) / 64}
+    banks and byte windows of every group grow with lanes times the accumulator width). Held out on the FC
+    calibration builds these three did better than lanes times accumulator bits or the groups (docs/design.md).
+    A conv build (kernel > 1) adds per group the tile's position and tap address arithmetic (``conv_groups``) and
+    per lane the window's tap select (``conv_lanes``); both are 0 on an FC build."""
+    conv = float(spec.kernel > 1)
+    return {"one": 1.0, "lanes": float(spec.batch * spec.parallel), "lutram": distributed_bits(memories(spec)) / 64,
+            "conv_groups": conv * spec.parallel, "conv_lanes": conv * spec.batch * spec.parallel}
 
 
 def calibration_specs() -> List[CsbSpec]:
-    """FC blocks (kernel 1, one position: what the CSB loop trains) from 8 x 8 to 16 x 16 with 1 to 16 lanes,
-    1 to 4 groups, 16- and 32-bit sums. Held to six builds a family: on two shared cores Yosys takes minutes
-    per build."""
+    """FC blocks (kernel 1, one position: what the CSB MLP loop trains) from 8 x 8 to 16 x 16 with 1 to 16 lanes,
+    1 to 4 groups, 16- and 32-bit sums; and 3 x 3 conv builds (a conv network's step) from a 1 x 1 to an 8 x 8
+    output tile. Held to twelve builds a family: on two shared cores Yosys takes minutes per build."""
     s = CsbSpec
     return [s(), s(batch=16), s(block_rows=8, block_cols=8, batch=4),
             s(block_rows=16, block_cols=8, batch=2, parallel=2, acc_bits=16), s(block_rows=8, block_cols=16, batch=1),
-            s(batch=16, parallel=4)]
+            s(batch=16, parallel=4),
+            s(kernel=3), s(kernel=3, out_h=4, out_w=4, batch=16, parallel=4),
+            s(kernel=3, out_h=2, out_w=4, batch=4, parallel=2, block_rows=8, block_cols=8),
+            s(kernel=3, out_h=8, out_w=8, batch=8),
+            s(kernel=3, out_h=4, out_w=2, batch=16, parallel=2, acc_bits=16, block_cols=8),
+            s(kernel=3, out_h=2, out_w=2, batch=2, block_rows=8)]
 
 
 __all__ = ["calibration_specs", "features", "memories", "multipliers", "window_banks"]

@@ -1,0 +1,120 @@
+"""A conv network's CSB step (examples/digits_compressed.toml, a pruned ResNet-8): its layers as the CSB PE computes
+them, the host's share, and the explorer's space over block shape, lanes, groups and output tile."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codesign.boards import boards
+from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trainer
+from codesign.design.explore_families import CSB_TILE_KNOBS, csb_family, explore_family
+from codesign.design.point import design_from_dict
+from codesign.design.step_time_csb import CsbLayer, block_nnz, csb_stages, csb_step_time, transaction
+from codesign.loops.host_share import HostModel
+from codesign.pe.csb.spec import CsbSpec
+from codesign.pe.csb.stream import Op
+from codesign.train.config import read_toml
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits_compressed.toml"
+HOST = HostModel(fixed_s=1e-3, per_call_s=2e-5, source="test")
+
+
+@pytest.fixture(scope="module")
+def design():
+    raw = copy.deepcopy(read_toml(EXAMPLE))
+    raw["optim"]["epochs"] = 2
+    raw["techniques"]["compress"]["warmup_epochs"] = 1  # one float epoch, then the pruning search
+    return design_from_dict(raw)
+
+
+@pytest.fixture(scope="module")
+def trainer(design):
+    return pruned_trainer(design.training, progress=lambda _: None)
+
+
+@pytest.fixture(scope="module")
+def layers(trainer):
+    return conv_layers(trainer)
+
+
+def test_a_layer_is_cut_into_the_builds_output_tiles():
+    layer = CsbLayer(mask=np.ones((4, 2), bool), height=8, width=6, kernel=3, positions=12)
+    assert layer.tiles(CsbSpec(kernel=3, out_h=4, out_w=4)) == 2 * 2
+    assert layer.tiles(CsbSpec(kernel=5, out_h=3, out_w=1)) == 3 * 6
+    assert layer.macs() == 8 * 9 * 12 and CsbLayer(mask=np.eye(3, dtype=bool)).macs(dense=True) == 9
+    with pytest.raises(ValueError, match="does not fit a build of kernel 1"):
+        layer.tiles(CsbSpec())
+    with pytest.raises(ValueError, match="outputs x inputs"):
+        CsbLayer(mask=np.ones(3, bool))
+    with pytest.raises(ValueError, match="height must be an int >= 1"):
+        CsbLayer(mask=np.ones((1, 1), bool), height=0)
+
+
+def test_a_conv_step_runs_every_tile_and_lane_chunk_on_every_kept_block():
+    spec = CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=4, batch=4)
+    mask = np.zeros((8, 4), bool)
+    mask[0, 0] = mask[1, 2] = mask[5, 3] = True
+    conv = CsbLayer(mask=mask, height=4, width=8, kernel=3, positions=32)
+    head = CsbLayer(mask=np.ones((2, 8), bool))  # FC: one tile
+    stages, totals = csb_stages(spec, [conv, head], 10)
+    chunks, tiles = 3, 2 * 2
+    fp = transaction(spec, Op.FP, 2)[0] * chunks * tiles + transaction(spec, Op.FP, 1)[0] * chunks * tiles
+    assert stages[0].cycles == fp  # the conv's one block column, both blocks, every chunk and tile
+    # the conv keeps two non-empty blocks, the head two (of 2 x 4 entries each); the head is one tile
+    transactions = {"FP": 2 * chunks * tiles + 2 * chunks, "WG": 2 * chunks * tiles + 2 * chunks,
+                    "EB": 2 * chunks, "UPD": 2 + 2}
+    assert totals["calls"] == sum(transactions.values())
+    assert totals["macs"] == (3 * 3 * 9 * 32 + 3 * 16 - 3 * 9 * 32) * 10  # the first layer has no EB
+    assert totals["dense_macs"] == (2 * 32 * 9 * 32 + 3 * 16) * 10
+
+
+def test_a_smaller_kernel_costs_the_builds_taps():
+    """A 1 x 1 kernel sits at the centre of a 3 x 3 build: the same transactions, fewer useful MACs."""
+    spec = CsbSpec(kernel=3, out_h=2, out_w=2)
+    mask = np.ones((16, 16), bool)
+    one, three = (csb_stages(spec, [CsbLayer(mask=mask, height=4, width=4, kernel=k)], 8) for k in (1, 3))
+    assert [s.cycles for s in one[0]] == [s.cycles for s in three[0]]
+    assert 9 * one[1]["macs"] == three[1]["macs"]
+
+
+def test_the_resnet_maps_onto_the_csb_pe(trainer, layers):
+    """Stem, three blocks (two with 1 x 1 shortcuts, stride 2) and the head, in the order a forward pass calls
+    them; the masks are the pruning search's."""
+    shapes = [(l.mask.shape, l.height, l.width, l.kernel, l.positions) for l in layers]
+    assert shapes == [((16, 1), 8, 8, 3, 64), ((16, 16), 8, 8, 3, 64), ((16, 16), 8, 8, 3, 64),
+                      ((32, 16), 4, 4, 1, 16), ((32, 16), 8, 8, 3, 16), ((32, 32), 4, 4, 3, 16),
+                      ((64, 32), 2, 2, 1, 4), ((64, 32), 4, 4, 3, 4), ((64, 64), 2, 2, 3, 4), ((10, 64), 1, 1, 1, 1)]
+    technique = next(t for t in trainer.techniques if t.name == "compress")
+    conv1 = trainer.model.blocks[0].conv1.layer_name
+    assert np.array_equal(layers[1].mask, technique.masks[conv1].numpy())
+    assert sum(int(l.mask.sum()) for l in layers) < sum(l.mask.size for l in layers)  # the search pruned kernels
+    assert layers[-1].mask.all()  # the head is never pruned
+
+
+def test_the_host_share_is_measured_on_the_golden_step(design, trainer, layers):
+    host = measure_conv_host(trainer, design.instances[0].spec, layers, repeats=1, samples=2)
+    assert host.fixed_s > 0 and host.per_call_s > 0
+    with pytest.raises(ValueError, match="fixed-point steps"):
+        measure_conv_host(type(trainer)(design.training, progress=False), design.instances[0].spec, layers)
+
+
+def test_the_explorer_varies_the_output_tile_and_prices_as_the_direct_model(design, layers):
+    family = csb_family(design.instances[0].spec, layers, design.training.optim.batch_size, host=HOST)
+    assert family.knobs["csb"]["out_h"] == CSB_TILE_KNOBS["out_h"]
+    board = boards()["ultra96v2"]
+    space = explore_family(family, board, clock_mhz=100.0,
+                           knobs={"csb": {"batch": (8, 16), "out_h": (1, 4), "out_w": (1, 4), "copies": (1,)}})
+    assert space.index.shape[0] == 8
+    for index in range(8):
+        spec = space.chosen_options(index)[0].spec
+        step = csb_step_time(spec, layers, design.training.optim.batch_size, board, clock_mhz=100.0, host=HOST)
+        assert space.pe_s[index] == pytest.approx(step.pe_s, rel=1e-12)
+        assert space.total_s[index] == pytest.approx(step.total_s, rel=1e-12)
+    by = {(o.spec.batch, o.spec.out_h, o.spec.out_w): i for i, o in enumerate(space.options[0])}
+    # a 4 x 4 tile sends the 8 x 8 maps in 4 transactions where a 1 x 1 one needs 64: fewer calls, less host work
+    assert space.total_s[by[(16, 4, 4)]] < space.total_s[by[(16, 1, 1)]]
+    assert block_nnz(layers[1].mask, spec).sum() == layers[1].mask.sum()
