@@ -55,3 +55,36 @@ def explore_end_to_end(example: Path, design, *, knobs, cache_dir: Path, out: Pa
 @pytest.fixture(name="explore_end_to_end")
 def explore_end_to_end_fixture():
     return explore_end_to_end
+
+
+def check_block_on_rtl(spec, block, rng, work_dir: Path) -> None:
+    """FP, EB, WG and UPD transactions of ``spec`` on ``block`` (random operands of the build's tile and lanes)
+    through the CSB RTL: every word right, their words and stall-free cycles the step model's
+    (:func:`codesign.design.step_time_csb.transaction`)."""
+    import numpy as np
+
+    from codesign.design.step_time_csb import transaction
+    from codesign.hw.flow import run_rtl
+    from codesign.pe import get_pe
+    from codesign.pe.csb.stream import Op, encode_transaction, expected_output
+
+    k, lanes = spec.kernel, spec.batch
+    inputs = lambda channels: rng.integers(-128, 128, (channels, spec.in_h, spec.in_w, lanes))  # noqa: E731
+    errors = lambda channels: rng.integers(-128, 128, (channels, spec.out_h, spec.out_w, lanes))  # noqa: E731
+    grads = rng.integers(-2**20, 2**20, (block.nnz, k, k))
+    sent = [encode_transaction(spec, Op.FP, index=block.index, weights=block.values, x=inputs(spec.block_cols),
+                               acc=rng.integers(-2**20, 2**20, (spec.block_rows, spec.out_h, spec.out_w, lanes))),
+            encode_transaction(spec, Op.EB, index=block.index, weights=block.values, dy=errors(spec.block_rows),
+                               acc=rng.integers(-2**20, 2**20, (spec.block_cols, spec.in_h, spec.in_w, lanes))),
+            encode_transaction(spec, Op.WG, index=block.index, x=inputs(spec.block_cols), dy=errors(spec.block_rows),
+                               grads=grads),
+            encode_transaction(spec, Op.UPD, index=block.index, shift=3,
+                               buffer=rng.integers(-2**23, 2**23, (block.nnz, k, k)), grads=grads)]
+    stimulus = [(words.astype(np.uint64), expected_output(spec, words).astype(np.uint64)) for words in sent]
+    modelled = [transaction(spec, op, block.nnz) for op in (Op.FP, Op.EB, Op.WG, Op.UPD)]
+    pe = get_pe("csb")
+    vectors = pe.write_vectors(spec, stimulus, work_dir.with_suffix(".txt"))
+    result = run_rtl(pe, spec, vectors, work_dir, bench_env={"STREAM_GAP_PROBABILITY": "0", "STREAM_BACKPRESSURE": "0"})
+    assert (result.vectors, result.mismatches) == (4, 0), result.first_mismatches
+    assert list(result.cycles) == [cycles for cycles, _, _ in modelled]
+    assert [(i.size, o.size) for i, o in stimulus] == [(w_in, w_out) for _, w_in, w_out in modelled]

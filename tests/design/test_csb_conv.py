@@ -4,6 +4,7 @@ them, the host's share, and the explorer's space over block shape, lanes, groups
 from __future__ import annotations
 
 import copy
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from codesign.loops.host_share import HostModel
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import Op
 from codesign.train.config import read_toml
+from tests.design.conftest import check_block_on_rtl
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits_compressed.toml"
 HOST = HostModel(fixed_s=1e-3, per_call_s=2e-5, source="test")
@@ -118,3 +120,21 @@ def test_the_explorer_varies_the_output_tile_and_prices_as_the_direct_model(desi
     # a 4 x 4 tile sends the 8 x 8 maps in 4 transactions where a 1 x 1 one needs 64: fewer calls, less host work
     assert space.total_s[by[(16, 4, 4)]] < space.total_s[by[(16, 1, 1)]]
     assert block_nnz(layers[1].mask, spec).sum() == layers[1].mask.sum()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog (iverilog) is not on PATH")
+def test_explored_conv_builds_run_on_the_rtl_as_modelled(layers, tmp_path):
+    """Three conv builds of the space (1 x 1, 2 x 4 and 4 x 4 tiles; 8 or 16 lanes; 1, 2 or 4 groups): FP, EB, WG
+    and UPD on the fullest block of the widest pruned layer through the RTL, every word right, words and cycles
+    the model's."""
+    pytest.importorskip("cocotb_tools.runner")
+    from codesign.pe.csb.format import encode
+
+    rng = np.random.default_rng(0)
+    layer = layers[-2]  # the last 3 x 3 conv, 64 x 64 kernels
+    for index, spec in enumerate((CsbSpec(kernel=3, batch=8), CsbSpec(kernel=3, out_h=2, out_w=4, batch=8, parallel=2),
+                                  CsbSpec(kernel=3, out_h=4, out_w=4, batch=16, parallel=4))):
+        codes = rng.integers(-128, 128, (*layer.mask.shape, 3, 3)) * layer.mask[:, :, None, None]
+        matrix = encode(codes.astype(np.int8), block_rows=spec.block_rows, block_cols=spec.block_cols)
+        check_block_on_rtl(spec, max(matrix.blocks(), key=lambda b: b.nnz), rng, tmp_path / str(index))

@@ -28,6 +28,7 @@ from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import Op
 from codesign.train.config import read_toml
 from codesign.train.data import load_digits_dataset
+from tests.design.conftest import check_block_on_rtl
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits_compressed_mlp.toml"
 QUICK = {"epochs": 2, "warmup_epochs": 1}  # one float warm-up epoch (shortened), then the PE
@@ -122,35 +123,13 @@ def test_explored_builds_run_on_the_rtl_as_modelled(space, masks, tmp_path):
     """Three explored builds: FP, EB, WG and UPD transactions on the first layer's fullest block (random operands)
     through the RTL, every word right, their words and cycles the model's."""
     pytest.importorskip("cocotb_tools.runner")
-    from codesign.design.step_time_csb import transaction
-    from codesign.hw.flow import run_rtl
-    from codesign.pe import get_pe
     from codesign.pe.csb.format import encode
-    from codesign.pe.csb.stream import encode_transaction, expected_output
 
-    pe, rng = get_pe("csb"), np.random.default_rng(0)
+    rng = np.random.default_rng(0)
     for index in _points(space):
         spec = space.chosen_options(index)[0].spec
         matrix = encode(masks[0].astype(np.int8), block_rows=spec.block_rows, block_cols=spec.block_cols)
-        block = max(matrix.blocks(), key=lambda b: b.nnz)
-        lanes = lambda rows: rng.integers(-128, 128, (rows, 1, 1, spec.batch))  # noqa: E731
-        grads = rng.integers(-2**20, 2**20, (block.nnz, 1, 1))
-        sent = [encode_transaction(spec, Op.FP, index=block.index, weights=block.values, x=lanes(spec.block_cols),
-                                   acc=rng.integers(-2**20, 2**20, (spec.block_rows, 1, 1, spec.batch))),
-                encode_transaction(spec, Op.EB, index=block.index, weights=block.values, dy=lanes(spec.block_rows),
-                                   acc=rng.integers(-2**20, 2**20, (spec.block_cols, 1, 1, spec.batch))),
-                encode_transaction(spec, Op.WG, index=block.index, x=lanes(spec.block_cols),
-                                   dy=lanes(spec.block_rows), grads=grads),
-                encode_transaction(spec, Op.UPD, index=block.index, shift=3,
-                                   buffer=rng.integers(-2**23, 2**23, (block.nnz, 1, 1)), grads=grads)]
-        stimulus = [(words.astype(np.uint64), expected_output(spec, words).astype(np.uint64)) for words in sent]
-        modelled = [transaction(spec, op, block.nnz) for op in (Op.FP, Op.EB, Op.WG, Op.UPD)]
-        vectors = pe.write_vectors(spec, stimulus, tmp_path / f"{index}.txt")
-        result = run_rtl(pe, spec, vectors, tmp_path / str(index),
-                         bench_env={"STREAM_GAP_PROBABILITY": "0", "STREAM_BACKPRESSURE": "0"})
-        assert (result.vectors, result.mismatches) == (4, 0), result.first_mismatches
-        assert list(result.cycles) == [cycles for cycles, _, _ in modelled]
-        assert [(i.size, o.size) for i, o in stimulus] == [(w_in, w_out) for _, w_in, w_out in modelled]
+        check_block_on_rtl(spec, max(matrix.blocks(), key=lambda b: b.nnz), rng, tmp_path / str(index))
 
 
 @pytest.mark.slow
