@@ -31,10 +31,9 @@ from typing import Any
 import numpy as np
 
 from codesign.design.step_time_csb import CsbLayer
-from codesign.loops.host_share import THIS_MACHINE, HostModel
+from codesign.loops.host_share import THIS_MACHINE, HostModel, csb_encoding_seconds
 from codesign.pe.csb.format import encode
 from codesign.pe.csb.spec import CsbSpec
-from codesign.pe.csb.stream import Op, encode_transaction
 
 
 def pruned_trainer(training, progress: Callable[[str], None] = print):
@@ -145,11 +144,7 @@ def measure_conv_host(trainer, spec: CsbSpec, layers: list[CsbLayer], *, source:
     codes = rng.integers(-128, 128, (*widest.mask.shape, spec.kernel, spec.kernel)) * widest.mask[:, :, None, None]
     matrix = encode(codes.astype(np.int64), block_rows=spec.block_rows, block_cols=spec.block_cols)
     blocks = sorted((block for block in matrix.blocks() if block.nnz), key=lambda block: -block.nnz)[:samples]
-    x_tile = np.zeros((spec.block_cols, spec.in_h, spec.in_w, spec.batch), np.int64)
-    acc = np.zeros((spec.block_rows, spec.out_h, spec.out_w, spec.batch), np.int64)
-    encoding = sum(_timed(lambda: encode_transaction(spec, Op.FP, index=block.index, weights=block.values, x=x_tile,
-                                                     acc=acc)) for block in blocks)
-    return HostModel(fixed_s=max(0.0, step - pe), per_call_s=encoding / max(len(blocks), 1), source=source)
+    return HostModel(fixed_s=max(0.0, step - pe), per_call_s=csb_encoding_seconds(spec, blocks), source=source)
 
 
 def _timed(work: Callable[[], Any]) -> float:

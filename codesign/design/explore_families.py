@@ -82,8 +82,8 @@ def explore_family(family: Family, board: Board, *, clock_mhz: float,
     if not 0 < cap <= 1:
         raise ValueError(f"cap must be in (0, 1], got {cap}")
     knobs = knobs or {}
-    options = [pe_options(pe, family.bases[pe], board.yosys_family, knobs.get(pe, family.knobs.get(pe, KNOBS[pe])),
-                          family.loads,
+    tables = {pe: knobs.get(pe, family.knobs.get(pe, KNOBS[pe])) for pe in family.pes}
+    options = [pe_options(pe, family.bases[pe], board.yosys_family, tables[pe], family.loads,
                           max_copies=family.max_copies, progress=progress) for pe in family.pes]
     return explore(options, board, pes=family.pes, clock_mhz=clock_mhz, host=family.host, macs=family.macs,
                    mac_energy_pj=family.mac_energy_pj, fixed=fixed_resources(family.fixed_builds, board.yosys_family),
@@ -188,5 +188,5 @@ def csb_family(spec, layers: Sequence[CsbLayer | np.ndarray], batch: int, *, hos
                   knobs={"csb": {**CSB_KNOBS, **CSB_TILE_KNOBS}} if conv else {})
 
 
-__all__ = ["CSB_KNOBS", "CSB_TILE_KNOBS", "FPMAC_ARRAY_KNOBS", "Family", "KNOBS", "TT_KNOBS", "csb_family", "explore_family",
-           "explore_tt", "fb_family", "fixed_resources", "paper_setup", "tt_family", "tt_hardware"]
+__all__ = ["CSB_KNOBS", "CSB_TILE_KNOBS", "FPMAC_ARRAY_KNOBS", "Family", "KNOBS", "TT_KNOBS", "csb_family",
+           "explore_family", "explore_tt", "fb_family", "fixed_resources", "paper_setup", "tt_family", "tt_hardware"]

@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from codesign.boards import Board
 from codesign.energy.table import horowitz_45nm
 from codesign.hw.step_model import WORD_BYTES

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 
-
 from codesign.boards import Board
 from codesign.design.step_time import Stage, StepTime, step_time, stream_cycles
 from codesign.energy.table import horowitz_45nm

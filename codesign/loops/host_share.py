@@ -207,16 +207,21 @@ def measure_csb_host(trainer: CsbMlpTrainer, *, source: str = THIS_MACHINE, seed
         pe_before, started = trainer.backend.seconds, time.perf_counter()
         trainer.train_step(x, y)
         seconds.append(max(0.0, time.perf_counter() - started - (trainer.backend.seconds - pe_before)))
-    fixed = min(seconds)
     blocks = [block for block in trainer.matrix(0).blocks() if block.nnz][:samples]
-    encoding = 0.0
+    return HostModel(fixed_s=min(seconds), per_call_s=csb_encoding_seconds(spec, blocks), source=source)
+
+
+def csb_encoding_seconds(spec, blocks) -> float:
+    """Mean seconds the PE's own encoder takes for one FP transaction on each of ``blocks`` (zero operands of the
+    build's tile and lanes): the host's packing of a PE call."""
+    x = np.zeros((spec.block_cols, spec.in_h, spec.in_w, spec.batch), np.int64)
+    acc = np.zeros((spec.block_rows, spec.out_h, spec.out_w, spec.batch), np.int64)
+    seconds = 0.0
     for block in blocks:
         started = time.perf_counter()
-        encode_transaction(spec, Op.FP, index=block.index, weights=block.values,
-                           x=np.zeros((spec.block_cols, 1, 1, spec.batch), np.int64),
-                           acc=np.zeros((spec.block_rows, 1, 1, spec.batch), np.int64))
-        encoding += time.perf_counter() - started
-    return HostModel(fixed_s=fixed, per_call_s=encoding / max(len(blocks), 1), source=source)
+        encode_transaction(spec, Op.FP, index=block.index, weights=block.values, x=x, acc=acc)
+        seconds += time.perf_counter() - started
+    return seconds / max(len(blocks), 1)
 
 
 # ---------------------------------------------------------------------------- the report
@@ -285,6 +290,6 @@ def read_host_report(path: Path, loop: Mapping[str, Any]) -> HostModel:
 
 
 __all__ = ["GemmShape", "HOST_REPORT_FILE", "HostModel", "HostReportError", "THIS_MACHINE", "compressed_masks",
-           "loop_digest", "machine_record", "measure_csb_host", "measure_fb_host", "measure_loop_host",
+           "csb_encoding_seconds", "loop_digest", "machine_record", "measure_csb_host", "measure_fb_host", "measure_loop_host",
            "measure_tt_host", "measure_tt_host_seconds", "read_host_report", "spans", "step_gemms",
            "write_host_report"]
