@@ -27,16 +27,11 @@ import numpy as np
 from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
-from codesign.hw.constants import STATUS_OK, status_names
 from codesign.hw.step_model import StageLog
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.pe import transaction_cycles
-from codesign.pe.tt import golden
-from codesign.pe.tt.contract import output_parts, word_parts
-from codesign.pe.tt.golden import result_shape
+from codesign.pe.tt.runners import AnswerError, call_output_parts, call_words, unpack_results
 from codesign.pe.tt.schedule import StepHardware, assign_calls, hardware_of
-
-STATUS_NAMES = status_names("tt")
 
 
 class IpRunner:
@@ -78,7 +73,7 @@ class IpRunner:
         if hardware != self.hardware:
             raise DeployError("the PE calls were planned for other PE builds than the overlay's IPs")
         jobs = []  # (driver, positions of its calls)
-        streams = [golden.words(self.hardware.spec(pe), a, b) for pe, a, b in calls]
+        streams = call_words(self.hardware, calls)
         cycles = [transaction_cycles(pe, self.hardware.spec(pe), words)
                   for (pe, _, _), words in zip(calls, streams)]
         for pe in dict.fromkeys(pe for pe, _, _ in calls):
@@ -132,26 +127,13 @@ class IpRunner:
         return finished
 
     def _out_parts(self, call) -> int:
-        """32-bit words one call's output takes in the IP's output buffer (its status word and packed results)."""
-        return output_parts(int(np.prod(result_shape(*call))), self.hardware.spec(call[0]).stream_bits)
+        return call_output_parts(self.hardware, call)
 
     def _results(self, driver: AccelIP, calls, out: np.ndarray) -> list[np.ndarray]:
-        results, position = [], 0
-        for pe, a, b in calls:
-            shape = result_shape(pe, a, b)
-            bits = self.hardware.spec(pe).stream_bits
-            status = int(out[position])
-            if status != STATUS_OK:
-                raise DeployError(f"IP {driver.ip_name} refused a {shape} transaction: status {status} "
-                                  f"({STATUS_NAMES.get(status, 'unknown')})")
-            size = int(np.prod(shape))
-            first = position + word_parts(bits)  # the status word's parts, then the results, one per part
-            values = out[first:first + size].astype(np.int64)
-            if values.size != size:
-                raise DeployError(f"IP {driver.ip_name} answered {values.size} of {size} result words")
-            results.append(np.where(values >= 1 << 31, values - (1 << 32), values).reshape(shape))
-            position += output_parts(size, bits)
-        return results
+        try:
+            return unpack_results(self.hardware, calls, out)
+        except AnswerError as error:
+            raise DeployError(f"IP {driver.ip_name} {error}") from None
 
 
 def step_hardware(manifest: Mapping) -> StepHardware:

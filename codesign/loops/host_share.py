@@ -38,7 +38,9 @@ from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.pe.csb.stream import Op, encode_transaction
 from codesign.pe.fpmac_array.golden import words as transaction_words
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
+from codesign.pe.tt.runners import Streamed
 from codesign.pe.tt.schedule import StepHardware
+from codesign.pe.tt.step import GoldenRunner
 
 HOST_REPORT_FORMAT = "codesign-host-share"
 HOST_REPORT_VERSION = 1
@@ -80,10 +82,15 @@ class HostModel:
 
 def measure_tt_host_seconds(setup: TtTrainSetup, hardware: Optional[StepHardware] = None, *, repeats: int = 3,
                             seed: int = 0) -> Tuple[float, int]:
-    """Seconds of the TT loop's host work per step on this machine (a golden step less its PE calls' seconds; the
-    least of ``repeats`` steps, as other work on the machine only adds), and the PE calls per step, for
-    ``hardware`` (default: the set-up's)."""
-    trainer = TtMlpTrainer(setup)
+    """Seconds of the TT loop's host work per step on this machine, and the PE calls per step, for ``hardware``
+    (default: the set-up's).
+
+    The host's work is a golden step less its PE calls' seconds, plus what a board's host does around each
+    call: packing its operands into stream words and reading its results out of the output words
+    (:class:`codesign.pe.tt.runners.Streamed`, the board runner's own functions). The least of ``repeats``
+    steps, as other work on the machine only adds."""
+    streamed = Streamed(GoldenRunner())
+    trainer = TtMlpTrainer(setup, runner=streamed)
     if hardware is not None:
         trainer.hardware = hardware
     rng = np.random.default_rng(seed)
@@ -94,8 +101,10 @@ def measure_tt_host_seconds(setup: TtTrainSetup, hardware: Optional[StepHardware
     seconds, calls = [], 0
     for _ in range(repeats):
         started, pe_before, calls_before = time.perf_counter(), trainer.runner.seconds, trainer.runner.transactions
+        stream_before = streamed.host_seconds
         trainer.train_step(x, y)
-        seconds.append(time.perf_counter() - started - (trainer.runner.seconds - pe_before))
+        seconds.append(time.perf_counter() - started - (trainer.runner.seconds - pe_before)
+                       + (streamed.host_seconds - stream_before))
         calls = trainer.runner.transactions - calls_before
     return max(0.0, min(seconds)), calls
 

@@ -141,6 +141,8 @@ def pack_rows(values: np.ndarray, lanes: int, bits: int, rng: np.random.Generato
     ``rng`` the bits the PE must ignore (slot bits above ``bits``, the padding
     lanes, unused high bits of a chunk's last word) are random instead of 0.
     """
+    if rng is None:
+        return _pack_plain(values, lanes, bits, stream_bits)
     values = np.asarray(values, dtype=np.int64)
     length = values.shape[-1]
     slot = slot_bits(bits)
@@ -165,6 +167,30 @@ def pack_rows(values: np.ndarray, lanes: int, bits: int, rng: np.random.Generato
                 mask = np.uint64(((1 << WORD_BITS) - 1) ^ ((1 << max(low, 0)) - 1))
                 words[:, word] |= noise & mask
     return words.reshape(-1)
+
+
+def _pack_plain(values, lanes: int, bits: int, stream_bits: int) -> np.ndarray:
+    """:func:`pack_rows` without noise, as a host packs operands for a board: each chunk's fields are laid out as
+    the little-endian bytes of its words (a 4-bit slot two to a byte, low lane first), so NumPy moves bytes
+    instead of shifting one lane at a time; the same words, as the tests compare."""
+    values = np.asarray(values)
+    length = values.shape[-1]
+    slot = slot_bits(bits)
+    rows = values.reshape(int(np.prod(values.shape[:-1], dtype=np.int64)), length)
+    count = rows.shape[0] * chunks(length, lanes)
+    chunk_bytes = chunk_words(lanes, bits, stream_bits) * check_stream_bits(stream_bits) // 8
+    fields = np.zeros((rows.shape[0], chunks(length, lanes) * lanes), dtype=np.uint16 if slot == 16 else np.uint8)
+    np.bitwise_and(rows, (1 << bits) - 1, out=fields[:, :length], casting="unsafe")  # two's complement, low bits
+    fields = fields.reshape(count, lanes)
+    out = np.zeros((count, chunk_bytes), dtype=np.uint8)
+    if slot == 4:
+        if lanes == 1:
+            out[:, 0] = fields[:, 0]
+        else:
+            out[:, :lanes // 2] = fields[:, 0::2] | (fields[:, 1::2] << 4)
+    else:
+        out[:, :lanes * slot // 8] = fields.astype(f"<u{slot // 8}", copy=False).view(np.uint8)
+    return out.view("<u4").reshape(-1).astype(np.uint64)
 
 
 def result_words(values, stream_bits: int = WORD_BITS) -> np.ndarray:

@@ -48,7 +48,7 @@ def _codes(name: str, values, bits: int, ndim: int) -> np.ndarray:
     if values.size and not np.issubdtype(values.dtype, np.integer):
         if not np.array_equal(values, np.round(values)):
             raise ValueError(f"{name} must hold integer codes")
-    values = values.astype(np.int64)
+    values = values.astype(np.int64, copy=False)  # codes from the host's NumPy are int64 already
     low, high = code_range(bits)
     if values.size and (values.min() < low or values.max() > high):
         raise ValueError(f"{name} holds codes outside the {bits}-bit range [{low}, {high}]")

@@ -1,4 +1,4 @@
-"""Runners around a runner of PE calls: one that records, one that replays, one that counts.
+"""Runners around a runner of PE calls: one that records, one that replays, one that counts, one that streams.
 
 A layer's forward pass and its training step ask the PEs for the same
 forward contractions (the step starts with the forward sweep). Both TT
@@ -6,6 +6,12 @@ loops, the torch trainer on PEs (:mod:`codesign.train.hw_golden_tt`) and the
 NumPy loop a board runs (:mod:`codesign.loops.tt`), record the forward
 pass's calls and replay them in the step, so the PEs compute every
 contraction of a step once; :class:`Counting` gives the MACs and seconds.
+
+A board's host also packs every call's operands into stream words and reads
+the results back out of the IPs' output buffers (:func:`call_words`,
+:func:`unpack_results`, what :class:`codesign.deploy.tt_training.IpRunner`
+does); :class:`Streamed` does the same around any runner and times it, so
+that the host's share of a step measured on a desktop counts that work too.
 """
 
 from __future__ import annotations
@@ -15,7 +21,12 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
+from codesign.hw.constants import STATUS_OK, status_names
+from codesign.pe.tt import golden
+from codesign.pe.tt.contract import output_parts, result_words, single_word, word_parts
 from codesign.pe.tt.schedule import StepHardware
+
+STATUS_NAMES = status_names("tt")
 
 Calls = Sequence[Tuple[str, np.ndarray, np.ndarray]]
 
@@ -75,4 +86,67 @@ class Counting:
         return results
 
 
-__all__ = ["Counting", "Recording", "Replay"]
+def call_words(hardware: StepHardware, calls: Calls) -> List[np.ndarray]:
+    """Every call's input words (:func:`codesign.pe.tt.golden.words`, 32-bit parts), as a host writes them into
+    an IP's input buffer."""
+    return [golden.words(hardware.spec(pe), a, b) for pe, a, b in calls]
+
+
+def call_output_parts(hardware: StepHardware, call) -> int:
+    """32-bit parts one accepted call's output takes in an IP's output buffer (its status word and results)."""
+    pe, a, b = call
+    return output_parts(int(np.prod(golden.result_shape(pe, a, b))), hardware.spec(pe).stream_bits)
+
+
+class AnswerError(ValueError):
+    """An IP's answer to a call is not results: a refused status, or fewer result words than the call has."""
+
+
+def unpack_results(hardware: StepHardware, calls: Calls, out: np.ndarray) -> List[np.ndarray]:
+    """The results of ``calls`` (one IP call's transactions, in order) from its output words ``out``: per call a
+    status word, then the results, sign-extended 32-bit parts (docs/tt_pe.md), read as int32 and widened."""
+    out = np.ascontiguousarray(out, dtype=np.uint32)
+    results, position = [], 0
+    for pe, a, b in calls:
+        shape = golden.result_shape(pe, a, b)
+        bits = hardware.spec(pe).stream_bits
+        if position >= out.size:
+            raise AnswerError(f"answered no status word for a {shape} transaction")
+        status = int(out[position])
+        if status != STATUS_OK:
+            raise AnswerError(f"refused a {shape} transaction: status {status} ({STATUS_NAMES.get(status, 'unknown')})")
+        size = int(np.prod(shape))
+        first = position + word_parts(bits)  # the status word's parts, then the results, one per part
+        values = out[first:first + size].view(np.int32)
+        if values.size != size:
+            raise AnswerError(f"answered {values.size} of {size} result words")
+        results.append(values.astype(np.int64).reshape(shape))
+        position += output_parts(size, bits)
+    return results
+
+
+class Streamed:
+    """``runner`` with a board host's stream work around it: each call's input words packed before it runs, its
+    results read back from output words; ``host_seconds`` times those two (the output words themselves, which
+    an IP writes, are made from ``runner``'s results and not timed)."""
+
+    def __init__(self, runner) -> None:
+        self.runner = runner
+        self.host_seconds = 0.0
+
+    def run(self, hardware: StepHardware, calls: Calls) -> List[np.ndarray]:
+        started = time.perf_counter()
+        call_words(hardware, calls)
+        self.host_seconds += time.perf_counter() - started
+        answers = self.runner.run(hardware, calls)
+        out = np.concatenate([part for (pe, _, _), z in zip(calls, answers)
+                              for part in (single_word(STATUS_OK, hardware.spec(pe).stream_bits),
+                                           result_words(z, hardware.spec(pe).stream_bits))]).astype(np.uint32)
+        started = time.perf_counter()
+        results = unpack_results(hardware, calls, out)
+        self.host_seconds += time.perf_counter() - started
+        return results
+
+
+__all__ = ["AnswerError", "Counting", "Recording", "Replay", "Streamed", "call_output_parts", "call_words",
+           "unpack_results"]

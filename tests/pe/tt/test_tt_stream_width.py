@@ -103,3 +103,37 @@ def test_accel_shell_around_a_wide_pe_matches_golden(tmp_path, pe_name, spec):
     assert f".DATA_BITS({spec.stream_bits})" in accel.render_accel_rtl(pe, spec, tmp_path / "rtl")[3].read_text()
     assert "max_widen_bitwidth" not in accel.m_axi_options(pe.stream_context(dataclasses.replace(spec,
                                                                                                    stream_bits=32)))
+
+
+def _fields_by_hand(values: np.ndarray, lanes: int, bits: int, stream_bits: int) -> list[int]:
+    """The words of docs/tt_pe.md's chunk rule, one field at a time in Python integers."""
+    slot, length = contract.slot_bits(bits), values.shape[-1]
+    parts = contract.chunk_words(lanes, bits, stream_bits) * stream_bits // 32
+    words = []
+    for row in values.reshape(int(np.prod(values.shape[:-1])), length).tolist():
+        for chunk in range(contract.chunks(length, lanes)):
+            bits_of_chunk = 0
+            for lane, k in enumerate(range(chunk * lanes, min(length, (chunk + 1) * lanes))):
+                bits_of_chunk |= (row[k] & ((1 << bits) - 1)) << (lane * slot)
+            words += [(bits_of_chunk >> (32 * part)) & 0xFFFFFFFF for part in range(parts)]
+    return words
+
+
+@pytest.mark.parametrize("stream_bits", [32, 64, 128])
+@pytest.mark.parametrize("lanes", [1, 2, 4, 8, 16])
+def test_host_packing_lays_every_field_as_the_contract_says(lanes, stream_bits):
+    """The host's packing (no noise: what a board writes) against the chunk rule field by field, at every operand
+    width, with rows that end inside a chunk, both ends of the code range, and strided (cut) operands."""
+    rng = np.random.default_rng(lanes * stream_bits)
+    for bits in range(2, 17):
+        low, high = contract.code_range(bits)
+        for shape in [(1, 1), (3, 5), (2, 4, 17), (2, 33), (4, 0)]:
+            values = rng.integers(low, high + 1, size=shape)
+            if values.size:
+                values.flat[0], values.flat[-1] = low, high
+            words = contract.pack_rows(values, lanes, bits, None, stream_bits)
+            assert words.dtype == np.uint64 and words.tolist() == _fields_by_hand(values, lanes, bits, stream_bits)
+        wide = rng.integers(low, high + 1, size=(6, 40))
+        cut = wide[1:5:2, 3:37]  # a call's slice of a larger operand: not contiguous
+        assert contract.pack_rows(cut, lanes, bits, None, stream_bits).tolist() == \
+            _fields_by_hand(np.ascontiguousarray(cut), lanes, bits, stream_bits)

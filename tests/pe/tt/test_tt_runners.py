@@ -1,0 +1,62 @@
+"""The stream work of a board's host around PE calls (codesign.pe.tt.runners): input words, results read back,
+refusals named, and the Streamed runner that times that work on a desktop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.pe.tt import golden
+from codesign.pe.tt.runners import AnswerError, Streamed, call_output_parts, call_words, unpack_results
+from codesign.pe.tt.schedule import StepHardware
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.pe.tt.step import GoldenRunner
+
+
+def _calls(rng):
+    a1 = rng.integers(-32768, 32768, size=(3, 2, 9))
+    b1 = rng.integers(-128, 128, size=(5, 2, 9))
+    a2 = rng.integers(-32768, 32768, size=(2, 3, 7))
+    b2 = rng.integers(-8, 8, size=(4, 3))
+    a2[0, 0, 0], b2[0, 0] = -32768, -8  # the largest product magnitude
+    return [("tt1", a1, b1), ("tt2", a2, b2), ("tt2", a2[1:], b2)]
+
+
+@pytest.mark.parametrize("stream_bits", [32, 64, 128])
+def test_results_come_back_from_the_golden_output_words(stream_bits):
+    hardware = StepHardware().at_stream_bits(stream_bits)
+    calls = _calls(np.random.default_rng(stream_bits))
+    out = np.concatenate([golden.output(hardware.spec(pe), a, b) for pe, a, b in calls]).astype(np.uint32)
+    assert out.size == sum(call_output_parts(hardware, call) for call in calls)
+    results = unpack_results(hardware, calls, out)
+    for got, (pe, a, b) in zip(results, calls):
+        expected = golden.kernel(hardware.spec(pe), a, b)
+        assert got.dtype == np.int64 and got.shape == expected.shape and np.array_equal(got, expected)
+        assert got.min() < 0  # sign-extended, not read as unsigned
+    assert [w.tolist() for w in call_words(hardware, calls)] == \
+        [golden.words(hardware.spec(pe), a, b).tolist() for pe, a, b in calls]
+
+
+def test_a_refused_or_short_answer_is_an_error_naming_it():
+    hardware = StepHardware()
+    calls = _calls(np.random.default_rng(0))[:1]
+    good = golden.output(hardware.spec("tt1"), *calls[0][1:]).astype(np.uint32)
+    refused = good.copy()
+    refused[0] = 2
+    with pytest.raises(AnswerError, match=r"refused a \(3, 5\) transaction: status 2"):
+        unpack_results(hardware, calls, refused)
+    with pytest.raises(AnswerError, match="answered 14 of 15 result words"):
+        unpack_results(hardware, calls, good[:-1])
+    with pytest.raises(AnswerError, match="no status word"):
+        unpack_results(hardware, calls, good[:0])
+
+
+def test_streamed_runner_answers_as_its_runner_and_times_the_host_side():
+    hardware = StepHardware(pe1=Tt1Spec(a_bits=16, b_bits=8, stream_bits=128),
+                            pe2=Tt2Spec(a_bits=16, b_bits=4, max_j=128, max_l=64, stream_bits=64))
+    calls = _calls(np.random.default_rng(1))
+    streamed = Streamed(GoldenRunner())
+    got = streamed.run(hardware, calls)
+    expected = GoldenRunner().run(hardware, calls)
+    assert all(np.array_equal(g, e) and g.dtype == e.dtype for g, e in zip(got, expected))
+    assert streamed.host_seconds > 0
