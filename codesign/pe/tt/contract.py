@@ -15,6 +15,7 @@ sections) are in :mod:`codesign.pe.tt.golden`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict
 
 import numpy as np
@@ -45,6 +46,7 @@ def fixed_format(bits: int, frac_bits: int, rounding: str = "nearest_even") -> F
     return FixedFormat(bits=bits, frac_bits=int(frac_bits), rounding=rounding, saturate=True)
 
 
+@functools.lru_cache(maxsize=None)
 def code_range(bits: int) -> tuple[int, int]:
     """Smallest and largest signed ``bits``-wide code: the range of :func:`fixed_format`."""
     fmt = fixed_format(bits, 0)
@@ -178,19 +180,21 @@ def _pack_plain(values, lanes: int, bits: int, stream_bits: int) -> np.ndarray:
     slot = slot_bits(bits)
     rows = values.reshape(int(np.prod(values.shape[:-1], dtype=np.int64)), length)
     count = rows.shape[0] * chunks(length, lanes)
-    chunk_bytes = chunk_words(lanes, bits, stream_bits) * check_stream_bits(stream_bits) // 8
-    fields = np.zeros((rows.shape[0], chunks(length, lanes) * lanes), dtype=np.uint16 if slot == 16 else np.uint8)
-    np.bitwise_and(rows, (1 << bits) - 1, out=fields[:, :length], casting="unsafe")  # two's complement, low bits
+    chunk_bytes = chunk_words(lanes, bits, stream_bits) * stream_bits // 8
+    width = chunks(length, lanes) * lanes
+    fields = (np.empty if width == length else np.zeros)((rows.shape[0], width), dtype="<u2" if slot == 16 else "u1")
+    np.copyto(fields[:, :length], rows, casting="unsafe")  # two's complement, modulo the field type
+    if bits < fields.dtype.itemsize * 8:
+        np.bitwise_and(fields, fields.dtype.type((1 << bits) - 1), out=fields)  # the code's low ``bits`` bits
     fields = fields.reshape(count, lanes)
-    out = np.zeros((count, chunk_bytes), dtype=np.uint8)
     if slot == 4:
-        if lanes == 1:
-            out[:, 0] = fields[:, 0]
-        else:
-            out[:, :lanes // 2] = fields[:, 0::2] | (fields[:, 1::2] << 4)
-    else:
-        out[:, :lanes * slot // 8] = fields.astype(f"<u{slot // 8}", copy=False).view(np.uint8)
-    return out.view("<u4").reshape(-1).astype(np.uint64)
+        fields = fields if lanes == 1 else fields[:, 0::2] | (fields[:, 1::2] << 4)
+    chunk = fields.view(np.uint8)
+    if chunk.shape[1] != chunk_bytes:  # the chunk's words are not full: zero the rest
+        full = np.zeros((count, chunk_bytes), dtype=np.uint8)
+        full[:, :chunk.shape[1]] = chunk
+        chunk = full
+    return chunk.view("<u4").reshape(-1).astype(np.uint64)
 
 
 def result_words(values, stream_bits: int = WORD_BITS) -> np.ndarray:

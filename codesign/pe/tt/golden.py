@@ -35,24 +35,28 @@ from codesign.pe.tt.contract import (
     result_words,
     saturating_scan,
     single_word,
+    word_parts,
 )
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 
 TtSpec = Tt1Spec | Tt2Spec | Tt3Spec
 
 
-def _codes(name: str, values, bits: int, ndim: int) -> np.ndarray:
+def _codes(name: str, values, bits: int, ndim: int, *, widen: bool = True) -> np.ndarray:
+    """``values`` checked as ``ndim``-D signed ``bits``-wide codes (int64 with ``widen``, else as given: packing
+    needs no wider type). An integer type no wider than ``bits`` holds codes only, so its range is not scanned."""
     values = np.asarray(values)
     if values.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {values.shape}")
     if values.size and not np.issubdtype(values.dtype, np.integer):
         if not np.array_equal(values, np.round(values)):
             raise ValueError(f"{name} must hold integer codes")
-    values = values.astype(np.int64, copy=False)  # codes from the host's NumPy are int64 already
-    low, high = code_range(bits)
-    if values.size and (values.min() < low or values.max() > high):
-        raise ValueError(f"{name} holds codes outside the {bits}-bit range [{low}, {high}]")
-    return values
+        values = values.astype(np.int64)
+    if values.size and not (values.dtype.kind == "i" and values.dtype.itemsize * 8 <= bits):
+        low, high = code_range(bits)
+        if values.min() < low or values.max() > high:
+            raise ValueError(f"{name} holds codes outside the {bits}-bit range [{low}, {high}]")
+    return values.astype(np.int64, copy=False) if widen else values
 
 
 def contract_last(a, b, *, lanes: int, acc_bits: int, a_bits: int = 16, b_bits: int = 16) -> np.ndarray:
@@ -114,12 +118,23 @@ def b_shape(spec: Tt1Spec | Tt2Spec, j: int, k: int, l: int) -> tuple[int, ...]:
     return (l, j, k) if isinstance(spec, Tt1Spec) else (l, j)
 
 
-def _stream(spec: TtSpec, header: int, a: np.ndarray, b: np.ndarray, rng) -> np.ndarray:
+def _checked(spec: TtSpec, a, b, stacked: int = 0) -> tuple[int, np.ndarray, np.ndarray]:
+    """The header and checked codes of a transaction (``stacked`` leading axes: that many equal transactions)."""
+    if isinstance(spec, Tt3Spec):
+        a = _codes("a", a, spec.a_bits, 1 + stacked, widen=False)
+        b = _codes("b", b, spec.b_bits, 1 + stacked, widen=False)
+        header = header_word(a.shape[-1], b.shape[-1])
+    else:
+        a = _codes("a", a, spec.a_bits, 3 + stacked, widen=False)
+        b = _codes("b", b, spec.b_bits, len(b_shape(spec, 1, 1, 1)) + stacked, widen=False)
+        i, j, k = a.shape[stacked:]
+        if b.shape[stacked + 1:] != b_shape(spec, j, k, 0)[1:]:
+            raise ValueError(f"b must have shape {b_shape(spec, j, k, 0)[1:]} after its first axis, "
+                             f"got {b.shape[stacked:]}")
+        header = header_word(i, j, k, b.shape[stacked])
     if status(spec, header) != STATUS_OK:
-        raise ValueError(f"a {a.shape} and b {b.shape} do not fit {spec}")
-    width = spec.stream_bits
-    return np.concatenate([single_word(header, width), pack_rows(b, spec.lanes, spec.b_bits, rng, width),
-                           pack_rows(a, spec.lanes, spec.a_bits, rng, width)])
+        raise ValueError(f"a {a.shape[stacked:]} and b {b.shape[stacked:]} do not fit {spec}")
+    return header, a, b
 
 
 def words(spec: TtSpec, a, b, rng: np.random.Generator | None = None) -> np.ndarray:
@@ -129,16 +144,21 @@ def words(spec: TtSpec, a, b, rng: np.random.Generator | None = None) -> np.ndar
     PE3 has one row each: ``B`` (J values), then ``A`` (I values). Each
     ``spec.stream_bits``-wide word is ``spec.parts`` consecutive parts.
     """
-    if isinstance(spec, Tt3Spec):
-        a = _codes("a", a, spec.a_bits, 1)
-        b = _codes("b", b, spec.b_bits, 1)
-        return _stream(spec, header_word(a.size, b.size), a, b, rng)
-    a = _codes("a", a, spec.a_bits, 3)
-    b = _codes("b", b, spec.b_bits, len(b_shape(spec, 1, 1, 1)))
-    i, j, k = a.shape
-    if b.shape[1:] != b_shape(spec, j, k, b.shape[0])[1:]:
-        raise ValueError(f"b must have shape {b_shape(spec, j, k, 0)[1:]} after its first axis, got {b.shape}")
-    return _stream(spec, header_word(i, j, k, b.shape[0]), a, b, rng)
+    header, a, b = _checked(spec, a, b)
+    width = spec.stream_bits
+    return np.concatenate([single_word(header, width), pack_rows(b, spec.lanes, spec.b_bits, rng, width),
+                           pack_rows(a, spec.lanes, spec.a_bits, rng, width)])
+
+
+def stacked_words(spec: TtSpec, a, b) -> np.ndarray:
+    """Input words of ``n`` transactions of equal shapes at once: ``a`` and ``b`` carry a leading axis of the
+    ``n`` calls, and row ``t`` is ``words(spec, a[t], b[t])``. A step cuts a contraction into many equal calls,
+    and one NumPy pass for all of them leaves a host less per call than ``n`` passes."""
+    header, a, b = _checked(spec, a, b, stacked=1)
+    width, count = spec.stream_bits, a.shape[0]
+    head = np.broadcast_to(single_word(header, width), (count, word_parts(width)))
+    return np.concatenate([head, pack_rows(b, spec.lanes, spec.b_bits, None, width).reshape(count, -1),
+                           pack_rows(a, spec.lanes, spec.a_bits, None, width).reshape(count, -1)], axis=1)
 
 
 def output(spec: TtSpec, a, b) -> np.ndarray:

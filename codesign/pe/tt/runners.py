@@ -17,7 +17,7 @@ that the host's share of a step measured on a desktop counts that work too.
 from __future__ import annotations
 
 import time
-from typing import List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -88,8 +88,23 @@ class Counting:
 
 def call_words(hardware: StepHardware, calls: Calls) -> List[np.ndarray]:
     """Every call's input words (:func:`codesign.pe.tt.golden.words`, 32-bit parts), as a host writes them into
-    an IP's input buffer."""
-    return [golden.words(hardware.spec(pe), a, b) for pe, a, b in calls]
+    an IP's input buffer. Calls of equal shapes (a contraction's cuts) are packed together
+    (:func:`codesign.pe.tt.golden.stacked_words`), so the host's NumPy work grows with the words more than
+    with the calls."""
+    groups: Dict[Tuple[str, Tuple[int, ...], Tuple[int, ...]], List[int]] = {}
+    for position, (pe, a, b) in enumerate(calls):
+        groups.setdefault((pe, np.shape(a), np.shape(b)), []).append(position)
+    words: List[np.ndarray] = [np.empty(0)] * len(calls)
+    for (pe, _, _), positions in groups.items():
+        spec = hardware.spec(pe)
+        if len(positions) == 1:
+            words[positions[0]] = golden.words(spec, calls[positions[0]][1], calls[positions[0]][2])
+            continue
+        stacked = golden.stacked_words(spec, np.stack([calls[p][1] for p in positions]),
+                                       np.stack([calls[p][2] for p in positions]))
+        for position, row in zip(positions, stacked):
+            words[position] = row
+    return words
 
 
 def call_output_parts(hardware: StepHardware, call) -> int:

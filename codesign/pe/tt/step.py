@@ -71,28 +71,37 @@ def rescale(codes: np.ndarray, frac_from: int, frac_to: int, bits: int) -> np.nd
     """``codes · 2^-frac_from`` as ``bits``-wide codes at ``frac_to``: rounded to nearest, ties to even, saturated.
 
     Sums below 2^53 take float64 (``ldexp`` by a power of two and ``rint``'s ties to even are exact there, and
-    faster); larger ones the integer shift, which gives the same codes."""
+    faster); larger ones the integer shift, which gives the same codes. The codes come in the narrowest signed
+    type that holds them (int8 for 8-bit codes): the host packs and copies them for the next PE call, and a
+    narrow array is fewer bytes to move."""
     z = np.asarray(codes, dtype=np.int64)
     low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    narrow = code_dtype(bits)
     shift = frac_to - frac_from
     if shift >= 0:
         if shift > bits:
-            return np.where(z > 0, high, np.where(z < 0, low, 0)).astype(np.int64)
-        return np.clip(np.clip(z, -(1 << bits), 1 << bits) << shift, low, high)
+            return np.where(z > 0, high, np.where(z < 0, low, 0)).astype(narrow)
+        return np.clip(np.clip(z, -(1 << bits), 1 << bits) << shift, low, high).astype(narrow)
     s = -shift
     if s > 62:  # |z| < 2^62 after a 64-bit sum: every value rounds to 0
-        return np.zeros_like(z)
+        return np.zeros(z.shape, dtype=narrow)
     if z.size and max(int(z.max()), -int(z.min())) < EXACT_FLOAT:  # exact in float64: 2^-s and rint are exact
         scaled = z.astype(np.float64)
         scaled *= 2.0 ** -s  # a normal power of two (s <= 62): the product is exact, as ldexp's
         np.rint(scaled, out=scaled)
-        out = scaled.astype(np.int64)
-        return np.clip(out, low, high, out=out)
+        np.clip(scaled, low, high, out=scaled)  # integers: clipping in float64 is exact
+        return scaled.astype(narrow)
     floor = z >> s
     rest = z - (floor << s)
     half = 1 << (s - 1)
     up = (rest > half) | ((rest == half) & (floor & 1 == 1))
-    return np.clip(floor + up, low, high)
+    return np.clip(floor + up, low, high).astype(narrow)
+
+
+def code_dtype(bits: int) -> np.dtype:
+    """The narrowest signed integer type of ``bits``-wide codes."""
+    return np.dtype(next(kind for width, kind in ((8, np.int8), (16, np.int16), (32, np.int32)) if bits <= width)
+                    if bits <= 32 else np.int64)
 
 
 def quantize_values(values: np.ndarray, frac_bits: int, bits: int) -> np.ndarray:

@@ -60,3 +60,31 @@ def test_streamed_runner_answers_as_its_runner_and_times_the_host_side():
     expected = GoldenRunner().run(hardware, calls)
     assert all(np.array_equal(g, e) and g.dtype == e.dtype for g, e in zip(got, expected))
     assert streamed.host_seconds > 0
+
+
+@pytest.mark.parametrize("stream_bits", [32, 128])
+def test_equal_calls_packed_together_give_each_calls_own_words(stream_bits):
+    """A contraction's cuts (equal shapes, strided views of one tensor, narrow and wide code types) packed in one
+    pass: every call's words are golden.words's for that call alone."""
+    hardware = StepHardware().at_stream_bits(stream_bits)
+    rng = np.random.default_rng(7)
+    state = rng.integers(-128, 128, size=(6, 8, 256)).astype(np.int8)
+    core = rng.integers(-8, 8, size=(16, 8))
+    grads = rng.integers(-32768, 32768, size=(12, 7, 64)).astype(np.int16)
+    saved = rng.integers(-128, 128, size=(4, 7, 64))
+    calls = [("tt2", state[i:i + 2, :, k:k + 64], core) for i in (0, 2, 4) for k in range(0, 256, 64)]
+    calls += [("tt1", grads[i:i + 4], saved) for i in (0, 4, 8)] + [("tt2", state[:1, :, :5], core[:3])]
+    words = call_words(hardware, calls)
+    assert [w.tolist() for w in words] == [golden.words(hardware.spec(pe), a, b).tolist() for pe, a, b in calls]
+    assert all(w.dtype == np.uint64 for w in words)
+
+
+def test_narrow_code_types_are_still_checked_against_a_narrower_width():
+    spec = Tt2Spec(a_bits=8, b_bits=4)
+    a = np.zeros((1, 2, 3), dtype=np.int8)
+    with pytest.raises(ValueError, match="4-bit range"):
+        golden.words(spec, a, np.array([[8, 0]], dtype=np.int8))
+    with pytest.raises(ValueError, match="do not fit"):
+        golden.stacked_words(spec, np.zeros((2, 1, 2, 100), dtype=np.int8), np.zeros((2, 1, 2), dtype=np.int8))  # K > max_k
+    assert golden.words(spec, a, np.array([[7, -8]], dtype=np.int8)).tolist() == \
+        golden.words(spec, a.astype(np.int64), np.array([[7, -8]])).tolist()
