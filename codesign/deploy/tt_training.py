@@ -29,8 +29,7 @@ from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
 from codesign.hw.step_model import StageLog
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
-from codesign.pe import transaction_cycles
-from codesign.pe.tt.runners import AnswerError, call_output_parts, call_words, unpack_results
+from codesign.pe.tt.runners import AnswerError, call_cycles, call_output_parts, call_words, unpack_results
 from codesign.pe.tt.schedule import StepHardware, assign_calls, hardware_of
 
 
@@ -74,8 +73,7 @@ class IpRunner:
             raise DeployError("the PE calls were planned for other PE builds than the overlay's IPs")
         jobs = []  # (driver, positions of its calls)
         streams = call_words(self.hardware, calls)
-        cycles = [transaction_cycles(pe, self.hardware.spec(pe), words)
-                  for (pe, _, _), words in zip(calls, streams)]
+        cycles = call_cycles(self.hardware, calls, streams)
         for pe in dict.fromkeys(pe for pe, _, _ in calls):
             copies = self.drivers.get(pe)
             if not copies:

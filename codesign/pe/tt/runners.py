@@ -24,7 +24,7 @@ import numpy as np
 from codesign.hw.constants import STATUS_OK, status_names
 from codesign.pe.tt import golden
 from codesign.pe.tt.contract import output_parts, result_words, single_word, word_parts
-from codesign.pe.tt.schedule import StepHardware
+from codesign.pe.tt.schedule import StepHardware, assign_calls
 
 STATUS_NAMES = status_names("tt")
 
@@ -107,6 +107,22 @@ def call_words(hardware: StepHardware, calls: Calls) -> List[np.ndarray]:
     return words
 
 
+def call_cycles(hardware: StepHardware, calls: Calls, words: Sequence[np.ndarray]) -> List[int]:
+    """Each call's PE cycles by its RTL-exact model (:func:`codesign.pe.transaction_cycles`), which reads the
+    header alone: worked out once per distinct header, as a stage repeats a few call shapes many times."""
+    from codesign.pe import transaction_cycles  # the registry imports every PE, this one included
+
+    known: Dict[Tuple[str, Tuple[int, ...]], int] = {}
+    cycles = []
+    for (pe, _, _), stream in zip(calls, words):
+        spec = hardware.spec(pe)
+        key = (pe, tuple(int(part) for part in stream[:word_parts(spec.stream_bits)]))
+        if key not in known:
+            known[key] = transaction_cycles(pe, spec, stream)
+        cycles.append(known[key])
+    return cycles
+
+
 def call_output_parts(hardware: StepHardware, call) -> int:
     """32-bit parts one accepted call's output takes in an IP's output buffer (its status word and results)."""
     pe, a, b = call
@@ -119,31 +135,39 @@ class AnswerError(ValueError):
 
 def unpack_results(hardware: StepHardware, calls: Calls, out: np.ndarray) -> List[np.ndarray]:
     """The results of ``calls`` (one IP call's transactions, in order) from its output words ``out``: per call a
-    status word, then the results, sign-extended 32-bit parts (docs/tt_pe.md), read as int32 and widened."""
-    out = np.ascontiguousarray(out, dtype=np.uint32)
+    status word, then the results, sign-extended 32-bit parts (docs/tt_pe.md). Each result is an int32 view of
+    ``out``'s words, not a copy: the host adds it into its 64-bit sums anyway. A refused status or too few
+    words is an :class:`AnswerError` naming the call."""
+    words = np.ascontiguousarray(out, dtype=np.uint32)
+    signed = words.view(np.int32)
+    layouts: Dict[Tuple[str, Tuple[int, ...], Tuple[int, ...]], Tuple[Tuple[int, ...], int, int, int]] = {}
     results, position = [], 0
     for pe, a, b in calls:
-        shape = golden.result_shape(pe, a, b)
-        bits = hardware.spec(pe).stream_bits
-        if position >= out.size:
+        key = (pe, np.shape(a), np.shape(b))
+        layout = layouts.get(key)
+        if layout is None:
+            shape = golden.result_shape(pe, a, b)
+            size, bits = int(np.prod(shape)), hardware.spec(pe).stream_bits
+            layout = layouts[key] = (shape, size, word_parts(bits), output_parts(size, bits))
+        shape, size, status_parts, parts = layout
+        if position >= words.size:
             raise AnswerError(f"answered no status word for a {shape} transaction")
-        status = int(out[position])
+        status = int(words[position])
         if status != STATUS_OK:
             raise AnswerError(f"refused a {shape} transaction: status {status} ({STATUS_NAMES.get(status, 'unknown')})")
-        size = int(np.prod(shape))
-        first = position + word_parts(bits)  # the status word's parts, then the results, one per part
-        values = out[first:first + size].view(np.int32)
+        values = signed[position + status_parts:position + status_parts + size]
         if values.size != size:
             raise AnswerError(f"answered {values.size} of {size} result words")
-        results.append(values.astype(np.int64).reshape(shape))
-        position += output_parts(size, bits)
+        results.append(values.reshape(shape))
+        position += parts
     return results
 
 
 class Streamed:
-    """``runner`` with a board host's stream work around it: each call's input words packed before it runs, its
-    results read back from output words; ``host_seconds`` times those two (the output words themselves, which
-    an IP writes, are made from ``runner``'s results and not timed)."""
+    """``runner`` with a board host's stream work around it, as :class:`codesign.deploy.tt_training.IpRunner`
+    does it: each call's input words packed and its cycles modelled (to share the calls among copies) before it
+    runs, its results read back from output words; ``host_seconds`` times that work (the output words
+    themselves, which an IP writes, are made from ``runner``'s results and not timed)."""
 
     def __init__(self, runner) -> None:
         self.runner = runner
@@ -151,7 +175,9 @@ class Streamed:
 
     def run(self, hardware: StepHardware, calls: Calls) -> List[np.ndarray]:
         started = time.perf_counter()
-        call_words(hardware, calls)
+        cycles = call_cycles(hardware, calls, call_words(hardware, calls))
+        for pe in dict.fromkeys(pe for pe, _, _ in calls):
+            assign_calls([c for (kind, _, _), c in zip(calls, cycles) if kind == pe], hardware.units(pe))
         self.host_seconds += time.perf_counter() - started
         answers = self.runner.run(hardware, calls)
         out = np.concatenate([part for (pe, _, _), z in zip(calls, answers)
@@ -163,5 +189,5 @@ class Streamed:
         return results
 
 
-__all__ = ["AnswerError", "Counting", "Recording", "Replay", "Streamed", "call_output_parts", "call_words",
-           "unpack_results"]
+__all__ = ["AnswerError", "Counting", "Recording", "Replay", "Streamed", "call_cycles", "call_output_parts",
+           "call_words", "unpack_results"]
