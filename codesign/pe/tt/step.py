@@ -57,17 +57,36 @@ def choose_frac(codes: np.ndarray, frac_bits: int, *, bits: int, headroom_bits: 
     fixed-point range; an all-zero tensor keeps ``current`` (``bits - 1`` when
     the tracker was never set).
     """
-    total = int(np.abs(np.asarray(codes, dtype=np.int64)).sum())
+    codes = np.asarray(codes, dtype=np.int64)
+    return frac_of_total(int(np.abs(codes).sum()), codes.size, frac_bits, bits=bits, headroom_bits=headroom_bits,
+                         current=current)
+
+
+def frac_of_total(total: int, count: int, frac_bits: int, *, bits: int, headroom_bits: int, current: int) -> int:
+    """:func:`choose_frac` of a tensor of ``count`` codes whose |codes| add up to ``total``."""
     if total == 0:
         return bits - 1 if current == UNSET else current
-    exponent = floor_log2_ratio(total, int(np.asarray(codes).size)) - frac_bits
+    exponent = floor_log2_ratio(total, count) - frac_bits
     return max(FIXED_FRAC_BITS[0], min(FIXED_FRAC_BITS[1], (bits - 2 - headroom_bits) - exponent))
+
+
+def scale_and_round(z: np.ndarray, z_frac: int, *, bits: int, headroom_bits: int, current: int, choose: bool = True
+                    ) -> tuple[int, np.ndarray]:
+    """The scale (:func:`choose_frac`, or ``current`` when not ``choose``) and the ``bits``-wide codes
+    (:func:`rescale`) of one PE result ``z`` at ``z_frac``: one pass over |z| gives both the sum that picks the
+    scale and the largest magnitude that :func:`rescale` would otherwise scan for (exactness, saturation)."""
+    z = np.asarray(z, dtype=np.int64)
+    magnitude = np.abs(z)
+    peak = int(magnitude.max()) if z.size else 0
+    frac = frac_of_total(int(magnitude.sum()), z.size, z_frac, bits=bits, headroom_bits=headroom_bits,
+                         current=current) if choose else current
+    return frac, rescale(z, z_frac, frac, bits, peak=peak)
 
 
 EXACT_FLOAT = 1 << 53  # integers below this magnitude are exact in float64
 
 
-def rescale(codes: np.ndarray, frac_from: int, frac_to: int, bits: int) -> np.ndarray:
+def rescale(codes: np.ndarray, frac_from: int, frac_to: int, bits: int, *, peak: int | None = None) -> np.ndarray:
     """``codes · 2^-frac_from`` as ``bits``-wide codes at ``frac_to``: rounded to nearest, ties to even, saturated.
 
     Sums below 2^53 take float64 (``ldexp`` by a power of two and ``rint``'s ties to even are exact there, and
@@ -76,7 +95,7 @@ def rescale(codes: np.ndarray, frac_from: int, frac_to: int, bits: int) -> np.nd
     narrow array is fewer bytes to move."""
     z = np.asarray(codes, dtype=np.int64)
     low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    narrow = code_dtype(bits)
+    narrow = code_dtype(bits)  # ``peak``: max |codes| when the caller has it (saves a scan)
     shift = frac_to - frac_from
     if shift >= 0:
         if shift > bits:
@@ -85,11 +104,14 @@ def rescale(codes: np.ndarray, frac_from: int, frac_to: int, bits: int) -> np.nd
     s = -shift
     if s > 62:  # |z| < 2^62 after a 64-bit sum: every value rounds to 0
         return np.zeros(z.shape, dtype=narrow)
-    if z.size and max(int(z.max()), -int(z.min())) < EXACT_FLOAT:  # exact in float64: 2^-s and rint are exact
+    if peak is None:
+        peak = max(int(z.max()), -int(z.min())) if z.size else 0
+    if peak < EXACT_FLOAT:  # exact in float64: 2^-s and rint are exact
         scaled = z.astype(np.float64)
         scaled *= 2.0 ** -s  # a normal power of two (s <= 62): the product is exact, as ldexp's
         np.rint(scaled, out=scaled)
-        np.clip(scaled, low, high, out=scaled)  # integers: clipping in float64 is exact
+        if (peak >> s) + 1 > high:  # something may round beyond the range (else nothing can)
+            np.clip(scaled, low, high, out=scaled)  # integers: clipping in float64 is exact
         return scaled.astype(narrow)
     floor = z >> s
     rest = z - (floor << s)
@@ -422,13 +444,10 @@ def forward_sweep(layer: TtLayerState, x: np.ndarray, plan: StepPlan, runner, *,
             y = to_values(z.reshape(-1, batch).T, z_frac)
             break
         current = tr["act_frac_bits"][k + 1]
-        if update or current == UNSET:
-            frac = choose_frac(z, z_frac, bits=layer.activation_bits, headroom_bits=layer.activation_headroom_bits,
-                               current=current)
-        else:
-            frac = current
+        frac, state = scale_and_round(z, z_frac, bits=layer.activation_bits,
+                                      headroom_bits=layer.activation_headroom_bits, current=current,
+                                      choose=update or current == UNSET)
         tr["act_frac_bits"][k + 1] = frac
-        state = rescale(z, z_frac, frac, layer.activation_bits)
     if layer.bias is not None:
         bias = layer.bias.astype(np.float64)
         frac_b = frac_of_values(bias, bits=layer.bias_bits, headroom_bits=layer.activation_headroom_bits,
@@ -501,10 +520,10 @@ def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = Ste
         dg_frac = frac + state_frac[k]
         # scale and round in PE1's (m, c, a, n) order, then lay out as the core (a, m, n, c): the same values
         # and strides as rounding the transposed view, at contiguous speed
-        cg = choose_frac(dg, dg_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
-                         current=tr["core_grad_frac_bits"][k])
+        cg, codes = scale_and_round(dg, dg_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
+                                    current=tr["core_grad_frac_bits"][k])
         tr["core_grad_frac_bits"][k] = cg
-        codes = rescale(dg, dg_frac, cg, layer.grad_bits).reshape(s["m"], s["c"], s["a"], s["n"])
+        codes = codes.reshape(s["m"], s["c"], s["a"], s["n"])
         core_grads[k] = to_values(codes.transpose(2, 0, 3, 1), cg).astype(np.float32)
         if not rest:
             break
@@ -514,18 +533,17 @@ def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = Ste
         if k == 0:
             grad_x = (to_values(z, z_frac).reshape(-1, batch).T * fwd.input_mask).astype(np.float32)
             break
-        frac = choose_frac(z, z_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
-                           current=tr["grad_frac_bits"][k - 1])
+        frac, g = scale_and_round(z, z_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
+                                  current=tr["grad_frac_bits"][k - 1])
         tr["grad_frac_bits"][k - 1] = frac
-        g = rescale(z, z_frac, frac, layer.grad_bits)
     bias_grad = None
     if layer.bias is not None:
         total = g_top.sum(axis=0)
         g_frac = tr["grad_frac_bits"][d - 1]
-        frac_bg = choose_frac(total, g_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
-                              current=tr["bias_grad_frac_bits"][0])
+        frac_bg, codes = scale_and_round(total, g_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
+                                         current=tr["bias_grad_frac_bits"][0])
         tr["bias_grad_frac_bits"][0] = frac_bg
-        bias_grad = to_values(rescale(total, g_frac, frac_bg, layer.grad_bits), frac_bg).astype(np.float32)
+        bias_grad = to_values(codes, frac_bg).astype(np.float32)
     stats = {"calls": len(plan.calls), "contractions": len(plan.contractions),
              "macs": sum(c.macs for c in plan.contractions)}
     return StepResult(y=y.astype(np.float32), grad_x=grad_x, core_grads=core_grads, bias_grad=bias_grad,

@@ -25,7 +25,7 @@ from codesign.pe.tt.schedule import StepHardware, stages
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.pe.tt.layer_state import TRACKERS
 from codesign.pe.tt.step import (GoldenRunner, checked_values, choose_frac, compare_steps, floor_log2_ratio,
-                                 forward_sweep, pe_step, rescale, step_plan)
+                                 forward_sweep, pe_step, rescale, scale_and_round, step_plan)
 from codesign.train.tt.layer import TTLinear
 from codesign.train.tt.pe_check import golden_step, layer_state
 from codesign.train.tt.precision import UNSET, TTPrecision
@@ -139,6 +139,30 @@ def test_choose_frac_is_the_trainers_rule_in_integers():
     zeros = np.zeros(7, dtype=np.int64)
     assert choose_frac(zeros, 3, bits=8, headroom_bits=3, current=UNSET) == 7  # never set: bits - 1
     assert choose_frac(zeros, 3, bits=8, headroom_bits=3, current=4) == 4  # keeps its scale
+
+
+def test_scale_and_round_is_choose_frac_then_rescale():
+    """The one-pass path against the two functions it fuses and the oracle: tensors that saturate and tensors that
+    do not (the clip is skipped only where nothing can leave the range), ties, sums beyond 2^53, a scale kept."""
+    rng = np.random.default_rng(11)
+    for trial in range(400):
+        magnitude = 1 << int(rng.integers(1, 62 if trial % 10 == 0 else 31))
+        codes = rng.integers(-magnitude, magnitude, size=int(rng.integers(1, 300)))
+        if trial % 3 == 0:  # an outlier far above the mean: its code saturates
+            codes[int(rng.integers(codes.size))] = magnitude * 64 if magnitude < 1 << 55 else magnitude
+        frac = int(rng.integers(-5, 25))
+        for bits, headroom in ((8, 3), (16, 6)):
+            expected_frac = choose_frac(codes, frac, bits=bits, headroom_bits=headroom, current=4)
+            got_frac, got = scale_and_round(codes, frac, bits=bits, headroom_bits=headroom, current=4)
+            assert got_frac == expected_frac
+            assert got.tolist() == rescale(codes, frac, expected_frac, bits).tolist() == \
+                [_rescale_oracle(int(c), frac, expected_frac, bits) for c in codes], (trial, bits)
+            kept, codes_kept = scale_and_round(codes, frac, bits=bits, headroom_bits=headroom, current=9, choose=False)
+            assert kept == 9 and codes_kept.tolist() == rescale(codes, frac, 9, bits).tolist()
+    ties = np.arange(-9, 10) * 2 + 1  # odd: halves at a shift of one
+    assert scale_and_round(ties, 0, bits=8, headroom_bits=0, current=-1, choose=False)[1].tolist() == \
+        [_rescale_oracle(int(c), 0, -1, 8) for c in ties]
+    assert scale_and_round(np.zeros(4, np.int64), 3, bits=8, headroom_bits=3, current=UNSET)[0] == 7
 
 
 # ---------------------------------------------------------------------------- step on the golden PE kernels
