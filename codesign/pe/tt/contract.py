@@ -172,9 +172,9 @@ def pack_rows(values: np.ndarray, lanes: int, bits: int, rng: np.random.Generato
 
 
 def _pack_plain(values, lanes: int, bits: int, stream_bits: int) -> np.ndarray:
-    """:func:`pack_rows` without noise, as a host packs operands for a board: each chunk's fields are laid out as
-    the little-endian bytes of its words (a 4-bit slot two to a byte, low lane first), so NumPy moves bytes
-    instead of shifting one lane at a time; the same words, as the tests compare."""
+    """:func:`pack_rows` without noise, as a host packs operands for a board (uint32, a buffer's words): each
+    chunk's fields are laid out as the little-endian bytes of its words (a 4-bit slot two to a byte, low lane
+    first), so NumPy moves bytes instead of shifting one lane at a time; the same words, as the tests compare."""
     values = np.asarray(values)
     length = values.shape[-1]
     slot = slot_bits(bits)
@@ -194,7 +194,7 @@ def _pack_plain(values, lanes: int, bits: int, stream_bits: int) -> np.ndarray:
         full = np.zeros((count, chunk_bytes), dtype=np.uint8)
         full[:, :chunk.shape[1]] = chunk
         chunk = full
-    return chunk.view("<u4").reshape(-1).astype(np.uint64)
+    return chunk.view("<u4").reshape(-1)  # uint32: a host's buffer words, not widened
 
 
 def result_words(values, stream_bits: int = WORD_BITS) -> np.ndarray:

@@ -152,11 +152,12 @@ def words(spec: TtSpec, a, b, rng: np.random.Generator | None = None) -> np.ndar
 
 def stacked_words(spec: TtSpec, a, b) -> np.ndarray:
     """Input words of ``n`` transactions of equal shapes at once: ``a`` and ``b`` carry a leading axis of the
-    ``n`` calls, and row ``t`` is ``words(spec, a[t], b[t])``. A step cuts a contraction into many equal calls,
-    and one NumPy pass for all of them leaves a host less per call than ``n`` passes."""
+    ``n`` calls, and row ``t`` is ``words(spec, a[t], b[t])`` as uint32 (what a DMA buffer holds). A step cuts
+    a contraction into many equal calls, and one NumPy pass for all of them leaves a host less per call than
+    ``n`` passes."""
     header, a, b = _checked(spec, a, b, stacked=1)
     width, count = spec.stream_bits, a.shape[0]
-    head = np.broadcast_to(single_word(header, width), (count, word_parts(width)))
+    head = np.broadcast_to(single_word(header, width).astype(np.uint32), (count, word_parts(width)))
     return np.concatenate([head, pack_rows(b, spec.lanes, spec.b_bits, None, width).reshape(count, -1),
                            pack_rows(a, spec.lanes, spec.a_bits, None, width).reshape(count, -1)], axis=1)
 

@@ -87,8 +87,8 @@ class Counting:
 
 
 def call_words(hardware: StepHardware, calls: Calls) -> List[np.ndarray]:
-    """Every call's input words (:func:`codesign.pe.tt.golden.words`, 32-bit parts), as a host writes them into
-    an IP's input buffer. Calls of equal shapes (a contraction's cuts) are packed together
+    """Every call's input words (:func:`codesign.pe.tt.golden.words`, 32-bit parts as uint32), as a host writes
+    them into an IP's input buffer. Calls of equal shapes (a contraction's cuts) are packed together
     (:func:`codesign.pe.tt.golden.stacked_words`), so the host's NumPy work grows with the words more than
     with the calls."""
     groups: Dict[Tuple[str, Tuple[int, ...], Tuple[int, ...]], List[int]] = {}
@@ -98,7 +98,7 @@ def call_words(hardware: StepHardware, calls: Calls) -> List[np.ndarray]:
     for (pe, _, _), positions in groups.items():
         spec = hardware.spec(pe)
         if len(positions) == 1:
-            words[positions[0]] = golden.words(spec, calls[positions[0]][1], calls[positions[0]][2])
+            words[positions[0]] = golden.words(spec, calls[positions[0]][1], calls[positions[0]][2]).astype(np.uint32)
             continue
         stacked = golden.stacked_words(spec, np.stack([calls[p][1] for p in positions]),
                                        np.stack([calls[p][2] for p in positions]))

@@ -76,7 +76,7 @@ def test_equal_calls_packed_together_give_each_calls_own_words(stream_bits):
     calls += [("tt1", grads[i:i + 4], saved) for i in (0, 4, 8)] + [("tt2", state[:1, :, :5], core[:3])]
     words = call_words(hardware, calls)
     assert [w.tolist() for w in words] == [golden.words(hardware.spec(pe), a, b).tolist() for pe, a, b in calls]
-    assert all(w.dtype == np.uint64 for w in words)
+    assert all(w.dtype == np.uint32 for w in words)
     out = np.concatenate([golden.output(hardware.spec(pe), a, b) for pe, a, b in calls]).astype(np.uint32)
     for got, (pe, a, b) in zip(unpack_results(hardware, calls, out), calls):
         assert np.array_equal(got, golden.kernel(hardware.spec(pe), a, b))

@@ -132,7 +132,7 @@ def test_host_packing_lays_every_field_as_the_contract_says(lanes, stream_bits):
             if values.size:
                 values.flat[0], values.flat[-1] = low, high
             words = contract.pack_rows(values, lanes, bits, None, stream_bits)
-            assert words.dtype == np.uint64 and words.tolist() == _fields_by_hand(values, lanes, bits, stream_bits)
+            assert words.dtype == np.uint32 and words.tolist() == _fields_by_hand(values, lanes, bits, stream_bits)
         wide = rng.integers(low, high + 1, size=(6, 40))
         cut = wide[1:5:2, 3:37]  # a call's slice of a larger operand: not contiguous
         assert contract.pack_rows(cut, lanes, bits, None, stream_bits).tolist() == \
