@@ -109,16 +109,16 @@ def call_words(hardware: StepHardware, calls: Calls) -> List[np.ndarray]:
 
 def call_cycles(hardware: StepHardware, calls: Calls, words: Sequence[np.ndarray]) -> List[int]:
     """Each call's PE cycles by its RTL-exact model (:func:`codesign.pe.transaction_cycles`), which reads the
-    header alone: worked out once per distinct header, as a stage repeats a few call shapes many times."""
+    header alone, a function of the operands' shapes: worked out once per shape, as a stage repeats a few call
+    shapes many times."""
     from codesign.pe import transaction_cycles  # the registry imports every PE, this one included
 
-    known: Dict[Tuple[str, Tuple[int, ...]], int] = {}
+    known: Dict[Tuple[str, Tuple[int, ...], Tuple[int, ...]], int] = {}
     cycles = []
-    for (pe, _, _), stream in zip(calls, words):
-        spec = hardware.spec(pe)
-        key = (pe, tuple(int(part) for part in stream[:word_parts(spec.stream_bits)]))
+    for (pe, a, b), stream in zip(calls, words):
+        key = (pe, np.shape(a), np.shape(b))
         if key not in known:
-            known[key] = transaction_cycles(pe, spec, stream)
+            known[key] = transaction_cycles(pe, hardware.spec(pe), stream)
         cycles.append(known[key])
     return cycles
 

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from codesign.pe.tt import golden
-from codesign.pe.tt.runners import AnswerError, Streamed, call_output_parts, call_words, unpack_results
+from codesign.pe import transaction_cycles
+from codesign.pe.tt.runners import (AnswerError, Streamed, call_cycles, call_output_parts, call_words,
+                                   unpack_results)
 from codesign.pe.tt.schedule import StepHardware
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.pe.tt.step import GoldenRunner
@@ -77,6 +79,8 @@ def test_equal_calls_packed_together_give_each_calls_own_words(stream_bits):
     words = call_words(hardware, calls)
     assert [w.tolist() for w in words] == [golden.words(hardware.spec(pe), a, b).tolist() for pe, a, b in calls]
     assert all(w.dtype == np.uint32 for w in words)
+    assert call_cycles(hardware, calls, words) == [transaction_cycles(pe, hardware.spec(pe), w)
+                                                   for (pe, _, _), w in zip(calls, words)]
     out = np.concatenate([golden.output(hardware.spec(pe), a, b) for pe, a, b in calls]).astype(np.uint32)
     for got, (pe, a, b) in zip(unpack_results(hardware, calls, out), calls):
         assert np.array_equal(got, golden.kernel(hardware.spec(pe), a, b))
@@ -91,6 +95,7 @@ def test_narrow_code_types_are_still_checked_against_a_narrower_width():
     with pytest.raises(ValueError, match="4-bit range"):
         golden.words(spec, a, np.array([[8, 0]], dtype=np.int8))
     with pytest.raises(ValueError, match="do not fit"):
-        golden.stacked_words(spec, np.zeros((2, 1, 2, 100), dtype=np.int8), np.zeros((2, 1, 2), dtype=np.int8))  # K > max_k
+        too_long = np.zeros((2, 1, 2, 100), dtype=np.int8)  # K above max_k
+        golden.stacked_words(spec, too_long, np.zeros((2, 1, 2), dtype=np.int8))
     assert golden.words(spec, a, np.array([[7, -8]], dtype=np.int8)).tolist() == \
         golden.words(spec, a.astype(np.int64), np.array([[7, -8]])).tolist()
