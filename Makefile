@@ -83,6 +83,7 @@ bench: setup
 	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/bench_sweep_workers.py
 	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/bench_board_training.py
 	$(BIN)/python benchmarks/bench_runtime_import.py
+	$(BIN)/python benchmarks/bench_tt_stream.py
 
 clean:
 	rm -rf out build dist sim_build .pytest_cache
