@@ -96,11 +96,7 @@ def call_words(hardware: StepHardware, calls: Calls) -> List[np.ndarray]:
         groups.setdefault((pe, np.shape(a), np.shape(b)), []).append(position)
     words: List[np.ndarray] = [np.empty(0)] * len(calls)
     for (pe, _, _), positions in groups.items():
-        spec = hardware.spec(pe)
-        if len(positions) == 1:
-            words[positions[0]] = golden.words(spec, calls[positions[0]][1], calls[positions[0]][2]).astype(np.uint32)
-            continue
-        stacked = golden.stacked_words(spec, np.stack([calls[p][1] for p in positions]),
+        stacked = golden.stacked_words(hardware.spec(pe), np.stack([calls[p][1] for p in positions]),
                                        np.stack([calls[p][2] for p in positions]))
         for position, row in zip(positions, stacked):
             words[position] = row

@@ -42,6 +42,10 @@ from codesign.pe.tt.schedule import Contraction, LayerGeometry, StepHardware, St
 
 
 # ---------------------------------------------------------------------------- host arithmetic (integers)
+EXACT_FLOAT = 1 << 53  # integers below this magnitude are exact in float64
+BLOCK = 1 << 15  # values a host pass over a large tensor takes at a time: its temporaries stay in the cache
+
+
 def floor_log2_ratio(numerator: int, denominator: int) -> int:
     """``floor(log2(numerator / denominator))`` for positive ints, exactly."""
     e = numerator.bit_length() - denominator.bit_length()
@@ -75,15 +79,16 @@ def scale_and_round(z: np.ndarray, z_frac: int, *, bits: int, headroom_bits: int
     """The scale (:func:`choose_frac`, or ``current`` when not ``choose``) and the ``bits``-wide codes
     (:func:`rescale`) of one PE result ``z`` at ``z_frac``: one pass over |z| gives both the sum that picks the
     scale and the largest magnitude that :func:`rescale` would otherwise scan for (exactness, saturation)."""
-    z = np.asarray(z, dtype=np.int64)
-    magnitude = np.abs(z)
-    peak = int(magnitude.max()) if z.size else 0
-    frac = frac_of_total(int(magnitude.sum()), z.size, z_frac, bits=bits, headroom_bits=headroom_bits,
+    z = np.ascontiguousarray(z, dtype=np.int64)
+    flat, total, peak = z.reshape(-1), 0, 0
+    scratch = np.empty(min(BLOCK, flat.size), dtype=np.int64)
+    for start in range(0, flat.size, BLOCK):
+        magnitude = np.abs(flat[start:start + BLOCK], out=scratch[:min(BLOCK, flat.size - start)])
+        total += int(magnitude.sum())
+        peak = max(peak, int(magnitude.max()))
+    frac = frac_of_total(total, z.size, z_frac, bits=bits, headroom_bits=headroom_bits,
                          current=current) if choose else current
     return frac, rescale(z, z_frac, frac, bits, peak=peak)
-
-
-EXACT_FLOAT = 1 << 53  # integers below this magnitude are exact in float64
 
 
 def rescale(codes: np.ndarray, frac_from: int, frac_to: int, bits: int, *, peak: int | None = None) -> np.ndarray:
@@ -107,12 +112,19 @@ def rescale(codes: np.ndarray, frac_from: int, frac_to: int, bits: int, *, peak:
     if peak is None:
         peak = max(int(z.max()), -int(z.min())) if z.size else 0
     if peak < EXACT_FLOAT:  # exact in float64: 2^-s and rint are exact
-        scaled = z.astype(np.float64)
-        scaled *= 2.0 ** -s  # a normal power of two (s <= 62): the product is exact, as ldexp's
-        np.rint(scaled, out=scaled)
-        if (peak >> s) + 1 > high:  # something may round beyond the range (else nothing can)
-            np.clip(scaled, low, high, out=scaled)  # integers: clipping in float64 is exact
-        return scaled.astype(narrow)
+        z = np.ascontiguousarray(z)
+        out = np.empty(z.shape, dtype=narrow)
+        flat, codes = z.reshape(-1), out.reshape(-1)
+        clip = (peak >> s) + 1 > high  # something may round beyond the range (else nothing can)
+        scratch = np.empty(min(BLOCK, flat.size))
+        for start in range(0, flat.size, BLOCK):  # in blocks, so that the passes stay in the cache
+            scaled = scratch[:min(BLOCK, flat.size - start)]
+            np.multiply(flat[start:start + scaled.size], 2.0 ** -s, out=scaled)  # exact: a normal power of two
+            np.rint(scaled, out=scaled)
+            if clip:
+                np.clip(scaled, low, high, out=scaled)  # integers: clipping in float64 is exact
+            codes[start:start + scaled.size] = scaled
+        return out
     floor = z >> s
     rest = z - (floor << s)
     half = 1 << (s - 1)

@@ -22,6 +22,7 @@ import torch
 
 from codesign.numerics.scales import mean_abs_frac_bits
 from codesign.pe.tt.schedule import StepHardware, stages
+from codesign.pe.tt.step import BLOCK as STEP_BLOCK
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.pe.tt.layer_state import TRACKERS
 from codesign.pe.tt.step import (GoldenRunner, checked_values, choose_frac, compare_steps, floor_log2_ratio,
@@ -159,6 +160,13 @@ def test_scale_and_round_is_choose_frac_then_rescale():
                 [_rescale_oracle(int(c), frac, expected_frac, bits) for c in codes], (trial, bits)
             kept, codes_kept = scale_and_round(codes, frac, bits=bits, headroom_bits=headroom, current=9, choose=False)
             assert kept == 9 and codes_kept.tolist() == rescale(codes, frac, 9, bits).tolist()
+    # tensors over several host blocks (codesign.pe.tt.step.BLOCK values a pass), with and without saturation
+    for bits, outlier in ((8, 0), (16, 1 << 40)):
+        codes = rng.integers(-(1 << 24), 1 << 24, size=3 * STEP_BLOCK + 5)
+        codes[-2] = outlier  # in the last, short block
+        frac, got = scale_and_round(codes, 12, bits=bits, headroom_bits=3, current=4)
+        assert frac == choose_frac(codes, 12, bits=bits, headroom_bits=3, current=4)
+        assert got.tolist() == [_rescale_oracle(int(c), 12, frac, bits) for c in codes]
     ties = np.arange(-9, 10) * 2 + 1  # odd: halves at a shift of one
     assert scale_and_round(ties, 0, bits=8, headroom_bits=0, current=-1, choose=False)[1].tolist() == \
         [_rescale_oracle(int(c), 0, -1, 8) for c in ties]
