@@ -160,8 +160,14 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
                           "per_ip": fit.per_ip})
     chosen_toml, chosen_design = design_of_point(raw, design, space.point(chosen))
     step = family.step(space.chosen_options(chosen), design.board, design.clock_mhz)
+    host_measured = None
+    if family.measure_host is not None and host is None:  # a board's report is not re-measured on this machine
+        progress(f"measuring the host's share at the chosen point: {space.point(chosen)['label']}")
+        seconds, calls = family.measure_host(space.chosen_options(chosen))
+        host_measured = {"seconds": seconds, "calls": calls, "model_s": step.host_s, "source": step.host_source}
     return {"space": space, "chosen": chosen, "front": front, "confirmed": confirmed, "step": step,
-            "family": family, "chosen_toml": chosen_toml, "chosen_design": chosen_design, "objective": objective}
+            "family": family, "chosen_toml": chosen_toml, "chosen_design": chosen_design, "objective": objective,
+            "host_measured": host_measured}
 
 
 # ---------------------------------------------------------------------------- reports
@@ -201,7 +207,8 @@ def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list
             "design": result["chosen_design"].name, "board": board.name, "objective": result["objective"],
             "chosen": space.point(chosen), "step": step.to_dict(), "searched": space.searched,
             "throughput": {**step.throughput(space.point(chosen)["dsp"]), **REFERENCE_THROUGHPUT},
-            "points": len(points), "feasible": int(space.feasible.sum()), "pareto": int(front.size)}),
+            "points": len(points), "feasible": int(space.feasible.sum()), "pareto": int(front.size),
+            "host_measured": result.get("host_measured")}),
         write_json_atomic(out / "estimate_layer_cycles.json", {
             "hardware": family.describe(options), "clock_mhz": step.clock_mhz,
             "stages": [{"cycles": s.cycles, "words_in": s.words_in, "words_out": s.words_out} for s in stages]}),
@@ -295,6 +302,10 @@ def summary(result: Mapping[str, Any]) -> str:
                     f"{rates['equivalent_gops_pe']:.3f} GOP/s dense-equivalent, "
                     f"{rates['equivalent_ops_per_dsp_cycle']:.3f} ops per DSP and cycle "
                     f"({REFERENCE_THROUGHPUT['reference']}: {REFERENCE_THROUGHPUT['reference_ops_per_dsp_cycle']:.2f})")
+    measured = result.get("host_measured")
+    if measured:
+        lines.append(f"  host measured at this point: {measured['seconds'] * 1e3:.3f} ms for {measured['calls']} PE "
+                     f"calls (the model's {measured['model_s'] * 1e3:.3f} ms)")
     for confirmed in result["confirmed"]:
         lines.append(f"  Yosys {confirmed['point']['label']}: " + ", ".join(
             f"{k} {confirmed['yosys_total'][k]:g}" for k in RESOURCES) + (" fits" if confirmed["fits"] else

@@ -12,7 +12,7 @@ from codesign.boards import boards
 from codesign.design import load_design
 from codesign.design.calibration import (StaleCalibration, calibration_path, load_calibration, model_errors,
                                          pe_resources)
-from codesign.design.explore_families import explore_tt, paper_setup
+from codesign.design.explore_families import explore_tt, paper_setup, tt_family
 from codesign.design.explore_run import design_of_point, explore_design, hardware_of_point
 from codesign.design.loops import tt_setup_of
 from codesign.design.step_time import tt_stages, tt_step_time
@@ -124,6 +124,19 @@ def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path, 
     assert {i.pe: (i.spec.lanes, i.spec.rows) for i in again.instances if i.pe != "tt3"} == \
         {pe: (point[pe]["lanes"], point[pe]["rows"]) for pe in ("tt1", "tt2")}
     assert run.performance["step"]["bottleneck"] in ("pe", "memory", "host")
+    measured = run.performance["host_measured"]  # the host's share measured again at the chosen point's schedule
+    assert measured["calls"] == run.result["step"].calls and measured["seconds"] > 0
+    assert measured["model_s"] == pytest.approx(run.result["step"].host_s)
+
+
+def test_the_host_is_measured_at_a_points_own_schedule(space, design):
+    """A TT family measures one point's host share on that point's PE calls (the model's call count)."""
+    setup = tt_setup_of(design)
+    specs = {i.pe: i.spec for i in design.instances}
+    family = tt_family(setup, bases={"tt1": specs["tt1"], "tt2": specs["tt2"]}, host=HOST, macs=1, tt3=None)
+    index = space.best("time")
+    seconds, calls = family.measure_host(space.chosen_options(index))
+    assert seconds > 0 and calls == tt_stages(setup, hardware_of_point(space, index))[1]["calls"]
 
 
 def test_design_of_point_keeps_the_rest_of_the_configuration(design):
