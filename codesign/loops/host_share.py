@@ -80,6 +80,35 @@ class HostModel:
 # ---------------------------------------------------------------------------- TT
 
 
+class _TtHostTimer:
+    """A TT trainer on the golden kernels whose steps are timed for their host share (the first step, which aims
+    every scale, is taken here and not timed)."""
+
+    def __init__(self, setup: TtTrainSetup, hardware: Optional[StepHardware], seed: int) -> None:
+        self.streamed = Streamed(GoldenRunner())
+        self.trainer = TtMlpTrainer(setup, runner=self.streamed)
+        if hardware is not None:
+            self.trainer.hardware = hardware
+        rng = np.random.default_rng(seed)
+        features, classes = setup.layers[0]["in_features"], setup.layers[-1]["out_features"]
+        self.x = rng.random((setup.batch_size, features)).astype(np.float32)
+        self.y = rng.integers(0, classes, setup.batch_size)
+        self.trainer.train_step(self.x, self.y)
+
+    def step(self) -> Tuple[float, int]:
+        """One step's host seconds (its wall time less its PE calls', plus the stream work) and PE calls."""
+        runner = self.trainer.runner
+        started, pe_before, calls_before = time.perf_counter(), runner.seconds, runner.transactions
+        stream_before = self.streamed.host_seconds
+        self.trainer.train_step(self.x, self.y)
+        return (time.perf_counter() - started - (runner.seconds - pe_before)
+                + (self.streamed.host_seconds - stream_before)), runner.transactions - calls_before
+
+
+def _least(steps: List[Tuple[float, int]]) -> Tuple[float, int]:
+    return max(0.0, min(seconds for seconds, _ in steps)), steps[-1][1]
+
+
 def measure_tt_host_seconds(setup: TtTrainSetup, hardware: Optional[StepHardware] = None, *, repeats: int = 3,
                             seed: int = 0) -> Tuple[float, int]:
     """Seconds of the TT loop's host work per step on this machine, and the PE calls per step, for ``hardware``
@@ -89,33 +118,23 @@ def measure_tt_host_seconds(setup: TtTrainSetup, hardware: Optional[StepHardware
     call: packing its operands into stream words and reading its results out of the output words
     (:class:`codesign.pe.tt.runners.Streamed`, the board runner's own functions). The least of ``repeats``
     steps, as other work on the machine only adds."""
-    streamed = Streamed(GoldenRunner())
-    trainer = TtMlpTrainer(setup, runner=streamed)
-    if hardware is not None:
-        trainer.hardware = hardware
-    rng = np.random.default_rng(seed)
-    features, classes = setup.layers[0]["in_features"], setup.layers[-1]["out_features"]
-    x = rng.random((setup.batch_size, features)).astype(np.float32)
-    y = rng.integers(0, classes, setup.batch_size)
-    trainer.train_step(x, y)  # the first step aims every scale: not timed
-    seconds, calls = [], 0
-    for _ in range(repeats):
-        started, pe_before, calls_before = time.perf_counter(), trainer.runner.seconds, trainer.runner.transactions
-        stream_before = streamed.host_seconds
-        trainer.train_step(x, y)
-        seconds.append(time.perf_counter() - started - (trainer.runner.seconds - pe_before)
-                       + (streamed.host_seconds - stream_before))
-        calls = trainer.runner.transactions - calls_before
-    return max(0.0, min(seconds)), calls
+    timer = _TtHostTimer(setup, hardware, seed)
+    return _least([timer.step() for _ in range(repeats)])
 
 
-def measure_tt_host(setup: TtTrainSetup, *, source: str = THIS_MACHINE) -> HostModel:
+def measure_tt_host(setup: TtTrainSetup, *, source: str = THIS_MACHINE, repeats: int = 5) -> HostModel:
     """:class:`HostModel` of ``setup`` from two schedules: the default builds (many calls) and builds with
-    longer buffers (fewer calls)."""
+    longer buffers (fewer calls). Their steps alternate, so that both see the same load on the machine, and
+    each keeps its least of ``repeats``."""
     many = StepHardware()
     few = StepHardware(pe1=dataclasses.replace(many.pe1, max_j=32, max_l=64),
                        pe2=dataclasses.replace(many.pe2, max_j=128, max_k=128, max_l=64))
-    return HostModel.fit(*(measure_tt_host_seconds(setup, hw) for hw in (many, few)), source=source)
+    timers = [_TtHostTimer(setup, hardware, 0) for hardware in (many, few)]
+    steps: List[List[Tuple[float, int]]] = [[], []]
+    for _ in range(repeats):
+        for timer, taken in zip(timers, steps):
+            taken.append(timer.step())
+    return HostModel.fit(_least(steps[0]), _least(steps[1]), source=source)
 
 
 # ---------------------------------------------------------------------------- FB-float
