@@ -161,9 +161,10 @@ def unpack_results(hardware: StepHardware, calls: Calls, out: np.ndarray) -> Lis
 
 class Streamed:
     """``runner`` with a board host's stream work around it, as :class:`codesign.deploy.tt_training.IpRunner`
-    does it: each call's input words packed and its cycles modelled (to share the calls among copies) before it
-    runs, its results read back from output words; ``host_seconds`` times that work (the output words
-    themselves, which an IP writes, are made from ``runner``'s results and not timed)."""
+    does it: each call's input words packed, its cycles modelled to share the calls among copies, and each
+    copy's share laid out as one input buffer before they run, the results read back from output words;
+    ``host_seconds`` times that work (the output words themselves, which an IP writes, are made from
+    ``runner``'s results and not timed)."""
 
     def __init__(self, runner) -> None:
         self.runner = runner
@@ -171,9 +172,13 @@ class Streamed:
 
     def run(self, hardware: StepHardware, calls: Calls) -> List[np.ndarray]:
         started = time.perf_counter()
-        cycles = call_cycles(hardware, calls, call_words(hardware, calls))
+        words = call_words(hardware, calls)
+        cycles = call_cycles(hardware, calls, words)
         for pe in dict.fromkeys(pe for pe, _, _ in calls):
-            assign_calls([c for (kind, _, _), c in zip(calls, cycles) if kind == pe], hardware.units(pe))
+            positions = [position for position, call in enumerate(calls) if call[0] == pe]
+            units = assign_calls([cycles[p] for p in positions], hardware.units(pe))
+            for unit in range(hardware.units(pe)):
+                np.concatenate([words[p] for p, u in zip(positions, units) if u == unit] or [np.empty(0, np.uint32)])
         self.host_seconds += time.perf_counter() - started
         answers = self.runner.run(hardware, calls)
         out = np.concatenate([part for (pe, _, _), z in zip(calls, answers)

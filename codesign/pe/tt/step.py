@@ -97,10 +97,11 @@ def rescale(codes: np.ndarray, frac_from: int, frac_to: int, bits: int, *, peak:
     Sums below 2^53 take float64 (``ldexp`` by a power of two and ``rint``'s ties to even are exact there, and
     faster); larger ones the integer shift, which gives the same codes. The codes come in the narrowest signed
     type that holds them (int8 for 8-bit codes): the host packs and copies them for the next PE call, and a
-    narrow array is fewer bytes to move."""
+    narrow array is fewer bytes to move. ``peak`` is max |codes| when the caller has it already (it decides
+    the float64 path and whether anything can saturate); else it is scanned for."""
     z = np.asarray(codes, dtype=np.int64)
     low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    narrow = code_dtype(bits)  # ``peak``: max |codes| when the caller has it (saves a scan)
+    narrow = code_dtype(bits)
     shift = frac_to - frac_from
     if shift >= 0:
         if shift > bits:
