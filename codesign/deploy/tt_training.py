@@ -29,8 +29,9 @@ from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
 from codesign.hw.step_model import StageLog
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
-from codesign.pe.tt.runners import AnswerError, call_cycles, call_output_parts, call_words, unpack_results
-from codesign.pe.tt.schedule import StepHardware, assign_calls, hardware_of
+from codesign.pe.tt.runners import (AnswerError, call_cycles, call_output_parts, call_words, share_calls,
+                                   unpack_results)
+from codesign.pe.tt.schedule import StepHardware, hardware_of
 
 
 class IpRunner:
@@ -71,19 +72,13 @@ class IpRunner:
     def run(self, hardware: StepHardware, calls: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> list[np.ndarray]:
         if hardware != self.hardware:
             raise DeployError("the PE calls were planned for other PE builds than the overlay's IPs")
-        jobs = []  # (driver, positions of its calls)
+        for pe in dict.fromkeys(pe for pe, _, _ in calls):
+            if not self.drivers.get(pe):
+                raise DeployError(f"the schedule calls {pe}, and the overlay has no {pe} IP")
         streams = call_words(self.hardware, calls)
         cycles = call_cycles(self.hardware, calls, streams)
-        for pe in dict.fromkeys(pe for pe, _, _ in calls):
-            copies = self.drivers.get(pe)
-            if not copies:
-                raise DeployError(f"the schedule calls {pe}, and the overlay has no {pe} IP")
-            positions = [position for position, call in enumerate(calls) if call[0] == pe]
-            units = assign_calls([cycles[p] for p in positions], len(copies))
-            for unit, driver in enumerate(copies):
-                mine = [p for p, u in zip(positions, units) if u == unit]
-                if mine:
-                    jobs.append((driver, mine))
+        jobs = [(self.drivers[pe][unit], positions)  # (driver, positions of its calls)
+                for pe, unit, positions in share_calls(self.hardware, calls, cycles)]
         results: list[np.ndarray | None] = [None] * len(calls)
         for driver, positions, out in self._start_and_finish(jobs, calls, streams, cycles):
             for position, result in zip(positions, self._results(driver, [calls[p] for p in positions], out)):
@@ -95,7 +90,7 @@ class IpRunner:
         started, error = [], None
         for driver, positions in jobs:
             n_out = sum(self._out_parts(calls[p]) for p in positions)
-            words_in = np.concatenate([streams[p] for p in positions]).astype(np.uint32)
+            words_in = np.concatenate([streams[p] for p in positions])  # uint32, as call_words packs
             try:
                 driver.start(words_in, n_out, len(positions))
             except DeployError as failure:

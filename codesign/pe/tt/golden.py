@@ -165,8 +165,12 @@ def stacked_words(spec: TtSpec, a, b) -> np.ndarray:
 def output(spec: TtSpec, a, b) -> np.ndarray:
     """Output words as 32-bit parts: the status word (0), then ``Z`` row-major, each result sign-extended to 32
     bits and ``spec.parts`` results to a word, the last word's unused parts 0 (``Z[i]`` follows ``A[i]``)."""
-    return np.concatenate([single_word(STATUS_OK, spec.stream_bits),
-                           result_words(kernel(spec, a, b), spec.stream_bits)])
+    return output_words(spec, kernel(spec, a, b))
+
+
+def output_words(spec: TtSpec, z) -> np.ndarray:
+    """:func:`output` of a transaction whose result ``z`` is already known."""
+    return np.concatenate([single_word(STATUS_OK, spec.stream_bits), result_words(z, spec.stream_bits)])
 
 
 def refused(status_word: int, stream_bits: int = 32) -> np.ndarray:

@@ -23,7 +23,7 @@ import numpy as np
 
 from codesign.hw.constants import STATUS_OK, status_names
 from codesign.pe.tt import golden
-from codesign.pe.tt.contract import output_parts, result_words, single_word, word_parts
+from codesign.pe.tt.contract import output_parts, word_parts
 from codesign.pe.tt.schedule import StepHardware, assign_calls
 
 STATUS_NAMES = status_names("tt")
@@ -86,14 +86,20 @@ class Counting:
         return results
 
 
+def _shape_key(call) -> Tuple[str, Tuple[int, ...], Tuple[int, ...]]:
+    """A call's PE and operand shapes: equal for a contraction's equal cuts, which pack, model and read alike."""
+    pe, a, b = call
+    return pe, np.shape(a), np.shape(b)
+
+
 def call_words(hardware: StepHardware, calls: Calls) -> List[np.ndarray]:
     """Every call's input words (:func:`codesign.pe.tt.golden.words`, 32-bit parts as uint32), as a host writes
     them into an IP's input buffer. Calls of equal shapes (a contraction's cuts) are packed together
     (:func:`codesign.pe.tt.golden.stacked_words`), so the host's NumPy work grows with the words more than
     with the calls."""
     groups: Dict[Tuple[str, Tuple[int, ...], Tuple[int, ...]], List[int]] = {}
-    for position, (pe, a, b) in enumerate(calls):
-        groups.setdefault((pe, np.shape(a), np.shape(b)), []).append(position)
+    for position, call in enumerate(calls):
+        groups.setdefault(_shape_key(call), []).append(position)
     words: List[np.ndarray] = [np.empty(0)] * len(calls)
     for (pe, _, _), positions in groups.items():
         stacked = golden.stacked_words(hardware.spec(pe), np.stack([calls[p][1] for p in positions]),
@@ -111,12 +117,26 @@ def call_cycles(hardware: StepHardware, calls: Calls, words: Sequence[np.ndarray
 
     known: Dict[Tuple[str, Tuple[int, ...], Tuple[int, ...]], int] = {}
     cycles = []
-    for (pe, a, b), stream in zip(calls, words):
-        key = (pe, np.shape(a), np.shape(b))
+    for call, stream in zip(calls, words):
+        key = _shape_key(call)
         if key not in known:
-            known[key] = transaction_cycles(pe, hardware.spec(pe), stream)
+            known[key] = transaction_cycles(call[0], hardware.spec(call[0]), stream)
         cycles.append(known[key])
     return cycles
+
+
+def share_calls(hardware: StepHardware, calls: Calls, cycles: Sequence[int]) -> List[Tuple[str, int, List[int]]]:
+    """How a stage's calls go to the PE copies: ``(pe, copy, positions of its calls)`` for every copy that gets
+    any, each PE's calls split by :func:`codesign.pe.tt.schedule.assign_calls` on their modelled cycles."""
+    shares = []
+    for pe in dict.fromkeys(pe for pe, _, _ in calls):
+        positions = [position for position, call in enumerate(calls) if call[0] == pe]
+        units = assign_calls([cycles[p] for p in positions], hardware.units(pe))
+        for unit in range(hardware.units(pe)):
+            mine = [p for p, u in zip(positions, units) if u == unit]
+            if mine:
+                shares.append((pe, unit, mine))
+    return shares
 
 
 def call_output_parts(hardware: StepHardware, call) -> int:
@@ -139,7 +159,7 @@ def unpack_results(hardware: StepHardware, calls: Calls, out: np.ndarray) -> Lis
     layouts: Dict[Tuple[str, Tuple[int, ...], Tuple[int, ...]], Tuple[Tuple[int, ...], int, int, int]] = {}
     results, position = [], 0
     for pe, a, b in calls:
-        key = (pe, np.shape(a), np.shape(b))
+        key = _shape_key((pe, a, b))
         layout = layouts.get(key)
         if layout is None:
             shape = golden.result_shape(pe, a, b)
@@ -173,17 +193,12 @@ class Streamed:
     def run(self, hardware: StepHardware, calls: Calls) -> List[np.ndarray]:
         started = time.perf_counter()
         words = call_words(hardware, calls)
-        cycles = call_cycles(hardware, calls, words)
-        for pe in dict.fromkeys(pe for pe, _, _ in calls):
-            positions = [position for position, call in enumerate(calls) if call[0] == pe]
-            units = assign_calls([cycles[p] for p in positions], hardware.units(pe))
-            for unit in range(hardware.units(pe)):
-                np.concatenate([words[p] for p, u in zip(positions, units) if u == unit] or [np.empty(0, np.uint32)])
+        for _, _, positions in share_calls(hardware, calls, call_cycles(hardware, calls, words)):
+            np.concatenate([words[p] for p in positions])  # the copy's input buffer
         self.host_seconds += time.perf_counter() - started
         answers = self.runner.run(hardware, calls)
-        out = np.concatenate([part for (pe, _, _), z in zip(calls, answers)
-                              for part in (single_word(STATUS_OK, hardware.spec(pe).stream_bits),
-                                           result_words(z, hardware.spec(pe).stream_bits))]).astype(np.uint32)
+        out = np.concatenate([golden.output_words(hardware.spec(pe), z)
+                              for (pe, _, _), z in zip(calls, answers)]).astype(np.uint32)
         started = time.perf_counter()
         results = unpack_results(hardware, calls, out)
         self.host_seconds += time.perf_counter() - started
@@ -191,4 +206,4 @@ class Streamed:
 
 
 __all__ = ["AnswerError", "Counting", "Recording", "Replay", "Streamed", "call_cycles", "call_output_parts",
-           "call_words", "unpack_results"]
+           "call_words", "share_calls", "unpack_results"]

@@ -9,8 +9,8 @@ import pytest
 from codesign.pe.tt import golden
 from codesign.pe import transaction_cycles
 from codesign.pe.tt.runners import (AnswerError, Streamed, call_cycles, call_output_parts, call_words,
-                                   unpack_results)
-from codesign.pe.tt.schedule import StepHardware
+                                   share_calls, unpack_results)
+from codesign.pe.tt.schedule import StepHardware, assign_calls
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.pe.tt.step import GoldenRunner
 
@@ -99,3 +99,17 @@ def test_narrow_code_types_are_still_checked_against_a_narrower_width():
         golden.stacked_words(spec, too_long, np.zeros((2, 1, 2), dtype=np.int8))
     assert golden.words(spec, a, np.array([[7, -8]], dtype=np.int8)).tolist() == \
         golden.words(spec, a.astype(np.int64), np.array([[7, -8]])).tolist()
+
+
+def test_a_stages_calls_are_shared_among_copies_by_the_hosts_rule():
+    """Every call goes to exactly one copy of its PE, the copy assign_calls gives it, in call order per copy."""
+    hardware = StepHardware(pe1_units=2, pe2_units=3)
+    calls = _calls(np.random.default_rng(3)) * 3
+    cycles = [17, 5, 9, 40, 2, 2, 8, 30, 11]
+    shares = share_calls(hardware, calls, cycles)
+    for pe in ("tt1", "tt2"):
+        positions = [p for p, call in enumerate(calls) if call[0] == pe]
+        units = assign_calls([cycles[p] for p in positions], hardware.units(pe))
+        expected = [(pe, unit, [p for p, u in zip(positions, units) if u == unit]) for unit in sorted(set(units))]
+        assert [share for share in shares if share[0] == pe] == expected
+    assert sorted(p for _, _, mine in shares for p in mine) == list(range(len(calls)))
