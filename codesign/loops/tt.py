@@ -65,7 +65,8 @@ from codesign.pe.tt.schedule import StepHardware, hardware_of
 from codesign.pe.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan
 
 PRECISION_FIELDS = ("core_bits", "activation_bits", "bias_bits", "grad_bits", "core_headroom_bits",
-                    "activation_headroom_bits", "grad_headroom_bits", "quantize_intermediates", "rounding")
+                    "activation_headroom_bits", "grad_headroom_bits", "quantize_intermediates", "rounding",
+                    "core_grad_route")
 LAYER_FIELDS = ("core_shapes", "bias", "in_features", "out_features", "is_network_input")
 ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, which the torch trainer uses
 LAMBDA_FLOOR = 1e-30  # keeps 1/lambda finite for a slice that is exactly zero (as codesign.train.tt.rank)
@@ -138,6 +139,8 @@ class TtTrainSetup(LoopSetup):
         if not layers[0]["is_network_input"] or any(layer["is_network_input"] for layer in layers[1:]):
             raise HwTrainError("exactly the first layer takes the network's input (is_network_input)")
         object.__setattr__(self, "layers", layers)
+        if isinstance(self.precision, Mapping) and "core_grad_route" not in self.precision:
+            object.__setattr__(self, "precision", {**self.precision, "core_grad_route": "direct"})  # older set-ups
         if not isinstance(self.precision, Mapping) or set(self.precision) != set(PRECISION_FIELDS):
             raise HwTrainError(f"precision must be a table of {', '.join(PRECISION_FIELDS)}")
         object.__setattr__(self, "precision", dict(self.precision))

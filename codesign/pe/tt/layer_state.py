@@ -15,6 +15,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from codesign.numerics.records import keyword_record
+from codesign.numerics.tt_dense_route import ROUTES
 
 # the scale trackers of a layer, each a tuple of fraction bits: one per core (the first four), or one
 TRACKERS = ("core_frac_bits", "act_frac_bits", "grad_frac_bits", "core_grad_frac_bits", "bias_frac_bits",
@@ -37,7 +38,8 @@ class TtLayerState:
     float32 or None. Widths in bits and the binades of headroom of the
     layer's low precision; ``quantize_intermediates`` and ``rounding`` as
     the trainer's precision names them (the step refuses what the PEs cannot
-    do). ``trackers``: the fraction bits of every tracked tensor, in
+    do); ``core_grad_route``, ``"direct"`` or ``"dense"`` (through PE3,
+    :mod:`codesign.numerics.tt_dense_route`). ``trackers``: the fraction bits of every tracked tensor, in
     :data:`TRACKERS` order. ``is_network_input``: no input gradient is taken.
     """
 
@@ -56,8 +58,11 @@ class TtLayerState:
     grad_headroom_bits: int
     quantize_intermediates: bool
     rounding: str
+    core_grad_route: str = "direct"
 
     def __post_init__(self) -> None:
+        if self.core_grad_route not in ROUTES:
+            raise ValueError(f"core_grad_route must be one of {ROUTES}, got {self.core_grad_route!r}")
         cores = tuple(_frozen_float32(core) for core in self.cores)
         if not cores or any(core.ndim != 4 for core in cores):
             raise ValueError("cores must be one or more 4-d arrays (r_prev, m, n, r)")

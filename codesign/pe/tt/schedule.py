@@ -25,10 +25,22 @@ is PE2 on reshapes without permutation:
 
 The batch enters as ``x^T`` and the output leaves as ``y^T``.
 
-PE3 (the outer product of the dense weight gradient, App. A.2's second
-route) has no place in this schedule: the golden step computes the core
-gradients directly, and the second route quantises different intermediates,
-so its numbers would differ.
+With ``core_grad_route="dense"`` (App. A.2's second route, the one the
+paper takes; :mod:`codesign.numerics.tt_dense_route`) the core gradients
+come from the dense weight gradient instead:
+
+* outer products (PE3): ``A`` = one sample's input ``x_b`` (8-bit, streamed),
+  ``B`` = its output gradient ``g_b`` (16-bit, cached), ``Z = x_b g_b^T``,
+  ``(I, J, K, L) = (N, B, 1, M)`` with one sample per call; the host adds
+  the samples' products, ``dW^T``, in 64 bits (a cut along a summed axis);
+* a left step of the route (PE2): ``A`` = the node as ``(1, r_lo·m·n,
+  rest)``, ``B`` = core ``lo`` as ``(r_{lo+1}, r_lo·m·n)``, the result
+  ``(1, r_{lo+1}, rest)`` the next node as it lies;
+* a right step (PE1): ``A`` = the node as ``(rest, m·n, r_hi)``, ``B`` =
+  core ``hi-1`` as it lies, ``(r_{hi-1}, m·n, r_hi)``, the result
+  ``(rest, r_{hi-1})`` the next node as it lies.
+
+The input-gradient chain is the direct route's.
 
 A contraction larger than a PE's header fields (255) or buffers is cut into
 calls; a cut along a summed axis leaves partial sums the host adds in 64
@@ -48,7 +60,8 @@ from dataclasses import dataclass
 
 from codesign.numerics.formats import _check_int
 from codesign.numerics.records import keyword_record
-from codesign.pe.tt.contract import MAX_DIM, chunks
+from codesign.numerics.tt_dense_route import ROUTES, RouteStep, dense_route, node_shape
+from codesign.pe.tt.contract import MAX_DIM, chunks, header_word
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 
 MAX_UNITS = 8  # copies of one PE build a step may use (each takes a stream pair and a memory port)
@@ -159,7 +172,11 @@ class Contraction:
     ``dims`` are the PE's ``(I, J, K, L)`` for the whole contraction; ``folded``
     (core gradients only) is the summed length ``T`` before it was folded into
     ``J x K``. ``a_bits``/``b_bits`` are the widths of the codes that go in
-    (bits), which bound the products.
+    (bits), which bound the products. ``stage``: contractions of one stage
+    need nothing from each other (:func:`stages`). Phases: ``forward``,
+    ``core_grad``, ``input_grad``, and on the dense route ``outer`` (PE3),
+    ``dense_left`` (PE2) and ``dense_right`` (PE1), whose ``core`` is the
+    core contracted (the outer products: 0).
     """
 
     phase: str
@@ -169,6 +186,7 @@ class Contraction:
     a_bits: int
     b_bits: int
     folded: int = 0
+    stage: int = 0
 
     @property
     def name(self) -> str:
@@ -176,7 +194,7 @@ class Contraction:
 
     @property
     def macs(self) -> int:
-        """Useful products (folding padding not counted)."""
+        """Useful products (folding padding not counted; PE3's ``J`` samples each give ``I x L``)."""
         i, j, k, l = self.dims
         return i * l * (self.folded if self.folded else j * k)
 
@@ -195,6 +213,12 @@ class PeCall:
     @property
     def dims(self) -> tuple[int, int, int, int]:
         return tuple(stop - start for start, stop in (self.i, self.j, self.k, self.l))  # type: ignore[return-value]
+
+    @property
+    def header(self) -> int:
+        """The call's header word: ``(I, J, K, L)``, or PE3's ``(I, J)`` = this call's ``I`` and ``L``."""
+        i, j, k, l = self.dims
+        return header_word(i, l) if self.pe == "tt3" else header_word(i, j, k, l)
 
 
 @dataclass(frozen=True)
@@ -217,13 +241,15 @@ def stages(plan: StepPlan) -> list[tuple[int, ...]]:
     host's scale for it): a stage of its own. The core gradient and the
     input gradient of core ``k`` need only the gradient of the state leaving
     ``k``, the saved state and the core, so they share a stage; the next
-    stage needs the input gradient (and the host's scale for it).
+    stage needs the input gradient (and the host's scale for it). On the
+    dense route the outer products share the first backward stage, and the
+    route's steps of depth ``t`` the stage after it with the next input
+    gradient (:func:`contractions` numbers them; the plan lists each stage's
+    contractions together).
     """
     out: list[tuple[int, ...]] = []
     for index, item in enumerate(plan.contractions):
-        previous = plan.contractions[out[-1][0]] if out else None
-        if item.phase == "input_grad" and previous is not None and previous.phase == "core_grad" \
-                and previous.core == item.core:
+        if out and plan.contractions[out[-1][0]].stage == item.stage:
             out[-1] = (*out[-1], index)
         else:
             out.append((index,))
@@ -262,26 +288,62 @@ def fold(total: int, spec: Tt1Spec) -> tuple[int, int]:
 
 
 def contractions(geometry: LayerGeometry, *, act_bits: int, grad_bits: int, core_bits: int, need_input_grad: bool,
-                 hardware: StepHardware) -> list[Contraction]:
+                 hardware: StepHardware, core_grad_route: str = "direct") -> list[Contraction]:
     """The step's contractions in the golden model's order: forward 0..d-1, then for k = d-1..0 the core gradient
-    and (except for k = 0 without ``need_input_grad``) the input gradient."""
+    and (except for k = 0 without ``need_input_grad``) the input gradient; on the dense route the input gradients
+    with, stage by stage, the outer products and the route's steps (:func:`stages`)."""
+    if core_grad_route not in ROUTES:
+        raise ValueError(f"core_grad_route must be one of {ROUTES}, got {core_grad_route!r}")
     d = geometry.order
     out = []
     for k in range(d):
         s = geometry.core(k)
         out.append(Contraction("forward", k, "tt2", (s["P"], s["a"] * s["n"], s["R"] * s["B"], s["m"] * s["c"]),
-                               act_bits, core_bits))
-    for k in range(d - 1, -1, -1):
+                               act_bits, core_bits, stage=k))
+
+    def input_grad(k: int, stage: int) -> Contraction:
         s = geometry.core(k)
-        total = s["P"] * s["R"] * s["B"]
-        j, kk = fold(total, hardware.pe1)
-        out.append(Contraction("core_grad", k, "tt1", (s["m"] * s["c"], j, kk, s["a"] * s["n"]), grad_bits, act_bits,
-                               folded=total))
-        if k == 0 and not need_input_grad:
-            break
-        out.append(Contraction("input_grad", k, "tt2", (s["P"], s["m"] * s["c"], s["R"] * s["B"], s["a"] * s["n"]),
-                               grad_bits, core_bits))
+        return Contraction("input_grad", k, "tt2", (s["P"], s["m"] * s["c"], s["R"] * s["B"], s["a"] * s["n"]),
+                           grad_bits, core_bits, stage=stage)
+
+    if core_grad_route == "direct":
+        for k in range(d - 1, -1, -1):
+            s = geometry.core(k)
+            total = s["P"] * s["R"] * s["B"]
+            j, kk = fold(total, hardware.pe1)
+            stage = d + (d - 1 - k)
+            out.append(Contraction("core_grad", k, "tt1", (s["m"] * s["c"], j, kk, s["a"] * s["n"]), grad_bits,
+                                   act_bits, folded=total, stage=stage))
+            if k > 0 or need_input_grad:
+                out.append(input_grad(k, stage))
+        return out
+    in_features, out_features = math.prod(geometry.in_modes), math.prod(geometry.out_modes)
+    route = dense_route(d)
+    inputs = list(range(d - 1, -1, -1)) if need_input_grad else []  # the chain serves only the input gradient
+    for depth in range(max(len(inputs), 1 + max((step.depth for step in route), default=0))):
+        stage = d + depth
+        if depth < len(inputs):
+            out.append(input_grad(inputs[depth], stage))
+        if depth == 0:
+            out.append(Contraction("outer", 0, "tt3", (in_features, geometry.batch, 1, out_features), act_bits,
+                                   grad_bits, stage=stage))
+        for step in route:
+            if step.depth == depth:
+                out.append(_route_contraction(geometry, step, grad_bits, core_bits, stage))
     return out
+
+
+def _route_contraction(geometry: LayerGeometry, step: RouteStep, grad_bits: int, core_bits: int, stage: int
+                       ) -> Contraction:
+    """One step of the dense route as a PE2 (left) or PE1 (right) contraction (the module docstring's layouts)."""
+    a, m, n, c = (geometry.ranks[step.core], geometry.out_modes[step.core], geometry.in_modes[step.core],
+                  geometry.ranks[step.core + 1])
+    size = math.prod(node_shape(step.source, geometry.ranks, geometry.out_modes, geometry.in_modes))
+    if step.side == "left":
+        return Contraction("dense_left", step.core, "tt2", (1, a * m * n, size // (a * m * n), c), grad_bits,
+                           core_bits, stage=stage)
+    return Contraction("dense_right", step.core, "tt1", (size // (m * n * c), m * n, c, a), grad_bits, core_bits,
+                       stage=stage)
 
 
 def _ranges(length: int, step: int) -> list[tuple[int, int]]:
@@ -297,6 +359,9 @@ def tile(index: int, contraction: Contraction, hardware: StepHardware) -> list[P
         raise ValueError(f"{contraction.name} needs {contraction.a_bits} x {contraction.b_bits}-bit operands, but "
                          f"{contraction.pe} is built for {spec.a_bits} x {spec.b_bits} bits")
     i, j, k, l = contraction.dims
+    if contraction.pe == "tt3":  # one sample (J) a call, its products exact: no accumulator to protect
+        return [PeCall(index, "tt3", ri, rj, (0, 1), rl) for rj in _ranges(j, 1) for ri in _ranges(i, MAX_DIM)
+                for rl in _ranges(l, spec.max_j)]
     terms = max_terms(spec.acc_bits, contraction.a_bits, contraction.b_bits)
     if terms < 1:
         raise ValueError(f"{contraction.name}: one {contraction.a_bits} x {contraction.b_bits}-bit product can "
@@ -315,12 +380,13 @@ def tile(index: int, contraction: Contraction, hardware: StepHardware) -> list[P
 
 
 def plan_step(geometry: LayerGeometry, *, act_bits: int = 8, grad_bits: int = 16, core_bits: int = 4,
-              need_input_grad: bool = True, hardware: StepHardware = StepHardware()) -> StepPlan:
+              need_input_grad: bool = True, hardware: StepHardware = StepHardware(),
+              core_grad_route: str = "direct") -> StepPlan:
     """The schedule of one training step of a layer of ``geometry``: contractions and PE calls, shapes only."""
     for name, bits in (("act_bits", act_bits), ("grad_bits", grad_bits), ("core_bits", core_bits)):
         _check_int(name, bits, 2, 16)
     items = contractions(geometry, act_bits=act_bits, grad_bits=grad_bits, core_bits=core_bits,
-                         need_input_grad=need_input_grad, hardware=hardware)
+                         need_input_grad=need_input_grad, hardware=hardware, core_grad_route=core_grad_route)
     calls = [call for index, item in enumerate(items) for call in tile(index, item, hardware)]
     return StepPlan(geometry=geometry, hardware=hardware, contractions=tuple(items), calls=tuple(calls))
 

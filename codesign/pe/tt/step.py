@@ -36,6 +36,7 @@ import numpy as np
 
 from codesign.numerics.formats import FIXED_FRAC_BITS
 from codesign.numerics.scales import UNSET, mean_abs, mean_abs_frac_bits
+from codesign.numerics.tt_dense_route import dense_route
 from codesign.pe.tt import golden
 from codesign.pe.tt.layer_state import TRACKERS, TtLayerState
 from codesign.pe.tt.schedule import Contraction, LayerGeometry, StepHardware, StepPlan, plan_step, stages
@@ -275,11 +276,21 @@ def operands(contraction: Contraction, cores: list[np.ndarray], tensor: np.ndarr
 
     ``tensor`` is the state (forward) or the state gradient (backward)
     entering it, batch last; ``saved`` the forward state of the same core, as
-    it went into PE2 (core gradients).
+    it went into PE2 (core gradients). On the dense route: the outer
+    products take the input codes ``(B, N)`` as ``tensor`` and the output
+    gradient codes ``(B, M)`` as ``saved``; a route step takes its source
+    node (codes, flat).
     """
     core = cores[contraction.core]
     r_prev, m, n, r = core.shape
-    i_dim, j_dim, k_dim, _ = contraction.dims
+    i_dim, j_dim, k_dim, l_dim = contraction.dims
+    if contraction.phase == "outer":  # the batch's inputs (B, N) and output gradients (B, M), a sample a call
+        return tensor, saved
+    if contraction.phase == "dense_left":  # the node (1, r_lo m n, rest); the core as (r_{lo+1}, r_lo m n)
+        return tensor.reshape(i_dim, j_dim, k_dim), np.ascontiguousarray(core.transpose(3, 0, 1, 2)).reshape(
+            l_dim, j_dim)
+    if contraction.phase == "dense_right":  # the node (rest, m n, r_hi); the core as it lies, (r_{hi-1}, m n, r_hi)
+        return tensor.reshape(i_dim, j_dim, k_dim), core.reshape(l_dim, j_dim, k_dim)
     if contraction.phase == "forward":
         return tensor.reshape(i_dim, j_dim, k_dim), np.ascontiguousarray(core.transpose(1, 3, 0, 2)).reshape(
             m * r, r_prev * n)
@@ -324,15 +335,19 @@ def call_cuts(plan: StepPlan) -> list[list[CallCut]]:
     blocks: list[set] = [set() for _ in plan.contractions]
     for call in plan.calls:
         i, j, k, l = (slice(start, stop) for start, stop in (call.i, call.j, call.k, call.l))
-        tt1 = plan.contractions[call.index].pe == "tt1"
-        block = (call.i, call.l) if tt1 else (call.i, call.l, call.k)
-        cuts[call.index].append(CallCut(a=(i, j, k), b=(l, j, k) if tt1 else (l, j), z=(i, l) if tt1 else (i, l, k),
-                                        first=block not in blocks[call.index]))
+        pe = plan.contractions[call.index].pe
+        block = (call.i, call.l) if pe != "tt2" else (call.i, call.l, call.k)
+        if pe == "tt3":  # sample j's input and output gradient, both (B, features)
+            cut = CallCut(a=(call.j[0], i), b=(call.j[0], l), z=(i, l), first=block not in blocks[call.index])
+        else:
+            cut = CallCut(a=(i, j, k), b=(l, j, k) if pe == "tt1" else (l, j), z=(i, l) if pe == "tt1" else (i, l, k),
+                          first=block not in blocks[call.index])
+        cuts[call.index].append(cut)
         blocks[call.index].add(block)
     for index, item in enumerate(plan.contractions):  # the blocks tile Z (so no word of it is left unwritten)
         i_dim, _, k_dim, l_dim = item.dims
         covered = sum(math.prod(stop - start for start, stop in block) for block in blocks[index])
-        if covered != i_dim * l_dim * (1 if item.pe == "tt1" else k_dim):
+        if covered != i_dim * l_dim * (k_dim if item.pe == "tt2" else 1):
             raise ValueError(f"{item.name}: the calls cover {covered} result words, not all of them")
     if len(_cuts) >= CUT_CACHE:
         _cuts.pop(next(iter(_cuts)))
@@ -356,7 +371,7 @@ def run_contractions(plan: StepPlan, jobs: Sequence[tuple[int, np.ndarray, np.nd
     for index, _, _ in jobs:
         item = plan.contractions[index]
         i_dim, _, k_dim, l_dim = item.dims
-        z = np.empty((i_dim, l_dim) if item.pe == "tt1" else (i_dim, l_dim, k_dim), dtype=np.int64)
+        z = np.empty((i_dim, l_dim) if item.pe != "tt2" else (i_dim, l_dim, k_dim), dtype=np.int64)
         for cut in cuts[index]:  # every block's first partial sum is written, the rest added (64-bit)
             if cut.first:
                 z[cut.z] = results[position]
@@ -384,12 +399,13 @@ def step_plan(layer: TtLayerState, batch: int, hardware: StepHardware = StepHard
     than tiled anew on every pass."""
     check_layer(layer)
     key = (tuple(core.shape for core in layer.cores), batch, layer.activation_bits, layer.grad_bits,
-           layer.core_bits, layer.is_network_input, hardware)
+           layer.core_bits, layer.is_network_input, layer.core_grad_route, hardware)
     plan = _plans.get(key)
     if plan is None:
         plan = plan_step(LayerGeometry.of_cores(layer.cores, batch), act_bits=layer.activation_bits,
                          grad_bits=layer.grad_bits, core_bits=layer.core_bits,
-                         need_input_grad=not layer.is_network_input, hardware=hardware)
+                         need_input_grad=not layer.is_network_input, hardware=hardware,
+                         core_grad_route=layer.core_grad_route)
         if len(_plans) >= PLAN_CACHE:
             _plans.pop(next(iter(_plans)))
         _plans[key] = plan
@@ -509,7 +525,6 @@ def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = Ste
     shapes = [geo.core(k) for k in range(d)]
     fwd = _step_forward(layer, x, plan, runner, forward)
     tr, cores, core_frac, states, state_frac = fwd.trackers, fwd.cores, fwd.core_frac, fwd.states, fwd.state_frac
-    y = fwd.y
     index = d
 
     # backward
@@ -518,6 +533,9 @@ def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = Ste
                           current=tr["grad_frac_bits"][d - 1], update=True)
     tr["grad_frac_bits"][d - 1] = frac
     g_top = quantize_values(g64, frac, layer.grad_bits)
+    if layer.core_grad_route == "dense":
+        core_grads, grad_x = _dense_backward(layer, plan, runner, fwd, g_top, frac, tr)
+        return _result(layer, plan, fwd, core_grads, grad_x, g_top, tr)
     g = g_top.T  # batch last: (M, B)
     core_grads: list[np.ndarray] = [None] * d  # type: ignore[list-item]
     stage_of = {index: stage for stage in stages(plan) for index in stage}
@@ -549,6 +567,74 @@ def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = Ste
         frac, g = scale_and_round(z, z_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
                                   current=tr["grad_frac_bits"][k - 1])
         tr["grad_frac_bits"][k - 1] = frac
+    return _result(layer, plan, fwd, core_grads, grad_x, g_top, tr)
+
+
+def _dense_backward(layer: TtLayerState, plan: StepPlan, runner, fwd: ForwardSweep, g_top: np.ndarray, g_frac: int,
+                    tr: dict[str, list[int]]) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """The backward stages of the dense route (:mod:`codesign.numerics.tt_dense_route`): the input-gradient chain
+    as on the direct route, and beside it the outer products, whose sum over the batch is ``dW^T``, then the
+    route's steps to every core gradient. The host rounds ``dW`` and each partial to ``grad_bits`` at a scale
+    chosen from that tensor alone (nothing carries it to the next step), each core gradient at its tracker."""
+    geo, d = plan.geometry, plan.geometry.order
+    batch = geo.batch
+    x_codes = np.ascontiguousarray(fwd.states[0].reshape(-1, batch).T)  # (B, N), as the forward sweep rounded it
+    g = g_top.T  # batch last: (M, B)
+    route = iter(dense_route(d))
+    nodes: dict = {}  # node -> (codes, fraction bits)
+    core_grads: list[np.ndarray] = [None] * d  # type: ignore[list-item]
+    grad_x = None
+
+    def keep(node, z, z_frac):
+        lo, hi = node
+        core_grad = hi == lo + 1
+        current = tr["core_grad_frac_bits"][lo] if core_grad else UNSET
+        frac, codes = scale_and_round(z, z_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
+                                      current=current)
+        if core_grad:
+            tr["core_grad_frac_bits"][lo] = frac
+            core_grads[lo] = to_values(codes.reshape(fwd.cores[lo].shape), frac).astype(np.float32)
+        else:
+            nodes[node] = (codes, frac)
+
+    for stage in stages(plan)[d:]:
+        jobs, targets = [], []
+        for index in stage:
+            item = plan.contractions[index]
+            if item.phase == "input_grad":
+                s = geo.core(item.core)
+                jobs.append((index, *operands(item, fwd.cores, g.reshape(s["P"], s["m"] * s["c"], s["R"] * s["B"]))))
+                targets.append(None)
+            elif item.phase == "outer":
+                jobs.append((index, *operands(item, fwd.cores, x_codes, g_top)))
+                targets.append(None)
+            else:
+                step = next(route)
+                codes, frac = nodes[step.source]
+                jobs.append((index, *operands(item, fwd.cores, codes)))
+                targets.append((step, frac + fwd.core_frac[step.core]))
+        for index, target, z in zip(stage, targets, run_contractions(plan, jobs, runner)):
+            item = plan.contractions[index]
+            if item.phase == "outer":  # dW^T (N, M) -> dW as (m_1, n_1, .., m_d, n_d)
+                z = z.reshape(*geo.in_modes, *geo.out_modes).transpose([axis for k in range(d) for axis in (d + k, k)])
+                keep((0, d), z, fwd.state_frac[0] + g_frac)
+            elif item.phase == "input_grad":
+                z_frac = tr["grad_frac_bits"][item.core] + fwd.core_frac[item.core]
+                if item.core == 0:
+                    grad_x = (to_values(z, z_frac).reshape(-1, batch).T * fwd.input_mask).astype(np.float32)
+                    continue
+                frac, g = scale_and_round(z, z_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
+                                          current=tr["grad_frac_bits"][item.core - 1])
+                tr["grad_frac_bits"][item.core - 1] = frac
+            else:
+                keep(target[0].target, z, target[1])
+    return core_grads, grad_x
+
+
+def _result(layer: TtLayerState, plan: StepPlan, fwd: ForwardSweep, core_grads: list[np.ndarray],
+            grad_x: np.ndarray | None, g_top: np.ndarray, tr: dict[str, list[int]]) -> StepResult:
+    """The step's result: the bias gradient (the batch's sum of the output gradient codes, rounded) added."""
+    d = plan.geometry.order
     bias_grad = None
     if layer.bias is not None:
         total = g_top.sum(axis=0)
@@ -559,5 +645,5 @@ def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = Ste
         bias_grad = to_values(codes, frac_bg).astype(np.float32)
     stats = {"calls": len(plan.calls), "contractions": len(plan.contractions),
              "macs": sum(c.macs for c in plan.contractions)}
-    return StepResult(y=y.astype(np.float32), grad_x=grad_x, core_grads=core_grads, bias_grad=bias_grad,
+    return StepResult(y=fwd.y.astype(np.float32), grad_x=grad_x, core_grads=core_grads, bias_grad=bias_grad,
                       trackers={name: tuple(values) for name, values in tr.items()}, stats=stats)

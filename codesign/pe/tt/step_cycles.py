@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from codesign.pe.tt import golden
-from codesign.pe.tt.contract import WORD_BITS, header_word
+from codesign.pe.tt.contract import WORD_BITS
 from codesign.pe.tt.cycles import stream_words, transaction_cycles
 from codesign.pe.tt.layer_state import TtLayerState
 from codesign.pe.tt.schedule import LayerGeometry, StepHardware, StepPlan, assign_calls, plan_step, stages
@@ -164,7 +164,7 @@ def stage_loads(plan: StepPlan, pe: str) -> list[tuple[int, int, int]]:
     loads = []
     for stage in stages(plan):
         calls = [call for call in plan.calls if call.index in stage and call.pe == pe]
-        headers = [header_word(*call.dims) for call in calls]
+        headers = [call.header for call in calls]
         cycles = [transaction_cycles(spec, header).total for header in headers]
         words = [call_traffic(spec, header) for header in headers]
         per_copy = [0] * copies
@@ -231,7 +231,7 @@ def step_cycles(plan: StepPlan) -> StepCycles:
     sums = [dict.fromkeys(("calls", "cycles", *PHASES, *traffic, "overlapped"), 0) for _ in plan.contractions]
     per_call, per_call_overlapped = [], []
     for call in plan.calls:
-        spec, header = plan.hardware.spec(call.pe), header_word(*call.dims)
+        spec, header = plan.hardware.spec(call.pe), call.header
         cycles, moved = transaction_cycles(spec, header), call_traffic(spec, header)
         overlapped = max(moved[2], cycles.compute, moved[3])
         per_call.append(cycles.total)

@@ -30,8 +30,9 @@ from torch import nn
 from codesign.train.config import require
 from codesign.train.layers import CountedMixin
 from codesign.train.tt.precision import UNSET, TTPrecision, representable_range, tracked_quantize
-from codesign.train.tt.ttm import (TTMatrix, check_cores, check_max_rank, check_modes, contraction_macs, forward_shapes,
-                                   tt_backward, tt_forward, tt_to_dense)
+from codesign.train.tt.ttm import (TTMatrix, check_cores, check_max_rank, check_modes, contraction_macs,
+                                   dense_route_sizes, forward_shapes, tt_backward, tt_dense_core_grads, tt_forward,
+                                   tt_to_dense)
 
 
 class _TTFunction(torch.autograd.Function):
@@ -82,11 +83,16 @@ class _TTFunction(torch.autograd.Function):
                         return state  # the incoming gradient, already rounded
                     return layer._quantize("grad_frac_bits", k, state, q.grad_bits, q.grad_headroom_bits, ctx.update)
         need_x = ctx.needs_input_grad[0] and not layer.is_network_input
-        grad_x, core_grads = tt_backward(g, ctx.cores_q, ctx.saved, need_input_grad=need_x, on_grad=hook)
+        dense = q is not None and q.core_grad_route == "dense"
+        grad_x, core_grads = tt_backward(g, ctx.cores_q, ctx.saved, need_input_grad=need_x, on_grad=hook,
+                                         need_core_grads=not dense)
         grad_b = g.sum(dim=0) if ctx.has_bias and ctx.needs_input_grad[1] else None
         if q is not None:
-            core_grads = [layer._quantize("core_grad_frac_bits", k, cg, q.grad_bits, q.grad_headroom_bits, ctx.update)
-                          for k, cg in enumerate(core_grads)]
+            if dense:
+                core_grads = layer._dense_core_grads(g, ctx.saved[0], ctx.cores_q, ctx.update)
+            else:
+                core_grads = [layer._quantize("core_grad_frac_bits", k, cg, q.grad_bits, q.grad_headroom_bits,
+                                              ctx.update) for k, cg in enumerate(core_grads)]
             if grad_b is not None:
                 grad_b = layer._quantize("bias_grad_frac_bits", 0, grad_b, q.grad_bits, q.grad_headroom_bits,
                                          ctx.update)
@@ -214,6 +220,24 @@ class TTLinear(nn.Module, CountedMixin):
         return tracked_quantize(core, self.core_frac_bits, k, bits=q.core_bits, headroom_bits=q.core_headroom_bits,
                                 rounding=q.rounding, update=False)
 
+    def _dense_core_grads(self, g: torch.Tensor, x_state: torch.Tensor, cores_q, update: bool) -> list[torch.Tensor]:
+        """Core gradients by the dense route (:func:`tt_dense_core_grads`): ``dW = g^T x`` from the rounded
+        output gradient and input (exact in float64), then every node of the route rounded to ``grad_bits`` as the
+        PE step's host rounds it: ``dW`` and the partials at a scale chosen from that tensor alone (they are made
+        and used within the step, so no tracker carries them), each core gradient at its tracked scale."""
+        q = self.precision_tt
+        dense_grad = g.T @ x_state.reshape(g.shape[0], self.in_features)
+
+        def round_node(node, tensor):
+            if node[1] == node[0] + 1:  # a core gradient
+                return self._quantize("core_grad_frac_bits", node[0], tensor, q.grad_bits, q.grad_headroom_bits,
+                                      update)
+            fresh = _int_buffer(1)
+            return tracked_quantize(tensor, fresh, 0, bits=q.grad_bits, headroom_bits=q.grad_headroom_bits,
+                                    rounding=q.rounding, update=True)
+
+        return tt_dense_core_grads(dense_grad, cores_q, on_node=round_node)
+
     def reset_core_scales(self) -> None:
         """Fix each core's power-of-two scale from its current mean |value| (done once, at construction)."""
         q = self.precision_tt
@@ -307,6 +331,19 @@ class TTLinear(nn.Module, CountedMixin):
         self.ledger.add_dram(self.layer_name, "error", sum(grad_sizes[k] * bits_a + cores_q[k].numel() * bits_b
                                                            + state_sizes[k] * 32 for k in error_cores))
         arith, bits_a, bits_b = self._widths("weight_grad")
+        q = self.precision_tt
+        if q is not None and q.core_grad_route == "dense":
+            # the outer products (16 x 8 bits, each product a 32-bit word out), then the route (16 x 4 bits), every
+            # node read and written at grad_bits, the cores read once
+            outer = batch * self.in_features * self.out_features
+            self.ledger.add_macs(self.layer_name, "weight_grad", outer, bits_a=bits_a, bits_b=bits_b, arith=arith)
+            route = dense_route_sizes(cores_q)
+            self.ledger.add_macs(self.layer_name, "weight_grad", sum(m for _, _, m in route), bits_a=bits_a,
+                                 bits_b=q.core_bits, arith=arith)
+            self.ledger.add_dram(self.layer_name, "weight_grad", batch * (self.in_features * bits_b + self.out_features
+                                                                          * bits_a) + outer * 32 + sum(
+                (read + written) * bits_a for read, written, _ in route) + sum(c.numel() for c in cores_q) * q.core_bits)
+            return
         self.ledger.add_macs(self.layer_name, "weight_grad", sum(macs["core_grad"]), bits_a=bits_a, bits_b=bits_b,
                              arith=arith)
         self.ledger.add_dram(self.layer_name, "weight_grad", sum(

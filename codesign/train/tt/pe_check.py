@@ -40,7 +40,7 @@ def layer_state(layer: TTLinear) -> TtLayerState:
         core_bits=q.core_bits, activation_bits=q.activation_bits, bias_bits=q.bias_bits, grad_bits=q.grad_bits,
         core_headroom_bits=q.core_headroom_bits, activation_headroom_bits=q.activation_headroom_bits,
         grad_headroom_bits=q.grad_headroom_bits, quantize_intermediates=q.quantize_intermediates,
-        rounding=q.rounding)
+        rounding=q.rounding, core_grad_route=q.core_grad_route)
 
 
 def golden_step(layer: TTLinear, x, grad_y) -> StepResult:

@@ -18,6 +18,7 @@ import torch
 from codesign.train.quantize import quantize
 from codesign.numerics.formats import DETERMINISTIC_ROUNDING
 from codesign.numerics.scales import UNSET, mean_abs, mean_abs_frac_bits
+from codesign.numerics.tt_dense_route import ROUTES
 from codesign.pe.tt.contract import fixed_format  # noqa: F401 (the codes of TT training are the PEs')
 from codesign.train.config import require
 
@@ -33,6 +34,11 @@ class TTPrecision:
     ``quantize_intermediates``: round the states between two core
     contractions too (forward states to ``activation_bits``, backward ones to
     ``grad_bits``), as a datapath that writes them back to memory must.
+    ``core_grad_route``: ``"direct"`` contracts the output gradient with the
+    saved states, core by core; ``"dense"`` forms the dense weight gradient
+    first (PE3's outer products) and contracts it with the other cores
+    (paper 003, App. A.2; :mod:`codesign.numerics.tt_dense_route`). The two
+    round different intermediates, so their gradients differ in the last bits.
     """
 
     core_bits: int = 4
@@ -44,6 +50,7 @@ class TTPrecision:
     grad_headroom_bits: int = 6
     quantize_intermediates: bool = True
     rounding: str = "nearest_even"
+    core_grad_route: str = "direct"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -61,6 +68,8 @@ class TTPrecision:
         require(isinstance(self.quantize_intermediates, bool), f"{prefix}.quantize_intermediates", "must be a bool")
         require(self.rounding in DETERMINISTIC_ROUNDING, f"{prefix}.rounding",
                 f"must be one of {DETERMINISTIC_ROUNDING}, got {self.rounding!r}")
+        require(self.core_grad_route in ROUTES, f"{prefix}.core_grad_route",
+                f"must be one of {ROUTES}, got {self.core_grad_route!r}")
 
 
 def tracked_quantize(tensor: torch.Tensor, trackers: torch.Tensor, index: int, *, bits: int, headroom_bits: int,

@@ -16,7 +16,8 @@ left to right over the input (paper 003, App. A.1, Eqs. (8)-(10)); the
 backward pass sweeps them right to left over the output gradient, giving the
 input gradient (Eqs. (11)-(12)) and, from the intermediates saved in the
 forward sweep, each core's gradient directly (the first of the two routes in
-App. A.2, rather than first forming the dense weight gradient, Eq. (13)).
+App. A.2). :func:`tt_dense_core_grads` takes the second: the dense weight
+gradient first, then its contractions with the other cores (Eqs. (14)-(19)).
 Every function works on NumPy arrays and on torch tensors alike, because
 ``einsum`` and ``reshape`` have the same meaning in both.
 """
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from codesign.numerics.tt_dense_route import Node, dense_route, node_shape
 from codesign.numerics.tt_svd import tt_svd as svd_cores
 from codesign.train.config import require
 
@@ -160,7 +162,7 @@ def tt_forward(x: Array, cores: Sequence[Array], *, on_state: StepHook | None = 
 
 
 def tt_backward(grad_y: Array, cores: Sequence[Array], saved: Sequence[Array], *, need_input_grad: bool = True,
-                on_grad: StepHook | None = None) -> tuple[Array | None, list[Array]]:
+                on_grad: StepHook | None = None, need_core_grads: bool = True) -> tuple[Array | None, list[Array]]:
     """Input and core gradients of ``y = x W^T`` by a right-to-left sweep (paper 003, Eqs. (11)-(12), App. A.2).
 
     With ``g_k`` the gradient of contraction ``k``'s output, reshaped to
@@ -171,7 +173,9 @@ def tt_backward(grad_y: Array, cores: Sequence[Array], saved: Sequence[Array], *
 
     ``on_grad(k, g)`` may replace ``g_k`` before it is used (a quantiser).
     The sweep stops before the input gradient when ``need_input_grad`` is
-    False (the network input needs none). Returns (dx or None, [dG_1..dG_d]).
+    False (the network input needs none). Without ``need_core_grads`` (the
+    dense route computes them) only the input-gradient chain runs, and the
+    list holds None. Returns (dx or None, [dG_1..dG_d]).
     """
     batch = grad_y.shape[0]
     shapes = forward_shapes(cores, batch)
@@ -179,13 +183,16 @@ def tt_backward(grad_y: Array, cores: Sequence[Array], saved: Sequence[Array], *
     core_grads: list[Array] = [None] * d  # type: ignore[list-item]
     g = grad_y
     grad_x = None
+    if not need_input_grad and not need_core_grads:
+        return None, core_grads
     for k in range(d - 1, -1, -1):
         b, p, a, n, rem = shapes[k]
         core = cores[k]
         g = g.reshape(b, p, core.shape[1], core.shape[3], rem)
         if on_grad is not None:
             g = on_grad(k, g)
-        core_grads[k] = _einsum("bpajq,bpicq->aijc", saved[k], g)
+        if need_core_grads:
+            core_grads[k] = _einsum("bpajq,bpicq->aijc", saved[k], g)
         if k == 0 and not need_input_grad:
             break
         g = _einsum("bpicq,aijc->bpajq", g, core)
@@ -195,6 +202,57 @@ def tt_backward(grad_y: Array, cores: Sequence[Array], saved: Sequence[Array], *
             prev = shapes[k - 1]
             g = g.reshape(b, prev[1] * cores[k - 1].shape[1], cores[k - 1].shape[3], prev[4])
     return grad_x, core_grads
+
+
+def tt_dense_core_grads(dense_grad: Array, cores: Sequence[Array], *,
+                        on_node: Callable[[Node, Array], Array] | None = None) -> list[Array]:
+    """Core gradients from the dense weight gradient ``dW`` (M, N) (paper 003, App. A.2, second route).
+
+    Follows :func:`codesign.numerics.tt_dense_route.dense_route`: ``dW`` as
+    ``(m_1, n_1, .., m_d, n_d)``, then left steps (sum over ``r_lo, m_lo,
+    n_lo`` against core ``lo``) and right steps (sum over ``m, n, r_hi``
+    against core ``hi - 1``) down to each core's gradient ``(r_{k-1}, m_k,
+    n_k, r_k)``. ``on_node(node, tensor)`` may replace every node as it is
+    made, ``dW`` first (a quantiser); the nodes are handed over in the
+    route's order, flat as ``(r_lo, .., r_hi)`` row-major.
+    """
+    d = len(cores)
+    ranks = [int(core.shape[0]) for core in cores] + [1]
+    out_modes = [int(core.shape[1]) for core in cores]
+    in_modes = [int(core.shape[2]) for core in cores]
+    interleave = [axis for k in range(d) for axis in (k, d + k)]
+    start = dense_grad.reshape(*out_modes, *in_modes)
+    start = (start.permute(*interleave) if _is_torch(start) else start.transpose(interleave)).reshape(-1)
+    nodes = {(0, d): on_node((0, d), start) if on_node is not None else start}
+    for step in dense_route(d):
+        source = nodes[step.source]
+        core = cores[step.core]
+        a, m, n, c = (int(v) for v in core.shape)
+        if step.side == "left":  # (a·m·n, rest) against the core (a·m·n, c): (c, rest)
+            z = _einsum("jr,jc->cr", source.reshape(a * m * n, -1), core.reshape(a * m * n, c))
+        else:  # (rest, m·n·c) against the core (a, m·n·c): (rest, a)
+            z = _einsum("rj,aj->ra", source.reshape(-1, m * n * c), core.reshape(a, m * n * c))
+        z = z.reshape(-1)
+        nodes[step.target] = on_node(step.target, z) if on_node is not None else z
+    return [nodes[(k, k + 1)].reshape(node_shape((k, k + 1), ranks, out_modes, in_modes)[0], out_modes[k],
+                                      in_modes[k], ranks[k + 1]) for k in range(d)]
+
+
+def dense_route_sizes(cores: Sequence[Array]) -> list[tuple[int, int, int]]:
+    """``(values read, values written, MACs)`` of every contraction of the dense route, in the route's order
+    (the core's values not counted as read)."""
+    d = len(cores)
+    ranks = [int(core.shape[0]) for core in cores] + [1]
+    out_modes = [int(core.shape[1]) for core in cores]
+    in_modes = [int(core.shape[2]) for core in cores]
+    out = []
+    for step in dense_route(d):
+        source = math.prod(node_shape(step.source, ranks, out_modes, in_modes))
+        target = math.prod(node_shape(step.target, ranks, out_modes, in_modes))
+        summed = ranks[step.core] * out_modes[step.core] * in_modes[step.core] if step.side == "left" else \
+            out_modes[step.core] * in_modes[step.core] * ranks[step.core + 1]
+        out.append((source, target, target * summed))
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -265,5 +323,5 @@ class TTMatrix:
         return tt_forward(x, self.cores)[0]
 
 
-__all__ = ["TTMatrix", "check_cores", "check_max_rank", "check_modes", "contraction_macs", "forward_shapes",
-           "tt_backward", "tt_forward", "tt_svd", "tt_to_dense"]
+__all__ = ["TTMatrix", "check_cores", "check_max_rank", "check_modes", "contraction_macs", "dense_route_sizes", "forward_shapes",
+           "tt_backward", "tt_dense_core_grads", "tt_forward", "tt_svd", "tt_to_dense"]
