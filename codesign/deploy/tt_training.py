@@ -138,11 +138,12 @@ def step_hardware(manifest: Mapping) -> StepHardware:
 
 
 class TtBoardTrainer(OnBoard, TtMlpTrainer):
-    """The design's NumPy TT loop (:mod:`codesign.loops.tt`) with every contraction on the overlay's tt1/tt2 IPs.
+    """The design's NumPy TT loop (:mod:`codesign.loops.tt`) with every contraction on the overlay's TT IPs.
 
     ``TtBoardTrainer(overlay)`` takes the set-up design.json records
     (``loop``), with ``setup_changes`` (epochs, batch size...) applied as on
-    the golden run, and every copy of tt1 and tt2 as an IP; ``design``, a
+    the golden run, and every copy of tt1 and tt2 (and the tt3, which the
+    dense route calls) as an IP; ``design``, a
     design point, is checked against the overlay first (a desktop's guard).
     The host (loss, prior, Adam, pruning) is NumPy, so this runs on a board
     image as it is, and ends with the golden loop's weights bit for bit.
@@ -153,7 +154,7 @@ class TtBoardTrainer(OnBoard, TtMlpTrainer):
         setup = self.loop_setup("tt", TtTrainSetup, setup_changes)
         drivers: Dict[str, List[AccelIP]] = {}
         for ip in overlay.manifest["ips"]:
-            if ip["pe"] in ("tt1", "tt2"):
+            if ip["pe"] in ("tt1", "tt2", "tt3"):
                 drivers.setdefault(ip["pe"], []).append(overlay.accelerator(ip["name"]))
         self.ip_runner = IpRunner(drivers, step_hardware(overlay.manifest))
         super().__init__(setup, runner=self.ip_runner)

@@ -39,11 +39,13 @@ pytestmark = pytest.mark.slow
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def _design(epochs: int = 2, **prior):
-    """The shipped example with two copies of PE1 and of PE2: every contraction stage is split over the copies."""
+def _design(epochs: int = 2, route: str = "direct", **prior):
+    """The shipped example with two copies of PE1 and of PE2: every contraction stage is split over the copies;
+    ``route``: the precision's core_grad_route."""
     raw = read_toml(EXAMPLES / "digits_tt.toml")
     for pe in ("tt1", "tt2"):
         raw["design"]["pe"][pe]["copies"] = 2
+    raw["techniques"]["tt"]["precision"]["core_grad_route"] = route
     design = design_from_dict(raw)
     training = design.training
     tt = training.techniques["tt"]
@@ -176,8 +178,9 @@ def test_the_numpy_loop_on_the_ips_is_bit_identical_to_the_golden_numpy_loop(ove
     figures, reference = board.throughput(), golden.throughput()
     assert figures["steps"] == reference["steps"] == 4 and figures["macs"] == reference["macs"]
     assert figures["transactions"] == reference["transactions"] and figures["replay_misses"] == 0
-    assert figures["emulated"] and all(driver.calls > 0 for copies in board.ip_runner.drivers.values()
-                                       for driver in copies)
+    assert figures["emulated"] and all(driver.calls > 0 for pe in ("tt1", "tt2")
+                                       for driver in board.ip_runner.drivers[pe])
+    assert board.ip_runner.drivers["tt3"][0].calls == 0  # the direct route has no outer products
     for trainer in (board, golden):
         trainer.train_step(data.train_x[:64], data.train_y[:64])
     assert _same_state(board, golden) == compared
@@ -265,3 +268,23 @@ def test_the_board_reports_the_step_model_beside_its_wall_time(overlay):
     assert model["memory_s_per_step"] == pytest.approx(desktop.memory_s, rel=1e-12, abs=1e-15)
     assert model["stages"] == desktop.stages and not model["evaluation_included"]
     assert figures["seconds_per_step"] > 0 and len(board.ip_runner.stages.stages) > model["stages"]
+
+
+def test_the_dense_route_on_the_ips_is_bit_identical_to_the_golden_numpy_loop(tmp_path):
+    """core_grad_route = "dense": PE3's IP takes the outer products, the tt1 and tt2 copies the route's
+    contractions; the board runtime's loop (no torch) ends every word equal to the golden NumPy loop's."""
+    design = _design(route="dense")
+    folder = write_emulation_folder(design, tmp_path / design.board.name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        overlay = CodesignOverlay(folder, design=design, emulate=True)
+    changes = {**QUICK_CHANGES["tt"], "epochs": 1}
+    board, golden = TtBoardTrainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
+    assert board.setup.precision["core_grad_route"] == "dense" and golden.setup == board.setup
+    data = _subset(128, 64)
+    for trainer in (board, golden):
+        trainer.fit(data, progress=False)
+    assert [row["loss"] for row in board.history] == [row["loss"] for row in golden.history]
+    assert _same_state(board, golden) > 0
+    calls = {pe: sum(driver.calls for driver in copies) for pe, copies in board.ip_runner.drivers.items()}
+    assert calls["tt3"] > 0 and calls["tt1"] > 0 and calls["tt2"] > 0

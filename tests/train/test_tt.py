@@ -6,6 +6,7 @@ Definition 1), TT-SVD's error lies between the unfoldings' best-rank errors
 (Eckart-Young) and their root sum of squares (Oseledets 2011, Thm. 2.2).
 """
 
+import dataclasses
 import itertools
 import math
 
@@ -20,6 +21,7 @@ from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainCon
 from codesign.train.tt import (RankPrior, TTLayerSpec, TTLinear, TTMatrix, TTMLPConfig, TTPrecision, rebuild_optimizer,
                                tt_backward, tt_forward, tt_layers, tt_trainer)
 from codesign.train.tt.rank import prune_keep
+from codesign.train.tt.ttm import dense_route_sizes
 
 IN_MODES, OUT_MODES = (3, 2, 4), (2, 3, 2)  # W is (12, 24)
 
@@ -303,6 +305,7 @@ def test_rebuilt_optimizer_continues_the_kept_slices():
     (lambda: TTPrecision(core_bits=1), "precision.core_bits"),
     (lambda: TTPrecision(grad_bits=40), "precision.grad_bits"),
     (lambda: TTPrecision(activation_bits=8, activation_headroom_bits=7), "precision.activation_headroom_bits"),
+    (lambda: TTPrecision(core_grad_route="outer"), "precision.core_grad_route"),
     (lambda: RankPrior(threshold=1.5), "prior.threshold"),
     (lambda: RankPrior(weight=-1.0), "prior.weight"),
     (lambda: TTLayerSpec(in_modes=(4, 0), out_modes=(2, 2), max_rank=2), "layer.in_modes"),
@@ -398,3 +401,18 @@ def test_ledger_counts_the_contractions_of_each_phase():
     assert phases["forward"]["bitops"] == phases["forward"]["macs"] * 8 * 4
     assert phases["error"]["bitops"] == phases["error"]["macs"] * 16 * 4
     assert phases["weight_grad"]["bitops"] == phases["weight_grad"]["macs"] * 16 * 8
+
+
+def test_ledger_counts_the_dense_routes_outer_products_and_contractions():
+    """core_grad_route="dense": the weight-gradient phase is the batch's outer products (16 x 8 bits) and the
+    route's contractions (16 x 4 bits); forward and error are as on the direct route."""
+    config = SMALL.replace(data=DataConfig(name="synthetic", synthetic_samples=40, test_fraction=0.5),
+                           optim=OptimConfig(epochs=1, batch_size=20, lr=1e-2))
+    dense = dataclasses.replace(TT_SMALL, precision=TTPrecision(core_grad_route="dense"))
+    trainer = tt_trainer(config, dense, None)
+    layers = tt_layers(trainer.model)
+    route = sum(m for layer in layers for _, _, m in dense_route_sizes([c.detach() for c in layer.cores]))
+    phases = trainer.fit().cost["by_phase"]
+    outer = 20 * (64 * 32 + 32 * 10)
+    assert phases["weight_grad"]["macs"] == outer + route
+    assert phases["weight_grad"]["bitops"] == outer * 16 * 8 + route * 16 * 4

@@ -69,7 +69,7 @@ MAX_UNITS = 8  # copies of one PE build a step may use (each takes a stream pair
 
 @keyword_record
 class StepHardware:
-    """The PE builds a layer step runs on: one PE1, one PE2 (and the PE3 the array carries, unused here).
+    """The PE builds a layer step runs on: PE1, PE2 and the PE3 (the dense route's outer products).
 
     PE1 computes the core gradients, 16-bit gradients against 8-bit states
     (``a_bits=16``, ``b_bits=8``); PE2 the forward and input-gradient
@@ -110,7 +110,7 @@ class StepHardware:
         return {"tt1": self.pe1_units, "tt2": self.pe2_units, "tt3": 1}[pe]
 
     def macs(self) -> int:
-        """Multipliers of PE1 and PE2 copies together (PE3 has no place in a step)."""
+        """Multipliers of PE1 and PE2 copies together (PE3's, which only the dense route calls, not counted)."""
         return sum(self.units(pe) * self.spec(pe).lanes * self.spec(pe).rows for pe in ("tt1", "tt2"))
 
     def at_stream_bits(self, stream_bits: int) -> StepHardware:
@@ -399,7 +399,7 @@ def hardware_of(builds: Sequence[Tuple[str, str, object]], *, design: str) -> St
     """The PE builds a design's TT IPs give a step, from ``(IP name, PE, spec)`` of every IP (others ignored).
 
     tt1 and tt2 are required, each in copies of one build; tt3 at most once
-    (PE3 has no call in the step). A spec may be a spec object or its
+    (it takes the outer products of the dense route, one call at a time). A spec may be a spec object or its
     ``to_dict()`` (design.json's form), so the desktop and the board share
     this rule. Raises ValueError naming the design and the IPs.
     """
@@ -410,8 +410,8 @@ def hardware_of(builds: Sequence[Tuple[str, str, object]], *, design: str) -> St
         if not found and pe != "tt3":
             raise ValueError(f"design {design!r} has no {pe} instance; the TT loop needs one")
         if len(found) > 1 and pe == "tt3":
-            raise ValueError(f"design {design!r} has {len(found)} tt3 instances; PE3 has no call in the step, so "
-                             "one is the most the TT loop takes")
+            raise ValueError(f"design {design!r} has {len(found)} tt3 instances; the step runs PE3's calls on one, "
+                             "so one is the most the TT loop takes")
         if any(spec != found[0][1] for _, spec in found):
             raise ValueError(f"design {design!r}: the {pe} instances {', '.join(name for name, _ in found)} are "
                              "different builds; copies of a PE must share one build")

@@ -58,7 +58,7 @@ def test_grid_long(tmp_path, name, index, stream_bits):
     _check(name, spec, tmp_path, TtStimulusOptions(min_macs=200_000, seed=11 + index))
 
 
-def _layer_step(in_modes, out_modes, rank, batch):
+def _layer_step(in_modes, out_modes, rank, batch, route="direct"):
     import math
 
     import torch
@@ -68,20 +68,23 @@ def _layer_step(in_modes, out_modes, rank, batch):
 
     torch.manual_seed(0)
     layer = TTLinear(math.prod(in_modes), math.prod(out_modes), in_modes=in_modes, out_modes=out_modes,
-                     max_rank=rank, precision=TTPrecision())
+                     max_rank=rank, precision=TTPrecision(core_grad_route=route))
     rng = np.random.default_rng(1)
     x = np.maximum(rng.normal(size=(batch, layer.in_features)), 0).astype(np.float32)
     grad_y = (rng.normal(size=(batch, layer.out_features)) * 0.01).astype(np.float32)
     return layer, x, grad_y
 
 
-LAYER_STEPS = [  # (in_modes, out_modes, rank, batch), the parallel array or one copy of each PE, stream width
+LAYER_STEPS = [  # (in_modes, out_modes, rank, batch[, route]), the parallel array or one of each PE, stream width
     (((4, 4), (2, 5), 1, 17), False, 32),
     (((4, 4), (2, 5), 2, 40), True, 32),
     (((4, 4), (2, 5), 2, 40), True, 64),
     (((4, 4), (2, 5), 2, 24), True, 128),
+    (((4, 4), (2, 5), 2, 17, "dense"), False, 32),  # PE3's outer products and the dense route on PE1 and PE2
+    (((4, 4), (2, 5), 2, 24, "dense"), True, 128),
     *(pytest.param(((2, 4, 4, 2), (4, 4, 4, 4), 4, 5), False, bits, marks=pytest.mark.slow)
       for bits in STREAM_BITS_CHOICES),
+    pytest.param(((2, 4, 4, 2), (4, 4, 4, 4), 4, 5, "dense"), False, 64, marks=pytest.mark.slow),
 ]
 
 

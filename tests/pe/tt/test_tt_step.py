@@ -47,10 +47,10 @@ SMALL_HARDWARE = StepHardware(pe1=Tt1Spec(lanes=4, rows=3, a_bits=16, b_bits=8, 
                               pe2=Tt2Spec(lanes=4, rows=3, a_bits=16, b_bits=4, max_j=5, max_k=9, max_l=7))
 
 
-def make_layer(in_modes, out_modes, rank, *, seed=0, bias=True):
+def make_layer(in_modes, out_modes, rank, *, seed=0, bias=True, route="direct"):
     torch.manual_seed(seed)
     return TTLinear(math.prod(in_modes), math.prod(out_modes), in_modes=in_modes, out_modes=out_modes,
-                    max_rank=rank, bias=bias, precision=TTPrecision())
+                    max_rank=rank, bias=bias, precision=TTPrecision(core_grad_route=route))
 
 
 def make_batch(layer, batch, *, seed=1, extremes=False):
@@ -174,22 +174,55 @@ def test_scale_and_round_is_choose_frac_then_rescale():
 
 
 # ---------------------------------------------------------------------------- step on the golden PE kernels
+ROUTES = ["direct", "dense"]
+
+
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("name", list(SHAPES))
-def test_step_on_golden_kernels_equals_the_golden_layer(name):
+def test_step_on_golden_kernels_equals_the_golden_layer(name, route):
     in_modes, out_modes, rank, batch = SHAPES[name]
-    layer = make_layer(in_modes, out_modes, rank)
+    layer = make_layer(in_modes, out_modes, rank, route=route)
     assert_same(layer, *make_batch(layer, batch), GoldenRunner())
 
 
-def test_step_with_zeros_outliers_and_saturation():
-    layer = make_layer((3, 5, 17), (7, 2, 3), (2, 3), seed=4)
+@pytest.mark.parametrize("route", ROUTES)
+def test_step_with_zeros_outliers_and_saturation(route):
+    layer = make_layer((3, 5, 17), (7, 2, 3), (2, 3), seed=4, route=route)
     x, grad_y = make_batch(layer, 21, extremes=True)
     expected, _ = assert_same(layer, x, grad_y, GoldenRunner())
     assert expected.grad_x[-1, 0] == 0.0  # the masked input gradient is part of what was compared
 
 
-def test_step_after_scales_were_set_and_without_bias_for_a_network_input():
-    layer = make_layer((4, 4), (4, 4), 3, bias=False)
+def test_the_two_routes_differ_only_in_the_core_gradients():
+    """Same forward, input and bias gradients; the core gradients round other intermediates, so some differ (and
+    the comparison could see it), each by little against its size."""
+    steps = {}
+    for route in ROUTES:
+        layer = make_layer((2, 4, 4, 2), (4, 4, 4, 4), 4, route=route)
+        steps[route] = pe_step(layer_state(layer), *make_batch(layer, 16), GoldenRunner())
+    differ = compare_steps(steps["direct"], steps["dense"])
+    assert differ["y"] == differ["grad_x"] == differ["bias_grad"] == 0
+    assert sum(differ[f"core_grad[{k}]"] for k in range(4)) > 0
+    for a, b in zip(steps["direct"].core_grads, steps["dense"].core_grads):
+        assert np.linalg.norm(a - b) < 0.05 * np.linalg.norm(a)
+
+
+def test_the_dense_route_plan_uses_pe3_once_per_sample_and_tile():
+    layer = make_layer((3, 5, 17), (7, 2, 3), (2, 3), route="dense")
+    plan = step_plan(layer_state(layer), 33, StepHardware())
+    outer = [call for call in plan.calls if call.pe == "tt3"]
+    # 255 inputs in one call (I <= 255), 42 outputs in one (J <= 64 cached), one call per sample
+    assert len(outer) == 33 and all(call.dims == (255, 1, 1, 42) for call in outer)
+    assert {item.phase for item in plan.contractions} == {"forward", "input_grad", "outer", "dense_left",
+                                                          "dense_right"}
+    assert not any(item.phase == "core_grad" for item in plan.contractions)
+    first_backward = stages(plan)[3]
+    assert [plan.contractions[i].phase for i in first_backward] == ["input_grad", "outer"]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_step_after_scales_were_set_and_without_bias_for_a_network_input(route):
+    layer = make_layer((4, 4), (4, 4), 3, bias=False, route=route)
     layer.is_network_input = True
     x, grad_y = make_batch(layer, 16)
     layer.train()
@@ -199,10 +232,11 @@ def test_step_after_scales_were_set_and_without_bias_for_a_network_input():
     assert got.grad_x is None and got.bias_grad is None
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("name", ["padding_edges_b33", "digits_first_layer_r4_b5"])
-def test_step_on_a_small_array_cut_into_many_calls(name):
+def test_step_on_a_small_array_cut_into_many_calls(name, route):
     in_modes, out_modes, rank, batch = SHAPES[name]
-    layer = make_layer(in_modes, out_modes, rank)
+    layer = make_layer(in_modes, out_modes, rank, route=route)
     _, got = assert_same(layer, *make_batch(layer, batch), GoldenRunner(), SMALL_HARDWARE)
     assert got.stats["calls"] > 3 * got.stats["contractions"]
 
@@ -219,11 +253,13 @@ class StageRecorder(GoldenRunner):
         return super().run(hardware, calls)
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("network_input", [False, True])
-def test_each_stage_of_the_step_is_one_runner_call(network_input):
-    """The core and input gradients of a core go to the runner together, so that PE1 and PE2 copies can overlap."""
+def test_each_stage_of_the_step_is_one_runner_call(network_input, route):
+    """The core and input gradients of a core go to the runner together, so that PE1 and PE2 copies can overlap
+    (dense route: the outer products with the first input gradient, each depth of the route with the next)."""
     in_modes, out_modes, rank, batch = SHAPES["padding_edges_b33"]
-    layer = make_layer(in_modes, out_modes, rank)
+    layer = make_layer(in_modes, out_modes, rank, route=route)
     layer.is_network_input = network_input
     hardware = StepHardware(pe1_units=2, pe2_units=3)
     recorder = StageRecorder()
@@ -232,7 +268,12 @@ def test_each_stage_of_the_step_is_one_runner_call(network_input):
     expected = [[plan.calls[p].pe for p in range(len(plan.calls)) if plan.calls[p].index in stage]
                 for stage in stages(plan)]
     assert recorder.runs == expected
-    assert sum(set(run) == {"tt1", "tt2"} for run in recorder.runs) == 3 - network_input
+    if route == "direct":
+        assert sum(set(run) == {"tt1", "tt2"} for run in recorder.runs) == 3 - network_input
+    else:  # 3 cores: depth 1 (a left and a right step), depth 2 (two of one, one of the other)
+        backward = [set(run) for run in recorder.runs[3:]]
+        assert backward == [{"tt3", "tt2"} - ({"tt2"} if network_input else set()), {"tt1", "tt2"},
+                            {"tt1", "tt2"}]
 
 
 @pytest.mark.parametrize("name", ["padding_edges_b33", "digits_first_layer_r4_b5"])
@@ -324,18 +365,20 @@ def csim_runner(tmp_path_factory):
 
 
 @needs_cxx
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("name", list(SHAPES))
-def test_step_in_csim_equals_the_golden_layer(csim_runner, name):
+def test_step_in_csim_equals_the_golden_layer(csim_runner, name, route):
     in_modes, out_modes, rank, batch = SHAPES[name]
-    layer = make_layer(in_modes, out_modes, rank)
+    layer = make_layer(in_modes, out_modes, rank, route=route)
     before = csim_runner.calls
     _, got = assert_same(layer, *make_batch(layer, batch), csim_runner)
     assert csim_runner.calls - before == got.stats["calls"]
 
 
 @needs_cxx
-def test_step_in_csim_with_zeros_outliers_and_saturation(csim_runner):
-    layer = make_layer((3, 5, 17), (7, 2, 3), (2, 3), seed=4)
+@pytest.mark.parametrize("route", ROUTES)
+def test_step_in_csim_with_zeros_outliers_and_saturation(csim_runner, route):
+    layer = make_layer((3, 5, 17), (7, 2, 3), (2, 3), seed=4, route=route)
     assert_same(layer, *make_batch(layer, 21, extremes=True), csim_runner)
 
 
@@ -352,11 +395,13 @@ def test_step_in_csim_on_a_small_array(tmp_path):
 
 
 @needs_cxx
-@pytest.mark.parametrize("stream_bits, name", [
-    (128, "rank1_b17"),
-    pytest.param(64, "padding_edges_b33", marks=pytest.mark.slow),
+@pytest.mark.parametrize("stream_bits, name, route", [
+    (128, "rank1_b17", "direct"),
+    (64, "rank1_b17", "dense"),
+    pytest.param(64, "padding_edges_b33", "direct", marks=pytest.mark.slow),
+    pytest.param(128, "padding_edges_b33", "dense", marks=pytest.mark.slow),
 ])
-def test_step_in_csim_at_a_wide_stream_equals_the_golden_layer(tmp_path, stream_bits, name):
+def test_step_in_csim_at_a_wide_stream_equals_the_golden_layer(tmp_path, stream_bits, name, route):
     """The generated kernels built with 64- or 128-bit streams, the driver packing 32-bit file words into them: the
     step equals the golden layer, and the 32-bit words in and out are the step's traffic model."""
     from codesign.pe.tt.step_cycles import step_cycles
@@ -365,7 +410,7 @@ def test_step_in_csim_at_a_wide_stream_equals_the_golden_layer(tmp_path, stream_
     hardware = StepHardware().at_stream_bits(stream_bits)
     runner = CsimRunner(hardware, tmp_path)
     in_modes, out_modes, rank, batch = SHAPES[name]
-    layer = make_layer(in_modes, out_modes, rank)
+    layer = make_layer(in_modes, out_modes, rank, route=route)
     _, got = assert_same(layer, *make_batch(layer, batch), runner, hardware)
     model = step_cycles(step_plan(layer_state(layer), batch, hardware))
     assert runner.calls == got.stats["calls"] == sum(c.calls for c in model.contractions)
