@@ -39,7 +39,7 @@ CSB_KNOBS = {"block_rows": (4, 8, 16), "block_cols": (4, 8, 16), "batch": (1, 2,
              "parallel": (1, 2, 4), COPIES: (1,)}
 CSB_TILE_KNOBS = {"out_h": (1, 2, 4, 8), "out_w": (1, 2, 4, 8)}  # a conv network's output tile (positions)
 KNOBS = {"tt1": TT_KNOBS, "tt2": TT_KNOBS, "fpmac_array": FPMAC_ARRAY_KNOBS, "csb": CSB_KNOBS}
-FIELDS = {"tt1": "pe1", "tt2": "pe2"}
+FIELDS = {"tt1": "pe1", "tt2": "pe2", "tt3": "pe3"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,17 +99,27 @@ def _loads(stages: Sequence[Stage]) -> np.ndarray:
 # ---------------------------------------------------------------------------- TT
 
 
+def _hardware_fields(pe: str, spec, copies: int) -> dict[str, Any]:
+    """``StepHardware`` fields of one PE's build and copies (PE3 has one copy)."""
+    return {FIELDS[pe]: spec} if pe == "tt3" else {FIELDS[pe]: spec, f"{FIELDS[pe]}_units": copies}
+
+
 def tt_hardware(options: Sequence[Option]) -> StepHardware:
-    """The TT step hardware of a point's PE1 and PE2 options."""
-    return StepHardware(**{key: value for o in options
-                           for key, value in ((FIELDS[o.pe], o.spec), (f"{FIELDS[o.pe]}_units", o.copies))})
+    """The TT step hardware of a point's PE1 and PE2 (and, on the dense route, PE3) options."""
+    return StepHardware(**{key: value for o in options for key, value in _hardware_fields(o.pe, o.spec,
+                                                                                          o.copies).items()})
 
 
 def tt_family(setup: TtTrainSetup, *, bases: Mapping[str, Any], host: HostModel, macs: int, tt3=None) -> Family:
-    """The TT loop: PE1 and PE2 builds and copies vary, PE3 (the design's, or None) is counted once."""
+    """The TT loop: PE1 and PE2 builds and copies vary, PE3 (the design's, or None) is counted once. On the dense
+    route PE3 has calls of its own, so it is a PE of the space with one option (the design's build, one copy):
+    its stage loads join the others'."""
+    dense = setup.precision["core_grad_route"] == "dense"
+    if dense and tt3 is None:
+        raise ValueError("precision.core_grad_route 'dense' takes PE3's outer products; the design has no tt3")
 
     def loads(pe: str, spec, copies: int):
-        hardware = StepHardware(**{FIELDS[pe]: spec, f"{FIELDS[pe]}_units": copies})
+        hardware = StepHardware(**_hardware_fields(pe, spec, copies))
         stages, calls = [], 0
         for layer in range(len(setup.layers)):
             plan = step_plan(setup.layer_state(layer, setup.initial_cores(layer)), setup.batch_size, hardware)
@@ -117,12 +127,13 @@ def tt_family(setup: TtTrainSetup, *, bases: Mapping[str, Any], host: HostModel,
             calls += sum(call.pe == pe for call in plan.calls)
         return np.array(stages, dtype=np.int64).reshape(-1, 3), calls
 
-    return Family(name="tt", bases={"tt1": bases["tt1"], "tt2": bases["tt2"]}, loads=loads,
+    varied = {"tt1": bases["tt1"], "tt2": bases["tt2"], **({"tt3": tt3} if dense else {})}
+    return Family(name="tt", bases=varied, loads=loads, knobs={"tt3": {}} if dense else {},
                   step=lambda options, board, clock: tt_step_time(setup, tt_hardware(options), board, clock_mhz=clock,
                                                                   host=host),
                   stages=lambda options: tt_stages(setup, tt_hardware(options))[0],
                   describe=lambda options: tt_hardware(options).describe(), host=host, macs=macs,
-                  mac_energy_pj=tt_mac_energy_pj(setup), fixed_builds={} if tt3 is None else {"tt3": tt3},
+                  mac_energy_pj=tt_mac_energy_pj(setup), fixed_builds={} if tt3 is None or dense else {"tt3": tt3},
                   max_copies=MAX_UNITS,
                   measure_host=lambda options: measure_tt_host_seconds(setup, tt_hardware(options), repeats=5))
 
