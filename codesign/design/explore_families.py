@@ -105,21 +105,21 @@ def _hardware_fields(pe: str, spec, copies: int) -> dict[str, Any]:
 
 
 def tt_hardware(options: Sequence[Option]) -> StepHardware:
-    """The TT step hardware of a point's PE1 and PE2 (and, on the dense route, PE3) options."""
-    return StepHardware(**{key: value for o in options for key, value in _hardware_fields(o.pe, o.spec,
-                                                                                          o.copies).items()})
+    """The TT step hardware of a point's PE1 and PE2 (and, on the dense route, PE3) options; without a PE3 option,
+    PE1 forms the dense weight gradient."""
+    fields = {key: value for o in options for key, value in _hardware_fields(o.pe, o.spec, o.copies).items()}
+    return StepHardware(**fields, outer_pe="tt3" if "pe3" in fields else "tt1")
 
 
 def tt_family(setup: TtTrainSetup, *, bases: Mapping[str, Any], host: HostModel, macs: int, tt3=None) -> Family:
     """The TT loop: PE1 and PE2 builds and copies vary, PE3 (the design's, or None) is counted once. On the dense
     route PE3 has calls of its own, so it is a PE of the space with one option (the design's build, one copy):
-    its stage loads join the others'."""
-    dense = setup.precision["core_grad_route"] == "dense"
-    if dense and tt3 is None:
-        raise ValueError("precision.core_grad_route 'dense' takes PE3's outer products; the design has no tt3")
+    its stage loads join the others'; a design without PE3 forms the dense weight gradient on PE1."""
+    dense = setup.precision["core_grad_route"] == "dense" and tt3 is not None
+    outer_pe = "tt3" if dense else "tt1"  # a dense route without the design's PE3 forms dW on PE1
 
     def loads(pe: str, spec, copies: int):
-        hardware = StepHardware(**_hardware_fields(pe, spec, copies))
+        hardware = StepHardware(**_hardware_fields(pe, spec, copies), outer_pe=outer_pe)
         stages, calls = [], 0
         for layer in range(len(setup.layers)):
             plan = step_plan(setup.layer_state(layer, setup.initial_cores(layer)), setup.batch_size, hardware)

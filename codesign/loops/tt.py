@@ -145,9 +145,6 @@ class TtTrainSetup(LoopSetup):
             raise HwTrainError(f"precision must be a table of {', '.join(PRECISION_FIELDS)}")
         object.__setattr__(self, "precision", dict(self.precision))
         object.__setattr__(self, "ips", tuple((str(n), str(p), dict(s)) for n, p, s in self.ips))
-        if self.precision["core_grad_route"] == "dense" and self.ips and not any(p == "tt3" for _, p, _ in self.ips):
-            raise HwTrainError("precision.core_grad_route 'dense' takes PE3's outer products, and the design has no "
-                               "tt3 IP")
         for name in ("batch_size", "epochs"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

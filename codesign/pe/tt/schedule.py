@@ -33,6 +33,9 @@ come from the dense weight gradient instead:
   ``B`` = its output gradient ``g_b`` (16-bit, cached), ``Z = x_b g_b^T``,
   ``(I, J, K, L) = (N, B, 1, M)`` with one sample per call; the host adds
   the samples' products, ``dW^T``, in 64 bits (a cut along a summed axis);
+  or, with ``StepHardware.outer_pe = "tt1"``, PE1 as for a core gradient:
+  ``A`` = the output gradient ``(M, B)``, ``B`` = the input ``(N, B)``, the
+  batch folded, ``Z = dW`` ``(M, N)``;
 * a left step of the route (PE2): ``A`` = the node as ``(1, r_lo·m·n,
   rest)``, ``B`` = core ``lo`` as ``(r_{lo+1}, r_lo·m·n)``, the result
   ``(1, r_{lo+1}, rest)`` the next node as it lies;
@@ -65,6 +68,7 @@ from codesign.pe.tt.contract import MAX_DIM, chunks, header_word
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 
 MAX_UNITS = 8  # copies of one PE build a step may use (each takes a stream pair and a memory port)
+OUTER_PES = ("tt3", "tt1")  # the PEs that can form the dense weight gradient (StepHardware.outer_pe)
 
 
 @keyword_record
@@ -87,6 +91,14 @@ class StepHardware:
     streams, each build's ``stream_bits`` (32, 64 or 128), which the cycle
     and traffic models of :mod:`codesign.pe.tt.step_cycles` take from the
     specs (:meth:`at_stream_bits` sets it on every build).
+
+    ``outer_pe``: the PE that forms the dense weight gradient on the dense
+    route. ``"tt3"`` is the paper's PE3: one sample's outer product a call,
+    every product a word back to memory, the host adding the batch.
+    ``"tt1"``: PE1 sums the products over the batch in its accumulators
+    (``dW = g^T x`` is a contraction over the batch, like a core gradient's
+    over its positions), so only the sums leave. Both give the same exact
+    integers, so the numbers of the step do not depend on the choice.
     """
 
     pe1: Tt1Spec = Tt1Spec(a_bits=16, b_bits=8)
@@ -94,11 +106,14 @@ class StepHardware:
     pe3: Tt3Spec = Tt3Spec()
     pe1_units: int = 1
     pe2_units: int = 1
+    outer_pe: str = "tt3"
 
     def __post_init__(self) -> None:
         for name, kind in (("pe1", Tt1Spec), ("pe2", Tt2Spec), ("pe3", Tt3Spec)):
             if not isinstance(getattr(self, name), kind):
                 raise TypeError(f"{name} must be a {kind.__name__}, got {type(getattr(self, name)).__name__}")
+        if self.outer_pe not in OUTER_PES:
+            raise ValueError(f"outer_pe must be one of {OUTER_PES}, got {self.outer_pe!r}")
         _check_int("pe1_units", self.pe1_units, 1, MAX_UNITS)
         _check_int("pe2_units", self.pe2_units, 1, MAX_UNITS)
 
@@ -324,9 +339,13 @@ def contractions(geometry: LayerGeometry, *, act_bits: int, grad_bits: int, core
         stage = d + depth
         if depth < len(inputs):
             out.append(input_grad(inputs[depth], stage))
-        if depth == 0:
+        if depth == 0 and hardware.outer_pe == "tt3":
             out.append(Contraction("outer", 0, "tt3", (in_features, geometry.batch, 1, out_features), act_bits,
                                    grad_bits, stage=stage))
+        elif depth == 0:  # PE1, as a core gradient: the gradient (M, B) against the input (N, B), B folded
+            j, kk = fold(geometry.batch, hardware.pe1)
+            out.append(Contraction("outer", 0, "tt1", (out_features, j, kk, in_features), grad_bits, act_bits,
+                                   folded=geometry.batch, stage=stage))
         for step in route:
             if step.depth == depth:
                 out.append(_route_contraction(geometry, step, grad_bits, core_bits, stage))
@@ -399,7 +418,8 @@ def hardware_of(builds: Sequence[Tuple[str, str, object]], *, design: str) -> St
     """The PE builds a design's TT IPs give a step, from ``(IP name, PE, spec)`` of every IP (others ignored).
 
     tt1 and tt2 are required, each in copies of one build; tt3 at most once
-    (it takes the outer products of the dense route, one call at a time). A spec may be a spec object or its
+    (it takes the outer products of the dense route, one call at a time;
+    without it PE1 forms the dense weight gradient, ``outer_pe``). A spec may be a spec object or its
     ``to_dict()`` (design.json's form), so the desktop and the board share
     this rule. Raises ValueError naming the design and the IPs.
     """
@@ -419,4 +439,6 @@ def hardware_of(builds: Sequence[Tuple[str, str, object]], *, design: str) -> St
             fields[field] = found[0][1]
         if pe != "tt3":
             fields[f"{field}_units"] = len(found)
+        else:
+            fields["outer_pe"] = "tt3" if found else "tt1"  # without a PE3, PE1 forms the dense weight gradient
     return StepHardware(**fields)

@@ -276,15 +276,16 @@ def operands(contraction: Contraction, cores: list[np.ndarray], tensor: np.ndarr
 
     ``tensor`` is the state (forward) or the state gradient (backward)
     entering it, batch last; ``saved`` the forward state of the same core, as
-    it went into PE2 (core gradients). On the dense route: the outer
+    it went into PE2 (core gradients). On the dense route: PE3's outer
     products take the input codes ``(B, N)`` as ``tensor`` and the output
-    gradient codes ``(B, M)`` as ``saved``; a route step takes its source
-    node (codes, flat).
+    gradient codes ``(B, M)`` as ``saved``, PE1's the output gradient ``(1,
+    M, B)`` and the input ``(1, N, B)``; a route step takes its source node
+    (codes, flat).
     """
     core = cores[contraction.core]
     r_prev, m, n, r = core.shape
     i_dim, j_dim, k_dim, l_dim = contraction.dims
-    if contraction.phase == "outer":  # the batch's inputs (B, N) and output gradients (B, M), a sample a call
+    if contraction.phase == "outer" and contraction.pe == "tt3":  # inputs (B, N), output gradients (B, M)
         return tensor, saved
     if contraction.phase == "dense_left":  # the node (1, r_lo m n, rest); the core as (r_{lo+1}, r_lo m n)
         return tensor.reshape(i_dim, j_dim, k_dim), np.ascontiguousarray(core.transpose(3, 0, 1, 2)).reshape(
@@ -297,7 +298,7 @@ def operands(contraction: Contraction, cores: list[np.ndarray], tensor: np.ndarr
     if contraction.phase == "input_grad":
         return tensor.reshape(i_dim, j_dim, k_dim), np.ascontiguousarray(core.transpose(0, 2, 1, 3)).reshape(
             r_prev * n, m * r)
-    total = contraction.folded
+    total = contraction.folded  # a core gradient, or PE1's outer products: output gradient (1, M, B), input (1, N, B)
 
     def fold(t, rows):  # (P, rows, R*B) -> (rows, J, K): the summed positions (p, q) in a row, zero padded
         out = np.empty((rows, j_dim * k_dim), dtype=t.dtype)
@@ -306,7 +307,7 @@ def operands(contraction: Contraction, cores: list[np.ndarray], tensor: np.ndarr
         np.copyto(out[:, :total].reshape(rows, t.shape[0], t.shape[2]), t.transpose(1, 0, 2))
         return out.reshape(rows, j_dim, k_dim)
 
-    return fold(tensor, m * r), fold(saved, r_prev * n)
+    return fold(tensor, i_dim), fold(saved, l_dim)
 
 
 @dataclass(frozen=True)
@@ -578,7 +579,6 @@ def _dense_backward(layer: TtLayerState, plan: StepPlan, runner, fwd: ForwardSwe
     chosen from that tensor alone (nothing carries it to the next step), each core gradient at its tracker."""
     geo, d = plan.geometry, plan.geometry.order
     batch = geo.batch
-    x_codes = np.ascontiguousarray(fwd.states[0].reshape(-1, batch).T)  # (B, N), as the forward sweep rounded it
     g = g_top.T  # batch last: (M, B)
     route = iter(dense_route(d))
     nodes: dict = {}  # node -> (codes, fraction bits)
@@ -605,8 +605,12 @@ def _dense_backward(layer: TtLayerState, plan: StepPlan, runner, fwd: ForwardSwe
                 s = geo.core(item.core)
                 jobs.append((index, *operands(item, fwd.cores, g.reshape(s["P"], s["m"] * s["c"], s["R"] * s["B"]))))
                 targets.append(None)
-            elif item.phase == "outer":
+            elif item.phase == "outer" and item.pe == "tt3":  # the input (B, N) as the forward sweep rounded it
+                x_codes = np.ascontiguousarray(fwd.states[0].reshape(-1, batch).T)
                 jobs.append((index, *operands(item, fwd.cores, x_codes, g_top)))
+                targets.append(None)
+            elif item.phase == "outer":
+                jobs.append((index, *operands(item, fwd.cores, g[None], fwd.states[0].reshape(1, -1, batch))))
                 targets.append(None)
             else:
                 step = next(route)
@@ -615,8 +619,11 @@ def _dense_backward(layer: TtLayerState, plan: StepPlan, runner, fwd: ForwardSwe
                 targets.append((step, frac + fwd.core_frac[step.core]))
         for index, target, z in zip(stage, targets, run_contractions(plan, jobs, runner)):
             item = plan.contractions[index]
-            if item.phase == "outer":  # dW^T (N, M) -> dW as (m_1, n_1, .., m_d, n_d)
-                z = z.reshape(*geo.in_modes, *geo.out_modes).transpose([axis for k in range(d) for axis in (d + k, k)])
+            if item.phase == "outer":  # dW^T (N, M) from PE3, dW (M, N) from PE1 -> dW as (m_1, n_1, .., m_d, n_d)
+                modes, order = ((geo.in_modes, geo.out_modes), (1, 0)) if item.pe == "tt3" else \
+                    ((geo.out_modes, geo.in_modes), (0, 1))
+                z = z.reshape(*modes[0], *modes[1]).transpose([axis for k in range(d)
+                                                               for axis in (order[0] * d + k, order[1] * d + k)])
                 keep((0, d), z, fwd.state_frac[0] + g_frac)
             elif item.phase == "input_grad":
                 z_frac = tr["grad_frac_bits"][item.core] + fwd.core_frac[item.core]

@@ -58,7 +58,7 @@ def test_grid_long(tmp_path, name, index, stream_bits):
     _check(name, spec, tmp_path, TtStimulusOptions(min_macs=200_000, seed=11 + index))
 
 
-def _layer_step(in_modes, out_modes, rank, batch, route="direct"):
+def _layer_step(in_modes, out_modes, rank, batch, route="direct", outer_pe="tt3"):
     import math
 
     import torch
@@ -82,6 +82,7 @@ LAYER_STEPS = [  # (in_modes, out_modes, rank, batch[, route]), the parallel arr
     (((4, 4), (2, 5), 2, 24), True, 128),
     (((4, 4), (2, 5), 2, 17, "dense"), False, 32),  # PE3's outer products and the dense route on PE1 and PE2
     (((4, 4), (2, 5), 2, 24, "dense"), True, 128),
+    (((4, 4), (2, 5), 2, 40, "dense", "tt1"), True, 64),  # dW summed over the batch on PE1 instead
     *(pytest.param(((2, 4, 4, 2), (4, 4, 4, 4), 4, 5), False, bits, marks=pytest.mark.slow)
       for bits in STREAM_BITS_CHOICES),
     pytest.param(((2, 4, 4, 2), (4, 4, 4, 4), 4, 5, "dense"), False, 64, marks=pytest.mark.slow),
@@ -101,6 +102,7 @@ def test_layer_step_on_rtl_matches_golden_and_step_cycle_model(tmp_path, shape, 
     from codesign.train.tt.pe_check import layer_state
 
     hardware = (PARALLEL_HARDWARE if parallel else StepHardware()).at_stream_bits(stream_bits)
+    hardware = dataclasses.replace(hardware, outer_pe=shape[5] if len(shape) > 5 else "tt3")
     layer, x, grad_y = _layer_step(*shape)
     state = layer_state(layer)
     check = rtl_check(state, x, grad_y, tmp_path, hardware=hardware)

@@ -207,6 +207,32 @@ def test_the_two_routes_differ_only_in_the_core_gradients():
         assert np.linalg.norm(a - b) < 0.05 * np.linalg.norm(a)
 
 
+PE1_OUTER = StepHardware(outer_pe="tt1")  # the dense route with dW summed over the batch on PE1, no PE3
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_dense_route_with_pe1_forming_the_weight_gradient_equals_the_golden_layer(name):
+    in_modes, out_modes, rank, batch = SHAPES[name]
+    layer = make_layer(in_modes, out_modes, rank, route="dense")
+    _, got = assert_same(layer, *make_batch(layer, batch), StageRecorder(), PE1_OUTER)
+    plan = step_plan(layer_state(layer), batch, PE1_OUTER)
+    assert not any(call.pe == "tt3" for call in plan.calls)
+    outer = [item for item in plan.contractions if item.phase == "outer"]
+    assert len(outer) == 1 and outer[0].pe == "tt1" and outer[0].folded == batch
+
+
+@pytest.mark.parametrize("hardware", [PE1_OUTER, dataclasses.replace(SMALL_HARDWARE, outer_pe="tt1")])
+def test_dense_route_on_pe1_with_zeros_outliers_saturation_and_many_calls(hardware):
+    layer = make_layer((3, 5, 17), (7, 2, 3), (2, 3), seed=4, route="dense")
+    expected, _ = assert_same(layer, *make_batch(layer, 21, extremes=True), GoldenRunner(), hardware)
+    assert expected.grad_x[-1, 0] == 0.0
+
+
+def test_a_pe_that_cannot_form_the_weight_gradient_is_refused():
+    with pytest.raises(ValueError, match="outer_pe must be one of"):
+        StepHardware(outer_pe="tt2")
+
+
 def test_the_dense_route_plan_uses_pe3_once_per_sample_and_tile():
     layer = make_layer((3, 5, 17), (7, 2, 3), (2, 3), route="dense")
     plan = step_plan(layer_state(layer), 33, StepHardware())
@@ -380,6 +406,18 @@ def test_step_in_csim_equals_the_golden_layer(csim_runner, name, route):
 def test_step_in_csim_with_zeros_outliers_and_saturation(csim_runner, route):
     layer = make_layer((3, 5, 17), (7, 2, 3), (2, 3), seed=4, route=route)
     assert_same(layer, *make_batch(layer, 21, extremes=True), csim_runner)
+
+
+@needs_cxx
+@pytest.mark.parametrize("name", ["padding_edges_b33", "rank1_b17"])
+def test_dense_route_on_pe1_in_csim_equals_the_golden_layer(tmp_path, name):
+    from codesign.pe.tt.step_csim import CsimRunner
+
+    runner = CsimRunner(PE1_OUTER, tmp_path)
+    in_modes, out_modes, rank, batch = SHAPES[name]
+    layer = make_layer(in_modes, out_modes, rank, route="dense")
+    _, got = assert_same(layer, *make_batch(layer, batch), runner, PE1_OUTER)
+    assert runner.calls == got.stats["calls"]
 
 
 @pytest.mark.slow
