@@ -194,5 +194,6 @@ def pe_needs(training: TrainConfig) -> list:
             ("tt2", widths["tt2"], f"TT forward and input-gradient contractions: {q.activation_bits}-bit states or "
                                    f"{q.grad_bits}-bit gradients x {q.core_bits}-bit cores"),
             ("tt3", widths["tt3"], f"TT outer product of the dense weight gradient ({q.activation_bits} x "
-                                   f"{q.grad_bits} bits), paper 003's PE3; the layer-step schedule takes the direct "
-                                   "core-gradient route and does not call it")]
+                                   f"{q.grad_bits} bits), paper 003's PE3; "
+                                   + ("it forms dW on the dense core-gradient route" if q.core_grad_route == "dense"
+                                      else "the direct core-gradient route does not call it"))]
