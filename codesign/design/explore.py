@@ -73,7 +73,8 @@ class Option:
     resources: dict[str, float]  # PE model + shell, times copies
 
     def label(self) -> str:
-        return f"{self.copies} x {self.pe} " + "x".join(str(getattr(self.spec, k)) for k in self.knobs)
+        return " ".join([f"{self.copies} x {self.pe}", *(["x".join(str(getattr(self.spec, k)) for k in self.knobs)]
+                                                          if self.knobs else [])])
 
     def values(self) -> dict[str, int]:
         """The knobs' values (and the copies): the ``[design.pe.<pe>]`` fields of this option."""

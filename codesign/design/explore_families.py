@@ -38,7 +38,8 @@ FPMAC_ARRAY_KNOBS = {"rows": tuple(range(1, 17)), "cols": tuple(range(1, 17)), C
 CSB_KNOBS = {"block_rows": (4, 8, 16), "block_cols": (4, 8, 16), "batch": (1, 2, 4, 8, 12, 16),
              "parallel": (1, 2, 4), COPIES: (1,)}
 CSB_TILE_KNOBS = {"out_h": (1, 2, 4, 8), "out_w": (1, 2, 4, 8)}  # a conv network's output tile (positions)
-KNOBS = {"tt1": TT_KNOBS, "tt2": TT_KNOBS, "fpmac_array": FPMAC_ARRAY_KNOBS, "csb": CSB_KNOBS}
+# PE3 (the dense route's outer products) is not varied: its one option is the design's build, one copy
+KNOBS = {"tt1": TT_KNOBS, "tt2": TT_KNOBS, "tt3": {}, "fpmac_array": FPMAC_ARRAY_KNOBS, "csb": CSB_KNOBS}
 FIELDS = {"tt1": "pe1", "tt2": "pe2", "tt3": "pe3"}
 
 
@@ -128,7 +129,7 @@ def tt_family(setup: TtTrainSetup, *, bases: Mapping[str, Any], host: HostModel,
         return np.array(stages, dtype=np.int64).reshape(-1, 3), calls
 
     varied = {"tt1": bases["tt1"], "tt2": bases["tt2"], **({"tt3": tt3} if dense else {})}
-    return Family(name="tt", bases=varied, loads=loads, knobs={"tt3": {}} if dense else {},
+    return Family(name="tt", bases=varied, loads=loads,
                   step=lambda options, board, clock: tt_step_time(setup, tt_hardware(options), board, clock_mhz=clock,
                                                                   host=host),
                   stages=lambda options: tt_stages(setup, tt_hardware(options))[0],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -82,6 +83,29 @@ def test_the_vectorised_space_equals_the_direct_model(space, design):
         assert space.memory_s[index] == pytest.approx(direct.memory_s, rel=1e-12, abs=1e-15)
         assert space.host_s[index] == pytest.approx(direct.host_s, rel=1e-12)
         assert space.energy_pj[index] == pytest.approx(direct.energy_pj, rel=1e-9)
+
+
+@pytest.mark.parametrize("with_pe3", [True, False])
+def test_the_dense_route_space_equals_the_direct_model(design, with_pe3):
+    """core_grad_route = "dense": the design's PE3 joins the space as one option (its stage loads priced with the
+    others'), or, without one, PE1 forms the dense weight gradient; every point as the whole-step model prices it."""
+    setup = tt_setup_of(design)
+    setup = dataclasses.replace(setup, precision={**setup.precision, "core_grad_route": "dense"})
+    specs = {i.pe: i.spec for i in design.instances}
+    space = explore_tt(setup, design.board, bases={"tt1": specs["tt1"], "tt2": specs["tt2"]}, clock_mhz=100.0,
+                       host=HOST, macs=tt_stages(setup, setup.hardware())[1]["macs"],
+                       tt3=specs["tt3"] if with_pe3 else None, knobs={"tt1": GRID_KNOBS, "tt2": GRID_KNOBS})
+    assert space.pes == (("tt1", "tt2", "tt3") if with_pe3 else ("tt1", "tt2"))
+    rng = np.random.default_rng(1)
+    for index in rng.choice(space.index.shape[0], 6, replace=False):
+        hardware = hardware_of_point(space, index)
+        assert hardware.outer_pe == ("tt3" if with_pe3 else "tt1")
+        direct = tt_step_time(setup, hardware, design.board, clock_mhz=100.0, host=HOST)
+        assert space.pe_s[index] == pytest.approx(direct.pe_s, rel=1e-12)
+        assert space.memory_s[index] == pytest.approx(direct.memory_s, rel=1e-12, abs=1e-15)
+        assert space.host_s[index] == pytest.approx(direct.host_s, rel=1e-12)
+        if with_pe3:
+            assert space.chosen_options(index)[2].label() == "1 x tt3"
 
 
 def test_the_front_is_exactly_the_non_dominated_feasible_points(space):

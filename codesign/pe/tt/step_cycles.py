@@ -35,6 +35,7 @@ equal.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -397,6 +398,8 @@ class PaperComparison:
     words_out: int
     overlapped_cycles: int
     stream_cycles: int
+    route: str = "direct"  # the core gradients' route
+    outer_pe: str = "tt3"  # the PE that forms dW on the dense route (StepHardware.outer_pe)
 
     @property
     def cycles(self) -> int:
@@ -447,24 +450,27 @@ class PaperComparison:
                 "goal_dsp": GOAL_DSP}
 
 
-def paper_plans(rank: int, *, batch: int = PAPER_BATCH, hardware: StepHardware = StepHardware()) -> list[StepPlan]:
-    """The schedules of the paper network's two layers; the first is the network input (no input gradient)."""
+def paper_plans(rank: int, *, batch: int = PAPER_BATCH, hardware: StepHardware = StepHardware(),
+                route: str = "direct") -> list[StepPlan]:
+    """The schedules of the paper network's two layers; the first is the network input (no input gradient);
+    ``route``: the core gradients' (``TTPrecision.core_grad_route``)."""
     plans = []
     for index, (in_modes, out_modes) in enumerate(PAPER_LAYERS):
         ranks = (1, *([rank] * (len(in_modes) - 1)), 1)
         geometry = LayerGeometry(in_modes=in_modes, out_modes=out_modes, ranks=ranks, batch=batch)
-        plans.append(plan_step(geometry, need_input_grad=index > 0, hardware=hardware))
+        plans.append(plan_step(geometry, need_input_grad=index > 0, hardware=hardware, core_grad_route=route))
     return plans
 
 
 def paper_comparison(rank: int, *, dsp: Mapping[str, int] | None = None, batch: int = PAPER_BATCH,
-                     clock_mhz: float = PAPER_CLOCK_MHZ, hardware: StepHardware = StepHardware()) -> PaperComparison:
+                     clock_mhz: float = PAPER_CLOCK_MHZ, hardware: StepHardware = StepHardware(),
+                     route: str = "direct") -> PaperComparison:
     """Modelled seconds per step of the paper's network at inner rank ``rank`` (all ranks equal) on ``hardware``.
 
     ``dsp`` is the DSP count of one copy of each PE build (``tt1``, ``tt2``,
     ``tt3``), as :func:`yosys_dsp` measures it.
     """
-    steps = [step_cycles(plan) for plan in paper_plans(rank, batch=batch, hardware=hardware)]
+    steps = [step_cycles(plan) for plan in paper_plans(rank, batch=batch, hardware=hardware, route=route)]
 
     def total(field: str) -> int:
         return sum(step.sum_of(field) for step in steps)
@@ -477,29 +483,36 @@ def paper_comparison(rank: int, *, dsp: Mapping[str, int] | None = None, batch: 
                            phases={phase: total(phase) for phase in PHASES}, words_in=total("words_in"),
                            words_out=total("words_out"),
                            overlapped_cycles=sum(s.overlapped_makespan for s in steps),
-                           stream_cycles=sum(s.stream_cycles for s in steps))
+                           stream_cycles=sum(s.stream_cycles for s in steps), route=route,
+                           outer_pe=hardware.outer_pe)
 
 
 def comparison_table(rows: Sequence[PaperComparison]) -> str:
     """Markdown: one row per hardware and rank, with the paper's figures and the goal, then where the cycles go and
     the bounds."""
-    lines = ["| PEs (copies x lanes x rows) | rank | cycles (layer 1 + layer 2) | s per batch-64 step | MAC use | "
-             "DSP (tt1 + tt2 + tt3) | paper | goal met |", "|---|---:|---:|---:|---:|---:|---|---|"]
+    lines = ["| PEs (copies x lanes x rows) | core gradients | rank | cycles (layer 1 + layer 2) | s per batch-64 step "
+             "| MAC use | DSP (tt1 + tt2 + tt3) | paper | goal met |", "|---|---|---:|---:|---:|---:|---:|---|---|"]
     for row in rows:
         dsp = "not measured" if row.dsp is None else " + ".join(
             f"{row.units[pe]} x {count}" if row.units[pe] > 1 else str(count) for pe, count in row.dsp.items()) + \
             f" = {row.dsp_total}"
         goal = {None: "unknown (no DSP count)", True: "yes", False: "no"}[row.meets_goal]
-        lines.append(f"| {row.hardware} | {row.rank} | {row.layer_cycles[0]:,} + {row.layer_cycles[1]:,} | "
+        lines.append(f"| {row.hardware} | {_route_text(row)} | {row.rank} | "
+                     f"{row.layer_cycles[0]:,} + {row.layer_cycles[1]:,} | "
                      f"{row.seconds:.4f} | {row.mac_utilisation:.1%} | {dsp} | {PAPER_SECONDS} s, {PAPER_DSP} DSP | "
                      f"{goal} |")
-    lines += ["", "| PEs | rank | load / compute / drain (share of busy cycles) | words in / out | "
-              "s, phases overlapped per call | s, streams always busy |", "|---|---:|---|---:|---:|---:|"]
+    lines += ["", "| PEs | core gradients | rank | load / compute / drain (share of busy cycles) | words in / out | "
+              "s, phases overlapped per call | s, streams always busy |", "|---|---|---:|---|---:|---:|---:|"]
     for row in rows:
         shares = " / ".join(f"{row.phases[phase] / row.busy_cycles:.0%}" for phase in PHASES)
-        lines.append(f"| {row.hardware} | {row.rank} | {shares} | {row.words_in:,} / {row.words_out:,} | "
-                     f"{row.overlapped_seconds:.4f} | {row.stream_seconds:.4f} |")
+        lines.append(f"| {row.hardware} | {_route_text(row)} | {row.rank} | {shares} | "
+                     f"{row.words_in:,} / {row.words_out:,} | {row.overlapped_seconds:.4f} | "
+                     f"{row.stream_seconds:.4f} |")
     return "\n".join(lines) + "\n"
+
+
+def _route_text(row: PaperComparison) -> str:
+    return "direct" if row.route == "direct" else f"dense, dW on {'PE3' if row.outer_pe == 'tt3' else 'PE1'}"
 
 
 def yosys_dsp(hardware: StepHardware, work_dir: Path, *, family: str = "xcup") -> dict[str, int]:
@@ -518,17 +531,23 @@ def yosys_dsp(hardware: StepHardware, work_dir: Path, *, family: str = "xcup") -
 
 COMPARISON_RANKS = (2, 4, 8, 16)
 COMPARISON_HARDWARE = (StepHardware(), PARALLEL_HARDWARE)
+# the core gradients' routes compared: direct, and dense with dW summed over the batch on PE1 (PE3's outer
+# products, one product a word back to memory, take several times the whole direct step: docs/tt_pe.md)
+COMPARISON_ROUTES = (("direct", "tt3"), ("dense", "tt1"))
 
 
 def measure_comparison(work_dir: Path, *, ranks: Sequence[int] = COMPARISON_RANKS,
-                       hardware: Sequence[StepHardware] = COMPARISON_HARDWARE, progress=print) -> list[PaperComparison]:
-    """The paper comparison for every array and rank, with the DSP counts Yosys gives for each array's builds."""
+                       hardware: Sequence[StepHardware] = COMPARISON_HARDWARE,
+                       routes: Sequence[tuple[str, str]] = COMPARISON_ROUTES, progress=print) -> list[PaperComparison]:
+    """The paper comparison for every array, route (with the PE forming dW) and rank, with the DSP counts Yosys
+    gives for each array's builds."""
     rows = []
     for array in hardware:
         progress(f"[tt comparison] Yosys (xcup) of {array.describe()} + tt3 ...")
         dsp = yosys_dsp(array, Path(work_dir) / "yosys")
         progress(f"[tt comparison] DSP per build: {dsp}")
-        rows += [paper_comparison(rank, dsp=dsp, hardware=array) for rank in ranks]
+        rows += [paper_comparison(rank, dsp=dsp, hardware=dataclasses.replace(array, outer_pe=outer), route=route)
+                 for route, outer in routes for rank in ranks]
     return rows
 
 
@@ -546,13 +565,14 @@ def write_comparison(out_dir: Path, rows: Sequence[PaperComparison]) -> dict[str
         raise ValueError("no comparison rows to write")
     out_dir = Path(out_dir)
     figure, axis = plt.subplots(figsize=(6.4, 4.2), dpi=120)
-    for index, name in enumerate(dict.fromkeys(row.hardware for row in rows)):
-        mine = sorted((row for row in rows if row.hardware == name), key=lambda row: row.rank)
+    for index, (name, route) in enumerate(dict.fromkeys((row.hardware, _route_text(row)) for row in rows)):
+        mine = sorted((row for row in rows if (row.hardware, _route_text(row)) == (name, route)),
+                      key=lambda row: row.rank)
         dsp = mine[0].dsp_total
-        label = f"{name} ({'DSP not measured' if dsp is None else f'{dsp} DSP'})"
+        label = f"{name}, {route} ({'DSP not measured' if dsp is None else f'{dsp} DSP'})"
         axis.plot([row.rank for row in mine], [row.seconds for row in mine], "o-", color=f"C{index}", label=label)
         axis.plot([row.rank for row in mine], [row.stream_seconds for row in mine], ":", color=f"C{index}",
-                  label=f"{name}: stream bound")
+                  label=f"{name}, {route}: stream bound")
     axis.axhline(PAPER_SECONDS, color="black", linestyle="--", label=f"paper 003: {PAPER_SECONDS} s, {PAPER_DSP} DSP")
     axis.axhline(GOAL_SECONDS, color="green", linestyle="--", label=f"goal: {GOAL_SECONDS} s at <= {GOAL_DSP} DSP")
     axis.set_xscale("log", base=2)

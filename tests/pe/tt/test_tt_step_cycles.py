@@ -4,6 +4,7 @@ tests/pe/tt/test_tt_rtl_cases.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -237,3 +238,17 @@ def test_write_comparison_writes_json_markdown_and_plot(tmp_path):
     with pytest.raises(ValueError, match="no comparison rows"):
         write_comparison(tmp_path / "none", [])
     assert not (tmp_path / "none").exists()
+
+
+def test_paper_comparison_on_the_dense_route():
+    """The dense route: fewer MACs than the direct one at rank 16 (the route's contractions shrink with the rank,
+    dW's do not); with PE3 forming dW every product leaves as a word, several times the whole direct step."""
+    direct = paper_comparison(16, hardware=PARALLEL_HARDWARE)
+    dense = paper_comparison(16, hardware=dataclasses.replace(PARALLEL_HARDWARE, outer_pe="tt1"), route="dense")
+    assert dense.macs < direct.macs and dense.seconds < direct.seconds
+    assert dense.route == "dense" and dense.outer_pe == "tt1"
+    table = comparison_table([direct, dense])
+    assert "| direct | 16 |" in table and "| dense, dW on PE1 | 16 |" in table
+    on_pe3 = paper_comparison(8, hardware=PARALLEL_HARDWARE, route="dense")
+    assert on_pe3.seconds > 5 * paper_comparison(8, hardware=PARALLEL_HARDWARE).seconds
+    assert on_pe3.words_out > 64 * 1024 * 512  # every product of the batch's outer products, one word each
