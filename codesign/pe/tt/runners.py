@@ -89,7 +89,8 @@ class Counting:
 def _shape_key(call) -> Tuple[str, Tuple[int, ...], Tuple[int, ...]]:
     """A call's PE and operand shapes: equal for a contraction's equal cuts, which pack, model and read alike."""
     pe, a, b = call
-    return pe, np.shape(a), np.shape(b)
+    return pe, a.shape if isinstance(a, np.ndarray) else np.shape(a), b.shape if isinstance(b, np.ndarray) else \
+        np.shape(b)
 
 
 def call_words(hardware: StepHardware, calls: Calls) -> List[np.ndarray]:

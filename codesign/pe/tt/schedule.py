@@ -335,7 +335,7 @@ def contractions(geometry: LayerGeometry, *, act_bits: int, grad_bits: int, core
     in_features, out_features = math.prod(geometry.in_modes), math.prod(geometry.out_modes)
     route = dense_route(d)
     inputs = list(range(d - 1, -1, -1)) if need_input_grad else []  # the chain serves only the input gradient
-    for depth in range(max(len(inputs), 1 + max((step.depth for step in route), default=0))):
+    for depth in range(d):  # the route is d - 1 deep after the outer products; the chain has at most d steps
         stage = d + depth
         if depth < len(inputs):
             out.append(input_grad(inputs[depth], stage))

@@ -525,7 +525,7 @@ def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = Ste
     d = geo.order
     shapes = [geo.core(k) for k in range(d)]
     fwd = _step_forward(layer, x, plan, runner, forward)
-    tr, cores, core_frac, states, state_frac = fwd.trackers, fwd.cores, fwd.core_frac, fwd.states, fwd.state_frac
+    tr, cores, states, state_frac = fwd.trackers, fwd.cores, fwd.states, fwd.state_frac
     index = d
 
     # backward
@@ -549,7 +549,7 @@ def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = Ste
             stage.append((index + 1, *operands(plan.contractions[index + 1], cores, g)))
         dg, *rest = run_contractions(plan, stage, runner)
         index += 1
-        dg_frac = frac + state_frac[k]
+        dg_frac = tr["grad_frac_bits"][k] + state_frac[k]
         # scale and round in PE1's (m, c, a, n) order, then lay out as the core (a, m, n, c): the same values
         # and strides as rounding the transposed view, at contiguous speed
         cg, codes = scale_and_round(dg, dg_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
@@ -561,14 +561,23 @@ def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = Ste
             break
         (z,) = rest
         index += 1
-        z_frac = frac + core_frac[k]
-        if k == 0:
-            grad_x = (to_values(z, z_frac).reshape(-1, batch).T * fwd.input_mask).astype(np.float32)
-            break
-        frac, g = scale_and_round(z, z_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
-                                  current=tr["grad_frac_bits"][k - 1])
-        tr["grad_frac_bits"][k - 1] = frac
+        g, grad_x = _state_gradient(layer, fwd, tr, k, z)
     return _result(layer, plan, fwd, core_grads, grad_x, g_top, tr)
+
+
+def _state_gradient(layer: TtLayerState, fwd: ForwardSweep, tr: dict[str, list[int]], k: int, z: np.ndarray
+                    ) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """What the input-gradient contraction of core ``k`` (result ``z``) gives: the rounded gradient of the state
+    entering ``k`` (its scale re-aimed), or for ``k = 0`` the layer's input gradient, zero where the input
+    saturated (the clipped straight-through estimator). Returns ``(gradient codes, None)`` or ``(None, grad_x)``."""
+    z_frac = tr["grad_frac_bits"][k] + fwd.core_frac[k]
+    if k == 0:
+        batch = fwd.y.shape[0]
+        return None, (to_values(z, z_frac).reshape(-1, batch).T * fwd.input_mask).astype(np.float32)
+    frac, g = scale_and_round(z, z_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
+                              current=tr["grad_frac_bits"][k - 1])
+    tr["grad_frac_bits"][k - 1] = frac
+    return g, None
 
 
 def _dense_backward(layer: TtLayerState, plan: StepPlan, runner, fwd: ForwardSweep, g_top: np.ndarray, g_frac: int,
@@ -619,20 +628,11 @@ def _dense_backward(layer: TtLayerState, plan: StepPlan, runner, fwd: ForwardSwe
                 targets.append((step, frac + fwd.core_frac[step.core]))
         for index, target, z in zip(stage, targets, run_contractions(plan, jobs, runner)):
             item = plan.contractions[index]
-            if item.phase == "outer":  # dW^T (N, M) from PE3, dW (M, N) from PE1 -> dW as (m_1, n_1, .., m_d, n_d)
-                modes, order = ((geo.in_modes, geo.out_modes), (1, 0)) if item.pe == "tt3" else \
-                    ((geo.out_modes, geo.in_modes), (0, 1))
-                z = z.reshape(*modes[0], *modes[1]).transpose([axis for k in range(d)
-                                                               for axis in (order[0] * d + k, order[1] * d + k)])
-                keep((0, d), z, fwd.state_frac[0] + g_frac)
+            if item.phase == "outer":  # dW (M, N) (PE3 gives dW^T) as (m_1, n_1, .., m_d, n_d)
+                z = (z.T if item.pe == "tt3" else z).reshape(*geo.out_modes, *geo.in_modes)
+                keep((0, d), z.transpose([axis for k in range(d) for axis in (k, d + k)]), fwd.state_frac[0] + g_frac)
             elif item.phase == "input_grad":
-                z_frac = tr["grad_frac_bits"][item.core] + fwd.core_frac[item.core]
-                if item.core == 0:
-                    grad_x = (to_values(z, z_frac).reshape(-1, batch).T * fwd.input_mask).astype(np.float32)
-                    continue
-                frac, g = scale_and_round(z, z_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
-                                          current=tr["grad_frac_bits"][item.core - 1])
-                tr["grad_frac_bits"][item.core - 1] = frac
+                g, grad_x = _state_gradient(layer, fwd, tr, item.core, z)
             else:
                 keep(target[0].target, z, target[1])
     return core_grads, grad_x
