@@ -22,9 +22,15 @@ def test_dense_bits_count_every_weight_and_bias_at_32_bits():
 def test_the_four_table1_arms_share_one_large_start_and_differ_in_precision_and_prior():
     full = tt.budget(smoke=False)
     specs = {arm: tt.arm_spec(arm, full) for arm in tt.TT_ARMS}
-    assert {spec.max_ranks for spec in specs.values()} == {None}  # the budget's large start, for all four
-    assert sorted((spec.lowp, spec.prior) for spec in specs.values()) == [(False, False), (False, True),
-                                                                          (True, False), (True, True)]
+    assert {spec.max_ranks for spec in specs.values()} == {None}  # the budget's large start, for every arm
+    table1 = [specs[arm] for arm in tt.TT_ARMS if arm != tt.FIXED_PRIOR_DENSE]
+    assert sorted((spec.lowp, spec.prior) for spec in table1) == [(False, False), (False, True), (True, False),
+                                                                  (True, True)]
+    assert {spec.route for spec in table1} == {"direct"}
+    # the proposal again, its core gradients through the dense weight gradient; paired against it
+    dense = specs[tt.FIXED_PRIOR_DENSE]
+    assert (dense.lowp, dense.prior, dense.route) == (True, True, "dense")
+    assert tt.ROUTE_PAIRS == ((tt.FIXED_PRIOR_DENSE, tt.FIXED_PRIOR),)
     assert full.hand_picked_ranks == tt.HAND_PICKED_RANKS == ((4, 4, 4), (4, 2, 4), (4, 4, 4))
     # rank 8 where the modes allow it; the last layer's first rank is cut to 1 * 4 by its (1, 4) first core
     assert tt.initial_ranks(full) == {"layers.0": [1, 8, 8, 8, 1], "layers.1": [1, 8, 8, 8, 1],
