@@ -4,7 +4,8 @@ Reports, named as FINN names its estimates:
 
 - ``estimate_network_performance.json``: the chosen point's whole step (PE,
   memory and host seconds, bottleneck, bounds, energy), with the paper's
-  figure where the set-up is the paper network;
+  figure where the set-up is the paper network; for a TT design also the
+  best point on the other core-gradient route (``other_route``);
 - ``estimate_layer_cycles.json``: the chosen point's stages (cycles, words);
 - ``estimate_layer_resources.json``: per IP of the chosen point, the
   analytical model and Yosys, and the fit verdict;
@@ -19,6 +20,7 @@ Reports, named as FINN names its estimates:
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -165,9 +167,35 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
         progress(f"measuring the host's share at the chosen point: {space.point(chosen)['label']}")
         seconds, calls = family.measure_host(space.chosen_options(chosen))
         host_measured = {"seconds": seconds, "calls": calls, "model_s": step.host_s, "source": step.host_source}
+    other = None
+    if family.name == "tt" and host is None:  # a board's host report is one route's; the other is not measured
+        other = other_route(design, objective=objective, knobs=knobs, cap=cap, progress=progress)
     return {"space": space, "chosen": chosen, "front": front, "confirmed": confirmed, "step": step,
             "family": family, "chosen_toml": chosen_toml, "chosen_design": chosen_design, "objective": objective,
-            "host_measured": host_measured}
+            "host_measured": host_measured, "other_route": other}
+
+
+def other_route(design: DesignPoint, *, objective: str, knobs: Mapping[str, Mapping[str, Any]] | None, cap: float,
+                progress: Callable[[str], None] = print) -> dict[str, Any] | None:
+    """The best point of the same TT space with the core gradients taken by the other route (paper 003, App. A.2:
+    ``core_grad_route`` direct or dense), its host measured on this machine: the route is a training choice whose
+    numbers differ in the last bits (docs/tt_pe.md), so the explorer reports it and does not take it. None where
+    no point of it fits."""
+    setup = tt_setup_of(design)
+    route = "dense" if setup.precision["core_grad_route"] == "direct" else "direct"
+    setup = dataclasses.replace(setup, precision={**setup.precision, "core_grad_route": route})
+    specs = {instance.pe: instance.spec for instance in design.instances}
+    progress(f"the same space on the {route} core-gradient route (measuring its host share)")
+    family = tt_family(setup, bases=specs, host=measure_tt_host(setup),
+                       macs=tt_stages(setup, setup.hardware())[1]["macs"], tt3=specs.get("tt3"))
+    space = explore_family(family, design.board, clock_mhz=design.clock_mhz, knobs=knobs, cap=cap, progress=progress)
+    try:
+        best = space.best(objective)
+    except ValueError:
+        return None
+    point = space.point(best)
+    return {"core_grad_route": route, "outer_pe": tt_hardware(space.chosen_options(best)).outer_pe,
+            **{key: point[key] for key in ("label", "total_s", "pe_s", "memory_s", "host_s", "energy_pj", *RESOURCES)}}
 
 
 # ---------------------------------------------------------------------------- reports
@@ -208,7 +236,7 @@ def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list
             "chosen": space.point(chosen), "step": step.to_dict(), "searched": space.searched,
             "throughput": {**step.throughput(space.point(chosen)["dsp"]), **REFERENCE_THROUGHPUT},
             "points": len(points), "feasible": int(space.feasible.sum()), "pareto": int(front.size),
-            "host_measured": result.get("host_measured")}),
+            "host_measured": result.get("host_measured"), "other_route": result.get("other_route")}),
         write_json_atomic(out / "estimate_layer_cycles.json", {
             "hardware": family.describe(options), "clock_mhz": step.clock_mhz,
             "stages": [{"cycles": s.cycles, "words_in": s.words_in, "words_out": s.words_out} for s in stages]}),
@@ -306,6 +334,14 @@ def summary(result: Mapping[str, Any]) -> str:
     if measured:
         lines.append(f"  host measured at this point: {measured['seconds'] * 1e3:.3f} ms for {measured['calls']} PE "
                      f"calls (the model's {measured['model_s'] * 1e3:.3f} ms)")
+    other = result.get("other_route")
+    if other:
+        formed = f", dW formed on {'PE3' if other['outer_pe'] == 'tt3' else 'PE1'}" \
+            if other["core_grad_route"] == "dense" else ""
+        lines.append(f"  on the {other['core_grad_route']} core-gradient route ({formed.lstrip(', ')}"
+                     f"{'; ' if formed else ''}the gradients' last bits differ): {other['total_s'] * 1e3:.3f} ms = PE "
+                     f"{other['pe_s'] * 1e3:.3f} + memory {other['memory_s'] * 1e3:.3f} + host "
+                     f"{other['host_s'] * 1e3:.3f} ms at {other['label']}")
     for confirmed in result["confirmed"]:
         lines.append(f"  Yosys {confirmed['point']['label']}: " + ", ".join(
             f"{k} {confirmed['yosys_total'][k]:g}" for k in RESOURCES) + (" fits" if confirmed["fits"] else
@@ -314,4 +350,4 @@ def summary(result: Mapping[str, Any]) -> str:
 
 
 __all__ = ["ExploreError", "cost_task", "design_of_point", "distinct_builds", "explore_design", "family_of",
-           "hardware_of_point", "summary", "write_reports"]
+           "hardware_of_point", "other_route", "summary", "write_reports"]

@@ -14,7 +14,7 @@ from codesign.design import load_design
 from codesign.design.calibration import (StaleCalibration, calibration_path, load_calibration, model_errors,
                                          pe_resources)
 from codesign.design.explore_families import explore_tt, paper_setup, tt_family
-from codesign.design.explore_run import design_of_point, explore_design, hardware_of_point
+from codesign.design.explore_run import design_of_point, explore_design, hardware_of_point, other_route, summary
 from codesign.design.loops import tt_setup_of
 from codesign.design.step_time import tt_stages, tt_step_time
 from codesign.loops.host_share import HostModel
@@ -151,6 +151,28 @@ def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path, 
     measured = run.performance["host_measured"]  # the host's share measured again at the chosen point's schedule
     assert measured["calls"] == run.result["step"].calls and measured["seconds"] > 0
     assert measured["model_s"] == pytest.approx(run.result["step"].host_s)
+    other = run.performance["other_route"]  # the example trains on the direct route; the dense one is reported
+    assert other["core_grad_route"] == "dense" and other["outer_pe"] == "tt3" and other["label"].endswith("1 x tt3")
+    assert other["total_s"] == pytest.approx(other["pe_s"] + other["memory_s"] + other["host_s"])
+    assert "on the dense core-gradient route (dW formed on PE3;" in summary(run.result)
+
+
+def test_the_other_route_is_the_best_point_of_the_same_space_on_it(design):
+    """other_route explores the design's space with core_grad_route switched, and returns its best point."""
+    dense = dataclasses.replace(design, training=design.training.replace(techniques={"tt": dataclasses.replace(
+        design.training.techniques["tt"], precision=dataclasses.replace(
+            design.training.techniques["tt"].precision, core_grad_route="dense"))}))
+    other = other_route(dense, objective="time", knobs={"tt1": GRID_KNOBS, "tt2": GRID_KNOBS}, cap=0.8,
+                        progress=lambda _: None)
+    assert other["core_grad_route"] == "direct" and other["total_s"] > 0
+    setup = tt_setup_of(design)
+    specs = {i.pe: i.spec for i in design.instances}
+    space = explore_tt(setup, design.board, bases={"tt1": specs["tt1"], "tt2": specs["tt2"]}, clock_mhz=100.0,
+                       host=HOST, macs=1, tt3=specs["tt3"], knobs={"tt1": GRID_KNOBS, "tt2": GRID_KNOBS})
+    # the same point of the direct route's space under another host model: the same PE and memory shares
+    labels = {space.point(i)["label"]: i for i in range(space.index.shape[0])}
+    assert other["pe_s"] + other["memory_s"] == pytest.approx(
+        space.pe_s[labels[other["label"]]] + space.memory_s[labels[other["label"]]])
 
 
 def test_the_host_is_measured_at_a_points_own_schedule(space, design):
