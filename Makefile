@@ -84,6 +84,7 @@ bench: setup
 	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/bench_board_training.py
 	$(BIN)/python benchmarks/bench_runtime_import.py
 	$(BIN)/python benchmarks/bench_tt_stream.py
+	$(BIN)/python benchmarks/bench_tt_routes.py
 
 clean:
 	rm -rf out build dist sim_build .pytest_cache

@@ -26,7 +26,7 @@ import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -122,19 +122,26 @@ def measure_tt_host_seconds(setup: TtTrainSetup, hardware: Optional[StepHardware
     return _least([timer.step() for _ in range(repeats)])
 
 
-def measure_tt_host(setup: TtTrainSetup, *, source: str = THIS_MACHINE, repeats: int = 5) -> HostModel:
-    """:class:`HostModel` of ``setup`` from two schedules: the default builds (many calls) and builds with
-    longer buffers (fewer calls). Their steps alternate, so that both see the same load on the machine, and
-    each keeps its least of ``repeats``."""
-    many = StepHardware()
-    few = StepHardware(pe1=dataclasses.replace(many.pe1, max_j=32, max_l=64),
-                       pe2=dataclasses.replace(many.pe2, max_j=128, max_k=128, max_l=64))
-    timers = [_TtHostTimer(setup, hardware, 0) for hardware in (many, few)]
-    steps: List[List[Tuple[float, int]]] = [[], []]
+def measure_tt_hosts(points: Sequence[Tuple[TtTrainSetup, Optional[StepHardware]]], *, repeats: int = 5
+                     ) -> List[Tuple[float, int]]:
+    """:func:`measure_tt_host_seconds` of several ``(setup, hardware)`` points at once: their steps alternate, so
+    that every point sees the same load on the machine, and each keeps its least of ``repeats``."""
+    timers = [_TtHostTimer(setup, hardware, 0) for setup, hardware in points]
+    steps: List[List[Tuple[float, int]]] = [[] for _ in timers]
     for _ in range(repeats):
         for timer, taken in zip(timers, steps):
             taken.append(timer.step())
-    return HostModel.fit(_least(steps[0]), _least(steps[1]), source=source)
+    return [_least(taken) for taken in steps]
+
+
+def measure_tt_host(setup: TtTrainSetup, *, source: str = THIS_MACHINE, repeats: int = 5) -> HostModel:
+    """:class:`HostModel` of ``setup`` from two schedules: the default builds (many calls) and builds with
+    longer buffers (fewer calls), measured side by side (:func:`measure_tt_hosts`)."""
+    many = StepHardware()
+    few = StepHardware(pe1=dataclasses.replace(many.pe1, max_j=32, max_l=64),
+                       pe2=dataclasses.replace(many.pe2, max_j=128, max_k=128, max_l=64))
+    measured_many, measured_few = measure_tt_hosts([(setup, many), (setup, few)], repeats=repeats)
+    return HostModel.fit(measured_many, measured_few, source=source)
 
 
 # ---------------------------------------------------------------------------- FB-float
@@ -319,5 +326,5 @@ def read_host_report(path: Path, loop: Mapping[str, Any]) -> HostModel:
 
 __all__ = ["GemmShape", "HOST_REPORT_FILE", "HostModel", "HostReportError", "THIS_MACHINE", "compressed_masks",
            "csb_encoding_seconds", "loop_digest", "machine_record", "measure_csb_host", "measure_fb_host", "measure_loop_host",
-           "measure_tt_host", "measure_tt_host_seconds", "read_host_report", "spans", "step_gemms",
+           "measure_tt_host", "measure_tt_host_seconds", "measure_tt_hosts", "read_host_report", "spans", "step_gemms",
            "write_host_report"]
