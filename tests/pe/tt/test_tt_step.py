@@ -228,6 +228,16 @@ def test_dense_route_on_pe1_with_zeros_outliers_saturation_and_many_calls(hardwa
     assert expected.grad_x[-1, 0] == 0.0
 
 
+def test_dense_route_on_pe1_for_a_network_input_after_scales_were_set():
+    layer = make_layer((4, 4), (4, 4), 3, bias=False, route="dense")
+    layer.is_network_input = True
+    x, grad_y = make_batch(layer, 16)
+    layer.train()
+    layer(torch.from_numpy(x * 4)).sum().backward()  # one step on other data: every tracker holds a scale
+    _, got = assert_same(layer, x, grad_y, GoldenRunner(), PE1_OUTER)
+    assert got.grad_x is None and got.bias_grad is None
+
+
 def test_a_pe_that_cannot_form_the_weight_gradient_is_refused():
     with pytest.raises(ValueError, match="outer_pe must be one of"):
         StepHardware(outer_pe="tt2")
