@@ -41,7 +41,7 @@ from codesign.hw.resource_model import RESOURCES
 from codesign.loops.host_share import (HostModel, compressed_masks, measure_csb_host, measure_fb_host, measure_tt_host,
                                        step_gemms)
 from codesign.pe import get_pe
-from codesign.pe.tt.schedule import StepHardware
+from codesign.pe.tt.schedule import PE_NAMES, StepHardware
 
 CONFIRMED = 3  # front points confirmed by Yosys beside the chosen one
 TITLES = {"tt": "TT", "fb": "FB-float (FP-MAC array)", "csb": "CSB"}
@@ -336,12 +336,11 @@ def summary(result: Mapping[str, Any]) -> str:
                      f"calls (the model's {measured['model_s'] * 1e3:.3f} ms)")
     other = result.get("other_route")
     if other:
-        formed = f", dW formed on {'PE3' if other['outer_pe'] == 'tt3' else 'PE1'}" \
-            if other["core_grad_route"] == "dense" else ""
-        lines.append(f"  on the {other['core_grad_route']} core-gradient route ({formed.lstrip(', ')}"
-                     f"{'; ' if formed else ''}the gradients' last bits differ): {other['total_s'] * 1e3:.3f} ms = PE "
-                     f"{other['pe_s'] * 1e3:.3f} + memory {other['memory_s'] * 1e3:.3f} + host "
-                     f"{other['host_s'] * 1e3:.3f} ms at {other['label']}")
+        notes = [f"dW formed on {PE_NAMES[other['outer_pe']]}"] if other["core_grad_route"] == "dense" else []
+        notes.append("the gradients' last bits differ")
+        lines.append(f"  on the {other['core_grad_route']} core-gradient route ({'; '.join(notes)}): "
+                     f"{other['total_s'] * 1e3:.3f} ms = PE {other['pe_s'] * 1e3:.3f} + memory "
+                     f"{other['memory_s'] * 1e3:.3f} + host {other['host_s'] * 1e3:.3f} ms at {other['label']}")
     for confirmed in result["confirmed"]:
         lines.append(f"  Yosys {confirmed['point']['label']}: " + ", ".join(
             f"{k} {confirmed['yosys_total'][k]:g}" for k in RESOURCES) + (" fits" if confirmed["fits"] else

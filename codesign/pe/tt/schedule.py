@@ -69,6 +69,7 @@ from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 
 MAX_UNITS = 8  # copies of one PE build a step may use (each takes a stream pair and a memory port)
 OUTER_PES = ("tt3", "tt1")  # the PEs that can form the dense weight gradient (StepHardware.outer_pe)
+PE_NAMES = {"tt1": "PE1", "tt2": "PE2", "tt3": "PE3"}  # as paper 003 names them, for reports
 
 
 @keyword_record

@@ -46,7 +46,8 @@ from codesign.pe.tt import golden
 from codesign.pe.tt.contract import WORD_BITS
 from codesign.pe.tt.cycles import stream_words, transaction_cycles
 from codesign.pe.tt.layer_state import TtLayerState
-from codesign.pe.tt.schedule import LayerGeometry, StepHardware, StepPlan, assign_calls, plan_step, stages
+from codesign.pe.tt.schedule import (PE_NAMES, LayerGeometry, StepHardware, StepPlan, assign_calls, plan_step,
+                                     stages)
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 
 PAPER_SECONDS = 0.09  # paper 003, Sec. 5: forward and backward of a batch of 64 at 100 MHz
@@ -512,7 +513,7 @@ def comparison_table(rows: Sequence[PaperComparison]) -> str:
 
 
 def _route_text(row: PaperComparison) -> str:
-    return "direct" if row.route == "direct" else f"dense, dW on {'PE3' if row.outer_pe == 'tt3' else 'PE1'}"
+    return "direct" if row.route == "direct" else f"dense, dW on {PE_NAMES[row.outer_pe]}"
 
 
 def yosys_dsp(hardware: StepHardware, work_dir: Path, *, family: str = "xcup") -> dict[str, int]:
