@@ -16,6 +16,26 @@ def _is_power_of_two(value: int) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DataPort:
+    """One high-performance PS port for the IPs' data: its interface, its clock pin, the PS properties enabling it."""
+
+    port: str
+    clock_pin: str
+    properties: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        for name in ("port", "clock_pin"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.replace("_", "").isalnum():
+                raise ValueError(f"vivado.more_data_ports {name} must be an interface or pin name, not {value!r}")
+        value = self.properties
+        if not isinstance(value, Mapping) or not all(
+                isinstance(k, str) and k.startswith("CONFIG.") and isinstance(v, str) for k, v in value.items()):
+            raise ValueError(f"vivado.more_data_ports {self.port}: properties must map CONFIG.* names to strings")
+        object.__setattr__(self, "properties", MappingProxyType(dict(value)))
+
+
+@dataclass(frozen=True, kw_only=True)
 class VivadoFacts:
     """What the Vivado block design needs to know about a board's processing system (PS).
 
@@ -28,6 +48,12 @@ class VivadoFacts:
     the board files are not installed (DDR, clocks, I/O banks, peripherals),
     so that mode never depends on a vendor preset. ``fclk_property`` is the
     PS property that sets the PL clock (MHz).
+
+    ``data_port`` is the first high-performance port the IPs' data go through
+    (enabled by ``ports``); ``more_data_ports`` the others a design may add,
+    each a :class:`DataPort` with the PS properties that enable it. A design
+    spreads its IPs over its first ``hp_ports`` of :attr:`data_ports`
+    (:func:`codesign.design.point.hp_port_of`).
     """
 
     ps_ip: str
@@ -46,10 +72,18 @@ class VivadoFacts:
     fclk_property: str
     ports: Mapping[str, str]
     part_config: Mapping[str, str]
+    more_data_ports: tuple[DataPort, ...] = ()
 
     def __post_init__(self) -> None:
+        extra = self.more_data_ports
+        if isinstance(extra, (str, Mapping)) or not isinstance(extra, (list, tuple)):
+            raise ValueError("vivado.more_data_ports must be a list of [[vivado.more_data_ports]] tables")
+        object.__setattr__(self, "more_data_ports",
+                           tuple(port if isinstance(port, DataPort) else DataPort(**port) for port in extra))
         for item in fields(self):
             value = getattr(self, item.name)
+            if item.name == "more_data_ports":
+                continue
             if item.name in ("control_base", "control_window"):
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                     raise ValueError(f"vivado.{item.name} must be a non-negative integer, not {value!r}")
@@ -67,6 +101,14 @@ class VivadoFacts:
             raise ValueError(f"vivado.ps_ip {self.ps_ip!r} must be vendor:library:name (no version)")
         if not self.fclk_property.startswith("CONFIG."):
             raise ValueError(f"vivado.fclk_property {self.fclk_property!r} must be a CONFIG.* property")
+        names = [port.port for port in self.data_ports]
+        if len(set(names)) != len(names):
+            raise ValueError(f"vivado data ports {names} must be distinct")
+
+    @property
+    def data_ports(self) -> tuple[DataPort, ...]:
+        """Every high-performance port a design may use, the first (``data_port``) first."""
+        return (DataPort(port=self.data_port, clock_pin=self.data_clock_pin, properties={}), *self.more_data_ports)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +118,8 @@ class Board:
     ``hp_port_bits`` is the width of the PS port the IPs' data go through,
     each direction (AXI reads and writes have their own channels);
     ``ddr_peak_gbps`` the DDR's peak in GB/s (1e9 bytes), shared by both.
+    There are :attr:`hp_ports` such ports, each with its own bandwidth; all
+    share the DDR.
     """
 
     name: str
@@ -108,6 +152,11 @@ class Board:
             raise ValueError(f"board {self.name}: ddr_peak_gbps must be a positive number of GB/s")
         if self.board_part.count(":") != 3:
             raise ValueError(f"board {self.name}: board_part {self.board_part!r} must be vendor:board:part0:version")
+
+    @property
+    def hp_ports(self) -> int:
+        """High-performance ports a design may spread its IPs' data over."""
+        return len(self.vivado.data_ports)
 
 
 @cache

@@ -16,6 +16,7 @@ from __future__ import annotations
 from codesign.design.loops import loop_entry
 from codesign.design.point import DesignPoint
 from codesign.hw import accel
+from codesign.hw.vivado import hp_port_of
 from codesign.hw.shell import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
 
 __all__ = ["IP_ADDRESS_RANGE", "MANIFEST_FILE", "MANIFEST_FORMAT", "design_manifest", "ip_base_address"]
@@ -39,6 +40,7 @@ def design_manifest(design: DesignPoint, *, buffers: dict[str, dict[str, int]] |
             "name": instance.name, "pe": instance.pe, "top": fields["top"], "vlnv": fields["vlnv"],
             "base_address": ip_base_address(design, index), "address_range": IP_ADDRESS_RANGE,
             "registers": fields["registers"], "data_ports": fields["data_ports"],
+            "hp_port": hp_port_of(index, design.ports_used),
             "hls_project": f"hls/{instance.name}", "ip_repo": f"hls/{instance.name}/{fields['ip_repo_relpath']}",
             "spec": instance.spec.to_dict(), "reason": instance.reason,
             "buffers": {name: {"dtype": "uint32", "max_words": int(words)} for name, words in sorted(sizes.items())},
@@ -50,4 +52,5 @@ def design_manifest(design: DesignPoint, *, buffers: dict[str, dict[str, int]] |
                             "ddr_peak_gbps": design.board.ddr_peak_gbps,
                             "pynq_board_names": list(design.board.pynq_board_names)},
             "control_port": vivado.control_port, "data_port": vivado.data_port,
+            "data_ports": [port.port for port in vivado.data_ports[:design.ports_used]],
             "training": design.training.to_dict(), "loop": loop_entry(design), "ips": ips}

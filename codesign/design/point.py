@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from codesign.boards import Board, board
+from codesign.hw.accel import data_ports
+from codesign.hw.vivado import fewest_hp_ports
 from codesign.numerics import FloatFormat
 from codesign.pe import REGISTRY, get_pe
 from codesign.train.config import TrainConfig, check_field_types, config_from_dict, read_toml, require_tables
@@ -69,7 +71,14 @@ class PeInstance:
 
 @dataclass(frozen=True, kw_only=True)
 class DesignPoint:
-    """The training configuration, the board, the PL clock (MHz) and the PE instances derived from them."""
+    """The training configuration, the board, the PL clock (MHz) and the PE instances derived from them.
+
+    ``hp_ports`` asks for that many of the board's high-performance ports for
+    the IPs' data (``[design] hp_ports``); 0 takes the fewest whose
+    SmartConnects fit the IPs' data ports. ``ports_used`` is the number the
+    block design gets; IP ``i`` goes through port ``i mod ports_used``
+    (:func:`codesign.hw.vivado.hp_port_of`), which the step models follow.
+    """
 
     name: str
     training: TrainConfig
@@ -77,6 +86,8 @@ class DesignPoint:
     clock_mhz: float
     instances: tuple[PeInstance, ...]
     overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    hp_ports: int = 0
+    ports_used: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -91,6 +102,19 @@ class DesignPoint:
             raise DesignError(f"design: duplicate PE instance names {names}")
         if not self.instances:
             raise DesignError("design: the configuration needs no PE, so there is no hardware to build")
+        links = [len(data_ports())] * len(self.instances)
+        most = self.board.hp_ports
+        if isinstance(self.hp_ports, bool) or not isinstance(self.hp_ports, int) or not 0 <= self.hp_ports <= most:
+            raise DesignError(f"design.hp_ports: must be an integer in [0, {most}] (0: the fewest that fit; the "
+                              f"{self.board.display_name} has {most} high-performance ports), got {self.hp_ports!r}")
+        try:
+            fewest = fewest_hp_ports(links, most)
+        except ValueError as error:
+            raise DesignError(f"design: {error}") from None
+        if self.hp_ports and self.hp_ports < fewest:
+            raise DesignError(f"design.hp_ports: {len(self.instances)} IPs with {sum(links)} data ports need at "
+                              f"least {fewest} high-performance ports (one SmartConnect each), got {self.hp_ports}")
+        object.__setattr__(self, "ports_used", self.hp_ports or fewest)
 
     @property
     def clock_period_ns(self) -> float:
@@ -98,7 +122,8 @@ class DesignPoint:
 
     def describe(self) -> str:
         """What hardware the configuration needs, for people."""
-        lines = [f"design {self.name} on {self.board.display_name} ({self.board.part}), PL clock {self.clock_mhz:g} MHz",
+        lines = [f"design {self.name} on {self.board.display_name} ({self.board.part}), PL clock {self.clock_mhz:g} MHz, "
+                 f"data through {self.ports_used} of its {self.board.hp_ports} high-performance ports",
                  f"training: model {self.training.model.name}, techniques "
                  f"{', '.join(sorted(self.training.techniques)) or 'none (FP32)'}"]
         for instance in self.instances:
@@ -132,7 +157,7 @@ class DesignPoint:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "board": self.board.name, "part": self.board.part, "clock_mhz": self.clock_mhz,
-                "training": self.training.to_dict(),
+                "hp_ports": self.ports_used, "training": self.training.to_dict(),
                 "instances": [{"name": i.name, "pe": i.pe, "top": i.top, "reason": i.reason, "spec": i.spec.to_dict()}
                               for i in self.instances]}
 
@@ -191,7 +216,7 @@ def _pe_spec(pe_name: str, derived: dict[str, Any], override: Mapping[str, Any],
 
 
 def design_point(training: TrainConfig, *, name: str, board_name: str = "zedboard", clock_mhz: float = 100.0,
-                 overrides: Mapping[str, Mapping[str, Any]] | None = None) -> DesignPoint:
+                 overrides: Mapping[str, Mapping[str, Any]] | None = None, hp_ports: int = 0) -> DesignPoint:
     """Derive the PE instances of ``training`` for ``board_name``; every error before anything is built."""
     overrides = dict(overrides or {})
     try:
@@ -216,7 +241,7 @@ def design_point(training: TrainConfig, *, name: str, board_name: str = "zedboar
             counts[pe_name] = index + 1
             instances.append(PeInstance(name=f"{pe_name}_{index}", pe=pe_name, spec=spec, reason=reason))
     return DesignPoint(name=name, training=training, board=chosen_board, clock_mhz=clock_mhz,
-                       instances=tuple(instances), overrides=overrides)
+                       instances=tuple(instances), overrides=overrides, hp_ports=hp_ports)
 
 
 def design_from_dict(raw: dict, *, board_name: str | None = None, default_name: str = "design") -> DesignPoint:
@@ -227,7 +252,7 @@ def design_from_dict(raw: dict, *, board_name: str | None = None, default_name: 
     section = raw.pop(DESIGN_TABLE, {})
     if not isinstance(section, dict):
         raise DesignError("design: must be a table")
-    known = {"name", "board", "clock_mhz", "pe"}
+    known = {"name", "board", "clock_mhz", "hp_ports", "pe"}
     unknown = sorted(set(section) - known)
     if unknown:
         raise DesignError(f"design.{unknown[0]}: unknown field (known: {', '.join(sorted(known))})")
@@ -239,7 +264,8 @@ def design_from_dict(raw: dict, *, board_name: str | None = None, default_name: 
         raise DesignError("design.pe: must hold one table per PE, e.g. [design.pe.fpmac_array]")
     return design_point(config_from_dict(raw), name=section.get("name", default_name),
                         board_name=board_name or section.get("board", "zedboard"),
-                        clock_mhz=section.get("clock_mhz", 100.0), overrides=overrides)
+                        clock_mhz=section.get("clock_mhz", 100.0), overrides=overrides,
+                        hp_ports=section.get("hp_ports", 0))
 
 
 def load_design(path: Path, *, board_name: str | None = None) -> DesignPoint:

@@ -54,6 +54,25 @@ _RELPATH = re.compile(r"^[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)*$")
 _AUTOMATION = re.compile(r'^[A-Za-z0-9_ ",.]+$')
 
 
+def hp_port_of(ip_index: int, hp_ports: int) -> int:
+    """The high-performance port (0-based) IP ``ip_index`` of a design's list sends its data through: round robin,
+    so copies of one PE, listed one after another, land on different ports."""
+    return ip_index % hp_ports
+
+
+def fewest_hp_ports(links: list[int], most: int) -> int:
+    """The fewest ports (at most ``most``) whose SmartConnects take every IP's data ports (``links``, per IP, in the
+    design's order) with :func:`hp_port_of`, each SmartConnect within :data:`MAX_DATA_PORTS` slave interfaces."""
+    for ports in range(1, most + 1):
+        per_port = [0] * ports
+        for index, count in enumerate(links):
+            per_port[hp_port_of(index, ports)] += count
+        if max(per_port) <= MAX_DATA_PORTS:
+            return ports
+    raise ValueError(f"{len(links)} IPs with {sum(links)} data ports do not fit {most} high-performance ports of "
+                     f"{MAX_DATA_PORTS} SmartConnect slave interfaces each")
+
+
 class ManifestError(ValueError):
     """design.json cannot be built on the board as it stands (nothing was written)."""
 
@@ -106,6 +125,11 @@ def validate_manifest(manifest: dict, board: Board) -> None:
     _ensure(manifest["control_port"] == facts.control_port and manifest["data_port"] == facts.data_port,
             f"design.json ports {manifest['control_port']}/{manifest['data_port']} are not board {board.name}'s "
             f"{facts.control_port}/{facts.data_port}")
+    used = manifest_data_ports(manifest)
+    board_ports = [port.port for port in facts.data_ports]
+    _ensure(isinstance(used, list) and 0 < len(used) <= len(board_ports) and used == board_ports[:len(used)],
+            f"design.json data_ports {used!r} must be the first of board {board.name}'s high-performance ports "
+            f"{board_ports}")
     clock = manifest["clock_mhz"]
     _ensure(not isinstance(clock, bool) and isinstance(clock, (int, float)) and math.isfinite(clock) and clock > 0,
             f"clock_mhz {clock!r} must be a positive number of MHz")
@@ -117,7 +141,7 @@ def validate_manifest(manifest: dict, board: Board) -> None:
     window_end = facts.control_base + facts.control_window
     seen: dict[str, int] = {}
     spans: list[tuple[int, int, str]] = []
-    data_ports = 0
+    per_port: dict[int, int] = {}
     for index, ip in enumerate(ips):
         _ensure(isinstance(ip, dict), f"ips[{index}] must be an object")
         missing = [key for key in _IP_KEYS if key not in ip]
@@ -127,7 +151,7 @@ def validate_manifest(manifest: dict, board: Board) -> None:
         _ensure(isinstance(name, str) and bool(_IDENT.match(name)), f"IP name {name!r} is not a C identifier")
         _ensure(name not in seen, f"duplicate IP name {name!r} (ips[{seen.get(name)}] and ips[{index}])")
         seen[name] = index
-        _ensure(name not in (facts.ps_cell, CONTROL_IC, DATA_IC, RESET_CELL),
+        _ensure(name not in (facts.ps_cell, CONTROL_IC, RESET_CELL, *map(data_ic_name, range(len(facts.data_ports)))),
                 f"IP name {name!r} collides with a block-design cell codesign adds")
         _ensure(isinstance(ip["top"], str) and bool(_IDENT.match(ip["top"])), f"IP {name}: top {ip['top']!r}")
         vlnv = ip["vlnv"]
@@ -149,15 +173,31 @@ def validate_manifest(manifest: dict, board: Board) -> None:
         _ensure(isinstance(ports, list) and len(ports) > 0 and len(set(ports)) == len(ports)
                 and all(isinstance(p, str) and re.match(r"^m_axi_[A-Za-z0-9_]+$", p) for p in ports),
                 f"IP {name}: data_ports {ports!r} must be distinct m_axi_* interface names")
-        data_ports += len(ports)
+        port = ip.get("hp_port", 0)
+        _ensure(_is_int(port) and 0 <= port < len(used),
+                f"IP {name}: hp_port {port!r} must index design.json's data_ports {used}")
+        per_port[port] = per_port.get(port, 0) + len(ports)
         _check_relpath(ip["ip_repo"], f"IP {name}: ip_repo")
         if "hls_project" in ip:
             _check_relpath(ip["hls_project"], f"IP {name}: hls_project")
-    _ensure(data_ports <= MAX_DATA_PORTS,
-            f"{data_ports} data ports in all; one SmartConnect takes at most {MAX_DATA_PORTS}")
+    for port, count in sorted(per_port.items()):
+        _ensure(count <= MAX_DATA_PORTS,
+                f"{count} data ports on {used[port]}; its SmartConnect takes at most {MAX_DATA_PORTS} (spread the "
+                "IPs over more high-performance ports: [design] hp_ports)")
 
 
 # ---------------------------------------------------------------------------- rendering
+
+
+def manifest_data_ports(manifest: dict) -> list:
+    """The high-performance ports design.json spreads its IPs over: ``data_ports``, or its one ``data_port`` (a
+    design.json written before designs had several)."""
+    return manifest.get("data_ports", [manifest["data_port"]])
+
+
+def data_ic_name(port: int) -> str:
+    """The SmartConnect in front of high-performance port ``port``."""
+    return DATA_IC if port == 0 else f"{DATA_IC}{port}"
 
 
 def _number(value: float) -> str:
@@ -168,7 +208,9 @@ def _number(value: float) -> str:
 def vivado_context(manifest: dict, board: Board) -> dict:
     """Everything the templates print; every name, count and address is computed here, none in Jinja."""
     facts = board.vivado
-    ips, data_links = [], []
+    ports = facts.data_ports[:len(manifest_data_ports(manifest))]
+    ips = []
+    data_ics = [{"name": data_ic_name(k), "port": port.port, "links": []} for k, port in enumerate(ports)]
     for index, ip in enumerate(manifest["ips"]):
         ips.append({
             "name": ip["name"], "vlnv": ip["vlnv"], "ip_repo": ip["ip_repo"],
@@ -176,14 +218,20 @@ def vivado_context(manifest: dict, board: Board) -> dict:
             "control_master": f"M{index:02d}_AXI",
             "offset": f"0x{ip['base_address']:08X}", "range": f"0x{ip['address_range']:08X}",
         })
+        links = data_ics[ip.get("hp_port", 0)]["links"]
         for port in ip["data_ports"]:
-            data_links.append({"source": f"{ip['name']}/{port}", "slave": f"S{len(data_links):02d}_AXI"})
+            links.append({"source": f"{ip['name']}/{port}", "slave": f"S{len(links):02d}_AXI"})
+    data_ics = [ic for ic in data_ics if ic["links"]]  # a port no IP uses stays off
     masters = [f"M{index:02d}" for index in range(len(ips))]
-    clock_sinks = [f"{facts.ps_cell}/{facts.control_clock_pin}", f"{facts.ps_cell}/{facts.data_clock_pin}",
+    used = {ic["port"] for ic in data_ics}
+    clock_sinks = [f"{facts.ps_cell}/{facts.control_clock_pin}",
+                   *(f"{facts.ps_cell}/{port.clock_pin}" for port in ports if port.port in used),
                    f"{CONTROL_IC}/ACLK", f"{CONTROL_IC}/S00_ACLK", *(f"{CONTROL_IC}/{m}_ACLK" for m in masters),
-                   f"{DATA_IC}/aclk", f"{RESET_CELL}/slowest_sync_clk", *(f"{ip['name']}/{CLOCK_PIN}" for ip in ips)]
+                   *(f"{ic['name']}/aclk" for ic in data_ics), f"{RESET_CELL}/slowest_sync_clk",
+                   *(f"{ip['name']}/{CLOCK_PIN}" for ip in ips)]
     reset_sinks = [f"{CONTROL_IC}/S00_ARESETN", *(f"{CONTROL_IC}/{m}_ARESETN" for m in masters),
-                   f"{DATA_IC}/aresetn", *(f"{ip['name']}/{RESET_PIN}" for ip in ips)]
+                   *(f"{ic['name']}/aresetn" for ic in data_ics), *(f"{ip['name']}/{RESET_PIN}" for ip in ips)]
+    port_properties = [item for port in ports if port.port in used for item in port.properties.items()]
     vendor, name, part_no, _version = board.board_part.split(":")
     return {
         "design": manifest["design"], "board": board.name, "display_name": board.display_name,
@@ -192,10 +240,11 @@ def vivado_context(manifest: dict, board: Board) -> dict:
         "ps": {key: getattr(facts, key) for key in (
             "ps_ip", "ps_cell", "automation_rule", "automation_board", "automation_part", "control_port",
             "data_port", "clock_pin", "reset_pin", "fclk_property")},
-        "ports": list(facts.ports.items()), "part_config": list(facts.part_config.items()),
-        "ips": ips, "ip_repos": sorted({ip["ip_repo"] for ip in ips}), "data_links": data_links,
+        "ports": [*facts.ports.items(), *port_properties], "part_config": list(facts.part_config.items()),
+        "ips": ips, "ip_repos": sorted({ip["ip_repo"] for ip in ips}), "data_ics": data_ics,
+        "data_port_names": ", ".join(ic["port"] for ic in data_ics),
         "clock_sinks": clock_sinks, "reset_sinks": reset_sinks, "control_interface": CONTROL_INTERFACE,
-        "control_ic": CONTROL_IC, "data_ic": DATA_IC, "reset_cell": RESET_CELL, "default_jobs": DEFAULT_JOBS,
+        "control_ic": CONTROL_IC, "reset_cell": RESET_CELL, "default_jobs": DEFAULT_JOBS,
     }
 
 

@@ -55,6 +55,35 @@ def test_copies_are_instances_of_one_build_with_their_own_names():
     assert [i.name for i in design.instances if i.pe != "tt2"] == ["tt1_0", "tt3_0"]
 
 
+def test_an_array_of_many_ips_spreads_over_the_fewest_hp_ports_that_fit():
+    """Twelve TT IPs have 24 data ports, more than one SmartConnect's 16: two HP ports by default, round robin,
+    and design.json says so to the block design, which takes it."""
+    from codesign.design.manifest import design_manifest
+    from codesign.hw.vivado import validate_manifest
+
+    raw = read_toml(EXAMPLE)
+    raw["design"]["pe"]["tt1"]["copies"] = 8
+    raw["design"]["pe"]["tt2"]["copies"] = 3
+    design = design_from_dict(raw, board_name="ultra96v2")
+    assert (len(design.instances), design.hp_ports, design.ports_used) == (12, 0, 2)
+    assert "data through 2 of its 4 high-performance ports" in design.describe()
+    manifest = design_manifest(design)
+    assert manifest["data_ports"] == ["S_AXI_HP0_FPD", "S_AXI_HP1_FPD"]
+    assert [ip["hp_port"] for ip in manifest["ips"]] == [0, 1] * 6
+    validate_manifest(manifest, design.board)
+    raw["design"]["hp_ports"] = 4
+    assert design_manifest(design_from_dict(raw, board_name="ultra96v2"))["data_ports"][-1] == "S_AXI_HP3_FPD"
+    for hp_ports, message in ((1, "12 IPs with 24 data ports need at least 2 high-performance ports"),
+                              (5, r"must be an integer in \[0, 4\]"), (True, "must be an integer")):
+        raw["design"]["hp_ports"] = hp_ports
+        with pytest.raises(DesignError, match=f"design.hp_ports: .*{message}"):
+            design_from_dict(raw, board_name="ultra96v2")
+    raw["design"]["hp_ports"] = 0
+    raw["design"]["pe"]["tt2"]["copies"] = 8
+    raw["design"]["pe"]["tt1"]["copies"] = 8
+    assert design_from_dict(raw, board_name="ultra96v2").ports_used == 3  # 17 IPs, 34 data ports
+
+
 def test_the_parallel_example_is_the_array_of_the_paper_comparison():
     from codesign.pe.tt.step_cycles import PARALLEL_HARDWARE
     from codesign.train.hw_golden_tt import design_hardware

@@ -17,6 +17,8 @@ from codesign.hw.build import ToolMissing
 from codesign.hw.tcl_lint import ShimOptions, TclLintError, lint_script, parse_tcl_list, tcl_dict
 from codesign.hw.vivado import (
     ManifestError,
+    fewest_hp_ports,
+    hp_port_of,
     VivadoBuildPlan,
     first_error_line,
     lint_vivado_build,
@@ -142,6 +144,12 @@ INVALID = {
     "data ports": (_mutate(("ips", 0, "data_ports"), ["gmem0"]), "m_axi_\\* interface names"),
     "clock": (_mutate(("clock_mhz",), 0), "clock_mhz 0 must be a positive number"),
     "cell clash": (_mutate(("ips", 0, "name"), "ps7"), "collides with a block-design cell"),
+    "data ports not the board's first": (_mutate(("data_ports",), ["S_AXI_HP1"]),
+                                         "must be the first of board zedboard's high-performance ports"),
+    "more data ports than the board has": (_mutate(("data_ports",), [f"S_AXI_HP{k}" for k in range(5)]),
+                                           "must be the first of board zedboard's"),
+    "hp_port beyond data_ports": (_mutate(("ips", 1, "hp_port"), 1), "IP csb_0: hp_port 1 must index"),
+    "hp_port not an integer": (_mutate(("ips", 1, "hp_port"), "1"), "IP csb_0: hp_port '1' must index"),
 }
 
 
@@ -160,8 +168,31 @@ def test_invalid_manifests_are_refused_before_anything_is_written(tmp_path, case
 def test_too_many_data_ports_for_one_smartconnect():
     manifest = example_manifest("zedboard")
     manifest["ips"][0]["data_ports"] = [f"m_axi_gmem{i}" for i in range(15)]
-    with pytest.raises(ManifestError, match="17 data ports"):
+    with pytest.raises(ManifestError, match="17 data ports on S_AXI_HP0; its SmartConnect takes at most 16"):
         validate_manifest(manifest, board("zedboard"))
+
+
+def many_ip_manifest(board_name, ips, ports):
+    """``ips`` copies of the example's tt1 IP, spread round robin over the board's first ``ports`` HP ports."""
+    manifest = example_manifest(board_name)
+    template, base = manifest["ips"][0], BOARDS[board_name]["base"]
+    manifest["ips"] = [{**copy.deepcopy(template), "name": f"tt1_{i}", "top": f"tt1_{i}_accel",
+                        "vlnv": f"codesign:hls:tt1_{i}_accel:1.0", "base_address": base + i * 0x1_0000,
+                        "hls_project": f"hls/tt1_{i}", "ip_repo": f"hls/tt1_{i}/codesign_prj/solution1/impl/ip",
+                        "hp_port": hp_port_of(i, ports)} for i in range(ips)]
+    manifest["data_ports"] = [port.port for port in board(board_name).vivado.data_ports[:ports]]
+    return manifest
+
+
+def test_the_fewest_ports_fit_every_smartconnect():
+    assert [hp_port_of(i, 3) for i in range(7)] == [0, 1, 2, 0, 1, 2, 0]
+    assert [fewest_hp_ports([2] * n, 4) for n in (1, 8, 9, 16, 17, 24, 25, 32)] == [1, 1, 2, 2, 3, 3, 4, 4]
+    assert fewest_hp_ports([15, 1, 2], 4) == 3  # round robin over two puts 15 + 2 on the first
+    with pytest.raises(ValueError, match="33 IPs with 66 data ports do not fit 4 high-performance ports"):
+        fewest_hp_ports([2] * 33, 4)
+    with pytest.raises(ManifestError, match="18 data ports on S_AXI_HP0"):  # nine IPs through one port
+        validate_manifest(many_ip_manifest("zedboard", 9, 1), board("zedboard"))
+    validate_manifest(many_ip_manifest("zedboard", 9, 2), board("zedboard"))
 
 
 def test_the_example_manifests_are_valid():
@@ -457,3 +488,35 @@ def test_the_exported_ip_is_the_one_the_block_design_adds(tmp_path, name, pe_nam
     repos = parse_tcl_list(next(c for c in vivado_commands if c.name == "set_property"
                                 and c.args[0] == "ip_repo_paths").args[1])
     assert str(build_dir / ip["ip_repo"]) in repos
+
+
+@needs_tclsh
+@pytest.mark.parametrize("board_name", sorted(BOARDS))
+def test_a_block_design_over_several_hp_ports_under_the_lint(tmp_path, board_name):
+    """Twelve IPs over three HP ports: one SmartConnect per port, each IP on its round-robin port, every port
+    enabled on the PS and clocked, every SmartConnect clocked and reset."""
+    facts, manifest = BOARDS[board_name], many_ip_manifest(board_name, 12, 3)
+    build_dir = rendered(tmp_path, board_name, manifest)
+    commands = lint_script(build_dir / "vivado" / "build.tcl", ShimOptions(board_parts=())).commands
+    ports = board(board_name).vivado.data_ports[:3]
+    ics = ["axi_data", "axi_data1", "axi_data2"]
+    smartconnects = [c.args[-1] for c in commands if c.name == "create_bd_cell" and "smartconnect" in str(c.args)]
+    assert smartconnects == ics
+    sizes = [tcl_dict(c.option("-dict")) for c in commands
+             if c.name == "set_property" and c.option("-dict") and "CONFIG.NUM_SI" in c.option("-dict")]
+    assert [s["CONFIG.NUM_SI"] for s in sizes] == ["8", "8", "8"]  # four IPs of two data ports each
+    intf = [c.args for c in commands if c.name == "connect_bd_intf_net"]
+    for k, (ic, port) in enumerate(zip(ics, ports)):
+        assert (f"/{ic}/M00_AXI", f"/{facts['ps']}/{port.port}") in intf
+        for ip in manifest["ips"][k::3]:
+            for data_port in ip["data_ports"]:
+                assert any(a[0] == f"/{ip['name']}/{data_port}" and a[1].startswith(f"/{ic}/S") for a in intf)
+    ps_dicts = [tcl_dict(c.option("-dict")) for c in commands
+                if c.name == "set_property" and c.option("-dict") and c.args[-1] == f"/{facts['ps']}"]
+    enabled = {key: value for port in ports for key, value in port.properties.items()}
+    assert enabled and enabled.items() <= ps_dicts[-1].items()
+    assert not set(board(board_name).vivado.data_ports[3].properties) & set(ps_dicts[-1])  # the fourth stays off
+    nets = [c.args for c in commands if c.name == "connect_bd_net"]
+    clocked = {sink for source, sink in nets if source == f"/{facts['ps']}/{facts['clock']}"}
+    assert {f"/{facts['ps']}/{port.clock_pin}" for port in ports} | {f"/{ic}/aclk" for ic in ics} <= clocked
+    assert {("/rst_pl/peripheral_aresetn", f"/{ic}/aresetn") for ic in ics} <= set(nets)
