@@ -20,7 +20,7 @@ the IPs from the torch trainer (:class:`codesign.board_tt.BoardTtTrainer`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -46,12 +46,17 @@ class IpRunner:
     clock cycles by the RTL cycle model (:func:`codesign.pe.transaction_cycles`:
     the PE's stream only, without the shell's DDR transfers) added over
     every call, and the same cycles as the copies overlap them
-    (``pe_makespan``: per stage, the busiest copy).
+    (``pe_makespan``: per stage, the busiest copy). ``hp_ports`` maps an IP's
+    name to the high-performance port its data go through (design.json's
+    ``hp_port``; an IP not named: port 0), so the stage log has the busiest
+    port's words beside the total.
     """
 
     name = "ip"
 
-    def __init__(self, drivers: Mapping[str, AccelIP | Sequence[AccelIP]], hardware: StepHardware) -> None:
+    def __init__(self, drivers: Mapping[str, AccelIP | Sequence[AccelIP]], hardware: StepHardware,
+                 hp_ports: Optional[Mapping[str, int]] = None) -> None:
+        self.hp_ports = dict(hp_ports or {})
         self.drivers: dict[str, list[AccelIP]] = {}
         for pe, given in drivers.items():
             copies = [given] if isinstance(given, AccelIP) else list(given)
@@ -115,8 +120,14 @@ class IpRunner:
         self.pe_makespan += busiest
         if error is not None:
             raise error
-        self.stages.add(busiest, sum(streams[p].size for _, positions in started for p in positions),
-                        sum(self._out_parts(calls[p]) for _, positions in started for p in positions))
+        per_port: dict[int, list[int]] = {}
+        for driver, positions in started:
+            words = per_port.setdefault(self.hp_ports.get(driver.ip_name, 0), [0, 0])
+            words[0] += sum(streams[p].size for p in positions)
+            words[1] += sum(self._out_parts(calls[p]) for p in positions)
+        self.stages.add(busiest, sum(w[0] for w in per_port.values()), sum(w[1] for w in per_port.values()),
+                        max((w[0] for w in per_port.values()), default=0),
+                        max((w[1] for w in per_port.values()), default=0))
         return finished
 
     def _out_parts(self, call) -> int:
@@ -156,7 +167,8 @@ class TtBoardTrainer(OnBoard, TtMlpTrainer):
         for ip in overlay.manifest["ips"]:
             if ip["pe"] in ("tt1", "tt2", "tt3"):
                 drivers.setdefault(ip["pe"], []).append(overlay.accelerator(ip["name"]))
-        self.ip_runner = IpRunner(drivers, step_hardware(overlay.manifest))
+        self.ip_runner = IpRunner(drivers, step_hardware(overlay.manifest),
+                                  {ip["name"]: ip.get("hp_port", 0) for ip in overlay.manifest["ips"]})
         super().__init__(setup, runner=self.ip_runner)
         if self.hardware != self.ip_runner.hardware:
             raise DeployError(f"design {overlay.manifest['design']!r}: the loop set-up's TT builds (loop.setup.ips) "

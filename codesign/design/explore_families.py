@@ -50,7 +50,8 @@ class Family:
     name: str  # "tt", "fb", "csb"
     bases: dict[str, Any]  # varied PE -> the design's build, whose other fields the knobs keep
     loads: Loads  # (pe, spec, copies) -> ((stages, 3) cycles and words, PE calls of a step)
-    step: Callable[[Sequence[Option], Board, float], StepTime]  # the whole step of one point
+    # the whole step of one point, its IPs' data over ``hp_ports`` high-performance ports (keyword, default 1)
+    step: Callable[..., StepTime]
     stages: Callable[[Sequence[Option]], list[Stage]]  # its stages (reports)
     describe: Callable[[Sequence[Option]], Any]  # its hardware, for reports
     host: HostModel
@@ -130,8 +131,8 @@ def tt_family(setup: TtTrainSetup, *, bases: Mapping[str, Any], host: HostModel,
 
     varied = {"tt1": bases["tt1"], "tt2": bases["tt2"], **({"tt3": tt3} if dense else {})}
     return Family(name="tt", bases=varied, loads=loads,
-                  step=lambda options, board, clock: tt_step_time(setup, tt_hardware(options), board, clock_mhz=clock,
-                                                                  host=host),
+                  step=lambda options, board, clock, hp_ports=1: tt_step_time(
+                      setup, tt_hardware(options), board, clock_mhz=clock, host=host, hp_ports=hp_ports),
                   stages=lambda options: tt_stages(setup, tt_hardware(options))[0],
                   describe=lambda options: tt_hardware(options).describe(), host=host, macs=macs,
                   mac_energy_pj=tt_mac_energy_pj(setup), fixed_builds={} if tt3 is None or dense else {"tt3": tt3},
@@ -177,8 +178,9 @@ def fb_family(spec, shapes: Sequence[GemmShape], *, host: HostModel) -> Family:
         return _loads(stages), totals["calls"]
 
     return Family(name="fb", bases={"fpmac_array": spec}, loads=loads,
-                  step=lambda options, board, clock: fb_step_time(options[0].spec, list(shapes), board,
-                                                                  clock_mhz=clock, host=host),
+                  # one IP a stage: the ports a design spreads its IPs over do not change a stage
+                  step=lambda options, board, clock, hp_ports=1: fb_step_time(options[0].spec, list(shapes), board,
+                                                                              clock_mhz=clock, host=host),
                   stages=lambda options: fb_stages(options[0].spec, list(shapes))[0],
                   describe=lambda options: {"fpmac_array": options[0].spec.to_dict()}, host=host,
                   macs=fb_stages(spec, list(shapes))[1]["macs"], mac_energy_pj=fb_mac_energy_pj(spec))
@@ -195,8 +197,8 @@ def csb_family(spec, layers: Sequence[CsbLayer | np.ndarray], batch: int, *, hos
 
     conv = any(layer.kernel > 1 or layer.height * layer.width > 1 for layer in layers)
     return Family(name="csb", bases={"csb": spec}, loads=loads,
-                  step=lambda options, board, clock: csb_step_time(options[0].spec, layers, batch, board,
-                                                                   clock_mhz=clock, host=host),
+                  step=lambda options, board, clock, hp_ports=1: csb_step_time(options[0].spec, layers, batch, board,
+                                                                               clock_mhz=clock, host=host),
                   stages=lambda options: csb_stages(options[0].spec, layers, batch)[0],
                   describe=lambda options: {"csb": options[0].spec.to_dict()}, host=host,
                   macs=csb_stages(spec, layers, batch)[1]["macs"], mac_energy_pj=csb_mac_energy_pj(spec),

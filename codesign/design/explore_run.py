@@ -29,14 +29,16 @@ from typing import Any
 import numpy as np
 
 from codesign.boards import Board
-from codesign.design.explore import DEFAULT_CAP, Space
+from codesign.design.explore import DEFAULT_CAP, Option, Space
 from codesign.design.explore_families import Family, csb_family, explore_family, fb_family, tt_family, tt_hardware
 from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trainer
 from codesign.design.fit import fit_design, pe_cost
 from codesign.design.loops import csb_setup_of, fb_setup_of, tt_setup_of
 from codesign.design.point import DesignPoint, design_from_dict
 from codesign.design.step_time import tt_stages
+from codesign.hw.accel import data_ports
 from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
+from codesign.hw.vivado import fewest_hp_ports
 from codesign.hw.resource_model import RESOURCES
 from codesign.loops.host_share import (HostModel, compressed_masks, measure_csb_host, measure_fb_host, measure_tt_host,
                                        step_gemms)
@@ -44,6 +46,7 @@ from codesign.pe import get_pe
 from codesign.pe.tt.schedule import PE_NAMES, StepHardware
 
 CONFIRMED = 3  # front points confirmed by Yosys beside the chosen one
+PORT_GAIN = 0.01  # a high-performance port more is taken for at least this share of the whole step
 TITLES = {"tt": "TT", "fb": "FB-float (FP-MAC array)", "csb": "CSB"}
 # paper 002 (Sec. 6.3, Table 5): 641.1 GOP/s "equivalent" (dense operations, 2 per MAC) of training on 1024 DSP
 # slices at 200 MHz, what a sparse accelerator's equivalent ops per DSP slice and cycle are set against
@@ -161,7 +164,12 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
         confirmed.append({"point": point, "yosys_total": fit.total, "fits": fit.fits, "over": fit.over,
                           "per_ip": fit.per_ip})
     chosen_toml, chosen_design = design_of_point(raw, design, space.point(chosen))
-    step = family.step(space.chosen_options(chosen), design.board, design.clock_mhz)
+    ports = hp_port_choice(family, space.chosen_options(chosen), chosen_design,
+                           asked=bool(raw.get("design", {}).get("hp_ports")))
+    if ports["chosen"] != chosen_design.ports_used:
+        chosen_toml = {**chosen_toml, "design": {**chosen_toml["design"], "hp_ports": ports["chosen"]}}
+        chosen_design = design_from_dict(chosen_toml)
+    step = family.step(space.chosen_options(chosen), design.board, design.clock_mhz, hp_ports=ports["chosen"])
     host_measured = None
     if family.measure_host is not None and host is None:  # a board's report is not re-measured on this machine
         progress(f"measuring the host's share at the chosen point: {space.point(chosen)['label']}")
@@ -172,7 +180,28 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
         other = other_route(design, objective=objective, knobs=knobs, cap=cap, progress=progress)
     return {"space": space, "chosen": chosen, "front": front, "confirmed": confirmed, "step": step,
             "family": family, "chosen_toml": chosen_toml, "chosen_design": chosen_design, "objective": objective,
-            "host_measured": host_measured, "other_route": other}
+            "host_measured": host_measured, "other_route": other, "hp_ports": ports}
+
+
+def hp_port_choice(family: Family, options: Sequence[Option], design: DesignPoint, *, asked: bool) -> dict[str, Any]:
+    """How many high-performance ports the chosen point's IPs get: the fewest whose SmartConnects fit them
+    plus more only where the whole-step model says the step gets faster: the fewest ports within
+    :data:`PORT_GAIN` of the best count's step; the ports ``[design] hp_ports`` asks for when ``asked``.
+
+    The space itself is priced with every word through one port (an upper
+    bound of the data movement; the split over ports depends on which copy
+    takes which call, which the per-PE pricing does not see), so the chosen
+    point's step is priced again here, exactly, at each count.
+    """
+    board = design.board
+    least = fewest_hp_ports([len(data_ports())] * len(design.instances), board.hp_ports)
+    steps = {ports: family.step(options, board, design.clock_mhz, hp_ports=ports)
+             for ports in range(least, board.hp_ports + 1)}
+    best = min(step.total_s for step in steps.values())
+    chosen = design.ports_used if asked else min(ports for ports, step in steps.items()
+                                                 if step.total_s <= best * (1 + PORT_GAIN))
+    return {"chosen": chosen, "asked": asked, "fewest": least,
+            "steps": {ports: {"memory_s": step.memory_s, "total_s": step.total_s} for ports, step in steps.items()}}
 
 
 def other_route(design: DesignPoint, *, objective: str, knobs: Mapping[str, Mapping[str, Any]] | None, cap: float,
@@ -236,7 +265,8 @@ def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list
             "chosen": space.point(chosen), "step": step.to_dict(), "searched": space.searched,
             "throughput": {**step.throughput(space.point(chosen)["dsp"]), **REFERENCE_THROUGHPUT},
             "points": len(points), "feasible": int(space.feasible.sum()), "pareto": int(front.size),
-            "host_measured": result.get("host_measured"), "other_route": result.get("other_route")}),
+            "host_measured": result.get("host_measured"), "other_route": result.get("other_route"),
+            "hp_ports": result.get("hp_ports")}),
         write_json_atomic(out / "estimate_layer_cycles.json", {
             "hardware": family.describe(options), "clock_mhz": step.clock_mhz,
             "stages": [{"cycles": s.cycles, "words_in": s.words_in, "words_out": s.words_out} for s in stages]}),
@@ -330,6 +360,13 @@ def summary(result: Mapping[str, Any]) -> str:
                     f"{rates['equivalent_gops_pe']:.3f} GOP/s dense-equivalent, "
                     f"{rates['equivalent_ops_per_dsp_cycle']:.3f} ops per DSP and cycle "
                     f"({REFERENCE_THROUGHPUT['reference']}: {REFERENCE_THROUGHPUT['reference_ops_per_dsp_cycle']:.2f})")
+    ports = result.get("hp_ports")
+    if ports:
+        why = ("as [design] hp_ports asks" if ports["asked"] else
+               f"the fewest within {PORT_GAIN:.0%} of the best step; {ports['fewest']} fit the IPs' SmartConnects")
+        lines.append(f"  data over {ports['chosen']} of the board's {max(ports['steps'])} high-performance ports "
+                     f"({why}): memory " + ", ".join(f"{p} port{'s' if p > 1 else ''} {v['memory_s'] * 1e3:.3f} ms"
+                                                    for p, v in ports["steps"].items()))
     measured = result.get("host_measured")
     if measured:
         lines.append(f"  host measured at this point: {measured['seconds'] * 1e3:.3f} ms for {measured['calls']} PE "
@@ -348,5 +385,5 @@ def summary(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ExploreError", "cost_task", "design_of_point", "distinct_builds", "explore_design", "family_of",
-           "hardware_of_point", "other_route", "summary", "write_reports"]
+__all__ = ["ExploreError", "PORT_GAIN", "cost_task", "design_of_point", "distinct_builds", "explore_design", "family_of",
+           "hardware_of_point", "hp_port_choice", "other_route", "summary", "write_reports"]

@@ -38,11 +38,14 @@ BOTTLENECKS = ("pe", "memory", "host")
 
 @dataclass(frozen=True, kw_only=True)
 class Stage:
-    """Work that runs at once: its scheduled PE cycles (clock cycles) and the 32-bit words into and out of its PEs."""
+    """Work that runs at once: its scheduled PE cycles (clock cycles) and the 32-bit words into and out of its PEs;
+    ``port_in``/``port_out`` those of its busiest high-performance port (None: all through one)."""
 
     cycles: int
     words_in: int
     words_out: int
+    port_in: int | None = None
+    port_out: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,7 +111,8 @@ def port_bytes_per_s(board: Board) -> float:
 def stage_seconds(stage: Stage, board: Board, clock_mhz: float) -> tuple[float, float]:
     """(PE seconds, seconds the stage's data movement adds beyond them) of one stage on ``board``."""
     return stage_model(stage.cycles, stage.words_in, stage.words_out, clock_mhz=clock_mhz,
-                       port_bytes=port_bytes_per_s(board), ddr_bytes=board.ddr_peak_gbps * 1e9)
+                       port_bytes=port_bytes_per_s(board), ddr_bytes=board.ddr_peak_gbps * 1e9,
+                       port_in=stage.port_in, port_out=stage.port_out)
 
 
 def step_time(stages: Sequence[Stage], board: Board, *, clock_mhz: float, host_s: float, host_source: str,
@@ -140,16 +144,17 @@ def stream_cycles(stages: Sequence[Stage]) -> int:
 # ---------------------------------------------------------------------------- the TT loop's step
 
 
-def tt_stages(setup: TtTrainSetup, hardware: StepHardware) -> tuple[list[Stage], dict[str, int]]:
-    """Every stage of one training step of the TT loop's layers on ``hardware`` (at their initial ranks), and the
-    step's MACs, PE calls and stream-bound cycles."""
+def tt_stages(setup: TtTrainSetup, hardware: StepHardware, *, hp_ports: int = 1) -> tuple[list[Stage], dict[str, int]]:
+    """Every stage of one training step of the TT loop's layers on ``hardware`` (at their initial ranks), its IPs
+    spread over ``hp_ports`` high-performance ports, and the step's MACs, PE calls and stream-bound cycles."""
     stages: list[Stage] = []
     totals = {"macs": 0, "calls": 0, "stream_cycles": 0}
     for index in range(len(setup.layers)):
         plan = step_plan(setup.layer_state(index, setup.initial_cores(index)), setup.batch_size, hardware)
-        cycles = step_cycles(plan)
-        stages += [Stage(cycles=c, words_in=w_in, words_out=w_out)
-                   for c, (w_in, w_out) in zip(cycles.schedule.stage_cycles, cycles.stage_words)]
+        cycles = step_cycles(plan, hp_ports=hp_ports)
+        stages += [Stage(cycles=c, words_in=w_in, words_out=w_out, port_in=p_in, port_out=p_out)
+                   for c, (w_in, w_out), (p_in, p_out) in zip(cycles.schedule.stage_cycles, cycles.stage_words,
+                                                              cycles.stage_port_words)]
         totals["macs"] += cycles.macs
         totals["calls"] += len(plan.calls)
         totals["stream_cycles"] += cycles.stream_cycles
@@ -164,9 +169,10 @@ def tt_mac_energy_pj(setup: TtTrainSetup) -> float:
 
 
 def tt_step_time(setup: TtTrainSetup, hardware: StepHardware, board: Board, *, clock_mhz: float,
-                 host: HostModel) -> StepTime:
-    """The whole-step model of the TT loop ``setup`` on ``hardware`` and ``board``; ``host`` prices its calls."""
-    stages, totals = tt_stages(setup, hardware)
+                 host: HostModel, hp_ports: int = 1) -> StepTime:
+    """The whole-step model of the TT loop ``setup`` on ``hardware`` and ``board``, its IPs over ``hp_ports`` of the
+    board's high-performance ports; ``host`` prices its calls."""
+    stages, totals = tt_stages(setup, hardware, hp_ports=hp_ports)
     return step_time(stages, board, clock_mhz=clock_mhz, host_s=host.seconds(totals["calls"]), host_source=host.source,
                      macs=totals["macs"], array_macs=hardware.macs(), calls=totals["calls"],
                      stream_cycles=totals["stream_cycles"], mac_energy_pj=tt_mac_energy_pj(setup))

@@ -30,6 +30,7 @@ from codesign.boards import Board, boards
 from codesign.hw.build import ToolMissing
 from codesign.hw.jsonfile import JsonFileError, load_json
 from codesign.hw.render import render_template
+from codesign.hw.step_model import hp_port_of
 from codesign.hw.shell import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
 from codesign.hw.reports import write_bytes_atomic
 from codesign.hw.tcl_lint import LintResult, ShimOptions, lint_script
@@ -52,12 +53,6 @@ _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _VLNV = re.compile(r"^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+:[A-Za-z][A-Za-z0-9_]*:[0-9]+(\.[0-9]+)*$")
 _RELPATH = re.compile(r"^[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)*$")
 _AUTOMATION = re.compile(r'^[A-Za-z0-9_ ",.]+$')
-
-
-def hp_port_of(ip_index: int, hp_ports: int) -> int:
-    """The high-performance port (0-based) IP ``ip_index`` of a design's list sends its data through: round robin,
-    so copies of one PE, listed one after another, land on different ports."""
-    return ip_index % hp_ports
 
 
 def fewest_hp_ports(links: list[int], most: int) -> int:

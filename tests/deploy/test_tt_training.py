@@ -2,9 +2,10 @@
 
 The design is the shipped examples/digits_tt.toml (a 64-64-10 MLP of TT
 layers on the digits, 4-bit cores, 8-bit activations, 16-bit gradients, the
-low-rank prior) with two copies of PE1 and of PE2; every contraction of the
-board run goes to a tt1 or tt2 IP's generated HLS C++ on the emulated board,
-each stage's calls split over the copies. The golden run computes the
+low-rank prior) with two copies of PE1 and of PE2, their data over two HP
+ports; every contraction of the board run goes to a tt1 or tt2 IP's
+generated HLS C++ on the emulated board, each stage's calls split over the
+copies. The golden run computes the
 same schedule with the golden PE kernels. The quick run trains on the first
 128 training images (2 steps per epoch) over 2 epochs with pruning after the
 first, and evaluates on 64 test images.
@@ -45,6 +46,7 @@ def _design(epochs: int = 2, route: str = "direct", **prior):
     raw = read_toml(EXAMPLES / "digits_tt.toml")
     for pe in ("tt1", "tt2"):
         raw["design"]["pe"][pe]["copies"] = 2
+    raw["design"]["hp_ports"] = 2  # tt1_0, tt2_0 and tt3_0 on the first; tt1_1 and tt2_1 on the second
     raw["techniques"]["tt"]["precision"]["core_grad_route"] = route
     design = design_from_dict(raw)
     training = design.training
@@ -250,9 +252,10 @@ def test_two_full_epochs_on_the_digits_bit_identical(overlay):
 
 def test_the_board_reports_the_step_model_beside_its_wall_time(overlay):
     """One step's stages as the IP runner logged them, priced by the step model, equal the desktop's model of the
-    same step (codesign.design.step_time); evaluations are kept out of it."""
+    same step (codesign.design.step_time), the busiest HP port's words of every stage included; evaluations are
+    kept out of it."""
     from codesign.boards import boards
-    from codesign.design.step_time import tt_step_time
+    from codesign.design.step_time import tt_stages, tt_step_time
     from codesign.loops.host_share import HostModel
 
     board = TtBoardTrainer(overlay)
@@ -261,9 +264,16 @@ def test_the_board_reports_the_step_model_beside_its_wall_time(overlay):
     board.evaluate(data.test_x, data.test_y)  # logged by the runner, not part of the step
     figures = board.throughput()
     model = figures["model"]
+    assert overlay.manifest["data_ports"] == ["S_AXI_HP0", "S_AXI_HP1"]
+    assert [ip["hp_port"] for ip in overlay.manifest["ips"]] == [0, 1, 0, 1, 0]
     desktop = tt_step_time(board.setup, board.hardware, boards()[overlay.manifest["board"]],
                            clock_mhz=overlay.manifest["clock_mhz"], host=HostModel(fixed_s=0, per_call_s=0,
-                                                                                    source="none"))
+                                                                                    source="none"), hp_ports=2)
+    stages, _ = tt_stages(board.setup, board.hardware, hp_ports=2)
+    logged = board.__dict__["_training_stages"].stages
+    # the desktop lists the layers' stages one layer after the other, the board in the order they ran
+    assert sorted((s.cycles, s.words_in, s.words_out, s.port_in, s.port_out) for s in stages) == sorted(logged)
+    assert any(s.port_in < s.words_in for s in stages)  # the copies' words split over the two ports
     assert model["pe_s_per_step"] == pytest.approx(desktop.pe_s, rel=1e-12)
     assert model["memory_s_per_step"] == pytest.approx(desktop.memory_s, rel=1e-12, abs=1e-15)
     assert model["stages"] == desktop.stages and not model["evaluation_included"]

@@ -13,8 +13,10 @@ from codesign.boards import boards
 from codesign.design import load_design
 from codesign.design.calibration import (StaleCalibration, calibration_path, load_calibration, model_errors,
                                          pe_resources)
-from codesign.design.explore_families import explore_tt, paper_setup, tt_family
-from codesign.design.explore_run import design_of_point, explore_design, hardware_of_point, other_route, summary
+from codesign.design.explore import pe_options
+from codesign.design.explore_families import explore_tt, paper_setup, tt_family, tt_hardware
+from codesign.design.explore_run import (PORT_GAIN, design_of_point, explore_design, hardware_of_point,
+                                         hp_port_choice, other_route, summary)
 from codesign.design.loops import tt_setup_of
 from codesign.design.step_time import tt_stages, tt_step_time
 from codesign.loops.host_share import HostModel
@@ -155,6 +157,10 @@ def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path, 
     assert other["core_grad_route"] == "dense" and other["outer_pe"] == "tt3" and other["label"].endswith("1 x tt3")
     assert other["total_s"] == pytest.approx(other["pe_s"] + other["memory_s"] + other["host_s"])
     assert "on the dense core-gradient route (dW formed on PE3;" in summary(run.result)
+    ports = run.performance["hp_ports"]  # the chosen design's IPs over the ports the model chose
+    assert ports["chosen"] == again.ports_used and not ports["asked"]
+    assert run.performance["step"]["memory_s"] == pytest.approx(ports["steps"][str(ports["chosen"])]["memory_s"])
+    assert "high-performance ports" in summary(run.result)
 
 
 def test_the_other_route_is_the_best_point_of_the_same_space_on_it(design):
@@ -183,6 +189,41 @@ def test_the_host_is_measured_at_a_points_own_schedule(space, design):
     index = space.best("time")
     seconds, calls = family.measure_host(space.chosen_options(index))
     assert seconds > 0 and calls == tt_stages(setup, hardware_of_point(space, index))[1]["calls"]
+
+
+def test_the_chosen_point_gets_the_fewest_hp_ports_that_fit_and_more_only_where_they_help(design):
+    """Every count from the fewest that fit the IPs' SmartConnects to the board's four is priced by the whole-step
+    model; the fewest within PORT_GAIN of the best is taken, or the count [design] hp_ports asks for."""
+    raw = read_toml(EXAMPLES / "digits_tt.toml")
+    setup = tt_setup_of(design)
+    specs = {i.pe: i.spec for i in design.instances}
+    family = tt_family(setup, bases={"tt1": specs["tt1"], "tt2": specs["tt2"]}, host=HOST, macs=1, tt3=None)
+    for copies, fewest in (((2, 2), 1), ((8, 3), 2)):  # 5 IPs (with the tt3): 10 data ports; 12 IPs: 24
+        point = {"tt1": {"lanes": 8, "rows": 4, "copies": copies[0]}, "tt2": {"lanes": 8, "rows": 4,
+                                                                             "copies": copies[1]}}
+        _, point_design = design_of_point(raw, design, point)
+        options = [next(o for o in family_options if o.copies == n)
+                   for family_options, n in zip(_options(family, point), copies)]
+        ports = hp_port_choice(family, options, point_design, asked=False)
+        assert ports["fewest"] == fewest == point_design.ports_used and list(ports["steps"]) == list(range(fewest, 5))
+        for count, step in ports["steps"].items():
+            exact = tt_step_time(setup, tt_hardware(options), design.board, clock_mhz=100.0, host=HOST,
+                                 hp_ports=count)
+            assert step == {"memory_s": exact.memory_s, "total_s": exact.total_s}
+        best = min(v["total_s"] for v in ports["steps"].values())
+        assert ports["chosen"] == min(p for p, v in ports["steps"].items() if v["total_s"] <= best * (1 + PORT_GAIN))
+    asked = dict(raw, design={**raw["design"], "hp_ports": 4})
+    _, point_design = design_of_point(asked, design, point)
+    assert hp_port_choice(family, options, point_design, asked=True)["chosen"] == 4
+
+
+def _options(family, point):
+    """The family's options of ``point``'s builds (every copy count)."""
+    out = []
+    for pe in ("tt1", "tt2"):
+        build = dataclasses.replace(family.bases[pe], lanes=point[pe]["lanes"], rows=point[pe]["rows"])
+        out.append(pe_options(pe, build, "xcup", {"copies": range(1, 9)}, family.loads, max_copies=8))
+    return out
 
 
 def test_design_of_point_keeps_the_rest_of_the_configuration(design):

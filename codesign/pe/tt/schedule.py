@@ -129,6 +129,11 @@ class StepHardware:
         """Multipliers of PE1 and PE2 copies together (PE3's, which only the dense route calls, not counted)."""
         return sum(self.units(pe) * self.spec(pe).lanes * self.spec(pe).rows for pe in ("tt1", "tt2"))
 
+    def ip_index(self, pe: str, unit: int) -> int:
+        """Where copy ``unit`` of ``pe`` stands in a design's list of IPs: the tt1 copies, the tt2 copies, the tt3
+        (the order a TT design derives its instances in, which spreads them over the HP ports)."""
+        return {"tt1": 0, "tt2": self.pe1_units, "tt3": self.pe1_units + self.pe2_units}[pe] + unit
+
     def at_stream_bits(self, stream_bits: int) -> StepHardware:
         """The same builds and copies with ``stream_bits``-wide streams (32, 64 or 128 bits) on every PE."""
         return dataclasses.replace(self, **{field: dataclasses.replace(self.spec(pe), stream_bits=stream_bits)

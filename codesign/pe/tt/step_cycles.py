@@ -42,12 +42,14 @@ from pathlib import Path
 
 import numpy as np
 
+from codesign.hw.step_model import hp_port_of
+from codesign.numerics.formats import _check_int
 from codesign.pe.tt import golden
 from codesign.pe.tt.contract import WORD_BITS
 from codesign.pe.tt.cycles import stream_words, transaction_cycles
 from codesign.pe.tt.layer_state import TtLayerState
-from codesign.pe.tt.schedule import (PE_NAMES, LayerGeometry, StepHardware, StepPlan, assign_calls, plan_step,
-                                     stages)
+from codesign.pe.tt.schedule import (MAX_UNITS, PE_NAMES, LayerGeometry, StepHardware, StepPlan, assign_calls,
+                                     plan_step, stages)
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 
 PAPER_SECONDS = 0.09  # paper 003, Sec. 5: forward and backward of a batch of 64 at 100 MHz
@@ -189,7 +191,9 @@ class StepCycles:
     a cycle each way), spread evenly over the copies: no schedule of these
     calls on these streams is faster. ``stage_words`` gives each stage's
     32-bit words in and out (bytes / 4, at any stream width: what crosses
-    DDR).
+    DDR), ``stage_port_words`` those of its busiest high-performance port
+    in each direction when the design spreads its IPs over ``hp_ports``
+    ports (:meth:`StepHardware.ip_index`, :func:`codesign.hw.vivado.hp_port_of`).
     """
 
     contractions: tuple[ContractionCycles, ...]
@@ -197,6 +201,7 @@ class StepCycles:
     overlapped_makespan: int
     stream_cycles: int
     stage_words: tuple[tuple[int, int], ...] = ()  # per stage: the 32-bit words (bytes / 4) into and out of its PEs
+    stage_port_words: tuple[tuple[int, int], ...] = ()  # per stage: the same through its busiest port
 
     @property
     def total(self) -> int:
@@ -226,17 +231,18 @@ class StepCycles:
         return sum(getattr(c, field) for c in self.contractions)
 
 
-def step_cycles(plan: StepPlan) -> StepCycles:
+def step_cycles(plan: StepPlan, *, hp_ports: int = 1) -> StepCycles:
     """The cycle model of one step: per contraction, the sums over its calls (cycles, phases, words, overlap
-    bound), and the step scheduled on the PE copies."""
+    bound), and the step scheduled on the PE copies, whose IPs send their data through ``hp_ports`` ports."""
     traffic = ("words_in", "words_out", "stream_in", "stream_out")
     sums = [dict.fromkeys(("calls", "cycles", *PHASES, *traffic, "overlapped"), 0) for _ in plan.contractions]
-    per_call, per_call_overlapped = [], []
+    per_call, per_call_overlapped, per_call_words = [], [], []
     for call in plan.calls:
         spec, header = plan.hardware.spec(call.pe), call.header
         cycles, moved = transaction_cycles(spec, header), call_traffic(spec, header)
         overlapped = max(moved[2], cycles.compute, moved[3])
         per_call.append(cycles.total)
+        per_call_words.append(moved[:2])
         per_call_overlapped.append(overlapped)
         row = sums[call.index]
         for key, value in (("calls", 1), ("cycles", cycles.total), ("load", cycles.load),
@@ -254,11 +260,26 @@ def step_cycles(plan: StepPlan) -> StepCycles:
                       if field.startswith("stream"))  # at each PE's width: one word a cycle per stream
         stage_words.append(tuple(sum(count for (_, f), count in words.items() if f == field)
                                  for field in traffic[:2]))
+    schedule = list_schedule(plan, per_call)
     return StepCycles(tuple(ContractionCycles(name=item.name, pe=item.pe, macs=item.macs, **row)
                             for item, row in zip(plan.contractions, sums)),
-                      schedule=list_schedule(plan, per_call),
+                      schedule=schedule,
                       overlapped_makespan=list_schedule(plan, per_call_overlapped).total, stream_cycles=stream,
-                      stage_words=tuple(stage_words))
+                      stage_words=tuple(stage_words),
+                      stage_port_words=port_words(plan, schedule.units, per_call_words, hp_ports))
+
+
+def port_words(plan: StepPlan, units: Sequence[int], call_words: Sequence[tuple[int, int]],
+               hp_ports: int) -> tuple[tuple[int, int], ...]:
+    """Per stage: the 32-bit words into and out of its busiest high-performance port (each busiest on its own),
+    with copy ``units[p]`` of each call's PE on port :func:`~codesign.hw.vivado.hp_port_of` of its IP's index."""
+    _check_int("hp_ports", hp_ports, 1, MAX_UNITS)
+    groups = stages(plan)
+    stage_of = {index: number for number, group in enumerate(groups) for index in group}
+    words = np.zeros((len(groups), hp_ports, 2), dtype=np.int64)
+    for call, unit, moved in zip(plan.calls, units, call_words):
+        words[stage_of[call.index], hp_port_of(plan.hardware.ip_index(call.pe, unit), hp_ports)] += moved
+    return tuple((int(w_in), int(w_out)) for w_in, w_out in words.max(axis=1))
 
 
 # ---------------------------------------------------------------------------- RTL check

@@ -13,7 +13,7 @@ from codesign.pe.tt.contract import header_word
 from codesign.pe.tt.cycles import pe1_cycles, pe2_cycles, transaction_cycles
 from codesign.pe.tt.schedule import MAX_UNITS, LayerGeometry, StepHardware, assign_calls, plan_step, stages
 from codesign.pe.tt.step_cycles import (GOAL_DSP, GOAL_SECONDS, PAPER_BATCH, PARALLEL_HARDWARE, comparison_table,
-                                        list_schedule, paper_comparison, paper_plans, stage_loads,
+                                        call_traffic, list_schedule, paper_comparison, paper_plans, stage_loads,
                                         step_cycles, write_comparison)
 
 GEOMETRY = LayerGeometry(in_modes=(3, 5, 17), out_modes=(7, 2, 3), ranks=(1, 2, 3, 1), batch=33)
@@ -150,6 +150,36 @@ def test_list_schedule_by_hand_on_two_copies():
     assert [schedule.units[p] for p in first] == [0, 1, 1] and schedule.stage_cycles[0] == 7
     with pytest.raises(ValueError, match="call cycle counts"):
         list_schedule(plan, cycles[:-1])
+
+
+@pytest.mark.parametrize("outer_pe", ["tt1", "tt3"])
+def test_port_words_split_each_stage_by_the_ips_ports(outer_pe):
+    """Through one port a stage's busiest port moves all its words; with a port per IP, the busiest copy's words
+    (each copy's words summed from its calls as the schedule assigns them); in between, no more than one port."""
+    geometry = LayerGeometry(in_modes=(4, 8, 8, 4), out_modes=(8, 4, 4, 4), ranks=(1, 8, 8, 8, 1), batch=64)
+    hardware = StepHardware(pe1_units=3, pe2_units=2, outer_pe=outer_pe)
+    plan = plan_step(geometry, hardware=hardware, core_grad_route="dense")
+    one = step_cycles(plan)
+    assert one.stage_port_words == one.stage_words
+    ips = 3 + 2 + (outer_pe == "tt3")
+    each = step_cycles(plan, hp_ports=ips)
+    stage_of = {index: number for number, group in enumerate(stages(plan)) for index in group}
+    per_copy: dict = {}
+    for call, unit in zip(plan.calls, one.schedule.units):
+        spec = hardware.spec(call.pe)
+        words = per_copy.setdefault((stage_of[call.index], call.pe, unit), [0, 0])
+        moved = call_traffic(spec, call.header)
+        words[0] += moved[0]
+        words[1] += moved[1]
+    for number, (w_in, w_out) in enumerate(each.stage_port_words):
+        assert w_in == max(w[0] for (s, _, _), w in per_copy.items() if s == number)
+        assert w_out == max(w[1] for (s, _, _), w in per_copy.items() if s == number)
+    assert any(w < total for (w, _), (total, _) in zip(each.stage_port_words, one.stage_words))
+    for ports in (2, 3, 4):
+        for (p_in, p_out), (w_in, w_out) in zip(step_cycles(plan, hp_ports=ports).stage_port_words, one.stage_words):
+            assert -(-w_in // ports) <= p_in <= w_in and -(-w_out // ports) <= p_out <= w_out
+    with pytest.raises(ValueError, match="hp_ports"):
+        step_cycles(plan, hp_ports=0)
 
 
 def test_assign_calls_gives_each_call_to_the_copy_free_first():
