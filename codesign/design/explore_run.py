@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trai
 from codesign.design.fit import fit_design, pe_cost
 from codesign.design.loops import csb_setup_of, fb_setup_of, tt_setup_of
 from codesign.design.point import DesignPoint, design_from_dict
-from codesign.design.step_time import tt_stages
+from codesign.design.step_time import tt_reuse, tt_stages
 from codesign.hw.accel import data_ports
 from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
 from codesign.hw.vivado import fewest_hp_ports
@@ -43,6 +44,7 @@ from codesign.hw.resource_model import RESOURCES
 from codesign.loops.host_share import (HostModel, compressed_masks, measure_csb_host, measure_fb_host, measure_tt_host,
                                        step_gemms)
 from codesign.pe import get_pe
+from codesign.pe.tt.reuse import BRAM36_BYTES
 from codesign.pe.tt.schedule import PE_NAMES, StepHardware
 
 CONFIRMED = 3  # front points confirmed by Yosys beside the chosen one
@@ -175,12 +177,26 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
         progress(f"measuring the host's share at the chosen point: {space.point(chosen)['label']}")
         seconds, calls = family.measure_host(space.chosen_options(chosen))
         host_measured = {"seconds": seconds, "calls": calls, "model_s": step.host_s, "source": step.host_source}
+    reuse = tt_reuse_report(design, space.chosen_options(chosen), space.point(chosen)) if family.name == "tt" else None
     other = None
     if family.name == "tt" and host is None:  # a board's host report is one route's; the other is not measured
         other = other_route(design, objective=objective, knobs=knobs, cap=cap, progress=progress)
     return {"space": space, "chosen": chosen, "front": front, "confirmed": confirmed, "step": step,
             "family": family, "chosen_toml": chosen_toml, "chosen_design": chosen_design, "objective": objective,
-            "host_measured": host_measured, "other_route": other, "hp_ports": ports}
+            "host_measured": host_measured, "other_route": other, "hp_ports": ports, "reuse": reuse}
+
+
+def tt_reuse_report(design: DesignPoint, options: Sequence[Option], point: Mapping[str, Any]) -> dict[str, Any]:
+    """What keeping data on chip would save the chosen TT point, within the BRAM its PEs leave of the board
+    (:func:`codesign.design.step_time.tt_reuse`; a bound: it takes the rounding such hardware needs as free)."""
+    left = max(0, int(design.board.resources["bram_36k"] - math.ceil(point["bram_36k"])))
+    budget = tt_reuse(tt_setup_of(design), tt_hardware(options), bram_bytes=left * BRAM36_BYTES)
+    hz = design.clock_mhz * 1e6
+    return {"bram_36k_left": left, "bram_bytes": budget.bram_bytes, "words": budget.words,
+            "words_kept": budget.words_kept, "state_words": budget.state_words, "core_words": budget.core_words,
+            "pe_s": budget.cycles / hz, "pe_kept_s": budget.cycles_kept / hz,
+            "largest_state_bytes": budget.largest_bytes, "states": len(budget.states),
+            "states_kept": sum(budget.kept)}
 
 
 def hp_port_choice(family: Family, options: Sequence[Option], design: DesignPoint, *, asked: bool) -> dict[str, Any]:
@@ -266,7 +282,7 @@ def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list
             "throughput": {**step.throughput(space.point(chosen)["dsp"]), **REFERENCE_THROUGHPUT},
             "points": len(points), "feasible": int(space.feasible.sum()), "pareto": int(front.size),
             "host_measured": result.get("host_measured"), "other_route": result.get("other_route"),
-            "hp_ports": result.get("hp_ports")}),
+            "hp_ports": result.get("hp_ports"), "reuse": result.get("reuse")}),
         write_json_atomic(out / "estimate_layer_cycles.json", {
             "hardware": family.describe(options), "clock_mhz": step.clock_mhz,
             "stages": [{"cycles": s.cycles, "words_in": s.words_in, "words_out": s.words_out} for s in stages]}),
@@ -367,6 +383,13 @@ def summary(result: Mapping[str, Any]) -> str:
         lines.append(f"  data over {ports['chosen']} of the board's {max(ports['steps'])} high-performance ports "
                      f"({why}): memory " + ", ".join(f"{p} port{'s' if p > 1 else ''} {v['memory_s'] * 1e3:.3f} ms"
                                                     for p, v in ports["steps"].items()))
+    reuse = result.get("reuse")
+    if reuse:
+        lines.append(f"  kept on chip (a bound, rounding on chip taken as free): {reuse['states_kept']} of "
+                     f"{reuse['states']} intermediate states fit the {reuse['bram_36k_left']} BRAM36 left (largest "
+                     f"{reuse['largest_state_bytes'] / 1024:.0f} KiB); words per step {reuse['words'] / 1e6:.2f} M -> "
+                     f"{reuse['words_kept'] / 1e6:.2f} M, PE {reuse['pe_s'] * 1e3:.3f} -> "
+                     f"{reuse['pe_kept_s'] * 1e3:.3f} ms")
     measured = result.get("host_measured")
     if measured:
         lines.append(f"  host measured at this point: {measured['seconds'] * 1e3:.3f} ms for {measured['calls']} PE "
@@ -386,4 +409,4 @@ def summary(result: Mapping[str, Any]) -> str:
 
 
 __all__ = ["ExploreError", "PORT_GAIN", "cost_task", "design_of_point", "distinct_builds", "explore_design", "family_of",
-           "hardware_of_point", "hp_port_choice", "other_route", "summary", "write_reports"]
+           "hardware_of_point", "hp_port_choice", "other_route", "summary", "tt_reuse_report", "write_reports"]

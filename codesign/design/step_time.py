@@ -29,7 +29,8 @@ from codesign.hw.step_model import port_bytes_per_s as port_bytes
 from codesign.hw.step_model import stage_seconds as stage_model
 from codesign.loops.host_share import HostModel
 from codesign.loops.tt import TtTrainSetup
-from codesign.pe.tt.schedule import StepHardware
+from codesign.pe.tt.reuse import ReuseBudget, reuse_budget
+from codesign.pe.tt.schedule import StepHardware, StepPlan
 from codesign.pe.tt.step import step_plan
 from codesign.pe.tt.step_cycles import step_cycles
 
@@ -144,13 +145,18 @@ def stream_cycles(stages: Sequence[Stage]) -> int:
 # ---------------------------------------------------------------------------- the TT loop's step
 
 
+def tt_plans(setup: TtTrainSetup, hardware: StepHardware) -> list[StepPlan]:
+    """The step plan of every layer of the TT loop on ``hardware``, at their initial ranks."""
+    return [step_plan(setup.layer_state(index, setup.initial_cores(index)), setup.batch_size, hardware)
+            for index in range(len(setup.layers))]
+
+
 def tt_stages(setup: TtTrainSetup, hardware: StepHardware, *, hp_ports: int = 1) -> tuple[list[Stage], dict[str, int]]:
     """Every stage of one training step of the TT loop's layers on ``hardware`` (at their initial ranks), its IPs
     spread over ``hp_ports`` high-performance ports, and the step's MACs, PE calls and stream-bound cycles."""
     stages: list[Stage] = []
     totals = {"macs": 0, "calls": 0, "stream_cycles": 0}
-    for index in range(len(setup.layers)):
-        plan = step_plan(setup.layer_state(index, setup.initial_cores(index)), setup.batch_size, hardware)
+    for plan in tt_plans(setup, hardware):
         cycles = step_cycles(plan, hp_ports=hp_ports)
         stages += [Stage(cycles=c, words_in=w_in, words_out=w_out, port_in=p_in, port_out=p_out)
                    for c, (w_in, w_out), (p_in, p_out) in zip(cycles.schedule.stage_cycles, cycles.stage_words,
@@ -159,6 +165,13 @@ def tt_stages(setup: TtTrainSetup, hardware: StepHardware, *, hp_ports: int = 1)
         totals["calls"] += len(plan.calls)
         totals["stream_cycles"] += cycles.stream_cycles
     return stages, totals
+
+
+def tt_reuse(setup: TtTrainSetup, hardware: StepHardware, *, bram_bytes: int) -> ReuseBudget:
+    """What keeping the step's intermediate states and held cores on chip would save the TT loop on ``hardware``,
+    within ``bram_bytes`` of BRAM (:func:`codesign.pe.tt.reuse.reuse_budget`)."""
+    plans = tt_plans(setup, hardware)
+    return reuse_budget(plans, [step_cycles(plan).schedule.units for plan in plans], bram_bytes=bram_bytes)
 
 
 def tt_mac_energy_pj(setup: TtTrainSetup) -> float:
@@ -179,4 +192,4 @@ def tt_step_time(setup: TtTrainSetup, hardware: StepHardware, board: Board, *, c
 
 
 __all__ = ["Stage", "StepTime", "port_bytes_per_s", "stage_seconds", "step_time", "stream_cycles", "tt_mac_energy_pj",
-           "tt_stages", "tt_step_time"]
+           "tt_plans", "tt_reuse", "tt_stages", "tt_step_time"]

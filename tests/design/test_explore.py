@@ -161,6 +161,12 @@ def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path, 
     assert ports["chosen"] == again.ports_used and not ports["asked"]
     assert run.performance["step"]["memory_s"] == pytest.approx(ports["steps"][str(ports["chosen"])]["memory_s"])
     assert "high-performance ports" in summary(run.result)
+    reuse = run.performance["reuse"]  # the same step, its data kept on chip where the BRAM left holds it
+    assert reuse["words"] * 4 == run.performance["step"]["bytes"]
+    assert reuse["pe_s"] == pytest.approx(run.performance["step"]["pe_s"], rel=1e-12)
+    assert reuse["words_kept"] <= reuse["words"] and reuse["pe_kept_s"] <= reuse["pe_s"]
+    assert reuse["bram_36k_left"] == design.board.resources["bram_36k"] - int(np.ceil(point["bram_36k"]))
+    assert "kept on chip (a bound" in summary(run.result)
 
 
 def test_the_other_route_is_the_best_point_of_the_same_space_on_it(design):

@@ -42,6 +42,20 @@ def _chunk_words(spec: Tt1Spec | Tt2Spec | Tt3Spec) -> tuple[int, int]:
             chunk_words(spec.lanes, spec.b_bits, spec.stream_bits))
 
 
+def operand_words(spec: Tt1Spec | Tt2Spec | Tt3Spec, header: int) -> tuple[int, int]:
+    """Stream words (``spec.stream_bits`` wide) of the streamed operand ``A`` and of the cached ``B`` in one accepted
+    transaction: PE1 ``I*J*KC*CWA`` and ``L*J*KC*CWB``, PE2 ``I*J*KC*CWA`` and ``L*JC*CWB``, PE3 ``IC*CWA`` and
+    ``JC*CWB`` (one word a load cycle)."""
+    cwa, cwb = _chunk_words(spec)
+    if isinstance(spec, Tt3Spec):
+        (i, j), _ = header_dims(header, 2)
+        return chunks(i, spec.lanes) * cwa, chunks(j, spec.lanes) * cwb
+    (i, j, k, l), _ = header_dims(header, 4)
+    kc = chunks(k, spec.lanes)
+    b_rows = j * kc if isinstance(spec, Tt1Spec) else chunks(j, spec.lanes)
+    return i * j * kc * cwa, l * b_rows * cwb
+
+
 def pe1_cycles(spec: Tt1Spec, header: int) -> Cycles:
     """Cycles of one PE1 transaction: ``2 + L*J*KC*CWB + I*(J*KC*CWA + G*(J*KC + 1) + L)``."""
     if status(spec, header) != STATUS_OK:
@@ -49,9 +63,7 @@ def pe1_cycles(spec: Tt1Spec, header: int) -> Cycles:
     (i, j, k, l), _ = header_dims(header, 4)
     kc = chunks(k, spec.lanes)
     groups = chunks(l, spec.rows)
-    cwa, cwb = _chunk_words(spec)
-    load = l * j * kc * cwb + i * j * kc * cwa
-    return Cycles(2, load, i * groups * (j * kc + 1), i * l)
+    return Cycles(2, sum(operand_words(spec, header)), i * groups * (j * kc + 1), i * l)
 
 
 def pe2_beat(spec: Tt2Spec) -> int:
@@ -73,10 +85,9 @@ def pe2_cycles(spec: Tt2Spec, header: int) -> Cycles:
     if status(spec, header) != STATUS_OK:
         return Cycles(2, 0, 0, 0)
     (i, j, k, l), _ = header_dims(header, 4)
-    kc, jc = chunks(k, spec.lanes), chunks(j, spec.lanes)
+    kc = chunks(k, spec.lanes)
     groups = chunks(l, spec.rows)
-    cwa, cwb = _chunk_words(spec)
-    load = l * jc * cwb + i * j * kc * cwa
+    load = sum(operand_words(spec, header))
     beat, per_word = pe2_beat(spec), spec.stream_bits // 32
     last = (k - 1) % beat + 1  # results of the transaction's last beat
     spill = int((i * l * k - last) % per_word + last > per_word)
@@ -92,10 +103,7 @@ def pe3_cycles(spec: Tt3Spec, header: int) -> Cycles:
     if status(spec, header) != STATUS_OK:
         return Cycles(2, 0, 0, 0)
     (i, j), _ = header_dims(header, 2)
-    jc, ic = chunks(j, spec.lanes), chunks(i, spec.lanes)
-    cwa, cwb = _chunk_words(spec)
-    load = jc * cwb + ic * cwa
-    return Cycles(2, load, i * 2 * jc, i * j)
+    return Cycles(2, sum(operand_words(spec, header)), i * 2 * chunks(j, spec.lanes), i * j)
 
 
 def transaction_cycles(spec: Tt1Spec | Tt2Spec | Tt3Spec, header: int) -> Cycles:
