@@ -98,8 +98,17 @@ def validate_manifest(manifest: dict, board: Board) -> None:
     name, a unique name, a ``vendor:library:name:version`` VLNV whose name is
     the IP's top, a power-of-two address range of at least 4 KiB, a base
     aligned to its range and inside the board's control window, no overlap
-    with another IP, data ports and a relative IP repository path.
+    with another IP, data ports and a relative IP repository path; the
+    high-performance ports it uses (``data_ports``) are the board's first
+    ones, each IP's ``hp_port`` is one of them, and no port's SmartConnect
+    takes more than :data:`MAX_DATA_PORTS` data ports.
     """
+    used = _validate_top(manifest, board)
+    _validate_ips(manifest["ips"], board, used)
+
+
+def _validate_top(manifest: dict, board: Board) -> list:
+    """The manifest's own fields against ``board``; the high-performance ports it uses."""
     _ensure(isinstance(manifest, dict), f"design manifest must be a JSON object, not {type(manifest).__name__}")
     missing = [key for key in _TOP_KEYS if key not in manifest]
     _ensure(not missing, f"design manifest lacks key(s) {', '.join(missing)}")
@@ -130,8 +139,12 @@ def validate_manifest(manifest: dict, board: Board) -> None:
             f"clock_mhz {clock!r} must be a positive number of MHz")
     for text in (facts.automation_board, facts.automation_part):
         _ensure(bool(_AUTOMATION.match(text)), f"board {board.name}: automation config {text!r} has unsafe characters")
+    return used
 
-    ips = manifest["ips"]
+
+def _validate_ips(ips: object, board: Board, used: list) -> None:
+    """Every IP entry: name, VLNV, registers' place in the control window, data ports and their HP port."""
+    facts = board.vivado
     _ensure(isinstance(ips, list) and len(ips) > 0, "design.json lists no IPs (ips must be a non-empty list)")
     window_end = facts.control_base + facts.control_window
     seen: dict[str, int] = {}

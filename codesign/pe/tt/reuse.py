@@ -91,9 +91,9 @@ def repeated_cores(plan: StepPlan, units: Sequence[int]) -> list[bool]:
     last: dict[tuple[str, int], tuple] = {}
     out = []
     for call, unit in zip(plan.calls, units):
-        cached = (call.index, call.l, call.j) if call.pe == "tt2" else (call.index, call.l, call.j, call.k)
-        if call.pe == "tt3":
-            cached = (call.index, call.j, call.l)
+        # the cached operand's ranges: PE1's B (L, J, K), PE2's B (L, J), PE3's one sample's gradient (J, L)
+        cached = (call.index, *{"tt1": (call.l, call.j, call.k), "tt2": (call.l, call.j), "tt3": (call.j, call.l)}[
+            call.pe])
         out.append(last.get((call.pe, unit)) == cached)
         last[(call.pe, unit)] = cached
     return out
