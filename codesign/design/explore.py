@@ -21,7 +21,13 @@ A PE's stage loads depend on its own build only, so each (build, copies)
 of every varied PE is priced once (an :class:`Option`) and the space is the
 product of the PEs' options: a stage takes the longest of its PEs' cycles,
 its words are all PEs' words. That makes the model vectorised over the
-whole space. A space of more than ``enumerate_limit`` points is searched
+whole space. Each option also keeps every copy's words per stage, so a
+point's IPs are spread over the board's high-performance ports as its
+design would spread them (IP ``i`` on port ``i mod ports``, the varied PEs'
+copies in order, then the fixed IPs): each point is priced at every port
+count from the fewest whose SmartConnects fit its IPs to the board's, with
+each stage's busiest port, and takes the fewest within :data:`PORT_GAIN` of
+its best (``Space.hp_ports``). A space of more than ``enumerate_limit`` points is searched
 with Optuna's NSGA-II sampler (constraints: the resource cap) instead.
 
 A point is feasible when every resource stays within ``cap`` of the board.
@@ -43,8 +49,9 @@ from codesign.boards import Board
 from codesign.design.calibration import load_calibration, pe_resources
 from codesign.design.step_time import WORD_BYTES, port_bytes_per_s
 from codesign.energy.table import horowitz_45nm
-from codesign.hw.accel import ip_shell_cost
+from codesign.hw.accel import data_ports, ip_shell_cost
 from codesign.hw.resource_model import RESOURCES, fpga_counts
+from codesign.hw.vivado import fewest_hp_ports
 from codesign.loops.host_share import HostModel
 from codesign.pe import get_pe
 
@@ -53,9 +60,11 @@ DEFAULT_CAP = 0.8  # largest share of each board resource a point may use (AutoD
 ENUMERATE_LIMIT = 20_000
 COPIES = "copies"
 
-# Loads of one build: (stages, 3) int array of (cycles of the busiest copy, words in, words out), and the PE calls
-# (transactions) of a step the host prepares
-Loads = Callable[[str, Any, int], tuple[np.ndarray, int]]
+# Loads of one build: (stages, 3) int array of (cycles of the busiest copy, words in, words out), the PE calls
+# (transactions) of a step the host prepares, and optionally (stages, copies, 2) words in and out of each copy (a
+# build without it has its stage's words on its first copy)
+Loads = Callable[[str, Any, int], tuple]
+PORT_GAIN = 0.01  # a high-performance port more is taken for at least this share of the whole step
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +80,7 @@ class Option:
     words_out: np.ndarray
     calls: int  # PE calls of a step (the host prepares each)
     resources: dict[str, float]  # PE model + shell, times copies
+    copy_words: np.ndarray  # (stages, copies, 2): words in and out of each copy
 
     def label(self) -> str:
         return " ".join([f"{self.copies} x {self.pe}", *(["x".join(str(getattr(self.spec, k)) for k in self.knobs)]
@@ -107,11 +117,17 @@ def pe_options(pe: str, base, family: str, knobs: Mapping[str, Sequence[int]], l
         one = pe_resources(pe, spec, family, calibration)
         shell = fpga_counts(ip_shell_cost(get_pe(pe), spec, family))
         for copies in copies_values:
-            array, calls = loads(pe, spec, copies)
+            array, calls, *split = loads(pe, spec, copies)
             array = np.asarray(array, dtype=np.int64).reshape(-1, 3)
+            if split:
+                copy_words = np.asarray(split[0], dtype=np.int64).reshape(-1, copies, 2)
+            else:  # the stage's words on the first copy
+                copy_words = np.zeros((array.shape[0], copies, 2), dtype=np.int64)
+                copy_words[:, 0] = array[:, 1:]
             options.append(Option(pe=pe, spec=spec, copies=copies, knobs=names, cycles=array[:, 0],
                                   words_in=array[:, 1], words_out=array[:, 2], calls=calls,
-                                  resources={k: (one[k] + shell[k]) * copies for k in RESOURCES}))
+                                  resources={k: (one[k] + shell[k]) * copies for k in RESOURCES},
+                                  copy_words=copy_words))
     return options
 
 
@@ -139,6 +155,7 @@ class Space:
     budget: dict[str, int]
     cap: float
     searched: str  # "enumerated" or "optuna (n trials)"
+    hp_ports: np.ndarray  # (points,): the HP ports each point's IPs are priced over
     family: str = "tt"
 
     @property
@@ -202,12 +219,13 @@ class Space:
 
 
 def price(options: Sequence[list[Option]], pairs: np.ndarray, *, board: Board, clock_mhz: float, host: HostModel,
-          macs: int, mac_energy_pj: float, fixed: Mapping[str, float]) -> dict[str, Any]:
-    """Step seconds (PE, data movement, host), energy and resources of the option combinations ``pairs``
-    (points, PEs)."""
+          macs: int, mac_energy_pj: float, fixed: Mapping[str, float], fixed_ips: int = 0) -> dict[str, Any]:
+    """Step seconds (PE, data movement, host), energy, resources and HP ports of the option combinations ``pairs``
+    (points, PEs); ``fixed_ips`` IPs the space does not vary stand after its PEs' copies."""
     cycles = w_in = w_out = calls = None
     resources = {k: np.full(pairs.shape[0], float(fixed[k])) for k in RESOURCES}
     width = max(max(len(o.cycles) for o in per_pe) for per_pe in options)
+    ips = np.full(pairs.shape[0], fixed_ips, dtype=np.int64)
     for column, per_pe in enumerate(options):
         chosen = pairs[:, column]
         c, i, o = (_stacked(per_pe, f, width)[chosen] for f in ("cycles", "words_in", "words_out"))
@@ -215,24 +233,66 @@ def price(options: Sequence[list[Option]], pairs: np.ndarray, *, board: Board, c
         w_in, w_out = (i, o) if w_in is None else (w_in + i, w_out + o)
         n = np.array([opt.calls for opt in per_pe])[chosen]
         calls = n if calls is None else calls + n
+        ips += np.array([opt.copies for opt in per_pe])[chosen]
         for k in RESOURCES:
             resources[k] = resources[k] + np.array([opt.resources[k] for opt in per_pe])[chosen]
     pe = cycles / (clock_mhz * 1e6)
+    host_s = host.seconds(calls)
     port = port_bytes_per_s(board)
-    moved = np.maximum.reduce([w_in * WORD_BYTES / port, w_out * WORD_BYTES / port,
-                               (w_in + w_out) * WORD_BYTES / (board.ddr_peak_gbps * 1e9)])
+    ddr = (w_in + w_out) * WORD_BYTES / (board.ddr_peak_gbps * 1e9)
+    counts = {int(n): fewest_hp_ports([len(data_ports())] * int(n), board.hp_ports) for n in np.unique(ips)}
+    fewest = np.array([counts[int(n)] for n in ips], dtype=np.int64)
+    copies = _copy_words(options, pairs, width)
+    memory = {}  # ports -> (points,) seconds the data movement adds; inf where the IPs need more ports
+    for ports in range(1, board.hp_ports + 1):
+        busiest = _busiest_ports(copies, ports)
+        moved = np.maximum.reduce([busiest[..., 0] * WORD_BYTES / port, busiest[..., 1] * WORD_BYTES / port, ddr])
+        memory[ports] = np.where(fewest <= ports, np.maximum(moved - pe, 0).sum(axis=1), np.inf)
+    base = pe.sum(axis=1) + host_s
+    best = np.min([base + m for m in memory.values()], axis=0)
+    hp_ports = np.zeros(pairs.shape[0], dtype=np.int64)
+    for ports in sorted(memory, reverse=True):  # the fewest within PORT_GAIN of the best wins: set last
+        hp_ports = np.where(base + memory[ports] <= best * (1 + PORT_GAIN), ports, hp_ports)
     total_bytes = (w_in + w_out).sum(axis=1) * WORD_BYTES
     table = horowitz_45nm()
-    return {"pe_s": pe.sum(axis=1), "memory_s": np.maximum(moved - pe, 0).sum(axis=1), "host_s": host.seconds(calls),
-            "energy_pj": macs * mac_energy_pj + total_bytes * 8 / 64 * table.dram_64b, "resources": resources}
+    return {"pe_s": pe.sum(axis=1), "memory_s": np.choose(hp_ports - 1, [memory[p] for p in sorted(memory)]),
+            "host_s": host_s, "energy_pj": macs * mac_energy_pj + total_bytes * 8 / 64 * table.dram_64b,
+            "resources": resources, "hp_ports": hp_ports}
+
+
+def _copy_words(options: Sequence[list[Option]], pairs: np.ndarray, width: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per varied PE: the points' copies' words (points, stages, copies, 2; a point's missing copies zero) and their
+    copy counts (points,)."""
+    out = []
+    for column, per_pe in enumerate(options):
+        chosen = pairs[:, column]
+        stacked = np.zeros((len(per_pe), width, max(o.copies for o in per_pe), 2), dtype=np.int64)
+        for row, option in enumerate(per_pe):
+            stacked[row, :option.copy_words.shape[0], :option.copies] = option.copy_words
+        out.append((stacked[chosen], np.array([o.copies for o in per_pe])[chosen]))
+    return out
+
+
+def _busiest_ports(copies: Sequence[tuple[np.ndarray, np.ndarray]], ports: int) -> np.ndarray:
+    """(points, stages, 2): the words in and out of each stage's busiest port when the points' IPs (the PEs' copies
+    in order, :func:`_copy_words`) go round robin over ``ports`` ports (each direction's busiest on its own)."""
+    points, width = copies[0][0].shape[:2]
+    acc = np.zeros((points, ports, width, 2), dtype=np.int64)
+    offset = np.zeros(points, dtype=np.int64)
+    rows = np.arange(points)
+    for words, count in copies:
+        for unit in range(words.shape[2]):
+            acc[rows, (offset + unit) % ports] += words[:, :, unit]
+        offset += count
+    return acc.max(axis=1)
 
 
 def explore(options: Sequence[list[Option]], board: Board, *, pes: Sequence[str], clock_mhz: float,
             host: HostModel, macs: int, mac_energy_pj: float, fixed: Mapping[str, float] | None = None,
             cap: float = DEFAULT_CAP, enumerate_limit: int = ENUMERATE_LIMIT, trials: int = 400, seed: int = 0,
-            family: str = "tt") -> Space:
+            family: str = "tt", fixed_ips: int = 0) -> Space:
     """Price every combination of the PEs' ``options`` on ``board`` (Optuna past ``enumerate_limit`` points);
-    ``fixed`` is the resources of the IPs the space does not vary."""
+    ``fixed`` is the resources of the ``fixed_ips`` IPs the space does not vary."""
     if not 0 < cap <= 1:
         raise ValueError(f"cap must be in (0, 1], got {cap}")
     if any(not per_pe for per_pe in options):
@@ -240,7 +300,7 @@ def explore(options: Sequence[list[Option]], board: Board, *, pes: Sequence[str]
     fixed = fixed or dict.fromkeys(RESOURCES, 0.0)
     budget = {k: board.resources[k] for k in RESOURCES}
     common = {"board": board, "clock_mhz": clock_mhz, "host": host, "macs": macs, "mac_energy_pj": mac_energy_pj,
-              "fixed": fixed}
+              "fixed": fixed, "fixed_ips": fixed_ips}
     size = int(np.prod([len(per_pe) for per_pe in options]))
     if size <= enumerate_limit:
         pairs = np.array(list(itertools.product(*(range(len(per_pe)) for per_pe in options))), dtype=np.int64)
@@ -249,7 +309,7 @@ def explore(options: Sequence[list[Option]], board: Board, *, pes: Sequence[str]
         pairs = _optuna_pairs(options, common, budget, cap, trials, seed)
         searched = f"optuna NSGA-II ({trials} trials of {size} points)"
     priced = price(options, pairs, **common)
-    return Space(pes=tuple(pes), options=tuple(options), index=pairs, pe_s=priced["pe_s"],
+    return Space(pes=tuple(pes), options=tuple(options), index=pairs, pe_s=priced["pe_s"], hp_ports=priced["hp_ports"],
                  memory_s=priced["memory_s"], host_s=priced["host_s"], energy_pj=priced["energy_pj"],
                  resources=priced["resources"], budget=budget, cap=cap, searched=searched, family=family)
 
@@ -276,4 +336,5 @@ def _optuna_pairs(options, common, budget, cap, trials: int, seed: int) -> np.nd
     return np.array(seen, dtype=np.int64)
 
 
-__all__ = ["COPIES", "DEFAULT_CAP", "OBJECTIVES", "Option", "Space", "explore", "legal_specs", "pe_options", "price"]
+__all__ = ["COPIES", "DEFAULT_CAP", "OBJECTIVES", "Option", "PORT_GAIN", "Space", "explore", "legal_specs",
+           "pe_options", "price"]

@@ -30,7 +30,7 @@ from codesign.loops.tt import TtTrainSetup
 from codesign.pe import get_pe
 from codesign.pe.tt.schedule import MAX_UNITS, StepHardware
 from codesign.pe.tt.step import step_plan
-from codesign.pe.tt.step_cycles import PAPER_BATCH, PAPER_LAYERS, stage_loads
+from codesign.pe.tt.step_cycles import PAPER_BATCH, PAPER_LAYERS, copy_loads
 
 # knob tables, one per PE: the spec fields a family varies and the values offered (the spec's validators decide)
 TT_KNOBS = {"lanes": (2, 4, 8, 16), "rows": (1, 2, 4, 8), "stream_bits": (32, 64, 128), COPIES: (1, 2, 3, 4)}
@@ -91,7 +91,8 @@ def explore_family(family: Family, board: Board, *, clock_mhz: float,
                           max_copies=family.max_copies, progress=progress) for pe in family.pes]
     return explore(options, board, pes=family.pes, clock_mhz=clock_mhz, host=family.host, macs=family.macs,
                    mac_energy_pj=family.mac_energy_pj, fixed=fixed_resources(family.fixed_builds, board.yosys_family),
-                   cap=cap, enumerate_limit=enumerate_limit, trials=trials, seed=seed, family=family.name)
+                   cap=cap, enumerate_limit=enumerate_limit, trials=trials, seed=seed, family=family.name,
+                   fixed_ips=len(family.fixed_builds))
 
 
 def _loads(stages: Sequence[Stage]) -> np.ndarray:
@@ -122,12 +123,14 @@ def tt_family(setup: TtTrainSetup, *, bases: Mapping[str, Any], host: HostModel,
 
     def loads(pe: str, spec, copies: int):
         hardware = StepHardware(**_hardware_fields(pe, spec, copies), outer_pe=outer_pe)
-        stages, calls = [], 0
+        stages, words, calls = [], [], 0
         for layer in range(len(setup.layers)):
             plan = step_plan(setup.layer_state(layer, setup.initial_cores(layer)), setup.batch_size, hardware)
-            stages += stage_loads(plan, pe)
+            for per_copy, copy_words in copy_loads(plan, pe):
+                stages.append((per_copy.max(), copy_words[:, 0].sum(), copy_words[:, 1].sum()))
+                words.append(copy_words)
             calls += sum(call.pe == pe for call in plan.calls)
-        return np.array(stages, dtype=np.int64).reshape(-1, 3), calls
+        return np.array(stages, dtype=np.int64).reshape(-1, 3), calls, np.array(words).reshape(-1, copies, 2)
 
     varied = {"tt1": bases["tt1"], "tt2": bases["tt2"], **({"tt3": tt3} if dense else {})}
     return Family(name="tt", bases=varied, loads=loads,

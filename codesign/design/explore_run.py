@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from codesign.boards import Board
-from codesign.design.explore import DEFAULT_CAP, Option, Space
+from codesign.design.explore import DEFAULT_CAP, PORT_GAIN, Option, Space
 from codesign.design.explore_families import Family, csb_family, explore_family, fb_family, tt_family, tt_hardware
 from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trainer
 from codesign.design.fit import fit_design, pe_cost
@@ -48,7 +48,6 @@ from codesign.pe.tt.reuse import BRAM36_BYTES
 from codesign.pe.tt.schedule import PE_NAMES, StepHardware
 
 CONFIRMED = 3  # front points confirmed by Yosys beside the chosen one
-PORT_GAIN = 0.01  # a high-performance port more is taken for at least this share of the whole step
 TITLES = {"tt": "TT", "fb": "FB-float (FP-MAC array)", "csb": "CSB"}
 # paper 002 (Sec. 6.3, Table 5): 641.1 GOP/s "equivalent" (dense operations, 2 per MAC) of training on 1024 DSP
 # slices at 200 MHz, what a sparse accelerator's equivalent ops per DSP slice and cycle are set against
@@ -204,10 +203,8 @@ def hp_port_choice(family: Family, options: Sequence[Option], design: DesignPoin
     plus more only where the whole-step model says the step gets faster: the fewest ports within
     :data:`PORT_GAIN` of the best count's step; the ports ``[design] hp_ports`` asks for when ``asked``.
 
-    The space itself is priced with every word through one port (an upper
-    bound of the data movement; the split over ports depends on which copy
-    takes which call, which the per-PE pricing does not see), so the chosen
-    point's step is priced again here, exactly, at each count.
+    The space prices every point by the same rule (:func:`codesign.design.explore.price`); this prices the
+    chosen point's whole step at each count again, for the report.
     """
     board = design.board
     least = fewest_hp_ports([len(data_ports())] * len(design.instances), board.hp_ports)
@@ -408,5 +405,5 @@ def summary(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ExploreError", "PORT_GAIN", "cost_task", "design_of_point", "distinct_builds", "explore_design", "family_of",
+__all__ = ["ExploreError", "cost_task", "design_of_point", "distinct_builds", "explore_design", "family_of",
            "hardware_of_point", "hp_port_choice", "other_route", "summary", "tt_reuse_report", "write_reports"]

@@ -13,16 +13,18 @@ from codesign.boards import boards
 from codesign.design import load_design
 from codesign.design.calibration import (StaleCalibration, calibration_path, load_calibration, model_errors,
                                          pe_resources)
-from codesign.design.explore import pe_options
+from codesign.design.explore import PORT_GAIN, pe_options
 from codesign.design.explore_families import explore_tt, paper_setup, tt_family, tt_hardware
-from codesign.design.explore_run import (PORT_GAIN, design_of_point, explore_design, hardware_of_point,
+from codesign.design.explore_run import (design_of_point, explore_design, hardware_of_point,
                                          hp_port_choice, other_route, summary)
 from codesign.design.loops import tt_setup_of
 from codesign.design.step_time import tt_stages, tt_step_time
 from codesign.loops.host_share import HostModel
 from codesign.hw.resource_model import RESOURCES
 from codesign.pe import get_pe
+from codesign.pe.tt.schedule import StepHardware
 from codesign.train.config import read_toml
+from codesign.train.tt.precision import TTPrecision
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # lanes x rows combinations that the calibration grids hold, so every Yosys confirmation is a shipped report
@@ -77,14 +79,42 @@ def test_a_calibration_of_other_rtl_is_refused(tmp_path, monkeypatch):
 
 
 def test_the_vectorised_space_equals_the_direct_model(space, design):
+    """Every point as the whole-step model prices it over the HP ports the space gives it: the fewest within
+    PORT_GAIN of its best count, at least the fewest whose SmartConnects fit its IPs."""
     setup = tt_setup_of(design)
     rng = np.random.default_rng(0)
     for index in rng.choice(space.index.shape[0], 6, replace=False):
-        direct = tt_step_time(setup, hardware_of_point(space, index), design.board, clock_mhz=100.0, host=HOST)
+        hardware = hardware_of_point(space, index)
+        ports = int(space.hp_ports[index])
+        direct = tt_step_time(setup, hardware, design.board, clock_mhz=100.0, host=HOST, hp_ports=ports)
+        steps = {count: tt_step_time(setup, hardware, design.board, clock_mhz=100.0, host=HOST, hp_ports=count)
+                 for count in range(1, 5)}
+        best = min(step.total_s for step in steps.values())
+        assert ports == min(count for count, step in steps.items() if step.total_s <= best * (1 + PORT_GAIN))
         assert space.pe_s[index] == pytest.approx(direct.pe_s, rel=1e-12)
         assert space.memory_s[index] == pytest.approx(direct.memory_s, rel=1e-12, abs=1e-15)
         assert space.host_s[index] == pytest.approx(direct.host_s, rel=1e-12)
         assert space.energy_pj[index] == pytest.approx(direct.energy_pj, rel=1e-9)
+
+
+def test_the_space_spreads_each_points_ips_over_the_hp_ports_that_pay():
+    """The paper's network at rank 8: two tt1 8x8 and four tt2 8x4 at 128 bits fit one port's SmartConnect but
+    wait on it (1.5 ms a step), so a second port pays; eight tt1 and four tt2 at 64 bits need two ports to be
+    built at all. Each point's memory share is the whole-step model's at the space's port count."""
+    setup = paper_setup(8, dataclasses.asdict(TTPrecision()))
+    board = boards()["ultra96v2"]
+    base = StepHardware()
+    for (pe1, pe2, width), ports in ((((8, 8, 2), (8, 4, 4), 128), 2), (((4, 4, 8), (8, 4, 4), 64), 2)):
+        knobs = {pe: {"lanes": (shape[0],), "rows": (shape[1],), "stream_bits": (width,), "copies": (shape[2],)}
+                 for pe, shape in (("tt1", pe1), ("tt2", pe2))}
+        space = explore_tt(setup, board, bases={"tt1": base.pe1, "tt2": base.pe2}, clock_mhz=100.0, host=HOST,
+                           macs=1, tt3=None, knobs=knobs)
+        assert space.index.shape[0] == 1 and int(space.hp_ports[0]) == ports
+        hardware = hardware_of_point(space, 0)
+        one, chosen = (tt_step_time(setup, hardware, board, clock_mhz=100.0, host=HOST, hp_ports=count)
+                       for count in (1, ports))
+        assert space.memory_s[0] == pytest.approx(chosen.memory_s, rel=1e-12, abs=1e-15)
+        assert chosen.memory_s < one.memory_s
 
 
 @pytest.mark.parametrize("with_pe3", [True, False])
@@ -102,7 +132,8 @@ def test_the_dense_route_space_equals_the_direct_model(design, with_pe3):
     for index in rng.choice(space.index.shape[0], 6, replace=False):
         hardware = hardware_of_point(space, index)
         assert hardware.outer_pe == ("tt3" if with_pe3 else "tt1")
-        direct = tt_step_time(setup, hardware, design.board, clock_mhz=100.0, host=HOST)
+        direct = tt_step_time(setup, hardware, design.board, clock_mhz=100.0, host=HOST,
+                              hp_ports=int(space.hp_ports[index]))
         assert space.pe_s[index] == pytest.approx(direct.pe_s, rel=1e-12)
         assert space.memory_s[index] == pytest.approx(direct.memory_s, rel=1e-12, abs=1e-15)
         assert space.host_s[index] == pytest.approx(direct.host_s, rel=1e-12)
@@ -158,7 +189,8 @@ def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path, 
     assert other["total_s"] == pytest.approx(other["pe_s"] + other["memory_s"] + other["host_s"])
     assert "on the dense core-gradient route (dW formed on PE3;" in summary(run.result)
     ports = run.performance["hp_ports"]  # the chosen design's IPs over the ports the model chose
-    assert ports["chosen"] == again.ports_used and not ports["asked"]
+    assert ports["chosen"] == again.ports_used == run.result["space"].hp_ports[run.result["chosen"]]
+    assert not ports["asked"]
     assert run.performance["step"]["memory_s"] == pytest.approx(ports["steps"][str(ports["chosen"])]["memory_s"])
     assert "high-performance ports" in summary(run.result)
     reuse = run.performance["reuse"]  # the same step, its data kept on chip where the BRAM left holds it

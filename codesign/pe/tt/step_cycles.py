@@ -164,17 +164,23 @@ def stage_loads(plan: StepPlan, pe: str) -> list[tuple[int, int, int]]:
     every build of one PE apart and combine them: a stage takes the longer
     of its PE1 and PE2 loads.
     """
+    return [(int(cycles.max()), int(words[:, 0].sum()), int(words[:, 1].sum()))
+            for cycles, words in copy_loads(plan, pe)]
+
+
+def copy_loads(plan: StepPlan, pe: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per stage: each copy of ``pe``'s cycles (copies,) and 32-bit words in and out (copies, 2), calls assigned as
+    :func:`list_schedule` assigns them (what a design space needs to spread the copies over HP ports)."""
     spec, copies = plan.hardware.spec(pe), plan.hardware.units(pe)
     loads = []
     for stage in stages(plan):
-        calls = [call for call in plan.calls if call.index in stage and call.pe == pe]
-        headers = [call.header for call in calls]
+        headers = [call.header for call in plan.calls if call.index in stage and call.pe == pe]
         cycles = [transaction_cycles(spec, header).total for header in headers]
-        words = [call_traffic(spec, header) for header in headers]
-        per_copy = [0] * copies
-        for unit, count in zip(assign_calls(cycles, copies), cycles):
+        per_copy, words = np.zeros(copies, dtype=np.int64), np.zeros((copies, 2), dtype=np.int64)
+        for unit, count, header in zip(assign_calls(cycles, copies), cycles, headers):
             per_copy[unit] += count
-        loads.append((max(per_copy), sum(w[0] for w in words), sum(w[1] for w in words)))
+            words[unit] += call_traffic(spec, header)[:2]
+        loads.append((per_copy, words))
     return loads
 
 
