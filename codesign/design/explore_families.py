@@ -25,7 +25,7 @@ from codesign.design.step_time_csb import CsbLayer, as_layers, csb_mac_energy_pj
 from codesign.design.step_time_fb import fb_mac_energy_pj, fb_stages, fb_step_time
 from codesign.hw.accel import ip_shell_cost
 from codesign.hw.resource_model import RESOURCES, fpga_counts
-from codesign.loops.host_share import GemmShape, HostModel, measure_tt_host_seconds
+from codesign.loops.host_share import GemmShape, HostModel, measure_tt_hosts
 from codesign.loops.tt import TtTrainSetup
 from codesign.pe import get_pe
 from codesign.pe.tt.schedule import MAX_UNITS, StepHardware
@@ -60,8 +60,9 @@ class Family:
     fixed_builds: dict[str, Any] = field(default_factory=dict)  # PEs the space does not vary, once each
     max_copies: int = 1
     knobs: dict[str, dict[str, Sequence[int]]] = field(default_factory=dict)  # a PE's own knob table (else KNOBS)
-    # one point's host seconds and PE calls per step, measured here (the host model is a fit over two schedules)
-    measure_host: Callable[[Sequence[Option]], tuple[float, int]] | None = None
+    # several points' host seconds and PE calls per step, measured here side by side (the host model is a fit over
+    # two schedules and counts PE calls only)
+    measure_hosts: Callable[[Sequence[Sequence[Option]]], list[tuple[float, int]]] | None = None
 
     @property
     def pes(self) -> tuple[str, ...]:
@@ -140,7 +141,8 @@ def tt_family(setup: TtTrainSetup, *, bases: Mapping[str, Any], host: HostModel,
                   describe=lambda options: tt_hardware(options).describe(), host=host, macs=macs,
                   mac_energy_pj=tt_mac_energy_pj(setup), fixed_builds={} if tt3 is None or dense else {"tt3": tt3},
                   max_copies=MAX_UNITS,
-                  measure_host=lambda options: measure_tt_host_seconds(setup, tt_hardware(options), repeats=5))
+                  measure_hosts=lambda points: measure_tt_hosts([(setup, tt_hardware(options)) for options in points],
+                                                                repeats=5))
 
 
 def paper_setup(rank: int, precision: Mapping[str, Any], *, batch: int = PAPER_BATCH) -> TtTrainSetup:

@@ -15,7 +15,7 @@ from codesign.design.calibration import (StaleCalibration, calibration_path, loa
                                          pe_resources)
 from codesign.design.explore import PORT_GAIN, pe_options
 from codesign.design.explore_families import explore_tt, paper_setup, tt_family, tt_hardware
-from codesign.design.explore_run import (design_of_point, explore_design, hardware_of_point,
+from codesign.design.explore_run import (SHORTLIST, design_of_point, measured_choice, explore_design, hardware_of_point,
                                          hp_port_choice, other_route, summary)
 from codesign.design.loops import tt_setup_of
 from codesign.design.step_time import tt_stages, tt_step_time
@@ -220,13 +220,31 @@ def test_the_other_route_is_the_best_point_of_the_same_space_on_it(design):
 
 
 def test_the_host_is_measured_at_a_points_own_schedule(space, design):
-    """A TT family measures one point's host share on that point's PE calls (the model's call count)."""
+    """A TT family measures points' host shares side by side, each on that point's PE calls (the model's count)."""
     setup = tt_setup_of(design)
     specs = {i.pe: i.spec for i in design.instances}
     family = tt_family(setup, bases={"tt1": specs["tt1"], "tt2": specs["tt2"]}, host=HOST, macs=1, tt3=None)
-    index = space.best("time")
-    seconds, calls = family.measure_host(space.chosen_options(index))
-    assert seconds > 0 and calls == tt_stages(setup, hardware_of_point(space, index))[1]["calls"]
+    points = [space.best("time"), space.best("energy")]
+    for index, (seconds, calls) in zip(points, family.measure_hosts([space.chosen_options(i) for i in points])):
+        assert seconds > 0 and calls == tt_stages(setup, hardware_of_point(space, index))[1]["calls"]
+
+
+def test_the_chosen_point_is_the_least_measured_whole_step_of_the_models_fastest(space, design):
+    """For a time objective the SHORTLIST fastest feasible points by the model have their host measured; the least
+    measured whole step (PE and memory from the model, host measured) is chosen. For energy the model's best."""
+    setup = tt_setup_of(design)
+    specs = {i.pe: i.spec for i in design.instances}
+    family = tt_family(setup, bases={"tt1": specs["tt1"], "tt2": specs["tt2"]}, host=HOST, macs=1, tt3=None)
+    chosen, shortlist = measured_choice(family, space, "time", progress=lambda _: None)
+    feasible = np.flatnonzero(space.feasible)
+    fastest = sorted(space.total_s[feasible])[:SHORTLIST]
+    assert [entry["model_total_s"] for entry in shortlist] == pytest.approx(fastest, rel=1e-12)
+    for entry in shortlist:
+        index = entry["index"]
+        assert entry["measured_total_s"] == pytest.approx(space.pe_s[index] + space.memory_s[index] + entry["host_s"])
+    assert chosen == min(shortlist, key=lambda entry: entry["measured_total_s"])["index"]
+    chosen, shortlist = measured_choice(family, space, "energy", progress=lambda _: None)
+    assert chosen == space.best("energy") and [entry["index"] for entry in shortlist] == [chosen]
 
 
 def test_the_chosen_point_gets_the_fewest_hp_ports_that_fit_and_more_only_where_they_help(design):
