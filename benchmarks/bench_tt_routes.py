@@ -31,6 +31,8 @@ from codesign.design import load_design
 from codesign.design.explore_families import paper_setup
 from codesign.design.loops import tt_setup_of
 from codesign.design.step_time import tt_step_time
+from codesign.hw.accel import data_ports
+from codesign.hw.vivado import fewest_hp_ports
 from codesign.hw.reports import write_json_atomic
 from codesign.loops.host_share import HostModel, measure_tt_hosts
 from codesign.pe.tt.schedule import StepHardware
@@ -78,12 +80,16 @@ def main() -> int:
     board = boards()["ultra96v2"]
     rows = {}
     for route, (host_s, calls) in zip(routes, measured):
-        step = tt_step_time(setups[route], point(route), board, clock_mhz=100.0,
+        hardware = point(route)
+        ips = hardware.pe1_units + hardware.pe2_units + (hardware.outer_pe == "tt3")
+        ports = fewest_hp_ports([len(data_ports())] * ips, board.hp_ports)  # the fewest its block design takes
+        step = tt_step_time(setups[route], hardware, board, clock_mhz=100.0, hp_ports=ports,
                             host=HostModel(fixed_s=host_s, per_call_s=0.0, source="measured"))
-        rows[route] = {"hardware": point(route).describe(), "calls": calls, "host_ms": 1e3 * host_s,
+        rows[route] = {"hardware": hardware.describe(), "hp_ports": ports, "calls": calls, "host_ms": 1e3 * host_s,
                        "pe_ms": 1e3 * step.pe_s, "memory_ms": 1e3 * step.memory_s, "whole_ms": 1e3 * step.total_s,
                        "mb_per_step": step.bytes / 1e6}
-        print(f"rank {RANK} {route}: {rows[route]['hardware']}, {calls} PE calls; host {rows[route]['host_ms']:.1f} "
+        print(f"rank {RANK} {route}: {rows[route]['hardware']} over {ports} HP port(s), {calls} PE calls; host "
+              f"{rows[route]['host_ms']:.1f} "
               f"ms, PE {rows[route]['pe_ms']:.1f} + memory {rows[route]['memory_ms']:.1f} ms (model), whole "
               f"{rows[route]['whole_ms']:.1f} ms, {rows[route]['mb_per_step']:.2f} MB per step", flush=True)
     ratio = rows["dense"]["host_ms"] / rows["direct"]["host_ms"]
