@@ -4,8 +4,11 @@ Reports, named as FINN names its estimates:
 
 - ``estimate_network_performance.json``: the chosen point's whole step (PE,
   memory and host seconds, bottleneck, bounds, energy), with the paper's
-  figure where the set-up is the paper network; for a TT design also the
-  best point on the other core-gradient route (``other_route``);
+  figure where the set-up is the paper network, and its HP ports
+  (``hp_ports``: the step at each count); for a TT design also the host
+  measured at the model's fastest points (``host_measured``), the best
+  point on the other core-gradient route (``other_route``) and what keeping
+  data on chip would save (``reuse``);
 - ``estimate_layer_cycles.json``: the chosen point's stages (cycles, words);
 - ``estimate_layer_resources.json``: per IP of the chosen point, the
   analytical model and Yosys, and the fit verdict;
@@ -13,8 +16,9 @@ Reports, named as FINN names its estimates:
   ``pareto.csv`` (the front, infeasible points excluded and counted);
 - ``pareto.png`` (step time against DSP, infeasible points shown) and
   ``roofline.png`` (the board's compute and memory roofs with the points);
-- ``chosen.toml``: the configuration with the chosen ``[design.pe.*]``,
-  which ``codesign design`` and ``codesign build`` accept.
+- ``chosen.toml``: the configuration with the chosen ``[design.pe.*]`` and
+  ``[design] hp_ports``, which ``codesign design`` and ``codesign build``
+  accept.
 """
 
 from __future__ import annotations
@@ -440,4 +444,5 @@ def summary(result: Mapping[str, Any]) -> str:
 
 
 __all__ = ["ExploreError", "cost_task", "design_of_point", "distinct_builds", "explore_design", "family_of",
-           "hardware_of_point", "hp_port_choice", "other_route", "summary", "tt_reuse_report", "write_reports"]
+           "hardware_of_point", "hp_port_choice", "measured_choice", "other_route", "summary", "tt_reuse_report",
+           "write_reports"]
