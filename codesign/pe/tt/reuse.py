@@ -28,9 +28,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from codesign.numerics.tt_dense_route import dense_route
 from codesign.pe.tt.cycles import operand_words, stream_words, transaction_cycles
-from codesign.pe.tt.schedule import StepPlan, stages
+from codesign.pe.tt.schedule import StepPlan, stage_numbers, stages
 
 BRAM36_BYTES = 36 * 1024 // 8  # one 36 Kib block RAM
 
@@ -58,10 +57,10 @@ def state_flow(plan: StepPlan) -> list[KeptState]:
     leave the layer and are not intermediate states.
     """
     items = plan.contractions
-    index = {(item.phase, item.core): i for i, item in enumerate(items) if not item.phase.startswith("dense")}
-    route_steps = [i for i, item in enumerate(items) if item.phase.startswith("dense")]
-    route = dense_route(plan.geometry.order) if route_steps else []
-    node_of = dict(zip(route_steps, (step.target for step in route)))
+    index = {(item.phase, item.core): i for i, item in enumerate(items) if item.route is None}
+    maker = {item.route.target: i for i, item in enumerate(items) if item.route is not None}  # node -> contraction
+    if ("outer", 0) in index:
+        maker[(0, plan.geometry.order)] = index[("outer", 0)]  # dW
     readers: dict[int, list[tuple[int, str]]] = {}
     for i, item in enumerate(items):
         k = item.core
@@ -72,10 +71,8 @@ def state_flow(plan: StepPlan) -> list[KeptState]:
                 readers.setdefault(index[source], []).append((i, "a"))
             if item.phase == "core_grad" and ("forward", k - 1) in index:  # the saved state entering core k
                 readers.setdefault(index[("forward", k - 1)], []).append((i, "b"))
-    for i, step in zip(route_steps, route):
-        producer = index[("outer", 0)] if step.source == (0, plan.geometry.order) else next(
-            p for p, node in node_of.items() if node == step.source)
-        readers.setdefault(producer, []).append((i, "a"))
+        if item.route is not None:  # a step of the dense route reads its source node
+            readers.setdefault(maker[item.route.source], []).append((i, "a"))
     out = []
     for producer, consumers in sorted(readers.items()):
         i, _, k, l = items[producer].dims
@@ -171,7 +168,7 @@ def reuse_budget(plans: Sequence[StepPlan], units: Sequence[Sequence[int]], *, b
     as free, so ``cycles_kept`` is a lower bound of what it could reach.
     """
     timeline = step_timeline(plans)
-    positions = [[timeline[layer][number] for number in _stage_numbers(plan)] for layer, plan in enumerate(plans)]
+    positions = [[timeline[layer][number] for number in stage_numbers(plan)] for layer, plan in enumerate(plans)]
     flows = [(layer, state) for layer, plan in enumerate(plans) for state in state_flow(plan)]
     offsets = [0]
     for plan in plans:
@@ -209,15 +206,6 @@ def reuse_budget(plans: Sequence[StepPlan], units: Sequence[Sequence[int]], *, b
             after[key] = after.get(key, 0) + cycles.total - saved
     return ReuseBudget(bram_bytes=bram_bytes, states=tuple(flows), kept=kept, words=words, state_words=state_words,
                        core_words=core_words, cycles=_makespan(before), cycles_kept=_makespan(after))
-
-
-def _stage_numbers(plan: StepPlan) -> list[int]:
-    """Each contraction's stage number in its plan."""
-    numbers = [0] * len(plan.contractions)
-    for number, group in enumerate(stages(plan)):
-        for i in group:
-            numbers[i] = number
-    return numbers
 
 
 def _makespan(loads: dict[tuple[int, str, int], int]) -> int:

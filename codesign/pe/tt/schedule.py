@@ -197,7 +197,8 @@ class Contraction:
     need nothing from each other (:func:`stages`). Phases: ``forward``,
     ``core_grad``, ``input_grad``, and on the dense route ``outer`` (PE3),
     ``dense_left`` (PE2) and ``dense_right`` (PE1), whose ``core`` is the
-    core contracted (the outer products: 0).
+    core contracted (the outer products: 0) and ``route`` the route's step
+    (source and target node) the contraction computes.
     """
 
     phase: str
@@ -208,6 +209,7 @@ class Contraction:
     b_bits: int
     folded: int = 0
     stage: int = 0
+    route: RouteStep | None = None
 
     @property
     def name(self) -> str:
@@ -275,6 +277,15 @@ def stages(plan: StepPlan) -> list[tuple[int, ...]]:
         else:
             out.append((index,))
     return out
+
+
+def stage_numbers(plan: StepPlan) -> list[int]:
+    """Each contraction's stage, numbered in the plan's order (:func:`stages`)."""
+    numbers = [0] * len(plan.contractions)
+    for number, group in enumerate(stages(plan)):
+        for index in group:
+            numbers[index] = number
+    return numbers
 
 
 def assign_calls(call_cycles: Sequence[int], copies: int) -> list[int]:
@@ -366,9 +377,9 @@ def _route_contraction(geometry: LayerGeometry, step: RouteStep, grad_bits: int,
     size = math.prod(node_shape(step.source, geometry.ranks, geometry.out_modes, geometry.in_modes))
     if step.side == "left":
         return Contraction("dense_left", step.core, "tt2", (1, a * m * n, size // (a * m * n), c), grad_bits,
-                           core_bits, stage=stage)
+                           core_bits, stage=stage, route=step)
     return Contraction("dense_right", step.core, "tt1", (size // (m * n * c), m * n, c, a), grad_bits, core_bits,
-                       stage=stage)
+                       stage=stage, route=step)
 
 
 def _ranges(length: int, step: int) -> list[tuple[int, int]]:

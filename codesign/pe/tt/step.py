@@ -36,7 +36,6 @@ import numpy as np
 
 from codesign.numerics.formats import FIXED_FRAC_BITS
 from codesign.numerics.scales import UNSET, mean_abs, mean_abs_frac_bits
-from codesign.numerics.tt_dense_route import dense_route
 from codesign.pe.tt import golden
 from codesign.pe.tt.layer_state import TRACKERS, TtLayerState
 from codesign.pe.tt.schedule import Contraction, LayerGeometry, StepHardware, StepPlan, plan_step, stages
@@ -589,7 +588,6 @@ def _dense_backward(layer: TtLayerState, plan: StepPlan, runner, fwd: ForwardSwe
     geo, d = plan.geometry, plan.geometry.order
     batch = geo.batch
     g = g_top.T  # batch last: (M, B)
-    route = iter(dense_route(d))
     nodes: dict = {}  # node -> (codes, fraction bits)
     core_grads: list[np.ndarray] = [None] * d  # type: ignore[list-item]
     grad_x = None
@@ -622,7 +620,7 @@ def _dense_backward(layer: TtLayerState, plan: StepPlan, runner, fwd: ForwardSwe
                 jobs.append((index, *operands(item, fwd.cores, g[None], fwd.states[0].reshape(1, -1, batch))))
                 targets.append(None)
             else:
-                step = next(route)
+                step = item.route
                 codes, frac = nodes[step.source]
                 jobs.append((index, *operands(item, fwd.cores, codes)))
                 targets.append((step, frac + fwd.core_frac[step.core]))

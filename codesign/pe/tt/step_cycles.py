@@ -49,7 +49,7 @@ from codesign.pe.tt.contract import WORD_BITS
 from codesign.pe.tt.cycles import stream_words, transaction_cycles
 from codesign.pe.tt.layer_state import TtLayerState
 from codesign.pe.tt.schedule import (MAX_UNITS, PE_NAMES, LayerGeometry, StepHardware, StepPlan, assign_calls,
-                                     plan_step, stages)
+                                     plan_step, stage_numbers, stages)
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 
 PAPER_SECONDS = 0.09  # paper 003, Sec. 5: forward and backward of a batch of 64 at 100 MHz
@@ -280,9 +280,8 @@ def port_words(plan: StepPlan, units: Sequence[int], call_words: Sequence[tuple[
     """Per stage: the 32-bit words into and out of its busiest high-performance port (each busiest on its own),
     with copy ``units[p]`` of each call's PE on port :func:`~codesign.hw.vivado.hp_port_of` of its IP's index."""
     _check_int("hp_ports", hp_ports, 1, MAX_UNITS)
-    groups = stages(plan)
-    stage_of = {index: number for number, group in enumerate(groups) for index in group}
-    words = np.zeros((len(groups), hp_ports, 2), dtype=np.int64)
+    stage_of = stage_numbers(plan)
+    words = np.zeros((max(stage_of) + 1, hp_ports, 2), dtype=np.int64)
     for call, unit, moved in zip(plan.calls, units, call_words):
         words[stage_of[call.index], hp_port_of(plan.hardware.ip_index(call.pe, unit), hp_ports)] += moved
     return tuple((int(w_in), int(w_out)) for w_in, w_out in words.max(axis=1))
