@@ -31,8 +31,7 @@ from codesign.design import load_design
 from codesign.design.explore_families import paper_setup
 from codesign.design.loops import tt_setup_of
 from codesign.design.step_time import tt_step_time
-from codesign.hw.accel import data_ports
-from codesign.hw.vivado import fewest_hp_ports
+from codesign.hw.vivado import shell_ips_hp_ports
 from codesign.hw.reports import write_json_atomic
 from codesign.loops.host_share import HostModel, measure_tt_hosts
 from codesign.pe.tt.schedule import StepHardware
@@ -82,7 +81,7 @@ def main() -> int:
     for route, (host_s, calls) in zip(routes, measured):
         hardware = point(route)
         ips = hardware.pe1_units + hardware.pe2_units + (hardware.outer_pe == "tt3")
-        ports = fewest_hp_ports([len(data_ports())] * ips, board.hp_ports)  # the fewest its block design takes
+        ports = shell_ips_hp_ports(ips, board.hp_ports)  # the fewest its block design takes
         step = tt_step_time(setups[route], hardware, board, clock_mhz=100.0, hp_ports=ports,
                             host=HostModel(fixed_s=host_s, per_call_s=0.0, source="measured"))
         rows[route] = {"hardware": hardware.describe(), "hp_ports": ports, "calls": calls, "host_ms": 1e3 * host_s,

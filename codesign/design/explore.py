@@ -49,9 +49,9 @@ from codesign.boards import Board
 from codesign.design.calibration import load_calibration, pe_resources
 from codesign.design.step_time import WORD_BYTES, port_bytes_per_s
 from codesign.energy.table import horowitz_45nm
-from codesign.hw.accel import data_ports, ip_shell_cost
+from codesign.hw.accel import ip_shell_cost
 from codesign.hw.resource_model import RESOURCES, fpga_counts
-from codesign.hw.vivado import fewest_hp_ports
+from codesign.hw.vivado import shell_ips_hp_ports
 from codesign.loops.host_share import HostModel
 from codesign.pe import get_pe
 
@@ -240,7 +240,7 @@ def price(options: Sequence[list[Option]], pairs: np.ndarray, *, board: Board, c
     host_s = host.seconds(calls)
     port = port_bytes_per_s(board)
     ddr = (w_in + w_out) * WORD_BYTES / (board.ddr_peak_gbps * 1e9)
-    counts = {int(n): fewest_hp_ports([len(data_ports())] * int(n), board.hp_ports) for n in np.unique(ips)}
+    counts = {int(n): shell_ips_hp_ports(int(n), board.hp_ports) for n in np.unique(ips)}
     fewest = np.array([counts[int(n)] for n in ips], dtype=np.int64)
     copies = _copy_words(options, pairs, width)
     memory = {}  # ports -> (points,) seconds the data movement adds; inf where the IPs need more ports
@@ -249,15 +249,22 @@ def price(options: Sequence[list[Option]], pairs: np.ndarray, *, board: Board, c
         moved = np.maximum.reduce([busiest[..., 0] * WORD_BYTES / port, busiest[..., 1] * WORD_BYTES / port, ddr])
         memory[ports] = np.where(fewest <= ports, np.maximum(moved - pe, 0).sum(axis=1), np.inf)
     base = pe.sum(axis=1) + host_s
-    best = np.min([base + m for m in memory.values()], axis=0)
-    hp_ports = np.zeros(pairs.shape[0], dtype=np.int64)
-    for ports in sorted(memory, reverse=True):  # the fewest within PORT_GAIN of the best wins: set last
-        hp_ports = np.where(base + memory[ports] <= best * (1 + PORT_GAIN), ports, hp_ports)
+    hp_ports = port_choice({ports: base + seconds for ports, seconds in memory.items()})
     total_bytes = (w_in + w_out).sum(axis=1) * WORD_BYTES
     table = horowitz_45nm()
     return {"pe_s": pe.sum(axis=1), "memory_s": np.choose(hp_ports - 1, [memory[p] for p in sorted(memory)]),
             "host_s": host_s, "energy_pj": macs * mac_energy_pj + total_bytes * 8 / 64 * table.dram_64b,
             "resources": resources, "hp_ports": hp_ports}
+
+
+def port_choice(totals: Mapping[int, np.ndarray]) -> np.ndarray:
+    """Per point, the fewest HP ports whose whole step (``totals``: port count -> seconds per point) is within
+    :data:`PORT_GAIN` of the best count's: a port more is taken only where it pays."""
+    best = np.min(list(totals.values()), axis=0)
+    chosen = np.zeros(best.shape, dtype=np.int64)
+    for ports in sorted(totals, reverse=True):  # the fewest that qualifies is set last
+        chosen = np.where(totals[ports] <= best * (1 + PORT_GAIN), ports, chosen)
+    return chosen
 
 
 def _copy_words(options: Sequence[list[Option]], pairs: np.ndarray, width: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -337,4 +344,4 @@ def _optuna_pairs(options, common, budget, cap, trials: int, seed: int) -> np.nd
 
 
 __all__ = ["COPIES", "DEFAULT_CAP", "OBJECTIVES", "Option", "PORT_GAIN", "Space", "explore", "legal_specs",
-           "pe_options", "price"]
+           "pe_options", "port_choice", "price"]

@@ -34,16 +34,15 @@ from typing import Any
 import numpy as np
 
 from codesign.boards import Board
-from codesign.design.explore import DEFAULT_CAP, PORT_GAIN, Option, Space
+from codesign.design.explore import DEFAULT_CAP, PORT_GAIN, Option, Space, port_choice
 from codesign.design.explore_families import Family, csb_family, explore_family, fb_family, tt_family, tt_hardware
 from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trainer
 from codesign.design.fit import fit_design, pe_cost
 from codesign.design.loops import csb_setup_of, fb_setup_of, tt_setup_of
 from codesign.design.point import DesignPoint, design_from_dict
 from codesign.design.step_time import tt_reuse, tt_stages
-from codesign.hw.accel import data_ports
 from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
-from codesign.hw.vivado import fewest_hp_ports
+from codesign.hw.vivado import shell_ips_hp_ports
 from codesign.hw.resource_model import RESOURCES
 from codesign.loops.host_share import (HostModel, compressed_masks, measure_csb_host, measure_fb_host, measure_tt_host,
                                        step_gemms)
@@ -234,19 +233,18 @@ def measured_choice(family: Family, space: Space, objective: str, progress: Call
 
 def hp_port_choice(family: Family, options: Sequence[Option], design: DesignPoint, *, asked: bool) -> dict[str, Any]:
     """How many high-performance ports the chosen point's IPs get: the fewest whose SmartConnects fit them
-    plus more only where the whole-step model says the step gets faster: the fewest ports within
-    :data:`PORT_GAIN` of the best count's step; the ports ``[design] hp_ports`` asks for when ``asked``.
+    plus more only where the whole-step model says the step gets faster (:func:`codesign.design.explore.port_choice`);
+    the ports ``[design] hp_ports`` asks for when ``asked``.
 
     The space prices every point by the same rule (:func:`codesign.design.explore.price`); this prices the
     chosen point's whole step at each count again, for the report.
     """
     board = design.board
-    least = fewest_hp_ports([len(data_ports())] * len(design.instances), board.hp_ports)
+    least = shell_ips_hp_ports(len(design.instances), board.hp_ports)
     steps = {ports: family.step(options, board, design.clock_mhz, hp_ports=ports)
              for ports in range(least, board.hp_ports + 1)}
-    best = min(step.total_s for step in steps.values())
-    chosen = design.ports_used if asked else min(ports for ports, step in steps.items()
-                                                 if step.total_s <= best * (1 + PORT_GAIN))
+    chosen = design.ports_used if asked else int(port_choice(
+        {ports: np.array([step.total_s]) for ports, step in steps.items()})[0])
     return {"chosen": chosen, "asked": asked, "fewest": least,
             "steps": {ports: {"memory_s": step.memory_s, "total_s": step.total_s} for ports, step in steps.items()}}
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from codesign.boards import Board, board
 from codesign.hw.accel import data_ports
-from codesign.hw.vivado import fewest_hp_ports
+from codesign.hw.vivado import shell_ips_hp_ports
 from codesign.numerics import FloatFormat
 from codesign.pe import REGISTRY, get_pe
 from codesign.train.config import TrainConfig, check_field_types, config_from_dict, read_toml, require_tables
@@ -102,17 +102,17 @@ class DesignPoint:
             raise DesignError(f"design: duplicate PE instance names {names}")
         if not self.instances:
             raise DesignError("design: the configuration needs no PE, so there is no hardware to build")
-        links = [len(data_ports())] * len(self.instances)
         most = self.board.hp_ports
         if isinstance(self.hp_ports, bool) or not isinstance(self.hp_ports, int) or not 0 <= self.hp_ports <= most:
             raise DesignError(f"design.hp_ports: must be an integer in [0, {most}] (0: the fewest that fit; the "
                               f"{self.board.display_name} has {most} high-performance ports), got {self.hp_ports!r}")
         try:
-            fewest = fewest_hp_ports(links, most)
+            fewest = shell_ips_hp_ports(len(self.instances), most)
         except ValueError as error:
             raise DesignError(f"design: {error}") from None
         if self.hp_ports and self.hp_ports < fewest:
-            raise DesignError(f"design.hp_ports: {len(self.instances)} IPs with {sum(links)} data ports need at "
+            raise DesignError(f"design.hp_ports: {len(self.instances)} IPs with "
+                              f"{len(self.instances) * len(data_ports())} data ports need at "
                               f"least {fewest} high-performance ports (one SmartConnect each), got {self.hp_ports}")
         object.__setattr__(self, "ports_used", self.hp_ports or fewest)
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from codesign.boards import Board, boards
+from codesign.hw.accel import data_ports
 from codesign.hw.build import ToolMissing
 from codesign.hw.jsonfile import JsonFileError, load_json
 from codesign.hw.render import render_template
@@ -66,6 +67,11 @@ def fewest_hp_ports(links: list[int], most: int) -> int:
             return ports
     raise ValueError(f"{len(links)} IPs with {sum(links)} data ports do not fit {most} high-performance ports of "
                      f"{MAX_DATA_PORTS} SmartConnect slave interfaces each")
+
+
+def shell_ips_hp_ports(ips: int, most: int) -> int:
+    """:func:`fewest_hp_ports` of ``ips`` IPs in the accelerator shell (each with the shell's data ports)."""
+    return fewest_hp_ports([len(data_ports())] * ips, most)
 
 
 class ManifestError(ValueError):

@@ -13,7 +13,7 @@ from codesign.boards import boards
 from codesign.design import load_design
 from codesign.design.calibration import (StaleCalibration, calibration_path, load_calibration, model_errors,
                                          pe_resources)
-from codesign.design.explore import PORT_GAIN, pe_options
+from codesign.design.explore import PORT_GAIN, pe_options, port_choice
 from codesign.design.explore_families import explore_tt, paper_setup, tt_family, tt_hardware
 from codesign.design.explore_run import (SHORTLIST, design_of_point, measured_choice, explore_design, hardware_of_point,
                                          hp_port_choice, other_route, summary)
@@ -95,6 +95,12 @@ def test_the_vectorised_space_equals_the_direct_model(space, design):
         assert space.memory_s[index] == pytest.approx(direct.memory_s, rel=1e-12, abs=1e-15)
         assert space.host_s[index] == pytest.approx(direct.host_s, rel=1e-12)
         assert space.energy_pj[index] == pytest.approx(direct.energy_pj, rel=1e-9)
+
+
+def test_a_port_more_is_taken_only_where_it_pays_one_percent():
+    totals = {1: np.array([1.000, 1.00, 0.50]), 2: np.array([0.995, 0.90, 0.50]), 3: np.array([0.990, 0.90, np.inf])}
+    # best 0.990, 0.90, 0.50: within 1 % are ports 2-3, 2-3 and 1-2; the fewest of each
+    assert port_choice(totals).tolist() == [2, 2, 1]
 
 
 def test_the_space_spreads_each_points_ips_over_the_hp_ports_that_pay():
