@@ -217,9 +217,7 @@ def tt_dense_core_grads(dense_grad: Array, cores: Sequence[Array], *,
     route's order, flat as ``(r_lo, .., r_hi)`` row-major.
     """
     d = len(cores)
-    ranks = [int(core.shape[0]) for core in cores] + [1]
-    out_modes = [int(core.shape[1]) for core in cores]
-    in_modes = [int(core.shape[2]) for core in cores]
+    ranks, out_modes, in_modes = _ranks_and_modes(cores)
     interleave = [axis for k in range(d) for axis in (k, d + k)]
     start = dense_grad.reshape(*out_modes, *in_modes)
     start = (start.permute(*interleave) if _is_torch(start) else start.transpose(interleave)).reshape(-1)
@@ -238,13 +236,17 @@ def tt_dense_core_grads(dense_grad: Array, cores: Sequence[Array], *,
                                       in_modes[k], ranks[k + 1]) for k in range(d)]
 
 
+def _ranks_and_modes(cores: Sequence[Array]) -> tuple[list[int], list[int], list[int]]:
+    """``(r_0 .. r_d)``, the output modes and the input modes of cores ``(r_{k-1}, m_k, n_k, r_k)``."""
+    return ([int(core.shape[0]) for core in cores] + [1], [int(core.shape[1]) for core in cores],
+            [int(core.shape[2]) for core in cores])
+
+
 def dense_route_sizes(cores: Sequence[Array]) -> list[tuple[int, int, int]]:
     """``(values read, values written, MACs)`` of every contraction of the dense route, in the route's order
     (the core's values not counted as read)."""
     d = len(cores)
-    ranks = [int(core.shape[0]) for core in cores] + [1]
-    out_modes = [int(core.shape[1]) for core in cores]
-    in_modes = [int(core.shape[2]) for core in cores]
+    ranks, out_modes, in_modes = _ranks_and_modes(cores)
     out = []
     for step in dense_route(d):
         source = math.prod(node_shape(step.source, ranks, out_modes, in_modes))
