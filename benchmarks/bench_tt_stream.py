@@ -5,17 +5,19 @@ the precision of examples/digits_tt.toml) at rank 8, batch 64, on the
 explorer's 128-bit rank-8 point (2 x tt1 8x8 + 4 x tt2 8x4). One golden step
 records every stage's PE calls; then, interleaved over the repetitions:
 
-- ``stages``: :func:`codesign.pe.tt.runners.call_words` on each stage's
-  calls, what :class:`codesign.deploy.tt_training.IpRunner` does (a
-  contraction's equal calls packed in one pass);
-- ``per_call``: :func:`codesign.pe.tt.golden.words` on every call alone.
+- ``stages``: :func:`codesign.pe.tt.runners.stage_buffers` on each stage's
+  calls, what :class:`codesign.deploy.tt_training.IpRunner` does: the calls
+  shared among the copies (:func:`~codesign.pe.tt.runners.stage_layout`,
+  worked out once per distinct stage) and packed straight into each copy's
+  input buffer, a contraction's equal calls in one pass;
+- ``per_call``: :func:`codesign.pe.tt.golden.words` on every call alone,
+  then each copy's calls joined into its buffer.
 
-Both must give the same words (compared word for word; a difference fails
-the run). Also times :func:`~codesign.pe.tt.runners.call_cycles` and
-:func:`~codesign.pe.tt.runners.unpack_results` (reading every result back
-from the golden output words), the rest of the stream work. Target: the
-stage packing at least 1.5x faster than per-call packing. Medians over the
-repetitions. Writes ``tt_stream.json`` (``met``: the target held); fails only when the words differ.
+Both must give the same buffers (compared word for word; a difference fails
+the run). Also times :func:`~codesign.pe.tt.runners.unpack_results`
+(reading every result back from the golden output words), the rest of the
+stream work. Target: the stage packing at least 1.5x faster than per-call
+packing. Medians over the repetitions. Writes ``tt_stream.json`` (``met``: the target held); fails only when the words differ.
 
 Run: .venv/bin/python benchmarks/bench_tt_stream.py [--repeats 7] [--out reports/bench]
 """
@@ -37,7 +39,7 @@ from codesign.design.loops import tt_setup_of
 from codesign.hw.reports import write_json_atomic
 from codesign.loops.tt import TtMlpTrainer
 from codesign.pe.tt import golden
-from codesign.pe.tt.runners import call_cycles, call_words, unpack_results
+from codesign.pe.tt.runners import stage_buffers, stage_layout, unpack_results
 from codesign.pe.tt.schedule import StepHardware
 from codesign.pe.tt.step import GoldenRunner
 
@@ -90,22 +92,26 @@ def main() -> int:
     stages = recorder.stages
     calls = sum(len(c) for c, _ in stages)
 
-    staged = [call_words(hw, c) for c, _ in stages]
-    single = [[golden.words(hw.spec(pe), a, b) for pe, a, b in c] for c, _ in stages]
-    differing = sum(int(np.count_nonzero(x != y)) if x.shape == y.shape else x.size + y.size
-                    for s, p in zip(staged, single) for x, y in zip(s, p))
-    words = sum(x.size for s in staged for x in s)
+    def per_call():
+        buffers = []
+        for c, _ in stages:
+            single = [golden.words(hw.spec(pe), a, b).astype(np.uint32) for pe, a, b in c]
+            buffers.append([np.concatenate([single[p] for p in copy.positions])
+                            for copy in stage_layout(hw, c).copies])
+        return buffers
 
-    times: dict[str, list[float]] = {"stages": [], "per_call": [], "cycles": [], "unpack": []}
+    def staged():
+        return [stage_buffers(hw, c) for c, _ in stages]
+
+    differing = sum(int(np.count_nonzero(x != y)) if x.shape == y.shape else x.size + y.size
+                    for s, p in zip(staged(), per_call()) for x, y in zip(s, p))
+    words = sum(x.size for s in staged() for x in s)
+
+    times: dict[str, list[float]] = {"stages": [], "per_call": [], "unpack": []}
     for repeat in range(args.repeats):
         order = ("stages", "per_call") if repeat % 2 else ("per_call", "stages")
         for name in order:
-            if name == "stages":
-                times[name].append(seconds(lambda: [call_words(hw, c) for c, _ in stages]))
-            else:
-                times[name].append(seconds(lambda: [[golden.words(hw.spec(pe), a, b) for pe, a, b in c]
-                                                    for c, _ in stages]))
-        times["cycles"].append(seconds(lambda: [call_cycles(hw, c, w) for (c, _), w in zip(stages, staged)]))
+            times[name].append(seconds(staged if name == "stages" else per_call))
         times["unpack"].append(seconds(lambda: [unpack_results(hw, c, out) for c, out in stages]))
     median = {name: statistics.median(values) for name, values in times.items()}
     ratio = median["per_call"] / median["stages"]
@@ -115,8 +121,7 @@ def main() -> int:
            "target_ratio": TARGET_RATIO, "met": bool(ratio >= TARGET_RATIO and differing == 0)}
     print(f"rank 8 step: {len(stages)} stages, {calls} calls, {words} words in; packing by stage "
           f"{row['stages_ms']:.1f} ms against per call {row['per_call_ms']:.1f} ms: {ratio:.2f}x "
-          f"(target {TARGET_RATIO}x), {differing} words differ; cycle model {row['cycles_ms']:.1f} ms, "
-          f"reading results {row['unpack_ms']:.1f} ms", flush=True)
+          f"(target {TARGET_RATIO}x), {differing} words differ; reading results {row['unpack_ms']:.1f} ms", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "tt_stream.json", row)

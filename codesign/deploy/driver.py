@@ -112,17 +112,28 @@ class AccelIP(DefaultIP):
             dtype = getattr(words_in, "dtype", type(words_in).__name__)
             raise AccelInputError(f"IP {self.ip_name}: words_in must be a 1-D numpy uint32 array, "
                                   f"got {dtype} of shape {shape}")
-        n_in = _count("len(words_in)", words_in.size, 0)
+        _count("n_out", n_out, 0)
+        _count("n_transactions", n_transactions, 1)  # both checked before anything is written
+        self.input_words(words_in.size)[:] = words_in
+        self.start_filled(words_in.size, n_out, n_transactions)
+
+    def input_words(self, n_in: int) -> np.ndarray:
+        """The first ``n_in`` words of the input buffer, for a host to write a call into in place (then
+        :meth:`start_filled`): a stage's words go straight into the DMA buffer, with no copy on the way."""
+        n_in = _count("n_in", n_in, 0)
+        self._check_free()
+        return self.buffer("in", n_in)[:n_in]
+
+    def start_filled(self, n_in: int, n_out: int, n_transactions: int) -> None:
+        """Start a call whose ``n_in`` input words the host has written into :meth:`input_words` (as :meth:`start`)."""
+        n_in = _count("n_in", n_in, 0)
         n_out = _count("n_out", n_out, 0)
         n_transactions = _count("n_transactions", n_transactions, 1)
-        if self._pending is not None:
-            raise DeployError(f"IP {self.ip_name} was started and not finished: call finish() first")
-        ctrl = self._status()
-        if not ctrl & CTRL_BIT["ap_idle"]:
-            raise DeployError(f"IP {self.ip_name} is busy ({self.describe_ctrl(ctrl)}): an earlier call never "
-                              "finished; reload the overlay to reset the PL")
-        in_buffer, out_buffer = self.buffer("in", n_in), self.buffer("out", n_out)
-        in_buffer[:n_in] = words_in
+        self._check_free()
+        in_buffer = self._buffers.get("in")
+        if in_buffer is None or in_buffer.size < n_in:
+            raise DeployError(f"IP {self.ip_name}: start_filled of {n_in} words without input_words({n_in}) first")
+        out_buffer = self.buffer("out", n_out)
         in_buffer.flush()
         out_buffer.flush()  # no dirty line of ours may land on the IP's output later
         self._write_register("in", in_buffer.physical_address, shell.POINTER_BITS // 32)
@@ -132,6 +143,15 @@ class AccelIP(DefaultIP):
         self._write_register("n_transactions", n_transactions)
         self._pending = (time.perf_counter(), n_out)
         self.mmio.write(self.offsets["CTRL"], CTRL_BIT["ap_start"])
+
+    def _check_free(self) -> None:
+        """Refuse to touch the buffers of a call still pending, or of an IP the PL left busy."""
+        if self._pending is not None:
+            raise DeployError(f"IP {self.ip_name} was started and not finished: call finish() first")
+        ctrl = self._status()
+        if not ctrl & CTRL_BIT["ap_idle"]:
+            raise DeployError(f"IP {self.ip_name} is busy ({self.describe_ctrl(ctrl)}): an earlier call never "
+                              "finished; reload the overlay to reset the PL")
 
     def finish(self, *, timeout_s: float | None = None) -> np.ndarray:
         """Wait for the call :meth:`start` began (``timeout_s`` from its ``ap_start``); return its output words."""

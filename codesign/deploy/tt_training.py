@@ -29,8 +29,7 @@ from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
 from codesign.hw.step_model import StageLog
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
-from codesign.pe.tt.runners import (AnswerError, call_cycles, call_output_parts, call_words, share_calls,
-                                   unpack_results)
+from codesign.pe.tt.runners import AnswerError, pack_stage, stage_layout, unpack_results
 from codesign.pe.tt.schedule import StepHardware, hardware_of
 
 
@@ -40,10 +39,12 @@ class IpRunner:
     One :meth:`run` is one stage of a step (``pe_step`` hands over the core
     and input gradients of a core together): each PE's calls are split over
     its copies by :func:`codesign.pe.tt.schedule.assign_calls` on their
-    modelled cycles, every copy gets its share as one IP call, all copies
-    are started and then all are waited for, so PE1 and PE2 copies work side
-    by side. Counts IP calls, transactions, input and output words, the PEs'
-    clock cycles by the RTL cycle model (:func:`codesign.pe.transaction_cycles`:
+    modelled cycles (:func:`codesign.pe.tt.runners.stage_layout`, worked out
+    once per distinct stage), every copy gets its share as one IP call whose
+    words are packed straight into the IP's DMA buffer, all copies are
+    started and then all are waited for, so PE1 and PE2 copies work side by
+    side. Counts IP calls, transactions, input and output words, the PEs'
+    clock cycles by the RTL cycle model (:mod:`codesign.pe.tt.cycles`:
     the PE's stream only, without the shell's DDR transfers) added over
     every call, and the same cycles as the copies overlap them
     (``pe_makespan``: per stage, the busiest copy). ``hp_ports`` maps an IP's
@@ -80,58 +81,56 @@ class IpRunner:
         for pe in dict.fromkeys(pe for pe, _, _ in calls):
             if not self.drivers.get(pe):
                 raise DeployError(f"the schedule calls {pe}, and the overlay has no {pe} IP")
-        streams = call_words(self.hardware, calls)
-        cycles = call_cycles(self.hardware, calls, streams)
-        jobs = [(self.drivers[pe][unit], positions)  # (driver, positions of its calls)
-                for pe, unit, positions in share_calls(self.hardware, calls, cycles)]
+        layout = stage_layout(self.hardware, calls)
+        jobs = [(self.drivers[copy.pe][copy.unit], copy) for copy in layout.copies]
+        self._fill(jobs, calls, layout)
         results: list[np.ndarray | None] = [None] * len(calls)
-        for driver, positions, out in self._start_and_finish(jobs, calls, streams, cycles):
-            for position, result in zip(positions, self._results(driver, [calls[p] for p in positions], out)):
+        for driver, copy, out in self._start_and_finish(jobs):
+            for position, result in zip(copy.positions, self._results(driver, [calls[p] for p in copy.positions],
+                                                                        out)):
                 results[position] = result
         return results  # type: ignore[return-value]
 
-    def _start_and_finish(self, jobs, calls, streams, cycles):
+    def _fill(self, jobs, calls, layout) -> None:
+        """Every call's input words written straight into its copy's DMA buffer (:func:`pack_stage`)."""
+        pack_stage(self.hardware, calls, layout, [driver.input_words(copy.words_in) for driver, copy in jobs])
+
+    def _start_and_finish(self, jobs):
         """Start every job's IP call, then wait for each; every started IP is waited for before an error leaves."""
         started, error = [], None
-        for driver, positions in jobs:
-            n_out = sum(self._out_parts(calls[p]) for p in positions)
-            words_in = np.concatenate([streams[p] for p in positions])  # uint32, as call_words packs
+        for driver, copy in jobs:
             try:
-                driver.start(words_in, n_out, len(positions))
+                driver.start_filled(copy.words_in, copy.words_out, len(copy.positions))
             except DeployError as failure:
                 error = failure
                 break
-            started.append((driver, positions))
+            started.append((driver, copy))
             self.ip_calls += 1
-            self.transactions += len(positions)
-            self.words_in += words_in.size
-            self.words_out += n_out
+            self.transactions += len(copy.positions)
+            self.words_in += copy.words_in
+            self.words_out += copy.words_out
         finished, busiest = [], 0
-        for driver, positions in started:
+        for driver, copy in started:
             try:
                 out = driver.finish()
             except DeployError as failure:
                 error = error or failure
                 continue
-            mine = sum(cycles[p] for p in positions)
-            self.pe_cycles += mine
-            busiest = max(busiest, mine)
-            finished.append((driver, positions, out))
+            self.pe_cycles += copy.cycles
+            busiest = max(busiest, copy.cycles)
+            finished.append((driver, copy, out))
         self.pe_makespan += busiest
         if error is not None:
             raise error
         per_port: dict[int, list[int]] = {}
-        for driver, positions in started:
+        for driver, copy in started:
             words = per_port.setdefault(self.hp_ports.get(driver.ip_name, 0), [0, 0])
-            words[0] += sum(streams[p].size for p in positions)
-            words[1] += sum(self._out_parts(calls[p]) for p in positions)
+            words[0] += copy.words_in
+            words[1] += copy.words_out
         self.stages.add(busiest, sum(w[0] for w in per_port.values()), sum(w[1] for w in per_port.values()),
                         max((w[0] for w in per_port.values()), default=0),
                         max((w[1] for w in per_port.values()), default=0))
         return finished
-
-    def _out_parts(self, call) -> int:
-        return call_output_parts(self.hardware, call)
 
     def _results(self, driver: AccelIP, calls, out: np.ndarray) -> list[np.ndarray]:
         try:

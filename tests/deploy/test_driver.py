@@ -58,6 +58,25 @@ def test_two_ips_started_side_by_side_then_finished(overlay):
     np.testing.assert_array_equal(ip.finish(), expected)
 
 
+def test_a_call_written_in_place_into_the_input_buffer(overlay):
+    """input_words() then start_filled(): the host writes the words straight into the DMA buffer and the IP
+    answers them as it answers start(); neither is allowed while a call is pending, nor a start of more words
+    than the buffer was asked for."""
+    ip = overlay.accelerator("tt1_0")
+    transactions = golden_transactions("tt1")
+    words_in = np.concatenate([words for words, _ in transactions])
+    expected = np.concatenate([words for _, words in transactions])
+    place = ip.input_words(words_in.size)
+    assert place.dtype == np.uint32 and place.size == words_in.size
+    place[:] = words_in
+    ip.start_filled(words_in.size, expected.size, len(transactions))
+    with pytest.raises(DeployError, match="was started and not finished"):
+        ip.input_words(1)
+    np.testing.assert_array_equal(ip.finish(), expected)
+    with pytest.raises(DeployError, match=r"without input_words\(\d+\) first"):
+        ip.start_filled(ip.buffer("in", 0).size + 1, expected.size, len(transactions))
+
+
 def test_ips_sit_at_their_manifest_addresses(overlay):
     for ip in overlay.manifest["ips"]:
         driver = overlay.accelerator(ip["name"])

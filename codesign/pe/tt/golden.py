@@ -19,6 +19,7 @@ saturation, ``j`` in order, each ``(i, l, k)`` on its own.
 
 from __future__ import annotations
 
+import math
 from typing import Tuple
 
 import numpy as np
@@ -224,6 +225,11 @@ def inner_core_operands(state, core) -> tuple[np.ndarray, np.ndarray]:
 
 def result_shape(pe: str, a: np.ndarray, b: np.ndarray) -> Tuple[int, ...]:
     """Shape of a call's result: (I, L) for PE1, (I, L, K) for PE2, (I, J) for PE3."""
+    return result_shape_of(pe, a.shape, b.shape)
+
+
+def result_shape_of(pe: str, a_shape: Tuple[int, ...], b_shape: Tuple[int, ...]) -> Tuple[int, ...]:
+    """:func:`result_shape` from the operands' shapes alone."""
     if pe == "tt1":
-        return a.shape[0], b.shape[0]
-    return (a.shape[0], b.shape[0], a.shape[2]) if pe == "tt2" else (a.size, b.size)
+        return a_shape[0], b_shape[0]
+    return (a_shape[0], b_shape[0], a_shape[2]) if pe == "tt2" else (math.prod(a_shape), math.prod(b_shape))

@@ -7,23 +7,28 @@ NumPy loop a board runs (:mod:`codesign.loops.tt`), record the forward
 pass's calls and replay them in the step, so the PEs compute every
 contraction of a step once; :class:`Counting` gives the MACs and seconds.
 
-A board's host also packs every call's operands into stream words and reads
-the results back out of the IPs' output buffers (:func:`call_words`,
-:func:`unpack_results`, what :class:`codesign.deploy.tt_training.IpRunner`
-does); :class:`Streamed` does the same around any runner and times it, so
-that the host's share of a step measured on a desktop counts that work too.
+A board's host also shares a stage's calls among the PE copies
+(:func:`stage_layout`), packs every call's operands into stream words in its
+copy's input buffer (:func:`pack_stage`) and reads the results back out of
+the IPs' output buffers (:func:`unpack_results`), what
+:class:`codesign.deploy.tt_training.IpRunner` does; :class:`Streamed` does
+the same around any runner and times it, so that the host's share of a step
+measured on a desktop counts that work too.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from typing import Dict, List, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from codesign.hw.constants import STATUS_OK, status_names
 from codesign.pe.tt import golden
-from codesign.pe.tt.contract import output_parts, word_parts
+from codesign.pe.tt.contract import header_word, output_parts, word_parts
+from codesign.pe.tt.cycles import stream_words, transaction_cycles
 from codesign.pe.tt.schedule import StepHardware, assign_calls
 
 STATUS_NAMES = status_names("tt")
@@ -93,39 +98,6 @@ def _shape_key(call) -> Tuple[str, Tuple[int, ...], Tuple[int, ...]]:
         np.shape(b)
 
 
-def call_words(hardware: StepHardware, calls: Calls) -> List[np.ndarray]:
-    """Every call's input words (:func:`codesign.pe.tt.golden.words`, 32-bit parts as uint32), as a host writes
-    them into an IP's input buffer. Calls of equal shapes (a contraction's cuts) are packed together
-    (:func:`codesign.pe.tt.golden.stacked_words`), so the host's NumPy work grows with the words more than
-    with the calls."""
-    groups: Dict[Tuple[str, Tuple[int, ...], Tuple[int, ...]], List[int]] = {}
-    for position, call in enumerate(calls):
-        groups.setdefault(_shape_key(call), []).append(position)
-    words: List[np.ndarray] = [np.empty(0)] * len(calls)
-    for (pe, _, _), positions in groups.items():
-        stacked = golden.stacked_words(hardware.spec(pe), np.stack([calls[p][1] for p in positions]),
-                                       np.stack([calls[p][2] for p in positions]))
-        for position, row in zip(positions, stacked):
-            words[position] = row
-    return words
-
-
-def call_cycles(hardware: StepHardware, calls: Calls, words: Sequence[np.ndarray]) -> List[int]:
-    """Each call's PE cycles by its RTL-exact model (:func:`codesign.pe.transaction_cycles`), which reads the
-    header alone, a function of the operands' shapes: worked out once per shape, as a stage repeats a few call
-    shapes many times."""
-    from codesign.pe import transaction_cycles  # the registry imports every PE, this one included
-
-    known: Dict[Tuple[str, Tuple[int, ...], Tuple[int, ...]], int] = {}
-    cycles = []
-    for call, stream in zip(calls, words):
-        key = _shape_key(call)
-        if key not in known:
-            known[key] = transaction_cycles(call[0], hardware.spec(call[0]), stream)
-        cycles.append(known[key])
-    return cycles
-
-
 def share_calls(hardware: StepHardware, calls: Calls, cycles: Sequence[int]) -> List[Tuple[str, int, List[int]]]:
     """How a stage's calls go to the PE copies: ``(pe, copy, positions of its calls)`` for every copy that gets
     any, each PE's calls split by :func:`codesign.pe.tt.schedule.assign_calls` on their modelled cycles."""
@@ -140,10 +112,113 @@ def share_calls(hardware: StepHardware, calls: Calls, cycles: Sequence[int]) -> 
     return shares
 
 
-def call_output_parts(hardware: StepHardware, call) -> int:
-    """32-bit parts one accepted call's output takes in an IP's output buffer (its status word and results)."""
-    pe, a, b = call
-    return output_parts(int(np.prod(golden.result_shape(pe, a, b))), hardware.spec(pe).stream_bits)
+@dataclass(frozen=True)
+class CopyShare:
+    """One PE copy's share of a stage: its calls (``positions`` in the stage, in order), where each call's
+    words begin in the copy's input buffer (``starts``, 32-bit parts), the buffer's parts in and out, and the
+    copy's modelled cycles (the calls' sum)."""
+
+    pe: str
+    unit: int
+    positions: Tuple[int, ...]
+    starts: Tuple[int, ...]
+    words_in: int
+    words_out: int
+    cycles: int
+
+
+@dataclass(frozen=True)
+class StageLayout:
+    """Where a stage's calls go: each call's modelled ``cycles``, the ``copies`` that get calls
+    (:func:`share_calls`) with their buffer layouts, and the ``groups`` of equal-shape calls packed in one pass.
+
+    A function of the calls' PE and operand shapes alone, which repeat every
+    step, so :func:`stage_layout` works it out once per distinct stage."""
+
+    cycles: Tuple[int, ...]
+    copies: Tuple[CopyShare, ...]
+    groups: Tuple[Tuple[int, ...], ...]
+
+
+LAYOUT_CACHE = 128  # distinct stages kept (a two-layer step has about 16, at the same shapes every step)
+_layouts: Dict[tuple, StageLayout] = {}
+
+
+def call_header(pe: str, a_shape: Tuple[int, ...], b_shape: Tuple[int, ...]) -> int:
+    """The header word of a call with operands of these shapes (docs/tt_pe.md): ``I, J`` for PE3, else
+    ``I, J, K, L``; the cycle model needs nothing else."""
+    if pe == "tt3":
+        return header_word(a_shape[-1], b_shape[-1])
+    return header_word(*a_shape[-3:], b_shape[0])
+
+
+def stage_layout(hardware: StepHardware, calls: Calls) -> StageLayout:
+    """:class:`StageLayout` of ``calls`` on ``hardware``: cycles by the RTL-exact model of each call's header
+    (:func:`codesign.pe.tt.cycles.transaction_cycles`), calls shared among copies by
+    :func:`codesign.pe.tt.schedule.assign_calls`, each copy's calls laid out one after another."""
+    keys = tuple(_shape_key(call) for call in calls)
+    cache_key = (hardware, keys)
+    layout = _layouts.get(cache_key)
+    if layout is not None:
+        return layout
+    groups: Dict[Tuple[str, Tuple[int, ...], Tuple[int, ...]], List[int]] = {}
+    for position, key in enumerate(keys):
+        groups.setdefault(key, []).append(position)
+    per_key = {}
+    for pe, a_shape, b_shape in groups:
+        spec = hardware.spec(pe)
+        header = call_header(pe, a_shape, b_shape)
+        per_key[pe, a_shape, b_shape] = (
+            transaction_cycles(spec, header).total, stream_words(spec, header)[0] * word_parts(spec.stream_bits),
+            output_parts(math.prod(golden.result_shape_of(pe, a_shape, b_shape)), spec.stream_bits))
+    cycles = [per_key[key][0] for key in keys]
+    copies = []
+    for pe, unit, positions in share_calls(hardware, calls, cycles):
+        starts, words_in = [], 0
+        for position in positions:
+            starts.append(words_in)
+            words_in += per_key[keys[position]][1]
+        copies.append(CopyShare(pe, unit, tuple(positions), tuple(starts), words_in,
+                                sum(per_key[keys[p]][2] for p in positions), sum(cycles[p] for p in positions)))
+    layout = StageLayout(tuple(cycles), tuple(copies), tuple(tuple(p) for p in groups.values()))
+    if len(_layouts) >= LAYOUT_CACHE:
+        _layouts.pop(next(iter(_layouts)))
+    _layouts[cache_key] = layout
+    return layout
+
+
+def pack_stage(hardware: StepHardware, calls: Calls, layout: StageLayout, buffers: Sequence[np.ndarray]) -> None:
+    """Every call's input words (:func:`codesign.pe.tt.golden.words`) written where ``layout`` puts them in its
+    copy's buffer (``buffers[c]``, 1-D uint32, at least ``layout.copies[c].words_in`` long: an IP's DMA buffer
+    on a board), so no copy of a stage's words is made on the way. Equal-shape calls are packed in one pass
+    (:func:`codesign.pe.tt.golden.stacked_words`)."""
+    if len(buffers) != len(layout.copies):
+        raise ValueError(f"{len(buffers)} buffers for {len(layout.copies)} copies")
+    for buffer, copy in zip(buffers, layout.copies):
+        if buffer.dtype != np.uint32 or buffer.ndim != 1 or buffer.size < copy.words_in:
+            raise ValueError(f"the {copy.pe} copy {copy.unit} needs a 1-D uint32 buffer of {copy.words_in} words, "
+                             f"got {buffer.dtype} of shape {buffer.shape}")
+    place = {}
+    for index, copy in enumerate(layout.copies):
+        for position, start in zip(copy.positions, copy.starts):
+            place[position] = (buffers[index], start)
+    for positions in layout.groups:
+        pe = calls[positions[0]][0]
+        stacked = golden.stacked_words(hardware.spec(pe), np.stack([calls[p][1] for p in positions]),
+                                       np.stack([calls[p][2] for p in positions]))
+        size = stacked.shape[1]
+        for position, row in zip(positions, stacked):
+            buffer, start = place[position]
+            buffer[start:start + size] = row
+
+
+def stage_buffers(hardware: StepHardware, calls: Calls, layout: Optional[StageLayout] = None) -> List[np.ndarray]:
+    """Each copy's input buffer of a stage (:func:`pack_stage` into new arrays), as ``layout`` (default:
+    :func:`stage_layout`) shares the calls."""
+    layout = layout or stage_layout(hardware, calls)
+    buffers = [np.empty(copy.words_in, dtype=np.uint32) for copy in layout.copies]
+    pack_stage(hardware, calls, layout, buffers)
+    return buffers
 
 
 class AnswerError(ValueError):
@@ -182,8 +257,8 @@ def unpack_results(hardware: StepHardware, calls: Calls, out: np.ndarray) -> Lis
 
 class Streamed:
     """``runner`` with a board host's stream work around it, as :class:`codesign.deploy.tt_training.IpRunner`
-    does it: each call's input words packed, its cycles modelled to share the calls among copies, and each
-    copy's share laid out as one input buffer before they run, the results read back from output words;
+    does it: the calls shared among copies (:func:`stage_layout`) and every call's input words packed into its
+    copy's input buffer (:func:`pack_stage`) before they run, the results read back from output words;
     ``host_seconds`` times that work (the output words themselves, which an IP writes, are made from
     ``runner``'s results and not timed)."""
 
@@ -193,9 +268,7 @@ class Streamed:
 
     def run(self, hardware: StepHardware, calls: Calls) -> List[np.ndarray]:
         started = time.perf_counter()
-        words = call_words(hardware, calls)
-        for _, _, positions in share_calls(hardware, calls, call_cycles(hardware, calls, words)):
-            np.concatenate([words[p] for p in positions])  # the copy's input buffer
+        stage_buffers(hardware, calls)  # every copy's input buffer
         self.host_seconds += time.perf_counter() - started
         answers = self.runner.run(hardware, calls)
         out = np.concatenate([golden.output_words(hardware.spec(pe), z)
@@ -206,5 +279,5 @@ class Streamed:
         return results
 
 
-__all__ = ["AnswerError", "Counting", "Recording", "Replay", "Streamed", "call_cycles", "call_output_parts",
-           "call_words", "share_calls", "unpack_results"]
+__all__ = ["AnswerError", "CopyShare", "Counting", "Recording", "Replay", "StageLayout", "Streamed", "call_header",
+           "pack_stage", "share_calls", "stage_buffers", "stage_layout", "unpack_results"]

@@ -8,11 +8,25 @@ import pytest
 
 from codesign.pe.tt import golden
 from codesign.pe import transaction_cycles
-from codesign.pe.tt.runners import (AnswerError, Streamed, call_cycles, call_output_parts, call_words,
-                                   share_calls, unpack_results)
+from codesign.pe.tt.runners import (AnswerError, Streamed, call_header, pack_stage, share_calls, stage_buffers,
+                                   stage_layout, unpack_results)
 from codesign.pe.tt.schedule import StepHardware, assign_calls
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.pe.tt.step import GoldenRunner
+
+
+def _words_by_call(hardware, calls):
+    """Each call's words as :func:`stage_buffers` lays them out in its copy's buffer, in call order."""
+    layout = stage_layout(hardware, calls)
+    buffers = stage_buffers(hardware, calls, layout)
+    found = {}
+    for buffer, copy in zip(buffers, layout.copies):
+        assert buffer.dtype == np.uint32 and buffer.size == copy.words_in
+        ends = list(copy.starts[1:]) + [copy.words_in]
+        for position, start, end in zip(copy.positions, copy.starts, ends):
+            found[position] = buffer[start:end]
+    assert sorted(found) == list(range(len(calls)))  # every call in exactly one buffer
+    return [found[p] for p in range(len(calls))]
 
 
 def _calls(rng):
@@ -29,13 +43,13 @@ def test_results_come_back_from_the_golden_output_words(stream_bits):
     hardware = StepHardware().at_stream_bits(stream_bits)
     calls = _calls(np.random.default_rng(stream_bits))
     out = np.concatenate([golden.output(hardware.spec(pe), a, b) for pe, a, b in calls]).astype(np.uint32)
-    assert out.size == sum(call_output_parts(hardware, call) for call in calls)
+    assert out.size == sum(copy.words_out for copy in stage_layout(hardware, calls).copies)
     results = unpack_results(hardware, calls, out)
     for got, (pe, a, b) in zip(results, calls):
         expected = golden.kernel(hardware.spec(pe), a, b)
         assert got.dtype == np.int32 and got.shape == expected.shape and np.array_equal(got, expected)
         assert got.min() < 0  # sign-extended, not read as unsigned
-    assert [w.tolist() for w in call_words(hardware, calls)] == \
+    assert [w.tolist() for w in _words_by_call(hardware, calls)] == \
         [golden.words(hardware.spec(pe), a, b).tolist() for pe, a, b in calls]
 
 
@@ -76,15 +90,17 @@ def test_equal_calls_packed_together_give_each_calls_own_words(stream_bits):
     saved = rng.integers(-128, 128, size=(4, 7, 64))
     calls = [("tt2", state[i:i + 2, :, k:k + 64], core) for i in (0, 2, 4) for k in range(0, 256, 64)]
     calls += [("tt1", grads[i:i + 4], saved) for i in (0, 4, 8)] + [("tt2", state[:1, :, :5], core[:3])]
-    words = call_words(hardware, calls)
+    words = _words_by_call(hardware, calls)
     assert [w.tolist() for w in words] == [golden.words(hardware.spec(pe), a, b).tolist() for pe, a, b in calls]
-    assert all(w.dtype == np.uint32 for w in words)
-    assert call_cycles(hardware, calls, words) == [transaction_cycles(pe, hardware.spec(pe), w)
-                                                   for (pe, _, _), w in zip(calls, words)]
+    layout = stage_layout(hardware, calls)
+    assert list(layout.cycles) == [transaction_cycles(pe, hardware.spec(pe), w) for (pe, _, _), w in zip(calls, words)]
+    assert [call_header(pe, a.shape, b.shape) for pe, a, b in calls] == [int(w[0]) for w in words]
+    assert [copy.cycles for copy in layout.copies] == [sum(layout.cycles[p] for p in copy.positions)
+                                                       for copy in layout.copies]
     out = np.concatenate([golden.output(hardware.spec(pe), a, b) for pe, a, b in calls]).astype(np.uint32)
     for got, (pe, a, b) in zip(unpack_results(hardware, calls, out), calls):
         assert np.array_equal(got, golden.kernel(hardware.spec(pe), a, b))
-    out[sum(call_output_parts(hardware, call) for call in calls[:4])] = 1  # the fifth call's status word
+    out[sum(golden.output(hardware.spec(pe), a, b).size for pe, a, b in calls[:4])] = 1  # the fifth call's status
     with pytest.raises(AnswerError, match=r"refused a \(2, 16, 64\) transaction: status 1"):
         unpack_results(hardware, calls, out)
 
@@ -113,3 +129,33 @@ def test_a_stages_calls_are_shared_among_copies_by_the_hosts_rule():
         expected = [(pe, unit, [p for p, u in zip(positions, units) if u == unit]) for unit in sorted(set(units))]
         assert [share for share in shares if share[0] == pe] == expected
     assert sorted(p for _, _, mine in shares for p in mine) == list(range(len(calls)))
+
+
+def test_a_stage_layout_is_worked_out_once_per_shapes_and_builds():
+    """The same shapes on the same builds give the same layout (the host's per-stage work is not redone each
+    step); other builds or shapes give their own."""
+    hardware = StepHardware(pe1_units=2, pe2_units=2)
+    calls = _calls(np.random.default_rng(4))
+    other_codes = _calls(np.random.default_rng(5))
+    assert stage_layout(hardware, calls) is stage_layout(hardware, other_codes)
+    assert stage_layout(hardware.at_stream_bits(64), calls) is not stage_layout(hardware, calls)
+    assert stage_layout(hardware, calls[:2]) is not stage_layout(hardware, calls)
+
+
+def test_packing_refuses_buffers_that_do_not_fit_the_layout():
+    hardware = StepHardware(pe2_units=2)
+    calls = _calls(np.random.default_rng(6))
+    layout = stage_layout(hardware, calls)
+    good = [np.zeros(copy.words_in, dtype=np.uint32) for copy in layout.copies]
+    with pytest.raises(ValueError, match=f"{len(layout.copies) - 1} buffers for {len(layout.copies)} copies"):
+        pack_stage(hardware, calls, layout, good[:-1])
+    short = good[:-1] + [np.zeros(layout.copies[-1].words_in - 1, dtype=np.uint32)]
+    with pytest.raises(ValueError, match=f"needs a 1-D uint32 buffer of {layout.copies[-1].words_in} words"):
+        pack_stage(hardware, calls, layout, short)
+    with pytest.raises(ValueError, match="uint32"):
+        pack_stage(hardware, calls, layout, [buffer.astype(np.int64) for buffer in good])
+    roomy = [np.full(copy.words_in + 3, 7, dtype=np.uint32) for copy in layout.copies]
+    pack_stage(hardware, calls, layout, roomy)  # a DMA buffer may be longer: the words past the calls stay
+    assert all(buffer[-3:].tolist() == [7, 7, 7] for buffer in roomy)
+    assert all(np.array_equal(buffer[:copy.words_in], exact)
+               for buffer, copy, exact in zip(roomy, layout.copies, stage_buffers(hardware, calls, layout)))
