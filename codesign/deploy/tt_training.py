@@ -19,6 +19,7 @@ the IPs from the torch trainer (:class:`codesign.board_tt.BoardTtTrainer`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Dict, List, Optional
 
@@ -166,7 +167,8 @@ class TtBoardTrainer(OnBoard, TtMlpTrainer):
         for ip in overlay.manifest["ips"]:
             if ip["pe"] in ("tt1", "tt2", "tt3"):
                 drivers.setdefault(ip["pe"], []).append(overlay.accelerator(ip["name"]))
-        self.ip_runner = IpRunner(drivers, step_hardware(overlay.manifest),
+        hardware = dataclasses.replace(step_hardware(overlay.manifest), forward_split=setup.forward_split)
+        self.ip_runner = IpRunner(drivers, hardware,
                                   {ip["name"]: ip.get("hp_port", 0) for ip in overlay.manifest["ips"]})
         super().__init__(setup, runner=self.ip_runner)
         if self.hardware != self.ip_runner.hardware:

@@ -10,6 +10,7 @@ stay at 1 where the loop drives one IP of the PE (FB-float, CSB).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -135,8 +136,9 @@ def tt_family(setup: TtTrainSetup, *, bases: Mapping[str, Any], host: HostModel,
 
     varied = {"tt1": bases["tt1"], "tt2": bases["tt2"], **({"tt3": tt3} if dense else {})}
     return Family(name="tt", bases=varied, loads=loads,
-                  step=lambda options, board, clock, hp_ports=1: tt_step_time(
-                      setup, tt_hardware(options), board, clock_mhz=clock, host=host, hp_ports=hp_ports),
+                  step=lambda options, board, clock, hp_ports=1, forward_split=False: tt_step_time(
+                      setup, dataclasses.replace(tt_hardware(options), forward_split=forward_split), board,
+                      clock_mhz=clock, host=host, hp_ports=hp_ports),
                   stages=lambda options: tt_stages(setup, tt_hardware(options))[0],
                   describe=lambda options: tt_hardware(options).describe(), host=host, macs=macs,
                   mac_energy_pj=tt_mac_energy_pj(setup), fixed_builds={} if tt3 is None or dense else {"tt3": tt3},

@@ -40,12 +40,12 @@ from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trai
 from codesign.design.fit import fit_design, pe_cost
 from codesign.design.loops import csb_setup_of, fb_setup_of, tt_setup_of
 from codesign.design.point import DesignPoint, design_from_dict
-from codesign.design.step_time import tt_reuse, tt_stages
+from codesign.design.step_time import tt_reuse, tt_stages, tt_step_time
 from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
 from codesign.hw.vivado import shell_ips_hp_ports
 from codesign.hw.resource_model import RESOURCES
-from codesign.loops.host_share import (HostModel, compressed_masks, measure_csb_host, measure_fb_host, measure_tt_host,
-                                       step_gemms)
+from codesign.loops.host_share import (THIS_MACHINE, HostModel, compressed_masks, measure_csb_host, measure_fb_host,
+                                       measure_tt_host, measure_tt_hosts, step_gemms)
 from codesign.pe import get_pe
 from codesign.pe.tt.reuse import BRAM36_BYTES
 from codesign.pe.tt.schedule import PE_NAMES, StepHardware
@@ -177,7 +177,15 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
     if ports["chosen"] != chosen_design.ports_used:
         chosen_toml = {**chosen_toml, "design": {**chosen_toml["design"], "hp_ports": ports["chosen"]}}
         chosen_design = design_from_dict(chosen_toml)
-    step = family.step(space.chosen_options(chosen), design.board, design.clock_mhz, hp_ports=ports["chosen"])
+    split = None
+    if family.name == "tt" and host is None:  # measured side by side on this machine, as the shortlist
+        split = forward_split_choice(chosen_design, space.chosen_options(chosen), objective=objective,
+                                     asked=raw.get("design", {}).get("forward_split"), progress=progress)
+        if split["chosen"] != chosen_design.forward_split:
+            chosen_toml = {**chosen_toml, "design": {**chosen_toml["design"], "forward_split": split["chosen"]}}
+            chosen_design = design_from_dict(chosen_toml)
+    step = family.step(space.chosen_options(chosen), design.board, design.clock_mhz, hp_ports=ports["chosen"],
+                       **({"forward_split": chosen_design.forward_split} if family.name == "tt" else {}))
     host_measured = None
     if shortlist is not None:
         mine = next(entry for entry in shortlist if entry["index"] == chosen)
@@ -189,7 +197,34 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
         other = other_route(design, objective=objective, knobs=knobs, cap=cap, progress=progress)
     return {"space": space, "chosen": chosen, "front": front, "confirmed": confirmed, "step": step,
             "family": family, "chosen_toml": chosen_toml, "chosen_design": chosen_design, "objective": objective,
-            "host_measured": host_measured, "other_route": other, "hp_ports": ports, "reuse": reuse}
+            "host_measured": host_measured, "other_route": other, "hp_ports": ports, "reuse": reuse,
+            "forward_split": split}
+
+
+def forward_split_choice(design: DesignPoint, options: Sequence[Option], *, objective: str, asked: bool | None,
+                         progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """Whether the chosen TT point shares its forward contractions between PE2 and PE1 (``[design]
+    forward_split``; :class:`codesign.pe.tt.schedule.StepHardware`): its whole step both ways, the host measured
+    side by side on this machine, since the split cuts the PE time and adds host work (swapped operands, more
+    calls). The space prices every point without it: a split point's PE1 calls depend on the PE2 build, so the
+    PEs could no longer be priced apart. ``asked`` (the file's ``forward_split``) wins where given."""
+    setup = tt_setup_of(design)
+    hardware = tt_hardware(options)
+    progress("measuring the host's share with and without the forward split at the chosen point")
+    variants = (False, True)
+    hosts = measure_tt_hosts([(dataclasses.replace(setup, forward_split=split),
+                               dataclasses.replace(hardware, forward_split=split)) for split in variants], repeats=5)
+    steps = {}
+    for split, (seconds, calls) in zip(variants, hosts):
+        step = tt_step_time(setup, dataclasses.replace(hardware, forward_split=split), design.board,
+                            clock_mhz=design.clock_mhz, host=HostModel(seconds, 0.0, THIS_MACHINE),
+                            hp_ports=design.ports_used)
+        steps[split] = {"pe_s": step.pe_s, "memory_s": step.memory_s, "host_s": step.host_s,
+                        "total_s": step.total_s, "energy_pj": step.energy_pj, "calls": calls}
+    key = "total_s" if objective == "time" else "energy_pj"
+    chosen = bool(asked) if asked is not None else steps[True][key] < steps[False][key]
+    return {"chosen": chosen, "asked": asked is not None, "steps": {str(split).lower(): values
+                                                                    for split, values in steps.items()}}
 
 
 def tt_reuse_report(design: DesignPoint, options: Sequence[Option], point: Mapping[str, Any]) -> dict[str, Any]:
@@ -311,7 +346,8 @@ def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list
             "throughput": {**step.throughput(space.point(chosen)["dsp"]), **REFERENCE_THROUGHPUT},
             "points": len(points), "feasible": int(space.feasible.sum()), "pareto": int(front.size),
             "host_measured": result.get("host_measured"), "other_route": result.get("other_route"),
-            "hp_ports": result.get("hp_ports"), "reuse": result.get("reuse")}),
+            "hp_ports": result.get("hp_ports"), "reuse": result.get("reuse"),
+            "forward_split": result.get("forward_split")}),
         write_json_atomic(out / "estimate_layer_cycles.json", {
             "hardware": family.describe(options), "clock_mhz": step.clock_mhz,
             "stages": [{"cycles": s.cycles, "words_in": s.words_in, "words_out": s.words_out} for s in stages]}),
@@ -412,6 +448,14 @@ def summary(result: Mapping[str, Any]) -> str:
         lines.append(f"  data over {ports['chosen']} of the board's {max(ports['steps'])} high-performance ports "
                      f"({why}): memory " + ", ".join(f"{p} port{'s' if p > 1 else ''} {v['memory_s'] * 1e3:.3f} ms"
                                                     for p, v in ports["steps"].items()))
+    split = result.get("forward_split")
+    if split:
+        why = "as [design] forward_split asks" if split["asked"] else "the least measured whole step"
+        lines.append(f"  forward contractions {'shared between PE2 and PE1' if split['chosen'] else 'on PE2 alone'} "
+                     f"({why}): " + "; ".join(
+                         f"{'split' if name == 'true' else 'PE2 alone'} {v['total_s'] * 1e3:.3f} ms = PE "
+                         f"{v['pe_s'] * 1e3:.3f} + memory {v['memory_s'] * 1e3:.3f} + host {v['host_s'] * 1e3:.3f} "
+                         f"(measured)" for name, v in split["steps"].items()))
     reuse = result.get("reuse")
     if reuse:
         lines.append(f"  kept on chip (a bound, rounding on chip taken as free): {reuse['states_kept']} of "

@@ -128,7 +128,8 @@ def tt_setup_of(design: DesignPoint, **changes) -> TtTrainSetup:
                                "is_network_input": index == 0} for index, state in enumerate(states)),
               "ips": tuple((i.name, i.pe, i.spec.to_dict()) for i in design.instances if i.pe.startswith("tt")),
               "prior_weight": prior.weight, "warmup_epochs": prior.warmup_epochs, "threshold": prior.threshold,
-              "prune_from_epoch": prior.prune_from_epoch, "min_rank": prior.min_rank, "clip_shadow": prior.clip_shadow}
+              "prune_from_epoch": prior.prune_from_epoch, "min_rank": prior.min_rank, "clip_shadow": prior.clip_shadow,
+              "forward_split": design.forward_split}
     return TtTrainSetup(**{**values, **changes})
 
 

@@ -78,6 +78,11 @@ class DesignPoint:
     SmartConnects fit the IPs' data ports. ``ports_used`` is the number the
     block design gets; IP ``i`` goes through port ``i mod ports_used``
     (:func:`codesign.hw.vivado.hp_port_of`), which the step models follow.
+
+    ``forward_split`` (``[design] forward_split``, TT designs): the forward
+    contractions' calls are shared between the PE2 and the PE1 copies
+    (:class:`codesign.pe.tt.schedule.StepHardware`), a schedule choice the
+    golden numbers do not depend on.
     """
 
     name: str
@@ -87,6 +92,7 @@ class DesignPoint:
     instances: tuple[PeInstance, ...]
     overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     hp_ports: int = 0
+    forward_split: bool = False
     ports_used: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
@@ -115,6 +121,11 @@ class DesignPoint:
                               f"{len(self.instances) * len(data_ports())} data ports need at "
                               f"least {fewest} high-performance ports (one SmartConnect each), got {self.hp_ports}")
         object.__setattr__(self, "ports_used", self.hp_ports or fewest)
+        if not isinstance(self.forward_split, bool):
+            raise DesignError(f"design.forward_split: must be true or false, got {self.forward_split!r}")
+        if self.forward_split and not {"tt1", "tt2"} <= {instance.pe for instance in self.instances}:
+            raise DesignError("design.forward_split: only a TT design (tt1 and tt2 PEs) has forward contractions to "
+                              "share between PE2 and PE1")
 
     @property
     def clock_period_ns(self) -> float:
@@ -123,7 +134,8 @@ class DesignPoint:
     def describe(self) -> str:
         """What hardware the configuration needs, for people."""
         lines = [f"design {self.name} on {self.board.display_name} ({self.board.part}), PL clock {self.clock_mhz:g} MHz, "
-                 f"data through {self.ports_used} of its {self.board.hp_ports} high-performance ports",
+                 f"data through {self.ports_used} of its {self.board.hp_ports} high-performance ports"
+                 + (", forward contractions shared between PE2 and PE1" if self.forward_split else ""),
                  f"training: model {self.training.model.name}, techniques "
                  f"{', '.join(sorted(self.training.techniques)) or 'none (FP32)'}"]
         for instance in self.instances:
@@ -157,7 +169,7 @@ class DesignPoint:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "board": self.board.name, "part": self.board.part, "clock_mhz": self.clock_mhz,
-                "hp_ports": self.ports_used, "training": self.training.to_dict(),
+                "hp_ports": self.ports_used, "forward_split": self.forward_split, "training": self.training.to_dict(),
                 "instances": [{"name": i.name, "pe": i.pe, "top": i.top, "reason": i.reason, "spec": i.spec.to_dict()}
                               for i in self.instances]}
 
@@ -216,7 +228,8 @@ def _pe_spec(pe_name: str, derived: dict[str, Any], override: Mapping[str, Any],
 
 
 def design_point(training: TrainConfig, *, name: str, board_name: str = "zedboard", clock_mhz: float = 100.0,
-                 overrides: Mapping[str, Mapping[str, Any]] | None = None, hp_ports: int = 0) -> DesignPoint:
+                 overrides: Mapping[str, Mapping[str, Any]] | None = None, hp_ports: int = 0,
+                 forward_split: bool = False) -> DesignPoint:
     """Derive the PE instances of ``training`` for ``board_name``; every error before anything is built."""
     overrides = dict(overrides or {})
     try:
@@ -241,7 +254,7 @@ def design_point(training: TrainConfig, *, name: str, board_name: str = "zedboar
             counts[pe_name] = index + 1
             instances.append(PeInstance(name=f"{pe_name}_{index}", pe=pe_name, spec=spec, reason=reason))
     return DesignPoint(name=name, training=training, board=chosen_board, clock_mhz=clock_mhz,
-                       instances=tuple(instances), overrides=overrides, hp_ports=hp_ports)
+                       instances=tuple(instances), overrides=overrides, hp_ports=hp_ports, forward_split=forward_split)
 
 
 def design_from_dict(raw: dict, *, board_name: str | None = None, default_name: str = "design") -> DesignPoint:
@@ -252,7 +265,7 @@ def design_from_dict(raw: dict, *, board_name: str | None = None, default_name: 
     section = raw.pop(DESIGN_TABLE, {})
     if not isinstance(section, dict):
         raise DesignError("design: must be a table")
-    known = {"name", "board", "clock_mhz", "hp_ports", "pe"}
+    known = {"name", "board", "clock_mhz", "hp_ports", "forward_split", "pe"}
     unknown = sorted(set(section) - known)
     if unknown:
         raise DesignError(f"design.{unknown[0]}: unknown field (known: {', '.join(sorted(known))})")
@@ -265,7 +278,7 @@ def design_from_dict(raw: dict, *, board_name: str | None = None, default_name: 
     return design_point(config_from_dict(raw), name=section.get("name", default_name),
                         board_name=board_name or section.get("board", "zedboard"),
                         clock_mhz=section.get("clock_mhz", 100.0), overrides=overrides,
-                        hp_ports=section.get("hp_ports", 0))
+                        hp_ports=section.get("hp_ports", 0), forward_split=section.get("forward_split", False))
 
 
 def load_design(path: Path, *, board_name: str | None = None) -> DesignPoint:

@@ -110,6 +110,8 @@ class TtTrainSetup(LoopSetup):
     ``weight_decay`` are Adam's; ``prior_weight`` (0: no prior, no pruning),
     ``warmup_epochs``, ``threshold``, ``prune_from_epoch``, ``min_rank`` and
     ``clip_shadow`` are :class:`codesign.train.tt.rank.RankPrior`'s.
+    ``forward_split``: the step shares its forward contractions between the
+    PE2 and PE1 copies (:class:`~codesign.pe.tt.schedule.StepHardware`).
     """
 
     layers: Tuple[Mapping[str, Any], ...]
@@ -127,6 +129,7 @@ class TtTrainSetup(LoopSetup):
     prune_from_epoch: int = 0
     min_rank: int = 1
     clip_shadow: bool = True
+    forward_split: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.layers, (list, tuple)) or not self.layers:
@@ -164,17 +167,18 @@ class TtTrainSetup(LoopSetup):
             raise HwTrainError(f"lr must be > 0 and threshold < 1, got lr={self.lr!r}, threshold={self.threshold!r}")
         if self.schedule not in ("cosine", "constant"):
             raise HwTrainError(f"schedule {self.schedule!r} must be 'cosine' or 'constant'")
-        if not isinstance(self.clip_shadow, bool):
-            raise HwTrainError(f"clip_shadow must be a bool, got {self.clip_shadow!r}")
+        for name in ("clip_shadow", "forward_split"):
+            if not isinstance(getattr(self, name), bool):
+                raise HwTrainError(f"{name} must be a bool, got {getattr(self, name)!r}")
         for index in range(len(layers)):
             step_plan(self.layer_state(index, self.initial_cores(index)), 1, self.hardware())  # widths the PEs take
 
     def hardware(self) -> StepHardware:
         """The PE builds the step's schedule is cut to: the design's TT IPs, or the default builds."""
         if not self.ips:
-            return StepHardware()
+            return StepHardware(forward_split=self.forward_split)
         try:
-            return hardware_of(self.ips, design="loop set-up")
+            return dataclasses.replace(hardware_of(self.ips, design="loop set-up"), forward_split=self.forward_split)
         except (TypeError, ValueError) as error:
             raise HwTrainError(f"ips: {error}") from None
 

@@ -34,6 +34,7 @@ trainer's golden model, its PE schedule and the board agree.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -164,9 +165,11 @@ def run_on_pes(model: torch.nn.Module, backend: PeBackend) -> list[TTLinear]:
 
 
 def design_hardware(design) -> StepHardware:
-    """The PE builds of a design point's TT instances (:func:`codesign.pe.tt.schedule.hardware_of`)."""
+    """The PE builds of a design point's TT instances (:func:`codesign.pe.tt.schedule.hardware_of`) and its
+    ``forward_split``."""
     try:
-        return hardware_of([(i.name, i.pe, i.spec) for i in design.instances], design=design.name)
+        return dataclasses.replace(hardware_of([(i.name, i.pe, i.spec) for i in design.instances],
+                                               design=design.name), forward_split=design.forward_split)
     except ValueError as error:
         raise HwTrainError(str(error)) from None
 

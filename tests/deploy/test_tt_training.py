@@ -31,6 +31,7 @@ from codesign.design.loops import tt_setup_of
 from codesign.loops.tt import TtMlpTrainer
 from codesign.design import design_from_dict, load_design
 from codesign.pe.tt.schedule import StepHardware
+from codesign.pe.tt.step import step_plan
 from codesign.train.data import Dataset, load_digits_dataset
 from codesign.train.config import read_toml
 from codesign.train.hw_golden_tt import TtHwTrainer, design_hardware
@@ -40,14 +41,15 @@ pytestmark = pytest.mark.slow
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def _design(epochs: int = 2, route: str = "direct", **prior):
+def _design(epochs: int = 2, route: str = "direct", forward_split: bool = False, **prior):
     """The shipped example with two copies of PE1 and of PE2: every contraction stage is split over the copies;
-    ``route``: the precision's core_grad_route."""
+    ``route``: the precision's core_grad_route; ``forward_split``: [design] forward_split."""
     raw = read_toml(EXAMPLES / "digits_tt.toml")
     for pe in ("tt1", "tt2"):
         raw["design"]["pe"][pe]["copies"] = 2
     raw["design"]["hp_ports"] = 2  # tt1_0, tt2_0 and tt3_0 on the first; tt1_1 and tt2_1 on the second
     raw["techniques"]["tt"]["precision"]["core_grad_route"] = route
+    raw["design"]["forward_split"] = forward_split
     design = design_from_dict(raw)
     training = design.training
     tt = training.techniques["tt"]
@@ -298,3 +300,26 @@ def test_the_dense_route_on_the_ips_is_bit_identical_to_the_golden_numpy_loop(tm
     assert _same_state(board, golden) > 0
     calls = {pe: sum(driver.calls for driver in copies) for pe, copies in board.ip_runner.drivers.items()}
     assert calls["tt3"] > 0 and calls["tt1"] > 0 and calls["tt2"] > 0
+
+
+def test_the_forward_split_on_the_ips_is_bit_identical_to_the_golden_loop_without_it(tmp_path):
+    """[design] forward_split: the forward contractions' calls go to the tt2 IPs and, swapped, to the tt1 IPs;
+    the board runtime's loop ends every word equal to the golden NumPy loop that runs them all on PE2."""
+    design = _design(epochs=1, forward_split=True)
+    folder = write_emulation_folder(design, tmp_path / design.board.name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        overlay = CodesignOverlay(folder, design=design, emulate=True)
+    changes = QUICK_CHANGES["tt"]
+    board = TtBoardTrainer(overlay, **changes)
+    golden = golden_trainer(overlay.manifest, **changes)
+    assert board.setup.forward_split and board.hardware.forward_split and board.ip_runner.hardware.forward_split
+    golden = TtMlpTrainer(dataclasses.replace(golden.setup, forward_split=False))
+    plan = step_plan(board.layer_state(0), 64, board.hardware)
+    assert any(call.swapped for call in plan.calls)
+    data = _subset(128, 64)
+    for trainer in (board, golden):
+        trainer.fit(data, progress=False)
+    assert [row["loss"] for row in board.history] == [row["loss"] for row in golden.history]
+    assert _same_state(board, golden) > 0
+    assert board.throughput()["transactions"] != golden.throughput()["transactions"]  # other calls, same numbers

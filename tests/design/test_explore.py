@@ -205,6 +205,15 @@ def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path, 
     assert reuse["words_kept"] <= reuse["words"] and reuse["pe_kept_s"] <= reuse["pe_s"]
     assert reuse["bram_36k_left"] == design.board.resources["bram_36k"] - int(np.ceil(point["bram_36k"]))
     assert "kept on chip (a bound" in summary(run.result)
+    split = run.performance["forward_split"]  # the chosen point with and without the forward split, host measured
+    assert not split["asked"] and split["chosen"] == again.forward_split
+    steps = split["steps"]
+    assert split["chosen"] == (steps["true"]["total_s"] < steps["false"]["total_s"])
+    for values in steps.values():
+        assert values["total_s"] == pytest.approx(values["pe_s"] + values["memory_s"] + values["host_s"])
+    assert steps["true"]["pe_s"] < steps["false"]["pe_s"]  # the idle PE1 copies take forward calls
+    assert run.performance["step"]["pe_s"] == pytest.approx(steps[str(split["chosen"]).lower()]["pe_s"])
+    assert "forward contractions " in summary(run.result)
 
 
 def test_the_other_route_is_the_best_point_of_the_same_space_on_it(design):

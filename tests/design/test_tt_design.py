@@ -176,3 +176,32 @@ def test_the_shipped_example_builds_on_both_boards(board_name, tmp_path_factory)
                                 cache_dir=tmp_path_factory.getbasetemp() / "tt-example-cache")
     assert folder.fit.fits and folder.fit.total["dsp"] >= 64
     assert "launch_runs" in [command.name for command in lint_vivado_build(folder.root).commands]
+
+
+def test_a_forward_split_is_asked_in_the_design_table_and_reaches_the_loop_and_the_hardware():
+    """[design] forward_split: the design describes it, design.json's design and loop set-up carry it, the loop's
+    and the desktop trainer's step hardware take it; anything but a boolean, or a design without tt1 and tt2,
+    is refused naming the field."""
+    from codesign.design.loops import loop_entry, tt_setup_of
+    from codesign.loops.tt import HwTrainError, TtTrainSetup
+    from codesign.train.hw_golden_tt import design_hardware
+
+    raw = read_toml(EXAMPLE)
+    assert not design_from_dict(raw).forward_split
+    raw["design"]["forward_split"] = True
+    design = design_from_dict(raw)
+    assert design.forward_split and "forward contractions shared between PE2 and PE1" in design.describe()
+    assert design.to_dict()["forward_split"] is True
+    setup = tt_setup_of(design)
+    assert setup.forward_split and setup.hardware().forward_split and design_hardware(design).forward_split
+    assert loop_entry(design)["setup"]["forward_split"] is True
+    assert TtTrainSetup.from_dict(setup.to_dict()) == setup
+    with pytest.raises(HwTrainError, match="forward_split must be a bool"):
+        TtTrainSetup.from_dict({**setup.to_dict(), "forward_split": "yes"})
+    raw["design"]["forward_split"] = 1
+    with pytest.raises(DesignError, match="design.forward_split: must be true or false, got 1"):
+        design_from_dict(raw)
+    other = read_toml(EXAMPLE.with_name("digits_abvs.toml"))
+    other.setdefault("design", {})["forward_split"] = True
+    with pytest.raises(DesignError, match=r"design.forward_split: only a TT design \(tt1 and tt2 PEs\)"):
+        design_from_dict(other)

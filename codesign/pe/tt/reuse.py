@@ -88,9 +88,11 @@ def repeated_cores(plan: StepPlan, units: Sequence[int]) -> list[bool]:
     last: dict[tuple[str, int], tuple] = {}
     out = []
     for call, unit in zip(plan.calls, units):
-        # the cached operand's ranges: PE1's B (L, J, K), PE2's B (L, J), PE3's one sample's gradient (J, L)
+        # the cached operand's ranges: PE1's B (L, J, K), PE2's B (L, J) (a swapped call's too: the same core
+        # rows), PE3's one sample's gradient (J, L)
+        kind = "tt2" if call.swapped else call.pe
         cached = (call.index, *{"tt1": (call.l, call.j, call.k), "tt2": (call.l, call.j), "tt3": (call.j, call.l)}[
-            call.pe])
+            kind])
         out.append(last.get((call.pe, unit)) == cached)
         last[(call.pe, unit)] = cached
     return out

@@ -45,6 +45,16 @@ come from the dense weight gradient instead:
 
 The input-gradient chain is the direct route's.
 
+With ``StepHardware.forward_split`` a forward contraction's calls are shared
+between PE2 and PE1, whose copies would otherwise idle through the forward
+stages: PE1 takes the tail ``[s, K)`` of the ``R·B`` axis, each position
+``(i, k)`` of ``A`` a row of its own (a *swapped* call, ``(I·K, 1, J, L)``:
+``A`` = the state's rows ``A[i, :, k]``, ``B`` = the core as ``(m_k·r_k, 1,
+r_{k-1}·n_k)``, the result ``Z[(i, k), l]``), PE2 the head ``[0, s)`` as
+before. ``s`` balances the two PEs' modelled cycles per copy
+(:func:`forward_split_point`). The sums are the same exact integers, so
+the step's numbers do not change.
+
 A contraction larger than a PE's header fields (255) or buffers is cut into
 calls; a cut along a summed axis leaves partial sums the host adds in 64
 bits. The summed length of one call is also capped so that no accumulator
@@ -65,11 +75,15 @@ from codesign.numerics.formats import _check_int
 from codesign.numerics.records import keyword_record
 from codesign.numerics.tt_dense_route import ROUTES, RouteStep, dense_route, node_shape
 from codesign.pe.tt.contract import MAX_DIM, chunks, header_word
+from codesign.pe.tt.cycles import transaction_cycles
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 
 MAX_UNITS = 8  # copies of one PE build a step may use (each takes a stream pair and a memory port)
 OUTER_PES = ("tt3", "tt1")  # the PEs that can form the dense weight gradient (StepHardware.outer_pe)
 PE_NAMES = {"tt1": "PE1", "tt2": "PE2", "tt3": "PE3"}  # as paper 003 names them, for reports
+HARDWARE_FIELDS = {"tt1": "pe1", "tt2": "pe2", "tt3": "pe3"}  # the StepHardware field of each TT PE
+SPEC_CLASSES = {"tt1": Tt1Spec, "tt2": Tt2Spec, "tt3": Tt3Spec}
+PE_OF_SPEC = {spec: pe for pe, spec in SPEC_CLASSES.items()}
 
 
 @keyword_record
@@ -100,6 +114,10 @@ class StepHardware:
     (``dW = g^T x`` is a contraction over the batch, like a core gradient's
     over its positions), so only the sums leave. Both give the same exact
     integers, so the numbers of the step do not depend on the choice.
+
+    ``forward_split``: the forward contractions' calls are shared between
+    the PE2 and the PE1 copies (the module docstring); else PE2 takes them
+    all while PE1 waits for the backward stages.
     """
 
     pe1: Tt1Spec = Tt1Spec(a_bits=16, b_bits=8)
@@ -108,6 +126,7 @@ class StepHardware:
     pe1_units: int = 1
     pe2_units: int = 1
     outer_pe: str = "tt3"
+    forward_split: bool = False
 
     def __post_init__(self) -> None:
         for name, kind in (("pe1", Tt1Spec), ("pe2", Tt2Spec), ("pe3", Tt3Spec)):
@@ -117,6 +136,8 @@ class StepHardware:
             raise ValueError(f"outer_pe must be one of {OUTER_PES}, got {self.outer_pe!r}")
         _check_int("pe1_units", self.pe1_units, 1, MAX_UNITS)
         _check_int("pe2_units", self.pe2_units, 1, MAX_UNITS)
+        if not isinstance(self.forward_split, bool):
+            raise TypeError(f"forward_split must be True or False, got {self.forward_split!r}")
 
     def spec(self, pe: str) -> Tt1Spec | Tt2Spec | Tt3Spec:
         return {"tt1": self.pe1, "tt2": self.pe2, "tt3": self.pe3}[pe]
@@ -145,7 +166,8 @@ class StepHardware:
         text = " + ".join(f"{self.units(pe)} x {pe} {self.spec(pe).lanes}x{self.spec(pe).rows}"
                           for pe in ("tt1", "tt2"))
         widths = sorted({self.spec(pe).stream_bits for pe in ("tt1", "tt2")})
-        return text if widths == [32] else f"{text}, {'/'.join(map(str, widths))}-bit streams"
+        text = text if widths == [32] else f"{text}, {'/'.join(map(str, widths))}-bit streams"
+        return f"{text}, forward split" if self.forward_split else text
 
 
 @keyword_record
@@ -224,7 +246,10 @@ class Contraction:
 
 @dataclass(frozen=True)
 class PeCall:
-    """One PE transaction: contraction ``index`` of the plan restricted to half-open ranges of I, J, K, L."""
+    """One PE transaction: contraction ``index`` of the plan restricted to half-open ranges of I, J, K, L.
+
+    ``swapped``: a PE2 contraction's call run on PE1 with every ``(i, k)`` a
+    row (``forward_split``, the module docstring)."""
 
     index: int
     pe: str
@@ -232,15 +257,20 @@ class PeCall:
     j: tuple[int, int]
     k: tuple[int, int]
     l: tuple[int, int]
+    swapped: bool = False
 
     @property
     def dims(self) -> tuple[int, int, int, int]:
+        """The ranges' lengths, in the contraction's ``(I, J, K, L)``."""
         return tuple(stop - start for start, stop in (self.i, self.j, self.k, self.l))  # type: ignore[return-value]
 
     @property
     def header(self) -> int:
-        """The call's header word: ``(I, J, K, L)``, or PE3's ``(I, J)`` = this call's ``I`` and ``L``."""
+        """The call's header word: ``(I, J, K, L)``, PE3's ``(I, J)`` = this call's ``I`` and ``L``, a swapped
+        call's ``(I·K, 1, J, L)``."""
         i, j, k, l = self.dims
+        if self.swapped:
+            return header_word(i * k, 1, j, l)
         return header_word(i, l) if self.pe == "tt3" else header_word(i, j, k, l)
 
 
@@ -382,37 +412,117 @@ def _route_contraction(geometry: LayerGeometry, step: RouteStep, grad_bits: int,
                        stage=stage, route=step)
 
 
-def _ranges(length: int, step: int) -> list[tuple[int, int]]:
-    return [(start, min(start + step, length)) for start in range(0, length, step)]
+def _ranges(length: int, step: int, start: int = 0) -> list[tuple[int, int]]:
+    """``[start, length)`` in pieces of at most ``step``."""
+    return [(first, min(first + step, length)) for first in range(start, length, step)]
+
+
+def _terms(contraction: Contraction, pe: str, spec: Tt1Spec | Tt2Spec) -> int:
+    """:func:`max_terms` of ``contraction``'s codes on ``pe``'s build ``spec``, refused where it cannot take them."""
+    if contraction.a_bits > spec.a_bits or contraction.b_bits > spec.b_bits:
+        raise ValueError(f"{contraction.name} needs {contraction.a_bits} x {contraction.b_bits}-bit operands, but "
+                         f"{pe} is built for {spec.a_bits} x {spec.b_bits} bits")
+    terms = max_terms(spec.acc_bits, contraction.a_bits, contraction.b_bits)
+    if terms < 1:
+        raise ValueError(f"{contraction.name}: one {contraction.a_bits} x {contraction.b_bits}-bit product can "
+                         f"saturate {pe}'s {spec.acc_bits}-bit accumulator")
+    return terms
+
+
+def _tile_own(index: int, contraction: Contraction, hardware: StepHardware, k_to: int | None = None,
+              k_step: int | None = None) -> list[PeCall]:
+    """Calls of ``contraction`` on its own PE, over ``K`` up to ``k_to`` (default: all of it), PE2's ``K`` in
+    pieces of ``k_step`` (default: its buffer's ``max_k``)."""
+    spec = hardware.spec(contraction.pe)
+    i, j, k, l = contraction.dims
+    if contraction.pe == "tt3":  # one sample (J) a call, its products exact: no accumulator to protect
+        return [PeCall(index, "tt3", ri, rj, (0, 1), rl) for rj in _ranges(j, 1) for ri in _ranges(i, MAX_DIM)
+                for rl in _ranges(l, spec.max_j)]
+    terms = _terms(contraction, contraction.pe, spec)
+    if contraction.pe == "tt1":  # sums over J and K
+        k_step = min(spec.max_k, terms)
+        j_step = max(1, min(spec.max_j, terms // k_step))
+    else:  # sums over J only; K runs through
+        k_step = k_step or spec.max_k
+        j_step = min(spec.max_j, terms)
+    return [PeCall(index, contraction.pe, ri, rj, rk, rl)
+            for ri in _ranges(i, MAX_DIM) for rl in _ranges(l, min(spec.max_l, MAX_DIM))
+            for rk in _ranges(k if k_to is None else k_to, k_step) for rj in _ranges(j, j_step)]
+
+
+def _tile_swapped(index: int, contraction: Contraction, hardware: StepHardware, k_from: int, k_step: int
+                  ) -> list[PeCall]:
+    """Swapped PE1 calls of a PE2 contraction over ``K`` from ``k_from`` on, ``k_step`` positions of ``K`` a call
+    (at most 255 rows ``(i, k)``, ``k`` innermost), ``J`` (PE1's ``K``) within PE1's buffer and its
+    accumulator's terms."""
+    spec = hardware.pe1
+    i, j, k, l = contraction.dims
+    j_step = min(spec.max_k, _terms(contraction, "tt1", spec))
+    k_step = max(1, min(k_step, MAX_DIM))
+    return [PeCall(index, "tt1", ri, rj, rk, rl, swapped=True)
+            for ri in _ranges(i, MAX_DIM // k_step) for rl in _ranges(l, min(spec.max_l, MAX_DIM))
+            for rk in _ranges(k, k_step, k_from) for rj in _ranges(j, j_step)]
+
+
+SPLIT_PIECES = 2  # pieces of K per copy that a split forward contraction is cut into at least, where K allows
+SPLIT_TRIES = (0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25, 1.5)  # split points tried, as fractions of the estimate
+
+
+def _split_calls(index: int, contraction: Contraction, hardware: StepHardware, split: int) -> list[PeCall]:
+    """A forward contraction's calls with ``K`` split at ``split``: PE2 ``[0, split)``, PE1 ``[split, K)``, each
+    range cut into at least :data:`SPLIT_PIECES` pieces per copy where it is long enough, so every copy works."""
+    k = contraction.dims[2]
+    lanes = hardware.pe2.lanes
+    own_step = min(hardware.pe2.max_k, lanes * max(1, -(-split // (lanes * SPLIT_PIECES * hardware.pe2_units))))
+    swapped_step = max(1, -(-(k - split) // (SPLIT_PIECES * hardware.pe1_units)))
+    return (_tile_own(index, contraction, hardware, split, own_step) +
+            _tile_swapped(index, contraction, hardware, split, swapped_step))
+
+
+def _makespan(calls: Sequence[PeCall], hardware: StepHardware) -> int:
+    """Cycles of a stage of ``calls``: each PE's calls on its copies (:func:`assign_calls`), the busiest copy."""
+    busiest = 0
+    for pe in dict.fromkeys(call.pe for call in calls):
+        cycles = [transaction_cycles(hardware.spec(pe), call.header).total for call in calls if call.pe == pe]
+        per_copy = [0] * hardware.units(pe)
+        for unit, count in zip(assign_calls(cycles, hardware.units(pe)), cycles):
+            per_copy[unit] += count
+        busiest = max(busiest, *per_copy)
+    return busiest
+
+
+def forward_split_point(index: int, contraction: Contraction, hardware: StepHardware) -> int:
+    """Where a forward contraction's ``K`` is split (PE2 ``[0, s)``, PE1 ``[s, K)``), in whole chunks of PE2 lanes.
+
+    Each PE's cycles per copy for the whole axis, taken as even along
+    ``K``, give the ``s`` at which both ends take the same time; around it
+    (:data:`SPLIT_TRIES`) the point whose calls the copies finish soonest
+    (:func:`_makespan`) is taken, the larger on a tie. A PE1 that cannot take
+    the codes gets nothing."""
+    k = contraction.dims[2]
+    spec = hardware.pe1
+    if contraction.a_bits > spec.a_bits or contraction.b_bits > spec.b_bits or \
+            max_terms(spec.acc_bits, contraction.a_bits, contraction.b_bits) < 1:
+        return k
+    per_copy = {}
+    for pe, calls in (("tt2", _split_calls(index, contraction, hardware, k)),
+                      ("tt1", _split_calls(index, contraction, hardware, 0))):
+        per_copy[pe] = sum(transaction_cycles(hardware.spec(pe), call.header).total for call in calls) / \
+            hardware.units(pe)
+    estimate = k * per_copy["tt1"] / (per_copy["tt1"] + per_copy["tt2"])
+    lanes = hardware.pe2.lanes
+    tries = sorted({min(k, lanes * round(estimate * factor / lanes)) for factor in SPLIT_TRIES}, reverse=True)
+    return min(tries, key=lambda split: _makespan(_split_calls(index, contraction, hardware, split), hardware))
 
 
 def tile(index: int, contraction: Contraction, hardware: StepHardware) -> list[PeCall]:
     """Calls of one contraction: ``I`` in pieces of <= 255, the other axes within the build's limits, and the summed
     axes short enough that no accumulator saturates (:func:`max_terms`). Summed axes innermost, so a call's partial
-    sum is followed by the rest of the same outputs."""
-    spec = hardware.spec(contraction.pe)
-    if contraction.a_bits > spec.a_bits or contraction.b_bits > spec.b_bits:
-        raise ValueError(f"{contraction.name} needs {contraction.a_bits} x {contraction.b_bits}-bit operands, but "
-                         f"{contraction.pe} is built for {spec.a_bits} x {spec.b_bits} bits")
-    i, j, k, l = contraction.dims
-    if contraction.pe == "tt3":  # one sample (J) a call, its products exact: no accumulator to protect
-        return [PeCall(index, "tt3", ri, rj, (0, 1), rl) for rj in _ranges(j, 1) for ri in _ranges(i, MAX_DIM)
-                for rl in _ranges(l, spec.max_j)]
-    terms = max_terms(spec.acc_bits, contraction.a_bits, contraction.b_bits)
-    if terms < 1:
-        raise ValueError(f"{contraction.name}: one {contraction.a_bits} x {contraction.b_bits}-bit product can "
-                         f"saturate {contraction.pe}'s {spec.acc_bits}-bit accumulator")
-    i_step = MAX_DIM
-    l_step = min(spec.max_l, MAX_DIM)
-    if contraction.pe == "tt1":  # sums over J and K
-        k_step = min(spec.max_k, terms)
-        j_step = max(1, min(spec.max_j, terms // k_step))
-    else:  # sums over J only; K runs through
-        k_step = spec.max_k
-        j_step = min(spec.max_j, terms)
-    return [PeCall(index, contraction.pe, ri, rj, rk, rl)
-            for ri in _ranges(i, i_step) for rl in _ranges(l, l_step) for rk in _ranges(k, k_step)
-            for rj in _ranges(j, j_step)]
+    sum is followed by the rest of the same outputs. With ``hardware.forward_split`` a forward contraction's tail
+    of ``K`` goes to PE1 as swapped calls (:func:`forward_split_point`, :func:`_split_calls`)."""
+    if contraction.phase != "forward" or not hardware.forward_split:
+        return _tile_own(index, contraction, hardware)
+    return _split_calls(index, contraction, hardware, forward_split_point(index, contraction, hardware))
 
 
 def plan_step(geometry: LayerGeometry, *, act_bits: int = 8, grad_bits: int = 16, core_bits: int = 4,
@@ -427,8 +537,6 @@ def plan_step(geometry: LayerGeometry, *, act_bits: int = 8, grad_bits: int = 16
     return StepPlan(geometry=geometry, hardware=hardware, contractions=tuple(items), calls=tuple(calls))
 
 
-HARDWARE_FIELDS = {"tt1": "pe1", "tt2": "pe2", "tt3": "pe3"}  # the StepHardware field of each TT PE
-SPEC_CLASSES = {"tt1": Tt1Spec, "tt2": Tt2Spec, "tt3": Tt3Spec}
 
 
 def hardware_of(builds: Sequence[Tuple[str, str, object]], *, design: str) -> StepHardware:

@@ -313,35 +313,61 @@ def operands(contraction: Contraction, cores: list[np.ndarray], tensor: np.ndarr
 class CallCut:
     """Where one PE call of a contraction reads its operands and adds its partial sum: index tuples of slices
     into ``A``, ``B`` and the contraction's result ``Z`` (the call's ranges of I, J, K, L); ``first``: the first
-    call into its block of ``Z`` (its partial sum is written, the later ones are added)."""
+    call into its block of ``Z`` (its partial sum is written, the later ones are added).
+
+    A ``swapped`` call (a PE2 contraction's call on PE1,
+    :class:`codesign.pe.tt.schedule.PeCall`) cuts the contraction's swapped
+    operands instead (:class:`ContractionCuts`): ``a`` = ``(i, k - s, j)``
+    of the rows ``A[i, :, k]``, ``b`` = ``(l, :, j)`` of ``B`` as ``(L, 1,
+    J)``, ``z`` = ``(i, k - s, l)`` of the swapped result."""
 
     a: tuple[slice, ...]
     b: tuple[slice, ...]
     z: tuple[slice, ...]
     first: bool
+    swapped: bool = False
+
+
+@dataclass(frozen=True)
+class ContractionCuts:
+    """A contraction's call cuts in call order, and ``split``: where along ``K`` its swapped calls begin (the
+    forward split, :func:`codesign.pe.tt.schedule.forward_split_point`), None when it has none. The swapped
+    calls read ``A[:, :, split:]`` with ``K`` and ``J`` swapped, ``(I, K - split, J)``, made once for all of them,
+    and add into a result of that layout, ``(I, K - split, L)``, laid into ``Z[:, :, split:]`` once at the end."""
+
+    cuts: tuple[CallCut, ...]
+    split: int | None
 
 
 CUT_CACHE = 64  # plans whose call cuts are kept (a loop has a few layers, a sweep a few geometries)
-_cuts: dict[int, tuple[StepPlan, list[list[CallCut]]]] = {}
+_cuts: dict[int, tuple[StepPlan, list[ContractionCuts]]] = {}
 
 
-def call_cuts(plan: StepPlan) -> list[list[CallCut]]:
-    """Every contraction's call cuts, in call order: made once per plan, since a step asks for them on every
-    contraction and the plan does not change within a step (nor, at fixed ranks, between steps)."""
+def call_cuts(plan: StepPlan) -> list[ContractionCuts]:
+    """Every contraction's call cuts: made once per plan, since a step asks for them on every contraction and
+    the plan does not change within a step (nor, at fixed ranks, between steps)."""
     entry = _cuts.get(id(plan))
     if entry is not None and entry[0] is plan:  # the entry holds the plan, so its id is not reused while kept
         return entry[1]
     cuts: list[list[CallCut]] = [[] for _ in plan.contractions]
     blocks: list[set] = [set() for _ in plan.contractions]
+    splits: list[int | None] = [None] * len(plan.contractions)
+    for call in plan.calls:
+        if call.swapped and splits[call.index] is None:
+            splits[call.index] = call.k[0]  # the first swapped call starts the tail (k innermost, from the split)
     for call in plan.calls:
         i, j, k, l = (slice(start, stop) for start, stop in (call.i, call.j, call.k, call.l))
         pe = plan.contractions[call.index].pe
         block = (call.i, call.l) if pe != "tt2" else (call.i, call.l, call.k)
+        first = block not in blocks[call.index]
         if pe == "tt3":  # sample j's input and output gradient, both (B, features)
-            cut = CallCut(a=(call.j[0], i), b=(call.j[0], l), z=(i, l), first=block not in blocks[call.index])
+            cut = CallCut(a=(call.j[0], i), b=(call.j[0], l), z=(i, l), first=first)
+        elif call.swapped:
+            tail = slice(call.k[0] - splits[call.index], call.k[1] - splits[call.index])
+            cut = CallCut(a=(i, tail, j), b=(l, slice(None), j), z=(i, tail, l), first=first, swapped=True)
         else:
             cut = CallCut(a=(i, j, k), b=(l, j, k) if pe == "tt1" else (l, j), z=(i, l) if pe == "tt1" else (i, l, k),
-                          first=block not in blocks[call.index])
+                          first=first)
         cuts[call.index].append(cut)
         blocks[call.index].add(block)
     for index, item in enumerate(plan.contractions):  # the blocks tile Z (so no word of it is left unwritten)
@@ -349,10 +375,11 @@ def call_cuts(plan: StepPlan) -> list[list[CallCut]]:
         covered = sum(math.prod(stop - start for start, stop in block) for block in blocks[index])
         if covered != i_dim * l_dim * (k_dim if item.pe == "tt2" else 1):
             raise ValueError(f"{item.name}: the calls cover {covered} result words, not all of them")
+    out = [ContractionCuts(tuple(mine), split) for mine, split in zip(cuts, splits)]
     if len(_cuts) >= CUT_CACHE:
         _cuts.pop(next(iter(_cuts)))
-    _cuts[id(plan)] = (plan, cuts)
-    return cuts
+    _cuts[id(plan)] = (plan, out)
+    return out
 
 
 def run_contractions(plan: StepPlan, jobs: Sequence[tuple[int, np.ndarray, np.ndarray]], runner) -> list[np.ndarray]:
@@ -362,22 +389,37 @@ def run_contractions(plan: StepPlan, jobs: Sequence[tuple[int, np.ndarray, np.nd
     cuts = call_cuts(plan)
     work = []
     for index, a, b in jobs:
-        pe = plan.contractions[index].pe
-        work.extend((pe, a[cut.a], b[cut.b]) for cut in cuts[index])
+        pe, split = plan.contractions[index].pe, cuts[index].split
+        if split is not None:  # the swapped calls' operands: A's rows (I, K - split, J), B as (L, 1, J)
+            a_rows, b_rows = np.ascontiguousarray(a[:, :, split:].transpose(0, 2, 1)), b[:, None, :]
+        for cut in cuts[index].cuts:
+            if cut.swapped:
+                rows = a_rows[cut.a]
+                work.append(("tt1", rows.reshape(-1, 1, rows.shape[2]), b_rows[cut.b]))
+            else:
+                work.append((pe, a[cut.a], b[cut.b]))
     results = runner.run(plan.hardware, work)
     if len(results) != len(work):
         raise RuntimeError(f"the runner answered {len(results)} of {len(work)} calls")
     out, position = [], 0
     for index, _, _ in jobs:
-        item = plan.contractions[index]
+        item, split = plan.contractions[index], cuts[index].split
         i_dim, _, k_dim, l_dim = item.dims
         z = np.empty((i_dim, l_dim) if item.pe != "tt2" else (i_dim, l_dim, k_dim), dtype=np.int64)
-        for cut in cuts[index]:  # every block's first partial sum is written, the rest added (64-bit)
+        z_rows = None if split is None else np.empty((i_dim, k_dim - split, l_dim), dtype=np.int64)
+        for cut in cuts[index].cuts:  # every block's first partial sum is written, the rest added (64-bit)
+            result = results[position]
+            target = z
+            if cut.swapped:  # (I·K, L) rows of the swapped result
+                target = z_rows
+                result = result.reshape(cut.z[0].stop - cut.z[0].start, cut.z[1].stop - cut.z[1].start, -1)
             if cut.first:
-                z[cut.z] = results[position]
+                target[cut.z] = result
             else:
-                z[cut.z] += results[position]
+                target[cut.z] += result
             position += 1
+        if z_rows is not None:
+            z[:, :, split:] = z_rows.transpose(0, 2, 1)
         out.append(z)
     return out
 

@@ -132,7 +132,7 @@ def list_schedule(plan: StepPlan, call_cycles: Sequence[int]) -> StepSchedule:
     stage_cycles = []
     for stage in stages(plan):
         busy = [0]
-        for pe in dict.fromkeys(plan.contractions[index].pe for index in stage):
+        for pe in dict.fromkeys(call.pe for call in plan.calls if call.index in stage):
             positions = [p for p, call in enumerate(plan.calls) if call.index in stage and call.pe == pe]
             copies = plan.hardware.units(pe)
             per_copy = [0] * copies
@@ -208,6 +208,7 @@ class StepCycles:
     stream_cycles: int
     stage_words: tuple[tuple[int, int], ...] = ()  # per stage: the 32-bit words (bytes / 4) into and out of its PEs
     stage_port_words: tuple[tuple[int, int], ...] = ()  # per stage: the same through its busiest port
+    pe_sums: tuple[tuple[str, tuple[int, int, int]], ...] = ()  # per PE that runs the calls: cycles, stream in, out
 
     @property
     def total(self) -> int:
@@ -227,10 +228,12 @@ class StepCycles:
         return sum(w_in + w_out for w_in, w_out in self.stage_words) * WORD_BITS // 8
 
     def per_pe(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for c in self.contractions:
-            out[c.pe] = out.get(c.pe, 0) + c.cycles
-        return out
+        """Cycles per PE, every call's counted for the PE that runs it (a swapped forward call's for PE1)."""
+        return {pe: sums[0] for pe, sums in self.pe_sums}
+
+    def per_pe_stream_words(self) -> dict[str, tuple[int, int]]:
+        """Stream words in and out per PE (at its width), counted as :meth:`per_pe` counts cycles."""
+        return {pe: sums[1:] for pe, sums in self.pe_sums}
 
     def sum_of(self, field: str) -> int:
         """``field`` of :class:`ContractionCycles` summed over the contractions."""
@@ -243,11 +246,16 @@ def step_cycles(plan: StepPlan, *, hp_ports: int = 1) -> StepCycles:
     traffic = ("words_in", "words_out", "stream_in", "stream_out")
     sums = [dict.fromkeys(("calls", "cycles", *PHASES, *traffic, "overlapped"), 0) for _ in plan.contractions]
     per_call, per_call_overlapped, per_call_words = [], [], []
+    stage_of = stage_numbers(plan)
+    stage_traffic: list[dict[tuple[str, str], int]] = [{} for _ in stages(plan)]  # (PE, field) -> words
+    pe_sums: dict[str, tuple[int, int, int]] = {}
     for call in plan.calls:
         spec, header = plan.hardware.spec(call.pe), call.header
         cycles, moved = transaction_cycles(spec, header), call_traffic(spec, header)
         overlapped = max(moved[2], cycles.compute, moved[3])
         per_call.append(cycles.total)
+        before = pe_sums.get(call.pe, (0, 0, 0))
+        pe_sums[call.pe] = (before[0] + cycles.total, before[1] + moved[2], before[2] + moved[3])
         per_call_words.append(moved[:2])
         per_call_overlapped.append(overlapped)
         row = sums[call.index]
@@ -255,13 +263,11 @@ def step_cycles(plan: StepPlan, *, hp_ports: int = 1) -> StepCycles:
                            ("compute", cycles.compute), ("drain", cycles.drain), *zip(traffic, moved),
                            ("overlapped", overlapped)):
             row[key] += value
+        words = stage_traffic[stage_of[call.index]]
+        for field, value in zip(traffic, moved):  # by the PE that runs the call (a swapped call: PE1)
+            words[call.pe, field] = words.get((call.pe, field), 0) + value
     stream, stage_words = 0, []
-    for stage in stages(plan):
-        words: dict[tuple[str, str], int] = {}  # (PE, field) -> words of the stage
-        for index in stage:
-            for field in traffic:
-                key = (plan.contractions[index].pe, field)
-                words[key] = words.get(key, 0) + sums[index][field]
+    for words in stage_traffic:
         stream += max(-(-count // plan.hardware.units(pe)) for (pe, field), count in words.items()
                       if field.startswith("stream"))  # at each PE's width: one word a cycle per stream
         stage_words.append(tuple(sum(count for (_, f), count in words.items() if f == field)
@@ -272,7 +278,8 @@ def step_cycles(plan: StepPlan, *, hp_ports: int = 1) -> StepCycles:
                       schedule=schedule,
                       overlapped_makespan=list_schedule(plan, per_call_overlapped).total, stream_cycles=stream,
                       stage_words=tuple(stage_words),
-                      stage_port_words=port_words(plan, schedule.units, per_call_words, hp_ports))
+                      stage_port_words=port_words(plan, schedule.units, per_call_words, hp_ports),
+                      pe_sums=tuple(pe_sums.items()))
 
 
 def port_words(plan: StepPlan, units: Sequence[int], call_words: Sequence[tuple[int, int]],

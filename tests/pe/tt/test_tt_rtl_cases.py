@@ -90,8 +90,13 @@ LAYER_STEPS = [  # (in_modes, out_modes, rank, batch[, route]), the parallel arr
 
 
 @needs_icarus
-@pytest.mark.parametrize("shape, parallel, stream_bits", LAYER_STEPS)
-def test_layer_step_on_rtl_matches_golden_and_step_cycle_model(tmp_path, shape, parallel, stream_bits):
+@pytest.mark.parametrize("shape, parallel, stream_bits, split", [
+    *(pytest.param(*case.values, False, marks=case.marks) if hasattr(case, "marks") else (*case, False)
+      for case in LAYER_STEPS),
+    (((4, 4), (2, 5), 2, 40), True, 64, True),  # forward split: PE1 copies take swapped forward calls
+    (((4, 4), (2, 5), 2, 40, "dense", "tt1"), True, 32, True),
+])
+def test_layer_step_on_rtl_matches_golden_and_step_cycle_model(tmp_path, shape, parallel, stream_bits, split):
     """Every call of a whole layer step through the RTL of the PEs at 32-, 64- and 128-bit streams: every word
     right, summed cycles as modelled, the step scheduled on the PE copies from the RTL's cycles as from the model's
     (the parallel array's 16 x 2 builds, two PE1 and four PE2 copies), and the words the RTL took and sent, per PE
@@ -102,19 +107,19 @@ def test_layer_step_on_rtl_matches_golden_and_step_cycle_model(tmp_path, shape, 
     from codesign.train.tt.pe_check import layer_state
 
     hardware = (PARALLEL_HARDWARE if parallel else StepHardware()).at_stream_bits(stream_bits)
-    hardware = dataclasses.replace(hardware, outer_pe=shape[5] if len(shape) > 5 else "tt3")
+    hardware = dataclasses.replace(hardware, outer_pe=shape[5] if len(shape) > 5 else "tt3", forward_split=split)
     layer, x, grad_y = _layer_step(*shape)
     state = layer_state(layer)
     check = rtl_check(state, x, grad_y, tmp_path, hardware=hardware)
     plan = step_plan(state, x.shape[0], hardware)
     model = step_cycles(plan)
     assert check.calls == len(plan.calls) and check.mismatches == 0
+    assert any(call.swapped for call in plan.calls) == split
     assert check.model_cycles == model.total and check.model_makespan == model.makespan
     assert abs(check.deviation) <= 0.05
     assert check.rtl_cycles == check.model_cycles  # in fact exact
     assert check.rtl_makespan == check.model_makespan < check.rtl_cycles
     for pe, measured in check.per_pe.items():  # stream words at the PE's width, in and out
-        mine = [c for c in model.contractions if c.pe == pe]
-        assert measured["rtl_stream_words"] == (sum(c.stream_in for c in mine), sum(c.stream_out for c in mine))
+        assert measured["rtl_stream_words"] == model.per_pe_stream_words()[pe]
     assert check.rtl_words == check.model_words == (model.sum_of("words_in"), model.sum_of("words_out"))
     assert sum(check.rtl_words) * 4 == model.bytes

@@ -277,6 +277,29 @@ def test_step_on_a_small_array_cut_into_many_calls(name, route):
     assert got.stats["calls"] > 3 * got.stats["contractions"]
 
 
+SPLIT_HARDWARE = [dataclasses.replace(SMALL_HARDWARE, forward_split=True, pe1_units=3, pe2_units=2),
+                  dataclasses.replace(StepHardware(), forward_split=True, pe1_units=4)]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("hardware", SPLIT_HARDWARE, ids=["small_buffers", "default_builds"])
+@pytest.mark.parametrize("name", ["padding_edges_b33", "digits_first_layer_r4_b5", "square_r3_b16"])
+def test_forward_split_onto_pe1_equals_the_golden_layer(name, hardware, route):
+    """Forward contractions shared between PE2 and swapped PE1 calls (every (i, k) a PE1 row): the step is still
+    the golden layer bit for bit, with buffers small enough that the swapped calls are cut along J (partial sums)
+    and along I and K, and with zeros, outliers and saturation."""
+    in_modes, out_modes, rank, batch = SHAPES[name]
+    layer = make_layer(in_modes, out_modes, rank, route=route)
+    plan = step_plan(layer_state(layer), batch, hardware)
+    swapped = [call for call in plan.calls if call.swapped]
+    assert swapped and all(plan.contractions[call.index].phase == "forward" for call in swapped)
+    assert any(call.pe == "tt2" and plan.contractions[call.index].phase == "forward" for call in plan.calls)
+    if hardware is SPLIT_HARDWARE[0]:
+        assert any(call.j[0] > 0 for call in swapped)  # PE1's buffer cuts J: partial sums of swapped calls
+    assert_same(layer, *make_batch(layer, batch), GoldenRunner(), hardware)
+    assert_same(layer, *make_batch(layer, batch, seed=3, extremes=True), GoldenRunner(), hardware)
+
+
 class StageRecorder(GoldenRunner):
     """The golden kernels, keeping the PEs of every ``run``'s calls."""
 

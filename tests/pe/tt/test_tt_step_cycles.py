@@ -282,3 +282,45 @@ def test_paper_comparison_on_the_dense_route():
     on_pe3 = paper_comparison(8, hardware=PARALLEL_HARDWARE, route="dense")
     assert on_pe3.seconds > 5 * paper_comparison(8, hardware=PARALLEL_HARDWARE).seconds
     assert on_pe3.words_out > 64 * 1024 * 512  # every product of the batch's outer products, one word each
+
+
+SPLIT_PAPER = StepHardware(pe1=dataclasses.replace(StepHardware().pe1, lanes=4, rows=4, stream_bits=64), pe1_units=8,
+                           pe2=dataclasses.replace(StepHardware().pe2, lanes=8, rows=4, stream_bits=64), pe2_units=4,
+                           outer_pe="tt1", forward_split=True)
+
+
+@pytest.mark.parametrize("route", ["direct", "dense"])
+def test_a_forward_split_puts_idle_pe1_copies_to_work_in_the_forward_stages(route):
+    """Paper 003's network at rank 8 on 8 PE1 + 4 PE2 copies: with the split every forward stage runs on both PEs,
+    each swapped call is a PE1 transaction the header takes (rows = the call's I·K, one J, PE2's J as its K), and
+    the step's makespan is shorter than PE2 alone gives, with the same MACs."""
+    from codesign.pe.tt.golden import status
+    from codesign.hw.constants import STATUS_OK
+    from codesign.pe.tt.contract import header_dims
+
+    plain = dataclasses.replace(SPLIT_PAPER, forward_split=False)
+    for split_plan, plain_plan in zip(paper_plans(8, hardware=SPLIT_PAPER, route=route),
+                                      paper_plans(8, hardware=plain, route=route)):
+        split_steps, plain_steps = step_cycles(split_plan), step_cycles(plain_plan)
+        assert split_steps.makespan < plain_steps.makespan and split_steps.macs == plain_steps.macs
+        assert split_steps.total == sum(split_steps.per_pe().values())
+        for index, item in enumerate(split_plan.contractions):
+            if item.phase != "forward":
+                assert split_plan.calls_of(index) == plain_plan.calls_of(index)
+                continue
+            swapped = [call for call in split_plan.calls_of(index) if call.swapped]
+            assert swapped and all(call.pe == "tt1" for call in swapped)
+            split = swapped[0].k[0]
+            assert split % SPLIT_PAPER.pe2.lanes == 0 or split == item.dims[2]
+            assert all(call.k[1] <= split for call in split_plan.calls_of(index) if not call.swapped)
+            assert all(call.k[0] >= split for call in swapped)
+            for call in swapped:
+                i, j, k, l = call.dims
+                assert header_dims(call.header, 4) == ((i * k, 1, j, l), True)
+                assert status(SPLIT_PAPER.pe1, call.header) == STATUS_OK
+    assert plain.describe() + ", forward split" == SPLIT_PAPER.describe()
+
+
+def test_step_hardware_refuses_a_forward_split_that_is_not_a_bool():
+    with pytest.raises(TypeError, match="forward_split must be True or False"):
+        StepHardware(forward_split=1)
