@@ -333,10 +333,13 @@ class ContractionCuts:
     """A contraction's call cuts in call order, and ``split``: where along ``K`` its swapped calls begin (the
     forward split, :func:`codesign.pe.tt.schedule.forward_split_point`), None when it has none. The swapped
     calls read ``A[:, :, split:]`` with ``K`` and ``J`` swapped, ``(I, K - split, J)``, made once for all of them,
-    and add into a result of that layout, ``(I, K - split, L)``, laid into ``Z[:, :, split:]`` once at the end."""
+    and write into ``Z[:, :, split:]`` seen as ``(I, K - split, L)``; where they leave partial sums
+    (``partial``: ``J`` cut), they add into a result of that layout instead, laid into ``Z`` once at the end
+    (adding into a strided view costs more than one transposed copy)."""
 
     cuts: tuple[CallCut, ...]
     split: int | None
+    partial: bool = False
 
 
 CUT_CACHE = 64  # plans whose call cuts are kept (a loop has a few layers, a sweep a few geometries)
@@ -375,7 +378,8 @@ def call_cuts(plan: StepPlan) -> list[ContractionCuts]:
         covered = sum(math.prod(stop - start for start, stop in block) for block in blocks[index])
         if covered != i_dim * l_dim * (k_dim if item.pe == "tt2" else 1):
             raise ValueError(f"{item.name}: the calls cover {covered} result words, not all of them")
-    out = [ContractionCuts(tuple(mine), split) for mine, split in zip(cuts, splits)]
+    out = [ContractionCuts(tuple(mine), split, any(cut.swapped and not cut.first for cut in mine))
+           for mine, split in zip(cuts, splits)]
     if len(_cuts) >= CUT_CACHE:
         _cuts.pop(next(iter(_cuts)))
     _cuts[id(plan)] = (plan, out)
@@ -403,10 +407,11 @@ def run_contractions(plan: StepPlan, jobs: Sequence[tuple[int, np.ndarray, np.nd
         raise RuntimeError(f"the runner answered {len(results)} of {len(work)} calls")
     out, position = [], 0
     for index, _, _ in jobs:
-        item, split = plan.contractions[index], cuts[index].split
+        item, split, partial = plan.contractions[index], cuts[index].split, cuts[index].partial
         i_dim, _, k_dim, l_dim = item.dims
         z = np.empty((i_dim, l_dim) if item.pe != "tt2" else (i_dim, l_dim, k_dim), dtype=np.int64)
-        z_rows = None if split is None else np.empty((i_dim, k_dim - split, l_dim), dtype=np.int64)
+        z_rows = None if split is None else np.empty((i_dim, k_dim - split, l_dim), dtype=np.int64) if partial \
+            else z[:, :, split:].transpose(0, 2, 1)  # a view of Z: (I, K - split, L)
         for cut in cuts[index].cuts:  # every block's first partial sum is written, the rest added (64-bit)
             result = results[position]
             target = z
@@ -418,7 +423,7 @@ def run_contractions(plan: StepPlan, jobs: Sequence[tuple[int, np.ndarray, np.nd
             else:
                 target[cut.z] += result
             position += 1
-        if z_rows is not None:
+        if partial:
             z[:, :, split:] = z_rows.transpose(0, 2, 1)
         out.append(z)
     return out
