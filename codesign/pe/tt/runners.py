@@ -130,14 +130,20 @@ class CopyShare:
 @dataclass(frozen=True)
 class StageLayout:
     """Where a stage's calls go: each call's modelled ``cycles``, the ``copies`` that get calls
-    (:func:`share_calls`) with their buffer layouts, and the ``groups`` of equal-shape calls packed in one pass.
+    (:func:`share_calls`) with their buffer layouts, the ``groups`` of equal-shape calls packed in one pass,
+    and each group's ``runs``: ``(copy, start, calls)``, the group's calls that lie one after another in a
+    copy's buffer, in the group's order.
 
+    A copy takes its calls grouped by shape (in call order within a group):
+    the order of a copy's calls changes neither its cycles nor its results,
+    and a run of equal calls is packed straight into the buffer in one pass.
     A function of the calls' PE and operand shapes alone, which repeat every
     step, so :func:`stage_layout` works it out once per distinct stage."""
 
     cycles: Tuple[int, ...]
     copies: Tuple[CopyShare, ...]
     groups: Tuple[Tuple[int, ...], ...]
+    runs: Tuple[Tuple[Tuple[int, int, int], ...], ...]
 
 
 LAYOUT_CACHE = 128  # distinct stages kept (a two-layer step has about 16, at the same shapes every step)
@@ -172,15 +178,30 @@ def stage_layout(hardware: StepHardware, calls: Calls) -> StageLayout:
             transaction_cycles(spec, header).total, stream_words(spec, header)[0] * word_parts(spec.stream_bits),
             output_parts(math.prod(golden.result_shape_of(pe, a_shape, b_shape)), spec.stream_bits))
     cycles = [per_key[key][0] for key in keys]
-    copies = []
+    group_of = {position: index for index, positions in enumerate(groups.values()) for position in positions}
+    copies, place = [], {}
     for pe, unit, positions in share_calls(hardware, calls, cycles):
+        positions = sorted(positions, key=lambda p: (group_of[p], p))  # a copy's calls grouped by shape
         starts, words_in = [], 0
         for position in positions:
+            place[position] = (len(copies), words_in)
             starts.append(words_in)
             words_in += per_key[keys[position]][1]
         copies.append(CopyShare(pe, unit, tuple(positions), tuple(starts), words_in,
                                 sum(per_key[keys[p]][2] for p in positions), sum(cycles[p] for p in positions)))
-    layout = StageLayout(tuple(cycles), tuple(copies), tuple(tuple(p) for p in groups.values()))
+    ordered, runs = [], []
+    for positions in groups.values():
+        positions = sorted(positions, key=lambda p: (place[p][0], p))  # by copy: each copy's calls one run
+        mine: List[Tuple[int, int, int]] = []
+        for position in positions:
+            copy, start = place[position]
+            if mine and mine[-1][0] == copy:
+                mine[-1] = (copy, mine[-1][1], mine[-1][2] + 1)
+            else:
+                mine.append((copy, start, 1))
+        ordered.append(tuple(positions))
+        runs.append(tuple(mine))
+    layout = StageLayout(tuple(cycles), tuple(copies), tuple(ordered), tuple(runs))
     if len(_layouts) >= LAYOUT_CACHE:
         _layouts.pop(next(iter(_layouts)))
     _layouts[cache_key] = layout
@@ -190,26 +211,22 @@ def stage_layout(hardware: StepHardware, calls: Calls) -> StageLayout:
 def pack_stage(hardware: StepHardware, calls: Calls, layout: StageLayout, buffers: Sequence[np.ndarray]) -> None:
     """Every call's input words (:func:`codesign.pe.tt.golden.words`) written where ``layout`` puts them in its
     copy's buffer (``buffers[c]``, 1-D uint32, at least ``layout.copies[c].words_in`` long: an IP's DMA buffer
-    on a board), so no copy of a stage's words is made on the way. Equal-shape calls are packed in one pass
-    (:func:`codesign.pe.tt.golden.stacked_words`)."""
+    on a board): a group of equal calls packed in one pass (:func:`codesign.pe.tt.golden.stacked_words`), then
+    each of its runs copied into its copy's buffer as one block."""
     if len(buffers) != len(layout.copies):
         raise ValueError(f"{len(buffers)} buffers for {len(layout.copies)} copies")
     for buffer, copy in zip(buffers, layout.copies):
         if buffer.dtype != np.uint32 or buffer.ndim != 1 or buffer.size < copy.words_in:
             raise ValueError(f"the {copy.pe} copy {copy.unit} needs a 1-D uint32 buffer of {copy.words_in} words, "
                              f"got {buffer.dtype} of shape {buffer.shape}")
-    place = {}
-    for index, copy in enumerate(layout.copies):
-        for position, start in zip(copy.positions, copy.starts):
-            place[position] = (buffers[index], start)
-    for positions in layout.groups:
+    for positions, runs in zip(layout.groups, layout.runs):
         pe = calls[positions[0]][0]
         stacked = golden.stacked_words(hardware.spec(pe), np.stack([calls[p][1] for p in positions]),
                                        np.stack([calls[p][2] for p in positions]))
-        size = stacked.shape[1]
-        for position, row in zip(positions, stacked):
-            buffer, start = place[position]
-            buffer[start:start + size] = row
+        row = 0
+        for copy, start, count in runs:  # one block copy a run
+            buffers[copy][start:start + count * stacked.shape[1]] = stacked[row:row + count].reshape(-1)
+            row += count
 
 
 def stage_buffers(hardware: StepHardware, calls: Calls, layout: Optional[StageLayout] = None) -> List[np.ndarray]:

@@ -97,6 +97,14 @@ def test_equal_calls_packed_together_give_each_calls_own_words(stream_bits):
     assert [call_header(pe, a.shape, b.shape) for pe, a, b in calls] == [int(w[0]) for w in words]
     assert [copy.cycles for copy in layout.copies] == [sum(layout.cycles[p] for p in copy.positions)
                                                        for copy in layout.copies]
+    for positions, runs in zip(layout.groups, layout.runs):  # each run: the group's next calls, back to back
+        assert sum(count for _, _, count in runs) == len(positions)
+        row = 0
+        for copy, start, count in runs:
+            mine = layout.copies[copy]
+            first = mine.positions.index(positions[row])
+            assert mine.positions[first:first + count] == positions[row:row + count] and mine.starts[first] == start
+            row += count
     out = np.concatenate([golden.output(hardware.spec(pe), a, b) for pe, a, b in calls]).astype(np.uint32)
     for got, (pe, a, b) in zip(unpack_results(hardware, calls, out), calls):
         assert np.array_equal(got, golden.kernel(hardware.spec(pe), a, b))
