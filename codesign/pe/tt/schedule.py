@@ -475,8 +475,8 @@ def _split_calls(index: int, contraction: Contraction, hardware: StepHardware, s
     lanes = hardware.pe2.lanes
     own_step = min(hardware.pe2.max_k, lanes * max(1, -(-split // (lanes * SPLIT_PIECES * hardware.pe2_units))))
     swapped_step = max(1, -(-(k - split) // (SPLIT_PIECES * hardware.pe1_units)))
-    return (_tile_own(index, contraction, hardware, split, own_step) +
-            _tile_swapped(index, contraction, hardware, split, swapped_step))
+    own = _tile_own(index, contraction, hardware, split, own_step)
+    return own + _tile_swapped(index, contraction, hardware, split, swapped_step) if split < k else own
 
 
 def _makespan(calls: Sequence[PeCall], hardware: StepHardware) -> int:

@@ -324,3 +324,15 @@ def test_a_forward_split_puts_idle_pe1_copies_to_work_in_the_forward_stages(rout
 def test_step_hardware_refuses_a_forward_split_that_is_not_a_bool():
     with pytest.raises(TypeError, match="forward_split must be True or False"):
         StepHardware(forward_split=1)
+
+
+def test_a_pe1_that_cannot_take_the_forward_codes_gets_no_swapped_call():
+    """12-bit cores fit this PE2 (12-bit B) but not PE1's 8-bit B: the split leaves the forward calls on PE2."""
+    from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+
+    hardware = StepHardware(pe1=Tt1Spec(a_bits=16, b_bits=8), pe2=Tt2Spec(a_bits=16, b_bits=12, max_j=128, max_l=64),
+                            pe1_units=2, forward_split=True)
+    plan = plan_step(LayerGeometry(in_modes=(4, 4), out_modes=(2, 5), ranks=(1, 2, 1), batch=40), core_bits=12,
+                     hardware=hardware)
+    forward = [call for call in plan.calls if plan.contractions[call.index].phase == "forward"]
+    assert forward and all(call.pe == "tt2" and not call.swapped for call in forward)
