@@ -81,9 +81,6 @@ from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 MAX_UNITS = 8  # copies of one PE build a step may use (each takes a stream pair and a memory port)
 OUTER_PES = ("tt3", "tt1")  # the PEs that can form the dense weight gradient (StepHardware.outer_pe)
 PE_NAMES = {"tt1": "PE1", "tt2": "PE2", "tt3": "PE3"}  # as paper 003 names them, for reports
-HARDWARE_FIELDS = {"tt1": "pe1", "tt2": "pe2", "tt3": "pe3"}  # the StepHardware field of each TT PE
-SPEC_CLASSES = {"tt1": Tt1Spec, "tt2": Tt2Spec, "tt3": Tt3Spec}
-PE_OF_SPEC = {spec: pe for pe, spec in SPEC_CLASSES.items()}
 
 
 @keyword_record
@@ -322,6 +319,11 @@ def assign_calls(call_cycles: Sequence[int], copies: int) -> list[int]:
     """The copy (0..copies-1) of a PE that takes each call, in order: the one that falls free first, the lowest
     numbered on a tie, given every call's cycles. The host's rule for splitting one stage's calls of a PE over its
     copies (:func:`codesign.pe.tt.step_cycles.list_schedule`, the board runtime's ``IpRunner``)."""
+    return copy_totals(call_cycles, copies)[0]
+
+
+def copy_totals(call_cycles: Sequence[int], copies: int) -> tuple[list[int], list[int]]:
+    """:func:`assign_calls`'s copy of each call, and each copy's cycles (the calls it took, added)."""
     _check_int("copies", copies, 1, MAX_UNITS)
     free = [0] * copies
     out = []
@@ -329,7 +331,7 @@ def assign_calls(call_cycles: Sequence[int], copies: int) -> list[int]:
         unit = min(range(copies), key=lambda u: (free[u], u))
         free[unit] += int(cycles)
         out.append(unit)
-    return out
+    return out, free
 
 
 def max_terms(acc_bits: int, a_bits: int, b_bits: int) -> int:
@@ -481,14 +483,9 @@ def _split_calls(index: int, contraction: Contraction, hardware: StepHardware, s
 
 def _makespan(calls: Sequence[PeCall], hardware: StepHardware) -> int:
     """Cycles of a stage of ``calls``: each PE's calls on its copies (:func:`assign_calls`), the busiest copy."""
-    busiest = 0
-    for pe in dict.fromkeys(call.pe for call in calls):
-        cycles = [transaction_cycles(hardware.spec(pe), call.header).total for call in calls if call.pe == pe]
-        per_copy = [0] * hardware.units(pe)
-        for unit, count in zip(assign_calls(cycles, hardware.units(pe)), cycles):
-            per_copy[unit] += count
-        busiest = max(busiest, *per_copy)
-    return busiest
+    return max(max(copy_totals([transaction_cycles(hardware.spec(pe), call.header).total for call in calls
+                                if call.pe == pe], hardware.units(pe))[1])
+               for pe in dict.fromkeys(call.pe for call in calls))
 
 
 def forward_split_point(index: int, contraction: Contraction, hardware: StepHardware) -> int:
@@ -500,9 +497,9 @@ def forward_split_point(index: int, contraction: Contraction, hardware: StepHard
     (:func:`_makespan`) is taken, the larger on a tie. A PE1 that cannot take
     the codes gets nothing."""
     k = contraction.dims[2]
-    spec = hardware.pe1
-    if contraction.a_bits > spec.a_bits or contraction.b_bits > spec.b_bits or \
-            max_terms(spec.acc_bits, contraction.a_bits, contraction.b_bits) < 1:
+    try:
+        _terms(contraction, "tt1", hardware.pe1)
+    except ValueError:
         return k
     per_copy = {}
     for pe, calls in (("tt2", _split_calls(index, contraction, hardware, k)),
@@ -537,6 +534,10 @@ def plan_step(geometry: LayerGeometry, *, act_bits: int = 8, grad_bits: int = 16
     return StepPlan(geometry=geometry, hardware=hardware, contractions=tuple(items), calls=tuple(calls))
 
 
+
+
+HARDWARE_FIELDS = {"tt1": "pe1", "tt2": "pe2", "tt3": "pe3"}  # the StepHardware field of each TT PE
+SPEC_CLASSES = {"tt1": Tt1Spec, "tt2": Tt2Spec, "tt3": Tt3Spec}
 
 
 def hardware_of(builds: Sequence[Tuple[str, str, object]], *, design: str) -> StepHardware:

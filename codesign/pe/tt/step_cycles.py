@@ -49,7 +49,7 @@ from codesign.pe.tt.contract import WORD_BITS
 from codesign.pe.tt.cycles import stream_words, transaction_cycles
 from codesign.pe.tt.layer_state import TtLayerState
 from codesign.pe.tt.schedule import (MAX_UNITS, PE_NAMES, LayerGeometry, StepHardware, StepPlan, assign_calls,
-                                     plan_step, stage_numbers, stages)
+                                     copy_totals, plan_step, stage_numbers, stages)
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 
 PAPER_SECONDS = 0.09  # paper 003, Sec. 5: forward and backward of a batch of 64 at 100 MHz
@@ -134,11 +134,9 @@ def list_schedule(plan: StepPlan, call_cycles: Sequence[int]) -> StepSchedule:
         busy = [0]
         for pe in dict.fromkeys(call.pe for call in plan.calls if call.index in stage):
             positions = [p for p, call in enumerate(plan.calls) if call.index in stage and call.pe == pe]
-            copies = plan.hardware.units(pe)
-            per_copy = [0] * copies
-            for position, unit in zip(positions, assign_calls([call_cycles[p] for p in positions], copies)):
+            assigned, per_copy = copy_totals([call_cycles[p] for p in positions], plan.hardware.units(pe))
+            for position, unit in zip(positions, assigned):
                 units[position] = unit
-                per_copy[unit] += int(call_cycles[position])
             busy.append(max(per_copy))
         stage_cycles.append(max(busy))
     return StepSchedule(tuple(units), tuple(stage_cycles))
