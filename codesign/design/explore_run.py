@@ -212,8 +212,8 @@ def forward_split_choice(design: DesignPoint, options: Sequence[Option], *, obje
     hardware = tt_hardware(options)
     progress("measuring the host's share with and without the forward split at the chosen point")
     variants = (False, True)
-    hosts = measure_tt_hosts([(dataclasses.replace(setup, forward_split=split),
-                               dataclasses.replace(hardware, forward_split=split)) for split in variants], repeats=5)
+    hosts = measure_tt_hosts([(setup, dataclasses.replace(hardware, forward_split=split)) for split in variants],
+                             repeats=5)
     steps = {}
     for split, (seconds, calls) in zip(variants, hosts):
         step = tt_step_time(setup, dataclasses.replace(hardware, forward_split=split), design.board,

@@ -190,8 +190,9 @@ def reuse_budget(plans: Sequence[StepPlan], units: Sequence[Sequence[int]], *, b
             spec = plan.hardware.spec(call.pe)
             cycles = transaction_cycles(spec, call.header)
             a_words, b_words = operand_words(spec, call.header)
-            results = stream_words(spec, call.header)[1] - 1  # result words, less the status word
-            words += (2 + a_words + b_words + results) * spec.parts  # header and status words, operands, results
+            moved_in, moved_out = stream_words(spec, call.header)
+            results = moved_out - 1  # result words, less the status word
+            words += (moved_in + moved_out) * spec.parts
             saved = 0
             if call.index in no_result:
                 state_words += results * spec.parts

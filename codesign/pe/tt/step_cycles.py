@@ -48,7 +48,7 @@ from codesign.pe.tt import golden
 from codesign.pe.tt.contract import WORD_BITS
 from codesign.pe.tt.cycles import stream_words, transaction_cycles
 from codesign.pe.tt.layer_state import TtLayerState
-from codesign.pe.tt.schedule import (MAX_UNITS, PE_NAMES, LayerGeometry, StepHardware, StepPlan, assign_calls,
+from codesign.pe.tt.schedule import (MAX_UNITS, PE_NAMES, LayerGeometry, StepHardware, StepPlan,
                                      copy_totals, plan_step, stage_numbers, stages)
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 
@@ -158,7 +158,7 @@ def stage_loads(plan: StepPlan, pe: str) -> list[tuple[int, int, int]]:
     """Per stage of ``plan``: the cycles ``pe``'s copies take for its calls there (the busiest copy, calls assigned as
     :func:`list_schedule` assigns them), and the 32-bit words (bytes / 4, at any stream width) into and out of them.
 
-    ``pe``'s calls depend on its own build only, so a design space can price
+    Without ``forward_split``, ``pe``'s calls depend on its own build only, so a design space can price
     every build of one PE apart and combine them: a stage takes the longer
     of its PE1 and PE2 loads.
     """
@@ -174,11 +174,11 @@ def copy_loads(plan: StepPlan, pe: str) -> list[tuple[np.ndarray, np.ndarray]]:
     for stage in stages(plan):
         headers = [call.header for call in plan.calls if call.index in stage and call.pe == pe]
         cycles = [transaction_cycles(spec, header).total for header in headers]
-        per_copy, words = np.zeros(copies, dtype=np.int64), np.zeros((copies, 2), dtype=np.int64)
-        for unit, count, header in zip(assign_calls(cycles, copies), cycles, headers):
-            per_copy[unit] += count
+        units, per_copy = copy_totals(cycles, copies)
+        words = np.zeros((copies, 2), dtype=np.int64)
+        for unit, header in zip(units, headers):
             words[unit] += call_traffic(spec, header)[:2]
-        loads.append((per_copy, words))
+        loads.append((np.array(per_copy, dtype=np.int64), words))
     return loads
 
 
