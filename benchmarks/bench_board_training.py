@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from codesign.hw.reports import write_json_atomic
+from codesign.io.reports import write_json_atomic
 from codesign.train.data import Dataset, load_digits_dataset
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -160,7 +160,7 @@ def plot(rows: list[dict], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from codesign.hw.reports import write_figure_png
+    from codesign.io.reports import write_figure_png
 
     figure, axes = plt.subplots(figsize=(6.4, 3.4))
     x, width = np.arange(len(rows)), 0.38

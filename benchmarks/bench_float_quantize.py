@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from codesign.hw.reports import write_json_atomic
+from codesign.io.reports import write_json_atomic
 from codesign.numerics import FloatFormat
 from codesign.train.quantize import quantize
 

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from codesign.hw.reports import write_json_atomic
+from codesign.io.reports import write_json_atomic
 
 STATEMENTS = {"bare": "pass", "pynq": "import pynq", "runtime": "import codesign.deploy"}
 TARGET_EXTRA_S, TARGET_EXTRA_MB = 0.15, 8.0

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from codesign.hw.reports import write_json_atomic
+from codesign.io.reports import write_json_atomic
 from codesign.sweep import SweepTask, read_result, run_sweep
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 

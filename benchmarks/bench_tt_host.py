@@ -10,7 +10,7 @@ each in turn, so both see the same machine load:
 - ``reference``: the same trainer stepping as the loop did before, the
   forward's PE calls recorded and the backward step sweeping the forward
   again, its calls answered from the record once every operand code is
-  compared (:mod:`codesign.pe.tt.runners`; the torch trainer on PEs still
+  compared (:mod:`codesign.step.tt.runners`; the torch trainer on PEs still
   steps so).
 
 The host's seconds of a step are its wall time less its PE calls' (the
@@ -38,12 +38,12 @@ import numpy as np
 from codesign.design import load_design
 from codesign.design.explore_families import paper_setup
 from codesign.design.loops import tt_setup_of
-from codesign.hw.reports import write_json_atomic
+from codesign.io.reports import write_json_atomic
 from codesign.loops.common import softmax_cross_entropy
 from codesign.loops.host_share import measure_tt_host
 from codesign.loops.tt import TtMlpTrainer
-from codesign.pe.tt.runners import Recording, Replay
-from codesign.pe.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan
+from codesign.step.tt.runners import Recording, Replay
+from codesign.step.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

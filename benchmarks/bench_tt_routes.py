@@ -30,12 +30,13 @@ from codesign.boards import boards
 from codesign.design import load_design
 from codesign.design.explore_families import paper_setup
 from codesign.design.loops import tt_setup_of
-from codesign.design.step_time import tt_step_time
-from codesign.hw.vivado import shell_ips_hp_ports
-from codesign.hw.reports import write_json_atomic
-from codesign.loops.host_share import HostModel, measure_tt_hosts
-from codesign.pe.tt.schedule import StepHardware
-from codesign.pe.tt.step import GoldenRunner, forward_sweep, step_plan
+from codesign.step.tt.time import tt_step_time
+from codesign.shell.vivado import shell_ips_hp_ports
+from codesign.io.reports import write_json_atomic
+from codesign.loops.host_share import measure_tt_hosts
+from codesign.step.host import HostModel
+from codesign.step.tt.schedule import StepHardware
+from codesign.step.tt.step import GoldenRunner, forward_sweep, step_plan
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 TARGET_RATIO = 0.8

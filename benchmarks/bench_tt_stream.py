@@ -5,16 +5,16 @@ the precision of examples/digits_tt.toml) at rank 8, batch 64, on the
 explorer's 128-bit rank-8 point (2 x tt1 8x8 + 4 x tt2 8x4). One golden step
 records every stage's PE calls; then, interleaved over the repetitions:
 
-- ``stages``: :func:`codesign.pe.tt.runners.stage_buffers` on each stage's
+- ``stages``: :func:`codesign.step.tt.runners.stage_buffers` on each stage's
   calls, what :class:`codesign.deploy.tt_training.IpRunner` does: the calls
-  shared among the copies (:func:`~codesign.pe.tt.runners.stage_layout`,
+  shared among the copies (:func:`~codesign.step.tt.runners.stage_layout`,
   worked out once per distinct stage) and packed straight into each copy's
   input buffer, a contraction's equal calls in one pass;
 - ``per_call``: :func:`codesign.pe.tt.golden.words` on every call alone,
   then each copy's calls joined into its buffer.
 
 Both must give the same buffers (compared word for word; a difference fails
-the run). Also times :func:`~codesign.pe.tt.runners.unpack_results`
+the run). Also times :func:`~codesign.step.tt.runners.unpack_results`
 (reading every result back from the golden output words), the rest of the
 stream work. Target: the stage packing at least 1.5x faster than per-call
 packing. Medians over the repetitions. Writes ``tt_stream.json`` (``met``: the target held); fails only when the words differ.
@@ -36,12 +36,12 @@ import numpy as np
 from codesign.design import load_design
 from codesign.design.explore_families import paper_setup
 from codesign.design.loops import tt_setup_of
-from codesign.hw.reports import write_json_atomic
+from codesign.io.reports import write_json_atomic
 from codesign.loops.tt import TtMlpTrainer
 from codesign.pe.tt import golden
-from codesign.pe.tt.runners import stage_buffers, stage_layout, unpack_results
-from codesign.pe.tt.schedule import StepHardware
-from codesign.pe.tt.step import GoldenRunner
+from codesign.step.tt.runners import stage_buffers, stage_layout, unpack_results
+from codesign.step.tt.schedule import StepHardware
+from codesign.step.tt.step import GoldenRunner
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 TARGET_RATIO = 1.5

@@ -53,7 +53,7 @@ class VivadoFacts:
     (enabled by ``ports``); ``more_data_ports`` the others a design may add,
     each a :class:`DataPort` with the PS properties that enable it. A design
     spreads its IPs over its first ``hp_ports`` of :attr:`data_ports`
-    (:func:`codesign.hw.step_model.hp_port_of`).
+    (:func:`codesign.step.model.hp_port_of`).
     """
 
     ps_ip: str

@@ -36,8 +36,8 @@ from codesign.deploy.manifest import ManifestError, load_manifest
 from codesign.design.build import render_ip_projects, write_ip_projects
 from codesign.design.loops import loop_entry
 from codesign.design.point import DesignPoint
-from codesign.hw.outdir import OutputDirError, check_output_dir
-from codesign.hw.shell import MANIFEST_FILE
+from codesign.io.outdir import OutputDirError, check_output_dir
+from codesign.contracts.shell import MANIFEST_FILE
 
 MARKER = "codesign_bundle.json"  # at the top of a bundle folder: it was written by codesign bundle
 NOTEBOOK = "train_on_board.ipynb"
@@ -71,7 +71,7 @@ def is_bundle_dir(out_dir: Path) -> bool:
 
 
 def check_bundle_dir(out_dir: Path) -> None:
-    """The output-folder rule (:mod:`codesign.hw.outdir`): missing, empty or an earlier bundle, and writable.
+    """The output-folder rule (:mod:`codesign.io.outdir`): missing, empty or an earlier bundle, and writable.
 
     The bundle is assembled beside ``out_dir``, so its parent must be writable too.
     """

@@ -4,7 +4,7 @@ The hardware commands work for every PE in :data:`codesign.pe.REGISTRY`:
 their per-PE flags are derived from the PE's spec and stimulus dataclasses,
 so no command knows a PE by name. Every argument is validated (by building
 the spec and the build target) before any file is written, and every output
-folder follows one rule (:mod:`codesign.hw.outdir`): new, empty, or one the
+folder follows one rule (:mod:`codesign.io.outdir`): new, empty, or one the
 same command wrote before, checked before any work starts.
 """
 
@@ -249,7 +249,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from codesign.hw.flow import check_levels, verify
-    from codesign.hw.outdir import output_dir
+    from codesign.io.outdir import output_dir
 
     pe = get_pe(args.pe)
     spec, target = pe.spec(**_dataclass_fields_from(args, SPEC)), _target_from(args)
@@ -271,7 +271,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_estimate(args: argparse.Namespace) -> int:
     from codesign.hw.estimate import estimate
-    from codesign.hw.outdir import output_dir
+    from codesign.io.outdir import output_dir
 
     pe = get_pe(args.pe)
     sweep = _dataclass_fields_from(args, SPEC)
@@ -290,7 +290,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
 def _cmd_design(args: argparse.Namespace) -> int:
     from codesign.design import load_design
     from codesign.design.fit import fit_design, write_fit
-    from codesign.hw.outdir import check_output_dir, output_dir
+    from codesign.io.outdir import check_output_dir, output_dir
 
     design = load_design(Path(args.config), board_name=args.board)
     if args.out:
@@ -309,7 +309,7 @@ def _cmd_design(args: argparse.Namespace) -> int:
 def _cmd_explore(args: argparse.Namespace) -> int:
     from codesign.design import load_design
     from codesign.design.explore_run import explore_design, summary, write_reports
-    from codesign.hw.outdir import check_output_dir, output_dir
+    from codesign.io.outdir import check_output_dir, output_dir
     from codesign.train.config import read_toml
 
     if not 0 < args.cap <= 1:
@@ -360,7 +360,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from codesign.hw.build import ToolMissing, plan_hls_build, run_hls_build
+    from codesign.shell.build import ToolMissing, plan_hls_build, run_hls_build
 
     if Path(args.target).suffix == ".toml":
         return _build_design(args)
@@ -378,7 +378,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 def _build_design(args: argparse.Namespace) -> int:
     from codesign.design import load_design
     from codesign.design.build import run_build, write_build_folder
-    from codesign.hw.build import ToolMissing
+    from codesign.shell.build import ToolMissing
 
     design = load_design(Path(args.target), board_name=args.board)
     out = Path(args.out) if args.out else Path("out/build") / design.name / design.board.name
@@ -410,7 +410,7 @@ def _cmd_bundle(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from codesign.demo import run_demo
-    from codesign.hw.outdir import output_dir
+    from codesign.io.outdir import output_dir
 
     names = [name.strip() for name in args.pe.split(",") if name.strip()]
     for name in names:
@@ -424,8 +424,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     import json
 
-    from codesign.hw.outdir import output_dir
-    from codesign.hw.reports import write_json_atomic
+    from codesign.io.outdir import output_dir
+    from codesign.io.reports import write_json_atomic
     from codesign.train.config import load_config
     from codesign.train.memory import check_memory
     from codesign.train.trainer import Trainer
@@ -443,7 +443,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from codesign.hw.outdir import output_dir
+    from codesign.io.outdir import output_dir
     from codesign.reproduce import COMMAND, REPRODUCTIONS, check_report_dir, is_report_dir, reproduction
     from codesign.reproduce.common import Execution
     from codesign.reproduce.readme import update_readme
@@ -501,7 +501,7 @@ def build_check_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from codesign.hw.outdir import output_dir
+    from codesign.io.outdir import output_dir
     from codesign.sweep import check_sweep, load_grid, run_sweep
 
     tasks = load_grid(Path(args.grid))

@@ -148,7 +148,7 @@ def yosys_stage(pe: ProcessingElement, out: Path, cache_dir: Path, *, full: bool
     from codesign.hw import yosys as ys
     from codesign.hw.estimate import plot_cost, render_markdown
     from codesign.hw.estimate_cache import SHIPPED_DIR, cached_report, lookup, merged_report
-    from codesign.hw.reports import write_json_atomic, write_text_atomic
+    from codesign.io.reports import write_json_atomic, write_text_atomic
 
     specs, default = list(pe.estimate_specs()), pe.spec()
     points = [(family, spec) for family in ys.SUPPORTED_FAMILIES for spec in specs]
@@ -204,7 +204,7 @@ def build_stage(board_name: str, out: Path, cache_dir: Path, *, stage: Stage) ->
     """The shipped design's build folder for ``board_name``, its Tcl lint in both modes, no bitstream."""
     from codesign.design import load_design
     from codesign.design.build import write_build_folder
-    from codesign.hw.vivado import lint_vivado_build
+    from codesign.shell.vivado import lint_vivado_build
     from codesign.resources import data_dir
 
     design = load_design(data_dir("examples") / DEMO_DESIGN, board_name=board_name)
@@ -246,7 +246,7 @@ def training_stage(out: Path, *, full: bool, stage: Stage, family_name: str | No
     (``family_name`` None), or the example design of a registered family (the full demo trains every family)."""
     from codesign.deploy.selfcheck import compare_states
     from codesign.deploy.trainers import QUICK_CHANGES, board_trainer, family_of, golden_trainer
-    from codesign.hw.reports import write_json_atomic, write_text_atomic
+    from codesign.io.reports import write_json_atomic, write_text_atomic
     from codesign.train.trainer import load_dataset
 
     overlay, design, folder = _training_overlay(out, family_name)
@@ -311,7 +311,7 @@ def _plot_training(result: dict, path: Path) -> Path:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    from codesign.hw.reports import write_figure_png
+    from codesign.io.reports import write_figure_png
 
     figure, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(9, 3.6), constrained_layout=True)
     for rows, label, style in ((result["history"], "emulated board", "o-"),
@@ -340,7 +340,7 @@ def _plot_training(result: dict, path: Path) -> Path:
 
 def tt_stages(out: Path, stages: Stages) -> None:
     """The full demo's TT layer step (PE1/PE2/PE3 at every level) and the TT paper comparison."""
-    from codesign.pe.tt.step_cycles import measure_comparison, write_comparison
+    from codesign.reproduce.tt_step_paper import measure_comparison, write_comparison
     from codesign.train.tt.step_demo import demo_layer_step
 
     with stages.stage("TT layer step: golden, C-sim, RTL") as stage:
@@ -355,7 +355,7 @@ def tt_stages(out: Path, stages: Stages) -> None:
 # ------------------------------------------------------------------------------------------------------- index
 def report_files(out: Path) -> list[Path]:
     """Every report and plot under ``out`` (relative paths), outside the work folders, sorted; index.html excluded."""
-    from codesign.hw.outdir import OUTPUT_MARKER
+    from codesign.io.outdir import OUTPUT_MARKER
 
     found = []
     for path in sorted(Path(out).rglob("*")):
@@ -384,7 +384,7 @@ def write_index(out: Path, stages: Sequence[Stage], *, title: str, total_seconds
     Links are relative to ``out`` (the folder can be moved or served as it is). ``extra_links`` adds files
     that are not reports by suffix (an HLS kernel, a Vivado script).
     """
-    from codesign.hw.reports import write_text_atomic
+    from codesign.io.reports import write_text_atomic
 
     out = Path(out)
     files = report_files(out) + [Path(p) for p in extra_links if (out / p).is_file()]
@@ -478,7 +478,7 @@ def run_demo(out: Path, pe_list: Sequence[str] = (), *, full: bool = False, ship
 
 def _close(out: Path, stages: Stages, *, full: bool, extra: list[Path], log) -> None:
     """The summary table (printed, summary.md/json) and index.html, also after a stage raised."""
-    from codesign.hw.reports import write_json_atomic, write_text_atomic
+    from codesign.io.reports import write_json_atomic, write_text_atomic
 
     table, machine = stages.table(), machine_line(stages.load_at_start)
     log(f"\n[demo] summary ({machine})\n" + table)

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codesign.hw.jsonfile import load_json, read_text_file
-from codesign.hw.reports import write_json_atomic
+from codesign.io.jsonfile import load_json, read_text_file
+from codesign.io.reports import write_json_atomic
 
 RESULTS_DIR = "results"
 _FUNCTION = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")

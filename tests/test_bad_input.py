@@ -31,7 +31,7 @@ import codesign.deploy  # noqa: F401 -- imported once here: pynq's import looks 
 # runs gcc; that lookup is an import's, not a command's work, and the tool stand-ins would count it in whichever
 # case imported pynq first
 from codesign.cli import main
-from codesign.hw.jsonfile import JsonFileError, load_json
+from codesign.io.jsonfile import JsonFileError, load_json
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig
 from codesign.train.techniques import TECHNIQUES, technique_config_class
 

@@ -1,4 +1,4 @@
-"""Every command that writes follows one output-folder rule (codesign.hw.outdir), checked before any work.
+"""Every command that writes follows one output-folder rule (codesign.io.outdir), checked before any work.
 
 For each command: a folder holding a user's file, an existing plain file and
 a folder to be created in a read-only folder are refused with exit status 2,
@@ -12,7 +12,7 @@ import os
 import pytest
 
 from codesign.cli import main
-from codesign.hw.outdir import OUTPUT_MARKER, read_output_marker
+from codesign.io.outdir import OUTPUT_MARKER, read_output_marker
 from codesign.resources import data_dir
 
 EXAMPLE = str(data_dir("examples") / "digits_abvs.toml")

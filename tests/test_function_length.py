@@ -13,7 +13,7 @@ LIMIT = 80
 PACKAGE = Path(__file__).resolve().parents[1] / "codesign"
 
 # "path::function" -> its length today (lines); only files others own at the moment
-ALLOWED: dict[str, int] = {}  # empty since codesign/pe/tt/step.py's pe_step (85 lines) was split
+ALLOWED: dict[str, int] = {}  # empty since codesign/step/tt/step.py's pe_step (85 lines) was split
 
 
 OWNED_ELSEWHERE = ("codesign/reproduce/tt.py", "codesign/design/", "codesign/pe/tt/", "codesign/loops/tt.py")

@@ -178,7 +178,7 @@ def test_an_existing_cluster_is_used_through_its_scheduler_address(tmp_path, tas
 
 
 def test_a_truncated_result_is_named_not_a_traceback(tmp_path):
-    from codesign.hw.jsonfile import JsonFileError
+    from codesign.io.jsonfile import JsonFileError
 
 
     task = SweepTask(key="a", function="math:sqrt", kwargs={"x": 4.0})

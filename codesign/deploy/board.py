@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping, Optional
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.energy import GROUPS, PowerSampler, measure_rails
 from codesign.deploy.manifest import DeployError, check_design
-from codesign.hw.step_model import StageLog, model_figures
+from codesign.step.model import StageLog, model_figures
 
 NO_MODELLED_ENERGY = ("the loop has no modelled energy figure (its throughput() and history rows carry none), and "
                       "the emulated board has no power rails to read")
@@ -71,7 +71,7 @@ class OnBoard:
     def ip_figures(self, drivers: Iterable[AccelIP], pe_cycles: int, stages: StageLog) -> dict[str, Any]:
         """IP calls, seconds from ap_start to ap_done, the PE cycles of the RTL cycle model at the design's clock,
         ``model``: the step model's PE and memory seconds per training step that ran on the IPs
-        (:mod:`codesign.hw.step_model`, on design.json's board; set it beside the measured ``seconds_per_step``),
+        (:mod:`codesign.step.model`, on design.json's board; set it beside the measured ``seconds_per_step``),
         and ``energy``: the energy of the last :meth:`fit` (None before one).
 
         The cycle model counts the PEs' streams only: the shell's DDR

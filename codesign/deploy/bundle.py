@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from codesign.deploy.manifest import DeployError, load_manifest
-from codesign.hw.jsonfile import JsonFileError, load_json
+from codesign.io.jsonfile import JsonFileError, load_json
 
 BUNDLE_GROUP = "codesign.bundles"  # entry points: bundle name -> its package
 BUNDLE_INFO = "bundle.json"  # in the package: name, board, data file, notebooks, codesign version that wrote it

@@ -38,8 +38,8 @@ import numpy as np
 from codesign.deploy.board import LoopOnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
-from codesign.hw.constants import STATUS_OK, status_names
-from codesign.hw.step_model import StageLog
+from codesign.contracts.constants import STATUS_OK, status_names
+from codesign.step.model import StageLog
 from codesign.loops.csb import CsbMlpTrainer, CsbTrainSetup
 from codesign.pe import transaction_cycles
 from codesign.pe.csb.format import CSBMatrix

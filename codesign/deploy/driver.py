@@ -1,7 +1,7 @@
 """The PYNQ driver of one accelerator IP: ``run(words_in, n_out, n_transactions) -> words_out``.
 
 Every codesign IP is a stream PE inside the same accelerator shell
-(:mod:`codesign.hw.accel`), so one driver class serves them all; what
+(:mod:`codesign.shell.ip`), so one driver class serves them all; what
 differs per IP (its VLNV, register offsets, buffer sizes) comes from its
 design.json entry. :func:`driver_class` makes the subclass PYNQ binds to the
 IP's VLNV (``bindto``), before the overlay is opened.
@@ -23,7 +23,7 @@ import numpy as np
 from pynq import DefaultIP, allocate
 
 from codesign.deploy.manifest import DeployError
-from codesign.hw import shell
+from codesign.contracts import shell
 
 WORD = np.dtype(np.uint32)
 MAX_COUNT = (1 << 32) - 1  # the count registers are 32 bits

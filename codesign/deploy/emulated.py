@@ -58,8 +58,8 @@ from pynq import Device
 from pynq.buffer import PynqBuffer
 
 from codesign.deploy.manifest import MANIFEST_FILE, DeployError, load_manifest
-from codesign.hw import shell
-from codesign.hw.project import ProjectDirError, read_project_marker
+from codesign.contracts import shell
+from codesign.io.project import ProjectDirError, read_project_marker
 
 WORD = np.dtype(np.uint32)
 PAGE_BYTES = 4096  # allocation granularity and alignment (bytes), as the kernel's contiguous allocator

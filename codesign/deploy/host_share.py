@@ -22,7 +22,8 @@ from typing import Any, Mapping, Optional
 
 from codesign.deploy.bundle import Bundle, installed_bundle
 from codesign.deploy.manifest import DeployError, load_manifest
-from codesign.loops.host_share import HOST_REPORT_FILE, HostModel, machine_record, measure_loop_host, write_host_report
+from codesign.loops.host_share import HOST_REPORT_FILE, machine_record, measure_loop_host, write_host_report
+from codesign.step.host import HostModel
 
 
 def where_measured(machine: Mapping[str, str]) -> str:

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from codesign.hw import shell
-from codesign.hw.shell import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
+from codesign.contracts import shell
+from codesign.contracts.shell import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
 
 SHELL_REGISTERS = (*shell.CONTROL_REGISTERS, *(arg.name for arg in shell.SHELL_ARGS))
 

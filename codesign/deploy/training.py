@@ -26,8 +26,8 @@ import numpy as np
 from codesign.deploy.board import LoopOnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
-from codesign.hw.constants import STATUS_OK, status_names
-from codesign.hw.step_model import StageLog
+from codesign.contracts.constants import STATUS_OK, status_names
+from codesign.step.model import StageLog
 from codesign.loops.fb import FbMlpTrainer, HwTrainSetup
 from codesign.pe import transaction_cycles
 from codesign.pe.fpmac_array.golden import words as transaction_words

@@ -1,6 +1,6 @@
 """The TT PEs' calls on a board's IPs: a runner of the TT layer step whose contractions go to tt1/tt2 IPs.
 
-:class:`IpRunner` is a runner of :func:`codesign.pe.tt.step.pe_step` (and of
+:class:`IpRunner` is a runner of :func:`codesign.step.tt.step.pe_step` (and of
 :func:`codesign.train.hw_golden_tt.pe_forward`) that sends every PE call to
 the design's tt1 or tt2 IP through its driver (:meth:`AccelIP.run`): the
 calls of one contraction, all on the same PE, go in one IP call as that
@@ -28,10 +28,10 @@ import numpy as np
 from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
-from codesign.hw.step_model import StageLog
+from codesign.step.model import StageLog
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
-from codesign.pe.tt.runners import AnswerError, pack_stage, stage_layout, unpack_results
-from codesign.pe.tt.schedule import StepHardware, hardware_of
+from codesign.step.tt.runners import AnswerError, pack_stage, stage_layout, unpack_results
+from codesign.step.tt.schedule import StepHardware, hardware_of
 
 
 class IpRunner:
@@ -39,8 +39,8 @@ class IpRunner:
 
     One :meth:`run` is one stage of a step (``pe_step`` hands over the core
     and input gradients of a core together): each PE's calls are split over
-    its copies by :func:`codesign.pe.tt.schedule.assign_calls` on their
-    modelled cycles (:func:`codesign.pe.tt.runners.stage_layout`, worked out
+    its copies by :func:`codesign.step.tt.schedule.assign_calls` on their
+    modelled cycles (:func:`codesign.step.tt.runners.stage_layout`, worked out
     once per distinct stage), every copy gets its share as one IP call whose
     words are packed straight into the IP's DMA buffer, all copies are
     started and then all are waited for, so PE1 and PE2 copies work side by
@@ -141,7 +141,7 @@ class IpRunner:
 
 
 def step_hardware(manifest: Mapping) -> StepHardware:
-    """The PE builds of design.json's TT IPs (:func:`codesign.pe.tt.schedule.hardware_of`)."""
+    """The PE builds of design.json's TT IPs (:func:`codesign.step.tt.schedule.hardware_of`)."""
     try:
         return hardware_of([(ip["name"], ip["pe"], ip["spec"]) for ip in manifest["ips"]], design=manifest["design"])
     except (ValueError, TypeError) as error:

@@ -5,7 +5,7 @@ Layout of ``<out>``::
     design.json            every IP: VLNV, base address, registers, buffers, spec (codesign.design.manifest)
     fit.json fit.md fit.png  Yosys resources against the board budget
     hls/<ip>/              one Vitis HLS project per IP (shell top + PE kernel + golden vectors + run_hls.tcl)
-    vivado/                block design, implementation and bitstream Tcl (codesign.hw.vivado)
+    vivado/                block design, implementation and bitstream Tcl (codesign.shell.vivado)
     README.md              the commands, in order
 
 Everything is checked before the first file is written: the design, its fit
@@ -23,12 +23,13 @@ from pathlib import Path
 from codesign.design.fit import DEFAULT_LIMIT_PERCENT, DesignDoesNotFit, FitReport, fit_design, write_fit
 from codesign.design.manifest import MANIFEST_FILE, MANIFEST_FORMAT, design_manifest
 from codesign.design.point import DesignPoint
-from codesign.hw import accel, vivado
-from codesign.hw.build import HLS_TOOLS, ToolMissing
-from codesign.hw.jsonfile import JsonFileError, load_json
-from codesign.hw.outdir import OutputDirError, check_output_dir
+from codesign.shell import ip as accel
+from codesign.shell import vivado
+from codesign.shell.build import HLS_TOOLS, ToolMissing
+from codesign.io.jsonfile import JsonFileError, load_json
+from codesign.io.outdir import OutputDirError, check_output_dir
 from codesign.hw.render import ProjectFiles, write_project
-from codesign.hw.reports import write_json_atomic, write_text_atomic
+from codesign.io.reports import write_json_atomic, write_text_atomic
 from codesign.hw.target import BuildTarget
 from codesign.pe import get_pe
 
@@ -71,7 +72,7 @@ def is_build_dir(out_dir: Path) -> bool:
 
 
 def check_build_dir(out_dir: Path) -> None:
-    """The output-folder rule (:mod:`codesign.hw.outdir`): missing, empty or an earlier build folder, and writable."""
+    """The output-folder rule (:mod:`codesign.io.outdir`): missing, empty or an earlier build folder, and writable."""
     check_output_dir(Path(out_dir), "build", marker=MANIFEST_FILE, is_own=is_build_dir, error=BuildFolderError)
 
 

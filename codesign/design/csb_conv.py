@@ -8,7 +8,7 @@ needs from there:
   warm-up epochs; at the end of the last one the compress technique's
   pruning search fixes the kernel masks every fixed-point step works on.
 * **The layers.** :func:`conv_layers` follows one forward pass and gives
-  every counted layer as a :class:`~codesign.design.step_time_csb.CsbLayer`
+  every counted layer as a :class:`~codesign.step.csb.time.CsbLayer`
   ('same'-padded convs only): a 3 x 3 conv over its input's map at stride 1
   (a stride-2 one is subsampled by the host, so it costs four times its
   useful MACs on the PE), a 1 x 1 conv on the map the host subsampled for
@@ -30,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from codesign.design.step_time_csb import CsbLayer
-from codesign.loops.host_share import THIS_MACHINE, HostModel, csb_encoding_seconds
+from codesign.step.csb.time import CsbLayer
+from codesign.loops.host_share import THIS_MACHINE, csb_encoding_seconds
+from codesign.step.host import HostModel
 from codesign.pe.csb.format import encode
 from codesign.pe.csb.spec import CsbSpec
 

@@ -9,7 +9,7 @@ contraction stages of PE1 and PE2 copies; FB-float: the FP-MAC array's
 IP calls per GEMM; CSB: the csb IP's calls per layer op). Every point is
 priced by models, never by synthesis:
 
-- **time**: the whole-step model of :mod:`codesign.design.step_time` (a
+- **time**: the whole-step model of :mod:`codesign.step.time` (a
   stage takes the longer of its PE cycles and its words over the port and
   DDR; the host's work per step and per PE call, measured);
 - **resources**: each PE's analytical model calibrated against Yosys
@@ -47,12 +47,12 @@ import numpy as np
 
 from codesign.boards import Board
 from codesign.design.calibration import load_calibration, pe_resources
-from codesign.design.step_time import WORD_BYTES, port_bytes_per_s
+from codesign.step.time import WORD_BYTES, port_bytes_per_s
 from codesign.energy.table import horowitz_45nm
-from codesign.hw.accel import ip_shell_cost
+from codesign.shell.ip import ip_shell_cost
 from codesign.hw.resource_model import RESOURCES, fpga_counts
-from codesign.hw.vivado import shell_ips_hp_ports
-from codesign.loops.host_share import HostModel
+from codesign.shell.vivado import shell_ips_hp_ports
+from codesign.step.host import HostModel
 from codesign.pe import get_pe
 
 OBJECTIVES = ("time", "energy")

@@ -21,17 +21,19 @@ import numpy as np
 from codesign.boards import Board
 from codesign.design.calibration import pe_resources
 from codesign.design.explore import COPIES, DEFAULT_CAP, ENUMERATE_LIMIT, Loads, Option, Space, explore, pe_options
-from codesign.design.step_time import Stage, StepTime, tt_mac_energy_pj, tt_stages, tt_step_time
-from codesign.design.step_time_csb import CsbLayer, as_layers, csb_mac_energy_pj, csb_stages, csb_step_time
-from codesign.design.step_time_fb import fb_mac_energy_pj, fb_stages, fb_step_time
-from codesign.hw.accel import ip_shell_cost
+from codesign.step.time import Stage, StepTime
+from codesign.step.tt.time import tt_mac_energy_pj, tt_stages, tt_step_time
+from codesign.step.csb.time import CsbLayer, as_layers, csb_mac_energy_pj, csb_stages, csb_step_time
+from codesign.step.fpmac_array.time import fb_mac_energy_pj, fb_stages, fb_step_time
+from codesign.shell.ip import ip_shell_cost
 from codesign.hw.resource_model import RESOURCES, fpga_counts
-from codesign.loops.host_share import GemmShape, HostModel, measure_tt_hosts
+from codesign.loops.host_share import measure_tt_hosts
+from codesign.step.host import GemmShape, HostModel
 from codesign.loops.tt import TtTrainSetup
 from codesign.pe import get_pe
-from codesign.pe.tt.schedule import MAX_UNITS, StepHardware
-from codesign.pe.tt.step import step_plan
-from codesign.pe.tt.step_cycles import PAPER_BATCH, PAPER_LAYERS, copy_loads
+from codesign.step.tt.schedule import MAX_UNITS, StepHardware
+from codesign.step.tt.step import step_plan
+from codesign.step.tt.cycles import copy_loads
 
 # knob tables, one per PE: the spec fields a family varies and the values offered (the spec's validators decide)
 TT_KNOBS = {"lanes": (2, 4, 8, 16), "rows": (1, 2, 4, 8), "stream_bits": (32, 64, 128), COPIES: (1, 2, 3, 4)}
@@ -42,6 +44,10 @@ CSB_TILE_KNOBS = {"out_h": (1, 2, 4, 8), "out_w": (1, 2, 4, 8)}  # a conv networ
 # PE3 (the dense route's outer products) is not varied: its one option is the design's build, one copy
 KNOBS = {"tt1": TT_KNOBS, "tt2": TT_KNOBS, "tt3": {}, "fpmac_array": FPMAC_ARRAY_KNOBS, "csb": CSB_KNOBS}
 FIELDS = {"tt1": "pe1", "tt2": "pe2", "tt3": "pe3"}
+# paper 003's two-layer FashionMNIST network as the explorer prices it: batch, and (in_modes, out_modes) per layer
+# (ours: the paper's factorisations are not legible in our copy; codesign.reproduce.tt_step_paper)
+PAPER_BATCH = 64
+PAPER_LAYERS = (((4, 8, 8, 4), (8, 4, 4, 4)), ((8, 4, 4, 4), (1, 1, 2, 5)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,7 +154,7 @@ def tt_family(setup: TtTrainSetup, *, bases: Mapping[str, Any], host: HostModel,
 
 
 def paper_setup(rank: int, precision: Mapping[str, Any], *, batch: int = PAPER_BATCH) -> TtTrainSetup:
-    """Paper 003's two-layer network (:data:`codesign.pe.tt.step_cycles.PAPER_LAYERS`, our modes) at inner rank
+    """Paper 003's two-layer network (:data:`codesign.step.tt.cycles.PAPER_LAYERS`, our modes) at inner rank
     ``rank`` as a TT loop set-up, for whole-step figures against the paper's 0.09 s. A rank above what the
     modes allow (the 10-output layer's first core has 8 values) is capped there, as its TT-SVD caps it."""
     layers = []
@@ -195,7 +201,7 @@ def fb_family(spec, shapes: Sequence[GemmShape], *, host: HostModel) -> Family:
 
 def csb_family(spec, layers: Sequence[CsbLayer | np.ndarray], batch: int, *, host: HostModel) -> Family:
     """The CSB loop: one csb IP whose block shape, lanes and groups vary (and, for a conv network, its output tile);
-    ``layers`` are :class:`~codesign.design.step_time_csb.CsbLayer` records, or the kept weights of FC layers."""
+    ``layers`` are :class:`~codesign.step.csb.time.CsbLayer` records, or the kept weights of FC layers."""
     layers = as_layers(layers)
 
     def loads(pe: str, build, copies: int):

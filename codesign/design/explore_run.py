@@ -40,15 +40,15 @@ from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trai
 from codesign.design.fit import fit_design, pe_cost
 from codesign.design.loops import csb_setup_of, fb_setup_of, tt_setup_of
 from codesign.design.point import DesignPoint, design_from_dict
-from codesign.design.step_time import tt_reuse, tt_stages, tt_step_time
-from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
-from codesign.hw.vivado import shell_ips_hp_ports
+from codesign.step.tt.time import tt_reuse, tt_stages, tt_step_time
+from codesign.io.reports import write_figure_png, write_json_atomic, write_text_atomic
+from codesign.shell.vivado import shell_ips_hp_ports
 from codesign.hw.resource_model import RESOURCES
-from codesign.loops.host_share import (THIS_MACHINE, HostModel, compressed_masks, measure_csb_host, measure_fb_host,
-                                       measure_tt_host, measure_tt_hosts, step_gemms)
+from codesign.loops.host_share import (THIS_MACHINE, compressed_masks, measure_csb_host, measure_fb_host, measure_tt_host, measure_tt_hosts, step_gemms)
+from codesign.step.host import HostModel
 from codesign.pe import get_pe
-from codesign.pe.tt.reuse import BRAM36_BYTES
-from codesign.pe.tt.schedule import PE_NAMES, StepHardware
+from codesign.step.tt.reuse import BRAM36_BYTES
+from codesign.step.tt.schedule import PE_NAMES, StepHardware
 
 CONFIRMED = 3  # front points confirmed by Yosys beside the chosen one
 SHORTLIST = 4  # the fastest points by the model whose host share is measured before one is chosen
@@ -204,7 +204,7 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
 def forward_split_choice(design: DesignPoint, options: Sequence[Option], *, objective: str, asked: bool | None,
                          progress: Callable[[str], None] = print) -> dict[str, Any]:
     """Whether the chosen TT point shares its forward contractions between PE2 and PE1 (``[design]
-    forward_split``; :class:`codesign.pe.tt.schedule.StepHardware`): its whole step both ways, the host measured
+    forward_split``; :class:`codesign.step.tt.schedule.StepHardware`): its whole step both ways, the host measured
     side by side on this machine, since the split cuts the PE time and adds host work (swapped operands, more
     calls). The space prices every point without it: a split point's PE1 calls depend on the PE2 build, so the
     PEs could no longer be priced apart. ``asked`` (the file's ``forward_split``) wins where given."""
@@ -229,7 +229,7 @@ def forward_split_choice(design: DesignPoint, options: Sequence[Option], *, obje
 
 def tt_reuse_report(design: DesignPoint, options: Sequence[Option], point: Mapping[str, Any]) -> dict[str, Any]:
     """What keeping data on chip would save the chosen TT point, within the BRAM its PEs leave of the board
-    (:func:`codesign.design.step_time.tt_reuse`; a bound: it takes the rounding such hardware needs as free)."""
+    (:func:`codesign.step.tt.time.tt_reuse`; a bound: it takes the rounding such hardware needs as free)."""
     left = max(0, int(design.board.resources["bram_36k"] - math.ceil(point["bram_36k"])))
     budget = tt_reuse(tt_setup_of(design), tt_hardware(options), bram_bytes=left * BRAM36_BYTES)
     hz = design.clock_mhz * 1e6
@@ -397,7 +397,7 @@ def plot_roofline(space: Space, chosen: int, path: Path, *, board: Board, macs: 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from codesign.design.step_time import port_bytes_per_s
+    from codesign.step.time import port_bytes_per_s
 
     figure, ax = plt.subplots(figsize=(6.5, 4.2), constrained_layout=True)
     feasible = np.flatnonzero(space.feasible)

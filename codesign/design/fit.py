@@ -1,7 +1,7 @@
 """Fit before build: Yosys resources of every IP of a design point against its board's budget.
 
 An IP is one PE instance inside the accelerator shell (AXI-Lite control,
-AXI4 read and write engines; :mod:`codesign.hw.accel`). Its cost is the
+AXI4 read and write engines; :mod:`codesign.shell.ip`). Its cost is the
 PE's Yosys estimate (:func:`codesign.hw.estimate.estimate`, out of context,
 before place and route) plus the shell's. The PS, the AXI interconnect and
 the reset block of the block design are not counted, so the limit below
@@ -22,7 +22,7 @@ from pathlib import Path
 from codesign.design.point import DesignPoint
 from codesign.hw.estimate import RESOURCES
 from codesign.hw.estimate_cache import cached_report
-from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
+from codesign.io.reports import write_figure_png, write_json_atomic, write_text_atomic
 from codesign.hw.resource_model import fpga_counts
 from codesign.pe import get_pe
 
@@ -102,7 +102,7 @@ class FitReport:
 def fit_design(design: DesignPoint, *, cache_dir: Path, limit_percent: float = DEFAULT_LIMIT_PERCENT,
                progress: bool = False) -> FitReport:
     """Estimate every IP of ``design`` on its board's Yosys family and total them against the budget."""
-    from codesign.hw.accel import ip_shell_cost
+    from codesign.shell.ip import ip_shell_cost
 
     if not 0 < limit_percent <= 100:
         raise ValueError(f"limit_percent must be in (0, 100], got {limit_percent}")

@@ -2,7 +2,7 @@
 
 The Vivado flow, the PYNQ driver and the emulated board all read this one
 file: every IP's VLNV, base address and range, its control registers (the
-Vitis HLS s_axilite layout, computed by :func:`codesign.hw.accel.register_map`),
+Vitis HLS s_axilite layout, computed by :func:`codesign.shell.ip.register_map`),
 its m_axi data ports and buffers, and the PE spec that fixes its number
 formats; the board's facts the runtime needs (``board_facts``: DDR size,
 processing system) and the set-up of the design's golden loop (``loop``,
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from codesign.design.loops import loop_entry
 from codesign.design.point import DesignPoint
-from codesign.hw import accel
-from codesign.hw.vivado import hp_port_of
-from codesign.hw.shell import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
+from codesign.shell import ip as accel
+from codesign.shell.vivado import hp_port_of
+from codesign.contracts.shell import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
 
 __all__ = ["IP_ADDRESS_RANGE", "MANIFEST_FILE", "MANIFEST_FORMAT", "design_manifest", "ip_base_address"]
 IP_ADDRESS_RANGE = 0x1_0000  # 64 KiB per IP: the smallest Vivado address segment, far above the register span

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from codesign.boards import Board, board
-from codesign.hw.accel import data_ports
-from codesign.hw.vivado import shell_ips_hp_ports
+from codesign.shell.ip import data_ports
+from codesign.shell.vivado import shell_ips_hp_ports
 from codesign.numerics import FloatFormat
 from codesign.pe import REGISTRY, get_pe
 from codesign.train.config import TrainConfig, check_field_types, config_from_dict, read_toml, require_tables
@@ -77,11 +77,11 @@ class DesignPoint:
     the IPs' data (``[design] hp_ports``); 0 takes the fewest whose
     SmartConnects fit the IPs' data ports. ``ports_used`` is the number the
     block design gets; IP ``i`` goes through port ``i mod ports_used``
-    (:func:`codesign.hw.vivado.hp_port_of`), which the step models follow.
+    (:func:`codesign.shell.vivado.hp_port_of`), which the step models follow.
 
     ``forward_split`` (``[design] forward_split``, TT designs): the forward
     contractions' calls are shared between the PE2 and the PE1 copies
-    (:class:`codesign.pe.tt.schedule.StepHardware`), a schedule choice the
+    (:class:`codesign.step.tt.schedule.StepHardware`), a schedule choice the
     golden numbers do not depend on.
     """
 

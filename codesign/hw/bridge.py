@@ -3,7 +3,7 @@
 The emulated PYNQ board runs an accelerator IP on ``ap_start`` by calling
 :meth:`AccelBridge.run`: the very top function the HLS project synthesises
 (``<top>.cpp`` with its headers, as written by
-:func:`codesign.hw.accel.render_accel_project`) plus a generated
+:func:`codesign.shell.ip.render_accel_project`) plus a generated
 ``extern "C"`` entry (``<top>_bridge.cpp``, from
 ``hls_templates/accel/bridge.cpp.j2``), compiled with g++ and the ap_types
 headers into a shared library. What would be synthesised is what runs.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from codesign.hw.shell import SHELL_ARGS, project_files
+from codesign.contracts.shell import SHELL_ARGS, project_files
 from codesign.hw.aptypes import cache_dir
 from codesign.hw.csim import COMPILE_TIMEOUT_S, CXX_FLAGS, CsimError, _include_dirs, build_key, compiler, precompiled_prelude
 

@@ -1,4 +1,4 @@
-"""Write :mod:`codesign.hw.constants` as a C++ header and a Verilog include, the files HLS and the RTL read.
+"""Write :mod:`codesign.contracts.constants` as a C++ header and a Verilog include, the files HLS and the RTL read.
 
 The two files are generated and committed (``python -m codesign.hw.constants_gen``
 rewrites them; ``--check`` fails when one differs): Vitis HLS, g++, Yosys, Icarus and
@@ -18,12 +18,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from codesign.hw.constants import STATUS_BITS, STATUS_CODES, WORD_BITS
+from codesign.contracts.constants import STATUS_BITS, STATUS_CODES, WORD_BITS
 from codesign.resources import data_dir
 
 HEADER_NAME = "codesign_constants.h"
 VERILOG_NAME = "codesign_constants.vh"
-GENERATED = "Generated from codesign/hw/constants.py by `python -m codesign.hw.constants_gen`; do not edit."
+GENERATED = "Generated from codesign/contracts/constants.py by `python -m codesign.hw.constants_gen`; do not edit."
 
 
 def header_path() -> Path:
@@ -83,9 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     stale = stale_files()
     if args.check:
         for path in stale:
-            print(f"{path} is not what codesign/hw/constants.py generates", file=sys.stderr)
+            print(f"{path} is not what codesign/contracts/constants.py generates", file=sys.stderr)
         return 1 if stale else 0
-    from codesign.hw.reports import write_text_atomic
+    from codesign.io.reports import write_text_atomic
 
     for path in stale:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 from codesign.boards import Board, boards
 from codesign.hw import yosys as ys
 from codesign.hw.protocol import ProcessingElement
-from codesign.hw.reports import write_figure_png, write_text_atomic
+from codesign.io.reports import write_figure_png, write_text_atomic
 
 SCHEMA = "codesign-pe-cost"
 SCHEMA_VERSION = 1

@@ -33,9 +33,9 @@ from pathlib import Path
 
 from codesign.hw.constants_gen import verilog_include_dir
 from codesign.hw.estimate import estimate
-from codesign.hw.jsonfile import load_json
+from codesign.io.jsonfile import load_json
 from codesign.hw.protocol import ProcessingElement
-from codesign.hw.reports import write_json_atomic
+from codesign.io.reports import write_json_atomic
 from codesign.resources import data_dir
 
 SHIPPED_DIR = data_dir("rtl") / "yosys-reports"

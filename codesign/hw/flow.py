@@ -30,7 +30,7 @@ from codesign.hw.render import (
     render_template,
     write_project,
 )
-from codesign.hw.reports import write_json_atomic, write_text_atomic
+from codesign.io.reports import write_json_atomic, write_text_atomic
 from codesign.hw.target import BuildTarget
 from codesign.hw.vectors import MAGIC, TRANSACTION_MAGIC
 from codesign.hw.protocol import LevelResult, ProcessingElement

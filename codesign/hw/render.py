@@ -19,12 +19,12 @@ from pathlib import Path, PurePosixPath
 
 import jinja2
 
-from codesign.hw.outdir import check_output_dir as check_folder
-from codesign.hw.project import PROJECT_FORMAT as MANIFEST_FORMAT
-from codesign.hw.project import PROJECT_MARKER as MANIFEST_NAME
-from codesign.hw.project import ProjectDirError
-from codesign.hw.project import read_project_marker as read_manifest
-from codesign.hw.reports import write_bytes_atomic
+from codesign.io.outdir import check_output_dir as check_folder
+from codesign.io.project import PROJECT_FORMAT as MANIFEST_FORMAT
+from codesign.io.project import PROJECT_MARKER as MANIFEST_NAME
+from codesign.io.project import ProjectDirError
+from codesign.io.project import read_project_marker as read_manifest
+from codesign.io.reports import write_bytes_atomic
 
 from codesign.resources import data_dir
 
@@ -145,7 +145,7 @@ def is_project_dir(out_dir: Path) -> bool:
 
 
 def check_output_dir(out_dir: Path, command: str = "generate") -> dict | None:
-    """The output-folder rule (:mod:`codesign.hw.outdir`) for a project; return the earlier project's manifest.
+    """The output-folder rule (:mod:`codesign.io.outdir`) for a project; return the earlier project's manifest.
 
     ``out_dir`` must be missing, empty or an earlier codesign project, and writable.
     """

@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from codesign.hw.jsonfile import load_json
-from codesign.hw.reports import write_json_atomic
+from codesign.io.jsonfile import load_json
+from codesign.io.reports import write_json_atomic
 
 RESOURCES = ("lut", "ff", "dsp", "bram_36k")
 FITTED = ("lut", "ff")

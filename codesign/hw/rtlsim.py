@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codesign.hw.constants_gen import verilog_include_dir
-from codesign.hw.jsonfile import Kind, load_json
+from codesign.io.jsonfile import Kind, load_json
 
 SIMULATORS = ("icarus", "verilator")
 TIMESCALE = ("1ns", "1ps")
@@ -80,7 +80,7 @@ def read_bench_summary(path: Path, required: Mapping[str, Kind] | None = None) -
     """The JSON summary a cocotb bench wrote (``mismatches`` at least, plus ``required``).
 
     A bench killed mid-write leaves a truncated file; reading it through
-    :func:`~codesign.hw.jsonfile.load_json` names the file and the missing
+    :func:`~codesign.io.jsonfile.load_json` names the file and the missing
     field instead of a bare ``JSONDecodeError`` or ``KeyError``.
     """
     return load_json(path, what="cocotb bench summary", required={"mismatches": int, **(required or {})})

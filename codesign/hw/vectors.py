@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from codesign.hw.constants import WORD_BITS
-from codesign.hw.reports import write_text_atomic
+from codesign.contracts.constants import WORD_BITS
+from codesign.io.reports import write_text_atomic
 
 MAGIC = "# codesign-vectors v1"
 

@@ -64,8 +64,8 @@ from functools import cache
 from pathlib import Path
 
 from codesign.hw.constants_gen import verilog_include_dir
-from codesign.hw.jsonfile import JsonFileError, load_json
-from codesign.hw.reports import write_text_atomic
+from codesign.io.jsonfile import JsonFileError, load_json
+from codesign.io.reports import write_text_atomic
 
 # Families codesign's boards use. synth_xilinx knows more, but the cell-type
 # categorisation below has been checked only against these two.

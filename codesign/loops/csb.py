@@ -85,7 +85,7 @@ from codesign.loops.pruning import ORDERS, kernels_to_prune
 from codesign.numerics.scales import power_of_two_frac_bits
 from codesign.pe.csb import golden
 from codesign.pe.csb.format import CSBMatrix, encode
-from codesign.hw.constants import WORD_BITS
+from codesign.contracts.constants import WORD_BITS
 from codesign.pe.csb.spec import BUFFER_BITS, DATA_BITS, CsbSpec
 
 BUFFER_EXTRA_BITS = BUFFER_BITS - DATA_BITS  # the buffer's fraction bits below the 8-bit compute part (16)

@@ -1,6 +1,6 @@
 """The host's share of a training step: the loop's NumPy work between PE calls, measured where it runs.
 
-A whole-step model (:mod:`codesign.design.step_time`) prices the PEs and
+A whole-step model (:mod:`codesign.step.time`) prices the PEs and
 DDR from exact models, but the host's work (scales, rounding, partial sums,
 the optimiser, packing each PE call's words) can only be measured: on the
 machine that runs the loop. A desktop measures its own CPU, which is faster
@@ -24,57 +24,28 @@ import json
 import os
 import platform
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from codesign.hw.jsonfile import JsonFileError, load_json
-from codesign.hw.atomic import write_json_atomic
+from codesign.io.jsonfile import JsonFileError, load_json
+from codesign.io.atomic import write_json_atomic
 from codesign.loops.csb import CsbMlpTrainer, CsbTrainSetup
 from codesign.loops.fb import FbMlpTrainer, GoldenGemm, HwTrainSetup
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.pe.csb.stream import Op, encode_transaction
 from codesign.pe.fpmac_array.golden import words as transaction_words
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
-from codesign.pe.tt.runners import Streamed
-from codesign.pe.tt.schedule import StepHardware
-from codesign.pe.tt.step import GoldenRunner
+from codesign.step.tt.runners import Streamed
+from codesign.step.tt.schedule import StepHardware
+from codesign.step.host import GemmShape, HostModel, spans
+from codesign.step.tt.step import GoldenRunner
 
 HOST_REPORT_FORMAT = "codesign-host-share"
 HOST_REPORT_VERSION = 1
 HOST_REPORT_FILE = "host_model.json"
 THIS_MACHINE = "measured on this machine (a board's ARM core is slower)"
-
-
-@dataclass(frozen=True)
-class HostModel:
-    """The host's seconds per step as ``fixed_s + per_call_s * PE calls``, fitted on two measured schedules.
-
-    The host cuts operands for every PE call and adds partial sums, so a
-    schedule of fewer, larger calls leaves it less to do; the rest (loss,
-    prior, Adam, scales) does not depend on the hardware. ``source`` says
-    where it was measured. (Not keyword-only: the board runtime runs on
-    Python 3.8, whose dataclasses have no ``kw_only``.)
-    """
-
-    fixed_s: float
-    per_call_s: float
-    source: str
-
-    def seconds(self, calls):
-        return self.fixed_s + self.per_call_s * calls
-
-    @classmethod
-    def fit(cls, many: Tuple[float, int], few: Tuple[float, int], *, source: str) -> "HostModel":
-        """The model through two measured ``(seconds, calls)`` schedules (the fixed part alone when their calls
-        are equal); negative parts, which only noise gives, are cut to zero."""
-        (host_many, calls_many), (host_few, calls_few) = many, few
-        if calls_many == calls_few:
-            return cls(fixed_s=min(host_many, host_few), per_call_s=0.0, source=source)
-        per_call = max(0.0, (host_many - host_few) / (calls_many - calls_few))
-        return cls(fixed_s=max(0.0, host_few - per_call * calls_few), per_call_s=per_call, source=source)
 
 
 # ---------------------------------------------------------------------------- TT
@@ -116,7 +87,7 @@ def measure_tt_host_seconds(setup: TtTrainSetup, hardware: Optional[StepHardware
 
     The host's work is a golden step less its PE calls' seconds, plus what a board's host does around each
     call: packing its operands into stream words and reading its results out of the output words
-    (:class:`codesign.pe.tt.runners.Streamed`, the board runner's own functions). The least of ``repeats``
+    (:class:`codesign.step.tt.runners.Streamed`, the board runner's own functions). The least of ``repeats``
     steps, as other work on the machine only adds."""
     timer = _TtHostTimer(setup, hardware, seed)
     return _least([timer.step() for _ in range(repeats)])
@@ -147,17 +118,6 @@ def measure_tt_host(setup: TtTrainSetup, *, source: str = THIS_MACHINE, repeats:
 # ---------------------------------------------------------------------------- FB-float
 
 
-@dataclass(frozen=True)
-class GemmShape:
-    """One layer GEMM of a step: ``C (m x n) = A (m x k) . B (k x n)``, from C_in or not, at run-time ``fb``."""
-
-    m: int
-    k: int
-    n: int
-    accumulate: bool
-    fb: int
-
-
 class _RecordingGemm(GoldenGemm):
     """The golden GEMM, keeping the shape of every call."""
 
@@ -168,11 +128,6 @@ class _RecordingGemm(GoldenGemm):
     def __call__(self, a, b, c=None, *, fb: int, trans_a: bool = False, trans_b: bool = False):
         self.shapes.append(GemmShape(int(a.shape[0]), int(a.shape[1]), int(b.shape[1]), c is not None, fb))
         return super().__call__(a, b, c, fb=fb, trans_a=trans_a, trans_b=trans_b)
-
-
-def spans(total: int, step: int) -> List[int]:
-    """The lengths of ``total`` cut into pieces of at most ``step``."""
-    return [min(step, total - start) for start in range(0, total, step)]
 
 
 def step_gemms(setup: HwTrainSetup, *, seed: int = 0, repeats: int = 1) -> Tuple[List[GemmShape], float]:
@@ -324,7 +279,7 @@ def read_host_report(path: Path, loop: Mapping[str, Any]) -> HostModel:
     return HostModel(fixed_s=float(raw["fixed_s"]), per_call_s=float(raw["per_call_s"]), source=raw["source"])
 
 
-__all__ = ["GemmShape", "HOST_REPORT_FILE", "HostModel", "HostReportError", "THIS_MACHINE", "compressed_masks",
+__all__ = ["HOST_REPORT_FILE", "HostReportError", "THIS_MACHINE", "compressed_masks",
            "csb_encoding_seconds", "loop_digest", "machine_record", "measure_csb_host", "measure_fb_host", "measure_loop_host",
-           "measure_tt_host", "measure_tt_host_seconds", "measure_tt_hosts", "read_host_report", "spans", "step_gemms",
+           "measure_tt_host", "measure_tt_host_seconds", "measure_tt_hosts", "read_host_report", "step_gemms",
            "write_host_report"]

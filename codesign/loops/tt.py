@@ -13,14 +13,14 @@ is compared with *bit for bit*:
   that matrix's Frobenius norm, as the torch layer starts (the draws
   differ: NumPy's generator, not torch's).
 - **Layer passes on PEs:** the forward pass is
-  :func:`codesign.pe.tt.step.forward_sweep` (re-aiming the activation and
+  :func:`codesign.step.tt.step.forward_sweep` (re-aiming the activation and
   bias scales in training, not in evaluation); the backward pass is
-  :func:`codesign.pe.tt.step.pe_step` started from that sweep (its states,
+  :func:`codesign.step.tt.step.pe_step` started from that sweep (its states,
   codes and scales, which a second sweep would repeat), so the PEs compute
   every contraction of a step once and the host scales every state once
   (``replayed`` counts the forward calls the step reused). The
   contractions go to a *runner*: the golden kernels
-  (:class:`~codesign.pe.tt.step.GoldenRunner`, default) or the board's IPs
+  (:class:`~codesign.step.tt.step.GoldenRunner`, default) or the board's IPs
   (:class:`codesign.deploy.tt_training.IpRunner`).
 - **Host, in a documented precision:** softmax cross-entropy in float64 on
   the logits, its gradient ``(softmax - onehot) / batch`` rounded once to
@@ -59,10 +59,10 @@ import numpy as np
 from codesign.loops.common import HwTrainError, LoopSetup, ScheduledLoop, progress_bar, softmax_cross_entropy
 from codesign.numerics.scales import UNSET
 from codesign.numerics.tt_svd import tt_svd
-from codesign.pe.tt.layer_state import PER_CORE_TRACKERS, TRACKERS, TtLayerState
-from codesign.pe.tt.runners import Counting
-from codesign.pe.tt.schedule import StepHardware, hardware_of
-from codesign.pe.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan
+from codesign.step.tt.layer_state import PER_CORE_TRACKERS, TRACKERS, TtLayerState
+from codesign.step.tt.runners import Counting
+from codesign.step.tt.schedule import StepHardware, hardware_of
+from codesign.step.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan
 
 PRECISION_FIELDS = ("core_bits", "activation_bits", "bias_bits", "grad_bits", "core_headroom_bits",
                     "activation_headroom_bits", "grad_headroom_bits", "quantize_intermediates", "rounding",
@@ -103,7 +103,7 @@ class TtTrainSetup(LoopSetup):
 
     ``layers``: design.json's layer tables (core shapes at the initial ranks,
     bias, features, which layer takes the network's input); ``precision``:
-    the fields of :class:`~codesign.pe.tt.layer_state.TtLayerState`'s
+    the fields of :class:`~codesign.step.tt.layer_state.TtLayerState`'s
     precision (bits, binades of headroom, rounding); ``ips``: ``(IP name, PE,
     spec dict)`` of the design's TT instances, whose builds the step's
     schedule is cut to (none: the default builds). ``lr`` and
@@ -111,7 +111,7 @@ class TtTrainSetup(LoopSetup):
     ``warmup_epochs``, ``threshold``, ``prune_from_epoch``, ``min_rank`` and
     ``clip_shadow`` are :class:`codesign.train.tt.rank.RankPrior`'s.
     ``forward_split``: the step shares its forward contractions between the
-    PE2 and PE1 copies (:class:`~codesign.pe.tt.schedule.StepHardware`).
+    PE2 and PE1 copies (:class:`~codesign.step.tt.schedule.StepHardware`).
     """
 
     layers: Tuple[Mapping[str, Any], ...]

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from codesign.hw.constants import WORD_BITS
+from codesign.contracts.constants import WORD_BITS
 from codesign.hw.vectors import VectorFileError, read_transactions, write_transactions
 from codesign.hw.protocol import LevelResult, ProcessingElement, RtlOutcome
 

@@ -10,8 +10,8 @@ import importlib
 import json
 from pathlib import Path
 
-from codesign.hw import outdir
-from codesign.hw.outdir import OUTPUT_MARKER, read_output_marker
+from codesign.io import outdir
+from codesign.io.outdir import OUTPUT_MARKER, read_output_marker
 
 COMMAND = "reproduce"  # the command named in a report folder's marker
 REPRODUCTIONS = ("smd", "slu", "psg", "e2train", "cpt", "abvs", "compressed", "csb-utilisation", "tt")
@@ -39,7 +39,7 @@ def is_report_dir(path: Path) -> bool:
 
 
 def check_report_dir(path: Path) -> Path:
-    """The output-folder rule (:mod:`codesign.hw.outdir`) for a report folder, without writing anything."""
+    """The output-folder rule (:mod:`codesign.io.outdir`) for a report folder, without writing anything."""
     return outdir.check_output_dir(Path(path), COMMAND, is_own=is_report_dir)
 
 

@@ -394,7 +394,7 @@ def plot_traces(path: Path, results: dict, arm_names: list[str], lsfb: int, savi
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    from codesign.hw.reports import write_figure_png
+    from codesign.io.reports import write_figure_png
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110)
     for name in arm_names:

@@ -172,8 +172,8 @@ def _ratio(new: Any, old: Any) -> str:
 def check(name: str, k: int, *, results_dir: Path, out: Path, execution: Execution = Execution(),
           echo=print) -> bool:
     """Rerun, compare, write ``OUT/NAME/check.json``; True when every arm agrees. Refusals come before any write."""
-    from codesign.hw.outdir import output_dir
-    from codesign.hw.reports import write_json_atomic
+    from codesign.io.outdir import output_dir
+    from codesign.io.reports import write_json_atomic
     from codesign.reproduce import COMMAND, check_report_dir, is_report_dir, reproduction
 
     payload = committed_report(results_dir, name)

@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codesign.hw.reports import write_json_atomic, write_text_atomic
+from codesign.io.reports import write_json_atomic, write_text_atomic
 from codesign.reproduce.stats import (Interval, accuracy_verdict, bootstrap_interval, paired_differences, paired_ratios,
                                       t_interval, tost)
 from codesign.train.config import TrainConfig, config_from_dict
@@ -277,7 +277,7 @@ def _set_aside_superseded(tasks: list, out_dir: Path) -> None:
     ``eval,<arm>,seed=<s>`` of the old choice sits under the key of the new one. The sweep refuses to read it (it
     is another task); here it is kept aside, never read as this task's result, and the task runs again.
     """
-    from codesign.hw.jsonfile import load_json
+    from codesign.io.jsonfile import load_json
     from codesign.sweep import result_path
 
     for task in tasks:
@@ -773,7 +773,7 @@ def plot_accuracy_vs_cost(path: Path, title: str, summaries: list[ArmSummary], *
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from codesign.hw.reports import write_figure_png
+    from codesign.io.reports import write_figure_png
 
     figure, axis = plt.subplots(figsize=(6, 4.2), dpi=120)
     for s in summaries:

@@ -5,7 +5,7 @@ Sec. 5.3 (PE grouping, Fig. 7), 5.5 (scheduling), 6.2 and Table 3 (utilisation
 of 32 PEs used singly or in 2x2 groups on the CONV layers of VGG-11 on
 CIFAR-10), Fig. 12 (utilisation over the number of PEs), Table 4 (bound type
 per layer and operation). The numbers come from the layer-schedule model
-:mod:`codesign.pe.csb.schedule`; no network is trained.
+:mod:`codesign.step.csb.schedule`; no network is trained.
 
 Layers. VGG-11 on CIFAR-10 (32x32 inputs, 3x3 convolutions with padding 1,
 2x2 max-pooling after conv1, conv2, conv3_2, conv4_2 and conv5_2) has CONV
@@ -59,10 +59,10 @@ from typing import Any
 
 import numpy as np
 
-from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
+from codesign.io.reports import write_figure_png, write_json_atomic, write_text_atomic
 from codesign.hw.vectors import write_transactions
 from codesign.pe.csb.cycles import transaction_cycles
-from codesign.pe.csb.schedule import ArraySpec, LayerShape, random_keep_mask, schedule_layer
+from codesign.step.csb.schedule import ArraySpec, LayerShape, random_keep_mask, schedule_layer
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stimulus import TransactionBuilder
 from codesign.pe.csb.stream import Op, expected_output

@@ -82,7 +82,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from codesign.hw.reports import write_figure_png, write_json_atomic, write_text_atomic
+from codesign.io.reports import write_figure_png, write_json_atomic, write_text_atomic
 from codesign.reproduce import check_output_dir
 from codesign.reproduce.common import (TUNING_SEED, VALIDATION_FRACTION, Arm, Execution, PaperClaim, ReadmeRow,
                                       Target, machine_record, study_seeds, summarize)

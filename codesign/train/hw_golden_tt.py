@@ -4,16 +4,16 @@ A configuration with ``[techniques.tt]`` trains, in :mod:`codesign.train.trainer
 an MLP of :class:`~codesign.train.tt.layer.TTLinear` layers whose passes are
 core contractions computed in float64 on codes. :class:`TtHwTrainer` is the
 same trainer with each TT layer's forward and backward moved onto the TT
-PEs' schedule (:mod:`codesign.pe.tt.schedule`) through a *runner*: the
-golden PE kernels (:class:`~codesign.pe.tt.step.GoldenRunner`, the default)
+PEs' schedule (:mod:`codesign.step.tt.schedule`) through a *runner*: the
+golden PE kernels (:class:`~codesign.step.tt.step.GoldenRunner`, the default)
 or the IPs of a board (:class:`codesign.deploy.tt_training.IpRunner`).
 
 - **Forward** of a layer: :func:`pe_forward`, the forward sweep that
-  :func:`codesign.pe.tt.step.pe_step` also starts with
-  (:func:`~codesign.pe.tt.step.forward_sweep`: PE2 calls, the host's
+  :func:`codesign.step.tt.step.pe_step` also starts with
+  (:func:`~codesign.step.tt.step.forward_sweep`: PE2 calls, the host's
   integer scale choice and rounding between them); in evaluation mode the
   scales are not re-aimed, as the golden layer's are not.
-- **Backward**: :func:`~codesign.pe.tt.step.pe_step` on the batch and the
+- **Backward**: :func:`~codesign.step.tt.step.pe_step` on the batch and the
   output gradient. Its forward sweep asks for the very contractions the
   forward pass ran; the host kept their results (:class:`Replay`), so the
   PEs compute every contraction of a step once. A contraction whose
@@ -25,7 +25,7 @@ or the IPs of a board (:class:`codesign.deploy.tt_training.IpRunner`).
   the learning-rate schedule are the trainer's own code, run on the values
   the PEs produced. ReLU and its derivative are selections (exact).
 
-Because :func:`~codesign.pe.tt.step.pe_step` returns the golden layer's
+Because :func:`~codesign.step.tt.step.pe_step` returns the golden layer's
 step bit for bit, a run of this loop ends with the same weights, bit for
 bit, as ``codesign train`` on the same configuration (same seed): the
 trainer's golden model, its PE schedule and the board agree.
@@ -42,9 +42,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from codesign.pe.tt.runners import Counting, Recording, Replay
-from codesign.pe.tt.schedule import StepHardware, hardware_of
-from codesign.pe.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan, to_values
+from codesign.step.tt.runners import Counting, Recording, Replay
+from codesign.step.tt.schedule import StepHardware, hardware_of
+from codesign.step.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan
+from codesign.step.tt.rounding import to_values
 from codesign.train.config import TrainConfig
 from codesign.train.data import Dataset
 from codesign.loops.common import HwTrainError
@@ -69,7 +70,7 @@ class ForwardResult:
 
 def pe_forward(layer: TTLinear, x, runner, hardware: StepHardware = StepHardware(), *,
                update: bool = True) -> ForwardResult:
-    """``y = x W^T + b`` of ``layer`` as the forward sweep of :func:`codesign.pe.tt.step.pe_step`, on ``runner``.
+    """``y = x W^T + b`` of ``layer`` as the forward sweep of :func:`codesign.step.tt.step.pe_step`, on ``runner``.
 
     ``update``: re-aim every activation and bias scale from this batch (the
     layer in training mode); otherwise a scale is only aimed while unset
@@ -165,7 +166,7 @@ def run_on_pes(model: torch.nn.Module, backend: PeBackend) -> list[TTLinear]:
 
 
 def design_hardware(design) -> StepHardware:
-    """The PE builds of a design point's TT instances (:func:`codesign.pe.tt.schedule.hardware_of`) and its
+    """The PE builds of a design point's TT instances (:func:`codesign.step.tt.schedule.hardware_of`) and its
     ``forward_split``."""
     try:
         return dataclasses.replace(hardware_of([(i.name, i.pe, i.spec) for i in design.instances],

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from codesign.energy import CostLedger, horowitz_45nm
-from codesign.hw.reports import write_bytes_atomic
+from codesign.io.reports import write_bytes_atomic
 from codesign.train.config import TrainConfig
 from codesign.train.data import Dataset, load_digits_dataset, synthetic_dataset
 from codesign.train.layers import attach_ledger

@@ -8,7 +8,7 @@ from pynq import MMIO, allocate
 
 from codesign.deploy import DdrModel, EmulatedBoard, EmulationError
 from codesign.deploy.emulated import PAGE_BYTES, EmulatedStall
-from codesign.hw.accel import CTRL_BITS
+from codesign.shell.ip import CTRL_BITS
 from tests.deploy.conftest import golden_transactions
 
 CTRL = {name: 1 << bit for name, bit in CTRL_BITS.items()}

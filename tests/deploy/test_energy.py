@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from codesign.hw.step_model import StageLog
+from codesign.step.model import StageLog
 from codesign.deploy import board_attached
 from codesign.deploy import board as board_module
 from codesign.deploy.board import OnBoard

@@ -13,7 +13,8 @@ from codesign.design import load_design
 from codesign.design.build import write_emulation_folder
 from codesign.design.explore_run import family_of
 from codesign.design.loops import loop_entry
-from codesign.loops.host_share import HostModel, HostReportError, read_host_report, write_host_report
+from codesign.loops.host_share import HostReportError, read_host_report, write_host_report
+from codesign.step.host import HostModel
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -20,9 +20,9 @@ import torch
 
 from codesign.boards import board
 from codesign.design.point import DesignPoint, PeInstance
-from codesign.pe.tt.schedule import StepHardware
+from codesign.step.tt.schedule import StepHardware
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
-from codesign.pe.tt.step import GoldenRunner
+from codesign.step.tt.step import GoldenRunner
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.data import synthetic_dataset
 from codesign.loops.common import HwTrainError

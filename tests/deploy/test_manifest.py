@@ -18,7 +18,7 @@ from codesign.boards import board, boards
 from codesign.deploy.manifest import check_manifest, ddr_windows, hwh_register_names
 from codesign.design.manifest import design_manifest
 from codesign.design.point import PeInstance
-from codesign.hw.shell import CONTROL_REGISTERS, SHELL_ARGS
+from codesign.contracts.shell import CONTROL_REGISTERS, SHELL_ARGS
 from tests.deploy.conftest import stream_design
 
 

@@ -30,8 +30,8 @@ from codesign.deploy.tt_training import IpRunner, TtBoardTrainer
 from codesign.design.loops import tt_setup_of
 from codesign.loops.tt import TtMlpTrainer
 from codesign.design import design_from_dict, load_design
-from codesign.pe.tt.schedule import StepHardware
-from codesign.pe.tt.step import step_plan
+from codesign.step.tt.schedule import StepHardware
+from codesign.step.tt.step import step_plan
 from codesign.train.data import Dataset, load_digits_dataset
 from codesign.train.config import read_toml
 from codesign.train.hw_golden_tt import TtHwTrainer, design_hardware
@@ -254,11 +254,11 @@ def test_two_full_epochs_on_the_digits_bit_identical(overlay):
 
 def test_the_board_reports_the_step_model_beside_its_wall_time(overlay):
     """One step's stages as the IP runner logged them, priced by the step model, equal the desktop's model of the
-    same step (codesign.design.step_time), the busiest HP port's words of every stage included; evaluations are
+    same step (codesign.step.time), the busiest HP port's words of every stage included; evaluations are
     kept out of it."""
     from codesign.boards import boards
-    from codesign.design.step_time import tt_stages, tt_step_time
-    from codesign.loops.host_share import HostModel
+    from codesign.step.tt.time import tt_stages, tt_step_time
+    from codesign.step.host import HostModel
 
     board = TtBoardTrainer(overlay)
     data = _subset(128, 64)

@@ -60,10 +60,10 @@ def explore_end_to_end_fixture():
 def check_block_on_rtl(spec, block, rng, work_dir: Path) -> None:
     """FP, EB, WG and UPD transactions of ``spec`` on ``block`` (random operands of the build's tile and lanes)
     through the CSB RTL: every word right, their words and stall-free cycles the step model's
-    (:func:`codesign.design.step_time_csb.transaction`)."""
+    (:func:`codesign.step.csb.time.transaction`)."""
     import numpy as np
 
-    from codesign.design.step_time_csb import transaction
+    from codesign.step.csb.time import transaction
     from codesign.hw.flow import run_rtl
     from codesign.pe import get_pe
     from codesign.pe.csb.stream import Op, encode_transaction, expected_output

@@ -11,8 +11,8 @@ from codesign.cli import main
 from codesign.design import load_design
 from codesign.design.build import BuildFolderError, run_build, write_build_folder
 from codesign.design.fit import DesignDoesNotFit
-from codesign.hw.build import ToolMissing
-from codesign.hw.vivado import lint_vivado_build, validate_manifest
+from codesign.shell.build import ToolMissing
+from codesign.shell.vivado import lint_vivado_build, validate_manifest
 
 pytestmark = pytest.mark.slow
 

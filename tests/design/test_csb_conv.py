@@ -14,8 +14,8 @@ from codesign.boards import boards
 from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trainer
 from codesign.design.explore_families import CSB_TILE_KNOBS, csb_family, explore_family
 from codesign.design.point import design_from_dict
-from codesign.design.step_time_csb import CsbLayer, block_nnz, csb_stages, csb_step_time, transaction
-from codesign.loops.host_share import HostModel
+from codesign.step.csb.time import CsbLayer, block_nnz, csb_stages, csb_step_time, transaction
+from codesign.step.host import HostModel
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import Op
 from codesign.train.config import read_toml

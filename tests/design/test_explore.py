@@ -18,11 +18,11 @@ from codesign.design.explore_families import explore_tt, paper_setup, tt_family,
 from codesign.design.explore_run import (SHORTLIST, design_of_point, measured_choice, explore_design, hardware_of_point,
                                          hp_port_choice, other_route, summary)
 from codesign.design.loops import tt_setup_of
-from codesign.design.step_time import tt_stages, tt_step_time
-from codesign.loops.host_share import HostModel
+from codesign.step.tt.time import tt_stages, tt_step_time
+from codesign.step.host import HostModel
 from codesign.hw.resource_model import RESOURCES
 from codesign.pe import get_pe
-from codesign.pe.tt.schedule import StepHardware
+from codesign.step.tt.schedule import StepHardware
 from codesign.train.config import read_toml
 from codesign.train.tt.precision import TTPrecision
 
@@ -325,8 +325,8 @@ def test_explored_builds_run_on_the_rtl_as_modelled(space, design, tmp_path):
     """Three explored points (the fastest, and the front's two cheapest in DSP): every call of the example's hidden
     layer step through the RTL of their PE builds, every word right, cycles and makespan as modelled."""
     from codesign.loops.tt import TtMlpTrainer
-    from codesign.pe.tt.step import step_plan
-    from codesign.pe.tt.step_cycles import rtl_check, step_cycles
+    from codesign.step.tt.step import step_plan
+    from codesign.step.tt.cycles import rtl_check, step_cycles
 
     points = _three_points(space)
     setup = tt_setup_of(design)

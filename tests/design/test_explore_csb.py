@@ -22,8 +22,9 @@ from codesign.design.explore_families import CSB_KNOBS, csb_family, explore_fami
 from codesign.design.explore_run import design_of_point
 from codesign.design.loops import csb_setup_of
 from codesign.boards import boards
-from codesign.design.step_time_csb import block_nnz, csb_stages, csb_step_time, layer_calls
-from codesign.loops.host_share import HostModel, compressed_masks
+from codesign.step.csb.time import block_nnz, csb_stages, csb_step_time, layer_calls
+from codesign.loops.host_share import compressed_masks
+from codesign.step.host import HostModel
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import Op
 from codesign.train.config import read_toml

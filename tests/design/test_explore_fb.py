@@ -20,8 +20,9 @@ from codesign.design.explore import legal_specs
 from codesign.design.explore_families import FPMAC_ARRAY_KNOBS, explore_family, fb_family
 from codesign.design.explore_run import design_of_point
 from codesign.design.loops import fb_setup_of
-from codesign.design.step_time_fb import fb_stages, fb_step_time, gemm_stages
-from codesign.loops.host_share import HostModel, step_gemms
+from codesign.step.fpmac_array.time import fb_stages, fb_step_time, gemm_stages
+from codesign.loops.host_share import step_gemms
+from codesign.step.host import HostModel
 from codesign.hw.resource_model import RESOURCES
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.train.config import read_toml
@@ -109,7 +110,7 @@ def test_explored_builds_run_on_the_rtl_as_modelled(space, shapes, tmp_path):
     """Three explored builds: a transaction of each of three distinct call shapes of the step (a K span's first
     tile, random operands) through the RTL, every word right, its words and cycles the model's."""
     pytest.importorskip("cocotb_tools.runner")
-    from codesign.design.step_time_fb import _transaction
+    from codesign.step.fpmac_array.time import _transaction
     from codesign.hw.flow import run_rtl
     from codesign.pe import get_pe
     from codesign.pe.fpmac_array import golden

@@ -15,7 +15,7 @@ from codesign.cli import main
 from codesign.design import load_design
 from codesign.design.build import write_build_folder
 from codesign.design.point import DesignError, design_from_dict, design_point
-from codesign.hw.vivado import lint_vivado_build
+from codesign.shell.vivado import lint_vivado_build
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 from codesign.train.config import config_from_dict, read_toml
 
@@ -59,7 +59,7 @@ def test_an_array_of_many_ips_spreads_over_the_fewest_hp_ports_that_fit():
     """Twelve TT IPs have 24 data ports, more than one SmartConnect's 16: two HP ports by default, round robin,
     and design.json says so to the block design, which takes it."""
     from codesign.design.manifest import design_manifest
-    from codesign.hw.vivado import validate_manifest
+    from codesign.shell.vivado import validate_manifest
 
     raw = read_toml(EXAMPLE)
     raw["design"]["pe"]["tt1"]["copies"] = 8
@@ -85,7 +85,7 @@ def test_an_array_of_many_ips_spreads_over_the_fewest_hp_ports_that_fit():
 
 
 def test_the_parallel_example_is_the_array_of_the_paper_comparison():
-    from codesign.pe.tt.step_cycles import PARALLEL_HARDWARE
+    from codesign.step.tt.cycles import PARALLEL_HARDWARE
     from codesign.train.hw_golden_tt import design_hardware
 
     design = load_design(EXAMPLE.with_name("digits_tt_parallel.toml"))

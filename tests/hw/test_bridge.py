@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from codesign.hw import accel
+from codesign.shell import ip as accel
 from codesign.hw.bridge import AccelBridge, BridgeError, build_library
 from codesign.hw.target import BuildTarget
 from codesign.pe import get_pe

@@ -1,4 +1,4 @@
-"""The committed C++ header and Verilog include are what codesign/hw/constants.py generates, and the RTL, the
+"""The committed C++ header and Verilog include are what codesign/contracts/constants.py generates, and the RTL, the
 C++ headers and the Python modules in scope take the word width and the status codes from them, not from a copy."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from codesign.hw import constants, constants_gen
+from codesign.hw import constants_gen
+from codesign.contracts import constants
 from codesign.resources import data_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +48,7 @@ def test_status_lookup_and_names():
 # include changes its RTL hash, and with it every shipped TT Yosys report and calibration.
 PYTHON = ["codesign/pe/fpmac_array/contract.py", "codesign/pe/csb/reference.py", "codesign/pe/csb/spec.py",
           "codesign/pe/csb/stream.py", "codesign/pe/csb/cycles.py", "codesign/pe/fpmac/spec.py",
-          "codesign/hw/vectors.py", "codesign/hw/shell.py", "codesign/deploy/training.py",
+          "codesign/hw/vectors.py", "codesign/contracts/shell.py", "codesign/deploy/training.py",
           "codesign/deploy/csb_training.py", "codesign/pe/tt/contract.py", "codesign/deploy/tt_training.py"]
 CPP = ["codesign_csb.h", "codesign_fpmac_array.h", "codesign_tt.h"]
 VERILOG = ["csb/csb_pe.v", "fpmac_array/fpmac_array_pe.v"]

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from codesign.hw.jsonfile import JsonFileError
+from codesign.io.jsonfile import JsonFileError
 from codesign.hw.resource_model import (
     BRAM_SHAPES,
     Calibration,

@@ -10,8 +10,8 @@ import pytest
 
 from codesign.design import load_design
 from codesign.design.loops import loop_entry
-from codesign.loops.host_share import (HostModel, HostReportError, loop_digest, measure_loop_host, read_host_report,
-                                       write_host_report)
+from codesign.loops.host_share import (HostReportError, loop_digest, measure_loop_host, read_host_report, write_host_report)
+from codesign.step.host import HostModel
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 MACHINE = {"board": "", "machine": "x86_64", "processor": "x86_64", "python": "3.11", "numpy": "1.26"}

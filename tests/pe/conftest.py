@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from codesign.hw.aptypes import ap_types_dir
-from codesign.hw.constants import WORD_BITS
+from codesign.contracts.constants import WORD_BITS
 from codesign.hw.csim import compile_testbench, parse_summary
 from codesign.hw.vectors import write_transactions
 from codesign.demo import quick_options

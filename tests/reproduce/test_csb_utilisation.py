@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from codesign.pe.csb.schedule import LayerShape
+from codesign.step.csb.schedule import LayerShape
 from codesign.reproduce import REPRODUCTIONS, csb_utilisation, reproduction
 
 # VGG-11 CONV workloads in MOP per image (2 operations per MAC), Table 3 of the paper; conv2 is Table 4's

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("cocotb_tools.runner", reason="the RTL tests need cocotb 2.x (pip install codesign[verify])")
 pytest.importorskip("cocotbext.axi", reason="the mover bench needs cocotbext-axi (pip install codesign[verify])")
-from codesign.hw.accel import AXI_ADDR_BITS, MAX_BURST  # noqa: E402
+from codesign.shell.ip import AXI_ADDR_BITS, MAX_BURST  # noqa: E402
 from codesign.hw.rtlsim import run_cocotb  # noqa: E402
 
 RTL_DIR = Path(__file__).resolve().parents[2] / "rtl" / "accel"

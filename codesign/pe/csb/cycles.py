@@ -1,6 +1,6 @@
 """Cycle model of one transaction of the CSB PE RTL (rtl/csb/csb_pe.v), without stalls.
 
-Why a model: layer-level schedules (:mod:`codesign.pe.csb.schedule`) and the
+Why a model: layer-level schedules (:mod:`codesign.step.csb.schedule`) and the
 design-space search need the PE's cycle count without simulating it; the RTL
 tests check this model against cycle counts measured on the RTL.
 

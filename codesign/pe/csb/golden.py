@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from codesign.pe.csb.format import CSBMatrix
-from codesign.hw.constants import WORD_BITS
+from codesign.contracts.constants import WORD_BITS
 from codesign.pe.csb.spec import BUFFER_BITS, MAX_BATCH, CsbSpec
 
 MAX_SHIFT = 31  # UPD shift field: 5 bits

@@ -8,7 +8,7 @@ independent readings of one contract must agree bit for bit.
 
 from __future__ import annotations
 
-from codesign.hw.constants import STATUS_BAD_HEADER, STATUS_OK, status_code
+from codesign.contracts.constants import STATUS_BAD_HEADER, STATUS_OK, status_code
 
 OP_FP, OP_EB, OP_WG, OP_UPD = range(4)
 STATUS_NNZ, STATUS_INDEX = status_code("csb", "NNZ"), status_code("csb", "INDEX")

@@ -23,7 +23,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from codesign.hw.constants import STATUS_BAD_HEADER, STATUS_OK, WORD_BITS, status_code
+from codesign.contracts.constants import STATUS_BAD_HEADER, STATUS_OK, WORD_BITS, status_code
 from codesign.pe.csb import golden
 from codesign.pe.csb.format import pack_bytes, unpack_bytes
 from codesign.pe.csb.spec import BUFFER_BITS, CsbSpec

@@ -44,8 +44,8 @@ from pathlib import Path
 from codesign.boards import Board, board_for_part
 from codesign.hw import yosys as ys
 from codesign.hw.estimate import board_for_family
-from codesign.hw.jsonfile import JsonFileError, load_json
-from codesign.hw.reports import write_figure_png, write_text_atomic
+from codesign.io.jsonfile import JsonFileError, load_json
+from codesign.io.reports import write_figure_png, write_text_atomic
 from codesign.numerics.formats import FLOAT_FRAC_BITS
 from codesign.pe.fpmac.spec import ROUNDING_CODES, FpmacSpec
 from codesign.resources import data_dir

@@ -23,7 +23,7 @@ from codesign.hw.vectors import VectorFileError, read_vectors, write_vectors
 from codesign.numerics import FloatFormat
 from codesign.numerics.reference import reference_mac
 from codesign.pe.fpmac.golden import clamp_fb, from_container, to_container
-from codesign.hw.constants import WORD_BITS
+from codesign.contracts.constants import WORD_BITS
 from codesign.pe.fpmac.spec import LATENCY, FpmacSpec
 from codesign.pe.fpmac.stimulus import COLUMNS, Stimulus, build_stimulus
 from codesign.hw.protocol import GridCase, LevelResult, ProcessingElement, RtlOutcome

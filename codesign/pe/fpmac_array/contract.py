@@ -8,14 +8,14 @@ transaction: nothing follows it in either direction.
 
 from __future__ import annotations
 
-from codesign.hw.constants import STATUS_BAD_HEADER, STATUS_OK, WORD_BITS, status_code
+from codesign.contracts.constants import STATUS_BAD_HEADER, STATUS_OK, WORD_BITS, status_code
 from codesign.numerics.records import keyword_record
 from codesign.pe.fpmac_array.spec import DIM_BITS, MAX_DIM, FpmacArraySpec
 
 FB_SHIFT, FB_FIELD_BITS = 24, 5  # fb in bits 28..24 (0..31; 1..max_fb accepted)
 TRANS_A_BIT, TRANS_B_BIT, ACCUMULATE_BIT = 29, 30, 31
 
-# status words (codesign.hw.constants): BAD_HEADER when M, N or K is 0, or fb is 0; TOO_LARGE when M, N or K
+# status words (codesign.contracts.constants): BAD_HEADER when M, N or K is 0, or fb is 0; TOO_LARGE when M, N or K
 # is above its buffer, or fb above max_fb
 STATUS_TOO_LARGE = status_code("fpmac_array", "TOO_LARGE")
 __all__ = ["STATUS_BAD_HEADER", "STATUS_OK", "STATUS_TOO_LARGE", "WORD_BITS"]

@@ -20,12 +20,12 @@ from dataclasses import asdict
 
 import numpy as np
 
-from codesign.hw.constants import STATUS_BAD_HEADER, STATUS_OK, WORD_BITS, status_code  # noqa: F401 (re-exported)
+from codesign.contracts.constants import STATUS_BAD_HEADER, STATUS_OK, WORD_BITS, status_code  # noqa: F401 (re-exported)
 from codesign.numerics import FixedFormat
 from codesign.numerics.formats import _check_int
 from codesign.numerics.records import keyword_record
 
-# WORD_BITS (codesign.hw.constants): one part of a stream word, the unit of vector files and DMA buffers (and a
+# WORD_BITS (codesign.contracts.constants): one part of a stream word, the unit of vector files and DMA buffers (and a
 # whole word at 32 bits)
 STREAM_BITS_CHOICES = (32, 64, 128)  # stream word widths (bits); 128 is an Ultra96-V2 HP port's data width
 LANE_CHOICES = (1, 2, 4, 8, 16)  # MACs along the last dimension; powers of two so that chunks pack whole words
@@ -37,7 +37,7 @@ MAX_DIM = (1 << DIM_BITS) - 1
 MAX_BUFFER_CHUNKS = 1 << 16  # cached-operand chunks per build (keeps a build within a few block RAMs per row)
 
 # BAD_HEADER: a dimension is 0, or a field the PE does not use is not 0; TOO_LARGE: a dimension exceeds the
-# buffer the PE was built with (codesign.hw.constants, the one source of the status codes)
+# buffer the PE was built with (codesign.contracts.constants, the one source of the status codes)
 STATUS_TOO_LARGE = status_code("tt", "TOO_LARGE")
 
 

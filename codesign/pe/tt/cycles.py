@@ -125,7 +125,7 @@ def stream_words(spec: Tt1Spec | Tt2Spec | Tt3Spec, header: int) -> tuple[int, i
 
     At one word per cycle on each stream these are the fewest cycles any
     PE with this stream contract can spend, however well it overlaps
-    loading, computing and sending (why :mod:`codesign.pe.tt.step_cycles`
+    loading, computing and sending (why :mod:`codesign.step.tt.cycles`
     reports them beside the model).
     """
     if status(spec, header) != STATUS_OK:

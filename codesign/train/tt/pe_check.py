@@ -1,7 +1,7 @@
 """A :class:`~codesign.train.tt.layer.TTLinear` as the PE step reads it, and the layer's own step to check it against.
 
-The PE step (:func:`codesign.pe.tt.step.pe_step`) runs on NumPy alone and
-takes a :class:`~codesign.pe.tt.layer_state.TtLayerState`;
+The PE step (:func:`codesign.step.tt.step.pe_step`) runs on NumPy alone and
+takes a :class:`~codesign.step.tt.layer_state.TtLayerState`;
 :func:`layer_state` builds one from a layer. :func:`golden_step` is the
 expected result: the step the trainer takes, forward and backward in
 training mode, low precision, on a copy of the layer.
@@ -14,8 +14,8 @@ import copy
 import numpy as np
 import torch
 
-from codesign.pe.tt.layer_state import TRACKERS, TtLayerState
-from codesign.pe.tt.step import StepResult, check_batch, check_layer
+from codesign.step.tt.layer_state import TRACKERS, TtLayerState
+from codesign.step.tt.step import StepResult, check_batch, check_layer
 from codesign.train.tt.layer import TTLinear
 
 
@@ -47,7 +47,7 @@ def golden_step(layer: TTLinear, x, grad_y) -> StepResult:
     """The training step the trainer takes (forward, then backward from ``grad_y``), on a copy of ``layer``.
 
     ``layer`` must be one the PEs can run (:func:`layer_state` and the step's
-    checks), so that a comparison with :func:`~codesign.pe.tt.step.pe_step`
+    checks), so that a comparison with :func:`~codesign.step.tt.step.pe_step`
     compares the same step.
     """
     state = layer_state(layer)

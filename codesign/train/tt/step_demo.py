@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 from codesign.hw.csim import CsimError
-from codesign.hw.reports import write_json_atomic, write_text_atomic
-from codesign.pe.tt.schedule import StepHardware
-from codesign.pe.tt.step import GoldenRunner, checked_values, compare_steps, pe_step, step_plan
-from codesign.pe.tt.step_cycles import PAPER_CLOCK_MHZ, rtl_check, step_cycles
+from codesign.io.reports import write_json_atomic, write_text_atomic
+from codesign.step.tt.schedule import StepHardware
+from codesign.step.tt.step import GoldenRunner, checked_values, compare_steps, pe_step, step_plan
+from codesign.step.tt.cycles import rtl_check, step_cycles
 from codesign.train.tt.layer import TTLinear
 from codesign.train.tt.pe_check import golden_step, layer_state
 from codesign.train.tt.precision import TTPrecision
@@ -30,6 +30,7 @@ from codesign.train.tt.precision import TTPrecision
 # a batch of 6 (no multiple of 16); its RTL run takes a few seconds with Icarus
 DEMO_LAYER = {"in_modes": (2, 4, 4, 2), "out_modes": (4, 4, 4, 4), "max_rank": 2, "batch": 6, "seed": 2026}
 RTL_TOLERANCE = 0.05  # cycle model vs RTL
+CLOCK_MHZ = 100.0  # the PL clock the seconds are given at (paper 003's)
 
 
 def demo_inputs(in_modes=DEMO_LAYER["in_modes"], out_modes=DEMO_LAYER["out_modes"], max_rank=DEMO_LAYER["max_rank"],
@@ -60,7 +61,7 @@ def _markdown(report: dict) -> str:
         lines.append(f"| {row['name']} | {row['pe']} | {row['calls']} | {row['macs']} | {row['cycles']} |")
     total, makespan = report["model_cycles"], report["model_makespan"]
     lines += ["", f"Modelled step: {total} cycles with the calls one after another, {makespan} scheduled on the "
-                  f"PEs ({makespan / (PAPER_CLOCK_MHZ * 1e6) * 1e6:.1f} us at {PAPER_CLOCK_MHZ:.0f} MHz).", "",
+                  f"PEs ({makespan / (CLOCK_MHZ * 1e6) * 1e6:.1f} us at {CLOCK_MHZ:.0f} MHz).", "",
               f"**{'PASS' if report['passed'] else 'FAIL'}**", ""]
     return "\n".join(lines)
 
@@ -97,7 +98,7 @@ def demo_layer_step(out_dir: Path, progress=print, *, rtl: bool = True, hardware
     level("pe-golden", GoldenRunner(), "schedule on the golden PE kernels")
     work = out_dir / "tt_layer_step_work"
     try:
-        from codesign.pe.tt.step_csim import CsimRunner
+        from codesign.step.tt.csim import CsimRunner
 
         started = time.perf_counter()
         runner = CsimRunner(hardware, work / "csim")

@@ -16,7 +16,7 @@ from codesign.hw.flow import run_rtl
 from codesign.pe import get_pe
 from codesign.pe.tt.contract import STREAM_BITS_CHOICES
 from codesign.pe.tt.stimulus import TtStimulusOptions
-from codesign.pe.tt.step_cycles import PARALLEL_HARDWARE
+from codesign.step.tt.cycles import PARALLEL_HARDWARE
 
 pytest.importorskip("cocotb_tools.runner", reason="the RTL tests need cocotb 2.x (pip install codesign[verify])")
 needs_icarus = pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog (iverilog) is not on PATH")
@@ -101,9 +101,9 @@ def test_layer_step_on_rtl_matches_golden_and_step_cycle_model(tmp_path, shape, 
     right, summed cycles as modelled, the step scheduled on the PE copies from the RTL's cycles as from the model's
     (the parallel array's 16 x 2 builds, two PE1 and four PE2 copies), and the words the RTL took and sent, per PE
     at its width and in bytes over the step, as the step's traffic model counts them."""
-    from codesign.pe.tt.schedule import StepHardware
-    from codesign.pe.tt.step import step_plan
-    from codesign.pe.tt.step_cycles import PARALLEL_HARDWARE, rtl_check, step_cycles
+    from codesign.step.tt.schedule import StepHardware
+    from codesign.step.tt.step import step_plan
+    from codesign.step.tt.cycles import PARALLEL_HARDWARE, rtl_check, step_cycles
     from codesign.train.tt.pe_check import layer_state
 
     hardware = (PARALLEL_HARDWARE if parallel else StepHardware()).at_stream_bits(stream_bits)

@@ -13,7 +13,7 @@ import shutil
 import numpy as np
 import pytest
 
-from codesign.hw import accel
+from codesign.shell import ip as accel
 from codesign.hw.target import BuildTarget
 from codesign.pe import get_pe
 from codesign.pe.tt import contract, golden
@@ -87,7 +87,7 @@ def test_stimulus_at_32_bits_has_no_wide_refusals_and_wide_stimulus_has_them():
 ])
 def test_accel_shell_around_a_wide_pe_matches_golden(tmp_path, pe_name, spec):
     """The HLS shell reads 32-bit memory words into wide stream words and back (C-sim, every transaction in one
-    call); its m_axi ports are widened to the stream word, and so are the RTL shell's (tests/hw/test_accel_rtl.py runs it)."""
+    call); its m_axi ports are widened to the stream word, and so are the RTL shell's (tests/shell/test_ip_rtl.py runs it)."""
     pe = get_pe(pe_name)
     stimulus = pe.build_stimulus(spec, TtStimulusOptions(min_macs=2000))
     accel.render_accel_project(pe, spec, f"{pe_name}_0", BuildTarget(), tmp_path / "prj", stimulus=stimulus)

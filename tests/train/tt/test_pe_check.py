@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from codesign.numerics.scales import UNSET, mean_abs
-from codesign.pe.tt.layer_state import TRACKERS, TtLayerState
-from codesign.pe.tt.step import frac_of_values
+from codesign.step.tt.layer_state import TRACKERS, TtLayerState
+from codesign.step.tt.rounding import frac_of_values
 from codesign.train.tt.layer import TTLinear
 from codesign.train.tt.pe_check import layer_state, trackers_of
 from codesign.train.tt.precision import TTPrecision, tracked_quantize

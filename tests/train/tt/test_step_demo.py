@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from codesign.pe.tt.step import GoldenRunner
+from codesign.step.tt.step import GoldenRunner
 from codesign.train.tt import step_demo
 
 needs_cxx = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None,
@@ -37,7 +37,7 @@ def test_demo_fails_when_a_level_disagrees(tmp_path, monkeypatch):
             return results
 
     monkeypatch.setattr(step_demo, "GoldenRunner", Broken)
-    import codesign.pe.tt.step_csim as step_csim
+    import codesign.step.tt.csim as step_csim
 
     def no_compiler(*args, **kwargs):
         raise step_demo.CsimError("C++ compiler 'g++' not found on PATH (ap_types)")
@@ -49,7 +49,7 @@ def test_demo_fails_when_a_level_disagrees(tmp_path, monkeypatch):
 
 
 def test_demo_fails_when_the_generated_code_does_not_build(tmp_path, monkeypatch):
-    import codesign.pe.tt.step_csim as step_csim
+    import codesign.step.tt.csim as step_csim
 
     def broken_build(*args, **kwargs):
         raise step_demo.CsimError("compiling tt1.cpp failed:\nerror: something")

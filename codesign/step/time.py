@@ -1,0 +1,139 @@
+"""A whole training step's time on a board: PE cycles, DDR traffic and host work, with the bottleneck named.
+
+The step is its *stages*, each charged by the rule of
+:mod:`codesign.step.model` (the longer of its PE cycles and its words
+through the port and DDR; the board runtime reports the same model beside
+its wall time). The host's share is measured: the loop's NumPy host work per
+step on the machine that runs the model, or on a board through a host
+report, fitted per PE call (:class:`codesign.step.host.HostModel`);
+a board's ARM core is slower, so on a desktop this is a lower bound
+(``host_source`` says where it was measured).
+
+Three bounds go beside the figure: every PE stream busy on every cycle,
+DDR at its peak, every MAC busy on every cycle. Energy per step is the
+PE MACs at their operand widths plus the DDR bytes, from the same 45 nm
+table as the training ledger (:mod:`codesign.energy.table`); static power
+is not counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from codesign.boards import Board
+from codesign.energy.table import horowitz_45nm
+from codesign.step.model import WORD_BYTES
+from codesign.step.model import port_bytes_per_s as port_bytes
+from codesign.step.model import stage_seconds as stage_model
+
+BOTTLENECKS = ("pe", "memory", "host")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stage:
+    """Work that runs at once: its scheduled PE cycles (clock cycles) and the 32-bit words into and out of its PEs;
+    ``port_in``/``port_out`` those of its busiest high-performance port (None: all through one)."""
+
+    cycles: int
+    words_in: int
+    words_out: int
+    port_in: int | None = None
+    port_out: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepTime:
+    """Seconds of one training step on a board, split by what bounds each stage, and the bounds beside it.
+
+    ``pe_s`` is the scheduled PE time; ``memory_s`` what data movement adds
+    where a stage waits on DDR or the port; ``host_s`` the host's work.
+    ``total_s`` is their sum. ``bounds`` gives the fastest any schedule could
+    be with every stream busy (``streams_s``), DDR at its peak
+    (``ddr_peak_s``) and every MAC busy (``macs_s``). ``energy_pj`` is the
+    MACs' and DDR's dynamic energy per step. ``dense_macs`` are the MACs of
+    the step were nothing pruned (0: as ``macs``), whose rate is the
+    "equivalent" throughput sparse accelerators quote (paper 002's 641 GOP/s).
+    """
+
+    board: str
+    clock_mhz: float
+    pe_s: float
+    memory_s: float
+    host_s: float
+    host_source: str
+    bytes: int
+    macs: int
+    calls: int
+    stages: int
+    energy_pj: float
+    bounds: dict[str, float] = field(default_factory=dict)
+    dense_macs: int = 0
+
+    @property
+    def total_s(self) -> float:
+        return self.pe_s + self.memory_s + self.host_s
+
+    @property
+    def bottleneck(self) -> str:
+        """What most of the step waits on: the PEs, data movement, or the host."""
+        shares = {"pe": self.pe_s, "memory": self.memory_s, "host": self.host_s}
+        return max(BOTTLENECKS, key=lambda name: shares[name])
+
+    def throughput(self, dsp: float) -> dict[str, float]:
+        """Operations (2 per MAC) a second, in GOP/s, over the PEs' time and over the whole step, counting the
+        MACs done (``useful``) and, for a pruned step, the dense MACs they stand for (``equivalent``); and the
+        equivalent operations per DSP slice and clock cycle over the PEs' time (``dsp`` slices)."""
+        dense = self.dense_macs or self.macs
+        return {"useful_gops_pe": 2 * self.macs / self.pe_s / 1e9, "equivalent_gops_pe": 2 * dense / self.pe_s / 1e9,
+                "equivalent_gops_step": 2 * dense / self.total_s / 1e9,
+                "equivalent_ops_per_dsp_cycle": 2 * dense / (self.pe_s * self.clock_mhz * 1e6 * dsp)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"board": self.board, "clock_mhz": self.clock_mhz, "total_s": self.total_s, "pe_s": self.pe_s,
+                "memory_s": self.memory_s, "host_s": self.host_s, "host_source": self.host_source,
+                "bottleneck": self.bottleneck, "bytes": self.bytes, "macs": self.macs,
+                "dense_macs": self.dense_macs or self.macs, "calls": self.calls, "stages": self.stages,
+                "energy_pj": self.energy_pj, "bounds": dict(self.bounds)}
+
+
+def port_bytes_per_s(board: Board) -> float:
+    """Bytes a second through the high-performance port in one direction: its width at the PL clock."""
+    return port_bytes(board.hp_port_bits, board.fclk_mhz)
+
+
+def stage_seconds(stage: Stage, board: Board, clock_mhz: float) -> tuple[float, float]:
+    """(PE seconds, seconds the stage's data movement adds beyond them) of one stage on ``board``."""
+    return stage_model(stage.cycles, stage.words_in, stage.words_out, clock_mhz=clock_mhz,
+                       port_bytes=port_bytes_per_s(board), ddr_bytes=board.ddr_peak_gbps * 1e9,
+                       port_in=stage.port_in, port_out=stage.port_out)
+
+
+def step_time(stages: Sequence[Stage], board: Board, *, clock_mhz: float, host_s: float, host_source: str,
+              macs: int, array_macs: int, calls: int, stream_cycles: int, mac_energy_pj: float,
+              dense_macs: int = 0) -> StepTime:
+    """The whole-step model of ``stages`` on ``board`` (see the module's docstring); ``mac_energy_pj`` per MAC."""
+    pe_s = memory_s = 0.0
+    for stage in stages:
+        pe, extra = stage_seconds(stage, board, clock_mhz)
+        pe_s += pe
+        memory_s += extra
+    total_bytes = sum(s.words_in + s.words_out for s in stages) * WORD_BYTES
+    table = horowitz_45nm()
+    energy = macs * mac_energy_pj + table.memory(total_bytes * 8, dram=True)
+    hz = clock_mhz * 1e6
+    bounds = {"streams_s": stream_cycles / hz, "ddr_peak_s": total_bytes / (board.ddr_peak_gbps * 1e9),
+              "macs_s": macs / (array_macs * hz)}
+    return StepTime(board=board.name, clock_mhz=clock_mhz, pe_s=pe_s, memory_s=memory_s, host_s=host_s,
+                    host_source=host_source, bytes=total_bytes, macs=macs, calls=calls, stages=len(stages),
+                    energy_pj=energy, bounds=bounds, dense_macs=dense_macs)
+
+
+def stream_cycles(stages: Sequence[Stage]) -> int:
+    """Cycles of ``stages`` with the PE's input and output streams busy on every cycle (one 32-bit word each a
+    cycle): the bound of a PE that loads, computes and drains one after the other."""
+    return sum(max(stage.words_in, stage.words_out) for stage in stages)
+
+
+__all__ = ["Stage", "StepTime", "port_bytes_per_s", "stage_seconds", "step_time", "stream_cycles"]

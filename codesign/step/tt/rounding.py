@@ -1,0 +1,138 @@
+"""The host's integer arithmetic between a TT step's PE calls: power-of-two scales chosen from a tensor's mean
+|code| (paper 003, Sec. 3.3), and accumulator words rounded to the next 8- or 16-bit codes (to nearest, ties to
+even, saturating). Exact in int64 and float64 below :data:`EXACT_FLOAT`, so the golden layer and the step on PEs
+reach the same codes."""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from codesign.numerics.formats import FIXED_FRAC_BITS
+from codesign.numerics.scales import UNSET, mean_abs, mean_abs_frac_bits
+
+
+EXACT_FLOAT = 1 << 53  # integers below this magnitude are exact in float64
+BLOCK = 1 << 15  # values a host pass over a large tensor takes at a time: its temporaries stay in the cache
+
+
+def floor_log2_ratio(numerator: int, denominator: int) -> int:
+    """``floor(log2(numerator / denominator))`` for positive ints, exactly."""
+    e = numerator.bit_length() - denominator.bit_length()
+    low, high = (numerator, denominator << e) if e >= 0 else (numerator << -e, denominator)
+    return e - 1 if low < high else e
+
+
+def choose_frac(codes: np.ndarray, frac_bits: int, *, bits: int, headroom_bits: int, current: int) -> int:
+    """The fraction bits that put the mean |value| of ``codes · 2^-frac_bits`` in the tracked range.
+
+    The rule of :func:`codesign.numerics.scales.mean_abs_frac_bits`, in
+    integers: ``(bits - 2 - headroom) - floor(log2(mean))``, clipped to the
+    fixed-point range; an all-zero tensor keeps ``current`` (``bits - 1`` when
+    the tracker was never set).
+    """
+    codes = np.asarray(codes, dtype=np.int64)
+    return frac_of_total(int(np.abs(codes).sum()), codes.size, frac_bits, bits=bits, headroom_bits=headroom_bits,
+                         current=current)
+
+
+def frac_of_total(total: int, count: int, frac_bits: int, *, bits: int, headroom_bits: int, current: int) -> int:
+    """:func:`choose_frac` of a tensor of ``count`` codes whose |codes| add up to ``total``."""
+    if total == 0:
+        return bits - 1 if current == UNSET else current
+    exponent = floor_log2_ratio(total, count) - frac_bits
+    return max(FIXED_FRAC_BITS[0], min(FIXED_FRAC_BITS[1], (bits - 2 - headroom_bits) - exponent))
+
+
+def scale_and_round(z: np.ndarray, z_frac: int, *, bits: int, headroom_bits: int, current: int, choose: bool = True
+                    ) -> tuple[int, np.ndarray]:
+    """The scale (:func:`choose_frac`, or ``current`` when not ``choose``) and the ``bits``-wide codes
+    (:func:`rescale`) of one PE result ``z`` at ``z_frac``: one pass over |z| gives both the sum that picks the
+    scale and the largest magnitude that :func:`rescale` would otherwise scan for (exactness, saturation)."""
+    z = np.ascontiguousarray(z, dtype=np.int64)
+    flat, total, peak = z.reshape(-1), 0, 0
+    scratch = np.empty(min(BLOCK, flat.size), dtype=np.int64)
+    for start in range(0, flat.size, BLOCK):
+        magnitude = np.abs(flat[start:start + BLOCK], out=scratch[:min(BLOCK, flat.size - start)])
+        total += int(magnitude.sum())
+        peak = max(peak, int(magnitude.max()))
+    frac = frac_of_total(total, z.size, z_frac, bits=bits, headroom_bits=headroom_bits,
+                         current=current) if choose else current
+    return frac, rescale(z, z_frac, frac, bits, peak=peak)
+
+
+def rescale(codes: np.ndarray, frac_from: int, frac_to: int, bits: int, *, peak: int | None = None) -> np.ndarray:
+    """``codes · 2^-frac_from`` as ``bits``-wide codes at ``frac_to``: rounded to nearest, ties to even, saturated.
+
+    Sums below 2^53 take float64 (``ldexp`` by a power of two and ``rint``'s ties to even are exact there, and
+    faster); larger ones the integer shift, which gives the same codes. The codes come in the narrowest signed
+    type that holds them (int8 for 8-bit codes): the host packs and copies them for the next PE call, and a
+    narrow array is fewer bytes to move. ``peak`` is max |codes| when the caller has it already (it decides
+    the float64 path and whether anything can saturate); else it is scanned for."""
+    z = np.asarray(codes, dtype=np.int64)
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    narrow = code_dtype(bits)
+    shift = frac_to - frac_from
+    if shift >= 0:
+        if shift > bits:
+            return np.where(z > 0, high, np.where(z < 0, low, 0)).astype(narrow)
+        return np.clip(np.clip(z, -(1 << bits), 1 << bits) << shift, low, high).astype(narrow)
+    s = -shift
+    if s > 62:  # |z| < 2^62 after a 64-bit sum: every value rounds to 0
+        return np.zeros(z.shape, dtype=narrow)
+    if peak is None:
+        peak = max(int(z.max()), -int(z.min())) if z.size else 0
+    if peak < EXACT_FLOAT:  # exact in float64: 2^-s and rint are exact
+        z = np.ascontiguousarray(z)
+        out = np.empty(z.shape, dtype=narrow)
+        flat, codes = z.reshape(-1), out.reshape(-1)
+        clip = (peak >> s) + 1 > high  # something may round beyond the range (else nothing can)
+        scratch = np.empty(min(BLOCK, flat.size))
+        for start in range(0, flat.size, BLOCK):  # in blocks, so that the passes stay in the cache
+            scaled = scratch[:min(BLOCK, flat.size - start)]
+            np.multiply(flat[start:start + scaled.size], 2.0 ** -s, out=scaled)  # exact: a normal power of two
+            np.rint(scaled, out=scaled)
+            if clip:
+                np.clip(scaled, low, high, out=scaled)  # integers: clipping in float64 is exact
+            codes[start:start + scaled.size] = scaled
+        return out
+    floor = z >> s
+    rest = z - (floor << s)
+    half = 1 << (s - 1)
+    up = (rest > half) | ((rest == half) & (floor & 1 == 1))
+    return np.clip(floor + up, low, high).astype(narrow)
+
+
+def code_dtype(bits: int) -> np.dtype:
+    """The narrowest signed integer type of ``bits``-wide codes."""
+    return np.dtype(next(kind for width, kind in ((8, np.int8), (16, np.int16), (32, np.int32)) if bits <= width)
+                    if bits <= 32 else np.int64)
+
+
+def quantize_values(values: np.ndarray, frac_bits: int, bits: int) -> np.ndarray:
+    """Codes of real values at ``frac_bits`` (to nearest, ties to even, saturated): the host's input conversion."""
+    scaled = np.ldexp(np.asarray(values, dtype=np.float64), frac_bits)
+    return np.clip(np.rint(scaled), -(1 << (bits - 1)), (1 << (bits - 1)) - 1).astype(np.int64)
+
+
+def frac_of_values(values: np.ndarray, *, bits: int, headroom_bits: int, current: int, update: bool) -> int:
+    """The tracked scale of a real-valued host input (the batch, the output gradient, bias, shadow cores).
+
+    These are floats before any PE sees them, so the host takes the trainer's
+    own rule on their float mean |x| (the same functions,
+    :func:`codesign.numerics.scales.mean_abs` and
+    :func:`~codesign.numerics.scales.mean_abs_frac_bits`); every tensor a PE
+    produced is scaled in integers by :func:`choose_frac`.
+    """
+    if not update and current != UNSET:
+        return current
+    fallback = bits - 1 if current == UNSET else current
+    return mean_abs_frac_bits(mean_abs(values), bits=bits, headroom_bits=headroom_bits, fallback=fallback)
+
+
+def to_values(codes: np.ndarray, frac_bits: int) -> np.ndarray:
+    """Exact float64 values of integer codes (|codes| < 2^53)."""
+    return np.ldexp(np.asarray(codes, dtype=np.int64).astype(np.float64), -frac_bits)
+
+
+__all__ = ["BLOCK", "EXACT_FLOAT", "choose_frac", "code_dtype", "floor_log2_ratio", "frac_of_total", "frac_of_values", "quantize_values", "rescale", "scale_and_round", "to_values"]

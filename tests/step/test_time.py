@@ -1,0 +1,88 @@
+"""The whole-step model: stages from the TT schedule, DDR and port time, host share, bottleneck and bounds."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codesign.boards import boards
+from codesign.design import load_design
+from codesign.design.loops import tt_setup_of
+from codesign.step.time import Stage, port_bytes_per_s, stage_seconds, step_time
+from codesign.step.tt.time import tt_stages, tt_step_time
+from codesign.loops.host_share import measure_tt_host, measure_tt_host_seconds
+from codesign.step.tt.schedule import StepHardware
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.step.tt.step import step_plan
+from codesign.step.tt.cycles import stage_loads, step_cycles
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture(scope="module")
+def setup():
+    return tt_setup_of(load_design(EXAMPLES / "digits_tt.toml"))
+
+
+def test_port_and_ddr_figures_come_from_the_board_files():
+    zed, u96 = boards()["zedboard"], boards()["ultra96v2"]
+    assert port_bytes_per_s(zed) == 64 / 8 * 100e6 and port_bytes_per_s(u96) == 128 / 8 * 100e6
+    assert zed.ddr_peak_gbps == 4.2 and u96.ddr_peak_gbps == 4.26
+
+
+def test_a_stage_waits_for_the_slower_of_its_pes_and_its_data():
+    zed = boards()["zedboard"]
+    # 1000 cycles at 100 MHz = 10 us; 1000 words in = 4000 bytes over 0.8 GB/s = 5 us: the PE bounds the stage
+    assert stage_seconds(Stage(cycles=1000, words_in=1000, words_out=10), zed, 100.0) == pytest.approx((10e-6, 0.0))
+    # 10 000 words out = 40 kB over 0.8 GB/s = 50 us: 40 us more than the PE's 10 us
+    pe, extra = stage_seconds(Stage(cycles=1000, words_in=0, words_out=10_000), zed, 100.0)
+    assert pe == pytest.approx(10e-6) and extra == pytest.approx(40e-6)
+    timed = step_time([Stage(cycles=1000, words_in=0, words_out=10_000)] * 3, zed, clock_mhz=100.0, host_s=1e-6,
+                      host_source="test", macs=1000, array_macs=10, calls=3, stream_cycles=30_000,
+                      mac_energy_pj=1.0)
+    assert timed.total_s == pytest.approx(3 * 50e-6 + 1e-6) and timed.bottleneck == "memory"
+    assert timed.bounds["macs_s"] == pytest.approx(1000 / (10 * 100e6))
+    # the same words over two ports, 6 000 through the busier: 30 us, 20 more than the PE; ZedBoard's DDR (4.27
+    # GB/s) moves the 40 kB in 9.4 us, so the port still bounds the stage
+    pe, extra = stage_seconds(Stage(cycles=1000, words_in=0, words_out=10_000, port_in=0, port_out=6_000), zed, 100.0)
+    assert pe == pytest.approx(10e-6) and extra == pytest.approx(20e-6)
+
+
+def test_stage_loads_price_each_pe_apart_and_combine_to_the_schedule(setup):
+    """A stage's cycles are the longer of its PE1 and PE2 loads, and its words their sum, for any builds: what
+    lets the explorer price PE1 and PE2 options separately."""
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        hardware = StepHardware(pe1=Tt1Spec(a_bits=16, b_bits=8, lanes=int(rng.choice([2, 4, 8, 16])),
+                                            rows=int(rng.choice([1, 2, 4]))), pe1_units=int(rng.integers(1, 4)),
+                                pe2=Tt2Spec(a_bits=16, b_bits=4, lanes=int(rng.choice([2, 4, 8, 16])),
+                                            rows=int(rng.choice([1, 2, 4])), max_j=128, max_l=64),
+                                pe2_units=int(rng.integers(1, 4)))
+        for index in range(len(setup.layers)):
+            plan = step_plan(setup.layer_state(index, setup.initial_cores(index)), setup.batch_size, hardware)
+            cycles = step_cycles(plan)
+            first, second = stage_loads(plan, "tt1"), stage_loads(plan, "tt2")
+            assert [max(a[0], b[0]) for a, b in zip(first, second)] == list(cycles.schedule.stage_cycles)
+            assert [(a[1] + b[1], a[2] + b[2]) for a, b in zip(first, second)] == list(cycles.stage_words)
+            assert sum(a[1] + b[1] for a, b in zip(first, second)) == cycles.sum_of("words_in")
+
+
+def test_the_host_model_prices_calls_and_the_tt_step_of_the_example(setup):
+    host = measure_tt_host(setup, source="here")
+    seconds, calls = measure_tt_host_seconds(setup)
+    # the split between fixed and per-call time moves with the machine's load; their sum for a step does not vanish
+    assert host.fixed_s >= 0 and host.per_call_s >= 0 and host.seconds(calls) > 0 and host.source == "here"
+    assert 0 < seconds and calls == tt_stages(setup, setup.hardware())[1]["calls"]
+    u96 = boards()["ultra96v2"]
+    timed = tt_step_time(setup, setup.hardware(), u96, clock_mhz=100.0, host=host)
+    stages, totals = tt_stages(setup, setup.hardware())
+    assert timed.stages == len(stages) and timed.calls == totals["calls"] and timed.macs == totals["macs"]
+    assert timed.host_s == pytest.approx(host.fixed_s + host.per_call_s * totals["calls"])
+    assert timed.pe_s == pytest.approx(sum(s.cycles for s in stages) / 100e6)
+    assert timed.bytes == 4 * sum(s.words_in + s.words_out for s in stages)
+    assert timed.total_s >= max(timed.bounds.values())  # no bound is beaten
+    two = dataclasses.replace(setup, batch_size=2 * setup.batch_size)
+    assert tt_step_time(two, two.hardware(), u96, clock_mhz=100.0, host=host).pe_s > timed.pe_s
