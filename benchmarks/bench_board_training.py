@@ -10,9 +10,9 @@ second of both and their ratio (emulated / golden), and checks that the
 two states are bit-identical afterwards (a mismatch fails the run). It
 writes ``board_training.json`` and a bar chart ``board_training.png``.
 
-Families: every one registered in :data:`codesign.deploy.trainers.FAMILIES` (fpmac_array, csb, tt: the
+Families: every one registered in :data:`codesign.deploy.families.REGISTRY` (fpmac_array, csb, tt: the
 board runtime's NumPy loops), each on its example design with the family's short-run set-up changes
-(``QUICK_CHANGES``; a set-up with warm-up epochs runs one epoch of two steps on both, untimed, first), and
+(its ``quick_changes``; a set-up with warm-up epochs runs one epoch of two steps on both, untimed, first), and
 ``tt-torch``: the TT design with the desktop's torch trainer as host. A new family joins by its registry entry.
 
 Run: .venv/bin/python benchmarks/bench_board_training.py [--steps 6] [--families fpmac_array,csb,tt,tt-torch] [--out reports/bench]
@@ -58,18 +58,18 @@ def _overlay(design, root: Path):
 
 
 def family_pair(name: str, root: Path, data: Dataset) -> Pair:
-    """The board trainer and golden loop of a registered family (:data:`codesign.deploy.trainers.FAMILIES`) on its
-    example design, with the family's short-run set-up changes (``QUICK_CHANGES``). A set-up that starts with
+    """The board trainer and golden loop of a registered family (:data:`codesign.deploy.families.REGISTRY`) on its
+    example design, with the family's short-run set-up changes (its ``quick_changes``). A set-up that starts with
     warm-up epochs (csb's float warm-up and pruning search, TT's prior) runs one epoch of two steps on both first,
     untimed, so the timed steps are those of the loop's main phase."""
-    from codesign.deploy.trainers import FAMILIES, QUICK_CHANGES, board_trainer, golden_trainer
+    from codesign.deploy.families import board_trainer, get_family, golden_trainer
     from codesign.design import load_design
 
-    family = FAMILIES[name]
+    family = get_family(name)
     design = load_design(EXAMPLES / family.example)
     overlay = _overlay(design, root)
-    board = board_trainer(overlay, **QUICK_CHANGES[name])
-    golden = golden_trainer(overlay.manifest, **QUICK_CHANGES[name])
+    board = board_trainer(overlay, **family.quick_changes)
+    golden = golden_trainer(overlay.manifest, **family.quick_changes)
     if getattr(golden.setup, "warmup_epochs", 0):
         for trainer in (board, golden):
             trainer.fit(data, epochs=1, progress=False, max_steps=2)
@@ -103,10 +103,10 @@ def tt_torch_pair(root: Path, data: Dataset) -> Pair:
 
 def pairs() -> dict[str, Callable[[Path, Dataset], Pair]]:
     """Every registered board-runtime family, then the TT design on the desktop's torch host."""
-    from codesign.deploy.trainers import FAMILIES
+    from codesign.deploy.families import family_names
 
     made: dict[str, Callable[[Path, Dataset], Pair]] = {
-        name: (lambda root, data, name=name: family_pair(name, root, data)) for name in FAMILIES}
+        name: (lambda root, data, name=name: family_pair(name, root, data)) for name in family_names()}
     return {**made, "tt-torch": tt_torch_pair}
 
 

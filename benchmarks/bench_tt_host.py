@@ -1,6 +1,6 @@
 """The TT loop's host work per training step, against the replayed-forward step in the same process.
 
-Paper 003's two-layer network (:func:`codesign.design.explore_families.paper_setup`,
+Paper 003's two-layer network (:func:`codesign.design.families.tt.paper_setup`,
 the precision of examples/digits_tt.toml) at ranks 8 and 16, batch 64.
 Two golden trainers of the same set-up take the same batches, one step of
 each in turn, so both see the same machine load:
@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from codesign.design import load_design
-from codesign.design.explore_families import paper_setup
-from codesign.design.loops import tt_setup_of
+from codesign.design.families.tt import paper_setup
+from codesign.design.families.tt import tt_setup_of
 from codesign.io.reports import write_json_atomic
 from codesign.loops.common import softmax_cross_entropy
 from codesign.loops.host_share import measure_tt_host

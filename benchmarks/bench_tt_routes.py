@@ -1,6 +1,6 @@
 """The TT step's host work on the dense core-gradient route against the direct route, in one process.
 
-Paper 003's two-layer network (:func:`codesign.design.explore_families.paper_setup`,
+Paper 003's two-layer network (:func:`codesign.design.families.tt.paper_setup`,
 the precision of examples/digits_tt.toml, ``core_grad_route`` set) at rank
 16, batch 64, each route on the point the enumeration of docs/tt_pe.md chose
 for it within 278 DSP: the direct route on 4 x tt1 8x4 + 2 x tt2 16x4 at
@@ -28,8 +28,8 @@ import numpy as np
 
 from codesign.boards import boards
 from codesign.design import load_design
-from codesign.design.explore_families import paper_setup
-from codesign.design.loops import tt_setup_of
+from codesign.design.families.tt import paper_setup
+from codesign.design.families.tt import tt_setup_of
 from codesign.step.tt.time import tt_step_time
 from codesign.shell.vivado import shell_ips_hp_ports
 from codesign.io.reports import write_json_atomic

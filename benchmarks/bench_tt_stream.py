@@ -1,6 +1,6 @@
 """A board host's stream work for one TT training step, against packing every PE call on its own, in one process.
 
-Paper 003's two-layer network (:func:`codesign.design.explore_families.paper_setup`,
+Paper 003's two-layer network (:func:`codesign.design.families.tt.paper_setup`,
 the precision of examples/digits_tt.toml) at rank 8, batch 64, on the
 explorer's 128-bit rank-8 point (2 x tt1 8x8 + 4 x tt2 8x4). One golden step
 records every stage's PE calls; then, interleaved over the repetitions:
@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from codesign.design import load_design
-from codesign.design.explore_families import paper_setup
-from codesign.design.loops import tt_setup_of
+from codesign.design.families.tt import paper_setup
+from codesign.design.families.tt import tt_setup_of
 from codesign.io.reports import write_json_atomic
 from codesign.loops.tt import TtMlpTrainer
 from codesign.pe.tt import golden

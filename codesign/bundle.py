@@ -34,7 +34,7 @@ import codesign
 from codesign.deploy.bundle import BUNDLE_GROUP, BUNDLE_INFO
 from codesign.deploy.manifest import ManifestError, load_manifest
 from codesign.design.build import render_ip_projects, write_ip_projects
-from codesign.design.loops import loop_entry
+from codesign.design.families import get_family, loop_entry
 from codesign.design.point import DesignPoint
 from codesign.io.outdir import OutputDirError, check_output_dir
 from codesign.contracts.shell import MANIFEST_FILE
@@ -103,12 +103,11 @@ def _dataset(design: DesignPoint):
     from codesign.train.trainer import load_dataset
 
     config = design.training
-    entry = loop_entry(design) or {}
-    setup = entry.get("setup", {})
-    if entry.get("family") == "fpmac_array" and setup.get("fb_min") != setup.get("fb_max") \
+    entry = loop_entry(design)
+    if entry is not None and get_family(entry["family"]).reads_validation(entry["setup"]) \
             and not config.data.validation_fraction:
-        raise BundleFolderError(f"design {design.name!r}: the ABVS FB rule reads a validation split; set "
-                                "[data] validation_fraction in the design file")
+        raise BundleFolderError(f"design {design.name!r}: its {get_family(entry['family']).title} loop reads a "
+                                "validation split; set [data] validation_fraction in the design file")
     return load_dataset(config)
 
 
@@ -129,7 +128,7 @@ def notebook(name: str, design: DesignPoint) -> dict:
         code("import os\n\n"
              "from codesign.deploy import CodesignOverlay, board_attached\n"
              "from codesign.deploy.bundle import installed_bundle\n"
-             "from codesign.deploy.trainers import QUICK_CHANGES, board_trainer, family_of\n\n"
+             "from codesign.deploy.families import board_trainer, family_of\n\n"
              f"bundle = installed_bundle({name!r})\n"
              "bundle.check_board()  # a bundle for another board is refused here\n"
              "EMULATE = not board_attached()\n"
@@ -137,7 +136,7 @@ def notebook(name: str, design: DesignPoint) -> dict:
              "print(bundle.name, 'for', bundle.manifest['board'], '| bitstream:', bundle.built, '| emulated:', EMULATE)"),
         code("overlay = CodesignOverlay(bundle.build_dir, emulate=EMULATE)\nprint(overlay.describe())"),
         code("family = family_of(overlay.manifest)\n"
-             "changes, max_steps = (QUICK_CHANGES[family.name], 3) if QUICK else ({}, None)\n"
+             "changes, max_steps = (family.quick_changes, 3) if QUICK else ({}, None)\n"
              "trainer = board_trainer(overlay, **changes)\n"
              "history = trainer.fit(bundle.data(), progress=not QUICK, max_steps=max_steps)\n"
              "for row in history:\n"

@@ -224,7 +224,7 @@ def _training_overlay(out: Path, family_name: str | None):
     """The overlay a training stage runs on, its design and its folder: the shipped design's zedboard build folder
     (``family_name`` None), or an emulation folder of a registered family's example design."""
     from codesign.deploy import CodesignOverlay
-    from codesign.deploy.trainers import FAMILIES
+    from codesign.deploy.families import get_family
     from codesign.design import load_design
     from codesign.design.build import write_emulation_folder
     from codesign.resources import data_dir
@@ -233,7 +233,7 @@ def _training_overlay(out: Path, family_name: str | None):
         design = load_design(data_dir("examples") / DEMO_DESIGN, board_name="zedboard")
         folder, results = out / "build" / "zedboard", out / "training"
     else:
-        design = load_design(data_dir("examples") / FAMILIES[family_name].example, board_name="zedboard")
+        design = load_design(data_dir("examples") / get_family(family_name).example, board_name="zedboard")
         folder = write_emulation_folder(design, out / "training" / family_name / "emulation")
         results = out / "training" / family_name
     with warnings.catch_warnings():
@@ -245,14 +245,14 @@ def training_stage(out: Path, *, full: bool, stage: Stage, family_name: str | No
     """Train on the emulated board (its generated HLS C++) beside the golden loop and compare: the shipped design
     (``family_name`` None), or the example design of a registered family (the full demo trains every family)."""
     from codesign.deploy.selfcheck import compare_states
-    from codesign.deploy.trainers import QUICK_CHANGES, board_trainer, family_of, golden_trainer
+    from codesign.deploy.families import board_trainer, family_of, golden_trainer
     from codesign.io.reports import write_json_atomic, write_text_atomic
     from codesign.train.trainer import load_dataset
 
     overlay, design, folder = _training_overlay(out, family_name)
     family = family_of(overlay.manifest)
     epochs, max_steps = (6, None) if full else (4, 12)
-    changes = {**QUICK_CHANGES[family.name], "epochs": epochs}
+    changes = {**family.quick_changes, "epochs": epochs}
     data = load_dataset(design.training)
     board, golden = board_trainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
     seconds = {}
@@ -262,7 +262,7 @@ def training_stage(out: Path, *, full: bool, stage: Stage, family_name: str | No
         seconds[role] = time.perf_counter() - started
     words = compare_states(board.read_weights(), golden.read_weights(), family.state_keys)
     rows = [{key: value for key, value in row.items() if key != "macs"} for row in board.history]
-    result = {"design": design.name, "board": "zedboard (emulated: generated HLS C++ under g++)", "family": family.name,
+    result = {"design": design.name, "board": "zedboard (emulated: generated HLS C++ under g++)", "family": family.key,
               "epochs": epochs, "steps_per_epoch": board.steps_per_epoch, "batch": board.setup.batch_size,
               "history": rows, "golden_history": [{k: v for k, v in row.items() if k != "macs"} for row in golden.history],
               "seconds": seconds, "state_words": words}
@@ -279,13 +279,13 @@ def training_stage(out: Path, *, full: bool, stage: Stage, family_name: str | No
 
 def other_families() -> list[str]:
     """The registered training families other than the shipped design's (the full demo trains each once more)."""
-    from codesign.deploy.trainers import FAMILIES
+    from codesign.deploy.families import family_names
     from codesign.design import load_design
-    from codesign.design.loops import loop_entry
+    from codesign.design.families import loop_entry
     from codesign.resources import data_dir
 
     shipped = loop_entry(load_design(data_dir("examples") / DEMO_DESIGN, board_name="zedboard"))
-    return [name for name in FAMILIES if shipped is None or name != shipped["family"]]
+    return [name for name in family_names() if shipped is None or name != shipped["family"]]
 
 
 def _training_markdown(result: dict) -> str:

@@ -18,3 +18,40 @@ def test_no_module_imports_itself_through_others():
     assert cycles == [], "import cycles (module -> a module that imports it back): " + ", ".join(
         f"{a} -> {b}" for a, b in cycles)
     assert {"codesign.deploy.overlay", "codesign.loops.fb", "codesign.cli"} <= graph.modules  # the whole package
+
+
+FAMILY_KEYS = {"fpmac_array", "csb", "tt", "fb"}  # "fb": the explorer's old name of fpmac_array
+
+
+def _family_tests(path):
+    """Comparisons of an expression that names a family with a family's key, in the module at ``path``."""
+    import ast
+
+    text = path.read_text()
+    for node in ast.walk(ast.parse(text)):
+        if not isinstance(node, ast.Compare):
+            continue
+        parts = [node.left, *node.comparators]
+        constants = [p.value for p in parts if isinstance(p, ast.Constant)]
+        constants += [e.value for p in parts if isinstance(p, (ast.Tuple, ast.List, ast.Set))
+                      for e in p.elts if isinstance(e, ast.Constant)]
+        named = [ast.get_source_segment(text, p) for p in parts if not isinstance(p, ast.Constant)]
+        if FAMILY_KEYS & set(constants) and any("family" in source.lower() for source in named):
+            yield f"{path}:{node.lineno}: {ast.get_source_segment(text, node)}"
+
+
+def test_no_code_asks_for_a_training_family_by_name():
+    """A family's behaviour lives in its record (codesign.deploy.families, codesign.design.families): code elsewhere
+    asks the registry which family trains a design and reads the record, never ``if family == "tt"``."""
+    from pathlib import Path
+
+    import codesign
+
+    found = [hit for path in sorted(Path(codesign.__file__).parent.rglob("*.py")) for hit in _family_tests(path)]
+    assert found == [], "family names tested outside the registries:\n" + "\n".join(found)
+
+
+def test_the_family_check_finds_a_test_by_name(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text('def f(loop):\n    return loop.get("family") == "csb" or loop.family in ("tt", "x")\n')
+    assert len(list(_family_tests(probe))) == 2

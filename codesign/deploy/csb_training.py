@@ -37,6 +37,7 @@ import numpy as np
 
 from codesign.deploy.board import LoopOnBoard
 from codesign.deploy.driver import AccelIP
+from codesign.deploy.families import BoardFamily
 from codesign.deploy.manifest import DeployError
 from codesign.contracts.constants import STATUS_OK, status_names
 from codesign.step.model import StageLog
@@ -206,3 +207,17 @@ class CsbBoardTrainer(LoopOnBoard, CsbMlpTrainer):
 
     def backend_figures(self) -> dict[str, int]:
         return {"transactions": self.ip_backend.transactions}
+
+
+def _measure_host(setup: CsbTrainSetup, *, source: str, data):
+    from codesign.loops.host_share import compressed_masks, measure_csb_host
+
+    return measure_csb_host(compressed_masks(setup, data), source=source)
+
+
+# a short run of the whole path: the float warm-up, the pruning search and the fixed-point phase in two epochs,
+# at a constant rate (a cosine over two short epochs would reach 0)
+FAMILY = BoardFamily(key="csb", board=CsbBoardTrainer, golden=CsbMlpTrainer, setup=CsbTrainSetup,
+                     state_keys=("buffers", "masks"), example="digits_compressed_mlp.toml",
+                     quick_changes={"epochs": 2, "warmup_epochs": 1, "schedule": "constant"},
+                     measure_host=_measure_host, host_needs_data=True)

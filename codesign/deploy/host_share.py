@@ -6,7 +6,7 @@ Run on the board, with the design's bundle installed (or its build folder)::
 
 It builds the design's golden loop from design.json's ``loop`` entry,
 times its NumPy host work per step on this board's CPU
-(:func:`codesign.loops.host_share.measure_loop_host`) and writes a host
+(:func:`codesign.deploy.families.measure_loop_host`) and writes a host
 report; on the desktop, ``codesign explore CONFIG --host host_model.json``
 then prices the host with the board's figure instead of the desktop's.
 Everything is checked (the bundle or folder, its loop, the data a CSB loop
@@ -22,7 +22,8 @@ from typing import Any, Mapping, Optional
 
 from codesign.deploy.bundle import Bundle, installed_bundle
 from codesign.deploy.manifest import DeployError, load_manifest
-from codesign.loops.host_share import HOST_REPORT_FILE, machine_record, measure_loop_host, write_host_report
+from codesign.deploy.families import family_of, measure_loop_host
+from codesign.loops.host_share import HOST_REPORT_FILE, machine_record, write_host_report
 from codesign.step.host import HostModel
 
 
@@ -52,14 +53,14 @@ def resolve(target: str, data: Optional[str] = None) -> tuple[Mapping[str, Any],
     if not loop:
         raise DeployError(f"design {manifest['design']}: design.json has no training loop (``loop``), so there is "
                           "no host share to measure")
-    if loop.get("family") != "csb":
+    if not family_of(manifest).host_needs_data:
         return manifest, None
     if data is not None:
         from codesign.loops.data import load_npz
 
         return manifest, load_npz(Path(data))
     if bundle is None:
-        raise DeployError(f"design {manifest['design']}: a CSB loop prunes in its warm-up, which needs the data set; "
+        raise DeployError(f"design {manifest['design']}: a {loop['family']} loop's host share needs the data set; "
                           "give --data FILE.npz (a build folder carries none)")
     return manifest, bundle.data()
 

@@ -25,12 +25,7 @@ import numpy as np
 
 from codesign.deploy.manifest import DeployError
 from codesign.deploy.overlay import CodesignOverlay
-from codesign.deploy.trainers import (
-    QUICK_CHANGES,
-    board_trainer,
-    family_of,
-    golden_trainer,
-)
+from codesign.deploy.families import board_trainer, family_of, golden_trainer
 from codesign.loops.data import DataFileError, load_npz
 
 
@@ -58,7 +53,7 @@ def check(build_dir: Path, data_file: Path, *, steps: int = 2, emulate=None) -> 
     versions = {"python": ".".join(map(str, sys.version_info[:3])), "numpy": np.__version__,
                 "pynq": __import__("pynq").__version__}
     family = family_of(overlay.manifest)
-    changes = QUICK_CHANGES[family.name]
+    changes = family.quick_changes
     board = board_trainer(overlay, **changes)
     golden = golden_trainer(overlay.manifest, **changes)
     seconds: List[float] = []
@@ -68,7 +63,7 @@ def check(build_dir: Path, data_file: Path, *, steps: int = 2, emulate=None) -> 
         seconds.append(time.perf_counter() - started)
     result = compare_states(board.read_weights(), golden.read_weights(), family.state_keys)
     same_history = [row["accuracy"] for row in board.history] == [row["accuracy"] for row in golden.history]
-    return {"family": family.name, "design": overlay.manifest["design"], "emulated": bool(overlay.emulated),
+    return {"family": family.key, "design": overlay.manifest["design"], "emulated": bool(overlay.emulated),
             "steps": board.step, **result, "same_accuracy": same_history,
             "board_s": round(seconds[0], 3), "golden_s": round(seconds[1], 3), **versions}
 

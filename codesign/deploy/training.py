@@ -25,6 +25,7 @@ import numpy as np
 
 from codesign.deploy.board import LoopOnBoard
 from codesign.deploy.driver import AccelIP
+from codesign.deploy.families import BoardFamily
 from codesign.deploy.manifest import DeployError
 from codesign.contracts.constants import STATUS_OK, status_names
 from codesign.step.model import StageLog
@@ -99,3 +100,15 @@ class BoardTrainer(LoopOnBoard, FbMlpTrainer):
     """The design-point training loop with every layer GEMM on the overlay's fpmac_array IP."""
 
     family, setup_class, backend_class = "fpmac_array", HwTrainSetup, IpGemm  # see LoopOnBoard
+
+
+def _measure_host(setup: HwTrainSetup, *, source: str, data=None):
+    from codesign.loops.host_share import measure_fb_host
+
+    return measure_fb_host(setup, source=source)[0]
+
+
+# a short run of the whole path: two epochs, the FB rule raising the FB after the first
+FAMILY = BoardFamily(key="fpmac_array", board=BoardTrainer, golden=FbMlpTrainer, setup=HwTrainSetup,
+                     state_keys=("weights", "biases", "velocity"), example="digits_abvs.toml",
+                     quick_changes={"epochs": 2, "epsilon": 1.0}, measure_host=_measure_host)

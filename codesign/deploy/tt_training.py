@@ -27,6 +27,7 @@ import numpy as np
 
 from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import AccelIP
+from codesign.deploy.families import BoardFamily
 from codesign.deploy.manifest import DeployError
 from codesign.step.model import StageLog
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
@@ -187,4 +188,18 @@ class TtBoardTrainer(OnBoard, TtMlpTrainer):
                 "pe_makespan": runner.pe_makespan, "words_in": runner.words_in, "words_out": runner.words_out}
 
 
-__all__ = ["IpRunner", "TtBoardTrainer", "step_hardware"]
+def _measure_host(setup: TtTrainSetup, *, source: str, data=None):
+    from codesign.loops.host_share import measure_tt_host
+
+    return measure_tt_host(setup, source=source)
+
+
+# a short run of the whole path: two epochs, the prior's warm-up and a rank pruning after the first epoch at a
+# threshold that prunes
+FAMILY = BoardFamily(key="tt", board=TtBoardTrainer, golden=TtMlpTrainer, setup=TtTrainSetup,
+                     state_keys=("cores", "biases", "moments", "trackers", "ranks"), example="digits_tt.toml",
+                     quick_changes={"epochs": 2, "warmup_epochs": 1, "prune_from_epoch": 0, "threshold": 0.9},
+                     measure_host=_measure_host)
+
+
+__all__ = ["FAMILY", "IpRunner", "TtBoardTrainer", "step_hardware"]

@@ -1,7 +1,7 @@
 """Explore a training set-up's accelerators on a board: every legal build and copy count of its PEs, timed as
 whole steps.
 
-The explorer is one core over *families* (:mod:`codesign.design.explore_families`):
+The explorer is one core over *families* (:mod:`codesign.design.explore_model`):
 a family names the PEs whose builds vary, a knob table per PE (the values
 each spec field may take; a value the PE's spec refuses is not a point),
 and how a build's work in one training step is cut into stages (TT: the

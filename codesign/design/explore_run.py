@@ -24,9 +24,7 @@ Reports, named as FINN names its estimates:
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
-import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,24 +33,19 @@ import numpy as np
 
 from codesign.boards import Board
 from codesign.design.explore import DEFAULT_CAP, PORT_GAIN, Option, Space, port_choice
-from codesign.design.explore_families import Family, csb_family, explore_family, fb_family, tt_family, tt_hardware
-from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trainer
+from codesign.design.explore_model import ExploreModel, explore_family
+from codesign.design.families import family_of, family_names, get_family
 from codesign.design.fit import fit_design, pe_cost
-from codesign.design.loops import csb_setup_of, fb_setup_of, tt_setup_of
 from codesign.design.point import DesignPoint, design_from_dict
-from codesign.step.tt.time import tt_reuse, tt_stages, tt_step_time
-from codesign.io.reports import write_figure_png, write_json_atomic, write_text_atomic
-from codesign.shell.vivado import shell_ips_hp_ports
 from codesign.hw.resource_model import RESOURCES
-from codesign.loops.host_share import (THIS_MACHINE, compressed_masks, measure_csb_host, measure_fb_host, measure_tt_host, measure_tt_hosts, step_gemms)
-from codesign.step.host import HostModel
+from codesign.io.reports import write_figure_png, write_json_atomic, write_text_atomic
 from codesign.pe import get_pe
-from codesign.step.tt.reuse import BRAM36_BYTES
-from codesign.step.tt.schedule import PE_NAMES, StepHardware
+from codesign.shell.vivado import shell_ips_hp_ports
+from codesign.step.host import HostModel
+from codesign.step.tt.schedule import PE_NAMES
 
 CONFIRMED = 3  # front points confirmed by Yosys beside the chosen one
 SHORTLIST = 4  # the fastest points by the model whose host share is measured before one is chosen
-TITLES = {"tt": "TT", "fb": "FB-float (FP-MAC array)", "csb": "CSB"}
 # paper 002 (Sec. 6.3, Table 5): 641.1 GOP/s "equivalent" (dense operations, 2 per MAC) of training on 1024 DSP
 # slices at 200 MHz, what a sparse accelerator's equivalent ops per DSP slice and cycle are set against
 REFERENCE_THROUGHPUT = {"reference": "paper 002: 641.1 GOP/s equivalent, 1024 DSP, 200 MHz",
@@ -62,11 +55,6 @@ REFERENCE_THROUGHPUT = {"reference": "paper 002: 641.1 GOP/s equivalent, 1024 DS
 class ExploreError(ValueError):
     """A configuration the explorer cannot explore (no modelled training loop, no point that fits); the message
     says why."""
-
-
-def hardware_of_point(space: Space, index: int) -> StepHardware:
-    """The TT step hardware of point ``index`` of a TT space."""
-    return tt_hardware(space.chosen_options(index))
 
 
 def design_of_point(raw: Mapping[str, Any], design: DesignPoint, point: Mapping[str, Any]) -> tuple[dict, DesignPoint]:
@@ -98,44 +86,6 @@ def distinct_builds(designs: Sequence[DesignPoint]) -> list[tuple[str, Any]]:
     return list(seen.values())
 
 
-def family_of(design: DesignPoint, progress: Callable[[str], None] = print, *, host: HostModel | None = None
-              ) -> Family:
-    """The explorer's view of ``design``'s training loop: TT, FB-float or CSB. The host's share is ``host`` (a
-    board's figure, :func:`codesign.loops.host_share.read_host_report`), or measured here when None."""
-    pes = sorted({instance.pe for instance in design.instances})
-    specs = {instance.pe: instance.spec for instance in design.instances}
-    if not (pes and all(pe.startswith("tt") for pe in pes)) and pes not in (["fpmac_array"], ["csb"]):
-        raise ExploreError(f"design {design.name}: the explorer covers TT, FB-float (fpmac_array) and CSB designs; "
-                           f"PEs {pes} given")
-    conv = pes == ["csb"] and design.training.model.name != "mlp"
-    progress(f"the host's share of a step: {host.source}" if host is not None else
-             "measuring the host's share of a step (the golden step less its convolutions, this machine)" if conv
-             else "measuring the host's share of a step (NumPy loop, this machine)")
-    if pes and all(pe.startswith("tt") for pe in pes):
-        setup = tt_setup_of(design)
-        _, totals = tt_stages(setup, setup.hardware())
-        return tt_family(setup, bases=specs, host=host or measure_tt_host(setup), macs=totals["macs"],
-                         tt3=specs.get("tt3"))
-    if pes == ["fpmac_array"]:
-        setup = fb_setup_of(design)
-        if host is None:
-            host, shapes = measure_fb_host(setup)
-        else:
-            shapes = step_gemms(setup)[0]
-        return fb_family(setup.spec, shapes, host=host)
-    if conv:  # a conv network: the golden trainer's masks and step (no board loop)
-        trainer = pruned_trainer(design.training, progress)
-        layers = conv_layers(trainer)
-        return csb_family(specs["csb"], layers, design.training.optim.batch_size,
-                          host=host or measure_conv_host(trainer, specs["csb"], layers))
-    from codesign.train.trainer import load_dataset
-
-    setup = csb_setup_of(design)
-    progress("pruning as the CSB loop does (its warm-up epochs and kernel search) for the kept weights")
-    trainer = compressed_masks(setup, load_dataset(design.training))
-    return csb_family(specs["csb"], trainer.masks, setup.batch_size, host=host or measure_csb_host(trainer))
-
-
 def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: str = "time", cap: float = DEFAULT_CAP,
                    cache_dir: Path, knobs: Mapping[str, Mapping[str, Any]] | None = None,
                    synthesize: Callable[[list[tuple[str, Any]]], None] | None = None,
@@ -143,13 +93,17 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
     """Explore ``design``'s training loop on its board; Yosys confirms the chosen point and the front's best.
 
     ``knobs`` maps a varied PE to the values of each knob (default
-    :data:`codesign.design.explore_families.KNOBS`). ``synthesize``, given
+    :data:`codesign.design.explore_model.KNOBS`). ``synthesize``, given
     the distinct PE builds to confirm, fills ``cache_dir`` first (``codesign
     explore --scheduler`` runs them on Dask); otherwise Yosys runs here, one
     build after another, where the cache and the shipped reports lack one. ``host`` prices the host with a
-    figure measured on the board (:func:`family_of`).
+    figure measured on the board (a host report; the family's ``explorer``, :mod:`codesign.design.families`).
     """
-    family = family_of(design, progress, host=host)
+    desktop = family_of(design)
+    if desktop is None:
+        raise ExploreError(f"design {design.name}: the explorer covers the {', '.join(family_names())} training "
+                           f"families; PEs {sorted({i.pe for i in design.instances})} given")
+    family = desktop.explorer(design, progress=progress, host=host)
     space = explore_family(family, design.board, clock_mhz=design.clock_mhz, knobs=knobs, cap=cap, progress=progress)
     try:
         chosen = space.best(objective)
@@ -177,70 +131,23 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
     if ports["chosen"] != chosen_design.ports_used:
         chosen_toml = {**chosen_toml, "design": {**chosen_toml["design"], "hp_ports": ports["chosen"]}}
         chosen_design = design_from_dict(chosen_toml)
-    split = None
-    if family.name == "tt" and host is None:  # measured side by side on this machine, as the shortlist
-        split = forward_split_choice(chosen_design, space.chosen_options(chosen), objective=objective,
-                                     asked=raw.get("design", {}).get("forward_split"), progress=progress)
-        if split["chosen"] != chosen_design.forward_split:
-            chosen_toml = {**chosen_toml, "design": {**chosen_toml["design"], "forward_split": split["chosen"]}}
-            chosen_design = design_from_dict(chosen_toml)
+    refined = desktop.refine(raw, design, chosen_toml, chosen_design, space.chosen_options(chosen),
+                             space.point(chosen), objective=objective, knobs=knobs, cap=cap,
+                             measured_here=host is None, progress=progress)
+    chosen_toml, chosen_design = refined.chosen_toml, refined.chosen_design
     step = family.step(space.chosen_options(chosen), design.board, design.clock_mhz, hp_ports=ports["chosen"],
-                       **({"forward_split": chosen_design.forward_split} if family.name == "tt" else {}))
+                       **refined.step_options)
     host_measured = None
     if shortlist is not None:
         mine = next(entry for entry in shortlist if entry["index"] == chosen)
         host_measured = {"seconds": mine["host_s"], "calls": mine["calls"], "model_s": step.host_s,
                          "source": step.host_source, "shortlist": shortlist}
-    reuse = tt_reuse_report(design, space.chosen_options(chosen), space.point(chosen)) if family.name == "tt" else None
-    other = None
-    if family.name == "tt" and host is None:  # a board's host report is one route's; the other is not measured
-        other = other_route(design, objective=objective, knobs=knobs, cap=cap, progress=progress)
     return {"space": space, "chosen": chosen, "front": front, "confirmed": confirmed, "step": step,
             "family": family, "chosen_toml": chosen_toml, "chosen_design": chosen_design, "objective": objective,
-            "host_measured": host_measured, "other_route": other, "hp_ports": ports, "reuse": reuse,
-            "forward_split": split}
+            "host_measured": host_measured, "hp_ports": ports, **refined.reports}
 
 
-def forward_split_choice(design: DesignPoint, options: Sequence[Option], *, objective: str, asked: bool | None,
-                         progress: Callable[[str], None] = print) -> dict[str, Any]:
-    """Whether the chosen TT point shares its forward contractions between PE2 and PE1 (``[design]
-    forward_split``; :class:`codesign.step.tt.schedule.StepHardware`): its whole step both ways, the host measured
-    side by side on this machine, since the split cuts the PE time and adds host work (swapped operands, more
-    calls). The space prices every point without it: a split point's PE1 calls depend on the PE2 build, so the
-    PEs could no longer be priced apart. ``asked`` (the file's ``forward_split``) wins where given."""
-    setup = tt_setup_of(design)
-    hardware = tt_hardware(options)
-    progress("measuring the host's share with and without the forward split at the chosen point")
-    variants = (False, True)
-    hosts = measure_tt_hosts([(setup, dataclasses.replace(hardware, forward_split=split)) for split in variants],
-                             repeats=5)
-    steps = {}
-    for split, (seconds, calls) in zip(variants, hosts):
-        step = tt_step_time(setup, dataclasses.replace(hardware, forward_split=split), design.board,
-                            clock_mhz=design.clock_mhz, host=HostModel(seconds, 0.0, THIS_MACHINE),
-                            hp_ports=design.ports_used)
-        steps[split] = {"pe_s": step.pe_s, "memory_s": step.memory_s, "host_s": step.host_s,
-                        "total_s": step.total_s, "energy_pj": step.energy_pj, "calls": calls}
-    key = "total_s" if objective == "time" else "energy_pj"
-    chosen = bool(asked) if asked is not None else steps[True][key] < steps[False][key]
-    return {"chosen": chosen, "asked": asked is not None, "steps": {str(split).lower(): values
-                                                                    for split, values in steps.items()}}
-
-
-def tt_reuse_report(design: DesignPoint, options: Sequence[Option], point: Mapping[str, Any]) -> dict[str, Any]:
-    """What keeping data on chip would save the chosen TT point, within the BRAM its PEs leave of the board
-    (:func:`codesign.step.tt.time.tt_reuse`; a bound: it takes the rounding such hardware needs as free)."""
-    left = max(0, int(design.board.resources["bram_36k"] - math.ceil(point["bram_36k"])))
-    budget = tt_reuse(tt_setup_of(design), tt_hardware(options), bram_bytes=left * BRAM36_BYTES)
-    hz = design.clock_mhz * 1e6
-    return {"bram_36k_left": left, "bram_bytes": budget.bram_bytes, "words": budget.words,
-            "words_kept": budget.words_kept, "state_words": budget.state_words, "core_words": budget.core_words,
-            "pe_s": budget.cycles / hz, "pe_kept_s": budget.cycles_kept / hz,
-            "largest_state_bytes": budget.largest_bytes, "states": len(budget.states),
-            "states_kept": sum(budget.kept)}
-
-
-def measured_choice(family: Family, space: Space, objective: str, progress: Callable[[str], None]
+def measured_choice(family: ExploreModel, space: Space, objective: str, progress: Callable[[str], None]
                     ) -> tuple[int, list[dict[str, Any]]]:
     """The chosen point with the host measured: the host's work depends on the builds as well as on the number of
     PE calls the host model counts (a PE of fewer lanes packs more words, for one), so for a ``time`` objective
@@ -266,7 +173,7 @@ def measured_choice(family: Family, space: Space, objective: str, progress: Call
     return min(shortlist, key=lambda entry: entry["measured_total_s"])["index"], shortlist
 
 
-def hp_port_choice(family: Family, options: Sequence[Option], design: DesignPoint, *, asked: bool) -> dict[str, Any]:
+def hp_port_choice(family: ExploreModel, options: Sequence[Option], design: DesignPoint, *, asked: bool) -> dict[str, Any]:
     """How many high-performance ports the chosen point's IPs get: the fewest whose SmartConnects fit them
     plus more only where the whole-step model says the step gets faster (:func:`codesign.design.explore.port_choice`);
     the ports ``[design] hp_ports`` asks for when ``asked``.
@@ -282,29 +189,6 @@ def hp_port_choice(family: Family, options: Sequence[Option], design: DesignPoin
         {ports: np.array([step.total_s]) for ports, step in steps.items()})[0])
     return {"chosen": chosen, "asked": asked, "fewest": least,
             "steps": {ports: {"memory_s": step.memory_s, "total_s": step.total_s} for ports, step in steps.items()}}
-
-
-def other_route(design: DesignPoint, *, objective: str, knobs: Mapping[str, Mapping[str, Any]] | None, cap: float,
-                progress: Callable[[str], None] = print) -> dict[str, Any] | None:
-    """The best point of the same TT space with the core gradients taken by the other route (paper 003, App. A.2:
-    ``core_grad_route`` direct or dense), its host measured on this machine: the route is a training choice whose
-    numbers differ in the last bits (docs/tt_pe.md), so the explorer reports it and does not take it. None where
-    no point of it fits."""
-    setup = tt_setup_of(design)
-    route = "dense" if setup.precision["core_grad_route"] == "direct" else "direct"
-    setup = dataclasses.replace(setup, precision={**setup.precision, "core_grad_route": route})
-    specs = {instance.pe: instance.spec for instance in design.instances}
-    progress(f"the same space on the {route} core-gradient route (measuring its host share)")
-    family = tt_family(setup, bases=specs, host=measure_tt_host(setup),
-                       macs=tt_stages(setup, setup.hardware())[1]["macs"], tt3=specs.get("tt3"))
-    space = explore_family(family, design.board, clock_mhz=design.clock_mhz, knobs=knobs, cap=cap, progress=progress)
-    try:
-        best = space.best(objective)
-    except ValueError:
-        return None
-    point = space.point(best)
-    return {"core_grad_route": route, "outer_pe": tt_hardware(space.chosen_options(best)).outer_pe,
-            **{key: point[key] for key in ("label", "total_s", "pe_s", "memory_s", "host_s", "energy_pj", *RESOURCES)}}
 
 
 # ---------------------------------------------------------------------------- reports
@@ -336,7 +220,7 @@ def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list
     space: Space = result["space"]
     chosen, front, step = result["chosen"], result["front"], result["step"]
     points = [_flat(space.point(i)) for i in range(space.index.shape[0])]
-    family: Family = result["family"]
+    family: ExploreModel = result["family"]
     options = space.chosen_options(chosen)
     stages = family.stages(options)
     written = [
@@ -383,7 +267,7 @@ def plot_pareto(space: Space, chosen: int, front: np.ndarray, path: Path, *, boa
     ax.set_xlabel("DSP slices (model)")
     ax.set_ylabel("whole training step (ms)")
     ax.set_yscale("log")
-    ax.set_title(f"{TITLES.get(space.family, space.family)} accelerators on {board.display_name}: {space.searched}",
+    ax.set_title(f"{get_family(space.family).title} accelerators on {board.display_name}: {space.searched}",
                  fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(True, alpha=0.3)
@@ -485,6 +369,5 @@ def summary(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ExploreError", "cost_task", "design_of_point", "distinct_builds", "explore_design", "family_of",
-           "hardware_of_point", "hp_port_choice", "measured_choice", "other_route", "summary", "tt_reuse_report",
-           "write_reports"]
+__all__ = ["ExploreError", "cost_task", "design_of_point", "distinct_builds", "explore_design", "hp_port_choice",
+           "measured_choice", "summary", "write_reports"]

@@ -6,14 +6,14 @@ Vitis HLS s_axilite layout, computed by :func:`codesign.shell.ip.register_map`),
 its m_axi data ports and buffers, and the PE spec that fixes its number
 formats; the board's facts the runtime needs (``board_facts``: DDR size,
 processing system) and the set-up of the design's golden loop (``loop``,
-:func:`codesign.design.loops.loop_entry`), so a board trains from this file
+:func:`codesign.design.families.loop_entry`), so a board trains from this file
 alone. Base addresses are assigned here, once: IP ``i`` sits at the
 board's control base plus ``i`` times :data:`IP_ADDRESS_RANGE`.
 """
 
 from __future__ import annotations
 
-from codesign.design.loops import loop_entry
+from codesign.design.families import loop_entry
 from codesign.design.point import DesignPoint
 from codesign.shell import ip as accel
 from codesign.shell.vivado import hp_port_of

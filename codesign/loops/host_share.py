@@ -12,7 +12,7 @@ the board's figure (``codesign explore --host FILE``). Everything here runs
 on a board: NumPy and the loops only.
 
 A report belongs to one loop: its family and set-up
-(:func:`codesign.design.loops.loop_entry`, design.json's ``loop``), whose
+(:func:`codesign.design.families.loop_entry`, design.json's ``loop``), whose
 digest it records, so a report measured for another set-up is refused.
 """
 
@@ -226,21 +226,6 @@ def loop_digest(loop: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(loop, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def measure_loop_host(loop: Mapping[str, Any], *, source: str = THIS_MACHINE, data=None) -> HostModel:
-    """:class:`HostModel` of design.json's ``loop`` entry measured here; a CSB loop needs ``data`` for the
-    pruning its warm-up does (the kept weights decide the work)."""
-    family, setup = loop.get("family"), loop.get("setup")
-    if family == "tt":
-        return measure_tt_host(TtTrainSetup.from_dict(setup), source=source)
-    if family == "fpmac_array":
-        return measure_fb_host(HwTrainSetup.from_dict(setup), source=source)[0]
-    if family == "csb":
-        if data is None:
-            raise ValueError("a CSB loop's host share needs its data set: its warm-up prunes the weights")
-        return measure_csb_host(compressed_masks(CsbTrainSetup.from_dict(setup), data), source=source)
-    raise ValueError(f"loop family {family!r}: no host share to measure (tt, fpmac_array or csb)")
-
-
 def machine_record() -> Dict[str, str]:
     """Where a host report was measured: the PYNQ image's ``BOARD`` (empty off a board), CPU, Python, NumPy."""
     return {"board": os.environ.get("BOARD", ""), "machine": platform.machine(),
@@ -280,6 +265,6 @@ def read_host_report(path: Path, loop: Mapping[str, Any]) -> HostModel:
 
 
 __all__ = ["HOST_REPORT_FILE", "HostReportError", "THIS_MACHINE", "compressed_masks",
-           "csb_encoding_seconds", "loop_digest", "machine_record", "measure_csb_host", "measure_fb_host", "measure_loop_host",
+           "csb_encoding_seconds", "loop_digest", "machine_record", "measure_csb_host", "measure_fb_host",
            "measure_tt_host", "measure_tt_host_seconds", "measure_tt_hosts", "read_host_report", "step_gemms",
            "write_host_report"]

@@ -3,7 +3,7 @@
 Paper 003 (Sec. 5, App. B) trains a two-layer FashionMNIST network in 0.09 s
 a batch of 64 at 100 MHz on the Ultra96-V2 with 278 DSP slices. Its
 factorisations and ranks are not legible in our copy of the paper, so the
-modes are ours (:data:`codesign.design.explore_families.PAPER_LAYERS`): the
+modes are ours (:data:`codesign.design.families.tt.PAPER_LAYERS`): the
 784 inputs padded to 1024 = 4·8·8·4, 512 hidden = 8·4·4·4, 10 outputs =
 1·1·2·5, all inner ranks equal. The cycles come from the step floor
 (:func:`codesign.step.tt.cycles.step_cycles`); the DSP counts from Yosys.
@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from codesign.design.explore_families import PAPER_BATCH, PAPER_LAYERS
+from codesign.design.families.tt import PAPER_BATCH, PAPER_LAYERS
 from codesign.step.tt.cycles import PARALLEL_HARDWARE, PHASES, step_cycles
 from codesign.step.tt.schedule import PE_NAMES, LayerGeometry, StepHardware, StepPlan, plan_step
 

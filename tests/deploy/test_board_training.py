@@ -20,7 +20,7 @@ from codesign.design.build import write_emulation_folder
 from codesign.deploy.training import BoardTrainer
 from codesign.design import load_design
 from codesign.train.data import load_digits_dataset
-from codesign.design.loops import fb_setup_of
+from codesign.design.families.fpmac_array import fb_setup_of
 from codesign.loops.fb import FbMlpTrainer
 
 pytestmark = pytest.mark.slow

@@ -25,8 +25,9 @@ from codesign.design.point import design_from_dict
 from codesign.train.config import read_toml
 from codesign.train.data import load_digits_dataset
 from codesign.loops.common import HwTrainError
-from codesign.design.loops import csb_setup, csb_setup_of
-from codesign.loops.csb import CsbMlpTrainer, GoldenCsb
+from codesign.design.families.csb import csb_setup, csb_setup_of
+from codesign.loops.csb import CsbMlpTrainer
+from codesign.loops.csb_backend import GoldenCsb
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,8 @@ from codesign.deploy import board_attached
 from codesign.deploy.host_share import main, where_measured
 from codesign.design import load_design
 from codesign.design.build import write_emulation_folder
-from codesign.design.explore_run import family_of
-from codesign.design.loops import loop_entry
+from codesign.design.families import family_of
+from codesign.design.families import loop_entry
 from codesign.loops.host_share import HostReportError, read_host_report, write_host_report
 from codesign.step.host import HostModel
 
@@ -37,7 +37,7 @@ def test_a_build_folder_gives_a_report_the_explorer_takes(tt_design, tt_folder, 
     host = read_host_report(out, loop_entry(tt_design))
     assert host.fixed_s >= 0 and host.seconds(100) > 0 and host.source.startswith("measured on this machine")
     # the explorer prices the host with the report, measuring nothing
-    family = family_of(tt_design, lambda _: None, host=host)
+    family = family_of(tt_design).explorer(tt_design, progress=lambda _: None, host=host)
     assert family.host == host
 
 

@@ -25,9 +25,9 @@ from codesign.design.build import write_emulation_folder
 from codesign.deploy.driver import AccelTimeout
 from codesign.deploy.manifest import DeployError
 from codesign.board_tt import BoardTtTrainer
-from codesign.deploy.trainers import QUICK_CHANGES, golden_trainer
+from codesign.deploy.families import get_family, golden_trainer
 from codesign.deploy.tt_training import IpRunner, TtBoardTrainer
-from codesign.design.loops import tt_setup_of
+from codesign.design.families.tt import tt_setup_of
 from codesign.loops.tt import TtMlpTrainer
 from codesign.design import design_from_dict, load_design
 from codesign.step.tt.schedule import StepHardware
@@ -166,7 +166,7 @@ def _same_state(board, golden) -> int:
 
 def test_the_numpy_loop_on_the_ips_is_bit_identical_to_the_golden_numpy_loop(overlay):
     """The board runtime's TT loop (no torch): two epochs with a pruning after the first, then one more step."""
-    changes = QUICK_CHANGES["tt"]
+    changes = get_family("tt").quick_changes
     board, golden = TtBoardTrainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
     assert isinstance(golden, TtMlpTrainer) and golden.setup == board.setup
     data = _subset(128, 64)
@@ -290,7 +290,7 @@ def test_the_dense_route_on_the_ips_is_bit_identical_to_the_golden_numpy_loop(tm
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         overlay = CodesignOverlay(folder, design=design, emulate=True)
-    changes = {**QUICK_CHANGES["tt"], "epochs": 1}
+    changes = {**get_family("tt").quick_changes, "epochs": 1}
     board, golden = TtBoardTrainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
     assert board.setup.precision["core_grad_route"] == "dense" and golden.setup == board.setup
     data = _subset(128, 64)
@@ -310,7 +310,7 @@ def test_the_forward_split_on_the_ips_is_bit_identical_to_the_golden_loop_withou
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         overlay = CodesignOverlay(folder, design=design, emulate=True)
-    changes = QUICK_CHANGES["tt"]
+    changes = get_family("tt").quick_changes
     board = TtBoardTrainer(overlay, **changes)
     golden = golden_trainer(overlay.manifest, **changes)
     assert board.setup.forward_split and board.hardware.forward_split and board.ip_runner.hardware.forward_split

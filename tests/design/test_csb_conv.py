@@ -12,7 +12,8 @@ import pytest
 
 from codesign.boards import boards
 from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trainer
-from codesign.design.explore_families import CSB_TILE_KNOBS, csb_family, explore_family
+from codesign.design.explore_model import CSB_TILE_KNOBS, explore_family
+from codesign.design.families.csb import csb_model
 from codesign.design.point import design_from_dict
 from codesign.step.csb.time import CsbLayer, block_nnz, csb_stages, csb_step_time, transaction
 from codesign.step.host import HostModel
@@ -105,7 +106,7 @@ def test_the_host_share_is_measured_on_the_golden_step(design, trainer, layers):
 
 
 def test_the_explorer_varies_the_output_tile_and_prices_as_the_direct_model(design, layers):
-    family = csb_family(design.instances[0].spec, layers, design.training.optim.batch_size, host=HOST)
+    family = csb_model(design.instances[0].spec, layers, design.training.optim.batch_size, host=HOST)
     assert family.knobs["csb"]["out_h"] == CSB_TILE_KNOBS["out_h"]
     board = boards()["ultra96v2"]
     space = explore_family(family, board, clock_mhz=100.0,

@@ -14,10 +14,10 @@ from codesign.design import load_design
 from codesign.design.calibration import (StaleCalibration, calibration_path, load_calibration, model_errors,
                                          pe_resources)
 from codesign.design.explore import PORT_GAIN, pe_options, port_choice
-from codesign.design.explore_families import explore_tt, paper_setup, tt_family, tt_hardware
-from codesign.design.explore_run import (SHORTLIST, design_of_point, measured_choice, explore_design, hardware_of_point,
-                                         hp_port_choice, other_route, summary)
-from codesign.design.loops import tt_setup_of
+from codesign.design.families.tt import explore_tt, paper_setup, tt_model, tt_hardware
+from codesign.design.explore_run import (SHORTLIST, design_of_point, explore_design, hp_port_choice, measured_choice,
+                                         summary)
+from codesign.design.families.tt import other_route, tt_setup_of
 from codesign.step.tt.time import tt_stages, tt_step_time
 from codesign.step.host import HostModel
 from codesign.hw.resource_model import RESOURCES
@@ -84,7 +84,7 @@ def test_the_vectorised_space_equals_the_direct_model(space, design):
     setup = tt_setup_of(design)
     rng = np.random.default_rng(0)
     for index in rng.choice(space.index.shape[0], 6, replace=False):
-        hardware = hardware_of_point(space, index)
+        hardware = tt_hardware(space.chosen_options(index))
         ports = int(space.hp_ports[index])
         direct = tt_step_time(setup, hardware, design.board, clock_mhz=100.0, host=HOST, hp_ports=ports)
         steps = {count: tt_step_time(setup, hardware, design.board, clock_mhz=100.0, host=HOST, hp_ports=count)
@@ -116,7 +116,7 @@ def test_the_space_spreads_each_points_ips_over_the_hp_ports_that_pay():
         space = explore_tt(setup, board, bases={"tt1": base.pe1, "tt2": base.pe2}, clock_mhz=100.0, host=HOST,
                            macs=1, tt3=None, knobs=knobs)
         assert space.index.shape[0] == 1 and int(space.hp_ports[0]) == ports
-        hardware = hardware_of_point(space, 0)
+        hardware = tt_hardware(space.chosen_options(0))
         one, chosen = (tt_step_time(setup, hardware, board, clock_mhz=100.0, host=HOST, hp_ports=count)
                        for count in (1, ports))
         assert space.memory_s[0] == pytest.approx(chosen.memory_s, rel=1e-12, abs=1e-15)
@@ -136,7 +136,7 @@ def test_the_dense_route_space_equals_the_direct_model(design, with_pe3):
     assert space.pes == (("tt1", "tt2", "tt3") if with_pe3 else ("tt1", "tt2"))
     rng = np.random.default_rng(1)
     for index in rng.choice(space.index.shape[0], 6, replace=False):
-        hardware = hardware_of_point(space, index)
+        hardware = tt_hardware(space.chosen_options(index))
         assert hardware.outer_pe == ("tt3" if with_pe3 else "tt1")
         direct = tt_step_time(setup, hardware, design.board, clock_mhz=100.0, host=HOST,
                               hp_ports=int(space.hp_ports[index]))
@@ -238,10 +238,10 @@ def test_the_host_is_measured_at_a_points_own_schedule(space, design):
     """A TT family measures points' host shares side by side, each on that point's PE calls (the model's count)."""
     setup = tt_setup_of(design)
     specs = {i.pe: i.spec for i in design.instances}
-    family = tt_family(setup, bases={"tt1": specs["tt1"], "tt2": specs["tt2"]}, host=HOST, macs=1, tt3=None)
+    family = tt_model(setup, bases={"tt1": specs["tt1"], "tt2": specs["tt2"]}, host=HOST, macs=1, tt3=None)
     points = [space.best("time"), space.best("energy")]
     for index, (seconds, calls) in zip(points, family.measure_hosts([space.chosen_options(i) for i in points])):
-        assert seconds > 0 and calls == tt_stages(setup, hardware_of_point(space, index))[1]["calls"]
+        assert seconds > 0 and calls == tt_stages(setup, tt_hardware(space.chosen_options(index)))[1]["calls"]
 
 
 def test_the_chosen_point_is_the_least_measured_whole_step_of_the_models_fastest(space, design):
@@ -249,7 +249,7 @@ def test_the_chosen_point_is_the_least_measured_whole_step_of_the_models_fastest
     measured whole step (PE and memory from the model, host measured) is chosen. For energy the model's best."""
     setup = tt_setup_of(design)
     specs = {i.pe: i.spec for i in design.instances}
-    family = tt_family(setup, bases={"tt1": specs["tt1"], "tt2": specs["tt2"]}, host=HOST, macs=1, tt3=None)
+    family = tt_model(setup, bases={"tt1": specs["tt1"], "tt2": specs["tt2"]}, host=HOST, macs=1, tt3=None)
     chosen, shortlist = measured_choice(family, space, "time", progress=lambda _: None)
     feasible = np.flatnonzero(space.feasible)
     fastest = sorted(space.total_s[feasible])[:SHORTLIST]
@@ -268,7 +268,7 @@ def test_the_chosen_point_gets_the_fewest_hp_ports_that_fit_and_more_only_where_
     raw = read_toml(EXAMPLES / "digits_tt.toml")
     setup = tt_setup_of(design)
     specs = {i.pe: i.spec for i in design.instances}
-    family = tt_family(setup, bases={"tt1": specs["tt1"], "tt2": specs["tt2"]}, host=HOST, macs=1, tt3=None)
+    family = tt_model(setup, bases={"tt1": specs["tt1"], "tt2": specs["tt2"]}, host=HOST, macs=1, tt3=None)
     for copies, fewest in (((2, 2), 1), ((8, 3), 2)):  # 5 IPs (with the tt3): 10 data ports; 12 IPs: 24
         point = {"tt1": {"lanes": 8, "rows": 4, "copies": copies[0]}, "tt2": {"lanes": 8, "rows": 4,
                                                                              "copies": copies[1]}}
@@ -335,7 +335,7 @@ def test_explored_builds_run_on_the_rtl_as_modelled(space, design, tmp_path):
     x = rng.random((8, state.in_features)).astype(np.float32)
     grad_y = rng.normal(0, 0.01, (8, state.out_features)).astype(np.float32)
     for index in points:
-        hardware = hardware_of_point(space, index)
+        hardware = tt_hardware(space.chosen_options(index))
         check = rtl_check(state, x, grad_y, tmp_path / str(index), hardware=hardware)
         model = step_cycles(step_plan(state, 8, hardware))
         assert check.mismatches == 0 and check.calls == len(step_plan(state, 8, hardware).calls)
@@ -359,7 +359,7 @@ def test_explored_points_train_on_the_emulated_board_bit_identically(space, desi
     import warnings
 
     from codesign.deploy import CodesignOverlay
-    from codesign.deploy.trainers import QUICK_CHANGES, golden_trainer
+    from codesign.deploy.families import get_family, golden_trainer
     from codesign.deploy.tt_training import TtBoardTrainer
     from codesign.design.build import write_emulation_folder
     from codesign.train.data import load_digits_dataset
@@ -371,8 +371,8 @@ def test_explored_points_train_on_the_emulated_board_bit_identically(space, desi
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             overlay = CodesignOverlay(folder, design=chosen, emulate=True)
-        board = TtBoardTrainer(overlay, **QUICK_CHANGES["tt"])
-        golden = golden_trainer(overlay.manifest, **QUICK_CHANGES["tt"])
+        board = TtBoardTrainer(overlay, **get_family("tt").quick_changes)
+        golden = golden_trainer(overlay.manifest, **get_family("tt").quick_changes)
         for trainer in (board, golden):
             trainer.fit(data, progress=False, max_steps=2)
         mine, theirs = board.read_weights(), golden.read_weights()

@@ -18,9 +18,10 @@ import pytest
 
 from codesign.design import load_design
 from codesign.design.explore import legal_specs
-from codesign.design.explore_families import CSB_KNOBS, csb_family, explore_family
+from codesign.design.explore_model import CSB_KNOBS, explore_family
+from codesign.design.families.csb import csb_model
 from codesign.design.explore_run import design_of_point
-from codesign.design.loops import csb_setup_of
+from codesign.design.families.csb import csb_setup_of
 from codesign.boards import boards
 from codesign.step.csb.time import block_nnz, csb_stages, csb_step_time, layer_calls
 from codesign.loops.host_share import compressed_masks
@@ -58,7 +59,7 @@ def masks(design, data):
 @pytest.fixture(scope="module")
 def space(design, masks):
     setup = csb_setup_of(design)
-    family = csb_family(setup.spec, masks, setup.batch_size, host=HOST)
+    family = csb_model(setup.spec, masks, setup.batch_size, host=HOST)
     return explore_family(family, design.board, clock_mhz=100.0, knobs={"csb": GRID_KNOBS})
 
 

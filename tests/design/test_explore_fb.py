@@ -17,9 +17,10 @@ import pytest
 
 from codesign.design import load_design
 from codesign.design.explore import legal_specs
-from codesign.design.explore_families import FPMAC_ARRAY_KNOBS, explore_family, fb_family
+from codesign.design.explore_model import FPMAC_ARRAY_KNOBS, explore_family
+from codesign.design.families.fpmac_array import fb_model
 from codesign.design.explore_run import design_of_point
-from codesign.design.loops import fb_setup_of
+from codesign.design.families.fpmac_array import fb_setup_of
 from codesign.step.fpmac_array.time import fb_stages, fb_step_time, gemm_stages
 from codesign.loops.host_share import step_gemms
 from codesign.step.host import HostModel
@@ -47,7 +48,7 @@ def shapes(design):
 
 @pytest.fixture(scope="module")
 def space(design, shapes):
-    family = fb_family(fb_setup_of(design).spec, shapes, host=HOST)
+    family = fb_model(fb_setup_of(design).spec, shapes, host=HOST)
     return explore_family(family, design.board, clock_mhz=100.0, knobs={"fpmac_array": GRID_KNOBS})
 
 

@@ -182,7 +182,8 @@ def test_a_forward_split_is_asked_in_the_design_table_and_reaches_the_loop_and_t
     """[design] forward_split: the design describes it, design.json's design and loop set-up carry it, the loop's
     and the desktop trainer's step hardware take it; anything but a boolean, or a design without tt1 and tt2,
     is refused naming the field."""
-    from codesign.design.loops import loop_entry, tt_setup_of
+    from codesign.design.families import loop_entry
+    from codesign.design.families.tt import tt_setup_of
     from codesign.loops.tt import HwTrainError, TtTrainSetup
     from codesign.train.hw_golden_tt import design_hardware
 

@@ -13,7 +13,7 @@ from codesign.design import load_design
 from codesign.pe.csb.golden import weight_update
 from codesign.train.data import synthetic_dataset
 from codesign.loops.common import HwTrainError
-from codesign.design.loops import csb_setup, csb_setup_of
+from codesign.design.families.csb import csb_setup, csb_setup_of
 from codesign.loops.csb import (
     CsbMlpTrainer,
     CsbTrainSetup,

@@ -12,7 +12,7 @@ from codesign.pe.fpmac_array import FpmacArraySpec, Header, spec_gemm
 from codesign.pe.fpmac_array.contract import STATUS_OK
 from codesign.train.config import config_from_dict
 from codesign.train.data import synthetic_dataset
-from codesign.design.loops import fb_setup
+from codesign.design.families.fpmac_array import fb_setup
 from codesign.loops.fb import (
     FbMlpTrainer,
     GoldenGemm,

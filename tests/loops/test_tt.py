@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from codesign.design import load_design
-from codesign.design.loops import tt_setup_of
+from codesign.design.families.tt import tt_setup_of
 from codesign.loops.common import HwTrainError
 from codesign.loops.tt import Adam, TtMlpTrainer, TtTrainSetup, keep_slices, prior_grads, slice_lambdas
 from codesign.train.data import load_digits_dataset

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from codesign.design.explore_families import PAPER_BATCH
+from codesign.design.families.tt import PAPER_BATCH
 from codesign.reproduce.tt_step_paper import (GOAL_DSP, GOAL_SECONDS, comparison_table, paper_comparison, paper_plans,
                                               write_comparison)
 from codesign.step.tt.cycles import PARALLEL_HARDWARE

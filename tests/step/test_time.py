@@ -10,7 +10,7 @@ import pytest
 
 from codesign.boards import boards
 from codesign.design import load_design
-from codesign.design.loops import tt_setup_of
+from codesign.design.families.tt import tt_setup_of
 from codesign.step.time import Stage, port_bytes_per_s, stage_seconds, step_time
 from codesign.step.tt.time import tt_stages, tt_step_time
 from codesign.loops.host_share import measure_tt_host, measure_tt_host_seconds

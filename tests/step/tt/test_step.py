@@ -160,7 +160,7 @@ def test_scale_and_round_is_choose_frac_then_rescale():
                 [_rescale_oracle(int(c), frac, expected_frac, bits) for c in codes], (trial, bits)
             kept, codes_kept = scale_and_round(codes, frac, bits=bits, headroom_bits=headroom, current=9, choose=False)
             assert kept == 9 and codes_kept.tolist() == rescale(codes, frac, 9, bits).tolist()
-    # tensors over several host blocks (codesign.step.tt.step.BLOCK values a pass), with and without saturation
+    # tensors over several host blocks (codesign.step.tt.rounding.BLOCK values a pass), with and without saturation
     for bits, outlier in ((8, 0), (16, 1 << 40)):
         codes = rng.integers(-(1 << 24), 1 << 24, size=3 * STEP_BLOCK + 5)
         codes[-2] = outlier  # in the last, short block

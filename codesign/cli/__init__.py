@@ -11,219 +11,17 @@ same command wrote before, checked before any work starts.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import itertools
 import json
 import sys
 from pathlib import Path
 
 from codesign.boards import boards
-from codesign.pe import get_pe, pe_names
+from codesign.pe import get_pe
 from codesign.reproduce import REPRODUCTIONS
-
-SPEC, STIMULUS = "spec", "stim"  # argparse dest prefixes of spec fields and stimulus fields
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(item) for item in text.split(",") if item.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
-def _positive_int(text: str) -> int:
-    """An argparse type: a whole number >= 1 (``--checkpoint-every 0`` or ``-5`` is refused, not taken)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {value}")
-    return value
-
-
-def _checked(check):
-    """An argparse type from a check that raises ValueError: argparse then names the flag in its one error line."""
-    def parse(text: str):
-        try:
-            return check(text)
-        except (TypeError, ValueError) as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-
-    parse.__name__ = check.__name__.lstrip("_")
-    return parse
-
-
-@_checked
-def _board_name(text: str) -> str:
-    if text not in boards():
-        raise ValueError(f"unknown board {text!r}; known: {', '.join(sorted(boards()))}")
-    return text
-
-
-@_checked
-def _part_name(text: str) -> str:
-    parts = sorted({known.part for known in boards().values()})
-    if text not in parts:
-        raise ValueError(f"unknown FPGA part {text!r}; the boards' parts: {', '.join(parts)}")
-    return text
-
-
-@_checked
-def _clock_ns(text: str) -> float:
-    from codesign.hw.target import BuildTarget
-
-    value = float(text)
-    BuildTarget(part=next(iter(boards().values())).part, clock_period_ns=value)  # its range check, one place
-    return value
-
-
-@_checked
-def _top_name(text: str) -> str:
-    from codesign.hw.target import check_top_name
-
-    return check_top_name(text)
-
-
-@_checked
-def _levels(text: str) -> str:
-    from codesign.hw.flow import check_levels
-
-    levels = [level.strip() for level in text.split(",")]
-    if any(not level for level in levels) or len(set(levels)) != len(levels):
-        raise ValueError(f"expected distinct comma-separated levels, got {text!r}")
-    check_levels(levels)
-    return text
-
-
-@_checked
-def _families(text: str) -> str:
-    from codesign.hw.estimate import check_families
-
-    families = text.split(",")
-    if any(family != family.strip() for family in families):
-        raise ValueError(f"expected comma-separated family names without spaces, got {text!r}")
-    check_families(families)
-    return text
-
-
-@_checked
-def _scheduler_address(text: str) -> str:
-    """``scheme://host:port`` as Dask takes it (the port in 1..65535); whether anything listens is probed later."""
-    import re
-
-    match = re.fullmatch(r"(tcp|tls|ucx)://([^\s:/]+|\[[0-9a-fA-F:]+\]):(\d+)", text)
-    if not match or not 1 <= int(match.group(3)) <= 65535:
-        raise ValueError(f"expected a scheduler address such as tcp://host:8786 (port 1..65535), got {text!r}")
-    return text
-
-
-@_checked
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError(f"must be a whole number >= 0, got {value}")
-    return value
-
-
-def _seed_list(text: str) -> list[int]:
-    """An argparse type: comma-separated seeds, each an int in SEED_RANGE, at least one, none repeated."""
-    from codesign.train.config import SEED_RANGE
-
-    seeds = _int_list(text)
-    low, high = SEED_RANGE
-    if not seeds:
-        raise argparse.ArgumentTypeError(f"expected at least one seed, got {text!r}")
-    bad = [seed for seed in seeds if not low <= seed <= high]
-    if bad:
-        raise argparse.ArgumentTypeError(f"seeds must be ints in [{low}, {high}], got {bad[0]}")
-    if len(set(seeds)) != len(seeds):
-        raise argparse.ArgumentTypeError(f"seeds must not repeat, got {text!r}")
-    return seeds
-
-
-def _parse_value(kind: type, text: str):
-    if kind is bool:
-        if text.lower() not in ("true", "false", "1", "0"):
-            raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-        return text.lower() in ("true", "1")
-    if kind is tuple:
-        return tuple(_int_list(text))
-    try:
-        return kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
-
-
-def _add_dataclass_options(parser: argparse.ArgumentParser, cls: type, prefix: str, *, sweep: bool = False) -> None:
-    """One ``--field-name`` flag per field of ``cls`` (default: the dataclass default, shown in --help).
-
-    With ``sweep`` every flag takes a comma-separated list and the command runs
-    the cross product.
-    """
-    defaults = cls()
-    for field in dataclasses.fields(cls):
-        default = getattr(defaults, field.name)
-        kind = type(default)
-        flag = "--" + field.name.replace("_", "-")
-        shown = ",".join(map(str, default)) if kind is tuple else default
-        if sweep and kind is not tuple:
-            parser.add_argument(flag, dest=f"{prefix}__{field.name}", default=None, metavar="V[,V...]",
-                                type=lambda text, k=kind: [_parse_value(k, item) for item in text.split(",")],
-                                help=f"{field.name} value(s) to sweep (default {shown})")
-        else:
-            parse = (lambda text, k=kind: _parse_value(k, text)) if prefix != STIMULUS else \
-                (lambda text, k=kind, c=cls, f=field.name: _stimulus_value(c, f, _parse_value(k, text)))
-            parser.add_argument(flag, dest=f"{prefix}__{field.name}", default=None, metavar=kind.__name__.upper(),
-                                type=parse, help=f"{field.name} (default {shown})")
-
-
-def _stimulus_value(cls: type, name: str, value):
-    """A stimulus option checked by its own class (the options have no cross-field rules), so argparse names it."""
-    try:
-        cls(**{name: value})
-    except (TypeError, ValueError) as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return value
-
-
-def _dataclass_fields_from(args: argparse.Namespace, prefix: str) -> dict:
-    return {key.split("__", 1)[1]: value for key, value in vars(args).items()
-            if key.startswith(prefix + "__") and value is not None}
-
-
-def _add_target_options(parser: argparse.ArgumentParser, interfaces: tuple[str, ...]) -> None:
-    target = parser.add_mutually_exclusive_group()
-    target.add_argument("--board", type=_board_name, help=f"target board ({', '.join(sorted(boards()))}); default zedboard")
-    target.add_argument("--part", type=_part_name, help="target FPGA part (must belong to a known board)")
-    parser.add_argument("--clock-ns", type=_clock_ns, default=10.0, help="HLS clock period (ns)")
-    parser.add_argument("--interface", default=None, choices=interfaces, help=f"data interface (default {interfaces[0]})")
-    parser.add_argument("--top", type=_top_name, default=None, help="name of the HLS top function (default <pe>_kernel)")
-
-
-def _target_from(args: argparse.Namespace):
-    from codesign.boards import board
-    from codesign.hw.target import BuildTarget
-
-    part = args.part or board(args.board or "zedboard").part
-    return BuildTarget(part=part, clock_period_ns=args.clock_ns, interface=args.interface, top=args.top)
-
-
-def _pe_subparsers(command: argparse.ArgumentParser, *, target: bool = False, stimulus: bool = False,
-                   sweep: bool = False) -> dict[str, argparse.ArgumentParser]:
-    """One sub-command per registered PE, with its spec (and stimulus, target) flags."""
-    choices = command.add_subparsers(dest="pe", required=True, metavar="PE", help=f"one of: {', '.join(pe_names())}")
-    parsers = {}
-    for name in pe_names():
-        pe = get_pe(name)
-        sub = choices.add_parser(name, help=pe.title)
-        _add_dataclass_options(sub, pe.spec_class, SPEC, sweep=sweep)
-        if stimulus:
-            _add_dataclass_options(sub, pe.stimulus_class, STIMULUS)
-        if target:
-            _add_target_options(sub, pe.interfaces)
-        parsers[name] = sub
-    return parsers
+from codesign.cli.options import (SPEC, STIMULUS, board_name, dataclass_fields_from, fpga_families, level_list,
+                                   non_negative_int, pe_subparsers, positive_int, scheduler_address, seed_list,
+                                   target_from)
 
 
 def _cmd_setup(args: argparse.Namespace) -> int:
@@ -238,7 +36,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from codesign.hw.render import check_output_dir
 
     pe = get_pe(args.pe)
-    spec, target = pe.spec(**_dataclass_fields_from(args, SPEC)), _target_from(args)
+    spec, target = pe.spec(**dataclass_fields_from(args, SPEC)), target_from(args)
     check_output_dir(Path(args.out))  # the output-folder rule, before rendering
     written = generate_project(pe, spec, Path(args.out), target)
     print(f"wrote {len(written)} files to {args.out}:")
@@ -252,8 +50,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from codesign.io.outdir import output_dir
 
     pe = get_pe(args.pe)
-    spec, target = pe.spec(**_dataclass_fields_from(args, SPEC)), _target_from(args)
-    options = pe.stimulus_options(**_dataclass_fields_from(args, STIMULUS))
+    spec, target = pe.spec(**dataclass_fields_from(args, SPEC)), target_from(args)
+    options = pe.stimulus_options(**dataclass_fields_from(args, STIMULUS))
     pe.check_stimulus(spec, options)
     levels = check_levels(level.strip() for level in args.levels.split(",") if level.strip())
     log = (lambda text: print(text, file=sys.stderr)) if args.json else print
@@ -274,7 +72,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
     from codesign.io.outdir import output_dir
 
     pe = get_pe(args.pe)
-    sweep = _dataclass_fields_from(args, SPEC)
+    sweep = dataclass_fields_from(args, SPEC)
     if sweep:
         names = sorted(sweep)
         specs = [pe.spec(**dict(zip(names, values))) for values in itertools.product(*(sweep[n] for n in names))]
@@ -318,7 +116,7 @@ def _cmd_explore(args: argparse.Namespace) -> int:
     raw = read_toml(Path(args.config))
     host = None
     if args.host:  # a report measured for another loop, or no report at all, is refused before any work
-        from codesign.design.loops import loop_entry
+        from codesign.design.families import loop_entry
         from codesign.loops.host_share import read_host_report
 
         host = read_host_report(Path(args.host), loop_entry(design) or {})
@@ -486,16 +284,16 @@ def build_check_parser() -> argparse.ArgumentParser:
                                                  "with the committed tuning choices and report, per arm, the "
                                                  "agreement with the committed runs (exit 0: every arm agrees)")
     parser.add_argument("name", choices=REPRODUCTIONS, metavar="NAME", help=", ".join(REPRODUCTIONS))
-    parser.add_argument("--seeds", type=_positive_int, required=True, metavar="K",
+    parser.add_argument("--seeds", type=positive_int, required=True, metavar="K",
                         help="rerun the first K committed seeds (>= 1)")
     parser.add_argument("--results", default="results", help="the committed reports (RESULTS/NAME/results.json)")
     parser.add_argument("--out", default="out/reproduce-check", help="scratch folder: the rerun goes to OUT/NAME/ "
                                                                      "(never inside RESULTS)")
-    parser.add_argument("--workers", type=_non_negative_int, default=2,
+    parser.add_argument("--workers", type=non_negative_int, default=2,
                         help="Dask worker processes of a local cluster for the reruns (0: this process)")
-    parser.add_argument("--scheduler", type=_scheduler_address, default=None,
+    parser.add_argument("--scheduler", type=scheduler_address, default=None,
                         help="address of an existing Dask scheduler (tcp://host:8786)")
-    parser.add_argument("--retries", type=_non_negative_int, default=1, help="attempts after a run's first failure")
+    parser.add_argument("--retries", type=non_negative_int, default=1, help="attempts after a run's first failure")
     parser.set_defaults(func=_cmd_reproduce_check)
     return parser
 
@@ -519,23 +317,23 @@ def _add_pe_commands(commands) -> None:
     setup.set_defaults(func=_cmd_setup)
 
     generate = commands.add_parser("generate", help="write a Vitis HLS project for a PE")
-    for sub in _pe_subparsers(generate, target=True).values():
+    for sub in pe_subparsers(generate, target=True).values():
         sub.add_argument("--out", required=True, help="project directory (new, empty, or an earlier codesign project)")
     generate.set_defaults(func=_cmd_generate)
 
     verify = commands.add_parser("verify", help="golden vs C-sim vs RTL, bit for bit")
-    for sub in _pe_subparsers(verify, target=True, stimulus=True).values():
+    for sub in pe_subparsers(verify, target=True, stimulus=True).values():
         sub.add_argument("--work", default="out/verify", help="directory for vectors, builds and reports (new, empty, or one this command wrote)")
-        sub.add_argument("--levels", type=_levels, default="golden,csim,rtl", help="comma-separated subset of golden,csim,rtl")
+        sub.add_argument("--levels", type=level_list, default="golden,csim,rtl", help="comma-separated subset of golden,csim,rtl")
         sub.add_argument("--simulator", default="icarus", choices=("icarus", "verilator"))
         sub.add_argument("--json", action="store_true", help="print the report as JSON on stdout (progress on stderr)")
     verify.set_defaults(func=_cmd_verify)
 
     estimate = commands.add_parser("estimate", help="Yosys resources against the board budgets")
-    for sub in _pe_subparsers(estimate, sweep=True).values():
-        sub.add_argument("--families", type=_families, default="xc7,xcup", help="Yosys synth_xilinx families")
+    for sub in pe_subparsers(estimate, sweep=True).values():
+        sub.add_argument("--families", type=fpga_families, default="xc7,xcup", help="Yosys synth_xilinx families")
         sub.add_argument("--out", default="out/estimate", help="directory for the cost reports (new, empty, or one this command wrote)")
-        sub.add_argument("--workers", type=_positive_int, default=1, help="Yosys processes at a time")
+        sub.add_argument("--workers", type=positive_int, default=1, help="Yosys processes at a time")
     estimate.set_defaults(func=_cmd_estimate)
 
 
@@ -545,7 +343,7 @@ def _add_design_commands(commands) -> None:
 
     design = commands.add_parser("design", help="the hardware a training configuration needs, and whether it fits")
     design.add_argument("config", help="training TOML with an optional [design] table")
-    design.add_argument("--board", type=_board_name, default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
+    design.add_argument("--board", type=board_name, default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
     design.add_argument("--cache", default="out/estimate-cache", help="Yosys estimate cache")
     design.add_argument("--limit", type=float, default=DEFAULT_LIMIT_PERCENT, help="largest share of any board resource (%%)")
     design.add_argument("--out", default=None, help="also write fit.json/.md/.png here (new, empty, or one this command wrote)")
@@ -556,11 +354,11 @@ def _add_design_commands(commands) -> None:
                                                   "Pareto front")
     explore.add_argument("config", help="training TOML with techniques.tt, techniques.abvs (FB-float) or "
                                         "techniques.compress on an MLP (CSB), and an optional [design] table")
-    explore.add_argument("--board", type=_board_name, default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
+    explore.add_argument("--board", type=board_name, default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
     explore.add_argument("--objective", choices=("time", "energy"), default="time", help="what the chosen point minimises")
     explore.add_argument("--cap", type=float, default=0.8, help="largest share of each board resource a point may use")
     explore.add_argument("--cache", default="out/estimate-cache", help="Yosys estimate cache (confirmations)")
-    explore.add_argument("--scheduler", type=_scheduler_address, default=None, help="Dask scheduler (tcp://host:8786) whose workers run the "
+    explore.add_argument("--scheduler", type=scheduler_address, default=None, help="Dask scheduler (tcp://host:8786) whose workers run the "
                                                            "confirmations' Yosys; they must share --cache")
     explore.add_argument("--host", default=None, help="host report measured on the board for this design's loop "
                          "(python -m codesign.deploy.host_share BUNDLE on the board); default: measure this machine")
@@ -577,7 +375,7 @@ def _add_design_commands(commands) -> None:
     build = commands.add_parser("build", help="a design's build folder (and bitstream where Vivado is installed), "
                                               "or vitis_hls on one generated PE project")
     build.add_argument("target", help="a design TOML, or a directory written by `codesign generate`")
-    build.add_argument("--board", type=_board_name, default=None, help="with a design: the board (default: the file's)")
+    build.add_argument("--board", type=board_name, default=None, help="with a design: the board (default: the file's)")
     build.add_argument("--out", default=None, help="with a design: build folder (default out/build/DESIGN/BOARD)")
     build.add_argument("--cache", default="out/estimate-cache", help="with a design: Yosys estimate cache")
     build.add_argument("--limit", type=float, default=DEFAULT_LIMIT_PERCENT, help="with a design: largest share of any resource (%%)")
@@ -590,7 +388,7 @@ def _add_design_commands(commands) -> None:
     bundle = commands.add_parser("bundle", help="a design's overlay for one board as a pip package with its "
                                                 "notebooks and data (delivered by pynq get-notebooks)")
     bundle.add_argument("config", help="training TOML with a [design] table")
-    bundle.add_argument("--board", type=_board_name, default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
+    bundle.add_argument("--board", type=board_name, default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
     bundle.add_argument("--build", default=None, help="build folder to take design.json, hls/ and the bitstream "
                                                       "from (default: the emulated board's files only)")
     bundle.add_argument("--out", required=True, help="the package folder (new, empty, or an earlier bundle)")
@@ -603,7 +401,7 @@ def _add_run_commands(commands) -> None:
     train.add_argument("config", help="TOML training configuration")
     train.add_argument("--out", default="out/train", help="directory for result.json and checkpoint.pt (new, empty, or one this command wrote)")
     train.add_argument("--resume", action="store_true", help="continue from out/checkpoint.pt if present")
-    train.add_argument("--checkpoint-every", type=_positive_int, default=50, help="steps between checkpoints (>= 1)")
+    train.add_argument("--checkpoint-every", type=positive_int, default=50, help="steps between checkpoints (>= 1)")
     train.set_defaults(func=_cmd_train)
 
     reproduce = commands.add_parser("reproduce", help="reproduce a paper's result against a same-run baseline")
@@ -614,12 +412,12 @@ def _add_run_commands(commands) -> None:
     reproduce.add_argument("--out", default="results", help="reports go to OUT/NAME/ (training runs cached in "
                                                             "OUT/NAME/tasks/, a re-run skips them); OUT/NAME: new, empty, or one "
                                                             "this command wrote")
-    reproduce.add_argument("--seeds", type=_seed_list, default=None, help="comma-separated distinct seeds >= 0 "
+    reproduce.add_argument("--seeds", type=seed_list, default=None, help="comma-separated distinct seeds >= 0 "
                                                                           "(default 0..7)")
     reproduce.add_argument("--smoke", action="store_true", help="tiny budget, for a quick check of the pipeline")
     reproduce.add_argument("--workers", type=int, default=2,
                            help="Dask worker processes of a local cluster for the training runs (0: this process)")
-    reproduce.add_argument("--scheduler", type=_scheduler_address, default=None,
+    reproduce.add_argument("--scheduler", type=scheduler_address, default=None,
                            help="address of an existing Dask scheduler (tcp://host:8786)")
     reproduce.add_argument("--retries", type=int, default=1, help="attempts after a training run's first failure")
     reproduce.add_argument("--readme", default="README.md", help="with 'readme': the file whose table is rewritten")
@@ -629,11 +427,11 @@ def _add_run_commands(commands) -> None:
     sweep.add_argument("--grid", required=True,
                        help="TOML file: function = 'module:function', [grid] lists, optional [fixed]")
     sweep.add_argument("--out", default="out/sweep", help="results/<key>.json per task; a re-run skips those (new, empty, or one this command wrote)")
-    sweep.add_argument("--scheduler", type=_scheduler_address, default=None,
+    sweep.add_argument("--scheduler", type=scheduler_address, default=None,
                        help="address of an existing Dask scheduler (tcp://host:8786)")
-    sweep.add_argument("--workers", type=_non_negative_int, default=2,
+    sweep.add_argument("--workers", type=non_negative_int, default=2,
                        help="worker processes of the local cluster (0: this process)")
-    sweep.add_argument("--retries", type=_non_negative_int, default=1, help="attempts after a task's first failure")
+    sweep.add_argument("--retries", type=non_negative_int, default=1, help="attempts after a task's first failure")
     sweep.set_defaults(func=_cmd_sweep)
 
     demo = commands.add_parser("demo", help="every PE at golden, C-sim and RTL with its Yosys table, the shipped "
@@ -698,6 +496,3 @@ def _resume_hint(argv: list[str] | None) -> str:
         return "; run the same command again: finished runs are kept and skipped"
     return ""
 
-
-if __name__ == "__main__":
-    sys.exit(main())

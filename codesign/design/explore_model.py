@@ -1,0 +1,97 @@
+"""The explorer's view of a training loop: which PEs vary, their knob tables, and how a build's work in one
+training step becomes stages.
+
+An :class:`ExploreModel` is all :mod:`codesign.design.explore` needs to know
+of a design's training loop; each training family builds its own
+(:mod:`codesign.design.families`). Knob tables are per PE (``{field:
+values}``, plus ``copies``): a value is offered to the PE's spec and kept only where the
+spec's own validators accept it, so the tables may be generous. Copies
+stay at 1 where the loop drives one IP of the PE (FB-float, CSB).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from codesign.boards import Board
+from codesign.design.calibration import pe_resources
+from codesign.design.explore import COPIES, DEFAULT_CAP, ENUMERATE_LIMIT, Loads, Option, Space, explore, pe_options
+from codesign.step.time import Stage, StepTime
+from codesign.shell.ip import ip_shell_cost
+from codesign.hw.resource_model import RESOURCES, fpga_counts
+from codesign.step.host import HostModel
+from codesign.pe import get_pe
+
+# knob tables, one per PE: the spec fields a family varies and the values offered (the spec's validators decide)
+TT_KNOBS = {"lanes": (2, 4, 8, 16), "rows": (1, 2, 4, 8), "stream_bits": (32, 64, 128), COPIES: (1, 2, 3, 4)}
+FPMAC_ARRAY_KNOBS = {"rows": tuple(range(1, 17)), "cols": tuple(range(1, 17)), COPIES: (1,)}
+CSB_KNOBS = {"block_rows": (4, 8, 16), "block_cols": (4, 8, 16), "batch": (1, 2, 4, 8, 12, 16),
+             "parallel": (1, 2, 4), COPIES: (1,)}
+CSB_TILE_KNOBS = {"out_h": (1, 2, 4, 8), "out_w": (1, 2, 4, 8)}  # a conv network's output tile (positions)
+# PE3 (the dense route's outer products) is not varied: its one option is the design's build, one copy
+KNOBS = {"tt1": TT_KNOBS, "tt2": TT_KNOBS, "tt3": {}, "fpmac_array": FPMAC_ARRAY_KNOBS, "csb": CSB_KNOBS}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExploreModel:
+    """A design's training loop as the explorer sees it (see the module's docstring)."""
+
+    name: str  # the training family's key (codesign.design.families)
+    bases: dict[str, Any]  # varied PE -> the design's build, whose other fields the knobs keep
+    loads: Loads  # (pe, spec, copies) -> ((stages, 3) cycles and words, PE calls of a step)
+    # the whole step of one point, its IPs' data over ``hp_ports`` high-performance ports (keyword, default 1)
+    step: Callable[..., StepTime]
+    stages: Callable[[Sequence[Option]], list[Stage]]  # its stages (reports)
+    describe: Callable[[Sequence[Option]], Any]  # its hardware, for reports
+    host: HostModel
+    macs: int
+    mac_energy_pj: float
+    fixed_builds: dict[str, Any] = field(default_factory=dict)  # PEs the space does not vary, once each
+    max_copies: int = 1
+    knobs: dict[str, dict[str, Sequence[int]]] = field(default_factory=dict)  # a PE's own knob table (else KNOBS)
+    # several points' host seconds and PE calls per step, measured here side by side (the host model is a fit over
+    # two schedules and counts PE calls only)
+    measure_hosts: Callable[[Sequence[Sequence[Option]]], list[tuple[float, int]]] | None = None
+
+    @property
+    def pes(self) -> tuple[str, ...]:
+        return tuple(self.bases)
+
+
+def fixed_resources(builds: Mapping[str, Any], family: str) -> dict[str, float]:
+    """Model resources of the IPs a space does not vary (each PE model plus its shell)."""
+    out = dict.fromkeys(RESOURCES, 0.0)
+    for pe, spec in builds.items():
+        model, shell = pe_resources(pe, spec, family), fpga_counts(ip_shell_cost(get_pe(pe), spec, family))
+        out = {k: out[k] + model[k] + shell[k] for k in RESOURCES}
+    return out
+
+
+def explore_family(family: ExploreModel, board: Board, *, clock_mhz: float,
+                   knobs: Mapping[str, Mapping[str, Sequence[int]]] | None = None, cap: float = DEFAULT_CAP,
+                   enumerate_limit: int = ENUMERATE_LIMIT, trials: int = 400, seed: int = 0,
+                   progress: Callable[[str], None] | None = None) -> Space:
+    """Price ``family``'s space on ``board`` (knob tables: ``knobs``, else the family's, else :data:`KNOBS` per
+    PE)."""
+    if not 0 < cap <= 1:
+        raise ValueError(f"cap must be in (0, 1], got {cap}")
+    knobs = knobs or {}
+    tables = {pe: knobs.get(pe, family.knobs.get(pe, KNOBS[pe])) for pe in family.pes}
+    options = [pe_options(pe, family.bases[pe], board.yosys_family, tables[pe], family.loads,
+                          max_copies=family.max_copies, progress=progress) for pe in family.pes]
+    return explore(options, board, pes=family.pes, clock_mhz=clock_mhz, host=family.host, macs=family.macs,
+                   mac_energy_pj=family.mac_energy_pj, fixed=fixed_resources(family.fixed_builds, board.yosys_family),
+                   cap=cap, enumerate_limit=enumerate_limit, trials=trials, seed=seed, family=family.name,
+                   fixed_ips=len(family.fixed_builds))
+
+
+def stage_array(stages: Sequence[Stage]) -> np.ndarray:
+    return np.array([(s.cycles, s.words_in, s.words_out) for s in stages], dtype=np.int64).reshape(-1, 3)
+
+
+__all__ = ["CSB_KNOBS", "CSB_TILE_KNOBS", "ExploreModel", "FPMAC_ARRAY_KNOBS", "KNOBS", "TT_KNOBS", "explore_family",
+           "fixed_resources", "stage_array"]

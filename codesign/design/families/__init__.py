@@ -1,0 +1,126 @@
+"""Training families, desktop side: one room per family, all behind one record (:class:`DesktopFamily`).
+
+A training family (FB-float on an ``fpmac_array``, CSB, TT) is the golden
+loop a design point trains with and the hardware it runs on. Its key is the
+same everywhere: design.json's ``loop.family``, the explorer's reports, the
+board side's registry (:mod:`codesign.deploy.families`) and the docs.
+
+:data:`REGISTRY` names each family's record as ``"module:attribute"``, as
+the PE registry names PEs (:mod:`codesign.pe`): a family's module is
+imported on first use, and a new family is its own module plus one line
+here (and one in the board side's registry). Nothing outside the two
+registries asks for a family by name: it asks :func:`family_of` which
+family trains a design, then that family's record.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from codesign.loops.common import HwTrainError
+
+# key -> "module:attribute" of its DesktopFamily
+REGISTRY = {
+    "fpmac_array": "codesign.design.families.fpmac_array:FAMILY",
+    "csb": "codesign.design.families.csb:FAMILY",
+    "tt": "codesign.design.families.tt:FAMILY",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Refined:
+    """What a family adds to the explorer's chosen point once the space is priced: the configuration and design
+    point it settles on, extra keyword arguments of its model's ``step``, and its own reports (None: none)."""
+
+    chosen_toml: dict[str, Any]
+    chosen_design: Any
+    step_options: Mapping[str, Any]
+    reports: Mapping[str, Any]
+
+
+REFINED_REPORTS = ("forward_split", "reuse", "other_route")  # the reports a family may add (None where it has none)
+
+
+def unrefined(raw, design, chosen_toml, chosen_design, options, point, **_) -> Refined:
+    """A family that adds nothing to its chosen point."""
+    return Refined(chosen_toml=chosen_toml, chosen_design=chosen_design, step_options={},
+                   reports=dict.fromkeys(REFINED_REPORTS))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DesktopFamily:
+    """One training family as the desktop sees it.
+
+    ``detect`` says whether a design point's PEs are this family's
+    hardware; ``setup_of(design, **changes)`` derives its golden loop's
+    set-up (:mod:`codesign.loops`), raising :class:`HwTrainError` where the
+    design's training cannot run on it; ``explorer(design, progress=,
+    host=)`` builds the explorer's model of its step
+    (:class:`codesign.design.explore_model.ExploreModel`), measuring the
+    host's share here unless ``host`` (a board's report) is given;
+    ``refine`` settles what the family decides after the space is priced
+    (:func:`unrefined` for none). ``reads_validation(setup)`` says whether a
+    loop of this set-up (design.json's plain data) reads a validation split,
+    which a bundle then must ship. ``title`` names it in plots and reports.
+    """
+
+    key: str
+    title: str
+    detect: Callable[[Any], bool]
+    setup_of: Callable[..., Any]
+    explorer: Callable[..., Any]
+    refine: Callable[..., Refined] = unrefined
+    reads_validation: Callable[[Mapping[str, Any]], bool] = lambda setup: False
+
+    def __post_init__(self) -> None:
+        if not (self.key and self.title):
+            raise ValueError("a training family needs a key and a title")
+
+
+def family_names() -> tuple[str, ...]:
+    return tuple(REGISTRY)
+
+
+@lru_cache(maxsize=None)
+def get_family(key: str) -> DesktopFamily:
+    """The registered family ``key``; a clear error names the ones that exist."""
+    if key not in REGISTRY:
+        raise ValueError(f"unknown training family {key!r}; registered families: {', '.join(REGISTRY)}")
+    module_name, attribute = REGISTRY[key].split(":")
+    family = getattr(importlib.import_module(module_name), attribute)
+    if family.key != key:
+        raise RuntimeError(f"{REGISTRY[key]} calls itself {family.key!r}, registered as {key!r}")
+    return family
+
+
+def family_of(design) -> DesktopFamily | None:
+    """The family whose hardware ``design``'s PEs are, or None (a design no training loop of ours runs)."""
+    found = [family for family in map(get_family, REGISTRY) if family.detect(design)]
+    if len(found) > 1:
+        raise RuntimeError(f"design {design.name}: PEs claimed by several families ({[f.key for f in found]})")
+    return found[0] if found else None
+
+
+def loop_entry(design) -> dict[str, Any] | None:
+    """design.json's ``loop``: the family and set-up of the design's golden loop, or None (no loop a board runs)."""
+    family = family_of(design)
+    if family is None:
+        return None
+    try:
+        setup = family.setup_of(design)
+    except HwTrainError:
+        return None
+    return {"family": family.key, "setup": setup.to_dict()}
+
+
+def design_pes(design) -> list[str]:
+    """The distinct PEs of ``design``'s instances, sorted: what a family's ``detect`` reads."""
+    return sorted({instance.pe for instance in design.instances})
+
+
+__all__ = ["REFINED_REPORTS", "REGISTRY", "DesktopFamily", "Refined", "design_pes", "family_names", "family_of",
+           "get_family", "loop_entry", "unrefined"]

@@ -1,0 +1,92 @@
+"""The FB-float family (``fpmac_array``): an MLP trained with ABVS's adaptive fraction bits (or plain FP32) on
+one FP-MAC array IP; golden loop :mod:`codesign.loops.fb`, board trainer :mod:`codesign.deploy.training`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from codesign.design.explore_model import ExploreModel, stage_array
+from codesign.design.families import DesktopFamily, design_pes
+from codesign.design.point import derived_pe_fields
+from codesign.loops.common import CLASSES, INPUT_FEATURES, HwTrainError
+from codesign.loops.fb import HwTrainSetup
+from codesign.loops.host_share import measure_fb_host, step_gemms
+from codesign.pe.fpmac_array.spec import FpmacArraySpec
+from codesign.step.fpmac_array.time import fb_mac_energy_pj, fb_stages, fb_step_time
+from codesign.step.host import GemmShape, HostModel
+
+KEY = "fpmac_array"
+
+
+def fb_setup(training, spec: FpmacArraySpec | None = None, **changes) -> HwTrainSetup:
+    """From a :class:`~codesign.train.config.TrainConfig` (MLP; ABVS or plain FP32); ``changes`` override fields.
+
+    ``spec`` defaults to the FP-MAC array the design point derives from
+    ``training`` (:func:`codesign.design.point.derived_pe_fields`).
+    """
+    if training.model.name != "mlp":
+        raise HwTrainError(f"the design-point loop trains an MLP, not model {training.model.name!r}")
+    other = sorted(set(training.techniques) - {"abvs"})
+    if other:
+        raise HwTrainError(f"techniques {other} are not part of the FP-MAC array loop (ABVS or FP32 only)")
+    if spec is None:
+        (_, fields, _), = derived_pe_fields(training)
+        spec = FpmacArraySpec(**fields)
+    abvs = training.techniques.get("abvs")
+    fb = {"fb_min": abvs.fb_min, "fb_max": abvs.fb_max, "alpha": abvs.alpha, "epsilon": abvs.epsilon} \
+        if abvs is not None else {"fb_min": spec.max_fb, "fb_max": spec.max_fb}
+    if abvs is not None and (abvs.exp_bits, abvs.rounding) != (spec.exp_bits, spec.rounding):
+        raise HwTrainError(f"ABVS format (exp_bits {abvs.exp_bits}, {abvs.rounding}) is not the IP's "
+                           f"(exp_bits {spec.exp_bits}, {spec.rounding})")
+    optim = training.optim
+    values = {"spec": spec, "layers": (INPUT_FEATURES, *training.model.hidden, CLASSES),
+              "batch_size": optim.batch_size, "epochs": optim.epochs, "lr": optim.lr,
+              "momentum": optim.momentum, "weight_decay": optim.weight_decay, "schedule": optim.schedule,
+              "seed": training.seed, **fb}
+    values.update(changes)
+    return HwTrainSetup(**values)
+
+
+def fb_setup_of(design, **changes) -> HwTrainSetup:
+    """From a design point: its training configuration and its (single) fpmac_array instance."""
+    arrays = [instance for instance in design.instances if instance.pe == "fpmac_array"]
+    if len(arrays) != 1:
+        raise HwTrainError(f"design {design.name!r} has {len(arrays)} fpmac_array instances; the loop needs one")
+    return fb_setup(design.training, arrays[0].spec, **changes)
+
+
+def fb_model(spec, shapes: Sequence[GemmShape], *, host: HostModel) -> ExploreModel:
+    """The FB-float loop: one fpmac_array IP whose array shape varies; its GEMMs ``shapes`` (one step)."""
+
+    def loads(pe: str, build, copies: int):
+        stages, totals = fb_stages(build, list(shapes))
+        return stage_array(stages), totals["calls"]
+
+    return ExploreModel(name=KEY, bases={"fpmac_array": spec}, loads=loads,
+                       # one IP a stage: the ports a design spreads its IPs over do not change a stage
+                       step=lambda options, board, clock, hp_ports=1: fb_step_time(
+                           options[0].spec, list(shapes), board, clock_mhz=clock, host=host),
+                       stages=lambda options: fb_stages(options[0].spec, list(shapes))[0],
+                       describe=lambda options: {"fpmac_array": options[0].spec.to_dict()}, host=host,
+                       macs=fb_stages(spec, list(shapes))[1]["macs"], mac_energy_pj=fb_mac_energy_pj(spec))
+
+
+def fb_explorer(design, *, progress: Callable[[str], None] = print, host: HostModel | None = None) -> ExploreModel:
+    """The explorer's model of ``design``'s FB-float step: its GEMMs from a golden step; the host's share
+    measured here (the golden step less its GEMMs) unless ``host`` is a board's figure."""
+    setup = fb_setup_of(design)
+    if host is None:
+        progress("measuring the host's share of a step (NumPy loop, this machine)")
+        host, shapes = measure_fb_host(setup)
+    else:
+        progress(f"the host's share of a step: {host.source}")
+        shapes = step_gemms(setup)[0]
+    return fb_model(setup.spec, shapes, host=host)
+
+
+# the ABVS FB rule (fb_min < fb_max) checks accuracy on a validation split
+FAMILY = DesktopFamily(key=KEY, title="FB-float (FP-MAC array)", detect=lambda design: design_pes(design) == [KEY],
+                       setup_of=fb_setup_of, explorer=fb_explorer,
+                       reads_validation=lambda setup: setup["fb_min"] != setup["fb_max"])
+
+__all__ = ["FAMILY", "fb_explorer", "fb_model", "fb_setup", "fb_setup_of"]
