@@ -14,11 +14,11 @@ when a design of it is trained, so a board imports only the family it runs.
 
 from __future__ import annotations
 
-import importlib
 from functools import lru_cache
 from typing import Any, Callable, Mapping, NamedTuple, Tuple
 
 from codesign.deploy.manifest import DeployError
+from codesign.registry import load_registered
 from codesign.loops.host_share import THIS_MACHINE
 from codesign.step.host import HostModel
 
@@ -62,13 +62,7 @@ def family_names() -> Tuple[str, ...]:
 @lru_cache(maxsize=None)
 def get_family(key: str) -> BoardFamily:
     """The registered family ``key``; a clear error names the ones that exist."""
-    if key not in REGISTRY:
-        raise DeployError(f"unknown training family {key!r}; the board runtime trains {', '.join(REGISTRY)}")
-    module_name, attribute = REGISTRY[key].split(":")
-    family = getattr(importlib.import_module(module_name), attribute)
-    if family.key != key:
-        raise RuntimeError(f"{REGISTRY[key]} calls itself {family.key!r}, registered as {key!r}")
-    return family
+    return load_registered(REGISTRY, key, kind=("training family", "training families"), key_of=lambda family: family.key)
 
 
 def family_of(manifest: Mapping[str, Any]) -> BoardFamily:

@@ -14,6 +14,8 @@ import importlib
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from codesign.registry import load_registered
+
 if TYPE_CHECKING:
     from codesign.hw.protocol import ProcessingElement
 
@@ -43,13 +45,7 @@ def pe_names() -> tuple[str, ...]:
 @lru_cache(maxsize=None)
 def get_pe(name: str) -> ProcessingElement:
     """The registered PE ``name``; a clear error names the ones that exist."""
-    if name not in REGISTRY:
-        raise ValueError(f"unknown PE {name!r}; registered PEs: {', '.join(REGISTRY)}")
-    module_name, class_name = REGISTRY[name].split(":")
-    instance = getattr(importlib.import_module(module_name), class_name)()
-    if instance.name != name:
-        raise RuntimeError(f"{REGISTRY[name]} calls itself {instance.name!r}, registered as {name!r}")
-    return instance
+    return load_registered(REGISTRY, name, kind=("PE", "PEs"), key_of=lambda pe: pe.name, make=lambda cls: cls())
 
 
 @lru_cache(maxsize=None)

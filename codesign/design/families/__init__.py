@@ -15,13 +15,13 @@ family trains a design, then that family's record.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from codesign.loops.common import HwTrainError
+from codesign.registry import load_registered
 
 # key -> "module:attribute" of its DesktopFamily
 REGISTRY = {
@@ -88,13 +88,7 @@ def family_names() -> tuple[str, ...]:
 @lru_cache(maxsize=None)
 def get_family(key: str) -> DesktopFamily:
     """The registered family ``key``; a clear error names the ones that exist."""
-    if key not in REGISTRY:
-        raise ValueError(f"unknown training family {key!r}; registered families: {', '.join(REGISTRY)}")
-    module_name, attribute = REGISTRY[key].split(":")
-    family = getattr(importlib.import_module(module_name), attribute)
-    if family.key != key:
-        raise RuntimeError(f"{REGISTRY[key]} calls itself {family.key!r}, registered as {key!r}")
-    return family
+    return load_registered(REGISTRY, key, kind=("training family", "training families"), key_of=lambda family: family.key)
 
 
 def family_of(design) -> DesktopFamily | None:
