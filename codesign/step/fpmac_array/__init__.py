@@ -1,1 +1,1 @@
-"""codesign/step/fpmac_array"""
+"""The FB-float step on an FP-MAC array: its GEMMs as IP calls and the whole-step time."""
