@@ -73,7 +73,7 @@ test-all: setup test-system-packages
 test-long: setup
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m long --durations=15
 
-# every reproduction (eight seeds, tuned arms; a re-run skips finished training runs), then the README's table
+# every reproduction (eight seeds, tuned arms; a re-run skips finished training runs), then results/README.md
 reproduce: setup
 	OMP_NUM_THREADS=1 $(BIN)/codesign reproduce all --out results --workers $(JOBS)
 	$(BIN)/codesign reproduce readme --out results

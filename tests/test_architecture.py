@@ -55,3 +55,17 @@ def test_the_family_check_finds_a_test_by_name(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text('def f(loop):\n    return loop.get("family") == "csb" or loop.family in ("tt", "x")\n')
     assert len(list(_family_tests(probe))) == 2
+
+
+MODULE_LIMIT = 600  # lines: a module holds one job
+
+
+def test_no_module_over_the_limit():
+    from pathlib import Path
+
+    import codesign
+
+    package = Path(codesign.__file__).parent
+    long = {path.relative_to(package.parent).as_posix(): lines for path in sorted(package.rglob("*.py"))
+            if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MODULE_LIMIT}
+    assert long == {}, f"modules over {MODULE_LIMIT} lines (split them by job): {long}"

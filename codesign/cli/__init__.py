@@ -420,7 +420,8 @@ def _add_run_commands(commands) -> None:
     reproduce.add_argument("--scheduler", type=scheduler_address, default=None,
                            help="address of an existing Dask scheduler (tcp://host:8786)")
     reproduce.add_argument("--retries", type=int, default=1, help="attempts after a training run's first failure")
-    reproduce.add_argument("--readme", default="README.md", help="with 'readme': the file whose table is rewritten")
+    reproduce.add_argument("--readme", default="results/README.md",
+                           help="with 'readme': the page whose reproduction table is rewritten (written whole when absent)")
     reproduce.set_defaults(func=_cmd_reproduce)
 
     sweep = commands.add_parser("sweep", help="run a grid of independent tasks on Dask (local cluster or --scheduler)")

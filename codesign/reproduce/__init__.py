@@ -1,7 +1,22 @@
-"""Paper reproductions, one module each: ``run(out_dir, *, seeds, smoke) -> results dict``.
+"""Paper reproductions: ``run(out_dir, *, seeds, smoke) -> results dict`` and ``headline(payload) -> str`` each.
 
 ``smoke=True`` shrinks every budget to seconds for the test suite; the full
-runs are ``codesign reproduce NAME`` / ``make reproduce``.
+runs are ``codesign reproduce NAME`` / ``make reproduce``. ``headline`` reads
+a written ``results.json`` back into the one figure of the reproduction's row
+of ``results/README.md`` (:mod:`codesign.reproduce.readme`).
+
+Shared by every reproduction, one job per module: the one path from runs to
+cached sweep tasks (:mod:`~codesign.reproduce.common`), the fixed seeds and
+splits (:mod:`~codesign.reproduce.protocol`), arms and dotted settings
+(:mod:`~codesign.reproduce.arms`), the choice on the validation split
+(:mod:`~codesign.reproduce.tuning`), the shared study
+(:mod:`~codesign.reproduce.study`), charged cost, paired summaries, statistics,
+texts and the report (:mod:`~codesign.reproduce.cost`,
+:mod:`~codesign.reproduce.summary`, :mod:`~codesign.reproduce.stats`,
+:mod:`~codesign.reproduce.texts`, :mod:`~codesign.reproduce.report`), the
+machine record (:mod:`~codesign.reproduce.machine`) and the rerun check
+(:mod:`~codesign.reproduce.check`). A reproduction too large for one module
+keeps its parts beside it (``abvs_*``, ``tt_*``).
 """
 
 from __future__ import annotations

@@ -3,13 +3,13 @@
 A committed figure is only worth something if somebody else can get it again.
 This reruns the first ``K`` committed seeds of every arm of reproduction
 ``NAME`` with the committed code's arms and the committed **tuning choices**
-(:func:`codesign.reproduce.common.pinned_tuning`: no trial run, so another
+(:func:`codesign.reproduce.tuning.pinned_tuning`: no trial run, so another
 machine cannot pick another setting) into a scratch folder, never over the
 committed report, and compares each rerun with the committed run of the same
 arm and seed:
 
 * **exact** when the committed report's machine record matches this machine
-  (:func:`codesign.reproduce.common.same_machine`): test and validation
+  (:func:`codesign.reproduce.machine.same_machine`): test and validation
   accuracy, energy (pJ), BitOPs, steps and skipped steps must be the same
   bits. Same code, same seed, same float path: anything else is a defect.
 * **statistical tolerance** otherwise: torch's kernels sum in an order that
@@ -28,9 +28,10 @@ fixed preliminary seeds, the B_min range test): on another float path those
 may choose differently, and that shows up as an arm that disagrees, or as
 arms the committed run did not train (the verdict says which).
 
-Reproductions that tune outside the shared protocol (``tt``) or run no
-training arms per seed (``csb-utilisation``) are refused: their tuning cannot
-be pinned, and a rerun would re-tune.
+Reproductions whose tuning reads no pinned choices (``tt``: its own trials
+and choice rules, :func:`codesign.reproduce.tt.tune`) or that run no
+training arms per seed (``csb-utilisation``) are refused: a rerun would
+re-tune.
 """
 
 from __future__ import annotations
@@ -41,10 +42,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codesign.reproduce.common import Execution, UnpinnedArms, machine_record, pinned_tuning, same_machine
+from codesign.reproduce.common import Execution
+from codesign.reproduce.machine import machine_record, same_machine
 from codesign.reproduce.stats import t_interval
+from codesign.reproduce.tuning import UnpinnedArms, pinned_tuning
 
-UNPINNABLE = {"tt": "tt tunes its ranks outside the shared protocol, so its tuning cannot be pinned",
+UNPINNABLE = {"tt": "tt tunes with its own trials and choice rules, which read no pinned choices, so a rerun "
+                    "would re-tune",
               "csb-utilisation": "csb-utilisation has no tuned training arms per seed to rerun"}
 COMPARED = ("test_accuracy", "validation_accuracy", "energy_pj", "bitops", "steps", "skipped_steps")
 CHECK_JSON = "check.json"

@@ -3,7 +3,7 @@
 Paper: "Compressed CNN Training with FPGA-based Accelerator" (FPGA 2019), Sec. 4
 and 6.1 (training), Tables 3-5 (hardware). Arms, trained on the same data,
 model, epochs, learning-rate schedule and seeds, each with its learning rate
-tuned on the validation split (:func:`codesign.reproduce.common.run_study`,
+tuned on the validation split (:func:`codesign.reproduce.study.run_study`,
 the same three trials each):
 
 * ``fp32``: float32 throughout (the baseline);
@@ -31,13 +31,20 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from codesign.reproduce import check_output_dir
-from codesign.reproduce.common import (Arm, Execution, PaperAccounting, PaperClaim, ReadmeRow, Target, energy_text,
-                                       percent_text, run_study, study_seeds, summarize, tost_text, write_report)
+from codesign.reproduce.arms import Arm
+from codesign.reproduce.common import Execution
+from codesign.reproduce.cost import PaperAccounting
+from codesign.reproduce.protocol import study_seeds
+from codesign.reproduce.report import PaperClaim, ReadmeRow, Target, write_report
 from codesign.reproduce.stats import Interval, bootstrap_interval, paired_differences
+from codesign.reproduce.study import run_study
+from codesign.reproduce.summary import committed_arm, summarize
+from codesign.reproduce.texts import energy_text, percent_text, tost_text
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.techniques.compress import Config as CompressConfig
 from codesign.train.trainer import TrainResult
@@ -160,7 +167,6 @@ def _mean(values) -> float:
 
 def _fmt(values, digits: int = 3) -> str:
     return ", ".join(f"{v:.{digits}f}" for v in values)
-
 
 
 def buffer_ablation(rows: dict[str, list[dict[str, Any]]], results: dict[str, list[TrainResult]]) -> dict[str, Any]:
@@ -333,4 +339,11 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                         notes=notes, extra=extra, tuning=tuning, readme=readme)
 
 
-__all__ = ["buffer_ablation", "build_arms", "run"]
+def headline(payload: Mapping[str, Any]) -> str:
+    """The results table's figure: the share of 3x3 kernels the main arm prunes and its Δ accuracy (points)."""
+    pruned = payload["extra"]["pruning"][MAIN_ARM]["pruned_fraction_kxk_kernels"]
+    arm = committed_arm(payload, MAIN_ARM)
+    return f"3x3 kernels pruned {percent_text(pruned)}, Δacc {arm.interval('accuracy_difference').text()} pt"
+
+
+__all__ = ["buffer_ablation", "build_arms", "headline", "run"]

@@ -2,7 +2,7 @@
 
 Arms, all trained on the same data, model, epochs, learning-rate schedule and
 seeds, each with its learning rate tuned on the validation split
-(:func:`codesign.reproduce.common.run_study`, the same three trials each):
+(:func:`codesign.reproduce.study.run_study`, the same three trials each):
 
 * ``static8`` (the baseline): fixed point, weights and activations 8 bits,
   gradients 8 bits ("FW 8 / BW 8"): the same CPT code with
@@ -37,13 +37,19 @@ import dataclasses
 import statistics
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from codesign.reproduce import check_output_dir
-from codesign.reproduce.common import (Arm, ArmSummary, Execution, PaperAccounting, PaperClaim, ReadmeRow, Target,
-                                       energy_text, ratio_text, run_study, study_seeds, summarize, tost_text,
-                                       write_report)
+from codesign.reproduce.arms import Arm
+from codesign.reproduce.common import Execution
+from codesign.reproduce.cost import PaperAccounting
+from codesign.reproduce.protocol import study_seeds
+from codesign.reproduce.report import PaperClaim, ReadmeRow, Target, write_report
+from codesign.reproduce.study import run_study
+from codesign.reproduce.summary import ArmSummary, committed_arm, summarize
+from codesign.reproduce.texts import energy_text, ratio_text, tost_text
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.techniques.cpt import Config as CptConfig
 from codesign.train.techniques.cpt import cyclic_bits
@@ -257,4 +263,12 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                         readme=readme)
 
 
-__all__ = ["build_arms", "judge", "run", "schedule_estimate"]
+def headline(payload: Mapping[str, Any]) -> str:
+    """The results table's figure: each CPT arm's BitOPs ratio to static 8-bit and its mean Δ accuracy (points)."""
+    arms = {rounding: committed_arm(payload, arm) for arm, rounding in CPT_ARMS.items()}
+    return ("BitOPs vs static8: " + ", ".join(f"{rounding} {ratio_text(arm.interval('bitops_ratio'))}"
+                                              for rounding, arm in arms.items())
+            + "; Δacc " + " / ".join(f"{arm.accuracy_difference_mean:+.2f}" for arm in arms.values()) + " pt")
+
+
+__all__ = ["build_arms", "headline", "judge", "run", "schedule_estimate"]

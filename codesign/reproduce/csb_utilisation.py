@@ -53,6 +53,7 @@ import math
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -67,8 +68,11 @@ from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stimulus import TransactionBuilder
 from codesign.pe.csb.stream import Op, expected_output
 from codesign.reproduce import check_output_dir
-from codesign.reproduce.common import PaperClaim, Target, machine_record, mean_std, study_seeds
+from codesign.reproduce.machine import machine_record
+from codesign.reproduce.protocol import study_seeds
+from codesign.reproduce.report import PaperClaim, Target
 from codesign.reproduce.stats import bootstrap_interval, t_interval, tost
+from codesign.reproduce.summary import mean_std
 
 NAME = "csb-utilisation"
 TITLE = ("CSB accelerator: PE utilisation under kernel-wise sparsity, single PEs vs 2x2 groups "
@@ -554,4 +558,13 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     return payload
 
 
-__all__ = ["LAYERS", "run"]
+def headline(payload: Mapping[str, Any]) -> str:
+    """The results table's figure: the 2x2 groups' speed over single PEs and how many of Table 3's utilisation
+    figures the model meets within the margin."""
+    verdicts = [entry["met"] for layer in payload["extra"]["table3_verdicts"].values() for entry in layer.values()]
+    speed = payload["extra"]["normalised_speed"]["2x2"]
+    return (f"2x2 groups {speed:.3f}x single (paper {PAPER_SPEED['2x2']:.3f}x); {sum(verdicts)} of {len(verdicts)} "
+            f"Table 3 utilisations within ±{MARGIN_PT:g} pt")
+
+
+__all__ = ["LAYERS", "headline", "run"]

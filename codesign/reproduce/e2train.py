@@ -33,26 +33,19 @@ float32 and are priced as float32 MACs.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from codesign.reproduce.common import (
-    E2TRAIN_ACCOUNTING,
-    Arm,
-    Execution,
-    PaperClaim,
-    ReadmeRow,
-    Target,
-    percent_text,
-    run_study,
-    saving_text,
-    study_seeds,
-    energy_text,
-    summarize,
-    tost_text,
-    write_report,
-)
+from codesign.reproduce.arms import Arm
+from codesign.reproduce.common import Execution
+from codesign.reproduce.cost import E2TRAIN_ACCOUNTING
+from codesign.reproduce.protocol import study_seeds
+from codesign.reproduce.report import PaperClaim, ReadmeRow, Target, write_report
 from codesign.reproduce.stats import both_intervals_text, bootstrap_interval
+from codesign.reproduce.study import run_study
+from codesign.reproduce.summary import committed_arm, summarize
+from codesign.reproduce.texts import energy_text, percent_text, saving_text, tost_text
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.techniques.psg import Config as PsgConfig
 from codesign.train.techniques.slu import Config as SluConfig
@@ -179,3 +172,10 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                         notes=notes, extra={"smd_drop_rate": smd, "slu_train_skip": skip,
                                             "energy_breakdown": breakdown, "swa": swa}, tuning=tuning,
                         readme=readme)
+
+
+def headline(payload: Mapping[str, Any]) -> str:
+    """The results table's figure: the full method's ledger energy saving and Δ accuracy (points) against FP32."""
+    arm = committed_arm(payload, "e2train")
+    return (f"e2train: ledger saving {saving_text(arm.interval('energy_ratio'))}, Δacc "
+            f"{arm.interval('accuracy_difference').text()} pt")

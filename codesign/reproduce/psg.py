@@ -36,26 +36,19 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from codesign.reproduce.common import (
-    E2TRAIN_ACCOUNTING,
-    Arm,
-    Execution,
-    PaperClaim,
-    ReadmeRow,
-    Target,
-    percent_text,
-    run_study,
-    saving_text,
-    study_seeds,
-    energy_text,
-    summarize,
-    tost_text,
-    write_report,
-)
+from codesign.reproduce.arms import Arm
+from codesign.reproduce.common import Execution
+from codesign.reproduce.cost import E2TRAIN_ACCOUNTING
+from codesign.reproduce.protocol import study_seeds
+from codesign.reproduce.report import PaperClaim, ReadmeRow, Target, write_report
 from codesign.reproduce.stats import both_intervals_text, bootstrap_interval, t_interval
+from codesign.reproduce.study import run_study
+from codesign.reproduce.summary import committed_arm, summarize
+from codesign.reproduce.texts import energy_text, percent_text, saving_text, tost_text
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.techniques.psg import Config as PSGConfig
 from codesign.train.techniques.signsgd import Config as SignSgdConfig
@@ -124,7 +117,7 @@ def energy_breakdown(summaries) -> dict[str, Any]:
     """Saving of each PSG arm split per run (fractions of the baseline's charged ledger energy), with intervals.
 
     quantisation = (E_fp32 - E_fixed) / E_fp32 and prediction = (E_fixed - E_psg) / E_fp32: they add up to the
-    arm's saving, run by run. Energies are those of :func:`codesign.reproduce.common.charged_cost` (every pass
+    arm's saving, run by run. Energies are those of :func:`codesign.reproduce.cost.charged_cost` (every pass
     charged once: training, validation, test).
     """
     energy = {s.name: [row["energy_pj"] for row in s.per_seed] for s in summaries}
@@ -217,3 +210,10 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         verdict=" / ".join(f"{t.text.split(':')[0]} {'met' if t.met else '**not met**'}" for t in targets))
     return write_report(out_dir, name=NAME, title=TITLE, summaries=summaries, claim=CLAIM, targets=targets,
                         seeds=seeds, settings=settings, notes=notes, extra=extra, tuning=tuning, readme=readme)
+
+
+def headline(payload: Mapping[str, Any]) -> str:
+    """The results table's figure: PSG's ledger energy saving and Δ accuracy (points) against FP32 SGD."""
+    arm = committed_arm(payload, PSG)
+    return (f"PSG: ledger saving {saving_text(arm.interval('energy_ratio'))}, Δacc "
+            f"{arm.interval('accuracy_difference').text()} pt")

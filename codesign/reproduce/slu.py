@@ -30,26 +30,19 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from codesign.reproduce.common import (
-    E2TRAIN_ACCOUNTING,
-    Arm,
-    Execution,
-    PaperClaim,
-    ReadmeRow,
-    Target,
-    mean_std,
-    ratio_text,
-    run_study,
-    study_seeds,
-    energy_text,
-    summarize,
-    tost_text,
-    write_report,
-)
+from codesign.reproduce.arms import Arm
+from codesign.reproduce.common import Execution
+from codesign.reproduce.cost import E2TRAIN_ACCOUNTING
+from codesign.reproduce.protocol import study_seeds
+from codesign.reproduce.report import PaperClaim, ReadmeRow, Target, write_report
 from codesign.reproduce.stats import both_intervals_text
+from codesign.reproduce.study import run_study
+from codesign.reproduce.summary import committed_arm, mean_std, summarize
+from codesign.reproduce.texts import energy_text, ratio_text, tost_text
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.models import build_model
 from codesign.train.techniques.slu import GATES_MODULE, block_macs_per_sample, conv_output_size
@@ -235,3 +228,11 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     return write_report(out_dir, name=NAME, title=title, summaries=summaries, claim=CLAIM, targets=targets,
                         seeds=seeds, settings=settings, notes=notes, extra=extra, tuning=tuning,
                         readme=readme)
+
+
+def headline(payload: Mapping[str, Any]) -> str:
+    """The results table's figure: each SLU arm's mean ledger energy ratio and Δ accuracy (points) against fp32."""
+    arms = [committed_arm(payload, arm_name(target)) for target in TARGET_SKIPS]
+    return ("slu_" + "/".join(f"{round(100 * t)}" for t in TARGET_SKIPS) + ": energy ratio "
+            + " / ".join(f"{arm.energy_ratio_mean:.3f}" for arm in arms) + ", Δacc "
+            + " / ".join(f"{arm.accuracy_difference_mean:+.2f}" for arm in arms) + " pt")

@@ -24,25 +24,19 @@ included, so each arm's schedule spans its own number of epochs, as in the paper
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from codesign.reproduce.common import (
-    E2TRAIN_ACCOUNTING,
-    Arm,
-    Execution,
-    PaperClaim,
-    ReadmeRow,
-    Target,
-    energy_text,
-    ratio_text,
-    run_study,
-    study_seeds,
-    summarize,
-    tost_text,
-    write_report,
-)
+from codesign.reproduce.arms import Arm
+from codesign.reproduce.common import Execution
+from codesign.reproduce.cost import E2TRAIN_ACCOUNTING
+from codesign.reproduce.protocol import study_seeds
+from codesign.reproduce.report import PaperClaim, ReadmeRow, Target, write_report
 from codesign.reproduce.stats import both_intervals_text, paired_differences
+from codesign.reproduce.study import run_study
+from codesign.reproduce.summary import committed_arm, summarize
+from codesign.reproduce.texts import energy_text, ratio_text, tost_text
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from codesign.train.techniques.smd import Config as SmdConfig
 from codesign.train.techniques.smd import expected_energy_ratio
@@ -173,3 +167,10 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         verdict="met" if targets[0].met else "**not met**")
     return write_report(out_dir, name=NAME, title=title, summaries=summaries, claim=CLAIM, targets=targets, seeds=seeds,
                         settings=settings, notes=notes, extra=extra, tuning=tuning, readme=readme)
+
+
+def headline(payload: Mapping[str, Any]) -> str:
+    """The results table's figure: the SMD arm's ledger energy ratio and Δ accuracy (points) against SMB."""
+    arm = committed_arm(payload, TARGET_ARM)
+    return (f"{TARGET_ARM}: energy ratio {ratio_text(arm.interval('energy_ratio'))}, Δacc "
+            f"{arm.interval('accuracy_difference').text()} pt")

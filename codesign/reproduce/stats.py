@@ -48,9 +48,6 @@ class Interval:
     n: int
     confidence: float = CONFIDENCE
 
-    def contains(self, value: float) -> bool:
-        return self.low <= value <= self.high
-
     def as_dict(self) -> dict:
         return asdict(self)
 
@@ -95,34 +92,18 @@ def paired_ratios(technique: Sequence[float], baseline: Sequence[float]) -> list
     return [float(t) / float(b) for t, b in zip(technique, baseline)]
 
 
-def accuracy_verdict(difference: Interval, *, margin: float = 0.0) -> str:
-    """How a paired accuracy difference (technique − baseline, points) may be stated.
-
-    ``margin`` is a tolerated loss (points, >= 0) from a target such as
-    "at most 1 pt drop". The wording follows the interval only: a claim of a
-    loss or a gain needs the whole interval on one side of zero.
+def accuracy_verdict(difference: Interval) -> str:
+    """How a paired accuracy difference (technique − baseline, points) may be stated when no equivalence margin
+    was fixed: the wording follows the interval only, and a claim of a loss or a gain needs the whole interval on
+    one side of zero.
     """
-    if margin < 0 or not math.isfinite(margin):
-        raise ValueError(f"margin must be a finite number >= 0, got {margin}")
     if difference.n < 2:  # one seed has no spread: its zero-width "interval" shows nothing significant either way
         return f"one seed: {difference.mean:+.2f} pt, no interval, nothing significant claimed"
     if difference.high < 0:
-        within = difference.low >= -margin
-        return (f"significant loss of {-difference.mean:.2f} pt"
-                + (f" (within the {margin:g} pt allowed)" if margin and within else ""))
+        return f"significant loss of {-difference.mean:.2f} pt"
     if difference.low > 0:
         return f"significant gain of {difference.mean:.2f} pt"
     return "no significant loss"
-
-
-def loss_within(difference: Interval, margin: float) -> bool:
-    """The whole interval lies above ``-margin``: the data rule out a loss larger than ``margin`` points."""
-    return difference.low >= -margin
-
-
-def no_significant_loss(difference: Interval) -> bool:
-    """The interval reaches zero or above: the data do not show a loss (what "at no accuracy loss" can claim)."""
-    return difference.high >= 0
 
 
 def _checked(values: Sequence[float]) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The ABVS reproduction in smoke mode: the validation-read scans, tuned arms, delay sensitivity and report files."""
+"""The ABVS reproduction end to end in smoke mode: the validation-read scans, tuned arms, delay sensitivity, report."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import pytest
 
 from codesign.energy.abvs_cost import PER_CELL_DELAYS, UNIFORM_DELAYS
 from codesign.reproduce import abvs
+from codesign.reproduce.abvs_budget import budget
+from codesign.reproduce.abvs_report import SAVING_TARGET, headline
 
 
 @pytest.mark.slow
@@ -41,7 +43,7 @@ def test_smoke_reproduction_writes_the_report(tmp_path):
     for arm in saved["arms"]:
         trials = saved["tuning"][arm["name"]]["trials"]
         own = [t["setting"]["optim.lr"] for t in trials if t["widening"] == 0]
-        assert own == list(abvs.SMOKE_LEARNING_RATES)  # then one more per widening of the grid, each recorded
+        assert own == list(budget(smoke=True).learning_rates)  # then one more per widening of the grid, each recorded
         assert len(trials) == len(own) + len(saved["tuning"][arm["name"]]["widenings"])
         assert arm["chosen"] == max(trials, key=lambda t: t["validation_accuracy"])["setting"]
     # the FB controller of the evaluated ABVS run logged validation accuracy (a fraction), not test accuracy
@@ -58,7 +60,7 @@ def test_smoke_reproduction_writes_the_report(tmp_path):
     # the Eq. (2) saving from the ledger equals the one recomputed from the FB trace and the energy model
     saving = extra["eq2_saving_vs_fixed"]["per_seed"][0]
     assert abs((1 - extra["eq2_ratio_vs_fixed_from_fb_traces"][0]) - saving) < 1e-9
-    assert saved["targets"][0]["met"] == (saving >= abvs.SAVING_TARGET)
+    assert saved["targets"][0]["met"] == (saving >= SAVING_TARGET)
     # the delay sensitivity: uniform, per-cell, and each cell type x0.5 / x1.5; the per-cell entry is the ledger's
     delays = extra["delay_sensitivity"]
     assert {"uniform (a DSP counts like a LUT)", "per-cell", "per-cell, dsp x0.5", "per-cell, lut x1.5",
@@ -67,49 +69,4 @@ def test_smoke_reproduction_writes_the_report(tmp_path):
     assert delays["uniform (a DSP counts like a LUT)"]["delay_ns"]["dsp"] == UNIFORM_DELAYS.dsp
     assert payload["all_targets_met"] == saved["all_targets_met"]
     assert saved["readme"]["verdict"].startswith("saving ")
-
-
-def test_the_baseline_search_matches_the_schedule_search_in_size(tmp_path):
-    from codesign.reproduce.common import Execution
-
-    base = abvs.base_config(True)
-    empty = abvs.select_optimiser("fp32", base, seeds=(100,), count=0, task_dir=tmp_path, execution=Execution())
-    assert empty["chosen"] == {} and empty["runs"] == 0 and empty["candidates"] == []  # nothing to match: no run
-    with pytest.raises(ValueError, match=f"fewer than the {len(abvs.BASELINE_SEARCH) + 1} schedule candidates"):
-        abvs.select_optimiser("fp32", base, seeds=(100,), count=len(abvs.BASELINE_SEARCH) + 1, task_dir=tmp_path,
-                              execution=Execution())
-    assert not any(tmp_path.iterdir())  # refused before anything was written
-
-
-def test_the_baseline_search_covers_the_schedule_grid_and_its_widest_widening():
-    # 3 gaps x 2 intervals, then at most two widenings of 3 (a new interval for every gap) candidates each
-    assert len(abvs.BASELINE_SEARCH) >= 3 * 2 + abvs.MAX_WIDENINGS * 3
-    assert abvs.BASELINE_SEARCH[0] == {"optim.weight_decay": 5e-4, "optim.momentum": 0.9}  # the default first
-    assert len({tuple(sorted(s.items())) for s in abvs.BASELINE_SEARCH}) == len(abvs.BASELINE_SEARCH)
-
-
-@pytest.mark.parametrize("gaps, intervals, chosen, lsfb, expected", [
-    # FB 5 -> 6 (gap 1, the grid's smallest) cannot go lower (gap 0 is the fixed-FB arm); interval 4 doubles
-    ([3, 2, 1], [4, 2], {"fb_min": 5, "check_every_epochs": 4}, 6, ("check_every_epochs", 8)),
-    # the widest gap continues by its arithmetic step, before the interval is looked at
-    ([3, 2, 1], [4, 2], {"fb_min": 3, "check_every_epochs": 2}, 6, ("gap", 4)),
-    # a gap of 4 would leave FB_min 0 at least sufficient FB 4: the interval halves instead
-    ([3, 2, 1], [4, 2], {"fb_min": 1, "check_every_epochs": 2}, 4, ("check_every_epochs", 1)),
-    # inside the grid on both axes: no widening
-    ([3, 2, 1], [8, 4, 2], {"fb_min": 4, "check_every_epochs": 4}, 6, None),
-    # an interval longer than the 50-epoch run is no schedule
-    ([3, 2, 1], [32, 64], {"fb_min": 5, "check_every_epochs": 64}, 6, None),
-])
-def test_the_schedule_grid_widens_past_the_edge_its_choice_landed_on(gaps, intervals, chosen, lsfb, expected):
-    assert abvs._schedule_grid_widening(gaps, intervals, chosen, lsfb=lsfb, epochs=50) == expected
-
-
-def test_the_widening_text_names_each_round():
-    assert "not widened" in abvs.schedule_widening_text({"widenings": []})
-    text = abvs.schedule_widening_text({"widenings": [{"round": 1, "axis": "check_every_epochs", "value": 8,
-                                                      "edge": 4}]})
-    assert "round 1: the check interval (epochs) continued to 8" in text and "still" not in text
-    text = abvs.schedule_widening_text({"still_on_edge": True, "widenings": [
-        {"round": 1, "axis": "check_every_epochs", "value": 8, "edge": 4},
-        {"round": 2, "axis": "gap", "value": 4, "edge": 3}]})
-    assert "round 2: the gap FB_max - FB_min continued to 4" in text and "still on the grid's edge" in text
+    assert headline(saved).startswith("Eq. (2) saving vs fixed FB ") and abvs.headline is headline

@@ -9,7 +9,7 @@ from scipy import stats as scipy_stats
 
 from codesign.cli import main
 from codesign.reproduce import check, smd
-from codesign.reproduce.common import machine_record
+from codesign.reproduce.machine import machine_record
 
 
 def _arm(name, accuracies, seeds=None):
@@ -50,17 +50,6 @@ def test_tolerance_mode_accepts_moves_within_the_half_width_only():
     assert not outside.agrees and [row["agrees"] for row in outside.rows] == [True, False]
     with pytest.raises(ValueError, match="seed 9"):
         check.compare_arm(committed, _arm("a", [91.0], seeds=[9]), exact=False)
-
-
-def test_machine_record_names_no_path_and_matches_itself():
-    record = machine_record()
-    assert {"cpu_model", "cpu_capability", "torch", "numpy", "python", "threads"} <= set(record)
-    assert record["threads"] == 1 and record["cpu_capability"] in ("DEFAULT", "AVX2", "AVX512", "ZVECTOR", "VSX",
-                                                                   "SVE256", "NEON")
-    assert "/" not in json.dumps({k: v for k, v in record.items() if k != "torch"})
-    assert check.same_machine(record, dict(record))
-    assert not check.same_machine(record, {**record, "cpu_capability": "OTHER"})
-    assert not check.same_machine(record, None)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -165,17 +154,3 @@ def test_an_arm_rerun_with_another_tuned_setting_disagrees():
     agreement = check.compare_arm(committed, other, exact=True)
     assert not agreement.agrees and not agreement.same_setting and "another tuned setting" in agreement.verdict()
     assert check.committed_choices({"arms": [{"name": "a", "chosen": {"x.y": [1, [2, 3]]}}]}) == {"a": {"x.y": (1, (2, 3))}}
-
-
-def test_settings_record_the_validation_fraction_that_ran():
-    from types import SimpleNamespace
-
-    from codesign.reproduce.common import ran_settings
-
-    settings = {"data": {"name": "digits", "validation_fraction": 0.0}, "arms": [{"data": {"validation_fraction": 0.0}}]}
-    ran = [SimpleNamespace(name="a", validation_fraction=0.2), SimpleNamespace(name="b", validation_fraction=0.2)]
-    assert ran_settings(settings, ran) == {"data": {"name": "digits", "validation_fraction": 0.2},
-                                           "arms": [{"data": {"validation_fraction": 0.2}}], "validation_fraction": 0.2}
-    mixed = [SimpleNamespace(name="a", validation_fraction=0.2), SimpleNamespace(name="b", validation_fraction=0.1)]
-    assert ran_settings(settings, mixed)["validation_fraction"] == {"a": 0.2, "b": 0.1}
-    assert ran_settings(settings, [SimpleNamespace(name="a", validation_fraction=None)]) == settings

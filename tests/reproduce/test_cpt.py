@@ -5,7 +5,7 @@ import json
 import pytest
 
 from codesign.reproduce import cpt
-from codesign.reproduce.common import TUNING_SEED
+from codesign.reproduce.protocol import TUNING_SEED
 from codesign.reproduce.stats import bootstrap_interval
 
 

@@ -1,57 +1,83 @@
-"""The README's reproduction table is exactly what the committed results.json files say."""
+"""results/README.md is exactly what the committed results.json files say, in short rows."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from codesign.reproduce import REPRODUCTIONS
-from codesign.reproduce.readme import BEGIN, END, current_section, render_table, section, update_readme
+from codesign.reproduce.readme import BEGIN, END, page, render_table, update_readme
 
 ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "results"
+CELL_LIMIT = 120  # characters of one table cell
 
 
-def test_the_readme_table_is_generated_from_the_committed_results():
-    assert current_section(ROOT / "README.md") == section(ROOT / "results"), \
-        "README.md is out of date: run `codesign reproduce readme`"
+def test_the_results_page_is_generated_from_the_committed_results():
+    assert (RESULTS / "README.md").read_text(encoding="utf-8") == page(RESULTS), \
+        "results/README.md is out of date: run `codesign reproduce readme --out results --readme results/README.md`"
 
 
-def _result(folder: Path, name: str, *, smoke: bool = False, row: bool = True) -> None:
-    payload = {"seeds": list(range(8)), "settings": {"smoke": smoke},
-               "readme": {"reproduction": f"`{name}` (a | b)", "target": "t", "measured": "m [1, 2]",
-                          "verdict": "met"} if row else None}
+def test_every_row_is_short_and_the_long_texts_follow_the_table():
+    table = render_table(RESULTS)
+    rows = [line for line in table.splitlines() if line.startswith("| [")]
+    assert len(rows) == len(REPRODUCTIONS)
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("| ").split(" | ")]
+        assert len(cells) == 4 and all(len(cell) <= CELL_LIMIT for cell in cells), row
+    for name in REPRODUCTIONS:  # each reproduction's target and full measurement, below the table
+        entry = json.loads((RESULTS / name / "results.json").read_text(encoding="utf-8"))["readme"]
+        assert f"### {name}\n" in table and f"- **measured:** {entry['measured']}" in table
+
+
+def _committed(folder: Path, name: str, **changes) -> Path:
+    """A copy of ``name``'s committed results.json under ``folder``, with ``changes`` made to it."""
     (folder / name).mkdir(parents=True)
-    (folder / name / "results.json").write_text(json.dumps(payload))
+    payload = {**json.loads((RESULTS / name / "results.json").read_text(encoding="utf-8")), **changes}
+    path = folder / name / "results.json"
+    path.write_text(json.dumps(payload), encoding="utf-8")
+    return path
 
 
 def test_rows_follow_the_reproduction_order_and_missing_ones_say_so(tmp_path):
-    _result(tmp_path, REPRODUCTIONS[-1])
+    _committed(tmp_path, "smd", readme={"reproduction": "`smd` (a | b)", "target": "t", "measured": "m [1, 2]",
+                                        "verdict": "met"})
     lines = render_table(tmp_path).splitlines()
-    assert len(lines) == 2 + len(REPRODUCTIONS)
-    assert lines[-1].startswith(f"| `{REPRODUCTIONS[-1]}` (a \\| b) | t | m [1, 2] | met | 8 |")
-    assert "no committed result" in lines[2]
+    rows = [line for line in lines if line.startswith("| ")][1:]
+    assert len(rows) == len(REPRODUCTIONS)
+    assert rows[0].startswith("| [`smd`](#smd) | met | smd_x4/3: energy ratio ") and rows[0].endswith(" | 9 |")
+    assert rows[1] == "| `slu` | not run | no committed result | 0 |"
+    assert "(a" not in rows[0] and "\n`smd` (a | b): [table](smd/table.md), " in "\n".join(lines)
 
 
-def test_smoke_results_and_results_without_a_row_are_refused(tmp_path):
-    _result(tmp_path / "a", "psg", smoke=True)
+def test_smoke_results_results_without_a_row_and_results_without_the_figures_are_refused(tmp_path):
+    _committed(tmp_path / "a", "psg", settings={"smoke": True})
     with pytest.raises(ValueError, match="smoke"):
         render_table(tmp_path / "a")
-    _result(tmp_path / "b", "psg", row=False)
+    _committed(tmp_path / "b", "psg", readme=None)
     with pytest.raises(ValueError, match="psg/results.json: results of `codesign reproduce psg`.*field readme"):
         render_table(tmp_path / "b")
+    _committed(tmp_path / "c", "tt", comparisons={})
+    with pytest.raises(ValueError, match="tt/results.json: .* no headline figure"):
+        render_table(tmp_path / "c")
 
 
-def test_update_rewrites_only_between_the_markers(tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text(f"before\n{BEGIN}\nold\n{END}\nafter\n")
-    _result(tmp_path / "results", "smd")
-    assert update_readme(readme, tmp_path / "results") is True
+def test_the_page_is_written_whole_then_rewritten_only_between_the_markers(tmp_path):
+    results = tmp_path / "results"
+    for name in ("smd", "tt"):
+        shutil.copytree(RESULTS / name, results / name, ignore=shutil.ignore_patterns("tasks"))
+    readme = results / "README.md"
+    assert update_readme(readme, results) is True and readme.read_text() == page(results)
+    assert update_readme(readme, results) is False
+    readme.write_text(readme.read_text().replace("# Reproduction results", "# Results, kept"))
+    (results / "tt" / "results.json").unlink()
+    assert update_readme(readme, results) is True
     text = readme.read_text()
-    assert text.startswith("before\n") and text.endswith("after\n") and "`smd`" in text and "old" not in text
-    assert update_readme(readme, tmp_path / "results") is False
+    assert text.startswith("# Results, kept\n") and "| `tt` | not run |" in text and "### tt" not in text
     (tmp_path / "plain.md").write_text("no markers")
     with pytest.raises(ValueError, match="markers"):
-        update_readme(tmp_path / "plain.md", tmp_path / "results")
+        update_readme(tmp_path / "plain.md", results)
 
 
 def test_a_readme_that_is_not_utf8_is_named_and_left_alone(tmp_path):

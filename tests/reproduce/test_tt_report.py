@@ -1,0 +1,44 @@
+"""The ``tt`` report's comparisons, verdict wording and results-table figure."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from codesign.reproduce.tt_budget import ARMS, BASELINE, FIXED_PLAIN, FIXED_PRIOR, MAIN_ARM, TT_ARMS
+from codesign.reproduce.tt_report import (PRIOR_MARGIN_PT, TOST_MARGIN_PT, compare, headline, pruning_summary,
+                                          targets_and_verdict)
+
+RESULTS = Path(__file__).resolve().parents[2] / "results"
+
+
+def test_comparisons_pair_every_arm_with_the_baseline_and_the_prior_with_its_absence():
+    accuracy = {arm: [90.0 + i, 91.0 - i, 92.0, 90.5] for i, arm in enumerate(ARMS)}
+    memory = {arm: [1000.0 * (i + 1)] * 4 for i, arm in enumerate(ARMS)}
+    memory[BASELINE] = [300_000.0] * 4
+    comparisons = compare(accuracy, memory)
+    assert set(comparisons["against_baseline"]) == set(TT_ARMS)
+    main = comparisons["against_baseline"][MAIN_ARM]
+    assert main["memory_reduction"]["bootstrap"]["mean"] == pytest.approx(300_000 / 2000)
+    difference = main["accuracy_difference_pt"]
+    assert difference["tost"]["margin"] == TOST_MARGIN_PT and difference["n"] == 4
+    effect = comparisons["prior_effect"][f"{FIXED_PRIOR} vs {FIXED_PLAIN}"]
+    assert effect["accuracy_difference_pt"]["tost"]["margin"] == PRIOR_MARGIN_PT
+    targets, verdict = targets_and_verdict(comparisons)
+    assert not targets[0].met and "not met" in verdict  # 150x is short of 292x
+
+
+def test_pruning_summary_says_when_and_to_which_ranks_the_prior_pruned():
+    paths = [{"ranks": [{"layers.0": [1, 4, 1]}, {"layers.0": [1, 2, 1]}], "memory_bits": [100, 60],
+              "prune_events": [{"epoch": 1}]},
+             {"ranks": [{"layers.0": [1, 4, 1]}, {"layers.0": [1, 4, 1]}], "memory_bits": [100, 100],
+              "prune_events": []}]
+    summary = pruning_summary(paths)
+    assert summary["pruned_seeds"] == 1 and summary["first_prune_epoch"] == [1]
+    assert summary["final_inner_rank_range"] == {"layers.0": [[2, 4]]} and summary["final_bits"] == [60, 100]
+
+
+def test_the_headline_reads_the_memory_reduction_and_accuracy_difference_of_a_committed_report():
+    payload = json.loads((RESULTS / "tt" / "results.json").read_text(encoding="utf-8"))
+    reduction = payload["comparisons"]["against_baseline"][MAIN_ARM]["memory_reduction"]["bootstrap"]["mean"]
+    assert headline(payload).startswith(f"{MAIN_ARM}: {reduction:.0f}× [")
