@@ -32,11 +32,16 @@ def _family_tests(path):
         if not isinstance(node, ast.Compare):
             continue
         parts = [node.left, *node.comparators]
-        constants = [p.value for p in parts if isinstance(p, ast.Constant)]
-        constants += [e.value for p in parts if isinstance(p, (ast.Tuple, ast.List, ast.Set))
-                      for e in p.elts if isinstance(e, ast.Constant)]
-        named = [ast.get_source_segment(text, p) for p in parts if not isinstance(p, ast.Constant)]
-        if FAMILY_KEYS & set(constants) and any("family" in source.lower() for source in named):
+        constants = {p.value for p in parts if isinstance(p, ast.Constant)}
+        constants |= {e.value for p in parts if isinstance(p, (ast.Tuple, ast.List, ast.Set))
+                      for e in p.elts if isinstance(e, ast.Constant)}
+        if not FAMILY_KEYS & constants:
+            continue
+        names = {n.id for p in parts for n in ast.walk(p) if isinstance(n, ast.Name)}
+        names |= {n.attr for p in parts for n in ast.walk(p) if isinstance(n, ast.Attribute)}
+        names |= {n.value for p in parts if not isinstance(p, ast.Constant) for n in ast.walk(p)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        if any("family" in name.lower() for name in names):
             yield f"{path}:{node.lineno}: {ast.get_source_segment(text, node)}"
 
 

@@ -1,5 +1,5 @@
 // codesign_constants.h -- the stream contract's word width and status codes.
-// Generated from codesign/hw/constants.py by `python -m codesign.hw.constants_gen`; do not edit.
+// Generated from codesign/contracts/constants.py by `python -m codesign.hw.constants_gen`; do not edit.
 #ifndef CODESIGN_CONSTANTS_H
 #define CODESIGN_CONSTANTS_H
 
