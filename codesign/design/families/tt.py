@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from codesign.boards import Board
 from codesign.design.explore import DEFAULT_CAP, ENUMERATE_LIMIT, Option, Space
 from codesign.design.explore_model import ExploreModel, explore_family
 from codesign.design.families import DesktopFamily, Refined, design_pes
@@ -24,7 +25,6 @@ from codesign.hw.resource_model import RESOURCES
 from codesign.loops.common import HwTrainError
 from codesign.loops.host_share import THIS_MACHINE, measure_tt_host, measure_tt_hosts
 from codesign.loops.tt import TtTrainSetup
-from codesign.boards import Board
 from codesign.step.host import HostModel
 from codesign.step.tt.cycles import copy_loads
 from codesign.step.tt.reuse import BRAM36_BYTES
