@@ -15,11 +15,10 @@ when a design of it is trained, so a board imports only the family it runs.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Callable, Mapping, NamedTuple, Tuple
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Tuple
 
 from codesign.deploy.manifest import DeployError
 from codesign.registry import load_registered
-from codesign.loops.host_share import THIS_MACHINE
 from codesign.step.host import HostModel
 
 # key -> "module:attribute" of its BoardFamily
@@ -87,9 +86,13 @@ def golden_trainer(manifest: Mapping[str, Any], **setup_changes):
     return family.golden(family.setup.from_dict({**manifest["loop"]["setup"], **setup_changes}))
 
 
-def measure_loop_host(loop: Mapping[str, Any], *, source: str = THIS_MACHINE, data=None) -> HostModel:
-    """The host's share of a step of design.json's ``loop`` entry, measured here; a family whose host work
-    depends on the data (CSB: its warm-up prunes the weights) needs ``data``."""
+def measure_loop_host(loop: Mapping[str, Any], *, source: Optional[str] = None, data=None) -> HostModel:
+    """The host's share of a step of design.json's ``loop`` entry, measured here (``source`` says where; default:
+    this machine); a family whose host work depends on the data (CSB: its warm-up prunes the weights) needs
+    ``data``. The host-share timers load only when asked: ``import codesign.deploy`` stays light on a board."""
+    from codesign.loops.host_share import THIS_MACHINE
+
+    source = THIS_MACHINE if source is None else source
     family = family_of({"loop": loop})
     if family.host_needs_data and data is None:
         raise ValueError(f"a {family.key} loop's host share needs its data set: its warm-up decides the work")
