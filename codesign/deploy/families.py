@@ -61,7 +61,8 @@ def family_names() -> Tuple[str, ...]:
 @lru_cache(maxsize=None)
 def get_family(key: str) -> BoardFamily:
     """The registered family ``key``; a clear error names the ones that exist."""
-    return load_registered(REGISTRY, key, kind=("training family", "training families"), key_of=lambda family: family.key)
+    return load_registered(REGISTRY, key, kind=("training family", "training families"),
+                           key_of=lambda family: family.key)
 
 
 def family_of(manifest: Mapping[str, Any]) -> BoardFamily:

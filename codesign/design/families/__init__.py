@@ -88,7 +88,8 @@ def family_names() -> tuple[str, ...]:
 @lru_cache(maxsize=None)
 def get_family(key: str) -> DesktopFamily:
     """The registered family ``key``; a clear error names the ones that exist."""
-    return load_registered(REGISTRY, key, kind=("training family", "training families"), key_of=lambda family: family.key)
+    return load_registered(REGISTRY, key, kind=("training family", "training families"),
+                           key_of=lambda family: family.key)
 
 
 def family_of(design) -> DesktopFamily | None:

@@ -135,8 +135,16 @@ def explore_tt(setup: TtTrainSetup, board: Board, *, bases: Mapping[str, Any], c
     """Price every PE1 x PE2 option of ``setup`` on ``board``; ``bases`` holds the tt1 and tt2 builds the knobs
     vary (operand widths and buffers stay theirs); ``tt3`` is the design's PE3 (counted once) or None."""
     return explore_family(tt_model(setup, bases=bases, host=host, macs=macs, tt3=tt3), board, clock_mhz=clock_mhz,
-                               knobs=knobs, cap=cap, enumerate_limit=enumerate_limit, trials=trials, seed=seed,
-                               progress=progress)
+                          knobs=knobs, cap=cap, enumerate_limit=enumerate_limit, trials=trials, seed=seed,
+                          progress=progress)
+
+
+def design_model(design: DesignPoint, setup: TtTrainSetup, *, host: HostModel | None) -> ExploreModel:
+    """The explorer's model of ``setup`` on ``design``'s PE builds (PE3 counted once, or a PE of the dense route);
+    ``host`` None: measured here."""
+    specs = {instance.pe: instance.spec for instance in design.instances}
+    return tt_model(setup, bases=specs, host=host or measure_tt_host(setup),
+                    macs=tt_stages(setup, setup.hardware())[1]["macs"], tt3=specs.get("tt3"))
 
 
 def tt_explorer(design, *, progress: Callable[[str], None] = print, host: HostModel | None = None) -> ExploreModel:
@@ -144,11 +152,7 @@ def tt_explorer(design, *, progress: Callable[[str], None] = print, host: HostMo
     fitted per PE call) unless ``host`` is a board's figure."""
     progress(f"the host's share of a step: {host.source}" if host is not None else
              "measuring the host's share of a step (NumPy loop, this machine)")
-    setup = tt_setup_of(design)
-    specs = {instance.pe: instance.spec for instance in design.instances}
-    _, totals = tt_stages(setup, setup.hardware())
-    return tt_model(setup, bases=specs, host=host or measure_tt_host(setup), macs=totals["macs"],
-                    tt3=specs.get("tt3"))
+    return design_model(design, tt_setup_of(design), host=host)
 
 
 def tt_refine(raw, design: DesignPoint, chosen_toml: dict[str, Any], chosen_design: DesignPoint,
@@ -219,11 +223,8 @@ def other_route(design: DesignPoint, *, objective: str, knobs: Mapping[str, Mapp
     setup = tt_setup_of(design)
     route = "dense" if setup.precision["core_grad_route"] == "direct" else "direct"
     setup = dataclasses.replace(setup, precision={**setup.precision, "core_grad_route": route})
-    specs = {instance.pe: instance.spec for instance in design.instances}
     progress(f"the same space on the {route} core-gradient route (measuring its host share)")
-    family = tt_model(setup, bases=specs, host=measure_tt_host(setup),
-                       macs=tt_stages(setup, setup.hardware())[1]["macs"], tt3=specs.get("tt3"))
-    space = explore_family(family, design.board, clock_mhz=design.clock_mhz, knobs=knobs, cap=cap, progress=progress)
+    space = explore_family(design_model(design, setup, host=None), design.board, clock_mhz=design.clock_mhz, knobs=knobs, cap=cap, progress=progress)
     try:
         best = space.best(objective)
     except ValueError:
@@ -236,5 +237,6 @@ def other_route(design: DesignPoint, *, objective: str, knobs: Mapping[str, Mapp
 FAMILY = DesktopFamily(key=KEY, title="TT", detect=lambda design: bool(design_pes(design)) and all(
     pe.startswith("tt") for pe in design_pes(design)), setup_of=tt_setup_of, explorer=tt_explorer, refine=tt_refine)
 
-__all__ = ["FAMILY", "PAPER_BATCH", "PAPER_LAYERS", "explore_tt", "forward_split_choice", "other_route", "paper_setup",
-           "tt_explorer", "tt_hardware", "tt_model", "tt_refine", "tt_reuse_report", "tt_setup_of"]
+__all__ = ["FAMILY", "PAPER_BATCH", "PAPER_LAYERS", "design_model", "explore_tt", "forward_split_choice",
+           "other_route", "paper_setup", "tt_explorer", "tt_hardware", "tt_model", "tt_refine", "tt_reuse_report",
+           "tt_setup_of"]

@@ -135,4 +135,5 @@ def to_values(codes: np.ndarray, frac_bits: int) -> np.ndarray:
     return np.ldexp(np.asarray(codes, dtype=np.int64).astype(np.float64), -frac_bits)
 
 
-__all__ = ["BLOCK", "EXACT_FLOAT", "choose_frac", "code_dtype", "floor_log2_ratio", "frac_of_total", "frac_of_values", "quantize_values", "rescale", "scale_and_round", "to_values"]
+__all__ = ["BLOCK", "EXACT_FLOAT", "choose_frac", "code_dtype", "floor_log2_ratio", "frac_of_total", "frac_of_values",
+           "quantize_values", "rescale", "scale_and_round", "to_values"]
