@@ -52,26 +52,27 @@ demo-full: setup
 yosys-reports: setup
 	$(BIN)/codesign demo --full --ship-reports --out out/demo-full
 
-# one torch/OpenMP thread per pytest worker: two workers on two cores, no oversubscription.
+# one torch/OpenMP thread per pytest worker: two workers on two cores, no oversubscription; worksteal lets an idle
+# worker take queued tests from the busy one (the RTL grid otherwise ends on one worker).
 # make test: everything but the tests marked slow or long (under 10 min on 2 cores, set-up included)
 test: setup test-system-packages
 	$(BIN)/ruff check --select F,E9 codesign tests benchmarks
 	$(BIN)/lint-imports
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m "not slow and not long" --durations=15
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) --dist worksteal -m "not slow and not long" --durations=15
 
 # the tests marked slow (image-like venvs, notebooks, Yosys runs, the larger RTL and C-sim grid points); CI runs it after make test
 test-slow: setup test-system-packages
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m "slow and not long" --durations=15
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) --dist worksteal -m "slow and not long" --durations=15
 
 # make test and make test-slow in one run
 test-all: setup test-system-packages
 	$(BIN)/ruff check --select F,E9 codesign tests benchmarks
 	$(BIN)/lint-imports
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m "not long" --durations=15
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) --dist worksteal -m "not long" --durations=15
 
 # extended random RTL runs: ten times the stimulus of make test, heavier backpressure, larger PEs
 test-long: setup
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) -m long --durations=15
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) --dist worksteal -m long --durations=15
 
 # every reproduction (eight seeds, tuned arms; a re-run skips finished training runs), then results/README.md
 reproduce: setup
