@@ -120,10 +120,21 @@ def batches(data: Dataset, size: int, count: int, seed: int = 0) -> Iterator[tup
         yield data.train_x[rows], data.train_y[rows]
 
 
+def _traffic():
+    """The emulated board's host-to-PL counters (bytes flushed and read back, register writes), or None on a board."""
+    from pynq import Device
+
+    return getattr(Device.active_device, "traffic", None)
+
+
 def measure(name: str, pair: Pair, data: Dataset, steps: int) -> dict:
-    """One untimed step of each (the IP's first call), then ``steps`` timed steps of each in turn; then the states."""
+    """One untimed step of each (the IP's first call), then ``steps`` timed steps of each in turn; then the states.
+    The host's traffic to the PL is counted over the timed steps (the golden loop does not touch the device)."""
     seconds = {"board": 0.0, "golden": 0.0}
+    traffic = _traffic()
     for index, (x, y) in enumerate(batches(data, pair.batch_size, steps + 1)):
+        if index == 1 and traffic is not None:
+            traffic.clear()
         for role in ("board", "golden"):
             started = time.perf_counter()
             getattr(pair, role).train_step(x, y)
@@ -135,7 +146,8 @@ def measure(name: str, pair: Pair, data: Dataset, steps: int) -> dict:
     compared = sum(a.size for a in mine)
     differ = sum(int(np.count_nonzero(a != b)) for a, b in zip(mine, theirs))
     figures = pair.board.throughput()
-    return {"family": name, "steps": steps + 1, "timed_steps": steps, "batch": pair.batch_size,
+    per_step = {key: value / steps for key, value in traffic.as_dict().items()} if traffic is not None else {}
+    return {"traffic_per_step": per_step, "family": name, "steps": steps + 1, "timed_steps": steps, "batch": pair.batch_size,
             "board_s": seconds["board"], "golden_s": seconds["golden"],
             "board_steps_per_s": steps / seconds["board"], "golden_steps_per_s": steps / seconds["golden"],
             "ratio": seconds["golden"] / seconds["board"], "words_compared": compared, "words_differ": differ,
@@ -145,11 +157,14 @@ def measure(name: str, pair: Pair, data: Dataset, steps: int) -> dict:
 
 def table(rows: list[dict]) -> str:
     lines = ["| family | steps (batch) | emulated steps/s | golden steps/s | emulated / golden | IP calls | "
-             "state words compared | differ |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "state words compared | differ | flushed KiB/step | read back KiB/step | register writes/step |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
+        t = r["traffic_per_step"]
         lines.append(f"| {r['family']} | {r['steps']} ({r['batch']}) | {r['board_steps_per_s']:.2f} | "
                      f"{r['golden_steps_per_s']:.2f} | {r['ratio']:.2f}x | {r['ip_calls']} | "
-                     f"{r['words_compared']:,} | {r['words_differ']} |")
+                     f"{r['words_compared']:,} | {r['words_differ']} | {t.get('flushed_bytes', 0) / 1024:,.0f} | "
+                     f"{t.get('invalidated_bytes', 0) / 1024:,.0f} | {t.get('register_writes', 0):,.0f} |")
     return "\n".join(lines) + "\n"
 
 

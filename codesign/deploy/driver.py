@@ -6,10 +6,11 @@ differs per IP (its VLNV, register offsets, buffer sizes) comes from its
 design.json entry. :func:`driver_class` makes the subclass PYNQ binds to the
 IP's VLNV (``bindto``), before the overlay is opened.
 
-One call: copy the words into the input buffer and flush it, write the two
-buffer addresses and three counts, set ``ap_start``, poll ``CTRL`` until
-``ap_done`` (or raise :class:`AccelTimeout`), invalidate the output buffer
-and return a copy of its first ``n_out`` words. The two buffers come from
+One call: copy the words into the input buffer and flush those words, write
+the two buffer addresses and three counts, set ``ap_start``, poll ``CTRL``
+until ``ap_done`` (or raise :class:`AccelTimeout`), invalidate the output
+words and return a copy of the first ``n_out``. Cache maintenance covers the
+words a call uses, never the whole buffer. The two buffers come from
 :func:`pynq.allocate` once, sized by the manifest, and are reused; they grow
 (one new allocation) only for a call larger than any before.
 """
@@ -32,6 +33,19 @@ MIN_BUFFER_WORDS = 1024
 BUSY_POLLS = 1000  # register reads before the poll loop starts sleeping
 POLL_SLEEP_S = 1e-4
 CTRL_BIT = {name: 1 << bit for name, bit in shell.CTRL_BITS.items()}
+
+
+def flush_words(buffer, words: int, start: int = 0) -> None:
+    """Flush only words ``[start, start + words)`` of ``buffer`` to DDR: a slice of a ``PynqBuffer`` carries its own
+    offset and length, so the cache maintenance costs what the call uses, not the whole buffer."""
+    if words:
+        buffer[start:start + words].flush()
+
+
+def invalidate_words(buffer, words: int, start: int = 0) -> None:
+    """Invalidate only words ``[start, start + words)`` of ``buffer`` (see :func:`flush_words`)."""
+    if words:
+        buffer[start:start + words].invalidate()
 
 
 class AccelTimeout(DeployError):
@@ -134,8 +148,8 @@ class AccelIP(DefaultIP):
         if in_buffer is None or in_buffer.size < n_in:
             raise DeployError(f"IP {self.ip_name}: start_filled of {n_in} words without input_words({n_in}) first")
         out_buffer = self.buffer("out", n_out)
-        in_buffer.flush()
-        out_buffer.flush()  # no dirty line of ours may land on the IP's output later
+        flush_words(in_buffer, n_in)
+        flush_words(out_buffer, n_out)  # no dirty line of ours may land on the IP's output later
         self._write_register("in", in_buffer.physical_address, shell.POINTER_BITS // 32)
         self._write_register("out", out_buffer.physical_address, shell.POINTER_BITS // 32)
         self._write_register("n_in", n_in)
@@ -162,7 +176,7 @@ class AccelIP(DefaultIP):
         self.busy_s += time.perf_counter() - started
         self.calls += 1
         out_buffer = self._buffers["out"]
-        out_buffer.invalidate()
+        invalidate_words(out_buffer, n_out)
         return np.array(out_buffer[:n_out], dtype=WORD)
 
     def _wait_done(self, started: float, timeout_s: float) -> None:

@@ -160,14 +160,31 @@ class DdrModel:
 # ---------------------------------------------------------------------------- one IP
 
 
+class Traffic:
+    """What the host did to the PL since the counters were last cleared: bytes flushed to DDR and invalidated
+    (read back) by cache maintenance, and 32-bit register writes and reads. The figures a host's share of a
+    step is judged by, counted where the driver cannot miss them."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.flushed_bytes = self.invalidated_bytes = self.register_writes = self.register_reads = 0
+
+    def as_dict(self) -> dict:
+        return {"flushed_bytes": self.flushed_bytes, "invalidated_bytes": self.invalidated_bytes,
+                "register_writes": self.register_writes, "register_reads": self.register_reads}
+
+
 class EmulatedIP:
     """The s_axilite register file of one accelerator IP, and its top function behind ``ap_start``."""
 
     def __init__(self, entry: dict, ddr: DdrModel, project_dir: Path, *, stalled: bool = False,
-                 bridge_dir: Path | None = None) -> None:
+                 bridge_dir: Path | None = None, traffic: Traffic | None = None) -> None:
         from codesign.hw.bridge import AccelBridge
 
         self.entry, self.ddr, self.stalled = entry, ddr, stalled
+        self.traffic = traffic if traffic is not None else Traffic()
         self.name = entry["name"]
         self.base, self.span = entry["base_address"], entry["address_range"]
         self.offsets = entry["registers"]
@@ -209,12 +226,14 @@ class EmulatedIP:
         return sum(int(self.words[index + i]) << (32 * i) for i in range(words))
 
     def read(self, offset: int) -> int:
+        self.traffic.register_reads += 1
         value = int(self.words[offset // 4])
         if offset == self.offsets["CTRL"]:  # ap_done clears on read
             self.words[offset // 4] = value & ~CTRL_BIT["ap_done"]
         return value
 
     def write(self, offset: int, value: int) -> None:
+        self.traffic.register_writes += 1
         value = int(value) & 0xFFFF_FFFF
         index = offset // 4
         if offset == self.offsets["CTRL"]:
@@ -324,8 +343,10 @@ class EmulatedBoard(Device):
         unknown = sorted(set(stalled) - names)
         if unknown:
             raise EmulationError(f"stalled IP(s) {unknown} are not in design {self.manifest['design']!r}")
+        self.traffic = Traffic()
         self.ips = {ip["name"]: EmulatedIP(ip, self.ddr, self.build_dir / ip.get("hls_project", f"hls/{ip['name']}"),
-                                           stalled=ip["name"] in set(stalled), bridge_dir=bridge_dir)
+                                           stalled=ip["name"] in set(stalled), bridge_dir=bridge_dir,
+                                           traffic=self.traffic)
                     for ip in self.manifest["ips"]}
         self.manifest_path = (self.build_dir / MANIFEST_FILE).resolve()
         self.bitfile_name = str(self.manifest_path)  # PYNQ's set_bitfile_name overwrites this one
@@ -396,8 +417,10 @@ class EmulatedBoard(Device):
 
     def flush(self, bo, offset, vaddr, nbytes) -> None:
         """CPU cache -> DDR (``PynqBuffer.flush``)."""
+        self.traffic.flushed_bytes += int(nbytes)
         self._sync(bo, offset, vaddr, nbytes, to_ddr=True)
 
     def invalidate(self, bo, offset, vaddr, nbytes) -> None:
         """DDR -> CPU view (``PynqBuffer.invalidate``)."""
+        self.traffic.invalidated_bytes += int(nbytes)
         self._sync(bo, offset, vaddr, nbytes, to_ddr=False)

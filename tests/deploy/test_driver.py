@@ -149,3 +149,24 @@ def test_a_call_the_hardware_would_never_finish_times_out_with_the_reason(stream
     with pytest.warns(EmulatedStall, match=reported), \
             pytest.raises(AccelTimeout, match=f"tt1_0: ap_done did not rise .*{reported}.*never raises ap_done"):
         ip.run(words, expected.size, 1, timeout_s=0.2)
+
+
+def test_a_call_flushes_and_reads_back_only_the_words_it_uses(overlay):
+    """Cache maintenance covers the call's n_in input and n_out output words, not the (larger) buffers; 5 register
+    writes set the call up and one starts it."""
+    ip = overlay.accelerator("tt1_0")
+    transactions = golden_transactions("tt1")
+    ip.run(*_one(transactions[0]))  # the buffers exist now, larger than this call needs
+    ip.buffer("in", 4 * sum(words.size for words, _ in transactions))
+    traffic = overlay.device.traffic
+    traffic.clear()
+    words_in, expected = transactions[0]
+    np.testing.assert_array_equal(ip.run(words_in, expected.size, 1), expected)
+    assert traffic.flushed_bytes == 4 * (words_in.size + expected.size)
+    assert traffic.invalidated_bytes == 4 * expected.size
+    assert traffic.register_writes == 2 * 2 + 3 + 1
+
+
+def _one(transaction):
+    words_in, expected = transaction
+    return words_in, expected.size, 1
