@@ -135,6 +135,7 @@ class Board:
     pynq_board_names: tuple[str, ...]
     resources: dict[str, int]
     vivado: VivadoFacts
+    board_part_patterns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         names = self.pynq_board_names
@@ -152,6 +153,27 @@ class Board:
             raise ValueError(f"board {self.name}: ddr_peak_gbps must be a positive number of GB/s")
         if self.board_part.count(":") != 3:
             raise ValueError(f"board {self.name}: board_part {self.board_part!r} must be vendor:board:part0:version")
+        self._check_board_part_patterns()
+
+    def _check_board_part_patterns(self) -> None:
+        """The board-part names Vivado may know this board by (``get_board_parts`` patterns), preferred first.
+
+        Vivado installs name one board differently (the ZedBoard is ``avnet.com:zedboard`` in the board store
+        and ``em.avnet.com:zed`` in many installs); a list of patterns in the TOML keeps that data, not code.
+        Absent, it is the board part's own ``vendor:board:part0:*``, which must always be among them.
+        """
+        vendor, name, component, _version = self.board_part.split(":")
+        own = f"{vendor}:{name}:{component}:*"
+        patterns = self.board_part_patterns or (own,)
+        if isinstance(patterns, str) or not all(
+                isinstance(p, str) and p.count(":") == 3 and p.endswith(":*") and p.replace(":", "").replace(
+                    ".", "").replace("*", "").replace("_", "").replace("-", "").isalnum() for p in patterns):
+            raise ValueError(f"board {self.name}: board_part_patterns must be a list of vendor:board:part0:* "
+                             f"patterns, not {patterns!r}")
+        if patterns[0] != own:
+            raise ValueError(f"board {self.name}: the first of board_part_patterns must be the board part's own "
+                             f"{own!r}, not {patterns[0]!r}")
+        object.__setattr__(self, "board_part_patterns", tuple(patterns))
 
     @property
     def hp_ports(self) -> int:

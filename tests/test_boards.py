@@ -48,3 +48,27 @@ def test_a_misaligned_control_window_is_refused():
         replace(board("zedboard").vivado, control_window=0x3000_0000)
     with pytest.raises(ValueError, match="aligned"):
         replace(board("zedboard").vivado, control_base=0x4000_1000)
+
+
+def test_board_part_patterns_are_data_with_the_board_part_first():
+    """Vivado installs name the ZedBoard avnet.com:zedboard (board store) or em.avnet.com:zed (many installs):
+    the TOML lists both, its own board part's pattern first; the Ultra96-V2 keeps one (em.avnet.com's files
+    are for another part)."""
+    from fnmatch import fnmatchcase
+
+    zed, u96 = board("zedboard"), board("ultra96v2")
+    assert zed.board_part_patterns == ("avnet.com:zedboard:part0:*", "em.avnet.com:zed:part0:*")
+    assert u96.board_part_patterns == ("avnet.com:ultra96v2:part0:*",)
+    assert any(fnmatchcase("em.avnet.com:zed:part0:1.3", p) for p in zed.board_part_patterns)
+    assert fnmatchcase(zed.board_part, zed.board_part_patterns[0])
+
+
+def test_board_part_patterns_are_checked():
+    from dataclasses import replace
+
+    zed = board("zedboard")
+    with pytest.raises(ValueError, match="first of board_part_patterns must be the board part's own"):
+        replace(zed, board_part_patterns=("em.avnet.com:zed:part0:*",))
+    with pytest.raises(ValueError, match="vendor:board:part0:\\* patterns"):
+        replace(zed, board_part_patterns=("avnet.com:zedboard:part0:*", "zed; exec rm"))
+    assert replace(zed, board_part_patterns=()).board_part_patterns == ("avnet.com:zedboard:part0:*",)

@@ -246,10 +246,9 @@ def vivado_context(manifest: dict, board: Board) -> dict:
     reset_sinks = [f"{CONTROL_IC}/S00_ARESETN", *(f"{CONTROL_IC}/{m}_ARESETN" for m in masters),
                    *(f"{ic['name']}/aresetn" for ic in data_ics), *(f"{ip['name']}/{RESET_PIN}" for ip in ips)]
     port_properties = [item for port in ports if port.port in used for item in port.properties.items()]
-    vendor, name, part_no, _version = board.board_part.split(":")
     return {
         "design": manifest["design"], "board": board.name, "display_name": board.display_name,
-        "part": board.part, "board_part": board.board_part, "board_part_pattern": f"{vendor}:{name}:{part_no}:*",
+        "part": board.part, "board_part": board.board_part, "board_part_patterns": list(board.board_part_patterns),
         "clock_mhz": _number(manifest["clock_mhz"]),
         "ps": {key: getattr(facts, key) for key in (
             "ps_ip", "ps_cell", "automation_rule", "automation_board", "automation_part", "control_port",

@@ -168,3 +168,36 @@ def test_run_hls_refuses_a_missing_vector_file_under_the_lint(tmp_path):
     (tmp_path / "csb" / pe.vector_file).unlink()
     with pytest.raises(TclLintError, match="golden vector file .* does not exist"):
         lint_tcl(tmp_path / "csb" / "run_hls.tcl")
+
+
+# --- the accelerator shell's run_hls.tcl: 64-bit pointers always, the alignment beside a widened port -----
+
+
+@pytest.mark.parametrize("pe_name, options, alignment", [("csb", {}, None), ("tt1", {}, None),
+                                                         ("tt1", {"stream_bits": 64}, "8")])
+def test_accel_run_hls_keeps_64_bit_pointers_and_aligns_widened_ports(tmp_path, pe_name, options, alignment):
+    """`config_interface -m_axi_addr64=true` holds the register map of codesign/contracts/shell.py (64-bit
+    pointers: `out` at 0x1c, not 0x18) on every Vitis HLS version; a PE whose stream word is wider than 32 bits
+    gets max_widen_bitwidth in its pragma and the matching m_axi_alignment_byte_size (its bytes) here."""
+    from codesign.contracts.shell import POINTER_BITS, register_map
+    from codesign.hw.render import write_project
+    from codesign.shell.ip import render_accel, stream_word_bits
+
+    pe = get_pe(pe_name)
+    spec = pe.spec(**options)
+    project = render_accel(pe, spec, "x_0")
+    write_project(tmp_path / "x_0", project)
+    commands = lint_tcl(tmp_path / "x_0" / "run_hls.tcl")
+    names = [c.name for c in commands]
+    configs = [c.args for c in commands if c.name == "config_interface"]
+    assert ("-m_axi_addr64=true",) in configs and POINTER_BITS == 64 and register_map()["out"] == 0x1c
+    aligned = [args[1] for args in configs if args[0] == "-m_axi_alignment_byte_size"]
+    assert aligned == ([] if alignment is None else [alignment])
+    # solution-level settings: after open_solution, before synthesis
+    solution, synthesis = names.index("open_solution"), names.index("csynth_design")
+    assert all(solution < i < synthesis for i, c in enumerate(commands) if c.name == "config_interface")
+    pragmas = project.files["x_0_accel.cpp"].decode()
+    widened = f"max_widen_bitwidth = {stream_word_bits(pe, spec)}" in pragmas
+    assert widened == (alignment is not None)
+    if alignment is not None:
+        assert int(alignment) * 8 == stream_word_bits(pe, spec)

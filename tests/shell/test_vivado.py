@@ -322,6 +322,25 @@ def test_an_installed_older_board_part_is_used(tmp_path):
 
 
 @needs_tclsh
+@pytest.mark.parametrize("installed, chosen", [
+    (("em.avnet.com:zed:part0:1.3",), "em.avnet.com:zed:part0:1.3"),
+    (("em.avnet.com:zed:part0:1.3", "em.avnet.com:zed:part0:1.4"), "em.avnet.com:zed:part0:1.4"),
+    (("em.avnet.com:zed:part0:1.4", "avnet.com:zedboard:part0:1.3"), "avnet.com:zedboard:part0:1.3"),
+    (("em.avnet.com:zed:part0:1.4", "avnet.com:zedboard:part0:1.4"), "avnet.com:zedboard:part0:1.4"),
+])
+def test_the_zedboard_under_its_other_board_part_names_builds_in_board_mode(tmp_path, installed, chosen):
+    """An install that names the ZedBoard em.avnet.com:zed (boards/zedboard.toml board_part_patterns) still gets
+    board mode; the TOML's own name wins where both are installed."""
+    build_dir = rendered(tmp_path, "zedboard")
+    result = lint_script(build_dir / "vivado" / "build.tcl", ShimOptions(board_parts=installed))
+    assert json.loads(result.written["build_mode.json"]) == {"mode": "board", "board_part": chosen,
+                                                              "part": BOARDS["zedboard"]["part"]}
+    assert [c.args[1] for c in result.commands if c.name == "set_property" and c.args[0] == "board_part"] == [chosen]
+    asked = [c.args[-1] for c in result.commands if c.name == "get_board_parts"]
+    assert asked[0] == "avnet.com:zedboard:part0:*"
+
+
+@needs_tclsh
 def test_part_mode_can_be_forced(tmp_path):
     build_dir = rendered(tmp_path, "ultra96v2")
     result = lint_script(build_dir / "vivado" / "build.tcl", ShimOptions(
