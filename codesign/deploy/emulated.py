@@ -58,6 +58,7 @@ from pynq import Device
 from pynq.buffer import PynqBuffer
 
 from codesign.deploy.manifest import MANIFEST_FILE, DeployError, load_manifest
+from codesign.deploy.register_view import shell_hwh_registers
 from codesign.contracts import shell
 from codesign.io.project import ProjectDirError, read_project_marker
 
@@ -312,7 +313,8 @@ class EmulatedMetadata:
     def __init__(self, manifest: dict, ddr: DdrModel) -> None:
         self.ip_dict = {ip["name"]: {"fullpath": ip["name"], "type": ip["vlnv"], "phys_addr": ip["base_address"],
                                      "addr_range": ip["address_range"], "state": None, "gpio": {},
-                                     "interrupts": {}, "parameters": {}, "mem_id": "s_axi_control"}
+                                     "interrupts": {}, "parameters": {}, "mem_id": "s_axi_control",
+                                     "registers": shell_hwh_registers()}  # what the IP decodes, not design.json
                         for ip in manifest["ips"]}
         self.mem_dict = {"PSDDR": {"base_address": ddr.base, "size": ddr.size, "type": "DDR", "used": 0,
                                    "raw_type": None, "streaming": False}}
