@@ -93,6 +93,10 @@ SHELL_ARGS: Tuple[ShellArg, ...] = (
     ShellArg(name="n_in", kind="scalar", width=32, doc="input words to read"),
     ShellArg(name="n_out", kind="scalar", width=32, doc="output words to write"),
     ShellArg(name="n_transactions", kind="scalar", width=32, doc="process() calls"),
+    ShellArg(name="calls", kind="pointer", width=32, bundle="gmem0", direction="read",
+             doc="byte address of a call list (codesign.contracts.calls); with n_calls > 0, in and out hold the "
+                 "arena's base"),
+    ShellArg(name="n_calls", kind="scalar", width=32, doc="calls in the list; 0 runs the direct call above"),
 )
 
 CONTROL_BUNDLE = "control"

@@ -134,11 +134,33 @@ class AccelBridge:
             raise BridgeError(f"in holds {in_words.size} words, fewer than n_in={n_in}")
         if out_words.size < n_out:
             raise BridgeError(f"out holds {out_words.size} words, fewer than n_out={n_out}")
-        values = []
-        for arg in SHELL_ARGS:
-            if arg.kind == "pointer":
-                values.append(buffers[arg.name].ctypes.data)
-            else:
-                values.append(int(counts[arg.name]))
-        self._entry(*values)
+        self._call({**buffers, **counts, "calls": None, "n_calls": 0})
         return out_words
+
+    def run_list(self, arena: np.ndarray, descriptors: np.ndarray, n_calls: int) -> np.ndarray:
+        """One ap_start of the IP in list mode: ``n_calls`` descriptors of ``descriptors`` run on ``arena`` (in
+        place; also returned). Every descriptor is decoded and every block checked to lie inside the arena first,
+        as the driver does: the C++ would read or write past it."""
+        from codesign.contracts.calls import DESCRIPTOR_WORDS, CallListError, check_list, decode_descriptor
+
+        for name, buffer in (("arena", arena), ("descriptors", descriptors)):
+            if not isinstance(buffer, np.ndarray) or buffer.dtype != WORD_DTYPE or buffer.ndim != 1 \
+                    or not buffer.flags.c_contiguous:
+                raise BridgeError(f"{name} must be a one-dimensional C-contiguous numpy uint32 array")
+        if isinstance(n_calls, bool) or not isinstance(n_calls, (int, np.integer)) \
+                or not 1 <= n_calls <= descriptors.size // DESCRIPTOR_WORDS:
+            raise BridgeError(f"n_calls={n_calls!r} must be 1..{descriptors.size // DESCRIPTOR_WORDS} (the "
+                              "descriptors given)")
+        try:
+            check_list([decode_descriptor(descriptors[c * DESCRIPTOR_WORDS:(c + 1) * DESCRIPTOR_WORDS])
+                        for c in range(n_calls)], arena.nbytes)
+        except CallListError as error:
+            raise BridgeError(f"call list: {error}") from None
+        self._call({"in": arena, "out": arena, "n_in": 0, "n_out": 0, "n_transactions": 0,
+                    "calls": descriptors, "n_calls": int(n_calls)})
+        return arena
+
+    def _call(self, values: dict) -> None:
+        """The top function with every argument of :data:`SHELL_ARGS` (a pointer's buffer or None, a count)."""
+        self._entry(*[(values[arg.name].ctypes.data if values[arg.name] is not None else None)
+                      if arg.kind == "pointer" else int(values[arg.name]) for arg in SHELL_ARGS])

@@ -58,6 +58,7 @@ MEMORY_BYTES = 1 << 32
 REPORT_LIMIT = 10
 REGS = register_map()
 BIT = {name: 1 << bit for name, bit in CTRL_BITS.items()}
+LIST_ARGS = ("calls", "n_calls")
 
 
 @dataclass(frozen=True)
@@ -107,12 +108,12 @@ class Harness:
         Clock(dut.ap_clk, CLOCK_NS, unit="ns").start()
         self.control = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_control"), dut.ap_clk, dut.ap_rst_n,
                                      reset_active_level=False)
-        pointers = [arg for arg in SHELL_ARGS if arg.kind == "pointer"]
-        first = AxiRam(AxiBus.from_prefix(dut, f"m_axi_{pointers[0].bundle}"), dut.ap_clk, dut.ap_rst_n,
+        bundles = list(dict.fromkeys(arg.bundle for arg in SHELL_ARGS if arg.kind == "pointer"))
+        first = AxiRam(AxiBus.from_prefix(dut, f"m_axi_{bundles[0]}"), dut.ap_clk, dut.ap_rst_n,
                        reset_active_level=False, size=MEMORY_BYTES)
-        self.rams = [first] + [AxiRam(AxiBus.from_prefix(dut, f"m_axi_{arg.bundle}"), dut.ap_clk, dut.ap_rst_n,
+        self.rams = [first] + [AxiRam(AxiBus.from_prefix(dut, f"m_axi_{bundle}"), dut.ap_clk, dut.ap_rst_n,
                                       reset_active_level=False, size=MEMORY_BYTES, mem=first.mem)
-                               for arg in pointers[1:]]
+                               for bundle in bundles[1:]]
         self.memory = first
         self.bursts = 0
         self.burst_errors: list[str] = []
@@ -122,8 +123,8 @@ class Harness:
                 for channel in (ram.read_if.ar_channel, ram.read_if.r_channel, ram.write_if.aw_channel,
                                 ram.write_if.w_channel, ram.write_if.b_channel):
                     channel.set_pause_generator(_pauses(np.random.default_rng(rng.integers(1 << 32)), pause))
-        for arg in pointers:
-            cocotb.start_soon(self._watch_bursts(arg.bundle))
+        for bundle in bundles:
+            cocotb.start_soon(self._watch_bursts(bundle))
 
     async def reset(self) -> None:
         self.dut.ap_rst_n.value = 0
@@ -156,15 +157,20 @@ class Harness:
     async def read(self, name: str, word: int = 0) -> int:
         return int(await self.control.read_dword(REGS[name] + 4 * word))
 
-    async def set_arguments(self, values: dict[str, int]) -> None:
+    async def set_arguments(self, values: dict[str, int], names=None) -> None:
+        """Every argument register, or those ``names``; the call list's (``calls``, ``n_calls``) default to 0, a
+        direct call."""
         for arg in SHELL_ARGS:
-            value = values[arg.name]
+            if names is not None and arg.name not in names:
+                continue
+            value = values[arg.name] if arg.name not in LIST_ARGS else values.get(arg.name, 0)
             for word in range(-(-arg.register_bits // 32)):
                 await self.write(arg.name, value >> (32 * word), word)
 
-    async def run(self, values: dict[str, int], timeout_cycles: int) -> tuple[int, int]:
-        """ap_start, then poll CTRL until ap_done; return (cycles to ap_done, CTRL reads); -1 cycles on time-out."""
-        await self.set_arguments(values)
+    async def run(self, values: dict[str, int], timeout_cycles: int, names=None) -> tuple[int, int]:
+        """The arguments (all, or ``names``), ap_start, then poll CTRL until ap_done; return (cycles to ap_done,
+        CTRL reads); -1 cycles on time-out."""
+        await self.set_arguments(values, names)
         await self.write("CTRL", BIT["ap_start"])
         started = get_sim_time(unit="ns")
         reads = 0

@@ -71,8 +71,9 @@ def vlnv(instance_name: str) -> str:
 
 
 def data_ports(args: Sequence[ShellArg] = SHELL_ARGS) -> list[str]:
-    """The m_axi interfaces of the IP, in argument order (``m_axi_gmem0``, ``m_axi_gmem1``)."""
-    return [arg.port for arg in args if arg.kind == "pointer"]
+    """The m_axi interfaces of the IP, in argument order, each once (``m_axi_gmem0``, ``m_axi_gmem1``: the call
+    list is read through the input's port)."""
+    return list(dict.fromkeys(arg.port for arg in args if arg.kind == "pointer"))
 
 
 def ip_repo_relpath() -> str:
@@ -89,7 +90,8 @@ def ip_fields(instance_name: str) -> dict[str, Any]:
 # -------------------------------------------------------------------------- the HLS project
 
 TEMPLATE_DIR = "accel"
-LIBRARY_HEADER = "codesign_accel.h"  # the shell's three processes, copied verbatim from hls_templates/accel
+LIBRARY_HEADER = "codesign_accel.h"  # the shell's processes and call lists, copied verbatim from hls_templates/accel
+ROUND_HEADER = "codesign_round.h"  # the rounding stage the call lists use, copied verbatim from hls_templates/include
 _PROCESS_TYPEDEF = re.compile(r"^typedef\s+.+?\s+(\w*pe_t)\s*;\s*$", re.MULTILINE)
 
 
@@ -152,6 +154,7 @@ def accel_context(pe, spec, instance_name: str, target: BuildTarget, kernel_head
                   "bridge": files.bridge, "tcl": files.tcl},
         "pe_headers": [name for name in pe.kernel_files if name.endswith(".h")],
         "library_header": LIBRARY_HEADER,
+        "round_header": ROUND_HEADER,
         "vectors_header": VECTORS_HEADER,
         "vector_file": pe.vector_file,
         "transaction_magic": TRANSACTION_MAGIC,
@@ -208,6 +211,7 @@ def render_accel(pe, spec, instance_name: str, target: BuildTarget | None = None
     files = {name: inner.files[name] for name in (*context["pe_headers"], *pe.headers, VECTORS_HEADER,
                                                    pe.vector_file)}
     files[LIBRARY_HEADER] = library_header()
+    files[ROUND_HEADER] = (data_dir("hls_templates") / "include" / ROUND_HEADER).read_bytes()
     for key, template in TEMPLATES.items():
         files[context["files"][key]] = render_template(f"{TEMPLATE_DIR}/{template}", context).encode()
     shell_target = {"part": target.part, "clock_period_ns": target.clock_period_ns, "interface": "m_axi", "top": top}
@@ -247,6 +251,7 @@ RTL_TOP = "accel_top"  # the generated wrapper around the PE (hls_templates/acce
 AXI_ADDR_BITS = 32  # m_axi address width of the RTL shell (Zynq-7000 and the Ultra96's DDR sit below 4 GiB)
 MAX_BURST = 16  # beats per m_axi burst: the AXI3 limit of the Zynq-7000 HP ports, Vitis HLS's default too
 MOVERS = {"read": ("accel_mm2s", ("ar", "r")), "write": ("accel_s2mm", ("aw", "w", "b"))}
+MOVER_ARGS = ("in", "out")  # the pointers whose ports carry a data mover; the call list shares in's port
 
 
 @dataclass(frozen=True)
@@ -306,14 +311,15 @@ def rtl_context(pe, spec) -> dict[str, Any]:
     data_bits = stream_word_bits(pe, spec)
     pointers = []
     for arg in SHELL_ARGS:
-        if arg.kind != "pointer":
+        if arg.name not in MOVER_ARGS:
             continue
         mover, channels = MOVERS[arg.direction]
-        stream = ((("in_data", "pe_in_data"), ("in_valid", "pe_in_valid"), ("in_ready", "pe_in_ready"))
+        side = "rd" if arg.direction == "read" else "wr"
+        stream = ((("in_data", "rd_data"), ("in_valid", "rd_valid"), ("in_ready", "rd_ready"))
                   if arg.direction == "read" else
-                  (("out_data", "pe_out_data"), ("out_valid", "pe_out_valid"), ("out_ready", "pe_out_ready")))
+                  (("out_data", "wr_data"), ("out_valid", "wr_valid"), ("out_ready", "wr_ready")))
         pointers.append({"name": arg.name, "bundle": arg.bundle, "direction": arg.direction, "mover": mover,
-                         "channels": channels, "stream": stream})
+                         "side": side, "channels": channels, "stream": stream})
     return {
         "pe_top": pe.rtl_top,
         "title": pe.title,

@@ -25,6 +25,8 @@
 
 #include <hls_stream.h>
 
+#include "codesign_round.h"
+
 namespace codesign {
 namespace accel {
 
@@ -74,6 +76,109 @@ void write_words(hls::stream<word_t> &words, uint32_t *out, uint32_t n_out) {
         if (i + p < n_out) out[i + p] = static_cast<uint32_t>(word.range(32 * p + 31, 32 * p));
       }
     }
+  }
+}
+
+// The direct call: the three processes above as one DATAFLOW region (the shell with n_calls = 0).
+template <typename pe_t, typename word_t>
+void run_direct(const uint32_t *in, uint32_t *out, uint32_t n_in, uint32_t n_out, uint32_t n_transactions) {
+#pragma HLS DATAFLOW
+  hls::stream<word_t> pe_in("pe_in"), pe_out("pe_out");
+  read_words(in, n_in, pe_in);
+  run_transactions<pe_t>(pe_in, pe_out, n_transactions);
+  write_words(pe_out, out, n_out);
+}
+
+// ---- call lists (codesign/contracts/calls.py is the contract; rtl/accel/accel_seq.v the RTL) ----------------
+
+const int DESCRIPTOR_WORDS = 32;
+const int RECORD_WORDS = 8;
+const uint32_t RECORD_DONE = 0x0D0ECA11u;
+enum { D_FLAGS = 0, D_HEADER = 1, D_SEG0 = 2, D_SEG1 = 6, D_OUT = 10, D_COUNT = 14, D_ROUND = 15, D_ROW_VALUES = 16,
+       D_RECORD = 17, D_KEPT = 18 };
+
+// Rows of a 2-D block (offset, words, rows, stride: bytes and 32-bit words) of the arena `in` into a stream.
+template <typename word_t>
+void read_block(const uint32_t *in, const uint32_t *block, hls::stream<word_t> &words, uint32_t &sent) {
+  for (uint32_t r = 0; block[1] != 0 && r < block[2]; ++r) {
+    const uint32_t first = (block[0] + r * block[3]) / 4;
+    for (uint32_t w = 0; w < block[1]; ++w) {
+#pragma HLS PIPELINE II = 1
+      words.write(word_t(in[first + w]));
+      ++sent;
+    }
+  }
+}
+
+// The words of `words` into the rows of the out block (offset, words, rows, stride) of the arena `out`.
+inline void write_block(hls::stream<round::word_t> &words, uint32_t *out, const uint32_t *block, uint32_t &written) {
+  for (uint32_t r = 0; block[1] != 0 && r < block[2]; ++r) {
+    const uint32_t first = (block[0] + r * block[3]) / 4;
+    for (uint32_t w = 0; w < block[1]; ++w) {
+#pragma HLS PIPELINE II = 1
+      out[first + w] = static_cast<uint32_t>(words.read());
+      ++written;
+    }
+  }
+}
+
+// The rounding stage's fields of a descriptor.
+inline round::config round_config(const uint32_t *d) {
+  round::config cfg;
+  cfg.enable = (d[D_FLAGS] >> 1) & 1;
+  cfg.shift = ap_int<7>(d[D_ROUND] & 0x7F);
+  cfg.bits = (d[D_ROUND] >> 8) & 0x1F;
+  cfg.lanes = (d[D_ROUND] >> 16) & 0x1F;
+  cfg.group_words = (d[D_ROUND] >> 24) & 0x7;
+  cfg.row_values = d[D_ROW_VALUES] & 0xFFFF;
+  return cfg;
+}
+
+// One call of a list: the PE's transaction from the arena, its results (raw or rounded) back into the arena, the
+// record after them. Returns the call's status (not 0: the list ends).
+template <typename pe_t, typename word_t>
+uint32_t run_call(const uint32_t *in, uint32_t *out, const uint32_t *d) {
+  hls::stream<word_t> pe_in("list_pe_in"), pe_out("list_pe_out");
+  hls::stream<round::word_t> results("list_results"), codes("list_codes");
+  uint32_t sent = 0, written = 0;
+  if (d[D_FLAGS] & 1) {
+    pe_in.write(word_t(d[D_HEADER]));
+    ++sent;
+  }
+  read_block(in, d + D_SEG0, pe_in, sent);
+  read_block(in, d + D_SEG1, pe_in, sent);
+  pe_t::process(pe_in, pe_out);
+  const uint32_t status = static_cast<uint32_t>(pe_out.read());
+  round::stats st = {0, 0, 0};
+  const bool took = status == 0 && d[D_COUNT] != 0;
+  if (took) {
+    for (uint32_t i = 0; i < d[D_COUNT]; ++i) results.write(round::word_t(static_cast<uint32_t>(pe_out.read())));
+    round::round_stream(results, codes, round_config(d), d[D_COUNT], st);
+    write_block(codes, out, d + D_OUT, written);
+  }
+  while (!pe_in.empty()) pe_in.read();  // a refused transaction's words: the PE took them as headers
+  while (!pe_out.empty()) pe_out.read();
+  uint32_t *record = out + d[D_RECORD] / 4;
+  const uint64_t sum = took ? static_cast<uint64_t>(st.sum_abs) : 0;
+  record[0] = status;
+  record[1] = took ? static_cast<uint32_t>(st.saturated) : 0;
+  record[2] = static_cast<uint32_t>(sum);
+  record[3] = static_cast<uint32_t>(sum >> 32);
+  record[4] = took ? static_cast<uint32_t>(st.max_abs) : 0;
+  record[5] = sent;
+  record[6] = written;
+  record[7] = RECORD_DONE;
+  return status;
+}
+
+// A list of n_calls calls, one after the other: every address in a descriptor is a byte offset into the arena
+// (`in` for reads, `out` for writes; the host passes the same buffer), so a call reads what an earlier call wrote.
+template <typename pe_t, typename word_t>
+void run_list(const uint32_t *in, uint32_t *out, const uint32_t *calls, uint32_t n_calls) {
+  for (uint32_t c = 0; c < n_calls; ++c) {
+    uint32_t d[D_KEPT];
+    for (int w = 0; w < D_KEPT; ++w) d[w] = calls[c * DESCRIPTOR_WORDS + w];
+    if (run_call<pe_t, word_t>(in, out, d) != 0) return;
   }
 }
 

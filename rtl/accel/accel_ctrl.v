@@ -8,13 +8,13 @@
 //   GIE   bit 0 global interrupt enable
 //   IER   bit 0 ap_done, bit 1 ap_ready interrupt enables
 //   ISR   bit 0 ap_done, bit 1 ap_ready status; a 1 written to a bit toggles it
-//   IN, OUT                      64-bit byte addresses: low word at the offset, high word 4 bytes above
-//   N_IN, N_OUT, N_TRANSACTIONS  32-bit counts
+//   IN, OUT, CALLS               64-bit byte addresses: low word at the offset, high word 4 bytes above
+//   N_IN, N_OUT, N_TRANSACTIONS, N_CALLS  32-bit counts (N_CALLS > 0: a call list, accel_seq.v)
 // interrupt = GIE && (ISR != 0).
 //
 // A run: ap_start (written 1) while idle latches nothing new -- the argument registers feed the
-// data movers directly -- and pulses `run_start`; the run ends when both movers are idle again
-// (`read_busy` and `write_busy` low, the writer having seen every B response). Then ap_done and
+// sequencer and the data movers directly -- and pulses `run_start`; the run ends when the sequencer and
+// both movers are idle again (`read_busy` and `write_busy` low, the writer having seen every B response). Then ap_done and
 // ap_ready pulse for one cycle together (a non-pipelined top), ap_start clears (or restarts the
 // block when auto_restart is set), and ap_idle rises again.
 //
@@ -32,7 +32,9 @@ module accel_ctrl #(
     parameter OFF_OUT = 0,
     parameter OFF_N_IN = 0,
     parameter OFF_N_OUT = 0,
-    parameter OFF_N_TRANSACTIONS = 0
+    parameter OFF_N_TRANSACTIONS = 0,
+    parameter OFF_CALLS = 0,
+    parameter OFF_N_CALLS = 0
 ) (
     input  wire                 ap_clk,
     input  wire                 ap_rst_n,
@@ -61,6 +63,8 @@ module accel_ctrl #(
     output reg  [31:0]          arg_n_in,
     output reg  [31:0]          arg_n_out,
     output reg  [31:0]          arg_n_transactions,
+    output reg  [63:0]          arg_calls,
+    output reg  [31:0]          arg_n_calls,
     // block-level control
     output reg                  run_start,   // one-cycle pulse: the movers start with the arguments above
     input  wire                 read_busy,
@@ -73,6 +77,9 @@ module accel_ctrl #(
     localparam OFFSETS_OK =
         OFF_CTRL % 4 == 0 && OFF_GIE % 4 == 0 && OFF_IER % 4 == 0 && OFF_ISR % 4 == 0 && OFF_IN % 4 == 0 &&
         OFF_OUT % 4 == 0 && OFF_N_IN % 4 == 0 && OFF_N_OUT % 4 == 0 && OFF_N_TRANSACTIONS % 4 == 0 &&
+        OFF_CALLS % 4 == 0 && OFF_N_CALLS % 4 == 0 && OFF_CALLS + 8 <= (1 << ADDR_BITS) &&
+        OFF_N_CALLS + 4 <= (1 << ADDR_BITS) && OFF_CALLS != OFF_CTRL && OFF_N_CALLS != OFF_CALLS &&
+        OFF_CALLS != OFF_IN && OFF_CALLS != OFF_OUT &&
         OFF_N_TRANSACTIONS + 4 <= (1 << ADDR_BITS) && OFF_N_OUT + 4 <= (1 << ADDR_BITS) &&
         OFF_N_IN + 4 <= (1 << ADDR_BITS) && OFF_OUT + 8 <= (1 << ADDR_BITS) && OFF_IN + 8 <= (1 << ADDR_BITS) &&
         OFF_GIE != OFF_CTRL && OFF_IER != OFF_CTRL && OFF_ISR != OFF_CTRL && OFF_IN != OFF_CTRL &&
@@ -127,6 +134,9 @@ module accel_ctrl #(
             OFF_N_IN: rword = arg_n_in;
             OFF_N_OUT: rword = arg_n_out;
             OFF_N_TRANSACTIONS: rword = arg_n_transactions;
+            OFF_CALLS: rword = arg_calls[31:0];
+            OFF_CALLS + 4: rword = arg_calls[63:32];
+            OFF_N_CALLS: rword = arg_n_calls;
             default: rword = 32'd0;
         endcase
     end
@@ -141,6 +151,8 @@ module accel_ctrl #(
             arg_n_in <= 32'd0;
             arg_n_out <= 32'd0;
             arg_n_transactions <= 32'd0;
+            arg_calls <= 64'd0;
+            arg_n_calls <= 32'd0;
             gie <= 1'b0;
             ier <= 2'b00;
             isr <= 2'b00;
@@ -166,6 +178,9 @@ module accel_ctrl #(
                         if (waddr == OFF_N_IN) arg_n_in[8*b +: 8] <= s_axi_control_wdata[8*b +: 8];
                         if (waddr == OFF_N_OUT) arg_n_out[8*b +: 8] <= s_axi_control_wdata[8*b +: 8];
                         if (waddr == OFF_N_TRANSACTIONS) arg_n_transactions[8*b +: 8] <= s_axi_control_wdata[8*b +: 8];
+                        if (waddr == OFF_CALLS) arg_calls[8*b +: 8] <= s_axi_control_wdata[8*b +: 8];
+                        if (waddr == OFF_CALLS + 4) arg_calls[32 + 8*b +: 8] <= s_axi_control_wdata[8*b +: 8];
+                        if (waddr == OFF_N_CALLS) arg_n_calls[8*b +: 8] <= s_axi_control_wdata[8*b +: 8];
                     end
                 end
                 if (write_ctrl && s_axi_control_wstrb[0]) auto_restart <= s_axi_control_wdata[7];

@@ -1,0 +1,204 @@
+"""Call lists: the descriptors the accelerator shell runs back to back, and the record it leaves per call.
+
+A call list lets the PL carry a run of PE calls with one start and one done.
+The host writes the list once into DDR (:data:`DESCRIPTOR_WORDS` 32-bit words
+per call), points the shell's ``calls`` register at it, writes ``n_calls`` and
+starts the IP; the shell then, for each call in turn,
+
+1. fetches the descriptor through the read port;
+2. streams the PE one transaction: the descriptor's header word, then the
+   rows of up to two operand *segments* read from DDR where they lie (each a
+   2-D block: ``rows`` rows of ``words`` 32-bit words, ``stride`` bytes
+   apart);
+3. takes the PE's status word, then ``count`` result words, passes them raw or
+   through the rounding stage (``docs/accelerator.md``, "Rounding stage") and
+   writes them as the ``out`` block (2-D, as a segment);
+4. writes the call's :data:`RECORD_WORDS`-word record (status, the rounding
+   stage's statistics, words moved, a done mark).
+
+Every address in a descriptor is a byte offset into one *arena*: the shell's
+``in`` register holds the arena's base for reads and ``out`` for writes (the
+host sets both to the same buffer), so a call reads what an earlier call
+wrote, where it wrote it. The list is the only thing read at an absolute
+address (``calls``).
+
+A call whose status is not 0 ends the list after its input is sent: its
+record holds the status and the shell raises ap_done. The PE was refused a
+transaction whose remaining words it may have taken as new headers, so the
+IP must be reset (reload the overlay) before it runs again; :func:`check_call`
+refuses the same headers before a list is written, so only a fault brings
+this about. The board imports this module: numpy and the standard library
+only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+from codesign.numerics.round_stage import RoundStageConfig
+
+DESCRIPTOR_WORDS = 32  # 128 bytes: one burst of 8 beats at 128 bits; words 18..31 are reserved (0)
+DESCRIPTOR_BYTES = 4 * DESCRIPTOR_WORDS
+RECORD_WORDS = 8
+RECORD_DONE = 0x0D0E_CA11  # word 7 of a record: the shell wrote it (the host may clear records beforehand)
+FLAG_HEADER = 1 << 0  # send word 1 to the PE first
+FLAG_ROUND = 1 << 1  # results through the rounding stage (else 32-bit words as the PE gave them)
+FLAGS = FLAG_HEADER | FLAG_ROUND
+MAX_SEGMENTS = 2
+MAX_CALLS = (1 << 16) - 1  # a list's calls (the shell counts them in 32 bits; this bounds a list at 8 MiB)
+
+# word index of each descriptor field
+FIELD = {"flags": 0, "header": 1, "seg0": 2, "seg1": 6, "out": 10, "count": 14, "round": 15, "row_values": 16,
+         "record": 17}
+# word index of each record field
+RECORD = {"status": 0, "saturated": 1, "sum_abs_lo": 2, "sum_abs_hi": 3, "max_abs": 4, "words_in": 5,
+          "words_out": 6, "done": 7}
+
+
+class CallListError(ValueError):
+    """A call list the shell cannot run as written (nothing was written to the device)."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """A 2-D block of 32-bit words in the arena: ``rows`` rows of ``words`` words, ``stride`` bytes apart,
+    the first at byte ``offset``. ``rows`` 0 is an empty block (a segment left unused)."""
+
+    offset: int = 0
+    words: int = 0
+    rows: int = 0
+    stride: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("offset", "words", "rows", "stride"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < 1 << 32:
+                raise CallListError(f"block {name}={value!r} must be an integer in [0, 2^32)")
+        if self.offset % 4 or self.stride % 4:
+            raise CallListError(f"block offset {self.offset} and stride {self.stride} must be multiples of 4 bytes")
+        if self.rows > 1 and self.stride < 4 * self.words:
+            raise CallListError(f"block rows overlap: stride {self.stride} B < {self.words} words of a row")
+
+    @property
+    def total_words(self) -> int:
+        return self.words * self.rows if self.rows else 0
+
+    @property
+    def end(self) -> int:
+        """One past the last byte the block touches (its offset when empty)."""
+        if not self.total_words:
+            return self.offset
+        return self.offset + (self.rows - 1) * self.stride + 4 * self.words
+
+    def row_offsets(self) -> np.ndarray:
+        return self.offset + self.stride * np.arange(self.rows if self.words else 0, dtype=np.int64)
+
+    def as_words(self) -> Tuple[int, int, int, int]:
+        return (self.offset, self.words, self.rows, self.stride)
+
+
+RAW = RoundStageConfig(enable=False, shift=0, bits=8, lanes=1, group_words=1, row_values=1)
+
+
+def round_field(cfg: RoundStageConfig) -> int:
+    """Descriptor word 15: shift (7-bit two's complement) | bits << 8 | lanes << 16 | group_words << 24."""
+    return (cfg.shift & 0x7F) | cfg.bits << 8 | cfg.lanes << 16 | cfg.group_words << 24
+
+
+@dataclass(frozen=True)
+class Call:
+    """One PE transaction of a list: its header, up to two operand segments, its result block, how many result
+    words the PE gives after its status (``count``), the rounding stage's run over them (:data:`RAW` passes
+    them through), and where its record goes (byte offset in the arena)."""
+
+    header: Optional[int]
+    segments: Tuple[Block, ...]
+    out: Block
+    count: int
+    record: int
+    rounding: RoundStageConfig = RAW
+
+    def __post_init__(self) -> None:
+        if self.header is not None and not 0 <= self.header < 1 << 32:
+            raise CallListError(f"header {self.header!r} is not a 32-bit word")
+        if len(self.segments) > MAX_SEGMENTS:
+            raise CallListError(f"{len(self.segments)} segments; a call has at most {MAX_SEGMENTS}")
+        if not 0 <= self.count < 1 << 32 or self.record % 4 or self.record < 0:
+            raise CallListError(f"count {self.count} or record offset {self.record} out of range")
+        try:
+            expected = self.rounding.words_out(self.count)
+        except ValueError as error:
+            raise CallListError(f"rounding: {error}") from None
+        if self.out.total_words != expected:
+            raise CallListError(f"the out block holds {self.out.total_words} words; {self.count} results "
+                                f"{'rounded' if self.rounding.enable else 'raw'} make {expected}")
+
+    @property
+    def words_in(self) -> int:
+        return (self.header is not None) + sum(block.total_words for block in self.segments)
+
+    def descriptor(self) -> np.ndarray:
+        words = np.zeros(DESCRIPTOR_WORDS, dtype=np.uint32)
+        flags = (FLAG_HEADER if self.header is not None else 0) | (FLAG_ROUND if self.rounding.enable else 0)
+        words[FIELD["flags"]], words[FIELD["header"]] = flags, self.header or 0
+        for index, block in enumerate(self.segments):
+            start = FIELD[f"seg{index}"]
+            words[start:start + 4] = block.as_words()
+        words[FIELD["out"]:FIELD["out"] + 4] = self.out.as_words()
+        words[FIELD["count"]], words[FIELD["record"]] = self.count, self.record
+        words[FIELD["round"]], words[FIELD["row_values"]] = round_field(self.rounding), self.rounding.row_values
+        return words
+
+
+def encode_list(calls: Sequence[Call]) -> np.ndarray:
+    """The descriptors of ``calls`` back to back (uint32), as the shell fetches them."""
+    if not 1 <= len(calls) <= MAX_CALLS:
+        raise CallListError(f"a call list holds 1..{MAX_CALLS} calls, not {len(calls)}")
+    return np.concatenate([call.descriptor() for call in calls])
+
+
+def decode_descriptor(words: np.ndarray) -> Call:
+    """The call a descriptor describes (the inverse of :meth:`Call.descriptor`); reserved words must be 0."""
+    words = np.asarray(words, dtype=np.uint32)
+    if words.shape != (DESCRIPTOR_WORDS,):
+        raise CallListError(f"a descriptor is {DESCRIPTOR_WORDS} words, not {words.shape}")
+    flags = int(words[FIELD["flags"]])
+    if flags & ~FLAGS or np.any(words[FIELD["record"] + 1:]):
+        raise CallListError(f"descriptor flags {flags:#x} or reserved words set")
+    segments = tuple(Block(*(int(w) for w in words[FIELD[f"seg{i}"]:FIELD[f"seg{i}"] + 4]))
+                     for i in range(MAX_SEGMENTS))
+    field = int(words[FIELD["round"]])
+    shift = field & 0x7F
+    try:
+        rounding = RoundStageConfig(enable=bool(flags & FLAG_ROUND), shift=shift - 128 if shift & 0x40 else shift,
+                                    bits=field >> 8 & 0x1F, lanes=field >> 16 & 0x1F, group_words=field >> 24 & 0x7,
+                                    row_values=int(words[FIELD["row_values"]]))
+    except ValueError as error:
+        raise CallListError(f"descriptor rounding fields: {error}") from None
+    return Call(header=int(words[FIELD["header"]]) if flags & FLAG_HEADER else None,
+                segments=tuple(block for block in segments if block.total_words),
+                out=Block(*(int(w) for w in words[FIELD["out"]:FIELD["out"] + 4])),
+                count=int(words[FIELD["count"]]), record=int(words[FIELD["record"]]), rounding=rounding)
+
+
+def check_list(calls: Sequence[Call], arena_bytes: int) -> None:
+    """Every block and record of every call inside an arena of ``arena_bytes``: refused before anything runs
+    (the hardware would read or write whatever lies past the arena)."""
+    for index, call in enumerate(calls):
+        blocks = [("segment", block) for block in call.segments] + [("out", call.out)]
+        blocks.append(("record", Block(offset=call.record, words=RECORD_WORDS, rows=1)))
+        for name, block in blocks:
+            if block.end > arena_bytes:
+                raise CallListError(f"call {index}: its {name} block ends at byte {block.end}, past the "
+                                    f"{arena_bytes}-byte arena")
+
+
+def decode_record(words: np.ndarray) -> Dict[str, int]:
+    """A call's record as named integers (``sum_abs`` joined from its two words)."""
+    words = [int(w) for w in np.asarray(words, dtype=np.uint32)[:RECORD_WORDS]]
+    record = {name: words[index] for name, index in RECORD.items()}
+    record["sum_abs"] = record.pop("sum_abs_lo") | record.pop("sum_abs_hi") << 32
+    return record

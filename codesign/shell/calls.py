@@ -1,0 +1,160 @@
+"""The golden model of a call list, and call lists to verify the shell with.
+
+:func:`run_list_golden` is what the shell must do to an arena for a list of
+:class:`~codesign.contracts.calls.Call` (``codesign/contracts/calls.py`` is the
+contract): gather each call's words where they lie, run the PE's golden
+transaction, pass its results raw or through the rounding stage's golden
+(:mod:`codesign.numerics.round_stage`), scatter them into the out block and
+write the record. The RTL shell (cocotb, :mod:`codesign.shell.list_bench`),
+the HLS shell (C-sim through the bridge) and the emulated board are each held
+equal to it over the *whole* arena, so a stray write anywhere is a mismatch.
+
+:func:`tt_chain` builds a list whose second call reads, in place, the codes the
+first call's rounding stage wrote: the data-in-place path a TT step takes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from codesign.contracts.calls import (DESCRIPTOR_WORDS, RECORD, RECORD_DONE, RECORD_WORDS, Block, Call,
+                                      CallListError, check_list, encode_list)
+from codesign.contracts.constants import STATUS_OK
+from codesign.numerics.round_stage import RoundStageConfig, round_stage
+
+
+def gather(arena: np.ndarray, block: Block) -> np.ndarray:
+    """The words of ``block`` in the arena (uint32 words), rows in order."""
+    if not block.total_words:
+        return np.zeros(0, dtype=np.uint32)
+    rows = block.row_offsets() // 4
+    return arena[rows[:, None] + np.arange(block.words)].reshape(-1)
+
+
+def scatter(arena: np.ndarray, block: Block, words: np.ndarray) -> None:
+    if block.total_words:
+        rows = block.row_offsets() // 4
+        arena[rows[:, None] + np.arange(block.words)] = np.asarray(words, dtype=np.uint32).reshape(block.rows, -1)
+
+
+def call_words_in(arena: np.ndarray, call: Call) -> np.ndarray:
+    """The words a call streams into the PE: its header, then every row of its segments."""
+    head = [np.array([call.header], dtype=np.uint32)] if call.header is not None else []
+    return np.concatenate(head + [gather(arena, block) for block in call.segments] + [np.zeros(0, np.uint32)])
+
+
+def run_list_golden(pe, spec, arena: np.ndarray, calls: Sequence[Call]) -> np.ndarray:
+    """The arena after the shell has run ``calls`` on it (a new uint32 array; ``arena`` is left as it was).
+
+    A call whose status is not 0 writes its record and ends the list, as the shell does."""
+    arena = np.array(arena, dtype=np.uint32)
+    check_list(calls, 4 * arena.size)
+    parts = int(pe.stream_context(spec).get("stream_word_bits", 32)) // 32
+    if parts != 1:
+        raise CallListError(f"call lists need 32-bit stream words; {pe.name} streams {32 * parts}-bit words")
+    for call in calls:
+        words_in = call_words_in(arena, call)
+        out = np.asarray(pe.reference_output(spec, words_in), dtype=np.uint32)
+        status = int(out[0])
+        record = np.zeros(RECORD_WORDS, dtype=np.uint32)
+        record[RECORD["status"]], record[RECORD["words_in"]] = status, words_in.size
+        if status == STATUS_OK and call.count:
+            results = out[1:1 + call.count]
+            if results.size != call.count:
+                raise CallListError(f"the PE gives {results.size} result words; the call expects {call.count}")
+            words, stats = round_stage(results, call.rounding)
+            scatter(arena, call.out, words)
+            record[RECORD["saturated"]], record[RECORD["max_abs"]] = stats.saturated, stats.max_abs
+            record[RECORD["sum_abs_lo"]], record[RECORD["sum_abs_hi"]] = stats.sum_abs & 0xFFFF_FFFF, stats.sum_abs >> 32
+            record[RECORD["words_out"]] = words.size
+        record[RECORD["done"]] = RECORD_DONE
+        arena[call.record // 4:call.record // 4 + RECORD_WORDS] = record
+        if status != STATUS_OK:
+            break
+    return arena
+
+
+@dataclass(frozen=True)
+class ListCase:
+    """A call list with its arena before and after (golden), for a shell at any level."""
+
+    calls: tuple
+    arena: np.ndarray
+    expected: np.ndarray
+
+    @property
+    def descriptors(self) -> np.ndarray:
+        return encode_list(self.calls)
+
+    @property
+    def list_words(self) -> int:
+        return len(self.calls) * DESCRIPTOR_WORDS
+
+
+class _Arena:
+    """Bump allocation of word blocks in an arena (byte offsets, 64-byte aligned as a cache line)."""
+
+    def __init__(self) -> None:
+        self.parts: list[np.ndarray] = []
+        self.end = 0
+
+    def put(self, words: np.ndarray, *, gap_words: int = 0) -> int:
+        offset = self.end + 4 * gap_words
+        offset = -(-offset // 64) * 64
+        self.parts.append((offset, np.asarray(words, dtype=np.uint32)))
+        self.end = offset + 4 * len(words)
+        return offset
+
+    def reserve(self, words: int) -> int:
+        return self.put(np.full(words, 0xDEAD_BEEF, dtype=np.uint32))
+
+    def image(self, fill_words: int = 64) -> np.ndarray:
+        image = np.full(self.end // 4 + fill_words, 0xA5A5_A5A5, dtype=np.uint32)
+        for offset, words in self.parts:
+            image[offset // 4:offset // 4 + len(words)] = words
+        return image
+
+
+def tt_chain(pe, spec, rng: np.random.Generator, *, i: int = 3, j: int = 2, k: int = 5, l: int = 4, l2: int = 3,
+             shift: int = -4) -> ListCase:
+    """Two PE1 calls: ``Z = A·B`` rounded on the PE to ``a_bits`` codes packed as PE1's A rows (row length L,
+    ``spec.lanes`` to a chunk), then ``Z2 = Z·B2`` reading those codes where the first call wrote them (J = 1,
+    K = L), raw. The first call's B rows are read with a stride (a block inside a larger buffer)."""
+    from codesign.pe.tt.contract import chunk_words, code_range, header_word, pack_rows
+
+    if pe.name != "tt1":
+        raise ValueError("tt_chain builds PE1 calls")
+    a_low, a_high = code_range(spec.a_bits)
+    b_low, b_high = code_range(spec.b_bits)
+    a = rng.integers(a_low, a_high + 1, size=(i, j, k))
+    b = rng.integers(b_low, b_high + 1, size=(l, j, k))
+    b2 = rng.integers(b_low, b_high + 1, size=(l2, 1, l))
+    arena = _Arena()
+    b_words = pack_rows(b, spec.lanes, spec.b_bits).astype(np.uint32).reshape(l * j, -1)
+    row = b_words.shape[1]
+    padded = np.full((l * j, row + 3), 0x5A5A_5A5A, dtype=np.uint32)  # B's rows inside a wider buffer
+    padded[:, :row] = b_words
+    b_at = arena.put(padded.reshape(-1))
+    a_at = arena.put(pack_rows(a, spec.lanes, spec.a_bits).astype(np.uint32))
+    b2_at = arena.put(pack_rows(b2, spec.lanes, spec.b_bits).astype(np.uint32))
+    rounding = RoundStageConfig(enable=True, shift=shift, bits=spec.a_bits, lanes=spec.lanes,
+                                group_words=chunk_words(spec.lanes, spec.a_bits), row_values=l)
+    z_words = rounding.words_out(i * l)
+    z_at = arena.reserve(z_words)
+    z2_at = arena.reserve(i * (l2 + 2))
+    records = arena.reserve(2 * RECORD_WORDS)
+    first = Call(header=header_word(i, j, k, l),
+                 segments=(Block(offset=b_at, words=row, rows=l * j, stride=4 * (row + 3)),
+                           Block(offset=a_at, words=int(pack_rows(a, spec.lanes, spec.a_bits).size), rows=1)),
+                 out=Block(offset=z_at, words=z_words, rows=1), count=i * l, record=records, rounding=rounding)
+    b2_words = int(pack_rows(b2, spec.lanes, spec.b_bits).size)
+    second = Call(header=header_word(i, 1, l, l2),
+                  segments=(Block(offset=b2_at, words=b2_words, rows=1), Block(offset=z_at, words=z_words, rows=1)),
+                  out=Block(offset=z2_at, words=l2, rows=i, stride=4 * (l2 + 2)), count=i * l2,
+                  record=records + 4 * RECORD_WORDS)
+    image = arena.image()
+    calls = (first, second)
+    return ListCase(calls=calls, arena=image, expected=run_list_golden(pe, spec, image, calls))

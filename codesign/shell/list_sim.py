@@ -1,0 +1,89 @@
+"""Run a call list on the shell at its two simulated levels: the RTL under cocotb, the HLS C++ through the bridge.
+
+Both take a :class:`codesign.shell.calls.ListCase` (arena, list, golden arena)
+and report the arena words compared and the mismatches; nothing is
+tolerated. The emulated board runs the same C++ as :func:`run_list_csim`
+through the PYNQ driver (``AccelIP.run_list``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from codesign.shell.calls import ListCase
+
+LIST_BENCH_MODULE = "codesign.shell.list_bench"
+
+
+@dataclass(frozen=True)
+class ListResult:
+    """One list run at one level: arena words compared, mismatching words, cycles to ap_done (RTL; -1 where not
+    simulated), register writes of the host (RTL), wall seconds."""
+
+    level: str
+    words: int
+    mismatches: int
+    cycles: int
+    register_writes: int
+    seconds: float
+    first_mismatches: tuple = ()
+
+    @property
+    def passed(self) -> bool:
+        return self.mismatches == 0
+
+
+def _write_case(case: ListCase, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, arena=case.arena, expected=case.expected, descriptors=case.descriptors,
+             n_calls=np.int64(len(case.calls)))
+    return path
+
+
+def run_list_rtl(pe, spec, case: ListCase, work_dir: Path, *, seed: int = 1, pause: float = 0.0,
+                 simulator: str = "icarus") -> ListResult:
+    """Simulate ``accel_top`` around ``pe``'s RTL running ``case``'s list once (one start, one done)."""
+    from codesign.hw.rtlsim import CocotbTestFailure, build_dir_for, package_root, read_bench_summary, run_cocotb
+    from codesign.shell.ip import RTL_TOP, render_accel_rtl
+
+    pe.check_spec(spec)
+    build_dir = build_dir_for(Path(work_dir).resolve(), f"{RTL_TOP}_list_{pe.rtl_top}", simulator,
+                              pe.rtl_parameters(spec))
+    summary_path = build_dir / "list_summary.json"
+    summary_path.unlink(missing_ok=True)
+    case_path = _write_case(case, build_dir / "list_case.npz")
+    sources = render_accel_rtl(pe, spec, build_dir / "src")
+    env = {"ACCEL_LIST": str(case_path), "ACCEL_SUMMARY": str(summary_path), "ACCEL_SEED": str(seed),
+           "ACCEL_PAUSE": str(pause)}
+    started = time.perf_counter()
+    try:
+        run_cocotb(sources=sources, toplevel=RTL_TOP, test_module=LIST_BENCH_MODULE, build_dir=build_dir,
+                   python_paths=[package_root()], extra_env=env, simulator=simulator)
+    except CocotbTestFailure:
+        if not summary_path.is_file() or read_bench_summary(summary_path)["mismatches"] == 0:
+            raise
+    summary = read_bench_summary(summary_path, {"words_checked": int, "cycles": int, "register_writes": int,
+                                                "first_mismatches": list})
+    return ListResult(level="rtl", words=summary["words_checked"], mismatches=summary["mismatches"],
+                      cycles=summary["cycles"], register_writes=summary["register_writes"],
+                      seconds=time.perf_counter() - started, first_mismatches=tuple(summary["first_mismatches"]))
+
+
+def run_list_csim(project_dir: Path, case: ListCase, *, build_dir: Path | None = None) -> ListResult:
+    """Run ``case``'s list through the HLS shell's top function (g++, the bridge the emulated board uses)."""
+    from codesign.hw.bridge import AccelBridge
+
+    bridge = AccelBridge(Path(project_dir), build_dir=build_dir)
+    arena = np.array(case.arena, dtype=np.uint32)
+    descriptors = np.ascontiguousarray(case.descriptors, dtype=np.uint32)
+    started = time.perf_counter()
+    bridge.run_list(arena, descriptors, len(case.calls))
+    wrong = np.flatnonzero(arena != case.expected)
+    first = tuple({"word": int(i), "expected": f"{int(case.expected[i]):08x}", "actual": f"{int(arena[i]):08x}"}
+                  for i in wrong[:10])
+    return ListResult(level="csim", words=int(arena.size), mismatches=int(wrong.size), cycles=-1,
+                      register_writes=-1, seconds=time.perf_counter() - started, first_mismatches=first)

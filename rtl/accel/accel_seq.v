@@ -1,0 +1,277 @@
+// accel_seq: the accelerator shell's call sequencer, between the control slave, the two data movers, the
+// rounding stage and the PE.
+//
+// Direct mode (n_calls = 0): one run is the shell's classic call. run_start starts the read mover on
+// (in, n_in) and the write mover on (out, n_out) in the same cycle, and the movers' streams are wired
+// straight to the PE: the sequencer adds no cycle.
+//
+// List mode (n_calls > 0; codesign/contracts/calls.py is the contract, docs/accelerator.md the text):
+// for each call c in turn --
+//   FETCH   the read mover brings the 32-word descriptor at calls + 128 c into registers;
+//   input   the header word (flag bit 0), then every row of segment 0 and segment 1 (a read-mover run per
+//           row at in + offset + r * stride, words long) streams into the PE;
+//   output  (alongside) the PE's first word is its status; on status 0 the rounding stage takes `count`
+//           result words (flag bit 1: rounded and packed; else raw) and the write mover stores its words
+//           as the out block, one run per row at out + offset + r * stride;
+//   RECORD  once both sides are done, the write mover stores the 8-word record at out + record: status,
+//           saturated codes, sum |x| (low, high), max |x|, words sent to the PE, words written, RECORD_DONE.
+// A call with a non-zero status ends the list after its record. Every run of a mover is started with a
+// one-cycle pulse and waited for (its busy falls); a write run's busy falls only after its last B
+// response, so a call's results are in memory before its record, and before the next call reads them.
+// `busy` is high from the cycle after run_start until the last record is written. The list mode needs
+// 32-bit stream words (DATA_BITS = 32); with wider words n_calls is ignored (direct mode only).
+module accel_seq #(
+    parameter DATA_BITS = 32
+) (
+    input  wire                 clk,
+    input  wire                 rst,
+    input  wire                 run_start,
+    input  wire [63:0]          arg_in,
+    input  wire [63:0]          arg_out,
+    input  wire [31:0]          arg_n_in,
+    input  wire [31:0]          arg_n_out,
+    input  wire [63:0]          arg_calls,
+    input  wire [31:0]          arg_n_calls,
+    output reg                  busy,
+    // read mover
+    output wire                 rd_start,
+    output wire [63:0]          rd_addr,
+    output wire [31:0]          rd_n,
+    input  wire                 rd_busy,
+    input  wire [DATA_BITS-1:0] rd_data,
+    input  wire                 rd_valid,
+    output wire                 rd_ready,
+    // write mover
+    output wire                 wr_start,
+    output wire [63:0]          wr_addr,
+    output wire [31:0]          wr_n,
+    input  wire                 wr_busy,
+    output wire [DATA_BITS-1:0] wr_data,
+    output wire                 wr_valid,
+    input  wire                 wr_ready,
+    // PE streams
+    output wire [DATA_BITS-1:0] pe_in_data,
+    output wire                 pe_in_valid,
+    input  wire                 pe_in_ready,
+    input  wire [DATA_BITS-1:0] pe_out_data,
+    input  wire                 pe_out_valid,
+    output wire                 pe_out_ready
+);
+    localparam LIST_OK = DATA_BITS == 32;
+    localparam [31:0] RECORD_DONE = 32'h0D0E_CA11;
+    // input side
+    localparam I_IDLE = 3'd0, I_FETCH_GO = 3'd1, I_FETCH = 3'd2, I_HEADER = 3'd3, I_ROW_GO = 3'd4, I_ROW = 3'd5,
+               I_DONE = 3'd6;
+    // output side
+    localparam O_IDLE = 3'd0, O_STATUS = 3'd1, O_ROW_GO = 3'd2, O_ROW = 3'd3, O_DRAIN = 3'd4, O_REC_GO = 3'd5,
+               O_REC = 3'd6, O_DONE = 3'd7;
+
+    wire list_run = run_start && arg_n_calls != 32'd0 && LIST_OK;
+    reg list_mode;                  // the current run is a list
+    reg [2:0] ist, ost;
+    reg [31:0] call;                // index of the current call
+    reg [63:0] desc_addr;           // byte address of the current call's descriptor
+    reg [31:0] desc [0:17];         // descriptor words 0..17 (18..31 are reserved and not kept)
+    reg [4:0] fetched;              // descriptor words taken so far
+    reg seg;                        // segment being sent
+    reg [31:0] in_row, out_row;     // rows sent of the segment, rows written of the out block
+    reg [63:0] in_addr, out_addr;   // byte address of the next row to read, to write
+    reg [31:0] status, words_in, words_out;
+    reg [2:0] rec_word;
+    reg rd_go, wr_go;               // one-cycle start pulses of the movers in list mode
+    reg round_go;                   // one-cycle start pulse of the rounding stage
+    reg took;                       // the call's results went through the stage (else its record holds 0 stats)
+
+    wire [31:0] flags = desc[0];
+    wire [31:0] seg_words = seg ? desc[7] : desc[3];
+    wire [31:0] seg_rows = seg ? desc[8] : desc[4];
+    wire [31:0] seg_stride = seg ? desc[9] : desc[5];
+    wire [31:0] count = desc[14];
+
+    // ---- the rounding stage ------------------------------------------------------------------------
+    wire [31:0] round_out_data;
+    wire round_out_valid, round_in_ready, round_busy;
+    wire [63:0] sum_abs;
+    wire [31:0] max_abs, saturated;
+    // results flow from the PE through the stage from the cycle after its start pulse
+    wire results = list_mode && !round_go && (ost == O_ROW_GO || ost == O_ROW || ost == O_DRAIN);
+    accel_round u_round (
+        .clk(clk), .rst(rst), .start(round_go),
+        .enable(flags[1]), .shift(desc[15][6:0]), .bits(desc[15][12:8]), .lanes(desc[15][20:16]),
+        .group_words(desc[15][26:24]), .row_values(desc[16][15:0]), .count(count),
+        .in_data(pe_out_data[31:0]), .in_valid(results && pe_out_valid), .in_ready(round_in_ready),
+        .out_data(round_out_data), .out_valid(round_out_valid), .out_ready(results && ost == O_ROW && wr_ready),
+        .busy(round_busy), .sum_abs(sum_abs), .max_abs(max_abs), .saturated(saturated)
+    );
+
+    // ---- mover and stream routing (a mover latches address and count in the cycle its start is high) ------
+    wire direct_start = run_start && !list_run;
+    assign rd_start = list_mode ? rd_go : direct_start;
+    assign rd_addr = !list_mode ? arg_in : ist == I_FETCH_GO ? desc_addr : in_addr;
+    assign rd_n = !list_mode ? arg_n_in : ist == I_FETCH_GO ? 32'd32 : seg_words;
+    assign wr_start = list_mode ? wr_go : direct_start;
+    assign wr_addr = !list_mode ? arg_out : ost == O_REC ? arg_out + {32'd0, desc[17]} : out_addr;
+    assign wr_n = !list_mode ? arg_n_out : ost == O_REC ? 32'd8 : desc[11];
+
+    reg [31:0] record_word;
+    always @(*) begin
+        case (rec_word)
+            3'd0: record_word = status;
+            3'd1: record_word = took ? saturated : 32'd0;
+            3'd2: record_word = took ? sum_abs[31:0] : 32'd0;
+            3'd3: record_word = took ? sum_abs[63:32] : 32'd0;
+            3'd4: record_word = took ? max_abs : 32'd0;
+            3'd5: record_word = words_in;
+            3'd6: record_word = words_out;
+            default: record_word = RECORD_DONE;
+        endcase
+    end
+
+    wire sending_rows = list_mode && ist == I_ROW;
+    wire sending_header = list_mode && ist == I_HEADER;
+    // a refused call: whatever else the PE sends is dropped until the input side is done
+    wire dropping = list_mode && ost == O_REC_GO && status != 32'd0;
+    assign pe_in_data = sending_header ? {{(DATA_BITS - 32){1'b0}}, desc[1]} : rd_data;
+    assign pe_in_valid = !list_mode ? rd_valid : sending_header || (sending_rows && rd_valid);
+    assign rd_ready = !list_mode ? pe_in_ready : ist == I_FETCH || (sending_rows && pe_in_ready);
+    wire writing_record = list_mode && ost == O_REC;
+    assign wr_data = !list_mode ? pe_out_data : writing_record ? {{(DATA_BITS - 32){1'b0}}, record_word}
+                   : {{(DATA_BITS - 32){1'b0}}, round_out_data};
+    assign wr_valid = !list_mode ? pe_out_valid : writing_record ? 1'b1 : (results && ost == O_ROW && round_out_valid);
+    assign pe_out_ready = !list_mode ? wr_ready : ost == O_STATUS || dropping || (results && round_in_ready);
+
+    // ---- the two sides ----------------------------------------------------------------------------
+    wire segment_done = seg_words == 32'd0 || in_row >= seg_rows;  // nothing (more) to send from this segment
+    wire out_rows_done = out_row >= desc[12] || desc[11] == 32'd0;
+
+    always @(posedge clk) begin
+        if (rst) begin
+            busy <= 1'b0;
+            list_mode <= 1'b0;
+            ist <= I_IDLE;
+            ost <= O_IDLE;
+            call <= 32'd0;
+            desc_addr <= 64'd0;
+            fetched <= 5'd0;
+            seg <= 1'b0;
+            in_row <= 32'd0;
+            out_row <= 32'd0;
+            in_addr <= 64'd0;
+            out_addr <= 64'd0;
+            status <= 32'd0;
+            words_in <= 32'd0;
+            words_out <= 32'd0;
+            rec_word <= 3'd0;
+            rd_go <= 1'b0;
+            wr_go <= 1'b0;
+            round_go <= 1'b0;
+            took <= 1'b0;
+        end else begin
+            rd_go <= 1'b0;
+            wr_go <= 1'b0;
+            round_go <= 1'b0;
+            if (list_run) begin
+                busy <= 1'b1;
+                list_mode <= 1'b1;
+                call <= 32'd0;
+                desc_addr <= arg_calls;
+                fetched <= 5'd0;
+                ist <= I_FETCH_GO;
+                ost <= O_IDLE;
+                rd_go <= 1'b1;
+            end else if (list_mode) begin
+                if (rd_valid && rd_ready && ist == I_FETCH) begin
+                    if (fetched < 5'd18) desc[fetched] <= rd_data[31:0];
+                    fetched <= fetched + 5'd1;
+                end
+                if (pe_in_valid && pe_in_ready) words_in <= words_in + 32'd1;
+                if (wr_valid && wr_ready && ost == O_ROW) words_out <= words_out + 32'd1;
+                // input side: the descriptor, the header, the rows of both segments
+                case (ist)
+                    I_FETCH_GO: ist <= I_FETCH;
+                    I_FETCH: if (!rd_busy) begin
+                        ist <= flags[0] ? I_HEADER : I_ROW_GO;
+                        ost <= O_STATUS;
+                        seg <= 1'b0;
+                        in_row <= 32'd0;
+                        in_addr <= arg_in + {32'd0, desc[2]};
+                        out_row <= 32'd0;
+                        out_addr <= arg_out + {32'd0, desc[10]};
+                        words_in <= 32'd0;
+                        words_out <= 32'd0;
+                        status <= 32'd0;
+                        took <= 1'b0;
+                    end
+                    I_HEADER: if (pe_in_ready) ist <= I_ROW_GO;
+                    I_ROW_GO: begin
+                        if (segment_done) begin
+                            if (seg) ist <= I_DONE;
+                            seg <= 1'b1;
+                            in_row <= 32'd0;
+                            in_addr <= arg_in + {32'd0, desc[6]};
+                        end else begin
+                            rd_go <= 1'b1;
+                            ist <= I_ROW;
+                        end
+                    end
+                    I_ROW: if (!rd_go && !rd_busy) begin
+                        in_row <= in_row + 32'd1;
+                        in_addr <= in_addr + {32'd0, seg_stride};
+                        ist <= I_ROW_GO;
+                    end
+                    default: ;
+                endcase
+                // output side: the status, the rows of the out block, the record
+                case (ost)
+                    O_STATUS: if (pe_out_valid) begin
+                        status <= pe_out_data[31:0];
+                        if (pe_out_data[31:0] != 32'd0 || count == 32'd0) ost <= O_REC_GO;
+                        else begin
+                            round_go <= 1'b1;
+                            took <= 1'b1;
+                            ost <= O_ROW_GO;
+                        end
+                    end
+                    O_ROW_GO: begin
+                        if (out_rows_done) ost <= O_DRAIN;
+                        else begin
+                            wr_go <= 1'b1;
+                            ost <= O_ROW;
+                        end
+                    end
+                    O_ROW: if (!wr_go && !wr_busy) begin
+                        out_row <= out_row + 32'd1;
+                        out_addr <= out_addr + {32'd0, desc[13]};
+                        ost <= O_ROW_GO;
+                    end
+                    O_DRAIN: if (!round_busy && !round_go) ost <= O_REC_GO;
+                    O_REC_GO: if (ist == I_DONE) begin
+                        wr_go <= 1'b1;
+                        rec_word <= 3'd0;
+                        ost <= O_REC;
+                    end
+                    O_REC: begin
+                        if (wr_valid && wr_ready) rec_word <= rec_word + 3'd1;
+                        if (!wr_go && !wr_busy) ost <= O_DONE;
+                    end
+                    O_DONE: begin
+                        if (status != 32'd0 || call + 32'd1 == arg_n_calls) begin
+                            busy <= 1'b0;
+                            list_mode <= 1'b0;
+                            ist <= I_IDLE;
+                            ost <= O_IDLE;
+                        end else begin
+                            call <= call + 32'd1;
+                            desc_addr <= desc_addr + 64'd128;
+                            fetched <= 5'd0;
+                            ist <= I_FETCH_GO;
+                            ost <= O_IDLE;
+                            rd_go <= 1'b1;
+                        end
+                    end
+                    default: ;
+                endcase
+            end
+        end
+    end
+endmodule
