@@ -1,0 +1,136 @@
+"""cocotb bench of ``rtl/accel/accel_round.v`` on its own: every run of a transaction file, word for word.
+
+The file (``ROUND_VECTORS``; the format of tests/rtl/accel_round_check.cpp: input = two descriptor words then the
+accumulators, expected = the words sent then sum_abs low/high, max_abs, saturated) is what the golden model wrote.
+Each transaction is one ``start`` with its own configuration and ``count``. A driver and a monitor share one loop
+a cycle: input gaps with probability ``ROUND_PAUSE_IN`` and output stalls with ``ROUND_PAUSE_OUT`` (seed
+``ROUND_SEED``); ``in_valid`` stays high with junk data once ``count`` words have gone in, so a word taken too many
+is seen. After ``busy`` falls the words and the statistics are compared with the file, and nothing may be valid
+or ready any more.
+
+Transactions of at most ``ROUND_TIMED_MAX`` accumulators and whole rows run a second time with no gaps and no
+stalls, and ``busy`` must stay high exactly ``latency_cycles`` cycles (the latency the RTL's header states).
+A JSON summary (values, mismatched words, latency runs) goes to ``ROUND_RESULT``, then the test fails if any
+word differed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
+
+from codesign.hw.vectors import read_transactions
+from codesign.numerics.round_stage import RoundStageConfig, latency_cycles
+
+DESCRIPTOR_WORDS, STATS_WORDS = 2, 4
+JUNK = 0xDEAD_BEEF
+CYCLE_LIMIT_PER_WORD = 64  # a run longer than this many cycles per word (plus slack) has hung
+
+
+def decode(desc0: int, desc1: int) -> dict[str, int]:
+    """The descriptor words of a transaction as the module's input ports."""
+    shift = (desc0 >> 1) & 0x7F
+    return {"enable": desc0 & 1, "shift": shift - 128 if shift & 0x40 else shift, "bits": (desc0 >> 8) & 0x1F,
+            "lanes": (desc0 >> 13) & 0x1F, "group_words": (desc0 >> 18) & 0x7, "row_values": desc1 & 0xFFFF}
+
+
+async def one_run(dut, ports: dict[str, int], acc: list[int], rng, pause_in: float, pause_out: float):
+    """One start; returns (words sent, statistics, busy cycles, junk words taken)."""
+    await FallingEdge(dut.clk)
+    for name, value in ports.items():
+        getattr(dut, name).value = value & 0x7F if name == "shift" else value  # the port's two's complement
+    dut.count.value, dut.start.value = len(acc), 1
+    dut.in_valid.value, dut.out_ready.value = 0, 0
+    await RisingEdge(dut.clk)
+    await FallingEdge(dut.clk)
+    dut.start.value = 0
+    sent, got, cycles, over = 0, [], 0, 0
+    limit = CYCLE_LIMIT_PER_WORD * (len(acc) * 4 + 16)
+    while dut.busy.value == 1:
+        cycles += 1
+        assert cycles < limit, f"busy for {cycles} cycles: the stage hung"
+        feeding = sent < len(acc)
+        dut.in_valid.value = int(not feeding or rng.random() >= pause_in)
+        dut.in_data.value = acc[sent] if feeding else JUNK
+        dut.out_ready.value = int(rng.random() >= pause_out)
+        await RisingEdge(dut.clk)  # the values this edge samples (before its registers update)
+        if dut.in_valid.value == 1 and dut.in_ready.value == 1:
+            if feeding:
+                sent += 1
+            else:
+                over += 1
+        if dut.out_valid.value == 1 and dut.out_ready.value == 1:
+            got.append(int(dut.out_data.value))
+        await FallingEdge(dut.clk)
+    dut.in_valid.value, dut.out_ready.value = 1, 1
+    await ClockCycles(dut.clk, 2, rising=False)
+    assert dut.in_ready.value == 0 and dut.out_valid.value == 0, "valid or ready after busy fell"
+    dut.in_valid.value, dut.out_ready.value = 0, 0
+    stats = [int(dut.sum_abs.value) & 0xFFFF_FFFF, int(dut.sum_abs.value) >> 32, int(dut.max_abs.value),
+             int(dut.saturated.value)]
+    assert sent == len(acc), f"took {sent} of {len(acc)} accumulators"
+    return got, stats, cycles, over
+
+
+def count_mismatches(got: list[int], want: list[int]) -> int:
+    """Wrong words, or the difference in number when the counts differ (as the C-sim checker counts)."""
+    if len(got) != len(want):
+        return abs(len(got) - len(want))
+    return sum(int(a != b) for a, b in zip(got, want))
+
+
+def timed_latency(ports: dict[str, int], count: int, timed_max: int) -> int | None:
+    """The stated latency of a whole-row run small enough to time, else None."""
+    if count > timed_max:
+        return None
+    cfg = RoundStageConfig(enable=bool(ports["enable"]), **{k: v for k, v in ports.items() if k != "enable"})
+    if cfg.enable and count % cfg.row_values:
+        return None
+    return latency_cycles(cfg, count)
+
+
+@cocotb.test()
+async def transaction_file(dut) -> None:
+    logging.getLogger(f"cocotb.{dut._name}").setLevel(logging.WARNING)
+    Clock(dut.clk, 10, unit="ns").start()
+    rng = np.random.default_rng(int(os.environ.get("ROUND_SEED", "1")))
+    pause_in, pause_out = float(os.environ["ROUND_PAUSE_IN"]), float(os.environ["ROUND_PAUSE_OUT"])
+    timed_max = int(os.environ.get("ROUND_TIMED_MAX", "4096"))
+    transactions, _ = read_transactions(Path(os.environ["ROUND_VECTORS"]), pe="accel_round")
+    dut.rst.value, dut.start.value, dut.in_valid.value, dut.out_ready.value = 1, 0, 0, 0
+    await ClockCycles(dut.clk, 3)
+    dut.rst.value = 0
+    summary = {"values": 0, "mismatches": 0, "over_reads": 0, "timed_runs": 0, "latency_errors": [], "first": []}
+    for index, (words_in, words_out) in enumerate(transactions):
+        ports = decode(int(words_in[0]), int(words_in[1]))
+        acc = [int(v) for v in words_in[DESCRIPTOR_WORDS:]]
+        want = [int(v) for v in words_out]
+        got, stats, _, over = await one_run(dut, ports, acc, rng, pause_in, pause_out)
+        bad = count_mismatches(got + stats, want)
+        summary["values"] += len(acc)
+        summary["mismatches"] += bad
+        summary["over_reads"] += over
+        if bad and len(summary["first"]) < 5:
+            summary["first"].append({"transaction": index, "ports": ports, "words": len(got),
+                                     "expected_words": len(want) - STATS_WORDS, "stats": stats,
+                                     "expected_stats": want[-STATS_WORDS:]})
+        stated = timed_latency(ports, len(acc), timed_max)
+        if stated is not None:
+            got2, stats2, cycles, over2 = await one_run(dut, ports, acc, rng, 0.0, 0.0)
+            summary["mismatches"] += count_mismatches(got2 + stats2, want)
+            summary["over_reads"] += over2
+            summary["timed_runs"] += 1
+            if cycles != stated:
+                summary["latency_errors"].append({"transaction": index, "ports": ports, "count": len(acc),
+                                                  "busy_cycles": cycles, "stated": stated})
+    Path(os.environ["ROUND_RESULT"]).write_text(json.dumps(summary, indent=1))
+    assert summary["mismatches"] == 0, f"{summary['mismatches']} words differ: {summary['first']}"
+    assert summary["over_reads"] == 0, f"{summary['over_reads']} words taken past count"
+    assert not summary["latency_errors"], f"latency differs from the stated one: {summary['latency_errors'][:5]}"

@@ -1,0 +1,338 @@
+"""The rounding output stage at three levels on one grid: golden (codesign.numerics.round_stage) against an
+independent per-value reference (the host's ``rescale`` and a bit-string packer in Python ints), the C++ header
+(hls_templates/include/codesign_round.h under g++, tests/rtl/accel_round_check.cpp) and the RTL
+(rtl/accel/accel_round.v under cocotb + Icarus, tests/rtl/accel_round_bench.py, random gaps and stalls on both
+sides) against the golden words, every word and every statistic.
+
+Every grid point takes at least 10^4 accumulators: directed ones (zeros, +-1, 2^31 - 1, -2^31, exact ties at the
+point's shift, the code range's edges and the ties beside them) and random ones (uniform 32-bit, spread over the
+code range, log-uniform magnitudes, ties). The edge file adds every shift from -64 to 63 at several widths, short
+last rows, count 0 and pass-through runs (C-sim and RTL). Each level prints ``<level> <point> values=N
+mismatches=M seconds=T``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codesign.hw.vectors import write_transactions
+from codesign.numerics.round_stage import RoundStageConfig, round_stage, slot_of
+from codesign.step.tt.rounding import rescale
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH_DIR = Path(__file__).resolve().parent
+HEADER_DIR = ROOT / "hls_templates" / "include"
+CHECKER = BENCH_DIR / "accel_round_check.cpp"
+RTL = ROOT / "rtl" / "accel" / "accel_round.v"
+PE = "accel_round"
+MIN_VALUES = 10_000
+INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+@dataclass(frozen=True)
+class Point:
+    """A grid point: a configuration, and whether its RTL run is in the slow tier."""
+
+    name: str
+    cfg: RoundStageConfig
+    rtl_slow: bool = True
+
+
+def _cfg(enable=True, *, shift, bits, lanes, group_words, row_values) -> RoundStageConfig:
+    return RoundStageConfig(enable=enable, shift=shift, bits=bits, lanes=lanes, group_words=group_words,
+                            row_values=row_values)
+
+
+GRID = [
+    Point("q8_s-7_l4w1_r100", _cfg(shift=-7, bits=8, lanes=4, group_words=1, row_values=100), rtl_slow=False),
+    Point("q16_s-20_l3w2_r50", _cfg(shift=-20, bits=16, lanes=3, group_words=2, row_values=50)),
+    Point("q4_s+2_l16w4_r37", _cfg(shift=2, bits=4, lanes=16, group_words=4, row_values=37)),
+    Point("q8_s0_l5w2_r7", _cfg(shift=0, bits=8, lanes=5, group_words=2, row_values=7)),
+    Point("q16_s-64_l1w1_r1", _cfg(shift=-64, bits=16, lanes=1, group_words=1, row_values=1)),
+    Point("q4_s+63_l8w1_r33", _cfg(shift=63, bits=4, lanes=8, group_words=1, row_values=33)),
+    Point("q2_s-31_l7w1_r1000", _cfg(shift=-31, bits=2, lanes=7, group_words=1, row_values=1000)),
+    Point("q12_s-1_l1w4_r3", _cfg(shift=-1, bits=12, lanes=1, group_words=4, row_values=3)),
+    Point("q8_s-32_l16w4_r16", _cfg(shift=-32, bits=8, lanes=16, group_words=4, row_values=16)),
+    Point("pass", _cfg(False, shift=-5, bits=8, lanes=4, group_words=1, row_values=1)),
+]
+LEVELS = ("golden", "csim", "rtl")
+
+
+def descriptor(cfg: RoundStageConfig) -> list[int]:
+    """The two descriptor words a transaction starts with (the layout of accel_round_check.cpp)."""
+    return [int(cfg.enable) | (cfg.shift & 0x7F) << 1 | cfg.bits << 8 | cfg.lanes << 13 | cfg.group_words << 18,
+            cfg.row_values]
+
+
+def _int32(values) -> np.ndarray:
+    return np.array([v for v in values if INT32[0] <= v <= INT32[1]], dtype=np.int64)
+
+
+def directed(cfg: RoundStageConfig) -> np.ndarray:
+    """Zeros, the 32-bit extremes, and around this shift and width: exact ties, the range's edges, ties beside."""
+    low, high = -(1 << (cfg.bits - 1)), (1 << (cfg.bits - 1)) - 1
+    values = [0, 0, 0, 1, -1, 2, -2, INT32[1], INT32[0], INT32[0] + 1, 1 << 30, -(1 << 30), 0]
+    if cfg.shift < 0:
+        unit = 1 << -cfg.shift
+        values += [(2 * k + 1) * unit // 2 for k in range(-40, 40)]  # (k + 1/2) * 2^s: exact ties
+        for edge in (high, high + 1, low, low - 1):
+            values += [edge * unit + d for d in (-1, 0, 1)]
+            values += [(2 * edge + 1) * unit // 2 + d for d in (-1, 0, 1)]  # the tie above the edge, and beside it
+            values += [(2 * edge - 1) * unit // 2 + d for d in (-1, 0, 1)]
+    else:
+        for edge in ((high + 1) >> min(cfg.shift, 40), low >> min(cfg.shift, 40), high >> min(cfg.shift, 40)):
+            values += [edge + d for d in (-2, -1, 0, 1, 2)]
+    return _int32(values)
+
+
+def random_acc(cfg: RoundStageConfig, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Uniform 32-bit, spread over the code range at this shift, log-uniform magnitudes, and exact ties."""
+    low, high = -(1 << (cfg.bits - 1)), (1 << (cfg.bits - 1)) - 1
+    kind = rng.integers(0, 10, n)
+    uniform = rng.integers(INT32[0], INT32[1] + 1, n, dtype=np.int64)
+    s = cfg.shift
+    lo, hi = ((low - 3) << -s, (high + 3) << -s) if s < 0 else ((low - 3) >> min(s, 40), (high + 3) >> min(s, 40))
+    spread = rng.integers(max(lo, INT32[0]), min(hi, INT32[1]) + 1, n, dtype=np.int64)
+    logs = (np.sign(rng.random(n) - 0.5) * np.floor(2.0 ** rng.uniform(0, 31, n))).astype(np.int64)
+    unit = 1 << min(-s, 40) if s < 0 else 2
+    k = rng.integers(-(1 << 12), 1 << 12, n, dtype=np.int64)
+    ties = np.where(unit <= 1 << 31, (2 * k + 1) * (unit // 2), 0) if unit <= 1 << 32 else np.zeros(n, np.int64)
+    out = np.where(kind < 4, uniform, np.where(kind < 8, spread, np.where(kind < 9, logs, ties)))
+    return np.clip(out, *INT32)
+
+
+def reference_stage(acc: np.ndarray, cfg: RoundStageConfig) -> tuple[list[int], list[int]]:
+    """The stage value by value in Python ints: ``rescale`` for the codes, a bit string per group for the words."""
+    values = [int(v) for v in acc]
+    stats = [sum(abs(v) for v in values), max((abs(v) for v in values), default=0)]
+    if not cfg.enable:
+        return [v & 0xFFFF_FFFF for v in values], [*stats, 0]
+    codes = [int(c) for c in rescale(np.asarray(values, dtype=np.int64), 40, 40 + cfg.shift, cfg.bits)]
+    low, high = -(1 << (cfg.bits - 1)), (1 << (cfg.bits - 1)) - 1
+    exact = [Fraction(v) * Fraction(2) ** cfg.shift for v in values]
+    half = Fraction(1, 2)  # a tie above the high code rounds to even, past it; a tie below the low one to it
+    saturated = sum(1 for e in exact if e >= high + half or e < low - half)
+    words = []
+    for start in range(0, len(codes), cfg.row_values):
+        row = codes[start:start + cfg.row_values]
+        for g in range(0, len(row), cfg.lanes):
+            bits = 0
+            for v, code in enumerate(row[g:g + cfg.lanes]):
+                bits |= (code % (1 << cfg.slot)) << (v * cfg.slot)
+            words += [(bits >> (32 * w)) & 0xFFFF_FFFF for w in range(cfg.group_words)]
+    return words, [*stats, saturated]
+
+
+def _stats_words(stats) -> list[int]:
+    return [stats[0] & 0xFFFF_FFFF, stats[0] >> 32, stats[1], stats[2]]
+
+
+def golden_transaction(cfg: RoundStageConfig, acc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(input words, expected words) of one run, expected from the golden model."""
+    words_in = np.asarray(acc, dtype=np.int64).astype(np.uint32)
+    out, stats = round_stage(words_in, cfg)
+    return (np.array(descriptor(cfg) + [int(w) for w in words_in], dtype=np.uint64),
+            np.array([int(w) for w in out] + _stats_words(stats), dtype=np.uint64))
+
+
+def short_row_transaction(cfg: RoundStageConfig, acc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A run whose last row is short (the RTL and C++ behaviour the host never asks for): the golden words of the
+    rows padded with zero accumulators, cut after ceil(r / lanes) groups of the last row; zeros change no
+    statistic."""
+    rows = -(-acc.size // cfg.row_values)
+    padded = np.zeros(rows * cfg.row_values, dtype=np.int64)
+    padded[:acc.size] = acc
+    _, expected = golden_transaction(cfg, padded)
+    r = acc.size - (rows - 1) * cfg.row_values
+    keep = ((rows - 1) * cfg.groups_per_row + -(-r // cfg.lanes)) * cfg.group_words
+    return (np.array(descriptor(cfg) + [int(w) for w in acc.astype(np.uint32)], dtype=np.uint64),
+            np.concatenate([expected[:keep], expected[-4:]]))
+
+
+def point_stimulus(point: Point, seed: int = 38) -> list[np.ndarray]:
+    """The accumulators of a grid point as runs of whole rows: directed first, then random to >= 10^4."""
+    cfg, rng = point.cfg, np.random.default_rng(seed)
+    row = cfg.row_values if cfg.enable else 1
+    rows_total = -(-MIN_VALUES // row)
+    first = directed(cfg)
+    first_rows = min(-(-first.size // row), rows_total - 2)
+    head = np.concatenate([first, random_acc(cfg, first_rows * row - first.size, rng)])[:first_rows * row]
+    rng.shuffle(head[first.size // 2:])  # half the directed values in order, half spread
+    rest = random_acc(cfg, (rows_total - first_rows) * row, rng)
+    split = (rows_total - first_rows) // 2 * row
+    return [head, rest[:split], rest[split:]]
+
+
+def edge_transactions(seed: int = 3800) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every shift at widths 2, 4, 8, 16 and one more, random packings; short last rows; count 0; pass-through."""
+    rng, runs = np.random.default_rng(seed), []
+    for shift in range(-64, 64):
+        for bits in (2, 4, 8, 16, 2 + (shift + 64) % 15):
+            slot = slot_of(bits)
+            lanes = int(rng.integers(1, min(16, 128 // slot) + 1))
+            words = int(rng.integers(-(-lanes * slot // 32), 5))
+            cfg = _cfg(shift=shift, bits=bits, lanes=lanes, group_words=words, row_values=int(rng.integers(1, 12)))
+            acc = np.concatenate([directed(cfg), random_acc(cfg, 8, rng)])
+            acc = acc[:max(cfg.row_values, acc.size // cfg.row_values * cfg.row_values)]
+            acc = np.resize(acc, -(-acc.size // cfg.row_values) * cfg.row_values)
+            runs.append(golden_transaction(cfg, acc))
+    for _ in range(60):  # many rows of random packings: the stall-free latency of long runs
+        bits = int(rng.choice([2, 4, 8, 16]))
+        lanes = int(rng.integers(1, min(16, 128 // slot_of(bits)) + 1))
+        cfg = _cfg(shift=int(rng.integers(-20, 4)), bits=bits, lanes=lanes, row_values=int(rng.integers(1, 41)),
+                   group_words=int(rng.integers(-(-lanes * slot_of(bits) // 32), 5)))
+        runs.append(golden_transaction(cfg, random_acc(cfg, cfg.row_values * int(rng.integers(1, 13)), rng)))
+    for lanes, row, n in ((4, 10, 23), (3, 7, 1), (5, 12, 29), (16, 40, 57), (1, 5, 9)):
+        cfg = _cfg(shift=-3, bits=8, lanes=lanes, group_words=-(-lanes * 8 // 32), row_values=row)
+        runs.append(short_row_transaction(cfg, random_acc(cfg, n, rng)))
+    runs.append(golden_transaction(_cfg(shift=0, bits=8, lanes=4, group_words=1, row_values=4), np.zeros(0, np.int64)))
+    for n in (1, 2, 17):
+        cfg = _cfg(False, shift=0, bits=16, lanes=2, group_words=1, row_values=3)
+        runs.append(golden_transaction(cfg, random_acc(cfg, n, rng)))
+    runs.append(golden_transaction(_cfg(False, shift=0, bits=8, lanes=1, group_words=1, row_values=1),
+                                   np.zeros(0, np.int64)))
+    return runs
+
+
+def write_file(path: Path, runs, **meta) -> Path:
+    return write_transactions(path, pe=PE, transactions=runs, meta=meta or {"what": "round_stage"})
+
+
+@pytest.fixture(scope="module")
+def checker(tmp_path_factory):
+    """The C-sim checker, compiled once (and cached by content) for the module."""
+    from codesign.hw.aptypes import ap_types_dir
+    from codesign.hw.csim import compile_testbench
+
+    if shutil.which("g++") is None:
+        pytest.skip("no C++ compiler: g++ is not on PATH")
+    try:
+        ap_types_dir()
+    except FileNotFoundError:
+        pytest.skip("ap_types headers not installed (codesign setup)")
+    return compile_testbench([CHECKER], include_dirs=[HEADER_DIR], build_dir=tmp_path_factory.mktemp("round_check"),
+                             name="accel_round_check")
+
+
+def run_csim(checker, vectors: Path):
+    from codesign.hw.csim import run_testbench
+
+    return run_testbench(checker, vectors)
+
+
+def run_rtl(vectors: Path, work: Path, *, seed: int = 1, pause_in: float = 0.3, pause_out: float = 0.3,
+            timed_max: int = 4096) -> dict:
+    """The bench on a vector file; its JSON summary (raises when a word differs, after writing it)."""
+    pytest.importorskip("cocotb_tools.runner", reason="the RTL tests need cocotb 2.x (pip install codesign[verify])")
+    if shutil.which("iverilog") is None:
+        pytest.skip("Icarus Verilog (iverilog) is not on PATH")
+    from codesign.hw.rtlsim import run_cocotb
+
+    result = work / "round_result.json"
+    run_cocotb(sources=[RTL], toplevel="accel_round", test_module="accel_round_bench", build_dir=work / "build",
+               python_paths=[BENCH_DIR, ROOT],
+               extra_env={"ROUND_VECTORS": str(vectors), "ROUND_RESULT": str(result), "ROUND_SEED": str(seed),
+                          "ROUND_PAUSE_IN": str(pause_in), "ROUND_PAUSE_OUT": str(pause_out),
+                          "ROUND_TIMED_MAX": str(timed_max)})
+    return json.loads(result.read_text())
+
+
+def _grid_params():
+    for point in GRID:
+        for level in LEVELS:
+            slow = level == "rtl" and point.rtl_slow
+            yield pytest.param(point, level, id=f"{point.name}-{level}", marks=[pytest.mark.slow] if slow else [])
+
+
+@pytest.mark.parametrize(("point", "level"), list(_grid_params()))
+def test_levels_agree(point, level, tmp_path, request):
+    """Zero mismatches at this level on >= 10^4 accumulators of this grid point."""
+    runs = point_stimulus(point)
+    started = time.perf_counter()
+    if level == "golden":
+        values, mismatches = 0, 0
+        for acc in runs:
+            words, stats = round_stage(acc.astype(np.uint32), point.cfg)
+            ref_words, ref_stats = reference_stage(acc, point.cfg)
+            got = [int(w) for w in words] + list(stats)
+            want = ref_words + ref_stats
+            mismatches += sum(int(a != b) for a, b in zip(got, want)) + abs(len(got) - len(want))
+            values += acc.size
+    else:
+        vectors = write_file(tmp_path / "vectors.txt", [golden_transaction(point.cfg, acc) for acc in runs])
+        if level == "csim":
+            result = run_csim(request.getfixturevalue("checker"), vectors)
+            values, mismatches = result.vectors, result.mismatches
+        else:
+            summary = run_rtl(vectors, tmp_path, seed=len(point.name))
+            values, mismatches = summary["values"], summary["mismatches"]
+    print(f"\n{level} {point.name} values={values} mismatches={mismatches} "
+          f"seconds={time.perf_counter() - started:.2f}")
+    assert values >= MIN_VALUES and values == sum(acc.size for acc in runs)
+    assert mismatches == 0
+
+
+def test_grid_covers_the_brief():
+    """Shifts negative, zero, positive and both extremes; widths 4, 8, 16; one pass-through point; each point's
+    stimulus holds exact ties (where its shift has them), zeros and both 32-bit extremes."""
+    shifts = {p.cfg.shift for p in GRID if p.cfg.enable}
+    assert {-64, 63, 0} <= shifts and min(shifts) < 0 < max(s for s in shifts if s != 63)
+    assert {4, 8, 16} <= {p.cfg.bits for p in GRID}
+    assert any(not p.cfg.enable for p in GRID) and any(not p.rtl_slow for p in GRID)
+    for point in GRID:
+        acc = np.concatenate(point_stimulus(point))
+        assert {0, INT32[0], INT32[1]} <= set(acc.tolist())
+        s = -point.cfg.shift
+        if 1 <= s <= 32:
+            ties = set(acc[(acc & ((1 << s) - 1)) == 1 << (s - 1)].tolist())
+            assert len(ties) >= min(40, 1 << (32 - s))  # 2^(32-s) exact ties fit 32 bits
+
+
+def test_edges_csim(checker, tmp_path):
+    """Every shift -64..63 at several widths, short last rows, count 0 and pass-through, in C simulation."""
+    runs = edge_transactions()
+    result = run_csim(checker, write_file(tmp_path / "edges.txt", runs))
+    print(f"\ncsim edges values={result.vectors} mismatches={result.mismatches}")
+    assert (result.vectors, result.mismatches) == (sum(int(r[0].size) - 2 for r in runs), 0), result.first_mismatches
+
+
+@pytest.mark.slow
+def test_edges_rtl(tmp_path):
+    """The same edge file through the RTL, with random gaps and stalls, and every whole-row run timed."""
+    runs = edge_transactions()
+    summary = run_rtl(write_file(tmp_path / "edges.txt", runs), tmp_path, seed=5, pause_in=0.4, pause_out=0.4)
+    print(f"\nrtl edges values={summary['values']} mismatches={summary['mismatches']} timed={summary['timed_runs']}")
+    assert summary["mismatches"] == 0 and summary["timed_runs"] > 500
+
+
+def test_checker_reports_a_wrong_word(checker, tmp_path):
+    """A level that differs fails: one flipped expected bit is one mismatch, exit status 1."""
+    cfg = GRID[0].cfg
+    words_in, words_out = golden_transaction(cfg, np.resize(directed(cfg), cfg.row_values))
+    wrong = words_out.copy()
+    wrong[3] ^= np.uint64(1 << 4)
+    result = run_csim(checker, write_file(tmp_path / "wrong.txt", [(words_in, words_out), (words_in, wrong)]))
+    assert (result.mismatches, result.passed) == (1, False) and "transaction=1 word=3" in result.first_mismatches
+
+
+def test_bench_reports_a_wrong_word(tmp_path):
+    """The RTL bench fails on one wrong expected word (and counts it), under gaps and stalls."""
+    from codesign.hw.rtlsim import CocotbTestFailure
+
+    cfg = GRID[3].cfg
+    words_in, words_out = golden_transaction(cfg, np.resize(directed(cfg), 4 * cfg.row_values))
+    wrong = words_out.copy()
+    wrong[-1] ^= np.uint64(1)  # the saturation count
+    with pytest.raises(CocotbTestFailure):
+        run_rtl(write_file(tmp_path / "wrong.txt", [(words_in, words_out), (words_in, wrong)]), tmp_path,
+                timed_max=0)
+    summary = json.loads((tmp_path / "round_result.json").read_text())
+    assert summary["mismatches"] == 1 and summary["values"] == 2 * (words_in.size - 2)
