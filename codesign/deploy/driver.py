@@ -48,6 +48,18 @@ def invalidate_words(buffer, words: int, start: int = 0) -> None:
         buffer[start:start + words].invalidate()
 
 
+def read_records(arena, offsets) -> list:
+    """The records of calls whose record offsets (bytes into ``arena``) are ``offsets``: each invalidated (eight
+    words, nothing more) and decoded (:func:`codesign.contracts.calls.decode_record`)."""
+    from codesign.contracts.calls import RECORD_WORDS, decode_record
+
+    records = []
+    for offset in offsets:
+        invalidate_words(arena, RECORD_WORDS, int(offset) // 4)
+        records.append(decode_record(arena[int(offset) // 4:int(offset) // 4 + RECORD_WORDS]))
+    return records
+
+
 class AccelTimeout(DeployError):
     """``ap_done`` did not rise within the time-out after ``ap_start``."""
 
@@ -79,6 +91,7 @@ class AccelIP(DefaultIP):
         self._buffers: dict[str, np.ndarray] = {}
         self.calls, self.busy_s = 0, 0.0  # calls made, seconds from ap_start to ap_done over all calls
         self._pending: tuple[float, int] | None = None  # (ap_start time, output words) of a started call
+        self._list_armed = False  # n_calls was left non-zero by run_list
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.ip_name} ({self.pe}) at {self.mmio.base_addr:#x}>"
@@ -155,8 +168,44 @@ class AccelIP(DefaultIP):
         self._write_register("n_in", n_in)
         self._write_register("n_out", n_out)
         self._write_register("n_transactions", n_transactions)
+        if self._list_armed:
+            self._write_register("n_calls", 0)
+            self._list_armed = False
         self._pending = (time.perf_counter(), n_out)
         self.mmio.write(self.offsets["CTRL"], CTRL_BIT["ap_start"])
+
+    def run_list(self, arena, descriptors, n_calls: int, *, timeout_s: float | None = None) -> None:
+        """Run a call list (:mod:`codesign.contracts.calls`): ``n_calls`` descriptors at the start of the
+        ``descriptors`` buffer, every block an offset into the ``arena`` buffer (both :func:`pynq.allocate`
+        uint32 buffers the caller owns and has flushed where it wrote). Eight register writes: the arena's
+        address as ``in`` and ``out``, the list's as ``calls``, ``n_calls``, ap_start. Every descriptor is
+        decoded and checked to stay inside the arena before a register is written. The caller invalidates
+        the words it reads back (:func:`invalidate_words`; :func:`read_records` for the records)."""
+        from codesign.contracts.calls import DESCRIPTOR_WORDS, CallListError, check_list, decode_descriptor
+
+        for name, buffer in (("arena", arena), ("descriptors", descriptors)):
+            if getattr(buffer, "physical_address", None) is None or buffer.dtype != WORD or buffer.ndim != 1:
+                raise AccelInputError(f"IP {self.ip_name}: {name} must be a 1-D uint32 buffer from pynq.allocate")
+        n_calls = _count("n_calls", n_calls, 1)
+        if n_calls * DESCRIPTOR_WORDS > descriptors.size:
+            raise AccelInputError(f"IP {self.ip_name}: n_calls={n_calls} needs {n_calls * DESCRIPTOR_WORDS} "
+                                  f"descriptor words; the buffer holds {descriptors.size}")
+        try:
+            check_list([decode_descriptor(descriptors[c * DESCRIPTOR_WORDS:(c + 1) * DESCRIPTOR_WORDS])
+                        for c in range(n_calls)], arena.nbytes)
+        except CallListError as error:
+            raise AccelInputError(f"IP {self.ip_name}: call list: {error}") from None
+        self._check_free()
+        self._write_register("in", arena.physical_address, shell.POINTER_BITS // 32)
+        self._write_register("out", arena.physical_address, shell.POINTER_BITS // 32)
+        self._write_register("calls", descriptors.physical_address, shell.POINTER_BITS // 32)
+        self._write_register("n_calls", n_calls)
+        started = time.perf_counter()
+        self.mmio.write(self.offsets["CTRL"], CTRL_BIT["ap_start"])
+        self._list_armed = True  # the next direct call clears n_calls first
+        self._wait_done(started, self.timeout_s if timeout_s is None else float(timeout_s))
+        self.busy_s += time.perf_counter() - started
+        self.calls += n_calls
 
     def _check_free(self) -> None:
         """Refuse to touch the buffers of a call still pending, or of an IP the PL left busy."""

@@ -149,6 +149,16 @@ class DdrModel:
                 return block[address - start:address - start + nbytes]
         raise EmulationError(f"emulated DDR: {nbytes} bytes at {address:#x} are not inside one allocated buffer")
 
+    def words_from(self, address: int) -> np.ndarray:
+        """The 32-bit words from ``address`` (word aligned) to the end of its allocation, as a writable view."""
+        index = bisect.bisect_right(self._starts, address) - 1
+        if address % WORD.itemsize or index < 0 or address >= self._starts[index] + self._blocks[self._starts[index]].size:
+            raise EmulationError(f"emulated DDR: {address:#x} is not a word inside an allocated buffer")
+        start = self._starts[index]
+        block = self._blocks[start]
+        usable = (block.size - (address - start)) // WORD.itemsize * WORD.itemsize
+        return block[address - start:address - start + usable].view(WORD)
+
     def words_at(self, address: int, count: int) -> np.ndarray:
         """``count`` 32-bit words at ``address`` (word aligned), as a writable uint32 view of DDR."""
         if address % WORD.itemsize:
@@ -251,17 +261,31 @@ class EmulatedIP:
             return
         self.words[index] = value
 
+    def _work(self, counts: dict):
+        """What one ap_start does to DDR: the direct call, or the call list over the arena ``in`` (= ``out``)
+        reaches, from its address to the end of its allocation."""
+        if counts["n_calls"]:
+            if counts["in"] != counts["out"]:
+                raise EmulationError(f"IP {self.name}: a call list runs on one arena; in={counts['in']:#x} and "
+                                     f"out={counts['out']:#x} differ")
+            from codesign.contracts.calls import DESCRIPTOR_WORDS
+
+            arena = self.ddr.words_from(counts["in"])
+            descriptors = np.array(self.ddr.words_at(counts["calls"], counts["n_calls"] * DESCRIPTOR_WORDS))
+            return lambda: self.bridge.run_list(arena, descriptors, counts["n_calls"])
+        in_words = self.ddr.words_at(counts["in"], counts["n_in"])
+        out_words = self.ddr.words_at(counts["out"], counts["n_out"])
+        return lambda: self.bridge.run(np.ascontiguousarray(in_words), out_words, counts["n_in"], counts["n_out"],
+                                       counts["n_transactions"])
+
     def _run(self) -> None:
         pointer_words = -(-shell.POINTER_BITS // 32)
         counts = {arg.name: self._reg(arg.name, pointer_words if arg.kind == "pointer" else 1)
                   for arg in shell.SHELL_ARGS}
-        in_words = self.ddr.words_at(counts["in"], counts["n_in"])
-        out_words = self.ddr.words_at(counts["out"], counts["n_out"])
+        work = self._work(counts)
         started = time.perf_counter()
         try:
-            printed = _captured_stdout(lambda: self.bridge.run(np.ascontiguousarray(in_words), out_words,
-                                                               counts["n_in"], counts["n_out"],
-                                                               counts["n_transactions"]))
+            printed = _captured_stdout(work)
         finally:
             self.last_run_s = time.perf_counter() - started
         self.runs += 1

@@ -1,0 +1,61 @@
+"""Call lists through the PYNQ driver on the emulated board: the generated C++ in list mode, bit for bit against
+the golden list model over the whole arena, eight register writes a list, bad lists refused before any write."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pynq import allocate
+
+from codesign.contracts.calls import RECORD_DONE, Block
+from codesign.deploy import AccelInputError
+from codesign.deploy.driver import flush_words, invalidate_words, read_records
+from codesign.pe import get_pe
+from codesign.shell.calls import tt_chain
+from tests.deploy.conftest import golden_transactions
+
+pytestmark = pytest.mark.slow
+
+
+def _buffers(overlay, case):
+    arena = allocate(shape=(case.arena.size,), dtype=np.uint32, target=overlay.device)
+    descriptors = allocate(shape=(case.descriptors.size,), dtype=np.uint32, target=overlay.device)
+    arena[:], descriptors[:] = case.arena, case.descriptors
+    flush_words(arena, arena.size)
+    flush_words(descriptors, descriptors.size)
+    return arena, descriptors
+
+
+@pytest.mark.parametrize("seed, shift", [(1, -4), (2, -1), (3, 0), (4, -9)])
+def test_a_list_runs_in_place_and_equals_the_golden_arena(overlay, seed, shift):
+    pe = get_pe("tt1")
+    case = tt_chain(pe, pe.spec_class(), np.random.default_rng(seed), shift=shift)
+    ip = overlay.accelerator("tt1_0")
+    arena, descriptors = _buffers(overlay, case)
+    traffic = overlay.device.traffic
+    traffic.clear()
+    ip.run_list(arena, descriptors, len(case.calls))
+    assert traffic.register_writes == 8 and traffic.flushed_bytes == 0
+    invalidate_words(arena, arena.size)
+    wrong = np.flatnonzero(np.asarray(arena) != case.expected)
+    assert wrong.size == 0, f"{wrong.size} of {arena.size} arena words differ, first at {wrong[:5]}"
+    records = read_records(arena, [call.record for call in case.calls])
+    assert [r["done"] for r in records] == [RECORD_DONE] * 2 and [r["status"] for r in records] == [0, 0]
+    # a direct call afterwards is a direct call again (n_calls cleared first)
+    words_in, expected = golden_transactions("tt1")[0]
+    np.testing.assert_array_equal(ip.run(words_in, expected.size, 1), expected)
+
+
+def test_a_list_past_its_arena_is_refused_before_any_register_is_written(overlay):
+    pe = get_pe("tt1")
+    case = tt_chain(pe, pe.spec_class(), np.random.default_rng(5))
+    arena, descriptors = _buffers(overlay, case)
+    small = allocate(shape=(16,), dtype=np.uint32, target=overlay.device)
+    traffic = overlay.device.traffic
+    traffic.clear()
+    with pytest.raises(AccelInputError, match="past the"):
+        overlay.accelerator("tt1_0").run_list(small, descriptors, len(case.calls))
+    with pytest.raises(AccelInputError, match="descriptor words"):
+        overlay.accelerator("tt1_0").run_list(arena, descriptors, 3)
+    assert traffic.register_writes == 0
+    assert Block(offset=4, words=2, rows=3, stride=8).end == 4 + 2 * 8 + 8

@@ -1,0 +1,129 @@
+"""Call lists: the descriptor contract, the golden list model, and the shell at C-sim and RTL equal to it over the
+whole arena (guards included at RTL), with fixed-latency and randomly paused memories, and a refused call."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from codesign.contracts.calls import (DESCRIPTOR_WORDS, RECORD_DONE, RECORD_WORDS, Block, Call, CallListError,
+                                      check_list, decode_descriptor, decode_record, encode_list)
+from codesign.numerics.round_stage import RoundStageConfig
+from codesign.pe import get_pe
+from codesign.pe.tt.contract import header_word
+from codesign.shell.calls import ListCase, run_list_golden, tt_chain
+from codesign.shell.ip import render_accel_project
+from codesign.shell.list_sim import run_list_csim, run_list_rtl
+
+PE = get_pe("tt1")
+SPEC = PE.spec_class()
+ROUND = RoundStageConfig(enable=True, shift=-3, bits=8, lanes=4, group_words=1, row_values=4)
+
+
+def test_a_descriptor_decodes_to_the_call_it_encodes():
+    call = Call(header=0x0403_0201, segments=(Block(offset=64, words=4, rows=2, stride=32), Block(offset=256,
+                words=3, rows=1)), out=Block(offset=512, words=2, rows=2, stride=16), count=16, record=1024,
+                rounding=ROUND)
+    words = call.descriptor()
+    assert words.size == DESCRIPTOR_WORDS and decode_descriptor(words) == call
+    raw = dataclasses.replace(call, out=Block(offset=512, words=16, rows=1), rounding=Call.__dataclass_fields__[
+        "rounding"].default, header=None)
+    assert decode_descriptor(raw.descriptor()) == raw
+    bad = words.copy()
+    bad[20] = 1
+    with pytest.raises(CallListError, match="reserved"):
+        decode_descriptor(bad)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: Block(offset=2, words=1, rows=1), "multiples of 4"),
+    (lambda: Block(offset=0, words=4, rows=2, stride=8), "overlap"),
+    (lambda: Call(header=1, segments=(), out=Block(offset=0, words=3, rows=1), count=16, record=64,
+                  rounding=ROUND), "out block holds 3"),
+    (lambda: Call(header=1, segments=(), out=Block(offset=0, words=3, rows=1), count=6, record=64,
+                  rounding=ROUND), "whole number of rows"),
+    (lambda: Call(header=1, segments=(Block(),) * 3, out=Block(), count=0, record=0), "at most 2"),
+    (lambda: encode_list([]), "1..65535"),
+])
+def test_bad_calls_are_refused_with_the_field(make, match):
+    with pytest.raises(CallListError, match=match):
+        make()
+
+
+def test_a_block_past_the_arena_is_refused():
+    call = Call(header=1, segments=(Block(offset=0, words=4, rows=2, stride=64),), out=Block(), count=0, record=0)
+    check_list([call], 64 + 4 * 4)
+    with pytest.raises(CallListError, match="past the 79-byte arena"):
+        check_list([call], 79)
+
+
+def _with_refused(case: ListCase) -> ListCase:
+    """The chain with a refused call (J above max_j) between its two calls: the list ends after its record."""
+    first, second = case.calls
+    refused = Call(header=header_word(1, SPEC.max_j + 1, 1, 1), segments=(), out=Block(), count=0,
+                   record=second.record)
+    calls = (first, refused, second)
+    return ListCase(calls=calls, arena=case.arena, expected=run_list_golden(PE, SPEC, case.arena, calls))
+
+
+def test_the_golden_list_reads_in_place_and_stops_at_a_refused_call():
+    case = tt_chain(PE, SPEC, np.random.default_rng(1))
+    first, second = (decode_record(case.expected[c.record // 4:c.record // 4 + RECORD_WORDS]) for c in case.calls)
+    assert first["status"] == second["status"] == 0 and first["done"] == second["done"] == RECORD_DONE
+    assert second["words_in"] == 1 + case.calls[1].segments[0].total_words + case.calls[0].out.total_words
+    stopped = _with_refused(case)
+    record = decode_record(stopped.expected[case.calls[1].record // 4:][:RECORD_WORDS])
+    assert record["status"] == 2 and record["words_in"] == 1 and record["sum_abs"] == 0
+    z2 = case.calls[1].out
+    assert np.array_equal(stopped.expected[z2.offset // 4:z2.offset // 4 + 4], case.arena[z2.offset // 4:][:4])
+
+
+CASES = {  # name -> (seed, shift, refused)
+    "chain": (1, -4, False),
+    "saturating": (2, 2, False),
+    "right-shift-far": (3, -12, False),
+    "refused": (4, -4, True),
+}
+
+
+def _case(name: str) -> ListCase:
+    seed, shift, refused = CASES[name]
+    case = tt_chain(PE, SPEC, np.random.default_rng(seed), shift=shift, i=2 + seed, k=3 + 3 * seed)
+    return _with_refused(case) if refused else case
+
+
+def test_cases_cover_saturation_and_ties():
+    records = [decode_record(_case("saturating").expected[c.record // 4:][:RECORD_WORDS])
+               for c in _case("saturating").calls]
+    assert records[0]["saturated"] > 0
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_csim_list_equals_golden(tmp_path, name):
+    project = tmp_path / "hls"
+    render_accel_project(PE, SPEC, "tt1_0", None, project)
+    result = run_list_csim(project, _case(name), build_dir=tmp_path / "build")
+    print(f"\n[list csim] {name}: {result.words} arena words, {result.mismatches} mismatches")
+    assert result.passed, result.first_mismatches
+
+
+@pytest.mark.parametrize("name, pause", [("chain", 0.0), ("saturating", 0.3),
+                                         pytest.param("right-shift-far", 0.0, marks=pytest.mark.slow),
+                                         ("refused", 0.2)])
+def test_rtl_list_equals_golden(tmp_path, name, pause):
+    case = _case(name)
+    result = run_list_rtl(PE, SPEC, case, tmp_path, pause=pause)
+    print(f"\n[list rtl] {name} pause {pause}: {result.words} words, {result.mismatches} mismatches, "
+          f"{result.cycles} cycles, {result.register_writes} register writes")
+    assert result.passed, result.first_mismatches
+    assert result.register_writes <= 8
+
+
+def test_rtl_list_catches_a_wrong_golden_word(tmp_path):
+    case = _case("chain")
+    expected = case.expected.copy()
+    expected[case.calls[0].out.offset // 4] ^= 1
+    result = run_list_rtl(PE, SPEC, ListCase(calls=case.calls, arena=case.arena, expected=expected), tmp_path)
+    assert result.mismatches == 1
