@@ -115,6 +115,8 @@ class RoundStats(NamedTuple):
 
 def _accumulators(acc) -> np.ndarray:
     values = np.asarray(acc)
+    if values.size == 0:
+        return np.zeros(0, dtype=np.int64)
     if values.dtype.kind not in "iu":
         raise TypeError(f"accumulators must be integers, got dtype {values.dtype}")
     values = values.astype(np.int64).reshape(-1)
@@ -187,6 +189,8 @@ def round_stage(acc_words, cfg: RoundStageConfig) -> tuple[np.ndarray, RoundStat
     Pass-through: the words unchanged. The statistics are over the accumulators in both modes.
     """
     words = np.asarray(acc_words)
+    if words.size == 0:
+        words = np.zeros(0, dtype=np.uint32)
     if words.dtype.kind not in "iu":
         raise TypeError(f"accumulator words must be integers, got dtype {words.dtype}")
     words = words.astype(np.uint64).reshape(-1)
