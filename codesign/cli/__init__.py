@@ -180,9 +180,12 @@ def _build_design(args: argparse.Namespace) -> int:
 
     design = load_design(Path(args.target), board_name=args.board)
     out = Path(args.out) if args.out else Path("out/build") / design.name / design.board.name
-    folder = write_build_folder(design, out, cache_dir=Path(args.cache), limit_percent=args.limit, progress=True)
+    folder = write_build_folder(design, out, cache_dir=Path(args.cache), limit_percent=args.limit, progress=True,
+                                route=args.ip_route)
     print(folder.fit.table())
-    print(f"wrote the build folder {out} ({len(folder.written)} files): design.json, hls/, vivado/, fit, README.md")
+    made = "hls/, rtl/" if args.ip_route == "rtl" else "hls/"
+    print(f"wrote the build folder {out} ({len(folder.written)} files): design.json, {made}, vivado/, fit, README.md "
+          f"(IPs: the {args.ip_route} route)")
     if args.dry_run:
         return 0
     try:
@@ -379,6 +382,9 @@ def _add_design_commands(commands) -> None:
     build.add_argument("--out", default=None, help="with a design: build folder (default out/build/DESIGN/BOARD)")
     build.add_argument("--cache", default="out/estimate-cache", help="with a design: Yosys estimate cache")
     build.add_argument("--limit", type=float, default=DEFAULT_LIMIT_PERCENT, help="with a design: largest share of any resource (%%)")
+    build.add_argument("--ip-route", choices=("rtl", "hls"), default="rtl",
+                       help="with a design: how Vivado gets each IP: rtl packages the RTL cocotb verified (default); "
+                            "hls takes the Vitis HLS export (run_hls.tcl)")
     build.add_argument("--allow-missing-tools", action="store_true",
                        help="with a design: exit 0 when vitis_hls/vivado are absent (the folder is still complete)")
     build.add_argument("--dry-run", action="store_true", help="write the build folder (design) or print the "

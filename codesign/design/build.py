@@ -5,6 +5,7 @@ Layout of ``<out>``::
     design.json            every IP: VLNV, base address, registers, buffers, spec (codesign.design.manifest)
     fit.json fit.md fit.png  Yosys resources against the board budget
     hls/<ip>/              one Vitis HLS project per IP (shell top + PE kernel + golden vectors + run_hls.tcl)
+    rtl/<ip>/              the RTL route (default): the verified Verilog in src/ and package_ip.tcl (codesign.shell.rtl_ip)
     vivado/                block design, implementation and bitstream Tcl (codesign.shell.vivado)
     README.md              the commands, in order
 
@@ -26,6 +27,7 @@ from codesign.design.point import DesignPoint
 from codesign.shell import ip as accel
 from codesign.shell import vivado
 from codesign.shell.build import HLS_TOOLS, ToolMissing
+from codesign.shell.rtl_ip import DEFAULT_ROUTE, check_route, render_rtl_ip, rtl_project
 from codesign.io.jsonfile import JsonFileError, load_json
 from codesign.io.outdir import OutputDirError, check_output_dir
 from codesign.hw.render import ProjectFiles, write_project
@@ -49,7 +51,9 @@ class BuildFolder:
 
     @property
     def hls_commands(self) -> list[tuple[Path, list[str]]]:
-        return [(self.root / ip["hls_project"], ["vitis_hls", "-f", "run_hls.tcl"]) for ip in self.manifest["ips"]]
+        """vitis_hls per IP whose Vivado IP is the HLS export (none on the RTL route, where Vivado packages it)."""
+        return [(self.root / ip["hls_project"], ["vitis_hls", "-f", "run_hls.tcl"]) for ip in self.manifest["ips"]
+                if ip.get("ip_route", "hls") == "hls"]
 
     @property
     def vivado_command(self) -> tuple[Path, list[str]]:
@@ -85,7 +89,10 @@ def _readme(design: DesignPoint, manifest: dict, fit: FitReport) -> str:
         lines.append(f"| {ip['name']} | {ip['pe']} | `{ip['vlnv']}` | {ip['base_address']:#010x} | {ip['reason']} |")
     lines += ["", "## Commands, in order", "", "```sh"]
     for ip in manifest["ips"]:
-        lines.append(f"(cd {ip['hls_project']} && vitis_hls -f run_hls.tcl)   # C-sim, synthesis, co-sim, IP export")
+        if ip.get("ip_route", "hls") == "hls":
+            lines.append(f"(cd {ip['hls_project']} && vitis_hls -f run_hls.tcl)   # C-sim, synthesis, co-sim, IP export")
+        else:
+            lines.append(f"# {ip['name']}: vivado/build.tcl packages {ip['rtl_project']}/src (the RTL cocotb verified)")
     plan = vivado.plan_vivado_build(Path("."), check=False)
     lines.append(f"(cd {plan.project_dir} && {' '.join(plan.command)})   # block design, implementation, bitstream")
     lines += ["```", "", "`codesign build` runs these itself where `vitis_hls` and `vivado` are on PATH.", "",
@@ -93,36 +100,47 @@ def _readme(design: DesignPoint, manifest: dict, fit: FitReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_ip_projects(design: DesignPoint) -> tuple[dict, dict[str, ProjectFiles]]:
-    """design.json and every IP's HLS project (shell around the PE kernel, golden vectors), in memory."""
+def render_ip_projects(design: DesignPoint, route: str = DEFAULT_ROUTE) -> tuple[dict, dict[str, ProjectFiles]]:
+    """design.json and every IP's projects in memory, by folder relative to the build folder: its HLS project
+    (``hls/<ip>``: shell around the PE kernel, golden vectors; the emulated board runs it) and, on the RTL route,
+    ``rtl/<ip>`` (the verified Verilog and its packaging script)."""
     target = BuildTarget(part=design.board.part, clock_period_ns=design.clock_period_ns)
     projects, buffers = {}, {}
     for instance in design.instances:
         pe = get_pe(instance.pe)
         stimulus = pe.build_stimulus(instance.spec, pe.stimulus_options())
-        projects[instance.name] = accel.render_accel(pe, instance.spec, instance.name, target, stimulus=stimulus)
+        projects[f"hls/{instance.name}"] = accel.render_accel(pe, instance.spec, instance.name, target,
+                                                              stimulus=stimulus)
+        if check_route(route) == "rtl":
+            projects[rtl_project(instance.name)] = render_rtl_ip(pe, instance.spec, instance.name, design.board.part)
         buffers[instance.name] = accel.buffer_words(stimulus)
-    return design_manifest(design, buffers=buffers), projects
+    return design_manifest(design, buffers=buffers, route=route), projects
 
 
 def write_ip_projects(out_dir: Path, manifest: dict, projects: dict[str, ProjectFiles]) -> list[Path]:
-    """design.json first (it marks the folder as a build folder, so an interrupted write may be redone), then hls/."""
+    """design.json first (it marks the folder as a build folder, so an interrupted write may be redone), then hls/
+    and rtl/."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [write_json_atomic(out_dir / MANIFEST_FILE, manifest)]
-    for name, project in projects.items():
-        written += write_project(out_dir / "hls" / name, project)
+    for rel, project in projects.items():
+        written += write_project(out_dir / rel, project)
     return written
 
 
 def write_build_folder(design: DesignPoint, out_dir: Path, *, cache_dir: Path,
-                       limit_percent: float = DEFAULT_LIMIT_PERCENT, progress: bool = False) -> BuildFolder:
-    """Check ``design`` (fit, manifest, every file), then write its build folder into ``out_dir``."""
+                       limit_percent: float = DEFAULT_LIMIT_PERCENT, progress: bool = False,
+                       route: str = DEFAULT_ROUTE) -> BuildFolder:
+    """Check ``design`` (fit, manifest, every file), then write its build folder into ``out_dir``.
+
+    ``route`` (``rtl``, the default, or ``hls``) is how Vivado gets the IPs (:mod:`codesign.shell.rtl_ip`).
+    """
     out_dir = Path(out_dir)
+    check_route(route)
     check_build_dir(out_dir)
     fit = fit_design(design, cache_dir=cache_dir, limit_percent=limit_percent, progress=progress)
     if not fit.fits:
         raise DesignDoesNotFit(fit.refusal())
-    manifest, projects = render_ip_projects(design)
+    manifest, projects = render_ip_projects(design, route)
     vivado_files = vivado.render_vivado(manifest, design.board)  # validates the manifest; nothing written yet
     written = write_ip_projects(out_dir, manifest, projects)
     written += vivado.write_vivado(out_dir, vivado_files)
@@ -132,8 +150,12 @@ def write_build_folder(design: DesignPoint, out_dir: Path, *, cache_dir: Path,
 
 
 def run_build(folder: BuildFolder, *, progress=print) -> int:
-    """Run vitis_hls on every IP, then vivado; raise :class:`ToolMissing` naming the commands when absent."""
+    """Run vitis_hls on every IP of the HLS route, then vivado (which packages the RTL route's IPs itself);
+    raise :class:`ToolMissing` naming the commands when a tool is absent. Where vitis_hls ran, its synthesis
+    reports join the fit (:func:`codesign.design.hls_reports.refresh_fit`)."""
     hls_tool = next((name for name in HLS_TOOLS if shutil.which(name)), None)
+    if not folder.hls_commands:
+        return _run_vivado(folder, progress)
     if hls_tool is None:
         commands = "; ".join(f"cd {where} && {' '.join(command)}" for where, command in folder.hls_commands)
         raise ToolMissing(f"vitis_hls is not on PATH; the build folder {folder.root} is complete, run: {commands}; "
@@ -143,6 +165,14 @@ def run_build(folder: BuildFolder, *, progress=print) -> int:
         result = subprocess.run([hls_tool, *command[1:]], cwd=where, check=False)
         if result.returncode:
             raise RuntimeError(f"{hls_tool} failed in {where} (exit {result.returncode}); see {where / 'vitis_hls.log'}")
+    from codesign.design.hls_reports import refresh_fit
+
+    if refresh_fit(folder.root, folder.fit, folder.manifest):
+        progress(f"[build] the Vitis HLS synthesis reports joined {folder.root / 'fit.md'}")
+    return _run_vivado(folder, progress)
+
+
+def _run_vivado(folder: BuildFolder, progress) -> int:
     result = vivado.run_vivado_build(vivado.plan_vivado_build(folder.root))
     progress(f"[build] bitstream {result.bitstream} and hand-off {result.handoff} in {result.seconds:.0f} s")
     return 0
@@ -156,6 +186,6 @@ def write_emulation_folder(design, out_dir: Path) -> Path:
     """
     out_dir = Path(out_dir)
     check_build_dir(out_dir)
-    manifest, projects = render_ip_projects(design)
+    manifest, projects = render_ip_projects(design, "hls")  # the folder holds hls/<ip>/ only, what the board runs
     write_ip_projects(out_dir, manifest, projects)
     return out_dir

@@ -58,6 +58,7 @@ class FitReport:
     total: dict[str, float]
     limit_percent: float
     memory: dict | None = None  # the board's DDR against a training run's estimated peak (DesignPoint.memory)
+    hls: dict | None = None  # per IP, Vitis HLS's own C-synthesis estimate where it ran (codesign.design.hls_reports)
 
     @property
     def percent(self) -> dict[str, float]:
@@ -77,7 +78,8 @@ class FitReport:
                 "per_ip": self.per_ip, "total": self.total, "percent": {k: round(v, 3) for k, v in self.percent.items()},
                 "limit_percent": self.limit_percent, "fits": self.fits, "over": self.over,
                 "counted": "Yosys synth_xilinx per PE + accelerator shell; PS, interconnect and reset blocks not counted",
-                **({"memory": self.memory} if self.memory is not None else {})}
+                **({"memory": self.memory} if self.memory is not None else {}),
+                **({"hls": self.hls} if self.hls is not None else {})}
 
     def table(self) -> str:
         head = "| IP | " + " | ".join(LABELS[k] for k in RESOURCES) + " |"
@@ -91,7 +93,19 @@ class FitReport:
         lines.append("| budget | " + " | ".join(f"{self.budget[k]}" for k in RESOURCES) + " |")
         lines.append("| % of budget | " + " | ".join(f"{self.percent[k]:.1f}" for k in RESOURCES) + " |")
         verdict = "fits" if self.fits else f"does NOT fit ({', '.join(LABELS[k] for k in self.over)} over the limit)"
-        return "\n".join(lines) + f"\n\nVerdict: {verdict}.\n"
+        return "\n".join(lines) + f"\n\nVerdict: {verdict}.\n" + self.hls_table()
+
+    def hls_table(self) -> str:
+        """Vitis HLS's estimate per IP beside the Yosys rows (not part of the verdict); empty where it did not run."""
+        if not self.hls:
+            return ""
+        lines = ["", "Vitis HLS C synthesis (its own estimate, before Vivado; where vitis_hls ran):", "",
+                 "| IP | LUT | FF | DSP | BRAM36 | clock ns (target) |", "|---|---:|---:|---:|---:|---:|"]
+        for ip, row in self.hls.items():
+            used = row["resources"]
+            lines.append(f"| {ip} | {used['lut']:g} | {used['ff']:g} | {used['dsp']:g} | {row['bram_36k']:g} | "
+                         f"{row['estimated_clock_ns']:g} ({row['target_clock_ns']:g}) |")
+        return "\n".join(lines) + "\n"
 
     def refusal(self) -> str:
         parts = [f"{LABELS[k]} {self.total[k]:g} of {self.budget[k]} ({self.percent[k]:.1f} %)" for k in self.over]

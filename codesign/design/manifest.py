@@ -16,6 +16,7 @@ from __future__ import annotations
 from codesign.design.families import loop_entry
 from codesign.design.point import DesignPoint
 from codesign.shell import ip as accel
+from codesign.shell.rtl_ip import DEFAULT_ROUTE, route_fields
 from codesign.shell.vivado import hp_port_of
 from codesign.contracts.shell import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
 
@@ -27,8 +28,14 @@ def ip_base_address(design: DesignPoint, index: int) -> int:
     return design.board.vivado.control_base + index * IP_ADDRESS_RANGE
 
 
-def design_manifest(design: DesignPoint, *, buffers: dict[str, dict[str, int]] | None = None) -> dict:
-    """The design.json payload of ``design``; ``buffers`` maps an IP to its in/out buffer sizes (32-bit words)."""
+def design_manifest(design: DesignPoint, *, buffers: dict[str, dict[str, int]] | None = None,
+                    route: str = DEFAULT_ROUTE) -> dict:
+    """The design.json payload of ``design``; ``buffers`` maps an IP to its in/out buffer sizes (32-bit words).
+
+    ``route`` says how Vivado gets each IP (:mod:`codesign.shell.rtl_ip`): ``rtl``, the default, packages the RTL
+    cocotb verified (``rtl/<ip>/``, VLNV ``codesign:rtl:...``); ``hls`` takes the Vitis HLS export
+    (``codesign:hls:...``). Either way ``hls/<ip>/`` is written: the emulated board runs its C++.
+    """
     if accel.register_span() > IP_ADDRESS_RANGE:
         raise ValueError(f"the shell's registers span {accel.register_span()} bytes, more than an IP's range")
     vivado = design.board.vivado
@@ -41,7 +48,7 @@ def design_manifest(design: DesignPoint, *, buffers: dict[str, dict[str, int]] |
             "base_address": ip_base_address(design, index), "address_range": IP_ADDRESS_RANGE,
             "registers": fields["registers"], "data_ports": fields["data_ports"],
             "hp_port": hp_port_of(index, design.ports_used),
-            "hls_project": f"hls/{instance.name}", "ip_repo": f"hls/{instance.name}/{fields['ip_repo_relpath']}",
+            "hls_project": f"hls/{instance.name}", **route_fields(instance.name, route),
             "spec": instance.spec.to_dict(), "reason": instance.reason,
             "buffers": {name: {"dtype": "uint32", "max_words": int(words)} for name, words in sorted(sizes.items())},
         })
@@ -53,4 +60,4 @@ def design_manifest(design: DesignPoint, *, buffers: dict[str, dict[str, int]] |
                             "pynq_board_names": list(design.board.pynq_board_names)},
             "control_port": vivado.control_port, "data_port": vivado.data_port,
             "data_ports": [port.port for port in vivado.data_ports[:design.ports_used]],
-            "training": design.training.to_dict(), "loop": loop_entry(design), "ips": ips}
+            "ip_route": route, "training": design.training.to_dict(), "loop": loop_entry(design), "ips": ips}

@@ -35,6 +35,8 @@ from codesign.step.model import hp_port_of
 from codesign.contracts.shell import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
 from codesign.io.reports import write_bytes_atomic
 from codesign.shell.tcl_lint import LintResult, ShimOptions, lint_script
+from codesign.shell.rtl_ip import IP_ROUTES
+from codesign.shell.rtl_ip import SCRIPT as PACKAGE_SCRIPT
 
 VIVADO_DIR = "vivado"
 TEMPLATES = {"create_project.tcl": "vivado/create_project.tcl.j2", "build.tcl": "vivado/build.tcl.j2"}
@@ -194,10 +196,20 @@ def _validate_ips(ips: object, board: Board, used: list) -> None:
         _check_relpath(ip["ip_repo"], f"IP {name}: ip_repo")
         if "hls_project" in ip:
             _check_relpath(ip["hls_project"], f"IP {name}: hls_project")
+        _validate_route(ip, name)
     for port, count in sorted(per_port.items()):
         _ensure(count <= MAX_DATA_PORTS,
                 f"{count} data ports on {used[port]}; its SmartConnect takes at most {MAX_DATA_PORTS} (spread the "
                 "IPs over more high-performance ports: [design] hp_ports)")
+
+
+def _validate_route(ip: dict, name: str) -> None:
+    """An IP made by the RTL route names the folder its packaging script is in (``rtl_project``)."""
+    route = ip.get("ip_route", "hls")  # a design.json written before the RTL route: the HLS export
+    _ensure(route in IP_ROUTES, f"IP {name}: ip_route {route!r} is not one of {', '.join(IP_ROUTES)}")
+    if route == "rtl":
+        _ensure("rtl_project" in ip, f"IP {name}: the rtl route needs rtl_project (the folder of package_ip.tcl)")
+        _check_relpath(ip["rtl_project"], f"IP {name}: rtl_project")
 
 
 # ---------------------------------------------------------------------------- rendering
@@ -229,6 +241,7 @@ def vivado_context(manifest: dict, board: Board) -> dict:
         ips.append({
             "name": ip["name"], "vlnv": ip["vlnv"], "ip_repo": ip["ip_repo"],
             "hls_project": ip.get("hls_project", ip["ip_repo"]),
+            "package_script": (f"{ip['rtl_project']}/{PACKAGE_SCRIPT}" if ip.get("ip_route") == "rtl" else None),
             "control_master": f"M{index:02d}_AXI",
             "offset": f"0x{ip['base_address']:08X}", "range": f"0x{ip['address_range']:08X}",
         })

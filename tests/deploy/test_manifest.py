@@ -76,8 +76,8 @@ def test_renamed_cell_found_by_its_vlnv(manifest):
 
 
 @pytest.mark.parametrize("change, match", [
-    (lambda d: d.pop("csb_0"), r"IP csb_0 \(codesign:hls:csb_0_accel:1.0\): no such cell"),
-    (lambda d: d["csb_0"].update(type="codesign:hls:csb_0_accel:2.0"), "cell csb_0 is 'codesign:hls:csb_0_accel:2.0'"),
+    (lambda d: d.pop("csb_0"), r"IP csb_0 \(codesign:rtl:csb_0_accel:1.0\): no such cell"),
+    (lambda d: d["csb_0"].update(type="codesign:rtl:csb_0_accel:2.0"), "cell csb_0 is 'codesign:rtl:csb_0_accel:2.0'"),
     (lambda d: d["tt1_0"].update(phys_addr=0x4300_0000), "base address in the bitstream 0x43000000, in the manifest"),
     (lambda d: d["tt1_0"].update(addr_range=0x1000), "address range in the bitstream 0x1000"),
 ], ids=["missing", "vlnv", "address", "range"])

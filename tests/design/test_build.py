@@ -55,16 +55,18 @@ def test_build_folder_is_complete_deterministic_and_lints(workspace, board_name)
     manifest = json.loads((out / "design.json").read_text())
     validate_manifest(manifest, design.board)
     (ip,) = manifest["ips"]
-    assert ip["name"] == "fpmac_array_0" and ip["vlnv"] == "codesign:hls:fpmac_array_0_accel:1.0"
+    assert ip["name"] == "fpmac_array_0" and ip["vlnv"] == "codesign:rtl:fpmac_array_0_accel:1.0"
+    assert (ip["ip_route"], ip["ip_repo"]) == ("rtl", "rtl/fpmac_array_0/ip")  # the default: the verified RTL
     assert ip["base_address"] == design.board.vivado.control_base
     assert ip["spec"]["max_fb"] == 7 and ip["spec"]["cols"] == 2  # derived and hardware-only fields
     assert ip["registers"]["in"] == 0x10 and ip["registers"]["out"] == 0x1C
     assert manifest["clock_mhz"] == 100.0 and manifest["board"] == board_name
     for rel in ("hls/fpmac_array_0/run_hls.tcl", "hls/fpmac_array_0/fpmac_array_0_accel.cpp", "vivado/build.tcl",
+                "rtl/fpmac_array_0/package_ip.tcl", "rtl/fpmac_array_0/src/accel_top.v",
                 "fit.json", "fit.md", "fit.png", "README.md"):
         assert (out / rel).is_file(), rel
     assert folder.fit.fits and json.loads((out / "fit.json").read_text())["fits"] is True
-    assert "vitis_hls -f run_hls.tcl" in (out / "README.md").read_text()
+    assert "vivado/build.tcl packages rtl/fpmac_array_0/src" in (out / "README.md").read_text()
     for board_files in (True, False):
         lint = lint_vivado_build(out, board_files=board_files)
         assert lint.describe().startswith("Tcl lint (recorded, not executed by Vivado)")
@@ -93,8 +95,18 @@ def test_a_design_over_the_limit_is_refused_with_numbers_and_nothing_written(wor
 @pytest.mark.skipif(shutil.which("vitis_hls") is not None, reason="vitis_hls is installed: the build would run")
 def test_without_vitis_hls_the_build_says_which_commands_to_run(workspace):
     design = load_design(workspace / "tiny.toml")
-    folder = write_build_folder(design, workspace / "zedboard", cache_dir=workspace / "cache")
+    folder = write_build_folder(design, workspace / "hls-route", cache_dir=workspace / "cache", route="hls")
+    assert "vitis_hls -f run_hls.tcl" in (workspace / "hls-route" / "README.md").read_text()
     with pytest.raises(ToolMissing, match=r"vitis_hls is not on PATH.*vitis_hls -f run_hls\.tcl.*vivado -mode batch"):
+        run_build(folder)
+
+
+@pytest.mark.skipif(shutil.which("vivado") is not None, reason="vivado is installed: the build would run")
+def test_the_rtl_route_needs_vivado_only(workspace):
+    design = load_design(workspace / "tiny.toml")
+    folder = write_build_folder(design, workspace / "zedboard", cache_dir=workspace / "cache")
+    assert folder.hls_commands == []  # no vitis_hls on the default route: Vivado packages the verified RTL
+    with pytest.raises(ToolMissing, match=r"vivado is not on PATH.*vivado -mode batch"):
         run_build(folder)
 
 
@@ -104,7 +116,11 @@ def test_cli_design_and_build(workspace, capsys):
     assert "fpmac_array_0" in capsys.readouterr().out
     out = workspace / "cli"
     assert main(["build", str(workspace / "tiny.toml"), "--out", str(out), "--cache", cache, "--dry-run"]) == 0
-    assert (out / "design.json").is_file()
+    assert (out / "design.json").is_file() and (out / "rtl" / "fpmac_array_0" / "package_ip.tcl").is_file()
+    hls = workspace / "cli-hls"
+    assert main(["build", str(workspace / "tiny.toml"), "--out", str(hls), "--cache", cache, "--dry-run",
+                 "--ip-route", "hls"]) == 0
+    assert json.loads((hls / "design.json").read_text())["ip_route"] == "hls" and not (hls / "rtl").exists()
     with pytest.raises(SystemExit) as refused:  # argparse's type check names the flag
         main(["build", str(workspace / "tiny.toml"), "--board", "arty", "--cache", cache])
     assert refused.value.code == 2 and "argument --board: unknown board 'arty'" in capsys.readouterr().err

@@ -33,7 +33,9 @@ namespace eval codesign_shim {
         -fileset -jobs -to_step -files -name -part -dir -boundary_type -objects -value -net -intf_net
         -format -period -argv -flow -mode -vendor -library -version -ipname -display_name -description
         -rtl_language -output -encoding -timeout -of -regexp -intf -from -to
+        -root_dir -taxonomy -busif -clock -reset
     }
+    variable core ""
 }
 
 proc codesign_shim::configure {args} {
@@ -146,7 +148,12 @@ proc current_project {args} {
     codesign_shim::need_project current_project
     return $codesign_shim::project
 }
-proc close_project {args} { codesign_shim::record close_project $args; set codesign_shim::project ""; return "" }
+proc close_project {args} {
+    codesign_shim::record close_project $args
+    set codesign_shim::project ""
+    set codesign_shim::core ""
+    return ""
+}
 proc set_param {args} { codesign_shim::record set_param $args; return "" }
 proc get_board_parts {args} {
     codesign_shim::record get_board_parts $args
@@ -288,6 +295,49 @@ proc make_wrapper {args} {
     codesign_shim::need_bd make_wrapper
     set bd $codesign_shim::bd
     return [file join [codesign_shim::gen_dir] sources_1 bd $bd hdl "${bd}_wrapper.v"]
+}
+
+proc update_compile_order {args} {
+    codesign_shim::record update_compile_order $args
+    codesign_shim::need_project update_compile_order
+    return ""
+}
+
+# --- IP packager (ipx::) ------------------------------------------------------------------------
+# package_project needs an open project and makes the current core; every other ipx:: command needs
+# that core. Queries answer as a fresh package would: the interfaces named, no memory map, no address
+# block and no bus parameter yet (so the script's own "add" branches run).
+namespace eval ipx {}
+proc ipx::package_project {args} {
+    codesign_shim::record ipx::package_project $args
+    codesign_shim::need_project ipx::package_project
+    foreach flag {-root_dir -vendor -library} {
+        if {[codesign_shim::option $args $flag] eq ""} { error "ipx::package_project: no $flag given" }
+    }
+    set codesign_shim::core [codesign_shim::option $args -root_dir]
+    return "core"
+}
+proc codesign_shim::need_core {command} {
+    variable core
+    if {$core eq ""} { error "$command: no current IP core (ipx::package_project first)" }
+}
+foreach codesign_shim::command {current_core infer_bus_interface infer_bus_interfaces associate_bus_interfaces
+                                add_bus_parameter add_memory_map add_address_block remove_address_block
+                                add_register remove_segment create_xgui_files update_checksums check_integrity
+                                save_core get_bus_interfaces get_address_spaces get_memory_maps
+                                get_address_blocks get_bus_parameters} {
+    proc ipx::$codesign_shim::command {args} [string map [list @CMD@ $codesign_shim::command] {
+        codesign_shim::record ipx::@CMD@ $args
+        codesign_shim::need_core ipx::@CMD@
+        switch -- @CMD@ {
+            get_memory_maps - get_address_blocks - get_bus_parameters { return "" }
+            get_bus_interfaces - get_address_spaces { return [lindex [codesign_shim::positional $args] 0] }
+            add_bus_parameter - add_memory_map - add_address_block - add_register {
+                return "@CMD@:[lindex [codesign_shim::positional $args] 0]"
+            }
+            default { return "core" }
+        }
+    }]
 }
 
 # --- Vitis HLS -----------------------------------------------------------------------------
