@@ -15,7 +15,7 @@ import warnings
 
 import pytest
 
-from codesign.contracts.shell import register_map
+from codesign.contracts.shell import register_map, register_span
 from codesign.deploy.emulated import DdrModel, EmulatedMetadata
 from codesign.deploy.manifest import ManifestError, OverlayMismatch, check_ip_dict, load_manifest
 from codesign.deploy.register_view import shell_hwh_registers
@@ -72,10 +72,11 @@ def test_a_register_the_ip_does_not_decode_is_refused_on_the_emulated_board(stre
     registers than the shell's) but not the board comparison, now run on the emulated board too."""
     from codesign.deploy import CodesignOverlay
 
-    folder = tampered_folder(stream_folder, tmp_path, lambda registers: registers.update(scale=0x40))
+    beyond = register_span()  # past every register the shell decodes, inside the IP's window
+    folder = tampered_folder(stream_folder, tmp_path, lambda registers: registers.update(scale=beyond))
     load_manifest(folder)  # the loader takes it
     with warnings.catch_warnings(), pytest.raises(
-            OverlayMismatch, match=r"IP tt1_0: register scale \(manifest offset 0x40\) is not in the bitstream's "
-                                   r"cell tt1_0"):
+            OverlayMismatch, match=rf"IP tt1_0: register scale \(manifest offset {beyond:#x}\) is not in the "
+                                   r"bitstream's cell tt1_0"):
         warnings.simplefilter("ignore")
         CodesignOverlay(folder, emulate=True)
