@@ -424,14 +424,16 @@ def run_accel_rtl(pe, spec, vectors: Path, work_dir: Path, *, simulator: str = "
 
 # -------------------------------------------------------------------------- the shell's own cost
 
-SHELL_MODULES = ("accel_ctrl", "accel_mm2s", "accel_s2mm")
+SHELL_MODULES = ("accel_ctrl", "accel_mm2s", "accel_s2mm", "accel_seq")
+SUBMODULES = {"accel_seq": ("accel_round",)}  # modules a shell module instantiates (synthesised with it)
 COST_FIELDS = ("lut", "lut_sites_min", "lutram", "srl", "ff", "dsp", "carry", "muxf", "bram_36k")
 
 
 def shell_module_parameters(data_bits: int = WORD_BITS) -> dict[str, dict[str, int]]:
     """Verilog parameters of each shell module as the generated accel_top sets them for a ``data_bits`` stream."""
     movers = {"ADDR_BITS": AXI_ADDR_BITS, "MAX_BURST": MAX_BURST, "DATA_BITS": data_bits}
-    return {"accel_ctrl": ctrl_parameters(), "accel_mm2s": dict(movers), "accel_s2mm": dict(movers)}
+    return {"accel_ctrl": ctrl_parameters(), "accel_mm2s": dict(movers), "accel_s2mm": dict(movers),
+            "accel_seq": {"DATA_BITS": data_bits}}
 
 
 def shell_synth_jobs(family: str, data_bits: int = WORD_BITS) -> list:
@@ -440,7 +442,8 @@ def shell_synth_jobs(family: str, data_bits: int = WORD_BITS) -> list:
     from codesign.hw.yosys import SynthJob
 
     sources = {path.stem: path for path in shell_rtl_sources()}
-    return [SynthJob(sources=(sources[module],), top=module, family=family, params=params, abc9=False)
+    return [SynthJob(sources=(sources[module], *(sources[sub] for sub in SUBMODULES.get(module, ()))), top=module,
+                     family=family, params=params, abc9=False)
             for module, params in shell_module_parameters(data_bits).items()]
 
 
@@ -454,27 +457,28 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS) 
     return {"family": family, "total": total, "modules": modules, "yosys": results[0].yosys_version}
 
 
-# Yosys 0.23 (synth_xilinx, default ABC, out of context) on accel_ctrl + accel_mm2s + accel_s2mm with the
+# Yosys 0.23 (synth_xilinx, default ABC, out of context) on accel_ctrl + accel_mm2s + accel_s2mm + accel_seq
+# (with accel_round) with the
 # parameters of shell_module_parameters(data_bits), per family and data width (bits, the PE's stream word);
 # tests/shell/test_ip_cost.py re-measures and compares. A cache, so that a fit check adds the shell without
 # running Yosys. Cells, not sites (see ResourceCounts). The wider movers hold wider FIFO words (LUT RAM).
 SHELL_COST_YOSYS = "Yosys 0.23"
 SHELL_COST = {
     "xc7": {
-        32: {"lut": 1070, "lut_sites_min": 637, "lutram": 24, "srl": 0, "ff": 542, "dsp": 0, "carry": 85,
-             "muxf": 60, "bram_36k": 0.0},
-        64: {"lut": 1200, "lut_sites_min": 720, "lutram": 44, "srl": 0, "ff": 576, "dsp": 0, "carry": 109,
-             "muxf": 74, "bram_36k": 0.0},
-        128: {"lut": 1273, "lut_sites_min": 790, "lutram": 88, "srl": 0, "ff": 578, "dsp": 0, "carry": 107,
-              "muxf": 61, "bram_36k": 0.0},
+        32: {"lut": 3970, "lut_sites_min": 2502, "lutram": 24, "srl": 0,
+             "ff": 2355, "dsp": 0, "carry": 351, "muxf": 245, "bram_36k": 0.0},
+        64: {"lut": 4019, "lut_sites_min": 2593, "lutram": 44, "srl": 0,
+             "ff": 2381, "dsp": 0, "carry": 375, "muxf": 344, "bram_36k": 0.0},
+        128: {"lut": 4240, "lut_sites_min": 2672, "lutram": 88, "srl": 0,
+             "ff": 2383, "dsp": 0, "carry": 373, "muxf": 355, "bram_36k": 0.0},
     },
     "xcup": {
-        32: {"lut": 1070, "lut_sites_min": 627, "lutram": 24, "srl": 0, "ff": 542, "dsp": 0, "carry": 85,
-             "muxf": 66, "bram_36k": 0.0},
-        64: {"lut": 1207, "lut_sites_min": 730, "lutram": 40, "srl": 0, "ff": 576, "dsp": 0, "carry": 109,
-             "muxf": 516, "bram_36k": 0.0},
-        128: {"lut": 1270, "lut_sites_min": 809, "lutram": 80, "srl": 0, "ff": 578, "dsp": 0, "carry": 107,
-              "muxf": 70, "bram_36k": 0.0},
+        32: {"lut": 3906, "lut_sites_min": 2487, "lutram": 24, "srl": 0,
+             "ff": 2355, "dsp": 0, "carry": 351, "muxf": 575, "bram_36k": 0.0},
+        64: {"lut": 4025, "lut_sites_min": 2546, "lutram": 40, "srl": 0,
+             "ff": 2381, "dsp": 0, "carry": 375, "muxf": 1007, "bram_36k": 0.0},
+        128: {"lut": 4224, "lut_sites_min": 2702, "lutram": 80, "srl": 0,
+             "ff": 2383, "dsp": 0, "carry": 373, "muxf": 569, "bram_36k": 0.0},
     },
 }
 

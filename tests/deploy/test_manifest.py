@@ -213,7 +213,7 @@ MANIFEST_REFUSALS = {
                                r"ips\[1\] \(tt1_0\): address_range 0x18000 must be a power of two"),
     "range-bool": (_set(["ips", 1, "address_range"], True), r"ips\[1\] \(tt1_0\): address_range True must"),
     "range-below-registers": (_set(["ips", 1, "address_range"], 0x20),
-                              r"ips\[1\] \(tt1_0\): address_range 0x20 is smaller than the 0x3c bytes its registers"),
+                              r"ips\[1\] \(tt1_0\): address_range 0x20 is smaller than the 0x50 bytes its registers"),
     "register-unaligned": (_set(["ips", 0, "registers", "n_in"], 0x2a),
                            r"ips\[0\] \(csb_0\): registers.n_in 42 must be a word-aligned"),
     "register-negative": (_set(["ips", 0, "registers", "debug"], -4), r"ips\[0\] \(csb_0\): registers.debug -4"),

@@ -58,9 +58,9 @@ def small_project(name, directory, instance=None):
 def test_register_map_is_the_vitis_hls_layout():
     # UG1399 s_axilite map with ap_ctrl_hs: 4 control words, then per argument its data words and one reserved word
     assert register_map() == {"CTRL": 0x00, "GIE": 0x04, "IER": 0x08, "ISR": 0x0C, "in": 0x10, "out": 0x1C,
-                              "n_in": 0x28, "n_out": 0x30, "n_transactions": 0x38}
-    assert accel.register_span() == 0x40
-    assert accel.control_address_bits() == 6
+                              "n_in": 0x28, "n_out": 0x30, "n_transactions": 0x38, "calls": 0x40, "n_calls": 0x4C}
+    assert accel.register_span() == 0x54
+    assert accel.control_address_bits() == 7
 
 
 def test_register_map_sizes_each_argument_by_its_width():
@@ -120,8 +120,8 @@ def test_project_is_byte_deterministic_and_names_every_argument(tmp_path):
             assert f"m_axi port = {arg.name} bundle = {arg.bundle} offset = slave" in top
     words = accel.buffer_words(stimulus)
     assert f"port = in bundle = gmem0 offset = slave depth = {words['in']}" in top
-    assert "ap_ctrl_hs port = return" in top and "#pragma HLS DATAFLOW" in top
-    assert "run_transactions<pe_t>" in top
+    assert "ap_ctrl_hs port = return" in top
+    assert "run_direct<pe_t, stream_word_t>" in top and "run_list<pe_t, stream_word_t>" in top
     tcl = (project / "run_hls.tcl").read_text()
     assert "set_top tt1_0_accel" in tcl
     assert "-vendor codesign -library hls -ipname tt1_0_accel -version 1.0" in tcl
@@ -131,7 +131,7 @@ def test_project_is_byte_deterministic_and_names_every_argument(tmp_path):
 
 def test_csb_process_type_comes_from_its_kernel_header(tmp_path):
     _, _, _, project = small_project("csb", tmp_path / "p")
-    assert "run_transactions<pe_t>" in (project / "csb_0_accel.cpp").read_text()
+    assert "run_direct<pe_t, stream_word_t>" in (project / "csb_0_accel.cpp").read_text()
 
 
 def test_bad_requests_fail_before_anything_is_written(tmp_path):

@@ -35,7 +35,7 @@ needs_tclsh = pytest.mark.skipif(shutil.which("tclsh") is None, reason="tclsh no
 # The accelerator shell's s_axilite layout (control 0x00, GIE 0x04, IER 0x08, ISR 0x0c, then the arguments:
 # 64-bit pointers take 12 bytes, 32-bit scalars 8), written out here by hand for the example.
 REGISTERS = {"CTRL": 0, "GIE": 4, "IER": 8, "ISR": 12, "in": 16, "out": 28, "n_in": 40, "n_out": 48,
-             "n_transactions": 56}
+             "n_transactions": 56, "calls": 64, "n_calls": 76}
 BOARDS = {
     "zedboard": {"part": "xc7z020clg484-1", "ports": ("M_AXI_GP0", "S_AXI_HP0"), "base": 0x4000_0000,
                  "ps": "ps7", "clock": "FCLK_CLK0", "reset": "FCLK_RESET0_N",
