@@ -120,6 +120,7 @@ def test_rtl_wrapper_takes_offsets_and_pe_parameters_from_python(tmp_path):
     for name, value in pe.rtl_parameters(spec).items():
         assert f".{name}({value})" in text
     assert f".MAX_BURST({accel.MAX_BURST})" in text
-    assert [path.name for path in sources[:4]] == ["accel_ctrl.v", "accel_mm2s.v", "accel_s2mm.v", "accel_top.v"]
+    assert [path.name for path in sources[:6]] == ["accel_ctrl.v", "accel_mm2s.v", "accel_round.v", "accel_s2mm.v",
+                                                   "accel_seq.v", "accel_top.v"]
     with pytest.raises(ValueError, match="stream PE"):
         accel.render_accel_rtl(get_pe("fpmac"), get_pe("fpmac").spec(), tmp_path / "x")

@@ -92,7 +92,7 @@ def test_accel_shell_around_a_wide_pe_matches_golden(tmp_path, pe_name, spec):
     stimulus = pe.build_stimulus(spec, TtStimulusOptions(min_macs=2000))
     accel.render_accel_project(pe, spec, f"{pe_name}_0", BuildTarget(), tmp_path / "prj", stimulus=stimulus)
     top = (tmp_path / "prj" / f"{pe_name}_0_accel.cpp").read_text()
-    assert top.count(f"max_widen_bitwidth = {spec.stream_bits}") == 2
+    assert top.count(f"max_widen_bitwidth = {spec.stream_bits}") == 3  # in, out and calls (in's port)
     vectors = pe.write_vectors(spec, stimulus, tmp_path / "vectors.txt")
     result = accel.run_accel_csim(tmp_path / "prj", vectors, tmp_path / "build")
     assert (result.vectors, result.mismatches) == (len(stimulus), 0)
@@ -100,7 +100,8 @@ def test_accel_shell_around_a_wide_pe_matches_golden(tmp_path, pe_name, spec):
     broken[0][1][-1] ^= np.uint64(1 << 31)
     vectors = pe.write_vectors(spec, broken, tmp_path / "broken.txt")
     assert accel.run_accel_csim(tmp_path / "prj", vectors, tmp_path / "build").mismatches == 1
-    assert f".DATA_BITS({spec.stream_bits})" in accel.render_accel_rtl(pe, spec, tmp_path / "rtl")[3].read_text()
+    wrapper = next(path for path in accel.render_accel_rtl(pe, spec, tmp_path / "rtl") if path.name == "accel_top.v")
+    assert f".DATA_BITS({spec.stream_bits})" in wrapper.read_text()
     assert "max_widen_bitwidth" not in accel.m_axi_options(pe.stream_context(dataclasses.replace(spec,
                                                                                                    stream_bits=32)))
 
