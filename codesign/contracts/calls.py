@@ -81,6 +81,11 @@ class Block:
             raise CallListError(f"block offset {self.offset} and stride {self.stride} must be multiples of 4 bytes")
         if self.rows > 1 and self.stride < 4 * self.words:
             raise CallListError(f"block rows overlap: stride {self.stride} B < {self.words} words of a row")
+        if self.rows > 1 and self.stride == 4 * self.words:  # rows back to back: one run of the mover, not many
+            if self.words * self.rows >= 1 << 32:
+                raise CallListError(f"block of {self.words} x {self.rows} words exceeds 2^32 words")
+            object.__setattr__(self, "words", self.words * self.rows)
+            object.__setattr__(self, "rows", 1)
 
     @property
     def total_words(self) -> int:
@@ -184,9 +189,16 @@ def decode_descriptor(words: np.ndarray) -> Call:
                 count=int(words[FIELD["count"]]), record=int(words[FIELD["record"]]), rounding=rounding)
 
 
-def check_list(calls: Sequence[Call], arena_bytes: int) -> None:
-    """Every block and record of every call inside an arena of ``arena_bytes``: refused before anything runs
-    (the hardware would read or write whatever lies past the arena)."""
+STREAM_BITS = (32, 64, 128)  # stream words a list can run on
+
+
+def check_list(calls: Sequence[Call], arena_bytes: int, stream_bits: int = 32) -> None:
+    """Every block and record of every call inside an arena of ``arena_bytes``, and, for ``stream_bits``-wide
+    stream words, every block beat aligned and of whole beats (the movers move whole beats and ignore an
+    address's low bits): refused before anything runs, as the hardware would read or write elsewhere."""
+    if stream_bits not in STREAM_BITS:
+        raise CallListError(f"call lists run on {STREAM_BITS}-bit stream words, not {stream_bits}")
+    beat = stream_bits // 8
     for index, call in enumerate(calls):
         blocks = [("segment", block) for block in call.segments] + [("out", call.out)]
         blocks.append(("record", Block(offset=call.record, words=RECORD_WORDS, rows=1)))
@@ -194,6 +206,10 @@ def check_list(calls: Sequence[Call], arena_bytes: int) -> None:
             if block.end > arena_bytes:
                 raise CallListError(f"call {index}: its {name} block ends at byte {block.end}, past the "
                                     f"{arena_bytes}-byte arena")
+            if block.total_words and (block.offset % beat or (block.rows > 1 and block.stride % beat)
+                                      or (4 * block.words) % beat):
+                raise CallListError(f"call {index}: its {name} block (offset {block.offset}, {block.words} words, "
+                                    f"stride {block.stride}) is not made of whole {beat}-byte beats")
 
 
 def decode_record(words: np.ndarray) -> Dict[str, int]:

@@ -92,6 +92,7 @@ class AccelIP(DefaultIP):
         self.calls, self.busy_s = 0, 0.0  # calls made, seconds from ap_start to ap_done over all calls
         self._pending: tuple[float, int] | None = None  # (ap_start time, output words) of a started call
         self._list_armed = False  # n_calls was left non-zero by run_list
+        self.stream_bits = int(entry.get("spec", {}).get("stream_bits", 32))  # the PE's stream word (bits)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.ip_name} ({self.pe}) at {self.mmio.base_addr:#x}>"
@@ -192,7 +193,7 @@ class AccelIP(DefaultIP):
                                   f"descriptor words; the buffer holds {descriptors.size}")
         try:
             check_list([decode_descriptor(descriptors[c * DESCRIPTOR_WORDS:(c + 1) * DESCRIPTOR_WORDS])
-                        for c in range(n_calls)], arena.nbytes)
+                        for c in range(n_calls)], arena.nbytes, self.stream_bits)
         except CallListError as error:
             raise AccelInputError(f"IP {self.ip_name}: call list: {error}") from None
         self._check_free()

@@ -272,7 +272,8 @@ class EmulatedIP:
 
             arena = self.ddr.words_from(counts["in"])
             descriptors = np.array(self.ddr.words_at(counts["calls"], counts["n_calls"] * DESCRIPTOR_WORDS))
-            return lambda: self.bridge.run_list(arena, descriptors, counts["n_calls"])
+            bits = int(self.entry.get("spec", {}).get("stream_bits", 32))
+            return lambda: self.bridge.run_list(arena, descriptors, counts["n_calls"], stream_bits=bits)
         in_words = self.ddr.words_at(counts["in"], counts["n_in"])
         out_words = self.ddr.words_at(counts["out"], counts["n_out"])
         return lambda: self.bridge.run(np.ascontiguousarray(in_words), out_words, counts["n_in"], counts["n_out"],

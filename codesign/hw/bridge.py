@@ -137,10 +137,11 @@ class AccelBridge:
         self._call({**buffers, **counts, "calls": None, "n_calls": 0})
         return out_words
 
-    def run_list(self, arena: np.ndarray, descriptors: np.ndarray, n_calls: int) -> np.ndarray:
+    def run_list(self, arena: np.ndarray, descriptors: np.ndarray, n_calls: int, *, stream_bits: int = 32
+                 ) -> np.ndarray:
         """One ap_start of the IP in list mode: ``n_calls`` descriptors of ``descriptors`` run on ``arena`` (in
-        place; also returned). Every descriptor is decoded and every block checked to lie inside the arena first,
-        as the driver does: the C++ would read or write past it."""
+        place; also returned). Every descriptor is decoded and every block checked to lie inside the arena, in
+        whole ``stream_bits`` beats, first, as the driver does: the C++ would read or write past it."""
         from codesign.contracts.calls import DESCRIPTOR_WORDS, CallListError, check_list, decode_descriptor
 
         for name, buffer in (("arena", arena), ("descriptors", descriptors)):
@@ -153,7 +154,7 @@ class AccelBridge:
                               "descriptors given)")
         try:
             check_list([decode_descriptor(descriptors[c * DESCRIPTOR_WORDS:(c + 1) * DESCRIPTOR_WORDS])
-                        for c in range(n_calls)], arena.nbytes)
+                        for c in range(n_calls)], arena.nbytes, stream_bits)
         except CallListError as error:
             raise BridgeError(f"call list: {error}") from None
         self._call({"in": arena, "out": arena, "n_in": 0, "n_out": 0, "n_transactions": 0,

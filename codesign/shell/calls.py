@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from codesign.contracts.calls import (DESCRIPTOR_WORDS, RECORD, RECORD_DONE, RECORD_WORDS, Block, Call,
-                                      CallListError, check_list, encode_list)
+                                      CallListError, check_list, encode_list)  # noqa: F401
 from codesign.contracts.constants import STATUS_OK
 from codesign.numerics.round_stage import RoundStageConfig, round_stage
 
@@ -40,9 +40,15 @@ def scatter(arena: np.ndarray, block: Block, words: np.ndarray) -> None:
         arena[rows[:, None] + np.arange(block.words)] = np.asarray(words, dtype=np.uint32).reshape(block.rows, -1)
 
 
-def call_words_in(arena: np.ndarray, call: Call) -> np.ndarray:
-    """The words a call streams into the PE: its header, then every row of its segments."""
-    head = [np.array([call.header], dtype=np.uint32)] if call.header is not None else []
+def stream_bits(pe, spec) -> int:
+    """Bits of ``pe``'s stream word on ``spec`` (32, 64 or 128)."""
+    return int(pe.stream_context(spec).get("stream_word_bits", 32))
+
+
+def call_words_in(arena: np.ndarray, call: Call, parts: int = 1) -> np.ndarray:
+    """The 32-bit words a call streams into the PE: its header (one stream word of ``parts`` words, zero above
+    the first), then every row of its segments."""
+    head = [np.array([call.header] + [0] * (parts - 1), dtype=np.uint32)] if call.header is not None else []
     return np.concatenate(head + [gather(arena, block) for block in call.segments] + [np.zeros(0, np.uint32)])
 
 
@@ -51,18 +57,17 @@ def run_list_golden(pe, spec, arena: np.ndarray, calls: Sequence[Call]) -> np.nd
 
     A call whose status is not 0 writes its record and ends the list, as the shell does."""
     arena = np.array(arena, dtype=np.uint32)
-    check_list(calls, 4 * arena.size)
-    parts = int(pe.stream_context(spec).get("stream_word_bits", 32)) // 32
-    if parts != 1:
-        raise CallListError(f"call lists need 32-bit stream words; {pe.name} streams {32 * parts}-bit words")
+    bits = stream_bits(pe, spec)
+    check_list(calls, 4 * arena.size, bits)
+    parts = bits // 32
     for call in calls:
-        words_in = call_words_in(arena, call)
+        words_in = call_words_in(arena, call, parts)
         out = np.asarray(pe.reference_output(spec, words_in), dtype=np.uint32)
         status = int(out[0])
         record = np.zeros(RECORD_WORDS, dtype=np.uint32)
         record[RECORD["status"]], record[RECORD["words_in"]] = status, words_in.size
         if status == STATUS_OK and call.count:
-            results = out[1:1 + call.count]
+            results = out[parts:parts + call.count]
             if results.size != call.count:
                 raise CallListError(f"the PE gives {results.size} result words; the call expects {call.count}")
             words, stats = round_stage(results, call.rounding)
@@ -132,29 +137,38 @@ def tt_chain(pe, spec, rng: np.random.Generator, *, i: int = 3, j: int = 2, k: i
     a = rng.integers(a_low, a_high + 1, size=(i, j, k))
     b = rng.integers(b_low, b_high + 1, size=(l, j, k))
     b2 = rng.integers(b_low, b_high + 1, size=(l2, 1, l))
+    width = spec.stream_bits
+    parts = width // 32
     arena = _Arena()
-    b_words = pack_rows(b, spec.lanes, spec.b_bits).astype(np.uint32).reshape(l * j, -1)
+    b_words = pack_rows(b, spec.lanes, spec.b_bits, stream_bits=width).astype(np.uint32).reshape(l * j, -1)
     row = b_words.shape[1]
-    padded = np.full((l * j, row + 3), 0x5A5A_5A5A, dtype=np.uint32)  # B's rows inside a wider buffer
+    padded = np.full((l * j, row + 3 * parts), 0x5A5A_5A5A, dtype=np.uint32)  # B's rows inside a wider buffer
     padded[:, :row] = b_words
     b_at = arena.put(padded.reshape(-1))
-    a_at = arena.put(pack_rows(a, spec.lanes, spec.a_bits).astype(np.uint32))
-    b2_at = arena.put(pack_rows(b2, spec.lanes, spec.b_bits).astype(np.uint32))
+    a_words = pack_rows(a, spec.lanes, spec.a_bits, stream_bits=width).astype(np.uint32)
+    a_at = arena.put(a_words)
+    b2_words = pack_rows(b2, spec.lanes, spec.b_bits, stream_bits=width).astype(np.uint32)
+    b2_at = arena.put(b2_words)
     rounding = RoundStageConfig(enable=True, shift=shift, bits=spec.a_bits, lanes=spec.lanes,
-                                group_words=chunk_words(spec.lanes, spec.a_bits), row_values=l)
+                                group_words=chunk_words(spec.lanes, spec.a_bits, width) * parts, row_values=l)
     z_words = rounding.words_out(i * l)
     z_at = arena.reserve(z_words)
-    z2_at = arena.reserve(i * (l2 + 2))
+    z2_row = -(-l2 // parts) * parts  # an out row of whole beats: L2 results, as many as a beat holds
+    z2_at = arena.reserve(i * (z2_row + 2 * parts))
     records = arena.reserve(2 * RECORD_WORDS)
     first = Call(header=header_word(i, j, k, l),
-                 segments=(Block(offset=b_at, words=row, rows=l * j, stride=4 * (row + 3)),
-                           Block(offset=a_at, words=int(pack_rows(a, spec.lanes, spec.a_bits).size), rows=1)),
+                 segments=(Block(offset=b_at, words=row, rows=l * j, stride=4 * (row + 3 * parts)),
+                           Block(offset=a_at, words=int(a_words.size), rows=1)),
                  out=Block(offset=z_at, words=z_words, rows=1), count=i * l, record=records, rounding=rounding)
-    b2_words = int(pack_rows(b2, spec.lanes, spec.b_bits).size)
+    rows_out = (Block(offset=z2_at, words=l2, rows=i, stride=4 * (l2 + 2)) if parts == 1 else
+                Block(offset=z2_at, words=i * l2, rows=1) if (i * l2) % parts == 0 else None)
+    count2 = i * l2
+    if rows_out is None:  # results that do not fill the last beat: a row per i needs L2 a multiple of the parts
+        raise ValueError(f"I*L2 = {i * l2} results do not fill whole {width}-bit beats; pick I or L2 so they do")
     second = Call(header=header_word(i, 1, l, l2),
-                  segments=(Block(offset=b2_at, words=b2_words, rows=1), Block(offset=z_at, words=z_words, rows=1)),
-                  out=Block(offset=z2_at, words=l2, rows=i, stride=4 * (l2 + 2)), count=i * l2,
-                  record=records + 4 * RECORD_WORDS)
+                  segments=(Block(offset=b2_at, words=int(b2_words.size), rows=1),
+                            Block(offset=z_at, words=z_words, rows=1)),
+                  out=rows_out, count=count2, record=records + 4 * RECORD_WORDS)
     image = arena.image()
     calls = (first, second)
     return ListCase(calls=calls, arena=image, expected=run_list_golden(pe, spec, image, calls))

@@ -12,7 +12,7 @@ cocotbext-axi AxiRams (random pauses on every channel when ``ACCEL_PAUSE`` >
 The register writes of the list are counted and reported.
 
 Environment: ``ACCEL_LIST`` (the .npz), ``ACCEL_SUMMARY``, ``ACCEL_SEED``,
-``ACCEL_PAUSE``, ``ACCEL_TIMEOUT_CYCLES``.
+``ACCEL_PAUSE``, ``ACCEL_TIMEOUT_CYCLES``, ``ACCEL_DATA_BITS`` (the stream word: 32, 64 or 128).
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ async def call_list(dut) -> None:
     summary_path = Path(os.environ["ACCEL_SUMMARY"])
     arena, expected, descriptors = case["arena"], case["expected"], case["descriptors"]
     bench = CountingHarness(dut, pause=float(os.environ.get("ACCEL_PAUSE", "0")),
-                            seed=int(os.environ.get("ACCEL_SEED", "1")))
+                            seed=int(os.environ.get("ACCEL_SEED", "1")),
+                            data_bits=int(os.environ.get("ACCEL_DATA_BITS", "32")))
     await bench.reset()
     guard = np.full(GUARD_WORDS, GUARD, dtype="<u4")
     base = ARENA_ADDR - 4 * GUARD_WORDS

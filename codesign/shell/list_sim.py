@@ -48,7 +48,7 @@ def run_list_rtl(pe, spec, case: ListCase, work_dir: Path, *, seed: int = 1, pau
                  simulator: str = "icarus") -> ListResult:
     """Simulate ``accel_top`` around ``pe``'s RTL running ``case``'s list once (one start, one done)."""
     from codesign.hw.rtlsim import CocotbTestFailure, build_dir_for, package_root, read_bench_summary, run_cocotb
-    from codesign.shell.ip import RTL_TOP, render_accel_rtl
+    from codesign.shell.ip import RTL_TOP, render_accel_rtl, stream_word_bits
 
     pe.check_spec(spec)
     build_dir = build_dir_for(Path(work_dir).resolve(), f"{RTL_TOP}_list_{pe.rtl_top}", simulator,
@@ -58,7 +58,7 @@ def run_list_rtl(pe, spec, case: ListCase, work_dir: Path, *, seed: int = 1, pau
     case_path = _write_case(case, build_dir / "list_case.npz")
     sources = render_accel_rtl(pe, spec, build_dir / "src")
     env = {"ACCEL_LIST": str(case_path), "ACCEL_SUMMARY": str(summary_path), "ACCEL_SEED": str(seed),
-           "ACCEL_PAUSE": str(pause)}
+           "ACCEL_PAUSE": str(pause), "ACCEL_DATA_BITS": str(stream_word_bits(pe, spec))}
     started = time.perf_counter()
     try:
         run_cocotb(sources=sources, toplevel=RTL_TOP, test_module=LIST_BENCH_MODULE, build_dir=build_dir,
@@ -73,7 +73,8 @@ def run_list_rtl(pe, spec, case: ListCase, work_dir: Path, *, seed: int = 1, pau
                       seconds=time.perf_counter() - started, first_mismatches=tuple(summary["first_mismatches"]))
 
 
-def run_list_csim(project_dir: Path, case: ListCase, *, build_dir: Path | None = None) -> ListResult:
+def run_list_csim(project_dir: Path, case: ListCase, *, build_dir: Path | None = None, stream_bits: int = 32
+                  ) -> ListResult:
     """Run ``case``'s list through the HLS shell's top function (g++, the bridge the emulated board uses)."""
     from codesign.hw.bridge import AccelBridge
 
@@ -81,7 +82,7 @@ def run_list_csim(project_dir: Path, case: ListCase, *, build_dir: Path | None =
     arena = np.array(case.arena, dtype=np.uint32)
     descriptors = np.ascontiguousarray(case.descriptors, dtype=np.uint32)
     started = time.perf_counter()
-    bridge.run_list(arena, descriptors, len(case.calls))
+    bridge.run_list(arena, descriptors, len(case.calls), stream_bits=stream_bits)
     wrong = np.flatnonzero(arena != case.expected)
     first = tuple({"word": int(i), "expected": f"{int(case.expected[i]):08x}", "actual": f"{int(arena[i]):08x}"}
                   for i in wrong[:10])

@@ -97,15 +97,22 @@ const uint32_t RECORD_DONE = 0x0D0ECA11u;
 enum { D_FLAGS = 0, D_HEADER = 1, D_SEG0 = 2, D_SEG1 = 6, D_OUT = 10, D_COUNT = 14, D_ROUND = 15, D_ROW_VALUES = 16,
        D_RECORD = 17, D_KEPT = 18 };
 
-// Rows of a 2-D block (offset, words, rows, stride: bytes and 32-bit words) of the arena `in` into a stream.
+// Rows of a 2-D block (offset, words, rows, stride: bytes and 32-bit words) of the arena `in` into a stream,
+// parts_of<word_t> memory words to a stream word (blocks are whole stream words; the host checks it).
 template <typename word_t>
 void read_block(const uint32_t *in, const uint32_t *block, hls::stream<word_t> &words, uint32_t &sent) {
+  const int PARTS = parts_of<word_t>::value;
   for (uint32_t r = 0; block[1] != 0 && r < block[2]; ++r) {
     const uint32_t first = (block[0] + r * block[3]) / 4;
-    for (uint32_t w = 0; w < block[1]; ++w) {
+    for (uint32_t w = 0; w < block[1]; w += PARTS) {
 #pragma HLS PIPELINE II = 1
-      words.write(word_t(in[first + w]));
-      ++sent;
+      word_t word = 0;
+      for (int p = 0; p < PARTS; ++p) {
+#pragma HLS UNROLL
+        word |= word_t(in[first + w + p]) << (32 * p);
+      }
+      words.write(word);
+      sent += PARTS;
     }
   }
 }
@@ -141,9 +148,10 @@ uint32_t run_call(const uint32_t *in, uint32_t *out, const uint32_t *d) {
   hls::stream<word_t> pe_in("list_pe_in"), pe_out("list_pe_out");
   hls::stream<round::word_t> results("list_results"), codes("list_codes");
   uint32_t sent = 0, written = 0;
+  const int PARTS = parts_of<word_t>::value;
   if (d[D_FLAGS] & 1) {
-    pe_in.write(word_t(d[D_HEADER]));
-    ++sent;
+    pe_in.write(word_t(d[D_HEADER]));  // one stream word, zero above bit 31
+    sent += PARTS;
   }
   read_block(in, d + D_SEG0, pe_in, sent);
   read_block(in, d + D_SEG1, pe_in, sent);
@@ -152,7 +160,11 @@ uint32_t run_call(const uint32_t *in, uint32_t *out, const uint32_t *d) {
   round::stats st = {0, 0, 0};
   const bool took = status == 0 && d[D_COUNT] != 0;
   if (took) {
-    for (uint32_t i = 0; i < d[D_COUNT]; ++i) results.write(round::word_t(static_cast<uint32_t>(pe_out.read())));
+    for (uint32_t i = 0; i < d[D_COUNT]; i += PARTS) {  // results PARTS to a stream word, the last one's rest 0
+      const word_t word = pe_out.read();
+      for (int p = 0; p < PARTS && i + p < d[D_COUNT]; ++p)
+        results.write(round::word_t(static_cast<uint32_t>(word >> (32 * p))));
+    }
     round::round_stream(results, codes, round_config(d), d[D_COUNT], st);
     write_block(codes, out, d + D_OUT, written);
   }

@@ -18,8 +18,13 @@
 // A call with a non-zero status ends the list after its record. Every run of a mover is started with a
 // one-cycle pulse and waited for (its busy falls); a write run's busy falls only after its last B
 // response, so a call's results are in memory before its record, and before the next call reads them.
-// `busy` is high from the cycle after run_start until the last record is written. The list mode needs
-// 32-bit stream words (DATA_BITS = 32); with wider words n_calls is ignored (direct mode only).
+// `busy` is high from the cycle after run_start until the last record is written.
+//
+// Stream words of DATA_BITS = 64 or 128 bits (P = DATA_BITS / 32 parts): the movers move whole beats, so every
+// block is beat aligned and a whole number of beats (the host checks it); the header is one stream word
+// (zero above bit 31); the status is one word; the results come P to a word, the last word's unused parts 0,
+// and an unpacker hands the rounding stage one 32-bit result a cycle, `count` in all; a packer puts the
+// stage's words and the record's P to a beat. At 32 bits both are plain wires.
 module accel_seq #(
     parameter DATA_BITS = 32
 ) (
@@ -57,7 +62,8 @@ module accel_seq #(
     input  wire                 pe_out_valid,
     output wire                 pe_out_ready
 );
-    localparam LIST_OK = DATA_BITS == 32;
+    localparam P = DATA_BITS / 32;  // 32-bit parts of a stream word
+    localparam LIST_OK = DATA_BITS == 32 || DATA_BITS == 64 || DATA_BITS == 128;
     localparam [31:0] RECORD_DONE = 32'h0D0E_CA11;
     // input side
     localparam I_IDLE = 3'd0, I_FETCH_GO = 3'd1, I_FETCH = 3'd2, I_HEADER = 3'd3, I_ROW_GO = 3'd4, I_ROW = 3'd5,
@@ -72,14 +78,15 @@ module accel_seq #(
     reg [31:0] call;                // index of the current call
     reg [63:0] desc_addr;           // byte address of the current call's descriptor
     reg [31:0] desc [0:17];         // descriptor words 0..17 (18..31 are reserved and not kept)
-    reg [4:0] fetched;              // descriptor words taken so far
+    reg [5:0] fetched;              // descriptor words taken so far
     reg seg;                        // segment being sent
     reg [31:0] in_row, out_row;     // rows sent of the segment, rows written of the out block
     reg [63:0] in_addr, out_addr;   // byte address of the next row to read, to write
     reg [31:0] status, words_in, words_out;
-    reg [2:0] rec_word;
+    reg [3:0] rec_word;             // record words handed to the write side
     reg rd_go, wr_go;               // one-cycle start pulses of the movers in list mode
     reg round_go;                   // one-cycle start pulse of the rounding stage
+    integer part;                   // a 32-bit part of a fetched beat
     reg took;                       // the call's results went through the stage (else its record holds 0 stats)
 
     wire [31:0] flags = desc[0];
@@ -95,12 +102,15 @@ module accel_seq #(
     wire [31:0] max_abs, saturated;
     // results flow from the PE through the stage from the cycle after its start pulse
     wire results = list_mode && !round_go && (ost == O_ROW_GO || ost == O_ROW || ost == O_DRAIN);
+    wire [31:0] acc_data;           // the PE's results one 32-bit part at a time
+    wire acc_valid, results_ready;  // a part for the stage; the PE's word may be taken
+    wire src_ready;                 // the write side takes a 32-bit word (stage output or record)
     accel_round u_round (
         .clk(clk), .rst(rst), .start(round_go),
         .enable(flags[1]), .shift(desc[15][6:0]), .bits(desc[15][12:8]), .lanes(desc[15][20:16]),
         .group_words(desc[15][26:24]), .row_values(desc[16][15:0]), .count(count),
-        .in_data(pe_out_data[31:0]), .in_valid(results && pe_out_valid), .in_ready(round_in_ready),
-        .out_data(round_out_data), .out_valid(round_out_valid), .out_ready(results && ost == O_ROW && wr_ready),
+        .in_data(acc_data), .in_valid(results && acc_valid), .in_ready(round_in_ready),
+        .out_data(round_out_data), .out_valid(round_out_valid), .out_ready(results && ost == O_ROW && src_ready),
         .busy(round_busy), .sum_abs(sum_abs), .max_abs(max_abs), .saturated(saturated)
     );
 
@@ -116,13 +126,13 @@ module accel_seq #(
     reg [31:0] record_word;
     always @(*) begin
         case (rec_word)
-            3'd0: record_word = status;
-            3'd1: record_word = took ? saturated : 32'd0;
-            3'd2: record_word = took ? sum_abs[31:0] : 32'd0;
-            3'd3: record_word = took ? sum_abs[63:32] : 32'd0;
-            3'd4: record_word = took ? max_abs : 32'd0;
-            3'd5: record_word = words_in;
-            3'd6: record_word = words_out;
+            4'd0: record_word = status;
+            4'd1: record_word = took ? saturated : 32'd0;
+            4'd2: record_word = took ? sum_abs[31:0] : 32'd0;
+            4'd3: record_word = took ? sum_abs[63:32] : 32'd0;
+            4'd4: record_word = took ? max_abs : 32'd0;
+            4'd5: record_word = words_in;
+            4'd6: record_word = words_out;
             default: record_word = RECORD_DONE;
         endcase
     end
@@ -135,10 +145,69 @@ module accel_seq #(
     assign pe_in_valid = !list_mode ? rd_valid : sending_header || (sending_rows && rd_valid);
     assign rd_ready = !list_mode ? pe_in_ready : ist == I_FETCH || (sending_rows && pe_in_ready);
     wire writing_record = list_mode && ost == O_REC;
-    assign wr_data = !list_mode ? pe_out_data : writing_record ? {{(DATA_BITS - 32){1'b0}}, record_word}
-                   : {{(DATA_BITS - 32){1'b0}}, round_out_data};
-    assign wr_valid = !list_mode ? pe_out_valid : writing_record ? 1'b1 : (results && ost == O_ROW && round_out_valid);
-    assign pe_out_ready = !list_mode ? wr_ready : ost == O_STATUS || dropping || (results && round_in_ready);
+    // the write side's 32-bit source: the stage's words, or the record's eight
+    wire [31:0] src_data = writing_record ? record_word : round_out_data;
+    wire src_valid = writing_record ? rec_word != 4'd8 : (results && ost == O_ROW && round_out_valid);
+    wire [DATA_BITS-1:0] packed_data;
+    wire packed_valid;
+    assign wr_data = !list_mode ? pe_out_data : packed_data;
+    assign wr_valid = !list_mode ? pe_out_valid : packed_valid;
+    assign pe_out_ready = !list_mode ? wr_ready : ost == O_STATUS || dropping || (results && results_ready);
+
+    generate
+        if (P == 1) begin : g_word
+            assign acc_data = pe_out_data[31:0];
+            assign acc_valid = pe_out_valid;
+            assign results_ready = round_in_ready;
+            assign packed_data = src_data;
+            assign packed_valid = src_valid;
+            assign src_ready = wr_ready;
+        end else begin : g_parts
+            // unpacker: a PE word is taken once the last part of the one before leaves (or none is held)
+            reg [DATA_BITS-1:0] unpack_word;
+            reg [2:0] unpack_left;  // parts of unpack_word still to hand on
+            reg [31:0] to_load;     // results not yet taken from the PE
+            wire part_moves = results && acc_valid && round_in_ready;
+            wire load = results && pe_out_valid && results_ready;
+            assign acc_data = unpack_word[31:0];
+            assign acc_valid = unpack_left != 3'd0;
+            assign results_ready = to_load != 32'd0 && (unpack_left == 3'd0 || (unpack_left == 3'd1 && part_moves));
+            always @(posedge clk) begin
+                if (rst || round_go) begin
+                    unpack_left <= 3'd0;
+                    to_load <= count;
+                end else if (load) begin
+                    unpack_word <= pe_out_data;
+                    unpack_left <= to_load < P ? to_load[2:0] : P[2:0];
+                    to_load <= to_load < P ? 32'd0 : to_load - P;
+                end else if (part_moves) begin
+                    unpack_word <= unpack_word >> 32;
+                    unpack_left <= unpack_left - 3'd1;
+                end
+            end
+            // packer: P words make a beat; a full beat leaves as the next word comes in
+            reg [DATA_BITS-1:0] pack_word;
+            reg [2:0] pack_have;
+            wire beat_out = pack_have == P && wr_ready;
+            wire take = src_valid && src_ready;
+            assign packed_data = pack_word;
+            assign packed_valid = pack_have == P;
+            assign src_ready = pack_have != P || wr_ready;
+            always @(posedge clk) begin
+                if (rst) begin
+                    pack_have <= 3'd0;
+                end else if (beat_out && take) begin
+                    pack_word <= {{(DATA_BITS - 32){1'b0}}, src_data};
+                    pack_have <= 3'd1;
+                end else if (beat_out) begin
+                    pack_have <= 3'd0;
+                end else if (take) begin
+                    pack_word[32 * pack_have +: 32] <= src_data;
+                    pack_have <= pack_have + 3'd1;
+                end
+            end
+        end
+    endgenerate
 
     // ---- the two sides ----------------------------------------------------------------------------
     wire segment_done = seg_words == 32'd0 || in_row >= seg_rows;  // nothing (more) to send from this segment
@@ -152,7 +221,7 @@ module accel_seq #(
             ost <= O_IDLE;
             call <= 32'd0;
             desc_addr <= 64'd0;
-            fetched <= 5'd0;
+            fetched <= 6'd0;
             seg <= 1'b0;
             in_row <= 32'd0;
             out_row <= 32'd0;
@@ -161,7 +230,7 @@ module accel_seq #(
             status <= 32'd0;
             words_in <= 32'd0;
             words_out <= 32'd0;
-            rec_word <= 3'd0;
+            rec_word <= 4'd0;
             rd_go <= 1'b0;
             wr_go <= 1'b0;
             round_go <= 1'b0;
@@ -175,17 +244,18 @@ module accel_seq #(
                 list_mode <= 1'b1;
                 call <= 32'd0;
                 desc_addr <= arg_calls;
-                fetched <= 5'd0;
+                fetched <= 6'd0;
                 ist <= I_FETCH_GO;
                 ost <= O_IDLE;
                 rd_go <= 1'b1;
             end else if (list_mode) begin
                 if (rd_valid && rd_ready && ist == I_FETCH) begin
-                    if (fetched < 5'd18) desc[fetched] <= rd_data[31:0];
-                    fetched <= fetched + 5'd1;
+                    for (part = 0; part < P; part = part + 1)
+                        if (fetched + part < 18) desc[fetched + part] <= rd_data[32 * part +: 32];
+                    fetched <= fetched + P;
                 end
-                if (pe_in_valid && pe_in_ready) words_in <= words_in + 32'd1;
-                if (wr_valid && wr_ready && ost == O_ROW) words_out <= words_out + 32'd1;
+                if (pe_in_valid && pe_in_ready) words_in <= words_in + P;
+                if (wr_valid && wr_ready && ost == O_ROW) words_out <= words_out + P;
                 // input side: the descriptor, the header, the rows of both segments
                 case (ist)
                     I_FETCH_GO: ist <= I_FETCH;
@@ -247,11 +317,11 @@ module accel_seq #(
                     O_DRAIN: if (!round_busy && !round_go) ost <= O_REC_GO;
                     O_REC_GO: if (ist == I_DONE) begin
                         wr_go <= 1'b1;
-                        rec_word <= 3'd0;
+                        rec_word <= 4'd0;
                         ost <= O_REC;
                     end
                     O_REC: begin
-                        if (wr_valid && wr_ready) rec_word <= rec_word + 3'd1;
+                        if (src_valid && src_ready) rec_word <= rec_word + 4'd1;
                         if (!wr_go && !wr_busy) ost <= O_DONE;
                     end
                     O_DONE: begin
@@ -263,7 +333,7 @@ module accel_seq #(
                         end else begin
                             call <= call + 32'd1;
                             desc_addr <= desc_addr + 64'd128;
-                            fetched <= 5'd0;
+                            fetched <= 6'd0;
                             ist <= I_FETCH_GO;
                             ost <= O_IDLE;
                             rd_go <= 1'b1;

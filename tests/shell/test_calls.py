@@ -127,3 +127,31 @@ def test_rtl_list_catches_a_wrong_golden_word(tmp_path):
     expected[case.calls[0].out.offset // 4] ^= 1
     result = run_list_rtl(PE, SPEC, ListCase(calls=case.calls, arena=case.arena, expected=expected), tmp_path)
     assert result.mismatches == 1
+
+
+@pytest.mark.parametrize("bits", [64, 128])
+def test_wide_stream_lists_equal_golden_at_csim_and_rtl(tmp_path, bits):
+    """At 64 and 128 bits: the header one stream word, blocks of whole beats, the results unpacked to the stage
+    one a cycle and its words packed back into beats; with fixed-latency and paused memories."""
+    spec = dataclasses.replace(SPEC, stream_bits=bits)
+    case = tt_chain(PE, spec, np.random.default_rng(bits), i=4, l2=4, shift=-5)
+    render_accel_project(PE, spec, "tt1_0", None, tmp_path / "hls")
+    results = [run_list_csim(tmp_path / "hls", case, build_dir=tmp_path / "build", stream_bits=bits)]
+    results += [run_list_rtl(PE, spec, case, tmp_path / "rtl", pause=pause) for pause in (0.0, 0.3)]
+    for result in results:
+        print(f"\n[list {result.level}] {bits}-bit: {result.words} words, {result.mismatches} mismatches, "
+              f"{result.cycles} cycles")
+        assert result.passed, result.first_mismatches
+
+
+def test_wide_stream_blocks_must_be_whole_beats():
+    call = Call(header=1, segments=(Block(offset=16, words=2, rows=1),), out=Block(), count=0, record=64)
+    check_list([call], 4096, 64)
+    with pytest.raises(CallListError, match="whole 16-byte beats"):
+        check_list([call], 4096, 128)
+    with pytest.raises(CallListError, match="not 256"):
+        check_list([call], 4096, 256)
+
+
+def test_rows_back_to_back_are_one_run():
+    assert Block(offset=0, words=4, rows=3, stride=16) == Block(offset=0, words=12, rows=1, stride=16)
