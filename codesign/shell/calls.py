@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from codesign.contracts.calls import (DESCRIPTOR_WORDS, RECORD, RECORD_DONE, RECORD_WORDS, Block, Call,
+from codesign.contracts.calls import (DESCRIPTOR_WORDS, RAW, RECORD, RECORD_DONE, RECORD_WORDS, Block, Call,
                                       CallListError, check_list, encode_list)  # noqa: F401
 from codesign.contracts.constants import STATUS_OK
 from codesign.numerics.round_stage import RoundStageConfig, round_stage
@@ -60,9 +60,13 @@ def run_list_golden(pe, spec, arena: np.ndarray, calls: Sequence[Call]) -> np.nd
     bits = stream_bits(pe, spec)
     check_list(calls, 4 * arena.size, bits)
     parts = bits // 32
+    outputs: dict = {}  # a transaction repeated in a list is computed once (a float PE's golden is slow)
     for call in calls:
         words_in = call_words_in(arena, call, parts)
-        out = np.asarray(pe.reference_output(spec, words_in), dtype=np.uint32)
+        key = words_in.tobytes()
+        if key not in outputs:
+            outputs[key] = np.asarray(pe.reference_output(spec, words_in), dtype=np.uint32)
+        out = outputs[key]
         status = int(out[0])
         record = np.zeros(RECORD_WORDS, dtype=np.uint32)
         record[RECORD["status"]], record[RECORD["words_in"]] = status, words_in.size
@@ -172,3 +176,67 @@ def tt_chain(pe, spec, rng: np.random.Generator, *, i: int = 3, j: int = 2, k: i
     image = arena.image()
     calls = (first, second)
     return ListCase(calls=calls, arena=image, expected=run_list_golden(pe, spec, image, calls))
+
+
+def random_rounding(rng: np.random.Generator, count: int) -> RoundStageConfig:
+    """A rounding stage run over ``count`` results with random fields: a width, a shift that rounds some values
+    and saturates others, a packing, and a row length dividing ``count``."""
+    bits = int(rng.integers(2, 17))
+    slot = 4 if bits <= 4 else 8 if bits <= 8 else 16
+    lanes = int(rng.integers(1, min(16, 128 // slot) + 1))  # a group of at most four words
+    needed = -(-lanes * slot // 32)
+    divisors = [d for d in range(1, min(count, 0xFFFF) + 1) if count % d == 0]
+    return RoundStageConfig(enable=True, shift=int(rng.integers(-40, 9)), bits=bits, lanes=lanes,
+                            group_words=int(rng.integers(needed, 5)), row_values=int(rng.choice(divisors)))
+
+
+def stimulus_list(pe, spec, transactions, rng: np.random.Generator, *, min_values: int = 0,
+                  raw_every: int = 4) -> ListCase:
+    """A list of one call per accepted transaction of a stream PE (32-bit stream words): each call's words one
+    segment in the arena (its header among them), its results through the rounding stage with random fields
+    (:func:`random_rounding`; every ``raw_every``-th call raw), written back to back after the operands, its
+    record after them. Transactions repeat until the rounded calls hold ``min_values`` results. The list that
+    verifies the shell and the rounding stage behind every PE."""
+    if stream_bits(pe, spec) != 32:
+        raise ValueError("stimulus_list builds 32-bit stream lists (the wide path is tt_chain's)")
+    accepted = [(np.asarray(w_in, np.uint32), np.asarray(w_out, np.uint32)) for w_in, w_out in transactions
+                if int(w_out[0]) == STATUS_OK and len(w_out) > 1]
+    if not accepted:
+        raise ValueError(f"no accepted transaction with results among the {pe.name} stimulus")
+    chosen, rounded = [], 0
+    while rounded < min_values or not chosen:
+        for pair in accepted:
+            rounded += (len(pair[1]) - 1) * (len(chosen) % raw_every != raw_every - 1)
+            chosen.append(pair)
+    arena = _Arena()
+    inputs = [arena.put(w_in) for w_in, _ in chosen]
+    calls = []
+    for index, ((w_in, w_out), at) in enumerate(zip(chosen, inputs)):
+        count = len(w_out) - 1
+        rounding = RAW if index % raw_every == raw_every - 1 else random_rounding(rng, count)
+        words = rounding.words_out(count)
+        out = arena.reserve(words)
+        calls.append(Call(header=None, segments=(Block(offset=at, words=len(w_in), rows=1),),
+                          out=Block(offset=out, words=words, rows=1), count=count,
+                          record=arena.reserve(RECORD_WORDS), rounding=rounding))
+    image = arena.image()
+    return ListCase(calls=tuple(calls), arena=image, expected=run_list_golden(pe, spec, image, calls))
+
+
+def tt_transactions(pe, spec, rng: np.random.Generator, calls: int, *, i: int = 40, j: int = 2, k: int = 16,
+                    l: int = 32) -> list:
+    """``calls`` random transactions of a TT PE1 or PE2 with many results for their input words (a stage of a
+    layer's forward contractions has this shape): (input words, golden output words)."""
+    from codesign.pe.tt import golden as tt
+    from codesign.pe.tt.contract import code_range
+
+    made = []
+    for _ in range(calls):
+        a = rng.integers(*_closed(code_range(spec.a_bits)), size=(i, j, k))
+        b = rng.integers(*_closed(code_range(spec.b_bits)), size=tt.b_shape(spec, j, k, l))
+        made.append((tt.words(spec, a, b), tt.output(spec, a, b)))
+    return made
+
+
+def _closed(bounds) -> tuple:
+    return bounds[0], bounds[1] + 1

@@ -155,3 +155,46 @@ def test_wide_stream_blocks_must_be_whole_beats():
 
 def test_rows_back_to_back_are_one_run():
     assert Block(offset=0, words=4, rows=3, stride=16) == Block(offset=0, words=12, rows=1, stride=16)
+
+
+EVERY_PE = ("csb", "fpmac_array", "tt1", "tt2", "tt3")
+
+
+def _pe_case(name: str) -> ListCase:
+    from codesign.shell.calls import stimulus_list, tt_transactions
+
+    pe, rng = get_pe(name), np.random.default_rng(EVERY_PE.index(name))
+    spec = pe.spec_class()
+    transactions = tt_transactions(pe, spec, rng, 8) if name == "tt1" else pe.build_stimulus(spec,
+                                                                                            pe.stimulus_options())
+    return stimulus_list(pe, spec, transactions, rng, min_values=10_000)
+
+
+def _rounded_values(case: ListCase) -> int:
+    return sum(call.count for call in case.calls if call.rounding.enable)
+
+
+@pytest.mark.parametrize("name", EVERY_PE)
+def test_every_pe_list_equals_golden_at_csim(tmp_path, name):
+    """Behind every PE, >= 10^4 results through the rounding stage in >= 5 configurations (one random per call)
+    and raw calls between them: the HLS shell's arena equals the golden arena."""
+    pe, case = get_pe(name), _pe_case(name)
+    assert _rounded_values(case) >= 10_000 and len({call.rounding for call in case.calls}) >= 6
+    render_accel_project(pe, pe.spec_class(), f"{name}_0", None, tmp_path / "hls")
+    result = run_list_csim(tmp_path / "hls", case, build_dir=tmp_path / "build")
+    print(f"\n[list csim] {name}: {len(case.calls)} calls, {_rounded_values(case)} rounded values, "
+          f"{result.words} arena words, {result.mismatches} mismatches")
+    assert result.passed, result.first_mismatches
+
+
+@pytest.mark.parametrize("name", [name if name == "tt1" else pytest.param(name, marks=pytest.mark.slow)
+                                  for name in EVERY_PE])
+def test_every_pe_list_equals_golden_at_rtl(tmp_path, name):
+    """The same lists on the RTL shell around each PE's RTL, one start and one done for the whole list."""
+    pe, case = get_pe(name), _pe_case(name)
+    result = run_list_rtl(pe, pe.spec_class(), case, tmp_path, pause=0.1)
+    print(f"\n[list rtl] {name}: {len(case.calls)} calls, {_rounded_values(case)} rounded values, "
+          f"{result.words} arena words, {result.mismatches} mismatches, {result.cycles} cycles, "
+          f"{result.register_writes} register writes")
+    assert result.passed, result.first_mismatches
+    assert result.register_writes == 8
