@@ -9,7 +9,11 @@ once and polls for ap_done, then compares the *whole* arena, plus guard words
 on both sides of it, with the golden arena. The memories are the harness's
 cocotbext-axi AxiRams (random pauses on every channel when ``ACCEL_PAUSE`` >
 0; ``ACCEL_PAUSE`` = 0 gives the fixed-latency memory the cycle model reads).
-The register writes of the list are counted and reported.
+The register writes of the list are counted and reported, and so is the
+sequencer's exact busy time: ``busy_cycles`` = the cycle ``u_ctrl.ap_done``
+is high minus the cycle ``u_ctrl.run_start`` is high (sampled at every rising
+edge), free of the host's polling grid (the figure
+:func:`codesign.step.list_cycles.list_cycles` models).
 
 Environment: ``ACCEL_LIST`` (the .npz), ``ACCEL_SUMMARY``, ``ACCEL_SEED``,
 ``ACCEL_PAUSE``, ``ACCEL_TIMEOUT_CYCLES``, ``ACCEL_DATA_BITS`` (the stream word: 32, 64 or 128).
@@ -23,6 +27,8 @@ from pathlib import Path
 
 import cocotb
 import numpy as np
+
+from cocotb.triggers import ReadOnly, RisingEdge
 
 from codesign.shell.bench import BIT, Harness
 
@@ -44,6 +50,19 @@ class CountingHarness(Harness):
         await super().write(name, value, word)
 
 
+async def watch_busy(dut, marks: dict) -> None:
+    """Clock edges (counted from the watcher's start) at which run_start and then ap_done are first seen high."""
+    edge = 0
+    while "done" not in marks:
+        await RisingEdge(dut.ap_clk)
+        await ReadOnly()
+        edge += 1
+        if "start" not in marks and dut.u_ctrl.run_start.value == 1:
+            marks["start"] = edge
+        elif "start" in marks and dut.u_ctrl.ap_done.value == 1:
+            marks["done"] = edge
+
+
 @cocotb.test()
 async def call_list(dut) -> None:
     """One list, one start, one done; the whole arena and its guards compared with the golden arena."""
@@ -59,6 +78,8 @@ async def call_list(dut) -> None:
     bench.memory.write(base, np.concatenate([guard, arena.astype("<u4"), guard]).tobytes())
     bench.memory.write(LIST_ADDR, descriptors.astype("<u4").tobytes())
     bench.writes = 0
+    marks: dict = {}
+    cocotb.start_soon(watch_busy(dut, marks))
     # a list needs the arena (in, out), the list (calls, n_calls) and ap_start; the direct call's counts are unread
     cycles, polls = await bench.run({"in": ARENA_ADDR, "out": ARENA_ADDR, "calls": LIST_ADDR,
                                      "n_calls": int(case["n_calls"])},
@@ -69,7 +90,9 @@ async def call_list(dut) -> None:
     first = [{"word": int(index) - GUARD_WORDS, "expected": f"{int(want[index]):08x}",
               "actual": f"{int(got[index]):08x}"} for index in wrong[:REPORT_LIMIT]]
     ctrl = await bench.read("CTRL")
+    busy = marks["done"] - marks["start"] if "done" in marks else -1
     summary = {"words_checked": int(want.size), "mismatches": int(wrong.size) + (cycles < 0), "cycles": cycles,
+               "busy_cycles": busy,
                "ctrl_polls": polls, "register_writes": bench.writes, "bursts": bench.bursts,
                "burst_errors": bench.burst_errors[:REPORT_LIMIT], "first_mismatches": first,
                "idle_after": bool(ctrl & BIT["ap_idle"])}

@@ -21,8 +21,10 @@ LIST_BENCH_MODULE = "codesign.shell.list_bench"
 
 @dataclass(frozen=True)
 class ListResult:
-    """One list run at one level: arena words compared, mismatching words, cycles to ap_done (RTL; -1 where not
-    simulated), register writes of the host (RTL), wall seconds."""
+    """One list run at one level: arena words compared, mismatching words, cycles from the ap_start write to the
+    CTRL read that saw ap_done (RTL; the bench polls every ``POLL_CYCLES``; -1 where not simulated), register
+    writes of the host (RTL), wall seconds, and ``busy_cycles``: cycles from the shell's run_start to its ap_done,
+    exact (RTL; -1 where not simulated)."""
 
     level: str
     words: int
@@ -31,6 +33,7 @@ class ListResult:
     register_writes: int
     seconds: float
     first_mismatches: tuple = ()
+    busy_cycles: int = -1
 
     @property
     def passed(self) -> bool:
@@ -67,10 +70,11 @@ def run_list_rtl(pe, spec, case: ListCase, work_dir: Path, *, seed: int = 1, pau
         if not summary_path.is_file() or read_bench_summary(summary_path)["mismatches"] == 0:
             raise
     summary = read_bench_summary(summary_path, {"words_checked": int, "cycles": int, "register_writes": int,
-                                                "first_mismatches": list})
+                                                "first_mismatches": list, "busy_cycles": int})
     return ListResult(level="rtl", words=summary["words_checked"], mismatches=summary["mismatches"],
                       cycles=summary["cycles"], register_writes=summary["register_writes"],
-                      seconds=time.perf_counter() - started, first_mismatches=tuple(summary["first_mismatches"]))
+                      seconds=time.perf_counter() - started, first_mismatches=tuple(summary["first_mismatches"]),
+                      busy_cycles=summary["busy_cycles"])
 
 
 def run_list_csim(project_dir: Path, case: ListCase, *, build_dir: Path | None = None, stream_bits: int = 32

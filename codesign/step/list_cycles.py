@@ -1,0 +1,180 @@
+"""Cycle model of a whole call list on the RTL shell (issue 38, item 1): the cycles from ``run_start`` to ``ap_done``.
+
+A call list's time is not a sum of closed forms: the read mover's per-row runs
+feed the PE only while it loads, the PE's results leave only as fast as the
+rounding stage and the write mover (which waits for each row's B response)
+take them, and the sequencer adds a cycle or two at every row and phase. So
+:func:`list_cycles` *simulates* the shell, cycle by cycle, at the level of its
+handshakes: the sequencer's two FSMs (``rtl/accel/accel_seq.v``), the read and
+write movers (``accel_mm2s.v``, ``accel_s2mm.v``), the rounding stage's
+pipeline registers (``accel_round.v``; its busy time then equals
+:func:`codesign.numerics.round_stage.latency_cycles`), and the PE as a sequence
+of phases from its documented structure (``docs/tt_pe.md``, "Cycles"): take
+``n`` words, compute ``n`` cycles, give ``n`` words. No data values move; only
+the header words a PE decodes are read (from the descriptor, or from the arena
+when the header is inline).
+
+The memory is cocotbext-axi 0.1.28's ``AxiRam`` without pauses (the bench's
+``pause=0``), modelled as its source behaves (``cocotbext/axi/axi_slave.py``,
+``stream.py``), see :class:`MemoryTiming`. A PE's compute phases are skipped
+in one step when nothing else moves (the state is then a fixed point), so a
+list costs about one Python step per word moved.
+
+Units: clock cycles of ``ap_clk`` throughout; byte addresses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Sequence, Tuple
+
+import numpy as np
+
+from codesign.contracts.calls import DESCRIPTOR_BYTES, Call
+from codesign.step.list_shell import Shell, pe_phases
+
+CONTROL_CYCLES = 2  # the run_start cycle, and the cycle after the sequencer falls idle (ap_done is registered)
+
+
+@dataclass(frozen=True)
+class MemoryTiming:
+    """The memory behind both m_axi ports, as cocotbext-axi's ``AxiRam`` with no pause generator behaves.
+
+    Derived from the source (``cocotbext/axi/axi_slave.py``, ``stream.py`` of 0.1.28), not fitted:
+
+    * ``queue_limit``: every channel's queue holds 2 items (``queue_occupancy_limit = 2``, axi_slave.py lines
+      54-58 and 225-227); a sink drops READY when its queue is full (stream.py ``StreamSink._run``), a source's
+      ``send`` blocks when full (``StreamSource.send``).
+    * ``read_latency``: cycles from the edge that takes an AR to the first cycle RVALID is high. The AR sink
+      queues the AR at that edge; ``_process_read`` (line 276) wakes in the same time step and queues beats;
+      the R source, asleep on its empty queue, wakes and drives the first beat at the *next* edge
+      (``StreamSource._run``: drive only at a clock edge). So 1: a beat moves at the second edge after AR.
+    * ``write_latency``: cycles from the edge that takes a burst's last W beat to the first cycle BVALID is
+      high: ``_process_write`` (line 113) queues B in the time step of that edge (line 203), and the B source
+      drives it at the next edge: 1.
+    * bursts pipeline: ``_process_read`` takes the next queued AR as soon as the last beat of a burst is queued,
+      so the beats of back-to-back bursts of one run follow each other with no idle cycle, and R stays valid
+      while RREADY is low (up to one driven plus ``queue_limit`` queued beats).
+    """
+
+    queue_limit: int = 2
+    read_latency: int = 1
+    write_latency: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("queue_limit", "read_latency", "write_latency"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} must be a positive integer (cycles or queue entries)")
+
+
+AXI_RAM = MemoryTiming()
+
+
+@dataclass(frozen=True)
+class CallCycles:
+    """One call's cycles (from its descriptor fetch's start pulse to its record's last B response, both included),
+    split by what the shell waited for:
+
+    * ``fetch``: the descriptor read (I_FETCH_GO, I_FETCH);
+    * ``pe``: the PE working: taking its header or an operand word, giving its status or a result, computing;
+    * ``stall``: the rest before the record: the PE waiting for a word the read mover has not brought (AR
+      latency, a new row's run), or unable to give a result the rounding stage or write mover cannot take, and
+      the output side draining after the PE's last word (rounding pipeline, last bursts, B responses);
+    * ``record``: writing the 8-word record and waiting for its B response (O_REC, O_DONE).
+    """
+
+    fetch: int
+    pe: int
+    stall: int
+    record: int
+    status: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("fetch", "pe", "stall", "record", "status"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"{name}={value!r} must be a non-negative integer")
+
+    @property
+    def total(self) -> int:
+        return self.fetch + self.pe + self.stall + self.record
+
+
+@dataclass(frozen=True)
+class ListCycles:
+    """A list's cycles from the cycle ``run_start`` is high to the cycle ``ap_done`` is high (``total``): the
+    calls run (a refused call is the last one), plus :data:`CONTROL_CYCLES`. ``total`` is what the bench's
+    ``busy_cycles`` measures; a host adds its register writes and polling on top."""
+
+    calls: Tuple[CallCycles, ...]
+    control: int = CONTROL_CYCLES
+
+    def __post_init__(self) -> None:
+        if not self.calls or not all(isinstance(call, CallCycles) for call in self.calls):
+            raise ValueError("a list's cycles need one CallCycles per call run")
+        if self.control < 0:
+            raise ValueError(f"control={self.control} must be non-negative")
+
+    @property
+    def total(self) -> int:
+        return self.control + sum(call.total for call in self.calls)
+
+    def breakdown(self) -> Dict[str, int]:
+        """Cycles summed over the calls by kind, plus the control cycles: they add up to ``total``."""
+        parts = {name: sum(getattr(call, name) for call in self.calls) for name in ("fetch", "pe", "stall", "record")}
+        return {**parts, "control": self.control}
+
+
+def _gather_word(arena: np.ndarray, call: Call, index: int) -> int:
+    """Word ``index`` of what ``call`` streams into the PE (its header first, then its segments' rows)."""
+    if call.header is not None:
+        if index == 0:
+            return int(call.header)
+        index -= 1
+    for block in call.segments:
+        if index < block.total_words:
+            row, col = divmod(index, block.words)
+            return int(arena[(block.offset + row * block.stride) // 4 + col])
+        index -= block.total_words
+    raise IndexError(f"word {index} past the call's input")
+
+
+def call_phases(pe, spec, arena: np.ndarray, call: Call) -> Tuple[list, int]:
+    """The PE's phases for ``call``'s input words (one transaction per header the PE takes) and the status of
+    the first: ``([(kind, n, status), ...], status)``. A call must hold whole transactions, and an accepted
+    transaction's result words must be the call's ``count`` (else the shell would hang or the PE would start
+    the next call mid-transaction; the builders never do this)."""
+    phases: list = []
+    position, first = 0, None
+    while position < call.words_in:
+        header = _gather_word(arena, call, position)
+        steps, status, operand_words, results = pe_phases(pe, spec, header)
+        if first is None:
+            first = status
+            if status == 0 and results != call.count:
+                raise ValueError(f"the PE gives {results} results for header {header:#010x}; the call takes "
+                                 f"{call.count}")
+        phases.extend(steps)
+        position += 1 + operand_words
+    if position != call.words_in:
+        raise ValueError(f"the call streams {call.words_in} words, not whole transactions ({position})")
+    return phases, 0 if first is None else first
+
+
+def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: MemoryTiming = AXI_RAM,
+                arena_addr: int = 0x0010_0040, list_addr: int = 0x0020_0000) -> ListCycles:
+    """Cycles of the shell running ``calls`` (one start) on ``arena`` at byte address ``arena_addr`` (``in`` and
+    ``out``), the descriptors at ``list_addr`` (``calls``); defaults: the list bench's addresses. ``arena`` is
+    read only for inline headers (a header an earlier call of the list writes is not seen). 32-bit stream
+    words only (the shell's list mode)."""
+    if int(getattr(spec, "stream_bits", 32)) != 32:
+        raise ValueError("call lists run on 32-bit stream words only (accel_seq ignores n_calls otherwise)")
+    arena = np.asarray(arena, dtype=np.uint32)
+    phases = [call_phases(pe, spec, arena, call) for call in calls]
+    shell = Shell(timing, arena_addr, [list_addr + DESCRIPTOR_BYTES * c for c in range(len(calls))])
+    runs = shell.run(calls, phases)
+    return ListCycles(calls=tuple(CallCycles(**run) for run in runs))
+
+
+__all__ = ["AXI_RAM", "CONTROL_CYCLES", "CallCycles", "ListCycles", "MemoryTiming", "call_phases", "list_cycles"]

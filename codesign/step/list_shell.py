@@ -1,0 +1,449 @@
+"""The cycle-level machines behind :func:`codesign.step.list_cycles.list_cycles`: the RTL shell's sequencer, data
+movers and rounding stage, the cocotbext-axi memory, and the TT PEs as phases.
+
+Each machine keeps the registers of its RTL module that decide *when* a word moves (counters, valid bits, FSM
+states), never the data. A cycle computes the handshakes from the registers (as the RTL's combinational logic
+does), then every machine steps to its state after the rising edge. Units: clock cycles, words of 32 bits,
+byte addresses.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from codesign.contracts.calls import DESCRIPTOR_WORDS, RECORD_WORDS
+
+MAX_BURST = 16  # beats per burst (the shell's MAX_BURST, the AXI3 limit)
+FIFO_BEATS = 2 * MAX_BURST  # accel_s2mm's FIFO
+IN, WAIT, OUT = 0, 1, 2  # PE phase kinds: take n words, compute n cycles, give n words
+
+
+def _burst(addr: int, left: int) -> int:
+    """Beats of the next burst: at most MAX_BURST, never across a 4 KiB boundary (32-bit beats)."""
+    return min(left, MAX_BURST, (4096 - (addr & 0xFFF)) // 4)
+
+
+class ReadPort:
+    """accel_mm2s and the AxiRam's read side (AR sink, ``_process_read``, R source), one per shell."""
+
+    __slots__ = ("limit", "busy", "arvalid", "to_request", "to_receive", "addr", "beats", "arready", "ar_q",
+                 "pushing", "r_q", "rvalid", "asleep")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.busy = self.arvalid = False
+        self.to_request = self.to_receive = self.addr = self.beats = 0
+        self.arready, self.ar_q, self.pushing, self.r_q, self.rvalid, self.asleep = True, deque(), 0, 0, False, True
+
+    def state(self) -> tuple:
+        return (self.busy, self.arvalid, self.to_request, self.to_receive, self.arready, tuple(self.ar_q),
+                self.pushing, self.r_q, self.rvalid, self.asleep)
+
+    def _push(self) -> bool:
+        """``_process_read``: beats into the R queue while it has room, the next AR when a burst is queued."""
+        pushed = False
+        while True:
+            if not self.pushing:
+                if not self.ar_q:
+                    return pushed
+                self.pushing = self.ar_q.popleft()
+            if self.r_q >= self.limit:
+                return pushed
+            self.r_q += 1
+            self.pushing -= 1
+            pushed = True
+
+    def edge(self, start: bool, addr: int, n: int, rready: bool) -> None:
+        moved = self.rvalid and rready
+        # the R source samples its handshake, drives its next beat (or goes to sleep on an empty queue)
+        if not self.asleep and (moved or not self.rvalid):
+            if self.r_q:
+                self.r_q -= 1
+                self.rvalid = True
+            else:
+                self.rvalid, self.asleep = False, True
+        # the AR sink (woken by the same edge) queues the burst; READY falls while its queue is full. The
+        # coroutines the edge's handshakes wake (_process_read) run after both, in cocotb's order
+        if self.arvalid and self.arready:
+            self.ar_q.append(self.beats)
+        self.arready = len(self.ar_q) < self.limit
+        if self._push():
+            self.asleep = False  # a queued beat wakes the R source: it drives at the next edge
+        self._mover(start, addr, n, moved)
+
+    def _mover(self, start: bool, addr: int, n: int, moved: bool) -> None:
+        if start:
+            self.busy, self.arvalid, self.addr = n != 0, False, addr & ~3
+            self.to_request = self.to_receive = n
+            return
+        if self.arvalid and self.arready:
+            self.arvalid = False
+            self.addr += 4 * self.beats
+            self.to_request -= self.beats
+        elif not self.arvalid and self.to_request:
+            self.arvalid, self.beats = True, _burst(self.addr, self.to_request)
+        if moved:
+            self.to_receive -= 1
+            if not self.to_receive:
+                self.busy = False
+
+
+class WritePort:
+    """accel_s2mm and the AxiRam's write side (``_process_write``, B source). AWREADY and WREADY stay high: the
+    mover sends a burst's W beats only after its AW and one burst at a time, so neither queue fills."""
+
+    __slots__ = ("limit", "busy", "count", "to_take", "to_write", "open", "beats", "beat", "in_burst", "awvalid",
+                 "addr", "w_left", "b_q", "bvalid", "asleep")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.busy = self.in_burst = self.awvalid = self.bvalid = False
+        self.count = self.to_take = self.to_write = self.open = self.beats = self.beat = self.addr = 0
+        self.w_left, self.b_q, self.asleep = 0, 0, True
+
+    def state(self) -> tuple:
+        return (self.busy, self.count, self.to_take, self.to_write, self.open, self.beat, self.in_burst,
+                self.awvalid, self.w_left, self.b_q, self.bvalid, self.asleep)
+
+    def ready(self) -> bool:
+        return self.busy and self.to_take != 0 and self.count != FIFO_BEATS
+
+    def edge(self, start: bool, addr: int, n: int, push: bool) -> None:
+        pop, aw_done, b_done = self.in_burst, self.awvalid, self.bvalid
+        last = pop and self.beat == self.beats - 1
+        if not self.asleep:  # the B source: BREADY is always high
+            if self.b_q:
+                self.b_q -= 1
+                self.bvalid = True
+            else:
+                self.bvalid, self.asleep = False, True
+        if pop:
+            self.w_left -= 1
+            if not self.w_left:  # the burst's last beat: its B response is queued
+                self.b_q += 1
+                self.asleep = False
+        if aw_done:
+            self.w_left = self.beats
+        if start:
+            self.busy, self.to_take = n != 0, n
+            self.to_write, self.addr, self.open, self.in_burst, self.awvalid = n, addr & ~3, 0, False, False
+            return
+        self._mover(push, pop, last, aw_done, b_done)
+
+    def _mover(self, push: bool, pop: bool, last: bool, aw_done: bool, b_done: bool) -> None:
+        beats = _burst(self.addr, self.to_write)
+        issue = self.busy and not self.in_burst and not self.awvalid and self.to_write and self.count >= beats
+        done = self.busy and not self.to_write and not self.in_burst and not self.awvalid and self.open == b_done
+        if push:
+            self.to_take -= 1
+        self.count += push - pop
+        if issue:
+            self.awvalid, self.beats = True, beats
+        elif aw_done:
+            self.awvalid, self.in_burst, self.beat = False, True, 0
+            self.addr += 4 * self.beats
+            self.to_write -= self.beats
+        if pop:
+            self.beat += 1
+            if last:
+                self.in_burst = False
+        self.open += aw_done - b_done
+        if done:
+            self.busy = False
+
+
+class RoundStage:
+    """accel_round's valid bits and counters (stages A, B, C, the group G and the output register O)."""
+
+    __slots__ = ("busy", "left", "lane", "pos", "a", "a_end", "b", "b_end", "c", "c_end", "g_full", "o_left",
+                 "enable", "lanes", "words", "row")
+
+    def __init__(self) -> None:
+        self.busy = self.a = self.a_end = self.b = self.b_end = self.c = self.c_end = self.g_full = False
+        self.left = self.lane = self.pos = self.o_left = 0
+        self.enable, self.lanes, self.words, self.row = False, 1, 1, 1
+
+    def state(self) -> tuple:
+        return (self.busy, self.left, self.lane, self.pos, self.a, self.a_end, self.b, self.b_end, self.c,
+                self.c_end, self.g_full, self.o_left)
+
+    def handshakes(self, out_ready: bool) -> tuple:
+        """(in_ready, out_valid, out_move, transfer, g_take, c_ready, b_ready, a_ready) for this cycle."""
+        out_move = self.o_left != 0 and out_ready
+        o_free = self.o_left == 0 or (self.o_left == 1 and out_ready)
+        transfer = self.g_full and o_free
+        g_take = self.c and (not self.g_full or transfer)
+        c_ready = not self.c or g_take
+        b_ready = not self.b or c_ready
+        a_ready = not self.a or b_ready
+        in_ready = self.busy and self.left != 0 and a_ready
+        return in_ready, self.o_left != 0, out_move, transfer, g_take, c_ready, b_ready, a_ready
+
+    def start(self, config, count: int) -> None:
+        self.enable = bool(config.enable)
+        self.lanes = config.lanes if self.enable else 1
+        self.words = config.group_words if self.enable else 1
+        self.row = config.row_values
+        self.busy, self.left, self.lane, self.pos = count != 0, count, 0, 0
+        self.a = self.b = self.c = self.g_full = False
+        self.o_left = 0
+
+    def edge(self, take: bool, shakes: tuple) -> None:
+        _, _, out_move, transfer, g_take, c_ready, b_ready, a_ready = shakes
+        a, a_end, b, b_end, c_end = self.a, self.a_end, self.b, self.b_end, self.c_end
+        idle = (out_move and self.o_left == 1 and not transfer and not self.g_full and not self.c and not b
+                and not a and self.left == 0)
+        if take:
+            row_last = self.pos == self.row - 1
+            self.a_end = not self.enable or self.left == 1 or self.lane == self.lanes - 1 or row_last
+            self.left -= 1
+            self.lane = 0 if self.a_end else self.lane + 1
+            self.pos = 0 if row_last else self.pos + 1
+        if a_ready:
+            self.a = take
+        if b_ready:
+            self.b = a
+            if a:
+                self.b_end = a_end
+        if c_ready:
+            self.c = b
+            if b:
+                self.c_end = b_end
+        if g_take:
+            self.g_full = c_end
+        elif transfer:
+            self.g_full = False
+        if transfer:
+            self.o_left = self.words
+        elif out_move:
+            self.o_left -= 1
+        if idle:
+            self.busy = False
+
+
+# ---- the PE as phases -------------------------------------------------------------------------------------
+
+def pe_phases(pe, spec, header: int) -> tuple:
+    """One transaction of a TT PE at 32-bit stream words (docs/tt_pe.md, "Cycles"; rtl/tt): ``(phases, status,
+    operand words after the header, result words)``, each phase ``(kind, n, status)``: the header taken, the
+    status given, then the PE's loads (one word a cycle while loading), compute cycles and result words."""
+    from codesign.pe.tt.contract import STATUS_OK, chunk_words, chunks, header_dims
+    from codesign.pe.tt.golden import status as tt_status
+
+    if pe.name not in ("tt1", "tt2", "tt3"):
+        raise NotImplementedError(f"the list cycle model knows the TT PEs' phases, not {pe.name}'s")
+    status = tt_status(spec, header)
+    steps = [(IN, 1, None), (OUT, 1, status)]
+    if status != STATUS_OK:
+        return steps, status, 0, 0
+    cwa, cwb = chunk_words(spec.lanes, spec.a_bits), chunk_words(spec.lanes, spec.b_bits)
+    if pe.name == "tt3":
+        return _tt3(spec, header_dims(header, 2)[0], cwa, cwb, steps, chunks)
+    (i, j, k, l), _ = header_dims(header, 4)
+    kc, groups = chunks(k, spec.lanes), chunks(l, spec.rows)
+    pe1 = pe.name == "tt1"
+    load_b = l * j * kc * cwb if pe1 else l * chunks(j, spec.lanes) * cwb
+    steps.append((IN, load_b, None))
+    for _ in range(i):
+        steps.append((IN, j * kc * cwa, None))
+        for group in range(groups):
+            rows = min(spec.rows, l - group * spec.rows)
+            # PE1: J*KC MAC cycles and a flush; PE2: per chunk J MAC cycles, flush, save, then one RAM read
+            steps.append((WAIT, j * kc + 1 if pe1 else kc * (j + 2) + 1, None))
+            steps.append((OUT, rows if pe1 else rows * k, None))
+    results = i * l * (1 if pe1 else k)
+    return steps, status, load_b + i * j * kc * cwa, results
+
+
+def _tt3(spec, dims: tuple, cwa: int, cwb: int, steps: list, chunks) -> tuple:
+    """PE3: B's chunks, then per chunk of A its words and per row i of it, per chunk of B, a RAM read, the
+    multiplies (two cycles) and one cycle per product."""
+    i, j = dims
+    jc, ic = chunks(j, spec.lanes), chunks(i, spec.lanes)
+    steps.append((IN, jc * cwb, None))
+    for a_chunk in range(ic):
+        steps.append((IN, cwa, None))
+        for _ in range(min(spec.lanes, i - a_chunk * spec.lanes)):
+            for b_chunk in range(jc):
+                steps.append((WAIT, 2, None))
+                steps.append((OUT, min(spec.lanes, j - b_chunk * spec.lanes), None))
+    return steps, steps[1][2], jc * cwb + ic * cwa, i * j
+
+
+class Pe:
+    """The PE's current phase and the words or cycles left in it; between transactions it waits for a header."""
+
+    __slots__ = ("phases", "kind", "left", "status")
+
+    def __init__(self) -> None:
+        self.phases: deque = deque()
+        self.kind, self.left, self.status = None, 0, None
+
+    def advance(self) -> None:
+        """The next phase, or none (the PE waits in S_HDR for the next call's words)."""
+        while not self.left and self.phases:
+            self.kind, self.left, self.status = self.phases.popleft()
+        if not self.left:
+            self.kind = None
+
+    def edge(self, moved: bool) -> None:
+        if self.kind == WAIT or moved:
+            self.left -= 1
+            if not self.left:
+                self.advance()
+
+
+# ---- the sequencer around them ----------------------------------------------------------------------------
+
+I_FETCH_GO, I_FETCH, I_HEADER, I_ROW_GO, I_ROW, I_DONE = range(1, 7)
+O_IDLE, O_STATUS, O_ROW_GO, O_ROW, O_DRAIN, O_REC_GO, O_REC, O_DONE = range(8)
+RESULTS = (O_ROW_GO, O_ROW, O_DRAIN)
+
+
+class Shell:
+    """accel_seq in list mode with its movers, rounding stage, memory and PE. :meth:`run` counts the cycles of
+    each call by kind (see :class:`codesign.step.list_cycles.CallCycles`)."""
+
+    def __init__(self, timing, arena_addr: int, descriptor_addrs: list) -> None:
+        self.rd, self.wr = ReadPort(timing.queue_limit), WritePort(timing.queue_limit)
+        self.round, self.pe = RoundStage(), Pe()
+        self.arena, self.descriptors = arena_addr, descriptor_addrs
+        self.ist, self.ost, self.rd_go, self.wr_go, self.round_go = I_FETCH_GO, O_IDLE, True, False, False
+        self.seg = self.in_row = self.out_row = self.status = 0
+        self.index, self.call, self.running = 0, None, True
+        self.counts: dict = {}
+        self.busy = (False, False, False)
+
+    def state(self) -> tuple:
+        return (self.rd.state(), self.wr.state(), self.round.state(), self.ist, self.ost, self.rd_go, self.wr_go,
+                self.round_go, self.seg, self.in_row, self.out_row)
+
+    def run(self, calls, phases) -> list:
+        """Cycles of every call run, by kind, with its status; the list stops after a refused call."""
+        runs = []
+        while self.running and self.index < len(calls):
+            self.call = calls[self.index]
+            self.pe.phases.extend(phases[self.index][0])
+            self.pe.advance()
+            self.counts = {"fetch": 0, "pe": 0, "stall": 0, "record": 0}
+            index = self.index
+            while self.running and self.index == index:
+                self._cycle(len(calls))
+            runs.append({**self.counts, "status": phases[index][1]})
+        return runs
+
+    def _segment(self) -> tuple:
+        segments = self.call.segments
+        return segments[self.seg] if self.seg < len(segments) else None
+
+    def _cycle(self, n_calls: int) -> None:
+        """One clock cycle: the handshakes from the registers, then every machine's edge; a compute phase with
+        nothing else moving is a fixed point and is skipped to its last cycle."""
+        pe, rd, wr, rs = self.pe, self.rd, self.wr, self.round
+        before = self.state() if pe.kind == WAIT and pe.left > 2 else None
+        in_ready, out_valid = pe.kind == IN, pe.kind == OUT
+        rows = self.ist == I_ROW
+        rvalid = rd.rvalid and rd.busy
+        rready = (self.ist == I_FETCH or (rows and in_ready)) and rd.busy
+        take = in_ready and (self.ist == I_HEADER or (rows and rvalid))
+        results = not self.round_go and self.ost in RESULTS
+        wr_ready = wr.ready()
+        shakes = rs.handshakes(results and self.ost == O_ROW and wr_ready)
+        dropping = self.ost == O_REC_GO and self.status != 0
+        give = out_valid and (self.ost == O_STATUS or dropping or (results and shakes[0]))
+        round_take = results and out_valid and shakes[0]
+        push = wr_ready and (self.ost == O_REC or (results and self.ost == O_ROW and shakes[1]))
+        self._count(take, give)
+        self.busy = (rd.busy, wr.busy, rs.busy)  # the sequencer reads the machines' busy before the edge
+        rd_args, wr_args = self._mover_args()
+        rd.edge(self.rd_go, *rd_args, rready)
+        wr.edge(self.wr_go, *wr_args, push)
+        if self.round_go:
+            rs.start(self.call.rounding, self.call.count)
+        else:
+            rs.edge(round_take, shakes)
+        status = pe.status if out_valid else None
+        pe.edge(take or give)
+        self._sequence(in_ready, out_valid, status, n_calls)
+        if before is not None and pe.kind == WAIT and self.state() == before:
+            skipped = pe.left - 1
+            pe.left -= skipped
+            self.counts["pe"] += skipped
+
+    def _count(self, take: bool, give: bool) -> None:
+        if self.ist in (I_FETCH_GO, I_FETCH):
+            kind = "fetch"
+        elif self.ost in (O_REC, O_DONE):
+            kind = "record"
+        else:
+            kind = "pe" if take or give or self.pe.kind == WAIT else "stall"
+        self.counts[kind] += 1
+
+    def _mover_args(self) -> tuple:
+        """(address, words) each mover latches if started this cycle."""
+        if self.ist == I_FETCH_GO:
+            rd_args = (self.descriptors[self.index], DESCRIPTOR_WORDS)
+        else:
+            block = self._segment()
+            rd_args = (self.arena + block.offset + self.in_row * block.stride, block.words) if block else (0, 0)
+        call = self.call
+        if self.ost == O_REC:
+            wr_args = (self.arena + call.record, RECORD_WORDS)
+        else:
+            wr_args = (self.arena + call.out.offset + self.out_row * call.out.stride, call.out.words)
+        return rd_args, wr_args
+
+    def _sequence(self, in_ready: bool, out_valid: bool, status, n_calls: int) -> None:
+        """accel_seq's two FSMs at the edge (the start pulses last one cycle)."""
+        rd_go, wr_go, round_go = self.rd_go, self.wr_go, self.round_go
+        self.rd_go = self.wr_go = self.round_go = False
+        ist, ost, call = self.ist, self.ost, self.call
+        if ist == I_FETCH_GO:
+            self.ist = I_FETCH
+        elif ist == I_FETCH and not self.busy[0]:
+            self.ist = I_HEADER if call.header is not None else I_ROW_GO
+            self.ost, self.seg, self.in_row, self.out_row, self.status = O_STATUS, 0, 0, 0, 0
+        elif ist == I_HEADER and in_ready:
+            self.ist = I_ROW_GO
+        elif ist == I_ROW_GO:
+            block = self._segment()
+            if block is None or not block.words or self.in_row >= block.rows:
+                if self.seg:
+                    self.ist = I_DONE
+                self.seg, self.in_row = 1, 0
+            else:
+                self.rd_go, self.ist = True, I_ROW
+        elif ist == I_ROW and not rd_go and not self.busy[0]:
+            self.in_row += 1
+            self.ist = I_ROW_GO
+        self._output(ost, ist, out_valid, status, wr_go, round_go, n_calls)
+
+    def _output(self, ost: int, ist: int, out_valid: bool, status, wr_go: bool, round_go: bool,
+                n_calls: int) -> None:
+        call = self.call
+        if ost == O_STATUS and out_valid:
+            self.status = status
+            if status != 0 or call.count == 0:
+                self.ost = O_REC_GO
+            else:
+                self.round_go, self.ost = True, O_ROW_GO
+        elif ost == O_ROW_GO:
+            if self.out_row >= call.out.rows or not call.out.words:
+                self.ost = O_DRAIN
+            else:
+                self.wr_go, self.ost = True, O_ROW
+        elif ost == O_ROW and not wr_go and not self.busy[1]:
+            self.out_row += 1
+            self.ost = O_ROW_GO
+        elif ost == O_DRAIN and not self.busy[2] and not round_go:
+            self.ost = O_REC_GO
+        elif ost == O_REC_GO and ist == I_DONE:
+            self.wr_go, self.ost = True, O_REC
+        elif ost == O_REC and not wr_go and not self.busy[1]:
+            self.ost = O_DONE
+        elif ost == O_DONE:
+            self.index += 1
+            if self.status != 0 or self.index == n_calls:
+                self.running = False
+            else:
+                self.ist, self.ost, self.rd_go = I_FETCH_GO, O_IDLE, True
