@@ -1,0 +1,78 @@
+"""A TT layer's forward pass as two call lists (PE2, then PE1) over one arena: the states stay in place, rounded on
+the PE; the layer output equals the trainer's ``tt_forward`` with the same rounding, and the C-sim and RTL shells
+equal the golden list model over the whole arena."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.pe import get_pe
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.shell.calls import ListCase, run_list_golden
+from codesign.shell.ip import render_accel_project
+from codesign.shell.list_sim import run_list_csim, run_list_rtl
+from codesign.step.tt.lists import forward_lists
+from codesign.step.tt.rounding import rescale
+from codesign.train.tt.ttm import tt_forward
+
+SPEC2, SPEC1 = Tt2Spec(lanes=8, rows=4), Tt1Spec(lanes=8, rows=4)  # examples/digits_tt.toml's PEs
+SHIFTS = (-4, -5)
+
+
+def _layer(seed: int = 0, batch: int = 64):
+    """digits_tt's first layer: 64 = 4*4*4 inputs and outputs, ranks (1, 4, 4, 1), 4-bit cores, 8-bit inputs."""
+    rng = np.random.default_rng(seed)
+    shapes = [(1, 4, 4, 4), (4, 4, 4, 4), (4, 4, 4, 1)]
+    cores = [rng.integers(-8, 8, size=shape) for shape in shapes]
+    return rng.integers(-128, 128, size=(batch, 64)), cores
+
+
+def _reference(x, cores, shifts):
+    """tt_forward in exact integers, each state after the first rounded by its shift as the PE rounds."""
+    def on_state(k, state):
+        if k == 0:
+            return state
+        return rescale(np.rint(state).astype(np.int64), 0, shifts[k - 1], 8).astype(np.float64)
+
+    y, _ = tt_forward(x.astype(np.float64), [c.astype(np.float64) for c in cores], on_state=on_state)
+    return np.rint(y).astype(np.int64)
+
+
+def _golden(lists):
+    after_pe2 = run_list_golden(get_pe("tt2"), SPEC2, lists.arena, lists.pe2_calls)
+    return after_pe2, run_list_golden(get_pe("tt1"), SPEC1, after_pe2, lists.pe1_calls)
+
+
+def test_the_lists_compute_the_layer_forward_with_states_in_place():
+    x, cores = _layer()
+    lists = forward_lists(x, cores, SHIFTS, spec2=SPEC2, spec1=SPEC1)
+    assert (len(lists.pe2_calls), len(lists.pe1_calls)) == (3, 5)  # I = 64, 256 (two calls), 1024 (five)
+    _, after = _golden(lists)
+    out = after[lists.out // 4:lists.out // 4 + int(np.prod(lists.out_shape))].view(np.int32)
+    np.testing.assert_array_equal(out.reshape(lists.out_shape), _reference(x, cores, SHIFTS))
+
+
+def test_a_contraction_beyond_the_buffers_is_refused():
+    x, cores = _layer()
+    with pytest.raises(ValueError, match="partial sums"):
+        forward_lists(x, cores, SHIFTS, spec2=Tt2Spec(lanes=8, rows=4, max_j=8), spec1=SPEC1)
+
+
+@pytest.mark.parametrize("level", ["csim", pytest.param("rtl", marks=pytest.mark.slow)])
+def test_the_layer_lists_equal_golden_at_each_level(tmp_path, level):
+    x, cores = _layer(seed=1)
+    lists = forward_lists(x, cores, SHIFTS, spec2=SPEC2, spec1=SPEC1)
+    after_pe2, after = _golden(lists)
+    cases = [("tt2", SPEC2, ListCase(calls=lists.pe2_calls, arena=lists.arena, expected=after_pe2)),
+             ("tt1", SPEC1, ListCase(calls=lists.pe1_calls, arena=after_pe2, expected=after))]
+    for name, spec, case in cases:
+        pe = get_pe(name)
+        if level == "csim":
+            render_accel_project(pe, spec, f"{name}_0", None, tmp_path / name)
+            result = run_list_csim(tmp_path / name, case, build_dir=tmp_path / f"{name}_build")
+        else:
+            result = run_list_rtl(pe, spec, case, tmp_path / name, pause=0.0)
+        print(f"\n[layer forward {level}] {name}: {len(case.calls)} calls, {result.words} arena words, "
+              f"{result.mismatches} mismatches, {result.cycles} cycles")
+        assert result.passed, result.first_mismatches
