@@ -3,6 +3,8 @@ the golden list model over the whole arena, eight register writes a list, bad li
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from pynq import allocate
@@ -59,3 +61,47 @@ def test_a_list_past_its_arena_is_refused_before_any_register_is_written(overlay
         overlay.accelerator("tt1_0").run_list(arena, descriptors, 3)
     assert traffic.register_writes == 0
     assert Block(offset=4, words=2, rows=3, stride=8).end == 4 + 2 * 8 + 8
+
+
+def test_a_tt_layer_forward_runs_as_two_lists_on_the_emulated_board(tmp_path):
+    """digits_tt's design on the emulated board: the PE2 list then the PE1 list on one arena, the layer output
+    read back alone; 16 register writes for the whole forward pass."""
+    import warnings
+
+    from codesign.deploy import CodesignOverlay
+    from codesign.design import load_design
+    from codesign.design.build import write_emulation_folder
+    from codesign.shell.calls import run_list_golden
+    from codesign.step.tt.lists import forward_lists
+    from tests.step.tt.test_lists import SHIFTS, _layer, _reference
+
+    design = load_design(Path(__file__).resolve().parents[2] / "examples" / "digits_tt.toml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        overlay = CodesignOverlay(write_emulation_folder(design, tmp_path / "board"), design=design, emulate=True)
+    ips = {name: overlay.accelerators(name)[0] for name in ("tt2", "tt1")}
+    spec2, spec1 = (get_pe(name).spec_class(**ips[name].manifest_entry["spec"]) for name in ("tt2", "tt1"))
+    x, cores = _layer(seed=2)
+    lists = forward_lists(x, cores, SHIFTS, spec2=spec2, spec1=spec1)
+    arena = allocate(shape=(lists.arena.size,), dtype=np.uint32, target=overlay.device)
+    arena[:] = lists.arena
+    lists2 = [allocate(shape=(32 * len(calls),), dtype=np.uint32, target=overlay.device)
+              for calls in (lists.pe2_calls, lists.pe1_calls)]
+    for buffer, calls in zip(lists2, (lists.pe2_calls, lists.pe1_calls)):
+        buffer[:] = np.concatenate([call.descriptor() for call in calls])
+        flush_words(buffer, buffer.size)
+    flush_words(arena, arena.size)
+    traffic = overlay.device.traffic
+    traffic.clear()
+    ips["tt2"].run_list(arena, lists2[0], len(lists.pe2_calls))
+    ips["tt1"].run_list(arena, lists2[1], len(lists.pe1_calls))
+    outputs = int(np.prod(lists.out_shape))
+    invalidate_words(arena, outputs, lists.out // 4)
+    assert traffic.as_dict() == {"flushed_bytes": 0, "invalidated_bytes": 4 * outputs, "register_writes": 16,
+                                 "register_reads": traffic.register_reads}
+    y = np.asarray(arena[lists.out // 4:lists.out // 4 + outputs]).view(np.int32).reshape(lists.out_shape)
+    np.testing.assert_array_equal(y, _reference(x, cores, SHIFTS, spec2, spec1))
+    golden = run_list_golden(get_pe("tt1"), spec1, run_list_golden(get_pe("tt2"), spec2, lists.arena,
+                                                                   lists.pe2_calls), lists.pe1_calls)
+    invalidate_words(arena, arena.size)
+    assert np.array_equal(np.asarray(arena), golden)

@@ -20,7 +20,10 @@ sums across calls, which a list does not add, and is refused.
 The shifts are the states' scales, known before the pass (the tracked
 scales of paper 003, Sec. 4): ``shifts[k]`` rounds contraction ``k``'s
 accumulators (fraction bits ``frac_from``) to the next state's codes
-(``frac_to``), ``shift = frac_to - frac_from``.
+(``frac_to``), ``shift = frac_to - frac_from``. The codes are as wide as the
+reading PE's ``a_bits`` (the rounding stage's slot follows its width): a PE
+built for 16-bit gradients reads 16-bit states here, not the 8-bit
+activations a trainer rounds to.
 """
 
 from __future__ import annotations
