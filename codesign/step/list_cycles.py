@@ -30,7 +30,7 @@ from typing import Dict, Sequence, Tuple
 
 import numpy as np
 
-from codesign.contracts.calls import DESCRIPTOR_BYTES, Call
+from codesign.contracts.calls import DESCRIPTOR_BYTES, Block, Call
 from codesign.step.list_shell import Shell, pe_phases
 
 CONTROL_CYCLES = 2  # the run_start cycle, and the cycle after the sequencer falls idle (ap_done is registered)
@@ -140,15 +140,19 @@ def _gather_word(arena: np.ndarray, call: Call, index: int) -> int:
     raise IndexError(f"word {index} past the call's input")
 
 
-def call_phases(pe, spec, arena: np.ndarray, call: Call) -> Tuple[list, int]:
-    """The PE's phases for ``call``'s input words (one transaction per header the PE takes) and the status of
-    the first: ``([(kind, n, status), ...], status)``. A call must hold whole transactions, and an accepted
+def call_phases(pe, spec, arena: np.ndarray, call: Call) -> Tuple[list, int, tuple]:
+    """The PE's phases for ``call``'s input words (one transaction per header the PE takes), the status of the
+    first and the headers: ``([(kind, n, status), ...], status, headers)``. A call must hold whole transactions, and an accepted
     transaction's result words must be the call's ``count`` (else the shell would hang or the PE would start
     the next call mid-transaction; the builders never do this)."""
+    if not call.words_in:
+        raise ValueError("a call with no input words never gets a status: the shell would wait for ever")
     phases: list = []
+    headers: list = []
     position, first = 0, None
     while position < call.words_in:
         header = _gather_word(arena, call, position)
+        headers.append(header)
         steps, status, operand_words, results = pe_phases(pe, spec, header)
         if first is None:
             first = status
@@ -159,7 +163,20 @@ def call_phases(pe, spec, arena: np.ndarray, call: Call) -> Tuple[list, int]:
         position += 1 + operand_words
     if position != call.words_in:
         raise ValueError(f"the call streams {call.words_in} words, not whole transactions ({position})")
-    return phases, 0 if first is None else first
+    return phases, 0 if first is None else first, tuple(headers)
+
+
+def _timing_key(call: Call, headers: tuple, arena_addr: int, descriptor_addr: int) -> tuple:
+    """What a call's cycles depend on, from a quiet start: the headers the PE decodes, whether the header is
+    sent from the descriptor, each block's shape and the 4 KiB offsets of its rows (bursts split there), the
+    result count and the rounding stage's packing (not its shift or width)."""
+    def block(b: Block) -> tuple:
+        return b.words, b.rows, b.stride & 0xFFF, (arena_addr + b.offset) & 0xFFF
+
+    cfg = call.rounding
+    return (headers, call.header is not None, tuple(block(b) for b in call.segments), block(call.out), call.count,
+            bool(cfg.enable), cfg.lanes, cfg.group_words, cfg.row_values, (arena_addr + call.record) & 0xFFF,
+            descriptor_addr & 0xFFF)
 
 
 def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: MemoryTiming = AXI_RAM,
@@ -172,8 +189,9 @@ def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: M
         raise ValueError("call lists run on 32-bit stream words only (accel_seq ignores n_calls otherwise)")
     arena = np.asarray(arena, dtype=np.uint32)
     phases = [call_phases(pe, spec, arena, call) for call in calls]
-    shell = Shell(timing, arena_addr, [list_addr + DESCRIPTOR_BYTES * c for c in range(len(calls))])
-    runs = shell.run(calls, phases)
+    descriptors = [list_addr + DESCRIPTOR_BYTES * c for c in range(len(calls))]
+    keys = [_timing_key(call, found[2], arena_addr, at) for call, found, at in zip(calls, phases, descriptors)]
+    runs = Shell(timing, arena_addr, descriptors).run(calls, phases, keys)
     return ListCycles(calls=tuple(CallCycles(**run) for run in runs))
 
 

@@ -1,0 +1,133 @@
+"""The call-list cycle model (codesign.step.list_cycles) against the RTL shell: cycles from run_start to ap_done,
+exactly (the bench's busy_cycles), over TT PE1/PE2/PE3 lists of 1 to many calls, strided and contiguous blocks,
+inline and descriptor headers, raw and rounded results, refused calls; and its parts against their own models
+(the rounding stage's latency_cycles, the PEs' stall-free transaction cycles)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codesign.contracts.calls import Block, Call
+from codesign.numerics.round_stage import RoundStageConfig, latency_cycles
+from codesign.pe import get_pe
+from codesign.pe.tt.contract import header_word
+from codesign.pe.tt.cycles import transaction_cycles
+from codesign.shell.calls import ListCase, run_list_golden, tt_chain
+from codesign.shell.list_sim import run_list_rtl
+from codesign.step.list_cycles import CONTROL_CYCLES, ListCycles, list_cycles
+from codesign.step.list_shell import RoundStage
+
+sys.path.insert(0, str(Path(__file__).parent))
+from list_cases import random_list  # noqa: E402
+
+PES = {name: (get_pe(name), get_pe(name).spec_class()) for name in ("tt1", "tt2", "tt3")}
+
+
+def _refused_chain(seed: int) -> ListCase:
+    """tt_chain with a refused call (J past the buffer) between its two calls: the list ends after its record."""
+    pe, spec = PES["tt1"]
+    case = tt_chain(pe, spec, np.random.default_rng(seed))
+    first, second = case.calls
+    refused = Call(header=header_word(1, spec.max_j + 1, 1, 1), segments=(), out=Block(), count=0,
+                   record=second.record)
+    calls = (first, refused, second)
+    return ListCase(calls=calls, arena=case.arena, expected=run_list_golden(pe, spec, case.arena, calls))
+
+
+def _chain(**kwargs):
+    pe, spec = PES["tt1"]
+    return lambda: tt_chain(pe, spec, np.random.default_rng(kwargs.pop("seed", 1)), **kwargs)
+
+
+def _random(name: str, n: int, seed: int, **kwargs):
+    pe, spec = PES[name]
+    return lambda: random_list(pe, spec, np.random.default_rng(seed), n, **kwargs)
+
+
+CASES = {  # name -> (pe, builder)
+    "chain": ("tt1", _chain()),
+    "chain-saturating": ("tt1", _chain(seed=2, shift=2, i=4, k=9)),
+    "chain-refused": ("tt1", lambda: _refused_chain(4)),
+    "tt1-one-call": ("tt1", _random("tt1", 1, 2)),
+    "tt1-inline": ("tt1", _random("tt1", 8, 3, inline_every=2)),
+    "tt1-contiguous": ("tt1", _random("tt1", 5, 4, strided=False)),
+    "tt1-refused": ("tt1", _random("tt1", 6, 5, refuse_at=3)),
+    "tt2-inline-refused": ("tt2", _random("tt2", 6, 6, inline_every=3, refuse_at=4)),
+    "tt3-inline": ("tt3", _random("tt3", 8, 7, inline_every=2)),
+    "tt3-refused-first": ("tt3", _random("tt3", 5, 8, strided=False, refuse_at=0)),
+}
+SLOW_CASES = {
+    "chain-large": ("tt1", _chain(seed=3, shift=-12, i=9, j=4, k=40, l=20, l2=17)),
+    "tt1-large": ("tt1", _random("tt1", 3, 9, scale=4)),
+    "tt2-large": ("tt2", _random("tt2", 3, 10, scale=4)),
+    "tt3-large": ("tt3", _random("tt3", 3, 11, scale=3)),
+    "tt1-many": ("tt1", _random("tt1", 60, 12, inline_every=5)),
+    "tt2-many": ("tt2", _random("tt2", 40, 13, inline_every=4, strided=False)),
+    "tt3-many": ("tt3", _random("tt3", 40, 14, inline_every=3)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES) + [pytest.param(name, marks=pytest.mark.slow) for name in SLOW_CASES])
+def test_model_equals_rtl_busy_cycles(tmp_path, name):
+    pe_name, build = {**CASES, **SLOW_CASES}[name]
+    pe, spec = PES[pe_name]
+    case = build()
+    model = list_cycles(pe, spec, case.calls, case.arena)
+    result = run_list_rtl(pe, spec, case, tmp_path, pause=0.0)
+    print(f"\n[list cycles] {name}: {len(case.calls)} calls ({len(model.calls)} run), model {model.total}, RTL busy "
+          f"{result.busy_cycles} (error {model.total - result.busy_cycles}); bench ap_start->poll {result.cycles}; "
+          f"{model.breakdown()}")
+    assert result.passed, result.first_mismatches
+    assert model.total == result.busy_cycles
+
+
+@pytest.mark.parametrize("name", ["tt1", "tt2", "tt3"])
+def test_pe_cycles_are_the_stall_free_transaction_cycles(name):
+    """The cycles a call's PE works (header, status, loads, compute, results) are docs/tt_pe.md's formula: the
+    list only adds waiting around them."""
+    pe, spec = PES[name]
+    case = random_list(pe, spec, np.random.default_rng(21), 12, inline_every=3, refuse_at=10)
+    model = list_cycles(pe, spec, case.calls, case.arena)
+    headers = [call.header if call.header is not None else int(case.arena[call.segments[0].offset // 4])
+               for call in case.calls]
+    assert [call.pe for call in model.calls] == [transaction_cycles(spec, h).total for h in headers[:11]]
+    assert model.total == CONTROL_CYCLES + sum(call.total for call in model.calls) == sum(model.breakdown().values())
+    assert model.calls[-1].status != 0 and len(model.calls) == 11
+
+
+@pytest.mark.parametrize("cfg, count", [
+    (RoundStageConfig(enable=False, shift=0, bits=8, lanes=1, group_words=1, row_values=1), 37),
+    (RoundStageConfig(enable=True, shift=-7, bits=8, lanes=4, group_words=1, row_values=12), 48),
+    (RoundStageConfig(enable=True, shift=-3, bits=4, lanes=3, group_words=4, row_values=5), 40),
+    (RoundStageConfig(enable=True, shift=2, bits=16, lanes=5, group_words=3, row_values=7), 63),
+])
+def test_round_stage_busy_is_latency_cycles(cfg, count):
+    """The model's rounding stage, fed a value every cycle and never stalled, is busy latency_cycles cycles."""
+    stage = RoundStage()
+    stage.start(cfg, count)
+    busy = 0
+    while stage.busy:
+        busy += 1
+        shakes = stage.handshakes(True)
+        stage.edge(shakes[0], shakes)
+    assert busy == latency_cycles(cfg, count)
+
+
+def test_equal_calls_are_priced_once_and_a_thousand_calls_take_under_a_second():
+    pe, spec = PES["tt1"]
+    case = tt_chain(pe, spec, np.random.default_rng(1))
+    started = time.perf_counter()
+    model = list_cycles(pe, spec, case.calls * 1000, case.arena)
+    assert time.perf_counter() - started < 1.0
+    assert [call.total for call in model.calls[2:4]] == [call.total for call in model.calls[:2]]
+    small = random_list(pe, spec, np.random.default_rng(5), 1000)
+    started = time.perf_counter()
+    assert isinstance(list_cycles(pe, spec, small.calls, small.arena), ListCycles)
+    seconds = time.perf_counter() - started
+    print(f"\n[list cycles] 1000 random small PE1 calls priced in {seconds:.2f} s")
+    assert seconds < 2.0
