@@ -195,4 +195,16 @@ def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: M
     return ListCycles(calls=tuple(CallCycles(**run) for run in runs))
 
 
-__all__ = ["AXI_RAM", "CONTROL_CYCLES", "CallCycles", "ListCycles", "MemoryTiming", "call_phases", "list_cycles"]
+def bench_poll_cycles(busy: int, poll_cycles: int = 16, read_cycles: int = 3, offset: int = 3,
+                      lead: int = 2) -> int:
+    """What the list bench reports as ``cycles`` for a list busy ``busy`` cycles: from the ap_start write's
+    return to the return of the first CTRL read that sees ap_done. The bench reads CTRL, then waits
+    ``poll_cycles`` (``POLL_CYCLES``): a poll every ``poll_cycles + read_cycles`` cycles, returning at
+    ``offset`` + a multiple of that period; a poll sees ap_done when it returns at least ``lead`` cycles after
+    the busy time. ``read_cycles``, ``offset`` and ``lead`` are *measured* on the bench (cocotbext-axi's
+    AxiLiteMaster, Icarus; 20 lists, busy 66..46 745 cycles, every one exact), not derived from source."""
+    period = poll_cycles + read_cycles
+    return period * max(0, -(-(busy + lead - offset) // period)) + offset
+
+
+__all__ = ["bench_poll_cycles", "AXI_RAM", "CONTROL_CYCLES", "CallCycles", "ListCycles", "MemoryTiming", "call_phases", "list_cycles"]

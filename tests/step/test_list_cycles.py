@@ -19,7 +19,7 @@ from codesign.pe.tt.contract import header_word
 from codesign.pe.tt.cycles import transaction_cycles
 from codesign.shell.calls import ListCase, run_list_golden, tt_chain
 from codesign.shell.list_sim import run_list_rtl
-from codesign.step.list_cycles import CONTROL_CYCLES, ListCycles, list_cycles
+from codesign.step.list_cycles import CONTROL_CYCLES, ListCycles, bench_poll_cycles, list_cycles
 from codesign.step.list_shell import RoundStage
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -84,6 +84,7 @@ def test_model_equals_rtl_busy_cycles(tmp_path, name):
           f"{model.breakdown()}")
     assert result.passed, result.first_mismatches
     assert model.total == result.busy_cycles
+    assert bench_poll_cycles(model.total) == result.cycles  # the host's view: the poll grid on top
 
 
 @pytest.mark.parametrize("name", ["tt1", "tt2", "tt3"])
