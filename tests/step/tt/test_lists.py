@@ -12,6 +12,7 @@ from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.shell.calls import ListCase, run_list_golden
 from codesign.shell.ip import render_accel_project
 from codesign.shell.list_sim import run_list_csim, run_list_rtl
+from codesign.step.list_cycles import list_cycles
 from codesign.step.tt.lists import forward_lists
 from codesign.step.tt.rounding import rescale
 from codesign.train.tt.ttm import tt_forward
@@ -76,5 +77,9 @@ def test_the_layer_lists_equal_golden_at_each_level(tmp_path, level):
         else:
             result = run_list_rtl(pe, spec, case, tmp_path / name, pause=0.0)
         print(f"\n[layer forward {level}] {name}: {len(case.calls)} calls, {result.words} arena words, "
-              f"{result.mismatches} mismatches, {result.cycles} cycles")
+              f"{result.mismatches} mismatches, {result.busy_cycles} busy cycles")
         assert result.passed, result.first_mismatches
+        if level == "rtl":  # the whole list's cycles, run_start to ap_done, equal the cycle model's
+            modelled = list_cycles(pe, spec, case.calls, case.arena)
+            print(f"[layer forward model] {name}: {modelled.total} cycles {modelled.breakdown()}")
+            assert modelled.total == result.busy_cycles
