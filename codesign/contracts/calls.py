@@ -109,8 +109,9 @@ RAW = RoundStageConfig(enable=False, shift=0, bits=8, lanes=1, group_words=1, ro
 
 
 def round_field(cfg: RoundStageConfig) -> int:
-    """Descriptor word 15: shift (7-bit two's complement) | bits << 8 | lanes << 16 | group_words << 24."""
-    return (cfg.shift & 0x7F) | cfg.bits << 8 | cfg.lanes << 16 | cfg.group_words << 24
+    """Descriptor word 15: shift (7-bit two's complement) | bits << 8 | lanes << 16 | group_words << 24 |
+    field_bits << 27."""
+    return (cfg.shift & 0x7F) | cfg.bits << 8 | cfg.lanes << 16 | cfg.group_words << 24 | cfg.field_bits << 27
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,7 @@ def decode_descriptor(words: np.ndarray) -> Call:
     try:
         rounding = RoundStageConfig(enable=bool(flags & FLAG_ROUND), shift=shift - 128 if shift & 0x40 else shift,
                                     bits=field >> 8 & 0x1F, lanes=field >> 16 & 0x1F, group_words=field >> 24 & 0x7,
-                                    row_values=int(words[FIELD["row_values"]]))
+                                    row_values=int(words[FIELD["row_values"]]), field_bits=field >> 27)
     except ValueError as error:
         raise CallListError(f"descriptor rounding fields: {error}") from None
     return Call(header=int(words[FIELD["header"]]) if flags & FLAG_HEADER else None,

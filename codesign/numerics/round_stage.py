@@ -52,8 +52,10 @@ class RoundStageConfig:
     ``frac_to - frac_from`` (fraction bits); ``bits`` the code width; ``lanes`` the fields of one group (a PE
     chunk); ``group_words`` the 32-bit words a group takes (at least ``ceil(lanes * slot / 32)``; a host on a
     W-bit stream passes ``ceil(lanes * slot / W) * W / 32`` so that a chunk starts a new stream word);
-    ``row_values`` the values of one operand row, padded with zero fields to whole groups. The packing fields
-    are validated in both modes (a descriptor carries them either way).
+    ``row_values`` the values of one operand row, padded with zero fields to whole groups. ``field_bits`` is
+    the operand width of the PE that reads the codes (0: ``bits``): its slot holds them, so 8-bit activation
+    codes can feed a PE built for 16-bit gradients. The packing fields are validated in both modes (a
+    descriptor carries them either way).
     """
 
     enable: bool
@@ -62,6 +64,7 @@ class RoundStageConfig:
     lanes: int
     group_words: int
     row_values: int
+    field_bits: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.enable, (bool, np.bool_)):
@@ -71,6 +74,8 @@ class RoundStageConfig:
         _check_int("lanes", self.lanes, *LANES_RANGE)
         _check_int("group_words", self.group_words, *GROUP_WORDS_RANGE)
         _check_int("row_values", self.row_values, *ROW_VALUES_RANGE)
+        if self.field_bits:
+            _check_int("field_bits", self.field_bits, self.bits, BITS_RANGE[1])
         needed = -(-self.lanes * self.slot // WORD_BITS)
         if self.group_words < needed:
             raise ValueError(f"group_words={self.group_words} cannot hold {self.lanes} lanes of {self.slot}-bit "
@@ -78,8 +83,8 @@ class RoundStageConfig:
 
     @property
     def slot(self) -> int:
-        """Bits of one field (4, 8 or 16)."""
-        return slot_of(self.bits)
+        """Bits of one field (4, 8 or 16): the reading PE's slot."""
+        return slot_of(self.field_bits or self.bits)
 
     @property
     def groups_per_row(self) -> int:

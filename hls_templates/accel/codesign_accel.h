@@ -138,6 +138,7 @@ inline round::config round_config(const uint32_t *d) {
   cfg.lanes = (d[D_ROUND] >> 16) & 0x1F;
   cfg.group_words = (d[D_ROUND] >> 24) & 0x7;
   cfg.row_values = d[D_ROW_VALUES] & 0xFFFF;
+  cfg.field_bits = (d[D_ROUND] >> 27) & 0x1F;
   return cfg;
 }
 

@@ -46,6 +46,7 @@ struct config {
   ap_uint<5> lanes;          // fields a group, 1..16
   ap_uint<3> group_words;    // 32-bit words a group, 1..4, >= ceil(lanes * slot / 32)
   ap_uint<16> row_values;    // values a row, 1..65535
+  ap_uint<5> field_bits;     // the reading PE's operand width (its slot holds the codes); 0: bits
 };
 
 // Over the accumulators taken: sum and max of |acc| (|-2^31| = 2^31), and the codes clipped (0 passing through).
@@ -96,7 +97,7 @@ inline uint32_t groups_of(const config &cfg, uint32_t count) {
 // Process 1: one accumulator an iteration into its field; a full group (or row end, or the last value) leaves.
 inline void pack_groups(hls::stream<word_t> &in, hls::stream<group_t> &groups, const config &cfg, uint32_t count,
                         stats &st) {
-  const ap_uint<6> slot = cfg.enable ? slot_of(cfg.bits) : ap_uint<6>(WORD_BITS);
+  const ap_uint<6> slot = cfg.enable ? slot_of(cfg.field_bits != 0 ? cfg.field_bits : cfg.bits) : ap_uint<6>(WORD_BITS);
   const ap_uint<5> lanes = cfg.enable ? cfg.lanes : ap_uint<5>(1);
   const word_t mask = slot == WORD_BITS ? word_t(~word_t(0)) : word_t((word_t(1) << slot) - 1);
   ap_uint<64> sum_abs = 0;

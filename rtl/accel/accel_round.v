@@ -6,7 +6,8 @@
 //
 // Rounding mode (enable = 1): code = saturate_bits(round_half_to_even(acc * 2^shift)), shift signed in
 // [-64, 63] (frac_to - frac_from; shift >= 0 is a saturating left shift), bits in 2..16, range
-// [-2^(bits-1), 2^(bits-1) - 1]. Codes go into fields of `slot` bits (4 if bits <= 4, 8 if bits <= 8, else
+// [-2^(bits-1), 2^(bits-1) - 1]. Codes go into fields of `slot` bits (of w = field_bits, or bits when it is 0:
+// 4 if w <= 4, 8 if w <= 8, else
 // 16) holding their two's complement; `lanes` fields (1..16) make a group of `group_words` 32-bit words
 // (1..4, at least ceil(lanes * slot / 32)); field v of a group is bits [v*slot, v*slot + slot) of its words read
 // as one little-endian bit string (word 0 holds bits 0..31, and leaves first). Values come in rows of
@@ -55,6 +56,7 @@ module accel_round (
     input  wire [4:0]         lanes,
     input  wire [2:0]         group_words,
     input  wire [15:0]        row_values,
+    input  wire [4:0]         field_bits,   // the reading PE's operand width (its slot); 0: bits
     input  wire [31:0]        count,        // accumulators to take after start
     input  wire [31:0]        in_data,
     input  wire               in_valid,
@@ -140,7 +142,8 @@ module accel_round (
 
     wire [6:0] neg_shift = 7'd0 - shift;  // 1..64 for a negative shift
     wire [5:0] rshift = neg_shift > RIGHT_CAP ? RIGHT_CAP : neg_shift[5:0];
-    wire [5:0] slot = bits <= 5'd4 ? 6'd4 : (bits <= 5'd8 ? 6'd8 : 6'd16);
+    wire [4:0] slot_of = field_bits != 5'd0 ? field_bits : bits;  // the width the slot must hold
+    wire [5:0] slot = slot_of <= 5'd4 ? 6'd4 : (slot_of <= 5'd8 ? 6'd8 : 6'd16);
 
     always @(posedge clk) begin
         if (start) begin

@@ -108,7 +108,7 @@ module accel_seq #(
     accel_round u_round (
         .clk(clk), .rst(rst), .start(round_go),
         .enable(flags[1]), .shift(desc[15][6:0]), .bits(desc[15][12:8]), .lanes(desc[15][20:16]),
-        .group_words(desc[15][26:24]), .row_values(desc[16][15:0]), .count(count),
+        .group_words(desc[15][26:24]), .row_values(desc[16][15:0]), .field_bits(desc[15][31:27]), .count(count),
         .in_data(acc_data), .in_valid(results && acc_valid), .in_ready(round_in_ready),
         .out_data(round_out_data), .out_valid(round_out_valid), .out_ready(results && ost == O_ROW && src_ready),
         .busy(round_busy), .sum_abs(sum_abs), .max_abs(max_abs), .saturated(saturated)

@@ -100,7 +100,7 @@ def test_a_tt_layer_forward_runs_as_two_lists_on_the_emulated_board(tmp_path):
     assert traffic.as_dict() == {"flushed_bytes": 0, "invalidated_bytes": 4 * outputs, "register_writes": 16,
                                  "register_reads": traffic.register_reads}
     y = np.asarray(arena[lists.out // 4:lists.out // 4 + outputs]).view(np.int32).reshape(lists.out_shape)
-    np.testing.assert_array_equal(y, _reference(x, cores, SHIFTS, spec2, spec1))
+    np.testing.assert_array_equal(y, _reference(x, cores, SHIFTS))  # 8-bit states in the 16-bit PEs' slots
     golden = run_list_golden(get_pe("tt1"), spec1, run_list_golden(get_pe("tt2"), spec2, lists.arena,
                                                                    lists.pe2_calls), lists.pe1_calls)
     invalidate_words(arena, arena.size)

@@ -38,7 +38,8 @@ def decode(desc0: int, desc1: int) -> dict[str, int]:
     """The descriptor words of a transaction as the module's input ports."""
     shift = (desc0 >> 1) & 0x7F
     return {"enable": desc0 & 1, "shift": shift - 128 if shift & 0x40 else shift, "bits": (desc0 >> 8) & 0x1F,
-            "lanes": (desc0 >> 13) & 0x1F, "group_words": (desc0 >> 18) & 0x7, "row_values": desc1 & 0xFFFF}
+            "lanes": (desc0 >> 13) & 0x1F, "group_words": (desc0 >> 18) & 0x7, "row_values": desc1 & 0xFFFF,
+            "field_bits": (desc0 >> 21) & 0x1F}
 
 
 async def one_run(dut, ports: dict[str, int], acc: list[int], rng, pause_in: float, pause_out: float):

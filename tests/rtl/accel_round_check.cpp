@@ -5,7 +5,7 @@
 // A transaction file of pe=accel_round (codesign/hw/vectors.py). Each transaction is one run of the stage with
 // its own configuration: input words = desc0, desc1, then the accumulators (count = n_in - 2); desc0 holds
 // enable in bit 0, shift (7-bit two's complement) in [7:1], bits in [12:8], lanes in [17:13], group_words in
-// [20:18]; desc1 holds row_values. Expected words = the words the stage sends, then sum_abs (low, high word),
+// [20:18], field_bits in [25:21]; desc1 holds row_values. Expected words = the words the stage sends, then sum_abs (low, high word),
 // max_abs and saturated.
 // round_stream runs once per transaction on a fresh pair of streams; every expected word, their number, and the
 // input words read (exactly count) are compared. Prints "vectors=N mismatches=M": N accumulators, M wrong or
@@ -37,6 +37,7 @@ cr::config decode(unsigned long long desc0, unsigned long long desc1) {
   cfg.lanes = (desc0 >> 13) & 0x1f;
   cfg.group_words = (desc0 >> 18) & 0x7;
   cfg.row_values = desc1 & 0xffff;
+  cfg.field_bits = (desc0 >> 21) & 0x1f;
   return cfg;
 }
 

@@ -47,9 +47,9 @@ class Point:
     rtl_slow: bool = True
 
 
-def _cfg(enable=True, *, shift, bits, lanes, group_words, row_values) -> RoundStageConfig:
+def _cfg(enable=True, *, shift, bits, lanes, group_words, row_values, field_bits=0) -> RoundStageConfig:
     return RoundStageConfig(enable=enable, shift=shift, bits=bits, lanes=lanes, group_words=group_words,
-                            row_values=row_values)
+                            row_values=row_values, field_bits=field_bits)
 
 
 GRID = [
@@ -62,6 +62,10 @@ GRID = [
     Point("q2_s-31_l7w1_r1000", _cfg(shift=-31, bits=2, lanes=7, group_words=1, row_values=1000)),
     Point("q12_s-1_l1w4_r3", _cfg(shift=-1, bits=12, lanes=1, group_words=4, row_values=3)),
     Point("q8_s-32_l16w4_r16", _cfg(shift=-32, bits=8, lanes=16, group_words=4, row_values=16)),
+    # 8-bit codes in a 16-bit PE's slots (activations into a PE built for 16-bit gradients), and 4 in 8
+    Point("q8in16_s-6_l8w4_r24", _cfg(shift=-6, bits=8, lanes=8, group_words=4, row_values=24, field_bits=16),
+          rtl_slow=False),
+    Point("q3in8_s-2_l4w1_r9", _cfg(shift=-2, bits=3, lanes=4, group_words=1, row_values=9, field_bits=8)),
     Point("pass", _cfg(False, shift=-5, bits=8, lanes=4, group_words=1, row_values=1), rtl_slow=False),
 ]
 LEVELS = ("golden", "csim", "rtl")
@@ -69,8 +73,8 @@ LEVELS = ("golden", "csim", "rtl")
 
 def descriptor(cfg: RoundStageConfig) -> list[int]:
     """The two descriptor words a transaction starts with (the layout of accel_round_check.cpp)."""
-    return [int(cfg.enable) | (cfg.shift & 0x7F) << 1 | cfg.bits << 8 | cfg.lanes << 13 | cfg.group_words << 18,
-            cfg.row_values]
+    return [int(cfg.enable) | (cfg.shift & 0x7F) << 1 | cfg.bits << 8 | cfg.lanes << 13 | cfg.group_words << 18
+            | cfg.field_bits << 21, cfg.row_values]
 
 
 def _int32(values) -> np.ndarray:

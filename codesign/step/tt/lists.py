@@ -20,10 +20,10 @@ sums across calls, which a list does not add, and is refused.
 The shifts are the states' scales, known before the pass (the tracked
 scales of paper 003, Sec. 4): ``shifts[k]`` rounds contraction ``k``'s
 accumulators (fraction bits ``frac_from``) to the next state's codes
-(``frac_to``), ``shift = frac_to - frac_from``. The codes are as wide as the
-reading PE's ``a_bits`` (the rounding stage's slot follows its width): a PE
-built for 16-bit gradients reads 16-bit states here, not the 8-bit
-activations a trainer rounds to.
+(``frac_to``), ``shift = frac_to - frac_from``. The codes are ``bits`` wide
+(the activations' precision, paper 003: 8) in the slots of the reading PE's
+``a_bits`` (a PE built for 16-bit gradients reads 8-bit states in 16-bit
+slots: the stage's ``field_bits``).
 """
 
 from __future__ import annotations
@@ -104,10 +104,10 @@ def _next_row(cores: Sequence[np.ndarray], k: int) -> int:
 
 
 def forward_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], shifts: Sequence[int], *, spec2: Tt2Spec,
-                  spec1: Tt1Spec) -> ForwardLists:
+                  spec1: Tt1Spec, bits: int = 8) -> ForwardLists:
     """The forward pass of a TT layer on input codes ``x_codes`` (B, N) and core codes ``cores`` (each
     (r_{k-1}, m_k, n_k, r_k)), states rounded by ``shifts`` (one per state after the first, ``len(cores) - 1``)
-    to ``spec2.a_bits`` / ``spec1.a_bits`` codes. 32-bit stream words."""
+    to ``bits``-wide codes (at most the PEs' ``a_bits``). 32-bit stream words."""
     cores = [np.asarray(core, dtype=np.int64) for core in cores]
     d, batch = len(cores), int(x_codes.shape[0])
     if d < 2 or len(shifts) != d - 1:
@@ -125,9 +125,12 @@ def forward_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], shifts: Sequ
         b = inner_core_operands(dummy[k], cores[k])[1]
         b_at = arena.put(pack_rows(b, spec2.lanes, spec2.b_bits))
         next_spec = spec2 if k + 2 < d else spec1
-        rounding = RoundStageConfig(enable=True, shift=int(shifts[k]), bits=next_spec.a_bits, lanes=next_spec.lanes,
+        if bits > next_spec.a_bits:
+            raise ValueError(f"{bits}-bit states do not fit the {next_spec.a_bits}-bit operands of the PE reading "
+                             f"contraction {k}'s result")
+        rounding = RoundStageConfig(enable=True, shift=int(shifts[k]), bits=bits, lanes=next_spec.lanes,
                                     group_words=chunk_words(next_spec.lanes, next_spec.a_bits),
-                                    row_values=_next_row(cores, k))
+                                    row_values=_next_row(cores, k), field_bits=next_spec.a_bits)
         calls, state_at = _inner_calls(arena, spec2, a_shape, b.shape, state_at, b_at, rounding,
                                        name=f"contraction {k}")
         pe2_calls += calls

@@ -29,13 +29,12 @@ def _layer(seed: int = 0, batch: int = 64):
     return rng.integers(-128, 128, size=(batch, 64)), cores
 
 
-def _reference(x, cores, shifts, spec2=SPEC2, spec1=SPEC1):
-    """tt_forward in exact integers, each state after the first rounded by its shift to the codes of the PE that
-    reads it, as the PE rounds."""
+def _reference(x, cores, shifts, bits=8):
+    """tt_forward in exact integers, each state after the first rounded by its shift to ``bits``-wide codes, as
+    the PE's rounding stage rounds."""
     def on_state(k, state):
         if k == 0:
             return state
-        bits = (spec2 if k < len(cores) - 1 else spec1).a_bits
         return rescale(np.rint(state).astype(np.int64), 0, shifts[k - 1], bits).astype(np.float64)
 
     y, _ = tt_forward(x.astype(np.float64), [c.astype(np.float64) for c in cores], on_state=on_state)
