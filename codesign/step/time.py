@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codesign.boards import Board
+from codesign.contracts.calls import DESCRIPTOR_WORDS, RECORD_WORDS, Call
 from codesign.energy.table import horowitz_45nm
 from codesign.step.model import WORD_BYTES
 from codesign.step.model import port_bytes_per_s as port_bytes
@@ -130,10 +131,22 @@ def step_time(stages: Sequence[Stage], board: Board, *, clock_mhz: float, host_s
                     energy_pj=energy, bounds=bounds, dense_macs=dense_macs)
 
 
+def list_stage(cycles: int, calls: Sequence[Call]) -> Stage:
+    """A call list as one stage: ``cycles`` from its start to its done (the list cycle model's figure, which holds
+    the sequencer, its DMA and the PE; :func:`codesign.step.list_cycles.list_cycles`), and the 32-bit words it
+    moves over the port: in, every descriptor and operand row; out, every result and record. The stage model
+    then charges the port and DDR where the board's are slower than the model's memory."""
+    if isinstance(cycles, bool) or not isinstance(cycles, int) or cycles < 0:
+        raise ValueError(f"cycles={cycles!r} must be a non-negative int")
+    words_in = sum(DESCRIPTOR_WORDS + sum(block.total_words for block in call.segments) for call in calls)
+    words_out = sum(call.out.total_words + RECORD_WORDS for call in calls)
+    return Stage(cycles=cycles, words_in=words_in, words_out=words_out)
+
+
 def stream_cycles(stages: Sequence[Stage]) -> int:
     """Cycles of ``stages`` with the PE's input and output streams busy on every cycle (one 32-bit word each a
     cycle): the bound of a PE that loads, computes and drains one after the other."""
     return sum(max(stage.words_in, stage.words_out) for stage in stages)
 
 
-__all__ = ["Stage", "StepTime", "port_bytes_per_s", "stage_seconds", "step_time", "stream_cycles"]
+__all__ = ["Stage", "StepTime", "list_stage", "port_bytes_per_s", "stage_seconds", "step_time", "stream_cycles"]

@@ -86,3 +86,16 @@ def test_the_host_model_prices_calls_and_the_tt_step_of_the_example(setup):
     assert timed.total_s >= max(timed.bounds.values())  # no bound is beaten
     two = dataclasses.replace(setup, batch_size=2 * setup.batch_size)
     assert tt_step_time(two, two.hardware(), u96, clock_mhz=100.0, host=host).pe_s > timed.pe_s
+
+
+def test_a_call_list_is_one_stage_of_its_cycles_and_the_words_it_moves():
+    from codesign.contracts.calls import Block, Call
+    from codesign.step.time import list_stage
+
+    calls = [Call(header=1, segments=(Block(offset=0, words=10, rows=3, stride=64), Block(offset=512, words=5,
+                  rows=1)), out=Block(offset=1024, words=7, rows=2, stride=64), count=14, record=2048),
+             Call(header=None, segments=(), out=Block(), count=0, record=2080)]
+    stage = list_stage(1234, calls)
+    assert (stage.cycles, stage.words_in, stage.words_out) == (1234, 32 + 35 + 32, 14 + 8 + 8)
+    with pytest.raises(ValueError, match="cycles"):
+        list_stage(-1, calls)

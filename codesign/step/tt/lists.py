@@ -13,9 +13,10 @@ R_{k+1}]``: the same values in the same order, cut into rows of ``R_{k+1}``
 (``n_d`` before the last core). So the rounding stage, packing rows of that
 length into the next PE's chunks, writes the next call's operand exactly
 where it will be read. Each contraction is cut into calls over ``I``
-(at most 255 rows) and ``L`` (at most the PE's ``max_l``) only; a
-contraction whose ``J`` or ``K`` exceeds the PE's buffers would need partial
-sums across calls, which a list does not add, and is refused.
+(at most 255 rows), ``L`` (at most the PE's ``max_l``) and, on PE2, ``K``
+(which PE2 passes through: whole chunks in, whole next-operand rows out); a
+contraction whose ``J`` (or PE1's ``K``) exceeds the PE's buffers would need
+partial sums across calls, which a list does not add, and is refused.
 
 The shifts are the states' scales, known before the pass (the tracked
 scales of paper 003, Sec. 4): ``shifts[k]`` rounds contraction ``k``'s
@@ -28,6 +29,7 @@ slots: the stage's ``field_bits``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import List, Sequence, Tuple
 
@@ -142,26 +144,54 @@ def forward_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], shifts: Sequ
                         out_shape=(batch, int(a_shape[0] // batch * b.shape[0])))
 
 
+def _k_step(spec: Tt2Spec, k: int, row_values: int, name: str) -> int:
+    """The K of one PE2 call: all of K when it fits the buffers, else the largest multiple of both the chunk
+    (``lanes``) and the next operand's row (``row_values``) that does; PE2 sums nothing over K, so its calls
+    over K ranges need no partial sums, only whole chunks in and whole rows out."""
+    if k <= spec.max_k:
+        return k
+    unit = spec.lanes * row_values // math.gcd(spec.lanes, row_values)
+    step = spec.max_k // unit * unit
+    if step == 0 or k % unit:
+        raise ValueError(f"{name}: K={k} exceeds max_k={spec.max_k} and cannot be cut into whole chunks of "
+                         f"{spec.lanes} and rows of {row_values}")
+    return step
+
+
 def _inner_calls(arena: _Arena, spec: Tt2Spec, a_shape, b_shape, a_at: int, b_at: int,
                  rounding: RoundStageConfig, *, name: str) -> Tuple[List[Call], int]:
-    """PE2 calls of one inner contraction over I and L tiles, each writing its rounded rows where the next
-    contraction reads them; returns the calls and the next state's offset."""
+    """PE2 calls of one inner contraction over I, L and K tiles, each writing its rounded rows where the next
+    contraction reads them; returns the calls and the next state's offset. K is cut only when L is whole (the
+    out block of a call stays two-dimensional)."""
     rows, j, k = a_shape
     l_all = b_shape[0]
-    _fits(spec, j, k, name)
+    _fits(spec, j, 1, name)
+    k_step = _k_step(spec, k, rounding.row_values, name)
+    if k_step < k and l_all > spec.max_l:
+        raise ValueError(f"{name}: K={k} > max_k={spec.max_k} and L={l_all} > max_l={spec.max_l}; cut one of "
+                         "them only (raise max_l or max_k)")
     a_row, b_row = row_words(k, spec.lanes, spec.a_bits), row_words(j, spec.lanes, spec.b_bits)
+    chunk = chunk_words(spec.lanes, spec.a_bits)
     per_l = rounding.words_out(k)  # the words one (i, l) pair's K results become
+    per_value_row = per_l // (k // rounding.row_values)  # the words one next-operand row becomes
     out_at = arena.reserve(rows * l_all * per_l)
     calls = []
     for i0, i1 in _ranges(rows, MAX_ROWS):
         for l0, l1 in _ranges(l_all, spec.max_l):
-            calls.append(Call(
-                header=header_word(i1 - i0, j, k, l1 - l0),
-                segments=(Block(offset=b_at + 4 * l0 * b_row, words=(l1 - l0) * b_row, rows=1),
-                          Block(offset=a_at + 4 * i0 * j * a_row, words=(i1 - i0) * j * a_row, rows=1)),
-                out=Block(offset=out_at + 4 * (i0 * l_all + l0) * per_l, words=(l1 - l0) * per_l, rows=i1 - i0,
-                          stride=4 * l_all * per_l),
-                count=(i1 - i0) * (l1 - l0) * k, record=arena.reserve(RECORD_WORDS), rounding=rounding))
+            for k0, k1 in _ranges(k, k_step):
+                a_block = Block(offset=a_at + 4 * (i0 * j * a_row + k0 // spec.lanes * chunk),
+                                words=row_words(k1 - k0, spec.lanes, spec.a_bits), rows=(i1 - i0) * j,
+                                stride=4 * a_row)
+                out_rows = (i1 - i0) * (l1 - l0) if k_step < k else i1 - i0
+                out_words = (k1 - k0) // rounding.row_values * per_value_row if k_step < k else (l1 - l0) * per_l
+                calls.append(Call(
+                    header=header_word(i1 - i0, j, k1 - k0, l1 - l0),
+                    segments=(Block(offset=b_at + 4 * l0 * b_row, words=(l1 - l0) * b_row, rows=1), a_block),
+                    out=Block(offset=out_at + 4 * ((i0 * l_all + l0) * per_l + k0 // rounding.row_values
+                                                   * per_value_row),
+                              words=out_words, rows=out_rows, stride=4 * (per_l if k_step < k else l_all * per_l)),
+                    count=(i1 - i0) * (l1 - l0) * (k1 - k0), record=arena.reserve(RECORD_WORDS),
+                    rounding=rounding))
     return calls, out_at
 
 

@@ -61,12 +61,16 @@ def test_a_contraction_beyond_the_buffers_is_refused():
         forward_lists(x, cores, SHIFTS, spec2=Tt2Spec(lanes=8, rows=4, max_j=8), spec1=SPEC1)
 
 
-@pytest.mark.parametrize("level", ["csim", pytest.param("rtl", marks=pytest.mark.slow)])
-def test_the_layer_lists_equal_golden_at_each_level(tmp_path, level):
+@pytest.mark.parametrize("level, spec2", [("csim", SPEC2), ("csim", Tt2Spec(lanes=4, rows=4, max_k=8)),
+                                          pytest.param("rtl", SPEC2, marks=pytest.mark.slow),
+                                          pytest.param("rtl", Tt2Spec(lanes=4, rows=4, max_k=8),
+                                                       marks=pytest.mark.slow)])
+def test_the_layer_lists_equal_golden_at_each_level(tmp_path, level, spec2):
     x, cores = _layer(seed=1)
-    lists = forward_lists(x, cores, SHIFTS, spec2=SPEC2, spec1=SPEC1)
-    after_pe2, after = _golden(lists)
-    cases = [("tt2", SPEC2, ListCase(calls=lists.pe2_calls, arena=lists.arena, expected=after_pe2)),
+    lists = forward_lists(x, cores, SHIFTS, spec2=spec2, spec1=SPEC1)
+    after_pe2 = run_list_golden(get_pe("tt2"), spec2, lists.arena, lists.pe2_calls)
+    after = run_list_golden(get_pe("tt1"), SPEC1, after_pe2, lists.pe1_calls)
+    cases = [("tt2", spec2, ListCase(calls=lists.pe2_calls, arena=lists.arena, expected=after_pe2)),
              ("tt1", SPEC1, ListCase(calls=lists.pe1_calls, arena=after_pe2, expected=after))]
     for name, spec, case in cases:
         pe = get_pe(name)
@@ -82,3 +86,16 @@ def test_the_layer_lists_equal_golden_at_each_level(tmp_path, level):
             modelled = list_cycles(pe, spec, case.calls, case.arena)
             print(f"[layer forward model] {name}: {modelled.total} cycles {modelled.breakdown()}")
             assert modelled.total == result.busy_cycles
+
+
+def test_pe2_calls_over_k_ranges_equal_the_layer_forward():
+    """max_k below K: PE2's calls cut K into whole chunks and whole rows of the next operand (no partial sums);
+    the output is the same layer forward."""
+    x, cores = _layer(seed=3)
+    spec2 = Tt2Spec(lanes=4, rows=4, max_k=8)  # core 1's K = 16 and core 2's K = 4: the first is cut in two
+    lists = forward_lists(x, cores, SHIFTS, spec2=spec2, spec1=SPEC1)
+    assert len(lists.pe2_calls) == 2 + 2
+    after_pe2 = run_list_golden(get_pe("tt2"), spec2, lists.arena, lists.pe2_calls)
+    after = run_list_golden(get_pe("tt1"), SPEC1, after_pe2, lists.pe1_calls)
+    out = after[lists.out // 4:lists.out // 4 + int(np.prod(lists.out_shape))].view(np.int32)
+    np.testing.assert_array_equal(out.reshape(lists.out_shape), _reference(x, cores, SHIFTS))
