@@ -26,7 +26,7 @@ Units: clock cycles of ``ap_clk`` throughout; byte addresses.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -69,6 +69,46 @@ class MemoryTiming:
 
 
 AXI_RAM = MemoryTiming()
+
+
+@dataclass(frozen=True)
+class DdrTiming:
+    """A deterministic DDR latency and bandwidth model put on top of the AxiRam by the list bench's pacer
+    (:class:`codesign.shell.list_bench.DdrPacer`, which only pauses the RAM's R and B sources through
+    cocotbext-axi's ``pause`` attribute), and followed by the cycle model. Units: cycles of ``ap_clk``, AXI beats.
+
+    * ``read_latency``: the first R beat of a burst is driven no earlier than this many edges after the edge that
+      took its AR (RVALID high from that edge on). 1 is the AxiRam alone: it never drives sooner.
+    * ``write_latency``: a burst's B response is driven no earlier than this many edges after the edge that took
+      its last W beat. 1 is the AxiRam alone.
+    * ``read_beats`` / ``read_window``: at most ``read_beats`` R beats are driven in any ``read_window``
+      consecutive edges: a port or DDR slower than the PL's data bus (1/1: no limit).
+
+    Defaults, a Zynq-7000 HP port into PS DDR3 seen from a 100 MHz PL clock (assumptions, with their sources):
+    ``read_latency`` = 30 cycles (300 ns): the DDR3 access (CL, tRCD ~ 14 ns each on DDR3-1066) plus the HP
+    port's FIFOs, the memory interconnect and the DDRC's scheduler; measured figures are of this order (Manev et
+    al., "Unexpected Diversity: Quantitative Memory Analysis for Zynq UltraScale+ Systems", FPT 2019, and its
+    tool github.com/kmanev/ZynqUSp-AXI-Speedtest, report average HP read latencies of tens of PL cycles, e.g.
+    68 cycles in issue #1 there). ``write_latency`` = 20 cycles: the HP port gives no early BRESP (the response
+    comes back from the DDR controller; UG1085's note on the FIFO interface, UG585 chapter 5 alike), assumed
+    shorter than a read as the controller posts writes. Bandwidth 1/1: UG585 (v1.11, section 22.3) gives 2,840
+    MB/s per HP port for DDR reads, against 400 MB/s for a 32-bit beat per cycle at 100 MHz (800 MB/s at 64
+    bits, 1,600 MB/s at 128 bits), so a single port does not limit the shell; ``read_beats`` < ``read_window``
+    models a shared or faster-clocked port (e.g. 3/4 for a DDR at UG585's ~75 % controller efficiency).
+    """
+
+    read_latency: int = 30
+    write_latency: int = 20
+    read_beats: int = 1
+    read_window: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("read_latency", "write_latency", "read_beats", "read_window"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} must be a positive integer (cycles or beats)")
+        if self.read_beats > self.read_window:
+            raise ValueError(f"read_beats={self.read_beats} must not exceed read_window={self.read_window}")
 
 
 @dataclass(frozen=True)
@@ -180,18 +220,20 @@ def _timing_key(call: Call, headers: tuple, arena_addr: int, descriptor_addr: in
 
 
 def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: MemoryTiming = AXI_RAM,
-                arena_addr: int = 0x0010_0040, list_addr: int = 0x0020_0000) -> ListCycles:
+                arena_addr: int = 0x0010_0040, list_addr: int = 0x0020_0000,
+                ddr: Optional[DdrTiming] = None) -> ListCycles:
     """Cycles of the shell running ``calls`` (one start) on ``arena`` at byte address ``arena_addr`` (``in`` and
     ``out``), the descriptors at ``list_addr`` (``calls``); defaults: the list bench's addresses. ``arena`` is
     read only for inline headers (a header an earlier call of the list writes is not seen). 32-bit stream
-    words only (the shell's list mode)."""
+    words only (the shell's list mode). ``ddr``: the list bench's DDR latency and bandwidth model on top of the
+    memory (None: the AxiRam alone, the bench's ``pause=0``)."""
     if int(getattr(spec, "stream_bits", 32)) != 32:
         raise ValueError("call lists run on 32-bit stream words only (accel_seq ignores n_calls otherwise)")
     arena = np.asarray(arena, dtype=np.uint32)
     phases = [call_phases(pe, spec, arena, call) for call in calls]
     descriptors = [list_addr + DESCRIPTOR_BYTES * c for c in range(len(calls))]
     keys = [_timing_key(call, found[2], arena_addr, at) for call, found, at in zip(calls, phases, descriptors)]
-    runs = Shell(timing, arena_addr, descriptors).run(calls, phases, keys)
+    runs = Shell(timing, arena_addr, descriptors, ddr).run(calls, phases, keys)
     return ListCycles(calls=tuple(CallCycles(**run) for run in runs))
 
 
@@ -207,4 +249,4 @@ def bench_poll_cycles(busy: int, poll_cycles: int = 16, read_cycles: int = 3, of
     return period * max(0, -(-(busy + lead - offset) // period)) + offset
 
 
-__all__ = ["bench_poll_cycles", "AXI_RAM", "CONTROL_CYCLES", "CallCycles", "ListCycles", "MemoryTiming", "call_phases", "list_cycles"]
+__all__ = ["bench_poll_cycles", "AXI_RAM", "CONTROL_CYCLES", "CallCycles", "DdrTiming", "ListCycles", "MemoryTiming", "call_phases", "list_cycles"]

@@ -25,20 +25,54 @@ def _burst(addr: int, left: int) -> int:
 
 
 class ReadPort:
-    """accel_mm2s and the AxiRam's read side (AR sink, ``_process_read``, R source), one per shell."""
+    """accel_mm2s and the AxiRam's read side (AR sink, ``_process_read``, R source), one per shell; with a DDR
+    timing (:class:`codesign.step.list_cycles.DdrTiming`) the R source is paused as the list bench's pacer pauses
+    it: the first beat of a burst not before ``read_latency`` edges after its AR, at most ``read_beats`` beats
+    driven in any ``read_window`` edges."""
 
     __slots__ = ("limit", "busy", "arvalid", "to_request", "to_receive", "addr", "beats", "arready", "ar_q",
-                 "pushing", "r_q", "rvalid", "asleep")
+                 "pushing", "r_q", "rvalid", "asleep", "now", "paced", "latency", "most", "window", "bursts",
+                 "drives")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, ddr=None) -> None:
         self.limit = limit
         self.busy = self.arvalid = False
         self.to_request = self.to_receive = self.addr = self.beats = 0
         self.arready, self.ar_q, self.pushing, self.r_q, self.rvalid, self.asleep = True, deque(), 0, 0, False, True
+        self.now, self.paced = 0, ddr is not None  # now: the number of the last edge
+        self.latency, self.most, self.window = (ddr.read_latency, ddr.read_beats, ddr.read_window) if ddr else (1, 1, 1)
+        self.bursts: deque = deque()  # [beats not yet driven, beats, earliest edge of the first] per AR taken
+        self.drives: deque = deque()  # edges that drove a beat, the last window's
 
     def state(self) -> tuple:
+        timing = ()
+        if self.paced:  # relative to the next edge, so that a quiet stretch is a fixed point
+            timing = (tuple((b[0], b[1], max(0, b[2] - self.now)) for b in self.bursts),
+                      tuple(self.now - d for d in self.drives if d > self.now + 1 - self.window))
         return (self.busy, self.arvalid, self.to_request, self.to_receive, self.arready, tuple(self.ar_q),
-                self.pushing, self.r_q, self.rvalid, self.asleep)
+                self.pushing, self.r_q, self.rvalid, self.asleep, timing)
+
+    def settled(self) -> bool:
+        """No burst waiting and no drive recent enough to limit the next edge's."""
+        return not self.bursts and all(d <= self.now + 1 - self.window for d in self.drives)
+
+    def _allowed(self, now: int) -> bool:
+        """The pacer lets the R source drive at edge ``now``: fewer than ``most`` drives in the window, and the
+        next beat not the first of a burst whose latency has not passed."""
+        drives = self.drives
+        while drives and drives[0] <= now - self.window:
+            drives.popleft()
+        if len(drives) >= self.most:
+            return False
+        burst = self.bursts[0]
+        return burst[0] != burst[1] or now >= burst[2]
+
+    def _drive(self, now: int) -> None:
+        self.drives.append(now)
+        burst = self.bursts[0]
+        burst[0] -= 1
+        if not burst[0]:
+            self.bursts.popleft()
 
     def _push(self) -> bool:
         """``_process_read``: beats into the R queue while it has room, the next AR when a burst is queued."""
@@ -56,17 +90,24 @@ class ReadPort:
 
     def edge(self, start: bool, addr: int, n: int, rready: bool) -> None:
         moved = self.rvalid and rready
-        # the R source samples its handshake, drives its next beat (or goes to sleep on an empty queue)
+        self.now += 1
+        # the R source samples its handshake, drives its next beat unless paused (a paused source with beats
+        # queued stays awake), or goes to sleep on an empty queue
         if not self.asleep and (moved or not self.rvalid):
-            if self.r_q:
+            if self.r_q and (not self.paced or self._allowed(self.now)):
                 self.r_q -= 1
                 self.rvalid = True
+                if self.paced:
+                    self._drive(self.now)
             else:
-                self.rvalid, self.asleep = False, True
+                self.rvalid = False
+                self.asleep = not self.r_q
         # the AR sink (woken by the same edge) queues the burst; READY falls while its queue is full. The
         # coroutines the edge's handshakes wake (_process_read) run after both, in cocotb's order
         if self.arvalid and self.arready:
             self.ar_q.append(self.beats)
+            if self.paced:
+                self.bursts.append([self.beats, self.beats, self.now + self.latency])
         self.arready = len(self.ar_q) < self.limit
         if self._push():
             self.asleep = False  # a queued beat wakes the R source: it drives at the next edge
@@ -91,20 +132,25 @@ class ReadPort:
 
 class WritePort:
     """accel_s2mm and the AxiRam's write side (``_process_write``, B source). AWREADY and WREADY stay high: the
-    mover sends a burst's W beats only after its AW and one burst at a time, so neither queue fills."""
+    mover sends a burst's W beats only after its AW and one burst at a time, so neither queue fills. With a DDR
+    timing the B source is paused as the list bench's pacer pauses it: a burst's B not before ``write_latency``
+    edges after the edge that took its last W beat."""
 
     __slots__ = ("limit", "busy", "count", "to_take", "to_write", "open", "beats", "beat", "in_burst", "awvalid",
-                 "addr", "w_left", "b_q", "bvalid", "asleep")
+                 "addr", "w_left", "b_q", "bvalid", "asleep", "now", "paced", "latency", "due")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, ddr=None) -> None:
         self.limit = limit
         self.busy = self.in_burst = self.awvalid = self.bvalid = False
         self.count = self.to_take = self.to_write = self.open = self.beats = self.beat = self.addr = 0
         self.w_left, self.b_q, self.asleep = 0, 0, True
+        self.now, self.paced, self.latency = 0, ddr is not None, ddr.write_latency if ddr else 1
+        self.due: deque = deque()  # earliest edge of each queued B response
 
     def state(self) -> tuple:
+        timing = tuple(max(0, due - self.now) for due in self.due) if self.paced else ()
         return (self.busy, self.count, self.to_take, self.to_write, self.open, self.beat, self.in_burst,
-                self.awvalid, self.w_left, self.b_q, self.bvalid, self.asleep)
+                self.awvalid, self.w_left, self.b_q, self.bvalid, self.asleep, timing)
 
     def ready(self) -> bool:
         return self.busy and self.to_take != 0 and self.count != FIFO_BEATS
@@ -112,17 +158,22 @@ class WritePort:
     def edge(self, start: bool, addr: int, n: int, push: bool) -> None:
         pop, aw_done, b_done = self.in_burst, self.awvalid, self.bvalid
         last = pop and self.beat == self.beats - 1
-        if not self.asleep:  # the B source: BREADY is always high
-            if self.b_q:
+        self.now += 1
+        if not self.asleep:  # the B source: BREADY is always high; paused with a B queued, it stays awake
+            if self.b_q and (not self.paced or self.now >= self.due[0]):
                 self.b_q -= 1
                 self.bvalid = True
+                if self.paced:
+                    self.due.popleft()
             else:
-                self.bvalid, self.asleep = False, True
+                self.bvalid, self.asleep = False, not self.b_q
         if pop:
             self.w_left -= 1
             if not self.w_left:  # the burst's last beat: its B response is queued
                 self.b_q += 1
                 self.asleep = False
+                if self.paced:
+                    self.due.append(self.now + self.latency)
         if aw_done:
             self.w_left = self.beats
         if start:
@@ -305,8 +356,8 @@ class Shell:
     """accel_seq in list mode with its movers, rounding stage, memory and PE. :meth:`run` counts the cycles of
     each call by kind (see :class:`codesign.step.list_cycles.CallCycles`)."""
 
-    def __init__(self, timing, arena_addr: int, descriptor_addrs: list) -> None:
-        self.rd, self.wr = ReadPort(timing.queue_limit), WritePort(timing.queue_limit)
+    def __init__(self, timing, arena_addr: int, descriptor_addrs: list, ddr=None) -> None:
+        self.rd, self.wr = ReadPort(timing.queue_limit, ddr), WritePort(timing.queue_limit, ddr)
         self.round, self.pe = RoundStage(), Pe()
         self.arena, self.descriptors = arena_addr, descriptor_addrs
         self.ist, self.ost, self.rd_go, self.wr_go, self.round_go = I_FETCH_GO, O_IDLE, True, False, False
@@ -356,7 +407,7 @@ class Shell:
                 and not wr.busy and not wr.count and not wr.in_burst and not wr.awvalid and not wr.w_left
                 and not wr.b_q and not wr.bvalid and wr.asleep and not wr.open
                 and not rs.busy and not rs.a and not rs.b and not rs.c and not rs.g_full and not rs.o_left
-                and pe.kind is None and not pe.phases)
+                and pe.kind is None and not pe.phases and rd.settled())
 
     def _segment(self) -> tuple:
         segments = self.call.segments
@@ -394,6 +445,8 @@ class Shell:
         if before is not None and pe.kind == WAIT and self.state() == before:
             skipped = pe.left - 1
             pe.left -= skipped
+            rd.now += skipped
+            wr.now += skipped
             self.counts["pe"] += skipped
 
     def _count(self, take: bool, give: bool) -> None:
