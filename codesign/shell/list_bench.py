@@ -15,14 +15,25 @@ is high minus the cycle ``u_ctrl.run_start`` is high (sampled at every rising
 edge), free of the host's polling grid (the figure
 :func:`codesign.step.list_cycles.list_cycles` models).
 
+With ``ACCEL_DDR`` (a JSON object of :class:`codesign.step.list_cycles.DdrTiming`'s
+fields) the memories get a deterministic DDR latency and bandwidth model
+instead: a :class:`DdrPacer` per AxiRam watches its channels at every edge and
+pauses its R and B sources (cocotbext-axi's ``pause`` attribute, no code of
+the library changed) so that a burst's first R beat comes ``read_latency``
+edges after its AR at the earliest, at most ``read_beats`` R beats come in any
+``read_window`` edges, and a burst's B comes ``write_latency`` edges after its
+last W beat at the earliest.
+
 Environment: ``ACCEL_LIST`` (the .npz), ``ACCEL_SUMMARY``, ``ACCEL_SEED``,
-``ACCEL_PAUSE``, ``ACCEL_TIMEOUT_CYCLES``, ``ACCEL_DATA_BITS`` (the stream word: 32, 64 or 128).
+``ACCEL_PAUSE``, ``ACCEL_TIMEOUT_CYCLES``, ``ACCEL_DATA_BITS`` (the stream word: 32, 64 or 128),
+``ACCEL_DDR`` (optional; not with ``ACCEL_PAUSE`` > 0).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections import deque
 from pathlib import Path
 
 import cocotb
@@ -31,6 +42,8 @@ import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from codesign.shell.bench import BIT, Harness
+from codesign.shell.ip import SHELL_ARGS
+from codesign.step.list_cycles import DdrTiming
 
 ARENA_ADDR = 0x0010_0040
 LIST_ADDR = 0x0020_0000
@@ -48,6 +61,73 @@ class CountingHarness(Harness):
     async def write(self, name: str, value: int, word: int = 0) -> None:
         self.writes += 1
         await super().write(name, value, word)
+
+
+class DdrPacer:
+    """The DDR timing of one AxiRam, kept by pausing its R and B sources (a source reads ``pause`` at the edge
+    where it would drive its next item; a paused source keeps its queue and drives nothing new).
+
+    :meth:`step` is called after every edge ``edge`` with the channel signals of the cycle that follows it (so a
+    handshake seen is taken at edge ``edge + 1``) and returns the pauses for edge ``edge + 1``. Beats are counted
+    as the source drives them: the beats driven so far are the beats handshaken plus the one on the bus."""
+
+    def __init__(self, timing: DdrTiming) -> None:
+        self.timing = timing
+        self.requested = self.r_moved = self.r_driven = self.b_moved = self.b_driven = 0
+        self.r_taken = self.b_taken = False
+        self.firsts: deque = deque()  # (first beat's index, earliest edge to drive it) per AR taken
+        self.drives: deque = deque()  # edges that drove an R beat, the last window's
+        self.b_due: deque = deque()  # earliest edge of each B response not yet driven
+
+    def step(self, edge: int, ar: tuple, r: tuple, w_last: bool, bvalid: bool) -> tuple:
+        """(R paused, B paused) at edge ``edge + 1``; ``ar`` = (ARVALID & ARREADY, ARLEN), ``r`` = (RVALID,
+        RREADY), ``w_last`` = a last W beat handshaken, all in the cycle after ``edge``."""
+        t = self.timing
+        self.r_moved += self.r_taken
+        driven = self.r_moved + r[0]
+        if driven > self.r_driven:
+            self.drives.append(edge)
+            self.r_driven = driven
+        if ar[0]:
+            self.firsts.append((self.requested, edge + 1 + t.read_latency))
+            self.requested += ar[1] + 1
+        self.r_taken = bool(r[0] and r[1])
+        while self.drives and self.drives[0] <= edge + 1 - t.read_window:
+            self.drives.popleft()
+        while self.firsts and self.firsts[0][0] < driven:
+            self.firsts.popleft()
+        r_pause = len(self.drives) >= t.read_beats or bool(
+            self.firsts and self.firsts[0][0] == driven and edge + 1 < self.firsts[0][1])
+        # B: BREADY is always high, so a B on the bus at an edge is taken there
+        self.b_moved += self.b_taken
+        if w_last:
+            self.b_due.append(edge + 1 + t.write_latency)
+        if self.b_moved + bvalid > self.b_driven:
+            self.b_due.popleft()
+            self.b_driven += 1
+        self.b_taken = bool(bvalid)
+        return r_pause, bool(self.b_due) and edge + 1 < self.b_due[0]
+
+
+async def pace_ddr(dut, bundle: str, ram, timing: DdrTiming) -> None:
+    """Run a :class:`DdrPacer` on the AxiRam ``ram`` of m_axi port ``bundle`` from the next edge on."""
+    sig = {name: getattr(dut, f"m_axi_{bundle}_{name}") for name in
+           ("arvalid", "arready", "arlen", "rvalid", "rready", "wvalid", "wready", "wlast", "bvalid")}
+    pacer, edge = DdrPacer(timing), 0
+    r_source, b_source = ram.read_if.r_channel, ram.write_if.b_channel
+    while True:
+        await RisingEdge(dut.ap_clk)
+        await ReadOnly()
+        edge += 1
+        v = {name: int(s.value) for name, s in sig.items()}
+        r_source.pause, b_source.pause = pacer.step(
+            edge, (v["arvalid"] and v["arready"], v["arlen"]), (v["rvalid"], v["rready"]),
+            bool(v["wvalid"] and v["wready"] and v["wlast"]), bool(v["bvalid"]))
+
+
+def ddr_from_env() -> "DdrTiming | None":
+    text = os.environ.get("ACCEL_DDR", "")
+    return DdrTiming(**json.loads(text)) if text else None
 
 
 async def watch_busy(dut, marks: dict) -> None:
@@ -72,6 +152,12 @@ async def call_list(dut) -> None:
     bench = CountingHarness(dut, pause=float(os.environ.get("ACCEL_PAUSE", "0")),
                             seed=int(os.environ.get("ACCEL_SEED", "1")),
                             data_bits=int(os.environ.get("ACCEL_DATA_BITS", "32")))
+    ddr = ddr_from_env()
+    if ddr is not None:
+        assert float(os.environ.get("ACCEL_PAUSE", "0")) == 0, "ACCEL_DDR and random pauses exclude each other"
+        bundles = list(dict.fromkeys(arg.bundle for arg in SHELL_ARGS if arg.kind == "pointer"))
+        for bundle, ram in zip(bundles, bench.rams):
+            cocotb.start_soon(pace_ddr(dut, bundle, ram, ddr))
     await bench.reset()
     guard = np.full(GUARD_WORDS, GUARD, dtype="<u4")
     base = ARENA_ADDR - 4 * GUARD_WORDS

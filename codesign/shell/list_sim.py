@@ -8,6 +8,8 @@ through the PYNQ driver (``AccelIP.run_list``).
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,8 +50,10 @@ def _write_case(case: ListCase, path: Path) -> Path:
 
 
 def run_list_rtl(pe, spec, case: ListCase, work_dir: Path, *, seed: int = 1, pause: float = 0.0,
-                 simulator: str = "icarus") -> ListResult:
-    """Simulate ``accel_top`` around ``pe``'s RTL running ``case``'s list once (one start, one done)."""
+                 simulator: str = "icarus", ddr=None) -> ListResult:
+    """Simulate ``accel_top`` around ``pe``'s RTL running ``case``'s list once (one start, one done). ``ddr``: a
+    :class:`codesign.step.list_cycles.DdrTiming` the memories keep (deterministic DDR latency and bandwidth;
+    only with ``pause`` = 0), or None for the AxiRam alone."""
     from codesign.hw.rtlsim import CocotbTestFailure, build_dir_for, package_root, read_bench_summary, run_cocotb
     from codesign.shell.ip import RTL_TOP, render_accel_rtl, stream_word_bits
 
@@ -61,7 +65,10 @@ def run_list_rtl(pe, spec, case: ListCase, work_dir: Path, *, seed: int = 1, pau
     case_path = _write_case(case, build_dir / "list_case.npz")
     sources = render_accel_rtl(pe, spec, build_dir / "src")
     env = {"ACCEL_LIST": str(case_path), "ACCEL_SUMMARY": str(summary_path), "ACCEL_SEED": str(seed),
-           "ACCEL_PAUSE": str(pause), "ACCEL_DATA_BITS": str(stream_word_bits(pe, spec))}
+           "ACCEL_PAUSE": str(pause), "ACCEL_DATA_BITS": str(stream_word_bits(pe, spec)),
+           "ACCEL_DDR": json.dumps(dataclasses.asdict(ddr)) if ddr is not None else ""}
+    if ddr is not None and pause > 0:
+        raise ValueError("a DDR timing and random pauses exclude each other")
     started = time.perf_counter()
     try:
         run_cocotb(sources=sources, toplevel=RTL_TOP, test_module=LIST_BENCH_MODULE, build_dir=build_dir,
