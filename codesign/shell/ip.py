@@ -465,20 +465,20 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS) 
 SHELL_COST_YOSYS = "Yosys 0.23"
 SHELL_COST = {
     "xc7": {
-        32: {"lut": 3970, "lut_sites_min": 2502, "lutram": 24, "srl": 0,
-             "ff": 2355, "dsp": 0, "carry": 351, "muxf": 245, "bram_36k": 0.0},
-        64: {"lut": 4019, "lut_sites_min": 2593, "lutram": 44, "srl": 0,
-             "ff": 2381, "dsp": 0, "carry": 375, "muxf": 344, "bram_36k": 0.0},
-        128: {"lut": 4240, "lut_sites_min": 2672, "lutram": 88, "srl": 0,
-             "ff": 2383, "dsp": 0, "carry": 373, "muxf": 355, "bram_36k": 0.0},
+        32: {"lut": 4023, "lut_sites_min": 2514, "lutram": 24, "srl": 0,
+             "ff": 2362, "dsp": 0, "carry": 351, "muxf": 238, "bram_36k": 0.0},
+        64: {"lut": 5430, "lut_sites_min": 3429, "lutram": 44, "srl": 0,
+             "ff": 2561, "dsp": 0, "carry": 398, "muxf": 248, "bram_36k": 0.0},
+        128: {"lut": 6708, "lut_sites_min": 4132, "lutram": 88, "srl": 0,
+             "ff": 2688, "dsp": 0, "carry": 399, "muxf": 1344, "bram_36k": 0.0},
     },
     "xcup": {
-        32: {"lut": 3906, "lut_sites_min": 2487, "lutram": 24, "srl": 0,
-             "ff": 2355, "dsp": 0, "carry": 351, "muxf": 575, "bram_36k": 0.0},
-        64: {"lut": 4025, "lut_sites_min": 2546, "lutram": 40, "srl": 0,
-             "ff": 2381, "dsp": 0, "carry": 375, "muxf": 1007, "bram_36k": 0.0},
-        128: {"lut": 4224, "lut_sites_min": 2702, "lutram": 80, "srl": 0,
-             "ff": 2383, "dsp": 0, "carry": 373, "muxf": 569, "bram_36k": 0.0},
+        32: {"lut": 3999, "lut_sites_min": 2557, "lutram": 24, "srl": 0,
+             "ff": 2362, "dsp": 0, "carry": 351, "muxf": 607, "bram_36k": 0.0},
+        64: {"lut": 5445, "lut_sites_min": 3571, "lutram": 40, "srl": 0,
+             "ff": 2561, "dsp": 0, "carry": 398, "muxf": 987, "bram_36k": 0.0},
+        128: {"lut": 6661, "lut_sites_min": 4204, "lutram": 80, "srl": 0,
+             "ff": 2688, "dsp": 0, "carry": 399, "muxf": 1238, "bram_36k": 0.0},
     },
 }
 
