@@ -83,6 +83,10 @@ class DdrTiming:
       its last W beat. 1 is the AxiRam alone.
     * ``read_beats`` / ``read_window``: at most ``read_beats`` R beats are driven in any ``read_window``
       consecutive edges: a port or DDR slower than the PL's data bus (1/1: no limit).
+    * ``write_beats`` / ``write_window``: the W sink is paused while the last ``write_window - 1`` edges (the
+      next one included) took ``write_beats`` W beats (1/1: never). A throttle, not a hard cap: the sink reads
+      its pause one or two edges late (cocotbext-axi's ``StreamSink`` samples it at the top of its loop), so a
+      burst can pass ``write_beats`` beats in a window; the long-run rate is below one beat per cycle.
 
     Defaults, a Zynq-7000 HP port into PS DDR3 seen from a 100 MHz PL clock (assumptions, with their sources):
     ``read_latency`` = 30 cycles (300 ns): the DDR3 access (CL, tRCD ~ 14 ns each on DDR3-1066) plus the HP
@@ -101,14 +105,18 @@ class DdrTiming:
     write_latency: int = 20
     read_beats: int = 1
     read_window: int = 1
+    write_beats: int = 1
+    write_window: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("read_latency", "write_latency", "read_beats", "read_window"):
+        for name in ("read_latency", "write_latency", "read_beats", "read_window", "write_beats", "write_window"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be a positive integer (cycles or beats)")
-        if self.read_beats > self.read_window:
-            raise ValueError(f"read_beats={self.read_beats} must not exceed read_window={self.read_window}")
+        for side in ("read", "write"):
+            beats, window = getattr(self, f"{side}_beats"), getattr(self, f"{side}_window")
+            if beats > window:
+                raise ValueError(f"{side}_beats={beats} must not exceed {side}_window={window}")
 
 
 @dataclass(frozen=True)

@@ -134,10 +134,15 @@ class WritePort:
     """accel_s2mm and the AxiRam's write side (``_process_write``, B source). AWREADY and WREADY stay high: the
     mover sends a burst's W beats only after its AW and one burst at a time, so neither queue fills. With a DDR
     timing the B source is paused as the list bench's pacer pauses it: a burst's B not before ``write_latency``
-    edges after the edge that took its last W beat."""
+    edges after the edge that took its last W beat; and with ``write_beats`` < ``write_window`` the W sink is
+    paused while the last ``write_window - 1`` edges took ``write_beats`` beats, WREADY then following the
+    sink's ``_run`` loop (``stream.py`` ``StreamSink``): it samples ``pause`` at the top of its loop, drives
+    READY from that sample at the next edge, and sleeps (READY held) while WVALID is low or it is paused, until
+    WVALID or READY rises, ``_process_write`` takes a beat, or ``pause`` changes."""
 
     __slots__ = ("limit", "busy", "count", "to_take", "to_write", "open", "beats", "beat", "in_burst", "awvalid",
-                 "addr", "w_left", "b_q", "bvalid", "asleep", "now", "paced", "latency", "due")
+                 "addr", "w_left", "b_q", "bvalid", "asleep", "now", "paced", "latency", "due", "w_paced", "w_most",
+                 "w_window", "takes", "wready", "w_sample", "w_awake", "w_pause")
 
     def __init__(self, limit: int, ddr=None) -> None:
         self.limit = limit
@@ -146,17 +151,60 @@ class WritePort:
         self.w_left, self.b_q, self.asleep = 0, 0, True
         self.now, self.paced, self.latency = 0, ddr is not None, ddr.write_latency if ddr else 1
         self.due: deque = deque()  # earliest edge of each queued B response
+        self.w_most, self.w_window = (ddr.write_beats, ddr.write_window) if ddr else (1, 1)
+        self.w_paced = self.w_most < self.w_window
+        self.takes: deque = deque()  # edges that took a W beat, the last window's
+        # the W sink settled after reset: READY high, asleep (WVALID low), not paused
+        self.wready, self.w_sample, self.w_awake, self.w_pause = True, False, False, False
 
     def state(self) -> tuple:
         timing = tuple(max(0, due - self.now) for due in self.due) if self.paced else ()
+        if self.w_paced:
+            timing += (self.wready, self.w_sample, self.w_awake, self.w_pause,
+                       tuple(self.now - d for d in self.takes if d > self.now + 2 - self.w_window))
         return (self.busy, self.count, self.to_take, self.to_write, self.open, self.beat, self.in_burst,
                 self.awvalid, self.w_left, self.b_q, self.bvalid, self.asleep, timing)
+
+    def settled(self) -> bool:
+        """The W sink back in its state after reset, and no W beat recent enough to pause it again."""
+        return not self.w_paced or (self.wready and not self.w_sample and not self.w_awake and not self.w_pause
+                                    and all(d <= self.now + 2 - self.w_window for d in self.takes))
+
+    def _w_sink(self, taken: bool, valid: bool) -> None:
+        """The W sink at this edge (WVALID was ``valid``), then the wakes of the edge's time step: a beat taken
+        (``_process_write`` dequeues it), READY or WVALID rising; a woken sink samples ``pause`` at once."""
+        rose = False
+        if self.w_awake:
+            sleep = (not valid or self.w_sample) and self.w_sample == self.w_pause
+            rose = not self.w_sample and not self.wready
+            self.wready = not self.w_sample
+            if sleep:
+                self.w_awake = False
+            else:
+                self.w_sample = self.w_pause
+        if not self.w_awake and (taken or rose or (self.in_burst and not valid)):
+            self.w_awake, self.w_sample = True, self.w_pause
+
+    def _w_pacer(self) -> None:
+        """The bench's pacer after the edge: paused while the edges from ``now + 2 - write_window`` to the next
+        one take ``write_beats`` beats (the next one's beat counted when WVALID and WREADY are high); a change
+        of ``pause`` wakes a sleeping sink, which samples it."""
+        if self.in_burst and self.wready:
+            self.takes.append(self.now + 1)
+        while self.takes and self.takes[0] <= self.now + 1 - (self.w_window - 1):
+            self.takes.popleft()
+        pause = len(self.takes) >= self.w_most
+        if pause != self.w_pause:
+            self.w_pause = pause
+            if not self.w_awake:
+                self.w_awake, self.w_sample = True, pause
 
     def ready(self) -> bool:
         return self.busy and self.to_take != 0 and self.count != FIFO_BEATS
 
     def edge(self, start: bool, addr: int, n: int, push: bool) -> None:
-        pop, aw_done, b_done = self.in_burst, self.awvalid, self.bvalid
+        pop, aw_done, b_done = self.in_burst and self.wready, self.awvalid, self.bvalid
+        valid = self.in_burst
         last = pop and self.beat == self.beats - 1
         self.now += 1
         if not self.asleep:  # the B source: BREADY is always high; paused with a B queued, it stays awake
@@ -179,8 +227,11 @@ class WritePort:
         if start:
             self.busy, self.to_take = n != 0, n
             self.to_write, self.addr, self.open, self.in_burst, self.awvalid = n, addr & ~3, 0, False, False
-            return
-        self._mover(push, pop, last, aw_done, b_done)
+        else:
+            self._mover(push, pop, last, aw_done, b_done)
+        if self.w_paced:
+            self._w_sink(pop, valid)
+            self._w_pacer()
 
     def _mover(self, push: bool, pop: bool, last: bool, aw_done: bool, b_done: bool) -> None:
         beats = _burst(self.addr, self.to_write)
@@ -407,7 +458,7 @@ class Shell:
                 and not wr.busy and not wr.count and not wr.in_burst and not wr.awvalid and not wr.w_left
                 and not wr.b_q and not wr.bvalid and wr.asleep and not wr.open
                 and not rs.busy and not rs.a and not rs.b and not rs.c and not rs.g_full and not rs.o_left
-                and pe.kind is None and not pe.phases and rd.settled())
+                and pe.kind is None and not pe.phases and rd.settled() and wr.settled())
 
     def _segment(self) -> tuple:
         segments = self.call.segments
