@@ -18,11 +18,12 @@ edge), free of the host's polling grid (the figure
 With ``ACCEL_DDR`` (a JSON object of :class:`codesign.step.list_cycles.DdrTiming`'s
 fields) the memories get a deterministic DDR latency and bandwidth model
 instead: a :class:`DdrPacer` per AxiRam watches its channels at every edge and
-pauses its R and B sources (cocotbext-axi's ``pause`` attribute, no code of
-the library changed) so that a burst's first R beat comes ``read_latency``
-edges after its AR at the earliest, at most ``read_beats`` R beats come in any
-``read_window`` edges, and a burst's B comes ``write_latency`` edges after its
-last W beat at the earliest.
+pauses its R and B sources and its W sink (cocotbext-axi's ``pause``
+attribute, no code of the library changed) so that a burst's first R beat
+comes ``read_latency`` edges after its AR at the earliest, at most
+``read_beats`` R beats come in any ``read_window`` edges, a burst's B comes
+``write_latency`` edges after its last W beat at the earliest, and W beats are
+throttled to about ``write_beats`` in ``write_window`` edges.
 
 Environment: ``ACCEL_LIST`` (the .npz), ``ACCEL_SUMMARY``, ``ACCEL_SEED``,
 ``ACCEL_PAUSE``, ``ACCEL_TIMEOUT_CYCLES``, ``ACCEL_DATA_BITS`` (the stream word: 32, 64 or 128),
@@ -78,10 +79,12 @@ class DdrPacer:
         self.firsts: deque = deque()  # (first beat's index, earliest edge to drive it) per AR taken
         self.drives: deque = deque()  # edges that drove an R beat, the last window's
         self.b_due: deque = deque()  # earliest edge of each B response not yet driven
+        self.takes: deque = deque()  # edges that took a W beat, the last window's
 
-    def step(self, edge: int, ar: tuple, r: tuple, w_last: bool, bvalid: bool) -> tuple:
-        """(R paused, B paused) at edge ``edge + 1``; ``ar`` = (ARVALID & ARREADY, ARLEN), ``r`` = (RVALID,
-        RREADY), ``w_last`` = a last W beat handshaken, all in the cycle after ``edge``."""
+    def step(self, edge: int, ar: tuple, r: tuple, w: tuple, bvalid: bool) -> tuple:
+        """(R paused, B paused, W paused) at edge ``edge + 1``; ``ar`` = (ARVALID & ARREADY, ARLEN), ``r`` =
+        (RVALID, RREADY), ``w`` = (a W beat handshaken, it is the last), all in the cycle after ``edge``. The W
+        sink reads its pause later than the sources (see :class:`codesign.step.list_cycles.DdrTiming`)."""
         t = self.timing
         self.r_moved += self.r_taken
         driven = self.r_moved + r[0]
@@ -100,13 +103,18 @@ class DdrPacer:
             self.firsts and self.firsts[0][0] == driven and edge + 1 < self.firsts[0][1])
         # B: BREADY is always high, so a B on the bus at an edge is taken there
         self.b_moved += self.b_taken
-        if w_last:
+        if w[0] and w[1]:
             self.b_due.append(edge + 1 + t.write_latency)
         if self.b_moved + bvalid > self.b_driven:
             self.b_due.popleft()
             self.b_driven += 1
         self.b_taken = bool(bvalid)
-        return r_pause, bool(self.b_due) and edge + 1 < self.b_due[0]
+        if w[0]:
+            self.takes.append(edge + 1)
+        while self.takes and self.takes[0] <= edge + 2 - t.write_window:
+            self.takes.popleft()
+        w_pause = t.write_beats < t.write_window and len(self.takes) >= t.write_beats
+        return r_pause, bool(self.b_due) and edge + 1 < self.b_due[0], w_pause
 
 
 async def pace_ddr(dut, bundle: str, ram, timing: DdrTiming) -> None:
@@ -114,15 +122,15 @@ async def pace_ddr(dut, bundle: str, ram, timing: DdrTiming) -> None:
     sig = {name: getattr(dut, f"m_axi_{bundle}_{name}") for name in
            ("arvalid", "arready", "arlen", "rvalid", "rready", "wvalid", "wready", "wlast", "bvalid")}
     pacer, edge = DdrPacer(timing), 0
-    r_source, b_source = ram.read_if.r_channel, ram.write_if.b_channel
+    r_source, b_source, w_sink = ram.read_if.r_channel, ram.write_if.b_channel, ram.write_if.w_channel
     while True:
         await RisingEdge(dut.ap_clk)
         await ReadOnly()
         edge += 1
         v = {name: int(s.value) for name, s in sig.items()}
-        r_source.pause, b_source.pause = pacer.step(
+        r_source.pause, b_source.pause, w_sink.pause = pacer.step(
             edge, (v["arvalid"] and v["arready"], v["arlen"]), (v["rvalid"], v["rready"]),
-            bool(v["wvalid"] and v["wready"] and v["wlast"]), bool(v["bvalid"]))
+            (bool(v["wvalid"] and v["wready"]), bool(v["wlast"])), bool(v["bvalid"]))
 
 
 def ddr_from_env() -> "DdrTiming | None":
