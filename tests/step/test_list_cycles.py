@@ -19,7 +19,7 @@ from codesign.pe.tt.contract import header_word
 from codesign.pe.tt.cycles import transaction_cycles
 from codesign.shell.calls import ListCase, run_list_golden, tt_chain
 from codesign.shell.list_sim import run_list_rtl
-from codesign.step.list_cycles import CONTROL_CYCLES, ListCycles, bench_poll_cycles, list_cycles
+from codesign.step.list_cycles import CONTROL_CYCLES, DdrTiming, ListCycles, bench_poll_cycles, list_cycles
 from codesign.step.list_shell import RoundStage
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -87,6 +87,70 @@ def test_model_equals_rtl_busy_cycles(tmp_path, name):
     assert bench_poll_cycles(model.total) == result.cycles  # the host's view: the poll grid on top
 
 
+DDR_CASES = [  # (case, DDR timing): a handful of cheap RTL runs for the normal tier
+    ("chain", DdrTiming()),
+    ("chain-refused", DdrTiming(read_latency=8, write_latency=8, read_beats=1, read_window=2)),
+    ("tt3-inline", DdrTiming(read_latency=30, write_latency=1, read_beats=3, read_window=4)),
+    ("tt2-inline-refused", DdrTiming(read_latency=1, write_latency=30, read_beats=2, read_window=3)),
+    ("tt1-contiguous", DdrTiming(read_latency=8, write_latency=8, write_beats=1, write_window=2)),
+]
+DDR_GRID = [DdrTiming(read_latency=latency, write_latency=latency, read_beats=beats, read_window=window)
+            for latency in (1, 8, 30) for beats, window in ((1, 1), (1, 2), (3, 4))]
+W_THROTTLED = [DdrTiming(read_latency=30, write_latency=20, read_beats=3, read_window=4, write_beats=1,
+                         write_window=2), DdrTiming(read_latency=1, write_latency=1, write_beats=2, write_window=3)]
+SLOW_DDR_CASES = [(name, ddr) for name in list(CASES) + list(SLOW_CASES)
+                  for ddr in DDR_GRID[::4] + [DdrTiming()] + W_THROTTLED if (name, ddr) not in DDR_CASES]
+
+
+def _ddr_id(ddr: DdrTiming) -> str:
+    return (f"r{ddr.read_latency}-w{ddr.write_latency}-rbw{ddr.read_beats}of{ddr.read_window}"
+            f"-wbw{ddr.write_beats}of{ddr.write_window}")
+
+
+@pytest.mark.parametrize("name, ddr", [pytest.param(n, d, id=f"{n}-{_ddr_id(d)}") for n, d in DDR_CASES]
+                         + [pytest.param(n, d, id=f"{n}-{_ddr_id(d)}", marks=pytest.mark.slow)
+                            for n, d in SLOW_DDR_CASES])
+def test_model_equals_rtl_busy_cycles_under_ddr_timing(tmp_path, name, ddr):
+    """The bench's DDR pacer (read latency, write latency, R bandwidth, W throttle) and the model's: equal
+    cycles, exactly."""
+    pe_name, build = {**CASES, **SLOW_CASES}[name]
+    pe, spec = PES[pe_name]
+    case = build()
+    model = list_cycles(pe, spec, case.calls, case.arena, ddr=ddr)
+    result = run_list_rtl(pe, spec, case, tmp_path, ddr=ddr)
+    print(f"\n[list cycles, DDR] {name} {_ddr_id(ddr)}: model {model.total}, RTL busy {result.busy_cycles} "
+          f"(error {model.total - result.busy_cycles}); {model.breakdown()}")
+    assert result.passed, result.first_mismatches
+    assert model.total == result.busy_cycles
+
+
+def test_ddr_timing_is_validated():
+    for bad in ({"read_latency": 0}, {"write_latency": -1}, {"read_beats": 0}, {"read_beats": 3, "read_window": 2},
+                {"read_latency": 2.0}, {"read_window": True}, {"write_beats": 2}, {"write_window": 0}):
+        with pytest.raises(ValueError):
+            DdrTiming(**bad)
+
+
+@pytest.mark.parametrize("name", ["tt1", "tt2", "tt3"])
+def test_ddr_timing_of_the_axi_ram_alone_changes_nothing_and_latency_only_adds(name):
+    """DdrTiming(1, 1, 1, 1) never pauses: the cycles without DDR timing. On these lists more read or write
+    latency or less read bandwidth never makes the list faster (not a theorem: pauses shift the movers'
+    interleaving, so the check is of these lists only)."""
+    pe, spec = PES[name]
+    case = random_list(pe, spec, np.random.default_rng(31), 12, inline_every=3, refuse_at=10)
+    plain = list_cycles(pe, spec, case.calls, case.arena)
+    axi_ram = list_cycles(pe, spec, case.calls, case.arena,
+                          ddr=DdrTiming(read_latency=1, write_latency=1, read_beats=1, read_window=1))
+    assert axi_ram == plain
+    totals = [list_cycles(pe, spec, case.calls, case.arena, ddr=ddr).total for ddr in DDR_GRID]
+    for index, ddr in enumerate(DDR_GRID):
+        for other, slower in enumerate(DDR_GRID):
+            if (slower.read_latency >= ddr.read_latency
+                    and slower.read_beats * ddr.read_window <= ddr.read_beats * slower.read_window):
+                assert totals[other] >= totals[index], (ddr, slower)
+    assert totals[-1] > plain.total
+
+
 @pytest.mark.parametrize("name", ["tt1", "tt2", "tt3"])
 def test_pe_cycles_are_the_stall_free_transaction_cycles(name):
     """The cycles a call's PE works (header, status, loads, compute, results) are docs/tt_pe.md's formula: the
@@ -132,3 +196,8 @@ def test_equal_calls_are_priced_once_and_a_thousand_calls_take_under_a_second():
     seconds = time.perf_counter() - started
     print(f"\n[list cycles] 1000 random small PE1 calls priced in {seconds:.2f} s")
     assert seconds < 2.0
+    started = time.perf_counter()
+    assert isinstance(list_cycles(pe, spec, small.calls, small.arena, ddr=DdrTiming()), ListCycles)
+    seconds = time.perf_counter() - started
+    print(f"[list cycles] the same under DdrTiming(): {seconds:.2f} s")
+    assert seconds < 3.0
