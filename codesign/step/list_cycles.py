@@ -14,9 +14,11 @@ of phases from its documented structure (``docs/tt_pe.md``, "Cycles"): take
 the header words a PE decodes are read (from the descriptor, or from the arena
 when the header is inline).
 
-The memory is cocotbext-axi 0.1.28's ``AxiRam`` without pauses (the bench's
-``pause=0``), modelled as its source behaves (``cocotbext/axi/axi_slave.py``,
-``stream.py``), see :class:`MemoryTiming`. A PE's compute phases are skipped
+The memory is cocotbext-axi 0.1.28's ``AxiRam`` without random pauses (the
+bench's ``pause=0``), modelled as its source behaves (``cocotbext/axi/axi_slave.py``,
+``stream.py``), see :class:`MemoryTiming`; optionally with the list bench's
+deterministic DDR latency and bandwidth model on top (:class:`DdrTiming`),
+which the model follows pause for pause. A PE's compute phases are skipped
 in one step when nothing else moves (the state is then a fixed point), so a
 list costs about one Python step per word moved.
 
