@@ -25,9 +25,11 @@ address (``calls``).
 A call whose status is not 0 ends the list after its input is sent: its
 record holds the status and the shell raises ap_done. The PE was refused a
 transaction whose remaining words it may have taken as new headers, so the
-IP must be reset (reload the overlay) before it runs again; :func:`check_call`
-refuses the same headers before a list is written, so only a fault brings
-this about. The board imports this module: numpy and the standard library
+IP must be reset (reload the overlay) before it runs again. The list
+builders check each call's header and result count against the PE's golden
+model (:func:`codesign.shell.calls.run_list_golden` refuses a count the PE
+does not give), and the driver reads the last record and raises when a list
+stopped early. The board imports this module: numpy and the standard library
 only.
 """
 
@@ -47,6 +49,7 @@ RECORD_DONE = 0x0D0E_CA11  # word 7 of a record: the shell wrote it (the host ma
 FLAG_HEADER = 1 << 0  # send word 1 to the PE first
 FLAG_ROUND = 1 << 1  # results through the rounding stage (else 32-bit words as the PE gave them)
 FLAGS = FLAG_HEADER | FLAG_ROUND
+ROUND_RESERVED = (1 << 7) | (0x7 << 13) | (0x7 << 21)  # bits of word 15 between its fields (must be 0)
 MAX_SEGMENTS = 2
 MAX_CALLS = (1 << 16) - 1  # a list's calls (the shell counts them in 32 bits; this bounds a list at 8 MiB)
 
@@ -81,7 +84,8 @@ class Block:
             raise CallListError(f"block offset {self.offset} and stride {self.stride} must be multiples of 4 bytes")
         if self.rows > 1 and self.stride < 4 * self.words:
             raise CallListError(f"block rows overlap: stride {self.stride} B < {self.words} words of a row")
-        if self.rows > 1 and self.stride == 4 * self.words:  # rows back to back: one run of the mover, not many
+        # canonical form: rows back to back are one row, as the mover runs them (one run, not one per row)
+        if self.rows > 1 and self.stride == 4 * self.words:
             if self.words * self.rows >= 1 << 32:
                 raise CallListError(f"block of {self.words} x {self.rows} words exceeds 2^32 words")
             object.__setattr__(self, "words", self.words * self.rows)
@@ -100,6 +104,17 @@ class Block:
 
     def row_offsets(self) -> np.ndarray:
         return self.offset + self.stride * np.arange(self.rows if self.words else 0, dtype=np.int64)
+
+    def overlaps(self, other: "Block") -> bool:
+        """Whether a byte of this block is a byte of ``other`` (row by row: rows are byte intervals)."""
+        if not self.total_words or not other.total_words or self.end <= other.offset or other.end <= self.offset:
+            return False
+        mine, theirs = self.row_offsets(), other.row_offsets()
+        starts = np.concatenate([mine, theirs])
+        ends = np.concatenate([mine + 4 * self.words, theirs + 4 * other.words])
+        order = np.argsort(starts, kind="stable")
+        # sorted by start, two intervals meet exactly when one starts before the furthest end before it
+        return bool(np.any(starts[order][1:] < np.maximum.accumulate(ends[order])[:-1]))
 
     def as_words(self) -> Tuple[int, int, int, int]:
         return (self.offset, self.words, self.rows, self.stride)
@@ -132,7 +147,7 @@ class Call:
             raise CallListError(f"header {self.header!r} is not a 32-bit word")
         if len(self.segments) > MAX_SEGMENTS:
             raise CallListError(f"{len(self.segments)} segments; a call has at most {MAX_SEGMENTS}")
-        if not 0 <= self.count < 1 << 32 or self.record % 4 or self.record < 0:
+        if not 0 <= self.count < 1 << 32 or self.record % 4 or not 0 <= self.record <= (1 << 32) - 4 * RECORD_WORDS:
             raise CallListError(f"count {self.count} or record offset {self.record} out of range")
         try:
             expected = self.rounding.words_out(self.count)
@@ -141,6 +156,18 @@ class Call:
         if self.out.total_words != expected:
             raise CallListError(f"the out block holds {self.out.total_words} words; {self.count} results "
                                 f"{'rounded' if self.rounding.enable else 'raw'} make {expected}")
+        self._check_apart()
+
+    def _check_apart(self) -> None:
+        """The out block and the record apart from the call's operands and from each other: the shell writes
+        results while it still reads the operands, so a result written over an unread operand word is read back
+        changed (the golden model reads every operand first)."""
+        record = Block(offset=self.record, words=RECORD_WORDS, rows=1)
+        for index, segment in enumerate(self.segments):
+            if self.out.overlaps(segment) or record.overlaps(segment):
+                raise CallListError(f"segment {index} overlaps the call's out block or its record")
+        if record.overlaps(self.out):
+            raise CallListError("the record overlaps the call's out block")
 
     @property
     def words_in(self) -> int:
@@ -172,8 +199,9 @@ def decode_descriptor(words: np.ndarray) -> Call:
     if words.shape != (DESCRIPTOR_WORDS,):
         raise CallListError(f"a descriptor is {DESCRIPTOR_WORDS} words, not {words.shape}")
     flags = int(words[FIELD["flags"]])
-    if flags & ~FLAGS or np.any(words[FIELD["record"] + 1:]):
-        raise CallListError(f"descriptor flags {flags:#x} or reserved words set")
+    if flags & ~FLAGS or np.any(words[FIELD["record"] + 1:]) or int(words[FIELD["round"]]) & ROUND_RESERVED \
+            or int(words[FIELD["row_values"]]) >> 16:
+        raise CallListError(f"descriptor flags {flags:#x}, reserved bits or reserved words set")
     segments = tuple(Block(*(int(w) for w in words[FIELD[f"seg{i}"]:FIELD[f"seg{i}"] + 4]))
                      for i in range(MAX_SEGMENTS))
     field = int(words[FIELD["round"]])
@@ -191,6 +219,15 @@ def decode_descriptor(words: np.ndarray) -> Call:
 
 
 STREAM_BITS = (32, 64, 128)  # stream words a list can run on
+
+
+def decode_list(words: np.ndarray, n_calls: int) -> list:
+    """The first ``n_calls`` calls of a list's descriptor words (as the shell fetches them)."""
+    words = np.asarray(words, dtype=np.uint32).reshape(-1)
+    if not 1 <= n_calls <= min(MAX_CALLS, words.size // DESCRIPTOR_WORDS):
+        raise CallListError(f"n_calls={n_calls} must be 1..{min(MAX_CALLS, words.size // DESCRIPTOR_WORDS)} (the "
+                            "descriptors given)")
+    return [decode_descriptor(words[c * DESCRIPTOR_WORDS:(c + 1) * DESCRIPTOR_WORDS]) for c in range(n_calls)]
 
 
 def check_list(calls: Sequence[Call], arena_bytes: int, stream_bits: int = 32) -> None:

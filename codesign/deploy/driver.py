@@ -25,6 +25,7 @@ from pynq import DefaultIP, allocate
 
 from codesign.deploy.manifest import DeployError
 from codesign.contracts import shell
+from codesign.contracts.calls import DESCRIPTOR_WORDS
 
 WORD = np.dtype(np.uint32)
 MAX_COUNT = (1 << 32) - 1  # the count registers are 32 bits
@@ -91,7 +92,7 @@ class AccelIP(DefaultIP):
         self._buffers: dict[str, np.ndarray] = {}
         self.calls, self.busy_s = 0, 0.0  # calls made, seconds from ap_start to ap_done over all calls
         self._pending: tuple[float, int] | None = None  # (ap_start time, output words) of a started call
-        self._list_armed = False  # n_calls was left non-zero by run_list
+        self._list_armed = True  # n_calls may be non-zero (run_list, or a process before this one): clear it once
         self.stream_bits = int(entry.get("spec", {}).get("stream_bits", 32))  # the PE's stream word (bits)
 
     def __repr__(self) -> str:
@@ -175,38 +176,72 @@ class AccelIP(DefaultIP):
         self._pending = (time.perf_counter(), n_out)
         self.mmio.write(self.offsets["CTRL"], CTRL_BIT["ap_start"])
 
-    def run_list(self, arena, descriptors, n_calls: int, *, timeout_s: float | None = None) -> None:
+    def run_list(self, arena, descriptors, n_calls: int, *, timeout_s: float | None = None) -> int:
         """Run a call list (:mod:`codesign.contracts.calls`): ``n_calls`` descriptors at the start of the
         ``descriptors`` buffer, every block an offset into the ``arena`` buffer (both :func:`pynq.allocate`
-        uint32 buffers the caller owns and has flushed where it wrote). Eight register writes: the arena's
-        address as ``in`` and ``out``, the list's as ``calls``, ``n_calls``, ap_start. Every descriptor is
-        decoded and checked to stay inside the arena before a register is written. The caller invalidates
-        the words it reads back (:func:`invalidate_words`; :func:`read_records` for the records)."""
-        from codesign.contracts.calls import DESCRIPTOR_WORDS, CallListError, check_list, decode_descriptor
-
-        for name, buffer in (("arena", arena), ("descriptors", descriptors)):
-            if getattr(buffer, "physical_address", None) is None or buffer.dtype != WORD or buffer.ndim != 1:
-                raise AccelInputError(f"IP {self.ip_name}: {name} must be a 1-D uint32 buffer from pynq.allocate")
-        n_calls = _count("n_calls", n_calls, 1)
-        if n_calls * DESCRIPTOR_WORDS > descriptors.size:
-            raise AccelInputError(f"IP {self.ip_name}: n_calls={n_calls} needs {n_calls * DESCRIPTOR_WORDS} "
-                                  f"descriptor words; the buffer holds {descriptors.size}")
-        try:
-            check_list([decode_descriptor(descriptors[c * DESCRIPTOR_WORDS:(c + 1) * DESCRIPTOR_WORDS])
-                        for c in range(n_calls)], arena.nbytes, self.stream_bits)
-        except CallListError as error:
-            raise AccelInputError(f"IP {self.ip_name}: call list: {error}") from None
+        uint32 buffers; the caller has flushed the arena words it wrote). Every descriptor is decoded and
+        checked to stay inside the arena, in whole beats, before a register is written; the descriptors are
+        flushed here. Eight register writes: the arena's address as ``in`` and ``out``, the list's as
+        ``calls``, ``n_calls``, ap_start. After ap_done the last call's record is read (eight words): a list that
+        stopped at a refused call raises, naming it. Returns the calls run. The caller invalidates the words it
+        reads back (:func:`invalidate_words`; :func:`read_records`)."""
+        calls = self._checked_list(arena, descriptors, n_calls)
         self._check_free()
+        flush_words(descriptors, len(calls) * DESCRIPTOR_WORDS)
         self._write_register("in", arena.physical_address, shell.POINTER_BITS // 32)
         self._write_register("out", arena.physical_address, shell.POINTER_BITS // 32)
         self._write_register("calls", descriptors.physical_address, shell.POINTER_BITS // 32)
-        self._write_register("n_calls", n_calls)
+        self._write_register("n_calls", len(calls))
         started = time.perf_counter()
         self.mmio.write(self.offsets["CTRL"], CTRL_BIT["ap_start"])
         self._list_armed = True  # the next direct call clears n_calls first
         self._wait_done(started, self.timeout_s if timeout_s is None else float(timeout_s))
         self.busy_s += time.perf_counter() - started
-        self.calls += n_calls
+        ran = self._list_outcome(arena, calls)
+        self.calls += ran
+        return ran
+
+    def _checked_list(self, arena, descriptors, n_calls: int) -> list:
+        """The decoded calls of a list this IP can run as written, or an :class:`AccelInputError`."""
+        from codesign.contracts.calls import CallListError, check_list, decode_list
+
+        hls_export = self.manifest_entry.get("ip_route", "hls") == "hls"  # no route recorded: an HLS-route build
+        if hls_export and not getattr(self.device, "runs_generated_cpp", False):
+            raise AccelInputError(f"IP {self.ip_name} is the Vitis HLS export, whose call lists run in C "
+                                  "simulation only: build the RTL route (codesign build --ip-route rtl) to run lists")
+        beat = self.stream_bits // 8
+        for name, buffer in (("arena", arena), ("descriptors", descriptors)):
+            if getattr(buffer, "physical_address", None) is None or buffer.dtype != WORD or buffer.ndim != 1:
+                raise AccelInputError(f"IP {self.ip_name}: {name} must be a 1-D uint32 buffer from pynq.allocate")
+            if buffer.physical_address % beat:
+                raise AccelInputError(f"IP {self.ip_name}: {name} at {buffer.physical_address:#x} is not aligned "
+                                      f"to the {beat}-byte beat the movers read")
+        n_calls = _count("n_calls", n_calls, 1)
+        lists = (descriptors.physical_address, descriptors.physical_address + n_calls * DESCRIPTOR_WORDS * 4)
+        if lists[0] < arena.physical_address + arena.nbytes and arena.physical_address < lists[1]:
+            raise AccelInputError(f"IP {self.ip_name}: the descriptors lie inside the arena, where calls may "
+                                  "write over them")
+        try:
+            calls = decode_list(descriptors, n_calls)
+            check_list(calls, arena.nbytes, self.stream_bits)
+        except CallListError as error:
+            raise AccelInputError(f"IP {self.ip_name}: call list: {error}") from None
+        return calls
+
+    def _list_outcome(self, arena, calls: list) -> int:
+        """Calls the list ran: all of them when the last call's record is done with status 0; else the list
+        stopped at a refused call, named in the error (the IP must then be reset)."""
+        from codesign.contracts.calls import RECORD_DONE
+
+        last = read_records(arena, [calls[-1].record])[0]
+        if last["done"] == RECORD_DONE and last["status"] == 0:
+            return len(calls)
+        for index, record in enumerate(read_records(arena, [call.record for call in calls])):
+            if record["done"] == RECORD_DONE and record["status"] != 0:
+                raise DeployError(f"IP {self.ip_name}: call {index} of the list was refused (status "
+                                  f"{record['status']}); the list stopped there and the IP must be reset (reload "
+                                  "the overlay)")
+        raise DeployError(f"IP {self.ip_name}: the list's last record was not written, and no call reports a refusal")
 
     def _check_free(self) -> None:
         """Refuse to touch the buffers of a call still pending, or of an IP the PL left busy."""

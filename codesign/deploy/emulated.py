@@ -357,6 +357,8 @@ class EmulatedBoard(Device):
     :func:`pynq.allocate` reach it. ``stalled`` names IPs that never finish.
     """
 
+    runs_generated_cpp = True  # every IP is its generated C++ (list mode included, whatever the IP route)
+
     def __init__(self, build_dir: Path, *, stalled: Iterable[str] = (), bridge_dir: Path | None = None) -> None:
         self.build_dir = Path(build_dir)
         self.manifest = load_manifest(self.build_dir)

@@ -142,19 +142,16 @@ class AccelBridge:
         """One ap_start of the IP in list mode: ``n_calls`` descriptors of ``descriptors`` run on ``arena`` (in
         place; also returned). Every descriptor is decoded and every block checked to lie inside the arena, in
         whole ``stream_bits`` beats, first, as the driver does: the C++ would read or write past it."""
-        from codesign.contracts.calls import DESCRIPTOR_WORDS, CallListError, check_list, decode_descriptor
+        from codesign.contracts.calls import CallListError, check_list, decode_list
 
         for name, buffer in (("arena", arena), ("descriptors", descriptors)):
             if not isinstance(buffer, np.ndarray) or buffer.dtype != WORD_DTYPE or buffer.ndim != 1 \
                     or not buffer.flags.c_contiguous:
                 raise BridgeError(f"{name} must be a one-dimensional C-contiguous numpy uint32 array")
-        if isinstance(n_calls, bool) or not isinstance(n_calls, (int, np.integer)) \
-                or not 1 <= n_calls <= descriptors.size // DESCRIPTOR_WORDS:
-            raise BridgeError(f"n_calls={n_calls!r} must be 1..{descriptors.size // DESCRIPTOR_WORDS} (the "
-                              "descriptors given)")
+        if isinstance(n_calls, bool) or not isinstance(n_calls, (int, np.integer)):
+            raise BridgeError(f"n_calls={n_calls!r} must be an int")
         try:
-            check_list([decode_descriptor(descriptors[c * DESCRIPTOR_WORDS:(c + 1) * DESCRIPTOR_WORDS])
-                        for c in range(n_calls)], arena.nbytes, stream_bits)
+            check_list(decode_list(descriptors, int(n_calls)), arena.nbytes, stream_bits)
         except CallListError as error:
             raise BridgeError(f"call list: {error}") from None
         self._call({"in": arena, "out": arena, "n_in": 0, "n_out": 0, "n_transactions": 0,

@@ -24,6 +24,7 @@ from codesign.contracts.calls import (DESCRIPTOR_WORDS, RAW, RECORD, RECORD_DONE
                                       CallListError, check_list, encode_list)  # noqa: F401
 from codesign.contracts.constants import STATUS_OK
 from codesign.numerics.round_stage import RoundStageConfig, round_stage
+from codesign.shell.ip import stream_word_bits
 
 
 def gather(arena: np.ndarray, block: Block) -> np.ndarray:
@@ -40,11 +41,6 @@ def scatter(arena: np.ndarray, block: Block, words: np.ndarray) -> None:
         arena[rows[:, None] + np.arange(block.words)] = np.asarray(words, dtype=np.uint32).reshape(block.rows, -1)
 
 
-def stream_bits(pe, spec) -> int:
-    """Bits of ``pe``'s stream word on ``spec`` (32, 64 or 128)."""
-    return int(pe.stream_context(spec).get("stream_word_bits", 32))
-
-
 def call_words_in(arena: np.ndarray, call: Call, parts: int = 1) -> np.ndarray:
     """The 32-bit words a call streams into the PE: its header (one stream word of ``parts`` words, zero above
     the first), then every row of its segments."""
@@ -57,7 +53,7 @@ def run_list_golden(pe, spec, arena: np.ndarray, calls: Sequence[Call]) -> np.nd
 
     A call whose status is not 0 writes its record and ends the list, as the shell does."""
     arena = np.array(arena, dtype=np.uint32)
-    bits = stream_bits(pe, spec)
+    bits = stream_word_bits(pe, spec)
     check_list(calls, 4 * arena.size, bits)
     parts = bits // 32
     outputs: dict = {}  # a transaction repeated in a list is computed once (a float PE's golden is slow)
@@ -70,10 +66,13 @@ def run_list_golden(pe, spec, arena: np.ndarray, calls: Sequence[Call]) -> np.nd
         status = int(out[0])
         record = np.zeros(RECORD_WORDS, dtype=np.uint32)
         record[RECORD["status"]], record[RECORD["words_in"]] = status, words_in.size
+        given = out.size - parts  # result words after the status, the last stream word's padding included
+        if status == STATUS_OK and given != -(-call.count // parts) * parts:
+            raise CallListError(f"the PE gives {given} result words; the call takes {call.count}: the rest would "
+                                "stay in the PE's stream for the next call, or the shell would wait for words "
+                                "that never come")
         if status == STATUS_OK and call.count:
             results = out[parts:parts + call.count]
-            if results.size != call.count:
-                raise CallListError(f"the PE gives {results.size} result words; the call expects {call.count}")
             words, stats = round_stage(results, call.rounding)
             scatter(arena, call.out, words)
             record[RECORD["saturated"]], record[RECORD["max_abs"]] = stats.saturated, stats.max_abs
@@ -197,7 +196,7 @@ def stimulus_list(pe, spec, transactions, rng: np.random.Generator, *, min_value
     (:func:`random_rounding`; every ``raw_every``-th call raw), written back to back after the operands, its
     record after them. Transactions repeat until the rounded calls hold ``min_values`` results. The list that
     verifies the shell and the rounding stage behind every PE."""
-    if stream_bits(pe, spec) != 32:
+    if stream_word_bits(pe, spec) != 32:
         raise ValueError("stimulus_list builds 32-bit stream lists (the wide path is tt_chain's)")
     accepted = [(np.asarray(w_in, np.uint32), np.asarray(w_out, np.uint32)) for w_in, w_out in transactions
                 if int(w_out[0]) == STATUS_OK and len(w_out) > 1]

@@ -169,8 +169,11 @@ uint32_t run_call(const uint32_t *in, uint32_t *out, const uint32_t *d) {
     round::round_stream(results, codes, round_config(d), d[D_COUNT], st);
     write_block(codes, out, d + D_OUT, written);
   }
-  while (!pe_in.empty()) pe_in.read();  // a refused transaction's words: the PE took them as headers
-  while (!pe_out.empty()) pe_out.read();
+  // A refused transaction's remaining words (on the PL the PE takes them as headers; the list ends here).
+  // Otherwise nothing is drained: words left in either stream are a call that does not match its PE, which the
+  // C-sim reports as leftover data (the emulated board then stalls, as the PL would misbehave).
+  if (status != 0)
+    while (!pe_in.empty()) pe_in.read();
   uint32_t *record = out + d[D_RECORD] / 4;
   const uint64_t sum = took ? static_cast<uint64_t>(st.sum_abs) : 0;
   record[0] = status;

@@ -15,7 +15,8 @@
 //           as the out block, one run per row at out + offset + r * stride;
 //   RECORD  once both sides are done, the write mover stores the 8-word record at out + record: status,
 //           saturated codes, sum |x| (low, high), max |x|, words sent to the PE, words written, RECORD_DONE.
-// A call with a non-zero status ends the list after its record. Every run of a mover is started with a
+// The arena's bases and n_calls are latched at the list's start (a register written during a list changes
+// nothing until the next). A call with a non-zero status ends the list after its record. Every run of a mover is started with a
 // one-cycle pulse and waited for (its busy falls); a write run's busy falls only after its last B
 // response, so a call's results are in memory before its record, and before the next call reads them.
 // `busy` is high from the cycle after run_start until the last record is written.
@@ -77,6 +78,8 @@ module accel_seq #(
     reg [2:0] ist, ost;
     reg [31:0] call;                // index of the current call
     reg [63:0] desc_addr;           // byte address of the current call's descriptor
+    reg [63:0] base_in, base_out;   // the arena's base for reads and for writes, latched at the list's start
+    reg [31:0] list_calls;          // n_calls, latched at the list's start
     reg [31:0] desc [0:17];         // descriptor words 0..17 (18..31 are reserved and not kept)
     reg [5:0] fetched;              // descriptor words taken so far
     reg seg;                        // segment being sent
@@ -120,7 +123,7 @@ module accel_seq #(
     assign rd_addr = !list_mode ? arg_in : ist == I_FETCH_GO ? desc_addr : in_addr;
     assign rd_n = !list_mode ? arg_n_in : ist == I_FETCH_GO ? 32'd32 : seg_words;
     assign wr_start = list_mode ? wr_go : direct_start;
-    assign wr_addr = !list_mode ? arg_out : ost == O_REC ? arg_out + {32'd0, desc[17]} : out_addr;
+    assign wr_addr = !list_mode ? arg_out : ost == O_REC ? base_out + {32'd0, desc[17]} : out_addr;
     assign wr_n = !list_mode ? arg_n_out : ost == O_REC ? 32'd8 : desc[11];
 
     reg [31:0] record_word;
@@ -221,6 +224,9 @@ module accel_seq #(
             ost <= O_IDLE;
             call <= 32'd0;
             desc_addr <= 64'd0;
+            base_in <= 64'd0;
+            base_out <= 64'd0;
+            list_calls <= 32'd0;
             fetched <= 6'd0;
             seg <= 1'b0;
             in_row <= 32'd0;
@@ -244,6 +250,9 @@ module accel_seq #(
                 list_mode <= 1'b1;
                 call <= 32'd0;
                 desc_addr <= arg_calls;
+                base_in <= arg_in;
+                base_out <= arg_out;
+                list_calls <= arg_n_calls;
                 fetched <= 6'd0;
                 ist <= I_FETCH_GO;
                 ost <= O_IDLE;
@@ -264,9 +273,9 @@ module accel_seq #(
                         ost <= O_STATUS;
                         seg <= 1'b0;
                         in_row <= 32'd0;
-                        in_addr <= arg_in + {32'd0, desc[2]};
+                        in_addr <= base_in + {32'd0, desc[2]};
                         out_row <= 32'd0;
-                        out_addr <= arg_out + {32'd0, desc[10]};
+                        out_addr <= base_out + {32'd0, desc[10]};
                         words_in <= 32'd0;
                         words_out <= 32'd0;
                         status <= 32'd0;
@@ -278,7 +287,7 @@ module accel_seq #(
                             if (seg) ist <= I_DONE;
                             seg <= 1'b1;
                             in_row <= 32'd0;
-                            in_addr <= arg_in + {32'd0, desc[6]};
+                            in_addr <= base_in + {32'd0, desc[6]};
                         end else begin
                             rd_go <= 1'b1;
                             ist <= I_ROW;
@@ -325,7 +334,7 @@ module accel_seq #(
                         if (!wr_go && !wr_busy) ost <= O_DONE;
                     end
                     O_DONE: begin
-                        if (status != 32'd0 || call + 32'd1 == arg_n_calls) begin
+                        if (status != 32'd0 || call + 32'd1 == list_calls) begin
                             busy <= 1'b0;
                             list_mode <= 1'b0;
                             ist <= I_IDLE;

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from pynq import allocate
 
-from codesign.contracts.calls import RECORD_DONE, Block
-from codesign.deploy import AccelInputError
+from codesign.contracts.calls import RECORD_DONE, Block, Call
+from codesign.deploy import AccelInputError, DeployError
 from codesign.deploy.driver import flush_words, invalidate_words, read_records
 from codesign.pe import get_pe
-from codesign.shell.calls import tt_chain
+from codesign.pe.tt.contract import header_word
+from codesign.shell.calls import ListCase, tt_chain
 from tests.deploy.conftest import golden_transactions
 
 pytestmark = pytest.mark.slow
@@ -36,8 +37,10 @@ def test_a_list_runs_in_place_and_equals_the_golden_arena(overlay, seed, shift):
     arena, descriptors = _buffers(overlay, case)
     traffic = overlay.device.traffic
     traffic.clear()
-    ip.run_list(arena, descriptors, len(case.calls))
-    assert traffic.register_writes == 8 and traffic.flushed_bytes == 0
+    assert ip.run_list(arena, descriptors, len(case.calls)) == len(case.calls)
+    # eight register writes; the descriptors flushed by the driver, the last record read back, nothing else
+    assert traffic.register_writes == 8 and traffic.flushed_bytes == 128 * len(case.calls)
+    assert traffic.invalidated_bytes == 4 * 8
     invalidate_words(arena, arena.size)
     wrong = np.flatnonzero(np.asarray(arena) != case.expected)
     assert wrong.size == 0, f"{wrong.size} of {arena.size} arena words differ, first at {wrong[:5]}"
@@ -57,10 +60,32 @@ def test_a_list_past_its_arena_is_refused_before_any_register_is_written(overlay
     traffic.clear()
     with pytest.raises(AccelInputError, match="past the"):
         overlay.accelerator("tt1_0").run_list(small, descriptors, len(case.calls))
-    with pytest.raises(AccelInputError, match="descriptor words"):
+    with pytest.raises(AccelInputError, match="descriptors given"):
         overlay.accelerator("tt1_0").run_list(arena, descriptors, 3)
     assert traffic.register_writes == 0
-    assert Block(offset=4, words=2, rows=3, stride=8).end == 4 + 2 * 8 + 8
+
+
+def test_a_refused_call_stops_the_list_and_the_driver_names_it(overlay):
+    """A call the PE refuses (J above max_j) between two good ones: the list ends after its record, and
+    run_list raises naming it; the IP is then reloaded."""
+    pe = get_pe("tt1")
+    case = tt_chain(pe, pe.spec_class(), np.random.default_rng(6))
+    first, second = case.calls
+    refused = Call(header=header_word(1, pe.spec_class().max_j + 1, 1, 1), segments=(), out=Block(), count=0,
+                   record=second.record)
+    bad = ListCase(calls=(first, refused, second), arena=case.arena, expected=case.arena)
+    arena, descriptors = _buffers(overlay, bad)
+    with pytest.raises(DeployError, match="call 1 of the list was refused \\(status 2\\)"):
+        overlay.accelerator("tt1_0").run_list(arena, descriptors, 3)
+    overlay.download()  # the PE may hold part of a transaction: reset the PL
+
+
+def test_descriptors_inside_the_arena_are_refused(overlay):
+    pe = get_pe("tt1")
+    case = tt_chain(pe, pe.spec_class(), np.random.default_rng(7))
+    arena, _ = _buffers(overlay, case)
+    with pytest.raises(AccelInputError, match="inside the arena"):
+        overlay.accelerator("tt1_0").run_list(arena, arena[16:], 1)
 
 
 def test_a_tt_layer_forward_runs_as_two_lists_on_the_emulated_board(tmp_path):
@@ -97,11 +122,28 @@ def test_a_tt_layer_forward_runs_as_two_lists_on_the_emulated_board(tmp_path):
     ips["tt1"].run_list(arena, lists2[1], len(lists.pe1_calls))
     outputs = int(np.prod(lists.out_shape))
     invalidate_words(arena, outputs, lists.out // 4)
-    assert traffic.as_dict() == {"flushed_bytes": 0, "invalidated_bytes": 4 * outputs, "register_writes": 16,
-                                 "register_reads": traffic.register_reads}
+    calls = len(lists.pe2_calls) + len(lists.pe1_calls)
+    assert traffic.as_dict() == {"flushed_bytes": 128 * calls, "invalidated_bytes": 4 * (outputs + 2 * 8),
+                                 "register_writes": 16, "register_reads": traffic.register_reads}
     y = np.asarray(arena[lists.out // 4:lists.out // 4 + outputs]).view(np.int32).reshape(lists.out_shape)
     np.testing.assert_array_equal(y, _reference(x, cores, SHIFTS))  # 8-bit states in the 16-bit PEs' slots
     golden = run_list_golden(get_pe("tt1"), spec1, run_list_golden(get_pe("tt2"), spec2, lists.arena,
                                                                    lists.pe2_calls), lists.pe1_calls)
     invalidate_words(arena, arena.size)
     assert np.array_equal(np.asarray(arena), golden)
+
+
+def test_a_board_refuses_lists_on_the_hls_export(overlay):
+    """The Vitis HLS export's list mode runs in C simulation only: on a board (a device that does not run the
+    generated C++) a design built on the HLS route refuses run_list before any register is written."""
+    pe = get_pe("tt1")
+    case = tt_chain(pe, pe.spec_class(), np.random.default_rng(8))
+    arena, descriptors = _buffers(overlay, case)
+    overlay.device.runs_generated_cpp = False  # what a board's device says
+    try:
+        overlay.device.traffic.clear()
+        with pytest.raises(AccelInputError, match="Vitis HLS export"):
+            overlay.accelerator("tt1_0").run_list(arena, descriptors, 2)
+        assert overlay.device.traffic.register_writes == 0
+    finally:
+        del overlay.device.runs_generated_cpp

@@ -31,10 +31,11 @@ def test_a_descriptor_decodes_to_the_call_it_encodes():
     raw = dataclasses.replace(call, out=Block(offset=512, words=16, rows=1), rounding=Call.__dataclass_fields__[
         "rounding"].default, header=None)
     assert decode_descriptor(raw.descriptor()) == raw
-    bad = words.copy()
-    bad[20] = 1
-    with pytest.raises(CallListError, match="reserved"):
-        decode_descriptor(bad)
+    for word, bit in ((20, 0), (15, 7), (15, 13), (15, 21), (16, 16)):  # reserved words and bits between fields
+        bad = words.copy()
+        bad[word] |= np.uint32(1 << bit)
+        with pytest.raises(CallListError, match="reserved"):
+            decode_descriptor(bad)
 
 
 @pytest.mark.parametrize("make, match", [
@@ -46,6 +47,12 @@ def test_a_descriptor_decodes_to_the_call_it_encodes():
                   rounding=ROUND), "whole number of rows"),
     (lambda: Call(header=1, segments=(Block(),) * 3, out=Block(), count=0, record=0), "at most 2"),
     (lambda: encode_list([]), "1..65535"),
+    # results written over the call's own operands, or its record over either (the shell reads and writes at once)
+    (lambda: Call(header=1, segments=(Block(offset=0, words=8, rows=2, stride=64),), out=Block(offset=64,
+                  words=4, rows=1), count=4, record=256), "segment 0 overlaps"),
+    (lambda: Call(header=1, segments=(Block(offset=0, words=8, rows=1),), out=Block(offset=64, words=4, rows=1),
+                  count=4, record=68), "record overlaps"),
+    (lambda: Call(header=1, segments=(), out=Block(), count=0, record=1 << 32), "out of range"),
 ])
 def test_bad_calls_are_refused_with_the_field(make, match):
     with pytest.raises(CallListError, match=match):
@@ -53,7 +60,7 @@ def test_bad_calls_are_refused_with_the_field(make, match):
 
 
 def test_a_block_past_the_arena_is_refused():
-    call = Call(header=1, segments=(Block(offset=0, words=4, rows=2, stride=64),), out=Block(), count=0, record=0)
+    call = Call(header=1, segments=(Block(offset=0, words=4, rows=2, stride=64),), out=Block(), count=0, record=16)
     check_list([call], 64 + 4 * 4)
     with pytest.raises(CallListError, match="past the 79-byte arena"):
         check_list([call], 79)
@@ -94,7 +101,7 @@ def _case(name: str) -> ListCase:
     return _with_refused(case) if refused else case
 
 
-def test_cases_cover_saturation_and_ties():
+def test_the_saturating_case_saturates():
     records = [decode_record(_case("saturating").expected[c.record // 4:][:RECORD_WORDS])
                for c in _case("saturating").calls]
     assert records[0]["saturated"] > 0
