@@ -36,7 +36,7 @@ only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -184,6 +184,37 @@ class Call:
         words[FIELD["count"]], words[FIELD["record"]] = self.count, self.record
         words[FIELD["round"]], words[FIELD["row_values"]] = round_field(self.rounding), self.rounding.row_values
         return words
+
+
+class ArenaLayout:
+    """Where a list's tensors lie in its arena: word blocks placed one after the other at 64-byte boundaries (a
+    cache line, and a whole number of beats at every stream width), then the arena's first image. Unplaced words
+    hold ``FILL``, reserved ones ``RESERVED``, so a stray read or write shows in a comparison of the arena."""
+
+    FILL, RESERVED = 0xA5A5_A5A5, 0xDEAD_BEEF
+    ALIGN = 64
+
+    def __init__(self) -> None:
+        self.parts: List[Tuple[int, np.ndarray]] = []
+        self.end = 0  # bytes
+
+    def put(self, words) -> int:
+        """Place ``words`` (uint32); returns their byte offset."""
+        offset = -(-self.end // self.ALIGN) * self.ALIGN
+        self.parts.append((offset, np.asarray(words, dtype=np.uint32).reshape(-1)))
+        self.end = offset + 4 * self.parts[-1][1].size
+        return offset
+
+    def reserve(self, words: int) -> int:
+        """Room for ``words`` words a call writes; returns its byte offset."""
+        return self.put(np.full(words, self.RESERVED, dtype=np.uint32))
+
+    def image(self, spare_words: int = 64) -> np.ndarray:
+        """The arena before the list: every placed block, ``spare_words`` of filler after the last."""
+        image = np.full(self.end // 4 + spare_words, self.FILL, dtype=np.uint32)
+        for offset, words in self.parts:
+            image[offset // 4:offset // 4 + words.size] = words
+        return image
 
 
 def encode_list(calls: Sequence[Call]) -> np.ndarray:

@@ -20,8 +20,8 @@ from typing import Sequence
 
 import numpy as np
 
-from codesign.contracts.calls import (DESCRIPTOR_WORDS, RAW, RECORD, RECORD_DONE, RECORD_WORDS, Block, Call,
-                                      CallListError, check_list, encode_list)  # noqa: F401
+from codesign.contracts.calls import (DESCRIPTOR_WORDS, RAW, RECORD, RECORD_DONE, RECORD_WORDS, ArenaLayout, Block,
+                                      Call, CallListError, check_list, encode_list)
 from codesign.contracts.constants import STATUS_OK
 from codesign.numerics.round_stage import RoundStageConfig, round_stage
 from codesign.shell.ip import stream_word_bits
@@ -102,30 +102,6 @@ class ListCase:
         return len(self.calls) * DESCRIPTOR_WORDS
 
 
-class _Arena:
-    """Bump allocation of word blocks in an arena (byte offsets, 64-byte aligned as a cache line)."""
-
-    def __init__(self) -> None:
-        self.parts: list[np.ndarray] = []
-        self.end = 0
-
-    def put(self, words: np.ndarray, *, gap_words: int = 0) -> int:
-        offset = self.end + 4 * gap_words
-        offset = -(-offset // 64) * 64
-        self.parts.append((offset, np.asarray(words, dtype=np.uint32)))
-        self.end = offset + 4 * len(words)
-        return offset
-
-    def reserve(self, words: int) -> int:
-        return self.put(np.full(words, 0xDEAD_BEEF, dtype=np.uint32))
-
-    def image(self, fill_words: int = 64) -> np.ndarray:
-        image = np.full(self.end // 4 + fill_words, 0xA5A5_A5A5, dtype=np.uint32)
-        for offset, words in self.parts:
-            image[offset // 4:offset // 4 + len(words)] = words
-        return image
-
-
 def tt_chain(pe, spec, rng: np.random.Generator, *, i: int = 3, j: int = 2, k: int = 5, l: int = 4, l2: int = 3,
              shift: int = -4) -> ListCase:
     """Two PE1 calls: ``Z = A·B`` rounded on the PE to ``a_bits`` codes packed as PE1's A rows (row length L,
@@ -142,7 +118,7 @@ def tt_chain(pe, spec, rng: np.random.Generator, *, i: int = 3, j: int = 2, k: i
     b2 = rng.integers(b_low, b_high + 1, size=(l2, 1, l))
     width = spec.stream_bits
     parts = width // 32
-    arena = _Arena()
+    arena = ArenaLayout()
     b_words = pack_rows(b, spec.lanes, spec.b_bits, stream_bits=width).astype(np.uint32).reshape(l * j, -1)
     row = b_words.shape[1]
     padded = np.full((l * j, row + 3 * parts), 0x5A5A_5A5A, dtype=np.uint32)  # B's rows inside a wider buffer
@@ -207,7 +183,7 @@ def stimulus_list(pe, spec, transactions, rng: np.random.Generator, *, min_value
         for pair in accepted:
             rounded += (len(pair[1]) - 1) * (len(chosen) % raw_every != raw_every - 1)
             chosen.append(pair)
-    arena = _Arena()
+    arena = ArenaLayout()
     inputs = [arena.put(w_in) for w_in, _ in chosen]
     calls = []
     for index, ((w_in, w_out), at) in enumerate(zip(chosen, inputs)):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from codesign.contracts.calls import RAW, RECORD_WORDS, Block, Call
+from codesign.contracts.calls import RAW, RECORD_WORDS, ArenaLayout, Block, Call
 from codesign.numerics.round_stage import RoundStageConfig
 from codesign.pe.tt import golden as tt
 from codesign.pe.tt.contract import code_range, header_word
@@ -15,19 +15,8 @@ from codesign.shell.calls import ListCase, run_list_golden
 FILL = 0xA5A5_A5A5
 
 
-class Arena:
-    """Bump allocation of word blocks (byte offsets, 64-byte aligned), then the arena image."""
-
-    def __init__(self) -> None:
-        self.parts: list = []
-        self.end = 0
-
-    def put(self, words) -> int:
-        offset = -(-self.end // 64) * 64
-        words = np.asarray(words, dtype=np.uint32)
-        self.parts.append((offset, words))
-        self.end = offset + 4 * words.size
-        return offset
+class Arena(ArenaLayout):
+    """The contract's arena layout, with blocks placed as strided rows."""
 
     def rows(self, words, row: int, gap: int) -> Block:
         """``words`` as rows of ``row`` words, ``gap`` filler words after each (stride ``4 (row + gap)``)."""
@@ -35,12 +24,6 @@ class Arena:
         padded = np.full((words.shape[0], row + gap), FILL, dtype=np.uint32)
         padded[:, :row] = words
         return Block(offset=self.put(padded.reshape(-1)), words=row, rows=words.shape[0], stride=4 * (row + gap))
-
-    def image(self) -> np.ndarray:
-        image = np.full(self.end // 4 + 64, FILL, dtype=np.uint32)
-        for offset, words in self.parts:
-            image[offset // 4:offset // 4 + words.size] = words
-        return image
 
 
 def _divisor(rng: np.random.Generator, n: int, most: int = 64) -> int:

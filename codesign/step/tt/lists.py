@@ -35,7 +35,7 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
-from codesign.contracts.calls import RECORD_WORDS, Block, Call
+from codesign.contracts.calls import RECORD_WORDS, ArenaLayout, Block, Call
 from codesign.numerics.round_stage import RoundStageConfig
 from codesign.pe.tt.contract import chunk_words, header_word, pack_rows, row_words
 from codesign.pe.tt.golden import inner_core_operands, last_core_operands
@@ -54,29 +54,6 @@ class ForwardLists:
     pe1_calls: Tuple[Call, ...]
     out: int
     out_shape: Tuple[int, int]
-
-
-class _Arena:
-    """Word blocks at 64-byte aligned byte offsets, filled with a marker where nothing was put."""
-
-    def __init__(self) -> None:
-        self.parts: List[Tuple[int, np.ndarray]] = []
-        self.end = 0
-
-    def put(self, words: np.ndarray) -> int:
-        offset = -(-self.end // 64) * 64
-        self.parts.append((offset, np.asarray(words, dtype=np.uint32).reshape(-1)))
-        self.end = offset + 4 * self.parts[-1][1].size
-        return offset
-
-    def reserve(self, words: int) -> int:
-        return self.put(np.full(words, 0xDEAD_BEEF, dtype=np.uint32))
-
-    def image(self) -> np.ndarray:
-        image = np.full(self.end // 4 + 16, 0xA5A5_A5A5, dtype=np.uint32)
-        for offset, words in self.parts:
-            image[offset // 4:offset // 4 + words.size] = words
-        return image
 
 
 def _ranges(length: int, step: int) -> List[Tuple[int, int]]:
@@ -117,7 +94,7 @@ def forward_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], shifts: Sequ
     if spec1.stream_bits != 32 or spec2.stream_bits != 32:
         raise ValueError("forward_lists lays out 32-bit stream words")
     shapes = _state_shapes(cores, batch)
-    arena = _Arena()
+    arena = ArenaLayout()
     dummy = [np.zeros(shape, dtype=np.int64) for shape in shapes]
     a0, _ = inner_core_operands(np.asarray(x_codes, dtype=np.int64).reshape(shapes[0]), cores[0])
     state_at = arena.put(pack_rows(a0, spec2.lanes, spec2.a_bits))
@@ -158,7 +135,7 @@ def _k_step(spec: Tt2Spec, k: int, row_values: int, name: str) -> int:
     return step
 
 
-def _inner_calls(arena: _Arena, spec: Tt2Spec, a_shape, b_shape, a_at: int, b_at: int,
+def _inner_calls(arena: ArenaLayout, spec: Tt2Spec, a_shape, b_shape, a_at: int, b_at: int,
                  rounding: RoundStageConfig, *, name: str) -> Tuple[List[Call], int]:
     """PE2 calls of one inner contraction over I, L and K tiles, each writing its rounded rows where the next
     contraction reads them; returns the calls and the next state's offset. K is cut only when L is whole (the
@@ -195,7 +172,7 @@ def _inner_calls(arena: _Arena, spec: Tt2Spec, a_shape, b_shape, a_at: int, b_at
     return calls, out_at
 
 
-def _last_calls(arena: _Arena, spec: Tt1Spec, a_shape, b_shape, a_at: int, b_at: int) -> Tuple[List[Call], int]:
+def _last_calls(arena: ArenaLayout, spec: Tt1Spec, a_shape, b_shape, a_at: int, b_at: int) -> Tuple[List[Call], int]:
     """PE1 calls of the last contraction over I and L tiles, the layer output raw (32-bit accumulators)."""
     rows, j, k = a_shape
     l_all = b_shape[0]
