@@ -1,4 +1,4 @@
-"""The rounding output stage (issue 38, item 2) as a golden model: PE accumulators in, the next call's operand codes out.
+"""The rounding output stage as a golden model: PE accumulators in, the next call's operand codes out.
 
 A PE's results are signed 32-bit accumulators at some fraction ``frac_from``; the next PE call takes
 ``bits``-wide codes at ``frac_to``, packed into its operand slots. The stage between the two rounds every

@@ -1,4 +1,4 @@
-"""Cycle model of a whole call list on the RTL shell (issue 38, item 1): the cycles from ``run_start`` to ``ap_done``.
+"""Cycle model of a whole call list on the RTL shell: the cycles from ``run_start`` to ``ap_done``.
 
 A call list's time is not a sum of closed forms: the read mover's per-row runs
 feed the PE only while it loads, the PE's results leave only as fast as the
@@ -238,7 +238,8 @@ def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: M
     words only (the shell's list mode). ``ddr``: the list bench's DDR latency and bandwidth model on top of the
     memory (None: the AxiRam alone, the bench's ``pause=0``)."""
     if int(getattr(spec, "stream_bits", 32)) != 32:
-        raise ValueError("call lists run on 32-bit stream words only (accel_seq ignores n_calls otherwise)")
+        raise ValueError("the list cycle model covers 32-bit stream words only (the wide unpacker and packer of "
+                         "accel_seq are not modelled)")
     arena = np.asarray(arena, dtype=np.uint32)
     phases = [call_phases(pe, spec, arena, call) for call in calls]
     descriptors = [list_addr + DESCRIPTOR_BYTES * c for c in range(len(calls))]

@@ -1,4 +1,4 @@
-// codesign_round.h -- the rounding output stage (issue 38, item 2) as synthesizable HLS C++, bit for bit.
+// codesign_round.h -- the rounding output stage as synthesizable HLS C++, bit for bit.
 //
 // Between a PE's result stream and the shell's write mover: signed 32-bit accumulators in, the next PE call's
 // operand codes out, and the statistics a scale rule reads summed on the way. The contract is docs/accelerator.md,

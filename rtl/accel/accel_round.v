@@ -1,4 +1,4 @@
-// accel_round: the rounding output stage between a PE's result stream and the shell's write mover (issue 38).
+// accel_round: the rounding output stage between a PE's result stream and the shell's write mover.
 //
 // It takes `count` signed 32-bit accumulators and sends the next PE call's operand codes, summing on the way the
 // statistics a scale rule reads. The golden model is codesign.numerics.round_stage (docs/accelerator.md,
