@@ -34,6 +34,7 @@ MIN_BUFFER_WORDS = 1024
 BUSY_POLLS = 1000  # register reads before the poll loop starts sleeping
 POLL_SLEEP_S = 1e-4
 CTRL_BIT = {name: 1 << bit for name, bit in shell.CTRL_BITS.items()}
+CHECKED_LISTS = 16  # distinct lists an IP keeps decoded and checked (a step's lists, with room)
 
 
 def flush_words(buffer, words: int, start: int = 0) -> None:
@@ -92,6 +93,7 @@ class AccelIP(DefaultIP):
         self._buffers: dict[str, np.ndarray] = {}
         self.calls, self.busy_s = 0, 0.0  # calls made, seconds from ap_start to ap_done over all calls
         self._pending: tuple[float, int] | None = None  # (ap_start time, output words) of a started call
+        self._checked_lists: dict = {}  # (descriptor bytes, arena bytes) -> the calls, decoded and checked
         self._list_armed = True  # n_calls may be non-zero (run_list, or a process before this one): clear it once
         self.stream_bits = int(entry.get("spec", {}).get("stream_bits", 32))  # the PE's stream word (bits)
 
@@ -221,12 +223,18 @@ class AccelIP(DefaultIP):
         if lists[0] < arena.physical_address + arena.nbytes and arena.physical_address < lists[1]:
             raise AccelInputError(f"IP {self.ip_name}: the descriptors lie inside the arena, where calls may "
                                   "write over them")
-        try:
-            calls = decode_list(descriptors, n_calls)
-            check_list(calls, arena.nbytes, self.stream_bits)
-        except CallListError as error:
-            raise AccelInputError(f"IP {self.ip_name}: call list: {error}") from None
-        return calls
+        # a step runs the same lists every time: decoded and checked once per distinct list and arena size
+        key = (np.asarray(descriptors[:n_calls * DESCRIPTOR_WORDS]).tobytes(), arena.nbytes)
+        if key not in self._checked_lists:
+            try:
+                calls = decode_list(descriptors, n_calls)
+                check_list(calls, arena.nbytes, self.stream_bits)
+            except CallListError as error:
+                raise AccelInputError(f"IP {self.ip_name}: call list: {error}") from None
+            if len(self._checked_lists) >= CHECKED_LISTS:
+                self._checked_lists.pop(next(iter(self._checked_lists)))
+            self._checked_lists[key] = calls
+        return self._checked_lists[key]
 
     def _list_outcome(self, arena, calls: list) -> int:
         """Calls the list ran: all of them when the last call's record is done with status 0; else the list
