@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,8 @@ from codesign.shell import ip as accel
 from codesign.shell.rtl_ip import included_headers, render_rtl_ip, rtl_vlnv
 from codesign.shell.tcl_lint import lint_script, parse_tcl_list
 
-needs_tclsh = pytest.mark.skipif(shutil.which("tclsh") is None, reason="tclsh not installed (Debian package tcl8.6)")
+needs_tclsh = pytest.mark.skipif(shutil.which("tclsh") is None or shutil.which("iverilog") is None,
+                                 reason="tclsh or iverilog not installed (Debian packages tcl8.6, iverilog)")
 CASES = [("tt1", {}), ("tt1", {"stream_bits": 64}), ("csb", {})]
 
 
@@ -30,8 +32,9 @@ def sha256(path: Path) -> str:
 
 
 def cocotb_sources(pe, spec, tmp_path, monkeypatch) -> list[Path]:
-    """The files run_accel_rtl hands the simulator, caught at run_cocotb (nothing is simulated), plus the headers
-    they include from the include path every RTL run gets (codesign.hw.rtlsim)."""
+    """The files run_accel_rtl hands the simulator, caught at run_cocotb, and every file Icarus then reads to
+    compile them with the include path every RTL run gets (its own dependency list, ``iverilog -M``): the
+    headers come from the simulator, not from the packaging code's own scan."""
     import codesign.hw.rtlsim as rtlsim
     from codesign.hw.constants_gen import verilog_include_dir
 
@@ -52,7 +55,10 @@ def cocotb_sources(pe, spec, tmp_path, monkeypatch) -> list[Path]:
     with pytest.raises(Caught):
         accel.run_accel_rtl(pe, spec, vectors, tmp_path / "sim")
     sources = caught["sources"]
-    return [*sources, *included_headers(sources, verilog_include_dir())]
+    deps = tmp_path / "iverilog.deps"
+    subprocess.run(["iverilog", "-g2005", "-I", str(verilog_include_dir()), "-s", accel.RTL_TOP, "-M", str(deps),
+                    "-o", str(tmp_path / "a.out"), *map(str, sources)], check=True, capture_output=True)
+    return sorted({Path(line) for line in deps.read_text().splitlines() if line})
 
 
 def packaged_files(commands) -> list[Path]:
