@@ -6,7 +6,6 @@ inline and descriptor headers, raw and rounded results, refused calls; and its p
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ from codesign.pe.tt.contract import header_word
 from codesign.pe.tt.cycles import transaction_cycles
 from codesign.shell.calls import ListCase, run_list_golden, tt_chain
 from codesign.shell.list_sim import run_list_rtl
-from codesign.step.list_cycles import CONTROL_CYCLES, DdrTiming, ListCycles, bench_poll_cycles, list_cycles
+from codesign.step.list_cycles import CONTROL_CYCLES, DdrTiming, bench_poll_cycles, list_cycles
 from codesign.step.list_shell import RoundStage
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -183,21 +182,13 @@ def test_round_stage_busy_is_latency_cycles(cfg, count):
     assert busy == latency_cycles(cfg, count)
 
 
-def test_equal_calls_are_priced_once_and_a_thousand_calls_take_under_a_second():
+def test_equal_calls_are_priced_alike_however_many():
+    """A list of a thousand repeats of the same two calls: every repeat costs what the first did (the model
+    prices a call from a quiet start once per timing key). The model's speed is a benchmark's figure
+    (benchmarks/bench_tt_forward_lists.py prints it), not a timed test's."""
     pe, spec = PES["tt1"]
     case = tt_chain(pe, spec, np.random.default_rng(1))
-    started = time.perf_counter()
     model = list_cycles(pe, spec, case.calls * 1000, case.arena)
-    assert time.perf_counter() - started < 1.0
+    assert len(model.calls) == 2000
     assert [call.total for call in model.calls[2:4]] == [call.total for call in model.calls[:2]]
-    small = random_list(pe, spec, np.random.default_rng(5), 1000)
-    started = time.perf_counter()
-    assert isinstance(list_cycles(pe, spec, small.calls, small.arena), ListCycles)
-    seconds = time.perf_counter() - started
-    print(f"\n[list cycles] 1000 random small PE1 calls priced in {seconds:.2f} s")
-    assert seconds < 2.0
-    started = time.perf_counter()
-    assert isinstance(list_cycles(pe, spec, small.calls, small.arena, ddr=DdrTiming()), ListCycles)
-    seconds = time.perf_counter() - started
-    print(f"[list cycles] the same under DdrTiming(): {seconds:.2f} s")
-    assert seconds < 3.0
+    assert [call.total for call in model.calls[-2:]] == [call.total for call in model.calls[:2]]
