@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from codesign.contracts.calls import (DESCRIPTOR_WORDS, RAW, RECORD, RECORD_DONE, RECORD_WORDS, ArenaLayout, Block,
+from codesign.contracts.calls import (RAW, RECORD, RECORD_DONE, RECORD_WORDS, ArenaLayout, Block,
                                       Call, CallListError, check_list, encode_list)
 from codesign.contracts.constants import STATUS_OK
 from codesign.numerics.round_stage import RoundStageConfig, round_stage
@@ -97,10 +97,6 @@ class ListCase:
     def descriptors(self) -> np.ndarray:
         return encode_list(self.calls)
 
-    @property
-    def list_words(self) -> int:
-        return len(self.calls) * DESCRIPTOR_WORDS
-
 
 def tt_chain(pe, spec, rng: np.random.Generator, *, i: int = 3, j: int = 2, k: int = 5, l: int = 4, l2: int = 3,
              shift: int = -4) -> ListCase:
@@ -132,22 +128,21 @@ def tt_chain(pe, spec, rng: np.random.Generator, *, i: int = 3, j: int = 2, k: i
                                 group_words=chunk_words(spec.lanes, spec.a_bits, width) * parts, row_values=l)
     z_words = rounding.words_out(i * l)
     z_at = arena.reserve(z_words)
-    z2_row = -(-l2 // parts) * parts  # an out row of whole beats: L2 results, as many as a beat holds
-    z2_at = arena.reserve(i * (z2_row + 2 * parts))
+    if (i * l2) % parts:
+        raise ValueError(f"I*L2 = {i * l2} results do not fill whole {width}-bit beats; pick I or L2 so they do")
+    z2_at = arena.reserve(i * (l2 + 2 * parts))
     records = arena.reserve(2 * RECORD_WORDS)
     first = Call(header=header_word(i, j, k, l),
                  segments=(Block(offset=b_at, words=row, rows=l * j, stride=4 * (row + 3 * parts)),
                            Block(offset=a_at, words=int(a_words.size), rows=1)),
                  out=Block(offset=z_at, words=z_words, rows=1), count=i * l, record=records, rounding=rounding)
+    # at 32 bits a strided row per i; wider, one block of whole beats (a row of L2 results may end mid-beat)
     rows_out = (Block(offset=z2_at, words=l2, rows=i, stride=4 * (l2 + 2)) if parts == 1 else
-                Block(offset=z2_at, words=i * l2, rows=1) if (i * l2) % parts == 0 else None)
-    count2 = i * l2
-    if rows_out is None:  # results that do not fill the last beat: a row per i needs L2 a multiple of the parts
-        raise ValueError(f"I*L2 = {i * l2} results do not fill whole {width}-bit beats; pick I or L2 so they do")
+                Block(offset=z2_at, words=i * l2, rows=1))
     second = Call(header=header_word(i, 1, l, l2),
                   segments=(Block(offset=b2_at, words=int(b2_words.size), rows=1),
                             Block(offset=z_at, words=z_words, rows=1)),
-                  out=rows_out, count=count2, record=records + 4 * RECORD_WORDS)
+                  out=rows_out, count=i * l2, record=records + 4 * RECORD_WORDS)
     image = arena.image()
     calls = (first, second)
     return ListCase(calls=calls, arena=image, expected=run_list_golden(pe, spec, image, calls))
