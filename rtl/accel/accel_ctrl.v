@@ -79,7 +79,9 @@ module accel_ctrl #(
         OFF_OUT % 4 == 0 && OFF_N_IN % 4 == 0 && OFF_N_OUT % 4 == 0 && OFF_N_TRANSACTIONS % 4 == 0 &&
         OFF_CALLS % 4 == 0 && OFF_N_CALLS % 4 == 0 && OFF_CALLS + 8 <= (1 << ADDR_BITS) &&
         OFF_N_CALLS + 4 <= (1 << ADDR_BITS) && OFF_CALLS != OFF_CTRL && OFF_N_CALLS != OFF_CALLS &&
-        OFF_CALLS != OFF_IN && OFF_CALLS != OFF_OUT &&
+        OFF_CALLS != OFF_IN && OFF_CALLS != OFF_OUT && OFF_N_CALLS != OFF_CALLS + 4 && OFF_N_CALLS != OFF_IN &&
+        OFF_N_CALLS != OFF_OUT && OFF_N_CALLS != OFF_N_IN && OFF_N_CALLS != OFF_N_OUT &&
+        OFF_N_CALLS != OFF_N_TRANSACTIONS && OFF_CALLS != OFF_N_TRANSACTIONS &&
         OFF_N_TRANSACTIONS + 4 <= (1 << ADDR_BITS) && OFF_N_OUT + 4 <= (1 << ADDR_BITS) &&
         OFF_N_IN + 4 <= (1 << ADDR_BITS) && OFF_OUT + 8 <= (1 << ADDR_BITS) && OFF_IN + 8 <= (1 << ADDR_BITS) &&
         OFF_GIE != OFF_CTRL && OFF_IER != OFF_CTRL && OFF_ISR != OFF_CTRL && OFF_IN != OFF_CTRL &&
