@@ -16,9 +16,10 @@
 //   RECORD  once both sides are done, the write mover stores the 8-word record at out + record: status,
 //           saturated codes, sum |x| (low, high), max |x|, words sent to the PE, words written, RECORD_DONE.
 // The arena's bases and n_calls are latched at the list's start (a register written during a list changes
-// nothing until the next). A call with a non-zero status ends the list after its record. Every run of a mover is started with a
-// one-cycle pulse and waited for (its busy falls); a write run's busy falls only after its last B
-// response, so a call's results are in memory before its record, and before the next call reads them.
+// nothing until the next). A call with a non-zero status ends the list after its record. Every run of a
+// mover is started with a one-cycle pulse and waited for (its busy falls); a write run's busy falls only
+// after its last B response, so a call's results are in memory before its record, and before the next
+// call reads them.
 // `busy` is high from the cycle after run_start until the last record is written.
 //
 // Stream words of DATA_BITS = 64 or 128 bits (P = DATA_BITS / 32 parts): the movers move whole beats, so every
@@ -64,7 +65,6 @@ module accel_seq #(
     output wire                 pe_out_ready
 );
     localparam P = DATA_BITS / 32;  // 32-bit parts of a stream word
-    localparam LIST_OK = DATA_BITS == 32 || DATA_BITS == 64 || DATA_BITS == 128;
     localparam [31:0] RECORD_DONE = 32'h0D0E_CA11;
     // input side
     localparam I_IDLE = 3'd0, I_FETCH_GO = 3'd1, I_FETCH = 3'd2, I_HEADER = 3'd3, I_ROW_GO = 3'd4, I_ROW = 3'd5,
@@ -73,7 +73,7 @@ module accel_seq #(
     localparam O_IDLE = 3'd0, O_STATUS = 3'd1, O_ROW_GO = 3'd2, O_ROW = 3'd3, O_DRAIN = 3'd4, O_REC_GO = 3'd5,
                O_REC = 3'd6, O_DONE = 3'd7;
 
-    wire list_run = run_start && arg_n_calls != 32'd0 && LIST_OK;
+    wire list_run = run_start && arg_n_calls != 32'd0;
     reg list_mode;                  // the current run is a list
     reg [2:0] ist, ost;
     reg [31:0] call;                // index of the current call
