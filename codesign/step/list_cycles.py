@@ -9,7 +9,7 @@ handshakes: the sequencer's two FSMs (``rtl/accel/accel_seq.v``), the read and
 write movers (``accel_mm2s.v``, ``accel_s2mm.v``), the rounding stage's
 pipeline registers (``accel_round.v``; its busy time then equals
 :func:`codesign.numerics.round_stage.latency_cycles`), and the PE as a sequence
-of phases from its documented structure (``docs/tt_pe.md``, "Cycles"): take
+of phases from its documented structure (``docs/tt_pe.md``, "Cycles", "Stream width"): take
 ``n`` words, compute ``n`` cycles, give ``n`` words. No data values move; only
 the header words a PE decodes are read (from the descriptor, or from the arena
 when the header is inline).
@@ -33,7 +33,8 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from codesign.contracts.calls import DESCRIPTOR_BYTES, Block, Call
-from codesign.step.list_shell import Shell, pe_phases
+from codesign.step.list_pe import pe_phases
+from codesign.step.list_shell import Shell
 
 CONTROL_CYCLES = 2  # the run_start cycle, and the cycle after the sequencer falls idle (ap_done is registered)
 
@@ -176,32 +177,44 @@ class ListCycles:
         return {**parts, "control": self.control}
 
 
-def _gather_word(arena: np.ndarray, call: Call, index: int) -> int:
-    """Word ``index`` of what ``call`` streams into the PE (its header first, then its segments' rows)."""
+def _stream_words(call: Call, parts: int) -> int:
+    """Stream words (of ``parts`` 32-bit words) ``call`` sends the PE: its header (one), its segments' rows."""
+    return (call.header is not None) + sum(-(-block.words // parts) * block.rows for block in call.segments)
+
+
+def _gather_word(arena: np.ndarray, call: Call, index: int, parts: int = 1) -> int:
+    """Stream word ``index`` of what ``call`` streams into the PE (its header first, then its segments' rows)
+    as one integer, its ``parts`` 32-bit words least significant first (a header decodes from the whole word)."""
     if call.header is not None:
         if index == 0:
             return int(call.header)
         index -= 1
     for block in call.segments:
-        if index < block.total_words:
-            row, col = divmod(index, block.words)
-            return int(arena[(block.offset + row * block.stride) // 4 + col])
-        index -= block.total_words
-    raise IndexError(f"word {index} past the call's input")
+        per_row = -(-block.words // parts)
+        if index < per_row * block.rows:
+            row, col = divmod(index, per_row)
+            at = (block.offset + row * block.stride) // 4 + col * parts
+            words = arena[at:at + min(parts, block.words - col * parts)]
+            return sum(int(word) << (32 * p) for p, word in enumerate(words))
+        index -= per_row * block.rows
+    raise IndexError(f"stream word {index} past the call's input")
 
 
 def call_phases(pe, spec, arena: np.ndarray, call: Call) -> Tuple[list, int, tuple]:
     """The PE's phases for ``call``'s input words (one transaction per header the PE takes), the status of the
-    first and the headers: ``([(kind, n, status), ...], status, headers)``. A call must hold whole transactions, and an accepted
-    transaction's result words must be the call's ``count`` (else the shell would hang or the PE would start
-    the next call mid-transaction; the builders never do this)."""
-    if not call.words_in:
+    first and the headers: ``([(kind, n, status), ...], status, headers)``. A call must hold whole transactions,
+    and an accepted transaction's results must be the call's ``count`` (else the shell would hang or the PE
+    would start the next call mid-transaction; the builders never do this). Positions count stream words of
+    ``spec.stream_bits``."""
+    parts = int(getattr(spec, "stream_bits", 32)) // 32
+    total = _stream_words(call, parts)
+    if not total:
         raise ValueError("a call with no input words never gets a status: the shell would wait for ever")
     phases: list = []
     headers: list = []
     position, first = 0, None
-    while position < call.words_in:
-        header = _gather_word(arena, call, position)
+    while position < total:
+        header = _gather_word(arena, call, position, parts)
         headers.append(header)
         steps, status, operand_words, results = pe_phases(pe, spec, header)
         if first is None:
@@ -211,8 +224,8 @@ def call_phases(pe, spec, arena: np.ndarray, call: Call) -> Tuple[list, int, tup
                                  f"{call.count}")
         phases.extend(steps)
         position += 1 + operand_words
-    if position != call.words_in:
-        raise ValueError(f"the call streams {call.words_in} words, not whole transactions ({position})")
+    if position != total:
+        raise ValueError(f"the call streams {total} stream words, not whole transactions ({position})")
     return phases, 0 if first is None else first, tuple(headers)
 
 
@@ -234,17 +247,18 @@ def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: M
                 ddr: Optional[DdrTiming] = None) -> ListCycles:
     """Cycles of the shell running ``calls`` (one start) on ``arena`` at byte address ``arena_addr`` (``in`` and
     ``out``), the descriptors at ``list_addr`` (``calls``); defaults: the list bench's addresses. ``arena`` is
-    read only for inline headers (a header an earlier call of the list writes is not seen). 32-bit stream
-    words only (the shell's list mode). ``ddr``: the list bench's DDR latency and bandwidth model on top of the
-    memory (None: the AxiRam alone, the bench's ``pause=0``)."""
-    if int(getattr(spec, "stream_bits", 32)) != 32:
-        raise ValueError("the list cycle model covers 32-bit stream words only (the wide unpacker and packer of "
-                         "accel_seq are not modelled)")
+    read only for inline headers (a header an earlier call of the list writes is not seen). Stream words of
+    ``spec.stream_bits`` (32, 64 or 128: the movers move beats of that width, accel_seq unpacks and packs).
+    ``ddr``: the list bench's DDR latency and bandwidth model on top of the memory (None: the AxiRam alone, the
+    bench's ``pause=0``)."""
+    bits = int(getattr(spec, "stream_bits", 32))
+    if bits not in (32, 64, 128):
+        raise ValueError(f"the shell runs lists on 32-, 64- or 128-bit stream words, not {bits}")
     arena = np.asarray(arena, dtype=np.uint32)
     phases = [call_phases(pe, spec, arena, call) for call in calls]
     descriptors = [list_addr + DESCRIPTOR_BYTES * c for c in range(len(calls))]
     keys = [_timing_key(call, found[2], arena_addr, at) for call, found, at in zip(calls, phases, descriptors)]
-    runs = Shell(timing, arena_addr, descriptors, ddr).run(calls, phases, keys)
+    runs = Shell(timing, arena_addr, descriptors, ddr, bits // 32).run(calls, phases, keys)
     return ListCycles(calls=tuple(CallCycles(**run) for run in runs))
 
 

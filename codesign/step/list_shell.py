@@ -1,10 +1,11 @@
 """The cycle-level machines behind :func:`codesign.step.list_cycles.list_cycles`: the RTL shell's sequencer, data
-movers and rounding stage, the cocotbext-axi memory, and the TT PEs as phases.
+movers and rounding stage (and, at 64- or 128-bit stream words, accel_seq's unpacker and packer between them),
+the cocotbext-axi memory, and the PE as phases (:mod:`codesign.step.list_pe`).
 
 Each machine keeps the registers of its RTL module that decide *when* a word moves (counters, valid bits, FSM
 states), never the data. A cycle computes the handshakes from the registers (as the RTL's combinational logic
-does), then every machine steps to its state after the rising edge. Units: clock cycles, words of 32 bits,
-byte addresses.
+does), then every machine steps to its state after the rising edge. Units: clock cycles, words of 32 bits (a mover's
+count, the unpacker's and packer's parts), beats of the stream word's width (the movers' bursts), byte addresses.
 """
 
 from __future__ import annotations
@@ -12,16 +13,16 @@ from __future__ import annotations
 from collections import deque
 
 from codesign.contracts.calls import DESCRIPTOR_WORDS, RECORD_WORDS
+from codesign.step.list_pe import IN, OUT, WAIT, Pe
 
 MAX_BURST = 16  # beats per burst (the shell's MAX_BURST, the AXI3 limit)
 FIFO_BEATS = 2 * MAX_BURST  # accel_s2mm's FIFO
-IN, WAIT, OUT = 0, 1, 2
-HANG_CYCLES = 1 << 20  # stalled cycles in one call past which the model calls the shell hung  # PE phase kinds: take n words, compute n cycles, give n words
+HANG_CYCLES = 1 << 20  # stalled cycles in one call past which the model calls the shell hung
 
 
-def _burst(addr: int, left: int) -> int:
-    """Beats of the next burst: at most MAX_BURST, never across a 4 KiB boundary (32-bit beats)."""
-    return min(left, MAX_BURST, (4096 - (addr & 0xFFF)) // 4)
+def _burst(addr: int, left: int, size: int) -> int:
+    """Beats of the next burst: at most MAX_BURST, never across a 4 KiB boundary (beats of ``size`` bytes)."""
+    return min(left, MAX_BURST, (4096 - (addr & 0xFFF)) // size)
 
 
 class ReadPort:
@@ -32,10 +33,10 @@ class ReadPort:
 
     __slots__ = ("limit", "busy", "arvalid", "to_request", "to_receive", "addr", "beats", "arready", "ar_q",
                  "pushing", "r_q", "rvalid", "asleep", "now", "paced", "latency", "most", "window", "bursts",
-                 "drives")
+                 "drives", "size")
 
-    def __init__(self, limit: int, ddr=None) -> None:
-        self.limit = limit
+    def __init__(self, limit: int, ddr=None, parts: int = 1) -> None:
+        self.limit, self.size = limit, 4 * parts  # size: bytes of a beat (parts 32-bit words)
         self.busy = self.arvalid = False
         self.to_request = self.to_receive = self.addr = self.beats = 0
         self.arready, self.ar_q, self.pushing, self.r_q, self.rvalid, self.asleep = True, deque(), 0, 0, False, True
@@ -115,15 +116,16 @@ class ReadPort:
 
     def _mover(self, start: bool, addr: int, n: int, moved: bool) -> None:
         if start:
-            self.busy, self.arvalid, self.addr = n != 0, False, addr & ~3
+            n = -(-n // (self.size // 4))  # words to beats
+            self.busy, self.arvalid, self.addr = n != 0, False, addr & -self.size
             self.to_request = self.to_receive = n
             return
         if self.arvalid and self.arready:
             self.arvalid = False
-            self.addr += 4 * self.beats
+            self.addr += self.size * self.beats
             self.to_request -= self.beats
         elif not self.arvalid and self.to_request:
-            self.arvalid, self.beats = True, _burst(self.addr, self.to_request)
+            self.arvalid, self.beats = True, _burst(self.addr, self.to_request, self.size)
         if moved:
             self.to_receive -= 1
             if not self.to_receive:
@@ -142,10 +144,10 @@ class WritePort:
 
     __slots__ = ("limit", "busy", "count", "to_take", "to_write", "open", "beats", "beat", "in_burst", "awvalid",
                  "addr", "w_left", "b_q", "bvalid", "asleep", "now", "paced", "latency", "due", "w_paced", "w_most",
-                 "w_window", "takes", "wready", "w_sample", "w_awake", "w_pause")
+                 "w_window", "takes", "wready", "w_sample", "w_awake", "w_pause", "size")
 
-    def __init__(self, limit: int, ddr=None) -> None:
-        self.limit = limit
+    def __init__(self, limit: int, ddr=None, parts: int = 1) -> None:
+        self.limit, self.size = limit, 4 * parts  # size: bytes of a beat (parts 32-bit words)
         self.busy = self.in_burst = self.awvalid = self.bvalid = False
         self.count = self.to_take = self.to_write = self.open = self.beats = self.beat = self.addr = 0
         self.w_left, self.b_q, self.asleep = 0, 0, True
@@ -225,8 +227,9 @@ class WritePort:
         if aw_done:
             self.w_left = self.beats
         if start:
+            n = -(-n // (self.size // 4))  # words to beats
             self.busy, self.to_take = n != 0, n
-            self.to_write, self.addr, self.open, self.in_burst, self.awvalid = n, addr & ~3, 0, False, False
+            self.to_write, self.addr, self.open, self.in_burst, self.awvalid = n, addr & -self.size, 0, False, False
         else:
             self._mover(push, pop, last, aw_done, b_done)
         if self.w_paced:
@@ -234,7 +237,7 @@ class WritePort:
             self._w_pacer()
 
     def _mover(self, push: bool, pop: bool, last: bool, aw_done: bool, b_done: bool) -> None:
-        beats = _burst(self.addr, self.to_write)
+        beats = _burst(self.addr, self.to_write, self.size)
         issue = self.busy and not self.in_burst and not self.awvalid and self.to_write and self.count >= beats
         done = self.busy and not self.to_write and not self.in_burst and not self.awvalid and self.open == b_done
         if push:
@@ -244,7 +247,7 @@ class WritePort:
             self.awvalid, self.beats = True, beats
         elif aw_done:
             self.awvalid, self.in_burst, self.beat = False, True, 0
-            self.addr += 4 * self.beats
+            self.addr += self.size * self.beats
             self.to_write -= self.beats
         if pop:
             self.beat += 1
@@ -324,78 +327,6 @@ class RoundStage:
             self.busy = False
 
 
-# ---- the PE as phases -------------------------------------------------------------------------------------
-
-def pe_phases(pe, spec, header: int) -> tuple:
-    """One transaction of a TT PE at 32-bit stream words (docs/tt_pe.md, "Cycles"; rtl/tt): ``(phases, status,
-    operand words after the header, result words)``, each phase ``(kind, n, status)``: the header taken, the
-    status given, then the PE's loads (one word a cycle while loading), compute cycles and result words."""
-    from codesign.pe.tt.contract import STATUS_OK, chunk_words, chunks, header_dims
-    from codesign.pe.tt.golden import status as tt_status
-
-    if pe.name not in ("tt1", "tt2", "tt3"):
-        raise NotImplementedError(f"the list cycle model knows the TT PEs' phases, not {pe.name}'s")
-    status = tt_status(spec, header)
-    steps = [(IN, 1, None), (OUT, 1, status)]
-    if status != STATUS_OK:
-        return steps, status, 0, 0
-    cwa, cwb = chunk_words(spec.lanes, spec.a_bits), chunk_words(spec.lanes, spec.b_bits)
-    if pe.name == "tt3":
-        return _tt3(spec, header_dims(header, 2)[0], cwa, cwb, steps, chunks)
-    (i, j, k, l), _ = header_dims(header, 4)
-    kc, groups = chunks(k, spec.lanes), chunks(l, spec.rows)
-    pe1 = pe.name == "tt1"
-    load_b = l * j * kc * cwb if pe1 else l * chunks(j, spec.lanes) * cwb
-    steps.append((IN, load_b, None))
-    for _ in range(i):
-        steps.append((IN, j * kc * cwa, None))
-        for group in range(groups):
-            rows = min(spec.rows, l - group * spec.rows)
-            # PE1: J*KC MAC cycles and a flush; PE2: per chunk J MAC cycles, flush, save, then one RAM read
-            steps.append((WAIT, j * kc + 1 if pe1 else kc * (j + 2) + 1, None))
-            steps.append((OUT, rows if pe1 else rows * k, None))
-    results = i * l * (1 if pe1 else k)
-    return steps, status, load_b + i * j * kc * cwa, results
-
-
-def _tt3(spec, dims: tuple, cwa: int, cwb: int, steps: list, chunks) -> tuple:
-    """PE3: B's chunks, then per chunk of A its words and per row i of it, per chunk of B, a RAM read, the
-    multiplies (two cycles) and one cycle per product."""
-    i, j = dims
-    jc, ic = chunks(j, spec.lanes), chunks(i, spec.lanes)
-    steps.append((IN, jc * cwb, None))
-    for a_chunk in range(ic):
-        steps.append((IN, cwa, None))
-        for _ in range(min(spec.lanes, i - a_chunk * spec.lanes)):
-            for b_chunk in range(jc):
-                steps.append((WAIT, 2, None))
-                steps.append((OUT, min(spec.lanes, j - b_chunk * spec.lanes), None))
-    return steps, steps[1][2], jc * cwb + ic * cwa, i * j
-
-
-class Pe:
-    """The PE's current phase and the words or cycles left in it; between transactions it waits for a header."""
-
-    __slots__ = ("phases", "kind", "left", "status")
-
-    def __init__(self) -> None:
-        self.phases: deque = deque()
-        self.kind, self.left, self.status = None, 0, None
-
-    def advance(self) -> None:
-        """The next phase, or none (the PE waits in S_HDR for the next call's words)."""
-        while not self.left and self.phases:
-            self.kind, self.left, self.status = self.phases.popleft()
-        if not self.left:
-            self.kind = None
-
-    def edge(self, moved: bool) -> None:
-        if self.kind == WAIT or moved:
-            self.left -= 1
-            if not self.left:
-                self.advance()
-
-
 # ---- the sequencer around them ----------------------------------------------------------------------------
 
 I_FETCH_GO, I_FETCH, I_HEADER, I_ROW_GO, I_ROW, I_DONE = range(1, 7)
@@ -405,10 +336,13 @@ RESULTS = (O_ROW_GO, O_ROW, O_DRAIN)
 
 class Shell:
     """accel_seq in list mode with its movers, rounding stage, memory and PE. :meth:`run` counts the cycles of
-    each call by kind (see :class:`codesign.step.list_cycles.CallCycles`)."""
+    each call by kind (see :class:`codesign.step.list_cycles.CallCycles`). At ``parts`` > 1 (stream words of
+    ``32 * parts`` bits) it keeps accel_seq's unpacker (``unpack_left``, ``to_load``: result parts held, results
+    not yet taken from the PE), its packer (``pack_have``: words of the beat) and the record's word counter."""
 
-    def __init__(self, timing, arena_addr: int, descriptor_addrs: list, ddr=None) -> None:
-        self.rd, self.wr = ReadPort(timing.queue_limit, ddr), WritePort(timing.queue_limit, ddr)
+    def __init__(self, timing, arena_addr: int, descriptor_addrs: list, ddr=None, parts: int = 1) -> None:
+        self.rd, self.wr = ReadPort(timing.queue_limit, ddr, parts), WritePort(timing.queue_limit, ddr, parts)
+        self.parts, self.unpack_left, self.to_load, self.pack_have, self.rec_word = parts, 0, 0, 0, RECORD_WORDS
         self.round, self.pe = RoundStage(), Pe()
         self.arena, self.descriptors = arena_addr, descriptor_addrs
         self.ist, self.ost, self.rd_go, self.wr_go, self.round_go = I_FETCH_GO, O_IDLE, True, False, False
@@ -419,7 +353,8 @@ class Shell:
 
     def state(self) -> tuple:
         return (self.rd.state(), self.wr.state(), self.round.state(), self.ist, self.ost, self.rd_go, self.wr_go,
-                self.round_go, self.seg, self.in_row, self.out_row)
+                self.round_go, self.seg, self.in_row, self.out_row, self.unpack_left, self.to_load, self.pack_have,
+                self.rec_word)
 
     def run(self, calls, phases, keys) -> list:
         """Cycles of every call run, by kind, with its status; the list stops after a refused call.
@@ -458,7 +393,8 @@ class Shell:
                 and not wr.busy and not wr.count and not wr.in_burst and not wr.awvalid and not wr.w_left
                 and not wr.b_q and not wr.bvalid and wr.asleep and not wr.open
                 and not rs.busy and not rs.a and not rs.b and not rs.c and not rs.g_full and not rs.o_left
-                and pe.kind is None and not pe.phases and rd.settled() and wr.settled())
+                and pe.kind is None and not pe.phases and rd.settled() and wr.settled()
+                and not self.unpack_left and not self.to_load and not self.pack_have)
 
     def _segment(self) -> tuple:
         segments = self.call.segments
@@ -476,11 +412,16 @@ class Shell:
         take = in_ready and (self.ist == I_HEADER or (rows and rvalid))
         results = not self.round_go and self.ost in RESULTS
         wr_ready = wr.ready()
-        shakes = rs.handshakes(results and self.ost == O_ROW and wr_ready)
         dropping = self.ost == O_REC_GO and self.status != 0
-        give = out_valid and (self.ost == O_STATUS or dropping or (results and shakes[0]))
-        round_take = results and out_valid and shakes[0]
-        push = wr_ready and (self.ost == O_REC or (results and self.ost == O_ROW and shakes[1]))
+        if self.parts == 1:  # the unpacker and packer are wires
+            shakes = rs.handshakes(results and self.ost == O_ROW and wr_ready)
+            give = out_valid and (self.ost == O_STATUS or dropping or (results and shakes[0]))
+            round_take = results and out_valid and shakes[0]
+            push = wr_ready and (self.ost == O_REC or (results and self.ost == O_ROW and shakes[1]))
+            moves = None
+        else:
+            shakes, give, moves = self._parts_handshakes(results, out_valid, dropping, wr_ready)
+            round_take, push = moves[1], moves[3]
         self._count(take, give)
         self.busy = (rd.busy, wr.busy, rs.busy)  # the sequencer reads the machines' busy before the edge
         rd_args, wr_args = self._mover_args()
@@ -492,6 +433,8 @@ class Shell:
             rs.edge(round_take, shakes)
         status = pe.status if out_valid else None
         pe.edge(take or give)
+        if moves is not None:
+            self._parts_edge(*moves)
         self._sequence(in_ready, out_valid, status, n_calls)
         if before is not None and pe.kind == WAIT and self.state() == before:
             skipped = pe.left - 1
@@ -499,6 +442,32 @@ class Shell:
             rd.now += skipped
             wr.now += skipped
             self.counts["pe"] += skipped
+
+    def _parts_handshakes(self, results: bool, out_valid: bool, dropping: bool, wr_ready: bool) -> tuple:
+        """The g_parts handshakes of this cycle: (the rounding stage's, the PE gives a word, (a PE word loaded
+        into the unpacker, a part moved to the stage, a word into the packer, a beat out to the write mover))."""
+        parts, ost = self.parts, self.ost
+        src_ready = self.pack_have != parts or wr_ready
+        shakes = self.round.handshakes(results and ost == O_ROW and src_ready)
+        part_moves = results and self.unpack_left != 0 and shakes[0]
+        results_ready = self.to_load != 0 and (self.unpack_left == 0 or (self.unpack_left == 1 and part_moves))
+        give = out_valid and (ost == O_STATUS or dropping or (results and results_ready))
+        load = results and out_valid and results_ready
+        src_valid = self.rec_word != RECORD_WORDS if ost == O_REC else results and ost == O_ROW and shakes[1]
+        return shakes, give, (load, part_moves, src_valid and src_ready, self.pack_have == parts and wr_ready)
+
+    def _parts_edge(self, load: bool, part_moves: bool, take: bool, beat_out: bool) -> None:
+        """The unpacker, the packer and the record's word counter at the edge (before the FSMs move)."""
+        if self.round_go:
+            self.unpack_left, self.to_load = 0, self.call.count
+        elif load:
+            self.unpack_left = min(self.to_load, self.parts)
+            self.to_load = max(0, self.to_load - self.parts)
+        elif part_moves:
+            self.unpack_left -= 1
+        self.pack_have = (1 if take else 0) if beat_out else self.pack_have + take
+        if take and self.ost == O_REC:
+            self.rec_word += 1
 
     def _count(self, take: bool, give: bool) -> None:
         if self.ist in (I_FETCH_GO, I_FETCH):
@@ -568,7 +537,7 @@ class Shell:
         elif ost == O_DRAIN and not self.busy[2] and not round_go:
             self.ost = O_REC_GO
         elif ost == O_REC_GO and ist == I_DONE:
-            self.wr_go, self.ost = True, O_REC
+            self.wr_go, self.ost, self.rec_word = True, O_REC, 0
         elif ost == O_REC and not wr_go and not self.busy[1]:
             self.ost = O_DONE
         elif ost == O_DONE:

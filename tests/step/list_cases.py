@@ -1,6 +1,8 @@
 """Call lists of the three TT PEs to hold the list cycle model to the RTL: independent calls of random shapes, the
 header in the descriptor or inline, operand rows strided or contiguous, raw or rounded results written as one
-row or as strided rows, and a refused call anywhere (the list ends after its record)."""
+row or as strided rows, and a refused call anywhere (the list ends after its record). At 64- and 128-bit stream
+words (``spec.stream_bits``) every block is whole beats (rows, gaps and out rows multiples of a beat's words, the
+results' out block too: shapes and rounding are drawn again until it is), as ``check_list`` asks."""
 
 from __future__ import annotations
 
@@ -50,6 +52,11 @@ def random_dims(pe, spec, rng: np.random.Generator, scale: int = 1) -> tuple:
             int(rng.integers(1, min(spec.max_k, 20 * scale) + 1)), int(rng.integers(1, min(spec.max_l, 10 * scale) + 1)))
 
 
+def _parts(spec) -> int:
+    """32-bit words of one stream word (beat)."""
+    return int(getattr(spec, "stream_bits", 32)) // 32
+
+
 def _rounding(spec, rng: np.random.Generator, count: int) -> RoundStageConfig:
     bits = int(rng.integers(2, 17))
     slot = 4 if bits <= 4 else 8 if bits <= 8 else 16
@@ -60,22 +67,34 @@ def _rounding(spec, rng: np.random.Generator, count: int) -> RoundStageConfig:
 
 
 def _call(pe, spec, arena: Arena, rng: np.random.Generator, dims: tuple, *, inline: bool, strided: bool,
-          rounded: bool) -> Call:
+          rounded: bool) -> Call | None:
+    """One call of shape ``dims``, or None when its results cannot fill whole beats (raw, or under 20 drawn
+    roundings; the blocks already placed are then left unused). Draws in the same order at every width, so the
+    32-bit lists are what they were."""
+    p = _parts(spec)
     a, b = _operands(pe, spec, rng, dims)
     words = np.asarray(tt.words(spec, a, b), dtype=np.uint32)
-    count = len(tt.output(spec, a, b)) - 1
-    gap = int(rng.integers(1, 5)) if strided else 0
+    count = int(np.asarray(tt.kernel(spec, a, b)).size)
+    if not rounded and count % p:
+        return None
+    gap = p * int(rng.integers(1, 5)) if strided else 0
     if inline:
-        segments = (arena.rows(words, words.size if not strided else _divisor(rng, words.size), gap),)
+        segments = (arena.rows(words, words.size if not strided else p * _divisor(rng, words.size // p), gap),)
         header = None
     else:
-        b_words = words.size - 1 - _a_words(spec, a)
-        segments = (arena.rows(words[1:1 + b_words], _divisor(rng, b_words) if strided else b_words, gap),
-                    arena.rows(words[1 + b_words:], words.size - 1 - b_words, 0))
+        b_words = words.size - p - _a_words(spec, a)
+        segments = (arena.rows(words[p:p + b_words], p * _divisor(rng, b_words // p) if strided else b_words, gap),
+                    arena.rows(words[p + b_words:], words.size - p - b_words, 0))
         header = int(words[0])
-    rounding = _rounding(spec, rng, count) if rounded else RAW
+    rounding = RAW
+    for _ in range(20 if rounded else 0):
+        rounding = _rounding(spec, rng, count)
+        if rounding.words_out(count) % p == 0:
+            break
     out_words = rounding.words_out(count)
-    out_row = _divisor(rng, out_words) if strided else out_words
+    if out_words % p:
+        return None
+    out_row = p * _divisor(rng, out_words // p) if strided else out_words
     out = arena.rows(np.full(out_words, 0xDEAD_BEEF, dtype=np.uint32), out_row, gap)
     record = arena.put(np.full(RECORD_WORDS, 0xDEAD_BEEF, dtype=np.uint32))
     return Call(header=header, segments=segments, out=out, count=count, record=record, rounding=rounding)
@@ -84,7 +103,7 @@ def _call(pe, spec, arena: Arena, rng: np.random.Generator, dims: tuple, *, inli
 def _a_words(spec, a) -> int:
     from codesign.pe.tt.contract import pack_rows
 
-    return int(pack_rows(a, spec.lanes, spec.a_bits).size)
+    return int(pack_rows(a, spec.lanes, spec.a_bits, stream_bits=_parts(spec) * 32).size)
 
 
 def random_list(pe, spec, rng: np.random.Generator, n_calls: int, *, scale: int = 1, inline_every: int = 0,
@@ -99,8 +118,11 @@ def random_list(pe, spec, rng: np.random.Generator, n_calls: int, *, scale: int 
             calls.append(Call(header=bad, segments=(), out=Block(), count=0,
                               record=arena.put(np.zeros(RECORD_WORDS, np.uint32))))
             continue
-        calls.append(_call(pe, spec, arena, rng, random_dims(pe, spec, rng, scale),
-                           inline=bool(inline_every) and index % inline_every == 0, strided=strided,
-                           rounded=bool(round_every) and index % round_every != round_every - 1))
+        call = None
+        while call is None:  # at 32 bits the first shape always fits
+            call = _call(pe, spec, arena, rng, random_dims(pe, spec, rng, scale),
+                         inline=bool(inline_every) and index % inline_every == 0, strided=strided,
+                         rounded=bool(round_every) and index % round_every != round_every - 1)
+        calls.append(call)
     image = arena.image()
     return ListCase(calls=tuple(calls), arena=image, expected=run_list_golden(pe, spec, image, calls))

@@ -1,10 +1,12 @@
 """The call-list cycle model (codesign.step.list_cycles) against the RTL shell: cycles from run_start to ap_done,
 exactly (the bench's busy_cycles), over TT PE1/PE2/PE3 lists of 1 to many calls, strided and contiguous blocks,
-inline and descriptor headers, raw and rounded results, refused calls; and its parts against their own models
-(the rounding stage's latency_cycles, the PEs' stall-free transaction cycles)."""
+inline and descriptor headers, raw and rounded results, refused calls, at 32-, 64- and 128-bit stream words; and
+its parts against their own models (the rounding stage's latency_cycles, the PEs' stall-free transaction
+cycles)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -25,6 +27,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from list_cases import random_list  # noqa: E402
 
 PES = {name: (get_pe(name), get_pe(name).spec_class()) for name in ("tt1", "tt2", "tt3")}
+
+
+def _wide_spec(name: str, bits: int):
+    """The PE's default spec at ``bits``-bit stream words."""
+    return dataclasses.replace(PES[name][1], stream_bits=bits)
 
 
 def _refused_chain(seed: int) -> ListCase:
@@ -123,6 +130,70 @@ def test_model_equals_rtl_busy_cycles_under_ddr_timing(tmp_path, name, ddr):
     assert model.total == result.busy_cycles
 
 
+def _wide_random(name: str, bits: int, n: int, seed: int, **kwargs):
+    pe = PES[name][0]
+    return lambda: random_list(pe, _wide_spec(name, bits), np.random.default_rng(seed), n, **kwargs)
+
+
+def _wide_chain(bits: int, seed: int, **kwargs):
+    pe = PES["tt1"][0]
+    return lambda: tt_chain(pe, _wide_spec("tt1", bits), np.random.default_rng(seed), **kwargs)
+
+
+WIDE_CASES = {  # name -> (pe, stream bits, builder): about a second of RTL each
+    "chain-64": ("tt1", 64, _wide_chain(64, 1, i=4, l2=4)),
+    "chain-128": ("tt1", 128, _wide_chain(128, 1, i=4, l2=4)),
+    "tt1-64": ("tt1", 64, _wide_random("tt1", 64, 4, 41, inline_every=2)),
+    "tt1-128-refused": ("tt1", 128, _wide_random("tt1", 128, 4, 42, inline_every=3, refuse_at=2)),
+    "tt2-64-refused": ("tt2", 64, _wide_random("tt2", 64, 4, 43, inline_every=2, refuse_at=3)),
+    "tt2-128": ("tt2", 128, _wide_random("tt2", 128, 4, 44, inline_every=3)),
+    "tt3-64": ("tt3", 64, _wide_random("tt3", 64, 4, 45, inline_every=2, strided=False)),
+    "tt3-128-refused": ("tt3", 128, _wide_random("tt3", 128, 4, 46, inline_every=2, refuse_at=3)),
+}
+SLOW_WIDE_CASES = {
+    "chain-64-large": ("tt1", 64, _wide_chain(64, 3, shift=-12, i=9, j=4, k=40, l=20, l2=17)),
+    "chain-128-large": ("tt1", 128, _wide_chain(128, 3, shift=-12, i=9, j=4, k=40, l=20, l2=17)),
+    "tt1-64-large": ("tt1", 64, _wide_random("tt1", 64, 3, 47, scale=4)),
+    "tt1-128-large": ("tt1", 128, _wide_random("tt1", 128, 3, 48, scale=4)),
+    "tt2-64-large": ("tt2", 64, _wide_random("tt2", 64, 3, 49, scale=4)),
+    "tt2-128-large": ("tt2", 128, _wide_random("tt2", 128, 3, 50, scale=4)),
+    "tt3-64-large": ("tt3", 64, _wide_random("tt3", 64, 3, 51, scale=3)),
+    "tt3-128-large": ("tt3", 128, _wide_random("tt3", 128, 3, 52, scale=3)),
+    "tt1-64-many": ("tt1", 64, _wide_random("tt1", 64, 30, 53, inline_every=5)),
+    "tt2-128-many": ("tt2", 128, _wide_random("tt2", 128, 30, 54, inline_every=4, strided=False)),
+    "tt3-128-many": ("tt3", 128, _wide_random("tt3", 128, 30, 55, inline_every=3)),
+    "tt3-64-many": ("tt3", 64, _wide_random("tt3", 64, 30, 56, inline_every=3, refuse_at=25)),
+}
+WIDE_DDR = [  # (case, DDR timing) for the normal tier: the default DDR at both widths, one throttled each way
+    ("chain-64", DdrTiming()),
+    ("tt2-128", DdrTiming()),
+    ("tt3-64", DdrTiming(read_latency=30, write_latency=1, read_beats=3, read_window=4)),
+    ("tt1-128-refused", DdrTiming(read_latency=8, write_latency=8, write_beats=1, write_window=2)),
+]
+SLOW_WIDE_DDR = [(name, ddr) for name in list(WIDE_CASES) + list(SLOW_WIDE_CASES)
+                 for ddr in [DdrTiming(), DDR_GRID[4]] + W_THROTTLED if (name, ddr) not in WIDE_DDR]
+
+
+@pytest.mark.parametrize("name, ddr", [pytest.param(n, None, id=n) for n in WIDE_CASES]
+                         + [pytest.param(n, d, id=f"{n}-{_ddr_id(d)}") for n, d in WIDE_DDR]
+                         + [pytest.param(n, None, id=n, marks=pytest.mark.slow) for n in SLOW_WIDE_CASES]
+                         + [pytest.param(n, d, id=f"{n}-{_ddr_id(d)}", marks=pytest.mark.slow)
+                            for n, d in SLOW_WIDE_DDR])
+def test_wide_model_equals_rtl_busy_cycles(tmp_path, name, ddr):
+    """64- and 128-bit stream words (accel_seq's g_parts unpacker and packer, beat-wide movers, the PEs' output
+    packers): the model's cycles are the RTL's busy cycles, exactly, with and without the DDR pacer."""
+    pe_name, bits, build = {**WIDE_CASES, **SLOW_WIDE_CASES}[name]
+    pe, spec = PES[pe_name][0], _wide_spec(pe_name, bits)
+    case = build()
+    model = list_cycles(pe, spec, case.calls, case.arena, ddr=ddr)
+    result = run_list_rtl(pe, spec, case, tmp_path, pause=0.0, **({"ddr": ddr} if ddr else {}))
+    print(f"\n[list cycles, {bits}-bit] {name} {_ddr_id(ddr) if ddr else 'AxiRam'}: {len(case.calls)} calls "
+          f"({len(model.calls)} run), model {model.total}, RTL busy {result.busy_cycles} "
+          f"(error {model.total - result.busy_cycles}); {model.breakdown()}")
+    assert result.passed, result.first_mismatches
+    assert model.total == result.busy_cycles
+
+
 def test_ddr_timing_is_validated():
     for bad in ({"read_latency": 0}, {"write_latency": -1}, {"read_beats": 0}, {"read_beats": 3, "read_window": 2},
                 {"read_latency": 2.0}, {"read_window": True}, {"write_beats": 2}, {"write_window": 0}):
@@ -150,15 +221,17 @@ def test_ddr_timing_of_the_axi_ram_alone_changes_nothing_and_latency_only_adds(n
     assert totals[-1] > plain.total
 
 
+@pytest.mark.parametrize("bits", [32, 64, 128])
 @pytest.mark.parametrize("name", ["tt1", "tt2", "tt3"])
-def test_pe_cycles_are_the_stall_free_transaction_cycles(name):
-    """The cycles a call's PE works (header, status, loads, compute, results) are docs/tt_pe.md's formula: the
+def test_pe_cycles_are_the_stall_free_transaction_cycles(name, bits):
+    """The cycles a call's PE works (header, status, loads, compute, results: at a wide stream its beats that
+    close no word too, and PE2's extra drain cycle S) are docs/tt_pe.md's formula at the stream width: the
     list only adds waiting around them."""
-    pe, spec = PES[name]
+    pe, spec = PES[name][0], _wide_spec(name, bits)
     case = random_list(pe, spec, np.random.default_rng(21), 12, inline_every=3, refuse_at=10)
     model = list_cycles(pe, spec, case.calls, case.arena)
     headers = [call.header if call.header is not None else int(case.arena[call.segments[0].offset // 4])
-               for call in case.calls]
+               for call in case.calls]  # an inline header's parts above the first are 0
     assert [call.pe for call in model.calls] == [transaction_cycles(spec, h).total for h in headers[:11]]
     assert model.total == CONTROL_CYCLES + sum(call.total for call in model.calls) == sum(model.breakdown().values())
     assert model.calls[-1].status != 0 and len(model.calls) == 11

@@ -1,0 +1,138 @@
+"""The TT PEs as phases for the list cycle model (:mod:`codesign.step.list_shell`): per transaction, the header
+taken, the status given, the loads, the compute cycles and the result words, from the PEs' documented structure
+(docs/tt_pe.md, "Stream width" and "Cycles"; rtl/tt, tt_pack_out.v), at 32-, 64- or 128-bit stream words.
+
+A phase is ``(kind, n, status)``: IN takes ``n`` stream words (one a cycle while the shell offers them), WAIT
+spends ``n`` cycles, OUT gives ``n`` stream words (one a cycle while the shell takes them). At a width of ``P``
+32-bit parts the PE hands its results to its output packer in *beats* (PE1, PE3: one result; PE2: up to
+``min(P, lanes)`` of one chunk); a beat that closes no word is taken at once (a WAIT cycle), one that closes a
+word waits for the stream (an OUT word), and a last beat that overfills its word leaves the rest as a word of
+its own a cycle later (one more OUT word, the ``S`` of PE2's formula). Units: clock cycles, stream words.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+IN, WAIT, OUT = 0, 1, 2  # PE phase kinds: take n words, compute n cycles, give n words
+
+
+def pe_phases(pe, spec, header: int) -> tuple:
+    """One transaction of a TT PE: ``(phases, status, operand stream words after the header, results)``: the
+    phases as the module says, operand words ``spec.stream_bits`` wide, results 32-bit (``P`` to a word)."""
+    from codesign.pe.tt.contract import STATUS_OK, chunk_words, chunks, header_dims
+    from codesign.pe.tt.golden import status as tt_status
+
+    if pe.name not in ("tt1", "tt2", "tt3"):
+        raise NotImplementedError(f"the list cycle model knows the TT PEs' phases, not {pe.name}'s")
+    width = int(getattr(spec, "stream_bits", 32))
+    status = tt_status(spec, header)
+    steps = [(IN, 1, None), (OUT, 1, status)]
+    if status != STATUS_OK:
+        return steps, status, 0, 0
+    cwa, cwb = chunk_words(spec.lanes, spec.a_bits, width), chunk_words(spec.lanes, spec.b_bits, width)
+    if pe.name == "tt3":
+        raw, operands, results = _tt3(spec, header_dims(header, 2)[0], cwa, cwb, chunks)
+        beat = 1
+    else:
+        raw, operands, results = _tt12(pe.name == "tt1", spec, header_dims(header, 4)[0], cwa, cwb, chunks)
+        beat = 1 if pe.name == "tt1" else min(width // 32, spec.lanes)
+    steps.extend(_packed(raw, width // 32, beat))
+    return steps, status, operands, results
+
+
+def _tt12(pe1: bool, spec, dims: tuple, cwa: int, cwb: int, chunks) -> tuple:
+    """PE1 and PE2 as raw phases (results as ``(OUT, results, row length)``): B's words, then per row i of A its
+    words and per group of ``rows`` rows the MAC loop (PE1: J*KC MAC cycles and a flush; PE2: per chunk J MAC
+    cycles, flush, save, then one RAM read) and the group's results (PE2: rows of K)."""
+    i, j, k, cols = dims  # cols: the header's L
+    kc, groups = chunks(k, spec.lanes), chunks(cols, spec.rows)
+    load_b = cols * j * kc * cwb if pe1 else cols * chunks(j, spec.lanes) * cwb
+    steps = [(IN, load_b, None)]
+    for _ in range(i):
+        steps.append((IN, j * kc * cwa, None))
+        for group in range(groups):
+            rows = min(spec.rows, cols - group * spec.rows)
+            steps.append((WAIT, j * kc + 1 if pe1 else kc * (j + 2) + 1, None))
+            steps.append((OUT, rows, 1) if pe1 else (OUT, rows * k, k))
+    return steps, load_b + i * j * kc * cwa, i * cols * (1 if pe1 else k)
+
+
+def _tt3(spec, dims: tuple, cwa: int, cwb: int, chunks) -> tuple:
+    """PE3 as raw phases: B's chunks, then per chunk of A its words and per row i of it, per chunk of B, a RAM
+    read, the multiplies (two cycles) and one result per product."""
+    i, j = dims
+    jc, ic = chunks(j, spec.lanes), chunks(i, spec.lanes)
+    steps = [(IN, jc * cwb, None)]
+    for a_chunk in range(ic):
+        steps.append((IN, cwa, None))
+        for _ in range(min(spec.lanes, i - a_chunk * spec.lanes)):
+            for b_chunk in range(jc):
+                steps.append((WAIT, 2, None))
+                steps.append((OUT, min(spec.lanes, j - b_chunk * spec.lanes), 1))
+    return steps, jc * cwb + ic * cwa, i * j
+
+
+def _beats(results: int, row: int, beat: int):
+    """The beats of ``results`` results in rows of ``row``: per row ``beat`` at a time, the last beat of a row
+    short when ``beat`` does not divide it (rtl/tt/tt2_pe.v: ``beat_n``; no beat spans two rows)."""
+    for _ in range(results // row):
+        yield from [beat] * ((row - 1) // beat)
+        yield (row - 1) % beat + 1
+
+
+def _packed(raw: list, parts: int, beat: int) -> list:
+    """Raw phases with their results as tt_pack_out gives them at ``parts`` results a word: a beat that closes a
+    word (fills it, or the transaction's last) an OUT word, any other a WAIT cycle; a spilling last beat one
+    more OUT word. Consecutive phases of one kind are merged (the PE does the same in either split)."""
+    total = sum(n for kind, n, _ in raw if kind == OUT)
+    steps, fill, sent = [], 0, 0
+    for kind, n, row in raw:
+        if kind != OUT:
+            _append(steps, kind, n)
+            continue
+        for size in _beats(n, row, beat):
+            sent += size
+            last = sent == total
+            fill += size
+            closes = fill >= parts or last
+            _append(steps, OUT if closes else WAIT, 1)
+            if fill > parts and last:
+                _append(steps, OUT, 1)  # the rest, a word of its own a cycle later
+            fill = fill - parts if closes and fill > parts else 0 if closes else fill
+    return steps
+
+
+def _append(steps: list, kind: int, n: int) -> None:
+    if not n:
+        return
+    if steps and steps[-1][0] == kind:
+        steps[-1] = (kind, steps[-1][1] + n, None)
+    else:
+        steps.append((kind, n, None))
+
+
+class Pe:
+    """The PE's current phase and the words or cycles left in it; between transactions it waits for a header."""
+
+    __slots__ = ("phases", "kind", "left", "status")
+
+    def __init__(self) -> None:
+        self.phases: deque = deque()
+        self.kind, self.left, self.status = None, 0, None
+
+    def advance(self) -> None:
+        """The next phase, or none (the PE waits in S_HDR for the next call's words)."""
+        while not self.left and self.phases:
+            self.kind, self.left, self.status = self.phases.popleft()
+        if not self.left:
+            self.kind = None
+
+    def edge(self, moved: bool) -> None:
+        if self.kind == WAIT or moved:
+            self.left -= 1
+            if not self.left:
+                self.advance()
+
+
+__all__ = ["IN", "OUT", "Pe", "WAIT", "pe_phases"]
