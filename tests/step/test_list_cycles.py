@@ -151,8 +151,8 @@ WIDE_CASES = {  # name -> (pe, stream bits, builder): about a second of RTL each
     "tt3-128-refused": ("tt3", 128, _wide_random("tt3", 128, 4, 46, inline_every=2, refuse_at=3)),
 }
 SLOW_WIDE_CASES = {
-    "chain-64-large": ("tt1", 64, _wide_chain(64, 3, shift=-12, i=9, j=4, k=40, l=20, l2=17)),
-    "chain-128-large": ("tt1", 128, _wide_chain(128, 3, shift=-12, i=9, j=4, k=40, l=20, l2=17)),
+    "chain-64-large": ("tt1", 64, _wide_chain(64, 3, shift=-12, i=9, j=4, k=40, l=20, l2=16)),
+    "chain-128-large": ("tt1", 128, _wide_chain(128, 3, shift=-12, i=9, j=4, k=40, l=20, l2=16)),
     "tt1-64-large": ("tt1", 64, _wide_random("tt1", 64, 3, 47, scale=4)),
     "tt1-128-large": ("tt1", 128, _wide_random("tt1", 128, 3, 48, scale=4)),
     "tt2-64-large": ("tt2", 64, _wide_random("tt2", 64, 3, 49, scale=4)),
