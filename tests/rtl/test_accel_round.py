@@ -13,6 +13,7 @@ mismatches=M seconds=T``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import time
@@ -34,6 +35,10 @@ CHECKER = BENCH_DIR / "accel_round_check.cpp"
 RTL = ROOT / "rtl" / "accel" / "accel_round.v"
 PE = "accel_round"
 MIN_VALUES = 10_000
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler: g++ is not on PATH")
+needs_icarus = pytest.mark.skipif(shutil.which("iverilog") is None or importlib.util.find_spec("cocotb_tools") is None,
+                                  reason="the RTL level needs Icarus Verilog (iverilog) and cocotb 2.x")
+LEVEL_MARKS = {"golden": [], "csim": [needs_gxx], "rtl": [needs_icarus]}
 INT32 = (-(1 << 31), (1 << 31) - 1)
 
 
@@ -213,16 +218,10 @@ def write_file(path: Path, runs, **meta) -> Path:
 
 @pytest.fixture(scope="module")
 def checker(tmp_path_factory):
-    """The C-sim checker, compiled once (and cached by content) for the module."""
-    from codesign.hw.aptypes import ap_types_dir
+    """The C-sim checker, compiled once (and cached by content) for the module (the ap_types headers come with
+    ``codesign setup``; without them the compile fails and says so)."""
     from codesign.hw.csim import compile_testbench
 
-    if shutil.which("g++") is None:
-        pytest.skip("no C++ compiler: g++ is not on PATH")
-    try:
-        ap_types_dir()
-    except FileNotFoundError:
-        pytest.skip("ap_types headers not installed (codesign setup)")
     return compile_testbench([CHECKER], include_dirs=[HEADER_DIR], build_dir=tmp_path_factory.mktemp("round_check"),
                              name="accel_round_check")
 
@@ -236,9 +235,6 @@ def run_csim(checker, vectors: Path):
 def run_rtl(vectors: Path, work: Path, *, seed: int = 1, pause_in: float = 0.3, pause_out: float = 0.3,
             timed_max: int = 4096) -> dict:
     """The bench on a vector file; its JSON summary (raises when a word differs, after writing it)."""
-    pytest.importorskip("cocotb_tools.runner", reason="the RTL tests need cocotb 2.x (pip install codesign[verify])")
-    if shutil.which("iverilog") is None:
-        pytest.skip("Icarus Verilog (iverilog) is not on PATH")
     from codesign.hw.rtlsim import run_cocotb
 
     result = work / "round_result.json"
@@ -254,7 +250,8 @@ def _grid_params():
     for point in GRID:
         for level in LEVELS:
             slow = level == "rtl" and point.rtl_slow
-            yield pytest.param(point, level, id=f"{point.name}-{level}", marks=[pytest.mark.slow] if slow else [])
+            yield pytest.param(point, level, id=f"{point.name}-{level}",
+                               marks=LEVEL_MARKS[level] + ([pytest.mark.slow] if slow else []))
 
 
 @pytest.mark.parametrize(("point", "level"), list(_grid_params()))
@@ -301,6 +298,7 @@ def test_grid_covers_the_brief():
             assert len(ties) >= min(40, 1 << (32 - s))  # 2^(32-s) exact ties fit 32 bits
 
 
+@needs_gxx
 def test_edges_csim(checker, tmp_path):
     """Every shift -64..63 at several widths, short last rows, count 0 and pass-through, in C simulation."""
     runs = edge_transactions()
@@ -310,6 +308,7 @@ def test_edges_csim(checker, tmp_path):
 
 
 @pytest.mark.slow
+@needs_icarus
 def test_edges_rtl(tmp_path):
     """The same edge file through the RTL, with random gaps and stalls, and every whole-row run timed."""
     runs = edge_transactions()
@@ -318,6 +317,7 @@ def test_edges_rtl(tmp_path):
     assert summary["mismatches"] == 0 and summary["timed_runs"] > 500
 
 
+@needs_gxx
 def test_checker_reports_a_wrong_word(checker, tmp_path):
     """A level that differs fails: one flipped expected bit is one mismatch, exit status 1."""
     cfg = GRID[0].cfg
@@ -328,6 +328,7 @@ def test_checker_reports_a_wrong_word(checker, tmp_path):
     assert (result.mismatches, result.passed) == (1, False) and "transaction=1 word=3" in result.first_mismatches
 
 
+@needs_icarus
 def test_bench_reports_a_wrong_word(tmp_path):
     """The RTL bench fails on one wrong expected word (and counts it), under gaps and stalls."""
     from codesign.hw.rtlsim import CocotbTestFailure
