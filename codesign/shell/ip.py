@@ -393,33 +393,45 @@ def run_accel_rtl(pe, spec, vectors: Path, work_dir: Path, *, simulator: str = "
     """
     import time
 
-    from codesign.hw.rtlsim import CocotbTestFailure, build_dir_for, package_root, read_bench_summary, run_cocotb
+    from codesign.hw.rtlsim import build_dir_for
 
     pe.check_spec(spec)
     vectors = Path(vectors).resolve()
     pe.check_vectors(spec, vectors)
-    parameters = pe.rtl_parameters(spec)
-    build_dir = build_dir_for(Path(work_dir).resolve(), f"{RTL_TOP}_{pe.rtl_top}", simulator, parameters)
+    build_dir = build_dir_for(Path(work_dir).resolve(), f"{RTL_TOP}_{pe.rtl_top}", simulator,
+                              pe.rtl_parameters(spec))
     summary_path = build_dir / "summary.json"
-    summary_path.unlink(missing_ok=True)
-    sources = render_accel_rtl(pe, spec, build_dir / "src")
     env = {"ACCEL_VECTORS": str(vectors), "ACCEL_SUMMARY": str(summary_path), "ACCEL_PE": pe.name,
            "ACCEL_SEED": str(seed), "ACCEL_PAUSE": str(pause), "ACCEL_TIMEOUT_CYCLES": str(timeout_cycles),
            "ACCEL_DATA_BITS": str(stream_word_bits(pe, spec))}
     started = time.perf_counter()
-    try:
-        run_cocotb(sources=sources, toplevel=RTL_TOP, test_module=BENCH_MODULE, build_dir=build_dir,
-                   python_paths=[package_root()], extra_env=env, simulator=simulator)
-    except CocotbTestFailure:
-        if not summary_path.is_file() or read_bench_summary(summary_path)["mismatches"] == 0:
-            raise
-    summary = read_bench_summary(summary_path, {"transactions": int, "words_checked": int, "runs": list,
-                                                "bursts": int, "first_mismatches": list})
+    summary = run_shell_bench(pe, spec, build_dir, test_module=BENCH_MODULE, env=env, summary_path=summary_path,
+                              simulator=simulator, required={"transactions": int, "words_checked": int, "runs": list,
+                                                             "bursts": int, "first_mismatches": list})
     return AccelRtlResult(transactions=int(summary["transactions"]), words=int(summary["words_checked"]),
                           mismatches=int(summary["mismatches"]), runs=tuple(summary["runs"]),
                           bursts=int(summary["bursts"]),
                           first_mismatches=tuple(str(entry) for entry in summary["first_mismatches"]),
                           seconds=time.perf_counter() - started, build_dir=build_dir)
+
+
+def run_shell_bench(pe, spec, build_dir: Path, *, test_module: str, env: dict, summary_path: Path, simulator: str,
+                    required: dict) -> dict:
+    """Render ``accel_top`` around ``pe`` into ``build_dir``, run the cocotb bench ``test_module`` on it and return
+    the JSON summary it wrote to ``summary_path`` (with the ``required`` fields). A failing bench raises
+    :class:`codesign.hw.rtlsim.CocotbTestFailure` unless its summary counts the mismatches (then it is returned:
+    the caller reports them)."""
+    from codesign.hw.rtlsim import CocotbTestFailure, package_root, read_bench_summary, run_cocotb
+
+    summary_path.unlink(missing_ok=True)
+    sources = render_accel_rtl(pe, spec, build_dir / "src")
+    try:
+        run_cocotb(sources=sources, toplevel=RTL_TOP, test_module=test_module, build_dir=build_dir,
+                   python_paths=[package_root()], extra_env=env, simulator=simulator)
+    except CocotbTestFailure:
+        if not summary_path.is_file() or read_bench_summary(summary_path)["mismatches"] == 0:
+            raise
+    return read_bench_summary(summary_path, required)
 
 
 # -------------------------------------------------------------------------- the shell's own cost

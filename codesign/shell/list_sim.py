@@ -54,30 +54,24 @@ def run_list_rtl(pe, spec, case: ListCase, work_dir: Path, *, seed: int = 1, pau
     """Simulate ``accel_top`` around ``pe``'s RTL running ``case``'s list once (one start, one done). ``ddr``: a
     :class:`codesign.step.list_cycles.DdrTiming` the memories keep (deterministic DDR latency and bandwidth;
     only with ``pause`` = 0), or None for the AxiRam alone."""
-    from codesign.hw.rtlsim import CocotbTestFailure, build_dir_for, package_root, read_bench_summary, run_cocotb
-    from codesign.shell.ip import RTL_TOP, render_accel_rtl, stream_word_bits
+    from codesign.hw.rtlsim import build_dir_for
+    from codesign.shell.ip import RTL_TOP, run_shell_bench, stream_word_bits
 
     pe.check_spec(spec)
+    if ddr is not None and pause > 0:
+        raise ValueError("a DDR timing and random pauses exclude each other")
     build_dir = build_dir_for(Path(work_dir).resolve(), f"{RTL_TOP}_list_{pe.rtl_top}", simulator,
                               pe.rtl_parameters(spec))
     summary_path = build_dir / "list_summary.json"
-    summary_path.unlink(missing_ok=True)
     case_path = _write_case(case, build_dir / "list_case.npz")
-    sources = render_accel_rtl(pe, spec, build_dir / "src")
     env = {"ACCEL_LIST": str(case_path), "ACCEL_SUMMARY": str(summary_path), "ACCEL_SEED": str(seed),
            "ACCEL_PAUSE": str(pause), "ACCEL_DATA_BITS": str(stream_word_bits(pe, spec)),
            "ACCEL_DDR": json.dumps(dataclasses.asdict(ddr)) if ddr is not None else ""}
-    if ddr is not None and pause > 0:
-        raise ValueError("a DDR timing and random pauses exclude each other")
     started = time.perf_counter()
-    try:
-        run_cocotb(sources=sources, toplevel=RTL_TOP, test_module=LIST_BENCH_MODULE, build_dir=build_dir,
-                   python_paths=[package_root()], extra_env=env, simulator=simulator)
-    except CocotbTestFailure:
-        if not summary_path.is_file() or read_bench_summary(summary_path)["mismatches"] == 0:
-            raise
-    summary = read_bench_summary(summary_path, {"words_checked": int, "cycles": int, "register_writes": int,
-                                                "first_mismatches": list, "busy_cycles": int})
+    summary = run_shell_bench(pe, spec, build_dir, test_module=LIST_BENCH_MODULE, env=env, summary_path=summary_path,
+                              simulator=simulator, required={"words_checked": int, "cycles": int,
+                                                             "register_writes": int, "first_mismatches": list,
+                                                             "busy_cycles": int})
     return ListResult(level="rtl", words=summary["words_checked"], mismatches=summary["mismatches"],
                       cycles=summary["cycles"], register_writes=summary["register_writes"],
                       seconds=time.perf_counter() - started, first_mismatches=tuple(summary["first_mismatches"]),
