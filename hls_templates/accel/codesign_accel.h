@@ -198,6 +198,17 @@ void run_list(const uint32_t *in, uint32_t *out, const uint32_t *calls, uint32_t
   }
 }
 
+// One ap_start of the shell: the direct call (n_calls = 0) or the call list at `calls`.
+template <typename pe_t, typename word_t>
+void run_shell(const uint32_t *in, uint32_t *out, uint32_t n_in, uint32_t n_out, uint32_t n_transactions,
+               const uint32_t *calls, uint32_t n_calls) {
+  if (n_calls == 0) {
+    run_direct<pe_t, word_t>(in, out, n_in, n_out, n_transactions);
+  } else {
+    run_list<pe_t, word_t>(in, out, calls, n_calls);
+  }
+}
+
 }  // namespace accel
 }  // namespace codesign
 

@@ -121,7 +121,7 @@ def test_project_is_byte_deterministic_and_names_every_argument(tmp_path):
     words = accel.buffer_words(stimulus)
     assert f"port = in bundle = gmem0 offset = slave depth = {words['in']}" in top
     assert "ap_ctrl_hs port = return" in top
-    assert "run_direct<pe_t, stream_word_t>" in top and "run_list<pe_t, stream_word_t>" in top
+    assert "run_shell<pe_t, stream_word_t>(in, out, n_in, n_out, n_transactions, calls, n_calls)" in top
     tcl = (project / "run_hls.tcl").read_text()
     assert "set_top tt1_0_accel" in tcl
     assert "-vendor codesign -library hls -ipname tt1_0_accel -version 1.0" in tcl
@@ -131,7 +131,7 @@ def test_project_is_byte_deterministic_and_names_every_argument(tmp_path):
 
 def test_csb_process_type_comes_from_its_kernel_header(tmp_path):
     _, _, _, project = small_project("csb", tmp_path / "p")
-    assert "run_direct<pe_t, stream_word_t>" in (project / "csb_0_accel.cpp").read_text()
+    assert "run_shell<pe_t, stream_word_t>" in (project / "csb_0_accel.cpp").read_text()
 
 
 def test_bad_requests_fail_before_anything_is_written(tmp_path):
