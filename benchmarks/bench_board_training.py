@@ -147,7 +147,8 @@ def measure(name: str, pair: Pair, data: Dataset, steps: int) -> dict:
     differ = sum(int(np.count_nonzero(a != b)) for a, b in zip(mine, theirs))
     figures = pair.board.throughput()
     per_step = {key: value / steps for key, value in traffic.as_dict().items()} if traffic is not None else {}
-    return {"traffic_per_step": per_step, "family": name, "steps": steps + 1, "timed_steps": steps, "batch": pair.batch_size,
+    return {"traffic_per_step": per_step, "family": name, "steps": steps + 1, "timed_steps": steps,
+            "batch": pair.batch_size,
             "board_s": seconds["board"], "golden_s": seconds["golden"],
             "board_steps_per_s": steps / seconds["board"], "golden_steps_per_s": steps / seconds["golden"],
             "ratio": seconds["golden"] / seconds["board"], "words_compared": compared, "words_differ": differ,

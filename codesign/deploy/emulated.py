@@ -152,7 +152,8 @@ class DdrModel:
     def words_from(self, address: int) -> np.ndarray:
         """The 32-bit words from ``address`` (word aligned) to the end of its allocation, as a writable view."""
         index = bisect.bisect_right(self._starts, address) - 1
-        if address % WORD.itemsize or index < 0 or address >= self._starts[index] + self._blocks[self._starts[index]].size:
+        if address % WORD.itemsize or index < 0 \
+                or address >= self._starts[index] + self._blocks[self._starts[index]].size:
             raise EmulationError(f"emulated DDR: {address:#x} is not a word inside an allocated buffer")
         start = self._starts[index]
         block = self._blocks[start]

@@ -274,4 +274,5 @@ def bench_poll_cycles(busy: int, poll_cycles: int = 16, read_cycles: int = 3, of
     return period * max(0, -(-(busy + lead - offset) // period)) + offset
 
 
-__all__ = ["bench_poll_cycles", "AXI_RAM", "CONTROL_CYCLES", "CallCycles", "DdrTiming", "ListCycles", "MemoryTiming", "call_phases", "list_cycles"]
+__all__ = ["AXI_RAM", "CONTROL_CYCLES", "CallCycles", "DdrTiming", "ListCycles", "MemoryTiming",
+           "bench_poll_cycles", "call_phases", "list_cycles"]
