@@ -87,6 +87,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_tt_stream.py
 	$(BIN)/python benchmarks/bench_tt_routes.py
 	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/bench_tt_forward_lists.py
+	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/bench_tt_golden.py
 
 clean:
 	rm -rf out build dist sim_build .pytest_cache

@@ -8,11 +8,17 @@ starts the IP; the shell then, for each call in turn,
 1. fetches the descriptor through the read port;
 2. streams the PE one transaction: the descriptor's header word, then the
    rows of up to two operand *segments* read from DDR where they lie (each a
-   2-D block: ``rows`` rows of ``words`` 32-bit words, ``stride`` bytes
-   apart);
+   3-D block: ``planes`` planes ``plane_stride`` bytes apart, each of
+   ``rows`` rows of ``words`` 32-bit words, ``stride`` bytes apart);
 3. takes the PE's status word, then ``count`` result words, passes them raw or
    through the rounding stage (``docs/accelerator.md``, "Rounding stage") and
-   writes them as the ``out`` block (2-D, as a segment);
+   writes them as the ``out`` block (3-D, as a segment). An *accumulating*
+   call adds its results into the shell's buffer of :data:`ACC_DEPTH`
+   :data:`~codesign.numerics.round_stage.HELD_BITS`-bit sums instead
+   (``acc_hold``: keep them there; ``acc_add``: add to what an earlier call
+   held), so a contraction longer than a PE's buffers is summed across calls
+   on the PL; the call that adds without holding drains the sums through the
+   rounding stage (or raw, as 64-bit words);
 4. writes the call's :data:`RECORD_WORDS`-word record (status, the rounding
    stage's statistics, words moved, a done mark).
 
@@ -42,20 +48,25 @@ import numpy as np
 
 from codesign.numerics.round_stage import RoundStageConfig
 
-DESCRIPTOR_WORDS = 32  # 128 bytes: one burst of 8 beats at 128 bits; words 18..31 are reserved (0)
+DESCRIPTOR_WORDS = 32  # 128 bytes: one burst of 8 beats at 128 bits; words 24..31 are reserved (0)
 DESCRIPTOR_BYTES = 4 * DESCRIPTOR_WORDS
 RECORD_WORDS = 8
 RECORD_DONE = 0x0D0E_CA11  # word 7 of a record: the shell wrote it (the host may clear records beforehand)
 FLAG_HEADER = 1 << 0  # send word 1 to the PE first
 FLAG_ROUND = 1 << 1  # results through the rounding stage (else 32-bit words as the PE gave them)
-FLAGS = FLAG_HEADER | FLAG_ROUND
+FLAG_ACC_ADD = 1 << 2  # add the results to the sums an earlier call held (docs/accelerator.md, "Accumulating calls")
+FLAG_ACC_HOLD = 1 << 3  # keep the (summed) results in the buffer; nothing is written but the record
+FLAGS = FLAG_HEADER | FLAG_ROUND | FLAG_ACC_ADD | FLAG_ACC_HOLD
+ACC_DEPTH = 4096  # sums the shell's accumulation buffer holds (48 bits each: 24 KiB of block RAM)
+MAX_CHAIN = 1 << 16  # calls one chain of sums may take: 2^16 results of |x| <= 2^31 keep every sum within 48 bits
 ROUND_RESERVED = (1 << 7) | (0x7 << 13) | (0x7 << 21)  # bits of word 15 between its fields (must be 0)
 MAX_SEGMENTS = 2
 MAX_CALLS = (1 << 16) - 1  # a list's calls (the shell counts them in 32 bits; this bounds a list at 8 MiB)
 
 # word index of each descriptor field
 FIELD = {"flags": 0, "header": 1, "seg0": 2, "seg1": 6, "out": 10, "count": 14, "round": 15, "row_values": 16,
-         "record": 17}
+         "record": 17, "seg0_planes": 18, "seg1_planes": 20, "out_planes": 22}  # planes: (count, stride in bytes)
+FIRST_RESERVED = 24
 # word index of each record field
 RECORD = {"status": 0, "saturated": 1, "sum_abs_lo": 2, "sum_abs_hi": 3, "max_abs": 4, "words_in": 5,
           "words_out": 6, "done": 7}
@@ -67,43 +78,78 @@ class CallListError(ValueError):
 
 @dataclass(frozen=True)
 class Block:
-    """A 2-D block of 32-bit words in the arena: ``rows`` rows of ``words`` words, ``stride`` bytes apart,
-    the first at byte ``offset``. ``rows`` 0 is an empty block (a segment left unused)."""
+    """A 3-D block of 32-bit words in the arena: ``planes`` planes ``plane_stride`` bytes apart, each ``rows`` rows
+    of ``words`` words, ``stride`` bytes apart, the first at byte ``offset``; the shell moves them plane by plane,
+    row by row. ``rows`` 0 is an empty block (a segment left unused). Rows of a plane, and planes, must not
+    overlap (planes may lie one after the other, or interleaved: row ``r`` of every plane before row ``r + 1``).
+    Blocks are kept in a canonical form: rows back to back are one row, planes back to back one plane,
+    and a plane of one row is a row (so ``planes`` > 1 only where a plane is a strided 2-D block)."""
 
     offset: int = 0
     words: int = 0
     rows: int = 0
     stride: int = 0
+    planes: int = 1
+    plane_stride: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("offset", "words", "rows", "stride"):
+        for name in ("offset", "words", "rows", "stride", "planes", "plane_stride"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < 1 << 32:
                 raise CallListError(f"block {name}={value!r} must be an integer in [0, 2^32)")
-        if self.offset % 4 or self.stride % 4:
-            raise CallListError(f"block offset {self.offset} and stride {self.stride} must be multiples of 4 bytes")
+            object.__setattr__(self, name, int(value))
+        if self.offset % 4 or self.stride % 4 or self.plane_stride % 4:
+            raise CallListError(f"block offset {self.offset}, stride {self.stride} and plane stride "
+                                f"{self.plane_stride} must be multiples of 4 bytes")
+        if self.planes < 1:
+            raise CallListError("a block has at least one plane")
         if self.rows > 1 and self.stride < 4 * self.words:
             raise CallListError(f"block rows overlap: stride {self.stride} B < {self.words} words of a row")
-        # canonical form: rows back to back are one row, as the mover runs them (one run, not one per row)
-        if self.rows > 1 and self.stride == 4 * self.words:
-            if self.words * self.rows >= 1 << 32:
-                raise CallListError(f"block of {self.words} x {self.rows} words exceeds 2^32 words")
-            object.__setattr__(self, "words", self.words * self.rows)
-            object.__setattr__(self, "rows", 1)
+        if not self.rows or not self.words:
+            object.__setattr__(self, "planes", 1)
+            object.__setattr__(self, "plane_stride", 0)
+            return
+        if self.planes > 1 and self.plane_stride < (self.rows - 1) * self.stride + 4 * self.words and not (
+                self.plane_stride >= 4 * self.words and self.stride >= (self.planes - 1) * self.plane_stride
+                + 4 * self.words):  # planes after one another, or interleaved (a row of every plane, then the next)
+            raise CallListError(f"block planes overlap: plane stride {self.plane_stride} B, row stride "
+                                f"{self.stride} B")
+        if self.rows > 1 and self.stride == 4 * self.words:  # rows back to back: one row
+            self._set(words=self.words * self.rows, rows=1)
+        if self.planes > 1 and self.rows == 1:
+            if self.plane_stride == 4 * self.words:  # one-row planes back to back: one row
+                self._set(words=self.words * self.planes, planes=1, plane_stride=0)
+            else:  # one-row planes: rows of a 2-D block
+                self._set(rows=self.planes, stride=self.plane_stride, planes=1, plane_stride=0)
+        elif self.planes > 1 and self.plane_stride == self.rows * self.stride:  # planes back to back: rows
+            self._set(rows=self.rows * self.planes, planes=1, plane_stride=0)
+        if self.planes == 1:
+            object.__setattr__(self, "plane_stride", 0)
+
+    def _set(self, **values: int) -> None:
+        if values.get("words", self.words) * values.get("rows", self.rows) * values.get("planes", self.planes) \
+                >= 1 << 32:
+            raise CallListError(f"block of {self.words} x {self.rows} x {self.planes} words exceeds 2^32 words")
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
 
     @property
     def total_words(self) -> int:
-        return self.words * self.rows if self.rows else 0
+        return self.words * self.rows * self.planes if self.rows else 0
 
     @property
     def end(self) -> int:
         """One past the last byte the block touches (its offset when empty)."""
         if not self.total_words:
             return self.offset
-        return self.offset + (self.rows - 1) * self.stride + 4 * self.words
+        return self.offset + (self.planes - 1) * self.plane_stride + (self.rows - 1) * self.stride + 4 * self.words
 
     def row_offsets(self) -> np.ndarray:
-        return self.offset + self.stride * np.arange(self.rows if self.words else 0, dtype=np.int64)
+        """The byte offset of every row, plane by plane."""
+        if not self.total_words:
+            return np.zeros(0, dtype=np.int64)
+        planes = self.plane_stride * np.arange(self.planes, dtype=np.int64)
+        return (self.offset + planes[:, None] + self.stride * np.arange(self.rows, dtype=np.int64)).reshape(-1)
 
     def overlaps(self, other: "Block") -> bool:
         """Whether a byte of this block is a byte of ``other`` (row by row: rows are byte intervals)."""
@@ -119,6 +165,10 @@ class Block:
     def as_words(self) -> Tuple[int, int, int, int]:
         return (self.offset, self.words, self.rows, self.stride)
 
+    def plane_words(self) -> Tuple[int, int]:
+        """Descriptor words of the planes: (0, 0) for a 2-D block (what a descriptor without planes holds)."""
+        return (self.planes, self.plane_stride) if self.planes > 1 else (0, 0)
+
 
 RAW = RoundStageConfig(enable=False, shift=0, bits=8, lanes=1, group_words=1, row_values=1)
 
@@ -133,7 +183,12 @@ def round_field(cfg: RoundStageConfig) -> int:
 class Call:
     """One PE transaction of a list: its header, up to two operand segments, its result block, how many result
     words the PE gives after its status (``count``), the rounding stage's run over them (:data:`RAW` passes
-    them through), and where its record goes (byte offset in the arena)."""
+    them through), and where its record goes (byte offset in the arena).
+
+    ``acc_add``: the results are added to the sums an earlier call of the list held; ``acc_hold``: the (summed)
+    results stay in the shell's buffer for a later call, and the out block is empty. A call that adds without
+    holding ends its chain: it sends the sums through the rounding stage, or raw as 64-bit words (two words a
+    result, low first)."""
 
     header: Optional[int]
     segments: Tuple[Block, ...]
@@ -141,8 +196,16 @@ class Call:
     count: int
     record: int
     rounding: RoundStageConfig = RAW
+    acc_add: bool = False
+    acc_hold: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.acc_add, bool) or not isinstance(self.acc_hold, bool):
+            raise CallListError("acc_add and acc_hold must be bools")
+        if (self.acc_add or self.acc_hold) and not 1 <= self.count <= ACC_DEPTH:
+            raise CallListError(f"an accumulating call takes 1..{ACC_DEPTH} results (the buffer), not {self.count}")
+        if self.acc_hold and self.rounding.enable:
+            raise CallListError("a holding call sends nothing: it cannot round")
         if self.header is not None and not 0 <= self.header < 1 << 32:
             raise CallListError(f"header {self.header!r} is not a 32-bit word")
         if len(self.segments) > MAX_SEGMENTS:
@@ -153,9 +216,14 @@ class Call:
             expected = self.rounding.words_out(self.count)
         except ValueError as error:
             raise CallListError(f"rounding: {error}") from None
+        if self.acc_hold:
+            expected = 0
+        elif self.acc_add and not self.rounding.enable:
+            expected = 2 * self.count  # the drained sums raw: 64-bit words
         if self.out.total_words != expected:
             raise CallListError(f"the out block holds {self.out.total_words} words; {self.count} results "
-                                f"{'rounded' if self.rounding.enable else 'raw'} make {expected}")
+                                f"{'held' if self.acc_hold else 'rounded' if self.rounding.enable else 'raw'} "
+                                f"make {expected}")
         self._check_apart()
 
     def _check_apart(self) -> None:
@@ -175,12 +243,15 @@ class Call:
 
     def descriptor(self) -> np.ndarray:
         words = np.zeros(DESCRIPTOR_WORDS, dtype=np.uint32)
-        flags = (FLAG_HEADER if self.header is not None else 0) | (FLAG_ROUND if self.rounding.enable else 0)
+        flags = (FLAG_HEADER if self.header is not None else 0) | (FLAG_ROUND if self.rounding.enable else 0) | \
+            (FLAG_ACC_ADD if self.acc_add else 0) | (FLAG_ACC_HOLD if self.acc_hold else 0)
         words[FIELD["flags"]], words[FIELD["header"]] = flags, self.header or 0
         for index, block in enumerate(self.segments):
             start = FIELD[f"seg{index}"]
             words[start:start + 4] = block.as_words()
+            words[FIELD[f"seg{index}_planes"]:FIELD[f"seg{index}_planes"] + 2] = block.plane_words()
         words[FIELD["out"]:FIELD["out"] + 4] = self.out.as_words()
+        words[FIELD["out_planes"]:FIELD["out_planes"] + 2] = self.out.plane_words()
         words[FIELD["count"]], words[FIELD["record"]] = self.count, self.record
         words[FIELD["round"]], words[FIELD["row_values"]] = round_field(self.rounding), self.rounding.row_values
         return words
@@ -230,11 +301,16 @@ def decode_descriptor(words: np.ndarray) -> Call:
     if words.shape != (DESCRIPTOR_WORDS,):
         raise CallListError(f"a descriptor is {DESCRIPTOR_WORDS} words, not {words.shape}")
     flags = int(words[FIELD["flags"]])
-    if flags & ~FLAGS or np.any(words[FIELD["record"] + 1:]) or int(words[FIELD["round"]]) & ROUND_RESERVED \
+    if flags & ~FLAGS or np.any(words[FIRST_RESERVED:]) or int(words[FIELD["round"]]) & ROUND_RESERVED \
             or int(words[FIELD["row_values"]]) >> 16:
         raise CallListError(f"descriptor flags {flags:#x}, reserved bits or reserved words set")
-    segments = tuple(Block(*(int(w) for w in words[FIELD[f"seg{i}"]:FIELD[f"seg{i}"] + 4]))
-                     for i in range(MAX_SEGMENTS))
+
+    def block(name: str) -> Block:
+        planes, plane_stride = (int(w) for w in words[FIELD[f"{name}_planes"]:FIELD[f"{name}_planes"] + 2])
+        return Block(*(int(w) for w in words[FIELD[name]:FIELD[name] + 4]), planes=max(planes, 1),
+                     plane_stride=plane_stride)
+
+    segments = tuple(block(f"seg{i}") for i in range(MAX_SEGMENTS))
     field = int(words[FIELD["round"]])
     shift = field & 0x7F
     try:
@@ -244,9 +320,9 @@ def decode_descriptor(words: np.ndarray) -> Call:
     except ValueError as error:
         raise CallListError(f"descriptor rounding fields: {error}") from None
     return Call(header=int(words[FIELD["header"]]) if flags & FLAG_HEADER else None,
-                segments=tuple(block for block in segments if block.total_words),
-                out=Block(*(int(w) for w in words[FIELD["out"]:FIELD["out"] + 4])),
-                count=int(words[FIELD["count"]]), record=int(words[FIELD["record"]]), rounding=rounding)
+                segments=tuple(segment for segment in segments if segment.total_words), out=block("out"),
+                count=int(words[FIELD["count"]]), record=int(words[FIELD["record"]]), rounding=rounding,
+                acc_add=bool(flags & FLAG_ACC_ADD), acc_hold=bool(flags & FLAG_ACC_HOLD))
 
 
 STREAM_BITS = (32, 64, 128)  # stream words a list can run on
@@ -267,6 +343,7 @@ def check_list(calls: Sequence[Call], arena_bytes: int, stream_bits: int = 32) -
     address's low bits): refused before anything runs, as the hardware would read or write elsewhere."""
     if stream_bits not in STREAM_BITS:
         raise CallListError(f"call lists run on {STREAM_BITS}-bit stream words, not {stream_bits}")
+    check_chains(calls)
     beat = stream_bits // 8
     for index, call in enumerate(calls):
         blocks = [("segment", block) for block in call.segments] + [("out", call.out)]
@@ -276,9 +353,30 @@ def check_list(calls: Sequence[Call], arena_bytes: int, stream_bits: int = 32) -
                 raise CallListError(f"call {index}: its {name} block ends at byte {block.end}, past the "
                                     f"{arena_bytes}-byte arena")
             if block.total_words and (block.offset % beat or (block.rows > 1 and block.stride % beat)
+                                      or (block.planes > 1 and block.plane_stride % beat)
                                       or (4 * block.words) % beat):
                 raise CallListError(f"call {index}: its {name} block (offset {block.offset}, {block.words} words, "
                                     f"stride {block.stride}) is not made of whole {beat}-byte beats")
+
+
+def check_chains(calls: Sequence[Call]) -> None:
+    """Every chain of accumulating calls whole: a call that adds follows one that held as many results, a chain
+    takes at most :data:`MAX_CHAIN` calls, and the list does not end while sums are held (they would be lost)."""
+    held, length = None, 0
+    for index, call in enumerate(calls):
+        if call.acc_add and held != call.count:
+            raise CallListError(f"call {index} adds {call.count} results to the buffer, which holds "
+                                f"{'nothing' if held is None else f'{held} sums'}")
+        if call.acc_hold or call.acc_add:
+            length = length + 1 if call.acc_add else 1
+            if length > MAX_CHAIN:
+                raise CallListError(f"call {index}: a chain of sums takes at most {MAX_CHAIN} calls")
+        if call.acc_hold:
+            held = call.count
+        elif call.acc_add:
+            held = None
+    if held is not None:
+        raise CallListError(f"the list ends holding {held} sums that no call sends")
 
 
 def decode_record(words: np.ndarray) -> Dict[str, int]:

@@ -19,8 +19,10 @@ is compared with *bit for bit*:
   codes and scales, which a second sweep would repeat), so the PEs compute
   every contraction of a step once and the host scales every state once
   (``replayed`` counts the forward calls the step reused). The
-  contractions go to a *runner*: the golden kernels
-  (:class:`~codesign.step.tt.step.GoldenRunner`, default) or the board's IPs
+  contractions go to a *runner*: the golden kernels, each contraction
+  whole where that is provably exact (:class:`~codesign.step.tt.whole.WholeRunner`,
+  default; the same numbers as :class:`~codesign.step.tt.step.GoldenRunner`'s
+  calls one by one) or the board's IPs
   (:class:`codesign.deploy.tt_training.IpRunner`).
 - **Host, in a documented precision:** softmax cross-entropy in float64 on
   the logits, its gradient ``(softmax - onehot) / batch`` rounded once to
@@ -57,16 +59,18 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from codesign.loops.common import HwTrainError, LoopSetup, ScheduledLoop, progress_bar, softmax_cross_entropy
-from codesign.numerics.scales import UNSET
+from codesign.numerics.scales import NO_MEAN, UNSET
 from codesign.numerics.tt_svd import tt_svd
 from codesign.step.tt.layer_state import PER_CORE_TRACKERS, TRACKERS, TtLayerState
 from codesign.step.tt.runners import Counting
 from codesign.step.tt.schedule import StepHardware, hardware_of
-from codesign.step.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan
+from codesign.step.tt.step import check_input, forward_sweep, pe_step, step_plan
+from codesign.step.tt.whole import WholeRunner
 
 PRECISION_FIELDS = ("core_bits", "activation_bits", "bias_bits", "grad_bits", "core_headroom_bits",
                     "activation_headroom_bits", "grad_headroom_bits", "quantize_intermediates", "rounding",
-                    "core_grad_route")
+                    "core_grad_route", "scale_rule", "scale_momentum")
+PRECISION_DEFAULTS = {"core_grad_route": "direct", "scale_rule": "exact", "scale_momentum": 0.9}  # older set-ups
 LAYER_FIELDS = ("core_shapes", "bias", "in_features", "out_features", "is_network_input")
 ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, which the torch trainer uses
 LAMBDA_FLOOR = 1e-30  # keeps 1/lambda finite for a slice that is exactly zero (as codesign.train.tt.rank)
@@ -142,8 +146,8 @@ class TtTrainSetup(LoopSetup):
         if not layers[0]["is_network_input"] or any(layer["is_network_input"] for layer in layers[1:]):
             raise HwTrainError("exactly the first layer takes the network's input (is_network_input)")
         object.__setattr__(self, "layers", layers)
-        if isinstance(self.precision, Mapping) and "core_grad_route" not in self.precision:
-            object.__setattr__(self, "precision", {**self.precision, "core_grad_route": "direct"})  # older set-ups
+        if isinstance(self.precision, Mapping):
+            object.__setattr__(self, "precision", {**PRECISION_DEFAULTS, **self.precision})
         if not isinstance(self.precision, Mapping) or set(self.precision) != set(PRECISION_FIELDS):
             raise HwTrainError(f"precision must be a table of {', '.join(PRECISION_FIELDS)}")
         object.__setattr__(self, "precision", dict(self.precision))
@@ -187,8 +191,10 @@ class TtTrainSetup(LoopSetup):
         return [np.zeros(shape, np.float32) for shape in self.layers[index]["core_shapes"]]
 
     def layer_state(self, index: int, cores: Sequence[np.ndarray], bias: Optional[np.ndarray] = None,
-                    trackers: Optional[Mapping[str, Sequence[int]]] = None) -> TtLayerState:
-        """Layer ``index`` as the PE step reads it, with these cores, bias (zeros if None) and trackers (unset)."""
+                    trackers: Optional[Mapping[str, Sequence[int]]] = None,
+                    means: Optional[Mapping[str, Sequence[float]]] = None) -> TtLayerState:
+        """Layer ``index`` as the PE step reads it, with these cores, bias (zeros if None), trackers and running
+        means (unset)."""
         layer = self.layers[index]
         if trackers is None:
             trackers = unset_trackers(len(cores))
@@ -197,7 +203,9 @@ class TtTrainSetup(LoopSetup):
         return TtLayerState(cores=tuple(cores), bias=bias if layer["bias"] else None,
                             in_features=layer["in_features"], out_features=layer["out_features"],
                             is_network_input=layer["is_network_input"],
-                            trackers=tuple(tuple(trackers[name]) for name in TRACKERS), **self.precision)
+                            trackers=tuple(tuple(trackers[name]) for name in TRACKERS),
+                            means=() if means is None else tuple(tuple(means[name]) for name in TRACKERS),
+                            **self.precision)
 
     def to_dict(self) -> Dict[str, Any]:
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -210,6 +218,11 @@ class TtTrainSetup(LoopSetup):
     def from_dict(cls, values: Mapping[str, Any]) -> TtTrainSetup:
         return cls(**{**values, "layers": tuple(values["layers"]),
                       "ips": tuple(tuple(ip) for ip in values.get("ips", ()))})
+
+
+def unset_means(order: int) -> Dict[str, Tuple[float, ...]]:
+    """Every running mean of a layer of ``order`` cores, nothing observed yet."""
+    return {name: (NO_MEAN,) * (order if index < PER_CORE_TRACKERS else 1) for index, name in enumerate(TRACKERS)}
 
 
 def unset_trackers(order: int) -> Dict[str, Tuple[int, ...]]:
@@ -303,7 +316,7 @@ class TtMlpTrainer(ScheduledLoop):
             raise HwTrainError(f"setup must be a TtTrainSetup, got {type(setup).__name__}")
         self.setup = setup
         self.hardware = setup.hardware()
-        self.runner = Counting(runner if runner is not None else GoldenRunner())
+        self.runner = Counting(runner if runner is not None else WholeRunner())
         self.step, self.epoch = 0, 0
         self.history: List[Dict[str, Any]] = []
         self.steps_per_epoch: Optional[int] = None
@@ -318,6 +331,7 @@ class TtMlpTrainer(ScheduledLoop):
             self.cores.append(cores)
             self.biases.append(bias)
         self.trackers = [unset_trackers(len(cores)) for cores in self.cores]
+        self.means = [unset_means(len(cores)) for cores in self.cores]
         self.lambdas = [slice_lambdas(cores) for cores in self.cores]
         self.rank_history = [self.ranks()]
         self.prune_events: List[Dict[str, Any]] = []
@@ -329,10 +343,12 @@ class TtMlpTrainer(ScheduledLoop):
         return [tuple([1] + [core.shape[3] for core in cores]) for cores in self.cores]
 
     def layer_state(self, index: int) -> TtLayerState:
-        return self.setup.layer_state(index, self.cores[index], self.biases[index], self.trackers[index])
+        return self.setup.layer_state(index, self.cores[index], self.biases[index], self.trackers[index],
+                                      self.means[index])
 
     def read_weights(self) -> Dict[str, Any]:
-        """Copies of the shadow cores and biases (float32), Adam's moments, the scale trackers and ranks, flat."""
+        """Copies of the shadow cores and biases (float32), Adam's moments, the scale trackers, their running means
+        and the ranks, flat."""
         moments = []
         for key in sorted(self.optimizer.moments):
             moments.extend(moment.copy() for moment in self.optimizer.moments[key])
@@ -340,6 +356,7 @@ class TtMlpTrainer(ScheduledLoop):
                 "biases": [bias.copy() for bias in self.biases if bias is not None], "moments": moments,
                 "trackers": [np.array(self.trackers[i][name], np.int64) for i in range(len(self.cores))
                              for name in TRACKERS],
+                "means": [np.array(self.means[i][name], np.float64) for i in range(len(self.cores)) for name in TRACKERS],
                 "ranks": [np.array(ranks, np.int64) for ranks in self.ranks()], "step": self.step}
 
     # -- passes
@@ -352,7 +369,7 @@ class TtMlpTrainer(ScheduledLoop):
             x = check_input(state, x)
             calls_before = self.runner.transactions
             sweep = forward_sweep(state, x, step_plan(state, x.shape[0], self.hardware), self.runner, update=training)
-            self.trackers[index] = {name: tuple(values) for name, values in sweep.trackers.items()}
+            self._keep_scales(index, sweep)
             inputs.append(x)
             sweeps.append((sweep, self.runner.transactions - calls_before) if training else None)
             y = sweep.y.astype(np.float32)
@@ -398,7 +415,7 @@ class TtMlpTrainer(ScheduledLoop):
         if y.shape != (x.shape[0],) or (y.size and (y.min() < 0 or y.max() >= self.setup.layers[-1]["out_features"])):
             raise HwTrainError(f"labels y {y.shape} must be one class in 0..{self.setup.layers[-1]['out_features'] - 1} "
                                "per sample")
-        trackers_before = list(self.trackers)
+        trackers_before, means_before = list(self.trackers), list(self.means)
         try:
             logits, inputs, sweeps = self._forward(x, training=True)
             loss, grad = softmax_cross_entropy(logits.astype(np.float64), y)
@@ -413,7 +430,7 @@ class TtMlpTrainer(ScheduledLoop):
                 if index:
                     grad = (step.grad_x * (inputs[index] > 0)).astype(np.float32)
         except BaseException:
-            self.trackers = trackers_before
+            self.trackers, self.means = trackers_before, means_before
             raise
         self._update(steps)
         self.replayed += replayed
@@ -425,7 +442,7 @@ class TtMlpTrainer(ScheduledLoop):
         lr, scale = self.learning_rate(), self.prior_scale()
         self.optimizer.advance()
         for index, step in steps:
-            self.trackers[index] = {name: tuple(values) for name, values in step.trackers.items()}
+            self._keep_scales(index, step)
             cores = self.cores[index]
             grads = step.core_grads
             if scale:
@@ -439,6 +456,11 @@ class TtMlpTrainer(ScheduledLoop):
                 self._clip(index)
         if self.setup.prior_weight > 0:
             self.lambdas = [slice_lambdas(cores) for cores in self.cores]
+
+    def _keep_scales(self, index: int, source) -> None:
+        """Layer ``index``'s trackers and running means as a sweep or step left them."""
+        self.trackers[index] = {name: tuple(values) for name, values in source.trackers.items()}
+        self.means[index] = {name: tuple(values) for name, values in source.means.items()}
 
     def _clip(self, index: int) -> None:
         """Clip the shadow cores to what their codes can represent (BinaryConnect's clipping)."""
@@ -540,4 +562,4 @@ def _initial_layer(layer: Mapping[str, Any], rng: np.random.Generator) -> Tuple[
 
 
 __all__ = ["Adam", "TtMlpTrainer", "TtTrainSetup", "keep_slices", "prior_grads", "slice_lambdas",
-           "unset_trackers"]
+           "unset_means", "unset_trackers"]

@@ -28,6 +28,9 @@ GROUP_WORDS_RANGE = (1, 4)  # 32-bit words per group: a chunk of at most 128 bit
 ROW_VALUES_RANGE = (1, 65535)  # values per row (16 bits in the descriptor)
 WORD_BITS = 32  # accumulators and output words are 32 bits wide
 ACC_RANGE = (-(1 << 31), (1 << 31) - 1)  # a signed 32-bit accumulator
+HELD_BITS = 48  # the shell's accumulation buffer (docs/accelerator.md, "Accumulating calls"): a DSP48's width
+HELD_RANGE = (-(1 << (HELD_BITS - 1)), (1 << (HELD_BITS - 1)) - 1)
+HELD_SHIFT_CAP = HELD_BITS + 1  # |sum| <= 2^47, so sum * 2^-s rounds to 0 for every s >= 49, as it does at s = 49
 LEFT_SHIFT_CAP = 31  # a left shift past 16 saturates every non-zero value: capping keeps int64 exact
 RIGHT_SHIFT_CAP = 33  # |acc| <= 2^31, so acc * 2^-s rounds to 0 for every s >= 33, as it does at s = 33
 
@@ -118,24 +121,24 @@ class RoundStats(NamedTuple):
     saturated: int
 
 
-def _accumulators(acc) -> np.ndarray:
+def _accumulators(acc, limits: tuple[int, int] = ACC_RANGE) -> np.ndarray:
     values = np.asarray(acc)
     if values.size == 0:
         return np.zeros(0, dtype=np.int64)
     if values.dtype.kind not in "iu":
         raise TypeError(f"accumulators must be integers, got dtype {values.dtype}")
     values = values.astype(np.int64).reshape(-1)
-    if values.size and (values.min() < ACC_RANGE[0] or values.max() > ACC_RANGE[1]):
-        raise ValueError("accumulators must be signed 32-bit values")
+    if values.size and (values.min() < limits[0] or values.max() > limits[1]):
+        raise ValueError(f"accumulators must be signed {limits[1].bit_length() + 1}-bit values")
     return values
 
 
 def _rounded(acc: np.ndarray, shift: int) -> np.ndarray:
     """``round_half_to_even(acc * 2^shift)`` in int64, before saturation; a left shift capped at
     :data:`LEFT_SHIFT_CAP` and a right shift at :data:`RIGHT_SHIFT_CAP`, which changes no saturated code."""
-    if shift >= 0:
-        return acc << min(shift, LEFT_SHIFT_CAP)
-    s = min(-shift, RIGHT_SHIFT_CAP)
+    if shift >= 0:  # clipped first, so a held 48-bit sum cannot overflow int64: the codes are at most 16 bits wide
+        return np.clip(acc, -(1 << BITS_RANGE[1] + 1), 1 << BITS_RANGE[1] + 1) << min(shift, LEFT_SHIFT_CAP)
+    s = min(-shift, HELD_SHIFT_CAP)  # RIGHT_SHIFT_CAP would do for 32-bit words: every s >= 33 rounds them to 0 too
     floor = acc >> s  # toward minus infinity
     rest = acc - (floor << s)  # 0 <= rest < 2^s
     half = np.int64(1) << np.int64(s - 1)
@@ -179,12 +182,13 @@ def pack_codes(codes, cfg: RoundStageConfig) -> np.ndarray:
     return words.reshape(-1).astype(np.uint32)
 
 
-def stats_of(acc, *, codes_saturated: int = 0) -> RoundStats:
-    """:class:`RoundStats` of signed 32-bit accumulators (``codes_saturated`` passed through)."""
-    magnitude = np.abs(_accumulators(acc)).astype(np.uint64)
+def stats_of(acc, *, codes_saturated: int = 0, limits: tuple[int, int] = ACC_RANGE) -> RoundStats:
+    """:class:`RoundStats` of signed accumulators (32-bit, or ``limits``; ``codes_saturated`` passed through).
+    ``max_abs`` saturates at its 32-bit record word (``2^32 - 1``), which only a held sum can exceed."""
+    magnitude = np.abs(_accumulators(acc, limits)).astype(np.uint64)
     total = int(magnitude.sum(dtype=np.uint64)) if magnitude.size else 0
-    return RoundStats(sum_abs=total, max_abs=int(magnitude.max()) if magnitude.size else 0,
-                      saturated=int(codes_saturated))
+    peak = int(magnitude.max()) if magnitude.size else 0
+    return RoundStats(sum_abs=total, max_abs=min(peak, (1 << WORD_BITS) - 1), saturated=int(codes_saturated))
 
 
 def round_stage(acc_words, cfg: RoundStageConfig) -> tuple[np.ndarray, RoundStats]:
@@ -205,10 +209,25 @@ def round_stage(acc_words, cfg: RoundStageConfig) -> tuple[np.ndarray, RoundStat
     acc = words.astype(np.uint32).view(np.int32).astype(np.int64)
     if not cfg.enable:
         return words.astype(np.uint32), stats_of(acc)
+    return _rounded_words(acc, cfg, ACC_RANGE)
+
+
+def round_held(values, cfg: RoundStageConfig) -> tuple[np.ndarray, RoundStats]:
+    """What the stage sends when an accumulating call drains the shell's buffer: signed sums of up to
+    :data:`HELD_BITS` bits (int64), rounded and packed as :func:`round_stage` does, or passed through as 64-bit
+    words (low word first, sign-extended) when ``cfg`` does not round. The statistics are over the sums."""
+    acc = _accumulators(values, HELD_RANGE)
+    cfg.check_count(acc.size)
+    if not cfg.enable:
+        return acc.view(np.uint64).view(np.uint32).copy(), stats_of(acc, limits=HELD_RANGE)
+    return _rounded_words(acc, cfg, HELD_RANGE)
+
+
+def _rounded_words(acc: np.ndarray, cfg: RoundStageConfig, limits: tuple[int, int]) -> tuple[np.ndarray, RoundStats]:
     low, high = _code_range(cfg.bits)
     rounded = _rounded(acc, cfg.shift)
     saturated = int(np.count_nonzero((rounded < low) | (rounded > high)))
-    return pack_codes(np.clip(rounded, low, high), cfg), stats_of(acc, codes_saturated=saturated)
+    return pack_codes(np.clip(rounded, low, high), cfg), stats_of(acc, codes_saturated=saturated, limits=limits)
 
 
 NEG = -(1 << 90)  # stands for minus infinity in the max-plus arithmetic of latency_cycles
@@ -261,5 +280,6 @@ def latency_cycles(cfg: RoundStageConfig, count: int) -> int:
     return state[1][2] + 4 + words  # x, from l = x = minus infinity and z = 4
 
 
-__all__ = ["RoundStageConfig", "RoundStats", "latency_cycles", "pack_codes", "round_codes", "round_stage", "slot_of",
+__all__ = ["HELD_BITS", "HELD_RANGE", "RoundStageConfig", "RoundStats", "latency_cycles", "pack_codes", "round_codes",
+           "round_held", "round_stage", "slot_of",
            "stats_of"]

@@ -71,7 +71,52 @@ def mean_abs_frac_bits(mean_abs: float, *, bits: int, headroom_bits: int, fallba
     return max(FIXED_FRAC_BITS[0], min(FIXED_FRAC_BITS[1], frac_bits))
 
 
-__all__ = ["UNSET", "check_headroom", "mean_abs", "mean_abs_frac_bits", "mean_code_range"]
+SCALE_RULES = ("exact", "tracked")
+NO_MEAN = -1.0  # a running mean that has observed nothing yet (a mean |x| is never negative; NaN != NaN)
+
+
+def check_scale_rule(rule: str, momentum: float, *, prefix: str = "precision") -> None:
+    """``rule`` one of :data:`SCALE_RULES`; ``momentum`` a float in [0, 1) (the weight of the past)."""
+    if rule not in SCALE_RULES:
+        raise ValueError(f"{prefix}.scale_rule: must be one of {SCALE_RULES}, got {rule!r}")
+    if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0.0 <= momentum < 1.0:
+        raise ValueError(f"{prefix}.scale_momentum: must be a float in [0, 1), got {momentum!r}")
+
+
+def aim_scale(observed: float, *, rule: str, current: int, mean: float, momentum: float, bits: int,
+              headroom_bits: int, update: bool) -> tuple[int, int, float]:
+    """The fraction bits a tensor is rounded at now, those its tracker holds for the next step, and its running mean.
+
+    ``observed`` is this tensor's mean |x| (:func:`mean_abs`, before rounding); ``current`` the tracker's
+    fraction bits (:data:`UNSET` before the first sight) and ``mean`` its running mean (:data:`NO_MEAN` before the first).
+
+    - ``"exact"``: the scale is aimed at this tensor itself (when ``update`` or unset), so the rounding must wait
+      for the whole tensor; returns ``(aimed, aimed, mean)``.
+    - ``"tracked"`` (paper 003, Sec. 3.3): the tensor is rounded at the scale aimed from *earlier* steps, so a PE
+      can round its results as it sends them. With ``update`` the running mean takes this tensor's mean
+      (``mean = momentum * mean + (1 - momentum) * observed``, float64) and the next step's scale is aimed at
+      it. The first sight (an unset tracker) has no history: it is aimed at the tensor, as the exact rule is.
+
+    A tensor of zeros (or a mean that is not finite) measures nothing: the mean and the scale stay. Every step is
+    Python float arithmetic on the same inputs, so a host on a board and the desktop's trainers agree bit for bit.
+    """
+    fallback = bits - 1 if current == UNSET else current
+    if rule == "exact" or current == UNSET:
+        if not update and current != UNSET:
+            return current, current, mean
+        aimed = mean_abs_frac_bits(observed, bits=bits, headroom_bits=headroom_bits, fallback=fallback)
+        measured = math.isfinite(observed) and observed > 0
+        return aimed, aimed, (observed if measured else mean) if rule == "tracked" else mean
+    if rule != "tracked":
+        raise ValueError(f"scale_rule must be one of {SCALE_RULES}, got {rule!r}")
+    if not update or not (math.isfinite(observed) and observed > 0):
+        return current, current, mean
+    tracked = observed if mean < 0 else momentum * mean + (1.0 - momentum) * observed
+    return current, mean_abs_frac_bits(tracked, bits=bits, headroom_bits=headroom_bits, fallback=current), tracked
+
+
+__all__ = ["NO_MEAN", "SCALE_RULES", "UNSET", "aim_scale", "check_headroom", "check_scale_rule", "mean_abs",
+           "mean_abs_frac_bits", "mean_code_range"]
 
 
 def power_of_two_frac_bits(max_abs: float, bits: int) -> int:

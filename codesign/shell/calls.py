@@ -23,7 +23,7 @@ import numpy as np
 from codesign.contracts.calls import (RAW, RECORD, RECORD_DONE, RECORD_WORDS, ArenaLayout, Block,
                                       Call, CallListError, check_list, encode_list)
 from codesign.contracts.constants import STATUS_OK
-from codesign.numerics.round_stage import RoundStageConfig, round_stage
+from codesign.numerics.round_stage import RoundStageConfig, round_held, round_stage
 from codesign.shell.ip import stream_word_bits
 
 
@@ -38,7 +38,7 @@ def gather(arena: np.ndarray, block: Block) -> np.ndarray:
 def scatter(arena: np.ndarray, block: Block, words: np.ndarray) -> None:
     if block.total_words:
         rows = block.row_offsets() // 4
-        arena[rows[:, None] + np.arange(block.words)] = np.asarray(words, dtype=np.uint32).reshape(block.rows, -1)
+        arena[rows[:, None] + np.arange(block.words)] = np.asarray(words, dtype=np.uint32).reshape(rows.size, -1)
 
 
 def call_words_in(arena: np.ndarray, call: Call, parts: int = 1) -> np.ndarray:
@@ -51,12 +51,15 @@ def call_words_in(arena: np.ndarray, call: Call, parts: int = 1) -> np.ndarray:
 def run_list_golden(pe, spec, arena: np.ndarray, calls: Sequence[Call]) -> np.ndarray:
     """The arena after the shell has run ``calls`` on it (a new uint32 array; ``arena`` is left as it was).
 
-    A call whose status is not 0 writes its record and ends the list, as the shell does."""
+    A call whose status is not 0 writes its record and ends the list, as the shell does. Accumulating calls
+    (``acc_add``, ``acc_hold``) sum their results exactly in int64 (the shell's buffer holds 48-bit sums, which
+    :data:`~codesign.contracts.calls.MAX_CHAIN` keeps exact)."""
     arena = np.array(arena, dtype=np.uint32)
     bits = stream_word_bits(pe, spec)
     check_list(calls, 4 * arena.size, bits)
     parts = bits // 32
     outputs: dict = {}  # a transaction repeated in a list is computed once (a float PE's golden is slow)
+    held = None  # the shell's accumulation buffer
     for call in calls:
         words_in = call_words_in(arena, call, parts)
         key = words_in.tobytes()
@@ -73,7 +76,15 @@ def run_list_golden(pe, spec, arena: np.ndarray, calls: Sequence[Call]) -> np.nd
                                 "that never come")
         if status == STATUS_OK and call.count:
             results = out[parts:parts + call.count]
-            words, stats = round_stage(results, call.rounding)
+            if call.acc_add or call.acc_hold:
+                values = results.astype(np.uint32).view(np.int32).astype(np.int64)
+                held = values if not call.acc_add else held + values
+                words, stats = (np.zeros(0, np.uint32), round_stage(np.zeros(0, np.uint32), RAW)[1]) \
+                    if call.acc_hold else round_held(held, call.rounding)
+                if not call.acc_hold:
+                    held = None
+            else:
+                words, stats = round_stage(results, call.rounding)
             scatter(arena, call.out, words)
             record[RECORD["saturated"]], record[RECORD["max_abs"]] = stats.saturated, stats.max_abs
             record[RECORD["sum_abs_lo"]] = stats.sum_abs & 0xFFFF_FFFF

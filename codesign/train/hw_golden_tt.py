@@ -5,8 +5,10 @@ an MLP of :class:`~codesign.train.tt.layer.TTLinear` layers whose passes are
 core contractions computed in float64 on codes. :class:`TtHwTrainer` is the
 same trainer with each TT layer's forward and backward moved onto the TT
 PEs' schedule (:mod:`codesign.step.tt.schedule`) through a *runner*: the
-golden PE kernels (:class:`~codesign.step.tt.step.GoldenRunner`, the default)
-or the IPs of a board (:class:`codesign.deploy.tt_training.IpRunner`).
+golden PE kernels, each contraction whole where that is provably exact
+(:class:`~codesign.step.tt.whole.WholeRunner`, the default; the numbers of
+:class:`~codesign.step.tt.step.GoldenRunner`'s calls one by one), or the IPs
+of a board (:class:`codesign.deploy.tt_training.IpRunner`).
 
 - **Forward** of a layer: :func:`pe_forward`, the forward sweep that
   :func:`codesign.step.tt.step.pe_step` also starts with
@@ -14,11 +16,10 @@ or the IPs of a board (:class:`codesign.deploy.tt_training.IpRunner`).
   integer scale choice and rounding between them); in evaluation mode the
   scales are not re-aimed, as the golden layer's are not.
 - **Backward**: :func:`~codesign.step.tt.step.pe_step` on the batch and the
-  output gradient. Its forward sweep asks for the very contractions the
-  forward pass ran; the host kept their results (:class:`Replay`), so the
-  PEs compute every contraction of a step once. A contraction whose
-  operands differ from the kept ones would go to the PEs again
-  (``replay_misses`` counts them; it stays 0).
+  output gradient, started from the forward pass's sweep (its states, codes
+  and the scales it rounded at), so the PEs compute every contraction of a
+  step once (``replayed_transactions`` counts the forward calls reused;
+  ``replay_misses`` stays 0).
 - **Host, in the trainer's precision:** loss (softmax cross-entropy), the
   low-rank prior and its ``lambda`` updates (float64), Adam on float32
   shadow cores and biases, shadow clipping, rank pruning at epoch ends and
@@ -42,9 +43,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from codesign.step.tt.runners import Counting, Recording, Replay
+from codesign.step.tt.runners import Counting
 from codesign.step.tt.schedule import StepHardware, hardware_of
-from codesign.step.tt.step import GoldenRunner, check_input, forward_sweep, pe_step, step_plan
+from codesign.step.tt.step import ForwardSweep, check_input, forward_sweep, pe_step, step_plan
+from codesign.step.tt.whole import WholeRunner
 from codesign.step.tt.rounding import to_values
 from codesign.train.config import TrainConfig
 from codesign.train.data import Dataset
@@ -52,6 +54,7 @@ from codesign.loops.common import HwTrainError
 from codesign.train.trainer import Trainer
 from codesign.train.tt.layer import TTLinear, tt_layers
 from codesign.train.tt.pe_check import layer_state, trackers_of
+from codesign.train.tt.precision import mean_buffer
 
 # ---------------------------------------------------------------------------- the forward sweep on PEs
 @dataclass
@@ -66,6 +69,7 @@ class ForwardResult:
     trackers: dict[str, tuple[int, ...]]
     cores: list[np.ndarray]
     states: list[np.ndarray]
+    sweep: ForwardSweep
 
 
 def pe_forward(layer: TTLinear, x, runner, hardware: StepHardware = StepHardware(), *,
@@ -81,7 +85,8 @@ def pe_forward(layer: TTLinear, x, runner, hardware: StepHardware = StepHardware
     plan = step_plan(state, x.shape[0], hardware)  # checks the layer's precision
     sweep = forward_sweep(state, x, plan, runner, update=update)
     return ForwardResult(y=sweep.y.astype(np.float32), trackers={name: tuple(v) for name, v in sweep.trackers.items()},
-                         cores=[to_values(c, f) for c, f in zip(sweep.cores, sweep.core_frac)], states=sweep.states)
+                         cores=[to_values(c, f) for c, f in zip(sweep.cores, sweep.core_frac)], states=sweep.states,
+                         sweep=sweep)
 
 
 # ---------------------------------------------------------------------------- TT layers on PEs
@@ -98,17 +103,19 @@ class PeBackend:
 
 
 class _PeTTFunction(torch.autograd.Function):
-    """The TT layer's passes on the PEs: :func:`pe_forward`, then :func:`pe_step` with the forward replayed."""
+    """The TT layer's passes on the PEs: :func:`pe_forward`, then :func:`pe_step` started from that sweep (its
+    states, codes and the scales it rounded at: under the tracked rule the layer's trackers already hold the next
+    step's, so a second sweep would not be the same)."""
 
     @staticmethod
     def forward(ctx, x, bias, layer, *cores):
         backend: PeBackend = layer.pe_backend
-        runner = Recording(backend.runner) if layer.training else backend.runner
         x32 = x.detach().to(torch.float32).numpy()
-        result = pe_forward(layer, x32, runner, backend.hardware, update=layer.training)
-        _set_trackers(layer, result.trackers)
+        calls_before = backend.runner.transactions
+        result = pe_forward(layer, x32, backend.runner, backend.hardware, update=layer.training)
+        _set_trackers(layer, result.sweep)
         ctx.layer, ctx.x = layer, x32
-        ctx.recorded = runner.recorded if layer.training else []
+        ctx.sweep, ctx.forward_calls = result.sweep, backend.runner.transactions - calls_before
         if layer.ledger is not None:
             y = torch.from_numpy(result.y)
             layer._record_forward([torch.from_numpy(c) for c in result.cores],
@@ -119,11 +126,10 @@ class _PeTTFunction(torch.autograd.Function):
     def backward(ctx, grad_y):
         layer: TTLinear = ctx.layer
         backend: PeBackend = layer.pe_backend
-        replay = Replay(backend.runner, ctx.recorded)
-        step = pe_step(layer_state(layer), ctx.x, grad_y.detach().to(torch.float32).numpy(), replay, backend.hardware)
-        backend.replayed += replay.replayed
-        backend.replay_misses += replay.misses
-        _set_trackers(layer, step.trackers)
+        step = pe_step(layer_state(layer), ctx.x, grad_y.detach().to(torch.float32).numpy(), backend.runner,
+                       backend.hardware, forward=ctx.sweep)
+        backend.replayed += ctx.forward_calls  # the step starts from the forward's results: no PE call is repeated
+        _set_trackers(layer, step)
         need_x = ctx.needs_input_grad[0] and not layer.is_network_input
         if layer.ledger is not None:
             layer._record_backward(list(layer.cores), ctx.x.shape[0], need_x)
@@ -136,9 +142,11 @@ class _PeTTFunction(torch.autograd.Function):
         return grad_x, grad_b, None, *grads
 
 
-def _set_trackers(layer: TTLinear, trackers: dict[str, tuple[int, ...]]) -> None:
-    for name, values in trackers.items():
+def _set_trackers(layer: TTLinear, source) -> None:
+    """The layer's trackers and running means as a sweep or step left them."""
+    for name, values in source.trackers.items():
         getattr(layer, name).copy_(torch.tensor(values, dtype=torch.int64))
+        getattr(layer, mean_buffer(name)).copy_(torch.tensor(source.means[name], dtype=torch.float64))
 
 
 class PeTTLinear(TTLinear):
@@ -226,7 +234,7 @@ class TtHwTrainer:
                 raise HwTrainError(f"{pe} is built for {spec.a_bits} x {spec.b_bits}-bit operands; "
                                    f"techniques.tt.precision needs {widths['a_bits']} x {widths['b_bits']}")
         self.trainer = WholeStepTrainer(training, dataset=dataset, progress=False, description=description)
-        self.backend = PeBackend(runner if runner is not None else GoldenRunner(), hardware)
+        self.backend = PeBackend(runner if runner is not None else WholeRunner(), hardware)
         self.layers = run_on_pes(self.trainer.model, self.backend)
         self.step_seconds = 0.0
         self.steps = 0
@@ -358,5 +366,5 @@ class TtHwTrainer:
                 "replayed_transactions": self.backend.replayed, "replay_misses": self.backend.replay_misses}
 
 
-__all__ = ["ForwardResult", "PeBackend", "PeTTLinear", "Recording", "Replay", "TtHwTrainer", "WholeStepTrainer",
+__all__ = ["ForwardResult", "PeBackend", "PeTTLinear", "TtHwTrainer", "WholeStepTrainer",
            "design_hardware", "pe_forward", "run_on_pes"]

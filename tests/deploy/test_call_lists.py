@@ -65,6 +65,31 @@ def test_a_list_past_its_arena_is_refused_before_any_register_is_written(overlay
     assert traffic.register_writes == 0
 
 
+
+def test_chains_and_3d_blocks_are_refused_until_the_shell_runs_them(overlay):
+    """The contract and the golden model have accumulating calls and 3-D blocks; the shell's C++ and RTL do
+    not run them yet, so the driver refuses such a list before a register is written."""
+    import dataclasses
+
+    pe = get_pe("tt1")
+    case = tt_chain(pe, pe.spec_class(), np.random.default_rng(6))
+    first, second = case.calls
+    planes = Block(offset=first.segments[1].offset, words=1, rows=2, stride=8, planes=2, plane_stride=32)
+    assert planes.planes == 2
+    traffic = overlay.device.traffic
+    for changed in (dataclasses.replace(first, segments=(first.segments[0], planes)),
+                    dataclasses.replace(second, out=Block(), acc_hold=True)):
+        calls = (changed,) if changed.acc_hold else (changed, second)
+        if changed.acc_hold:  # a held chain must end: add the drain
+            calls = (changed, dataclasses.replace(second, out=Block(offset=second.out.offset, words=2 * second.count,
+                                                                    rows=1), acc_add=True))
+        bad = ListCase(calls=calls, arena=case.arena, expected=case.expected)
+        arena, descriptors = _buffers(overlay, bad)
+        traffic.clear()
+        with pytest.raises(AccelInputError, match="does not run yet"):
+            overlay.accelerator("tt1_0").run_list(arena, descriptors, len(calls))
+        assert traffic.register_writes == 0
+
 def test_a_refused_call_stops_the_list_and_the_driver_names_it(overlay):
     """A call the PE refuses (J above max_j) between two good ones: the list ends after its record, and
     run_list raises naming it; the IP is then reloaded."""

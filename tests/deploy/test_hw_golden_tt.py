@@ -11,6 +11,7 @@ the host).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from dataclasses import replace
 
@@ -31,7 +32,7 @@ from codesign.train.models import MLP
 from codesign.train.techniques.tt import Config
 from codesign.train.trainer import Trainer
 from codesign.train.tt import RankPrior, TTLinear, TTPrecision, tt_layers
-from codesign.train.tt.pe_check import trackers_of
+from codesign.train.tt.pe_check import means_of, trackers_of
 
 # PE builds far smaller than the contractions: every one is cut along I, J, K and L
 SMALL_HARDWARE = StepHardware(pe1=Tt1Spec(lanes=4, rows=3, a_bits=16, b_bits=8, max_j=5, max_k=9, max_l=7),
@@ -102,7 +103,7 @@ def _state(trainer: Trainer) -> dict[str, list[np.ndarray]]:
         cores += [p.detach().numpy() for p in layer.parameters()]
         moments += [trainer.optimizer.state[p][key].numpy() for p in layer.parameters()
                     for key in ("exp_avg", "exp_avg_sq")]
-        trackers.append(trackers_of(layer))
+        trackers.append((trackers_of(layer), means_of(layer)))
     return {"parameters": cores, "moments": moments, "trackers": trackers}
 
 
@@ -119,11 +120,16 @@ def _compare(a: dict, b: dict) -> tuple[int, int]:
     return compared, differ
 
 
-def test_a_run_on_pe_calls_ends_bit_identical_to_the_trainers_golden_run():
-    """Two epochs, 8 Adam steps, the prior pruning ranks after epoch 0, evaluation after each epoch."""
-    golden = Trainer(CONFIG, progress=False)
+@pytest.mark.parametrize("scale_rule", ["exact", "tracked"])
+def test_a_run_on_pe_calls_ends_bit_identical_to_the_trainers_golden_run(scale_rule):
+    """Two epochs, 8 Adam steps, the prior pruning ranks after epoch 0, evaluation after each epoch; under both
+    scale rules (tracked: every tensor rounded at the scale its running mean gave the step before)."""
+    tt = CONFIG.techniques["tt"]
+    config = CONFIG.replace(techniques={"tt": dataclasses.replace(
+        tt, precision=dataclasses.replace(tt.precision, scale_rule=scale_rule))})
+    golden = Trainer(config, progress=False)
     golden.fit()
-    loop = TtHwTrainer(CONFIG, hardware=SMALL_HARDWARE)
+    loop = TtHwTrainer(config, hardware=SMALL_HARDWARE)
     history = loop.fit(progress=False)
     assert history == golden.history  # test accuracy, loss and modelled energy of every epoch
     assert [layer.ranks for layer in loop.layers] == [layer.ranks for layer in tt_layers(golden.model)]

@@ -41,14 +41,16 @@ pytestmark = pytest.mark.slow
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def _design(epochs: int = 2, route: str = "direct", forward_split: bool = False, **prior):
+def _design(epochs: int = 2, route: str = "direct", forward_split: bool = False, scale_rule: str = "exact", **prior):
     """The shipped example with two copies of PE1 and of PE2: every contraction stage is split over the copies;
-    ``route``: the precision's core_grad_route; ``forward_split``: [design] forward_split."""
+    ``route``: the precision's core_grad_route; ``forward_split``: [design] forward_split; ``scale_rule``: the
+    precision's."""
     raw = read_toml(EXAMPLES / "digits_tt.toml")
     for pe in ("tt1", "tt2"):
         raw["design"]["pe"][pe]["copies"] = 2
     raw["design"]["hp_ports"] = 2  # tt1_0, tt2_0 and tt3_0 on the first; tt1_1 and tt2_1 on the second
     raw["techniques"]["tt"]["precision"]["core_grad_route"] = route
+    raw["techniques"]["tt"]["precision"]["scale_rule"] = scale_rule
     raw["design"]["forward_split"] = forward_split
     design = design_from_dict(raw)
     training = design.training
@@ -151,10 +153,11 @@ def test_an_ip_time_out_part_way_leaves_the_step_undone(overlay, monkeypatch):
 
 
 def _same_state(board, golden) -> int:
-    """Every word of the NumPy loops' state equal (cores, biases, Adam's moments, trackers, ranks); words compared."""
+    """Every word of the NumPy loops' state equal (cores, biases, Adam's moments, trackers and their running means,
+    ranks); words compared."""
     mine, theirs = board.read_weights(), golden.read_weights()
     compared = 0
-    for key in ("cores", "biases", "moments", "trackers", "ranks"):
+    for key in ("cores", "biases", "moments", "trackers", "means", "ranks"):
         assert len(mine[key]) == len(theirs[key]), key
         for index, (a, b) in enumerate(zip(mine[key], theirs[key])):
             assert a.shape == b.shape and a.dtype == b.dtype, (key, index)
@@ -323,3 +326,26 @@ def test_the_forward_split_on_the_ips_is_bit_identical_to_the_golden_loop_withou
     assert [row["loss"] for row in board.history] == [row["loss"] for row in golden.history]
     assert _same_state(board, golden) > 0
     assert board.throughput()["transactions"] != golden.throughput()["transactions"]  # other calls, same numbers
+
+
+def test_tracked_scales_on_the_ips_are_bit_identical_to_the_golden_numpy_loop(tmp_path):
+    """scale_rule = "tracked" (paper 003, Sec. 3.3): every tensor rounded at the scale its running mean gave after
+    the step before; the board runtime's loop ends every word equal to the golden NumPy loop's, running means
+    included, and the run differs from the exact rule's."""
+    design = _design(epochs=1, scale_rule="tracked")
+    folder = write_emulation_folder(design, tmp_path / design.board.name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        overlay = CodesignOverlay(folder, design=design, emulate=True)
+    changes = get_family("tt").quick_changes
+    board, golden = TtBoardTrainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
+    assert board.setup.precision["scale_rule"] == "tracked" and golden.setup == board.setup
+    exact = TtMlpTrainer(dataclasses.replace(golden.setup, precision={**golden.setup.precision,
+                                                                      "scale_rule": "exact"}))
+    data = _subset(128, 64)
+    for trainer in (board, golden, exact):
+        trainer.fit(data, progress=False)
+    assert [row["loss"] for row in board.history] == [row["loss"] for row in golden.history]
+    assert _same_state(board, golden) > 0
+    assert all(mean > 0 for means in board.read_weights()["means"][1:3] for mean in means)  # act, grad observed
+    assert [row["loss"] for row in board.history] != [row["loss"] for row in exact.history]

@@ -154,3 +154,25 @@ def test_latency_equals_the_recurrence_and_its_closed_forms():
     assert latency_cycles(cfg(enable=False), 7) == 12 and latency_cycles(cfg(), 0) == 0
     big = cfg(lanes=4, group_words=1, row_values=6)
     assert latency_cycles(big, 6 * 10**8) == 6 * 10**8 + 5  # any count, without a loop over it
+
+
+def test_held_sums_round_as_the_host_rounds_them_and_pass_through_as_64_bit_words():
+    """round_held == rescale on 48-bit sums at every shift (random, ties, the range's ends), and raw 64-bit words."""
+    from codesign.numerics.round_stage import HELD_RANGE, round_held
+
+    rng = np.random.default_rng(39)
+    for shift in range(-64, 64):
+        unit = 1 << min(-shift, 60) if shift < 0 else 1
+        values = np.concatenate([rng.integers(*HELD_RANGE, 200, dtype=np.int64, endpoint=True),
+                                 np.array([HELD_RANGE[0], HELD_RANGE[1], 0, 1, -1]),
+                                 np.clip([(2 * k + 1) * unit // 2 for k in range(-8, 8)], *HELD_RANGE)])
+        values = values[: values.size // 4 * 4]
+        c = cfg(shift=shift, bits=16, lanes=2, group_words=1, row_values=4)
+        words, stats = round_held(values, c)
+        want = rescale(values, 20, 20 + shift, 16).astype(np.int64)
+        assert np.array_equal(words, pack_codes(want, c)), shift
+        assert stats.sum_abs == int(np.abs(values).sum()) and stats.max_abs == (1 << 32) - 1
+    raw, stats = round_held(np.array([-1, 1 << 40, HELD_RANGE[0]]), cfg(enable=False, row_values=1))
+    assert raw.tolist() == [0xFFFFFFFF, 0xFFFFFFFF, 0, 1 << 8, 0, 0xFFFF8000] and stats.max_abs == (1 << 32) - 1
+    with pytest.raises(ValueError, match="48-bit"):
+        round_held(np.array([HELD_RANGE[1] + 1]), cfg(enable=False, row_values=1))

@@ -31,7 +31,7 @@ def test_a_descriptor_decodes_to_the_call_it_encodes():
     raw = dataclasses.replace(call, out=Block(offset=512, words=16, rows=1), rounding=Call.__dataclass_fields__[
         "rounding"].default, header=None)
     assert decode_descriptor(raw.descriptor()) == raw
-    for word, bit in ((20, 0), (15, 7), (15, 13), (15, 21), (16, 16)):  # reserved words and bits between fields
+    for word, bit in ((24, 0), (31, 31), (15, 7), (15, 13), (15, 21), (16, 16)):  # reserved words, bits between fields
         bad = words.copy()
         bad[word] |= np.uint32(1 << bit)
         with pytest.raises(CallListError, match="reserved"):
@@ -205,3 +205,52 @@ def test_every_pe_list_equals_golden_at_rtl(tmp_path, name):
           f"{result.register_writes} register writes")
     assert result.passed, result.first_mismatches
     assert result.register_writes == 8
+
+
+def _chain_case(rng, *, rounding: RoundStageConfig | None, parts: int = 3, i: int = 3, j: int = 2, k: int = 5,
+                l: int = 4):
+    """PE1's ``Z = sum_j A B`` cut along J into ``parts`` accumulating calls (hold, add-and-hold, ..., add), the
+    operands' planes read from strided 3-D blocks; returns the case, Z (exact, by einsum) and the out block."""
+    from codesign.contracts.calls import ArenaLayout
+    from codesign.pe.tt.contract import code_range, pack_rows, row_words
+
+    a = rng.integers(*code_range(SPEC.a_bits), size=(i, parts * j, k), endpoint=True)
+    b = rng.integers(*code_range(SPEC.b_bits), size=(l, parts * j, k), endpoint=True)
+    z = np.einsum("ijk,ljk->il", a, b)
+    arena = ArenaLayout()
+    a_at, b_at = (arena.put(pack_rows(m, SPEC.lanes, bits)) for m, bits in ((a, SPEC.a_bits), (b, SPEC.b_bits)))
+    a_row, b_row = row_words(k, SPEC.lanes, SPEC.a_bits), row_words(k, SPEC.lanes, SPEC.b_bits)
+    words = rounding.words_out(i * l) if rounding else 2 * i * l
+    out = Block(offset=arena.reserve(words), words=words, rows=1)
+    records = arena.reserve(parts * RECORD_WORDS)
+    calls = []
+    for part in range(parts):  # rows j of every i (l): planes i (l) of j rows, each a strided 3-D block
+        last = part == parts - 1
+        segments = (Block(offset=b_at + 4 * part * j * b_row, words=b_row, rows=j, stride=4 * b_row, planes=l,
+                          plane_stride=4 * parts * j * b_row),
+                    Block(offset=a_at + 4 * part * j * a_row, words=a_row, rows=j, stride=4 * a_row, planes=i,
+                          plane_stride=4 * parts * j * a_row))
+        calls.append(Call(header=header_word(i, j, k, l), segments=segments, out=out if last else Block(),
+                          count=i * l, record=records + 4 * part * RECORD_WORDS,
+                          rounding=rounding if last and rounding else Call.__dataclass_fields__["rounding"].default,
+                          acc_add=part > 0, acc_hold=not last))
+    image = arena.image()
+    return ListCase(calls=tuple(calls), arena=image, expected=run_list_golden(PE, SPEC, image, calls)), z, out
+
+
+def test_an_accumulating_chain_sums_a_contraction_across_calls_exactly():
+    from codesign.numerics.round_stage import pack_codes, round_codes
+
+    rng = np.random.default_rng(5)
+    case, z, out = _chain_case(rng, rounding=None, parts=4)
+    drained = case.expected[out.offset // 4:out.offset // 4 + out.words].view(np.int64)
+    assert drained.tolist() == z.reshape(-1).tolist()
+    records = [decode_record(case.expected[c.record // 4:][:RECORD_WORDS]) for c in case.calls]
+    assert [r["words_out"] for r in records] == [0, 0, 0, 2 * z.size] and all(r["done"] == RECORD_DONE for r in records)
+    assert records[-1]["sum_abs"] == int(np.abs(z).sum()) and records[0]["sum_abs"] == 0
+    rounding = RoundStageConfig(enable=True, shift=-9, bits=8, lanes=4, group_words=1, row_values=4)
+    case, z, out = _chain_case(rng, rounding=rounding, parts=3)
+    assert np.abs(z).max() < 1 << 31  # within round_codes' 32-bit accumulators, which this oracle calls
+    expected = pack_codes(round_codes(z.reshape(-1), -9, 8), rounding)
+    assert np.array_equal(case.expected[out.offset // 4:out.offset // 4 + out.words], expected)
+

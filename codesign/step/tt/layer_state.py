@@ -15,6 +15,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from codesign.numerics.records import keyword_record
+from codesign.numerics.scales import NO_MEAN, check_scale_rule
 from codesign.numerics.tt_dense_route import ROUTES
 
 # the scale trackers of a layer, each a tuple of fraction bits: one per core (the first four), or one
@@ -40,7 +41,10 @@ class TtLayerState:
     the trainer's precision names them (the step refuses what the PEs cannot
     do); ``core_grad_route``, ``"direct"`` or ``"dense"`` (through PE3,
     :mod:`codesign.numerics.tt_dense_route`). ``trackers``: the fraction bits of every tracked tensor, in
-    :data:`TRACKERS` order. ``is_network_input``: no input gradient is taken.
+    :data:`TRACKERS` order. ``is_network_input``: no input gradient is taken. ``scale_rule``
+    (:data:`codesign.numerics.scales.SCALE_RULES`) and ``scale_momentum``: how activation and gradient scales are
+    aimed (:mod:`codesign.step.tt.scale_book`); ``means``: the running mean |x| of every tracked tensor, in
+    :data:`TRACKERS` order (empty: none observed yet; :data:`~codesign.numerics.scales.NO_MEAN` for an entry not observed).
     """
 
     cores: Tuple[np.ndarray, ...]
@@ -59,8 +63,12 @@ class TtLayerState:
     quantize_intermediates: bool
     rounding: str
     core_grad_route: str = "direct"
+    scale_rule: str = "exact"
+    scale_momentum: float = 0.9
+    means: Tuple[Tuple[float, ...], ...] = ()
 
     def __post_init__(self) -> None:
+        check_scale_rule(self.scale_rule, self.scale_momentum)
         if self.core_grad_route not in ROUTES:
             raise ValueError(f"core_grad_route must be one of {ROUTES}, got {self.core_grad_route!r}")
         cores = tuple(_frozen_float32(core) for core in self.cores)
@@ -84,10 +92,19 @@ class TtLayerState:
         if [len(values) for values in trackers] != lengths:
             raise ValueError(f"trackers must be {len(TRACKERS)} tuples ({', '.join(TRACKERS)}) of lengths {lengths}")
         object.__setattr__(self, "trackers", trackers)
+        means = tuple(tuple(float(v) for v in values) for values in self.means) if self.means else \
+            tuple((NO_MEAN,) * length for length in lengths)
+        if [len(values) for values in means] != lengths:
+            raise ValueError(f"means must be {len(TRACKERS)} tuples of lengths {lengths}, or empty")
+        object.__setattr__(self, "means", means)
 
     def tracker_values(self) -> dict[str, tuple[int, ...]]:
         """The scale trackers by name (:data:`TRACKERS`)."""
         return dict(zip(TRACKERS, self.trackers))
+
+    def mean_values(self) -> dict[str, tuple[float, ...]]:
+        """The running means by tracker name (:data:`TRACKERS`)."""
+        return dict(zip(TRACKERS, self.means))
 
 
 __all__ = ["TRACKERS", "TtLayerState"]

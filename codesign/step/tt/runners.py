@@ -6,6 +6,11 @@ loops, the torch trainer on PEs (:mod:`codesign.train.hw_golden_tt`) and the
 NumPy loop a board runs (:mod:`codesign.loops.tt`), record the forward
 pass's calls and replay them in the step, so the PEs compute every
 contraction of a step once; :class:`Counting` gives the MACs and seconds.
+Around a runner that computes whole contractions
+(:class:`codesign.step.tt.whole.WholeRunner`) the three pass whole stages
+through (``contract_whole``), recording, replaying and counting the PE calls
+the contractions stand for; around a runner of single calls they keep
+handing over single calls.
 
 A board's host also shares a stage's calls among the PE copies
 (:func:`stage_layout`), packs every call's operands into stream words in its
@@ -29,11 +34,28 @@ from codesign.contracts.constants import STATUS_OK, status_names
 from codesign.pe.tt import golden
 from codesign.pe.tt.contract import header_word, output_parts, word_parts
 from codesign.pe.tt.cycles import stream_words, transaction_cycles
-from codesign.step.tt.schedule import StepHardware, assign_calls
+from codesign.step.tt.schedule import StepHardware, StepPlan, assign_calls
+from codesign.step.tt.whole import stood_for
 
 STATUS_NAMES = status_names("tt")
 
 Calls = Sequence[Tuple[str, np.ndarray, np.ndarray]]
+Jobs = Sequence[Tuple[int, np.ndarray, np.ndarray]]
+WHOLE = "whole"  # marks a recorded whole contraction (codesign.step.tt.whole) among recorded PE calls
+
+
+def _whole_key(plan: StepPlan, jobs: Jobs) -> list:
+    """A stage of whole contractions as a record compares it: per contraction ``((WHOLE, builds, contraction), A,
+    B)``, so that :func:`_same_calls` matches it only against the same contraction on the same builds with every
+    operand code equal (never against a PE call, whose first field is its PE's name)."""
+    return [((WHOLE, plan.hardware, plan.contractions[index]), a, b) for index, a, b in jobs]
+
+
+def _inner_whole(runner):
+    """``runner``'s whole-contraction entry (:meth:`codesign.step.tt.whole.WholeRunner.contract_whole`), or None:
+    a wrapper offers one only where the runner it wraps has one, so around a runner of single PE calls (the C-sim,
+    a board's IPs) it keeps handing over single calls."""
+    return getattr(runner, "contract_whole", None)
 
 
 class Recording:
@@ -47,6 +69,19 @@ class Recording:
         results = self.runner.run(hardware, calls)
         self.recorded.append((list(calls), results))
         return results
+
+    @property
+    def contract_whole(self):
+        """Around a whole-contraction runner: records each stage's contractions (:func:`_whole_key`) and results."""
+        inner = _inner_whole(self.runner)
+        if inner is None:
+            return None
+
+        def contract(plan: StepPlan, jobs: Jobs) -> List[np.ndarray]:
+            results = inner(plan, jobs)
+            self.recorded.append((_whole_key(plan, jobs), results))
+            return results
+        return contract
 
 
 def _same_calls(a: Sequence, b: Sequence) -> bool:
@@ -73,6 +108,26 @@ class Replay:
             self.pending.clear()
         return self.runner.run(hardware, calls)
 
+    @property
+    def contract_whole(self):
+        """Around a whole-contraction runner: answers a stage equal to the next recorded one from the record,
+        counting the PE calls its contractions stand for (:func:`codesign.step.tt.whole.stood_for`)."""
+        inner = _inner_whole(self.runner)
+        if inner is None:
+            return None
+
+        def contract(plan: StepPlan, jobs: Jobs) -> List[np.ndarray]:
+            if self.pending:
+                kept, results = self.pending.pop(0)
+                calls = stood_for(plan, [index for index, _, _ in jobs])[0]
+                if _same_calls(kept, _whole_key(plan, jobs)):
+                    self.replayed += calls
+                    return results
+                self.misses += calls
+                self.pending.clear()
+            return inner(plan, jobs)
+        return contract
+
 
 class Counting:
     """Counts the PE transactions, MACs and seconds of the calls it passes to ``runner``."""
@@ -89,6 +144,24 @@ class Counting:
         for pe, a, b in calls:
             self.macs += a.size * b.shape[0] if pe != "tt3" else a.size * b.size
         return results
+
+    @property
+    def contract_whole(self):
+        """Around a whole-contraction runner: its seconds, and the transactions and MACs of the plan's PE calls its
+        contractions stand for (:func:`codesign.step.tt.whole.stood_for`), the figures the calls would give."""
+        inner = _inner_whole(self.runner)
+        if inner is None:
+            return None
+
+        def contract(plan: StepPlan, jobs: Jobs) -> List[np.ndarray]:
+            started = time.perf_counter()
+            results = inner(plan, jobs)
+            self.seconds += time.perf_counter() - started
+            calls, macs = stood_for(plan, [index for index, _, _ in jobs])
+            self.transactions += calls
+            self.macs += macs
+            return results
+        return contract
 
 
 def _shape_key(call) -> Tuple[str, Tuple[int, ...], Tuple[int, ...]]:

@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from codesign.numerics.scales import UNSET
 from codesign.pe.tt import golden
 from codesign.step.tt.layer_state import TRACKERS, TtLayerState
-from codesign.step.tt.rounding import frac_of_values, quantize_values, scale_and_round, to_values
+from codesign.step.tt.rounding import frac_of_values, quantize_values, to_values
+from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.schedule import Contraction, LayerGeometry, StepHardware, StepPlan, plan_step, stages
 
 
@@ -70,6 +70,7 @@ class StepResult:
     core_grads: list[np.ndarray]
     bias_grad: np.ndarray | None
     trackers: dict[str, tuple[int, ...]]
+    means: dict[str, tuple[float, ...]] = field(default_factory=dict)
     stats: dict = field(default_factory=dict)
 
 
@@ -101,6 +102,9 @@ def compare_steps(expected: StepResult, got: StepResult) -> dict[str, int]:
         if len(expected.trackers[name]) != len(got.trackers[name]):
             raise ValueError(f"scales.{name}: {len(expected.trackers[name])} and {len(got.trackers[name])} values")
         out[f"scales.{name}"] = sum(x != y for x, y in zip(expected.trackers[name], got.trackers[name]))
+        if expected.means and got.means:  # running means by their float64 bits
+            a, b = (np.asarray(r.means[name], dtype=np.float64).view(np.uint64) for r in (expected, got))
+            out[f"means.{name}"] = int(np.count_nonzero(a != b)) if a.shape == b.shape else max(a.size, b.size)
     return out
 
 
@@ -265,7 +269,11 @@ def call_cuts(plan: StepPlan) -> list[ContractionCuts]:
 def run_contractions(plan: StepPlan, jobs: Sequence[tuple[int, np.ndarray, np.ndarray]], runner) -> list[np.ndarray]:
     """The full results of the contractions ``(index, A, B)`` in ``jobs``: all their calls in one ``runner.run``
     (one stage of the step, :func:`codesign.step.tt.schedule.stages`, so a runner may run them side by side),
-    partial sums added in 64 bits."""
+    partial sums added in 64 bits. A runner that computes whole contractions (``contract_whole``,
+    :class:`codesign.step.tt.whole.WholeRunner`, or a wrapper passing it through) gets the jobs instead."""
+    whole = getattr(runner, "contract_whole", None)
+    if whole is not None:
+        return whole(plan, jobs)
     cuts = call_cuts(plan)
     work = []
     for index, a, b in jobs:
@@ -343,7 +351,8 @@ class ForwardSweep:
     their fraction bits; ``states`` the PE2 operand of every forward
     contraction (codes, batch last) and ``state_frac`` its fraction bits;
     ``input_mask`` where ``x`` lay inside the activation range (the clipped
-    straight-through estimator); ``trackers`` every scale after the pass.
+    straight-through estimator); ``scales`` every scale used and tracked so far
+    (:class:`~codesign.step.tt.scale_book.ScaleBook`).
     """
 
     y: np.ndarray
@@ -352,7 +361,17 @@ class ForwardSweep:
     states: list[np.ndarray]
     state_frac: list[int]
     input_mask: np.ndarray
-    trackers: dict[str, list[int]]
+    scales: ScaleBook
+
+    @property
+    def trackers(self) -> dict[str, list[int]]:
+        """Every tracker's fraction bits after the pass (what the next pass starts from)."""
+        return self.scales.trackers
+
+    @property
+    def means(self) -> dict[str, list[float]]:
+        """Every tracker's running mean |x| after the pass."""
+        return self.scales.means
 
 
 def forward_sweep(layer: TtLayerState, x: np.ndarray, plan: StepPlan, runner, *, update: bool = True
@@ -366,7 +385,9 @@ def forward_sweep(layer: TtLayerState, x: np.ndarray, plan: StepPlan, runner, *,
     """
     batch = x.shape[0]
     d = plan.geometry.order
-    tr = {name: list(values) for name, values in layer.tracker_values().items()}
+    book = ScaleBook(layer.tracker_values(), layer.mean_values(), rule=layer.scale_rule,
+                     momentum=layer.scale_momentum)
+    tr = book.trackers
 
     # cores: fixed scales (set when the layer was built)
     cores, core_frac = [], []
@@ -379,9 +400,8 @@ def forward_sweep(layer: TtLayerState, x: np.ndarray, plan: StepPlan, runner, *,
         core_frac.append(frac)
 
     x64 = x.astype(np.float64)
-    frac = frac_of_values(x64, bits=layer.activation_bits, headroom_bits=layer.activation_headroom_bits,
-                          current=tr["act_frac_bits"][0], update=update)
-    tr["act_frac_bits"][0] = frac
+    frac = book.host("act_frac_bits", 0, x64, bits=layer.activation_bits,
+                     headroom_bits=layer.activation_headroom_bits, update=update)
     scaled = np.ldexp(x64, frac)
     low, high = -(1 << (layer.activation_bits - 1)), (1 << (layer.activation_bits - 1)) - 1
     state = quantize_values(x64, frac, layer.activation_bits).T  # batch last: (N, B) = (n_1, R_1 * B)
@@ -395,19 +415,16 @@ def forward_sweep(layer: TtLayerState, x: np.ndarray, plan: StepPlan, runner, *,
         if k == d - 1:
             y = to_values(z.reshape(-1, batch).T, z_frac)
             break
-        current = tr["act_frac_bits"][k + 1]
-        frac, state = scale_and_round(z, z_frac, bits=layer.activation_bits,
-                                      headroom_bits=layer.activation_headroom_bits, current=current,
-                                      choose=update or current == UNSET)
-        tr["act_frac_bits"][k + 1] = frac
-    if layer.bias is not None:
+        frac, state = book.round("act_frac_bits", k + 1, z, z_frac, bits=layer.activation_bits,
+                                 headroom_bits=layer.activation_headroom_bits, update=update)
+    if layer.bias is not None:  # a parameter the host writes: its scale is aimed at it (both rules)
         bias = layer.bias.astype(np.float64)
         frac_b = frac_of_values(bias, bits=layer.bias_bits, headroom_bits=layer.activation_headroom_bits,
                                 current=tr["bias_frac_bits"][0], update=update)
         tr["bias_frac_bits"][0] = frac_b
         y = y + to_values(quantize_values(bias, frac_b, layer.bias_bits), frac_b)
     return ForwardSweep(y=y, cores=cores, core_frac=core_frac, states=states, state_frac=state_frac,
-                        input_mask=(scaled >= low) & (scaled <= high), trackers=tr)
+                        input_mask=(scaled >= low) & (scaled <= high), scales=book)
 
 
 def _step_forward(layer: TtLayerState, x: np.ndarray, plan: StepPlan, runner, forward: ForwardSweep | None
@@ -447,18 +464,17 @@ def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = Ste
     d = geo.order
     shapes = [geo.core(k) for k in range(d)]
     fwd = _step_forward(layer, x, plan, runner, forward)
-    tr, cores, states, state_frac = fwd.trackers, fwd.cores, fwd.states, fwd.state_frac
+    book, cores, states, state_frac = fwd.scales, fwd.cores, fwd.states, fwd.state_frac
     index = d
 
     # backward
     g64 = grad_y.astype(np.float64)
-    frac = frac_of_values(g64, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
-                          current=tr["grad_frac_bits"][d - 1], update=True)
-    tr["grad_frac_bits"][d - 1] = frac
+    frac = book.host("grad_frac_bits", d - 1, g64, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
+                     update=True)
     g_top = quantize_values(g64, frac, layer.grad_bits)
     if layer.core_grad_route == "dense":
-        core_grads, grad_x = _dense_backward(layer, plan, runner, fwd, g_top, frac, tr)
-        return _result(layer, plan, fwd, core_grads, grad_x, g_top, tr)
+        core_grads, grad_x = _dense_backward(layer, plan, runner, fwd, g_top, frac)
+        return _result(layer, plan, fwd, core_grads, grad_x, g_top)
     g = g_top.T  # batch last: (M, B)
     core_grads: list[np.ndarray] = [None] * d  # type: ignore[list-item]
     stage_of = {index: stage for stage in stages(plan) for index in stage}
@@ -471,39 +487,37 @@ def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = Ste
             stage.append((index + 1, *operands(plan.contractions[index + 1], cores, g)))
         dg, *rest = run_contractions(plan, stage, runner)
         index += 1
-        dg_frac = tr["grad_frac_bits"][k] + state_frac[k]
+        dg_frac = book.frac("grad_frac_bits", k) + state_frac[k]
         # scale and round in PE1's (m, c, a, n) order, then lay out as the core (a, m, n, c): the same values
         # and strides as rounding the transposed view, at contiguous speed
-        cg, codes = scale_and_round(dg, dg_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
-                                    current=tr["core_grad_frac_bits"][k])
-        tr["core_grad_frac_bits"][k] = cg
+        cg, codes = book.round("core_grad_frac_bits", k, dg, dg_frac, bits=layer.grad_bits,
+                               headroom_bits=layer.grad_headroom_bits)
         codes = codes.reshape(s["m"], s["c"], s["a"], s["n"])
         core_grads[k] = to_values(codes.transpose(2, 0, 3, 1), cg).astype(np.float32)
         if not rest:
             break
         (z,) = rest
         index += 1
-        g, grad_x = _state_gradient(layer, fwd, tr, k, z)
-    return _result(layer, plan, fwd, core_grads, grad_x, g_top, tr)
+        g, grad_x = _state_gradient(layer, fwd, k, z)
+    return _result(layer, plan, fwd, core_grads, grad_x, g_top)
 
 
-def _state_gradient(layer: TtLayerState, fwd: ForwardSweep, tr: dict[str, list[int]], k: int, z: np.ndarray
+def _state_gradient(layer: TtLayerState, fwd: ForwardSweep, k: int, z: np.ndarray
                     ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """What the input-gradient contraction of core ``k`` (result ``z``) gives: the rounded gradient of the state
     entering ``k`` (its scale re-aimed), or for ``k = 0`` the layer's input gradient, zero where the input
     saturated (the clipped straight-through estimator). Returns ``(gradient codes, None)`` or ``(None, grad_x)``."""
-    z_frac = tr["grad_frac_bits"][k] + fwd.core_frac[k]
+    z_frac = fwd.scales.frac("grad_frac_bits", k) + fwd.core_frac[k]
     if k == 0:
         batch = fwd.y.shape[0]
         return None, (to_values(z, z_frac).reshape(-1, batch).T * fwd.input_mask).astype(np.float32)
-    frac, g = scale_and_round(z, z_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
-                              current=tr["grad_frac_bits"][k - 1])
-    tr["grad_frac_bits"][k - 1] = frac
+    _, g = fwd.scales.round("grad_frac_bits", k - 1, z, z_frac, bits=layer.grad_bits,
+                            headroom_bits=layer.grad_headroom_bits)
     return g, None
 
 
-def _dense_backward(layer: TtLayerState, plan: StepPlan, runner, fwd: ForwardSweep, g_top: np.ndarray, g_frac: int,
-                    tr: dict[str, list[int]]) -> tuple[list[np.ndarray], np.ndarray | None]:
+def _dense_backward(layer: TtLayerState, plan: StepPlan, runner, fwd: ForwardSweep, g_top: np.ndarray, g_frac: int
+                    ) -> tuple[list[np.ndarray], np.ndarray | None]:
     """The backward stages of the dense route (:mod:`codesign.numerics.tt_dense_route`): the input-gradient chain
     as on the direct route, and beside it the outer products, whose sum over the batch is ``dW^T``, then the
     route's steps to every core gradient. The host rounds ``dW`` and each partial to ``grad_bits`` at a scale
@@ -518,11 +532,9 @@ def _dense_backward(layer: TtLayerState, plan: StepPlan, runner, fwd: ForwardSwe
     def keep(node, z, z_frac):
         lo, hi = node
         core_grad = hi == lo + 1
-        current = tr["core_grad_frac_bits"][lo] if core_grad else UNSET
-        frac, codes = scale_and_round(z, z_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
-                                      current=current)
+        frac, codes = fwd.scales.round("core_grad_frac_bits" if core_grad else None, lo, z, z_frac,
+                                       bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits)
         if core_grad:
-            tr["core_grad_frac_bits"][lo] = frac
             core_grads[lo] = to_values(codes.reshape(fwd.cores[lo].shape), frac).astype(np.float32)
         else:
             nodes[node] = (codes, frac)
@@ -553,25 +565,25 @@ def _dense_backward(layer: TtLayerState, plan: StepPlan, runner, fwd: ForwardSwe
                 z = (z.T if item.pe == "tt3" else z).reshape(*geo.out_modes, *geo.in_modes)
                 keep((0, d), z.transpose([axis for k in range(d) for axis in (k, d + k)]), fwd.state_frac[0] + g_frac)
             elif item.phase == "input_grad":
-                g, grad_x = _state_gradient(layer, fwd, tr, item.core, z)
+                g, grad_x = _state_gradient(layer, fwd, item.core, z)
             else:
                 keep(target[0].target, z, target[1])
     return core_grads, grad_x
 
 
 def _result(layer: TtLayerState, plan: StepPlan, fwd: ForwardSweep, core_grads: list[np.ndarray],
-            grad_x: np.ndarray | None, g_top: np.ndarray, tr: dict[str, list[int]]) -> StepResult:
+            grad_x: np.ndarray | None, g_top: np.ndarray) -> StepResult:
     """The step's result: the bias gradient (the batch's sum of the output gradient codes, rounded) added."""
     d = plan.geometry.order
     bias_grad = None
     if layer.bias is not None:
         total = g_top.sum(axis=0)
-        g_frac = tr["grad_frac_bits"][d - 1]
-        frac_bg, codes = scale_and_round(total, g_frac, bits=layer.grad_bits, headroom_bits=layer.grad_headroom_bits,
-                                         current=tr["bias_grad_frac_bits"][0])
-        tr["bias_grad_frac_bits"][0] = frac_bg
+        g_frac = fwd.scales.frac("grad_frac_bits", d - 1)
+        frac_bg, codes = fwd.scales.round("bias_grad_frac_bits", 0, total, g_frac, bits=layer.grad_bits,
+                                          headroom_bits=layer.grad_headroom_bits)
         bias_grad = to_values(codes, frac_bg).astype(np.float32)
     stats = {"calls": len(plan.calls), "contractions": len(plan.contractions),
              "macs": sum(c.macs for c in plan.contractions)}
+    trackers, means = fwd.scales.as_tuples()
     return StepResult(y=fwd.y.astype(np.float32), grad_x=grad_x, core_grads=core_grads, bias_grad=bias_grad,
-                      trackers={name: tuple(values) for name, values in tr.items()}, stats=stats)
+                      trackers=trackers, means=means, stats=stats)

@@ -29,7 +29,9 @@ from torch import nn
 
 from codesign.train.config import require
 from codesign.train.layers import CountedMixin
-from codesign.train.tt.precision import UNSET, TTPrecision, representable_range, tracked_quantize
+from codesign.train.tt.precision import (NO_MEAN, UNSET, TTPrecision, aim_tracker, fixed_format, mean_buffer,
+                                         representable_range, tracked_quantize)
+from codesign.train.quantize import quantize
 from codesign.train.tt.ttm import (TTMatrix, check_cores, check_max_rank, check_modes, contraction_macs,
                                    dense_route_sizes, forward_shapes, tt_backward, tt_dense_core_grads, tt_forward,
                                    tt_to_dense)
@@ -46,7 +48,7 @@ class _TTFunction(torch.autograd.Function):
         mask = None
         if q is not None:
             xq = layer._quantize("act_frac_bits", 0, x64, q.activation_bits, q.activation_headroom_bits, update)
-            low, high = representable_range(q.activation_bits, int(layer.act_frac_bits[0]))
+            low, high = representable_range(q.activation_bits, layer.used_frac("act_frac_bits", 0))
             mask = (x64 >= low) & (x64 <= high)  # straight-through only where the input was not saturated
             cores_q = [layer._quantize_core(k, core.detach().to(torch.float64)) for k, core in enumerate(cores)]
             hook = None
@@ -110,6 +112,10 @@ def _int_buffer(length: int) -> torch.Tensor:
     return torch.full((length,), UNSET, dtype=torch.int64)
 
 
+TRACKED = ("core_frac_bits", "act_frac_bits", "grad_frac_bits", "core_grad_frac_bits", "bias_frac_bits",
+           "bias_grad_frac_bits")  # the layer's scale trackers (codesign.step.tt.layer_state.TRACKERS's order)
+
+
 class TTLinear(nn.Module, CountedMixin):
     """``y = x W^T + b`` with ``W`` (out_features, in_features) held as TT cores and never formed.
 
@@ -167,12 +173,11 @@ class TTLinear(nn.Module, CountedMixin):
             nn.Parameter(torch.as_tensor(np.asarray(core), dtype=torch.float32).clone()) for core in ttm.cores)
         self.bias = None if bias is None else nn.Parameter(torch.as_tensor(bias, dtype=torch.float32).clone())
         d = len(self.cores)
-        self.register_buffer("core_frac_bits", _int_buffer(d))
-        self.register_buffer("act_frac_bits", _int_buffer(d))
-        self.register_buffer("grad_frac_bits", _int_buffer(d))
-        self.register_buffer("core_grad_frac_bits", _int_buffer(d))
-        self.register_buffer("bias_frac_bits", _int_buffer(1))
-        self.register_buffer("bias_grad_frac_bits", _int_buffer(1))
+        for name in TRACKED:  # fraction bits, and the running mean |x| the tracked rule aims them from
+            length = 1 if name.startswith("bias") else d
+            self.register_buffer(name, _int_buffer(length))
+            self.register_buffer(mean_buffer(name), torch.full((length,), NO_MEAN, dtype=torch.float64))
+        self._used: dict[tuple[str, int], int] = {}
         if precision is not None:
             self.reset_core_scales()
 
@@ -212,8 +217,19 @@ class TTLinear(nn.Module, CountedMixin):
     # -- quantisation ------------------------------------------------------
     def _quantize(self, buffer: str, index: int, tensor: torch.Tensor, bits: int, headroom: int,
                   update: bool) -> torch.Tensor:
-        return tracked_quantize(tensor, getattr(self, buffer), index, bits=bits, headroom_bits=headroom,
-                                rounding=self.precision_tt.rounding, update=update)
+        """``tensor`` rounded at the scale tracker ``buffer[index]`` gives under the precision's rule (the bias, a
+        parameter the host writes, is aimed at itself under both rules)."""
+        q = self.precision_tt
+        rule = "exact" if buffer == "bias_frac_bits" else q.scale_rule
+        frac = aim_tracker(tensor, getattr(self, buffer), getattr(self, mean_buffer(buffer)), index, bits=bits,
+                           headroom_bits=headroom, rule=rule, momentum=q.scale_momentum, update=update)
+        self._used[(buffer, index)] = frac
+        return quantize(tensor, fixed_format(bits, frac, q.rounding))
+
+    def used_frac(self, buffer: str, index: int) -> int:
+        """The fraction bits tensor ``buffer[index]`` was last rounded at (under the tracked rule the tracker
+        already holds the next step's)."""
+        return self._used[(buffer, index)]
 
     def _quantize_core(self, k: int, core: torch.Tensor) -> torch.Tensor:
         q = self.precision_tt

@@ -17,11 +17,17 @@ import torch
 from codesign.step.tt.layer_state import TRACKERS, TtLayerState
 from codesign.step.tt.step import StepResult, check_batch, check_layer
 from codesign.train.tt.layer import TTLinear
+from codesign.train.tt.precision import mean_buffer
 
 
 def trackers_of(layer: TTLinear) -> dict[str, tuple[int, ...]]:
     """The layer's scale trackers (fraction bits) by name."""
     return {name: tuple(int(v) for v in getattr(layer, name)) for name in TRACKERS}
+
+
+def means_of(layer: TTLinear) -> dict[str, tuple[float, ...]]:
+    """The layer's running mean |x| per tracker, by tracker name."""
+    return {name: tuple(float(v) for v in getattr(layer, mean_buffer(name))) for name in TRACKERS}
 
 
 def layer_state(layer: TTLinear) -> TtLayerState:
@@ -31,7 +37,7 @@ def layer_state(layer: TTLinear) -> TtLayerState:
     q = layer.precision_tt
     if q is None:
         raise ValueError("the layer trains in float32 (precision=None); the PEs need a low-precision TTPrecision")
-    trackers = trackers_of(layer)
+    trackers, means = trackers_of(layer), means_of(layer)
     return TtLayerState(
         cores=tuple(core.detach().numpy() for core in layer.cores),
         bias=None if layer.bias is None else layer.bias.detach().numpy(),
@@ -40,7 +46,8 @@ def layer_state(layer: TTLinear) -> TtLayerState:
         core_bits=q.core_bits, activation_bits=q.activation_bits, bias_bits=q.bias_bits, grad_bits=q.grad_bits,
         core_headroom_bits=q.core_headroom_bits, activation_headroom_bits=q.activation_headroom_bits,
         grad_headroom_bits=q.grad_headroom_bits, quantize_intermediates=q.quantize_intermediates,
-        rounding=q.rounding, core_grad_route=q.core_grad_route)
+        rounding=q.rounding, core_grad_route=q.core_grad_route, scale_rule=q.scale_rule,
+        scale_momentum=q.scale_momentum, means=tuple(means[name] for name in TRACKERS))
 
 
 def golden_step(layer: TTLinear, x, grad_y) -> StepResult:
@@ -64,7 +71,7 @@ def golden_step(layer: TTLinear, x, grad_y) -> StepResult:
                       grad_x=None if xt.grad is None else xt.grad.numpy().astype(np.float32),
                       core_grads=[core.grad.numpy().astype(np.float32) for core in layer.cores],
                       bias_grad=None if layer.bias is None else layer.bias.grad.numpy().astype(np.float32),
-                      trackers=trackers_of(layer))
+                      trackers=trackers_of(layer), means=means_of(layer))
 
 
-__all__ = ["golden_step", "layer_state", "trackers_of"]
+__all__ = ["golden_step", "layer_state", "means_of", "trackers_of"]

@@ -17,7 +17,7 @@ import torch
 
 from codesign.train.quantize import quantize
 from codesign.numerics.formats import DETERMINISTIC_ROUNDING
-from codesign.numerics.scales import UNSET, mean_abs, mean_abs_frac_bits
+from codesign.numerics.scales import NO_MEAN, SCALE_RULES, UNSET, aim_scale, mean_abs, mean_abs_frac_bits
 from codesign.numerics.tt_dense_route import ROUTES
 from codesign.pe.tt.contract import fixed_format  # noqa: F401 (the codes of TT training are the PEs')
 from codesign.train.config import require
@@ -39,6 +39,11 @@ class TTPrecision:
     first (PE3's outer products) and contracts it with the other cores
     (paper 003, App. A.2; :mod:`codesign.numerics.tt_dense_route`). The two
     round different intermediates, so their gradients differ in the last bits.
+    ``scale_rule``: ``"exact"`` aims each activation and gradient scale at the
+    tensor itself; ``"tracked"`` (paper 003, Sec. 3.3) rounds it at the scale
+    aimed from earlier steps' running mean |x| (``scale_momentum``: the weight
+    of the past in that mean), so a PE can round as it sends
+    (:func:`codesign.numerics.scales.aim_scale`).
     """
 
     core_bits: int = 4
@@ -51,6 +56,8 @@ class TTPrecision:
     quantize_intermediates: bool = True
     rounding: str = "nearest_even"
     core_grad_route: str = "direct"
+    scale_rule: str = "exact"
+    scale_momentum: float = 0.9
 
     def __post_init__(self) -> None:
         self.validate()
@@ -70,6 +77,11 @@ class TTPrecision:
                 f"must be one of {DETERMINISTIC_ROUNDING}, got {self.rounding!r}")
         require(self.core_grad_route in ROUTES, f"{prefix}.core_grad_route",
                 f"must be one of {ROUTES}, got {self.core_grad_route!r}")
+        require(self.scale_rule in SCALE_RULES, f"{prefix}.scale_rule",
+                f"must be one of {SCALE_RULES}, got {self.scale_rule!r}")
+        momentum = self.scale_momentum
+        require(isinstance(momentum, (int, float)) and not isinstance(momentum, bool) and 0.0 <= momentum < 1.0,
+                f"{prefix}.scale_momentum", f"must be a float in [0, 1), got {momentum!r}")
 
 
 def tracked_quantize(tensor: torch.Tensor, trackers: torch.Tensor, index: int, *, bits: int, headroom_bits: int,
@@ -91,10 +103,30 @@ def tracked_quantize(tensor: torch.Tensor, trackers: torch.Tensor, index: int, *
     return quantize(tensor, fixed_format(bits, current, rounding))
 
 
+def aim_tracker(tensor: torch.Tensor, trackers: torch.Tensor, means: torch.Tensor, index: int, *, bits: int,
+                headroom_bits: int, rule: str, momentum: float, update: bool) -> int:
+    """The fraction bits ``tensor`` is rounded at under ``rule``; ``trackers[index]`` and ``means[index]`` move
+    on to what the next step starts from (:func:`codesign.numerics.scales.aim_scale`). The mean |x| observed is
+    :func:`codesign.numerics.scales.mean_abs` of the float64 values, which the PE step takes from the same
+    values' exact integer sum."""
+    current, mean = int(trackers[index]), float(means[index])
+    observed = mean_abs(tensor.detach().cpu().numpy()) if rule == "tracked" or update or current == UNSET else 0.0
+    used, kept, mean = aim_scale(observed, rule=rule, current=current, mean=mean, momentum=momentum, bits=bits,
+                                 headroom_bits=headroom_bits, update=update)
+    trackers[index], means[index] = kept, mean
+    return used
+
+
+def mean_buffer(name: str) -> str:
+    """The running-mean buffer of tracker ``name`` (``act_frac_bits`` -> ``act_mean_abs``)."""
+    return name.replace("_frac_bits", "_mean_abs")
+
+
 def representable_range(bits: int, frac_bits: int) -> tuple[float, float]:
     """Smallest and largest value of a signed ``bits``-wide code at ``frac_bits`` (for clipping)."""
     fmt = fixed_format(bits, frac_bits)
     return float(np.ldexp(fmt.min_code, -fmt.frac_bits)), float(np.ldexp(fmt.max_code, -fmt.frac_bits))
 
 
-__all__ = ["TTPrecision", "UNSET", "fixed_format", "representable_range", "tracked_quantize"]
+__all__ = ["NO_MEAN", "TTPrecision", "UNSET", "aim_tracker", "fixed_format", "mean_buffer", "representable_range",
+           "tracked_quantize"]

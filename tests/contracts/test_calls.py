@@ -1,0 +1,97 @@
+"""The call-list contract's 3-D blocks and accumulating calls (codesign.contracts.calls): canonical forms, the
+descriptor words, and the chains a list must keep whole."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.contracts.calls import (ACC_DEPTH, FIELD, RAW, Block, Call, CallListError, check_chains, decode_descriptor,
+                                      decode_list, encode_list)
+from codesign.numerics.round_stage import RoundStageConfig
+
+
+def _offsets_by_hand(offset, words, rows, stride, planes, plane_stride):
+    return [offset + p * plane_stride + r * stride for p in range(planes) for r in range(rows)]
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 2, 20, 4, 64), (8, 2, 5, 12, 3, 100), (4, 4, 3, 16, 2, 48),
+                                   (0, 2, 1, 0, 5, 8), (0, 2, 1, 0, 5, 12), (12, 1, 4, 8, 1, 0)])
+def test_a_block_moves_the_words_its_fields_say(shape):
+    """Whatever canonical form a block takes, it touches the same words in the same order."""
+    offset, words, rows, stride, planes, plane_stride = shape
+    block = Block(offset=offset, words=words, rows=rows, stride=stride, planes=planes, plane_stride=plane_stride)
+    expected = [o + 4 * w for o in _offsets_by_hand(*shape) for w in range(words)]
+    got = [o + 4 * w for o in block.row_offsets().tolist() for w in range(block.words)]
+    assert got == expected and block.total_words == len(expected)
+    assert block.end == max(expected) + 4
+
+
+def test_canonical_forms():
+    assert Block(offset=0, words=3, rows=2, stride=12, planes=4, plane_stride=24) == \
+        Block(offset=0, words=24, rows=1, stride=12)  # a merged row keeps its (unused) stride, as 2-D blocks do
+    assert Block(offset=0, words=3, rows=2, stride=16, planes=4, plane_stride=32) == \
+        Block(offset=0, words=3, rows=8, stride=16)
+    assert Block(offset=0, words=2, rows=1, planes=5, plane_stride=12) == Block(offset=0, words=2, rows=5, stride=12)
+    kept = Block(offset=0, words=3, rows=2, stride=16, planes=4, plane_stride=40)
+    assert kept.planes == 4 and kept.plane_words() == (4, 40) and Block(offset=4, words=1, rows=1).plane_words() == \
+        (0, 0)
+
+
+@pytest.mark.parametrize("fields, match", [
+    (dict(words=4, rows=2, stride=16, planes=2, plane_stride=20), "planes overlap"),
+    (dict(words=4, rows=2, stride=16, planes=0), "at least one plane"),
+    (dict(words=4, rows=2, stride=16, planes=2, plane_stride=34), "multiples of 4"),
+    (dict(words=1 << 16, rows=1 << 8, stride=1 << 18, planes=1 << 8, plane_stride=1 << 27), "exceeds 2\\^32"),
+])
+def test_bad_blocks_are_refused(fields, match):
+    with pytest.raises(CallListError, match=match):
+        Block(offset=0, **fields)
+
+
+ROUND = RoundStageConfig(enable=True, shift=-3, bits=8, lanes=4, group_words=1, row_values=4)
+
+
+def _call(count=8, *, add=False, hold=False, rounding=RAW, out=None, record=4096):
+    if out is None:
+        words = 0 if hold else (rounding.words_out(count) if rounding.enable else (2 if add else 1) * count)
+        out = Block(offset=2048, words=words, rows=1 if words else 0)
+    return Call(header=1, segments=(Block(offset=0, words=4, rows=3, stride=32, planes=2, plane_stride=128),),
+                out=out, count=count, record=record, rounding=rounding, acc_add=add, acc_hold=hold)
+
+
+def test_planes_and_accumulation_round_trip_through_descriptors():
+    chain = [_call(hold=True), _call(add=True, hold=True), _call(add=True, rounding=ROUND)]
+    words = encode_list(chain)
+    assert decode_list(words, 3) == chain
+    first = words[:32]
+    assert first[FIELD["flags"]] == 0b1001 and tuple(first[FIELD["seg0_planes"]:FIELD["seg0_planes"] + 2]) == (2, 128)
+    assert words[64 + FIELD["flags"]] == 0b0111
+    assert decode_descriptor(_call(add=True).descriptor()).out.total_words == 16  # drained raw: 64-bit words
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: _call(hold=True, rounding=ROUND), "cannot round"),
+    (lambda: _call(count=ACC_DEPTH + 1, hold=True), "takes 1..4096"),
+    (lambda: _call(add=True, out=Block(offset=2048, words=8, rows=1)), "holds 8 words; 8 results raw make 16"),
+    (lambda: _call(hold=True, out=Block(offset=2048, words=8, rows=1)), "held make 0"),
+    (lambda: check_chains([_call(add=True)]), "holds nothing"),
+    (lambda: check_chains([_call(hold=True), _call(count=4, add=True)]), "holds 8 sums"),
+    (lambda: check_chains([_call(hold=True), _call(add=True, hold=True)]), "ends holding 8"),
+])
+def test_broken_chains_are_refused(make, match):
+    with pytest.raises(CallListError, match=match):
+        make()
+
+
+def test_a_plain_call_between_a_chains_calls_leaves_the_buffer_alone():
+    check_chains([_call(hold=True), _call(), _call(add=True)])
+    assert np.array_equal(encode_list([_call()])[24:], np.zeros(8, np.uint32))  # reserved words stay 0
+
+
+def test_interleaved_planes_read_a_transposed_tensor():
+    """Planes one row apart, rows a whole tensor row apart: a (J, I) grid of rows read as (I, J)."""
+    block = Block(offset=0, words=2, rows=3, stride=5 * 8, planes=5, plane_stride=8)
+    assert [o // 8 for o in block.row_offsets().tolist()] == [j * 5 + i for i in range(5) for j in range(3)]
+    with pytest.raises(CallListError, match="planes overlap"):
+        Block(offset=0, words=2, rows=3, stride=5 * 8 - 4, planes=5, plane_stride=8)
