@@ -83,6 +83,16 @@ class ScaleBook:
             frac = self._aim(name, index, observed, bits=bits, headroom_bits=headroom_bits, update=update)
         return frac, rescale(z, z_frac, frac, bits, peak=peak)
 
+    def observe(self, name: str, index: int, total: int, count: int, z_frac: int, *, bits: int,
+                headroom_bits: int) -> int:
+        """A PE result rounded on the PE at this step's tracked scale: the sum of its |acc| (``total``, the
+        calls' records) over ``count`` words at ``z_frac`` moves the tracker on; returns the scale it was
+        rounded at. Only the tracked rule knows a scale before the results, so only it can be observed so."""
+        if self.rule != "tracked" or self.trackers[name][index] == UNSET:
+            raise ValueError(f"{name}[{index}]: a PE rounds at a tracked scale set by an earlier step")
+        observed = math.ldexp(total / count, -z_frac) if count else 0.0
+        return self._aim(name, index, observed, bits=bits, headroom_bits=headroom_bits, update=True)
+
     def as_tuples(self) -> Tuple[Dict[str, Tuple[int, ...]], Dict[str, Tuple[float, ...]]]:
         """The trackers and means to store for the next step."""
         return ({name: tuple(v) for name, v in self.trackers.items()},

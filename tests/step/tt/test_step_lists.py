@@ -1,0 +1,173 @@
+"""A TT layer's whole training step as call lists (codesign.step.tt.step_lists), run on the golden shell model,
+against the per-call PE step under the tracked scale rule, bit for bit: output, input gradient, core and bias
+gradients, trackers and running means."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from codesign.numerics.scales import UNSET
+from codesign.pe import get_pe
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.shell.calls import run_list_golden
+from codesign.step.tt.rounding import frac_of_values, quantize_values
+from codesign.step.tt.scale_book import ScaleBook
+from codesign.step.tt.step import GoldenRunner, checked_values, compare_steps, pe_step
+from codesign.step.tt.step_lists import Fracs, check_specs, step_lists, finish
+from codesign.train.tt.layer import TTLinear
+from codesign.train.tt.pe_check import layer_state
+from codesign.train.tt.precision import TTPrecision
+
+SIXTEEN = dict(a_bits=16, b_bits=16)
+SMALL = (Tt1Spec(lanes=4, rows=3, max_j=5, max_k=8, max_l=7, **SIXTEEN),
+         Tt2Spec(lanes=4, rows=3, max_j=8, max_k=12, max_l=6, **SIXTEEN))  # every contraction tiled, sums chained
+WIDE = (Tt1Spec(lanes=8, **SIXTEEN), Tt2Spec(lanes=8, **SIXTEEN))  # the default buffers, 128-bit chunks
+SHAPES = {  # (in_modes, out_modes, max_rank, batch)
+    "digits_first_layer_r4_b5": ((2, 4, 4, 2), (4, 4, 4, 4), 4, 5),
+    "rank1_b17": ((4, 4), (2, 5), 1, 17),
+    "one_core_b3": ((8,), (5,), 1, 3),
+    "padding_edges_b33": ((3, 5, 17), (7, 2, 3), (2, 3), 33),
+    "square_r3_b16": ((4, 4), (4, 4), 3, 16),
+}
+
+
+def run_golden(lists, specs) -> np.ndarray:
+    """The arena after every phase's lists, on the golden shell model (PE1's and PE2's lists one after the
+    other: within a phase they touch disjoint words)."""
+    arena = lists.arena
+    for phase in lists.phases:
+        for pe, calls in phase:
+            arena = run_list_golden(get_pe(pe), specs[0] if pe == "tt1" else specs[1], arena, calls)
+    return arena
+
+
+def tracked_layer(shape, *, seed=0, network_input=False):
+    in_modes, out_modes, rank, _ = shape
+    torch.manual_seed(seed)
+    layer = TTLinear(math.prod(in_modes), math.prod(out_modes), in_modes=in_modes, out_modes=out_modes,
+                     max_rank=rank, precision=TTPrecision(scale_rule="tracked", scale_momentum=0.5))
+    layer.is_network_input = network_input
+    return layer
+
+
+def batch(layer, size, *, seed, extremes=False):
+    rng = np.random.default_rng(seed)
+    x = np.maximum(rng.normal(size=(size, layer.in_features)), 0).astype(np.float32)
+    grad_y = (rng.normal(size=(size, layer.out_features)) * 0.01).astype(np.float32)
+    if extremes:
+        x[0] = 0.0
+        x[-1, 0] = 1e4  # saturates at 8 bits: its input gradient is masked
+        grad_y[1] = 0.0
+        grad_y[-1, -1] = 50.0  # saturates at 16 bits
+    return x, grad_y
+
+
+def warmed(shape, *, seed=0, network_input=False):
+    """A tracked layer after one training pass on the host, so every scale is set (the first step aims them)."""
+    layer = tracked_layer(shape, seed=seed, network_input=network_input)
+    x, grad_y = batch(layer, shape[3], seed=seed + 10)
+    xt = torch.from_numpy(x).requires_grad_(not network_input)
+    layer.train()
+    layer(xt).backward(torch.from_numpy(grad_y))
+    layer.zero_grad(set_to_none=True)
+    return layer
+
+
+def lists_step(state, x, grad_y, specs):
+    """The step as the host and the lists take it: the host aims the input's and the output gradient's scales,
+    writes the codes, runs the lists, and finishes."""
+    d = len(state.cores)
+    tr = state.tracker_values()
+    assert all(v != UNSET for name in ("act_frac_bits", "grad_frac_bits", "core_grad_frac_bits") for v in tr[name])
+    book = ScaleBook(tr, state.mean_values(), rule="tracked", momentum=state.scale_momentum)
+    x64, g64 = x.astype(np.float64), grad_y.astype(np.float64)
+    act0 = book.host("act_frac_bits", 0, x64, bits=state.activation_bits,
+                     headroom_bits=state.activation_headroom_bits, update=True)
+    g_frac = book.host("grad_frac_bits", d - 1, g64, bits=state.grad_bits, headroom_bits=state.grad_headroom_bits,
+                       update=True)
+    core_frac = [frac_of_values(core.astype(np.float64), bits=state.core_bits, headroom_bits=state.core_headroom_bits,
+                                current=tr["core_frac_bits"][k], update=False) for k, core in enumerate(state.cores)]
+    cores = [quantize_values(core.astype(np.float64), f, state.core_bits) for core, f in zip(state.cores, core_frac)]
+    fracs = Fracs(act=(act0, *tr["act_frac_bits"][1:]), grad=(*tr["grad_frac_bits"][:-1], g_frac),
+                  core_grad=tr["core_grad_frac_bits"], core=tuple(core_frac), act_bits=state.activation_bits,
+                  grad_bits=state.grad_bits)
+    g_codes = quantize_values(g64, g_frac, state.grad_bits)
+    lists = step_lists(quantize_values(x64, act0, state.activation_bits), cores, g_codes, fracs, spec1=specs[0],
+                       spec2=specs[1], need_grad_x=not state.is_network_input)
+    return lists, finish(state, x, g_codes, lists, run_golden(lists, specs), book, fracs)
+
+
+@pytest.mark.parametrize("specs", [SMALL, WIDE], ids=["small_buffers", "default_buffers"])
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_the_step_as_lists_equals_the_per_call_step(name, specs):
+    shape = SHAPES[name]
+    if name == "padding_edges_b33":  # rows of 17 values: whole rows (and chunks) in a call's L and K
+        lcm = specs[1].lanes * 17
+        specs = (dataclasses.replace(specs[0], max_l=max(17, specs[0].max_l)),
+                 dataclasses.replace(specs[1], max_k=max(lcm, specs[1].max_k)))
+    layer = warmed(shape)
+    state = layer_state(layer)
+    x, grad_y = batch(layer, shape[3], seed=3, extremes=name == "padding_edges_b33")
+    expected = pe_step(state, x, grad_y, GoldenRunner())
+    lists, got = lists_step(state, x, grad_y, specs)
+    mismatches = compare_steps(expected, got)
+    assert sum(mismatches.values()) == 0, mismatches
+    assert checked_values(expected) > 0 and any(key.startswith("means.") for key in mismatches)
+    chained = sum(call.acc_hold for _, calls in lists.contractions.values() for call in calls)
+    planes = sum(block.planes > 1 for _, calls in lists.contractions.values() for call in calls
+                 for block in call.segments)
+    if specs is SMALL and name != "one_core_b3":
+        assert chained > 0 and planes > 0  # the buffers force chains of sums and transposed reads
+
+
+def test_a_network_input_takes_no_input_gradient():
+    shape = SHAPES["square_r3_b16"]
+    layer = warmed(shape, network_input=True)
+    state = layer_state(layer)
+    x, grad_y = batch(layer, shape[3], seed=4)
+    lists, got = lists_step(state, x, grad_y, SMALL)
+    assert got.grad_x is None and "grad_x" not in lists.outputs
+    assert sum(compare_steps(pe_step(state, x, grad_y, GoldenRunner()), got).values()) == 0
+
+
+def test_a_wrong_pe_word_is_caught(monkeypatch):
+    """The comparison can fail: one bit flipped in a state the forward list wrote changes the step."""
+    shape = SHAPES["rank1_b17"]
+    layer = warmed(shape)
+    state = layer_state(layer)
+    x, grad_y = batch(layer, shape[3], seed=5)
+    expected = pe_step(state, x, grad_y, GoldenRunner())
+    real = run_list_golden
+    hit = []
+
+    def flipping(pe, spec, arena, calls):
+        out = real(pe, spec, arena, calls)
+        if not hit:  # the first list is the forward on PE2: its first out word is a state the later calls read
+            word = calls[0].out.offset // 4
+            out[word] ^= np.uint32(1 << 3)
+            hit.append(word)
+        return out
+
+    monkeypatch.setitem(globals(), "run_list_golden", flipping)
+    _, got = lists_step(state, x, grad_y, SMALL)
+    mismatches = compare_steps(expected, got)
+    assert hit and mismatches["y"] > 0 and mismatches["core_grad[1]"] > 0  # S_1 feeds y and core 1's gradient
+
+
+def test_specs_the_lists_cannot_use_are_refused():
+    with pytest.raises(ValueError, match="16-bit A and B"):
+        check_specs(Tt1Spec(), Tt2Spec(**SIXTEEN))
+    with pytest.raises(ValueError, match="lanes must agree"):
+        check_specs(Tt1Spec(lanes=8, **SIXTEEN), Tt2Spec(lanes=4, **SIXTEEN))
+    layer = warmed(SHAPES["padding_edges_b33"])
+    state = layer_state(layer)
+    x, grad_y = batch(layer, 33, seed=6)
+    with pytest.raises(ValueError, match="forward 0: K: tiles of 68 exceed the limit 12"):
+        lists_step(state, x, grad_y, SMALL)
+    with pytest.raises(ValueError, match="at most 128 bits"):
+        check_specs(Tt1Spec(**SIXTEEN), Tt2Spec(**SIXTEEN))  # 16 lanes of 16 bits
