@@ -225,6 +225,18 @@ class StepLists:
     cores: Tuple[Tuple[int, ...], ...]
     batch: int
     outputs: Dict[str, Tuple[int, int]]
+    inputs: Dict[str, Rows]
+
+    FORWARD_PHASES = 2  # the forward's lists come first (PE2's, then PE1's); the backward's follow
+
+    def write_output_gradient(self, arena: np.ndarray, gy_codes: np.ndarray, lanes: int) -> None:
+        """The host writes the output gradient's codes (B, M) in place, as rows and transposed, before the
+        backward lists (they read both)."""
+        gy = np.asarray(gy_codes, dtype=np.int64).reshape(-1, self.cores[-1][1])
+        for name, values in (("gy", gy), ("gy_t", gy.T)):
+            rows = self.inputs[name]
+            words = pack_rows(values, lanes, SLOT_BITS).astype(np.uint32)
+            arena[rows.offset // 4:rows.offset // 4 + words.size] = words
 
 
 def _rounding(shift: int, bits: int, row_values: int, lanes: int) -> RoundStageConfig:
@@ -277,6 +289,7 @@ class _Builder:
         self.spec = {"tt1": spec1, "tt2": spec2}
         self.arena = ArenaLayout()
         self.outputs: Dict[str, Tuple[int, int]] = {}
+        self.inputs: Dict[str, Rows] = {}
         shapes = [core.shape for core in self.cores]
         self.P = [batch * math.prod(s[1] for s in shapes[:k]) for k in range(self.d)]  # B * P_k
         self.R = [math.prod(s[2] for s in shapes[k + 1:]) for k in range(self.d)]
@@ -332,6 +345,7 @@ class _Builder:
         bp = self.P[d - 1]
         gy = np.asarray(gy_codes, np.int64).reshape(bp, m)
         gy_rows, gy_t = _put(self.arena, gy, lanes, 1, 0), _put(self.arena, gy.T, lanes, 1, 0)
+        self.inputs["gy"], self.inputs["gy_t"] = gy_rows, gy_t
         last = states[d - 1]
         self.items.append(Contraction(
             f"core gradient {d - 1}", "tt2", (1, bp, a * n, m), Rows(last.offset, last.values, last.words, 0, 1), gy_t,
@@ -398,7 +412,7 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
     phases += [phase([f"core gradient {k}"], [f"input gradient {k}"]) for k in range(d - 2, -1, -1)]
     return StepLists(arena=builder.arena.image(), phases=tuple(p for p in phases if p), contractions=made,
                      cores=tuple(core.shape for core in builder.cores), batch=builder.batch,
-                     outputs=dict(builder.outputs))
+                     outputs=dict(builder.outputs), inputs=dict(builder.inputs))
 
 
 def _words(arena: np.ndarray, offset: int, values: int, words: int) -> np.ndarray:
@@ -448,21 +462,34 @@ def z_fracs(fracs: Fracs, d: int) -> Dict[Tuple[str, int], int]:
     return out
 
 
-def finish(layer: TtLayerState, x: np.ndarray, g_top: np.ndarray, lists: StepLists, arena: np.ndarray,
-           book: ScaleBook, fracs: Fracs) -> StepResult:
-    """The host's part after the lists: the layer output (plus the bias it writes), the input gradient masked
-    where the input saturated, the core and bias gradients as values, and the tracked scales moved on by the
-    records' sums. ``book`` holds the scales the host aimed before the step (the input's, the output
-    gradient's); the result is the step :func:`codesign.step.tt.step.pe_step` takes under the tracked rule."""
+def layer_output(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book: ScaleBook, fracs: Fracs
+                 ) -> np.ndarray:
+    """The layer output (B, M) in float64 after the forward lists: the PE's accumulators plus the bias the host
+    quantises at a scale aimed at it (its tracker moves in ``book``)."""
     d = len(layer.cores)
-    found = read_outputs(lists, arena)
-    y = to_values(found["y"], fracs.act[d - 1] + fracs.core[d - 1])
+    offset, words = lists.outputs["y"]
+    m_all = math.prod(s[1] for s in lists.cores)
+    y = to_values(_words(arena, offset, lists.batch * m_all, words).reshape(lists.batch, m_all),
+                  fracs.act[d - 1] + fracs.core[d - 1])
     if layer.bias is not None:
         bias = layer.bias.astype(np.float64)
         frac_b = frac_of_values(bias, bits=layer.bias_bits, headroom_bits=layer.activation_headroom_bits,
                                 current=book.trackers["bias_frac_bits"][0], update=True)
         book.trackers["bias_frac_bits"][0] = frac_b
         y = y + to_values(quantize_values(bias, frac_b, layer.bias_bits), frac_b)
+    return y
+
+
+def finish(layer: TtLayerState, x: np.ndarray, g_top: np.ndarray, lists: StepLists, arena: np.ndarray,
+           book: ScaleBook, fracs: Fracs, y: np.ndarray | None = None) -> StepResult:
+    """The host's part after the lists: the layer output (plus the bias it writes), the input gradient masked
+    where the input saturated, the core and bias gradients as values, and the tracked scales moved on by the
+    records' sums. ``book`` holds the scales the host aimed before the step (the input's, the output
+    gradient's); the result is the step :func:`codesign.step.tt.step.pe_step` takes under the tracked rule.
+    ``y``: the layer output :func:`layer_output` gave after the forward lists (else it is read again)."""
+    d = len(layer.cores)
+    found = read_outputs(lists, arena)
+    y = layer_output(layer, lists, arena, book, fracs) if y is None else y
     widths = {"act_frac_bits": (layer.activation_bits, layer.activation_headroom_bits),
               "grad_frac_bits": (layer.grad_bits, layer.grad_headroom_bits),
               "core_grad_frac_bits": (layer.grad_bits, layer.grad_headroom_bits)}

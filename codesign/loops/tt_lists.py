@@ -1,0 +1,123 @@
+"""The golden TT loop with every layer step as call lists: the step on the PL, the host left with the loss and Adam.
+
+:class:`TtListTrainer` is :class:`codesign.loops.tt.TtMlpTrainer` taking each
+training step as paper 003 runs it: each layer's forward and backward
+contractions as the call lists of :func:`codesign.step.tt.step_lists.step_lists`,
+run by a *shell* (the golden shell model on the desktop, the IPs of a
+board), every intermediate tensor rounded on the PE at its tracked scale.
+The host quantises the input batch and the output gradients, adds the
+bias, applies ReLU and its derivative, takes the loss, reads the records'
+sums to move the scales on, and runs Adam and the prior as the loop does.
+
+Only the tracked scale rule lets a PE round before the tensor is whole, and
+only after every scale was aimed once: the first step (and a step after
+rank pruning, which leaves scales set) with an unset tracker runs the loop's
+own step on the host. Every other step is equal, bit for bit, to the loop's
+(``tests/loops/test_tt_lists.py``).
+
+A shell is any object with ``run(pe, calls, arena) -> arena`` (``pe`` "tt1" or
+"tt2"; ``arena`` uint32 words) and the two PE builds as ``spec1``/``spec2``.
+"""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import numpy as np
+
+from codesign.loops.common import HwTrainError, softmax_cross_entropy
+from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
+from codesign.numerics.scales import UNSET
+from codesign.step.tt.rounding import frac_of_values, quantize_values
+from codesign.step.tt.scale_book import ScaleBook
+from codesign.step.tt.step import check_input
+from codesign.step.tt.step_lists import Fracs, check_specs, finish, layer_output, step_lists
+
+ON_PES = ("act_frac_bits", "grad_frac_bits", "core_grad_frac_bits")  # the trackers a PE rounds at
+
+
+class TtListTrainer(TtMlpTrainer):
+    """:class:`TtMlpTrainer` whose steps run as call lists on ``shell`` (see the module docstring)."""
+
+    def __init__(self, setup: TtTrainSetup, shell) -> None:
+        super().__init__(setup)
+        if setup.precision["scale_rule"] != "tracked":
+            raise HwTrainError("a step as call lists needs precision.scale_rule = 'tracked' (a PE rounds at a "
+                               "scale known before the step)")
+        self.lanes = check_specs(shell.spec1, shell.spec2)
+        self.shell = shell
+        self.list_steps = 0
+
+    def _ready(self) -> bool:
+        return all(v != UNSET for trackers in self.trackers for name in ON_PES for v in trackers[name])
+
+    def train_step(self, x, y) -> float:
+        if not self._ready():
+            return super().train_step(x, y)
+        x = self._features(x)
+        y = np.asarray(y, np.int64)
+        if y.shape != (x.shape[0],) or (y.size and (y.min() < 0 or y.max() >= self.setup.layers[-1]["out_features"])):
+            raise HwTrainError(f"labels y {y.shape} must be one class in 0..{self.setup.layers[-1]['out_features'] - 1} "
+                               "per sample")
+        layers = []
+        for index in range(len(self.cores)):
+            layers.append(self._forward_layer(index, x))
+            out = layers[-1][-1].astype(np.float32)
+            x = out if index == len(self.cores) - 1 else np.maximum(out, np.float32(0))
+        loss, grad = softmax_cross_entropy(x.astype(np.float64), y)
+        grad = grad.astype(np.float32)
+        steps = []
+        for index in range(len(self.cores) - 1, -1, -1):
+            step = self._backward_layer(layers[index], grad)
+            steps.append((index, step))
+            if index:
+                grad = (step.grad_x * (layers[index][1] > 0)).astype(np.float32)
+        self._update(steps)
+        self.step += 1
+        self.list_steps += 1
+        return loss
+
+    def _forward_layer(self, index: int, x: np.ndarray) -> Tuple:
+        """Layer ``index``'s lists built (the output gradient's room left for later), the forward lists run."""
+        state = self.layer_state(index)
+        x = check_input(state, x)
+        d = len(state.cores)
+        tr = state.tracker_values()
+        book = ScaleBook(tr, state.mean_values(), rule="tracked", momentum=state.scale_momentum)
+        act0 = book.host("act_frac_bits", 0, x.astype(np.float64), bits=state.activation_bits,
+                         headroom_bits=state.activation_headroom_bits, update=True)
+        core_frac = [frac_of_values(core.astype(np.float64), bits=state.core_bits,
+                                    headroom_bits=state.core_headroom_bits, current=tr["core_frac_bits"][k],
+                                    update=False) for k, core in enumerate(state.cores)]
+        book.trackers["core_frac_bits"] = list(core_frac)
+        fracs = Fracs(act=(act0, *tr["act_frac_bits"][1:]), grad=tuple(tr["grad_frac_bits"]),
+                      core_grad=tuple(tr["core_grad_frac_bits"]), core=tuple(core_frac),
+                      act_bits=state.activation_bits, grad_bits=state.grad_bits)
+        cores = [quantize_values(core.astype(np.float64), f, state.core_bits) for core, f in zip(state.cores, core_frac)]
+        gy_room = np.zeros((x.shape[0], state.out_features), np.int64)
+        lists = step_lists(quantize_values(x.astype(np.float64), act0, state.activation_bits), cores, gy_room, fracs,
+                           spec1=self.shell.spec1, spec2=self.shell.spec2, need_grad_x=not state.is_network_input)
+        arena = self._run(lists, lists.phases[:lists.FORWARD_PHASES], np.array(lists.arena))
+        out = layer_output(state, lists, arena, book, fracs)
+        return state, x, book, fracs, lists, arena, out
+
+    def _backward_layer(self, layer: Tuple, grad_y: np.ndarray):
+        state, x, book, fracs, lists, arena, out = layer
+        d = len(state.cores)
+        g_frac = book.host("grad_frac_bits", d - 1, grad_y.astype(np.float64), bits=state.grad_bits,
+                           headroom_bits=state.grad_headroom_bits, update=True)
+        if g_frac != fracs.grad[d - 1]:
+            raise HwTrainError("the output gradient's tracked scale moved before the step ended")
+        g_codes = quantize_values(grad_y.astype(np.float64), g_frac, state.grad_bits)
+        lists.write_output_gradient(arena, g_codes, self.lanes)
+        arena = self._run(lists, lists.phases[lists.FORWARD_PHASES:], arena)
+        return finish(state, x, g_codes, lists, arena, book, fracs, y=out)
+
+    def _run(self, lists, phases, arena: np.ndarray) -> np.ndarray:
+        for phase in phases:
+            for pe, calls in phase:
+                arena = self.shell.run(pe, calls, arena)
+        return arena
+
+
+__all__ = ["TtListTrainer"]

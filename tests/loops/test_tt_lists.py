@@ -1,0 +1,80 @@
+"""The TT loop with every layer step as call lists (codesign.loops.tt_lists) on the golden shell model: training
+ends bit-identical to the loop's own steps under the tracked scale rule, every state word compared."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codesign.design import load_design
+from codesign.design.families.tt import tt_setup_of
+from codesign.loops.common import HwTrainError
+from codesign.loops.tt import TtMlpTrainer
+from codesign.loops.tt_lists import TtListTrainer
+from codesign.pe import get_pe
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.shell.calls import run_list_golden
+from codesign.train.data import Dataset, load_digits_dataset
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+class GoldenShell:
+    """The shell's golden model as a list runner (what an IP does to the arena), with small buffers so that
+    contractions are tiled, their sums chained and their operands read through 3-D blocks."""
+
+    spec1 = Tt1Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8)
+    spec2 = Tt2Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8)
+
+    def __init__(self) -> None:
+        self.lists = self.calls = 0
+
+    def run(self, pe, calls, arena):
+        self.lists += 1
+        self.calls += len(calls)
+        return run_list_golden(get_pe(pe), self.spec1 if pe == "tt1" else self.spec2, arena, calls)
+
+
+def _setup(rule: str = "tracked"):
+    setup = tt_setup_of(load_design(EXAMPLES / "digits_tt.toml"))
+    return dataclasses.replace(setup, epochs=2, warmup_epochs=1, prune_from_epoch=0, threshold=0.9,
+                               precision={**setup.precision, "scale_rule": rule, "scale_momentum": 0.75})
+
+
+def _data(train: int = 128, test: int = 64) -> Dataset:
+    data = load_digits_dataset()
+    return Dataset(data.train_x[:train], data.train_y[:train], data.test_x[:test], data.test_y[:test], data.classes)
+
+
+def _words(trainer) -> list:
+    state = trainer.read_weights()
+    return [np.asarray(a) for key in ("cores", "biases", "moments", "trackers", "means", "ranks") for a in state[key]]
+
+
+def test_training_on_call_lists_is_bit_identical_to_the_loop():
+    setup = _setup()
+    shell = GoldenShell()
+    lists, loop = TtListTrainer(setup, shell), TtMlpTrainer(setup)
+    data = _data()
+    for trainer in (lists, loop):
+        trainer.fit(data, progress=False)
+    assert [row["loss"] for row in lists.history] == [row["loss"] for row in loop.history]
+    assert lists.prune_events == loop.prune_events and lists.prune_events, "the threshold pruned ranks"
+    mine, theirs = _words(lists), _words(loop)
+    assert len(mine) == len(theirs)
+    compared = 0
+    for index, (a, b) in enumerate(zip(mine, theirs)):
+        assert a.shape == b.shape and a.dtype == b.dtype, index
+        assert np.count_nonzero(a.view(np.uint8) != b.view(np.uint8)) == 0, f"array {index} differs"
+        compared += a.size
+    steps = lists.step
+    assert lists.list_steps == steps - 1 and shell.calls > 0  # all but the first, which aims every scale
+    assert compared > 3 * sum(core.size for cores in loop.cores for core in cores)
+
+
+def test_the_exact_rule_cannot_run_on_lists():
+    with pytest.raises(HwTrainError, match="scale_rule = 'tracked'"):
+        TtListTrainer(_setup("exact"), GoldenShell())
