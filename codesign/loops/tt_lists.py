@@ -46,7 +46,8 @@ class TtListTrainer(TtMlpTrainer):
                                "scale known before the step)")
         self.lanes = check_specs(shell.spec1, shell.spec2)
         self.shell = shell
-        self.list_steps = 0
+        self.list_steps = self.lists_built = 0
+        self._built: dict = {}
 
     def _ready(self) -> bool:
         return all(v != UNSET for trackers in self.trackers for name in ON_PES for v in trackers[name])
@@ -94,12 +95,28 @@ class TtListTrainer(TtMlpTrainer):
                       core_grad=tuple(tr["core_grad_frac_bits"]), core=tuple(core_frac),
                       act_bits=state.activation_bits, grad_bits=state.grad_bits)
         cores = [quantize_values(core.astype(np.float64), f, state.core_bits) for core, f in zip(state.cores, core_frac)]
-        gy_room = np.zeros((x.shape[0], state.out_features), np.int64)
-        lists = step_lists(quantize_values(x.astype(np.float64), act0, state.activation_bits), cores, gy_room, fracs,
-                           spec1=self.shell.spec1, spec2=self.shell.spec2, need_grad_x=not state.is_network_input)
-        arena = self._run(lists, lists.phases[:lists.FORWARD_PHASES], np.array(lists.arena))
+        lists = self._lists(index, state, x.shape[0], fracs)
+        arena = np.array(lists.arena)  # a board keeps one buffer per layer and writes the inputs into it
+        lists.write(arena, x=quantize_values(x.astype(np.float64), act0, state.activation_bits), cores=cores)
+        arena = self._run(lists, lists.phases[:lists.FORWARD_PHASES], arena)
         out = layer_output(state, lists, arena, book, fracs)
         return state, x, book, fracs, lists, arena, out
+
+    def _lists(self, index: int, state, batch: int, fracs: Fracs):
+        """Layer ``index``'s lists at these shapes and scales: built once, kept while neither changes (a tracked
+        scale moves now and then, pruning changes shapes at epoch ends)."""
+        key = (index, tuple(core.shape for core in state.cores), batch, fracs)
+        lists = self._built.get(key)
+        if lists is None:
+            zeros = [np.zeros(core.shape, np.int64) for core in state.cores]
+            lists = step_lists(np.zeros((batch, state.in_features), np.int64), zeros,
+                               np.zeros((batch, state.out_features), np.int64), fracs, spec1=self.shell.spec1,
+                               spec2=self.shell.spec2, need_grad_x=not state.is_network_input)
+            if len(self._built) >= 4 * len(self.cores):
+                self._built.pop(next(iter(self._built)))
+            self._built[key] = lists
+            self.lists_built += 1
+        return lists
 
     def _backward_layer(self, layer: Tuple, grad_y: np.ndarray):
         state, x, book, fracs, lists, arena, out = layer
@@ -109,7 +126,7 @@ class TtListTrainer(TtMlpTrainer):
         if g_frac != fracs.grad[d - 1]:
             raise HwTrainError("the output gradient's tracked scale moved before the step ended")
         g_codes = quantize_values(grad_y.astype(np.float64), g_frac, state.grad_bits)
-        lists.write_output_gradient(arena, g_codes, self.lanes)
+        lists.write(arena, gy=g_codes)
         arena = self._run(lists, lists.phases[lists.FORWARD_PHASES:], arena)
         return finish(state, x, g_codes, lists, arena, book, fracs, y=out)
 

@@ -72,6 +72,7 @@ def test_training_on_call_lists_is_bit_identical_to_the_loop():
         compared += a.size
     steps = lists.step
     assert lists.list_steps == steps - 1 and shell.calls > 0  # all but the first, which aims every scale
+    assert lists.lists_built < 2 * lists.list_steps, "a step at the same shapes and scales reuses its lists"
     assert compared > 3 * sum(core.size for cores in loop.cores for core in cores)
 
 

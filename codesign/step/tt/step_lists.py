@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -225,18 +225,27 @@ class StepLists:
     cores: Tuple[Tuple[int, ...], ...]
     batch: int
     outputs: Dict[str, Tuple[int, int]]
-    inputs: Dict[str, Rows]
+    inputs: Dict[str, HostInput]
+    lanes: int
 
     FORWARD_PHASES = 2  # the forward's lists come first (PE2's, then PE1's); the backward's follow
 
-    def write_output_gradient(self, arena: np.ndarray, gy_codes: np.ndarray, lanes: int) -> None:
-        """The host writes the output gradient's codes (B, M) in place, as rows and transposed, before the
-        backward lists (they read both)."""
-        gy = np.asarray(gy_codes, dtype=np.int64).reshape(-1, self.cores[-1][1])
-        for name, values in (("gy", gy), ("gy_t", gy.T)):
-            rows = self.inputs[name]
-            words = pack_rows(values, lanes, SLOT_BITS).astype(np.uint32)
-            arena[rows.offset // 4:rows.offset // 4 + words.size] = words
+    def write(self, arena: np.ndarray, *, x: np.ndarray | None = None, cores: Sequence[np.ndarray] | None = None,
+              gy: np.ndarray | None = None) -> int:
+        """The host's inputs written in place into ``arena`` (uint32 words): the input codes, the core codes in
+        every layout a PE reads, the output-gradient codes (rows and transposed, before the backward lists).
+        The lists stay as built: a step at the same shapes and scales reuses them. Returns the words written."""
+        given = {"x": x, "gy": gy}
+        written = 0
+        for item in self.inputs.values():
+            value = given[item.source] if isinstance(item.source, str) else (
+                None if cores is None else cores[item.source])
+            if value is None:
+                continue
+            words = pack_rows(item.layout(np.asarray(value, np.int64)), self.lanes, SLOT_BITS).astype(np.uint32)
+            arena[item.rows.offset // 4:item.rows.offset // 4 + words.size] = words
+            written += words.size
+        return written
 
 
 def _rounding(shift: int, bits: int, row_values: int, lanes: int) -> RoundStageConfig:
@@ -249,6 +258,40 @@ def _codes_out(shift: int, bits: int) -> RoundStageConfig:
     """Codes for the host: one a 32-bit word (a 16-bit slot)."""
     return RoundStageConfig(enable=True, shift=int(shift), bits=bits, lanes=1, group_words=1, row_values=1,
                             field_bits=SLOT_BITS)
+
+
+def core_forward(core: np.ndarray) -> np.ndarray:
+    """PE2's ``B`` of a forward contraction: ``(m c, a n)``."""
+    a, m, n, c = core.shape
+    return core.transpose(1, 3, 0, 2).reshape(m * c, a * n)
+
+
+def core_last_forward(core: np.ndarray) -> np.ndarray:
+    """PE1's ``B`` of the last forward contraction: ``(m, a n)`` (``J = 1``)."""
+    a, m, n, _ = core.shape
+    return core[..., 0].transpose(1, 0, 2).reshape(m, a * n)
+
+
+def core_input_grad(core: np.ndarray) -> np.ndarray:
+    """PE2's ``B`` of an input-gradient contraction: ``(a n, m c)``."""
+    a, m, n, c = core.shape
+    return core.transpose(0, 2, 1, 3).reshape(a * n, m * c)
+
+
+def core_last_input_grad(core: np.ndarray) -> np.ndarray:
+    """PE1's ``B`` of the last core's input gradient: ``(a n, m)`` (``J = 1``)."""
+    a, m, n, _ = core.shape
+    return core[..., 0].transpose(0, 2, 1).reshape(a * n, m)
+
+
+@dataclass(frozen=True)
+class HostInput:
+    """A tensor the host writes: where (``rows``), from which input (``"x"``, ``"gy"`` or a core's index), laid
+    out by ``layout`` (values -> 2-D rows)."""
+
+    rows: Rows
+    source: object
+    layout: Callable[[np.ndarray], np.ndarray]
 
 
 def _put(arena: ArenaLayout, values: np.ndarray, lanes: int, i_step: int, j_step: int) -> Rows:
@@ -289,7 +332,7 @@ class _Builder:
         self.spec = {"tt1": spec1, "tt2": spec2}
         self.arena = ArenaLayout()
         self.outputs: Dict[str, Tuple[int, int]] = {}
-        self.inputs: Dict[str, Rows] = {}
+        self.inputs: Dict[str, HostInput] = {}
         shapes = [core.shape for core in self.cores]
         self.P = [batch * math.prod(s[1] for s in shapes[:k]) for k in range(self.d)]  # B * P_k
         self.R = [math.prod(s[2] for s in shapes[k + 1:]) for k in range(self.d)]
@@ -297,6 +340,12 @@ class _Builder:
 
     def shape(self, k: int) -> Tuple[int, int, int, int]:
         return self.cores[k].shape
+
+    def host(self, name: str, source, layout, value: np.ndarray, i_step: int, j_step: int) -> Rows:
+        """A tensor the host writes, placed and named (:meth:`StepLists.write` writes it again later)."""
+        rows = _put(self.arena, layout(value), self.lanes, i_step, j_step)
+        self.inputs[name] = HostInput(rows, source, layout)
+        return rows
 
     def state(self, k: int, rows: Rows | None = None) -> Rows:
         """Room for ``S_k`` (or ``rows`` given), as PE2's ``A`` reads it (PE1's for the last state)."""
@@ -309,19 +358,19 @@ class _Builder:
         """The input codes placed, every forward contraction, the output room; returns the states."""
         a, _, n, _ = self.shape(0)
         f = self.fracs
-        shape = (self.batch, a * n, self.R[0]) if self.d > 1 else (self.batch, a * n)
-        states = [_put(self.arena, np.asarray(x_codes, np.int64).reshape(shape), self.lanes,
-                       *((a * n, 1) if self.d > 1 else (1, 0)))]
+        shape = (self.batch * a * n, self.R[0]) if self.d > 1 else (self.batch, a * n)
+        states = [self.host("x", "x", lambda x: np.asarray(x, np.int64).reshape(shape), x_codes,
+                            *((a * n, 1) if self.d > 1 else (1, 0)))]
         for k in range(self.d - 1):
             a, m, n, c = self.shape(k)
-            core = _put(self.arena, self.cores[k].transpose(1, 3, 0, 2).reshape(m * c, a * n), self.lanes, 1, 0)
+            core = self.host(f"core {k} forward", k, core_forward, self.cores[k], 1, 0)
             nxt = self.state(k + 1)
             rounding = _rounding(f.act[k + 1] - f.act[k] - f.core[k], f.act_bits, nxt.values, self.lanes)
             self.items.append(Contraction(f"forward {k}", "tt2", (self.P[k], a * n, self.R[k], m * c), states[k],
                                           core, Out(nxt.offset, rounding, nxt.words), ("act_frac_bits", k + 1)))
             states.append(nxt)
         a, m, n, _ = self.shape(self.d - 1)
-        core = _put(self.arena, self.cores[-1][..., 0].transpose(1, 0, 2).reshape(m, a * n), self.lanes, 1, 0)
+        core = self.host(f"core {self.d - 1} forward", self.d - 1, core_last_forward, self.cores[-1], 1, 0)
         self.items.append(Contraction("forward last", "tt1", (self.P[-1], 1, a * n, m), states[-1], core,
                                       self._raw(self.P[-1] * m, ("tt1", (self.P[-1], 1, a * n, m)), "y")))
         return states
@@ -343,15 +392,15 @@ class _Builder:
         f, d, lanes = self.fracs, self.d, self.lanes
         a, m, n, _ = self.shape(d - 1)
         bp = self.P[d - 1]
-        gy = np.asarray(gy_codes, np.int64).reshape(bp, m)
-        gy_rows, gy_t = _put(self.arena, gy, lanes, 1, 0), _put(self.arena, gy.T, lanes, 1, 0)
-        self.inputs["gy"], self.inputs["gy_t"] = gy_rows, gy_t
+        rows = (bp, m)  # bound now: the names are reused below, and a layout is called again on later steps
+        gy_rows = self.host("gy", "gy", lambda g: np.asarray(g, np.int64).reshape(rows), gy_codes, 1, 0)
+        gy_t = self.host("gy transposed", "gy", lambda g: np.asarray(g, np.int64).reshape(rows).T, gy_codes, 1, 0)
         last = states[d - 1]
         self.items.append(Contraction(
             f"core gradient {d - 1}", "tt2", (1, bp, a * n, m), Rows(last.offset, last.values, last.words, 0, 1), gy_t,
             self.codes(m * a * n, f.core_grad[d - 1] - f.grad[d - 1] - f.act[d - 1], f"core_grad {d - 1}"),
             ("core_grad_frac_bits", d - 1)))
-        core = _put(self.arena, self.cores[-1][..., 0].transpose(0, 2, 1).reshape(a * n, m), lanes, 1, 0)
+        core = self.host(f"core {d - 1} input gradient", d - 1, core_last_input_grad, self.cores[-1], 1, 0)
         dims = (bp, 1, m, a * n)
         out, stat = self._gradient_out(d - 1, dims, need_grad_x)
         self.items.append(Contraction(f"input gradient {d - 1}", "tt1", dims, gy_rows, core, out, stat))
@@ -366,7 +415,7 @@ class _Builder:
                 ("core_grad_frac_bits", k)))
             if k == 0 and not need_grad_x:
                 break
-            core = _put(self.arena, self.cores[k].transpose(0, 2, 1, 3).reshape(a * n, m * c), lanes, 1, 0)
+            core = self.host(f"core {k} input gradient", k, core_input_grad, self.cores[k], 1, 0)
             dims = (self.P[k], m * c, self.R[k], a * n)
             out, stat = self._gradient_out(k, dims, need_grad_x)
             self.items.append(Contraction(f"input gradient {k}", "tt2", dims, g, core, out, stat))
@@ -412,7 +461,7 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
     phases += [phase([f"core gradient {k}"], [f"input gradient {k}"]) for k in range(d - 2, -1, -1)]
     return StepLists(arena=builder.arena.image(), phases=tuple(p for p in phases if p), contractions=made,
                      cores=tuple(core.shape for core in builder.cores), batch=builder.batch,
-                     outputs=dict(builder.outputs), inputs=dict(builder.inputs))
+                     outputs=dict(builder.outputs), inputs=dict(builder.inputs), lanes=builder.lanes)
 
 
 def _words(arena: np.ndarray, offset: int, values: int, words: int) -> np.ndarray:
