@@ -20,7 +20,12 @@ rank, as far as a layer's modes allow; :mod:`codesign.reproduce.tt_budget`):
 * ``tt-float-prior`` / ``tt-float-no-prior``: the same two in float32
   ("Floating, w/ prior" / "w/o prior");
 * ``tt-fixed-prior-dense``: the proposal with its core gradients through the
-  dense weight gradient (App. A.2), paired against the proposal.
+  dense weight gradient (App. A.2), paired against the proposal;
+* ``tt-fixed-prior-tracked``: the proposal with its activation and gradient
+  scales *tracked* (Sec. 3.3: each tensor rounded at the scale aimed from
+  earlier steps' running mean |x|, ``TTPrecision(scale_rule="tracked")`` at
+  its default momentum, what a PE's rounding stage does in one pass) instead
+  of aimed at the tensor itself, paired against the proposal.
 
 The narrow ranks 4-4-4 / 4-2-4 / 4-4-4 an earlier version picked by hand
 appear only as a labelled ablation of the *start*: their memory before any
@@ -72,13 +77,13 @@ from codesign.reproduce.summary import summarize
 from codesign.reproduce.tt_budget import (ARMS, BASELINE, FIXED_PRIOR, FLOAT_PRIOR, MAIN_ARM, TT_ARMS, BaselineTrial,
                                           Budget, TTTrial, arm_spec, budget, budget_digest, dense_bits, initial_ranks,
                                           ranks_memory_bits, train_config, tt_layers)
-from codesign.reproduce.tt_report import (CLAIM, PAPER_TABLE1, PRIOR_MARGIN_PT, ROUTE_MARGIN_PT, TOST_MARGIN_PT,
-                                          chosen_settings, compare, headline, notes, plot, pruning_summary,
-                                          ranks_text, readme_row, table_text, targets_and_verdict)
+from codesign.reproduce.tt_report import (CLAIM, PAPER_TABLE1, PRIOR_MARGIN_PT, ROUTE_MARGIN_PT, SCALE_RULE_MARGIN_PT,
+                                          TOST_MARGIN_PT, chosen_settings, compare, headline, notes, plot,
+                                          pruning_summary, ranks_text, readme_row, table_text, targets_and_verdict)
 from codesign.sweep import SweepTask
 from codesign.train.config import require
 from codesign.train.trainer import Trainer, TrainResult
-from codesign.train.tt import RankPrior, TTMLPConfig, TTPrecision, model_memory_bits, tt_trainer, use_adam
+from codesign.train.tt import RankPrior, TTMLPConfig, model_memory_bits, tt_trainer, use_adam
 
 NAME = "tt"
 TITLE = "Rank-adaptive low-precision tensor-train training (4-bit cores), MLP 64-256-256-10 on digits"
@@ -119,8 +124,7 @@ def train_job(b: Budget, job: Job) -> tuple[TrainResult, int]:
     else:
         spec = arm_spec(job.arm)
         require((job.prior is not None) == spec.prior, "job.prior", f"{job.arm} {'needs' if spec.prior else 'has no'} prior")
-        model = TTMLPConfig(layers=tt_layers(b, spec.max_ranks),
-                            precision=TTPrecision(core_grad_route=spec.route) if spec.lowp else None)
+        model = TTMLPConfig(layers=tt_layers(b, spec.max_ranks), precision=spec.precision())
         trainer = tt_trainer(config, model, job.prior, progress=False, description=label)
     result = trainer.fit()
     return result, int(model_memory_bits(trainer.model)["total_bits"])
@@ -306,7 +310,8 @@ def _payload(b: Budget, seeds: list[int], tuning: dict[str, Any], results: dict[
                       for r, bits in zip(results[arm], memory[arm])] for arm in ARMS}
     settings = {"smoke": smoke, "budget": asdict(b), "validation_fraction": b.data.validation_fraction,
                 "split_seeds": {str(seed): split_of(seed) for seed in seeds}, "initial_ranks": initial_ranks(b),
-                "tost_margin_pt": TOST_MARGIN_PT, "prior_margin_pt": PRIOR_MARGIN_PT, "chosen": chosen,
+                "tost_margin_pt": TOST_MARGIN_PT, "prior_margin_pt": PRIOR_MARGIN_PT,
+                "route_margin_pt": ROUTE_MARGIN_PT, "scale_rule_margin_pt": SCALE_RULE_MARGIN_PT, "chosen": chosen,
                 "wall_seconds": timing["wall"], "tuning_seconds": timing["tuning"],
                 "training_seconds": timing["training_cpu"], "workers": execution.workers, "dense_bits": dense_bits(b)}
     return {
@@ -317,7 +322,8 @@ def _payload(b: Budget, seeds: list[int], tuning: dict[str, Any], results: dict[
                      "memory_reduction": "baseline bits / arm bits, per seed; 95 % bootstrap and t-interval",
                      "equivalence": f"TOST (two one-sided t-tests, alpha 0.05) at ±{TOST_MARGIN_PT:g} pt against "
                                     f"{BASELINE}, ±{PRIOR_MARGIN_PT:g} pt for the prior's own effect, "
-                                    f"±{ROUTE_MARGIN_PT:g} pt for the route to the core gradients"},
+                                    f"±{ROUTE_MARGIN_PT:g} pt for the route to the core gradients, "
+                                    f"±{SCALE_RULE_MARGIN_PT:g} pt for tracked against exact scales"},
         "arms": [asdict(s) for s in summaries], "paper": asdict(CLAIM), "paper_table1": PAPER_TABLE1,
         "targets": [asdict(t) for t in targets], "all_targets_met": all(t.met for t in targets),
         "comparisons": comparisons,

@@ -38,31 +38,44 @@ BASELINE = "fp32"
 FIXED_PRIOR, FIXED_PLAIN = "tt-fixed-prior", "tt-fixed-no-prior"
 FLOAT_PRIOR, FLOAT_PLAIN = "tt-float-prior", "tt-float-no-prior"
 FIXED_PRIOR_DENSE = "tt-fixed-prior-dense"  # the proposal with its core gradients through the dense weight gradient
+FIXED_PRIOR_TRACKED = "tt-fixed-prior-tracked"  # the proposal rounding at scales tracked from earlier steps
 MAIN_ARM = FIXED_PRIOR
-TT_ARMS = (FIXED_PRIOR, FIXED_PLAIN, FLOAT_PRIOR, FLOAT_PLAIN, FIXED_PRIOR_DENSE)
+TT_ARMS = (FIXED_PRIOR, FIXED_PLAIN, FLOAT_PRIOR, FLOAT_PLAIN, FIXED_PRIOR_DENSE, FIXED_PRIOR_TRACKED)
 ARMS = (BASELINE, *TT_ARMS)
 PRIOR_PAIRS = ((FIXED_PRIOR, FIXED_PLAIN), (FLOAT_PRIOR, FLOAT_PLAIN))  # (with prior, without), same start
 ROUTE_PAIRS = ((FIXED_PRIOR_DENSE, FIXED_PRIOR),)  # (dense route, direct route), same start, seed and prior
+SCALE_RULE_PAIRS = ((FIXED_PRIOR_TRACKED, FIXED_PRIOR),)  # (tracked scales, exact scales), same start, seed and prior
 INITIAL_RANK = 8  # every inner rank of every TT arm at the start (capped by the modes); the module docstring says why
 HAND_PICKED_RANKS = ((4, 4, 4), (4, 2, 4), (4, 4, 4))
 
 
 @dataclass(frozen=True, kw_only=True)
 class ArmSpec:
-    """What a TT arm trains with: fixed point (``lowp``) or float32, the prior or not, its initial ranks, and the
-    route to its core gradients (``TTPrecision.core_grad_route``, fixed point only)."""
+    """What a TT arm trains with: fixed point (``lowp``) or float32, the prior or not, its initial ranks, the
+    route to its core gradients (``TTPrecision.core_grad_route``) and the rule its activation and gradient scales
+    are aimed by (``TTPrecision.scale_rule``, at its default momentum); the last two in fixed point only.
+
+    An arm's cached tasks are keyed by its name (:func:`codesign.reproduce.tt.job_task`), not by these fields, so
+    a field added here with the value every earlier arm trained with as its default leaves their keys alone."""
 
     lowp: bool
     prior: bool
     max_ranks: tuple[tuple[int, ...], ...] | None = None  # None: the budget's large start
     route: str = "direct"
+    scale_rule: str = "exact"
+
+    def precision(self) -> TTPrecision | None:
+        """The fixed-point precision the arm trains with (its route and scale rule, every other field at its
+        default); None in float32."""
+        return TTPrecision(core_grad_route=self.route, scale_rule=self.scale_rule) if self.lowp else None
 
 
 def arm_spec(arm: str) -> ArmSpec:
-    """The precision, prior, start and route of TT arm ``arm``."""
+    """The precision, prior, start, route and scale rule of TT arm ``arm``."""
     specs = {FIXED_PRIOR: ArmSpec(lowp=True, prior=True), FIXED_PLAIN: ArmSpec(lowp=True, prior=False),
              FLOAT_PRIOR: ArmSpec(lowp=False, prior=True), FLOAT_PLAIN: ArmSpec(lowp=False, prior=False),
-             FIXED_PRIOR_DENSE: ArmSpec(lowp=True, prior=True, route="dense")}
+             FIXED_PRIOR_DENSE: ArmSpec(lowp=True, prior=True, route="dense"),
+             FIXED_PRIOR_TRACKED: ArmSpec(lowp=True, prior=True, scale_rule="tracked")}
     require(arm in specs, "arm", f"must be one of {sorted(specs)}, got {arm!r}")
     return specs[arm]
 

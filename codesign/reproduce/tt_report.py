@@ -6,7 +6,8 @@ bits / arm bits) with 95 % percentile-bootstrap and t-intervals
 t-tests (TOST) at margins fixed here before the runs (:data:`TOST_MARGIN_PT`
 against the baseline, :data:`PRIOR_MARGIN_PT` for the prior's own effect,
 with vs without the prior from the same start, :data:`ROUTE_MARGIN_PT` for
-the route to the core gradients).
+the route to the core gradients, :data:`SCALE_RULE_MARGIN_PT` for tracked
+against exact scales).
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from codesign.reproduce.common import Execution
 from codesign.reproduce.protocol import SPLIT_SEEDS, TUNING_SEED
 from codesign.reproduce.report import PaperClaim, ReadmeRow, Target
 from codesign.reproduce.stats import Interval, bootstrap_interval, paired_differences, paired_ratios, t_interval, tost
-from codesign.reproduce.tt_budget import (ARMS, BASELINE, FIXED_PLAIN, FIXED_PRIOR, FIXED_PRIOR_DENSE, FLOAT_PLAIN,
-                                          FLOAT_PRIOR, INITIAL_RANK, MAIN_ARM, PRIOR_PAIRS, ROUTE_PAIRS, TT_ARMS,
-                                          BaselineTrial, Budget, TTTrial, arm_spec, dense_bits, initial_ranks,
-                                          ranks_memory_bits)
+from codesign.reproduce.tt_budget import (ARMS, BASELINE, FIXED_PLAIN, FIXED_PRIOR, FIXED_PRIOR_DENSE,
+                                          FIXED_PRIOR_TRACKED, FLOAT_PLAIN, FLOAT_PRIOR, INITIAL_RANK, MAIN_ARM,
+                                          PRIOR_PAIRS, ROUTE_PAIRS, SCALE_RULE_PAIRS, TT_ARMS, ArmSpec, BaselineTrial,
+                                          Budget, TTTrial, arm_spec, dense_bits, initial_ranks, ranks_memory_bits)
 
 TARGET_REDUCTION = 292.0
 # Equivalence margins, fixed before the runs: a TT arm is "equivalent" to the dense baseline when TOST rules out a
@@ -35,6 +36,10 @@ PRIOR_MARGIN_PT = 2.0
 # The dense route (PE3's outer products, then contractions with the cores; paper 003, App. A.2) rounds other
 # intermediates than the direct one, nothing else: judged equivalent when TOST rules out more than ±1 pt.
 ROUTE_MARGIN_PT = 1.0
+# Tracked scales (paper 003, Sec. 3.3: each activation and gradient rounded at the scale aimed from earlier steps'
+# running mean |x|) against exact ones (aimed at the tensor itself): the same code widths, only the scales are aimed
+# from the past; judged equivalent when TOST rules out more than ±1 pt.
+SCALE_RULE_MARGIN_PT = 1.0
 
 
 # Paper 003, Table 1 (test accuracy %, memory reduction x; the float-with-prior reduction is cut from our copy)
@@ -63,7 +68,8 @@ def _pair(values: list[float], margin: float | None = None) -> dict[str, Any]:
 
 
 def compare(accuracy: dict[str, list[float]], memory: dict[str, list[float]]) -> dict[str, Any]:
-    """Every TT arm against the baseline, and the prior's own effect (with − without, same start and seed)."""
+    """Every TT arm against the baseline, the prior's own effect (with − without, same start and seed), the
+    route's (dense − direct) and the scale rule's (tracked − exact), each paired by seed."""
     against_baseline = {
         arm: {"accuracy_difference_pt": _pair(paired_differences(accuracy[arm], accuracy[BASELINE]), TOST_MARGIN_PT),
               "memory_reduction": _pair(paired_ratios(memory[BASELINE], memory[arm]))}
@@ -78,7 +84,14 @@ def compare(accuracy: dict[str, list[float]], memory: dict[str, list[float]]) ->
             "accuracy_difference_pt": _pair(paired_differences(accuracy[dense], accuracy[direct]), ROUTE_MARGIN_PT),
             "memory_reduction": _pair(paired_ratios(memory[direct], memory[dense]))}
         for dense, direct in ROUTE_PAIRS}
-    return {"against_baseline": against_baseline, "prior_effect": prior_effect, "route_effect": route_effect}
+    scale_rule_effect = {
+        f"{tracked} vs {exact}": {
+            "accuracy_difference_pt": _pair(paired_differences(accuracy[tracked], accuracy[exact]),
+                                            SCALE_RULE_MARGIN_PT),
+            "memory_reduction": _pair(paired_ratios(memory[exact], memory[tracked]))}
+        for tracked, exact in SCALE_RULE_PAIRS}
+    return {"against_baseline": against_baseline, "prior_effect": prior_effect, "route_effect": route_effect,
+            "scale_rule_effect": scale_rule_effect}
 
 
 def _both(entry: dict[str, Any], digits: int = 2, signed: bool = True, unit: str = "") -> str:
@@ -169,8 +182,17 @@ def readme_row(comparisons: dict[str, Any], pruning: dict[str, Any], energy: dic
         verdict=verdict)
 
 
+def _scales_text(spec: ArmSpec) -> str:
+    """How a fixed-point arm's activation and gradient scales are aimed (``TTPrecision.scale_rule``)."""
+    precision = spec.precision()
+    if precision.scale_rule == "tracked":
+        return f"tracked (running mean |x|, momentum {precision.scale_momentum:g})"
+    return "exact (aimed at each tensor)"
+
+
 def chosen_settings(b: Budget, base: BaselineTrial, trial: TTTrial) -> dict[str, dict[str, Any]]:
-    """Per arm, what it was evaluated with: the tuned setting, precision, initial ranks and gradient route."""
+    """Per arm, what it was evaluated with: the tuned setting, precision, initial ranks, gradient route and scale
+    rule."""
     prior = {"prior.weight": trial.prior_weight, "prior.threshold": trial.threshold,
              "prior.warmup_epochs": trial.warmup_epochs}
     chosen: dict[str, dict[str, Any]] = {BASELINE: {"optim.lr": base.lr, "optim.weight_decay": base.weight_decay}}
@@ -179,7 +201,8 @@ def chosen_settings(b: Budget, base: BaselineTrial, trial: TTTrial) -> dict[str,
         chosen[arm] = {"optim.lr": trial.lr, **(prior if spec.prior else {}),
                        "precision": "4-bit cores, 8-bit activations and biases, 16-bit gradients" if spec.lowp
                        else "float32", "initial ranks": ranks_text(initial_ranks(b, spec.max_ranks)),
-                       **({"core gradients": f"{spec.route} route"} if spec.lowp else {})}
+                       **({"core gradients": f"{spec.route} route", "scales": _scales_text(spec)}
+                          if spec.lowp else {})}
     return chosen
 
 
@@ -213,7 +236,8 @@ def notes(b: Budget, tuning: dict[str, Any], seeds: list[int], base: BaselineTri
          f"them); every arm of a seed on the same split, from the same seed. Per seed arm − {BASELINE} (pt) and "
          f"bits ratios; 95 % percentile-bootstrap (10,000 resamples, fixed generator) and Student t-intervals of the "
          f"mean; equivalence by TOST at ±{TOST_MARGIN_PT:g} pt (against {BASELINE}), ±{PRIOR_MARGIN_PT:g} pt (the "
-         f"prior's own effect) and ±{ROUTE_MARGIN_PT:g} pt (dense against direct route), margins fixed in the code "
+         f"prior's own effect), ±{ROUTE_MARGIN_PT:g} pt (dense against direct route) and "
+         f"±{SCALE_RULE_MARGIN_PT:g} pt (tracked against exact scales), margins fixed in the code "
          f"before the runs. Every run trains on 80 % of its training "
          f"split; the 20 % hold-out is reported as validation accuracy."),
         (f"Rank trajectories of {MAIN_ARM}: the prior pruned in {summary['pruned_seeds']} of {summary['seeds']} seeds"
@@ -240,7 +264,12 @@ def notes(b: Budget, tuning: dict[str, Any], seeds: list[int], base: BaselineTri
          "(4-bit cores), 3 (8-bit activations, biases), 6 (16-bit gradients); the states between two contractions are "
          "rounded too; the proposal's core gradients are contracted directly; the arm "
          f"{FIXED_PRIOR_DENSE} takes the paper's route through the dense weight gradient (App. A.2), the same run "
-         "otherwise (learning rate and prior of the tuned proposal, not tuned again)."),
+         "otherwise (learning rate and prior of the tuned proposal, not tuned again); the proposal aims each "
+         "activation and gradient scale at the tensor itself (exact), which waits for the whole tensor; the arm "
+         f"{FIXED_PRIOR_TRACKED} rounds each at the scale aimed from earlier steps' running mean |x| (Sec. 3.3's "
+         f"tracking, momentum {arm_spec(FIXED_PRIOR_TRACKED).precision().scale_momentum:g}; the first sight of a "
+         "tensor is aimed at it), what a PE's rounding stage does in one pass, the same run otherwise (not tuned "
+         "again)."),
         (f"Smoke run: synthetic data, a 64-16-10 network, 2 epochs; the numbers check the pipeline, not the paper. "
          f"Wall time {timing['wall']:.0f} s." if smoke else
          f"Wall time {timing['wall']:.0f} s (tuning {timing['tuning']:.0f} s) with {execution.workers} worker "
@@ -251,7 +280,8 @@ def notes(b: Budget, tuning: dict[str, Any], seeds: list[int], base: BaselineTri
 
 
 def table_text(payload: dict[str, Any], summaries) -> str:
-    """``table.md``: every arm against the paper's Table 1, the prior's and the route's effects, the trials."""
+    """``table.md``: every arm against the paper's Table 1, the prior's, the route's and the scale rule's effects,
+    the trials."""
     comparisons, n = payload["comparisons"], len(payload["seeds"])
     energy = {s.name: s.energy_ratio_mean for s in summaries}
     accuracy = {s.name: [row["test_accuracy"] for row in s.per_seed] for s in summaries}
@@ -286,6 +316,13 @@ def table_text(payload: dict[str, Any], summaries) -> str:
         route.append(f"| {name} | {_both(entry['memory_reduction'], 2, False, 'x')} | "
                      f"{_both(entry['accuracy_difference_pt'])} | {_tost_text(entry['accuracy_difference_pt'])} | "
                      f"{entry['memory_reduction']['n']} |")
+    scales = ["| tracked scales vs exact (same start, seed, split, prior) | memory ratio (exact / tracked) "
+              f"[boot; t] | accuracy difference (pt) [boot; t] | TOST ±{SCALE_RULE_MARGIN_PT:g} pt | n |",
+              "|---|---:|---:|---|---:|"]
+    for name, entry in comparisons["scale_rule_effect"].items():
+        scales.append(f"| {name} | {_both(entry['memory_reduction'], 2, False, 'x')} | "
+                      f"{_both(entry['accuracy_difference_pt'])} | {_tost_text(entry['accuracy_difference_pt'])} | "
+                      f"{entry['memory_reduction']['n']} |")
     tuning = payload["extra"]["tuning"]
     trials = ["| arm | trial | validation accuracy (%) | memory reduction | final ranks |", "|---|---|---:|---:|---|"]
     trials += [f"| {BASELINE} | lr {t['lr']:g}, weight decay {t['weight_decay']:g} | {t['validation_accuracy']:.2f} "
@@ -301,6 +338,10 @@ def table_text(payload: dict[str, Any], summaries) -> str:
              "The route to the core gradients (paper 003, App. A.2: directly from the saved states, or through the "
              "dense weight gradient that PE3's outer products form; the two round different intermediates):", "",
              "\n".join(route), "",
+             "The scales (paper 003, Sec. 3.3: exact, each activation and gradient scale aimed at the tensor itself, "
+             "or tracked, rounded at the scale aimed from earlier steps' running mean |x| as a PE's rounding stage "
+             "can in one pass):", "",
+             "\n".join(scales), "",
              f"**Paper:** {claim['text']} ({claim['citation']})", ""]
     lines += [f"- target: {t['text']} — measured {t['measured']} — **{'met' if t['met'] else 'NOT met'}**"
               for t in payload["targets"]]

@@ -8,8 +8,27 @@ import pytest
 from codesign.reproduce import REPRODUCTIONS, reproduction, tt
 from codesign.reproduce.protocol import TUNING_SEED, VALIDATION_FRACTION
 from codesign.reproduce.stats import bootstrap_interval, t_interval
-from codesign.reproduce.tt_budget import ARMS, MAIN_ARM, TT_ARMS, arm_spec, budget, budget_digest, initial_ranks
-from codesign.reproduce.tt_report import PRIOR_MARGIN_PT, TOST_MARGIN_PT
+from codesign.reproduce.tt_budget import (ARMS, FIXED_PRIOR_TRACKED, MAIN_ARM, TT_ARMS, arm_spec, budget, budget_digest,
+                                          initial_ranks)
+from codesign.reproduce.tt_report import PRIOR_MARGIN_PT, ROUTE_MARGIN_PT, SCALE_RULE_MARGIN_PT, TOST_MARGIN_PT
+from codesign.train.tt import TTPrecision
+
+# The cached tasks' keys of evaluation_jobs([0, 4], baseline_grid[0], tt_grid[0]), computed from the code before
+# the tracked arm existed: an arm added later must not move an earlier arm's key (its cached run would be lost).
+KEYS_BEFORE_TRACKED = {
+    True: ["eval,fp32,seed=0,split=0,dc6fea75e5", "eval,tt-fixed-prior,seed=0,split=0,518f20df44",
+           "eval,tt-fixed-no-prior,seed=0,split=0,e889c729a8", "eval,tt-float-prior,seed=0,split=0,8090107ccf",
+           "eval,tt-float-no-prior,seed=0,split=0,13a45b395f", "eval,tt-fixed-prior-dense,seed=0,split=0,d12b9ee04e",
+           "eval,fp32,seed=4,split=1,771508cb42", "eval,tt-fixed-prior,seed=4,split=1,a0ac4984e5",
+           "eval,tt-fixed-no-prior,seed=4,split=1,e37ee864e1", "eval,tt-float-prior,seed=4,split=1,84456a4bc2",
+           "eval,tt-float-no-prior,seed=4,split=1,9eeb8f2b19", "eval,tt-fixed-prior-dense,seed=4,split=1,8773f4b2d3"],
+    False: ["eval,fp32,seed=0,split=0,c85915c003", "eval,tt-fixed-prior,seed=0,split=0,26a3eeb602",
+            "eval,tt-fixed-no-prior,seed=0,split=0,0ebdc7a7a2", "eval,tt-float-prior,seed=0,split=0,72b4a1698c",
+            "eval,tt-float-no-prior,seed=0,split=0,1403c83e17", "eval,tt-fixed-prior-dense,seed=0,split=0,1b45c4ec37",
+            "eval,fp32,seed=4,split=1,5271e75a2e", "eval,tt-fixed-prior,seed=4,split=1,c841b1a64e",
+            "eval,tt-fixed-no-prior,seed=4,split=1,2fa61ee2f0", "eval,tt-float-prior,seed=4,split=1,28825e8c2e",
+            "eval,tt-float-no-prior,seed=4,split=1,11f47cb623", "eval,tt-fixed-prior-dense,seed=4,split=1,eba3e2a1e8"],
+}
 
 
 def test_registered():
@@ -55,6 +74,50 @@ def test_jobs_round_trip_through_task_data_and_keep_their_cache_keys():
         tt.train_job(budget(smoke=True), replace(job, prior=None))
 
 
+def test_earlier_arms_keep_their_task_keys_and_the_tracked_arm_gets_its_own():
+    full = budget(smoke=False)
+    tuning = tt.Job(arm=MAIN_ARM, seed=0, split_seed=0, lr=1e-2, prior=full.tt_grid[1].prior(), tuning=True)
+    assert tt.job_task(full, tuning, smoke=False).key == "tune,tt-fixed-prior,seed=0,split=0,998b897324"
+    for smoke, before in KEYS_BEFORE_TRACKED.items():
+        b = budget(smoke)
+        jobs = tt.evaluation_jobs([0, 4], b.baseline_grid[0], b.tt_grid[0])
+        tasks = [tt.job_task(b, job, smoke=smoke) for job in jobs]
+        keys = [task.key for task in tasks]
+        assert [key for key in keys if f",{FIXED_PRIOR_TRACKED}," not in key] == before
+        tracked = [key for key in keys if f",{FIXED_PRIOR_TRACKED}," in key]
+        assert [key.rsplit(",", 1)[0] for key in tracked] == [f"eval,{FIXED_PRIOR_TRACKED},seed=0,split=0",
+                                                              f"eval,{FIXED_PRIOR_TRACKED},seed=4,split=1"]
+        assert len(set(keys)) == len(keys)
+
+
+def test_the_tracked_arm_is_the_proposal_with_tracked_scales(monkeypatch):
+    """Same seed, split, learning rate and prior as the proposal's run; its TT model rounds at tracked scales."""
+    full = budget(smoke=False)
+    jobs = tt.evaluation_jobs([4], full.baseline_grid[0], full.tt_grid[2])
+    proposal, tracked = (next(job for job in jobs if job.arm == arm) for arm in (MAIN_ARM, FIXED_PRIOR_TRACKED))
+    assert replace(tracked, arm=MAIN_ARM) == proposal
+
+    built = {}
+
+    class Built(Exception):
+        pass
+
+    def capture(config, model, prior, **_):
+        built[model.precision.scale_rule if model.precision else None] = (config, model, prior)
+        raise Built
+
+    monkeypatch.setattr(tt, "tt_trainer", capture)
+    for job in (proposal, tracked):
+        with pytest.raises(Built):
+            tt.train_job(full, job)
+    config_exact, model_exact, prior_exact = built["exact"]
+    config_tracked, model_tracked, prior_tracked = built["tracked"]
+    assert model_exact.precision == TTPrecision()
+    assert model_tracked.precision == TTPrecision(scale_rule="tracked")  # its default momentum
+    assert model_tracked.layers == model_exact.layers and prior_tracked == prior_exact == full.tt_grid[2].prior()
+    assert config_tracked == config_exact
+
+
 def test_every_arm_of_a_seed_trains_on_that_seed_s_split():
     full = budget(smoke=False)
     jobs = tt.evaluation_jobs([4, 0], full.baseline_grid[0], full.tt_grid[0])
@@ -79,6 +142,9 @@ def test_smoke_reproduction_writes_the_report(tmp_path):
     assert settings["budget"]["data"]["validation_fraction"] == VALIDATION_FRACTION
     assert settings["split_seeds"] == {str(s): s % 3 for s in seeds}
     assert (settings["tost_margin_pt"], settings["prior_margin_pt"]) == (TOST_MARGIN_PT, PRIOR_MARGIN_PT)
+    assert (settings["route_margin_pt"], settings["scale_rule_margin_pt"]) == (ROUTE_MARGIN_PT, SCALE_RULE_MARGIN_PT)
+    assert settings["chosen"][FIXED_PRIOR_TRACKED]["scales"].startswith("tracked")
+    assert settings["chosen"][MAIN_ARM]["scales"].startswith("exact")
     for arm in ARMS:  # every run held out its validation split and trained on its seed's split
         rows = extra["per_seed"][arm]
         assert [(row["seed"], row["split_seed"]) for row in rows] == [(s, s % 3) for s in seeds]
@@ -114,6 +180,12 @@ def test_smoke_reproduction_writes_the_report(tmp_path):
     ratios = [b / a for a, b in zip(extra["memory_bits"]["tt-fixed-prior"], extra["memory_bits"]["tt-fixed-no-prior"])]
     assert effect["memory_reduction"]["bootstrap"]["mean"] == pytest.approx(sum(ratios) / len(ratios))
     assert effect["accuracy_difference_pt"]["tost"]["margin"] == PRIOR_MARGIN_PT
+    scales = results["comparisons"]["scale_rule_effect"][f"{FIXED_PRIOR_TRACKED} vs {MAIN_ARM}"]
+    differences = [a - b for a, b in zip(accuracy[FIXED_PRIOR_TRACKED], accuracy[MAIN_ARM])]
+    assert scales["accuracy_difference_pt"]["values"] == pytest.approx(differences)
+    assert scales["accuracy_difference_pt"]["tost"]["margin"] == SCALE_RULE_MARGIN_PT == 1.0
+    assert scales["accuracy_difference_pt"]["n"] == len(seeds)
+    assert f"| {FIXED_PRIOR_TRACKED} vs {MAIN_ARM} |" in table and f"TOST ±{SCALE_RULE_MARGIN_PT:g} pt" in table
     memory_target, accuracy_target, prior_target = results["targets"]
     main = results["comparisons"]["against_baseline"]["tt-fixed-prior"]
     assert memory_target["met"] == (main["memory_reduction"]["bootstrap"]["low"] >= 292)

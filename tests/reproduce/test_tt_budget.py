@@ -1,4 +1,4 @@
-"""What the ``tt`` reproduction trains: four TT arms from one large start, equal tuning budgets, memory in bits."""
+"""What the ``tt`` reproduction trains: the TT arms from one large start, equal tuning budgets, memory in bits."""
 
 from dataclasses import replace
 
@@ -6,6 +6,7 @@ import pytest
 
 from codesign.reproduce import tt_budget as b
 from codesign.reproduce.protocol import VALIDATION_FRACTION
+from codesign.train.tt import TTPrecision
 
 
 def test_dense_bits_count_every_weight_and_bias_at_32_bits():
@@ -16,20 +17,36 @@ def test_the_four_table1_arms_share_one_large_start_and_differ_in_precision_and_
     full = b.budget(smoke=False)
     specs = {arm: b.arm_spec(arm) for arm in b.TT_ARMS}
     assert {spec.max_ranks for spec in specs.values()} == {None}  # the budget's large start, for every arm
-    table1 = [specs[arm] for arm in b.TT_ARMS if arm != b.FIXED_PRIOR_DENSE]
+    table1 = [specs[arm] for arm in b.TT_ARMS if arm not in (b.FIXED_PRIOR_DENSE, b.FIXED_PRIOR_TRACKED)]
     assert sorted((spec.lowp, spec.prior) for spec in table1) == [(False, False), (False, True), (True, False),
                                                                   (True, True)]
-    assert {spec.route for spec in table1} == {"direct"}
+    assert {spec.route for spec in table1} == {"direct"} and {spec.scale_rule for spec in table1} == {"exact"}
     # the proposal again, its core gradients through the dense weight gradient; paired against it
     dense = specs[b.FIXED_PRIOR_DENSE]
-    assert (dense.lowp, dense.prior, dense.route) == (True, True, "dense")
+    assert (dense.lowp, dense.prior, dense.route, dense.scale_rule) == (True, True, "dense", "exact")
     assert b.ROUTE_PAIRS == ((b.FIXED_PRIOR_DENSE, b.FIXED_PRIOR),)
+    # the proposal again, its scales tracked from earlier steps (paper 003, Sec. 3.3); paired against it
+    tracked = specs[b.FIXED_PRIOR_TRACKED]
+    assert (tracked.lowp, tracked.prior, tracked.route, tracked.scale_rule) == (True, True, "direct", "tracked")
+    assert b.SCALE_RULE_PAIRS == ((b.FIXED_PRIOR_TRACKED, b.FIXED_PRIOR),)
     assert full.hand_picked_ranks == b.HAND_PICKED_RANKS == ((4, 4, 4), (4, 2, 4), (4, 4, 4))
     # rank 8 where the modes allow it; the last layer's first rank is cut to 1 * 4 by its (1, 4) first core
     assert b.initial_ranks(full) == {"layers.0": [1, 8, 8, 8, 1], "layers.1": [1, 8, 8, 8, 1],
                                      "layers.2": [1, 4, 8, 8, 1]}
     with pytest.raises(ValueError, match="arm"):
         b.arm_spec("tt-other")
+
+
+def test_each_arm_trains_with_the_precision_of_its_route_and_scale_rule_and_nothing_else():
+    # the arms trained before the scale rule existed keep the precision they trained with
+    assert b.arm_spec(b.FIXED_PRIOR).precision() == TTPrecision()
+    assert b.arm_spec(b.FIXED_PLAIN).precision() == TTPrecision()
+    assert b.arm_spec(b.FIXED_PRIOR_DENSE).precision() == TTPrecision(core_grad_route="dense")
+    assert b.arm_spec(b.FLOAT_PRIOR).precision() is None and b.arm_spec(b.FLOAT_PLAIN).precision() is None
+    # the tracked arm: the proposal's precision with the tracked rule at its default momentum, nothing else changed
+    tracked = b.arm_spec(b.FIXED_PRIOR_TRACKED).precision()
+    assert tracked.scale_rule == "tracked" and tracked.scale_momentum == TTPrecision().scale_momentum == 0.9
+    assert replace(tracked, scale_rule="exact") == TTPrecision()
 
 
 def test_memory_of_ranks_counts_4_bit_cores_and_8_bit_biases():

@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from codesign.reproduce.tt_budget import ARMS, BASELINE, FIXED_PLAIN, FIXED_PRIOR, MAIN_ARM, TT_ARMS
-from codesign.reproduce.tt_report import (PRIOR_MARGIN_PT, TOST_MARGIN_PT, compare, headline, pruning_summary,
-                                          targets_and_verdict)
+from codesign.reproduce.tt_budget import (ARMS, BASELINE, FIXED_PLAIN, FIXED_PRIOR, FIXED_PRIOR_DENSE,
+                                          FIXED_PRIOR_TRACKED, MAIN_ARM, TT_ARMS)
+from codesign.reproduce.tt_report import (PRIOR_MARGIN_PT, ROUTE_MARGIN_PT, SCALE_RULE_MARGIN_PT, TOST_MARGIN_PT,
+                                          compare, headline, pruning_summary, targets_and_verdict)
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 
@@ -26,6 +27,29 @@ def test_comparisons_pair_every_arm_with_the_baseline_and_the_prior_with_its_abs
     assert effect["accuracy_difference_pt"]["tost"]["margin"] == PRIOR_MARGIN_PT
     targets, verdict = targets_and_verdict(comparisons)
     assert not targets[0].met and "not met" in verdict  # 150x is short of 292x
+    assert set(comparisons["route_effect"]) == {f"{FIXED_PRIOR_DENSE} vs {FIXED_PRIOR}"}
+
+
+def test_tracked_scales_are_paired_against_the_proposal_with_a_tost_at_one_point():
+    accuracy = {arm: [95.0, 96.0, 94.5, 95.5, 96.5] for arm in ARMS}
+    accuracy[FIXED_PRIOR_TRACKED] = [95.2, 95.8, 94.6, 95.5, 96.4]  # within 0.2 pt of the proposal, seed by seed
+    memory = {arm: [2000.0] * 5 for arm in ARMS}
+    memory[FIXED_PRIOR_TRACKED] = [1000.0, 2000.0, 4000.0, 2000.0, 2000.0]
+    memory[BASELINE] = [300_000.0] * 5
+    comparisons = compare(accuracy, memory)
+    assert FIXED_PRIOR_TRACKED in comparisons["against_baseline"]
+    assert set(comparisons["scale_rule_effect"]) == {f"{FIXED_PRIOR_TRACKED} vs {MAIN_ARM}"}
+    effect = comparisons["scale_rule_effect"][f"{FIXED_PRIOR_TRACKED} vs {MAIN_ARM}"]
+    difference = effect["accuracy_difference_pt"]
+    assert difference["values"] == pytest.approx([0.2, -0.2, 0.1, 0.0, -0.1])  # tracked − exact, per seed
+    assert difference["n"] == 5 and difference["bootstrap"]["mean"] == pytest.approx(0.0, abs=1e-9)
+    assert SCALE_RULE_MARGIN_PT == ROUTE_MARGIN_PT == 1.0 and difference["tost"]["margin"] == SCALE_RULE_MARGIN_PT
+    assert difference["tost"]["equivalent"]
+    assert effect["memory_reduction"]["values"] == pytest.approx([2.0, 1.0, 0.5, 1.0, 1.0])  # exact bits / tracked
+    accuracy[FIXED_PRIOR_TRACKED] = [a - 3.0 + d for a, d in zip(accuracy[MAIN_ARM], (0.2, -0.2, 0.1, 0.0, -0.1))]
+    # about 3 pt worse: not equivalent at ±1 pt
+    far = compare(accuracy, memory)["scale_rule_effect"][f"{FIXED_PRIOR_TRACKED} vs {MAIN_ARM}"]
+    assert not far["accuracy_difference_pt"]["tost"]["equivalent"]
 
 
 def test_pruning_summary_says_when_and_to_which_ranks_the_prior_pruned():
