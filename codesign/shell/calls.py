@@ -11,6 +11,8 @@ equal to it over the *whole* arena, so a stray write anywhere is a mismatch.
 
 :func:`tt_chain` builds a list whose second call reads, in place, the codes the
 first call's rounding stage wrote: the data-in-place path a TT step takes.
+:func:`chain_list` builds random PE1 lists of 3-D blocks and accumulating
+chains (``docs/accelerator.md``, "3-D blocks", "Accumulating calls").
 """
 
 from __future__ import annotations
@@ -222,3 +224,111 @@ def tt_transactions(pe, spec, rng: np.random.Generator, calls: int, *, i: int = 
 
 def _closed(bounds) -> tuple:
     return bounds[0], bounds[1] + 1
+
+
+def _divisors(n: int) -> list:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def beat_rounding(rng: np.random.Generator, count: int, parts: int) -> RoundStageConfig:
+    """:func:`random_rounding` whose groups are whole stream words of ``parts`` 32-bit words (``group_words`` raised
+    to a multiple of ``parts``), so the words it sends fill whole beats."""
+    cfg = random_rounding(rng, count)
+    return RoundStageConfig(enable=True, shift=cfg.shift, bits=cfg.bits, lanes=cfg.lanes,
+                            group_words=-(-cfg.group_words // parts) * parts, row_values=cfg.row_values)
+
+
+def operand_rows(arena: ArenaLayout, rng: np.random.Generator, values: np.ndarray, lanes: int, bits: int,
+                 width: int, *, transposed: bool):
+    """Place an (outer, J, K) operand's packed rows in the arena and return ``rows(j0, jp)``: the 3-D block of rows
+    ``j0 .. j0 + jp`` of every outer index, in the order a TT PE takes them (outer, then j). Stored outer-major
+    with rows padded by 1..2 beats (planes one after another, rows strided), or ``transposed`` (J-major, rows
+    padded by 0..2 beats): then a plane's rows are ``outer`` rows apart and the planes interleave."""
+    from codesign.pe.tt.contract import pack_rows
+
+    outer, jt = values.shape[:2]
+    parts = width // 32
+    rows = pack_rows(values, lanes, bits, stream_bits=width).astype(np.uint32).reshape(outer, jt, -1)
+    row = rows.shape[2]
+    pitch = row + parts * int(rng.integers(0 if transposed else 1, 3))
+    if transposed:
+        rows = rows.transpose(1, 0, 2)
+    padded = np.full(rows.shape[:2] + (pitch,), 0x5A5A_5A5A, dtype=np.uint32)
+    padded[..., :row] = rows
+    at = arena.put(padded.reshape(-1))
+    if transposed:
+        return lambda j0, jp: Block(offset=at + 4 * j0 * outer * pitch, words=row, rows=jp, stride=4 * outer * pitch,
+                                    planes=outer, plane_stride=4 * pitch)
+    return lambda j0, jp: Block(offset=at + 4 * j0 * pitch, words=row, rows=jp, stride=4 * pitch, planes=outer,
+                                plane_stride=4 * jt * pitch)
+
+
+def out_block(arena: ArenaLayout, rng: np.random.Generator, words: int, parts: int) -> Block:
+    """Room for ``words`` result words as a random 3-D block of whole ``parts``-word beats, with gaps between rows
+    and planes, its planes one after another or interleaved (the gaps keep the arena's reserved marks, so a stray
+    write shows)."""
+    w = int(rng.choice([d for d in _divisors(words) if d % parts == 0]))
+    r = int(rng.choice(_divisors(words // w)))
+    p = words // w // r
+    beat = 4 * parts
+    if p > 1 and r > 1 and rng.integers(2):  # interleaved: row r of every plane, then row r + 1
+        plane_stride = 4 * w + beat * int(rng.integers(0, 2))
+        stride = p * plane_stride + beat * int(rng.integers(0, 2))
+    else:
+        stride = 4 * w + beat * int(rng.integers(0, 3))
+        plane_stride = (r - 1) * stride + 4 * w + beat * int(rng.integers(0, 3))
+    span = (p - 1) * plane_stride + (r - 1) * stride + 4 * w
+    return Block(offset=arena.reserve(span // 4), words=w, rows=r, stride=stride, planes=p, plane_stride=plane_stride)
+
+
+def _chain_job(pe, spec, rng: np.random.Generator, arena: ArenaLayout, index: int, chains: bool) -> list:
+    """One contraction ``Z = sum_j A B`` of PE1 with random I, L, K and J: a plain call (every third job, or every
+    job without ``chains``), or a chain of 2..4 accumulating calls, each over a random run of J; operands in 3-D
+    blocks (A transposed on even jobs, B on odd ones), the out block 3-D; raw or rounded (a chain drains raw on
+    every other chain)."""
+    from codesign.pe.tt.contract import code_range, header_word
+
+    parts = spec.stream_bits // 32
+    n = 1 if index % 3 == 1 or not chains else int(rng.integers(2, 5))
+    split = [int(x) for x in rng.integers(1, min(spec.max_j, 4) + 1, size=n)]
+    i, l, k = 4 * int(rng.integers(1, 4)), int(rng.integers(2, min(spec.max_l, 16) + 1)), int(rng.integers(1, 33))
+    a = rng.integers(*code_range(spec.a_bits), size=(i, sum(split), k), endpoint=True)
+    b = rng.integers(*code_range(spec.b_bits), size=(l, sum(split), k), endpoint=True)
+    a_rows = operand_rows(arena, rng, a, spec.lanes, spec.a_bits, spec.stream_bits, transposed=index % 2 == 0)
+    b_rows = operand_rows(arena, rng, b, spec.lanes, spec.b_bits, spec.stream_bits, transposed=index % 2 == 1)
+    count = i * l
+    raw = (n > 1 and index % 6 in (0, 2)) or (n == 1 and index % (6 if chains else 3) == 1)
+    rounding = RAW if raw else beat_rounding(rng, count, parts)
+    out = out_block(arena, rng, 2 * count if raw and n > 1 else rounding.words_out(count), parts)
+    calls, j0 = [], 0
+    for part, jp in enumerate(split):
+        last = part == n - 1
+        calls.append(Call(header=header_word(i, jp, k, l), segments=(b_rows(j0, jp), a_rows(j0, jp)),
+                          out=out if last else Block(), count=count, record=arena.reserve(RECORD_WORDS),
+                          rounding=rounding if last else RAW, acc_add=n > 1 and part > 0, acc_hold=n > 1 and not last))
+        j0 += jp
+    return calls
+
+
+def chain_list(pe, spec, rng: np.random.Generator, *, min_values: int = 10_000, chains: bool = True) -> ListCase:
+    """A PE1 list at ``spec.stream_bits`` of plain calls and chains of accumulating calls (raw and rounded drains),
+    every operand and out block 3-D (planes one after another or interleaved), a plain call between two calls of
+    a chain where one is at hand, until the calls have taken ``min_values`` results: the list that verifies 3-D
+    blocks and the accumulation buffer at every level (``chains`` False: plain calls only, 3-D blocks alone)."""
+    if pe.name != "tt1":
+        raise ValueError("chain_list builds PE1 calls")
+    arena = ArenaLayout()
+    jobs, values = [], 0
+    while values < min_values or len(jobs) < 6:
+        jobs.append(_chain_job(pe, spec, rng, arena, len(jobs), chains))
+        values += sum(call.count for call in jobs[-1])
+    plain = [job[0] for job in jobs if len(job) == 1]
+    calls = []
+    for job in (job for job in jobs if len(job) > 1):
+        for part, call in enumerate(job):
+            calls.append(call)
+            if part < len(job) - 1 and plain and rng.integers(2):
+                calls.append(plain.pop())  # between a chain's calls: it must leave the held sums alone
+    calls += plain
+    image = arena.image()
+    return ListCase(calls=tuple(calls), arena=image, expected=run_list_golden(pe, spec, image, calls))

@@ -474,23 +474,24 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS) 
 # parameters of shell_module_parameters(data_bits), per family and data width (bits, the PE's stream word);
 # tests/shell/test_ip_cost.py re-measures and compares. A cache, so that a fit check adds the shell without
 # running Yosys. Cells, not sites (see ResourceCounts). The wider movers hold wider FIFO words (LUT RAM).
+# accel_seq keeps descriptor words 0..23 and a plane counter and plane address per side (3-D blocks).
 SHELL_COST_YOSYS = "Yosys 0.23"
 SHELL_COST = {
     "xc7": {
-        32: {"lut": 4023, "lut_sites_min": 2514, "lutram": 24, "srl": 0,
-             "ff": 2362, "dsp": 0, "carry": 351, "muxf": 238, "bram_36k": 0.0},
-        64: {"lut": 5430, "lut_sites_min": 3429, "lutram": 44, "srl": 0,
-             "ff": 2561, "dsp": 0, "carry": 398, "muxf": 248, "bram_36k": 0.0},
-        128: {"lut": 6708, "lut_sites_min": 4132, "lutram": 88, "srl": 0,
-             "ff": 2688, "dsp": 0, "carry": 399, "muxf": 1344, "bram_36k": 0.0},
+        32: {"lut": 4670, "lut_sites_min": 2925, "lutram": 24, "srl": 0,
+             "ff": 2906, "dsp": 0, "carry": 421, "muxf": 331, "bram_36k": 0.0},
+        64: {"lut": 6165, "lut_sites_min": 4095, "lutram": 44, "srl": 0,
+             "ff": 3105, "dsp": 0, "carry": 468, "muxf": 248, "bram_36k": 0.0},
+        128: {"lut": 7380, "lut_sites_min": 4586, "lutram": 88, "srl": 0,
+             "ff": 3232, "dsp": 0, "carry": 469, "muxf": 1231, "bram_36k": 0.0},
     },
     "xcup": {
-        32: {"lut": 3999, "lut_sites_min": 2557, "lutram": 24, "srl": 0,
-             "ff": 2362, "dsp": 0, "carry": 351, "muxf": 607, "bram_36k": 0.0},
-        64: {"lut": 5445, "lut_sites_min": 3571, "lutram": 40, "srl": 0,
-             "ff": 2561, "dsp": 0, "carry": 398, "muxf": 987, "bram_36k": 0.0},
-        128: {"lut": 6661, "lut_sites_min": 4204, "lutram": 80, "srl": 0,
-             "ff": 2688, "dsp": 0, "carry": 399, "muxf": 1238, "bram_36k": 0.0},
+        32: {"lut": 4889, "lut_sites_min": 3037, "lutram": 24, "srl": 0,
+             "ff": 2906, "dsp": 0, "carry": 421, "muxf": 1152, "bram_36k": 0.0},
+        64: {"lut": 6258, "lut_sites_min": 4245, "lutram": 40, "srl": 0,
+             "ff": 3105, "dsp": 0, "carry": 468, "muxf": 1073, "bram_36k": 0.0},
+        128: {"lut": 7808, "lut_sites_min": 4869, "lutram": 80, "srl": 0,
+             "ff": 3232, "dsp": 0, "carry": 469, "muxf": 1799, "bram_36k": 0.0},
     },
 }
 

@@ -179,7 +179,8 @@ class ListCycles:
 
 def _stream_words(call: Call, parts: int) -> int:
     """Stream words (of ``parts`` 32-bit words) ``call`` sends the PE: its header (one), its segments' rows."""
-    return (call.header is not None) + sum(-(-block.words // parts) * block.rows for block in call.segments)
+    return (call.header is not None) + sum(-(-block.words // parts) * block.rows * block.planes
+                                           for block in call.segments)
 
 
 def _gather_word(arena: np.ndarray, call: Call, index: int, parts: int = 1) -> int:
@@ -191,12 +192,12 @@ def _gather_word(arena: np.ndarray, call: Call, index: int, parts: int = 1) -> i
         index -= 1
     for block in call.segments:
         per_row = -(-block.words // parts)
-        if index < per_row * block.rows:
+        if index < per_row * block.rows * block.planes:
             row, col = divmod(index, per_row)
-            at = (block.offset + row * block.stride) // 4 + col * parts
+            at = int(block.row_offsets()[row]) // 4 + col * parts
             words = arena[at:at + min(parts, block.words - col * parts)]
             return sum(int(word) << (32 * p) for p, word in enumerate(words))
-        index -= per_row * block.rows
+        index -= per_row * block.rows * block.planes
     raise IndexError(f"stream word {index} past the call's input")
 
 
@@ -234,7 +235,7 @@ def _timing_key(call: Call, headers: tuple, arena_addr: int, descriptor_addr: in
     sent from the descriptor, each block's shape and the 4 KiB offsets of its rows (bursts split there), the
     result count and the rounding stage's packing (not its shift or width)."""
     def block(b: Block) -> tuple:
-        return b.words, b.rows, b.stride & 0xFFF, (arena_addr + b.offset) & 0xFFF
+        return b.words, b.rows, b.stride & 0xFFF, b.planes, b.plane_stride & 0xFFF, (arena_addr + b.offset) & 0xFFF
 
     cfg = call.rounding
     return (headers, call.header is not None, tuple(block(b) for b in call.segments), block(call.out), call.count,
@@ -254,6 +255,8 @@ def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: M
     bits = int(getattr(spec, "stream_bits", 32))
     if bits not in (32, 64, 128):
         raise ValueError(f"the shell runs lists on 32-, 64- or 128-bit stream words, not {bits}")
+    if any(call.acc_add or call.acc_hold for call in calls):
+        raise ValueError("accumulating calls are not modelled: the RTL shell does not run them yet")
     arena = np.asarray(arena, dtype=np.uint32)
     phases = [call_phases(pe, spec, arena, call) for call in calls]
     descriptors = [list_addr + DESCRIPTOR_BYTES * c for c in range(len(calls))]

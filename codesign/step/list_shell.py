@@ -346,15 +346,15 @@ class Shell:
         self.round, self.pe = RoundStage(), Pe()
         self.arena, self.descriptors = arena_addr, descriptor_addrs
         self.ist, self.ost, self.rd_go, self.wr_go, self.round_go = I_FETCH_GO, O_IDLE, True, False, False
-        self.seg = self.in_row = self.out_row = self.status = 0
+        self.seg = self.in_row = self.out_row = self.in_plane = self.out_plane = self.status = 0
         self.index, self.call, self.running = 0, None, True
         self.counts: dict = {}
         self.busy = (False, False, False)
 
     def state(self) -> tuple:
         return (self.rd.state(), self.wr.state(), self.round.state(), self.ist, self.ost, self.rd_go, self.wr_go,
-                self.round_go, self.seg, self.in_row, self.out_row, self.unpack_left, self.to_load, self.pack_have,
-                self.rec_word)
+                self.round_go, self.seg, self.in_row, self.out_row, self.in_plane, self.out_plane, self.unpack_left,
+                self.to_load, self.pack_have, self.rec_word)
 
     def run(self, calls, phases, keys) -> list:
         """Cycles of every call run, by kind, with its status; the list stops after a refused call.
@@ -484,12 +484,15 @@ class Shell:
             rd_args = (self.descriptors[self.index], DESCRIPTOR_WORDS)
         else:
             block = self._segment()
-            rd_args = (self.arena + block.offset + self.in_row * block.stride, block.words) if block else (0, 0)
+            rd_args = (self.arena + block.offset + self.in_plane * block.plane_stride + self.in_row * block.stride,
+                       block.words) if block else (0, 0)
         call = self.call
         if self.ost == O_REC:
             wr_args = (self.arena + call.record, RECORD_WORDS)
         else:
-            wr_args = (self.arena + call.out.offset + self.out_row * call.out.stride, call.out.words)
+            out = call.out
+            wr_args = (self.arena + out.offset + self.out_plane * out.plane_stride + self.out_row * out.stride,
+                       out.words)
         return rd_args, wr_args
 
     def _sequence(self, in_ready: bool, out_valid: bool, status, n_calls: int) -> None:
@@ -502,14 +505,17 @@ class Shell:
         elif ist == I_FETCH and not self.busy[0]:
             self.ist = I_HEADER if call.header is not None else I_ROW_GO
             self.ost, self.seg, self.in_row, self.out_row, self.status = O_STATUS, 0, 0, 0, 0
+            self.in_plane = self.out_plane = 0
         elif ist == I_HEADER and in_ready:
             self.ist = I_ROW_GO
         elif ist == I_ROW_GO:
             block = self._segment()
-            if block is None or not block.words or self.in_row >= block.rows:
+            if block is not None and block.words and self.in_row >= block.rows and self.in_plane + 1 < block.planes:
+                self.in_plane, self.in_row = self.in_plane + 1, 0  # a cycle between planes
+            elif block is None or not block.words or self.in_row >= block.rows:
                 if self.seg:
                     self.ist = I_DONE
-                self.seg, self.in_row = 1, 0
+                self.seg, self.in_row, self.in_plane = 1, 0, 0
             else:
                 self.rd_go, self.ist = True, I_ROW
         elif ist == I_ROW and not rd_go and not self.busy[0]:
@@ -527,7 +533,9 @@ class Shell:
             else:
                 self.round_go, self.ost = True, O_ROW_GO
         elif ost == O_ROW_GO:
-            if self.out_row >= call.out.rows or not call.out.words:
+            if call.out.words and self.out_row >= call.out.rows and self.out_plane + 1 < call.out.planes:
+                self.out_plane, self.out_row = self.out_plane + 1, 0  # a cycle between planes
+            elif self.out_row >= call.out.rows or not call.out.words:
                 self.ost = O_DRAIN
             else:
                 self.wr_go, self.ost = True, O_ROW

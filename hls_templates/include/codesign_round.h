@@ -18,6 +18,10 @@
 // accumulator per iteration (II=1), send_words sends one word per iteration (II=1), so the stage moves one
 // accumulator a cycle while a group's words need no more cycles than its values, else one word a cycle (the
 // RTL's rates). Only ap_int arithmetic, no floating point, no dynamic memory; C++11.
+//
+// round_held_stream is the same stage on the shell's held sums (docs/accelerator.md, "Accumulating calls"):
+// signed HELD_BITS-bit values in, rounded exactly as 32-bit accumulators are (codesign.numerics.round_stage
+// .round_held), or, passing through, each sum as one 64-bit field (two words, low first, sign-extended).
 #ifndef CODESIGN_ROUND_H
 #define CODESIGN_ROUND_H
 
@@ -33,10 +37,15 @@ const int WORD_BITS = 32;
 const int GROUP_BITS = 128;  // at most 4 words a group
 const int MAX_GROUP_WORDS = GROUP_BITS / WORD_BITS;
 const int LEFT_CAP = 17;   // a left shift past 16 saturates every non-zero accumulator: capping keeps it narrow
-const int RIGHT_CAP = 33;  // |acc| <= 2^31 rounds to 0 for every right shift >= 33, as it does at 33
+const int CODE_CLIP = 1 << 17;  // |value| clipped to 2^17 before a left shift: still saturates every code of <= 16 bits
+const int HELD_BITS = 48;  // the shell's accumulation buffer: sums of up to 2^16 results of 32 bits
+// A right shift is capped at W + 1 (33 for accumulators, 49 for held sums): |value| <= 2^(W-1) rounds to 0 for every
+// larger shift, as it does there.
 
 typedef ap_uint<WORD_BITS> word_t;
 typedef ap_uint<GROUP_BITS> group_t;
+typedef ap_int<HELD_BITS> held_t;
+typedef ap_uint<64> field_t;  // one field before it joins its group: a code, a raw word or a raw held sum
 
 // One run's descriptor fields (codesign.numerics.round_stage.RoundStageConfig): the host validates them.
 struct config {
@@ -63,23 +72,26 @@ inline ap_uint<6> slot_of(ap_uint<5> bits) {
 }
 
 // acc * 2^shift rounded to nearest, ties to even, saturated to `bits` bits; `saturated` says it was clipped.
-inline ap_int<16> round_value(ap_int<32> acc, ap_int<7> shift, ap_uint<5> bits, bool &saturated) {
+// W is the value's width: 32 (an accumulator) or HELD_BITS (a held sum).
+template <int W>
+inline ap_int<16> round_value(ap_int<W> acc, ap_int<7> shift, ap_uint<5> bits, bool &saturated) {
 #pragma HLS INLINE
-  ap_int<50> rounded;
+  ap_int<W + 6> rounded;  // a right shift leaves |value| <= 2^(W-1) + 1, a left one <= 2^17 * 2^17 (W >= 32)
   if (shift >= 0) {
     const int s = shift > LEFT_CAP ? LEFT_CAP : int(shift);
-    rounded = ap_int<50>(acc) << s;
+    const ap_int<19> clipped = acc > CODE_CLIP ? ap_int<W>(CODE_CLIP) : acc < -CODE_CLIP ? ap_int<W>(-CODE_CLIP) : acc;
+    rounded = ap_int<W + 6>(ap_int<36>(clipped) << s);
   } else {
-    const int s = -int(shift) > RIGHT_CAP ? RIGHT_CAP : -int(shift);
-    const ap_int<34> wide = acc;
-    const ap_int<34> floor = wide >> s;  // arithmetic: toward minus infinity
-    const ap_uint<34> rest = ap_uint<34>(wide - (floor << s));  // 0 <= rest < 2^s
-    const ap_uint<34> half = ap_uint<34>(1) << (s - 1);
+    const int s = -int(shift) > W + 1 ? W + 1 : -int(shift);
+    const ap_int<W + 2> wide = acc;
+    const ap_int<W + 2> floor = wide >> s;  // arithmetic: toward minus infinity
+    const ap_uint<W + 2> rest = ap_uint<W + 2>(wide - (floor << s));  // 0 <= rest < 2^s
+    const ap_uint<W + 2> half = ap_uint<W + 2>(1) << (s - 1);
     const bool up = rest > half || (rest == half && floor[0] == 1);
-    rounded = ap_int<50>(floor) + (up ? 1 : 0);
+    rounded = floor + (up ? 1 : 0);
   }
-  const ap_int<50> high = (ap_int<50>(1) << (int(bits) - 1)) - 1;
-  const ap_int<50> low = -(ap_int<50>(1) << (int(bits) - 1));
+  const ap_int<W + 6> high = (ap_int<W + 6>(1) << (int(bits) - 1)) - 1;
+  const ap_int<W + 6> low = -(ap_int<W + 6>(1) << (int(bits) - 1));
   saturated = rounded > high || rounded < low;
   if (rounded > high) return ap_int<16>(high);
   if (rounded < low) return ap_int<16>(low);
@@ -94,12 +106,16 @@ inline uint32_t groups_of(const config &cfg, uint32_t count) {
   return count / row * ((row + lanes - 1) / lanes) + (rest + lanes - 1) / lanes;
 }
 
-// Process 1: one accumulator an iteration into its field; a full group (or row end, or the last value) leaves.
-inline void pack_groups(hls::stream<word_t> &in, hls::stream<group_t> &groups, const config &cfg, uint32_t count,
+// Process 1: one value an iteration into its field; a full group (or row end, or the last value) leaves. W: the
+// values' width (32: accumulators, passed through as 32-bit words; HELD_BITS: sums, passed through as 64-bit fields).
+template <int W, typename in_t>
+inline void pack_groups(hls::stream<in_t> &in, hls::stream<group_t> &groups, const config &cfg, uint32_t count,
                         stats &st) {
-  const ap_uint<6> slot = cfg.enable ? slot_of(cfg.field_bits != 0 ? cfg.field_bits : cfg.bits) : ap_uint<6>(WORD_BITS);
+  const int RAW_SLOT = W > WORD_BITS ? 2 * WORD_BITS : WORD_BITS;
+  const ap_uint<7> slot = cfg.enable ? ap_uint<7>(slot_of(cfg.field_bits != 0 ? cfg.field_bits : cfg.bits))
+                                     : ap_uint<7>(RAW_SLOT);
   const ap_uint<5> lanes = cfg.enable ? cfg.lanes : ap_uint<5>(1);
-  const word_t mask = slot == WORD_BITS ? word_t(~word_t(0)) : word_t((word_t(1) << slot) - 1);
+  const field_t mask = slot == 64 ? field_t(~field_t(0)) : field_t((field_t(1) << slot) - 1);
   ap_uint<64> sum_abs = 0;
   ap_uint<32> max_abs = 0, saturated = 0;
   group_t group = 0;
@@ -108,17 +124,17 @@ inline void pack_groups(hls::stream<word_t> &in, hls::stream<group_t> &groups, c
 take:
   for (uint32_t n = 0; n < count; ++n) {
 #pragma HLS PIPELINE II = 1
-    const word_t raw = in.read();
-    const ap_int<32> acc = ap_int<32>(raw);
-    const ap_uint<32> magnitude = acc < 0 ? ap_uint<32>(ap_uint<32>(0) - raw) : ap_uint<32>(raw);
+    const ap_int<W> acc = ap_int<W>(in.read());
+    const ap_uint<W> magnitude = acc < 0 ? ap_uint<W>(-acc) : ap_uint<W>(acc);  // |-2^(W-1)| fits W bits
     sum_abs += magnitude;
-    if (magnitude > max_abs) max_abs = magnitude;
-    word_t field = raw;
+    const ap_uint<32> peak = magnitude >> 32 != 0 ? ap_uint<32>(~ap_uint<32>(0)) : ap_uint<32>(magnitude);
+    if (peak > max_abs) max_abs = peak;  // the record's 32-bit word: only a held sum saturates it
+    field_t field = field_t(ap_int<64>(acc)) & mask;  // two's complement in slot bits
     if (cfg.enable) {
       bool clipped = false;
-      const ap_int<16> code = round_value(acc, cfg.shift, cfg.bits, clipped);
+      const ap_int<16> code = round_value<W>(acc, cfg.shift, cfg.bits, clipped);
       saturated += clipped ? 1 : 0;
-      field = word_t(ap_int<32>(code)) & mask;  // two's complement in slot bits
+      field = field_t(ap_int<64>(code)) & mask;
     }
     group |= group_t(field) << (int(lane) * int(slot));
     const bool row_end = pos == cfg.row_values - 1;
@@ -135,9 +151,11 @@ take:
   st.saturated = saturated;
 }
 
-// Process 2: one word an iteration, the group's low word first.
-inline void send_words(hls::stream<group_t> &groups, hls::stream<word_t> &out, const config &cfg, uint32_t count) {
-  const uint32_t words = cfg.enable ? uint32_t(cfg.group_words) : 1u;
+// Process 2: one word an iteration, the group's low word first; raw_words a group passing through (1, or 2 for a
+// held sum).
+inline void send_words(hls::stream<group_t> &groups, hls::stream<word_t> &out, const config &cfg, uint32_t count,
+                       uint32_t raw_words) {
+  const uint32_t words = cfg.enable ? uint32_t(cfg.group_words) : raw_words;
   const uint32_t total = groups_of(cfg, count) * words;
   group_t group = 0;
   uint32_t w = 0;
@@ -157,8 +175,19 @@ inline void round_stream(hls::stream<word_t> &in, hls::stream<word_t> &out, cons
 #pragma HLS DATAFLOW
   hls::stream<group_t> groups("round_groups");
 #pragma HLS STREAM variable = groups depth = 2
-  pack_groups(in, groups, cfg, count, st);
-  send_words(groups, out, cfg, count);
+  pack_groups<WORD_BITS>(in, groups, cfg, count, st);
+  send_words(groups, out, cfg, count, 1);
+}
+
+// The stage on `count` held sums (HELD_BITS bits each): codes as round_stream sends them, or, passing through, two
+// words a sum (its 64-bit two's complement, low word first); the statistics over the sums.
+inline void round_held_stream(hls::stream<held_t> &in, hls::stream<word_t> &out, const config &cfg, uint32_t count,
+                              stats &st) {
+#pragma HLS DATAFLOW
+  hls::stream<group_t> groups("held_groups");
+#pragma HLS STREAM variable = groups depth = 2
+  pack_groups<HELD_BITS>(in, groups, cfg, count, st);
+  send_words(groups, out, cfg, count, 2);
 }
 
 }  // namespace round

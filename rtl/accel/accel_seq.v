@@ -9,10 +9,11 @@
 // for each call c in turn --
 //   FETCH   the read mover brings the 32-word descriptor at calls + 128 c into registers;
 //   input   the header word (flag bit 0), then every row of segment 0 and segment 1 (a read-mover run per
-//           row at in + offset + r * stride, words long) streams into the PE;
+//           row at in + offset + p * plane_stride + r * stride, words long; planes p outer, rows r inner:
+//           descriptor words 18..23 give each block's planes, 0 meaning one) streams into the PE;
 //   output  (alongside) the PE's first word is its status; on status 0 the rounding stage takes `count`
 //           result words (flag bit 1: rounded and packed; else raw) and the write mover stores its words
-//           as the out block, one run per row at out + offset + r * stride;
+//           as the out block, one run per row at out + offset + p * plane_stride + r * stride;
 //   RECORD  once both sides are done, the write mover stores the 8-word record at out + record: status,
 //           saturated codes, sum |x| (low, high), max |x|, words sent to the PE, words written, RECORD_DONE.
 // The arena's bases and n_calls are latched at the list's start (a register written during a list changes
@@ -80,11 +81,13 @@ module accel_seq #(
     reg [63:0] desc_addr;           // byte address of the current call's descriptor
     reg [63:0] base_in, base_out;   // the arena's base for reads and for writes, latched at the list's start
     reg [31:0] list_calls;          // n_calls, latched at the list's start
-    reg [31:0] desc [0:17];         // descriptor words 0..17 (18..31 are reserved and not kept)
+    reg [31:0] desc [0:23];         // descriptor words 0..23 (24..31 are reserved and not kept)
     reg [5:0] fetched;              // descriptor words taken so far
     reg seg;                        // segment being sent
     reg [31:0] in_row, out_row;     // rows sent of the segment, rows written of the out block
     reg [63:0] in_addr, out_addr;   // byte address of the next row to read, to write
+    reg [31:0] in_plane, out_plane; // planes done of the segment, of the out block
+    reg [63:0] in_plane_addr, out_plane_addr;  // byte address of the current plane's first row
     reg [31:0] status, words_in, words_out;
     reg [3:0] rec_word;             // record words handed to the write side
     reg rd_go, wr_go;               // one-cycle start pulses of the movers in list mode
@@ -96,6 +99,8 @@ module accel_seq #(
     wire [31:0] seg_words = seg ? desc[7] : desc[3];
     wire [31:0] seg_rows = seg ? desc[8] : desc[4];
     wire [31:0] seg_stride = seg ? desc[9] : desc[5];
+    wire [31:0] seg_planes = seg ? desc[20] : desc[18];  // 0 or 1: one plane
+    wire [31:0] seg_plane_stride = seg ? desc[21] : desc[19];
     wire [31:0] count = desc[14];
 
     // ---- the rounding stage ------------------------------------------------------------------------
@@ -213,8 +218,10 @@ module accel_seq #(
     endgenerate
 
     // ---- the two sides ----------------------------------------------------------------------------
-    wire segment_done = seg_words == 32'd0 || in_row >= seg_rows;  // nothing (more) to send from this segment
-    wire out_rows_done = out_row >= desc[12] || desc[11] == 32'd0;
+    wire plane_done = seg_words == 32'd0 || in_row >= seg_rows;  // nothing (more) to send from this plane
+    wire next_plane = seg_words != 32'd0 && in_plane + 32'd1 < seg_planes;  // ... but from the segment's next
+    wire out_plane_done = out_row >= desc[12] || desc[11] == 32'd0;
+    wire out_next_plane = desc[11] != 32'd0 && out_plane + 32'd1 < desc[22];
 
     always @(posedge clk) begin
         if (rst) begin
@@ -233,6 +240,10 @@ module accel_seq #(
             out_row <= 32'd0;
             in_addr <= 64'd0;
             out_addr <= 64'd0;
+            in_plane <= 32'd0;
+            out_plane <= 32'd0;
+            in_plane_addr <= 64'd0;
+            out_plane_addr <= 64'd0;
             status <= 32'd0;
             words_in <= 32'd0;
             words_out <= 32'd0;
@@ -260,7 +271,7 @@ module accel_seq #(
             end else if (list_mode) begin
                 if (rd_valid && rd_ready && ist == I_FETCH) begin
                     for (part = 0; part < P; part = part + 1)
-                        if (fetched + part < 18) desc[fetched + part] <= rd_data[32 * part +: 32];
+                        if (fetched + part < 24) desc[fetched + part] <= rd_data[32 * part +: 32];
                     fetched <= fetched + P;
                 end
                 if (pe_in_valid && pe_in_ready) words_in <= words_in + P;
@@ -273,9 +284,13 @@ module accel_seq #(
                         ost <= O_STATUS;
                         seg <= 1'b0;
                         in_row <= 32'd0;
+                        in_plane <= 32'd0;
                         in_addr <= base_in + {32'd0, desc[2]};
+                        in_plane_addr <= base_in + {32'd0, desc[2]};
                         out_row <= 32'd0;
+                        out_plane <= 32'd0;
                         out_addr <= base_out + {32'd0, desc[10]};
+                        out_plane_addr <= base_out + {32'd0, desc[10]};
                         words_in <= 32'd0;
                         words_out <= 32'd0;
                         status <= 32'd0;
@@ -283,11 +298,18 @@ module accel_seq #(
                     end
                     I_HEADER: if (pe_in_ready) ist <= I_ROW_GO;
                     I_ROW_GO: begin
-                        if (segment_done) begin
+                        if (plane_done && next_plane) begin  // a cycle between planes
+                            in_plane <= in_plane + 32'd1;
+                            in_row <= 32'd0;
+                            in_addr <= in_plane_addr + {32'd0, seg_plane_stride};
+                            in_plane_addr <= in_plane_addr + {32'd0, seg_plane_stride};
+                        end else if (plane_done) begin
                             if (seg) ist <= I_DONE;
                             seg <= 1'b1;
                             in_row <= 32'd0;
+                            in_plane <= 32'd0;
                             in_addr <= base_in + {32'd0, desc[6]};
+                            in_plane_addr <= base_in + {32'd0, desc[6]};
                         end else begin
                             rd_go <= 1'b1;
                             ist <= I_ROW;
@@ -312,7 +334,12 @@ module accel_seq #(
                         end
                     end
                     O_ROW_GO: begin
-                        if (out_rows_done) ost <= O_DRAIN;
+                        if (out_plane_done && out_next_plane) begin  // a cycle between planes
+                            out_plane <= out_plane + 32'd1;
+                            out_row <= 32'd0;
+                            out_addr <= out_plane_addr + {32'd0, desc[23]};
+                            out_plane_addr <= out_plane_addr + {32'd0, desc[23]};
+                        end else if (out_plane_done) ost <= O_DRAIN;
                         else begin
                             wr_go <= 1'b1;
                             ost <= O_ROW;

@@ -66,9 +66,29 @@ def test_a_list_past_its_arena_is_refused_before_any_register_is_written(overlay
 
 
 
-def test_chains_and_3d_blocks_are_refused_until_the_shell_runs_them(overlay):
-    """The contract and the golden model have accumulating calls and 3-D blocks; the shell's C++ and RTL do
-    not run them yet, so the driver refuses such a list before a register is written."""
+
+def test_chains_and_3d_blocks_run_on_the_emulated_board(overlay):
+    """A list of accumulating chains (raw and rounded drains, plain calls inside them) and 3-D blocks (planes
+    stacked and interleaved) through the driver on the emulated board, which runs the generated C++: the whole
+    arena equal to the golden arena, eight register writes."""
+    from codesign.shell.calls import chain_list
+
+    pe = get_pe("tt1")
+    case = chain_list(pe, pe.spec_class(), np.random.default_rng(9), min_values=2000)
+    assert any(call.acc_hold for call in case.calls) and any(call.out.planes > 1 for call in case.calls)
+    arena, descriptors = _buffers(overlay, case)
+    traffic = overlay.device.traffic
+    traffic.clear()
+    assert overlay.accelerator("tt1_0").run_list(arena, descriptors, len(case.calls)) == len(case.calls)
+    assert traffic.register_writes == 8
+    invalidate_words(arena, arena.size)
+    wrong = np.flatnonzero(np.asarray(arena) != case.expected)
+    assert wrong.size == 0, f"{wrong.size} of {arena.size} arena words differ, first at {wrong[:5]}"
+
+
+def test_chains_and_3d_blocks_are_refused_on_an_rtl_route_board(overlay):
+    """The RTL shell does not run accumulating calls and 3-D blocks yet: on a board (a device that does not run
+    the generated C++) an RTL-route IP refuses such a list before a register is written."""
     import dataclasses
 
     pe = get_pe("tt1")
@@ -76,19 +96,26 @@ def test_chains_and_3d_blocks_are_refused_until_the_shell_runs_them(overlay):
     first, second = case.calls
     planes = Block(offset=first.segments[1].offset, words=1, rows=2, stride=8, planes=2, plane_stride=32)
     assert planes.planes == 2
-    traffic = overlay.device.traffic
-    for changed in (dataclasses.replace(first, segments=(first.segments[0], planes)),
-                    dataclasses.replace(second, out=Block(), acc_hold=True)):
-        calls = (changed,) if changed.acc_hold else (changed, second)
-        if changed.acc_hold:  # a held chain must end: add the drain
-            calls = (changed, dataclasses.replace(second, out=Block(offset=second.out.offset, words=2 * second.count,
-                                                                    rows=1), acc_add=True))
-        bad = ListCase(calls=calls, arena=case.arena, expected=case.expected)
-        arena, descriptors = _buffers(overlay, bad)
-        traffic.clear()
-        with pytest.raises(AccelInputError, match="does not run yet"):
-            overlay.accelerator("tt1_0").run_list(arena, descriptors, len(calls))
-        assert traffic.register_writes == 0
+    ip = overlay.accelerator("tt1_0")
+    traffic, route = overlay.device.traffic, ip.manifest_entry.get("ip_route")
+    overlay.device.runs_generated_cpp, ip.manifest_entry["ip_route"] = False, "rtl"  # what a board says
+    try:
+        for changed in (dataclasses.replace(first, segments=(first.segments[0], planes)),
+                        dataclasses.replace(second, out=Block(), acc_hold=True)):
+            calls = (changed,) if changed.acc_hold else (changed, second)
+            if changed.acc_hold:  # a held chain must end: add the drain
+                calls = (changed, dataclasses.replace(second, out=Block(offset=second.out.offset,
+                                                                        words=2 * second.count, rows=1), acc_add=True))
+            bad = ListCase(calls=calls, arena=case.arena, expected=case.expected)
+            arena, descriptors = _buffers(overlay, bad)
+            traffic.clear()
+            with pytest.raises(AccelInputError, match="does not run yet"):
+                ip.run_list(arena, descriptors, len(calls))
+            assert traffic.register_writes == 0
+    finally:
+        del overlay.device.runs_generated_cpp
+        ip.manifest_entry.pop("ip_route") if route is None else ip.manifest_entry.__setitem__("ip_route", route)
+
 
 def test_a_refused_call_stops_the_list_and_the_driver_names_it(overlay):
     """A call the PE refuses (J above max_j) between two good ones: the list ends after its record, and

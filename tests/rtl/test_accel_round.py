@@ -342,3 +342,51 @@ def test_bench_reports_a_wrong_word(tmp_path):
                 timed_max=0)
     summary = json.loads((tmp_path / "round_result.json").read_text())
     assert summary["mismatches"] == 1 and summary["values"] == 2 * (words_in.size - 2)
+
+
+HELD_CHECKER = BENCH_DIR / "accel_held_check.cpp"
+
+
+def held_runs(rng: np.random.Generator) -> list:
+    """Runs of the stage on held sums: every shift from -64 to 63 at widths 2, 8 and 16 (one packing each) and a
+    pass-through run (64-bit words), each of 48-bit sums: the range's ends, 0, +-1, values just past 32 bits,
+    exact ties at the run's shift beside the code range's edges and far outside it, and random sums."""
+    from codesign.numerics.round_stage import HELD_RANGE
+
+    runs = []
+    for shift in range(-64, 64):
+        for bits, lanes, group_words in ((2, 16, 2), (8, 4, 1), (16, 3, 2)):
+            unit = 1 << min(-shift, 47) if shift < 0 else 1
+            ties = [(2 * k + 1) * unit // 2 for k in (-(1 << (bits - 1)) - 1, -(1 << (bits - 1)), -1, 0,
+                                                          (1 << (bits - 1)) - 1, 1 << (bits - 1), 1 << 20)]
+            values = np.concatenate([np.array([*HELD_RANGE, 0, 1, -1, 1 << 32, -(1 << 32) - 1]),
+                                     np.array([min(max(t, HELD_RANGE[0]), HELD_RANGE[1]) for t in ties]),
+                                     rng.integers(*HELD_RANGE, 40, endpoint=True),
+                                     rng.integers(-(1 << 34), 1 << 34, 20)])
+            runs.append((_cfg(shift=shift, bits=bits, lanes=lanes, group_words=group_words, row_values=37), values))
+    runs.append((_cfg(False, shift=0, bits=8, lanes=1, group_words=1, row_values=1),
+                 rng.integers(*HELD_RANGE, 200, endpoint=True)))
+    return runs
+
+
+@needs_gxx
+def test_held_sums_at_csim_equal_round_held(tmp_path):
+    """round_held_stream under g++ sends the words and statistics of round_held (the golden model, itself held
+    to the host's rescale in tests/numerics/test_round_stage.py), for every shift, at 48-bit sums."""
+    from codesign.hw.csim import compile_testbench, run_testbench
+    from codesign.numerics.round_stage import round_held
+
+    runs = held_runs(np.random.default_rng(48))
+    lines = [str(len(runs))]
+    for cfg, values in runs:
+        words, stats = round_held(values, cfg)
+        lines.append(" ".join(map(str, (int(cfg.enable), cfg.shift, cfg.bits, cfg.lanes, cfg.group_words,
+                                        cfg.row_values, cfg.field_bits, values.size, *values.tolist(), words.size,
+                                        *words.tolist(), stats.sum_abs, stats.max_abs, stats.saturated))))
+    cases = tmp_path / "held_cases.txt"
+    cases.write_text("\n".join(lines) + "\n")
+    build = compile_testbench([HELD_CHECKER], include_dirs=[HEADER_DIR], build_dir=tmp_path / "build",
+                              name="accel_held_check")
+    result = run_testbench(build, cases)
+    print(f"\ncsim held values={result.vectors} mismatches={result.mismatches}")
+    assert result.vectors == sum(values.size for _, values in runs) >= 10_000 and result.mismatches == 0

@@ -254,3 +254,138 @@ def test_an_accumulating_chain_sums_a_contraction_across_calls_exactly():
     expected = pack_codes(round_codes(z.reshape(-1), -9, 8), rounding)
     assert np.array_equal(case.expected[out.offset // 4:out.offset // 4 + out.words], expected)
 
+
+
+def _list_features(case: ListCase) -> dict:
+    """What a chain list exercises, counted from its calls (not from any level's output)."""
+    blocks = [block for call in case.calls for block in call.segments]
+    outs = [call.out for call in case.calls]
+    chain = [call.acc_add or call.acc_hold for call in case.calls]
+    return {"values": sum(call.count for call in case.calls),
+            "configs": len({call.rounding for call in case.calls if call.rounding.enable}),
+            "raw drains": sum(c.acc_add and not c.acc_hold and not c.rounding.enable for c in case.calls),
+            "rounded drains": sum(c.acc_add and not c.acc_hold and c.rounding.enable for c in case.calls),
+            "interleaved": sum(b.planes > 1 and b.plane_stride < b.stride for b in blocks + outs),
+            "stacked 3-D": sum(b.planes > 1 and b.plane_stride >= b.rows * b.stride for b in blocks + outs),
+            "3-D outs": sum(b.planes > 1 for b in outs),
+            "plain inside a chain": sum(not chain[c] and case.calls[c - 1].acc_hold for c in range(1, len(chain)))}
+
+
+@pytest.mark.parametrize("bits", [32, 64, 128])
+def test_csim_chain_list_equals_golden(tmp_path, bits):
+    """Random PE1 lists of plain calls and accumulating chains, every block 3-D (planes stacked or interleaved),
+    drains raw and rounded, plain calls inside chains: >= 10^4 results in >= 5 rounding configurations, the C++
+    shell's arena equal to the golden arena at every stream width."""
+    from codesign.shell.calls import chain_list
+
+    spec = dataclasses.replace(SPEC, stream_bits=bits)
+    case = chain_list(PE, spec, np.random.default_rng(100 + bits))
+    features = _list_features(case)
+    assert features["values"] >= 10_000 and features["configs"] >= 5, features
+    assert all(features[name] > 0 for name in features), features
+    render_accel_project(PE, spec, "tt1_0", None, tmp_path / "hls")
+    result = run_list_csim(tmp_path / "hls", case, build_dir=tmp_path / "build", stream_bits=bits)
+    print(f"\n[chain list csim] {bits}-bit: {len(case.calls)} calls, {features}, {result.words} arena words, "
+          f"{result.mismatches} mismatches")
+    assert result.passed, result.first_mismatches
+
+
+BIG_CHAINS = ((4097, None), (4097, -21), (4099, -21), (5, -14))  # (calls, drain shift; None: raw)
+
+
+def _big_chains() -> tuple:
+    """Chains of one PE1 transaction of extreme codes repeated (A rows all -128 or 127, B rows all -8 or 7, J = 16,
+    K = 64: Z = 1024 * a * b, up to 2^20), so that n calls sum beyond 32 bits; drained raw, or rounded to 16 bits at
+    a shift that makes 2^20 * n an exact tie (n odd). A plain call of the same transaction sits inside the first
+    chain. Returns the case, Z and the calls of each chain."""
+    from codesign.contracts.calls import ArenaLayout
+    from codesign.pe.tt.contract import pack_rows
+
+    j, k = SPEC.max_j, SPEC.max_k
+    a = np.stack([np.full((j, k), -128), np.full((j, k), 127)])
+    b = np.stack([np.full((j, k), -8), np.full((j, k), 7)])
+    z = 1024 * np.outer(a[:, 0, 0], b[:, 0, 0])
+    arena = ArenaLayout()
+    b_words, a_words = pack_rows(b, SPEC.lanes, SPEC.b_bits), pack_rows(a, SPEC.lanes, SPEC.a_bits)
+    segments = (Block(offset=arena.put(b_words), words=b_words.size, rows=1),
+                Block(offset=arena.put(a_words), words=a_words.size, rows=1))
+    hold_record, calls, chains = arena.reserve(RECORD_WORDS), [], []
+    for n, shift in BIG_CHAINS:
+        rounding = (RoundStageConfig(enable=True, shift=shift, bits=16, lanes=1, group_words=1, row_values=1)
+                    if shift is not None else Call.__dataclass_fields__["rounding"].default)
+        words = z.size if shift is not None else 2 * z.size
+        drain = Call(header=header_word(2, j, k, 2), segments=segments, out=Block(offset=arena.reserve(words),
+                     words=words, rows=1), count=z.size, record=arena.reserve(RECORD_WORDS), rounding=rounding,
+                     acc_add=True)
+        hold = dataclasses.replace(drain, out=Block(), record=hold_record, rounding=Call.__dataclass_fields__[
+            "rounding"].default, acc_add=False, acc_hold=True)
+        chain = [hold] + [dataclasses.replace(hold, acc_add=True)] * (n - 2) + [drain]
+        if not chains:
+            plain = dataclasses.replace(drain, out=Block(offset=arena.reserve(z.size), words=z.size, rows=1),
+                                        record=arena.reserve(RECORD_WORDS), rounding=hold.rounding, acc_add=False)
+            chain.insert(n // 2, plain)
+        chains.append(chain)
+        calls += chain
+    image = arena.image()
+    return ListCase(calls=tuple(calls), arena=image, expected=run_list_golden(PE, SPEC, image, calls)), z, chains
+
+
+def _half_even(value: int, shift: int) -> int:
+    """round_half_to_even(value * 2^shift) for shift < 0, in Python integers (Fraction's round is half-even)."""
+    from fractions import Fraction
+
+    return round(Fraction(value, 1 << -shift))
+
+
+def test_csim_chains_sum_beyond_32_bits_and_round_ties_to_even(tmp_path):
+    """Sums past 2^32 (max_abs saturates at 2^32 - 1) drained raw as 64-bit words and rounded, exact ties of
+    held sums both ways and negative, a HOLD call's record (statistics and words out 0), a plain call inside a
+    chain: expectations from Python integers, then the C++ shell's whole arena equal to the golden arena."""
+    case, z, chains = _big_chains()
+    expected = case.expected
+    record_of = lambda call: decode_record(expected[call.record // 4:][:RECORD_WORDS])  # noqa: E731
+    for (n, shift), chain in zip(BIG_CHAINS, chains):
+        sums = [n * int(v) for v in z.reshape(-1)]
+        drain = chain[-1]
+        got = expected[drain.out.offset // 4:drain.out.offset // 4 + drain.out.words]
+        if shift is None:
+            assert got.view(np.int64).tolist() == sums and max(map(abs, sums)) > 1 << 32
+        else:
+            codes = [min(max(_half_even(s, shift), -(1 << 15)), (1 << 15) - 1) for s in sums]
+            assert got.tolist() == [c & 0xFFFF for c in codes], (n, shift)
+        record = record_of(drain)
+        assert record["sum_abs"] == sum(map(abs, sums)) and record["words_out"] == drain.out.words
+        assert record["max_abs"] == min(max(map(abs, sums)), (1 << 32) - 1)
+    ties = [(n * int(v)) / 2.0 ** -shift for (n, shift) in BIG_CHAINS[1:] for v in z.reshape(-1)]
+    assert {2048.5, 2049.5, -317.5} <= set(ties)  # both directions of a tie, and a negative one
+    plain = chains[0][len(chains[0]) // 2 - 1]
+    assert not plain.acc_hold and not plain.acc_add
+    assert expected[plain.out.offset // 4:][:z.size].view(np.int32).tolist() == z.reshape(-1).tolist()
+    hold = record_of(chains[-1][0])
+    words_in = 1 + sum(block.total_words for block in chains[-1][0].segments)
+    assert hold == {"status": 0, "saturated": 0, "sum_abs": 0, "max_abs": 0, "words_in": words_in,
+                    "words_out": 0, "done": RECORD_DONE}
+    render_accel_project(PE, SPEC, "tt1_0", None, tmp_path / "hls")
+    result = run_list_csim(tmp_path / "hls", case, build_dir=tmp_path / "build")
+    print(f"\n[big chains csim] {len(case.calls)} calls, {result.words} arena words, {result.mismatches} mismatches")
+    assert result.passed, result.first_mismatches
+
+
+@pytest.mark.parametrize("bits, pause, values", [(32, 0.0, 3000), (32, 0.3, 3000), (64, 0.3, 3000), (128, 0.0, 3000),
+                                                 pytest.param(32, 0.2, 10_000, marks=pytest.mark.slow),
+                                                 pytest.param(128, 0.3, 10_000, marks=pytest.mark.slow)])
+def test_rtl_3d_block_list_equals_golden(tmp_path, bits, pause, values):
+    """PE1 lists of plain calls whose operand and out blocks are 3-D (planes stacked, or interleaved: a tensor read
+    transposed), raw and rounded, on the RTL shell with fixed-latency and randomly paused memories: the whole
+    arena (guards included) equal to the golden arena."""
+    from codesign.shell.calls import chain_list
+
+    spec = dataclasses.replace(SPEC, stream_bits=bits)
+    case = chain_list(PE, spec, np.random.default_rng(200 + bits), min_values=values, chains=False)
+    features = _list_features(case)
+    assert features["values"] >= values and features["configs"] >= 5, features
+    assert features["interleaved"] and features["stacked 3-D"] and features["3-D outs"], features
+    result = run_list_rtl(PE, spec, case, tmp_path, pause=pause)
+    print(f"\n[3-D list rtl] {bits}-bit pause {pause}: {len(case.calls)} calls, {features['values']} results, "
+          f"{result.words} words, {result.mismatches} mismatches, {result.cycles} cycles")
+    assert result.passed, result.first_mismatches

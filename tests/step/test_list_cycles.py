@@ -1,6 +1,7 @@
 """The call-list cycle model (codesign.step.list_cycles) against the RTL shell: cycles from run_start to ap_done,
 exactly (the bench's busy_cycles), over TT PE1/PE2/PE3 lists of 1 to many calls, strided and contiguous blocks,
-inline and descriptor headers, raw and rounded results, refused calls, at 32-, 64- and 128-bit stream words; and
+inline and descriptor headers, 3-D blocks, raw and rounded results, refused calls, at 32-, 64- and 128-bit stream
+words; and
 its parts against their own models (the rounding stage's latency_cycles, the PEs' stall-free transaction
 cycles)."""
 
@@ -18,7 +19,7 @@ from codesign.numerics.round_stage import RoundStageConfig, latency_cycles
 from codesign.pe import get_pe
 from codesign.pe.tt.contract import header_word
 from codesign.pe.tt.cycles import transaction_cycles
-from codesign.shell.calls import ListCase, run_list_golden, tt_chain
+from codesign.shell.calls import ListCase, chain_list, run_list_golden, tt_chain
 from codesign.shell.list_sim import run_list_rtl
 from codesign.step.list_cycles import CONTROL_CYCLES, DdrTiming, bench_poll_cycles, list_cycles
 from codesign.step.list_shell import RoundStage
@@ -140,6 +141,13 @@ def _wide_chain(bits: int, seed: int, **kwargs):
     return lambda: tt_chain(pe, _wide_spec("tt1", bits), np.random.default_rng(seed), **kwargs)
 
 
+def _planes(bits: int, seed: int):
+    """chain_list without chains: PE1 calls whose operand and out blocks are 3-D (planes stacked or interleaved)."""
+    pe = PES["tt1"][0]
+    return lambda: chain_list(pe, _wide_spec("tt1", bits), np.random.default_rng(seed), min_values=1500,
+                              chains=False)
+
+
 WIDE_CASES = {  # name -> (pe, stream bits, builder): about a second of RTL each
     "chain-64": ("tt1", 64, _wide_chain(64, 1, i=4, l2=4)),
     "chain-128": ("tt1", 128, _wide_chain(128, 1, i=4, l2=4)),
@@ -149,6 +157,9 @@ WIDE_CASES = {  # name -> (pe, stream bits, builder): about a second of RTL each
     "tt2-128": ("tt2", 128, _wide_random("tt2", 128, 4, 44, inline_every=3)),
     "tt3-64": ("tt3", 64, _wide_random("tt3", 64, 4, 45, inline_every=2, strided=False)),
     "tt3-128-refused": ("tt3", 128, _wide_random("tt3", 128, 4, 46, inline_every=2, refuse_at=3)),
+    "planes-32": ("tt1", 32, _planes(32, 61)),  # 3-D blocks: a cycle between planes on either side
+    "planes-64": ("tt1", 64, _planes(64, 62)),
+    "planes-128": ("tt1", 128, _planes(128, 63)),
 }
 SLOW_WIDE_CASES = {
     "chain-64-large": ("tt1", 64, _wide_chain(64, 3, shift=-12, i=9, j=4, k=40, l=20, l2=16)),
@@ -169,6 +180,7 @@ WIDE_DDR = [  # (case, DDR timing) for the normal tier: the default DDR at both 
     ("tt2-128", DdrTiming()),
     ("tt3-64", DdrTiming(read_latency=30, write_latency=1, read_beats=3, read_window=4)),
     ("tt1-128-refused", DdrTiming(read_latency=8, write_latency=8, write_beats=1, write_window=2)),
+    ("planes-32", DdrTiming()),
 ]
 SLOW_WIDE_DDR = [(name, ddr) for name in list(WIDE_CASES) + list(SLOW_WIDE_CASES)
                  for ddr in [DdrTiming(), DDR_GRID[4]] + W_THROTTLED if (name, ddr) not in WIDE_DDR]
@@ -265,3 +277,12 @@ def test_equal_calls_are_priced_alike_however_many():
     assert len(model.calls) == 2000
     assert [call.total for call in model.calls[2:4]] == [call.total for call in model.calls[:2]]
     assert [call.total for call in model.calls[-2:]] == [call.total for call in model.calls[:2]]
+
+
+def test_accumulating_calls_are_refused_by_the_model():
+    """The RTL shell does not run accumulating calls yet, so the model does not price them (it would price a
+    drain as a plain call)."""
+    pe, spec = PES["tt1"]
+    case = chain_list(pe, spec, np.random.default_rng(3), min_values=100)
+    with pytest.raises(ValueError, match="not modelled"):
+        list_cycles(pe, spec, case.calls, case.arena)
