@@ -16,12 +16,17 @@ own step on the host. Every other step is equal, bit for bit, to the loop's
 (``tests/loops/test_tt_lists.py``).
 
 A shell is any object with ``run(pe, calls, arena) -> arena`` (``pe`` "tt1" or
-"tt2"; ``arena`` uint32 words) and the two PE builds as ``spec1``/``spec2``.
+"tt2"; ``arena`` uint32 words), ``arena(lists, key)`` (the arena a built
+:class:`~codesign.step.tt.step_lists.StepLists` runs in: a copy of its
+image, or a device buffer kept under ``key``, which lists of equal layout
+share), ``flush(arena, ranges)`` and
+``invalidate(arena, ranges)`` (word ranges ``(start, words)`` the host wrote
+or will read), and the two PE builds as ``spec1``/``spec2``.
 """
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Tuple
 
 import numpy as np
 
@@ -82,7 +87,6 @@ class TtListTrainer(TtMlpTrainer):
         """Layer ``index``'s lists built (the output gradient's room left for later), the forward lists run."""
         state = self.layer_state(index)
         x = check_input(state, x)
-        d = len(state.cores)
         tr = state.tracker_values()
         book = ScaleBook(tr, state.mean_values(), rule="tracked", momentum=state.scale_momentum)
         act0 = book.host("act_frac_bits", 0, x.astype(np.float64), bits=state.activation_bits,
@@ -96,9 +100,13 @@ class TtListTrainer(TtMlpTrainer):
                       act_bits=state.activation_bits, grad_bits=state.grad_bits)
         cores = [quantize_values(core.astype(np.float64), f, state.core_bits) for core, f in zip(state.cores, core_frac)]
         lists = self._lists(index, state, x.shape[0], fracs)
-        arena = np.array(lists.arena)  # a board keeps one buffer per layer and writes the inputs into it
-        lists.write(arena, x=quantize_values(x.astype(np.float64), act0, state.activation_bits), cores=cores)
+        # one arena per layer and shapes: lists rebuilt at other scales lay their tensors out alike (a scale is a
+        # descriptor's shift), so a board keeps the buffer and writes only the inputs into it
+        arena = self.shell.arena(lists, key=(index, tuple(core.shape for core in state.cores), x.shape[0]))
+        self.shell.flush(arena, lists.write(arena, x=quantize_values(x.astype(np.float64), act0,
+                                                                     state.activation_bits), cores=cores))
         arena = self._run(lists, lists.phases[:lists.FORWARD_PHASES], arena)
+        self.shell.invalidate(arena, lists.read_ranges(forward=True))
         out = layer_output(state, lists, arena, book, fracs)
         return state, x, book, fracs, lists, arena, out
 
@@ -126,8 +134,9 @@ class TtListTrainer(TtMlpTrainer):
         if g_frac != fracs.grad[d - 1]:
             raise HwTrainError("the output gradient's tracked scale moved before the step ended")
         g_codes = quantize_values(grad_y.astype(np.float64), g_frac, state.grad_bits)
-        lists.write(arena, gy=g_codes)
+        self.shell.flush(arena, lists.write(arena, gy=g_codes))
         arena = self._run(lists, lists.phases[lists.FORWARD_PHASES:], arena)
+        self.shell.invalidate(arena, lists.read_ranges(forward=False))
         return finish(state, x, g_codes, lists, arena, book, fracs, y=out)
 
     def _run(self, lists, phases, arena: np.ndarray) -> np.ndarray:

@@ -30,7 +30,16 @@ class GoldenShell:
     spec2 = Tt2Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8)
 
     def __init__(self) -> None:
-        self.lists = self.calls = 0
+        self.lists = self.calls = self.flushed = self.read = 0
+
+    def arena(self, lists, key):
+        return np.array(lists.arena)
+
+    def flush(self, arena, ranges):
+        self.flushed += sum(words for _, words in ranges)
+
+    def invalidate(self, arena, ranges):
+        self.read += sum(words for _, words in ranges)
 
     def run(self, pe, calls, arena):
         self.lists += 1

@@ -231,12 +231,13 @@ class StepLists:
     FORWARD_PHASES = 2  # the forward's lists come first (PE2's, then PE1's); the backward's follow
 
     def write(self, arena: np.ndarray, *, x: np.ndarray | None = None, cores: Sequence[np.ndarray] | None = None,
-              gy: np.ndarray | None = None) -> int:
+              gy: np.ndarray | None = None) -> List[Tuple[int, int]]:
         """The host's inputs written in place into ``arena`` (uint32 words): the input codes, the core codes in
         every layout a PE reads, the output-gradient codes (rows and transposed, before the backward lists).
-        The lists stay as built: a step at the same shapes and scales reuses them. Returns the words written."""
+        The lists stay as built: a step at the same shapes and scales reuses them. Returns the word ranges
+        written, ``(start, words)``, which a board flushes."""
         given = {"x": x, "gy": gy}
-        written = 0
+        written = []
         for item in self.inputs.values():
             value = given[item.source] if isinstance(item.source, str) else (
                 None if cores is None else cores[item.source])
@@ -244,8 +245,24 @@ class StepLists:
                 continue
             words = pack_rows(item.layout(np.asarray(value, np.int64)), self.lanes, SLOT_BITS).astype(np.uint32)
             arena[item.rows.offset // 4:item.rows.offset // 4 + words.size] = words
-            written += words.size
+            written.append((item.rows.offset // 4, words.size))
         return written
+
+    def read_ranges(self, *, forward: bool) -> List[Tuple[int, int]]:
+        """The word ranges the host reads after the forward lists (the output) or after the backward ones (the
+        input gradient, the core gradients, the records whose sums move the scales), which a board invalidates."""
+        batch = self.batch
+        sizes = {"y": batch * math.prod(s[1] for s in self.cores), "grad_x": batch * math.prod(s[2] for s in self.cores)}
+        if forward:
+            offset, words = self.outputs["y"]
+            return [(offset // 4, words * sizes["y"])]
+        for k, shape in enumerate(self.cores):  # a core gradient's codes: a word each
+            sizes[f"core_grad {k}"] = math.prod(shape)
+        ranges = [(offset // 4, words * sizes[name]) for name, (offset, words) in self.outputs.items() if name != "y"]
+        for item, calls in self.contractions.values():
+            if item.stat is not None:
+                ranges += [(call.record // 4, RECORD_WORDS) for call in calls if not call.acc_hold]
+        return ranges
 
 
 def _rounding(shift: int, bits: int, row_values: int, lanes: int) -> RoundStageConfig:
@@ -389,7 +406,7 @@ class _Builder:
 
     def backward(self, gy_codes: np.ndarray, states: List[Rows], need_grad_x: bool) -> None:
         """The output gradient placed (rows, and transposed), then every backward contraction, core by core."""
-        f, d, lanes = self.fracs, self.d, self.lanes
+        f, d = self.fracs, self.d
         a, m, n, _ = self.shape(d - 1)
         bp = self.P[d - 1]
         rows = (bp, m)  # bound now: the names are reused below, and a layout is called again on later steps

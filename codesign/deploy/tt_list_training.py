@@ -1,0 +1,107 @@
+"""The TT loop with every layer step as call lists on a board's tt1 and tt2 IPs (paper 003: the step on the PL).
+
+:class:`IpShell` runs a list (:class:`~codesign.contracts.calls.Call`) on the
+overlay's first tt1 or tt2 IP through its driver (:meth:`AccelIP.run_list`):
+one start and one done per list, the arena in one device buffer per size.
+:class:`TtListBoardTrainer` is :class:`codesign.loops.tt_lists.TtListTrainer`
+on that shell, with the set-up design.json records, so a board trains with
+numpy and pynq alone and ends with the golden loop's state bit for bit.
+
+Data stay in place: each built set of lists runs in its own device buffer,
+written and flushed whole once; on every step the host flushes only the words
+it writes (the input and core codes, the output gradient) and invalidates
+only those it reads (the output, the input and core gradients, the records
+whose sums move the scales).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import numpy as np
+
+from codesign.contracts.calls import encode_list
+from codesign.deploy.board import OnBoard
+from codesign.deploy.driver import flush_words, invalidate_words
+from codesign.deploy.manifest import DeployError
+from codesign.deploy.tt_training import step_hardware
+from codesign.loops.tt import TtTrainSetup
+from codesign.loops.tt_lists import TtListTrainer
+
+
+class IpShell:
+    """Lists on the overlay's first ``tt1`` and ``tt2`` IPs (``spec1``/``spec2``: their builds)."""
+
+    def __init__(self, overlay) -> None:
+        self.overlay = overlay
+        names = {}
+        for ip in overlay.manifest["ips"]:
+            names.setdefault(ip["pe"], ip["name"])
+        missing = [pe for pe in ("tt1", "tt2") if pe not in names]
+        if missing:
+            raise DeployError(f"design {overlay.manifest['design']!r} has no {' or '.join(missing)} IP")
+        self.ips = {pe: overlay.accelerator(names[pe]) for pe in ("tt1", "tt2")}
+        hardware = step_hardware(overlay.manifest)
+        self.spec1, self.spec2 = hardware.pe1, hardware.pe2
+        self._buffers: Dict[tuple, Any] = {}
+        self.lists = self.calls = 0
+
+    def _buffer(self, name: str, words: int):
+        from pynq import allocate
+
+        key = (name, words)
+        if key not in self._buffers:
+            self._buffers[key] = allocate(shape=(words,), dtype=np.uint32, target=self.overlay.device)
+        return self._buffers[key]
+
+    def arena(self, lists, key) -> Any:
+        """The device buffer ``lists`` runs in: one per ``key`` (a layer at its shapes), its image written and
+        flushed once; lists of the same key lay their tensors out alike."""
+        key = ("arena", key)
+        if key in self._buffers and self._buffers[key].size != lists.arena.size:
+            raise DeployError(f"arena {key[1]}: lists of {lists.arena.size} words meet a buffer of "
+                              f"{self._buffers[key].size}")
+        if key not in self._buffers:
+            if len(self._buffers) > 16:  # lists rebuilt at new scales or shapes: drop the oldest arenas
+                for stale in [k for k in self._buffers if k[0] == "arena"][:8]:
+                    self._buffers.pop(stale).freebuffer()
+            from pynq import allocate
+
+            buffer = allocate(shape=(lists.arena.size,), dtype=np.uint32, target=self.overlay.device)
+            buffer[:] = lists.arena
+            flush_words(buffer, buffer.size)
+            self._buffers[key] = buffer
+        return self._buffers[key]
+
+    def flush(self, arena, ranges) -> None:
+        for start, words in ranges:
+            flush_words(arena, words, start)
+
+    def invalidate(self, arena, ranges) -> None:
+        for start, words in ranges:
+            invalidate_words(arena, words, start)
+
+    def run(self, pe: str, calls, arena) -> Any:
+        """``calls`` run in place on ``pe``'s IP over the device buffer ``arena`` (:meth:`arena`)."""
+        words = encode_list(calls)
+        descriptors = self._buffer("calls", max(words.size, 1 << 12))
+        if descriptors.size < words.size:
+            descriptors = self._buffer("calls", words.size)
+        descriptors[:words.size] = words
+        self.ips[pe].run_list(arena, descriptors, len(calls))
+        self.lists += 1
+        self.calls += len(calls)
+        return arena
+
+
+class TtListBoardTrainer(OnBoard, TtListTrainer):
+    """The design's NumPy TT loop with every layer step as call lists on the overlay's TT IPs."""
+
+    def __init__(self, overlay, design=None, **setup_changes) -> None:
+        self.bind(overlay, design)
+        setup = self.loop_setup("tt", TtTrainSetup, setup_changes)
+        self.shell = IpShell(overlay)
+        super().__init__(setup, self.shell)
+
+
+__all__ = ["IpShell", "TtListBoardTrainer"]

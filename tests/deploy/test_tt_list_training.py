@@ -1,0 +1,55 @@
+"""TT training with every layer step as call lists on the emulated board's IPs (the generated C++ in list mode)
+ends bit-identical to the golden NumPy loop under tracked scales: every state word compared."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from codesign.deploy import CodesignOverlay
+from codesign.deploy.families import get_family, golden_trainer
+from codesign.deploy.tt_list_training import TtListBoardTrainer
+from codesign.design.build import write_emulation_folder
+from codesign.loops.tt import TtMlpTrainer
+from tests.deploy.test_tt_training import _design, _same_state, _subset
+
+pytestmark = pytest.mark.slow
+
+
+def test_training_on_lists_on_the_ips_is_bit_identical_to_the_golden_loop(tmp_path):
+    design = _design(epochs=2, scale_rule="tracked")
+    folder = write_emulation_folder(design, tmp_path / design.board.name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        overlay = CodesignOverlay(folder, design=design, emulate=True)
+    changes = get_family("tt").quick_changes
+    board, golden = TtListBoardTrainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
+    assert isinstance(golden, TtMlpTrainer) and golden.setup == board.setup
+    assert board.shell.spec1.b_bits == board.shell.spec2.b_bits == 16  # built for the lists
+    data = _subset(128, 64)
+    for trainer in (board, golden):
+        trainer.fit(data, progress=False)
+    assert [row["loss"] for row in board.history] == [row["loss"] for row in golden.history]
+    assert board.prune_events == golden.prune_events
+    compared = _same_state(board, golden)
+    assert compared > 0 and board.list_steps == board.step - 1 and board.shell.calls > 0
+    for trainer in (board, golden):  # the first step at the pruned shapes writes their arenas whole, once
+        trainer.train_step(data.train_x[:64], data.train_y[:64])
+    traffic = overlay.device.traffic
+    traffic.clear()
+    lists_before, calls_before, built_before = board.shell.lists, board.shell.calls, board.lists_built
+    for trainer in (board, golden):
+        trainer.train_step(data.train_x[64:], data.train_y[64:])
+    assert _same_state(board, golden) == compared
+    per_step = board.shell.lists - lists_before
+    assert traffic.register_writes == 8 * per_step
+    calls = board.shell.calls - calls_before
+    print(f"\nper step: {per_step} lists, {calls} calls ({128 * calls} B of descriptors), lists built "
+          f"{board.lists_built - built_before}, {traffic.register_writes} register writes, "
+          f"{traffic.flushed_bytes} B flushed, {traffic.invalidated_bytes} B read back; {compared} words compared")
+    batch_bytes = 4 * np.asarray(data.train_x[64:128]).size  # the batch as float32
+    assert traffic.flushed_bytes <= 2 * batch_bytes + (64 << 10)  # issue 39's goals for the host's traffic
+    assert traffic.invalidated_bytes <= 64 << 10
+    assert np.array_equal(board.predict(data.test_x), golden.predict(data.test_x))
