@@ -367,6 +367,8 @@ def check_chains(calls: Sequence[Call]) -> None:
         if call.acc_add and held != call.count:
             raise CallListError(f"call {index} adds {call.count} results to the buffer, which holds "
                                 f"{'nothing' if held is None else f'{held} sums'}")
+        if call.acc_hold and not call.acc_add and held is not None:
+            raise CallListError(f"call {index} starts a chain while {held} sums are held: they would be lost")
         if call.acc_hold or call.acc_add:
             length = length + 1 if call.acc_add else 1
             if length > MAX_CHAIN:

@@ -197,7 +197,7 @@ def _measure_host(setup: TtTrainSetup, *, source: str, data=None):
 # a short run of the whole path: two epochs, the prior's warm-up and a rank pruning after the first epoch at a
 # threshold that prunes
 FAMILY = BoardFamily(key="tt", board=TtBoardTrainer, golden=TtMlpTrainer, setup=TtTrainSetup,
-                     state_keys=("cores", "biases", "moments", "trackers", "ranks"), example="digits_tt.toml",
+                     state_keys=("cores", "biases", "moments", "trackers", "means", "ranks"), example="digits_tt.toml",
                      quick_changes={"epochs": 2, "warmup_epochs": 1, "prune_from_epoch": 0, "threshold": 0.9},
                      measure_host=_measure_host)
 

@@ -26,6 +26,7 @@ or will read), and the two PE builds as ``spec1``/``spec2``.
 
 from __future__ import annotations
 
+import math
 from typing import Tuple
 
 import numpy as np
@@ -49,6 +50,9 @@ class TtListTrainer(TtMlpTrainer):
         if setup.precision["scale_rule"] != "tracked":
             raise HwTrainError("a step as call lists needs precision.scale_rule = 'tracked' (a PE rounds at a "
                                "scale known before the step)")
+        if setup.precision["core_grad_route"] != "direct":
+            raise HwTrainError("the step's call lists take the direct core-gradient route (core_grad_route = "
+                               "'direct'); the dense route runs on the loop's own steps")
         self.lanes = check_specs(shell.spec1, shell.spec2)
         self.shell = shell
         self.list_steps = self.lists_built = 0
@@ -97,7 +101,8 @@ class TtListTrainer(TtMlpTrainer):
         book.trackers["core_frac_bits"] = list(core_frac)
         fracs = Fracs(act=(act0, *tr["act_frac_bits"][1:]), grad=tuple(tr["grad_frac_bits"]),
                       core_grad=tuple(tr["core_grad_frac_bits"]), core=tuple(core_frac),
-                      act_bits=state.activation_bits, grad_bits=state.grad_bits)
+                      act_bits=state.activation_bits, grad_bits=state.grad_bits,
+                      core_bits=state.core_bits)
         cores = [quantize_values(core.astype(np.float64), f, state.core_bits) for core, f in zip(state.cores, core_frac)]
         lists = self._lists(index, state, x.shape[0], fracs)
         # one arena per layer and shapes: lists rebuilt at other scales lay their tensors out alike (a scale is a
@@ -140,9 +145,13 @@ class TtListTrainer(TtMlpTrainer):
         return finish(state, x, g_codes, lists, arena, book, fracs, y=out)
 
     def _run(self, lists, phases, arena: np.ndarray) -> np.ndarray:
+        """The lists of ``phases`` on the shell; their calls and products counted as the loop's runner counts a
+        step's (``throughput``, the history's MACs)."""
         for phase in phases:
             for pe, calls in phase:
                 arena = self.shell.run(pe, calls, arena)
+                self.runner.transactions += len(calls)
+                self.runner.macs += sum(math.prod(call.header >> (8 * f) & 0xFF for f in range(4)) for call in calls)
         return arena
 
 

@@ -135,10 +135,11 @@ def _accumulators(acc, limits: tuple[int, int] = ACC_RANGE) -> np.ndarray:
 
 def _rounded(acc: np.ndarray, shift: int) -> np.ndarray:
     """``round_half_to_even(acc * 2^shift)`` in int64, before saturation; a left shift capped at
-    :data:`LEFT_SHIFT_CAP` and a right shift at :data:`RIGHT_SHIFT_CAP`, which changes no saturated code."""
+    :data:`LEFT_SHIFT_CAP` (after clipping to 18 bits) and a right shift at :data:`HELD_SHIFT_CAP`, which changes no
+    code: the 32-bit RTL caps at :data:`RIGHT_SHIFT_CAP`, which gives the same codes for 32-bit words."""
     if shift >= 0:  # clipped first, so a held 48-bit sum cannot overflow int64: the codes are at most 16 bits wide
         return np.clip(acc, -(1 << BITS_RANGE[1] + 1), 1 << BITS_RANGE[1] + 1) << min(shift, LEFT_SHIFT_CAP)
-    s = min(-shift, HELD_SHIFT_CAP)  # RIGHT_SHIFT_CAP would do for 32-bit words: every s >= 33 rounds them to 0 too
+    s = min(-shift, HELD_SHIFT_CAP)
     floor = acc >> s  # toward minus infinity
     rest = acc - (floor << s)  # 0 <= rest < 2^s
     half = np.int64(1) << np.int64(s - 1)

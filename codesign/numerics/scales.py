@@ -100,6 +100,8 @@ def aim_scale(observed: float, *, rule: str, current: int, mean: float, momentum
     A tensor of zeros (or a mean that is not finite) measures nothing: the mean and the scale stay. Every step is
     Python float arithmetic on the same inputs, so a host on a board and the desktop's trainers agree bit for bit.
     """
+    if rule not in SCALE_RULES:
+        raise ValueError(f"scale_rule must be one of {SCALE_RULES}, got {rule!r}")
     fallback = bits - 1 if current == UNSET else current
     if rule == "exact" or current == UNSET:
         if not update and current != UNSET:
@@ -107,8 +109,6 @@ def aim_scale(observed: float, *, rule: str, current: int, mean: float, momentum
         aimed = mean_abs_frac_bits(observed, bits=bits, headroom_bits=headroom_bits, fallback=fallback)
         measured = math.isfinite(observed) and observed > 0
         return aimed, aimed, (observed if measured else mean) if rule == "tracked" else mean
-    if rule != "tracked":
-        raise ValueError(f"scale_rule must be one of {SCALE_RULES}, got {rule!r}")
     if not update or not (math.isfinite(observed) and observed > 0):
         return current, current, mean
     tracked = observed if mean < 0 else momentum * mean + (1.0 - momentum) * observed

@@ -53,7 +53,7 @@ from codesign.train.data import Dataset
 from codesign.loops.common import HwTrainError
 from codesign.train.trainer import Trainer
 from codesign.train.tt.layer import TTLinear, tt_layers
-from codesign.train.tt.pe_check import layer_state, trackers_of
+from codesign.train.tt.pe_check import layer_state, means_of, trackers_of
 from codesign.train.tt.precision import mean_buffer
 
 # ---------------------------------------------------------------------------- the forward sweep on PEs
@@ -263,6 +263,7 @@ class TtHwTrainer:
                 moments.append([state[key].detach().numpy().copy() for key in ("exp_avg", "exp_avg_sq")
                                 if key in state])
         return {"cores": cores, "biases": biases, "moments": moments, "trackers": trackers,
+                "means": [means_of(layer) for layer in self.layers],
                 "ranks": [tuple(layer.ranks) for layer in self.layers], "step": self.trainer.global_step}
 
     def load_weights(self, state: dict[str, Any]) -> None:

@@ -34,7 +34,7 @@ from codesign.train.memory import check_memory
 from codesign.train.models import build_model
 from codesign.train.techniques import build_techniques
 
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # 2: TT layers keep a running mean |x| per scale tracker
 
 
 class CheckpointError(ValueError):

@@ -78,6 +78,7 @@ def test_planes_and_accumulation_round_trip_through_descriptors():
     (lambda: check_chains([_call(add=True)]), "holds nothing"),
     (lambda: check_chains([_call(hold=True), _call(count=4, add=True)]), "holds 8 sums"),
     (lambda: check_chains([_call(hold=True), _call(add=True, hold=True)]), "ends holding 8"),
+    (lambda: check_chains([_call(hold=True), _call(hold=True), _call(add=True)]), "would be lost"),
 ])
 def test_broken_chains_are_refused(make, match):
     with pytest.raises(CallListError, match=match):

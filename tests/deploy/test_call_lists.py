@@ -86,9 +86,9 @@ def test_chains_and_3d_blocks_run_on_the_emulated_board(overlay):
     assert wrong.size == 0, f"{wrong.size} of {arena.size} arena words differ, first at {wrong[:5]}"
 
 
-def test_chains_and_3d_blocks_are_refused_on_an_rtl_route_board(overlay):
-    """The RTL shell does not run accumulating calls and 3-D blocks yet: on a board (a device that does not run
-    the generated C++) an RTL-route IP refuses such a list before a register is written."""
+def test_chains_are_refused_on_an_rtl_route_board_and_3d_blocks_pass(overlay):
+    """The RTL shell runs 3-D blocks but not accumulating calls yet: on a board (a device that does not run the
+    generated C++) an RTL-route IP refuses a chain before a register is written, and checks a 3-D list as any."""
     import dataclasses
 
     pe = get_pe("tt1")
@@ -100,18 +100,19 @@ def test_chains_and_3d_blocks_are_refused_on_an_rtl_route_board(overlay):
     traffic, route = overlay.device.traffic, ip.manifest_entry.get("ip_route")
     overlay.device.runs_generated_cpp, ip.manifest_entry["ip_route"] = False, "rtl"  # what a board says
     try:
-        for changed in (dataclasses.replace(first, segments=(first.segments[0], planes)),
-                        dataclasses.replace(second, out=Block(), acc_hold=True)):
-            calls = (changed,) if changed.acc_hold else (changed, second)
-            if changed.acc_hold:  # a held chain must end: add the drain
-                calls = (changed, dataclasses.replace(second, out=Block(offset=second.out.offset,
-                                                                        words=2 * second.count, rows=1), acc_add=True))
-            bad = ListCase(calls=calls, arena=case.arena, expected=case.expected)
-            arena, descriptors = _buffers(overlay, bad)
-            traffic.clear()
-            with pytest.raises(AccelInputError, match="does not run yet"):
-                ip.run_list(arena, descriptors, len(calls))
-            assert traffic.register_writes == 0
+        drain = dataclasses.replace(second, out=Block(offset=second.out.offset, words=2 * second.count, rows=1),
+                                    acc_add=True)
+        chain = ListCase(calls=(dataclasses.replace(second, out=Block(), acc_hold=True), drain), arena=case.arena,
+                         expected=case.expected)
+        arena, descriptors = _buffers(overlay, chain)
+        traffic.clear()
+        with pytest.raises(AccelInputError, match="does not run yet"):
+            ip.run_list(arena, descriptors, 2)
+        assert traffic.register_writes == 0
+        three_d = ListCase(calls=(dataclasses.replace(first, segments=(first.segments[0], planes)), second),
+                           arena=case.arena, expected=case.expected)
+        arena, descriptors = _buffers(overlay, three_d)
+        assert len(ip._checked_list(arena, descriptors, 2)) == 2
     finally:
         del overlay.device.runs_generated_cpp
         ip.manifest_entry.pop("ip_route") if route is None else ip.manifest_entry.__setitem__("ip_route", route)

@@ -102,8 +102,8 @@ def compare_steps(expected: StepResult, got: StepResult) -> dict[str, int]:
         if len(expected.trackers[name]) != len(got.trackers[name]):
             raise ValueError(f"scales.{name}: {len(expected.trackers[name])} and {len(got.trackers[name])} values")
         out[f"scales.{name}"] = sum(x != y for x, y in zip(expected.trackers[name], got.trackers[name]))
-        if expected.means and got.means:  # running means by their float64 bits
-            a, b = (np.asarray(r.means[name], dtype=np.float64).view(np.uint64) for r in (expected, got))
+        if expected.means or got.means:  # running means by their float64 bits (one side without them: all differ)
+            a, b = (np.asarray(r.means.get(name, ()), dtype=np.float64).view(np.uint64) for r in (expected, got))
             out[f"means.{name}"] = int(np.count_nonzero(a != b)) if a.shape == b.shape else max(a.size, b.size)
     return out
 
@@ -450,11 +450,11 @@ def pe_step(layer: TtLayerState, x, grad_y, runner, hardware: StepHardware = Ste
     ``forward``: the training-mode sweep (:func:`forward_sweep`, ``update``
     on) the caller already took of this layer on this ``x`` with this
     ``hardware``'s plan, whose trackers ``layer`` now holds. The step starts
-    from it instead of sweeping again: a second sweep would re-aim every
-    scale from the same batch to the scale the first set (an all-zero
-    tensor keeps the tracker, which the first set), so it would give the
-    same codes, scales and states, and the PEs and the host would compute
-    them twice. Its lists are taken over (the trackers are updated in place).
+    from it instead of sweeping again: under the exact rule a second sweep
+    would re-aim every scale from the same batch to the scale the first set,
+    so it would compute the same codes twice; under the tracked rule the
+    trackers already hold the next step's scales, so a second sweep would
+    not even be the same. Its scale book is taken over (updated in place).
     """
     check_layer(layer)
     x, grad_y = check_batch(layer, x, grad_y)

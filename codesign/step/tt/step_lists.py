@@ -32,9 +32,9 @@ the shell keeps exact and rounds once. Both PEs must read 16-bit slots
 (``a_bits = b_bits = 16``: a state feeds PE2 as ``A`` and PE1 as ``B``) with
 the same lanes; a DSP multiplies 16 x 16 bits as cheaply as 16 x 4.
 
-:func:`step_lists` builds the arena and the lists; :func:`run_golden` runs
-them on the golden model; :func:`finish` is the host's part, which a board
-runs too: decode the outputs and move the tracked scales on.
+:func:`step_lists` builds the arena and the lists (a shell runs them:
+:mod:`codesign.loops.tt_lists`); :func:`finish` is the host's part, which a
+board runs too: decode the outputs and move the tracked scales on.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from codesign.pe.tt.contract import chunk_words, header_word, pack_rows, row_wor
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.step.tt.layer_state import TtLayerState
 from codesign.step.tt.rounding import frac_of_values, quantize_values, to_values
+from codesign.step.tt.schedule import max_terms
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import StepResult
 
@@ -106,7 +107,7 @@ class Out:
 class Contraction:
     """One contraction of the step: ``pe`` ("tt1": ``Z[i,l] = sum_jk A B``; "tt2": ``Z[i,l,k] = sum_j A B``),
     its ``dims`` ``(I, J, K, L)``, operands and results; ``stat``: the tracker its results' sums move
-    (``(name, index)``, or None)."""
+    (``(name, index)``, or None); ``bits``: the widths of the codes in ``A`` and ``B`` (which bound a sum)."""
 
     name: str
     pe: str
@@ -114,7 +115,8 @@ class Contraction:
     a: Rows
     b: Rows
     out: Out
-    stat: Tuple[str, int] | None = None
+    stat: Tuple[str, int] | None
+    bits: Tuple[int, int]
 
 
 def _ranges(length: int, step: int) -> List[Tuple[int, int]]:
@@ -131,28 +133,38 @@ def _fit(length: int, limit: int, unit: int, name: str) -> int:
     return step
 
 
-def _chained(pe: str, dims: Tuple[int, int, int, int], spec) -> bool:
-    """Whether a contraction's sums span calls: PE2's ``J``, or PE1's ``J`` or ``K``, beyond the buffers."""
-    _, j, k, _ = dims
-    return j > spec.max_j or (pe == "tt1" and k > spec.max_k)
+def _summed(pe: str, dims: Tuple[int, int, int, int], spec, bits: Tuple[int, int], name: str) -> Tuple[int, int]:
+    """The summed tiles of one call, ``(J, K)`` on PE1 and ``(J, all of K)`` on PE2: within the buffers and the
+    header's 255, ``J`` (PE2) and ``K`` (PE1) in whole chunks (operand rows are cut at chunk boundaries), and
+    no more products than an accumulator of ``acc_bits`` sums without saturating whatever the codes
+    (:func:`codesign.step.tt.schedule.max_terms`): a call's sum is exact, and a chain adds exact sums."""
+    _, j_all, k_all, _ = dims
+    terms = max_terms(spec.acc_bits, *bits)
+    if pe == "tt2":
+        return _fit(j_all, min(spec.max_j, MAX_ROWS, terms), spec.lanes, f"{name}: J"), k_all
+    k = _fit(k_all, min(spec.max_k, MAX_ROWS, terms), spec.lanes, f"{name}: K")
+    return min(j_all, spec.max_j, MAX_ROWS, terms // k), k
+
+
+def _chained(pe: str, dims: Tuple[int, int, int, int], spec, bits: Tuple[int, int], name: str) -> bool:
+    """Whether a contraction's sums span calls (an accumulating chain per result tile)."""
+    j, k = _summed(pe, dims, spec, bits, name)
+    return j < dims[1] or k < dims[2]
 
 
 def _tiles(item: Contraction, spec) -> Tuple[int, int, int, int]:
-    """Tile lengths ``(I, J, K, L)`` of one call: within the buffers and the header's 255, ``J`` (PE2) and ``K``
-    (PE1) in whole chunks (operand rows are cut at chunk boundaries), ``K`` (PE2) and ``L`` in whole result
-    rows, and the results of an accumulating call within the shell's buffer."""
+    """Tile lengths ``(I, J, K, L)`` of one call: the summed tiles (:func:`_summed`), ``K`` (PE2) and ``L`` in
+    whole result rows within the buffers, and the results of an accumulating call within the shell's buffer."""
     i_all, j_all, k_all, l_all = item.dims
     lanes, rv = spec.lanes, item.out.rounding.row_values
+    j, k = _summed(item.pe, item.dims, spec, item.bits, item.name)
     if item.pe == "tt2":
-        j = _fit(j_all, min(spec.max_j, MAX_ROWS), lanes, f"{item.name}: J")
         k = _fit(k_all, min(spec.max_k, MAX_ROWS), lanes * rv // math.gcd(lanes, rv), f"{item.name}: K")
-    else:
-        j = min(j_all, spec.max_j, MAX_ROWS)
-        k = _fit(k_all, min(spec.max_k, MAX_ROWS), lanes, f"{item.name}: K")
     k_rows = k if item.pe == "tt2" else 1
     l_unit = rv // math.gcd(rv, k_all if item.pe == "tt2" else 1) if k == k_all or item.pe == "tt1" else 1
     l = _fit(l_all, min(spec.max_l, MAX_ROWS), l_unit, f"{item.name}: L")
-    i = MAX_ROWS if not _chained(item.pe, item.dims, spec) else min(MAX_ROWS, ACC_DEPTH // (l * k_rows))
+    chained = j < j_all or (item.pe == "tt1" and k < k_all)
+    i = MAX_ROWS if not chained else min(MAX_ROWS, ACC_DEPTH // (l * k_rows))
     if i < 1:
         raise ValueError(f"{item.name}: {l} x {k_rows} results of one call exceed the {ACC_DEPTH}-sum buffer")
     return min(i, i_all), j, k, l
@@ -210,6 +222,7 @@ class Fracs:
     core: Tuple[int, ...]
     act_bits: int
     grad_bits: int
+    core_bits: int
 
 
 @dataclass(frozen=True)
@@ -376,7 +389,7 @@ class _Builder:
         a, _, n, _ = self.shape(0)
         f = self.fracs
         shape = (self.batch * a * n, self.R[0]) if self.d > 1 else (self.batch, a * n)
-        states = [self.host("x", "x", lambda x: np.asarray(x, np.int64).reshape(shape), x_codes,
+        states = [self.host("x", "x", lambda x, shape=shape: np.asarray(x, np.int64).reshape(shape), x_codes,
                             *((a * n, 1) if self.d > 1 else (1, 0)))]
         for k in range(self.d - 1):
             a, m, n, c = self.shape(k)
@@ -384,17 +397,21 @@ class _Builder:
             nxt = self.state(k + 1)
             rounding = _rounding(f.act[k + 1] - f.act[k] - f.core[k], f.act_bits, nxt.values, self.lanes)
             self.items.append(Contraction(f"forward {k}", "tt2", (self.P[k], a * n, self.R[k], m * c), states[k],
-                                          core, Out(nxt.offset, rounding, nxt.words), ("act_frac_bits", k + 1)))
+                                          core, Out(nxt.offset, rounding, nxt.words), ("act_frac_bits", k + 1),
+                                          (f.act_bits, f.core_bits)))
             states.append(nxt)
         a, m, n, _ = self.shape(self.d - 1)
         core = self.host(f"core {self.d - 1} forward", self.d - 1, core_last_forward, self.cores[-1], 1, 0)
-        self.items.append(Contraction("forward last", "tt1", (self.P[-1], 1, a * n, m), states[-1], core,
-                                      self._raw(self.P[-1] * m, ("tt1", (self.P[-1], 1, a * n, m)), "y")))
+        dims, bits = (self.P[-1], 1, a * n, m), (f.act_bits, f.core_bits)
+        self.items.append(Contraction("forward last", "tt1", dims, states[-1], core,
+                                      self._raw(self.P[-1] * m, ("tt1", dims, bits), "y"), None, bits))
         return states
 
-    def _raw(self, values: int, chained_dims, name: str) -> Out:
-        """Room for raw results (two words a value when the contraction is summed across calls)."""
-        words = 2 if _chained(chained_dims[0], chained_dims[1], self.spec[chained_dims[0]]) else 1
+    def _raw(self, values: int, contraction, name: str) -> Out:
+        """Room for raw results (two words a value when the contraction ``(pe, dims, bits)`` is summed across
+        calls)."""
+        pe, dims, bits = contraction
+        words = 2 if _chained(pe, dims, self.spec[pe], bits, name) else 1
         offset = self.arena.reserve(words * values)
         self.outputs[name] = (offset, words)
         return Out(offset, RAW, words)
@@ -409,18 +426,19 @@ class _Builder:
         f, d = self.fracs, self.d
         a, m, n, _ = self.shape(d - 1)
         bp = self.P[d - 1]
-        rows = (bp, m)  # bound now: the names are reused below, and a layout is called again on later steps
-        gy_rows = self.host("gy", "gy", lambda g: np.asarray(g, np.int64).reshape(rows), gy_codes, 1, 0)
-        gy_t = self.host("gy transposed", "gy", lambda g: np.asarray(g, np.int64).reshape(rows).T, gy_codes, 1, 0)
+        rows = (bp, m)  # bound as defaults: a layout is called again on later steps
+        gy_rows = self.host("gy", "gy", lambda g, rows=rows: np.asarray(g, np.int64).reshape(rows), gy_codes, 1, 0)
+        gy_t = self.host("gy transposed", "gy", lambda g, rows=rows: np.asarray(g, np.int64).reshape(rows).T,
+                         gy_codes, 1, 0)
         last = states[d - 1]
         self.items.append(Contraction(
             f"core gradient {d - 1}", "tt2", (1, bp, a * n, m), Rows(last.offset, last.values, last.words, 0, 1), gy_t,
             self.codes(m * a * n, f.core_grad[d - 1] - f.grad[d - 1] - f.act[d - 1], f"core_grad {d - 1}"),
-            ("core_grad_frac_bits", d - 1)))
+            ("core_grad_frac_bits", d - 1), (f.act_bits, f.grad_bits)))
         core = self.host(f"core {d - 1} input gradient", d - 1, core_last_input_grad, self.cores[-1], 1, 0)
-        dims = (bp, 1, m, a * n)
-        out, stat = self._gradient_out(d - 1, dims, need_grad_x)
-        self.items.append(Contraction(f"input gradient {d - 1}", "tt1", dims, gy_rows, core, out, stat))
+        dims, bits = (bp, 1, m, a * n), (f.grad_bits, f.core_bits)
+        out, stat = self._gradient_out(d - 1, dims, bits)
+        self.items.append(Contraction(f"input gradient {d - 1}", "tt1", dims, gy_rows, core, out, stat, bits))
         g = Rows(out.offset, out.rounding.row_values, out.row_words, *(self._g_steps(d - 2) if d > 1 else (1, 0)))
         for k in range(d - 2, -1, -1):
             a, m, n, c = self.shape(k)
@@ -429,13 +447,13 @@ class _Builder:
                 f"core gradient {k}", "tt1", (m * c, self.P[k], self.R[k], a * n),
                 Rows(g.offset, g.values, g.words, 1, m * c), Rows(s_k.offset, s_k.values, s_k.words, 1, a * n),
                 self.codes(m * c * a * n, f.core_grad[k] - f.grad[k] - f.act[k], f"core_grad {k}"),
-                ("core_grad_frac_bits", k)))
+                ("core_grad_frac_bits", k), (f.grad_bits, f.act_bits)))
             if k == 0 and not need_grad_x:
                 break
             core = self.host(f"core {k} input gradient", k, core_input_grad, self.cores[k], 1, 0)
-            dims = (self.P[k], m * c, self.R[k], a * n)
-            out, stat = self._gradient_out(k, dims, need_grad_x)
-            self.items.append(Contraction(f"input gradient {k}", "tt2", dims, g, core, out, stat))
+            dims, bits = (self.P[k], m * c, self.R[k], a * n), (f.grad_bits, f.core_bits)
+            out, stat = self._gradient_out(k, dims, bits)
+            self.items.append(Contraction(f"input gradient {k}", "tt2", dims, g, core, out, stat, bits))
             if k:
                 g = Rows(out.offset, out.rounding.row_values, out.row_words, *self._g_steps(k - 1))
 
@@ -443,13 +461,13 @@ class _Builder:
         _, m, _, c = self.shape(k)
         return m * c, 1
 
-    def _gradient_out(self, k: int, dims, need_grad_x: bool) -> Tuple[Out, Tuple[str, int] | None]:
+    def _gradient_out(self, k: int, dims, bits: Tuple[int, int]) -> Tuple[Out, Tuple[str, int] | None]:
         """Where the input-gradient contraction of core ``k`` writes: the rounded gradient ``g_{k-1}``, or for the
         first core the layer's input gradient, raw."""
         f = self.fracs
         if k == 0:
             pe = "tt1" if self.d == 1 else "tt2"
-            return self._raw(self.batch * math.prod(s[2] for s in (c.shape for c in self.cores)), (pe, dims),
+            return self._raw(self.batch * math.prod(s[2] for s in (c.shape for c in self.cores)), (pe, dims, bits),
                              "grad_x"), None
         _, m, _, c = self.shape(k - 1)
         room = _room(self.arena, self.P[k - 1] * m * c, self.R[k - 1], self.lanes, m * c, 1)

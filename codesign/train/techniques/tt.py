@@ -142,9 +142,8 @@ def pe_widths(config: Config, prefix: str = PREFIX) -> dict[str, dict[str, int]]
     outer product of the dense weight gradient) activations against
     gradients. The PEs' host rounds to nearest, ties to even, and keeps every
     state between contractions as codes, which the precision must say too.
-    Under the tracked scale rule the step runs as call lists
-    (:mod:`codesign.step.tt.step_lists`), whose tensors PE1 and PE2 both read
-    in 16-bit slots: both are built for 16-bit A and B operands.
+    These are what the precision needs; a design builds wider PEs for the
+    step as call lists (:func:`pe_needs`).
     """
     q = config.precision
     require(q.rounding == "nearest_even", f"{prefix}.precision.rounding",
@@ -154,12 +153,9 @@ def pe_widths(config: Config, prefix: str = PREFIX) -> dict[str, dict[str, int]]
     for name in ("core_bits", "activation_bits", "grad_bits"):
         require(getattr(q, name) <= PE_MAX_BITS, f"{prefix}.precision.{name}",
                 f"the TT PEs take codes of at most {PE_MAX_BITS} bits, got {getattr(q, name)}")
-    outer = {"a_bits": q.activation_bits, "b_bits": q.grad_bits}
-    if q.scale_rule == "tracked":  # the step as call lists: a state feeds PE2 as A and PE1 as B, in one slot width
-        wide = {"a_bits": 16, "b_bits": 16}  # codesign.step.tt.step_lists.SLOT_BITS; a DSP multiplies 16 x 16
-        return {"tt1": dict(wide), "tt2": dict(wide), "tt3": outer}
     return {"tt1": {"a_bits": q.grad_bits, "b_bits": q.activation_bits},
-            "tt2": {"a_bits": max(q.activation_bits, q.grad_bits), "b_bits": q.core_bits}, "tt3": outer}
+            "tt2": {"a_bits": max(q.activation_bits, q.grad_bits), "b_bits": q.core_bits},
+            "tt3": {"a_bits": q.activation_bits, "b_bits": q.grad_bits}}
 
 
 class Technique(RankAdaptation):
@@ -188,10 +184,16 @@ class Technique(RankAdaptation):
 
 
 def pe_needs(training: TrainConfig) -> list:
-    """PE1, PE2 and PE3 with the operand widths of the TT precision; the model's layers must be valid first."""
+    """PE1, PE2 and PE3 with the operand widths of the TT precision; the model's layers must be valid first.
+
+    Under the tracked scale rule the step runs as call lists (:mod:`codesign.step.tt.step_lists`), whose
+    tensors PE1 and PE2 both read in 16-bit slots (a state feeds PE2 as A and PE1 as B): both are built for
+    16-bit A and B operands, which a DSP multiplies as cheaply as 16 x 4 bits."""
     model = tt_model_config(training)
     widths = pe_widths(training.techniques["tt"])
     q = model.precision
+    if q.scale_rule == "tracked":
+        widths = {**widths, "tt1": {"a_bits": 16, "b_bits": 16}, "tt2": {"a_bits": 16, "b_bits": 16}}
     shapes = "; ".join(f"{'x'.join(map(str, spec.out_modes))} <- {'x'.join(map(str, spec.in_modes))}"
                        for spec in model.layers)
     rank = training.techniques["tt"].max_rank

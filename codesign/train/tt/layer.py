@@ -31,6 +31,7 @@ from codesign.train.config import require
 from codesign.train.layers import CountedMixin
 from codesign.train.tt.precision import (NO_MEAN, UNSET, TTPrecision, aim_tracker, fixed_format, mean_buffer,
                                          representable_range, tracked_quantize)
+from codesign.step.tt.layer_state import TRACKERS
 from codesign.train.quantize import quantize
 from codesign.train.tt.ttm import (TTMatrix, check_cores, check_max_rank, check_modes, contraction_macs,
                                    dense_route_sizes, forward_shapes, tt_backward, tt_dense_core_grads, tt_forward,
@@ -112,8 +113,6 @@ def _int_buffer(length: int) -> torch.Tensor:
     return torch.full((length,), UNSET, dtype=torch.int64)
 
 
-TRACKED = ("core_frac_bits", "act_frac_bits", "grad_frac_bits", "core_grad_frac_bits", "bias_frac_bits",
-           "bias_grad_frac_bits")  # the layer's scale trackers (codesign.step.tt.layer_state.TRACKERS's order)
 
 
 class TTLinear(nn.Module, CountedMixin):
@@ -173,7 +172,7 @@ class TTLinear(nn.Module, CountedMixin):
             nn.Parameter(torch.as_tensor(np.asarray(core), dtype=torch.float32).clone()) for core in ttm.cores)
         self.bias = None if bias is None else nn.Parameter(torch.as_tensor(bias, dtype=torch.float32).clone())
         d = len(self.cores)
-        for name in TRACKED:  # fraction bits, and the running mean |x| the tracked rule aims them from
+        for name in TRACKERS:  # fraction bits, and the running mean |x| the tracked rule aims them from
             length = 1 if name.startswith("bias") else d
             self.register_buffer(name, _int_buffer(length))
             self.register_buffer(mean_buffer(name), torch.full((length,), NO_MEAN, dtype=torch.float64))

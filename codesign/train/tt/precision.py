@@ -17,7 +17,7 @@ import torch
 
 from codesign.train.quantize import quantize
 from codesign.numerics.formats import DETERMINISTIC_ROUNDING
-from codesign.numerics.scales import NO_MEAN, SCALE_RULES, UNSET, aim_scale, mean_abs, mean_abs_frac_bits
+from codesign.numerics.scales import NO_MEAN, UNSET, aim_scale, check_scale_rule, mean_abs, mean_abs_frac_bits
 from codesign.numerics.tt_dense_route import ROUTES
 from codesign.pe.tt.contract import fixed_format  # noqa: F401 (the codes of TT training are the PEs')
 from codesign.train.config import require
@@ -77,11 +77,11 @@ class TTPrecision:
                 f"must be one of {DETERMINISTIC_ROUNDING}, got {self.rounding!r}")
         require(self.core_grad_route in ROUTES, f"{prefix}.core_grad_route",
                 f"must be one of {ROUTES}, got {self.core_grad_route!r}")
-        require(self.scale_rule in SCALE_RULES, f"{prefix}.scale_rule",
-                f"must be one of {SCALE_RULES}, got {self.scale_rule!r}")
-        momentum = self.scale_momentum
-        require(isinstance(momentum, (int, float)) and not isinstance(momentum, bool) and 0.0 <= momentum < 1.0,
-                f"{prefix}.scale_momentum", f"must be a float in [0, 1), got {momentum!r}")
+        try:
+            check_scale_rule(self.scale_rule, self.scale_momentum, prefix=prefix)
+        except ValueError as error:
+            field, message = str(error).split(": ", 1)
+            require(False, field, message)
 
 
 def tracked_quantize(tensor: torch.Tensor, trackers: torch.Tensor, index: int, *, bits: int, headroom_bits: int,

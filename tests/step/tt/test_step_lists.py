@@ -95,7 +95,7 @@ def lists_step(state, x, grad_y, specs):
     cores = [quantize_values(core.astype(np.float64), f, state.core_bits) for core, f in zip(state.cores, core_frac)]
     fracs = Fracs(act=(act0, *tr["act_frac_bits"][1:]), grad=(*tr["grad_frac_bits"][:-1], g_frac),
                   core_grad=tr["core_grad_frac_bits"], core=tuple(core_frac), act_bits=state.activation_bits,
-                  grad_bits=state.grad_bits)
+                  grad_bits=state.grad_bits, core_bits=state.core_bits)
     g_codes = quantize_values(g64, g_frac, state.grad_bits)
     lists = step_lists(quantize_values(x64, act0, state.activation_bits), cores, g_codes, fracs, spec1=specs[0],
                        spec2=specs[1], need_grad_x=not state.is_network_input)
@@ -123,6 +123,22 @@ def test_the_step_as_lists_equals_the_per_call_step(name, specs):
                  for block in call.segments)
     if specs is SMALL and name != "one_core_b3":
         assert chained > 0 and planes > 0  # the buffers force chains of sums and transposed reads
+
+
+def test_narrow_accumulators_cut_every_sum_so_that_no_call_saturates():
+    """26-bit accumulators: a core-gradient call may sum only 7 products of 16-bit gradients and 8-bit states
+    whatever the codes, so the lists chain short calls; with saturating codes the step still equals the
+    per-call step (whose schedule keeps the same bound)."""
+    narrow = tuple(dataclasses.replace(spec, acc_bits=26) for spec in SMALL)
+    shape = SHAPES["square_r3_b16"]
+    layer = warmed(shape)
+    state = layer_state(layer)
+    x, grad_y = batch(layer, shape[3], seed=7, extremes=True)
+    expected = pe_step(state, x, grad_y, GoldenRunner())
+    lists, got = lists_step(state, x, grad_y, narrow)
+    assert sum(compare_steps(expected, got).values()) == 0
+    _, calls = lists.contractions["core gradient 0"]
+    assert max(((call.header >> 8) & 255) * ((call.header >> 16) & 255) for call in calls) <= 7
 
 
 def test_a_network_input_takes_no_input_gradient():
