@@ -95,6 +95,7 @@ class AccelIP(DefaultIP):
         self._pending: tuple[float, int] | None = None  # (ap_start time, output words) of a started call
         self._checked_lists: dict = {}  # (descriptor bytes, arena bytes) -> the calls, decoded and checked
         self._list_armed = True  # n_calls may be non-zero (run_list, or a process before this one): clear it once
+        self._held: dict[str, int] = {}  # argument registers' values as this driver last wrote them (they persist)
         self.stream_bits = int(entry.get("spec", {}).get("stream_bits", 32))  # the PE's stream word (bits)
 
     def __repr__(self) -> str:
@@ -116,9 +117,16 @@ class AccelIP(DefaultIP):
 
     # -- registers
 
-    def _write_register(self, name: str, value: int, words: int = 1) -> None:
+    def _write_register(self, name: str, value: int, words: int = 1, *, unless_held: bool = False) -> None:
+        """Write an argument register (``words`` 32-bit words). ``unless_held``: skip it when it already holds
+        ``value`` from this driver's last write: the shell's argument registers keep their values between
+        calls (only a reset clears them, and a reset comes with a new overlay and new drivers), so a step's lists
+        over the same arena write only what changes."""
+        if unless_held and self._held.get(name) == value:
+            return
         for i in range(words):
             self.mmio.write(self.offsets[name] + 4 * i, (value >> (32 * i)) & 0xFFFF_FFFF)
+        self._held[name] = value
 
     def _status(self) -> int:
         return self.mmio.read(self.offsets["CTRL"])
@@ -183,17 +191,18 @@ class AccelIP(DefaultIP):
         ``descriptors`` buffer, every block an offset into the ``arena`` buffer (both :func:`pynq.allocate`
         uint32 buffers; the caller has flushed the arena words it wrote). Every descriptor is decoded and
         checked to stay inside the arena, in whole beats, before a register is written; the descriptors are
-        flushed here. Eight register writes: the arena's address as ``in`` and ``out``, the list's as
-        ``calls``, ``n_calls``, ap_start. After ap_done the last call's record is read (eight words): a list that
+        flushed here. At most eight register writes: the arena's address as ``in`` and ``out``, the list's
+        as ``calls``, ``n_calls`` (each only when it differs from what this driver last wrote there), and
+        ap_start. After ap_done the last call's record is read (eight words): a list that
         stopped at a refused call raises, naming it. Returns the calls run. The caller invalidates the words it
         reads back (:func:`invalidate_words`; :func:`read_records`)."""
         calls = self._checked_list(arena, descriptors, n_calls)
         self._check_free()
         flush_words(descriptors, len(calls) * DESCRIPTOR_WORDS)
-        self._write_register("in", arena.physical_address, shell.POINTER_BITS // 32)
-        self._write_register("out", arena.physical_address, shell.POINTER_BITS // 32)
-        self._write_register("calls", descriptors.physical_address, shell.POINTER_BITS // 32)
-        self._write_register("n_calls", len(calls))
+        for name, value in (("in", arena.physical_address), ("out", arena.physical_address),
+                            ("calls", descriptors.physical_address)):
+            self._write_register(name, value, shell.POINTER_BITS // 32, unless_held=True)
+        self._write_register("n_calls", len(calls), unless_held=True)
         started = time.perf_counter()
         self.mmio.write(self.offsets["CTRL"], CTRL_BIT["ap_start"])
         self._list_armed = True  # the next direct call clears n_calls first

@@ -44,6 +44,7 @@ class IpShell:
         hardware = step_hardware(overlay.manifest)
         self.spec1, self.spec2 = hardware.pe1, hardware.pe2
         self._buffers: Dict[tuple, Any] = {}
+        self._descriptors: Dict[str, Any] = {}
         self.lists = self.calls = 0
 
     def _buffer(self, name: str, words: int):
@@ -84,9 +85,9 @@ class IpShell:
     def run(self, pe: str, calls, arena) -> Any:
         """``calls`` run in place on ``pe``'s IP over the device buffer ``arena`` (:meth:`arena`)."""
         words = encode_list(calls)
-        descriptors = self._buffer("calls", max(words.size, 1 << 12))
-        if descriptors.size < words.size:
-            descriptors = self._buffer("calls", words.size)
+        descriptors = self._descriptors.get(pe)  # one buffer an IP: its calls register keeps the address
+        if descriptors is None or descriptors.size < words.size:
+            descriptors = self._descriptors[pe] = self._buffer(f"calls {pe}", max(words.size, 1 << 12))
         descriptors[:words.size] = words
         self.ips[pe].run_list(arena, descriptors, len(calls))
         self.lists += 1

@@ -51,6 +51,32 @@ def test_a_list_runs_in_place_and_equals_the_golden_arena(overlay, seed, shift):
     np.testing.assert_array_equal(ip.run(words_in, expected.size, 1), expected)
 
 
+
+def test_a_list_rewrites_only_the_registers_that_changed(overlay):
+    """The argument registers keep their values: the same list again writes ap_start only; after a direct call
+    (which points ``in`` and ``out`` elsewhere and clears ``n_calls``) the list writes those back, and still
+    computes the golden arena."""
+    pe = get_pe("tt1")
+    case = tt_chain(pe, pe.spec_class(), np.random.default_rng(8))
+    ip = overlay.accelerator("tt1_0")
+    arena, descriptors = _buffers(overlay, case)
+    traffic = overlay.device.traffic
+    ip.run_list(arena, descriptors, len(case.calls))
+    arena[:] = case.arena
+    flush_words(arena, arena.size)
+    traffic.clear()
+    ip.run_list(arena, descriptors, len(case.calls))
+    assert traffic.register_writes == 1
+    words_in, expected = golden_transactions("tt1")[0]
+    np.testing.assert_array_equal(ip.run(words_in, expected.size, 1), expected)
+    arena[:] = case.arena
+    flush_words(arena, arena.size)
+    traffic.clear()
+    ip.run_list(arena, descriptors, len(case.calls))
+    assert traffic.register_writes == 2 + 2 + 1 + 1  # in, out (two words each), n_calls, ap_start
+    invalidate_words(arena, arena.size)
+    assert np.array_equal(np.asarray(arena), case.expected)
+
 def test_a_list_past_its_arena_is_refused_before_any_register_is_written(overlay):
     pe = get_pe("tt1")
     case = tt_chain(pe, pe.spec_class(), np.random.default_rng(5))

@@ -44,7 +44,7 @@ def test_training_on_lists_on_the_ips_is_bit_identical_to_the_golden_loop(tmp_pa
         trainer.train_step(data.train_x[64:], data.train_y[64:])
     assert _same_state(board, golden) == compared
     per_step = board.shell.lists - lists_before
-    assert traffic.register_writes == 8 * per_step
+    assert per_step < traffic.register_writes <= 64  # ap_start a list, and the registers that change
     calls = board.shell.calls - calls_before
     print(f"\nper step: {per_step} lists, {calls} calls ({128 * calls} B of descriptors), lists built "
           f"{board.lists_built - built_before}, {traffic.register_writes} register writes, "
