@@ -50,15 +50,21 @@ def scale_and_round(z: np.ndarray, z_frac: int, *, bits: int, headroom_bits: int
     (:func:`rescale`) of one PE result ``z`` at ``z_frac``: one pass over |z| gives both the sum that picks the
     scale and the largest magnitude that :func:`rescale` would otherwise scan for (exactness, saturation)."""
     z = np.ascontiguousarray(z, dtype=np.int64)
+    total, peak = abs_sum_and_peak(z)
+    frac = frac_of_total(total, z.size, z_frac, bits=bits, headroom_bits=headroom_bits,
+                         current=current) if choose else current
+    return frac, rescale(z, z_frac, frac, bits, peak=peak)
+
+
+def abs_sum_and_peak(z: np.ndarray) -> tuple[int, int]:
+    """Sum and maximum of |z| over contiguous int64 words, exactly, in cache-sized blocks."""
     flat, total, peak = z.reshape(-1), 0, 0
     scratch = np.empty(min(BLOCK, flat.size), dtype=np.int64)
     for start in range(0, flat.size, BLOCK):
         magnitude = np.abs(flat[start:start + BLOCK], out=scratch[:min(BLOCK, flat.size - start)])
         total += int(magnitude.sum())
         peak = max(peak, int(magnitude.max()))
-    frac = frac_of_total(total, z.size, z_frac, bits=bits, headroom_bits=headroom_bits,
-                         current=current) if choose else current
-    return frac, rescale(z, z_frac, frac, bits, peak=peak)
+    return total, peak
 
 
 def rescale(codes: np.ndarray, frac_from: int, frac_to: int, bits: int, *, peak: int | None = None) -> np.ndarray:
@@ -135,5 +141,5 @@ def to_values(codes: np.ndarray, frac_bits: int) -> np.ndarray:
     return np.ldexp(np.asarray(codes, dtype=np.int64).astype(np.float64), -frac_bits)
 
 
-__all__ = ["BLOCK", "EXACT_FLOAT", "choose_frac", "code_dtype", "floor_log2_ratio", "frac_of_total", "frac_of_values",
+__all__ = ["BLOCK", "EXACT_FLOAT", "abs_sum_and_peak", "choose_frac", "code_dtype", "floor_log2_ratio", "frac_of_total", "frac_of_values",
            "quantize_values", "rescale", "scale_and_round", "to_values"]

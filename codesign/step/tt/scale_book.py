@@ -26,7 +26,7 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 import numpy as np
 
 from codesign.numerics.scales import NO_MEAN, UNSET, aim_scale, mean_abs
-from codesign.step.tt.rounding import BLOCK, frac_of_total, frac_of_values, rescale
+from codesign.step.tt.rounding import abs_sum_and_peak, frac_of_values, rescale, scale_and_round
 
 
 class ScaleBook:
@@ -70,17 +70,17 @@ class ScaleBook:
         """The scale and ``bits``-wide codes of a PE result ``z`` (accumulator words at ``z_frac``): one pass over
         |z| gives the sum the rule reads and the largest magnitude rounding needs. ``name`` None: a tensor with
         no tracker (aimed at itself every time, as the dense route's partial results are)."""
-        z = np.ascontiguousarray(z, dtype=np.int64)
-        total, peak = abs_sum_and_peak(z)
         if name is None or self.rule == "exact":
             current = UNSET if name is None else self.trackers[name][index]
-            frac = frac_of_total(total, z.size, z_frac, bits=bits, headroom_bits=headroom_bits,
-                                 current=current) if update or current == UNSET else current
+            frac, codes = scale_and_round(z, z_frac, bits=bits, headroom_bits=headroom_bits, current=current,
+                                          choose=update or current == UNSET)
             if name is not None:
                 self.trackers[name][index] = self.used[(name, index)] = frac
-        else:
-            observed = math.ldexp(total / z.size, -z_frac) if z.size else 0.0
-            frac = self._aim(name, index, observed, bits=bits, headroom_bits=headroom_bits, update=update)
+            return frac, codes
+        z = np.ascontiguousarray(z, dtype=np.int64)
+        total, peak = abs_sum_and_peak(z)
+        observed = math.ldexp(total / z.size, -z_frac) if z.size else 0.0
+        frac = self._aim(name, index, observed, bits=bits, headroom_bits=headroom_bits, update=update)
         return frac, rescale(z, z_frac, frac, bits, peak=peak)
 
     def observe(self, name: str, index: int, total: int, count: int, z_frac: int, *, bits: int,
@@ -99,15 +99,4 @@ class ScaleBook:
                 {name: tuple(v) for name, v in self.means.items()})
 
 
-def abs_sum_and_peak(z: np.ndarray) -> Tuple[int, int]:
-    """Sum and maximum of |z| over int64 words, exactly, in cache-sized blocks."""
-    flat, total, peak = z.reshape(-1), 0, 0
-    scratch = np.empty(min(BLOCK, flat.size), dtype=np.int64)
-    for start in range(0, flat.size, BLOCK):
-        magnitude = np.abs(flat[start:start + BLOCK], out=scratch[:min(BLOCK, flat.size - start)])
-        total += int(magnitude.sum())
-        peak = max(peak, int(magnitude.max()))
-    return total, peak
-
-
-__all__ = ["ScaleBook", "abs_sum_and_peak"]
+__all__ = ["ScaleBook"]
