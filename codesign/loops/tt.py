@@ -387,6 +387,15 @@ class TtMlpTrainer(ScheduledLoop):
         """Accuracy in [0, 1]."""
         return float(np.mean(self.predict(x) == np.asarray(y, np.int64)))
 
+    def _batch(self, x, y) -> Tuple[np.ndarray, np.ndarray]:
+        """A training batch as feature rows and int64 labels, or an error naming what is wrong."""
+        x = self._features(x)
+        y = np.asarray(y, np.int64)
+        classes = self.setup.layers[-1]["out_features"]
+        if y.shape != (x.shape[0],) or (y.size and (y.min() < 0 or y.max() >= classes)):
+            raise HwTrainError(f"labels y {y.shape} must be one class in 0..{classes - 1} per sample")
+        return x, y
+
     def _features(self, x) -> np.ndarray:
         x = np.asarray(x, dtype=np.float32)
         features = self.setup.layers[0]["in_features"]
@@ -410,11 +419,7 @@ class TtMlpTrainer(ScheduledLoop):
         A step is whole or not at all: the state is changed only after every
         PE call of the step has answered.
         """
-        x = self._features(x)
-        y = np.asarray(y, np.int64)
-        if y.shape != (x.shape[0],) or (y.size and (y.min() < 0 or y.max() >= self.setup.layers[-1]["out_features"])):
-            raise HwTrainError(f"labels y {y.shape} must be one class in 0..{self.setup.layers[-1]['out_features'] - 1} "
-                               "per sample")
+        x, y = self._batch(x, y)
         trackers_before, means_before = list(self.trackers), list(self.means)
         try:
             logits, inputs, sweeps = self._forward(x, training=True)

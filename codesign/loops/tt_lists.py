@@ -64,11 +64,7 @@ class TtListTrainer(TtMlpTrainer):
     def train_step(self, x, y) -> float:
         if not self._ready():
             return super().train_step(x, y)
-        x = self._features(x)
-        y = np.asarray(y, np.int64)
-        if y.shape != (x.shape[0],) or (y.size and (y.min() < 0 or y.max() >= self.setup.layers[-1]["out_features"])):
-            raise HwTrainError(f"labels y {y.shape} must be one class in 0..{self.setup.layers[-1]['out_features'] - 1} "
-                               "per sample")
+        x, y = self._batch(x, y)
         layers = []
         for index in range(len(self.cores)):
             layers.append(self._forward_layer(index, x))
