@@ -240,10 +240,6 @@ class AccelIP(DefaultIP):
                 check_list(calls, arena.nbytes, self.stream_bits)
             except CallListError as error:
                 raise AccelInputError(f"IP {self.ip_name}: call list: {error}") from None
-            for index, call in enumerate(calls):  # a contract feature the C++ shell runs and the RTL not yet
-                if not getattr(self.device, "runs_generated_cpp", False) and (call.acc_add or call.acc_hold):
-                    raise AccelInputError(f"IP {self.ip_name}: call {index} of the list accumulates, which the RTL "
-                                          "shell does not run yet (the C++ shell does)")
             if len(self._checked_lists) >= CHECKED_LISTS:
                 self._checked_lists.pop(next(iter(self._checked_lists)))
             self._checked_lists[key] = calls

@@ -474,24 +474,25 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS) 
 # parameters of shell_module_parameters(data_bits), per family and data width (bits, the PE's stream word);
 # tests/shell/test_ip_cost.py re-measures and compares. A cache, so that a fit check adds the shell without
 # running Yosys. Cells, not sites (see ResourceCounts). The wider movers hold wider FIFO words (LUT RAM).
-# accel_seq keeps descriptor words 0..23 and a plane counter and plane address per side (3-D blocks).
+# accel_seq keeps descriptor words 0..23 and a plane counter and plane address per side (3-D blocks), and the
+# accumulation buffer (4096 x 48 bits: the 6 block RAMs) with its 48-bit adder and the 48-bit rounding stage.
 SHELL_COST_YOSYS = "Yosys 0.23"
 SHELL_COST = {
     "xc7": {
-        32: {"lut": 4670, "lut_sites_min": 2925, "lutram": 24, "srl": 0,
-             "ff": 2906, "dsp": 0, "carry": 421, "muxf": 331, "bram_36k": 0.0},
-        64: {"lut": 6165, "lut_sites_min": 4095, "lutram": 44, "srl": 0,
-             "ff": 3105, "dsp": 0, "carry": 468, "muxf": 248, "bram_36k": 0.0},
-        128: {"lut": 7380, "lut_sites_min": 4586, "lutram": 88, "srl": 0,
-             "ff": 3232, "dsp": 0, "carry": 469, "muxf": 1231, "bram_36k": 0.0},
+        32: {"lut": 5237, "lut_sites_min": 3413, "lutram": 24, "srl": 0,
+             "ff": 3053, "dsp": 0, "carry": 463, "muxf": 423, "bram_36k": 6.0},
+        64: {"lut": 7253, "lut_sites_min": 4481, "lutram": 44, "srl": 0,
+             "ff": 3252, "dsp": 0, "carry": 510, "muxf": 914, "bram_36k": 6.0},
+        128: {"lut": 8466, "lut_sites_min": 5262, "lutram": 88, "srl": 0,
+             "ff": 3379, "dsp": 0, "carry": 511, "muxf": 1507, "bram_36k": 6.0},
     },
     "xcup": {
-        32: {"lut": 4889, "lut_sites_min": 3037, "lutram": 24, "srl": 0,
-             "ff": 2906, "dsp": 0, "carry": 421, "muxf": 1152, "bram_36k": 0.0},
-        64: {"lut": 6258, "lut_sites_min": 4245, "lutram": 40, "srl": 0,
-             "ff": 3105, "dsp": 0, "carry": 468, "muxf": 1073, "bram_36k": 0.0},
-        128: {"lut": 7808, "lut_sites_min": 4869, "lutram": 80, "srl": 0,
-             "ff": 3232, "dsp": 0, "carry": 469, "muxf": 1799, "bram_36k": 0.0},
+        32: {"lut": 5248, "lut_sites_min": 3453, "lutram": 24, "srl": 0,
+             "ff": 3053, "dsp": 0, "carry": 463, "muxf": 419, "bram_36k": 6.0},
+        64: {"lut": 7137, "lut_sites_min": 4410, "lutram": 40, "srl": 0,
+             "ff": 3252, "dsp": 0, "carry": 510, "muxf": 1391, "bram_36k": 6.0},
+        128: {"lut": 8242, "lut_sites_min": 5085, "lutram": 80, "srl": 0,
+             "ff": 3379, "dsp": 0, "carry": 511, "muxf": 1494, "bram_36k": 6.0},
     },
 }
 

@@ -44,9 +44,18 @@
 // fewer values than group_words (lanes and a row's last group), L = count + group_words + 4; when
 // group_words >= lanes, L = 4 + min(lanes, row_values) + words out. count = 0: busy stays low.
 //
+// Width (parameter W, default 32): W = 48 takes the shell's held sums (docs/accelerator.md, "Accumulating calls";
+// golden codesign.numerics.round_stage.round_held): rounded exactly as 32-bit accumulators are (a right shift capped
+// at W + 1, a left shift of the value clipped to +-2^17 first), sum_abs over the W-bit magnitudes, max_abs
+// saturating at 2^32 - 1; passing through with `raw64` high, each value leaves as one 64-bit field (two words, low
+// first, sign-extended), else as one 32-bit word (a sign-extended 32-bit accumulator: the W = 32 words). At W = 32
+// `raw64` is ignored and the stage is the one above, bit for bit and cycle for cycle.
+//
 // `start` must come while busy is low (a start during a run abandons it and its words in flight). The
 // configuration must be one RoundStageConfig accepts; others give unspecified words.
-module accel_round (
+module accel_round #(
+    parameter W = 32            // accumulator width: 32, or 48 for held sums
+) (
     input  wire               clk,
     input  wire               rst,
     input  wire               start,        // one-cycle pulse: latch the configuration below and clear the statistics
@@ -58,7 +67,8 @@ module accel_round (
     input  wire [15:0]        row_values,
     input  wire [4:0]         field_bits,   // the reading PE's operand width (its slot); 0: bits
     input  wire [31:0]        count,        // accumulators to take after start
-    input  wire [31:0]        in_data,
+    input  wire               raw64,        // W > 32, passing through: 64-bit fields (ignored at W = 32)
+    input  wire [W-1:0]       in_data,
     input  wire               in_valid,
     output wire               in_ready,
     output wire [31:0]        out_data,
@@ -70,20 +80,24 @@ module accel_round (
     output reg  [31:0]        saturated
 );
     localparam LEFT_CAP = 17;   // a left shift past 16 saturates every non-zero acc: capping keeps B narrow
-    localparam RIGHT_CAP = 33;  // |acc| <= 2^31 rounds to 0 for every right shift >= 33, as at 33
+    localparam RIGHT_CAP = W + 1;  // |acc| <= 2^(W-1) rounds to 0 for every right shift >= W + 1, as at W + 1
+    localparam PW = W + 18;     // the shifted value (B): W + 17 bits and a sign
+    localparam CW = W > 32 ? 64 : 32;  // C's word: a code, or the value passed through
+    localparam [W-1:0] CLIP = 1 << 17;  // W > 32: |value| clipped to 2^17 before a left shift (still saturates)
+    wire wide_raw = (W > 32) && raw64;
 
     // configuration, latched at start (with what follows from it)
     reg               cfg_enable;
     reg               cfg_left;      // shift >= 0
     reg [4:0]         cfg_lshift;    // min(shift, LEFT_CAP)
     reg [5:0]         cfg_rshift;    // min(-shift, RIGHT_CAP)
-    reg [33:0]        cfg_half;      // the bit of weight 2^(s-1) of a right shift by s
-    reg [33:0]        cfg_below;     // the bits under it (the sticky bits)
-    reg signed [49:0] cfg_high;      // 2^(bits-1) - 1
-    reg signed [49:0] cfg_low;       // -2^(bits-1)
+    reg [W+1:0]       cfg_half;      // the bit of weight 2^(s-1) of a right shift by s
+    reg [W+1:0]       cfg_below;     // the bits under it (the sticky bits)
+    reg signed [PW-1:0] cfg_high;    // 2^(bits-1) - 1
+    reg signed [PW-1:0] cfg_low;     // -2^(bits-1)
     reg [4:0]         cfg_lanes;     // 1 when passing through
-    reg [5:0]         cfg_slot;      // 4, 8, 16; 32 when passing through
-    reg [31:0]        cfg_mask;      // the low cfg_slot bits
+    reg [6:0]         cfg_slot;      // 4, 8, 16; 32 (64 with raw64) when passing through
+    reg [CW-1:0]      cfg_mask;      // the low cfg_slot bits
     reg [2:0]         cfg_words;     // group_words; 1 when passing through
     reg [15:0]        cfg_row;
 
@@ -93,11 +107,11 @@ module accel_round (
     reg [15:0] in_pos;    // position of the next value in its row
 
     reg               a_v, a_end;  // A: accumulator, and "closes its group"
-    reg signed [31:0] a_acc;
+    reg signed [W-1:0] a_acc;
     reg               b_v, b_end, b_up;
-    reg signed [49:0] b_pre;       // shifted left, or floor of the right shift
+    reg signed [PW-1:0] b_pre;     // shifted left, or floor of the right shift
     reg               c_v, c_end;
-    reg [31:0]        c_word;      // the code sign-extended, or the accumulator
+    reg [CW-1:0]      c_word;      // the code sign-extended, or the accumulator
     reg               g_full;
     reg [7:0]         g_off;       // bit offset of the next field in the group
     reg [127:0]       g_data;
@@ -121,29 +135,36 @@ module accel_round (
     wire in_end = !cfg_enable || in_left == 32'd1 || in_lane == cfg_lanes - 5'd1 || row_last;
 
     // B: the shift of A's accumulator
-    wire signed [49:0] acc_wide = {{18{a_acc[31]}}, a_acc};
-    wire signed [33:0] acc34 = {{2{a_acc[31]}}, a_acc};
-    wire signed [33:0] floor34 = acc34 >>> cfg_rshift;  // toward minus infinity
+    wire signed [PW-1:0] acc_wide = {{18{a_acc[W-1]}}, a_acc};
+    wire signed [W-1:0] acc_clip = W == 32 ? a_acc
+                                   : a_acc > $signed(CLIP) ? $signed(CLIP)
+                                   : a_acc < -$signed(CLIP) ? -$signed(CLIP) : a_acc;
+    wire signed [PW-1:0] clip_wide = {{18{acc_clip[W-1]}}, acc_clip};
+    wire signed [W+1:0] acc34 = {{2{a_acc[W-1]}}, a_acc};
+    wire signed [W+1:0] floor34 = acc34 >>> cfg_rshift;  // toward minus infinity
     wire               half_bit = |(acc34 & cfg_half);
     wire               sticky = |(acc34 & cfg_below);
     wire               round_up = half_bit && (sticky || floor34[0]);  // above the half, or a tie to even
-    wire signed [49:0] pre = !cfg_enable ? acc_wide
-                             : cfg_left ? (acc_wide <<< cfg_lshift) : {{16{floor34[33]}}, floor34};
-    wire [31:0]        magnitude = a_acc[31] ? 32'd0 - a_acc : a_acc;  // |-2^31| = 2^31 unsigned
+    wire signed [PW-1:0] pre = !cfg_enable ? acc_wide
+                               : cfg_left ? (clip_wide <<< cfg_lshift) : {{16{floor34[W+1]}}, floor34};
+    wire [W-1:0]       magnitude = a_acc[W-1] ? {W{1'b0}} - a_acc : a_acc;  // |-2^(W-1)| = 2^(W-1) unsigned
+    wire [63:0]        mag64 = {{(64-W){1'b0}}, magnitude};
+    wire [31:0]        peak = mag64[63:32] != 32'd0 ? 32'hFFFF_FFFF : mag64[31:0];  // the record's word saturates
 
     // C: round and saturate
-    wire signed [49:0] rounded = b_pre + $signed({49'd0, b_up});
+    wire signed [PW-1:0] rounded = b_pre + $signed({{(PW-1){1'b0}}, b_up});
     wire               too_high = rounded > cfg_high;
     wire               too_low = rounded < cfg_low;
     wire [31:0]        code = too_high ? cfg_high[31:0] : (too_low ? cfg_low[31:0] : rounded[31:0]);
+    wire signed [CW-1:0] code_word = $signed(code);  // sign-extended
 
     // G: C's word into its field
-    wire [127:0] field = {96'd0, c_word & cfg_mask} << g_off;
+    wire [127:0] field = {{(128-CW){1'b0}}, c_word & cfg_mask} << g_off;
 
     wire [6:0] neg_shift = 7'd0 - shift;  // 1..64 for a negative shift
     wire [5:0] rshift = neg_shift > RIGHT_CAP ? RIGHT_CAP : neg_shift[5:0];
     wire [4:0] slot_of = field_bits != 5'd0 ? field_bits : bits;  // the width the slot must hold
-    wire [5:0] slot = slot_of <= 5'd4 ? 6'd4 : (slot_of <= 5'd8 ? 6'd8 : 6'd16);
+    wire [6:0] slot = slot_of <= 5'd4 ? 7'd4 : (slot_of <= 5'd8 ? 7'd8 : 7'd16);
 
     always @(posedge clk) begin
         if (start) begin
@@ -151,14 +172,14 @@ module accel_round (
             cfg_left <= !shift[6];
             cfg_lshift <= shift > LEFT_CAP ? LEFT_CAP : shift[4:0];
             cfg_rshift <= rshift;
-            cfg_half <= 34'd1 << (rshift - 6'd1);
-            cfg_below <= (34'd1 << (rshift - 6'd1)) - 34'd1;
-            cfg_high <= (50'sd1 <<< (bits - 5'd1)) - 50'sd1;
-            cfg_low <= -(50'sd1 <<< (bits - 5'd1));
+            cfg_half <= {{(W+1){1'b0}}, 1'b1} << (rshift - 6'd1);
+            cfg_below <= ({{(W+1){1'b0}}, 1'b1} << (rshift - 6'd1)) - {{(W+1){1'b0}}, 1'b1};
+            cfg_high <= ({{(PW-1){1'b0}}, 1'b1} <<< (bits - 5'd1)) - {{(PW-1){1'b0}}, 1'b1};
+            cfg_low <= -({{(PW-1){1'b0}}, 1'b1} <<< (bits - 5'd1));
             cfg_lanes <= enable ? lanes : 5'd1;
-            cfg_slot <= enable ? slot : 6'd32;
-            cfg_mask <= enable ? ~(32'hFFFF_FFFF << slot) : 32'hFFFF_FFFF;
-            cfg_words <= enable ? group_words : 3'd1;
+            cfg_slot <= enable ? slot : (wide_raw ? 7'd64 : 7'd32);
+            cfg_mask <= enable ? ~({CW{1'b1}} << slot) : (wide_raw ? {CW{1'b1}} : 32'hFFFF_FFFF);
+            cfg_words <= enable ? group_words : (wide_raw ? 3'd2 : 3'd1);
             cfg_row <= row_values;
         end
     end
@@ -188,13 +209,13 @@ module accel_round (
             if (b_ready) b_v <= a_v;
             if (c_ready) c_v <= b_v;
             if (a_v && b_ready) begin  // A -> B
-                sum_abs <= sum_abs + {32'd0, magnitude};
-                if (magnitude > max_abs) max_abs <= magnitude;
+                sum_abs <= sum_abs + mag64;
+                if (peak > max_abs) max_abs <= peak;
             end
             if (b_v && c_ready && cfg_enable && (too_high || too_low)) saturated <= saturated + 32'd1;
             if (g_take) begin
                 g_full <= c_end;
-                g_off <= c_end ? 8'd0 : g_off + {2'd0, cfg_slot};
+                g_off <= c_end ? 8'd0 : g_off + {1'b0, cfg_slot};
             end else if (transfer) begin
                 g_full <= 1'b0;
             end
@@ -217,7 +238,7 @@ module accel_round (
             b_end <= a_end;
         end
         if (b_v && c_ready) begin
-            c_word <= cfg_enable ? code : b_pre[31:0];
+            c_word <= cfg_enable ? code_word : b_pre[CW-1:0];
             c_end <= b_end;
         end
         if (g_take) g_data <= (g_off == 8'd0 ? 128'd0 : g_data) | field;

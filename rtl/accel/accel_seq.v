@@ -14,6 +14,12 @@
 //   output  (alongside) the PE's first word is its status; on status 0 the rounding stage takes `count`
 //           result words (flag bit 1: rounded and packed; else raw) and the write mover stores its words
 //           as the out block, one run per row at out + offset + p * plane_stride + r * stride;
+//           Accumulating calls (flag bit 2 ADD, bit 3 HOLD; docs/accelerator.md, "Accumulating calls") take
+//           their results through the accumulation buffer, ACC_DEPTH sums of 48 bits (an inferred block RAM):
+//           each result sign-extended, added to the sum held (ADD) or alone; kept (HOLD: nothing goes to the
+//           stage, nothing is written, the record's statistics are 0) or sent on to the stage as 48-bit sums
+//           (ADD alone: the chain's drain; rounded, or raw as two words a sum, low first, sign-extended).
+//           Plain calls between a chain's calls leave the buffer alone;
 //   RECORD  once both sides are done, the write mover stores the 8-word record at out + record: status,
 //           saturated codes, sum |x| (low, high), max |x|, words sent to the PE, words written, RECORD_DONE.
 // The arena's bases and n_calls are latched at the list's start (a register written during a list changes
@@ -71,12 +77,15 @@ module accel_seq #(
     localparam I_IDLE = 3'd0, I_FETCH_GO = 3'd1, I_FETCH = 3'd2, I_HEADER = 3'd3, I_ROW_GO = 3'd4, I_ROW = 3'd5,
                I_DONE = 3'd6;
     // output side
-    localparam O_IDLE = 3'd0, O_STATUS = 3'd1, O_ROW_GO = 3'd2, O_ROW = 3'd3, O_DRAIN = 3'd4, O_REC_GO = 3'd5,
-               O_REC = 3'd6, O_DONE = 3'd7;
+    localparam O_IDLE = 4'd0, O_STATUS = 4'd1, O_ROW_GO = 4'd2, O_ROW = 4'd3, O_DRAIN = 4'd4, O_REC_GO = 4'd5,
+               O_REC = 4'd6, O_DONE = 4'd7, O_HOLD = 4'd8;
+    localparam ACC_DEPTH = 4096;    // sums the accumulation buffer holds
+    localparam HELD_BITS = 48;      // bits of a held sum
 
     wire list_run = run_start && arg_n_calls != 32'd0;
     reg list_mode;                  // the current run is a list
-    reg [2:0] ist, ost;
+    reg [2:0] ist;
+    reg [3:0] ost;
     reg [31:0] call;                // index of the current call
     reg [63:0] desc_addr;           // byte address of the current call's descriptor
     reg [63:0] base_in, base_out;   // the arena's base for reads and for writes, latched at the list's start
@@ -92,6 +101,8 @@ module accel_seq #(
     reg [3:0] rec_word;             // record words handed to the write side
     reg rd_go, wr_go;               // one-cycle start pulses of the movers in list mode
     reg round_go;                   // one-cycle start pulse of the rounding stage
+    reg hold_go;                    // one-cycle start pulse of a holding call's results (into the buffer alone)
+    wire res_go = round_go || hold_go;
     integer part;                   // a 32-bit part of a fetched beat
     reg took;                       // the call's results went through the stage (else its record holds 0 stats)
 
@@ -102,6 +113,7 @@ module accel_seq #(
     wire [31:0] seg_planes = seg ? desc[20] : desc[18];  // 0 or 1: one plane
     wire [31:0] seg_plane_stride = seg ? desc[21] : desc[19];
     wire [31:0] count = desc[14];
+    wire acc_add = flags[2], acc_hold = flags[3];
 
     // ---- the rounding stage ------------------------------------------------------------------------
     wire [31:0] round_out_data;
@@ -109,15 +121,34 @@ module accel_seq #(
     wire [63:0] sum_abs;
     wire [31:0] max_abs, saturated;
     // results flow from the PE through the stage from the cycle after its start pulse
-    wire results = list_mode && !round_go && (ost == O_ROW_GO || ost == O_ROW || ost == O_DRAIN);
+    // (or into the buffer, for a holding call)
+    wire results = list_mode && !res_go && (ost == O_ROW_GO || ost == O_ROW || ost == O_DRAIN || ost == O_HOLD);
     wire [31:0] acc_data;           // the PE's results one 32-bit part at a time
     wire acc_valid, results_ready;  // a part for the stage; the PE's word may be taken
     wire src_ready;                 // the write side takes a 32-bit word (stage output or record)
-    accel_round u_round (
+    wire acc_ready = acc_hold || round_in_ready;  // a part may move on (into the buffer, or into the stage)
+    wire acc_take = results && acc_valid && acc_ready;
+
+    // ---- the accumulation buffer: sums[n] for the call's n-th result, read a cycle ahead ---------------------
+    reg [HELD_BITS-1:0] held [0:ACC_DEPTH-1];
+    reg [HELD_BITS-1:0] held_q;     // held[acc_n]: the sum the next result adds to
+    reg [12:0] acc_n;               // results of the call taken so far (0 outside its results)
+    wire [12:0] acc_next = acc_n + 13'd1;
+    wire [11:0] held_read = acc_take ? acc_next[11:0] : acc_n[11:0];
+    wire [HELD_BITS-1:0] value = {{(HELD_BITS - 32){acc_data[31]}}, acc_data};
+    wire [HELD_BITS-1:0] sum = acc_add ? held_q + value : value;  // plain calls: the result sign-extended
+    always @(posedge clk) begin
+        held_q <= held[held_read];
+        if (acc_take && acc_hold) held[acc_n[11:0]] <= sum;
+        if (rst || !results) acc_n <= 13'd0;
+        else if (acc_take) acc_n <= acc_next;
+    end
+
+    accel_round #(.W(HELD_BITS)) u_round (
         .clk(clk), .rst(rst), .start(round_go),
         .enable(flags[1]), .shift(desc[15][6:0]), .bits(desc[15][12:8]), .lanes(desc[15][20:16]),
         .group_words(desc[15][26:24]), .row_values(desc[16][15:0]), .field_bits(desc[15][31:27]), .count(count),
-        .in_data(acc_data), .in_valid(results && acc_valid), .in_ready(round_in_ready),
+        .raw64(acc_add), .in_data(sum), .in_valid(results && acc_valid && !acc_hold), .in_ready(round_in_ready),
         .out_data(round_out_data), .out_valid(round_out_valid), .out_ready(results && ost == O_ROW && src_ready),
         .busy(round_busy), .sum_abs(sum_abs), .max_abs(max_abs), .saturated(saturated)
     );
@@ -166,7 +197,7 @@ module accel_seq #(
         if (P == 1) begin : g_word
             assign acc_data = pe_out_data[31:0];
             assign acc_valid = pe_out_valid;
-            assign results_ready = round_in_ready;
+            assign results_ready = acc_ready;
             assign packed_data = src_data;
             assign packed_valid = src_valid;
             assign src_ready = wr_ready;
@@ -175,13 +206,13 @@ module accel_seq #(
             reg [DATA_BITS-1:0] unpack_word;
             reg [2:0] unpack_left;  // parts of unpack_word still to hand on
             reg [31:0] to_load;     // results not yet taken from the PE
-            wire part_moves = results && acc_valid && round_in_ready;
+            wire part_moves = acc_take;
             wire load = results && pe_out_valid && results_ready;
             assign acc_data = unpack_word[31:0];
             assign acc_valid = unpack_left != 3'd0;
             assign results_ready = to_load != 32'd0 && (unpack_left == 3'd0 || (unpack_left == 3'd1 && part_moves));
             always @(posedge clk) begin
-                if (rst || round_go) begin
+                if (rst || res_go) begin
                     unpack_left <= 3'd0;
                     to_load <= count;
                 end else if (load) begin
@@ -251,11 +282,13 @@ module accel_seq #(
             rd_go <= 1'b0;
             wr_go <= 1'b0;
             round_go <= 1'b0;
+            hold_go <= 1'b0;
             took <= 1'b0;
         end else begin
             rd_go <= 1'b0;
             wr_go <= 1'b0;
             round_go <= 1'b0;
+            hold_go <= 1'b0;
             if (list_run) begin
                 busy <= 1'b1;
                 list_mode <= 1'b1;
@@ -327,7 +360,10 @@ module accel_seq #(
                     O_STATUS: if (pe_out_valid) begin
                         status <= pe_out_data[31:0];
                         if (pe_out_data[31:0] != 32'd0 || count == 32'd0) ost <= O_REC_GO;
-                        else begin
+                        else if (acc_hold) begin  // into the buffer: no words, the record's statistics 0
+                            hold_go <= 1'b1;
+                            ost <= O_HOLD;
+                        end else begin
                             round_go <= 1'b1;
                             took <= 1'b1;
                             ost <= O_ROW_GO;
@@ -351,6 +387,7 @@ module accel_seq #(
                         ost <= O_ROW_GO;
                     end
                     O_DRAIN: if (!round_busy && !round_go) ost <= O_REC_GO;
+                    O_HOLD: if (!hold_go && {19'd0, acc_n} == count) ost <= O_REC_GO;
                     O_REC_GO: if (ist == I_DONE) begin
                         wr_go <= 1'b1;
                         rec_word <= 4'd0;

@@ -112,9 +112,10 @@ def test_chains_and_3d_blocks_run_on_the_emulated_board(overlay):
     assert wrong.size == 0, f"{wrong.size} of {arena.size} arena words differ, first at {wrong[:5]}"
 
 
-def test_chains_are_refused_on_an_rtl_route_board_and_3d_blocks_pass(overlay):
-    """The RTL shell runs 3-D blocks but not accumulating calls yet: on a board (a device that does not run the
-    generated C++) an RTL-route IP refuses a chain before a register is written, and checks a 3-D list as any."""
+def test_chains_and_3d_blocks_pass_on_an_rtl_route_board(overlay):
+    """The RTL shell runs 3-D blocks and accumulating calls (tests/shell/test_calls.py, test_rtl_chain_list_*): on a
+    board (a device that does not run the generated C++) an RTL-route IP checks a chain and a 3-D list as any, and
+    writes no register while checking."""
     import dataclasses
 
     pe = get_pe("tt1")
@@ -132,8 +133,8 @@ def test_chains_are_refused_on_an_rtl_route_board_and_3d_blocks_pass(overlay):
                          expected=case.expected)
         arena, descriptors = _buffers(overlay, chain)
         traffic.clear()
-        with pytest.raises(AccelInputError, match="does not run yet"):
-            ip.run_list(arena, descriptors, 2)
+        checked = ip._checked_list(arena, descriptors, 2)
+        assert [(call.acc_hold, call.acc_add) for call in checked] == [(True, False), (False, True)]
         assert traffic.register_writes == 0
         three_d = ListCase(calls=(dataclasses.replace(first, segments=(first.segments[0], planes)), second),
                            arena=case.arena, expected=case.expected)

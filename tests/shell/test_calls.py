@@ -293,7 +293,7 @@ def test_csim_chain_list_equals_golden(tmp_path, bits):
 BIG_CHAINS = ((4097, None), (4097, -21), (4099, -21), (5, -14))  # (calls, drain shift; None: raw)
 
 
-def _big_chains() -> tuple:
+def _big_chains(big_chains: tuple = BIG_CHAINS, spec=SPEC) -> tuple:
     """Chains of one PE1 transaction of extreme codes repeated (A rows all -128 or 127, B rows all -8 or 7, J = 16,
     K = 64: Z = 1024 * a * b, up to 2^20), so that n calls sum beyond 32 bits; drained raw, or rounded to 16 bits at
     a shift that makes 2^20 * n an exact tie (n odd). A plain call of the same transaction sits inside the first
@@ -301,16 +301,17 @@ def _big_chains() -> tuple:
     from codesign.contracts.calls import ArenaLayout
     from codesign.pe.tt.contract import pack_rows
 
-    j, k = SPEC.max_j, SPEC.max_k
+    j, k = spec.max_j, spec.max_k
     a = np.stack([np.full((j, k), -128), np.full((j, k), 127)])
     b = np.stack([np.full((j, k), -8), np.full((j, k), 7)])
     z = 1024 * np.outer(a[:, 0, 0], b[:, 0, 0])
     arena = ArenaLayout()
-    b_words, a_words = pack_rows(b, SPEC.lanes, SPEC.b_bits), pack_rows(a, SPEC.lanes, SPEC.a_bits)
+    b_words, a_words = (pack_rows(m, spec.lanes, bits, stream_bits=spec.stream_bits)
+                        for m, bits in ((b, spec.b_bits), (a, spec.a_bits)))
     segments = (Block(offset=arena.put(b_words), words=b_words.size, rows=1),
                 Block(offset=arena.put(a_words), words=a_words.size, rows=1))
     hold_record, calls, chains = arena.reserve(RECORD_WORDS), [], []
-    for n, shift in BIG_CHAINS:
+    for n, shift in big_chains:
         rounding = (RoundStageConfig(enable=True, shift=shift, bits=16, lanes=1, group_words=1, row_values=1)
                     if shift is not None else Call.__dataclass_fields__["rounding"].default)
         words = z.size if shift is not None else 2 * z.size
@@ -327,7 +328,7 @@ def _big_chains() -> tuple:
         chains.append(chain)
         calls += chain
     image = arena.image()
-    return ListCase(calls=tuple(calls), arena=image, expected=run_list_golden(PE, SPEC, image, calls)), z, chains
+    return ListCase(calls=tuple(calls), arena=image, expected=run_list_golden(PE, spec, image, calls)), z, chains
 
 
 def _half_even(value: int, shift: int) -> int:
@@ -388,4 +389,42 @@ def test_rtl_3d_block_list_equals_golden(tmp_path, bits, pause, values):
     result = run_list_rtl(PE, spec, case, tmp_path, pause=pause)
     print(f"\n[3-D list rtl] {bits}-bit pause {pause}: {len(case.calls)} calls, {features['values']} results, "
           f"{result.words} words, {result.mismatches} mismatches, {result.cycles} cycles")
+    assert result.passed, result.first_mismatches
+
+
+@pytest.mark.parametrize("bits, pause, values", [(32, 0.0, 3000), (64, 0.3, 3000), (128, 0.0, 3000), (32, 0.3, 3000),
+                                                 pytest.param(64, 0.2, 10_000, marks=pytest.mark.slow)])
+def test_rtl_chain_list_equals_golden(tmp_path, bits, pause, values):
+    """PE1 lists of plain calls and accumulating chains (3-D blocks, drains raw and rounded, plain calls inside
+    chains) on the RTL shell (the accumulation buffer in accel_seq.v, the 48-bit rounding stage) with fixed-latency
+    and randomly paused memories: the whole arena (guards included) equal to the golden arena."""
+    from codesign.shell.calls import chain_list
+
+    spec = dataclasses.replace(SPEC, stream_bits=bits)
+    case = chain_list(PE, spec, np.random.default_rng(300 + bits + int(10 * pause)), min_values=values)
+    features = _list_features(case)
+    assert features["values"] >= values and features["raw drains"] and features["rounded drains"], features
+    result = run_list_rtl(PE, spec, case, tmp_path, pause=pause)
+    print(f"\n[chain list rtl] {bits}-bit pause {pause}: {len(case.calls)} calls, {features}, {result.words} words, "
+          f"{result.mismatches} mismatches, {result.cycles} cycles")
+    assert result.passed, result.first_mismatches
+
+
+RTL_BIG_CHAINS = ((4097, None), (5, -14))  # a raw drain of sums past 2^32, and a rounded drain with exact ties
+
+
+@pytest.mark.slow
+def test_rtl_chains_sum_beyond_32_bits(tmp_path):
+    """The first and last of the big chains (4097 calls drained raw: sums past 2^32, max_abs saturated; 5 calls
+    rounded at ties, a plain call inside the first chain) on the RTL shell at 128 bits, randomly paused: the whole
+    arena equal to the golden arena (whose words test_csim_chains_sum_beyond_32_bits_and_round_ties_to_even checks
+    against Python integers)."""
+    spec = dataclasses.replace(SPEC, stream_bits=128)
+    case, z, chains = _big_chains(RTL_BIG_CHAINS, spec)
+    raw = chains[0][-1]
+    sums = case.expected[raw.out.offset // 4:raw.out.offset // 4 + raw.out.words].view(np.int64)
+    assert sums.tolist() == [4097 * int(v) for v in z.reshape(-1)] and np.abs(sums).max() > 1 << 32
+    result = run_list_rtl(PE, spec, case, tmp_path, pause=0.1)
+    print(f"\n[big chains rtl] {len(case.calls)} calls, {result.words} words, {result.mismatches} mismatches, "
+          f"{result.cycles} cycles")
     assert result.passed, result.first_mismatches
