@@ -8,7 +8,9 @@ take them, and the sequencer adds a cycle or two at every row and phase. So
 handshakes: the sequencer's two FSMs (``rtl/accel/accel_seq.v``), the read and
 write movers (``accel_mm2s.v``, ``accel_s2mm.v``), the rounding stage's
 pipeline registers (``accel_round.v``; its busy time then equals
-:func:`codesign.numerics.round_stage.latency_cycles`), and the PE as a sequence
+:func:`codesign.numerics.round_stage.latency_cycles`), the accumulation buffer's path (a holding call's results
+taken one a cycle into the buffer in ``O_HOLD``, nothing sent to the stage or written; a raw drain's sums leaving
+the stage as two words each; the buffer, read a cycle ahead, never stalls), and the PE as a sequence
 of phases from its documented structure (``docs/tt_pe.md``, "Cycles", "Stream width"): take
 ``n`` words, compute ``n`` cycles, give ``n`` words. No data values move; only
 the header words a PE decodes are read (from the descriptor, or from the arena
@@ -240,7 +242,7 @@ def _timing_key(call: Call, headers: tuple, arena_addr: int, descriptor_addr: in
     cfg = call.rounding
     return (headers, call.header is not None, tuple(block(b) for b in call.segments), block(call.out), call.count,
             bool(cfg.enable), cfg.lanes, cfg.group_words, cfg.row_values, (arena_addr + call.record) & 0xFFF,
-            descriptor_addr & 0xFFF)
+            descriptor_addr & 0xFFF, call.acc_add, call.acc_hold)
 
 
 def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: MemoryTiming = AXI_RAM,
@@ -255,8 +257,6 @@ def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: M
     bits = int(getattr(spec, "stream_bits", 32))
     if bits not in (32, 64, 128):
         raise ValueError(f"the shell runs lists on 32-, 64- or 128-bit stream words, not {bits}")
-    if any(call.acc_add or call.acc_hold for call in calls):
-        raise ValueError("accumulating calls are not modelled: the RTL shell does not run them yet")
     arena = np.asarray(arena, dtype=np.uint32)
     phases = [call_phases(pe, spec, arena, call) for call in calls]
     descriptors = [list_addr + DESCRIPTOR_BYTES * c for c in range(len(calls))]

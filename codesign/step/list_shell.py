@@ -285,10 +285,12 @@ class RoundStage:
         in_ready = self.busy and self.left != 0 and a_ready
         return in_ready, self.o_left != 0, out_move, transfer, g_take, c_ready, b_ready, a_ready
 
-    def start(self, config, count: int) -> None:
+    def start(self, config, count: int, wide: bool = False) -> None:
+        """Latch ``config`` for ``count`` values; ``wide``: a chain's drain (accel_seq's ``raw64``), whose sums
+        pass through as 64-bit fields, two words each."""
         self.enable = bool(config.enable)
         self.lanes = config.lanes if self.enable else 1
-        self.words = config.group_words if self.enable else 1
+        self.words = config.group_words if self.enable else (2 if wide else 1)
         self.row = config.row_values
         self.busy, self.left, self.lane, self.pos = count != 0, count, 0, 0
         self.a = self.b = self.c = self.g_full = False
@@ -330,15 +332,18 @@ class RoundStage:
 # ---- the sequencer around them ----------------------------------------------------------------------------
 
 I_FETCH_GO, I_FETCH, I_HEADER, I_ROW_GO, I_ROW, I_DONE = range(1, 7)
-O_IDLE, O_STATUS, O_ROW_GO, O_ROW, O_DRAIN, O_REC_GO, O_REC, O_DONE = range(8)
-RESULTS = (O_ROW_GO, O_ROW, O_DRAIN)
+O_IDLE, O_STATUS, O_ROW_GO, O_ROW, O_DRAIN, O_REC_GO, O_REC, O_DONE, O_HOLD = range(9)
+RESULTS = (O_ROW_GO, O_ROW, O_DRAIN, O_HOLD)
 
 
 class Shell:
     """accel_seq in list mode with its movers, rounding stage, memory and PE. :meth:`run` counts the cycles of
-    each call by kind (see :class:`codesign.step.list_cycles.CallCycles`). At ``parts`` > 1 (stream words of
-    ``32 * parts`` bits) it keeps accel_seq's unpacker (``unpack_left``, ``to_load``: result parts held, results
-    not yet taken from the PE), its packer (``pack_have``: words of the beat) and the record's word counter."""
+    each call by kind (see :class:`codesign.step.list_cycles.CallCycles`). Accumulating calls: a holding call's
+    results go from the PE (or the unpacker) into the buffer, one 32-bit part a cycle, in ``O_HOLD`` until
+    ``acc_n`` (accel_seq's count of parts taken) reaches ``count``; a drain runs the stage with 64-bit raw fields.
+    At ``parts`` > 1 (stream words of ``32 * parts`` bits) it keeps accel_seq's unpacker (``unpack_left``,
+    ``to_load``: result parts held, results not yet taken from the PE), its packer (``pack_have``: words of the
+    beat) and the record's word counter."""
 
     def __init__(self, timing, arena_addr: int, descriptor_addrs: list, ddr=None, parts: int = 1) -> None:
         self.rd, self.wr = ReadPort(timing.queue_limit, ddr, parts), WritePort(timing.queue_limit, ddr, parts)
@@ -346,6 +351,7 @@ class Shell:
         self.round, self.pe = RoundStage(), Pe()
         self.arena, self.descriptors = arena_addr, descriptor_addrs
         self.ist, self.ost, self.rd_go, self.wr_go, self.round_go = I_FETCH_GO, O_IDLE, True, False, False
+        self.hold_go, self.acc_n = False, 0  # a holding call's start pulse; results the call took (accel_seq)
         self.seg = self.in_row = self.out_row = self.in_plane = self.out_plane = self.status = 0
         self.index, self.call, self.running = 0, None, True
         self.counts: dict = {}
@@ -354,7 +360,7 @@ class Shell:
     def state(self) -> tuple:
         return (self.rd.state(), self.wr.state(), self.round.state(), self.ist, self.ost, self.rd_go, self.wr_go,
                 self.round_go, self.seg, self.in_row, self.out_row, self.in_plane, self.out_plane, self.unpack_left,
-                self.to_load, self.pack_have, self.rec_word)
+                self.to_load, self.pack_have, self.rec_word, self.hold_go, self.acc_n)
 
     def run(self, calls, phases, keys) -> list:
         """Cycles of every call run, by kind, with its status; the list stops after a refused call.
@@ -388,7 +394,8 @@ class Shell:
         transactions: the state every call of a list starts from (registers left over hold data only)."""
         rd, wr, rs, pe = self.rd, self.wr, self.round, self.pe
         return (self.ist == I_FETCH_GO and self.ost == O_IDLE and self.rd_go and not self.wr_go
-                and not self.round_go and not rd.busy and not rd.arvalid and not rd.to_request and rd.arready
+                and not self.round_go and not self.hold_go and not self.acc_n
+                and not rd.busy and not rd.arvalid and not rd.to_request and rd.arready
                 and not rd.ar_q and not rd.pushing and not rd.r_q and not rd.rvalid and rd.asleep
                 and not wr.busy and not wr.count and not wr.in_burst and not wr.awvalid and not wr.w_left
                 and not wr.b_q and not wr.bvalid and wr.asleep and not wr.open
@@ -410,25 +417,28 @@ class Shell:
         rvalid = rd.rvalid and rd.busy
         rready = (self.ist == I_FETCH or (rows and in_ready)) and rd.busy
         take = in_ready and (self.ist == I_HEADER or (rows and rvalid))
-        results = not self.round_go and self.ost in RESULTS
+        results = not self.round_go and not self.hold_go and self.ost in RESULTS
+        hold = self.call.acc_hold  # a holding call's results go into the buffer alone: always taken
         wr_ready = wr.ready()
         dropping = self.ost == O_REC_GO and self.status != 0
         if self.parts == 1:  # the unpacker and packer are wires
             shakes = rs.handshakes(results and self.ost == O_ROW and wr_ready)
-            give = out_valid and (self.ost == O_STATUS or dropping or (results and shakes[0]))
-            round_take = results and out_valid and shakes[0]
+            acc_take = results and out_valid and (hold or shakes[0])
+            give = out_valid and (self.ost == O_STATUS or dropping or acc_take)
+            round_take = acc_take and not hold
             push = wr_ready and (self.ost == O_REC or (results and self.ost == O_ROW and shakes[1]))
             moves = None
         else:
-            shakes, give, moves = self._parts_handshakes(results, out_valid, dropping, wr_ready)
-            round_take, push = moves[1], moves[3]
+            shakes, give, moves = self._parts_handshakes(results, out_valid, dropping, wr_ready, hold)
+            acc_take = moves[1]
+            round_take, push = acc_take and not hold, moves[3]
         self._count(take, give)
         self.busy = (rd.busy, wr.busy, rs.busy)  # the sequencer reads the machines' busy before the edge
         rd_args, wr_args = self._mover_args()
         rd.edge(self.rd_go, *rd_args, rready)
         wr.edge(self.wr_go, *wr_args, push)
         if self.round_go:
-            rs.start(self.call.rounding, self.call.count)
+            rs.start(self.call.rounding, self.call.count, self.call.acc_add)
         else:
             rs.edge(round_take, shakes)
         status = pe.status if out_valid else None
@@ -436,6 +446,7 @@ class Shell:
         if moves is not None:
             self._parts_edge(*moves)
         self._sequence(in_ready, out_valid, status, n_calls)
+        self.acc_n = 0 if not results else self.acc_n + int(acc_take)  # after the FSMs: they read it before the edge
         if before is not None and pe.kind == WAIT and self.state() == before:
             skipped = pe.left - 1
             pe.left -= skipped
@@ -443,13 +454,15 @@ class Shell:
             wr.now += skipped
             self.counts["pe"] += skipped
 
-    def _parts_handshakes(self, results: bool, out_valid: bool, dropping: bool, wr_ready: bool) -> tuple:
+    def _parts_handshakes(self, results: bool, out_valid: bool, dropping: bool, wr_ready: bool,
+                          hold: bool = False) -> tuple:
         """The g_parts handshakes of this cycle: (the rounding stage's, the PE gives a word, (a PE word loaded
-        into the unpacker, a part moved to the stage, a word into the packer, a beat out to the write mover))."""
+        into the unpacker, a part moved on (to the stage, or into the buffer when ``hold``), a word into the
+        packer, a beat out to the write mover))."""
         parts, ost = self.parts, self.ost
         src_ready = self.pack_have != parts or wr_ready
         shakes = self.round.handshakes(results and ost == O_ROW and src_ready)
-        part_moves = results and self.unpack_left != 0 and shakes[0]
+        part_moves = results and self.unpack_left != 0 and (hold or shakes[0])
         results_ready = self.to_load != 0 and (self.unpack_left == 0 or (self.unpack_left == 1 and part_moves))
         give = out_valid and (ost == O_STATUS or dropping or (results and results_ready))
         load = results and out_valid and results_ready
@@ -458,7 +471,7 @@ class Shell:
 
     def _parts_edge(self, load: bool, part_moves: bool, take: bool, beat_out: bool) -> None:
         """The unpacker, the packer and the record's word counter at the edge (before the FSMs move)."""
-        if self.round_go:
+        if self.round_go or self.hold_go:
             self.unpack_left, self.to_load = 0, self.call.count
         elif load:
             self.unpack_left = min(self.to_load, self.parts)
@@ -497,8 +510,8 @@ class Shell:
 
     def _sequence(self, in_ready: bool, out_valid: bool, status, n_calls: int) -> None:
         """accel_seq's two FSMs at the edge (the start pulses last one cycle)."""
-        rd_go, wr_go, round_go = self.rd_go, self.wr_go, self.round_go
-        self.rd_go = self.wr_go = self.round_go = False
+        rd_go, wr_go, round_go, hold_go = self.rd_go, self.wr_go, self.round_go, self.hold_go
+        self.rd_go = self.wr_go = self.round_go = self.hold_go = False
         ist, ost, call = self.ist, self.ost, self.call
         if ist == I_FETCH_GO:
             self.ist = I_FETCH
@@ -521,15 +534,17 @@ class Shell:
         elif ist == I_ROW and not rd_go and not self.busy[0]:
             self.in_row += 1
             self.ist = I_ROW_GO
-        self._output(ost, ist, out_valid, status, wr_go, round_go, n_calls)
+        self._output(ost, ist, out_valid, status, wr_go, round_go, n_calls, hold_go)
 
     def _output(self, ost: int, ist: int, out_valid: bool, status, wr_go: bool, round_go: bool,
-                n_calls: int) -> None:
+                n_calls: int, hold_go: bool = False) -> None:
         call = self.call
         if ost == O_STATUS and out_valid:
             self.status = status
             if status != 0 or call.count == 0:
                 self.ost = O_REC_GO
+            elif call.acc_hold:  # into the buffer: nothing to the stage, nothing written
+                self.hold_go, self.ost = True, O_HOLD
             else:
                 self.round_go, self.ost = True, O_ROW_GO
         elif ost == O_ROW_GO:
@@ -543,6 +558,8 @@ class Shell:
             self.out_row += 1
             self.ost = O_ROW_GO
         elif ost == O_DRAIN and not self.busy[2] and not round_go:
+            self.ost = O_REC_GO
+        elif ost == O_HOLD and not hold_go and self.acc_n == call.count:
             self.ost = O_REC_GO
         elif ost == O_REC_GO and ist == I_DONE:
             self.wr_go, self.ost, self.rec_word = True, O_REC, 0

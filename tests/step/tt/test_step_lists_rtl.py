@@ -1,0 +1,53 @@
+"""A TT layer's whole training step as call lists (codesign.step.tt.step_lists) run on the RTL shell around the
+tt1 and tt2 PEs, phase by phase over one arena: the RTL's arena equals the golden shell model's word for word
+after every list (so the final arena is the golden run's), and every list's busy cycles (run_start to ap_done)
+equal the call-list cycle model's (codesign.step.list_cycles), exactly. The lists hold chains of accumulating
+calls (contractions tiled in J), plain calls and 3-D blocks."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codesign.pe import get_pe
+from codesign.shell.calls import ListCase, run_list_golden
+from codesign.shell.list_sim import run_list_rtl
+from codesign.step.list_cycles import list_cycles
+from codesign.train.tt.pe_check import layer_state
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_step_lists import SHAPES, SMALL, batch, lists_step, run_golden, warmed  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("name", ["rank1_b17", "digits_first_layer_r4_b5"])
+def test_step_lists_on_the_rtl_equal_golden_and_the_cycle_model(tmp_path, name):
+    shape = SHAPES[name]
+    layer = warmed(shape)
+    state = layer_state(layer)
+    x, grad_y = batch(layer, shape[3], seed=3)
+    lists, _ = lists_step(state, x, grad_y, SMALL)
+    specs = {"tt1": SMALL[0], "tt2": SMALL[1]}
+    arena = lists.arena
+    runs, chained = [], 0
+    for index, phase in enumerate(lists.phases):
+        for pe_name, calls in phase:
+            pe, spec = get_pe(pe_name), specs[pe_name]
+            expected = run_list_golden(pe, spec, arena, calls)
+            model = list_cycles(pe, spec, calls, arena)
+            result = run_list_rtl(pe, spec, ListCase(calls=calls, arena=arena, expected=expected),
+                                  tmp_path / pe_name, pause=0.0)
+            runs.append((index, pe_name, len(calls), model.total, result.busy_cycles))
+            chained += sum(call.acc_add or call.acc_hold for call in calls)
+            assert result.passed, (index, pe_name, result.first_mismatches)
+            assert result.words > arena.size  # the whole arena, and guard words around it
+            assert model.total == result.busy_cycles, (index, pe_name, model.breakdown())
+            arena = expected  # the RTL's arena, word for word
+    print(f"\n[step lists on the RTL] {name}: {len(runs)} lists, {sum(r[2] for r in runs)} calls "
+          f"({chained} accumulating), busy cycles {sum(r[4] for r in runs)}, model {sum(r[3] for r in runs)}: {runs}")
+    assert np.array_equal(arena, run_golden(lists, SMALL))
+    assert chained > 0 and {r[1] for r in runs} == {"tt1", "tt2"}
