@@ -88,6 +88,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_tt_routes.py
 	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/bench_tt_forward_lists.py
 	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/bench_tt_golden.py
+	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/bench_tt_step_lists.py --rank 8
 
 clean:
 	rm -rf out build dist sim_build .pytest_cache

@@ -57,6 +57,7 @@ class TtListTrainer(TtMlpTrainer):
         self.shell = shell
         self.list_steps = self.lists_built = 0
         self._built: dict = {}
+        self.current_lists: dict = {}  # layer index -> the lists its last step ran
 
     def _ready(self) -> bool:
         return all(v != UNSET for trackers in self.trackers for name in ON_PES for v in trackers[name])
@@ -125,6 +126,7 @@ class TtListTrainer(TtMlpTrainer):
                 self._built.pop(next(iter(self._built)))
             self._built[key] = lists
             self.lists_built += 1
+        self.current_lists[index] = lists
         return lists
 
     def _backward_layer(self, layer: Tuple, grad_y: np.ndarray):

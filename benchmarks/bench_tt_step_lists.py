@@ -1,0 +1,136 @@
+"""The TT training step as call lists, modelled on the Ultra96-V2, against a float32 PyTorch step on one core.
+
+Paper 003's two-layer network (:func:`codesign.design.families.tt.paper_setup`,
+the precision of examples/digits_tt.toml under the tracked scale rule) at one
+rank, batch 64, in one process:
+
+- ``board``: the step as the lists of :mod:`codesign.step.tt.step_lists` run
+  it. Its PE and DMA time is the list cycle model
+  (:func:`codesign.step.list_cycles.list_cycles`, exact against the RTL, with
+  the DDR timing of :class:`~codesign.step.list_cycles.DdrTiming`) of every
+  list, the PE1 and PE2 lists of a phase side by side, at ``--clock-mhz``. Its
+  host time is measured here: the wall time of a
+  :class:`codesign.loops.tt_lists.TtListTrainer` step less its shell's (the
+  golden shell model, which a board replaces by its IPs). This desktop is not
+  the board's ARM.
+- ``torch_f32``: a plain float32 PyTorch step of the same TT layers
+  (``benchmarks/bench_tt_golden.py``), one thread, the least of ``--steps``.
+
+Both PEs: 8 lanes × 8 rows, 16-bit slots, buffers of 64 (max_j, max_k,
+max_l), 32-bit streams. Prints the step's parts and the ratio board /
+torch_f32; writes ``tt_step_lists.json``. A run takes a few minutes (the golden
+shell computes every call of two steps in Python).
+
+Run: .venv/bin/python benchmarks/bench_tt_step_lists.py [--rank 8] [--steps 5] [--clock-mhz 100] [--out reports/bench]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from codesign.design import load_design
+from codesign.design.families.tt import paper_setup, tt_setup_of
+from codesign.io.reports import write_json_atomic
+from codesign.loops.tt_lists import TtListTrainer
+from codesign.pe import get_pe
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.shell.calls import run_list_golden
+from codesign.step.list_cycles import DdrTiming, list_cycles
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_tt_golden import torch_f32_step  # noqa: E402
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+BUFFERS = dict(lanes=8, rows=8, a_bits=16, b_bits=16, max_j=64, max_k=64, max_l=64)
+
+
+class GoldenShell:
+    """The shell's golden model as a list runner, timing its own seconds (what a board's IPs take instead)."""
+
+    spec1, spec2 = Tt1Spec(**BUFFERS), Tt2Spec(**BUFFERS)
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def arena(self, lists, key):
+        return np.array(lists.arena)
+
+    def flush(self, arena, ranges):
+        pass
+
+    def invalidate(self, arena, ranges):
+        pass
+
+    def run(self, pe, calls, arena):
+        started = time.perf_counter()
+        out = run_list_golden(get_pe(pe), self.spec1 if pe == "tt1" else self.spec2, arena, calls)
+        self.seconds += time.perf_counter() - started
+        return out
+
+
+def modelled_cycles(lists_by_layer, shell: GoldenShell) -> list:
+    """PE and DMA cycles of each layer's lists: per phase the longer of its PE1 and PE2 lists."""
+    out = []
+    for lists in lists_by_layer:
+        cycles = 0
+        for phase in lists.phases:
+            cycles += max(list_cycles(get_pe(pe), shell.spec1 if pe == "tt1" else shell.spec2, calls, lists.arena,
+                                      ddr=DdrTiming()).total for pe, calls in phase)
+        out.append(cycles)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rank", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--clock-mhz", type=float, default=100.0)
+    parser.add_argument("--out", default="reports/bench")
+    args = parser.parse_args()
+    if args.rank < 1 or args.steps < 1 or not args.clock_mhz > 0:
+        parser.error("--rank and --steps must be >= 1 and --clock-mhz > 0")
+    import torch
+
+    torch.set_num_threads(1)
+    precision = {**tt_setup_of(load_design(EXAMPLES / "digits_tt.toml")).precision, "scale_rule": "tracked"}
+    setup = paper_setup(args.rank, precision)
+    shell = GoldenShell()
+    trainer = TtListTrainer(setup, shell)
+    f32 = torch_f32_step(setup, trainer.cores, trainer.biases)
+    rng = np.random.default_rng(args.rank)
+    batches = [(rng.random((setup.batch_size, setup.layers[0]["in_features"])).astype(np.float32),
+                rng.integers(0, setup.layers[-1]["out_features"], setup.batch_size)) for _ in range(3)]
+    for x, y in batches[:2]:  # the first step aims every scale on the host; the second builds the lists
+        trainer.train_step(x, y)
+    shell_before, started = shell.seconds, time.perf_counter()
+    trainer.train_step(*batches[2])
+    host_s = time.perf_counter() - started - (shell.seconds - shell_before)
+    cycles = modelled_cycles([trainer.current_lists[index] for index in range(len(setup.layers))], shell)
+    torch_s = []
+    for _ in range(args.steps):
+        started = time.perf_counter()
+        f32(*batches[0])
+        torch_s.append(time.perf_counter() - started)
+    pe_s = sum(cycles) / (args.clock_mhz * 1e6)
+    row = {"rank": args.rank, "batch": setup.batch_size, "list_steps": trainer.list_steps,
+           "pe_dma_cycles_per_layer": cycles, "pe_dma_ms": 1e3 * pe_s, "host_ms_desktop": 1e3 * host_s,
+           "board_step_ms": 1e3 * (pe_s + host_s), "torch_f32_ms": 1e3 * min(torch_s),
+           "ratio_board_to_torch_f32": (pe_s + host_s) / min(torch_s), "clock_mhz": args.clock_mhz,
+           "pe_build": BUFFERS}
+    print(f"rank {args.rank}: board step {row['board_step_ms']:.1f} ms (PE+DMA {row['pe_dma_ms']:.1f} ms over "
+          f"layers {[round(c / (args.clock_mhz * 1e3), 1) for c in cycles]} ms, host here {row['host_ms_desktop']:.1f}"
+          f" ms); float32 PyTorch {row['torch_f32_ms']:.1f} ms; board / float32 = "
+          f"{row['ratio_board_to_torch_f32']:.1f}", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "tt_step_lists.json", row)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
