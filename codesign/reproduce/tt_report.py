@@ -74,24 +74,16 @@ def compare(accuracy: dict[str, list[float]], memory: dict[str, list[float]]) ->
         arm: {"accuracy_difference_pt": _pair(paired_differences(accuracy[arm], accuracy[BASELINE]), TOST_MARGIN_PT),
               "memory_reduction": _pair(paired_ratios(memory[BASELINE], memory[arm]))}
         for arm in TT_ARMS}
-    prior_effect = {
-        f"{with_prior} vs {without}": {
-            "accuracy_difference_pt": _pair(paired_differences(accuracy[with_prior], accuracy[without]), PRIOR_MARGIN_PT),
-            "memory_reduction": _pair(paired_ratios(memory[without], memory[with_prior]))}
-        for with_prior, without in PRIOR_PAIRS}
-    route_effect = {
-        f"{dense} vs {direct}": {
-            "accuracy_difference_pt": _pair(paired_differences(accuracy[dense], accuracy[direct]), ROUTE_MARGIN_PT),
-            "memory_reduction": _pair(paired_ratios(memory[direct], memory[dense]))}
-        for dense, direct in ROUTE_PAIRS}
-    scale_rule_effect = {
-        f"{tracked} vs {exact}": {
-            "accuracy_difference_pt": _pair(paired_differences(accuracy[tracked], accuracy[exact]),
-                                            SCALE_RULE_MARGIN_PT),
-            "memory_reduction": _pair(paired_ratios(memory[exact], memory[tracked]))}
-        for tracked, exact in SCALE_RULE_PAIRS}
-    return {"against_baseline": against_baseline, "prior_effect": prior_effect, "route_effect": route_effect,
-            "scale_rule_effect": scale_rule_effect}
+
+    def effect(pairs, margin: float) -> dict[str, Any]:
+        """Each pair ``(arm, reference)``: accuracy arm − reference (TOST at ``margin``), memory reference / arm."""
+        return {f"{arm} vs {reference}": {
+            "accuracy_difference_pt": _pair(paired_differences(accuracy[arm], accuracy[reference]), margin),
+            "memory_reduction": _pair(paired_ratios(memory[reference], memory[arm]))} for arm, reference in pairs}
+
+    return {"against_baseline": against_baseline, "prior_effect": effect(PRIOR_PAIRS, PRIOR_MARGIN_PT),
+            "route_effect": effect(ROUTE_PAIRS, ROUTE_MARGIN_PT),
+            "scale_rule_effect": effect(SCALE_RULE_PAIRS, SCALE_RULE_MARGIN_PT)}
 
 
 def _both(entry: dict[str, Any], digits: int = 2, signed: bool = True, unit: str = "") -> str:
@@ -99,6 +91,18 @@ def _both(entry: dict[str, Any], digits: int = 2, signed: bool = True, unit: str
     f = f"{'+' if signed else ''}.{digits}f"
     return (f"{boot.mean:{f}}{unit} [boot {boot.low:{f}}, {boot.high:{f}}; t {t.low:{f}}, {t.high:{f}}], "
             f"n = {entry['n']}")
+
+
+def _effect_table(title: str, ratio: str, margin: float, entries: dict[str, Any]) -> list[str]:
+    """The Markdown rows of one paired comparison (:func:`compare`'s ``*_effect``): memory ratio, accuracy
+    difference, TOST at ``margin``, n."""
+    rows = [f"| {title} | memory ratio ({ratio}) [boot; t] | accuracy difference (pt) [boot; t] | "
+            f"TOST ±{margin:g} pt | n |", "|---|---:|---:|---|---:|"]
+    for name, entry in entries.items():
+        rows.append(f"| {name} | {_both(entry['memory_reduction'], 2, False, 'x')} | "
+                    f"{_both(entry['accuracy_difference_pt'])} | {_tost_text(entry['accuracy_difference_pt'])} | "
+                    f"{entry['memory_reduction']['n']} |")
+    return rows
 
 
 def _tost_text(entry: dict[str, Any]) -> str:
@@ -303,26 +307,12 @@ def table_text(payload: dict[str, Any], summaries) -> str:
                       f"{statistics.fmean(memory[arm]):,.0f}", _both(entry["memory_reduction"], 1, False, "x"),
                       f"{energy[arm]:.3f}", str(entry["accuracy_difference_pt"]["n"])]
         rows.append("| " + " | ".join(cells) + " |")
-    effect = ["| with prior vs without (same start, seed, split) | memory ratio (without / with) [boot; t] | "
-              f"accuracy difference (pt) [boot; t] | TOST ±{PRIOR_MARGIN_PT:g} pt | n |", "|---|---:|---:|---|---:|"]
-    for name, entry in comparisons["prior_effect"].items():
-        effect.append(f"| {name} | {_both(entry['memory_reduction'], 2, False, 'x')} | "
-                      f"{_both(entry['accuracy_difference_pt'])} | {_tost_text(entry['accuracy_difference_pt'])} | "
-                      f"{entry['memory_reduction']['n']} |")
-    route = ["| dense route vs direct route (same start, seed, split, prior) | memory ratio (direct / dense) "
-             f"[boot; t] | accuracy difference (pt) [boot; t] | TOST ±{ROUTE_MARGIN_PT:g} pt | n |",
-             "|---|---:|---:|---|---:|"]
-    for name, entry in comparisons["route_effect"].items():
-        route.append(f"| {name} | {_both(entry['memory_reduction'], 2, False, 'x')} | "
-                     f"{_both(entry['accuracy_difference_pt'])} | {_tost_text(entry['accuracy_difference_pt'])} | "
-                     f"{entry['memory_reduction']['n']} |")
-    scales = ["| tracked scales vs exact (same start, seed, split, prior) | memory ratio (exact / tracked) "
-              f"[boot; t] | accuracy difference (pt) [boot; t] | TOST ±{SCALE_RULE_MARGIN_PT:g} pt | n |",
-              "|---|---:|---:|---|---:|"]
-    for name, entry in comparisons["scale_rule_effect"].items():
-        scales.append(f"| {name} | {_both(entry['memory_reduction'], 2, False, 'x')} | "
-                      f"{_both(entry['accuracy_difference_pt'])} | {_tost_text(entry['accuracy_difference_pt'])} | "
-                      f"{entry['memory_reduction']['n']} |")
+    effect = _effect_table("with prior vs without (same start, seed, split)", "without / with", PRIOR_MARGIN_PT,
+                           comparisons["prior_effect"])
+    route = _effect_table("dense route vs direct route (same start, seed, split, prior)", "direct / dense",
+                          ROUTE_MARGIN_PT, comparisons["route_effect"])
+    scales = _effect_table("tracked scales vs exact (same start, seed, split, prior)", "exact / tracked",
+                           SCALE_RULE_MARGIN_PT, comparisons["scale_rule_effect"])
     tuning = payload["extra"]["tuning"]
     trials = ["| arm | trial | validation accuracy (%) | memory reduction | final ranks |", "|---|---|---:|---:|---|"]
     trials += [f"| {BASELINE} | lr {t['lr']:g}, weight decay {t['weight_decay']:g} | {t['validation_accuracy']:.2f} "
