@@ -3,27 +3,21 @@ ends bit-identical to the golden NumPy loop under tracked scales: every state wo
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import pytest
 
-from codesign.deploy import CodesignOverlay
 from codesign.deploy.families import get_family, golden_trainer
 from codesign.deploy.tt_list_training import TtListBoardTrainer
-from codesign.design.build import write_emulation_folder
 from codesign.loops.tt import TtMlpTrainer
-from tests.deploy.test_tt_training import _design, _same_state, _subset
+from tests.deploy.test_tt_training import _design, _same_state, _subset, emulated
 
 pytestmark = pytest.mark.slow
 
 
 def test_training_on_lists_on_the_ips_is_bit_identical_to_the_golden_loop(tmp_path):
     design = _design(epochs=2, scale_rule="tracked")
-    folder = write_emulation_folder(design, tmp_path / design.board.name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        overlay = CodesignOverlay(folder, design=design, emulate=True)
+    overlay = emulated(design, tmp_path)
     changes = get_family("tt").quick_changes
     board, golden = TtListBoardTrainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
     assert isinstance(golden, TtMlpTrainer) and golden.setup == board.setup

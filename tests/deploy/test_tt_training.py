@@ -65,13 +65,17 @@ def _subset(train: int, test: int) -> Dataset:
     return Dataset(data.train_x[:train], data.train_y[:train], data.test_x[:test], data.test_y[:test], data.classes)
 
 
-@pytest.fixture(scope="module")
-def overlay(tmp_path_factory):
-    design = _design()
-    folder = write_emulation_folder(design, tmp_path_factory.mktemp("tt") / design.board.name)
+def emulated(design, folder: Path) -> CodesignOverlay:
+    """The design's emulation folder written under ``folder`` and loaded as an emulated board."""
+    built = write_emulation_folder(design, folder / design.board.name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return CodesignOverlay(folder, design=design, emulate=True)
+        return CodesignOverlay(built, design=design, emulate=True)
+
+
+@pytest.fixture(scope="module")
+def overlay(tmp_path_factory):
+    return emulated(_design(), tmp_path_factory.mktemp("tt"))
 
 
 def _bits(values) -> np.ndarray:
@@ -289,10 +293,7 @@ def test_the_dense_route_on_the_ips_is_bit_identical_to_the_golden_numpy_loop(tm
     """core_grad_route = "dense": PE3's IP takes the outer products, the tt1 and tt2 copies the route's
     contractions; the board runtime's loop (no torch) ends every word equal to the golden NumPy loop's."""
     design = _design(route="dense")
-    folder = write_emulation_folder(design, tmp_path / design.board.name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        overlay = CodesignOverlay(folder, design=design, emulate=True)
+    overlay = emulated(design, tmp_path)
     changes = {**get_family("tt").quick_changes, "epochs": 1}
     board, golden = TtBoardTrainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
     assert board.setup.precision["core_grad_route"] == "dense" and golden.setup == board.setup
@@ -309,10 +310,7 @@ def test_the_forward_split_on_the_ips_is_bit_identical_to_the_golden_loop_withou
     """[design] forward_split: the forward contractions' calls go to the tt2 IPs and, swapped, to the tt1 IPs;
     the board runtime's loop ends every word equal to the golden NumPy loop that runs them all on PE2."""
     design = _design(epochs=1, forward_split=True)
-    folder = write_emulation_folder(design, tmp_path / design.board.name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        overlay = CodesignOverlay(folder, design=design, emulate=True)
+    overlay = emulated(design, tmp_path)
     changes = get_family("tt").quick_changes
     board = TtBoardTrainer(overlay, **changes)
     golden = golden_trainer(overlay.manifest, **changes)
@@ -333,10 +331,7 @@ def test_tracked_scales_on_the_ips_are_bit_identical_to_the_golden_numpy_loop(tm
     the step before; the board runtime's loop ends every word equal to the golden NumPy loop's, running means
     included, and the run differs from the exact rule's."""
     design = _design(epochs=1, scale_rule="tracked")
-    folder = write_emulation_folder(design, tmp_path / design.board.name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        overlay = CodesignOverlay(folder, design=design, emulate=True)
+    overlay = emulated(design, tmp_path)
     changes = get_family("tt").quick_changes
     board, golden = TtBoardTrainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
     assert board.setup.precision["scale_rule"] == "tracked" and golden.setup == board.setup
