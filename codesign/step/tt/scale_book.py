@@ -26,7 +26,7 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 import numpy as np
 
 from codesign.numerics.scales import NO_MEAN, UNSET, aim_scale, mean_abs
-from codesign.step.tt.rounding import abs_sum_and_peak, frac_of_values, rescale, scale_and_round
+from codesign.step.tt.rounding import abs_sum_and_peak, rescale, scale_and_round
 
 
 class ScaleBook:
@@ -57,12 +57,7 @@ class ScaleBook:
         return used
 
     def host(self, name: str, index: int, values: np.ndarray, *, bits: int, headroom_bits: int, update: bool) -> int:
-        """The scale of a float tensor the host quantises (the batch, an output gradient, a bias)."""
-        if self.rule == "exact":
-            frac = frac_of_values(values, bits=bits, headroom_bits=headroom_bits, current=self.trackers[name][index],
-                                  update=update)
-            self.trackers[name][index] = self.used[(name, index)] = frac
-            return frac
+        """The scale of a float tensor the host quantises (the batch, an output gradient), by either rule."""
         return self._aim(name, index, mean_abs(values), bits=bits, headroom_bits=headroom_bits, update=update)
 
     def round(self, name: str | None, index: int, z: np.ndarray, z_frac: int, *, bits: int, headroom_bits: int,
