@@ -5,11 +5,9 @@ the precision of examples/digits_tt.toml under the tracked scale rule) at one
 rank, batch 64, in one process:
 
 - ``board``: the step as the lists of :mod:`codesign.step.tt.step_lists` run
-  it. Its PE and DMA time is the list cycle model
-  (:func:`codesign.step.list_cycles.list_cycles`, exact against the RTL, with
-  the DDR timing of :class:`~codesign.step.list_cycles.DdrTiming`) of every
-  list, the PE1 and PE2 lists of a phase side by side, at ``--clock-mhz``. Its
-  host time is measured here: the wall time of a
+  it, priced by the step model (:func:`codesign.step.tt.list_time.tt_list_step`:
+  the list cycle model, exact against the RTL, under its DDR timing, the PE1
+  and PE2 lists of a phase side by side, at ``--clock-mhz``). Its host time is measured here: the wall time of a
   :class:`codesign.loops.tt_lists.TtListTrainer` step less its shell's (the
   golden shell model, which a board replaces by its IPs). This desktop is not
   the board's ARM.
@@ -37,52 +35,16 @@ from codesign.design import load_design
 from codesign.design.families.tt import paper_setup, tt_setup_of
 from codesign.io.reports import write_json_atomic
 from codesign.loops.tt_lists import TtListTrainer
-from codesign.pe import get_pe
+from codesign.boards import board
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.shell.calls import run_list_golden
-from codesign.step.list_cycles import DdrTiming, list_cycles
+from codesign.shell.list_runner import GoldenListShell
+from codesign.step.tt.list_time import tt_list_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_tt_golden import torch_f32_step  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BUFFERS = dict(lanes=8, rows=8, a_bits=16, b_bits=16, max_j=64, max_k=64, max_l=64)
-
-
-class GoldenShell:
-    """The shell's golden model as a list runner, timing its own seconds (what a board's IPs take instead)."""
-
-    spec1, spec2 = Tt1Spec(**BUFFERS), Tt2Spec(**BUFFERS)
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-
-    def arena(self, lists, key):
-        return np.array(lists.arena)
-
-    def flush(self, arena, ranges):
-        pass
-
-    def invalidate(self, arena, ranges):
-        pass
-
-    def run(self, pe, calls, arena):
-        started = time.perf_counter()
-        out = run_list_golden(get_pe(pe), self.spec1 if pe == "tt1" else self.spec2, arena, calls)
-        self.seconds += time.perf_counter() - started
-        return out
-
-
-def modelled_cycles(lists_by_layer, shell: GoldenShell) -> list:
-    """PE and DMA cycles of each layer's lists: per phase the longer of its PE1 and PE2 lists."""
-    out = []
-    for lists in lists_by_layer:
-        cycles = 0
-        for phase in lists.phases:
-            cycles += max(list_cycles(get_pe(pe), shell.spec1 if pe == "tt1" else shell.spec2, calls, lists.arena,
-                                      ddr=DdrTiming()).total for pe, calls in phase)
-        out.append(cycles)
-    return out
 
 
 def main() -> int:
@@ -99,7 +61,7 @@ def main() -> int:
     torch.set_num_threads(1)
     precision = {**tt_setup_of(load_design(EXAMPLES / "digits_tt.toml")).precision, "scale_rule": "tracked"}
     setup = paper_setup(args.rank, precision)
-    shell = GoldenShell()
+    shell = GoldenListShell(Tt1Spec(**BUFFERS), Tt2Spec(**BUFFERS))
     trainer = TtListTrainer(setup, shell)
     f32 = torch_f32_step(setup, trainer.cores, trainer.biases)
     rng = np.random.default_rng(args.rank)
@@ -110,17 +72,20 @@ def main() -> int:
     shell_before, started = shell.seconds, time.perf_counter()
     trainer.train_step(*batches[2])
     host_s = time.perf_counter() - started - (shell.seconds - shell_before)
-    cycles = modelled_cycles([trainer.current_lists[index] for index in range(len(setup.layers))], shell)
+    step = tt_list_step(setup, shell.spec1, shell.spec2, board("ultra96v2"), clock_mhz=args.clock_mhz,
+                        host_s=host_s, host_source="measured on this desktop")
+    cycles = list(step.layer_cycles)
     torch_s = []
     for _ in range(args.steps):
         started = time.perf_counter()
         f32(*batches[0])
         torch_s.append(time.perf_counter() - started)
-    pe_s = sum(cycles) / (args.clock_mhz * 1e6)
+    pe_s, total_s = step.time.pe_s + step.time.memory_s, step.time.total_s
     row = {"rank": args.rank, "batch": setup.batch_size, "list_steps": trainer.list_steps,
            "pe_dma_cycles_per_layer": cycles, "pe_dma_ms": 1e3 * pe_s, "host_ms_desktop": 1e3 * host_s,
-           "board_step_ms": 1e3 * (pe_s + host_s), "torch_f32_ms": 1e3 * min(torch_s),
-           "ratio_board_to_torch_f32": (pe_s + host_s) / min(torch_s), "clock_mhz": args.clock_mhz,
+           "host_share": host_s / total_s, "host_work": step.host.to_dict(), "macs_bound_ms": 1e3 * step.time.bounds["macs_s"],
+           "board_step_ms": 1e3 * total_s, "torch_f32_ms": 1e3 * min(torch_s),
+           "ratio_board_to_torch_f32": total_s / min(torch_s), "clock_mhz": args.clock_mhz,
            "pe_build": BUFFERS}
     print(f"rank {args.rank}: board step {row['board_step_ms']:.1f} ms (PE+DMA {row['pe_dma_ms']:.1f} ms over "
           f"layers {[round(c / (args.clock_mhz * 1e3), 1) for c in cycles]} ms, host here {row['host_ms_desktop']:.1f}"

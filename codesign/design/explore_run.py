@@ -231,7 +231,7 @@ def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list
             "points": len(points), "feasible": int(space.feasible.sum()), "pareto": int(front.size),
             "host_measured": result.get("host_measured"), "other_route": result.get("other_route"),
             "hp_ports": result.get("hp_ports"), "reuse": result.get("reuse"),
-            "forward_split": result.get("forward_split")}),
+            "forward_split": result.get("forward_split"), "list_step": result.get("list_step")}),
         write_json_atomic(out / "estimate_layer_cycles.json", {
             "hardware": family.describe(options), "clock_mhz": step.clock_mhz,
             "stages": [{"cycles": s.cycles, "words_in": s.words_in, "words_out": s.words_out} for s in stages]}),
@@ -362,11 +362,27 @@ def summary(result: Mapping[str, Any]) -> str:
         lines.append(f"  on the {other['core_grad_route']} core-gradient route ({'; '.join(notes)}): "
                      f"{other['total_s'] * 1e3:.3f} ms = PE {other['pe_s'] * 1e3:.3f} + memory "
                      f"{other['memory_s'] * 1e3:.3f} + host {other['host_s'] * 1e3:.3f} ms at {other['label']}")
+    lines += _list_step_lines(result.get("list_step"))
     for confirmed in result["confirmed"]:
         lines.append(f"  Yosys {confirmed['point']['label']}: " + ", ".join(
             f"{k} {confirmed['yosys_total'][k]:g}" for k in RESOURCES) + (" fits" if confirmed["fits"] else
                                                                            f" over: {confirmed['over']}"))
     return "\n".join(lines)
+
+
+def _list_step_lines(found: Mapping[str, Any] | None) -> list[str]:
+    """The summary's lines on the step as call lists at the chosen point (a TT design under tracked scales)."""
+    if not found:
+        return []
+    if not found["priced"]:
+        return [f"  the step as call lists: not priced ({found['why']})"]
+    work = found["host_work"]
+    return [f"  the step as call lists (host left with the loss, bias, ReLU and Adam): {found['total_s'] * 1e3:.3f} ms"
+            f" = PE and DMA {found['pe_s'] * 1e3:.3f} + memory {found['memory_s'] * 1e3:.3f} + host "
+            f"{found['host_s'] * 1e3:.3f} (measured, {found['host_share']:.0%}), against {found['per_call_total_s'] * 1e3:.3f}"
+            f" ms per call; layers " + ", ".join(f"{s * 1e3:.3f}" for s in found["layers_s"]) + f" ms; MAC bound "
+            f"{found['macs_s'] * 1e3:.3f} ms; per step {work['lists']} lists, {work['calls']} calls, "
+            f"{work['flushed_bytes'] / 1024:.1f} KiB flushed, {work['read_bytes'] / 1024:.1f} KiB read"]
 
 
 __all__ = ["ExploreError", "cost_task", "design_of_point", "distinct_builds", "explore_design", "hp_port_choice",

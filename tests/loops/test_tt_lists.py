@@ -14,37 +14,18 @@ from codesign.design.families.tt import tt_setup_of
 from codesign.loops.common import HwTrainError
 from codesign.loops.tt import TtMlpTrainer
 from codesign.loops.tt_lists import TtListTrainer
-from codesign.pe import get_pe
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.shell.calls import run_list_golden
+from codesign.shell.list_runner import GoldenListShell
 from codesign.train.data import Dataset, load_digits_dataset
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-class GoldenShell:
-    """The shell's golden model as a list runner (what an IP does to the arena), with small buffers so that
-    contractions are tiled, their sums chained and their operands read through 3-D blocks."""
-
-    spec1 = Tt1Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8)
-    spec2 = Tt2Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8)
-
-    def __init__(self) -> None:
-        self.lists = self.calls = self.flushed = self.read = 0
-
-    def arena(self, lists, key):
-        return np.array(lists.arena)
-
-    def flush(self, arena, ranges):
-        self.flushed += sum(words for _, words in ranges)
-
-    def invalidate(self, arena, ranges):
-        self.read += sum(words for _, words in ranges)
-
-    def run(self, pe, calls, arena):
-        self.lists += 1
-        self.calls += len(calls)
-        return run_list_golden(get_pe(pe), self.spec1 if pe == "tt1" else self.spec2, arena, calls)
+def GoldenShell() -> GoldenListShell:
+    """The shell's golden model with small buffers, so that contractions are tiled, their sums chained and their
+    operands read through 3-D blocks."""
+    return GoldenListShell(Tt1Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8),
+                           Tt2Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8))
 
 
 def _setup(rule: str = "tracked"):

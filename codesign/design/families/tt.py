@@ -20,6 +20,7 @@ from codesign.boards import Board
 from codesign.design.explore import DEFAULT_CAP, ENUMERATE_LIMIT, Option, Space
 from codesign.design.explore_model import ExploreModel, explore_family
 from codesign.design.families import DesktopFamily, Refined, design_pes
+from codesign.design.families.tt_list_step import list_step_report, specs_of
 from codesign.design.point import DesignPoint, design_from_dict
 from codesign.hw.resource_model import RESOURCES
 from codesign.loops.common import HwTrainError
@@ -169,10 +170,16 @@ def tt_refine(raw, design: DesignPoint, chosen_toml: dict[str, Any], chosen_desi
             chosen_toml = {**chosen_toml, "design": {**chosen_toml["design"], "forward_split": split["chosen"]}}
             chosen_design = design_from_dict(chosen_toml)
         other = other_route(design, objective=objective, knobs=knobs, cap=cap, progress=progress)
+    setup = tt_setup_of(chosen_design)
+    lists = None
+    if setup.precision["scale_rule"] == "tracked":
+        progress("pricing the step as call lists at the chosen point (list cycle model; host measured here)")
+        lists = list_step_report(setup, *specs_of(options), chosen_design.board, clock_mhz=chosen_design.clock_mhz,
+                                 per_call_total_s=point["total_s"])
     return Refined(chosen_toml=chosen_toml, chosen_design=chosen_design,
                    step_options={"forward_split": chosen_design.forward_split},
                    reports={"forward_split": split, "reuse": tt_reuse_report(design, options, point),
-                            "other_route": other})
+                            "other_route": other, "list_step": lists})
 
 
 def forward_split_choice(design: DesignPoint, options: Sequence[Option], *, objective: str, asked: bool | None,

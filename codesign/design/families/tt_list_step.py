@@ -1,0 +1,94 @@
+"""The TT step as call lists priced at a design point: the PE and DMA time of every layer's lists (the list cycle
+model, :mod:`codesign.step.tt.list_time`), and the host's share of a list step measured on this machine.
+
+The explorer's space prices the per-call step (the host cuts and rounds every call). Under the tracked scale
+rule the same PE builds can run the whole step as lists (:class:`codesign.loops.tt_lists.TtListTrainer`), so
+the explorer prices that step at its chosen point beside it (:func:`list_step_report`): what the host has
+left per step, counted and timed, and where the PE time goes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from codesign.boards import Board
+from codesign.loops.host_share import THIS_MACHINE
+from codesign.loops.tt import TtTrainSetup
+from codesign.loops.tt_lists import TtListTrainer
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.shell.list_runner import GoldenListShell
+from codesign.step.tt.list_time import tt_list_step
+from codesign.step.tt.step_lists import check_specs
+
+
+def measure_list_host(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, *, repeats: int = 3, seed: int = 0
+                      ) -> dict[str, float]:
+    """The host's seconds per list step of ``setup`` on this machine: a :class:`TtListTrainer` step on random
+    data less the golden shell's seconds (what the IPs compute instead), the least of ``repeats`` steps after
+    the two that aim every scale and build the lists (other work on the machine only adds). Also the words the
+    host flushed and read, and the lists it started, per step."""
+    shell = GoldenListShell(spec1, spec2)
+    trainer = TtListTrainer(setup, shell)
+    rng = np.random.default_rng(seed)
+    first, last = setup.layers[0], setup.layers[-1]
+    batches = [(rng.random((setup.batch_size, first["in_features"])).astype(np.float32),
+                rng.integers(0, last["out_features"], setup.batch_size)) for _ in range(2 + repeats)]
+    for x, y in batches[:2]:
+        trainer.train_step(x, y)
+    seconds, counts = [], {}
+    for x, y in batches[2:]:
+        before = (shell.seconds, shell.flushed, shell.read, shell.lists)
+        started = time.perf_counter()
+        trainer.train_step(x, y)
+        seconds.append(time.perf_counter() - started - (shell.seconds - before[0]))
+        counts = {"flushed_bytes": 4 * (shell.flushed - before[1]), "read_bytes": 4 * (shell.read - before[2]),
+                  "lists": shell.lists - before[3]}
+    return {"seconds": min(seconds), **counts}
+
+
+def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
+                     per_call_total_s: float) -> dict[str, Any]:
+    """The list step at PE builds ``spec1``/``spec2``: its time split (PE and DMA, memory, host measured here),
+    the host's work left, each layer's PE and DMA seconds, beside the per-call step's ``per_call_total_s``.
+    ``{"priced": False, "why": ...}`` where these builds or this set-up cannot run as lists."""
+    why = _cannot(setup, spec1, spec2)
+    if why:
+        return {"priced": False, "why": why}
+    host = measure_list_host(setup, spec1, spec2)
+    step = tt_list_step(setup, spec1, spec2, board, clock_mhz=clock_mhz, host_s=host["seconds"],
+                        host_source=THIS_MACHINE)
+    hz = clock_mhz * 1e6
+    return {"priced": True, "pe_s": step.time.pe_s, "memory_s": step.time.memory_s, "host_s": step.time.host_s,
+            "total_s": step.time.total_s, "host_share": step.time.host_s / step.time.total_s,
+            "layers_s": [cycles / hz for cycles in step.layer_cycles], "macs": step.time.macs,
+            "macs_s": step.time.bounds["macs_s"], "host_work": step.host.to_dict(), "host_measured": host,
+            "per_call_total_s": per_call_total_s}
+
+
+def _cannot(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec) -> str:
+    """Why ``setup`` on these builds cannot train as call lists ('' when it can)."""
+    precision: Mapping[str, Any] = setup.precision
+    if precision["scale_rule"] != "tracked":
+        return "the step runs as call lists under precision.scale_rule = 'tracked' only (a PE rounds at a scale " \
+               "known before the step)"
+    if precision["core_grad_route"] != "direct":
+        return "the step's call lists take the direct core-gradient route"
+    if spec1 is None or spec2 is None:
+        return "the step's call lists run on a tt1 and a tt2 IP"
+    try:
+        check_specs(spec1, spec2)
+    except ValueError as error:
+        return str(error)
+    return ""
+
+
+def specs_of(options: Sequence[Any]) -> tuple[Any, Any]:
+    """The tt1 and tt2 builds of a point's options (None where it has none)."""
+    found = {option.pe: option.spec for option in options}
+    return found.get("tt1"), found.get("tt2")
+
+
+__all__ = ["list_step_report", "measure_list_host", "specs_of"]

@@ -1,0 +1,48 @@
+"""The shell's golden model as the list runner a TT list trainer drives (:mod:`codesign.loops.tt_lists`).
+
+What a board's tt1 and tt2 IPs do to the arena, computed by :func:`codesign.shell.calls.run_list_golden`, with
+what the host asked of it counted (lists, calls, words flushed and read) and the seconds it spent computing
+kept apart: a trainer step's wall time less them is the host's share, which a board's ARM runs instead.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence, Tuple
+
+import numpy as np
+
+from codesign.pe import get_pe
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.shell.calls import run_list_golden
+
+
+class GoldenListShell:
+    """The golden shell on the PE builds ``spec1`` (tt1) and ``spec2`` (tt2): ``run``, ``arena``, ``flush`` and
+    ``invalidate`` as :class:`codesign.loops.tt_lists.TtListTrainer` calls them. Counts ``lists``, ``calls``,
+    ``flushed`` and ``read`` (32-bit words) and ``seconds`` spent in the golden model."""
+
+    def __init__(self, spec1: Tt1Spec, spec2: Tt2Spec) -> None:
+        self.spec1, self.spec2 = spec1, spec2
+        self.lists = self.calls = self.flushed = self.read = 0
+        self.seconds = 0.0
+
+    def arena(self, lists, key) -> np.ndarray:
+        return np.array(lists.arena)
+
+    def flush(self, arena: np.ndarray, ranges: Sequence[Tuple[int, int]]) -> None:
+        self.flushed += sum(words for _, words in ranges)
+
+    def invalidate(self, arena: np.ndarray, ranges: Sequence[Tuple[int, int]]) -> None:
+        self.read += sum(words for _, words in ranges)
+
+    def run(self, pe: str, calls, arena: np.ndarray) -> np.ndarray:
+        started = time.perf_counter()
+        self.lists += 1
+        self.calls += len(calls)
+        out = run_list_golden(get_pe(pe), self.spec1 if pe == "tt1" else self.spec2, arena, calls)
+        self.seconds += time.perf_counter() - started
+        return out
+
+
+__all__ = ["GoldenListShell"]

@@ -1,0 +1,153 @@
+"""The whole-step model of a TT network trained as call lists (:mod:`codesign.step.tt.step_lists`): every layer's
+lists priced by the list cycle model, and the host's work left per step, counted.
+
+A list step's PE and DMA time is not the per-call model's (:mod:`codesign.step.tt.time`): the shell's movers
+read operands where they lie, chains sum in the shell's buffer and the rounding stage writes codes, so each
+list is priced by :func:`codesign.step.list_cycles.list_cycles`, which the RTL's cycles equal
+(``tests/step/tt/test_step_lists_rtl.py``), under a DDR latency model (:class:`DdrTiming`). A phase's PE1
+and PE2 lists run side by side, so a phase is one stage of the longer list's cycles; the stage model then
+charges the port and DDR where the board's are slower than the cycle model's memory.
+
+The host's part is what :class:`codesign.loops.tt_lists.TtListTrainer` leaves it, counted here as
+:class:`HostWork` (its seconds are measured where it runs, as a board's would be:
+:func:`codesign.design.families.tt_lists.measure_list_host`). Cycles do not depend on the values, the shifts
+or the code widths, only on shapes and layouts, so the lists are built on zero codes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from codesign.boards import Board
+from codesign.pe import get_pe
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.step.list_cycles import DdrTiming, list_cycles
+from codesign.step.time import Stage, StepTime, list_stage, step_time
+from codesign.step.tt.step_lists import Fracs, StepLists, check_specs, step_lists
+from codesign.step.tt.time import TtLayers, tt_mac_energy_pj
+
+BOARD_DDR = DdrTiming()  # the HP-port latency the list bench and the benchmark assume (its docstring gives sources)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostWork:
+    """What the board's host does in one list step of a network, counted (values, bytes, runs), with no PE
+    contraction among it:
+
+    * ``quantized``: values the host rounds to codes (each layer's input and output gradient, each bias);
+    * ``elementwise``: values of the bias adds, ReLU and its derivative, the input-gradient masks;
+    * ``loss``: logits through softmax cross-entropy;
+    * ``adam``: parameters Adam moves (cores and biases; the prior's λ per rank beside them);
+    * ``lists`` and ``calls``: list runs started, and their calls (descriptors the host wrote once);
+    * ``flushed_bytes`` / ``read_bytes``: what it writes into the arenas (inputs, output gradients, cores in
+      every layout a PE reads) and reads back (outputs, input gradients, core gradients, records)."""
+
+    quantized: int
+    elementwise: int
+    loss: int
+    adam: int
+    lists: int
+    calls: int
+    flushed_bytes: int
+    read_bytes: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListStep:
+    """A network's list step priced: ``time`` (the stage model; ``host_s`` as given), ``host`` (the work left),
+    and per layer its PE and DMA cycles (``layer_cycles``) and its phases' cycles (``phase_cycles``)."""
+
+    time: StepTime
+    host: HostWork
+    layer_cycles: tuple[int, ...]
+    phase_cycles: tuple[tuple[int, ...], ...]
+
+
+def zero_fracs(cores: Sequence[np.ndarray], precision) -> Fracs:
+    """Fraction bits of 0 throughout at ``precision``'s code widths: the lists' layout and cycles do not depend on
+    the scales (a scale is a rounding shift in a descriptor)."""
+    zeros = (0,) * len(cores)
+    return Fracs(act=zeros, grad=zeros, core_grad=zeros, core=zeros, act_bits=int(precision["activation_bits"]),
+                 grad_bits=int(precision["grad_bits"]), core_bits=int(precision["core_bits"]))
+
+
+def tt_list_plans(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec) -> list[StepLists]:
+    """Every layer's step lists at its initial ranks on the builds ``spec1`` and ``spec2`` (zero codes)."""
+    check_specs(spec1, spec2)
+    plans = []
+    for index, layer in enumerate(setup.layers):
+        cores = [np.zeros(shape, np.int64) for shape in layer["core_shapes"]]
+        batch = setup.batch_size
+        plans.append(step_lists(np.zeros((batch, layer["in_features"]), np.int64), cores,
+                                np.zeros((batch, layer["out_features"]), np.int64),
+                                zero_fracs(cores, setup.precision), spec1=spec1, spec2=spec2,
+                                need_grad_x=not layer["is_network_input"]))
+    return plans
+
+
+def phase_stages(lists: StepLists, spec1: Tt1Spec, spec2: Tt2Spec, *, ddr: DdrTiming = BOARD_DDR
+                 ) -> list[Stage]:
+    """One stage per phase of a layer's lists: the longer of its PE1 and PE2 lists' cycles (they run side by
+    side, each on its own IP and port), the words of both."""
+    stages = []
+    for phase in lists.phases:
+        cycles, words_in, words_out = 0, 0, 0
+        for pe, calls in phase:
+            spec = spec1 if pe == "tt1" else spec2
+            stage = list_stage(list_cycles(get_pe(pe), spec, calls, lists.arena, ddr=ddr).total, calls)
+            cycles = max(cycles, stage.cycles)
+            words_in, words_out = words_in + stage.words_in, words_out + stage.words_out
+        stages.append(Stage(cycles=cycles, words_in=words_in, words_out=words_out))
+    return stages
+
+
+def host_work(setup: TtLayers, plans: Sequence[StepLists]) -> HostWork:
+    """The host's work per list step of ``setup`` (see :class:`HostWork`)."""
+    batch, counts = setup.batch_size, dict.fromkeys(HostWork.__dataclass_fields__, 0)
+    for layer, lists in zip(setup.layers, plans):
+        n, m = layer["in_features"], layer["out_features"]
+        counts["quantized"] += batch * (n + m) + (m if layer["bias"] else 0)
+        counts["elementwise"] += batch * m * (2 if layer["bias"] else 1) + (0 if layer["is_network_input"] else batch * n)
+        counts["adam"] += sum(math.prod(shape) for shape in layer["core_shapes"]) + (m if layer["bias"] else 0)
+        counts["lists"] += sum(len(phase) for phase in lists.phases)
+        counts["calls"] += sum(len(calls) for phase in lists.phases for _, calls in phase)
+        written = lists.write(np.array(lists.arena), x=np.zeros((batch, n), np.int64), gy=np.zeros((batch, m), np.int64),
+                              cores=[np.zeros(shape, np.int64) for shape in lists.cores])
+        counts["flushed_bytes"] += 4 * sum(words for _, words in written)
+        counts["read_bytes"] += 4 * sum(words for forward in (True, False)
+                                        for _, words in lists.read_ranges(forward=forward))
+    counts["loss"] = batch * setup.layers[-1]["out_features"]
+    return HostWork(**counts)
+
+
+def tt_list_step(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
+                 host_s: float, host_source: str, ddr: DdrTiming = BOARD_DDR) -> ListStep:
+    """The whole list step of ``setup`` on PE builds ``spec1``/``spec2`` and ``board`` at ``clock_mhz``: every
+    phase priced by the list cycle model under ``ddr``, the host's ``host_s`` (measured where it runs)."""
+    plans = tt_list_plans(setup, spec1, spec2)
+    stages, layer_cycles, phase_cycles = [], [], []
+    for lists in plans:
+        phases = phase_stages(lists, spec1, spec2, ddr=ddr)
+        stages += phases
+        layer_cycles.append(sum(stage.cycles for stage in phases))
+        phase_cycles.append(tuple(stage.cycles for stage in phases))
+    macs = sum(math.prod(call.header >> (8 * f) & 0xFF for f in range(4))
+               for lists in plans for phase in lists.phases for _, calls in phase for call in calls)
+    time = step_time(stages, board, clock_mhz=clock_mhz, host_s=host_s, host_source=host_source, macs=macs,
+                     array_macs=spec1.lanes * spec1.rows + spec2.lanes * spec2.rows,
+                     calls=sum(len(calls) for lists in plans for phase in lists.phases for _, calls in phase),
+                     stream_cycles=sum(stage.words_in + stage.words_out for stage in stages)
+                     // (spec1.stream_bits // 32), mac_energy_pj=tt_mac_energy_pj(setup))
+    return ListStep(time=time, host=host_work(setup, plans), layer_cycles=tuple(layer_cycles),
+                    phase_cycles=tuple(phase_cycles))
+
+
+__all__ = ["BOARD_DDR", "HostWork", "ListStep", "host_work", "phase_stages", "tt_list_plans", "tt_list_step",
+           "zero_fracs"]

@@ -1,0 +1,51 @@
+"""The explorer's price of the TT step as call lists at a point (codesign.design.families.tt_list_step)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from codesign.boards import board
+from codesign.design import load_design
+from codesign.design.families.tt import tt_setup_of
+from codesign.design.families.tt_list_step import list_step_report, measure_list_host
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SPECS = dict(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8)
+
+
+def _setup(rule: str = "tracked"):
+    found = tt_setup_of(load_design(EXAMPLES / "digits_tt.toml"))
+    return dataclasses.replace(found, precision={**found.precision, "scale_rule": rule})
+
+
+def test_a_tracked_point_is_priced_with_its_host_measured():
+    found = list_step_report(_setup(), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard"), clock_mhz=100.0,
+                             per_call_total_s=0.004)
+    assert found["priced"]
+    assert found["host_s"] > 0 and found["pe_s"] > 0
+    assert found["total_s"] == pytest.approx(found["pe_s"] + found["memory_s"] + found["host_s"])
+    assert found["host_share"] == pytest.approx(found["host_s"] / found["total_s"])
+    assert sum(found["layers_s"]) == pytest.approx(found["pe_s"])
+    work, measured = found["host_work"], found["host_measured"]
+    assert (measured["flushed_bytes"], measured["read_bytes"], measured["lists"]) == (
+        work["flushed_bytes"], work["read_bytes"], work["lists"])
+
+
+def test_the_host_of_a_list_step_excludes_the_shell():
+    measured = measure_list_host(_setup(), Tt1Spec(**SPECS), Tt2Spec(**SPECS), repeats=1)
+    assert 0 < measured["seconds"] < 1.0
+
+
+@pytest.mark.parametrize("rule, spec2, why", [
+    ("exact", SPECS, "scale_rule = 'tracked'"),
+    ("tracked", {**SPECS, "lanes": 8}, "lanes must agree"),
+    ("tracked", {**SPECS, "b_bits": 8}, "16-bit A and B"),
+])
+def test_a_point_that_cannot_run_lists_says_why(rule, spec2, why):
+    found = list_step_report(_setup(rule), Tt1Spec(**SPECS), Tt2Spec(**spec2), board("zedboard"), clock_mhz=100.0,
+                             per_call_total_s=0.004)
+    assert not found["priced"] and why in found["why"]

@@ -1,0 +1,76 @@
+"""The list step's model (codesign.step.tt.list_time) against a list step run: the host work it counts equals what
+a TtListTrainer step asks of its shell, and its cycles are the list cycle model's, phase by phase."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codesign.boards import board
+from codesign.design import load_design
+from codesign.design.families.tt import tt_setup_of
+from codesign.loops.tt_lists import TtListTrainer
+from codesign.pe import get_pe
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.shell.list_runner import GoldenListShell
+from codesign.step.list_cycles import list_cycles
+from codesign.step.tt.list_time import BOARD_DDR, tt_list_plans, tt_list_step
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+SPECS = dict(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    found = tt_setup_of(load_design(EXAMPLES / "digits_tt.toml"))
+    return dataclasses.replace(found, precision={**found.precision, "scale_rule": "tracked"})
+
+
+def _stepped(setup, steps: int = 3):
+    """A list trainer after ``steps`` steps on random data, and what its shell counted in the last one."""
+    shell = GoldenListShell(Tt1Spec(**SPECS), Tt2Spec(**SPECS))
+    trainer = TtListTrainer(setup, shell)
+    rng = np.random.default_rng(5)
+    for index in range(steps):
+        if index == steps - 1:
+            before = (shell.lists, shell.calls, shell.flushed, shell.read, trainer.runner.macs)
+        trainer.train_step(rng.random((setup.batch_size, 64)).astype(np.float32), rng.integers(0, 10, setup.batch_size))
+    return trainer, [now - then for now, then in zip((shell.lists, shell.calls, shell.flushed, shell.read,
+                                                      trainer.runner.macs), before)]
+
+
+def test_the_host_work_counted_is_what_a_list_step_asks_of_its_shell(setup):
+    trainer, (lists, calls, flushed, read, macs) = _stepped(setup)
+    assert trainer.list_steps == 2 and calls > 0
+    step = tt_list_step(setup, Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard"), clock_mhz=100.0, host_s=1e-3,
+                        host_source="given")
+    work = step.host
+    assert (work.lists, work.calls, work.flushed_bytes, work.read_bytes) == (lists, calls, 4 * flushed, 4 * read)
+    assert step.time.macs == macs and step.time.calls == calls
+    assert work.adam == sum(np.prod(s) for layer in setup.layers for s in layer["core_shapes"]) + 64 + 10
+    assert work.loss == setup.batch_size * 10
+    assert step.time.host_s == 1e-3 and step.time.total_s == pytest.approx(step.time.pe_s + step.time.memory_s + 1e-3)
+
+
+def test_each_phase_costs_its_longer_list(setup):
+    spec1, spec2 = Tt1Spec(**SPECS), Tt2Spec(**SPECS)
+    step = tt_list_step(setup, spec1, spec2, board("ultra96v2"), clock_mhz=200.0, host_s=0.0, host_source="given")
+    plans = tt_list_plans(setup, spec1, spec2)
+    for lists, phases in zip(plans, step.phase_cycles):
+        assert len(phases) == len(lists.phases)
+        for phase, cycles in zip(lists.phases, phases):
+            each = [list_cycles(get_pe(pe), spec1 if pe == "tt1" else spec2, calls, lists.arena, ddr=BOARD_DDR).total
+                    for pe, calls in phase]
+            assert cycles == max(each)
+            if len(each) == 2:
+                assert cycles < sum(each), "PE1's and PE2's lists of a phase run side by side"
+    assert step.layer_cycles == tuple(sum(p) for p in step.phase_cycles)
+    assert step.time.pe_s == pytest.approx(sum(step.layer_cycles) / 200e6)
+
+
+def test_builds_that_cannot_run_lists_are_refused_with_the_reason(setup):
+    with pytest.raises(ValueError, match="lanes must agree"):
+        tt_list_plans(setup, Tt1Spec(**SPECS), Tt2Spec(**{**SPECS, "lanes": 8}))
