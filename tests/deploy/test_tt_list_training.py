@@ -15,13 +15,15 @@ from tests.deploy.test_tt_training import _design, _same_state, _subset, emulate
 pytestmark = pytest.mark.slow
 
 
-def test_training_on_lists_on_the_ips_is_bit_identical_to_the_golden_loop(tmp_path):
-    design = _design(epochs=2, scale_rule="tracked")
+@pytest.mark.parametrize("stream_bits", [32, 128])
+def test_training_on_lists_on_the_ips_is_bit_identical_to_the_golden_loop(tmp_path, stream_bits):
+    design = _design(epochs=2, scale_rule="tracked", stream_bits=stream_bits)
     overlay = emulated(design, tmp_path)
     changes = get_family("tt").quick_changes
     board, golden = TtListBoardTrainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
     assert isinstance(golden, TtMlpTrainer) and golden.setup == board.setup
     assert board.shell.spec1.b_bits == board.shell.spec2.b_bits == 16  # built for the lists
+    assert board.shell.spec1.stream_bits == board.shell.spec2.stream_bits == stream_bits
     data = _subset(128, 64)
     for trainer in (board, golden):
         trainer.fit(data, progress=False)

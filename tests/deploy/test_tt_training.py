@@ -41,13 +41,15 @@ pytestmark = pytest.mark.slow
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def _design(epochs: int = 2, route: str = "direct", forward_split: bool = False, scale_rule: str = "exact", **prior):
+def _design(epochs: int = 2, route: str = "direct", forward_split: bool = False, scale_rule: str = "exact",
+            stream_bits: int = 32, **prior):
     """The shipped example with two copies of PE1 and of PE2: every contraction stage is split over the copies;
     ``route``: the precision's core_grad_route; ``forward_split``: [design] forward_split; ``scale_rule``: the
-    precision's."""
+    precision's; ``stream_bits``: PE1's and PE2's stream words."""
     raw = read_toml(EXAMPLES / "digits_tt.toml")
     for pe in ("tt1", "tt2"):
         raw["design"]["pe"][pe]["copies"] = 2
+        raw["design"]["pe"][pe]["stream_bits"] = stream_bits
     raw["design"]["hp_ports"] = 2  # tt1_0, tt2_0 and tt3_0 on the first; tt1_1 and tt2_1 on the second
     raw["techniques"]["tt"]["precision"]["core_grad_route"] = route
     raw["techniques"]["tt"]["precision"]["scale_rule"] = scale_rule

@@ -42,7 +42,7 @@ def test_the_host_of_a_list_step_excludes_the_shell():
 
 @pytest.mark.parametrize("rule, spec2, why", [
     ("exact", SPECS, "scale_rule = 'tracked'"),
-    ("tracked", {**SPECS, "lanes": 8}, "lanes must agree"),
+    ("tracked", {**SPECS, "lanes": 8}, "lanes and stream widths must agree"),
     ("tracked", {**SPECS, "b_bits": 8}, "16-bit A and B"),
 ])
 def test_a_point_that_cannot_run_lists_says_why(rule, spec2, why):

@@ -40,12 +40,12 @@ board runs too: decode the outputs and move the tracked scales on.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from codesign.contracts.calls import ACC_DEPTH, RAW, RECORD, RECORD_WORDS, ArenaLayout, Block, Call
+from codesign.contracts.calls import ACC_DEPTH, RAW, RECORD, RECORD_WORDS, ArenaLayout, Block, Call, check_list
 from codesign.numerics.round_stage import GROUP_WORDS_RANGE, RoundStageConfig
 from codesign.pe.tt.contract import chunk_words, header_word, pack_rows, row_words
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
@@ -61,21 +61,22 @@ MAX_ROWS = 255  # I of one transaction (the header's 8 bits)
 
 @dataclass(frozen=True)
 class Rows:
-    """A tensor in the arena as packed rows of ``values`` values (``words`` 32-bit words each): row ``(i, j)``
-    at byte ``offset + 4 * words * (i * i_step + j * j_step)``; a reader picks ``i`` and ``j`` by its strides."""
+    """A tensor in the arena as packed rows of ``values`` values (``words`` 32-bit words each, in chunks of
+    ``chunk`` words): row ``(i, j)`` at byte ``offset + 4 * words * (i * i_step + j * j_step)``; a reader picks
+    ``i`` and ``j`` by its strides."""
 
     offset: int
     values: int
     words: int
     i_step: int
     j_step: int
+    chunk: int
 
     def block(self, i: Tuple[int, int], j: Tuple[int, int], k: Tuple[int, int], lanes: int) -> Block:
         """Rows ``i x j`` (planes ``i``, rows ``j``) of the values ``k`` (whole chunks from ``k[0]``)."""
-        chunk = chunk_words(lanes, SLOT_BITS)
         return Block(offset=self.offset + 4 * (self.words * (i[0] * self.i_step + j[0] * self.j_step)
-                                               + k[0] // lanes * chunk),
-                     words=row_words(k[1] - k[0], lanes, SLOT_BITS), rows=j[1] - j[0],
+                                               + k[0] // lanes * self.chunk),
+                     words=-(-(k[1] - k[0]) // lanes) * self.chunk, rows=j[1] - j[0],
                      stride=4 * self.words * self.j_step, planes=i[1] - i[0], plane_stride=4 * self.words * self.i_step)
 
 
@@ -162,6 +163,10 @@ def _tiles(item: Contraction, spec) -> Tuple[int, int, int, int]:
         k = _fit(k_all, min(spec.max_k, MAX_ROWS), lanes * rv // math.gcd(lanes, rv), f"{item.name}: K")
     k_rows = k if item.pe == "tt2" else 1
     l_unit = rv // math.gcd(rv, k_all if item.pe == "tt2" else 1) if k == k_all or item.pe == "tt1" else 1
+    if not item.out.rounding.enable:  # raw results: an L tile's words are whole stream words
+        parts = spec.stream_bits // 32
+        words = item.out.row_words * (k_all if item.pe == "tt2" and k == k_all else 1)
+        l_unit = math.lcm(l_unit, parts // math.gcd(parts, words))
     l = _fit(l_all, min(spec.max_l, MAX_ROWS), l_unit, f"{item.name}: L")
     chained = j < j_all or (item.pe == "tt1" and k < k_all)
     i = MAX_ROWS if not chained else min(MAX_ROWS, ACC_DEPTH // (l * k_rows))
@@ -229,8 +234,9 @@ class Fracs:
 class StepLists:
     """The arena before the step and the step's lists, in ``phases``: each phase a list for PE1 and one for
     PE2 (either may be empty) that may run side by side; ``contractions`` with their calls, by name;
-    ``outputs``: byte offsets of the layer output ``y`` and the input gradient ``grad_x`` (raw, ``words``
-    32-bit words a value) and of each core gradient's codes."""
+    ``outputs``: byte offsets of the layer output ``y`` (rows of ``y_width`` values, the last core's ``m`` padded
+    to whole stream words) and the input gradient ``grad_x`` (raw, ``words`` 32-bit words a value); ``codes``:
+    byte offset and packing of each core gradient's codes; ``parts``: 32-bit words of the PEs' stream word."""
 
     arena: np.ndarray
     phases: Tuple[Tuple[Tuple[str, Tuple[Call, ...]], ...], ...]
@@ -238,10 +244,18 @@ class StepLists:
     cores: Tuple[Tuple[int, ...], ...]
     batch: int
     outputs: Dict[str, Tuple[int, int]]
+    codes: Dict[str, Tuple[int, RoundStageConfig]]
     inputs: Dict[str, HostInput]
     lanes: int
+    parts: int
+    y_width: int
 
     FORWARD_PHASES = 2  # the forward's lists come first (PE2's, then PE1's); the backward's follow
+
+    @property
+    def y_rows(self) -> int:
+        """Rows of the layer output as the last forward contraction writes it: ``(b, p)``."""
+        return self.batch * math.prod(s[1] for s in self.cores[:-1])
 
     def write(self, arena: np.ndarray, *, x: np.ndarray | None = None, cores: Sequence[np.ndarray] | None = None,
               gy: np.ndarray | None = None) -> List[Tuple[int, int]]:
@@ -256,7 +270,8 @@ class StepLists:
                 None if cores is None else cores[item.source])
             if value is None:
                 continue
-            words = pack_rows(item.layout(np.asarray(value, np.int64)), self.lanes, SLOT_BITS).astype(np.uint32)
+            words = pack_rows(item.layout(np.asarray(value, np.int64)), self.lanes, SLOT_BITS,
+                              stream_bits=32 * self.parts).astype(np.uint32)
             arena[item.rows.offset // 4:item.rows.offset // 4 + words.size] = words
             written.append((item.rows.offset // 4, words.size))
         return written
@@ -264,30 +279,47 @@ class StepLists:
     def read_ranges(self, *, forward: bool) -> List[Tuple[int, int]]:
         """The word ranges the host reads after the forward lists (the output) or after the backward ones (the
         input gradient, the core gradients, the records whose sums move the scales), which a board invalidates."""
-        batch = self.batch
-        sizes = {"y": batch * math.prod(s[1] for s in self.cores), "grad_x": batch * math.prod(s[2] for s in self.cores)}
+        sizes = {"y": self.y_rows * self.y_width, "grad_x": self.batch * math.prod(s[2] for s in self.cores)}
         if forward:
             offset, words = self.outputs["y"]
             return [(offset // 4, words * sizes["y"])]
-        for k, shape in enumerate(self.cores):  # a core gradient's codes: a word each
-            sizes[f"core_grad {k}"] = math.prod(shape)
         ranges = [(offset // 4, words * sizes[name]) for name, (offset, words) in self.outputs.items() if name != "y"]
+        ranges += [(offset // 4, cfg.words_out(math.prod(self.cores[k])))
+                   for k, (offset, cfg) in enumerate(self.codes[f"core_grad {k}"] for k in range(len(self.cores)))]
         for item, calls in self.contractions.values():
             if item.stat is not None:
                 ranges += [(call.record // 4, RECORD_WORDS) for call in calls if not call.acc_hold]
         return ranges
 
 
-def _rounding(shift: int, bits: int, row_values: int, lanes: int) -> RoundStageConfig:
+def _chunk(lanes: int, parts: int) -> int:
+    """32-bit words of one chunk of ``lanes`` 16-bit slots on streams of ``parts`` 32-bit words (whole words)."""
+    return chunk_words(lanes, SLOT_BITS, 32 * parts) * parts
+
+
+def _rounding(shift: int, bits: int, row_values: int, lanes: int, parts: int) -> RoundStageConfig:
     """Codes for a PE operand: ``row_values`` to a row, in chunks of ``lanes`` 16-bit slots."""
-    return RoundStageConfig(enable=True, shift=int(shift), bits=bits, lanes=lanes,
-                            group_words=chunk_words(lanes, SLOT_BITS), row_values=row_values, field_bits=SLOT_BITS)
+    return RoundStageConfig(enable=True, shift=int(shift), bits=bits, lanes=lanes, group_words=_chunk(lanes, parts),
+                            row_values=row_values, field_bits=SLOT_BITS)
 
 
-def _codes_out(shift: int, bits: int) -> RoundStageConfig:
-    """Codes for the host: one a 32-bit word (a 16-bit slot)."""
-    return RoundStageConfig(enable=True, shift=int(shift), bits=bits, lanes=1, group_words=1, row_values=1,
-                            field_bits=SLOT_BITS)
+def _codes_out(shift: int, bits: int, row_values: int, parts: int) -> RoundStageConfig:
+    """Codes for the host: rows of ``row_values`` 16-bit fields, packed a stream word (``parts`` 32-bit words)
+    at a time, each row starting a new one."""
+    return RoundStageConfig(enable=True, shift=int(shift), bits=bits, lanes=2 * parts, group_words=parts,
+                            row_values=row_values, field_bits=SLOT_BITS)
+
+
+def _divisor_within(length: int, limit: int) -> int:
+    """The longest row that tiles ``length`` within ``limit`` values (a code row a call writes whole)."""
+    return max(d for d in range(1, min(length, limit) + 1) if length % d == 0)
+
+
+def unpack_codes(words: np.ndarray, cfg: RoundStageConfig, count: int) -> np.ndarray:
+    """``count`` codes the rounding stage wrote as rows of ``cfg.row_values`` 16-bit fields (int64)."""
+    row = cfg.groups_per_row * cfg.group_words
+    fields = np.ascontiguousarray(words[:count // cfg.row_values * row], dtype=np.uint32).view(np.int16)
+    return fields.reshape(-1, 2 * row)[:, :cfg.row_values].reshape(-1).astype(np.int64)
 
 
 def core_forward(core: np.ndarray) -> np.ndarray:
@@ -324,28 +356,31 @@ class HostInput:
     layout: Callable[[np.ndarray], np.ndarray]
 
 
-def _put(arena: ArenaLayout, values: np.ndarray, lanes: int, i_step: int, j_step: int) -> Rows:
-    """Host codes ``values`` (..., K) packed as rows of the PEs' 16-bit slots."""
+def _put(arena: ArenaLayout, values: np.ndarray, lanes: int, parts: int, i_step: int, j_step: int) -> Rows:
+    """Host codes ``values`` (..., K) packed as rows of the PEs' 16-bit slots on streams of ``parts`` words."""
     k = values.shape[-1]
-    return Rows(offset=arena.put(pack_rows(values.reshape(-1, k), lanes, SLOT_BITS)), values=k,
-                words=row_words(k, lanes, SLOT_BITS), i_step=i_step, j_step=j_step)
+    return Rows(offset=arena.put(pack_rows(values.reshape(-1, k), lanes, SLOT_BITS, stream_bits=32 * parts)),
+                values=k, words=row_words(k, lanes, SLOT_BITS, 32 * parts) * parts, i_step=i_step, j_step=j_step,
+                chunk=_chunk(lanes, parts))
 
 
-def _room(arena: ArenaLayout, rows: int, values: int, lanes: int, i_step: int, j_step: int) -> Rows:
-    words = row_words(values, lanes, SLOT_BITS)
-    return Rows(offset=arena.reserve(rows * words), values=values, words=words, i_step=i_step, j_step=j_step)
+def _room(arena: ArenaLayout, rows: int, values: int, lanes: int, parts: int, i_step: int, j_step: int) -> Rows:
+    words = row_words(values, lanes, SLOT_BITS, 32 * parts) * parts
+    return Rows(offset=arena.reserve(rows * words), values=values, words=words, i_step=i_step, j_step=j_step,
+                chunk=_chunk(lanes, parts))
 
 
 def check_specs(spec1: Tt1Spec, spec2: Tt2Spec) -> int:
-    """The lanes both PEs share, or an error: the step's tensors are read by both in 16-bit slots."""
+    """The lanes both PEs share, or an error: the step's tensors are read by both in 16-bit slots, laid out
+    for one stream width."""
     for name, spec in (("PE1", spec1), ("PE2", spec2)):
-        if spec.a_bits != SLOT_BITS or spec.b_bits != SLOT_BITS or spec.stream_bits != 32:
-            raise ValueError(f"{name} must take 16-bit A and B operands on 32-bit streams for the step's lists "
-                             f"(states feed PE2 as A and PE1 as B), got a_bits={spec.a_bits}, b_bits={spec.b_bits}, "
-                             f"stream_bits={spec.stream_bits}")
-    if spec1.lanes != spec2.lanes:
-        raise ValueError(f"PE1 and PE2 read the same tensors: their lanes must agree ({spec1.lanes} != {spec2.lanes})")
-    if chunk_words(spec1.lanes, SLOT_BITS) > GROUP_WORDS_RANGE[1]:
+        if spec.a_bits != SLOT_BITS or spec.b_bits != SLOT_BITS:
+            raise ValueError(f"{name} must take 16-bit A and B operands for the step's lists (states feed PE2 as A "
+                             f"and PE1 as B), got a_bits={spec.a_bits}, b_bits={spec.b_bits}")
+    if spec1.lanes != spec2.lanes or spec1.stream_bits != spec2.stream_bits:
+        raise ValueError(f"PE1 and PE2 read the same tensors: their lanes and stream widths must agree (lanes "
+                         f"{spec1.lanes} and {spec2.lanes}, stream_bits {spec1.stream_bits} and {spec2.stream_bits})")
+    if _chunk(spec1.lanes, spec1.stream_bits // 32) > GROUP_WORDS_RANGE[1]:
         raise ValueError(f"{spec1.lanes} lanes of 16-bit slots make a {spec1.lanes * SLOT_BITS}-bit chunk; the "
                          f"rounding stage packs chunks of at most {32 * GROUP_WORDS_RANGE[1]} bits (<= 8 lanes)")
     return spec1.lanes
@@ -358,10 +393,12 @@ class _Builder:
                  ) -> None:
         self.cores = [np.asarray(core, dtype=np.int64) for core in cores]
         self.lanes = check_specs(spec1, spec2)
+        self.parts = spec1.stream_bits // 32
         self.d, self.batch, self.fracs = len(self.cores), batch, fracs
         self.spec = {"tt1": spec1, "tt2": spec2}
         self.arena = ArenaLayout()
         self.outputs: Dict[str, Tuple[int, int]] = {}
+        self.codes_out: Dict[str, Tuple[int, RoundStageConfig]] = {}
         self.inputs: Dict[str, HostInput] = {}
         shapes = [core.shape for core in self.cores]
         self.P = [batch * math.prod(s[1] for s in shapes[:k]) for k in range(self.d)]  # B * P_k
@@ -373,7 +410,7 @@ class _Builder:
 
     def host(self, name: str, source, layout, value: np.ndarray, i_step: int, j_step: int) -> Rows:
         """A tensor the host writes, placed and named (:meth:`StepLists.write` writes it again later)."""
-        rows = _put(self.arena, layout(value), self.lanes, i_step, j_step)
+        rows = _put(self.arena, layout(value), self.lanes, self.parts, i_step, j_step)
         self.inputs[name] = HostInput(rows, source, layout)
         return rows
 
@@ -381,8 +418,8 @@ class _Builder:
         """Room for ``S_k`` (or ``rows`` given), as PE2's ``A`` reads it (PE1's for the last state)."""
         a, _, n, _ = self.shape(k)
         if k == self.d - 1:
-            return rows or _room(self.arena, self.P[k], a * n, self.lanes, 1, 0)
-        return rows or _room(self.arena, self.P[k] * a * n, self.R[k], self.lanes, a * n, 1)
+            return rows or _room(self.arena, self.P[k], a * n, self.lanes, self.parts, 1, 0)
+        return rows or _room(self.arena, self.P[k] * a * n, self.R[k], self.lanes, self.parts, a * n, 1)
 
     def forward(self, x_codes: np.ndarray) -> List[Rows]:
         """The input codes placed, every forward contraction, the output room; returns the states."""
@@ -395,16 +432,24 @@ class _Builder:
             a, m, n, c = self.shape(k)
             core = self.host(f"core {k} forward", k, core_forward, self.cores[k], 1, 0)
             nxt = self.state(k + 1)
-            rounding = _rounding(f.act[k + 1] - f.act[k] - f.core[k], f.act_bits, nxt.values, self.lanes)
+            rounding = _rounding(f.act[k + 1] - f.act[k] - f.core[k], f.act_bits, nxt.values, self.lanes, self.parts)
             self.items.append(Contraction(f"forward {k}", "tt2", (self.P[k], a * n, self.R[k], m * c), states[k],
                                           core, Out(nxt.offset, rounding, nxt.words), ("act_frac_bits", k + 1),
                                           (f.act_bits, f.core_bits)))
             states.append(nxt)
         a, m, n, _ = self.shape(self.d - 1)
-        core = self.host(f"core {self.d - 1} forward", self.d - 1, core_last_forward, self.cores[-1], 1, 0)
         dims, bits = (self.P[-1], 1, a * n, m), (f.act_bits, f.core_bits)
+        beat = self.parts // math.gcd(self.parts, 2 if _chained("tt1", dims, self.spec["tt1"], bits, "y") else 1)
+        self.y_width = -(-m // beat) * beat  # y's rows padded (zero core rows) to whole stream words
+
+        def layout(core, width=self.y_width):
+            rows = core_last_forward(core)
+            return np.pad(rows, ((0, width - rows.shape[0]), (0, 0)))
+
+        core = self.host(f"core {self.d - 1} forward", self.d - 1, layout, self.cores[-1], 1, 0)
+        dims = (self.P[-1], 1, a * n, self.y_width)
         self.items.append(Contraction("forward last", "tt1", dims, states[-1], core,
-                                      self._raw(self.P[-1] * m, ("tt1", dims, bits), "y"), None, bits))
+                                      self._raw(self.P[-1] * self.y_width, ("tt1", dims, bits), "y"), None, bits))
         return states
 
     def _raw(self, values: int, contraction, name: str) -> Out:
@@ -416,10 +461,12 @@ class _Builder:
         self.outputs[name] = (offset, words)
         return Out(offset, RAW, words)
 
-    def codes(self, values: int, shift: int, name: str) -> Out:
-        offset = self.arena.reserve(values)
-        self.outputs[name] = (offset, 1)
-        return Out(offset, _codes_out(shift, self.fracs.grad_bits), 1)
+    def codes(self, values: int, row: int, limit: int, shift: int, name: str) -> Out:
+        """Room for ``values`` codes the host reads, in rows that tile ``row`` within ``limit`` values."""
+        cfg = _codes_out(shift, self.fracs.grad_bits, _divisor_within(row, limit), self.parts)
+        offset = self.arena.reserve(cfg.words_out(values))
+        self.codes_out[name] = (offset, cfg)
+        return Out(offset, cfg, cfg.groups_per_row * cfg.group_words)
 
     def backward(self, gy_codes: np.ndarray, states: List[Rows], need_grad_x: bool) -> None:
         """The output gradient placed (rows, and transposed), then every backward contraction, core by core."""
@@ -432,21 +479,23 @@ class _Builder:
                          gy_codes, 1, 0)
         last = states[d - 1]
         self.items.append(Contraction(
-            f"core gradient {d - 1}", "tt2", (1, bp, a * n, m), Rows(last.offset, last.values, last.words, 0, 1), gy_t,
-            self.codes(m * a * n, f.core_grad[d - 1] - f.grad[d - 1] - f.act[d - 1], f"core_grad {d - 1}"),
+            f"core gradient {d - 1}", "tt2", (1, bp, a * n, m), replace(last, i_step=0, j_step=1), gy_t,
+            self.codes(m * a * n, a * n, min(self.spec["tt2"].max_k, MAX_ROWS),
+                       f.core_grad[d - 1] - f.grad[d - 1] - f.act[d - 1], f"core_grad {d - 1}"),
             ("core_grad_frac_bits", d - 1), (f.act_bits, f.grad_bits)))
         core = self.host(f"core {d - 1} input gradient", d - 1, core_last_input_grad, self.cores[-1], 1, 0)
         dims, bits = (bp, 1, m, a * n), (f.grad_bits, f.core_bits)
         out, stat = self._gradient_out(d - 1, dims, bits)
         self.items.append(Contraction(f"input gradient {d - 1}", "tt1", dims, gy_rows, core, out, stat, bits))
-        g = Rows(out.offset, out.rounding.row_values, out.row_words, *(self._g_steps(d - 2) if d > 1 else (1, 0)))
+        g = self._g(out, *(self._g_steps(d - 2) if d > 1 else (1, 0)))
         for k in range(d - 2, -1, -1):
             a, m, n, c = self.shape(k)
             s_k = states[k]
             self.items.append(Contraction(
                 f"core gradient {k}", "tt1", (m * c, self.P[k], self.R[k], a * n),
-                Rows(g.offset, g.values, g.words, 1, m * c), Rows(s_k.offset, s_k.values, s_k.words, 1, a * n),
-                self.codes(m * c * a * n, f.core_grad[k] - f.grad[k] - f.act[k], f"core_grad {k}"),
+                replace(g, i_step=1, j_step=m * c), replace(s_k, i_step=1, j_step=a * n),
+                self.codes(m * c * a * n, a * n, min(self.spec["tt1"].max_l, MAX_ROWS),
+                           f.core_grad[k] - f.grad[k] - f.act[k], f"core_grad {k}"),
                 ("core_grad_frac_bits", k), (f.grad_bits, f.act_bits)))
             if k == 0 and not need_grad_x:
                 break
@@ -455,7 +504,11 @@ class _Builder:
             out, stat = self._gradient_out(k, dims, bits)
             self.items.append(Contraction(f"input gradient {k}", "tt2", dims, g, core, out, stat, bits))
             if k:
-                g = Rows(out.offset, out.rounding.row_values, out.row_words, *self._g_steps(k - 1))
+                g = self._g(out, *self._g_steps(k - 1))
+
+    def _g(self, out: Out, i_step: int, j_step: int) -> Rows:
+        """The gradient an input-gradient contraction wrote (``out``) as the next contractions read it."""
+        return Rows(out.offset, out.rounding.row_values, out.row_words, i_step, j_step, _chunk(self.lanes, self.parts))
 
     def _g_steps(self, k: int) -> Tuple[int, int]:
         _, m, _, c = self.shape(k)
@@ -470,8 +523,8 @@ class _Builder:
             return self._raw(self.batch * math.prod(s[2] for s in (c.shape for c in self.cores)), (pe, dims, bits),
                              "grad_x"), None
         _, m, _, c = self.shape(k - 1)
-        room = _room(self.arena, self.P[k - 1] * m * c, self.R[k - 1], self.lanes, m * c, 1)
-        rounding = _rounding(f.grad[k - 1] - f.grad[k] - f.core[k], f.grad_bits, self.R[k - 1], self.lanes)
+        room = _room(self.arena, self.P[k - 1] * m * c, self.R[k - 1], self.lanes, self.parts, m * c, 1)
+        rounding = _rounding(f.grad[k - 1] - f.grad[k] - f.core[k], f.grad_bits, self.R[k - 1], self.lanes, self.parts)
         return Out(room.offset, rounding, room.words), ("grad_frac_bits", k - 1)
 
 
@@ -494,9 +547,18 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
     phases = [phase([], [f"forward {k}" for k in range(d - 1)]), phase(["forward last"], []),
               phase([f"input gradient {d - 1}"], [f"core gradient {d - 1}"])]
     phases += [phase([f"core gradient {k}"], [f"input gradient {k}"]) for k in range(d - 2, -1, -1)]
-    return StepLists(arena=builder.arena.image(), phases=tuple(p for p in phases if p), contractions=made,
+    arena = builder.arena.image()
+    for listed in phases:
+        for pe, calls in listed:
+            try:
+                check_list(calls, 4 * arena.size, 32 * builder.parts)
+            except ValueError as error:
+                raise ValueError(f"core shapes {[core.shape for core in builder.cores]} on {32 * builder.parts}-bit "
+                                 f"streams: {pe}'s list: {error}") from None
+    return StepLists(arena=arena, phases=tuple(p for p in phases if p), contractions=made,
                      cores=tuple(core.shape for core in builder.cores), batch=builder.batch,
-                     outputs=dict(builder.outputs), inputs=dict(builder.inputs), lanes=builder.lanes)
+                     outputs=dict(builder.outputs), codes=dict(builder.codes_out), inputs=dict(builder.inputs),
+                     lanes=builder.lanes, parts=builder.parts, y_width=builder.y_width)
 
 
 def _words(arena: np.ndarray, offset: int, values: int, words: int) -> np.ndarray:
@@ -510,15 +572,13 @@ def read_outputs(lists: StepLists, arena: np.ndarray) -> Dict[str, object]:
     in the core's layout, codes), and ``stats``: per tracker, the records' sum of |acc| and the results' count."""
     d, batch = len(lists.cores), lists.batch
     n_all = math.prod(s[2] for s in lists.cores)
-    m_all = math.prod(s[1] for s in lists.cores)
-    found: Dict[str, object] = {"y": _words(arena, *_at(lists, "y", batch * m_all)).reshape(batch, m_all)}
+    found: Dict[str, object] = {"y": _y(lists, arena)}
     if "grad_x" in lists.outputs:
         found["grad_x"] = _words(arena, *_at(lists, "grad_x", batch * n_all)).reshape(batch, n_all)
     grads = []
     for k, (a, m, n, c) in enumerate(lists.cores):
-        offset, _ = lists.outputs[f"core_grad {k}"]
-        words = np.asarray(arena[offset // 4:offset // 4 + a * m * n * c], dtype=np.uint32)
-        codes = (words & 0xFFFF).astype(np.uint16).view(np.int16).astype(np.int64)
+        offset, cfg = lists.codes[f"core_grad {k}"]
+        codes = unpack_codes(arena[offset // 4:offset // 4 + cfg.words_out(a * m * n * c)], cfg, a * m * n * c)
         grads.append(codes.reshape(m, a, n)[None].transpose(2, 1, 3, 0) if k == d - 1
                      else codes.reshape(m, c, a, n).transpose(2, 0, 3, 1))
     found["core_grads"] = grads
@@ -531,6 +591,14 @@ def read_outputs(lists: StepLists, arena: np.ndarray) -> Dict[str, object]:
             stats[item.stat] = (total, sum(call.count for call in sent))
     found["stats"] = stats
     return found
+
+
+def _y(lists: StepLists, arena: np.ndarray) -> np.ndarray:
+    """The layer output's accumulators (B, M), its rows' padding dropped."""
+    offset, words = lists.outputs["y"]
+    m = lists.cores[-1][1]
+    rows = _words(arena, offset, lists.y_rows * lists.y_width, words).reshape(lists.y_rows, lists.y_width)
+    return rows[:, :m].reshape(lists.batch, -1)
 
 
 def _at(lists: StepLists, name: str, values: int) -> Tuple[int, int, int]:
@@ -551,10 +619,7 @@ def layer_output(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book:
     """The layer output (B, M) in float64 after the forward lists: the PE's accumulators plus the bias the host
     quantises at a scale aimed at it (its tracker moves in ``book``)."""
     d = len(layer.cores)
-    offset, words = lists.outputs["y"]
-    m_all = math.prod(s[1] for s in lists.cores)
-    y = to_values(_words(arena, offset, lists.batch * m_all, words).reshape(lists.batch, m_all),
-                  fracs.act[d - 1] + fracs.core[d - 1])
+    y = to_values(_y(lists, arena), fracs.act[d - 1] + fracs.core[d - 1])
     if layer.bias is not None:
         bias = layer.bias.astype(np.float64)
         frac_b = frac_of_values(bias, bits=layer.bias_bits, headroom_bits=layer.activation_headroom_bits,

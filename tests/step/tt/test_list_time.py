@@ -72,5 +72,5 @@ def test_each_phase_costs_its_longer_list(setup):
 
 
 def test_builds_that_cannot_run_lists_are_refused_with_the_reason(setup):
-    with pytest.raises(ValueError, match="lanes must agree"):
+    with pytest.raises(ValueError, match="lanes and stream widths must agree"):
         tt_list_plans(setup, Tt1Spec(**SPECS), Tt2Spec(**{**SPECS, "lanes": 8}))

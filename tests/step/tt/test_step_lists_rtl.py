@@ -6,6 +6,7 @@ calls (contractions tiled in J), plain calls and 3-D blocks."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -24,14 +25,16 @@ from test_step_lists import SHAPES, SMALL, batch, lists_step, run_golden, warmed
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("name", ["rank1_b17", "digits_first_layer_r4_b5"])
-def test_step_lists_on_the_rtl_equal_golden_and_the_cycle_model(tmp_path, name):
+@pytest.mark.parametrize("name, stream", [("rank1_b17", 32), ("digits_first_layer_r4_b5", 32),
+                                          ("digits_first_layer_r4_b5", 128)])
+def test_step_lists_on_the_rtl_equal_golden_and_the_cycle_model(tmp_path, name, stream):
     shape = SHAPES[name]
     layer = warmed(shape)
     state = layer_state(layer)
     x, grad_y = batch(layer, shape[3], seed=3)
-    lists, _ = lists_step(state, x, grad_y, SMALL)
-    specs = {"tt1": SMALL[0], "tt2": SMALL[1]}
+    small = tuple(dataclasses.replace(spec, stream_bits=stream) for spec in SMALL)
+    lists, _ = lists_step(state, x, grad_y, small)
+    specs = {"tt1": small[0], "tt2": small[1]}
     arena = lists.arena
     runs, chained = [], 0
     for index, phase in enumerate(lists.phases):
@@ -47,7 +50,7 @@ def test_step_lists_on_the_rtl_equal_golden_and_the_cycle_model(tmp_path, name):
             assert result.words > arena.size  # the whole arena, and guard words around it
             assert model.total == result.busy_cycles, (index, pe_name, model.breakdown())
             arena = expected  # the RTL's arena, word for word
-    print(f"\n[step lists on the RTL] {name}: {len(runs)} lists, {sum(r[2] for r in runs)} calls "
+    print(f"\n[step lists on the RTL] {name} at {stream} bits: {len(runs)} lists, {sum(r[2] for r in runs)} calls "
           f"({chained} accumulating), busy cycles {sum(r[4] for r in runs)}, model {sum(r[3] for r in runs)}: {runs}")
-    assert np.array_equal(arena, run_golden(lists, SMALL))
+    assert np.array_equal(arena, run_golden(lists, small))
     assert chained > 0 and {r[1] for r in runs} == {"tt1", "tt2"}
