@@ -15,11 +15,12 @@ rank, batch 64, in one process:
   (``benchmarks/bench_tt_golden.py``), one thread, the least of ``--steps``.
 
 Both PEs: 8 lanes × 8 rows, 16-bit slots, buffers of 64 (max_j, max_k,
-max_l), 32-bit streams. Prints the step's parts and the ratio board /
-torch_f32; writes ``tt_step_lists.json``. A run takes a few minutes (the golden
+max_l), 128-bit streams (``--stream-bits``). Prints the step's parts and the
+ratio board / torch_f32; writes ``tt_step_lists_r<rank>_s<bits>.json``. A run takes a few minutes (the golden
 shell computes every call of two steps in Python).
 
-Run: .venv/bin/python benchmarks/bench_tt_step_lists.py [--rank 8] [--steps 5] [--clock-mhz 100] [--out reports/bench]
+Run: .venv/bin/python benchmarks/bench_tt_step_lists.py [--rank 8] [--steps 5] [--clock-mhz 100] [--stream-bits 128]
+[--out reports/bench]
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def main() -> int:
     parser.add_argument("--rank", type=int, default=8)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--clock-mhz", type=float, default=100.0)
+    parser.add_argument("--stream-bits", type=int, default=128, choices=(32, 64, 128),
+                        help="both PEs' stream words (the Ultra96-V2's HP ports are 128 bits wide)")
     parser.add_argument("--out", default="reports/bench")
     args = parser.parse_args()
     if args.rank < 1 or args.steps < 1 or not args.clock_mhz > 0:
@@ -61,7 +64,8 @@ def main() -> int:
     torch.set_num_threads(1)
     precision = {**tt_setup_of(load_design(EXAMPLES / "digits_tt.toml")).precision, "scale_rule": "tracked"}
     setup = paper_setup(args.rank, precision)
-    shell = GoldenListShell(Tt1Spec(**BUFFERS), Tt2Spec(**BUFFERS))
+    build = {**BUFFERS, "stream_bits": args.stream_bits}
+    shell = GoldenListShell(Tt1Spec(**build), Tt2Spec(**build))
     trainer = TtListTrainer(setup, shell)
     f32 = torch_f32_step(setup, trainer.cores, trainer.biases)
     rng = np.random.default_rng(args.rank)
@@ -86,14 +90,14 @@ def main() -> int:
            "host_share": host_s / total_s, "host_work": step.host.to_dict(), "macs_bound_ms": 1e3 * step.time.bounds["macs_s"],
            "board_step_ms": 1e3 * total_s, "torch_f32_ms": 1e3 * min(torch_s),
            "ratio_board_to_torch_f32": total_s / min(torch_s), "clock_mhz": args.clock_mhz,
-           "pe_build": BUFFERS}
+           "pe_build": build}
     print(f"rank {args.rank}: board step {row['board_step_ms']:.1f} ms (PE+DMA {row['pe_dma_ms']:.1f} ms over "
           f"layers {[round(c / (args.clock_mhz * 1e3), 1) for c in cycles]} ms, host here {row['host_ms_desktop']:.1f}"
-          f" ms); float32 PyTorch {row['torch_f32_ms']:.1f} ms; board / float32 = "
+          f" ms, {100 * row['host_share']:.0f} %); MAC bound {row['macs_bound_ms']:.1f} ms; float32 PyTorch {row['torch_f32_ms']:.1f} ms; board / float32 = "
           f"{row['ratio_board_to_torch_f32']:.1f}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / "tt_step_lists.json", row)
+    write_json_atomic(out / f"tt_step_lists_r{args.rank}_s{args.stream_bits}.json", row)
     return 0
 
 

@@ -133,7 +133,7 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
         chosen_design = design_from_dict(chosen_toml)
     refined = desktop.refine(raw, design, chosen_toml, chosen_design, space.chosen_options(chosen),
                              space.point(chosen), objective=objective, knobs=knobs, cap=cap,
-                             measured_here=host is None, progress=progress)
+                             measured_here=host is None, space=space, progress=progress)
     chosen_toml, chosen_design = refined.chosen_toml, refined.chosen_design
     step = family.step(space.chosen_options(chosen), design.board, design.clock_mhz, hp_ports=ports["chosen"],
                        **refined.step_options)
@@ -377,7 +377,9 @@ def _list_step_lines(found: Mapping[str, Any] | None) -> list[str]:
     if not found["priced"]:
         return [f"  the step as call lists: not priced ({found['why']})"]
     work = found["host_work"]
-    return [f"  the step as call lists (host left with the loss, bias, ReLU and Adam): {found['total_s'] * 1e3:.3f} ms"
+    where = "the chosen point" if found["chosen"] else f"{found['label']}, the best point whose builds run lists"
+    return [f"  the step as call lists at {where} (host left with the loss, bias, ReLU and Adam): "
+            f"{found['total_s'] * 1e3:.3f} ms"
             f" = PE and DMA {found['pe_s'] * 1e3:.3f} + memory {found['memory_s'] * 1e3:.3f} + host "
             f"{found['host_s'] * 1e3:.3f} (measured, {found['host_share']:.0%}), against {found['per_call_total_s'] * 1e3:.3f}"
             f" ms per call; layers " + ", ".join(f"{s * 1e3:.3f}" for s in found["layers_s"]) + f" ms; MAC bound "

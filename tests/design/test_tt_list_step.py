@@ -10,7 +10,7 @@ import pytest
 from codesign.boards import board
 from codesign.design import load_design
 from codesign.design.families.tt import tt_setup_of
-from codesign.design.families.tt_list_step import list_step_report, measure_list_host
+from codesign.design.families.tt_list_step import list_point, list_step_report, measure_list_host
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -49,3 +49,20 @@ def test_a_point_that_cannot_run_lists_says_why(rule, spec2, why):
     found = list_step_report(_setup(rule), Tt1Spec(**SPECS), Tt2Spec(**spec2), board("zedboard"), clock_mhz=100.0,
                              per_call_total_s=0.004)
     assert not found["priced"] and why in found["why"]
+
+
+def test_the_best_point_whose_builds_run_lists_is_found():
+    """A space whose best point mixes stream widths: the list step is priced at the best point that does not."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    def option(pe, stream):
+        return SimpleNamespace(pe=pe, spec=(Tt1Spec if pe == "tt1" else Tt2Spec)(**{**SPECS, "stream_bits": stream}))
+
+    points = [[option("tt1", 32), option("tt2", 64)], [option("tt1", 128), option("tt2", 128)],
+              [option("tt1", 64), option("tt2", 64)], [option("tt1", 32), option("tt2", 32)]]
+    space = SimpleNamespace(total_s=np.array([1.0, 3.0, 2.0, 0.5]), energy_pj=np.array([1.0, 3.0, 2.0, 0.5]),
+                            feasible=np.array([True, True, True, False]), chosen_options=lambda i: points[i])
+    assert list_point(space, _setup(), "time") == 2  # point 0 mixes widths, point 3 does not fit
+    assert list_point(space, _setup("exact"), "time") is None

@@ -20,7 +20,7 @@ from codesign.boards import Board
 from codesign.design.explore import DEFAULT_CAP, ENUMERATE_LIMIT, Option, Space
 from codesign.design.explore_model import ExploreModel, explore_family
 from codesign.design.families import DesktopFamily, Refined, design_pes
-from codesign.design.families.tt_list_step import list_step_report, specs_of
+from codesign.design.families.tt_list_step import list_point, list_step_report, specs_of
 from codesign.design.point import DesignPoint, design_from_dict
 from codesign.hw.resource_model import RESOURCES
 from codesign.loops.common import HwTrainError
@@ -158,10 +158,11 @@ def tt_explorer(design, *, progress: Callable[[str], None] = print, host: HostMo
 
 def tt_refine(raw, design: DesignPoint, chosen_toml: dict[str, Any], chosen_design: DesignPoint,
               options: Sequence[Option], point: Mapping[str, Any], *, objective: str, knobs, cap: float,
-              measured_here: bool, progress: Callable[[str], None] = print) -> Refined:
+              measured_here: bool, space: Space | None = None, progress: Callable[[str], None] = print) -> Refined:
     """The forward split (measured side by side on this machine, as the shortlist; a board's host report keeps
-    the file's choice), the on-chip budget of the chosen point, and the other route's best point (not where the
-    host is a board's report: it is one route's)."""
+    the file's choice), the on-chip budget of the chosen point, the other route's best point (not where the
+    host is a board's report: it is one route's), and under tracked scales the step as call lists at the best
+    point of ``space`` whose builds can run them."""
     split = other = None
     if measured_here:
         split = forward_split_choice(chosen_design, options, objective=objective,
@@ -173,9 +174,12 @@ def tt_refine(raw, design: DesignPoint, chosen_toml: dict[str, Any], chosen_desi
     setup = tt_setup_of(chosen_design)
     lists = None
     if setup.precision["scale_rule"] == "tracked":
-        progress("pricing the step as call lists at the chosen point (list cycle model; host measured here)")
-        lists = list_step_report(setup, *specs_of(options), chosen_design.board, clock_mhz=chosen_design.clock_mhz,
-                                 per_call_total_s=point["total_s"])
+        progress("pricing the step as call lists (list cycle model; host measured here)")
+        at = list_point(space, setup, objective) if space is not None else None
+        at_point, at_options = (point, options) if at is None else (space.point(at), space.chosen_options(at))
+        lists = {**list_step_report(setup, *specs_of(at_options), chosen_design.board,
+                                    clock_mhz=chosen_design.clock_mhz, per_call_total_s=at_point["total_s"]),
+                 "label": at_point["label"], "chosen": at_point["label"] == point["label"]}
     return Refined(chosen_toml=chosen_toml, chosen_design=chosen_design,
                    step_options={"forward_split": chosen_design.forward_split},
                    reports={"forward_split": split, "reuse": tt_reuse_report(design, options, point),

@@ -85,10 +85,20 @@ def _cannot(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec) -> str:
     return ""
 
 
+def list_point(space, setup: TtTrainSetup, objective: str) -> int | None:
+    """The best feasible point of ``space`` (by ``objective``'s per-call figure) whose PE1 and PE2 builds can run
+    the step as lists (equal lanes and stream widths, 16-bit operands); None where there is none."""
+    key = space.total_s if objective == "time" else space.energy_pj
+    for index in np.flatnonzero(space.feasible)[np.argsort(key[space.feasible], kind="stable")]:
+        if not _cannot(setup, *specs_of(space.chosen_options(int(index)))):
+            return int(index)
+    return None
+
+
 def specs_of(options: Sequence[Any]) -> tuple[Any, Any]:
     """The tt1 and tt2 builds of a point's options (None where it has none)."""
     found = {option.pe: option.spec for option in options}
     return found.get("tt1"), found.get("tt2")
 
 
-__all__ = ["list_step_report", "measure_list_host", "specs_of"]
+__all__ = ["list_point", "list_step_report", "measure_list_host", "specs_of"]
