@@ -26,7 +26,8 @@ def _burst(addr: int, left: int, size: int) -> int:
 
 
 class ReadPort:
-    """accel_mm2s and the AxiRam's read side (AR sink, ``_process_read``, R source), one per shell; with a DDR
+    """accel_mm2s and the AxiRam's read side (AR sink, ``_process_read``, R source), one per shell (runs overlap:
+    a run may start once the one before has asked for all its bursts, ``requesting``); with a DDR
     timing (:class:`codesign.step.list_cycles.DdrTiming`) the R source is paused as the list bench's pacer pauses
     it: the first beat of a burst not before ``read_latency`` edges after its AR, at most ``read_beats`` beats
     driven in any ``read_window`` edges."""
@@ -91,6 +92,7 @@ class ReadPort:
 
     def edge(self, start: bool, addr: int, n: int, rready: bool) -> None:
         moved = self.rvalid and rready
+        taken = self.arvalid and self.arready  # the AR handshake of this edge, on the signals before it
         self.now += 1
         # the R source samples its handshake, drives its next beat unless paused (a paused source with beats
         # queued stays awake), or goes to sleep on an empty queue
@@ -105,31 +107,32 @@ class ReadPort:
                 self.asleep = not self.r_q
         # the AR sink (woken by the same edge) queues the burst; READY falls while its queue is full. The
         # coroutines the edge's handshakes wake (_process_read) run after both, in cocotb's order
-        if self.arvalid and self.arready:
+        if taken:
             self.ar_q.append(self.beats)
             if self.paced:
                 self.bursts.append([self.beats, self.beats, self.now + self.latency])
         self.arready = len(self.ar_q) < self.limit
         if self._push():
             self.asleep = False  # a queued beat wakes the R source: it drives at the next edge
-        self._mover(start, addr, n, moved)
+        self._mover(start, addr, n, moved, taken)
 
-    def _mover(self, start: bool, addr: int, n: int, moved: bool) -> None:
-        if start:
-            n = -(-n // (self.size // 4))  # words to beats
-            self.busy, self.arvalid, self.addr = n != 0, False, addr & -self.size
-            self.to_request = self.to_receive = n
-            return
-        if self.arvalid and self.arready:
+    @property
+    def requesting(self) -> bool:
+        """accel_mm2s's ``requesting``: a run still has bursts to ask for (a new run may start once it is low)."""
+        return self.arvalid or self.to_request != 0
+
+    def _mover(self, start: bool, addr: int, n: int, moved: bool, taken: bool) -> None:
+        n = -(-n // (self.size // 4)) if start else 0  # words to beats
+        if start:  # only while not requesting: earlier runs' beats may still be on their way
+            self.arvalid, self.addr, self.to_request = False, addr & -self.size, n
+        elif taken:
             self.arvalid = False
             self.addr += self.size * self.beats
             self.to_request -= self.beats
         elif not self.arvalid and self.to_request:
             self.arvalid, self.beats = True, _burst(self.addr, self.to_request, self.size)
-        if moved:
-            self.to_receive -= 1
-            if not self.to_receive:
-                self.busy = False
+        self.to_receive += n - int(moved)
+        self.busy = self.to_receive != 0
 
 
 class WritePort:
@@ -355,7 +358,7 @@ class Shell:
         self.seg = self.in_row = self.out_row = self.in_plane = self.out_plane = self.status = 0
         self.index, self.call, self.running = 0, None, True
         self.counts: dict = {}
-        self.busy = (False, False, False)
+        self.busy = (False, False, False, False)
 
     def state(self) -> tuple:
         return (self.rd.state(), self.wr.state(), self.round.state(), self.ist, self.ost, self.rd_go, self.wr_go,
@@ -413,7 +416,7 @@ class Shell:
         pe, rd, wr, rs = self.pe, self.rd, self.wr, self.round
         before = self.state() if pe.kind == WAIT and pe.left > 2 else None
         in_ready, out_valid = pe.kind == IN, pe.kind == OUT
-        rows = self.ist == I_ROW
+        rows = self.ist in (I_ROW, I_ROW_GO, I_DONE)  # a row's beats flow while later rows are asked for
         rvalid = rd.rvalid and rd.busy
         rready = (self.ist == I_FETCH or (rows and in_ready)) and rd.busy
         take = in_ready and (self.ist == I_HEADER or (rows and rvalid))
@@ -433,7 +436,7 @@ class Shell:
             acc_take = moves[1]
             round_take, push = acc_take and not hold, moves[3]
         self._count(take, give)
-        self.busy = (rd.busy, wr.busy, rs.busy)  # the sequencer reads the machines' busy before the edge
+        self.busy = (rd.busy, wr.busy, rs.busy, rd.requesting)  # the sequencer reads them before the edge
         rd_args, wr_args = self._mover_args()
         rd.edge(self.rd_go, *rd_args, rready)
         wr.edge(self.wr_go, *wr_args, push)
@@ -531,7 +534,7 @@ class Shell:
                 self.seg, self.in_row, self.in_plane = 1, 0, 0
             else:
                 self.rd_go, self.ist = True, I_ROW
-        elif ist == I_ROW and not rd_go and not self.busy[0]:
+        elif ist == I_ROW and not rd_go and not self.busy[3]:
             self.in_row += 1
             self.ist = I_ROW_GO
         self._output(ost, ist, out_valid, status, wr_go, round_go, n_calls, hold_go)
@@ -561,7 +564,7 @@ class Shell:
             self.ost = O_REC_GO
         elif ost == O_HOLD and not hold_go and self.acc_n == call.count:
             self.ost = O_REC_GO
-        elif ost == O_REC_GO and ist == I_DONE:
+        elif ost == O_REC_GO and ist == I_DONE and not self.busy[0]:
             self.wr_go, self.ost, self.rec_word = True, O_REC, 0
         elif ost == O_REC and not wr_go and not self.busy[1]:
             self.ost = O_DONE

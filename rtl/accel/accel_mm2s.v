@@ -12,6 +12,13 @@
 // PE's input handshake is the R handshake and nothing is buffered here. `busy` is high from the
 // cycle after `start` until the last beat has moved (low at once when n = 0). RRESP is not
 // checked: an error response still delivers its beats, and the words read are what the PE gets.
+//
+// Runs overlap: `requesting` is high while a run still has bursts to ask for, and a new `start`
+// is allowed as soon as it is low, while earlier runs' beats are still on their way. Their beats
+// arrive in order (one ID) and are counted together, so `busy` falls after the last beat of the
+// last run. A list's rows thus keep several bursts in flight and hide the memory's latency. Only
+// the last beat of all runs is masked, so a run that overlaps a later one must be whole beats
+// (the sequencer's list mode checks every block; the direct mode has a single run).
 module accel_mm2s #(
     parameter ADDR_BITS = 32,  // m_axi address width (bits)
     parameter MAX_BURST = 16,  // beats per burst, power of two in 1..256 (16: AXI3 slaves such as Zynq-7000 HP)
@@ -23,6 +30,7 @@ module accel_mm2s #(
     input  wire [63:0]          addr,
     input  wire [31:0]          n,
     output reg                  busy,
+    output wire                 requesting,
     // AXI4 read address / data channels
     output wire [0:0]           m_axi_arid,
     output wire [ADDR_BITS-1:0] m_axi_araddr,
@@ -88,9 +96,12 @@ module accel_mm2s #(
             assign in_data = to_receive == 32'd1 ? m_axi_rdata & last_mask : m_axi_rdata;
         end
     endgenerate
+    assign requesting = m_axi_arvalid || to_request != 32'd0;
     assign in_valid = m_axi_rvalid && busy;
     assign m_axi_rready = in_ready && busy;
     wire moved = m_axi_rvalid && m_axi_rready;
+    // beats still to move after this edge: a start adds its run, a moved beat leaves
+    wire [31:0] left = to_receive + (start ? n_beats : 32'd0) - (moved ? 32'd1 : 32'd0);
 
     always @(posedge clk) begin
         if (rst) begin
@@ -100,14 +111,12 @@ module accel_mm2s #(
             to_request <= 32'd0;
             to_receive <= 32'd0;
             beats <= 9'd0;
-        end else if (start) begin
-            busy <= n != 32'd0;
-            m_axi_arvalid <= 1'b0;
-            next_addr <= (addr[ADDR_BITS-1:0] >> LGB) << LGB;
-            to_request <= n_beats;
-            to_receive <= n_beats;
         end else begin
-            if (m_axi_arvalid && m_axi_arready) begin
+            if (start) begin  // only while not requesting: the AR channel is idle
+                m_axi_arvalid <= 1'b0;
+                next_addr <= (addr[ADDR_BITS-1:0] >> LGB) << LGB;
+                to_request <= n_beats;
+            end else if (m_axi_arvalid && m_axi_arready) begin
                 m_axi_arvalid <= 1'b0;
                 next_addr <= next_addr + ({{(ADDR_BITS - 9){1'b0}}, beats} << LGB);
                 to_request <= to_request - {23'd0, beats};
@@ -115,10 +124,8 @@ module accel_mm2s #(
                 m_axi_arvalid <= 1'b1;
                 beats <= next_beats;
             end
-            if (moved) begin
-                to_receive <= to_receive - 32'd1;
-                if (to_receive == 32'd1) busy <= 1'b0;
-            end
+            to_receive <= left;
+            busy <= left != 32'd0;
         end
     end
 endmodule

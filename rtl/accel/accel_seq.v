@@ -52,6 +52,7 @@ module accel_seq #(
     output wire [63:0]          rd_addr,
     output wire [31:0]          rd_n,
     input  wire                 rd_busy,
+    input  wire                 rd_requesting,
     input  wire [DATA_BITS-1:0] rd_data,
     input  wire                 rd_valid,
     output wire                 rd_ready,
@@ -176,7 +177,8 @@ module accel_seq #(
         endcase
     end
 
-    wire sending_rows = list_mode && ist == I_ROW;
+    // a row's beats reach the PE while later rows are asked for, and after the last one is (I_DONE)
+    wire sending_rows = list_mode && (ist == I_ROW || ist == I_ROW_GO || ist == I_DONE);
     wire sending_header = list_mode && ist == I_HEADER;
     // a refused call: whatever else the PE sends is dropped until the input side is done
     wire dropping = list_mode && ost == O_REC_GO && status != 32'd0;
@@ -348,7 +350,7 @@ module accel_seq #(
                             ist <= I_ROW;
                         end
                     end
-                    I_ROW: if (!rd_go && !rd_busy) begin
+                    I_ROW: if (!rd_go && !rd_requesting) begin  // the next row's run may start
                         in_row <= in_row + 32'd1;
                         in_addr <= in_addr + {32'd0, seg_stride};
                         ist <= I_ROW_GO;
@@ -388,7 +390,7 @@ module accel_seq #(
                     end
                     O_DRAIN: if (!round_busy && !round_go) ost <= O_REC_GO;
                     O_HOLD: if (!hold_go && {19'd0, acc_n} == count) ost <= O_REC_GO;
-                    O_REC_GO: if (ist == I_DONE) begin
+                    O_REC_GO: if (ist == I_DONE && !rd_busy) begin
                         wr_go <= 1'b1;
                         rec_word <= 4'd0;
                         ost <= O_REC;
