@@ -93,6 +93,7 @@ class AccelIP(DefaultIP):
         self._buffers: dict[str, np.ndarray] = {}
         self.calls, self.busy_s = 0, 0.0  # calls made, seconds from ap_start to ap_done over all calls
         self._pending: tuple[float, int] | None = None  # (ap_start time, output words) of a started call
+        self._pending_list: tuple | None = None  # (ap_start time, arena, calls) of a started list
         self._checked_lists: dict = {}  # (descriptor bytes, arena bytes) -> the calls, decoded and checked
         self._list_armed = True  # n_calls may be non-zero (run_list, or a process before this one): clear it once
         self._held: dict[str, int] = {}  # argument registers' values as this driver last wrote them (they persist)
@@ -196,6 +197,12 @@ class AccelIP(DefaultIP):
         ap_start. After ap_done the last call's record is read (eight words): a list that
         stopped at a refused call raises, naming it. Returns the calls run. The caller invalidates the words it
         reads back (:func:`invalidate_words`; :func:`read_records`)."""
+        self.start_list(arena, descriptors, n_calls)
+        return self.finish_list(timeout_s=timeout_s)
+
+    def start_list(self, arena, descriptors, n_calls: int) -> None:
+        """Start a call list (as :meth:`run_list`) and return at once, so that several IPs run their lists side by
+        side on one arena (lists that write disjoint words); :meth:`finish_list` waits for it."""
         calls = self._checked_list(arena, descriptors, n_calls)
         self._check_free()
         flush_words(descriptors, len(calls) * DESCRIPTOR_WORDS)
@@ -203,9 +210,16 @@ class AccelIP(DefaultIP):
                             ("calls", descriptors.physical_address)):
             self._write_register(name, value, shell.POINTER_BITS // 32, unless_held=True)
         self._write_register("n_calls", len(calls), unless_held=True)
-        started = time.perf_counter()
+        self._pending_list = (time.perf_counter(), arena, calls)
         self.mmio.write(self.offsets["CTRL"], CTRL_BIT["ap_start"])
         self._list_armed = True  # the next direct call clears n_calls first
+
+    def finish_list(self, *, timeout_s: float | None = None) -> int:
+        """Wait for the list :meth:`start_list` began (``timeout_s`` from its ``ap_start``); the calls it ran (see
+        :meth:`run_list`)."""
+        if self._pending_list is None:
+            raise DeployError(f"IP {self.ip_name}: finish_list() without a started list")
+        (started, arena, calls), self._pending_list = self._pending_list, None
         self._wait_done(started, self.timeout_s if timeout_s is None else float(timeout_s))
         self.busy_s += time.perf_counter() - started
         ran = self._list_outcome(arena, calls)
@@ -264,6 +278,8 @@ class AccelIP(DefaultIP):
         """Refuse to touch the buffers of a call still pending, or of an IP the PL left busy."""
         if self._pending is not None:
             raise DeployError(f"IP {self.ip_name} was started and not finished: call finish() first")
+        if self._pending_list is not None:
+            raise DeployError(f"IP {self.ip_name} was started on a list and not finished: call finish_list() first")
         ctrl = self._status()
         if not ctrl & CTRL_BIT["ap_idle"]:
             raise DeployError(f"IP {self.ip_name} is busy ({self.describe_ctrl(ctrl)}): an earlier call never "

@@ -82,16 +82,22 @@ class IpShell:
         for start, words in ranges:
             invalidate_words(arena, words, start)
 
-    def run(self, pe: str, calls, arena) -> Any:
-        """``calls`` run in place on ``pe``'s IP over the device buffer ``arena`` (:meth:`arena`)."""
-        words = encode_list(calls)
-        descriptors = self._descriptors.get(pe)  # one buffer an IP: its calls register keeps the address
-        if descriptors is None or descriptors.size < words.size:
-            descriptors = self._descriptors[pe] = self._buffer(f"calls {pe}", max(words.size, 1 << 12))
-        descriptors[:words.size] = words
-        self.ips[pe].run_list(arena, descriptors, len(calls))
-        self.lists += 1
-        self.calls += len(calls)
+    def run_phase(self, phase, arena) -> Any:
+        """A phase's lists (``(pe, calls)`` each, on different IPs, writing disjoint words) run in place over the
+        device buffer ``arena`` (:meth:`arena`) side by side: every IP started, then each waited for."""
+        started = []
+        for pe, calls in phase:
+            words = encode_list(calls)
+            descriptors = self._descriptors.get(pe)  # one buffer an IP: its calls register keeps the address
+            if descriptors is None or descriptors.size < words.size:
+                descriptors = self._descriptors[pe] = self._buffer(f"calls {pe}", max(words.size, 1 << 12))
+            descriptors[:words.size] = words
+            self.ips[pe].start_list(arena, descriptors, len(calls))
+            started.append(pe)
+            self.lists += 1
+            self.calls += len(calls)
+        for pe in started:
+            self.ips[pe].finish_list()
         return arena
 
 

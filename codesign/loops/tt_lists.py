@@ -15,8 +15,9 @@ rank pruning, which leaves scales set) with an unset tracker runs the loop's
 own step on the host. Every other step is equal, bit for bit, to the loop's
 (``tests/loops/test_tt_lists.py``).
 
-A shell is any object with ``run(pe, calls, arena) -> arena`` (``pe`` "tt1" or
-"tt2"; ``arena`` uint32 words), ``arena(lists, key)`` (the arena a built
+A shell is any object with ``run_phase(phase, arena) -> arena`` (a phase's
+lists, ``(pe, calls)`` each, ``pe`` "tt1" or "tt2", which write disjoint words
+and may run side by side; ``arena`` uint32 words), ``arena(lists, key)`` (the arena a built
 :class:`~codesign.step.tt.step_lists.StepLists` runs in: a copy of its
 image, or a device buffer kept under ``key``, which lists of equal layout
 share), ``flush(arena, ranges)`` and
@@ -146,8 +147,8 @@ class TtListTrainer(TtMlpTrainer):
         """The lists of ``phases`` on the shell; their calls and products counted as the loop's runner counts a
         step's (``throughput``, the history's MACs)."""
         for phase in phases:
-            for pe, calls in phase:
-                arena = self.shell.run(pe, calls, arena)
+            arena = self.shell.run_phase(phase, arena)
+            for _, calls in phase:
                 self.runner.transactions += len(calls)
                 self.runner.macs += sum(math.prod(call.header >> (8 * f) & 0xFF for f in range(4)) for call in calls)
         return arena

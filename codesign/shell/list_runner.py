@@ -18,7 +18,7 @@ from codesign.shell.calls import run_list_golden
 
 
 class GoldenListShell:
-    """The golden shell on the PE builds ``spec1`` (tt1) and ``spec2`` (tt2): ``run``, ``arena``, ``flush`` and
+    """The golden shell on the PE builds ``spec1`` (tt1) and ``spec2`` (tt2): ``run_phase``, ``arena``, ``flush`` and
     ``invalidate`` as :class:`codesign.loops.tt_lists.TtListTrainer` calls them. Counts ``lists``, ``calls``,
     ``flushed`` and ``read`` (32-bit words) and ``seconds`` spent in the golden model."""
 
@@ -36,13 +36,15 @@ class GoldenListShell:
     def invalidate(self, arena: np.ndarray, ranges: Sequence[Tuple[int, int]]) -> None:
         self.read += sum(words for _, words in ranges)
 
-    def run(self, pe: str, calls, arena: np.ndarray) -> np.ndarray:
+    def run_phase(self, phase, arena: np.ndarray) -> np.ndarray:
+        """A phase's lists, ``(pe, calls)`` each, one after the other (they write disjoint words)."""
         started = time.perf_counter()
-        self.lists += 1
-        self.calls += len(calls)
-        out = run_list_golden(get_pe(pe), self.spec1 if pe == "tt1" else self.spec2, arena, calls)
+        for pe, calls in phase:
+            self.lists += 1
+            self.calls += len(calls)
+            arena = run_list_golden(get_pe(pe), self.spec1 if pe == "tt1" else self.spec2, arena, calls)
         self.seconds += time.perf_counter() - started
-        return out
+        return arena
 
 
 __all__ = ["GoldenListShell"]

@@ -52,6 +52,26 @@ def test_a_list_runs_in_place_and_equals_the_golden_arena(overlay, seed, shift):
 
 
 
+def test_a_started_list_is_finished_before_the_ip_takes_another(overlay):
+    """start_list returns at once (several IPs may run side by side); the IP takes no other call or list until
+    finish_list, which gives the calls run; finish_list without a started list is refused."""
+    pe = get_pe("tt1")
+    case = tt_chain(pe, pe.spec_class(), np.random.default_rng(6))
+    ip = overlay.accelerator("tt1_0")
+    arena, descriptors = _buffers(overlay, case)
+    with pytest.raises(DeployError, match="finish_list\\(\\) without a started list"):
+        ip.finish_list()
+    ip.start_list(arena, descriptors, len(case.calls))
+    with pytest.raises(DeployError, match="call finish_list\\(\\) first"):
+        ip.start_list(arena, descriptors, len(case.calls))
+    words_in, expected = golden_transactions("tt1")[0]
+    with pytest.raises(DeployError, match="call finish_list\\(\\) first"):
+        ip.run(words_in, expected.size, 1)
+    assert ip.finish_list() == len(case.calls)
+    invalidate_words(arena, arena.size)
+    assert np.array_equal(np.asarray(arena), case.expected)
+
+
 def test_a_list_rewrites_only_the_registers_that_changed(overlay):
     """The argument registers keep their values: the same list again writes ap_start only; after a direct call
     (which points ``in`` and ``out`` elsewhere and clears ``n_calls``) the list writes those back, and still

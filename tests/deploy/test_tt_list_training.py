@@ -33,12 +33,23 @@ def test_training_on_lists_on_the_ips_is_bit_identical_to_the_golden_loop(tmp_pa
     assert compared > 0 and board.list_steps == board.step - 1 and board.shell.calls > 0
     for trainer in (board, golden):  # the first step at the pruned shapes writes their arenas whole, once
         trainer.train_step(data.train_x[:64], data.train_y[:64])
+    order = []  # a phase's lists run side by side: every IP started before any is waited for
+    for pe, ip in board.shell.ips.items():
+        for name in ("start_list", "finish_list"):
+            def recorded(*args, _real=getattr(ip, name), _event=(name, pe), **kwargs):
+                order.append(_event)
+                return _real(*args, **kwargs)
+            setattr(ip, name, recorded)
     traffic = overlay.device.traffic
     traffic.clear()
     lists_before, calls_before, built_before = board.shell.lists, board.shell.calls, board.lists_built
     for trainer in (board, golden):
         trainer.train_step(data.train_x[64:], data.train_y[64:])
     assert _same_state(board, golden) == compared
+    pairs = [order[i:i + 4] for i in range(len(order) - 3)]
+    assert [("start_list", "tt1"), ("start_list", "tt2"), ("finish_list", "tt1"), ("finish_list", "tt2")] in pairs
+    assert all(len([e for e in order if e[0] == name]) == board.shell.lists - lists_before
+               for name in ("start_list", "finish_list"))
     per_step = board.shell.lists - lists_before
     assert per_step < traffic.register_writes <= 64  # ap_start a list, and the registers that change
     calls = board.shell.calls - calls_before
