@@ -38,7 +38,8 @@ from codesign.numerics.scales import UNSET
 from codesign.step.tt.rounding import frac_of_values, quantize_values
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import check_input
-from codesign.step.tt.step_lists import Fracs, check_specs, finish, layer_output, step_lists
+from codesign.step.tt.list_finish import finish, layer_output
+from codesign.step.tt.step_lists import Fracs, check_specs, step_lists
 
 ON_PES = ("act_frac_bits", "grad_frac_bits", "core_grad_frac_bits")  # the trackers a PE rounds at
 

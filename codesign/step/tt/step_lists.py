@@ -33,8 +33,10 @@ the shell keeps exact and rounds once. Both PEs must read 16-bit slots
 the same lanes; a DSP multiplies 16 x 16 bits as cheaply as 16 x 4.
 
 :func:`step_lists` builds the arena and the lists (a shell runs them:
-:mod:`codesign.loops.tt_lists`); :func:`finish` is the host's part, which a
-board runs too: decode the outputs and move the tracked scales on.
+:mod:`codesign.loops.tt_lists`); :func:`codesign.step.tt.list_finish.finish` is
+the host's part, which a board runs too: decode the outputs and move the
+tracked scales on. :mod:`codesign.step.tt.list_tiles` lays out one
+contraction's tensors and cuts it into calls.
 """
 
 from __future__ import annotations
@@ -45,175 +47,12 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from codesign.contracts.calls import ACC_DEPTH, RAW, RECORD, RECORD_WORDS, ArenaLayout, Block, Call, check_list
+from codesign.contracts.calls import RAW, RECORD_WORDS, ArenaLayout, Call, check_list
 from codesign.numerics.round_stage import GROUP_WORDS_RANGE, RoundStageConfig
-from codesign.pe.tt.contract import chunk_words, header_word, pack_rows, row_words
+from codesign.pe.tt.contract import pack_rows, row_words
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.step.tt.layer_state import TtLayerState
-from codesign.step.tt.rounding import frac_of_values, quantize_values, to_values
-from codesign.step.tt.schedule import max_terms
-from codesign.step.tt.scale_book import ScaleBook
-from codesign.step.tt.step import StepResult
-
-SLOT_BITS = 16  # the operand slots both PEs read (states as 8-bit codes in 16-bit slots)
-MAX_ROWS = 255  # I of one transaction (the header's 8 bits)
-
-
-@dataclass(frozen=True)
-class Rows:
-    """A tensor in the arena as packed rows of ``values`` values (``words`` 32-bit words each, in chunks of
-    ``chunk`` words): row ``(i, j)`` at byte ``offset + 4 * words * (i * i_step + j * j_step)``; a reader picks
-    ``i`` and ``j`` by its strides."""
-
-    offset: int
-    values: int
-    words: int
-    i_step: int
-    j_step: int
-    chunk: int
-
-    def block(self, i: Tuple[int, int], j: Tuple[int, int], k: Tuple[int, int], lanes: int) -> Block:
-        """Rows ``i x j`` (planes ``i``, rows ``j``) of the values ``k`` (whole chunks from ``k[0]``)."""
-        return Block(offset=self.offset + 4 * (self.words * (i[0] * self.i_step + j[0] * self.j_step)
-                                               + k[0] // lanes * self.chunk),
-                     words=-(-(k[1] - k[0]) // lanes) * self.chunk, rows=j[1] - j[0],
-                     stride=4 * self.words * self.j_step, planes=i[1] - i[0], plane_stride=4 * self.words * self.i_step)
-
-
-@dataclass(frozen=True)
-class Out:
-    """Where a contraction's results lie: in ``(i, l, k)`` order, rows of ``rounding.row_values`` values of
-    ``row_words`` words each from byte ``offset`` (raw results: a value a row, 1 word, or 2 when drained)."""
-
-    offset: int
-    rounding: RoundStageConfig
-    row_words: int
-
-    def block(self, i: Tuple[int, int], l: Tuple[int, int], k: Tuple[int, int], l_all: int, k_all: int) -> Block:
-        rv, rw = self.rounding.row_values, self.row_words
-        if k == (0, k_all):  # a run over l per i
-            start, run = l[0] * k_all, (l[1] - l[0]) * k_all
-            if start % rv or run % rv or (l_all * k_all) % rv:
-                raise ValueError(f"rows of {rv} values do not tile l {l} x k {k_all}")
-            return Block(offset=self.offset + 4 * rw * ((i[0] * l_all * k_all + start) // rv), words=rw * run // rv,
-                         rows=i[1] - i[0], stride=4 * rw * l_all * k_all // rv)
-        if k_all % rv or k[0] % rv or (k[1] - k[0]) % rv:
-            raise ValueError(f"rows of {rv} values do not tile k {k} of {k_all}")
-        return Block(offset=self.offset + 4 * rw * (((i[0] * l_all + l[0]) * k_all + k[0]) // rv),
-                     words=rw * (k[1] - k[0]) // rv, rows=l[1] - l[0], stride=4 * rw * k_all // rv,
-                     planes=i[1] - i[0], plane_stride=4 * rw * l_all * k_all // rv)
-
-
-@dataclass(frozen=True)
-class Contraction:
-    """One contraction of the step: ``pe`` ("tt1": ``Z[i,l] = sum_jk A B``; "tt2": ``Z[i,l,k] = sum_j A B``),
-    its ``dims`` ``(I, J, K, L)``, operands and results; ``stat``: the tracker its results' sums move
-    (``(name, index)``, or None); ``bits``: the widths of the codes in ``A`` and ``B`` (which bound a sum)."""
-
-    name: str
-    pe: str
-    dims: Tuple[int, int, int, int]
-    a: Rows
-    b: Rows
-    out: Out
-    stat: Tuple[str, int] | None
-    bits: Tuple[int, int]
-
-
-def _ranges(length: int, step: int) -> List[Tuple[int, int]]:
-    return [(start, min(start + step, length)) for start in range(0, length, step)]
-
-
-def _fit(length: int, limit: int, unit: int, name: str) -> int:
-    """The longest tile of ``length`` within ``limit`` made of whole ``unit``s (all of it when it fits)."""
-    if length <= limit:
-        return length
-    step = limit // unit * unit
-    if step == 0:
-        raise ValueError(f"{name}: tiles of {unit} exceed the limit {limit}")
-    return step
-
-
-def _summed(pe: str, dims: Tuple[int, int, int, int], spec, bits: Tuple[int, int], name: str) -> Tuple[int, int]:
-    """The summed tiles of one call, ``(J, K)`` on PE1 and ``(J, all of K)`` on PE2: within the buffers and the
-    header's 255, ``J`` (PE2) and ``K`` (PE1) in whole chunks (operand rows are cut at chunk boundaries), and
-    no more products than an accumulator of ``acc_bits`` sums without saturating whatever the codes
-    (:func:`codesign.step.tt.schedule.max_terms`): a call's sum is exact, and a chain adds exact sums."""
-    _, j_all, k_all, _ = dims
-    terms = max_terms(spec.acc_bits, *bits)
-    if pe == "tt2":
-        return _fit(j_all, min(spec.max_j, MAX_ROWS, terms), spec.lanes, f"{name}: J"), k_all
-    k = _fit(k_all, min(spec.max_k, MAX_ROWS, terms), spec.lanes, f"{name}: K")
-    return min(j_all, spec.max_j, MAX_ROWS, terms // k), k
-
-
-def _chained(pe: str, dims: Tuple[int, int, int, int], spec, bits: Tuple[int, int], name: str) -> bool:
-    """Whether a contraction's sums span calls (an accumulating chain per result tile)."""
-    j, k = _summed(pe, dims, spec, bits, name)
-    return j < dims[1] or k < dims[2]
-
-
-def _tiles(item: Contraction, spec) -> Tuple[int, int, int, int]:
-    """Tile lengths ``(I, J, K, L)`` of one call: the summed tiles (:func:`_summed`), ``K`` (PE2) and ``L`` in
-    whole result rows within the buffers, and the results of an accumulating call within the shell's buffer."""
-    i_all, j_all, k_all, l_all = item.dims
-    lanes, rv = spec.lanes, item.out.rounding.row_values
-    j, k = _summed(item.pe, item.dims, spec, item.bits, item.name)
-    if item.pe == "tt2":
-        k = _fit(k_all, min(spec.max_k, MAX_ROWS), lanes * rv // math.gcd(lanes, rv), f"{item.name}: K")
-    k_rows = k if item.pe == "tt2" else 1
-    l_unit = rv // math.gcd(rv, k_all if item.pe == "tt2" else 1) if k == k_all or item.pe == "tt1" else 1
-    if not item.out.rounding.enable:  # raw results: an L tile's words are whole stream words
-        parts = spec.stream_bits // 32
-        words = item.out.row_words * (k_all if item.pe == "tt2" and k == k_all else 1)
-        l_unit = math.lcm(l_unit, parts // math.gcd(parts, words))
-    l = _fit(l_all, min(spec.max_l, MAX_ROWS), l_unit, f"{item.name}: L")
-    chained = j < j_all or (item.pe == "tt1" and k < k_all)
-    i = MAX_ROWS if not chained else min(MAX_ROWS, ACC_DEPTH // (l * k_rows))
-    if i < 1:
-        raise ValueError(f"{item.name}: {l} x {k_rows} results of one call exceed the {ACC_DEPTH}-sum buffer")
-    return min(i, i_all), j, k, l
-
-
-def contraction_calls(item: Contraction, spec, arena: ArenaLayout) -> List[Call]:
-    """The calls of one contraction: tiles of ``I``, ``L`` (and PE2's ``K``), each summing its ``J`` (and
-    PE1's ``K``) tiles in one accumulating chain when they are more than one."""
-    i_all, j_all, k_all, l_all = item.dims
-    ti, tj, tk, tl = _tiles(item, spec)
-    lanes = spec.lanes
-    calls = []
-    for i in _ranges(i_all, ti):
-        for l in _ranges(l_all, tl):
-            k_out = _ranges(k_all, tk) if item.pe == "tt2" else [(0, 1)]
-            for k_res in k_out:
-                if item.pe == "tt2":
-                    parts = [(j, k_res) for j in _ranges(j_all, tj)]
-                else:
-                    parts = [(j, k) for j in _ranges(j_all, tj) for k in _ranges(k_all, tk)]
-                calls += _chain(item, i, l, k_res, parts, lanes, arena)
-    return calls
-
-
-def _chain(item: Contraction, i, l, k_res, parts, lanes: int, arena: ArenaLayout) -> List[Call]:
-    """One result tile's calls: one call, or a chain holding, adding and finally draining its sums."""
-    _, _, k_all, l_all = item.dims
-    calls = []
-    for index, (j, k) in enumerate(parts):
-        last, chained = index == len(parts) - 1, len(parts) > 1
-        if item.pe == "tt2":
-            segments = (item.b.block(l, (0, 1), j, lanes), item.a.block(i, j, k, lanes))
-            count = (i[1] - i[0]) * (l[1] - l[0]) * (k[1] - k[0])
-            out = item.out.block(i, l, k_res, l_all, k_all)
-        else:
-            segments = (item.b.block(l, j, k, lanes), item.a.block(i, j, k, lanes))
-            count = (i[1] - i[0]) * (l[1] - l[0])
-            out = item.out.block(i, l, (0, 1), l_all, 1)
-        calls.append(Call(header=header_word(i[1] - i[0], j[1] - j[0], k[1] - k[0], l[1] - l[0]),
-                          segments=segments, out=out if last else Block(), count=count,
-                          record=arena.reserve(RECORD_WORDS), rounding=item.out.rounding if last else RAW,
-                          acc_add=chained and index > 0, acc_hold=chained and not last))
-    return calls
-
+from codesign.step.tt.list_tiles import (MAX_ROWS, SLOT_BITS, Contraction, Out, Rows, chunk32, codes_rounding,
+                                         contraction_calls, is_chained, operand_rounding, row_within)
 
 @dataclass(frozen=True)
 class Fracs:
@@ -292,36 +131,6 @@ class StepLists:
         return ranges
 
 
-def _chunk(lanes: int, parts: int) -> int:
-    """32-bit words of one chunk of ``lanes`` 16-bit slots on streams of ``parts`` 32-bit words (whole words)."""
-    return chunk_words(lanes, SLOT_BITS, 32 * parts) * parts
-
-
-def _rounding(shift: int, bits: int, row_values: int, lanes: int, parts: int) -> RoundStageConfig:
-    """Codes for a PE operand: ``row_values`` to a row, in chunks of ``lanes`` 16-bit slots."""
-    return RoundStageConfig(enable=True, shift=int(shift), bits=bits, lanes=lanes, group_words=_chunk(lanes, parts),
-                            row_values=row_values, field_bits=SLOT_BITS)
-
-
-def _codes_out(shift: int, bits: int, row_values: int, parts: int) -> RoundStageConfig:
-    """Codes for the host: rows of ``row_values`` 16-bit fields, packed a stream word (``parts`` 32-bit words)
-    at a time, each row starting a new one."""
-    return RoundStageConfig(enable=True, shift=int(shift), bits=bits, lanes=2 * parts, group_words=parts,
-                            row_values=row_values, field_bits=SLOT_BITS)
-
-
-def _divisor_within(length: int, limit: int) -> int:
-    """The longest row that tiles ``length`` within ``limit`` values (a code row a call writes whole)."""
-    return max(d for d in range(1, min(length, limit) + 1) if length % d == 0)
-
-
-def unpack_codes(words: np.ndarray, cfg: RoundStageConfig, count: int) -> np.ndarray:
-    """``count`` codes the rounding stage wrote as rows of ``cfg.row_values`` 16-bit fields (int64)."""
-    row = cfg.groups_per_row * cfg.group_words
-    fields = np.ascontiguousarray(words[:count // cfg.row_values * row], dtype=np.uint32).view(np.int16)
-    return fields.reshape(-1, 2 * row)[:, :cfg.row_values].reshape(-1).astype(np.int64)
-
-
 def core_forward(core: np.ndarray) -> np.ndarray:
     """PE2's ``B`` of a forward contraction: ``(m c, a n)``."""
     a, m, n, c = core.shape
@@ -361,13 +170,13 @@ def _put(arena: ArenaLayout, values: np.ndarray, lanes: int, parts: int, i_step:
     k = values.shape[-1]
     return Rows(offset=arena.put(pack_rows(values.reshape(-1, k), lanes, SLOT_BITS, stream_bits=32 * parts)),
                 values=k, words=row_words(k, lanes, SLOT_BITS, 32 * parts) * parts, i_step=i_step, j_step=j_step,
-                chunk=_chunk(lanes, parts))
+                chunk=chunk32(lanes, parts))
 
 
 def _room(arena: ArenaLayout, rows: int, values: int, lanes: int, parts: int, i_step: int, j_step: int) -> Rows:
     words = row_words(values, lanes, SLOT_BITS, 32 * parts) * parts
     return Rows(offset=arena.reserve(rows * words), values=values, words=words, i_step=i_step, j_step=j_step,
-                chunk=_chunk(lanes, parts))
+                chunk=chunk32(lanes, parts))
 
 
 def check_specs(spec1: Tt1Spec, spec2: Tt2Spec) -> int:
@@ -380,7 +189,7 @@ def check_specs(spec1: Tt1Spec, spec2: Tt2Spec) -> int:
     if spec1.lanes != spec2.lanes or spec1.stream_bits != spec2.stream_bits:
         raise ValueError(f"PE1 and PE2 read the same tensors: their lanes and stream widths must agree (lanes "
                          f"{spec1.lanes} and {spec2.lanes}, stream_bits {spec1.stream_bits} and {spec2.stream_bits})")
-    if _chunk(spec1.lanes, spec1.stream_bits // 32) > GROUP_WORDS_RANGE[1]:
+    if chunk32(spec1.lanes, spec1.stream_bits // 32) > GROUP_WORDS_RANGE[1]:
         raise ValueError(f"{spec1.lanes} lanes of 16-bit slots make a {spec1.lanes * SLOT_BITS}-bit chunk; the "
                          f"rounding stage packs chunks of at most {32 * GROUP_WORDS_RANGE[1]} bits (<= 8 lanes)")
     return spec1.lanes
@@ -432,14 +241,14 @@ class _Builder:
             a, m, n, c = self.shape(k)
             core = self.host(f"core {k} forward", k, core_forward, self.cores[k], 1, 0)
             nxt = self.state(k + 1)
-            rounding = _rounding(f.act[k + 1] - f.act[k] - f.core[k], f.act_bits, nxt.values, self.lanes, self.parts)
+            rounding = operand_rounding(f.act[k + 1] - f.act[k] - f.core[k], f.act_bits, nxt.values, self.lanes, self.parts)
             self.items.append(Contraction(f"forward {k}", "tt2", (self.P[k], a * n, self.R[k], m * c), states[k],
                                           core, Out(nxt.offset, rounding, nxt.words), ("act_frac_bits", k + 1),
                                           (f.act_bits, f.core_bits)))
             states.append(nxt)
         a, m, n, _ = self.shape(self.d - 1)
         dims, bits = (self.P[-1], 1, a * n, m), (f.act_bits, f.core_bits)
-        beat = self.parts // math.gcd(self.parts, 2 if _chained("tt1", dims, self.spec["tt1"], bits, "y") else 1)
+        beat = self.parts // math.gcd(self.parts, 2 if is_chained("tt1", dims, self.spec["tt1"], bits, "y") else 1)
         self.y_width = -(-m // beat) * beat  # y's rows padded (zero core rows) to whole stream words
 
         def layout(core, width=self.y_width):
@@ -456,14 +265,14 @@ class _Builder:
         """Room for raw results (two words a value when the contraction ``(pe, dims, bits)`` is summed across
         calls)."""
         pe, dims, bits = contraction
-        words = 2 if _chained(pe, dims, self.spec[pe], bits, name) else 1
+        words = 2 if is_chained(pe, dims, self.spec[pe], bits, name) else 1
         offset = self.arena.reserve(words * values)
         self.outputs[name] = (offset, words)
         return Out(offset, RAW, words)
 
     def codes(self, values: int, row: int, limit: int, shift: int, name: str) -> Out:
         """Room for ``values`` codes the host reads, in rows that tile ``row`` within ``limit`` values."""
-        cfg = _codes_out(shift, self.fracs.grad_bits, _divisor_within(row, limit), self.parts)
+        cfg = codes_rounding(shift, self.fracs.grad_bits, row_within(row, limit), self.parts)
         offset = self.arena.reserve(cfg.words_out(values))
         self.codes_out[name] = (offset, cfg)
         return Out(offset, cfg, cfg.groups_per_row * cfg.group_words)
@@ -508,7 +317,7 @@ class _Builder:
 
     def _g(self, out: Out, i_step: int, j_step: int) -> Rows:
         """The gradient an input-gradient contraction wrote (``out``) as the next contractions read it."""
-        return Rows(out.offset, out.rounding.row_values, out.row_words, i_step, j_step, _chunk(self.lanes, self.parts))
+        return Rows(out.offset, out.rounding.row_values, out.row_words, i_step, j_step, chunk32(self.lanes, self.parts))
 
     def _g_steps(self, k: int) -> Tuple[int, int]:
         _, m, _, c = self.shape(k)
@@ -524,7 +333,7 @@ class _Builder:
                              "grad_x"), None
         _, m, _, c = self.shape(k - 1)
         room = _room(self.arena, self.P[k - 1] * m * c, self.R[k - 1], self.lanes, self.parts, m * c, 1)
-        rounding = _rounding(f.grad[k - 1] - f.grad[k] - f.core[k], f.grad_bits, self.R[k - 1], self.lanes, self.parts)
+        rounding = operand_rounding(f.grad[k - 1] - f.grad[k] - f.core[k], f.grad_bits, self.R[k - 1], self.lanes, self.parts)
         return Out(room.offset, rounding, room.words), ("grad_frac_bits", k - 1)
 
 
@@ -559,105 +368,3 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
                      cores=tuple(core.shape for core in builder.cores), batch=builder.batch,
                      outputs=dict(builder.outputs), codes=dict(builder.codes_out), inputs=dict(builder.inputs),
                      lanes=builder.lanes, parts=builder.parts, y_width=builder.y_width)
-
-
-def _words(arena: np.ndarray, offset: int, values: int, words: int) -> np.ndarray:
-    """``values`` raw results from byte ``offset``: 32-bit words, or 64-bit (two words) when drained."""
-    flat = np.ascontiguousarray(arena[offset // 4:offset // 4 + words * values], dtype=np.uint32)
-    return (flat.view(np.int32) if words == 1 else flat.view(np.int64)).astype(np.int64)
-
-
-def read_outputs(lists: StepLists, arena: np.ndarray) -> Dict[str, object]:
-    """What the host reads after the step: ``y`` (B, M) and ``grad_x`` (B, N) accumulators, ``core_grads`` (each
-    in the core's layout, codes), and ``stats``: per tracker, the records' sum of |acc| and the results' count."""
-    d, batch = len(lists.cores), lists.batch
-    n_all = math.prod(s[2] for s in lists.cores)
-    found: Dict[str, object] = {"y": _y(lists, arena)}
-    if "grad_x" in lists.outputs:
-        found["grad_x"] = _words(arena, *_at(lists, "grad_x", batch * n_all)).reshape(batch, n_all)
-    grads = []
-    for k, (a, m, n, c) in enumerate(lists.cores):
-        offset, cfg = lists.codes[f"core_grad {k}"]
-        codes = unpack_codes(arena[offset // 4:offset // 4 + cfg.words_out(a * m * n * c)], cfg, a * m * n * c)
-        grads.append(codes.reshape(m, a, n)[None].transpose(2, 1, 3, 0) if k == d - 1
-                     else codes.reshape(m, c, a, n).transpose(2, 0, 3, 1))
-    found["core_grads"] = grads
-    stats = {}
-    for item, calls in lists.contractions.values():
-        if item.stat is not None:
-            sent = [call for call in calls if not call.acc_hold]
-            total = sum(int(arena[call.record // 4 + RECORD["sum_abs_lo"]])
-                        | int(arena[call.record // 4 + RECORD["sum_abs_hi"]]) << 32 for call in sent)
-            stats[item.stat] = (total, sum(call.count for call in sent))
-    found["stats"] = stats
-    return found
-
-
-def _y(lists: StepLists, arena: np.ndarray) -> np.ndarray:
-    """The layer output's accumulators (B, M), its rows' padding dropped."""
-    offset, words = lists.outputs["y"]
-    m = lists.cores[-1][1]
-    rows = _words(arena, offset, lists.y_rows * lists.y_width, words).reshape(lists.y_rows, lists.y_width)
-    return rows[:, :m].reshape(lists.batch, -1)
-
-
-def _at(lists: StepLists, name: str, values: int) -> Tuple[int, int, int]:
-    offset, words = lists.outputs[name]
-    return offset, values, words
-
-
-def z_fracs(fracs: Fracs, d: int) -> Dict[Tuple[str, int], int]:
-    """The fraction bits of the accumulators whose sums move each tracker."""
-    out = {("act_frac_bits", k + 1): fracs.act[k] + fracs.core[k] for k in range(d - 1)}
-    out.update({("grad_frac_bits", k - 1): fracs.grad[k] + fracs.core[k] for k in range(1, d)})
-    out.update({("core_grad_frac_bits", k): fracs.grad[k] + fracs.act[k] for k in range(d)})
-    return out
-
-
-def layer_output(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book: ScaleBook, fracs: Fracs
-                 ) -> np.ndarray:
-    """The layer output (B, M) in float64 after the forward lists: the PE's accumulators plus the bias the host
-    quantises at a scale aimed at it (its tracker moves in ``book``)."""
-    d = len(layer.cores)
-    y = to_values(_y(lists, arena), fracs.act[d - 1] + fracs.core[d - 1])
-    if layer.bias is not None:
-        bias = layer.bias.astype(np.float64)
-        frac_b = frac_of_values(bias, bits=layer.bias_bits, headroom_bits=layer.activation_headroom_bits,
-                                current=book.trackers["bias_frac_bits"][0], update=True)
-        book.trackers["bias_frac_bits"][0] = frac_b
-        y = y + to_values(quantize_values(bias, frac_b, layer.bias_bits), frac_b)
-    return y
-
-
-def finish(layer: TtLayerState, x: np.ndarray, g_top: np.ndarray, lists: StepLists, arena: np.ndarray,
-           book: ScaleBook, fracs: Fracs, y: np.ndarray | None = None) -> StepResult:
-    """The host's part after the lists: the layer output (plus the bias it writes), the input gradient masked
-    where the input saturated, the core and bias gradients as values, and the tracked scales moved on by the
-    records' sums. ``book`` holds the scales the host aimed before the step (the input's, the output
-    gradient's); the result is the step :func:`codesign.step.tt.step.pe_step` takes under the tracked rule.
-    ``y``: the layer output :func:`layer_output` gave after the forward lists (else it is read again)."""
-    d = len(layer.cores)
-    found = read_outputs(lists, arena)
-    y = layer_output(layer, lists, arena, book, fracs) if y is None else y
-    widths = {"act_frac_bits": (layer.activation_bits, layer.activation_headroom_bits),
-              "grad_frac_bits": (layer.grad_bits, layer.grad_headroom_bits),
-              "core_grad_frac_bits": (layer.grad_bits, layer.grad_headroom_bits)}
-    sources = z_fracs(fracs, d)
-    for (name, index), (total, count) in sorted(found["stats"].items()):
-        bits, headroom = widths[name]
-        book.observe(name, index, total, count, sources[(name, index)], bits=bits, headroom_bits=headroom)
-    grad_x = None
-    if "grad_x" in found and not layer.is_network_input:
-        low, high = -(1 << (layer.activation_bits - 1)), (1 << (layer.activation_bits - 1)) - 1
-        scaled = np.ldexp(x.astype(np.float64), fracs.act[0])
-        grad_x = (to_values(found["grad_x"], fracs.grad[0] + fracs.core[0]) * ((scaled >= low) & (scaled <= high))
-                  ).astype(np.float32)
-    bias_grad = None
-    if layer.bias is not None:
-        _, codes = book.round("bias_grad_frac_bits", 0, g_top.sum(axis=0), fracs.grad[d - 1], bits=layer.grad_bits,
-                              headroom_bits=layer.grad_headroom_bits)
-        bias_grad = to_values(codes, book.frac("bias_grad_frac_bits", 0)).astype(np.float32)
-    trackers, means = book.as_tuples()
-    return StepResult(y=y.astype(np.float32), grad_x=grad_x, bias_grad=bias_grad, trackers=trackers, means=means,
-                      core_grads=[to_values(codes, frac).astype(np.float32)
-                                  for codes, frac in zip(found["core_grads"], fracs.core_grad)])

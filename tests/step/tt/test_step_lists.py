@@ -18,7 +18,8 @@ from codesign.shell.calls import run_list_golden
 from codesign.step.tt.rounding import frac_of_values, quantize_values
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import GoldenRunner, checked_values, compare_steps, pe_step
-from codesign.step.tt.step_lists import Fracs, check_specs, step_lists, finish
+from codesign.step.tt.list_finish import finish
+from codesign.step.tt.step_lists import Fracs, check_specs, step_lists
 from codesign.train.tt.layer import TTLinear
 from codesign.train.tt.pe_check import layer_state
 from codesign.train.tt.precision import TTPrecision

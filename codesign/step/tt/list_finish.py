@@ -1,0 +1,119 @@
+"""The host's part of a TT layer step run as call lists (:mod:`codesign.step.tt.step_lists`), which a board runs
+too: read the outputs, add the bias, mask the input gradient, and move the tracked scales on by the records'
+sums."""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, Tuple
+
+import numpy as np
+
+from codesign.contracts.calls import RECORD
+from codesign.step.tt.layer_state import TtLayerState
+from codesign.step.tt.list_tiles import unpack_codes
+from codesign.step.tt.rounding import frac_of_values, quantize_values, to_values
+from codesign.step.tt.scale_book import ScaleBook
+from codesign.step.tt.step import StepResult
+from codesign.step.tt.step_lists import Fracs, StepLists
+
+def _words(arena: np.ndarray, offset: int, values: int, words: int) -> np.ndarray:
+    """``values`` raw results from byte ``offset``: 32-bit words, or 64-bit (two words) when drained."""
+    flat = np.ascontiguousarray(arena[offset // 4:offset // 4 + words * values], dtype=np.uint32)
+    return (flat.view(np.int32) if words == 1 else flat.view(np.int64)).astype(np.int64)
+
+
+def read_outputs(lists: StepLists, arena: np.ndarray) -> Dict[str, object]:
+    """What the host reads after the step: ``y`` (B, M) and ``grad_x`` (B, N) accumulators, ``core_grads`` (each
+    in the core's layout, codes), and ``stats``: per tracker, the records' sum of |acc| and the results' count."""
+    d, batch = len(lists.cores), lists.batch
+    n_all = math.prod(s[2] for s in lists.cores)
+    found: Dict[str, object] = {"y": _y(lists, arena)}
+    if "grad_x" in lists.outputs:
+        found["grad_x"] = _words(arena, *_at(lists, "grad_x", batch * n_all)).reshape(batch, n_all)
+    grads = []
+    for k, (a, m, n, c) in enumerate(lists.cores):
+        offset, cfg = lists.codes[f"core_grad {k}"]
+        codes = unpack_codes(arena[offset // 4:offset // 4 + cfg.words_out(a * m * n * c)], cfg, a * m * n * c)
+        grads.append(codes.reshape(m, a, n)[None].transpose(2, 1, 3, 0) if k == d - 1
+                     else codes.reshape(m, c, a, n).transpose(2, 0, 3, 1))
+    found["core_grads"] = grads
+    stats = {}
+    for item, calls in lists.contractions.values():
+        if item.stat is not None:
+            sent = [call for call in calls if not call.acc_hold]
+            total = sum(int(arena[call.record // 4 + RECORD["sum_abs_lo"]])
+                        | int(arena[call.record // 4 + RECORD["sum_abs_hi"]]) << 32 for call in sent)
+            stats[item.stat] = (total, sum(call.count for call in sent))
+    found["stats"] = stats
+    return found
+
+
+def _y(lists: StepLists, arena: np.ndarray) -> np.ndarray:
+    """The layer output's accumulators (B, M), its rows' padding dropped."""
+    offset, words = lists.outputs["y"]
+    m = lists.cores[-1][1]
+    rows = _words(arena, offset, lists.y_rows * lists.y_width, words).reshape(lists.y_rows, lists.y_width)
+    return rows[:, :m].reshape(lists.batch, -1)
+
+
+def _at(lists: StepLists, name: str, values: int) -> Tuple[int, int, int]:
+    offset, words = lists.outputs[name]
+    return offset, values, words
+
+
+def z_fracs(fracs: Fracs, d: int) -> Dict[Tuple[str, int], int]:
+    """The fraction bits of the accumulators whose sums move each tracker."""
+    out = {("act_frac_bits", k + 1): fracs.act[k] + fracs.core[k] for k in range(d - 1)}
+    out.update({("grad_frac_bits", k - 1): fracs.grad[k] + fracs.core[k] for k in range(1, d)})
+    out.update({("core_grad_frac_bits", k): fracs.grad[k] + fracs.act[k] for k in range(d)})
+    return out
+
+
+def layer_output(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book: ScaleBook, fracs: Fracs
+                 ) -> np.ndarray:
+    """The layer output (B, M) in float64 after the forward lists: the PE's accumulators plus the bias the host
+    quantises at a scale aimed at it (its tracker moves in ``book``)."""
+    d = len(layer.cores)
+    y = to_values(_y(lists, arena), fracs.act[d - 1] + fracs.core[d - 1])
+    if layer.bias is not None:
+        bias = layer.bias.astype(np.float64)
+        frac_b = frac_of_values(bias, bits=layer.bias_bits, headroom_bits=layer.activation_headroom_bits,
+                                current=book.trackers["bias_frac_bits"][0], update=True)
+        book.trackers["bias_frac_bits"][0] = frac_b
+        y = y + to_values(quantize_values(bias, frac_b, layer.bias_bits), frac_b)
+    return y
+
+
+def finish(layer: TtLayerState, x: np.ndarray, g_top: np.ndarray, lists: StepLists, arena: np.ndarray,
+           book: ScaleBook, fracs: Fracs, y: np.ndarray | None = None) -> StepResult:
+    """The host's part after the lists: the layer output (plus the bias it writes), the input gradient masked
+    where the input saturated, the core and bias gradients as values, and the tracked scales moved on by the
+    records' sums. ``book`` holds the scales the host aimed before the step (the input's, the output
+    gradient's); the result is the step :func:`codesign.step.tt.step.pe_step` takes under the tracked rule.
+    ``y``: the layer output :func:`layer_output` gave after the forward lists (else it is read again)."""
+    d = len(layer.cores)
+    found = read_outputs(lists, arena)
+    y = layer_output(layer, lists, arena, book, fracs) if y is None else y
+    widths = {"act_frac_bits": (layer.activation_bits, layer.activation_headroom_bits),
+              "grad_frac_bits": (layer.grad_bits, layer.grad_headroom_bits),
+              "core_grad_frac_bits": (layer.grad_bits, layer.grad_headroom_bits)}
+    sources = z_fracs(fracs, d)
+    for (name, index), (total, count) in sorted(found["stats"].items()):
+        bits, headroom = widths[name]
+        book.observe(name, index, total, count, sources[(name, index)], bits=bits, headroom_bits=headroom)
+    grad_x = None
+    if "grad_x" in found and not layer.is_network_input:
+        low, high = -(1 << (layer.activation_bits - 1)), (1 << (layer.activation_bits - 1)) - 1
+        scaled = np.ldexp(x.astype(np.float64), fracs.act[0])
+        grad_x = (to_values(found["grad_x"], fracs.grad[0] + fracs.core[0]) * ((scaled >= low) & (scaled <= high))
+                  ).astype(np.float32)
+    bias_grad = None
+    if layer.bias is not None:
+        _, codes = book.round("bias_grad_frac_bits", 0, g_top.sum(axis=0), fracs.grad[d - 1], bits=layer.grad_bits,
+                              headroom_bits=layer.grad_headroom_bits)
+        bias_grad = to_values(codes, book.frac("bias_grad_frac_bits", 0)).astype(np.float32)
+    trackers, means = book.as_tuples()
+    return StepResult(y=y.astype(np.float32), grad_x=grad_x, bias_grad=bias_grad, trackers=trackers, means=means,
+                      core_grads=[to_values(codes, frac).astype(np.float32)
+                                  for codes, frac in zip(found["core_grads"], fracs.core_grad)])

@@ -1,0 +1,209 @@
+"""How a TT layer step's tensors lie in its call lists' arena, and how one contraction is cut into calls.
+
+A tensor is packed rows of 16-bit operand slots (:class:`Rows`), read by a PE through 2-D or 3-D blocks; a
+contraction's results are written where :class:`Out` says, rounded by the shell's stage to the next call's codes
+or raw. A contraction longer than a PE's buffers is cut into accumulating chains whose sums the shell keeps exact
+(:func:`contraction_calls`). :mod:`codesign.step.tt.step_lists` lays out a whole layer step with these.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import List, Tuple
+
+import numpy as np
+
+from codesign.contracts.calls import ACC_DEPTH, RAW, RECORD_WORDS, ArenaLayout, Block, Call
+from codesign.numerics.round_stage import RoundStageConfig
+from codesign.pe.tt.contract import chunk_words, header_word
+from codesign.step.tt.schedule import max_terms
+
+SLOT_BITS = 16  # the operand slots both PEs read (states as 8-bit codes in 16-bit slots)
+MAX_ROWS = 255  # I of one transaction (the header's 8 bits)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A tensor in the arena as packed rows of ``values`` values (``words`` 32-bit words each, in chunks of
+    ``chunk`` words): row ``(i, j)`` at byte ``offset + 4 * words * (i * i_step + j * j_step)``; a reader picks
+    ``i`` and ``j`` by its strides."""
+
+    offset: int
+    values: int
+    words: int
+    i_step: int
+    j_step: int
+    chunk: int
+
+    def block(self, i: Tuple[int, int], j: Tuple[int, int], k: Tuple[int, int], lanes: int) -> Block:
+        """Rows ``i x j`` (planes ``i``, rows ``j``) of the values ``k`` (whole chunks from ``k[0]``)."""
+        return Block(offset=self.offset + 4 * (self.words * (i[0] * self.i_step + j[0] * self.j_step)
+                                               + k[0] // lanes * self.chunk),
+                     words=-(-(k[1] - k[0]) // lanes) * self.chunk, rows=j[1] - j[0],
+                     stride=4 * self.words * self.j_step, planes=i[1] - i[0], plane_stride=4 * self.words * self.i_step)
+
+
+@dataclass(frozen=True)
+class Out:
+    """Where a contraction's results lie: in ``(i, l, k)`` order, rows of ``rounding.row_values`` values of
+    ``row_words`` words each from byte ``offset`` (raw results: a value a row, 1 word, or 2 when drained)."""
+
+    offset: int
+    rounding: RoundStageConfig
+    row_words: int
+
+    def block(self, i: Tuple[int, int], l: Tuple[int, int], k: Tuple[int, int], l_all: int, k_all: int) -> Block:
+        rv, rw = self.rounding.row_values, self.row_words
+        if k == (0, k_all):  # a run over l per i
+            start, run = l[0] * k_all, (l[1] - l[0]) * k_all
+            if start % rv or run % rv or (l_all * k_all) % rv:
+                raise ValueError(f"rows of {rv} values do not tile l {l} x k {k_all}")
+            return Block(offset=self.offset + 4 * rw * ((i[0] * l_all * k_all + start) // rv), words=rw * run // rv,
+                         rows=i[1] - i[0], stride=4 * rw * l_all * k_all // rv)
+        if k_all % rv or k[0] % rv or (k[1] - k[0]) % rv:
+            raise ValueError(f"rows of {rv} values do not tile k {k} of {k_all}")
+        return Block(offset=self.offset + 4 * rw * (((i[0] * l_all + l[0]) * k_all + k[0]) // rv),
+                     words=rw * (k[1] - k[0]) // rv, rows=l[1] - l[0], stride=4 * rw * k_all // rv,
+                     planes=i[1] - i[0], plane_stride=4 * rw * l_all * k_all // rv)
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """One contraction of the step: ``pe`` ("tt1": ``Z[i,l] = sum_jk A B``; "tt2": ``Z[i,l,k] = sum_j A B``),
+    its ``dims`` ``(I, J, K, L)``, operands and results; ``stat``: the tracker its results' sums move
+    (``(name, index)``, or None); ``bits``: the widths of the codes in ``A`` and ``B`` (which bound a sum)."""
+
+    name: str
+    pe: str
+    dims: Tuple[int, int, int, int]
+    a: Rows
+    b: Rows
+    out: Out
+    stat: Tuple[str, int] | None
+    bits: Tuple[int, int]
+
+
+def _ranges(length: int, step: int) -> List[Tuple[int, int]]:
+    return [(start, min(start + step, length)) for start in range(0, length, step)]
+
+
+def _fit(length: int, limit: int, unit: int, name: str) -> int:
+    """The longest tile of ``length`` within ``limit`` made of whole ``unit``s (all of it when it fits)."""
+    if length <= limit:
+        return length
+    step = limit // unit * unit
+    if step == 0:
+        raise ValueError(f"{name}: tiles of {unit} exceed the limit {limit}")
+    return step
+
+
+def _summed(pe: str, dims: Tuple[int, int, int, int], spec, bits: Tuple[int, int], name: str) -> Tuple[int, int]:
+    """The summed tiles of one call, ``(J, K)`` on PE1 and ``(J, all of K)`` on PE2: within the buffers and the
+    header's 255, ``J`` (PE2) and ``K`` (PE1) in whole chunks (operand rows are cut at chunk boundaries), and
+    no more products than an accumulator of ``acc_bits`` sums without saturating whatever the codes
+    (:func:`codesign.step.tt.schedule.max_terms`): a call's sum is exact, and a chain adds exact sums."""
+    _, j_all, k_all, _ = dims
+    terms = max_terms(spec.acc_bits, *bits)
+    if pe == "tt2":
+        return _fit(j_all, min(spec.max_j, MAX_ROWS, terms), spec.lanes, f"{name}: J"), k_all
+    k = _fit(k_all, min(spec.max_k, MAX_ROWS, terms), spec.lanes, f"{name}: K")
+    return min(j_all, spec.max_j, MAX_ROWS, terms // k), k
+
+
+def is_chained(pe: str, dims: Tuple[int, int, int, int], spec, bits: Tuple[int, int], name: str) -> bool:
+    """Whether a contraction's sums span calls (an accumulating chain per result tile)."""
+    j, k = _summed(pe, dims, spec, bits, name)
+    return j < dims[1] or k < dims[2]
+
+
+def _tiles(item: Contraction, spec) -> Tuple[int, int, int, int]:
+    """Tile lengths ``(I, J, K, L)`` of one call: the summed tiles (:func:`_summed`), ``K`` (PE2) and ``L`` in
+    whole result rows within the buffers, and the results of an accumulating call within the shell's buffer."""
+    i_all, j_all, k_all, l_all = item.dims
+    lanes, rv = spec.lanes, item.out.rounding.row_values
+    j, k = _summed(item.pe, item.dims, spec, item.bits, item.name)
+    if item.pe == "tt2":
+        k = _fit(k_all, min(spec.max_k, MAX_ROWS), lanes * rv // math.gcd(lanes, rv), f"{item.name}: K")
+    k_rows = k if item.pe == "tt2" else 1
+    l_unit = rv // math.gcd(rv, k_all if item.pe == "tt2" else 1) if k == k_all or item.pe == "tt1" else 1
+    if not item.out.rounding.enable:  # raw results: an L tile's words are whole stream words
+        parts = spec.stream_bits // 32
+        words = item.out.row_words * (k_all if item.pe == "tt2" and k == k_all else 1)
+        l_unit = math.lcm(l_unit, parts // math.gcd(parts, words))
+    l = _fit(l_all, min(spec.max_l, MAX_ROWS), l_unit, f"{item.name}: L")
+    chained = j < j_all or (item.pe == "tt1" and k < k_all)
+    i = MAX_ROWS if not chained else min(MAX_ROWS, ACC_DEPTH // (l * k_rows))
+    if i < 1:
+        raise ValueError(f"{item.name}: {l} x {k_rows} results of one call exceed the {ACC_DEPTH}-sum buffer")
+    return min(i, i_all), j, k, l
+
+
+def contraction_calls(item: Contraction, spec, arena: ArenaLayout) -> List[Call]:
+    """The calls of one contraction: tiles of ``I``, ``L`` (and PE2's ``K``), each summing its ``J`` (and
+    PE1's ``K``) tiles in one accumulating chain when they are more than one."""
+    i_all, j_all, k_all, l_all = item.dims
+    ti, tj, tk, tl = _tiles(item, spec)
+    lanes = spec.lanes
+    calls = []
+    for i in _ranges(i_all, ti):
+        for l in _ranges(l_all, tl):
+            k_out = _ranges(k_all, tk) if item.pe == "tt2" else [(0, 1)]
+            for k_res in k_out:
+                if item.pe == "tt2":
+                    parts = [(j, k_res) for j in _ranges(j_all, tj)]
+                else:
+                    parts = [(j, k) for j in _ranges(j_all, tj) for k in _ranges(k_all, tk)]
+                calls += _chain(item, i, l, k_res, parts, lanes, arena)
+    return calls
+
+
+def _chain(item: Contraction, i, l, k_res, parts, lanes: int, arena: ArenaLayout) -> List[Call]:
+    """One result tile's calls: one call, or a chain holding, adding and finally draining its sums."""
+    _, _, k_all, l_all = item.dims
+    calls = []
+    for index, (j, k) in enumerate(parts):
+        last, chained = index == len(parts) - 1, len(parts) > 1
+        if item.pe == "tt2":
+            segments = (item.b.block(l, (0, 1), j, lanes), item.a.block(i, j, k, lanes))
+            count = (i[1] - i[0]) * (l[1] - l[0]) * (k[1] - k[0])
+            out = item.out.block(i, l, k_res, l_all, k_all)
+        else:
+            segments = (item.b.block(l, j, k, lanes), item.a.block(i, j, k, lanes))
+            count = (i[1] - i[0]) * (l[1] - l[0])
+            out = item.out.block(i, l, (0, 1), l_all, 1)
+        calls.append(Call(header=header_word(i[1] - i[0], j[1] - j[0], k[1] - k[0], l[1] - l[0]),
+                          segments=segments, out=out if last else Block(), count=count,
+                          record=arena.reserve(RECORD_WORDS), rounding=item.out.rounding if last else RAW,
+                          acc_add=chained and index > 0, acc_hold=chained and not last))
+    return calls
+
+
+def chunk32(lanes: int, parts: int) -> int:
+    """32-bit words of one chunk of ``lanes`` 16-bit slots on streams of ``parts`` 32-bit words (whole words)."""
+    return chunk_words(lanes, SLOT_BITS, 32 * parts) * parts
+
+
+def operand_rounding(shift: int, bits: int, row_values: int, lanes: int, parts: int) -> RoundStageConfig:
+    """Codes for a PE operand: ``row_values`` to a row, in chunks of ``lanes`` 16-bit slots."""
+    return RoundStageConfig(enable=True, shift=int(shift), bits=bits, lanes=lanes, group_words=chunk32(lanes, parts),
+                            row_values=row_values, field_bits=SLOT_BITS)
+
+
+def codes_rounding(shift: int, bits: int, row_values: int, parts: int) -> RoundStageConfig:
+    """Codes for the host: rows of ``row_values`` 16-bit fields, packed a stream word (``parts`` 32-bit words)
+    at a time, each row starting a new one."""
+    return RoundStageConfig(enable=True, shift=int(shift), bits=bits, lanes=2 * parts, group_words=parts,
+                            row_values=row_values, field_bits=SLOT_BITS)
+
+
+def row_within(length: int, limit: int) -> int:
+    """The longest row that tiles ``length`` within ``limit`` values (a code row a call writes whole)."""
+    return max(d for d in range(1, min(length, limit) + 1) if length % d == 0)
+
+
+def unpack_codes(words: np.ndarray, cfg: RoundStageConfig, count: int) -> np.ndarray:
+    """``count`` codes the rounding stage wrote as rows of ``cfg.row_values`` 16-bit fields (int64)."""
+    row = cfg.groups_per_row * cfg.group_words
+    fields = np.ascontiguousarray(words[:count // cfg.row_values * row], dtype=np.uint32).view(np.int16)
+    return fields.reshape(-1, 2 * row)[:, :cfg.row_values].reshape(-1).astype(np.int64)
