@@ -15,12 +15,14 @@ rank, batch 64, in one process:
   (``benchmarks/bench_tt_golden.py``), one thread, the least of ``--steps``.
 
 Both PEs: 8 lanes × 8 rows, 16-bit slots, buffers of 64 (max_j, max_k,
-max_l), 128-bit streams (``--stream-bits``). Prints the step's parts and the
-ratio board / torch_f32; writes ``tt_step_lists_r<rank>_s<bits>.json``. A run takes a few minutes (the golden
+max_l), 128-bit streams (``--stream-bits``), two IPs of each (``--copies``;
+256 DSP slices, within the 278 of issue 39's goals). Prints the step's parts
+and the ratio board / torch_f32; writes
+``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes a few minutes (the golden
 shell computes every call of two steps in Python).
 
 Run: .venv/bin/python benchmarks/bench_tt_step_lists.py [--rank 8] [--steps 5] [--clock-mhz 100] [--stream-bits 128]
-[--out reports/bench]
+[--copies 2,2] [--out reports/bench]
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from codesign.boards import board
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.shell.list_runner import GoldenListShell
 from codesign.step.tt.list_time import tt_list_step
+from codesign.step.tt.step_lists import check_copies
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_tt_golden import torch_f32_step  # noqa: E402
@@ -55,17 +58,24 @@ def main() -> int:
     parser.add_argument("--clock-mhz", type=float, default=100.0)
     parser.add_argument("--stream-bits", type=int, default=128, choices=(32, 64, 128),
                         help="both PEs' stream words (the Ultra96-V2's HP ports are 128 bits wide)")
+    parser.add_argument("--copies", default="2,2",
+                        help="IPs of PE1 and of PE2 a phase's lists are shared among (2,2: 256 DSP slices)")
     parser.add_argument("--out", default="reports/bench")
     args = parser.parse_args()
     if args.rank < 1 or args.steps < 1 or not args.clock_mhz > 0:
         parser.error("--rank and --steps must be >= 1 and --clock-mhz > 0")
+    try:
+        copies = tuple(int(n) for n in args.copies.split(","))
+        check_copies(copies)
+    except ValueError:
+        parser.error(f"--copies {args.copies!r} must be two positive ints, PE1's and PE2's, as 2,2")
     import torch
 
     torch.set_num_threads(1)
     precision = {**tt_setup_of(load_design(EXAMPLES / "digits_tt.toml")).precision, "scale_rule": "tracked"}
     setup = paper_setup(args.rank, precision)
     build = {**BUFFERS, "stream_bits": args.stream_bits}
-    shell = GoldenListShell(Tt1Spec(**build), Tt2Spec(**build))
+    shell = GoldenListShell(Tt1Spec(**build), Tt2Spec(**build), copies)
     trainer = TtListTrainer(setup, shell)
     f32 = torch_f32_step(setup, trainer.cores, trainer.biases)
     rng = np.random.default_rng(args.rank)
@@ -77,7 +87,7 @@ def main() -> int:
     trainer.train_step(*batches[2])
     host_s = time.perf_counter() - started - (shell.seconds - shell_before)
     step = tt_list_step(setup, shell.spec1, shell.spec2, board("ultra96v2"), clock_mhz=args.clock_mhz,
-                        host_s=host_s, host_source="measured on this desktop")
+                        host_s=host_s, host_source="measured on this desktop", copies=copies)
     cycles = list(step.layer_cycles)
     torch_s = []
     for _ in range(args.steps):
@@ -90,14 +100,14 @@ def main() -> int:
            "host_share": host_s / total_s, "host_work": step.host.to_dict(), "macs_bound_ms": 1e3 * step.time.bounds["macs_s"],
            "board_step_ms": 1e3 * total_s, "torch_f32_ms": 1e3 * min(torch_s),
            "ratio_board_to_torch_f32": total_s / min(torch_s), "clock_mhz": args.clock_mhz,
-           "pe_build": build}
+           "pe_build": build, "copies": list(copies), "dsp": sum(n * 8 * 8 for n in copies)}
     print(f"rank {args.rank}: board step {row['board_step_ms']:.1f} ms (PE+DMA {row['pe_dma_ms']:.1f} ms over "
           f"layers {[round(c / (args.clock_mhz * 1e3), 1) for c in cycles]} ms, host here {row['host_ms_desktop']:.1f}"
           f" ms, {100 * row['host_share']:.0f} %); MAC bound {row['macs_bound_ms']:.1f} ms; float32 PyTorch {row['torch_f32_ms']:.1f} ms; board / float32 = "
           f"{row['ratio_board_to_torch_f32']:.1f}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / f"tt_step_lists_r{args.rank}_s{args.stream_bits}.json", row)
+    write_json_atomic(out / f"tt_step_lists_r{args.rank}_s{args.stream_bits}_c{copies[0]}x{copies[1]}.json", row)
     return 0
 
 

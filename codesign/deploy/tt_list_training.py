@@ -27,20 +27,24 @@ from codesign.deploy.manifest import DeployError
 from codesign.deploy.tt_training import step_hardware
 from codesign.loops.tt import TtTrainSetup
 from codesign.loops.tt_lists import TtListTrainer
+from codesign.step.tt.step_lists import SHARE_PRODUCTS
 
 
 class IpShell:
-    """Lists on the overlay's first ``tt1`` and ``tt2`` IPs (``spec1``/``spec2``: their builds)."""
+    """Lists on the overlay's ``tt1`` and ``tt2`` IPs (``spec1``/``spec2``: their builds; ``copies``: how many of
+    each, among which a phase's lists are shared, in the manifest's order)."""
 
     def __init__(self, overlay) -> None:
         self.overlay = overlay
-        names = {}
+        names: Dict[str, list] = {"tt1": [], "tt2": []}
         for ip in overlay.manifest["ips"]:
-            names.setdefault(ip["pe"], ip["name"])
-        missing = [pe for pe in ("tt1", "tt2") if pe not in names]
+            names.setdefault(ip["pe"], []).append(ip["name"])
+        missing = [pe for pe in ("tt1", "tt2") if not names[pe]]
         if missing:
             raise DeployError(f"design {overlay.manifest['design']!r} has no {' or '.join(missing)} IP")
-        self.ips = {pe: overlay.accelerator(names[pe]) for pe in ("tt1", "tt2")}
+        self.ips = {pe: [overlay.accelerator(name) for name in names[pe]] for pe in ("tt1", "tt2")}
+        self.copies = (len(self.ips["tt1"]), len(self.ips["tt2"]))
+        self.share_products = SHARE_PRODUCTS  # the fewest products a shared list takes (step_lists.share)
         hardware = step_hardware(overlay.manifest)
         self.spec1, self.spec2 = hardware.pe1, hardware.pe2
         self._buffers: Dict[tuple, Any] = {}
@@ -87,17 +91,19 @@ class IpShell:
         device buffer ``arena`` (:meth:`arena`) side by side: every IP started, then each waited for."""
         started = []
         for pe, calls in phase:
+            ip = self.ips[pe][sum(other == pe for other, _ in phase[:len(started)])]  # a PE's lists on its copies
             words = encode_list(calls)
-            descriptors = self._descriptors.get(pe)  # one buffer an IP: its calls register keeps the address
+            descriptors = self._descriptors.get(ip.ip_name)  # one buffer an IP: its calls register keeps the address
             if descriptors is None or descriptors.size < words.size:
-                descriptors = self._descriptors[pe] = self._buffer(f"calls {pe}", max(words.size, 1 << 12))
+                descriptors = self._descriptors[ip.ip_name] = self._buffer(f"calls {ip.ip_name}",
+                                                                          max(words.size, 1 << 12))
             descriptors[:words.size] = words
-            self.ips[pe].start_list(arena, descriptors, len(calls))
-            started.append(pe)
+            ip.start_list(arena, descriptors, len(calls))
+            started.append(ip)
             self.lists += 1
             self.calls += len(calls)
-        for pe in started:
-            self.ips[pe].finish_list()
+        for ip in started:
+            ip.finish_list()
         return arena
 
 

@@ -22,7 +22,9 @@ and may run side by side; ``arena`` uint32 words), ``arena(lists, key)`` (the ar
 image, or a device buffer kept under ``key``, which lists of equal layout
 share), ``flush(arena, ranges)`` and
 ``invalidate(arena, ranges)`` (word ranges ``(start, words)`` the host wrote
-or will read), and the two PE builds as ``spec1``/``spec2``.
+or will read), the two PE builds as ``spec1``/``spec2``, ``copies`` (the IPs of each a phase's lists
+are shared among) and ``share_products`` (the fewest products a shared list takes,
+:func:`codesign.step.tt.step_lists.share`).
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ class TtListTrainer(TtMlpTrainer):
         arena = self.shell.arena(lists, key=(index, tuple(core.shape for core in state.cores), x.shape[0]))
         self.shell.flush(arena, lists.write(arena, x=quantize_values(x.astype(np.float64), act0,
                                                                      state.activation_bits), cores=cores))
-        arena = self._run(lists, lists.phases[:lists.FORWARD_PHASES], arena)
+        arena = self._run(lists, lists.phases[:lists.forward_phases], arena)
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
         out = layer_output(state, lists, arena, book, fracs)
         return state, x, book, fracs, lists, arena, out
@@ -123,7 +125,8 @@ class TtListTrainer(TtMlpTrainer):
             zeros = [np.zeros(core.shape, np.int64) for core in state.cores]
             lists = step_lists(np.zeros((batch, state.in_features), np.int64), zeros,
                                np.zeros((batch, state.out_features), np.int64), fracs, spec1=self.shell.spec1,
-                               spec2=self.shell.spec2, need_grad_x=not state.is_network_input)
+                               spec2=self.shell.spec2, need_grad_x=not state.is_network_input,
+                               copies=self.shell.copies, share_products=self.shell.share_products)
             if len(self._built) >= 4 * len(self.cores):
                 self._built.pop(next(iter(self._built)))
             self._built[key] = lists
@@ -140,7 +143,7 @@ class TtListTrainer(TtMlpTrainer):
             raise HwTrainError("the output gradient's tracked scale moved before the step ended")
         g_codes = quantize_values(grad_y.astype(np.float64), g_frac, state.grad_bits)
         self.shell.flush(arena, lists.write(arena, gy=g_codes))
-        arena = self._run(lists, lists.phases[lists.FORWARD_PHASES:], arena)
+        arena = self._run(lists, lists.phases[lists.forward_phases:], arena)
         self.shell.invalidate(arena, lists.read_ranges(forward=False))
         return finish(state, x, g_codes, lists, arena, book, fracs, y=out)
 

@@ -15,15 +15,18 @@ import numpy as np
 from codesign.pe import get_pe
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.shell.calls import run_list_golden
+from codesign.step.tt.step_lists import SHARE_PRODUCTS
 
 
 class GoldenListShell:
-    """The golden shell on the PE builds ``spec1`` (tt1) and ``spec2`` (tt2): ``run_phase``, ``arena``, ``flush`` and
+    """The golden shell on the PE builds ``spec1`` (tt1) and ``spec2`` (tt2), as ``copies`` IPs of each (lists
+    for them are built; it runs them one after the other): ``run_phase``, ``arena``, ``flush`` and
     ``invalidate`` as :class:`codesign.loops.tt_lists.TtListTrainer` calls them. Counts ``lists``, ``calls``,
     ``flushed`` and ``read`` (32-bit words) and ``seconds`` spent in the golden model."""
 
-    def __init__(self, spec1: Tt1Spec, spec2: Tt2Spec) -> None:
-        self.spec1, self.spec2 = spec1, spec2
+    def __init__(self, spec1: Tt1Spec, spec2: Tt2Spec, copies: Tuple[int, int] = (1, 1),
+                 share_products: int = SHARE_PRODUCTS) -> None:
+        self.spec1, self.spec2, self.copies, self.share_products = spec1, spec2, copies, share_products
         self.lists = self.calls = self.flushed = self.read = 0
         self.seconds = 0.0
 

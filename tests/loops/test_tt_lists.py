@@ -21,11 +21,11 @@ from codesign.train.data import Dataset, load_digits_dataset
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def GoldenShell() -> GoldenListShell:
+def GoldenShell(**options) -> GoldenListShell:
     """The shell's golden model with small buffers, so that contractions are tiled, their sums chained and their
     operands read through 3-D blocks."""
     return GoldenListShell(Tt1Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8),
-                           Tt2Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8))
+                           Tt2Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8), **options)
 
 
 def _setup(rule: str = "tracked"):
@@ -44,9 +44,11 @@ def _words(trainer) -> list:
     return [np.asarray(a) for key in ("cores", "biases", "moments", "trackers", "means", "ranks") for a in state[key]]
 
 
-def test_training_on_call_lists_is_bit_identical_to_the_loop():
+@pytest.mark.parametrize("copies", [(1, 1), (2, 3)])
+def test_training_on_call_lists_is_bit_identical_to_the_loop(copies):
+    """On one IP of each PE, and with every contraction shared among two PE1 and three PE2 IPs."""
     setup = _setup()
-    shell = GoldenShell()
+    shell = GoldenShell(copies=copies, share_products=1)
     lists, loop = TtListTrainer(setup, shell), TtMlpTrainer(setup)
     data = _data()
     for trainer in (lists, loop):
@@ -64,6 +66,8 @@ def test_training_on_call_lists_is_bit_identical_to_the_loop():
     assert lists.list_steps == steps - 1 and shell.calls > 0  # all but the first, which aims every scale
     assert lists.lists_built < 2 * lists.list_steps, "a step at the same shapes and scales reuses its lists"
     assert compared > 3 * sum(core.size for cores in loop.cores for core in cores)
+    widest = max(len(phase) for lists_ in lists.current_lists.values() for phase in lists_.phases)
+    assert widest == (2 if copies == (1, 1) else 5)
 
 
 def test_the_exact_rule_cannot_run_on_lists():

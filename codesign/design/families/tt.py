@@ -20,7 +20,7 @@ from codesign.boards import Board
 from codesign.design.explore import DEFAULT_CAP, ENUMERATE_LIMIT, Option, Space
 from codesign.design.explore_model import ExploreModel, explore_family
 from codesign.design.families import DesktopFamily, Refined, design_pes
-from codesign.design.families.tt_list_step import list_point, list_step_report, specs_of
+from codesign.design.families.tt_list_step import copies_of, list_point, list_step_report, specs_of
 from codesign.design.point import DesignPoint, design_from_dict
 from codesign.hw.resource_model import RESOURCES
 from codesign.loops.common import HwTrainError
@@ -178,7 +178,8 @@ def tt_refine(raw, design: DesignPoint, chosen_toml: dict[str, Any], chosen_desi
         at = list_point(space, setup, objective) if space is not None else None
         at_point, at_options = (point, options) if at is None else (space.point(at), space.chosen_options(at))
         lists = {**list_step_report(setup, *specs_of(at_options), chosen_design.board,
-                                    clock_mhz=chosen_design.clock_mhz, per_call_total_s=at_point["total_s"]),
+                                    clock_mhz=chosen_design.clock_mhz, per_call_total_s=at_point["total_s"],
+                                    copies=copies_of(at_options)),
                  "label": at_point["label"], "chosen": at_point["label"] == point["label"]}
     return Refined(chosen_toml=chosen_toml, chosen_design=chosen_design,
                    step_options={"forward_split": chosen_design.forward_split},

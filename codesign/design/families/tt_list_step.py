@@ -24,13 +24,13 @@ from codesign.step.tt.list_time import tt_list_step
 from codesign.step.tt.step_lists import check_specs
 
 
-def measure_list_host(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, *, repeats: int = 3, seed: int = 0
-                      ) -> dict[str, float]:
+def measure_list_host(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, *, copies: tuple[int, int] = (1, 1),
+                      repeats: int = 3, seed: int = 0) -> dict[str, float]:
     """The host's seconds per list step of ``setup`` on this machine: a :class:`TtListTrainer` step on random
     data less the golden shell's seconds (what the IPs compute instead), the least of ``repeats`` steps after
     the two that aim every scale and build the lists (other work on the machine only adds). Also the words the
     host flushed and read, and the lists it started, per step."""
-    shell = GoldenListShell(spec1, spec2)
+    shell = GoldenListShell(spec1, spec2, copies)
     trainer = TtListTrainer(setup, shell)
     rng = np.random.default_rng(seed)
     first, last = setup.layers[0], setup.layers[-1]
@@ -50,22 +50,22 @@ def measure_list_host(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, *, re
 
 
 def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
-                     per_call_total_s: float) -> dict[str, Any]:
-    """The list step at PE builds ``spec1``/``spec2``: its time split (PE and DMA, memory, host measured here),
+                     per_call_total_s: float, copies: tuple[int, int] = (1, 1)) -> dict[str, Any]:
+    """The list step on ``copies`` IPs of the PE builds ``spec1``/``spec2``: its time split (PE and DMA, memory, host measured here),
     the host's work left, each layer's PE and DMA seconds, beside the per-call step's ``per_call_total_s``.
     ``{"priced": False, "why": ...}`` where these builds or this set-up cannot run as lists."""
     why = _cannot(setup, spec1, spec2)
     if why:
         return {"priced": False, "why": why}
-    host = measure_list_host(setup, spec1, spec2)
+    host = measure_list_host(setup, spec1, spec2, copies=copies)
     step = tt_list_step(setup, spec1, spec2, board, clock_mhz=clock_mhz, host_s=host["seconds"],
-                        host_source=THIS_MACHINE)
+                        host_source=THIS_MACHINE, copies=copies)
     hz = clock_mhz * 1e6
     return {"priced": True, "pe_s": step.time.pe_s, "memory_s": step.time.memory_s, "host_s": step.time.host_s,
             "total_s": step.time.total_s, "host_share": step.time.host_s / step.time.total_s,
             "layers_s": [cycles / hz for cycles in step.layer_cycles], "macs": step.time.macs,
             "macs_s": step.time.bounds["macs_s"], "host_work": step.host.to_dict(), "host_measured": host,
-            "per_call_total_s": per_call_total_s}
+            "per_call_total_s": per_call_total_s, "copies": list(copies)}
 
 
 def _cannot(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec) -> str:
@@ -101,4 +101,10 @@ def specs_of(options: Sequence[Any]) -> tuple[Any, Any]:
     return found.get("tt1"), found.get("tt2")
 
 
-__all__ = ["list_point", "list_step_report", "measure_list_host", "specs_of"]
+def copies_of(options: Sequence[Any]) -> tuple[int, int]:
+    """The tt1 and tt2 IPs of a point's options."""
+    found = {option.pe: int(getattr(option, "copies", 1)) for option in options}
+    return found.get("tt1", 1), found.get("tt2", 1)
+
+
+__all__ = ["copies_of", "list_point", "list_step_report", "measure_list_host", "specs_of"]

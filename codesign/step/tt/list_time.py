@@ -78,8 +78,10 @@ def zero_fracs(cores: Sequence[np.ndarray], precision) -> Fracs:
                  grad_bits=int(precision["grad_bits"]), core_bits=int(precision["core_bits"]))
 
 
-def tt_list_plans(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec) -> list[StepLists]:
-    """Every layer's step lists at its initial ranks on the builds ``spec1`` and ``spec2`` (zero codes)."""
+def tt_list_plans(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec, copies: tuple[int, int] = (1, 1)
+                  ) -> list[StepLists]:
+    """Every layer's step lists at its initial ranks on ``copies`` IPs of the builds ``spec1`` and ``spec2``
+    (zero codes)."""
     check_specs(spec1, spec2)
     plans = []
     for index, layer in enumerate(setup.layers):
@@ -88,14 +90,14 @@ def tt_list_plans(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec) -> list[StepL
         plans.append(step_lists(np.zeros((batch, layer["in_features"]), np.int64), cores,
                                 np.zeros((batch, layer["out_features"]), np.int64),
                                 zero_fracs(cores, setup.precision), spec1=spec1, spec2=spec2,
-                                need_grad_x=not layer["is_network_input"]))
+                                need_grad_x=not layer["is_network_input"], copies=copies))
     return plans
 
 
 def phase_stages(lists: StepLists, spec1: Tt1Spec, spec2: Tt2Spec, *, ddr: DdrTiming = BOARD_DDR
                  ) -> list[Stage]:
-    """One stage per phase of a layer's lists: the longer of its PE1 and PE2 lists' cycles (they run side by
-    side, each on its own IP and port), the words of both."""
+    """One stage per phase of a layer's lists: the longest of its lists' cycles (they run side by side, each on
+    its own IP), the words of all."""
     stages = []
     for phase in lists.phases:
         cycles, words_in, words_out = 0, 0, 0
@@ -128,10 +130,12 @@ def host_work(setup: TtLayers, plans: Sequence[StepLists]) -> HostWork:
 
 
 def tt_list_step(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
-                 host_s: float, host_source: str, ddr: DdrTiming = BOARD_DDR) -> ListStep:
-    """The whole list step of ``setup`` on PE builds ``spec1``/``spec2`` and ``board`` at ``clock_mhz``: every
-    phase priced by the list cycle model under ``ddr``, the host's ``host_s`` (measured where it runs)."""
-    plans = tt_list_plans(setup, spec1, spec2)
+                 host_s: float, host_source: str, ddr: DdrTiming = BOARD_DDR, copies: tuple[int, int] = (1, 1)
+                 ) -> ListStep:
+    """The whole list step of ``setup`` on ``copies`` IPs of the PE builds ``spec1``/``spec2`` and ``board`` at
+    ``clock_mhz``: every phase priced by the list cycle model under ``ddr``, the host's ``host_s`` (measured
+    where it runs). Every IP's data move through one HP port's worth of memory model each (the list bench's)."""
+    plans = tt_list_plans(setup, spec1, spec2, copies)
     stages, layer_cycles, phase_cycles = [], [], []
     for lists in plans:
         phases = phase_stages(lists, spec1, spec2, ddr=ddr)
@@ -141,7 +145,7 @@ def tt_list_step(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, 
     macs = sum(math.prod(call.header >> (8 * f) & 0xFF for f in range(4))
                for lists in plans for phase in lists.phases for _, calls in phase for call in calls)
     time = step_time(stages, board, clock_mhz=clock_mhz, host_s=host_s, host_source=host_source, macs=macs,
-                     array_macs=spec1.lanes * spec1.rows + spec2.lanes * spec2.rows,
+                     array_macs=copies[0] * spec1.lanes * spec1.rows + copies[1] * spec2.lanes * spec2.rows,
                      calls=sum(len(calls) for lists in plans for phase in lists.phases for _, calls in phase),
                      stream_cycles=sum(stage.words_in + stage.words_out for stage in stages)
                      // (spec1.stream_bits // 32), mac_energy_pj=tt_mac_energy_pj(setup))

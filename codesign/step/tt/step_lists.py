@@ -71,14 +71,16 @@ class Fracs:
 
 @dataclass(frozen=True)
 class StepLists:
-    """The arena before the step and the step's lists, in ``phases``: each phase a list for PE1 and one for
-    PE2 (either may be empty) that may run side by side; ``contractions`` with their calls, by name;
+    """The arena before the step and the step's lists, in ``phases``: each phase ``(pe, calls)`` lists that run
+    side by side and write disjoint words, a PE's lists on its copies in order (the first ``forward_phases``
+    phases are the forward's); ``contractions`` with their calls, by name;
     ``outputs``: byte offsets of the layer output ``y`` (rows of ``y_width`` values, the last core's ``m`` padded
     to whole stream words) and the input gradient ``grad_x`` (raw, ``words`` 32-bit words a value); ``codes``:
     byte offset and packing of each core gradient's codes; ``parts``: 32-bit words of the PEs' stream word."""
 
     arena: np.ndarray
     phases: Tuple[Tuple[Tuple[str, Tuple[Call, ...]], ...], ...]
+    forward_phases: int
     contractions: Dict[str, Tuple[Contraction, Tuple[Call, ...]]]
     cores: Tuple[Tuple[int, ...], ...]
     batch: int
@@ -89,7 +91,6 @@ class StepLists:
     parts: int
     y_width: int
 
-    FORWARD_PHASES = 2  # the forward's lists come first (PE2's, then PE1's); the backward's follow
 
     @property
     def y_rows(self) -> int:
@@ -177,6 +178,42 @@ def _room(arena: ArenaLayout, rows: int, values: int, lanes: int, parts: int, i_
     words = row_words(values, lanes, SLOT_BITS, 32 * parts) * parts
     return Rows(offset=arena.reserve(rows * words), values=values, words=words, i_step=i_step, j_step=j_step,
                 chunk=chunk32(lanes, parts))
+
+
+SHARE_PRODUCTS = 1 << 18  # products a shared list takes at least: ~4,000 cycles of an 8 x 8 array, some 40 us
+# at 100 MHz, against the few register writes and the wait a list's start costs a board's host
+
+
+def check_copies(copies) -> Tuple[int, int]:
+    """``copies`` as (PE1's, PE2's) IPs the lists are shared among, each at least 1."""
+    if (not isinstance(copies, (tuple, list)) or len(copies) != 2
+            or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in copies)):
+        raise ValueError(f"copies={copies!r} must be two positive ints: the PE1 and PE2 IPs the lists run on")
+    return int(copies[0]), int(copies[1])
+
+
+def _products(calls: Sequence[Call]) -> int:
+    return sum(math.prod(call.header >> (8 * f) & 0xFF for f in range(4)) for call in calls)
+
+
+def share(calls: Sequence[Call], copies: int, least: int = SHARE_PRODUCTS) -> List[Tuple[Call, ...]]:
+    """``calls`` shared among at most ``copies`` lists that run side by side, no list with fewer than ``least``
+    products (a list's start costs the host register writes and a wait): whole chains (an accumulating chain
+    sums in one IP's buffer), each to the list with the fewest products so far, in order."""
+    chains: List[List[Call]] = []
+    for call in calls:
+        if call.acc_add:
+            chains[-1].append(call)
+        else:
+            chains.append([call])
+    copies = max(1, min(copies, len(chains), _products(calls) // least))
+    parts: List[List[Call]] = [[] for _ in range(copies)]
+    load = [0] * copies
+    for chain in chains:
+        lightest = load.index(min(load))
+        parts[lightest] += chain
+        load[lightest] += _products(chain)
+    return [tuple(part) for part in parts if part]
 
 
 def check_specs(spec1: Tt1Spec, spec2: Tt2Spec) -> int:
@@ -338,9 +375,13 @@ class _Builder:
 
 
 def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.ndarray, fracs: Fracs, *,
-               spec1: Tt1Spec, spec2: Tt2Spec, need_grad_x: bool = True) -> StepLists:
+               spec1: Tt1Spec, spec2: Tt2Spec, need_grad_x: bool = True, copies: Tuple[int, int] = (1, 1),
+               share_products: int = SHARE_PRODUCTS) -> StepLists:
     """The training step of a TT layer with core codes ``cores`` (each ``(a, m, n, c)``) on input codes
-    ``x_codes`` (B, N) and output-gradient codes ``gy_codes`` (B, M), at ``fracs``, as call lists."""
+    ``x_codes`` (B, N) and output-gradient codes ``gy_codes`` (B, M), at ``fracs``, as call lists for
+    ``copies`` IPs of PE1 and of PE2 (a contraction's result tiles shared among its PE's copies, at least
+    ``share_products`` products a list: :func:`share`)."""
+    check_copies(copies)
     x_codes = np.asarray(x_codes)
     builder = _Builder(cores, int(x_codes.shape[0]), fracs, spec1, spec2)
     states = builder.forward(x_codes)
@@ -350,12 +391,17 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
     d = builder.d
 
     def phase(pe1: Sequence[str], pe2: Sequence[str]):
-        return tuple((pe, tuple(call for name in names if name in made for call in made[name][1]))
-                     for pe, names in (("tt1", pe1), ("tt2", pe2)) if any(name in made for name in names))
+        return tuple((pe, part) for pe, names, n in (("tt1", pe1, copies[0]), ("tt2", pe2, copies[1]))
+                     for part in share(tuple(call for name in names if name in made for call in made[name][1]), n,
+                                       share_products))
 
-    phases = [phase([], [f"forward {k}" for k in range(d - 1)]), phase(["forward last"], []),
-              phase([f"input gradient {d - 1}"], [f"core gradient {d - 1}"])]
+    # a forward contraction reads the one before: shared among PE2's copies, each is a phase of its own
+    shared = any(len(share(made[f"forward {k}"][1], copies[1], share_products)) > 1 for k in range(d - 1))
+    forward = [[f"forward {k}"] for k in range(d - 1)] if shared else [[f"forward {k}" for k in range(d - 1)]]
+    phases = [phase([], names) for names in forward] + [phase(["forward last"], []),
+                                                        phase([f"input gradient {d - 1}"], [f"core gradient {d - 1}"])]
     phases += [phase([f"core gradient {k}"], [f"input gradient {k}"]) for k in range(d - 2, -1, -1)]
+    phases = [listed for listed in phases if listed]
     arena = builder.arena.image()
     for listed in phases:
         for pe, calls in listed:
@@ -364,7 +410,8 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
             except ValueError as error:
                 raise ValueError(f"core shapes {[core.shape for core in builder.cores]} on {32 * builder.parts}-bit "
                                  f"streams: {pe}'s list: {error}") from None
-    return StepLists(arena=arena, phases=tuple(p for p in phases if p), contractions=made,
+    return StepLists(arena=arena, phases=tuple(phases), forward_phases=sum(bool(p) for p in forward) + 1,
+                     contractions=made,
                      cores=tuple(core.shape for core in builder.cores), batch=builder.batch,
                      outputs=dict(builder.outputs), codes=dict(builder.codes_out), inputs=dict(builder.inputs),
                      lanes=builder.lanes, parts=builder.parts, y_width=builder.y_width)

@@ -82,7 +82,7 @@ def warmed(shape, *, seed=0, network_input=False):
     return layer
 
 
-def lists_step(state, x, grad_y, specs):
+def lists_step(state, x, grad_y, specs, **options):
     """The step as the host and the lists take it: the host aims the input's and the output gradient's scales,
     writes the codes, runs the lists, and finishes."""
     d = len(state.cores)
@@ -102,7 +102,7 @@ def lists_step(state, x, grad_y, specs):
                   grad_bits=state.grad_bits, core_bits=state.core_bits)
     g_codes = quantize_values(g64, g_frac, state.grad_bits)
     lists = step_lists(quantize_values(x64, act0, state.activation_bits), cores, g_codes, fracs, spec1=specs[0],
-                       spec2=specs[1], need_grad_x=not state.is_network_input)
+                       spec2=specs[1], need_grad_x=not state.is_network_input, **options)
     return lists, finish(state, x, g_codes, lists, run_golden(lists, specs), book, fracs)
 
 
@@ -135,6 +135,26 @@ def test_the_step_as_lists_equals_the_per_call_step(name, buffers, stream):
                  for block in call.segments)
     if buffers == "small" and name != "one_core_b3":
         assert chained > 0 and planes > 0  # the buffers force chains of sums and transposed reads
+
+
+def test_lists_shared_among_copies_equal_the_per_call_step():
+    """Two PE1 and three PE2 IPs: every contraction's chains shared among its PE's copies (whole chains, balanced
+    by products), a forward contraction a phase of its own; the step still equals the per-call step."""
+    shape = SHAPES["digits_first_layer_r4_b5"]
+    layer = warmed(shape)
+    state = layer_state(layer)
+    x, grad_y = batch(layer, shape[3], seed=9)
+    expected = pe_step(state, x, grad_y, GoldenRunner())
+    lists, got = lists_step(state, x, grad_y, SMALL, copies=(2, 3), share_products=1)
+    assert sum(compare_steps(expected, got).values()) == 0
+    assert lists.forward_phases == len(state.cores)  # d - 1 forward contractions on PE2, then the last on PE1
+    widest = max(len(phase) for phase in lists.phases)
+    assert widest == 5 and all(pe != "tt1" for pe, _ in lists.phases[0])
+    for phase in lists.phases:
+        for _, calls in phase:  # a list never cuts a chain
+            assert not calls[0].acc_add and not calls[-1].acc_hold
+    with pytest.raises(ValueError, match="two positive ints"):
+        lists_step(state, x, grad_y, SMALL, copies=(0, 1))
 
 
 def test_narrow_accumulators_cut_every_sum_so_that_no_call_saturates():
