@@ -130,7 +130,8 @@ def _tiles(item: Contraction, spec) -> Tuple[int, int, int, int]:
     if not item.out.rounding.enable:  # raw results: an L tile's words are whole stream words
         parts = spec.stream_bits // 32
         words = item.out.row_words * (k_all if item.pe == "tt2" and k == k_all else 1)
-        l_unit = math.lcm(l_unit, parts // math.gcd(parts, words))
+        unit = parts // math.gcd(parts, words)
+        l_unit = l_unit * unit // math.gcd(l_unit, unit)  # their lcm (math.lcm: Python 3.9, the board has 3.8)
     l = _fit(l_all, min(spec.max_l, MAX_ROWS), l_unit, f"{item.name}: L")
     chained = j < j_all or (item.pe == "tt1" and k < k_all)
     i = MAX_ROWS if not chained else min(MAX_ROWS, ACC_DEPTH // (l * k_rows))
