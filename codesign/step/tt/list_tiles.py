@@ -117,9 +117,10 @@ def is_chained(pe: str, dims: Tuple[int, int, int, int], spec, bits: Tuple[int, 
     return j < dims[1] or k < dims[2]
 
 
-def _tiles(item: Contraction, spec) -> Tuple[int, int, int, int]:
+def _tiles(item: Contraction, spec, pieces: int = 1) -> Tuple[int, int, int, int]:
     """Tile lengths ``(I, J, K, L)`` of one call: the summed tiles (:func:`_summed`), ``K`` (PE2) and ``L`` in
-    whole result rows within the buffers, and the results of an accumulating call within the shell's buffer."""
+    whole result rows within the buffers, the results of an accumulating call within the shell's buffer, and
+    ``I`` cut in at least ``pieces`` tiles where it can be (so that copies of a PE can share the result tiles)."""
     i_all, j_all, k_all, l_all = item.dims
     lanes, rv = spec.lanes, item.out.rounding.row_values
     j, k = _summed(item.pe, item.dims, spec, item.bits, item.name)
@@ -137,14 +138,15 @@ def _tiles(item: Contraction, spec) -> Tuple[int, int, int, int]:
     i = MAX_ROWS if not chained else min(MAX_ROWS, ACC_DEPTH // (l * k_rows))
     if i < 1:
         raise ValueError(f"{item.name}: {l} x {k_rows} results of one call exceed the {ACC_DEPTH}-sum buffer")
-    return min(i, i_all), j, k, l
+    return min(i, -(-i_all // pieces)), j, k, l
 
 
-def contraction_calls(item: Contraction, spec, arena: ArenaLayout) -> List[Call]:
-    """The calls of one contraction: tiles of ``I``, ``L`` (and PE2's ``K``), each summing its ``J`` (and
-    PE1's ``K``) tiles in one accumulating chain when they are more than one."""
+def contraction_calls(item: Contraction, spec, arena: ArenaLayout, pieces: int = 1) -> List[Call]:
+    """The calls of one contraction: tiles of ``I`` (at least ``pieces`` where ``I`` allows), ``L`` (and PE2's
+    ``K``), each summing its ``J`` (and PE1's ``K``) tiles in one accumulating chain when they are more than
+    one."""
     i_all, j_all, k_all, l_all = item.dims
-    ti, tj, tk, tl = _tiles(item, spec)
+    ti, tj, tk, tl = _tiles(item, spec, pieces)
     lanes = spec.lanes
     calls = []
     for i in _ranges(i_all, ti):

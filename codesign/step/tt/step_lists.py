@@ -386,7 +386,11 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
     builder = _Builder(cores, int(x_codes.shape[0]), fracs, spec1, spec2)
     states = builder.forward(x_codes)
     builder.backward(gy_codes, states, need_grad_x)
-    made = {item.name: (item, tuple(contraction_calls(item, builder.spec[item.pe], builder.arena)))
+    def pieces(item: Contraction) -> int:  # I cut for the PE's copies, where they would share the contraction
+        n = copies[0] if item.pe == "tt1" else copies[1]
+        return max(1, min(n, math.prod(item.dims) // share_products))
+
+    made = {item.name: (item, tuple(contraction_calls(item, builder.spec[item.pe], builder.arena, pieces(item))))
             for item in builder.items}
     d = builder.d
 
