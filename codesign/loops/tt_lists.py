@@ -41,7 +41,7 @@ from codesign.step.tt.rounding import frac_of_values, quantize_values
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import check_input
 from codesign.step.tt.list_finish import finish, layer_output
-from codesign.step.tt.step_lists import Fracs, check_specs, step_lists
+from codesign.step.tt.step_lists import Fracs, check_specs, reshift, step_lists
 
 ON_PES = ("act_frac_bits", "grad_frac_bits", "core_grad_frac_bits")  # the trackers a PE rounds at
 
@@ -59,7 +59,7 @@ class TtListTrainer(TtMlpTrainer):
                                "'direct'); the dense route runs on the loop's own steps")
         self.lanes = check_specs(shell.spec1, shell.spec2)
         self.shell = shell
-        self.list_steps = self.lists_built = 0
+        self.list_steps = self.lists_built = self.lists_reshifted = 0
         self._built: dict = {}
         self.current_lists: dict = {}  # layer index -> the lists its last step ran
 
@@ -117,10 +117,13 @@ class TtListTrainer(TtMlpTrainer):
         return state, x, book, fracs, lists, arena, out
 
     def _lists(self, index: int, state, batch: int, fracs: Fracs):
-        """Layer ``index``'s lists at these shapes and scales: built once, kept while neither changes (a tracked
-        scale moves now and then, pruning changes shapes at epoch ends)."""
-        key = (index, tuple(core.shape for core in state.cores), batch, fracs)
+        """Layer ``index``'s lists at these shapes and scales: built once per shapes (pruning changes them at epoch
+        ends), their rounding shifts changed in place when a tracked scale moves (:func:`reshift`)."""
+        key = (index, tuple(core.shape for core in state.cores), batch)
         lists = self._built.get(key)
+        if lists is not None and lists.fracs != fracs:
+            lists = self._built[key] = reshift(lists, fracs)
+            self.lists_reshifted += 1
         if lists is None:
             zeros = [np.zeros(core.shape, np.int64) for core in state.cores]
             lists = step_lists(np.zeros((batch, state.in_features), np.int64), zeros,

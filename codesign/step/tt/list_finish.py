@@ -15,7 +15,7 @@ from codesign.step.tt.list_tiles import unpack_codes
 from codesign.step.tt.rounding import frac_of_values, quantize_values, to_values
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import StepResult
-from codesign.step.tt.step_lists import Fracs, StepLists
+from codesign.step.tt.step_lists import Fracs, StepLists, z_fracs
 
 def _words(arena: np.ndarray, offset: int, values: int, words: int) -> np.ndarray:
     """``values`` raw results from byte ``offset``: 32-bit words, or 64-bit (two words) when drained."""
@@ -60,14 +60,6 @@ def _y(lists: StepLists, arena: np.ndarray) -> np.ndarray:
 def _at(lists: StepLists, name: str, values: int) -> Tuple[int, int, int]:
     offset, words = lists.outputs[name]
     return offset, values, words
-
-
-def z_fracs(fracs: Fracs, d: int) -> Dict[Tuple[str, int], int]:
-    """The fraction bits of the accumulators whose sums move each tracker."""
-    out = {("act_frac_bits", k + 1): fracs.act[k] + fracs.core[k] for k in range(d - 1)}
-    out.update({("grad_frac_bits", k - 1): fracs.grad[k] + fracs.core[k] for k in range(1, d)})
-    out.update({("core_grad_frac_bits", k): fracs.grad[k] + fracs.act[k] for k in range(d)})
-    return out
 
 
 def layer_output(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book: ScaleBook, fracs: Fracs

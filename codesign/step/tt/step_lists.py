@@ -90,6 +90,7 @@ class StepLists:
     lanes: int
     parts: int
     y_width: int
+    fracs: Fracs
 
 
     @property
@@ -418,4 +419,37 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
                      contractions=made,
                      cores=tuple(core.shape for core in builder.cores), batch=builder.batch,
                      outputs=dict(builder.outputs), codes=dict(builder.codes_out), inputs=dict(builder.inputs),
-                     lanes=builder.lanes, parts=builder.parts, y_width=builder.y_width)
+                     lanes=builder.lanes, parts=builder.parts, y_width=builder.y_width, fracs=fracs)
+
+
+def z_fracs(fracs: Fracs, d: int) -> Dict[Tuple[str, int], int]:
+    """The fraction bits of the accumulators whose sums move each tracker."""
+    out = {("act_frac_bits", k + 1): fracs.act[k] + fracs.core[k] for k in range(d - 1)}
+    out.update({("grad_frac_bits", k - 1): fracs.grad[k] + fracs.core[k] for k in range(1, d)})
+    out.update({("core_grad_frac_bits", k): fracs.grad[k] + fracs.act[k] for k in range(d)})
+    return out
+
+
+def reshift(lists: StepLists, fracs: Fracs) -> StepLists:
+    """``lists`` at the scales ``fracs``: a scale is a rounding shift in the descriptors of the calls that round,
+    so only those change (the layout, the tiles and the arena stay); equal to :func:`step_lists` at ``fracs``,
+    at a fraction of its cost when a tracked scale moves."""
+    if fracs == lists.fracs:
+        return lists
+    if (fracs.act_bits, fracs.grad_bits, fracs.core_bits) != (lists.fracs.act_bits, lists.fracs.grad_bits,
+                                                              lists.fracs.core_bits):
+        raise ValueError("code widths are part of the lists' rounding: build them again (step_lists)")
+    targets = {"act_frac_bits": fracs.act, "grad_frac_bits": fracs.grad, "core_grad_frac_bits": fracs.core_grad}
+    sources = z_fracs(fracs, len(lists.cores))
+    renamed, contractions = {}, {}
+    for name, (item, calls) in lists.contractions.items():
+        if item.stat is not None:
+            shift = targets[item.stat[0]][item.stat[1]] - sources[item.stat]
+            new = tuple(replace(call, rounding=replace(call.rounding, shift=int(shift))) if call.rounding.enable
+                        else call for call in calls)
+            renamed.update((id(old), call) for old, call in zip(calls, new))
+            calls = new
+        contractions[name] = (item, calls)
+    phases = tuple(tuple((pe, tuple(renamed.get(id(call), call) for call in calls)) for pe, calls in phase)
+                   for phase in lists.phases)
+    return replace(lists, contractions=contractions, phases=phases, fracs=fracs)

@@ -19,7 +19,8 @@ from codesign.step.tt.rounding import frac_of_values, quantize_values
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import GoldenRunner, checked_values, compare_steps, pe_step
 from codesign.step.tt.list_finish import finish
-from codesign.step.tt.step_lists import Fracs, check_specs, step_lists
+from codesign.contracts.calls import encode_list
+from codesign.step.tt.step_lists import Fracs, check_specs, reshift, step_lists
 from codesign.train.tt.layer import TTLinear
 from codesign.train.tt.pe_check import layer_state
 from codesign.train.tt.precision import TTPrecision
@@ -155,6 +156,33 @@ def test_lists_shared_among_copies_equal_the_per_call_step():
             assert not calls[0].acc_add and not calls[-1].acc_hold
     with pytest.raises(ValueError, match="two positive ints"):
         lists_step(state, x, grad_y, SMALL, copies=(0, 1))
+
+
+@pytest.mark.parametrize("copies", [(1, 1), (2, 3)])
+def test_lists_reshifted_to_new_scales_equal_lists_built_at_them(copies):
+    """A tracked scale moves: the lists' rounding shifts are changed in place, descriptor for descriptor what
+    step_lists builds at the new scales (a moved scale in every tracker kind, the input's and the cores')."""
+    shape = SHAPES["padding_edges_b33"]
+    d = len(shape[0])
+    cores = [np.zeros(s, np.int64) for s in [(1, 7, 3, 2), (2, 2, 5, 3), (3, 3, 17, 1)]]
+    zeros_x, zeros_g = np.zeros((33, 255), np.int64), np.zeros((33, 42), np.int64)
+    before = Fracs(act=(5, 4, 3), grad=(9, 8, 7), core_grad=(6, 6, 6), core=(2, 2, 2), act_bits=8, grad_bits=16,
+                   core_bits=4)
+    after = dataclasses.replace(before, act=(6, 4, 2), grad=(9, 10, 7), core_grad=(6, 3, 7), core=(2, 1, 2))
+    specs = dict(spec1=dataclasses.replace(SMALL[0], max_l=17), spec2=dataclasses.replace(SMALL[1], max_k=68))
+    built = step_lists(zeros_x, cores, zeros_g, before, **specs, copies=copies, share_products=1)
+    moved, fresh = reshift(built, after), step_lists(zeros_x, cores, zeros_g, after, **specs, copies=copies,
+                                                     share_products=1)
+    assert reshift(built, before) is built and moved.fracs == after and d == 3
+    changed = 0
+    for mine, theirs, old in zip(moved.phases, fresh.phases, built.phases):
+        assert [pe for pe, _ in mine] == [pe for pe, _ in theirs]
+        for (_, calls), (_, want), (_, was) in zip(mine, theirs, old):
+            assert np.array_equal(encode_list(calls), encode_list(want))
+            changed += int(np.count_nonzero(encode_list(calls) != encode_list(was)))
+    assert changed > 0 and np.array_equal(moved.arena, fresh.arena)
+    with pytest.raises(ValueError, match="code widths"):
+        reshift(built, dataclasses.replace(after, grad_bits=8))
 
 
 def test_narrow_accumulators_cut_every_sum_so_that_no_call_saturates():
