@@ -371,20 +371,21 @@ def summary(result: Mapping[str, Any]) -> str:
 
 
 def _list_step_lines(found: Mapping[str, Any] | None) -> list[str]:
-    """The summary's lines on the step as call lists at the chosen point (a TT design under tracked scales)."""
+    """The summary's line on the step as call lists (a TT design under tracked scales), in ms."""
     if not found:
         return []
     if not found["priced"]:
         return [f"  the step as call lists: not priced ({found['why']})"]
-    work = found["host_work"]
+    work, ms = found["host_work"], {key: found[key] * 1e3 for key in ("total_s", "pe_s", "memory_s", "host_s",
+                                                                        "per_call_total_s", "macs_s")}
     where = "the chosen point" if found["chosen"] else f"{found['label']}, the best point whose builds run lists"
+    layers = ", ".join(f"{s * 1e3:.3f}" for s in found["layers_s"])
     return [f"  the step as call lists at {where} (host left with the loss, bias, ReLU and Adam): "
-            f"{found['total_s'] * 1e3:.3f} ms"
-            f" = PE and DMA {found['pe_s'] * 1e3:.3f} + memory {found['memory_s'] * 1e3:.3f} + host "
-            f"{found['host_s'] * 1e3:.3f} (measured, {found['host_share']:.0%}), against {found['per_call_total_s'] * 1e3:.3f}"
-            f" ms per call; layers " + ", ".join(f"{s * 1e3:.3f}" for s in found["layers_s"]) + f" ms; MAC bound "
-            f"{found['macs_s'] * 1e3:.3f} ms; per step {work['lists']} lists, {work['calls']} calls, "
-            f"{work['flushed_bytes'] / 1024:.1f} KiB flushed, {work['read_bytes'] / 1024:.1f} KiB read"]
+            f"{ms['total_s']:.3f} ms = PE and DMA {ms['pe_s']:.3f} + memory {ms['memory_s']:.3f} + host "
+            f"{ms['host_s']:.3f} (measured, {found['host_share']:.0%}), against {ms['per_call_total_s']:.3f} ms per "
+            f"call; layers {layers} ms; MAC bound {ms['macs_s']:.3f} ms; per step {work['lists']} lists, "
+            f"{work['calls']} calls, {work['flushed_bytes'] / 1024:.1f} KiB flushed, "
+            f"{work['read_bytes'] / 1024:.1f} KiB read"]
 
 
 __all__ = ["ExploreError", "cost_task", "design_of_point", "distinct_builds", "explore_design", "hp_port_choice",

@@ -29,7 +29,6 @@ are shared among) and ``share_products`` (the fewest products a shared list take
 
 from __future__ import annotations
 
-import math
 from typing import Tuple
 
 import numpy as np
@@ -41,7 +40,7 @@ from codesign.step.tt.rounding import frac_of_values, quantize_values
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import check_input
 from codesign.step.tt.list_finish import finish, layer_output
-from codesign.step.tt.step_lists import Fracs, check_specs, reshift, step_lists
+from codesign.step.tt.step_lists import Fracs, check_specs, list_products, reshift, step_lists
 
 ON_PES = ("act_frac_bits", "grad_frac_bits", "core_grad_frac_bits")  # the trackers a PE rounds at
 
@@ -157,7 +156,7 @@ class TtListTrainer(TtMlpTrainer):
             arena = self.shell.run_phase(phase, arena)
             for _, calls in phase:
                 self.runner.transactions += len(calls)
-                self.runner.macs += sum(math.prod(call.header >> (8 * f) & 0xFF for f in range(4)) for call in calls)
+                self.runner.macs += list_products(calls)
         return arena
 
 

@@ -422,3 +422,19 @@ def test_explore_refuses_an_unreachable_scheduler_before_any_work(tmp_path, caps
                  "--scheduler", "tcp://127.0.0.1:9"])
     assert code == 2 and not out.exists()
     assert "127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_the_summary_gives_the_list_step_or_why_it_was_not_priced():
+    from codesign.design.explore_run import _list_step_lines
+
+    found = {"priced": True, "chosen": False, "label": "2 x tt1 8x8x128 + 2 x tt2 8x8x128", "total_s": 0.0061,
+             "pe_s": 0.0038, "memory_s": 0.0, "host_s": 0.0023, "host_share": 0.377, "per_call_total_s": 0.0039,
+             "macs_s": 0.0003, "layers_s": [0.0021, 0.0017],
+             "host_work": {"lists": 15, "calls": 176, "flushed_bytes": 55_500, "read_bytes": 61_600}}
+    (line,) = _list_step_lines(found)
+    assert "at 2 x tt1 8x8x128 + 2 x tt2 8x8x128, the best point whose builds run lists" in line
+    assert "6.100 ms = PE and DMA 3.800 + memory 0.000 + host 2.300 (measured, 38%), against 3.900 ms" in line
+    assert "layers 2.100, 1.700 ms; MAC bound 0.300 ms; per step 15 lists, 176 calls, 54.2 KiB flushed" in line
+    assert _list_step_lines({"priced": False, "why": "scale_rule"}) == ["  the step as call lists: not priced "
+                                                                        "(scale_rule)"]
+    assert _list_step_lines(None) == []

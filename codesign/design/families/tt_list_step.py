@@ -2,9 +2,10 @@
 model, :mod:`codesign.step.tt.list_time`), and the host's share of a list step measured on this machine.
 
 The explorer's space prices the per-call step (the host cuts and rounds every call). Under the tracked scale
-rule the same PE builds can run the whole step as lists (:class:`codesign.loops.tt_lists.TtListTrainer`), so
-the explorer prices that step at its chosen point beside it (:func:`list_step_report`): what the host has
-left per step, counted and timed, and where the PE time goes.
+rule PE builds of equal lanes and stream width can run the whole step as lists
+(:class:`codesign.loops.tt_lists.TtListTrainer`), so the explorer prices that step beside it at the best point
+whose builds can (:func:`list_point`, :func:`list_step_report`): what the host has left per step, counted and
+timed, and where the PE time goes.
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ def measure_list_host(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, *, co
 
 def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
                      per_call_total_s: float, copies: tuple[int, int] = (1, 1)) -> dict[str, Any]:
-    """The list step on ``copies`` IPs of the PE builds ``spec1``/``spec2``: its time split (PE and DMA, memory, host measured here),
-    the host's work left, each layer's PE and DMA seconds, beside the per-call step's ``per_call_total_s``.
+    """The list step on ``copies`` IPs of the PE builds ``spec1``/``spec2``: its time split (PE and DMA, memory,
+    host measured here), the host's work left, each layer's PE and DMA seconds, beside the per-call step's
+    ``per_call_total_s``.
     ``{"priced": False, "why": ...}`` where these builds or this set-up cannot run as lists."""
     why = _cannot(setup, spec1, spec2)
     if why:

@@ -10,7 +10,7 @@ charges the port and DDR where the board's are slower than the cycle model's mem
 
 The host's part is what :class:`codesign.loops.tt_lists.TtListTrainer` leaves it, counted here as
 :class:`HostWork` (its seconds are measured where it runs, as a board's would be:
-:func:`codesign.design.families.tt_lists.measure_list_host`). Cycles do not depend on the values, the shifts
+:func:`codesign.design.families.tt_list_step.measure_list_host`). Cycles do not depend on the values, the shifts
 or the code widths, only on shapes and layouts, so the lists are built on zero codes.
 """
 
@@ -27,7 +27,7 @@ from codesign.pe import get_pe
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.step.list_cycles import DdrTiming, list_cycles
 from codesign.step.time import Stage, StepTime, list_stage, step_time
-from codesign.step.tt.step_lists import Fracs, StepLists, check_specs, step_lists
+from codesign.step.tt.step_lists import Fracs, StepLists, check_specs, list_products, step_lists
 from codesign.step.tt.time import TtLayers, tt_mac_energy_pj
 
 BOARD_DDR = DdrTiming()  # the HP-port latency the list bench and the benchmark assume (its docstring gives sources)
@@ -116,12 +116,14 @@ def host_work(setup: TtLayers, plans: Sequence[StepLists]) -> HostWork:
     for layer, lists in zip(setup.layers, plans):
         n, m = layer["in_features"], layer["out_features"]
         counts["quantized"] += batch * (n + m) + (m if layer["bias"] else 0)
-        counts["elementwise"] += batch * m * (2 if layer["bias"] else 1) + (0 if layer["is_network_input"] else batch * n)
+        counts["elementwise"] += batch * m * (2 if layer["bias"] else 1)
+        counts["elementwise"] += 0 if layer["is_network_input"] else batch * n
         counts["adam"] += sum(math.prod(shape) for shape in layer["core_shapes"]) + (m if layer["bias"] else 0)
         counts["lists"] += sum(len(phase) for phase in lists.phases)
         counts["calls"] += sum(len(calls) for phase in lists.phases for _, calls in phase)
-        written = lists.write(np.array(lists.arena), x=np.zeros((batch, n), np.int64), gy=np.zeros((batch, m), np.int64),
-                              cores=[np.zeros(shape, np.int64) for shape in lists.cores])
+        zeros = [np.zeros(shape, np.int64) for shape in lists.cores]
+        written = lists.write(np.array(lists.arena), x=np.zeros((batch, n), np.int64),
+                              gy=np.zeros((batch, m), np.int64), cores=zeros)
         counts["flushed_bytes"] += 4 * sum(words for _, words in written)
         counts["read_bytes"] += 4 * sum(words for forward in (True, False)
                                         for _, words in lists.read_ranges(forward=forward))
@@ -142,15 +144,13 @@ def tt_list_step(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, 
         stages += phases
         layer_cycles.append(sum(stage.cycles for stage in phases))
         phase_cycles.append(tuple(stage.cycles for stage in phases))
-    macs = sum(math.prod(call.header >> (8 * f) & 0xFF for f in range(4))
-               for lists in plans for phase in lists.phases for _, calls in phase for call in calls)
+    macs = sum(list_products(calls) for lists in plans for phase in lists.phases for _, calls in phase)
+    host = host_work(setup, plans)
     time = step_time(stages, board, clock_mhz=clock_mhz, host_s=host_s, host_source=host_source, macs=macs,
                      array_macs=copies[0] * spec1.lanes * spec1.rows + copies[1] * spec2.lanes * spec2.rows,
-                     calls=sum(len(calls) for lists in plans for phase in lists.phases for _, calls in phase),
-                     stream_cycles=sum(stage.words_in + stage.words_out for stage in stages)
+                     calls=host.calls, stream_cycles=sum(stage.words_in + stage.words_out for stage in stages)
                      // (spec1.stream_bits // 32), mac_energy_pj=tt_mac_energy_pj(setup))
-    return ListStep(time=time, host=host_work(setup, plans), layer_cycles=tuple(layer_cycles),
-                    phase_cycles=tuple(phase_cycles))
+    return ListStep(time=time, host=host, layer_cycles=tuple(layer_cycles), phase_cycles=tuple(phase_cycles))
 
 
 __all__ = ["BOARD_DDR", "HostWork", "ListStep", "host_work", "phase_stages", "tt_list_plans", "tt_list_step",

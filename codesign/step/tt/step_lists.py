@@ -49,7 +49,7 @@ import numpy as np
 
 from codesign.contracts.calls import RAW, RECORD_WORDS, ArenaLayout, Call, check_list
 from codesign.numerics.round_stage import GROUP_WORDS_RANGE, RoundStageConfig
-from codesign.pe.tt.contract import pack_rows, row_words
+from codesign.pe.tt.contract import header_dims, pack_rows, row_words
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.step.tt.list_tiles import (MAX_ROWS, SLOT_BITS, Contraction, Out, Rows, chunk32, codes_rounding,
                                          contraction_calls, is_chained, operand_rounding, row_within)
@@ -125,8 +125,9 @@ class StepLists:
             offset, words = self.outputs["y"]
             return [(offset // 4, words * sizes["y"])]
         ranges = [(offset // 4, words * sizes[name]) for name, (offset, words) in self.outputs.items() if name != "y"]
-        ranges += [(offset // 4, cfg.words_out(math.prod(self.cores[k])))
-                   for k, (offset, cfg) in enumerate(self.codes[f"core_grad {k}"] for k in range(len(self.cores)))]
+        for k, shape in enumerate(self.cores):
+            offset, cfg = self.codes[f"core_grad {k}"]
+            ranges.append((offset // 4, cfg.words_out(math.prod(shape))))
         for item, calls in self.contractions.values():
             if item.stat is not None:
                 ranges += [(call.record // 4, RECORD_WORDS) for call in calls if not call.acc_hold]
@@ -193,8 +194,9 @@ def check_copies(copies) -> Tuple[int, int]:
     return int(copies[0]), int(copies[1])
 
 
-def _products(calls: Sequence[Call]) -> int:
-    return sum(math.prod(call.header >> (8 * f) & 0xFF for f in range(4)) for call in calls)
+def list_products(calls: Sequence[Call]) -> int:
+    """Products of TT calls (``I J K L`` of each header)."""
+    return sum(math.prod(header_dims(call.header, 4)[0]) for call in calls)
 
 
 def share(calls: Sequence[Call], copies: int, least: int = SHARE_PRODUCTS) -> List[Tuple[Call, ...]]:
@@ -207,13 +209,13 @@ def share(calls: Sequence[Call], copies: int, least: int = SHARE_PRODUCTS) -> Li
             chains[-1].append(call)
         else:
             chains.append([call])
-    copies = max(1, min(copies, len(chains), _products(calls) // least))
+    copies = max(1, min(copies, len(chains), list_products(calls) // least))
     parts: List[List[Call]] = [[] for _ in range(copies)]
     load = [0] * copies
     for chain in chains:
         lightest = load.index(min(load))
         parts[lightest] += chain
-        load[lightest] += _products(chain)
+        load[lightest] += list_products(chain)
     return [tuple(part) for part in parts if part]
 
 
@@ -279,7 +281,8 @@ class _Builder:
             a, m, n, c = self.shape(k)
             core = self.host(f"core {k} forward", k, core_forward, self.cores[k], 1, 0)
             nxt = self.state(k + 1)
-            rounding = operand_rounding(f.act[k + 1] - f.act[k] - f.core[k], f.act_bits, nxt.values, self.lanes, self.parts)
+            rounding = operand_rounding(shift_of(f, ("act_frac_bits", k + 1)), f.act_bits, nxt.values, self.lanes,
+                                        self.parts)
             self.items.append(Contraction(f"forward {k}", "tt2", (self.P[k], a * n, self.R[k], m * c), states[k],
                                           core, Out(nxt.offset, rounding, nxt.words), ("act_frac_bits", k + 1),
                                           (f.act_bits, f.core_bits)))
@@ -308,11 +311,13 @@ class _Builder:
         self.outputs[name] = (offset, words)
         return Out(offset, RAW, words)
 
-    def codes(self, values: int, row: int, limit: int, shift: int, name: str) -> Out:
-        """Room for ``values`` codes the host reads, in rows that tile ``row`` within ``limit`` values."""
-        cfg = codes_rounding(shift, self.fracs.grad_bits, row_within(row, limit), self.parts)
+    def codes(self, values: int, row: int, limit: int, k: int) -> Out:
+        """Room for core ``k``'s ``values`` gradient codes the host reads, in rows that tile ``row`` within ``limit``
+        values."""
+        cfg = codes_rounding(shift_of(self.fracs, ("core_grad_frac_bits", k)), self.fracs.grad_bits,
+                             row_within(row, limit), self.parts)
         offset = self.arena.reserve(cfg.words_out(values))
-        self.codes_out[name] = (offset, cfg)
+        self.codes_out[f"core_grad {k}"] = (offset, cfg)
         return Out(offset, cfg, cfg.groups_per_row * cfg.group_words)
 
     def backward(self, gy_codes: np.ndarray, states: List[Rows], need_grad_x: bool) -> None:
@@ -327,8 +332,7 @@ class _Builder:
         last = states[d - 1]
         self.items.append(Contraction(
             f"core gradient {d - 1}", "tt2", (1, bp, a * n, m), replace(last, i_step=0, j_step=1), gy_t,
-            self.codes(m * a * n, a * n, min(self.spec["tt2"].max_k, MAX_ROWS),
-                       f.core_grad[d - 1] - f.grad[d - 1] - f.act[d - 1], f"core_grad {d - 1}"),
+            self.codes(m * a * n, a * n, min(self.spec["tt2"].max_k, MAX_ROWS), d - 1),
             ("core_grad_frac_bits", d - 1), (f.act_bits, f.grad_bits)))
         core = self.host(f"core {d - 1} input gradient", d - 1, core_last_input_grad, self.cores[-1], 1, 0)
         dims, bits = (bp, 1, m, a * n), (f.grad_bits, f.core_bits)
@@ -341,8 +345,7 @@ class _Builder:
             self.items.append(Contraction(
                 f"core gradient {k}", "tt1", (m * c, self.P[k], self.R[k], a * n),
                 replace(g, i_step=1, j_step=m * c), replace(s_k, i_step=1, j_step=a * n),
-                self.codes(m * c * a * n, a * n, min(self.spec["tt1"].max_l, MAX_ROWS),
-                           f.core_grad[k] - f.grad[k] - f.act[k], f"core_grad {k}"),
+                self.codes(m * c * a * n, a * n, min(self.spec["tt1"].max_l, MAX_ROWS), k),
                 ("core_grad_frac_bits", k), (f.grad_bits, f.act_bits)))
             if k == 0 and not need_grad_x:
                 break
@@ -371,7 +374,8 @@ class _Builder:
                              "grad_x"), None
         _, m, _, c = self.shape(k - 1)
         room = _room(self.arena, self.P[k - 1] * m * c, self.R[k - 1], self.lanes, self.parts, m * c, 1)
-        rounding = operand_rounding(f.grad[k - 1] - f.grad[k] - f.core[k], f.grad_bits, self.R[k - 1], self.lanes, self.parts)
+        rounding = operand_rounding(shift_of(f, ("grad_frac_bits", k - 1)), f.grad_bits, self.R[k - 1], self.lanes,
+                                    self.parts)
         return Out(room.offset, rounding, room.words), ("grad_frac_bits", k - 1)
 
 
@@ -430,6 +434,13 @@ def z_fracs(fracs: Fracs, d: int) -> Dict[Tuple[str, int], int]:
     return out
 
 
+def shift_of(fracs: Fracs, stat: Tuple[str, int]) -> int:
+    """The rounding shift of the contraction whose results move tracker ``stat``: its codes' fraction bits less
+    its accumulators' (:func:`z_fracs`)."""
+    target = {"act_frac_bits": fracs.act, "grad_frac_bits": fracs.grad, "core_grad_frac_bits": fracs.core_grad}
+    return int(target[stat[0]][stat[1]] - z_fracs(fracs, len(fracs.core))[stat])
+
+
 def reshift(lists: StepLists, fracs: Fracs) -> StepLists:
     """``lists`` at the scales ``fracs``: a scale is a rounding shift in the descriptors of the calls that round,
     so only those change (the layout, the tiles and the arena stay); equal to :func:`step_lists` at ``fracs``,
@@ -439,13 +450,11 @@ def reshift(lists: StepLists, fracs: Fracs) -> StepLists:
     if (fracs.act_bits, fracs.grad_bits, fracs.core_bits) != (lists.fracs.act_bits, lists.fracs.grad_bits,
                                                               lists.fracs.core_bits):
         raise ValueError("code widths are part of the lists' rounding: build them again (step_lists)")
-    targets = {"act_frac_bits": fracs.act, "grad_frac_bits": fracs.grad, "core_grad_frac_bits": fracs.core_grad}
-    sources = z_fracs(fracs, len(lists.cores))
     renamed, contractions = {}, {}
     for name, (item, calls) in lists.contractions.items():
         if item.stat is not None:
-            shift = targets[item.stat[0]][item.stat[1]] - sources[item.stat]
-            new = tuple(replace(call, rounding=replace(call.rounding, shift=int(shift))) if call.rounding.enable
+            shift = shift_of(fracs, item.stat)
+            new = tuple(replace(call, rounding=replace(call.rounding, shift=shift)) if call.rounding.enable
                         else call for call in calls)
             renamed.update((id(old), call) for old, call in zip(calls, new))
             calls = new
