@@ -481,20 +481,20 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS) 
 SHELL_COST_YOSYS = "Yosys 0.23"
 SHELL_COST = {
     "xc7": {
-        32: {"lut": 5356, "lut_sites_min": 3427, "lutram": 24, "srl": 0,
-             "ff": 3053, "dsp": 0, "carry": 463, "muxf": 548, "bram_36k": 6.0},
-        64: {"lut": 7069, "lut_sites_min": 4372, "lutram": 44, "srl": 0,
-             "ff": 3252, "dsp": 0, "carry": 510, "muxf": 385, "bram_36k": 6.0},
-        128: {"lut": 8383, "lut_sites_min": 5135, "lutram": 88, "srl": 0,
-             "ff": 3379, "dsp": 0, "carry": 511, "muxf": 1723, "bram_36k": 6.0},
+        32: {"lut": 5363, "lut_sites_min": 3433, "lutram": 24, "srl": 0,
+             "ff": 3052, "dsp": 0, "carry": 463, "muxf": 559, "bram_36k": 6.0},
+        64: {"lut": 7111, "lut_sites_min": 4360, "lutram": 44, "srl": 0,
+             "ff": 3251, "dsp": 0, "carry": 510, "muxf": 363, "bram_36k": 6.0},
+        128: {"lut": 8423, "lut_sites_min": 5090, "lutram": 88, "srl": 0,
+             "ff": 3378, "dsp": 0, "carry": 511, "muxf": 1707, "bram_36k": 6.0},
     },
     "xcup": {
-        32: {"lut": 5468, "lut_sites_min": 3559, "lutram": 24, "srl": 0,
-             "ff": 3053, "dsp": 0, "carry": 463, "muxf": 1327, "bram_36k": 6.0},
-        64: {"lut": 6962, "lut_sites_min": 4504, "lutram": 40, "srl": 0,
-             "ff": 3252, "dsp": 0, "carry": 510, "muxf": 828, "bram_36k": 6.0},
-        128: {"lut": 8383, "lut_sites_min": 5203, "lutram": 80, "srl": 0,
-             "ff": 3379, "dsp": 0, "carry": 511, "muxf": 1497, "bram_36k": 6.0},
+        32: {"lut": 5473, "lut_sites_min": 3566, "lutram": 24, "srl": 0,
+             "ff": 3052, "dsp": 0, "carry": 463, "muxf": 1329, "bram_36k": 6.0},
+        64: {"lut": 6970, "lut_sites_min": 4510, "lutram": 40, "srl": 0,
+             "ff": 3251, "dsp": 0, "carry": 510, "muxf": 894, "bram_36k": 6.0},
+        128: {"lut": 8391, "lut_sites_min": 5209, "lutram": 80, "srl": 0,
+             "ff": 3378, "dsp": 0, "carry": 511, "muxf": 1637, "bram_36k": 6.0},
     },
 }
 

@@ -32,13 +32,13 @@ class ReadPort:
     it: the first beat of a burst not before ``read_latency`` edges after its AR, at most ``read_beats`` beats
     driven in any ``read_window`` edges."""
 
-    __slots__ = ("limit", "busy", "arvalid", "to_request", "to_receive", "addr", "beats", "arready", "ar_q",
+    __slots__ = ("limit", "arvalid", "to_request", "to_receive", "addr", "beats", "arready", "ar_q",
                  "pushing", "r_q", "rvalid", "asleep", "now", "paced", "latency", "most", "window", "bursts",
                  "drives", "size")
 
     def __init__(self, limit: int, ddr=None, parts: int = 1) -> None:
         self.limit, self.size = limit, 4 * parts  # size: bytes of a beat (parts 32-bit words)
-        self.busy = self.arvalid = False
+        self.arvalid = False
         self.to_request = self.to_receive = self.addr = self.beats = 0
         self.arready, self.ar_q, self.pushing, self.r_q, self.rvalid, self.asleep = True, deque(), 0, 0, False, True
         self.now, self.paced = 0, ddr is not None  # now: the number of the last edge
@@ -51,7 +51,7 @@ class ReadPort:
         if self.paced:  # relative to the next edge, so that a quiet stretch is a fixed point
             timing = (tuple((b[0], b[1], max(0, b[2] - self.now)) for b in self.bursts),
                       tuple(self.now - d for d in self.drives if d > self.now + 1 - self.window))
-        return (self.busy, self.arvalid, self.to_request, self.to_receive, self.arready, tuple(self.ar_q),
+        return (self.arvalid, self.to_request, self.to_receive, self.arready, tuple(self.ar_q),
                 self.pushing, self.r_q, self.rvalid, self.asleep, timing)
 
     def settled(self) -> bool:
@@ -117,6 +117,11 @@ class ReadPort:
         self._mover(start, addr, n, moved, taken)
 
     @property
+    def busy(self) -> bool:
+        """accel_mm2s's ``busy``: beats of a started run still to move."""
+        return self.to_receive != 0
+
+    @property
     def requesting(self) -> bool:
         """accel_mm2s's ``requesting``: a run still has bursts to ask for (a new run may start once it is low)."""
         return self.arvalid or self.to_request != 0
@@ -132,7 +137,6 @@ class ReadPort:
         elif not self.arvalid and self.to_request:
             self.arvalid, self.beats = True, _burst(self.addr, self.to_request, self.size)
         self.to_receive += n - int(moved)
-        self.busy = self.to_receive != 0
 
 
 class WritePort:

@@ -29,7 +29,7 @@ module accel_mm2s #(
     input  wire                 start,
     input  wire [63:0]          addr,
     input  wire [31:0]          n,
-    output reg                  busy,
+    output wire                 busy,
     output wire                 requesting,
     // AXI4 read address / data channels
     output wire [0:0]           m_axi_arid,
@@ -97,15 +97,12 @@ module accel_mm2s #(
         end
     endgenerate
     assign requesting = m_axi_arvalid || to_request != 32'd0;
+    assign busy = to_receive != 32'd0;
     assign in_valid = m_axi_rvalid && busy;
     assign m_axi_rready = in_ready && busy;
     wire moved = m_axi_rvalid && m_axi_rready;
-    // beats still to move after this edge: a start adds its run, a moved beat leaves
-    wire [31:0] left = to_receive + (start ? n_beats : 32'd0) - (moved ? 32'd1 : 32'd0);
-
     always @(posedge clk) begin
         if (rst) begin
-            busy <= 1'b0;
             m_axi_arvalid <= 1'b0;
             next_addr <= {ADDR_BITS{1'b0}};
             to_request <= 32'd0;
@@ -124,8 +121,8 @@ module accel_mm2s #(
                 m_axi_arvalid <= 1'b1;
                 beats <= next_beats;
             end
-            to_receive <= left;
-            busy <= left != 32'd0;
+            // beats still to move: a start adds its run, a moved beat leaves
+            to_receive <= to_receive + (start ? n_beats : 32'd0) - (moved ? 32'd1 : 32'd0);
         end
     end
 endmodule
