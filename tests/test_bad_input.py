@@ -40,9 +40,9 @@ HUGE_INT = 2**63 - 1  # the largest TOML integer
 # fields where a negative number is a legal setting (a signed offset, not a count or a size)
 SIGNED_FLOATS = {"techniques.slu.alpha_init", "techniques.slu.gate_bias_init"}
 # string fields that are free text (a path), not a choice from a list
-FREE_TEXT = {"techniques.abvs.cost_report"}
+FREE_TEXT = {"techniques.abvs.cost_report", "data.path"}
 # int fields where 0 is a legal setting ("none", "from the start", a percentage)
-ZERO_OK = {"data.split_seed", "techniques.compress.max_percent", "techniques.tt.prior.warmup_epochs",
+ZERO_OK = {"data.split_seed", "data.pad_to", "techniques.compress.max_percent", "techniques.tt.prior.warmup_epochs",
            "techniques.tt.prior.prune_from_epoch", "techniques.tt.precision.activation_headroom_bits",
            "techniques.tt.precision.grad_headroom_bits", "techniques.tt.precision.core_headroom_bits"}
 

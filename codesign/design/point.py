@@ -39,7 +39,8 @@ from codesign.shell.ip import data_ports
 from codesign.shell.vivado import shell_ips_hp_ports
 from codesign.numerics import FloatFormat
 from codesign.pe import REGISTRY, get_pe
-from codesign.train.config import TrainConfig, check_field_types, config_from_dict, read_toml, require_tables
+from codesign.train.config import (TrainConfig, check_field_types, config_from_dict, read_toml, require_tables,
+                                   resolve_data_path)
 
 DESIGN_TABLE = "design"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -284,7 +285,7 @@ def design_from_dict(raw: dict, *, board_name: str | None = None, default_name: 
 def load_design(path: Path, *, board_name: str | None = None) -> DesignPoint:
     """Load a design point from a training TOML; ``board_name`` (e.g. from ``--board``) wins over the file's."""
     path = Path(path)
-    raw = read_toml(path, error=DesignError, what="design file")
+    raw = resolve_data_path(read_toml(path, error=DesignError, what="design file"), path)
     default_name = re.sub(r"[^a-z0-9_]", "_", path.stem.lower()) or "design"
     if not default_name[0].isalpha():
         default_name = "d_" + default_name

@@ -17,13 +17,11 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from codesign.io.cache import cache_dir
+
 HLS4ML_WHEEL = "hls4ml==1.3.0"
 WHEEL_PREFIX = "hls4ml/templates/vivado/ap_types/"
 REQUIRED_HEADERS = ("ap_int.h", "ap_fixed.h", "hls_stream.h")
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("CODESIGN_CACHE", Path.home() / ".cache" / "codesign"))
 
 
 def _complete(directory: Path) -> bool:

@@ -1,5 +1,4 @@
-"""What the golden training loops share: their error, the digits task's shape, the loss, and progress bars when
-available."""
+"""What the golden training loops share: their error, the loss, and progress bars when available."""
 
 from __future__ import annotations
 
@@ -9,8 +8,6 @@ from typing import Any, ClassVar, Dict, Mapping, Tuple
 import math
 
 import numpy as np
-
-INPUT_FEATURES, CLASSES = 64, 10  # the 8x8 digits (and the synthetic set), flattened; ten classes
 
 
 class HwTrainError(ValueError):

@@ -123,3 +123,16 @@ def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> Tup
         test.append(members[:cut])
         train.append(members[cut:])
     return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
+
+
+def split_arrays(x: np.ndarray, y: np.ndarray, classes: int, train: np.ndarray, test: np.ndarray,
+                 validation_fraction: float, seed: int) -> ArrayDataset:
+    """The :class:`ArrayDataset` of samples ``x``/``y`` cut at index sets ``train`` and ``test``; with
+    ``validation_fraction`` > 0 a stratified validation split (seed ``seed + 1``) is carved from ``train``. The test
+    split is cut first, so it does not depend on the validation share."""
+    if validation_fraction <= 0:
+        return ArrayDataset(train_x=x[train], train_y=y[train], test_x=x[test], test_y=y[test], classes=classes)
+    kept, held = stratified_split(y[train], validation_fraction, seed + 1)
+    train, validation = train[kept], train[held]
+    return ArrayDataset(train_x=x[train], train_y=y[train], test_x=x[test], test_y=y[test], classes=classes,
+                        validation_x=x[validation], validation_y=y[validation])

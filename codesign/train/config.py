@@ -33,7 +33,9 @@ from codesign.numerics.inputs import SEED_RANGE  # numpy and torch both take the
 from codesign.train.models import RESNET_DEPTHS
 
 MODELS = ("resnet", "mlp")
-DATASETS = ("digits", "synthetic")
+DATASETS = ("digits", "synthetic", "fashion-mnist", "mnist", "file")  # "file": data.path
+FIXED_SPLITS = ("fashion-mnist", "mnist")  # one documented test split each (codesign.loops.npm_data)
+MAX_PAD = 1024
 SCHEDULES = ("cosine", "constant")
 MAX_INT = 2**31 - 1  # no count, width or size of a configuration is larger; a TOML int up to 2**63 is refused
 MAX_EPOCHS = 100_000
@@ -121,11 +123,18 @@ def check_field_types(cls: type, raw: dict, prefix: str) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class DataConfig:
+    """Where the samples come from: a built-in set (``digits``, ``synthetic``), paper 003's ``fashion-mnist`` and
+    ``mnist`` (fetched at set-up; each with its fixed test split, so ``test_fraction`` does not apply), or
+    ``file``: the user's ``.npz`` or ``.csv`` at ``path`` (see :mod:`codesign.loops.data_sources`). ``pad_to``
+    zero-pads images to a square of that side (0: as they are)."""
+
     name: str = "digits"
     test_fraction: float = 0.25
     split_seed: int = 0
     synthetic_samples: int = 600
     validation_fraction: float = 0.0  # share of the training split held out for every choice (0: none)
+    path: str = ""
+    pad_to: int = 0
 
     def validate(self, prefix: str = "data") -> None:
         require(isinstance(self.name, str) and self.name in DATASETS, f"{prefix}.name", f"unknown dataset {self.name!r}; expected one of {DATASETS}")
@@ -135,6 +144,14 @@ class DataConfig:
                 f"{prefix}.synthetic_samples", f"must be an int in [20, {MAX_SAMPLES}], got {self.synthetic_samples!r}")
         require(is_number(self.validation_fraction) and 0 <= self.validation_fraction <= 0.5,
                 f"{prefix}.validation_fraction", f"must be in [0, 0.5], got {self.validation_fraction!r}")
+        require(isinstance(self.path, str), f"{prefix}.path", f"must be a string, got {_shown(self.path)}")
+        require((self.name == "file") == bool(self.path), f"{prefix}.path",
+                f"is given with {prefix}.name = {self.name!r}; a path is data of its own (name = 'file')"
+                if self.path else f"{prefix}.name = 'file' needs {prefix}.path (a .npz or .csv file)")
+        require(is_int(self.pad_to) and 0 <= self.pad_to <= MAX_PAD, f"{prefix}.pad_to",
+                f"must be an int in [0, {MAX_PAD}] (0: no padding), got {self.pad_to!r}")
+        require(not self.pad_to or self.name not in ("digits", "synthetic"), f"{prefix}.pad_to",
+                f"pads {', '.join(FIXED_SPLITS)} or a file's images; {self.name} keeps its 8 x 8")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,6 +251,18 @@ def _section(cls, raw: Any, prefix: str, typed: list | None = None):
     return section
 
 
+def _data_table(data: Any) -> Any:
+    """A ``[data]`` table that gives a ``path`` and no ``name`` names a file (``name = "file"``); a fixed split's
+    data set refuses a ``test_fraction``, which it would not use."""
+    if not isinstance(data, dict):
+        return data
+    if "path" in data and "name" not in data:
+        data = {**data, "name": "file"}
+    require(not ("test_fraction" in data and data.get("name") in FIXED_SPLITS), "data.test_fraction",
+            f"{data.get('name')} has a fixed test split (docs/data.md); leave test_fraction out")
+    return data
+
+
 def config_from_dict(raw: dict) -> TrainConfig:
     """Build a :class:`TrainConfig` from plain data (as read from TOML); errors name the field."""
     from codesign.train.techniques import TECHNIQUES, technique_config_class
@@ -255,6 +284,7 @@ def config_from_dict(raw: dict) -> TrainConfig:
         except ValueError as error:
             raise ConfigError(f"techniques.{name}: {error}") from None
         techniques[name] = _section(cls, section, f"techniques.{name}", typed)
+    raw = {**raw, "data": _data_table(raw.get("data", {}))}
     tables = {name: _section(cls, raw.get(name, {}), name, typed)
               for name, cls in (("data", DataConfig), ("model", ModelConfig), ("optim", OptimConfig))}
     try:
@@ -299,8 +329,19 @@ def require_tables(raw: dict, path: Path, *, error: type[ValueError] = ConfigErr
                         + (f' (e.g. [model] name = "mlp"; models: {", ".join(MODELS)})' if name == "model" else ""))
 
 
+def resolve_data_path(raw: dict, path: Path) -> dict:
+    """``raw`` with a relative ``data.path`` made relative to the configuration file's folder (as a build's
+    sources are), so the run reads the same file from any working folder."""
+    data = raw.get("data")
+    if isinstance(data, dict) and isinstance(data.get("path"), str) and data["path"]:
+        where = Path(data["path"]).expanduser()
+        if not where.is_absolute():
+            return {**raw, "data": {**data, "path": str(Path(path).resolve().parent / where)}}
+    return raw
+
+
 def load_config(path: Path) -> TrainConfig:
-    raw = read_toml(path)
+    raw = resolve_data_path(read_toml(path), path)
     raw.pop("design", None)  # the hardware of a design point (codesign.design), not a training setting
     config = config_from_dict(raw)  # a field's own error first, then what the file leaves out
     require_tables(raw, path)

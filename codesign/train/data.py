@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from codesign.loops.data import stratified_split
+from codesign.loops.data import ArrayDataset, split_arrays, stratified_split
 
 
 @dataclass(frozen=True)
@@ -39,17 +39,22 @@ class Dataset:
         return self.validation_y is not None and int(self.validation_y.numel()) > 0
 
 
+def torch_dataset(arrays: ArrayDataset) -> Dataset:
+    """``arrays`` as torch tensors: images float32, labels int64."""
+    def tensor(values: np.ndarray | None, dtype) -> torch.Tensor | None:
+        return None if values is None else torch.from_numpy(np.ascontiguousarray(values.astype(dtype)))
+
+    return Dataset(tensor(arrays.train_x, np.float32), tensor(arrays.train_y, np.int64),
+                   tensor(arrays.test_x, np.float32), tensor(arrays.test_y, np.int64), arrays.classes,
+                   tensor(arrays.validation_x, np.float32), tensor(arrays.validation_y, np.int64))
+
+
 def _as_dataset(images: np.ndarray, labels: np.ndarray, test_fraction: float, seed: int, classes: int,
                 validation_fraction: float = 0.0) -> Dataset:
     """Test split first (so it does not depend on ``validation_fraction``), then validation out of the rest."""
     train, test = stratified_split(labels, test_fraction, seed)
-    x = torch.from_numpy(images.astype(np.float32))
-    y = torch.from_numpy(labels.astype(np.int64))
-    if validation_fraction <= 0:
-        return Dataset(x[train], y[train], x[test], y[test], classes)
-    kept, held = stratified_split(labels[train], validation_fraction, seed + 1)
-    train, validation = train[kept], train[held]
-    return Dataset(x[train], y[train], x[test], y[test], classes, x[validation], y[validation])
+    return torch_dataset(split_arrays(images.astype(np.float32), labels.astype(np.int64), classes, train, test,
+                                      validation_fraction, seed))
 
 
 def load_digits_dataset(*, test_fraction: float = 0.25, split_seed: int = 0, validation_fraction: float = 0.0) -> Dataset:

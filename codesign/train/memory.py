@@ -25,13 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from codesign.train.geometry import data_geometry
+
 FLOAT32, FLOAT64, INT64 = 4, 8, 8
-INPUT_SHAPE = (1, 8, 8)  # one image of every dataset (codesign.train.data.Dataset)
-DIGITS_SAMPLES = 1797  # scikit-learn's digits
 PARAMETER_COPIES = 5  # weights, gradients, two optimiser moments (Adam; SGD keeps one), a quantised copy a technique holds
 ACTIVATION_COPIES = 4  # per sample and layer: the output kept for backward, its gradient, two transients (a quantised
 #                        or masked copy, the activation function's output)
-EVALUATION_COPIES = 3  # evaluation (no gradients) on a whole split at once: a layer's input, its output, a transient
+EVAL_CHUNK = 2048  # samples evaluated at once (Trainer.evaluate): every split of the digits in one chunk
+EVALUATION_COPIES = 3  # evaluation (no gradients) on a chunk at once: a layer's input, its output, a transient
 DATA_COPIES = FLOAT64 + FLOAT32  # bytes per feature: generated in float64, kept as float32
 TT_STATE_COPIES = 8  # float64 copies, per sample, of a TT layer's largest contraction state: the states kept for the
 #                     backward sweep, their gradients, einsum's intermediates and the quantised copies
@@ -93,15 +94,16 @@ def _shapes(config) -> tuple[int, int, int, int]:
 
     from codesign.train.models import build_model
 
+    geometry = data_geometry(config.data)
     with torch.device("meta"):  # shapes without storage: a 10⁹-parameter model costs nothing here
         model = build_model(config.model.name, depth=config.model.depth, hidden=config.model.hidden,
-                            width=config.model.width)
+                            width=config.model.width, sample_shape=geometry.sample_shape, classes=geometry.classes)
     outputs: list[int] = []
     leaves = [module for module in model.modules() if not any(True for _ in module.children())]
     hooks = [module.register_forward_hook(lambda module, args, out: outputs.append(out.numel())) for module in leaves]
     try:
         with torch.no_grad():
-            model(torch.empty(1, *INPUT_SHAPE, device="meta"))
+            model(torch.empty(1, *geometry.sample_shape, device="meta"))
     finally:
         for hook in hooks:
             hook.remove()
@@ -127,9 +129,9 @@ def _largest_tt_state(config) -> int:
 def estimate_peak_memory(config) -> MemoryEstimate:
     """The peak memory a :class:`~codesign.train.config.TrainConfig` run may take, from its shapes alone."""
     parameters, per_sample, widest, largest_weight = _shapes(config)
-    features = math.prod(INPUT_SHAPE)
-    samples = DIGITS_SAMPLES if config.data.name == "digits" else config.data.synthetic_samples
-    evaluated = math.ceil(samples * max(config.data.test_fraction, config.data.validation_fraction))
+    geometry = data_geometry(config.data)
+    features, samples = geometry.features, geometry.samples
+    evaluated = min(EVAL_CHUNK, math.ceil(samples * max(config.data.test_fraction, config.data.validation_fraction)))
     tt = "tt" in config.techniques
     train_bytes = per_sample * FLOAT32 * ACTIVATION_COPIES  # per sample of a training batch
     eval_bytes = widest * FLOAT32 * EVALUATION_COPIES  # per sample of an evaluated split

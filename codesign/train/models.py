@@ -6,6 +6,8 @@ in the network, so the cost ledger reads like the architecture.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable
 
 import torch
@@ -119,9 +121,14 @@ def name_layers(model: nn.Module) -> None:
             module.layer_name = name
 
 
-def build_model(name: str, *, depth: int = 8, hidden: tuple[int, ...] = (128, 64), width: int = 16) -> nn.Module:
+def build_model(name: str, *, depth: int = 8, hidden: tuple[int, ...] = (128, 64), width: int = 16,
+                sample_shape: tuple[int, ...] = (1, 8, 8), classes: int = 10) -> nn.Module:
+    """Model ``name`` for samples of ``sample_shape`` (channels x height x width, or features) and ``classes``."""
     if name == "resnet":
-        return ResNet(depth=depth, width=width)
+        if len(sample_shape) != 3:
+            raise ValueError(f"model.name = 'resnet' takes images (channels x height x width); the data's samples "
+                             f"are rows of {math.prod(sample_shape)} features: use model.name = 'mlp'")
+        return ResNet(depth=depth, width=width, in_channels=sample_shape[0], classes=classes)
     if name == "mlp":
-        return MLP(hidden=hidden)
+        return MLP(inputs=math.prod(sample_shape), hidden=hidden, classes=classes)
     raise ValueError(f"unknown model {name!r}; expected 'resnet' or 'mlp'")

@@ -28,9 +28,11 @@ from tqdm import tqdm
 from codesign.energy import CostLedger, horowitz_45nm
 from codesign.io.reports import write_bytes_atomic
 from codesign.train.config import TrainConfig
-from codesign.train.data import Dataset, load_digits_dataset, synthetic_dataset
+from codesign.loops.data_sources import file_arrays, npm_arrays
+from codesign.loops.npm_data import NPM_DATASETS
+from codesign.train.data import Dataset, load_digits_dataset, synthetic_dataset, torch_dataset
 from codesign.train.layers import attach_ledger
-from codesign.train.memory import check_memory
+from codesign.train.memory import EVAL_CHUNK, check_memory
 from codesign.train.models import build_model
 from codesign.train.techniques import build_techniques
 
@@ -67,7 +69,14 @@ class TrainResult:
 
 
 def load_dataset(config: TrainConfig) -> Dataset:
+    """The run's splits as tensors: a built-in set, an npm set from the cache, or the user's file."""
     data = config.data
+    if data.name in NPM_DATASETS:
+        return torch_dataset(npm_arrays(data.name, split_seed=data.split_seed,
+                                        validation_fraction=data.validation_fraction, pad_to=data.pad_to))
+    if data.name == "file":
+        return torch_dataset(file_arrays(Path(data.path), test_fraction=data.test_fraction, split_seed=data.split_seed,
+                                         validation_fraction=data.validation_fraction, pad_to=data.pad_to))
     if data.name == "digits":
         return load_digits_dataset(test_fraction=data.test_fraction, split_seed=data.split_seed,
                                    validation_fraction=data.validation_fraction)
@@ -85,7 +94,8 @@ class Trainer:
         self.description = description
         torch.manual_seed(config.seed)
         self.model = build_model(config.model.name, depth=config.model.depth, hidden=config.model.hidden,
-                                 width=config.model.width)
+                                 width=config.model.width, sample_shape=tuple(self.dataset.train_x.shape[1:]),
+                                 classes=self.dataset.classes)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=config.optim.lr, momentum=config.optim.momentum,
                                          weight_decay=config.optim.weight_decay)
         self.ledger = CostLedger()
@@ -118,8 +128,9 @@ class Trainer:
         y = self.dataset.test_y if y is None else y
         attach_ledger(self.model, None)
         self.model.eval()
-        with torch.no_grad():
-            correct = int((self.model(x).argmax(dim=1) == y).sum())
+        with torch.no_grad():  # in chunks: a split of 10^4 samples at once would hold every layer's states at once
+            correct = sum(int((self.model(x[start:start + EVAL_CHUNK]).argmax(dim=1) == y[start:start + EVAL_CHUNK])
+                              .sum()) for start in range(0, int(y.numel()), EVAL_CHUNK))
         self.model.train()
         return 100.0 * correct / int(y.numel())
 

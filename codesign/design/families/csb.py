@@ -12,7 +12,8 @@ from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trai
 from codesign.design.explore_model import CSB_KNOBS, CSB_TILE_KNOBS, ExploreModel, stage_array
 from codesign.design.families import DesktopFamily, design_pes
 from codesign.design.point import derived_pe_fields
-from codesign.loops.common import CLASSES, INPUT_FEATURES, HwTrainError
+from codesign.loops.common import HwTrainError
+from codesign.train.geometry import mlp_layers
 from codesign.loops.csb import CsbTrainSetup
 from codesign.loops.host_share import compressed_masks, measure_csb_host
 from codesign.pe.csb.spec import CsbSpec
@@ -48,7 +49,7 @@ def csb_setup(training, spec: CsbSpec | None = None, **changes) -> CsbTrainSetup
         (_, fields, _), = derived_pe_fields(training)
         spec = CsbSpec(**fields)
     compress = training.techniques["compress"]
-    values = {"spec": spec, "layers": (INPUT_FEATURES, *training.model.hidden, CLASSES),
+    values = {"spec": spec, "layers": mlp_layers(training),
               "batch_size": optim.batch_size, "epochs": optim.epochs, "warmup_epochs": compress.warmup_epochs,
               "lr": optim.lr, "schedule": optim.schedule, "seed": training.seed,
               "drop_budget": compress.drop_budget, "step_percent": compress.step_percent,

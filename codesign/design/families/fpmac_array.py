@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 from codesign.design.explore_model import ExploreModel, stage_array
 from codesign.design.families import DesktopFamily, design_pes
 from codesign.design.point import derived_pe_fields
-from codesign.loops.common import CLASSES, INPUT_FEATURES, HwTrainError
+from codesign.loops.common import HwTrainError
+from codesign.train.geometry import mlp_layers
 from codesign.loops.fb import HwTrainSetup
 from codesign.loops.host_share import measure_fb_host, step_gemms
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
@@ -39,7 +40,7 @@ def fb_setup(training, spec: FpmacArraySpec | None = None, **changes) -> HwTrain
         raise HwTrainError(f"ABVS format (exp_bits {abvs.exp_bits}, {abvs.rounding}) is not the IP's "
                            f"(exp_bits {spec.exp_bits}, {spec.rounding})")
     optim = training.optim
-    values = {"spec": spec, "layers": (INPUT_FEATURES, *training.model.hidden, CLASSES),
+    values = {"spec": spec, "layers": mlp_layers(training),
               "batch_size": optim.batch_size, "epochs": optim.epochs, "lr": optim.lr,
               "momentum": optim.momentum, "weight_decay": optim.weight_decay, "schedule": optim.schedule,
               "seed": training.seed, **fb}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from codesign.loops.common import CLASSES, INPUT_FEATURES
+from codesign.train.geometry import mlp_layers
 from codesign.train.config import TrainConfig, require
 from codesign.train.tt.ttm import check_modes
 
@@ -39,10 +39,10 @@ def factorize(features: int, order: int) -> tuple[int, ...]:
 
 
 def layer_sizes(training: TrainConfig) -> tuple[int, ...]:
-    """Features entering each TT layer, then the classes: ``(64, *model.hidden, 10)``."""
+    """Features entering each TT layer, then the classes: ``(features, *model.hidden, classes)`` of the data."""
     require(training.model.name == "mlp", "model.name",
             f"{PREFIX} trains an MLP of TT layers (model.name = 'mlp'), got {training.model.name!r}")
-    return (INPUT_FEATURES, *training.model.hidden, CLASSES)
+    return mlp_layers(training)
 
 
 def layer_modes(training: TrainConfig) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
