@@ -35,6 +35,10 @@ from codesign.hw.protocol import ProcessingElement
 from codesign.pe import get_pe, pe_names
 
 DEMO_DESIGN = "digits_abvs.toml"  # the shipped design whose build folders the demo writes and trains on
+# The shipped design's schedule on the emulated board: 5 whole epochs (85 steps) at lr 0.3 instead of its 20 at 0.05.
+# Chosen on the validation split among 4-8 epochs at lr 0.05-0.3 (golden loop, seed 0): 0.952 validation accuracy,
+# the best of them; a minute and a half on the emulated board with the golden loop beside it.
+DEMO_SCHEDULE = {"epochs": 5, "lr": 0.3}
 QUICK_DIVISOR = 10  # the quick demo's share of each PE's default stimulus size
 INDEX = "index.html"
 # where the demo keeps work files (simulator builds, Yosys runs, HLS projects): not reports, not linked one by one
@@ -251,8 +255,11 @@ def training_stage(out: Path, *, full: bool, stage: Stage, family_name: str | No
 
     overlay, design, folder = _training_overlay(out, family_name)
     family = family_of(overlay.manifest)
-    epochs, max_steps = (6, None) if full else (4, 12)
-    changes = {**family.quick_changes, "epochs": epochs}
+    if family_name is None:  # the shipped design: whole epochs, to an accuracy a person believes
+        changes, max_steps = {**family.quick_changes, **DEMO_SCHEDULE}, None
+    else:  # another family's example, in the full demo: its whole path in a few epochs
+        changes, max_steps = {**family.quick_changes, "epochs": 6}, None if full else 12
+    epochs = changes["epochs"]
     data = load_dataset(design.training)
     board, golden = board_trainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
     seconds = {}
@@ -270,9 +277,10 @@ def training_stage(out: Path, *, full: bool, stage: Stage, family_name: str | No
     write_text_atomic(folder / "training.md", _training_markdown(result))
     _plot_training(result, folder / "training.png")
     print(_training_markdown(result))
-    final = rows[-1]
-    stage.detail = (f"{len(rows)} epochs x {board.steps_per_epoch} steps, accuracy {final['accuracy']:.3f}, "
-                    f"{words['differ']} of {words['compared']} state words differ from the golden loop")
+    final, gold = rows[-1], result["golden_history"][-1]
+    stage.detail = (f"{len(rows)} epochs x {board.steps_per_epoch} steps: test accuracy {final['accuracy']:.3f} on the "
+                    f"emulated board, {gold['accuracy']:.3f} in the golden loop; {words['differ']} of "
+                    f"{words['compared']} state words differ")
     if words["differ"]:
         stage.status = "FAIL"
 
@@ -291,7 +299,9 @@ def other_families() -> list[str]:
 def _training_markdown(result: dict) -> str:
     lines = [f"# Training {result['design']} on the {result['board']}", "",
              f"{result['epochs']} epochs of {result['steps_per_epoch']} steps (batch {result['batch']}), the "
-             f"{result['family']} loop; the golden loop trained beside it on the same batches.", "",
+             f"{result['family']} loop; the golden loop trained beside it on the same batches. Test accuracy after "
+             f"the last epoch: {result['history'][-1]['accuracy']:.3f} on the emulated board, "
+             f"{result['golden_history'][-1]['accuracy']:.3f} in the golden loop.", "",
              "| epoch | FB | loss | test accuracy | validation accuracy | golden accuracy | seconds |",
              "|---:|---:|---:|---:|---:|---:|---:|"]
     for row, gold in zip(result["history"], result["golden_history"]):
