@@ -77,7 +77,8 @@ test-all: setup test-system-packages
 test-long: setup
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) --dist worksteal -m long --durations=15
 
-# every reproduction (eight seeds, tuned arms; a re-run skips finished training runs), then results/README.md
+# every reproduction at its claim seeds (3; tt 15, csb-utilisation 8), tuned arms (a re-run skips finished training
+# runs), then results/README.md
 reproduce: setup
 	OMP_NUM_THREADS=1 $(BIN)/codesign reproduce all --out results --workers $(JOBS)
 	$(BIN)/codesign reproduce readme --out results

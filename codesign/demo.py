@@ -278,8 +278,8 @@ def training_stage(out: Path, *, full: bool, stage: Stage, family_name: str | No
     _plot_training(result, folder / "training.png")
     print(_training_markdown(result))
     final, gold = rows[-1], result["golden_history"][-1]
-    stage.detail = (f"{len(rows)} epochs x {board.steps_per_epoch} steps: test accuracy {final['accuracy']:.3f} on the "
-                    f"emulated board, {gold['accuracy']:.3f} in the golden loop; {words['differ']} of "
+    stage.detail = (f"{len(rows)} epochs x {board.steps_per_epoch} steps: test accuracy {100 * final['accuracy']:.1f} % "
+                    f"on the emulated board, {100 * gold['accuracy']:.1f} % in the golden loop; {words['differ']} of "
                     f"{words['compared']} state words differ")
     if words["differ"]:
         stage.status = "FAIL"
@@ -300,13 +300,13 @@ def _training_markdown(result: dict) -> str:
     lines = [f"# Training {result['design']} on the {result['board']}", "",
              f"{result['epochs']} epochs of {result['steps_per_epoch']} steps (batch {result['batch']}), the "
              f"{result['family']} loop; the golden loop trained beside it on the same batches. Test accuracy after "
-             f"the last epoch: {result['history'][-1]['accuracy']:.3f} on the emulated board, "
-             f"{result['golden_history'][-1]['accuracy']:.3f} in the golden loop.", "",
-             "| epoch | FB | loss | test accuracy | validation accuracy | golden accuracy | seconds |",
+             f"the last epoch: {100 * result['history'][-1]['accuracy']:.1f} % on the emulated board, "
+             f"{100 * result['golden_history'][-1]['accuracy']:.1f} % in the golden loop.", "",
+             "| epoch | FB | loss | test accuracy (%) | validation accuracy (%) | golden accuracy (%) | seconds |",
              "|---:|---:|---:|---:|---:|---:|---:|"]
     for row, gold in zip(result["history"], result["golden_history"]):
-        lines.append(f"| {row['epoch']} | {row.get('fb', '')} | {row['loss']:.4f} | {row['accuracy']:.4f} | "
-                     f"{row.get('validation_accuracy', float('nan')):.4f} | {gold['accuracy']:.4f} | "
+        lines.append(f"| {row['epoch']} | {row.get('fb', '')} | {row['loss']:.4f} | {100 * row['accuracy']:.1f} | "
+                     f"{100 * row.get('validation_accuracy', float('nan')):.1f} | {100 * gold['accuracy']:.1f} | "
                      f"{row['seconds']:.1f} |")
     words = result["state_words"]
     lines += ["", f"State words compared with the golden loop: {words['compared']}, differing: {words['differ']}.",

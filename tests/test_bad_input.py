@@ -545,7 +545,7 @@ TEXT_OPTIONS = {
     "build": [("absent", "{absent}"), ("a_file", "{file}"), ("empty_folder", "{empty}")],
     "host": [("absent", "{absent}"), ("a_folder", "{users}"), ("not_a_report", "{file}")],
 }
-NO_BAD_VALUE = {"json", "cache"}  # a flag, and a cache folder (any folder is a cache; it is written only by Yosys runs)
+NO_BAD_VALUE = {"json", "cache", "force"}  # flags, and a cache folder (any folder is a cache; only Yosys runs write it)
 
 
 def _choices(parser) -> dict:
@@ -618,9 +618,9 @@ def _option_values(command: str, pe: str | None, action) -> list[tuple[str, str]
     if action.type is int or checked in ("positive_int", "non_negative_int"):
         bad = [("word", "abc"), ("float", "1.5"), ("empty", ""), ("negative", "-1")]
         return bad + ([("zero", "0")] if (command, dest) == ("estimate", "workers") else [])
-    if action.type is float or checked == "clock_ns":
+    if action.type is float or checked in ("clock_mhz", "percent"):
         bad = [("word", "abc"), ("empty", ""), ("nan", "nan"), ("inf", "inf"), ("negative", "-1"), ("zero", "0")]
-        return bad + ([("above_one", "1.5")] if dest == "cap" else [])
+        return bad + ([("above_a_hundred", "150")] if checked == "percent" else [])
     if dest in TEXT_OPTIONS:
         return TEXT_OPTIONS[dest]
     if dest in NO_BAD_VALUE:

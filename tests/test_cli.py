@@ -24,7 +24,7 @@ def exit_code(argv: list[str]) -> int:
         (["--exp-bits", "9"], "exp_bits=9 is out of range"),
         (["--part", "xc7a35t"], "unknown FPGA part 'xc7a35t'"),
         (["--board", "pynq-z9"], "unknown board 'pynq-z9'"),
-        (["--clock-ns", "0.1"], "clock_period_ns=0.1 is out of range"),
+        (["--clock-mhz", "10000"], "clock 10000 MHz is out of range [10, 1000] MHz"),
         (["--top", "9lives"], "is not a C identifier"),
     ],
 )

@@ -112,7 +112,10 @@ def test_a_folder_written_by_another_command_is_refused_and_its_own_is_reused(tm
     err = capsys.readouterr().err
     assert f"{out} was written by `codesign train`, not `codesign sweep`" in err and "Traceback" not in err
     assert (out / "result.json").read_bytes() == result and not (out / "results").exists()
-    assert main(["train", str(inputs / "train.toml"), "--out", str(out)]) == 0  # its own folder: reused
+    assert main(["train", str(inputs / "train.toml"), "--out", str(out)]) == 2  # an earlier run: never replaced silently
+    assert "holds an earlier run (result.json, checkpoint.pt): --resume continues it, --force replaces it" in \
+        capsys.readouterr().err and (out / "result.json").read_bytes() == result
+    assert main(["train", str(inputs / "train.toml"), "--out", str(out), "--force"]) == 0  # its own folder: reused
     assert json.loads((out / "result.json").read_text())["steps"] > 0
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", OUTPUT_MARKER, "result.json"]
 

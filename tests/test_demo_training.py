@@ -20,5 +20,6 @@ def test_the_demo_trains_the_shipped_design_to_ninety_percent_bit_identically(tm
     assert result["epochs"] == DEMO_SCHEDULE["epochs"] == len(result["history"])
     assert board["accuracy"] >= 0.90 and board["accuracy"] == golden["accuracy"]
     assert result["state_words"]["differ"] == 0 and result["state_words"]["compared"] > 10_000
-    assert stage.status == "running" and f"test accuracy {board['accuracy']:.3f} on the emulated board" in stage.detail
-    assert f"{golden['accuracy']:.3f} in the golden loop" in (tmp_path / "training" / "training.md").read_text()
+    shown = f"test accuracy {100 * board['accuracy']:.1f} % on the emulated board"
+    assert stage.status == "running" and shown in stage.detail
+    assert f"{100 * golden['accuracy']:.1f} % in the golden loop" in (tmp_path / "training" / "training.md").read_text()

@@ -20,8 +20,19 @@ from codesign.boards import boards
 from codesign.pe import get_pe
 from codesign.reproduce import REPRODUCTIONS
 from codesign.cli.options import (SPEC, STIMULUS, board_name, dataclass_fields_from, fpga_families, level_list,
-                                   non_negative_int, pe_subparsers, positive_int, scheduler_address, seed_list,
+                                   non_negative_int, pe_subparsers, percent, positive_int, scheduler_address, seed_list,
                                    target_from)
+
+
+ESTIMATE_CACHE_HELP = ("Yosys estimate cache (default: estimates/ in the user's cache, ~/.cache/codesign or "
+                       "$CODESIGN_CACHE, so that synthesis is not rerun from another folder)")
+
+
+def _estimate_cache(args: argparse.Namespace) -> Path:
+    """The Yosys estimate cache a command reads and fills: ``--cache``, else the user's cache folder's."""
+    from codesign.io.cache import cache_dir
+
+    return Path(args.cache) if args.cache else cache_dir() / "estimates"
 
 
 def _cmd_setup(args: argparse.Namespace) -> int:
@@ -102,7 +113,7 @@ def _cmd_design(args: argparse.Namespace) -> int:
     if args.out:
         check_output_dir(Path(args.out), "design")  # before Yosys
     print(design.describe())
-    report = fit_design(design, cache_dir=Path(args.cache), limit_percent=args.limit, progress=True)
+    report = fit_design(design, cache_dir=_estimate_cache(args), limit_percent=args.limit, progress=True)
     print()
     print(report.table())
     if args.out:
@@ -118,8 +129,6 @@ def _cmd_explore(args: argparse.Namespace) -> int:
     from codesign.io.outdir import check_output_dir, output_dir
     from codesign.train.config import read_toml, resolve_data_path
 
-    if not 0 < args.cap <= 1:
-        raise ValueError(f"--cap must be a share of the board in (0, 1], got {args.cap}")
     design = load_design(Path(args.config), board_name=args.board)  # every field and table checked, file named
     raw = resolve_data_path(read_toml(Path(args.config)), Path(args.config))
     host = None
@@ -137,13 +146,13 @@ def _cmd_explore(args: argparse.Namespace) -> int:
         def synthesize(builds):  # every build's Yosys on the cluster, into the shared cache
             family = design.board.yosys_family
             tasks = [SweepTask(key=f"{pe}-{family}-{index}", function="codesign.design.explore_run:cost_task",
-                               kwargs={"pe": pe, "family": family, "cache_dir": str(Path(args.cache).resolve()),
+                               kwargs={"pe": pe, "family": family, "cache_dir": str(_estimate_cache(args).resolve()),
                                        "spec": spec.to_dict()}) for index, (pe, spec) in enumerate(builds)]
-            report = run_sweep(tasks, Path(args.cache) / "explore-tasks", scheduler=args.scheduler)
+            report = run_sweep(tasks, _estimate_cache(args) / "explore-tasks", scheduler=args.scheduler)
             if report.failed:
                 raise ValueError(f"Yosys failed on the cluster for {', '.join(sorted(report.failed))}")
     check_output_dir(Path(args.out), "explore")  # before any work
-    result = explore_design(raw, design, objective=args.objective, cap=args.cap, cache_dir=Path(args.cache),
+    result = explore_design(raw, design, objective=args.objective, cap=args.limit / 100, cache_dir=_estimate_cache(args),
                             synthesize=synthesize, host=host)
     print(summary(result))
     with output_dir(Path(args.out), "explore") as out:
@@ -155,7 +164,7 @@ def _cmd_explore(args: argparse.Namespace) -> int:
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     from codesign.design.calibration import calibrate, model_errors
 
-    calibration = calibrate(args.pe, args.family, cache_dir=Path(args.cache), progress=print)
+    calibration = calibrate(args.pe, args.family, cache_dir=_estimate_cache(args), progress=print)
     for resource, error in model_errors(args.pe, args.family).items():
         held = (f"; held out: largest {error['held_out_max_rel']:.1%}, mean {error['held_out_mean_rel']:.1%}"
                 if "held_out_max_rel" in error else "")
@@ -188,7 +197,7 @@ def _build_design(args: argparse.Namespace) -> int:
 
     design = load_design(Path(args.target), board_name=args.board)
     out = Path(args.out) if args.out else Path("out/build") / design.name / design.board.name
-    folder = write_build_folder(design, out, cache_dir=Path(args.cache), limit_percent=args.limit, progress=True,
+    folder = write_build_folder(design, out, cache_dir=_estimate_cache(args), limit_percent=args.limit, progress=True,
                                 route=args.ip_route)
     print(folder.fit.table())
     made = "hls/, rtl/" if args.ip_route == "rtl" else "hls/"
@@ -241,6 +250,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     config = load_config(Path(args.config))
     check_memory(config)  # a run that cannot fit is refused before its folder is made
+    earlier = [name for name in ("result.json", "checkpoint.pt") if (Path(args.out) / name).is_file()]
+    if earlier and not (args.resume or args.force):
+        raise ValueError(f"{args.out} holds an earlier run ({', '.join(earlier)}): --resume continues it, --force "
+                         "replaces it, or give another --out")
     with output_dir(Path(args.out), "train") as out:
         result = Trainer(config).fit(checkpoint=out / "checkpoint.pt", resume=args.resume,
                                      checkpoint_every=args.checkpoint_every)
@@ -353,13 +366,15 @@ def _add_pe_commands(commands) -> None:
 
 def _add_design_commands(commands) -> None:
     """design, explore, calibrate, build and bundle: the commands on a training configuration's hardware."""
+    from codesign.design.explore import DEFAULT_CAP
     from codesign.design.fit import DEFAULT_LIMIT_PERCENT
 
     design = commands.add_parser("design", help="the hardware a training configuration needs, and whether it fits")
     design.add_argument("config", help="training TOML with an optional [design] table")
     design.add_argument("--board", type=board_name, default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
-    design.add_argument("--cache", default="out/estimate-cache", help="Yosys estimate cache")
-    design.add_argument("--limit", type=float, default=DEFAULT_LIMIT_PERCENT, help="largest share of any board resource (%%)")
+    design.add_argument("--cache", default=None, help=ESTIMATE_CACHE_HELP)
+    design.add_argument("--limit", type=percent, default=DEFAULT_LIMIT_PERCENT,
+                        help=f"largest share of any board resource (%%, default {DEFAULT_LIMIT_PERCENT:g})")
     design.add_argument("--out", default=None, help="also write fit.json/.md/.png here (new, empty, or one this command wrote)")
     design.set_defaults(func=_cmd_design)
 
@@ -370,8 +385,9 @@ def _add_design_commands(commands) -> None:
                                         "techniques.compress on an MLP (CSB), and an optional [design] table")
     explore.add_argument("--board", type=board_name, default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
     explore.add_argument("--objective", choices=("time", "energy"), default="time", help="what the chosen point minimises")
-    explore.add_argument("--cap", type=float, default=0.8, help="largest share of each board resource a point may use")
-    explore.add_argument("--cache", default="out/estimate-cache", help="Yosys estimate cache (confirmations)")
+    explore.add_argument("--limit", type=percent, default=100 * DEFAULT_CAP,
+                         help="largest share of each board resource a point may use (%%, default 80)")
+    explore.add_argument("--cache", default=None, help=ESTIMATE_CACHE_HELP + " (the confirmations')")
     explore.add_argument("--scheduler", type=scheduler_address, default=None, help="Dask scheduler (tcp://host:8786) whose workers run the "
                                                            "confirmations' Yosys; they must share --cache")
     explore.add_argument("--host", default=None, help="host report measured on the board for this design's loop "
@@ -383,7 +399,7 @@ def _add_design_commands(commands) -> None:
     calibrate.add_argument("pe", choices=("tt1", "tt2", "tt3", "fpmac_array", "csb"),
                            help="PE with an analytical resource model")
     calibrate.add_argument("--family", choices=("xc7", "xcup"), required=True, help="Yosys device family")
-    calibrate.add_argument("--cache", default="out/estimate-cache", help="Yosys estimate cache")
+    calibrate.add_argument("--cache", default=None, help=ESTIMATE_CACHE_HELP)
     calibrate.set_defaults(func=_cmd_calibrate)
 
     build = commands.add_parser("build", help="a design's build folder (and bitstream where Vivado is installed), "
@@ -391,8 +407,9 @@ def _add_design_commands(commands) -> None:
     build.add_argument("target", help="a design TOML, or a directory written by `codesign generate`")
     build.add_argument("--board", type=board_name, default=None, help="with a design: the board (default: the file's)")
     build.add_argument("--out", default=None, help="with a design: build folder (default out/build/DESIGN/BOARD)")
-    build.add_argument("--cache", default="out/estimate-cache", help="with a design: Yosys estimate cache")
-    build.add_argument("--limit", type=float, default=DEFAULT_LIMIT_PERCENT, help="with a design: largest share of any resource (%%)")
+    build.add_argument("--cache", default=None, help="with a design: " + ESTIMATE_CACHE_HELP)
+    build.add_argument("--limit", type=percent, default=DEFAULT_LIMIT_PERCENT,
+                       help=f"with a design: largest share of any resource (%%, default {DEFAULT_LIMIT_PERCENT:g})")
     build.add_argument("--ip-route", choices=("rtl", "hls"), default="rtl",
                        help="with a design: how Vivado gets each IP: rtl packages the RTL cocotb verified (default); "
                             "hls takes the Vitis HLS export (run_hls.tcl)")
@@ -418,6 +435,8 @@ def _add_run_commands(commands) -> None:
     train.add_argument("config", help="TOML training configuration")
     train.add_argument("--out", default="out/train", help="directory for result.json and checkpoint.pt (new, empty, or one this command wrote)")
     train.add_argument("--resume", action="store_true", help="continue from out/checkpoint.pt if present")
+    train.add_argument("--force", action="store_true", help="start over in an --out that holds an earlier run "
+                       "(its result.json and checkpoint.pt are replaced)")
     train.add_argument("--checkpoint-every", type=positive_int, default=50, help="steps between checkpoints (>= 1)")
     train.set_defaults(func=_cmd_train)
 
@@ -429,8 +448,9 @@ def _add_run_commands(commands) -> None:
     reproduce.add_argument("--out", default="results", help="reports go to OUT/NAME/ (training runs cached in "
                                                             "OUT/NAME/tasks/, a re-run skips them); OUT/NAME: new, empty, or one "
                                                             "this command wrote")
-    reproduce.add_argument("--seeds", type=seed_list, default=None, help="comma-separated distinct seeds >= 0 "
-                                                                          "(default 0..7)")
+    reproduce.add_argument("--seeds", type=seed_list, default=None,
+                           help="comma-separated distinct seeds >= 0 (default: each reproduction's claim seeds, 0,1,2; "
+                                "tt's 0..14 and csb-utilisation's 0..7; 0 with --smoke)")
     reproduce.add_argument("--smoke", action="store_true", help="tiny budget, for a quick check of the pipeline")
     reproduce.add_argument("--workers", type=int, default=2,
                            help="Dask worker processes of a local cluster for the training runs (0: this process)")
@@ -465,7 +485,10 @@ def _add_run_commands(commands) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import codesign
+
     parser = argparse.ArgumentParser(prog="codesign", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"codesign {codesign.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     _add_pe_commands(commands)
     _add_design_commands(commands)

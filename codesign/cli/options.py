@@ -4,6 +4,7 @@ parsed, so a bad flag is refused before any command starts."""
 from __future__ import annotations
 
 import argparse
+import math
 import dataclasses
 
 from codesign.boards import boards
@@ -43,6 +44,15 @@ def _checked(check):
 
 
 @_checked
+def percent(text: str) -> float:
+    """A share of a board's resources in percent, in (0, 100]: every command's resource cap (``--limit``)."""
+    value = float(text)
+    if not (math.isfinite(value) and 0 < value <= 100):
+        raise ValueError(f"must be a percentage in (0, 100], got {text!r}")
+    return value
+
+
+@_checked
 def board_name(text: str) -> str:
     if text not in boards():
         raise ValueError(f"unknown board {text!r}; known: {', '.join(sorted(boards()))}")
@@ -58,11 +68,15 @@ def _part_name(text: str) -> str:
 
 
 @_checked
-def _clock_ns(text: str) -> float:
-    from codesign.hw.target import BuildTarget
+def clock_mhz(text: str) -> float:
+    """A clock in MHz, as the design TOML's ``clock_mhz`` gives it, within the HLS period range of
+    :class:`~codesign.hw.target.BuildTarget` (one range check, in one place)."""
+    from codesign.hw.target import CLOCK_RANGE_NS
 
     value = float(text)
-    BuildTarget(part=next(iter(boards().values())).part, clock_period_ns=value)  # its range check, one place
+    low, high = 1e3 / CLOCK_RANGE_NS[1], 1e3 / CLOCK_RANGE_NS[0]
+    if not (math.isfinite(value) and low <= value <= high):
+        raise ValueError(f"clock {text} MHz is out of range [{low:g}, {high:g}] MHz")
     return value
 
 
@@ -184,7 +198,8 @@ def _add_target_options(parser: argparse.ArgumentParser, interfaces: tuple[str, 
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--board", type=board_name, help=f"target board ({', '.join(sorted(boards()))}); default zedboard")
     target.add_argument("--part", type=_part_name, help="target FPGA part (must belong to a known board)")
-    parser.add_argument("--clock-ns", type=_clock_ns, default=10.0, help="HLS clock period (ns)")
+    parser.add_argument("--clock-mhz", type=clock_mhz, default=100.0, help="HLS clock (MHz), as clock_mhz in a "
+                        "design TOML (default 100)")
     parser.add_argument("--interface", default=None, choices=interfaces, help=f"data interface (default {interfaces[0]})")
     parser.add_argument("--top", type=_top_name, default=None, help="name of the HLS top function (default <pe>_kernel)")
 
@@ -194,7 +209,7 @@ def target_from(args: argparse.Namespace):
     from codesign.hw.target import BuildTarget
 
     part = args.part or board(args.board or "zedboard").part
-    return BuildTarget(part=part, clock_period_ns=args.clock_ns, interface=args.interface, top=args.top)
+    return BuildTarget(part=part, clock_period_ns=1e3 / args.clock_mhz, interface=args.interface, top=args.top)
 
 
 def pe_subparsers(command: argparse.ArgumentParser, *, target: bool = False, stimulus: bool = False,
