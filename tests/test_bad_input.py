@@ -545,7 +545,7 @@ TEXT_OPTIONS = {
     "build": [("absent", "{absent}"), ("a_file", "{file}"), ("empty_folder", "{empty}")],
     "host": [("absent", "{absent}"), ("a_folder", "{users}"), ("not_a_report", "{file}")],
 }
-NO_BAD_VALUE = {"json", "cache", "force"}  # flags, and a cache folder (any folder is a cache; only Yosys runs write it)
+NO_BAD_VALUE = {"json", "cache", "force", "hardware_only"}  # flags, and a cache folder (any folder is a cache; only Yosys runs write it)
 
 
 def _choices(parser) -> dict:

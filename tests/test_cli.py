@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -160,3 +161,19 @@ def test_train_runs_a_toml_config(tmp_path, capsys):
     # 10 samples per class, round(2.5) = 2 of them held out: 80 training samples, 4 batches of 25 per epoch
     assert result["steps"] == 8 and len(result["history"]) == 2 and result["cost"]["total"]["macs"] > 0
     assert (tmp_path / "t" / "checkpoint.pt").is_file()
+
+
+def test_a_design_no_board_trains_is_refused_unless_hardware_only(tmp_path, capsys):
+    """An FP32 ResNet (no training family's PEs) and a CSB ResNet (its family's loop trains MLPs) are refused by
+    ``design`` and ``bundle`` before any work, naming the families; ``--hardware-only`` takes them as hardware."""
+    fp32 = tmp_path / "fp32_resnet.toml"
+    fp32.write_text('[model]\nname = "resnet"\ndepth = 8\n[design]\nname = "plain"\n')
+    conv = Path(__file__).resolve().parents[1] / "examples" / "digits_compressed.toml"
+    for config, why in ((fp32, "trains an MLP, not model 'resnet'"), (conv, "the CSB loop cannot train it")):
+        for argv in (["design", str(config)], ["bundle", str(config), "--out", str(tmp_path / "bundle")]):
+            assert exit_code(argv) == 2
+            err = capsys.readouterr().err
+            assert why in err and "--hardware-only" in err and "Traceback" not in err, err
+            assert not (tmp_path / "bundle").exists()
+    assert all(f"({key})" in err for key in ("fpmac_array", "csb", "tt"))
+    assert exit_code(["bundle", str(fp32), "--out", str(tmp_path / "bundle"), "--hardware-only"]) == 0

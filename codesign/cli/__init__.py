@@ -24,6 +24,8 @@ from codesign.cli.options import (SPEC, STIMULUS, board_name, dataclass_fields_f
                                    target_from)
 
 
+HARDWARE_ONLY_HELP = ("accept a design no board runtime trains (its PEs are no training family's, or its family's "
+                      "loop refuses the configuration): its hardware alone")
 ESTIMATE_CACHE_HELP = ("Yosys estimate cache (default: estimates/ in the user's cache, ~/.cache/codesign or "
                        "$CODESIGN_CACHE, so that synthesis is not rerun from another folder)")
 
@@ -110,6 +112,7 @@ def _cmd_design(args: argparse.Namespace) -> int:
     from codesign.io.outdir import check_output_dir, output_dir
 
     design = load_design(Path(args.config), board_name=args.board)
+    _check_trainable(design, args)
     if args.out:
         check_output_dir(Path(args.out), "design")  # before Yosys
     print(design.describe())
@@ -121,6 +124,16 @@ def _cmd_design(args: argparse.Namespace) -> int:
             for path in write_fit(report, out):
                 print(f"wrote {path}")
     return 0 if report.fits else 1
+
+
+def _check_trainable(design, args: argparse.Namespace) -> None:
+    """A design no board runtime can train is refused before any work, unless ``--hardware-only`` says it is
+    meant as hardware alone."""
+    from codesign.design.families import untrainable
+
+    why = None if args.hardware_only else untrainable(design)
+    if why:
+        raise ValueError(f"{why}; --hardware-only takes it as hardware alone")
 
 
 def _cmd_explore(args: argparse.Namespace) -> int:
@@ -217,6 +230,7 @@ def _cmd_bundle(args: argparse.Namespace) -> int:
     from codesign.design import load_design
 
     design = load_design(Path(args.config), board_name=args.board)
+    _check_trainable(design, args)
     result = write_bundle(design, Path(args.out), build_dir=None if args.build is None else Path(args.build))
     print(f"wrote bundle {result.name} ({'with' if result.built else 'without'} a bitstream) to {result.out_dir}")
     if result.wheel is None:
@@ -376,6 +390,7 @@ def _add_design_commands(commands) -> None:
     design.add_argument("--limit", type=percent, default=DEFAULT_LIMIT_PERCENT,
                         help=f"largest share of any board resource (%%, default {DEFAULT_LIMIT_PERCENT:g})")
     design.add_argument("--out", default=None, help="also write fit.json/.md/.png here (new, empty, or one this command wrote)")
+    design.add_argument("--hardware-only", action="store_true", help=HARDWARE_ONLY_HELP)
     design.set_defaults(func=_cmd_design)
 
     explore = commands.add_parser("explore", help="a TT, FB-float or CSB design's accelerators on a board: whole-step "
@@ -426,6 +441,7 @@ def _add_design_commands(commands) -> None:
     bundle.add_argument("--build", default=None, help="build folder to take design.json, hls/ and the bitstream "
                                                       "from (default: the emulated board's files only)")
     bundle.add_argument("--out", required=True, help="the package folder (new, empty, or an earlier bundle)")
+    bundle.add_argument("--hardware-only", action="store_true", help=HARDWARE_ONLY_HELP)
     bundle.set_defaults(func=_cmd_bundle)
 
 

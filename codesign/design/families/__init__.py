@@ -100,6 +100,22 @@ def family_of(design) -> DesktopFamily | None:
     return found[0] if found else None
 
 
+def untrainable(design) -> str | None:
+    """Why a board's runtime cannot train ``design`` (no family's hardware, or its family's loop refuses the
+    configuration), or None when it can: what ``codesign design`` and ``codesign bundle`` refuse by default."""
+    family = family_of(design)
+    titles = ", ".join(f"{get_family(key).title} ({key})" for key in REGISTRY)
+    if family is None:
+        return (f"design {design.name}: its PEs ({', '.join(design_pes(design)) or 'none'}) are no training family's "
+                f"hardware, so a board cannot train it; the families are {titles}")
+    try:
+        family.setup_of(design)
+    except HwTrainError as error:
+        return (f"design {design.name}: the {family.title} loop cannot train it ({error}); a board trains the "
+                f"families {titles}")
+    return None
+
+
 def loop_entry(design) -> dict[str, Any] | None:
     """design.json's ``loop``: the family and set-up of the design's golden loop, or None (no loop a board runs)."""
     family = family_of(design)
@@ -118,4 +134,4 @@ def design_pes(design) -> list[str]:
 
 
 __all__ = ["REFINED_REPORTS", "REGISTRY", "DesktopFamily", "Refined", "design_pes", "family_names", "family_of",
-           "get_family", "loop_entry", "unrefined"]
+           "get_family", "loop_entry", "unrefined", "untrainable"]
