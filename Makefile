@@ -12,7 +12,7 @@ STAMP       := $(VENV)/.codesign-installed-$(shell cat pyproject.toml requiremen
 JOBS        ?= 2
 
 .PHONY: setup system-packages test-system-packages apt-install venv demo demo-full yosys-reports test test-slow \
-        test-all test-long bench reproduce wheel-check clean
+        test-all test-long bench reproduce wheel wheel-check clean
 
 # codesign setup on every run: it fetches what the cache lacks (ap_types headers, data sets) and checks the rest
 setup: system-packages $(STAMP)
@@ -63,9 +63,11 @@ test: setup test-system-packages
 	$(BIN)/lint-imports
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) --dist worksteal -m "not slow and not long" --durations=15
 
-# the tests marked slow (image-like venvs, notebooks, Yosys runs, the larger RTL and C-sim grid points); CI runs it after make test
+# the tests marked slow (image-like venvs, notebooks, Yosys runs, the larger RTL and C-sim grid points), then
+# wheel-check; CI runs it after make test
 test-slow: setup test-system-packages
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) --dist worksteal -m "slow and not long" --durations=15
+	@$(MAKE) --no-print-directory wheel-check
 
 # make test and make test-slow in one run
 test-all: setup test-system-packages
@@ -76,6 +78,25 @@ test-all: setup test-system-packages
 # extended random RTL runs: ten times the stimulus of make test, heavier backpressure, larger PEs
 test-long: setup
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) --dist worksteal -m long --durations=15
+
+# the runtime's wheel, dist/codesign-<version>-py3-none-any.whl: what a board installs (its one dependency is numpy)
+wheel: setup
+	rm -f dist/codesign-*.whl
+	$(BIN)/python -m build --wheel --no-isolation --outdir dist .
+
+# the wheel as a board installs it: a fresh venv with numpy and pynq alone (pinned), the runtime and a bundle's
+# wheels from files (no index), then the self-check trains every step through the emulated board and compares
+# each state word with the golden loop's
+WHEEL_CHECK := build/wheel-check
+wheel-check: wheel
+	rm -rf $(WHEEL_CHECK)
+	$(BIN)/codesign bundle examples/digits_abvs.toml --out $(WHEEL_CHECK)/bundle
+	$(PYTHON) -m venv $(WHEEL_CHECK)/venv
+	$(WHEEL_CHECK)/venv/bin/python -m pip install --quiet --disable-pip-version-check -c requirements-lock.txt numpy pynq
+	$(WHEEL_CHECK)/venv/bin/python -m pip install --quiet --disable-pip-version-check --no-index \
+	  dist/codesign-*.whl $(WHEEL_CHECK)/bundle/dist/codesign_overlay_*.whl
+	cd $(WHEEL_CHECK) && package=$$(venv/bin/python -c "import codesign.deploy.bundle as b; print(b.installed_bundle('digits_abvs-zedboard').root)") && \
+	  venv/bin/python -m codesign.deploy.selfcheck $$package/overlay $$package/data/digits.npz --emulate
 
 # every reproduction at its claim seeds (3; tt 15, csb-utilisation 8), tuned arms (a re-run skips finished training
 # runs), then results/README.md

@@ -13,7 +13,10 @@ package for a design point:
   finding every file through the installed package;
 - ``pyproject.toml`` naming only the runtime (``codesign``) as dependency,
   and ``dist/<wheel>`` built from it when the desktop has ``build`` and
-  ``hatchling`` (pip installs the wheel on a board without a network).
+  ``hatchling`` (pip installs the wheel on a board without a network);
+- ``dist/codesign-<version>-py3-none-any.whl``, the runtime itself, built
+  from this source tree when codesign runs from one (``make wheel`` builds
+  the same), so ``pip install dist/*.whl`` on a board needs no index.
 
 The package is assembled in a scratch folder beside ``out_dir`` and moved
 into place at the end, so an interrupted bundle leaves nothing half-written.
@@ -56,6 +59,7 @@ class BundleResult:
     package: str
     wheel: Path | None
     built: bool  # the bundle carries a bitstream
+    runtime_wheel: Path | None = None  # codesign's own wheel (None: codesign is not run from a source tree)
 
 
 def bundle_name(design: DesignPoint) -> str:
@@ -220,18 +224,30 @@ def _write_package(design: DesignPoint, root: Path, build_dir: Path | None) -> b
     return built
 
 
-def _build_wheel(root: Path) -> Path | None:
-    """``dist/<wheel>`` with the desktop's build and hatchling, or None when either is missing."""
+def _wheel(source: Path, dist: Path, what: str) -> Path | None:
+    """The wheel of the project at ``source``, built into ``dist`` with the desktop's build and hatchling (None
+    when either is missing)."""
     try:
         import build  # noqa: F401
         import hatchling  # noqa: F401
     except ImportError:
         return None
-    done = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(root / "dist"),
-                           str(root)], capture_output=True, text=True)
+    before = set(dist.glob("*.whl"))
+    done = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist),
+                           str(source)], capture_output=True, text=True)
     if done.returncode != 0:
-        raise BundleFolderError(f"building the bundle's wheel failed:\n{done.stderr[-3000:]}")
-    return next((root / "dist").glob("*.whl"))
+        raise BundleFolderError(f"building {what}'s wheel failed:\n{done.stderr[-3000:]}")
+    return next(iter(set(dist.glob("*.whl")) - before))
+
+
+def source_tree() -> Path | None:
+    """The source tree codesign runs from (its pyproject.toml names the project ``codesign``), or None for an
+    installed wheel."""
+    root = Path(codesign.__file__).resolve().parent.parent
+    project = root / "pyproject.toml"
+    if project.is_file() and 'name = "codesign"' in project.read_text(encoding="utf-8"):
+        return root
+    return None
 
 
 def write_bundle(design: DesignPoint, out_dir: Path, *, build_dir: Path | None = None) -> BundleResult:
@@ -246,7 +262,9 @@ def write_bundle(design: DesignPoint, out_dir: Path, *, build_dir: Path | None =
     scratch = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=parent))
     try:
         built = _write_package(design, scratch, None if build_dir is None else Path(build_dir))
-        _build_wheel(scratch)
+        _wheel(scratch, scratch / "dist", "the bundle")
+        if source_tree() is not None:  # the runtime too, as `make wheel` builds it: the board needs no index
+            _wheel(source_tree(), scratch / "dist", "codesign")
         if out_dir.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.resolve().parent))
             os.replace(out_dir, old / "bundle")
@@ -263,6 +281,7 @@ def write_bundle(design: DesignPoint, out_dir: Path, *, build_dir: Path | None =
                     folder.rmdir()
                 except OSError:
                     break
-    wheels = sorted((out_dir / "dist").glob("*.whl"))
+    runtime = sorted((out_dir / "dist").glob(f"codesign-{codesign.__version__}-*.whl"))
+    wheels = sorted(set((out_dir / "dist").glob("*.whl")) - set(runtime))
     return BundleResult(out_dir=out_dir, name=bundle_name(design), package=package_name(design),
-                        wheel=wheels[0] if wheels else None, built=built)
+                        wheel=wheels[0] if wheels else None, built=built, runtime_wheel=runtime[0] if runtime else None)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+import codesign
+
 from codesign.bundle import MARKER, BundleFolderError, write_bundle
 from codesign.cli import main
 from codesign.deploy.bundle import Bundle, BundleError
@@ -39,6 +41,18 @@ def test_the_wheel_holds_the_overlay_data_notebook_and_both_entry_points(bundle)
     metadata = zipfile.ZipFile(bundle.wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     assert requires == ["Requires-Dist: codesign>=0.1.0"]  # the runtime only
+
+
+def test_the_bundle_carries_the_runtime_wheel_whose_only_dependency_is_numpy(bundle):
+    """The board installs both wheels from the bundle's dist/ with no index: codesign's own is there."""
+    runtime = bundle.runtime_wheel
+    assert runtime is not None and runtime.parent == bundle.out_dir / "dist"
+    assert runtime.name == f"codesign-{codesign.__version__}-py3-none-any.whl"
+    names = zipfile.ZipFile(runtime).namelist()
+    assert "codesign/deploy/selfcheck.py" in names and "codesign/loops/npm_data.py" in names
+    metadata = zipfile.ZipFile(runtime).read(next(n for n in names if n.endswith("METADATA"))).decode()
+    core = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
+    assert core == ["Requires-Dist: numpy>=1.21"]
 
 
 def test_the_package_reads_back_as_a_bundle(bundle):

@@ -236,7 +236,10 @@ def _cmd_bundle(args: argparse.Namespace) -> int:
     if result.wheel is None:
         print(f"no wheel built here (needs the packages build and hatchling); on the board: pip install {result.out_dir}")
     else:
-        print(f"on the board: pip install {result.wheel.name}, then pynq get-notebooks {result.name}")
+        runtime = f"dist/{result.runtime_wheel.name} " if result.runtime_wheel else ""
+        print(f"on the board, in the image's Python: pip install {runtime}dist/{result.wheel.name}, then pynq "
+              f"get-notebooks {result.name}" + ("" if runtime else " (the runtime's wheel: `make wheel` in codesign's "
+                                                                  "source tree)"))
     return 0
 
 
