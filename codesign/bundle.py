@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import codesign
-from codesign.deploy.bundle import BUNDLE_GROUP, BUNDLE_INFO
+from codesign.deploy.bundle import BUNDLE_GROUP, BUNDLE_INFO, FOLDER_MARKER
 from codesign.deploy.manifest import ManifestError, load_manifest
 from codesign.design.build import render_ip_projects, write_ip_projects
 from codesign.design.families import get_family, loop_entry
@@ -42,7 +42,7 @@ from codesign.design.point import DesignPoint
 from codesign.io.outdir import OutputDirError, check_output_dir
 from codesign.contracts.shell import MANIFEST_FILE
 
-MARKER = "codesign_bundle.json"  # at the top of a bundle folder: it was written by codesign bundle
+MARKER = FOLDER_MARKER  # at the top of a bundle folder: it was written by codesign bundle
 NOTEBOOK = "train_on_board.ipynb"
 
 
@@ -285,3 +285,15 @@ def write_bundle(design: DesignPoint, out_dir: Path, *, build_dir: Path | None =
     wheels = sorted(set((out_dir / "dist").glob("*.whl")) - set(runtime))
     return BundleResult(out_dir=out_dir, name=bundle_name(design), package=package_name(design),
                         wheel=wheels[0] if wheels else None, built=built, runtime_wheel=runtime[0] if runtime else None)
+
+
+def example_bundle(example: str, out_dir: Path | None = None, *, board_name: str | None = None) -> Path:
+    """The bundle folder of the shipped example ``example`` (``"digits_abvs.toml"``), written into ``out_dir`` (a
+    new temporary folder when None) for its board or ``board_name``: what a repository notebook opens on a desktop
+    when no ``CODESIGN_BUNDLE`` names one (a board has no desktop to write it)."""
+    from codesign.design import load_design
+    from codesign.resources import data_dir
+
+    design = load_design(data_dir("examples") / example, board_name=board_name)
+    out_dir = Path(tempfile.mkdtemp(prefix="codesign_bundle_")) / bundle_name(design) if out_dir is None else out_dir
+    return write_bundle(design, out_dir).out_dir

@@ -28,8 +28,9 @@ def test_notebook_is_stored_without_outputs(path):
             assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: strip the outputs"
 
 
-BUILD_DIR_VARIABLES = {"02_train_on_board": "CODESIGN_BUILD_DIR", "03_compressed_on_board": "CODESIGN_CSB_BUILD_DIR",
-                       "04_tt_on_board": "CODESIGN_TT_BUILD_DIR"}  # the notebooks that open a board's build folder
+BOARD_NOTEBOOKS = {"02_train_on_board": "digits_abvs", "03_compressed_on_board": "digits_compressed_mlp",
+                   "04_tt_on_board": "digits_tt"}  # the notebooks that open a bundle (CODESIGN_BUNDLE), and its design
+BOARD_BUNDLES = "CODESIGN_TEST_BUNDLES"  # on a board: a folder holding each design's installed-bundle folder
 
 
 def _execute(path: Path):
@@ -57,28 +58,48 @@ def _printed(notebook) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
 def test_notebook_runs_on_the_emulated_board(path, monkeypatch):
-    for variable in BUILD_DIR_VARIABLES.values():  # a board's build folder: not in this test
-        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.delenv("CODESIGN_BUNDLE", raising=False)  # unset: a board notebook writes its example's bundle
     monkeypatch.setenv("CODESIGN_NOTEBOOK_QUICK", "1")  # the notebooks' short schedules: the whole path, not far
-    _, seconds = _execute(path)
+    notebook, seconds = _execute(path)
+    if path.stem in BOARD_NOTEBOOKS:
+        printed = _printed(notebook)
+        assert f"{BOARD_NOTEBOOKS[path.stem]}-zedboard | bitstream: False" in printed
+        assert "state words" in printed and " compared, 0 differ" in printed, printed[-2000:]
     print(f"{path.name}: {seconds:.1f} s")
+
+
+def test_board_notebooks_import_nothing_of_the_desktop_but_the_bundle_writer():
+    """What a board's Python runs: the board runtime, and the desktop only where no bundle is named."""
+    import nbformat
+
+    for stem in BOARD_NOTEBOOKS:
+        notebook = nbformat.read(next(path for path in NOTEBOOKS if path.stem == stem), as_version=4)
+        imports = [line.strip() for cell in notebook.cells if cell.cell_type == "code"
+                   for line in cell.source.splitlines() if line.strip().startswith(("import ", "from "))]
+        desktop = [line for line in imports if line.startswith(("from codesign", "import codesign"))
+                   and not line.startswith("from codesign.deploy")]
+        assert desktop == ["from codesign.bundle import example_bundle  # desktop only: a board has no desktop to "
+                           "write a bundle"], (stem, desktop)
+        assert not [line for line in imports if "torch" in line or "sklearn" in line], stem
 
 
 def _board_case(stem: str):
     """One notebook on the board: skipped, with the reason, without a board or without its build folder."""
     from codesign.deploy import board_attached
 
-    variable = BUILD_DIR_VARIABLES[stem]
     marks = [pytest.mark.board,
              pytest.mark.skipif(not board_attached(), reason="no PYNQ board attached (pynq finds no device)"),
-             pytest.mark.skipif(not os.environ.get(variable),
-                                reason=f"{variable} unset: name the build folder of {stem} built for this board")]
+             pytest.mark.skipif(not os.environ.get(BOARD_BUNDLES),
+                                reason=f"{BOARD_BUNDLES} unset: name a folder holding the bundle folders of "
+                                       f"{', '.join(BOARD_NOTEBOOKS.values())} built for this board")]
     return pytest.param(stem, marks=marks, id=stem)
 
 
-@pytest.mark.parametrize("stem", [_board_case(stem) for stem in sorted(BUILD_DIR_VARIABLES)])
+@pytest.mark.parametrize("stem", [_board_case(stem) for stem in sorted(BOARD_NOTEBOOKS)])
 def test_notebook_runs_on_the_board(stem, monkeypatch):
-    """On a PYNQ board, with the notebook's build folder (its .bit and .hwh) named by its variable."""
+    """On a PYNQ board, with the bundle folder of the notebook's design (its .bit and .hwh) under
+    ``$CODESIGN_TEST_BUNDLES/<design>``."""
+    monkeypatch.setenv("CODESIGN_BUNDLE", str(Path(os.environ[BOARD_BUNDLES]) / BOARD_NOTEBOOKS[stem]))
     monkeypatch.setenv("CODESIGN_NOTEBOOK_QUICK", "1")
     path = next(path for path in NOTEBOOKS if path.stem == stem)
     notebook, seconds = _execute(path)

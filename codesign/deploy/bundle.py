@@ -103,6 +103,26 @@ def installed_bundle(name: str) -> Bundle:
     return Bundle(Path(module.__file__).parent)
 
 
+BUNDLE_VARIABLE = "CODESIGN_BUNDLE"  # the notebooks' one setting: which bundle to open
+FOLDER_MARKER = "codesign_bundle.json"  # at the top of the folder `codesign bundle --out` writes
+
+
+def open_bundle(spec: str) -> Bundle:
+    """The bundle ``spec`` names: an installed bundle's name (``digits_abvs-zedboard``), the folder ``codesign
+    bundle --out`` wrote, or the package folder inside it. A clear error says which of these it is not."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if (path / BUNDLE_INFO).is_file():
+            return Bundle(path)
+        packages = [child for child in sorted(path.iterdir()) if (child / BUNDLE_INFO).is_file()]
+        if (path / FOLDER_MARKER).is_file() and len(packages) == 1:
+            return Bundle(packages[0])
+        raise BundleError(f"{path}: not a bundle folder (codesign bundle --out writes one) nor a bundle's package")
+    if os.sep in spec or spec.startswith("."):
+        raise BundleError(f"{path}: no such bundle folder")
+    return installed_bundle(spec)
+
+
 def deliver_notebooks(device, src_path, dst_path, name, folder: bool = False, overlays_res_lookup: bool = True):
     """``pynq get-notebooks`` hook: copy the bundle's notebooks to ``dst_path`` (``/name`` when ``folder``).
 
@@ -116,4 +136,5 @@ def deliver_notebooks(device, src_path, dst_path, name, folder: bool = False, ov
         shutil.copy2(notebook, target / notebook.name)
 
 
-__all__ = ["BUNDLE_GROUP", "Bundle", "BundleError", "deliver_notebooks", "installed_bundle", "installed_bundles"]
+__all__ = ["BUNDLE_GROUP", "BUNDLE_VARIABLE", "Bundle", "BundleError", "deliver_notebooks", "installed_bundle",
+           "installed_bundles", "open_bundle"]

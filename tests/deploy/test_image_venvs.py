@@ -10,7 +10,9 @@ dependencies only (no torch, scikit-learn, jinja2, matplotlib). In it:
   every state word must be equal;
 - the bundle ``codesign bundle`` writes installs from its wheel, ``pynq
   get-notebooks``' delivery hook copies its notebook out of the package, and
-  the notebook runs there (nbclient, in its quick mode) on the emulated board.
+  the notebook runs there (nbclient, in its quick mode) on the emulated board;
+- the repository's board notebooks (``notebooks/02`` to ``04``) run there too,
+  each on its design's installed bundle named by ``CODESIGN_BUNDLE``.
 
 The build folders and the data file are written here on the desktop, as
 ``codesign build`` / ``codesign bundle`` would. Interpreters come from
@@ -79,9 +81,13 @@ def board_files(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory):
-    """Bundles of two of the loop families the runtime trains: csb and TT."""
+    """Bundles of the three loop families the runtime trains."""
     root = tmp_path_factory.mktemp("bundle")
-    return [write_bundle(load_design(EXAMPLES / DESIGNS[family]), root / family) for family in ("csb", "tt")]
+    return [write_bundle(load_design(EXAMPLES / DESIGNS[family]), root / family) for family in DESIGNS]
+
+
+REPO_NOTEBOOKS = {"fpmac_array": "02_train_on_board.ipynb", "csb": "03_compressed_on_board.ipynb",
+                  "tt": "04_tt_on_board.ipynb"}
 
 
 DELIVER = ("import sys\n"
@@ -163,6 +169,14 @@ def test_runtime_trains_bit_identically_in_an_image_like_venv(image, wheel, boar
                    env={**env, "CODESIGN_NOTEBOOK_QUICK": "1"}, cwd=tmp_path)
         assert "emulated: True" in ran.stdout, ran.stdout[-2000:]
         assert "test accuracy" in ran.stdout, ran.stdout[-2000:]
+    for family, bundle in zip(DESIGNS, bundles):  # the repository's notebooks, on the installed bundles
+        copy = tmp_path / "repo-notebooks" / REPO_NOTEBOOKS[family]
+        copy.parent.mkdir(exist_ok=True)
+        shutil.copy2(REPO / "notebooks" / REPO_NOTEBOOKS[family], copy)
+        ran = _run([str(python), "-c", runner, str(copy), str(copy.parent)],
+                   env={**env, "CODESIGN_NOTEBOOK_QUICK": "1", "CODESIGN_BUNDLE": bundle.name}, cwd=tmp_path)
+        assert f"{bundle.name} | bitstream: False" in ran.stdout and " compared, 0 differ" in ran.stdout, \
+            ran.stdout[-2000:]
     total_kib = sum(size for _, size in installed.values())
     print(f"\n{image}: installed in {install_s:.0f} s, {total_kib / 1024:.0f} MiB: "
           + ", ".join(f"{name} {version_} ({size // 1024} MiB)" if size >= 1024 else f"{name} {version_}"
