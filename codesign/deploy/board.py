@@ -11,13 +11,12 @@ and the energy of the last :meth:`OnBoard.fit` (PMBus rails on a board,
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any, Iterable, Mapping, Optional
 
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.energy import GROUPS, PowerSampler, measure_rails
-from codesign.deploy.manifest import DeployError, check_design
+from codesign.deploy.manifest import DeployError, check_design, setup_from_manifest
 from codesign.step.model import StageLog, model_figures
 
 NO_MODELLED_ENERGY = ("the loop has no modelled energy figure (its throughput() and history rows carry none), and "
@@ -44,19 +43,13 @@ class OnBoard:
         A design.json without a loop of ``family`` (another PE family, or a
         design with several IPs) is refused with what it holds.
         """
-        if "spec" in changes:
-            raise DeployError("the spec is the IP's (design.json), not a set-up change")
         manifest = self.overlay.manifest
         entry = manifest.get("loop")
         if not isinstance(entry, Mapping) or entry.get("family") != family:
             held = "no loop" if not isinstance(entry, Mapping) else f"a {entry.get('family')!r} loop"
             raise DeployError(f"design {manifest['design']!r}: design.json records {held}; this trainer runs the "
                               f"{family!r} loop")
-        try:
-            return dataclasses.replace(setup_class.from_dict(entry["setup"]), **changes)
-        except (KeyError, TypeError) as error:
-            raise DeployError(f"design {manifest['design']!r}: the loop set-up in design.json or the changes "
-                              f"{sorted(changes)} do not fit {setup_class.__name__}: {error}") from None
+        return setup_from_manifest(manifest, setup_class, changes)
 
     def instance_name(self, pe: str, ip: str | None) -> str:
         """``ip`` if given, else the name of the overlay's single ``pe`` IP."""

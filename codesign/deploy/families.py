@@ -17,7 +17,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Tuple
 
-from codesign.deploy.manifest import DeployError
+from codesign.deploy.manifest import DeployError, setup_from_manifest
 from codesign.registry import load_registered
 from codesign.step.host import HostModel
 
@@ -84,7 +84,7 @@ def board_trainer(overlay, **setup_changes):
 def golden_trainer(manifest: Mapping[str, Any], **setup_changes):
     """The golden loop of the design in ``manifest``, with the same changes: what a board run is compared with."""
     family = family_of(manifest)
-    return family.golden(family.setup.from_dict({**manifest["loop"]["setup"], **setup_changes}))
+    return family.golden(setup_from_manifest(manifest, family.setup, setup_changes))
 
 
 def measure_loop_host(loop: Mapping[str, Any], *, source: Optional[str] = None, data=None) -> HostModel:
@@ -97,7 +97,8 @@ def measure_loop_host(loop: Mapping[str, Any], *, source: Optional[str] = None, 
     family = family_of({"loop": loop})
     if family.host_needs_data and data is None:
         raise ValueError(f"a {family.key} loop's host share needs its data set: its warm-up decides the work")
-    return family.measure_host(family.setup.from_dict(loop.get("setup")), source=source, data=data)
+    return family.measure_host(setup_from_manifest({"loop": loop, "design": "?"}, family.setup), source=source,
+                               data=data)
 
 
 __all__ = ["REGISTRY", "BoardFamily", "board_trainer", "family_names", "family_of", "get_family", "golden_trainer",

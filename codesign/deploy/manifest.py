@@ -70,6 +70,10 @@ SHELL_REGISTER_BYTES = {**{name: 4 for name in shell.CONTROL_REGISTERS},
 # So on both boards DDR is [0, ddr_mib MiB) up to 2 GiB, and an IP window there would alias memory.
 LOW_DDR_LIMIT = 2 << 30
 ZYNQMP_HIGH_DDR_BASE = 0x8_0000_0000
+# The physical address width the PS decodes: 32 bits on Zynq-7000 (UG585), 40 on Zynq UltraScale+ (UG1085's
+# 40-bit global address map). An IP window or a buffer must lie below it.
+ADDRESS_BITS = {"ps7": 32, "zynq_ultra_ps_e": 40}
+MAX_DDR_MIB = 1 << 16  # 64 GiB: more than any Zynq board carries
 
 
 def ddr_windows(board_facts: Mapping) -> list[tuple[int, int]]:
@@ -108,7 +112,7 @@ def _check_registers(field: str, registers: Any, address_range: int) -> None:
                                  f"({start:#x}..{end - 1:#x}, {end - start} bytes)")
 
 
-def _check_ip(where: str, index: int, ip: Any, names: dict[str, int]) -> None:
+def _check_ip(where: str, index: int, ip: Any, names: dict[str, int], facts: Mapping) -> None:
     field = f"{where}: ips[{index}]"
     _need(isinstance(ip, dict), f"{field} must be an object")
     for key in ("name", "pe", "top", "vlnv", "base_address", "address_range", "registers", "spec"):
@@ -123,18 +127,23 @@ def _check_ip(where: str, index: int, ip: Any, names: dict[str, int]) -> None:
         _need(isinstance(ip[key], str) and ip[key] != "", f"{field}: {key} {ip[key]!r} must be a non-empty string")
     _need(isinstance(ip["spec"], dict), f"{field}: spec must be an object, not {type(ip['spec']).__name__}")
     base, address_range = ip["base_address"], ip["address_range"]
-    _need(_is_int(base) and base >= 0, f"{field}: base_address {base!r} must be a non-negative integer")
-    _need(_is_int(address_range) and _is_power_of_two(address_range),
-          f"{field}: address_range {_hex(address_range)} must be a power of two (bytes)")
+    bits = ADDRESS_BITS.get(facts.get("ps"), 40)
+    _need(_is_int(base) and 0 <= base < 1 << bits,
+          f"{field}: base_address {_hex(base)} must be a non-negative integer below 2^{bits} (the PS's addresses)")
+    _need(_is_int(address_range) and _is_power_of_two(address_range) and base + address_range <= 1 << bits,
+          f"{field}: address_range {_hex(address_range)} must be a power of two (bytes) whose window ends below "
+          f"2^{bits}")
     _need(base % address_range == 0,
           f"{field}: base_address {base:#x} is not aligned to its address_range {address_range:#x}")
     _check_registers(field, ip["registers"], address_range)
     buffers = ip.get("buffers", {})
     _need(isinstance(buffers, dict), f"{field}: buffers must be an object")
+    ddr_words = (facts["ddr_mib"] << 20) // 4
     for buffer_name, buffer in buffers.items():
         _need(isinstance(buffer, dict) and buffer.get("dtype") == "uint32" and _is_int(buffer.get("max_words"))
-              and buffer["max_words"] >= 0,
-              f"{field}: buffers.{buffer_name} must be uint32 with a non-negative integer max_words")
+              and 0 <= buffer["max_words"] <= ddr_words,
+              f"{field}: buffers.{buffer_name} must be uint32 with an integer max_words in [0, {ddr_words}] (the "
+              f"board's {facts['ddr_mib']} MiB of DDR)")
 
 
 def check_manifest(manifest: Any, *, where: str = MANIFEST_FILE) -> dict:
@@ -165,13 +174,14 @@ def check_manifest(manifest: Any, *, where: str = MANIFEST_FILE) -> dict:
     _need(isinstance(clock, (int, float)) and not isinstance(clock, bool) and math.isfinite(clock) and clock > 0,
           f"{where}: clock_mhz {clock!r} must be a positive number of MHz")
     facts = manifest["board_facts"]
-    _need(isinstance(facts, dict) and _is_int(facts.get("ddr_mib")) and facts["ddr_mib"] > 0,
-          f"{where}: board_facts lacks 'ddr_mib' (a positive integer of MiB)")
+    _need(isinstance(facts, dict) and _is_int(facts.get("ddr_mib")) and 0 < facts["ddr_mib"] <= MAX_DDR_MIB,
+          f"{where}: board_facts.ddr_mib must be an integer of MiB in [1, {MAX_DDR_MIB}], got "
+          f"{facts.get('ddr_mib') if isinstance(facts, dict) else facts!r}")
     ips = manifest["ips"]
     _need(isinstance(ips, list) and ips, f"{where}: lists no IPs")
     names: dict[str, int] = {}
     for index, ip in enumerate(ips):
-        _check_ip(where, index, ip, names)
+        _check_ip(where, index, ip, names, facts)
     ddr = ddr_windows(facts)
     windows = sorted((ip["base_address"], ip["base_address"] + ip["address_range"], index)
                      for index, ip in enumerate(ips))
@@ -205,6 +215,30 @@ def load_manifest(path: Path) -> dict:
     except (OSError, ValueError) as error:
         raise ManifestError(f"{path}: not readable JSON: {error}") from None
     return check_manifest(manifest, where=str(path))
+
+
+def setup_from_manifest(manifest: Mapping, setup_class, changes: Mapping[str, Any] = ()) -> Any:
+    """``setup_class`` rebuilt from design.json's ``loop.setup`` with ``changes`` applied: every field checked by
+    the class before anything is allocated, a bad one refused in one line naming design.json's field."""
+    changes = dict(changes)
+    where = f"design {manifest.get('design')!r}: design.json loop.setup"
+    if "spec" in changes:
+        raise DeployError(f"{where}: the spec is the IP's (design.json), not a set-up change")
+    entry = manifest.get("loop")
+    setup = entry.get("setup") if isinstance(entry, Mapping) else None
+    if not isinstance(setup, Mapping):
+        raise DeployError(f"{where}: missing (an object of the loop's set-up fields)")
+    unknown = sorted(set(changes) - set(setup))
+    if unknown:
+        raise DeployError(f"{where}: the changes {unknown} are no fields of the {setup_class.__name__} set-up")
+    for values, said in ((setup, ""), ({**setup, **changes}, f" with the changes {sorted(changes)}")):
+        try:  # the recorded set-up first: a bad field there is refused even where a change would replace it
+            built = setup_class.from_dict(values)
+        except (KeyError, TypeError, ValueError) as error:  # the loops' HwTrainError is a ValueError
+            raise DeployError(f"{where}{said}: {error}") from None
+        if not changes:
+            break
+    return built
 
 
 def ip_by_name(manifest: Mapping, name: str) -> dict:

@@ -26,6 +26,7 @@ import numpy as np
 from codesign.deploy.manifest import DeployError
 from codesign.deploy.overlay import CodesignOverlay
 from codesign.deploy.families import board_trainer, family_of, golden_trainer
+from codesign.loops.common import HwTrainError
 from codesign.loops.data import DataFileError, load_npz
 
 
@@ -79,9 +80,12 @@ def main(argv=None) -> int:
         parser.error(f"--steps must be at least 1, got {args.steps}")
     try:
         report = check(args.build_dir, args.data, steps=args.steps, emulate=True if args.emulate else None)
-    except (DeployError, DataFileError) as error:
+    except (DeployError, DataFileError, HwTrainError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, nothing was written
+        print("selfcheck: interrupted", file=sys.stderr)
+        return 130
     print(json.dumps(report))
     return 0 if report["differ"] == 0 and report["same_accuracy"] else 1
 

@@ -35,14 +35,54 @@ def softmax_cross_entropy(logits: np.ndarray, y: np.ndarray) -> Tuple[float, np.
     return loss, probs / n
 
 
+MAX_WIDTH = 65_536  # features of a layer (as a training configuration's model.hidden)
+MAX_BATCH = 65_536
+MAX_EPOCHS = 100_000
+MAX_SEED = 2**32 - 1
+
+
+def _int_in(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _number_in(value: Any, low: float, high: float, *, open_high: bool = False) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    return low <= value < high if open_high else low <= value <= high
+
+
 class LoopSetup:
     """What every loop's set-up dataclass shares: a PE spec, layer widths, and the plain data design.json holds.
 
     A board has no training configuration to derive a set-up from; it
-    rebuilds it from design.json's ``loop`` with :meth:`from_dict`.
+    rebuilds it from design.json's ``loop`` with :meth:`from_dict`, so every field is checked as the desktop's
+    configuration checks it (:meth:`check_shared`) before anything is allocated.
     """
 
     spec_class: ClassVar[type]  # the PE spec the loop's IP is built with
+
+    def check_shared(self, *, widths: bool = True) -> None:
+        """The fields the loops share, each within what a board can hold: ``layers`` (when ``widths``: ints in
+        1..MAX_WIDTH), ``batch_size``, ``epochs``, ``seed``, ``lr`` (> 0), ``weight_decay`` and ``momentum`` (where
+        the loop has them), ``schedule``. One :class:`HwTrainError` names the field."""
+        checks = [("batch_size", _int_in(self.batch_size, 1, MAX_BATCH), f"an int in [1, {MAX_BATCH}]"),
+                  ("epochs", _int_in(self.epochs, 1, MAX_EPOCHS), f"an int in [1, {MAX_EPOCHS}]"),
+                  ("seed", _int_in(self.seed, 0, MAX_SEED), f"an int in [0, {MAX_SEED}]"),
+                  ("lr", _number_in(self.lr, 0, math.inf, open_high=True) and self.lr > 0, "a finite number > 0"),
+                  ("schedule", self.schedule in ("cosine", "constant"), "'cosine' or 'constant'")]
+        if hasattr(self, "weight_decay"):
+            checks.append(("weight_decay", _number_in(self.weight_decay, 0, math.inf, open_high=True),
+                           "a finite number >= 0"))
+        if hasattr(self, "momentum"):
+            checks.append(("momentum", _number_in(self.momentum, 0, 1, open_high=True), "a number in [0, 1)"))
+        if widths:
+            layers = self.layers
+            checks.append(("layers", isinstance(layers, (list, tuple)) and len(layers) >= 2
+                           and all(_int_in(n, 1, MAX_WIDTH) for n in layers),
+                           f"at least two layer widths, ints in [1, {MAX_WIDTH}]"))
+        for name, good, wanted in checks:
+            if not good:
+                raise HwTrainError(f"{name} must be {wanted}, got {getattr(self, name)!r}")
 
     def to_dict(self) -> Dict[str, Any]:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -52,7 +92,54 @@ class LoopSetup:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]):
-        return cls(**{**values, "spec": cls.spec_class(**values["spec"]), "layers": tuple(values["layers"])})
+        """The set-up design.json's ``loop.setup`` holds; a missing, unknown or mistyped field is one
+        :class:`HwTrainError` naming it."""
+        if not isinstance(values, Mapping):
+            raise HwTrainError(f"must be an object of set-up fields, got {type(values).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown, missing = sorted(set(values) - known), sorted(name for name in ("spec", "layers") if name not in values)
+        if unknown or missing:
+            raise HwTrainError(f"unknown field(s) {unknown}" if unknown else f"lacks {missing}")
+        if not isinstance(values["spec"], Mapping) or not isinstance(values["layers"], (list, tuple)):
+            raise HwTrainError("spec must be an object of PE fields and layers a list")
+        try:
+            spec = cls.spec_class(**values["spec"])
+        except (TypeError, ValueError) as error:
+            raise HwTrainError(f"spec: {error}") from None
+        try:
+            return cls(**{**values, "spec": spec, "layers": tuple(values["layers"])})
+        except TypeError as error:  # a comparison or an arithmetic step a mistyped field tripped over
+            raise HwTrainError(str(error)) from None
+
+
+def _split_arrays(data, split: str) -> Tuple[Any, Any]:
+    x, y = getattr(data, f"{split}_x", None), getattr(data, f"{split}_y", None)
+    as_array = (lambda v: None if v is None else np.asarray(v.numpy() if hasattr(v, "numpy") else v))
+    return as_array(x), as_array(y)
+
+
+def check_fit_data(data, *, features: int, classes: int, needs_validation: bool = False) -> None:
+    """The data a loop is asked to fit, checked against its network before a step runs: non-empty train and test
+    splits (and a validation split where the loop reads one), float samples of ``features`` values each, integer
+    labels in ``0..classes - 1``. One :class:`HwTrainError` names the split and the field."""
+    splits = ("train", "test", "validation") if needs_validation else ("train", "test")
+    data_classes = getattr(data, "classes", classes)
+    if isinstance(data_classes, bool) or not isinstance(data_classes, (int, np.integer)) \
+            or not 2 <= data_classes <= classes:
+        raise HwTrainError(f"data.classes is {data_classes!r}; the network has {classes} outputs")
+    for split in splits:
+        x, y = _split_arrays(data, split)
+        if x is None or y is None or y.ndim != 1 or len(y) == 0:
+            raise HwTrainError(f"data.{split}_x/{split}_y: the {split} split is empty or missing"
+                               + (" (this loop reads a validation split)" if split == "validation" else ""))
+        if x.shape[0] != y.shape[0] or x.dtype.kind != "f" or int(np.prod(x.shape[1:])) != features:
+            raise HwTrainError(f"data.{split}_x: {x.shape} {x.dtype} for {y.shape[0]} labels; the network takes "
+                               f"float samples of {features} values (codesign bundle writes them)")
+        if y.dtype.kind not in "iu" or y.min() < 0 or y.max() >= classes:
+            raise HwTrainError(f"data.{split}_y: labels must be integers in 0..{classes - 1} (got {y.dtype}, "
+                               f"{y.min()!r}..{y.max()!r})")
+        if not np.all(np.isfinite(x)):
+            raise HwTrainError(f"data.{split}_x: holds values that are not finite")
 
 
 class ScheduledLoop:

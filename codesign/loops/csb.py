@@ -80,7 +80,7 @@ from typing import Any
 import numpy as np
 
 from codesign.loops.csb_backend import CsbBackend, GoldenCsb
-from codesign.loops.common import HwTrainError, LoopSetup, ScheduledLoop, progress_bar, softmax_cross_entropy
+from codesign.loops.common import HwTrainError, LoopSetup, check_fit_data, ScheduledLoop, progress_bar, softmax_cross_entropy
 from codesign.loops.data import stratified_split
 from codesign.loops.pruning import ORDERS, kernels_to_prune
 from codesign.numerics.scales import power_of_two_frac_bits
@@ -156,18 +156,12 @@ class CsbTrainSetup(LoopSetup):
         if (self.spec.kernel, self.spec.out_h, self.spec.out_w) != (1, 1, 1):
             raise HwTrainError(f"the MLP loop needs an FC CSB PE (kernel 1, 1 x 1 tile), got kernel "
                                f"{self.spec.kernel}, tile {self.spec.out_h} x {self.spec.out_w}")
-        if len(self.layers) < 2 or any(not isinstance(n, int) or n < 1 for n in self.layers):
-            raise HwTrainError(f"layers {self.layers} must be at least two positive widths")
-        for name in ("batch_size", "epochs", "warmup_epochs"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise HwTrainError(f"{name} must be an int >= 1, got {getattr(self, name)!r}")
+        self.check_shared()
+        if not isinstance(self.warmup_epochs, int) or isinstance(self.warmup_epochs, bool) or self.warmup_epochs < 1:
+            raise HwTrainError(f"warmup_epochs must be an int >= 1, got {self.warmup_epochs!r}")
         if self.warmup_epochs >= self.epochs:
             raise HwTrainError(f"warmup_epochs={self.warmup_epochs} must be below epochs={self.epochs}, so that "
                                "fixed-point epochs on the PE remain")
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
-            raise HwTrainError(f"lr must be a positive number, got {self.lr!r}")
-        if self.schedule not in ("cosine", "constant"):
-            raise HwTrainError(f"schedule {self.schedule!r} must be 'cosine' or 'constant'")
         if self.order not in ORDERS:
             raise HwTrainError(f"order {self.order!r} must be one of {ORDERS}")
         if not (1 <= self.step_percent <= 100 and 0 <= self.max_percent <= 100 and self.drop_budget >= 0):
@@ -492,6 +486,7 @@ class CsbMlpTrainer(ScheduledLoop):
         samples of an epoch that do not fill one are left out (so a short
         batch never skews the measured error scale).
         """
+        check_fit_data(data, features=self.setup.layers[0], classes=self.setup.layers[-1])
         train_x, train_y = self._batch(data.train_x, data.train_y)
         batch = self.setup.batch_size
         self.steps_per_epoch = train_x.shape[0] // batch  # full batches only: the last partial one is dropped

@@ -94,10 +94,19 @@ def save_npz(data, path: Path) -> Path:
 def load_npz(path: Path) -> ArrayDataset:
     """The data set in ``path``, written by :func:`save_npz`; a clear :class:`DataFileError` naming the file."""
     path = Path(path)
+    if path.is_dir():
+        raise DataFileError(f"{path}: a folder, not a .npz data file (codesign bundle writes one in its data/)")
     if not path.is_file():
         raise DataFileError(f"{path}: no such data file")
     try:
-        with np.load(path, allow_pickle=False) as stored:
+        stored = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+        raise DataFileError(f"{path}: not a readable .npz file ({error})") from None
+    if not isinstance(stored, np.lib.npyio.NpzFile):  # a .npy holds one array, not a data set's splits
+        raise DataFileError(f"{path}: one {getattr(stored, 'shape', '')} array (.npy), not a .npz data set of "
+                            "train, test and validation splits (codesign bundle writes one)")
+    try:
+        with stored:
             contents = {name: stored[name] for name in stored.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
         raise DataFileError(f"{path}: not a readable .npz file ({error})") from None

@@ -46,7 +46,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, LoopSetup, ScheduledLoop, progress_bar, softmax_cross_entropy
+from codesign.loops.common import HwTrainError, LoopSetup, check_fit_data, ScheduledLoop, progress_bar, softmax_cross_entropy
 from codesign.loops.fb_rule import FbController
 from codesign.numerics import FloatFormat, decode, encode, fp_mac
 from codesign.pe.fpmac.golden import from_container, to_container
@@ -77,15 +77,17 @@ class HwTrainSetup(LoopSetup):
     epsilon: float = 0.005
 
     def __post_init__(self) -> None:
-        if len(self.layers) < 2 or any(not isinstance(n, int) or n < 1 for n in self.layers):
-            raise HwTrainError(f"layers {self.layers} must be at least two positive widths")
-        if not 1 <= self.fb_min <= self.fb_max <= self.spec.max_fb:
-            raise HwTrainError(f"FB range {self.fb_min}..{self.fb_max} must lie in 1..max_fb={self.spec.max_fb}")
-        if self.schedule not in ("cosine", "constant"):
-            raise HwTrainError(f"schedule {self.schedule!r} must be 'cosine' or 'constant'")
-        for name in ("batch_size", "epochs"):
-            if getattr(self, name) < 1:
-                raise HwTrainError(f"{name} must be at least 1")
+        self.check_shared()
+        fbs = (self.fb_min, self.fb_max)
+        if not (all(isinstance(fb, int) and not isinstance(fb, bool) for fb in fbs)
+                and 1 <= self.fb_min <= self.fb_max <= self.spec.max_fb):
+            raise HwTrainError(f"FB range {self.fb_min!r}..{self.fb_max!r} must be ints within 1..max_fb="
+                               f"{self.spec.max_fb}")
+        for name in ("alpha", "epsilon"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0:
+                raise HwTrainError(f"{name} must be a finite number >= 0, got {value!r}")
 
 
 # ---------------------------------------------------------------------------- GEMM backends
@@ -285,6 +287,7 @@ class FbMlpTrainer(ScheduledLoop):
         if adaptive and not data.has_validation:
             raise HwTrainError("the ABVS FB rule reads validation accuracy: give data with a validation split "
                                "(validation_fraction > 0), or fix the FB (fb_min = fb_max)")
+        check_fit_data(data, features=self.setup.layers[0], classes=self.setup.layers[-1], needs_validation=adaptive)
         train_x, train_y = self._features(data.train_x), np.asarray(data.train_y)
         batch = self.setup.batch_size
         self.steps_per_epoch = -(-train_x.shape[0] // batch)

@@ -58,7 +58,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, LoopSetup, ScheduledLoop, progress_bar, softmax_cross_entropy
+from codesign.loops.common import HwTrainError, LoopSetup, check_fit_data, ScheduledLoop, progress_bar, softmax_cross_entropy
 from codesign.numerics.scales import NO_MEAN, UNSET
 from codesign.numerics.tt_svd import tt_svd
 from codesign.step.tt.layer_state import PER_CORE_TRACKERS, TRACKERS, TtLayerState
@@ -152,10 +152,7 @@ class TtTrainSetup(LoopSetup):
             raise HwTrainError(f"precision must be a table of {', '.join(PRECISION_FIELDS)}")
         object.__setattr__(self, "precision", dict(self.precision))
         object.__setattr__(self, "ips", tuple((str(n), str(p), dict(s)) for n, p, s in self.ips))
-        for name in ("batch_size", "epochs"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise HwTrainError(f"{name} must be an int >= 1, got {value!r}")
+        self.check_shared(widths=False)  # the layer tables are checked above, feature counts included
         for name in ("warmup_epochs", "prune_from_epoch", "seed"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -216,8 +213,19 @@ class TtTrainSetup(LoopSetup):
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> TtTrainSetup:
-        return cls(**{**values, "layers": tuple(values["layers"]),
-                      "ips": tuple(tuple(ip) for ip in values.get("ips", ()))})
+        """The set-up design.json's ``loop.setup`` holds; a missing, unknown or mistyped field is one
+        :class:`HwTrainError` naming it."""
+        if not isinstance(values, Mapping):
+            raise HwTrainError(f"must be an object of set-up fields, got {type(values).__name__}")
+        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
+        if unknown or not isinstance(values.get("layers"), (list, tuple)) \
+                or not isinstance(values.get("ips", ()), (list, tuple)):
+            raise HwTrainError(f"unknown field(s) {unknown}" if unknown else "layers and ips must be lists")
+        try:
+            return cls(**{**values, "layers": tuple(values["layers"]),
+                          "ips": tuple(tuple(ip) for ip in values.get("ips", ()))})
+        except (TypeError, KeyError) as error:  # a missing field, or one of the wrong type tripped over
+            raise HwTrainError(f"{type(error).__name__}: {error}") from None
 
 
 def unset_means(order: int) -> Dict[str, Tuple[float, ...]]:
@@ -503,6 +511,8 @@ class TtMlpTrainer(ScheduledLoop):
         epoch's pruning, the PEs' MACs, seconds. ``max_steps`` shortens every
         epoch to that many steps (the schedule spans the shortened epochs).
         """
+        layers = self.setup.layers
+        check_fit_data(data, features=layers[0]["in_features"], classes=layers[-1]["out_features"])
         train_x, train_y = self._features(data.train_x), np.asarray(data.train_y, np.int64)
         batch = self.setup.batch_size
         self.steps_per_epoch = train_x.shape[0] // batch

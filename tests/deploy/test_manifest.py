@@ -161,7 +161,7 @@ def test_load_manifest_refusals(tmp_path, manifest):
         load_manifest(tmp_path)
     for mutate, match in ((lambda m: m.update(format="other"), "not a codesign-design version 2"),
                           (lambda m: m.update(version=3), "written by a newer codesign.*version 3.*upgrade"),
-                          (lambda m: m.update(board_facts={}), "board_facts lacks 'ddr_mib'"),
+                          (lambda m: m.update(board_facts={}), r"board_facts.ddr_mib must be an integer of MiB in \[1, 65536\], got None"),
                           (lambda m: m["ips"][0]["registers"].pop("n_out"), "lacks register.*n_out"),
                           (lambda m: m["ips"][0]["registers"].update(n_in=3), "word-aligned"),
                           (lambda m: m.update(ips=[]), "lists no IPs")):
@@ -207,7 +207,7 @@ MANIFEST_REFUSALS = {
     "ddr-grown-over-ips": (_set(["board_facts", "ddr_mib"], 2048), r"ips\[0\] \(csb_0\): .* lies in DDR"),
     "base-unaligned": (_set(["ips", 1, "base_address"], 0x4001_0100),
                        r"ips\[1\] \(tt1_0\): base_address 0x40010100 is not aligned to its address_range 0x10000"),
-    "base-negative": (_set(["ips", 1, "base_address"], -0x1_0000), r"ips\[1\] \(tt1_0\): base_address -65536 must"),
+    "base-negative": (_set(["ips", 1, "base_address"], -0x1_0000), r"ips\[1\] \(tt1_0\): base_address -0x10000 must be a non-negative integer below 2\^32"),
     "base-not-int": (_set(["ips", 1, "base_address"], "0x40010000"), r"ips\[1\] \(tt1_0\): base_address '0x40010000'"),
     "range-not-power-of-two": (_set(["ips", 1, "address_range"], 0x1_8000),
                                r"ips\[1\] \(tt1_0\): address_range 0x18000 must be a power of two"),

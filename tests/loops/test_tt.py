@@ -40,8 +40,8 @@ def test_the_set_up_round_trips_through_design_json_and_refuses_bad_fields(setup
     bad = {
         "layers": (chain, r"layers\[1\]"),
         "precision": ({**values["precision"], "extra_bits": 3}, r"precision must be a table"),
-        "schedule": ("step", r"schedule 'step'"),
-        "batch_size": (0, r"batch_size must be an int >= 1"),
+        "schedule": ("step", r"schedule must be 'cosine' or 'constant', got 'step'"),
+        "batch_size": (0, r"batch_size must be an int in \[1, 65536\], got 0"),
         "threshold": (1.0, r"threshold < 1"),
         "seed": (True, r"seed must be an int"),
     }
