@@ -49,7 +49,7 @@ from codesign.reproduce.stats import both_intervals_text, bootstrap_interval, t_
 from codesign.reproduce.study import run_study
 from codesign.reproduce.summary import committed_arm, summarize
 from codesign.reproduce.texts import energy_text, percent_text, saving_text, tost_text
-from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
+from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig, plain
 from codesign.train.techniques.psg import Config as PSGConfig
 from codesign.train.techniques.signsgd import Config as SignSgdConfig
 
@@ -193,7 +193,7 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         notes.insert(0, "smoke budget (synthetic data, ResNet-8 of width 4, 2 epochs): a check of the pipeline, "
                         "not a measurement; the targets are judged on the full run")
     base = base_config(smoke)
-    settings = {"model": dataclasses.asdict(base.model), "data": dataclasses.asdict(base.data),
+    settings = {"model": dataclasses.asdict(base.model), "data": plain(base.data),
                 "epochs": base.optim.epochs, "batch_size": base.optim.batch_size, "psg": dataclasses.asdict(PSGConfig()),
                 "tuning_grids": {arm.name: {k: list(v) for k, v in arm.tune.items()} for arm in arm_list},
                 "smoke": smoke}

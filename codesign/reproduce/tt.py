@@ -81,7 +81,7 @@ from codesign.reproduce.tt_report import (CLAIM, PAPER_TABLE1, PRIOR_MARGIN_PT, 
                                           TOST_MARGIN_PT, chosen_settings, compare, headline, notes, plot,
                                           pruning_summary, ranks_text, readme_row, table_text, targets_and_verdict)
 from codesign.sweep import SweepTask
-from codesign.train.config import require
+from codesign.train.config import plain, require
 from codesign.train.trainer import Trainer, TrainResult
 from codesign.train.tt import RankPrior, TTMLPConfig, model_memory_bits, tt_trainer, use_adam
 
@@ -308,7 +308,7 @@ def _payload(b: Budget, seeds: list[int], tuning: dict[str, Any], results: dict[
                        "memory_bits": bits, "reduction": dense_bits(b) / bits, "energy_pj": r.energy_pj,
                        "history": [round(h["test_accuracy"], 2) for h in r.history]}
                       for r, bits in zip(results[arm], memory[arm])] for arm in ARMS}
-    settings = {"smoke": smoke, "budget": asdict(b), "validation_fraction": b.data.validation_fraction,
+    settings = {"smoke": smoke, "budget": plain(b), "validation_fraction": b.data.validation_fraction,
                 "split_seeds": {str(seed): split_of(seed) for seed in seeds}, "initial_ranks": initial_ranks(b),
                 "tost_margin_pt": TOST_MARGIN_PT, "prior_margin_pt": PRIOR_MARGIN_PT,
                 "route_margin_pt": ROUTE_MARGIN_PT, "scale_rule_margin_pt": SCALE_RULE_MARGIN_PT, "chosen": chosen,

@@ -26,12 +26,12 @@ import dataclasses
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
 from codesign.reproduce.protocol import VALIDATION_FRACTION
-from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig, require
+from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig, plain, require
 from codesign.train.tt import RankPrior, TTLayerSpec, TTMatrix, TTPrecision
 
 BASELINE = "fp32"
@@ -210,7 +210,7 @@ def train_config(b: Budget, seed: int, lr: float, weight_decay: float = 0.0, spl
 
 def budget_digest(b: Budget) -> str:
     """A fingerprint of everything a run trains with, so a cached run of another budget is never reused."""
-    return hashlib.sha256(json.dumps(asdict(b), sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(plain(b), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def initial_ranks(b: Budget, max_ranks: tuple[tuple[int, ...], ...] | None = None) -> dict[str, list[int]]:

@@ -133,8 +133,10 @@ class DataConfig:
     split_seed: int = 0
     synthetic_samples: int = 600
     validation_fraction: float = 0.0  # share of the training split held out for every choice (0: none)
-    path: str = ""
-    pad_to: int = 0
+    # added later: left out of plain() at their defaults, so a run's recorded configuration and its cache key stay
+    # what they were before these fields existed
+    path: str = field(default="", metadata={"omit_default": True})
+    pad_to: int = field(default=0, metadata={"omit_default": True})
 
     def validate(self, prefix: str = "data") -> None:
         require(isinstance(self.name, str) and self.name in DATASETS, f"{prefix}.name", f"unknown dataset {self.name!r}; expected one of {DATASETS}")
@@ -221,12 +223,26 @@ class TrainConfig:
             technique_config.validate(f"techniques.{name}")
 
     def to_dict(self) -> dict:
-        return {"seed": self.seed, "data": dataclasses.asdict(self.data), "model": dataclasses.asdict(self.model),
+        return {"seed": self.seed, "data": plain(self.data), "model": dataclasses.asdict(self.model),
                 "optim": dataclasses.asdict(self.optim),
                 "techniques": {name: dataclasses.asdict(cfg) for name, cfg in self.techniques.items()}}
 
     def replace(self, **changes) -> TrainConfig:
         return dataclasses.replace(self, **changes)
+
+
+def plain(value: Any) -> Any:
+    """``dataclasses.asdict`` of ``value``, nested dataclasses and containers included, less every field marked
+    ``omit_default`` that holds its default: fields added after runs were recorded and cached, which must keep
+    the keys and records those runs have."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not (f.metadata.get("omit_default") and getattr(value, f.name) == f.default)}
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(item) for item in value)
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    return value
 
 
 def _section(cls, raw: Any, prefix: str, typed: list | None = None):

@@ -41,3 +41,16 @@ def test_dataclass_construction_validates_too():
         TrainConfig(optim=OptimConfig(batch_size=0))
     with pytest.raises(ConfigError, match="data.synthetic_samples"):
         TrainConfig(data=DataConfig(synthetic_samples=3))
+
+
+def test_fields_added_later_stay_out_of_a_recorded_configuration_at_their_defaults():
+    """data.path and data.pad_to came after runs were cached: at their defaults a configuration's record (and so
+    every cached run's key) is what it was before them; set, they are recorded."""
+    from codesign.train.config import DataConfig, TrainConfig, config_from_dict, plain
+
+    recorded = TrainConfig().to_dict()["data"]
+    assert set(recorded) == {"name", "test_fraction", "split_seed", "synthetic_samples", "validation_fraction"}
+    padded = TrainConfig(data=DataConfig(name="mnist", pad_to=32)).to_dict()
+    assert padded["data"]["pad_to"] == 32 and "path" not in padded["data"]
+    assert config_from_dict(padded).data == DataConfig(name="mnist", pad_to=32)
+    assert plain(DataConfig(name="file", path="x.npz"))["path"] == "x.npz"
