@@ -269,12 +269,14 @@ def _section(cls, raw: Any, prefix: str, typed: list | None = None):
 
 def _data_table(data: Any) -> Any:
     """A ``[data]`` table that gives a ``path`` and no ``name`` names a file (``name = "file"``); a fixed split's
-    data set refuses a ``test_fraction``, which it would not use."""
+    data set refuses a ``test_fraction`` other than the default (which a recorded configuration holds), as it
+    would not use it."""
     if not isinstance(data, dict):
         return data
     if "path" in data and "name" not in data:
         data = {**data, "name": "file"}
-    require(not ("test_fraction" in data and data.get("name") in FIXED_SPLITS), "data.test_fraction",
+    fraction = data.get("test_fraction", DataConfig.test_fraction)
+    require(data.get("name") not in FIXED_SPLITS or fraction == DataConfig.test_fraction, "data.test_fraction",
             f"{data.get('name')} has a fixed test split (docs/data.md); leave test_fraction out")
     return data
 
