@@ -177,3 +177,20 @@ def test_a_design_no_board_trains_is_refused_unless_hardware_only(tmp_path, caps
             assert not (tmp_path / "bundle").exists()
     assert all(f"({key})" in err for key in ("fpmac_array", "csb", "tt"))
     assert exit_code(["bundle", str(fp32), "--out", str(tmp_path / "bundle"), "--hardware-only"]) == 0
+
+
+def test_a_run_that_diverges_or_cannot_step_fails_and_leaves_no_result(tmp_path, capsys):
+    """A loss that stops being finite is an error naming the step and the settings to change, and no
+    result.json or checkpoint is left as if the run had finished; a split with no training sample is refused."""
+    diverging = tmp_path / "diverging.toml"
+    diverging.write_text('[model]\nname = "mlp"\nhidden = [16]\n[optim]\nepochs = 2\nlr = 1e30\n')
+    out = tmp_path / "out"
+    assert exit_code(["train", str(diverging), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "the training loss became nan at step" in err and "lower optim.lr (1e+30)" in err and "Traceback" not in err
+    assert not (out / "result.json").exists() and not (out / "checkpoint.pt").exists()
+    empty = tmp_path / "empty.toml"
+    empty.write_text('[data]\nname = "synthetic"\nsynthetic_samples = 20\ntest_fraction = 0.95\n'
+                     '[model]\nname = "mlp"\nhidden = [4]\n[optim]\nepochs = 1\n')
+    assert exit_code(["train", str(empty), "--out", str(tmp_path / "empty")]) == 2
+    assert "data: the training split is empty" in capsys.readouterr().err and not (tmp_path / "empty").exists()

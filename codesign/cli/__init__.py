@@ -263,7 +263,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from codesign.io.reports import write_json_atomic
     from codesign.train.config import load_config
     from codesign.train.memory import check_memory
-    from codesign.train.trainer import Trainer
+    from codesign.train.trainer import Trainer, TrainingDiverged
 
     config = load_config(Path(args.config))
     check_memory(config)  # a run that cannot fit is refused before its folder is made
@@ -272,8 +272,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.out} holds an earlier run ({', '.join(earlier)}): --resume continues it, --force "
                          "replaces it, or give another --out")
     with output_dir(Path(args.out), "train") as out:
-        result = Trainer(config).fit(checkpoint=out / "checkpoint.pt", resume=args.resume,
-                                     checkpoint_every=args.checkpoint_every)
+        if args.force:  # the earlier run goes first: a run that fails leaves none of its files behind as its own
+            for name in earlier:
+                (out / name).unlink()
+        trainer = Trainer(config, stop_on_divergence=True)
+        try:
+            result = trainer.fit(checkpoint=out / "checkpoint.pt", resume=args.resume,
+                                 checkpoint_every=args.checkpoint_every)
+        except TrainingDiverged:
+            (out / "checkpoint.pt").unlink(missing_ok=True)  # a diverged state is nothing to resume from
+            raise
         summary = {"test_accuracy": result.test_accuracy, "cost": result.cost, "techniques": result.techniques,
                    "history": result.history, "steps": result.steps, "skipped_steps": result.skipped_steps}
         write_json_atomic(out / "result.json", summary)

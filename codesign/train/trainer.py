@@ -84,12 +84,24 @@ def load_dataset(config: TrainConfig) -> Dataset:
                              validation_fraction=data.validation_fraction)
 
 
+class TrainingDiverged(ValueError):
+    """The training loss stopped being a finite number: the run failed, whatever it would still write."""
+
+
 class Trainer:
     def __init__(self, config: TrainConfig, *, dataset: Dataset | None = None, progress: bool = True,
-                 description: str = "train") -> None:
+                 description: str = "train", stop_on_divergence: bool = False) -> None:
+        """``stop_on_divergence``: raise :class:`TrainingDiverged` at the first step whose loss is not finite (a
+        command's run, which must not report success); studies keep training such a trial, as their records
+        were made."""
         check_memory(config)  # before the data and the model take any of it
         self.config = config
         self.dataset = dataset or load_dataset(config)
+        self.stop_on_divergence = stop_on_divergence
+        if self.dataset.train_size == 0:
+            raise ValueError(f"data: the training split is empty ({config.data.name}: test_fraction "
+                             f"{config.data.test_fraction}, validation_fraction {config.data.validation_fraction} "
+                             "leave no training sample)")
         self.progress = progress
         self.description = description
         torch.manual_seed(config.seed)
@@ -245,6 +257,11 @@ class Trainer:
                     size = self.config.optim.batch_size
                     index = order[self.step_in_epoch * size:(self.step_in_epoch + 1) * size]
                     loss = self.train_step(self.dataset.train_x[index], self.dataset.train_y[index])
+                    if loss is not None and self.stop_on_divergence and not math.isfinite(loss):
+                        raise TrainingDiverged(
+                            f"the training loss became {loss} at step {self.global_step + 1} (epoch {self.epoch}): "
+                            f"the run diverged; lower optim.lr ({self.config.optim.lr}) or optim.weight_decay "
+                            f"({self.config.optim.weight_decay})")
                     if loss is not None:
                         self.epoch_losses.append(loss)
                     self.step_in_epoch += 1
