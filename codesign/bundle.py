@@ -74,12 +74,27 @@ def is_bundle_dir(out_dir: Path) -> bool:
     return (Path(out_dir) / MARKER).is_file()
 
 
+BUNDLE_ENTRIES = (MARKER, "pyproject.toml", "dist")  # what a bundle folder holds beside its package
+
+
 def check_bundle_dir(out_dir: Path) -> None:
     """The output-folder rule (:mod:`codesign.io.outdir`): missing, empty or an earlier bundle, and writable.
 
-    The bundle is assembled beside ``out_dir``, so its parent must be writable too.
+    An earlier bundle is replaced whole, so it may hold nothing but what a bundle holds (its marker,
+    pyproject.toml, dist/ and one package folder): a file put there by hand is refused, never deleted. A symlink
+    is refused too (replacing it would replace the link, not the bundle). The bundle is assembled beside
+    ``out_dir``, so its parent must be writable too.
     """
+    if Path(out_dir).is_symlink():
+        raise BundleFolderError(f"{out_dir} is a symbolic link: give the bundle folder itself (--out)")
     out_dir = check_output_dir(Path(out_dir), "bundle", marker=MARKER, is_own=is_bundle_dir, error=BundleFolderError)
+    if is_bundle_dir(out_dir):
+        packages = [entry for entry in out_dir.iterdir() if (entry / BUNDLE_INFO).is_file()]
+        foreign = sorted(entry.name for entry in out_dir.iterdir()
+                         if entry.name not in BUNDLE_ENTRIES and entry not in packages[:1])
+        if foreign:
+            raise BundleFolderError(f"{out_dir} holds a bundle and also {', '.join(foreign[:5])}, which codesign "
+                                    "bundle did not write: move them away, or give another --out")
     parent = out_dir.resolve().parent
     if out_dir.exists() and not os.access(parent, os.W_OK | os.X_OK):
         raise BundleFolderError(f"{parent} is not a writable folder: the bundle is assembled beside {out_dir.name}")
@@ -99,7 +114,52 @@ def _check_build(design: DesignPoint, build_dir: Path) -> dict:
     missing = [ip["name"] for ip in manifest["ips"] if not (build_dir / ip.get("hls_project", "")).is_dir()]
     if missing:
         raise BundleFolderError(f"{build_dir} lacks the HLS projects of {', '.join(missing)} (hls/<ip>/)")
+    _check_projects(design, build_dir, manifest)
+    _check_bitstream(build_dir, manifest["design"])
     return manifest
+
+
+BIT_HEADER = bytes.fromhex("00090ff00ff00ff00ff0000001")  # a Xilinx .bit file's first 13 bytes (its field lengths)
+
+
+def _check_projects(design: DesignPoint, build_dir: Path, manifest: dict) -> None:
+    """Every IP's spec and HLS project in the build folder are what ``design`` renders now, byte for byte: the
+    emulated board compiles these files and the board runs them, so an edited or stale file is refused."""
+    rendered_manifest, projects = render_ip_projects(design)
+    specs = {ip["name"]: (ip["pe"], ip["spec"]) for ip in rendered_manifest["ips"]}
+    for ip in manifest["ips"]:
+        if specs.get(ip["name"]) != (ip["pe"], ip["spec"]):
+            raise BundleFolderError(f"{build_dir / MANIFEST_FILE}: IP {ip['name']} is {ip['pe']} {ip['spec']}, not "
+                                    f"what design {design.name} derives: rebuild it (codesign build)")
+        for rel, data in projects[ip["hls_project"]].files.items():
+            path = build_dir / ip["hls_project"] / rel
+            if not path.is_file() or path.read_bytes() != data:
+                state = "missing" if not path.is_file() else f"differs from what design {design.name} renders"
+                raise BundleFolderError(f"{path}: {state} (edited by hand, or written by another codesign): rebuild "
+                                        "it (codesign build)")
+
+
+def _check_bitstream(build_dir: Path, design_name: str) -> None:
+    """A build's ``.bit`` and ``.hwh`` come together, and each is what it claims: a Xilinx bitstream (its header)
+    and the hardware hand-off's XML (root ``EDKSYSTEM``)."""
+    import xml.etree.ElementTree as ElementTree
+
+    bit, hwh = (build_dir / f"{design_name}.{suffix}" for suffix in ("bit", "hwh"))
+    if bit.is_file() != hwh.is_file():
+        have, lack = (bit, hwh) if bit.is_file() else (hwh, bit)
+        raise BundleFolderError(f"{have} has no {lack.name} beside it: a board needs both (rebuild, or remove it)")
+    if not bit.is_file():
+        return
+    with open(bit, "rb") as stream:
+        header = stream.read(len(BIT_HEADER) + 1)
+    if header != BIT_HEADER + b"a":
+        raise BundleFolderError(f"{bit}: not a Xilinx bitstream (its header is not a .bit file's): rebuild it")
+    try:
+        root = ElementTree.parse(hwh).getroot()
+    except (ElementTree.ParseError, OSError) as error:
+        raise BundleFolderError(f"{hwh}: not a hardware hand-off file (not XML: {error})") from None
+    if root.tag != "EDKSYSTEM":
+        raise BundleFolderError(f"{hwh}: not a hardware hand-off file (its root is <{root.tag}>, not <EDKSYSTEM>)")
 
 
 def _dataset(design: DesignPoint):

@@ -66,13 +66,49 @@ def test_the_package_reads_back_as_a_bundle(bundle):
         found.check_board({"BOARD": "Ultra96V2"})
 
 
-def test_a_second_bundle_replaces_the_first_whole(bundle, tmp_path):
+def test_a_second_bundle_replaces_the_first_whole_but_never_a_users_file(bundle, tmp_path):
     out = tmp_path / "again"
     first = write_bundle(load_design(EXAMPLES / "digits_abvs.toml"), out)
-    (out / "stray.txt").write_text("left by hand")
     second = write_bundle(load_design(EXAMPLES / "digits_abvs.toml"), out)
-    assert second.wheel.name == first.wheel.name and not (out / "stray.txt").exists()
+    assert second.wheel.name == first.wheel.name
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no scratch folder left
+    (out / "stray.txt").write_text("left by hand")
+    with pytest.raises(BundleFolderError, match="also stray.txt, which codesign bundle did not write"):
+        write_bundle(load_design(EXAMPLES / "digits_abvs.toml"), out)
+    assert (out / "stray.txt").read_text() == "left by hand"
+    link = tmp_path / "link"
+    link.symlink_to(out)
+    with pytest.raises(BundleFolderError, match="is a symbolic link"):
+        write_bundle(load_design(EXAMPLES / "digits_abvs.toml"), link)
+    assert link.is_symlink()
+
+
+def _build_copy(tmp_path: Path, name: str = "build") -> Path:
+    return write_emulation_folder(load_design(EXAMPLES / "digits_abvs.toml"), tmp_path / name)
+
+
+@pytest.mark.parametrize("break_it, message", [
+    (lambda b: (b / "digits_abvs.bit").write_text("not a bit"), "has no digits_abvs.hwh beside it"),
+    (lambda b: ((b / "digits_abvs.bit").write_text("8 bytes!"), (b / "digits_abvs.hwh").write_text("<EDKSYSTEM/>")),
+     "not a Xilinx bitstream"),
+    (lambda b: ((b / "digits_abvs.bit").write_bytes(bytes.fromhex("00090ff00ff00ff00ff0000001") + b"a"),
+                (b / "digits_abvs.hwh").write_text("no xml")), "not a hardware hand-off file"),
+    (lambda b: next((b / "hls" / "fpmac_array_0").rglob("*.cpp")).write_text("text"), "differs from what design"),
+    (lambda b: next((b / "hls" / "fpmac_array_0").rglob("*.h")).unlink(), "missing"),
+])
+def test_a_build_folder_whose_artefacts_are_not_what_they_claim_is_refused(tmp_path, break_it, message):
+    build = _build_copy(tmp_path)
+    break_it(build)
+    with pytest.raises(BundleFolderError, match=message):
+        write_bundle(load_design(EXAMPLES / "digits_abvs.toml"), tmp_path / "b", build_dir=build)
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_build_with_a_real_looking_bitstream_is_bundled_as_built(tmp_path):
+    build = _build_copy(tmp_path)
+    (build / "digits_abvs.bit").write_bytes(bytes.fromhex("00090ff00ff00ff00ff0000001") + b"a" + b"\0" * 64)
+    (build / "digits_abvs.hwh").write_text('<?xml version="1.0"?>\n<EDKSYSTEM EDWVERSION="1.2"/>\n')
+    assert write_bundle(load_design(EXAMPLES / "digits_abvs.toml"), tmp_path / "b", build_dir=build).built
 
 
 def test_refusals_write_nothing(tmp_path, capsys):

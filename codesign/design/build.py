@@ -75,9 +75,25 @@ def is_build_dir(out_dir: Path) -> bool:
     return True
 
 
+BUILD_ENTRIES = (MANIFEST_FILE, "README.md", "fit.json", "fit.md", "fit.png", "hls", "rtl", "vivado")
+
+
 def check_build_dir(out_dir: Path) -> None:
-    """The output-folder rule (:mod:`codesign.io.outdir`): missing, empty or an earlier build folder, and writable."""
-    check_output_dir(Path(out_dir), "build", marker=MANIFEST_FILE, is_own=is_build_dir, error=BuildFolderError)
+    """The output-folder rule (:mod:`codesign.io.outdir`): missing, empty or an earlier build folder, and writable.
+
+    An earlier build folder holds only what a build writes (:data:`BUILD_ENTRIES`, ``<design>.bit`` and
+    ``<design>.hwh``): a design.json that happens to match among a user's other files is not one, and is refused
+    rather than written over."""
+    out_dir = Path(out_dir)
+    check_output_dir(out_dir, "build", marker=MANIFEST_FILE, is_own=is_build_dir, error=BuildFolderError)
+    if is_build_dir(out_dir):
+        design = load_json(out_dir / MANIFEST_FILE, what="design manifest").get("design")
+        ours = set(BUILD_ENTRIES) | {f"{design}.bit", f"{design}.hwh"}
+        foreign = sorted(entry.name for entry in out_dir.iterdir() if entry.name not in ours)
+        if foreign:
+            raise BuildFolderError(f"{out_dir} holds a design.json and also {', '.join(foreign[:5])}, which codesign "
+                                   "build does not write: refusing to write among them (move them, or give another "
+                                   "--out)")
 
 
 def _readme(design: DesignPoint, manifest: dict, fit: FitReport) -> str:

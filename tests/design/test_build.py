@@ -83,6 +83,13 @@ def test_a_folder_that_is_not_ours_is_refused_before_anything_is_written(workspa
     with pytest.raises(BuildFolderError, match="holds no design.json"):
         write_build_folder(design, tmp_path, cache_dir=workspace / "cache")
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+    users = tmp_path / "users"
+    write_build_folder(design, users, cache_dir=workspace / "cache")  # a build folder...
+    (users / "thesis.tex").write_text("mine")  # ...that a user's file now shares
+    before = _tree(users)
+    with pytest.raises(BuildFolderError, match="also thesis.tex, which codesign build does not write"):
+        write_build_folder(design, users, cache_dir=workspace / "cache")
+    assert _tree(users) == before
 
 
 def test_a_design_over_the_limit_is_refused_with_numbers_and_nothing_written(workspace, tmp_path):
