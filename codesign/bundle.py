@@ -39,6 +39,7 @@ from codesign.deploy.manifest import ManifestError, load_manifest
 from codesign.design.build import render_ip_projects, write_ip_projects
 from codesign.design.families import get_family, loop_entry
 from codesign.design.point import DesignPoint
+from codesign.resources import source_tree
 from codesign.io.outdir import OutputDirError, check_output_dir
 from codesign.contracts.shell import MANIFEST_FILE
 
@@ -298,16 +299,6 @@ def _wheel(source: Path, dist: Path, what: str) -> Path | None:
     if done.returncode != 0:
         raise BundleFolderError(f"building {what}'s wheel failed:\n{done.stderr[-3000:]}")
     return next(iter(set(dist.glob("*.whl")) - before))
-
-
-def source_tree() -> Path | None:
-    """The source tree codesign runs from (its pyproject.toml names the project ``codesign``), or None for an
-    installed wheel."""
-    root = Path(codesign.__file__).resolve().parent.parent
-    project = root / "pyproject.toml"
-    if project.is_file() and 'name = "codesign"' in project.read_text(encoding="utf-8"):
-        return root
-    return None
 
 
 def write_bundle(design: DesignPoint, out_dir: Path, *, build_dir: Path | None = None) -> BundleResult:

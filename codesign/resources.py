@@ -12,6 +12,15 @@ DATA_TREES = ("hls_templates", "rtl", "boards", "examples")
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
+def source_tree() -> Path | None:
+    """The source checkout codesign runs from (its pyproject.toml names the project ``codesign``), or None for an
+    installed wheel, whose files are never written at run time."""
+    project = _PACKAGE_DIR.parent / "pyproject.toml"
+    if project.is_file() and 'name = "codesign"' in project.read_text(encoding="utf-8"):
+        return _PACKAGE_DIR.parent
+    return None
+
+
 def data_dir(name: str) -> Path:
     """Return the directory of data tree ``name``; raise if this installation lacks it."""
     if name not in DATA_TREES:

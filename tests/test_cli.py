@@ -194,3 +194,12 @@ def test_a_run_that_diverges_or_cannot_step_fails_and_leaves_no_result(tmp_path,
                      '[model]\nname = "mlp"\nhidden = [4]\n[optim]\nepochs = 1\n')
     assert exit_code(["train", str(empty), "--out", str(tmp_path / "empty")]) == 2
     assert "data: the training split is empty" in capsys.readouterr().err and not (tmp_path / "empty").exists()
+
+
+def test_the_readme_table_is_not_rewritten_from_a_folder_without_reports(tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text("kept\n")
+    for out in (tmp_path / "missing", tmp_path):
+        assert exit_code(["reproduce", "readme", "--out", str(out), "--readme", str(readme)]) == 2
+        assert "holds no reproduction's report" in capsys.readouterr().err
+    assert readme.read_text() == "kept\n"

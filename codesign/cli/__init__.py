@@ -297,7 +297,11 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     from codesign.sweep import check_scheduler
 
     if args.name == "readme":
-        changed = update_readme(Path(args.readme), Path(args.out))
+        results = Path(args.out)
+        if not results.is_dir() or not any((results / name / "results.json").is_file() for name in REPRODUCTIONS):
+            raise ValueError(f"--out {results}: holds no reproduction's report (OUT/NAME/results.json); the table "
+                             "would say every row was not run, so nothing is rewritten")
+        changed = update_readme(Path(args.readme), results)
         print(f"[reproduce] {args.readme}: reproduction table {'rewritten' if changed else 'already up to date'} "
               f"from {args.out}/*/results.json")
         return 0

@@ -20,7 +20,9 @@ from codesign.design.fit import pe_cost
 from codesign.hw.estimate_cache import hashed_sources
 from codesign.hw.resource_model import Calibration, fit, held_out_errors, model_counts, relative_errors, rtl_hash
 from codesign.hw.yosys import yosys_version
+from codesign.io.cache import cache_dir
 from codesign.pe import get_pe
+from codesign.resources import source_tree
 
 CALIBRATION_DIR = Path(__file__).resolve().parent / "calibration"
 
@@ -30,12 +32,26 @@ class StaleCalibration(ValueError):
 
 
 def calibration_path(pe_name: str, family: str) -> Path:
+    """The shipped calibration file (in the package)."""
     return CALIBRATION_DIR / f"{pe_name}-{family}.json"
 
 
-def calibrate(pe_name: str, family: str, *, cache_dir: Path, out_dir: Path = CALIBRATION_DIR,
+def user_calibration_dir() -> Path:
+    """Where ``codesign calibrate`` writes outside a source checkout: the user's cache (an installed package's
+    files are never written at run time)."""
+    return cache_dir() / "calibration"
+
+
+def calibration_out_dir() -> Path:
+    """Where a new calibration goes: the package's shipped folder in a source checkout (to be committed), else the
+    user's cache."""
+    return CALIBRATION_DIR if source_tree() is not None else user_calibration_dir()
+
+
+def calibrate(pe_name: str, family: str, *, cache_dir: Path, out_dir: Path | None = None,
               progress: Callable[[str], None] | None = None) -> Calibration:
-    """Synthesise the PE's calibration grid on ``family`` (cached by RTL content), fit LUT and FF, write the file."""
+    """Synthesise the PE's calibration grid on ``family`` (cached by RTL content), fit LUT and FF, write the file
+    into ``out_dir`` (default :func:`calibration_out_dir`)."""
     pe = get_pe(pe_name)
     specs = pe.calibration_specs()
     if not specs:
@@ -48,22 +64,26 @@ def calibrate(pe_name: str, family: str, *, cache_dir: Path, out_dir: Path = CAL
     calibration = Calibration(pe=pe_name, family=family, yosys_version=yosys_version(),
                               rtl_hash=rtl_hash(hashed_sources(pe)), points=tuple(points),
                               coefficients=fit(points, lambda spec: pe.resource_parts(pe.spec(**spec))[2]))
-    calibration.write(Path(out_dir) / f"{pe_name}-{family}.json")
+    calibration.write(Path(out_dir or calibration_out_dir()) / f"{pe_name}-{family}.json")
     return calibration
 
 
 def load_calibration(pe_name: str, family: str) -> Calibration:
     """The shipped calibration of ``pe_name`` on ``family``, refused when the RTL changed since it was measured."""
-    path = calibration_path(pe_name, family)
-    if not path.is_file():
-        raise StaleCalibration(f"PE {pe_name} has no resource calibration for {family} ({path}); run "
-                               f"`codesign calibrate {pe_name} --family {family}`")
-    calibration = Calibration.read(path)
     current = rtl_hash(hashed_sources(get_pe(pe_name)))
-    if calibration.rtl_hash != current:
-        raise StaleCalibration(f"{path} was measured on RTL {calibration.rtl_hash}, the RTL is now {current}; run "
-                               f"`codesign calibrate {pe_name} --family {family}`")
-    return calibration
+    stale = []
+    for path in (user_calibration_dir() / f"{pe_name}-{family}.json", calibration_path(pe_name, family)):
+        if path.is_file():  # the user's own (calibrate outside a checkout) first, then the shipped one
+            calibration = Calibration.read(path)
+            if calibration.rtl_hash == current:
+                return calibration
+            stale.append(f"{path} was measured on RTL {calibration.rtl_hash}")
+    if not stale:
+        raise StaleCalibration(f"PE {pe_name} has no resource calibration for {family} "
+                               f"({calibration_path(pe_name, family)}); run `codesign calibrate {pe_name} --family "
+                               f"{family}`")
+    raise StaleCalibration(f"{'; '.join(stale)}, the RTL is now {current}; run `codesign calibrate {pe_name} "
+                           f"--family {family}`")
 
 
 def pe_resources(pe_name: str, spec, family: str, calibration: Calibration | None = None) -> dict[str, float]:

@@ -78,6 +78,24 @@ def test_a_calibration_of_other_rtl_is_refused(tmp_path, monkeypatch):
         load_calibration("fpmac_array", "xcup")
 
 
+def test_calibrate_outside_a_checkout_writes_the_users_cache_never_the_package(tmp_path, monkeypatch):
+    """An installed package's files are never written at run time: there a calibration goes to the user's cache,
+    which load_calibration reads first (while its RTL hash is current)."""
+    import codesign.design.calibration as module
+
+    monkeypatch.setenv("CODESIGN_CACHE", str(tmp_path))
+    assert module.calibration_out_dir() == module.CALIBRATION_DIR  # a checkout: the shipped folder, to commit
+    monkeypatch.setattr(module, "source_tree", lambda: None)
+    assert module.calibration_out_dir() == tmp_path / "calibration"
+    shipped = load_calibration("fpmac_array", "xcup")
+    mine = tmp_path / "calibration" / "fpmac_array-xcup.json"
+    mine.parent.mkdir()
+    mine.write_text(json.dumps({**shipped.to_dict(), "yosys_version": "the user's own"}))
+    assert load_calibration("fpmac_array", "xcup").yosys_version == "the user's own"
+    mine.write_text(json.dumps({**shipped.to_dict(), "rtl_hash": "0" * 16}))  # stale: the shipped one still serves
+    assert load_calibration("fpmac_array", "xcup").yosys_version == shipped.yosys_version
+
+
 def test_the_vectorised_space_equals_the_direct_model(space, design):
     """Every point as the whole-step model prices it over the HP ports the space gives it: the fewest within
     PORT_GAIN of its best count, at least the fewest whose SmartConnects fit its IPs."""
