@@ -203,3 +203,25 @@ def test_the_readme_table_is_not_rewritten_from_a_folder_without_reports(tmp_pat
         assert exit_code(["reproduce", "readme", "--out", str(out), "--readme", str(readme)]) == 2
         assert "holds no reproduction's report" in capsys.readouterr().err
     assert readme.read_text() == "kept\n"
+
+
+def test_sigterm_ends_a_run_with_one_line_and_status_143(tmp_path):
+    """A run terminated (SIGTERM: a scheduler's kill, a shutdown) unwinds as for Ctrl-C: one line, no traceback,
+    the resume hint, status 128 + 15."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config = tmp_path / "long.toml"
+    config.write_text('[data]\nname = "synthetic"\nsynthetic_samples = 2000\n[model]\nname = "mlp"\nhidden = [64]\n'
+                      '[optim]\nepochs = 5000\nbatch_size = 8\n')
+    run = subprocess.Popen([sys.executable, "-m", "codesign.cli", "train", str(config), "--out", str(tmp_path / "out"),
+                            "--checkpoint-every", "100"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "out" / "checkpoint.pt").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    run.send_signal(signal.SIGTERM)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 143, err[-2000:]
+    assert "codesign: terminated (SIGTERM); run the same command with --resume" in err and "Traceback" not in err

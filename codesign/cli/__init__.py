@@ -527,12 +527,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so that it unwinds as for Ctrl-C (cleanups run, partial folders go)."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():  # a signal handler can only be set there
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    else:
+        previous = None
     try:
         return _run(argv)
-    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback; files are written atomically, so none is half-written
-        print(f"codesign: interrupted{_resume_hint(argv)}", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: one line, no traceback; files are written atomically
+        how = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
+        print(f"codesign: {how}{_resume_hint(argv)}", file=sys.stderr)
+        return 143 if isinstance(stop, Terminated) else 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _run(argv: list[str] | None) -> int:

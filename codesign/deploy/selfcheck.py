@@ -14,6 +14,7 @@ virtual environments the test suite builds (``tests/deploy/test_image_venvs.py``
 from __future__ import annotations
 
 import argparse
+import signal
 import json
 import sys
 import time
@@ -78,14 +79,18 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
+    def terminate(signum, frame):
+        raise KeyboardInterrupt("SIGTERM")
+
+    signal.signal(signal.SIGTERM, terminate)  # a kill ends as Ctrl-C does: one line
     try:
         report = check(args.build_dir, args.data, steps=args.steps, emulate=True if args.emulate else None)
     except (DeployError, DataFileError, HwTrainError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C: one line, nothing was written
-        print("selfcheck: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: one line, nothing was written
+        print(f"selfcheck: {'terminated (SIGTERM)' if stop.args == ('SIGTERM',) else 'interrupted'}", file=sys.stderr)
+        return 143 if stop.args == ("SIGTERM",) else 130
     print(json.dumps(report))
     return 0 if report["differ"] == 0 and report["same_accuracy"] else 1
 
