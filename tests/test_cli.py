@@ -225,3 +225,30 @@ def test_sigterm_ends_a_run_with_one_line_and_status_143(tmp_path):
     _, err = run.communicate(timeout=60)
     assert run.returncode == 143, err[-2000:]
     assert "codesign: terminated (SIGTERM); run the same command with --resume" in err and "Traceback" not in err
+
+
+def _failing_tools(tmp_path: Path, monkeypatch, *names: str) -> None:
+    """Stand-ins first on PATH for vendor tools that run and fail (exit 1): how a broken install or a failed
+    synthesis ends. Nothing pretends to succeed."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for name in names:
+        script = folder / name
+        script.write_text("#!/bin/sh\necho 'ERROR: [Synth 8-439] module not found' >&2\nexit 1\n")
+        script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:{__import__('os').environ['PATH']}")
+
+
+def test_a_failing_vendor_tool_ends_in_one_line_naming_the_step_and_its_log(tmp_path, capsys, monkeypatch):
+    project = tmp_path / "tt1"
+    assert exit_code(["generate", "tt1", "--out", str(project)]) == 0
+    capsys.readouterr()
+    _failing_tools(tmp_path, monkeypatch, "vitis_hls", "vivado")
+    assert exit_code(["build", str(project)]) == 2
+    err = capsys.readouterr().err
+    assert "vitis_hls failed in" in err and "(exit 1) running run_hls.tcl" in err and "vitis_hls.log" in err
+    assert "Traceback" not in err
+    design = Path(__file__).resolve().parents[1] / "examples" / "digits_abvs.toml"
+    assert exit_code(["build", str(design), "--out", str(tmp_path / "build")]) == 2  # the RTL route: vivado only
+    err = capsys.readouterr().err
+    assert "vivado exited with status 1" in err and "vivado.log" in err and "Traceback" not in err

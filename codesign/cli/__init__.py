@@ -559,6 +559,7 @@ def _run(argv: list[str] | None) -> int:
     from codesign.hw.render import ProjectDirError
     from codesign.hw.rtlsim import RtlSimError
     from codesign.hw.yosys import YosysError
+    from codesign.shell.build import ToolFailed
 
     words = sys.argv[1:] if argv is None else list(argv)
     if words[:2] == ["reproduce", "check"]:
@@ -568,6 +569,9 @@ def _run(argv: list[str] | None) -> int:
     try:
         return args.func(args)
     except (ValueError, TypeError, OSError, ProjectDirError) as error:  # OSError: names the file (read-only, full disk)
+        print(f"codesign: error: {error}", file=sys.stderr)
+        return 2
+    except ToolFailed as error:  # vitis_hls or vivado ran and failed: the message names the step and its log
         print(f"codesign: error: {error}", file=sys.stderr)
         return 2
     except YosysError as error:  # a tool failure: the message's first line names the PE, the spec and the log

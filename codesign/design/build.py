@@ -26,7 +26,7 @@ from codesign.design.manifest import MANIFEST_FILE, MANIFEST_FORMAT, design_mani
 from codesign.design.point import DesignPoint
 from codesign.shell import ip as accel
 from codesign.shell import vivado
-from codesign.shell.build import HLS_TOOLS, ToolMissing
+from codesign.shell.build import HLS_TOOLS, ToolFailed, ToolMissing
 from codesign.shell.rtl_ip import DEFAULT_ROUTE, check_route, render_rtl_ip, rtl_project
 from codesign.io.jsonfile import JsonFileError, load_json
 from codesign.io.outdir import OutputDirError, check_output_dir
@@ -180,7 +180,8 @@ def run_build(folder: BuildFolder, *, progress=print) -> int:
         progress(f"[build] {where}: {' '.join(command)}")
         result = subprocess.run([hls_tool, *command[1:]], cwd=where, check=False)
         if result.returncode:
-            raise RuntimeError(f"{hls_tool} failed in {where} (exit {result.returncode}); see {where / 'vitis_hls.log'}")
+            raise ToolFailed(f"{hls_tool} failed in {where} (exit {result.returncode}) running run_hls.tcl (C simulation, "
+                             f"synthesis, co-simulation, export); see {where / 'vitis_hls.log'}")
     from codesign.design.hls_reports import refresh_fit
 
     if refresh_fit(folder.root, folder.fit, folder.manifest):

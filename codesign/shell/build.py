@@ -21,6 +21,10 @@ class ToolMissing(RuntimeError):
     """A vendor tool the step needs is not on PATH."""
 
 
+class ToolFailed(RuntimeError):
+    """A vendor tool ran and failed; the message names the step, where it ran and its log."""
+
+
 @dataclass(frozen=True)
 class BuildPlan:
     project_dir: Path
@@ -50,4 +54,8 @@ def run_hls_build(plan: BuildPlan) -> int:
         raise ToolMissing(
             f"none of {', '.join(HLS_TOOLS)} is on PATH; install Vitis HLS (2022.1 or later) and run: {plan.describe()}"
         )
-    return subprocess.run(plan.command, cwd=plan.project_dir, check=False).returncode
+    code = subprocess.run(plan.command, cwd=plan.project_dir, check=False).returncode
+    if code:
+        raise ToolFailed(f"{plan.command[0]} failed in {plan.project_dir} (exit {code}) running run_hls.tcl (C "
+                         f"simulation, synthesis, co-simulation, export); see {plan.project_dir / 'vitis_hls.log'}")
+    return 0

@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 
 from codesign.boards import Board, boards
 from codesign.shell.ip import data_ports
-from codesign.shell.build import ToolMissing
+from codesign.shell.build import ToolFailed, ToolMissing
 from codesign.io.jsonfile import JsonFileError, load_json
 from codesign.hw.render import render_template
 from codesign.step.model import hp_port_of
@@ -310,7 +310,7 @@ def render_vivado_project(manifest: dict, board: Board, out_dir: Path) -> list[P
 # ---------------------------------------------------------------------------- building
 
 
-class VivadoBuildError(RuntimeError):
+class VivadoBuildError(ToolFailed):
     """Vivado ran but did not produce both the bitstream and the hardware handoff."""
 
 
