@@ -28,6 +28,8 @@ for its whole 30 s connect timeout.
 from __future__ import annotations
 
 import importlib
+import math
+import os
 import inspect
 import itertools
 import json
@@ -35,6 +37,7 @@ import logging
 import re
 import socket
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +76,14 @@ class SweepTask:
         return json.loads(json.dumps({"key": self.key, "function": self.function, "kwargs": dict(self.kwargs)}))
 
 
+MAX_TASKS = 100_000  # tasks of one sweep: each is a result file in one folder
+
+
+def local_worker_limit() -> int:
+    """The most local worker processes a sweep starts: four a core (tasks that wait on I/O may share one)."""
+    return 4 * (os.cpu_count() or 1)
+
+
 def grid_tasks(function: str, grid: Mapping[str, Sequence], fixed: Mapping[str, Any] | None = None) -> list[SweepTask]:
     """The Cartesian product of ``grid``'s axes (in the given order), each point plus ``fixed``, as tasks.
 
@@ -87,6 +98,10 @@ def grid_tasks(function: str, grid: Mapping[str, Sequence], fixed: Mapping[str, 
         if axis in fixed:
             raise ValueError(f"{axis!r} is both a grid axis and a fixed argument")
     axes = list(grid)
+    points = math.prod(len(grid[axis]) for axis in axes)
+    if points > MAX_TASKS:
+        raise ValueError(f"the grid has {points:,} points ({' x '.join(str(len(grid[a])) for a in axes)}); at most "
+                         f"{MAX_TASKS:,} (split it into several sweeps)")
     tasks: dict[str, SweepTask] = {}
     for point in itertools.product(*(grid[axis] for axis in axes)):
         key = ",".join(f"{axis}={_KEY_UNSAFE.sub('_', str(value))}" for axis, value in zip(axes, point))
@@ -238,12 +253,18 @@ def check_sweep(tasks: Sequence[SweepTask], *, scheduler: str | None = None, wor
     """Everything :func:`run_sweep` needs, checked before any file or cluster: call it before claiming a folder."""
     if not tasks:
         raise ValueError("the sweep has no task")
-    keys = [task.key for task in tasks]
-    duplicates = sorted({key for key in keys if keys.count(key) > 1})
+    if len(tasks) > MAX_TASKS:
+        raise ValueError(f"the sweep has {len(tasks):,} tasks; at most {MAX_TASKS:,} (split the grid)")
+    counts = Counter(task.key for task in tasks)  # linear in the tasks: a large grid starts at once
+    duplicates = sorted(key for key, count in counts.items() if count > 1)
     if duplicates:
-        raise ValueError(f"duplicate task keys: {duplicates}")
+        raise ValueError(f"duplicate task keys: {duplicates[:10]}")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise ValueError(f"workers must be an int >= 0 (0: in this process), got {workers!r}")
+    most = local_worker_limit()
+    if scheduler is None and workers > most:
+        raise ValueError(f"workers {workers}: this machine has {os.cpu_count() or 1} cores, so at most {most} local "
+                         "worker processes (more only wait for each other), or give a --scheduler's cluster")
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries must be an int >= 0, got {retries!r}")
     check_functions(tasks)

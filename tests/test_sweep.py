@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -306,3 +307,32 @@ def test_the_cli_refuses_an_unreachable_scheduler_before_the_folder(tmp_path, ca
     err = capsys.readouterr().err
     assert f"cannot reach the Dask scheduler at {address}" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_large_grids_are_checked_in_linear_time_and_too_large_ones_refused_with_their_size():
+    import time
+
+    from codesign.sweep import MAX_TASKS, check_sweep, grid_tasks, local_worker_limit
+
+    started = time.perf_counter()
+    tasks = grid_tasks("builtins:dict", {"a": list(range(250)), "b": list(range(200))})  # 50,000 points
+    check_sweep(tasks, workers=0)
+    assert len(tasks) == 50_000 and time.perf_counter() - started < 10  # quadratic bookkeeping took minutes
+    with pytest.raises(ValueError, match=r"the grid has 1,000,000 points \(1000 x 1000\); at most 100,000"):
+        grid_tasks("builtins:dict", {"a": list(range(1000)), "b": list(range(1000))})
+    assert MAX_TASKS == 100_000
+    with pytest.raises(ValueError, match=rf"at most {local_worker_limit()} local worker processes"):
+        check_sweep(tasks[:2], workers=local_worker_limit() + 1)
+
+
+def test_a_grid_file_that_is_a_fifo_or_a_device_is_refused_at_once(tmp_path):
+    import os
+
+    from codesign.sweep import load_grid
+
+    fifo = tmp_path / "grid.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="grid.toml: sweep file: a FIFO, not a regular file"):
+        load_grid(fifo)
+    with pytest.raises(ValueError, match="/dev/null: sweep file: a device, not a regular file"):
+        load_grid(Path("/dev/null"))

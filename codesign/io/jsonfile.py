@@ -56,6 +56,29 @@ def _lookup(body: Any, field: str) -> tuple[bool, Any]:
     return True, value
 
 
+def check_regular_file(path: Path, *, what: str, error: type = ValueError) -> None:
+    """``path`` is a regular file, or ``error`` says what it is instead: missing, a folder, a symlink loop, or a
+    FIFO, device or socket (which a reader would block on or read forever)."""
+    import stat
+
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise error(f"{path}: {what}: the file does not exist") from None
+    except RuntimeError:  # pathlib's "Symlink loop" on Python < 3.13
+        raise error(f"{path}: {what}: a symbolic link loop, not a file") from None
+    except OSError as problem:
+        reason = "a symbolic link loop" if problem.errno == 40 else (problem.strerror or str(problem))
+        raise error(f"{path}: {what}: cannot be read ({reason})") from None
+    if stat.S_ISDIR(mode):
+        raise error(f"{path}: {what}: a folder, not a file")
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else \
+            "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+        raise error(f"{path}: {what}: {kind}, not a regular file")
+
+
 def read_text_file(path: Path, *, what: str) -> str:
     """The UTF-8 text of ``path``; a missing, unreadable or non-UTF-8 file raises :class:`JsonFileError` naming it.
 
@@ -63,6 +86,7 @@ def read_text_file(path: Path, *, what: str) -> str:
     hands over (a README to rewrite), so every one names the file the same way.
     """
     path = Path(path)
+    check_regular_file(path, what=what, error=JsonFileError)
     try:
         data = path.read_bytes()
     except FileNotFoundError:

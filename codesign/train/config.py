@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codesign.io.jsonfile import check_regular_file
 from codesign.numerics.inputs import SEED_RANGE  # numpy and torch both take these seeds
 from codesign.train.models import RESNET_DEPTHS
 
@@ -321,8 +322,9 @@ def config_from_dict(raw: dict) -> TrainConfig:
 def read_toml(path: Path, *, error: type[ValueError] = ConfigError, what: str = "config file") -> dict:
     """The tables of a TOML file; a missing file, bytes that are not UTF-8 or bad TOML raise ``error`` naming the file."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise error(f"{what} {path} does not exist")
+    check_regular_file(path, what=what, error=error)  # a folder, /dev/null, a FIFO or a link loop, said so
     data = path.read_bytes()
     try:
         text = data.decode("utf-8")
