@@ -3,9 +3,15 @@ import pytest
 from codesign.boards import board, board_for_part, boards
 
 
-def test_both_boards_load_with_budgets():
+def test_every_board_loads_with_budgets():
     known = boards()
-    assert set(known) == {"zedboard", "ultra96v2"}
+    assert set(known) == {"zedboard", "ultra96v2", "pynqz2"}
+    assert board("pynqz2").part == "xc7z020clg400-1" and board("pynqz2").yosys_family == "xc7"
+    assert board("pynqz2").resources == board("zedboard").resources  # one die, two packages
+    assert board("pynqz2").board_part == "tul.com.tw:pynq-z2:part0:1.0" and board("pynqz2").ddr_mib == 512
+    z2 = board("pynqz2").vivado.part_config
+    assert z2["CONFIG.PCW_CRYSTAL_PERIPHERAL_FREQMHZ"] == "50" and z2["CONFIG.PCW_UIPARAM_DDR_BUS_WIDTH"] == "16 Bit"
+    assert board_for_part("xc7z020clg400-1").name == "pynqz2"
     assert board("zedboard").part == "xc7z020clg484-1" and board("zedboard").yosys_family == "xc7"
     assert board("ultra96v2").part == "xczu3eg-sbva484-1-i" and board("ultra96v2").yosys_family == "xcup"
     assert board("zedboard").resources == {"lut": 53200, "ff": 106400, "dsp": 220, "bram_36k": 140}
@@ -72,3 +78,26 @@ def test_board_part_patterns_are_checked():
     with pytest.raises(ValueError, match="vendor:board:part0:\\* patterns"):
         replace(zed, board_part_patterns=("avnet.com:zedboard:part0:*", "zed; exec rm"))
     assert replace(zed, board_part_patterns=()).board_part_patterns == ("avnet.com:zedboard:part0:*",)
+
+
+def test_the_pynq_z2_fits_and_trains_on_its_emulated_board(tmp_path, capsys):
+    """The board PYNQ users ask for most: the shipped FB-float design fits it and trains on its emulated board
+    bit-identically to the golden loop (its Tcl lint is tests/design/test_build.py's)."""
+    import json
+    from pathlib import Path
+
+    from codesign.deploy.selfcheck import main as selfcheck
+    from codesign.design import load_design
+    from codesign.design.build import write_emulation_folder
+    from codesign.design.fit import fit_design
+    from codesign.loops.data import save_npz
+    from codesign.train.trainer import load_dataset
+
+    design = load_design(Path(__file__).resolve().parents[1] / "examples" / "digits_abvs.toml", board_name="pynqz2")
+    assert fit_design(design, cache_dir=tmp_path / "cache").fits
+    folder = write_emulation_folder(design, tmp_path / "pynqz2")
+    assert json.loads((folder / "design.json").read_text())["board_facts"]["pynq_board_names"] == ["Pynq-Z2"]
+    data = save_npz(load_dataset(design.training), tmp_path / "digits.npz")
+    assert selfcheck([str(folder), str(data), "--emulate", "--steps", "1"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["differ"] == 0 and report["compared"] > 10_000
