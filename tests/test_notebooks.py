@@ -14,7 +14,8 @@ TIMEOUT_S = 300  # one cell, compiling the IP's bridge included
 
 def test_notebooks_exist():
     assert [path.name for path in NOTEBOOKS] == ["01_quickstart.ipynb", "02_train_on_board.ipynb",
-                                                 "03_compressed_on_board.ipynb", "04_tt_on_board.ipynb"]
+                                                 "03_compressed_on_board.ipynb", "04_tt_on_board.ipynb",
+                                                 "05_design_object.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])

@@ -240,6 +240,15 @@ class CsbMlpTrainer(ScheduledLoop):
             out.append(dense)
         return out
 
+    def float_weights(self) -> list[dict[str, Any]]:
+        """Each layer's ``weight`` (outputs x inputs) as float32, zero where pruned: the 24-bit buffer words at
+        their scale (the weight's fraction bits plus the buffer's 16 below the 8-bit codes), or the warm-up's float
+        weights; ``bias`` None (the CSB MLP has none)."""
+        if self.phase == "warmup":
+            return [{"weight": w.astype(np.float32), "bias": None} for w in self.weights]
+        return [{"weight": (dense * np.ldexp(1.0, -(fracs["weight"] + BUFFER_EXTRA_BITS))).astype(np.float32),
+                 "bias": None} for dense, fracs in zip(self.dense_buffers(), self.frac_bits)]
+
     def read_weights(self) -> dict[str, Any]:
         """The state as copies: fixed phase: 24-bit buffer words (dense, int32), masks and fraction bits;
         warm-up: float64 weights."""

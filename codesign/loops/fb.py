@@ -185,6 +185,12 @@ class FbMlpTrainer(ScheduledLoop):
         return {"fb": self.fb, "weights": [w.copy() for w in self.weights], "biases": [b.copy() for b in self.biases],
                 "velocity": [v.copy() for v in self.velocity]}
 
+    def float_weights(self) -> list[dict[str, Any]]:
+        """Each layer's ``weight`` (outputs x inputs, as a float layer holds it) and ``bias`` as float32: the
+        container words' exact values at the current FB (what a float model or a torch state_dict takes)."""
+        return [{"weight": self.to_values(w).T.astype(np.float32),
+                 "bias": self.to_values(b).reshape(-1).astype(np.float32)} for w, b in zip(self.weights, self.biases)]
+
     def load_weights(self, state: dict[str, Any]) -> None:
         """Replace weights and biases (and momentum, when given) by container words of the same shapes."""
         width = self.spec.width

@@ -354,6 +354,19 @@ class TtMlpTrainer(ScheduledLoop):
         return self.setup.layer_state(index, self.cores[index], self.biases[index], self.trackers[index],
                                       self.means[index])
 
+    def float_weights(self) -> List[Dict[str, Any]]:
+        """Each layer's ``weight`` (outputs x inputs) as float32, its shadow cores multiplied out (the trained
+        parameters; the PEs compute with their 4-bit codes), and its ``bias`` (None without one)."""
+        out = []
+        for cores, bias in zip(self.cores, self.biases):
+            state = cores[0].reshape(cores[0].shape[1], cores[0].shape[2], cores[0].shape[3])  # (m_1, n_1, r_1)
+            for core in cores[1:]:
+                rows, cols = state.shape[0] * core.shape[1], state.shape[1] * core.shape[2]
+                state = np.einsum("pqa,amnc->pmqnc", state, core).reshape(rows, cols, core.shape[3])
+            out.append({"weight": state.reshape(state.shape[0], state.shape[1]).astype(np.float32),
+                        "bias": None if bias is None else bias.astype(np.float32)})
+        return out
+
     def read_weights(self) -> Dict[str, Any]:
         """Copies of the shadow cores and biases (float32), Adam's moments, the scale trackers, their running means
         and the ranks, flat."""
