@@ -26,6 +26,7 @@ from typing import Any
 from codesign.design import load_design
 from codesign.design.point import DesignPoint, design_from_dict
 from codesign.io.cache import cache_dir
+from codesign.shell.build import ToolMissing
 
 
 class Design:
@@ -118,13 +119,17 @@ class Design:
 
     def build(self, out, *, run_tools: bool = False, limit_percent: float = 90.0):
         """The build folder (design.json, the HLS and RTL projects, the Vivado Tcl) in ``out``; with ``run_tools``
-        the vendor tools run where installed (:class:`~codesign.shell.build.ToolMissing` names them if not)."""
-        from codesign.design.build import run_build, write_build_folder
+        the build's steps go on with the vendor tools where installed (:class:`~codesign.shell.build.ToolMissing`
+        names them if not; ``build_steps.json`` records each step)."""
+        from codesign.design.build_steps import run_steps, selected_steps
+        from codesign.shell.rtl_ip import DEFAULT_ROUTE
 
-        folder = write_build_folder(self.point, Path(out), cache_dir=cache_dir() / "estimates",
-                                    limit_percent=limit_percent)
-        if run_tools:
-            run_build(folder)
+        folder, records = run_steps(self.point, Path(out), cache_dir=cache_dir() / "estimates",
+                                    steps=selected_steps(to_step=None if run_tools else "folder"),
+                                    limit_percent=limit_percent, route=DEFAULT_ROUTE, progress=lambda _: None)
+        missing = [record.detail for record in records if record.status == "tool missing"]
+        if missing:
+            raise ToolMissing(missing[0])
         return folder
 
     def bundle(self, out, *, build_dir=None):

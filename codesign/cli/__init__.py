@@ -205,24 +205,25 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 def _build_design(args: argparse.Namespace) -> int:
     from codesign.design import load_design
-    from codesign.design.build import run_build, write_build_folder
-    from codesign.shell.build import ToolMissing
+    from codesign.design.build_steps import describe_steps, run_steps, selected_steps
 
     design = load_design(Path(args.target), board_name=args.board)
     out = Path(args.out) if args.out else Path("out/build") / design.name / design.board.name
-    folder = write_build_folder(design, out, cache_dir=_estimate_cache(args), limit_percent=args.limit, progress=True,
-                                route=args.ip_route)
+    if args.steps:
+        print(describe_steps(out if (out / "design.json").is_file() else None))
+        return 0
+    steps = selected_steps(args.from_step, "folder" if args.dry_run else args.to_step)
+    folder, records = run_steps(design, out, cache_dir=_estimate_cache(args), steps=steps, limit_percent=args.limit,
+                                route=args.ip_route, cosim=not args.no_cosim)
     print(folder.fit.table())
     made = "hls/, rtl/" if args.ip_route == "rtl" else "hls/"
-    print(f"wrote the build folder {out} ({len(folder.written)} files): design.json, {made}, vivado/, fit, README.md "
-          f"(IPs: the {args.ip_route} route)")
-    if args.dry_run:
-        return 0
-    try:
-        return run_build(folder)
-    except ToolMissing as missing:
-        print(f"not built: {missing}", file=sys.stderr)
+    print(f"the build folder {out} ({len(folder.written)} files): design.json, {made}, vivado/, fit, README.md "
+          f"(IPs: the {args.ip_route} route); steps in {out / 'build_steps.json'}")
+    missing = [record for record in records if record.status == "tool missing"]
+    if missing:
+        print(f"not built: {missing[0].detail}", file=sys.stderr)
         return 0 if args.allow_missing_tools else 2
+    return 0
 
 
 def _cmd_bundle(args: argparse.Namespace) -> int:
@@ -445,6 +446,15 @@ def _add_design_commands(commands) -> None:
                             "hls takes the Vitis HLS export (run_hls.tcl)")
     build.add_argument("--allow-missing-tools", action="store_true",
                        help="with a design: exit 0 when vitis_hls/vivado are absent (the folder is still complete)")
+    build.add_argument("--steps", action="store_true", help="with a design: list the build steps (folder, hls, "
+                       "vivado) and, for an existing build folder, what each last did; run nothing")
+    build.add_argument("--from-step", choices=("folder", "hls", "vivado"), default=None,
+                       help="with a design: start at this step (default folder); done steps whose inputs have not "
+                            "changed are skipped anyway")
+    build.add_argument("--to-step", choices=("folder", "hls", "vivado"), default=None,
+                       help="with a design: stop after this step (default vivado)")
+    build.add_argument("--no-cosim", action="store_true", help="with a design: skip the Vitis HLS C/RTL "
+                       "co-simulation (the RTL is verified under cocotb; the HLS route's C simulation still runs)")
     build.add_argument("--dry-run", action="store_true", help="write the build folder (design) or print the "
                                                               "command (project), run no vendor tool")
     build.set_defaults(func=_cmd_build)

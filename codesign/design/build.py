@@ -16,8 +16,6 @@ folder must be missing, empty or an earlier build folder of codesign.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +24,6 @@ from codesign.design.manifest import MANIFEST_FILE, MANIFEST_FORMAT, design_mani
 from codesign.design.point import DesignPoint
 from codesign.shell import ip as accel
 from codesign.shell import vivado
-from codesign.shell.build import HLS_TOOLS, ToolFailed, ToolMissing
 from codesign.shell.rtl_ip import DEFAULT_ROUTE, check_route, render_rtl_ip, rtl_project
 from codesign.io.jsonfile import JsonFileError, load_json
 from codesign.io.outdir import OutputDirError, check_output_dir
@@ -75,7 +72,7 @@ def is_build_dir(out_dir: Path) -> bool:
     return True
 
 
-BUILD_ENTRIES = (MANIFEST_FILE, "README.md", "fit.json", "fit.md", "fit.png", "hls", "rtl", "vivado")
+BUILD_ENTRIES = (MANIFEST_FILE, "README.md", "fit.json", "fit.md", "fit.png", "hls", "rtl", "vivado", "build_steps.json")
 
 
 def check_build_dir(out_dir: Path) -> None:
@@ -163,36 +160,6 @@ def write_build_folder(design: DesignPoint, out_dir: Path, *, cache_dir: Path,
     written += write_fit(fit, out_dir)
     written.append(write_text_atomic(out_dir / "README.md", _readme(design, manifest, fit)))
     return BuildFolder(out_dir, manifest, fit, written)
-
-
-def run_build(folder: BuildFolder, *, progress=print) -> int:
-    """Run vitis_hls on every IP of the HLS route, then vivado (which packages the RTL route's IPs itself);
-    raise :class:`ToolMissing` naming the commands when a tool is absent. Where vitis_hls ran, its synthesis
-    reports join the fit (:func:`codesign.design.hls_reports.refresh_fit`)."""
-    hls_tool = next((name for name in HLS_TOOLS if shutil.which(name)), None)
-    if not folder.hls_commands:
-        return _run_vivado(folder, progress)
-    if hls_tool is None:
-        commands = "; ".join(f"cd {where} && {' '.join(command)}" for where, command in folder.hls_commands)
-        raise ToolMissing(f"vitis_hls is not on PATH; the build folder {folder.root} is complete, run: {commands}; "
-                          f"then: cd {folder.vivado_command[0]} && {' '.join(folder.vivado_command[1])}")
-    for where, command in folder.hls_commands:
-        progress(f"[build] {where}: {' '.join(command)}")
-        result = subprocess.run([hls_tool, *command[1:]], cwd=where, check=False)
-        if result.returncode:
-            raise ToolFailed(f"{hls_tool} failed in {where} (exit {result.returncode}) running run_hls.tcl (C simulation, "
-                             f"synthesis, co-simulation, export); see {where / 'vitis_hls.log'}")
-    from codesign.design.hls_reports import refresh_fit
-
-    if refresh_fit(folder.root, folder.fit, folder.manifest):
-        progress(f"[build] the Vitis HLS synthesis reports joined {folder.root / 'fit.md'}")
-    return _run_vivado(folder, progress)
-
-
-def _run_vivado(folder: BuildFolder, progress) -> int:
-    result = vivado.run_vivado_build(vivado.plan_vivado_build(folder.root))
-    progress(f"[build] bitstream {result.bitstream} and hand-off {result.handoff} in {result.seconds:.0f} s")
-    return 0
 
 
 def write_emulation_folder(design, out_dir: Path) -> Path:

@@ -9,9 +9,9 @@ import pytest
 
 from codesign.cli import main
 from codesign.design import load_design
-from codesign.design.build import BuildFolderError, run_build, write_build_folder
+from codesign.design.build import BuildFolderError, write_build_folder
+from codesign.design.build_steps import read_records, run_steps
 from codesign.design.fit import DesignDoesNotFit
-from codesign.shell.build import ToolMissing
 from codesign.shell.vivado import lint_vivado_build, validate_manifest
 
 pytestmark = pytest.mark.slow
@@ -102,19 +102,24 @@ def test_a_design_over_the_limit_is_refused_with_numbers_and_nothing_written(wor
 @pytest.mark.skipif(shutil.which("vitis_hls") is not None, reason="vitis_hls is installed: the build would run")
 def test_without_vitis_hls_the_build_says_which_commands_to_run(workspace):
     design = load_design(workspace / "tiny.toml")
-    folder = write_build_folder(design, workspace / "hls-route", cache_dir=workspace / "cache", route="hls")
-    assert "vitis_hls -f run_hls.tcl" in (workspace / "hls-route" / "README.md").read_text()
-    with pytest.raises(ToolMissing, match=r"vitis_hls is not on PATH.*vitis_hls -f run_hls\.tcl.*vivado -mode batch"):
-        run_build(folder)
+    out = workspace / "hls-route"
+    folder, records = run_steps(design, out, cache_dir=workspace / "cache", limit_percent=90, route="hls",
+                                progress=lambda _: None)
+    assert "vitis_hls -f run_hls.tcl" in (out / "README.md").read_text()
+    assert [(record.step, record.status) for record in records] == [("folder", "done"), ("hls", "tool missing")]
+    assert "vitis_hls is not on PATH" in records[1].detail and "vitis_hls -f run_hls.tcl" in records[1].detail
+    assert read_records(out)["hls"]["status"] == "tool missing"
 
 
 @pytest.mark.skipif(shutil.which("vivado") is not None, reason="vivado is installed: the build would run")
 def test_the_rtl_route_needs_vivado_only(workspace):
     design = load_design(workspace / "tiny.toml")
-    folder = write_build_folder(design, workspace / "zedboard", cache_dir=workspace / "cache")
+    folder, records = run_steps(design, workspace / "zedboard", cache_dir=workspace / "cache", limit_percent=90,
+                                route="rtl", progress=lambda _: None)
     assert folder.hls_commands == []  # no vitis_hls on the default route: Vivado packages the verified RTL
-    with pytest.raises(ToolMissing, match=r"vivado is not on PATH.*vivado -mode batch"):
-        run_build(folder)
+    assert [(record.step, record.status) for record in records] == [("folder", "done"), ("hls", "done"),
+                                                                     ("vivado", "tool missing")]
+    assert records[1].detail == "no IP on the HLS route" and "vivado -mode batch" in records[2].detail
 
 
 def test_cli_design_and_build(workspace, capsys):
@@ -131,3 +136,36 @@ def test_cli_design_and_build(workspace, capsys):
     with pytest.raises(SystemExit) as refused:  # argparse's type check names the flag
         main(["build", str(workspace / "tiny.toml"), "--board", "arty", "--cache", cache])
     assert refused.value.code == 2 and "argument --board: unknown board 'arty'" in capsys.readouterr().err
+
+
+def test_build_steps_are_named_recorded_and_a_done_step_with_unchanged_inputs_is_skipped(workspace, tmp_path, capsys):
+    """The step record's bookkeeping (no vendor tool runs here): a step recorded done, whose inputs hash the same
+    and whose outputs are there, is skipped; changed inputs run it again; the CLI lists the steps and refuses an
+    order that runs backwards."""
+    import json
+
+    from codesign.design.build_steps import selected_steps, step_inputs
+
+    design = load_design(workspace / "tiny.toml")
+    out = tmp_path / "build"
+    folder, records = run_steps(design, out, cache_dir=workspace / "cache", steps=("folder",), limit_percent=90,
+                                route="hls", progress=lambda _: None)
+    assert [(r.step, r.status) for r in records] == [("folder", "done")] and read_records(out)["folder"]["seconds"] > 0
+    (folder.root / "hls" / "fpmac_array_0" / "codesign_prj" / "solution" / "impl" / "ip").mkdir(parents=True)
+    inputs = step_inputs(folder, "hls")
+    steps = {**read_records(out), "hls": {"step": "hls", "status": "done", "seconds": 3600.0, "ended": 0.0,
+                                          "inputs": inputs, "detail": "1 IP(s)"}}
+    (out / "build_steps.json").write_text(json.dumps({"steps": steps}))
+    _, again = run_steps(design, out, cache_dir=workspace / "cache", steps=("hls",), limit_percent=90, route="hls",
+                         progress=lambda _: None)
+    assert [(r.step, r.status) for r in again] == [("hls", "unchanged")]  # no vitis_hls asked for
+    (folder.root / "hls" / "fpmac_array_0" / "codesign_vectors.h").write_text("// changed\n")
+    assert step_inputs(folder, "hls") != inputs
+    assert selected_steps("hls") == ("hls", "vivado") and selected_steps(to_step="hls") == ("folder", "hls")
+    assert main(["build", str(workspace / "tiny.toml"), "--out", str(out), "--steps"]) == 0
+    listing = capsys.readouterr().out
+    assert "folder " in listing and "co-simulation (optional)" in listing and "[unchanged, 0.0 s]" in listing
+    assert main(["build", str(workspace / "tiny.toml"), "--out", str(out), "--from-step", "vivado",
+                 "--to-step", "hls"]) == 2
+    assert "--from-step vivado comes after --to-step hls" in capsys.readouterr().err
+    assert "CODESIGN_SKIP_COSIM" in (folder.root / "hls" / "fpmac_array_0" / "run_hls.tcl").read_text()
