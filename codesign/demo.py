@@ -19,7 +19,6 @@ Every stage prints its start and its time; a summary table closes the run and is
 from __future__ import annotations
 
 import dataclasses
-import html
 import os
 import time
 import warnings
@@ -28,7 +27,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
 
 from codesign.boards import boards
 from codesign.hw.protocol import ProcessingElement
@@ -378,68 +376,15 @@ def report_files(out: Path) -> list[Path]:
     return found
 
 
-def _section(relative: Path) -> str:
-    parts = relative.parts
-    if len(parts) == 1:
-        return "summary"
-    if parts[0] == "build" and len(parts) > 2:
-        return f"build/{parts[1]}"
-    return parts[0]
-
-
 def write_index(out: Path, stages: Sequence[Stage], *, title: str, total_seconds: float,
                 extra_links: Sequence[Path] = (), machine: str = "") -> Path:
-    """``out/index.html``: the stage table, then every report (links) and plot (inline, linked), by section.
-
-    Links are relative to ``out`` (the folder can be moved or served as it is). ``extra_links`` adds files
-    that are not reports by suffix (an HLS kernel, a Vivado script).
-    """
-    from codesign.io.reports import write_text_atomic
+    """``out/index.html``, the dashboard (:mod:`codesign.dashboard`) over every report and plot and
+    ``extra_links`` (files that are not reports by suffix: an HLS kernel, a Vivado script)."""
+    from codesign.dashboard import write_dashboard
 
     out = Path(out)
     files = report_files(out) + [Path(p) for p in extra_links if (out / p).is_file()]
-    sections: dict[str, list[Path]] = {}
-    for relative in files:
-        sections.setdefault(_section(relative), []).append(relative)
-    passed = all(stage.status == "ok" for stage in stages)
-    rows = "\n".join(f"<tr><td>{i}</td><td>{html.escape(s.name)}</td><td class='{s.status}'>{s.status}</td>"
-                     f"<td class='num'>{s.seconds:.1f}</td><td>{html.escape(s.detail)}</td></tr>"
-                     for i, s in enumerate(stages, 1))
-    body = [f"<h1>{html.escape(title)}</h1>",
-            f"<p class='verdict {'ok' if passed else 'FAIL'}'>{'PASS' if passed else 'FAIL'}: {len(stages)} stages in "
-            f"{total_seconds:.0f} s, written {time.strftime('%Y-%m-%d %H:%M')}</p>",
-            f"<p>{html.escape(machine)}</p>" if machine else "",
-            "<table><tr><th>#</th><th>stage</th><th>status</th><th>time (s)</th><th>detail</th></tr>",
-            rows, f"<tr><td></td><th>total</th><td></td><td class='num'>{total_seconds:.1f}</td><td></td></tr></table>"]
-    for name in sorted(sections, key=lambda s: (s != "summary", s)):
-        body.append(f"<h2>{html.escape(name)}</h2><ul>")
-        images = []
-        for relative in sections[name]:
-            link = quote(relative.as_posix())
-            body.append(f"<li><a href='{link}'>{html.escape(relative.as_posix())}</a></li>")
-            if relative.suffix == ".png":
-                images.append(f"<a href='{link}'><img src='{link}' alt='{html.escape(relative.name)}'></a>")
-        body.append("</ul>")
-        if images:
-            body.append("<div class='plots'>" + "".join(images) + "</div>")
-    page = ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-            f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>\n"
-            + "\n".join(body) + f"\n<script>{_CHECK_PLOTS}</script>\n</body></html>\n")
-    return write_text_atomic(out / INDEX, page)
-
-
-# once the page has loaded: body[data-plots-loaded] = "loaded/all", and a red line at the top when a plot is missing
-_CHECK_PLOTS = ("window.addEventListener('load',function(){var all=document.images,bad=0;"
-                "for(var i=0;i<all.length;i++){if(!all[i].complete||all[i].naturalWidth===0)bad++;}"
-                "document.body.setAttribute('data-plots-loaded',(all.length-bad)+'/'+all.length);"
-                "if(bad){var p=document.createElement('p');p.className='FAIL';"
-                "p.textContent=bad+' of '+all.length+' plots did not load';"
-                "document.body.insertBefore(p,document.body.firstChild);}});")
-_STYLE = ("body{font-family:sans-serif;margin:2em;color:#222;background:#fff}"
-          "table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:3px 8px;text-align:left}"
-          ".num{text-align:right}.ok{color:#176317}.FAIL,.error{color:#b00020;font-weight:bold}"
-          ".verdict{font-size:1.2em;font-weight:bold}"
-          ".plots img{max-width:440px;border:1px solid #ccc;margin:4px}h2{border-bottom:2px solid #4a7ab5}")
+    return write_dashboard(out, stages, files, title=title, total_seconds=total_seconds, machine=machine)
 
 
 # ------------------------------------------------------------------------------------------------------- the run

@@ -65,7 +65,14 @@ def _fit(lut: float) -> FitReport:
 def demo_folder(tmp_path) -> tuple[Path, list[Stage]]:
     """A demo-like output folder: reports and plots where the demo writes them, work files where it keeps them."""
     out = tmp_path / "demo out"  # a space: links must be quoted
-    for name, text in {"fpmac/verify/verify.md": "# FP-MAC verification\n", "fpmac/verify/verify.json": "{}",
+    verify = {"pe": "fpmac", "passed": True, "results": [{"level": level, "vectors": 3000, "mismatches": 0}
+                                                         for level in ("golden", "csim", "rtl")]}
+    training = {"design": "digits_abvs", "board": "zedboard (emulated)", "epochs": 5,
+                "history": [{"accuracy": 0.94}], "golden_history": [{"accuracy": 0.94}],
+                "state_words": {"compared": 13140, "differ": 0}}
+    for name, text in {"fpmac/verify/verify.md": "# FP-MAC verification\n",
+                       "fpmac/verify/verify.json": __import__("json").dumps(verify),
+                       "training/training.json": __import__("json").dumps(training),
                        "fpmac/estimate/fpmac_cost.md": "# cost\n", "build/zedboard/README.md": "# build\n",
                        "build/zedboard/design.json": "{}", "build/zedboard/fit.md": "fit\n",
                        "fpmac/hls/run_hls.tcl": "open_project x\n",
@@ -75,6 +82,7 @@ def demo_folder(tmp_path) -> tuple[Path, list[Stage]]:
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_text(text)
     plot_fit(_fit(20000.0), out / "build" / "zedboard" / "fit.png")
+    (out / "build" / "zedboard" / "fit.json").write_text(__import__("json").dumps(_fit(20000.0).to_dict()))
     plot_fit(_fit(5000.0), out / "training" / "training.png")
     stages = Stages(3, log=lambda text: None)
     with stages.stage("fpmac: verify"):
@@ -93,11 +101,21 @@ def test_index_links_every_report_and_only_reports(demo_folder):
     linked = {unquote(link) for link in parser.links}
     reports = {path.as_posix() for path in report_files(out)}
     assert reports == {"fpmac/verify/verify.md", "fpmac/verify/verify.json", "fpmac/estimate/fpmac_cost.md",
+                       "training/training.json",
                        "build/zedboard/README.md", "build/zedboard/design.json", "build/zedboard/fit.md",
-                       "build/zedboard/fit.png", "training/training.png"}
-    assert reports | {"fpmac/hls/run_hls.tcl"} == linked  # every report, the extra file that exists, nothing else
+                       "build/zedboard/fit.png", "build/zedboard/fit.json", "training/training.png"}
+    rendered = {f"{name}.html" if name.endswith((".md", ".json")) else name for name in reports}
+    assert rendered | {"fpmac/hls/run_hls.tcl"} == linked  # every report (.md/.json as their rendered pages),
+    # the extra file that exists, nothing else
     assert all(not urlsplit(link).scheme and not link.startswith("/") for link in parser.links)  # relative
     assert all((out / unquote(link)).is_file() for link in parser.links)
+    text = index.read_text()  # the page opens on the results, before the stages and the file lists
+    assert text.index("<h2>Results</h2>") < text.index("<h2>Stages</h2>") < text.index("<h2>training</h2>")
+    assert "<b>94.0 %</b> on the emulated board, 94.0 % in the golden loop; 0 of 13,140 state words differ" in text
+    assert text.count("<td class='num ok'>0</td>") == 3 and "<b>zedboard: fits</b> (limit 90 %)" in text
+    assert text.count("build/zedboard/fit.png'><img") == 1  # shown once, in the results
+    page = (out / "fpmac" / "verify" / "verify.md.html").read_text()
+    assert "<h1>FP-MAC verification</h1>" in page and "href='verify.md'" in page  # rendered, the raw file linked
 
 
 def test_index_renders_in_chromium_with_every_plot(demo_folder, tmp_path):
@@ -183,7 +201,7 @@ def test_quick_demo_of_one_pe_takes_its_yosys_table_from_the_shipped_reports(tmp
     parser = _Links()
     parser.feed((out / "index.html").read_text())
     linked = {unquote(link) for link in parser.links}
-    assert {"tt3/verify/verify.md", "tt3/estimate/tt3_cost.md", "tt3/estimate/tt3_cost.png", "summary.md"} <= linked
+    assert {"tt3/verify/verify.md.html", "tt3/estimate/tt3_cost.md.html", "tt3/estimate/tt3_cost.png", "summary.md.html"} <= linked
     assert all((out / link).is_file() for link in linked)
 
 

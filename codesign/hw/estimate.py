@@ -120,8 +120,10 @@ def render_markdown(report: dict, title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_cost(report: dict, path: Path, title: str) -> Path:
-    """Per configuration, bars of LUT/FF/DSP/BRAM as percent of each family's board budget (PNG, atomic)."""
+def plot_cost(report: dict, path: Path, title: str, limit_percent: float = 90.0) -> Path:
+    """Per configuration, bars of LUT/FF/DSP/BRAM as percent of each family's board budget (PNG, atomic), with the
+    budget (100 %) and the fit's default limit (``codesign design``'s 90 %) as lines: a bar above them is a
+    configuration that does not fit, and the plot says so."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -139,6 +141,8 @@ def plot_cost(report: dict, path: Path, title: str) -> Path:
                    width, label=key.upper())
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(chosen))])
         ax.set_xticklabels([e["label"] for e in chosen], rotation=30, ha="right", fontsize=7)
+        ax.axhline(100, color="black", linewidth=1, label="board budget")
+        ax.axhline(limit_percent, color="red", linestyle="--", linewidth=1, label=f"fit limit {limit_percent:g} %")
         ax.set_ylabel(f"% of {chosen[0]['board']} budget")
         ax.set_title(f"{family} ({chosen[0]['part']})")
         ax.grid(True, axis="y", alpha=0.3)
