@@ -71,14 +71,35 @@ def as_arrays(data) -> ArrayDataset:
                            for split in SPLITS for axis in "xy"}, classes=int(data.classes))
 
 
+def grey_levels(x: np.ndarray) -> Optional[np.ndarray]:
+    """``x`` as uint8 grey levels when every float32 value is exactly ``level / 255`` (an image set read from
+    bytes, as the npm data sets are), else None: a data file then holds the bytes, and :func:`from_levels` gives
+    the same float32 values back."""
+    if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.size == 0:
+        return None
+    levels = np.rint(x.astype(np.float64) * 255.0)
+    if levels.min() < 0 or levels.max() > 255:
+        return None
+    levels = levels.astype(np.uint8)
+    return levels if np.array_equal(from_levels(levels), x) else None
+
+
+def from_levels(levels: np.ndarray) -> np.ndarray:
+    """uint8 grey levels as the float32 samples a loop takes (``level / 255``, as the loaders compute them)."""
+    return levels.astype(np.float32) / np.float32(255.0)
+
+
 def save_npz(data, path: Path) -> Path:
-    """Write ``data`` to ``path`` (``.npz``, uncompressed) atomically; returns the path."""
+    """Write ``data`` to ``path`` (``.npz``, uncompressed) atomically; returns the path. Images of grey levels are
+    stored as bytes (:func:`grey_levels`)."""
     arrays = as_arrays(data)
     path = Path(path)
     payload = {"format": np.array(NPZ_FORMAT), "classes": np.array(arrays.classes)}
     for split in SPLITS:
         if getattr(arrays, f"{split}_y") is not None:
-            payload[f"{split}_x"] = getattr(arrays, f"{split}_x")
+            x = getattr(arrays, f"{split}_x")
+            levels = grey_levels(x)
+            payload[f"{split}_x"] = x if levels is None else levels  # a quarter of the bytes, read back exactly
             payload[f"{split}_y"] = getattr(arrays, f"{split}_y")
     handle, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".npz")
     os.close(handle)
@@ -115,6 +136,9 @@ def load_npz(path: Path) -> ArrayDataset:
     missing = [name for name in ("classes", "train_x", "train_y", "test_x", "test_y") if name not in contents]
     if missing:
         raise DataFileError(f"{path}: lacks {', '.join(missing)}")
+    for split in SPLITS:  # grey levels stored as bytes: the float32 samples they stand for
+        if contents.get(f"{split}_x") is not None and contents[f"{split}_x"].dtype == np.uint8:
+            contents[f"{split}_x"] = from_levels(contents[f"{split}_x"])
     try:
         return ArrayDataset(classes=int(contents["classes"]),
                             **{name: contents.get(name) for name in (f"{s}_{a}" for s in SPLITS for a in "xy")})

@@ -24,7 +24,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from codesign.loops.data import SPLITS, ArrayDataset, DataFileError, split_arrays, stratified_split
+from codesign.loops.data import SPLITS, ArrayDataset, DataFileError, from_levels, split_arrays, stratified_split
 from codesign.loops.npm_data import fixed_split, load_npm_dataset
 
 MAX_SAMPLES = 1_000_000  # as a configuration's synthetic_samples
@@ -36,7 +36,7 @@ FILE_KINDS = (".npz", ".csv")
 
 def as_images(x: np.ndarray) -> np.ndarray:
     """Samples as float32: ``uint8`` grey levels divided by 255, an N x H x W stack given its channel axis."""
-    values = x.astype(np.float32) / 255.0 if x.dtype == np.uint8 else x.astype(np.float32)
+    values = from_levels(x) if x.dtype == np.uint8 else x.astype(np.float32)
     return values[:, None] if values.ndim == 3 else values
 
 
