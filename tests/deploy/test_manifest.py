@@ -277,3 +277,32 @@ def test_ddr_windows():
     # Zynq UltraScale+: the low 2 GiB at 0, the rest at 0x8_0000_0000, so the PL windows at 0xa0000000 stay free
     assert ddr_windows({"ddr_mib": 4096, "ps": "zynq_ultra_ps_e"}) == [(0, 0x8000_0000),
                                                                      (0x8_0000_0000, 0x8_8000_0000)]
+
+
+def test_the_manifests_edges_are_accepted_exactly_where_they_are_legal(manifest):
+    """Edges a one-off would move: a window may end where DDR starts or start where it ends (not one byte into
+    it), a buffer may have 0 words or exactly the board's DDR, a window may end exactly at the PS's address width."""
+    ddr_end = manifest["board_facts"]["ddr_mib"] << 20
+    for base, legal in ((ddr_end, True), (ddr_end - 0x1_0000, False)):  # starts where DDR ends; overlaps by 64 KiB
+        edited = copy.deepcopy(manifest)
+        edited["ips"][2]["base_address"] = base
+        if legal:
+            check_manifest(edited)
+        else:
+            with pytest.raises(ManifestError, match="lies in DDR"):
+                check_manifest(edited)
+    words = ddr_end // 4
+    for count, legal in ((0, True), (words, True), (words + 1, False)):
+        edited = copy.deepcopy(manifest)
+        edited["ips"][1]["buffers"] = {"in": {"dtype": "uint32", "max_words": count}}
+        if legal:
+            check_manifest(edited)
+        else:
+            with pytest.raises(ManifestError, match=rf"max_words in \[0, {words}\]"):
+                check_manifest(edited)
+    top = copy.deepcopy(manifest)
+    top["ips"][2]["base_address"] = (1 << 32) - top["ips"][2]["address_range"]  # the last window below 2^32
+    check_manifest(top)
+    top["ips"][2]["base_address"] = 1 << 32
+    with pytest.raises(ManifestError, match="below 2\\^32"):
+        check_manifest(top)

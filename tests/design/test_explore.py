@@ -456,3 +456,19 @@ def test_the_summary_gives_the_list_step_or_why_it_was_not_priced():
     assert _list_step_lines({"priced": False, "why": "scale_rule"}) == ["  the step as call lists: not priced "
                                                                         "(scale_rule)"]
     assert _list_step_lines(None) == []
+
+
+def test_the_ips_go_round_robin_over_the_ports_in_order_across_pes():
+    """The explorer's port loads: IPs in order (each PE's copies one after another) take ports 0, 1, ... in turn,
+    the count running on from one PE to the next; each direction's busiest port is the stage's."""
+    from codesign.design.explore import _busiest_ports
+
+    first = np.zeros((1, 1, 1, 2), dtype=np.int64)
+    first[0, 0, 0] = (10, 7)  # PE A's one copy: IP 0, port 0
+    second = np.zeros((1, 1, 2, 2), dtype=np.int64)
+    second[0, 0, 0], second[0, 0, 1] = (100, 1), (1, 50)  # PE B's copies: IPs 1 and 2, ports 1 and 0
+    copies = [(first, np.array([1])), (second, np.array([2]))]
+    # port 0: 10 + 1 in, 7 + 50 out; port 1: 100 in, 1 out
+    assert _busiest_ports(copies, 2).tolist() == [[[100, 57]]]
+    assert _busiest_ports(copies, 3).tolist() == [[[100, 50]]]  # one IP a port
+    assert _busiest_ports(copies, 1).tolist() == [[[111, 58]]]  # everything on one

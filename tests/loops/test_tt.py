@@ -161,3 +161,25 @@ def test_a_bad_batch_is_refused_before_any_state_changes(setup):
     after = trainer.read_weights()
     assert after["step"] == 0
     assert all(np.array_equal(a, b) for a, b in zip(before["trackers"], after["trackers"]))
+
+
+def test_a_slice_exactly_at_the_threshold_is_kept_and_the_warm_up_ramps_linearly(setup):
+    """Directed edges: ``lambda == threshold * max`` keeps its slice (the rule is >=, one below it goes); ties at the
+    min-rank floor keep the earlier index; the prior's weight rises linearly over the warm-up's steps and holds
+    after it (0 at step 0, half at its middle, whole at its end), and is 0 without a prior."""
+    lambdas = [np.array([1.0, 0.25, 0.25 - 1e-12, 0.5])]
+    assert [k.tolist() for k in keep_slices(lambdas, 0.25, 1)] == [[0, 1, 3]]
+    tied = [np.array([0.001, 1.0, 0.001, 0.001])]
+    assert [k.tolist() for k in keep_slices(tied, 0.5, 3)] == [[0, 1, 2]]
+    trainer = TtMlpTrainer(dataclasses.replace(setup, warmup_epochs=2, prior_weight=3.0))
+    trainer.steps_per_epoch, trainer.train_size = 5, 100
+    scales = []
+    for step in (0, 5, 10, 15):
+        trainer.step = step
+        scales.append(trainer.prior_scale())
+    assert scales == [0.0, 0.5 * 3.0 / 100, 3.0 / 100, 3.0 / 100]
+    trainer.setup = dataclasses.replace(trainer.setup, warmup_epochs=0)
+    trainer.step = 0
+    assert trainer.prior_scale() == 3.0 / 100  # no warm-up: whole from the first step
+    trainer.setup = dataclasses.replace(trainer.setup, prior_weight=0.0)
+    assert trainer.prior_scale() == 0.0

@@ -262,3 +262,29 @@ def test_a_pe1_that_cannot_take_the_forward_codes_gets_no_swapped_call():
                      hardware=hardware)
     forward = [call for call in plan.calls if plan.contractions[call.index].phase == "forward"]
     assert forward and all(call.pe == "tt2" and not call.swapped for call in forward)
+
+
+def test_the_forward_split_takes_the_soonest_makespan_and_the_larger_split_on_a_tie(monkeypatch):
+    """Directed: around the even-time estimate the split whose calls finish soonest is taken; where several tie,
+    the largest (more of K on PE2); a split of the whole K leaves PE1 nothing."""
+    import codesign.step.tt.schedule as schedule
+
+    plan = paper_plans(8, hardware=dataclasses.replace(SPLIT_PAPER, forward_split=False), route="direct")[0]
+    index = next(i for i, item in enumerate(plan.contractions) if item.phase == "forward")
+    item = plan.contractions[index]
+    chosen = schedule.forward_split_point(index, item, SPLIT_PAPER)
+    lanes, k = SPLIT_PAPER.pe2.lanes, item.dims[2]
+    assert 0 < chosen <= k and (chosen % lanes == 0 or chosen == k)
+    tried = []
+
+    def flat(calls, hardware):  # every split ties
+        tried.append(max((call.k[1] for call in calls if not call.swapped), default=0))
+        return 1000
+
+    monkeypatch.setattr(schedule, "_makespan", flat)
+    assert schedule.forward_split_point(index, item, SPLIT_PAPER) == max(tried)  # the larger on a tie
+    monkeypatch.setattr(schedule, "_makespan", lambda calls, hardware: sum(call.swapped for call in calls))
+    fewest = schedule.forward_split_point(index, item, SPLIT_PAPER)  # fewest PE1 calls: the largest split tried
+    assert fewest == max(tried)
+    monkeypatch.setattr(schedule, "_makespan", lambda calls, hardware: -sum(call.swapped for call in calls))
+    assert schedule.forward_split_point(index, item, SPLIT_PAPER) == min(tried)  # most PE1 calls: the smallest
