@@ -128,11 +128,12 @@ def _check_ip(where: str, index: int, ip: Any, names: dict[str, int], facts: Map
     _need(isinstance(ip["spec"], dict), f"{field}: spec must be an object, not {type(ip['spec']).__name__}")
     base, address_range = ip["base_address"], ip["address_range"]
     bits = ADDRESS_BITS.get(facts.get("ps"), 40)
-    _need(_is_int(base) and 0 <= base < 1 << bits,
-          f"{field}: base_address {_hex(base)} must be a non-negative integer below 2^{bits} (the PS's addresses)")
-    _need(_is_int(address_range) and _is_power_of_two(address_range) and base + address_range <= 1 << bits,
-          f"{field}: address_range {_hex(address_range)} must be a power of two (bytes) whose window ends below "
-          f"2^{bits}")
+    _need(_is_int(base) and base >= 0, f"{field}: base_address {_hex(base)} must be a non-negative integer")
+    _need(_is_int(address_range) and _is_power_of_two(address_range),
+          f"{field}: address_range {_hex(address_range)} must be a power of two (bytes)")
+    _need(base + address_range <= 1 << bits,
+          f"{field}: window {_hex(base)}..{_hex(base + address_range - 1)} (base_address + address_range) must end "
+          f"below 2^{bits}, the PS's addresses")
     _need(base % address_range == 0,
           f"{field}: base_address {base:#x} is not aligned to its address_range {address_range:#x}")
     _check_registers(field, ip["registers"], address_range)

@@ -57,7 +57,7 @@ def _buffers(manifest):
 
 MANIFEST_CASES = {
     "base_address 2^64": ("digits_abvs", _set("ips", 0, "base_address", value=2**64), "below 2^32"),
-    "address_range past the PS": ("digits_tt", _set("ips", 0, "address_range", value=2**40), "ends below 2^32"),
+    "address_range past the PS": ("digits_tt", _set("ips", 0, "address_range", value=2**40), "must end below 2^32"),
     "ddr_mib 2^40": ("digits_abvs", _set("board_facts", "ddr_mib", value=2**40), "board_facts.ddr_mib"),
     "a 1 TiB buffer": ("digits_abvs", _buffers, "max_words in [0, 134217728]"),
     "batch_size 10^9": ("digits_abvs", _set("loop", "setup", "batch_size", value=10**9), "batch_size must be"),

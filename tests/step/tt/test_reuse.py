@@ -92,3 +92,13 @@ def test_the_budget_counts_the_steps_words_and_cycles_and_what_keeping_saves(rou
     assert everything.core_words == none.core_words and everything.words == none.words
     device = reuse_budget(plans, units, bram_bytes=216 * BRAM36_BYTES)  # the xczu3eg's BRAM, nothing else in it
     assert none.words_kept >= device.words_kept >= everything.words_kept
+
+
+def test_stage_loads_are_keyed_by_stage_pe_and_copy_and_a_stage_lasts_its_busiest():
+    """Directed: loads of one stage on different PEs or copies run side by side (the stage is the busiest), loads of
+    different stages one after another; the same key adds up."""
+    from codesign.step.tt.reuse import _makespan
+
+    loads = {(0, "tt1", 0): 10, (0, "tt2", 0): 30, (0, "tt2", 1): 20, (1, "tt1", 0): 5, (1, "tt1", 1): 7}
+    assert _makespan(loads) == 30 + 7
+    assert _makespan({(0, "tt1", 0): 10}) == 10 and _makespan({}) == 0

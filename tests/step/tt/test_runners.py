@@ -99,12 +99,14 @@ def test_equal_calls_packed_together_give_each_calls_own_words(stream_bits):
                                                        for copy in layout.copies]
     for positions, runs in zip(layout.groups, layout.runs):  # each run: the group's next calls, back to back
         assert sum(count for _, _, count in runs) == len(positions)
+        assert len({copy for copy, _, _ in runs}) == len(runs)  # a copy's calls of a group merge into one run
         row = 0
         for copy, start, count in runs:
             mine = layout.copies[copy]
             first = mine.positions.index(positions[row])
             assert mine.positions[first:first + count] == positions[row:row + count] and mine.starts[first] == start
             row += count
+    assert any(count > 1 for runs in layout.runs for _, _, count in runs)  # and some do merge here
     out = np.concatenate([golden.output(hardware.spec(pe), a, b) for pe, a, b in calls]).astype(np.uint32)
     for got, (pe, a, b) in zip(unpack_results(hardware, calls, out), calls):
         assert np.array_equal(got, golden.kernel(hardware.spec(pe), a, b))
