@@ -416,3 +416,19 @@ def test_ledger_counts_the_dense_routes_outer_products_and_contractions():
     outer = 20 * (64 * 32 + 32 * 10)
     assert phases["weight_grad"]["macs"] == outer + route
     assert phases["weight_grad"]["bitops"] == outer * 16 * 8 + route * 16 * 4
+
+
+def test_a_rank_cap_above_anything_the_modes_allow_is_refused_by_name():
+    """A max_rank that caps nothing (above every inner rank a TT of the modes can have) is a slip, said so with the
+    largest that means something; a cap some layer cannot reach (the paper's 16 on a 10-output layer) is taken."""
+    from codesign.train.config import ConfigError, config_from_dict
+    from codesign.train.tt.modes import largest_rank, layer_modes
+
+    assert largest_rank((4, 8, 8, 4), (8, 4, 4, 4)) == 512 and largest_rank((8, 4, 4, 4), (1, 1, 2, 5)) == 32
+    assert largest_rank((64,), (10,)) == 1
+    raw = {"model": {"name": "mlp", "hidden": [16]}, "techniques": {"tt": {"order": 2, "max_rank": 32}}}
+    assert len(layer_modes(config_from_dict(raw))) == 2  # 64 -> 16: 8x8 -> 4x4, the boundary 32 x 32
+    raw["techniques"]["tt"]["max_rank"] = 33
+    with pytest.raises(ConfigError, match=r"techniques.tt.max_rank: 33 is above every inner rank the modes allow "
+                                          r"\(at most 32"):
+        layer_modes(config_from_dict(raw))

@@ -7,6 +7,8 @@ not import the trainer it guards) read them here.
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 from codesign.train.geometry import mlp_layers
@@ -58,8 +60,21 @@ def layer_modes(training: TrainConfig) -> list[tuple[tuple[int, ...], tuple[int,
         for index, (ins, outs) in enumerate(zip(config.in_modes, config.out_modes)):
             check_modes(ins, f"{PREFIX}.in_modes[{index}]", sizes[index], f"layer {index}'s inputs")
             check_modes(outs, f"{PREFIX}.out_modes[{index}]", sizes[index + 1], f"layer {index}'s outputs")
-        return list(zip(config.in_modes, config.out_modes))
-    return [(factorize(a, config.order), factorize(b, config.order)) for a, b in zip(sizes[:-1], sizes[1:])]
+        modes = list(zip(config.in_modes, config.out_modes))
+    else:
+        modes = [(factorize(a, config.order), factorize(b, config.order)) for a, b in zip(sizes[:-1], sizes[1:])]
+    largest = max(largest_rank(ins, outs) for ins, outs in modes)
+    require(config.max_rank <= largest, f"{PREFIX}.max_rank",
+            f"{config.max_rank} is above every inner rank the modes allow (at most {largest}, where the mode sizes "
+            f"on either side of a core boundary meet); it would cap nothing: give at most {largest}")
+    return modes
 
 
-__all__ = ["factorize", "layer_modes", "layer_sizes"]
+def largest_rank(in_modes: tuple[int, ...], out_modes: tuple[int, ...]) -> int:
+    """The largest inner rank a TT of these modes can have (a TT-SVD's): at each core boundary the product of the
+    mode sizes on the smaller side; 1 for a single core."""
+    sizes = [m * n for m, n in zip(out_modes, in_modes)]
+    return max((min(math.prod(sizes[:k]), math.prod(sizes[k:])) for k in range(1, len(sizes))), default=1)
+
+
+__all__ = ["factorize", "largest_rank", "layer_modes", "layer_sizes"]
