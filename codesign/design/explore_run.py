@@ -275,7 +275,8 @@ def plot_pareto(space: Space, chosen: int, front: np.ndarray, path: Path, *, boa
 
 
 def plot_roofline(space: Space, chosen: int, path: Path, *, board: Board, macs: int, clock_mhz: float) -> Path:
-    """Attained MACs/s of every feasible point against MACs per DDR byte, under the board's roofs."""
+    """Attained MACs/s of every feasible point against MACs per DDR byte, under the board's roofs: on the PE and
+    memory time, and on the whole step with the host's time (where a host-bound step sits far under its roof)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -288,10 +289,14 @@ def plot_roofline(space: Space, chosen: int, path: Path, *, board: Board, macs: 
     words = np.array([space.words(int(index)) for index in feasible])
     intensity = macs / (words * 4)
     attained = macs / (space.pe_s[feasible] + space.memory_s[feasible])
+    whole = macs / (space.pe_s[feasible] + space.memory_s[feasible] + space.host_s[feasible])
     ax.scatter(intensity, attained, s=8, alpha=0.5, label="feasible points (PE + memory time)")
+    ax.scatter(intensity, whole, s=8, alpha=0.5, marker="x", label="the same, host time included (the whole step)")
     position = int(np.flatnonzero(feasible == chosen)[0]) if chosen in feasible else None
     if position is not None:
         ax.scatter([intensity[position]], [attained[position]], s=80, marker="*", c="red", label="chosen")
+        ax.scatter([intensity[position]], [whole[position]], s=80, marker="*", c="darkred",
+                   label="chosen, with its host")
     peak_macs = space.cap * space.budget["dsp"] * clock_mhz * 1e6  # one MAC per DSP slice a cycle
     memory = min(2 * port_bytes_per_s(board), board.ddr_peak_gbps * 1e9)
     x = np.logspace(np.log10(intensity.min() / 2), np.log10(intensity.max() * 2), 100)
