@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import platform
 import time
@@ -243,6 +244,10 @@ def write_host_report(path: Path, loop: Mapping[str, Any], host: HostModel,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
 
 
+MAX_FIXED_S = 60.0  # a step's host work on a board's ARM: seconds at most; more is a slip of units
+MAX_PER_CALL_S = 1.0  # a host's work around one IP call
+
+
 def read_host_report(path: Path, loop: Mapping[str, Any]) -> HostModel:
     """The :class:`HostModel` of a host report, refused unless it was measured for ``loop``."""
     try:
@@ -258,9 +263,12 @@ def read_host_report(path: Path, loop: Mapping[str, Any]) -> HostModel:
         raise HostReportError(f"{path}: measured for another loop ({raw['family']}, set-up {raw['loop_digest'][:12]}) "
                               f"than this design's ({loop.get('family')}, {loop_digest(loop)[:12]}); measure it "
                               "again with this design's bundle (python -m codesign.deploy.host_share)")
-    if not (raw["fixed_s"] >= 0 and raw["per_call_s"] >= 0):
-        raise HostReportError(f"{path}: host seconds must be >= 0, got fixed_s={raw['fixed_s']}, "
-                              f"per_call_s={raw['per_call_s']}")
+    fixed, per_call = raw["fixed_s"], raw["per_call_s"]
+    if not (math.isfinite(fixed) and math.isfinite(per_call) and 0 <= fixed <= MAX_FIXED_S
+            and 0 <= per_call <= MAX_PER_CALL_S and fixed + per_call > 0):
+        raise HostReportError(f"{path}: fixed_s={fixed!r} and per_call_s={per_call!r} are no host measurement: each "
+                              f"must be finite, fixed_s in [0, {MAX_FIXED_S:g}] s a step and per_call_s in [0, "
+                              f"{MAX_PER_CALL_S:g}] s a call, not both 0 (milliseconds written as seconds?)")
     return HostModel(fixed_s=float(raw["fixed_s"]), per_call_s=float(raw["per_call_s"]), source=raw["source"])
 
 

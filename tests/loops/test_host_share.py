@@ -37,8 +37,12 @@ def test_a_report_reads_back_for_its_loop_only(tmp_path, tt_loop):
 @pytest.mark.parametrize("change, message", [
     ({"format": "something-else"}, "not a codesign host report"),
     ({"version": 99}, "not a codesign host report"),
-    ({"fixed_s": -0.001}, "host seconds must be >= 0"),
+    ({"fixed_s": -0.001}, "are no host measurement"),
     ({"per_call_s": "fast"}, "per_call_s"),
+    ({"fixed_s": 1e9}, r"fixed_s in \[0, 60\] s a step"),  # a slip of units, or of anything
+    ({"fixed_s": float("inf")}, "must be finite"),
+    ({"per_call_s": 2.0}, r"per_call_s in \[0, 1\] s a call"),
+    ({"fixed_s": 0.0, "per_call_s": 0.0}, "not both 0"),
 ])
 def test_a_bad_report_is_refused_naming_the_file(tmp_path, tt_loop, change, message):
     path = write_host_report(tmp_path / "host.json", tt_loop, HostModel(fixed_s=0.01, per_call_s=0.0, source="x"),
