@@ -254,6 +254,9 @@ class Technique(BaseTechnique):
 
     def attach(self, trainer: Trainer) -> None:
         """Set every counted layer's precision and weight-gradient hook; nothing else in the trainer changes."""
+        if "tt" in trainer.config.techniques:
+            raise ConfigError("techniques.psg: cannot be combined with tt (psg predicts the weight gradients of "
+                              "dense layers; tt's layers hold TT cores, whose gradients tt computes itself)")
         self.layers = counted_layers(trainer.model)
         for layer in self.layers:
             layer.precision = self.precision()

@@ -187,3 +187,15 @@ def test_killed_and_resumed_run_ends_bit_identical(tmp_path, stop_after, referen
         assert got.pop("energy_pj") == pytest.approx(want.pop("energy_pj"), rel=1e-12)
         assert got == want
     assert result.techniques == expected.techniques
+
+
+def test_psg_with_tt_layers_is_refused_by_name_before_training(tmp_path, capsys):
+    """psg hooks the weight gradients of dense layers; a TT MLP has none (it was an AttributeError traceback)."""
+    from codesign.cli import main
+
+    config = tmp_path / "psg_tt.toml"
+    config.write_text('[model]\nname = "mlp"\nhidden = [8]\n[optim]\nepochs = 1\n[techniques.psg]\n[techniques.tt]\n')
+    assert main(["train", str(config), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "techniques.psg: cannot be combined with tt" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
