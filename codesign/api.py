@@ -126,7 +126,7 @@ class Design:
 
         folder, records = run_steps(self.point, Path(out), cache_dir=cache_dir() / "estimates",
                                     steps=selected_steps(to_step=None if run_tools else "folder"),
-                                    limit_percent=limit_percent, route=DEFAULT_ROUTE, progress=lambda _: None)
+                                    limit_percent=limit_percent, route=DEFAULT_ROUTE, progress=None)
         missing = [record.detail for record in records if record.status == "tool missing"]
         if missing:
             raise ToolMissing(missing[0])

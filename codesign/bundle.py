@@ -314,8 +314,9 @@ def write_bundle(design: DesignPoint, out_dir: Path, *, build_dir: Path | None =
     try:
         built = _write_package(design, scratch, None if build_dir is None else Path(build_dir))
         _wheel(scratch, scratch / "dist", "the bundle")
-        if source_tree() is not None:  # the runtime too, as `make wheel` builds it: the board needs no index
-            _wheel(source_tree(), scratch / "dist", "codesign")
+        source = source_tree()
+        if source is not None:  # the runtime too, as `make wheel` builds it: the board needs no index
+            _wheel(source, scratch / "dist", "codesign")
         if out_dir.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.resolve().parent))
             os.replace(out_dir, old / "bundle")

@@ -97,7 +97,7 @@ def measure_loop_host(loop: Mapping[str, Any], *, source: Optional[str] = None, 
     family = family_of({"loop": loop})
     if family.host_needs_data and data is None:
         raise ValueError(f"a {family.key} loop's host share needs its data set: its warm-up decides the work")
-    return family.measure_host(setup_from_manifest({"loop": loop, "design": "?"}, family.setup), source=source,
+    return family.measure_host(setup_from_manifest({"loop": loop}, family.setup), source=source,
                                data=data)
 
 

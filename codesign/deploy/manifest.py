@@ -222,7 +222,7 @@ def setup_from_manifest(manifest: Mapping, setup_class, changes: Mapping[str, An
     """``setup_class`` rebuilt from design.json's ``loop.setup`` with ``changes`` applied: every field checked by
     the class before anything is allocated, a bad one refused in one line naming design.json's field."""
     changes = dict(changes)
-    where = f"design {manifest.get('design')!r}: design.json loop.setup"
+    where = (f"design {manifest['design']!r}: " if "design" in manifest else "") + "design.json loop.setup"
     if "spec" in changes:
         raise DeployError(f"{where}: the spec is the IP's (design.json), not a set-up change")
     entry = manifest.get("loop")
@@ -232,14 +232,15 @@ def setup_from_manifest(manifest: Mapping, setup_class, changes: Mapping[str, An
     unknown = sorted(set(changes) - set(setup))
     if unknown:
         raise DeployError(f"{where}: the changes {unknown} are no fields of the {setup_class.__name__} set-up")
-    for values, said in ((setup, ""), ({**setup, **changes}, f" with the changes {sorted(changes)}")):
-        try:  # the recorded set-up first: a bad field there is refused even where a change would replace it
-            built = setup_class.from_dict(values)
+
+    def build(values: Mapping[str, Any], said: str):
+        try:
+            return setup_class.from_dict(values)
         except (KeyError, TypeError, ValueError) as error:  # the loops' HwTrainError is a ValueError
             raise DeployError(f"{where}{said}: {error}") from None
-        if not changes:
-            break
-    return built
+
+    recorded = build(setup, "")  # first: a bad recorded field is refused even where a change would replace it
+    return build({**setup, **changes}, f" with the changes {sorted(changes)}") if changes else recorded
 
 
 def ip_by_name(manifest: Mapping, name: str) -> dict:

@@ -144,14 +144,16 @@ def _run_vivado(folder: BuildFolder, progress: Callable[[str], None]) -> str:
 
 def run_steps(design: DesignPoint, out_dir: Path, *, cache_dir: Path, steps: Sequence[str] = BUILD_STEPS,
               limit_percent: float, route: str, cosim: bool = True,
-              progress: Callable[[str], None] = print) -> tuple[BuildFolder, list[StepRecord]]:
+              progress: Callable[[str], None] | None = print) -> tuple[BuildFolder, list[StepRecord]]:
     """Run ``steps`` (in order) of ``design``'s build in ``out_dir``; each recorded as it ends. A step that fails
-    raises after its record is written; a missing tool ends the build there (recorded ``tool missing``)."""
+    raises after its record is written; a missing tool ends the build there (recorded ``tool missing``).
+    ``progress`` None: quiet (the fit's Yosys lines too)."""
     out_dir = Path(out_dir)
     if "folder" not in steps and not (out_dir / "design.json").is_file():
         raise ValueError(f"--from-step {steps[0]}: {out_dir} holds no build folder yet; start from the folder step")
     folder = write_build_folder(design, out_dir, cache_dir=cache_dir, limit_percent=limit_percent,
                                 progress=progress is not None, route=route)
+    progress = progress or (lambda _: None)
     records = read_records(out_dir)
     done: list[StepRecord] = []
     for step in steps:

@@ -45,10 +45,8 @@ def _int_in(value: Any, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
-def _number_in(value: Any, low: float, high: float, *, open_high: bool = False) -> bool:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return False
-    return low <= value < high if open_high else low <= value <= high
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class LoopSetup:
@@ -68,13 +66,13 @@ class LoopSetup:
         checks = [("batch_size", _int_in(self.batch_size, 1, MAX_BATCH), f"an int in [1, {MAX_BATCH}]"),
                   ("epochs", _int_in(self.epochs, 1, MAX_EPOCHS), f"an int in [1, {MAX_EPOCHS}]"),
                   ("seed", _int_in(self.seed, 0, MAX_SEED), f"an int in [0, {MAX_SEED}]"),
-                  ("lr", _number_in(self.lr, 0, math.inf, open_high=True) and self.lr > 0, "a finite number > 0"),
+                  ("lr", _finite(self.lr) and self.lr > 0, "a finite number > 0"),
                   ("schedule", self.schedule in ("cosine", "constant"), "'cosine' or 'constant'")]
         if hasattr(self, "weight_decay"):
-            checks.append(("weight_decay", _number_in(self.weight_decay, 0, math.inf, open_high=True),
+            checks.append(("weight_decay", _finite(self.weight_decay) and self.weight_decay >= 0,
                            "a finite number >= 0"))
         if hasattr(self, "momentum"):
-            checks.append(("momentum", _number_in(self.momentum, 0, 1, open_high=True), "a number in [0, 1)"))
+            checks.append(("momentum", _finite(self.momentum) and 0 <= self.momentum < 1, "a number in [0, 1)"))
         if widths:
             layers = self.layers
             checks.append(("layers", isinstance(layers, (list, tuple)) and len(layers) >= 2

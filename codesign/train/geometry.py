@@ -31,11 +31,6 @@ class DataGeometry:
         """Values in one sample: an MLP's or a TT network's inputs."""
         return math.prod(self.sample_shape)
 
-    @property
-    def channels(self) -> int:
-        """Input channels of a convolutional network (1 for rows of features, which it cannot take)."""
-        return self.sample_shape[0] if len(self.sample_shape) == 3 else 1
-
 
 def data_geometry(data) -> DataGeometry:
     """The :class:`DataGeometry` of a :class:`~codesign.train.config.DataConfig`."""

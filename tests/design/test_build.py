@@ -104,7 +104,7 @@ def test_without_vitis_hls_the_build_says_which_commands_to_run(workspace):
     design = load_design(workspace / "tiny.toml")
     out = workspace / "hls-route"
     folder, records = run_steps(design, out, cache_dir=workspace / "cache", limit_percent=90, route="hls",
-                                progress=lambda _: None)
+                                progress=None)
     assert "vitis_hls -f run_hls.tcl" in (out / "README.md").read_text()
     assert [(record.step, record.status) for record in records] == [("folder", "done"), ("hls", "tool missing")]
     assert "vitis_hls is not on PATH" in records[1].detail and "vitis_hls -f run_hls.tcl" in records[1].detail
@@ -115,7 +115,7 @@ def test_without_vitis_hls_the_build_says_which_commands_to_run(workspace):
 def test_the_rtl_route_needs_vivado_only(workspace):
     design = load_design(workspace / "tiny.toml")
     folder, records = run_steps(design, workspace / "zedboard", cache_dir=workspace / "cache", limit_percent=90,
-                                route="rtl", progress=lambda _: None)
+                                route="rtl", progress=None)
     assert folder.hls_commands == []  # no vitis_hls on the default route: Vivado packages the verified RTL
     assert [(record.step, record.status) for record in records] == [("folder", "done"), ("hls", "done"),
                                                                      ("vivado", "tool missing")]
@@ -149,7 +149,7 @@ def test_build_steps_are_named_recorded_and_a_done_step_with_unchanged_inputs_is
     design = load_design(workspace / "tiny.toml")
     out = tmp_path / "build"
     folder, records = run_steps(design, out, cache_dir=workspace / "cache", steps=("folder",), limit_percent=90,
-                                route="hls", progress=lambda _: None)
+                                route="hls", progress=None)
     assert [(r.step, r.status) for r in records] == [("folder", "done")] and read_records(out)["folder"]["seconds"] > 0
     (folder.root / "hls" / "fpmac_array_0" / "codesign_prj" / "solution" / "impl" / "ip").mkdir(parents=True)
     inputs = step_inputs(folder, "hls")
@@ -157,7 +157,7 @@ def test_build_steps_are_named_recorded_and_a_done_step_with_unchanged_inputs_is
                                           "inputs": inputs, "detail": "1 IP(s)"}}
     (out / "build_steps.json").write_text(json.dumps({"steps": steps}))
     _, again = run_steps(design, out, cache_dir=workspace / "cache", steps=("hls",), limit_percent=90, route="hls",
-                         progress=lambda _: None)
+                         progress=None)
     assert [(r.step, r.status) for r in again] == [("hls", "unchanged")]  # no vitis_hls asked for
     (folder.root / "hls" / "fpmac_array_0" / "codesign_vectors.h").write_text("// changed\n")
     assert step_inputs(folder, "hls") != inputs
