@@ -303,11 +303,14 @@ class AccelIP(DefaultIP):
             ctrl = self._status()
             if ctrl & CTRL_BIT["ap_done"]:
                 return
+            # an emulated board knows when a run will never finish (its kernel stalled, hung or crashed): no wait
+            reason = getattr(self.device, "stall_reason", lambda name: None)(self.ip_name)
+            if reason:
+                raise AccelTimeout(f"IP {self.ip_name}: ap_done will not rise ({self.describe_ctrl(ctrl)}): {reason}")
             if time.perf_counter() - started > timeout_s:
-                reason = getattr(self.device, "stall_reason", lambda name: None)(self.ip_name)
                 raise AccelTimeout(f"IP {self.ip_name}: ap_done did not rise within {timeout_s:g} s of ap_start "
-                                   f"({self.describe_ctrl(ctrl)}); " + (reason or "the kernel is stuck, or waits "
-                                                                        "for input words the call did not send"))
+                                   f"({self.describe_ctrl(ctrl)}); the kernel is stuck, or waits for input words "
+                                   "the call did not send")
             polls += 1
             if polls > BUSY_POLLS:
                 time.sleep(POLL_SLEEP_S)

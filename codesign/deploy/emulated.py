@@ -25,7 +25,10 @@ The same driver code (:mod:`codesign.deploy.driver`, :class:`pynq.MMIO`,
   re-implemented in Python.
 
 The call runs to completion inside the register write (the emulated PL is
-infinitely fast; :attr:`EmulatedIP.last_run_s` records the host seconds).
+infinitely fast; :attr:`EmulatedIP.last_run_s` records the host seconds), in
+a worker process under a watchdog (:mod:`codesign.deploy.kernel_worker`): a
+kernel that hangs past ``kernel_timeout_s`` or crashes is cut and named, and
+the IP stays busy as the PL would, while the board lives on.
 
 Runs the hardware would not finish. C simulation does not block: a stream
 read while empty returns zero and a stream left holding words is only
@@ -43,10 +46,7 @@ time-out message quotes) and an :class:`EmulatedStall` warning is issued.
 from __future__ import annotations
 
 import bisect
-import ctypes
-import os
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Iterable
@@ -57,6 +57,7 @@ import numpy as np
 from pynq import Device
 from pynq.buffer import PynqBuffer
 
+from codesign.deploy.kernel_worker import KernelFailed, KernelWorker, SharedDdr
 from codesign.deploy.manifest import MANIFEST_FILE, DeployError, load_manifest
 from codesign.deploy.register_view import shell_hwh_registers
 from codesign.contracts import shell
@@ -77,23 +78,7 @@ class EmulatedStall(UserWarning):
 
 
 STALL_MARKERS = ("is read while empty", "contains leftover data")  # hls_stream.h's two C-simulation warnings
-_LIBC = ctypes.CDLL(None)
-
-
-def _captured_stdout(call) -> str:
-    """Run ``call()`` with file descriptor 1 redirected; return what it (C or C++ code included) printed."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 1)
-        try:
-            call()
-        finally:
-            _LIBC.fflush(None)
-            os.dup2(saved, 1)
-            os.close(saved)
-        sink.seek(0)
-        return sink.read().decode(errors="replace")
+KERNEL_TIMEOUT_S = 60.0  # the longest an emulated ap_start may take before its kernel is killed as hung (seconds)
 
 
 # ---------------------------------------------------------------------------- DDR
@@ -111,8 +96,9 @@ class DdrModel:
         if base % PAGE_BYTES or size <= 0:
             raise ValueError(f"DDR window base {base:#x} must be page aligned and size {size} positive")
         self.base, self.size = base, size
+        self.memory = SharedDdr(size)  # the kernels' worker shares it (codesign.deploy.kernel_worker)
         self._starts: list[int] = []  # sorted allocation addresses
-        self._blocks: dict[int, np.ndarray] = {}  # address -> uint8 storage
+        self._blocks: dict[int, np.ndarray] = {}  # address -> uint8 storage, a view of ``memory``
 
     def allocate(self, nbytes: int) -> tuple[int, np.ndarray]:
         """First fit of ``nbytes`` (rounded up to pages); returns the physical address and its storage."""
@@ -126,8 +112,10 @@ class DdrModel:
         if address + span > self.base + self.size:
             raise MemoryError(f"emulated DDR: no {span} free contiguous bytes in the {self.size >> 20} MiB window")
         bisect.insort(self._starts, address)
-        self._blocks[address] = np.zeros(span, dtype=np.uint8)
-        return address, self._blocks[address]
+        block = self.memory.bytes[address - self.base:address - self.base + span]
+        block[:] = 0  # a freed buffer's bytes do not show through
+        self._blocks[address] = block
+        return address, block
 
     def return_pointer(self, address: int) -> None:
         """Free the allocation at ``address`` (the hook :class:`pynq.buffer.PynqBuffer` calls when freed)."""
@@ -207,6 +195,7 @@ class EmulatedIP:
                                  f"design.json says {entry['top']!r}")
         self.words = np.zeros(self.span // WORD.itemsize, dtype=WORD)
         self.runs, self.last_run_s = 0, 0.0
+        self._printed: list[str] = []  # what the running call's C++ printed
         self.stall: str | None = None
         self.reset()
 
@@ -285,18 +274,22 @@ class EmulatedIP:
         counts = {arg.name: self._reg(arg.name, pointer_words if arg.kind == "pointer" else 1)
                   for arg in shell.SHELL_ARGS}
         work = self._work(counts)
-        started = time.perf_counter()
+        started, self._printed = time.perf_counter(), []
         try:
-            printed = _captured_stdout(work)
+            work()
+        except KernelFailed as failure:
+            self.runs += 1
+            self._stalled(f"{failure} ({self._described(counts)}); the emulated board lives on, but on the PL this "
+                          "run would never raise ap_done")
+            return
         finally:
             self.last_run_s = time.perf_counter() - started
         self.runs += 1
+        printed = "".join(self._printed)
         stalls = sorted({line.strip() for line in printed.splitlines() if any(m in line for m in STALL_MARKERS)})
         if stalls:
-            self.stall = (f"the generated C++ of IP {self.name} reported {'; '.join(stalls)} (n_in={counts['n_in']}, "
-                          f"n_out={counts['n_out']}, n_transactions={counts['n_transactions']}): on the PL this run "
-                          "stalls and never raises ap_done")
-            warnings.warn(self.stall, EmulatedStall, stacklevel=2)
+            self._stalled(f"reported {'; '.join(stalls)} ({self._described(counts)}): on the PL this run stalls and "
+                          "never raises ap_done")
             return  # busy for good, as the hardware would be
         if printed:
             sys.stdout.write(printed)
@@ -304,6 +297,21 @@ class EmulatedIP:
         self.words[ctrl_index] = CTRL_BIT["ap_done"] | CTRL_BIT["ap_idle"]  # ap_ready pulsed with ap_done
         isr_index, ier = self.offsets["ISR"] // 4, int(self.words[self.offsets["IER"] // 4])
         self.words[isr_index] |= np.uint32(ier & (ISR_BIT["ap_done"] | ISR_BIT["ap_ready"]))
+
+
+    def _stalled(self, what: str) -> None:
+        self.stall = f"the generated C++ of IP {self.name} {what}"
+        warnings.warn(self.stall, EmulatedStall, stacklevel=3)
+
+    @staticmethod
+    def _described(counts: dict) -> str:
+        if counts["n_calls"]:
+            return f"a list of {counts['n_calls']} calls"
+        return f"n_in={counts['n_in']}, n_out={counts['n_out']}, n_transactions={counts['n_transactions']}"
+
+    def run_in(self, kernels: KernelWorker) -> None:
+        """Run this IP's top function in ``kernels``' worker process, under its watchdog."""
+        self.bridge.invoke = lambda args: self._printed.append(kernels.call(self.name, args))
 
 
 class RegisterWindow(np.ndarray):
@@ -360,7 +368,8 @@ class EmulatedBoard(Device):
 
     runs_generated_cpp = True  # every IP is its generated C++ (list mode included, whatever the IP route)
 
-    def __init__(self, build_dir: Path, *, stalled: Iterable[str] = (), bridge_dir: Path | None = None) -> None:
+    def __init__(self, build_dir: Path, *, stalled: Iterable[str] = (), bridge_dir: Path | None = None,
+                 kernel_timeout_s: float = KERNEL_TIMEOUT_S) -> None:
         self.build_dir = Path(build_dir)
         self.manifest = load_manifest(self.build_dir)
         super().__init__(f"emulated_{self.manifest['design']}")
@@ -378,6 +387,10 @@ class EmulatedBoard(Device):
                                            stalled=ip["name"] in set(stalled), bridge_dir=bridge_dir,
                                            traffic=self.traffic)
                     for ip in self.manifest["ips"]}
+        self.kernels = KernelWorker({name: ip.bridge.entry for name, ip in self.ips.items()}, self.ddr.memory,
+                                    timeout_s=kernel_timeout_s)
+        for ip in self.ips.values():
+            ip.run_in(self.kernels)
         self.manifest_path = (self.build_dir / MANIFEST_FILE).resolve()
         self.bitfile_name = str(self.manifest_path)  # PYNQ's set_bitfile_name overwrites this one
         self.timestamp = ""

@@ -70,7 +70,7 @@ class CodesignOverlay(Overlay):
             check_design(manifest, design)
         bitfile, handoff = root / f"{manifest['design']}.bit", root / f"{manifest['design']}.hwh"
         if device is None:
-            device, emulated = self._choose_device(root, manifest, emulate, bitfile, handoff)
+            device, emulated = self._choose_device(root, manifest, emulate, bitfile, handoff, timeout_s)
         else:
             emulated = isinstance(device, EmulatedBoard)
         drivers = {ip["name"]: driver_class(ip) for ip in manifest["ips"]}
@@ -85,9 +85,12 @@ class CodesignOverlay(Overlay):
             self.download()
 
     @staticmethod
-    def _choose_device(root: Path, manifest: dict, emulate: bool | None, bitfile: Path, handoff: Path):
+    def _choose_device(root: Path, manifest: dict, emulate: bool | None, bitfile: Path, handoff: Path,
+                       timeout_s: float | None):
+        # an emulated kernel that runs past the drivers' time-out is killed as hung (its default: 60 s)
+        timeouts = {} if timeout_s is None else {"kernel_timeout_s": float(timeout_s)}
         if emulate:
-            return EmulatedBoard(root).activate(), True
+            return EmulatedBoard(root, **timeouts).activate(), True
         boards = board_devices()
         attached, have_bitstream = bool(boards), bitfile.is_file() and handoff.is_file()
         if attached and have_bitstream:
@@ -99,7 +102,7 @@ class CodesignOverlay(Overlay):
         why = "no PYNQ board is attached" if not attached else f"{root} holds no {bitfile.name} with {handoff.name}"
         warnings.warn(f"{why}: running design {manifest['design']!r} on the emulated board (the generated HLS "
                       "C++ of each IP, compiled with g++)", EmulatedBoardNotice, stacklevel=3)
-        return EmulatedBoard(root).activate(), True
+        return EmulatedBoard(root, **timeouts).activate(), True
 
     def accelerator(self, name: str) -> AccelIP:
         """The driver of IP ``name`` (a design.json IP name)."""

@@ -25,6 +25,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -114,6 +115,12 @@ class AccelBridge:
         self._entry = getattr(self._lib, ENTRY)
         self._entry.restype = None
         self._entry.argtypes = [_ctype(arg) for arg in SHELL_ARGS]
+        self.invoke: Callable[[list], None] | None = None  # runs the top function elsewhere (see _call)
+
+    @property
+    def entry(self):
+        """The library's top function (ctypes), as :attr:`invoke` may call it in another process."""
+        return self._entry
 
     def run(self, in_words: np.ndarray, out_words: np.ndarray, n_in: int, n_out: int,
             n_transactions: int) -> np.ndarray:
@@ -159,6 +166,10 @@ class AccelBridge:
         return arena
 
     def _call(self, values: dict) -> None:
-        """The top function with every argument of :data:`SHELL_ARGS` (a pointer's buffer or None, a count)."""
-        self._entry(*[(values[arg.name].ctypes.data if values[arg.name] is not None else None)
-                      if arg.kind == "pointer" else int(values[arg.name]) for arg in SHELL_ARGS])
+        """The top function with every argument of :data:`SHELL_ARGS` (a pointer's buffer or None, a count): here,
+        or through ``invoke`` when one is set (the emulated board's watchdog, which takes the buffers)."""
+        args = [values[arg.name] if arg.kind == "pointer" else int(values[arg.name]) for arg in SHELL_ARGS]
+        if self.invoke is not None:
+            self.invoke(args)
+            return
+        self._entry(*[arg.ctypes.data if isinstance(arg, np.ndarray) else arg for arg in args])
