@@ -186,6 +186,53 @@ def tost(values: Sequence[float], margin: float, *, alpha: float = TOST_ALPHA) -
                 bool(p_lower < alpha and p_upper < alpha))
 
 
+@dataclass(frozen=True)
+class OneSided:
+    """A one-sided one-sample t-test of H0 "mean <= ``bound``" against H1 "mean > ``bound``" (units of the values).
+
+    ``p``: its p-value (Student t, n - 1 degrees of freedom); ``lower``: the one-sided (1 - alpha) lower
+    confidence bound of the mean, ``mean - t_{1 - alpha, n-1} s / sqrt(n)``; ``rejected``: H0 rejected at ``alpha``,
+    which is the same as ``lower > bound``. A non-inferiority claim ("loses no more than ``-bound``") is this test.
+    """
+
+    mean: float
+    bound: float
+    alpha: float
+    n: int
+    p: float
+    lower: float
+    rejected: bool
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def text(self, unit: str = " pt") -> str:
+        verdict = "H0 rejected" if self.rejected else "H0 not rejected"
+        return (f"one-sided t-test of H0 mean <= {self.bound:+.2f}{unit}: {verdict} (mean {self.mean:+.2f}{unit}, "
+                f"{100 * (1 - self.alpha):.0f} % lower bound {self.lower:+.2f}{unit}, p = {self.p:.3g}, n = {self.n})")
+
+
+def above_bound(values: Sequence[float], bound: float, *, alpha: float = TOST_ALPHA) -> OneSided:
+    """Whether the mean of ``values`` (one per seed) lies above ``bound``: H0 mean <= bound, H1 mean > bound.
+
+    ``bound`` must be fixed before the data are seen. Fewer than two values, or no spread, give no test:
+    ``rejected`` is then False with p = 1 and the lower bound the mean itself, nothing is claimed (as :func:`tost`).
+    """
+    if not (isinstance(bound, (int, float)) and not isinstance(bound, bool) and math.isfinite(bound)):
+        raise ValueError(f"bound must be a finite number, got {bound!r}")
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
+    data = _checked(values)
+    mean = float(data.mean())
+    sd = float(data.std(ddof=1)) if data.size > 1 else 0.0
+    if data.size < 2 or sd == 0.0:
+        return OneSided(mean, float(bound), alpha, int(data.size), 1.0, round(mean, DECIMALS) + 0.0, False)
+    se, df = sd / math.sqrt(data.size), data.size - 1
+    p = float(scipy_stats.t.sf((mean - bound) / se, df))
+    lower = round(mean - float(scipy_stats.t.ppf(1 - alpha, df)) * se, DECIMALS) + 0.0
+    return OneSided(mean, float(bound), alpha, int(data.size), p, lower, bool(p < alpha))
+
+
 def both_intervals_text(values: Sequence[float], digits: int = 2, unit: str = "") -> str:
     """"mean [bootstrap low, high] (t: [low, high]), n = N": the two 95 % intervals side by side, as tables give them."""
     boot, t = bootstrap_interval(values), t_interval(values)

@@ -179,8 +179,9 @@ def tt_layers(b: Budget, max_ranks: tuple[tuple[int, ...], ...] | None = None) -
 
 
 def dense_bits(b: Budget) -> int:
-    """Bits of the dense float32 MLP: every weight and bias at 32 bits."""
-    sizes = (64, *b.hidden, 10)
+    """Bits of the dense float32 MLP: every weight and bias at 32 bits. Its inputs and classes are the TT layers'
+    (64 and 10 on digits; any budget with ``hidden`` and ``tt_layers``, such as ``tt-fashion``'s, works)."""
+    sizes = (b.tt_layers[0].in_features, *b.hidden, b.tt_layers[-1].out_features)
     return 32 * sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:]))
 
 
