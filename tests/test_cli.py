@@ -252,3 +252,39 @@ def test_a_failing_vendor_tool_ends_in_one_line_naming_the_step_and_its_log(tmp_
     assert exit_code(["build", str(design), "--out", str(tmp_path / "build")]) == 2  # the RTL route: vivado only
     err = capsys.readouterr().err
     assert "vivado exited with status 1" in err and "vivado.log" in err and "Traceback" not in err
+
+
+def _parsers(parser, name="codesign"):
+    """Every parser under ``parser`` (sub-commands and PE sub-commands), with its command line."""
+    import argparse
+
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                yield from _parsers(sub, f"{name} {sub_name}")
+
+
+def test_every_option_of_every_command_states_its_default_in_its_help():
+    import argparse
+
+    from codesign.cli import build_parser
+    from codesign.cli.options import DefaultsHelpFormatter
+
+    checked, silent = 0, []
+    for command, parser in _parsers(build_parser()):
+        assert parser.formatter_class is DefaultsHelpFormatter, command
+        formatter = parser._get_formatter()
+        for action in parser._actions:
+            if not action.option_strings or isinstance(action, DefaultsHelpFormatter.FLAGS):
+                continue
+            text = formatter._expand_help(action)
+            checked += 1
+            if "default" not in text and "(required)" not in text:
+                silent.append(f"{command} {action.option_strings[0]}: {text}")
+            if action.default not in (None, argparse.SUPPRESS) and not action.required \
+                    and "default" in text and "%(default)" not in (action.help or ""):
+                assert str(action.default) in text or "default" in (action.help or ""), (command, text)
+    assert checked > 100 and not silent, silent
+    help_text = build_parser()._subparsers._group_actions[0].choices["train"].format_help()
+    assert "(default: 50)" in help_text and "(default: out/train)" in help_text

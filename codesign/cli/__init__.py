@@ -23,7 +23,7 @@ from codesign.cli.hardware import (ESTIMATE_CACHE_HELP, HARDWARE_ONLY_HELP, _cmd
                                     _cmd_calibrate, _cmd_design, _cmd_explore)
 from codesign.cli.options import (SPEC, STIMULUS, board_name, dataclass_fields_from, fpga_families, level_list,
                                    non_negative_int, pe_subparsers, percent, positive_int, scheduler_address, seed_list,
-                                   target_from)
+                                   state_defaults, target_from)
 
 
 def _cmd_setup(args: argparse.Namespace) -> int:
@@ -197,9 +197,10 @@ def build_check_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=non_negative_int, default=2,
                         help="Dask worker processes of a local cluster for the reruns (0: this process)")
     parser.add_argument("--scheduler", type=scheduler_address, default=None,
-                        help="address of an existing Dask scheduler (tcp://host:8786)")
+                        help="address of an existing Dask scheduler (tcp://host:8786); default: a local cluster of --workers")
     parser.add_argument("--retries", type=non_negative_int, default=1, help="attempts after a run's first failure")
     parser.set_defaults(func=_cmd_reproduce_check)
+    state_defaults(parser)
     return parser
 
 
@@ -256,7 +257,7 @@ def _add_design_commands(commands) -> None:
     design.add_argument("--cache", default=None, help=ESTIMATE_CACHE_HELP)
     design.add_argument("--limit", type=percent, default=DEFAULT_LIMIT_PERCENT,
                         help=f"largest share of any board resource (%%, default {DEFAULT_LIMIT_PERCENT:g})")
-    design.add_argument("--out", default=None, help="also write fit.json/.md/.png here (new, empty, or one this command wrote)")
+    design.add_argument("--out", default=None, help="also write fit.json/.md/.png here (new, empty, or one this command wrote); default: print only")
     design.add_argument("--hardware-only", action="store_true", help=HARDWARE_ONLY_HELP)
     design.set_defaults(func=_cmd_design)
 
@@ -271,7 +272,7 @@ def _add_design_commands(commands) -> None:
                          help="largest share of each board resource a point may use (%%, default 80)")
     explore.add_argument("--cache", default=None, help=ESTIMATE_CACHE_HELP + " (the confirmations')")
     explore.add_argument("--scheduler", type=scheduler_address, default=None, help="Dask scheduler (tcp://host:8786) whose workers run the "
-                                                           "confirmations' Yosys; they must share --cache")
+                                                           "confirmations' Yosys; they must share --cache; default: this machine")
     explore.add_argument("--host", default=None, help="host report measured on the board for this design's loop "
                          "(python -m codesign.deploy.host_share BUNDLE on the board); default: measure this machine")
     explore.add_argument("--out", required=True, help="report folder (new, empty, or one this command wrote)")
@@ -347,7 +348,7 @@ def _add_run_commands(commands) -> None:
     reproduce.add_argument("--workers", type=int, default=2,
                            help="Dask worker processes of a local cluster for the training runs (0: this process)")
     reproduce.add_argument("--scheduler", type=scheduler_address, default=None,
-                           help="address of an existing Dask scheduler (tcp://host:8786)")
+                           help="address of an existing Dask scheduler (tcp://host:8786); default: a local cluster of --workers")
     reproduce.add_argument("--retries", type=int, default=1, help="attempts after a training run's first failure")
     reproduce.add_argument("--readme", default="results/README.md",
                            help="with 'readme': the page whose reproduction table is rewritten (written whole when absent)")
@@ -358,7 +359,7 @@ def _add_run_commands(commands) -> None:
                        help="TOML file: function = 'module:function', [grid] lists, optional [fixed]")
     sweep.add_argument("--out", default="out/sweep", help="results/<key>.json per task; a re-run skips those (new, empty, or one this command wrote)")
     sweep.add_argument("--scheduler", type=scheduler_address, default=None,
-                       help="address of an existing Dask scheduler (tcp://host:8786)")
+                       help="address of an existing Dask scheduler (tcp://host:8786); default: a local cluster of --workers")
     sweep.add_argument("--workers", type=non_negative_int, default=2,
                        help="worker processes of the local cluster (0: this process)")
     sweep.add_argument("--retries", type=non_negative_int, default=1, help="attempts after a task's first failure")
@@ -385,6 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pe_commands(commands)
     _add_design_commands(commands)
     _add_run_commands(commands)
+    state_defaults(parser)
     return parser
 
 

@@ -197,7 +197,7 @@ def dataclass_fields_from(args: argparse.Namespace, prefix: str) -> dict:
 def _add_target_options(parser: argparse.ArgumentParser, interfaces: tuple[str, ...]) -> None:
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--board", type=board_name, help=f"target board ({', '.join(sorted(boards()))}); default zedboard")
-    target.add_argument("--part", type=_part_name, help="target FPGA part (must belong to a known board)")
+    target.add_argument("--part", type=_part_name, help="target FPGA part (must belong to a known board); default: the board's")
     parser.add_argument("--clock-mhz", type=clock_mhz, default=100.0, help="HLS clock (MHz), as clock_mhz in a "
                         "design TOML (default 100)")
     parser.add_argument("--interface", default=None, choices=interfaces, help=f"data interface (default {interfaces[0]})")
@@ -227,3 +227,30 @@ def pe_subparsers(command: argparse.ArgumentParser, *, target: bool = False, sti
             _add_target_options(sub, pe.interfaces)
         parsers[name] = sub
     return parsers
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Help that states what every option does when it is not given: its default value, "(required)", or, for a
+    default of None, the help's own "default: ..." wording (``tests/test_cli.py`` checks every option)."""
+
+    FLAGS = (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._HelpAction, argparse._VersionAction)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if not action.option_strings or isinstance(action, self.FLAGS) or "default" in text:
+            return text
+        if action.required:
+            return f"{text} (required)"
+        if action.default is None or action.default is argparse.SUPPRESS:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def state_defaults(parser: argparse.ArgumentParser) -> None:
+    """Give ``parser`` and every sub-command under it :class:`DefaultsHelpFormatter`."""
+    parser.formatter_class = DefaultsHelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                state_defaults(sub)
+
