@@ -200,5 +200,43 @@ def build_payload(b: Budget, seeds: list[int], trained: Mapping[str, Any], *, ex
     return payload
 
 
-__all__ = ["EVALUATION_SEEDS", "NAME", "TITLE", "arm_job", "build_payload", "choose_weight", "evaluation_jobs",
+def estimate_study(*, smoke: bool = False, seeds: Sequence[int] = EVALUATION_SEEDS, repeats: int = 10
+                   ) -> dict[str, Any]:
+    """The study's time, estimated from one step of each kind of run measured here, before running it.
+
+    One training step and one evaluation of 64 images per kind (with and
+    without the prior; :func:`codesign.reproduce.tt_fashion_train.step_seconds`)
+    make a run's seconds (:func:`codesign.reproduce.tt_fashion_budget.plan_seconds`,
+    full splits); the study's runs on two workers, longest first, in its two
+    sweeps (the tuned arm's three runs only when its weight is not the
+    paper's). Upper bounds: a pruned model steps faster. Seconds per step and
+    per 64 images in ms, runs in minutes, the study in hours.
+    """
+    from codesign.reproduce.tt_fashion_budget import plan_seconds
+    from codesign.reproduce.tt_fashion_report import lpt_seconds
+    from codesign.reproduce.tt_fashion_train import step_seconds
+
+    b = budget(smoke)
+
+    def kind(job: Job) -> Job:  # what a run's time depends on: its kind, and whether it has a prior
+        return Job(kind=job.kind, seed=0, prior_weight=PAPER_PRIOR_WEIGHT if job.prior_weight else 0.0)
+
+    first = sorted(set(tuning_jobs(b) + [job for jobs in evaluation_jobs(seeds, None).values() for job in jobs]),
+                   key=lambda job: (KIND_ORDER[job.kind], job.prior_weight, job.seed))
+    measured = step_seconds(b, sorted({kind(job) for job in first}, key=lambda job: (job.kind, job.prior_weight)),
+                            repeats=repeats)
+    run_s = plan_seconds(b, {job: m["step"] for job, m in measured.items()},
+                         {job: m["evaluate_64"] for job, m in measured.items()})
+    first_s = [run_s[kind(job)] for job in first]
+    tuned_s = [run_s[kind(arm_job(FIXED_PRIOR_TUNED, seed, 2.0))] for seed in seeds]
+    return {"step_ms": {job.label: 1e3 * m["step"] for job, m in measured.items()},
+            "evaluate_64_ms": {job.label: 1e3 * m["evaluate_64"] for job, m in measured.items()},
+            "run_minutes": {job.label: seconds / 60 for job, seconds in run_s.items()}, "runs": len(first),
+            "cpu_hours": sum(first_s) / 3600, "tuned_arm_cpu_hours": sum(tuned_s) / 3600,
+            "two_worker_hours": lpt_seconds(first_s, 2) / 3600,
+            "two_worker_hours_with_tuned_arm": (lpt_seconds(first_s, 2) + lpt_seconds(tuned_s, 2)) / 3600}
+
+
+__all__ = ["EVALUATION_SEEDS", "NAME", "TITLE", "arm_job", "build_payload", "choose_weight", "estimate_study",
+           "evaluation_jobs",
            "headline", "job_task", "run", "run_jobs", "train_all", "tuning_jobs", "tuning_record"]

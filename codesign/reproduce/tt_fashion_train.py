@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -98,9 +98,32 @@ def data_of(b: Budget, *, pretrain: bool) -> ArrayDataset:
     return ArrayDataset(classes=arrays.classes, **parts)
 
 
-def shared_start(b: Budget, seed: int) -> TtMlpTrainer:
+EVAL_CHUNK = 64  # images per evaluation call of the golden loop
+
+
+class ChunkedGolden(TtMlpTrainer):
+    """The golden loop, its evaluation passes fed :data:`EVAL_CHUNK` images at a time.
+
+    Why: :meth:`TtMlpTrainer.evaluate` takes a split whole, and a forward pass
+    holds every contraction's state for every image at once: at rank 16 about
+    0.7 MB an image, 7 GB for the 10,000 test images and 37 GB for the
+    training split, where 64 at a time take 13 ms each (a whole thousand
+    runs 8x slower per image, out of cache). The logits do not depend on the
+    chunks once the scale trackers are set, which the first training step
+    does (evaluation rounds at the trackers' scales; a test checks it).
+    """
+
+    def evaluate(self, x, y) -> float:
+        """Accuracy in [0, 1], chunk by chunk."""
+        labels = np.asarray(y, np.int64)
+        correct = sum(int(np.sum(self.predict(x[start:start + EVAL_CHUNK]) == labels[start:start + EVAL_CHUNK]))
+                      for start in range(0, labels.size, EVAL_CHUNK))
+        return correct / labels.size
+
+
+def shared_start(b: Budget, seed: int) -> ChunkedGolden:
     """The golden pre-training loop of seed ``seed``: its initial cores and biases are every TT arm's start."""
-    return TtMlpTrainer(fixed_setup(b, seed, pretrain=True))
+    return ChunkedGolden(fixed_setup(b, seed, pretrain=True))
 
 
 def carry_over(source: TtMlpTrainer, target: TtMlpTrainer) -> None:
@@ -156,7 +179,7 @@ def train_fixed(b: Budget, job: Job, fashion: ArrayDataset, mnist: ArrayDataset)
     pre = shared_start(b, job.seed)
     pre_rows = _fixed_phase(job, pre, mnist, "mnist")
     pretrained = time.perf_counter()
-    trainer = TtMlpTrainer(fixed_setup(b, job.seed, pretrain=False, prior_weight=job.prior_weight))
+    trainer = ChunkedGolden(fixed_setup(b, job.seed, pretrain=False, prior_weight=job.prior_weight))
     carry_over(pre, trainer)
     rows = _fixed_phase(job, trainer, fashion, "fashion-mnist")
     trained = time.perf_counter()
@@ -200,11 +223,29 @@ def _torch_phase(job: Job, trainer, phase: str, ranks: Callable[[int], dict | No
     return rows
 
 
+def _fashion_trainer(b: Budget, job: Job, dataset, model):
+    """The torch trainer of a run's Fashion-MNIST phase: ``model`` (None: the trainer's own dense one), a fresh
+    Adam, and in a prior arm the prior at the job's weight (returned beside it, else None)."""
+    from codesign.train.trainer import Trainer
+    from codesign.train.tt import RankAdaptation, use_adam
+
+    trainer = Trainer(train_config(b, job.seed, pretrain=False), dataset=dataset, progress=False)
+    if model is not None:
+        trainer.model = model
+    use_adam(trainer)
+    prior = None
+    if job.prior_weight > 0:
+        prior = RankAdaptation(replace(b.prior, weight=job.prior_weight))
+        prior.attach(trainer)
+        trainer.techniques.append(prior)
+    return trainer, prior
+
+
 def train_torch(b: Budget, job: Job, fashion: ArrayDataset, mnist: ArrayDataset) -> dict[str, Any]:
     """A dense or float-TT run in torch: pre-training, then Fashion-MNIST with the same model (a fresh Adam)."""
     from codesign.train.data import torch_dataset
     from codesign.train.trainer import Trainer
-    from codesign.train.tt import RankAdaptation, model_memory_bits, use_adam
+    from codesign.train.tt import model_memory_bits, use_adam
 
     started = time.perf_counter()
     model = _torch_start(b, job)
@@ -215,14 +256,7 @@ def train_torch(b: Budget, job: Job, fashion: ArrayDataset, mnist: ArrayDataset)
     pre_rows = _torch_phase(job, pre, "mnist", lambda epoch: start_ranks)
     pretrained = time.perf_counter()
     dataset = torch_dataset(fashion)
-    trainer = Trainer(train_config(b, job.seed, pretrain=False), dataset=dataset, progress=False)
-    trainer.model = pre.model
-    use_adam(trainer)
-    prior = None
-    if job.prior_weight > 0:
-        prior = RankAdaptation(replace(b.prior, weight=job.prior_weight))
-        prior.attach(trainer)
-        trainer.techniques.append(prior)
+    trainer, prior = _fashion_trainer(b, job, dataset, pre.model)
     rows = _torch_phase(job, trainer, "fashion-mnist",
                         lambda epoch: prior.rank_history[epoch] if prior is not None else start_ranks)
     trained = time.perf_counter()
@@ -234,6 +268,38 @@ def train_torch(b: Budget, job: Job, fashion: ArrayDataset, mnist: ArrayDataset)
             "model_bits": int(model_memory_bits(trainer.model)["total_bits"]), "train_accuracy": train_accuracy,
             "seconds": {"pretrain": pretrained - started, "train": trained - pretrained,
                         "train_accuracy": time.perf_counter() - trained}}
+
+
+def step_seconds(b: Budget, jobs: Sequence[Job], *, repeats: int = 10) -> dict[Job, dict[str, float]]:
+    """Per job: the seconds of one Fashion-MNIST training step (a batch, at the start's ranks, after two
+    warm-up steps; the mean of ``repeats``) and of evaluating 64 images as its runs evaluate (the golden 64 at a
+    time, torch's trainer in its own chunks), on this machine, one thread."""
+    from codesign.train.data import torch_dataset
+
+    fashion, batch = data_of(b, pretrain=False), b.optim.batch_size
+    require(fashion.train_y.size >= batch * (repeats + 2), "repeats", "needs more training images than the data hold")
+    images = min(2048, fashion.test_y.size)
+    dataset = torch_dataset(fashion)
+    measured = {}
+    for job in jobs:
+        if job.kind == "tt-fixed":
+            golden = ChunkedGolden(fixed_setup(b, job.seed, pretrain=False, prior_weight=job.prior_weight))
+            golden.steps_per_epoch, golden.train_size = fashion.train_y.size // batch, fashion.train_y.size
+            x, y, step, evaluate = fashion.train_x, fashion.train_y, golden.train_step, golden.evaluate
+            test = (fashion.test_x[:images], fashion.test_y[:images])
+        else:
+            trainer, _ = _fashion_trainer(b, job, dataset, _torch_start(b, job))
+            x, y, step, evaluate = dataset.train_x, dataset.train_y, trainer.train_step, trainer.evaluate
+            test = (dataset.test_x[:images], dataset.test_y[:images])
+        for index in range(repeats + 2):
+            if index == 2:
+                started = time.perf_counter()
+            step(x[index * batch:(index + 1) * batch], y[index * batch:(index + 1) * batch])
+        stepped = time.perf_counter()
+        evaluate(*test)
+        measured[job] = {"step": (stepped - started) / repeats,
+                         "evaluate_64": (time.perf_counter() - stepped) * 64 / images}
+    return measured
 
 
 def run_job(b: Budget, job: Job) -> dict[str, Any]:
@@ -257,15 +323,19 @@ def run_job(b: Budget, job: Job) -> dict[str, Any]:
 
 def train_task(*, smoke: bool, digest: str, job: dict) -> dict:
     """The measurement of a ``tt-fashion`` run (a sweep task, plain data in and out); ``digest`` names the budget
-    it expects. Torch runs on one thread, so a result does not depend on how many cores the task found."""
+    it expects. Torch and NumPy's BLAS run on one thread: a result does not depend on how many cores the task
+    found, and two workers on two cores do not fight over them (the golden's sums are exact whatever the
+    threads; the limit is for speed)."""
     import torch
+    from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(TRAINING_THREADS)
     b = budget(smoke)
     if budget_fingerprint(b) != digest:
         raise ValueError(f"the {'smoke' if smoke else 'full'} budget changed since this task was made")
-    return run_job(b, Job.from_dict(job))
+    with threadpool_limits(limits=TRAINING_THREADS):
+        return run_job(b, Job.from_dict(job))
 
 
-__all__ = ["Job", "carry_over", "data_of", "ranks_dict", "run_job", "shared_start", "train_fixed", "train_task",
-           "train_torch"]
+__all__ = ["EVAL_CHUNK", "ChunkedGolden", "Job", "carry_over", "data_of", "ranks_dict", "run_job", "shared_start",
+           "step_seconds", "train_fixed", "train_task", "train_torch"]

@@ -8,12 +8,14 @@ import numpy as np
 import pytest
 
 from codesign.loops.npm_data import NPM_DATASETS, cached_path
+from codesign.loops.tt import TtMlpTrainer
 from codesign.reproduce import REPRODUCTIONS, reproduction, tt_fashion
 from codesign.reproduce.common import Execution
 from codesign.reproduce.protocol import TUNING_SEED
 from codesign.reproduce.readme import committed
 from codesign.reproduce.tt_fashion_budget import ARMS, MAIN_ARM, budget, digest, fixed_setup
-from codesign.reproduce.tt_fashion_train import Job, _torch_start, carry_over, data_of, shared_start, train_task
+from codesign.reproduce.tt_fashion_train import (EVAL_CHUNK, Job, _torch_start, carry_over, data_of, shared_start,
+                                                 train_task)
 
 FETCHED = all(cached_path(name).is_file() for name in NPM_DATASETS)
 needs_data = pytest.mark.skipif(not FETCHED, reason="the data sets are not fetched: run `codesign setup`")
@@ -89,6 +91,17 @@ def test_the_fashion_phase_continues_the_pretrained_model():
 
 
 @needs_data
+def test_the_golden_evaluates_in_chunks_as_it_would_whole():
+    b = budget(smoke=True)
+    golden = shared_start(b, 0)
+    golden.fit(data_of(b, pretrain=True), progress=False)
+    fashion = data_of(b, pretrain=False)
+    assert fashion.test_y.size > EVAL_CHUNK
+    assert golden.evaluate(fashion.test_x, fashion.test_y) == TtMlpTrainer.evaluate(golden, fashion.test_x,
+                                                                                    fashion.test_y)
+
+
+@needs_data
 def test_a_rerun_trains_nothing_twice_and_a_lost_run_is_trained_again(smoke, tmp_path):
     out, payload = smoke
     copy = tmp_path / "report"
@@ -135,3 +148,13 @@ def test_bad_seeds_are_refused_before_training(tmp_path):
         with pytest.raises(ValueError, match="seeds"):
             tt_fashion.run(tmp_path / "report", smoke=True, progress=False, seeds=seeds)
     assert not (tmp_path / "report" / "results.json").exists()
+
+
+@needs_data
+def test_the_study_is_estimated_from_measured_steps():
+    estimate = tt_fashion.estimate_study(smoke=True, seeds=[0, 1, 2], repeats=1)
+    assert set(estimate["step_ms"]) == {"fp32 prior=0 seed=0", "tt-float prior=0 seed=0", "tt-float prior=1 seed=0",
+                                        "tt-fixed prior=0 seed=0", "tt-fixed prior=1 seed=0"}
+    assert estimate["runs"] == 18 and all(value > 0 for value in estimate["step_ms"].values())
+    assert 0 < estimate["two_worker_hours"] <= estimate["cpu_hours"] < 2 * estimate["two_worker_hours"] + 1e-9
+    assert estimate["two_worker_hours_with_tuned_arm"] > estimate["two_worker_hours"]
