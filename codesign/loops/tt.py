@@ -398,8 +398,15 @@ class TtMlpTrainer(ScheduledLoop):
         return x, inputs, sweeps
 
     def logits(self, x) -> np.ndarray:
-        """float32 logits of images or feature rows ``x`` (forward passes on the PEs, scales not re-aimed)."""
-        return self._forward(self._features(x), training=False)[0]
+        """float32 logits of images or feature rows ``x`` (forward passes on the PEs, scales not re-aimed), a
+        training batch of rows at a time: a forward pass holds every contraction's state for every row it takes
+        (at rank 16 of paper 003's network about 0.7 MB a row, so gigabytes for a whole test split). Once a
+        training step has set the scale trackers the logits do not depend on the cut."""
+        features, rows = self._features(x), self.setup.batch_size
+        if len(features) <= rows:
+            return self._forward(features, training=False)[0]
+        return np.concatenate([self._forward(features[start:start + rows], training=False)[0]
+                               for start in range(0, len(features), rows)])
 
     def predict(self, x) -> np.ndarray:
         return np.argmax(self.logits(x), axis=1)

@@ -98,32 +98,9 @@ def data_of(b: Budget, *, pretrain: bool) -> ArrayDataset:
     return ArrayDataset(classes=arrays.classes, **parts)
 
 
-EVAL_CHUNK = 64  # images per evaluation call of the golden loop
-
-
-class ChunkedGolden(TtMlpTrainer):
-    """The golden loop, its evaluation passes fed :data:`EVAL_CHUNK` images at a time.
-
-    Why: :meth:`TtMlpTrainer.evaluate` takes a split whole, and a forward pass
-    holds every contraction's state for every image at once: at rank 16 about
-    0.7 MB an image, 7 GB for the 10,000 test images and 37 GB for the
-    training split, where 64 at a time take 13 ms each (a whole thousand
-    runs 8x slower per image, out of cache). The logits do not depend on the
-    chunks once the scale trackers are set, which the first training step
-    does (evaluation rounds at the trackers' scales; a test checks it).
-    """
-
-    def evaluate(self, x, y) -> float:
-        """Accuracy in [0, 1], chunk by chunk."""
-        labels = np.asarray(y, np.int64)
-        correct = sum(int(np.sum(self.predict(x[start:start + EVAL_CHUNK]) == labels[start:start + EVAL_CHUNK]))
-                      for start in range(0, labels.size, EVAL_CHUNK))
-        return correct / labels.size
-
-
-def shared_start(b: Budget, seed: int) -> ChunkedGolden:
+def shared_start(b: Budget, seed: int) -> TtMlpTrainer:
     """The golden pre-training loop of seed ``seed``: its initial cores and biases are every TT arm's start."""
-    return ChunkedGolden(fixed_setup(b, seed, pretrain=True))
+    return TtMlpTrainer(fixed_setup(b, seed, pretrain=True))
 
 
 def carry_over(source: TtMlpTrainer, target: TtMlpTrainer) -> None:
@@ -179,7 +156,7 @@ def train_fixed(b: Budget, job: Job, fashion: ArrayDataset, mnist: ArrayDataset)
     pre = shared_start(b, job.seed)
     pre_rows = _fixed_phase(job, pre, mnist, "mnist")
     pretrained = time.perf_counter()
-    trainer = ChunkedGolden(fixed_setup(b, job.seed, pretrain=False, prior_weight=job.prior_weight))
+    trainer = TtMlpTrainer(fixed_setup(b, job.seed, pretrain=False, prior_weight=job.prior_weight))
     carry_over(pre, trainer)
     rows = _fixed_phase(job, trainer, fashion, "fashion-mnist")
     trained = time.perf_counter()
@@ -283,7 +260,7 @@ def step_seconds(b: Budget, jobs: Sequence[Job], *, repeats: int = 10) -> dict[J
     measured = {}
     for job in jobs:
         if job.kind == "tt-fixed":
-            golden = ChunkedGolden(fixed_setup(b, job.seed, pretrain=False, prior_weight=job.prior_weight))
+            golden = TtMlpTrainer(fixed_setup(b, job.seed, pretrain=False, prior_weight=job.prior_weight))
             golden.steps_per_epoch, golden.train_size = fashion.train_y.size // batch, fashion.train_y.size
             x, y, step, evaluate = fashion.train_x, fashion.train_y, golden.train_step, golden.evaluate
             test = (fashion.test_x[:images], fashion.test_y[:images])
@@ -337,5 +314,5 @@ def train_task(*, smoke: bool, digest: str, job: dict) -> dict:
         return run_job(b, Job.from_dict(job))
 
 
-__all__ = ["EVAL_CHUNK", "ChunkedGolden", "Job", "carry_over", "data_of", "ranks_dict", "run_job", "shared_start",
+__all__ = ["Job", "carry_over", "data_of", "ranks_dict", "run_job", "shared_start",
            "step_seconds", "train_fixed", "train_task", "train_torch"]

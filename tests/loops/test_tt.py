@@ -183,3 +183,21 @@ def test_a_slice_exactly_at_the_threshold_is_kept_and_the_warm_up_ramps_linearly
     assert trainer.prior_scale() == 3.0 / 100  # no warm-up: whole from the first step
     trainer.setup = dataclasses.replace(trainer.setup, prior_weight=0.0)
     assert trainer.prior_scale() == 0.0
+
+
+def test_a_split_is_evaluated_a_batch_at_a_time_with_the_logits_of_one_whole_pass(setup):
+    """Evaluation feeds ``batch_size`` rows per forward pass (a whole split at once would hold gigabytes of states
+    at paper 003's ranks); once a step has set the trackers the logits equal those of one pass over every row."""
+    data = load_digits_dataset(validation_fraction=0.15)
+    trainer = TtMlpTrainer(setup)
+    trainer.train_step(data.train_x[:setup.batch_size], data.train_y[:setup.batch_size])
+    rows = 3 * setup.batch_size + 5  # three whole batches and a short one
+    x = np.asarray(data.test_x[:rows], np.float32).reshape(rows, -1)
+    seen = []
+    forward = trainer._forward
+    trainer._forward = lambda part, training: seen.append(len(part)) or forward(part, training=training)
+    chunked = trainer.logits(x)
+    assert seen == [setup.batch_size] * 3 + [5]
+    np.testing.assert_array_equal(chunked, forward(x, training=False)[0])
+    labels = np.asarray(data.test_y[:rows], np.int64)
+    assert trainer.evaluate(x, labels) == float(np.mean(np.argmax(chunked, 1) == labels))

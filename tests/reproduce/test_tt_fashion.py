@@ -8,13 +8,12 @@ import numpy as np
 import pytest
 
 from codesign.loops.npm_data import NPM_DATASETS, cached_path
-from codesign.loops.tt import TtMlpTrainer
 from codesign.reproduce import REPRODUCTIONS, reproduction, tt_fashion
 from codesign.reproduce.common import Execution
 from codesign.reproduce.protocol import TUNING_SEED
 from codesign.reproduce.readme import committed
 from codesign.reproduce.tt_fashion_budget import ARMS, MAIN_ARM, budget, digest, fixed_setup
-from codesign.reproduce.tt_fashion_train import (EVAL_CHUNK, Job, _torch_start, carry_over, data_of, shared_start,
+from codesign.reproduce.tt_fashion_train import (Job, _torch_start, carry_over, data_of, shared_start,
                                                  train_task)
 
 FETCHED = all(cached_path(name).is_file() for name in NPM_DATASETS)
@@ -88,17 +87,6 @@ def test_the_fashion_phase_continues_the_pretrained_model():
     carry_over(pre, follow)
     assert np.array_equal(follow.logits(fashion.test_x), pre.logits(fashion.test_x))  # the same model, bit for bit
     assert follow.step == 0 and follow.optimizer.moments == {}  # a fresh Adam for the new task
-
-
-@needs_data
-def test_the_golden_evaluates_in_chunks_as_it_would_whole():
-    b = budget(smoke=True)
-    golden = shared_start(b, 0)
-    golden.fit(data_of(b, pretrain=True), progress=False)
-    fashion = data_of(b, pretrain=False)
-    assert fashion.test_y.size > EVAL_CHUNK
-    assert golden.evaluate(fashion.test_x, fashion.test_y) == TtMlpTrainer.evaluate(golden, fashion.test_x,
-                                                                                    fashion.test_y)
 
 
 @needs_data
