@@ -165,8 +165,10 @@ def check_functions(tasks: Sequence[SweepTask]) -> None:
         target = resolve_function(task.function)
         try:
             signature = inspect.signature(target)
-        except (TypeError, ValueError):  # a callable without a signature (some builtins): nothing to compare
-            continue
+        except (TypeError, ValueError):  # some builtins: no signature to bind the keyword arguments to
+            raise ValueError(f"function {task.function!r}: its parameters cannot be read (a builtin?), so the task's "
+                             f"keyword arguments {sorted(task.kwargs)} cannot be checked; wrap it in a Python "
+                             "function that takes them") from None
         try:
             signature.bind(**task.kwargs)
         except TypeError as error:
