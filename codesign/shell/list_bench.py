@@ -165,6 +165,9 @@ async def call_list(dut) -> None:
         assert float(os.environ.get("ACCEL_PAUSE", "0")) == 0, "ACCEL_DDR and random pauses exclude each other"
         bundles = list(dict.fromkeys(arg.bundle for arg in SHELL_ARGS if arg.kind == "pointer"))
         for bundle, ram in zip(bundles, bench.rams):
+            for channel in (ram.read_if.ar_channel, ram.read_if.r_channel, ram.write_if.aw_channel,
+                            ram.write_if.w_channel, ram.write_if.b_channel):
+                channel.queue_occupancy_limit = ddr.queue_limit  # the port's acceptance and buffering
             cocotb.start_soon(pace_ddr(dut, bundle, ram, ddr))
     await bench.reset()
     guard = np.full(GUARD_WORDS, GUARD, dtype="<u4")

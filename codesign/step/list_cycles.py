@@ -104,6 +104,14 @@ class DdrTiming:
     MB/s per HP port for DDR reads, against 400 MB/s for a 32-bit beat per cycle at 100 MHz (800 MB/s at 64
     bits, 1,600 MB/s at 128 bits), so a single port does not limit the shell; ``read_beats`` < ``read_window``
     models a shared or faster-clocked port (e.g. 3/4 for a DDR at UG585's ~75 % controller efficiency).
+
+    ``queue_limit``: the items every channel queue of the AxiRam holds (its ``queue_occupancy_limit``, which
+    the list bench sets from this field), so the reads and writes the port accepts before it drops READY, and the
+    beats it buffers. 8: UG1085 (v2.4, "AXI Interface Programming") gives the Zynq UltraScale+ HP ports' FIFO
+    interface 8-deep read and write command queues and a command acceptance of eight, with 128-entry data FIFOs
+    (so 8 buffered beats is the conservative side); for the Zynq-7000's HP ports (UG585 section 5.3, the same
+    AFI block of command and data FIFOs) the figure is assumed equal, not checked. The AxiRam alone holds 2
+    (:class:`MemoryTiming`), which kept a run of one-beat rows at about two reads in flight.
     """
 
     read_latency: int = 30
@@ -112,9 +120,11 @@ class DdrTiming:
     read_window: int = 1
     write_beats: int = 1
     write_window: int = 1
+    queue_limit: int = 8
 
     def __post_init__(self) -> None:
-        for name in ("read_latency", "write_latency", "read_beats", "read_window", "write_beats", "write_window"):
+        for name in ("read_latency", "write_latency", "read_beats", "read_window", "write_beats", "write_window",
+                     "queue_limit"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be a positive integer (cycles or beats)")

@@ -353,7 +353,8 @@ class Shell:
     beat) and the record's word counter."""
 
     def __init__(self, timing, arena_addr: int, descriptor_addrs: list, ddr=None, parts: int = 1) -> None:
-        self.rd, self.wr = ReadPort(timing.queue_limit, ddr, parts), WritePort(timing.queue_limit, ddr, parts)
+        limit = timing.queue_limit if ddr is None else ddr.queue_limit  # the bench sets the AxiRam's from ddr
+        self.rd, self.wr = ReadPort(limit, ddr, parts), WritePort(limit, ddr, parts)
         self.parts, self.unpack_left, self.to_load, self.pack_have, self.rec_word = parts, 0, 0, 0, RECORD_WORDS
         self.round, self.pe = RoundStage(), Pe()
         self.arena, self.descriptors = arena_addr, descriptor_addrs

@@ -96,6 +96,8 @@ def test_model_equals_rtl_busy_cycles(tmp_path, name):
 
 DDR_CASES = [  # (case, DDR timing): a handful of cheap RTL runs for the normal tier
     ("chain", DdrTiming()),
+    ("chain", DdrTiming(queue_limit=2)),  # the AxiRam's own queues under the DDR pacer
+    ("tt1-contiguous", DdrTiming(queue_limit=3)),
     ("chain-refused", DdrTiming(read_latency=8, write_latency=8, read_beats=1, read_window=2)),
     ("tt3-inline", DdrTiming(read_latency=30, write_latency=1, read_beats=3, read_window=4)),
     ("tt2-inline-refused", DdrTiming(read_latency=1, write_latency=30, read_beats=2, read_window=3)),
@@ -104,14 +106,15 @@ DDR_CASES = [  # (case, DDR timing): a handful of cheap RTL runs for the normal 
 DDR_GRID = [DdrTiming(read_latency=latency, write_latency=latency, read_beats=beats, read_window=window)
             for latency in (1, 8, 30) for beats, window in ((1, 1), (1, 2), (3, 4))]
 W_THROTTLED = [DdrTiming(read_latency=30, write_latency=20, read_beats=3, read_window=4, write_beats=1,
-                         write_window=2), DdrTiming(read_latency=1, write_latency=1, write_beats=2, write_window=3)]
+                         write_window=2), DdrTiming(read_latency=1, write_latency=1, write_beats=2, write_window=3),
+               DdrTiming(queue_limit=2)]
 SLOW_DDR_CASES = [(name, ddr) for name in list(CASES) + list(SLOW_CASES)
                   for ddr in DDR_GRID[::4] + [DdrTiming()] + W_THROTTLED if (name, ddr) not in DDR_CASES]
 
 
 def _ddr_id(ddr: DdrTiming) -> str:
     return (f"r{ddr.read_latency}-w{ddr.write_latency}-rbw{ddr.read_beats}of{ddr.read_window}"
-            f"-wbw{ddr.write_beats}of{ddr.write_window}")
+            f"-wbw{ddr.write_beats}of{ddr.write_window}-q{ddr.queue_limit}")
 
 
 @pytest.mark.parametrize("name, ddr", [pytest.param(n, d, id=f"{n}-{_ddr_id(d)}") for n, d in DDR_CASES]
@@ -194,6 +197,7 @@ WIDE_DDR = [  # (case, DDR timing) for the normal tier: the default DDR at both 
     ("tt3-64", DdrTiming(read_latency=30, write_latency=1, read_beats=3, read_window=4)),
     ("tt1-128-refused", DdrTiming(read_latency=8, write_latency=8, write_beats=1, write_window=2)),
     ("planes-32", DdrTiming()),
+    ("planes-32", DdrTiming(queue_limit=2)),
     ("chains-32", DdrTiming()),
     ("chains-64", DdrTiming(read_latency=30, write_latency=20, read_beats=3, read_window=4, write_beats=1,
                             write_window=2)),
@@ -225,7 +229,8 @@ def test_wide_model_equals_rtl_busy_cycles(tmp_path, name, ddr):
 
 def test_ddr_timing_is_validated():
     for bad in ({"read_latency": 0}, {"write_latency": -1}, {"read_beats": 0}, {"read_beats": 3, "read_window": 2},
-                {"read_latency": 2.0}, {"read_window": True}, {"write_beats": 2}, {"write_window": 0}):
+                {"read_latency": 2.0}, {"read_window": True}, {"write_beats": 2}, {"write_window": 0},
+                {"queue_limit": 0}, {"queue_limit": 1.5}):
         with pytest.raises(ValueError):
             DdrTiming(**bad)
 
@@ -239,7 +244,7 @@ def test_ddr_timing_of_the_axi_ram_alone_changes_nothing_and_latency_only_adds(n
     case = random_list(pe, spec, np.random.default_rng(31), 12, inline_every=3, refuse_at=10)
     plain = list_cycles(pe, spec, case.calls, case.arena)
     axi_ram = list_cycles(pe, spec, case.calls, case.arena,
-                          ddr=DdrTiming(read_latency=1, write_latency=1, read_beats=1, read_window=1))
+                          ddr=DdrTiming(read_latency=1, write_latency=1, read_beats=1, read_window=1, queue_limit=2))
     assert axi_ram == plain
     totals = [list_cycles(pe, spec, case.calls, case.arena, ddr=ddr).total for ddr in DDR_GRID]
     for index, ddr in enumerate(DDR_GRID):
