@@ -115,6 +115,7 @@ bench: setup
 	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/bench_tt_golden.py
 	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/bench_tt_step_lists.py --rank 8
 	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/mutation_check.py
+	$(BIN)/python benchmarks/bad_input_table.py
 
 clean:
 	rm -rf out build dist sim_build .pytest_cache
