@@ -5,7 +5,7 @@ from codesign.boards import board, board_for_part, boards
 
 def test_every_board_loads_with_budgets():
     known = boards()
-    assert set(known) == {"zedboard", "ultra96v2", "pynqz2"}
+    assert set(known) == {"zedboard", "ultra96v2", "pynqz2", "kv260"}
     assert board("pynqz2").part == "xc7z020clg400-1" and board("pynqz2").yosys_family == "xc7"
     assert board("pynqz2").resources == board("zedboard").resources  # one die, two packages
     assert board("pynqz2").board_part == "tul.com.tw:pynq-z2:part0:1.0" and board("pynqz2").ddr_mib == 512
@@ -16,6 +16,8 @@ def test_every_board_loads_with_budgets():
     assert board("ultra96v2").part == "xczu3eg-sbva484-1-i" and board("ultra96v2").yosys_family == "xcup"
     assert board("zedboard").resources == {"lut": 53200, "ff": 106400, "dsp": 220, "bram_36k": 140}
     assert board("ultra96v2").resources["dsp"] == 360
+    assert board("kv260").part == "xck26-sfvc784-2LV-c" and board("kv260").yosys_family == "xcup"
+    assert board_for_part("xck26-sfvc784-2LV-c").name == "kv260"
 
 
 def test_unknown_board_and_part_are_refused():
@@ -25,9 +27,8 @@ def test_unknown_board_and_part_are_refused():
         board_for_part("xc7a35t")
 
 
-def test_both_boards_run_the_pl_at_100_mhz_from_the_ps():
-    assert board("zedboard").fclk_mhz == 100.0
-    assert board("ultra96v2").fclk_mhz == 100.0
+def test_every_board_runs_the_pl_at_100_mhz_from_the_ps():
+    assert {name: known.fclk_mhz for name, known in boards().items()} == dict.fromkeys(boards(), 100.0)
 
 
 def test_block_design_facts_per_board():
@@ -101,3 +102,32 @@ def test_the_pynq_z2_fits_and_trains_on_its_emulated_board(tmp_path, capsys):
     assert selfcheck([str(folder), str(data), "--emulate", "--steps", "1"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["differ"] == 0 and report["compared"] > 10_000
+
+
+def test_the_kria_kv260_is_a_k26_som_with_the_ultra96_v2s_processing_system():
+    """The KV260's facts (boards/kv260.toml, each with its source there): the XCK26's budget, 4 GiB of 64-bit
+    DDR4-2400, the SOM's board part, PYNQ's BOARD name, and the same zynq_ultra_ps_e facts as the Ultra96-V2."""
+    from codesign.deploy.manifest import ddr_windows
+    from codesign.hw.estimate import board_for_family
+
+    kv, u96 = board("kv260"), board("ultra96v2")
+    assert kv.resources == {"lut": 117120, "ff": 234240, "dsp": 1248, "bram_36k": 144}
+    assert kv.ddr_mib == 4096 and kv.ddr_peak_gbps == pytest.approx(2 * 8 * 1200e6 / 1e9)
+    assert ddr_windows({"ddr_mib": kv.ddr_mib, "ps": kv.ps}) == [(0, 0x8000_0000), (0x8_0000_0000, 0x8_8000_0000)]
+    assert kv.board_part == "xilinx.com:kv260_som:part0:1.4"
+    assert kv.board_part_patterns == ("xilinx.com:kv260_som:part0:*", "xilinx.com:kv260:part0:*")
+    assert kv.pynq_board_names == ("KV260",) and kv.hp_port_bits == 128 and kv.hp_ports == 4
+    for field in ("ps_ip", "ps_cell", "automation_rule", "control_port", "data_port", "clock_pin", "reset_pin",
+                  "control_base", "control_window", "fclk_property", "ports", "more_data_ports"):
+        assert getattr(kv.vivado, field) == getattr(u96.vivado, field), field
+    # without board files: the K26 SOM's DDR4 and clocks, the carrier's console; never a preset
+    config = kv.vivado.part_config
+    assert config["CONFIG.PSU__DDRC__MEMORY_TYPE"] == "DDR 4" and config["CONFIG.PSU__DDRC__BUS_WIDTH"] == "64 Bit"
+    assert config["CONFIG.PSU__DDRC__SPEED_BIN"] == "DDR4_2400R"
+    assert config["CONFIG.PSU__CRF_APB__DDR_CTRL__FREQMHZ"] == "1200"
+    assert config["CONFIG.PSU__PSS_REF_CLK__FREQMHZ"] == "33.333"
+    assert config["CONFIG.PSU__UART1__PERIPHERAL__IO"] == "MIO 36 .. 37"
+    assert not {"CONFIG.preset", "CONFIG.PSU__PRESET_APPLIED"} & set(config)
+    # a bigger board of a family does not change the family's board in the PE cost reports
+    assert board_for_family("xcup").name == "ultra96v2"
+    assert board_for_family("xc7").resources == board("zedboard").resources

@@ -38,7 +38,7 @@ def test_installed_wheel_generates_a_project_outside_the_checkout(wheel, tmp_pat
         "from codesign.pe import get_pe\n"
         f"assert Path(codesign.__file__).is_relative_to({str(site)!r}), codesign.__file__\n"
         "assert r.data_dir('rtl').parent.name == '_data'\n"
-        "assert set(b.boards()) == {'zedboard', 'ultra96v2', 'pynqz2'}\n"
+        "assert set(b.boards()) == {'zedboard', 'ultra96v2', 'pynqz2', 'kv260'}\n"
         f"files = generate_project(get_pe('fpmac'), FpmacSpec(max_fb=10), Path({str(tmp_path / 'proj')!r}))\n"
         "print(len(files))\n"
     )

@@ -29,8 +29,13 @@ RESOURCES = ("lut", "ff", "dsp", "bram_36k")
 
 
 def board_for_family(family: str) -> Board:
-    """The board (first by name) whose FPGA belongs to Yosys family ``family``."""
-    matching = [b for _, b in sorted(boards().items()) if b.yosys_family == family]
+    """The board whose FPGA belongs to Yosys family ``family``: the smallest PL budget, then the first by name.
+
+    A PE's utilisation is then reported against the family's smallest device (the conservative figure), and a
+    larger board of the family (the Kria KV260 beside the Ultra96-V2) does not change what a report says.
+    """
+    matching = sorted((b for b in boards().values() if b.yosys_family == family),
+                      key=lambda b: (tuple(b.resources[key] for key in RESOURCES), b.name))
     if not matching:
         known = sorted({b.yosys_family for b in boards().values()})
         raise ValueError(f"unknown family {family!r}: no board uses it; known families: {', '.join(known)}")

@@ -47,7 +47,7 @@ def _tree(root):
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("board_name", ["zedboard", "ultra96v2", "pynqz2"])
+@pytest.mark.parametrize("board_name", ["zedboard", "ultra96v2", "pynqz2", "kv260"])
 def test_build_folder_is_complete_deterministic_and_lints(workspace, board_name):
     design = load_design(workspace / "tiny.toml", board_name=board_name)
     out = workspace / board_name

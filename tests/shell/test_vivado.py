@@ -44,6 +44,9 @@ BOARDS = {
                   "ps": "zynq_ps", "clock": "pl_clk0", "reset": "pl_resetn0",
                   "fclk": "CONFIG.PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ",
                   "board_part": "avnet.com:ultra96v2:part0:1.2"},
+    "kv260": {"part": "xck26-sfvc784-2LV-c", "ports": ("M_AXI_HPM0_FPD", "S_AXI_HP0_FPD"), "base": 0xA000_0000,
+              "ps": "zynq_ps", "clock": "pl_clk0", "reset": "pl_resetn0",
+              "fclk": "CONFIG.PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ", "board_part": "xilinx.com:kv260_som:part0:1.4"},
 }
 
 
@@ -338,6 +341,22 @@ def test_the_zedboard_under_its_other_board_part_names_builds_in_board_mode(tmp_
     assert [c.args[1] for c in result.commands if c.name == "set_property" and c.args[0] == "board_part"] == [chosen]
     asked = [c.args[-1] for c in result.commands if c.name == "get_board_parts"]
     assert asked[0] == "avnet.com:zedboard:part0:*"
+
+
+@needs_tclsh
+@pytest.mark.parametrize("installed, chosen", [
+    (("xilinx.com:kv260_som:part0:1.2", "xilinx.com:kv260_som:part0:1.3"), "xilinx.com:kv260_som:part0:1.3"),
+    (("xilinx.com:kv260:part0:1.1",), "xilinx.com:kv260:part0:1.1"),
+    (("xilinx.com:kv260:part0:1.1", "xilinx.com:kv260_som:part0:1.3"), "xilinx.com:kv260_som:part0:1.3"),
+])
+def test_the_kv260_under_an_older_or_first_board_part_name_builds_in_board_mode(tmp_path, installed, chosen):
+    """An older Vivado has the K26 SOM's board files at an older version, or under their first name
+    xilinx.com:kv260 (boards/kv260.toml board_part_patterns): still board mode, kv260_som preferred."""
+    build_dir = rendered(tmp_path, "kv260")
+    result = lint_script(build_dir / "vivado" / "build.tcl", ShimOptions(board_parts=installed))
+    assert json.loads(result.written["build_mode.json"]) == {"mode": "board", "board_part": chosen,
+                                                              "part": BOARDS["kv260"]["part"]}
+    assert [c.args[1] for c in result.commands if c.name == "set_property" and c.args[0] == "board_part"] == [chosen]
 
 
 @needs_tclsh
