@@ -58,7 +58,7 @@ from pynq import Device
 from pynq.buffer import PynqBuffer
 
 from codesign.deploy.kernel_worker import KernelFailed, KernelWorker, SharedDdr
-from codesign.deploy.manifest import MANIFEST_FILE, DeployError, load_manifest
+from codesign.deploy.manifest import LOW_DDR_LIMIT, MANIFEST_FILE, DeployError, load_manifest
 from codesign.deploy.register_view import shell_hwh_registers
 from codesign.contracts import shell
 from codesign.io.project import ProjectDirError, read_project_marker
@@ -375,9 +375,10 @@ class EmulatedBoard(Device):
         super().__init__(f"emulated_{self.manifest['design']}")
         self.name = f"emulated {self.manifest['board']}"
         self.capabilities = {"MEMORY_MAPPED": True}
-        ddr_bytes = self.manifest["board_facts"]["ddr_mib"] << 20
-        # contiguous buffers come from the upper half of DDR, as a CMA pool does
-        self.ddr = DdrModel(base=ddr_bytes // 2, size=ddr_bytes // 2)
+        # contiguous buffers come from the upper half of the low DDR (below the PL windows at 0x8000_0000 on a
+        # Zynq UltraScale+ with more than 2 GiB, whose rest lies at 0x8_0000_0000), as a CMA pool does
+        low_ddr = min(self.manifest["board_facts"]["ddr_mib"] << 20, LOW_DDR_LIMIT)
+        self.ddr = DdrModel(base=low_ddr // 2, size=low_ddr // 2)
         names = {ip["name"] for ip in self.manifest["ips"]}
         unknown = sorted(set(stalled) - names)
         if unknown:

@@ -172,3 +172,22 @@ def test_a_hand_edited_manifest_is_refused_at_construction(tmp_path, stream_fold
         EmulatedBoard(tmp_path / "build")
     assert str(refused.value) == (f"{path}: ips[1] (tt1_0): base_address {manifest['ips'][0]['base_address']:#x} "
                                   "is also IP csb_0's")
+
+
+@pytest.mark.parametrize("board_name", ["zedboard", "ultra96v2", "kv260"])
+def test_contiguous_buffers_come_from_low_ddr_below_every_ip_window(tmp_path, board_name):
+    """The emulated CMA pool is the upper half of the low DDR: on a 4 GiB Zynq UltraScale+ (the KV260) DDR above
+    2 GiB lies at 0x8_0000_0000 and the PL windows start at 0x8000_0000, so no buffer may be handed out there."""
+    import dataclasses
+
+    from codesign.boards import board as board_of
+    from codesign.design.build import write_emulation_folder
+    from tests.deploy.conftest import stream_design
+
+    design = dataclasses.replace(stream_design(), board=board_of(board_name))
+    device = EmulatedBoard(write_emulation_folder(design, tmp_path / board_name))
+    low = min(board_of(board_name).ddr_mib << 20, 2 << 30)
+    assert (device.ddr.base, device.ddr.size) == (low // 2, low // 2)
+    assert all(ip.base >= device.ddr.base + device.ddr.size for ip in device.ips.values())
+    buffer = allocate(shape=(1024,), dtype=np.uint32, target=device)
+    assert low // 2 <= buffer.physical_address < low
