@@ -76,22 +76,30 @@ def _send(fd: int, message: Any) -> None:
         view = view[os.write(fd, view):]
 
 
-def _captured(call: Callable[[], None]) -> str:
-    """Run ``call()`` with file descriptor 1 sent to a temporary file; what it printed (C stdio included)."""
-    with tempfile.TemporaryFile() as sink:
-        saved = os.dup(1)
-        os.dup2(sink.fileno(), 1)
-        try:
-            call()
-        finally:
-            _LIBC.fflush(None)
-            os.dup2(saved, 1)
-            os.close(saved)
-        sink.seek(0)
-        return sink.read().decode(errors="replace")
+def _captured(call: Callable[[], None], sink: int) -> str:
+    """Run ``call()`` with file descriptor 1 sent to the file ``sink`` (emptied first); what it printed (C stdio
+    included). The file is opened by the board before the fork: the worker takes no lock a thread of the board's
+    process might have held at the fork (``tempfile``'s, ``sys.stdout``'s)."""
+    os.ftruncate(sink, 0)
+    os.lseek(sink, 0, os.SEEK_SET)
+    saved = os.dup(1)
+    os.dup2(sink, 1)
+    try:
+        call()
+    finally:
+        _LIBC.fflush(None)
+        os.dup2(saved, 1)
+        os.close(saved)
+    os.lseek(sink, 0, os.SEEK_SET)
+    chunks = []
+    while True:
+        chunk = os.read(sink, 1 << 16)
+        if not chunk:
+            return b"".join(chunks).decode(errors="replace")
+        chunks.append(chunk)
 
 
-def _serve(entries: Dict[str, Callable], requests: int, replies: int, parent: int) -> None:
+def _serve(entries: Dict[str, Callable], requests: int, replies: int, sink: int, parent: int) -> None:
     """The worker's loop: run each requested call, answer with what it printed; end when the board's pipe closes."""
     faulthandler.disable()  # a crash is the board's to report, in one line, not a dump of the worker's stack
     prctl = getattr(_LIBC, "prctl", None)
@@ -112,7 +120,7 @@ def _serve(entries: Dict[str, Callable], requests: int, replies: int, parent: in
                 values.append(ctypes.addressof(copies[-1]))
             else:
                 values.append(arg)
-        _send(replies, _captured(lambda: entries[name](*values)))
+        _send(replies, _captured(lambda: entries[name](*values), sink))
 
 
 class KernelWorker:
@@ -127,11 +135,14 @@ class KernelWorker:
         self.pid: Optional[int] = None
         self.starts = 0  # workers forked so far
         self._pipes = (-1, -1)  # (requests write end, replies read end)
+        self._sink: Any = None  # the file the worker's standard output goes to
         self._finalizer: Optional[weakref.finalize] = None
 
     def _start(self) -> None:
         requests_r, requests_w = os.pipe()
         replies_r, replies_w = os.pipe()
+        if self._sink is None:
+            self._sink = tempfile.TemporaryFile()
         sys.stdout.flush()
         sys.stderr.flush()
         _LIBC.fflush(None)  # nothing of the board's buffered output may be written again by the worker
@@ -142,7 +153,7 @@ class KernelWorker:
             try:
                 os.close(requests_w)
                 os.close(replies_r)
-                _serve(self.entries, requests_r, replies_w, parent)
+                _serve(self.entries, requests_r, replies_w, self._sink.fileno(), parent)
             except BaseException:  # noqa: BLE001 - the worker reports by ending; the board names it
                 status = 70
             finally:
@@ -213,9 +224,12 @@ class KernelWorker:
         return os.waitpid(pid, 0)[1]
 
     def close(self) -> None:
-        """End the worker (a closed pipe ends its loop; it is killed if it does not end)."""
+        """End the worker (killed: it holds no state of its own) and close its output file."""
         if self.pid is not None:
             self._stop(signal.SIGKILL)
+        if self._sink is not None:
+            self._sink.close()
+            self._sink = None
 
 
 def _end(pid: int, requests: int, replies: int) -> None:
