@@ -37,6 +37,7 @@ import logging
 import re
 import socket
 import time
+import types
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -165,10 +166,12 @@ def check_functions(tasks: Sequence[SweepTask]) -> None:
         target = resolve_function(task.function)
         try:
             signature = inspect.signature(target)
-        except (TypeError, ValueError):  # some builtins: no signature to bind the keyword arguments to
-            raise ValueError(f"function {task.function!r}: its parameters cannot be read (a builtin?), so the task's "
-                             f"keyword arguments {sorted(task.kwargs)} cannot be checked; wrap it in a Python "
-                             "function that takes them") from None
+        except (TypeError, ValueError):  # no signature to bind the keyword arguments to
+            if isinstance(target, types.BuiltinFunctionType):  # a C function without one takes positions only
+                raise ValueError(f"function {task.function!r}: a builtin whose parameters cannot be read, so the "
+                                 f"task's keyword arguments {sorted(task.kwargs)} cannot be checked; wrap it in a "
+                                 "Python function that takes them") from None
+            continue  # a class such as dict: it may take keywords, the task will tell
         try:
             signature.bind(**task.kwargs)
         except TypeError as error:

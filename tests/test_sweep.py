@@ -222,7 +222,7 @@ def no_cluster(monkeypatch):
     ("{mod}:flaky", {"x": 1}, "cannot take the arguments"),
     ("math:pi", {"x": 1}, "has no function 'pi'"),
     ("math:sqrt", {"x": 4.0}, "positional only"),
-    ("time:sleep", {"seconds": 60}, "its parameters cannot be read .*wrap it in a Python function"),
+    ("time:sleep", {"seconds": 60}, "a builtin whose parameters cannot be read, .*wrap it in a Python function"),
 ])
 def test_a_task_that_cannot_run_is_refused_before_any_cluster(tmp_path, tasks_module, no_cluster, function, kwargs,
                                                               message):
