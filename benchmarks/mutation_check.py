@@ -93,6 +93,18 @@ MUTANTS = (
     Mutant("dashboard: results after the file lists", "codesign/dashboard.py",
            "f\"<p>{html.escape(machine)}</p>\" if machine else \"\", *results,",
            "f\"<p>{html.escape(machine)}</p>\" if machine else \"\",", ("tests/test_demo_index.py",)),
+    Mutant("watchdog: a dead worker read as an empty answer", "codesign/deploy/kernel_worker.py",
+           "            raise self._failure(name, \"died during the call\")", "            return \"\"",
+           ("tests/deploy/test_kernel_worker.py",)),
+    Mutant("watchdog: a hung call waited for past its time", "codesign/deploy/kernel_worker.py",
+           "            if left <= 0:", "            if left <= -1e9:", ("tests/deploy/test_kernel_worker.py",)),
+    Mutant("emulated buffers in the PL windows of a 4 GiB board", "codesign/deploy/emulated.py",
+           "low_ddr = min(self.manifest[\"board_facts\"][\"ddr_mib\"] << 20, LOW_DDR_LIMIT)",
+           "low_ddr = self.manifest[\"board_facts\"][\"ddr_mib\"] << 20", ("tests/deploy/test_emulated.py",)),
+    Mutant("sweep: a positional-only builtin accepted", "codesign/sweep.py",
+           "if isinstance(target, types.BuiltinFunctionType):", "if False:", ("tests/test_sweep.py",)),
+    Mutant("TT evaluation: a whole split in one pass", "codesign/loops/tt.py", "if len(features) <= rows:",
+           "if True:", ("tests/loops/test_tt.py",)),
 )
 
 
