@@ -211,3 +211,44 @@ def test_ship_reports_needs_the_full_demo(tmp_path, capsys):
     assert main(["demo", "--ship-reports", "--out", str(tmp_path / "demo")]) == 2
     assert "--ship-reports needs --full" in capsys.readouterr().err
     assert not (tmp_path / "demo").exists()
+
+
+def _limit_rows(pixels: np.ndarray, least: int) -> list[int]:
+    """Rows of an RGB image crossed by a thin horizontal red line: at least ``least`` strongly red pixels (the
+    limit lines are matplotlib's "red", about a pixel wide, blended where they cross a bar) and, three rows above
+    and below, under a third as many. A red bar fills many rows alike, so it is no line."""
+    pixels = pixels.astype(np.int32)
+    red = (pixels[..., 0] >= 180) & (pixels[..., 0] - np.maximum(pixels[..., 1], pixels[..., 2]) >= 120)
+    counts = np.pad(red.sum(axis=1), 3)
+    return [int(row) - 3 for row in range(3, counts.size - 3)
+            if counts[row] >= least and 3 * max(counts[row - 3], counts[row + 3]) < counts[row]]
+
+
+def test_every_plot_over_a_budget_shows_its_limit_line_in_chromium(tmp_path):
+    """A design at 113 % of the ZedBoard's LUTs (its fit plot) and a PE configuration at 115 % (the cost plot the
+    demo writes), rendered in the dashboard by headless Chromium at full width: each plot's red dashed limit line
+    crosses it, a line per plot, where its bars pass the budget."""
+    from PIL import Image
+
+    from codesign.hw.estimate import plot_cost
+
+    browser = _browser()
+    out = tmp_path / "demo"
+    (out / "build" / "zedboard").mkdir(parents=True)
+    over = _fit(59000.0)  # (59,000 + 800) / 53,200 = 112.4 % of the LUTs
+    assert not over.fits
+    plot_fit(over, out / "build" / "zedboard" / "fit.png")
+    (out / "build" / "zedboard" / "fit.json").write_text(__import__("json").dumps(over.to_dict()))
+    entries = [{"family": "xc7", "board": "zedboard", "part": "xc7z020clg484-1", "label": f"fpmac {name}",
+                "utilisation_percent": {"lut": lut, "ff": 40.0, "dsp": 20.0, "bram_36k": 10.0}}
+               for name, lut in (("narrow", 30.0), ("default", 60.0), ("wide", 115.0), ("widest", 80.0))]
+    plot_cost({"entries": entries}, out / "fpmac" / "estimate" / "fpmac_cost.png", "fpmac")
+    for plot in (out / "build" / "zedboard" / "fit.png", out / "fpmac" / "estimate" / "fpmac_cost.png"):
+        assert _limit_rows(np.asarray(Image.open(plot).convert("RGB")), 150), f"{plot.name} draws no limit line"
+    index = write_index(out, [], title="limits", total_seconds=1.0)
+    shot = tmp_path / "shot.png"
+    run = _headless(browser, "--window-size=1200,3000", f"--screenshot={shot}", index.as_uri())
+    assert shot.is_file(), run.stderr[-2000:]
+    rows = _limit_rows(np.asarray(Image.open(shot).convert("RGB")), 150)
+    lines = [row for index, row in enumerate(rows) if index == 0 or row > rows[index - 1] + 1]  # one per line
+    assert len(lines) >= 2, f"limit lines seen in the page at rows {rows}"
