@@ -452,10 +452,11 @@ def reshift(lists: StepLists, fracs: Fracs) -> StepLists:
         raise ValueError("code widths are part of the lists' rounding: build them again (step_lists)")
     renamed, contractions = {}, {}
     for name, (item, calls) in lists.contractions.items():
-        if item.stat is not None:
-            shift = shift_of(fracs, item.stat)
-            new = tuple(replace(call, rounding=replace(call.rounding, shift=shift)) if call.rounding.enable
-                        else call for call in calls)
+        shift = None if item.stat is None else shift_of(fracs, item.stat)
+        if shift is not None and shift != shift_of(lists.fracs, item.stat):  # only the calls whose shift moved
+            configs: dict = {}  # each rounding configuration re-made once, shared by its calls
+            new = tuple(replace(call, rounding=configs.setdefault(call.rounding, replace(call.rounding, shift=shift)))
+                        if call.rounding.enable else call for call in calls)
             renamed.update((id(old), call) for old, call in zip(calls, new))
             calls = new
         contractions[name] = (item, calls)
