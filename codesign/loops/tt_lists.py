@@ -60,6 +60,7 @@ class TtListTrainer(TtMlpTrainer):
         self.shell = shell
         self.list_steps = self.lists_built = self.lists_reshifted = 0
         self._built: dict = {}
+        self._counted: dict = {}  # id(calls) -> (calls, products): calls kept, so an id is never reused
         self.current_lists: dict = {}  # layer index -> the lists its last step ran
 
     def _ready(self) -> bool:
@@ -156,8 +157,17 @@ class TtListTrainer(TtMlpTrainer):
             arena = self.shell.run_phase(phase, arena)
             for _, calls in phase:
                 self.runner.transactions += len(calls)
-                self.runner.macs += list_products(calls)
+                self.runner.macs += self._products(calls)
         return arena
+
+    def _products(self, calls) -> int:
+        """A list's products, counted once per list (its headers decoded once, not every step)."""
+        known = self._counted.get(id(calls))
+        if known is None or known[0] is not calls:
+            known = self._counted[id(calls)] = (calls, list_products(calls))
+            if len(self._counted) > 256:  # lists of pruned or rebuilt shapes: forget the oldest
+                self._counted.pop(next(iter(self._counted)))
+        return known[1]
 
 
 __all__ = ["TtListTrainer"]
