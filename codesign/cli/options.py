@@ -253,4 +253,3 @@ def state_defaults(parser: argparse.ArgumentParser) -> None:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
                 state_defaults(sub)
-

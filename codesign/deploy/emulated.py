@@ -298,7 +298,6 @@ class EmulatedIP:
         isr_index, ier = self.offsets["ISR"] // 4, int(self.words[self.offsets["IER"] // 4])
         self.words[isr_index] |= np.uint32(ier & (ISR_BIT["ap_done"] | ISR_BIT["ap_ready"]))
 
-
     def _stalled(self, what: str) -> None:
         self.stall = f"the generated C++ of IP {self.name} {what}"
         warnings.warn(self.stall, EmulatedStall, stacklevel=3)
