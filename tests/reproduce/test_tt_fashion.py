@@ -28,9 +28,8 @@ def test_registered_with_the_interface_of_every_reproduction():
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
-    """(report folder, payload) of a smoke run at three seeds, trained in this process."""
-    if not FETCHED:
-        pytest.skip("the data sets are not fetched: run `codesign setup`")
+    """(report folder, payload) of a smoke run at three seeds, trained in this process (every test that takes it
+    is marked ``needs_data``)."""
     out = tmp_path_factory.mktemp("tt-fashion") / "report"
     return out, tt_fashion.run(out, seeds=SEEDS, smoke=True, progress=False)
 
