@@ -178,13 +178,21 @@ def choose_tt(tt_trials: Sequence[Mapping[str, Any]], best_baseline_accuracy: fl
     no trial is that close, the most accurate one (ties: less memory).
     """
     floor = best_baseline_accuracy - TARGET_DROP_PT
-    close = [i for i, t in enumerate(tt_trials) if t["validation_accuracy"] >= floor]
+    best, close = least_memory_within(tt_trials, floor)
     if close:
-        best = min(close, key=lambda i: (tt_trials[i]["memory_bits"], -tt_trials[i]["validation_accuracy"], i))
         return best, (f"least memory among the trials within {TARGET_DROP_PT:g} pt of the best {BASELINE} trial's "
                       f"validation accuracy (>= {floor:.2f} %; ties: higher accuracy)")
-    best = max(range(len(tt_trials)), key=lambda i: (tt_trials[i]["validation_accuracy"], -tt_trials[i]["memory_bits"]))
     return best, f"no trial within {TARGET_DROP_PT:g} pt of the best {BASELINE} trial: the most accurate trial"
+
+
+def least_memory_within(trials: Sequence[Mapping[str, Any]], floor: float) -> tuple[int, bool]:
+    """The TT choice rule of both TT reproductions: the trial of least ``memory_bits`` among those whose
+    ``validation_accuracy`` is at least ``floor`` (ties: the more accurate, then the first), and True; when none
+    is, the most accurate trial (ties: less memory) and False."""
+    close = [i for i, t in enumerate(trials) if t["validation_accuracy"] >= floor]
+    if close:
+        return min(close, key=lambda i: (trials[i]["memory_bits"], -trials[i]["validation_accuracy"], i)), True
+    return max(range(len(trials)), key=lambda i: (trials[i]["validation_accuracy"], -trials[i]["memory_bits"])), False
 
 
 def tune(b: Budget, task_dir: Path, *, smoke: bool, execution: Execution = Execution()) -> dict[str, Any]:
@@ -334,5 +342,5 @@ def _payload(b: Budget, seeds: list[int], tuning: dict[str, Any], results: dict[
     }
 
 
-__all__ = ["EVALUATION_SEEDS", "Job", "NAME", "TITLE", "choose_baseline", "choose_tt", "evaluation_jobs",
+__all__ = ["EVALUATION_SEEDS", "Job", "NAME", "TITLE", "choose_baseline", "choose_tt", "evaluation_jobs", "least_memory_within",
            "headline", "job_task", "run", "run_jobs", "train_job", "train_task", "trajectory", "tune"]

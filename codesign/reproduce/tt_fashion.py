@@ -50,6 +50,7 @@ from codesign.reproduce import check_output_dir
 from codesign.reproduce.common import Execution, task_key, train_groups
 from codesign.reproduce.machine import machine_record
 from codesign.reproduce.protocol import CLAIM_SEEDS, TUNING_SEED, check_seeds, study_seeds
+from codesign.reproduce.tt import least_memory_within
 from codesign.reproduce.tt_budget import BASELINE
 from codesign.reproduce.tt_fashion_budget import (ARMS, FIXED_PRIOR_TUNED, MAIN_ARM, PAPER_PRIOR_WEIGHT, Budget,
                                                   arm_spec, budget, dense_bits, digest, kind_of, settings_record)
@@ -107,12 +108,10 @@ def choose_weight(trials: Sequence[Mapping[str, Any]], reference_accuracy: float
     paper's 4.41 pt of the ``fp32`` reference's (the paper's operating point: memory at a bounded loss), ties: the
     more accurate; none so close: the most accurate. Read on the validation split only."""
     floor = reference_accuracy - PAPER_DROP_PT
-    close = [i for i, t in enumerate(trials) if t["validation_accuracy"] >= floor]
+    best, close = least_memory_within(trials, floor)
     if close:
-        best = min(close, key=lambda i: (trials[i]["memory_bits"], -trials[i]["validation_accuracy"], i))
         return best, (f"the least memory among the trials within {PAPER_DROP_PT:.2f} pt of the {BASELINE} "
                       f"reference's best validation accuracy (>= {floor:.2f} %; ties: more accurate)")
-    best = max(range(len(trials)), key=lambda i: (trials[i]["validation_accuracy"], -trials[i]["memory_bits"]))
     return best, f"no trial within {PAPER_DROP_PT:.2f} pt of the {BASELINE} reference: the most accurate"
 
 
