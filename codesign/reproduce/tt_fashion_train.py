@@ -44,6 +44,9 @@ from codesign.reproduce.tt_fashion_budget import digest as budget_fingerprint
 from codesign.train.config import require
 
 
+EVAL_CHUNK = 128  # images a float run evaluates at once: its scores do not depend on it, its speed does (2.5x)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Job:
     """One run: ``kind`` (:data:`~codesign.reproduce.tt_fashion_budget.KINDS`), ``seed``, the prior's weight
@@ -207,6 +210,7 @@ def _fashion_trainer(b: Budget, job: Job, dataset, model):
     from codesign.train.tt import RankAdaptation, use_adam
 
     trainer = Trainer(train_config(b, job.seed, pretrain=False), dataset=dataset, progress=False)
+    trainer.eval_chunk = EVAL_CHUNK
     if model is not None:
         trainer.model = model
     use_adam(trainer)
@@ -227,6 +231,7 @@ def train_torch(b: Budget, job: Job, fashion: ArrayDataset, mnist: ArrayDataset)
     started = time.perf_counter()
     model = _torch_start(b, job)
     pre = Trainer(train_config(b, job.seed, pretrain=True), dataset=torch_dataset(mnist), progress=False)
+    pre.eval_chunk = EVAL_CHUNK
     pre.model = pre.model if model is None else model
     use_adam(pre)
     start_ranks = None if model is None else ranks_dict(layer.ranks for layer in model.layers)

@@ -10,7 +10,8 @@ ReLU is the clipped-ReLU straight-through estimator of Sec. 3.2. Biases are
 8-bit, every gradient 16-bit, with power-of-two scales tracked from mean
 |x| (Sec. 3.3). Sums of products of codes are computed in float64, which is
 exact at these widths, so a result equals what an integer datapath
-accumulates.
+accumulates. Without a precision the layer computes in its float32, as
+paper 003's floating-point arms do.
 
 The layer is a counted layer: the trainer's cost ledger receives the MACs of
 each contraction (forward, error = backward sweep, weight_grad = core
@@ -45,7 +46,9 @@ class _TTFunction(torch.autograd.Function):
     def forward(ctx, x, bias, layer, *cores):
         q = layer.precision_tt
         update = layer.training
-        x64 = x.detach().to(torch.float64)
+        # low precision: exact sums of codes in float64; float: the parameters' own float32, as a float layer runs
+        work = torch.float64 if q is not None else x.dtype
+        x64 = x.detach().to(work)
         mask = None
         if q is not None:
             xq = layer._quantize("act_frac_bits", 0, x64, q.activation_bits, q.activation_headroom_bits, update)
@@ -60,10 +63,10 @@ class _TTFunction(torch.autograd.Function):
                     return layer._quantize("act_frac_bits", k, state, q.activation_bits, q.activation_headroom_bits,
                                            update)
         else:
-            xq, cores_q, hook = x64, [core.detach().to(torch.float64) for core in cores], None
+            xq, cores_q, hook = x64, [core.detach().to(work) for core in cores], None
         y, saved = tt_forward(xq, cores_q, on_state=hook)
         if bias is not None:
-            b64 = bias.detach().to(torch.float64)
+            b64 = bias.detach().to(work)
             if q is not None:
                 b64 = layer._quantize("bias_frac_bits", 0, b64, q.bias_bits, q.activation_headroom_bits, update)
             y = y + b64
@@ -76,7 +79,7 @@ class _TTFunction(torch.autograd.Function):
     def backward(ctx, grad_y):
         layer, q = ctx.layer, ctx.layer.precision_tt
         d = len(ctx.cores_q)
-        g = grad_y.detach().to(torch.float64)
+        g = grad_y.detach().to(torch.float64 if q is not None else grad_y.dtype)
         hook = None
         if q is not None:
             g = layer._quantize("grad_frac_bits", d - 1, g, q.grad_bits, q.grad_headroom_bits, ctx.update)
