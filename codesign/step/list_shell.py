@@ -266,22 +266,24 @@ class WritePort:
 
 
 class RoundStage:
-    """accel_round's valid bits and counters (stages A, B, C, the group G and the output register O)."""
+    """accel_round's valid bits and counters (stages A, B, C, the group G and the output register O), taking up to
+    ``parts`` accumulators a cycle (its PARTS: a chunk never crosses a group's end)."""
 
     __slots__ = ("busy", "left", "lane", "pos", "a", "a_end", "b", "b_end", "c", "c_end", "g_full", "o_left",
-                 "enable", "lanes", "words", "row")
+                 "enable", "lanes", "words", "row", "parts")
 
-    def __init__(self) -> None:
+    def __init__(self, parts: int = 1) -> None:
         self.busy = self.a = self.a_end = self.b = self.b_end = self.c = self.c_end = self.g_full = False
         self.left = self.lane = self.pos = self.o_left = 0
-        self.enable, self.lanes, self.words, self.row = False, 1, 1, 1
+        self.enable, self.lanes, self.words, self.row, self.parts = False, 1, 1, 1, parts
 
     def state(self) -> tuple:
         return (self.busy, self.left, self.lane, self.pos, self.a, self.a_end, self.b, self.b_end, self.c,
                 self.c_end, self.g_full, self.o_left)
 
     def handshakes(self, out_ready: bool) -> tuple:
-        """(in_ready, out_valid, out_move, transfer, g_take, c_ready, b_ready, a_ready) for this cycle."""
+        """(room: accumulators it takes of those offered, out_valid, out_move, transfer, g_take, c_ready, b_ready,
+        a_ready) for this cycle."""
         out_move = self.o_left != 0 and out_ready
         o_free = self.o_left == 0 or (self.o_left == 1 and out_ready)
         transfer = self.g_full and o_free
@@ -289,8 +291,11 @@ class RoundStage:
         c_ready = not self.c or g_take
         b_ready = not self.b or c_ready
         a_ready = not self.a or b_ready
-        in_ready = self.busy and self.left != 0 and a_ready
-        return in_ready, self.o_left != 0, out_move, transfer, g_take, c_ready, b_ready, a_ready
+        room = 0
+        if self.busy and self.left != 0 and a_ready:
+            fit = min(self.parts, self.left, self.lanes - self.lane) if self.enable else 1
+            room = min(fit, self.row - self.pos)
+        return room, self.o_left != 0, out_move, transfer, g_take, c_ready, b_ready, a_ready
 
     def start(self, config, count: int, wide: bool = False) -> None:
         """Latch ``config`` for ``count`` values; ``wide``: a chain's drain (accel_seq's ``raw64``), whose sums
@@ -303,17 +308,19 @@ class RoundStage:
         self.a = self.b = self.c = self.g_full = False
         self.o_left = 0
 
-    def edge(self, take: bool, shakes: tuple) -> None:
+    def edge(self, taken: int, shakes: tuple) -> None:
+        """The edge after a cycle that took ``taken`` accumulators (0: none)."""
         _, _, out_move, transfer, g_take, c_ready, b_ready, a_ready = shakes
         a, a_end, b, b_end, c_end = self.a, self.a_end, self.b, self.b_end, self.c_end
         idle = (out_move and self.o_left == 1 and not transfer and not self.g_full and not self.c and not b
                 and not a and self.left == 0)
+        take = taken != 0
         if take:
-            row_last = self.pos == self.row - 1
-            self.a_end = not self.enable or self.left == 1 or self.lane == self.lanes - 1 or row_last
-            self.left -= 1
-            self.lane = 0 if self.a_end else self.lane + 1
-            self.pos = 0 if row_last else self.pos + 1
+            row_last = self.row - self.pos == taken
+            self.a_end = not self.enable or self.left == taken or self.lanes - self.lane == taken or row_last
+            self.left -= taken
+            self.lane = 0 if self.a_end else self.lane + taken
+            self.pos = 0 if row_last else self.pos + taken
         if a_ready:
             self.a = take
         if b_ready:
@@ -356,7 +363,7 @@ class Shell:
         limit = timing.queue_limit if ddr is None else ddr.queue_limit  # the bench sets the AxiRam's from ddr
         self.rd, self.wr = ReadPort(limit, ddr, parts), WritePort(limit, ddr, parts)
         self.parts, self.unpack_left, self.to_load, self.pack_have, self.rec_word = parts, 0, 0, 0, RECORD_WORDS
-        self.round, self.pe = RoundStage(), Pe()
+        self.round, self.pe = RoundStage(parts), Pe()
         self.arena, self.descriptors = arena_addr, descriptor_addrs
         self.ist, self.ost, self.rd_go, self.wr_go, self.round_go = I_FETCH_GO, O_IDLE, True, False, False
         self.hold_go, self.acc_n = False, 0  # a holding call's start pulse; results the call took (accel_seq)
@@ -431,15 +438,15 @@ class Shell:
         dropping = self.ost == O_REC_GO and self.status != 0
         if self.parts == 1:  # the unpacker and packer are wires
             shakes = rs.handshakes(results and self.ost == O_ROW and wr_ready)
-            acc_take = results and out_valid and (hold or shakes[0])
+            acc_take = int(results and out_valid and (hold or shakes[0] != 0))
             give = out_valid and (self.ost == O_STATUS or dropping or acc_take)
-            round_take = acc_take and not hold
+            round_take = 0 if hold else acc_take
             push = wr_ready and (self.ost == O_REC or (results and self.ost == O_ROW and shakes[1]))
             moves = None
         else:
             shakes, give, moves = self._parts_handshakes(results, out_valid, dropping, wr_ready, hold)
             acc_take = moves[1]
-            round_take, push = acc_take and not hold, moves[3]
+            round_take, push = 0 if hold else acc_take, moves[3]
         self._count(take, give)
         self.busy = (rd.busy, wr.busy, rs.busy, rd.requesting)  # the sequencer reads them before the edge
         rd_args, wr_args = self._mover_args()
@@ -454,7 +461,7 @@ class Shell:
         if moves is not None:
             self._parts_edge(*moves)
         self._sequence(in_ready, out_valid, status, n_calls)
-        self.acc_n = 0 if not results else self.acc_n + int(acc_take)  # after the FSMs: they read it before the edge
+        self.acc_n = 0 if not results else self.acc_n + acc_take  # after the FSMs: they read it before the edge
         if before is not None and pe.kind == WAIT and self.state() == before:
             skipped = pe.left - 1
             pe.left -= skipped
@@ -465,19 +472,20 @@ class Shell:
     def _parts_handshakes(self, results: bool, out_valid: bool, dropping: bool, wr_ready: bool,
                           hold: bool = False) -> tuple:
         """The g_parts handshakes of this cycle: (the rounding stage's, the PE gives a word, (a PE word loaded
-        into the unpacker, a part moved on (to the stage, or into the buffer when ``hold``), a word into the
-        packer, a beat out to the write mover))."""
-        parts, ost = self.parts, self.ost
+        into the unpacker, the parts moved on (to the stage, or into the buffer when ``hold``; an accumulating
+        call's one a cycle), a word into the packer, a beat out to the write mover))."""
+        parts, ost, have = self.parts, self.ost, self.unpack_left
         src_ready = self.pack_have != parts or wr_ready
         shakes = self.round.handshakes(results and ost == O_ROW and src_ready)
-        part_moves = results and self.unpack_left != 0 and (hold or shakes[0])
-        results_ready = self.to_load != 0 and (self.unpack_left == 0 or (self.unpack_left == 1 and part_moves))
+        offer = 0 if not results else min(have, 1) if hold or self.call.acc_add else have
+        part_moves = offer if hold else min(offer, shakes[0])
+        results_ready = self.to_load != 0 and (have == 0 or have == part_moves)
         give = out_valid and (ost == O_STATUS or dropping or (results and results_ready))
         load = results and out_valid and results_ready
         src_valid = self.rec_word != RECORD_WORDS if ost == O_REC else results and ost == O_ROW and shakes[1]
         return shakes, give, (load, part_moves, src_valid and src_ready, self.pack_have == parts and wr_ready)
 
-    def _parts_edge(self, load: bool, part_moves: bool, take: bool, beat_out: bool) -> None:
+    def _parts_edge(self, load: bool, part_moves: int, take: bool, beat_out: bool) -> None:
         """The unpacker, the packer and the record's word counter at the edge (before the FSMs move)."""
         if self.round_go or self.hold_go:
             self.unpack_left, self.to_load = 0, self.call.count
@@ -485,7 +493,7 @@ class Shell:
             self.unpack_left = min(self.to_load, self.parts)
             self.to_load = max(0, self.to_load - self.parts)
         elif part_moves:
-            self.unpack_left -= 1
+            self.unpack_left -= part_moves
         self.pack_have = (1 if take else 0) if beat_out else self.pack_have + take
         if take and self.ost == O_REC:
             self.rec_word += 1

@@ -22,27 +22,35 @@
 // sum_abs = sum |acc| (64 bits; |-2^31| = 2^31), max_abs = max |acc|, saturated = codes clipped to the range
 // (0 when passing through).
 //
-// Pipeline (valid/ready on both sides: a word moves on a rising edge where valid && ready; nothing is dropped
-// or duplicated under any pattern of input gaps and output stalls; each stage is free when empty or moving on):
-//   A  input register (and the group-end flag from the lane, row and count counters)
-//   B  shift: a capped left shift, or floor(acc / 2^s) with the half and sticky bits giving "round up"; the
-//      |acc| statistics add here
-//   C  round and saturate to a 32-bit word (the code sign-extended, or the accumulator when passing through);
-//      the saturation count adds here
-//   G  the group being filled; full once its last field is in, until the output register takes it
+// Pipeline (a handshake on each side: words move on a rising edge; nothing is dropped or duplicated under any
+// pattern of input gaps and output stalls; each stage is free when empty or moving on):
+//   A  input register: up to PARTS accumulators (a chunk), and the group-end flag from the lane, row and count
+//      counters
+//   B  shift, per part: a capped left shift, or floor(acc / 2^s) with the half and sticky bits giving "round up";
+//      the |acc| statistics add here
+//   C  round and saturate each part to a 32-bit word (the code sign-extended, or the accumulator when passing
+//      through); the saturation count adds here
+//   G  the group being filled, a chunk's fields at a time; full once its last field is in, until the output
+//      register takes it
 //   O  the output register: group_words words, the low word on out_data, shifted down as words move
-// in_ready depends combinationally on out_ready through the chain (no skid buffer). Throughput: one
-// accumulator a cycle while a group's words need no more cycles than its values; else one output word a cycle.
+// Input side: the source offers `in_avail` parts (0..PARTS; part 0 is the next accumulator, part i at in_data
+// bits [i*W, i*W + W)); the stage takes `in_taken` = min(in_avail, room) of them, where room is 0 when A cannot
+// take, else min(PARTS, accumulators left, values left in the current group and row): a chunk never crosses a
+// group's end, so a group of n values takes ceil(n / PARTS) chunks when the source offers PARTS. Passing through,
+// every value is its own group (one a chunk). in_taken depends combinationally on in_avail and, through the
+// chain, on out_ready (no skid buffer). Output side: out_valid/out_ready, one word a cycle. Throughput: one chunk
+// a cycle while a group's words need no more cycles than its chunks; else one output word a cycle.
 //
-// Latency, no stalls (in_valid and out_ready held high), start sampled at edge 0: busy is high in cycles
-// 1 .. L. The first value enters G at edge 4. Group k (n_k values) enters G from edge f_k = max(l_{k-1} + 1,
-// z_k, x_{k-1}) (after the previous value; not before it arrives, z_k = 4 + its first value's index; once G
-// has handed the previous group to O), one value an edge, so its last value enters at l_k = f_k + n_k - 1;
-// O takes it at x_k = max(l_k + 1, x_{k-1} + group_words) and its words move at edges x_k + 1 .. x_k +
-// group_words. L = x_last + group_words (codesign.numerics.round_stage.latency_cycles evaluates this
-// recurrence exactly as max-plus matrix powers). Closed forms: pass-through L = count + 5; when no group has
-// fewer values than group_words (lanes and a row's last group), L = count + group_words + 4; when
-// group_words >= lanes, L = 4 + min(lanes, row_values) + words out. count = 0: busy stays low.
+// Latency, no stalls (the source offers min(PARTS, left) every cycle, out_ready held high), start sampled at edge
+// 0: busy is high in cycles 1 .. L. The first chunk enters G at edge 4. Group k (c_k chunks) enters G from edge
+// f_k = max(l_{k-1} + 1, z_k, x_{k-1}) (after the previous chunk; not before it arrives, z_k = 4 + its first
+// chunk's index; once G has handed the previous group to O), one chunk an edge, so its last chunk enters at
+// l_k = f_k + c_k - 1; O takes it at x_k = max(l_k + 1, x_{k-1} + group_words) and its words move at edges
+// x_k + 1 .. x_k + group_words. L = x_last + group_words (codesign.numerics.round_stage.latency_cycles evaluates
+// this recurrence exactly as max-plus matrix powers). Closed forms: pass-through L = count + 5; when no group has
+// fewer chunks than group_words, L = chunks + group_words + 4; when group_words >= ceil(lanes / PARTS),
+// L = 4 + ceil(min(lanes, row_values) / PARTS) + words out. count = 0: busy stays low. At PARTS = 1 a chunk is
+// one value (in_avail 0/1 is a valid bit, in_taken a ready-and-valid).
 //
 // Width (parameter W, default 32): W = 48 takes the shell's held sums (docs/accelerator.md, "Accumulating calls";
 // golden codesign.numerics.round_stage.round_held): rounded exactly as 32-bit accumulators are (a right shift capped
@@ -54,7 +62,8 @@
 // `start` must come while busy is low (a start during a run abandons it and its words in flight). The
 // configuration must be one RoundStageConfig accepts; others give unspecified words.
 module accel_round #(
-    parameter W = 32            // accumulator width: 32, or 48 for held sums
+    parameter W = 32,           // accumulator width: 32, or 48 for held sums
+    parameter PARTS = 1         // accumulators a cycle at most (1..4): the parts of the shell's stream word
 ) (
     input  wire               clk,
     input  wire               rst,
@@ -68,9 +77,9 @@ module accel_round #(
     input  wire [4:0]         field_bits,   // the reading PE's operand width (its slot); 0: bits
     input  wire [31:0]        count,        // accumulators to take after start
     input  wire               raw64,        // W > 32, passing through: 64-bit fields (ignored at W = 32)
-    input  wire [W-1:0]       in_data,
-    input  wire               in_valid,
-    output wire               in_ready,
+    input  wire [PARTS*W-1:0] in_data,      // part i: bits [i*W, i*W + W)
+    input  wire [2:0]         in_avail,     // parts offered (0..PARTS), part 0 first
+    output wire [2:0]         in_taken,     // parts taken on this cycle's edge: min(in_avail, room)
     output wire [31:0]        out_data,
     output wire               out_valid,
     input  wire               out_ready,
@@ -84,6 +93,7 @@ module accel_round #(
     localparam PW = W + 18;     // the shifted value (B): W + 17 bits and a sign
     localparam CW = W > 32 ? 64 : 32;  // C's word: a code, or the value passed through
     localparam [W-1:0] CLIP = 1 << 17;  // W > 32: |value| clipped to 2^17 before a left shift (still saturates)
+    localparam [2:0] MAX_CHUNK = PARTS;
     wire wide_raw = (W > 32) && raw64;
 
     // configuration, latched at start (with what follows from it)
@@ -106,12 +116,16 @@ module accel_round #(
     reg [4:0]  in_lane;   // lane of the next value in its group
     reg [15:0] in_pos;    // position of the next value in its row
 
-    reg               a_v, a_end;  // A: accumulator, and "closes its group"
-    reg signed [W-1:0] a_acc;
-    reg               b_v, b_end, b_up;
-    reg signed [PW-1:0] b_pre;     // shifted left, or floor of the right shift
-    reg               c_v, c_end;
-    reg [CW-1:0]      c_word;      // the code sign-extended, or the accumulator
+    reg                 a_v, a_end;  // A: a chunk, and "closes its group"
+    reg [2:0]           a_n;         // its parts (1..PARTS)
+    reg [PARTS*W-1:0]   a_acc;
+    reg                 b_v, b_end;
+    reg [2:0]           b_n;
+    reg [PARTS-1:0]     b_up;
+    reg [PARTS*PW-1:0]  b_pre;       // per part: shifted left, or floor of the right shift
+    reg                 c_v, c_end;
+    reg [2:0]           c_n;
+    reg [PARTS*CW-1:0]  c_word;      // per part: the code sign-extended, or the accumulator
     reg               g_full;
     reg [7:0]         g_off;       // bit offset of the next field in the group
     reg [127:0]       g_data;
@@ -126,40 +140,88 @@ module accel_round #(
     wire c_ready  = !c_v || g_take;
     wire b_ready  = !b_v || c_ready;
     wire a_ready  = !a_v || b_ready;
-    assign in_ready  = r_busy && (in_left != 32'd0) && a_ready;
     assign out_valid = o_left != 3'd0;
     assign out_data  = o_data[31:0];
     assign busy      = r_busy;
-    wire in_take = in_valid && in_ready;
-    wire row_last = in_pos == cfg_row - 16'd1;
-    wire in_end = !cfg_enable || in_left == 32'd1 || in_lane == cfg_lanes - 5'd1 || row_last;
 
-    // B: the shift of A's accumulator
-    wire signed [PW-1:0] acc_wide = {{18{a_acc[W-1]}}, a_acc};
-    wire signed [W-1:0] acc_clip = W == 32 ? a_acc
-                                   : a_acc > $signed(CLIP) ? $signed(CLIP)
-                                   : a_acc < -$signed(CLIP) ? -$signed(CLIP) : a_acc;
-    wire signed [PW-1:0] clip_wide = {{18{acc_clip[W-1]}}, acc_clip};
-    wire signed [W+1:0] acc34 = {{2{a_acc[W-1]}}, a_acc};
-    wire signed [W+1:0] floor34 = acc34 >>> cfg_rshift;  // toward minus infinity
-    wire               half_bit = |(acc34 & cfg_half);
-    wire               sticky = |(acc34 & cfg_below);
-    wire               round_up = half_bit && (sticky || floor34[0]);  // above the half, or a tie to even
-    wire signed [PW-1:0] pre = !cfg_enable ? acc_wide
-                               : cfg_left ? (clip_wide <<< cfg_lshift) : {{16{floor34[W+1]}}, floor34};
-    wire [W-1:0]       magnitude = a_acc[W-1] ? {W{1'b0}} - a_acc : a_acc;  // |-2^(W-1)| = 2^(W-1) unsigned
-    wire [63:0]        mag64 = {{(64-W){1'b0}}, magnitude};
-    wire [31:0]        peak = mag64[63:32] != 32'd0 ? 32'hFFFF_FFFF : mag64[31:0];  // the record's word saturates
+    // the chunk: as many parts as are offered, fit the group, the row and the count
+    wire [4:0]  lanes_left = cfg_lanes - in_lane;                 // 1..16
+    wire [15:0] row_left = cfg_row - in_pos;                      // 1..row_values
+    wire [2:0]  left_cap = in_left < PARTS ? in_left[2:0] : MAX_CHUNK;
+    wire [2:0]  lane_cap = lanes_left < PARTS ? lanes_left[2:0] : MAX_CHUNK;
+    wire [2:0]  row_cap = row_left < PARTS ? row_left[2:0] : MAX_CHUNK;
+    wire [2:0]  fit = !cfg_enable ? 3'd1 : (left_cap < lane_cap ? left_cap : lane_cap);
+    wire [2:0]  room_now = fit < row_cap ? fit : row_cap;
+    wire [2:0]  room = (r_busy && in_left != 32'd0 && a_ready) ? room_now : 3'd0;
+    assign in_taken = in_avail < room ? in_avail : room;
+    wire in_take = in_taken != 3'd0;
+    wire row_last = row_left == {13'd0, in_taken};
+    wire in_end = !cfg_enable || in_left == {29'd0, in_taken} || lanes_left == {2'd0, in_taken} || row_last;
 
-    // C: round and saturate
-    wire signed [PW-1:0] rounded = b_pre + $signed({{(PW-1){1'b0}}, b_up});
-    wire               too_high = rounded > cfg_high;
-    wire               too_low = rounded < cfg_low;
-    wire [31:0]        code = too_high ? cfg_high[31:0] : (too_low ? cfg_low[31:0] : rounded[31:0]);
-    wire signed [CW-1:0] code_word = $signed(code);  // sign-extended
+    // per part: B's shift of A's accumulator, C's rounding of B's value, G's field of C's word
+    wire [PARTS*PW-1:0]  pre_all;
+    wire [PARTS-1:0]     up_all;
+    wire [PARTS*64-1:0]  mag_all;
+    wire [PARTS*32-1:0]  peak_all;
+    wire [PARTS*CW-1:0]  word_all;
+    wire [PARTS-1:0]     sat_all;
+    wire [PARTS*128-1:0] field_all;
+    genvar i;
+    generate
+        for (i = 0; i < PARTS; i = i + 1) begin : g_part
+            wire signed [W-1:0] acc = a_acc[i*W +: W];
+            wire signed [PW-1:0] acc_wide = {{18{acc[W-1]}}, acc};
+            wire signed [W-1:0] acc_clip = W == 32 ? acc
+                                           : acc > $signed(CLIP) ? $signed(CLIP)
+                                           : acc < -$signed(CLIP) ? -$signed(CLIP) : acc;
+            wire signed [PW-1:0] clip_wide = {{18{acc_clip[W-1]}}, acc_clip};
+            wire signed [W+1:0] acc34 = {{2{acc[W-1]}}, acc};
+            wire signed [W+1:0] floor34 = acc34 >>> cfg_rshift;  // toward minus infinity
+            wire               half_bit = |(acc34 & cfg_half);
+            wire               sticky = |(acc34 & cfg_below);
+            wire               round_up = half_bit && (sticky || floor34[0]);  // above the half, or a tie to even
+            assign pre_all[i*PW +: PW] = !cfg_enable ? acc_wide
+                                         : cfg_left ? (clip_wide <<< cfg_lshift) : {{16{floor34[W+1]}}, floor34};
+            assign up_all[i] = cfg_enable && !cfg_left && round_up;
+            wire [W-1:0]       magnitude = acc[W-1] ? {W{1'b0}} - acc : acc;  // |-2^(W-1)| = 2^(W-1) unsigned
+            wire [63:0]        mag64 = {{(64-W){1'b0}}, magnitude};
+            assign mag_all[i*64 +: 64] = mag64;
+            assign peak_all[i*32 +: 32] = mag64[63:32] != 32'd0 ? 32'hFFFF_FFFF : mag64[31:0];  // saturates
 
-    // G: C's word into its field
-    wire [127:0] field = {{(128-CW){1'b0}}, c_word & cfg_mask} << g_off;
+            wire signed [PW-1:0] pre_b = b_pre[i*PW +: PW];
+            wire signed [PW-1:0] rounded = pre_b + $signed({{(PW-1){1'b0}}, b_up[i]});
+            wire               too_high = rounded > cfg_high;
+            wire               too_low = rounded < cfg_low;
+            wire [31:0]        code = too_high ? cfg_high[31:0] : (too_low ? cfg_low[31:0] : rounded[31:0]);
+            wire signed [CW-1:0] code_word = $signed(code);  // sign-extended
+            assign word_all[i*CW +: CW] = cfg_enable ? code_word : pre_b[CW-1:0];
+            assign sat_all[i] = too_high || too_low;
+
+            wire [8:0] offset = {1'b0, g_off} + i * cfg_slot;
+            assign field_all[i*128 +: 128] = {{(128-CW){1'b0}}, c_word[i*CW +: CW] & cfg_mask} << offset;
+        end
+    endgenerate
+
+    // the sums over a chunk's parts (parts past its count hold stale values and are left out)
+    reg [63:0]  chunk_mag;
+    reg [31:0]  chunk_peak;
+    reg [2:0]   chunk_sat;
+    reg [127:0] chunk_fields;
+    integer k;
+    always @(*) begin
+        chunk_mag = 64'd0;
+        chunk_peak = max_abs;
+        chunk_sat = 3'd0;
+        chunk_fields = 128'd0;
+        for (k = 0; k < PARTS; k = k + 1) begin
+            if (k < a_n) begin
+                chunk_mag = chunk_mag + mag_all[k*64 +: 64];
+                if (peak_all[k*32 +: 32] > chunk_peak) chunk_peak = peak_all[k*32 +: 32];
+            end
+            if (k < b_n && sat_all[k]) chunk_sat = chunk_sat + 3'd1;
+            if (k < c_n) chunk_fields = chunk_fields | field_all[k*128 +: 128];
+        end
+    end
 
     wire [6:0] neg_shift = 7'd0 - shift;  // 1..64 for a negative shift
     wire [5:0] rshift = neg_shift > RIGHT_CAP ? RIGHT_CAP : neg_shift[5:0];
@@ -201,21 +263,21 @@ module accel_round #(
             saturated <= 32'd0;
         end else begin
             if (in_take) begin
-                in_left <= in_left - 32'd1;
-                in_lane <= in_end ? 5'd0 : in_lane + 5'd1;
-                in_pos <= row_last ? 16'd0 : in_pos + 16'd1;
+                in_left <= in_left - {29'd0, in_taken};
+                in_lane <= in_end ? 5'd0 : in_lane + {2'd0, in_taken};
+                in_pos <= row_last ? 16'd0 : in_pos + {13'd0, in_taken};
             end
             if (a_ready) a_v <= in_take;
             if (b_ready) b_v <= a_v;
             if (c_ready) c_v <= b_v;
             if (a_v && b_ready) begin  // A -> B
-                sum_abs <= sum_abs + mag64;
-                if (peak > max_abs) max_abs <= peak;
+                sum_abs <= sum_abs + chunk_mag;
+                max_abs <= chunk_peak;
             end
-            if (b_v && c_ready && cfg_enable && (too_high || too_low)) saturated <= saturated + 32'd1;
+            if (b_v && c_ready && cfg_enable) saturated <= saturated + {29'd0, chunk_sat};
             if (g_take) begin
                 g_full <= c_end;
-                g_off <= c_end ? 8'd0 : g_off + {1'b0, cfg_slot};
+                g_off <= c_end ? 8'd0 : g_off + {5'd0, c_n} * {1'b0, cfg_slot};
             end else if (transfer) begin
                 g_full <= 1'b0;
             end
@@ -231,17 +293,20 @@ module accel_round #(
         if (in_take) begin
             a_acc <= in_data;
             a_end <= in_end;
+            a_n <= in_taken;
         end
         if (a_v && b_ready) begin
-            b_pre <= pre;
-            b_up <= cfg_enable && !cfg_left && round_up;
+            b_pre <= pre_all;
+            b_up <= up_all;
             b_end <= a_end;
+            b_n <= a_n;
         end
         if (b_v && c_ready) begin
-            c_word <= cfg_enable ? code_word : b_pre[CW-1:0];
+            c_word <= word_all;
             c_end <= b_end;
+            c_n <= b_n;
         end
-        if (g_take) g_data <= (g_off == 8'd0 ? 128'd0 : g_data) | field;
+        if (g_take) g_data <= (g_off == 8'd0 ? 128'd0 : g_data) | chunk_fields;
         if (transfer) o_data <= g_data;
         else if (out_move) o_data <= o_data >> 32;
     end

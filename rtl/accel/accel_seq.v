@@ -32,8 +32,11 @@
 // Stream words of DATA_BITS = 64 or 128 bits (P = DATA_BITS / 32 parts): the movers move whole beats, so every
 // block is beat aligned and a whole number of beats (the host checks it); the header is one stream word
 // (zero above bit 31); the status is one word; the results come P to a word, the last word's unused parts 0,
-// and an unpacker hands the rounding stage one 32-bit result a cycle, `count` in all; a packer puts the
-// stage's words and the record's P to a beat. At 32 bits both are plain wires.
+// and an unpacker offers the rounding stage the parts of the word it holds, which takes as many as fit its
+// current group (up to P a cycle: accel_round's chunks), `count` in all; accumulating calls (a holding call's
+// results into the buffer, a drain's sums out of it) move one part a cycle. A new word is loaded as the last
+// part of the one before moves on. A packer puts the stage's words and the record's P to a beat. At 32 bits
+// both are plain wires.
 module accel_seq #(
     parameter DATA_BITS = 32
 ) (
@@ -118,38 +121,51 @@ module accel_seq #(
 
     // ---- the rounding stage ------------------------------------------------------------------------
     wire [31:0] round_out_data;
-    wire round_out_valid, round_in_ready, round_busy;
+    wire round_out_valid, round_busy;
     wire [63:0] sum_abs;
     wire [31:0] max_abs, saturated;
     // results flow from the PE through the stage from the cycle after its start pulse
     // (or into the buffer, for a holding call)
     wire results = list_mode && !res_go && (ost == O_ROW_GO || ost == O_ROW || ost == O_DRAIN || ost == O_HOLD);
-    wire [31:0] acc_data;           // the PE's results one 32-bit part at a time
-    wire acc_valid, results_ready;  // a part for the stage; the PE's word may be taken
+    wire [DATA_BITS-1:0] acc_data;  // the PE's results as the unpacker holds them, the next one in bits 31..0
+    wire [2:0] acc_have;            // results held (0..P)
+    wire results_ready;             // the PE's word may be taken
     wire src_ready;                 // the write side takes a 32-bit word (stage output or record)
-    wire acc_ready = acc_hold || round_in_ready;  // a part may move on (into the buffer, or into the stage)
-    wire acc_take = results && acc_valid && acc_ready;
+    wire [2:0] round_taken;         // parts the stage takes this cycle
+    // parts offered: an accumulating call's move one a cycle (the buffer has one port each way)
+    wire [2:0] acc_offer = !results ? 3'd0 : ((acc_add || acc_hold) && acc_have != 3'd0) ? 3'd1 : acc_have;
+    wire [2:0] acc_moved = acc_hold ? acc_offer : round_taken;  // parts that move on (into the buffer, the stage)
+    wire acc_take = acc_moved != 3'd0;
 
     // ---- the accumulation buffer: sums[n] for the call's n-th result, read a cycle ahead ---------------------
     reg [HELD_BITS-1:0] held [0:ACC_DEPTH-1];
     reg [HELD_BITS-1:0] held_q;     // held[acc_n]: the sum the next result adds to
-    reg [12:0] acc_n;               // results of the call taken so far (0 outside its results)
+    reg [12:0] acc_n;               // results of the call taken so far, modulo 2^13 (0 outside its results)
     wire [12:0] acc_next = acc_n + 13'd1;
     wire [11:0] held_read = acc_take ? acc_next[11:0] : acc_n[11:0];
-    wire [HELD_BITS-1:0] value = {{(HELD_BITS - 32){acc_data[31]}}, acc_data};
+    wire [HELD_BITS-1:0] value = {{(HELD_BITS - 32){acc_data[31]}}, acc_data[31:0]};
     wire [HELD_BITS-1:0] sum = acc_add ? held_q + value : value;  // plain calls: the result sign-extended
     always @(posedge clk) begin
         held_q <= held[held_read];
         if (acc_take && acc_hold) held[acc_n[11:0]] <= sum;
         if (rst || !results) acc_n <= 13'd0;
-        else if (acc_take) acc_n <= acc_next;
+        else if (acc_take) acc_n <= acc_n + {10'd0, acc_moved};
     end
+    // the stage's parts: the first the sum (an accumulating call's), the others sign-extended results
+    wire [P*HELD_BITS-1:0] stage_data;
+    assign stage_data[HELD_BITS-1:0] = sum;
+    genvar q;
+    generate
+        for (q = 1; q < P; q = q + 1) begin : g_stage_part
+            assign stage_data[q*HELD_BITS +: HELD_BITS] = {{(HELD_BITS - 32){acc_data[32*q+31]}}, acc_data[32*q +: 32]};
+        end
+    endgenerate
 
-    accel_round #(.W(HELD_BITS)) u_round (
+    accel_round #(.W(HELD_BITS), .PARTS(P)) u_round (
         .clk(clk), .rst(rst), .start(round_go),
         .enable(flags[1]), .shift(desc[15][6:0]), .bits(desc[15][12:8]), .lanes(desc[15][20:16]),
         .group_words(desc[15][26:24]), .row_values(desc[16][15:0]), .field_bits(desc[15][31:27]), .count(count),
-        .raw64(acc_add), .in_data(sum), .in_valid(results && acc_valid && !acc_hold), .in_ready(round_in_ready),
+        .raw64(acc_add), .in_data(stage_data), .in_avail(acc_hold ? 3'd0 : acc_offer), .in_taken(round_taken),
         .out_data(round_out_data), .out_valid(round_out_valid), .out_ready(results && ost == O_ROW && src_ready),
         .busy(round_busy), .sum_abs(sum_abs), .max_abs(max_abs), .saturated(saturated)
     );
@@ -197,22 +213,21 @@ module accel_seq #(
 
     generate
         if (P == 1) begin : g_word
-            assign acc_data = pe_out_data[31:0];
-            assign acc_valid = pe_out_valid;
-            assign results_ready = acc_ready;
+            assign acc_data = pe_out_data;
+            assign acc_have = {2'd0, pe_out_valid};
+            assign results_ready = acc_hold || round_taken != 3'd0;
             assign packed_data = src_data;
             assign packed_valid = src_valid;
             assign src_ready = wr_ready;
         end else begin : g_parts
-            // unpacker: a PE word is taken once the last part of the one before leaves (or none is held)
+            // unpacker: a PE word is taken once the last parts of the one before leave (or none is held)
             reg [DATA_BITS-1:0] unpack_word;
             reg [2:0] unpack_left;  // parts of unpack_word still to hand on
             reg [31:0] to_load;     // results not yet taken from the PE
-            wire part_moves = acc_take;
             wire load = results && pe_out_valid && results_ready;
-            assign acc_data = unpack_word[31:0];
-            assign acc_valid = unpack_left != 3'd0;
-            assign results_ready = to_load != 32'd0 && (unpack_left == 3'd0 || (unpack_left == 3'd1 && part_moves));
+            assign acc_data = unpack_word;
+            assign acc_have = unpack_left;
+            assign results_ready = to_load != 32'd0 && (unpack_left == 3'd0 || unpack_left == acc_moved);
             always @(posedge clk) begin
                 if (rst || res_go) begin
                     unpack_left <= 3'd0;
@@ -221,9 +236,9 @@ module accel_seq #(
                     unpack_word <= pe_out_data;
                     unpack_left <= to_load < P ? to_load[2:0] : P[2:0];
                     to_load <= to_load < P ? 32'd0 : to_load - P;
-                end else if (part_moves) begin
-                    unpack_word <= unpack_word >> 32;
-                    unpack_left <= unpack_left - 3'd1;
+                end else if (acc_take) begin
+                    unpack_word <= unpack_word >> (32 * acc_moved);
+                    unpack_left <= unpack_left - acc_moved;
                 end
             end
             // packer: P words make a beat; a full beat leaves as the next word comes in

@@ -123,37 +123,41 @@ def test_stats_and_pass_through():
     assert words.tolist() == [0x80807F7F] and stats == (1020 + 1019 + 1028 + 1029, 1029, 2)
 
 
-def _latency_by_recurrence(c: RoundStageConfig, count: int) -> int:
-    """The recurrence of the RTL's header comment, group by group in plain ints."""
-    last_value, taken, index = -(1 << 40), -(1 << 40), 0
+def _latency_by_recurrence(c: RoundStageConfig, count: int, parts: int = 1) -> int:
+    """The recurrence of the RTL's header comment, group by group in plain ints (a group of n values is
+    ceil(n / parts) chunks)."""
+    last_chunk, taken, index = -(1 << 40), -(1 << 40), 0
     for start in range(0, count, c.row_values):
         for g in range(0, c.row_values, c.lanes):
-            n = min(c.lanes, c.row_values - g)
-            first = max(last_value + 1, index + 4, taken)
-            last_value = first + n - 1
-            taken = max(last_value + 1, taken + c.group_words)
+            n = -(-min(c.lanes, c.row_values - g) // parts)
+            first = max(last_chunk + 1, index + 4, taken)
+            last_chunk = first + n - 1
+            taken = max(last_chunk + 1, taken + c.group_words)
             index += n
     return taken + c.group_words
 
 
-def test_latency_equals_the_recurrence_and_its_closed_forms():
-    rng = np.random.default_rng(5)
+@pytest.mark.parametrize("parts", [1, 2, 3, 4])
+def test_latency_equals_the_recurrence_and_its_closed_forms(parts):
+    rng = np.random.default_rng(5 + parts)
     for _ in range(300):
         bits = int(rng.choice([2, 4, 8, 16]))
         lanes = int(rng.integers(1, min(16, 128 // slot_of(bits)) + 1))
         c = cfg(bits=bits, lanes=lanes, row_values=int(rng.integers(1, 50)),
                 group_words=int(rng.integers(-(-lanes * slot_of(bits) // 32), 5)))
         count = c.row_values * int(rng.integers(1, 20))
-        stated = latency_cycles(c, count)
-        assert stated == _latency_by_recurrence(c, count), c
-        smallest = min(c.lanes, c.row_values - (c.groups_per_row - 1) * c.lanes)
-        if c.group_words <= smallest:
-            assert stated == count + c.group_words + 4
-        if c.group_words >= c.lanes:
-            assert stated == 4 + min(c.lanes, c.row_values) + c.words_out(count)
-    assert latency_cycles(cfg(enable=False), 7) == 12 and latency_cycles(cfg(), 0) == 0
+        stated = latency_cycles(c, count, parts)
+        assert stated == _latency_by_recurrence(c, count, parts), c
+        chunks = [-(-min(c.lanes, c.row_values - g) // parts) for g in range(0, c.row_values, c.lanes)]
+        if c.group_words <= min(chunks):
+            assert stated == count // c.row_values * sum(chunks) + c.group_words + 4
+        if c.group_words >= -(-c.lanes // parts):
+            assert stated == 4 + -(-min(c.lanes, c.row_values) // parts) + c.words_out(count)
+    assert latency_cycles(cfg(enable=False), 7, parts) == 12 and latency_cycles(cfg(), 0, parts) == 0
     big = cfg(lanes=4, group_words=1, row_values=6)
     assert latency_cycles(big, 6 * 10**8) == 6 * 10**8 + 5  # any count, without a loop over it
+    with pytest.raises(ValueError, match="1 to 4"):
+        latency_cycles(big, 6, 5)
 
 
 def test_held_sums_round_as_the_host_rounds_them_and_pass_through_as_64_bit_words():

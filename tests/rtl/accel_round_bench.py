@@ -3,13 +3,14 @@
 The file (``ROUND_VECTORS``; the format of tests/rtl/accel_round_check.cpp: input = two descriptor words then the
 accumulators, expected = the words sent then sum_abs low/high, max_abs, saturated) is what the golden model wrote.
 Each transaction is one ``start`` with its own configuration and ``count``. A driver and a monitor share one loop
-a cycle: input gaps with probability ``ROUND_PAUSE_IN`` and output stalls with ``ROUND_PAUSE_OUT`` (seed
-``ROUND_SEED``); ``in_valid`` stays high with junk data once ``count`` words have gone in, so a word taken too many
-is seen. After ``busy`` falls the words and the statistics are compared with the file, and nothing may be valid
+a cycle: input gaps (nothing offered) with probability ``ROUND_PAUSE_IN``, otherwise the next ``min(PARTS, left)``
+accumulators offered, or with probability ``ROUND_PAUSE_IN`` a random smaller number of them (a source that holds
+fewer), and output stalls with ``ROUND_PAUSE_OUT`` (seed ``ROUND_SEED``); ``PARTS`` junk parts stay offered once
+``count`` accumulators have gone in, so one taken too many is seen. After ``busy`` falls the words and the statistics are compared with the file, and nothing may be valid
 or ready any more.
 
-Transactions of at most ``ROUND_TIMED_MAX`` accumulators and whole rows run a second time with no gaps and no
-stalls, and ``busy`` must stay high exactly ``latency_cycles`` cycles (the latency the RTL's header states).
+Transactions of at most ``ROUND_TIMED_MAX`` accumulators and whole rows run a second time with no gaps, every
+cycle ``min(PARTS, left)`` offered and no stalls, and ``busy`` must stay high exactly ``latency_cycles`` cycles (the latency the RTL's header states).
 A JSON summary (values, mismatched words, latency runs) goes to ``ROUND_RESULT``, then the test fails if any
 word differed.
 """
@@ -42,13 +43,29 @@ def decode(desc0: int, desc1: int) -> dict[str, int]:
             "field_bits": (desc0 >> 21) & 0x1F}
 
 
+def offer(acc: list[int], sent: int, parts: int, width: int, rng, pause_in: float) -> tuple[int, int]:
+    """(in_avail, in_data) of a cycle: a gap, the next min(parts, left) accumulators, or fewer of them; junk parts
+    past ``count``."""
+    left = len(acc) - sent
+    if left <= 0:
+        avail, values = parts, [JUNK] * parts
+    else:
+        avail = min(parts, left)
+        if rng.random() < pause_in:
+            avail = int(rng.integers(0, avail)) if avail > 1 else 0
+        values = acc[sent:sent + parts] + [JUNK] * (parts - len(acc[sent:sent + parts]))
+    mask = (1 << width) - 1
+    return avail, sum((v & mask) << (width * i) for i, v in enumerate(values))
+
+
 async def one_run(dut, ports: dict[str, int], acc: list[int], rng, pause_in: float, pause_out: float):
     """One start; returns (words sent, statistics, busy cycles, junk words taken)."""
     await FallingEdge(dut.clk)
     for name, value in ports.items():
         getattr(dut, name).value = value & 0x7F if name == "shift" else value  # the port's two's complement
     dut.count.value, dut.start.value = len(acc), 1
-    dut.in_valid.value, dut.out_ready.value = 0, 0
+    dut.in_avail.value, dut.out_ready.value = 0, 0
+    parts, width = int(dut.PARTS.value), int(dut.W.value)
     await RisingEdge(dut.clk)
     await FallingEdge(dut.clk)
     dut.start.value = 0
@@ -58,22 +75,21 @@ async def one_run(dut, ports: dict[str, int], acc: list[int], rng, pause_in: flo
         cycles += 1
         assert cycles < limit, f"busy for {cycles} cycles: the stage hung"
         feeding = sent < len(acc)
-        dut.in_valid.value = int(not feeding or rng.random() >= pause_in)
-        dut.in_data.value = acc[sent] if feeding else JUNK
+        dut.in_avail.value, dut.in_data.value = offer(acc, sent, parts, width, rng, pause_in)
         dut.out_ready.value = int(rng.random() >= pause_out)
         await RisingEdge(dut.clk)  # the values this edge samples (before its registers update)
-        if dut.in_valid.value == 1 and dut.in_ready.value == 1:
-            if feeding:
-                sent += 1
-            else:
-                over += 1
+        taken = int(dut.in_taken.value)
+        if feeding:
+            sent += taken
+        else:
+            over += taken
         if dut.out_valid.value == 1 and dut.out_ready.value == 1:
             got.append(int(dut.out_data.value))
         await FallingEdge(dut.clk)
-    dut.in_valid.value, dut.out_ready.value = 1, 1
+    dut.in_avail.value, dut.out_ready.value = parts, 1
     await ClockCycles(dut.clk, 2, rising=False)
-    assert dut.in_ready.value == 0 and dut.out_valid.value == 0, "valid or ready after busy fell"
-    dut.in_valid.value, dut.out_ready.value = 0, 0
+    assert dut.in_taken.value == 0 and dut.out_valid.value == 0, "valid or taking after busy fell"
+    dut.in_avail.value, dut.out_ready.value = 0, 0
     stats = [int(dut.sum_abs.value) & 0xFFFF_FFFF, int(dut.sum_abs.value) >> 32, int(dut.max_abs.value),
              int(dut.saturated.value)]
     assert sent == len(acc), f"took {sent} of {len(acc)} accumulators"
@@ -87,14 +103,14 @@ def count_mismatches(got: list[int], want: list[int]) -> int:
     return sum(int(a != b) for a, b in zip(got, want))
 
 
-def timed_latency(ports: dict[str, int], count: int, timed_max: int) -> int | None:
+def timed_latency(ports: dict[str, int], count: int, timed_max: int, parts: int) -> int | None:
     """The stated latency of a whole-row run small enough to time, else None."""
     if count > timed_max:
         return None
     cfg = RoundStageConfig(enable=bool(ports["enable"]), **{k: v for k, v in ports.items() if k != "enable"})
     if cfg.enable and count % cfg.row_values:
         return None
-    return latency_cycles(cfg, count)
+    return latency_cycles(cfg, count, parts)
 
 
 @cocotb.test()
@@ -105,7 +121,7 @@ async def transaction_file(dut) -> None:
     pause_in, pause_out = float(os.environ["ROUND_PAUSE_IN"]), float(os.environ["ROUND_PAUSE_OUT"])
     timed_max = int(os.environ.get("ROUND_TIMED_MAX", "4096"))
     transactions, _ = read_transactions(Path(os.environ["ROUND_VECTORS"]), pe="accel_round")
-    dut.rst.value, dut.start.value, dut.in_valid.value, dut.out_ready.value = 1, 0, 0, 0
+    dut.rst.value, dut.start.value, dut.in_avail.value, dut.out_ready.value = 1, 0, 0, 0
     await ClockCycles(dut.clk, 3)
     dut.rst.value = 0
     summary = {"values": 0, "mismatches": 0, "over_reads": 0, "timed_runs": 0, "latency_errors": [], "first": []}
@@ -122,7 +138,7 @@ async def transaction_file(dut) -> None:
             summary["first"].append({"transaction": index, "ports": ports, "words": len(got),
                                      "expected_words": len(want) - STATS_WORDS, "stats": stats,
                                      "expected_stats": want[-STATS_WORDS:]})
-        stated = timed_latency(ports, len(acc), timed_max)
+        stated = timed_latency(ports, len(acc), timed_max, int(dut.PARTS.value))
         if stated is not None:
             got2, stats2, cycles, over2 = await one_run(dut, ports, acc, rng, 0.0, 0.0)
             summary["mismatches"] += count_mismatches(got2 + stats2, want)

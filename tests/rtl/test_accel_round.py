@@ -232,31 +232,38 @@ def run_csim(checker, vectors: Path):
     return run_testbench(checker, vectors)
 
 
-def run_rtl(vectors: Path, work: Path, *, seed: int = 1, pause_in: float = 0.3, pause_out: float = 0.3,
-            timed_max: int = 4096) -> dict:
-    """The bench on a vector file; its JSON summary (raises when a word differs, after writing it)."""
+def run_rtl(vectors: Path, work: Path, *, parts: int = 1, seed: int = 1, pause_in: float = 0.3,
+            pause_out: float = 0.3, timed_max: int = 4096) -> dict:
+    """The bench on a vector file, the stage taking up to ``parts`` accumulators a cycle; its JSON summary (raises
+    when a word differs, after writing it)."""
     from codesign.hw.rtlsim import run_cocotb
 
     result = work / "round_result.json"
-    run_cocotb(sources=[RTL], toplevel="accel_round", test_module="accel_round_bench", build_dir=work / "build",
-               python_paths=[BENCH_DIR, ROOT],
+    run_cocotb(sources=[RTL], toplevel="accel_round", test_module="accel_round_bench",
+               build_dir=work / f"build_p{parts}", parameters={"PARTS": parts}, python_paths=[BENCH_DIR, ROOT],
                extra_env={"ROUND_VECTORS": str(vectors), "ROUND_RESULT": str(result), "ROUND_SEED": str(seed),
                           "ROUND_PAUSE_IN": str(pause_in), "ROUND_PAUSE_OUT": str(pause_out),
                           "ROUND_TIMED_MAX": str(timed_max)})
     return json.loads(result.read_text())
 
 
+RTL_PARTS = (1, 2, 4)  # accumulators the stage takes a cycle: the parts of 32-, 64- and 128-bit stream words
+
+
 def _grid_params():
     for point in GRID:
         for level in LEVELS:
             slow = level == "rtl" and point.rtl_slow
-            yield pytest.param(point, level, id=f"{point.name}-{level}",
-                               marks=LEVEL_MARKS[level] + ([pytest.mark.slow] if slow else []))
+            for parts in RTL_PARTS if level == "rtl" else (1,):
+                suffix = f"-p{parts}" if level == "rtl" else ""
+                yield pytest.param(point, level, parts, id=f"{point.name}-{level}{suffix}",
+                                   marks=LEVEL_MARKS[level] + ([pytest.mark.slow] if slow else []))
 
 
-@pytest.mark.parametrize(("point", "level"), list(_grid_params()))
-def test_levels_agree(point, level, tmp_path, request):
-    """Zero mismatches at this level on >= 10^4 accumulators of this grid point."""
+@pytest.mark.parametrize(("point", "level", "parts"), list(_grid_params()))
+def test_levels_agree(point, level, parts, tmp_path, request):
+    """Zero mismatches at this level on >= 10^4 accumulators of this grid point (the RTL taking up to ``parts``
+    a cycle, offered fewer at random)."""
     runs = point_stimulus(point)
     started = time.perf_counter()
     if level == "golden":
@@ -274,7 +281,7 @@ def test_levels_agree(point, level, tmp_path, request):
             result = run_csim(request.getfixturevalue("checker"), vectors)
             values, mismatches = result.vectors, result.mismatches
         else:
-            summary = run_rtl(vectors, tmp_path, seed=len(point.name))
+            summary = run_rtl(vectors, tmp_path, parts=parts, seed=len(point.name) + parts)
             values, mismatches = summary["values"], summary["mismatches"]
     print(f"\n{level} {point.name} values={values} mismatches={mismatches} "
           f"seconds={time.perf_counter() - started:.2f}")
@@ -309,11 +316,14 @@ def test_edges_csim(checker, tmp_path):
 
 @pytest.mark.slow
 @needs_icarus
-def test_edges_rtl(tmp_path):
+@pytest.mark.parametrize("parts", RTL_PARTS)
+def test_edges_rtl(tmp_path, parts):
     """The same edge file through the RTL, with random gaps and stalls, and every whole-row run timed."""
     runs = edge_transactions()
-    summary = run_rtl(write_file(tmp_path / "edges.txt", runs), tmp_path, seed=5, pause_in=0.4, pause_out=0.4)
-    print(f"\nrtl edges values={summary['values']} mismatches={summary['mismatches']} timed={summary['timed_runs']}")
+    summary = run_rtl(write_file(tmp_path / "edges.txt", runs), tmp_path, parts=parts, seed=5, pause_in=0.4,
+                      pause_out=0.4)
+    print(f"\nrtl edges parts={parts} values={summary['values']} mismatches={summary['mismatches']} "
+          f"timed={summary['timed_runs']}")
     assert summary["mismatches"] == 0 and summary["timed_runs"] > 500
 
 

@@ -277,16 +277,18 @@ def test_pe_cycles_are_the_stall_free_transaction_cycles(name, bits):
     (RoundStageConfig(enable=True, shift=-3, bits=4, lanes=3, group_words=4, row_values=5), 40),
     (RoundStageConfig(enable=True, shift=2, bits=16, lanes=5, group_words=3, row_values=7), 63),
 ])
-def test_round_stage_busy_is_latency_cycles(cfg, count):
-    """The model's rounding stage, fed a value every cycle and never stalled, is busy latency_cycles cycles."""
-    stage = RoundStage()
+@pytest.mark.parametrize("parts", [1, 2, 4])
+def test_round_stage_busy_is_latency_cycles(cfg, count, parts):
+    """The model's rounding stage, offered min(parts, left) values every cycle and never stalled, is busy
+    latency_cycles cycles."""
+    stage = RoundStage(parts)
     stage.start(cfg, count)
     busy = 0
     while stage.busy:
         busy += 1
         shakes = stage.handshakes(True)
-        stage.edge(shakes[0], shakes)
-    assert busy == latency_cycles(cfg, count)
+        stage.edge(min(parts, stage.left, shakes[0]), shakes)
+    assert busy == latency_cycles(cfg, count, parts)
 
 
 def test_equal_calls_are_priced_alike_however_many():
