@@ -157,6 +157,13 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         print(f"[reproduce] {args.readme}: reproduction table {'rewritten' if changed else 'already up to date'} "
               f"from {args.out}/*/results.json")
         return 0
+    if args.name == "restate":
+        from codesign.reproduce.restate import restate
+
+        written = restate(Path(args.out), Path(args.readme))
+        print(f"[reproduce] restated the reports in {args.out} from their recorded runs (no training): "
+              + (", ".join(written) + " rewritten" if written else "every file already up to date"))
+        return 0
     names = REPRODUCTIONS if args.name == "all" else (args.name,)
     modules = [reproduction(name) for name in names]
     execution = Execution(workers=args.workers, scheduler=args.scheduler, retries=args.retries)
@@ -334,10 +341,12 @@ def _add_run_commands(commands) -> None:
     train.set_defaults(func=_cmd_train)
 
     reproduce = commands.add_parser("reproduce", help="reproduce a paper's result against a same-run baseline")
-    reproduce.add_argument("name", choices=(*REPRODUCTIONS, "all", "readme"), metavar="NAME",
+    reproduce.add_argument("name", choices=(*REPRODUCTIONS, "all", "readme", "restate"), metavar="NAME",
                            help=f"{', '.join(REPRODUCTIONS)}; all of them; readme (regenerate the README's table "
-                                "from OUT/*/results.json); or check NAME --seeds K (rerun K committed seeds and "
-                                "compare, see `codesign reproduce check --help`)")
+                                "from OUT/*/results.json); restate (recompute every OUT/*/results.json's restated "
+                                "section from its recorded runs, no training, then the README's table); or check "
+                                "NAME --seeds K (rerun K committed seeds and compare, see `codesign reproduce check "
+                                "--help`)")
     reproduce.add_argument("--out", default="results", help="reports go to OUT/NAME/ (training runs cached in "
                                                             "OUT/NAME/tasks/, a re-run skips them); OUT/NAME: new, empty, or one "
                                                             "this command wrote")
@@ -351,7 +360,8 @@ def _add_run_commands(commands) -> None:
                            help="address of an existing Dask scheduler (tcp://host:8786); default: a local cluster of --workers")
     reproduce.add_argument("--retries", type=int, default=1, help="attempts after a training run's first failure")
     reproduce.add_argument("--readme", default="results/README.md",
-                           help="with 'readme': the page whose reproduction table is rewritten (written whole when absent)")
+                           help="with 'readme' or 'restate': the page whose reproduction table is rewritten (written "
+                                "whole when absent)")
     reproduce.set_defaults(func=_cmd_reproduce)
 
     sweep = commands.add_parser("sweep", help="run a grid of independent tasks on Dask (local cluster or --scheduler)")

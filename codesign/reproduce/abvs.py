@@ -39,7 +39,8 @@ from pathlib import Path
 from codesign.reproduce import abvs_report, check_output_dir
 from codesign.reproduce.abvs_budget import ACCURACY_DROP_PT, base_config, budget
 from codesign.reproduce.abvs_phases import measure, plan_arms, preliminary
-from codesign.reproduce.abvs_report import CLAIM, PAPER_ACCOUNTING, headline, plot_traces
+from codesign.reproduce.abvs_report import (CLAIM, PAPER_ACCOUNTING, PAPER_REFERENCE, headline, plot_traces,
+                                            restated_notes)
 from codesign.reproduce.common import Execution
 from codesign.reproduce.protocol import study_seeds
 from codesign.reproduce.report import write_report
@@ -86,4 +87,4 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
                         extra=extra, tuning=tuning, readme=abvs_report.readme_row(m, targets, by_name[a.abvs_name]))
 
 
-__all__ = ["NAME", "TITLE", "headline", "run"]
+__all__ = ["NAME", "PAPER_REFERENCE", "TITLE", "headline", "restated_notes", "run"]

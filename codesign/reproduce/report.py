@@ -1,9 +1,11 @@
 """A reproduction's report: ``results.json`` (machines), ``table.md`` and ``plot.png`` (people).
 
 ``results.json`` carries the arms' summaries, the tuning record, the paper's
-claim, the targets with what was measured and whether each is met, and a
+claim, the targets with what was measured and whether each is met, a
 ``readme`` row (the reproduction table of ``results/README.md`` is generated
-from it, :mod:`codesign.reproduce.readme`).
+from it, :mod:`codesign.reproduce.readme`) and the claims restated with the
+seed as the unit (``replication``, :mod:`codesign.reproduce.replication`;
+also the last section of ``table.md``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from codesign.io.reports import write_json_atomic, write_text_atomic
 from codesign.reproduce.machine import machine_record, machine_text
 from codesign.reproduce.protocol import MAX_WIDENINGS, SPLIT_SEEDS, TUNING_SEEDS, VALIDATION_FRACTION
+from codesign.reproduce.replication import module_of, replication, section
 from codesign.reproduce.summary import ArmSummary
 from codesign.reproduce.texts import difference_text, paper_ratio_text, ratio_text
 
@@ -181,6 +184,7 @@ def write_report(out_dir: Path, *, name: str, title: str, summaries: list[ArmSum
         "targets": [asdict(t) for t in targets], "all_targets_met": all(t.met for t in targets),
         "notes": notes or [], "extra": extra or {}, "readme": asdict(readme) if readme else None,
     }
+    payload["replication"] = replication(payload, module_of(name))
     write_json_atomic(out_dir / "results.json", payload)
     lines = [f"# {title}", "", markdown_table(summaries), "",
              f"Seeds {seeds} crossed with train/test split seeds {payload['protocol']['split_seeds']}; n is the "
@@ -202,6 +206,7 @@ def write_report(out_dir: Path, *, name: str, title: str, summaries: list[ArmSum
         lines += ["", f"## Tuning (seeds {list(TUNING_SEEDS)} on split {SPLIT_SEEDS[0]}, mean validation accuracy "
                       f"on the validation split of {VALIDATION_FRACTION:.0%}; the test split is never read; a choice "
                       f"on a grid's edge widens the grid, at most {MAX_WIDENINGS} times)", "", tuning_table(tuning)]
+    lines += ["", section(payload["replication"])]
     write_text_atomic(out_dir / "table.md", "\n".join(lines) + "\n")
     plot_accuracy_vs_cost(out_dir / "plot.png", title, summaries, cost=cost_axis)
     return payload

@@ -20,6 +20,11 @@ is judged by two one-sided t-tests (:func:`tost`, Schuirmann 1987) at a
 margin each reproduction fixes in its code before it runs: equivalence
 holds when the (1 - 2 alpha) t-interval lies inside (-margin, +margin). A
 bootstrap interval that merely touches zero is not an equivalence test.
+
+Runs that share a seed are not independent replicates when seeds are crossed
+with train/test splits: :func:`seed_means` and :func:`seed_level` make the
+seed the unit (one mean per seed, then the same intervals and tests over the
+seed means), as :mod:`codesign.reproduce.replication` restates every claim.
 """
 
 from __future__ import annotations
@@ -238,3 +243,54 @@ def both_intervals_text(values: Sequence[float], digits: int = 2, unit: str = ""
     boot, t = bootstrap_interval(values), t_interval(values)
     return (f"{boot.mean:+.{digits}f}{unit} [boot {boot.low:+.{digits}f}, {boot.high:+.{digits}f}; "
             f"t {t.low:+.{digits}f}, {t.high:+.{digits}f}], n = {boot.n}")
+
+
+def seed_means(values: Sequence[float], seeds: Sequence[int]) -> tuple[list[int], list[float]]:
+    """The seed as the unit of replication: per seed, the mean of its runs; seeds in the order they first appear.
+
+    Why: runs that share a seed share its initial weights and data order, so three seeds crossed with three
+    train/test splits are nine runs but three replicates of what a seed fixes; their per-run values are averaged
+    per seed before any interval or test. Every seed must hold as many runs as every other (a crossed study): then
+    the mean of the seed means is the mean of the runs, and a bootstrap over the seed means is the cluster
+    bootstrap by seed (resampling a seed resamples all of its runs).
+    """
+    data = _checked(values)
+    if len(seeds) != data.size:
+        raise ValueError(f"{data.size} values but {len(seeds)} seeds")
+    order = list(dict.fromkeys(int(seed) for seed in seeds))
+    groups = {seed: [float(v) for v, s in zip(data, seeds) if int(s) == seed] for seed in order}
+    sizes = {len(group) for group in groups.values()}
+    if len(sizes) != 1:
+        raise ValueError("every seed must hold the same number of runs (a crossed study), got "
+                         + ", ".join(f"seed {seed}: {len(group)}" for seed, group in groups.items()))
+    return order, [float(np.mean(groups[seed])) for seed in order]
+
+
+@dataclass(frozen=True)
+class SeedLevel:
+    """Per-run values summarised with the seed as the unit (:func:`seed_means`), in the values' units.
+
+    ``bootstrap`` is the 95 % percentile bootstrap of the seed means (the cluster bootstrap by seed), ``t`` the
+    95 % Student t-interval of the seed means (n seeds - 1 degrees of freedom); ``runs`` counts the values behind
+    the means.
+    """
+
+    seeds: tuple[int, ...]
+    means: tuple[float, ...]
+    runs: int
+    bootstrap: Interval
+    t: Interval
+
+    @property
+    def n(self) -> int:
+        return len(self.seeds)
+
+    def as_dict(self) -> dict:
+        return {"seeds": list(self.seeds), "means": list(self.means), "n": self.n, "runs": self.runs,
+                "bootstrap": self.bootstrap.as_dict(), "t": self.t.as_dict()}
+
+
+def seed_level(values: Sequence[float], seeds: Sequence[int]) -> SeedLevel:
+    """``values`` (one per run, ``seeds`` the run's seed) as seed means with both 95 % intervals."""
+    order, means = seed_means(values, seeds)
+    return SeedLevel(tuple(order), tuple(means), len(seeds), bootstrap_interval(means), t_interval(means))

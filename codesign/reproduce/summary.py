@@ -17,10 +17,13 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from codesign.reproduce.arms import Arm
-from codesign.reproduce.cost import PaperAccounting, charged_cost, data_sizes
+from codesign.reproduce.cost import COST_KEYS, PaperAccounting, charged_cost, data_sizes
 from codesign.reproduce.stats import (Interval, accuracy_verdict, bootstrap_interval, paired_differences, paired_ratios,
                                       t_interval, tost)
 from codesign.train.trainer import TrainResult
+
+
+EVERY_TEST_KEYS = tuple(f"{key}_every_test" for key in COST_KEYS)  # per run: the cost with every test pass charged
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,7 +138,8 @@ def summarize(arms: list[Arm], results: dict[str, list[TrainResult]],
                        "test_accuracy": run.test_accuracy, "validation_accuracy": run.validation_accuracy,
                        "energy_pj": c["energy_pj"], "training_energy_pj": run.energy_pj, "bitops": c["bitops"],
                        "compute_pj": c["compute_pj"], "macs": c["macs"], "skipped_steps": run.skipped_steps,
-                       "steps": run.steps}
+                       "steps": run.steps, "test_passes": len(run.history),
+                       **{key: c[key] for key in EVERY_TEST_KEYS}}
                       for run, c in zip(runs, cost)],
             techniques=[run.techniques for run in runs],
             validation_fraction=_ran_validation_fraction(runs),

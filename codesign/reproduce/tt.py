@@ -73,13 +73,15 @@ from codesign.reproduce.arms import Arm
 from codesign.reproduce.common import Execution, train_groups
 from codesign.reproduce.machine import TRAINING_THREADS, machine_record
 from codesign.reproduce.protocol import SPLIT_SEEDS, TUNING_SEED, check_seeds, nested_pairs, split_of, study_seeds
+from codesign.reproduce.replication import module_of, replication, section
 from codesign.reproduce.summary import summarize
 from codesign.reproduce.tt_budget import (ARMS, BASELINE, FIXED_PRIOR, FLOAT_PRIOR, MAIN_ARM, TT_ARMS, BaselineTrial,
                                           Budget, TTTrial, arm_spec, budget, budget_digest, dense_bits, initial_ranks,
                                           ranks_memory_bits, train_config, tt_layers)
-from codesign.reproduce.tt_report import (CLAIM, PAPER_TABLE1, PRIOR_MARGIN_PT, ROUTE_MARGIN_PT, SCALE_RULE_MARGIN_PT,
-                                          TOST_MARGIN_PT, chosen_settings, compare, headline, notes, plot,
-                                          pruning_summary, ranks_text, readme_row, table_text, targets_and_verdict)
+from codesign.reproduce.tt_report import (CLAIM, PAPER_REFERENCES, PAPER_TABLE1, PRIOR_MARGIN_PT, ROUTE_MARGIN_PT,
+                                          SCALE_RULE_MARGIN_PT, TOST_MARGIN_PT, chosen_settings, compare, headline,
+                                          judged, notes, plot, pruning_summary, ranks_text, readme_row, table_text,
+                                          targets_and_verdict)
 from codesign.sweep import SweepTask
 from codesign.train.config import plain, require
 from codesign.train.trainer import Trainer, TrainResult
@@ -295,8 +297,9 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     accuracy = {arm: [r.test_accuracy for r in runs] for arm, runs in results.items()}
     payload = _payload(b, seeds, tuning, results, accuracy, memory, paths, summaries, chosen, timing,
                        execution=execution, smoke=smoke)
+    payload["replication"] = replication(payload, module_of(NAME))
     write_json_atomic(out_dir / "results.json", payload)
-    write_text_atomic(out_dir / "table.md", table_text(payload, summaries))
+    write_text_atomic(out_dir / "table.md", table_text(payload, summaries) + "\n" + section(payload["replication"]) + "\n")
     plot(out_dir / "plot.png", accuracy, memory, paths, TITLE)
     return payload
 
@@ -342,5 +345,6 @@ def _payload(b: Budget, seeds: list[int], tuning: dict[str, Any], results: dict[
     }
 
 
-__all__ = ["EVALUATION_SEEDS", "Job", "NAME", "TITLE", "choose_baseline", "choose_tt", "evaluation_jobs", "least_memory_within",
-           "headline", "job_task", "run", "run_jobs", "train_job", "train_task", "trajectory", "tune"]
+__all__ = ["EVALUATION_SEEDS", "Job", "NAME", "PAPER_REFERENCES", "TITLE", "choose_baseline", "choose_tt",
+           "evaluation_jobs", "least_memory_within", "headline", "job_task", "judged", "run", "run_jobs", "train_job",
+           "train_task", "trajectory", "tune"]

@@ -20,6 +20,7 @@ from typing import Any
 from codesign.io.reports import write_figure_png
 from codesign.reproduce.common import Execution
 from codesign.reproduce.protocol import SPLIT_SEEDS, TUNING_SEED
+from codesign.reproduce.replication import Judged, PaperReference
 from codesign.reproduce.report import PaperClaim, ReadmeRow, Target
 from codesign.reproduce.stats import Interval, bootstrap_interval, paired_differences, paired_ratios, t_interval, tost
 from codesign.reproduce.tt_budget import (ARMS, BASELINE, FIXED_PLAIN, FIXED_PRIOR, FIXED_PRIOR_DENSE,
@@ -47,6 +48,19 @@ PAPER_TABLE1 = {BASELINE: ("Vanilla", 89.27, None), FLOAT_PLAIN: ("Floating, w/o
                 FIXED_PLAIN: ("Fixed, w/o prior", 86.67, 243.0), FLOAT_PRIOR: ("Floating, w/ prior", 87.88, None),
                 FIXED_PRIOR: ("Fixed, w/ prior (proposed)", 84.86, 292.0)}
 
+# The paper's reference accuracy behind each margin, for the margin relative to the reference's error
+# (codesign.reproduce.replication): Table 1's dense row against the baseline, the row without the prior for the
+# prior's effect; the route and the scale rule are our own comparisons.
+_OURS = PaperReference(accuracy_pct=None, citation="our own comparison: paper 003 prints no such pair")
+PAPER_REFERENCES = {
+    **{(arm, BASELINE): PaperReference(accuracy_pct=PAPER_TABLE1[BASELINE][1], citation="paper 003 Table 1, vanilla "
+                                       "(dense) training on Fashion-MNIST") for arm in TT_ARMS},
+    **{(with_prior, without): PaperReference(accuracy_pct=PAPER_TABLE1[without][1], citation=(
+        f"paper 003 Table 1, {PAPER_TABLE1[without][0].lower()} on Fashion-MNIST")) for with_prior, without in PRIOR_PAIRS},
+    **{pair: _OURS for pair in ROUTE_PAIRS + SCALE_RULE_PAIRS},
+}
+EFFECTS = ("prior_effect", "route_effect", "scale_rule_effect")
+
 CLAIM = PaperClaim(
     text=("Two-layer TT network on FashionMNIST (784 inputs zero-padded to 1024, 512 hidden, 10 classes), 30 epochs, "
           "pretrained on MNIST, all TT rows from one large initial rank guess: vanilla training 89.27 % test "
@@ -56,6 +70,21 @@ CLAIM = PaperClaim(
           "59x speed-up and 123x energy reduction against a Raspberry Pi 3B"),
     citation="paper 003: Abstract, Sec. 3.2-3.3, Sec. 5 and Table 1, App. B",
 )
+
+
+def judged(payload: Mapping[str, Any]) -> list[Judged]:
+    """tt's equivalence claims as its ``comparisons`` recorded them (margins included): every TT arm against the
+    baseline, then the prior's, the route's and the scale rule's effects (read by
+    :mod:`codesign.reproduce.replication`)."""
+    comparisons = payload["comparisons"]
+    claims = [Judged(arm=arm, reference=BASELINE, margin_pt=entry["accuracy_difference_pt"]["tost"]["margin"])
+              for arm, entry in comparisons["against_baseline"].items()]
+    for effect in EFFECTS:
+        for key, entry in comparisons[effect].items():
+            arm, reference = key.split(" vs ")
+            claims.append(Judged(arm=arm, reference=reference,
+                                 margin_pt=entry["accuracy_difference_pt"]["tost"]["margin"]))
+    return claims
 
 
 def _pair(values: list[float], margin: float | None = None) -> dict[str, Any]:

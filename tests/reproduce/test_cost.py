@@ -4,7 +4,8 @@ import dataclasses
 
 import pytest
 
-from codesign.reproduce.cost import E2TRAIN_ACCOUNTING, PaperAccounting, charged_cost, data_sizes
+from codesign.reproduce.cost import (COST_KEYS, E2TRAIN_ACCOUNTING, EvaluationPasses, PaperAccounting, charged_cost,
+                                     data_sizes, every_test_charged)
 
 
 def test_every_pass_is_charged_once_training_from_the_ledger_evaluation_at_the_forward_cost_per_image(study):
@@ -39,3 +40,31 @@ def test_a_paper_counts_one_of_the_charged_totals():
     assert E2TRAIN_ACCOUNTING.key == "compute_pj"
     with pytest.raises(ValueError, match="key"):
         PaperAccounting(key="joules", name="x", citation="y")
+
+
+def test_every_test_pass_charged_by_hand():
+    # 100 pJ charged for 3 x 10 validation + 20 test images: 2 pJ per image; two more test passes add 80 pJ
+    passes = EvaluationPasses(epochs=3, validation=10, test=20)
+    assert passes.charged_images == 50
+    assert every_test_charged(1100.0, 1000.0, passes) == pytest.approx(1180.0)
+    assert every_test_charged(1100.0, 1000.0, EvaluationPasses(epochs=1, validation=10, test=20)) == 1100.0
+    with pytest.raises(ValueError, match="exceeds"):
+        every_test_charged(900.0, 1000.0, passes)
+    with pytest.raises(ValueError, match="test must be >= 1"):
+        EvaluationPasses(epochs=3, validation=10, test=0)
+    with pytest.raises(ValueError, match="epochs"):
+        EvaluationPasses(epochs=0, validation=10, test=20)
+
+
+def test_the_charged_cost_gives_every_key_with_every_test_pass_charged_too(study):
+    _, _, runs, _ = study
+    run = runs["base"][0]
+    sizes = data_sizes(run.config)
+    config = {**run.config, "optim": {**run.config["optim"], "epochs": 3}}  # as if it had evaluated three times
+    longer = dataclasses.replace(run, config=config)
+    charged = charged_cost(longer, sizes)
+    for key in COST_KEYS:
+        per_image = (charged[key] - longer.cost["total"][key]) / (3 * sizes["validation"] + sizes["test"])
+        assert charged[f"{key}_every_test"] == pytest.approx(charged[key] + 2 * sizes["test"] * per_image)
+        assert charged[f"{key}_every_test"] > charged[key]
+    assert charged_cost(run, sizes)["energy_pj_every_test"] == charged_cost(run, sizes)["energy_pj"]  # one epoch

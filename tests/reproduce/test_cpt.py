@@ -61,3 +61,12 @@ def test_smoke_reproduction_writes_the_report(tmp_path):
         assert 2 <= row["min_bits"] <= 8 and row["held_forward_macs"] > 0
         assert str(row["min_bits"]) in row["steps_by_forward_bits"]
     assert results["readme"]["verdict"].startswith("ceil ")
+
+
+def test_the_readme_label_names_the_bit_widths_the_range_test_chose():
+    range_tests = {"cpt_ceil": [{"min_bits": 4}] * 8 + [{"min_bits": 5}],
+                   "cpt_rint": [{"min_bits": 3}] * 2 + [{"min_bits": 4}] * 7}
+    assert cpt.readme_row_label(range_tests) == (
+        "`cpt` (FW B_min–8 bit / BW 8 vs static 8-bit, ResNet-8; B_min chosen by the range test: ceil: 4 in 8, 5 in 1 "
+        "of 9 runs; rint: 3 in 2, 4 in 7 of 9 runs)")
+    assert "3–8" not in cpt.readme_label({"extra": {"range_test": {"cpt_ceil": [{"min_bits": 4}] * 3}}})

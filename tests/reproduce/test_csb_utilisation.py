@@ -3,6 +3,7 @@
 import json
 import shutil
 
+import numpy as np
 import pytest
 
 from codesign.step.csb.schedule import LayerShape
@@ -192,3 +193,15 @@ def test_rtl_spot_check_measures_the_schedule_step_costs(tmp_path):
     for row in rows:
         assert row["transactions"] == 4 and row["mismatches"] == 0
         assert row["rtl_calc_cycles"] == row["model_calc_cycles"] > 0, row
+
+
+def test_every_layer_draws_its_own_mask_even_when_shapes_repeat():
+    by_name = {layer.name: layer for layer in csb_utilisation.LAYERS}
+    same_shape = [csb_utilisation.layer_mask(by_name[name], 0.4, 3) for name in ("conv4_2", "conv5_1", "conv5_2")]
+    assert same_shape[0].shape == same_shape[1].shape == same_shape[2].shape == (512, 512)
+    assert not np.array_equal(same_shape[0], same_shape[1]) and not np.array_equal(same_shape[1], same_shape[2])
+    assert all(int(mask.sum()) == round(0.4 * 512 * 512) for mask in same_shape)  # the kept share stays exact
+    assert np.array_equal(csb_utilisation.layer_mask(by_name["conv5_1"], 0.4, 3), same_shape[1])  # reproducible
+    assert not np.array_equal(csb_utilisation.layer_mask(by_name["conv5_1"], 0.4, 4), same_shape[1])  # per seed
+    (note,) = csb_utilisation.restated_notes({"seeds": [0, 1], "settings": {"masks": csb_utilisation.MASKS}})
+    assert "independent per layer and seed" in note and "(n = 2)" in note

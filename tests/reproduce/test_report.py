@@ -3,6 +3,7 @@
 import json
 from types import SimpleNamespace
 
+from codesign.reproduce.replication import BEGIN, END
 from codesign.reproduce.report import PaperClaim, ReadmeRow, Target, ran_settings, report_margin, write_report
 from codesign.reproduce.summary import summarize
 
@@ -31,3 +32,11 @@ def test_the_report_holds_the_study_and_writes_table_and_plot(study, tmp_path):
     table = (tmp_path / "table.md").read_text()
     assert "| fixed |" in table and "## Tuning" in table and "±5 pt" in table
     assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the restated section: the claim over runs (as judged) and over the three seed means, in both files
+    restated = payload["replication"]
+    assert [c["arm"] for c in restated["claims"]] == ["fixed"] and restated["claims"][0]["margin_pt"] == 5.0
+    assert restated["claims"][0]["runs"]["tost"] == payload["arms"][1]["accuracy_tost"]
+    assert restated["claims"][0]["seeds"]["n"] == 3 and restated["claims"][0]["relative"] is None
+    assert [e["arm"] for e in restated["energy"]] == ["fixed"] and "recorded per run" in restated["energy"][0][
+        "every_test_source"]
+    assert table.rstrip("\n").endswith(END) and table.count(BEGIN) == 1

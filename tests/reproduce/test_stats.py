@@ -1,7 +1,9 @@
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from codesign.reproduce.stats import (
     Interval,
@@ -9,6 +11,8 @@ from codesign.reproduce.stats import (
     bootstrap_interval,
     paired_differences,
     paired_ratios,
+    seed_level,
+    seed_means,
     t_interval,
     tost,
 )
@@ -114,3 +118,46 @@ def test_tost_refuses_what_it_cannot_test():
         tost([0.1, 0.2], 1.0, alpha=0.6)
     assert not tost([0.0] * 8, 1.0).equivalent  # no spread, no test: nothing claimed
     assert not tost([0.3], 1.0).equivalent
+
+
+def test_seed_means_average_each_seed_over_its_splits_in_first_seen_order():
+    # splits outer, seeds inner, as a crossed study records its runs
+    values = [1.0, 4.0, -2.0, 3.0, 6.0, 0.0, 2.0, 2.0, -4.0]
+    seeds = [5, 7, 9, 5, 7, 9, 5, 7, 9]
+    order, means = seed_means(values, seeds)
+    assert order == [5, 7, 9]
+    assert means == pytest.approx([2.0, 4.0, -2.0])  # (1 + 3 + 2) / 3, (4 + 6 + 2) / 3, (-2 + 0 - 4) / 3
+
+
+def test_seed_means_refuse_unbalanced_or_mismatched_runs():
+    with pytest.raises(ValueError, match="same number of runs"):
+        seed_means([1.0, 2.0, 3.0], [0, 0, 1])
+    with pytest.raises(ValueError, match="3 values but 2 seeds"):
+        seed_means([1.0, 2.0, 3.0], [0, 1])
+
+
+def test_seed_level_intervals_are_those_of_the_seed_means():
+    values = [1.0, 4.0, -2.0, 3.0, 6.0, 0.0, 2.0, 2.0, -4.0]
+    level = seed_level(values, [0, 1, 2] * 3)
+    assert level.n == 3 and level.runs == 9 and level.means == pytest.approx((2.0, 4.0, -2.0))
+    assert level.t == t_interval([2.0, 4.0, -2.0]) and level.bootstrap == bootstrap_interval([2.0, 4.0, -2.0])
+    # the t-interval over three seed means is wider than over the nine runs: the seed is the unit
+    assert level.t.high - level.t.low > t_interval(values).high - t_interval(values).low
+    assert level.as_dict()["seeds"] == [0, 1, 2] and level.as_dict()["t"]["n"] == 3
+
+
+def test_smd_tost_over_seed_means_matches_a_hand_computation():
+    """The committed smd study: TOST at +-1 pt gives p = 0.002 over the 9 runs but 0.052 over the 3 seed means."""
+    import json
+
+    payload = json.loads((Path(__file__).resolve().parents[2] / "results" / "smd" / "results.json").read_text())
+    arms = {arm["name"]: arm["per_seed"] for arm in payload["arms"]}
+    rows, base = arms["smd_x4/3"], arms["smb"]
+    differences = [r["test_accuracy"] - b["test_accuracy"] for r, b in zip(rows, base)]
+    _, means = seed_means(differences, [r["seed"] for r in rows])
+    # by hand: the larger one-sided p of t = (mean +- 1) / (s / sqrt 3) at 2 degrees of freedom
+    mean, se = float(np.mean(means)), float(np.std(means, ddof=1)) / math.sqrt(3)
+    by_hand = max(scipy_stats.t.sf((mean + 1.0) / se, 2), scipy_stats.t.cdf((mean - 1.0) / se, 2))
+    assert tost(means, 1.0).p == pytest.approx(by_hand, rel=1e-12)
+    assert round(by_hand, 3) == 0.052 and not tost(means, 1.0).equivalent
+    assert round(tost(differences, 1.0).p, 3) == 0.002 and tost(differences, 1.0).equivalent

@@ -17,6 +17,9 @@ def test_summary_pairs_each_seed_and_split_with_the_baseline_and_judges_by_tost(
     assert [(row["seed"], row["split_seed"]) for row in fixed.per_seed] == \
         [(r.config["seed"], r.config["data"]["split_seed"]) for r in runs["base"]]
     assert len(fixed.per_seed) == 9
+    # each run records its test passes and its costs with every test pass charged (one epoch: the same)
+    assert all(row["test_passes"] == len(r.history) == 1 for row, r in zip(fixed.per_seed, runs["fixed"]))
+    assert all(row[f"{key}_every_test"] == row[key] for row in fixed.per_seed for key in ("energy_pj", "bitops"))
     # the fixed-point arm spends fewer BitOPs and less energy than float32 however the passes are charged
     assert fixed.energy_ratio["mean"] < 1 and fixed.paper_ratio["mean"] < 1 and fixed.training_energy_ratio["mean"] < 1
     assert fixed.paper_ratio == fixed.bitops_ratio and fixed.paper_accounting["name"] == "BitOPs"
