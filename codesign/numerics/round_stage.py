@@ -249,27 +249,30 @@ def _power(m: list[list[int]], n: int) -> list[list[int]]:
 
 
 def _group_step(values: int, words: int) -> list[list[int]]:
-    """One group of ``values`` chunks and ``words`` words as a max-plus map of the state (l, x, z): l the edge its
-    last chunk enters the group register, x the edge the output register takes it, z the edge its first chunk
-    would enter without stalls. Its first chunk enters at max(l + 1, x, z) (after the previous chunk, once the
-    group register is free, not before it arrives), the others one an edge after it; the output register takes
-    the group one edge after its last chunk, and ``words`` edges after the previous group."""
+    """One group of ``values`` chunks whose words take ``words`` cycles to leave, as a max-plus map of the state
+    (l, x, z): l the edge its last chunk enters the group register, x the edge the output register takes it, z
+    the edge its first chunk would enter without stalls. Its first chunk enters at max(l + 1, x, z) (after the
+    previous chunk, once the group register is free, not before it arrives), the others one an edge after it;
+    the output register takes the group one edge after its last chunk, and ``words`` edges after the previous
+    group."""
     return [[values, values - 1, values - 1], [values + 1, max(values, words), values], [NEG, NEG, values]]
 
 
 def latency_cycles(cfg: RoundStageConfig, count: int, parts: int = 1) -> int:
-    """Cycles ``busy`` of ``rtl/accel/accel_round.v`` (``PARTS = parts``) stays high for ``count`` accumulators
-    with no stalls: the source offers ``min(parts, left)`` accumulators every cycle, the output is always ready.
+    """Cycles ``busy`` of ``rtl/accel/accel_round.v`` (``PARTS = parts``, W = 32) stays high for ``count``
+    accumulators with no stalls: the source offers ``min(parts, left)`` accumulators every cycle, the sink takes
+    every word offered.
 
     The stage takes a chunk a cycle, as many values as are offered and fit the current group (a group of ``n``
-    values is ``ceil(n / parts)`` chunks). The first chunk enters the group register at edge 4 after the start
-    edge (input, shift and saturate registers before it), and the last group's words leave at edges ``x + 1 ..
-    x + group_words`` after the output register takes it at edge ``x``: busy lasts ``x + group_words`` cycles.
-    ``x`` follows exactly from the recurrence of :func:`_group_step` over every group, in chunks, computed as
-    max-plus matrix powers (a row's groups, then the rows), so any count costs a few dozen operations.
-    Closed forms: ``count + 5`` passing through; ``chunks + group_words + 4`` when no group has fewer chunks than
-    ``group_words``; ``4 + ceil(min(lanes, row_values) / parts) + words_out`` when ``group_words >= ceil(lanes /
-    parts)``. 0 for no values (busy stays low).
+    values is ``ceil(n / parts)`` chunks), and sends up to ``parts`` words a cycle (a group's words leave in
+    ``u = ceil(group_words / parts)`` cycles). The first chunk enters the group register at edge 4 after the
+    start edge (input, shift and saturate registers before it), and the last group's words leave at edges
+    ``x + 1 .. x + u`` after the output register takes it at edge ``x``: busy lasts ``x + u`` cycles. ``x``
+    follows exactly from the recurrence of :func:`_group_step` over every group, in chunks, computed as max-plus
+    matrix powers (a row's groups, then the rows), so any count costs a few dozen operations. Closed forms:
+    ``count + 5`` passing through; ``chunks + u + 4`` when no group has fewer chunks than ``u``;
+    ``4 + ceil(min(lanes, row_values) / parts) + u * groups`` when ``u >= ceil(lanes / parts)``. 0 for no values
+    (busy stays low).
     """
     cfg.check_count(count)
     if not 1 <= parts <= 4:
@@ -278,12 +281,12 @@ def latency_cycles(cfg: RoundStageConfig, count: int, parts: int = 1) -> int:
         return 0
     if not cfg.enable:
         return count + 5
-    groups, words = cfg.groups_per_row, cfg.group_words
+    groups, cycles_out = cfg.groups_per_row, -(-cfg.group_words // parts)
     last = cfg.row_values - (groups - 1) * cfg.lanes
-    row = _maxplus(_group_step(-(-last // parts), words), _power(_group_step(-(-cfg.lanes // parts), words),
-                                                                   groups - 1))
+    row = _maxplus(_group_step(-(-last // parts), cycles_out),
+                   _power(_group_step(-(-cfg.lanes // parts), cycles_out), groups - 1))
     state = _power(row, count // cfg.row_values)
-    return state[1][2] + 4 + words  # x, from l = x = minus infinity and z = 4
+    return state[1][2] + 4 + cycles_out  # x, from l = x = minus infinity and z = 4
 
 
 __all__ = ["HELD_BITS", "HELD_RANGE", "RoundStageConfig", "RoundStats", "latency_cycles", "pack_codes", "round_codes",

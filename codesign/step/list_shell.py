@@ -267,7 +267,8 @@ class WritePort:
 
 class RoundStage:
     """accel_round's valid bits and counters (stages A, B, C, the group G and the output register O), taking up to
-    ``parts`` accumulators a cycle (its PARTS: a chunk never crosses a group's end)."""
+    ``parts`` accumulators a cycle (its PARTS: a chunk never crosses a group's end) and sending up to ``parts``
+    words a cycle."""
 
     __slots__ = ("busy", "left", "lane", "pos", "a", "a_end", "b", "b_end", "c", "c_end", "g_full", "o_left",
                  "enable", "lanes", "words", "row", "parts")
@@ -281,11 +282,13 @@ class RoundStage:
         return (self.busy, self.left, self.lane, self.pos, self.a, self.a_end, self.b, self.b_end, self.c,
                 self.c_end, self.g_full, self.o_left)
 
-    def handshakes(self, out_ready: bool) -> tuple:
-        """(room: accumulators it takes of those offered, out_valid, out_move, transfer, g_take, c_ready, b_ready,
-        a_ready) for this cycle."""
-        out_move = self.o_left != 0 and out_ready
-        o_free = self.o_left == 0 or (self.o_left == 1 and out_ready)
+    def handshakes(self, out_room: int) -> tuple:
+        """(room: accumulators it takes of those offered, out_avail: words it offers, out_taken: words the sink
+        takes, ``out_room`` being what the sink has room for, transfer, g_take, c_ready, b_ready, a_ready) for this
+        cycle."""
+        out_avail = min(self.o_left, self.parts)
+        out_taken = min(out_avail, out_room)
+        o_free = self.o_left == out_taken
         transfer = self.g_full and o_free
         g_take = self.c and (not self.g_full or transfer)
         c_ready = not self.c or g_take
@@ -295,7 +298,7 @@ class RoundStage:
         if self.busy and self.left != 0 and a_ready:
             fit = min(self.parts, self.left, self.lanes - self.lane) if self.enable else 1
             room = min(fit, self.row - self.pos)
-        return room, self.o_left != 0, out_move, transfer, g_take, c_ready, b_ready, a_ready
+        return room, out_avail, out_taken, transfer, g_take, c_ready, b_ready, a_ready
 
     def start(self, config, count: int, wide: bool = False) -> None:
         """Latch ``config`` for ``count`` values; ``wide``: a chain's drain (accel_seq's ``raw64``), whose sums
@@ -310,9 +313,9 @@ class RoundStage:
 
     def edge(self, taken: int, shakes: tuple) -> None:
         """The edge after a cycle that took ``taken`` accumulators (0: none)."""
-        _, _, out_move, transfer, g_take, c_ready, b_ready, a_ready = shakes
+        _, _, out_taken, transfer, g_take, c_ready, b_ready, a_ready = shakes
         a, a_end, b, b_end, c_end = self.a, self.a_end, self.b, self.b_end, self.c_end
-        idle = (out_move and self.o_left == 1 and not transfer and not self.g_full and not self.c and not b
+        idle = (out_taken and self.o_left == out_taken and not transfer and not self.g_full and not self.c and not b
                 and not a and self.left == 0)
         take = taken != 0
         if take:
@@ -337,8 +340,8 @@ class RoundStage:
             self.g_full = False
         if transfer:
             self.o_left = self.words
-        elif out_move:
-            self.o_left -= 1
+        else:
+            self.o_left -= out_taken
         if idle:
             self.busy = False
 
@@ -437,11 +440,11 @@ class Shell:
         wr_ready = wr.ready()
         dropping = self.ost == O_REC_GO and self.status != 0
         if self.parts == 1:  # the unpacker and packer are wires
-            shakes = rs.handshakes(results and self.ost == O_ROW and wr_ready)
+            shakes = rs.handshakes(int(results and self.ost == O_ROW and wr_ready))
             acc_take = int(results and out_valid and (hold or shakes[0] != 0))
             give = out_valid and (self.ost == O_STATUS or dropping or acc_take)
             round_take = 0 if hold else acc_take
-            push = wr_ready and (self.ost == O_REC or (results and self.ost == O_ROW and shakes[1]))
+            push = wr_ready and (self.ost == O_REC or shakes[2] != 0)
             moves = None
         else:
             shakes, give, moves = self._parts_handshakes(results, out_valid, dropping, wr_ready, hold)
@@ -473,19 +476,21 @@ class Shell:
                           hold: bool = False) -> tuple:
         """The g_parts handshakes of this cycle: (the rounding stage's, the PE gives a word, (a PE word loaded
         into the unpacker, the parts moved on (to the stage, or into the buffer when ``hold``; an accumulating
-        call's one a cycle), a word into the packer, a beat out to the write mover))."""
+        call's one a cycle), the words into the packer (the stage's, or the record's one), a beat out to the write
+        mover))."""
         parts, ost, have = self.parts, self.ost, self.unpack_left
-        src_ready = self.pack_have != parts or wr_ready
-        shakes = self.round.handshakes(results and ost == O_ROW and src_ready)
+        beat_out = self.pack_have == parts and wr_ready
+        pack_room = parts - self.pack_have if self.pack_have != parts else parts if beat_out else 0
+        shakes = self.round.handshakes(pack_room if results and ost == O_ROW else 0)
         offer = 0 if not results else min(have, 1) if hold or self.call.acc_add else have
         part_moves = offer if hold else min(offer, shakes[0])
         results_ready = self.to_load != 0 and (have == 0 or have == part_moves)
         give = out_valid and (ost == O_STATUS or dropping or (results and results_ready))
         load = results and out_valid and results_ready
-        src_valid = self.rec_word != RECORD_WORDS if ost == O_REC else results and ost == O_ROW and shakes[1]
-        return shakes, give, (load, part_moves, src_valid and src_ready, self.pack_have == parts and wr_ready)
+        taken = min(int(self.rec_word != RECORD_WORDS), pack_room) if ost == O_REC else shakes[2]
+        return shakes, give, (load, part_moves, taken, beat_out)
 
-    def _parts_edge(self, load: bool, part_moves: int, take: bool, beat_out: bool) -> None:
+    def _parts_edge(self, load: bool, part_moves: int, taken: int, beat_out: bool) -> None:
         """The unpacker, the packer and the record's word counter at the edge (before the FSMs move)."""
         if self.round_go or self.hold_go:
             self.unpack_left, self.to_load = 0, self.call.count
@@ -494,8 +499,8 @@ class Shell:
             self.to_load = max(0, self.to_load - self.parts)
         elif part_moves:
             self.unpack_left -= part_moves
-        self.pack_have = (1 if take else 0) if beat_out else self.pack_have + take
-        if take and self.ost == O_REC:
+        self.pack_have = (0 if beat_out else self.pack_have) + taken
+        if taken and self.ost == O_REC:
             self.rec_word += 1
 
     def _count(self, take: bool, give: bool) -> None:

@@ -37,20 +37,25 @@
 // bits [i*W, i*W + W)); the stage takes `in_taken` = min(in_avail, room) of them, where room is 0 when A cannot
 // take, else min(PARTS, accumulators left, values left in the current group and row): a chunk never crosses a
 // group's end, so a group of n values takes ceil(n / PARTS) chunks when the source offers PARTS. Passing through,
-// every value is its own group (one a chunk). in_taken depends combinationally on in_avail and, through the
-// chain, on out_ready (no skid buffer). Output side: out_valid/out_ready, one word a cycle. Throughput: one chunk
-// a cycle while a group's words need no more cycles than its chunks; else one output word a cycle.
+// every value is its own group (one a chunk). Parts past the first hold 32-bit accumulators (bits 31..0 of
+// their W, sign-extended): W = 48 sums come one a chunk. Output side, alike: the stage offers `out_avail` =
+// min(words of O left, PARTS) words (word j at out_data bits [32j, 32j + 32)), the sink takes `out_taken` of
+// them (0..out_avail, word 0 first). in_taken depends combinationally on in_avail and, through the chain, on
+// out_taken (no skid buffer). Throughput: one chunk a cycle while a group's words need no more cycles
+// (ceil(group_words / PARTS)) than its chunks; else one group's words a ceil(group_words / PARTS) cycles.
 //
-// Latency, no stalls (the source offers min(PARTS, left) every cycle, out_ready held high), start sampled at edge
-// 0: busy is high in cycles 1 .. L. The first chunk enters G at edge 4. Group k (c_k chunks) enters G from edge
+// Latency, no stalls (the source offers min(PARTS, left) every cycle, the sink takes every word offered),
+// start sampled at edge 0: busy is high in cycles 1 .. L. With u = ceil(group_words / PARTS), the cycles a
+// group's words take to leave: the first chunk enters G at edge 4. Group k (c_k chunks) enters G from edge
 // f_k = max(l_{k-1} + 1, z_k, x_{k-1}) (after the previous chunk; not before it arrives, z_k = 4 + its first
 // chunk's index; once G has handed the previous group to O), one chunk an edge, so its last chunk enters at
-// l_k = f_k + c_k - 1; O takes it at x_k = max(l_k + 1, x_{k-1} + group_words) and its words move at edges
-// x_k + 1 .. x_k + group_words. L = x_last + group_words (codesign.numerics.round_stage.latency_cycles evaluates
-// this recurrence exactly as max-plus matrix powers). Closed forms: pass-through L = count + 5; when no group has
-// fewer chunks than group_words, L = chunks + group_words + 4; when group_words >= ceil(lanes / PARTS),
-// L = 4 + ceil(min(lanes, row_values) / PARTS) + words out. count = 0: busy stays low. At PARTS = 1 a chunk is
-// one value (in_avail 0/1 is a valid bit, in_taken a ready-and-valid).
+// l_k = f_k + c_k - 1; O takes it at x_k = max(l_k + 1, x_{k-1} + u) and its words move at edges
+// x_k + 1 .. x_k + u. L = x_last + u (codesign.numerics.round_stage.latency_cycles evaluates this recurrence
+// exactly as max-plus matrix powers). Closed forms: pass-through (W = 32) L = count + 5; when no group has
+// fewer chunks than u, L = chunks + u + 4; when u >= ceil(lanes / PARTS),
+// L = 4 + ceil(min(lanes, row_values) / PARTS) + u (groups). count = 0: busy stays low. At PARTS = 1 a
+// chunk is one value and a take one word (in_avail and out_avail 0/1 are valid bits, the takes
+// ready-and-valid).
 //
 // Width (parameter W, default 32): W = 48 takes the shell's held sums (docs/accelerator.md, "Accumulating calls";
 // golden codesign.numerics.round_stage.round_held): rounded exactly as 32-bit accumulators are (a right shift capped
@@ -80,9 +85,9 @@ module accel_round #(
     input  wire [PARTS*W-1:0] in_data,      // part i: bits [i*W, i*W + W)
     input  wire [2:0]         in_avail,     // parts offered (0..PARTS), part 0 first
     output wire [2:0]         in_taken,     // parts taken on this cycle's edge: min(in_avail, room)
-    output wire [31:0]        out_data,
-    output wire               out_valid,
-    input  wire               out_ready,
+    output wire [PARTS*32-1:0] out_data,    // the output register's next words, word j at bits [32j, 32j + 32)
+    output wire [2:0]         out_avail,    // words offered: min(words of the group left, PARTS)
+    input  wire [2:0]         out_taken,    // words the sink takes on this cycle's edge (0..out_avail), word 0 first
     output wire               busy,         // high from the cycle after start until the last output word has moved
     output reg  [63:0]        sum_abs,
     output reg  [31:0]        max_abs,
@@ -133,15 +138,15 @@ module accel_round #(
     reg [127:0]       o_data;
 
     // handshakes: a stage takes when it is empty or its content moves on in the same cycle
-    wire out_move = (o_left != 3'd0) && out_ready;
-    wire o_free   = (o_left == 3'd0) || (o_left == 3'd1 && out_ready);
+    wire out_move = out_taken != 3'd0;
+    wire o_free   = o_left == out_taken;  // empty, or its last words leave now
     wire transfer = g_full && o_free;
     wire g_take   = c_v && (!g_full || transfer);
     wire c_ready  = !c_v || g_take;
     wire b_ready  = !b_v || c_ready;
     wire a_ready  = !a_v || b_ready;
-    assign out_valid = o_left != 3'd0;
-    assign out_data  = o_data[31:0];
+    assign out_avail = o_left < PARTS ? o_left : MAX_CHUNK;
+    assign out_data  = o_data[PARTS*32-1:0];
     assign busy      = r_busy;
 
     // the chunk: as many parts as are offered, fit the group, the row and the count
@@ -169,7 +174,13 @@ module accel_round #(
     genvar i;
     generate
         for (i = 0; i < PARTS; i = i + 1) begin : g_part
-            wire signed [W-1:0] acc = a_acc[i*W +: W];
+            // part 0 takes W bits; the others a 32-bit accumulator sign-extended (held sums come one a chunk)
+            wire signed [W-1:0] acc;
+            if (i == 0 || W == 32) begin : g_full_width
+                assign acc = a_acc[i*W +: W];
+            end else begin : g_word
+                assign acc = {{(W-32){a_acc[i*W+31]}}, a_acc[i*W +: 32]};
+            end
             wire signed [PW-1:0] acc_wide = {{18{acc[W-1]}}, acc};
             wire signed [W-1:0] acc_clip = W == 32 ? acc
                                            : acc > $signed(CLIP) ? $signed(CLIP)
@@ -201,6 +212,10 @@ module accel_round #(
             assign field_all[i*128 +: 128] = {{(128-CW){1'b0}}, c_word[i*CW +: CW] & cfg_mask} << offset;
         end
     endgenerate
+
+    // bits a chunk of C's fills in G: c_n slots (c_n <= 4; no multiplier)
+    wire [7:0] slot8 = {1'b0, cfg_slot};
+    wire [7:0] chunk_bits = (c_n[0] ? slot8 : 8'd0) + (c_n[1] ? slot8 << 1 : 8'd0) + (c_n[2] ? slot8 << 2 : 8'd0);
 
     // the sums over a chunk's parts (parts past its count hold stale values and are left out)
     reg [63:0]  chunk_mag;
@@ -277,13 +292,13 @@ module accel_round #(
             if (b_v && c_ready && cfg_enable) saturated <= saturated + {29'd0, chunk_sat};
             if (g_take) begin
                 g_full <= c_end;
-                g_off <= c_end ? 8'd0 : g_off + {5'd0, c_n} * {1'b0, cfg_slot};
+                g_off <= c_end ? 8'd0 : g_off + chunk_bits;
             end else if (transfer) begin
                 g_full <= 1'b0;
             end
             if (transfer) o_left <= cfg_words;
-            else if (out_move) o_left <= o_left - 3'd1;
-            if (out_move && o_left == 3'd1 && !transfer && !g_full && !c_v && !b_v && !a_v && in_left == 32'd0)
+            else if (out_move) o_left <= o_left - out_taken;
+            if (out_move && o_left == out_taken && !transfer && !g_full && !c_v && !b_v && !a_v && in_left == 32'd0)
                 r_busy <= 1'b0;
         end
     end
@@ -308,6 +323,6 @@ module accel_round #(
         end
         if (g_take) g_data <= (g_off == 8'd0 ? 128'd0 : g_data) | chunk_fields;
         if (transfer) o_data <= g_data;
-        else if (out_move) o_data <= o_data >> 32;
+        else if (out_move) o_data <= o_data >> {out_taken, 5'd0};
     end
 endmodule

@@ -35,8 +35,8 @@
 // and an unpacker offers the rounding stage the parts of the word it holds, which takes as many as fit its
 // current group (up to P a cycle: accel_round's chunks), `count` in all; accumulating calls (a holding call's
 // results into the buffer, a drain's sums out of it) move one part a cycle. A new word is loaded as the last
-// part of the one before moves on. A packer puts the stage's words and the record's P to a beat. At 32 bits
-// both are plain wires.
+// part of the one before moves on. A packer puts the stage's words (as many a cycle as it offers and the beat
+// being filled has room for) and the record's (one a cycle) P to a beat. At 32 bits both are plain wires.
 module accel_seq #(
     parameter DATA_BITS = 32
 ) (
@@ -120,8 +120,9 @@ module accel_seq #(
     wire acc_add = flags[2], acc_hold = flags[3];
 
     // ---- the rounding stage ------------------------------------------------------------------------
-    wire [31:0] round_out_data;
-    wire round_out_valid, round_busy;
+    wire [DATA_BITS-1:0] round_out_data;
+    wire [2:0] round_out_avail;
+    wire round_busy;
     wire [63:0] sum_abs;
     wire [31:0] max_abs, saturated;
     // results flow from the PE through the stage from the cycle after its start pulse
@@ -130,7 +131,7 @@ module accel_seq #(
     wire [DATA_BITS-1:0] acc_data;  // the PE's results as the unpacker holds them, the next one in bits 31..0
     wire [2:0] acc_have;            // results held (0..P)
     wire results_ready;             // the PE's word may be taken
-    wire src_ready;                 // the write side takes a 32-bit word (stage output or record)
+    wire [2:0] src_taken;           // words the write side takes this cycle (of the stage's, or the record's one)
     wire [2:0] round_taken;         // parts the stage takes this cycle
     // parts offered: an accumulating call's move one a cycle (the buffer has one port each way)
     wire [2:0] acc_offer = !results ? 3'd0 : ((acc_add || acc_hold) && acc_have != 3'd0) ? 3'd1 : acc_have;
@@ -166,7 +167,7 @@ module accel_seq #(
         .enable(flags[1]), .shift(desc[15][6:0]), .bits(desc[15][12:8]), .lanes(desc[15][20:16]),
         .group_words(desc[15][26:24]), .row_values(desc[16][15:0]), .field_bits(desc[15][31:27]), .count(count),
         .raw64(acc_add), .in_data(stage_data), .in_avail(acc_hold ? 3'd0 : acc_offer), .in_taken(round_taken),
-        .out_data(round_out_data), .out_valid(round_out_valid), .out_ready(results && ost == O_ROW && src_ready),
+        .out_data(round_out_data), .out_avail(round_out_avail), .out_taken(results && ost == O_ROW ? src_taken : 3'd0),
         .busy(round_busy), .sum_abs(sum_abs), .max_abs(max_abs), .saturated(saturated)
     );
 
@@ -203,8 +204,9 @@ module accel_seq #(
     assign rd_ready = !list_mode ? pe_in_ready : ist == I_FETCH || (sending_rows && pe_in_ready);
     wire writing_record = list_mode && ost == O_REC;
     // the write side's 32-bit source: the stage's words, or the record's eight
-    wire [31:0] src_data = writing_record ? record_word : round_out_data;
-    wire src_valid = writing_record ? rec_word != 4'd8 : (results && ost == O_ROW && round_out_valid);
+    // the write side's source: the stage's words, or the record's eight one a cycle
+    wire [DATA_BITS-1:0] src_data = writing_record ? {{(DATA_BITS - 32){1'b0}}, record_word} : round_out_data;
+    wire [2:0] src_avail = writing_record ? {2'd0, rec_word != 4'd8} : (results && ost == O_ROW) ? round_out_avail : 3'd0;
     wire [DATA_BITS-1:0] packed_data;
     wire packed_valid;
     assign wr_data = !list_mode ? pe_out_data : packed_data;
@@ -217,8 +219,8 @@ module accel_seq #(
             assign acc_have = {2'd0, pe_out_valid};
             assign results_ready = acc_hold || round_taken != 3'd0;
             assign packed_data = src_data;
-            assign packed_valid = src_valid;
-            assign src_ready = wr_ready;
+            assign packed_valid = src_avail != 3'd0;
+            assign src_taken = wr_ready ? src_avail : 3'd0;
         end else begin : g_parts
             // unpacker: a PE word is taken once the last parts of the one before leave (or none is held)
             reg [DATA_BITS-1:0] unpack_word;
@@ -237,30 +239,26 @@ module accel_seq #(
                     unpack_left <= to_load < P ? to_load[2:0] : P[2:0];
                     to_load <= to_load < P ? 32'd0 : to_load - P;
                 end else if (acc_take) begin
-                    unpack_word <= unpack_word >> (32 * acc_moved);
+                    unpack_word <= unpack_word >> {acc_moved, 5'd0};
                     unpack_left <= unpack_left - acc_moved;
                 end
             end
-            // packer: P words make a beat; a full beat leaves as the next word comes in
+            // packer: P words make a beat; a full beat leaves as the next words come in
             reg [DATA_BITS-1:0] pack_word;
             reg [2:0] pack_have;
             wire beat_out = pack_have == P && wr_ready;
-            wire take = src_valid && src_ready;
+            wire [2:0] pack_room = pack_have != P ? P[2:0] - pack_have : beat_out ? P[2:0] : 3'd0;
+            wire [2:0] pack_base = beat_out ? 3'd0 : pack_have;  // where the words taken go
+            integer w;
             assign packed_data = pack_word;
             assign packed_valid = pack_have == P;
-            assign src_ready = pack_have != P || wr_ready;
+            assign src_taken = src_avail < pack_room ? src_avail : pack_room;
             always @(posedge clk) begin
-                if (rst) begin
-                    pack_have <= 3'd0;
-                end else if (beat_out && take) begin
-                    pack_word <= {{(DATA_BITS - 32){1'b0}}, src_data};
-                    pack_have <= 3'd1;
-                end else if (beat_out) begin
-                    pack_have <= 3'd0;
-                end else if (take) begin
-                    pack_word[32 * pack_have +: 32] <= src_data;
-                    pack_have <= pack_have + 3'd1;
-                end
+                if (rst) pack_have <= 3'd0;
+                else pack_have <= pack_base + src_taken;
+                for (w = 0; w < P; w = w + 1)
+                    if (w >= pack_base && w < pack_base + src_taken)
+                        pack_word[32 * w +: 32] <= src_data[32 * (w - pack_base) +: 32];
             end
         end
     endgenerate
@@ -411,7 +409,7 @@ module accel_seq #(
                         ost <= O_REC;
                     end
                     O_REC: begin
-                        if (src_valid && src_ready) rec_word <= rec_word + 4'd1;
+                        if (src_taken != 3'd0) rec_word <= rec_word + 4'd1;
                         if (!wr_go && !wr_busy) ost <= O_DONE;
                     end
                     O_DONE: begin

@@ -125,16 +125,16 @@ def test_stats_and_pass_through():
 
 def _latency_by_recurrence(c: RoundStageConfig, count: int, parts: int = 1) -> int:
     """The recurrence of the RTL's header comment, group by group in plain ints (a group of n values is
-    ceil(n / parts) chunks)."""
-    last_chunk, taken, index = -(1 << 40), -(1 << 40), 0
+    ceil(n / parts) chunks, its words leave in ceil(group_words / parts) cycles)."""
+    last_chunk, taken, index, out = -(1 << 40), -(1 << 40), 0, -(-c.group_words // parts)
     for start in range(0, count, c.row_values):
         for g in range(0, c.row_values, c.lanes):
             n = -(-min(c.lanes, c.row_values - g) // parts)
             first = max(last_chunk + 1, index + 4, taken)
             last_chunk = first + n - 1
-            taken = max(last_chunk + 1, taken + c.group_words)
+            taken = max(last_chunk + 1, taken + out)
             index += n
-    return taken + c.group_words
+    return taken + out
 
 
 @pytest.mark.parametrize("parts", [1, 2, 3, 4])
@@ -149,10 +149,12 @@ def test_latency_equals_the_recurrence_and_its_closed_forms(parts):
         stated = latency_cycles(c, count, parts)
         assert stated == _latency_by_recurrence(c, count, parts), c
         chunks = [-(-min(c.lanes, c.row_values - g) // parts) for g in range(0, c.row_values, c.lanes)]
-        if c.group_words <= min(chunks):
-            assert stated == count // c.row_values * sum(chunks) + c.group_words + 4
-        if c.group_words >= -(-c.lanes // parts):
-            assert stated == 4 + -(-min(c.lanes, c.row_values) // parts) + c.words_out(count)
+        out = -(-c.group_words // parts)
+        if out <= min(chunks):
+            assert stated == count // c.row_values * sum(chunks) + out + 4
+        if out >= -(-c.lanes // parts):
+            groups = count // c.row_values * c.groups_per_row
+            assert stated == 4 + -(-min(c.lanes, c.row_values) // parts) + out * groups
     assert latency_cycles(cfg(enable=False), 7, parts) == 12 and latency_cycles(cfg(), 0, parts) == 0
     big = cfg(lanes=4, group_words=1, row_values=6)
     assert latency_cycles(big, 6 * 10**8) == 6 * 10**8 + 5  # any count, without a loop over it

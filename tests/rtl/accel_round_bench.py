@@ -5,12 +5,13 @@ accumulators, expected = the words sent then sum_abs low/high, max_abs, saturate
 Each transaction is one ``start`` with its own configuration and ``count``. A driver and a monitor share one loop
 a cycle: input gaps (nothing offered) with probability ``ROUND_PAUSE_IN``, otherwise the next ``min(PARTS, left)``
 accumulators offered, or with probability ``ROUND_PAUSE_IN`` a random smaller number of them (a source that holds
-fewer), and output stalls with ``ROUND_PAUSE_OUT`` (seed ``ROUND_SEED``); ``PARTS`` junk parts stay offered once
-``count`` accumulators have gone in, so one taken too many is seen. After ``busy`` falls the words and the statistics are compared with the file, and nothing may be valid
+fewer); on the output, every word offered taken, or with probability ``ROUND_PAUSE_OUT`` a random smaller number
+(0: a stall) (seed ``ROUND_SEED``); ``PARTS`` junk parts stay offered once ``count`` accumulators have gone in, so
+one taken too many is seen. After ``busy`` falls the words and the statistics are compared with the file, and nothing may be valid
 or ready any more.
 
 Transactions of at most ``ROUND_TIMED_MAX`` accumulators and whole rows run a second time with no gaps, every
-cycle ``min(PARTS, left)`` offered and no stalls, and ``busy`` must stay high exactly ``latency_cycles`` cycles (the latency the RTL's header states).
+cycle ``min(PARTS, left)`` offered and every word offered taken, and ``busy`` must stay high exactly ``latency_cycles`` cycles (the latency the RTL's header states).
 A JSON summary (values, mismatched words, latency runs) goes to ``ROUND_RESULT``, then the test fails if any
 word differed.
 """
@@ -64,7 +65,7 @@ async def one_run(dut, ports: dict[str, int], acc: list[int], rng, pause_in: flo
     for name, value in ports.items():
         getattr(dut, name).value = value & 0x7F if name == "shift" else value  # the port's two's complement
     dut.count.value, dut.start.value = len(acc), 1
-    dut.in_avail.value, dut.out_ready.value = 0, 0
+    dut.in_avail.value, dut.out_taken.value = 0, 0
     parts, width = int(dut.PARTS.value), int(dut.W.value)
     await RisingEdge(dut.clk)
     await FallingEdge(dut.clk)
@@ -76,20 +77,23 @@ async def one_run(dut, ports: dict[str, int], acc: list[int], rng, pause_in: flo
         assert cycles < limit, f"busy for {cycles} cycles: the stage hung"
         feeding = sent < len(acc)
         dut.in_avail.value, dut.in_data.value = offer(acc, sent, parts, width, rng, pause_in)
-        dut.out_ready.value = int(rng.random() >= pause_out)
+        avail = int(dut.out_avail.value)
+        take = avail if rng.random() >= pause_out else int(rng.integers(0, avail)) if avail else 0
+        dut.out_taken.value = take
         await RisingEdge(dut.clk)  # the values this edge samples (before its registers update)
         taken = int(dut.in_taken.value)
         if feeding:
             sent += taken
         else:
             over += taken
-        if dut.out_valid.value == 1 and dut.out_ready.value == 1:
-            got.append(int(dut.out_data.value))
+        if take:
+            words = int(dut.out_data.value)
+            got += [(words >> (32 * j)) & 0xFFFF_FFFF for j in range(take)]
         await FallingEdge(dut.clk)
-    dut.in_avail.value, dut.out_ready.value = parts, 1
+    dut.in_avail.value, dut.out_taken.value = parts, 0
     await ClockCycles(dut.clk, 2, rising=False)
-    assert dut.in_taken.value == 0 and dut.out_valid.value == 0, "valid or taking after busy fell"
-    dut.in_avail.value, dut.out_ready.value = 0, 0
+    assert dut.in_taken.value == 0 and dut.out_avail.value == 0, "offering or taking after busy fell"
+    dut.in_avail.value = 0
     stats = [int(dut.sum_abs.value) & 0xFFFF_FFFF, int(dut.sum_abs.value) >> 32, int(dut.max_abs.value),
              int(dut.saturated.value)]
     assert sent == len(acc), f"took {sent} of {len(acc)} accumulators"
@@ -121,7 +125,7 @@ async def transaction_file(dut) -> None:
     pause_in, pause_out = float(os.environ["ROUND_PAUSE_IN"]), float(os.environ["ROUND_PAUSE_OUT"])
     timed_max = int(os.environ.get("ROUND_TIMED_MAX", "4096"))
     transactions, _ = read_transactions(Path(os.environ["ROUND_VECTORS"]), pe="accel_round")
-    dut.rst.value, dut.start.value, dut.in_avail.value, dut.out_ready.value = 1, 0, 0, 0
+    dut.rst.value, dut.start.value, dut.in_avail.value, dut.out_taken.value = 1, 0, 0, 0
     await ClockCycles(dut.clk, 3)
     dut.rst.value = 0
     summary = {"values": 0, "mismatches": 0, "over_reads": 0, "timed_runs": 0, "latency_errors": [], "first": []}

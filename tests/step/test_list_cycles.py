@@ -279,14 +279,14 @@ def test_pe_cycles_are_the_stall_free_transaction_cycles(name, bits):
 ])
 @pytest.mark.parametrize("parts", [1, 2, 4])
 def test_round_stage_busy_is_latency_cycles(cfg, count, parts):
-    """The model's rounding stage, offered min(parts, left) values every cycle and never stalled, is busy
+    """The model's rounding stage, offered min(parts, left) values every cycle, every word it offers taken, is busy
     latency_cycles cycles."""
     stage = RoundStage(parts)
     stage.start(cfg, count)
     busy = 0
     while stage.busy:
         busy += 1
-        shakes = stage.handshakes(True)
+        shakes = stage.handshakes(parts)
         stage.edge(min(parts, stage.left, shakes[0]), shakes)
     assert busy == latency_cycles(cfg, count, parts)
 
