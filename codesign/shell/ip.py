@@ -318,7 +318,8 @@ def rtl_context(pe, spec) -> dict[str, Any]:
         stream = ((("requesting", "rd_requesting"), ("in_data", "rd_data"), ("in_valid", "rd_valid"),
                    ("in_ready", "rd_ready"))
                   if arg.direction == "read" else
-                  (("out_data", "wr_data"), ("out_valid", "wr_valid"), ("out_ready", "wr_ready")))
+                  (("requesting", "wr_requesting"), ("out_data", "wr_data"), ("out_valid", "wr_valid"),
+                   ("out_ready", "wr_ready")))
         pointers.append({"name": arg.name, "bundle": arg.bundle, "direction": arg.direction, "mover": mover,
                          "side": side, "channels": channels, "stream": stream})
     return {

@@ -36,7 +36,7 @@ import numpy as np
 
 from codesign.contracts.calls import DESCRIPTOR_BYTES, Block, Call
 from codesign.step.list_pe import pe_phases
-from codesign.step.list_shell import Shell
+from codesign.step.list_shell import WRITE_OPEN, Shell
 
 CONTROL_CYCLES = 2  # the run_start cycle, and the cycle after the sequencer falls idle (ap_done is registered)
 
@@ -71,6 +71,15 @@ class MemoryTiming:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be a positive integer (cycles or queue entries)")
+        _check_queue_limit(self.queue_limit)
+
+
+def _check_queue_limit(limit: int) -> None:
+    """The write mover keeps up to WRITE_OPEN bursts open: a memory whose B queue held fewer responses would stall
+    W beats, which the model does not follow."""
+    if limit < WRITE_OPEN:
+        raise ValueError(f"queue_limit={limit!r} must be >= {WRITE_OPEN}: the write mover keeps {WRITE_OPEN} bursts "
+                         f"open (accel_s2mm's MAX_OPEN), and the memory's B queue must hold their responses")
 
 
 AXI_RAM = MemoryTiming()
@@ -128,6 +137,7 @@ class DdrTiming:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be a positive integer (cycles or beats)")
+        _check_queue_limit(self.queue_limit)
         for side in ("read", "write"):
             beats, window = getattr(self, f"{side}_beats"), getattr(self, f"{side}_window")
             if beats > window:

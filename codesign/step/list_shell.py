@@ -17,6 +17,7 @@ from codesign.step.list_pe import IN, OUT, WAIT, Pe
 
 MAX_BURST = 16  # beats per burst (the shell's MAX_BURST, the AXI3 limit)
 FIFO_BEATS = 2 * MAX_BURST  # accel_s2mm's FIFO
+WRITE_OPEN = 2  # accel_s2mm's MAX_OPEN: bursts whose B response may be due at once (<= every memory's queue_limit)
 HANG_CYCLES = 1 << 20  # stalled cycles in one call past which the model calls the shell hung
 
 
@@ -141,7 +142,9 @@ class ReadPort:
 
 class WritePort:
     """accel_s2mm and the AxiRam's write side (``_process_write``, B source). AWREADY and WREADY stay high: the
-    mover sends a burst's W beats only after its AW and one burst at a time, so neither queue fills. With a DDR
+    mover sends a burst's W beats only after its AW and one burst at a time, and keeps at most ``WRITE_OPEN``
+    bursts open, so no queue fills (the B queue would at ``queue_limit`` responses: every timing's is >= 2). Runs
+    overlap: a start while the run before waits only for B responses keeps its open bursts. With a DDR
     timing the B source is paused as the list bench's pacer pauses it: a burst's B not before ``write_latency``
     edges after the edge that took its last W beat; and with ``write_beats`` < ``write_window`` the W sink is
     paused while the last ``write_window - 1`` edges took ``write_beats`` beats, WREADY then following the
@@ -211,6 +214,11 @@ class WritePort:
     def ready(self) -> bool:
         return self.busy and self.to_take != 0 and self.count != FIFO_BEATS
 
+    @property
+    def requesting(self) -> bool:
+        """The run still takes, issues or sends beats (busy, less the wait for B responses)."""
+        return self.busy and bool(self.to_write or self.in_burst or self.awvalid)
+
     def edge(self, start: bool, addr: int, n: int, push: bool) -> None:
         pop, aw_done, b_done = self.in_burst and self.wready, self.awvalid, self.bvalid
         valid = self.in_burst
@@ -235,8 +243,9 @@ class WritePort:
             self.w_left = self.beats
         if start:
             n = -(-n // (self.size // 4))  # words to beats
-            self.busy, self.to_take = n != 0, n
-            self.to_write, self.addr, self.open, self.in_burst, self.awvalid = n, addr & -self.size, 0, False, False
+            self.busy, self.to_take = n != 0 or self.open != b_done, n
+            self.open -= b_done  # a run before this one may still wait for responses
+            self.to_write, self.addr, self.in_burst, self.awvalid = n, addr & -self.size, False, False
         else:
             self._mover(push, pop, last, aw_done, b_done)
         if self.w_paced:
@@ -245,7 +254,8 @@ class WritePort:
 
     def _mover(self, push: bool, pop: bool, last: bool, aw_done: bool, b_done: bool) -> None:
         beats = _burst(self.addr, self.to_write, self.size)
-        issue = self.busy and not self.in_burst and not self.awvalid and self.to_write and self.count >= beats
+        issue = (self.busy and not self.in_burst and not self.awvalid and self.to_write and self.count >= beats
+                 and self.open < WRITE_OPEN)
         done = self.busy and not self.to_write and not self.in_burst and not self.awvalid and self.open == b_done
         if push:
             self.to_take -= 1
@@ -373,7 +383,7 @@ class Shell:
         self.seg = self.in_row = self.out_row = self.in_plane = self.out_plane = self.status = 0
         self.index, self.call, self.running = 0, None, True
         self.counts: dict = {}
-        self.busy = (False, False, False, False)
+        self.busy = (False, False, False, False, False)
 
     def state(self) -> tuple:
         return (self.rd.state(), self.wr.state(), self.round.state(), self.ist, self.ost, self.rd_go, self.wr_go,
@@ -451,7 +461,7 @@ class Shell:
             acc_take = moves[1]
             round_take, push = 0 if hold else acc_take, moves[3]
         self._count(take, give)
-        self.busy = (rd.busy, wr.busy, rs.busy, rd.requesting)  # the sequencer reads them before the edge
+        self.busy = (rd.busy, wr.busy, rs.busy, rd.requesting, wr.requesting)  # the sequencer reads them before the edge
         rd_args, wr_args = self._mover_args()
         rd.edge(self.rd_go, *rd_args, rready)
         wr.edge(self.wr_go, *wr_args, push)
@@ -575,14 +585,14 @@ class Shell:
                 self.ost = O_DRAIN
             else:
                 self.wr_go, self.ost = True, O_ROW
-        elif ost == O_ROW and not wr_go and not self.busy[1]:
+        elif ost == O_ROW and not wr_go and not self.busy[4]:
             self.out_row += 1
             self.ost = O_ROW_GO
         elif ost == O_DRAIN and not self.busy[2] and not round_go:
             self.ost = O_REC_GO
         elif ost == O_HOLD and not hold_go and self.acc_n == call.count:
             self.ost = O_REC_GO
-        elif ost == O_REC_GO and ist == I_DONE and not self.busy[0]:
+        elif ost == O_REC_GO and ist == I_DONE and not self.busy[0] and not self.busy[1]:
             self.wr_go, self.ost, self.rec_word = True, O_REC, 0
         elif ost == O_REC and not wr_go and not self.busy[1]:
             self.ost = O_DONE

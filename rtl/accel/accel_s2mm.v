@@ -9,20 +9,26 @@
 // issued only once all its beats are in the FIFO, so the W channel, once opened, never waits for
 // the PE: AW with AWLEN = beats - 1 (INCR, full-width beats), then the beats on W with WLAST on
 // the final one. Each burst is as long as the beats left, at most MAX_BURST, and never crosses a
-// 4 KiB boundary. BREADY is always high; `busy` is high from the cycle after `start` until every
-// beat is written *and* every burst's B response has arrived (low at once when n = 0). BRESP is
-// not checked.
+// 4 KiB boundary. At most MAX_OPEN bursts are open (AW taken, B not yet back): the port's write
+// acceptance, and no more than the memory's B queue holds. BREADY is always high; `busy` is high from
+// the cycle after `start` until every beat is written *and* every burst's B response has arrived (low
+// at once when n = 0). BRESP is not checked.
+// Runs overlap: `requesting` is high while a run still has beats to take, bursts to issue or beats to
+// send (busy, less the wait for B responses), and a new `start` is taken while it is low: the run's
+// open bursts stay counted, so `busy` falls only once the responses of both runs are back.
 module accel_s2mm #(
     parameter ADDR_BITS = 32,  // m_axi address width (bits)
     parameter MAX_BURST = 16,  // beats per burst, power of two in 1..256
-    parameter DATA_BITS = 32   // data bus and PE stream word (bits): 32, 64 or 128
+    parameter DATA_BITS = 32,  // data bus and PE stream word (bits): 32, 64 or 128
+    parameter MAX_OPEN = 2     // bursts whose B response may be outstanding at once (>= 1)
 ) (
     input  wire                 clk,
     input  wire                 rst,
-    input  wire                 start,
+    input  wire                 start,      // while requesting is low
     input  wire [63:0]          addr,
     input  wire [31:0]          n,
     output reg                  busy,
+    output wire                 requesting, // the run still takes, issues or sends beats
     // PE output stream
     input  wire [DATA_BITS-1:0] out_data,
     input  wire                 out_valid,
@@ -84,7 +90,9 @@ module accel_s2mm #(
     wire [31:0] n_beats = (n >> LGP) + ((n & ((1 << LGP) - 1)) != 0);  // ceil(n / words per beat)
     reg [DATA_BITS/8-1:0] last_strb;  // the bytes of the last beat that n covers
     wire [8:0] next_beats = to_write < cap ? to_write[8:0] : cap[8:0];
-    wire ready_to_issue = busy && !in_burst && !m_axi_awvalid && to_write != 32'd0 && count >= next_beats;
+    wire ready_to_issue = busy && !in_burst && !m_axi_awvalid && to_write != 32'd0 && count >= next_beats
+                          && open_bursts < MAX_OPEN;
+    assign requesting = busy && (to_write != 32'd0 || in_burst || m_axi_awvalid);
 
     assign m_axi_awid = 1'b0;
     assign m_axi_awaddr = next_addr;
@@ -123,14 +131,14 @@ module accel_s2mm #(
             in_burst <= 1'b0;
             m_axi_awvalid <= 1'b0;
         end else if (start) begin
-            busy <= n != 32'd0;
+            busy <= n != 32'd0 || open_bursts != {31'd0, b_done};
             to_take <= n_beats;
             to_write <= n_beats;
             to_send <= n_beats;
             last_strb <= (n & ((1 << LGP) - 1)) == 0 ? {(DATA_BITS / 8){1'b1}}
                          : ~({(DATA_BITS / 8){1'b1}} << (4 * (n & ((1 << LGP) - 1))));
             next_addr <= (addr[ADDR_BITS-1:0] >> LGB) << LGB;
-            open_bursts <= 32'd0;
+            open_bursts <= open_bursts - b_done;  // a run before this one may still wait for responses
             in_burst <= 1'b0;
             m_axi_awvalid <= 1'b0;
         end else begin

@@ -24,9 +24,10 @@
 //           saturated codes, sum |x| (low, high), max |x|, words sent to the PE, words written, RECORD_DONE.
 // The arena's bases and n_calls are latched at the list's start (a register written during a list changes
 // nothing until the next). A call with a non-zero status ends the list after its record. Every run of a
-// mover is started with a one-cycle pulse and waited for (its busy falls); a write run's busy falls only
-// after its last B response, so a call's results are in memory before its record, and before the next
-// call reads them.
+// mover is started with a one-cycle pulse. A row's run starts once the one before has asked for all its
+// bursts (reads) or sent all its beats (writes: its B responses may still be due, so rows keep bursts in
+// flight); the record's run waits until every write's B response is back (busy low), so a call's results
+// are in memory before its record, and before the next call reads them.
 // `busy` is high from the cycle after run_start until the last record is written.
 //
 // Stream words of DATA_BITS = 64 or 128 bits (P = DATA_BITS / 32 parts): the movers move whole beats, so every
@@ -64,6 +65,7 @@ module accel_seq #(
     output wire [63:0]          wr_addr,
     output wire [31:0]          wr_n,
     input  wire                 wr_busy,
+    input  wire                 wr_requesting,
     output wire [DATA_BITS-1:0] wr_data,
     output wire                 wr_valid,
     input  wire                 wr_ready,
@@ -396,14 +398,14 @@ module accel_seq #(
                             ost <= O_ROW;
                         end
                     end
-                    O_ROW: if (!wr_go && !wr_busy) begin
+                    O_ROW: if (!wr_go && !wr_requesting) begin  // the next row's run may start
                         out_row <= out_row + 32'd1;
                         out_addr <= out_addr + {32'd0, desc[13]};
                         ost <= O_ROW_GO;
                     end
                     O_DRAIN: if (!round_busy && !round_go) ost <= O_REC_GO;
                     O_HOLD: if (!hold_go && {19'd0, acc_n} == count) ost <= O_REC_GO;
-                    O_REC_GO: if (ist == I_DONE && !rd_busy) begin
+                    O_REC_GO: if (ist == I_DONE && !rd_busy && !wr_busy) begin  // the results are in memory
                         wr_go <= 1'b1;
                         rec_word <= 4'd0;
                         ost <= O_REC;
