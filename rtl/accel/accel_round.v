@@ -40,8 +40,8 @@
 // every value is its own group (one a chunk). Parts past the first hold 32-bit accumulators (bits 31..0 of
 // their W, sign-extended): W = 48 sums come one a chunk. Output side, alike: the stage offers `out_avail` =
 // min(words of O left, PARTS) words (word j at out_data bits [32j, 32j + 32)), the sink takes `out_taken` of
-// them (0..out_avail, word 0 first). in_taken depends combinationally on in_avail and, through the chain, on
-// out_taken (no skid buffer). Throughput: one chunk a cycle while a group's words need no more cycles
+// them (0..out_avail, word 0 first; more is read as out_avail). in_room (what the stage would take) depends
+// on no input but out_taken, through the chain (no skid buffer); in_taken = min(in_avail, in_room). Throughput: one chunk a cycle while a group's words need no more cycles
 // (ceil(group_words / PARTS)) than its chunks; else one group's words a ceil(group_words / PARTS) cycles.
 //
 // Latency, no stalls (the source offers min(PARTS, left) every cycle, the sink takes every word offered),
@@ -53,7 +53,7 @@
 // x_k + 1 .. x_k + u. L = x_last + u (codesign.numerics.round_stage.latency_cycles evaluates this recurrence
 // exactly as max-plus matrix powers). Closed forms: pass-through (W = 32) L = count + 5; when no group has
 // fewer chunks than u, L = chunks + u + 4; when u >= ceil(lanes / PARTS),
-// L = 4 + ceil(min(lanes, row_values) / PARTS) + u (groups). count = 0: busy stays low. At PARTS = 1 a
+// L = 4 + ceil(min(lanes, row_values) / PARTS) + u * groups. count = 0: busy stays low. At PARTS = 1 a
 // chunk is one value and a take one word (in_avail and out_avail 0/1 are valid bits, the takes
 // ready-and-valid).
 //
@@ -84,7 +84,8 @@ module accel_round #(
     input  wire               raw64,        // W > 32, passing through: 64-bit fields (ignored at W = 32)
     input  wire [PARTS*W-1:0] in_data,      // part i: bits [i*W, i*W + W)
     input  wire [2:0]         in_avail,     // parts offered (0..PARTS), part 0 first
-    output wire [2:0]         in_taken,     // parts taken on this cycle's edge: min(in_avail, room)
+    output wire [2:0]         in_room,      // parts the stage would take this cycle (depends on no input's valid)
+    output wire [2:0]         in_taken,     // parts taken on this cycle's edge: min(in_avail, in_room)
     output wire [PARTS*32-1:0] out_data,    // the output register's next words, word j at bits [32j, 32j + 32)
     output wire [2:0]         out_avail,    // words offered: min(words of the group left, PARTS)
     input  wire [2:0]         out_taken,    // words the sink takes on this cycle's edge (0..out_avail), word 0 first
@@ -108,6 +109,9 @@ module accel_round #(
     reg [5:0]         cfg_rshift;    // min(-shift, RIGHT_CAP)
     reg [W+1:0]       cfg_half;      // the bit of weight 2^(s-1) of a right shift by s
     reg [W+1:0]       cfg_below;     // the bits under it (the sticky bits)
+    reg [5:0]         cfg_rshift32;  // the same for the 32-bit parts past the first: min(-shift, 33)
+    reg [33:0]        cfg_half32;
+    reg [33:0]        cfg_below32;
     reg signed [PW-1:0] cfg_high;    // 2^(bits-1) - 1
     reg signed [PW-1:0] cfg_low;     // -2^(bits-1)
     reg [4:0]         cfg_lanes;     // 1 when passing through
@@ -138,8 +142,9 @@ module accel_round #(
     reg [127:0]       o_data;
 
     // handshakes: a stage takes when it is empty or its content moves on in the same cycle
-    wire out_move = out_taken != 3'd0;
-    wire o_free   = o_left == out_taken;  // empty, or its last words leave now
+    wire [2:0] out_take = out_taken < out_avail ? out_taken : out_avail;  // a sink taking more takes what is there
+    wire out_move = out_take != 3'd0;
+    wire o_free   = o_left == out_take;  // empty, or its last words leave now
     wire transfer = g_full && o_free;
     wire g_take   = c_v && (!g_full || transfer);
     wire c_ready  = !c_v || g_take;
@@ -150,96 +155,132 @@ module accel_round #(
     assign busy      = r_busy;
 
     // the chunk: as many parts as are offered, fit the group, the row and the count
-    wire [4:0]  lanes_left = cfg_lanes - in_lane;                 // 1..16
-    wire [15:0] row_left = cfg_row - in_pos;                      // 1..row_values
+    // lanes and row_values of 0 (which the host never sends) count as 32 and 65536: no configuration hangs
+    wire [5:0]  lanes_left = {cfg_lanes == 5'd0, cfg_lanes} - {1'b0, in_lane};  // 1..lanes
+    wire [16:0] row_left = {cfg_row == 16'd0, cfg_row} - {1'b0, in_pos};         // 1..row_values
     wire [2:0]  left_cap = in_left < PARTS ? in_left[2:0] : MAX_CHUNK;
     wire [2:0]  lane_cap = lanes_left < PARTS ? lanes_left[2:0] : MAX_CHUNK;
     wire [2:0]  row_cap = row_left < PARTS ? row_left[2:0] : MAX_CHUNK;
-    wire [2:0]  fit = !cfg_enable ? 3'd1 : (left_cap < lane_cap ? left_cap : lane_cap);
-    wire [2:0]  room_now = fit < row_cap ? fit : row_cap;
+    wire [2:0]  fit = left_cap < lane_cap ? left_cap : lane_cap;
+    wire [2:0]  room_now = !cfg_enable ? 3'd1 : fit < row_cap ? fit : row_cap;  // passing through: one a chunk
     wire [2:0]  room = (r_busy && in_left != 32'd0 && a_ready) ? room_now : 3'd0;
+    assign in_room = room;
     assign in_taken = in_avail < room ? in_avail : room;
     wire in_take = in_taken != 3'd0;
-    wire row_last = row_left == {13'd0, in_taken};
-    wire in_end = !cfg_enable || in_left == {29'd0, in_taken} || lanes_left == {2'd0, in_taken} || row_last;
+    wire row_last = row_left == {14'd0, in_taken};
+    wire in_end = !cfg_enable || in_left == {29'd0, in_taken} || lanes_left == {3'd0, in_taken} || row_last;
 
-    // per part: B's shift of A's accumulator, C's rounding of B's value, G's field of C's word
+    // per part: B's shift of A's accumulator, C's rounding of B's value, G's field of C's word (at the part's
+    // place in the chunk; the chunk then moves to g_off with one shifter)
     wire [PARTS*PW-1:0]  pre_all;
     wire [PARTS-1:0]     up_all;
     wire [PARTS*64-1:0]  mag_all;
     wire [PARTS*32-1:0]  peak_all;
     wire [PARTS*CW-1:0]  word_all;
     wire [PARTS-1:0]     sat_all;
-    wire [PARTS*128-1:0] field_all;
+    wire [PARTS*128-1:0] placed_all;
     genvar i;
     generate
         for (i = 0; i < PARTS; i = i + 1) begin : g_part
-            // part 0 takes W bits; the others a 32-bit accumulator sign-extended (held sums come one a chunk)
-            wire signed [W-1:0] acc;
-            if (i == 0 || W == 32) begin : g_full_width
-                assign acc = a_acc[i*W +: W];
-            end else begin : g_word
-                assign acc = {{(W-32){a_acc[i*W+31]}}, a_acc[i*W +: 32]};
+            // part 0 is W bits wide; the others hold 32-bit accumulators (held sums come one a chunk), and their
+            // datapath is 32 bits wide: a right shift capped at 33, as the W = 32 stage
+            localparam WI = i == 0 ? W : 32;
+            localparam PWI = WI + 18;
+            wire signed [WI-1:0] acc = a_acc[i*W +: WI];
+            wire signed [PWI-1:0] acc_wide = {{18{acc[WI-1]}}, acc};
+            wire signed [WI-1:0] acc_clip = WI == 32 ? acc
+                                            : acc > $signed(CLIP[WI-1:0]) ? $signed(CLIP[WI-1:0])
+                                            : acc < -$signed(CLIP[WI-1:0]) ? -$signed(CLIP[WI-1:0]) : acc;
+            wire signed [PWI-1:0] clip_wide = {{18{acc_clip[WI-1]}}, acc_clip};
+            wire signed [WI+1:0] acc34 = {{2{acc[WI-1]}}, acc};
+            wire [5:0]          rsh;
+            wire [WI+1:0]       half, below;
+            if (i == 0) begin : g_first
+                assign rsh = cfg_rshift;
+                assign half = cfg_half;
+                assign below = cfg_below;
+            end else begin : g_rest
+                assign rsh = cfg_rshift32;
+                assign half = cfg_half32;
+                assign below = cfg_below32;
             end
-            wire signed [PW-1:0] acc_wide = {{18{acc[W-1]}}, acc};
-            wire signed [W-1:0] acc_clip = W == 32 ? acc
-                                           : acc > $signed(CLIP) ? $signed(CLIP)
-                                           : acc < -$signed(CLIP) ? -$signed(CLIP) : acc;
-            wire signed [PW-1:0] clip_wide = {{18{acc_clip[W-1]}}, acc_clip};
-            wire signed [W+1:0] acc34 = {{2{acc[W-1]}}, acc};
-            wire signed [W+1:0] floor34 = acc34 >>> cfg_rshift;  // toward minus infinity
-            wire               half_bit = |(acc34 & cfg_half);
-            wire               sticky = |(acc34 & cfg_below);
+            wire signed [WI+1:0] floor34 = acc34 >>> rsh;  // toward minus infinity
+            wire               half_bit = |(acc34 & half);
+            wire               sticky = |(acc34 & below);
             wire               round_up = half_bit && (sticky || floor34[0]);  // above the half, or a tie to even
-            assign pre_all[i*PW +: PW] = !cfg_enable ? acc_wide
-                                         : cfg_left ? (clip_wide <<< cfg_lshift) : {{16{floor34[W+1]}}, floor34};
+            wire signed [PWI-1:0] pre = !cfg_enable ? acc_wide
+                                        : cfg_left ? (clip_wide <<< cfg_lshift) : {{16{floor34[WI+1]}}, floor34};
+            assign pre_all[i*PW +: PW] = {{(PW-PWI){pre[PWI-1]}}, pre};
             assign up_all[i] = cfg_enable && !cfg_left && round_up;
-            wire [W-1:0]       magnitude = acc[W-1] ? {W{1'b0}} - acc : acc;  // |-2^(W-1)| = 2^(W-1) unsigned
-            wire [63:0]        mag64 = {{(64-W){1'b0}}, magnitude};
+            wire [WI-1:0]      magnitude = acc[WI-1] ? {WI{1'b0}} - acc : acc;  // |-2^(WI-1)| = 2^(WI-1) unsigned
+            wire [63:0]        mag64 = {{(64-WI){1'b0}}, magnitude};
             assign mag_all[i*64 +: 64] = mag64;
             assign peak_all[i*32 +: 32] = mag64[63:32] != 32'd0 ? 32'hFFFF_FFFF : mag64[31:0];  // saturates
 
-            wire signed [PW-1:0] pre_b = b_pre[i*PW +: PW];
-            wire signed [PW-1:0] rounded = pre_b + $signed({{(PW-1){1'b0}}, b_up[i]});
-            wire               too_high = rounded > cfg_high;
-            wire               too_low = rounded < cfg_low;
-            wire [31:0]        code = too_high ? cfg_high[31:0] : (too_low ? cfg_low[31:0] : rounded[31:0]);
+            wire signed [PWI-1:0] pre_b = b_pre[i*PW +: PWI];
+            wire signed [PWI-1:0] rounded = pre_b + $signed({{(PWI-1){1'b0}}, b_up[i]});
+            wire signed [PWI-1:0] high = cfg_high[PWI-1:0];
+            wire signed [PWI-1:0] low = cfg_low[PWI-1:0];
+            wire               too_high = rounded > high;
+            wire               too_low = rounded < low;
+            wire [31:0]        code = too_high ? high[31:0] : (too_low ? low[31:0] : rounded[31:0]);
             wire signed [CW-1:0] code_word = $signed(code);  // sign-extended
-            assign word_all[i*CW +: CW] = cfg_enable ? code_word : pre_b[CW-1:0];
+            wire [CW-1:0] raw_word;  // passing through (part 0 only: a chunk of one)
+            if (PWI >= CW) begin : g_raw_low
+                assign raw_word = pre_b[CW-1:0];
+            end else begin : g_raw_extended
+                assign raw_word = {{(CW-PWI){pre_b[PWI-1]}}, pre_b};
+            end
+            assign word_all[i*CW +: CW] = cfg_enable ? code_word : raw_word;
             assign sat_all[i] = too_high || too_low;
 
-            wire [8:0] offset = {1'b0, g_off} + i * cfg_slot;
-            assign field_all[i*128 +: 128] = {{(128-CW){1'b0}}, c_word[i*CW +: CW] & cfg_mask} << offset;
+            // the field at its place in the chunk, i slots up (constant shifts, one per slot width)
+            wire [CW-1:0] field = c_word[i*CW +: CW] & cfg_mask;
+            reg [127:0] placed;
+            always @(*) begin
+                case (cfg_slot)
+                    7'd4:  placed = {{(128-CW){1'b0}}, field} << (4 * i);
+                    7'd8:  placed = {{(128-CW){1'b0}}, field} << (8 * i);
+                    7'd16: placed = {{(128-CW){1'b0}}, field} << (16 * i);
+                    7'd32: placed = {{(128-CW){1'b0}}, field} << (32 * i);
+                    default: placed = {{(128-CW){1'b0}}, field} << (64 * i);
+                endcase
+            end
+            assign placed_all[i*128 +: 128] = placed;
         end
     endgenerate
 
+    // the sums over a chunk's parts (parts past its count hold stale values and are left out), as trees
+    reg [63:0]  part_mag [0:3];
+    reg [31:0]  part_peak [0:3];
+    reg [127:0] chunk_placed;
+    reg [2:0]   chunk_sat;
+    integer k;
+    always @(*) begin
+        chunk_placed = 128'd0;
+        chunk_sat = 3'd0;
+        for (k = 0; k < 4; k = k + 1) begin
+            part_mag[k] = k < PARTS && k < a_n ? mag_all[(k % PARTS)*64 +: 64] : 64'd0;
+            part_peak[k] = k < PARTS && k < a_n ? peak_all[(k % PARTS)*32 +: 32] : 32'd0;
+        end
+        for (k = 0; k < PARTS; k = k + 1) begin
+            if (k < b_n && sat_all[k]) chunk_sat = chunk_sat + 3'd1;
+            if (k < c_n) chunk_placed = chunk_placed | placed_all[k*128 +: 128];
+        end
+    end
+    wire [63:0]  chunk_mag = (part_mag[0] + part_mag[1]) + (part_mag[2] + part_mag[3]);
+    wire [31:0]  peak01 = part_peak[0] > part_peak[1] ? part_peak[0] : part_peak[1];
+    wire [31:0]  peak23 = part_peak[2] > part_peak[3] ? part_peak[2] : part_peak[3];
+    wire [31:0]  peak_in = peak01 > peak23 ? peak01 : peak23;
+    wire [31:0]  chunk_peak = peak_in > max_abs ? peak_in : max_abs;
+    wire [127:0] chunk_fields = chunk_placed << g_off;
     // bits a chunk of C's fills in G: c_n slots (c_n <= 4; no multiplier)
     wire [7:0] slot8 = {1'b0, cfg_slot};
     wire [7:0] chunk_bits = (c_n[0] ? slot8 : 8'd0) + (c_n[1] ? slot8 << 1 : 8'd0) + (c_n[2] ? slot8 << 2 : 8'd0);
 
-    // the sums over a chunk's parts (parts past its count hold stale values and are left out)
-    reg [63:0]  chunk_mag;
-    reg [31:0]  chunk_peak;
-    reg [2:0]   chunk_sat;
-    reg [127:0] chunk_fields;
-    integer k;
-    always @(*) begin
-        chunk_mag = 64'd0;
-        chunk_peak = max_abs;
-        chunk_sat = 3'd0;
-        chunk_fields = 128'd0;
-        for (k = 0; k < PARTS; k = k + 1) begin
-            if (k < a_n) begin
-                chunk_mag = chunk_mag + mag_all[k*64 +: 64];
-                if (peak_all[k*32 +: 32] > chunk_peak) chunk_peak = peak_all[k*32 +: 32];
-            end
-            if (k < b_n && sat_all[k]) chunk_sat = chunk_sat + 3'd1;
-            if (k < c_n) chunk_fields = chunk_fields | field_all[k*128 +: 128];
-        end
-    end
-
     wire [6:0] neg_shift = 7'd0 - shift;  // 1..64 for a negative shift
     wire [5:0] rshift = neg_shift > RIGHT_CAP ? RIGHT_CAP : neg_shift[5:0];
+    wire [5:0] rshift32 = neg_shift > 7'd33 ? 6'd33 : neg_shift[5:0];
     wire [4:0] slot_of = field_bits != 5'd0 ? field_bits : bits;  // the width the slot must hold
     wire [6:0] slot = slot_of <= 5'd4 ? 7'd4 : (slot_of <= 5'd8 ? 7'd8 : 7'd16);
 
@@ -251,6 +292,9 @@ module accel_round #(
             cfg_rshift <= rshift;
             cfg_half <= {{(W+1){1'b0}}, 1'b1} << (rshift - 6'd1);
             cfg_below <= ({{(W+1){1'b0}}, 1'b1} << (rshift - 6'd1)) - {{(W+1){1'b0}}, 1'b1};
+            cfg_rshift32 <= rshift32;
+            cfg_half32 <= 34'd1 << (rshift32 - 6'd1);
+            cfg_below32 <= (34'd1 << (rshift32 - 6'd1)) - 34'd1;
             cfg_high <= ({{(PW-1){1'b0}}, 1'b1} <<< (bits - 5'd1)) - {{(PW-1){1'b0}}, 1'b1};
             cfg_low <= -({{(PW-1){1'b0}}, 1'b1} <<< (bits - 5'd1));
             cfg_lanes <= enable ? lanes : 5'd1;
@@ -297,8 +341,8 @@ module accel_round #(
                 g_full <= 1'b0;
             end
             if (transfer) o_left <= cfg_words;
-            else if (out_move) o_left <= o_left - out_taken;
-            if (out_move && o_left == out_taken && !transfer && !g_full && !c_v && !b_v && !a_v && in_left == 32'd0)
+            else if (out_move) o_left <= o_left - out_take;
+            if (out_move && o_left == out_take && !transfer && !g_full && !c_v && !b_v && !a_v && in_left == 32'd0)
                 r_busy <= 1'b0;
         end
     end
@@ -323,6 +367,6 @@ module accel_round #(
         end
         if (g_take) g_data <= (g_off == 8'd0 ? 128'd0 : g_data) | chunk_fields;
         if (transfer) o_data <= g_data;
-        else if (out_move) o_data <= o_data >> {out_taken, 5'd0};
+        else if (out_move) o_data <= o_data >> {out_take, 5'd0};
     end
 endmodule

@@ -134,7 +134,7 @@ module accel_seq #(
     wire [2:0] acc_have;            // results held (0..P)
     wire results_ready;             // the PE's word may be taken
     wire [2:0] src_taken;           // words the write side takes this cycle (of the stage's, or the record's one)
-    wire [2:0] round_taken;         // parts the stage takes this cycle
+    wire [2:0] round_room, round_taken;  // parts the stage would take, and takes, this cycle
     // parts offered: an accumulating call's move one a cycle (the buffer has one port each way)
     wire [2:0] acc_offer = !results ? 3'd0 : ((acc_add || acc_hold) && acc_have != 3'd0) ? 3'd1 : acc_have;
     wire [2:0] acc_moved = acc_hold ? acc_offer : round_taken;  // parts that move on (into the buffer, the stage)
@@ -168,7 +168,7 @@ module accel_seq #(
         .clk(clk), .rst(rst), .start(round_go),
         .enable(flags[1]), .shift(desc[15][6:0]), .bits(desc[15][12:8]), .lanes(desc[15][20:16]),
         .group_words(desc[15][26:24]), .row_values(desc[16][15:0]), .field_bits(desc[15][31:27]), .count(count),
-        .raw64(acc_add), .in_data(stage_data), .in_avail(acc_hold ? 3'd0 : acc_offer), .in_taken(round_taken),
+        .raw64(acc_add), .in_data(stage_data), .in_avail(acc_hold ? 3'd0 : acc_offer), .in_room(round_room), .in_taken(round_taken),
         .out_data(round_out_data), .out_avail(round_out_avail), .out_taken(results && ost == O_ROW ? src_taken : 3'd0),
         .busy(round_busy), .sum_abs(sum_abs), .max_abs(max_abs), .saturated(saturated)
     );
@@ -205,7 +205,6 @@ module accel_seq #(
     assign pe_in_valid = !list_mode ? rd_valid : sending_header || (sending_rows && rd_valid);
     assign rd_ready = !list_mode ? pe_in_ready : ist == I_FETCH || (sending_rows && pe_in_ready);
     wire writing_record = list_mode && ost == O_REC;
-    // the write side's 32-bit source: the stage's words, or the record's eight
     // the write side's source: the stage's words, or the record's eight one a cycle
     wire [DATA_BITS-1:0] src_data = writing_record ? {{(DATA_BITS - 32){1'b0}}, record_word} : round_out_data;
     wire [2:0] src_avail = writing_record ? {2'd0, rec_word != 4'd8} : (results && ost == O_ROW) ? round_out_avail : 3'd0;
@@ -219,7 +218,7 @@ module accel_seq #(
         if (P == 1) begin : g_word
             assign acc_data = pe_out_data;
             assign acc_have = {2'd0, pe_out_valid};
-            assign results_ready = acc_hold || round_taken != 3'd0;
+            assign results_ready = acc_hold || round_room != 3'd0;  // not waiting for the PE's valid
             assign packed_data = src_data;
             assign packed_valid = src_avail != 3'd0;
             assign src_taken = wr_ready ? src_avail : 3'd0;

@@ -55,8 +55,8 @@ def offer(acc: list[int], sent: int, parts: int, width: int, rng, pause_in: floa
         if rng.random() < pause_in:
             avail = int(rng.integers(0, avail)) if avail > 1 else 0
         values = acc[sent:sent + parts] + [JUNK] * (parts - len(acc[sent:sent + parts]))
-    mask = (1 << width) - 1
-    return avail, sum((v & mask) << (width * i) for i, v in enumerate(values))
+    mask = (1 << width) - 1  # a 32-bit word is a signed accumulator: sign-extended to a wider stage's W bits
+    return avail, sum(((v - (1 << 32) if v >= 1 << 31 else v) & mask) << (width * i) for i, v in enumerate(values))
 
 
 async def one_run(dut, ports: dict[str, int], acc: list[int], rng, pause_in: float, pause_out: float):
@@ -64,7 +64,7 @@ async def one_run(dut, ports: dict[str, int], acc: list[int], rng, pause_in: flo
     await FallingEdge(dut.clk)
     for name, value in ports.items():
         getattr(dut, name).value = value & 0x7F if name == "shift" else value  # the port's two's complement
-    dut.count.value, dut.start.value = len(acc), 1
+    dut.count.value, dut.start.value, dut.raw64.value = len(acc), 1, 0
     dut.in_avail.value, dut.out_taken.value = 0, 0
     parts, width = int(dut.PARTS.value), int(dut.W.value)
     await RisingEdge(dut.clk)

@@ -232,15 +232,16 @@ def run_csim(checker, vectors: Path):
     return run_testbench(checker, vectors)
 
 
-def run_rtl(vectors: Path, work: Path, *, parts: int = 1, seed: int = 1, pause_in: float = 0.3,
+def run_rtl(vectors: Path, work: Path, *, parts: int = 1, width: int = 32, seed: int = 1, pause_in: float = 0.3,
             pause_out: float = 0.3, timed_max: int = 4096) -> dict:
-    """The bench on a vector file, the stage taking up to ``parts`` accumulators a cycle; its JSON summary (raises
-    when a word differs, after writing it)."""
+    """The bench on a vector file, the stage (accumulators of ``width`` bits: 32, or the shell's 48) taking up to
+    ``parts`` accumulators a cycle; its JSON summary (raises when a word differs, after writing it)."""
     from codesign.hw.rtlsim import run_cocotb
 
     result = work / "round_result.json"
     run_cocotb(sources=[RTL], toplevel="accel_round", test_module="accel_round_bench",
-               build_dir=work / f"build_p{parts}", parameters={"PARTS": parts}, python_paths=[BENCH_DIR, ROOT],
+               build_dir=work / f"build_p{parts}_w{width}", parameters={"PARTS": parts, "W": width},
+               python_paths=[BENCH_DIR, ROOT],
                extra_env={"ROUND_VECTORS": str(vectors), "ROUND_RESULT": str(result), "ROUND_SEED": str(seed),
                           "ROUND_PAUSE_IN": str(pause_in), "ROUND_PAUSE_OUT": str(pause_out),
                           "ROUND_TIMED_MAX": str(timed_max)})
@@ -323,6 +324,20 @@ def test_edges_rtl(tmp_path, parts):
     summary = run_rtl(write_file(tmp_path / "edges.txt", runs), tmp_path, parts=parts, seed=5, pause_in=0.4,
                       pause_out=0.4)
     print(f"\nrtl edges parts={parts} values={summary['values']} mismatches={summary['mismatches']} "
+          f"timed={summary['timed_runs']}")
+    assert summary["mismatches"] == 0 and summary["timed_runs"] > 500
+
+
+@pytest.mark.slow
+@needs_icarus
+@pytest.mark.parametrize("parts", [1, 4])
+def test_edges_rtl_at_the_shells_width(tmp_path, parts):
+    """The edge file through the stage as the shell builds it (W = 48, raw64 low): 32-bit accumulators
+    sign-extended, in part 0's 48-bit datapath and in the 32-bit datapaths of the parts past it."""
+    runs = edge_transactions()
+    summary = run_rtl(write_file(tmp_path / "edges.txt", runs), tmp_path, parts=parts, width=48, seed=7,
+                      pause_in=0.4, pause_out=0.4)
+    print(f"\nrtl edges W=48 parts={parts} values={summary['values']} mismatches={summary['mismatches']} "
           f"timed={summary['timed_runs']}")
     assert summary["mismatches"] == 0 and summary["timed_runs"] > 500
 
