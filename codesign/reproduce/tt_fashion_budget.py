@@ -21,15 +21,16 @@ core busy; measured through this reproduction's code,
 :func:`codesign.reproduce.tt_fashion.estimate_study`): 41-43 ms on the fast
 exact golden (:class:`codesign.loops.tt.TtMlpTrainer` on its WholeRunner,
 tracked scales; evaluating 64 images 15-16 ms; a step at rank 8 17 ms);
-65-84 ms on torch's float TT layers (evaluating 64 images 44 ms, in the
-trainer's chunks of 2,048); 2.6-3.0 ms for the dense float MLP. A run
+32-37 ms on torch's float TT layers in float32 (evaluating 64 images
+9-10 ms, 128 images at a time); 2.6-3.0 ms for the dense float MLP. A run
 (MNIST pre-training, 30 Fashion-MNIST epochs with their validation and test
 passes, a training-accuracy pass; :func:`plan_seconds`) then takes about
-20 min in fixed point, 34-42 min in float TT, 1.3 min dense; the study
+21 min in fixed point, 16 min in float TT, 1.3 min dense; the study
 (:mod:`codesign.reproduce.tt_fashion`: 3 seeds, 3 tuning trials and a
-reference run, 19 runs) about 7.0 CPU hours, 3.5 h on two worker processes,
-4.2 h when the tuned weight is not the paper's (the tuned arm then trains 3
-more runs); upper bounds, since a pruned model steps faster. That is what
+reference run, 19 runs) about 4.8 CPU hours, 2.5 h on two worker processes
+of an idle machine, more when the tuned weight is not the paper's (the tuned
+arm then trains 3 more runs); upper bounds, since a pruned model steps
+faster. That is what
 the two shared cores afford; a larger start costs about in proportion to
 its rank squared.
 
