@@ -477,25 +477,26 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS) 
 # tests/shell/test_ip_cost.py re-measures and compares. A cache, so that a fit check adds the shell without
 # running Yosys. Cells, not sites (see ResourceCounts). The wider movers hold wider FIFO words (LUT RAM).
 # accel_seq keeps descriptor words 0..23 and a plane counter and plane address per side (3-D blocks), and the
-# accumulation buffer (4096 x 48 bits: the 6 block RAMs) with its 48-bit adder and the 48-bit rounding stage;
+# accumulation buffer (4096 x 48 bits: the 6 block RAMs) with its 48-bit adder and the rounding stage (a 48-bit
+# datapath and, at 64 and 128 bits, one or three 32-bit ones: it takes a beat's parts a cycle);
 # accel_mm2s counts the beats of overlapping runs (a list's rows keep several bursts in flight).
 SHELL_COST_YOSYS = "Yosys 0.23"
 SHELL_COST = {
     "xc7": {
-        32: {"lut": 5363, "lut_sites_min": 3433, "lutram": 24, "srl": 0,
-             "ff": 3052, "dsp": 0, "carry": 463, "muxf": 559, "bram_36k": 6.0},
-        64: {"lut": 7111, "lut_sites_min": 4360, "lutram": 44, "srl": 0,
-             "ff": 3251, "dsp": 0, "carry": 510, "muxf": 363, "bram_36k": 6.0},
-        128: {"lut": 8423, "lut_sites_min": 5090, "lutram": 88, "srl": 0,
-             "ff": 3378, "dsp": 0, "carry": 511, "muxf": 1707, "bram_36k": 6.0},
+        32: {"lut": 5290, "lut_sites_min": 3368, "lutram": 24, "srl": 0,
+             "ff": 3062, "dsp": 0, "carry": 484, "muxf": 464, "bram_36k": 6.0},
+        64: {"lut": 8163, "lut_sites_min": 5003, "lutram": 44, "srl": 0,
+             "ff": 3468, "dsp": 0, "carry": 568, "muxf": 335, "bram_36k": 6.0},
+        128: {"lut": 11584, "lut_sites_min": 7314, "lutram": 88, "srl": 0,
+             "ff": 3861, "dsp": 0, "carry": 639, "muxf": 722, "bram_36k": 6.0},
     },
     "xcup": {
-        32: {"lut": 5473, "lut_sites_min": 3566, "lutram": 24, "srl": 0,
-             "ff": 3052, "dsp": 0, "carry": 463, "muxf": 1329, "bram_36k": 6.0},
-        64: {"lut": 6970, "lut_sites_min": 4510, "lutram": 40, "srl": 0,
-             "ff": 3251, "dsp": 0, "carry": 510, "muxf": 894, "bram_36k": 6.0},
-        128: {"lut": 8391, "lut_sites_min": 5209, "lutram": 80, "srl": 0,
-             "ff": 3378, "dsp": 0, "carry": 511, "muxf": 1637, "bram_36k": 6.0},
+        32: {"lut": 5476, "lut_sites_min": 3549, "lutram": 24, "srl": 0,
+             "ff": 3062, "dsp": 0, "carry": 484, "muxf": 813, "bram_36k": 6.0},
+        64: {"lut": 9268, "lut_sites_min": 5755, "lutram": 40, "srl": 0,
+             "ff": 3468, "dsp": 0, "carry": 568, "muxf": 2170, "bram_36k": 6.0},
+        128: {"lut": 11949, "lut_sites_min": 7616, "lutram": 80, "srl": 0,
+             "ff": 3861, "dsp": 0, "carry": 639, "muxf": 2049, "bram_36k": 6.0},
     },
 }
 
