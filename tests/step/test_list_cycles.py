@@ -2,8 +2,8 @@
 exactly (the bench's busy_cycles), over TT PE1/PE2/PE3 lists of 1 to many calls, strided and contiguous blocks,
 inline and descriptor headers, 3-D blocks, raw and rounded results, refused calls, chains of accumulating calls
 (held results, rounded and raw 64-bit drains), at 32-, 64- and 128-bit stream words; and
-its parts against their own models (the rounding stage's latency_cycles, the PEs' stall-free transaction
-cycles)."""
+the PEs' phases against their stall-free transaction cycles (the rounding stage's model against its latency:
+tests/step/test_list_round.py)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,12 @@ import numpy as np
 import pytest
 
 from codesign.contracts.calls import Block, Call
-from codesign.numerics.round_stage import RoundStageConfig, latency_cycles
 from codesign.pe import get_pe
 from codesign.pe.tt.contract import header_word
 from codesign.pe.tt.cycles import transaction_cycles
 from codesign.shell.calls import ListCase, chain_list, run_list_golden, tt_chain
 from codesign.shell.list_sim import run_list_rtl
 from codesign.step.list_cycles import CONTROL_CYCLES, DdrTiming, bench_poll_cycles, list_cycles
-from codesign.step.list_shell import RoundStage
 
 sys.path.insert(0, str(Path(__file__).parent))
 from list_cases import random_list  # noqa: E402
@@ -269,26 +267,6 @@ def test_pe_cycles_are_the_stall_free_transaction_cycles(name, bits):
     assert [call.pe for call in model.calls] == [transaction_cycles(spec, h).total for h in headers[:11]]
     assert model.total == CONTROL_CYCLES + sum(call.total for call in model.calls) == sum(model.breakdown().values())
     assert model.calls[-1].status != 0 and len(model.calls) == 11
-
-
-@pytest.mark.parametrize("cfg, count", [
-    (RoundStageConfig(enable=False, shift=0, bits=8, lanes=1, group_words=1, row_values=1), 37),
-    (RoundStageConfig(enable=True, shift=-7, bits=8, lanes=4, group_words=1, row_values=12), 48),
-    (RoundStageConfig(enable=True, shift=-3, bits=4, lanes=3, group_words=4, row_values=5), 40),
-    (RoundStageConfig(enable=True, shift=2, bits=16, lanes=5, group_words=3, row_values=7), 63),
-])
-@pytest.mark.parametrize("parts", [1, 2, 4])
-def test_round_stage_busy_is_latency_cycles(cfg, count, parts):
-    """The model's rounding stage, offered min(parts, left) values every cycle, every word it offers taken, is busy
-    latency_cycles cycles."""
-    stage = RoundStage(parts)
-    stage.start(cfg, count)
-    busy = 0
-    while stage.busy:
-        busy += 1
-        shakes = stage.handshakes(parts)
-        stage.edge(min(parts, stage.left, shakes[0]), shakes)
-    assert busy == latency_cycles(cfg, count, parts)
 
 
 def test_equal_calls_are_priced_alike_however_many():
