@@ -1,6 +1,6 @@
 """The cycle-level machines behind :func:`codesign.step.list_cycles.list_cycles`: the RTL shell's sequencer, data
-movers and rounding stage (and, at 64- or 128-bit stream words, accel_seq's unpacker and packer between them),
-the cocotbext-axi memory, and the PE as phases (:mod:`codesign.step.list_pe`).
+movers (and, at 64- or 128-bit stream words, accel_seq's unpacker and packer), the cocotbext-axi memory, and
+around them the rounding stage (:mod:`codesign.step.list_round`) and the PE as phases (:mod:`codesign.step.list_pe`).
 
 Each machine keeps the registers of its RTL module that decide *when* a word moves (counters, valid bits, FSM
 states), never the data. A cycle computes the handshakes from the registers (as the RTL's combinational logic

@@ -48,12 +48,12 @@ class _TTFunction(torch.autograd.Function):
         update = layer.training
         # low precision: exact sums of codes in float64; float: the parameters' own float32, as a float layer runs
         work = torch.float64 if q is not None else x.dtype
-        x64 = x.detach().to(work)
+        x_work = x.detach().to(work)
         mask = None
         if q is not None:
-            xq = layer._quantize("act_frac_bits", 0, x64, q.activation_bits, q.activation_headroom_bits, update)
+            xq = layer._quantize("act_frac_bits", 0, x_work, q.activation_bits, q.activation_headroom_bits, update)
             low, high = representable_range(q.activation_bits, layer.used_frac("act_frac_bits", 0))
-            mask = (x64 >= low) & (x64 <= high)  # straight-through only where the input was not saturated
+            mask = (x_work >= low) & (x_work <= high)  # straight-through only where the input was not saturated
             cores_q = [layer._quantize_core(k, core.detach().to(torch.float64)) for k, core in enumerate(cores)]
             hook = None
             if q.quantize_intermediates:
@@ -63,13 +63,13 @@ class _TTFunction(torch.autograd.Function):
                     return layer._quantize("act_frac_bits", k, state, q.activation_bits, q.activation_headroom_bits,
                                            update)
         else:
-            xq, cores_q, hook = x64, [core.detach().to(work) for core in cores], None
+            xq, cores_q, hook = x_work, [core.detach().to(work) for core in cores], None
         y, saved = tt_forward(xq, cores_q, on_state=hook)
         if bias is not None:
-            b64 = bias.detach().to(work)
+            b_work = bias.detach().to(work)
             if q is not None:
-                b64 = layer._quantize("bias_frac_bits", 0, b64, q.bias_bits, q.activation_headroom_bits, update)
-            y = y + b64
+                b_work = layer._quantize("bias_frac_bits", 0, b_work, q.bias_bits, q.activation_headroom_bits, update)
+            y = y + b_work
         ctx.layer, ctx.saved, ctx.cores_q, ctx.mask = layer, saved, cores_q, mask
         ctx.has_bias, ctx.update = bias is not None, update
         layer._record_forward(cores_q, saved, y)
