@@ -381,7 +381,7 @@ class Shell:
             acc_take = moves[1]
             round_take, push = 0 if hold else acc_take, moves[3]
         self._count(take, give)
-        self.busy = (rd.busy, wr.busy, rs.busy, rd.requesting, wr.requesting)  # the sequencer reads them before the edge
+        self.busy = (rd.busy, wr.busy, rs.busy, rd.requesting, wr.requesting)  # read before the edge
         rd_args, wr_args = self._mover_args()
         rd.edge(self.rd_go, *rd_args, rready)
         wr.edge(self.wr_go, *wr_args, push)
