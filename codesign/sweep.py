@@ -9,7 +9,8 @@ needs:
 * a task is a ``"module:function"`` name and JSON keyword arguments, imported
   and called on the worker; it returns a JSON-serialisable dict;
 * each result is written by the client, atomically, to ``results/<key>.json``
-  together with the task that made it, so an interrupted sweep loses at most
+  together with the task that made it and what it cost where it ran (wall and
+  CPU seconds, :func:`task_costs` sums them), so an interrupted sweep loses at most
   the tasks in flight and a re-run skips every task whose result is there (a
   result file written by a *different* task under the same key is an error,
   never silently reused);
@@ -215,6 +216,49 @@ def execute(function: str, kwargs: Mapping[str, Any]) -> dict:
     return result
 
 
+def execute_timed(function: str, kwargs: Mapping[str, Any]) -> tuple[dict, dict[str, float]]:
+    """:func:`execute`, and what the call cost where it ran: wall and CPU seconds of the worker's process.
+
+    Why CPU beside wall: a reproduction resumes across sessions and shares its machine, so the wall time of one
+    invocation says little; the tasks' CPU seconds add up to what the reproduction costs on idle cores.
+    """
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = execute(function, kwargs)
+    return result, {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu}
+
+
+@dataclass(frozen=True)
+class TaskCosts:
+    """What the stored results of a sweep folder cost: their count, how many recorded a cost, and the sums (s)."""
+
+    runs: int
+    recorded: int
+    wall_s: float
+    cpu_s: float
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {"runs": self.runs, "recorded": self.recorded, "wall_s": self.wall_s, "cpu_s": self.cpu_s}
+
+
+def task_costs(out_dir: Path) -> TaskCosts:
+    """The summed cost of every result stored under ``out_dir`` (results set aside as superseded are not counted).
+
+    A result written before costs were recorded counts in ``runs`` but not in ``recorded`` or the sums.
+    """
+    runs = recorded = 0
+    wall = cpu = 0.0
+    for path in sorted((Path(out_dir) / RESULTS_DIR).glob("*.json")):
+        if path.name.endswith(".superseded.json"):
+            continue
+        runs += 1
+        cost = load_json(path, what="sweep result").get("cost")
+        if isinstance(cost, dict) and {"wall_s", "cpu_s"} <= cost.keys():
+            recorded += 1
+            wall += float(cost["wall_s"])
+            cpu += float(cost["cpu_s"])
+    return TaskCosts(runs=runs, recorded=recorded, wall_s=wall, cpu_s=cpu)
+
+
 @dataclass(frozen=True)
 class SweepReport:
     """What a run did: keys computed now, found done, failed (key -> error); wall time (s) and where it ran."""
@@ -315,14 +359,16 @@ def run_sweep(tasks: Sequence[SweepTask], out_dir: Path, *, scheduler: str | Non
             raise ValueError(f"cannot reach the Dask scheduler at {scheduler}: {error}") from None
         with client:
             n_workers = len(client.scheduler_info()["workers"])
-            futures = {client.submit(execute, task.function, dict(task.kwargs), key=f"codesign-sweep-{task.key}",
-                                     pure=False, retries=retries): task for task in pending}
+            futures = {client.submit(execute_timed, task.function, dict(task.kwargs),
+                                     key=f"codesign-sweep-{task.key}", pure=False, retries=retries): task
+                       for task in pending}
             bar = tqdm(total=len(futures), desc="sweep", unit="task", disable=not progress)
             for future in as_completed(futures):
                 task = futures[future]
                 if future.status == "finished":
-                    result = future.result()
-                    write_json_atomic(result_path(out_dir, task.key), {"task": task.to_dict(), "result": result})
+                    result, cost = future.result()
+                    write_json_atomic(result_path(out_dir, task.key),
+                                      {"task": task.to_dict(), "result": result, "cost": cost})
                     done.append(task.key)
                 else:
                     failed[task.key] = repr(future.exception())
@@ -345,12 +391,12 @@ def _run_here(pending: list[SweepTask], out_dir: Path, skipped: list[str], start
     for task in tqdm(pending, desc="sweep", unit="task", disable=not progress):
         for attempt in range(retries + 1):
             try:
-                result = execute(task.function, dict(task.kwargs))
+                result, cost = execute_timed(task.function, dict(task.kwargs))
             except Exception as error:  # reported like a worker's failure, after the retries
                 if attempt == retries:
                     failed[task.key] = repr(error)
                 continue
-            write_json_atomic(result_path(out_dir, task.key), {"task": task.to_dict(), "result": result})
+            write_json_atomic(result_path(out_dir, task.key), {"task": task.to_dict(), "result": result, "cost": cost})
             done.append(task.key)
             break
     return SweepReport(done, skipped, failed, time.perf_counter() - started, "this process", 0)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from codesign.sweep import SweepTask, grid_tasks, load_grid, read_result, result_path, run_sweep
+from codesign.sweep import SweepTask, grid_tasks, load_grid, read_result, result_path, run_sweep, task_costs
 
 pytest.importorskip("distributed", reason="sweeps need dask.distributed (pip install codesign[sweep])")
 
@@ -31,6 +31,20 @@ TASKS_MODULE = textwrap.dedent('''
 
     def broken(*, x):
         raise ValueError(f"no result for {x}")
+
+    def burn(*, seconds):
+        """Keeps the CPU busy for ``seconds`` of process time."""
+        import time
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            pass
+        return {}
+
+    def rest(*, seconds):
+        """Sleeps: wall time without CPU time."""
+        import time
+        time.sleep(seconds)
+        return {}
 ''')
 
 
@@ -118,6 +132,25 @@ def test_failures_are_retried_then_reported_and_tried_again_next_run(tmp_path, t
 
     no_retry = run_sweep([broken], tmp_path / "out", workers=1, retries=0, progress=False)
     assert list(no_retry.failed) == ["broken"]  # still no result: the next run tries it again
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_each_result_records_its_wall_and_cpu_seconds_and_a_folder_sums_them(tmp_path, tasks_module, workers):
+    out = tmp_path / "out"
+    burn = SweepTask(key="burn", function=f"{tasks_module}:burn", kwargs={"seconds": 0.3})
+    rest = SweepTask(key="rest", function=f"{tasks_module}:rest", kwargs={"seconds": 0.4})
+    assert run_sweep([burn, rest], out, workers=workers, progress=False).passed
+    costs = {key: json.loads(result_path(out, key).read_text())["cost"] for key in ("burn", "rest")}
+    assert costs["burn"]["cpu_s"] >= 0.3 and costs["burn"]["wall_s"] >= 0.3
+    assert costs["rest"]["wall_s"] >= 0.4 and costs["rest"]["cpu_s"] < 0.2  # sleeping costs wall, not CPU
+    legacy = result_path(out, "legacy")  # written before costs were recorded: counted, not summed
+    legacy.write_text(json.dumps({"task": {}, "result": {}}))
+    result_path(out, "old.superseded").write_text(json.dumps({"task": {}, "result": {}, "cost": costs["burn"]}))
+    summed = task_costs(out)
+    assert (summed.runs, summed.recorded) == (3, 2)
+    assert summed.cpu_s == pytest.approx(costs["burn"]["cpu_s"] + costs["rest"]["cpu_s"])
+    assert summed.wall_s == pytest.approx(costs["burn"]["wall_s"] + costs["rest"]["wall_s"])
+    assert task_costs(tmp_path / "nothing") == type(summed)(runs=0, recorded=0, wall_s=0.0, cpu_s=0.0)
 
 
 def test_a_result_of_another_task_under_the_same_key_is_an_error(tmp_path):

@@ -72,6 +72,7 @@ from codesign.reproduce.machine import machine_record
 from codesign.reproduce.protocol import study_seeds
 from codesign.reproduce.replication import module_of, replication, section
 from codesign.reproduce.report import PaperClaim, Target
+from codesign.reproduce.run_cost import cost_text, run_cost
 from codesign.reproduce.stats import bootstrap_interval, t_interval, tost
 from codesign.reproduce.summary import mean_std
 
@@ -566,13 +567,13 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
         "name": NAME, "title": TITLE, "seeds": seeds, "settings": settings, "machine": machine_record(),
         "paper": asdict(CLAIM),
         "targets": [asdict(t) for t in targets], "all_targets_met": all(t.met for t in targets),
-        "notes": notes, "extra": extra, "readme": readme,
+        "notes": notes, "extra": extra, "readme": readme, "run_cost": run_cost(out_dir, model_s=extra["seconds"]),
     }
     payload["replication"] = replication(payload, module_of(NAME))
     write_json_atomic(out_dir / "results.json", payload)
     write_text_atomic(out_dir / "table.md", _markdown(rows, on_chip, alt, speed, speed_on_chip,
                                                       (verdicts, on_chip_verdicts), notes, seeds, spot)
-                      + "\n" + section(payload["replication"]) + "\n")
+                      + f"\n**Cost:** {cost_text(payload['run_cost'])}.\n\n" + section(payload["replication"]) + "\n")
     plot_sweep(out_dir / "plot.png", sweep_data)
     return payload
 

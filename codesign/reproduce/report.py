@@ -19,6 +19,7 @@ from codesign.io.reports import write_json_atomic, write_text_atomic
 from codesign.reproduce.machine import machine_record, machine_text
 from codesign.reproduce.protocol import MAX_WIDENINGS, SPLIT_SEEDS, TUNING_SEEDS, VALIDATION_FRACTION
 from codesign.reproduce.replication import module_of, replication, section
+from codesign.reproduce.run_cost import cost_text, run_cost
 from codesign.reproduce.summary import ArmSummary
 from codesign.reproduce.texts import difference_text, paper_ratio_text, ratio_text
 
@@ -184,6 +185,7 @@ def write_report(out_dir: Path, *, name: str, title: str, summaries: list[ArmSum
         "targets": [asdict(t) for t in targets], "all_targets_met": all(t.met for t in targets),
         "notes": notes or [], "extra": extra or {}, "readme": asdict(readme) if readme else None,
     }
+    payload["run_cost"] = run_cost(out_dir)
     payload["replication"] = replication(payload, module_of(name))
     write_json_atomic(out_dir / "results.json", payload)
     lines = [f"# {title}", "", markdown_table(summaries), "",
@@ -196,7 +198,7 @@ def write_report(out_dir: Path, *, name: str, title: str, summaries: list[ArmSum
              "run; \"equivalent\" when both reject (p = the larger of the two). Energy: the "
              "project's ledger (compute, on-chip buffers, DRAM; Horowitz 45 nm) and the paper's own accounting, "
              "each charging every pass once (training, the validation pass of every epoch, the final test pass).",
-             "", machine_text(payload["machine"]), "",
+             "", machine_text(payload["machine"]), "", f"**Cost:** {cost_text(payload['run_cost'])}.", "",
              f"**Paper:** {claim.text} ({claim.citation})", ""]
     for target in targets:
         lines.append(f"- target: {target.text} — measured {target.measured} — **{'met' if target.met else 'NOT met'}**")

@@ -74,6 +74,7 @@ from codesign.reproduce.common import Execution, train_groups
 from codesign.reproduce.machine import TRAINING_THREADS, machine_record
 from codesign.reproduce.protocol import SPLIT_SEEDS, TUNING_SEED, check_seeds, nested_pairs, split_of, study_seeds
 from codesign.reproduce.replication import module_of, replication, section
+from codesign.reproduce.run_cost import cost_text, run_cost
 from codesign.reproduce.summary import summarize
 from codesign.reproduce.tt_budget import (ARMS, BASELINE, FIXED_PRIOR, FLOAT_PRIOR, MAIN_ARM, TT_ARMS, BaselineTrial,
                                           Budget, TTTrial, arm_spec, budget, budget_digest, dense_bits, initial_ranks,
@@ -297,9 +298,11 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     accuracy = {arm: [r.test_accuracy for r in runs] for arm, runs in results.items()}
     payload = _payload(b, seeds, tuning, results, accuracy, memory, paths, summaries, chosen, timing,
                        execution=execution, smoke=smoke)
+    payload["run_cost"] = run_cost(out_dir)
     payload["replication"] = replication(payload, module_of(NAME))
     write_json_atomic(out_dir / "results.json", payload)
-    write_text_atomic(out_dir / "table.md", table_text(payload, summaries) + "\n" + section(payload["replication"]) + "\n")
+    cost = f"\n**Cost:** {cost_text(payload['run_cost'])}.\n\n"
+    write_text_atomic(out_dir / "table.md", table_text(payload, summaries) + cost + section(payload["replication"]) + "\n")
     plot(out_dir / "plot.png", accuracy, memory, paths, TITLE)
     return payload
 

@@ -50,6 +50,7 @@ from codesign.reproduce import check_output_dir
 from codesign.reproduce.common import Execution, task_key, train_groups
 from codesign.reproduce.machine import machine_record
 from codesign.reproduce.protocol import CLAIM_SEEDS, TUNING_SEED, check_seeds, study_seeds
+from codesign.reproduce.run_cost import cost_text, run_cost
 from codesign.reproduce.tt import least_memory_within
 from codesign.reproduce.tt_budget import BASELINE
 from codesign.reproduce.tt_fashion_budget import (ARMS, FIXED_PRIOR_TUNED, MAIN_ARM, PAPER_PRIOR_WEIGHT, Budget,
@@ -165,9 +166,9 @@ def run(out_dir: Path, *, seeds: list[int] | None = None, smoke: bool = False, p
     b = budget(smoke)
     execution = dataclasses.replace(execution, progress=progress)
     trained = train_all(b, seeds, out_dir / "tasks", smoke=smoke, execution=execution)
-    payload = build_payload(b, seeds, trained, execution=execution, smoke=smoke)
+    payload = build_payload(b, seeds, trained, execution=execution, smoke=smoke) | {"run_cost": run_cost(out_dir)}
     write_json_atomic(out_dir / "results.json", payload)
-    write_text_atomic(out_dir / "table.md", table_text(payload))
+    write_text_atomic(out_dir / "table.md", table_text(payload) + f"\n**Cost:** {cost_text(payload['run_cost'])}.\n")
     plot(out_dir / "plot.png", payload)
     return payload
 

@@ -26,12 +26,12 @@ def test_every_row_is_short_and_the_long_texts_follow_the_table():
     assert len(rows) == len(ran)
     for row in rows:
         cells = [cell.strip() for cell in row.strip("| ").split(" | ")]
-        assert len(cells) == 4 and all(len(cell) <= CELL_LIMIT for cell in cells), row
+        assert len(cells) == 5 and all(len(cell) <= CELL_LIMIT for cell in cells), row
     for name in ran:  # each reproduction's target and full measurement, below the table
         entry = json.loads((RESULTS / name / "results.json").read_text(encoding="utf-8"))["readme"]
         assert f"### {name}\n" in table and f"- **measured:** {entry['measured']}" in table
     for name in set(REPRODUCTIONS) - set(ran):  # registered, never run into results/: its row says so
-        assert f"| `{name}` | not run | no committed result | 0 |" in table
+        assert f"| `{name}` | not run | no committed result | 0 | |" in table
 
 
 def _committed(folder: Path, name: str, **changes) -> Path:
@@ -45,12 +45,13 @@ def _committed(folder: Path, name: str, **changes) -> Path:
 
 def test_rows_follow_the_reproduction_order_and_missing_ones_say_so(tmp_path):
     _committed(tmp_path, "smd", readme={"reproduction": "`smd` (a | b)", "target": "t", "measured": "m [1, 2]",
-                                        "verdict": "met"})
+                                        "verdict": "met"},
+               run_cost={"runs": 9, "recorded": 9, "wall_s": 6000.0, "cpu_s": 5400.0, "cores": 2, "model_s": 0.0})
     lines = render_table(tmp_path).splitlines()
     rows = [line for line in lines[:lines.index("")] if line.startswith("| ")][1:]  # the first table's rows
     assert len(rows) == len(REPRODUCTIONS)
-    assert rows[0].startswith("| [`smd`](#smd) | met | smd_x4/3: energy ratio ") and rows[0].endswith(" | 9 |")
-    assert rows[1] == "| `slu` | not run | no committed result | 0 |"
+    assert rows[0].startswith("| [`smd`](#smd) | met | smd_x4/3: energy ratio ") and rows[0].endswith(" | 9 | 45 min |")
+    assert rows[1] == "| `slu` | not run | no committed result | 0 | |"
     assert "(a" not in rows[0] and "\n`smd` (a | b): [table](smd/table.md), " in "\n".join(lines)
 
 
