@@ -137,9 +137,12 @@ inline int contraction_status(int dim_i, int dim_j, int dim_k, int dim_l, int ma
   return STATUS_OK;
 }
 
+// B_ORDER: the order of B's rows in the stream, 0 for l outer (the original stream), 1 for j outer
+// (codesign.pe.tt.spec.Tt1Spec.b_order "jl"); each row lands in b[l][j] either way.
 template <int LANES, int ROWS, int A_BITS, int B_BITS, int ACC_BITS, int MAX_J, int MAX_K, int MAX_L,
-          int STREAM_BITS = 32>
+          int STREAM_BITS = 32, int B_ORDER = 0>
 struct pe1 {
+  static_assert(B_ORDER == 0 || B_ORDER == 1, "B_ORDER must be 0 (l outer) or 1 (j outer)");
   static const int MAX_KC = ceil_div<MAX_K, LANES>::value;
   static const int MAX_G = ceil_div<MAX_L, ROWS>::value;
   typedef typename stream_word<STREAM_BITS>::type word_t;
@@ -160,9 +163,12 @@ struct pe1 {
     if (status != STATUS_OK) return;
     result_packer<STREAM_BITS> results;
     const int kc_n = (dim_k + LANES - 1) / LANES;
-    for (int l = 0; l < dim_l; ++l)
-      for (int j = 0; j < dim_j; ++j)
+    const int outer_n = B_ORDER ? dim_j : dim_l, inner_n = B_ORDER ? dim_l : dim_j;
+    for (int o = 0; o < outer_n; ++o)
+      for (int n = 0; n < inner_n; ++n) {
+        const int l = B_ORDER ? n : o, j = B_ORDER ? o : n;
         for (int c = 0; c < kc_n; ++c) read_chunk<LANES, B_BITS, STREAM_BITS>(in, dim_k - c * LANES, b[l][j][c]);
+      }
     for (int i = 0; i < dim_i; ++i) {
       for (int j = 0; j < dim_j; ++j)
         for (int c = 0; c < kc_n; ++c) read_chunk<LANES, A_BITS, STREAM_BITS>(in, dim_k - c * LANES, a[j][c]);

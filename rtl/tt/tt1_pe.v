@@ -1,7 +1,8 @@
 // tt1_pe: TT processing element 1 (docs/tt_pe.md): Z[i,l] = sum_j sum_k A[i,j,k] * B[l,j,k].
 //
 // A STREAM_BITS-wide (32, 64 or 128) valid/ready word stream in and out. One transaction: the header
-// (I, J, K, L), the cached operand B (L x J rows of K values, chunked), then
+// (I, J, K, L), the cached operand B (L x J rows of K values, chunked; l outer when B_ORDER = 0, j outer
+// when B_ORDER = 1: each row lands at the same bank address either way), then
 // for every i one row block A[i] (J rows of K values); after each A[i] the PE
 // sends Z[i, 0..L-1]. B is held in ROWS block-RAM banks (row l in bank
 // l % ROWS), A[i] in one RAM; every chunk is LANES operands wide, so a cycle
@@ -24,7 +25,8 @@ module tt1_pe #(
     parameter MAX_J    = 16,
     parameter MAX_K    = 64,
     parameter MAX_L    = 32,
-    parameter STREAM_BITS = 32  // stream word width (bits): 32, 64 or 128
+    parameter STREAM_BITS = 32, // stream word width (bits): 32, 64 or 128
+    parameter B_ORDER  = 0    // B's rows: 0 l outer (the original stream), 1 j outer (docs/tt_pe.md)
 ) (
     input  wire        clk,
     input  wire        rst,
@@ -78,6 +80,7 @@ module tt1_pe #(
     reg [7:0] cc, jj, ll, ii;        // chunk in row, j, l (load), i
     reg [RW-1:0] bank;               // bank of row l while loading B
     reg [BAW-1:0] bwptr, bbase;      // B write address, first address of the current bank row group
+    reg [BAW-1:0] jbase, jkc;        // B_ORDER 1: address of row j in group 0 (j*KC), a group's chunks (J*KC)
     reg [AAW-1:0] aptr;              // A write / read address (j*KC + c)
     reg [BAW-1:0] brptr;             // B read address
     reg [7:0] lbase;                 // first l of the group being computed
@@ -165,9 +168,37 @@ module tt1_pe #(
                 end
                 S_STATUS: if (give) begin
                     state <= status == `CODESIGN_TT_STATUS_OK ? S_LOADB : S_HDR;
-                    cc <= 0; jj <= 0; ll <= 0; bank <= 0; bwptr <= 0; bbase <= 0;
+                    cc <= 0; jj <= 0; ll <= 0; bank <= 0; bwptr <= 0; bbase <= 0; jbase <= 0;
+                    jkc <= B_ORDER ? dim_j * kc_n : 0;  // a constant 0 (no multiplier) in the l-outer build
                 end
-                S_LOADB: if (chunk_done) begin
+                S_LOADB: if (chunk_done && B_ORDER) begin  // j outer: rows (j, l), l's bank l % ROWS
+                    cc <= cc == kc_n - 1 ? 8'd0 : cc + 8'd1;
+                    if (cc != kc_n - 1)
+                        bwptr <= bwptr + 1'b1;
+                    else if (ll == dim_l - 1) begin  // row j's last l: row j + 1 from group 0, bank 0
+                        ll <= 0;
+                        bank <= 0;
+                        bwptr <= jbase + kc_n;
+                        bbase <= jbase + kc_n;
+                        jbase <= jbase + kc_n;
+                        jj <= jj == dim_j - 1 ? 8'd0 : jj + 8'd1;
+                        if (jj == dim_j - 1) begin
+                            state <= S_LOADA;
+                            ii <= 0;
+                            aptr <= 0;
+                        end
+                    end else begin
+                        ll <= ll + 8'd1;
+                        if (bank == ROWS - 1) begin  // the next l opens the next group, J*KC chunks on
+                            bank <= 0;
+                            bwptr <= bbase + jkc;
+                            bbase <= bbase + jkc;
+                        end else begin
+                            bank <= bank + 1'b1;
+                            bwptr <= bbase;
+                        end
+                    end
+                end else if (chunk_done) begin  // l outer: rows (l, j)
                     cc <= cc == kc_n - 1 ? 8'd0 : cc + 8'd1;
                     if (cc == kc_n - 1) jj <= jj == dim_j - 1 ? 8'd0 : jj + 8'd1;
                     if (row_end) begin

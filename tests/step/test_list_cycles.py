@@ -298,3 +298,66 @@ def test_accumulating_calls_are_priced():
     drain = next(call for call in case.calls if call.acc_add and not call.acc_hold and not call.rounding.enable)
     assert cost(hold) < cost(hold, acc_hold=False, acc_add=False, out=Block(offset=spare, words=hold.count, rows=1))
     assert cost(drain) > cost(drain, acc_add=False, out=Block(offset=spare, words=drain.count, rows=1))
+
+
+def _core_gradient_list(bits: int, seed: int, shape, batch: int, order: str = "jl", core: int = 0, **buffers):
+    """PE1's core-gradient calls of a layer step's lists (codesign.step.tt.step_lists) on a PE1 that takes B in
+    ``order``, over an arena of random words: B is the saved state, its rows contiguous along l, so with ``"jl"``
+    a call reads its B tile in runs of whole l tiles (one run where the tile covers a n), chains of accumulating
+    calls included; ``core``: whose gradient. Returns the PE1 spec and the list."""
+    from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+    from codesign.step.tt.step_lists import Fracs, step_lists
+
+    rng = np.random.default_rng(seed)
+    sixteen = dict(a_bits=16, b_bits=16, stream_bits=bits)
+    spec1 = Tt1Spec(lanes=4, rows=3, b_order=order, **{**dict(max_j=5, max_k=8, max_l=7), **buffers, **sixteen})
+    spec2 = Tt2Spec(lanes=4, rows=3, max_j=8, max_k=12, max_l=6, **sixteen)
+    cores = [rng.integers(-8, 8, size=core) for core in shape]
+    d = len(cores)
+    fracs = Fracs(act=(5,) * d, grad=(9,) * d, core_grad=(6,) * d, core=(2,) * d, act_bits=8, grad_bits=16,
+                  core_bits=4)
+    x = rng.integers(-128, 128, size=(batch, int(np.prod([c.shape[2] for c in cores]))))
+    gy = rng.integers(-2**15, 2**15, size=(batch, int(np.prod([c.shape[1] for c in cores]))))
+    lists = step_lists(x, cores, gy, fracs, spec1=spec1, spec2=spec2)
+    calls = lists.contractions[f"core gradient {core}"][1]
+    arena = rng.integers(0, 1 << 32, size=lists.arena.size, dtype=np.uint64).astype(np.uint32)
+    return spec1, ListCase(calls=calls, arena=arena, expected=run_list_golden(PES["tt1"][0], spec1, arena, calls))
+
+
+RANK1 = [(1, 2, 4, 1), (1, 5, 4, 1)]  # in (4, 4), out (2, 5), rank 1: a B tile of all a n = 4 rows is one run
+SQUARE = [(1, 4, 4, 3), (3, 4, 4, 1)]  # in (4, 4), out (4, 4), rank 3: J runs of L = 4 of a n = 4 rows
+DIGITS = [(1, 4, 2, 4), (4, 4, 4, 4), (4, 4, 4, 4), (4, 4, 2, 1)]  # digits' first layer at rank 4
+B_ORDER_CASES = {  # name -> (bits, builder); normal tier
+    "jl-rank1-32": lambda: _core_gradient_list(32, 81, RANK1, 17),
+    "jl-square-128": lambda: _core_gradient_list(128, 82, SQUARE, 16),
+    "lj-square-128": lambda: _core_gradient_list(128, 82, SQUARE, 16, order="lj"),
+}
+SLOW_B_ORDER_CASES = {
+    "jl-digits-128": lambda: _core_gradient_list(128, 83, DIGITS, 5, core=2, max_j=16, max_l=8),  # J 80, L 16
+    "jl-digits-64-cut-k": lambda: _core_gradient_list(64, 84, DIGITS, 5, max_k=8),  # K 32 cut: rows not merged
+}
+B_ORDER_DDR = [("jl-square-128", DdrTiming()), ("jl-rank1-32", DdrTiming(read_latency=30, write_latency=20,
+                                                                         read_beats=3, read_window=4))]
+
+
+@pytest.mark.parametrize("name, ddr", [pytest.param(n, None, id=n) for n in B_ORDER_CASES]
+                         + [pytest.param(n, d, id=f"{n}-{_ddr_id(d)}") for n, d in B_ORDER_DDR]
+                         + [pytest.param(n, None, id=n, marks=pytest.mark.slow) for n in SLOW_B_ORDER_CASES]
+                         + [pytest.param(n, DdrTiming(), id=f"{n}-{_ddr_id(DdrTiming())}", marks=pytest.mark.slow)
+                            for n in SLOW_B_ORDER_CASES])
+def test_b_order_model_equals_rtl_busy_cycles(tmp_path, name, ddr):
+    """PE1 built to take B j outer (``b_order="jl"``, and the same calls on an ``"lj"`` build): a step's
+    core-gradient list, whose B blocks become fewer, longer runs, runs on the RTL shell with the golden arena
+    and the model's cycles, exactly; with ``"jl"`` it reads B in fewer runs than the ``"lj"`` build would."""
+    spec, case = {**B_ORDER_CASES, **SLOW_B_ORDER_CASES}[name]()
+    pe = PES["tt1"][0]
+    model = list_cycles(pe, spec, case.calls, case.arena, ddr=ddr)
+    result = run_list_rtl(pe, spec, case, tmp_path, pause=0.0, **({"ddr": ddr} if ddr else {}))
+    runs = sum(call.segments[0].rows * call.segments[0].planes for call in case.calls)
+    pairs = sum(((call.header >> 8) & 255) * (call.header >> 24) for call in case.calls)  # J L rows of B
+    print(f"\n[list cycles, b_order {spec.b_order}] {name} {_ddr_id(ddr) if ddr else 'AxiRam'}: {len(case.calls)} "
+          f"calls, B in {runs} runs of {pairs} rows, model {model.total}, RTL busy {result.busy_cycles} (error "
+          f"{model.total - result.busy_cycles}); {model.breakdown()}")
+    assert result.passed, result.first_mismatches
+    assert model.total == result.busy_cycles
+    assert runs < pairs if spec.b_order == "jl" and "cut-k" not in name else runs <= pairs

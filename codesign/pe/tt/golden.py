@@ -138,16 +138,24 @@ def _checked(spec: TtSpec, a, b, stacked: int = 0) -> tuple[int, np.ndarray, np.
     return header, a, b
 
 
+def b_stream(spec: TtSpec, b: np.ndarray) -> np.ndarray:
+    """``B`` (..., L, J, K for PE1) with its rows in the order they are streamed: PE1 built with ``b_order``
+    ``"jl"`` takes them ``j`` outer, so its ``L`` and ``J`` axes swap; every other PE and order as given."""
+    return np.swapaxes(b, -3, -2) if isinstance(spec, Tt1Spec) and spec.b_jl else b
+
+
 def words(spec: TtSpec, a, b, rng: np.random.Generator | None = None) -> np.ndarray:
     """Input words of one transaction as 32-bit parts: header, ``B`` rows, then ``A`` rows (i, j); docs/tt_pe.md.
 
-    ``B``'s rows run along its last axis (``k`` for PE1, ``j`` for PE2), ``A``'s along ``k``.
+    ``B``'s rows run along its last axis (``k`` for PE1, ``j`` for PE2), ``A``'s along ``k``; PE1's ``B`` rows
+    come ``(l, j)`` or, built with ``b_order="jl"``, ``(j, l)`` (:func:`b_stream`).
     PE3 has one row each: ``B`` (J values), then ``A`` (I values). Each
     ``spec.stream_bits``-wide word is ``spec.parts`` consecutive parts.
     """
     header, a, b = _checked(spec, a, b)
     width = spec.stream_bits
-    return np.concatenate([single_word(header, width), pack_rows(b, spec.lanes, spec.b_bits, rng, width),
+    return np.concatenate([single_word(header, width), pack_rows(b_stream(spec, b), spec.lanes, spec.b_bits, rng,
+                                                                 width),
                            pack_rows(a, spec.lanes, spec.a_bits, rng, width)])
 
 
@@ -159,7 +167,7 @@ def stacked_words(spec: TtSpec, a, b) -> np.ndarray:
     header, a, b = _checked(spec, a, b, stacked=1)
     width, count = spec.stream_bits, a.shape[0]
     head = np.broadcast_to(single_word(header, width).astype(np.uint32), (count, word_parts(width)))
-    return np.concatenate([head, pack_rows(b, spec.lanes, spec.b_bits, None, width).reshape(count, -1),
+    return np.concatenate([head, pack_rows(b_stream(spec, b), spec.lanes, spec.b_bits, None, width).reshape(count, -1),
                            pack_rows(a, spec.lanes, spec.a_bits, None, width).reshape(count, -1)], axis=1)
 
 

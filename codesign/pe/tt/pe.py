@@ -75,6 +75,28 @@ def with_long_twins(cases: list[GridCase], offset: int = 0) -> list[GridCase]:
     return cases + twins
 
 
+def b_order_grid(offset: int) -> list[GridCase]:
+    """PE1 built to take ``B`` ``j`` outer (``b_order="jl"``), quick and with 10^4 contractions (``long``): a row
+    per bank (``rows`` 1) and partial row groups (3 and 8 rows), ``L`` and ``J`` at the top of their header fields
+    (255 rows of one ``j``, so the write address crosses 32 row groups; 255 ``j`` blocks of 3 rows), and the
+    call lists' build (8 x 8, 16-bit operands, 128-bit stream) with smaller buffers. Each row lands where the
+    original order puts it, so every quick point checks the same sums as an ``"lj"`` build would."""
+    jl = dict(b_order="jl")
+    cases = [
+        GridCase("l4r3_a16b16_acc16_jl", Tt1Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5,
+                                                 max_k=9, max_l=7, **jl)),
+        GridCase("l1r1_a3b2_acc16_jl", Tt1Spec(lanes=1, rows=1, a_bits=3, b_bits=2, acc_bits=16, max_j=3, max_k=5,
+                                               max_l=4, **jl)),
+        GridCase("l8r8_a8b8_acc20_jl", Tt1Spec(lanes=8, rows=8, a_bits=8, b_bits=8, acc_bits=20, max_j=4, max_k=24,
+                                               max_l=17, **jl)),
+        GridCase("l16r8_top_l_jl", Tt1Spec(max_j=2, max_k=3, max_l=MAX_DIM, **jl)),
+        GridCase("l4r2_top_j_jl", Tt1Spec(lanes=4, rows=2, max_j=MAX_DIM, max_k=3, max_l=3, **jl)),
+        GridCase("l8r8_a16b16_s128_jl", Tt1Spec(lanes=8, rows=8, a_bits=16, b_bits=16, max_j=9, max_k=24, max_l=19,
+                                                stream_bits=128, **jl)),
+    ]
+    return with_long_twins(cases, offset=offset)
+
+
 def pe3_top_cases(stream_bits: int) -> list[GridCase]:
     """PE3's header-top build in the quick grid at a wider width (at 32 bits ``l8_a12b5`` of the main grid is
     quick): the paper's widths with ``J`` up to 255 (``I`` = 255 is in every directed set)."""
@@ -151,10 +173,16 @@ class Tt1PE(_TtPE):
     cpp_struct = "pe1"
     reference_model = staticmethod(reference.pe1_reference)
 
+    def rtl_parameters(self, spec) -> dict[str, int]:
+        """The shared parameters, then ``B_ORDER``: 0 for ``B`` rows ``l`` outer, 1 for ``j`` outer (the C++
+        template's last parameter and the Verilog module's)."""
+        return {**super().rtl_parameters(spec), "B_ORDER": int(spec.b_jl)}
+
     def verification_grid(self) -> list[GridCase]:
         """Paper widths forward (8 x 4) and backward (16 x 4), the 16 x 8 array and smaller ones, 16-bit sums; each
-        again with 10^4 contractions (``long``); the same at 64- and 128-bit streams (:func:`width_grid`)."""
-        return width_grid([
+        again with 10^4 contractions (``long``); the same at 64- and 128-bit streams (:func:`width_grid`); then
+        the builds that take ``B`` ``j`` outer (:func:`b_order_grid`)."""
+        grid = width_grid([
             GridCase("l16r8_a8b4_acc32", Tt1Spec()),
             GridCase("l16r8_a16b4_acc32", Tt1Spec(a_bits=16, max_j=8, max_k=40, max_l=20)),
             GridCase("l4r3_a16b16_acc16", Tt1Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5,
@@ -164,6 +192,7 @@ class Tt1PE(_TtPE):
             GridCase("l8r8_a8b8_acc20", Tt1Spec(lanes=8, rows=8, a_bits=8, b_bits=8, acc_bits=20, max_j=4,
                                                 max_k=24, max_l=17)),
         ], partial(header_top_cases, Tt1Spec))
+        return grid + b_order_grid(len(grid))
 
     def estimate_specs(self) -> list[Tt1Spec]:
         return [Tt1Spec(), Tt1Spec(a_bits=16), Tt1Spec(lanes=8, rows=4)]

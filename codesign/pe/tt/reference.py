@@ -89,8 +89,9 @@ def _header(reader: _Reader, fields_bits: int = 32) -> tuple[int, bool]:
 
 
 def pe1_reference(words_in, *, lanes: int, rows: int, a_bits: int, b_bits: int, acc_bits: int, max_j: int,
-                  max_k: int, max_l: int, stream_bits: int = 32) -> list[int]:
-    """Expected output parts of one PE1 transaction (``rows`` does not change results)."""
+                  max_k: int, max_l: int, stream_bits: int = 32, b_order: str = "lj") -> list[int]:
+    """Expected output parts of one PE1 transaction (``rows`` does not change results); ``B``'s rows arrive
+    ``l`` outer (``b_order`` ``"lj"``) or ``j`` outer (``"jl"``)."""
     del rows
     reader = _Reader([int(w) for w in words_in], stream_bits)
     header, clean = _header(reader)
@@ -99,7 +100,13 @@ def pe1_reference(words_in, *, lanes: int, rows: int, a_bits: int, b_bits: int, 
     status = status if clean else 1  # a set bit above the four fields: a bad header, whatever the fields say
     if status:
         return _words_out(status, [], stream_bits)
-    b = [[reader.row(k_dim, lanes, b_bits) for _ in range(j_dim)] for _ in range(l_dim)]
+    if b_order == "jl":
+        by_j = [[reader.row(k_dim, lanes, b_bits) for _ in range(l_dim)] for _ in range(j_dim)]
+        b = [[by_j[j][l] for j in range(j_dim)] for l in range(l_dim)]
+    elif b_order == "lj":
+        b = [[reader.row(k_dim, lanes, b_bits) for _ in range(j_dim)] for _ in range(l_dim)]
+    else:
+        raise ValueError(f"b_order={b_order!r} is neither 'lj' nor 'jl'")
     out = []
     for _ in range(i_dim):
         a = [reader.row(k_dim, lanes, a_bits) for _ in range(j_dim)]

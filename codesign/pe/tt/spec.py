@@ -16,6 +16,8 @@ from codesign.pe.tt.contract import (
     chunks,
 )
 
+B_ORDERS = ("lj", "jl")  # PE1's B rows: l outer (the original stream), or j outer
+
 
 @keyword_record
 class _BufferedSpec(TtSpecBase):
@@ -55,7 +57,34 @@ class Tt1Spec(_BufferedSpec):
     ``A`` is streamed one ``i`` at a time (any ``I`` up to 255); ``B`` is
     cached in ``rows`` RAM banks of ``ceil(max_l / rows) * max_j *
     ceil(max_k / lanes)`` chunks each.
+
+    ``b_order`` is the order in which ``B``'s rows arrive: ``"lj"`` (``l``
+    outer, the original stream) or ``"jl"`` (``j`` outer). The header has no
+    free bit, so the order is fixed when the PE is built (docs/tt_pe.md,
+    "PE1's B order"); it moves no number, only which row lands where in the
+    banks, and lets a caller whose ``B`` lies contiguous along ``l`` read it
+    in long runs.
     """
+
+    b_order: str = "lj"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.b_order not in B_ORDERS:
+            raise ValueError(f"b_order={self.b_order!r} must be one of {B_ORDERS}")
+
+    @property
+    def b_jl(self) -> bool:
+        """Whether ``B``'s rows arrive ``j`` outer (the ``B_ORDER`` parameter of the C++ and the RTL is 1)."""
+        return self.b_order == "jl"
+
+    def to_dict(self) -> dict:
+        """Every field, ``b_order`` only where it is not the original ``"lj"``: a build of the original stream
+        keeps its vector-file metadata, cache keys and manifests as they were."""
+        values = super().to_dict()
+        if values["b_order"] == B_ORDERS[0]:
+            del values["b_order"]
+        return values
 
     @property
     def bank_depth(self) -> int:

@@ -9,7 +9,7 @@ or raw. A contraction longer than a PE's buffers is cut into accumulating chains
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Tuple
 
 import numpy as np
@@ -36,8 +36,14 @@ class Rows:
     j_step: int
     chunk: int
 
-    def block(self, i: Tuple[int, int], j: Tuple[int, int], k: Tuple[int, int], lanes: int) -> Block:
-        """Rows ``i x j`` (planes ``i``, rows ``j``) of the values ``k`` (whole chunks from ``k[0]``)."""
+    def block(self, i: Tuple[int, int], j: Tuple[int, int], k: Tuple[int, int], lanes: int, *,
+              j_outer: bool = False) -> Block:
+        """Rows ``i x j`` (planes ``i``, rows ``j``; with ``j_outer`` planes ``j``, rows ``i``) of the values ``k``
+        (whole chunks from ``k[0]``). Rows back to back in the arena are one run of the shell's reads
+        (:class:`~codesign.contracts.calls.Block`), so the order that walks the shorter step inner reads a tile
+        in the fewest runs: PE1 built with ``b_order="jl"`` takes its ``B`` this way (``i`` is ``l``)."""
+        if j_outer:
+            return replace(self, i_step=self.j_step, j_step=self.i_step).block(j, i, k, lanes)
         return Block(offset=self.offset + 4 * (self.words * (i[0] * self.i_step + j[0] * self.j_step)
                                                + k[0] // lanes * self.chunk),
                      words=-(-(k[1] - k[0]) // lanes) * self.chunk, rows=j[1] - j[0],
@@ -147,7 +153,7 @@ def contraction_calls(item: Contraction, spec, arena: ArenaLayout, pieces: int =
     one."""
     i_all, j_all, k_all, l_all = item.dims
     ti, tj, tk, tl = _tiles(item, spec, pieces)
-    lanes = spec.lanes
+    lanes, b_jl = spec.lanes, item.pe == "tt1" and spec.b_jl
     calls = []
     for i in _ranges(i_all, ti):
         for l in _ranges(l_all, tl):
@@ -157,12 +163,14 @@ def contraction_calls(item: Contraction, spec, arena: ArenaLayout, pieces: int =
                     parts = [(j, k_res) for j in _ranges(j_all, tj)]
                 else:
                     parts = [(j, k) for j in _ranges(j_all, tj) for k in _ranges(k_all, tk)]
-                calls += _chain(item, i, l, k_res, parts, lanes, arena)
+                calls += _chain(item, i, l, k_res, parts, lanes, arena, b_jl)
     return calls
 
 
-def _chain(item: Contraction, i, l, k_res, parts, lanes: int, arena: ArenaLayout) -> List[Call]:
-    """One result tile's calls: one call, or a chain holding, adding and finally draining its sums."""
+def _chain(item: Contraction, i, l, k_res, parts, lanes: int, arena: ArenaLayout, b_jl: bool = False
+           ) -> List[Call]:
+    """One result tile's calls: one call, or a chain holding, adding and finally draining its sums; PE1's ``B``
+    ``j`` outer when its build takes it so (``b_jl``)."""
     _, _, k_all, l_all = item.dims
     calls = []
     for index, (j, k) in enumerate(parts):
@@ -172,7 +180,7 @@ def _chain(item: Contraction, i, l, k_res, parts, lanes: int, arena: ArenaLayout
             count = (i[1] - i[0]) * (l[1] - l[0]) * (k[1] - k[0])
             out = item.out.block(i, l, k_res, l_all, k_all)
         else:
-            segments = (item.b.block(l, j, k, lanes), item.a.block(i, j, k, lanes))
+            segments = (item.b.block(l, j, k, lanes, j_outer=b_jl), item.a.block(i, j, k, lanes))
             count = (i[1] - i[0]) * (l[1] - l[0])
             out = item.out.block(i, l, (0, 1), l_all, 1)
         calls.append(Call(header=header_word(i[1] - i[0], j[1] - j[0], k[1] - k[0], l[1] - l[0]),

@@ -182,9 +182,13 @@ def _last_calls(arena: ArenaLayout, spec: Tt1Spec, a_shape, b_shape, a_at: int, 
     calls = []
     for i0, i1 in _ranges(rows, MAX_ROWS):
         for l0, l1 in _ranges(l_all, spec.max_l):
+            b_block = Block(offset=b_at + 4 * l0 * j * b_row, words=(l1 - l0) * j * b_row, rows=1)
+            if spec.b_jl:  # the build takes B j outer: a plane per j, its rows l interleaved with the others'
+                b_block = Block(offset=b_at + 4 * l0 * j * b_row, words=b_row, rows=l1 - l0, stride=4 * j * b_row,
+                                planes=j, plane_stride=4 * b_row)
             calls.append(Call(
                 header=header_word(i1 - i0, j, k, l1 - l0),
-                segments=(Block(offset=b_at + 4 * l0 * j * b_row, words=(l1 - l0) * j * b_row, rows=1),
+                segments=(b_block,
                           Block(offset=a_at + 4 * i0 * j * a_row, words=(i1 - i0) * j * a_row, rows=1)),
                 out=Block(offset=out_at + 4 * (i0 * l_all + l0), words=l1 - l0, rows=i1 - i0, stride=4 * l_all),
                 count=(i1 - i0) * (l1 - l0), record=arena.reserve(RECORD_WORDS)))

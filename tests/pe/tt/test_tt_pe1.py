@@ -117,7 +117,8 @@ def test_grid_reaches_every_header_field_and_has_a_10k_contraction_twin_of_each(
     """At every stream width: builds at the top of every cached dimension's header field in the quick grid (PE1,
     PE2: three builds at the top of J, K and L; PE3: J up to 255), a 10^4-contraction twin of every quick point,
     and at least five configurations with 10^4 contractions in the extended grid (all five at 32 bits quick)."""
-    grid = [case for case in get_pe(name).verification_grid() if case.spec.stream_bits == stream_bits]
+    grid = [case for case in get_pe(name).verification_grid()
+            if case.spec.stream_bits == stream_bits and getattr(case.spec, "b_order", "lj") == "lj"]
     quick = [case for case in grid if not case.long]
     long = {case.id: case for case in grid if case.long}
     assert {max(getattr(case.spec, f"max_{d}") for case in quick) for d in fields} == {255}
@@ -146,3 +147,41 @@ def test_min_contractions_adds_small_contractions_with_right_answers(spec):
         assert reference(words_in, **fields) == words_out.tolist()
     with pytest.raises(ValueError, match="min_contractions"):
         TtStimulusOptions(min_contractions=-1)
+
+
+def test_grid_checks_the_j_outer_order_quick_and_with_10k_contractions():
+    """The builds that take B j outer: quick points (rows 1 and partial groups, L and J at the top of their header
+    fields, the call lists' 128-bit build), each with a 10^4-contraction twin; their stimulus has contractions
+    where the two orders differ (J and L both above 1), so reading the stream in the other order would be seen."""
+    grid = [case for case in get_pe("tt1").verification_grid() if case.spec.b_order == "jl"]
+    quick = [case for case in grid if not case.long]
+    long = {case.id: case for case in grid if case.long}
+    assert len(quick) >= 5 and {case.spec.rows for case in quick} >= {1, 3, 8}
+    assert max(case.spec.max_l for case in quick) == max(case.spec.max_j for case in quick) == 255
+    assert {case.spec.stream_bits for case in quick} == {32, 128}
+    for case in quick:
+        assert long[f"{case.id}_10k"].spec == case.spec and long[f"{case.id}_10k"].options.min_contractions >= 10_000
+
+
+def test_j_outer_order_moves_only_the_rows_of_b():
+    """The same A and B on builds of either order: B's words are the same rows, j outer; A and every result word
+    are equal; the reference read in the build's order gives them, read in the other order it does not."""
+    lj = Tt1Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5, max_k=9, max_l=7)
+    jl = Tt1Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5, max_k=9, max_l=7, b_order="jl")
+    rng = np.random.default_rng(8)
+    a, b = rng.integers(-2**15, 2**15, size=(3, 4, 9)), rng.integers(-2**15, 2**15, size=(5, 4, 9))
+    words_lj, words_jl = golden.words(lj, a, b), golden.words(jl, a, b)
+    row = contract.row_words(9, 4, 16)
+    b_lj, b_jl = words_lj[1:1 + 20 * row].reshape(5, 4, row), words_jl[1:1 + 20 * row].reshape(4, 5, row)
+    assert np.array_equal(b_jl, b_lj.transpose(1, 0, 2)) and not np.array_equal(words_lj, words_jl)
+    assert np.array_equal(words_lj[1 + 20 * row:], words_jl[1 + 20 * row:])
+    assert np.array_equal(golden.output(lj, a, b), golden.output(jl, a, b))
+    assert pe1_reference(words_jl, **jl.to_dict()) == golden.output(jl, a, b).tolist()
+    assert pe1_reference(words_jl, **lj.to_dict()) != golden.output(jl, a, b).tolist()
+    stacked = golden.stacked_words(jl, np.stack([a, a[::-1]]), np.stack([b, b[::-1]]))
+    assert np.array_equal(stacked[1], golden.words(jl, a[::-1], b[::-1]))
+    assert pe1_cycles(jl, int(words_jl[0])).total == pe1_cycles(lj, int(words_lj[0])).total
+    assert "b_order" not in lj.to_dict() and jl.to_dict()["b_order"] == "jl"
+    assert get_pe("tt1").rtl_parameters(jl)["B_ORDER"] == 1 and get_pe("tt1").rtl_parameters(lj)["B_ORDER"] == 0
+    with pytest.raises(ValueError, match="b_order"):
+        Tt1Spec(b_order="kl")

@@ -55,6 +55,21 @@ def test_the_lists_compute_the_layer_forward_with_states_in_place():
     np.testing.assert_array_equal(out.reshape(lists.out_shape), _reference(x, cores, SHIFTS))
 
 
+def test_a_pe1_taking_b_j_outer_computes_the_same_output():
+    """The last contraction (J = 4 ranks) on a PE1 built to take B j outer: its B block becomes a plane per j, the
+    layer output is the same word for word."""
+    x, cores = _layer()
+    jl = Tt1Spec(lanes=8, rows=4, b_order="jl")
+    lists = forward_lists(x, cores, SHIFTS, spec2=SPEC2, spec1=jl)
+    assert all(call.segments[0].planes == 4 for call in lists.pe1_calls)
+    after_pe2 = run_list_golden(get_pe("tt2"), SPEC2, lists.arena, lists.pe2_calls)
+    after = run_list_golden(get_pe("tt1"), jl, after_pe2, lists.pe1_calls)
+    assert np.array_equal(after, _golden(forward_lists(x, cores, SHIFTS, spec2=SPEC2, spec1=SPEC1))[1])
+    wrong = _golden(lists)[1]  # the same lists on a PE1 that reads B l outer
+    out = slice(lists.out // 4, lists.out // 4 + int(np.prod(lists.out_shape)))
+    assert not np.array_equal(wrong[out], after[out])
+
+
 def test_a_contraction_beyond_the_buffers_is_refused():
     x, cores = _layer()
     with pytest.raises(ValueError, match="partial sums"):
