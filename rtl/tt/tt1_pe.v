@@ -147,6 +147,43 @@ module tt1_pe #(
     assign out_data = state == S_STATUS ? status_word : res_word;
     wire give = state == S_STATUS ? out_ready : res_ready;  // the status word left, or the result was taken
 
+    // ---- B write address -------------------------------------------------------------------------
+    // Row (l, j) goes to bank l % ROWS at (l / ROWS)*J*KC + j*KC + c whichever order the rows come in, each
+    // address counted from an earlier one: only the j-outer build (B_ORDER 1) keeps the first address of row
+    // j (jbase) and a row group's chunks J*KC (jkc, a constant 0 and no multiplier in the l-outer build).
+    wire b_row_done = cc == kc_n - 1;  // the chunk taken ends a row of B
+    wire b_inner_end = B_ORDER ? ll == dim_l - 1 : jj == dim_j - 1;  // the row is the last of the inner index
+    always @(posedge clk) begin
+        if (state == S_STATUS) begin
+            ll <= 0;
+            bank <= 0;
+            bwptr <= 0;
+            bbase <= 0;
+            jbase <= 0;
+            jkc <= B_ORDER ? dim_j * kc_n : 0;
+        end else if (state == S_LOADB && chunk_done) begin
+            if (!b_row_done || (!B_ORDER && !b_inner_end))
+                bwptr <= bwptr + 1'b1;  // the next chunk, or (l outer) row j + 1 of the same l
+            else if (B_ORDER && b_inner_end) begin  // j outer, row j's last l: row j + 1 from group 0, bank 0
+                ll <= 0;
+                bank <= 0;
+                bwptr <= jbase + kc_n;
+                bbase <= jbase + kc_n;
+                jbase <= jbase + kc_n;
+            end else begin  // the next l: the same addresses in the next bank, or the next row group
+                ll <= ll + 8'd1;
+                if (bank == ROWS - 1) begin
+                    bank <= 0;
+                    bwptr <= B_ORDER ? bbase + jkc : bwptr + 1'b1;
+                    bbase <= B_ORDER ? bbase + jkc : bwptr + 1'b1;
+                end else begin
+                    bank <= bank + 1'b1;
+                    bwptr <= bbase;
+                end
+            end
+        end
+    end
+
     // ---- control ---------------------------------------------------------------------------------
     always @(posedge clk) begin
         if (rst) begin
@@ -168,56 +205,17 @@ module tt1_pe #(
                 end
                 S_STATUS: if (give) begin
                     state <= status == `CODESIGN_TT_STATUS_OK ? S_LOADB : S_HDR;
-                    cc <= 0; jj <= 0; ll <= 0; bank <= 0; bwptr <= 0; bbase <= 0; jbase <= 0;
-                    jkc <= B_ORDER ? dim_j * kc_n : 0;  // a constant 0 (no multiplier) in the l-outer build
+                    cc <= 0;
+                    jj <= 0;
                 end
-                S_LOADB: if (chunk_done && B_ORDER) begin  // j outer: rows (j, l), l's bank l % ROWS
-                    cc <= cc == kc_n - 1 ? 8'd0 : cc + 8'd1;
-                    if (cc != kc_n - 1)
-                        bwptr <= bwptr + 1'b1;
-                    else if (ll == dim_l - 1) begin  // row j's last l: row j + 1 from group 0, bank 0
-                        ll <= 0;
-                        bank <= 0;
-                        bwptr <= jbase + kc_n;
-                        bbase <= jbase + kc_n;
-                        jbase <= jbase + kc_n;
-                        jj <= jj == dim_j - 1 ? 8'd0 : jj + 8'd1;
-                        if (jj == dim_j - 1) begin
-                            state <= S_LOADA;
-                            ii <= 0;
-                            aptr <= 0;
-                        end
-                    end else begin
-                        ll <= ll + 8'd1;
-                        if (bank == ROWS - 1) begin  // the next l opens the next group, J*KC chunks on
-                            bank <= 0;
-                            bwptr <= bbase + jkc;
-                            bbase <= bbase + jkc;
-                        end else begin
-                            bank <= bank + 1'b1;
-                            bwptr <= bbase;
-                        end
+                S_LOADB: if (chunk_done) begin  // B's rows (their addresses: the block above)
+                    cc <= b_row_done ? 8'd0 : cc + 8'd1;
+                    if (b_row_done && (!B_ORDER || ll == dim_l - 1)) jj <= jj == dim_j - 1 ? 8'd0 : jj + 8'd1;
+                    if (b_row_done && jj == dim_j - 1 && ll == dim_l - 1) begin
+                        state <= S_LOADA;
+                        ii <= 0;
+                        aptr <= 0;
                     end
-                end else if (chunk_done) begin  // l outer: rows (l, j)
-                    cc <= cc == kc_n - 1 ? 8'd0 : cc + 8'd1;
-                    if (cc == kc_n - 1) jj <= jj == dim_j - 1 ? 8'd0 : jj + 8'd1;
-                    if (row_end) begin
-                        ll <= ll + 8'd1;
-                        if (bank == ROWS - 1) begin
-                            bank <= 0;
-                            bwptr <= bwptr + 1'b1;
-                            bbase <= bwptr + 1'b1;
-                        end else begin
-                            bank <= bank + 1'b1;
-                            bwptr <= bbase;
-                        end
-                        if (ll == dim_l - 1) begin
-                            state <= S_LOADA;
-                            ii <= 0;
-                            aptr <= 0;
-                        end
-                    end else
-                        bwptr <= bwptr + 1'b1;
                 end
                 S_LOADA: if (chunk_done) begin
                     cc <= cc == kc_n - 1 ? 8'd0 : cc + 8'd1;
