@@ -26,6 +26,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
+from codesign.hw.rtl_deps import used_sources
 from codesign.hw.target import BuildTarget
 from codesign.resources import data_dir
 
@@ -138,12 +139,14 @@ class ProcessingElement:
         raise NotImplementedError
 
     def rtl_sources(self) -> list[Path]:
-        """The Verilog files of the PE (``rtl/<name>/*.v``, one module per file), sorted by name."""
+        """The Verilog files of the PE (``rtl/<name>/*.v``, one module per file, sorted by name) that
+        :attr:`rtl_top` uses (:func:`~codesign.hw.rtl_deps.used_sources`): what every tool reads and every RTL hash
+        covers."""
         directory = data_dir("rtl") / self.name
         sources = sorted(directory.glob("*.v"))
         if not any(path.stem == self.rtl_top for path in sources):
             raise FileNotFoundError(f"no {self.rtl_top}.v in {directory}")
-        return sources
+        return used_sources(sources, self.rtl_top)
 
     def bench_environment(self, spec, vectors: Path, summary: Path, seed: int) -> dict[str, str]:
         """Environment variables the cocotb bench reads."""

@@ -20,6 +20,7 @@ from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.pe.fpmac_array.stimulus import FpmacArrayStimulusOptions
 from codesign.hw.constants_gen import HEADER_NAME as CONSTANTS_HEADER
 from codesign.hw.protocol import GridCase
+from codesign.hw.rtl_deps import used_sources
 from codesign.pe.stream import StreamPE, Transaction
 from codesign.resources import data_dir
 
@@ -51,9 +52,10 @@ class FpmacArrayPE(StreamPE):
     # -- HLS ---------------------------------------------------------------------------
     # -- RTL -----------------------------------------------------------------------------
     def rtl_sources(self) -> list[Path]:
-        """``rtl/fpmac_array/*.v`` plus the FP-MAC it instantiates, ``rtl/fpmac/*.v`` (one module per file)."""
-        sources = super().rtl_sources()
-        return sources + sorted((data_dir("rtl") / "fpmac").glob("*.v"))
+        """``rtl/fpmac_array/*.v`` plus the FP-MAC it instantiates, ``rtl/fpmac/*.v`` (one module per file), those
+        the top uses (:func:`~codesign.hw.rtl_deps.used_sources`)."""
+        sources = sorted((data_dir("rtl") / self.name).glob("*.v")) + sorted((data_dir("rtl") / "fpmac").glob("*.v"))
+        return used_sources(sources, self.rtl_top)
 
     def transaction_cycles(self, spec: FpmacArraySpec, words_in) -> int:
         return cycles.stream_cycles(spec, words_in)

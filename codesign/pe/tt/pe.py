@@ -19,6 +19,7 @@ import numpy as np
 
 from codesign.hw.constants_gen import HEADER_NAME as CONSTANTS_HEADER
 from codesign.hw.protocol import GridCase
+from codesign.hw.rtl_deps import used_sources
 from codesign.pe.stream import StreamPE, Transaction
 from codesign.pe.tt import reference, resources, stimulus
 from codesign.pe.tt.contract import MAX_DIM, STREAM_BITS_CHOICES, WORD_BITS
@@ -147,11 +148,13 @@ class _TtPE(StreamPE):
         return resources.memories(spec), resources.multipliers(spec), resources.features(spec)
 
     def rtl_sources(self) -> list[Path]:
-        """Every TT PE shares ``rtl/tt`` (one module per file; the RAM is common)."""
+        """The files of ``rtl/tt`` (shared by the TT PEs, one module per file) that this PE's top uses
+        (:func:`~codesign.hw.rtl_deps.used_sources`): another top's file is neither read nor hashed, so a change to
+        ``tt1_pe.v`` leaves PE2's and PE3's Yosys reports and calibrations current."""
         sources = sorted((data_dir("rtl") / "tt").glob("*.v"))
         if not any(path.stem == self.rtl_top for path in sources):
             raise FileNotFoundError(f"no {self.rtl_top}.v in {data_dir('rtl') / 'tt'}")
-        return sources
+        return used_sources(sources, self.rtl_top)
 
     def rtl_parameters(self, spec) -> dict[str, int]:
         return {key.upper(): int(getattr(spec, key)) for key in self.parameter_order}
