@@ -110,6 +110,7 @@ CALIBRATION_ARRAYS = ((2, 1), (4, 2), (8, 1), (8, 4), (16, 2), (4, 8), (2, 4), (
 # (lanes, rows, stream_bits) of the wider-stream builds beside the 32-bit arrays: each width at a small and a
 # large array, so the fit separates the stream term from the array terms (docs/design.md)
 WIDE_CALIBRATION = ((4, 2, 64), (8, 4, 64), (4, 2, 128), (8, 4, 128), (16, 2, 128), (2, 1, 128))
+JL_CALIBRATION = ((2, 1, 32), (2, 4, 32), (8, 4, 32), (8, 4, 128))  # (lanes, rows, stream_bits) of PE1's jl builds
 WIDE_CALIBRATION_PE3 = ((2, 64), (4, 64), (16, 64), (2, 128), (16, 128))  # (lanes, stream_bits) of PE3's wide builds
 
 
@@ -201,10 +202,13 @@ class Tt1PE(_TtPE):
         return [Tt1Spec(), Tt1Spec(a_bits=16), Tt1Spec(lanes=8, rows=4)]
 
     def calibration_specs(self) -> list[Tt1Spec]:
-        """The training widths (16-bit gradients by 8-bit states), lanes 2..16 and rows 1..8 at 32-bit streams, and
-        :data:`WIDE_CALIBRATION` at 64 and 128 bits."""
-        return [Tt1Spec(lanes=lanes, rows=rows, a_bits=16, b_bits=8, stream_bits=bits) for lanes, rows, bits in
-                [(lanes, rows, WORD_BITS) for lanes, rows in CALIBRATION_ARRAYS] + list(WIDE_CALIBRATION)]
+        """The training widths (16-bit gradients by 8-bit states), lanes 2..16 and rows 1..8 at 32-bit streams,
+        :data:`WIDE_CALIBRATION` at 64 and 128 bits, then :data:`JL_CALIBRATION` built to take ``B`` ``j`` outer
+        (its extra address logic scales with the ``B`` address bits: 14, 12, 10 and 10 there)."""
+        return [Tt1Spec(lanes=lanes, rows=rows, a_bits=16, b_bits=8, stream_bits=bits, b_order=order)
+                for lanes, rows, bits, order in
+                [(lanes, rows, WORD_BITS, "lj") for lanes, rows in CALIBRATION_ARRAYS]
+                + [(*build, "lj") for build in WIDE_CALIBRATION] + [(*build, "jl") for build in JL_CALIBRATION]]
 
 
 class Tt2PE(_TtPE):

@@ -33,10 +33,20 @@ def memories(spec) -> List[Tuple[int, int]]:
 
 def multipliers(spec) -> List[Tuple[int, int]]:
     """``(a_bits, b_bits)`` of every multiplier: ``lanes`` per row. PE3 has one row, and Yosys maps one more
-    product to a DSP slice there (its lane select ``iv * A_BITS``; seen in the calibration: lanes + 1 DSP)."""
+    product to a DSP slice there (its lane select ``iv * A_BITS``; seen in the calibration: lanes + 1 DSP). PE1
+    built to take ``B`` ``j`` outer (``b_order="jl"``) also multiplies the header's ``J`` by the chunks per row
+    (8 x 8 bits, once per transaction: a row group's chunks, ``jkc`` in rtl/tt/tt1_pe.v)."""
     if isinstance(spec, Tt3Spec):
         return [(spec.a_bits, spec.b_bits)] * spec.lanes + [(8, 8)]
-    return [(spec.a_bits, spec.b_bits)] * (spec.lanes * spec.rows)
+    jl = [(8, 8)] if isinstance(spec, Tt1Spec) and spec.b_jl else []
+    return [(spec.a_bits, spec.b_bits)] * (spec.lanes * spec.rows) + jl
+
+
+def b_address_bits(spec: Tt1Spec) -> int:
+    """Bits of PE1's ``B`` bank address (``BAW`` of rtl/tt/tt1_pe.v): the j-outer build's two extra registers
+    (``jbase``, ``jkc``) and their adders are this wide."""
+    depth = chunks(spec.max_l, spec.rows) * spec.max_j * chunks(spec.max_k, spec.lanes)
+    return max(1, (depth - 1).bit_length())
 
 
 def features(spec) -> dict:
@@ -54,7 +64,12 @@ def features(spec) -> dict:
     1,338 at 8 x 4, 2,285 at 16 x 2: the wider header check, chunk gather, lane
     unpacking and output packing), while RAMs and multipliers stay as they
     are. Fewer terms extrapolate better (held-out errors over the calibration
-    grid: docs/design.md)."""
+    grid: docs/design.md).
+
+    PE1 built to take ``B`` ``j`` outer (``b_order="jl"``) keeps two more
+    ``B``-address registers with their adders and selects
+    (:func:`b_address_bits` wide each): ``jl_address_bits``, 0 in the
+    original build."""
     rows = getattr(spec, "rows", None)
     multipliers = spec.lanes * (rows or 1)
     wide = spec.stream_bits - WORD_BITS
@@ -64,7 +79,9 @@ def features(spec) -> dict:
     if rows is not None:
         out["lanes_squared"] = float(spec.lanes * spec.lanes)
         out["lanes_x_multipliers"] = float(spec.lanes * multipliers)
+    if isinstance(spec, Tt1Spec):
+        out["jl_address_bits"] = float(b_address_bits(spec) if spec.b_jl else 0)
     return out
 
 
-__all__ = ["features", "memories", "multipliers"]
+__all__ = ["b_address_bits", "features", "memories", "multipliers"]
