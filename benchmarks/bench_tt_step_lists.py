@@ -16,13 +16,17 @@ rank, batch 64, in one process:
 
 Both PEs: 8 lanes × 8 rows, 16-bit slots, buffers of 64 (max_j, max_k,
 max_l), 128-bit streams (``--stream-bits``), two IPs of each (``--copies``;
-256 DSP slices, within the 278 of issue 39's goals). Prints the step's parts
-and the ratio board / torch_f32; writes
-``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes a few minutes (the golden
+256 DSP slices in the original builds). PE1 takes ``B`` in the order
+``--b-order`` names; ``auto`` (the default) takes it ``j`` outer where that
+is faster and the builds' DSP slices (the calibrated resource model on the
+board's family) stay within the 278 of issue 39's goals
+(:func:`codesign.design.families.tt_list_step.b_order_choice`: 258 with
+two j-outer PE1 IPs). Prints the step's parts and the ratio board /
+torch_f32; writes ``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes a few minutes (the golden
 shell computes every call of two steps in Python).
 
 Run: .venv/bin/python benchmarks/bench_tt_step_lists.py [--rank 8] [--steps 5] [--clock-mhz 100] [--stream-bits 128]
-[--copies 2,2] [--out reports/bench]
+[--copies 2,2] [--b-order auto] [--out reports/bench]
 """
 
 from __future__ import annotations
@@ -35,7 +39,9 @@ from pathlib import Path
 import numpy as np
 
 from codesign.design import load_design
+from codesign.design.calibration import pe_resources
 from codesign.design.families.tt import paper_setup, tt_setup_of
+from codesign.design.families.tt_list_step import b_order_choice
 from codesign.io.reports import write_json_atomic
 from codesign.loops.tt_lists import TtListTrainer
 from codesign.boards import board
@@ -49,6 +55,7 @@ from bench_tt_golden import torch_f32_step  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BUFFERS = dict(lanes=8, rows=8, a_bits=16, b_bits=16, max_j=64, max_k=64, max_l=64)
+DSP_GOAL = 278  # DSP slices the PEs may take (issue 39's goals)
 
 
 def main() -> int:
@@ -60,6 +67,8 @@ def main() -> int:
                         help="both PEs' stream words (the Ultra96-V2's HP ports are 128 bits wide)")
     parser.add_argument("--copies", default="2,2",
                         help="IPs of PE1 and of PE2 a phase's lists are shared among (2,2: 256 DSP slices)")
+    parser.add_argument("--b-order", default="auto", choices=("auto", "lj", "jl"),
+                        help="PE1's B order: l outer, j outer, or auto (j outer where faster within the DSP goal)")
     parser.add_argument("--out", default="reports/bench")
     args = parser.parse_args()
     if args.rank < 1 or args.steps < 1 or not args.clock_mhz > 0:
@@ -75,7 +84,11 @@ def main() -> int:
     precision = {**tt_setup_of(load_design(EXAMPLES / "digits_tt.toml")).precision, "scale_rule": "tracked"}
     setup = paper_setup(args.rank, precision)
     build = {**BUFFERS, "stream_bits": args.stream_bits}
-    shell = GoldenListShell(Tt1Spec(**build), Tt2Spec(**build), copies)
+    ultra96 = board("ultra96v2")
+    spec1, spec2, order = pe1_order(setup, build, ultra96, args, copies)
+    dsp = sum(n * pe_resources(pe, spec, ultra96.yosys_family)["dsp"]
+              for n, pe, spec in zip(copies, ("tt1", "tt2"), (spec1, spec2)))
+    shell = GoldenListShell(spec1, spec2, copies)
     trainer = TtListTrainer(setup, shell)
     f32 = torch_f32_step(setup, trainer.cores, trainer.biases)
     rng = np.random.default_rng(args.rank)
@@ -86,7 +99,7 @@ def main() -> int:
     shell_before, started = shell.seconds, time.perf_counter()
     trainer.train_step(*batches[2])
     host_s = time.perf_counter() - started - (shell.seconds - shell_before)
-    step = tt_list_step(setup, shell.spec1, shell.spec2, board("ultra96v2"), clock_mhz=args.clock_mhz,
+    step = tt_list_step(setup, shell.spec1, shell.spec2, ultra96, clock_mhz=args.clock_mhz,
                         host_s=host_s, host_source="measured on this desktop", copies=copies)
     cycles = list(step.layer_cycles)
     torch_s = []
@@ -100,8 +113,9 @@ def main() -> int:
            "host_share": host_s / total_s, "host_work": step.host.to_dict(), "macs_bound_ms": 1e3 * step.time.bounds["macs_s"],
            "board_step_ms": 1e3 * total_s, "torch_f32_ms": 1e3 * min(torch_s),
            "ratio_board_to_torch_f32": total_s / min(torch_s), "clock_mhz": args.clock_mhz,
-           "pe_build": build, "copies": list(copies), "dsp": sum(n * 8 * 8 for n in copies)}
-    print(f"rank {args.rank}: board step {row['board_step_ms']:.1f} ms (PE+DMA {row['pe_dma_ms']:.1f} ms over "
+           "pe_build": build, "b_order": spec1.b_order, "copies": list(copies), "dsp": dsp,
+           "pe_dma_ms_by_order": {k: 1e3 * v for k, v in order.get("pe_dma_s", {}).items()}}
+    print(f"rank {args.rank}, PE1 b_order {spec1.b_order} ({dsp:g} DSP): board step {row['board_step_ms']:.1f} ms (PE+DMA {row['pe_dma_ms']:.1f} ms over "
           f"layers {[round(c / (args.clock_mhz * 1e3), 1) for c in cycles]} ms, host here {row['host_ms_desktop']:.1f}"
           f" ms, {100 * row['host_share']:.0f} %); MAC bound {row['macs_bound_ms']:.1f} ms; float32 PyTorch {row['torch_f32_ms']:.1f} ms; board / float32 = "
           f"{row['ratio_board_to_torch_f32']:.1f}", flush=True)
@@ -109,6 +123,19 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / f"tt_step_lists_r{args.rank}_s{args.stream_bits}_c{copies[0]}x{copies[1]}.json", row)
     return 0
+
+
+def pe1_order(setup, build, ultra96, args, copies):
+    """PE1 and PE2 builds and the order :func:`b_order_choice` priced: ``--b-order`` as given, or (``auto``) j outer
+    where faster and within :data:`DSP_GOAL` slices."""
+    spec1, spec2 = Tt1Spec(**build, b_order="lj" if args.b_order == "auto" else args.b_order), Tt2Spec(**build)
+    if args.b_order != "auto":
+        return spec1, spec2, {}
+    used = sum(n * pe_resources(pe, spec, ultra96.yosys_family)["dsp"]
+               for n, pe, spec in zip(copies, ("tt1", "tt2"), (spec1, spec2)))
+    order = b_order_choice(setup, spec1, spec2, ultra96, clock_mhz=args.clock_mhz, copies=copies,
+                           room={"dsp": DSP_GOAL - used})
+    return order["spec1"], spec2, order
 
 
 if __name__ == "__main__":

@@ -390,7 +390,18 @@ def _list_step_lines(found: Mapping[str, Any] | None) -> list[str]:
             f"{ms['host_s']:.3f} (measured, {found['host_share']:.0%}), against {ms['per_call_total_s']:.3f} ms per "
             f"call; layers {layers} ms; MAC bound {ms['macs_s']:.3f} ms; per step {work['lists']} lists, "
             f"{work['calls']} calls, {work['flushed_bytes'] / 1024:.1f} KiB flushed, "
-            f"{work['read_bytes'] / 1024:.1f} KiB read"]
+            f"{work['read_bytes'] / 1024:.1f} KiB read{_b_order_words(found.get('b_order'))}"]
+
+
+def _b_order_words(order: Mapping[str, Any] | None) -> str:
+    """How the list step's PE1 takes ``B`` where both orders were priced (:func:`b_order_choice`), for the summary."""
+    if not order or "pe_dma_s" not in order:
+        return ""
+    ms, extra = {key: 1e3 * value for key, value in order["pe_dma_s"].items()}, order["jl_extra"]
+    cost = ", ".join(f"{extra[key]:+g} {key}" for key in RESOURCES if extra[key])
+    return (f"; PE1 takes B {'j' if order['chosen'] == 'jl' else 'l'} outer (b_order {order['chosen']}: PE and DMA "
+            f"{ms['lj']:.3f} ms l outer, {ms['jl']:.3f} ms j outer at {cost or 'no cost'}"
+            f"{'' if order['jl_fits'] else ', over the cap'})")
 
 
 __all__ = ["ExploreError", "cost_task", "design_of_point", "distinct_builds", "explore_design", "hp_port_choice",

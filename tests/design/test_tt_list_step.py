@@ -10,7 +10,8 @@ import pytest
 from codesign.boards import board
 from codesign.design import load_design
 from codesign.design.families.tt import tt_setup_of
-from codesign.design.families.tt_list_step import list_point, list_step_report, measure_list_host
+from codesign.design.calibration import pe_resources
+from codesign.design.families.tt_list_step import b_order_choice, list_point, list_step_report, measure_list_host
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -66,3 +67,28 @@ def test_the_best_point_whose_builds_run_lists_is_found():
                             feasible=np.array([True, True, True, False]), chosen_options=lambda i: points[i])
     assert list_point(space, _setup(), "time") == 2  # point 0 mixes widths, point 3 does not fit
     assert list_point(space, _setup("exact"), "time") is None
+
+
+def test_pe1_takes_b_j_outer_where_it_is_faster_and_fits():
+    """The j-outer build's lists are faster on the core-gradient calls; it costs PE1's IPs one DSP slice each and
+    its address logic (the calibrated model), so it is chosen only where that fits the room left."""
+    setup, spec1, spec2, zed = _setup(), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard")
+    found = b_order_choice(setup, spec1, spec2, zed, clock_mhz=100.0, copies=(2, 1), room={"dsp": 2, "lut": 1e9})
+    assert found["pe_dma_s"]["jl"] < found["pe_dma_s"]["lj"]
+    extra = {key: 2 * (pe_resources("tt1", Tt1Spec(**SPECS, b_order="jl"), zed.yosys_family)[key]
+                       - pe_resources("tt1", spec1, zed.yosys_family)[key]) for key in ("dsp", "lut", "ff")}
+    assert extra["dsp"] == 2 and extra["lut"] > 0 and extra["ff"] > 0
+    assert {key: found["jl_extra"][key] for key in extra} == pytest.approx(extra)
+    assert (found["chosen"], found["spec1"].b_order, found["jl_fits"]) == ("jl", "jl", True)
+    tight = b_order_choice(setup, spec1, spec2, zed, clock_mhz=100.0, copies=(2, 1), room={"dsp": 1})
+    assert (tight["chosen"], tight["spec1"], tight["jl_fits"]) == ("lj", spec1, False)
+    unpriced = b_order_choice(setup, spec1, spec2, zed, clock_mhz=100.0)
+    assert unpriced == {"chosen": "lj", "spec1": spec1}
+
+
+def test_the_list_step_is_priced_in_the_order_chosen():
+    found = list_step_report(_setup(), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard"), clock_mhz=100.0,
+                             per_call_total_s=0.004, room={"dsp": 10})
+    order = found["b_order"]
+    assert order["chosen"] == "jl" and "spec1" not in order
+    assert found["pe_s"] + found["memory_s"] == pytest.approx(order["pe_dma_s"]["jl"])

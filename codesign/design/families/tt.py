@@ -177,9 +177,10 @@ def tt_refine(raw, design: DesignPoint, chosen_toml: dict[str, Any], chosen_desi
         progress("pricing the step as call lists (list cycle model; host measured here)")
         at = list_point(space, setup, objective) if space is not None else None
         at_point, at_options = (point, options) if at is None else (space.point(at), space.chosen_options(at))
+        room = None if space is None else {key: cap * space.budget[key] - at_point[key] for key in RESOURCES}
         lists = {**list_step_report(setup, *specs_of(at_options), chosen_design.board,
                                     clock_mhz=chosen_design.clock_mhz, per_call_total_s=at_point["total_s"],
-                                    copies=copies_of(at_options)),
+                                    copies=copies_of(at_options), room=room),
                  "label": at_point["label"], "chosen": at_point["label"] == point["label"]}
     return Refined(chosen_toml=chosen_toml, chosen_design=chosen_design,
                    step_options={"forward_split": chosen_design.forward_split},

@@ -5,7 +5,9 @@ The explorer's space prices the per-call step (the host cuts and rounds every ca
 rule PE builds of equal lanes and stream width can run the whole step as lists
 (:class:`codesign.loops.tt_lists.TtListTrainer`), so the explorer prices that step beside it at the best point
 whose builds can (:func:`list_point`, :func:`list_step_report`): what the host has left per step, counted and
-timed, and where the PE time goes.
+timed, and where the PE time goes. PE1 there takes ``B`` ``j`` outer (``b_order="jl"``) where that is faster and
+its extra multiplier and address logic fit under the cap (:func:`b_order_choice`): the per-call step sends each
+call's ``B`` itself and gains nothing from it, so the space keeps the design's order.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from codesign.boards import Board
+from codesign.design.calibration import pe_resources
+from codesign.hw.resource_model import RESOURCES
 from codesign.loops.host_share import THIS_MACHINE
 from codesign.loops.tt import TtTrainSetup
 from codesign.loops.tt_lists import TtListTrainer
@@ -50,15 +54,40 @@ def measure_list_host(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, *, co
     return {"seconds": min(seconds), **counts}
 
 
+def b_order_choice(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
+                   copies: tuple[int, int] = (1, 1), room: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """PE1's ``B`` order for the list step on these builds: ``"jl"`` where its lists' PE and DMA seconds are
+    fewer and what a jl build adds (an 8 x 8 multiplier and two address registers: the calibrated resource
+    model on ``board``'s family, times PE1's IPs) fits ``room`` (resource -> what the point may still add),
+    else ``"lj"``. ``room`` None keeps ``spec1``'s order unpriced. The host's work does not depend on the order
+    (the lists are built once; only the runs a call's ``B`` is read in differ)."""
+    if room is None:
+        return {"chosen": spec1.b_order, "spec1": spec1}
+    twins = {order: Tt1Spec(**{**spec1.to_dict(), "b_order": order}) for order in ("lj", "jl")}
+    seconds = {}
+    for order, spec in twins.items():
+        step = tt_list_step(setup, spec, spec2, board, clock_mhz=clock_mhz, host_s=0.0, host_source="not counted",
+                            copies=copies)
+        seconds[order] = step.time.pe_s + step.time.memory_s
+    priced = {order: pe_resources("tt1", spec, board.yosys_family) for order, spec in twins.items()}
+    extra = {key: copies[0] * (priced["jl"][key] - priced["lj"][key]) for key in RESOURCES}
+    fits = all(extra[key] <= room[key] for key in room)
+    chosen = "jl" if fits and seconds["jl"] < seconds["lj"] else "lj"
+    return {"chosen": chosen, "spec1": twins[chosen], "pe_dma_s": seconds, "jl_extra": extra, "jl_fits": fits}
+
+
 def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
-                     per_call_total_s: float, copies: tuple[int, int] = (1, 1)) -> dict[str, Any]:
+                     per_call_total_s: float, copies: tuple[int, int] = (1, 1),
+                     room: Mapping[str, float] | None = None) -> dict[str, Any]:
     """The list step on ``copies`` IPs of the PE builds ``spec1``/``spec2``: its time split (PE and DMA, memory,
     host measured here), the host's work left, each layer's PE and DMA seconds, beside the per-call step's
-    ``per_call_total_s``.
+    ``per_call_total_s``; PE1 in the ``B`` order :func:`b_order_choice` picks within ``room``.
     ``{"priced": False, "why": ...}`` where these builds or this set-up cannot run as lists."""
     why = _cannot(setup, spec1, spec2)
     if why:
         return {"priced": False, "why": why}
+    order = b_order_choice(setup, spec1, spec2, board, clock_mhz=clock_mhz, copies=copies, room=room)
+    spec1 = order.pop("spec1")
     host = measure_list_host(setup, spec1, spec2, copies=copies)
     step = tt_list_step(setup, spec1, spec2, board, clock_mhz=clock_mhz, host_s=host["seconds"],
                         host_source=THIS_MACHINE, copies=copies)
@@ -67,7 +96,7 @@ def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board:
             "total_s": step.time.total_s, "host_share": step.time.host_s / step.time.total_s,
             "layers_s": [cycles / hz for cycles in step.layer_cycles], "macs": step.time.macs,
             "macs_s": step.time.bounds["macs_s"], "host_work": step.host.to_dict(), "host_measured": host,
-            "per_call_total_s": per_call_total_s, "copies": list(copies)}
+            "per_call_total_s": per_call_total_s, "copies": list(copies), "b_order": order}
 
 
 def _cannot(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec) -> str:
@@ -109,4 +138,4 @@ def copies_of(options: Sequence[Any]) -> tuple[int, int]:
     return found.get("tt1", 1), found.get("tt2", 1)
 
 
-__all__ = ["copies_of", "list_point", "list_step_report", "measure_list_host", "specs_of"]
+__all__ = ["b_order_choice", "copies_of", "list_point", "list_step_report", "measure_list_host", "specs_of"]
