@@ -98,8 +98,10 @@ def output(spec: FpmacArraySpec, a, b, c=None, *, fb: int) -> np.ndarray:
 
 
 def refused(spec: FpmacArraySpec, header_word: int) -> np.ndarray:
-    """Output of a refused header: its status word alone."""
-    status = Header.parse(header_word).status(spec)
+    """Output of a refused header (a GEMM's or an element-wise operation's): its status word alone."""
+    from codesign.pe.fpmac_array.vector import header_status
+
+    status = header_status(spec, header_word)
     if status == STATUS_OK:
         raise ValueError(f"header {header_word:#010x} is accepted by {spec}")
     return np.array([status], dtype=np.uint64)
