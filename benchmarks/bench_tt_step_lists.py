@@ -75,7 +75,7 @@ def main() -> int:
     precision = {**tt_setup_of(load_design(EXAMPLES / "digits_tt.toml")).precision, "scale_rule": "tracked"}
     setup = paper_setup(args.rank, precision)
     build = {**BUFFERS, "stream_bits": args.stream_bits}
-    shell = GoldenListShell(Tt1Spec(**build), Tt2Spec(**build), copies)
+    shell = GoldenListShell({"tt1": Tt1Spec(**build), "tt2": Tt2Spec(**build)}, copies)
     trainer = TtListTrainer(setup, shell)
     f32 = torch_f32_step(setup, trainer.cores, trainer.biases)
     rng = np.random.default_rng(args.rank)

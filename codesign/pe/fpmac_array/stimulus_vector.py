@@ -19,9 +19,59 @@ import numpy as np
 from codesign.pe.fpmac_array import golden, vector
 from codesign.pe.fpmac_array.contract import FB_FIELD_BITS
 from codesign.pe.fpmac_array.spec import MAX_DIM, FpmacArraySpec
-from codesign.pe.fpmac_array.stimulus import Codes, Transaction
+
+Transaction = tuple[np.ndarray, np.ndarray]
 
 MODES = ("any", "near", "near", "special")
+
+
+class Codes:
+    """Container words of ``spec`` in format ``(exp_bits, fb)``, drawn in several modes (the GEMM stimulus,
+    :mod:`codesign.pe.fpmac_array.stimulus`, draws from it too: it imports this module, not the other way)."""
+
+    def __init__(self, spec: FpmacArraySpec, fb: int, rng: np.random.Generator):
+        self.spec, self.fb, self.rng = spec, fb, rng
+        self.drop = spec.max_fb - fb
+        self.sign = 1 << (spec.width - 1)
+        self.bias = (1 << (spec.exp_bits - 1)) - 1
+
+    def place(self, codes: np.ndarray, noisy: bool = False) -> np.ndarray:
+        """Codes into the container; with ``noisy`` the ignored bits below fb are random."""
+        words = codes.astype(np.uint64) << np.uint64(self.drop)
+        if noisy and self.drop:
+            words |= self.rng.integers(0, 1 << self.drop, size=words.shape, dtype=np.uint64)
+        return words
+
+    def code(self, negative: bool, field: int, frac: int) -> int:
+        return (int(negative) << (self.spec.exp_bits + self.fb)) | (field << self.fb) | frac
+
+    def specials(self) -> np.ndarray:
+        top = (1 << self.spec.exp_bits) - 1
+        frac_max = (1 << self.fb) - 1
+        pool = [self.code(False, 0, 0), self.code(True, 0, 0), self.code(False, 0, 1), self.code(True, 0, frac_max),
+                self.code(False, 1, 0), self.code(True, top, frac_max), self.code(False, top, frac_max),
+                self.code(False, self.bias, 0), self.code(True, self.bias, 0)]
+        return np.array(pool, dtype=np.uint64)
+
+    def draw(self, shape, mode: str = "any") -> np.ndarray:
+        fb, e = self.fb, self.spec.exp_bits
+        size = int(np.prod(shape))
+        sign = self.rng.integers(0, 2, size=size)
+        frac = self.rng.integers(0, 1 << fb, size=size)
+        if mode == "any":  # every exponent: overflow, underflow and subnormals are common
+            field = self.rng.integers(0, 1 << e, size=size)
+        elif mode == "near":  # values around 1: long accumulations, cancellation, ties
+            field = np.clip(self.bias + self.rng.integers(-2, 3, size=size), 0, (1 << e) - 1)
+        elif mode == "special":
+            pool = self.specials()
+            return pool[self.rng.integers(0, pool.size, size=size)].reshape(shape)
+        elif mode == "zero":
+            return np.where(sign == 1, self.sign >> self.drop, 0).astype(np.uint64).reshape(shape)
+        else:
+            raise ValueError(f"unknown mode {mode!r}")
+        codes = (sign.astype(np.uint64) << np.uint64(e + fb)) | (field.astype(np.uint64) << np.uint64(fb)) \
+            | frac.astype(np.uint64)
+        return codes.reshape(shape)
 
 
 def _transaction(spec: FpmacArraySpec, op: str, sections, *, fb: int, scalars=None, rng=None) -> Transaction:
