@@ -88,7 +88,7 @@ def main() -> int:
     spec1, spec2, order = pe1_order(setup, build, ultra96, args, copies)
     dsp = sum(n * pe_resources(pe, spec, ultra96.yosys_family)["dsp"]
               for n, pe, spec in zip(copies, ("tt1", "tt2"), (spec1, spec2)))
-    shell = GoldenListShell(spec1, spec2, copies)
+    shell = GoldenListShell({"tt1": spec1, "tt2": spec2}, copies)
     trainer = TtListTrainer(setup, shell)
     f32 = torch_f32_step(setup, trainer.cores, trainer.biases)
     rng = np.random.default_rng(args.rank)

@@ -1,6 +1,8 @@
-"""The shell's golden model as the list runner a TT list trainer drives (:mod:`codesign.loops.tt_lists`).
+"""The shell's golden model as the list runner a list trainer drives (:mod:`codesign.loops.tt_lists`,
+:mod:`codesign.loops.fb_lists`).
 
-What a board's tt1 and tt2 IPs do to the arena, computed by :func:`codesign.shell.calls.run_list_golden`, with
+What a board's IPs (tt1 and tt2, or fpmac_array) do to the arena, computed by
+:func:`codesign.shell.calls.run_list_golden` on each PE's fastest golden, with
 what the host asked of it counted (lists, calls, words flushed and read) and the seconds it spent computing
 kept apart: a trainer step's wall time less them is the host's share, which a board's ARM runs instead.
 """
@@ -8,26 +10,29 @@ kept apart: a trainer step's wall time less them is the host's share, which a bo
 from __future__ import annotations
 
 import time
-from typing import Sequence, Tuple
+from typing import Any, Mapping, Sequence, Tuple
 
 import numpy as np
 
 from codesign.pe import get_pe
-from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.shell.calls import run_list_golden
 from codesign.step.tt.step_lists import SHARE_PRODUCTS
 
 
 class GoldenListShell:
-    """The golden shell on the PE builds ``spec1`` (tt1) and ``spec2`` (tt2), as ``copies`` IPs of each (lists
-    for them are built; it runs them one after the other): ``run_phase``, ``arena``, ``flush`` and
-    ``invalidate`` as :class:`codesign.loops.tt_lists.TtListTrainer` calls them. Counts ``lists``, ``calls``,
-    ``flushed`` and ``read`` (32-bit words) and ``seconds`` spent in the golden model."""
+    """The golden shell on the PE builds ``specs`` (``{pe: spec}``: tt1 and tt2 for a TT trainer, as
+    ``spec1``/``spec2``; fpmac_array for an FB-float one), as ``copies`` IPs of the TT PEs (lists for them are
+    built; it runs them one after the other): ``run_phase``, ``arena``, ``flush`` and ``invalidate`` as the list
+    trainers call them. Counts ``lists``, ``calls``, ``flushed`` and ``read`` (32-bit words), the ``ranges``
+    flushed or read (one cache maintenance call each on a board) and ``seconds`` spent in the golden model."""
 
-    def __init__(self, spec1: Tt1Spec, spec2: Tt2Spec, copies: Tuple[int, int] = (1, 1),
+    def __init__(self, specs: Mapping[str, Any], copies: Tuple[int, int] = (1, 1),
                  share_products: int = SHARE_PRODUCTS) -> None:
-        self.spec1, self.spec2, self.copies, self.share_products = spec1, spec2, copies, share_products
-        self.lists = self.calls = self.flushed = self.read = 0
+        self.specs = dict(specs)
+        for pe, spec in self.specs.items():
+            get_pe(pe).check_spec(spec)
+        self.copies, self.share_products = copies, share_products
+        self.lists = self.calls = self.flushed = self.read = self.ranges = 0
         self.seconds = 0.0
         self._arenas: dict = {}
 
@@ -38,11 +43,21 @@ class GoldenListShell:
             self._arenas[key] = np.array(lists.arena)
         return self._arenas[key]
 
+    @property
+    def spec1(self):
+        return self.specs["tt1"]
+
+    @property
+    def spec2(self):
+        return self.specs["tt2"]
+
     def flush(self, arena: np.ndarray, ranges: Sequence[Tuple[int, int]]) -> None:
         self.flushed += sum(words for _, words in ranges)
+        self.ranges += len(ranges)
 
     def invalidate(self, arena: np.ndarray, ranges: Sequence[Tuple[int, int]]) -> None:
         self.read += sum(words for _, words in ranges)
+        self.ranges += len(ranges)
 
     def run_phase(self, phase, arena: np.ndarray) -> np.ndarray:
         """A phase's lists, ``(pe, calls)`` each, one after the other (they write disjoint words)."""
@@ -50,7 +65,7 @@ class GoldenListShell:
         for pe, calls in phase:
             self.lists += 1
             self.calls += len(calls)
-            arena = run_list_golden(get_pe(pe), self.spec1 if pe == "tt1" else self.spec2, arena, calls)
+            arena = run_list_golden(get_pe(pe), self.specs[pe], arena, calls, fast=True)
         self.seconds += time.perf_counter() - started
         return arena
 

@@ -1,4 +1,4 @@
-"""The TT PEs as phases for the list cycle model (:mod:`codesign.step.list_shell`): per transaction, the header
+"""The TT PEs (and the FP-MAC array, :func:`fpmac_array_phases`) as phases for the list cycle model (:mod:`codesign.step.list_shell`): per transaction, the header
 taken, the status given, the loads, the compute cycles and the result words, from the PEs' documented structure
 (docs/tt_pe.md, "Stream width" and "Cycles"; rtl/tt, tt_pack_out.v), at 32-, 64- or 128-bit stream words.
 
@@ -23,8 +23,11 @@ def pe_phases(pe, spec, header: int) -> tuple:
     from codesign.pe.tt.contract import STATUS_OK, chunk_words, chunks, header_dims
     from codesign.pe.tt.golden import status as tt_status
 
+    if pe.name == "fpmac_array":
+        return fpmac_array_phases(spec, header)
     if pe.name not in ("tt1", "tt2", "tt3"):
-        raise NotImplementedError(f"the list cycle model knows the TT PEs' phases, not {pe.name}'s")
+        raise NotImplementedError(f"the list cycle model knows the TT and FP-MAC array PEs' phases, not "
+                                  f"{pe.name}'s")
     width = int(getattr(spec, "stream_bits", 32))
     status = tt_status(spec, header)
     steps = [(IN, 1, None), (OUT, 1, status)]
@@ -39,6 +42,24 @@ def pe_phases(pe, spec, header: int) -> tuple:
         beat = 1 if pe.name == "tt1" else min(width // 32, spec.lanes)
     steps.extend(_packed(raw, width // 32, beat))
     return steps, status, operands, results
+
+
+def fpmac_array_phases(spec, header: int) -> tuple:
+    """One FP-MAC array transaction (32-bit words), GEMM or element-wise: the RTL does one thing at a time
+    (rtl/fpmac_array: S_HDR, S_STATUS, the loads, the compute or the element unit, the results), so its phases
+    are its cycle model's (:func:`codesign.pe.fpmac_array.cycles.transaction_cycles`) in order: the header, the
+    status, ``load`` operand words, ``compute`` cycles, ``drain`` result words."""
+    from codesign.pe.fpmac_array.cycles import transaction_cycles
+    from codesign.pe.fpmac_array.vector import header_status
+
+    status = header_status(spec, header)
+    steps = [(IN, 1, None), (OUT, 1, status)]
+    if status:
+        return steps, status, 0, 0
+    cycles = transaction_cycles(spec, header)
+    for kind, n in ((IN, cycles.load), (WAIT, cycles.compute), (OUT, cycles.drain)):
+        _append(steps, kind, n)
+    return steps, status, cycles.load, cycles.drain
 
 
 def _tt12(pe1: bool, spec, dims: tuple, cwa: int, cwb: int, chunks) -> tuple:
@@ -135,4 +156,4 @@ class Pe:
                 self.advance()
 
 
-__all__ = ["IN", "OUT", "Pe", "WAIT", "pe_phases"]
+__all__ = ["IN", "OUT", "Pe", "WAIT", "fpmac_array_phases", "pe_phases"]

@@ -13,6 +13,10 @@
 // accumulator is needed again only SLOTS iterations after it was produced
 // (the FP-MAC pipeline depth): the loop can issue every cycle.
 //
+// A header with K = 0 selects an element-wise operation by bits 31..29 (docs/fpmac_array.md,
+// "Element-wise operations"; golden codesign.pe.fpmac_array.vector): 1 ReLU, 2 the mask of X by Z's
+// sign, 3 momentum SGD, three FP-MACs an element; M x N elements, placed as C's.
+//
 // Copied verbatim into every generated fpmac_array project; tested on its own
 // with g++ against transaction files (tests/pe/test_stream_headers.py, tests/pe/fpmac_array/).
 #ifndef CODESIGN_FPMAC_ARRAY_H
@@ -30,9 +34,12 @@ namespace fpmac_array {
 typedef ap_uint<WORD_BITS> word_t;
 const int SLOTS = 4;  // output tiles interleaved in the MAC loop: the FP-MAC's latency (cycles)
 
-// Header fields (docs/fpmac_array.md): M 7..0, N 15..8, K 23..16, fb 28..24, A^T 29, B^T 30, accumulate 31.
+const int OP_RELU = 1, OP_MASK = 2, OP_SGD = 3;  // element-wise operations (K = 0), bits 31..29
+
+// Header fields (docs/fpmac_array.md): M 7..0, N 15..8, K 23..16, fb 28..24, A^T 29, B^T 30, accumulate 31;
+// with K = 0, bits 31..29 are the element-wise op.
 struct header_t {
-  int m, n, k, fb;
+  int m, n, k, fb, op;
   bool trans_a, trans_b, accumulate;
 };
 
@@ -45,11 +52,15 @@ inline header_t parse_header(word_t word) {
   h.trans_a = word[29];
   h.trans_b = word[30];
   h.accumulate = word[31];
+  h.op = word.range(31, 29).to_int();
   return h;
 }
 
-// 0 accepted; 1 a zero dimension or fb = 0; 2 a dimension above its buffer or fb above MAX_FB.
+// 0 accepted; 1 a zero dimension or fb = 0 (with K = 0: an op other than 1..3); 2 a dimension above its buffer
+// or fb above MAX_FB.
 inline int header_status(const header_t &h, int max_m, int max_n, int max_k, int max_fb) {
+  if (h.k == 0 && h.op >= OP_RELU && h.op <= OP_SGD && h.m != 0 && h.n != 0 && h.fb != 0)
+    return h.m > max_m || h.n > max_n || h.fb > max_fb ? STATUS_TOO_LARGE : STATUS_OK;
   if (h.m == 0 || h.n == 0 || h.k == 0 || h.fb == 0) return STATUS_BAD_HEADER;
   if (h.m > max_m || h.n > max_n || h.k > max_k || h.fb > max_fb) return STATUS_TOO_LARGE;
   return STATUS_OK;
@@ -66,6 +77,66 @@ struct pe {
   // The container of a stream word: bits above it are ignored.
   static container_t container(word_t word) { return container_t(word.range(F::WIDTH - 1, 0)); }
 
+  // x at fb, its bits below fb cleared, where keep; else +0.
+  static container_t kept(container_t x, bool keep, fb_t fb) {
+    return keep ? mask_below_fb<E, MAX_FB>(x, clamp_fb<E, MAX_FB>(fb)) : container_t(0);
+  }
+
+  // Whether x's value at fb is above zero: sign bit 0 and a code that is not +0.
+  static bool positive(container_t x, fb_t fb) {
+    const container_t v = kept(x, true, fb);
+    return !v[F::WIDTH - 1] && v != 0;
+  }
+
+  // One section of n words into an element buffer.
+  static void load(hls::stream<word_t> &in, container_t buf[MAX_M * MAX_N], int n) {
+    for (int e = 0; e < n; ++e) {
+#pragma HLS PIPELINE II = 1
+      buf[e] = container(in.read());
+    }
+  }
+
+  // As rtl/fpmac_array/fpmac_array_vector.v: two element buffers, element (i, j) at i * N + j. g holds G (SGD),
+  // Z (mask) or X (ReLU), later V'; p holds P (SGD) or X (mask), later P'. ReLU: y = x where x is positive,
+  // else +0; mask: y = x where z is positive; SGD with scalars wd, mu, step (minus the learning rate): each v,
+  // as it arrives, gives g' = fpmac(wd, p, g), v' = fpmac(mu, v, g'), p' = fpmac(step, v', p); P' is sent,
+  // then V'.
+  static void element_wise(const header_t &h, hls::stream<word_t> &in, hls::stream<word_t> &out) {
+    static container_t g[MAX_M * MAX_N];
+    static container_t p[MAX_M * MAX_N];
+    const fb_t fb = fb_t(h.fb);
+    const int n = h.m * h.n;
+    container_t wd = 0, mu = 0, step = 0;
+    if (h.op == OP_SGD) {
+      wd = container(in.read());
+      mu = container(in.read());
+      step = container(in.read());
+      load(in, g, n);
+      load(in, p, n);
+      for (int e = 0; e < n; ++e) {
+        // each element's words are read and written by its own iteration only
+#pragma HLS PIPELINE II = 1
+#pragma HLS DEPENDENCE variable = g inter false
+#pragma HLS DEPENDENCE variable = p inter false
+        const container_t velocity = fpmac<E, MAX_FB, ROUNDING>(mu, container(in.read()),
+                                                                fpmac<E, MAX_FB, ROUNDING>(wd, p[e], g[e], fb), fb);
+        p[e] = fpmac<E, MAX_FB, ROUNDING>(step, velocity, p[e], fb);
+        g[e] = velocity;
+      }
+      for (int e = 0; e < 2 * n; ++e) {
+#pragma HLS PIPELINE II = 1
+        out.write(word_t(e < n ? p[e] : g[e - n]));
+      }
+      return;
+    }
+    if (h.op == OP_MASK) load(in, p, n);
+    load(in, g, n);
+    for (int e = 0; e < n; ++e) {
+#pragma HLS PIPELINE II = 1
+      out.write(word_t(kept(h.op == OP_MASK ? p[e] : g[e], positive(g[e], fb), fb)));
+    }
+  }
+
   static void process(hls::stream<word_t> &in, hls::stream<word_t> &out) {
     static container_t a[ROWS][TM][MAX_K];
     static container_t b[COLS][TN][MAX_K];
@@ -78,6 +149,10 @@ struct pe {
     const int status = header_status(h, MAX_M, MAX_N, MAX_K, MAX_FB);
     out.write(word_t(status));
     if (status != STATUS_OK) return;
+    if (h.k == 0) {
+      element_wise(h, in, out);
+      return;
+    }
     const fb_t fb = fb_t(h.fb);
 
     // A: row-major M x K, or with A^T row-major K x M.

@@ -27,6 +27,10 @@
 // T = ceil(M/ROWS) * ceil(N/COLS) tiles and G = ceil(T/4) groups (the drain
 // after the last tile step overlaps the last group's empty slots); 2 for a
 // refused header (codesign.pe.fpmac_array.cycles).
+//
+// A header with K = 0 selects an element-wise operation by bits 31..29 (1 ReLU, 2 mask, 3 momentum SGD;
+// BAD_HEADER for another op, M, N or fb 0; TOO_LARGE for M, N or fb above its limit): after its status word
+// fpmac_array_vector takes both streams until its last output word.
 `include "codesign_constants.vh"  // stream word width and status codes (codesign/hw/constants.py)
 
 module fpmac_array_pe #(
@@ -78,9 +82,13 @@ module fpmac_array_pe #(
         end
     endgenerate
 
-    localparam S_HDR = 3'd0, S_STATUS = 3'd1, S_LOADA = 3'd2, S_LOADB = 3'd3, S_LOADC = 3'd4, S_COMP = 3'd5,
-               S_OPRE = 3'd6, S_OUT = 3'd7;
-    reg [2:0] state;
+    localparam S_HDR = 4'd0, S_STATUS = 4'd1, S_LOADA = 4'd2, S_LOADB = 4'd3, S_LOADC = 4'd4, S_COMP = 4'd5,
+               S_OPRE = 4'd6, S_OUT = 4'd7, S_VEC = 4'd8;
+    localparam EDEPTH = MAX_M * MAX_N;  // elements of the largest element-wise tile
+    localparam EAW    = EDEPTH > 1 ? $clog2(EDEPTH) : 1;
+    reg [3:0] state;
+    reg       vec;       // the header selects an element-wise operation (K = 0)
+    reg [2:0] vec_op;
     reg [7:0] dim_m, dim_n, dim_k;
     reg [4:0] fb_r;
     reg       trans_a, trans_b, accum;
@@ -93,7 +101,14 @@ module fpmac_array_pe #(
     // a comparison is constant false when its limit is the field's largest value (255, or 31 for fb)
     /* verilator lint_off CMPCONST */
     wire h_big = h_m > MAX_M8 || h_n > MAX_N8 || h_k > MAX_K8 || h_fb > MAX_FB5;
+    wire v_big = h_m > MAX_M8 || h_n > MAX_N8 || h_fb > MAX_FB5;
     /* verilator lint_on CMPCONST */
+    wire [2:0] h_op = in_data[31:29];
+    wire h_vec = h_k == 0;
+    wire v_bad = h_op == 3'd0 || h_op > 3'd3 || h_m == 0 || h_n == 0 || h_fb == 0;
+    wire [`CODESIGN_STATUS_BITS-1:0] h_status =
+        (h_vec ? v_bad : h_zero) ? `CODESIGN_FPMAC_ARRAY_STATUS_BAD_HEADER
+        : ((h_vec ? v_big : h_big) ? `CODESIGN_FPMAC_ARRAY_STATUS_TOO_LARGE : `CODESIGN_FPMAC_ARRAY_STATUS_OK);
 
     // ---- index counters: i = it * ROWS + ir, j = jt * COLS + jc, k -------------------------------------
     reg [7:0] i_lin, i_t, i_r, j_lin, j_t, j_c, k_i;
@@ -104,7 +119,10 @@ module fpmac_array_pe #(
     wire [7:0] j_t_nx = j_c == COLS_L8 ? j_t + 8'd1 : j_t;
 
     // ---- input stream ----------------------------------------------------------------------------
-    assign in_ready = state == S_HDR || state == S_LOADA || state == S_LOADB || state == S_LOADC;
+    wire v_in_ready, v_out_valid, v_done;
+    wire [W-1:0] v_out_word;
+    assign in_ready = state == S_HDR || state == S_LOADA || state == S_LOADB || state == S_LOADC
+                   || (state == S_VEC && v_in_ready);
     wire take = in_valid && in_ready;
     wire [W-1:0] word = in_data[W-1:0];
     wire load_a = take && state == S_LOADA, load_b = take && state == S_LOADB, load_c = take && state == S_LOADC;
@@ -144,7 +162,7 @@ module fpmac_array_pe #(
     wire busy = issuing || v1 || dl_last != 0;
 
     // ---- output: status, then C row-major from the C banks ---------------------------------------------
-    assign out_valid = state == S_STATUS || state == S_OUT;
+    assign out_valid = state == S_STATUS || state == S_OUT || (state == S_VEC && v_out_valid);
     wire give = out_valid && out_ready;
     wire out_step = state == S_OUT && give;
     wire [7:0] o_i_t = out_step && j_last ? i_t_nx : i_t;
@@ -195,7 +213,21 @@ module fpmac_array_pe #(
             assign c_word[`CODESIGN_WORD_BITS-1:W] = {(`CODESIGN_WORD_BITS-W){1'b0}};
         end
     endgenerate
-    assign out_data = state == S_STATUS ? {{(`CODESIGN_WORD_BITS - `CODESIGN_STATUS_BITS){1'b0}}, status} : c_word;
+    // the element-wise operations (K = 0), after the status word
+    fpmac_array_vector #(.EXP_BITS(EXP_BITS), .MAX_FB(MAX_FB), .ROUNDING(ROUNDING), .DEPTH(EDEPTH), .AW(EAW)) u_vec (
+        .clk(clk), .rst(rst), .start(state == S_STATUS && give && vec && status == `CODESIGN_FPMAC_ARRAY_STATUS_OK),
+        .op(vec_op), .dim_m(dim_m), .dim_n(dim_n), .fb(fb_r[FBW-1:0]), .in_word(word),
+        .in_valid(in_valid && state == S_VEC), .in_ready(v_in_ready), .out_word(v_out_word),
+        .out_valid(v_out_valid), .out_ready(out_ready && state == S_VEC), .done(v_done));
+    wire [`CODESIGN_WORD_BITS-1:0] v_word;  // the container, zero-extended
+    generate
+        assign v_word[W-1:0] = v_out_word;
+        if (W < `CODESIGN_WORD_BITS) begin : g_vext
+            assign v_word[`CODESIGN_WORD_BITS-1:W] = {(`CODESIGN_WORD_BITS-W){1'b0}};
+        end
+    endgenerate
+    assign out_data = state == S_STATUS ? {{(`CODESIGN_WORD_BITS - `CODESIGN_STATUS_BITS){1'b0}}, status}
+                    : (state == S_VEC ? v_word : c_word);
 
     // ---- control ----------------------------------------------------------------------------------
     always @(posedge clk) begin
@@ -222,12 +254,13 @@ module fpmac_array_pe #(
                     trans_a <= in_data[29];
                     trans_b <= in_data[30];
                     accum <= in_data[31];
-                    status <= h_zero ? `CODESIGN_FPMAC_ARRAY_STATUS_BAD_HEADER
-                            : (h_big ? `CODESIGN_FPMAC_ARRAY_STATUS_TOO_LARGE : `CODESIGN_FPMAC_ARRAY_STATUS_OK);
+                    vec <= h_vec;
+                    vec_op <= h_op;
+                    status <= h_status;
                     state <= S_STATUS;
                 end
                 S_STATUS: if (give) begin
-                    state <= status == `CODESIGN_FPMAC_ARRAY_STATUS_OK ? S_LOADA : S_HDR;
+                    state <= status != `CODESIGN_FPMAC_ARRAY_STATUS_OK ? S_HDR : (vec ? S_VEC : S_LOADA);
                     i_lin <= 0; i_t <= 0; i_r <= 0; j_lin <= 0; j_t <= 0; j_c <= 0; k_i <= 0;
                 end
                 S_LOADA: if (take) begin
@@ -292,6 +325,7 @@ module fpmac_array_pe #(
                     end
                 end
                 S_OPRE: state <= S_OUT;
+                S_VEC: if (v_done) state <= S_HDR;
                 S_OUT: if (give) begin
                     if (j_last) begin
                         j_lin <= 0; j_t <= 0; j_c <= 0;

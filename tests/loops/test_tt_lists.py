@@ -24,8 +24,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 def GoldenShell(**options) -> GoldenListShell:
     """The shell's golden model with small buffers, so that contractions are tiled, their sums chained and their
     operands read through 3-D blocks."""
-    return GoldenListShell(Tt1Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8),
-                           Tt2Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8), **options)
+    return GoldenListShell({"tt1": Tt1Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8),
+                            "tt2": Tt2Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8)},
+                           **options)
 
 
 def _setup(rule: str = "tracked"):

@@ -35,7 +35,7 @@ def measure_list_host(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, *, co
     data less the golden shell's seconds (what the IPs compute instead), the least of ``repeats`` steps after
     the two that aim every scale and build the lists (other work on the machine only adds). Also the words the
     host flushed and read, and the lists it started, per step."""
-    shell = GoldenListShell(spec1, spec2, copies)
+    shell = GoldenListShell({"tt1": spec1, "tt2": spec2}, copies)
     trainer = TtListTrainer(setup, shell)
     rng = np.random.default_rng(seed)
     first, last = setup.layers[0], setup.layers[-1]

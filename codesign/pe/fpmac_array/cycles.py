@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from codesign.pe.fpmac.spec import LATENCY
 from codesign.pe.fpmac_array.contract import STATUS_OK, Header
 from codesign.pe.fpmac_array.spec import FpmacArraySpec, ceil_div
+from codesign.pe.fpmac_array.vector import OP_MASK, OP_RELU, OP_SGD, VectorHeader, is_vector
 
 SLOTS = LATENCY  # output tiles in flight: a MAC's result returns when the same tile's next step issues
 # compute cycles after the last valid tile step is read: the MAC's issue stage, its pipeline, the store of the
@@ -27,7 +28,7 @@ class Cycles:
     header: int  # header in, status out
     load: int  # operand words taken: M*K + K*N (+ M*N)
     compute: int  # SLOTS * (K - 1) + 1 issue cycles per group of SLOTS tiles (less the last group's empty slots) + 7
-    drain: int  # words of C sent: M*N
+    drain: int  # words of C sent: M*N (an element-wise operation: its output words)
 
     @property
     def total(self) -> int:
@@ -49,8 +50,22 @@ def stream_cycles(spec: FpmacArraySpec, words_in) -> int:
     return transaction_cycles(spec, int(words_in[0])).total
 
 
+# cycles between an element-wise operation's last input word and its first output word: SGD's stage reading g and
+# p, its three FP-MACs of LATENCY each, one cycle to see the chain empty and one to read the first result; ReLU and
+# the mask only read the first result (rtl/fpmac_array/fpmac_array_vector.v)
+VECTOR_GAP = {OP_SGD: 1 + 3 * LATENCY + 1 + 1, OP_RELU: 1, OP_MASK: 1}
+
+
+def vector_cycles(spec: FpmacArraySpec, header: VectorHeader) -> Cycles:
+    """An element-wise operation: ``2 + input words + gap + output words`` (:data:`VECTOR_GAP`); 2 when refused."""
+    if header.status(spec) != STATUS_OK:
+        return Cycles(2, 0, 0, 0)
+    return Cycles(2, header.input_words, VECTOR_GAP[header.op], header.output_words)
+
+
 def transaction_cycles(spec: FpmacArraySpec, header_word: int) -> Cycles:
-    """``2 + M*K + K*N (+ M*N) + 4*G*(K-1) + T + 7 + M*N``; 2 for a refused header.
+    """``2 + M*K + K*N (+ M*N) + 4*G*(K-1) + T + 7 + M*N``; 2 for a refused header; an element-wise header (K = 0)
+    is :func:`vector_cycles`'.
 
     ``T = ceil(M/rows) * ceil(N/cols)`` tiles, ``G = ceil(T/4)`` groups. A
     group issues one tile step a cycle, four slots per ``k``; the drain after
@@ -58,6 +73,8 @@ def transaction_cycles(spec: FpmacArraySpec, header_word: int) -> Cycles:
     compute phase lasts until ``COMPUTE_OVERHEAD`` cycles after step
     ``4*G*(K-1) + T - 1``.
     """
+    if is_vector(header_word):
+        return vector_cycles(spec, VectorHeader.parse(header_word))
     header = Header.parse(header_word)
     if header.status(spec) != STATUS_OK:
         return Cycles(2, 0, 0, 0)

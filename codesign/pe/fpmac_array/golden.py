@@ -98,8 +98,47 @@ def output(spec: FpmacArraySpec, a, b, c=None, *, fb: int) -> np.ndarray:
 
 
 def refused(spec: FpmacArraySpec, header_word: int) -> np.ndarray:
-    """Output of a refused header: its status word alone."""
-    status = Header.parse(header_word).status(spec)
+    """Output of a refused header (a GEMM's or an element-wise operation's): its status word alone."""
+    from codesign.pe.fpmac_array.vector import header_status
+
+    status = header_status(spec, header_word)
     if status == STATUS_OK:
         raise ValueError(f"header {header_word:#010x} is accepted by {spec}")
     return np.array([status], dtype=np.uint64)
+
+
+def transaction_output(spec: FpmacArraySpec, words_in) -> np.ndarray:
+    """Output words of any one transaction (status first), by the vectorised golden kernels.
+
+    Why: the independent reference (:mod:`codesign.pe.fpmac_array.reference`)
+    runs exact-rational MACs one by one, far too slow for a golden *training*
+    step of thousands of transactions; this reads the sections the header
+    announces and runs :func:`gemm` or the element-wise golden
+    (:mod:`codesign.pe.fpmac_array.vector`), which the golden level holds
+    equal to the reference. Bits above the container are ignored, as the PE
+    ignores them.
+    """
+    from codesign.pe.fpmac_array import vector
+
+    words_in = np.asarray(words_in, dtype=np.uint64).reshape(-1)
+    header_word = int(words_in[0])
+    status = vector.header_status(spec, header_word)
+    if status != STATUS_OK:
+        return np.array([status], dtype=np.uint64)
+    body = words_in[1:] & np.uint64((1 << spec.width) - 1)
+    if vector.is_vector(header_word):
+        head = vector.VectorHeader.parse(header_word)
+        if body.size != head.input_words:
+            raise ValueError(f"transaction has {words_in.size} words, the header announces {1 + head.input_words}")
+        lead = vector.SCALARS[head.op]
+        sections = body[lead:].reshape(vector.SECTIONS_IN[head.op], head.m, head.n)
+        name = {code: op for op, code in vector.OPS.items()}[head.op]
+        return vector.vector_output(spec, name, list(sections), fb=head.fb, scalars=body[:lead] if lead else None)
+    head = Header.parse(header_word)
+    if body.size != head.input_words:
+        raise ValueError(f"transaction has {words_in.size} words, the header announces {1 + head.input_words}")
+    m, n, k = head.m, head.n, head.k
+    a = body[:m * k].reshape((k, m) if head.trans_a else (m, k))
+    b = body[m * k:m * k + k * n].reshape((n, k) if head.trans_b else (k, n))
+    c = body[m * k + k * n:].reshape(m, n) if head.accumulate else None
+    return output(spec, a.T if head.trans_a else a, b.T if head.trans_b else b, c, fb=head.fb)

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codesign.pe.fpmac_array import golden
+from codesign.pe.fpmac_array import golden, stimulus_vector
 from codesign.pe.fpmac_array.contract import FB_FIELD_BITS, STATUS_OK, Header
 from codesign.pe.fpmac_array.spec import MAX_DIM, FpmacArraySpec
+from codesign.pe.fpmac_array.stimulus_vector import Codes
 from codesign.numerics.inputs import check_seed
 
 Transaction = tuple[np.ndarray, np.ndarray]
@@ -29,63 +30,19 @@ Transaction = tuple[np.ndarray, np.ndarray]
 
 @dataclass(frozen=True, kw_only=True)
 class FpmacArrayStimulusOptions:
-    """What ``codesign verify fpmac_array`` checks: the directed set, then random GEMMs until ``min_macs`` MACs."""
+    """What ``codesign verify fpmac_array`` checks: the directed sets, then random GEMMs until ``min_macs`` MACs
+    and random element-wise operations until ``min_elements`` element results."""
 
     min_macs: int = 10_000
+    min_elements: int = 10_000
     seed: int = 2026
 
     def __post_init__(self) -> None:
         check_seed(self.seed)
-        if isinstance(self.min_macs, bool) or not isinstance(self.min_macs, int) or self.min_macs < 0:
-            raise ValueError(f"min_macs must be an int >= 0, got {self.min_macs!r}")
-
-
-class _Codes:
-    """Container words of ``spec`` in format ``(exp_bits, fb)``, drawn in several modes."""
-
-    def __init__(self, spec: FpmacArraySpec, fb: int, rng: np.random.Generator):
-        self.spec, self.fb, self.rng = spec, fb, rng
-        self.drop = spec.max_fb - fb
-        self.sign = 1 << (spec.width - 1)
-        self.bias = (1 << (spec.exp_bits - 1)) - 1
-
-    def place(self, codes: np.ndarray, noisy: bool = False) -> np.ndarray:
-        """Codes into the container; with ``noisy`` the ignored bits below fb are random."""
-        words = codes.astype(np.uint64) << np.uint64(self.drop)
-        if noisy and self.drop:
-            words |= self.rng.integers(0, 1 << self.drop, size=words.shape, dtype=np.uint64)
-        return words
-
-    def code(self, negative: bool, field: int, frac: int) -> int:
-        return (int(negative) << (self.spec.exp_bits + self.fb)) | (field << self.fb) | frac
-
-    def specials(self) -> np.ndarray:
-        top = (1 << self.spec.exp_bits) - 1
-        frac_max = (1 << self.fb) - 1
-        pool = [self.code(False, 0, 0), self.code(True, 0, 0), self.code(False, 0, 1), self.code(True, 0, frac_max),
-                self.code(False, 1, 0), self.code(True, top, frac_max), self.code(False, top, frac_max),
-                self.code(False, self.bias, 0), self.code(True, self.bias, 0)]
-        return np.array(pool, dtype=np.uint64)
-
-    def draw(self, shape, mode: str = "any") -> np.ndarray:
-        fb, e = self.fb, self.spec.exp_bits
-        size = int(np.prod(shape))
-        sign = self.rng.integers(0, 2, size=size)
-        frac = self.rng.integers(0, 1 << fb, size=size)
-        if mode == "any":  # every exponent: overflow, underflow and subnormals are common
-            field = self.rng.integers(0, 1 << e, size=size)
-        elif mode == "near":  # values around 1: long accumulations, cancellation, ties
-            field = np.clip(self.bias + self.rng.integers(-2, 3, size=size), 0, (1 << e) - 1)
-        elif mode == "special":
-            pool = self.specials()
-            return pool[self.rng.integers(0, pool.size, size=size)].reshape(shape)
-        elif mode == "zero":
-            return np.where(sign == 1, self.sign >> self.drop, 0).astype(np.uint64).reshape(shape)
-        else:
-            raise ValueError(f"unknown mode {mode!r}")
-        codes = (sign.astype(np.uint64) << np.uint64(e + fb)) | (field.astype(np.uint64) << np.uint64(fb)) \
-            | frac.astype(np.uint64)
-        return codes.reshape(shape)
+        for name in ("min_macs", "min_elements"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
 
 
 def _transaction(spec, a, b, c, *, fb, trans_a=False, trans_b=False, high_noise=None) -> Transaction:
@@ -94,7 +51,7 @@ def _transaction(spec, a, b, c, *, fb, trans_a=False, trans_b=False, high_noise=
 
 
 def _case(spec, rng, m, n, k, fb, *, mode="any", c_mode=None, trans_a=False, trans_b=False, noisy=False):
-    codes = _Codes(spec, fb, rng)
+    codes = Codes(spec, fb, rng)
     a = codes.place(codes.draw((m, k), mode), noisy)
     b = codes.place(codes.draw((k, n), mode), noisy)
     c = None if c_mode is None else codes.place(codes.draw((m, n), c_mode), noisy)
@@ -105,7 +62,7 @@ def _case(spec, rng, m, n, k, fb, *, mode="any", c_mode=None, trans_a=False, tra
 
 def _ties(spec: FpmacArraySpec, fb: int) -> Transaction:
     """Accumulations that land exactly half an ulp above 1 and above 1 + ulp (both tie directions) and below -1."""
-    codes = _Codes(spec, fb, None)
+    codes = Codes(spec, fb, None)
     one, half_ulp = codes.code(False, codes.bias, 0), codes.code(False, codes.bias - fb - 1, 0)
     one_up = codes.code(False, codes.bias, 1)
     if codes.bias - fb - 1 < 1:  # half an ulp of 1 is below the normal range of this format: a smaller tie
@@ -119,7 +76,7 @@ def _ties(spec: FpmacArraySpec, fb: int) -> Transaction:
 
 def _cancellation(spec: FpmacArraySpec, fb: int, rng) -> list[Transaction]:
     """x*y - x*y = +0 from +0 and from -0 accumulators; C_in = -(x*y) cancels too; -0 products on -0 keep -0."""
-    codes = _Codes(spec, fb, rng)
+    codes = Codes(spec, fb, rng)
     m, n = min(3, spec.max_m), min(2, spec.max_n)
     x = codes.draw((m, 1), "near")
     y = codes.draw((1, n), "near")
@@ -161,7 +118,7 @@ def directed(spec: FpmacArraySpec, rng: np.random.Generator) -> list[Transaction
                              int(rng.integers(1, s.max_fb + 1)), mode="near"))
     # refused headers: the header is the whole transaction
     bad = [Header(m=0, n=1, k=1, fb=1), Header(m=1, n=0, k=1, fb=1, accumulate=True),
-           Header(m=1, n=1, k=0, fb=1, trans_a=True), Header(m=1, n=1, k=1, fb=0, trans_b=True)]
+           Header(m=1, n=1, k=1, fb=0, trans_b=True)]  # K = 0 selects an element-wise op: stimulus_vector's
     for field, limit in (("m", s.max_m), ("n", s.max_n), ("k", s.max_k)):
         if limit < MAX_DIM:
             bad.append(Header(**{"m": 1, "n": 1, "k": 1, "fb": 1, field: limit + 1, "accumulate": True}))
@@ -193,9 +150,12 @@ def count_macs(transactions) -> int:
 
 
 def build(spec: FpmacArraySpec, options: FpmacArrayStimulusOptions) -> list[Transaction]:
-    """The directed set, then random transactions until at least ``options.min_macs`` MACs are checked."""
+    """The directed sets, then random GEMMs until at least ``options.min_macs`` MACs are checked and random
+    element-wise operations until ``options.min_elements`` element results are."""
     rng = np.random.default_rng(options.seed)
-    transactions = directed(spec, rng)
+    transactions = directed(spec, rng) + stimulus_vector.directed(spec, rng)
     while count_macs(transactions) < options.min_macs:
         transactions += random(spec, 1, rng)
+    while stimulus_vector.count_elements(transactions) < options.min_elements:
+        transactions += stimulus_vector.random(spec, 1, rng)
     return transactions

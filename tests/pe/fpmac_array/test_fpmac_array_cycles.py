@@ -27,3 +27,15 @@ def test_refused_header_is_two_cycles():
     for header in (Header(m=0, n=1, k=1, fb=1), Header(m=1, n=1, k=13, fb=1), Header(m=1, n=1, k=1, fb=24)):
         cycles = transaction_cycles(SPEC, header.word())
         assert (cycles.total, cycles.load, cycles.compute) == (2, 0, 0)
+
+
+def test_element_wise_operations_by_hand():
+    from codesign.pe.fpmac_array.vector import OP_MASK, OP_RELU, OP_SGD, VectorHeader
+
+    # SGD on 2 x 3: 3 scalars + 3 * 6 in; read, 3 x 4 FP-MAC stages, see it empty, first read: 15; 2 * 6 out
+    sgd = transaction_cycles(SPEC, VectorHeader(op=OP_SGD, m=2, n=3, fb=5).word())
+    assert (sgd.header, sgd.load, sgd.compute, sgd.drain, sgd.total) == (2, 21, 15, 12, 50)
+    assert transaction_cycles(SPEC, VectorHeader(op=OP_RELU, m=2, n=2, fb=1).word()).total == 2 + 4 + 1 + 4
+    assert transaction_cycles(SPEC, VectorHeader(op=OP_MASK, m=1, n=3, fb=1).word()).total == 2 + 6 + 1 + 3
+    for refused in (VectorHeader(op=0, m=1, n=1, fb=1), VectorHeader(op=OP_SGD, m=10, n=1, fb=1)):
+        assert transaction_cycles(SPEC, refused.word()).total == 2

@@ -1,4 +1,5 @@
-"""The golden GEMM: hand-worked containers, the k order, per-element agreement with fp_dot, words and refusals."""
+"""The golden GEMM: hand-worked containers, the k order, per-element agreement with fp_dot, words and refusals;
+the fast golden of a whole transaction against the grid's stimulus."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import pytest
 
 from codesign.numerics import FloatFormat, fp_dot
 from codesign.pe.fpmac.golden import from_container, to_container
-from codesign.pe.fpmac_array import golden
+from codesign.pe.fpmac_array import golden, stimulus, stimulus_vector
 from codesign.pe.fpmac_array.contract import STATUS_BAD_HEADER, STATUS_TOO_LARGE, Header
+from codesign.pe.fpmac_array.pe import FpmacArrayPE
 from codesign.pe.fpmac_array.reference import reference_output
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 
@@ -132,3 +134,23 @@ def test_k_split_through_c_in_is_exact():
     whole = golden.gemm(a, b, c, **kwargs)
     first = golden.gemm(a[:, :6], b[:6], c, **kwargs)
     assert np.array_equal(golden.gemm(a[:, 6:], b[6:], first, **kwargs), whole)
+
+
+@pytest.mark.parametrize("case", FpmacArrayPE().verification_grid(), ids=lambda case: case.id)
+def test_transaction_output_is_the_expected_stream_of_every_grid_transaction(case):
+    # the fast golden a list trainer runs: GEMMs (transposes, C_in, noise above the container), element-wise
+    # operations and refused headers, word for word the words the stimulus expects (which the reference checks)
+    rng = np.random.default_rng(4)
+    transactions = stimulus.directed(case.spec, rng) + stimulus_vector.directed(case.spec, rng)
+    transactions += stimulus.random(case.spec, 30, rng) + stimulus_vector.random(case.spec, 30, rng)
+    assert any(int(words_out[0]) != 0 for _, words_out in transactions)
+    for words_in, words_out in transactions:
+        assert golden.transaction_output(case.spec, words_in).tolist() == words_out.tolist()
+        assert FpmacArrayPE().golden_output(case.spec, words_in).tolist() == words_out.tolist()
+
+
+def test_transaction_output_refuses_a_stream_of_the_wrong_length():
+    spec = FpmacArraySpec(max_m=4, max_n=4, max_k=4)
+    words = golden.words(spec, np.zeros((2, 3), np.uint64), np.zeros((3, 2), np.uint64), fb=5)
+    with pytest.raises(ValueError, match="announces"):
+        golden.transaction_output(spec, words[:-1])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codesign.pe.fpmac_array import stimulus
+from codesign.pe.fpmac_array import stimulus, stimulus_vector, vector
 from codesign.pe.fpmac_array.contract import STATUS_OK, Header
 from codesign.pe.fpmac_array.reference import reference_output
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
@@ -20,6 +20,8 @@ def transactions():
 
 
 def test_directed_and_random_coverage(transactions):
+    everything = transactions
+    transactions = [t for t in transactions if not vector.is_vector(int(t[0][0]))]  # the GEMMs
     headers = [Header.parse(int(words_in[0])) for words_in, _ in transactions]
     accepted = [h for h, (_, out) in zip(headers, transactions) if int(out[0]) == STATUS_OK]
     assert stimulus.count_macs(transactions) >= 10_000
@@ -34,12 +36,28 @@ def test_directed_and_random_coverage(transactions):
     refused = {(int(out[0]), len(words_in)) for (words_in, out), h in zip(transactions, headers)
                if int(out[0]) != STATUS_OK}
     assert refused == {(1, 1), (2, 1)}  # both statuses, the header alone
-    assert sum(int(out[0]) != STATUS_OK for _, out in transactions) == 8  # m, n, k, fb at 0 and above the build
-    outputs = np.concatenate([out[1:] for _, out in transactions])
+    assert sum(int(out[0]) != STATUS_OK for _, out in transactions) == 7  # m, n, fb at 0, m, n, k, fb above
+    outputs = np.concatenate([out[1:] for _, out in everything])
     largest = (1 << (SPEC.width - 1)) - 1  # +max: all-ones exponent and fraction
     assert {0, 1 << (SPEC.width - 1), largest, largest | 1 << (SPEC.width - 1)} <= set(outputs.tolist())
     inputs = np.concatenate([words_in[1:] for words_in, _ in transactions])
     assert np.any(inputs >> np.uint64(SPEC.width))  # bits above the container the PE must ignore
+
+
+def test_element_wise_coverage(transactions):
+    elementwise = [t for t in transactions if vector.is_vector(int(t[0][0]))]
+    headers = [vector.VectorHeader.parse(int(words_in[0])) for words_in, _ in elementwise]
+    accepted = [h for h, (_, out) in zip(headers, elementwise) if int(out[0]) == STATUS_OK]
+    assert stimulus_vector.count_elements(transactions) >= 10_000
+    assert {h.op for h in accepted} == set(vector.OPS.values())
+    for op in vector.OPS.values():
+        mine = [h for h in accepted if h.op == op]
+        assert {1, SPEC.max_fb} <= {h.fb for h in mine} and {1, SPEC.max_m} <= {h.m for h in mine}
+        assert {1, SPEC.max_n} <= {h.n for h in mine}
+    refused = [(int(out[0]), len(words_in)) for words_in, out in elementwise if int(out[0]) != STATUS_OK]
+    assert sorted(refused) == [(1, 1)] * 6 + [(2, 1)] * 3  # op 0, 4, 7; m, n, fb at 0 and above the build
+    inputs = np.concatenate([words_in[1:] for words_in, _ in elementwise if len(words_in) > 1])
+    assert np.any(inputs >> np.uint64(SPEC.width))
 
 
 def test_tie_cases_are_ties():

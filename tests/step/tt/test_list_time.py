@@ -31,7 +31,7 @@ def setup():
 
 def _stepped(setup, steps: int = 3):
     """A list trainer after ``steps`` steps on random data, and what its shell counted in the last one."""
-    shell = GoldenListShell(Tt1Spec(**SPECS), Tt2Spec(**SPECS))
+    shell = GoldenListShell({"tt1": Tt1Spec(**SPECS), "tt2": Tt2Spec(**SPECS)})
     trainer = TtListTrainer(setup, shell)
     rng = np.random.default_rng(5)
     for index in range(steps):

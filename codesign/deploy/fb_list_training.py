@@ -1,0 +1,30 @@
+"""The FB-float loop with every step as two call lists on a board's fpmac_array IP: the state stays on the device.
+
+:class:`FbListBoardTrainer` is :class:`codesign.loops.fb_lists.FbListTrainer`
+on a :class:`~codesign.deploy.list_shell.ListShell` over the overlay's
+fpmac_array IP, with the set-up design.json records, so a board trains with
+numpy and pynq alone and ends with the golden loop's state bit for bit. Per
+step the host flushes the batch, three scalars and the loss gradient, reads
+the logits, and starts two lists (issue 40's FB-float step).
+"""
+
+from __future__ import annotations
+
+from codesign.deploy.board import OnBoard
+from codesign.deploy.list_shell import ListShell
+from codesign.loops.fb import HwTrainSetup
+from codesign.loops.fb_lists import FbListTrainer
+from codesign.step.fpmac_array.lists import PE
+
+
+class FbListBoardTrainer(OnBoard, FbListTrainer):
+    """The design's FB-float loop with every step as call lists on the overlay's fpmac_array IP."""
+
+    def __init__(self, overlay, design=None, **setup_changes) -> None:
+        self.bind(overlay, design)
+        setup = self.loop_setup(PE, HwTrainSetup, setup_changes)
+        self.shell = ListShell(overlay, {PE: setup.spec})
+        super().__init__(setup, self.shell)
+
+
+__all__ = ["FbListBoardTrainer"]

@@ -1,0 +1,134 @@
+"""The FB-float loop with every training step as two call lists: the state on the device, the update on the PE.
+
+:class:`FbListTrainer` is :class:`codesign.loops.fb.FbMlpTrainer` whose
+steps run as the lists of :func:`codesign.step.fpmac_array.lists.step_lists`
+on a *shell* (the golden shell model on the desktop, a board's fpmac_array
+IP). Weights, biases and velocities live in the arena as container words
+from the start and are never read back during training; per step the host
+
+1. writes the batch (rounded to the FB once, as the loop does) and the three
+   SGD scalars (weight decay, momentum, minus the scheduled learning rate,
+   each rounded to the FB) and flushes them;
+2. runs the forward list, reads the logits, computes the loss and its
+   gradient in float64 as the loop does, writes the gradient rounded to the
+   FB and flushes it;
+3. runs the backward list (gradients, mask, momentum SGD on the PE), which
+   leaves the new parameters in the other phase's regions.
+
+Evaluation, the FB rule and :meth:`read_weights` read the parameters back
+(once an epoch, not a step) and run the loop's own code, so a run equals the
+loop's bit for bit in every state word and every loss
+(``tests/loops/test_fb_lists.py``).
+
+A shell is any object with ``run_phase(phase, arena) -> arena`` (``phase``:
+``[(pe, calls)]``), ``arena(lists, key)`` (the arena the object's ``arena``
+image describes, kept under ``key``), ``flush(arena, ranges)`` and
+``invalidate(arena, ranges)`` (word ranges ``(start, words)``) and
+``specs["fpmac_array"]``, the IP's build.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+import numpy as np
+
+from codesign.loops.common import HwTrainError, softmax_cross_entropy
+from codesign.loops.fb import FbMlpTrainer, HwTrainSetup
+from codesign.step.fpmac_array.lists import PE, FbStepLists, step_arena, step_lists
+
+KEEP_LISTS = 8  # built lists kept: two phases at the current FB, for a full and a last, shorter batch, and spares
+
+
+class FbListTrainer(FbMlpTrainer):
+    """:class:`FbMlpTrainer` whose steps run as call lists on ``shell`` (see the module docstring)."""
+
+    def __init__(self, setup: HwTrainSetup, shell) -> None:
+        super().__init__(setup)
+        spec = shell.specs.get(PE) if hasattr(shell, "specs") else None
+        if spec != setup.spec:
+            raise HwTrainError(f"the shell's {PE} build {spec} is not the set-up's {setup.spec}")
+        self.shell = shell
+        self.layout = step_arena(setup.spec, setup.layers, setup.batch_size)
+        self.device = shell.arena(self.layout, key=("fb", setup.layers, setup.batch_size))
+        self.phase = 0  # the regions holding the current P and V (the update writes the other phase's)
+        self.list_steps = self.lists_built = 0
+        self._built: Dict[Tuple[int, int, int], FbStepLists] = {}
+        self._stale = False  # the host's copy of the state is older than the arena's
+        self._push()
+
+    # -- the state between host and arena
+
+    def _push(self) -> None:
+        """The host's state into the current phase's regions (at the start, and after ``load_weights``)."""
+        ranges = self.layout.write_params(self.device, self.phase, self.weights, self.biases, self.velocity)
+        self.shell.flush(self.device, ranges)
+        self._stale = False
+
+    def _pull(self) -> None:
+        """The arena's state into the host's copy, when a step has changed it since the last pull."""
+        if not self._stale:
+            return
+        self.shell.invalidate(self.device, self.layout.param_ranges(self.phase))
+        state = self.layout.read_params(self.device, self.phase)
+        self.weights, self.biases, self.velocity = state["weights"], state["biases"], state["velocity"]
+        self._stale = False
+
+    def read_weights(self) -> Dict[str, Any]:
+        self._pull()
+        return super().read_weights()
+
+    def float_weights(self):
+        self._pull()
+        return super().float_weights()
+
+    def load_weights(self, state: Dict[str, Any]) -> None:
+        self._pull()
+        super().load_weights(state)
+        self._push()
+
+    def logits(self, x) -> np.ndarray:
+        self._pull()
+        return super().logits(x)
+
+    # -- the step
+
+    def lists(self, n: int) -> FbStepLists:
+        """This step's lists for ``n`` rows: built once per rows, FB and phase."""
+        key = (n, self.fb, self.phase)
+        built = self._built.get(key)
+        if built is None:
+            if len(self._built) >= KEEP_LISTS:
+                self._built.pop(next(iter(self._built)))
+            built = self._built[key] = step_lists(self.layout, n, self.fb, self.phase)
+            self.lists_built += 1
+        return built
+
+    def train_step(self, x, y) -> float:
+        """One SGD step on a batch as two lists; returns the batch's mean cross-entropy (float64)."""
+        x = self._features(x)
+        y = np.asarray(y.numpy() if hasattr(y, "numpy") else y, dtype=np.int64)
+        n = x.shape[0]
+        if n != y.shape[0] or x.shape[1] != self.setup.layers[0] or not 1 <= n <= self.setup.batch_size:
+            raise HwTrainError(f"batch x {x.shape}, y {y.shape}: need (n, {self.setup.layers[0]}) and (n,) with "
+                               f"1 <= n <= {self.setup.batch_size}")
+        lists, layout = self.lists(n), self.layout
+        scalars = [self.to_words(value) for value in (self.setup.weight_decay, self.setup.momentum,
+                                                      -self.learning_rate())]
+        ranges = layout.a[0].write(self.device, self.to_words(x)) + layout.write_scalars(self.device, scalars)
+        self.shell.flush(self.device, ranges)
+        self.device = self.shell.run_phase(lists.phases[0], self.device)
+        logits_at = layout.z[-1]
+        self.shell.invalidate(self.device, logits_at.ranges(n))
+        loss, dz = softmax_cross_entropy(self.to_values(logits_at.read(self.device, n)), y)
+        self.shell.flush(self.device, layout.dz[-1].write(self.device, self.to_words(dz)))
+        self.device = self.shell.run_phase(lists.phases[1], self.device)
+        self.phase = 1 - self.phase
+        self._stale = True
+        self.gemm.macs[self.fb] += lists.macs
+        self.step += 1
+        self.list_steps += 1
+        return loss
+
+
+__all__ = ["FbListTrainer"]

@@ -1,0 +1,60 @@
+"""FB-float training with every step as two call lists on the emulated board's fpmac_array IP (the generated C++
+in list mode) ends bit-identical to the golden loop in every state word, within issue 40's host traffic goals."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codesign.deploy import CodesignOverlay
+from codesign.deploy.fb_list_training import FbListBoardTrainer
+from codesign.design import load_design
+from codesign.design.build import write_emulation_folder
+from codesign.design.families.fpmac_array import fb_setup_of
+from codesign.loops.fb import FbMlpTrainer
+from codesign.train.data import load_digits_dataset
+
+pytestmark = pytest.mark.slow
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits_abvs.toml"
+
+
+def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(tmp_path):
+    design = load_design(EXAMPLE)
+    folder = write_emulation_folder(design, tmp_path / design.board.name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        overlay = CodesignOverlay(folder, design=design, emulate=True)
+    data = load_digits_dataset(validation_fraction=0.2)
+    changes = {"epochs": 2, "epsilon": 1.0}  # the FB rises after the first epoch: both widths run
+    board, golden = FbListBoardTrainer(overlay, design, **changes), FbMlpTrainer(fb_setup_of(design, **changes))
+    for trainer in (board, golden):
+        trainer.fit(data, progress=False, max_steps=3)
+    assert [row["fb"] for row in board.history] == [row["fb"] for row in golden.history] == [6, 7]
+    for row_b, row_g in zip(board.history, golden.history):
+        assert (row_b["loss"], row_b["accuracy"]) == (row_g["loss"], row_g["accuracy"])
+    traffic = overlay.device.traffic
+    x, y = data.train_x[:64], data.train_y[:64]
+    for step in range(2):  # a step in each phase, the lists built before
+        traffic.clear()
+        lists_before = board.shell.lists
+        for trainer in (board, golden):
+            trainer.train_step(x, y)
+        figures = traffic.as_dict()
+        batch_bytes = 4 * np.asarray(x).size  # the batch as float32: 16 KiB
+        print(f"\nstep in phase {1 - board.phase}: {board.shell.lists - lists_before} lists, "
+              f"{len(board.lists(64).forward) + len(board.lists(64).backward)} calls, {figures}")
+        assert board.shell.lists - lists_before == 2
+        assert figures["flushed_bytes"] <= 2 * batch_bytes + (64 << 10)  # issue 40's goals
+        assert figures["invalidated_bytes"] <= 64 << 10
+        assert figures["register_writes"] <= 64
+    mine, theirs = board.read_weights(), golden.read_weights()
+    compared = 0
+    for key in ("weights", "biases", "velocity"):
+        for a, b in zip(mine[key], theirs[key]):
+            np.testing.assert_array_equal(a, b)
+            compared += a.size
+    assert compared == 2 * sum(i * o + o for i, o in zip(golden.setup.layers[:-1], golden.setup.layers[1:]))

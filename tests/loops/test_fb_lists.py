@@ -1,0 +1,111 @@
+"""The FB-float loop as call lists: equal to the golden loop in every state word and loss over two epochs with an
+FB change, step by step with a shorter batch, what the host moves per step, and a -0 bias that changes nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.design.families.fpmac_array import fb_setup
+from codesign.loops.common import HwTrainError
+from codesign.loops.fb import FbMlpTrainer
+from codesign.loops.fb_lists import FbListTrainer
+from codesign.pe.fpmac_array import FpmacArraySpec
+from codesign.shell.list_runner import GoldenListShell
+from codesign.train.config import config_from_dict
+from codesign.train.data import synthetic_dataset
+
+SMALL = FpmacArraySpec(exp_bits=5, max_fb=9, max_m=8, max_n=4, max_k=16)  # tile 4: every GEMM cut and chained
+KEYS = ("weights", "biases", "velocity")
+
+
+def small_setup(**changes):
+    config = config_from_dict({"seed": 3, "model": {"name": "mlp", "hidden": [12]},
+                               "optim": {"epochs": 2, "batch_size": 20, "lr": 0.1},
+                               "techniques": {"abvs": {"fb_min": 5, "fb_max": 7, "exp_bits": 5}}})
+    return fb_setup(config, SMALL, **changes)
+
+
+def shell(spec=SMALL) -> GoldenListShell:
+    return GoldenListShell({"fpmac_array": spec})
+
+
+def assert_same_state(golden, lists) -> int:
+    """Every state word equal; returns how many were compared."""
+    mine, theirs = golden.read_weights(), lists.read_weights()
+    assert mine["fb"] == theirs["fb"]
+    compared = 0
+    for key in KEYS:
+        assert len(mine[key]) == len(theirs[key])
+        for a, b in zip(mine[key], theirs[key]):
+            np.testing.assert_array_equal(a, b)
+            compared += a.size
+    return compared
+
+
+def test_two_epochs_with_an_fb_change_equal_the_golden_loop_in_every_state_word():
+    data = synthetic_dataset(samples=150, seed=1, validation_fraction=0.2)  # 84 training rows: a last batch of 4
+    setup = small_setup(epsilon=1.0)  # every check raises the FB: 5 in epoch 0, 6 in epoch 1
+    golden, lists = FbMlpTrainer(setup), FbListTrainer(setup, shell())
+    states = []
+    lists_on_epoch = lambda row: states.append(lists.read_weights())  # noqa: E731
+    golden_states = []
+    golden.fit(data, progress=False, on_epoch=lambda row: golden_states.append(golden.read_weights()))
+    lists.fit(data, progress=False, on_epoch=lists_on_epoch)
+    assert [row["fb"] for row in lists.history] == [5, 6] and lists.fb == 7
+    for row_g, row_l in zip(golden.history, lists.history):
+        for key in ("epoch", "fb", "loss", "accuracy", "validation_accuracy"):
+            assert row_g[key] == row_l[key]
+    for mine, theirs in zip(golden_states, states):
+        for key in KEYS:
+            for a, b in zip(mine[key], theirs[key]):
+                np.testing.assert_array_equal(a, b)
+    assert assert_same_state(golden, lists) == 2 * (65 * 12 + 13 * 10)
+    # 5 steps an epoch: a full batch in both phases and the last batch of 4 in one, at each of the two FBs
+    assert lists.list_steps == 10 and lists.lists_built == 6
+
+
+def test_step_by_step_with_a_shorter_batch_and_what_the_host_moves():
+    setup = small_setup()
+    runner = shell()
+    golden, lists = FbMlpTrainer(setup), FbListTrainer(setup, runner)
+    rng = np.random.default_rng(0)
+    flushed, read = runner.flushed, runner.read
+    for n in (20, 20, 7, 20):
+        x, y = rng.random((n, 64)), rng.integers(0, 10, n)
+        before = (runner.flushed, runner.read, runner.lists)
+        assert golden.train_step(x, y) == lists.train_step(x, y)
+        assert (runner.flushed - before[0], runner.read - before[1], runner.lists - before[2]) == \
+            (n * 64 + 3 + n * 10, n * 10, 2)
+        assert lists.phase == lists.step % 2
+    assert flushed == 2 * (65 * 12 + 13 * 10) and read == 0  # the state went in once, at the start
+    assert_same_state(golden, lists)
+    assert golden.gemm.macs.keys() == lists.gemm.macs.keys()
+
+
+def test_a_negative_zero_bias_changes_no_state_word():
+    # [1 | A] . [b; W] starts from +0 and adds 1 * b: b = -0 gives +0 where the loop starts from -0; only a zero's
+    # sign in Z can differ, which ReLU, the mask and the decoded logits do not see
+    setup = small_setup()
+    golden, lists = FbMlpTrainer(setup), FbListTrainer(setup, shell())
+    state = golden.read_weights()
+    sign = np.uint64(1 << (SMALL.width - 1))
+    state["biases"][0][0, :6] = sign
+    state["biases"][1][0, :3] = sign
+    golden.load_weights(state)
+    lists.load_weights(state)
+    rng = np.random.default_rng(1)
+    for _ in range(2):
+        x, y = rng.random((20, 64)), rng.integers(0, 10, 20)
+        x[:3] = 0  # rows whose products are all zeros: the loop's sums stay -0 there, the lists' +0
+        assert golden.train_step(x, y) == lists.train_step(x, y)
+    assert_same_state(golden, lists)
+
+
+def test_bad_shells_and_batches_are_refused():
+    with pytest.raises(HwTrainError, match="build"):
+        FbListTrainer(small_setup(), shell(FpmacArraySpec(exp_bits=5, max_fb=9)))
+    lists = FbListTrainer(small_setup(), shell())
+    with pytest.raises(HwTrainError, match="1 <= n <= 20"):
+        lists.train_step(np.zeros((21, 64)), np.zeros(21, dtype=int))
+    assert lists.step == 0 and lists.phase == 0
