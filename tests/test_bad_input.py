@@ -528,8 +528,8 @@ ARG_COMMANDS = ("estimate", "verify", "sweep", "bundle", "explore", "calibrate")
 TOOLS = ("yosys", "iverilog", "vvp", "verilator", "g++", "c++", "gcc", "vitis_hls", "vivado")
 BIG = str(2**40)
 # stimulus fields where 0 or a huge number is a legal setting (a count of at least, a seed, no lower bound given)
-STIM_ZERO_OK = {"min_macs", "min_contractions", "min_macs_per_op", "seed"}
-STIM_HUGE_OK = {"min_macs", "min_contractions", "min_macs_per_op", "random_per_fb"}
+STIM_ZERO_OK = {"min_macs", "min_elements", "min_contractions", "min_macs_per_op", "seed"}
+STIM_HUGE_OK = {"min_macs", "min_elements", "min_contractions", "min_macs_per_op", "random_per_fb"}
 # the bad values of options whose argparse type is a plain string: a path, a name, a list in one string
 TEXT_OPTIONS = {
     "out": [("a_file", "{file}"), ("a_users_folder", "{users}"), ("under_a_file", "{file}/sub")],

@@ -154,8 +154,13 @@ def build(spec: FpmacArraySpec, options: FpmacArrayStimulusOptions) -> list[Tran
     element-wise operations until ``options.min_elements`` element results are."""
     rng = np.random.default_rng(options.seed)
     transactions = directed(spec, rng) + stimulus_vector.directed(spec, rng)
-    while count_macs(transactions) < options.min_macs:
-        transactions += random(spec, 1, rng)
-    while stimulus_vector.count_elements(transactions) < options.min_elements:
-        transactions += stimulus_vector.random(spec, 1, rng)
+    macs, elements = count_macs(transactions), stimulus_vector.count_elements(transactions)
+    while macs < options.min_macs:  # counted as they come: a large goal stays linear in its transactions
+        added = random(spec, 1, rng)
+        transactions += added
+        macs += count_macs(added)
+    while elements < options.min_elements:
+        added = stimulus_vector.random(spec, 1, rng)
+        transactions += added
+        elements += stimulus_vector.count_elements(added)
     return transactions
