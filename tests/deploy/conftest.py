@@ -30,6 +30,18 @@ def golden_transactions(pe_name: str, spec_fields: dict | None = None) -> list[t
             for words_in, words_out in pe.build_stimulus(spec, pe.stimulus_options())]
 
 
+def emulated_overlay(design, root):
+    """``design`` built as an emulation folder under ``root`` (a folder per board) and opened as its emulated
+    overlay, the notice that the emulated board stands in for the board silenced."""
+    from codesign.deploy import CodesignOverlay
+    from codesign.design.build import write_emulation_folder
+
+    folder = write_emulation_folder(design, root / design.board.name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return CodesignOverlay(folder, design=design, emulate=True)
+
+
 @pytest.fixture(scope="session")
 def stream_folder(tmp_path_factory):
     from codesign.design.build import write_emulation_folder

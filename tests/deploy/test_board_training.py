@@ -9,19 +9,17 @@ layers.
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from codesign.deploy import CodesignOverlay
-from codesign.design.build import write_emulation_folder
 from codesign.deploy.training import BoardTrainer
 from codesign.design import load_design
 from codesign.train.data import load_digits_dataset
 from codesign.design.families.fpmac_array import fb_setup_of
 from codesign.loops.fb import FbMlpTrainer
+from tests.deploy.conftest import emulated_overlay
 
 pytestmark = pytest.mark.slow
 
@@ -32,10 +30,7 @@ EPOCHS = 2  # the FB rises between them (epsilon 1), so both widths are checked
 
 def _both_runs(tmp_path, max_steps, **changes) -> tuple[BoardTrainer, FbMlpTrainer]:
     design = load_design(EXAMPLE)
-    folder = write_emulation_folder(design, tmp_path / design.board.name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        overlay = CodesignOverlay(folder, design=design, emulate=True)
+    overlay = emulated_overlay(design, tmp_path)
     data = load_digits_dataset(validation_fraction=0.2)
     board = BoardTrainer(overlay, design, **changes)
     golden = FbMlpTrainer(fb_setup_of(design, **changes))

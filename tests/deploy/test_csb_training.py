@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from codesign.deploy import CodesignOverlay, DeployError, OverlayMismatch
-from codesign.design.build import write_emulation_folder
+from codesign.deploy import DeployError, OverlayMismatch
 from codesign.deploy.csb_training import CsbBoardTrainer, IpCsb
 from codesign.design import load_design
 from codesign.design.point import design_from_dict
@@ -28,6 +26,7 @@ from codesign.loops.common import HwTrainError
 from codesign.design.families.csb import csb_setup, csb_setup_of
 from codesign.loops.csb import CsbMlpTrainer
 from codesign.loops.csb_backend import GoldenCsb
+from tests.deploy.conftest import emulated_overlay
 
 pytestmark = pytest.mark.slow
 
@@ -37,17 +36,10 @@ QUICK = {"epochs": 2, "warmup_epochs": 1}  # one float warm-up epoch, then one e
 STEPS = 4  # steps per epoch (batch 64)
 
 
-def _open(design, tmp_path) -> CodesignOverlay:
-    folder = write_emulation_folder(design, tmp_path / design.board.name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return CodesignOverlay(folder, design=design, emulate=True)
-
-
 @pytest.fixture(scope="module")
 def example(tmp_path_factory):
     design = load_design(EXAMPLE)
-    return design, _open(design, tmp_path_factory.mktemp("csb_train"))
+    return design, emulated_overlay(design, tmp_path_factory.mktemp("csb_train"))
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +123,7 @@ def test_saturating_16_bit_accumulators_bit_identical(tmp_path, data):
     raw["design"]["name"] = "digits_compressed_acc16"
     design = design_from_dict(raw)
     counting = SaturationCount(design.instances[0].spec)
-    board, golden, _ = _both_runs(_open(design, tmp_path), design, data, backend=counting, **QUICK)
+    board, golden, _ = _both_runs(emulated_overlay(design, tmp_path), design, data, backend=counting, **QUICK)
     assert counting.saturated > 0
     compared = _assert_same_state(board, golden)
     print(f"\nacc_bits 16: {golden.fixed_steps} steps, {counting.saturated} saturated results, {compared} words equal")

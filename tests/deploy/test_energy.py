@@ -21,6 +21,7 @@ from codesign.step.model import StageLog
 from codesign.deploy import board_attached
 from codesign.deploy import board as board_module
 from codesign.deploy.board import OnBoard
+from tests.deploy.conftest import emulated_overlay
 from codesign.deploy.energy import (
     PowerReadError,
     PowerSampler,
@@ -269,15 +270,9 @@ def _digits():
 
 @pytest.mark.slow  # about 5 s: the IP's C++ bridge and one step
 def test_emulated_board_energy_is_modelled(tmp_path):
-    from codesign.deploy import CodesignOverlay
     from codesign.design import load_design
-    from codesign.design.build import write_emulation_folder
 
-    design = load_design(EXAMPLE)
-    folder = write_emulation_folder(design, tmp_path / design.board.name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        overlay = CodesignOverlay(folder, design=design, emulate=True)
+    overlay = emulated_overlay(load_design(EXAMPLE), tmp_path)
     trainer = _fb_trainer(overlay)
     trainer.fit(_digits(), progress=False, max_steps=1)
     assert trainer.step == 1

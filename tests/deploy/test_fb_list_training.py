@@ -3,19 +3,17 @@ in list mode) ends bit-identical to the golden loop in every state word, within 
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from codesign.deploy import CodesignOverlay
 from codesign.deploy.fb_list_training import FbListBoardTrainer
 from codesign.design import load_design
-from codesign.design.build import write_emulation_folder
 from codesign.design.families.fpmac_array import fb_setup_of
 from codesign.loops.fb import FbMlpTrainer
 from codesign.train.data import load_digits_dataset
+from tests.deploy.conftest import emulated_overlay
 
 pytestmark = pytest.mark.slow
 
@@ -24,10 +22,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits_abvs.toml"
 
 def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(tmp_path):
     design = load_design(EXAMPLE)
-    folder = write_emulation_folder(design, tmp_path / design.board.name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        overlay = CodesignOverlay(folder, design=design, emulate=True)
+    overlay = emulated_overlay(design, tmp_path)
     data = load_digits_dataset(validation_fraction=0.2)
     changes = {"epochs": 2, "epsilon": 1.0}  # the FB rises after the first epoch: both widths run
     board, golden = FbListBoardTrainer(overlay, design, **changes), FbMlpTrainer(fb_setup_of(design, **changes))
