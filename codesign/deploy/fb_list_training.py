@@ -10,14 +10,13 @@ the logits, and starts two lists (issue 40's FB-float step).
 
 from __future__ import annotations
 
-from codesign.deploy.board import OnBoard
-from codesign.deploy.list_shell import ListShell
+from codesign.deploy.list_shell import ListOnBoard, ListShell
 from codesign.loops.fb import HwTrainSetup
 from codesign.loops.fb_lists import FbListTrainer
 from codesign.step.fpmac_array.lists import PE
 
 
-class FbListBoardTrainer(OnBoard, FbListTrainer):
+class FbListBoardTrainer(ListOnBoard, FbListTrainer):
     """The design's FB-float loop with every step as call lists on the overlay's fpmac_array IP."""
 
     def __init__(self, overlay, design=None, **setup_changes) -> None:

@@ -10,17 +10,23 @@ which flushes them. A family's shell adds what its trainer reads (the TT builds,
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from typing import Any, Dict, Mapping
 
 import numpy as np
 
 from codesign.contracts.calls import encode_list
+from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import flush_words, invalidate_words
 from codesign.deploy.manifest import DeployError
+from codesign.step.list_cycles import DdrTiming, phase_cycles
+from codesign.step.model import StageLog, model_figures
 
 KEPT_ENCODINGS = 64  # lists whose descriptor words are kept (a step's lists at a few shapes and widths)
 KEPT_ARENAS = 16  # arenas kept before the oldest are freed (lists rebuilt at new scales or shapes)
+KEPT_RUNS = 256  # distinct phases whose runs are counted before the oldest are priced (in a step) and let go
+BOARD_DDR = DdrTiming()  # the HP port's latency and bandwidth the list bench and the step models assume
 
 
 class ListShell:
@@ -41,6 +47,11 @@ class ListShell:
         self._descriptors: Dict[str, Any] = {}
         self._encoded: "OrderedDict[int, tuple]" = OrderedDict()  # id(calls) -> (calls, words): calls kept alive
         self.lists = self.calls = 0
+        # phases run, by the ids of their lists: [phase, arena image, runs]; the phase kept, so an id is not reused
+        self._runs: "OrderedDict[tuple, list]" = OrderedDict()
+        self._images: Dict[int, Any] = {}  # id(device buffer) -> the image of the lists it was made for
+        self._priced = StageLog()  # the runs of phases let go, priced when they were
+        self.pricing_s = 0.0  # seconds those prices took inside steps (a step's measured time leaves them out)
 
     def _buffer(self, name: str, words: int):
         from pynq import allocate
@@ -67,6 +78,7 @@ class ListShell:
             buffer[:] = lists.arena
             flush_words(buffer, buffer.size)
             self._buffers[key] = buffer
+            self._images[id(buffer)] = lists.arena  # what the cycle model reads (inline headers), never freed memory
         return self._buffers[key]
 
     def flush(self, arena, ranges) -> None:
@@ -104,7 +116,62 @@ class ListShell:
             self.calls += len(calls)
         for ip in started:
             ip.finish_list()
+        key = tuple((pe, id(calls)) for pe, calls in phase)
+        run = self._runs.get(key)
+        if run is None:
+            run = self._runs[key] = [tuple(phase), self._images.get(id(arena), arena), 0]
+            if len(self._runs) > KEPT_RUNS:
+                started = time.perf_counter()
+                self._price(*self._runs.popitem(last=False)[1], log=self._priced)
+                self.pricing_s += time.perf_counter() - started
+        run[2] += 1
         return arena
 
+    def _price(self, phase, arena, runs: int, *, log: StageLog) -> None:
+        cycles, words_in, words_out = phase_cycles(phase, self.specs, np.asarray(arena), ddr=BOARD_DDR)
+        for _ in range(runs):
+            log.add(cycles, words_in, words_out)
 
-__all__ = ["ListShell"]
+    def stage_log(self) -> StageLog:
+        """Every phase run so far as a stage of the list cycle model under :data:`BOARD_DDR` (a phase's lists side
+        by side: the longest one's cycles, the words of all). Priced when asked, each distinct phase once: the
+        model is Python, cycle by cycle, and has no place inside a step a board times."""
+        log = StageLog()
+        log.stages.extend(self._priced.stages)
+        for phase, arena, runs in self._runs.values():
+            self._price(phase, arena, runs, log=log)
+        return log
+
+
+class ListOnBoard(OnBoard):
+    """Mixin of a list trainer on a board (``self.shell``: a :class:`ListShell`; ``self.list_steps``: the steps
+    that ran as lists). Its figures: the shell's lists and calls, the IPs' busy seconds, and per list step the
+    model's PE and memory seconds of the phases that ran (:meth:`ListShell.stage_log`), beside the measured wall
+    seconds and the host's share of them (wall less the IPs' busy time)."""
+
+    shell: ListShell
+    list_wall_s = 0.0  # wall seconds of the steps that ran as lists (a TT loop's first steps run on the host)
+
+    def train_step(self, *args, **kwargs):
+        before, pricing, started = self.list_steps, self.shell.pricing_s, time.perf_counter()
+        loss = super().train_step(*args, **kwargs)
+        if self.list_steps > before:
+            self.list_wall_s += time.perf_counter() - started - (self.shell.pricing_s - pricing)
+        return loss
+
+    def throughput(self) -> Dict[str, Any]:
+        shell, steps = self.shell, self.list_steps
+        drivers = [ip for copies in shell.ips.values() for ip in copies]
+        log = shell.stage_log()
+        figures = self.ip_figures(drivers, sum(stage[0] for stage in log.stages), log)
+        model = model_figures(log, self.overlay.manifest, steps)
+        if model is not None:
+            model["evaluation_included"] = False  # evaluations run on the host, from parameters read back
+        busy, wall = figures["ip_busy_s"], self.list_wall_s
+        figures.update(model=model, lists=shell.lists, calls=shell.calls, list_steps=steps,
+                       seconds_per_step=wall / steps if steps else None,
+                       host_s_per_step=(wall - busy) / steps if steps else None)
+        return {**super().throughput(), **figures}
+
+
+__all__ = ["BOARD_DDR", "ListOnBoard", "ListShell"]

@@ -14,6 +14,12 @@ tiled GEMM is bit-identical to the untiled golden one.
 :class:`IpGemm`: the host does the loss and the optimiser, the PL the layer
 GEMMs; ``load_weights``, ``read_weights``, ``train_step``, ``fit``,
 ``predict`` and ``throughput`` are the golden loop's.
+
+The family trains on the board as call lists
+(:class:`codesign.deploy.fb_list_training.FbListBoardTrainer`: the state on
+the device, the update on the PE); :class:`BoardTrainer`, one IP call per
+GEMM with the host between them, stays as the path the explorer's per-call
+step model and the host-share measurement describe.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import numpy as np
 from codesign.deploy.board import LoopOnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.families import BoardFamily
+from codesign.deploy.fb_list_training import FbListBoardTrainer
 from codesign.deploy.manifest import DeployError
 from codesign.contracts.constants import STATUS_OK, status_names
 from codesign.step.model import StageLog
@@ -109,6 +116,6 @@ def _measure_host(setup: HwTrainSetup, *, source: str, data=None):
 
 
 # a short run of the whole path: two epochs, the FB rule raising the FB after the first
-FAMILY = BoardFamily(key="fpmac_array", board=BoardTrainer, golden=FbMlpTrainer, setup=HwTrainSetup,
+FAMILY = BoardFamily(key="fpmac_array", board=FbListBoardTrainer, golden=FbMlpTrainer, setup=HwTrainSetup,
                      state_keys=("weights", "biases", "velocity"), example="digits_abvs.toml",
                      quick_changes={"epochs": 2, "epsilon": 1.0}, measure_host=_measure_host)

@@ -16,8 +16,7 @@ whose sums move the scales).
 
 from __future__ import annotations
 
-from codesign.deploy.board import OnBoard
-from codesign.deploy.list_shell import ListShell
+from codesign.deploy.list_shell import ListOnBoard, ListShell
 from codesign.deploy.tt_training import step_hardware
 from codesign.loops.tt import TtTrainSetup
 from codesign.loops.tt_lists import TtListTrainer
@@ -36,7 +35,7 @@ class IpShell(ListShell):
         self.spec1, self.spec2 = hardware.pe1, hardware.pe2
 
 
-class TtListBoardTrainer(OnBoard, TtListTrainer):
+class TtListBoardTrainer(ListOnBoard, TtListTrainer):
     """The design's NumPy TT loop with every layer step as call lists on the overlay's TT IPs."""
 
     def __init__(self, overlay, design=None, **setup_changes) -> None:

@@ -70,4 +70,24 @@ class GoldenListShell:
         return arena
 
 
-__all__ = ["GoldenListShell"]
+def host_per_list_step(trainer, shell: "GoldenListShell", batches, *, warm_steps: int) -> dict:
+    """The host's seconds per list step of ``trainer`` on ``shell``: the wall time of a step less the seconds the
+    shell spent in the golden model (what a board's IPs compute instead), the least over ``batches`` after the
+    first ``warm_steps`` (which aim scales and build the lists; other work on the machine only adds); and the
+    bytes the host flushed and read and the lists it started in the last step."""
+    for x, y in batches[:warm_steps]:
+        trainer.train_step(x, y)
+    seconds, counts = [], {}
+    for x, y in batches[warm_steps:]:
+        before = (shell.seconds, shell.flushed, shell.read, shell.lists)
+        started = time.perf_counter()
+        trainer.train_step(x, y)
+        seconds.append(time.perf_counter() - started - (shell.seconds - before[0]))
+        counts = {"flushed_bytes": 4 * (shell.flushed - before[1]), "read_bytes": 4 * (shell.read - before[2]),
+                  "lists": shell.lists - before[3]}
+    if not seconds:
+        raise ValueError(f"{len(batches)} batches leave no step to time after {warm_steps} warm steps")
+    return {"seconds": min(seconds), **counts}
+
+
+__all__ = ["GoldenListShell", "host_per_list_step"]

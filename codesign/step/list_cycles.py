@@ -30,11 +30,11 @@ Units: clock cycles of ``ap_clk`` throughout; byte addresses.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from codesign.contracts.calls import DESCRIPTOR_BYTES, Block, Call
+from codesign.contracts.calls import DESCRIPTOR_BYTES, DESCRIPTOR_WORDS, RECORD_WORDS, Block, Call
 from codesign.step.list_pe import pe_phases
 from codesign.step.list_shell import WRITE_OPEN, Shell
 
@@ -285,6 +285,34 @@ def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: M
     return ListCycles(calls=tuple(CallCycles(**run) for run in runs))
 
 
+class PeName(NamedTuple):
+    """What the cycle model reads of a PE: its name. :func:`codesign.pe.get_pe` would load the PE's build code
+    too, which a board's runtime does not have."""
+
+    name: str
+
+
+def list_words(calls: Sequence[Call]) -> Tuple[int, int]:
+    """The 32-bit words a list moves over the port: in, every descriptor and operand row; out, every result and
+    record (what a stage of it charges the port and DDR with)."""
+    words_in = sum(DESCRIPTOR_WORDS + sum(block.total_words for block in call.segments) for call in calls)
+    words_out = sum(call.out.total_words + RECORD_WORDS for call in calls)
+    return words_in, words_out
+
+
+def phase_cycles(phase: Sequence[Tuple[str, Sequence[Call]]], specs, arena: np.ndarray, *,
+                 ddr: Optional[DdrTiming] = None) -> Tuple[int, int, int]:
+    """``(cycles, words in, words out)`` of a phase's lists (``(pe, calls)`` each) run side by side, each on its
+    own IP of the build ``specs[pe]``: the longest list's cycles (:func:`list_cycles` under ``ddr``), the words
+    of all (:func:`list_words`)."""
+    cycles = words_in = words_out = 0
+    for pe, calls in phase:
+        cycles = max(cycles, list_cycles(PeName(pe), specs[pe], calls, arena, ddr=ddr).total)
+        moved = list_words(calls)
+        words_in, words_out = words_in + moved[0], words_out + moved[1]
+    return cycles, words_in, words_out
+
+
 def bench_poll_cycles(busy: int, poll_cycles: int = 16, read_cycles: int = 3, offset: int = 3,
                       lead: int = 2) -> int:
     """What the list bench reports as ``cycles`` for a list busy ``busy`` cycles: from the ap_start write's
@@ -298,4 +326,4 @@ def bench_poll_cycles(busy: int, poll_cycles: int = 16, read_cycles: int = 3, of
 
 
 __all__ = ["AXI_RAM", "CONTROL_CYCLES", "CallCycles", "DdrTiming", "ListCycles", "MemoryTiming",
-           "bench_poll_cycles", "call_phases", "list_cycles"]
+           "bench_poll_cycles", "call_phases", "list_cycles", "list_words", "phase_cycles", "PeName"]

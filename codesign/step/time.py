@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codesign.boards import Board
-from codesign.contracts.calls import DESCRIPTOR_WORDS, RECORD_WORDS, Call
+from codesign.contracts.calls import Call
 from codesign.energy.table import horowitz_45nm
+from codesign.step.list_cycles import list_words
 from codesign.step.model import WORD_BYTES
 from codesign.step.model import port_bytes_per_s as port_bytes
 from codesign.step.model import stage_seconds as stage_model
@@ -133,13 +134,12 @@ def step_time(stages: Sequence[Stage], board: Board, *, clock_mhz: float, host_s
 
 def list_stage(cycles: int, calls: Sequence[Call]) -> Stage:
     """A call list as one stage: ``cycles`` from its start to its done (the list cycle model's figure, which holds
-    the sequencer, its DMA and the PE; :func:`codesign.step.list_cycles.list_cycles`), and the 32-bit words it
-    moves over the port: in, every descriptor and operand row; out, every result and record. The stage model
-    then charges the port and DDR where the board's are slower than the model's memory."""
+    the sequencer, its DMA and the PE; :func:`codesign.step.list_cycles.list_cycles`), and the words it moves over
+    the port (:func:`codesign.step.list_cycles.list_words`). The stage model then charges the port and DDR where
+    the board's are slower than the model's memory."""
     if isinstance(cycles, bool) or not isinstance(cycles, int) or cycles < 0:
         raise ValueError(f"cycles={cycles!r} must be a non-negative int")
-    words_in = sum(DESCRIPTOR_WORDS + sum(block.total_words for block in call.segments) for call in calls)
-    words_out = sum(call.out.total_words + RECORD_WORDS for call in calls)
+    words_in, words_out = list_words(calls)
     return Stage(cycles=cycles, words_in=words_in, words_out=words_out)
 
 

@@ -11,7 +11,9 @@ import pytest
 from codesign.deploy.fb_list_training import FbListBoardTrainer
 from codesign.design import load_design
 from codesign.design.families.fpmac_array import fb_setup_of
+from codesign.deploy.list_shell import BOARD_DDR
 from codesign.loops.fb import FbMlpTrainer
+from codesign.step.fpmac_array.list_time import step_list_cycles
 from codesign.train.data import load_digits_dataset
 from tests.deploy.conftest import emulated_overlay
 
@@ -53,3 +55,12 @@ def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(t
             np.testing.assert_array_equal(a, b)
             compared += a.size
     assert compared == 2 * sum(i * o + o for i, o in zip(golden.setup.layers[:-1], golden.setup.layers[1:]))
+    figures = board.throughput()  # the model's figures of the lists that ran, beside the measured ones
+    steps = board.step
+    assert figures["list_steps"] == steps == 2 * 3 + 2 and figures["lists"] == 2 * steps
+    assert figures["model"]["stages"] == 2 * steps and not figures["model"]["evaluation_included"]
+    full = step_list_cycles(board.setup.spec, board.setup.layers, 64, ddr=BOARD_DDR)
+    assert figures["pe_cycles"] == steps * full["total"]  # every batch full, each phase's lists alike in cycles
+    clock_hz = overlay.manifest["clock_mhz"] * 1e6
+    assert figures["model"]["pe_s_per_step"] == pytest.approx(full["total"] / clock_hz, rel=1e-12)
+    assert 0 < figures["host_s_per_step"] < figures["seconds_per_step"]

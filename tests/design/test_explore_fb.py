@@ -186,3 +186,13 @@ def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path, 
     spec = run.again.instances[0].spec
     assert (spec.rows, spec.cols) == (run.point["fpmac_array"]["rows"], run.point["fpmac_array"]["cols"])
     assert set(RESOURCES) <= set(run.performance["chosen"])
+
+
+def test_the_host_of_a_list_step_is_measured_within_the_traffic_goals(design):
+    from codesign.design.families.fpmac_array import measure_fb_list_host
+
+    setup = fb_setup_of(design)
+    measured = measure_fb_list_host(setup, repeats=1)
+    batch_bytes = 4 * setup.batch_size * setup.layers[0]
+    assert measured["lists"] == 2 and 0 < measured["seconds"]
+    assert 0 < measured["flushed_bytes"] <= 2 * batch_bytes + (64 << 10) and 0 < measured["read_bytes"] <= 64 << 10

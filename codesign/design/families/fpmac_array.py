@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from codesign.design.explore_model import ExploreModel, stage_array
 from codesign.design.families import DesktopFamily, design_pes
 from codesign.design.point import derived_pe_fields
 from codesign.loops.common import HwTrainError
 from codesign.train.geometry import mlp_layers
 from codesign.loops.fb import HwTrainSetup
+from codesign.loops.fb_lists import FbListTrainer
 from codesign.loops.host_share import measure_fb_host, step_gemms
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
+from codesign.shell.list_runner import GoldenListShell, host_per_list_step
 from codesign.step.fpmac_array.time import fb_mac_energy_pj, fb_stages, fb_step_time
 from codesign.step.host import GemmShape, HostModel
 
@@ -56,6 +60,19 @@ def fb_setup_of(design, **changes) -> HwTrainSetup:
     return fb_setup(design.training, arrays[0].spec, **changes)
 
 
+def measure_fb_list_host(setup: HwTrainSetup, *, repeats: int = 3, seed: int = 0) -> dict[str, float]:
+    """The host's seconds per list step of ``setup`` on this machine: a :class:`FbListTrainer` step on random data
+    less the golden shell's seconds (what the IP computes instead), the least of ``repeats`` steps after the one
+    that builds the lists (other work on the machine only adds); and the bytes the host flushed and read and the
+    lists it started in that step."""
+    shell = GoldenListShell({KEY: setup.spec})
+    trainer = FbListTrainer(setup, shell)
+    rng = np.random.default_rng(seed)
+    batches = [(rng.random((setup.batch_size, setup.layers[0])).astype(np.float32),
+                rng.integers(0, setup.layers[-1], setup.batch_size)) for _ in range(1 + repeats)]
+    return host_per_list_step(trainer, shell, batches, warm_steps=1)
+
+
 def fb_model(spec, shapes: Sequence[GemmShape], *, host: HostModel) -> ExploreModel:
     """The FB-float loop: one fpmac_array IP whose array shape varies; its GEMMs ``shapes`` (one step)."""
 
@@ -90,4 +107,4 @@ FAMILY = DesktopFamily(key=KEY, title="FB-float (FP-MAC array)", detect=lambda d
                        setup_of=fb_setup_of, explorer=fb_explorer,
                        reads_validation=lambda setup: setup["fb_min"] != setup["fb_max"])
 
-__all__ = ["FAMILY", "fb_explorer", "fb_model", "fb_setup", "fb_setup_of"]
+__all__ = ["FAMILY", "fb_explorer", "fb_model", "fb_setup", "fb_setup_of", "measure_fb_list_host"]

@@ -12,7 +12,6 @@ call's ``B`` itself and gains nothing from it, so the space keeps the design's o
 
 from __future__ import annotations
 
-import time
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -24,7 +23,7 @@ from codesign.loops.host_share import THIS_MACHINE
 from codesign.loops.tt import TtTrainSetup
 from codesign.loops.tt_lists import TtListTrainer
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.shell.list_runner import GoldenListShell
+from codesign.shell.list_runner import GoldenListShell, host_per_list_step
 from codesign.step.tt.list_time import tt_list_step
 from codesign.step.tt.step_lists import check_specs
 
@@ -41,17 +40,7 @@ def measure_list_host(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, *, co
     first, last = setup.layers[0], setup.layers[-1]
     batches = [(rng.random((setup.batch_size, first["in_features"])).astype(np.float32),
                 rng.integers(0, last["out_features"], setup.batch_size)) for _ in range(2 + repeats)]
-    for x, y in batches[:2]:
-        trainer.train_step(x, y)
-    seconds, counts = [], {}
-    for x, y in batches[2:]:
-        before = (shell.seconds, shell.flushed, shell.read, shell.lists)
-        started = time.perf_counter()
-        trainer.train_step(x, y)
-        seconds.append(time.perf_counter() - started - (shell.seconds - before[0]))
-        counts = {"flushed_bytes": 4 * (shell.flushed - before[1]), "read_bytes": 4 * (shell.read - before[2]),
-                  "lists": shell.lists - before[3]}
-    return {"seconds": min(seconds), **counts}
+    return host_per_list_step(trainer, shell, batches, warm_steps=2)
 
 
 def b_order_choice(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Sequence
 
+from codesign.boards import Board
 from codesign.pe import get_pe
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.step.fpmac_array.lists import PE, step_arena, step_lists
+from codesign.step.fpmac_array.time import fb_mac_energy_pj
 from codesign.step.list_cycles import DdrTiming, list_cycles
+from codesign.step.time import StepTime, list_stage, step_time, stream_cycles
 
 
 def step_list_cycles(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, fb: Optional[int] = None,
@@ -33,7 +36,22 @@ def step_list_cycles(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *,
             breakdown[key] = breakdown.get(key, 0) + value
     return {"forward": runs["forward"].total, "backward": runs["backward"].total,
             "total": sum(run.total for run in runs.values()), "breakdown": breakdown,
-            "calls": len(lists.forward) + len(lists.backward), "macs": lists.macs}
+            "calls": len(lists.forward) + len(lists.backward), "macs": lists.macs,
+            "stages": [list_stage(runs[name].total, calls)
+                       for name, calls in (("forward", lists.forward), ("backward", lists.backward))]}
 
 
-__all__ = ["step_list_cycles"]
+def fb_list_step(spec: FpmacArraySpec, layers: Sequence[int], batch: int, board: Board, *, clock_mhz: float,
+                 host_s: float, host_source: str, ddr: Optional[DdrTiming] = None) -> StepTime:
+    """The whole list step of an MLP ``layers`` at ``batch`` rows on one ``spec`` build on ``board`` at
+    ``clock_mhz``: its two lists as two stages (cycles under ``ddr``, the board's HP-port timing where None is
+    not wanted; words over the port), the host's ``host_s`` measured where it runs."""
+    priced = step_list_cycles(spec, layers, batch, ddr=ddr)
+    stages = priced["stages"]
+    return step_time(stages, board, clock_mhz=clock_mhz, host_s=host_s, host_source=host_source,
+                     macs=priced["macs"], array_macs=spec.macs, calls=priced["calls"],
+                     stream_cycles=stream_cycles(stages),
+                     mac_energy_pj=fb_mac_energy_pj(spec))
+
+
+__all__ = ["fb_list_step", "step_list_cycles"]

@@ -23,10 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from codesign.boards import Board
-from codesign.pe import get_pe
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.step.list_cycles import DdrTiming, list_cycles
-from codesign.step.time import Stage, StepTime, list_stage, step_time
+from codesign.step.list_cycles import DdrTiming, phase_cycles
+from codesign.step.time import Stage, StepTime, step_time
 from codesign.step.tt.step_lists import Fracs, StepLists, check_specs, list_products, step_lists
 from codesign.step.tt.time import TtLayers, tt_mac_energy_pj
 
@@ -97,15 +96,11 @@ def tt_list_plans(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec, copies: tuple
 def phase_stages(lists: StepLists, spec1: Tt1Spec, spec2: Tt2Spec, *, ddr: DdrTiming = BOARD_DDR
                  ) -> list[Stage]:
     """One stage per phase of a layer's lists: the longest of its lists' cycles (they run side by side, each on
-    its own IP), the words of all."""
+    its own IP), the words of all (:func:`codesign.step.list_cycles.phase_cycles`)."""
+    specs = {"tt1": spec1, "tt2": spec2}
     stages = []
     for phase in lists.phases:
-        cycles, words_in, words_out = 0, 0, 0
-        for pe, calls in phase:
-            spec = spec1 if pe == "tt1" else spec2
-            stage = list_stage(list_cycles(get_pe(pe), spec, calls, lists.arena, ddr=ddr).total, calls)
-            cycles = max(cycles, stage.cycles)
-            words_in, words_out = words_in + stage.words_in, words_out + stage.words_out
+        cycles, words_in, words_out = phase_cycles(phase, specs, lists.arena, ddr=ddr)
         stages.append(Stage(cycles=cycles, words_in=words_in, words_out=words_out))
     return stages
 

@@ -21,3 +21,16 @@ def test_the_step_cycles_add_up_and_the_pe_part_is_the_pe_model():
                                             for call in lists.forward + lists.backward)
     assert step_list_cycles(SPEC, layers, 7, fb=3)["total"] == priced["total"]  # the FB changes no cycle
     assert step_list_cycles(SPEC, layers, 3)["total"] < priced["total"]
+
+
+def test_the_list_step_is_its_two_lists_on_the_board():
+    from codesign.boards import board
+    from codesign.step.fpmac_array.list_time import fb_list_step
+    from codesign.step.list_cycles import DdrTiming
+
+    layers, target = (7, 5, 4), board("zedboard")
+    priced = step_list_cycles(SPEC, layers, 7, ddr=DdrTiming())
+    step = fb_list_step(SPEC, layers, 7, target, clock_mhz=50.0, host_s=1e-3, host_source="test", ddr=DdrTiming())
+    assert step.stages == 2 and step.calls == priced["calls"] and step.macs == priced["macs"]
+    assert step.pe_s == (priced["forward"] + priced["backward"]) / 50e6 and step.host_s == 1e-3
+    assert priced["total"] > step_list_cycles(SPEC, layers, 7)["total"]  # DDR's latency on top of the AXI RAM's

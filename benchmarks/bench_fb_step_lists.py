@@ -1,0 +1,137 @@
+"""The FB-float training step as call lists, modelled on the ZedBoard and the Ultra96-V2, against the golden NumPy
+step and a float32 PyTorch step of the same MLP on one core.
+
+The shipped example ``examples/digits_abvs.toml`` (its network, batch and
+FP-MAC array build), at its largest FB, in one process:
+
+- ``board``: the step as the two lists of :mod:`codesign.step.fpmac_array.lists`
+  run it (state on the device, the update on the PE), priced by the step
+  model (:func:`codesign.step.fpmac_array.list_time.fb_list_step`: the list
+  cycle model, exact against the RTL, under the boards' HP-port DDR timing)
+  at the design's clock. Its host time is measured here: the wall time of a
+  :class:`codesign.loops.fb_lists.FbListTrainer` step less its golden shell's
+  (which a board replaces by its IP). This desktop is not the board's ARM.
+- ``per_call``: the same step as one IP call per GEMM with the host between
+  them (:func:`codesign.step.fpmac_array.time.fb_step_time`, its host measured
+  here): what the board ran before the lists.
+- ``golden``: a step of :class:`codesign.loops.fb.FbMlpTrainer` (the bit-exact
+  NumPy loop on this desktop), the least of ``--steps``.
+- ``torch_f32``: a float32 PyTorch step of the same MLP (ReLU, softmax
+  cross-entropy, SGD with the example's momentum and weight decay), one
+  thread, the least of ``--steps``.
+
+Prints each board's step, its parts and the ratios board / torch_f32 and board
+/ golden; writes ``fb_step_lists.json``. A run takes about half a minute.
+
+Run: .venv/bin/python benchmarks/bench_fb_step_lists.py [--steps 5] [--out reports/bench]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from codesign.boards import board
+from codesign.deploy.list_shell import BOARD_DDR
+from codesign.design import load_design
+from codesign.design.families.fpmac_array import fb_setup_of, measure_fb_list_host
+from codesign.io.reports import write_json_atomic
+from codesign.loops.fb import FbMlpTrainer
+from codesign.loops.host_share import measure_fb_host
+from codesign.step.fpmac_array.list_time import fb_list_step
+from codesign.step.fpmac_array.time import fb_step_time
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "digits_abvs.toml"
+BOARDS = ("zedboard", "ultra96v2")
+
+
+def least_seconds(step, batch, steps: int) -> float:
+    """The least wall seconds of ``steps`` calls of ``step(*batch)``."""
+    seconds = []
+    for _ in range(steps):
+        started = time.perf_counter()
+        step(*batch)
+        seconds.append(time.perf_counter() - started)
+    return min(seconds)
+
+
+def torch_f32_step(layers, *, lr: float, momentum: float, weight_decay: float, seed: int):
+    """A float32 PyTorch training step of the MLP ``layers`` (ReLU between layers): ``step(x, y)``."""
+    import torch
+
+    torch.manual_seed(seed)
+    modules = []
+    for index, (fan_in, fan_out) in enumerate(zip(layers[:-1], layers[1:])):
+        modules.append(torch.nn.Linear(fan_in, fan_out))
+        if index < len(layers) - 2:
+            modules.append(torch.nn.ReLU())
+    model = torch.nn.Sequential(*modules)
+    optimiser = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(x, y):
+        optimiser.zero_grad(set_to_none=True)
+        loss = loss_fn(model(torch.from_numpy(x)), torch.from_numpy(y))
+        loss.backward()
+        optimiser.step()
+        return loss.detach().item()
+
+    return step
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--out", default="reports/bench")
+    args = parser.parse_args()
+    if args.steps < 1:
+        parser.error("--steps must be >= 1")
+    import torch
+
+    torch.set_num_threads(1)
+    design = load_design(EXAMPLE)
+    setup = fb_setup_of(design)
+    spec, layers, batch_size = setup.spec, setup.layers, setup.batch_size
+    rng = np.random.default_rng(0)
+    batch = (rng.random((batch_size, layers[0])).astype(np.float32), rng.integers(0, layers[-1], batch_size))
+    list_host = measure_fb_list_host(setup, repeats=args.steps)
+    call_host, shapes = measure_fb_host(setup)
+    golden = FbMlpTrainer(setup)
+    golden.train_step(*batch)
+    golden_s = least_seconds(golden.train_step, batch, args.steps)
+    f32 = torch_f32_step(layers, lr=setup.lr, momentum=setup.momentum, weight_decay=setup.weight_decay,
+                         seed=setup.seed)
+    f32(*batch)
+    torch_s = least_seconds(f32, batch, args.steps)
+    row = {"design": design.name, "layers": list(layers), "batch": batch_size, "fpmac_array": spec.to_dict(),
+           "clock_mhz": design.clock_mhz, "host_list_ms_desktop": 1e3 * list_host["seconds"],
+           "host_list_traffic": {k: v for k, v in list_host.items() if k != "seconds"},
+           "golden_ms": 1e3 * golden_s, "torch_f32_ms": 1e3 * torch_s, "boards": {}}
+    for name in BOARDS:
+        target = board(name)
+        lists = fb_list_step(spec, layers, batch_size, target, clock_mhz=design.clock_mhz,
+                             host_s=list_host["seconds"], host_source="measured on this desktop", ddr=BOARD_DDR)
+        calls = fb_step_time(spec, shapes, target, clock_mhz=design.clock_mhz, host=call_host)
+        entry = {"board_step_ms": 1e3 * lists.total_s, "pe_ms": 1e3 * lists.pe_s, "memory_ms": 1e3 * lists.memory_s,
+                 "host_share": lists.host_s / lists.total_s, "bottleneck": lists.bottleneck,
+                 "macs_bound_ms": 1e3 * lists.bounds["macs_s"], "per_call_step_ms": 1e3 * calls.total_s,
+                 "per_call_host_share": calls.host_s / calls.total_s,
+                 "ratio_board_to_torch_f32": lists.total_s / torch_s, "ratio_board_to_golden": lists.total_s / golden_s}
+        row["boards"][name] = entry
+        print(f"{name} at {design.clock_mhz:g} MHz: list step {entry['board_step_ms']:.2f} ms (PE {entry['pe_ms']:.2f}, "
+              f"memory {entry['memory_ms']:.2f}, host here {row['host_list_ms_desktop']:.2f} ms = "
+              f"{100 * entry['host_share']:.0f} %), per-call step {entry['per_call_step_ms']:.2f} ms "
+              f"({100 * entry['per_call_host_share']:.0f} % host); golden {row['golden_ms']:.2f} ms, float32 PyTorch "
+              f"{row['torch_f32_ms']:.2f} ms; board / float32 = {entry['ratio_board_to_torch_f32']:.2f}", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "fb_step_lists.json", row)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
