@@ -55,6 +55,7 @@ class FbListTrainer(FbMlpTrainer):
         self.list_steps = self.lists_built = 0
         self._built: Dict[Tuple[int, int, int], FbStepLists] = {}
         self._stale = False  # the host's copy of the state is older than the arena's
+        self._scalars: Tuple = ()  # (FB, weight decay, momentum, -learning rate) the arena's scalar words hold
         self._push()
 
     # -- the state between host and arena
@@ -113,9 +114,11 @@ class FbListTrainer(FbMlpTrainer):
             raise HwTrainError(f"batch x {x.shape}, y {y.shape}: need (n, {self.setup.layers[0]}) and (n,) with "
                                f"1 <= n <= {self.setup.batch_size}")
         lists, layout = self.lists(n), self.layout
-        scalars = [self.to_words(value) for value in (self.setup.weight_decay, self.setup.momentum,
-                                                      -self.learning_rate())]
-        ranges = layout.a[0].write(self.device, self.to_words(x)) + layout.write_scalars(self.device, scalars)
+        ranges = layout.a[0].write(self.device, self.to_words(x))
+        scalars = (self.fb, self.setup.weight_decay, self.setup.momentum, -self.learning_rate())
+        if scalars != self._scalars:  # they change with the FB and the learning-rate schedule, not every step
+            ranges += layout.write_scalars(self.device, [self.to_words(value) for value in scalars[1:]])
+            self._scalars = scalars
         self.shell.flush(self.device, ranges)
         self.device = self.shell.run_phase(lists.phases[0], self.device)
         logits_at = layout.z[-1]
