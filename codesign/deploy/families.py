@@ -32,7 +32,7 @@ REGISTRY = {
 class BoardFamily(NamedTuple):
     """One training family as the board runtime sees it.
 
-    ``board`` trains on the IPs, ``golden`` is the NumPy loop it is compared
+    ``board(overlay, **changes)`` (a class, or a function choosing one from the set-up) trains on the IPs, ``golden`` is the NumPy loop it is compared
     with, ``setup`` rebuilds design.json's ``loop.setup``; ``state_keys``
     name the state words a comparison reads; ``example`` is the shipped
     design (``examples/<example>``) that trains with it (benchmarks and
@@ -44,7 +44,7 @@ class BoardFamily(NamedTuple):
     """
 
     key: str
-    board: type
+    board: Callable[..., Any]
     golden: type
     setup: type
     state_keys: Tuple[str, ...]

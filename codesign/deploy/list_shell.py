@@ -31,7 +31,7 @@ BOARD_DDR = DdrTiming()  # the HP port's latency and bandwidth the list bench an
 
 class ListShell:
     """Lists on the overlay's IPs of each PE in ``specs`` (``{pe: build}``, in the manifest's order of IPs: a
-    phase's lists for one PE go to its copies in turn). Counts ``lists`` and ``calls``."""
+    phase's lists for one PE go to its copies in turn). Counts ``lists``, ``calls`` and ``busy_s``."""
 
     def __init__(self, overlay, specs: Mapping[str, Any]) -> None:
         self.overlay, self.specs = overlay, dict(specs)
@@ -52,6 +52,7 @@ class ListShell:
         self._images: Dict[int, Any] = {}  # id(device buffer) -> the image of the lists it was made for
         self._priced = StageLog()  # the runs of phases let go, priced when they were
         self.pricing_s = 0.0  # seconds those prices took inside steps (a step's measured time leaves them out)
+        self.busy_s = 0.0  # seconds the phases kept the host waiting: each phase's longest list, start to done
 
     def _buffer(self, name: str, words: int):
         from pynq import allocate
@@ -114,8 +115,11 @@ class ListShell:
             started.append(ip)
             self.lists += 1
             self.calls += len(calls)
+        busy = [ip.busy_s for ip in started]
         for ip in started:
             ip.finish_list()
+        # the phase's IPs run side by side: it holds the host for its longest list, not for their sum
+        self.busy_s += max((ip.busy_s - before for ip, before in zip(started, busy)), default=0.0)
         key = tuple((pe, id(calls)) for pe, calls in phase)
         run = self._runs.get(key)
         if run is None:
@@ -147,7 +151,7 @@ class ListOnBoard(OnBoard):
     """Mixin of a list trainer on a board (``self.shell``: a :class:`ListShell`; ``self.list_steps``: the steps
     that ran as lists). Its figures: the shell's lists and calls, the IPs' busy seconds, and per list step the
     model's PE and memory seconds of the phases that ran (:meth:`ListShell.stage_log`), beside the measured wall
-    seconds and the host's share of them (wall less the IPs' busy time)."""
+    seconds and the host's share of them (wall less the time the phases kept it waiting, :attr:`ListShell.busy_s`)."""
 
     shell: ListShell
     list_wall_s = 0.0  # wall seconds of the steps that ran as lists (a TT loop's first steps run on the host)
@@ -167,7 +171,7 @@ class ListOnBoard(OnBoard):
         model = model_figures(log, self.overlay.manifest, steps)
         if model is not None:
             model["evaluation_included"] = False  # evaluations run on the host, from parameters read back
-        busy, wall = figures["ip_busy_s"], self.list_wall_s
+        busy, wall = shell.busy_s, self.list_wall_s
         figures.update(model=model, lists=shell.lists, calls=shell.calls, list_steps=steps,
                        seconds_per_step=wall / steps if steps else None,
                        host_s_per_step=(wall - busy) / steps if steps else None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codesign.deploy.families import get_family, golden_trainer
+from codesign.deploy.families import board_trainer, get_family, golden_trainer
 from codesign.deploy.tt_list_training import TtListBoardTrainer
 from codesign.loops.tt import TtMlpTrainer
 from tests.deploy.test_tt_training import _design, _same_state, _subset, emulated
@@ -23,7 +23,8 @@ def test_training_on_lists_on_the_ips_is_bit_identical_to_the_golden_loop(tmp_pa
     design = _design(epochs=2, scale_rule="tracked", stream_bits=stream_bits, hidden=hidden)
     overlay = emulated(design, tmp_path)
     changes = get_family("tt").quick_changes
-    board, golden = TtListBoardTrainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
+    board, golden = board_trainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
+    assert isinstance(board, TtListBoardTrainer)  # the family's trainer of a tracked set-up
     if hidden:  # its contractions are small too: share them among the copies all the same
         board.shell.share_products = 1 << 12
     assert isinstance(golden, TtMlpTrainer) and golden.setup == board.setup
@@ -36,6 +37,9 @@ def test_training_on_lists_on_the_ips_is_bit_identical_to_the_golden_loop(tmp_pa
     assert board.prune_events == golden.prune_events
     compared = _same_state(board, golden)
     assert compared > 0 and board.list_steps == board.step - 1 and board.shell.calls > 0
+    figures = board.throughput()  # per list step, the model of the phases that ran
+    assert figures["list_steps"] == board.list_steps and figures["lists"] == board.shell.lists
+    assert figures["model"]["pe_s_per_step"] > 0 and figures["host_s_per_step"] > 0
     for trainer in (board, golden):  # the first step at the pruned shapes writes their arenas whole, once
         trainer.train_step(data.train_x[:64], data.train_y[:64])
     order = []  # a phase's lists run side by side: every IP started before any is waited for

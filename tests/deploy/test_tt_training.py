@@ -25,7 +25,7 @@ from codesign.design.build import write_emulation_folder
 from codesign.deploy.driver import AccelTimeout
 from codesign.deploy.manifest import DeployError
 from codesign.board_tt import BoardTtTrainer
-from codesign.deploy.families import get_family, golden_trainer
+from codesign.deploy.families import board_trainer, get_family, golden_trainer
 from codesign.deploy.tt_training import IpRunner, TtBoardTrainer
 from codesign.design.families.tt import tt_setup_of
 from codesign.loops.tt import TtMlpTrainer
@@ -179,7 +179,8 @@ def _same_state(board, golden) -> int:
 def test_the_numpy_loop_on_the_ips_is_bit_identical_to_the_golden_numpy_loop(overlay):
     """The board runtime's TT loop (no torch): two epochs with a pruning after the first, then one more step."""
     changes = get_family("tt").quick_changes
-    board, golden = TtBoardTrainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
+    board, golden = board_trainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
+    assert type(board) is TtBoardTrainer  # the family's trainer of a set-up at exact scales: one call a contraction
     assert isinstance(golden, TtMlpTrainer) and golden.setup == board.setup
     data = _subset(128, 64)
     for trainer in (board, golden):
