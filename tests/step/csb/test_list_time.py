@@ -65,3 +65,41 @@ def test_the_priced_step_adds_up_and_its_pe_part_is_the_pe_model():
     pe_cycles = sum(stream_cycles(SPEC, call_words_in(image, call)) for call in lists.forward + lists.backward)
     assert priced["breakdown"]["pe"] == pe_cycles
     assert step_list_cycles(SPEC, LAYERS, 3, csbs)["total"] < priced["total"]  # one lane chunk fewer
+
+
+@needs_icarus
+@pytest.mark.slow
+def test_rtl_runs_the_example_step_in_the_modelled_cycles(tmp_path):
+    """digits_compressed_mlp (64-64-32-10, batch 64, 16 x 16 blocks, 16 lanes) pruned as its golden loop prunes it
+    after the warm-up: both lists of a step on the RTL shell equal the golden arena and take the model's cycles
+    (docs/csb.md quotes these figures)."""
+    from pathlib import Path
+
+    from codesign.design import load_design
+    from codesign.design.families.csb import csb_setup_of
+    from codesign.loops.csb import CsbMlpTrainer
+    from codesign.shell.list_sim import run_list_rtl
+    from codesign.train.data import load_digits_dataset
+
+    setup = csb_setup_of(load_design(Path(__file__).resolve().parents[3] / "examples" / "digits_compressed_mlp.toml"))
+    trainer = CsbMlpTrainer(setup)
+    trainer.fit(load_digits_dataset(validation_fraction=0.2), epochs=setup.warmup_epochs, progress=False)
+    spec, layers, rng = setup.spec, setup.layers, np.random.default_rng(5)
+    arena = step_arena(spec, layers, setup.batch_size, trainer._structure)
+    image = arena.image.copy()
+    for layer, csb in enumerate(trainer._structure):
+        arena.write_state(image, layer, csb, trainer.buffers[layer], 0)
+    arena.write_codes(image, arena.x[0], rng.integers(-128, 128, (64, 64)))
+    arena.write_codes(image, arena.dy[-1], rng.integers(-128, 128, (64, 10)))
+    lists = step_lists(arena, 64, CsbStepScales.of(trainer.frac_bits, ((2, True),) * 3), 0)
+    priced = step_list_cycles(spec, layers, setup.batch_size, trainer._structure)
+    print(f"\n[example step] kept {[int(m.sum()) for m in trainer.masks]}, {priced}")
+    pe = get_pe("csb")
+    for name, calls in (("forward", lists.forward), ("backward", lists.backward)):
+        case = ListCase(calls=calls, arena=image, expected=run_list_golden(pe, spec, image, calls))
+        result = run_list_rtl(pe, spec, case, tmp_path / name)
+        model = list_cycles(pe, spec, calls, image)
+        print(f"[example step {name}] {len(calls)} calls, model {model.total}, RTL busy {result.busy_cycles}")
+        assert result.passed, result.first_mismatches
+        assert model.total == result.busy_cycles == priced[name]
+        image = case.expected
