@@ -117,3 +117,25 @@ def test_bad_shells_specs_and_batches_are_refused():
     with pytest.raises(HwTrainError, match="holds 20"):
         lists.train_step(np.zeros((21, 64)), np.zeros(21, dtype=int))
     assert lists.step == 0 and lists.buffer_phase == 0 and lists.shell.lists == 0
+
+
+@pytest.mark.parametrize("fracs, upd", [
+    ((0, 20, 0), (31, True)),  # s = 0 + 0 + 2 - 36 = -34: the loop clips to 32 bits past 31, LEFT by 31 does the same
+    ((7, 0, 14), (7, False)),  # s = 7 + 14 + 2 - 16 = 7: a right shift
+    ((30, 0, 30), (31, False)),  # s = 30 + 30 + 2 - 16 = 46 is capped at 31 (the rate's exponent becomes -13)
+])
+def test_upd_shift_edges_equal_the_loop(fracs, upd):
+    setup = small_setup(schedule="constant", lr=0.25)
+    golden, lists = CsbMlpTrainer(setup), CsbListTrainer(setup, shell())
+    state = pruned_state(golden, np.random.default_rng(3))
+    activation, weight, error = fracs
+    state["frac_bits"][0] = {"activation": activation, "weight": weight, "error": error}
+    golden.load_weights(state)
+    lists.load_weights(state)
+    assert lists._upd_fields(2)[1][0] == upd
+    rng = np.random.default_rng(4)
+    for _ in range(2):
+        x, y = rng.random((20, 64)) * 4, rng.integers(0, 10, 20)
+        assert golden.train_step(x, y) == lists.train_step(x, y)
+    assert_same_state(golden, lists)
+    assert golden.lr_exponents == lists.lr_exponents
