@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from codesign.pe.csb import cycles
 from codesign.pe.csb.reference import reference_output
 from codesign.pe.csb.spec import CsbSpec
@@ -77,9 +79,14 @@ class CsbPE(StreamPE):
         raise ValueError(f"{count} random transactions did not reach {options.min_macs_per_op} MACs per op")
 
     def reference_output(self, spec: CsbSpec, words_in):
-        import numpy as np
-
         return np.array(reference_output([int(w) for w in words_in], **spec.to_dict()), dtype=np.uint64)
+
+    def golden_output(self, spec: CsbSpec, words_in):
+        """The NumPy golden (:func:`codesign.pe.csb.stream.expected_output`), held equal to the reference at the golden
+        level: a golden list runner takes it for a whole training step's calls."""
+        from codesign.pe.csb.stream import expected_output
+
+        return expected_output(spec, words_in).astype(np.uint64)
 
     def transaction_cycles(self, spec: CsbSpec, words_in) -> int:
         return cycles.stream_cycles(spec, words_in)
