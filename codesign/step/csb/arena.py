@@ -113,26 +113,25 @@ class CsbArena:
 
     # -- tiles <-> (samples, channels) matrices
 
-    def _lanes(self, matrix: np.ndarray, c: int, k: int) -> np.ndarray:
-        """``(B, b)`` codes of tile ``(c, k)`` of an ``(n, channels)`` matrix, zero-padded."""
-        b, B = self.spec.batch, self.tile
-        out = np.zeros((B, b), dtype=np.int64)
-        part = matrix[k * b:(k + 1) * b, c * B:(c + 1) * B]
-        out[:part.shape[1], :part.shape[0]] = part.T
-        return out
+    def _starts(self, tiles, chunks: int) -> np.ndarray:
+        """``(tiles, chunks)`` first words of the tiles the first ``chunks`` lane chunks use."""
+        return np.array([line[:chunks] for line in tiles], dtype=np.int64).reshape(len(tiles), chunks) // 4
 
     def write_codes(self, arena: np.ndarray, tiles, codes: np.ndarray) -> Ranges:
         """8-bit ``codes`` ``(n, channels)`` into ``tiles`` (``x[0]`` or ``dy[-1]``), zero lanes and channels padded
-        in every chunk the ``n`` samples take; the word ranges written."""
+        in every chunk the ``n`` samples take; the word ranges written. One pass over the whole matrix (host time
+        on a board's ARM is a step's time)."""
         codes = np.asarray(codes, dtype=np.int64)
-        ranges = []
-        for c, line in enumerate(tiles):
-            for k in range(self.chunks_of(codes.shape[0])):
-                start = line[k] // 4
-                words = pack_bytes(self._lanes(codes, c, k).reshape(-1) & 0xFF)
-                arena[start:start + words.size] = words
-                ranges.append((start, int(words.size)))
-        return ranges
+        b, B, words = self.spec.batch, self.tile, self.code_words
+        chunks = self.chunks_of(codes.shape[0])
+        padded = np.zeros((chunks * b, len(tiles) * B), dtype=np.int64)
+        padded[:codes.shape[0], :codes.shape[1]] = codes
+        per_tile = padded.reshape(chunks, b, len(tiles), B).transpose(2, 0, 3, 1).reshape(len(tiles) * chunks, B * b)
+        bytes_ = np.zeros((per_tile.shape[0], 4 * words), dtype=np.int64)
+        bytes_[:, :B * b] = per_tile & 0xFF
+        starts = self._starts(tiles, chunks).reshape(-1)
+        arena[starts[:, None] + np.arange(words)] = pack_bytes(bytes_).reshape(-1, words)
+        return [(int(start), words) for start in starts]
 
     def acc_ranges(self, tiles, n: int, channels: int) -> Ranges:
         """Word ranges of the first ``channels`` channels of accumulator ``tiles`` for ``n`` samples (a range per
@@ -146,14 +145,11 @@ class CsbArena:
 
     def read_accs(self, arena: np.ndarray, tiles, n: int, channels: int) -> np.ndarray:
         """``(n, channels)`` int64 accumulators of ``tiles``."""
-        b, B = self.spec.batch, self.tile
-        out = np.zeros((self.chunks_of(n) * b, len(tiles) * B), dtype=np.int64)
-        for c, line in enumerate(tiles):
-            for k in range(self.chunks_of(n)):
-                start = line[k] // 4
-                tile = arena[start:start + B * b].view(np.int32).reshape(B, b)
-                out[k * b:(k + 1) * b, c * B:(c + 1) * B] = tile.T
-        return out[:n, :channels]
+        b, B, chunks = self.spec.batch, self.tile, self.chunks_of(n)
+        starts = self._starts(tiles, chunks)
+        words = arena[starts[:, :, None] + np.arange(B * b)].view(np.int32).astype(np.int64)
+        matrix = words.reshape(len(tiles), chunks, B, b).transpose(1, 3, 0, 2).reshape(chunks * b, len(tiles) * B)
+        return matrix[:n, :channels]
 
     # -- the encoded state
 
