@@ -25,8 +25,10 @@ def pe_phases(pe, spec, header: int) -> tuple:
 
     if pe.name == "fpmac_array":
         return fpmac_array_phases(spec, header)
+    if pe.name == "csb":
+        return csb_phases(spec, header)
     if pe.name not in ("tt1", "tt2", "tt3"):
-        raise NotImplementedError(f"the list cycle model knows the TT and FP-MAC array PEs' phases, not "
+        raise NotImplementedError(f"the list cycle model knows the TT, FP-MAC array and CSB PEs' phases, not "
                                   f"{pe.name}'s")
     width = int(getattr(spec, "stream_bits", 32))
     status = tt_status(spec, header)
@@ -60,6 +62,32 @@ def fpmac_array_phases(spec, header: int) -> tuple:
     for kind, n in ((IN, cycles.load), (WAIT, cycles.compute), (OUT, cycles.drain)):
         _append(steps, kind, n)
     return steps, status, cycles.load, cycles.drain
+
+
+def csb_phases(spec, header: int) -> tuple:
+    """One CSB transaction (32-bit words): rtl/csb/csb_pe.v takes the header and every operand word, then writes a
+    ``ZERO`` transaction's zero section itself (``in_ready`` low), computes, loads its output register and sends
+    the status and the results: the phases of its cycle model (:mod:`codesign.pe.csb.cycles`) in that order. A
+    refused header (status 1, 2) is followed by the register load and the status alone. Index bytes are not seen
+    here (the header is): a list's calls hold indices inside the block (status 3 is the builders' error)."""
+    from codesign.pe.csb.cycles import compute_cycles, zero_words
+    from codesign.pe.csb.stream import FLAG_BITS, FLAG_EW, FLAG_ZERO, header_status, result_count, transaction_length
+
+    status = header_status(spec, header)
+    if status:
+        return [(IN, 1, None), (WAIT, 1, None), (OUT, 1, status)], status, 0, 0
+    op, nnz, flags = header & 3, header >> 16 & 0x1FF, header & FLAG_BITS
+    operands = transaction_length(spec, header) - 1
+    results = result_count(spec, op, nnz, flags)
+    zeros = zero_words(spec, op=op, nnz=nnz) if flags & FLAG_ZERO else 0
+    compute = 0 if flags & FLAG_EW else compute_cycles(spec, op=op, nnz=nnz)
+    steps = [(IN, 1, None)]
+    for kind, n in ((IN, operands), (WAIT, zeros + compute + 1)):
+        _append(steps, kind, n)
+    steps.append((OUT, 1, status))  # the status phase keeps its status (not merged with the results)
+    if results:
+        steps.append((OUT, results, None))
+    return steps, status, operands, results
 
 
 def _tt12(pe1: bool, spec, dims: tuple, cwa: int, cwb: int, chunks) -> tuple:
@@ -156,4 +184,4 @@ class Pe:
                 self.advance()
 
 
-__all__ = ["IN", "OUT", "Pe", "WAIT", "fpmac_array_phases", "pe_phases"]
+__all__ = ["IN", "OUT", "Pe", "WAIT", "csb_phases", "fpmac_array_phases", "pe_phases"]

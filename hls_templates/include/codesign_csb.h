@@ -66,9 +66,14 @@ namespace csb {
 
 // Header opcodes, numbered as docs/csb.md numbers them (the status words: codesign_constants.h).
 enum { OP_FP = 0, OP_EB = 1, OP_WG = 2, OP_UPD = 3 };
+// Element-wise opcodes (flag EW): SELECT keeps v where z > 0, SHR shifts a 24-bit word right (floor).
+enum { EW_SELECT = 0, EW_SHR = 1 };
+// Header flags (docs/csb.md, "Flags and element-wise operations").
+enum { FLAG_ZERO = 1 << 2, FLAG_G_FIRST = 1 << 3, FLAG_LEFT = 1 << 4, FLAG_EW = 1 << 5 };
 
-// Header fields: op [1:0], shift [12:8], nnz [24:16]; every other bit is reserved.
-const unsigned HEADER_FIELDS_MASK = 0x3u | (0x1Fu << 8) | (0x1FFu << 16);
+// Header fields: op [1:0], flags [5:2], shift [12:8], nnz [24:16]; every other bit is reserved.
+const unsigned HEADER_FIELDS_MASK = 0x3u | 0x3Cu | (0x1Fu << 8) | (0x1FFu << 16);
+const int COUNT_FIELD_MAX = 0x1FF;  // the 9-bit nnz / element count field
 
 const int CODE_BITS = 8;      // operand codes
 const int PRODUCT_BITS = 16;  // |code * code| <= 2^14
@@ -134,6 +139,13 @@ inline ap_int<BUFFER_BITS> update_word(ap_int<BUFFER_BITS> b, ap_int<WORD_BITS> 
   return saturate<BUFFER_BITS>(quotient);
 }
 
+// LEFT: the gradient times 2^s, saturated to 32 bits (exact: |g * 2^s| < 2^63).
+inline ap_int<WORD_BITS> shift_left_saturate(ap_int<WORD_BITS> g, ap_uint<5> shift) {
+#pragma HLS INLINE
+  const ap_int<64> wide = ap_int<64>(g) << shift.to_uint();
+  return saturate<WORD_BITS>(wide);
+}
+
 template <int BLOCK_ROWS, int BLOCK_COLS, int K, int OUT_H, int OUT_W, int BATCH, int PARALLEL, int ACC_BITS>
 struct pe {
   static_assert(BLOCK_ROWS >= 1 && BLOCK_ROWS <= 16, "block_rows must be 1..16 (4-bit index field)");
@@ -152,6 +164,8 @@ struct pe {
   static const int MAX_NNZ = BLOCK_ROWS * BLOCK_COLS;
   static const int ACC_CH = max_of<BLOCK_ROWS, BLOCK_COLS>::value;  // FP: rows, EB: columns
   static const int POS_GROUPS = (OUT_POS + PARALLEL - 1) / PARALLEL;  // position-group steps per tap (FP, EB, WG)
+  // elements of one element-wise transaction: the wide buffer's words, at most the count field's
+  static const int EW_CAPACITY = MAX_NNZ * KK < COUNT_FIELD_MAX ? MAX_NNZ * KK : COUNT_FIELD_MAX;
 
   typedef ap_uint<WORD_BITS> word_t;
   typedef ap_int<CODE_BITS> code_t;
@@ -227,6 +241,15 @@ struct pe {
     }
   }
 
+  // ZERO: the initial accumulators, which the transaction leaves out, start at 0.
+  template <int CH, int POS>
+  static void clear_accs(acc_t buf[ACC_CH][IN_POS][BATCH]) {
+  clear_accs_loop:
+    for (int c = 0; c < CH; ++c)
+      for (int p = 0; p < POS; ++p)
+        for (int l = 0; l < BATCH; ++l) buf[c][p][l] = 0;
+  }
+
   // FP/EB kernels: nnz * KK codes placed in the top 8 bits of the 24-bit buffer.
   static void load_weights(hls::stream<word_t> &in, int count, buffer_t weights[MAX_NNZ * KK]) {
   load_weights_words:
@@ -255,8 +278,20 @@ struct pe {
     }
   }
 
+  // WG with ZERO: the initial gradients start at 0.
+  static void clear_grads(int count, acc_t grads[MAX_NNZ * KK]) {
+  clear_grads_loop:
+    for (int i = 0; i < count; ++i) {
+#pragma HLS PIPELINE II = 1
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK
+      grads[i] = 0;
+    }
+  }
+
   // UPD: the 24-bit buffer words, then the 32-bit gradients, each applied as it arrives.
-  static void load_and_update(hls::stream<word_t> &in, int count, ap_uint<5> shift, buffer_t buffer[MAX_NNZ * KK]) {
+  // With LEFT the gradient is shifted left by `shift` (32-bit saturation) and the update runs at shift 0.
+  static void load_and_update(hls::stream<word_t> &in, int count, ap_uint<5> shift, bool left,
+                              buffer_t buffer[MAX_NNZ * KK]) {
   load_buffer_words:
     for (int i = 0; i < count; ++i) {
 #pragma HLS PIPELINE II = 1
@@ -267,7 +302,8 @@ struct pe {
     for (int i = 0; i < count; ++i) {
 #pragma HLS PIPELINE II = 1
 #pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK
-      buffer[i] = update_word(buffer[i], low_signed<WORD_BITS>(in.read()), shift);
+      const ap_int<WORD_BITS> g = low_signed<WORD_BITS>(in.read());
+      buffer[i] = left ? update_word(buffer[i], shift_left_saturate(g, shift), 0) : update_word(buffer[i], g, shift);
     }
   }
 
@@ -405,6 +441,33 @@ struct pe {
     }
   }
 
+  // Element-wise ops (flag EW), n elements: SELECT reads v then z (ACC_BITS values) and sends v where z > 0,
+  // else 0; SHR reads 24-bit words and sends each shifted right by `shift` (arithmetic: floor).
+  static void elementwise(hls::stream<word_t> &in, hls::stream<word_t> &out, int op, ap_uint<5> shift, int n,
+                          acc_t values[MAX_NNZ * KK], buffer_t words[MAX_NNZ * KK]) {
+    if (op == EW_SELECT) {
+      load_grads(in, n, values);
+    select_words:
+      for (int i = 0; i < n; ++i) {
+#pragma HLS PIPELINE II = 1
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK
+        const acc_t z = low_signed<ACC_BITS>(in.read());
+        if (!(z > 0)) values[i] = 0;
+      }
+      out.write(word_t(STATUS_OK));
+      write_words<ACC_BITS>(out, n, values);
+      return;
+    }
+  shr_words:
+    for (int i = 0; i < n; ++i) {
+#pragma HLS PIPELINE II = 1
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK
+      words[i] = low_signed<BUFFER_BITS>(in.read()) >> shift.to_uint();
+    }
+    out.write(word_t(STATUS_OK));
+    write_words<BUFFER_BITS>(out, n, words);
+  }
+
   // ---------------------------------------------------------------- one transaction
   // Reads one transaction from `in` and writes the status word, then (status 0)
   // the result words. Status 1 and 2 are decided from the header alone and
@@ -425,7 +488,24 @@ struct pe {
     const int op = header.range(1, 0).to_int();
     const ap_uint<5> shift = header.range(12, 8);
     const int nnz = header.range(24, 16).to_int();
-    if ((header & word_t(~HEADER_FIELDS_MASK)) != 0 || (shift != 0 && op != OP_UPD)) {
+    const unsigned flags = header.to_uint() & 0x3Cu;
+    const bool zero = (flags & FLAG_ZERO) != 0, g_first = (flags & FLAG_G_FIRST) != 0;
+    const bool left = (flags & FLAG_LEFT) != 0;
+    if ((header & word_t(~HEADER_FIELDS_MASK)) != 0) {
+      out.write(word_t(STATUS_BAD_HEADER));
+      return;
+    }
+    if (flags & FLAG_EW) {
+      if (op > EW_SHR || flags != FLAG_EW || (shift != 0 && op == EW_SELECT)) {
+        out.write(word_t(STATUS_BAD_HEADER));
+      } else if (nnz > EW_CAPACITY) {
+        out.write(word_t(STATUS_NNZ));
+      } else {
+        elementwise(in, out, op, shift, nnz, grads, weights);
+      }
+      return;
+    }
+    if ((shift != 0 && op != OP_UPD) || (zero && op == OP_UPD) || (g_first && op != OP_WG) || (left && op != OP_UPD)) {
       out.write(word_t(STATUS_BAD_HEADER));
       return;
     }
@@ -438,17 +518,21 @@ struct pe {
     if (op == OP_FP) {
       load_weights(in, count, weights);
       load_codes<BLOCK_COLS, IN_POS>(in, xbuf);
-      load_accs<BLOCK_ROWS, OUT_POS>(in, accbuf);
+      if (zero) clear_accs<BLOCK_ROWS, OUT_POS>(accbuf);
+      else load_accs<BLOCK_ROWS, OUT_POS>(in, accbuf);
     } else if (op == OP_EB) {
       load_weights(in, count, weights);
       load_codes<BLOCK_ROWS, OUT_POS>(in, dybuf);
-      load_accs<BLOCK_COLS, IN_POS>(in, accbuf);
+      if (zero) clear_accs<BLOCK_COLS, IN_POS>(accbuf);
+      else load_accs<BLOCK_COLS, IN_POS>(in, accbuf);
     } else if (op == OP_WG) {
+      if (zero) clear_grads(count, grads);
+      else if (g_first) load_grads(in, count, grads);
       load_codes<BLOCK_COLS, IN_POS>(in, xbuf);
       load_codes<BLOCK_ROWS, OUT_POS>(in, dybuf);
-      load_grads(in, count, grads);
+      if (!zero && !g_first) load_grads(in, count, grads);
     } else {
-      load_and_update(in, count, shift, weights);
+      load_and_update(in, count, shift, left, weights);
     }
     if (outside) {
       out.write(word_t(STATUS_INDEX));

@@ -30,10 +30,17 @@
 //   drain   the status word, then (status 0) the result words; stage B of the
 //           last compute step runs in the cycle the status word is loaded.
 //
+// Header flags (docs/csb.md, "Flags and element-wise operations"): ZERO runs
+// the initial ACC (FP, EB) or G (WG) section as a virtual one, the PE writing
+// zeros a word a cycle with in_ready low; G_FIRST moves WG's G section after
+// the index; LEFT feeds UPD sat32(G << s) at shift 0; EW runs SELECT (v into
+// WA, then each z writes back v or 0) or SHR (v >>> s into WA) and drains WA.
+//
 // Cycles of one transaction from its first input handshake to its last
-// output handshake, without stalls: n_in + compute + n_out + 1, with compute
-// = nnz*K*K*ceil(OUT_H*OUT_W/PARALLEL) for FP, EB and WG, 0 for UPD and
-// refused transactions (codesign.pe.csb.cycles).
+// output handshake, without stalls: n_in + zero + compute + n_out + 1, with
+// compute = nnz*K*K*ceil(OUT_H*OUT_W/PARALLEL) for FP, EB and WG, 0 for UPD,
+// the element-wise ops and refused transactions, and zero the words of a ZERO
+// transaction's virtual section (codesign.pe.csb.cycles).
 // rst is synchronous and active high; it drops a transaction in flight.
 // Address and counter arithmetic is written at AW bits (or integer width) and
 // relies on Verilog's sizing rules to extend and truncate; Verilator's width
@@ -116,6 +123,9 @@ module csb_pe #(
     endgenerate
 
     localparam [1:0] OP_FP = 2'd0, OP_EB = 2'd1, OP_WG = 2'd2, OP_UPD = 2'd3;
+    localparam [1:0] EW_SELECT = 2'd0, EW_SHR = 2'd1;
+    localparam EW_CAP = (WB_DEPTH < 511) ? WB_DEPTH : 511;   // elements of one element-wise transaction
+    localparam [AW-1:0] L_EW_CAP = EW_CAP;
 
     // States: the header, one per input section, compute, drain. in_ready is
     // high in the header and the section states.
@@ -126,43 +136,63 @@ module csb_pe #(
     reg [1:0]  op;
     reg [4:0]  shift;
     reg [8:0]  nnz;
+    reg        zero, g_first, left, ew;  // header flags
     reg        bad_index;
     reg [`CODESIGN_STATUS_BITS-1:0] status;
     reg [AW-1:0] cnt;                  // section: bytes or words loaded; drain: result words sent
     reg        sent_status;
 
-    assign in_ready = (state < S_RUN);
-    wire is_fp = (op == OP_FP);
-    wire is_eb = (op == OP_EB);
-    wire is_wg = (op == OP_WG);
+    // a ZERO transaction's initial section is virtual: zeros, one a cycle, nothing taken from the stream
+    wire virt = zero && (state == S_RB || state == S_GW);
+    assign in_ready = (state < S_RUN) && !virt;
+    wire is_fp = (op == OP_FP) && !ew;
+    wire is_eb = (op == OP_EB) && !ew;
+    wire is_wg = (op == OP_WG) && !ew;
+    wire is_sel = ew && (op == EW_SELECT);
 
     // ---- header decode ---------------------------------------------------------------
     wire [1:0] h_op    = in_data[1:0];
     wire [4:0] h_shift = in_data[12:8];
     wire [8:0] h_nnz   = in_data[24:16];
-    wire       h_bad   = ((in_data & 32'hFE00E0FC) != 32'd0) || (h_shift != 5'd0 && h_op != OP_UPD);
-    wire       h_big   = ({{(AW-9){1'b0}}, h_nnz} > L_MAX_NNZ);
+    wire       h_zero  = in_data[2], h_gf = in_data[3], h_left = in_data[4], h_ew = in_data[5];
+    wire       h_bad   = ((in_data & 32'hFE00E0C0) != 32'd0) ||
+                         (h_ew ? (h_op[1] || h_zero || h_gf || h_left || (h_shift != 5'd0 && h_op == EW_SELECT))
+                               : ((h_shift != 5'd0 && h_op != OP_UPD) || (h_zero && h_op == OP_UPD) ||
+                                  (h_gf && h_op != OP_WG) || (h_left && h_op != OP_UPD)));
+    wire       h_big   = ({{(AW-9){1'b0}}, h_nnz} > (h_ew ? L_EW_CAP : L_MAX_NNZ));
 
     // ---- section order (docs/csb.md, input words) -----------------------------------
     // The state after `cur` for `o`; sections that hold no byte (nnz = 0) are
     // skipped; after the last section: compute, or drain when nothing is computed.
+    // Element-wise ops: S_BW takes v, S_UG (SELECT only) takes z. WG with G_FIRST: index, G, X, DY.
     function [3:0] next_section;
         input [1:0] o;
         input [3:0] cur;
         input       empty;             // nnz == 0
         input       refused;           // an index outside the block
+        input       e_w;               // an element-wise op
+        input       gf;                // G_FIRST
         reg   [3:0] finish;
         begin
-            finish = (o != OP_UPD && !refused && !empty) ? S_RUN : S_SEND;
-            case (cur)
-                S_HEAD:  next_section = !empty ? S_IDX : ((o == OP_EB) ? S_DB : ((o == OP_UPD) ? S_SEND : S_XB));
-                S_IDX:   next_section = (o == OP_WG) ? S_XB : ((o == OP_UPD) ? S_BW : S_W8);
-                S_W8:    next_section = (o == OP_FP) ? S_XB : S_DB;
-                S_XB:    next_section = (o == OP_FP) ? S_RB : S_DB;
-                S_DB:    next_section = (o == OP_EB) ? S_RB : (empty ? finish : S_GW);
-                S_BW:    next_section = S_UG;
-                default: next_section = finish;
-            endcase
+            finish = (o != OP_UPD && !e_w && !refused && !empty) ? S_RUN : S_SEND;
+            if (e_w) begin
+                case (cur)
+                    S_HEAD:  next_section = empty ? S_SEND : S_BW;
+                    S_BW:    next_section = (o == EW_SELECT) ? S_UG : S_SEND;
+                    default: next_section = S_SEND;
+                endcase
+            end else begin
+                case (cur)
+                    S_HEAD:  next_section = !empty ? S_IDX : ((o == OP_EB) ? S_DB : ((o == OP_UPD) ? S_SEND : S_XB));
+                    S_IDX:   next_section = (o == OP_WG) ? (gf ? S_GW : S_XB) : ((o == OP_UPD) ? S_BW : S_W8);
+                    S_W8:    next_section = (o == OP_FP) ? S_XB : S_DB;
+                    S_XB:    next_section = (o == OP_FP) ? S_RB : S_DB;
+                    S_DB:    next_section = (o == OP_EB) ? S_RB : ((empty || gf) ? finish : S_GW);
+                    S_GW:    next_section = gf ? S_XB : finish;
+                    S_BW:    next_section = S_UG;
+                    default: next_section = finish;
+                endcase
+            end
         end
     endfunction
 
@@ -176,7 +206,7 @@ module csb_pe #(
             S_XB:    sec_len = L_XB_BYTES;
             S_DB:    sec_len = L_DB_BYTES;
             S_RB:    sec_len = (op == OP_FP) ? L_FP_WORDS : L_EB_WORDS;
-            default: sec_len = nnz_kk;
+            default: sec_len = ew ? nnz_w : nnz_kk;
         endcase
     end
     wire byte_sec = (state == S_IDX) || (state == S_W8) || (state == S_XB) || (state == S_DB);
@@ -195,11 +225,13 @@ module csb_pe #(
     end
     /* verilator lint_on CMPCONST */
 
-    wire take = in_valid && in_ready && (state != S_HEAD);   // a section word moves this cycle
+    // a section word moves this cycle (a virtual word of zeros, or one from the stream)
+    wire take = (state != S_HEAD) && (state < S_RUN) && (virt || in_valid);
+    wire [`CODESIGN_WORD_BITS-1:0] sec_data = virt ? {`CODESIGN_WORD_BITS{1'b0}} : in_data;
 
     // ---- drain bookkeeping -------------------------------------------------------------
     wire [AW-1:0] n_result = (status != `CODESIGN_CSB_STATUS_OK) ? {AW{1'b0}}
-                           : (op == OP_FP) ? L_FP_WORDS : ((op == OP_EB) ? L_EB_WORDS : nnz_kk);
+                           : is_fp ? L_FP_WORDS : (is_eb ? L_EB_WORDS : (ew ? nnz_w : nnz_kk));
     wire send_slot = (state == S_SEND) && (!out_valid || out_ready);  // out_data may be loaded
     wire send_word = send_slot && sent_status && (cnt < n_result);     // a result word is loaded
 
@@ -311,14 +343,26 @@ module csb_pe #(
     // WA: G (WG) and the 24-bit buffer (UPD); written by the load or by stage B of WG
     wire [WB_W-1:0]  wa_q;
     wire [23:0]      upd_new;
-    csb_upd u_upd (.buf_in(wa_q[23:0]), .grad(in_data), .shift(shift), .buf_out(upd_new));
+    // LEFT: sat32(G * 2^s), then the update at shift 0
+    wire signed [63:0] g_left   = $signed(in_data) <<< shift;
+    wire signed [63:0] g_max    = 64'sd2147483647;
+    wire signed [63:0] g_min    = -64'sd2147483648;
+    wire signed [63:0] g_sat    = (g_left > g_max) ? g_max : ((g_left < g_min) ? g_min : g_left);
+    wire [31:0]        upd_grad = left ? g_sat[31:0] : in_data;
+    csb_upd u_upd (.buf_in(wa_q[23:0]), .grad(upd_grad), .shift(left ? 5'd0 : shift), .buf_out(upd_new));
     wire signed [WB_W-1:0] upd_new_x  = $signed(upd_new);
-    wire signed [WB_W-1:0] acc_word_x = $signed(in_data[ACC_BITS-1:0]);
+    wire signed [WB_W-1:0] acc_word_x = $signed(sec_data[ACC_BITS-1:0]);
     wire signed [WB_W-1:0] buf_word_x = $signed(in_data[23:0]);
+    wire signed [WB_W-1:0] shr_word_x = buf_word_x >>> shift;             // SHR: floor
+    wire [ACC_BITS-1:0]    z_word     = in_data[ACC_BITS-1:0];
+    wire                   z_pos      = !z_word[ACC_BITS-1] && (z_word != {ACC_BITS{1'b0}});
+    wire signed [WB_W-1:0] sel_word_x = z_pos ? wa_q : {WB_W{1'b0}};      // SELECT: v where z > 0
     wire signed [WB_W-1:0] g_final;
     wire wg_write = b_run && is_wg && b_last_chunk;
-    wire [WB_W-1:0] wa_wdata = wg_write ? g_final : ((state == S_GW) ? acc_word_x
-                                                   : ((state == S_BW) ? buf_word_x : upd_new_x));
+    wire [WB_W-1:0] wa_wdata = wg_write ? g_final
+                             : ((state == S_GW) ? acc_word_x
+                             : ((state == S_BW) ? (ew ? (is_sel ? acc_word_x : shr_word_x) : buf_word_x)
+                             : (ew ? sel_word_x : upd_new_x)));
     wire wa_we = wg_write || (take && (state == S_GW || state == S_BW || state == S_UG));
     wire [AW-1:0] wa_waddr = wg_write ? b_wt_at : cnt;
     wire [AW-1:0] wa_raddr = (state == S_RUN) ? wt_at : cnt_next;
@@ -380,7 +424,7 @@ module csb_pe #(
                                            : ((b_run && !is_wg && b_valid[g]) ? {BATCH{1'b1}} : {BATCH{1'b0}});
             csb_ram #(.LANES(BATCH), .LANE_BITS(ACC_BITS), .DEPTH(R_DEPTH), .AW(R_AW), .BYPASS(1)) u_r (
                 .clk(clk), .we(r_we), .waddr(r_waddr[R_AW-1:0]),
-                .wdata(r_load ? {BATCH{in_data[ACC_BITS-1:0]}} : g_acc_out[ACC_BITS*BATCH*g +: ACC_BITS*BATCH]),
+                .wdata(r_load ? {BATCH{sec_data[ACC_BITS-1:0]}} : g_acc_out[ACC_BITS*BATCH*g +: ACC_BITS*BATCH]),
                 .raddr(r_raddr[R_AW-1:0]), .rdata(r_q[ACC_BITS*BATCH*g +: ACC_BITS*BATCH])
             );
 
@@ -445,6 +489,10 @@ module csb_pe #(
                     op          <= h_op;
                     shift       <= h_shift;
                     nnz         <= h_nnz;
+                    zero        <= h_zero;
+                    g_first     <= h_gf;
+                    left        <= h_left;
+                    ew          <= h_ew;
                     bad_index   <= 1'b0;
                     sent_status <= 1'b0;
                     e <= 9'd0; t <= {AW{1'b0}}; ky <= 3'd0; kx <= 3'd0; chunk <= {AW{1'b0}};
@@ -455,16 +503,17 @@ module csb_pe #(
                         state  <= S_SEND;
                     end else begin
                         status <= `CODESIGN_CSB_STATUS_OK;
-                        state  <= next_section(h_op, S_HEAD, h_nnz == 9'd0, 1'b0);
+                        state  <= next_section(h_op, S_HEAD, h_nnz == 9'd0, 1'b0, h_ew, h_gf);
                     end
                 end
-                S_IDX, S_W8, S_XB, S_DB, S_RB, S_GW, S_BW, S_UG: if (in_valid) begin
+                S_IDX, S_W8, S_XB, S_DB, S_RB, S_GW, S_BW, S_UG: if (take) begin
                     if (state == S_IDX && idx_bad) begin
                         bad_index <= 1'b1;
                         status    <= `CODESIGN_CSB_STATUS_INDEX;
                     end
                     if (sec_last)
-                        state <= next_section(op, state, nnz == 9'd0, bad_index || (state == S_IDX && idx_bad));
+                        state <= next_section(op, state, nnz == 9'd0, bad_index || (state == S_IDX && idx_bad), ew,
+                                              g_first);
                 end
                 S_RUN: begin
                     if (!last_chunk) begin

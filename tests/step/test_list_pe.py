@@ -1,11 +1,15 @@
-"""The PE phases of the list cycle model: the FP-MAC array's add up to its RTL cycle model, for GEMMs,
-element-wise operations and refused headers."""
+"""The PE phases of the list cycle model: the FP-MAC array's and the CSB PE's add up to their RTL cycle models, for
+block operations (with and without the CSB flags), element-wise operations and refused headers."""
 
 from __future__ import annotations
 
 import pytest
 
 from codesign.pe import get_pe
+from codesign.pe.csb import CsbSpec
+from codesign.pe.csb.cycles import transaction_cycles as csb_cycles
+from codesign.pe.csb.stream import EwOp, header_word as csb_header
+from codesign.pe.csb.stream import Op as CsbOp
 from codesign.pe.fpmac_array.contract import Header
 from codesign.pe.fpmac_array.cycles import transaction_cycles
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
@@ -28,3 +32,21 @@ def test_fpmac_array_phases_add_up_to_its_cycle_model(header):
     assert (operands, results) == ((cycles.load, cycles.drain) if status == 0 else (0, 0))
     if status == 0:
         assert [kind for kind, _, _ in steps[2:]] == [IN, WAIT, OUT]
+
+
+CSB = CsbSpec(block_rows=4, block_cols=4, batch=3, acc_bits=16)
+
+
+@pytest.mark.parametrize("header", [
+    csb_header(CsbOp.FP, 5), csb_header(CsbOp.FP, 5, zero=True), csb_header(CsbOp.EB, 16, zero=True),
+    csb_header(CsbOp.WG, 7, g_first=True), csb_header(CsbOp.WG, 0, zero=True), csb_header(CsbOp.UPD, 3, 9, left=True),
+    csb_header(EwOp.SELECT, 12, ew=True), csb_header(EwOp.SHR, 16, 16, ew=True), csb_header(CsbOp.UPD, 1, zero=True),
+    csb_header(EwOp.SHR, 17, ew=True)])
+def test_csb_phases_add_up_to_its_cycle_model(header):
+    """The phases' cycles are the PE's stall-free transaction cycles for the words of that header (valid indices);
+    the status is the first word out."""
+    steps, status, operands, results = pe_phases(get_pe("csb"), CSB, header)
+    words = [header] + [0] * operands  # index 0x00 (inside the block) and zero data: the cycles see lengths only
+    assert sum(n for _, n, _ in steps) == csb_cycles(CSB, words).total
+    outs = [(n, s) for kind, n, s in steps if kind == OUT]
+    assert outs[0] == (1, status) and sum(n for n, _ in outs[1:]) == results

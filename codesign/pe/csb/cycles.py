@@ -21,6 +21,12 @@ The RTL runs one transaction in three phases, one after the other:
 * **drain**: one cycle to load the output register, then one word per cycle:
   the status word and (status 0) the result words. ``drain = 1 + n_out``.
 
+Header flags (docs/csb.md): ``ZERO`` has the PE write the zero initial
+section itself, one word a cycle with ``in_ready`` low, so it costs the
+cycles the section would have taken (``load = n_in + zero words``); an
+element-wise transaction (SELECT, SHR) loads, computes nothing and drains its
+``n`` results (``compute = 0``, ``drain = 2 + n``).
+
 ``total = load + compute + drain`` counts the clock cycles from the first
 input handshake to the last output handshake, both included (the figure
 ``codesign.hw.stream_bench`` reports per transaction). Backpressure on the
@@ -34,7 +40,8 @@ from typing import Protocol
 from codesign.numerics.records import keyword_record
 
 OP_FP, OP_EB, OP_WG, OP_UPD = range(4)
-RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | (0x1F << 8) | (0x1FF << 16))
+FLAG_ZERO, FLAG_G_FIRST, FLAG_LEFT, FLAG_EW = 1 << 2, 1 << 3, 1 << 4, 1 << 5
+RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | 0x3C | (0x1F << 8) | (0x1FF << 16))
 
 
 class PeShape(Protocol):
@@ -103,6 +110,24 @@ def result_words(pe: PeShape, *, op: int, nnz: int) -> int:
     return nnz * k * k
 
 
+def _refused(pe: PeShape, header: int) -> bool:
+    """Whether the header alone is refused (status 1 or 2: the PE answers the header with its status)."""
+    op, shift, nnz, flags = header & 3, (header >> 8) & 0x1F, (header >> 16) & 0x1FF, header & 0x3C
+    if header & RESERVED_MASK:
+        return True
+    if flags & FLAG_EW:
+        return op > 1 or flags != FLAG_EW or bool(shift and op == 0) or \
+            nnz > min(pe.block_rows * pe.block_cols * pe.kernel ** 2, 0x1FF)
+    return bool((shift and op != OP_UPD) or (flags & FLAG_ZERO and op == OP_UPD)
+                or (flags & FLAG_G_FIRST and op != OP_WG) or (flags & FLAG_LEFT and op != OP_UPD)
+                or nnz > pe.block_rows * pe.block_cols)
+
+
+def zero_words(pe: PeShape, *, op: int, nnz: int) -> int:
+    """Words of the initial section a ``ZERO`` transaction leaves out (the PE writes them, a cycle each)."""
+    return result_words(pe, op=op, nnz=nnz)
+
+
 def stream_cycles(spec: PeShape, words_in) -> int:
     """Total cycles of the transaction ``words_in`` (the PE registry's cycle-model entry)."""
     return transaction_cycles(spec, words_in).total
@@ -115,14 +140,17 @@ def transaction_cycles(pe: PeShape, words_in) -> TransactionCycles:
     if not words:
         raise ValueError("a transaction has at least its header word")
     header = words[0]
-    op, shift, nnz = header & 3, (header >> 8) & 0x1F, (header >> 16) & 0x1FF
-    if header & RESERVED_MASK or (shift and op != OP_UPD) or nnz > pe.block_rows * pe.block_cols:
+    op, nnz = header & 3, (header >> 16) & 0x1FF
+    if _refused(pe, header):
         return TransactionCycles(load=len(words), compute=0, drain=2)  # header, status only
+    if header & FLAG_EW:
+        return TransactionCycles(load=len(words), compute=0, drain=2 + nnz)
     index_words = words[1:1 + _words(nnz)]
     index = [(word >> (8 * j)) & 0xFF for word in index_words for j in range(4)][:nnz]
     if len(index) < nnz:
         raise ValueError(f"the transaction ends inside its index ({len(words)} words, nnz={nnz})")
+    zeros = zero_words(pe, op=op, nnz=nnz) if header & FLAG_ZERO else 0
     if any(byte >> 4 >= pe.block_rows or byte & 15 >= pe.block_cols for byte in index):
-        return TransactionCycles(load=len(words), compute=0, drain=2)
-    return TransactionCycles(load=len(words), compute=compute_cycles(pe, op=op, nnz=nnz),
+        return TransactionCycles(load=len(words) + zeros, compute=0, drain=2)
+    return TransactionCycles(load=len(words) + zeros, compute=compute_cycles(pe, op=op, nnz=nnz),
                              drain=1 + 1 + result_words(pe, op=op, nnz=nnz))

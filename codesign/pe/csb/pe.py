@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from codesign.pe.csb import cycles
 from codesign.pe.csb.reference import reference_output
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stimulus import build_transactions, count_macs, top_up_updates
+from codesign.pe.csb.stimulus_ext import ext_transactions
 from codesign.hw.constants_gen import HEADER_NAME as CONSTANTS_HEADER
 from codesign.hw.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
@@ -35,7 +38,8 @@ MAX_ROUNDS = 6  # stimulus doublings before giving up on the MAC target
 class CsbStimulusOptions:
     """What ``codesign verify csb`` checks: the directed set plus random transactions until every op
     (FP, EB, WG) has at least ``min_macs_per_op`` MACs, then full-block UPDs until UPD has updated as many
-    buffer words.
+    buffer words, then the header flags' and element-wise ops' set until each of them (ZERO, G_FIRST, LEFT,
+    SELECT, SHR) has as many values (:mod:`codesign.pe.csb.stimulus_ext`).
     """
 
     min_macs_per_op: int = 10_000
@@ -69,14 +73,20 @@ class CsbPE(StreamPE):
         for _ in range(MAX_ROUNDS):
             transactions = build_transactions(spec, count=count, seed=options.seed)
             if _reached(spec, transactions, options.min_macs_per_op):
-                return top_up_updates(spec, transactions, target=options.min_macs_per_op, seed=options.seed)
+                transactions = top_up_updates(spec, transactions, target=options.min_macs_per_op, seed=options.seed)
+                return transactions + ext_transactions(spec, target=options.min_macs_per_op, seed=options.seed)
             count *= 2
         raise ValueError(f"{count} random transactions did not reach {options.min_macs_per_op} MACs per op")
 
     def reference_output(self, spec: CsbSpec, words_in):
-        import numpy as np
-
         return np.array(reference_output([int(w) for w in words_in], **spec.to_dict()), dtype=np.uint64)
+
+    def golden_output(self, spec: CsbSpec, words_in):
+        """The NumPy golden (:func:`codesign.pe.csb.stream.expected_output`), held equal to the reference at the golden
+        level: a golden list runner takes it for a whole training step's calls."""
+        from codesign.pe.csb.stream import expected_output
+
+        return expected_output(spec, words_in).astype(np.uint64)
 
     def transaction_cycles(self, spec: CsbSpec, words_in) -> int:
         return cycles.stream_cycles(spec, words_in)

@@ -12,7 +12,8 @@ from codesign.contracts.constants import STATUS_BAD_HEADER, STATUS_OK, status_co
 
 OP_FP, OP_EB, OP_WG, OP_UPD = range(4)
 STATUS_NNZ, STATUS_INDEX = status_code("csb", "NNZ"), status_code("csb", "INDEX")
-RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | (0x1F << 8) | (0x1FF << 16))
+ZERO, G_FIRST, LEFT, ELEMENTWISE = 4, 8, 16, 32  # header bits 2..5 (docs/csb.md, "Flags and element-wise operations")
+RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | 0x3C | (0x1F << 8) | (0x1FF << 16))
 
 
 def _signed(value: int, bits: int) -> int:
@@ -60,7 +61,7 @@ class _Shape:
         self.taps = [(ky, kx) for ky in range(kernel) for kx in range(kernel)]
 
 
-def _read_sections(reader: _Reader, op: int, nnz: int, s: _Shape) -> dict:
+def _read_sections(reader: _Reader, op: int, nnz: int, s: _Shape, flags: int = 0) -> dict:
     """The sections after the index bytes, in stream order, as signed values."""
 
     def int8s(count: int) -> list[int]:
@@ -69,17 +70,21 @@ def _read_sections(reader: _Reader, op: int, nnz: int, s: _Shape) -> dict:
     def words_signed(count: int, bits: int) -> list[int]:
         return [_signed(reader.word(), bits) for _ in range(count)]
 
+    def accumulators(count: int) -> list[int]:  # ZERO: not sent, every sum starts at 0
+        return [0] * count if flags & ZERO else words_signed(count, s.acc_bits)
+
     kk, lanes = s.k * s.k, s.lanes
     out_size, in_size = s.out_h * s.out_w * lanes, s.in_h * s.in_w * lanes
     if op == OP_FP:
-        return {"weights": int8s(nnz * kk), "data": int8s(s.block_cols * in_size),
-                "acc": words_signed(s.block_rows * out_size, s.acc_bits)}
+        weights, data = int8s(nnz * kk), int8s(s.block_cols * in_size)
+        return {"weights": weights, "data": data, "acc": accumulators(s.block_rows * out_size)}
     if op == OP_EB:
-        return {"weights": int8s(nnz * kk), "data": int8s(s.block_rows * out_size),
-                "acc": words_signed(s.block_cols * in_size, s.acc_bits)}
+        weights, data = int8s(nnz * kk), int8s(s.block_rows * out_size)
+        return {"weights": weights, "data": data, "acc": accumulators(s.block_cols * in_size)}
     if op == OP_WG:
-        return {"x_data": int8s(s.block_cols * in_size), "dy_data": int8s(s.block_rows * out_size),
-                "grads": words_signed(nnz * kk, s.acc_bits)}
+        grads = accumulators(nnz * kk) if flags & G_FIRST else None
+        x_data, dy_data = int8s(s.block_cols * in_size), int8s(s.block_rows * out_size)
+        return {"x_data": x_data, "dy_data": dy_data, "grads": grads if flags & G_FIRST else accumulators(nnz * kk)}
     return {"buffer": words_signed(nnz * kk, 24), "grads": words_signed(nnz * kk, 32)}
 
 
@@ -134,8 +139,10 @@ def _weight_gradient(s: _Shape, ys, xs, x_data, dy_data, grads) -> list[int]:
     return result
 
 
-def _update(shift: int, buffer, grads) -> list[int]:
+def _update(shift: int, buffer, grads, left: bool = False) -> list[int]:
     result = []
+    if left:  # the gradient times 2^shift, clamped to 32 bits, then an update at shift 0
+        grads, shift = [_saturate(g * (1 << shift), 32) for g in grads], 0
     for b, g in zip(buffer, grads):
         numerator = b * (1 << shift) - g  # the exact sum, in units of 2^-shift buffer steps
         quotient, remainder = divmod(numerator, 1 << shift)  # floor division
@@ -152,7 +159,14 @@ def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, ou
     reader = _Reader(words)
     header = reader.word()
     op, shift, nnz = header & 3, (header >> 8) & 0x1F, (header >> 16) & 0x1FF
-    if header & RESERVED_MASK or (shift and op != OP_UPD):
+    flags = header & 0x3C
+    if header & RESERVED_MASK:
+        return [STATUS_BAD_HEADER]
+    if flags & ELEMENTWISE:
+        return _elementwise(reader, op, shift, nnz, flags, min(block_rows * block_cols * kernel * kernel, 511),
+                            acc_bits)
+    if (shift and op != OP_UPD) or (flags & ZERO and op == OP_UPD) or (flags & G_FIRST and op != OP_WG) \
+            or (flags & LEFT and op != OP_UPD):
         return [STATUS_BAD_HEADER]
     if nnz > block_rows * block_cols:
         return [STATUS_NNZ]
@@ -160,7 +174,7 @@ def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, ou
     ys, xs = [b >> 4 for b in index], [b & 15 for b in index]
     shape = _Shape(block_rows=block_rows, block_cols=block_cols, kernel=kernel, out_h=out_h, out_w=out_w,
                    batch=batch, parallel=parallel, acc_bits=acc_bits)
-    sections = _read_sections(reader, op, nnz, shape)
+    sections = _read_sections(reader, op, nnz, shape, flags)
     if reader.at != len(reader.words):
         raise ValueError(f"transaction has {len(reader.words) - reader.at} words beyond its sections")
     if any(y >= block_rows or x >= block_cols for y, x in zip(ys, xs)):
@@ -171,4 +185,23 @@ def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, ou
         return [STATUS_OK] + _error_back(shape, ys, xs, **sections)
     if op == OP_WG:
         return [STATUS_OK] + _weight_gradient(shape, ys, xs, **sections)
-    return [STATUS_OK] + _update(shift, **sections)
+    return [STATUS_OK] + _update(shift, **sections, left=bool(flags & LEFT))
+
+
+def _elementwise(reader: _Reader, op: int, shift: int, count: int, flags: int, capacity: int,
+                 acc_bits: int) -> list[int]:
+    """SELECT (op 0): v where z > 0, else 0, on acc_bits values; SHR (op 1): a 24-bit word shifted right, floored."""
+    if op > 1 or flags != ELEMENTWISE or (shift and op == 0):
+        return [STATUS_BAD_HEADER]
+    if count > capacity:
+        return [STATUS_NNZ]
+    if op == 1:
+        values = [_signed(reader.word(), 24) for _ in range(count)]
+        result = [_word(value // (1 << shift)) for value in values]
+    else:
+        values = [_signed(reader.word(), acc_bits) for _ in range(count)]
+        signs = [_signed(reader.word(), acc_bits) for _ in range(count)]
+        result = [_word(value if sign > 0 else 0) for value, sign in zip(values, signs)]
+    if reader.at != len(reader.words):
+        raise ValueError(f"transaction has {len(reader.words) - reader.at} words beyond its sections")
+    return [STATUS_OK] + result

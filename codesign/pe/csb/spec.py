@@ -94,6 +94,12 @@ class CsbSpec:
         return self.block_rows * self.block_cols
 
     @property
+    def ew_capacity(self) -> int:
+        """Elements one element-wise transaction (SELECT, SHR) takes: the wide weight buffer's words
+        (``capacity * kk``), at most the 9-bit count field's 511."""
+        return min(self.capacity * self.kk, 0x1FF)
+
+    @property
     def acc_min(self) -> int:
         return -(1 << (self.acc_bits - 1))
 

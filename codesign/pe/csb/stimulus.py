@@ -26,6 +26,8 @@ import numpy as np
 from codesign.hw.vectors import write_transactions
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import (
+    FLAG_BITS,
+    FLAG_EW,
     HEADER_FIELDS,
     STATUS_OK,
     Op,
@@ -99,7 +101,7 @@ class TransactionBuilder:
         header = int(words[0])
         op, nnz = Op(header & 3), header >> 16 & 0x1FF
         at = 1
-        for name, kind, count in sections(s, op, nnz):
+        for name, kind, count in sections(s, op, nnz, header & FLAG_BITS):
             if kind == "bytes":
                 size = -(-count // 4)
                 used = count % 4
@@ -190,7 +192,7 @@ def directed_transactions(spec: CsbSpec, rng: np.random.Generator) -> list[np.nd
         out.append(make.garble(make.transaction(op, int(rng.integers(1, cap + 1)), order="shuffled")))
     # refused headers: the header is the whole transaction
     for op in Op:
-        out.append(np.array([header_word(op, cap) | 1 << 2], dtype=np.uint32))  # reserved bit 2
+        out.append(np.array([header_word(op, cap) | 1 << 6], dtype=np.uint32))  # reserved bit 6
     reserved = [bit for bit in range(32) if not HEADER_FIELDS >> bit & 1]
     for bit in reserved:
         out.append(np.array([header_word(Op.FP, 0) | 1 << bit], dtype=np.uint32))
@@ -245,6 +247,8 @@ def count_macs(spec: CsbSpec, transactions) -> dict[str, int]:
             counts["refused"] += 1
             continue
         op, nnz = Op(header & 3), header >> 16 & 0x1FF
+        if header & FLAG_EW:  # element-wise: counted by codesign.pe.csb.stimulus_ext.count_ext
+            continue
         if op == Op.UPD:
             counts["upd"] += nnz * spec.kk
         else:

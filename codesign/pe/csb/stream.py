@@ -8,6 +8,14 @@ word and (status 0) the result words computed by :mod:`codesign.pe.csb.golden`.
 Words are ``uint32`` arrays; signed fields are read from their low bits
 (higher bits ignored) and results written sign-extended to 32 bits.
 
+Header flags (docs/csb.md, "Flags and element-wise operations"): ``ZERO`` (FP,
+EB, WG start every sum at 0 and take no initial accumulator or gradient
+section), ``G_FIRST`` (WG takes its initial gradients right after the index),
+``LEFT`` (UPD shifts the gradient left, saturating to 32 bits, and updates at
+shift 0) and ``EW`` (an element-wise op: SELECT ``v where z > 0 else 0``, or
+SHR ``v >> s``; the count field counts elements). They let a training step
+run as call lists with every operand in place (:mod:`codesign.step.csb`).
+
 Statuses: 1 (reserved header bits, or a shift with an op other than UPD) and
 2 (``nnz`` above the block capacity) answer the header alone: the PE expects a
 new header next, so such a transaction *is* its header word. Status 3 (an
@@ -36,8 +44,22 @@ class Op(IntEnum):
     UPD = 3
 
 
+class EwOp(IntEnum):
+    """Element-wise ops (header flag ``EW``): SELECT keeps ``v`` where ``z > 0`` (a ReLU when ``z = v``, the mask of
+    an error by the forward's sign otherwise); SHR shifts a 24-bit buffer word right, flooring (its top byte: the
+    8-bit weight FP and EB read)."""
+
+    SELECT = 0
+    SHR = 1
+
+
+FLAG_ZERO = 1 << 2  # FP, EB, WG: no initial ACC / G section, every sum starts at 0
+FLAG_G_FIRST = 1 << 3  # WG: initial G right after the index, before X and DY
+FLAG_LEFT = 1 << 4  # UPD: G * 2^s saturated to 32 bits, then the update at shift 0
+FLAG_EW = 1 << 5  # element-wise op (EwOp); the nnz field counts elements
+FLAG_BITS = FLAG_ZERO | FLAG_G_FIRST | FLAG_LEFT | FLAG_EW
 STATUS_NNZ, STATUS_INDEX = status_code("csb", "NNZ"), status_code("csb", "INDEX")
-HEADER_FIELDS = 0x3 | 0x1F << 8 | 0x1FF << 16  # op [1:0], shift [12:8], nnz [24:16]
+HEADER_FIELDS = 0x3 | FLAG_BITS | 0x1F << 8 | 0x1FF << 16  # op [1:0], flags [5:2], shift [12:8], nnz [24:16]
 MAX_NNZ_FIELD = 0x1FF
 WORD_MASK = 0xFFFF_FFFF
 
@@ -49,38 +71,60 @@ def _op(op) -> Op:
         raise ValueError(f"op={op!r} is not one of FP (0), EB (1), WG (2), UPD (3)") from None
 
 
-def header_word(op, nnz: int, shift: int = 0) -> int:
-    """The header word; fields are range-checked, the status rules are not (see :func:`header_status`)."""
-    op = _op(op)
+def _flag_bits(*, zero: bool = False, g_first: bool = False, left: bool = False, ew: bool = False) -> int:
+    return (FLAG_ZERO if zero else 0) | (FLAG_G_FIRST if g_first else 0) | (FLAG_LEFT if left else 0) | \
+        (FLAG_EW if ew else 0)
+
+
+def header_word(op, nnz: int, shift: int = 0, *, zero: bool = False, g_first: bool = False, left: bool = False,
+                ew: bool = False) -> int:
+    """The header word; fields are range-checked, the status rules are not (see :func:`header_status`).
+    With ``ew`` the op is an :class:`EwOp` and ``nnz`` the element count."""
+    op = int(EwOp(op)) if ew else int(_op(op))
     if isinstance(nnz, bool) or not isinstance(nnz, (int, np.integer)) or not 0 <= nnz <= MAX_NNZ_FIELD:
         raise ValueError(f"nnz={nnz!r} does not fit the 9-bit header field")
     if isinstance(shift, bool) or not isinstance(shift, (int, np.integer)) or not 0 <= shift <= golden.MAX_SHIFT:
         raise ValueError(f"shift={shift!r} does not fit the 5-bit header field")
-    return int(op) | int(shift) << 8 | int(nnz) << 16
+    return op | _flag_bits(zero=zero, g_first=g_first, left=left, ew=ew) | int(shift) << 8 | int(nnz) << 16
 
 
 def header_status(spec: CsbSpec, header: int) -> int:
     """0 when the header is accepted, else status 1 or 2 (the PE then reads nothing more)."""
-    op, shift, nnz = header & 3, header >> 8 & 0x1F, header >> 16 & 0x1FF
-    if header & ~HEADER_FIELDS & WORD_MASK or (shift and op != Op.UPD):
+    op, shift, nnz, flags = header & 3, header >> 8 & 0x1F, header >> 16 & 0x1FF, header & FLAG_BITS
+    if header & ~HEADER_FIELDS & WORD_MASK:
+        return STATUS_BAD_HEADER
+    if flags & FLAG_EW:
+        if op > EwOp.SHR or flags != FLAG_EW or (shift and op != EwOp.SHR):
+            return STATUS_BAD_HEADER
+        return STATUS_NNZ if nnz > spec.ew_capacity else STATUS_OK
+    if (shift and op != Op.UPD) or (flags & FLAG_ZERO and op == Op.UPD) or (flags & FLAG_G_FIRST and op != Op.WG) \
+            or (flags & FLAG_LEFT and op != Op.UPD):
         return STATUS_BAD_HEADER
     if nnz > spec.capacity:
         return STATUS_NNZ
     return STATUS_OK
 
 
-def sections(spec: CsbSpec, op, nnz: int) -> list[tuple[str, str, int]]:
-    """``(name, 'bytes' | 'words', count)`` of the sections after the header, in stream order."""
+def sections(spec: CsbSpec, op, nnz: int, flags: int = 0) -> list[tuple[str, str, int]]:
+    """``(name, 'bytes' | 'words', count)`` of the sections after the header, in stream order (``flags``: the
+    header's flag bits)."""
+    if flags & FLAG_EW:
+        return [("v", "words", nnz), ("z", "words", nnz)] if EwOp(op) == EwOp.SELECT else [("v", "words", nnz)]
     op, kk = _op(op), spec.kk
+    zero, g_first = bool(flags & FLAG_ZERO), bool(flags & FLAG_G_FIRST)
     x_bytes = spec.block_cols * spec.in_pos * spec.batch
     dy_bytes = spec.block_rows * spec.out_pos * spec.batch
     parts = [("index", "bytes", nnz)]
     if op == Op.FP:
-        parts += [("weights", "bytes", nnz * kk), ("x", "bytes", x_bytes), ("acc", "words", dy_bytes)]
+        parts += [("weights", "bytes", nnz * kk), ("x", "bytes", x_bytes)] + \
+            ([] if zero else [("acc", "words", dy_bytes)])
     elif op == Op.EB:
-        parts += [("weights", "bytes", nnz * kk), ("dy", "bytes", dy_bytes), ("acc", "words", x_bytes)]
+        parts += [("weights", "bytes", nnz * kk), ("dy", "bytes", dy_bytes)] + \
+            ([] if zero else [("acc", "words", x_bytes)])
     elif op == Op.WG:
-        parts += [("x", "bytes", x_bytes), ("dy", "bytes", dy_bytes), ("grads", "words", nnz * kk)]
+        grads = [] if zero else [("grads", "words", nnz * kk)]
+        parts += (grads if g_first else []) + [("x", "bytes", x_bytes), ("dy", "bytes", dy_bytes)] + \
+            ([] if g_first else grads)
     else:
         parts += [("buffer", "words", nnz * kk), ("grads", "words", nnz * kk)]
     return parts
@@ -94,11 +138,15 @@ def transaction_length(spec: CsbSpec, header: int) -> int:
     """Input words of the transaction this header starts (1 for a header refused with status 1 or 2)."""
     if header_status(spec, header) != STATUS_OK:
         return 1
-    return 1 + sum(_section_words(kind, count) for _, kind, count in sections(spec, header & 3, header >> 16 & 0x1FF))
+    return 1 + sum(_section_words(kind, count)
+                   for _, kind, count in sections(spec, header & 3, header >> 16 & 0x1FF, header & FLAG_BITS))
 
 
-def result_count(spec: CsbSpec, op, nnz: int) -> int:
-    """Result words after a status-0 word."""
+def result_count(spec: CsbSpec, op, nnz: int, flags: int = 0) -> int:
+    """Result words after a status-0 word (``flags``: the header's flag bits; an element-wise op gives one word an
+    element)."""
+    if flags & FLAG_EW:
+        return nnz
     op = _op(op)
     if op == Op.FP:
         return spec.block_rows * spec.out_pos * spec.batch
@@ -117,6 +165,7 @@ class Transaction:
     status: int
     index: np.ndarray
     data: dict[str, np.ndarray]
+    flags: int = 0
 
     @property
     def ys(self) -> np.ndarray:
@@ -148,7 +197,9 @@ def _shapes(spec: CsbSpec, nnz: int) -> dict[str, tuple[int, ...]]:
             "dy": (spec.block_rows, spec.out_h, spec.out_w, b), "grads": (nnz, k, k), "buffer": (nnz, k, k)}
 
 
-def _field_bits(spec: CsbSpec, op: Op, name: str) -> int:
+def _field_bits(spec: CsbSpec, op: Op, name: str, flags: int = 0) -> int:
+    if flags & FLAG_EW:
+        return BUFFER_BITS if op == EwOp.SHR else spec.acc_bits  # SHR reads buffer words, SELECT accumulators
     if name in ("index",):
         return 8
     if name in ("weights", "x", "dy"):
@@ -166,13 +217,14 @@ def parse_transaction(spec: CsbSpec, words) -> Transaction:
     if words.size == 0:
         raise ValueError("transaction truncated: no header word")
     header = int(words[0])
-    op, shift, nnz = Op(header & 3), header >> 8 & 0x1F, header >> 16 & 0x1FF
+    op, shift, nnz, flags = Op(header & 3), header >> 8 & 0x1F, header >> 16 & 0x1FF, header & FLAG_BITS
     status = header_status(spec, header)
     if status != STATUS_OK:
         if words.size != 1:
             raise ValueError(f"header 0x{header:08x} is refused with status {status}: the PE expects a new header "
                              f"next, yet {words.size - 1} more words follow")
-        return Transaction(op=op, shift=shift, nnz=nnz, status=status, index=np.zeros(0, np.uint8), data={})
+        return Transaction(op=op, shift=shift, nnz=nnz, status=status, index=np.zeros(0, np.uint8), data={},
+                           flags=flags)
     expected = transaction_length(spec, header)
     if words.size < expected:
         raise ValueError(f"transaction truncated: {words.size} words, op {op.name} with nnz={nnz} needs {expected}")
@@ -181,7 +233,10 @@ def parse_transaction(spec: CsbSpec, words) -> Transaction:
     shapes = _shapes(spec, nnz)
     acc_shape = shapes["dy"] if op == Op.FP else shapes["x"]
     at, data, index = 1, {}, np.zeros(0, np.uint8)
-    for name, kind, count in sections(spec, op, nnz):
+    if flags & FLAG_ZERO:  # the PE starts the sums at 0 itself
+        data["acc" if op in (Op.FP, Op.EB) else "grads"] = np.zeros(acc_shape if op != Op.WG else shapes["grads"],
+                                                                     np.int64)
+    for name, kind, count in sections(spec, op, nnz, flags):
         size = _section_words(kind, count)
         chunk = words[at:at + size]
         at += size
@@ -189,12 +244,12 @@ def parse_transaction(spec: CsbSpec, words) -> Transaction:
             index = unpack_bytes(chunk, count)
             continue
         values = unpack_bytes(chunk, count).view(np.int8).astype(np.int64) if kind == "bytes" else \
-            _signed(chunk, _field_bits(spec, op, name))
-        data[name] = values.reshape(acc_shape if name == "acc" else shapes[name])
+            _signed(chunk, _field_bits(spec, op, name, flags))
+        data[name] = values if flags & FLAG_EW else values.reshape(acc_shape if name == "acc" else shapes[name])
     ys, xs = index >> 4, index & 15
     if np.any(ys >= spec.block_rows) or np.any(xs >= spec.block_cols):
         status = STATUS_INDEX
-    return Transaction(op=op, shift=shift, nnz=nnz, status=status, index=index, data=data)
+    return Transaction(op=op, shift=shift, nnz=nnz, status=status, index=index, data=data, flags=flags)
 
 
 def compute(spec: CsbSpec, transaction: Transaction) -> np.ndarray:
@@ -202,6 +257,13 @@ def compute(spec: CsbSpec, transaction: Transaction) -> np.ndarray:
     if transaction.status != STATUS_OK:
         raise ValueError(f"transaction was refused with status {transaction.status}: it has no result")
     d, op, ys, xs = transaction.data, transaction.op, transaction.ys, transaction.xs
+    if transaction.flags & FLAG_EW:
+        if op == EwOp.SELECT:
+            return np.where(d["z"] > 0, d["v"], 0).astype(np.int64)
+        return d["v"] >> transaction.shift  # arithmetic: floor
+    if op == Op.UPD and transaction.flags & FLAG_LEFT:  # |G| <= 2^31, s <= 31: exact in int64, then 32-bit saturation
+        grads = golden.saturate(d["grads"] << transaction.shift, WORD_BITS)
+        return golden.block_upd(spec, d["buffer"], grads, 0).reshape(-1)
     if op == Op.FP:
         result = golden.block_fp(spec, ys, xs, d["weights"], d["x"], d["acc"])
     elif op == Op.EB:
@@ -222,7 +284,7 @@ def expected_output(spec: CsbSpec, words) -> np.ndarray:
     return np.concatenate([[STATUS_OK], result & WORD_MASK]).astype(np.uint32)
 
 
-def decode_output(spec: CsbSpec, op, nnz: int, words) -> tuple[int, np.ndarray]:
+def decode_output(spec: CsbSpec, op, nnz: int, words, flags: int = 0) -> tuple[int, np.ndarray]:
     """``(status, results)`` from output words, results signed int64 in stream order; ValueError on a bad length."""
     words = _as_words(words)
     if words.size == 0:
@@ -230,7 +292,7 @@ def decode_output(spec: CsbSpec, op, nnz: int, words) -> tuple[int, np.ndarray]:
     status = int(words[0])
     if status not in range(4):
         raise ValueError(f"status word {status} is not 0..3")
-    want = 1 + (result_count(spec, op, nnz) if status == STATUS_OK else 0)
+    want = 1 + (result_count(spec, op, nnz, flags) if status == STATUS_OK else 0)
     if words.size != want:
         raise ValueError(f"output has {words.size} words, status {status} of op {_op(op).name} with nnz={nnz} "
                          f"needs {want}")
@@ -251,13 +313,36 @@ def split_stream(spec: CsbSpec, words) -> list[np.ndarray]:
     return out
 
 
+def encode_elementwise(spec: CsbSpec, op, v, z=None, *, shift: int = 0) -> np.ndarray:
+    """Input words of an element-wise transaction: SELECT takes ``v`` and ``z`` (``acc_bits`` values), SHR ``v``
+    (24-bit buffer words) and ``shift``; bad input raises a ValueError."""
+    op = EwOp(op)
+    v = np.asarray(v).reshape(-1)
+    if v.size > spec.ew_capacity:
+        raise ValueError(f"{v.size} elements exceed the element-wise capacity {spec.ew_capacity} (status 2)")
+    if (z is None) != (op == EwOp.SHR) or (shift and op != EwOp.SHR):
+        raise ValueError(f"{op.name} takes {'v and z' if op == EwOp.SELECT else 'v and a shift'}")
+    bits = _field_bits(spec, op, "v", FLAG_EW)
+    words = [np.array([header_word(op, v.size, shift, ew=True)], dtype=np.uint32),
+             (golden.check_codes("v", v, bits) & WORD_MASK).astype(np.uint32)]
+    if z is not None:
+        z = np.asarray(z).reshape(-1)
+        if z.shape != v.shape:
+            raise ValueError(f"z has {z.size} elements, v {v.size}")
+        words.append((golden.check_codes("z", z, bits) & WORD_MASK).astype(np.uint32))
+    return np.concatenate(words).astype(np.uint32)
+
+
 def encode_transaction(spec: CsbSpec, op, *, index=None, weights=None, x=None, dy=None, acc=None, grads=None,
-                       buffer=None, shift: int = 0, check: bool = True) -> np.ndarray:
+                       buffer=None, shift: int = 0, check: bool = True, zero: bool = False, g_first: bool = False,
+                       left: bool = False) -> np.ndarray:
     """Input words (uint32) of one transaction from golden-layout arrays; bad input raises a ValueError.
 
     ``index`` is the ``nnz`` index bytes ``{y, x}`` in stored order. FP needs
     ``weights, x, acc``; EB ``weights, dy, acc``; WG ``x, dy, grads``; UPD
-    ``buffer, grads, shift``. Values are checked against their field widths
+    ``buffer, grads, shift``. ``zero`` (FP, EB, WG) leaves out ``acc``/``grads``,
+    ``g_first`` (WG) sends ``grads`` before ``x``, ``left`` (UPD) makes the
+    shift a left shift of the gradients. Values are checked against their field widths
     (8-bit codes, ``acc_bits`` accumulators and WG gradients, 24-bit buffer
     words, 32-bit UPD gradients). With ``check=False`` index bytes outside the
     block are let through (the PE answers status 3); everything else is
@@ -272,18 +357,22 @@ def encode_transaction(spec: CsbSpec, op, *, index=None, weights=None, x=None, d
         raise ValueError(f"nnz={nnz} exceeds the block capacity {spec.capacity} (the PE would answer status 2)")
     if shift and op != Op.UPD:
         raise ValueError(f"shift={shift} is only meaningful for UPD, not {op.name} (the PE would answer status 1)")
-    words = [np.array([header_word(op, nnz, shift)], dtype=np.uint32)]
+    flags = _flag_bits(zero=zero, g_first=g_first, left=left)
+    if (zero and op == Op.UPD) or (g_first and op != Op.WG) or (left and op != Op.UPD):
+        raise ValueError(f"{op.name} does not take the flags zero={zero}, g_first={g_first}, left={left} "
+                         "(the PE would answer status 1)")
+    words = [np.array([header_word(op, nnz, shift, zero=zero, g_first=g_first, left=left)], dtype=np.uint32)]
     if check and (np.any(index >> 4 >= spec.block_rows) or np.any(index & 15 >= spec.block_cols)):
         raise ValueError(f"an index byte lies outside the {spec.block_rows} x {spec.block_cols} block "
                          "(the PE would answer status 3)")
     shapes = _shapes(spec, nnz)
     given = {"weights": weights, "x": x, "dy": dy, "acc": acc, "grads": grads, "buffer": buffer}
-    needed = [name for name, _, _ in sections(spec, op, nnz)][1:]
+    needed = [name for name, _, _ in sections(spec, op, nnz, flags)][1:]
     extra = [name for name, value in given.items() if value is not None and name not in needed]
     if extra:
         raise ValueError(f"{op.name} takes {', '.join(needed)}; got also {', '.join(extra)}")
     words.append(pack_bytes(index))
-    for name, kind, count in sections(spec, op, nnz)[1:]:
+    for name, kind, count in sections(spec, op, nnz, flags)[1:]:
         value = given[name]
         if value is None:
             raise ValueError(f"{op.name} needs {name}")

@@ -1,0 +1,157 @@
+"""The compressed (CSB) MLP loop with every fixed-point step as two call lists: the state on the device, UPD on the PE.
+
+:class:`CsbListTrainer` is :class:`codesign.loops.csb.CsbMlpTrainer` whose fixed-point steps run as the lists of
+:func:`codesign.step.csb.lists.step_lists` on a *shell* (the golden shell model on the desktop, a board's csb IP).
+The float warm-up and the pruning search run on the host as in the loop. At the pruning event the trainer builds
+the arena for the kept structure and encodes every layer once: index bytes, 8-bit weights and 24-bit buffer words
+go to the device and are never re-encoded by the host while the structure stands. Per step the host
+
+1. writes the batch's 8-bit codes (rounded once, as the loop rounds them) and flushes them;
+2. runs the forward list, reads the last layer's accumulators, computes the loss and its gradient in float64 as
+   the loop does, writes the gradient's codes and flushes them;
+3. runs the backward list (gradients, the mask, UPD and the new weights' top bytes, all on the PE), which leaves
+   the new buffers in the other phase's slots.
+
+Evaluation and :meth:`read_weights` read the buffers back (once an epoch, not a step) and run the loop's own code,
+so a run equals the loop's bit for bit in every state word and every loss (``tests/loops/test_csb_lists.py``).
+The lists are kept per (samples, UPD shifts, phase); a scheduled learning rate changes the shifts only where its
+power of two moves.
+
+A shell is any object with ``run_phase(phase, arena) -> arena``, ``arena(lists, key)``, ``flush(arena, ranges)``,
+``invalidate(arena, ranges)`` (word ranges ``(start, words)``) and ``specs["csb"]``, the IP's build.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Dict, Tuple
+
+import numpy as np
+
+from codesign.loops.common import HwTrainError, softmax_cross_entropy
+from codesign.loops.csb import BUFFER_EXTRA_BITS, CsbMlpTrainer, CsbTrainSetup, learning_rate_exponent, quantize
+from codesign.pe.csb import golden
+from codesign.step.csb.lists import PE, CsbStepLists, CsbStepScales, step_arena, step_lists
+
+KEEP_LISTS = 8  # built lists kept: both phases for a full and a last, shorter batch, at a couple of UPD shifts
+_ARENAS = itertools.count()  # one arena key per pruning event (or state loaded)
+
+
+def check_list_spec(spec) -> None:
+    """Refuse, before anything is written, a CSB build the step lists cannot run (see
+    :func:`codesign.step.csb.arena.build_arena`)."""
+    if spec.block_rows != spec.block_cols or spec.batch > spec.block_cols:
+        raise HwTrainError(f"the CSB step lists need square blocks and at most block_cols batch lanes, got "
+                           f"{spec.block_rows} x {spec.block_cols} blocks and {spec.batch} lanes")
+
+
+class CsbListTrainer(CsbMlpTrainer):
+    """:class:`CsbMlpTrainer` whose fixed-point steps run as call lists on ``shell`` (see the module docstring)."""
+
+    def __init__(self, setup: CsbTrainSetup, shell) -> None:
+        spec = shell.specs.get(PE) if hasattr(shell, "specs") else None
+        if spec != setup.spec:
+            raise HwTrainError(f"the shell's {PE} build {spec} is not the set-up's {setup.spec}")
+        check_list_spec(setup.spec)
+        super().__init__(setup)
+        self.shell = shell
+        self.layout = self.device = None
+        self.buffer_phase = 0  # the slots holding the current buffer words (UPD writes the other phase's)
+        self.list_steps = self.lists_built = 0
+        self._built: Dict[Tuple[Any, ...], CsbStepLists] = {}
+        self._stale = False  # the host's copy of the buffers is older than the arena's
+
+    # -- the state between host and arena
+
+    def _set_fixed(self, masks, dense_buffers, frac_bits) -> None:
+        """The loop's switch to fixed point, then the one encoding of this structure into a new arena."""
+        super()._set_fixed(masks, dense_buffers, frac_bits)
+        layout = step_arena(self.spec, self.setup.layers, self.setup.batch_size, self._structure)
+        for layer, (structure, words) in enumerate(zip(self._structure, self.buffers)):
+            layout.write_state(layout.image, layer, structure, words, 0)
+        self.layout, self.buffer_phase, self._built, self._stale = layout, 0, {}, False
+        self.device = self.shell.arena(layout, key=("csb", self.setup.layers, self.setup.batch_size, next(_ARENAS)))
+
+    def _pull(self) -> None:
+        """The arena's buffer words into the host's copy, when a step has changed them since the last pull."""
+        if not self._stale:
+            return
+        layout, phase = self.layout, self.buffer_phase
+        ranges = [r for layer in range(len(self.shapes)) for r in layout.buffer_ranges(layer, phase)]
+        self.shell.invalidate(self.device, ranges)
+        self.buffers = [layout.read_buffer(self.device, layer, phase) for layer in range(len(self.shapes))]
+        self._stale = False
+
+    def read_weights(self) -> Dict[str, Any]:
+        self._pull()
+        return super().read_weights()
+
+    def float_weights(self):
+        self._pull()
+        return super().float_weights()
+
+    def load_weights(self, state: Dict[str, Any]) -> None:
+        self._pull()
+        super().load_weights(state)
+
+    def logits(self, x) -> np.ndarray:
+        self._pull()
+        return super().logits(x)
+
+    # -- the step
+
+    def _upd_fields(self, exponent: int) -> Tuple[Tuple[int, ...], Tuple[Tuple[int, bool], ...]]:
+        """Per layer the exponent the loop uses (capped so that UPD's shift <= 31) and UPD's shift and LEFT flag:
+        where the loop shifts the gradient left by ``-s`` before a shift-0 update, LEFT does it on the PE
+        (shifts past 31 saturate every non-zero gradient, as 31 does)."""
+        used, fields = [], []
+        for fb in self.frac_bits:
+            grad_frac, buffer_frac = fb["activation"] + fb["error"], fb["weight"] + BUFFER_EXTRA_BITS
+            capped = min(exponent, golden.MAX_SHIFT + buffer_frac - grad_frac)
+            shift = grad_frac + capped - buffer_frac
+            used.append(capped)
+            fields.append((shift, False) if shift >= 0 else (min(-shift, golden.MAX_SHIFT), True))
+        return tuple(used), tuple(fields)
+
+    def lists(self, n: int, upd) -> CsbStepLists:
+        """This step's lists for ``n`` samples: built once per samples' chunks, UPD shifts and phase."""
+        key = (self.layout.chunks_of(n), upd, self.buffer_phase)
+        built = self._built.get(key)
+        if built is None:
+            if len(self._built) >= KEEP_LISTS:
+                self._built.pop(next(iter(self._built)))
+            scales = CsbStepScales.of(self.frac_bits, upd)
+            built = self._built[key] = step_lists(self.layout, n, scales, self.buffer_phase)
+            self.lists_built += 1
+        return built
+
+    def train_step(self, x, y) -> float:
+        """One SGD step (float64 on the host in the warm-up; two call lists after); returns the loss."""
+        if self.phase == "warmup":
+            return super().train_step(x, y)
+        x, y = self._batch(x, y)
+        n = x.shape[0]
+        if n > self.setup.batch_size:
+            raise HwTrainError(f"batch of {n} samples: the arena holds {self.setup.batch_size}")
+        fb, layout, shell = self.frac_bits, self.layout, self.shell
+        used, upd = self._upd_fields(learning_rate_exponent(self.learning_rate()))
+        lists = self.lists(n, upd)
+        shell.flush(self.device, layout.write_codes(self.device, layout.x[0], quantize(x, fb[0]["activation"])))
+        self.device = shell.run_phase(lists.phases[0], self.device)
+        classes = self.setup.layers[-1]
+        shell.invalidate(self.device, layout.acc_ranges(layout.z[-1], n, classes))
+        loss, grad = softmax_cross_entropy(self._logits(layout.read_accs(self.device, layout.z[-1], n, classes)), y)
+        shell.flush(self.device, layout.write_codes(self.device, layout.dy[-1], quantize(grad, fb[-1]["error"])))
+        self.device = shell.run_phase(lists.phases[1], self.device)
+        self.buffer_phase, self._stale = 1 - self.buffer_phase, True
+        self.lr_exponents.extend(used)
+        nnz = [int(structure.nnz) for structure in self._structure]
+        for op, count in (("FP", n * sum(nnz)), ("EB", n * sum(nnz[1:])), ("WG", n * sum(nnz)), ("UPD", sum(nnz))):
+            self.backend.macs[op] += count
+        self.fixed_steps += 1
+        self.step += 1
+        self.list_steps += 1
+        return loss
+
+
+__all__ = ["CsbListTrainer", "check_list_spec"]

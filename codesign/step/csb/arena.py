@@ -1,0 +1,235 @@
+"""Where a compressed (CSB) MLP's training state lies in a call list's arena: every tensor in place, as the PE reads it.
+
+Why this layout (docs/csb.md, "A training step as call lists"): a call streams its header and at most two
+segments (:data:`~codesign.contracts.calls.MAX_SEGMENTS`), while a CSB transaction takes three or four sections.
+So the arena keeps together what one call reads in one segment:
+
+* per stored, non-empty block of layer ``l``: ``iw`` = its index bytes then its 8-bit weights (FP's and EB's
+  first two sections, one segment); ``ig[0]``, ``ig[1]`` = a copy of the index, then ``nnz`` gradient words (WG with
+  ``G_FIRST``: index and the running gradient in one segment, the chain over lane chunks ping-ponging between
+  them); ``b[0]``, ``b[1]`` = the 24-bit buffer words of phase 0 and 1 (UPD reads one phase's and writes the
+  other's);
+* per lane chunk ``k`` (``spec.batch`` samples) and channel tile (``B`` = block rows = block columns channels):
+  ``x[l][c][k]`` = layer ``l``'s input codes (``B * b`` bytes, channel-major, lanes inner: the PE's X section),
+  followed by a gap of ``B * b`` words where the previous call of an FP chain leaves its accumulators (X and ACC
+  are then one segment); ``dy[l][r][k]`` = the error codes of layer ``l``'s output and its gap (EB's DY and ACC);
+  ``z[l][r][k]`` = layer ``l``'s accumulators (the pre-activation, kept for the mask), ``dx[l][c][k]`` = the
+  accumulators of ``W^T dy`` before the mask. Every ``dy`` tile lies after every ``x`` tile, so WG reads
+  ``x[l][c][k]`` and ``dy[l][r][k]`` as one block of two rows.
+
+Tiles no call writes (a block row without a stored entry) stay zero, which is what the PE would compute there.
+The encoding (index, weights, buffers) is written once per pruning event (:meth:`CsbArena.write_state`), not per
+step. Units: offsets in bytes from the arena's start; ranges in 32-bit words.
+"""
+
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+import numpy as np
+
+from codesign.contracts.calls import RECORD_WORDS, ArenaLayout
+from codesign.numerics.records import keyword_record
+from codesign.pe.csb.format import CSBMatrix, pack_bytes
+from codesign.pe.csb.spec import BUFFER_BITS, DATA_BITS, CsbSpec
+
+Ranges = List[Tuple[int, int]]  # (first word, words): what the host flushes or reads
+BUFFER_EXTRA_BITS = BUFFER_BITS - DATA_BITS  # the weight's 8 bits are the buffer word's top bits
+
+
+def words_of_bytes(count: int) -> int:
+    return -(-count // 4)
+
+
+@keyword_record
+class BlockSlots:
+    """One stored, non-empty block of a layer: its block coordinates, entries ``entries`` (stored order) and where
+    its words lie (byte offsets): ``iw`` (index, weights), ``ig`` (index, gradients; two copies), ``b`` (buffer
+    words of phase 0 and 1)."""
+
+    row: int
+    col: int
+    start: int
+    nnz: int
+    iw: int
+    ig: Tuple[int, int]
+    b: Tuple[int, int]
+
+    @property
+    def index_words(self) -> int:
+        return words_of_bytes(self.nnz)
+
+
+def _tiles(layout: ArenaLayout, count: int, chunks: int, words: int, gap: int) -> Tuple[Tuple[int, ...], ...]:
+    """``count x chunks`` zero tiles of ``words`` words, each followed by ``gap`` words; their byte offsets."""
+    return tuple(tuple(layout.put(np.zeros(words + gap, dtype=np.uint32)) for _ in range(chunks))
+                 for _ in range(count))
+
+
+@keyword_record
+class CsbArena:
+    """The arena of a CSB MLP step (see the module docstring): ``layers`` widths, ``batch`` rows a step, lane
+    ``chunks`` of ``spec.batch``, ``tile`` = ``B`` channels a tile; per layer the tile offsets ``x``, ``dy``,
+    ``z``, ``dx`` (``dx[0]`` empty) and the ``blocks`` of its stored structure; ``records`` (a record slot per call
+    of the longest list, ``record_slots``) and the arena's first ``image`` (the encoded state in phase 0)."""
+
+    spec: CsbSpec
+    layers: Tuple[int, ...]
+    batch: int
+    chunks: int
+    x: Tuple[Tuple[Tuple[int, ...], ...], ...]
+    dy: Tuple[Tuple[Tuple[int, ...], ...], ...]
+    z: Tuple[Tuple[Tuple[int, ...], ...], ...]
+    dx: Tuple[Tuple[Tuple[int, ...], ...], ...]
+    blocks: Tuple[Tuple[BlockSlots, ...], ...]
+    records: int
+    record_slots: int
+    image: np.ndarray
+
+    @property
+    def tile(self) -> int:
+        return self.spec.block_rows
+
+    @property
+    def code_words(self) -> int:
+        """Words of one tile of 8-bit codes (``B * b`` bytes)."""
+        return words_of_bytes(self.tile * self.spec.batch)
+
+    @property
+    def acc_words(self) -> int:
+        """Words of one tile of accumulators (``B * b``)."""
+        return self.tile * self.spec.batch
+
+    @property
+    def arena(self) -> np.ndarray:
+        """The image a shell's ``arena`` call copies (the list trainers' name for it)."""
+        return self.image
+
+    def chunks_of(self, n: int) -> int:
+        """Lane chunks ``n`` samples take."""
+        if not 1 <= n <= self.batch:
+            raise ValueError(f"{n} samples: a step takes 1..{self.batch}")
+        return -(-n // self.spec.batch)
+
+    # -- tiles <-> (samples, channels) matrices
+
+    def _starts(self, tiles, chunks: int) -> np.ndarray:
+        """``(tiles, chunks)`` first words of the tiles the first ``chunks`` lane chunks use."""
+        return np.array([line[:chunks] for line in tiles], dtype=np.int64).reshape(len(tiles), chunks) // 4
+
+    def write_codes(self, arena: np.ndarray, tiles, codes: np.ndarray) -> Ranges:
+        """8-bit ``codes`` ``(n, channels)`` into ``tiles`` (``x[0]`` or ``dy[-1]``), zero lanes and channels padded
+        in every chunk the ``n`` samples take; the word ranges written. One pass over the whole matrix (host time
+        on a board's ARM is a step's time)."""
+        codes = np.asarray(codes, dtype=np.int64)
+        b, B, words = self.spec.batch, self.tile, self.code_words
+        chunks = self.chunks_of(codes.shape[0])
+        padded = np.zeros((chunks * b, len(tiles) * B), dtype=np.int64)
+        padded[:codes.shape[0], :codes.shape[1]] = codes
+        per_tile = padded.reshape(chunks, b, len(tiles), B).transpose(2, 0, 3, 1).reshape(len(tiles) * chunks, B * b)
+        bytes_ = np.zeros((per_tile.shape[0], 4 * words), dtype=np.int64)
+        bytes_[:, :B * b] = per_tile & 0xFF
+        starts = self._starts(tiles, chunks).reshape(-1)
+        arena[starts[:, None] + np.arange(words)] = pack_bytes(bytes_).reshape(-1, words)
+        return [(int(start), words) for start in starts]
+
+    def acc_ranges(self, tiles, n: int, channels: int) -> Ranges:
+        """Word ranges of the first ``channels`` channels of accumulator ``tiles`` for ``n`` samples (a range per
+        tile: the channels lie first, lanes inner)."""
+        b, B, ranges = self.spec.batch, self.tile, []
+        for c, line in enumerate(tiles):
+            rows = min(B, channels - c * B)
+            for k in range(self.chunks_of(n)):
+                ranges.append((line[k] // 4, rows * b))
+        return ranges
+
+    def read_accs(self, arena: np.ndarray, tiles, n: int, channels: int) -> np.ndarray:
+        """``(n, channels)`` int64 accumulators of ``tiles``."""
+        b, B, chunks = self.spec.batch, self.tile, self.chunks_of(n)
+        starts = self._starts(tiles, chunks)
+        words = arena[starts[:, :, None] + np.arange(B * b)].view(np.int32).astype(np.int64)
+        matrix = words.reshape(len(tiles), chunks, B, b).transpose(1, 3, 0, 2).reshape(chunks * b, len(tiles) * B)
+        return matrix[:n, :channels]
+
+    # -- the encoded state
+
+    def write_state(self, arena: np.ndarray, layer: int, csb: CSBMatrix, buffer: np.ndarray, phase: int) -> Ranges:
+        """Layer ``layer``'s index bytes, 8-bit weights (the buffer's top bits: truncation) and 24-bit ``buffer``
+        words (stored order) into the ``phase`` slots; the word ranges written. The structure must be the one the
+        arena was built for."""
+        buffer = np.asarray(buffer, dtype=np.int64).reshape(-1)
+        slots = self.blocks[layer]
+        if buffer.size != csb.nnz or sum(s.nnz for s in slots) != csb.nnz:
+            raise ValueError(f"layer {layer}: {buffer.size} buffer words for {csb.nnz} entries; the arena holds "
+                             f"{sum(s.nnz for s in slots)}")
+        ranges = []
+        for s in slots:
+            entries = slice(s.start, s.start + s.nnz)
+            index = pack_bytes(np.asarray(csb.index[entries], dtype=np.int64))
+            weights = pack_bytes((buffer[entries] >> BUFFER_EXTRA_BITS) & 0xFF)
+            for offset, words in ((s.iw, np.concatenate([index, weights])), (s.ig[0], index), (s.ig[1], index),
+                                  (s.b[phase], (buffer[entries] & 0xFFFF_FFFF).astype(np.uint32))):
+                arena[offset // 4:offset // 4 + words.size] = words
+                ranges.append((offset // 4, int(words.size)))
+        return ranges
+
+    def buffer_ranges(self, layer: int, phase: int) -> Ranges:
+        return [(s.b[phase] // 4, s.nnz) for s in self.blocks[layer]]
+
+    def read_buffer(self, arena: np.ndarray, layer: int, phase: int) -> np.ndarray:
+        """Layer ``layer``'s 24-bit buffer words of ``phase`` in stored order (int64)."""
+        parts = [arena[s.b[phase] // 4:s.b[phase] // 4 + s.nnz].view(np.int32) for s in self.blocks[layer]]
+        return np.concatenate(parts + [np.zeros(0, np.int32)]).astype(np.int64)
+
+
+def _block_slots(layout: ArenaLayout, csb: CSBMatrix, buffers: Sequence[Tuple[int, int]]) -> Tuple[BlockSlots, ...]:
+    """The slots of ``csb``'s non-empty blocks, their buffer words at ``buffers`` (already placed)."""
+    slots = []
+    for block in csb.blocks():
+        nnz = block.entries.stop - block.entries.start
+        if not nnz:
+            continue
+        index = words_of_bytes(nnz)
+        iw = layout.put(np.zeros(2 * index, dtype=np.uint32))
+        ig = tuple(layout.put(np.zeros(index + nnz, dtype=np.uint32)) for _ in range(2))
+        slots.append(BlockSlots(row=block.row, col=block.col, start=block.entries.start, nnz=nnz, iw=iw, ig=ig,
+                                b=buffers[len(slots)]))
+    return tuple(slots)
+
+
+def _stored_sizes(csb: CSBMatrix) -> List[int]:
+    return [b.entries.stop - b.entries.start for b in csb.blocks() if b.entries.stop > b.entries.start]
+
+
+def build_arena(spec: CsbSpec, layers: Sequence[int], batch: int, structures: Sequence[CSBMatrix], *,
+                record_slots: int) -> CsbArena:
+    """The arena of ``layers`` trained ``batch`` rows a step on ``spec`` with the stored ``structures`` (one
+    CSB matrix a layer, ``(outputs, inputs)``); ``record_slots`` records. Refuses a spec the lists cannot run."""
+    layers = tuple(int(f) for f in layers)
+    if spec.block_rows != spec.block_cols or (spec.kernel, spec.out_h, spec.out_w) != (1, 1, 1):
+        raise ValueError(f"the CSB step lists need square FC blocks (block_rows = block_cols, kernel 1, a 1 x 1 "
+                         f"tile), not {spec}: a layer's output tile is then the next layer's input tile")
+    if spec.batch > spec.block_cols:
+        raise ValueError(f"batch lanes {spec.batch} above block_cols {spec.block_cols}: one SELECT could not take a "
+                         "whole tile of accumulators (its capacity is the block's entries)")
+    if len(structures) != len(layers) - 1 or batch < 1:
+        raise ValueError(f"{len(structures)} structures for {len(layers) - 1} layers, batch {batch}")
+    B, b = spec.block_rows, spec.batch
+    chunks, code, acc = -(-batch // b), words_of_bytes(B * b), B * b
+    layout = ArenaLayout()
+    tiles = [-(-width // B) for width in layers]
+    # every x tile before every dy tile: WG reads x[l][c][k] and dy[l][r][k] as one block of two rows
+    x = tuple(_tiles(layout, tiles[l], chunks, code, acc) for l in range(len(layers) - 1))
+    z = tuple(_tiles(layout, tiles[l + 1], chunks, acc, 0) for l in range(len(layers) - 1))
+    dx = ((),) + tuple(_tiles(layout, tiles[l], chunks, acc, 0) for l in range(1, len(layers) - 1))
+    dy = tuple(_tiles(layout, tiles[l + 1], chunks, code, acc) for l in range(len(layers) - 1))
+    # the buffers first: UPD reads a phase's buffer words and the gradients after them as one block of two rows
+    buffers = [[tuple(layout.put(np.zeros(nnz, dtype=np.uint32)) for _ in range(2)) for nnz in _stored_sizes(csb)]
+               for csb in structures]
+    blocks = tuple(_block_slots(layout, csb, slots) for csb, slots in zip(structures, buffers))
+    records = layout.reserve(RECORD_WORDS * max(record_slots, 1))
+    return CsbArena(spec=spec, layers=layers, batch=batch, chunks=chunks, x=x, dy=dy, z=z, dx=dx,
+                    blocks=blocks, records=records, record_slots=record_slots, image=layout.image())
+
+
+__all__ = ["BUFFER_EXTRA_BITS", "BlockSlots", "CsbArena", "build_arena", "words_of_bytes"]

@@ -1,0 +1,209 @@
+"""A compressed (CSB) MLP's fixed-point training step as two call lists on the CSB PE, with every tensor in place.
+
+Issue 40's CSB step: the index bytes, 8-bit weights and 24-bit weight buffers stay in the arena
+(:mod:`codesign.step.csb.arena`), encoded once per pruning event; the host per step writes the batch's codes,
+starts the *forward* list, reads the logits' accumulators, writes the loss gradient's codes and starts the
+*backward* list. The lists compute what :class:`codesign.loops.csb.CsbMlpTrainer` computes, bit for bit:
+
+* forward, per layer ``l``, lane chunk ``k`` and block row ``r``: FP over the row's stored blocks in column order
+  (the golden sweep's order), the first with ``ZERO``, each later one reading the accumulators the call before
+  left in the gap after its X tile; the last writes ``z`` raw. Hidden layers then run SELECT(z, z) (a ReLU)
+  through the shell's rounding stage at ``fa[l+1] - (fw[l] + fa[l])``, which is the loop's ``rescale`` of
+  ``max(z, 0)``: rounding to nearest is monotone and keeps 0, so rounding then clipping at 0 equals clipping
+  then rounding. The packed codes are the next layer's X tile;
+* backward, per layer from the last: WG per stored block, a chain over the lane chunks (``ZERO`` on the first,
+  ``G_FIRST`` after it, reading index and running gradient as one segment and X, DY as one block of two rows);
+  for ``l > 0`` EB per input tile over the blocks of its column in row order, then SELECT(dx, z[l - 1]) (the mask
+  by the forward's sign) through the rounding stage at ``fe[l - 1] - (fw[l] + fe[l])``, into the previous
+  layer's DY tile;
+* the update, per stored block: UPD from the step's phase's buffer words and the final gradient (one block of two
+  rows) into the other phase's, with the loop's shift (``LEFT`` where the loop shifts the gradient left first);
+  then SHR by 16 through the rounding stage at shift 0 (exact), packing the new buffers' top bytes as the
+  weights FP and EB read next step.
+
+A list depends on the samples' lane chunks, the scales, the UPD shifts and the phase: the trainer keeps the
+lists it built.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+from codesign.contracts.calls import RAW, RECORD_WORDS, Block, Call, check_list
+from codesign.numerics.records import keyword_record
+from codesign.numerics.round_stage import RoundStageConfig
+from codesign.pe.csb.spec import CsbSpec
+from codesign.pe.csb.stream import EwOp, Op, header_word
+from codesign.step.csb.arena import BUFFER_EXTRA_BITS, BlockSlots, CsbArena, build_arena
+
+PE = "csb"
+Upd = Tuple[int, bool]  # UPD's shift field and its LEFT flag, per layer
+
+
+@keyword_record
+class CsbStepScales:
+    """What a step's lists take from the loop, per layer: ``relu`` (the rounding stage's shift from layer ``l``'s
+    accumulators to layer ``l + 1``'s activation codes, hidden layers), ``mask`` (from ``W^T dy`` of layer ``l`` to
+    layer ``l - 1``'s error codes, ``l > 0``; ``mask[0]`` is 0) and ``upd`` (UPD's shift and LEFT flag)."""
+
+    relu: Tuple[int, ...]
+    mask: Tuple[int, ...]
+    upd: Tuple[Upd, ...]
+
+    @classmethod
+    def of(cls, frac_bits: Sequence[dict], upd: Sequence[Upd]) -> "CsbStepScales":
+        fb = list(frac_bits)
+        relu = tuple(fb[l + 1]["activation"] - (fb[l]["weight"] + fb[l]["activation"]) for l in range(len(fb) - 1))
+        mask = (0,) + tuple(fb[l - 1]["error"] - (fb[l]["weight"] + fb[l]["error"]) for l in range(1, len(fb)))
+        return cls(relu=relu, mask=mask, upd=tuple((int(s), bool(left)) for s, left in upd))
+
+
+@keyword_record
+class CsbStepLists:
+    """One step's two lists for ``n`` samples in ``phase``: ``forward`` (up to the logits' accumulators) and
+    ``backward`` (gradients, mask, update, new weights); ``macs``: FP, EB and WG products (``nnz`` a sample)."""
+
+    n: int
+    phase: int
+    forward: Tuple[Call, ...]
+    backward: Tuple[Call, ...]
+    macs: int
+
+    @property
+    def phases(self) -> List[List[Tuple[str, Tuple[Call, ...]]]]:
+        return [[(PE, self.forward)], [(PE, self.backward)]]
+
+
+def _codes(values: int, shift: int) -> RoundStageConfig:
+    """``values`` accumulators to 8-bit codes four to a word (the PE's byte sections) at ``shift``."""
+    return RoundStageConfig(enable=True, shift=shift, bits=8, lanes=4, group_words=1, row_values=values)
+
+
+class _Drafts:
+    """The calls of one list before their record slots are known."""
+
+    def __init__(self, arena: CsbArena, n: int, phase: int) -> None:
+        self.arena, self.n, self.phase = arena, n, phase
+        self.chunks = arena.chunks_of(n)
+        self.items: List[Tuple[int, Tuple[Block, ...], Block, int, RoundStageConfig]] = []
+
+    def add(self, header: int, segments: Sequence[Block], out: Block, count: int,
+            rounding: RoundStageConfig = RAW) -> None:
+        self.items.append((header, tuple(segments), out, count, rounding))
+
+    def block(self, offset: int, words: int) -> Block:
+        return Block(offset=offset, words=words, rows=1)
+
+    def chain(self, op: Op, slots: Sequence[BlockSlots], data: Sequence[int], target: int) -> None:
+        """FP (``data``: the X tiles of ``slots``) or EB (the DY tiles) over ``slots`` in order, the first from zero;
+        each later call reads its data tile and the accumulators the call before left in the gap after it."""
+        a = self.arena
+        for j, s in enumerate(slots):
+            seg0 = self.block(s.iw, 2 * s.index_words)
+            seg1 = self.block(data[j], a.code_words + (a.acc_words if j else 0))
+            out = self.block(data[j + 1] + 4 * a.code_words if j + 1 < len(slots) else target, a.acc_words)
+            self.add(header_word(op, s.nnz, zero=not j), (seg0, seg1), out, a.acc_words)
+
+    def select(self, v: int, z: int, out: int, shift: int) -> None:
+        a = self.arena
+        self.add(header_word(EwOp.SELECT, a.acc_words, ew=True), (self.block(v, a.acc_words), self.block(z, a.acc_words)),
+                 self.block(out, a.code_words), a.acc_words, _codes(a.acc_words, shift))
+
+    def calls(self, first_record: int) -> Tuple[Call, ...]:
+        return tuple(Call(header=header, segments=segments, out=out, count=count, rounding=rounding,
+                          record=first_record + 4 * RECORD_WORDS * index)
+                     for index, (header, segments, out, count, rounding) in enumerate(self.items))
+
+
+def _forward(d: _Drafts, scales: CsbStepScales) -> None:
+    a = d.arena
+    last = len(a.blocks) - 1
+    for layer, slots in enumerate(a.blocks):
+        for k in range(d.chunks):
+            for r, line in enumerate(a.z[layer]):
+                row = [s for s in slots if s.row == r]
+                if not row:
+                    continue  # no stored entry: z and the next layer's X tile stay 0
+                d.chain(Op.FP, row, [a.x[layer][s.col][k] for s in row], line[k])
+                if layer < last:
+                    d.select(line[k], line[k], a.x[layer + 1][r][k], scales.relu[layer])
+
+
+def _gradient(d: _Drafts, layer: int, s: BlockSlots) -> None:
+    """WG of one block, chained over the lane chunks through the two index-and-gradient slots."""
+    a = d.arena
+    for k in range(d.chunks):
+        x, dy = a.x[layer][s.col][k], a.dy[layer][s.row][k]
+        operands = Block(offset=x, words=a.code_words, rows=2, stride=dy - x)
+        seg0 = d.block(s.ig[0], s.index_words) if not k else d.block(s.ig[(k - 1) % 2], s.index_words + s.nnz)
+        out = d.block(s.ig[k % 2] + 4 * s.index_words, s.nnz)
+        d.add(header_word(Op.WG, s.nnz, zero=not k, g_first=bool(k)), (seg0, operands), out, s.nnz)
+
+
+def _backward(d: _Drafts, scales: CsbStepScales) -> None:
+    a = d.arena
+    for layer in range(len(a.blocks) - 1, -1, -1):
+        slots = a.blocks[layer]
+        for s in slots:
+            _gradient(d, layer, s)
+        if not layer:
+            continue
+        for k in range(d.chunks):
+            for c, line in enumerate(a.dx[layer]):
+                column = [s for s in slots if s.col == c]
+                if not column:
+                    continue  # no stored entry: dx and the previous layer's DY tile stay 0
+                d.chain(Op.EB, column, [a.dy[layer][s.row][k] for s in column], line[k])
+                d.select(line[k], a.z[layer - 1][c][k], a.dy[layer - 1][c][k], scales.mask[layer])
+
+
+def _update(d: _Drafts, scales: CsbStepScales) -> None:
+    a, p = d.arena, d.phase
+    for layer, slots in enumerate(a.blocks):
+        shift, left = scales.upd[layer]
+        for s in slots:
+            grads = s.ig[(d.chunks - 1) % 2] + 4 * s.index_words
+            operands = Block(offset=s.b[p], words=s.nnz, rows=2, stride=grads - s.b[p])
+            d.add(header_word(Op.UPD, s.nnz, shift, left=left), (d.block(s.iw, s.index_words), operands),
+                  d.block(s.b[1 - p], s.nnz), s.nnz)
+            d.add(header_word(EwOp.SHR, s.nnz, BUFFER_EXTRA_BITS, ew=True), (d.block(s.b[1 - p], s.nnz),),
+                  d.block(s.iw + 4 * s.index_words, s.index_words), s.nnz, _codes(s.nnz, 0))
+
+
+def _drafts(arena: CsbArena, n: int, scales: CsbStepScales, phase: int) -> Tuple[_Drafts, _Drafts]:
+    if phase not in (0, 1):
+        raise ValueError(f"phase {phase!r}: 0 or 1")
+    layers = len(arena.blocks)
+    if len(scales.relu) != layers - 1 or len(scales.mask) != layers or len(scales.upd) != layers:
+        raise ValueError(f"scales for {len(scales.upd)} layers; the arena has {layers}")
+    forward, backward = _Drafts(arena, n, phase), _Drafts(arena, n, phase)
+    _forward(forward, scales)
+    _backward(backward, scales)
+    _update(backward, scales)
+    return forward, backward
+
+
+def step_arena(spec: CsbSpec, layers: Sequence[int], batch: int, structures) -> CsbArena:
+    """The arena of ``layers`` with the stored ``structures`` trained ``batch`` samples a step on ``spec``, with a
+    record slot per call of its longest list (a full batch's)."""
+    sized = build_arena(spec, layers, batch, structures, record_slots=1)
+    scales = CsbStepScales(relu=(0,) * (len(layers) - 2), mask=(0,) * (len(layers) - 1), upd=((0, False),) * (len(layers) - 1))
+    slots = max(len(d.items) for d in _drafts(sized, batch, scales, 0))
+    return build_arena(spec, layers, batch, structures, record_slots=slots)
+
+
+def step_lists(arena: CsbArena, n: int, scales: CsbStepScales, phase: int,
+               nnz: Optional[Sequence[int]] = None) -> CsbStepLists:
+    """The forward and backward lists of a step of ``n`` samples in ``phase``, checked against the arena (both
+    lists write their records from the same first slot: they run one after the other)."""
+    forward, backward = (d.calls(arena.records) for d in _drafts(arena, n, scales, phase))
+    for calls in (forward, backward):
+        if len(calls) > arena.record_slots:
+            raise ValueError(f"{len(calls)} calls, {arena.record_slots} record slots")
+        check_list(calls, 4 * arena.image.size)
+    stored = [sum(s.nnz for s in slots) for slots in arena.blocks] if nnz is None else list(nnz)
+    macs = n * (2 * sum(stored) + sum(stored[1:]))
+    return CsbStepLists(n=n, phase=phase, forward=forward, backward=backward, macs=macs)
+
+
+__all__ = ["PE", "CsbStepLists", "CsbStepScales", "step_arena", "step_lists"]

@@ -1,0 +1,59 @@
+"""CSB training with every fixed-point step as two call lists on the emulated board's csb IP (the generated C++ in
+list mode) ends bit-identical to the golden loop in every state word and loss, over the warm-up, the pruning event
+and two fixed-point epochs, within issue 40's host traffic goals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codesign.deploy.csb_list_training import CsbListBoardTrainer
+from codesign.design import load_design
+from codesign.design.families.csb import csb_setup_of
+from codesign.loops.csb import CsbMlpTrainer
+from codesign.train.data import load_digits_dataset
+from tests.deploy.conftest import emulated_overlay
+
+pytestmark = pytest.mark.slow
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits_compressed_mlp.toml"
+CHANGES = {"epochs": 3, "warmup_epochs": 1, "schedule": "constant"}  # a warm-up epoch, then two fixed-point epochs
+
+
+def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(tmp_path):
+    design = load_design(EXAMPLE)
+    overlay = emulated_overlay(design, tmp_path)
+    data = load_digits_dataset(validation_fraction=0.2)
+    board, golden = CsbListBoardTrainer(overlay, design, **CHANGES), CsbMlpTrainer(csb_setup_of(design, **CHANGES))
+    for trainer in (board, golden):
+        trainer.fit(data, progress=False, max_steps=3)
+    assert [row["phase"] for row in board.history] == ["warmup", "fixed", "fixed"]
+    for row_b, row_g in zip(board.history, golden.history):
+        assert (row_b["loss"], row_b["accuracy"], row_b["macs"]) == (row_g["loss"], row_g["accuracy"], row_g["macs"])
+    traffic = overlay.device.traffic
+    x, y = data.train_x[:64], data.train_y[:64]
+    figures = []
+    for _ in range(2):  # a step in each phase, the lists built before
+        traffic.clear()
+        lists_before = board.shell.lists
+        losses = [trainer.train_step(x, y) for trainer in (board, golden)]
+        assert losses[0] == losses[1]
+        figures.append(traffic.as_dict())
+        built = list(board._built.values())[-1]  # this step's lists
+        print(f"\nstep: {board.shell.lists - lists_before} lists, {len(built.forward)} + {len(built.backward)} "
+              f"calls, {figures[-1]}")
+        assert board.shell.lists - lists_before == 2
+        batch_bytes = 4 * np.asarray(x).size  # the batch as float32: 16 KiB
+        assert figures[-1]["flushed_bytes"] <= 2 * batch_bytes + (64 << 10)  # issue 40's goals
+        assert figures[-1]["invalidated_bytes"] <= 64 << 10
+        assert figures[-1]["register_writes"] <= 64
+    mine, theirs = board.read_weights(), golden.read_weights()
+    compared = 0
+    for a, b, m, n in zip(mine["buffers"], theirs["buffers"], mine["masks"], theirs["masks"]):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(m, n)
+        compared += a.size
+    assert compared == 64 * 64 + 64 * 32 + 32 * 10
+    assert golden.lr_exponents == board.lr_exponents

@@ -1,0 +1,141 @@
+"""The CSB loop as call lists: equal to the golden loop in every state word and loss over a warm-up, the pruning
+event and two fixed-point epochs (16-bit sums that saturate, a cosine rate whose power of two moves), step by step
+with a shorter batch and a structure with empty block rows and columns, and what the host moves per step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.loops.common import HwTrainError
+from codesign.loops.csb import CsbMlpTrainer, CsbTrainSetup
+from codesign.loops.csb_lists import CsbListTrainer
+from codesign.pe.csb import CsbSpec
+from codesign.shell.list_runner import GoldenListShell
+from codesign.train.data import synthetic_dataset
+
+SMALL = CsbSpec(block_rows=4, block_cols=4, batch=3, acc_bits=16)  # 16-bit sums: saturation happens
+
+
+def small_setup(spec=SMALL, **changes) -> CsbTrainSetup:
+    fields = dict(spec=spec, layers=(64, 12, 7, 10), batch_size=20, epochs=3, warmup_epochs=1, lr=0.3,
+                  schedule="cosine", seed=3, step_percent=20)
+    fields.update(changes)
+    return CsbTrainSetup(**fields)
+
+
+def shell(spec=SMALL) -> GoldenListShell:
+    return GoldenListShell({"csb": spec})
+
+
+def assert_same_state(golden, lists) -> int:
+    """Every buffer word and mask equal; returns how many buffer words were compared."""
+    mine, theirs = golden.read_weights(), lists.read_weights()
+    assert mine["phase"] == theirs["phase"] == "fixed" and mine["frac_bits"] == theirs["frac_bits"]
+    compared = 0
+    for a, b, m, n in zip(mine["buffers"], theirs["buffers"], mine["masks"], theirs["masks"]):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(m, n)
+        compared += a.size
+    return compared
+
+
+def test_warmup_pruning_and_two_fixed_epochs_equal_the_golden_loop():
+    data = synthetic_dataset(samples=150, seed=1, validation_fraction=0.2)  # 84 training rows: 4 steps an epoch
+    setup = small_setup()
+    golden, lists = CsbMlpTrainer(setup), CsbListTrainer(setup, shell())
+    states = {"golden": [], "lists": []}
+    golden.fit(data, progress=False, on_epoch=lambda row: states["golden"].append(golden.read_weights()))
+    lists.fit(data, progress=False, on_epoch=lambda row: states["lists"].append(lists.read_weights()))
+    assert [row["phase"] for row in lists.history] == ["warmup", "fixed", "fixed"]
+    for row_g, row_l in zip(golden.history, lists.history):
+        for key in ("epoch", "phase", "loss", "accuracy", "macs"):
+            assert row_g[key] == row_l[key]
+    assert golden.lr_exponents == lists.lr_exponents and len(set(lists.lr_exponents)) > 1  # the rate's power moves
+    for mine, theirs in zip(states["golden"][1:], states["lists"][1:]):
+        for a, b in zip(mine["buffers"], theirs["buffers"]):
+            np.testing.assert_array_equal(a, b)
+    assert assert_same_state(golden, lists) == 64 * 12 + 12 * 7 + 7 * 10
+    moved = sum(int(np.sum(a != b)) for a, b in zip(states["lists"][1]["buffers"], states["lists"][2]["buffers"]))
+    assert moved > 100  # the second fixed epoch changed the buffers: the comparison is not of untouched state
+    assert any(mask.sum() < mask.size for mask in lists.masks)  # the search pruned
+    assert lists.list_steps == 8 and lists.shell.lists == 16
+
+
+def pruned_state(trainer: CsbMlpTrainer, rng) -> dict:
+    """A fixed-point state whose masks leave whole block rows and columns empty, scales that need a left-shifted
+    gradient (UPD's LEFT) in one layer and a right shift in another, and buffers near both 24-bit ends."""
+    masks = [rng.random(shape) < 0.5 for shape in trainer.shapes]
+    masks[0][4:8, :] = False  # an empty block row of layer 0: its z and layer 1's X tile stay 0
+    masks[1][:, 8:12] = False  # an empty block column of layer 1: its dx and layer 0's DY tile stay 0
+    masks[2][:, :4] = False
+    buffers = [np.where(m, rng.integers(-(1 << 23), 1 << 23, m.shape), 0).astype(np.int32) for m in masks]
+    buffers[1][masks[1]] = np.clip(buffers[1][masks[1]], -(1 << 22), 1 << 22)
+    frac_bits = [{"activation": 5, "weight": 9, "error": 24}, {"activation": 6, "weight": 9, "error": 20},
+                 {"activation": 6, "weight": 8, "error": 14}]
+    return {"phase": "fixed", "buffers": buffers, "masks": masks, "frac_bits": frac_bits}
+
+
+def test_step_by_step_with_a_shorter_batch_empty_blocks_and_what_the_host_moves():
+    setup = small_setup(schedule="constant", lr=0.25)
+    runner = shell()
+    golden, lists = CsbMlpTrainer(setup), CsbListTrainer(setup, runner)
+    rng = np.random.default_rng(0)
+    state = pruned_state(golden, rng)
+    golden.load_weights(state)
+    lists.load_weights(state)
+    used, upd = lists._upd_fields(2)
+    assert {left for _, left in upd} == {True, False}  # both UPD kinds run
+    saturated = 0
+    for n in (20, 7, 20, 1):
+        x, y = rng.random((n, 64)) * 4, rng.integers(0, 10, n)
+        pre = golden._fixed_forward(golden._batch(x)[0])[1]
+        saturated += sum(int(np.sum(np.abs(z) >= (1 << 15) - 1)) for z in pre)
+        before = (runner.flushed, runner.read, runner.lists)
+        assert golden.train_step(x, y) == lists.train_step(x, y)
+        chunks = -(-n // SMALL.batch)  # 16 input tiles of 4 x 3 codes (3 words), 3 of the 10 classes' errors
+        assert (runner.flushed - before[0], runner.read - before[1], runner.lists - before[2]) == \
+            (16 * 3 * chunks + 3 * 3 * chunks, (4 + 4 + 2) * 3 * chunks, 2)
+        assert lists.buffer_phase == lists.list_steps % 2
+    assert saturated > 0  # 16-bit sums clip: the chains keep the golden order of additions
+    assert_same_state(golden, lists)
+    for a, b in zip(golden.read_weights()["buffers"], state["buffers"]):
+        assert np.sum(a != b) > 0
+
+
+def test_bad_shells_specs_and_batches_are_refused():
+    with pytest.raises(HwTrainError, match="build"):
+        CsbListTrainer(small_setup(), shell(CsbSpec(block_rows=4, block_cols=4, batch=2, acc_bits=16)))
+    with pytest.raises(HwTrainError, match="square blocks"):
+        spec = CsbSpec(block_rows=4, block_cols=8, batch=3)
+        CsbListTrainer(small_setup(spec), shell(spec))
+    with pytest.raises(HwTrainError, match="lanes"):
+        spec = CsbSpec(block_rows=4, block_cols=4, batch=8)
+        CsbListTrainer(small_setup(spec), shell(spec))
+    lists = CsbListTrainer(small_setup(), shell())
+    lists.load_weights(pruned_state(lists, np.random.default_rng(2)))
+    with pytest.raises(HwTrainError, match="holds 20"):
+        lists.train_step(np.zeros((21, 64)), np.zeros(21, dtype=int))
+    assert lists.step == 0 and lists.buffer_phase == 0 and lists.shell.lists == 0
+
+
+@pytest.mark.parametrize("fracs, upd", [
+    ((0, 20, 0), (31, True)),  # s = 0 + 0 + 2 - 36 = -34: the loop clips to 32 bits past 31, LEFT by 31 does the same
+    ((7, 0, 14), (7, False)),  # s = 7 + 14 + 2 - 16 = 7: a right shift
+    ((30, 0, 30), (31, False)),  # s = 30 + 30 + 2 - 16 = 46 is capped at 31 (the rate's exponent becomes -13)
+])
+def test_upd_shift_edges_equal_the_loop(fracs, upd):
+    setup = small_setup(schedule="constant", lr=0.25)
+    golden, lists = CsbMlpTrainer(setup), CsbListTrainer(setup, shell())
+    state = pruned_state(golden, np.random.default_rng(3))
+    activation, weight, error = fracs
+    state["frac_bits"][0] = {"activation": activation, "weight": weight, "error": error}
+    golden.load_weights(state)
+    lists.load_weights(state)
+    assert lists._upd_fields(2)[1][0] == upd
+    rng = np.random.default_rng(4)
+    for _ in range(2):
+        x, y = rng.random((20, 64)) * 4, rng.integers(0, 10, 20)
+        assert golden.train_step(x, y) == lists.train_step(x, y)
+    assert_same_state(golden, lists)
+    assert golden.lr_exponents == lists.lr_exponents

@@ -1,0 +1,79 @@
+"""The CSB step's arena: what each call reads as one segment lies together, codes and accumulators go in and out
+of their tiles as the PE lays them out, the encoded state round-trips, and specs the lists cannot run are refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.pe.csb import CsbSpec, encode
+from codesign.pe.csb.format import unpack_bytes
+from codesign.step.csb.arena import build_arena
+
+SPEC = CsbSpec(block_rows=4, block_cols=4, batch=3)
+
+
+def structures(rng, layers=(10, 9, 5)):
+    masks = [rng.random((o, i)) < 0.6 for i, o in zip(layers[:-1], layers[1:])]
+    masks[0][:4, :] = False  # block row 0 of layer 0 empty
+    return [encode(m.astype(np.int8), block_rows=4, block_cols=4) for m in masks], masks
+
+
+def test_layout_keeps_each_segment_together():
+    rng = np.random.default_rng(0)
+    csbs, masks = structures(rng)
+    arena = build_arena(SPEC, (10, 9, 5), 7, csbs, record_slots=5)
+    assert arena.chunks == 3 and arena.code_words == 3 and arena.acc_words == 12
+    last_x = max(o for layer in arena.x for line in layer for o in line)
+    first_dy = min(o for layer in arena.dy for line in layer for o in line)
+    assert last_x < first_dy  # WG reads an X and a DY tile as one block of two rows
+    for slots in arena.blocks:
+        for s in slots:
+            assert s.b[0] < s.ig[0] and s.b[1] < s.ig[1] and s.b[0] + 4 * s.nnz <= s.b[1]  # UPD: B then G
+    kept = [(r, c) for r in range(3) for c in range(3) if masks[0][4 * r:4 * r + 4, 4 * c:4 * c + 4].any()]
+    assert [(s.row, s.col) for s in arena.blocks[0]] == kept and kept[0][0] == 1  # empty blocks have no slots
+    assert sum(s.nnz for s in arena.blocks[1]) == csbs[1].nnz
+
+
+def test_codes_accumulators_and_state_round_trip():
+    rng = np.random.default_rng(1)
+    csbs, masks = structures(rng)
+    arena = build_arena(SPEC, (10, 9, 5), 7, csbs, record_slots=5)
+    image = arena.image.copy()
+    codes = rng.integers(-128, 128, (5, 10))
+    ranges = arena.write_codes(image, arena.x[0], codes)
+    assert len(ranges) == 3 * 2 and all(words == 3 for _, words in ranges)  # 3 channel tiles, 2 chunks of 3 lanes
+    first = image[arena.x[0][1][1] // 4:arena.x[0][1][1] // 4 + 3]
+    tile = unpack_bytes(first, 12).view(np.int8).reshape(4, 3)  # channels 4..7, samples 3..5 (5 padded to 0)
+    np.testing.assert_array_equal(tile[:, :2], codes[3:5, 4:8].T)
+    assert not tile[:, 2].any()
+    accs = rng.integers(-(1 << 31), 1 << 31, (7, 5))
+    for c, line in enumerate(arena.z[1]):
+        for k, offset in enumerate(line):
+            block = np.zeros((4, 3), np.int64)
+            part = accs[3 * k:3 * k + 3, 4 * c:4 * c + 4].T
+            block[:part.shape[0], :part.shape[1]] = part
+            image[offset // 4:offset // 4 + 12] = (block.reshape(-1) & 0xFFFF_FFFF).astype(np.uint32)
+    np.testing.assert_array_equal(arena.read_accs(image, arena.z[1], 7, 5), accs)
+    assert sum(words for _, words in arena.acc_ranges(arena.z[1], 7, 5)) == (4 + 1) * 3 * 3
+    buffer = rng.integers(-(1 << 23), 1 << 23, csbs[1].nnz)
+    arena.write_state(image, 1, csbs[1], buffer, 1)
+    np.testing.assert_array_equal(arena.read_buffer(image, 1, 1), buffer)
+    s = arena.blocks[1][0]
+    weights = unpack_bytes(image[s.iw // 4 + s.index_words:s.iw // 4 + 2 * s.index_words], s.nnz).view(np.int8)
+    np.testing.assert_array_equal(weights, buffer[:s.nnz] >> 16)  # the top byte: truncation
+    with pytest.raises(ValueError, match="buffer words"):
+        arena.write_state(image, 1, csbs[1], buffer[:-1], 0)
+    with pytest.raises(ValueError, match="1..7"):
+        arena.chunks_of(8)
+
+
+def test_specs_the_lists_cannot_run_are_refused():
+    rng = np.random.default_rng(2)
+    csbs, _ = structures(rng)
+    with pytest.raises(ValueError, match="square FC blocks"):
+        build_arena(CsbSpec(block_rows=4, block_cols=8, batch=3), (10, 9, 5), 7, csbs, record_slots=1)
+    with pytest.raises(ValueError, match="SELECT"):
+        build_arena(CsbSpec(block_rows=4, block_cols=4, batch=8), (10, 9, 5), 7, csbs, record_slots=1)
+    with pytest.raises(ValueError, match="structures"):
+        build_arena(SPEC, (10, 9, 5), 7, csbs[:1], record_slots=1)

@@ -1,0 +1,105 @@
+"""The CSB step's lists on the RTL shell around the CSB PE's RTL: the whole arena equals the golden lists' bit for
+bit, and the list cycle model gives the RTL's busy cycles exactly, on the AXI RAM and under the list bench's DDR
+model; the priced step adds up and its PE part is the PE cycle model's."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from codesign.pe import get_pe
+from codesign.pe.csb import CsbSpec, encode
+from codesign.pe.csb.cycles import stream_cycles
+from codesign.shell.calls import ListCase, call_words_in, run_list_golden
+from codesign.step.csb.list_time import step_list_cycles
+from codesign.step.csb.lists import CsbStepScales, step_arena, step_lists
+from codesign.step.list_cycles import DdrTiming, list_cycles
+
+SPEC = CsbSpec(block_rows=4, block_cols=4, batch=3)
+LAYERS = (8, 8, 4)
+needs_icarus = pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog is not on PATH")
+
+
+def step_case(seed: int = 0):
+    """A filled arena (encoded state, batch and loss-gradient codes) and one step's two lists (6 samples: two lane
+    chunks; a LEFT and a right-shift UPD)."""
+    rng = np.random.default_rng(seed)
+    masks = [rng.random((o, i)) < 0.6 for i, o in zip(LAYERS[:-1], LAYERS[1:])]
+    csbs = [encode(m.astype(np.int8), block_rows=4, block_cols=4) for m in masks]
+    arena = step_arena(SPEC, LAYERS, 6, csbs)
+    image = arena.image.copy()
+    for layer, csb in enumerate(csbs):
+        arena.write_state(image, layer, csb, rng.integers(-(1 << 23), 1 << 23, csb.nnz), 0)
+    arena.write_codes(image, arena.x[0], rng.integers(-128, 128, (6, 8)))
+    arena.write_codes(image, arena.dy[-1], rng.integers(-128, 128, (6, 4)))
+    scales = CsbStepScales(relu=(-3,), mask=(0, -5), upd=((2, False), (3, True)))
+    return csbs, image, step_lists(arena, 6, scales, 0)
+
+
+@needs_icarus
+@pytest.mark.parametrize("ddr", [None, DdrTiming()], ids=["axi-ram", "ddr"])
+def test_rtl_runs_the_step_lists_bit_exact_in_the_modelled_cycles(tmp_path, ddr):
+    from codesign.shell.list_sim import run_list_rtl
+
+    pe = get_pe("csb")
+    _, image, lists = step_case()
+    for name, calls in (("forward", lists.forward), ("backward", lists.backward)):
+        case = ListCase(calls=calls, arena=image, expected=run_list_golden(pe, SPEC, image, calls))
+        result = run_list_rtl(pe, SPEC, case, tmp_path / name, ddr=ddr)
+        model = list_cycles(pe, SPEC, calls, image, ddr=ddr)
+        print(f"\n[csb step {name}] {len(calls)} calls, {result.mismatches} mismatches, model {model.total}, RTL "
+              f"busy {result.busy_cycles}; {model.breakdown()}")
+        assert result.passed, result.first_mismatches
+        assert model.total == result.busy_cycles
+        image = case.expected
+
+
+def test_the_priced_step_adds_up_and_its_pe_part_is_the_pe_model():
+    csbs, image, lists = step_case()
+    priced = step_list_cycles(SPEC, LAYERS, 6, csbs)
+    assert priced["calls"] == len(lists.forward) + len(lists.backward) and priced["macs"] == lists.macs
+    assert priced["total"] == priced["forward"] + priced["backward"] == sum(priced["breakdown"].values())
+    # the PE's part: every transaction's stall-free cycles (first word in to last word out), the PE cycle model's
+    pe_cycles = sum(stream_cycles(SPEC, call_words_in(image, call)) for call in lists.forward + lists.backward)
+    assert priced["breakdown"]["pe"] == pe_cycles
+    assert step_list_cycles(SPEC, LAYERS, 3, csbs)["total"] < priced["total"]  # one lane chunk fewer
+
+
+@needs_icarus
+@pytest.mark.slow
+def test_rtl_runs_the_example_step_in_the_modelled_cycles(tmp_path):
+    """digits_compressed_mlp (64-64-32-10, batch 64, 16 x 16 blocks, 16 lanes) pruned as its golden loop prunes it
+    after the warm-up: both lists of a step on the RTL shell equal the golden arena and take the model's cycles
+    (docs/csb.md quotes these figures)."""
+    from pathlib import Path
+
+    from codesign.design import load_design
+    from codesign.design.families.csb import csb_setup_of
+    from codesign.loops.csb import CsbMlpTrainer
+    from codesign.shell.list_sim import run_list_rtl
+    from codesign.train.data import load_digits_dataset
+
+    setup = csb_setup_of(load_design(Path(__file__).resolve().parents[3] / "examples" / "digits_compressed_mlp.toml"))
+    trainer = CsbMlpTrainer(setup)
+    trainer.fit(load_digits_dataset(validation_fraction=0.2), epochs=setup.warmup_epochs, progress=False)
+    spec, layers, rng = setup.spec, setup.layers, np.random.default_rng(5)
+    arena = step_arena(spec, layers, setup.batch_size, trainer._structure)
+    image = arena.image.copy()
+    for layer, csb in enumerate(trainer._structure):
+        arena.write_state(image, layer, csb, trainer.buffers[layer], 0)
+    arena.write_codes(image, arena.x[0], rng.integers(-128, 128, (64, 64)))
+    arena.write_codes(image, arena.dy[-1], rng.integers(-128, 128, (64, 10)))
+    lists = step_lists(arena, 64, CsbStepScales.of(trainer.frac_bits, ((2, True),) * 3), 0)
+    priced = step_list_cycles(spec, layers, setup.batch_size, trainer._structure)
+    print(f"\n[example step] kept {[int(m.sum()) for m in trainer.masks]}, {priced}")
+    pe = get_pe("csb")
+    for name, calls in (("forward", lists.forward), ("backward", lists.backward)):
+        case = ListCase(calls=calls, arena=image, expected=run_list_golden(pe, spec, image, calls))
+        result = run_list_rtl(pe, spec, case, tmp_path / name)
+        model = list_cycles(pe, spec, calls, image)
+        print(f"[example step {name}] {len(calls)} calls, model {model.total}, RTL busy {result.busy_cycles}")
+        assert result.passed, result.first_mismatches
+        assert model.total == result.busy_cycles == priced[name]
+        image = case.expected
