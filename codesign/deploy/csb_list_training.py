@@ -10,14 +10,13 @@ starts two lists (issue 40's CSB step).
 
 from __future__ import annotations
 
-from codesign.deploy.board import OnBoard
-from codesign.deploy.list_shell import ListShell
+from codesign.deploy.list_shell import ListOnBoard, ListShell
 from codesign.loops.csb import CsbTrainSetup
 from codesign.loops.csb_lists import CsbListTrainer
 from codesign.step.csb.lists import PE
 
 
-class CsbListBoardTrainer(OnBoard, CsbListTrainer):
+class CsbListBoardTrainer(ListOnBoard, CsbListTrainer):
     """The design's compressed loop with every fixed-point step as call lists on the overlay's csb IP."""
 
     def __init__(self, overlay, design=None, **setup_changes) -> None:

@@ -36,12 +36,15 @@ from collections import Counter
 import numpy as np
 
 from codesign.deploy.board import LoopOnBoard
+from codesign.deploy.csb_list_training import CsbListBoardTrainer
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.families import BoardFamily
-from codesign.deploy.manifest import DeployError
+from codesign.deploy.manifest import DeployError, setup_from_manifest
 from codesign.contracts.constants import STATUS_OK, status_names
 from codesign.step.model import StageLog
+from codesign.loops.common import HwTrainError
 from codesign.loops.csb import CsbMlpTrainer, CsbTrainSetup
+from codesign.loops.csb_lists import check_list_spec
 from codesign.pe import transaction_cycles
 from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
@@ -217,7 +220,20 @@ def _measure_host(setup: CsbTrainSetup, *, source: str, data):
 
 # a short run of the whole path: the float warm-up, the pruning search and the fixed-point phase in two epochs,
 # at a constant rate (a cosine over two short epochs would reach 0)
-FAMILY = BoardFamily(key="csb", board=CsbBoardTrainer, golden=CsbMlpTrainer, setup=CsbTrainSetup,
+def csb_board_trainer(overlay, design=None, **setup_changes):
+    """The CSB family's board trainer for ``overlay``'s build: every fixed-point step as call lists
+    (:class:`codesign.deploy.csb_list_training.CsbListBoardTrainer`: weights encoded on the device once per
+    pruning event, UPD on the PE) where the build has the square blocks and the lanes the lists need; else
+    :class:`CsbBoardTrainer`, one IP call per layer operation."""
+    setup = setup_from_manifest(overlay.manifest, CsbTrainSetup, setup_changes)
+    try:
+        check_list_spec(setup.spec)
+    except HwTrainError:
+        return CsbBoardTrainer(overlay, design, **setup_changes)
+    return CsbListBoardTrainer(overlay, design, **setup_changes)
+
+
+FAMILY = BoardFamily(key="csb", board=csb_board_trainer, golden=CsbMlpTrainer, setup=CsbTrainSetup,
                      state_keys=("buffers", "masks"), example="digits_compressed_mlp.toml",
                      quick_changes={"epochs": 2, "warmup_epochs": 1, "schedule": "constant"},
                      measure_host=_measure_host, host_needs_data=True)

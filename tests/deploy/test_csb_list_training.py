@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from codesign.deploy.csb_list_training import CsbListBoardTrainer
+from codesign.deploy.families import board_trainer
 from codesign.design import load_design
 from codesign.design.families.csb import csb_setup_of
 from codesign.loops.csb import CsbMlpTrainer
@@ -26,7 +27,8 @@ def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(t
     design = load_design(EXAMPLE)
     overlay = emulated_overlay(design, tmp_path)
     data = load_digits_dataset(validation_fraction=0.2)
-    board, golden = CsbListBoardTrainer(overlay, design, **CHANGES), CsbMlpTrainer(csb_setup_of(design, **CHANGES))
+    board, golden = board_trainer(overlay, **CHANGES), CsbMlpTrainer(csb_setup_of(design, **CHANGES))
+    assert isinstance(board, CsbListBoardTrainer)  # the family's trainer of a build with square blocks
     for trainer in (board, golden):
         trainer.fit(data, progress=False, max_steps=3)
     assert [row["phase"] for row in board.history] == ["warmup", "fixed", "fixed"]
@@ -57,3 +59,7 @@ def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(t
         compared += a.size
     assert compared == 64 * 64 + 64 * 32 + 32 * 10
     assert golden.lr_exponents == board.lr_exponents
+    figures = board.throughput()  # per list step (the warm-up's steps ran on the host), the model's and measured
+    assert figures["list_steps"] == board.list_steps == board.step - 3 and figures["lists"] == 2 * board.list_steps
+    assert figures["model"]["stages"] == 2 * board.list_steps and figures["model"]["pe_s_per_step"] > 0
+    assert 0 < figures["host_s_per_step"] < figures["seconds_per_step"]
