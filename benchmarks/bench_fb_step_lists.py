@@ -59,14 +59,15 @@ def least_seconds(step, batch, steps: int) -> float:
     return min(seconds)
 
 
-def torch_f32_step(layers, *, lr: float, momentum: float, weight_decay: float, seed: int):
-    """A float32 PyTorch training step of the MLP ``layers`` (ReLU between layers): ``step(x, y)``."""
+def torch_f32_step(layers, *, lr: float, momentum: float, weight_decay: float, seed: int, bias: bool = True):
+    """A float32 PyTorch training step of the MLP ``layers`` (ReLU between layers; ``bias``: the layers have
+    biases): ``step(x, y)``."""
     import torch
 
     torch.manual_seed(seed)
     modules = []
     for index, (fan_in, fan_out) in enumerate(zip(layers[:-1], layers[1:])):
-        modules.append(torch.nn.Linear(fan_in, fan_out))
+        modules.append(torch.nn.Linear(fan_in, fan_out, bias=bias))
         if index < len(layers) - 2:
             modules.append(torch.nn.ReLU())
     model = torch.nn.Sequential(*modules)

@@ -96,7 +96,7 @@ class AccelIP(DefaultIP):
         self._pending_list: tuple | None = None  # (ap_start time, arena, calls) of a started list
         self._checked_lists: dict = {}  # (descriptor bytes, arena bytes) -> the calls, decoded and checked
         self._list_armed = True  # n_calls may be non-zero (run_list, or a process before this one): clear it once
-        self._held: dict[str, int] = {}  # argument registers' values as this driver last wrote them (they persist)
+        self._held: dict[tuple, int] = {}  # (register, word) -> what this driver last wrote there (it persists)
         self.stream_bits = int(entry.get("spec", {}).get("stream_bits", 32))  # the PE's stream word (bits)
 
     def __repr__(self) -> str:
@@ -119,15 +119,15 @@ class AccelIP(DefaultIP):
     # -- registers
 
     def _write_register(self, name: str, value: int, words: int = 1, *, unless_held: bool = False) -> None:
-        """Write an argument register (``words`` 32-bit words). ``unless_held``: skip it when it already holds
-        ``value`` from this driver's last write: the shell's argument registers keep their values between
+        """Write an argument register (``words`` 32-bit words). ``unless_held``: skip each word it already holds
+        from this driver's last write: the shell's argument registers keep their values between
         calls (only a reset clears them, and a reset comes with a new overlay and new drivers), so a step's lists
         over the same arena write only what changes."""
-        if unless_held and self._held.get(name) == value:
-            return
-        for i in range(words):
-            self.mmio.write(self.offsets[name] + 4 * i, (value >> (32 * i)) & 0xFFFF_FFFF)
-        self._held[name] = value
+        for i in range(words):  # word by word: a pointer's high word seldom changes (below 4 GiB, never)
+            word = (value >> (32 * i)) & 0xFFFF_FFFF
+            if not (unless_held and self._held.get((name, i)) == word):
+                self.mmio.write(self.offsets[name] + 4 * i, word)
+                self._held[(name, i)] = word
 
     def _status(self) -> int:
         return self.mmio.read(self.offsets["CTRL"])
@@ -200,12 +200,15 @@ class AccelIP(DefaultIP):
         self.start_list(arena, descriptors, n_calls)
         return self.finish_list(timeout_s=timeout_s)
 
-    def start_list(self, arena, descriptors, n_calls: int) -> None:
+    def start_list(self, arena, descriptors, n_calls: int, *, flush: bool = True) -> None:
         """Start a call list (as :meth:`run_list`) and return at once, so that several IPs run their lists side by
-        side on one arena (lists that write disjoint words); :meth:`finish_list` waits for it."""
+        side on one arena (lists that write disjoint words); :meth:`finish_list` waits for it. ``flush=False``:
+        the caller flushed the descriptors when it wrote them and has not written them since (a list kept in a
+        buffer of its own, run every step)."""
         calls = self._checked_list(arena, descriptors, n_calls)
         self._check_free()
-        flush_words(descriptors, len(calls) * DESCRIPTOR_WORDS)
+        if flush:
+            flush_words(descriptors, len(calls) * DESCRIPTOR_WORDS)
         for name, value in (("in", arena.physical_address), ("out", arena.physical_address),
                             ("calls", descriptors.physical_address)):
             self._write_register(name, value, shell.POINTER_BITS // 32, unless_held=True)

@@ -3,9 +3,9 @@
 Every list trainer (:mod:`codesign.loops.tt_lists`, :mod:`codesign.loops.fb_lists`) drives a *shell*:
 ``arena(lists, key)``, ``flush``, ``invalidate`` and ``run_phase``. :class:`ListShell` is that shell on the
 overlay's IPs of the PEs it is given, through each driver's :meth:`~codesign.deploy.driver.AccelIP.start_list`:
-one start and one done per list. A list's descriptors are encoded once and kept (a step runs the same lists
-every time, and encoding them is host time), then copied into the IP's descriptor buffer before each start,
-which flushes them. A family's shell adds what its trainer reads (the TT builds, the FP-MAC array's).
+one start and one done per list. A list's descriptors are encoded, written into a device buffer of their own and
+flushed once (a step runs the same lists every time, and encoding and flushing them is host time and traffic), so
+a start flushes nothing but what the trainer wrote. A family's shell adds what its trainer reads (the TT builds).
 """
 
 from __future__ import annotations
@@ -44,8 +44,7 @@ class ListShell:
             raise DeployError(f"design {overlay.manifest['design']!r} has no {' or '.join(missing)} IP")
         self.ips = {pe: [overlay.accelerator(name) for name in names[pe]] for pe in self.specs}
         self._buffers: Dict[tuple, Any] = {}
-        self._descriptors: Dict[str, Any] = {}
-        self._encoded: "OrderedDict[int, tuple]" = OrderedDict()  # id(calls) -> (calls, words): calls kept alive
+        self._encoded: "OrderedDict[int, tuple]" = OrderedDict()  # id(calls) -> (calls, descriptors): calls kept
         self.lists = self.calls = 0
         # phases run, by the ids of their lists: [phase, arena image, runs]; the phase kept, so an id is not reused
         self._runs: "OrderedDict[tuple, list]" = OrderedDict()
@@ -53,14 +52,6 @@ class ListShell:
         self._priced = StageLog()  # the runs of phases let go, priced when they were
         self.pricing_s = 0.0  # seconds those prices took inside steps (a step's measured time leaves them out)
         self.busy_s = 0.0  # seconds the phases kept the host waiting: each phase's longest list, start to done
-
-    def _buffer(self, name: str, words: int):
-        from pynq import allocate
-
-        key = (name, words)
-        if key not in self._buffers:
-            self._buffers[key] = allocate(shape=(words,), dtype=np.uint32, target=self.overlay.device)
-        return self._buffers[key]
 
     def arena(self, lists, key) -> Any:
         """The device buffer ``lists`` (anything with an ``arena`` image) runs in: one per ``key``, its image
@@ -72,7 +63,9 @@ class ListShell:
         if key not in self._buffers:
             if len(self._buffers) > KEPT_ARENAS:
                 for stale in [k for k in self._buffers if k[0] == "arena"][:KEPT_ARENAS // 2]:
-                    self._buffers.pop(stale).freebuffer()
+                    freed = self._buffers.pop(stale)
+                    self._images.pop(id(freed), None)
+                    freed.freebuffer()
             from pynq import allocate
 
             buffer = allocate(shape=(lists.arena.size,), dtype=np.uint32, target=self.overlay.device)
@@ -90,13 +83,21 @@ class ListShell:
         for start, words in ranges:
             invalidate_words(arena, words, start)
 
-    def encoded(self, calls) -> np.ndarray:
-        """The descriptor words of ``calls``, encoded once per list."""
+    def descriptors(self, calls) -> Any:
+        """The device buffer holding ``calls``' descriptors: encoded, written and flushed once per list (a step
+        runs the same lists every time, and encoding and flushing them is host time and traffic), so a start
+        flushes nothing of them. The :data:`KEPT_ENCODINGS` latest lists keep theirs."""
         known = self._encoded.get(id(calls))
         if known is None or known[0] is not calls:
-            known = self._encoded[id(calls)] = (calls, encode_list(calls))
+            from pynq import allocate
+
+            words = encode_list(calls)
+            buffer = allocate(shape=(max(words.size, 1),), dtype=np.uint32, target=self.overlay.device)
+            buffer[:words.size] = words
+            flush_words(buffer, words.size)
+            known = self._encoded[id(calls)] = (calls, buffer)
             if len(self._encoded) > KEPT_ENCODINGS:
-                self._encoded.popitem(last=False)
+                self._encoded.popitem(last=False)[1][1].freebuffer()
         return known[1]
 
     def run_phase(self, phase, arena) -> Any:
@@ -105,13 +106,7 @@ class ListShell:
         started = []
         for pe, calls in phase:
             ip = self.ips[pe][sum(other == pe for other, _ in phase[:len(started)])]  # a PE's lists on its copies
-            words = self.encoded(calls)
-            descriptors = self._descriptors.get(ip.ip_name)  # one buffer an IP: its calls register keeps the address
-            if descriptors is None or descriptors.size < words.size:
-                descriptors = self._descriptors[ip.ip_name] = self._buffer(f"calls {ip.ip_name}",
-                                                                          max(words.size, 1 << 12))
-            descriptors[:words.size] = words
-            ip.start_list(arena, descriptors, len(calls))
+            ip.start_list(arena, self.descriptors(calls), len(calls), flush=False)
             started.append(ip)
             self.lists += 1
             self.calls += len(calls)

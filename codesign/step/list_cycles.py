@@ -30,7 +30,7 @@ Units: clock cycles of ``ap_clk`` throughout; byte addresses.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -313,6 +313,22 @@ def phase_cycles(phase: Sequence[Tuple[str, Sequence[Call]]], specs, arena: np.n
     return cycles, words_in, words_out
 
 
+def step_cycles(pe: str, spec, lists: Mapping[str, Sequence[Call]], arena: np.ndarray, *,
+                ddr: Optional[DdrTiming] = None) -> Dict[str, object]:
+    """A step's lists run one after the other on one ``pe`` IP of the build ``spec`` (``lists``: name -> calls,
+    e.g. forward and backward): each list's cycles under ``ddr`` (from ``run_start`` to ``ap_done``) by its
+    name, their ``total``, their ``breakdown`` summed (fetch, pe, stall, record, control), ``calls``, and each
+    list's ``words`` in and out over the port (:func:`list_words`)."""
+    runs = {name: list_cycles(PeName(pe), spec, calls, arena, ddr=ddr) for name, calls in lists.items()}
+    breakdown: Dict[str, int] = {}
+    for run in runs.values():
+        for key, value in run.breakdown().items():
+            breakdown[key] = breakdown.get(key, 0) + value
+    return {**{name: run.total for name, run in runs.items()}, "total": sum(run.total for run in runs.values()),
+            "breakdown": breakdown, "calls": sum(len(calls) for calls in lists.values()),
+            "words": {name: list_words(calls) for name, calls in lists.items()}}
+
+
 def bench_poll_cycles(busy: int, poll_cycles: int = 16, read_cycles: int = 3, offset: int = 3,
                       lead: int = 2) -> int:
     """What the list bench reports as ``cycles`` for a list busy ``busy`` cycles: from the ap_start write's
@@ -326,4 +342,4 @@ def bench_poll_cycles(busy: int, poll_cycles: int = 16, read_cycles: int = 3, of
 
 
 __all__ = ["AXI_RAM", "CONTROL_CYCLES", "CallCycles", "DdrTiming", "ListCycles", "MemoryTiming",
-           "bench_poll_cycles", "call_phases", "list_cycles", "list_words", "phase_cycles", "PeName"]
+           "bench_poll_cycles", "call_phases", "list_cycles", "list_words", "phase_cycles", "PeName", "step_cycles"]

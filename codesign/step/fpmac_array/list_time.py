@@ -11,12 +11,11 @@ from __future__ import annotations
 from typing import Dict, Optional, Sequence
 
 from codesign.boards import Board
-from codesign.pe import get_pe
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.step.fpmac_array.lists import PE, step_arena, step_lists
 from codesign.step.fpmac_array.time import fb_mac_energy_pj
-from codesign.step.list_cycles import DdrTiming, list_cycles
-from codesign.step.time import StepTime, list_stage, step_time, stream_cycles
+from codesign.step.list_cycles import DdrTiming, step_cycles
+from codesign.step.time import Stage, StepTime, step_time, stream_cycles
 
 
 def step_list_cycles(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, fb: Optional[int] = None,
@@ -27,18 +26,8 @@ def step_list_cycles(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *,
     model (None: the AXI RAM alone)."""
     arena = step_arena(spec, layers, batch)
     lists = step_lists(arena, batch, spec.max_fb if fb is None else fb, 0)
-    pe = get_pe(PE)
-    runs = {name: list_cycles(pe, spec, calls, arena.image, ddr=ddr)
-            for name, calls in (("forward", lists.forward), ("backward", lists.backward))}
-    breakdown: Dict[str, int] = {}
-    for run in runs.values():
-        for key, value in run.breakdown().items():
-            breakdown[key] = breakdown.get(key, 0) + value
-    return {"forward": runs["forward"].total, "backward": runs["backward"].total,
-            "total": sum(run.total for run in runs.values()), "breakdown": breakdown,
-            "calls": len(lists.forward) + len(lists.backward), "macs": lists.macs,
-            "stages": [list_stage(runs[name].total, calls)
-                       for name, calls in (("forward", lists.forward), ("backward", lists.backward))]}
+    priced = step_cycles(PE, spec, {"forward": lists.forward, "backward": lists.backward}, arena.image, ddr=ddr)
+    return {**priced, "macs": lists.macs}
 
 
 def fb_list_step(spec: FpmacArraySpec, layers: Sequence[int], batch: int, board: Board, *, clock_mhz: float,
@@ -47,7 +36,8 @@ def fb_list_step(spec: FpmacArraySpec, layers: Sequence[int], batch: int, board:
     ``clock_mhz``: its two lists as two stages (cycles under ``ddr``, the board's HP-port timing where None is
     not wanted; words over the port), the host's ``host_s`` measured where it runs."""
     priced = step_list_cycles(spec, layers, batch, ddr=ddr)
-    stages = priced["stages"]
+    stages = [Stage(cycles=priced[name], words_in=priced["words"][name][0], words_out=priced["words"][name][1])
+              for name in ("forward", "backward")]
     return step_time(stages, board, clock_mhz=clock_mhz, host_s=host_s, host_source=host_source,
                      macs=priced["macs"], array_macs=spec.macs, calls=priced["calls"],
                      stream_cycles=stream_cycles(stages),

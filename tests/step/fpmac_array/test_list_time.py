@@ -3,6 +3,12 @@ calls, the parts add up, and a larger batch costs more."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
 from codesign.pe.fpmac_array.cycles import transaction_cycles
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.step.fpmac_array.list_time import step_list_cycles
@@ -34,3 +40,43 @@ def test_the_list_step_is_its_two_lists_on_the_board():
     assert step.stages == 2 and step.calls == priced["calls"] and step.macs == priced["macs"]
     assert step.pe_s == (priced["forward"] + priced["backward"]) / 50e6 and step.host_s == 1e-3
     assert priced["total"] > step_list_cycles(SPEC, layers, 7)["total"]  # DDR's latency on top of the AXI RAM's
+
+
+@pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog is not on PATH")
+@pytest.mark.slow
+def test_rtl_runs_the_example_step_bit_exact_in_the_modelled_cycles(tmp_path):
+    """digits_abvs (its network, batch 64 and FP-MAC array build): a step of the list trainer on the golden shell,
+    each list's arena before and after kept; both lists on the RTL shell around the array's RTL give the golden
+    arena bit for bit in the cycles the model prices the step at (docs/fpmac_array.md quotes them)."""
+    from codesign.design import load_design
+    from codesign.design.families.fpmac_array import fb_setup_of
+    from codesign.loops.fb_lists import FbListTrainer
+    from codesign.pe import get_pe
+    from codesign.shell.calls import ListCase
+    from codesign.shell.list_runner import GoldenListShell
+    from codesign.shell.list_sim import run_list_rtl
+    from codesign.step.list_cycles import list_cycles
+
+    setup = fb_setup_of(load_design(Path(__file__).resolve().parents[3] / "examples" / "digits_abvs.toml"))
+    shell = GoldenListShell({"fpmac_array": setup.spec})
+    trainer, runs, golden_run = FbListTrainer(setup, shell), [], shell.run_phase
+
+    def kept(phase, arena):
+        before = np.array(arena, copy=True)
+        after = golden_run(phase, arena)
+        runs.append((phase, before, np.array(after, copy=True)))
+        return after
+
+    shell.run_phase = kept
+    rng = np.random.default_rng(4)
+    for _ in range(2):  # the second step starts from the state the first left on the device
+        trainer.train_step(rng.random((64, setup.layers[0])), rng.integers(0, setup.layers[-1], 64))
+    priced = step_list_cycles(setup.spec, setup.layers, 64)
+    pe = get_pe("fpmac_array")
+    for name, ((_, calls),), before, after in zip(("forward", "backward"), *zip(*runs[2:])):
+        result = run_list_rtl(pe, setup.spec, ListCase(calls=calls, arena=before, expected=after), tmp_path / name)
+        model = list_cycles(pe, setup.spec, calls, before)
+        print(f"\n[digits_abvs step {name}] {len(calls)} calls, {result.mismatches} mismatches, model {model.total}, "
+              f"RTL busy {result.busy_cycles}")
+        assert result.passed, result.first_mismatches
+        assert model.total == result.busy_cycles == priced[name]

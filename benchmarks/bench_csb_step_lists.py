@@ -1,0 +1,109 @@
+"""The CSB training step as call lists, modelled on the ZedBoard and the Ultra96-V2, against a float32 PyTorch step
+of the same MLP on one core.
+
+The shipped example ``examples/digits_compressed_mlp.toml`` (a bias-free MLP
+64-64-32-10, batch 64, its CSB build), trained through its float warm-up and
+pruning search on the digits, then in one process:
+
+- ``board``: a fixed-point step as the two lists of :mod:`codesign.step.csb.lists`
+  run it (weights encoded on the device once per pruning, UPD on the PE),
+  priced by the step model (:func:`codesign.step.csb.list_time.csb_list_step`:
+  the list cycle model, exact against the RTL, under the boards' HP-port DDR
+  timing) at the design's clock. Its host time is measured here: the wall time
+  of a :class:`codesign.loops.csb_lists.CsbListTrainer` step less its golden
+  shell's (which a board replaces by its IP). This desktop is not the board's ARM.
+- ``per_call``: the same step as one IP call per layer operation with the host
+  encoding blocks between them (:func:`codesign.step.csb.time.csb_step_time`,
+  its host measured here): what the board ran before the lists.
+- ``torch_f32``: a float32 PyTorch step of the dense MLP (ReLU, softmax
+  cross-entropy, plain SGD at the example's rate), one thread, the least of
+  ``--steps``.
+
+Prints each board's step, its parts and the ratio board / torch_f32; writes
+``csb_step_lists.json``. A run takes about a minute (the warm-up and the
+pruning search run first).
+
+Run: .venv/bin/python benchmarks/bench_csb_step_lists.py [--steps 5] [--out reports/bench]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from codesign.boards import board
+from codesign.deploy.list_shell import BOARD_DDR
+from codesign.design import load_design
+from codesign.design.families.csb import csb_setup_of
+from codesign.io.reports import write_json_atomic
+from codesign.loops.csb_lists import CsbListTrainer
+from codesign.loops.host_share import compressed_masks, measure_csb_host
+from codesign.shell.list_runner import GoldenListShell, host_per_list_step
+from codesign.step.csb.list_time import csb_list_step
+from codesign.step.csb.time import csb_step_time
+from codesign.train.data import load_digits_dataset
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_fb_step_lists import BOARDS, least_seconds, torch_f32_step  # noqa: E402
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "digits_compressed_mlp.toml"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--out", default="reports/bench")
+    args = parser.parse_args()
+    if args.steps < 1:
+        parser.error("--steps must be >= 1")
+    import torch
+
+    torch.set_num_threads(1)
+    design = load_design(EXAMPLE)
+    setup = csb_setup_of(design)
+    spec, layers, batch_size = setup.spec, setup.layers, setup.batch_size
+    shell = GoldenListShell({"csb": spec})
+    trainer = CsbListTrainer(setup, shell)
+    data = load_digits_dataset(validation_fraction=0.2)
+    trainer.fit(data, epochs=setup.warmup_epochs, progress=False)
+    rng = np.random.default_rng(0)
+    batches = [(rng.random((batch_size, layers[0])).astype(np.float32), rng.integers(0, layers[-1], batch_size))
+               for _ in range(1 + args.steps)]
+    list_host = host_per_list_step(trainer, shell, batches, warm_steps=1)
+    structures = trainer._structure
+    call_host = measure_csb_host(compressed_masks(setup, data))  # the golden loop's, past the same pruning
+    f32 = torch_f32_step(layers, lr=setup.lr, momentum=0.0, weight_decay=0.0, seed=setup.seed, bias=False)
+    f32(*batches[0])
+    torch_s = least_seconds(f32, batches[0], args.steps)
+    kept = [int(mask.sum()) for mask in trainer.masks]
+    row = {"design": design.name, "layers": list(layers), "batch": batch_size, "csb": spec.to_dict(),
+           "kept_weights": kept, "clock_mhz": design.clock_mhz, "host_list_ms_desktop": 1e3 * list_host["seconds"],
+           "host_list_traffic": {k: v for k, v in list_host.items() if k != "seconds"},
+           "torch_f32_ms": 1e3 * torch_s, "boards": {}}
+    for name in BOARDS:
+        target = board(name)
+        lists = csb_list_step(spec, layers, batch_size, structures, target, clock_mhz=design.clock_mhz,
+                              host_s=list_host["seconds"], host_source="measured on this desktop", ddr=BOARD_DDR)
+        calls = csb_step_time(spec, trainer.masks, batch_size, target, clock_mhz=design.clock_mhz, host=call_host)
+        entry = {"board_step_ms": 1e3 * lists.total_s, "pe_ms": 1e3 * lists.pe_s, "memory_ms": 1e3 * lists.memory_s,
+                 "host_share": lists.host_s / lists.total_s, "bottleneck": lists.bottleneck,
+                 "macs_bound_ms": 1e3 * lists.bounds["macs_s"], "per_call_step_ms": 1e3 * calls.total_s,
+                 "per_call_host_share": calls.host_s / calls.total_s,
+                 "ratio_board_to_torch_f32": lists.total_s / torch_s}
+        row["boards"][name] = entry
+        print(f"{name} at {design.clock_mhz:g} MHz (kept {kept} weights): list step {entry['board_step_ms']:.2f} ms "
+              f"(PE {entry['pe_ms']:.2f}, memory {entry['memory_ms']:.2f}, host here {row['host_list_ms_desktop']:.2f}"
+              f" ms = {100 * entry['host_share']:.0f} %), per-call step {entry['per_call_step_ms']:.2f} ms "
+              f"({100 * entry['per_call_host_share']:.0f} % host); float32 PyTorch {row['torch_f32_ms']:.2f} ms; "
+              f"board / float32 = {entry['ratio_board_to_torch_f32']:.2f}", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "csb_step_lists.json", row)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
