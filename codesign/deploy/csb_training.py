@@ -37,6 +37,7 @@ import numpy as np
 
 from codesign.deploy.board import LoopOnBoard
 from codesign.deploy.csb_list_training import CsbListBoardTrainer
+from codesign.deploy.list_shell import runs_lists
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.families import BoardFamily
 from codesign.deploy.manifest import DeployError, setup_from_manifest
@@ -218,21 +219,24 @@ def _measure_host(setup: CsbTrainSetup, *, source: str, data):
     return measure_csb_host(compressed_masks(setup, data), source=source)
 
 
-# a short run of the whole path: the float warm-up, the pruning search and the fixed-point phase in two epochs,
-# at a constant rate (a cosine over two short epochs would reach 0)
 def csb_board_trainer(overlay, design=None, **setup_changes):
-    """The CSB family's board trainer for ``overlay``'s build: every fixed-point step as call lists
+    """The CSB family's board trainer for ``overlay``: every fixed-point step as call lists
     (:class:`codesign.deploy.csb_list_training.CsbListBoardTrainer`: weights encoded on the device once per
-    pruning event, UPD on the PE) where the build has the square blocks and the lanes the lists need; else
-    :class:`CsbBoardTrainer`, one IP call per layer operation."""
+    pruning event, UPD on the PE) where the build has the square blocks and the lanes the lists need and the IP runs
+    them (:func:`codesign.deploy.list_shell.runs_lists`); else :class:`CsbBoardTrainer`, one IP call per layer
+    operation."""
     setup = setup_from_manifest(overlay.manifest, CsbTrainSetup, setup_changes)
     try:
         check_list_spec(setup.spec)
     except HwTrainError:
         return CsbBoardTrainer(overlay, design, **setup_changes)
+    if not runs_lists(overlay, "csb"):
+        return CsbBoardTrainer(overlay, design, **setup_changes)
     return CsbListBoardTrainer(overlay, design, **setup_changes)
 
 
+# a short run of the whole path: the float warm-up, the pruning search and the fixed-point phase in two epochs,
+# at a constant rate (a cosine over two short epochs would reach 0)
 FAMILY = BoardFamily(key="csb", board=csb_board_trainer, golden=CsbMlpTrainer, setup=CsbTrainSetup,
                      state_keys=("buffers", "masks"), example="digits_compressed_mlp.toml",
                      quick_changes={"epochs": 2, "warmup_epochs": 1, "schedule": "constant"},

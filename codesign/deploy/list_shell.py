@@ -20,13 +20,22 @@ from codesign.contracts.calls import encode_list
 from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import flush_words, invalidate_words
 from codesign.deploy.manifest import DeployError
-from codesign.step.list_cycles import DdrTiming, phase_cycles
+from codesign.step.list_cycles import BOARD_DDR, phase_cycles
 from codesign.step.model import StageLog, model_figures
 
 KEPT_ENCODINGS = 64  # lists whose descriptor words are kept (a step's lists at a few shapes and widths)
 KEPT_ARENAS = 16  # arenas kept before the oldest are freed (lists rebuilt at new scales or shapes)
 KEPT_RUNS = 256  # distinct phases whose runs are counted before the oldest are priced (in a step) and let go
-BOARD_DDR = DdrTiming()  # the HP port's latency and bandwidth the list bench and the step models assume
+
+
+def runs_lists(overlay, pe: str) -> bool:
+    """Whether ``overlay``'s IPs of ``pe`` run call lists: every one built by the RTL route, or a device that runs
+    the generated C++ (the emulated board). A Vitis HLS export runs lists in C simulation only
+    (:meth:`codesign.deploy.driver.AccelIP.start_list` refuses them), so a family trains it one call at a time."""
+    if getattr(overlay.device, "runs_generated_cpp", False):
+        return True
+    ips = [ip for ip in overlay.manifest["ips"] if ip["pe"] == pe]
+    return bool(ips) and all(ip.get("ip_route", "hls") == "rtl" for ip in ips)
 
 
 class ListShell:
@@ -43,20 +52,24 @@ class ListShell:
         if missing:
             raise DeployError(f"design {overlay.manifest['design']!r} has no {' or '.join(missing)} IP")
         self.ips = {pe: [overlay.accelerator(name) for name in names[pe]] for pe in self.specs}
-        self._buffers: Dict[tuple, Any] = {}
+        self._buffers: "OrderedDict[tuple, Any]" = OrderedDict()  # arenas, the least recently used first
         self._encoded: "OrderedDict[int, tuple]" = OrderedDict()  # id(calls) -> (calls, descriptors): calls kept
+        self._to_free: list = []  # descriptor buffers let go during a phase
         self.lists = self.calls = 0
-        # phases run, by the ids of their lists: [phase, arena image, runs]; the phase kept, so an id is not reused
+        # phases run, by the ids of their lists: [phase, arena image, runs, price once known]; the phase kept, so an
+        # id is not reused
         self._runs: "OrderedDict[tuple, list]" = OrderedDict()
         self._images: Dict[int, Any] = {}  # id(device buffer) -> the image of the lists it was made for
         self._priced = StageLog()  # the runs of phases let go, priced when they were
         self.pricing_s = 0.0  # seconds those prices took inside steps (a step's measured time leaves them out)
-        self.busy_s = 0.0  # seconds the phases kept the host waiting: each phase's longest list, start to done
+        self.busy_s = 0.0  # seconds the phases kept the host waiting, from a phase's last start to its last done
 
     def arena(self, lists, key) -> Any:
         """The device buffer ``lists`` (anything with an ``arena`` image) runs in: one per ``key``, its image
         written and flushed once; lists of the same key lay their tensors out alike."""
         key = ("arena", key)
+        if key in self._buffers:  # in use: the last to be let go (a TT step holds one a layer until its backward)
+            self._buffers.move_to_end(key)
         if key in self._buffers and self._buffers[key].size != lists.arena.size:
             raise DeployError(f"arena {key[1]}: lists of {lists.arena.size} words meet a buffer of "
                               f"{self._buffers[key].size}")
@@ -88,7 +101,9 @@ class ListShell:
         runs the same lists every time, and encoding and flushing them is host time and traffic), so a start
         flushes nothing of them. The :data:`KEPT_ENCODINGS` latest lists keep theirs."""
         known = self._encoded.get(id(calls))
-        if known is None or known[0] is not calls:
+        if known is not None and known[0] is calls:
+            self._encoded.move_to_end(id(calls))
+        else:
             from pynq import allocate
 
             words = encode_list(calls)
@@ -96,8 +111,8 @@ class ListShell:
             buffer[:words.size] = words
             flush_words(buffer, words.size)
             known = self._encoded[id(calls)] = (calls, buffer)
-            if len(self._encoded) > KEPT_ENCODINGS:
-                self._encoded.popitem(last=False)[1][1].freebuffer()
+            if len(self._encoded) > KEPT_ENCODINGS:  # freed once the phase's IPs are done: one may read it now
+                self._to_free.append(self._encoded.popitem(last=False)[1][1])
         return known[1]
 
     def run_phase(self, phase, arena) -> Any:
@@ -110,26 +125,30 @@ class ListShell:
             started.append(ip)
             self.lists += 1
             self.calls += len(calls)
-        busy = [ip.busy_s for ip in started]
+        waiting = time.perf_counter()  # the IPs run side by side: the host waits from its last start to the last done
         for ip in started:
             ip.finish_list()
-        # the phase's IPs run side by side: it holds the host for its longest list, not for their sum
-        self.busy_s += max((ip.busy_s - before for ip, before in zip(started, busy)), default=0.0)
+        self.busy_s += time.perf_counter() - waiting
+        for buffer in self._to_free:
+            buffer.freebuffer()
+        self._to_free.clear()
         key = tuple((pe, id(calls)) for pe, calls in phase)
         run = self._runs.get(key)
         if run is None:
-            run = self._runs[key] = [tuple(phase), self._images.get(id(arena), arena), 0]
+            run = self._runs[key] = [tuple(phase), self._images.get(id(arena), arena), 0, None]
             if len(self._runs) > KEPT_RUNS:
-                started = time.perf_counter()
+                pricing = time.perf_counter()
                 self._price(*self._runs.popitem(last=False)[1], log=self._priced)
-                self.pricing_s += time.perf_counter() - started
+                self.pricing_s += time.perf_counter() - pricing
         run[2] += 1
         return arena
 
-    def _price(self, phase, arena, runs: int, *, log: StageLog) -> None:
-        cycles, words_in, words_out = phase_cycles(phase, self.specs, np.asarray(arena), ddr=BOARD_DDR)
+    def _price(self, phase, arena, runs: int, priced=None, *, log: StageLog) -> tuple:
+        """Add ``runs`` runs of ``phase`` to ``log``; its ``(cycles, words in, words out)``, priced unless given."""
+        priced = priced or phase_cycles(phase, self.specs, np.asarray(arena), ddr=BOARD_DDR)
         for _ in range(runs):
-            log.add(cycles, words_in, words_out)
+            log.add(*priced)
+        return priced
 
     def stage_log(self) -> StageLog:
         """Every phase run so far as a stage of the list cycle model under :data:`BOARD_DDR` (a phase's lists side
@@ -137,8 +156,8 @@ class ListShell:
         model is Python, cycle by cycle, and has no place inside a step a board times."""
         log = StageLog()
         log.stages.extend(self._priced.stages)
-        for phase, arena, runs in self._runs.values():
-            self._price(phase, arena, runs, log=log)
+        for run in self._runs.values():
+            run[3] = self._price(*run, log=log)
         return log
 
 
@@ -173,4 +192,4 @@ class ListOnBoard(OnBoard):
         return {**super().throughput(), **figures}
 
 
-__all__ = ["BOARD_DDR", "ListOnBoard", "ListShell"]
+__all__ = ["BOARD_DDR", "ListOnBoard", "ListShell", "runs_lists"]

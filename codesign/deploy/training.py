@@ -17,9 +17,10 @@ GEMMs; ``load_weights``, ``read_weights``, ``train_step``, ``fit``,
 
 The family trains on the board as call lists
 (:class:`codesign.deploy.fb_list_training.FbListBoardTrainer`: the state on
-the device, the update on the PE); :class:`BoardTrainer`, one IP call per
-GEMM with the host between them, stays as the path the explorer's per-call
-step model and the host-share measurement describe.
+the device, the update on the PE) wherever its IP runs lists
+(:func:`fb_board_trainer`); :class:`BoardTrainer`, one IP call per GEMM with
+the host between them, trains a Vitis HLS export, and is the path the
+explorer's per-call step model and the host-share measurement describe.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from codesign.deploy.board import LoopOnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.families import BoardFamily
 from codesign.deploy.fb_list_training import FbListBoardTrainer
+from codesign.deploy.list_shell import runs_lists
 from codesign.deploy.manifest import DeployError
 from codesign.contracts.constants import STATUS_OK, status_names
 from codesign.step.model import StageLog
@@ -115,7 +117,17 @@ def _measure_host(setup: HwTrainSetup, *, source: str, data=None):
     return measure_fb_host(setup, source=source)[0]
 
 
+def fb_board_trainer(overlay, design=None, **setup_changes):
+    """The FB-float family's board trainer for ``overlay``: every step as two call lists
+    (:class:`codesign.deploy.fb_list_training.FbListBoardTrainer`) where the IP runs lists
+    (:func:`codesign.deploy.list_shell.runs_lists`: an RTL-route build, or the emulated board); else
+    :class:`BoardTrainer`, one IP call per GEMM."""
+    if runs_lists(overlay, "fpmac_array"):
+        return FbListBoardTrainer(overlay, design, **setup_changes)
+    return BoardTrainer(overlay, design, **setup_changes)
+
+
 # a short run of the whole path: two epochs, the FB rule raising the FB after the first
-FAMILY = BoardFamily(key="fpmac_array", board=FbListBoardTrainer, golden=FbMlpTrainer, setup=HwTrainSetup,
+FAMILY = BoardFamily(key="fpmac_array", board=fb_board_trainer, golden=FbMlpTrainer, setup=HwTrainSetup,
                      state_keys=("weights", "biases", "velocity"), example="digits_abvs.toml",
                      quick_changes={"epochs": 2, "epsilon": 1.0}, measure_host=_measure_host)

@@ -28,6 +28,7 @@ import numpy as np
 from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.families import BoardFamily
+from codesign.deploy.list_shell import runs_lists
 from codesign.deploy.manifest import DeployError, setup_from_manifest
 from codesign.step.model import StageLog
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
@@ -194,22 +195,29 @@ def _measure_host(setup: TtTrainSetup, *, source: str, data=None):
     return measure_tt_host(setup, source=source)
 
 
-# a short run of the whole path: two epochs, the prior's warm-up and a rank pruning after the first epoch at a
-# threshold that prunes
 def tt_board_trainer(overlay, design=None, **setup_changes):
-    """The TT family's board trainer for ``overlay``'s set-up: every step as call lists
+    """The TT family's board trainer for ``overlay``: every step as call lists
     (:class:`codesign.deploy.tt_list_training.TtListBoardTrainer`, the state and the rounding on the PL) where the
-    set-up rounds at tracked scales on the direct core-gradient route, as the lists need; else
-    :class:`TtBoardTrainer`, one IP call per contraction."""
+    set-up rounds at tracked scales on the direct core-gradient route, the builds take lists and the IPs run them
+    (:func:`codesign.deploy.list_shell.runs_lists`); else :class:`TtBoardTrainer`, one IP call per contraction."""
+    from codesign.step.tt.step_lists import check_specs
+
     setup = setup_from_manifest(overlay.manifest, TtTrainSetup, setup_changes)
-    precision = setup.precision
-    if precision.get("scale_rule") == "tracked" and precision.get("core_grad_route", "direct") == "direct":
+    precision, hardware = setup.precision, step_hardware(overlay.manifest)
+    tracked = precision.get("scale_rule") == "tracked" and precision.get("core_grad_route", "direct") == "direct"
+    try:
+        check_specs(hardware.pe1, hardware.pe2)
+    except ValueError:
+        tracked = False
+    if tracked and runs_lists(overlay, "tt1") and runs_lists(overlay, "tt2"):
         from codesign.deploy.tt_list_training import TtListBoardTrainer
 
         return TtListBoardTrainer(overlay, design, **setup_changes)
     return TtBoardTrainer(overlay, design, **setup_changes)
 
 
+# a short run of the whole path: two epochs, the prior's warm-up and a rank pruning after the first epoch at a
+# threshold that prunes
 FAMILY = BoardFamily(key="tt", board=tt_board_trainer, golden=TtMlpTrainer, setup=TtTrainSetup,
                      state_keys=("cores", "biases", "moments", "trackers", "means", "ranks"), example="digits_tt.toml",
                      quick_changes={"epochs": 2, "warmup_epochs": 1, "prune_from_epoch": 0, "threshold": 0.9},

@@ -285,6 +285,9 @@ def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: M
     return ListCycles(calls=tuple(CallCycles(**run) for run in runs))
 
 
+BOARD_DDR = DdrTiming()  # the HP port's latency and bandwidth the list bench and the step models assume
+
+
 class PeName(NamedTuple):
     """What the cycle model reads of a PE: its name. :func:`codesign.pe.get_pe` would load the PE's build code
     too, which a board's runtime does not have."""
@@ -341,5 +344,5 @@ def bench_poll_cycles(busy: int, poll_cycles: int = 16, read_cycles: int = 3, of
     return period * max(0, -(-(busy + lead - offset) // period)) + offset
 
 
-__all__ = ["AXI_RAM", "CONTROL_CYCLES", "CallCycles", "DdrTiming", "ListCycles", "MemoryTiming",
+__all__ = ["AXI_RAM", "BOARD_DDR", "CONTROL_CYCLES", "CallCycles", "DdrTiming", "ListCycles", "MemoryTiming",
            "bench_poll_cycles", "call_phases", "list_cycles", "list_words", "phase_cycles", "PeName", "step_cycles"]

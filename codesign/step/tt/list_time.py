@@ -24,12 +24,11 @@ import numpy as np
 
 from codesign.boards import Board
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.step.list_cycles import DdrTiming, phase_cycles
+from codesign.step.list_cycles import BOARD_DDR, DdrTiming, phase_cycles
 from codesign.step.time import Stage, StepTime, step_time
 from codesign.step.tt.step_lists import Fracs, StepLists, check_specs, list_products, step_lists
 from codesign.step.tt.time import TtLayers, tt_mac_energy_pj
 
-BOARD_DDR = DdrTiming()  # the HP-port latency the list bench and the benchmark assume (its docstring gives sources)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,75 @@
+"""A list shell's side of the board: which overlays run call lists, and a shell's caches of device buffers (their
+eviction order, and nothing freed while an IP may still read it)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from codesign.deploy import list_shell
+from codesign.deploy.list_shell import ListShell, runs_lists
+
+
+def _overlay(routes, *, emulated: bool = False):
+    device = SimpleNamespace(runs_generated_cpp=True) if emulated else SimpleNamespace()
+    ips = [{"name": f"csb_{i}", "pe": "csb", **({} if route is None else {"ip_route": route})}
+           for i, route in enumerate(routes)]
+    return SimpleNamespace(device=device, manifest={"design": "d", "ips": ips + [{"name": "tt1_0", "pe": "tt1"}]})
+
+
+@pytest.mark.parametrize("routes, emulated, expected", [
+    (["rtl"], False, True), (["rtl", "rtl"], False, True),
+    (["hls"], False, False), ([None], False, False), (["rtl", "hls"], False, False), ([], False, False),
+    (["hls"], True, True), ([None], True, True),  # the emulated board runs the generated C++ of either route
+])
+def test_lists_run_on_rtl_route_ips_or_the_emulated_board(routes, emulated, expected):
+    assert runs_lists(_overlay(routes, emulated=emulated), "csb") is expected
+
+
+class _Buffer(np.ndarray):
+    freed = False
+
+    def freebuffer(self):
+        self.freed = True
+
+
+class _Ip:
+    """start_list / finish_list, recording which descriptor buffers were live when each list ran."""
+
+    def __init__(self, name: str) -> None:
+        self.ip_name, self.started = name, []
+
+    def start_list(self, arena, descriptors, n_calls, *, flush=True):
+        assert not flush and not descriptors.freed
+        self.started.append(descriptors)
+
+    def finish_list(self):
+        assert not any(buffer.freed for buffer in self.started)  # nothing an IP reads is freed before its done
+
+
+def _allocate(shape, dtype, target=None):
+    return np.zeros(shape, dtype).view(_Buffer)
+
+
+def test_descriptors_are_freed_after_the_phase_and_arenas_least_recently_used_first(monkeypatch):
+    import pynq
+
+    monkeypatch.setattr(pynq, "allocate", _allocate)
+    monkeypatch.setattr(list_shell, "encode_list", lambda calls: np.arange(4 * len(calls), dtype=np.uint32))
+    monkeypatch.setattr(list_shell, "flush_words", lambda *args: None)
+    monkeypatch.setattr(list_shell, "KEPT_ENCODINGS", 1)
+    monkeypatch.setattr(list_shell, "KEPT_ARENAS", 2)
+    ips = {"tt1_0": _Ip("tt1_0"), "tt1_1": _Ip("tt1_1")}
+    overlay = SimpleNamespace(device=None, accelerator=ips.get,
+                              manifest={"design": "d", "ips": [{"name": n, "pe": "tt1"} for n in ips]})
+    shell = ListShell(overlay, {"tt1": None})
+    lists = SimpleNamespace(arena=np.zeros(8, np.uint32))
+    arenas = [shell.arena(lists, key) for key in ("a", "b", "c")]
+    first, second = ("x",), ("y", "z")
+    shell.run_phase([("tt1", first), ("tt1", second)], arenas[0])  # the first list's buffer goes while both run
+    assert ips["tt1_0"].started[0].freed and not ips["tt1_1"].started[0].freed and shell.lists == 2
+    assert shell.arena(lists, "a") is arenas[0]  # "a" used again: "b" is now the least recently used
+    shell.arena(lists, "d")  # a fourth arena: past KEPT_ARENAS, the least recently used half goes
+    assert arenas[1].freed and not arenas[0].freed
