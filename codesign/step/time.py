@@ -143,10 +143,22 @@ def list_stage(cycles: int, calls: Sequence[Call]) -> Stage:
     return Stage(cycles=cycles, words_in=words_in, words_out=words_out)
 
 
+def list_step_time(priced, board: Board, *, clock_mhz: float, host_s: float, host_source: str, array_macs: int,
+                   mac_energy_pj: float, dense_macs: int = 0) -> StepTime:
+    """The whole step of a family's lists run one after the other on one IP, ``priced`` as
+    :func:`codesign.step.list_cycles.step_cycles` gives them (plus the step's ``macs``): a stage a list, its
+    cycles and words; the host's ``host_s`` measured where it runs."""
+    stages = [Stage(cycles=priced[name], words_in=words[0], words_out=words[1])
+              for name, words in priced["words"].items()]
+    return step_time(stages, board, clock_mhz=clock_mhz, host_s=host_s, host_source=host_source,
+                     macs=priced["macs"], array_macs=array_macs, calls=priced["calls"],
+                     stream_cycles=stream_cycles(stages), mac_energy_pj=mac_energy_pj, dense_macs=dense_macs)
+
+
 def stream_cycles(stages: Sequence[Stage]) -> int:
     """Cycles of ``stages`` with the PE's input and output streams busy on every cycle (one 32-bit word each a
     cycle): the bound of a PE that loads, computes and drains one after the other."""
     return sum(max(stage.words_in, stage.words_out) for stage in stages)
 
 
-__all__ = ["Stage", "StepTime", "list_stage", "port_bytes_per_s", "stage_seconds", "step_time", "stream_cycles"]
+__all__ = ["Stage", "StepTime", "list_stage", "list_step_time", "port_bytes_per_s", "stage_seconds", "step_time", "stream_cycles"]

@@ -15,7 +15,7 @@ from codesign.pe.csb.spec import CsbSpec
 from codesign.step.csb.lists import PE, CsbStepScales, step_arena, step_lists
 from codesign.step.csb.time import csb_mac_energy_pj
 from codesign.step.list_cycles import DdrTiming, step_cycles
-from codesign.step.time import Stage, StepTime, step_time, stream_cycles
+from codesign.step.time import StepTime, list_step_time
 
 
 def step_list_cycles(spec: CsbSpec, layers: Sequence[int], batch: int, structures, *,
@@ -32,21 +32,16 @@ def step_list_cycles(spec: CsbSpec, layers: Sequence[int], batch: int, structure
     return {**priced, "macs": lists.macs}
 
 
-
-
 def csb_list_step(spec: CsbSpec, layers: Sequence[int], batch: int, structures, board: Board, *, clock_mhz: float,
                   host_s: float, host_source: str, ddr: Optional[DdrTiming] = None) -> StepTime:
     """The whole fixed-point list step of ``layers`` with the stored ``structures`` on one ``spec`` build on
     ``board`` at ``clock_mhz``: its two lists as two stages (cycles under ``ddr``; words over the port), the
     host's ``host_s`` measured where it runs; ``dense_macs`` the step's MACs were nothing pruned."""
-    priced = step_list_cycles(spec, layers, batch, structures, ddr=ddr)
-    stages = [Stage(cycles=priced[name], words_in=priced["words"][name][0], words_out=priced["words"][name][1])
-              for name in ("forward", "backward")]
     weights = [i * o for i, o in zip(layers[:-1], layers[1:])]
     dense = batch * (2 * sum(weights) + sum(weights[1:]))  # FP and WG of every weight, EB past the first layer
-    return step_time(stages, board, clock_mhz=clock_mhz, host_s=host_s, host_source=host_source,
-                     macs=priced["macs"], array_macs=spec.batch * spec.parallel, calls=priced["calls"],
-                     stream_cycles=stream_cycles(stages), mac_energy_pj=csb_mac_energy_pj(spec), dense_macs=dense)
+    return list_step_time(step_list_cycles(spec, layers, batch, structures, ddr=ddr), board, clock_mhz=clock_mhz,
+                          host_s=host_s, host_source=host_source, array_macs=spec.batch * spec.parallel,
+                          mac_energy_pj=csb_mac_energy_pj(spec), dense_macs=dense)
 
 
 __all__ = ["csb_list_step", "step_list_cycles"]

@@ -15,7 +15,7 @@ from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.step.fpmac_array.lists import PE, step_arena, step_lists
 from codesign.step.fpmac_array.time import fb_mac_energy_pj
 from codesign.step.list_cycles import DdrTiming, step_cycles
-from codesign.step.time import Stage, StepTime, step_time, stream_cycles
+from codesign.step.time import StepTime, list_step_time
 
 
 def step_list_cycles(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, fb: Optional[int] = None,
@@ -35,13 +35,8 @@ def fb_list_step(spec: FpmacArraySpec, layers: Sequence[int], batch: int, board:
     """The whole list step of an MLP ``layers`` at ``batch`` rows on one ``spec`` build on ``board`` at
     ``clock_mhz``: its two lists as two stages (cycles under ``ddr``, the board's HP-port timing where None is
     not wanted; words over the port), the host's ``host_s`` measured where it runs."""
-    priced = step_list_cycles(spec, layers, batch, ddr=ddr)
-    stages = [Stage(cycles=priced[name], words_in=priced["words"][name][0], words_out=priced["words"][name][1])
-              for name in ("forward", "backward")]
-    return step_time(stages, board, clock_mhz=clock_mhz, host_s=host_s, host_source=host_source,
-                     macs=priced["macs"], array_macs=spec.macs, calls=priced["calls"],
-                     stream_cycles=stream_cycles(stages),
-                     mac_energy_pj=fb_mac_energy_pj(spec))
+    return list_step_time(step_list_cycles(spec, layers, batch, ddr=ddr), board, clock_mhz=clock_mhz, host_s=host_s,
+                          host_source=host_source, array_macs=spec.macs, mac_energy_pj=fb_mac_energy_pj(spec))
 
 
 __all__ = ["fb_list_step", "step_list_cycles"]
