@@ -25,7 +25,7 @@ from codesign.step.host import HostModel
 REGISTRY = {
     "fpmac_array": "codesign.deploy.training:FAMILY",
     "csb": "codesign.deploy.csb_training:FAMILY",
-    "tt": "codesign.deploy.tt_training:FAMILY",
+    "tt": "codesign.deploy.tt_list_training:FAMILY",
 }
 
 

@@ -5,7 +5,8 @@ overlay's tt1 or tt2 IPs (:class:`codesign.deploy.list_shell.ListShell`):
 one start and one done per list, the arena in one device buffer per size.
 :class:`TtListBoardTrainer` is :class:`codesign.loops.tt_lists.TtListTrainer`
 on that shell, with the set-up design.json records, so a board trains with
-numpy and pynq alone and ends with the golden loop's state bit for bit.
+numpy and pynq alone and ends with the golden loop's state bit for bit. The TT family's
+record (:data:`FAMILY`) sits here: :func:`tt_board_trainer` chooses this trainer or the per-call one.
 
 Data stay in place: each built set of lists runs in its own device buffer,
 written and flushed whole once; on every step the host flushes only the words
@@ -16,11 +17,13 @@ whose sums move the scales).
 
 from __future__ import annotations
 
-from codesign.deploy.list_shell import ListOnBoard, ListShell
-from codesign.deploy.tt_training import step_hardware
-from codesign.loops.tt import TtTrainSetup
+from codesign.deploy.list_shell import ListOnBoard, ListShell, runs_lists
+from codesign.deploy.families import BoardFamily
+from codesign.deploy.manifest import setup_from_manifest
+from codesign.deploy.tt_training import TtBoardTrainer, step_hardware
+from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.loops.tt_lists import TtListTrainer
-from codesign.step.tt.step_lists import SHARE_PRODUCTS
+from codesign.step.tt.step_lists import SHARE_PRODUCTS, check_specs
 
 
 class IpShell(ListShell):
@@ -45,4 +48,35 @@ class TtListBoardTrainer(ListOnBoard, TtListTrainer):
         super().__init__(setup, self.shell)
 
 
-__all__ = ["IpShell", "TtListBoardTrainer"]
+def _measure_host(setup: TtTrainSetup, *, source: str, data=None):
+    from codesign.loops.host_share import measure_tt_host
+
+    return measure_tt_host(setup, source=source)
+
+
+def tt_board_trainer(overlay, design=None, **setup_changes):
+    """The TT family's board trainer for ``overlay``: every step as call lists
+    (:class:`codesign.deploy.tt_list_training.TtListBoardTrainer`, the state and the rounding on the PL) where the
+    set-up rounds at tracked scales on the direct core-gradient route, the builds take lists and the IPs run them
+    (:func:`codesign.deploy.list_shell.runs_lists`); else :class:`TtBoardTrainer`, one IP call per contraction."""
+    setup = setup_from_manifest(overlay.manifest, TtTrainSetup, setup_changes)
+    precision, hardware = setup.precision, step_hardware(overlay.manifest)
+    tracked = precision.get("scale_rule") == "tracked" and precision.get("core_grad_route", "direct") == "direct"
+    try:
+        check_specs(hardware.pe1, hardware.pe2)
+    except ValueError:
+        tracked = False
+    if tracked and runs_lists(overlay, "tt1") and runs_lists(overlay, "tt2"):
+        return TtListBoardTrainer(overlay, design, **setup_changes)
+    return TtBoardTrainer(overlay, design, **setup_changes)
+
+
+# a short run of the whole path: two epochs, the prior's warm-up and a rank pruning after the first epoch at a
+# threshold that prunes
+FAMILY = BoardFamily(key="tt", board=tt_board_trainer, golden=TtMlpTrainer, setup=TtTrainSetup,
+                     state_keys=("cores", "biases", "moments", "trackers", "means", "ranks"), example="digits_tt.toml",
+                     quick_changes={"epochs": 2, "warmup_epochs": 1, "prune_from_epoch": 0, "threshold": 0.9},
+                     measure_host=_measure_host)
+
+
+__all__ = ["FAMILY", "IpShell", "TtListBoardTrainer", "tt_board_trainer"]

@@ -27,9 +27,7 @@ import numpy as np
 
 from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import AccelIP
-from codesign.deploy.families import BoardFamily
-from codesign.deploy.list_shell import runs_lists
-from codesign.deploy.manifest import DeployError, setup_from_manifest
+from codesign.deploy.manifest import DeployError
 from codesign.step.model import StageLog
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.step.tt.runners import AnswerError, pack_stage, stage_layout, unpack_results
@@ -189,39 +187,4 @@ class TtBoardTrainer(OnBoard, TtMlpTrainer):
                 "pe_makespan": runner.pe_makespan, "words_in": runner.words_in, "words_out": runner.words_out}
 
 
-def _measure_host(setup: TtTrainSetup, *, source: str, data=None):
-    from codesign.loops.host_share import measure_tt_host
-
-    return measure_tt_host(setup, source=source)
-
-
-def tt_board_trainer(overlay, design=None, **setup_changes):
-    """The TT family's board trainer for ``overlay``: every step as call lists
-    (:class:`codesign.deploy.tt_list_training.TtListBoardTrainer`, the state and the rounding on the PL) where the
-    set-up rounds at tracked scales on the direct core-gradient route, the builds take lists and the IPs run them
-    (:func:`codesign.deploy.list_shell.runs_lists`); else :class:`TtBoardTrainer`, one IP call per contraction."""
-    from codesign.step.tt.step_lists import check_specs
-
-    setup = setup_from_manifest(overlay.manifest, TtTrainSetup, setup_changes)
-    precision, hardware = setup.precision, step_hardware(overlay.manifest)
-    tracked = precision.get("scale_rule") == "tracked" and precision.get("core_grad_route", "direct") == "direct"
-    try:
-        check_specs(hardware.pe1, hardware.pe2)
-    except ValueError:
-        tracked = False
-    if tracked and runs_lists(overlay, "tt1") and runs_lists(overlay, "tt2"):
-        from codesign.deploy.tt_list_training import TtListBoardTrainer
-
-        return TtListBoardTrainer(overlay, design, **setup_changes)
-    return TtBoardTrainer(overlay, design, **setup_changes)
-
-
-# a short run of the whole path: two epochs, the prior's warm-up and a rank pruning after the first epoch at a
-# threshold that prunes
-FAMILY = BoardFamily(key="tt", board=tt_board_trainer, golden=TtMlpTrainer, setup=TtTrainSetup,
-                     state_keys=("cores", "biases", "moments", "trackers", "means", "ranks"), example="digits_tt.toml",
-                     quick_changes={"epochs": 2, "warmup_epochs": 1, "prune_from_epoch": 0, "threshold": 0.9},
-                     measure_host=_measure_host)
-
-
-__all__ = ["FAMILY", "IpRunner", "TtBoardTrainer", "step_hardware", "tt_board_trainer"]
+__all__ = ["IpRunner", "TtBoardTrainer", "step_hardware"]
