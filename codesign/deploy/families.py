@@ -32,8 +32,9 @@ REGISTRY = {
 class BoardFamily(NamedTuple):
     """One training family as the board runtime sees it.
 
-    ``board(overlay, **changes)`` (a class, or a function choosing one from the set-up) trains on the IPs, ``golden`` is the NumPy loop it is compared
-    with, ``setup`` rebuilds design.json's ``loop.setup``; ``state_keys``
+    ``board(overlay, **changes)`` (a class, or a function choosing one from
+    the set-up and the IPs) trains on the IPs, ``golden`` is the NumPy loop
+    it is compared with, ``setup`` rebuilds design.json's ``loop.setup``; ``state_keys``
     name the state words a comparison reads; ``example`` is the shipped
     design (``examples/<example>``) that trains with it (benchmarks and
     demos take it from here); ``quick_changes`` shorten a run to the whole

@@ -161,4 +161,5 @@ def stream_cycles(stages: Sequence[Stage]) -> int:
     return sum(max(stage.words_in, stage.words_out) for stage in stages)
 
 
-__all__ = ["Stage", "StepTime", "list_stage", "list_step_time", "port_bytes_per_s", "stage_seconds", "step_time", "stream_cycles"]
+__all__ = ["Stage", "StepTime", "list_stage", "list_step_time", "port_bytes_per_s", "stage_seconds", "step_time",
+           "stream_cycles"]
