@@ -47,7 +47,7 @@ from codesign.step.csb.time import csb_step_time
 from codesign.train.data import load_digits_dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_fb_step_lists import BOARDS, least_seconds, torch_f32_step  # noqa: E402
+from bench_fb_step_lists import BOARDS, board_entry, entry_text, least_seconds, torch_f32_step  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "digits_compressed_mlp.toml"
 
@@ -88,17 +88,8 @@ def main() -> int:
         lists = csb_list_step(spec, layers, batch_size, structures, target, clock_mhz=design.clock_mhz,
                               host_s=list_host["seconds"], host_source="measured on this desktop", ddr=BOARD_DDR)
         calls = csb_step_time(spec, trainer.masks, batch_size, target, clock_mhz=design.clock_mhz, host=call_host)
-        entry = {"board_step_ms": 1e3 * lists.total_s, "pe_ms": 1e3 * lists.pe_s, "memory_ms": 1e3 * lists.memory_s,
-                 "host_share": lists.host_s / lists.total_s, "bottleneck": lists.bottleneck,
-                 "macs_bound_ms": 1e3 * lists.bounds["macs_s"], "per_call_step_ms": 1e3 * calls.total_s,
-                 "per_call_host_share": calls.host_s / calls.total_s,
-                 "ratio_board_to_torch_f32": lists.total_s / torch_s}
-        row["boards"][name] = entry
-        print(f"{name} at {design.clock_mhz:g} MHz (kept {kept} weights): list step {entry['board_step_ms']:.2f} ms "
-              f"(PE {entry['pe_ms']:.2f}, memory {entry['memory_ms']:.2f}, host here {row['host_list_ms_desktop']:.2f}"
-              f" ms = {100 * entry['host_share']:.0f} %), per-call step {entry['per_call_step_ms']:.2f} ms "
-              f"({100 * entry['per_call_host_share']:.0f} % host); float32 PyTorch {row['torch_f32_ms']:.2f} ms; "
-              f"board / float32 = {entry['ratio_board_to_torch_f32']:.2f}", flush=True)
+        row["boards"][name] = entry = board_entry(lists, calls, torch_s)
+        print(f"{name} at {design.clock_mhz:g} MHz (kept {kept} weights): {entry_text(entry, row)}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "csb_step_lists.json", row)

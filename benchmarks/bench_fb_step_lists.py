@@ -84,6 +84,23 @@ def torch_f32_step(layers, *, lr: float, momentum: float, weight_decay: float, s
     return step
 
 
+def board_entry(lists, calls, torch_s: float) -> dict:
+    """One board's figures: the list step ``lists`` and the per-call step ``calls`` (StepTime each) against the
+    float32 PyTorch step's ``torch_s`` seconds (ms, shares, ratios)."""
+    return {"board_step_ms": 1e3 * lists.total_s, "pe_ms": 1e3 * lists.pe_s, "memory_ms": 1e3 * lists.memory_s,
+            "host_share": lists.host_s / lists.total_s, "bottleneck": lists.bottleneck,
+            "macs_bound_ms": 1e3 * lists.bounds["macs_s"], "per_call_step_ms": 1e3 * calls.total_s,
+            "per_call_host_share": calls.host_s / calls.total_s, "ratio_board_to_torch_f32": lists.total_s / torch_s}
+
+
+def entry_text(entry: dict, row: dict) -> str:
+    """A board's figures as the benchmarks print them."""
+    return (f"list step {entry['board_step_ms']:.2f} ms (PE {entry['pe_ms']:.2f}, memory {entry['memory_ms']:.2f}, "
+            f"host here {row['host_list_ms_desktop']:.2f} ms = {100 * entry['host_share']:.0f} %), per-call step "
+            f"{entry['per_call_step_ms']:.2f} ms ({100 * entry['per_call_host_share']:.0f} % host); float32 PyTorch "
+            f"{row['torch_f32_ms']:.2f} ms; board / float32 = {entry['ratio_board_to_torch_f32']:.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5)
@@ -117,17 +134,11 @@ def main() -> int:
         lists = fb_list_step(spec, layers, batch_size, target, clock_mhz=design.clock_mhz,
                              host_s=list_host["seconds"], host_source="measured on this desktop", ddr=BOARD_DDR)
         calls = fb_step_time(spec, shapes, target, clock_mhz=design.clock_mhz, host=call_host)
-        entry = {"board_step_ms": 1e3 * lists.total_s, "pe_ms": 1e3 * lists.pe_s, "memory_ms": 1e3 * lists.memory_s,
-                 "host_share": lists.host_s / lists.total_s, "bottleneck": lists.bottleneck,
-                 "macs_bound_ms": 1e3 * lists.bounds["macs_s"], "per_call_step_ms": 1e3 * calls.total_s,
-                 "per_call_host_share": calls.host_s / calls.total_s,
-                 "ratio_board_to_torch_f32": lists.total_s / torch_s, "ratio_board_to_golden": lists.total_s / golden_s}
+        entry = board_entry(lists, calls, torch_s)
+        entry["ratio_board_to_golden"] = lists.total_s / golden_s
         row["boards"][name] = entry
-        print(f"{name} at {design.clock_mhz:g} MHz: list step {entry['board_step_ms']:.2f} ms (PE {entry['pe_ms']:.2f}, "
-              f"memory {entry['memory_ms']:.2f}, host here {row['host_list_ms_desktop']:.2f} ms = "
-              f"{100 * entry['host_share']:.0f} %), per-call step {entry['per_call_step_ms']:.2f} ms "
-              f"({100 * entry['per_call_host_share']:.0f} % host); golden {row['golden_ms']:.2f} ms, float32 PyTorch "
-              f"{row['torch_f32_ms']:.2f} ms; board / float32 = {entry['ratio_board_to_torch_f32']:.2f}", flush=True)
+        print(f"{name} at {design.clock_mhz:g} MHz: {entry_text(entry, row)}; golden {row['golden_ms']:.2f} ms",
+              flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "fb_step_lists.json", row)

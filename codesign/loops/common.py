@@ -140,6 +140,27 @@ def check_fit_data(data, *, features: int, classes: int, needs_validation: bool 
             raise HwTrainError(f"data.{split}_x: holds values that are not finite")
 
 
+class StateOnDevice:
+    """Mixin of a list trainer whose state lives on the device (:mod:`codesign.loops.fb_lists`,
+    :mod:`codesign.loops.csb_lists`): everything that reads the state first pulls it back (``_pull``, only when a
+    step has changed it), then runs the loop's own code."""
+
+    def _pull(self) -> None:
+        raise NotImplementedError
+
+    def read_weights(self) -> Dict[str, Any]:
+        self._pull()
+        return super().read_weights()
+
+    def float_weights(self):
+        self._pull()
+        return super().float_weights()
+
+    def logits(self, x) -> np.ndarray:
+        self._pull()
+        return super().logits(x)
+
+
 class ScheduledLoop:
     """What every loop's trainer shares: the learning-rate schedule and the seeded sample order.
 

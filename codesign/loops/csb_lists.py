@@ -26,9 +26,8 @@ from __future__ import annotations
 import itertools
 from typing import Any, Dict, Tuple
 
-import numpy as np
 
-from codesign.loops.common import HwTrainError, softmax_cross_entropy
+from codesign.loops.common import HwTrainError, StateOnDevice, softmax_cross_entropy
 from codesign.loops.csb import BUFFER_EXTRA_BITS, CsbMlpTrainer, CsbTrainSetup, learning_rate_exponent, quantize
 from codesign.pe.csb import golden
 from codesign.step.csb.lists import PE, CsbStepLists, CsbStepScales, step_arena, step_lists
@@ -45,7 +44,7 @@ def check_list_spec(spec) -> None:
                            f"{spec.block_rows} x {spec.block_cols} blocks and {spec.batch} lanes")
 
 
-class CsbListTrainer(CsbMlpTrainer):
+class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
     """:class:`CsbMlpTrainer` whose fixed-point steps run as call lists on ``shell`` (see the module docstring)."""
 
     def __init__(self, setup: CsbTrainSetup, shell) -> None:
@@ -82,21 +81,9 @@ class CsbListTrainer(CsbMlpTrainer):
         self.buffers = [layout.read_buffer(self.device, layer, phase) for layer in range(len(self.shapes))]
         self._stale = False
 
-    def read_weights(self) -> Dict[str, Any]:
-        self._pull()
-        return super().read_weights()
-
-    def float_weights(self):
-        self._pull()
-        return super().float_weights()
-
     def load_weights(self, state: Dict[str, Any]) -> None:
         self._pull()
         super().load_weights(state)
-
-    def logits(self, x) -> np.ndarray:
-        self._pull()
-        return super().logits(x)
 
     # -- the step
 

@@ -33,14 +33,14 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, softmax_cross_entropy
+from codesign.loops.common import HwTrainError, StateOnDevice, softmax_cross_entropy
 from codesign.loops.fb import FbMlpTrainer, HwTrainSetup
 from codesign.step.fpmac_array.lists import PE, FbStepLists, step_arena, step_lists
 
 KEEP_LISTS = 8  # built lists kept: two phases at the current FB, for a full and a last, shorter batch, and spares
 
 
-class FbListTrainer(FbMlpTrainer):
+class FbListTrainer(StateOnDevice, FbMlpTrainer):
     """:class:`FbMlpTrainer` whose steps run as call lists on ``shell`` (see the module docstring)."""
 
     def __init__(self, setup: HwTrainSetup, shell) -> None:
@@ -75,22 +75,10 @@ class FbListTrainer(FbMlpTrainer):
         self.weights, self.biases, self.velocity = state["weights"], state["biases"], state["velocity"]
         self._stale = False
 
-    def read_weights(self) -> Dict[str, Any]:
-        self._pull()
-        return super().read_weights()
-
-    def float_weights(self):
-        self._pull()
-        return super().float_weights()
-
     def load_weights(self, state: Dict[str, Any]) -> None:
         self._pull()
         super().load_weights(state)
         self._push()
-
-    def logits(self, x) -> np.ndarray:
-        self._pull()
-        return super().logits(x)
 
     # -- the step
 
