@@ -29,6 +29,8 @@ from codesign.pe import get_pe
 # knob tables, one per PE: the spec fields a family varies and the values offered (the spec's validators decide)
 TT_KNOBS = {"lanes": (2, 4, 8, 16), "rows": (1, 2, 4, 8), "stream_bits": (32, 64, 128), COPIES: (1, 2, 3, 4)}
 FPMAC_ARRAY_KNOBS = {"rows": tuple(range(1, 17)), "cols": tuple(range(1, 17)), COPIES: (1,)}
+# the array's buffer depths (BRAM): deeper buffers take larger GEMM tiles a call, so fewer words stream in a list step
+FPMAC_BUFFER_KNOBS = {"max_m": (32, 64), "max_n": (32, 64), "max_k": (32, 64)}
 CSB_KNOBS = {"block_rows": (4, 8, 16), "block_cols": (4, 8, 16), "batch": (1, 2, 4, 8, 12, 16),
              "parallel": (1, 2, 4), COPIES: (1,)}
 CSB_TILE_KNOBS = {"out_h": (1, 2, 4, 8), "out_w": (1, 2, 4, 8)}  # a conv network's output tile (positions)
@@ -93,5 +95,5 @@ def stage_array(stages: Sequence[Stage]) -> np.ndarray:
     return np.array([(s.cycles, s.words_in, s.words_out) for s in stages], dtype=np.int64).reshape(-1, 3)
 
 
-__all__ = ["CSB_KNOBS", "CSB_TILE_KNOBS", "ExploreModel", "FPMAC_ARRAY_KNOBS", "KNOBS", "TT_KNOBS", "explore_family",
+__all__ = ["CSB_KNOBS", "CSB_TILE_KNOBS", "ExploreModel", "FPMAC_ARRAY_KNOBS", "FPMAC_BUFFER_KNOBS", "KNOBS", "TT_KNOBS", "explore_family",
            "fixed_resources", "stage_array"]

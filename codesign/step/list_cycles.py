@@ -35,7 +35,7 @@ from typing import Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from codesign.contracts.calls import DESCRIPTOR_BYTES, DESCRIPTOR_WORDS, RECORD_WORDS, Block, Call
-from codesign.step.list_pe import pe_phases
+from codesign.step.list_pe import WAIT, pe_phases
 from codesign.step.list_shell import WRITE_OPEN, Shell
 
 CONTROL_CYCLES = 2  # the run_start cycle, and the cycle after the sequencer falls idle (ap_done is registered)
@@ -332,6 +332,47 @@ def step_cycles(pe: str, spec, lists: Mapping[str, Sequence[Call]], arena: np.nd
             "words": {name: list_words(calls) for name, calls in lists.items()}}
 
 
+def wait_cycles(pe: str, spec, calls: Sequence[Call], arena: np.ndarray) -> int:
+    """Cycles the PE spends computing with no stream word moving (its WAIT phases) over ``calls`` on ``spec``."""
+    return sum(n for call in calls for kind, n, _ in call_phases(PeName(pe), spec, arena, call)[0] if kind == WAIT)
+
+
+def _streams(pe: str, spec, calls: Sequence[Call], arena: np.ndarray) -> tuple:
+    """What a list's cycles depend on but its compute lengths: the calls and every phase but WAIT's length."""
+    return tuple(calls), tuple(tuple((kind, 0 if kind == WAIT else n, status) for kind, n, status in
+                                     call_phases(PeName(pe), spec, arena, call)[0]) for call in calls)
+
+
+_PRICED: Dict[tuple, Tuple[Dict[str, object], Dict[str, int]]] = {}
+PRICED_KEEP = 256  # step shapes whose exact cycles are kept (a knob table's classes; the oldest go first)
+
+
+def fast_step_cycles(pe: str, spec, lists: Mapping[str, Sequence[Call]], arena: np.ndarray, *,
+                     ddr: Optional[DdrTiming] = None) -> Dict[str, object]:
+    """:func:`step_cycles` for a design-space search: the step is simulated once per *shape* (its calls and every
+    PE phase but the compute phases' lengths, the stream width and ``ddr``); a build of the same shape (an array
+    of other rows and columns, a CSB PE of more multipliers) is priced from it by its compute cycles alone.
+
+    Why that is the cycle model's figure: the PEs compute with their streams quiet (each transaction takes its
+    operands, computes, then gives its results; :mod:`codesign.step.list_pe`), so a compute phase is a fixed
+    point of every other machine and adds exactly its length. The tests hold it to :func:`step_cycles` on every
+    knob table point they sample."""
+    key = (pe, int(getattr(spec, "stream_bits", 32)), ddr,
+           tuple((name, _streams(pe, spec, calls, arena)) for name, calls in lists.items()))
+    found = _PRICED.get(key)
+    waits = {name: wait_cycles(pe, spec, calls, arena) for name, calls in lists.items()}
+    if found is None:
+        if len(_PRICED) >= PRICED_KEEP:
+            _PRICED.pop(next(iter(_PRICED)))
+        found = _PRICED[key] = (step_cycles(pe, spec, lists, arena, ddr=ddr), waits)
+    priced, base = found
+    shift = {name: waits[name] - base[name] for name in lists}
+    breakdown = dict(priced["breakdown"])
+    breakdown["pe"] += sum(shift.values())
+    return {**priced, **{name: priced[name] + shift[name] for name in lists},
+            "total": priced["total"] + sum(shift.values()), "breakdown": breakdown}
+
+
 def bench_poll_cycles(busy: int, poll_cycles: int = 16, read_cycles: int = 3, offset: int = 3,
                       lead: int = 2) -> int:
     """What the list bench reports as ``cycles`` for a list busy ``busy`` cycles: from the ap_start write's
@@ -345,4 +386,4 @@ def bench_poll_cycles(busy: int, poll_cycles: int = 16, read_cycles: int = 3, of
 
 
 __all__ = ["AXI_RAM", "BOARD_DDR", "CONTROL_CYCLES", "CallCycles", "DdrTiming", "ListCycles", "MemoryTiming",
-           "bench_poll_cycles", "call_phases", "list_cycles", "list_words", "phase_cycles", "PeName", "step_cycles"]
+           "bench_poll_cycles", "call_phases", "fast_step_cycles", "list_cycles", "list_words", "phase_cycles", "PeName", "step_cycles", "wait_cycles"]

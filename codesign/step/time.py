@@ -148,11 +148,17 @@ def list_step_time(priced, board: Board, *, clock_mhz: float, host_s: float, hos
     """The whole step of a family's lists run one after the other on one IP, ``priced`` as
     :func:`codesign.step.list_cycles.step_cycles` gives them (plus the step's ``macs``): a stage a list, its
     cycles and words; the host's ``host_s`` measured where it runs."""
-    stages = [Stage(cycles=priced[name], words_in=words[0], words_out=words[1])
-              for name, words in priced["words"].items()]
+    stages = list_stages(priced)
     return step_time(stages, board, clock_mhz=clock_mhz, host_s=host_s, host_source=host_source,
                      macs=priced["macs"], array_macs=array_macs, calls=priced["calls"],
                      stream_cycles=stream_cycles(stages), mac_energy_pj=mac_energy_pj, dense_macs=dense_macs)
+
+
+def list_stages(priced) -> list[Stage]:
+    """A step's lists as ``priced`` by :func:`codesign.step.list_cycles.step_cycles`, a stage a list: its cycles
+    and its words over the port."""
+    return [Stage(cycles=priced[name], words_in=words[0], words_out=words[1])
+            for name, words in priced["words"].items()]
 
 
 def stream_cycles(stages: Sequence[Stage]) -> int:
@@ -161,5 +167,5 @@ def stream_cycles(stages: Sequence[Stage]) -> int:
     return sum(max(stage.words_in, stage.words_out) for stage in stages)
 
 
-__all__ = ["Stage", "StepTime", "list_stage", "list_step_time", "port_bytes_per_s", "stage_seconds", "step_time",
-           "stream_cycles"]
+__all__ = ["Stage", "StepTime", "list_stage", "list_stages", "list_step_time", "port_bytes_per_s", "stage_seconds",
+           "step_time", "stream_cycles"]

@@ -196,3 +196,29 @@ def test_the_host_of_a_list_step_is_measured_within_the_traffic_goals(design):
     batch_bytes = 4 * setup.batch_size * setup.layers[0]
     assert measured["lists"] == 2 and 0 < measured["seconds"]
     assert 0 < measured["flushed_bytes"] <= 2 * batch_bytes + (64 << 10) and 0 < measured["read_bytes"] <= 64 << 10
+
+
+def test_the_family_prices_the_list_step_the_board_runs(design):
+    """The family's explorer prices the step as the board runs it on RTL-route IPs (two call lists): each point's
+    PE, memory and host seconds are the list step model's; deeper buffers (fewer, larger tiles) stream less."""
+    from codesign.design.families import get_family
+    from codesign.design.families.fpmac_array import fb_list_model
+    from codesign.step.fpmac_array.list_time import fb_list_step
+    from codesign.step.list_cycles import BOARD_DDR
+
+    setup, host = fb_setup_of(design), HostModel(fixed_s=2e-4, per_call_s=0.0, source="test")
+    assert get_family("fpmac_array").explorer(design, host=host).knobs["fpmac_array"]["max_k"] == (32, 64)
+    family = fb_list_model(setup.spec, setup.layers, setup.batch_size, host=host)
+    knobs = {"rows": (2, 8), "cols": (4,), "max_m": (32, 64), "max_n": (64,), "max_k": (64,), "copies": (1,)}
+    space = explore_family(family, design.board, clock_mhz=100.0, knobs={"fpmac_array": knobs})
+    assert space.index.shape[0] == 4
+    for index in range(4):
+        spec = space.chosen_options(index)[0].spec
+        step = fb_list_step(spec, setup.layers, setup.batch_size, design.board, clock_mhz=100.0, host_s=2e-4,
+                            host_source="test", ddr=BOARD_DDR)
+        assert (space.pe_s[index], space.memory_s[index], space.host_s[index]) == pytest.approx(
+            (step.pe_s, step.memory_s, step.host_s), rel=1e-12, abs=1e-15)
+        assert family.step(space.chosen_options(index), design.board, 100.0).to_dict() == step.to_dict()
+    by_build = {(o.spec.rows, o.spec.max_m): i for i, o in enumerate(space.options[0])}
+    assert space.pe_s[by_build[(8, 64)]] < space.pe_s[by_build[(8, 32)]]
+    assert space.resources["bram_36k"][by_build[(8, 64)]] > space.resources["bram_36k"][by_build[(8, 32)]]

@@ -7,17 +7,20 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from codesign.design.explore_model import ExploreModel, stage_array
+from codesign.design.explore_model import FPMAC_ARRAY_KNOBS, FPMAC_BUFFER_KNOBS, ExploreModel, stage_array
 from codesign.design.families import DesktopFamily, design_pes
 from codesign.design.point import derived_pe_fields
 from codesign.loops.common import HwTrainError
 from codesign.train.geometry import mlp_layers
 from codesign.loops.fb import HwTrainSetup
 from codesign.loops.fb_lists import FbListTrainer
-from codesign.loops.host_share import measure_fb_host, step_gemms
+from codesign.loops.host_share import THIS_MACHINE
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.shell.list_runner import GoldenListShell, host_per_list_step
+from codesign.step.fpmac_array.list_time import fb_list_step, step_list_cycles
 from codesign.step.fpmac_array.time import fb_mac_energy_pj, fb_stages, fb_step_time
+from codesign.step.list_cycles import BOARD_DDR
+from codesign.step.time import list_stages
 from codesign.step.host import GemmShape, HostModel
 
 KEY = "fpmac_array"
@@ -89,17 +92,40 @@ def fb_model(spec, shapes: Sequence[GemmShape], *, host: HostModel) -> ExploreMo
                        macs=fb_stages(spec, list(shapes))[1]["macs"], mac_energy_pj=fb_mac_energy_pj(spec))
 
 
+def fb_list_model(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, host: HostModel) -> ExploreModel:
+    """The FB-float step as the board runs it on an RTL-route build: two call lists on one fpmac_array IP whose
+    array shape and buffer depths vary, each list a stage priced by the list cycle model under the HP port's DDR
+    timing (:data:`codesign.step.list_cycles.BOARD_DDR`; fast, :func:`codesign.step.list_cycles.fast_step_cycles`);
+    ``host`` the host's seconds a list step (``fixed_s``)."""
+
+    def priced(build):
+        return step_list_cycles(build, layers, batch, ddr=BOARD_DDR, fast=True)
+
+    def loads(pe: str, build, copies: int):
+        found = priced(build)
+        return stage_array(list_stages(found)), found["calls"]
+
+    return ExploreModel(name=KEY, bases={KEY: spec}, loads=loads,
+                       step=lambda options, board, clock, hp_ports=1: fb_list_step(
+                           options[0].spec, layers, batch, board, clock_mhz=clock, host_s=host.seconds(
+                               priced(options[0].spec)["calls"]), host_source=host.source, ddr=BOARD_DDR),
+                       stages=lambda options: list_stages(priced(options[0].spec)),
+                       describe=lambda options: {KEY: options[0].spec.to_dict()}, host=host,
+                       macs=priced(spec)["macs"], mac_energy_pj=fb_mac_energy_pj(spec),
+                       knobs={KEY: {**FPMAC_ARRAY_KNOBS, **FPMAC_BUFFER_KNOBS}})
+
+
 def fb_explorer(design, *, progress: Callable[[str], None] = print, host: HostModel | None = None) -> ExploreModel:
-    """The explorer's model of ``design``'s FB-float step: its GEMMs from a golden step; the host's share
-    measured here (the golden step less its GEMMs) unless ``host`` is a board's figure."""
+    """The explorer's model of ``design``'s FB-float step as call lists (:func:`fb_list_model`, what the board
+    runs on RTL-route IPs; :func:`fb_model` prices the per-call step of an HLS export); the host's seconds a
+    list step measured here unless ``host`` is a board's figure."""
     setup = fb_setup_of(design)
     if host is None:
-        progress("measuring the host's share of a step (NumPy loop, this machine)")
-        host, shapes = measure_fb_host(setup)
+        progress("measuring the host's share of a list step (NumPy loop, this machine)")
+        host = HostModel(fixed_s=measure_fb_list_host(setup)["seconds"], per_call_s=0.0, source=THIS_MACHINE)
     else:
         progress(f"the host's share of a step: {host.source}")
-        shapes = step_gemms(setup)[0]
-    return fb_model(setup.spec, shapes, host=host)
+    return fb_list_model(setup.spec, setup.layers, setup.batch_size, host=host)
 
 
 # the ABVS FB rule (fb_min < fb_max) checks accuracy on a validation split
@@ -107,4 +133,4 @@ FAMILY = DesktopFamily(key=KEY, title="FB-float (FP-MAC array)", detect=lambda d
                        setup_of=fb_setup_of, explorer=fb_explorer,
                        reads_validation=lambda setup: setup["fb_min"] != setup["fb_max"])
 
-__all__ = ["FAMILY", "fb_explorer", "fb_model", "fb_setup", "fb_setup_of", "measure_fb_list_host"]
+__all__ = ["FAMILY", "fb_explorer", "fb_list_model", "fb_model", "fb_setup", "fb_setup_of", "measure_fb_list_host"]

@@ -14,19 +14,21 @@ from codesign.boards import Board
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.step.fpmac_array.lists import PE, step_arena, step_lists
 from codesign.step.fpmac_array.time import fb_mac_energy_pj
-from codesign.step.list_cycles import DdrTiming, step_cycles
+from codesign.step.list_cycles import DdrTiming, fast_step_cycles, step_cycles
 from codesign.step.time import StepTime, list_step_time
 
 
 def step_list_cycles(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, fb: Optional[int] = None,
-                     ddr: Optional[DdrTiming] = None) -> Dict[str, object]:
+                     ddr: Optional[DdrTiming] = None, fast: bool = False) -> Dict[str, object]:
     """Cycles of one full-batch step of ``layers`` on ``spec``: ``forward`` and ``backward`` (each list from
     ``run_start`` to ``ap_done``), ``total``, their ``breakdown`` summed (fetch, pe, stall, record, control),
     ``calls`` and GEMM ``macs``. ``fb`` (default ``max_fb``) changes no cycle; ``ddr``: the list bench's DDR
-    model (None: the AXI RAM alone)."""
+    model (None: the AXI RAM alone). ``fast``: the same figure, simulated once per step shape and re-priced by
+    the array's compute cycles (:func:`codesign.step.list_cycles.fast_step_cycles`; for the explorer)."""
     arena = step_arena(spec, layers, batch)
     lists = step_lists(arena, batch, spec.max_fb if fb is None else fb, 0)
-    priced = step_cycles(PE, spec, {"forward": lists.forward, "backward": lists.backward}, arena.image, ddr=ddr)
+    price = fast_step_cycles if fast else step_cycles
+    priced = price(PE, spec, {"forward": lists.forward, "backward": lists.backward}, arena.image, ddr=ddr)
     return {**priced, "macs": lists.macs}
 
 

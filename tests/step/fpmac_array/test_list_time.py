@@ -42,6 +42,24 @@ def test_the_list_step_is_its_two_lists_on_the_board():
     assert priced["total"] > step_list_cycles(SPEC, layers, 7)["total"]  # DDR's latency on top of the AXI RAM's
 
 
+@pytest.mark.parametrize("ddr", [None, "board"])
+def test_the_explorer_s_fast_pricing_is_the_cycle_model_on_every_array_shape(ddr):
+    """fast=True simulates a step shape once and re-prices other arrays by their compute cycles: equal to the
+    full simulation, list by list and part by part, on every rows x cols of 1..5 at two buffer depths, under
+    both memories (the explorer's knob table goes to 16 x 16; a 1-wide array and a tall one are here)."""
+    from codesign.step.list_cycles import BOARD_DDR
+
+    memory = BOARD_DDR if ddr else None
+    layers = (9, 6, 4)
+    for depth in (4, 6):
+        for rows in range(1, 6):
+            for cols in range(1, 6):
+                spec = FpmacArraySpec(exp_bits=5, max_fb=7, rows=rows, cols=cols, max_m=depth, max_n=depth,
+                                      max_k=depth)
+                fast = step_list_cycles(spec, layers, 5, ddr=memory, fast=True)
+                assert fast == step_list_cycles(spec, layers, 5, ddr=memory), (rows, cols, depth)
+
+
 @pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog is not on PATH")
 @pytest.mark.slow
 def test_rtl_runs_the_example_step_bit_exact_in_the_modelled_cycles(tmp_path):
