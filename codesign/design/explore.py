@@ -104,13 +104,15 @@ def legal_specs(base, knobs: Mapping[str, Sequence[int]]) -> list:
 
 
 def pe_options(pe: str, base, family: str, knobs: Mapping[str, Sequence[int]], loads: Loads, *,
-               max_copies: int, progress: Callable[[str], None] | None = None) -> list[Option]:
-    """Every legal build x copies of ``pe`` with its stage loads (``loads(pe, spec, copies)``) and resources."""
+               max_copies: int, progress: Callable[[str], None] | None = None,
+               runs: Callable[[Any], bool] = lambda spec: True) -> list[Option]:
+    """Every legal build x copies of ``pe`` that the loop ``runs`` on, with its stage loads
+    (``loads(pe, spec, copies)``) and resources."""
     calibration = load_calibration(pe, family)
     copies_values = [c for c in knobs.get(COPIES, (1,)) if 1 <= c <= max_copies]
     names = tuple(name for name in knobs if name != COPIES)
     options = []
-    specs = legal_specs(base, knobs)
+    specs = [spec for spec in legal_specs(base, knobs) if runs(spec)]
     for index, spec in enumerate(specs, start=1):
         if progress is not None:
             progress(f"[{pe} {index}/{len(specs)}] " + " ".join(f"{k}={getattr(spec, k)}" for k in names))

@@ -33,6 +33,11 @@ FPMAC_ARRAY_KNOBS = {"rows": tuple(range(1, 17)), "cols": tuple(range(1, 17)), C
 FPMAC_BUFFER_KNOBS = {"max_m": (32, 64), "max_n": (32, 64), "max_k": (32, 64)}
 CSB_KNOBS = {"block_rows": (4, 8, 16), "block_cols": (4, 8, 16), "batch": (1, 2, 4, 8, 12, 16),
              "parallel": (1, 2, 4), COPIES: (1,)}
+# the CSB step's lists (square blocks, lanes <= block_cols): smaller blocks and fewer lanes multiply the calls (4 x 4
+# blocks on 4 lanes: 4.0 M cycles a digits_compressed_mlp step against 0.27 M at 16 x 16 on 16), dominated points
+# that cost the cycle model seconds each
+CSB_LIST_KNOBS = {"block_rows": (8, 16), "block_cols": (8, 16), "batch": (4, 8, 12, 16), "parallel": (1, 2, 4),
+                  COPIES: (1,)}
 CSB_TILE_KNOBS = {"out_h": (1, 2, 4, 8), "out_w": (1, 2, 4, 8)}  # a conv network's output tile (positions)
 # PE3 (the dense route's outer products) is not varied: its one option is the design's build, one copy
 KNOBS = {"tt1": TT_KNOBS, "tt2": TT_KNOBS, "tt3": {}, "fpmac_array": FPMAC_ARRAY_KNOBS, "csb": CSB_KNOBS}
@@ -58,6 +63,9 @@ class ExploreModel:
     # several points' host seconds and PE calls per step, measured here side by side (the host model is a fit over
     # two schedules and counts PE calls only)
     measure_hosts: Callable[[Sequence[Sequence[Option]]], list[tuple[float, int]]] | None = None
+    # (pe, build) -> whether the loop runs on that build (the spec's validators accept more: e.g. the CSB step's
+    # lists need square blocks)
+    runs: Callable[[str, Any], bool] = lambda pe, spec: True
 
     @property
     def pes(self) -> tuple[str, ...]:
@@ -84,16 +92,25 @@ def explore_family(family: ExploreModel, board: Board, *, clock_mhz: float,
     knobs = knobs or {}
     tables = {pe: knobs.get(pe, family.knobs.get(pe, KNOBS[pe])) for pe in family.pes}
     options = [pe_options(pe, family.bases[pe], board.yosys_family, tables[pe], family.loads,
-                          max_copies=family.max_copies, progress=progress) for pe in family.pes]
+                          max_copies=family.max_copies, progress=progress,
+                          runs=lambda spec, pe=pe: family.runs(pe, spec)) for pe in family.pes]
     return explore(options, board, pes=family.pes, clock_mhz=clock_mhz, host=family.host, macs=family.macs,
                    mac_energy_pj=family.mac_energy_pj, fixed=fixed_resources(family.fixed_builds, board.yosys_family),
                    cap=cap, enumerate_limit=enumerate_limit, trials=trials, seed=seed, family=family.name,
                    fixed_ips=len(family.fixed_builds))
 
 
+def list_host_of(report: HostModel) -> HostModel:
+    """A board's host report (measured on the per-call loop: :mod:`codesign.deploy.host_share`) as the host of a
+    list step: its per-step part alone, which also counts work the lists move to the PE, so the figure errs
+    high; the board side cannot yet time a list step's host without an IP."""
+    return HostModel(fixed_s=report.fixed_s, per_call_s=0.0,
+                     source=f"{report.source}; the per-call loop's per-step part, standing in for the list step's")
+
+
 def stage_array(stages: Sequence[Stage]) -> np.ndarray:
     return np.array([(s.cycles, s.words_in, s.words_out) for s in stages], dtype=np.int64).reshape(-1, 3)
 
 
-__all__ = ["CSB_KNOBS", "CSB_TILE_KNOBS", "ExploreModel", "FPMAC_ARRAY_KNOBS", "FPMAC_BUFFER_KNOBS", "KNOBS", "TT_KNOBS", "explore_family",
-           "fixed_resources", "stage_array"]
+__all__ = ["CSB_KNOBS", "CSB_LIST_KNOBS", "CSB_TILE_KNOBS", "ExploreModel", "FPMAC_ARRAY_KNOBS", "FPMAC_BUFFER_KNOBS",
+           "KNOBS", "TT_KNOBS", "explore_family", "fixed_resources", "list_host_of", "stage_array"]

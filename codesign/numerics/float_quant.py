@@ -53,7 +53,8 @@ _MASK52 = np.int64((1 << 52) - 1)
 def _fast_path(fmt: FloatFormat, rng) -> bool:
     """Whether :func:`_round_binary64` rounds to ``fmt`` as :func:`round_to_code` does: a deterministic rounding
     (no random bits), a significand of at most 50 fraction bits (every double, a subnormal one too, then sits
-    at least one bit above the rounding position) and at most 10 exponent bits (every subnormal double then lies far below ``emin``)."""
+    at least one bit above the rounding position) and at most 10 exponent bits (every subnormal double then lies
+    far below ``emin``). Every :class:`FloatFormat` (2..8 exponent, 1..23 fraction bits) is within them."""
     return rng is None and fmt.rounding != "stochastic" and fmt.frac_bits <= 50 and fmt.exp_bits <= 10
 
 

@@ -386,4 +386,5 @@ def bench_poll_cycles(busy: int, poll_cycles: int = 16, read_cycles: int = 3, of
 
 
 __all__ = ["AXI_RAM", "BOARD_DDR", "CONTROL_CYCLES", "CallCycles", "DdrTiming", "ListCycles", "MemoryTiming",
-           "bench_poll_cycles", "call_phases", "fast_step_cycles", "list_cycles", "list_words", "phase_cycles", "PeName", "step_cycles", "wait_cycles"]
+           "bench_poll_cycles", "call_phases", "fast_step_cycles", "list_cycles", "list_words", "phase_cycles", "PeName",
+           "step_cycles", "wait_cycles"]

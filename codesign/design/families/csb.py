@@ -9,13 +9,19 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trainer
-from codesign.design.explore_model import CSB_KNOBS, CSB_TILE_KNOBS, ExploreModel, stage_array
+from codesign.design.explore_model import CSB_KNOBS, CSB_LIST_KNOBS, CSB_TILE_KNOBS, ExploreModel, list_host_of, stage_array
 from codesign.design.families import DesktopFamily, design_pes
 from codesign.design.point import derived_pe_fields
 from codesign.loops.common import HwTrainError
 from codesign.train.geometry import mlp_layers
 from codesign.loops.csb import CsbTrainSetup
-from codesign.loops.host_share import compressed_masks, measure_csb_host
+from codesign.loops.csb_lists import CsbListTrainer, check_list_spec
+from codesign.shell.list_runner import GoldenListShell, host_per_list_step
+from codesign.loops.host_share import THIS_MACHINE, compressed_masks
+from codesign.pe.csb.format import encode
+from codesign.step.csb.list_time import csb_list_step, step_list_cycles
+from codesign.step.list_cycles import BOARD_DDR
+from codesign.step.time import list_stages
 from codesign.pe.csb.spec import CsbSpec
 from codesign.step.csb.time import CsbLayer, as_layers, csb_mac_energy_pj, csb_stages, csb_step_time
 from codesign.step.host import HostModel
@@ -86,10 +92,70 @@ def csb_model(spec, layers: Sequence[CsbLayer | np.ndarray], batch: int, *, host
                        knobs={"csb": {**CSB_KNOBS, **CSB_TILE_KNOBS}} if conv else {})
 
 
+def measure_csb_list_host(trainer, *, repeats: int = 3, seed: int = 0) -> dict[str, float]:
+    """The host's seconds per list step of a golden loop past its pruning (:func:`compressed_masks`) on this
+    machine: a :class:`CsbListTrainer` from its state, stepped on random data, less the golden shell's seconds
+    (what the IP computes instead), the least of ``repeats`` steps after the one that builds the lists; and the
+    bytes flushed and read and the lists started in that step."""
+    setup = trainer.setup
+    shell = GoldenListShell({KEY: setup.spec})
+    lists = CsbListTrainer(setup, shell)
+    lists.load_weights(trainer.read_weights())
+    rng = np.random.default_rng(seed)
+    batches = [(rng.random((setup.batch_size, setup.layers[0])), rng.integers(0, setup.layers[-1], setup.batch_size))
+               for _ in range(1 + repeats)]
+    return host_per_list_step(lists, shell, batches, warm_steps=1)
+
+
+def runs_lists(spec: CsbSpec) -> bool:
+    """Whether the CSB step's lists run on ``spec`` (:func:`codesign.loops.csb_lists.check_list_spec`)."""
+    try:
+        check_list_spec(spec)
+    except HwTrainError:
+        return False
+    return True
+
+
+def csb_list_model(spec: CsbSpec, layers: Sequence[int], batch: int, masks: Sequence[np.ndarray], *,
+                   host: HostModel) -> ExploreModel:
+    """The fixed-point CSB step of an MLP as the board runs it on an RTL-route build: two call lists on one csb
+    IP whose square block, lanes and multipliers vary (the builds the lists run on), the kept weights ``masks``
+    encoded for each block shape; each list a stage priced by the list cycle model under the HP port's DDR
+    timing (fast, :func:`codesign.step.list_cycles.fast_step_cycles`); ``host`` the host's seconds a list step."""
+    encoded: dict[tuple[int, int], list] = {}
+
+    def structures(build: CsbSpec) -> list:
+        shape = (build.block_rows, build.block_cols)
+        if shape not in encoded:
+            encoded[shape] = [encode(np.asarray(mask, dtype=np.int8), block_rows=shape[0], block_cols=shape[1])
+                              for mask in masks]
+        return encoded[shape]
+
+    def priced(build: CsbSpec):
+        return step_list_cycles(build, layers, batch, structures(build), ddr=BOARD_DDR, fast=True)
+
+    def loads(pe: str, build, copies: int):
+        found = priced(build)
+        return stage_array(list_stages(found)), found["calls"]
+
+    def step(options, board, clock, hp_ports=1):
+        build = options[0].spec
+        return csb_list_step(build, layers, batch, structures(build), board, clock_mhz=clock,
+                             host_s=host.seconds(priced(build)["calls"]), host_source=host.source, ddr=BOARD_DDR)
+
+    return ExploreModel(name=KEY, bases={KEY: spec}, loads=loads, step=step,
+                       stages=lambda options: list_stages(priced(options[0].spec)),
+                       describe=lambda options: {KEY: options[0].spec.to_dict()}, host=host,
+                       macs=priced(spec)["macs"], mac_energy_pj=csb_mac_energy_pj(spec),
+                       knobs={KEY: CSB_LIST_KNOBS}, runs=lambda pe, build: runs_lists(build))
+
+
 def csb_explorer(design, *, progress: Callable[[str], None] = print, host: HostModel | None = None) -> ExploreModel:
-    """The explorer's model of ``design``'s CSB step: the kept weights after the loop's pruning (an MLP), or a
-    conv network's layers from the golden trainer's masks (no board loop); the host's share measured here
-    unless ``host`` is a board's figure."""
+    """The explorer's model of ``design``'s CSB step: for an MLP, the fixed-point step as call lists
+    (:func:`csb_list_model`, what the board runs on RTL-route IPs; :func:`csb_model` prices the per-call step of
+    an HLS export) on the kept weights after the loop's pruning; for a conv network, its layers from the golden
+    trainer's masks, one call at a time (no board loop). The host's share is measured here unless ``host`` is a
+    board's figure."""
     spec = next(instance.spec for instance in design.instances if instance.pe == KEY)
     if design.training.model.name != "mlp":
         progress(f"the host's share of a step: {host.source}" if host is not None else
@@ -100,15 +166,20 @@ def csb_explorer(design, *, progress: Callable[[str], None] = print, host: HostM
                          host=host or measure_conv_host(trainer, spec, layers))
     from codesign.train.trainer import load_dataset
 
-    progress(f"the host's share of a step: {host.source}" if host is not None else
-             "measuring the host's share of a step (NumPy loop, this machine)")
     setup = csb_setup_of(design)
     progress("pruning as the CSB loop does (its warm-up epochs and kernel search) for the kept weights")
     trainer = compressed_masks(setup, load_dataset(design.training))
-    return csb_model(spec, trainer.masks, setup.batch_size, host=host or measure_csb_host(trainer))
+    if host is None:
+        progress("measuring the host's share of a list step (NumPy loop, this machine)")
+        host = HostModel(fixed_s=measure_csb_list_host(trainer)["seconds"], per_call_s=0.0, source=THIS_MACHINE)
+    else:
+        host = list_host_of(host)
+        progress(f"the host's share of a step: {host.source}")
+    return csb_list_model(spec, setup.layers, setup.batch_size, trainer.masks, host=host)
 
 
 FAMILY = DesktopFamily(key=KEY, title="CSB", detect=lambda design: design_pes(design) == [KEY],
                        setup_of=csb_setup_of, explorer=csb_explorer)
 
-__all__ = ["FAMILY", "csb_explorer", "csb_model", "csb_setup", "csb_setup_of"]
+__all__ = ["FAMILY", "csb_explorer", "csb_list_model", "csb_model", "csb_setup", "csb_setup_of", "measure_csb_list_host",
+           "runs_lists"]

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from codesign.design.explore_model import FPMAC_ARRAY_KNOBS, FPMAC_BUFFER_KNOBS, ExploreModel, stage_array
+from codesign.design.explore_model import FPMAC_ARRAY_KNOBS, FPMAC_BUFFER_KNOBS, ExploreModel, list_host_of, stage_array
 from codesign.design.families import DesktopFamily, design_pes
 from codesign.design.point import derived_pe_fields
 from codesign.loops.common import HwTrainError
@@ -124,6 +124,7 @@ def fb_explorer(design, *, progress: Callable[[str], None] = print, host: HostMo
         progress("measuring the host's share of a list step (NumPy loop, this machine)")
         host = HostModel(fixed_s=measure_fb_list_host(setup)["seconds"], per_call_s=0.0, source=THIS_MACHINE)
     else:
+        host = list_host_of(host)
         progress(f"the host's share of a step: {host.source}")
     return fb_list_model(setup.spec, setup.layers, setup.batch_size, host=host)
 

@@ -14,21 +14,24 @@ from codesign.boards import Board
 from codesign.pe.csb.spec import CsbSpec
 from codesign.step.csb.lists import PE, CsbStepScales, step_arena, step_lists
 from codesign.step.csb.time import csb_mac_energy_pj
-from codesign.step.list_cycles import DdrTiming, step_cycles
+from codesign.step.list_cycles import DdrTiming, fast_step_cycles, step_cycles
 from codesign.step.time import StepTime, list_step_time
 
 
 def step_list_cycles(spec: CsbSpec, layers: Sequence[int], batch: int, structures, *,
-                     ddr: Optional[DdrTiming] = None) -> Dict[str, object]:
+                     ddr: Optional[DdrTiming] = None, fast: bool = False) -> Dict[str, object]:
     """Cycles of one full-batch step of ``layers`` with the stored ``structures`` on ``spec``: ``forward`` and
     ``backward`` (each list from ``run_start`` to ``ap_done``), ``total``, their ``breakdown`` summed (fetch, pe,
     stall, record, control), ``calls`` and ``macs``. Scales and UPD shifts change no cycle (they are header and
-    descriptor fields, not lengths); ``ddr``: the list bench's DDR model (None: the AXI RAM alone)."""
+    descriptor fields, not lengths); ``ddr``: the list bench's DDR model (None: the AXI RAM alone). ``fast``: the
+    same figure, simulated once per step shape and re-priced by the PE's compute cycles
+    (:func:`codesign.step.list_cycles.fast_step_cycles`; for the explorer)."""
     arena = step_arena(spec, layers, batch, structures)
     count = len(layers) - 1
     scales = CsbStepScales(relu=(0,) * (count - 1), mask=(0,) * count, upd=((0, False),) * count)
     lists = step_lists(arena, batch, scales, 0)
-    priced = step_cycles(PE, spec, {"forward": lists.forward, "backward": lists.backward}, arena.image, ddr=ddr)
+    price = fast_step_cycles if fast else step_cycles
+    priced = price(PE, spec, {"forward": lists.forward, "backward": lists.backward}, arena.image, ddr=ddr)
     return {**priced, "macs": lists.macs}
 
 

@@ -56,6 +56,26 @@ def test_rtl_runs_the_step_lists_bit_exact_in_the_modelled_cycles(tmp_path, ddr)
         image = case.expected
 
 
+@pytest.mark.parametrize("ddr", [None, DdrTiming()], ids=["axi-ram", "ddr"])
+def test_the_explorer_s_fast_pricing_is_the_cycle_model_and_multipliers_do_not_speed_an_mlp(ddr):
+    """fast=True (a step shape simulated once, other builds re-priced by their compute cycles) equals the full
+    simulation at every block, lane and multiplier count the lists run on for this network. An FC layer's block
+    has one output position, so ``parallel`` (positions a cycle) changes no cycle: the explorer's extra
+    multipliers cost resources and buy nothing here (the FB test re-prices arrays whose compute does change)."""
+    rng = np.random.default_rng(3)
+    masks = [rng.random((o, i)) < 0.5 for i, o in zip(LAYERS[:-1], LAYERS[1:])]
+    for block in (4, 8):
+        csbs = [encode(m.astype(np.int8), block_rows=block, block_cols=block) for m in masks]
+        for lanes in (1, 2, 3, 4):
+            totals = set()
+            for parallel in (1, 2, 4):
+                spec = CsbSpec(block_rows=block, block_cols=block, batch=lanes, parallel=parallel)
+                fast = step_list_cycles(spec, LAYERS, 6, csbs, ddr=ddr, fast=True)
+                assert fast == step_list_cycles(spec, LAYERS, 6, csbs, ddr=ddr), (block, lanes, parallel)
+                totals.add(fast["total"])
+            assert len(totals) == 1
+
+
 def test_the_priced_step_adds_up_and_its_pe_part_is_the_pe_model():
     csbs, image, lists = step_case()
     priced = step_list_cycles(SPEC, LAYERS, 6, csbs)
