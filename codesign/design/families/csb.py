@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trainer
-from codesign.design.explore_model import CSB_KNOBS, CSB_LIST_KNOBS, CSB_TILE_KNOBS, ExploreModel, list_host_of, stage_array
+from codesign.design.explore_model import (CSB_KNOBS, CSB_LIST_KNOBS, CSB_TILE_KNOBS, ExploreModel, list_host_of,
+                                           stage_array)
 from codesign.design.families import DesktopFamily, design_pes
 from codesign.design.point import derived_pe_fields
 from codesign.loops.common import HwTrainError
