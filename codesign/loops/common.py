@@ -28,10 +28,11 @@ def progress_bar(iterable, enabled: bool, **kwargs):
 def softmax_cross_entropy(logits: np.ndarray, y: np.ndarray) -> Tuple[float, np.ndarray]:
     """Mean cross-entropy (float64) and its gradient ``(softmax - onehot) / n`` with respect to the logits."""
     n = logits.shape[0]
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    probs = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
-    loss = float(-np.mean(np.log(np.maximum(probs[np.arange(n), y], np.finfo(np.float64).tiny))))
-    probs[np.arange(n), y] -= 1.0
+    exps = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs = exps / exps.sum(axis=1, keepdims=True)
+    rows = np.arange(n)
+    loss = float(-np.mean(np.log(np.maximum(probs[rows, y], np.finfo(np.float64).tiny))))
+    probs[rows, y] -= 1.0
     return loss, probs / n
 
 

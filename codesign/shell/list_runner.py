@@ -35,6 +35,11 @@ class GoldenListShell:
         self.lists = self.calls = self.flushed = self.read = self.ranges = 0
         self.seconds = 0.0
         self._arenas: dict = {}
+        # replay: a phase run before (while replaying) hands back the arena it left then (an IP that finishes at
+        # once), so a host measurement sees the host's own work with the caches as the host's work leaves them,
+        # not as the golden model's millions of NumPy operations do (a board's IP computes beside its ARM)
+        self.replay = False
+        self._replies: dict = {}
 
     def arena(self, lists, key) -> np.ndarray:
         """The arena ``lists`` run in: one per ``key``, a copy of the lists' image made once (as a board keeps a
@@ -62,19 +67,32 @@ class GoldenListShell:
     def run_phase(self, phase, arena: np.ndarray) -> np.ndarray:
         """A phase's lists, ``(pe, calls)`` each, one after the other (they write disjoint words)."""
         started = time.perf_counter()
+        lists = tuple(calls for _, calls in phase)  # built once and kept by the trainer: their identity is the key
+        key = tuple(map(id, lists))
+        reply = self._replies.get(key) if self.replay else None
+        if reply is not None and not all(a is b for a, b in zip(reply[0], lists)):
+            reply = None
         for pe, calls in phase:
             self.lists += 1
             self.calls += len(calls)
-            arena = run_list_golden(get_pe(pe), self.specs[pe], arena, calls, fast=True)
+            if reply is None:
+                arena = run_list_golden(get_pe(pe), self.specs[pe], arena, calls, fast=True)
+        if reply is not None:
+            np.copyto(arena, reply[1])
+        elif self.replay:
+            self._replies[key] = (lists, np.array(arena, copy=True))
         self.seconds += time.perf_counter() - started
         return arena
 
 
 def host_per_list_step(trainer, shell: "GoldenListShell", batches, *, warm_steps: int) -> dict:
     """The host's seconds per list step of ``trainer`` on ``shell``: the wall time of a step less the seconds the
-    shell spent in the golden model (what a board's IPs compute instead), the least over ``batches`` after the
-    first ``warm_steps`` (which aim scales and build the lists; other work on the machine only adds); and the
-    bytes the host flushed and read and the lists it started in the last step."""
+    shell spent standing in for the IPs, the least over ``batches`` after the first ``warm_steps`` (which aim
+    scales and build the lists; other work on the machine only adds); and the bytes the host flushed and read and
+    the lists it started in the last step. The timed steps replay each phase's arena from its last golden run
+    (``GoldenListShell.replay``; a phase not run before runs golden): the host's work does not depend on the
+    values, and an IP computes beside the ARM, not in its caches."""
+    shell.replay = True
     for x, y in batches[:warm_steps]:
         trainer.train_step(x, y)
     seconds, counts = [], {}
@@ -85,6 +103,7 @@ def host_per_list_step(trainer, shell: "GoldenListShell", batches, *, warm_steps
         seconds.append(time.perf_counter() - started - (shell.seconds - before[0]))
         counts = {"flushed_bytes": 4 * (shell.flushed - before[1]), "read_bytes": 4 * (shell.read - before[2]),
                   "lists": shell.lists - before[3]}
+    shell.replay, shell._replies = False, {}
     if not seconds:
         raise ValueError(f"{len(batches)} batches leave no step to time after {warm_steps} warm steps")
     return {"seconds": min(seconds), **counts}

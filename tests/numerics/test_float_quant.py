@@ -190,16 +190,37 @@ def _edge_values(fmt: FloatFormat, rng: np.random.Generator) -> np.ndarray:
 @pytest.mark.parametrize("subnormals", [True, False])
 @pytest.mark.parametrize("rounding", DETERMINISTIC)
 def test_the_binary64_fast_path_is_the_general_rounding(rounding, subnormals):
-    """encode's fast path for float64 (its bit fields read directly) against round_to_code, code for code and
-    overflow for overflow: 9 shapes plus the corners of the formats' range, ~10^4 values each."""
-    from codesign.numerics.float_quant import _fast_path, _round_binary64
+    """encode's fast path for float64 (its bit fields read directly; the normal binades in one integer rounding,
+    the rest field by field, and the field-by-field branch on every value) against round_to_code, code for code
+    and overflow for overflow: 9 shapes plus the corners of the formats' range, ~10^4 values each."""
+    from codesign.numerics.float_quant import _fast_path, _round_binary64, _round_binary64_fields
 
     rng = np.random.default_rng(len(rounding) + subnormals)
     for exp_bits, frac_bits in SHAPES + [(8, 23), (2, 23), (8, 1), (6, 12)]:
         fmt = FloatFormat(exp_bits=exp_bits, frac_bits=frac_bits, rounding=rounding, subnormals=subnormals)
         assert _fast_path(fmt, None)
         x = _edge_values(fmt, rng)
-        fast, general = _round_binary64(x, fmt), _general_codes(x, fmt)
-        assert np.array_equal(fast[0], general[0]) and np.array_equal(fast[1], general[1]), fmt
+        general = _general_codes(x, fmt)
+        for fast in (_round_binary64(x, fmt), _round_binary64_fields(x, fmt)):  # both of the path's branches
+            assert np.array_equal(fast[0], general[0]) and np.array_equal(fast[1], general[1]), fmt
     assert not _fast_path(FloatFormat(exp_bits=5, frac_bits=2, rounding="stochastic"), None)
     assert not _fast_path(FloatFormat(exp_bits=5, frac_bits=2), np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("subnormals", [True, False])
+def test_decode_moves_fields_as_split_code_reads_them(subnormals):
+    """decode (fields moved into a double) against split_code's (sign, significand, exponent) read exactly: every
+    code of the narrow formats, 20,000 random codes and the extremes of the wide ones, signed zeros by their sign."""
+    from codesign.numerics.rounding import split_code
+
+    rng = np.random.default_rng(subnormals)
+    for exp_bits, frac_bits in SHAPES + [(2, 23), (8, 1), (6, 12)]:
+        fmt = FloatFormat(exp_bits=exp_bits, frac_bits=frac_bits, subnormals=subnormals)
+        top = (1 << fmt.width) - 1
+        codes = (np.arange(top + 1, dtype=np.uint64) if fmt.width <= 16 else
+                 np.concatenate([rng.integers(0, top + 1, 20_000, dtype=np.uint64),
+                                 np.arange(0, 1 << (frac_bits + 1), max(1, 1 << (frac_bits - 8)), dtype=np.uint64),
+                                 np.uint64(top) - np.arange(64, dtype=np.uint64)]))
+        sign, mant, exp = split_code(codes, fmt)
+        exact = np.where(sign, -1.0, 1.0) * np.ldexp(mant.astype(np.float64), exp.astype(np.int32))
+        assert np.array_equal(decode(codes, fmt).view(np.int64), exact.view(np.int64)), fmt

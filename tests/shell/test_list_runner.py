@@ -40,3 +40,30 @@ def test_no_step_left_to_time_is_refused():
     shell = _Shell()
     with pytest.raises(ValueError, match="2 batches leave no step to time after 2 warm steps"):
         host_per_list_step(_Trainer(shell), shell, [(None, None)] * 2, warm_steps=2)
+
+
+def test_a_replaying_shell_hands_back_a_phase_s_last_arena_without_computing():
+    """While replaying, a phase's lists run golden once, and a later run of the same lists (the same objects)
+    gives back that arena, counted as lists and calls; new lists run golden again; off, nothing is kept."""
+    import numpy as np
+
+    from codesign.pe.fpmac_array.spec import FpmacArraySpec
+    from codesign.shell.list_runner import GoldenListShell
+    from codesign.step.fpmac_array.lists import PE, step_arena, step_lists
+
+    spec = FpmacArraySpec(exp_bits=5, max_fb=7, max_m=4, max_n=3, max_k=5)
+    arena = step_arena(spec, (7, 5, 4), 3)
+    lists = step_lists(arena, 3, 7, 0)
+    shell = GoldenListShell({PE: spec})
+    device = np.array(arena.image)
+    device[:] = np.random.default_rng(0).integers(0, 1 << 12, device.size)
+    golden = shell.run_phase(lists.phases[0], np.array(device))
+    assert not shell._replies  # not replaying: nothing kept
+    shell.replay = True
+    first = shell.run_phase(lists.phases[0], np.array(device))
+    assert np.array_equal(first, golden)
+    stale = np.zeros_like(device)
+    assert np.array_equal(shell.run_phase(lists.phases[0], stale), golden)  # handed back, not computed
+    assert (shell.lists, shell.calls) == (3, 3 * len(lists.forward))
+    again = step_lists(arena, 3, 7, 0)  # equal lists, other objects: computed
+    assert not np.array_equal(shell.run_phase(again.phases[0], np.zeros_like(device)), golden)
