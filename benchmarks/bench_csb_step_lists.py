@@ -19,6 +19,10 @@ pruning search on the digits, then in one process:
   cross-entropy, plain SGD at the example's rate), one thread, the least of
   ``--steps``.
 
+- ``explored``: the explorer's fastest build on each board for this list step
+  (:func:`codesign.design.families.csb.csb_list_model`: square blocks, lanes,
+  groups), its step priced exactly, with the same host.
+
 Prints each board's step, its parts and the ratio board / torch_f32; writes
 ``csb_step_lists.json``. A run takes about a minute (the warm-up and the
 pruning search run first).
@@ -37,17 +41,19 @@ import numpy as np
 from codesign.boards import board
 from codesign.deploy.list_shell import BOARD_DDR
 from codesign.design import load_design
-from codesign.design.families.csb import csb_setup_of
+from codesign.design.families.csb import csb_list_model, csb_setup_of
 from codesign.io.reports import write_json_atomic
 from codesign.loops.csb_lists import CsbListTrainer
 from codesign.loops.host_share import compressed_masks, measure_csb_host
 from codesign.shell.list_runner import GoldenListShell, host_per_list_step
 from codesign.step.csb.list_time import csb_list_step
 from codesign.step.csb.time import csb_step_time
+from codesign.step.host import HostModel
 from codesign.train.data import load_digits_dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_fb_step_lists import BOARDS, board_entry, entry_text, least_seconds, torch_f32_step  # noqa: E402
+from bench_fb_step_lists import (BOARDS, board_entry, entry_text, explored_entry, explored_text, least_seconds,  # noqa: E402
+                                 torch_f32_step)
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "digits_compressed_mlp.toml"
 
@@ -89,7 +95,11 @@ def main() -> int:
                               host_s=list_host["seconds"], host_source="measured on this desktop", ddr=BOARD_DDR)
         calls = csb_step_time(spec, trainer.masks, batch_size, target, clock_mhz=design.clock_mhz, host=call_host)
         row["boards"][name] = entry = board_entry(lists, calls, torch_s)
-        print(f"{name} at {design.clock_mhz:g} MHz (kept {kept} weights): {entry_text(entry, row)}", flush=True)
+        entry["explored"] = explored_entry(csb_list_model(spec, layers, batch_size, trainer.masks, host=HostModel(
+            fixed_s=list_host["seconds"], per_call_s=0.0, source="measured on this desktop")), target,
+            design.clock_mhz, torch_s)
+        print(f"{name} at {design.clock_mhz:g} MHz (kept {kept} weights): {entry_text(entry, row)}; "
+              f"{explored_text(entry['explored'])}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "csb_step_lists.json", row)

@@ -20,8 +20,12 @@ FP-MAC array build), at its largest FB, in one process:
   cross-entropy, SGD with the example's momentum and weight decay), one
   thread, the least of ``--steps``.
 
+- ``explored``: the explorer's fastest build on each board for this list step
+  (:func:`codesign.design.families.fpmac_array.fb_list_model`: array shape and
+  buffer depths), its step priced exactly, with the same host.
+
 Prints each board's step, its parts and the ratios board / torch_f32 and board
-/ golden; writes ``fb_step_lists.json``. A run takes about half a minute.
+/ golden; writes ``fb_step_lists.json``. A run takes about a minute.
 
 Run: .venv/bin/python benchmarks/bench_fb_step_lists.py [--steps 5] [--out reports/bench]
 """
@@ -38,12 +42,13 @@ import numpy as np
 from codesign.boards import board
 from codesign.deploy.list_shell import BOARD_DDR
 from codesign.design import load_design
-from codesign.design.families.fpmac_array import fb_setup_of, measure_fb_list_host
+from codesign.design.families.fpmac_array import fb_list_model, fb_setup_of, measure_fb_list_host
 from codesign.io.reports import write_json_atomic
 from codesign.loops.fb import FbMlpTrainer
 from codesign.loops.host_share import measure_fb_host
 from codesign.step.fpmac_array.list_time import fb_list_step
 from codesign.step.fpmac_array.time import fb_step_time
+from codesign.step.host import HostModel
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "digits_abvs.toml"
 BOARDS = ("zedboard", "ultra96v2")
@@ -93,6 +98,24 @@ def board_entry(lists, calls, torch_s: float) -> dict:
             "per_call_host_share": calls.host_s / calls.total_s, "ratio_board_to_torch_f32": lists.total_s / torch_s}
 
 
+def explored_entry(family, target, clock_mhz: float, torch_s: float) -> dict:
+    """The explorer's fastest point of ``family`` (an ExploreModel pricing the list step) on ``target``: its build
+    and its exact list step (the family's ``step``) against the float32 PyTorch step's ``torch_s`` seconds."""
+    from codesign.design.explore_model import explore_family
+
+    space = explore_family(family, target, clock_mhz=clock_mhz)
+    index = space.best("time")
+    step = family.step(space.chosen_options(index), target, clock_mhz)
+    return {"build": space.point(index)["label"], "board_step_ms": 1e3 * step.total_s, "pe_ms": 1e3 * step.pe_s,
+            "memory_ms": 1e3 * step.memory_s, "host_share": step.host_s / step.total_s,
+            "ratio_board_to_torch_f32": step.total_s / torch_s}
+
+
+def explored_text(entry: dict) -> str:
+    return (f"explorer's point {entry['build']}: {entry['board_step_ms']:.2f} ms (PE {entry['pe_ms']:.2f}, host "
+            f"{100 * entry['host_share']:.0f} %), board / float32 = {entry['ratio_board_to_torch_f32']:.2f}")
+
+
 def entry_text(entry: dict, row: dict) -> str:
     """A board's figures as the benchmarks print them."""
     return (f"list step {entry['board_step_ms']:.2f} ms (PE {entry['pe_ms']:.2f}, memory {entry['memory_ms']:.2f}, "
@@ -136,9 +159,12 @@ def main() -> int:
         calls = fb_step_time(spec, shapes, target, clock_mhz=design.clock_mhz, host=call_host)
         entry = board_entry(lists, calls, torch_s)
         entry["ratio_board_to_golden"] = lists.total_s / golden_s
+        entry["explored"] = explored_entry(fb_list_model(spec, layers, batch_size, host=HostModel(
+            fixed_s=list_host["seconds"], per_call_s=0.0, source="measured on this desktop")), target,
+            design.clock_mhz, torch_s)
         row["boards"][name] = entry
-        print(f"{name} at {design.clock_mhz:g} MHz: {entry_text(entry, row)}; golden {row['golden_ms']:.2f} ms",
-              flush=True)
+        print(f"{name} at {design.clock_mhz:g} MHz: {entry_text(entry, row)}; golden {row['golden_ms']:.2f} ms; "
+              f"{explored_text(entry['explored'])}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "fb_step_lists.json", row)

@@ -121,7 +121,6 @@ def _round_binary64_fields(flat: np.ndarray, fmt: FloatFormat) -> tuple[np.ndarr
         carried = (offset == -1) & (kept >> (frac_bits + 1) > 0)
         magnitude = np.where(offset < 0, np.where(carried, np.int64(1) << frac_bits, 0), magnitude)
         magnitude[magnitude < (np.int64(1) << frac_bits)] = 0
-    magnitude[mant == 0] = 0
     overflow = magnitude > fmt.max_code
     np.minimum(magnitude, fmt.max_code, out=magnitude)
     codes = magnitude.astype(np.uint64) | ((bits < 0).astype(np.uint64) << np.uint64(fmt.width - 1))

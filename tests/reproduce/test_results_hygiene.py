@@ -2,8 +2,10 @@
 
 A path such as ``/work/main/results/...`` or ``/home/<user>/...`` says where
 a run happened, not what it measured, and breaks the moment the tree moves.
-Every file is scanned as bytes (tables, JSON and the PNG metadata alike);
-the task caches (``results/*/tasks/``, not committed) are left out.
+Every file is scanned as bytes (tables, JSON and the PNG metadata alike),
+the finished runs' records of the task caches (``results/*/tasks/results/``,
+committed so that a study resumes on another machine) among them; the rest of
+a task cache (not committed) is left out.
 """
 
 import re
@@ -14,10 +16,17 @@ MACHINE_PATH = re.compile(rb"(?<![A-Za-z0-9_.-])(/root|/home|/tmp|/work|/Users|/
                           rb"|[A-Za-z]:\\\\?(Users|Windows)\\")
 
 
+def _committed(parts: tuple[str, ...]) -> bool:
+    """Whether a file under results/ is committed (.gitignore): not in a task cache but its ``results/`` records."""
+    if "tasks" not in parts:
+        return parts[-1] != "codesign_output.json"
+    at = parts.index("tasks")
+    return parts[at + 1:at + 2] == ("results",) and not parts[-1].endswith(".superseded.json")
+
+
 def report_files() -> list[str]:
     return sorted(str(path.relative_to(RESULTS)) for path in RESULTS.rglob("*")
-                  if path.is_file() and "tasks" not in path.relative_to(RESULTS).parts
-                  and path.name != "codesign_output.json")
+                  if path.is_file() and _committed(path.relative_to(RESULTS).parts))
 
 
 def test_the_pattern_catches_machine_paths_and_spares_the_rest():
