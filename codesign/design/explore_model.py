@@ -24,6 +24,7 @@ from codesign.step.time import Stage, StepTime
 from codesign.shell.ip import ip_shell_cost
 from codesign.hw.resource_model import RESOURCES, fpga_counts
 from codesign.step.host import HostModel
+from codesign.loops.host_share import THIS_MACHINE
 from codesign.pe import get_pe
 
 # knob tables, one per PE: the spec fields a family varies and the values offered (the spec's validators decide)
@@ -100,12 +101,19 @@ def explore_family(family: ExploreModel, board: Board, *, clock_mhz: float,
                    fixed_ips=len(family.fixed_builds))
 
 
-def list_host_of(report: HostModel) -> HostModel:
-    """A board's host report (measured on the per-call loop: :mod:`codesign.deploy.host_share`) as the host of a
-    list step: its per-step part alone, which also counts work the lists move to the PE, so the figure errs
-    high; the board side cannot yet time a list step's host without an IP."""
-    return HostModel(fixed_s=report.fixed_s, per_call_s=0.0,
+def list_step_host(report: HostModel | None, measure: Callable[[], float],
+                   progress: Callable[[str], None]) -> HostModel:
+    """The host of a list step: ``measure()`` (its seconds a step, timed on this machine) where no board's
+    ``report`` is given; else that report's per-step part alone. A report times the per-call loop
+    (:mod:`codesign.deploy.host_share`), whose per-step part also counts work the lists move to the PE, so the
+    figure errs high; the board side cannot yet time a list step's host without an IP."""
+    if report is None:
+        progress("measuring the host's share of a list step (NumPy loop, this machine)")
+        return HostModel(fixed_s=measure(), per_call_s=0.0, source=THIS_MACHINE)
+    host = HostModel(fixed_s=report.fixed_s, per_call_s=0.0,
                      source=f"{report.source}; the per-call loop's per-step part, standing in for the list step's")
+    progress(f"the host's share of a step: {host.source}")
+    return host
 
 
 def stage_array(stages: Sequence[Stage]) -> np.ndarray:
@@ -113,4 +121,4 @@ def stage_array(stages: Sequence[Stage]) -> np.ndarray:
 
 
 __all__ = ["CSB_KNOBS", "CSB_LIST_KNOBS", "CSB_TILE_KNOBS", "ExploreModel", "FPMAC_ARRAY_KNOBS", "FPMAC_BUFFER_KNOBS",
-           "KNOBS", "TT_KNOBS", "explore_family", "fixed_resources", "list_host_of", "stage_array"]
+           "KNOBS", "TT_KNOBS", "explore_family", "fixed_resources", "list_step_host", "stage_array"]

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trainer
-from codesign.design.explore_model import (CSB_KNOBS, CSB_LIST_KNOBS, CSB_TILE_KNOBS, ExploreModel, list_host_of,
+from codesign.design.explore_model import (CSB_KNOBS, CSB_LIST_KNOBS, CSB_TILE_KNOBS, ExploreModel, list_step_host,
                                            stage_array)
 from codesign.design.families import DesktopFamily, design_pes
 from codesign.design.point import derived_pe_fields
@@ -18,7 +18,7 @@ from codesign.train.geometry import mlp_layers
 from codesign.loops.csb import CsbTrainSetup
 from codesign.loops.csb_lists import CsbListTrainer, check_list_spec
 from codesign.shell.list_runner import GoldenListShell, host_per_list_step
-from codesign.loops.host_share import THIS_MACHINE, compressed_masks
+from codesign.loops.host_share import compressed_masks
 from codesign.pe.csb.format import encode
 from codesign.step.csb.list_time import csb_list_step, step_list_cycles
 from codesign.step.list_cycles import BOARD_DDR
@@ -170,12 +170,7 @@ def csb_explorer(design, *, progress: Callable[[str], None] = print, host: HostM
     setup = csb_setup_of(design)
     progress("pruning as the CSB loop does (its warm-up epochs and kernel search) for the kept weights")
     trainer = compressed_masks(setup, load_dataset(design.training))
-    if host is None:
-        progress("measuring the host's share of a list step (NumPy loop, this machine)")
-        host = HostModel(fixed_s=measure_csb_list_host(trainer)["seconds"], per_call_s=0.0, source=THIS_MACHINE)
-    else:
-        host = list_host_of(host)
-        progress(f"the host's share of a step: {host.source}")
+    host = list_step_host(host, lambda: measure_csb_list_host(trainer)["seconds"], progress)
     return csb_list_model(spec, setup.layers, setup.batch_size, trainer.masks, host=host)
 
 

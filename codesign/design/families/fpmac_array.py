@@ -7,14 +7,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from codesign.design.explore_model import FPMAC_ARRAY_KNOBS, FPMAC_BUFFER_KNOBS, ExploreModel, list_host_of, stage_array
+from codesign.design.explore_model import FPMAC_ARRAY_KNOBS, FPMAC_BUFFER_KNOBS, ExploreModel, list_step_host, stage_array
 from codesign.design.families import DesktopFamily, design_pes
 from codesign.design.point import derived_pe_fields
 from codesign.loops.common import HwTrainError
 from codesign.train.geometry import mlp_layers
 from codesign.loops.fb import HwTrainSetup
 from codesign.loops.fb_lists import FbListTrainer
-from codesign.loops.host_share import THIS_MACHINE
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.shell.list_runner import GoldenListShell, host_per_list_step
 from codesign.step.fpmac_array.list_time import fb_list_step, step_list_cycles
@@ -120,12 +119,7 @@ def fb_explorer(design, *, progress: Callable[[str], None] = print, host: HostMo
     runs on RTL-route IPs; :func:`fb_model` prices the per-call step of an HLS export); the host's seconds a
     list step measured here unless ``host`` is a board's figure."""
     setup = fb_setup_of(design)
-    if host is None:
-        progress("measuring the host's share of a list step (NumPy loop, this machine)")
-        host = HostModel(fixed_s=measure_fb_list_host(setup)["seconds"], per_call_s=0.0, source=THIS_MACHINE)
-    else:
-        host = list_host_of(host)
-        progress(f"the host's share of a step: {host.source}")
+    host = list_step_host(host, lambda: measure_fb_list_host(setup)["seconds"], progress)
     return fb_list_model(setup.spec, setup.layers, setup.batch_size, host=host)
 
 
