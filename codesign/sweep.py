@@ -16,6 +16,12 @@ needs:
   never silently reused);
 * a failing task is retried ``retries`` times by the scheduler, then reported
   with its error and left without a result, so the next run tries it again;
+* a long task may keep its state between sessions: a function with a
+  keyword-only ``checkpoint`` parameter is handed a :class:`TaskCheckpoint`
+  under ``checkpoints/<key>.pkl``, saves its state there as it goes (say after
+  every epoch) and starts from it when the task runs again; the checkpoint is
+  removed once the result is written, and the result's cost adds the earlier
+  sessions' seconds up to their last save;
 * progress is shown as tasks finish.
 
 Bad input (an empty grid axis, a function name that is not ``module:function``
@@ -35,6 +41,7 @@ import inspect
 import itertools
 import json
 import logging
+import pickle
 import re
 import socket
 import time
@@ -45,10 +52,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codesign.io.atomic import write_bytes_atomic
 from codesign.io.jsonfile import load_json, read_text_file
 from codesign.io.reports import write_json_atomic
 
 RESULTS_DIR = "results"
+CHECKPOINTS_DIR = "checkpoints"
+CHECKPOINT_PARAMETER = "checkpoint"  # a task function taking this keyword-only parameter is handed a TaskCheckpoint
+CHECKPOINT_VERSION = 1
 _FUNCTION = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
 SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss")  # Dask's transports over TCP, the ones a socket can probe
@@ -173,6 +184,9 @@ def check_functions(tasks: Sequence[SweepTask]) -> None:
                                  f"task's keyword arguments {sorted(task.kwargs)} cannot be checked; wrap it in a "
                                  "Python function that takes them") from None
             continue  # a class such as dict: it may take keywords, the task will tell
+        if CHECKPOINT_PARAMETER in task.kwargs and takes_checkpoint(target):
+            raise ValueError(f"task {task.key}: the keyword {CHECKPOINT_PARAMETER!r} of {task.function} is the "
+                             "sweep's (its TaskCheckpoint), not a task argument")
         try:
             signature.bind(**task.kwargs)
         except TypeError as error:
@@ -207,6 +221,68 @@ def check_scheduler(address: str | None, *, timeout_s: float = SCHEDULER_PROBE_S
                          "`dask scheduler`, or leave out --scheduler for a local cluster)") from None
 
 
+class TaskCheckpoint:
+    """Where a long task keeps its state between sessions: one pickle, written atomically, stamped with its task.
+
+    The task calls :meth:`load` once at its start (its last saved state, or
+    None) and :meth:`save` whenever it has state worth keeping. Each save also
+    records what the task has cost so far (wall and CPU seconds, earlier
+    sessions included), so the finished result is charged every session's
+    work up to its last save; work after the last save of a killed session is
+    lost and not charged. The file is a pickle: the sweep loads only the ones
+    it wrote in its own folder, so never hand it a folder you did not write.
+    """
+
+    def __init__(self, path: Path, task: Mapping[str, Any]) -> None:
+        self.path = Path(path)
+        self.task = json.loads(json.dumps(dict(task)))  # as the stamp compares: plain JSON
+        self.earlier = {"wall_s": 0.0, "cpu_s": 0.0}
+        self.resumes = 0
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+
+    def load(self) -> Any:
+        """The state of the last :meth:`save` (None when there is none); a clear error for a file that is not one,
+        or that another task wrote."""
+        if not self.path.is_file():
+            return None
+        fix = "remove it to run the task from the start"
+        try:
+            stored = pickle.loads(self.path.read_bytes())
+        except Exception as error:  # pickle raises many kinds for a damaged file
+            raise ValueError(f"{self.path}: not a readable task checkpoint ({type(error).__name__}: {error}); "
+                             f"{fix}") from None
+        if not isinstance(stored, dict) or stored.get("version") != CHECKPOINT_VERSION:
+            raise ValueError(f"{self.path}: not a version-{CHECKPOINT_VERSION} task checkpoint; {fix}")
+        if stored.get("task") != self.task:
+            raise ValueError(f"{self.path} was saved by the task {stored.get('task')}, not by {self.task}; {fix}")
+        self.earlier, self.resumes = dict(stored["cost"]), int(stored["resumes"]) + 1
+        return stored["state"]
+
+    def spent(self) -> dict[str, float]:
+        """Wall and CPU seconds (s) the task has cost: earlier sessions up to their last save, and this one."""
+        return {"wall_s": self.earlier["wall_s"] + time.perf_counter() - self._wall,
+                "cpu_s": self.earlier["cpu_s"] + time.process_time() - self._cpu}
+
+    def save(self, state: Any) -> None:
+        """Keep ``state`` (anything pickle takes) in place of the last one."""
+        write_bytes_atomic(self.path, pickle.dumps({"version": CHECKPOINT_VERSION, "task": self.task,
+                                                    "cost": self.spent(), "resumes": self.resumes,
+                                                    "state": state}, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def takes_checkpoint(target: Callable) -> bool:
+    """Whether a task function takes the sweep's :class:`TaskCheckpoint` (a keyword-only ``checkpoint``)."""
+    try:
+        parameter = inspect.signature(target).parameters.get(CHECKPOINT_PARAMETER)
+    except (TypeError, ValueError):
+        return False
+    return parameter is not None and parameter.kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def checkpoint_path(out_dir: Path, key: str) -> Path:
+    return Path(out_dir) / CHECKPOINTS_DIR / f"{key}.pkl"
+
+
 def execute(function: str, kwargs: Mapping[str, Any]) -> dict:
     """Import and call one task's function (this runs on a worker); its result must be a JSON dict."""
     result = resolve_function(function)(**kwargs)
@@ -216,15 +292,24 @@ def execute(function: str, kwargs: Mapping[str, Any]) -> dict:
     return result
 
 
-def execute_timed(function: str, kwargs: Mapping[str, Any]) -> tuple[dict, dict[str, float]]:
+def execute_timed(function: str, kwargs: Mapping[str, Any], checkpoint: str | None = None
+                  ) -> tuple[dict, dict[str, float]]:
     """:func:`execute`, and what the call cost where it ran: wall and CPU seconds of the worker's process.
 
     Why CPU beside wall: a reproduction resumes across sessions and shares its machine, so the wall time of one
-    invocation says little; the tasks' CPU seconds add up to what the reproduction costs on idle cores.
+    invocation says little; the tasks' CPU seconds add up to what the reproduction costs on idle cores. With
+    ``checkpoint`` (a path) a function that takes one gets a :class:`TaskCheckpoint` there, and the cost adds
+    the earlier sessions' seconds and says how often the task resumed.
     """
+    saver = None
+    if checkpoint is not None and takes_checkpoint(resolve_function(function)):
+        saver = TaskCheckpoint(Path(checkpoint), {"function": function, "kwargs": dict(kwargs)})
+        kwargs = {**kwargs, CHECKPOINT_PARAMETER: saver}
     wall, cpu = time.perf_counter(), time.process_time()
     result = execute(function, kwargs)
-    return result, {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu}
+    if saver is None:
+        return result, {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu}
+    return result, {**saver.spent(), "resumes": saver.resumes}
 
 
 @dataclass(frozen=True)
@@ -360,15 +445,14 @@ def run_sweep(tasks: Sequence[SweepTask], out_dir: Path, *, scheduler: str | Non
         with client:
             n_workers = len(client.scheduler_info()["workers"])
             futures = {client.submit(execute_timed, task.function, dict(task.kwargs),
-                                     key=f"codesign-sweep-{task.key}", pure=False, retries=retries): task
+                                     str(checkpoint_path(out_dir, task.key)), key=f"codesign-sweep-{task.key}",
+                                     pure=False, retries=retries): task
                        for task in pending}
             bar = tqdm(total=len(futures), desc="sweep", unit="task", disable=not progress)
             for future in as_completed(futures):
                 task = futures[future]
                 if future.status == "finished":
-                    result, cost = future.result()
-                    write_json_atomic(result_path(out_dir, task.key),
-                                      {"task": task.to_dict(), "result": result, "cost": cost})
+                    _keep(out_dir, task, *future.result())
                     done.append(task.key)
                 else:
                     failed[task.key] = repr(future.exception())
@@ -382,6 +466,12 @@ def run_sweep(tasks: Sequence[SweepTask], out_dir: Path, *, scheduler: str | Non
     return SweepReport(done, skipped, failed, time.perf_counter() - started, where, n_workers)
 
 
+def _keep(out_dir: Path, task: SweepTask, result: dict, cost: dict) -> None:
+    """Write a finished task's result, then drop its checkpoint (in that order: a crash between keeps both)."""
+    write_json_atomic(result_path(out_dir, task.key), {"task": task.to_dict(), "result": result, "cost": cost})
+    checkpoint_path(out_dir, task.key).unlink(missing_ok=True)
+
+
 def _run_here(pending: list[SweepTask], out_dir: Path, skipped: list[str], started: float, retries: int,
               progress: bool) -> SweepReport:
     from tqdm import tqdm
@@ -391,12 +481,12 @@ def _run_here(pending: list[SweepTask], out_dir: Path, skipped: list[str], start
     for task in tqdm(pending, desc="sweep", unit="task", disable=not progress):
         for attempt in range(retries + 1):
             try:
-                result, cost = execute_timed(task.function, dict(task.kwargs))
+                result, cost = execute_timed(task.function, dict(task.kwargs), str(checkpoint_path(out_dir, task.key)))
             except Exception as error:  # reported like a worker's failure, after the retries
                 if attempt == retries:
                     failed[task.key] = repr(error)
                 continue
-            write_json_atomic(result_path(out_dir, task.key), {"task": task.to_dict(), "result": result, "cost": cost})
+            _keep(out_dir, task, result, cost)
             done.append(task.key)
             break
     return SweepReport(done, skipped, failed, time.perf_counter() - started, "this process", 0)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from codesign.sweep import SweepTask, grid_tasks, load_grid, read_result, result_path, run_sweep, task_costs
+from codesign.sweep import (SweepTask, TaskCheckpoint, checkpoint_path, grid_tasks, load_grid, read_result,
+                            result_path, run_sweep, task_costs)
 
 pytest.importorskip("distributed", reason="sweeps need dask.distributed (pip install codesign[sweep])")
 
@@ -45,6 +46,21 @@ TASKS_MODULE = textwrap.dedent('''
         import time
         time.sleep(seconds)
         return {}
+
+    def counting(*, to, fail_at, checkpoint=None):
+        """Counts to ``to``, saving after each count; fails once, after saving ``fail_at`` (a killed session)."""
+        import time
+        state = checkpoint.load() or {"count": 0, "started_at": []}
+        state["started_at"].append(state["count"])
+        while state["count"] < to:
+            state["count"] += 1
+            end = time.process_time() + 0.05
+            while time.process_time() < end:
+                pass
+            checkpoint.save(state)
+            if state["count"] == fail_at and len(state["started_at"]) == 1:
+                raise RuntimeError("killed after saving")
+        return state
 ''')
 
 
@@ -151,6 +167,51 @@ def test_each_result_records_its_wall_and_cpu_seconds_and_a_folder_sums_them(tmp
     assert summed.cpu_s == pytest.approx(costs["burn"]["cpu_s"] + costs["rest"]["cpu_s"])
     assert summed.wall_s == pytest.approx(costs["burn"]["wall_s"] + costs["rest"]["wall_s"])
     assert task_costs(tmp_path / "nothing") == type(summed)(runs=0, recorded=0, wall_s=0.0, cpu_s=0.0)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_task_goes_on_from_its_checkpoint_and_is_charged_every_session(tmp_path, tasks_module, workers):
+    out = tmp_path / "out"
+    task = SweepTask(key="count", function=f"{tasks_module}:counting", kwargs={"to": 6, "fail_at": 4})
+    report = run_sweep([task], out, workers=workers, retries=1, progress=False)
+    assert report.done == ["count"]
+    stored = json.loads(result_path(out, "count").read_text())
+    assert stored["result"] == {"count": 6, "started_at": [0, 4]}  # the retry went on from the fourth count
+    assert stored["cost"]["resumes"] == 1
+    assert stored["cost"]["cpu_s"] >= 6 * 0.05  # both sessions' counts are charged
+    assert not checkpoint_path(out, "count").exists()  # dropped once the result is written
+    assert list(checkpoint_path(out, "count").parent.iterdir()) == []  # no temporary file left beside it
+
+
+def test_a_task_without_a_checkpoint_parameter_is_called_as_before(tmp_path, tasks_module):
+    task = SweepTask(key="sq", function=f"{tasks_module}:square", kwargs={"x": 3})
+    assert run_sweep([task], tmp_path, workers=0, progress=False).passed
+    assert "resumes" not in json.loads(result_path(tmp_path, "sq").read_text())["cost"]
+
+
+def test_a_task_may_not_pass_the_sweeps_checkpoint_keyword(tmp_path, tasks_module):
+    task = SweepTask(key="c", function=f"{tasks_module}:counting", kwargs={"to": 1, "fail_at": 0, "checkpoint": 1})
+    with pytest.raises(ValueError, match="'checkpoint' of .* is the sweep's"):
+        run_sweep([task], tmp_path / "out", workers=0, progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_or_foreign_checkpoint_is_named_with_its_fix(tmp_path):
+    path = tmp_path / "k.pkl"
+    mine = TaskCheckpoint(path, {"function": "m:f", "kwargs": {"x": 1}})
+    assert mine.load() is None and mine.resumes == 0
+    mine.save({"epoch": 3})
+    again = TaskCheckpoint(path, {"function": "m:f", "kwargs": {"x": 1}})
+    assert again.load() == {"epoch": 3} and again.resumes == 1 and again.earlier["wall_s"] >= 0
+    with pytest.raises(ValueError, match=r"k\.pkl was saved by the task .*'x': 1.*, not by .*'x': 2.*remove it"):
+        TaskCheckpoint(path, {"function": "m:f", "kwargs": {"x": 2}}).load()
+    path.write_bytes(path.read_bytes()[:20])  # truncated
+    with pytest.raises(ValueError, match=r"k\.pkl: not a readable task checkpoint .*remove it"):
+        mine.load()
+    import pickle
+    path.write_bytes(pickle.dumps({"version": 0}))
+    with pytest.raises(ValueError, match=r"not a version-1 task checkpoint"):
+        mine.load()
 
 
 def test_a_result_of_another_task_under_the_same_key_is_an_error(tmp_path):

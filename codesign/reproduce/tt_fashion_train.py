@@ -137,9 +137,12 @@ def _epoch_line(phase: str, row: dict[str, Any], epochs: int) -> str:
             + f"test {row['test_accuracy']:.2f} %{shown}, {row['seconds']:.0f} s")
 
 
-def _fixed_phase(job: Job, trainer: TtMlpTrainer, data: ArrayDataset, phase: str) -> list[dict[str, Any]]:
-    """Fit a golden loop; one row per epoch (accuracies in %, the ranks it trained and was evaluated at)."""
-    rows: list[dict[str, Any]] = []
+def _fixed_phase(job: Job, trainer: TtMlpTrainer, data: ArrayDataset, phase: str,
+                 rows: list[dict[str, Any]] | None = None, saved: Callable[[], None] | None = None
+                 ) -> list[dict[str, Any]]:
+    """Fit a golden loop from its epoch to its last; one row per epoch (accuracies in %, the ranks it trained and
+    was evaluated at) added to ``rows``; ``saved`` is called after each epoch's row."""
+    rows = [] if rows is None else rows
 
     def on_epoch(entry: dict[str, Any]) -> None:
         row = {"epoch": entry["epoch"], "loss": entry["loss"], "test_accuracy": 100 * entry["accuracy"],
@@ -148,29 +151,80 @@ def _fixed_phase(job: Job, trainer: TtMlpTrainer, data: ArrayDataset, phase: str
             row["validation_accuracy"] = 100 * entry["validation_accuracy"]
         rows.append(row)
         _say(job, _epoch_line(phase, row, trainer.setup.epochs))
+        if saved is not None:
+            saved()
 
-    trainer.fit(data, progress=False, on_epoch=on_epoch)
+    trainer.fit(data, trainer.setup.epochs - trainer.epoch, progress=False, on_epoch=on_epoch)
     return rows
 
 
-def train_fixed(b: Budget, job: Job, fashion: ArrayDataset, mnist: ArrayDataset) -> dict[str, Any]:
-    """A fixed-point run on the golden: pre-training from the seed's start, then Fashion-MNIST."""
-    started = time.perf_counter()
-    pre = shared_start(b, job.seed)
-    pre_rows = _fixed_phase(job, pre, mnist, "mnist")
-    pretrained = time.perf_counter()
-    trainer = TtMlpTrainer(fixed_setup(b, job.seed, pretrain=False, prior_weight=job.prior_weight))
-    carry_over(pre, trainer)
-    rows = _fixed_phase(job, trainer, fashion, "fashion-mnist")
+class Resumable:
+    """A run's Fashion-MNIST phase as a checkpoint keeps it: what it saved, and the save itself.
+
+    ``state`` is the last saved state (None: the run starts afresh): the
+    pre-training's part of the record, the phase's rows, its seconds so far,
+    the epochs it resumed at, and the trainer (``kind``-specific).
+    """
+
+    def __init__(self, job: Job, checkpoint) -> None:
+        self.job, self.checkpoint = job, checkpoint
+        self.state = None if checkpoint is None else checkpoint.load()
+        self.started = time.perf_counter()
+        if self.state is not None:
+            _say(job, f"resumed at fashion-mnist epoch {len(self.state['rows']) + 1}, from its checkpoint")
+
+    def begin(self, pretrain: dict[str, Any], pretrain_s: float) -> dict[str, Any]:
+        """The phase's state: the saved one, or a fresh one after a pre-training of ``pretrain_s`` seconds."""
+        if self.state is None:
+            self.state = {"pretrain": pretrain, "rows": [], "resumed_at": [], "seconds": {"pretrain": pretrain_s,
+                                                                                          "train": 0.0}}
+        else:
+            self.state["resumed_at"].append(len(self.state["rows"]))
+        self.started = time.perf_counter()
+        self.train_before = self.state["seconds"]["train"]
+        return self.state
+
+    def _tick(self) -> None:
+        self.state["seconds"]["train"] = self.train_before + time.perf_counter() - self.started
+
+    def save(self, **trainer: Any) -> None:
+        """After an epoch: the phase's seconds so far, and the trainer's state, in the checkpoint (if any)."""
+        self._tick()
+        if self.checkpoint is not None:
+            self.checkpoint.save({**self.state, **trainer})
+
+    def record(self, trainer_record: dict[str, Any], train_accuracy_s: float) -> dict[str, Any]:
+        """The run's record: the pre-training's, the phase's rows and seconds, ``trainer_record``'s fields."""
+        state = self.state
+        self._tick()
+        return {"pretrain": state["pretrain"], "epochs": state["rows"], **trainer_record,
+                "resumed_at_epochs": state["resumed_at"],
+                "seconds": {**state["seconds"], "train_accuracy": train_accuracy_s}}
+
+
+def train_fixed(b: Budget, job: Job, fashion: ArrayDataset, mnist: ArrayDataset, checkpoint=None) -> dict[str, Any]:
+    """A fixed-point run on the golden: pre-training from the seed's start, then Fashion-MNIST (resumed from
+    ``checkpoint``'s last epoch when it holds one)."""
+    run = Resumable(job, checkpoint)
+    if run.state is None:
+        started = time.perf_counter()
+        pre = shared_start(b, job.seed)
+        pre_rows = _fixed_phase(job, pre, mnist, "mnist")
+        trainer = TtMlpTrainer(fixed_setup(b, job.seed, pretrain=False, prior_weight=job.prior_weight))
+        carry_over(pre, trainer)
+        state = run.begin({"epochs": pre_rows, "steps": pre.step,
+                           "images_per_epoch": pre.steps_per_epoch * b.optim.batch_size},
+                          time.perf_counter() - started)
+    else:
+        trainer = run.state["trainer"]
+        state = run.begin({}, 0.0)
+    _fixed_phase(job, trainer, fashion, "fashion-mnist", state["rows"], lambda: run.save(trainer=trainer))
     trained = time.perf_counter()
     train_accuracy = 100 * trainer.evaluate(fashion.train_x, fashion.train_y)
-    return {"pretrain": {"epochs": pre_rows, "steps": pre.step, "images_per_epoch": pre.steps_per_epoch *
-                         b.optim.batch_size},
-            "epochs": rows, "steps": trainer.step, "images_per_epoch": trainer.steps_per_epoch * b.optim.batch_size,
-            "final_ranks": ranks_dict(trainer.ranks()), "prune_events": trainer.prune_events,
-            "model_bits": int(trainer.memory_bits()["total_bits"]), "train_accuracy": train_accuracy,
-            "seconds": {"pretrain": pretrained - started, "train": trained - pretrained,
-                        "train_accuracy": time.perf_counter() - trained}}
+    return run.record({"steps": trainer.step, "images_per_epoch": trainer.steps_per_epoch * b.optim.batch_size,
+                       "final_ranks": ranks_dict(trainer.ranks()), "prune_events": trainer.prune_events,
+                       "model_bits": int(trainer.memory_bits()["total_bits"]), "train_accuracy": train_accuracy},
+                      time.perf_counter() - trained)
 
 
 def _torch_start(b: Budget, job: Job):
@@ -186,11 +240,14 @@ def _torch_start(b: Budget, job: Job):
                        for cores, bias, (in_modes, out_modes) in zip(start.cores, start.biases, PAPER_LAYERS)])
 
 
-def _torch_phase(job: Job, trainer, phase: str, ranks: Callable[[int], dict | None]) -> list[dict[str, Any]]:
-    """Fit a torch trainer epoch by epoch; one row per epoch (accuracies in %, the ranks of that epoch)."""
-    rows = []
+def _torch_phase(job: Job, trainer, phase: str, ranks: Callable[[int], dict | None],
+                 rows: list[dict[str, Any]] | None = None, saved: Callable[[], None] | None = None
+                 ) -> list[dict[str, Any]]:
+    """Fit a torch trainer epoch by epoch from its epoch to its last; one row per epoch (accuracies in %, the ranks
+    of that epoch) added to ``rows``; ``saved`` is called after each epoch's row."""
+    rows = [] if rows is None else rows
     epochs = trainer.config.optim.epochs
-    for epoch in range(epochs):
+    for epoch in range(trainer.epoch, epochs):
         started = time.perf_counter()
         trainer.fit(until_epoch=epoch + 1)
         entry = trainer.history[-1]
@@ -200,6 +257,8 @@ def _torch_phase(job: Job, trainer, phase: str, ranks: Callable[[int], dict | No
             row["validation_accuracy"] = entry["validation_accuracy"]
         rows.append(row)
         _say(job, _epoch_line(phase, row, epochs))
+        if saved is not None:
+            saved()
     return rows
 
 
@@ -222,13 +281,13 @@ def _fashion_trainer(b: Budget, job: Job, dataset, model):
     return trainer, prior
 
 
-def train_torch(b: Budget, job: Job, fashion: ArrayDataset, mnist: ArrayDataset) -> dict[str, Any]:
-    """A dense or float-TT run in torch: pre-training, then Fashion-MNIST with the same model (a fresh Adam)."""
+def _pretrain_torch(b: Budget, job: Job, mnist: ArrayDataset):
+    """The MNIST pre-training of a dense or float-TT run: its model, its part of the record, the start's ranks
+    (None for the dense model)."""
     from codesign.train.data import torch_dataset
     from codesign.train.trainer import Trainer
-    from codesign.train.tt import model_memory_bits, use_adam
+    from codesign.train.tt import use_adam
 
-    started = time.perf_counter()
     model = _torch_start(b, job)
     pre = Trainer(train_config(b, job.seed, pretrain=True), dataset=torch_dataset(mnist), progress=False)
     pre.eval_chunk = EVAL_CHUNK
@@ -236,20 +295,39 @@ def train_torch(b: Budget, job: Job, fashion: ArrayDataset, mnist: ArrayDataset)
     use_adam(pre)
     start_ranks = None if model is None else ranks_dict(layer.ranks for layer in model.layers)
     pre_rows = _torch_phase(job, pre, "mnist", lambda epoch: start_ranks)
-    pretrained = time.perf_counter()
+    return pre.model, {"epochs": pre_rows, "steps": pre.global_step, "images_per_epoch": pre.dataset.train_size}, \
+        start_ranks
+
+
+def train_torch(b: Budget, job: Job, fashion: ArrayDataset, mnist: ArrayDataset, checkpoint=None) -> dict[str, Any]:
+    """A dense or float-TT run in torch: pre-training, then Fashion-MNIST with the same model (a fresh Adam),
+    resumed from ``checkpoint``'s last epoch when it holds one (the model as saved, at its ranks)."""
+    from codesign.train.data import torch_dataset
+    from codesign.train.tt import model_memory_bits
+
+    run = Resumable(job, checkpoint)
+    if run.state is None:
+        started = time.perf_counter()
+        model, pretrain, start_ranks = _pretrain_torch(b, job, mnist)
+        state = run.begin(pretrain, time.perf_counter() - started)
+        state["start_ranks"] = start_ranks
+    else:
+        model, state = run.state.pop("model"), run.begin({}, 0.0)
+    start_ranks = state["start_ranks"]
     dataset = torch_dataset(fashion)
-    trainer, prior = _fashion_trainer(b, job, dataset, pre.model)
-    rows = _torch_phase(job, trainer, "fashion-mnist",
-                        lambda epoch: prior.rank_history[epoch] if prior is not None else start_ranks)
+    trainer, prior = _fashion_trainer(b, job, dataset, model)
+    if "trainer" in state:
+        trainer.load_state_dict(state.pop("trainer"))
+    _torch_phase(job, trainer, "fashion-mnist",
+                 lambda epoch: prior.rank_history[epoch] if prior is not None else start_ranks, state["rows"],
+                 lambda: run.save(model=trainer.model, trainer=trainer.state_dict()))
     trained = time.perf_counter()
     train_accuracy = trainer.evaluate(dataset.train_x, dataset.train_y)
-    final = None if model is None else ranks_dict(layer.ranks for layer in trainer.model.layers)
-    return {"pretrain": {"epochs": pre_rows, "steps": pre.global_step, "images_per_epoch": pre.dataset.train_size},
-            "epochs": rows, "steps": trainer.global_step, "images_per_epoch": dataset.train_size,
-            "final_ranks": final, "prune_events": [] if prior is None else prior.prune_events,
-            "model_bits": int(model_memory_bits(trainer.model)["total_bits"]), "train_accuracy": train_accuracy,
-            "seconds": {"pretrain": pretrained - started, "train": trained - pretrained,
-                        "train_accuracy": time.perf_counter() - trained}}
+    final = None if start_ranks is None else ranks_dict(layer.ranks for layer in trainer.model.layers)
+    return run.record({"steps": trainer.global_step, "images_per_epoch": dataset.train_size,
+                       "final_ranks": final, "prune_events": [] if prior is None else prior.prune_events,
+                       "model_bits": int(model_memory_bits(trainer.model)["total_bits"]),
+                       "train_accuracy": train_accuracy}, time.perf_counter() - trained)
 
 
 def step_seconds(b: Budget, jobs: Sequence[Job], *, repeats: int = 10) -> dict[Job, dict[str, float]]:
@@ -284,12 +362,12 @@ def step_seconds(b: Budget, jobs: Sequence[Job], *, repeats: int = 10) -> dict[J
     return measured
 
 
-def run_job(b: Budget, job: Job) -> dict[str, Any]:
-    """Train ``job`` on the budget's data; its record, with the images of every split and the check that the
-    memory read off its final ranks is the trained model's."""
+def run_job(b: Budget, job: Job, checkpoint=None) -> dict[str, Any]:
+    """Train ``job`` on the budget's data (from ``checkpoint``'s last epoch when it holds one); its record, with
+    the images of every split and the check that the memory read off its final ranks is the trained model's.
+    Its total seconds are its phases' (every session's, data loading not counted)."""
     fashion, mnist = data_of(b, pretrain=False), data_of(b, pretrain=True)
-    started = time.perf_counter()
-    record = (train_fixed if job.kind == "tt-fixed" else train_torch)(b, job, fashion, mnist)
+    record = (train_fixed if job.kind == "tt-fixed" else train_torch)(b, job, fashion, mnist, checkpoint)
     bits = memory_bits(b, job.kind, record["final_ranks"])
     if bits != record["model_bits"]:
         raise AssertionError(f"{job.label}: memory read off the final ranks ({bits} bits) != the model's "
@@ -297,15 +375,15 @@ def run_job(b: Budget, job: Job) -> dict[str, Any]:
     record["pretrain"]["images"] = {"train": int(mnist.train_y.size), "test": int(mnist.test_y.size)}
     record["images"] = {"train": int(fashion.train_y.size), "validation": int(fashion.validation_y.size),
                         "test": int(fashion.test_y.size)}
-    record["seconds"]["total"] = time.perf_counter() - started
+    record["seconds"]["total"] = sum(record["seconds"].values())
     _say(job, f"done in {record['seconds']['total']:.0f} s: training accuracy {record['train_accuracy']:.2f} %, "
               f"{bits:,} bits")
     return {"job": job.to_dict(), **record}
 
 
-def train_task(*, smoke: bool, digest: str, job: dict) -> dict:
+def train_task(*, smoke: bool, digest: str, job: dict, checkpoint=None) -> dict:
     """The measurement of a ``tt-fashion`` run (a sweep task, plain data in and out); ``digest`` names the budget
-    it expects. Torch and NumPy's BLAS run on one thread: a result does not depend on how many cores the task
+    it expects, ``checkpoint`` is the sweep's :class:`~codesign.sweep.TaskCheckpoint` (None: none kept). Torch and NumPy's BLAS run on one thread: a result does not depend on how many cores the task
     found, and two workers on two cores do not fight over them (the golden's sums are exact whatever the
     threads; the limit is for speed)."""
     import torch
@@ -316,7 +394,7 @@ def train_task(*, smoke: bool, digest: str, job: dict) -> dict:
     if budget_fingerprint(b) != digest:
         raise ValueError(f"the {'smoke' if smoke else 'full'} budget changed since this task was made")
     with threadpool_limits(limits=TRAINING_THREADS):
-        return run_job(b, Job.from_dict(job))
+        return run_job(b, Job.from_dict(job), checkpoint)
 
 
 __all__ = ["Job", "carry_over", "data_of", "ranks_dict", "run_job", "shared_start",

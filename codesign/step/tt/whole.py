@@ -244,6 +244,10 @@ class WholeRunner:
         self.arithmetic: Dict[str, int] = {}
         self.scratch: Dict[Tuple[str, str], np.ndarray] = {}  # whole_product's reusable float arrays
 
+    def __getstate__(self) -> Dict[str, object]:
+        """Pickled without the scratch arrays: work space, not state (a training checkpoint stays small)."""
+        return {**self.__dict__, "scratch": {}}
+
     def run(self, hardware: StepHardware, calls) -> List[np.ndarray]:
         self.calls += len(calls)
         return self.golden.run(hardware, calls)
