@@ -188,7 +188,7 @@ def check_functions(tasks: Sequence[SweepTask]) -> None:
             raise ValueError(f"task {task.key}: the keyword {CHECKPOINT_PARAMETER!r} of {task.function} is the "
                              "sweep's (its TaskCheckpoint), not a task argument")
         try:
-            signature.bind(**task.kwargs)
+            signature.bind(**task.kwargs, **({CHECKPOINT_PARAMETER: None} if takes_checkpoint(target) else {}))
         except TypeError as error:
             raise ValueError(f"task {task.key}: {task.function} cannot take the arguments "
                              f"{sorted(task.kwargs)}: {error}") from None
@@ -238,11 +238,16 @@ class TaskCheckpoint:
         self.task = json.loads(json.dumps(dict(task)))  # as the stamp compares: plain JSON
         self.earlier = {"wall_s": 0.0, "cpu_s": 0.0}
         self.resumes = 0
+        self._loaded = False
         self._wall, self._cpu = time.perf_counter(), time.process_time()
 
     def load(self) -> Any:
         """The state of the last :meth:`save` (None when there is none); a clear error for a file that is not one,
         or that another task wrote."""
+        if self._loaded:
+            raise RuntimeError("a task loads its checkpoint once, at its start (a second load would count this "
+                               "session's seconds twice)")
+        self._loaded = True
         if not self.path.is_file():
             return None
         fix = "remove it to run the task from the start"
@@ -280,6 +285,7 @@ def takes_checkpoint(target: Callable) -> bool:
 
 
 def checkpoint_path(out_dir: Path, key: str) -> Path:
+    """Where task ``key`` of the sweep folder ``out_dir`` keeps its :class:`TaskCheckpoint`."""
     return Path(out_dir) / CHECKPOINTS_DIR / f"{key}.pkl"
 
 
@@ -419,9 +425,11 @@ def run_sweep(tasks: Sequence[SweepTask], out_dir: Path, *, scheduler: str | Non
     """
     tasks = list(tasks)
     check_sweep(tasks, scheduler=scheduler, workers=workers, retries=retries)
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).resolve()  # workers elsewhere resolve a relative checkpoint path against their own folder
     pending = [task for task in tasks if read_result(out_dir, task) is None]
     skipped = [task.key for task in tasks if task not in pending]
+    for key in skipped:  # a crash between a result and its checkpoint's removal leaves the checkpoint behind
+        checkpoint_path(out_dir, key).unlink(missing_ok=True)
     started = time.perf_counter()
     if not pending:
         return SweepReport([], skipped, {}, time.perf_counter() - started, scheduler or "nothing to run", 0)

@@ -47,7 +47,7 @@ TASKS_MODULE = textwrap.dedent('''
         time.sleep(seconds)
         return {}
 
-    def counting(*, to, fail_at, checkpoint=None):
+    def counting(*, to, fail_at, checkpoint):
         """Counts to ``to``, saving after each count; fails once, after saving ``fail_at`` (a killed session)."""
         import time
         state = checkpoint.load() or {"count": 0, "started_at": []}
@@ -203,15 +203,27 @@ def test_a_bad_or_foreign_checkpoint_is_named_with_its_fix(tmp_path):
     mine.save({"epoch": 3})
     again = TaskCheckpoint(path, {"function": "m:f", "kwargs": {"x": 1}})
     assert again.load() == {"epoch": 3} and again.resumes == 1 and again.earlier["wall_s"] >= 0
+    with pytest.raises(RuntimeError, match="once"):
+        again.load()
     with pytest.raises(ValueError, match=r"k\.pkl was saved by the task .*'x': 1.*, not by .*'x': 2.*remove it"):
         TaskCheckpoint(path, {"function": "m:f", "kwargs": {"x": 2}}).load()
     path.write_bytes(path.read_bytes()[:20])  # truncated
     with pytest.raises(ValueError, match=r"k\.pkl: not a readable task checkpoint .*remove it"):
-        mine.load()
+        TaskCheckpoint(path, mine.task).load()
     import pickle
     path.write_bytes(pickle.dumps({"version": 0}))
     with pytest.raises(ValueError, match=r"not a version-1 task checkpoint"):
-        mine.load()
+        TaskCheckpoint(path, mine.task).load()
+
+
+def test_a_leftover_checkpoint_of_a_finished_task_is_removed(tmp_path, tasks_module):
+    task = SweepTask(key="sq", function=f"{tasks_module}:square", kwargs={"x": 3})
+    assert run_sweep([task], tmp_path, workers=0, progress=False).passed
+    leftover = checkpoint_path(tmp_path, "sq")
+    leftover.parent.mkdir(parents=True, exist_ok=True)
+    leftover.write_bytes(b"left by a crash")
+    assert run_sweep([task], tmp_path, workers=0, progress=False).skipped == ["sq"]
+    assert not leftover.exists()
 
 
 def test_a_result_of_another_task_under_the_same_key_is_an_error(tmp_path):

@@ -158,73 +158,88 @@ def _fixed_phase(job: Job, trainer: TtMlpTrainer, data: ArrayDataset, phase: str
     return rows
 
 
-class Resumable:
-    """A run's Fashion-MNIST phase as a checkpoint keeps it: what it saved, and the save itself.
+STATE_FORMAT = 1  # the layout of a run's saved state: a checkpoint of another layout is refused
 
-    ``state`` is the last saved state (None: the run starts afresh): the
-    pre-training's part of the record, the phase's rows, its seconds so far,
-    the epochs it resumed at, and the trainer (``kind``-specific).
+
+class Resumable:
+    """A run's Fashion-MNIST phase as its checkpoint keeps it: the saved state, the saves, the record.
+
+    The state holds the pre-training's part of the record, the phase's rows,
+    its seconds so far, the epochs it resumed at, what its trainer was built
+    from (``built_from``: a checkpoint of another build is refused), and the
+    trainer (``kind``-specific). The sweep's stamp already ties a checkpoint
+    to its job and budget.
     """
 
-    def __init__(self, job: Job, checkpoint) -> None:
-        self.job, self.checkpoint = job, checkpoint
-        self.state = None if checkpoint is None else checkpoint.load()
-        self.started = time.perf_counter()
-        if self.state is not None:
-            _say(job, f"resumed at fashion-mnist epoch {len(self.state['rows']) + 1}, from its checkpoint")
+    def __init__(self, job: Job, checkpoint, built_from: dict[str, Any]) -> None:
+        self.checkpoint, self.built_from = checkpoint, built_from
+        self.saved = None if checkpoint is None else checkpoint.load()
+        if self.saved is not None:
+            self.check(self.saved.get("format") == STATE_FORMAT and self.saved.get("built_from") == built_from,
+                       f"holds a run of state format {self.saved.get('format')} built from another set-up")
+            _say(job, f"resumed after fashion-mnist epoch {len(self.saved['rows'])}, from its checkpoint")
 
-    def begin(self, pretrain: dict[str, Any], pretrain_s: float) -> dict[str, Any]:
-        """The phase's state: the saved one, or a fresh one after a pre-training of ``pretrain_s`` seconds."""
-        if self.state is None:
-            self.state = {"pretrain": pretrain, "rows": [], "resumed_at": [], "seconds": {"pretrain": pretrain_s,
-                                                                                          "train": 0.0}}
-        else:
-            self.state["resumed_at"].append(len(self.state["rows"]))
-        self.started = time.perf_counter()
-        self.train_before = self.state["seconds"]["train"]
+    def check(self, holds: bool, what: str) -> None:
+        """A clear error naming the checkpoint when it does not hold what this run needs."""
+        if not holds:
+            raise ValueError(f"{self.checkpoint.path}: {what}; remove it to run the task from the start")
+
+    def start(self, pretrain: dict[str, Any], pretrain_s: float) -> dict[str, Any]:
+        """A fresh phase's state, after a pre-training of ``pretrain_s`` seconds."""
+        self.state = {"format": STATE_FORMAT, "built_from": self.built_from, "pretrain": pretrain, "rows": [],
+                      "resumed_at": [], "seconds": {"pretrain": pretrain_s, "train": 0.0}}
+        return self._timed()
+
+    def resume(self) -> dict[str, Any]:
+        """The saved phase's state, noting the epoch it resumes at."""
+        self.state = {key: value for key, value in self.saved.items() if key not in ("trainer", "model")}
+        self.state["resumed_at"].append(len(self.state["rows"]))
+        return self._timed()
+
+    def _timed(self) -> dict[str, Any]:
+        self.started, self.train_before = time.perf_counter(), self.state["seconds"]["train"]
         return self.state
-
-    def _tick(self) -> None:
-        self.state["seconds"]["train"] = self.train_before + time.perf_counter() - self.started
 
     def save(self, **trainer: Any) -> None:
         """After an epoch: the phase's seconds so far, and the trainer's state, in the checkpoint (if any)."""
-        self._tick()
+        self.state["seconds"]["train"] = self.train_before + time.perf_counter() - self.started
         if self.checkpoint is not None:
             self.checkpoint.save({**self.state, **trainer})
 
-    def record(self, trainer_record: dict[str, Any], train_accuracy_s: float) -> dict[str, Any]:
-        """The run's record: the pre-training's, the phase's rows and seconds, ``trainer_record``'s fields."""
-        state = self.state
-        self._tick()
-        return {"pretrain": state["pretrain"], "epochs": state["rows"], **trainer_record,
-                "resumed_at_epochs": state["resumed_at"],
-                "seconds": {**state["seconds"], "train_accuracy": train_accuracy_s}}
+    def record(self, trainer_record: dict[str, Any], *, trained_at: float, train_accuracy_s: float
+               ) -> dict[str, Any]:
+        """The run's record: the pre-training's part, the phase's rows, its seconds (the phase's up to
+        ``trained_at``, a ``perf_counter`` time, then the training-accuracy pass's), ``trainer_record``'s fields."""
+        seconds = {**self.state["seconds"], "train": self.train_before + trained_at - self.started,
+                   "train_accuracy": train_accuracy_s}
+        return {"pretrain": self.state["pretrain"], "epochs": self.state["rows"], **trainer_record,
+                "resumed_at_epochs": self.state["resumed_at"], "seconds": seconds}
 
 
 def train_fixed(b: Budget, job: Job, fashion: ArrayDataset, mnist: ArrayDataset, checkpoint=None) -> dict[str, Any]:
     """A fixed-point run on the golden: pre-training from the seed's start, then Fashion-MNIST (resumed from
     ``checkpoint``'s last epoch when it holds one)."""
-    run = Resumable(job, checkpoint)
-    if run.state is None:
+    setup = fixed_setup(b, job.seed, pretrain=False, prior_weight=job.prior_weight)
+    run = Resumable(job, checkpoint, setup.to_dict())
+    if run.saved is None:
         started = time.perf_counter()
         pre = shared_start(b, job.seed)
         pre_rows = _fixed_phase(job, pre, mnist, "mnist")
-        trainer = TtMlpTrainer(fixed_setup(b, job.seed, pretrain=False, prior_weight=job.prior_weight))
+        trainer = TtMlpTrainer(setup)
         carry_over(pre, trainer)
-        state = run.begin({"epochs": pre_rows, "steps": pre.step,
-                           "images_per_epoch": pre.steps_per_epoch * b.optim.batch_size},
-                          time.perf_counter() - started)
+        state = run.start({"epochs": pre_rows, "steps": pre.step,
+                           "images_per_epoch": pre.steps_per_epoch * b.optim.batch_size}, time.perf_counter() - started)
     else:
-        trainer = run.state["trainer"]
-        state = run.begin({}, 0.0)
+        trainer = run.saved.get("trainer")
+        run.check(isinstance(trainer, TtMlpTrainer) and trainer.setup == setup, "holds no golden loop of this run")
+        state = run.resume()
     _fixed_phase(job, trainer, fashion, "fashion-mnist", state["rows"], lambda: run.save(trainer=trainer))
     trained = time.perf_counter()
     train_accuracy = 100 * trainer.evaluate(fashion.train_x, fashion.train_y)
     return run.record({"steps": trainer.step, "images_per_epoch": trainer.steps_per_epoch * b.optim.batch_size,
                        "final_ranks": ranks_dict(trainer.ranks()), "prune_events": trainer.prune_events,
                        "model_bits": int(trainer.memory_bits()["total_bits"]), "train_accuracy": train_accuracy},
-                      time.perf_counter() - trained)
+                      trained_at=trained, train_accuracy_s=time.perf_counter() - trained)
 
 
 def _torch_start(b: Budget, job: Job):
@@ -305,29 +320,40 @@ def train_torch(b: Budget, job: Job, fashion: ArrayDataset, mnist: ArrayDataset,
     from codesign.train.data import torch_dataset
     from codesign.train.tt import model_memory_bits
 
-    run = Resumable(job, checkpoint)
-    if run.state is None:
+    config = train_config(b, job.seed, pretrain=False)
+    run = Resumable(job, checkpoint, config.to_dict())
+    if run.saved is None:
         started = time.perf_counter()
         model, pretrain, start_ranks = _pretrain_torch(b, job, mnist)
-        state = run.begin(pretrain, time.perf_counter() - started)
+        state = run.start(pretrain, time.perf_counter() - started)
         state["start_ranks"] = start_ranks
     else:
-        model, state = run.state.pop("model"), run.begin({}, 0.0)
+        model, saved = run.saved.get("model"), run.saved.get("trainer")
+        run.check(model is not None and isinstance(saved, dict), "holds no model and trainer state")
+        state = run.resume()
     start_ranks = state["start_ranks"]
     dataset = torch_dataset(fashion)
     trainer, prior = _fashion_trainer(b, job, dataset, model)
-    if "trainer" in state:
-        trainer.load_state_dict(state.pop("trainer"))
+    if run.saved is not None:
+        try:  # the module itself was saved (its ranks are the run's), its weights are not saved twice
+            trainer.load_state_dict({**saved, "model": model.state_dict()})
+        except (KeyError, TypeError, ValueError, RuntimeError) as error:
+            run.check(False, f"its trainer state does not fit ({type(error).__name__}: {error})")
     _torch_phase(job, trainer, "fashion-mnist",
                  lambda epoch: prior.rank_history[epoch] if prior is not None else start_ranks, state["rows"],
-                 lambda: run.save(model=trainer.model, trainer=trainer.state_dict()))
+                 lambda: run.save(model=trainer.model, trainer=_without_model(trainer.state_dict())))
     trained = time.perf_counter()
     train_accuracy = trainer.evaluate(dataset.train_x, dataset.train_y)
     final = None if start_ranks is None else ranks_dict(layer.ranks for layer in trainer.model.layers)
     return run.record({"steps": trainer.global_step, "images_per_epoch": dataset.train_size,
                        "final_ranks": final, "prune_events": [] if prior is None else prior.prune_events,
                        "model_bits": int(model_memory_bits(trainer.model)["total_bits"]),
-                       "train_accuracy": train_accuracy}, time.perf_counter() - trained)
+                       "train_accuracy": train_accuracy},
+                      trained_at=trained, train_accuracy_s=time.perf_counter() - trained)
+
+
+def _without_model(state: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in state.items() if key != "model"}
 
 
 def step_seconds(b: Budget, jobs: Sequence[Job], *, repeats: int = 10) -> dict[Job, dict[str, float]]:
@@ -383,9 +409,10 @@ def run_job(b: Budget, job: Job, checkpoint=None) -> dict[str, Any]:
 
 def train_task(*, smoke: bool, digest: str, job: dict, checkpoint=None) -> dict:
     """The measurement of a ``tt-fashion`` run (a sweep task, plain data in and out); ``digest`` names the budget
-    it expects, ``checkpoint`` is the sweep's :class:`~codesign.sweep.TaskCheckpoint` (None: none kept). Torch and NumPy's BLAS run on one thread: a result does not depend on how many cores the task
-    found, and two workers on two cores do not fight over them (the golden's sums are exact whatever the
-    threads; the limit is for speed)."""
+    it expects, ``checkpoint`` is the sweep's :class:`~codesign.sweep.TaskCheckpoint` (None: none kept). Torch
+    and NumPy's BLAS run on one thread: a result does not depend on how many cores the task found, and two
+    workers on two cores do not fight over them (the golden's sums are exact whatever the threads; the limit is
+    for speed)."""
     import torch
     from threadpoolctl import threadpool_limits
 

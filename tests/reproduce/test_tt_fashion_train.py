@@ -50,3 +50,14 @@ def test_a_run_killed_after_each_epoch_ends_as_the_run_that_never_stopped(job, t
         assert len(straight["prune_events"]) >= 2
     assert _without_times(resumed) == _without_times(straight)
     assert resumed["seconds"]["total"] == pytest.approx(sum(v for k, v in resumed["seconds"].items() if k != "total"))
+
+
+@pytest.mark.parametrize("kind", ["tt-float", "tt-fixed"])
+def test_a_checkpoint_of_another_set_up_is_refused_with_its_path(kind, tmp_path):
+    b = budget(smoke=True)
+    job = Job(kind=kind, seed=1)
+    path = tmp_path / "run.pkl"
+    with pytest.raises(Killed):
+        run_job(dataclasses.replace(b, optim=dataclasses.replace(b.optim, epochs=3)), job, KilledAfterSave(path, STAMP))
+    with pytest.raises(ValueError, match=r"run\.pkl: .*another set-up; remove it"):
+        run_job(b, job, TaskCheckpoint(path, STAMP))  # two epochs, not three: another schedule
