@@ -37,6 +37,7 @@ from ``(seed, e)``.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections import Counter
@@ -48,7 +49,8 @@ import numpy as np
 
 from codesign.loops.common import HwTrainError, LoopSetup, check_fit_data, ScheduledLoop, progress_bar, softmax_cross_entropy
 from codesign.loops.fb_rule import FbController
-from codesign.numerics import FloatFormat, decode, encode, fp_mac
+from codesign.numerics import FloatFormat, fp_mac
+from codesign.pe.fpmac.container_codec import ContainerCodec
 from codesign.pe.fpmac.golden import from_container, to_container
 from codesign.pe.fpmac_array.golden import gemm
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
@@ -126,6 +128,12 @@ class GoldenGemm:
 # ---------------------------------------------------------------------------- the loop
 
 
+@functools.lru_cache(maxsize=64)
+def _codec(exp_bits: int, fb: int, rounding: str, max_fb: int) -> ContainerCodec:
+    """The container codec of one FB (built once: a step encodes and decodes at it several times)."""
+    return ContainerCodec(FloatFormat(exp_bits=exp_bits, frac_bits=fb, rounding=rounding), max_fb=max_fb)
+
+
 class FbMlpTrainer(ScheduledLoop):
     """FB-float MLP training with every layer GEMM on ``gemm`` (golden by default) and the rest on the host."""
 
@@ -152,11 +160,11 @@ class FbMlpTrainer(ScheduledLoop):
 
     def to_words(self, values) -> np.ndarray:
         """float values -> container words at the current FB (rounded once, the format's rounding)."""
-        return to_container(encode(np.asarray(values, dtype=np.float64), self.fmt), self.fb, max_fb=self.spec.max_fb)
+        return _codec(self.spec.exp_bits, self.fb, self.spec.rounding, self.spec.max_fb).words(values)
 
     def to_values(self, words) -> np.ndarray:
         """container words -> exact float64 values at the current FB."""
-        return decode(from_container(words, self.fb, max_fb=self.spec.max_fb), self.fmt)
+        return _codec(self.spec.exp_bits, self.fb, self.spec.rounding, self.spec.max_fb).values(words)
 
     def _positive(self, words: np.ndarray) -> np.ndarray:
         sign = np.uint64(1) << np.uint64(self.spec.width - 1)
