@@ -109,7 +109,7 @@ class FbListTrainer(StateOnDevice, FbMlpTrainer):
             self._scalars = scalars
         self.shell.flush(self.device, ranges)
         self.device = self.shell.run_phase(lists.phases[0], self.device)
-        logits_at = layout.z[-1]
+        logits_at = layout.logits
         self.shell.invalidate(self.device, logits_at.ranges(n))
         loss, dz = softmax_cross_entropy(self.to_values(logits_at.read(self.device, n)), y)
         self.shell.flush(self.device, layout.dz[-1].write(self.device, self.to_words(dz)))

@@ -36,18 +36,19 @@ const int SLOTS = 4;  // output tiles interleaved in the MAC loop: the FP-MAC's 
 
 const int OP_RELU = 1, OP_MASK = 2, OP_SGD = 3;  // element-wise operations (K = 0), bits 31..29
 
-// Header fields (docs/fpmac_array.md): M 7..0, N 15..8, K 23..16, fb 28..24, A^T 29, B^T 30, accumulate 31;
-// with K = 0, bits 31..29 are the element-wise op.
+// Header fields (docs/fpmac_array.md): M 6..0, ReLU on the results 7, N 15..8, K 23..16, fb 28..24, A^T 29,
+// B^T 30, accumulate 31; with K = 0 (an element-wise op), M is 7..0 and bits 31..29 are the op.
 struct header_t {
   int m, n, k, fb, op;
-  bool trans_a, trans_b, accumulate;
+  bool trans_a, trans_b, accumulate, relu;
 };
 
 inline header_t parse_header(word_t word) {
   header_t h;
-  h.m = word.range(7, 0).to_int();
-  h.n = word.range(15, 8).to_int();
   h.k = word.range(23, 16).to_int();
+  h.m = h.k == 0 ? word.range(7, 0).to_int() : word.range(6, 0).to_int();
+  h.relu = h.k != 0 && word[7];
+  h.n = word.range(15, 8).to_int();
   h.fb = word.range(28, 24).to_int();
   h.trans_a = word[29];
   h.trans_b = word[30];
@@ -204,7 +205,8 @@ struct pe {
     for (int i = 0; i < h.m; ++i)
       for (int j = 0; j < h.n; ++j) {
 #pragma HLS PIPELINE II = 1
-        out.write(word_t(c[i % ROWS][j % COLS][i / ROWS][j / COLS]));
+        const container_t sum = c[i % ROWS][j % COLS][i / ROWS][j / COLS];
+        out.write(word_t(h.relu && sum[F::WIDTH - 1] ? container_t(0) : sum));  // ReLU: +0 for a set sign bit
       }
   }
 };

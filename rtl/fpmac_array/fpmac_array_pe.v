@@ -1,7 +1,7 @@
 // fpmac_array_pe: the FP-MAC array PE (docs/fpmac_array.md): C = A . B (+ C_in) on ROWS x COLS FP-MACs.
 //
 // A 32-bit valid/ready word stream in and out. One transaction: the header
-// (M 7..0, N 15..8, K 23..16, fb 28..24, A^T 29, B^T 30, accumulate 31), then A
+// (M 6..0, ReLU 7, N 15..8, K 23..16, fb 28..24, A^T 29, B^T 30, accumulate 31), then A
 // (M x K row-major, or with A^T K x M), B (K x N, or with B^T N x K), and with
 // accumulate C_in (M x N), one container of 1 + EXP_BITS + MAX_FB bits in the
 // low bits of each word (the bits above are ignored). Out: a status word (0
@@ -9,7 +9,8 @@
 // above MAX_FB; a refused header is the whole transaction), then C row-major.
 //
 // Every output is acc <- fpmac(A[i][k], B[k][j], acc) for k = 0 .. K-1 from C_in
-// or +0 in format (EXP_BITS, fb): bit-exact with codesign.pe.fpmac_array.golden.gemm.
+// or +0 in format (EXP_BITS, fb): bit-exact with codesign.pe.fpmac_array.golden.gemm. With ReLU
+// (header bit 7) a result whose sign bit is set is sent as +0.
 //
 // Buffers are RAMs with one write and one registered read port: A in ROWS
 // banks (row i in bank i % ROWS at (i / ROWS) * MAX_K + k), B in COLS banks
@@ -28,7 +29,7 @@
 // after the last tile step overlaps the last group's empty slots); 2 for a
 // refused header (codesign.pe.fpmac_array.cycles).
 //
-// A header with K = 0 selects an element-wise operation by bits 31..29 (1 ReLU, 2 mask, 3 momentum SGD;
+// A header with K = 0 (its M in bits 7..0) selects an element-wise operation by bits 31..29 (1 ReLU, 2 mask, 3 momentum SGD;
 // BAD_HEADER for another op, M, N or fb 0; TOO_LARGE for M, N or fb above its limit): after its status word
 // fpmac_array_vector takes both streams until its last output word.
 `include "codesign_constants.vh"  // stream word width and status codes (codesign/hw/constants.py)
@@ -39,7 +40,7 @@ module fpmac_array_pe #(
     parameter ROUNDING = 0,   // 0 nearest_even, 1 nearest_away, 2 toward_zero
     parameter ROWS     = 4,   // MACs along M
     parameter COLS     = 4,   // MACs along N
-    parameter MAX_M    = 32,  // buffer limits, 1..255
+    parameter MAX_M    = 32,  // buffer limits, 1..127 (M), 1..255 (N, K)
     parameter MAX_N    = 32,
     parameter MAX_K    = 32
 ) (
@@ -76,7 +77,7 @@ module fpmac_array_pe #(
     localparam [SELW-1:0] COLS_S = COLS_I[SELW-1:0];  // modulo 2^SELW: i_r * COLS + j_c < 2^SELW all the same
 
     generate
-        if (W > 32 || ROWS < 1 || COLS < 1 || MAX_M < 1 || MAX_M > 255 || MAX_N < 1 || MAX_N > 255 || MAX_K < 1
+        if (W > 32 || ROWS < 1 || COLS < 1 || MAX_M < 1 || MAX_M > 127 || MAX_N < 1 || MAX_N > 255 || MAX_K < 1
             || MAX_K > 255) begin : g_bad
             fpmac_array_unsupported_parameters u_bad ();
         end
@@ -91,11 +92,13 @@ module fpmac_array_pe #(
     reg [2:0] vec_op;
     reg [7:0] dim_m, dim_n, dim_k;
     reg [4:0] fb_r;
-    reg       trans_a, trans_b, accum;
+    reg       trans_a, trans_b, accum, relu;
     reg [`CODESIGN_STATUS_BITS-1:0] status;
 
     // ---- header ---------------------------------------------------------------------------------
-    wire [7:0] h_m = in_data[7:0], h_n = in_data[15:8], h_k = in_data[23:16];
+    wire [7:0] h_n = in_data[15:8], h_k = in_data[23:16];
+    wire h_vec = h_k == 0;
+    wire [7:0] h_m = h_vec ? in_data[7:0] : {1'b0, in_data[6:0]};  // a GEMM's bit 7 asks for ReLU
     wire [4:0] h_fb = in_data[28:24];
     wire h_zero = h_m == 0 || h_n == 0 || h_k == 0 || h_fb == 0;
     // a comparison is constant false when its limit is the field's largest value (255, or 31 for fb)
@@ -104,7 +107,6 @@ module fpmac_array_pe #(
     wire v_big = h_m > MAX_M8 || h_n > MAX_N8 || h_fb > MAX_FB5;
     /* verilator lint_on CMPCONST */
     wire [2:0] h_op = in_data[31:29];
-    wire h_vec = h_k == 0;
     wire v_bad = h_op == 3'd0 || h_op > 3'd3 || h_m == 0 || h_n == 0 || h_fb == 0;
     wire [`CODESIGN_STATUS_BITS-1:0] h_status =
         (h_vec ? v_bad : h_zero) ? `CODESIGN_FPMAC_ARRAY_STATUS_BAD_HEADER
@@ -208,7 +210,7 @@ module fpmac_array_pe #(
         for (gs = 0; gs < ROWS * COLS; gs = gs + 1) begin : g_sel
             assign c_words[gs] = c_q[gs*W +: W];
         end
-        assign c_word[W-1:0] = c_words[c_bank];
+        assign c_word[W-1:0] = relu && c_words[c_bank][W-1] ? {W{1'b0}} : c_words[c_bank];
         if (W < `CODESIGN_WORD_BITS) begin : g_ext
             assign c_word[`CODESIGN_WORD_BITS-1:W] = {(`CODESIGN_WORD_BITS-W){1'b0}};
         end
@@ -254,6 +256,7 @@ module fpmac_array_pe #(
                     trans_a <= in_data[29];
                     trans_b <= in_data[30];
                     accum <= in_data[31];
+                    relu <= !h_vec && in_data[7];
                     vec <= h_vec;
                     vec_op <= h_op;
                     status <= h_status;

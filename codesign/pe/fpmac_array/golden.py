@@ -62,13 +62,21 @@ def gemm(a, b, c=None, *, fb: int, exp_bits: int, max_fb: int, rounding: str = "
     return to_container(acc, fb, max_fb=max_fb)
 
 
-def spec_gemm(spec: FpmacArraySpec, a, b, c=None, *, fb: int) -> np.ndarray:
-    """:func:`gemm` in ``spec``'s format."""
-    return gemm(a, b, c, fb=fb, exp_bits=spec.exp_bits, max_fb=spec.max_fb, rounding=spec.rounding)
+def spec_gemm(spec: FpmacArraySpec, a, b, c=None, *, fb: int, relu: bool = False) -> np.ndarray:
+    """:func:`gemm` in ``spec``'s format; with ``relu`` each result is sent as :func:`relu_words` of it."""
+    out = gemm(a, b, c, fb=fb, exp_bits=spec.exp_bits, max_fb=spec.max_fb, rounding=spec.rounding)
+    return relu_words(out, spec.width) if relu else out
+
+
+def relu_words(words: np.ndarray, width: int) -> np.ndarray:
+    """ReLU on result containers of ``width`` bits: +0 where the sign bit is set, else the word (a GEMM's results
+    have their bits below fb cleared, so this is the element-wise ReLU's "x where x is positive, else +0")."""
+    words = np.asarray(words, dtype=np.uint64)
+    return np.where(words >> np.uint64(width - 1) & np.uint64(1), np.uint64(0), words)
 
 
 def words(spec: FpmacArraySpec, a, b, c=None, *, fb: int, trans_a: bool = False, trans_b: bool = False,
-          high_noise: np.ndarray | None = None) -> np.ndarray:
+          relu: bool = False, high_noise: np.ndarray | None = None) -> np.ndarray:
     """Input words of one transaction computing ``a . b (+ c)``: header, A, B, then C_in (docs/fpmac_array.md).
 
     ``a`` is (M, K) and ``b`` (K, N) as computed; with ``trans_a`` the stream
@@ -79,7 +87,7 @@ def words(spec: FpmacArraySpec, a, b, c=None, *, fb: int, trans_a: bool = False,
     a = _containers("a", a, spec.width, 2)
     b = _containers("b", b, spec.width, 2)
     header = Header(m=a.shape[0], n=b.shape[1], k=a.shape[1], fb=fb, trans_a=trans_a, trans_b=trans_b,
-                    accumulate=c is not None)
+                    accumulate=c is not None, relu=relu)
     if header.status(spec) != STATUS_OK or a.shape[1] != b.shape[0]:
         raise ValueError(f"a {a.shape}, b {b.shape} with fb={fb} do not fit {spec}")
     sections = [(a.T if trans_a else a).reshape(-1), (b.T if trans_b else b).reshape(-1)]
@@ -92,9 +100,11 @@ def words(spec: FpmacArraySpec, a, b, c=None, *, fb: int, trans_a: bool = False,
     return np.concatenate([np.array([header.word()], dtype=np.uint64), operands])
 
 
-def output(spec: FpmacArraySpec, a, b, c=None, *, fb: int) -> np.ndarray:
-    """Output words of an accepted transaction: status 0, then C row-major (containers, zero-extended)."""
-    return np.concatenate([np.array([STATUS_OK], dtype=np.uint64), spec_gemm(spec, a, b, c, fb=fb).reshape(-1)])
+def output(spec: FpmacArraySpec, a, b, c=None, *, fb: int, relu: bool = False) -> np.ndarray:
+    """Output words of an accepted transaction: status 0, then C row-major (containers, zero-extended; with
+    ``relu``, ReLU of each)."""
+    return np.concatenate([np.array([STATUS_OK], dtype=np.uint64),
+                           spec_gemm(spec, a, b, c, fb=fb, relu=relu).reshape(-1)])
 
 
 def refused(spec: FpmacArraySpec, header_word: int) -> np.ndarray:
@@ -141,4 +151,4 @@ def transaction_output(spec: FpmacArraySpec, words_in) -> np.ndarray:
     a = body[:m * k].reshape((k, m) if head.trans_a else (m, k))
     b = body[m * k:m * k + k * n].reshape((n, k) if head.trans_b else (k, n))
     c = body[m * k + k * n:].reshape(m, n) if head.accumulate else None
-    return output(spec, a.T if head.trans_a else a, b.T if head.trans_b else b, c, fb=head.fb)
+    return output(spec, a.T if head.trans_a else a, b.T if head.trans_b else b, c, fb=head.fb, relu=head.relu)

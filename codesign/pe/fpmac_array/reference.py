@@ -25,6 +25,7 @@ def reference_output(words_in, *, exp_bits: int, max_fb: int, rounding: str, max
     if k == 0:
         return _element_wise(words, header >> 29, m, n, fb, exp_bits=exp_bits, max_fb=max_fb, rounding=rounding,
                              max_m=max_m, max_n=max_n)
+    relu, m = m >> 7, m & 0x7F  # a GEMM's M field: M in bits 6..0, ReLU on the results in bit 7
     if m == 0 or n == 0 or fb == 0:
         return [1]
     if m > max_m or n > max_n or k > max_k or fb > max_fb:
@@ -63,7 +64,8 @@ def reference_output(words_in, *, exp_bits: int, max_fb: int, rounding: str, max
             acc = c[i][j]
             for kk in range(k):
                 acc = reference_mac(a[i][kk], b[kk][j], acc, fmt)
-            out.append(acc << drop)
+            negative = acc >> (exp_bits + fb) & 1
+            out.append(0 if relu and negative else acc << drop)
     return out
 
 

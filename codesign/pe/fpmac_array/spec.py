@@ -15,6 +15,8 @@ from codesign.pe.fpmac.spec import ROUNDING_CODES
 MAX_ARRAY = 16  # MACs along one side of the array
 DIM_BITS = 8  # one header field per dimension (docs/fpmac_array.md)
 MAX_DIM = (1 << DIM_BITS) - 1
+M_BITS = 7  # a GEMM's M: bits 6..0 of its field, bit 7 asks for ReLU on the results
+MAX_M = (1 << M_BITS) - 1
 
 
 def ceil_div(n: int, d: int) -> int:
@@ -46,7 +48,8 @@ class FpmacArraySpec:
             raise ValueError(f"rounding={self.rounding!r}: the FP-MAC hardware implements {', '.join(ROUNDING_CODES)}")
         _check_int("rows", self.rows, 1, MAX_ARRAY)
         _check_int("cols", self.cols, 1, MAX_ARRAY)
-        for name in ("max_m", "max_n", "max_k"):
+        _check_int("max_m", self.max_m, 1, MAX_M)
+        for name in ("max_n", "max_k"):
             _check_int(name, getattr(self, name), 1, MAX_DIM)
 
     @property

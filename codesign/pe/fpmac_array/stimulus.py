@@ -7,7 +7,8 @@ accumulate combination; operands from a pool of special codes (both zeros,
 the smallest subnormal, the largest subnormal, the smallest normal, the
 largest finite value, so products overflow to it and underflow to zero);
 exact ties of the accumulation (1 + half an ulp); cancellation to an exact
-zero (and the sign rule of a zero sum with -0 accumulators); random bits
+zero (and the sign rule of a zero sum with -0 accumulators); ReLU on the
+results (negative sums, -0 and +0 among them); random bits
 where the PE must ignore them (below fb in the container, above the
 container in the word); and headers the PE must refuse. Random transactions
 draw every dimension, fb and flag uniformly within the build's limits.
@@ -21,7 +22,7 @@ import numpy as np
 
 from codesign.pe.fpmac_array import golden, stimulus_vector
 from codesign.pe.fpmac_array.contract import FB_FIELD_BITS, STATUS_OK, Header
-from codesign.pe.fpmac_array.spec import MAX_DIM, FpmacArraySpec
+from codesign.pe.fpmac_array.spec import MAX_DIM, MAX_M, FpmacArraySpec
 from codesign.pe.fpmac_array.stimulus_vector import Codes
 from codesign.numerics.inputs import check_seed
 
@@ -45,19 +46,20 @@ class FpmacArrayStimulusOptions:
                 raise ValueError(f"{name} must be an int >= 0, got {value!r}")
 
 
-def _transaction(spec, a, b, c, *, fb, trans_a=False, trans_b=False, high_noise=None) -> Transaction:
-    return (golden.words(spec, a, b, c, fb=fb, trans_a=trans_a, trans_b=trans_b, high_noise=high_noise),
-            golden.output(spec, a, b, c, fb=fb))
+def _transaction(spec, a, b, c, *, fb, trans_a=False, trans_b=False, relu=False, high_noise=None) -> Transaction:
+    return (golden.words(spec, a, b, c, fb=fb, trans_a=trans_a, trans_b=trans_b, relu=relu, high_noise=high_noise),
+            golden.output(spec, a, b, c, fb=fb, relu=relu))
 
 
-def _case(spec, rng, m, n, k, fb, *, mode="any", c_mode=None, trans_a=False, trans_b=False, noisy=False):
+def _case(spec, rng, m, n, k, fb, *, mode="any", c_mode=None, trans_a=False, trans_b=False, relu=False,
+          noisy=False):
     codes = Codes(spec, fb, rng)
     a = codes.place(codes.draw((m, k), mode), noisy)
     b = codes.place(codes.draw((k, n), mode), noisy)
     c = None if c_mode is None else codes.place(codes.draw((m, n), c_mode), noisy)
     high = rng.integers(0, 1 << 32, size=a.size + b.size + (0 if c is None else c.size), dtype=np.uint64) \
         if noisy else None
-    return _transaction(spec, a, b, c, fb=fb, trans_a=trans_a, trans_b=trans_b, high_noise=high)
+    return _transaction(spec, a, b, c, fb=fb, trans_a=trans_a, trans_b=trans_b, relu=relu, high_noise=high)
 
 
 def _ties(spec: FpmacArraySpec, fb: int) -> Transaction:
@@ -90,6 +92,10 @@ def _cancellation(spec: FpmacArraySpec, fb: int, rng) -> list[Transaction]:
     zeros = codes.place(codes.draw((m, 2), "zero"))
     out.append(_transaction(spec, zeros, b, np.full((m, n), codes.place(np.array([neg]))[0], dtype=np.uint64),
                             fb=fb))
+    # ReLU on the results: the same sums, -0 from -0 accumulators (sent as +0) and +0 among them
+    out.append(_transaction(spec, a, b, None, fb=fb, relu=True))
+    out.append(_transaction(spec, zeros, b, np.full((m, n), codes.place(np.array([neg]))[0], dtype=np.uint64),
+                            fb=fb, relu=True))
     return out
 
 
@@ -110,7 +116,8 @@ def directed(spec: FpmacArraySpec, rng: np.random.Generator) -> list[Transaction
             for trans_b in (False, True):
                 out.append(_case(s, rng, min(3, s.max_m), min(5, s.max_n), min(4, s.max_k), fb, mode="near",
                                  c_mode="near" if trans_a == trans_b else None, trans_a=trans_a, trans_b=trans_b,
-                                 noisy=True))
+                                 relu=trans_a != trans_b, noisy=True))
+        out.append(_case(s, rng, s.max_m, s.max_n, min(3, s.max_k), fb, mode="special", c_mode="special", relu=True))
     # partial tiles: M and N one off a multiple of the array shape, and fewer tiles than a group
     for m in sorted({v for v in (1, s.rows - 1, s.rows, s.rows + 1, 2 * s.rows + 1, s.max_m) if 1 <= v <= s.max_m}):
         for n in sorted({v for v in (1, s.cols - 1, s.cols + 1, s.max_n) if 1 <= v <= s.max_n}):
@@ -118,9 +125,10 @@ def directed(spec: FpmacArraySpec, rng: np.random.Generator) -> list[Transaction
                              int(rng.integers(1, s.max_fb + 1)), mode="near"))
     # refused headers: the header is the whole transaction
     bad = [Header(m=0, n=1, k=1, fb=1), Header(m=1, n=0, k=1, fb=1, accumulate=True),
-           Header(m=1, n=1, k=1, fb=0, trans_b=True)]  # K = 0 selects an element-wise op: stimulus_vector's
+           Header(m=1, n=1, k=1, fb=0, trans_b=True), Header(m=0, n=1, k=1, fb=1, relu=True)]
+    # (K = 0 selects an element-wise op: stimulus_vector's)
     for field, limit in (("m", s.max_m), ("n", s.max_n), ("k", s.max_k)):
-        if limit < MAX_DIM:
+        if limit < (MAX_M if field == "m" else MAX_DIM):
             bad.append(Header(**{"m": 1, "n": 1, "k": 1, "fb": 1, field: limit + 1, "accumulate": True}))
     if s.max_fb < (1 << FB_FIELD_BITS) - 1:
         bad.append(Header(m=1, n=1, k=1, fb=s.max_fb + 1))
@@ -139,7 +147,8 @@ def random(spec: FpmacArraySpec, count: int, rng: np.random.Generator) -> list[T
         mode = str(rng.choice(["any", "near", "near", "special"]))
         c_mode = None if rng.random() < 0.5 else mode
         out.append(_case(s, rng, m, n, k, fb, mode=mode, c_mode=c_mode, trans_a=bool(rng.random() < 0.5),
-                         trans_b=bool(rng.random() < 0.5), noisy=bool(rng.random() < 1 / 3)))
+                         trans_b=bool(rng.random() < 0.5), relu=bool(rng.random() < 0.25),
+                         noisy=bool(rng.random() < 1 / 3)))
     return out
 
 

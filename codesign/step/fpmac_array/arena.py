@@ -13,7 +13,7 @@ contiguous segment.
 
 Every matrix is cut on one grid of ``tile = min(max_m, max_n, max_k)`` rows
 and columns, so a tile of one GEMM's result is a whole tile of the next
-operation's operand (ReLU, the mask, the next layer's GEMMs) and element-wise
+operation's operand (the mask, the next layer's GEMMs) and element-wise
 operations pair tiles one to one. The batch is cut the same way; a smaller
 batch uses the first rows of the same tiles.
 
@@ -157,8 +157,9 @@ def param_rows(fan_in: int, tile: int) -> List[int]:
 class FbArena:
     """The arena of an FB-float MLP step (see the module docstring): per layer ``l`` its parameter tiles
     ``params[l]`` (offsets within region 0; region ``r`` is ``r * region_bytes`` further), its input ``a[l]``
-    (``a[0]`` is the batch the host writes), pre-activation ``z[l]`` (``z[-1]``: the logits the host reads),
-    output gradient ``dz[l]`` (``dz[-1]``: the host writes it) and, for ``l > 0``, input gradient ``dx[l]``
+    (``a[0]`` is the batch the host writes; a hidden layer's forward GEMMs write the next one's ReLU on the PE, so
+    no pre-activation is stored), the ``logits`` the host reads, output gradient ``dz[l]`` (``dz[-1]``: the host
+    writes it) and, for ``l > 0``, input gradient ``dx[l]``
     (``dx[0]`` is None); ``ones`` (``tile`` words of 1.0: the bias row's A), ``scalars`` (weight decay,
     momentum, minus the learning rate), ``records`` (a record slot per call of the longest list, ``record_slots``)
     and the arena's first ``image``."""
@@ -170,7 +171,7 @@ class FbArena:
     params: Tuple[Tiles, ...]
     region_bytes: int
     a: Tuple[Tiles, ...]
-    z: Tuple[Tiles, ...]
+    logits: Tiles
     dz: Tuple[Tiles, ...]
     dx: Tuple[Tiles | None, ...]
     ones: int
@@ -251,14 +252,14 @@ def build_arena(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, one:
     params = [tiles.shifted(start) for tiles in params]
     count = len(layers) - 1
     a = tuple(Tiles.place(layout, rows, spans(layers[index], tile)) for index in range(count))
-    z = tuple(Tiles.place(layout, rows, spans(layers[index + 1], tile)) for index in range(count))
+    logits = Tiles.place(layout, rows, spans(layers[-1], tile))
     dz = tuple(Tiles.place(layout, rows, spans(layers[index + 1], tile), gap=chunk) for index in range(count))
     dx = (None,) + tuple(Tiles.place(layout, rows, spans(layers[index], tile)) for index in range(1, count))
     ones = layout.put(np.full(tile, one, dtype=np.uint32))
     scalars = layout.put(np.zeros(3, dtype=np.uint32))
     records = layout.reserve(RECORD_WORDS * record_slots)
     return FbArena(spec=spec, layers=layers, batch=batch, tile=tile, params=tuple(params),
-                   region_bytes=4 * region_words, a=a, z=z, dz=dz, dx=dx, ones=ones, scalars=scalars,
+                   region_bytes=4 * region_words, a=a, logits=logits, dz=dz, dx=dx, ones=ones, scalars=scalars,
                    records=records, record_slots=record_slots, image=layout.image())
 
 

@@ -9,17 +9,18 @@ them, and starts the *backward* list. The lists compute what
 
 * forward, per layer ``l``: ``Z = [1 | A] . [b; W]``, each output tile a chain
   over the row tiles of ``[b; W]`` (the bias row first, its A the ``ones``
-  column), then ReLU into the next layer's input (hidden layers only). The
-  loop starts each sum from ``b`` as C_in; here it starts from +0 and adds
-  ``1 * b`` first, which is ``b`` exactly except that ``b = -0`` gives +0: a
-  zero's sign, which only the ReLU, the mask (both test "positive") and the
-  decoded logits see, so no state word can differ;
+  column); a hidden layer's chains end in the PE's ReLU (the header's flag),
+  so they write the next layer's input ``relu(Z)`` and ``Z`` itself is never
+  stored. The loop starts each sum from ``b`` as C_in; here it starts from
+  +0 and adds ``1 * b`` first, which is ``b`` exactly except that ``b = -0``
+  gives +0: a zero's sign, which only the ReLU, the mask (both test
+  "positive") and the decoded logits see, so no state word can differ;
 * backward, per layer from the last: ``G = [1 | A]^T . dZ`` (A read as
   ``A^T`` by the header's transpose flag, the ones column giving the bias
   gradient as row 0), each tile a chain over the batch's row tiles; for
   ``l > 0`` ``dX = dZ . W^T`` (``W`` read as ``B^T``), each tile a chain over
-  ``dZ``'s column tiles, then the mask by the previous layer's ``Z`` into
-  its ``dZ``;
+  ``dZ``'s column tiles, then the mask by the layer's input ``relu(Z)`` of
+  the layer before (positive exactly where that ``Z`` is) into its ``dZ``;
 * the update: one momentum-SGD operation per parameter tile (three FP-MACs an
   element, as the loop's ``_sgd``), from the step's phase's ``G, P, V`` to the
   other phase's ``P', V'``.
@@ -42,7 +43,7 @@ from codesign.numerics.records import keyword_record
 from codesign.pe.fpmac.golden import to_container
 from codesign.pe.fpmac_array.contract import Header
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
-from codesign.pe.fpmac_array.vector import OP_MASK, OP_RELU, OP_SGD, VectorHeader, is_vector
+from codesign.pe.fpmac_array.vector import OP_MASK, OP_SGD, VectorHeader, is_vector
 from codesign.step.fpmac_array.arena import FbArena, Tiles, build_arena, region
 
 PE = "fpmac_array"
@@ -96,12 +97,14 @@ class _Drafts:
         self.add(VectorHeader(op=op, m=m, n=n, fb=self.fb).word(), segments, out, sections_out * m * n)
 
     def chain(self, m: int, n: int, parts: Sequence[Tuple[int, Block, BTile]], out: Block, *,
-              trans_a: bool = False, trans_b: bool = False) -> None:
+              trans_a: bool = False, trans_b: bool = False, relu: bool = False) -> None:
         """``C (m x n)`` over the contraction pieces ``parts`` (``(k, A block, B tile)`` in order): each call after
-        the first reads its B tile and, in the gap after it, the partial sums the call before left there."""
+        the first reads its B tile and, in the gap after it, the partial sums the call before left there; with
+        ``relu`` the last call sends ReLU of the sums."""
         words = m * n
         for index, (k, a, (tiles, i, j, rows)) in enumerate(parts):
-            header = Header(m=m, n=n, k=k, fb=self.fb, trans_a=trans_a, trans_b=trans_b, accumulate=index > 0)
+            header = Header(m=m, n=n, k=k, fb=self.fb, trans_a=trans_a, trans_b=trans_b, accumulate=index > 0,
+                            relu=relu and index + 1 == len(parts))
             b = tiles.with_gap(i, j, words, rows) if index else tiles.tile(i, j, rows)
             if index + 1 < len(parts):
                 next_tiles, ni, nj, nrows = parts[index + 1][2]
@@ -120,16 +123,13 @@ def _forward(d: _Drafts) -> None:
     arena = d.arena
     last = len(arena.params) - 1
     for layer in range(last + 1):
-        p, a, z = d.params(layer, "p"), arena.a[layer], arena.z[layer]
+        p, a = d.params(layer, "p"), arena.a[layer]
+        out = arena.logits if layer == last else arena.a[layer + 1]  # the logits, or the next input relu(Z)
         for i, r in enumerate(d.rows):
             for t, o in enumerate(p.col_spans):
                 parts = [(1, d.ones(r), (p, 0, t, None))]
                 parts += [(f, a.tile(i, j - 1, r), (p, j, t, None)) for j, f in enumerate(p.row_spans) if j]
-                d.chain(r, o, parts, z.tile(i, t, r))
-        if layer < last:
-            for i, r in enumerate(d.rows):
-                for t, o in enumerate(z.col_spans):
-                    d.vector(OP_RELU, r, o, (z.tile(i, t, r),), arena.a[layer + 1].tile(i, t, r))
+                d.chain(r, o, parts, out.tile(i, t, r), relu=layer < last)
 
 
 def _backward(d: _Drafts) -> None:
@@ -144,7 +144,7 @@ def _backward(d: _Drafts) -> None:
                             g.tile(j, t), trans_a=True)
         if not layer:
             continue
-        dx, z_before, dz_before = arena.dx[layer], arena.z[layer - 1], arena.dz[layer - 1]
+        dx, dz_before = arena.dx[layer], arena.dz[layer - 1]
         for i, r in enumerate(d.rows):
             for j, f in enumerate(p.row_spans):
                 if j:
@@ -152,7 +152,7 @@ def _backward(d: _Drafts) -> None:
                             dx.tile(i, j - 1, r), trans_b=True)
         for i, r in enumerate(d.rows):
             for c, f in enumerate(dx.col_spans):
-                d.vector(OP_MASK, r, f, (dx.tile(i, c, r), z_before.tile(i, c, r)), dz_before.tile(i, c, r))
+                d.vector(OP_MASK, r, f, (dx.tile(i, c, r), a.tile(i, c, r)), dz_before.tile(i, c, r))
 
 
 def _update(d: _Drafts) -> None:

@@ -19,7 +19,7 @@ def test_defaults_and_derived_sizes():
 
 @pytest.mark.parametrize("field, value", [
     ("exp_bits", 1), ("exp_bits", 9), ("max_fb", 0), ("max_fb", 24), ("rows", 0), ("rows", 17), ("cols", 0),
-    ("cols", 17), ("max_m", 0), ("max_m", 256), ("max_n", 0), ("max_n", 256), ("max_k", 0), ("max_k", 256),
+    ("cols", 17), ("max_m", 0), ("max_m", 128), ("max_n", 0), ("max_n", 256), ("max_k", 0), ("max_k", 256),
 ])
 def test_refuses_out_of_range_fields_by_name(field, value):
     with pytest.raises(ValueError, match=field):

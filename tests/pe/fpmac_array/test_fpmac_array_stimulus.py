@@ -36,7 +36,11 @@ def test_directed_and_random_coverage(transactions):
     refused = {(int(out[0]), len(words_in)) for (words_in, out), h in zip(transactions, headers)
                if int(out[0]) != STATUS_OK}
     assert refused == {(1, 1), (2, 1)}  # both statuses, the header alone
-    assert sum(int(out[0]) != STATUS_OK for _, out in transactions) == 7  # m, n, fb at 0, m, n, k, fb above
+    assert sum(int(out[0]) != STATUS_OK for _, out in transactions) == 8  # m, n, fb, relu's m at 0, m, n, k, fb above
+    relu = [(h, out) for h, (_, out) in zip(headers, transactions) if h.relu and int(out[0]) == STATUS_OK]
+    sent = np.concatenate([out[1:] for _, out in relu])
+    assert len(relu) >= 6 and not np.any(sent >> np.uint64(SPEC.width - 1))  # no negative result, -0 included
+    assert 0 in sent.tolist() and np.any(sent)  # zeros (ReLU's and the sums') and positive results
     outputs = np.concatenate([out[1:] for _, out in everything])
     largest = (1 << (SPEC.width - 1)) - 1  # +max: all-ones exponent and fraction
     assert {0, 1 << (SPEC.width - 1), largest, largest | 1 << (SPEC.width - 1)} <= set(outputs.tolist())

@@ -45,7 +45,8 @@ def test_every_tensor_is_on_the_grid_and_apart():
     assert arena.tile == 6
     assert param_rows(13, 6) == [1, 6, 6, 1]
     assert arena.params[0].row_spans == (1, 6, 6, 1) and arena.params[0].col_spans == (6, 1)
-    assert arena.a[1].col_spans == arena.z[0].col_spans == arena.dz[0].col_spans == arena.dx[1].col_spans
+    assert arena.a[1].col_spans == arena.dz[0].col_spans == arena.dx[1].col_spans
+    assert arena.logits.col_spans == arena.dz[-1].col_spans
     assert arena.dx[0] is None and arena.a[0].row_spans == (6, 4)
     taken = np.zeros(arena.image.size, dtype=bool)
 
@@ -53,7 +54,7 @@ def test_every_tensor_is_on_the_grid_and_apart():
         assert not taken[start:start + words].any()
         taken[start:start + words] = True
 
-    for tiles in [*arena.a, *arena.z, *arena.dz, *arena.dx[1:]]:
+    for tiles in [*arena.a, arena.logits, *arena.dz, *arena.dx[1:]]:
         for start, words in tiles.ranges():
             claim(start, words + tiles.gap)
     for index in range(len(REGIONS)):
