@@ -37,7 +37,8 @@ SPEC = FpmacArraySpec(max_fb=10, max_m=9, max_n=7, max_k=12)
     ({"fb": 0}, STATUS_BAD_HEADER), ({"m": 0, "k": 200}, STATUS_BAD_HEADER),
     ({"m": 10}, STATUS_TOO_LARGE), ({"n": 8}, STATUS_TOO_LARGE), ({"k": 13}, STATUS_TOO_LARGE),
     ({"fb": 11}, STATUS_TOO_LARGE), ({"fb": 31}, STATUS_TOO_LARGE),
-    ({"relu": True}, STATUS_OK), ({"m": 0, "relu": True}, STATUS_BAD_HEADER), ({"m": 10, "relu": True}, STATUS_TOO_LARGE),
+    ({"relu": True}, STATUS_OK), ({"m": 0, "relu": True}, STATUS_BAD_HEADER),
+    ({"m": 10, "relu": True}, STATUS_TOO_LARGE),
 ])
 def test_status_rule(fields, status):
     assert Header(**{"m": 1, "n": 1, "k": 1, "fb": 1, **fields}).status(SPEC) == status
