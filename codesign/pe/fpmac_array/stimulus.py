@@ -11,7 +11,8 @@ zero (and the sign rule of a zero sum with -0 accumulators); ReLU on the
 results (negative sums, -0 and +0 among them); random bits
 where the PE must ignore them (below fb in the container, above the
 container in the word); and headers the PE must refuse. Random transactions
-draw every dimension, fb and flag uniformly within the build's limits.
+draw every dimension, fb and transpose and accumulate flag uniformly within the build's limits, and ReLU one time
+in four.
 """
 
 from __future__ import annotations
@@ -130,6 +131,8 @@ def directed(spec: FpmacArraySpec, rng: np.random.Generator) -> list[Transaction
     for field, limit in (("m", s.max_m), ("n", s.max_n), ("k", s.max_k)):
         if limit < (MAX_M if field == "m" else MAX_DIM):
             bad.append(Header(**{"m": 1, "n": 1, "k": 1, "fb": 1, field: limit + 1, "accumulate": True}))
+    if s.max_m < MAX_M:
+        bad.append(Header(m=s.max_m + 1, n=1, k=1, fb=1, relu=True))
     if s.max_fb < (1 << FB_FIELD_BITS) - 1:
         bad.append(Header(m=1, n=1, k=1, fb=s.max_fb + 1))
     for header in bad:

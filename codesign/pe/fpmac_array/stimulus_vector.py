@@ -134,6 +134,8 @@ def _refused(spec: FpmacArraySpec) -> list[Transaction]:
     for field, limit in (("m", spec.max_m), ("n", spec.max_n)):
         if limit < MAX_DIM:
             headers.append(vector.VectorHeader(**{"op": 3, "m": 1, "n": 1, "fb": 1, field: limit + 1}))
+    # an element-wise M reads all 8 bits (a GEMM's bit 7 is its ReLU flag): M = 128 and 129 are above every build
+    headers += [vector.VectorHeader(op=1, m=0x80, n=1, fb=1), vector.VectorHeader(op=2, m=0x81, n=1, fb=1)]
     if spec.max_fb < (1 << FB_FIELD_BITS) - 1:
         headers.append(vector.VectorHeader(op=1, m=1, n=1, fb=spec.max_fb + 1))
     return [(np.array([h.word()], dtype=np.uint64), golden.refused(spec, h.word())) for h in headers]

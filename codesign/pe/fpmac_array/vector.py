@@ -4,7 +4,8 @@ Why on the PE: a training step whose weights, velocities and activations stay
 in device memory needs the three element-wise steps the host did between
 GEMMs (:class:`codesign.loops.fb.FbMlpTrainer`): the ReLU of a hidden layer,
 the mask of a gradient by the ReLU's input, and SGD with momentum and weight
-decay. Each update is three FP-MACs of the array's own arithmetic,
+decay. (The list step takes the ReLU on its GEMMs' results instead, the
+header's ``relu`` flag, and calls the mask and the update here.) Each update is three FP-MACs of the array's own arithmetic,
 ``round(round(a*b) + c)`` (:func:`codesign.numerics.fp_mac`), so the PE
 computes it bit for bit as the host did.
 

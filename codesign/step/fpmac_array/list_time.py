@@ -2,7 +2,7 @@
 
 Why a model of the lists and not of the GEMMs (:mod:`codesign.step.fpmac_array.time`): on lists the host no longer
 packs operands, so the step is the shell's fetches, the PE's streams and the records, back to back; the
-element-wise calls (ReLU, mask, the update) and the re-streamed partial sums of every chain are part of it.
+element-wise calls (the mask, the update) and the re-streamed partial sums of every chain are part of it.
 :func:`codesign.step.list_cycles.list_cycles` counts them cycle by cycle (units: clock cycles of the IP).
 """
 

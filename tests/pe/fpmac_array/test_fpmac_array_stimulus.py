@@ -36,7 +36,8 @@ def test_directed_and_random_coverage(transactions):
     refused = {(int(out[0]), len(words_in)) for (words_in, out), h in zip(transactions, headers)
                if int(out[0]) != STATUS_OK}
     assert refused == {(1, 1), (2, 1)}  # both statuses, the header alone
-    assert sum(int(out[0]) != STATUS_OK for _, out in transactions) == 8  # m, n, fb, relu's m at 0, m, n, k, fb above
+    # m, n, fb and a ReLU header's m at 0; m, n, k, fb and a ReLU header's m above the build
+    assert sum(int(out[0]) != STATUS_OK for _, out in transactions) == 9
     relu = [(h, out) for h, (_, out) in zip(headers, transactions) if h.relu and int(out[0]) == STATUS_OK]
     sent = np.concatenate([out[1:] for _, out in relu])
     assert len(relu) >= 6 and not np.any(sent >> np.uint64(SPEC.width - 1))  # no negative result, -0 included
@@ -59,7 +60,8 @@ def test_element_wise_coverage(transactions):
         assert {1, SPEC.max_fb} <= {h.fb for h in mine} and {1, SPEC.max_m} <= {h.m for h in mine}
         assert {1, SPEC.max_n} <= {h.n for h in mine}
     refused = [(int(out[0]), len(words_in)) for words_in, out in elementwise if int(out[0]) != STATUS_OK]
-    assert sorted(refused) == [(1, 1)] * 6 + [(2, 1)] * 3  # op 0, 4, 7; m, n, fb at 0 and above the build
+    # op 0, 4, 7; m, n, fb at 0 and above the build; m = 128 and 129 (an element-wise M has 8 bits)
+    assert sorted(refused) == [(1, 1)] * 6 + [(2, 1)] * 5
     inputs = np.concatenate([words_in[1:] for words_in, _ in elementwise if len(words_in) > 1])
     assert np.any(inputs >> np.uint64(SPEC.width))
 

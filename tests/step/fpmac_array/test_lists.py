@@ -58,8 +58,8 @@ def test_a_steps_calls_and_products():
     layers, batch = (64, 64, 32, 10), 64
     arena = step_arena(FpmacArraySpec(exp_bits=8, max_fb=9), layers, batch)
     lists = step_lists(arena, batch, 6, 0)
-    # forward: (2 + 2 + 1) x 2 row tiles of GEMM chains of 2, 3 and 2 calls (the bias row first), the hidden
-    # layers' chains ending in the PE's ReLU (no element-wise ReLU call)
+    # forward: 2 row tiles x (2 output tiles x 3 calls + 1 x 3 + 1 x 2): GEMM chains, the bias row first, the
+    # hidden layers' chains ending in the PE's ReLU (no element-wise ReLU call)
     assert (len(lists.forward), len(lists.backward), arena.record_slots) == (22, 45, 45)
     assert not any(is_vector(c.header) for c in lists.forward)
     relu = [Header.parse(c.header).relu for c in lists.forward]
