@@ -168,28 +168,9 @@ def _general_codes(x: np.ndarray, fmt: FloatFormat) -> tuple[np.ndarray, np.ndar
     return np.where(finite, codes, np.uint64(fmt.max_code) | sign), overflow | ~finite
 
 
-def _edge_values(fmt: FloatFormat, rng: np.random.Generator) -> np.ndarray:
-    """Every code's value (or 4,000 of them), the midpoints between neighbours and the doubles either side of
-    each, the binades around emin, extremes of float64 (subnormal doubles, infinities) and random magnitudes."""
-    codes = np.arange(min(fmt.max_code, 1 << 12) + 1, dtype=np.uint64)
-    if fmt.max_code > 1 << 12:
-        codes = np.unique(np.concatenate([codes, rng.integers(0, fmt.max_code, 2000, dtype=np.uint64),
-                                          np.arange(fmt.max_code - 1000, fmt.max_code + 1, dtype=np.uint64)]))
-    values = decode(codes, fmt)
-    mids = (values[:-1] + values[1:]) / 2
-    near = np.concatenate([values, mids, np.nextafter(mids, 0), np.nextafter(mids, np.inf),
-                           np.nextafter(values, 0), np.nextafter(values, np.inf),
-                           np.ldexp(rng.uniform(0.5, 1, 2000), rng.integers(fmt.emin - fmt.frac_bits - 4, fmt.emin + 2,
-                                                                            2000)),
-                           rng.standard_normal(2000) * 10.0 ** rng.integers(-12, 12, 2000),
-                           [fmt.max_value * (1 + 2.0 ** -(fmt.frac_bits + 1)), fmt.max_value * 2, 1e308, 5e-324,
-                            2.2250738585072014e-308, 1e-310, np.inf]])
-    return np.concatenate([near, -near, [0.0, -0.0]])
-
-
 @pytest.mark.parametrize("subnormals", [True, False])
 @pytest.mark.parametrize("rounding", DETERMINISTIC)
-def test_the_binary64_fast_path_is_the_general_rounding(rounding, subnormals):
+def test_the_binary64_fast_path_is_the_general_rounding(rounding, subnormals, float_edge_values):
     """encode's fast path for float64 (its bit fields read directly; the normal binades in one integer rounding,
     the rest field by field, and the field-by-field branch on every value) against round_to_code, code for code
     and overflow for overflow: 9 shapes plus the corners of the formats' range, ~10^4 values each."""
@@ -199,7 +180,7 @@ def test_the_binary64_fast_path_is_the_general_rounding(rounding, subnormals):
     for exp_bits, frac_bits in SHAPES + [(8, 23), (2, 23), (8, 1), (6, 12)]:
         fmt = FloatFormat(exp_bits=exp_bits, frac_bits=frac_bits, rounding=rounding, subnormals=subnormals)
         assert _fast_path(fmt, None)
-        x = _edge_values(fmt, rng)
+        x = float_edge_values(fmt, rng)
         general = _general_codes(x, fmt)
         for fast in (_round_binary64(x, fmt), _round_binary64_fields(x, fmt)):  # both of the path's branches
             assert np.array_equal(fast[0], general[0]) and np.array_equal(fast[1], general[1]), fmt

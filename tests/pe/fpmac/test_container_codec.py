@@ -14,38 +14,19 @@ ROUNDINGS = ("nearest_even", "nearest_away", "toward_zero")
 SHAPES = [(8, 9, 9), (8, 5, 9), (8, 1, 23), (8, 23, 23), (8, 10, 23), (5, 3, 7), (4, 2, 2), (2, 4, 6), (6, 12, 20)]
 
 
-def _edge_values(fmt: FloatFormat, rng: np.random.Generator) -> np.ndarray:
-    """Every code's value (or 4,000 of them), the midpoints between neighbours and the doubles either side of each,
-    the binades about emin and emax, extremes of float64 and random magnitudes, both signs, both zeros."""
-    codes = np.arange(min(fmt.max_code, 1 << 12) + 1, dtype=np.uint64)
-    if fmt.max_code > 1 << 12:
-        codes = np.unique(np.concatenate([codes, rng.integers(0, fmt.max_code, 2000, dtype=np.uint64),
-                                          np.arange(fmt.max_code - 1000, fmt.max_code + 1, dtype=np.uint64)]))
-    values = decode(codes, fmt)
-    mids = (values[:-1] + values[1:]) / 2
-    near = np.concatenate([values, mids, np.nextafter(mids, 0), np.nextafter(mids, np.inf),
-                           np.nextafter(values, 0), np.nextafter(values, np.inf),
-                           np.ldexp(rng.uniform(0.5, 1, 2000), rng.integers(fmt.emin - fmt.frac_bits - 4, fmt.emin + 2,
-                                                                            2000)),
-                           rng.standard_normal(2000) * 10.0 ** rng.integers(-12, 12, 2000),
-                           [fmt.max_value * (1 + 2.0 ** -(fmt.frac_bits + 1)), fmt.max_value * 2, 1e308, 5e-324,
-                            np.inf]])
-    return np.concatenate([near, -near, [0.0, -0.0]])
-
-
 def _general_words(x, fmt: FloatFormat, max_fb: int) -> np.ndarray:
     return to_container(encode(x, fmt), fmt.frac_bits, max_fb=max_fb)
 
 
 @pytest.mark.parametrize("rounding", ROUNDINGS)
-def test_words_are_the_general_encode_in_its_container(rounding):
+def test_words_are_the_general_encode_in_its_container(rounding, float_edge_values):
     """~10^4 values a shape (9 shapes): every code's value, ties, their neighbours, the subnormal range, overflow and
     infinities, as float64 and (where exact) float32, in any shape."""
     rng = np.random.default_rng(len(rounding))
     for exp_bits, fb, max_fb in SHAPES:
         fmt = FloatFormat(exp_bits=exp_bits, frac_bits=fb, rounding=rounding)
         codec = ContainerCodec(fmt, max_fb=max_fb)
-        x = _edge_values(fmt, rng)
+        x = float_edge_values(fmt, rng)
         assert np.array_equal(codec.words(x), _general_words(x, fmt, max_fb)), (fmt, max_fb)
         with np.errstate(over="ignore"):  # beyond float32's range: infinities, as the general path gets them
             single = x.astype(np.float32)
