@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -38,6 +38,7 @@ class StreamPE(ProcessingElement):
     cpp_type: ClassVar[str]  # the C++ class template implementing the PE, e.g. ``codesign::csb::pe``
     doc: ClassVar[str]  # the docs page specifying the PE's stream, e.g. ``docs/csb.md``
     transaction: ClassVar[str]  # what one transaction carries in and out (the kernel header's comment)
+    stateful: ClassVar[bool] = False  # an answer may depend on the transactions before it (its sessions keep that)
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -65,6 +66,15 @@ class StreamPE(ProcessingElement):
         a whole training step's calls); the reference unless a PE has a faster golden held equal to it."""
         return self.reference_output(spec, words_in)
 
+    def reference_session(self, spec) -> Callable[[np.ndarray], np.ndarray]:
+        """A function answering one transaction after another by :meth:`reference_output`; a PE that keeps state
+        from one transaction to the next (the CSB PE's held sums) keeps it in the function."""
+        return lambda words_in: self.reference_output(spec, words_in)
+
+    def golden_session(self, spec) -> Callable[[np.ndarray], np.ndarray]:
+        """As :meth:`reference_session`, by :meth:`golden_output`."""
+        return lambda words_in: self.golden_output(spec, words_in)
+
     def transaction_cycles(self, spec, words_in: np.ndarray) -> int:
         """Clock cycles of one transaction on the RTL without input gaps or backpressure, from the first input
         handshake to the last output handshake (the figure :mod:`codesign.hw.stream_bench` reports), by the PE's
@@ -87,10 +97,11 @@ class StreamPE(ProcessingElement):
         return len(self.read_vectors(spec, path))
 
     def check_golden(self, spec, path: Path) -> LevelResult:
-        """Every transaction's expected words against :meth:`reference_output`."""
+        """Every transaction's expected words against the reference, in the file's order (:meth:`reference_session`)."""
         start = time.perf_counter()
         transactions = self.read_vectors(spec, path)
-        mismatches = sum(not np.array_equal(self.reference_output(spec, words_in).astype(np.uint64), words_out)
+        answer = self.reference_session(spec)
+        mismatches = sum(not np.array_equal(np.asarray(answer(words_in)).astype(np.uint64), words_out)
                          for words_in, words_out in transactions)
         return LevelResult("golden", len(transactions), mismatches, time.perf_counter() - start,
                            "vs independent reference model")

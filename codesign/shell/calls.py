@@ -53,7 +53,8 @@ def call_words_in(arena: np.ndarray, call: Call, parts: int = 1) -> np.ndarray:
 def run_list_golden(pe, spec, arena: np.ndarray, calls: Sequence[Call], *, fast: bool = False) -> np.ndarray:
     """The arena after the shell has run ``calls`` on it (a new uint32 array; ``arena`` is left as it was).
 
-    Each transaction's output comes from the PE's independent reference, or with ``fast`` from its fastest golden
+    The PE starts the list holding nothing (a list's ``HOLD``/``CARRY`` chains end inside it). Each transaction's
+    output comes from the PE's independent reference, or with ``fast`` from its fastest golden
     (:meth:`~codesign.pe.stream.StreamPE.golden_output`, held equal to the reference at the golden level): the
     model a golden training step runs, whose thousands of float transactions the exact-rational reference
     would take minutes over.
@@ -65,14 +66,14 @@ def run_list_golden(pe, spec, arena: np.ndarray, calls: Sequence[Call], *, fast:
     bits = stream_word_bits(pe, spec)
     check_list(calls, 4 * arena.size, bits)
     parts = bits // 32
-    model = pe.golden_output if fast else pe.reference_output
+    answer = pe.golden_session(spec) if fast else pe.reference_session(spec)
     outputs: dict = {}  # a transaction repeated in a list is computed once (a float PE's golden is slow)
     held = None  # the shell's accumulation buffer
     for call in calls:
         words_in = call_words_in(arena, call, parts)
         key = words_in.tobytes()
-        if key not in outputs:
-            outputs[key] = np.asarray(model(spec, words_in), dtype=np.uint32)
+        if key not in outputs or pe.stateful:
+            outputs[key] = np.asarray(answer(words_in), dtype=np.uint32)
         out = outputs[key]
         status = int(out[0])
         record = np.zeros(RECORD_WORDS, dtype=np.uint32)

@@ -69,15 +69,17 @@ def csb_phases(spec, header: int) -> tuple:
     ``ZERO`` transaction's zero section itself (``in_ready`` low), computes, loads its output register and sends
     the status and the results: the phases of its cycle model (:mod:`codesign.pe.csb.cycles`) in that order. A
     refused header (status 1, 2) is followed by the register load and the status alone. Index bytes are not seen
-    here (the header is): a list's calls hold indices inside the block (status 3 is the builders' error)."""
+    here (the header is): a list's calls hold indices inside the block (status 3 is the builders' error), and a
+    ``CARRY`` follows the ``HOLD`` of its chain (the golden shell refuses it otherwise)."""
     from codesign.pe.csb.cycles import compute_cycles, zero_words
     from codesign.pe.csb.stream import FLAG_BITS, FLAG_EW, FLAG_ZERO, header_status, result_count, transaction_length
 
-    status = header_status(spec, header)
+    op, nnz, flags = header & 3, header >> 16 & 0x1FF, header & FLAG_BITS
+    chain = (op, nnz)  # what a CARRY's chain holds
+    status = header_status(spec, header, chain)
     if status:
         return [(IN, 1, None), (WAIT, 1, None), (OUT, 1, status)], status, 0, 0
-    op, nnz, flags = header & 3, header >> 16 & 0x1FF, header & FLAG_BITS
-    operands = transaction_length(spec, header) - 1
+    operands = transaction_length(spec, header, chain) - 1
     results = result_count(spec, op, nnz, flags)
     zeros = zero_words(spec, op=op, nnz=nnz) if flags & FLAG_ZERO else 0
     compute = 0 if flags & FLAG_EW else compute_cycles(spec, op=op, nnz=nnz)

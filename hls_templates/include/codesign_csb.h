@@ -69,10 +69,12 @@ enum { OP_FP = 0, OP_EB = 1, OP_WG = 2, OP_UPD = 3 };
 // Element-wise opcodes (flag EW): SELECT keeps v where z > 0, SHR shifts a 24-bit word right (floor).
 enum { EW_SELECT = 0, EW_SHR = 1 };
 // Header flags (docs/csb.md, "Flags and element-wise operations").
-enum { FLAG_ZERO = 1 << 2, FLAG_G_FIRST = 1 << 3, FLAG_LEFT = 1 << 4, FLAG_EW = 1 << 5 };
+// HOLD keeps an FP, EB or WG result in the PE (the status goes out alone); CARRY starts the next one's sums from it.
+enum { FLAG_ZERO = 1 << 2, FLAG_G_FIRST = 1 << 3, FLAG_LEFT = 1 << 4, FLAG_EW = 1 << 5, FLAG_HOLD = 1 << 6,
+       FLAG_CARRY = 1 << 7 };
 
-// Header fields: op [1:0], flags [5:2], shift [12:8], nnz [24:16]; every other bit is reserved.
-const unsigned HEADER_FIELDS_MASK = 0x3u | 0x3Cu | (0x1Fu << 8) | (0x1FFu << 16);
+// Header fields: op [1:0], flags [7:2], shift [12:8], nnz [24:16]; every other bit is reserved.
+const unsigned HEADER_FIELDS_MASK = 0x3u | 0xFCu | (0x1Fu << 8) | (0x1FFu << 16);
 const int COUNT_FIELD_MAX = 0x1FF;  // the 9-bit nnz / element count field
 
 const int CODE_BITS = 8;      // operand codes
@@ -469,9 +471,11 @@ struct pe {
   }
 
   // ---------------------------------------------------------------- one transaction
-  // Reads one transaction from `in` and writes the status word, then (status 0)
-  // the result words. Status 1 and 2 are decided from the header alone and
-  // nothing more is read; status 3 is sent after the whole transaction is read.
+  // Reads one transaction from `in` and writes the status word, then (status 0,
+  // no HOLD) the result words. Status 1 and 2 are decided from the header (and
+  // what the transaction before held) and nothing more is read; status 3 is
+  // sent after the whole transaction is read. Only an accepted HOLD leaves
+  // anything held: its sums stay in accbuf (FP, EB) or grads (WG).
   static void process(hls::stream<word_t> &in, hls::stream<word_t> &out) {
     static index_t index[MAX_NNZ];
     static buffer_t weights[MAX_NNZ * KK];  // FP/EB kernels (top 8 bits) or UPD buffer words
@@ -479,6 +483,8 @@ struct pe {
     static code_t xbuf[BLOCK_COLS][IN_POS][BATCH];
     static code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH];
     static acc_t accbuf[ACC_CH][IN_POS][BATCH];
+    static bool held = false;  // what the transaction before left: an op's sums, and for WG their nnz
+    static int held_op = 0, held_nnz = 0;
 #pragma HLS ARRAY_PARTITION variable = xbuf complete dim = 3
 #pragma HLS ARRAY_PARTITION variable = dybuf complete dim = 3
 #pragma HLS ARRAY_PARTITION variable = accbuf complete dim = 3
@@ -486,61 +492,66 @@ struct pe {
 
     const word_t header = in.read();
     const int op = header.range(1, 0).to_int();
+    const int nnz = header.range(24, 16).to_int();
+    const bool carry_ok = held && held_op == op && (op != OP_WG || held_nnz == nnz);
+    held = false;
+    const int status = transaction(in, out, header, carry_ok, index, weights, grads, xbuf, dybuf, accbuf);
+    const unsigned flags = header.to_uint() & 0xFCu;
+    if (status == STATUS_OK && (flags & FLAG_HOLD) != 0) {
+      held = true;
+      held_op = op;
+      held_nnz = nnz;
+    }
+  }
+
+  // One transaction on the PE's buffers: returns its status (the words are written).
+  static int transaction(hls::stream<word_t> &in, hls::stream<word_t> &out, word_t header, bool carry_ok,
+                         index_t index[MAX_NNZ], buffer_t weights[MAX_NNZ * KK], acc_t grads[MAX_NNZ * KK],
+                         code_t xbuf[BLOCK_COLS][IN_POS][BATCH], code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH],
+                         acc_t accbuf[ACC_CH][IN_POS][BATCH]) {
+    const int op = header.range(1, 0).to_int();
     const ap_uint<5> shift = header.range(12, 8);
     const int nnz = header.range(24, 16).to_int();
-    const unsigned flags = header.to_uint() & 0x3Cu;
+    const unsigned flags = header.to_uint() & 0xFCu;
     const bool zero = (flags & FLAG_ZERO) != 0, g_first = (flags & FLAG_G_FIRST) != 0;
-    const bool left = (flags & FLAG_LEFT) != 0;
-    if ((header & word_t(~HEADER_FIELDS_MASK)) != 0) {
-      out.write(word_t(STATUS_BAD_HEADER));
-      return;
-    }
+    const bool left = (flags & FLAG_LEFT) != 0, hold = (flags & FLAG_HOLD) != 0, carry = (flags & FLAG_CARRY) != 0;
+    if ((header & word_t(~HEADER_FIELDS_MASK)) != 0) return refuse(out, STATUS_BAD_HEADER);
     if (flags & FLAG_EW) {
-      if (op > EW_SHR || flags != FLAG_EW || (shift != 0 && op == EW_SELECT)) {
-        out.write(word_t(STATUS_BAD_HEADER));
-      } else if (nnz > EW_CAPACITY) {
-        out.write(word_t(STATUS_NNZ));
-      } else {
-        elementwise(in, out, op, shift, nnz, grads, weights);
-      }
-      return;
+      if (op > EW_SHR || flags != FLAG_EW || (shift != 0 && op == EW_SELECT)) return refuse(out, STATUS_BAD_HEADER);
+      if (nnz > EW_CAPACITY) return refuse(out, STATUS_NNZ);
+      elementwise(in, out, op, shift, nnz, grads, weights);
+      return STATUS_OK;
     }
-    if ((shift != 0 && op != OP_UPD) || (zero && op == OP_UPD) || (g_first && op != OP_WG) || (left && op != OP_UPD)) {
-      out.write(word_t(STATUS_BAD_HEADER));
-      return;
-    }
-    if (nnz > MAX_NNZ) {
-      out.write(word_t(STATUS_NNZ));
-      return;
-    }
+    if ((shift != 0 && op != OP_UPD) || (zero && op == OP_UPD) || (g_first && op != OP_WG) ||
+        (left && op != OP_UPD) || ((hold || carry) && op == OP_UPD) || (carry && (zero || g_first || !carry_ok)))
+      return refuse(out, STATUS_BAD_HEADER);
+    if (nnz > MAX_NNZ) return refuse(out, STATUS_NNZ);
     const bool outside = load_index(in, nnz, index);
     const int count = nnz * KK;
     if (op == OP_FP) {
       load_weights(in, count, weights);
       load_codes<BLOCK_COLS, IN_POS>(in, xbuf);
       if (zero) clear_accs<BLOCK_ROWS, OUT_POS>(accbuf);
-      else load_accs<BLOCK_ROWS, OUT_POS>(in, accbuf);
+      else if (!carry) load_accs<BLOCK_ROWS, OUT_POS>(in, accbuf);
     } else if (op == OP_EB) {
       load_weights(in, count, weights);
       load_codes<BLOCK_ROWS, OUT_POS>(in, dybuf);
       if (zero) clear_accs<BLOCK_COLS, IN_POS>(accbuf);
-      else load_accs<BLOCK_COLS, IN_POS>(in, accbuf);
+      else if (!carry) load_accs<BLOCK_COLS, IN_POS>(in, accbuf);
     } else if (op == OP_WG) {
       if (zero) clear_grads(count, grads);
       else if (g_first) load_grads(in, count, grads);
       load_codes<BLOCK_COLS, IN_POS>(in, xbuf);
       load_codes<BLOCK_ROWS, OUT_POS>(in, dybuf);
-      if (!zero && !g_first) load_grads(in, count, grads);
+      if (!zero && !g_first && !carry) load_grads(in, count, grads);
     } else {
       load_and_update(in, count, shift, left, weights);
     }
-    if (outside) {
-      out.write(word_t(STATUS_INDEX));
-      return;
-    }
+    if (outside) return refuse(out, STATUS_INDEX);
     if (op == OP_FP || op == OP_EB) mac_block(op == OP_EB, nnz, index, weights, xbuf, dybuf, accbuf);
     if (op == OP_WG) wg_block(nnz, index, xbuf, dybuf, grads);
     out.write(word_t(STATUS_OK));
+    if (hold) return STATUS_OK;
     if (op == OP_FP) {
       write_accs<BLOCK_ROWS, OUT_POS>(out, accbuf);
     } else if (op == OP_EB) {
@@ -550,6 +561,12 @@ struct pe {
     } else {
       write_words<BUFFER_BITS>(out, count, weights);
     }
+    return STATUS_OK;
+  }
+
+  static int refuse(hls::stream<word_t> &out, int status) {
+    out.write(word_t(status));
+    return status;
   }
 };
 

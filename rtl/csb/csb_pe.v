@@ -35,6 +35,10 @@
 // zeros a word a cycle with in_ready low; G_FIRST moves WG's G section after
 // the index; LEFT feeds UPD sat32(G << s) at shift 0; EW runs SELECT (v into
 // WA, then each z writes back v or 0) or SHR (v >>> s into WA) and drains WA.
+// HOLD (FP, EB, WG) drains the status alone and leaves the sums in R or WA;
+// CARRY skips the initial section and starts from them. It is accepted after
+// an accepted HOLD of the same op (WG: the same nnz) only, else status 1:
+// held_* record what the transaction before left.
 //
 // Cycles of one transaction from its first input handshake to its last
 // output handshake, without stalls: n_in + zero + compute + n_out + 1, with
@@ -136,7 +140,10 @@ module csb_pe #(
     reg [1:0]  op;
     reg [4:0]  shift;
     reg [8:0]  nnz;
-    reg        zero, g_first, left, ew;  // header flags
+    reg        zero, g_first, left, ew, hold, carry;  // header flags
+    reg        held_valid;             // the transaction before was an accepted HOLD: its sums are in R or WA
+    reg [1:0]  held_op;
+    reg [8:0]  held_nnz;
     reg        bad_index;
     reg [`CODESIGN_STATUS_BITS-1:0] status;
     reg [AW-1:0] cnt;                  // section: bytes or words loaded; drain: result words sent
@@ -155,16 +162,21 @@ module csb_pe #(
     wire [4:0] h_shift = in_data[12:8];
     wire [8:0] h_nnz   = in_data[24:16];
     wire       h_zero  = in_data[2], h_gf = in_data[3], h_left = in_data[4], h_ew = in_data[5];
-    wire       h_bad   = ((in_data & 32'hFE00E0C0) != 32'd0) ||
-                         (h_ew ? (h_op[1] || h_zero || h_gf || h_left || (h_shift != 5'd0 && h_op == EW_SELECT))
+    wire       h_hold  = in_data[6], h_carry = in_data[7];
+    wire       h_carry_bad = h_zero || h_gf || !held_valid || held_op != h_op || (h_op == OP_WG && held_nnz != h_nnz);
+    wire       h_bad   = ((in_data & 32'hFE00E000) != 32'd0) ||
+                         (h_ew ? (h_op[1] || h_zero || h_gf || h_left || h_hold || h_carry ||
+                                  (h_shift != 5'd0 && h_op == EW_SELECT))
                                : ((h_shift != 5'd0 && h_op != OP_UPD) || (h_zero && h_op == OP_UPD) ||
-                                  (h_gf && h_op != OP_WG) || (h_left && h_op != OP_UPD)));
+                                  (h_gf && h_op != OP_WG) || (h_left && h_op != OP_UPD) ||
+                                  ((h_hold || h_carry) && h_op == OP_UPD) || (h_carry && h_carry_bad)));
     wire       h_big   = ({{(AW-9){1'b0}}, h_nnz} > (h_ew ? L_EW_CAP : L_MAX_NNZ));
 
     // ---- section order (docs/csb.md, input words) -----------------------------------
     // The state after `cur` for `o`; sections that hold no byte (nnz = 0) are
     // skipped; after the last section: compute, or drain when nothing is computed.
     // Element-wise ops: S_BW takes v, S_UG (SELECT only) takes z. WG with G_FIRST: index, G, X, DY.
+    // CARRY: no ACC (FP, EB) or G (WG) section.
     function [3:0] next_section;
         input [1:0] o;
         input [3:0] cur;
@@ -172,6 +184,7 @@ module csb_pe #(
         input       refused;           // an index outside the block
         input       e_w;               // an element-wise op
         input       gf;                // G_FIRST
+        input       cy;                // CARRY
         reg   [3:0] finish;
         begin
             finish = (o != OP_UPD && !e_w && !refused && !empty) ? S_RUN : S_SEND;
@@ -186,8 +199,8 @@ module csb_pe #(
                     S_HEAD:  next_section = !empty ? S_IDX : ((o == OP_EB) ? S_DB : ((o == OP_UPD) ? S_SEND : S_XB));
                     S_IDX:   next_section = (o == OP_WG) ? (gf ? S_GW : S_XB) : ((o == OP_UPD) ? S_BW : S_W8);
                     S_W8:    next_section = (o == OP_FP) ? S_XB : S_DB;
-                    S_XB:    next_section = (o == OP_FP) ? S_RB : S_DB;
-                    S_DB:    next_section = (o == OP_EB) ? S_RB : ((empty || gf) ? finish : S_GW);
+                    S_XB:    next_section = (o == OP_FP) ? (cy ? finish : S_RB) : S_DB;
+                    S_DB:    next_section = (o == OP_EB) ? (cy ? finish : S_RB) : ((empty || gf || cy) ? finish : S_GW);
                     S_GW:    next_section = gf ? S_XB : finish;
                     S_BW:    next_section = S_UG;
                     default: next_section = finish;
@@ -230,7 +243,7 @@ module csb_pe #(
     wire [`CODESIGN_WORD_BITS-1:0] sec_data = virt ? {`CODESIGN_WORD_BITS{1'b0}} : in_data;
 
     // ---- drain bookkeeping -------------------------------------------------------------
-    wire [AW-1:0] n_result = (status != `CODESIGN_CSB_STATUS_OK) ? {AW{1'b0}}
+    wire [AW-1:0] n_result = (status != `CODESIGN_CSB_STATUS_OK || hold) ? {AW{1'b0}}
                            : is_fp ? L_FP_WORDS : (is_eb ? L_EB_WORDS : (ew ? nnz_w : nnz_kk));
     wire send_slot = (state == S_SEND) && (!out_valid || out_ready);  // out_data may be loaded
     wire send_word = send_slot && sent_status && (cnt < n_result);     // a result word is loaded
@@ -477,6 +490,7 @@ module csb_pe #(
             state     <= S_HEAD;
             out_valid <= 1'b0;
             b_run     <= 1'b0;
+            held_valid <= 1'b0;
         end else begin
             b_run        <= (state == S_RUN);
             b_valid      <= a_valid;
@@ -493,6 +507,8 @@ module csb_pe #(
                     g_first     <= h_gf;
                     left        <= h_left;
                     ew          <= h_ew;
+                    hold        <= h_hold;
+                    carry       <= h_carry;
                     bad_index   <= 1'b0;
                     sent_status <= 1'b0;
                     e <= 9'd0; t <= {AW{1'b0}}; ky <= 3'd0; kx <= 3'd0; chunk <= {AW{1'b0}};
@@ -503,7 +519,7 @@ module csb_pe #(
                         state  <= S_SEND;
                     end else begin
                         status <= `CODESIGN_CSB_STATUS_OK;
-                        state  <= next_section(h_op, S_HEAD, h_nnz == 9'd0, 1'b0, h_ew, h_gf);
+                        state  <= next_section(h_op, S_HEAD, h_nnz == 9'd0, 1'b0, h_ew, h_gf, h_carry);
                     end
                 end
                 S_IDX, S_W8, S_XB, S_DB, S_RB, S_GW, S_BW, S_UG: if (take) begin
@@ -513,7 +529,7 @@ module csb_pe #(
                     end
                     if (sec_last)
                         state <= next_section(op, state, nnz == 9'd0, bad_index || (state == S_IDX && idx_bad), ew,
-                                              g_first);
+                                              g_first, carry);
                 end
                 S_RUN: begin
                     if (!last_chunk) begin
@@ -550,8 +566,11 @@ module csb_pe #(
                         out_data  <= result_word;
                         out_valid <= 1'b1;
                     end else begin
-                        out_valid <= 1'b0;
-                        state     <= S_HEAD;
+                        out_valid  <= 1'b0;
+                        state      <= S_HEAD;
+                        held_valid <= (status == `CODESIGN_CSB_STATUS_OK) && hold;
+                        held_op    <= op;
+                        held_nnz   <= nnz;
                     end
                 end
                 default: state <= S_HEAD;

@@ -25,7 +25,11 @@ Header flags (docs/csb.md): ``ZERO`` has the PE write the zero initial
 section itself, one word a cycle with ``in_ready`` low, so it costs the
 cycles the section would have taken (``load = n_in + zero words``); an
 element-wise transaction (SELECT, SHR) loads, computes nothing and drains its
-``n`` results (``compute = 0``, ``drain = 2 + n``).
+``n`` results (``compute = 0``, ``drain = 2 + n``). ``CARRY`` leaves the initial
+section out of the stream and takes no cycle for it (the sums are where the
+``HOLD`` before left them); ``HOLD`` drains the status alone (``drain = 2``).
+A ``CARRY`` the PE refuses (nothing of its op held) is its header alone, so
+the words tell the model which it was.
 
 ``total = load + compute + drain`` counts the clock cycles from the first
 input handshake to the last output handshake, both included (the figure
@@ -40,8 +44,8 @@ from typing import Protocol
 from codesign.numerics.records import keyword_record
 
 OP_FP, OP_EB, OP_WG, OP_UPD = range(4)
-FLAG_ZERO, FLAG_G_FIRST, FLAG_LEFT, FLAG_EW = 1 << 2, 1 << 3, 1 << 4, 1 << 5
-RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | 0x3C | (0x1F << 8) | (0x1FF << 16))
+FLAG_ZERO, FLAG_G_FIRST, FLAG_LEFT, FLAG_EW, FLAG_HOLD, FLAG_CARRY = (1 << bit for bit in range(2, 8))
+RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | 0xFC | (0x1F << 8) | (0x1FF << 16))
 
 
 class PeShape(Protocol):
@@ -111,8 +115,9 @@ def result_words(pe: PeShape, *, op: int, nnz: int) -> int:
 
 
 def _refused(pe: PeShape, header: int) -> bool:
-    """Whether the header alone is refused (status 1 or 2: the PE answers the header with its status)."""
-    op, shift, nnz, flags = header & 3, (header >> 8) & 0x1F, (header >> 16) & 0x1FF, header & 0x3C
+    """Whether the header alone is refused (status 1 or 2: the PE answers the header with its status), for any
+    state the transaction before left (a ``CARRY`` is judged by its length, :func:`transaction_cycles`)."""
+    op, shift, nnz, flags = header & 3, (header >> 8) & 0x1F, (header >> 16) & 0x1FF, header & 0xFC
     if header & RESERVED_MASK:
         return True
     if flags & FLAG_EW:
@@ -120,6 +125,8 @@ def _refused(pe: PeShape, header: int) -> bool:
             nnz > min(pe.block_rows * pe.block_cols * pe.kernel ** 2, 0x1FF)
     return bool((shift and op != OP_UPD) or (flags & FLAG_ZERO and op == OP_UPD)
                 or (flags & FLAG_G_FIRST and op != OP_WG) or (flags & FLAG_LEFT and op != OP_UPD)
+                or (flags & (FLAG_HOLD | FLAG_CARRY) and op == OP_UPD)
+                or (flags & FLAG_CARRY and flags & (FLAG_ZERO | FLAG_G_FIRST))
                 or nnz > pe.block_rows * pe.block_cols)
 
 
@@ -141,7 +148,7 @@ def transaction_cycles(pe: PeShape, words_in) -> TransactionCycles:
         raise ValueError("a transaction has at least its header word")
     header = words[0]
     op, nnz = header & 3, (header >> 16) & 0x1FF
-    if _refused(pe, header):
+    if _refused(pe, header) or (header & FLAG_CARRY and len(words) == 1):  # an accepted CARRY has X or DY words
         return TransactionCycles(load=len(words), compute=0, drain=2)  # header, status only
     if header & FLAG_EW:
         return TransactionCycles(load=len(words), compute=0, drain=2 + nnz)
@@ -152,5 +159,5 @@ def transaction_cycles(pe: PeShape, words_in) -> TransactionCycles:
     zeros = zero_words(pe, op=op, nnz=nnz) if header & FLAG_ZERO else 0
     if any(byte >> 4 >= pe.block_rows or byte & 15 >= pe.block_cols for byte in index):
         return TransactionCycles(load=len(words) + zeros, compute=0, drain=2)
-    return TransactionCycles(load=len(words) + zeros, compute=compute_cycles(pe, op=op, nnz=nnz),
-                             drain=1 + 1 + result_words(pe, op=op, nnz=nnz))
+    results = 0 if header & FLAG_HOLD else result_words(pe, op=op, nnz=nnz)
+    return TransactionCycles(load=len(words) + zeros, compute=compute_cycles(pe, op=op, nnz=nnz), drain=2 + results)

@@ -17,6 +17,7 @@ from codesign.pe.csb import cycles
 from codesign.pe.csb.reference import reference_output
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stimulus import build_transactions, count_macs, top_up_updates
+from codesign.pe.csb.stimulus_chain import chain_transactions
 from codesign.pe.csb.stimulus_ext import ext_transactions
 from codesign.hw.constants_gen import HEADER_NAME as CONSTANTS_HEADER
 from codesign.hw.protocol import GridCase
@@ -39,7 +40,8 @@ class CsbStimulusOptions:
     """What ``codesign verify csb`` checks: the directed set plus random transactions until every op
     (FP, EB, WG) has at least ``min_macs_per_op`` MACs, then full-block UPDs until UPD has updated as many
     buffer words, then the header flags' and element-wise ops' set until each of them (ZERO, G_FIRST, LEFT,
-    SELECT, SHR) has as many values (:mod:`codesign.pe.csb.stimulus_ext`).
+    SELECT, SHR) has as many values (:mod:`codesign.pe.csb.stimulus_ext`), then chains of held sums until
+    ``HOLD`` and ``CARRY`` have as many MACs (:mod:`codesign.pe.csb.stimulus_chain`).
     """
 
     min_macs_per_op: int = 10_000
@@ -65,6 +67,7 @@ class CsbPE(StreamPE):
     cpp_type = "codesign::csb::pe"
     doc = "docs/csb.md"
     transaction = "header, index, sections in; status, results out"
+    stateful = True  # HOLD leaves the sums in the PE for the next transaction's CARRY
 
     def build_stimulus(self, spec: CsbSpec, options: CsbStimulusOptions) -> list[Transaction]:
         """Directed cases plus random transactions, doubling their number until the MAC target is met."""
@@ -74,12 +77,26 @@ class CsbPE(StreamPE):
             transactions = build_transactions(spec, count=count, seed=options.seed)
             if _reached(spec, transactions, options.min_macs_per_op):
                 transactions = top_up_updates(spec, transactions, target=options.min_macs_per_op, seed=options.seed)
-                return transactions + ext_transactions(spec, target=options.min_macs_per_op, seed=options.seed)
+                return transactions + ext_transactions(spec, target=options.min_macs_per_op, seed=options.seed) + \
+                    chain_transactions(spec, target=options.min_macs_per_op, seed=options.seed)
             count *= 2
         raise ValueError(f"{count} random transactions did not reach {options.min_macs_per_op} MACs per op")
 
     def reference_output(self, spec: CsbSpec, words_in):
         return np.array(reference_output([int(w) for w in words_in], **spec.to_dict()), dtype=np.uint64)
+
+    def reference_session(self, spec: CsbSpec):
+        """The reference with the PE's held sums kept from one transaction to the next (``HOLD``, ``CARRY``)."""
+        state: dict = {}
+        return lambda words_in: np.array(reference_output([int(w) for w in words_in], **spec.to_dict(), state=state),
+                                         dtype=np.uint64)
+
+    def golden_session(self, spec: CsbSpec):
+        """The golden with the PE's held sums (:class:`codesign.pe.csb.stream.CsbSession`)."""
+        from codesign.pe.csb.stream import CsbSession
+
+        session = CsbSession(spec)
+        return lambda words_in: session.answer(words_in).astype(np.uint64)
 
     def golden_output(self, spec: CsbSpec, words_in):
         """The NumPy golden (:func:`codesign.pe.csb.stream.expected_output`), held equal to the reference at the golden

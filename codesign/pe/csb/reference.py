@@ -12,8 +12,8 @@ from codesign.contracts.constants import STATUS_BAD_HEADER, STATUS_OK, status_co
 
 OP_FP, OP_EB, OP_WG, OP_UPD = range(4)
 STATUS_NNZ, STATUS_INDEX = status_code("csb", "NNZ"), status_code("csb", "INDEX")
-ZERO, G_FIRST, LEFT, ELEMENTWISE = 4, 8, 16, 32  # header bits 2..5 (docs/csb.md, "Flags and element-wise operations")
-RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | 0x3C | (0x1F << 8) | (0x1FF << 16))
+ZERO, G_FIRST, LEFT, ELEMENTWISE, HOLD, CARRY = 4, 8, 16, 32, 64, 128  # header bits 2..7 (docs/csb.md, "Flags ...")
+RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | 0xFC | (0x1F << 8) | (0x1FF << 16))
 
 
 def _signed(value: int, bits: int) -> int:
@@ -61,8 +61,9 @@ class _Shape:
         self.taps = [(ky, kx) for ky in range(kernel) for kx in range(kernel)]
 
 
-def _read_sections(reader: _Reader, op: int, nnz: int, s: _Shape, flags: int = 0) -> dict:
-    """The sections after the index bytes, in stream order, as signed values."""
+def _read_sections(reader: _Reader, op: int, nnz: int, s: _Shape, flags: int = 0, carried=None) -> dict:
+    """The sections after the index bytes, in stream order, as signed values (``carried``: a CARRY's initial sums,
+    the signed results the PE holds)."""
 
     def int8s(count: int) -> list[int]:
         return [_signed(b, 8) for b in reader.bytes(count)]
@@ -70,7 +71,9 @@ def _read_sections(reader: _Reader, op: int, nnz: int, s: _Shape, flags: int = 0
     def words_signed(count: int, bits: int) -> list[int]:
         return [_signed(reader.word(), bits) for _ in range(count)]
 
-    def accumulators(count: int) -> list[int]:  # ZERO: not sent, every sum starts at 0
+    def accumulators(count: int) -> list[int]:  # ZERO: not sent, every sum starts at 0; CARRY: at the held ones
+        if flags & CARRY:
+            return list(carried)
         return [0] * count if flags & ZERO else words_signed(count, s.acc_bits)
 
     kk, lanes = s.k * s.k, s.lanes
@@ -154,38 +157,52 @@ def _update(shift: int, buffer, grads, left: bool = False) -> list[int]:
 
 
 def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, out_h: int, out_w: int, batch: int,
-                     parallel: int, acc_bits: int) -> list[int]:
-    """The output words (status first) the PE must send for the input words of one transaction."""
+                     parallel: int, acc_bits: int, state: dict | None = None) -> list[int]:
+    """The output words (status first) the PE must send for the input words of one transaction.
+
+    ``state``: a dict the caller keeps from one transaction to the next; under ``"held"`` the PE's held results
+    as ``(op, nnz, signed values)`` after an accepted HOLD, else None. Without it the PE holds nothing."""
+    state = {} if state is None else state
+    held = state.get("held")
+    state["held"] = None
     reader = _Reader(words)
     header = reader.word()
     op, shift, nnz = header & 3, (header >> 8) & 0x1F, (header >> 16) & 0x1FF
-    flags = header & 0x3C
+    flags = header & 0xFC
     if header & RESERVED_MASK:
         return [STATUS_BAD_HEADER]
     if flags & ELEMENTWISE:
         return _elementwise(reader, op, shift, nnz, flags, min(block_rows * block_cols * kernel * kernel, 511),
                             acc_bits)
     if (shift and op != OP_UPD) or (flags & ZERO and op == OP_UPD) or (flags & G_FIRST and op != OP_WG) \
-            or (flags & LEFT and op != OP_UPD):
+            or (flags & LEFT and op != OP_UPD) or (flags & (HOLD | CARRY) and op == OP_UPD):
         return [STATUS_BAD_HEADER]
+    if flags & CARRY and (flags & (ZERO | G_FIRST) or held is None or held[0] != op
+                          or (op == OP_WG and held[1] != nnz)):
+        return [STATUS_BAD_HEADER]  # nothing of this op (and size) held by the transaction just before
     if nnz > block_rows * block_cols:
         return [STATUS_NNZ]
     index = reader.bytes(nnz)
     ys, xs = [b >> 4 for b in index], [b & 15 for b in index]
     shape = _Shape(block_rows=block_rows, block_cols=block_cols, kernel=kernel, out_h=out_h, out_w=out_w,
                    batch=batch, parallel=parallel, acc_bits=acc_bits)
-    sections = _read_sections(reader, op, nnz, shape, flags)
+    sections = _read_sections(reader, op, nnz, shape, flags, held[2] if flags & CARRY else None)
     if reader.at != len(reader.words):
         raise ValueError(f"transaction has {len(reader.words) - reader.at} words beyond its sections")
     if any(y >= block_rows or x >= block_cols for y, x in zip(ys, xs)):
         return [STATUS_INDEX]
     if op == OP_FP:
-        return [STATUS_OK] + _forward(shape, ys, xs, **sections)
-    if op == OP_EB:
-        return [STATUS_OK] + _error_back(shape, ys, xs, **sections)
-    if op == OP_WG:
-        return [STATUS_OK] + _weight_gradient(shape, ys, xs, **sections)
-    return [STATUS_OK] + _update(shift, **sections, left=bool(flags & LEFT))
+        results = _forward(shape, ys, xs, **sections)
+    elif op == OP_EB:
+        results = _error_back(shape, ys, xs, **sections)
+    elif op == OP_WG:
+        results = _weight_gradient(shape, ys, xs, **sections)
+    else:
+        results = _update(shift, **sections, left=bool(flags & LEFT))
+    if flags & HOLD:  # the results stay in the PE; the status goes out alone
+        state["held"] = (op, nnz, [_signed(word, 32) for word in results])
+        return [STATUS_OK]
+    return [STATUS_OK] + results
 
 
 def _elementwise(reader: _Reader, op: int, shift: int, count: int, flags: int, capacity: int,

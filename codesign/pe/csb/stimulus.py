@@ -192,7 +192,7 @@ def directed_transactions(spec: CsbSpec, rng: np.random.Generator) -> list[np.nd
         out.append(make.garble(make.transaction(op, int(rng.integers(1, cap + 1)), order="shuffled")))
     # refused headers: the header is the whole transaction
     for op in Op:
-        out.append(np.array([header_word(op, cap) | 1 << 6], dtype=np.uint32))  # reserved bit 6
+        out.append(np.array([header_word(op, cap) | 1 << 13], dtype=np.uint32))  # reserved bit 13
     reserved = [bit for bit in range(32) if not HEADER_FIELDS >> bit & 1]
     for bit in reserved:
         out.append(np.array([header_word(Op.FP, 0) | 1 << bit], dtype=np.uint32))

@@ -13,8 +13,12 @@ EB, WG start every sum at 0 and take no initial accumulator or gradient
 section), ``G_FIRST`` (WG takes its initial gradients right after the index),
 ``LEFT`` (UPD shifts the gradient left, saturating to 32 bits, and updates at
 shift 0) and ``EW`` (an element-wise op: SELECT ``v where z > 0 else 0``, or
-SHR ``v >> s``; the count field counts elements). They let a training step
-run as call lists with every operand in place (:mod:`codesign.step.csb`).
+SHR ``v >> s``; the count field counts elements), ``HOLD`` (FP, EB, WG send
+the status alone and keep their results in the PE) and ``CARRY`` (FP, EB, WG
+take no initial section and start from what the transaction just before held:
+the same op, for WG the same ``nnz``; else status 1). They let a training step
+run as call lists with every operand in place (:mod:`codesign.step.csb`);
+:class:`CsbSession` is the PE's state from one transaction to the next.
 
 Statuses: 1 (reserved header bits, or a shift with an op other than UPD) and
 2 (``nnz`` above the block capacity) answer the header alone: the PE expects a
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -57,9 +62,11 @@ FLAG_ZERO = 1 << 2  # FP, EB, WG: no initial ACC / G section, every sum starts a
 FLAG_G_FIRST = 1 << 3  # WG: initial G right after the index, before X and DY
 FLAG_LEFT = 1 << 4  # UPD: G * 2^s saturated to 32 bits, then the update at shift 0
 FLAG_EW = 1 << 5  # element-wise op (EwOp); the nnz field counts elements
-FLAG_BITS = FLAG_ZERO | FLAG_G_FIRST | FLAG_LEFT | FLAG_EW
+FLAG_HOLD = 1 << 6  # FP, EB, WG: the status alone goes out; the results stay in the PE for the next transaction
+FLAG_CARRY = 1 << 7  # FP, EB, WG: no initial section; the sums start from the results the PE holds
+FLAG_BITS = FLAG_ZERO | FLAG_G_FIRST | FLAG_LEFT | FLAG_EW | FLAG_HOLD | FLAG_CARRY
 STATUS_NNZ, STATUS_INDEX = status_code("csb", "NNZ"), status_code("csb", "INDEX")
-HEADER_FIELDS = 0x3 | FLAG_BITS | 0x1F << 8 | 0x1FF << 16  # op [1:0], flags [5:2], shift [12:8], nnz [24:16]
+HEADER_FIELDS = 0x3 | FLAG_BITS | 0x1F << 8 | 0x1FF << 16  # op [1:0], flags [7:2], shift [12:8], nnz [24:16]
 MAX_NNZ_FIELD = 0x1FF
 WORD_MASK = 0xFFFF_FFFF
 
@@ -71,13 +78,14 @@ def _op(op) -> Op:
         raise ValueError(f"op={op!r} is not one of FP (0), EB (1), WG (2), UPD (3)") from None
 
 
-def _flag_bits(*, zero: bool = False, g_first: bool = False, left: bool = False, ew: bool = False) -> int:
+def _flag_bits(*, zero: bool = False, g_first: bool = False, left: bool = False, ew: bool = False,
+               hold: bool = False, carry: bool = False) -> int:
     return (FLAG_ZERO if zero else 0) | (FLAG_G_FIRST if g_first else 0) | (FLAG_LEFT if left else 0) | \
-        (FLAG_EW if ew else 0)
+        (FLAG_EW if ew else 0) | (FLAG_HOLD if hold else 0) | (FLAG_CARRY if carry else 0)
 
 
 def header_word(op, nnz: int, shift: int = 0, *, zero: bool = False, g_first: bool = False, left: bool = False,
-                ew: bool = False) -> int:
+                ew: bool = False, hold: bool = False, carry: bool = False) -> int:
     """The header word; fields are range-checked, the status rules are not (see :func:`header_status`).
     With ``ew`` the op is an :class:`EwOp` and ``nnz`` the element count."""
     op = int(EwOp(op)) if ew else int(_op(op))
@@ -85,11 +93,17 @@ def header_word(op, nnz: int, shift: int = 0, *, zero: bool = False, g_first: bo
         raise ValueError(f"nnz={nnz!r} does not fit the 9-bit header field")
     if isinstance(shift, bool) or not isinstance(shift, (int, np.integer)) or not 0 <= shift <= golden.MAX_SHIFT:
         raise ValueError(f"shift={shift!r} does not fit the 5-bit header field")
-    return op | _flag_bits(zero=zero, g_first=g_first, left=left, ew=ew) | int(shift) << 8 | int(nnz) << 16
+    return op | _flag_bits(zero=zero, g_first=g_first, left=left, ew=ew, hold=hold, carry=carry) | \
+        int(shift) << 8 | int(nnz) << 16
 
 
-def header_status(spec: CsbSpec, header: int) -> int:
-    """0 when the header is accepted, else status 1 or 2 (the PE then reads nothing more)."""
+Held = Tuple[int, int]  # (op, nnz) of the transaction whose results the PE holds (FLAG_HOLD)
+
+
+def header_status(spec: CsbSpec, header: int, held: Optional[Held] = None) -> int:
+    """0 when the header is accepted, else status 1 or 2 (the PE then reads nothing more). ``held``: what the
+    transaction before left in the PE (``None``: nothing); ``CARRY`` needs the same op (and for WG the same
+    ``nnz``) held."""
     op, shift, nnz, flags = header & 3, header >> 8 & 0x1F, header >> 16 & 0x1FF, header & FLAG_BITS
     if header & ~HEADER_FIELDS & WORD_MASK:
         return STATUS_BAD_HEADER
@@ -98,7 +112,10 @@ def header_status(spec: CsbSpec, header: int) -> int:
             return STATUS_BAD_HEADER
         return STATUS_NNZ if nnz > spec.ew_capacity else STATUS_OK
     if (shift and op != Op.UPD) or (flags & FLAG_ZERO and op == Op.UPD) or (flags & FLAG_G_FIRST and op != Op.WG) \
-            or (flags & FLAG_LEFT and op != Op.UPD):
+            or (flags & FLAG_LEFT and op != Op.UPD) or (flags & (FLAG_HOLD | FLAG_CARRY) and op == Op.UPD):
+        return STATUS_BAD_HEADER
+    if flags & FLAG_CARRY and (flags & (FLAG_ZERO | FLAG_G_FIRST) or held is None or held[0] != op
+                               or (op == Op.WG and held[1] != nnz)):
         return STATUS_BAD_HEADER
     if nnz > spec.capacity:
         return STATUS_NNZ
@@ -111,7 +128,7 @@ def sections(spec: CsbSpec, op, nnz: int, flags: int = 0) -> list[tuple[str, str
     if flags & FLAG_EW:
         return [("v", "words", nnz), ("z", "words", nnz)] if EwOp(op) == EwOp.SELECT else [("v", "words", nnz)]
     op, kk = _op(op), spec.kk
-    zero, g_first = bool(flags & FLAG_ZERO), bool(flags & FLAG_G_FIRST)
+    zero, g_first = bool(flags & (FLAG_ZERO | FLAG_CARRY)), bool(flags & FLAG_G_FIRST)
     x_bytes = spec.block_cols * spec.in_pos * spec.batch
     dy_bytes = spec.block_rows * spec.out_pos * spec.batch
     parts = [("index", "bytes", nnz)]
@@ -134,9 +151,10 @@ def _section_words(kind: str, count: int) -> int:
     return -(-count // 4) if kind == "bytes" else count
 
 
-def transaction_length(spec: CsbSpec, header: int) -> int:
-    """Input words of the transaction this header starts (1 for a header refused with status 1 or 2)."""
-    if header_status(spec, header) != STATUS_OK:
+def transaction_length(spec: CsbSpec, header: int, held: Optional[Held] = None) -> int:
+    """Input words of the transaction this header starts (1 for a header refused with status 1 or 2) after one
+    that left ``held`` in the PE."""
+    if header_status(spec, header, held) != STATUS_OK:
         return 1
     return 1 + sum(_section_words(kind, count)
                    for _, kind, count in sections(spec, header & 3, header >> 16 & 0x1FF, header & FLAG_BITS))
@@ -144,7 +162,9 @@ def transaction_length(spec: CsbSpec, header: int) -> int:
 
 def result_count(spec: CsbSpec, op, nnz: int, flags: int = 0) -> int:
     """Result words after a status-0 word (``flags``: the header's flag bits; an element-wise op gives one word an
-    element)."""
+    element, a ``HOLD`` none)."""
+    if flags & FLAG_HOLD:
+        return 0
     if flags & FLAG_EW:
         return nnz
     op = _op(op)
@@ -211,21 +231,23 @@ def _field_bits(spec: CsbSpec, op: Op, name: str, flags: int = 0) -> int:
     return spec.acc_bits  # accumulators and WG gradients
 
 
-def parse_transaction(spec: CsbSpec, words) -> Transaction:
-    """Read one transaction's input words as the PE does; a ValueError if they are truncated or too long."""
+def parse_transaction(spec: CsbSpec, words, held: Optional[Held] = None,
+                      held_values: Optional[np.ndarray] = None) -> Transaction:
+    """Read one transaction's input words as the PE does after one that left ``held`` (``held_values``: its
+    results, flat in stream order); a ValueError if they are truncated or too long."""
     words = _as_words(words)
     if words.size == 0:
         raise ValueError("transaction truncated: no header word")
     header = int(words[0])
     op, shift, nnz, flags = Op(header & 3), header >> 8 & 0x1F, header >> 16 & 0x1FF, header & FLAG_BITS
-    status = header_status(spec, header)
+    status = header_status(spec, header, held)
     if status != STATUS_OK:
         if words.size != 1:
             raise ValueError(f"header 0x{header:08x} is refused with status {status}: the PE expects a new header "
                              f"next, yet {words.size - 1} more words follow")
         return Transaction(op=op, shift=shift, nnz=nnz, status=status, index=np.zeros(0, np.uint8), data={},
                            flags=flags)
-    expected = transaction_length(spec, header)
+    expected = transaction_length(spec, header, held)
     if words.size < expected:
         raise ValueError(f"transaction truncated: {words.size} words, op {op.name} with nnz={nnz} needs {expected}")
     if words.size > expected:
@@ -233,9 +255,11 @@ def parse_transaction(spec: CsbSpec, words) -> Transaction:
     shapes = _shapes(spec, nnz)
     acc_shape = shapes["dy"] if op == Op.FP else shapes["x"]
     at, data, index = 1, {}, np.zeros(0, np.uint8)
-    if flags & FLAG_ZERO:  # the PE starts the sums at 0 itself
-        data["acc" if op in (Op.FP, Op.EB) else "grads"] = np.zeros(acc_shape if op != Op.WG else shapes["grads"],
-                                                                     np.int64)
+    if flags & (FLAG_ZERO | FLAG_CARRY):  # the sums start at 0, or at the results the PE holds
+        initial = np.zeros(acc_shape if op != Op.WG else shapes["grads"], np.int64)
+        if flags & FLAG_CARRY:
+            initial = np.asarray(held_values, dtype=np.int64).reshape(initial.shape)
+        data["acc" if op in (Op.FP, Op.EB) else "grads"] = initial
     for name, kind, count in sections(spec, op, nnz, flags):
         size = _section_words(kind, count)
         chunk = words[at:at + size]
@@ -275,13 +299,35 @@ def compute(spec: CsbSpec, transaction: Transaction) -> np.ndarray:
     return result.reshape(-1)
 
 
-def expected_output(spec: CsbSpec, words) -> np.ndarray:
-    """The output words (uint32) the PE must send for one transaction's input words: status, then results."""
-    transaction = parse_transaction(spec, words)
-    if transaction.status != STATUS_OK:
-        return np.array([transaction.status], dtype=np.uint32)
-    result = compute(spec, transaction)
-    return np.concatenate([[STATUS_OK], result & WORD_MASK]).astype(np.uint32)
+class CsbSession:
+    """The PE from one transaction to the next: what a ``HOLD`` left in it, which a ``CARRY`` starts from.
+
+    Every transaction but an accepted ``HOLD`` leaves nothing held, so a stream without ``HOLD`` answers each
+    transaction on its own. Why state in the PE: a chain of FP (or EB, WG) calls over one block row otherwise
+    streams its 256 sums out and back in between every two calls, twice the words of its operands."""
+
+    def __init__(self, spec: CsbSpec) -> None:
+        self.spec = spec
+        self.held: Optional[Held] = None
+        self.held_values: Optional[np.ndarray] = None
+
+    def answer(self, words) -> np.ndarray:
+        """The output words (uint32): status, then the results (none for an accepted ``HOLD``)."""
+        transaction = parse_transaction(self.spec, words, self.held, self.held_values)
+        self.held, self.held_values = None, None
+        if transaction.status != STATUS_OK:
+            return np.array([transaction.status], dtype=np.uint32)
+        result = compute(self.spec, transaction)
+        if transaction.flags & FLAG_HOLD:
+            self.held, self.held_values = (int(transaction.op), transaction.nnz), result
+            return np.array([STATUS_OK], dtype=np.uint32)
+        return np.concatenate([[STATUS_OK], result & WORD_MASK]).astype(np.uint32)
+
+
+def expected_output(spec: CsbSpec, words, session: Optional[CsbSession] = None) -> np.ndarray:
+    """The output words (uint32) the PE must send for one transaction's input words: status, then results.
+    ``session``: the PE's state between transactions (``None``: a PE that holds nothing)."""
+    return (session or CsbSession(spec)).answer(words)
 
 
 def decode_output(spec: CsbSpec, op, nnz: int, words, flags: int = 0) -> tuple[int, np.ndarray]:
@@ -300,15 +346,17 @@ def decode_output(spec: CsbSpec, op, nnz: int, words, flags: int = 0) -> tuple[i
 
 
 def split_stream(spec: CsbSpec, words) -> list[np.ndarray]:
-    """Cut a continuous input stream into transactions, header by header; ValueError if the last is truncated."""
+    """Cut a continuous input stream into transactions, header by header (what each one leaves held decides the
+    next one's length); ValueError if the last is truncated."""
     words = _as_words(words)
-    out, at = [], 0
+    out, at, session = [], 0, CsbSession(spec)
     while at < words.size:
-        length = transaction_length(spec, int(words[at]))
+        length = transaction_length(spec, int(words[at]), session.held)
         if at + length > words.size:
             raise ValueError(f"stream truncated: the transaction at word {at} needs {length} words, "
                              f"{words.size - at} remain")
         out.append(words[at:at + length])
+        session.answer(out[-1])
         at += length
     return out
 
@@ -335,14 +383,16 @@ def encode_elementwise(spec: CsbSpec, op, v, z=None, *, shift: int = 0) -> np.nd
 
 def encode_transaction(spec: CsbSpec, op, *, index=None, weights=None, x=None, dy=None, acc=None, grads=None,
                        buffer=None, shift: int = 0, check: bool = True, zero: bool = False, g_first: bool = False,
-                       left: bool = False) -> np.ndarray:
+                       left: bool = False, hold: bool = False, carry: bool = False) -> np.ndarray:
     """Input words (uint32) of one transaction from golden-layout arrays; bad input raises a ValueError.
 
     ``index`` is the ``nnz`` index bytes ``{y, x}`` in stored order. FP needs
     ``weights, x, acc``; EB ``weights, dy, acc``; WG ``x, dy, grads``; UPD
     ``buffer, grads, shift``. ``zero`` (FP, EB, WG) leaves out ``acc``/``grads``,
     ``g_first`` (WG) sends ``grads`` before ``x``, ``left`` (UPD) makes the
-    shift a left shift of the gradients. Values are checked against their field widths
+    shift a left shift of the gradients, ``hold`` (FP, EB, WG) keeps the results
+    in the PE and ``carry`` (FP, EB, WG, without ``zero`` or ``g_first``) starts
+    from them, leaving out ``acc``/``grads``. Values are checked against their field widths
     (8-bit codes, ``acc_bits`` accumulators and WG gradients, 24-bit buffer
     words, 32-bit UPD gradients). With ``check=False`` index bytes outside the
     block are let through (the PE answers status 3); everything else is
@@ -357,11 +407,13 @@ def encode_transaction(spec: CsbSpec, op, *, index=None, weights=None, x=None, d
         raise ValueError(f"nnz={nnz} exceeds the block capacity {spec.capacity} (the PE would answer status 2)")
     if shift and op != Op.UPD:
         raise ValueError(f"shift={shift} is only meaningful for UPD, not {op.name} (the PE would answer status 1)")
-    flags = _flag_bits(zero=zero, g_first=g_first, left=left)
-    if (zero and op == Op.UPD) or (g_first and op != Op.WG) or (left and op != Op.UPD):
-        raise ValueError(f"{op.name} does not take the flags zero={zero}, g_first={g_first}, left={left} "
-                         "(the PE would answer status 1)")
-    words = [np.array([header_word(op, nnz, shift, zero=zero, g_first=g_first, left=left)], dtype=np.uint32)]
+    flags = _flag_bits(zero=zero, g_first=g_first, left=left, hold=hold, carry=carry)
+    if (zero and op == Op.UPD) or (g_first and op != Op.WG) or (left and op != Op.UPD) or \
+            ((hold or carry) and op == Op.UPD) or (carry and (zero or g_first)):
+        raise ValueError(f"{op.name} does not take the flags zero={zero}, g_first={g_first}, left={left}, "
+                         f"hold={hold}, carry={carry} (the PE would answer status 1)")
+    words = [np.array([header_word(op, nnz, shift, zero=zero, g_first=g_first, left=left, hold=hold,
+                                   carry=carry)], dtype=np.uint32)]
     if check and (np.any(index >> 4 >= spec.block_rows) or np.any(index & 15 >= spec.block_cols)):
         raise ValueError(f"an index byte lies outside the {spec.block_rows} x {spec.block_cols} block "
                          "(the PE would answer status 3)")

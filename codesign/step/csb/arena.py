@@ -5,15 +5,13 @@ segments (:data:`~codesign.contracts.calls.MAX_SEGMENTS`), while a CSB transacti
 So the arena keeps together what one call reads in one segment:
 
 * per stored, non-empty block of layer ``l``: ``iw`` = its index bytes then its 8-bit weights (FP's and EB's
-  first two sections, one segment); ``ig[0]``, ``ig[1]`` = a copy of the index, then ``nnz`` gradient words (WG with
-  ``G_FIRST``: index and the running gradient in one segment, the chain over lane chunks ping-ponging between
-  them); ``b[0]``, ``b[1]`` = the 24-bit buffer words of phase 0 and 1 (UPD reads one phase's and writes the
-  other's);
+  first two sections, one segment); ``ig`` = a copy of the index, then ``nnz`` gradient words (WG reads the
+  index; the last call of its chain over lane chunks writes the gradient, the PE holding the sums in between;
+  UPD reads index and gradient); ``b[0]``, ``b[1]`` = the 24-bit buffer words of phase 0 and 1 (UPD reads one
+  phase's and writes the other's);
 * per lane chunk ``k`` (``spec.batch`` samples) and channel tile (``B`` = block rows = block columns channels):
-  ``x[l][c][k]`` = layer ``l``'s input codes (``B * b`` bytes, channel-major, lanes inner: the PE's X section),
-  followed by a gap of ``B * b`` words where the previous call of an FP chain leaves its accumulators (X and ACC
-  are then one segment); ``dy[l][r][k]`` = the error codes of layer ``l``'s output and its gap (EB's DY and ACC);
-  ``z[l][r][k]`` = layer ``l``'s accumulators (the pre-activation, kept for the mask), ``dx[l][c][k]`` = the
+  ``x[l][c][k]`` = layer ``l``'s input codes (``B * b`` bytes, channel-major, lanes inner: the PE's X section);
+  ``dy[l][r][k]`` = the error codes of layer ``l``'s output (EB's DY); ``z[l][r][k]`` = layer ``l``'s accumulators (the pre-activation, kept for the mask), ``dx[l][c][k]`` = the
   accumulators of ``W^T dy`` before the mask. Every ``dy`` tile lies after every ``x`` tile, so WG reads
   ``x[l][c][k]`` and ``dy[l][r][k]`` as one block of two rows.
 
@@ -44,15 +42,15 @@ def words_of_bytes(count: int) -> int:
 @keyword_record
 class BlockSlots:
     """One stored, non-empty block of a layer: its block coordinates, entries ``entries`` (stored order) and where
-    its words lie (byte offsets): ``iw`` (index, weights), ``ig`` (index, gradients; two copies), ``b`` (buffer
-    words of phase 0 and 1)."""
+    its words lie (byte offsets): ``iw`` (index, weights), ``ig`` (index, gradients), ``b`` (buffer words of
+    phase 0 and 1)."""
 
     row: int
     col: int
     start: int
     nnz: int
     iw: int
-    ig: Tuple[int, int]
+    ig: int
     b: Tuple[int, int]
 
     @property
@@ -60,9 +58,9 @@ class BlockSlots:
         return words_of_bytes(self.nnz)
 
 
-def _tiles(layout: ArenaLayout, count: int, chunks: int, words: int, gap: int) -> Tuple[Tuple[int, ...], ...]:
-    """``count x chunks`` zero tiles of ``words`` words, each followed by ``gap`` words; their byte offsets."""
-    return tuple(tuple(layout.put(np.zeros(words + gap, dtype=np.uint32)) for _ in range(chunks))
+def _tiles(layout: ArenaLayout, count: int, chunks: int, words: int) -> Tuple[Tuple[int, ...], ...]:
+    """``count x chunks`` zero tiles of ``words`` words; their byte offsets."""
+    return tuple(tuple(layout.put(np.zeros(words, dtype=np.uint32)) for _ in range(chunks))
                  for _ in range(count))
 
 
@@ -167,7 +165,7 @@ class CsbArena:
             entries = slice(s.start, s.start + s.nnz)
             index = pack_bytes(np.asarray(csb.index[entries], dtype=np.int64))
             weights = pack_bytes((buffer[entries] >> BUFFER_EXTRA_BITS) & 0xFF)
-            for offset, words in ((s.iw, np.concatenate([index, weights])), (s.ig[0], index), (s.ig[1], index),
+            for offset, words in ((s.iw, np.concatenate([index, weights])), (s.ig, index),
                                   (s.b[phase], (buffer[entries] & 0xFFFF_FFFF).astype(np.uint32))):
                 arena[offset // 4:offset // 4 + words.size] = words
                 ranges.append((offset // 4, int(words.size)))
@@ -191,7 +189,7 @@ def _block_slots(layout: ArenaLayout, csb: CSBMatrix, buffers: Sequence[Tuple[in
             continue
         index = words_of_bytes(nnz)
         iw = layout.put(np.zeros(2 * index, dtype=np.uint32))
-        ig = tuple(layout.put(np.zeros(index + nnz, dtype=np.uint32)) for _ in range(2))
+        ig = layout.put(np.zeros(index + nnz, dtype=np.uint32))
         slots.append(BlockSlots(row=block.row, col=block.col, start=block.entries.start, nnz=nnz, iw=iw, ig=ig,
                                 b=buffers[len(slots)]))
     return tuple(slots)
@@ -219,10 +217,10 @@ def build_arena(spec: CsbSpec, layers: Sequence[int], batch: int, structures: Se
     layout = ArenaLayout()
     tiles = [-(-width // B) for width in layers]
     # every x tile before every dy tile: WG reads x[l][c][k] and dy[l][r][k] as one block of two rows
-    x = tuple(_tiles(layout, tiles[l], chunks, code, acc) for l in range(len(layers) - 1))
-    z = tuple(_tiles(layout, tiles[l + 1], chunks, acc, 0) for l in range(len(layers) - 1))
-    dx = ((),) + tuple(_tiles(layout, tiles[l], chunks, acc, 0) for l in range(1, len(layers) - 1))
-    dy = tuple(_tiles(layout, tiles[l + 1], chunks, code, acc) for l in range(len(layers) - 1))
+    x = tuple(_tiles(layout, tiles[l], chunks, code) for l in range(len(layers) - 1))
+    z = tuple(_tiles(layout, tiles[l + 1], chunks, acc) for l in range(len(layers) - 1))
+    dx = ((),) + tuple(_tiles(layout, tiles[l], chunks, acc) for l in range(1, len(layers) - 1))
+    dy = tuple(_tiles(layout, tiles[l + 1], chunks, code) for l in range(len(layers) - 1))
     # the buffers first: UPD reads a phase's buffer words and the gradients after them as one block of two rows
     buffers = [[tuple(layout.put(np.zeros(nnz, dtype=np.uint32)) for _ in range(2)) for nnz in _stored_sizes(csb)]
                for csb in structures]

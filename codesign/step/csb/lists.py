@@ -6,14 +6,15 @@ starts the *forward* list, reads the logits' accumulators, writes the loss gradi
 *backward* list. The lists compute what :class:`codesign.loops.csb.CsbMlpTrainer` computes, bit for bit:
 
 * forward, per layer ``l``, lane chunk ``k`` and block row ``r``: FP over the row's stored blocks in column order
-  (the golden sweep's order), the first with ``ZERO``, each later one reading the accumulators the call before
-  left in the gap after its X tile; the last writes ``z`` raw. Hidden layers then run SELECT(z, z) (a ReLU)
+  (the golden sweep's order), the first with ``ZERO``, each later one with ``CARRY`` starting from the sums the
+  call before held in the PE (``HOLD``); the last writes ``z`` raw. Hidden layers then run SELECT(z, z) (a ReLU)
   through the shell's rounding stage at ``fa[l+1] - (fw[l] + fa[l])``, which is the loop's ``rescale`` of
   ``max(z, 0)``: rounding to nearest is monotone and keeps 0, so rounding then clipping at 0 equals clipping
   then rounding. The packed codes are the next layer's X tile;
-* backward, per layer from the last: WG per stored block, a chain over the lane chunks (``ZERO`` on the first,
-  ``G_FIRST`` after it, reading index and running gradient as one segment and X, DY as one block of two rows);
-  for ``l > 0`` EB per input tile over the blocks of its column in row order, then SELECT(dx, z[l - 1]) (the mask
+* backward, per layer from the last: WG per stored block, a chain over the lane chunks held in the PE the same
+  way (index, then X and DY as one block of two rows; the last writes the gradient after the index copy ``ig``);
+  for ``l > 0`` EB per input tile over the blocks of its column in row order, chained alike, then
+  SELECT(dx, z[l - 1]) (the mask
   by the forward's sign) through the rounding stage at ``fe[l - 1] - (fw[l] + fe[l])``, into the previous
   layer's DY tile;
 * the update, per stored block: UPD from the step's phase's buffer words and the final gradient (one block of two
@@ -95,14 +96,15 @@ class _Drafts:
         return Block(offset=offset, words=words, rows=1)
 
     def chain(self, op: Op, slots: Sequence[BlockSlots], data: Sequence[int], target: int) -> None:
-        """FP (``data``: the X tiles of ``slots``) or EB (the DY tiles) over ``slots`` in order, the first from zero;
-        each later call reads its data tile and the accumulators the call before left in the gap after it."""
-        a = self.arena
+        """FP (``data``: the X tiles of ``slots``) or EB (the DY tiles) over ``slots`` in order, the first from zero:
+        every call but the last holds its sums in the PE (``HOLD``) and the next starts from them (``CARRY``), so
+        only the last sends them, to ``target``."""
+        a, last = self.arena, len(slots) - 1
         for j, s in enumerate(slots):
-            seg0 = self.block(s.iw, 2 * s.index_words)
-            seg1 = self.block(data[j], a.code_words + (a.acc_words if j else 0))
-            out = self.block(data[j + 1] + 4 * a.code_words if j + 1 < len(slots) else target, a.acc_words)
-            self.add(header_word(op, s.nnz, zero=not j), (seg0, seg1), out, a.acc_words)
+            segments = (self.block(s.iw, 2 * s.index_words), self.block(data[j], a.code_words))
+            out = self.block(target, a.acc_words if j == last else 0)
+            self.add(header_word(op, s.nnz, zero=not j, carry=bool(j), hold=j < last), segments, out,
+                     a.acc_words if j == last else 0)
 
     def select(self, v: int, z: int, out: int, shift: int) -> None:
         a = self.arena
@@ -130,14 +132,15 @@ def _forward(d: _Drafts, scales: CsbStepScales) -> None:
 
 
 def _gradient(d: _Drafts, layer: int, s: BlockSlots) -> None:
-    """WG of one block, chained over the lane chunks through the two index-and-gradient slots."""
-    a = d.arena
+    """WG of one block, chained over the lane chunks through the PE's held sums; the last writes the gradient
+    after the index in ``ig``, where UPD reads index and gradient as one segment."""
+    a, last = d.arena, d.chunks - 1
     for k in range(d.chunks):
         x, dy = a.x[layer][s.col][k], a.dy[layer][s.row][k]
         operands = Block(offset=x, words=a.code_words, rows=2, stride=dy - x)
-        seg0 = d.block(s.ig[0], s.index_words) if not k else d.block(s.ig[(k - 1) % 2], s.index_words + s.nnz)
-        out = d.block(s.ig[k % 2] + 4 * s.index_words, s.nnz)
-        d.add(header_word(Op.WG, s.nnz, zero=not k, g_first=bool(k)), (seg0, operands), out, s.nnz)
+        count = s.nnz if k == last else 0
+        d.add(header_word(Op.WG, s.nnz, zero=not k, carry=bool(k), hold=k < last),
+              (d.block(s.ig, s.index_words), operands), d.block(s.ig + 4 * s.index_words, count), count)
 
 
 def _backward(d: _Drafts, scales: CsbStepScales) -> None:
@@ -162,7 +165,7 @@ def _update(d: _Drafts, scales: CsbStepScales) -> None:
     for layer, slots in enumerate(a.blocks):
         shift, left = scales.upd[layer]
         for s in slots:
-            grads = s.ig[(d.chunks - 1) % 2] + 4 * s.index_words
+            grads = s.ig + 4 * s.index_words
             operands = Block(offset=s.b[p], words=s.nnz, rows=2, stride=grads - s.b[p])
             d.add(header_word(Op.UPD, s.nnz, shift, left=left), (d.block(s.iw, s.index_words), operands),
                   d.block(s.b[1 - p], s.nnz), s.nnz)

@@ -75,7 +75,7 @@ def test_zero_g_first_and_left_by_hand():
 def test_refused_combinations_and_encoder_errors():
     refused = [FLAG_EW | 2 | 1 << 16, FLAG_EW | FLAG_ZERO | 1 << 16, header_word(EwOp.SELECT, 1, ew=True) | 1 << 8,
                header_word(Op.UPD, 1) | FLAG_ZERO, header_word(Op.FP, 1) | FLAG_G_FIRST,
-               header_word(Op.WG, 1) | FLAG_LEFT, header_word(Op.FP, 1) | 1 << 6]
+               header_word(Op.WG, 1) | FLAG_LEFT, header_word(Op.FP, 1) | 1 << 13]
     assert [header_status(SMALL, word) for word in refused] == [1] * len(refused)
     assert header_status(SMALL, header_word(EwOp.SHR, SMALL.ew_capacity + 1, ew=True)) == 2
     assert header_status(SMALL, header_word(EwOp.SHR, SMALL.ew_capacity, 31, ew=True)) == 0

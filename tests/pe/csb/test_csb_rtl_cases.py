@@ -197,7 +197,7 @@ def transaction_set(shape: CsbSpec, *, count: int, seed: int) -> tuple[list[tupl
     # Directed: refusals (status 1, 2, 3), nnz = 0 and full blocks, saturation, ignored bits, index 0xFF.
     encoded.append([header(FP, 1, shift=3)])                     # shift with an op other than UPD
     operand_sets.append(None)
-    for bit in (6, 7, 13, 15, 25, 31):                           # one reserved bit of each gap (2..5: flags)
+    for bit in (13, 14, 15, 25, 28, 31):                         # reserved bits of each gap (2..7: flags)
         encoded.append([header(int(rng.integers(0, 4)), 0) | 1 << bit])
         operand_sets.append(None)
     encoded.append([header(EB, min(cells + 1, 511))])            # nnz > rows * cols

@@ -29,7 +29,7 @@ def test_layout_keeps_each_segment_together():
     assert last_x < first_dy  # WG reads an X and a DY tile as one block of two rows
     for slots in arena.blocks:
         for s in slots:
-            assert s.b[0] < s.ig[0] and s.b[1] < s.ig[1] and s.b[0] + 4 * s.nnz <= s.b[1]  # UPD: B then G
+            assert s.b[0] < s.ig and s.b[1] < s.ig and s.b[0] + 4 * s.nnz <= s.b[1]  # UPD: B then G
     kept = [(r, c) for r in range(3) for c in range(3) if masks[0][4 * r:4 * r + 4, 4 * c:4 * c + 4].any()]
     assert [(s.row, s.col) for s in arena.blocks[0]] == kept and kept[0][0] == 1  # empty blocks have no slots
     assert sum(s.nnz for s in arena.blocks[1]) == csbs[1].nnz

@@ -1,0 +1,155 @@
+"""Verification stimulus for the CSB PE's held sums (``HOLD``, ``CARRY``; docs/csb.md, "Held sums"): chains of FP,
+EB and WG transactions whose answers depend on the transaction before, so the expected words come from one
+:class:`~codesign.pe.csb.stream.CsbSession` run over the whole set in order (the C testbench and the RTL bench
+stream the file in that order, with nothing in between).
+
+What the directed set pins:
+
+* per op, chains of three (``ZERO`` + ``HOLD``, ``CARRY`` + ``HOLD``, ``CARRY``) over empty, one-entry and full
+  blocks, with sums started near the ``acc_bits`` ends so that they saturate inside and across the calls;
+* a ``HOLD`` that nothing carries: the next transaction (an UPD, an element-wise op, an FP without flags, a refused
+  header) drops the sums, and a ``CARRY`` after it is refused with status 1 (its header alone);
+* ``CARRY`` after a ``HOLD`` of another op, a WG ``CARRY`` with another ``nnz``, a ``CARRY`` after a ``HOLD``
+  answered with status 3 (an index outside the block), ``CARRY`` with ``ZERO`` or ``G_FIRST``, ``HOLD`` or
+  ``CARRY`` on UPD and on the element-wise ops: all status 1;
+* random chains of two to five calls of one op (WG: one ``nnz``), a third of them with garbage in ignored bits,
+  until ``HOLD`` and ``CARRY`` have each ``target`` MACs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from codesign.pe.csb.spec import CsbSpec
+from codesign.pe.csb.stream import (
+    FLAG_CARRY,
+    FLAG_EW,
+    FLAG_G_FIRST,
+    FLAG_HOLD,
+    FLAG_ZERO,
+    STATUS_OK,
+    CsbSession,
+    EwOp,
+    Op,
+    encode_elementwise,
+    encode_transaction,
+    header_word,
+)
+
+FEATURES = ("hold", "carry")
+MAC_OPS = (Op.FP, Op.EB, Op.WG)
+
+
+class ChainBuilder:
+    """Draws the transactions of one chain for ``spec`` from ``rng``."""
+
+    def __init__(self, spec: CsbSpec, rng: np.random.Generator) -> None:
+        from codesign.pe.csb.stimulus import TransactionBuilder
+
+        self.spec, self.rng, self.make = spec, rng, TransactionBuilder(spec, rng)
+
+    def call(self, op: Op, index: np.ndarray, *, first: str, hold: bool, mode: str = "any") -> np.ndarray:
+        """One call of a chain: ``first`` is ``"zero"``, ``"acc"`` (an initial section) or ``"carry"``."""
+        make, k, nnz = self.make, self.spec.kernel, index.size
+        initial = None if first != "acc" else make.acc(make.dy_shape if op == Op.FP else make.x_shape if op == Op.EB
+                                                       else (nnz, k, k), mode)
+        if op == Op.FP:
+            arrays = dict(weights=make.int8((nnz, k, k)), x=make.int8(make.x_shape), acc=initial)
+        elif op == Op.EB:
+            arrays = dict(weights=make.int8((nnz, k, k)), dy=make.int8(make.dy_shape), acc=initial)
+        else:
+            arrays = dict(x=make.int8(make.x_shape), dy=make.int8(make.dy_shape), grads=initial)
+        return encode_transaction(self.spec, op, index=index, zero=first == "zero", carry=first == "carry",
+                                  hold=hold, **arrays)
+
+    def chain(self, op: Op, length: int, nnz: int, *, first: str = "zero", mode: str = "any",
+              end_held: bool = False) -> list[np.ndarray]:
+        """``length`` calls of ``op``, each holding for the next (the last too with ``end_held``); the first has
+        ``nnz`` entries, and so has every WG call (a WG carries its sums by entry), FP and EB draw theirs."""
+        rng, out = self.rng, []
+        for at in range(length):
+            size = nnz if at == 0 or op == Op.WG else int(rng.integers(0, self.spec.capacity + 1))
+            index = self.make.index(size, "shuffled" if rng.random() < 0.5 else "row")
+            out.append(self.call(op, index, first=first if at == 0 else "carry", hold=at < length - 1 or end_held,
+                                 mode=mode))
+        return out
+
+
+def _header(words: np.ndarray) -> int:
+    return int(words[0])
+
+
+def directed_chains(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]:
+    """Input words of the directed cases, in stream order (see the module docstring)."""
+    s, b = spec, ChainBuilder(spec, rng)
+    cap, out = s.capacity, []
+    for op in MAC_OPS:
+        for nnz in (0, 1, cap):
+            out += b.chain(op, 3, nnz, first="zero")
+        out += b.chain(op, 3, cap, first="acc", mode="near")  # 16-bit sums saturate inside and across the calls
+        out += b.chain(op, 2, 1, first="acc", mode="near")
+    carry = {op: header_word(op, 1, carry=True) for op in MAC_OPS}
+    breakers = [encode_elementwise(s, EwOp.SHR, np.arange(2), shift=1),
+                b.make.transaction(Op.UPD, 1, shift=3),
+                b.call(Op.FP, b.make.index(1), first="zero", hold=False),
+                np.array([header_word(Op.FP, 1) | 1 << 13], dtype=np.uint32)]
+    for breaker in breakers:  # a HOLD that nothing carries: the next transaction drops the sums
+        out += b.chain(Op.FP, 1, 2, end_held=True) + [breaker, np.array([carry[Op.FP]], dtype=np.uint32)]
+    out += b.chain(Op.FP, 1, 1, end_held=True) + [np.array([carry[Op.EB]], dtype=np.uint32)]  # another op held
+    out += b.chain(Op.WG, 1, 2, end_held=True) + [np.array([carry[Op.WG]], dtype=np.uint32)]  # another nnz held
+    if s.block_rows < 16 or s.block_cols < 16:  # a HOLD answered with status 3 holds nothing
+        outside = np.array([(s.block_rows - 1) << 4 | (s.block_cols - 1), 0xFF], dtype=np.uint8)
+        make = b.make
+        out.append(encode_transaction(s, Op.FP, index=outside, weights=make.int8((2, s.kernel, s.kernel)),
+                                      x=make.int8(make.x_shape), zero=True, hold=True, check=False))
+        out.append(np.array([carry[Op.FP] & ~(0x1FF << 16) | 2 << 16], dtype=np.uint32))
+    refused = [header_word(Op.FP, 1) | FLAG_CARRY | FLAG_ZERO, header_word(Op.WG, 1) | FLAG_CARRY | FLAG_G_FIRST,
+               header_word(Op.UPD, 1) | FLAG_HOLD, header_word(Op.UPD, 1) | FLAG_CARRY,
+               header_word(EwOp.SELECT, 1, ew=True) | FLAG_HOLD, header_word(EwOp.SHR, 1, ew=True) | FLAG_CARRY]
+    for word in refused:  # each after a held FP of one entry, which it drops
+        out += b.chain(Op.FP, 1, 1, end_held=True) + [np.array([word], dtype=np.uint32)]
+    return out
+
+
+def random_chain(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]:
+    """One random chain, closed (its last call sends the sums), a third of its calls garbled."""
+    b = ChainBuilder(spec, rng)
+    op = MAC_OPS[int(rng.integers(0, 3))]
+    nnz = int(rng.integers(0, spec.capacity + 1))
+    first = str(rng.choice(["zero", "acc"]))
+    calls = b.chain(op, int(rng.integers(2, 6)), nnz, first=first, mode=str(rng.choice(["any", "near", "small"])))
+    return [b.make.garble(words) if rng.random() < 1 / 3 else words for words in calls]
+
+
+def count_chains(spec: CsbSpec, transactions) -> dict[str, int]:
+    """MACs of accepted ``HOLD`` and of accepted ``CARRY`` block transactions."""
+    counts = dict.fromkeys(FEATURES, 0)
+    per_entry = spec.kk * spec.out_pos * spec.batch
+    for words_in, words_out in transactions:
+        header = _header(words_in)
+        if header & FLAG_EW or int(words_out[0]) != STATUS_OK:
+            continue
+        macs = (header >> 16 & 0x1FF) * per_entry
+        counts["hold"] += macs if header & FLAG_HOLD else 0
+        counts["carry"] += macs if header & FLAG_CARRY else 0
+    return counts
+
+
+def chain_transactions(spec: CsbSpec, *, target: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The directed cases, then random chains until ``HOLD`` and ``CARRY`` have ``target`` MACs each; pairs
+    ``(words_in, words_out)`` answered in order by one session that starts holding nothing (the set opens with a
+    transaction that drops whatever the stimulus before it left)."""
+    rng = np.random.default_rng([seed, 41])
+    session = CsbSession(spec)
+    opening = [np.array([header_word(Op.FP, 0) | 1 << 13], dtype=np.uint32)]  # refused: leaves nothing held
+    pairs = [(words, session.answer(words)) for words in opening + directed_chains(spec, rng)]
+    counts = count_chains(spec, pairs)
+    while min(counts.values()) < target:
+        chain = [(words, session.answer(words)) for words in random_chain(spec, rng)]
+        pairs += chain
+        for key, value in count_chains(spec, chain).items():
+            counts[key] += value
+    return pairs
+
+
+__all__ = ["FEATURES", "chain_transactions", "count_chains", "directed_chains", "random_chain"]
