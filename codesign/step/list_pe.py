@@ -72,10 +72,11 @@ def csb_phases(spec, header: int) -> tuple:
     here (the header is): a list's calls hold indices inside the block (status 3 is the builders' error), and a
     ``CARRY`` follows the ``HOLD`` of its chain (the golden shell refuses it otherwise)."""
     from codesign.pe.csb.cycles import compute_cycles, zero_words
-    from codesign.pe.csb.stream import FLAG_BITS, FLAG_EW, FLAG_ZERO, header_status, result_count, transaction_length
+    from codesign.pe.csb.stream import (FLAG_BITS, FLAG_EW, FLAG_ZERO, chain_held, header_status, result_count,
+                                         transaction_length)
 
     op, nnz, flags = header & 3, header >> 16 & 0x1FF, header & FLAG_BITS
-    chain = (op, nnz)  # what a CARRY's chain holds
+    chain = chain_held(spec, header)
     status = header_status(spec, header, chain)
     if status:
         return [(IN, 1, None), (WAIT, 1, None), (OUT, 1, status)], status, 0, 0

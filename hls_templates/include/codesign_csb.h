@@ -445,10 +445,11 @@ struct pe {
 
   // Element-wise ops (flag EW), n elements: SELECT reads v then z (ACC_BITS values) and sends v where z > 0,
   // else 0; SHR reads 24-bit words and sends each shifted right by `shift` (arithmetic: floor).
+  // SELECT with CARRY (`held`): v is already in `values` (held_sums), only z is read.
   static void elementwise(hls::stream<word_t> &in, hls::stream<word_t> &out, int op, ap_uint<5> shift, int n,
-                          acc_t values[MAX_NNZ * KK], buffer_t words[MAX_NNZ * KK]) {
+                          bool held, acc_t values[MAX_NNZ * KK], buffer_t words[MAX_NNZ * KK]) {
     if (op == EW_SELECT) {
-      load_grads(in, n, values);
+      if (!held) load_grads(in, n, values);
     select_words:
       for (int i = 0; i < n; ++i) {
 #pragma HLS PIPELINE II = 1
@@ -468,6 +469,25 @@ struct pe {
     }
     out.write(word_t(STATUS_OK));
     write_words<BUFFER_BITS>(out, n, words);
+  }
+
+  // The FP or EB sums the PE holds, CH * POS * BATCH of them in stream order (channel, position, lane), as a
+  // SELECT's v.
+  template <int CH, int POS>
+  static void held_sums(const acc_t buf[ACC_CH][IN_POS][BATCH], acc_t values[MAX_NNZ * KK]) {
+    int c = 0, p = 0, l = 0;
+  held_sums_words:
+    for (int w = 0; w < CH * POS * BATCH; ++w) {
+#pragma HLS PIPELINE II = 1
+      values[w] = buf[c][p][l];
+      if (++l == BATCH) {
+        l = 0;
+        if (++p == POS) {
+          p = 0;
+          ++c;
+        }
+      }
+    }
   }
 
   // ---------------------------------------------------------------- one transaction
@@ -494,8 +514,13 @@ struct pe {
     const int op = header.range(1, 0).to_int();
     const int nnz = header.range(24, 16).to_int();
     const bool carry_ok = held && held_op == op && (op != OP_WG || held_nnz == nnz);
+    // SELECT with CARRY masks held FP or EB sums, one element per sum
+    const bool select_ok = held && ((held_op == OP_FP && nnz == BLOCK_ROWS * OUT_POS * BATCH) ||
+                                    (held_op == OP_EB && nnz == BLOCK_COLS * IN_POS * BATCH));
+    const int sums_of = held_op;
     held = false;
-    const int status = transaction(in, out, header, carry_ok, index, weights, grads, xbuf, dybuf, accbuf);
+    const int status = transaction(in, out, header, carry_ok, select_ok, sums_of, index, weights, grads, xbuf, dybuf,
+                                   accbuf);
     const unsigned flags = header.to_uint() & 0xFCu;
     if (status == STATUS_OK && (flags & FLAG_HOLD) != 0) {
       held = true;
@@ -506,7 +531,7 @@ struct pe {
 
   // One transaction on the PE's buffers: returns its status (the words are written).
   static int transaction(hls::stream<word_t> &in, hls::stream<word_t> &out, word_t header, bool carry_ok,
-                         index_t index[MAX_NNZ], buffer_t weights[MAX_NNZ * KK], acc_t grads[MAX_NNZ * KK],
+                         bool select_ok, int sums_of, index_t index[MAX_NNZ], buffer_t weights[MAX_NNZ * KK], acc_t grads[MAX_NNZ * KK],
                          code_t xbuf[BLOCK_COLS][IN_POS][BATCH], code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH],
                          acc_t accbuf[ACC_CH][IN_POS][BATCH]) {
     const int op = header.range(1, 0).to_int();
@@ -517,9 +542,13 @@ struct pe {
     const bool left = (flags & FLAG_LEFT) != 0, hold = (flags & FLAG_HOLD) != 0, carry = (flags & FLAG_CARRY) != 0;
     if ((header & word_t(~HEADER_FIELDS_MASK)) != 0) return refuse(out, STATUS_BAD_HEADER);
     if (flags & FLAG_EW) {
-      if (op > EW_SHR || flags != FLAG_EW || (shift != 0 && op == EW_SELECT)) return refuse(out, STATUS_BAD_HEADER);
+      const bool sums = flags == (FLAG_EW | FLAG_CARRY) && op == EW_SELECT;
+      if (op > EW_SHR || (flags != FLAG_EW && !sums) || (shift != 0 && op == EW_SELECT) || (sums && !select_ok))
+        return refuse(out, STATUS_BAD_HEADER);
       if (nnz > EW_CAPACITY) return refuse(out, STATUS_NNZ);
-      elementwise(in, out, op, shift, nnz, grads, weights);
+      if (sums && sums_of == OP_FP) held_sums<BLOCK_ROWS, OUT_POS>(accbuf, grads);
+      if (sums && sums_of == OP_EB) held_sums<BLOCK_COLS, IN_POS>(accbuf, grads);
+      elementwise(in, out, op, shift, nnz, sums, grads, weights);
       return STATUS_OK;
     }
     if ((shift != 0 && op != OP_UPD) || (zero && op == OP_UPD) || (g_first && op != OP_WG) ||

@@ -38,7 +38,9 @@
 // HOLD (FP, EB, WG) drains the status alone and leaves the sums in R or WA;
 // CARRY skips the initial section and starts from them. It is accepted after
 // an accepted HOLD of the same op (WG: the same nnz) only, else status 1:
-// held_* record what the transaction before left.
+// held_* record what the transaction before left. SELECT with CARRY takes no
+// V: it reads the held FP or EB sums from R through the walker, in stream
+// order, as its Z words arrive (as many elements as sums, else status 1).
 //
 // Cycles of one transaction from its first input handshake to its last
 // output handshake, without stalls: n_in + zero + compute + n_out + 1, with
@@ -164,8 +166,10 @@ module csb_pe #(
     wire       h_zero  = in_data[2], h_gf = in_data[3], h_left = in_data[4], h_ew = in_data[5];
     wire       h_hold  = in_data[6], h_carry = in_data[7];
     wire       h_carry_bad = h_zero || h_gf || !held_valid || held_op != h_op || (h_op == OP_WG && held_nnz != h_nnz);
+    wire [AW-1:0] held_sums = (held_op == OP_EB) ? L_EB_WORDS : L_FP_WORDS;
+    wire       h_sel_bad = h_op != EW_SELECT || !held_valid || held_op[1] || {{(AW-9){1'b0}}, h_nnz} != held_sums;
     wire       h_bad   = ((in_data & 32'hFE00E000) != 32'd0) ||
-                         (h_ew ? (h_op[1] || h_zero || h_gf || h_left || h_hold || h_carry ||
+                         (h_ew ? (h_op[1] || h_zero || h_gf || h_left || h_hold || (h_carry && h_sel_bad) ||
                                   (h_shift != 5'd0 && h_op == EW_SELECT))
                                : ((h_shift != 5'd0 && h_op != OP_UPD) || (h_zero && h_op == OP_UPD) ||
                                   (h_gf && h_op != OP_WG) || (h_left && h_op != OP_UPD) ||
@@ -190,7 +194,7 @@ module csb_pe #(
             finish = (o != OP_UPD && !e_w && !refused && !empty) ? S_RUN : S_SEND;
             if (e_w) begin
                 case (cur)
-                    S_HEAD:  next_section = empty ? S_SEND : S_BW;
+                    S_HEAD:  next_section = empty ? S_SEND : (cy ? S_UG : S_BW);
                     S_BW:    next_section = (o == EW_SELECT) ? S_UG : S_SEND;
                     default: next_section = S_SEND;
                 endcase
@@ -268,13 +272,16 @@ module csb_pe #(
     reg [2:0]    wk_cres, wk_rres;     // c mod P and (r*OUT_W) mod P
     reg [AW-1:0] wk_cdiv;              // c / P
     reg [AW-1:0] wk_base;              // (ch*H + r) * CW
-    wire [PW-1:0] wk_h  = is_eb ? L_IN_H : L_OUT_H;
-    wire [PW-1:0] wk_w  = is_eb ? L_IN_W : L_OUT_W;
-    wire [AW-1:0] wk_cw = is_eb ? L_CW_IN : L_CW_OUT;
+    wire          sel_sums = is_sel && carry;   // SELECT's V: the held sums, read from R in stream order
+    wire          wk_eb = is_eb || (sel_sums && held_op == OP_EB);   // the grid: EB's input tile, else FP's output
+    wire [PW-1:0] wk_h  = wk_eb ? L_IN_H : L_OUT_H;
+    wire [PW-1:0] wk_w  = wk_eb ? L_IN_W : L_OUT_W;
+    wire [AW-1:0] wk_cw = wk_eb ? L_CW_IN : L_CW_OUT;
     wire          wk_lane_end = (wk_lane == BATCH - 1);
     wire          wk_col_end  = (wk_c + 12'd1 == wk_w);
     wire          wk_clear    = (state == S_HEAD) || (state == S_RB && take && sec_last);
-    wire          wk_adv      = (state == S_RB && take) || (send_word && (is_fp || is_eb));
+    wire          wk_adv      = ((state == S_RB || (state == S_UG && sel_sums)) && take) ||
+                                (send_word && (is_fp || is_eb));
     // next state, when the walker moves on
     wire          wk_step_col = wk_adv && wk_lane_end;
     wire          wk_step_row = wk_step_col && wk_col_end;
@@ -353,6 +360,10 @@ module csb_pe #(
     );
     wire [7:0] weight = w8_q >> (8 * b_wt_at[1:0]);
 
+    wire [ACC_BITS*BATCH*PARALLEL-1:0] r_q;       // bank k at [ACC_BITS*BATCH*k +: ...]
+    // the R word at the walker (the drain's result, or a SELECT's held sum)
+    wire [ACC_BITS-1:0] r_word = r_q >> (ACC_BITS * (BATCH * wk_bank + wk_lane));
+
     // WA: G (WG) and the 24-bit buffer (UPD); written by the load or by stage B of WG
     wire [WB_W-1:0]  wa_q;
     wire [23:0]      upd_new;
@@ -369,7 +380,8 @@ module csb_pe #(
     wire signed [WB_W-1:0] shr_word_x = buf_word_x >>> shift;             // SHR: floor
     wire [ACC_BITS-1:0]    z_word     = in_data[ACC_BITS-1:0];
     wire                   z_pos      = !z_word[ACC_BITS-1] && (z_word != {ACC_BITS{1'b0}});
-    wire signed [WB_W-1:0] sel_word_x = z_pos ? wa_q : {WB_W{1'b0}};      // SELECT: v where z > 0
+    wire signed [WB_W-1:0] sel_v      = sel_sums ? $signed(r_word) : $signed(wa_q);
+    wire signed [WB_W-1:0] sel_word_x = z_pos ? sel_v : {WB_W{1'b0}};     // SELECT: v where z > 0
     wire signed [WB_W-1:0] g_final;
     wire wg_write = b_run && is_wg && b_last_chunk;
     wire [WB_W-1:0] wa_wdata = wg_write ? g_final
@@ -384,7 +396,6 @@ module csb_pe #(
         .rdata(wa_q)
     );
 
-    wire [ACC_BITS*BATCH*PARALLEL-1:0] r_q;       // bank k at [ACC_BITS*BATCH*k +: ...]
     wire [ACC_BITS*BATCH*PARALLEL-1:0] g_acc_out;
     wire [BATCH-1:0] r_lane_we = {{(BATCH-1){1'b0}}, 1'b1} << wk_lane;
     wire r_load = (state == S_RB);
@@ -479,7 +490,6 @@ module csb_pe #(
     assign g_final = $signed(g_grp[PARALLEL-1].merged);
 
     // ---- drain words -------------------------------------------------------------------------
-    wire [ACC_BITS-1:0] r_word = r_q >> (ACC_BITS * (BATCH * wk_bank + wk_lane));
     wire signed [31:0]  r_word_x = $signed(r_word);
     wire signed [31:0]  w_word_x = $signed(wa_q);
     wire [31:0] result_word = (is_fp || is_eb) ? r_word_x : w_word_x;

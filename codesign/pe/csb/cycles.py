@@ -27,7 +27,8 @@ cycles the section would have taken (``load = n_in + zero words``); an
 element-wise transaction (SELECT, SHR) loads, computes nothing and drains its
 ``n`` results (``compute = 0``, ``drain = 2 + n``). ``CARRY`` leaves the initial
 section out of the stream and takes no cycle for it (the sums are where the
-``HOLD`` before left them); ``HOLD`` drains the status alone (``drain = 2``).
+``HOLD`` before left them; a SELECT with ``CARRY`` loads its ``Z`` words
+alone); ``HOLD`` drains the status alone (``drain = 2``).
 A ``CARRY`` the PE refuses (nothing of its op held) is its header alone, so
 the words tell the model which it was.
 
@@ -121,7 +122,8 @@ def _refused(pe: PeShape, header: int) -> bool:
     if header & RESERVED_MASK:
         return True
     if flags & FLAG_EW:
-        return op > 1 or flags != FLAG_EW or bool(shift and op == 0) or \
+        held_sums = flags == FLAG_EW | FLAG_CARRY and op == 0  # SELECT on the held sums
+        return op > 1 or (flags != FLAG_EW and not held_sums) or bool(shift and op == 0) or \
             nnz > min(pe.block_rows * pe.block_cols * pe.kernel ** 2, 0x1FF)
     return bool((shift and op != OP_UPD) or (flags & FLAG_ZERO and op == OP_UPD)
                 or (flags & FLAG_G_FIRST and op != OP_WG) or (flags & FLAG_LEFT and op != OP_UPD)
@@ -148,7 +150,7 @@ def transaction_cycles(pe: PeShape, words_in) -> TransactionCycles:
         raise ValueError("a transaction has at least its header word")
     header = words[0]
     op, nnz = header & 3, (header >> 16) & 0x1FF
-    if _refused(pe, header) or (header & FLAG_CARRY and len(words) == 1):  # an accepted CARRY has X or DY words
+    if _refused(pe, header) or (header & FLAG_CARRY and len(words) == 1):  # an accepted CARRY has X, DY or Z words
         return TransactionCycles(load=len(words), compute=0, drain=2)  # header, status only
     if header & FLAG_EW:
         return TransactionCycles(load=len(words), compute=0, drain=2 + nnz)

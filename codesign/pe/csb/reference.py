@@ -172,8 +172,11 @@ def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, ou
     if header & RESERVED_MASK:
         return [STATUS_BAD_HEADER]
     if flags & ELEMENTWISE:
+        sums = None  # SELECT with CARRY masks the FP (or EB) sums held: one per output (input) channel, position, lane
+        if held is not None and held[0] in (OP_FP, OP_EB):
+            sums = held[2]
         return _elementwise(reader, op, shift, nnz, flags, min(block_rows * block_cols * kernel * kernel, 511),
-                            acc_bits)
+                            acc_bits, sums)
     if (shift and op != OP_UPD) or (flags & ZERO and op == OP_UPD) or (flags & G_FIRST and op != OP_WG) \
             or (flags & LEFT and op != OP_UPD) or (flags & (HOLD | CARRY) and op == OP_UPD):
         return [STATUS_BAD_HEADER]
@@ -206,9 +209,13 @@ def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, ou
 
 
 def _elementwise(reader: _Reader, op: int, shift: int, count: int, flags: int, capacity: int,
-                 acc_bits: int) -> list[int]:
-    """SELECT (op 0): v where z > 0, else 0, on acc_bits values; SHR (op 1): a 24-bit word shifted right, floored."""
-    if op > 1 or flags != ELEMENTWISE or (shift and op == 0):
+                 acc_bits: int, sums=None) -> list[int]:
+    """SELECT (op 0): v where z > 0, else 0, on acc_bits values; SHR (op 1): a 24-bit word shifted right, floored.
+    SELECT with CARRY takes v from ``sums`` (the held FP or EB sums, as many as its elements) and reads z alone."""
+    carry = flags == ELEMENTWISE | CARRY and op == 0
+    if op > 1 or (flags != ELEMENTWISE and not carry) or (shift and op == 0):
+        return [STATUS_BAD_HEADER]
+    if carry and (sums is None or len(sums) != count):
         return [STATUS_BAD_HEADER]
     if count > capacity:
         return [STATUS_NNZ]
@@ -216,7 +223,7 @@ def _elementwise(reader: _Reader, op: int, shift: int, count: int, flags: int, c
         values = [_signed(reader.word(), 24) for _ in range(count)]
         result = [_word(value // (1 << shift)) for value in values]
     else:
-        values = [_signed(reader.word(), acc_bits) for _ in range(count)]
+        values = list(sums) if carry else [_signed(reader.word(), acc_bits) for _ in range(count)]
         signs = [_signed(reader.word(), acc_bits) for _ in range(count)]
         result = [_word(value if sign > 0 else 0) for value, sign in zip(values, signs)]
     if reader.at != len(reader.words):

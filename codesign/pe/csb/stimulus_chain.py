@@ -9,11 +9,14 @@ What the directed set pins:
   blocks, with sums started near the ``acc_bits`` ends so that they saturate inside and across the calls;
 * a ``HOLD`` that nothing carries: the next transaction (an UPD, an element-wise op, an FP without flags, a refused
   header) drops the sums, and a ``CARRY`` after it is refused with status 1 (its header alone);
+* SELECT with ``CARRY`` on held FP and EB sums (where they fit its capacity), with ``Z`` at 0, +-1 and the ends;
+  refused after a held WG, with nothing held and with one element too many or too few;
 * ``CARRY`` after a ``HOLD`` of another op, a WG ``CARRY`` with another ``nnz``, a ``CARRY`` after a ``HOLD``
   answered with status 3 (an index outside the block), ``CARRY`` with ``ZERO`` or ``G_FIRST``, ``HOLD`` or
   ``CARRY`` on UPD and on the element-wise ops: all status 1;
 * random chains of two to five calls of one op (WG: one ``nnz``), a third of them with garbage in ignored bits,
-  until ``HOLD`` and ``CARRY`` have each ``target`` MACs.
+  FP and EB chains ending held and masked by a SELECT half of the time, until ``HOLD`` and ``CARRY`` have each
+  ``target`` MACs and the SELECTs ``target`` elements (where a held tile fits a SELECT).
 """
 
 from __future__ import annotations
@@ -32,11 +35,13 @@ from codesign.pe.csb.stream import (
     EwOp,
     Op,
     encode_elementwise,
+    encode_select_held,
     encode_transaction,
     header_word,
+    result_count,
 )
 
-FEATURES = ("hold", "carry")
+FEATURES = ("hold", "carry", "select")
 MAC_OPS = (Op.FP, Op.EB, Op.WG)
 
 
@@ -75,6 +80,22 @@ class ChainBuilder:
         return out
 
 
+def held_tiles(spec: CsbSpec) -> list[Op]:
+    """The ops whose held sums a SELECT can take whole (as many as its capacity allows)."""
+    return [op for op in (Op.FP, Op.EB) if result_count(spec, op, 0) <= spec.ew_capacity]
+
+
+def select_held(spec: CsbSpec, op: Op, rng: np.random.Generator, mode: str = "any") -> np.ndarray:
+    """A SELECT with ``CARRY`` after a held ``op``: ``Z`` random, a third at 0, +-1 or the ``acc_bits`` ends."""
+    from codesign.pe.csb.stimulus import TransactionBuilder
+
+    n = result_count(spec, op, 0)
+    z = TransactionBuilder(spec, rng).acc((n,), mode)
+    special = rng.random(n) < 1 / 3
+    z[special] = rng.choice([0, 1, -1, spec.acc_min, spec.acc_max], size=int(special.sum()))
+    return encode_select_held(spec, z)
+
+
 def _header(words: np.ndarray) -> int:
     return int(words[0])
 
@@ -88,6 +109,17 @@ def directed_chains(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]
             out += b.chain(op, 3, nnz, first="zero")
         out += b.chain(op, 3, cap, first="acc", mode="near")  # 16-bit sums saturate inside and across the calls
         out += b.chain(op, 2, 1, first="acc", mode="near")
+    for op in held_tiles(s):  # SELECT on held sums, after a chain of one call and of three
+        for length in (1, 3):
+            out += b.chain(op, length, cap, first="acc", mode="near", end_held=True) + [select_held(s, op, rng)]
+    fp_sums = result_count(s, Op.FP, 0)
+    for held in (b.chain(Op.WG, 1, 1, end_held=True), []):  # a held WG, or nothing held
+        out += held + [np.array([header_word(EwOp.SELECT, min(fp_sums, s.ew_capacity), ew=True, carry=True)],
+                                dtype=np.uint32)]
+    for count in (fp_sums - 1, fp_sums + 1):  # one element too few, or too many
+        if 0 <= count <= 0x1FF:
+            out += b.chain(Op.FP, 1, 1, end_held=True) + [np.array([header_word(EwOp.SELECT, count, ew=True,
+                                                                                carry=True)], dtype=np.uint32)]
     carry = {op: header_word(op, 1, carry=True) for op in MAC_OPS}
     breakers = [encode_elementwise(s, EwOp.SHR, np.arange(2), shift=1),
                 b.make.transaction(Op.UPD, 1, shift=3),
@@ -117,17 +149,34 @@ def random_chain(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]:
     op = MAC_OPS[int(rng.integers(0, 3))]
     nnz = int(rng.integers(0, spec.capacity + 1))
     first = str(rng.choice(["zero", "acc"]))
-    calls = b.chain(op, int(rng.integers(2, 6)), nnz, first=first, mode=str(rng.choice(["any", "near", "small"])))
-    return [b.make.garble(words) if rng.random() < 1 / 3 else words for words in calls]
+    mode = str(rng.choice(["any", "near", "small"]))
+    masked = op in held_tiles(spec) and rng.random() < 0.5
+    calls = b.chain(op, int(rng.integers(2, 6)), nnz, first=first, mode=mode, end_held=masked)
+    calls = [b.make.garble(words) if rng.random() < 1 / 3 else words for words in calls]
+    return calls + ([select_held(spec, op, rng, mode)] if masked else [])
+
+
+def random_select(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]:
+    """A held FP or EB of up to two entries from random initial sums, then a SELECT on them: the cheapest way to
+    many SELECT elements once the chains have their MACs."""
+    b = ChainBuilder(spec, rng)
+    op = held_tiles(spec)[int(rng.integers(0, len(held_tiles(spec))))]
+    mode = str(rng.choice(["any", "near", "small"]))
+    return b.chain(op, 1, int(rng.integers(0, 3)), first="acc", mode=mode, end_held=True) + \
+        [select_held(spec, op, rng, mode)]
 
 
 def count_chains(spec: CsbSpec, transactions) -> dict[str, int]:
-    """MACs of accepted ``HOLD`` and of accepted ``CARRY`` block transactions."""
+    """MACs of accepted ``HOLD`` and of accepted ``CARRY`` block transactions, elements of accepted SELECTs on
+    held sums."""
     counts = dict.fromkeys(FEATURES, 0)
     per_entry = spec.kk * spec.out_pos * spec.batch
     for words_in, words_out in transactions:
         header = _header(words_in)
-        if header & FLAG_EW or int(words_out[0]) != STATUS_OK:
+        if int(words_out[0]) != STATUS_OK:
+            continue
+        if header & FLAG_EW:
+            counts["select"] += header >> 16 & 0x1FF if header & FLAG_CARRY else 0
             continue
         macs = (header >> 16 & 0x1FF) * per_entry
         counts["hold"] += macs if header & FLAG_HOLD else 0
@@ -136,7 +185,8 @@ def count_chains(spec: CsbSpec, transactions) -> dict[str, int]:
 
 
 def chain_transactions(spec: CsbSpec, *, target: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The directed cases, then random chains until ``HOLD`` and ``CARRY`` have ``target`` MACs each; pairs
+    """The directed cases, then random chains until ``HOLD`` and ``CARRY`` have ``target`` MACs each and SELECT on
+    held sums ``target`` elements (where a held tile fits one); pairs
     ``(words_in, words_out)`` answered in order by one session that starts holding nothing (the set opens with a
     transaction that drops whatever the stimulus before it left)."""
     rng = np.random.default_rng([seed, 41])
@@ -144,12 +194,16 @@ def chain_transactions(spec: CsbSpec, *, target: int, seed: int) -> list[tuple[n
     opening = [np.array([header_word(Op.FP, 0) | 1 << 13], dtype=np.uint32)]  # refused: leaves nothing held
     pairs = [(words, session.answer(words)) for words in opening + directed_chains(spec, rng)]
     counts = count_chains(spec, pairs)
-    while min(counts.values()) < target:
-        chain = [(words, session.answer(words)) for words in random_chain(spec, rng)]
+    wanted = [feature for feature in FEATURES if feature != "select" or held_tiles(spec)]
+    while min(counts[feature] for feature in wanted) < target:
+        only_select = all(counts[feature] >= target for feature in wanted if feature != "select")
+        drawn = random_select(spec, rng) if only_select else random_chain(spec, rng)
+        chain = [(words, session.answer(words)) for words in drawn]
         pairs += chain
         for key, value in count_chains(spec, chain).items():
             counts[key] += value
     return pairs
 
 
-__all__ = ["FEATURES", "chain_transactions", "count_chains", "directed_chains", "random_chain"]
+__all__ = ["FEATURES", "chain_transactions", "count_chains", "directed_chains", "held_tiles", "random_chain",
+           "random_select", "select_held"]

@@ -16,7 +16,8 @@ shift 0) and ``EW`` (an element-wise op: SELECT ``v where z > 0 else 0``, or
 SHR ``v >> s``; the count field counts elements), ``HOLD`` (FP, EB, WG send
 the status alone and keep their results in the PE) and ``CARRY`` (FP, EB, WG
 take no initial section and start from what the transaction just before held:
-the same op, for WG the same ``nnz``; else status 1). They let a training step
+the same op, for WG the same ``nnz``; else status 1; SELECT with ``CARRY``
+takes no ``V``: it masks the FP or EB sums held, as many as its elements). They let a training step
 run as call lists with every operand in place (:mod:`codesign.step.csb`);
 :class:`CsbSession` is the PE's state from one transaction to the next.
 
@@ -100,6 +101,18 @@ def header_word(op, nnz: int, shift: int = 0, *, zero: bool = False, g_first: bo
 Held = Tuple[int, int]  # (op, nnz) of the transaction whose results the PE holds (FLAG_HOLD)
 
 
+def chain_held(spec: CsbSpec, header: int) -> Optional[Held]:
+    """What the transaction before a ``CARRY`` header must have held for it to be accepted (a list's chains hold
+    it; ``None`` for a header without ``CARRY``): the same op and ``nnz``, or for SELECT an FP or EB whose sums
+    are as many as its elements."""
+    op, nnz, flags = header & 3, header >> 16 & 0x1FF, header & FLAG_BITS
+    if not flags & FLAG_CARRY:
+        return None
+    if flags & FLAG_EW:
+        return (Op.EB, 0) if nnz == result_count(spec, Op.EB, 0) else (Op.FP, 0)
+    return (op, nnz)
+
+
 def header_status(spec: CsbSpec, header: int, held: Optional[Held] = None) -> int:
     """0 when the header is accepted, else status 1 or 2 (the PE then reads nothing more). ``held``: what the
     transaction before left in the PE (``None``: nothing); ``CARRY`` needs the same op (and for WG the same
@@ -108,7 +121,10 @@ def header_status(spec: CsbSpec, header: int, held: Optional[Held] = None) -> in
     if header & ~HEADER_FIELDS & WORD_MASK:
         return STATUS_BAD_HEADER
     if flags & FLAG_EW:
-        if op > EwOp.SHR or flags != FLAG_EW or (shift and op != EwOp.SHR):
+        carry = flags == FLAG_EW | FLAG_CARRY and op == EwOp.SELECT
+        if op > EwOp.SHR or (flags != FLAG_EW and not carry) or (shift and op != EwOp.SHR):
+            return STATUS_BAD_HEADER
+        if carry and (held is None or held[0] not in (Op.FP, Op.EB) or nnz != result_count(spec, held[0], held[1])):
             return STATUS_BAD_HEADER
         return STATUS_NNZ if nnz > spec.ew_capacity else STATUS_OK
     if (shift and op != Op.UPD) or (flags & FLAG_ZERO and op == Op.UPD) or (flags & FLAG_G_FIRST and op != Op.WG) \
@@ -126,7 +142,9 @@ def sections(spec: CsbSpec, op, nnz: int, flags: int = 0) -> list[tuple[str, str
     """``(name, 'bytes' | 'words', count)`` of the sections after the header, in stream order (``flags``: the
     header's flag bits)."""
     if flags & FLAG_EW:
-        return [("v", "words", nnz), ("z", "words", nnz)] if EwOp(op) == EwOp.SELECT else [("v", "words", nnz)]
+        if EwOp(op) == EwOp.SHR:
+            return [("v", "words", nnz)]
+        return ([] if flags & FLAG_CARRY else [("v", "words", nnz)]) + [("z", "words", nnz)]
     op, kk = _op(op), spec.kk
     zero, g_first = bool(flags & (FLAG_ZERO | FLAG_CARRY)), bool(flags & FLAG_G_FIRST)
     x_bytes = spec.block_cols * spec.in_pos * spec.batch
@@ -255,7 +273,9 @@ def parse_transaction(spec: CsbSpec, words, held: Optional[Held] = None,
     shapes = _shapes(spec, nnz)
     acc_shape = shapes["dy"] if op == Op.FP else shapes["x"]
     at, data, index = 1, {}, np.zeros(0, np.uint8)
-    if flags & (FLAG_ZERO | FLAG_CARRY):  # the sums start at 0, or at the results the PE holds
+    if flags & FLAG_EW and flags & FLAG_CARRY:  # SELECT's V: the FP or EB sums the PE holds
+        data["v"] = np.asarray(held_values, dtype=np.int64)
+    elif flags & (FLAG_ZERO | FLAG_CARRY):  # the sums start at 0, or at the results the PE holds
         initial = np.zeros(acc_shape if op != Op.WG else shapes["grads"], np.int64)
         if flags & FLAG_CARRY:
             initial = np.asarray(held_values, dtype=np.int64).reshape(initial.shape)
@@ -379,6 +399,17 @@ def encode_elementwise(spec: CsbSpec, op, v, z=None, *, shift: int = 0) -> np.nd
             raise ValueError(f"z has {z.size} elements, v {v.size}")
         words.append((golden.check_codes("z", z, bits) & WORD_MASK).astype(np.uint32))
     return np.concatenate(words).astype(np.uint32)
+
+
+def encode_select_held(spec: CsbSpec, z) -> np.ndarray:
+    """Input words of a SELECT with ``CARRY``: ``z`` (``acc_bits`` values), one per FP or EB sum the PE holds,
+    which it masks (V is not sent)."""
+    z = np.asarray(z).reshape(-1)
+    if z.size > spec.ew_capacity:
+        raise ValueError(f"{z.size} elements exceed the element-wise capacity {spec.ew_capacity} (status 2)")
+    words = golden.check_codes("z", z, spec.acc_bits) & WORD_MASK
+    header = header_word(EwOp.SELECT, z.size, ew=True, carry=True)
+    return np.concatenate([[header], words]).astype(np.uint32)
 
 
 def encode_transaction(spec: CsbSpec, op, *, index=None, weights=None, x=None, dy=None, acc=None, grads=None,

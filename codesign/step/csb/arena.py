@@ -11,9 +11,10 @@ So the arena keeps together what one call reads in one segment:
   phase's and writes the other's);
 * per lane chunk ``k`` (``spec.batch`` samples) and channel tile (``B`` = block rows = block columns channels):
   ``x[l][c][k]`` = layer ``l``'s input codes (``B * b`` bytes, channel-major, lanes inner: the PE's X section);
-  ``dy[l][r][k]`` = the error codes of layer ``l``'s output (EB's DY); ``z[l][r][k]`` = layer ``l``'s accumulators (the pre-activation, kept for the mask), ``dx[l][c][k]`` = the
-  accumulators of ``W^T dy`` before the mask. Every ``dy`` tile lies after every ``x`` tile, so WG reads
-  ``x[l][c][k]`` and ``dy[l][r][k]`` as one block of two rows.
+  ``dy[l][r][k]`` = the error codes of layer ``l``'s output (EB's DY); ``z[l][r][k]`` = layer ``l``'s
+  accumulators (the pre-activation, kept for the mask; ``W^T dy`` never leaves the PE before its mask). Every
+  ``dy`` tile lies after every ``x`` tile, so WG reads ``x[l][c][k]`` and ``dy[l][r][k]`` as one block of two
+  rows.
 
 Tiles no call writes (a block row without a stored entry) stay zero, which is what the PE would compute there.
 The encoding (index, weights, buffers) is written once per pruning event (:meth:`CsbArena.write_state`), not per
@@ -68,7 +69,7 @@ def _tiles(layout: ArenaLayout, count: int, chunks: int, words: int) -> Tuple[Tu
 class CsbArena:
     """The arena of a CSB MLP step (see the module docstring): ``layers`` widths, ``batch`` rows a step, lane
     ``chunks`` of ``spec.batch``, ``tile`` = ``B`` channels a tile; per layer the tile offsets ``x``, ``dy``,
-    ``z``, ``dx`` (``dx[0]`` empty) and the ``blocks`` of its stored structure; ``records`` (a record slot per call
+    ``z`` and the ``blocks`` of its stored structure; ``records`` (a record slot per call
     of the longest list, ``record_slots``) and the arena's first ``image`` (the encoded state in phase 0)."""
 
     spec: CsbSpec
@@ -78,7 +79,6 @@ class CsbArena:
     x: Tuple[Tuple[Tuple[int, ...], ...], ...]
     dy: Tuple[Tuple[Tuple[int, ...], ...], ...]
     z: Tuple[Tuple[Tuple[int, ...], ...], ...]
-    dx: Tuple[Tuple[Tuple[int, ...], ...], ...]
     blocks: Tuple[Tuple[BlockSlots, ...], ...]
     records: int
     record_slots: int
@@ -219,14 +219,13 @@ def build_arena(spec: CsbSpec, layers: Sequence[int], batch: int, structures: Se
     # every x tile before every dy tile: WG reads x[l][c][k] and dy[l][r][k] as one block of two rows
     x = tuple(_tiles(layout, tiles[l], chunks, code) for l in range(len(layers) - 1))
     z = tuple(_tiles(layout, tiles[l + 1], chunks, acc) for l in range(len(layers) - 1))
-    dx = ((),) + tuple(_tiles(layout, tiles[l], chunks, acc) for l in range(1, len(layers) - 1))
     dy = tuple(_tiles(layout, tiles[l + 1], chunks, code) for l in range(len(layers) - 1))
     # the buffers first: UPD reads a phase's buffer words and the gradients after them as one block of two rows
     buffers = [[tuple(layout.put(np.zeros(nnz, dtype=np.uint32)) for _ in range(2)) for nnz in _stored_sizes(csb)]
                for csb in structures]
     blocks = tuple(_block_slots(layout, csb, slots) for csb, slots in zip(structures, buffers))
     records = layout.reserve(RECORD_WORDS * max(record_slots, 1))
-    return CsbArena(spec=spec, layers=layers, batch=batch, chunks=chunks, x=x, dy=dy, z=z, dx=dx,
+    return CsbArena(spec=spec, layers=layers, batch=batch, chunks=chunks, x=x, dy=dy, z=z,
                     blocks=blocks, records=records, record_slots=record_slots, image=layout.image())
 
 

@@ -13,8 +13,8 @@ starts the *forward* list, reads the logits' accumulators, writes the loss gradi
   then rounding. The packed codes are the next layer's X tile;
 * backward, per layer from the last: WG per stored block, a chain over the lane chunks held in the PE the same
   way (index, then X and DY as one block of two rows; the last writes the gradient after the index copy ``ig``);
-  for ``l > 0`` EB per input tile over the blocks of its column in row order, chained alike, then
-  SELECT(dx, z[l - 1]) (the mask
+  for ``l > 0`` EB per input tile over the blocks of its column in row order, chained alike and its sums left held,
+  then SELECT with ``CARRY`` on them and ``z[l - 1]`` (the mask
   by the forward's sign) through the rounding stage at ``fe[l - 1] - (fw[l] + fe[l])``, into the previous
   layer's DY tile;
 * the update, per stored block: UPD from the step's phase's buffer words and the final gradient (one block of two
@@ -95,20 +95,27 @@ class _Drafts:
     def block(self, offset: int, words: int) -> Block:
         return Block(offset=offset, words=words, rows=1)
 
-    def chain(self, op: Op, slots: Sequence[BlockSlots], data: Sequence[int], target: int) -> None:
+    def chain(self, op: Op, slots: Sequence[BlockSlots], data: Sequence[int], target: Optional[int]) -> None:
         """FP (``data``: the X tiles of ``slots``) or EB (the DY tiles) over ``slots`` in order, the first from zero:
         every call but the last holds its sums in the PE (``HOLD``) and the next starts from them (``CARRY``), so
-        only the last sends them, to ``target``."""
+        only the last sends them, to ``target`` (``None``: it holds them too, for a SELECT)."""
         a, last = self.arena, len(slots) - 1
         for j, s in enumerate(slots):
             segments = (self.block(s.iw, 2 * s.index_words), self.block(data[j], a.code_words))
-            out = self.block(target, a.acc_words if j == last else 0)
-            self.add(header_word(op, s.nnz, zero=not j, carry=bool(j), hold=j < last), segments, out,
-                     a.acc_words if j == last else 0)
+            sends = j == last and target is not None
+            self.add(header_word(op, s.nnz, zero=not j, carry=bool(j), hold=not sends), segments,
+                     self.block(target or 0, a.acc_words if sends else 0), a.acc_words if sends else 0)
 
     def select(self, v: int, z: int, out: int, shift: int) -> None:
         a = self.arena
         self.add(header_word(EwOp.SELECT, a.acc_words, ew=True), (self.block(v, a.acc_words), self.block(z, a.acc_words)),
+                 self.block(out, a.code_words), a.acc_words, _codes(a.acc_words, shift))
+
+    def select_held(self, z: int, out: int, shift: int) -> None:
+        """SELECT(held sums, ``z``) through the rounding stage at ``shift``: the mask of the chain's sums the PE
+        holds by the forward's sign, as codes."""
+        a = self.arena
+        self.add(header_word(EwOp.SELECT, a.acc_words, ew=True, carry=True), (self.block(z, a.acc_words),),
                  self.block(out, a.code_words), a.acc_words, _codes(a.acc_words, shift))
 
     def calls(self, first_record: int) -> Tuple[Call, ...]:
@@ -152,12 +159,12 @@ def _backward(d: _Drafts, scales: CsbStepScales) -> None:
         if not layer:
             continue
         for k in range(d.chunks):
-            for c, line in enumerate(a.dx[layer]):
+            for c in range(len(a.x[layer])):
                 column = [s for s in slots if s.col == c]
                 if not column:
-                    continue  # no stored entry: dx and the previous layer's DY tile stay 0
-                d.chain(Op.EB, column, [a.dy[layer][s.row][k] for s in column], line[k])
-                d.select(line[k], a.z[layer - 1][c][k], a.dy[layer - 1][c][k], scales.mask[layer])
+                    continue  # no stored entry: the previous layer's DY tile stays 0
+                d.chain(Op.EB, column, [a.dy[layer][s.row][k] for s in column], None)
+                d.select_held(a.z[layer - 1][c][k], a.dy[layer - 1][c][k], scales.mask[layer])
 
 
 def _update(d: _Drafts, scales: CsbStepScales) -> None:

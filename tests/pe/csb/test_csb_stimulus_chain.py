@@ -13,14 +13,16 @@ from codesign.pe.csb import CsbSpec
 from codesign.pe.csb.cycles import transaction_cycles
 from codesign.pe.csb.pe import CsbPE
 from codesign.pe.csb.stimulus import TransactionBuilder
-from codesign.pe.csb.stimulus_chain import FEATURES, chain_transactions, count_chains
+from codesign.pe.csb.stimulus_chain import FEATURES, chain_transactions, count_chains, held_tiles
 from codesign.pe.csb.stream import (
     FLAG_CARRY,
+    FLAG_EW,
     CsbSession,
     EwOp,
     Op,
     decode_output,
     encode_elementwise,
+    encode_select_held,
     encode_transaction,
     expected_output,
     header_word,
@@ -55,6 +57,24 @@ def test_a_held_chain_equals_the_chain_that_streams_its_sums(op):
                                                  **({} if at else {initial: start}), **operands))
         assert held.tolist() == ([0] if at < 3 else streamed.tolist())
     assert np.any(np.abs(sums) == 1 << 15) or np.any(sums == (1 << 15) - 1)  # the 16-bit sums saturated on the way
+
+
+@pytest.mark.parametrize("op", [Op.FP, Op.EB])
+def test_a_select_on_held_sums_masks_them_where_z_is_positive(op):
+    spec = CsbSpec(block_rows=3, block_cols=8, batch=2, acc_bits=16)
+    make = TransactionBuilder(spec, np.random.default_rng(3))
+    index, operands = make.index(5), _operands(make, op, 5)
+    sent = expected_output(spec, encode_transaction(spec, op, index=index, zero=True, **operands))
+    sums = decode_output(spec, op, 5, sent)[1]
+    z = make.acc((sums.size,))
+    z[:4] = [0, 1, -1, spec.acc_min]
+    session = CsbSession(spec)
+    assert session.answer(encode_transaction(spec, op, index=index, zero=True, hold=True, **operands)).tolist() == [0]
+    masked = session.answer(encode_select_held(spec, z))
+    assert masked[1:].view(np.int32).tolist() == np.where(z > 0, sums, 0).tolist()
+    assert session.held is None  # a SELECT holds nothing: a second one is refused from its header
+    assert session.answer(encode_select_held(spec, z)[:1]).tolist() == [1]
+    assert transaction_cycles(spec, encode_select_held(spec, z)).load == 1 + z.size  # Z alone
 
 
 def _held_fp(spec: CsbSpec, rng: np.random.Generator, nnz: int = 1) -> np.ndarray:
@@ -112,14 +132,16 @@ def test_grid_chains_reach_their_target_and_agree_with_the_reference_in_order(ca
     pe, spec = CsbPE(), case.spec
     pairs = chain_transactions(spec, target=10_000, seed=2024)
     counts = count_chains(spec, pairs)
-    assert min(counts[feature] for feature in FEATURES) >= 10_000, counts
+    wanted = [feature for feature in FEATURES if feature != "select" or held_tiles(spec)]
+    assert min(counts[feature] for feature in wanted) >= 10_000, counts
+    assert len(wanted) == 3 or case.id == "conv4_k3_t4_b4_p2"  # its 256 FP sums exceed a SELECT's 144 elements
     answer = pe.reference_session(spec)
     assert sum(np.asarray(answer(w)).tolist() != o.tolist() for w, o in pairs) == 0
     statuses = [int(o[0]) for _, o in pairs]
     assert statuses.count(1) >= 13  # every drop and every refused combination of the directed set
     wrong = 0  # what a PE that started every CARRY from zero would send instead: it would fail
     for words, out in pairs:
-        if int(words[0]) & FLAG_CARRY and out.size > 1:
+        if int(words[0]) & FLAG_CARRY and not int(words[0]) & FLAG_EW and out.size > 1:
             header = int(words[0]) & ~FLAG_CARRY | 4  # ZERO: the same sections, sums from 0
             wrong += expected_output(spec, np.concatenate([[header], words[1:]]).astype(np.uint32)).tolist() != \
                 out.tolist()
