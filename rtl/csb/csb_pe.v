@@ -31,8 +31,9 @@
 //           last compute step runs in the cycle the status word is loaded.
 //
 // Header flags (docs/csb.md, "Flags and element-wise operations"): ZERO runs
-// the initial ACC (FP, EB) or G (WG) section as a virtual one, the PE writing
-// zeros a word a cycle with in_ready low; G_FIRST moves WG's G section after
+// the initial ACC (FP, EB) or G (WG) section as a virtual one with in_ready
+// low, the PE writing zeros: a word of R (every bank, every lane) a cycle for
+// FP and EB, a G word a cycle for WG; G_FIRST moves WG's G section after
 // the index; LEFT feeds UPD sat32(G << s) at shift 0; EW runs SELECT (v into
 // WA, then each z writes back v or 0) or SHR (v >>> s into WA) and drains WA.
 // HOLD (FP, EB, WG) drains the status alone and leaves the sums in R or WA;
@@ -45,8 +46,8 @@
 // Cycles of one transaction from its first input handshake to its last
 // output handshake, without stalls: n_in + zero + compute + n_out + 1, with
 // compute = nnz*K*K*ceil(OUT_H*OUT_W/PARALLEL) for FP, EB and WG, 0 for UPD,
-// the element-wise ops and refused transactions, and zero the words of a ZERO
-// transaction's virtual section (codesign.pe.csb.cycles).
+// the element-wise ops and refused transactions, and zero the cycles of a
+// ZERO transaction's virtual section (codesign.pe.csb.cycles).
 // rst is synchronous and active high; it drops a transaction in flight.
 // Address and counter arithmetic is written at AW bits (or integer width) and
 // relies on Verilog's sizing rules to extend and truncate; Verilator's width
@@ -115,6 +116,7 @@ module csb_pe #(
     localparam [PW-1:0] L_OUT_H    = OUT_H, L_OUT_W = OUT_W, L_IN_H = IN_H, L_IN_W = IN_W;
     localparam [PW-1:0] L_P        = PARALLEL;
     localparam [AW-1:0] L_CW_OUT   = CW_OUT, L_CW_IN = CW_IN;
+    localparam [AW-1:0] L_R_FP     = R_FP, L_R_EB = R_EB;   // R words a ZERO clears, all banks and lanes at once
     localparam [2:0]    STRIDE_RES = OUT_W % PARALLEL;   // (r*OUT_W) mod P steps by this per row
     localparam [AW-1:0] L_MAX_NNZ  = MAX_NNZ;
     localparam [3:0]    L_ROWS     = BLOCK_ROWS - 1;   // largest valid y
@@ -151,7 +153,7 @@ module csb_pe #(
     reg [AW-1:0] cnt;                  // section: bytes or words loaded; drain: result words sent
     reg        sent_status;
 
-    // a ZERO transaction's initial section is virtual: zeros, one a cycle, nothing taken from the stream
+    // a ZERO transaction's initial section is virtual: zeros (an R or a G word a cycle), nothing taken from the stream
     wire virt = zero && (state == S_RB || state == S_GW);
     assign in_ready = (state < S_RUN) && !virt;
     wire is_fp = (op == OP_FP) && !ew;
@@ -222,7 +224,7 @@ module csb_pe #(
             S_W8:    sec_len = nnz_kk;
             S_XB:    sec_len = L_XB_BYTES;
             S_DB:    sec_len = L_DB_BYTES;
-            S_RB:    sec_len = (op == OP_FP) ? L_FP_WORDS : L_EB_WORDS;
+            S_RB:    sec_len = zero ? ((op == OP_FP) ? L_R_FP : L_R_EB) : ((op == OP_FP) ? L_FP_WORDS : L_EB_WORDS);
             default: sec_len = ew ? nnz_w : nnz_kk;
         endcase
     end
@@ -442,9 +444,10 @@ module csb_pe #(
             wire [AW-1:0] r_at = (r_ch * r_h + tr) * r_cw + tc_div;
             reg  [AW-1:0] b_at;                // stage B: the word to write back
             always @(posedge clk) b_at <= r_at;
-            wire [AW-1:0] r_waddr = r_load ? wk_base + wk_cdiv : b_at;
+            wire [AW-1:0] r_waddr = r_load ? (virt ? cnt : wk_base + wk_cdiv) : b_at;
             wire [AW-1:0] r_raddr = (state == S_RUN) ? r_at : wk_addr_next;
-            wire [BATCH-1:0] r_we = r_load ? ((take && wk_bank == G_IDX) ? r_lane_we : {BATCH{1'b0}})
+            wire [BATCH-1:0] r_we = r_load ? (virt ? {BATCH{1'b1}}
+                                                   : ((take && wk_bank == G_IDX) ? r_lane_we : {BATCH{1'b0}}))
                                            : ((b_run && !is_wg && b_valid[g]) ? {BATCH{1'b1}} : {BATCH{1'b0}});
             csb_ram #(.LANES(BATCH), .LANE_BITS(ACC_BITS), .DEPTH(R_DEPTH), .AW(R_AW), .BYPASS(1)) u_r (
                 .clk(clk), .we(r_we), .waddr(r_waddr[R_AW-1:0]),

@@ -22,8 +22,10 @@ The RTL runs one transaction in three phases, one after the other:
   the status word and (status 0) the result words. ``drain = 1 + n_out``.
 
 Header flags (docs/csb.md): ``ZERO`` has the PE write the zero initial
-section itself, one word a cycle with ``in_ready`` low, so it costs the
-cycles the section would have taken (``load = n_in + zero words``); an
+section itself with ``in_ready`` low: FP and EB clear a word of the result
+buffer (every group's bank, every lane) a cycle, ``rows * H * ceil(W / P)``
+cycles for their result grid of ``H x W`` positions; WG a gradient word a
+cycle, ``nnz * k^2`` (``load = n_in + zero cycles``); an
 element-wise transaction (SELECT, SHR) loads, computes nothing and drains its
 ``n`` results (``compute = 0``, ``drain = 2 + n``). ``CARRY`` leaves the initial
 section out of the stream and takes no cycle for it (the sums are where the
@@ -133,7 +135,13 @@ def _refused(pe: PeShape, header: int) -> bool:
 
 
 def zero_words(pe: PeShape, *, op: int, nnz: int) -> int:
-    """Words of the initial section a ``ZERO`` transaction leaves out (the PE writes them, a cycle each)."""
+    """Cycles the PE spends writing a ``ZERO`` transaction's initial section: FP and EB a result-buffer word (all
+    banks and lanes) a cycle, WG a gradient word a cycle."""
+    k = pe.kernel
+    if op == OP_FP:
+        return pe.block_rows * pe.out_h * -(-pe.out_w // pe.parallel)
+    if op == OP_EB:
+        return pe.block_cols * (pe.out_h + k - 1) * -(-(pe.out_w + k - 1) // pe.parallel)
     return result_words(pe, op=op, nnz=nnz)
 
 

@@ -91,10 +91,12 @@ def test_refused_combinations_and_encoder_errors():
 
 
 def test_cycle_model_by_hand():
-    # ZERO: the PE writes the zero section a word a cycle; FP on SMALL: 2 rows x 2 lanes = 4 zero words
+    # ZERO: the PE clears a result-buffer word (both lanes) a cycle; FP on SMALL: 2 rows = 2 cycles for 4 sums
     fp = [header_word(Op.FP, 1, zero=True), 0x01, 2, 1 | 2 << 8 | 3 << 16 | 4 << 24, 5 | 6 << 8]
     cycles = transaction_cycles(SMALL, fp)
-    assert (cycles.load, cycles.compute, cycles.drain) == (5 + 4, 1, 2 + 4)
+    assert (cycles.load, cycles.compute, cycles.drain) == (5 + 2, 1, 2 + 4)
+    wg = [header_word(Op.WG, 2, zero=True), 0x01 | 0x10 << 8, 0x04030201, 0x0605, 0x04030201]  # index, X, DY
+    assert transaction_cycles(SMALL, wg).load == 5 + 2  # WG: a gradient word a cycle
     sel = [header_word(EwOp.SELECT, 3, ew=True)] + [1] * 6
     cycles = transaction_cycles(SMALL, sel)
     assert (cycles.load, cycles.compute, cycles.drain) == (7, 0, 5)

@@ -119,7 +119,7 @@ def test_cycle_model_and_stream_split_of_a_chain():
     carry = encode_transaction(SAT16, Op.FP, index=make.index(2), carry=True, **_operands(make, Op.FP, 2))
     acc_words = SAT16.block_rows * SAT16.out_pos * SAT16.batch
     assert transaction_cycles(SAT16, held).drain == 2  # the status alone
-    assert transaction_cycles(SAT16, held).load == held.size + acc_words  # ZERO still writes its zeros
+    assert transaction_cycles(SAT16, held).load == held.size + 4 * 2 * 2  # ZERO: 4 channels x 2 rows x 2 words
     cycles = transaction_cycles(SAT16, carry)
     assert (cycles.load, cycles.drain) == (carry.size, 2 + acc_words)  # no ACC section, no cycle for it
     assert transaction_cycles(SAT16, carry[:1]).total == 3  # refused: header, register load, status
