@@ -517,16 +517,11 @@ struct pe {
     // SELECT with CARRY masks held FP or EB sums, one element per sum
     const bool select_ok = held && ((held_op == OP_FP && nnz == BLOCK_ROWS * OUT_POS * BATCH) ||
                                     (held_op == OP_EB && nnz == BLOCK_COLS * IN_POS * BATCH));
-    const int sums_of = held_op;
-    held = false;
-    const int status = transaction(in, out, header, carry_ok, select_ok, sums_of, index, weights, grads, xbuf, dybuf,
-                                   accbuf);
-    const unsigned flags = header.to_uint() & 0xFCu;
-    if (status == STATUS_OK && (flags & FLAG_HOLD) != 0) {
-      held = true;
-      held_op = op;
-      held_nnz = nnz;
-    }
+    const int status = transaction(in, out, header, carry_ok, select_ok, held_op, index, weights, grads, xbuf,
+                                   dybuf, accbuf);
+    held = status == STATUS_OK && (header.to_uint() & FLAG_HOLD) != 0;  // anything else drops the sums
+    held_op = op;
+    held_nnz = nnz;
   }
 
   // One transaction on the PE's buffers: returns its status (the words are written).
