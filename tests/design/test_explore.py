@@ -57,7 +57,7 @@ def test_the_shipped_calibrations_fit_the_current_rtl(pe, family):
     if pe != "csb":
         assert errors["dsp"]["max_rel"] == 0 and errors["bram_36k"]["max_rel"] == 0
         return
-    # CSB: exact on FC builds; a 3 x 3 conv build's address arithmetic takes 2-6 DSP slices and its windows up to
+    # CSB: exact on FC builds; a 3 x 3 conv build's address arithmetic takes 2-7 DSP slices and its windows up to
     # 8 BRAM36 more than the model counts (a known gap, docs/design.md)
     for point in calibration.points:
         model = pe_resources(pe, get_pe(pe).spec(**point["spec"]), family, calibration)
@@ -65,7 +65,7 @@ def test_the_shipped_calibrations_fit_the_current_rtl(pe, family):
         if point["spec"]["kernel"] == 1:
             assert under == {"dsp": 0, "bram_36k": 0}
         else:
-            assert 2 <= under["dsp"] <= 6 and 0 <= under["bram_36k"] <= 8
+            assert 2 <= under["dsp"] <= 7 and 0 <= under["bram_36k"] <= 8
 
 
 def test_a_calibration_of_other_rtl_is_refused(tmp_path, monkeypatch):
