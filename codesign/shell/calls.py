@@ -55,7 +55,7 @@ def run_list_golden(pe, spec, arena: np.ndarray, calls: Sequence[Call], *, fast:
 
     The PE starts the list holding nothing (a list's ``HOLD``/``CARRY`` chains end inside it). Each transaction's
     output comes from the PE's independent reference, or with ``fast`` from its fastest golden
-    (:meth:`~codesign.pe.stream.StreamPE.golden_output`, held equal to the reference at the golden level): the
+    (:meth:`~codesign.pe.stream.StreamPE.golden_session`, held equal to the reference at the golden level): the
     model a golden training step runs, whose thousands of float transactions the exact-rational reference
     would take minutes over.
 
@@ -72,9 +72,12 @@ def run_list_golden(pe, spec, arena: np.ndarray, calls: Sequence[Call], *, fast:
     for call in calls:
         words_in = call_words_in(arena, call, parts)
         key = words_in.tobytes()
-        if key not in outputs or pe.stateful:
-            outputs[key] = np.asarray(answer(words_in), dtype=np.uint32)
-        out = outputs[key]
+        if pe.stateful:  # the answer depends on the calls before: nothing to reuse
+            out = np.asarray(answer(words_in), dtype=np.uint32)
+        else:
+            if key not in outputs:
+                outputs[key] = np.asarray(answer(words_in), dtype=np.uint32)
+            out = outputs[key]
         status = int(out[0])
         record = np.zeros(RECORD_WORDS, dtype=np.uint32)
         record[RECORD["status"]], record[RECORD["words_in"]] = status, words_in.size

@@ -70,7 +70,7 @@ def csb_phases(spec, header: int) -> tuple:
     the status and the results: the phases of its cycle model (:mod:`codesign.pe.csb.cycles`) in that order. A
     refused header (status 1, 2) is followed by the register load and the status alone. Index bytes are not seen
     here (the header is): a list's calls hold indices inside the block (status 3 is the builders' error), and a
-    ``CARRY`` follows the ``HOLD`` of its chain (the golden shell refuses it otherwise)."""
+    ``CARRY`` follows the ``HOLD`` of its chain (else the PE answers status 1, which ends the list)."""
     from codesign.pe.csb.cycles import compute_cycles, zero_words
     from codesign.pe.csb.stream import (FLAG_BITS, FLAG_EW, FLAG_ZERO, chain_held, header_status, result_count,
                                          transaction_length)

@@ -471,13 +471,13 @@ struct pe {
     write_words<BUFFER_BITS>(out, n, words);
   }
 
-  // The FP or EB sums the PE holds, CH * POS * BATCH of them in stream order (channel, position, lane), as a
-  // SELECT's v.
+  // The FP or EB sums the PE holds in stream order (channel, position, lane), as a SELECT's v; called only when
+  // they fit `values` (the count is checked first), and bounded by it for synthesis.
   template <int CH, int POS>
   static void held_sums(const acc_t buf[ACC_CH][IN_POS][BATCH], acc_t values[MAX_NNZ * KK]) {
     int c = 0, p = 0, l = 0;
   held_sums_words:
-    for (int w = 0; w < CH * POS * BATCH; ++w) {
+    for (int w = 0; w < (CH * POS * BATCH < MAX_NNZ * KK ? CH * POS * BATCH : MAX_NNZ * KK); ++w) {
 #pragma HLS PIPELINE II = 1
       values[w] = buf[c][p][l];
       if (++l == BATCH) {

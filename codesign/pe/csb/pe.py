@@ -92,18 +92,12 @@ class CsbPE(StreamPE):
                                          dtype=np.uint64)
 
     def golden_session(self, spec: CsbSpec):
-        """The golden with the PE's held sums (:class:`codesign.pe.csb.stream.CsbSession`)."""
+        """The NumPy golden with the PE's held sums (:class:`codesign.pe.csb.stream.CsbSession`), held equal to the
+        reference at the golden level: a golden list runner takes it for a whole training step's calls."""
         from codesign.pe.csb.stream import CsbSession
 
         session = CsbSession(spec)
         return lambda words_in: session.answer(words_in).astype(np.uint64)
-
-    def golden_output(self, spec: CsbSpec, words_in):
-        """The NumPy golden (:func:`codesign.pe.csb.stream.expected_output`), held equal to the reference at the golden
-        level: a golden list runner takes it for a whole training step's calls."""
-        from codesign.pe.csb.stream import expected_output
-
-        return expected_output(spec, words_in).astype(np.uint64)
 
     def transaction_cycles(self, spec: CsbSpec, words_in) -> int:
         return cycles.stream_cycles(spec, words_in)

@@ -5,15 +5,19 @@ stream the file in that order, with nothing in between).
 
 What the directed set pins:
 
-* per op, chains of three (``ZERO`` + ``HOLD``, ``CARRY`` + ``HOLD``, ``CARRY``) over empty, one-entry and full
-  blocks, with sums started near the ``acc_bits`` ends so that they saturate inside and across the calls;
-* a ``HOLD`` that nothing carries: the next transaction (an UPD, an element-wise op, an FP without flags, a refused
-  header) drops the sums, and a ``CARRY`` after it is refused with status 1 (its header alone);
-* SELECT with ``CARRY`` on held FP and EB sums (where they fit its capacity), with ``Z`` at 0, +-1 and the ends;
-  refused after a held WG, with nothing held and with one element too many or too few;
+* per op, chains of three (``ZERO`` + ``HOLD``, ``CARRY`` + ``HOLD``, ``CARRY``) whose first call has an empty,
+  a one-entry or a full block, and chains with sums started near the ``acc_bits`` ends so that they saturate
+  inside and across the calls;
+* a ``HOLD`` that nothing carries: the next transaction (an UPD, SHR, SELECT, an FP without flags, a header refused
+  with status 1 or a ``HOLD`` refused with status 2) drops the sums, and a ``CARRY`` after it is refused with
+  status 1 (its header alone);
+* SELECT with ``CARRY`` on held FP and EB sums (where they fit its capacity; else status 2), with ``Z`` at 0, +-1
+  and the ends, a ``CARRY`` after it refused; refused after a held WG, with nothing held and with one element too
+  many or too few;
 * ``CARRY`` after a ``HOLD`` of another op, a WG ``CARRY`` with another ``nnz``, a ``CARRY`` after a ``HOLD``
-  answered with status 3 (an index outside the block), ``CARRY`` with ``ZERO`` or ``G_FIRST``, ``HOLD`` or
-  ``CARRY`` on UPD and on the element-wise ops: all status 1;
+  answered with status 3 (an index outside the block), ``CARRY`` with ``ZERO`` or ``G_FIRST`` (after a ``HOLD``
+  it could otherwise take), ``HOLD`` or ``CARRY`` on UPD and on the element-wise ops: all status 1, each dropping
+  what was held (a ``CARRY`` after it is refused);
 * random chains of two to five calls of one op (WG: one ``nnz``), a third of them with garbage in ignored bits,
   FP and EB chains ending held and masked by a SELECT half of the time, until ``HOLD`` and ``CARRY`` have each
   ``target`` MACs and the SELECTs ``target`` elements (where a held tile fits a SELECT).
@@ -120,26 +124,38 @@ def directed_chains(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]
         if 0 <= count <= 0x1FF:
             out += b.chain(Op.FP, 1, 1, end_held=True) + [np.array([header_word(EwOp.SELECT, count, ew=True,
                                                                                 carry=True)], dtype=np.uint32)]
-    carry = {op: header_word(op, 1, carry=True) for op in MAC_OPS}
+    carry = {op: np.array([header_word(op, 1, carry=True)], dtype=np.uint32) for op in MAC_OPS}
+    for op in MAC_OPS[:2]:  # SELECT on held sums holds nothing; too many sums for one SELECT: status 2
+        count = result_count(s, op, 0)
+        if op in held_tiles(s):
+            out += b.chain(op, 1, 1, end_held=True) + [select_held(s, op, rng), carry[op]]
+        elif count <= 0x1FF:
+            out += b.chain(op, 1, 1, end_held=True) + [np.array([header_word(EwOp.SELECT, count, ew=True,
+                                                                             carry=True)], dtype=np.uint32)]
     breakers = [encode_elementwise(s, EwOp.SHR, np.arange(2), shift=1),
+                encode_elementwise(s, EwOp.SELECT, [1, 2], [1, -1]),
                 b.make.transaction(Op.UPD, 1, shift=3),
                 b.call(Op.FP, b.make.index(1), first="zero", hold=False),
                 np.array([header_word(Op.FP, 1) | 1 << 13], dtype=np.uint32)]
+    if s.capacity < 0x1FF:  # a HOLD refused with status 2
+        breakers.append(np.array([header_word(Op.FP, s.capacity + 1, hold=True)], dtype=np.uint32))
     for breaker in breakers:  # a HOLD that nothing carries: the next transaction drops the sums
-        out += b.chain(Op.FP, 1, 2, end_held=True) + [breaker, np.array([carry[Op.FP]], dtype=np.uint32)]
-    out += b.chain(Op.FP, 1, 1, end_held=True) + [np.array([carry[Op.EB]], dtype=np.uint32)]  # another op held
-    out += b.chain(Op.WG, 1, 2, end_held=True) + [np.array([carry[Op.WG]], dtype=np.uint32)]  # another nnz held
+        out += b.chain(Op.FP, 1, 2, end_held=True) + [breaker, carry[Op.FP]]
+    out += b.chain(Op.FP, 1, 1, end_held=True) + [carry[Op.EB]]  # another op held
+    out += b.chain(Op.WG, 1, 2, end_held=True) + [carry[Op.WG]]  # another nnz held
     if s.block_rows < 16 or s.block_cols < 16:  # a HOLD answered with status 3 holds nothing
         outside = np.array([(s.block_rows - 1) << 4 | (s.block_cols - 1), 0xFF], dtype=np.uint8)
         make = b.make
         out.append(encode_transaction(s, Op.FP, index=outside, weights=make.int8((2, s.kernel, s.kernel)),
                                       x=make.int8(make.x_shape), zero=True, hold=True, check=False))
-        out.append(np.array([carry[Op.FP] & ~(0x1FF << 16) | 2 << 16], dtype=np.uint32))
-    refused = [header_word(Op.FP, 1) | FLAG_CARRY | FLAG_ZERO, header_word(Op.WG, 1) | FLAG_CARRY | FLAG_G_FIRST,
-               header_word(Op.UPD, 1) | FLAG_HOLD, header_word(Op.UPD, 1) | FLAG_CARRY,
-               header_word(EwOp.SELECT, 1, ew=True) | FLAG_HOLD, header_word(EwOp.SHR, 1, ew=True) | FLAG_CARRY]
-    for word in refused:  # each after a held FP of one entry, which it drops
-        out += b.chain(Op.FP, 1, 1, end_held=True) + [np.array([word], dtype=np.uint32)]
+        out.append(np.array([header_word(Op.FP, 2, carry=True)], dtype=np.uint32))
+    refused = [(Op.FP, header_word(Op.FP, 1) | FLAG_CARRY | FLAG_ZERO),
+               (Op.WG, header_word(Op.WG, 1) | FLAG_CARRY | FLAG_G_FIRST),
+               (Op.FP, header_word(Op.UPD, 1) | FLAG_HOLD), (Op.FP, header_word(Op.UPD, 1) | FLAG_CARRY),
+               (Op.FP, header_word(EwOp.SELECT, 1, ew=True) | FLAG_HOLD),
+               (Op.FP, header_word(EwOp.SHR, 1, ew=True) | FLAG_CARRY)]
+    for op, word in refused:  # each after a held op of one entry that it would take but for its flags; it drops it
+        out += b.chain(op, 1, 1, end_held=True) + [np.array([word], dtype=np.uint32), carry[op]]
     return out
 
 

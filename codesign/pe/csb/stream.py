@@ -21,7 +21,8 @@ takes no ``V``: it masks the FP or EB sums held, as many as its elements). They 
 run as call lists with every operand in place (:mod:`codesign.step.csb`);
 :class:`CsbSession` is the PE's state from one transaction to the next.
 
-Statuses: 1 (reserved header bits, or a shift with an op other than UPD) and
+Statuses: 1 (reserved header bits, a shift with an op other than UPD, flags an
+op does not take, or a ``CARRY`` with nothing of its kind held) and
 2 (``nnz`` above the block capacity) answer the header alone: the PE expects a
 new header next, so such a transaction *is* its header word. Status 3 (an
 index outside the block) consumes the whole transaction and answers the
