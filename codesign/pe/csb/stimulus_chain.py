@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from codesign.pe.csb.spec import CsbSpec
+from codesign.pe.csb.stimulus_ext import ExtBuilder
 from codesign.pe.csb.stream import (
     FLAG_CARRY,
     FLAG_EW,
@@ -49,27 +50,13 @@ FEATURES = ("hold", "carry", "select")
 MAC_OPS = (Op.FP, Op.EB, Op.WG)
 
 
-class ChainBuilder:
+class ChainBuilder(ExtBuilder):
     """Draws the transactions of one chain for ``spec`` from ``rng``."""
-
-    def __init__(self, spec: CsbSpec, rng: np.random.Generator) -> None:
-        from codesign.pe.csb.stimulus import TransactionBuilder
-
-        self.spec, self.rng, self.make = spec, rng, TransactionBuilder(spec, rng)
 
     def call(self, op: Op, index: np.ndarray, *, first: str, hold: bool, mode: str = "any") -> np.ndarray:
         """One call of a chain: ``first`` is ``"zero"``, ``"acc"`` (an initial section) or ``"carry"``."""
-        make, k, nnz = self.make, self.spec.kernel, index.size
-        initial = None if first != "acc" else make.acc(make.dy_shape if op == Op.FP else make.x_shape if op == Op.EB
-                                                       else (nnz, k, k), mode)
-        if op == Op.FP:
-            arrays = dict(weights=make.int8((nnz, k, k)), x=make.int8(make.x_shape), acc=initial)
-        elif op == Op.EB:
-            arrays = dict(weights=make.int8((nnz, k, k)), dy=make.int8(make.dy_shape), acc=initial)
-        else:
-            arrays = dict(x=make.int8(make.x_shape), dy=make.int8(make.dy_shape), grads=initial)
-        return encode_transaction(self.spec, op, index=index, zero=first == "zero", carry=first == "carry",
-                                  hold=hold, **arrays)
+        return self.flagged(op, index.size, zero=first == "zero", carry=first == "carry", hold=hold, mode=mode,
+                            index=index)
 
     def chain(self, op: Op, length: int, nnz: int, *, first: str = "zero", mode: str = "any",
               end_held: bool = False) -> list[np.ndarray]:

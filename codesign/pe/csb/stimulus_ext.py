@@ -87,22 +87,22 @@ class ExtBuilder:
         return self.make.transaction(Op.UPD, nnz, buffer=buffer, grads=grads, shift=shift, left=True)
 
     def flagged(self, op: Op, nnz: int, *, zero: bool, g_first: bool = False, mode: str = "any",
-                order: str = "row") -> np.ndarray:
+                order: str = "row", hold: bool = False, carry: bool = False, index=None) -> np.ndarray:
+        """An FP, EB or WG transaction with random operands and the given flags; the initial section (left out
+        with ``zero`` or ``carry``) drawn in ``mode``; ``index`` given, or ``nnz`` entries drawn in ``order``."""
         s, k, make = self.spec, self.spec.kernel, self.make
-        arrays = {}
+        nnz = nnz if index is None else len(index)
         if op == Op.FP:
-            arrays = dict(weights=make.int8((nnz, k, k)), x=make.int8(make.x_shape),
-                          acc=None if zero else make.acc(make.dy_shape, mode))
+            arrays, name, shape = dict(weights=make.int8((nnz, k, k)), x=make.int8(make.x_shape)), "acc", make.dy_shape
         elif op == Op.EB:
-            arrays = dict(weights=make.int8((nnz, k, k)), dy=make.int8(make.dy_shape),
-                          acc=None if zero else make.acc(make.x_shape, mode))
+            arrays, name, shape = dict(weights=make.int8((nnz, k, k)), dy=make.int8(make.dy_shape)), "acc", make.x_shape
         else:
-            arrays = dict(x=make.int8(make.x_shape), dy=make.int8(make.dy_shape),
-                          grads=None if zero else make.acc((nnz, k, k), mode))
-        index = make.index(nnz, order)
+            arrays, name, shape = dict(x=make.int8(make.x_shape), dy=make.int8(make.dy_shape)), "grads", (nnz, k, k)
+        arrays[name] = None if zero or carry else make.acc(shape, mode)
+        index = make.index(nnz, order) if index is None else index
         from codesign.pe.csb.stream import encode_transaction
 
-        return encode_transaction(s, op, index=index, zero=zero, g_first=g_first, **arrays)
+        return encode_transaction(s, op, index=index, zero=zero, g_first=g_first, hold=hold, carry=carry, **arrays)
 
 
 def directed_ext(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]:
