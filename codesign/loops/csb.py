@@ -98,9 +98,13 @@ SCALE_BLOBS = ("activation", "weight", "error")
 
 
 def quantize(values, frac_bits: int, bits: int = DATA_BITS) -> np.ndarray:
-    """float64 values -> signed ``bits``-bit codes at ``frac_bits`` fraction bits: rne once, then saturate (int64)."""
-    numerator, shift = golden.split_dyadic(np.ldexp(np.asarray(values, dtype=np.float64), frac_bits))
-    return golden.round_into_buffer(numerator, shift, buffer_bits=bits)
+    """Finite float64 values -> signed ``bits``-bit codes at ``frac_bits`` fraction bits: rne once, then saturate
+    (int64). The same as :func:`golden.round_into_buffer` on the exact value, in a few float passes (a step's host
+    rounds every batch this way): clamped to +-2^40, scaling by a power of two is exact, and ``rint`` rounds ties
+    to even; an underflow only touches magnitudes far below one half, which round to 0 anyway."""
+    top, limit = float(1 << (bits - 1)), 2.0 ** min(40 - frac_bits, 1023)  # limit: 2^40 once scaled
+    scaled = np.ldexp(np.clip(np.asarray(values, dtype=np.float64), -limit, limit), frac_bits)
+    return np.clip(np.rint(scaled), -top, top - 1).astype(np.int64)
 
 
 def rescale(codes, from_frac: int, to_frac: int, bits: int = DATA_BITS) -> np.ndarray:
@@ -302,6 +306,8 @@ class CsbMlpTrainer(ScheduledLoop):
         if x.ndim != 2 or x.shape[1] != self.setup.layers[0] or x.shape[0] < 1:
             raise HwTrainError(f"batch x has shape {x.shape}: need (n, {self.setup.layers[0]}) features "
                                f"(or n images of {self.setup.layers[0]} pixels)")
+        if not np.isfinite(x).all():
+            raise HwTrainError(f"batch x holds {int(np.size(x) - np.isfinite(x).sum())} non-finite values")
         if y is None:
             return x, None
         y = _as_numpy(y, np.int64)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from codesign.design import load_design
+from codesign.pe.csb import golden as csb_golden
 from codesign.pe.csb.golden import weight_update
 from codesign.train.data import synthetic_dataset
 from codesign.loops.common import HwTrainError
@@ -197,3 +198,19 @@ def test_a_backend_failing_part_way_leaves_the_step_undone():
     for a, b in zip(trainer.read_weights()["buffers"], reference.read_weights()["buffers"]):
         assert np.array_equal(a, b)
     assert trainer.lr_exponents == reference.lr_exponents
+
+
+def test_quantize_equals_the_exact_dyadic_rounding():
+    """The float fast path against golden.round_into_buffer on the exact value: ties either side of every code,
+    saturation edges, subnormals, +-0, huge magnitudes and random values, at fraction bits from -12 to 40."""
+    rng = np.random.default_rng(7)
+    ties = np.arange(-300, 301) / 2.0
+    directed = np.concatenate([ties, np.nextafter(ties, np.inf), np.nextafter(ties, -np.inf),
+                               [0.0, -0.0, 5e-324, -5e-324, 2.2e-308, 1e300, -1e300, 2.0**40, 2.0**41, -2.0**62]])
+    values = np.concatenate([directed, rng.normal(0, 3, 4000), rng.normal(0, 1e-3, 2000) * 2.0**rng.integers(-20, 20, 2000)])
+    for frac_bits in (-12, -8, -1, 0, 1, 3, 7, 12, 40):
+        for bits in (8, 16, 24, 32):
+            with np.errstate(over="ignore"):  # 1e300 * 2^40 is inf, which split_dyadic clamps
+                scaled = np.ldexp(values, frac_bits)
+            exact = csb_golden.round_into_buffer(*csb_golden.split_dyadic(scaled), buffer_bits=bits)
+            assert np.array_equal(quantize(values, frac_bits, bits), exact), (frac_bits, bits)

@@ -122,13 +122,13 @@ class CsbArena:
         codes = np.asarray(codes, dtype=np.int64)
         b, B, words = self.spec.batch, self.tile, self.code_words
         chunks = self.chunks_of(codes.shape[0])
-        padded = np.zeros((chunks * b, len(tiles) * B), dtype=np.int64)
-        padded[:codes.shape[0], :codes.shape[1]] = codes
+        padded = np.zeros((chunks * b, len(tiles) * B), dtype=np.uint8)
+        padded[:codes.shape[0], :codes.shape[1]] = codes.astype(np.uint8)  # the low byte: two's complement
         per_tile = padded.reshape(chunks, b, len(tiles), B).transpose(2, 0, 3, 1).reshape(len(tiles) * chunks, B * b)
-        bytes_ = np.zeros((per_tile.shape[0], 4 * words), dtype=np.int64)
-        bytes_[:, :B * b] = per_tile & 0xFF
+        bytes_ = np.zeros((per_tile.shape[0], 4 * words), dtype=np.uint8)
+        bytes_[:, :B * b] = per_tile
         starts = self._starts(tiles, chunks).reshape(-1)
-        arena[starts[:, None] + np.arange(words)] = pack_bytes(bytes_).reshape(-1, words)
+        arena[starts[:, None] + np.arange(words)] = bytes_.view("<u4")  # four bytes a word, little-endian
         return [(int(start), words) for start in starts]
 
     def acc_ranges(self, tiles, n: int, channels: int) -> Ranges:
