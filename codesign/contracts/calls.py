@@ -41,6 +41,7 @@ only.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -225,6 +226,16 @@ class Call:
                                 f"{'held' if self.acc_hold else 'rounded' if self.rounding.enable else 'raw'} "
                                 f"make {expected}")
         self._check_apart()
+
+    def with_rounding(self, rounding: RoundStageConfig) -> "Call":
+        """This call rounding with ``rounding`` instead, which must give the same words: a moved scale changes a
+        shift only, so the blocks, count and record stay as checked (a list step re-aims hundreds of calls)."""
+        if (rounding.enable != self.rounding.enable
+                or rounding.words_out(self.count) != self.rounding.words_out(self.count)):
+            raise CallListError(f"rounding {rounding} gives other words than the call's {self.rounding}")
+        changed = copy.copy(self)
+        object.__setattr__(changed, "rounding", rounding)
+        return changed
 
     def _check_apart(self) -> None:
         """The out block and the record apart from the call's operands and from each other: the shell writes

@@ -40,7 +40,7 @@ from codesign.step.tt.rounding import frac_of_values, quantize_values
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import check_input
 from codesign.step.tt.list_finish import finish, layer_output
-from codesign.step.tt.step_lists import Fracs, check_specs, list_products, reshift, step_lists
+from codesign.step.tt.step_lists import Fracs, check_specs, reshift, step_lists
 
 ON_PES = ("act_frac_bits", "grad_frac_bits", "core_grad_frac_bits")  # the trackers a PE rounds at
 
@@ -60,7 +60,6 @@ class TtListTrainer(TtMlpTrainer):
         self.shell = shell
         self.list_steps = self.lists_built = self.lists_reshifted = 0
         self._built: dict = {}
-        self._counted: dict = {}  # id(calls) -> (calls, products): calls kept, so an id is never reused
         self.current_lists: dict = {}  # layer index -> the lists its last step ran
 
     def _ready(self) -> bool:
@@ -111,7 +110,7 @@ class TtListTrainer(TtMlpTrainer):
         arena = self.shell.arena(lists, key=(index, tuple(core.shape for core in state.cores), x.shape[0]))
         self.shell.flush(arena, lists.write(arena, x=quantize_values(x.astype(np.float64), act0,
                                                                      state.activation_bits), cores=cores))
-        arena = self._run(lists, lists.phases[:lists.forward_phases], arena)
+        arena = self._run(lists, range(lists.forward_phases), arena)
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
         out = layer_output(state, lists, arena, book, fracs)
         return state, x, book, fracs, lists, arena, out
@@ -146,28 +145,18 @@ class TtListTrainer(TtMlpTrainer):
             raise HwTrainError("the output gradient's tracked scale moved before the step ended")
         g_codes = quantize_values(grad_y.astype(np.float64), g_frac, state.grad_bits)
         self.shell.flush(arena, lists.write(arena, gy=g_codes))
-        arena = self._run(lists, lists.phases[lists.forward_phases:], arena)
+        arena = self._run(lists, range(lists.forward_phases, len(lists.phases)), arena)
         self.shell.invalidate(arena, lists.read_ranges(forward=False))
         return finish(state, x, g_codes, lists, arena, book, fracs, y=out)
 
-    def _run(self, lists, phases, arena: np.ndarray) -> np.ndarray:
-        """The lists of ``phases`` on the shell; their calls and products counted as the loop's runner counts a
-        step's (``throughput``, the history's MACs)."""
-        for phase in phases:
-            arena = self.shell.run_phase(phase, arena)
-            for _, calls in phase:
-                self.runner.transactions += len(calls)
-                self.runner.macs += self._products(calls)
+    def _run(self, lists, phases: range, arena: np.ndarray) -> np.ndarray:
+        """The lists of ``phases`` (indices) on the shell; their calls and products counted as the loop's runner
+        counts a step's (``throughput``, the history's MACs)."""
+        for index in phases:
+            arena = self.shell.run_phase(lists.phases[index], arena)
+            self.runner.transactions += sum(len(calls) for _, calls in lists.phases[index])
+            self.runner.macs += sum(lists.products[index])
         return arena
-
-    def _products(self, calls) -> int:
-        """A list's products, counted once per list (its headers decoded once, not every step)."""
-        known = self._counted.get(id(calls))
-        if known is None or known[0] is not calls:
-            known = self._counted[id(calls)] = (calls, list_products(calls))
-            if len(self._counted) > 256:  # lists of pruned or rebuilt shapes: forget the oldest
-                self._counted.pop(next(iter(self._counted)))
-        return known[1]
 
 
 __all__ = ["TtListTrainer"]

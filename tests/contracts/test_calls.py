@@ -70,6 +70,18 @@ def test_planes_and_accumulation_round_trip_through_descriptors():
     assert decode_descriptor(_call(add=True).descriptor()).out.total_words == 16  # drained raw: 64-bit words
 
 
+def test_a_call_re_aimed_at_another_shift_is_the_call_built_with_it():
+    from dataclasses import replace
+
+    call = _call(add=True, rounding=ROUND)
+    moved = replace(ROUND, shift=5)
+    assert call.with_rounding(moved) == replace(call, rounding=moved) and call.rounding == ROUND
+    with pytest.raises(CallListError, match="other words"):
+        call.with_rounding(replace(ROUND, bits=16, group_words=2))  # two codes a word, not four: other words out
+    with pytest.raises(CallListError, match="other words"):
+        _call(count=8).with_rounding(moved)  # a raw call has no rounding to re-aim
+
+
 @pytest.mark.parametrize("make, match", [
     (lambda: _call(hold=True, rounding=ROUND), "cannot round"),
     (lambda: _call(count=ACC_DEPTH + 1, hold=True), "takes 1..4096"),

@@ -59,18 +59,27 @@ class ContainerCodec:
         flat = np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
         bits = flat.view(np.int64)
         size = bits & ~_SIGN
-        inside = (size - self._low).view(np.uint64) < self._span
-        field = size - self._rebias
+        field = size - self._low  # the pattern's offset above the smallest normal value
+        inside = field.view(np.uint64) < self._span
+        field += self._low - self._rebias  # the pattern rebiased to the format's exponent
         if self._even:
-            field += self._half + ((field >> self._shift) & 1)
+            odd = field >> self._shift
+            odd &= 1
+            odd += self._half
+            field += odd
         else:
             field += self._half
-        magnitude = np.clip(field >> self._shift, 0, self._max)  # a zero's is negative; a carry past the top clips
-        out = (magnitude << self._place).view(np.uint64) | ((bits < 0).view(np.uint8).astype(np.uint64)
-                                                            << self._sign_at)
-        rest = ~inside & (size != 0)
-        if rest.any():
-            out[rest] = self._general_words(flat[rest])
+        field >>= self._shift
+        np.clip(field, 0, self._max, out=field)  # a zero's is negative; a carry past the top clips
+        field <<= self._place
+        out = field.view(np.uint64)
+        sign = bits.view(np.uint64) >> np.uint64(63)
+        sign <<= self._sign_at
+        out |= sign
+        if not inside.all():
+            rest = ~inside & (size != 0)
+            if rest.any():
+                out[rest] = self._general_words(flat[rest])
         return out.reshape(x.shape)
 
     def values(self, words) -> np.ndarray:

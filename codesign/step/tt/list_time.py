@@ -26,7 +26,7 @@ from codesign.boards import Board
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.step.list_cycles import BOARD_DDR, DdrTiming, phase_cycles
 from codesign.step.time import Stage, StepTime, step_time
-from codesign.step.tt.step_lists import Fracs, StepLists, check_specs, list_products, step_lists
+from codesign.step.tt.step_lists import Fracs, StepLists, check_specs, step_lists
 from codesign.step.tt.time import TtLayers, tt_mac_energy_pj
 
 
@@ -138,7 +138,7 @@ def tt_list_step(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, 
         stages += phases
         layer_cycles.append(sum(stage.cycles for stage in phases))
         phase_cycles.append(tuple(stage.cycles for stage in phases))
-    macs = sum(list_products(calls) for lists in plans for phase in lists.phases for _, calls in phase)
+    macs = sum(sum(products) for lists in plans for products in lists.products)
     host = host_work(setup, plans)
     time = step_time(stages, board, clock_mhz=clock_mhz, host_s=host_s, host_source=host_source, macs=macs,
                      array_macs=copies[0] * spec1.lanes * spec1.rows + copies[1] * spec2.lanes * spec2.rows,

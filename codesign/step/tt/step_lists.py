@@ -91,6 +91,7 @@ class StepLists:
     parts: int
     y_width: int
     fracs: Fracs
+    products: Tuple[Tuple[int, ...], ...]  # per phase, each list's products (its headers' I J K L; no shift moves them)
 
 
     @property
@@ -423,7 +424,8 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
                      contractions=made,
                      cores=tuple(core.shape for core in builder.cores), batch=builder.batch,
                      outputs=dict(builder.outputs), codes=dict(builder.codes_out), inputs=dict(builder.inputs),
-                     lanes=builder.lanes, parts=builder.parts, y_width=builder.y_width, fracs=fracs)
+                     lanes=builder.lanes, parts=builder.parts, y_width=builder.y_width, fracs=fracs,
+                     products=tuple(tuple(list_products(calls) for _, calls in listed) for listed in phases))
 
 
 def z_fracs(fracs: Fracs, d: int) -> Dict[Tuple[str, int], int]:
@@ -455,7 +457,7 @@ def reshift(lists: StepLists, fracs: Fracs) -> StepLists:
         shift = None if item.stat is None else shift_of(fracs, item.stat)
         if shift is not None and shift != shift_of(lists.fracs, item.stat):  # only the calls whose shift moved
             configs: dict = {}  # each rounding configuration re-made once, shared by its calls
-            new = tuple(replace(call, rounding=configs.setdefault(call.rounding, replace(call.rounding, shift=shift)))
+            new = tuple(call.with_rounding(configs.setdefault(call.rounding, replace(call.rounding, shift=shift)))
                         if call.rounding.enable else call for call in calls)
             renamed.update((id(old), call) for old, call in zip(calls, new))
             calls = new
