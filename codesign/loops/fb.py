@@ -250,12 +250,24 @@ class FbMlpTrainer(ScheduledLoop):
         x = np.asarray(x.numpy() if hasattr(x, "numpy") else x, dtype=np.float64)
         return x.reshape(x.shape[0], -1)
 
-    def train_step(self, x, y) -> float:
-        """One SGD step on a batch; returns the batch's mean cross-entropy (float64)."""
+    def _batch(self, x, y, max_batch: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """A training batch as finite float64 feature rows and int64 labels of the model's classes, or an error
+        naming what is wrong, raised before anything is written (a list trainer's state is on the device)."""
         x = self._features(x)
         y = np.asarray(y.numpy() if hasattr(y, "numpy") else y, dtype=np.int64)
-        if x.shape[0] != y.shape[0] or x.shape[1] != self.setup.layers[0]:
-            raise HwTrainError(f"batch x {x.shape}, y {y.shape}: need (n, {self.setup.layers[0]}) and (n,)")
+        features, classes = self.setup.layers[0], self.setup.layers[-1]
+        most = max_batch or max(x.shape[0], 1)
+        if y.shape != (x.shape[0],) or x.shape[1] != features or not 1 <= x.shape[0] <= most:
+            raise HwTrainError(f"batch x {x.shape}, y {y.shape}: need (n, {features}) and (n,) with 1 <= n <= {most}")
+        if y.min() < 0 or y.max() >= classes:
+            raise HwTrainError(f"labels y hold {int(y.min())}..{int(y.max())}: need classes in 0..{classes - 1}")
+        if not np.isfinite(x).all():
+            raise HwTrainError(f"batch x holds {int(x.size - np.isfinite(x).sum())} non-finite values")
+        return x, y
+
+    def train_step(self, x, y) -> float:
+        """One SGD step on a batch; returns the batch's mean cross-entropy (float64)."""
+        x, y = self._batch(x, y)
         n = x.shape[0]
         inputs, pre = self._forward(self.to_words(x))
         logits = self.to_values(pre[-1])

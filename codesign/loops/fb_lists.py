@@ -95,12 +95,8 @@ class FbListTrainer(StateOnDevice, FbMlpTrainer):
 
     def train_step(self, x, y) -> float:
         """One SGD step on a batch as two lists; returns the batch's mean cross-entropy (float64)."""
-        x = self._features(x)
-        y = np.asarray(y.numpy() if hasattr(y, "numpy") else y, dtype=np.int64)
+        x, y = self._batch(x, y, self.setup.batch_size)
         n = x.shape[0]
-        if n != y.shape[0] or x.shape[1] != self.setup.layers[0] or not 1 <= n <= self.setup.batch_size:
-            raise HwTrainError(f"batch x {x.shape}, y {y.shape}: need (n, {self.setup.layers[0]}) and (n,) with "
-                               f"1 <= n <= {self.setup.batch_size}")
         lists, layout = self.lists(n), self.layout
         ranges = layout.a[0].write(self.device, self.to_words(x))
         scalars = (self.fb, self.setup.weight_decay, self.setup.momentum, -self.learning_rate())

@@ -116,6 +116,12 @@ def test_bad_shells_specs_and_batches_are_refused():
     lists.load_weights(pruned_state(lists, np.random.default_rng(2)))
     with pytest.raises(HwTrainError, match="holds 20"):
         lists.train_step(np.zeros((21, 64)), np.zeros(21, dtype=int))
+    x = np.zeros((4, 64))
+    x[3, 63] = -np.inf
+    with pytest.raises(HwTrainError, match="1 non-finite values"):
+        lists.train_step(x, np.zeros(4, dtype=int))
+    with pytest.raises(HwTrainError, match=r"classes in 0\.\.9"):
+        lists.train_step(np.zeros((4, 64)), np.array([0, 1, 2, 10]))
     assert lists.step == 0 and lists.buffer_phase == 0 and lists.shell.lists == 0
 
 

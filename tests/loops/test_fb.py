@@ -177,6 +177,11 @@ def test_bad_batches_and_setups_are_refused():
     trainer = FbMlpTrainer(small_setup())
     with pytest.raises(HwTrainError, match=r"need \(n, 64\)"):
         trainer.train_step(np.zeros((4, 63)), np.zeros(4, dtype=int))
+    with pytest.raises(HwTrainError, match=r"labels y hold -1\.\.2"):
+        trainer.train_step(np.zeros((4, 64)), np.array([0, -1, 2, 1]))
+    with pytest.raises(HwTrainError, match="4 non-finite values"):
+        trainer.train_step(np.full((4, 64), [np.nan] + [0.0] * 63), np.zeros(4, dtype=int))  # column 0 of each row
+    assert trainer.step == 0
     with pytest.raises(HwTrainError, match="FB range"):
         small_setup(fb_max=12)
     with pytest.raises(HwTrainError, match="not model 'resnet'"):

@@ -109,4 +109,10 @@ def test_bad_shells_and_batches_are_refused():
     lists = FbListTrainer(small_setup(), shell())
     with pytest.raises(HwTrainError, match="1 <= n <= 20"):
         lists.train_step(np.zeros((21, 64)), np.zeros(21, dtype=int))
-    assert lists.step == 0 and lists.phase == 0
+    with pytest.raises(HwTrainError, match=r"labels y hold 0\.\.10: need classes in 0\.\.9"):
+        lists.train_step(np.zeros((4, 64)), np.array([0, 3, 10, 2]))
+    x = np.zeros((4, 64))
+    x[1, 5], x[2, 0] = np.nan, np.inf
+    with pytest.raises(HwTrainError, match="2 non-finite values"):
+        lists.train_step(x, np.zeros(4, dtype=int))
+    assert lists.step == 0 and lists.phase == 0 and lists.list_steps == 0
