@@ -197,6 +197,29 @@ def _pack_plain(values, lanes: int, bits: int, stream_bits: int) -> np.ndarray:
     return chunk.view("<u4").reshape(-1)  # uint32: a host's buffer words, not widened
 
 
+def unpack_rows(parts, rows: int, length: int, lanes: int, bits: int, stream_bits: int = WORD_BITS) -> np.ndarray:
+    """``rows`` operand rows of ``length`` signed ``bits``-bit codes (int64, ``(rows, length)``) from the first
+    32-bit ``parts`` of a stream, as a PE reads them: what :func:`pack_rows` wrote, the bits it may fill with noise
+    (slot bits above ``bits``, padding lanes, a chunk's unused high bits) ignored. A ValueError if ``parts`` is
+    shorter."""
+    slot, per_row = slot_bits(bits), chunks(length, lanes)
+    chunk_bytes = chunk_words(lanes, bits, stream_bits) * stream_bits // 8
+    need = rows * per_row * chunk_bytes // 4
+    parts = np.asarray(parts)
+    if parts.size < need:
+        raise ValueError(f"{rows} rows of {length} {bits}-bit codes take {need} parts; {parts.size} left")
+    data = np.ascontiguousarray(parts[:need], dtype="<u4").view(np.uint8).reshape(rows * per_row, chunk_bytes)
+    if slot == 16:
+        fields = data[:, :2 * lanes].copy().view("<u2")
+    elif slot == 8:
+        fields = data[:, :lanes]
+    else:
+        fields = np.stack([data & 15, data >> 4], axis=-1).reshape(len(data), -1)[:, :lanes]
+    codes = fields.astype(np.int64) & ((1 << bits) - 1)
+    codes -= (codes >> (bits - 1)) << bits  # two's complement from ``bits`` bits
+    return codes.reshape(rows, per_row * lanes)[:, :length]
+
+
 def result_words(values, stream_bits: int = WORD_BITS) -> np.ndarray:
     """Results as 32-bit parts (two's complement, sign-extended from the accumulator width), ``stream_bits / 32``
     to a stream word in row-major order, the last word's unused parts 0."""

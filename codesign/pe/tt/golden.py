@@ -34,8 +34,11 @@ from codesign.pe.tt.contract import (
     pack_rows,
     pad_last,
     result_words,
+    row_words,
     saturating_scan,
     single_word,
+    stream_header,
+    unpack_rows,
     word_parts,
 )
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
@@ -185,6 +188,41 @@ def output_words(spec: TtSpec, z) -> np.ndarray:
 def refused(status_word: int, stream_bits: int = 32) -> np.ndarray:
     """Output of a refused header: the status word alone (as ``stream_bits / 32`` parts)."""
     return single_word(status_word, stream_bits)
+
+
+def answer(spec: TtSpec, words_in) -> np.ndarray:
+    """Output words (32-bit parts) of one transaction from its input parts: the header checked as :func:`status`
+    does, the operand rows read as the PE reads them (:func:`~codesign.pe.tt.contract.unpack_rows`), the
+    contraction in contract order (:func:`kernel`). A golden list runner asks this of a PE for every call of a
+    step; it is held equal to the plain-loop reference word for word (``tests/pe/tt/test_tt_golden_answer.py``)."""
+    words_in = np.asarray(words_in, dtype=np.uint64)
+    width, parts = spec.stream_bits, word_parts(spec.stream_bits)
+    header = stream_header(words_in, width)
+    code = status(spec, header)
+    if code != STATUS_OK:
+        return refused(code, width)
+    if isinstance(spec, Tt3Spec):
+        (i, j), _ = header_dims(header, 2)
+        b_rows, b_length, a_rows, a_length = 1, j, 1, i
+    else:
+        (i, j, k, l), _ = header_dims(header, 4)
+        b_rows, b_length = (l * j, k) if isinstance(spec, Tt1Spec) else (l, j)
+        a_rows, a_length = i * j, k
+    body = words_in[parts:]
+    b_parts = b_rows * row_words(b_length, spec.lanes, spec.b_bits, width) * parts
+    a_parts = a_rows * row_words(a_length, spec.lanes, spec.a_bits, width) * parts
+    if body.size != b_parts + a_parts:
+        raise ValueError(f"header {header:#x} takes {b_parts + a_parts} operand parts, the transaction has {body.size}")
+    b = unpack_rows(body, b_rows, b_length, spec.lanes, spec.b_bits, width)
+    a = unpack_rows(body[b_parts:], a_rows, a_length, spec.lanes, spec.a_bits, width)
+    if isinstance(spec, Tt3Spec):
+        a, b = a[0], b[0]
+    elif isinstance(spec, Tt1Spec):
+        b = b.reshape(j, l, k).swapaxes(0, 1) if spec.b_jl else b.reshape(l, j, k)
+        a = a.reshape(i, j, k)
+    else:
+        a = a.reshape(i, j, k)
+    return output_words(spec, kernel(spec, a, b))
 
 
 # ---------------------------------------------------------------------------- TT mapping

@@ -21,7 +21,7 @@ from codesign.hw.constants_gen import HEADER_NAME as CONSTANTS_HEADER
 from codesign.hw.protocol import GridCase
 from codesign.hw.rtl_deps import used_sources
 from codesign.pe.stream import StreamPE, Transaction
-from codesign.pe.tt import reference, resources, stimulus
+from codesign.pe.tt import golden, reference, resources, stimulus
 from codesign.pe.tt.contract import MAX_DIM, STREAM_BITS_CHOICES, WORD_BITS
 from codesign.pe.tt.cycles import stream_cycles
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
@@ -143,6 +143,10 @@ class _TtPE(StreamPE):
 
     def reference_output(self, spec, words_in) -> np.ndarray:
         return np.array(self.reference_model(words_in, **spec.to_dict()), dtype=np.uint64)
+
+    def golden_output(self, spec, words_in) -> np.ndarray:
+        """The vectorised golden's answer (:func:`codesign.pe.tt.golden.answer`), equal to the reference's."""
+        return golden.answer(spec, words_in)
 
     def resource_parts(self, spec):
         self.check_spec(spec)
