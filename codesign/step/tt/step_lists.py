@@ -456,9 +456,9 @@ def reshift(lists: StepLists, fracs: Fracs) -> StepLists:
     for name, (item, calls) in lists.contractions.items():
         shift = None if item.stat is None else shift_of(fracs, item.stat)
         if shift is not None and shift != shift_of(lists.fracs, item.stat):  # only the calls whose shift moved
-            configs: dict = {}  # each rounding configuration re-made once, shared by its calls
-            new = tuple(call.with_rounding(configs.setdefault(call.rounding, replace(call.rounding, shift=shift)))
-                        if call.rounding.enable else call for call in calls)
+            configs = {config: replace(config, shift=shift)  # each rounding re-made once, shared by its calls
+                       for config in {call.rounding for call in calls if call.rounding.enable}}
+            new = tuple(call.with_rounding(configs[call.rounding]) if call.rounding.enable else call for call in calls)
             renamed.update((id(old), call) for old, call in zip(calls, new))
             calls = new
         contractions[name] = (item, calls)
