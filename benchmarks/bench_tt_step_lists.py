@@ -9,7 +9,9 @@ rank, batch 64, in one process:
   the list cycle model, exact against the RTL, under its DDR timing, the PE1
   and PE2 lists of a phase side by side, at ``--clock-mhz``). Its host time is measured here: the wall time of a
   :class:`codesign.loops.tt_lists.TtListTrainer` step less its shell's (the
-  golden shell model, which a board replaces by its IPs). This desktop is not
+  golden shell model, which a board replaces by its IPs), the least of
+  ``--steps`` steps after the two that aim the scales and build the lists
+  (:func:`codesign.shell.list_runner.host_per_list_step`). This desktop is not
   the board's ARM.
 - ``torch_f32``: a plain float32 PyTorch step of the same TT layers
   (``benchmarks/bench_tt_golden.py``), one thread, the least of ``--steps``.
@@ -22,8 +24,8 @@ is faster and the builds' DSP slices (the calibrated resource model on the
 board's family) stay within the 278 of issue 39's goals
 (:func:`codesign.design.families.tt_list_step.b_order_choice`: 258 with
 two j-outer PE1 IPs). Prints the step's parts and the ratio board /
-torch_f32; writes ``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes a few minutes (the golden
-shell computes every call of two steps in Python).
+torch_f32; writes ``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes about two minutes at rank 8
+(the golden shell computes every call of the two warm steps with the PEs' vectorised golden).
 
 Run: .venv/bin/python benchmarks/bench_tt_step_lists.py [--rank 8] [--steps 5] [--clock-mhz 100] [--stream-bits 128]
 [--copies 2,2] [--b-order auto] [--out reports/bench]
@@ -46,7 +48,7 @@ from codesign.io.reports import write_json_atomic
 from codesign.loops.tt_lists import TtListTrainer
 from codesign.boards import board
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.shell.list_runner import GoldenListShell
+from codesign.shell.list_runner import GoldenListShell, host_per_list_step
 from codesign.step.tt.list_time import tt_list_step
 from codesign.step.tt.step_lists import check_copies
 
@@ -93,12 +95,9 @@ def main() -> int:
     f32 = torch_f32_step(setup, trainer.cores, trainer.biases)
     rng = np.random.default_rng(args.rank)
     batches = [(rng.random((setup.batch_size, setup.layers[0]["in_features"])).astype(np.float32),
-                rng.integers(0, setup.layers[-1]["out_features"], setup.batch_size)) for _ in range(3)]
-    for x, y in batches[:2]:  # the first step aims every scale on the host; the second builds the lists
-        trainer.train_step(x, y)
-    shell_before, started = shell.seconds, time.perf_counter()
-    trainer.train_step(*batches[2])
-    host_s = time.perf_counter() - started - (shell.seconds - shell_before)
+                rng.integers(0, setup.layers[-1]["out_features"], setup.batch_size)) for _ in range(2 + args.steps)]
+    # the first step aims every scale on the host, the second builds the lists; the least of the others
+    host_s = host_per_list_step(trainer, shell, batches, warm_steps=2)["seconds"]
     step = tt_list_step(setup, shell.spec1, shell.spec2, ultra96, clock_mhz=args.clock_mhz,
                         host_s=host_s, host_source="measured on this desktop", copies=copies)
     cycles = list(step.layer_cycles)
