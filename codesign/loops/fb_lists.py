@@ -31,8 +31,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, Tuple
 
-import numpy as np
-
 from codesign.loops.common import HwTrainError, StateOnDevice, softmax_cross_entropy
 from codesign.loops.fb import FbMlpTrainer, HwTrainSetup
 from codesign.step.fpmac_array.lists import PE, FbStepLists, step_arena, step_lists
