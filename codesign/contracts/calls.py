@@ -228,8 +228,8 @@ class Call:
         self._check_apart()
 
     def with_rounding(self, rounding: RoundStageConfig) -> "Call":
-        """This call rounding with ``rounding`` instead, which must give the same words: a moved scale changes a
-        shift only, so the blocks, count and record stay as checked (a list step re-aims hundreds of calls)."""
+        """This call with ``rounding`` in place of its own, which must give the same words: a moved scale changes
+        a shift only, so the blocks, count and record stay as checked (a list step re-aims hundreds of calls)."""
         if (rounding.enable != self.rounding.enable
                 or rounding.words_out(self.count) != self.rounding.words_out(self.count)):
             raise CallListError(f"rounding {rounding} gives other words than the call's {self.rounding}")

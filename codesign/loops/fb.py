@@ -255,10 +255,10 @@ class FbMlpTrainer(ScheduledLoop):
         naming what is wrong, raised before anything is written (a list trainer's state is on the device)."""
         x = self._features(x)
         y = np.asarray(y.numpy() if hasattr(y, "numpy") else y, dtype=np.int64)
-        features, classes = self.setup.layers[0], self.setup.layers[-1]
-        most = max_batch or max(x.shape[0], 1)
-        if y.shape != (x.shape[0],) or x.shape[1] != features or not 1 <= x.shape[0] <= most:
-            raise HwTrainError(f"batch x {x.shape}, y {y.shape}: need (n, {features}) and (n,) with 1 <= n <= {most}")
+        features, classes, n = self.setup.layers[0], self.setup.layers[-1], x.shape[0]
+        if y.shape != (n,) or x.shape[1] != features or n < 1 or (max_batch is not None and n > max_batch):
+            bound = "n >= 1" if max_batch is None else f"1 <= n <= {max_batch}"
+            raise HwTrainError(f"batch x {x.shape}, y {y.shape}: need (n, {features}) and (n,) with {bound}")
         if y.min() < 0 or y.max() >= classes:
             raise HwTrainError(f"labels y hold {int(y.min())}..{int(y.max())}: need classes in 0..{classes - 1}")
         if not np.isfinite(x).all():

@@ -20,7 +20,7 @@ from codesign.hw.csim import compile_testbench, parse_summary
 from codesign.hw.vectors import write_transactions
 from codesign.demo import quick_options
 from codesign.pe import get_pe, pe_names
-from codesign.pe.tt.pe import WIDE_STREAMS, header_top_cases, pe3_top_cases
+from codesign.pe.tt.pe import QUICK_WIDE_STREAMS, header_top_cases, pe3_top_cases
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.resources import data_dir
 
@@ -34,10 +34,11 @@ OWN_FILES = {
 }
 GENERIC = [name for name in pe_names() if all(name not in own for own in OWN_FILES.values())]
 
-_WIDTHS = (WORD_BITS, *WIDE_STREAMS)
+_WIDTHS = (WORD_BITS, *QUICK_WIDE_STREAMS)
 # grid points the generic tests run quick besides each PE's first: the TT builds with a dimension's header field at
-# its top (codesign.pe.tt.pe.header_top_cases; PE3's at 32 bits is l8_a12b5 of its main grid) at every stream width,
-# so that the quick run reads every header bit at 32, 64 and 128 bits in the header and the RTL
+# its top (codesign.pe.tt.pe.header_top_cases; PE3's at 32 bits is l8_a12b5 of its main grid) at 32 bits and the
+# quick wide width, so that the quick run reads every header bit at 32 and 128 bits in the header and the RTL (64
+# bits in the slow run)
 QUICK_POINTS = {
     "tt1": {case.id for bits in _WIDTHS for case in header_top_cases(Tt1Spec, bits)},
     "tt2": {case.id for bits in _WIDTHS for case in header_top_cases(Tt2Spec, bits)},

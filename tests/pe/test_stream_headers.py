@@ -36,7 +36,7 @@ def test_quick_points_are_grid_points(stream_registry, stream_quick_points):
     for name, ids in stream_quick_points.items():
         quick = {case.id for case in get_pe(name).verification_grid() if not (case.slow or case.long)}
         assert ids and ids <= quick, (name, sorted(ids - quick))
-    assert {len(ids) for name, ids in stream_quick_points.items() if name != "tt3"} == {9}  # 3 fields x 3 widths
+    assert {len(ids) for name, ids in stream_quick_points.items() if name != "tt3"} == {6}  # 3 fields x 2 widths
 
 
 def test_header_matches_golden_stimulus(header_checker, tmp_path, stream_grid_case, grid_stimulus):

@@ -33,7 +33,10 @@ LONG_CONTRACTIONS = 10_000  # contractions per configuration in the extended gri
 
 
 WIDE_STREAMS = tuple(bits for bits in STREAM_BITS_CHOICES if bits > WORD_BITS)  # the widths beside the 32-bit grid
-QUICK_WIDE = 1  # configurations of the main grid that ``make test`` runs at every wider width (the rest: ``long``)
+QUICK_WIDE = 1  # configurations of the main grid that ``make test`` runs at a quick wider width (the rest: ``long``)
+# the wider widths whose quick points ``make test`` runs; the others' are ``slow`` (``make test-slow``): the widest
+# word takes the multi-part unpacker, packer and header check, and ``make test`` has 10 minutes
+QUICK_WIDE_STREAMS = (WIDE_STREAMS[-1],)
 
 
 def header_top_cases(spec_class, stream_bits: int = WORD_BITS) -> list[GridCase]:
@@ -50,14 +53,17 @@ def header_top_cases(spec_class, stream_bits: int = WORD_BITS) -> list[GridCase]
 def width_grid(main: list[GridCase], tops) -> list[GridCase]:
     """The 32-bit grid (``main``, then the header-top builds ``tops(32)``), each again with 10^4 contractions
     (``long``, :func:`with_long_twins`); then at every wider width the first :data:`QUICK_WIDE` configurations of
-    ``main`` and every header-top build quick and with 10^4 contractions, and the rest of ``main`` with 10^4
-    contractions only: every width has the directed header-field cases in the quick grid and at least five
-    configurations with 10^4 contractions in the extended one."""
+    ``main`` and every header-top build (quick at :data:`QUICK_WIDE_STREAMS`, else ``slow``) and with 10^4
+    contractions, and the rest of ``main`` with 10^4 contractions only: every width has the directed
+    header-field cases in the quick or slow grid and at least five configurations with 10^4 contractions in the
+    extended one."""
     grid = with_long_twins(main + tops(WORD_BITS))
     for bits in WIDE_STREAMS:
         wide = [GridCase(f"{case.id}_s{bits}", replace(case.spec, stream_bits=bits), case.target, case.options)
                 for case in main]
         quick, rest = wide[:QUICK_WIDE] + tops(bits), wide[QUICK_WIDE:]
+        if bits not in QUICK_WIDE_STREAMS:
+            quick = [replace(case, slow=True) for case in quick]
         grid += quick + with_long_twins(quick + rest, offset=len(grid))[len(quick) + len(rest):]
     return grid
 
