@@ -11,7 +11,8 @@ TEST_APT_PACKAGES := chromium
 STAMP       := $(VENV)/.codesign-installed-$(shell cat pyproject.toml requirements-lock.txt | sha1sum | cut -c1-12)
 JOBS        ?= 2
 # Python caches its bytecode (codesign/, tests/ __pycache__, gitignored) even where the environment says not to:
-# without it every RTL and C-sim test's Python recompiles the package, about a fifth of make test's time
+# without it every RTL and C-sim test's Python recompiles the package: a quarter of an RTL test's time, about a
+# tenth of make test's
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup system-packages test-system-packages apt-install venv demo demo-full yosys-reports test test-slow \
