@@ -27,8 +27,12 @@ two j-outer PE1 IPs). Prints the step's parts and the ratio board /
 torch_f32; writes ``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes about two minutes at rank 8
 (the golden shell computes every call of the two warm steps with the PEs' vectorised golden).
 
+``--modes cheapest`` takes, per layer, the order of its modes with the fewest step products
+(:func:`codesign.step.tt.mode_order.cheapest_orders`): another network of the same features and ranks, whose
+cores pair the modes anew (the float32 step is of that network too).
+
 Run: .venv/bin/python benchmarks/bench_tt_step_lists.py [--rank 8] [--steps 5] [--clock-mhz 100] [--stream-bits 128]
-[--copies 2,2] [--b-order auto] [--out reports/bench]
+[--copies 2,2] [--b-order auto] [--modes ours] [--out reports/bench]
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ import numpy as np
 
 from codesign.design import load_design
 from codesign.design.calibration import pe_resources
-from codesign.design.families.tt import paper_setup, tt_setup_of
+from codesign.design.families.tt import PAPER_BATCH, PAPER_LAYERS, paper_setup, tt_setup_of
 from codesign.design.families.tt_list_step import b_order_choice
 from codesign.io.reports import write_json_atomic
 from codesign.loops.tt_lists import TtListTrainer
@@ -50,6 +54,7 @@ from codesign.boards import board
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.shell.list_runner import GoldenListShell, host_per_list_step
 from codesign.step.tt.list_time import tt_list_step
+from codesign.step.tt.mode_order import cheapest_orders, describe, order_cost
 from codesign.step.tt.step_lists import check_copies
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -71,6 +76,10 @@ def main() -> int:
                         help="IPs of PE1 and of PE2 a phase's lists are shared among (2,2: 256 DSP slices)")
     parser.add_argument("--b-order", default="auto", choices=("auto", "lj", "jl"),
                         help="PE1's B order: l outer, j outer, or auto (j outer where faster within the DSP goal)")
+    parser.add_argument("--modes", default="ours", choices=("ours", "cheapest"),
+                        help="the layers' mode orders: ours (PAPER_LAYERS, what the TT reproductions train) or, per "
+                             "layer, the order of those modes with the fewest step products (another network: "
+                             "its cores pair the modes anew; its accuracy is not measured here)")
     parser.add_argument("--out", default="reports/bench")
     args = parser.parse_args()
     if args.rank < 1 or args.steps < 1 or not args.clock_mhz > 0:
@@ -84,7 +93,12 @@ def main() -> int:
 
     torch.set_num_threads(1)
     precision = {**tt_setup_of(load_design(EXAMPLES / "digits_tt.toml")).precision, "scale_rule": "tracked"}
-    setup = paper_setup(args.rank, precision)
+    orders = [order_cost(ins, outs, max_rank=args.rank, batch=PAPER_BATCH, need_input_grad=index > 0)
+              for index, (ins, outs) in enumerate(PAPER_LAYERS)]
+    if args.modes == "cheapest":
+        orders = cheapest_orders(PAPER_LAYERS, max_rank=args.rank, batch=PAPER_BATCH)
+    print("modes:", "; ".join(describe(order) for order in orders), flush=True)
+    setup = paper_setup(args.rank, precision, modes=[(order.in_modes, order.out_modes) for order in orders])
     build = {**BUFFERS, "stream_bits": args.stream_bits}
     ultra96 = board("ultra96v2")
     spec1, spec2, order = pe1_order(setup, build, ultra96, args, copies)
@@ -108,6 +122,7 @@ def main() -> int:
         torch_s.append(time.perf_counter() - started)
     pe_s, total_s = step.time.pe_s + step.time.memory_s, step.time.total_s
     row = {"rank": args.rank, "batch": setup.batch_size, "list_steps": trainer.list_steps,
+           "modes": args.modes, "layers": [order.to_dict() for order in orders],
            "pe_dma_cycles_per_layer": cycles, "pe_dma_ms": 1e3 * pe_s, "host_ms_desktop": 1e3 * host_s,
            "host_share": host_s / total_s, "host_work": step.host.to_dict(), "macs_bound_ms": 1e3 * step.time.bounds["macs_s"],
            "board_step_ms": 1e3 * total_s, "torch_f32_ms": 1e3 * min(torch_s),
@@ -120,7 +135,8 @@ def main() -> int:
           f"{row['ratio_board_to_torch_f32']:.1f}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / f"tt_step_lists_r{args.rank}_s{args.stream_bits}_c{copies[0]}x{copies[1]}.json", row)
+    name = f"tt_step_lists_r{args.rank}_s{args.stream_bits}_c{copies[0]}x{copies[1]}"
+    write_json_atomic(out / f"{name}{'_cheapest' if args.modes == 'cheapest' else ''}.json", row)
     return 0
 
 

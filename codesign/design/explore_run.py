@@ -231,7 +231,8 @@ def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list
             "points": len(points), "feasible": int(space.feasible.sum()), "pareto": int(front.size),
             "host_measured": result.get("host_measured"), "other_route": result.get("other_route"),
             "hp_ports": result.get("hp_ports"), "reuse": result.get("reuse"),
-            "forward_split": result.get("forward_split"), "list_step": result.get("list_step")}),
+            "forward_split": result.get("forward_split"), "list_step": result.get("list_step"),
+            "mode_orders": result.get("mode_orders")}),
         write_json_atomic(out / "estimate_layer_cycles.json", {
             "hardware": family.describe(options), "clock_mhz": step.clock_mhz,
             "stages": [{"cycles": s.cycles, "words_in": s.words_in, "words_out": s.words_out} for s in stages]}),
@@ -368,6 +369,7 @@ def summary(result: Mapping[str, Any]) -> str:
                      f"{other['total_s'] * 1e3:.3f} ms = PE {other['pe_s'] * 1e3:.3f} + memory "
                      f"{other['memory_s'] * 1e3:.3f} + host {other['host_s'] * 1e3:.3f} ms at {other['label']}")
     lines += _list_step_lines(result.get("list_step"))
+    lines += _mode_order_lines(result.get("mode_orders"))
     for confirmed in result["confirmed"]:
         lines.append(f"  Yosys {confirmed['point']['label']}: " + ", ".join(
             f"{k} {confirmed['yosys_total'][k]:g}" for k in RESOURCES) + (" fits" if confirmed["fits"] else
@@ -391,6 +393,24 @@ def _list_step_lines(found: Mapping[str, Any] | None) -> list[str]:
             f"call; layers {layers} ms; MAC bound {ms['macs_s']:.3f} ms; per step {work['lists']} lists, "
             f"{work['calls']} calls, {work['flushed_bytes'] / 1024:.1f} KiB flushed, "
             f"{work['read_bytes'] / 1024:.1f} KiB read{_b_order_words(found.get('b_order'))}"]
+
+
+def _mode_order_lines(layers: Sequence[Mapping[str, Any]] | None) -> list[str]:
+    """The summary's line on the TT layers' mode orders: where another order of the same modes takes fewer step
+    products (another network: its accuracy is the user's run to measure)."""
+    if not layers:
+        return []
+
+    def order(found: Mapping[str, Any]) -> str:
+        return f"{tuple(found['in_modes'])} -> {tuple(found['out_modes'])}"
+
+    parts = [f"layer {index} {order(layer['ours'])} {layer['ours']['products'] / 1e6:.1f} M" + (
+        " (the fewest)" if layer["times_fewer"] <= 1 else
+        f", fewest {order(layer['fewest'])} {layer['fewest']['products'] / 1e6:.1f} M ({layer['times_fewer']:.1f}x "
+        f"fewer; {layer['fewest']['parameters']:,} core values against {layer['ours']['parameters']:,})")
+        for index, layer in enumerate(layers)]
+    return ["  step products by mode order (another order is another network: set techniques.tt.in_modes / "
+            "out_modes and retrain to compare): " + "; ".join(parts)]
 
 
 def _b_order_words(order: Mapping[str, Any] | None) -> str:

@@ -10,9 +10,18 @@ Definition 1). Both TT trainers start from it: the torch one
 
 from __future__ import annotations
 
+import math
 from typing import List, Sequence, Tuple
 
 import numpy as np
+
+
+def svd_ranks(in_modes: Sequence[int], out_modes: Sequence[int], max_rank: int) -> Tuple[int, ...]:
+    """The ranks ``(1, r_1, .., r_{d-1}, 1)`` :func:`tt_svd` gives at ``max_rank``: each inner rank capped by
+    ``max_rank`` and by the product of the mode sizes ``m_k n_k`` on either side of its core boundary (the rank of
+    that unfolding at most)."""
+    sizes = [int(m) * int(n) for m, n in zip(out_modes, in_modes)]
+    return (1, *(min(int(max_rank), math.prod(sizes[:k]), math.prod(sizes[k:])) for k in range(1, len(sizes))), 1)
 
 
 def tt_svd(matrix: np.ndarray, in_modes: Sequence[int], out_modes: Sequence[int],

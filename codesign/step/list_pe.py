@@ -4,10 +4,10 @@ taken, the status given, the loads, the compute cycles and the result words, fro
 
 A phase is ``(kind, n, status)``: IN takes ``n`` stream words (one a cycle while the shell offers them), WAIT
 spends ``n`` cycles, OUT gives ``n`` stream words (one a cycle while the shell takes them). At a width of ``P``
-32-bit parts the PE hands its results to its output packer in *beats* (PE1, PE3: one result; PE2: up to
-``min(P, lanes)`` of one chunk); a beat that closes no word is taken at once (a WAIT cycle), one that closes a
+32-bit parts the PE hands its results to its output packer in *beats* (PE3: one result; PE1: up to
+``min(P, rows)``, a power of two, of one row group; PE2: up to ``min(P, lanes)`` of one chunk); a beat that closes no word is taken at once (a WAIT cycle), one that closes a
 word waits for the stream (an OUT word), and a last beat that overfills its word leaves the rest as a word of
-its own a cycle later (one more OUT word, the ``S`` of PE2's formula). Units: clock cycles, stream words.
+its own a cycle later (one more OUT word, the ``S`` of PE1's and PE2's formulas). Units: clock cycles, stream words.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ def pe_phases(pe, spec, header: int) -> tuple:
     """One transaction of a TT PE: ``(phases, status, operand stream words after the header, results)``: the
     phases as the module says, operand words ``spec.stream_bits`` wide, results 32-bit (``P`` to a word)."""
     from codesign.pe.tt.contract import STATUS_OK, chunk_words, chunks, header_dims
+    from codesign.pe.tt.cycles import pe1_beat, pe2_beat
     from codesign.pe.tt.golden import status as tt_status
 
     if pe.name == "fpmac_array":
@@ -41,7 +42,7 @@ def pe_phases(pe, spec, header: int) -> tuple:
         beat = 1
     else:
         raw, operands, results = _tt12(pe.name == "tt1", spec, header_dims(header, 4)[0], cwa, cwb, chunks)
-        beat = 1 if pe.name == "tt1" else min(width // 32, spec.lanes)
+        beat = pe1_beat(spec) if pe.name == "tt1" else pe2_beat(spec)
     steps.extend(_packed(raw, width // 32, beat))
     return steps, status, operands, results
 
@@ -96,7 +97,7 @@ def csb_phases(spec, header: int) -> tuple:
 def _tt12(pe1: bool, spec, dims: tuple, cwa: int, cwb: int, chunks) -> tuple:
     """PE1 and PE2 as raw phases (results as ``(OUT, results, row length)``): B's words, then per row i of A its
     words and per group of ``rows`` rows the MAC loop (PE1: J*KC MAC cycles and a flush; PE2: per chunk J MAC
-    cycles, flush, save, then one RAM read) and the group's results (PE2: rows of K)."""
+    cycles, flush, save, then one RAM read) and the group's results (PE1: one row of them; PE2: rows of K)."""
     i, j, k, cols = dims  # cols: the header's L
     kc, groups = chunks(k, spec.lanes), chunks(cols, spec.rows)
     load_b = cols * j * kc * cwb if pe1 else cols * chunks(j, spec.lanes) * cwb
@@ -106,7 +107,7 @@ def _tt12(pe1: bool, spec, dims: tuple, cwa: int, cwb: int, chunks) -> tuple:
         for group in range(groups):
             rows = min(spec.rows, cols - group * spec.rows)
             steps.append((WAIT, j * kc + 1 if pe1 else kc * (j + 2) + 1, None))
-            steps.append((OUT, rows, 1) if pe1 else (OUT, rows * k, k))
+            steps.append((OUT, rows, rows) if pe1 else (OUT, rows * k, k))
     return steps, load_b + i * j * kc * cwa, i * cols * (1 if pe1 else k)
 
 

@@ -4,7 +4,8 @@
 // (I, J, K, L), the cached operand B (L x J rows of K values, chunked; l outer when B_ORDER = 0, j outer
 // when B_ORDER = 1: each row lands at the same bank address either way), then
 // for every i one row block A[i] (J rows of K values); after each A[i] the PE
-// sends Z[i, 0..L-1]. B is held in ROWS block-RAM banks (row l in bank
+// sends Z[i, 0..L-1], BEAT results of a row group a cycle (BEAT = min(STREAM_BITS / 32, ROWS) rounded down
+// to a power of two; the last beat of a group short). B is held in ROWS block-RAM banks (row l in bank
 // l % ROWS), A[i] in one RAM; every chunk is LANES operands wide, so a cycle
 // of the compute loop does LANES x ROWS MACs: one A chunk shared by ROWS rows
 // of B (paper 003, Sec. 4). Lane products of a chunk are summed exactly and
@@ -12,9 +13,10 @@
 // j outer, chunk inner.
 //
 // Cycles (no input gaps, no backpressure), from the header to the last
-// result: 2 + L*J*KC*CWB + I * (J*KC*CWA + G*(J*KC + 1) + L), KC = ceil(K/LANES),
-// G = ceil(L/ROWS), CWA/CWB the words per chunk; 2 for a refused header
-// (codesign.pe.tt.cycles).
+// result: 2 + L*J*KC*CWB + I * (J*KC*CWA + G*(J*KC + 1) + (G-1)*ceil(ROWS/BEAT) + ceil(L'/BEAT)) + S,
+// KC = ceil(K/LANES), G = ceil(L/ROWS), L' = L - (G-1)*ROWS the last group's rows, CWA/CWB the words per
+// chunk, S = 1 when the last beat overfills its output word (its rest leaves a cycle later), else 0; 2 for a
+// refused header (codesign.pe.tt.cycles).
 `include "codesign_constants.vh"  // status codes (codesign/hw/constants.py)
 module tt1_pe #(
     parameter LANES    = 16,  // MACs along k (power of two)
@@ -53,6 +55,9 @@ module tt1_pe #(
     localparam SW = A_BITS + B_BITS + LG + 1;  // exact chunk sum
     localparam WW = (ACC_BITS > SW ? ACC_BITS : SW) + 1;
     localparam RW = ROWS > 1 ? $clog2(ROWS) : 1;
+    localparam P = STREAM_BITS / 32;  // results per output word
+    localparam BEAT_MAX = P < ROWS ? P : ROWS;
+    localparam BEAT = BEAT_MAX >= 4 ? 4 : (BEAT_MAX >= 2 ? 2 : 1);  // results a cycle: a power of two (tt_pack_out)
 
     localparam S_HDR = 3'd0, S_STATUS = 3'd1, S_LOADB = 3'd2, S_LOADA = 3'd3, S_COMP = 3'd4, S_FLUSH = 3'd5,
                S_OUT = 3'd6;
@@ -68,7 +73,8 @@ module tt1_pe #(
     tt_header #(.DIMS(4), .LANES(LANES), .MAX_J(MAX_J), .MAX_K(MAX_K), .MAX_L(MAX_L), .W(STREAM_BITS)) u_hdr (
         .word(in_data), .status(hdr_status), .chunks(hdr_chunks));
     wire loading = state == S_LOADB || state == S_LOADA;
-    assign in_ready = state == S_HDR || loading;
+    wire pack_busy;  // the last transaction's last word has still to leave
+    assign in_ready = (state == S_HDR && !pack_busy) || loading;
     wire take = in_valid && in_ready;
     wire chunk_done;
     wire [CWM*STREAM_BITS-1:0] full;  // the chunk's words, the one being taken included
@@ -84,7 +90,7 @@ module tt1_pe #(
     reg [AAW-1:0] aptr;              // A write / read address (j*KC + c)
     reg [BAW-1:0] brptr;             // B read address
     reg [7:0] lbase;                 // first l of the group being computed
-    reg [RW-1:0] ocnt;               // result being sent
+    reg [7:0] ocnt;                  // the group's row whose result leads the beat being sent
     wire row_end = cc == kc_n - 1 && jj == dim_j - 1;
 
     // padding lanes (k >= K) are stored as 0
@@ -132,20 +138,23 @@ module tt1_pe #(
     endgenerate
 
     // ---- output ----------------------------------------------------------------------------------
-    wire signed [ACC_BITS-1:0] acc_sel = acc_flat[ocnt*ACC_BITS +: ACC_BITS];
-    wire signed [31:0] acc_ext = acc_sel;
-    wire group_end = ocnt == ROWS - 1 || lbase + ocnt == dim_l - 1;
+    wire [7:0] g_left = (dim_l - lbase < ROWS ? dim_l - lbase : ROWS) - ocnt;  // the group's results from the beat on
+    wire [2:0] beat_n = g_left < BEAT ? g_left[2:0] : BEAT;
+    wire [BEAT*32-1:0] beat;  // the group's results from row ocnt on, sign-extended, 0 past beat_n
+    tt_beat #(.ACC_BITS(ACC_BITS), .N(ROWS), .BEAT(BEAT)) u_beat (
+        .accs(acc_flat), .first(ocnt), .n(beat_n), .beat(beat));
+    wire group_end = g_left <= BEAT;
     wire res_last = group_end && !(lbase + ROWS < dim_l) && ii == dim_i - 1;  // Z[I-1, L-1]
     wire res_ready, res_word_valid;
     wire [STREAM_BITS-1:0] res_word;
     wire [STREAM_BITS-1:0] status_word = status;
-    tt_pack_out #(.W(STREAM_BITS)) u_out (
-        .clk(clk), .rst(rst), .res_valid(state == S_OUT), .res_data(acc_ext), .res_n(3'd1), .res_last(res_last),
+    tt_pack_out #(.W(STREAM_BITS), .BEAT(BEAT)) u_out (
+        .clk(clk), .rst(rst), .res_valid(state == S_OUT), .res_data(beat), .res_n(beat_n), .res_last(res_last),
         .res_ready(res_ready), .word_valid(res_word_valid), .word(res_word), .word_ready(out_ready),
-        .busy());
+        .busy(pack_busy));
     assign out_valid = state == S_STATUS || res_word_valid;
     assign out_data = state == S_STATUS ? status_word : res_word;
-    wire give = state == S_STATUS ? out_ready : res_ready;  // the status word left, or the result was taken
+    wire give = state == S_STATUS ? out_ready : res_ready;  // the status word left, or the beat was taken
 
     // ---- B write address -------------------------------------------------------------------------
     // Row (l, j) goes to bank l % ROWS at (l / ROWS)*J*KC + j*KC + c whichever order the rows come in, each
@@ -240,7 +249,7 @@ module tt1_pe #(
                     ocnt <= 0;
                 end
                 S_OUT: if (give) begin
-                    ocnt <= ocnt + 1'b1;
+                    ocnt <= ocnt + BEAT;
                     if (group_end) begin
                         if (lbase + ROWS < dim_l) begin
                             lbase <= lbase + ROWS;

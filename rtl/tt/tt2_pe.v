@@ -147,17 +147,9 @@ module tt2_pe #(
     wire [ZW_-1:0] zrow = zrows[orow*ZW_ +: ZW_];
     wire [9:0] kleft = {2'b0, dim_k} - (({2'b0, ochunk} << LG) + ov);  // results of the row from the beat on
     wire [2:0] beat_n = kleft < BEAT ? kleft[2:0] : BEAT;
-    reg [BEAT*32-1:0] beat;  // the beat's results sign-extended to 32 bits, 0 past beat_n
-    reg signed [ACC_BITS-1:0] lane;
-    reg signed [31:0] lane_ext;
-    integer p;
-    always @* begin
-        for (p = 0; p < BEAT; p = p + 1) begin
-            lane = zrow[(ov + p)*ACC_BITS +: ACC_BITS];
-            lane_ext = lane;
-            beat[p*32 +: 32] = p < beat_n ? lane_ext : 32'd0;
-        end
-    end
+    wire [BEAT*32-1:0] beat;  // the chunk's results from lane ov on, sign-extended to 32 bits, 0 past beat_n
+    tt_beat #(.ACC_BITS(ACC_BITS), .N(LANES), .BEAT(BEAT)) u_beat (
+        .accs(zrow), .first(ov), .n(beat_n), .beat(beat));
     wire chunk_last = {1'b0, ov} + BEAT >= LANES || kleft <= BEAT;
     wire row_last = ochunk == kc_n - 1;
     wire group_last = orow == ROWS - 1 || lbase + orow == dim_l - 1;

@@ -212,6 +212,10 @@ def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path, 
     assert other["core_grad_route"] == "dense" and other["outer_pe"] == "tt3" and other["label"].endswith("1 x tt3")
     assert other["total_s"] == pytest.approx(other["pe_s"] + other["memory_s"] + other["host_s"])
     assert "on the dense core-gradient route (dW formed on PE3;" in summary(run.result)
+    (hidden, last) = run.performance["mode_orders"]  # digits_tt: 64 -> 64 -> 10, two TT layers of 2 modes
+    for layer in (hidden, last):
+        assert layer["fewest"]["products"] <= layer["ours"]["products"] and layer["times_fewer"] >= 1
+    assert "step products by mode order" in summary(run.result)
     ports = run.performance["hp_ports"]  # the chosen design's IPs over the ports the model chose
     assert ports["chosen"] == again.ports_used == run.result["space"].hp_ports[run.result["chosen"]]
     assert not ports["asked"]
@@ -440,6 +444,19 @@ def test_explore_refuses_an_unreachable_scheduler_before_any_work(tmp_path, caps
                  "--scheduler", "tcp://127.0.0.1:9"])
     assert code == 2 and not out.exists()
     assert "127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_the_summary_gives_the_mode_orders_with_fewer_step_products(design):
+    from codesign.design.explore_run import _mode_order_lines
+    from codesign.design.families.tt import mode_order_report, paper_setup, tt_setup_of
+
+    report = mode_order_report(paper_setup(8, tt_setup_of(design).precision, modes=(((4, 8, 8, 4), (8, 4, 4, 4)), ((4, 8, 4, 4), (1, 1, 2, 5)))))
+    assert [layer["fewest"]["in_modes"] for layer in report] == [[8, 8, 4, 4], [4, 8, 4, 4]]
+    assert report[1]["times_fewer"] == 1
+    (line,) = _mode_order_lines(report)
+    assert ("layer 0 (4, 8, 8, 4) -> (8, 4, 4, 4) 162.5 M, fewest (8, 8, 4, 4) -> (4, 4, 4, 8) 45.1 M (3.6x fewer; "
+            "3,584 core values against 4,480); layer 1 (4, 8, 4, 4) -> (1, 1, 2, 5) 1.6 M (the fewest)") in line
+    assert _mode_order_lines(None) == []
 
 
 def test_the_summary_gives_the_list_step_or_why_it_was_not_priced():

@@ -42,7 +42,7 @@ class Refined:
     reports: Mapping[str, Any]
 
 
-REFINED_REPORTS = ("forward_split", "reuse", "other_route", "list_step")  # the reports a family may add (None where it has none)
+REFINED_REPORTS = ("forward_split", "reuse", "other_route", "list_step", "mode_orders")  # the reports a family may add (None where it has none)
 
 
 def unrefined(raw, design, chosen_toml, chosen_design, options, point, **_) -> Refined:

@@ -26,8 +26,10 @@ from codesign.hw.resource_model import RESOURCES
 from codesign.loops.common import HwTrainError
 from codesign.loops.host_share import THIS_MACHINE, measure_tt_host, measure_tt_hosts
 from codesign.loops.tt import TtTrainSetup
+from codesign.numerics.tt_svd import svd_ranks
 from codesign.step.host import HostModel
 from codesign.step.tt.cycles import copy_loads
+from codesign.step.tt.mode_order import order_cost, rank_orders
 from codesign.step.tt.reuse import BRAM36_BYTES
 from codesign.step.tt.schedule import MAX_UNITS, StepHardware
 from codesign.step.tt.step import step_plan
@@ -113,15 +115,15 @@ def tt_model(setup: TtTrainSetup, *, bases: Mapping[str, Any], host: HostModel, 
                            [(setup, tt_hardware(options)) for options in points], repeats=5))
 
 
-def paper_setup(rank: int, precision: Mapping[str, Any], *, batch: int = PAPER_BATCH) -> TtTrainSetup:
-    """Paper 003's two-layer network (:data:`PAPER_LAYERS`, our modes) at inner rank
-    ``rank`` as a TT loop set-up, for whole-step figures against the paper's 0.09 s. A rank above what the
-    modes allow (the 10-output layer's first core has 8 values) is capped there, as its TT-SVD caps it."""
+def paper_setup(rank: int, precision: Mapping[str, Any], *, batch: int = PAPER_BATCH,
+                modes: Sequence[tuple[tuple[int, ...], tuple[int, ...]]] = PAPER_LAYERS) -> TtTrainSetup:
+    """Paper 003's two-layer network (``modes``: :data:`PAPER_LAYERS`, ours, or another order of them,
+    :mod:`codesign.step.tt.mode_order`) at inner rank ``rank`` as a TT loop set-up, for whole-step figures against
+    the paper's 0.09 s. A rank above what the modes allow (the 10-output layer's first core has 8 values) is capped
+    there, as its TT-SVD caps it."""
     layers = []
-    for index, (in_modes, out_modes) in enumerate(PAPER_LAYERS):
-        sizes = [m * n for m, n in zip(out_modes, in_modes)]
-        # no inner rank above what a TT-SVD can give: the products of the mode sizes on either side
-        ranks = (1, *(min(rank, math.prod(sizes[:k]), math.prod(sizes[k:])) for k in range(1, len(sizes))), 1)
+    for index, (in_modes, out_modes) in enumerate(modes):
+        ranks = svd_ranks(in_modes, out_modes, rank)  # no inner rank above what a TT-SVD can give
         layers.append({"core_shapes": [[ranks[k], out_modes[k], in_modes[k], ranks[k + 1]] for k in range(len(in_modes))],
                             "bias": True, "in_features": math.prod(in_modes), "out_features": math.prod(out_modes),
                             "is_network_input": index == 0})
@@ -185,7 +187,24 @@ def tt_refine(raw, design: DesignPoint, chosen_toml: dict[str, Any], chosen_desi
     return Refined(chosen_toml=chosen_toml, chosen_design=chosen_design,
                    step_options={"forward_split": chosen_design.forward_split},
                    reports={"forward_split": split, "reuse": tt_reuse_report(design, options, point),
-                            "other_route": other, "list_step": lists})
+                            "other_route": other, "list_step": lists, "mode_orders": mode_order_report(setup)})
+
+
+def mode_order_report(setup: TtTrainSetup) -> list[dict[str, Any]]:
+    """Per TT layer its modes' order as configured and the order of the same modes with the fewest step products
+    (:mod:`codesign.step.tt.mode_order`, ranks capped at the layer's largest inner rank): another order is another
+    network (its cores pair the modes anew), so the report prices it and leaves the choice, and the retraining
+    that measures its accuracy, to the user (``techniques.tt.in_modes`` / ``out_modes``)."""
+    report = []
+    for layer in setup.layers:
+        shapes = layer["core_shapes"]
+        ins, outs = tuple(shape[2] for shape in shapes), tuple(shape[1] for shape in shapes)
+        rank = max(shape[3] for shape in shapes)
+        grad_x = not layer["is_network_input"]
+        ours = order_cost(ins, outs, max_rank=rank, batch=setup.batch_size, need_input_grad=grad_x)
+        best = rank_orders(ins, outs, max_rank=rank, batch=setup.batch_size, need_input_grad=grad_x)[0]
+        report.append({"ours": ours.to_dict(), "fewest": best.to_dict(), "times_fewer": ours.products / best.products})
+    return report
 
 
 def forward_split_choice(design: DesignPoint, options: Sequence[Option], *, objective: str, asked: bool | None,

@@ -9,7 +9,8 @@ The stream width enters through the words per chunk (``CWA``, ``CWB``, in
 ``spec.stream_bits``-wide words) and, for PE2, through its *beats*: PE2
 sends up to ``beat`` = min(``stream_bits / 32``, ``lanes``) results of one
 chunk a cycle into its output packer, which passes a word on when it is
-full or the transaction ends. PE1 and PE3 send one result a cycle, so their
+full or the transaction ends; PE1 up to min(``stream_bits / 32``, ``rows``)
+(a power of two) of one row group. PE3 sends one result a cycle, so its
 drain phase counts results, not words.
 """
 
@@ -56,14 +57,31 @@ def operand_words(spec: Tt1Spec | Tt2Spec | Tt3Spec, header: int) -> tuple[int, 
     return i * j * kc * cwa, l * b_rows * cwb
 
 
+def pe1_beat(spec: Tt1Spec) -> int:
+    """Results PE1 sends a cycle: up to one output word's worth of a row group's results, a power of two (the
+    packer's beats)."""
+    most = min(spec.stream_bits // 32, spec.rows)
+    return 4 if most >= 4 else 2 if most >= 2 else 1
+
+
+def _spill(results: int, last: int, per_word: int) -> int:
+    """1 when a transaction's last beat of ``last`` results overfills its output word (the rest leaves a cycle
+    later): the words fill in order, so the beat starts at ``(results - last) % per_word``."""
+    return int((results - last) % per_word + last > per_word)
+
+
 def pe1_cycles(spec: Tt1Spec, header: int) -> Cycles:
-    """Cycles of one PE1 transaction: ``2 + L*J*KC*CWB + I*(J*KC*CWA + G*(J*KC + 1) + L)``."""
+    """Cycles of one PE1 transaction: ``2 + L*J*KC*CWB + I*(J*KC*CWA + G*(J*KC + 1) + (G-1)*ceil(ROWS/BEAT)
+    + ceil(L'/BEAT)) + S``, ``L'`` the last row group's rows (:func:`pe1_beat`; ``S`` as PE2's)."""
     if status(spec, header) != STATUS_OK:
         return Cycles(2, 0, 0, 0)
     (i, j, k, l), _ = header_dims(header, 4)
     kc = chunks(k, spec.lanes)
     groups = chunks(l, spec.rows)
-    return Cycles(2, sum(operand_words(spec, header)), i * groups * (j * kc + 1), i * l)
+    beat, tail = pe1_beat(spec), l - (groups - 1) * spec.rows
+    beats = (groups - 1) * chunks(spec.rows, beat) + chunks(tail, beat)
+    spill = _spill(i * l, (tail - 1) % beat + 1, spec.stream_bits // 32)
+    return Cycles(2, sum(operand_words(spec, header)), i * groups * (j * kc + 1), i * beats + spill)
 
 
 def pe2_beat(spec: Tt2Spec) -> int:
@@ -89,8 +107,7 @@ def pe2_cycles(spec: Tt2Spec, header: int) -> Cycles:
     groups = chunks(l, spec.rows)
     load = sum(operand_words(spec, header))
     beat, per_word = pe2_beat(spec), spec.stream_bits // 32
-    last = (k - 1) % beat + 1  # results of the transaction's last beat
-    spill = int((i * l * k - last) % per_word + last > per_word)
+    spill = _spill(i * l * k, (k - 1) % beat + 1, per_word)
     return Cycles(2, load, i * groups * kc * (j + 2), i * (groups + l * chunks(k, beat)) + spill)
 
 

@@ -11,6 +11,7 @@ import math
 
 from typing import Any
 
+from codesign.numerics.tt_svd import svd_ranks
 from codesign.train.geometry import mlp_layers
 from codesign.train.config import TrainConfig, require
 from codesign.train.tt.ttm import check_modes
@@ -73,8 +74,7 @@ def layer_modes(training: TrainConfig) -> list[tuple[tuple[int, ...], tuple[int,
 def largest_rank(in_modes: tuple[int, ...], out_modes: tuple[int, ...]) -> int:
     """The largest inner rank a TT of these modes can have (a TT-SVD's): at each core boundary the product of the
     mode sizes on the smaller side; 1 for a single core."""
-    sizes = [m * n for m, n in zip(out_modes, in_modes)]
-    return max((min(math.prod(sizes[:k]), math.prod(sizes[k:])) for k in range(1, len(sizes))), default=1)
+    return max(svd_ranks(in_modes, out_modes, math.prod(in_modes) * math.prod(out_modes))[1:-1], default=1)
 
 
 __all__ = ["factorize", "largest_rank", "layer_modes", "layer_sizes"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -64,6 +66,21 @@ def test_pe1_transaction_by_hand():
     assert pe1_reference(words, **spec.to_dict()) == [0, z0 & 0xFFFFFFFF, z1 & 0xFFFFFFFF]
     cycles = pe1_cycles(spec, header)  # 2 + B 4 words + A 2 words + 2 groups of (2 chunks + 1) + 2 results
     assert (cycles.header, cycles.load, cycles.compute, cycles.drain, cycles.total) == (2, 6, 6, 2, 16)
+
+
+def test_pe1_beats_and_the_last_beat_spilling_by_hand():
+    """At 128 bits PE1 sends up to four results of one row group a cycle (rows 6: a beat of 4 and one of 2 a
+    group); at 64 bits two; on 3 rows at 128 bits two (the beat is a power of two)."""
+    spec = Tt1Spec(lanes=4, rows=6, stream_bits=128, max_j=4, max_k=8, max_l=16)
+    # I = 1, L = 10: groups of 6 and 4 rows, beats 4 + 2 and 4; 10 results end with a beat of 4 after 6: the
+    # word holds 2, so the beat's last two leave as a word of their own
+    assert pe1_cycles(spec, 1 | 1 << 8 | 4 << 16 | 10 << 24).drain == 2 + 1 + 1
+    # I = 2, L = 6: a group of 6 a row, beats 4 + 2; 12 results fill three words, no spill
+    assert pe1_cycles(spec, 2 | 1 << 8 | 4 << 16 | 6 << 24).drain == 2 * 2
+    assert pe1_cycles(dataclasses.replace(spec, stream_bits=64), 2 | 1 << 8 | 4 << 16 | 6 << 24).drain == 2 * 3
+    three = dataclasses.replace(spec, rows=3)  # I = 1, L = 5: groups of 3 and 2, beats 2 + 1 and 2; the last
+    assert pe1_cycles(three, 1 | 1 << 8 | 4 << 16 | 5 << 24).drain == 3 + 1  # starts with 3 held: it spills
+    assert pe1_cycles(dataclasses.replace(spec, stream_bits=32), 1 | 1 << 8 | 4 << 16 | 10 << 24).drain == 10
 
 
 def test_pe1_refusals():
