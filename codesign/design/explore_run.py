@@ -405,6 +405,7 @@ def _mode_order_lines(layers: Sequence[Mapping[str, Any]] | None) -> list[str]:
         return f"{tuple(found['in_modes'])} -> {tuple(found['out_modes'])}"
 
     parts = [f"layer {index} {order(layer['ours'])} {layer['ours']['products'] / 1e6:.1f} M" + (
+        f" (not ranked: {layer['why']})" if layer["fewest"] is None else
         " (the fewest)" if layer["times_fewer"] <= 1 else
         f", fewest {order(layer['fewest'])} {layer['fewest']['products'] / 1e6:.1f} M ({layer['times_fewer']:.1f}x "
         f"fewer; {layer['fewest']['parameters']:,} core values against {layer['ours']['parameters']:,})")

@@ -23,6 +23,9 @@ the seed's one start:
 * ``tt-fixed-prior-tuned``: the proposal at the prior weight chosen at
   :data:`~codesign.reproduce.protocol.TUNING_SEED` on the validation split
   (:func:`choose_weight`), its trials charged in the study's cost.
+* ``tt-fixed-prior-fewest``: the proposal with each layer's modes in its
+  order of fewest step products (:mod:`codesign.step.tt.mode_order`),
+  set against the proposal by seed (:func:`~codesign.reproduce.tt_fashion_report.mode_order_test`).
 
 Every run is a cached sweep task under ``<out>/tasks/``
 (:func:`codesign.reproduce.common.train_groups`), keyed by what it trains
@@ -53,10 +56,11 @@ from codesign.reproduce.protocol import CLAIM_SEEDS, TUNING_SEED, check_seeds, s
 from codesign.reproduce.run_cost import cost_text, run_cost
 from codesign.reproduce.tt import least_memory_within
 from codesign.reproduce.tt_budget import BASELINE
-from codesign.reproduce.tt_fashion_budget import (ARMS, FIXED_PRIOR_TUNED, MAIN_ARM, PAPER_PRIOR_WEIGHT, Budget,
+from codesign.reproduce.tt_fashion_budget import (ARMS, FIXED_PRIOR_FEWEST, FIXED_PRIOR_TUNED, MAIN_ARM, PAPER_PRIOR_WEIGHT, Budget,
                                                   arm_spec, budget, dense_bits, digest, kind_of, settings_record)
 from codesign.reproduce.tt_fashion_report import (GOAL_READING, LOSS_BOUND_PT, MARGIN_PT, PAPER_DROP_PT, arm_runs,
-                                                  compare, cost_record, goals, headline, loss_tests, readings,
+                                                  compare, cost_record, goals, headline, loss_tests,
+                                                  mode_order_test, readings,
                                                   readme_row)
 from codesign.reproduce.tt_fashion_table import notes, plot, table_text
 from codesign.reproduce.tt_fashion_train import Job
@@ -75,7 +79,8 @@ KIND_ORDER = {"tt-float": 0, "tt-fixed": 1, "fp32": 2}  # the sweep starts the l
 def arm_job(arm: str, seed: int, weight: float = PAPER_PRIOR_WEIGHT) -> Job:
     """The run of ``arm`` at ``seed``; a prior arm trains with the prior at ``weight``."""
     prior = arm != BASELINE and arm_spec(arm).prior
-    return Job(kind=kind_of(arm), seed=seed, prior_weight=float(weight) if prior else 0.0)
+    return Job(kind=kind_of(arm), seed=seed, prior_weight=float(weight) if prior else 0.0,
+               modes="fewest" if arm == FIXED_PRIOR_FEWEST else "ours")
 
 
 def job_task(b: Budget, job: Job, *, smoke: bool) -> SweepTask:
@@ -84,8 +89,9 @@ def job_task(b: Budget, job: Job, *, smoke: bool) -> SweepTask:
     kwargs = {"smoke": smoke, "digest": digest(b), "job": job.to_dict()}
     fingerprint = hashlib.sha256(json.dumps(kwargs, sort_keys=True).encode()).hexdigest()[:10]
     purpose = "tune" if job.seed == TUNING_SEED else "eval"
-    return SweepTask(key=task_key(purpose, job.kind, f"prior={job.prior_weight:g}", f"seed={job.seed}", fingerprint),
-                     function=TASK_FUNCTION, kwargs=kwargs)
+    modes = [] if job.modes == "ours" else [f"modes={job.modes}"]  # the keys cached before modes stay as they were
+    return SweepTask(key=task_key(purpose, job.kind, f"prior={job.prior_weight:g}", *modes, f"seed={job.seed}",
+                                  fingerprint), function=TASK_FUNCTION, kwargs=kwargs)
 
 
 def run_jobs(b: Budget, jobs: Sequence[Job], task_dir: Path, *, smoke: bool, execution: Execution
@@ -191,6 +197,7 @@ def build_payload(b: Budget, seeds: list[int], trained: Mapping[str, Any], *, ex
                                     f"epoch); H0: mean d <= {LOSS_BOUND_PT:+.2f}; H1: mean d > {LOSS_BOUND_PT:+.2f}; "
                                     "one-sided one-sample t-test, alpha 0.05, n - 1 degrees of freedom")},
         "paper": asdict(CLAIM), "paper_table1": PAPER_TABLE1, "comparisons": comparisons, "tests": tests,
+        "mode_order": mode_order_test(b, runs),
         "targets": [asdict(t) for t in targets], "all_targets_met": all(t.met for t in targets),
         "readme": asdict(readme_row(comparisons, tests, verdict, ranks_text(settings["initial_ranks"]))),
         "cost": cost_record(trained["phases"], trained["wall"], execution.workers, trained["tasks"]),

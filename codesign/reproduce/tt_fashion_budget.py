@@ -67,21 +67,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from codesign.design.families.tt import PAPER_BATCH, PAPER_LAYERS, paper_setup
 from codesign.loops.tt import TtTrainSetup
+from codesign.step.tt.mode_order import cheapest_orders
 from codesign.reproduce.tt_budget import (BASELINE, FIXED_PLAIN, FIXED_PRIOR, FLOAT_PLAIN, FLOAT_PRIOR, ArmSpec,
                                           budget_digest, dense_bits, initial_ranks, ranks_memory_bits)
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig, require
 from codesign.train.tt import RankPrior, TTLayerSpec, TTPrecision, contraction_macs
 
 FIXED_PRIOR_TUNED = "tt-fixed-prior-tuned"  # the proposal at the prior weight chosen on the validation split
+FIXED_PRIOR_FEWEST = "tt-fixed-prior-fewest"  # the proposal with each layer's modes in its order of fewest products
 MAIN_ARM = FIXED_PRIOR
-TT_ARMS = (FLOAT_PLAIN, FIXED_PLAIN, FLOAT_PRIOR, FIXED_PRIOR, FIXED_PRIOR_TUNED)  # Table 1's order, then ours
+TT_ARMS = (FLOAT_PLAIN, FIXED_PLAIN, FLOAT_PRIOR, FIXED_PRIOR, FIXED_PRIOR_TUNED, FIXED_PRIOR_FEWEST)  # Table 1's, ours
+MODES = ("ours", "fewest")  # the layers' mode orders: PAPER_LAYERS, or each layer's order of fewest step products
 ARMS = (BASELINE, *TT_ARMS)
 PRIOR_PAIRS = ((FIXED_PRIOR, FIXED_PLAIN), (FLOAT_PRIOR, FLOAT_PLAIN))  # (with prior, without), same start
 KINDS = ("fp32", "tt-float", "tt-fixed")  # how a run trains: dense torch, float TT layers in torch, the golden
@@ -96,6 +99,7 @@ def arm_spec(arm: str) -> ArmSpec:
     """Fixed point or float32, the prior or not, of TT arm ``arm`` (the fixed-point arms at tracked scales)."""
     specs = {FIXED_PRIOR: ArmSpec(lowp=True, prior=True, scale_rule=SCALE_RULE),
              FIXED_PRIOR_TUNED: ArmSpec(lowp=True, prior=True, scale_rule=SCALE_RULE),
+             FIXED_PRIOR_FEWEST: ArmSpec(lowp=True, prior=True, scale_rule=SCALE_RULE),
              FIXED_PLAIN: ArmSpec(lowp=True, prior=False, scale_rule=SCALE_RULE),
              FLOAT_PRIOR: ArmSpec(lowp=False, prior=True), FLOAT_PLAIN: ArmSpec(lowp=False, prior=False)}
     require(arm in specs, "arm", f"must be one of {sorted(specs)}, got {arm!r}")
@@ -130,6 +134,8 @@ class Budget:
     weight_grid: tuple[float, ...]
     subset: tuple[int, ...] = ()
     pretrain_subset: tuple[int, ...] = ()
+    # the layers' mode orders (:data:`MODES`): a run's, not the study's (its digest leaves the default out)
+    modes: str = field(default="ours", metadata={"omit_default": True})
 
     def __post_init__(self) -> None:
         require(self.data.validation_fraction > 0, "data.validation_fraction",
@@ -141,11 +147,22 @@ class Budget:
         require(self.prior.warmup_epochs < self.optim.epochs, "prior.warmup_epochs", "must end before the last epoch")
         require(len(self.subset) in (0, 3) and len(self.pretrain_subset) in (0, 2), "subset",
                 "holds (train, validation, test) images and pretrain_subset (train, test), or nothing")
+        require(self.modes in MODES, "modes", f"must be one of {MODES}, got {self.modes!r}")
+
+    @property
+    def layer_modes(self) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
+        """``(in_modes, out_modes)`` per layer: :data:`PAPER_LAYERS`, or (``modes = "fewest"``) each layer's order
+        of those modes with the fewest step products at the initial rank
+        (:func:`codesign.step.tt.mode_order.cheapest_orders`; another network, whose cores pair the modes anew)."""
+        if self.modes == "ours":
+            return PAPER_LAYERS
+        return tuple((o.in_modes, o.out_modes)
+                     for o in cheapest_orders(PAPER_LAYERS, max_rank=self.rank, batch=self.optim.batch_size))
 
     @property
     def tt_layers(self) -> tuple[TTLayerSpec, ...]:
         """The TT layers at the initial rank (what :mod:`codesign.reproduce.tt_budget`'s memory functions read)."""
-        return tuple(TTLayerSpec(in_modes=i, out_modes=o, max_rank=self.rank) for i, o in PAPER_LAYERS)
+        return tuple(TTLayerSpec(in_modes=i, out_modes=o, max_rank=self.rank) for i, o in self.layer_modes)
 
 
 def budget(smoke: bool) -> Budget:
@@ -181,7 +198,7 @@ def fixed_setup(b: Budget, seed: int, *, pretrain: bool, prior_weight: float = 0
     (:func:`codesign.design.families.tt.paper_setup`), Adam, the schedule, and the prior at ``prior_weight``
     (0: none, always during pre-training)."""
     prior = b.prior
-    setup = paper_setup(b.rank, dataclasses.asdict(b.precision), batch=b.optim.batch_size)
+    setup = paper_setup(b.rank, dataclasses.asdict(b.precision), batch=b.optim.batch_size, modes=b.layer_modes)
     return dataclasses.replace(
         setup, epochs=b.pretrain_epochs if pretrain else b.optim.epochs, lr=b.optim.lr,
         weight_decay=b.optim.weight_decay, schedule=b.optim.schedule, seed=seed,

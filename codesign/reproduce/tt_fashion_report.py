@@ -31,15 +31,17 @@ the training split. The test passes' share of a run's MACs is reported.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from codesign.reproduce.report import ReadmeRow, Target
-from codesign.reproduce.stats import above_bound, bootstrap_interval, paired_differences, paired_ratios, t_interval
-from codesign.reproduce.tt_budget import BASELINE, FIXED_PLAIN, FIXED_PRIOR, FLOAT_PLAIN, FLOAT_PRIOR
-from codesign.reproduce.tt_fashion_budget import (ARMS, FIXED_PRIOR_TUNED, MAIN_ARM, PRIOR_PAIRS, Budget, dense_bits,
+from codesign.reproduce.stats import (above_bound, bootstrap_interval, paired_differences, paired_ratios, t_interval,
+                                     tost)
+from codesign.reproduce.tt_budget import BASELINE, FIXED_PLAIN, FIXED_PRIOR, FLOAT_PLAIN, FLOAT_PRIOR, initial_ranks
+from codesign.reproduce.tt_fashion_budget import (ARMS, FIXED_PRIOR_FEWEST, FIXED_PRIOR_TUNED, MAIN_ARM, PRIOR_PAIRS, Budget, dense_bits,
                                                   macs_per_sample, memory_bits)
 from codesign.reproduce.tt_report import PAPER_TABLE1, TARGET_REDUCTION
 
@@ -55,7 +57,8 @@ MIN_SEEDS = 3  # the goal test needs at least this many seeds
 PAPER_TRAIN_ACCURACY = {BASELINE: 95.75, FLOAT_PLAIN: 92.54, FIXED_PLAIN: 88.31, FLOAT_PRIOR: 90.17, FIXED_PRIOR: 85.45}
 CAPTION = {BASELINE: "Vanilla (dense FP32)", FLOAT_PLAIN: "Floating, w/o prior", FIXED_PLAIN: "Fixed, w/o prior",
            FLOAT_PRIOR: "Floating, w/ prior", FIXED_PRIOR: "Fixed, w/ prior (proposed)",
-           FIXED_PRIOR_TUNED: "Fixed, w/ prior at the tuned weight (ours)"}
+           FIXED_PRIOR_TUNED: "Fixed, w/ prior at the tuned weight (ours)",
+           FIXED_PRIOR_FEWEST: "Fixed, w/ prior, modes in the order of fewest step products (ours)"}
 
 
 def _pick(epochs: Sequence[Mapping[str, Any]], key: str) -> int:
@@ -63,9 +66,14 @@ def _pick(epochs: Sequence[Mapping[str, Any]], key: str) -> int:
     return max(range(len(epochs)), key=lambda i: (epochs[i][key], i))
 
 
+def budget_of(b: Budget, record: Mapping[str, Any]) -> Budget:
+    """The budget a run trained with: the study's, at the run's mode order (its layers' modes, and so its bits)."""
+    return dataclasses.replace(b, modes=record["job"].get("modes", "ours"))
+
+
 def readings(b: Budget, record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """A run's three readings: epoch, test and validation accuracy (%), ranks and memory (bits) of that model."""
-    epochs, kind = record["epochs"], record["job"]["kind"]
+    epochs, kind, b = record["epochs"], record["job"]["kind"], budget_of(b, record)
     chosen = {"best_test": _pick(epochs, "test_accuracy"), "last": len(epochs) - 1,
               "best_validation": _pick(epochs, "validation_accuracy")}
     return {name: {"epoch": index, "test_accuracy": epochs[index]["test_accuracy"],
@@ -75,7 +83,7 @@ def readings(b: Budget, record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def charged_macs(b: Budget, record: Mapping[str, Any]) -> dict[str, float]:
     """The run's multiply-accumulates, every pass charged once, by phase; the test passes' count and share."""
-    kind, images = record["job"]["kind"], record["images"]
+    kind, images, b = record["job"]["kind"], record["images"], budget_of(b, record)
     pre = record["pretrain"]
 
     def per(ranks, key: str) -> int:
@@ -94,7 +102,7 @@ def charged_macs(b: Budget, record: Mapping[str, Any]) -> dict[str, float]:
 
 def trajectory(b: Budget, record: Mapping[str, Any]) -> dict[str, Any]:
     """Ranks and memory (bits) of every Fashion-MNIST epoch's model, and after the last epoch's pruning."""
-    kind = record["job"]["kind"]
+    kind, b = record["job"]["kind"], budget_of(b, record)
     ranks = [row["ranks"] for row in record["epochs"]] + [record["final_ranks"]]
     return {"ranks": ranks, "memory_bits": [memory_bits(b, kind, r) for r in ranks],
             "prune_events": record["prune_events"]}
@@ -152,12 +160,29 @@ def loss_tests(arms: Mapping[str, list[dict[str, Any]]]) -> dict[str, dict[str, 
     """The goal's one-sided test (H0 mean difference <= :data:`LOSS_BOUND_PT`) of every fixed-point prior arm
     against ``fp32`` at every reading; only ``tt-fixed-prior`` at :data:`GOAL_READING` is the goal."""
     tests = {}
-    for arm in (FIXED_PRIOR, FIXED_PRIOR_TUNED):
+    for arm in (FIXED_PRIOR, FIXED_PRIOR_TUNED, FIXED_PRIOR_FEWEST):
         if arm in arms:
             tests[arm] = {reading: above_bound(paired_differences(values(arms[arm], reading, "test_accuracy"),
                                                                   values(arms[BASELINE], reading, "test_accuracy")),
                                                LOSS_BOUND_PT).as_dict() for reading in READINGS}
     return tests
+
+
+def mode_order_test(b: Budget, arms: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any] | None:
+    """The fewest-products order against the proposal's (same arm otherwise, same seeds): both orders' modes and
+    step products a sample at the start's ranks, and at the goal's reading the paired test-accuracy difference's
+    TOST at +-:data:`MARGIN_PT` and the paired memory ratio. None without both arms."""
+    if FIXED_PRIOR_FEWEST not in arms or MAIN_ARM not in arms:
+        return None
+    fewest = dataclasses.replace(b, modes="fewest")
+    differences = paired_differences(values(arms[FIXED_PRIOR_FEWEST], GOAL_READING, "test_accuracy"),
+                                     values(arms[MAIN_ARM], GOAL_READING, "test_accuracy"))
+    bits = {arm: values(arms[arm], GOAL_READING, "memory_bits") for arm in (MAIN_ARM, FIXED_PRIOR_FEWEST)}
+    return {"modes": {MAIN_ARM: b.layer_modes, FIXED_PRIOR_FEWEST: fewest.layer_modes},
+            "training_macs_per_sample": {arm: macs_per_sample(budget, "tt-fixed", initial_ranks(budget))["training"]
+                                         for arm, budget in ((MAIN_ARM, b), (FIXED_PRIOR_FEWEST, fewest))},
+            "accuracy_difference_pt": _interval(differences), "tost": tost(differences, MARGIN_PT).as_dict(),
+            "memory_ratio": _interval(paired_ratios(bits[FIXED_PRIOR_FEWEST], bits[MAIN_ARM]))}
 
 
 def _test_text(test: Mapping[str, Any]) -> str:
@@ -265,4 +290,4 @@ def mean_of(runs: Sequence[Mapping[str, Any]], path: Sequence[str]) -> float:
 
 __all__ = ["CAPTION", "GOAL_READING", "LOSS_BOUND_PT", "MARGIN_PT", "PAPER_DROP_PT", "PAPER_TRAIN_ACCURACY", "READINGS",
            "READING_TEXT", "arm_runs", "charged_macs", "compare", "cost_record", "goals", "headline", "loss_tests",
-           "lpt_seconds", "mean_of", "readings", "readme_row", "run_summary", "trajectory", "values"]
+           "lpt_seconds", "mean_of", "mode_order_test", "readings", "readme_row", "run_summary", "trajectory", "values"]

@@ -76,6 +76,27 @@ def tests_section(payload: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def mode_order_section(found: Mapping[str, Any] | None) -> list[str]:
+    """The proposal at each layer's mode order of fewest step products against it at ours (best-validation
+    reading, paired by seed): the orders, the training MACs a sample at the start, the TOST and the memory ratio."""
+    if not found:
+        return []
+    modes, macs = found["modes"], found["training_macs_per_sample"]
+    (ours, ours_modes), (fewest, fewest_modes) = modes.items()
+    tost = found["tost"]
+    return ["", f"**Mode orders.** {fewest} is {ours} with each layer's modes in the order of fewest step products "
+            f"(codesign.step.tt.mode_order): {_modes_text(fewest_modes)}, against {_modes_text(ours_modes)}; "
+            f"{macs[fewest] / 1e6:.2f} M training MACs a sample at the start's ranks against {macs[ours] / 1e6:.2f} M. "
+            f"Test accuracy {fewest} − {ours}, best-validation epoch, per seed: "
+            f"{_mean(found['accuracy_difference_pt'], signed=True)} pt; TOST at ±{tost['margin']:g} pt: "
+            f"{'equivalent' if tost['equivalent'] else 'not shown equivalent'} (p = {tost['p']:.2g}, n = {tost['n']}). "
+            f"Memory ratio (bits of {fewest} / {ours}): {_mean(found['memory_ratio'], 3, 'x')}."]
+
+
+def _modes_text(layers) -> str:
+    return "; ".join(f"{tuple(ins)} -> {tuple(outs)}" for ins, outs in layers)
+
+
 def prior_section(payload: Mapping[str, Any]) -> list[str]:
     """The prior's own effect (with − without, same start and seed), best-validation reading."""
     rows = ["| pair (same start, seed) | memory ratio (without / with) [boot; t] | accuracy difference (pt) "
@@ -148,6 +169,7 @@ def table_text(payload: Mapping[str, Any]) -> str:
              "\n".join(tests_section(payload)), ""]
     lines += [f"- target: {t['text']} — measured {t['measured']} — **{'met' if t['met'] else 'NOT met'}**"
               for t in payload["targets"]]
+    lines += mode_order_section(payload.get("mode_order"))
     lines += ["", "The prior's own effect (best-validation reading):", "", "\n".join(prior_section(payload)), "",
               "Rank trajectories (inner ranks per layer; every epoch's ranks and memory are in "
               "results.json, extra.runs[arm][i].trajectory):", "", "\n".join(ranks_section(payload)), "",

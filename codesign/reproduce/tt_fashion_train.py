@@ -29,19 +29,18 @@ import functools
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from codesign.design.families.tt import PAPER_LAYERS
 from codesign.loops.data import ArrayDataset, stratified_split
 from codesign.loops.data_sources import npm_arrays
 from codesign.loops.tt import TtMlpTrainer, slice_lambdas
 from codesign.reproduce.machine import TRAINING_THREADS
-from codesign.reproduce.tt_fashion_budget import KINDS, Budget, budget, fixed_setup, memory_bits, train_config
+from codesign.reproduce.tt_fashion_budget import KINDS, MODES, Budget, budget, fixed_setup, memory_bits, train_config
 from codesign.reproduce.tt_fashion_budget import digest as budget_fingerprint
-from codesign.train.config import require
+from codesign.train.config import plain, require
 
 
 EVAL_CHUNK = 128  # images a float run evaluates at once: its scores do not depend on it, its speed does (2.5x)
@@ -55,19 +54,23 @@ class Job:
     kind: str
     seed: int
     prior_weight: float = 0.0
+    modes: str = field(default="ours", metadata={"omit_default": True})  # the budget's ``modes`` it trains with
 
     def __post_init__(self) -> None:
         require(self.kind in KINDS, "kind", f"must be one of {KINDS}, got {self.kind!r}")
+        require(self.modes in MODES and (self.kind == "tt-fixed" or self.modes == "ours"), "modes",
+                f"must be one of {MODES} ('ours' but on the golden), got {self.modes!r}")
         require(isinstance(self.seed, int) and self.seed >= 0, "seed", f"must be an int >= 0, got {self.seed!r}")
         require(self.prior_weight >= 0 and (self.kind != "fp32" or self.prior_weight == 0), "prior_weight",
                 f"must be >= 0, and 0 for the dense model, got {self.prior_weight!r}")
 
     @property
     def label(self) -> str:
-        return f"{self.kind} prior={self.prior_weight:g} seed={self.seed}"
+        modes = "" if self.modes == "ours" else f" modes={self.modes}"
+        return f"{self.kind} prior={self.prior_weight:g}{modes} seed={self.seed}"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)  # without ``modes`` where it is ours: the runs cached before it keep their keys
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Job:
@@ -252,7 +255,7 @@ def _torch_start(b: Budget, job: Job):
     start = shared_start(b, job.seed)
     return LayerStack([TTLinear.from_ttm(TTMatrix(cores=list(cores), in_modes=in_modes, out_modes=out_modes),
                                          bias=bias, precision=None)
-                       for cores, bias, (in_modes, out_modes) in zip(start.cores, start.biases, PAPER_LAYERS)])
+                       for cores, bias, (in_modes, out_modes) in zip(start.cores, start.biases, b.layer_modes)])
 
 
 def _torch_phase(job: Job, trainer, phase: str, ranks: Callable[[int], dict | None],
@@ -392,6 +395,7 @@ def run_job(b: Budget, job: Job, checkpoint=None) -> dict[str, Any]:
     """Train ``job`` on the budget's data (from ``checkpoint``'s last epoch when it holds one); its record, with
     the images of every split and the check that the memory read off its final ranks is the trained model's.
     Its total seconds are its phases' (every session's, data loading not counted)."""
+    b = replace(b, modes=job.modes)
     fashion, mnist = data_of(b, pretrain=False), data_of(b, pretrain=True)
     record = (train_fixed if job.kind == "tt-fixed" else train_torch)(b, job, fashion, mnist, checkpoint)
     bits = memory_bits(b, job.kind, record["final_ranks"])

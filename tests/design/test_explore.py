@@ -457,6 +457,9 @@ def test_the_summary_gives_the_mode_orders_with_fewer_step_products(design):
     assert ("layer 0 (4, 8, 8, 4) -> (8, 4, 4, 4) 162.5 M, fewest (8, 8, 4, 4) -> (4, 4, 4, 8) 45.1 M (3.6x fewer; "
             "3,584 core values against 4,480); layer 1 (4, 8, 4, 4) -> (1, 1, 2, 5) 1.6 M (the fewest)") in line
     assert _mode_order_lines(None) == []
+    wide = mode_order_report(paper_setup(2, tt_setup_of(design).precision,
+                                         modes=((tuple(range(2, 9)), tuple(range(2, 9))), ((40320,), (10,)))))
+    assert wide[0]["fewest"] is None and "not ranked: 5040 x 5040 orders" in _mode_order_lines(wide)[0]
 
 
 def test_the_summary_gives_the_list_step_or_why_it_was_not_priced():

@@ -7,6 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
+from codesign.design.families.tt import PAPER_LAYERS
 from codesign.loops.npm_data import NPM_DATASETS, cached_path
 from codesign.reproduce import REPRODUCTIONS, reproduction, tt_fashion
 from codesign.reproduce.common import Execution
@@ -45,8 +46,12 @@ def test_the_smoke_run_writes_its_report(smoke):
     for arm in ARMS:  # the test split after every epoch, counted and charged
         assert all(run["macs"]["test_passes"] == epochs and 0 < run["macs"]["test_share"] < 1 for run in runs[arm])
     assert payload["tests"][MAIN_ARM]["best_validation"]["n"] == 3
-    assert payload["cost"]["tasks"] == {"trained": 18, "cached": 0}  # 3 trials + reference, 5 arms x 3 seeds
-    assert len(payload["cost"]["task_seconds"]["trials and untuned arms"]) == 18
+    assert payload["cost"]["tasks"] == {"trained": 21, "cached": 0}  # 3 trials + reference, 6 arms x 3 seeds less
+    assert len(payload["cost"]["task_seconds"]["trials and untuned arms"]) == 21  # the tuned arm (the proposal's)
+    order = payload["mode_order"]  # the proposal at each layer's order of fewest step products, against ours
+    macs = order["training_macs_per_sample"]
+    assert macs["tt-fixed-prior-fewest"] < macs["tt-fixed-prior"] and order["tost"]["n"] == 3
+    assert order["modes"]["tt-fixed-prior"] == PAPER_LAYERS != order["modes"]["tt-fixed-prior-fewest"]
     table = (out / "table.md").read_text()
     assert "89.27" in table and "84.86" in table and "292x" in table and "H0: mu <= -5.41 pt" in table
     assert "Cost of the study on 2 cores" in table
@@ -94,12 +99,12 @@ def test_a_rerun_trains_nothing_twice_and_a_lost_run_is_trained_again(smoke, tmp
     copy = tmp_path / "report"
     shutil.copytree(out, copy)
     again = tt_fashion.run(copy, seeds=SEEDS, smoke=True, progress=False)
-    assert again["cost"]["tasks"] == {"trained": 0, "cached": 18}
+    assert again["cost"]["tasks"] == {"trained": 0, "cached": 21}
     assert again["comparisons"] == payload["comparisons"] and again["extra"]["tuning"] == payload["extra"]["tuning"]
     lost = next((copy / "tasks" / "results").glob("eval,tt-fixed,prior=0,seed=1,*.json"))
     lost.unlink()  # as a run killed before this task finished leaves it
     resumed = tt_fashion.run(copy, seeds=SEEDS, smoke=True, progress=False, execution=Execution())
-    assert resumed["cost"]["tasks"] == {"trained": 1, "cached": 17}
+    assert resumed["cost"]["tasks"] == {"trained": 1, "cached": 20}
     assert resumed["comparisons"] == payload["comparisons"]  # the golden is exact: the same run again
 
 
@@ -109,6 +114,12 @@ def test_cached_tasks_are_keyed_by_what_they_train():
     assert job == Job(kind="tt-fixed", seed=2, prior_weight=3.0)
     assert tt_fashion.arm_job("tt-fixed-prior", 2) == Job(kind="tt-fixed", seed=2, prior_weight=1.0)
     assert tt_fashion.arm_job("fp32", 2, 3.0) == Job(kind="fp32", seed=2)
+    fewest = tt_fashion.arm_job("tt-fixed-prior-fewest", 2)
+    assert fewest == Job(kind="tt-fixed", seed=2, prior_weight=1.0, modes="fewest")
+    assert tt_fashion.job_task(b, fewest, smoke=True).key.startswith("eval,tt-fixed,prior=1,modes=fewest,seed=2,")
+    assert "modes" not in job.to_dict() and fewest.to_dict()["modes"] == "fewest"  # older keys stay as they were
+    with pytest.raises(ValueError, match="modes"):  # another order is the golden's alone
+        Job(kind="tt-float", seed=0, modes="fewest")
     task = tt_fashion.job_task(b, job, smoke=True)
     assert task.function == "codesign.reproduce.tt_fashion_train:train_task"  # cached tasks name it: never move it
     assert task.key.startswith("eval,tt-fixed,prior=3,seed=2,") and len(task.key.rsplit(",", 1)[1]) == 10
@@ -142,6 +153,6 @@ def test_the_study_is_estimated_from_measured_steps():
     estimate = tt_fashion.estimate_study(smoke=True, seeds=[0, 1, 2], repeats=1)
     assert set(estimate["step_ms"]) == {"fp32 prior=0 seed=0", "tt-float prior=0 seed=0", "tt-float prior=1 seed=0",
                                         "tt-fixed prior=0 seed=0", "tt-fixed prior=1 seed=0"}
-    assert estimate["runs"] == 18 and all(value > 0 for value in estimate["step_ms"].values())
+    assert estimate["runs"] == 21 and all(value > 0 for value in estimate["step_ms"].values())
     assert 0 < estimate["two_worker_hours"] <= estimate["cpu_hours"] < 2 * estimate["two_worker_hours"] + 1e-9
     assert estimate["two_worker_hours_with_tuned_arm"] > estimate["two_worker_hours"]

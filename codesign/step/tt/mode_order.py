@@ -19,6 +19,8 @@ from typing import Sequence
 from codesign.numerics.tt_svd import svd_ranks
 from codesign.step.tt.schedule import LayerGeometry, StepHardware, contractions
 
+MAX_ORDERS = 20_000  # orders of one layer ranked one by one (5 distinct modes a side: 14,400; about 1 s here)
+
 
 @dataclass(frozen=True)
 class ModeOrder:
@@ -51,16 +53,26 @@ def order_cost(in_modes: Sequence[int], out_modes: Sequence[int], *, max_rank: i
 
 def rank_orders(in_modes: Sequence[int], out_modes: Sequence[int], *, max_rank: int, batch: int,
                 need_input_grad: bool = True) -> list[ModeOrder]:
-    """Every distinct order of both mode lists (at most ``d!`` each), fewest step products first, then fewest
-    core values, then the orders themselves (so ties fall the same way on every run)."""
+    """Every distinct order of both mode lists, fewest step products first, then fewest core values, then the
+    orders themselves (so ties fall the same way on every run); refused above :data:`MAX_ORDERS` orders."""
     if len(in_modes) != len(out_modes):
         raise ValueError(f"{len(in_modes)} in_modes and {len(out_modes)} out_modes: a TT layer pairs them")
-    if len(in_modes) > 6:
-        raise ValueError(f"{len(in_modes)} modes: at most 6 (their orders are ranked exhaustively, d!^2 of them)")
+    counts = [_distinct_orders(modes) for modes in (in_modes, out_modes)]
+    if counts[0] * counts[1] > MAX_ORDERS:
+        raise ValueError(f"{counts[0]} x {counts[1]} orders of {tuple(in_modes)} -> {tuple(out_modes)}: more than "
+                         f"{MAX_ORDERS:,} to rank one by one")
     orders = [order_cost(ins, outs, max_rank=max_rank, batch=batch, need_input_grad=need_input_grad)
               for ins in sorted(set(itertools.permutations(in_modes)))
               for outs in sorted(set(itertools.permutations(out_modes)))]
     return sorted(orders, key=lambda o: (o.products, o.parameters, o.in_modes, o.out_modes))
+
+
+def _distinct_orders(modes: Sequence[int]) -> int:
+    """Distinct orders of ``modes``: d! over the factorial of each repeated mode's count."""
+    total = math.factorial(len(modes))
+    for value in set(modes):
+        total //= math.factorial(list(modes).count(value))
+    return total
 
 
 def cheapest_orders(modes: Sequence[tuple[Sequence[int], Sequence[int]]], *, max_rank: int,
@@ -77,4 +89,4 @@ def describe(order: ModeOrder) -> str:
             f"{order.parameters:,} core values ({math.prod(order.in_modes)} -> {math.prod(order.out_modes)})")
 
 
-__all__ = ["ModeOrder", "cheapest_orders", "describe", "order_cost", "rank_orders"]
+__all__ = ["MAX_ORDERS", "ModeOrder", "cheapest_orders", "describe", "order_cost", "rank_orders"]
