@@ -18,14 +18,16 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SPECS = dict(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8)
 
 
-def _setup(rule: str = "tracked"):
+def _setup(rule: str = "tracked", batch: int | None = None):
+    """digits_tt's set-up at ``rule``; ``batch`` (None: the example's 64) shrinks the step a pricing test prices."""
     found = tt_setup_of(load_design(EXAMPLES / "digits_tt.toml"))
-    return dataclasses.replace(found, precision={**found.precision, "scale_rule": rule})
+    return dataclasses.replace(found, precision={**found.precision, "scale_rule": rule},
+                               batch_size=batch or found.batch_size)
 
 
 def test_a_tracked_point_is_priced_with_its_host_measured():
-    found = list_step_report(_setup(), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard"), clock_mhz=100.0,
-                             per_call_total_s=0.004)
+    found = list_step_report(_setup(batch=16), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard"),
+                             clock_mhz=100.0, per_call_total_s=0.004)
     assert found["priced"]
     assert found["host_s"] > 0 and found["pe_s"] > 0
     assert found["total_s"] == pytest.approx(found["pe_s"] + found["memory_s"] + found["host_s"])
@@ -72,7 +74,7 @@ def test_the_best_point_whose_builds_run_lists_is_found():
 def test_pe1_takes_b_j_outer_where_it_is_faster_and_fits():
     """The j-outer build's lists are faster on the core-gradient calls; it costs PE1's IPs one DSP slice each and
     its address logic (the calibrated model), so it is chosen only where that fits the room left."""
-    setup, spec1, spec2, zed = _setup(), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard")
+    setup, spec1, spec2, zed = _setup(batch=16), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard")
     found = b_order_choice(setup, spec1, spec2, zed, clock_mhz=100.0, copies=(2, 1), room={"dsp": 2, "lut": 1e9})
     assert found["pe_dma_s"]["jl"] < found["pe_dma_s"]["lj"]
     extra = {key: 2 * (pe_resources("tt1", Tt1Spec(**SPECS, b_order="jl"), zed.yosys_family)[key]
@@ -87,8 +89,8 @@ def test_pe1_takes_b_j_outer_where_it_is_faster_and_fits():
 
 
 def test_the_list_step_is_priced_in_the_order_chosen():
-    found = list_step_report(_setup(), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard"), clock_mhz=100.0,
-                             per_call_total_s=0.004, room={"dsp": 10})
+    found = list_step_report(_setup(batch=16), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard"),
+                             clock_mhz=100.0, per_call_total_s=0.004, room={"dsp": 10})
     order = found["b_order"]
     assert order["chosen"] == "jl" and "spec1" not in order
     assert found["pe_s"] + found["memory_s"] == pytest.approx(order["pe_dma_s"]["jl"])
