@@ -93,10 +93,9 @@ def main() -> int:
 
     torch.set_num_threads(1)
     precision = {**tt_setup_of(load_design(EXAMPLES / "digits_tt.toml")).precision, "scale_rule": "tracked"}
-    orders = [order_cost(ins, outs, max_rank=args.rank, batch=PAPER_BATCH, need_input_grad=index > 0)
-              for index, (ins, outs) in enumerate(PAPER_LAYERS)]
-    if args.modes == "cheapest":
-        orders = cheapest_orders(PAPER_LAYERS, max_rank=args.rank, batch=PAPER_BATCH)
+    orders = cheapest_orders(PAPER_LAYERS, max_rank=args.rank, batch=PAPER_BATCH) if args.modes == "cheapest" else [
+        order_cost(ins, outs, max_rank=args.rank, batch=PAPER_BATCH, need_input_grad=index > 0)
+        for index, (ins, outs) in enumerate(PAPER_LAYERS)]
     print("modes:", "; ".join(describe(order) for order in orders), flush=True)
     setup = paper_setup(args.rank, precision, modes=[(order.in_modes, order.out_modes) for order in orders])
     build = {**BUFFERS, "stream_bits": args.stream_bits}

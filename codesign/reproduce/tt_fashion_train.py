@@ -3,8 +3,9 @@
 A run is a :class:`Job`: how it trains (``kind``: the dense float MLP in
 torch, the float TT layers in torch, or the fixed-point TT network on the
 fast exact golden, :class:`codesign.loops.tt.TtMlpTrainer` with its default
-WholeRunner), its seed, and the prior's weight (0: no prior). Every TT run of
-a seed starts from the same cores and biases (:func:`shared_start`: the
+WholeRunner), its seed, the prior's weight (0: no prior) and the layers' mode
+order (ours but in ``tt-fixed-prior-fewest``). Every TT run of a seed at our
+order starts from the same cores and biases (:func:`shared_start`: the
 golden set-up's start at that seed), the float ones as torch
 :class:`~codesign.train.tt.TTLinear` layers holding those very float32
 values, so Table 1's TT arms differ only in arithmetic and prior.

@@ -5,7 +5,8 @@ taken, the status given, the loads, the compute cycles and the result words, fro
 A phase is ``(kind, n, status)``: IN takes ``n`` stream words (one a cycle while the shell offers them), WAIT
 spends ``n`` cycles, OUT gives ``n`` stream words (one a cycle while the shell takes them). At a width of ``P``
 32-bit parts the PE hands its results to its output packer in *beats* (PE3: one result; PE1: up to
-``min(P, rows)``, a power of two, of one row group; PE2: up to ``min(P, lanes)`` of one chunk); a beat that closes no word is taken at once (a WAIT cycle), one that closes a
+``min(P, rows)``, a power of two, of one row group; PE2: up to ``min(P, lanes)`` of one chunk); a beat that
+closes no word is taken at once (a WAIT cycle), one that closes a
 word waits for the stream (an OUT word), and a last beat that overfills its word leaves the rest as a word of
 its own a cycle later (one more OUT word, the ``S`` of PE1's and PE2's formulas). Units: clock cycles, stream words.
 """
@@ -128,7 +129,7 @@ def _tt3(spec, dims: tuple, cwa: int, cwb: int, chunks) -> tuple:
 
 def _beats(results: int, row: int, beat: int):
     """The beats of ``results`` results in rows of ``row``: per row ``beat`` at a time, the last beat of a row
-    short when ``beat`` does not divide it (rtl/tt/tt2_pe.v: ``beat_n``; no beat spans two rows)."""
+    short when ``beat`` does not divide it (rtl/tt/tt1_pe.v and tt2_pe.v: ``beat_n``; no beat spans two rows)."""
     for _ in range(results // row):
         yield from [beat] * ((row - 1) // beat)
         yield (row - 1) % beat + 1

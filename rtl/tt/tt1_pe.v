@@ -90,7 +90,7 @@ module tt1_pe #(
     reg [AAW-1:0] aptr;              // A write / read address (j*KC + c)
     reg [BAW-1:0] brptr;             // B read address
     reg [7:0] lbase;                 // first l of the group being computed
-    reg [7:0] ocnt;                  // the group's row whose result leads the beat being sent
+    reg [RW-1:0] ocnt;               // the group's row whose result leads the beat being sent (S_FLUSH clears it)
     wire row_end = cc == kc_n - 1 && jj == dim_j - 1;
 
     // padding lanes (k >= K) are stored as 0
@@ -138,11 +138,11 @@ module tt1_pe #(
     endgenerate
 
     // ---- output ----------------------------------------------------------------------------------
-    wire [7:0] g_left = (dim_l - lbase < ROWS ? dim_l - lbase : ROWS) - ocnt;  // the group's results from the beat on
+    wire [7:0] g_left = (dim_l - lbase < ROWS ? dim_l - lbase : ROWS) - {{(8-RW){1'b0}}, ocnt};  // results left
     wire [2:0] beat_n = g_left < BEAT ? g_left[2:0] : BEAT;
     wire [BEAT*32-1:0] beat;  // the group's results from row ocnt on, sign-extended, 0 past beat_n
     tt_beat #(.ACC_BITS(ACC_BITS), .N(ROWS), .BEAT(BEAT)) u_beat (
-        .accs(acc_flat), .first(ocnt), .n(beat_n), .beat(beat));
+        .accs(acc_flat), .first({{(8-RW){1'b0}}, ocnt}), .n(beat_n), .beat(beat));
     wire group_end = g_left <= BEAT;
     wire res_last = group_end && !(lbase + ROWS < dim_l) && ii == dim_i - 1;  // Z[I-1, L-1]
     wire res_ready, res_word_valid;

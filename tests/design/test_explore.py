@@ -450,7 +450,8 @@ def test_the_summary_gives_the_mode_orders_with_fewer_step_products(design):
     from codesign.design.explore_run import _mode_order_lines
     from codesign.design.families.tt import mode_order_report, paper_setup, tt_setup_of
 
-    report = mode_order_report(paper_setup(8, tt_setup_of(design).precision, modes=(((4, 8, 8, 4), (8, 4, 4, 4)), ((4, 8, 4, 4), (1, 1, 2, 5)))))
+    modes = (((4, 8, 8, 4), (8, 4, 4, 4)), ((4, 8, 4, 4), (1, 1, 2, 5)))
+    report = mode_order_report(paper_setup(8, tt_setup_of(design).precision, modes=modes))
     assert [layer["fewest"]["in_modes"] for layer in report] == [[8, 8, 4, 4], [4, 8, 4, 4]]
     assert report[1]["times_fewer"] == 1
     (line,) = _mode_order_lines(report)

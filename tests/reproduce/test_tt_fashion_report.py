@@ -1,6 +1,7 @@
 """``tt-fashion``'s analysis on hand-made runs: the readings, the charged passes, the seed-level goal test, the
 weight choice, the two-worker schedule."""
 
+import dataclasses
 import math
 
 import pytest
@@ -9,7 +10,7 @@ from codesign.reproduce.stats import above_bound
 from codesign.reproduce.tt_fashion import choose_weight
 from codesign.reproduce.tt_fashion_budget import budget, macs_per_sample, memory_bits
 from codesign.reproduce.tt_fashion_report import (LOSS_BOUND_PT, PAPER_DROP_PT, charged_macs, compare, goals,
-                                                  loss_tests, lpt_seconds, readings)
+                                                  loss_tests, lpt_seconds, mode_order_test, readings)
 
 START = {"layers.0": [1, 16, 16, 16, 1], "layers.1": [1, 8, 16, 16, 1]}
 PRUNED = {"layers.0": [1, 4, 6, 4, 1], "layers.1": [1, 2, 3, 2, 1]}
@@ -114,3 +115,32 @@ def test_the_two_worker_schedule_is_longest_first():
     assert lpt_seconds([5, 4, 3], 2) == 7 and lpt_seconds([5, 4, 3], 1) == 12 and lpt_seconds([], 2) == 0
     with pytest.raises(ValueError):
         lpt_seconds([1.0], 0)
+
+
+def test_a_fewest_order_run_is_read_at_its_order_and_refused_at_another():
+    """A run of the fewest order reads its bits at that order's layers (its second layer's first core: 1 x 1 x 4
+    x 4, not ours' 1 x 1 x 8 x 8); a record whose trained bits are not that order's is refused, not misread."""
+    b = budget(smoke=False)
+    fewest = dataclasses.replace(b, modes="fewest")
+    ranks = {"layers.0": [1, 16, 16, 16, 1], "layers.1": [1, 4, 16, 16, 1]}
+    record = _run("tt-fixed", 0, [(80.0, 81.0), (85.0, 84.0)], ranks, weight=1.0)
+    record["job"]["modes"] = "fewest"
+    record["model_bits"] = memory_bits(fewest, "tt-fixed", ranks)
+    assert readings(b, record)["last"]["memory_bits"] == record["model_bits"] == 69_008  # the study's start
+    assert memory_bits(b, "tt-fixed", START) == 84_560
+    record["model_bits"] += 4
+    with pytest.raises(ValueError, match="another mode order"):
+        readings(b, record)
+
+
+def test_the_mode_order_test_pairs_the_fewest_arm_with_the_proposal():
+    b = budget(smoke=False)
+    proposal = [{"readings": {"best_validation": {"test_accuracy": t, "memory_bits": 30_000.0}}} for t in (88, 87, 86)]
+    fewest = [{"readings": {"best_validation": {"test_accuracy": t, "memory_bits": 33_000.0}}}
+              for t in (88.5, 86.5, 86.5)]
+    found = mode_order_test(b, {"tt-fixed-prior": proposal, "tt-fixed-prior-fewest": fewest})
+    assert found["accuracy_difference_pt"]["values"] == [0.5, -0.5, 0.5]
+    assert found["memory_ratio"]["values"] == pytest.approx([1.1] * 3) and found["tost"]["n"] == 3
+    macs = found["training_macs_per_sample"]
+    assert macs["tt-fixed-prior"] == 9_860_992 and macs["tt-fixed-prior-fewest"] == 2_645_888
+    assert mode_order_test(b, {"tt-fixed-prior": proposal}) is None

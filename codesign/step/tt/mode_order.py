@@ -11,7 +11,7 @@ cores' sizes), so both are given; what an order does to accuracy only a training
 
 from __future__ import annotations
 
-import itertools
+import functools
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -62,9 +62,22 @@ def rank_orders(in_modes: Sequence[int], out_modes: Sequence[int], *, max_rank: 
         raise ValueError(f"{counts[0]} x {counts[1]} orders of {tuple(in_modes)} -> {tuple(out_modes)}: more than "
                          f"{MAX_ORDERS:,} to rank one by one")
     orders = [order_cost(ins, outs, max_rank=max_rank, batch=batch, need_input_grad=need_input_grad)
-              for ins in sorted(set(itertools.permutations(in_modes)))
-              for outs in sorted(set(itertools.permutations(out_modes)))]
+              for ins in _distinct_permutations(in_modes) for outs in _distinct_permutations(out_modes)]
     return sorted(orders, key=lambda o: (o.products, o.parameters, o.in_modes, o.out_modes))
+
+
+def _distinct_permutations(modes: Sequence[int]) -> list[tuple[int, ...]]:
+    """Every distinct order of ``modes``, in increasing order, built without the repeats (``(2,) * 10`` is one)."""
+    if not modes:
+        return [()]
+    return [(first, *rest) for first in sorted(set(modes))
+            for rest in _distinct_permutations(_without(modes, first))]
+
+
+def _without(modes: Sequence[int], value: int) -> list[int]:
+    rest = list(modes)
+    rest.remove(value)
+    return rest
 
 
 def _distinct_orders(modes: Sequence[int]) -> int:
@@ -79,6 +92,11 @@ def cheapest_orders(modes: Sequence[tuple[Sequence[int], Sequence[int]]], *, max
                     batch: int) -> tuple[ModeOrder, ...]:
     """Per layer of a network (``(in_modes, out_modes)`` each, the first taking the network's input, which needs
     no input gradient) its order of fewest step products."""
+    return _cheapest(tuple((tuple(ins), tuple(outs)) for ins, outs in modes), int(max_rank), int(batch))
+
+
+@functools.lru_cache(maxsize=64)
+def _cheapest(modes: tuple, max_rank: int, batch: int) -> tuple[ModeOrder, ...]:
     return tuple(rank_orders(ins, outs, max_rank=max_rank, batch=batch, need_input_grad=index > 0)[0]
                  for index, (ins, outs) in enumerate(modes))
 
