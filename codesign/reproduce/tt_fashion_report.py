@@ -40,10 +40,10 @@ from typing import Any
 from codesign.reproduce.report import ReadmeRow, Target
 from codesign.reproduce.stats import (above_bound, bootstrap_interval, paired_differences, paired_ratios, t_interval,
                                      tost)
-from codesign.reproduce.tt_budget import BASELINE, FIXED_PLAIN, FIXED_PRIOR, FLOAT_PLAIN, FLOAT_PRIOR, initial_ranks
+from codesign.reproduce.tt_budget import BASELINE, FIXED_PLAIN, FIXED_PRIOR, FLOAT_PLAIN, FLOAT_PRIOR
 from codesign.reproduce.tt_fashion_budget import (ARMS, FIXED_PRIOR_FEWEST, FIXED_PRIOR_TUNED, MAIN_ARM, PRIOR_PAIRS,
                                                   Budget, dense_bits,
-                                                  macs_per_sample, memory_bits)
+                                                  macs_per_sample, memory_bits, start_ranks)
 from codesign.reproduce.tt_report import PAPER_TABLE1, TARGET_REDUCTION
 
 READINGS = ("best_test", "last", "best_validation")
@@ -189,7 +189,7 @@ def mode_order_test(b: Budget, arms: Mapping[str, list[dict[str, Any]]]) -> dict
                                      values(arms[MAIN_ARM], GOAL_READING, "test_accuracy"))
     bits = {arm: values(arms[arm], GOAL_READING, "memory_bits") for arm in (MAIN_ARM, FIXED_PRIOR_FEWEST)}
     return {"modes": {MAIN_ARM: b.layer_modes, FIXED_PRIOR_FEWEST: fewest.layer_modes},
-            "training_macs_per_sample": {arm: macs_per_sample(budget, "tt-fixed", initial_ranks(budget))["training"]
+            "training_macs_per_sample": {arm: macs_per_sample(budget, "tt-fixed", start_ranks(budget))["training"]
                                          for arm, budget in ((MAIN_ARM, b), (FIXED_PRIOR_FEWEST, fewest))},
             "accuracy_difference_pt": _interval(differences), "tost": tost(differences, MARGIN_PT).as_dict(),
             "memory_ratio": _interval(paired_ratios(bits[FIXED_PRIOR_FEWEST], bits[MAIN_ARM]))}
