@@ -43,6 +43,7 @@ QUICK_POINTS = {
     "tt1": {case.id for bits in _WIDTHS for case in header_top_cases(Tt1Spec, bits)},
     "tt2": {case.id for bits in _WIDTHS for case in header_top_cases(Tt2Spec, bits)},
     "tt3": {"l8_a12b5"} | {case.id for bits in _WIDTHS for case in pe3_top_cases(bits)},
+    "csb": {"conv2_k3_t2x3_b2_p4_acc16"},  # the quick run's one CONV block: parallel lanes, 16-bit sums
 }
 
 
@@ -60,6 +61,14 @@ def grid_stimulus(name: str, case):
 
 def _slow(name: str, index: int, case) -> bool:
     return case.slow or (index > 0 and case.id not in QUICK_POINTS.get(name, ()))
+
+
+def stream_rtl_is_quick(name: str, case) -> bool:
+    """Whether make test runs ``case`` of PE ``name`` at RTL in tests/pe/test_stream_rtl.py (under stalls, its
+    cycles against the model): tests/pe/test_levels.py leaves such a point's RTL level, at the full stimulus, to
+    make test-slow."""
+    grid = get_pe(name).verification_grid()
+    return name in GENERIC and not _slow(name, [c.id for c in grid].index(case.id), case)
 
 
 def pytest_generate_tests(metafunc):

@@ -2,7 +2,9 @@
 
 Every registered PE's :meth:`verification_grid` runs here at every level on
 one shared vector file per grid point, through the same generic flow
-(:mod:`codesign.hw.flow`) the command line uses.
+(:mod:`codesign.hw.flow`) the command line uses. make test runs every level
+of the quick points but the RTL of those tests/pe/test_stream_rtl.py already
+runs at RTL there; make test-slow runs the rest.
 """
 
 from __future__ import annotations
@@ -14,10 +16,19 @@ import pytest
 
 from codesign.hw.flow import LEVELS, generate_project, run_csim, run_rtl
 from codesign.pe import get_pe, pe_names
+from tests.pe.conftest import stream_rtl_is_quick
 
-CASES = [pytest.param(name, case, marks=[pytest.mark.slow] * case.slow + [pytest.mark.long] * case.long,
-                      id=f"{name}-{case.id}")
-         for name in pe_names() for case in get_pe(name).verification_grid()]
+
+def _marks(name: str, case, level: str) -> list:
+    """``slow``/``long`` as the grid point says; a point tests/pe/test_stream_rtl.py runs at RTL in make test
+    (under stalls, cycles against the model, the quick stimulus) leaves its RTL level at the full stimulus to
+    make test-slow."""
+    slow = case.slow or (level == "rtl" and stream_rtl_is_quick(name, case))
+    return [pytest.mark.slow] * slow + [pytest.mark.long] * case.long
+
+
+CASES = [pytest.param(name, case, level, marks=_marks(name, case, level), id=f"{name}-{case.id}-{level}")
+         for name in pe_names() for case in get_pe(name).verification_grid() for level in LEVELS]
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +49,7 @@ def vector_files(tmp_path_factory):
     return get
 
 
-@pytest.mark.parametrize("level", LEVELS)
-@pytest.mark.parametrize("name, case", CASES)
+@pytest.mark.parametrize("name, case, level", CASES)
 def test_level_is_bit_exact(name, case, level, vector_files, tmp_path):
     if level == "rtl" and shutil.which("iverilog") is None:
         pytest.skip("Icarus Verilog (iverilog) is not on PATH")
