@@ -59,6 +59,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from codesign.loops.common import HwTrainError, LoopSetup, check_fit_data, ScheduledLoop, progress_bar, softmax_cross_entropy
+from codesign.loops.tt_update import Adam, keep_slices, prior_grads, slice_lambdas
 from codesign.numerics.scales import NO_MEAN, UNSET
 from codesign.numerics.tt_svd import tt_svd
 from codesign.step.tt.layer_state import PER_CORE_TRACKERS, TRACKERS, TtLayerState
@@ -72,8 +73,6 @@ PRECISION_FIELDS = ("core_bits", "activation_bits", "bias_bits", "grad_bits", "c
                     "core_grad_route", "scale_rule", "scale_momentum")
 PRECISION_DEFAULTS = {"core_grad_route": "direct", "scale_rule": "exact", "scale_momentum": 0.9}  # older set-ups
 LAYER_FIELDS = ("core_shapes", "bias", "in_features", "out_features", "is_network_input")
-ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, which the torch trainer uses
-LAMBDA_FLOOR = 1e-30  # keeps 1/lambda finite for a slice that is exactly zero (as codesign.train.tt.rank)
 
 
 # ---------------------------------------------------------------------------- set-up
@@ -236,81 +235,6 @@ def unset_means(order: int) -> Dict[str, Tuple[float, ...]]:
 def unset_trackers(order: int) -> Dict[str, Tuple[int, ...]]:
     """Every scale tracker of a layer of ``order`` cores, not yet aimed."""
     return {name: (UNSET,) * (order if index < PER_CORE_TRACKERS else 1) for index, name in enumerate(TRACKERS)}
-
-
-# ---------------------------------------------------------------------------- host arithmetic
-
-
-def slice_lambdas(cores: Sequence[np.ndarray]) -> List[np.ndarray]:
-    """MAP ``lambda`` of every slice of every inner rank: ``(|G_{k-1}[..., c]|^2 + |G_k[c, ...]|^2) / (n + 2)``."""
-    lambdas = []
-    for k in range(1, len(cores)):
-        left, right = cores[k - 1].astype(np.float64), cores[k].astype(np.float64)
-        squares = (left ** 2).sum(axis=(0, 1, 2)) + (right ** 2).sum(axis=(1, 2, 3))
-        count = left[..., 0].size + right[0].size
-        lambdas.append(np.maximum(squares / (count + 2), LAMBDA_FLOOR))
-    return lambdas
-
-
-def prior_grads(cores: Sequence[np.ndarray], lambdas: Sequence[np.ndarray], scale: float) -> List[np.ndarray]:
-    """Gradient of ``scale * sum |slice|^2 / (2 lambda)`` in each core (float64): ``scale * G / lambda`` from the
-    rank on each side of the core (``lambda`` held fixed, as the MAP update sets it between steps)."""
-    grads = []
-    for k, core in enumerate(cores):
-        inverse = np.zeros(core.shape, np.float64)
-        if k >= 1:
-            inverse += (1.0 / lambdas[k - 1])[:, None, None, None]
-        if k + 1 < len(cores):
-            inverse += (1.0 / lambdas[k])[None, None, None, :]
-        grads.append(scale * core.astype(np.float64) * inverse)
-    return grads
-
-
-def keep_slices(lambdas: Sequence[np.ndarray], threshold: float, min_rank: int) -> List[np.ndarray]:
-    """Indices kept per inner rank: ``lambda >= threshold * max``, and at least the ``min_rank`` largest."""
-    kept = []
-    for lam in lambdas:
-        mask = lam >= threshold * lam.max()
-        floor = min(min_rank, lam.size)
-        if int(mask.sum()) < floor:
-            mask[np.argsort(-lam, kind="stable")[:floor]] = True
-        kept.append(np.flatnonzero(mask))
-    return kept
-
-
-class Adam:
-    """Adam over float32 arrays, element-wise as ``torch.optim.Adam`` states it (L2 weight decay in the gradient).
-
-    ``step`` counts the updates (bias corrections); the moments of a pruned
-    parameter are sliced with it (:meth:`slice`), so kept slices go on as if
-    nothing had been removed.
-    """
-
-    def __init__(self, weight_decay: float) -> None:
-        self.weight_decay = weight_decay
-        self.step = 0
-        self.moments: Dict[Tuple[int, int], Tuple[np.ndarray, np.ndarray]] = {}
-
-    def update(self, key: Tuple[int, int], param: np.ndarray, grad: np.ndarray, lr: float) -> np.ndarray:
-        """The updated ``param`` (float32); call :meth:`advance` once per step before the updates."""
-        beta1, beta2 = ADAM_BETAS
-        grad = grad.astype(np.float32)
-        if self.weight_decay:
-            grad = grad + np.float32(self.weight_decay) * param
-        m, v = self.moments.get(key, (np.zeros_like(param), np.zeros_like(param)))
-        m = m + np.float32(1 - beta1) * (grad - m)
-        v = v * np.float32(beta2) + np.float32(1 - beta2) * grad * grad
-        self.moments[key] = (m, v)
-        step_size = lr / (1 - beta1 ** self.step)
-        denom = np.sqrt(v) / np.float32(math.sqrt(1 - beta2 ** self.step)) + np.float32(ADAM_EPS)
-        return (param - np.float32(step_size) * (m / denom)).astype(np.float32)
-
-    def advance(self) -> None:
-        self.step += 1
-
-    def slice(self, key: Tuple[int, int], axis: int, index: np.ndarray) -> None:
-        if key in self.moments:
-            self.moments[key] = tuple(np.take(moment, index, axis=axis) for moment in self.moments[key])
 
 
 # ---------------------------------------------------------------------------- the loop
@@ -481,10 +405,13 @@ class TtMlpTrainer(ScheduledLoop):
             if scale:
                 grads = [(grad + prior).astype(np.float32)
                          for grad, prior in zip(grads, prior_grads(cores, self.lambdas[index], scale))]
-            self.cores[index] = [self.optimizer.update((index, k), core, grad, lr)
-                                 for k, (core, grad) in enumerate(zip(cores, grads))]
+            keys, params, grads = [(index, k) for k in range(len(cores))], list(cores), list(grads)
             if self.biases[index] is not None:
-                self.biases[index] = self.optimizer.update((index, -1), self.biases[index], step.bias_grad, lr)
+                keys, params, grads = keys + [(index, -1)], params + [self.biases[index]], grads + [step.bias_grad]
+            updated = self.optimizer.update_all(keys, params, grads, lr)  # a layer's cores and bias in one pass
+            self.cores[index] = updated[:len(cores)]
+            if self.biases[index] is not None:
+                self.biases[index] = updated[-1]
             if self.setup.clip_shadow:
                 self._clip(index)
         if self.setup.prior_weight > 0:
@@ -596,5 +523,4 @@ def _initial_layer(layer: Mapping[str, Any], rng: np.random.Generator) -> Tuple[
     return [core.astype(np.float32) for core in cores], bias
 
 
-__all__ = ["Adam", "TtMlpTrainer", "TtTrainSetup", "keep_slices", "prior_grads", "slice_lambdas",
-           "unset_means", "unset_trackers"]
+__all__ = ["TtMlpTrainer", "TtTrainSetup", "unset_means", "unset_trackers"]

@@ -36,11 +36,11 @@ import numpy as np
 from codesign.loops.common import HwTrainError, softmax_cross_entropy
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.numerics.scales import UNSET
-from codesign.step.tt.rounding import frac_of_values, quantize_values
+from codesign.step.tt.rounding import code_dtype, frac_of_values, quantize_values
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import check_input
 from codesign.step.tt.list_finish import finish, layer_output
-from codesign.step.tt.step_lists import Fracs, check_specs, reshift, step_lists
+from codesign.step.tt.step_lists import Fracs, check_specs, core_codes_of, reshift, step_lists
 
 ON_PES = ("act_frac_bits", "grad_frac_bits", "core_grad_frac_bits")  # the trackers a PE rounds at
 
@@ -93,7 +93,7 @@ class TtListTrainer(TtMlpTrainer):
         x = check_input(state, x)
         tr = state.tracker_values()
         book = ScaleBook(tr, state.mean_values(), rule="tracked", momentum=state.scale_momentum)
-        act0 = book.host("act_frac_bits", 0, x.astype(np.float64), bits=state.activation_bits,
+        act0 = book.host("act_frac_bits", 0, x, bits=state.activation_bits,
                          headroom_bits=state.activation_headroom_bits, update=True)
         core_frac = [frac_of_values(core.astype(np.float64), bits=state.core_bits,
                                     headroom_bits=state.core_headroom_bits, current=tr["core_frac_bits"][k],
@@ -103,13 +103,15 @@ class TtListTrainer(TtMlpTrainer):
                       core_grad=tuple(tr["core_grad_frac_bits"]), core=tuple(core_frac),
                       act_bits=state.activation_bits, grad_bits=state.grad_bits,
                       core_bits=state.core_bits)
-        cores = [quantize_values(core.astype(np.float64), f, state.core_bits) for core, f in zip(state.cores, core_frac)]
+        # every core quantised at its own scale in one pass; codes only packed, so in their narrowest type
+        codes = quantize_values(core_codes_of(state.cores), np.repeat(core_frac, [core.size for core in state.cores]),
+                                state.core_bits, code_dtype(state.core_bits))
         lists = self._lists(index, state, x.shape[0], fracs)
         # one arena per layer and shapes: lists rebuilt at other scales lay their tensors out alike (a scale is a
         # descriptor's shift), so a board keeps the buffer and writes only the inputs into it
         arena = self.shell.arena(lists, key=(index, tuple(core.shape for core in state.cores), x.shape[0]))
-        self.shell.flush(arena, lists.write(arena, x=quantize_values(x.astype(np.float64), act0,
-                                                                     state.activation_bits), cores=cores))
+        x_codes = quantize_values(x, act0, state.activation_bits, code_dtype(state.activation_bits))
+        self.shell.flush(arena, lists.write(arena, x=x_codes, core_codes=codes))
         arena = self._run(lists, range(lists.forward_phases), arena)
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
         out = layer_output(state, lists, arena, book, fracs)
@@ -139,11 +141,11 @@ class TtListTrainer(TtMlpTrainer):
     def _backward_layer(self, layer: Tuple, grad_y: np.ndarray):
         state, x, book, fracs, lists, arena, out = layer
         d = len(state.cores)
-        g_frac = book.host("grad_frac_bits", d - 1, grad_y.astype(np.float64), bits=state.grad_bits,
+        g_frac = book.host("grad_frac_bits", d - 1, grad_y, bits=state.grad_bits,
                            headroom_bits=state.grad_headroom_bits, update=True)
         if g_frac != fracs.grad[d - 1]:
             raise HwTrainError("the output gradient's tracked scale moved before the step ended")
-        g_codes = quantize_values(grad_y.astype(np.float64), g_frac, state.grad_bits)
+        g_codes = quantize_values(grad_y, g_frac, state.grad_bits, code_dtype(state.grad_bits))
         self.shell.flush(arena, lists.write(arena, gy=g_codes))
         arena = self._run(lists, range(lists.forward_phases, len(lists.phases)), arena)
         self.shell.invalidate(arena, lists.read_ranges(forward=False))

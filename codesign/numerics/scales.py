@@ -52,8 +52,8 @@ def mean_abs(values) -> float:
     order from one contiguous float64 copy, so the result depends on the
     values and their count only, not on shape, strides or the caller.
     """
-    flat = np.abs(np.ascontiguousarray(values, dtype=np.float64).reshape(-1))
-    return float(flat.mean()) if flat.size else 0.0
+    flat = np.array(values, dtype=np.float64, order="C").reshape(-1)  # a copy of its own: |x| takes its place
+    return float(np.abs(flat, out=flat).mean()) if flat.size else 0.0
 
 
 def mean_abs_frac_bits(mean_abs: float, *, bits: int, headroom_bits: int, fallback: int) -> int:

@@ -37,7 +37,8 @@ import numpy as np
 
 from codesign.loops.data import ArrayDataset, stratified_split
 from codesign.loops.data_sources import npm_arrays
-from codesign.loops.tt import TtMlpTrainer, slice_lambdas
+from codesign.loops.tt import TtMlpTrainer
+from codesign.loops.tt_update import slice_lambdas
 from codesign.reproduce.machine import TRAINING_THREADS
 from codesign.reproduce.tt_fashion_budget import KINDS, MODES, Budget, budget, fixed_setup, memory_bits, train_config
 from codesign.reproduce.tt_fashion_budget import digest as budget_fingerprint

@@ -11,7 +11,8 @@ import pytest
 from codesign.design import load_design
 from codesign.design.families.tt import tt_setup_of
 from codesign.loops.common import HwTrainError
-from codesign.loops.tt import Adam, TtMlpTrainer, TtTrainSetup, keep_slices, prior_grads, slice_lambdas
+from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
+from codesign.loops.tt_update import keep_slices
 from codesign.train.data import load_digits_dataset
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -63,52 +64,6 @@ def test_the_initial_cores_carry_the_drawn_matrix_norm(setup):
         # a uniform +-bound matrix has a Frobenius norm near bound * sqrt(M N / 3)
         expected = bound * np.sqrt(w.size / 3)
         assert 0.9 * expected < np.linalg.norm(w) < 1.1 * expected
-
-
-def test_adam_follows_torch_adam():
-    """Element-wise the update torch.optim.Adam defines; float32 rounding order may differ by an ulp or two."""
-    torch = pytest.importorskip("torch")
-    rng = np.random.default_rng(0)
-    start = rng.normal(size=(16, 9)).astype(np.float32)
-    for weight_decay in (0.0, 1e-3):
-        param = torch.nn.Parameter(torch.from_numpy(start.copy()))
-        reference = torch.optim.Adam([param], lr=0.01, weight_decay=weight_decay)
-        mine, value = Adam(weight_decay), start.copy()
-        for _ in range(30):
-            grad = (rng.normal(size=start.shape) * 10.0 ** rng.integers(-5, 2)).astype(np.float32)
-            param.grad = torch.from_numpy(grad.copy())
-            reference.step()
-            mine.advance()
-            value = mine.update((0, 0), value, grad, 0.01)
-        np.testing.assert_allclose(value, param.detach().numpy(), rtol=2e-6, atol=1e-7)
-
-
-def test_the_prior_matches_torch_autograd_of_the_rank_prior(setup):
-    """lambda and the prior's gradient are those of codesign.train.tt.rank (float64, autograd)."""
-    torch = pytest.importorskip("torch")
-    from codesign.train.tt.layer import TTLinear
-    from codesign.train.tt.rank import map_lambdas, negative_log_prior
-    from codesign.train.tt.ttm import TTMatrix
-
-    cores = TtMlpTrainer(setup).cores[0]
-    layer = TTLinear.from_ttm(TTMatrix(cores=[c.astype(np.float64) for c in cores], in_modes=(4, 4, 4),
-                                       out_modes=(4, 4, 4)))
-    for core in layer.cores:
-        core.data = core.data.to(torch.float64)
-    lambdas = [lam.numpy() for lam in map_lambdas(layer)]
-    for mine, theirs in zip(slice_lambdas(cores), lambdas):
-        np.testing.assert_allclose(mine, theirs, rtol=1e-6)
-    scale = 0.37
-    (scale * negative_log_prior(layer, [torch.from_numpy(lam) for lam in lambdas])).backward()
-    for mine, core in zip(prior_grads(cores, lambdas, scale), layer.cores):
-        np.testing.assert_allclose(mine, core.grad.numpy(), rtol=1e-6)
-
-
-def test_keep_slices_keeps_at_least_min_rank():
-    lambdas = [np.array([1.0, 0.001, 0.5, 0.002]), np.array([0.01, 0.02, 1.0])]
-    kept = keep_slices(lambdas, 0.1, 1)
-    assert [k.tolist() for k in kept] == [[0, 2], [2]]
-    assert [k.tolist() for k in keep_slices(lambdas, 0.1, 2)] == [[0, 2], [1, 2]]
 
 
 def test_pruning_removes_a_dead_slice_from_both_cores_and_from_adam(setup):

@@ -38,15 +38,19 @@ def read_outputs(lists: StepLists, arena: np.ndarray) -> Dict[str, object]:
         grads.append(codes.reshape(m, a, n)[None].transpose(2, 1, 3, 0) if k == d - 1
                      else codes.reshape(m, c, a, n).transpose(2, 0, 3, 1))
     found["core_grads"] = grads
-    stats = {}
-    for item, calls in lists.contractions.values():
-        if item.stat is not None:
-            sent = [call for call in calls if not call.acc_hold]
-            total = sum(int(arena[call.record // 4 + RECORD["sum_abs_lo"]])
-                        | int(arena[call.record // 4 + RECORD["sum_abs_hi"]]) << 32 for call in sent)
-            stats[item.stat] = (total, sum(call.count for call in sent))
-    found["stats"] = stats
+    found["stats"] = _record_sums(lists, arena)
     return found
+
+
+def _record_sums(lists: StepLists, arena: np.ndarray) -> Dict[Tuple[str, int], Tuple[int, int]]:
+    """Per tracker, its records' sum of |acc| (exact: each half summed in uint64, a few thousand records at most)
+    and its results' count, in one gather over every record."""
+    stats, words, starts, counts = lists.stat_records
+    if not stats:
+        return {}
+    halves = [np.add.reduceat(arena[words + RECORD[name]].astype(np.uint64), starts).tolist()
+              for name in ("sum_abs_lo", "sum_abs_hi")]
+    return {stat: (low + (high << 32), count) for stat, low, high, count in zip(stats, *halves, counts)}
 
 
 def _y(lists: StepLists, arena: np.ndarray) -> np.ndarray:
@@ -97,7 +101,7 @@ def finish(layer: TtLayerState, x: np.ndarray, g_top: np.ndarray, lists: StepLis
     grad_x = None
     if "grad_x" in found and not layer.is_network_input:
         low, high = -(1 << (layer.activation_bits - 1)), (1 << (layer.activation_bits - 1)) - 1
-        scaled = np.ldexp(x.astype(np.float64), fracs.act[0])
+        scaled = np.ldexp(x, fracs.act[0], dtype=np.float64)
         grad_x = (to_values(found["grad_x"], fracs.grad[0] + fracs.core[0]) * ((scaled >= low) & (scaled <= high))
                   ).astype(np.float32)
     bias_grad = None

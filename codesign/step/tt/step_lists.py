@@ -42,7 +42,8 @@ contraction's tensors and cuts it into calls.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
@@ -92,6 +93,9 @@ class StepLists:
     y_width: int
     fracs: Fracs
     products: Tuple[Tuple[int, ...], ...]  # per phase, each list's products (its headers' I J K L; no shift moves them)
+    # every core layout's 16-bit slots in the arena (indices into it viewed as uint16) and, per slot, 1 + the index of
+    # its code among all cores' codes in order (0: a padding slot): the host writes every core in one gather
+    core_slots: Tuple[np.ndarray, np.ndarray] = field(compare=False, repr=False)
 
 
     @property
@@ -99,21 +103,31 @@ class StepLists:
         """Rows of the layer output as the last forward contraction writes it: ``(b, p)``."""
         return self.batch * math.prod(s[1] for s in self.cores[:-1])
 
-    def write(self, arena: np.ndarray, *, x: np.ndarray | None = None, cores: Sequence[np.ndarray] | None = None,
+    def write(self, arena: np.ndarray, *, x: np.ndarray | None = None, core_codes: np.ndarray | None = None,
               gy: np.ndarray | None = None) -> List[Tuple[int, int]]:
         """The host's inputs written in place into ``arena`` (uint32 words): the input codes, the core codes in
-        every layout a PE reads, the output-gradient codes (rows and transposed, before the backward lists).
-        The lists stay as built: a step at the same shapes and scales reuses them. Returns the word ranges
-        written, ``(start, words)``, which a board flushes."""
+        every layout a PE reads (``core_codes``: every core's codes flattened, core after core, as
+        :func:`core_codes_of` lays them out), the output-gradient codes (rows and transposed, before the backward
+        lists). The lists stay as built: a step at the same shapes and scales reuses them. Returns the word
+        ranges written, ``(start, words)``, which a board flushes."""
         given = {"x": x, "gy": gy}
         written = []
+        if core_codes is not None:
+            codes = np.asarray(core_codes).reshape(-1)
+            if codes.size != sum(math.prod(shape) for shape in self.cores):
+                raise ValueError(f"{codes.size} core codes for cores {list(self.cores)}")
+            slots = np.empty(codes.size + 1, "<u2")
+            slots[0] = 0
+            np.copyto(slots[1:], codes, casting="unsafe")  # two's complement, modulo 2^16: a 16-bit slot's bits
+            dst, src = self.core_slots
+            arena.view("<u2")[dst] = slots[src]
+            written += [(item.rows.offset // 4, item.words) for item in self.inputs.values()
+                        if not isinstance(item.source, str)]
         for item in self.inputs.values():
-            value = given[item.source] if isinstance(item.source, str) else (
-                None if cores is None else cores[item.source])
+            value = given.get(item.source)
             if value is None:
                 continue
-            words = pack_rows(item.layout(np.asarray(value, np.int64)), self.lanes, SLOT_BITS,
-                              stream_bits=32 * self.parts).astype(np.uint32)
+            words = pack_rows(item.layout(np.asarray(value)), self.lanes, SLOT_BITS, stream_bits=32 * self.parts)
             arena[item.rows.offset // 4:item.rows.offset // 4 + words.size] = words
             written.append((item.rows.offset // 4, words.size))
         return written
@@ -121,18 +135,35 @@ class StepLists:
     def read_ranges(self, *, forward: bool) -> List[Tuple[int, int]]:
         """The word ranges the host reads after the forward lists (the output) or after the backward ones (the
         input gradient, the core gradients, the records whose sums move the scales), which a board invalidates."""
+        return self._read_ranges[not forward]
+
+    @cached_property
+    def _read_ranges(self) -> Tuple[List[Tuple[int, int]], List[Tuple[int, int]]]:
+        """:meth:`read_ranges` forward and backward: the layout's, which no rounding shift moves (kept per lists)."""
         sizes = {"y": self.y_rows * self.y_width, "grad_x": self.batch * math.prod(s[2] for s in self.cores)}
-        if forward:
-            offset, words = self.outputs["y"]
-            return [(offset // 4, words * sizes["y"])]
+        offset, words = self.outputs["y"]
+        forward = [(offset // 4, words * sizes["y"])]
         ranges = [(offset // 4, words * sizes[name]) for name, (offset, words) in self.outputs.items() if name != "y"]
         for k, shape in enumerate(self.cores):
             offset, cfg = self.codes[f"core_grad {k}"]
             ranges.append((offset // 4, cfg.words_out(math.prod(shape))))
+        ranges += [(int(word), RECORD_WORDS) for word in self.stat_records[1]]
+        return forward, ranges
+
+    @cached_property
+    def stat_records(self) -> Tuple[Tuple[Tuple[str, int], ...], np.ndarray, np.ndarray, Tuple[int, ...]]:
+        """Where the records whose sums of |acc| move each tracker are: the trackers, every such record's first
+        word (a tracker's records one after the other), the index of each tracker's first record among them,
+        and each tracker's results count (the calls that send; a held call's sum goes on in the next)."""
+        stats, words, starts, counts = [], [], [], []
         for item, calls in self.contractions.values():
             if item.stat is not None:
-                ranges += [(call.record // 4, RECORD_WORDS) for call in calls if not call.acc_hold]
-        return ranges
+                sent = [call for call in calls if not call.acc_hold]
+                stats.append(item.stat)
+                starts.append(len(words))
+                words += [call.record // 4 for call in sent]
+                counts.append(sum(call.count for call in sent))
+        return tuple(stats), np.array(words, np.int64), np.array(starts, np.int64), tuple(counts)
 
 
 def core_forward(core: np.ndarray) -> np.ndarray:
@@ -161,12 +192,37 @@ def core_last_input_grad(core: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class HostInput:
-    """A tensor the host writes: where (``rows``), from which input (``"x"``, ``"gy"`` or a core's index), laid
-    out by ``layout`` (values -> 2-D rows)."""
+    """A tensor the host writes: where (``rows``, ``words`` 32-bit words in all), from which input (``"x"``,
+    ``"gy"`` or a core's index), laid out by ``layout`` (values -> 2-D rows)."""
 
     rows: Rows
     source: object
     layout: Callable[[np.ndarray], np.ndarray]
+    words: int
+
+
+def core_codes_of(cores: Sequence[np.ndarray]) -> np.ndarray:
+    """Every core's codes flattened, core after core: what :meth:`StepLists.write` takes as ``core_codes``."""
+    return np.concatenate([np.ravel(core) for core in cores])
+
+
+def core_slots(inputs: Dict[str, HostInput], shapes: Sequence[Tuple[int, ...]], lanes: int, parts: int
+               ) -> Tuple[np.ndarray, np.ndarray]:
+    """:attr:`StepLists.core_slots` of the core layouts among ``inputs``: each layout packed as the host packs
+    it (:func:`~codesign.pe.tt.contract.pack_rows`), once, over the codes' positions instead of their values
+    (1 + the index, in two 16-bit halves), so that a slot's number is where its code comes from."""
+    starts = np.cumsum([1, *(math.prod(shape) for shape in shapes)])
+    dst, src = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for item in inputs.values():
+        if isinstance(item.source, str):
+            continue
+        shape = shapes[item.source]
+        where = item.layout(np.arange(starts[item.source], starts[item.source + 1], dtype=np.int64).reshape(shape))
+        halves = [pack_rows(half, lanes, SLOT_BITS, stream_bits=32 * parts).view("<u2").astype(np.int64)
+                  for half in (where & 0xFFFF, where >> 16)]
+        src.append(halves[0] | halves[1] << 16)
+        dst.append(2 * (item.rows.offset // 4) + np.arange(src[-1].size))
+    return np.concatenate(dst), np.concatenate(src)
 
 
 def _put(arena: ArenaLayout, values: np.ndarray, lanes: int, parts: int, i_step: int, j_step: int) -> Rows:
@@ -260,8 +316,9 @@ class _Builder:
 
     def host(self, name: str, source, layout, value: np.ndarray, i_step: int, j_step: int) -> Rows:
         """A tensor the host writes, placed and named (:meth:`StepLists.write` writes it again later)."""
-        rows = _put(self.arena, layout(value), self.lanes, self.parts, i_step, j_step)
-        self.inputs[name] = HostInput(rows, source, layout)
+        laid = layout(value)
+        rows = _put(self.arena, laid, self.lanes, self.parts, i_step, j_step)
+        self.inputs[name] = HostInput(rows, source, layout, words=rows.words * (laid.size // laid.shape[-1]))
         return rows
 
     def state(self, k: int, rows: Rows | None = None) -> Rows:
@@ -425,7 +482,9 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
                      cores=tuple(core.shape for core in builder.cores), batch=builder.batch,
                      outputs=dict(builder.outputs), codes=dict(builder.codes_out), inputs=dict(builder.inputs),
                      lanes=builder.lanes, parts=builder.parts, y_width=builder.y_width, fracs=fracs,
-                     products=tuple(tuple(list_products(calls) for _, calls in listed) for listed in phases))
+                     products=tuple(tuple(list_products(calls) for _, calls in listed) for listed in phases),
+                     core_slots=core_slots(builder.inputs, [core.shape for core in builder.cores], builder.lanes,
+                                           builder.parts))
 
 
 def z_fracs(fracs: Fracs, d: int) -> Dict[Tuple[str, int], int]:

@@ -13,7 +13,7 @@ import torch
 
 from codesign.numerics.scales import UNSET
 from codesign.pe import get_pe
-from codesign.pe.tt.contract import header_dims
+from codesign.pe.tt.contract import header_dims, pack_rows
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.shell.calls import run_list_golden
 from codesign.step.tt.rounding import frac_of_values, quantize_values
@@ -21,7 +21,7 @@ from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import GoldenRunner, checked_values, compare_steps, pe_step
 from codesign.step.tt.list_finish import finish
 from codesign.contracts.calls import encode_list
-from codesign.step.tt.step_lists import Fracs, check_specs, reshift, step_lists
+from codesign.step.tt.step_lists import Fracs, check_specs, core_codes_of, reshift, step_lists
 from codesign.train.tt.layer import TTLinear
 from codesign.train.tt.pe_check import layer_state
 from codesign.train.tt.precision import TTPrecision
@@ -177,6 +177,39 @@ def test_lists_reshifted_to_new_scales_equal_lists_built_at_them(copies):
     assert changed > 0 and np.array_equal(moved.arena, fresh.arena)
     with pytest.raises(ValueError, match="code widths"):
         reshift(built, dataclasses.replace(after, grad_bits=8))
+
+
+@pytest.mark.parametrize("name, stream", [(name, stream) for name in SHAPES for stream in (32, 64, 128)
+                                          if (name, "small", stream) not in REFUSED])
+def test_every_core_layout_written_in_one_gather_equals_packing_each(name, stream):
+    """The host writes every core in every layout a PE reads in one gather (``core_slots``): word for word the
+    layouts packed one by one with pack_rows, the padding slots and lanes zeroed over whatever the arena held, no
+    word outside them touched; codes over the whole 16-bit slot (the write moves bits, whatever the cores' width),
+    and the ranges it reports are the packed ones."""
+    in_modes, out_modes, _, size = SHAPES[name]
+    shapes = [core.shape for core in layer_state(tracked_layer(SHAPES[name])).cores]
+    spec1, spec2 = (dataclasses.replace(spec, stream_bits=stream) for spec in SMALL)
+    if name == "padding_edges_b33":  # rows of 17 values: whole rows (and chunks) in a call's L and K
+        spec1, spec2 = dataclasses.replace(spec1, max_l=17), dataclasses.replace(spec2, max_k=68)
+    fracs = Fracs(act=(5,) * len(shapes), grad=(9,) * len(shapes), core_grad=(6,) * len(shapes),
+                  core=(2,) * len(shapes), act_bits=8, grad_bits=16, core_bits=4)
+    lists = step_lists(np.zeros((size, math.prod(in_modes)), np.int64), [np.zeros(s, np.int64) for s in shapes],
+                       np.zeros((size, math.prod(out_modes)), np.int64), fracs, spec1=spec1, spec2=spec2)
+    rng = np.random.default_rng(3)
+    cores = [rng.integers(-1 << 15, 1 << 15, size=s) for s in shapes]
+    cores[0].flat[:4] = (-1 << 15, (1 << 15) - 1, -1, 0)
+    arena = rng.integers(0, 1 << 32, size=lists.arena.size, dtype=np.uint64).astype(np.uint32)
+    expected, ranges = arena.copy(), []
+    for item in lists.inputs.values():
+        if isinstance(item.source, int):
+            words = pack_rows(item.layout(cores[item.source]), lists.lanes, 16, stream_bits=stream)
+            expected[item.rows.offset // 4:item.rows.offset // 4 + words.size] = words
+            ranges.append((item.rows.offset // 4, words.size))
+    assert len(ranges) >= len(shapes)
+    assert sorted(lists.write(arena, core_codes=core_codes_of(cores))) == sorted(ranges)
+    assert np.array_equal(arena, expected)
+    with pytest.raises(ValueError, match="core codes for cores"):
+        lists.write(arena, core_codes=core_codes_of(cores)[1:])
 
 
 def test_narrow_accumulators_cut_every_sum_so_that_no_call_saturates():
