@@ -15,11 +15,10 @@ LAMBDA_FLOOR = 1e-30  # keeps 1/lambda finite for a slice that is exactly zero (
 
 def slice_lambdas(cores: Sequence[np.ndarray]) -> List[np.ndarray]:
     """MAP ``lambda`` of every slice of every inner rank: ``(|G_{k-1}[..., c]|^2 + |G_k[c, ...]|^2) / (n + 2)``."""
-    lambdas = []
+    lambdas, squared = [], [np.square(core.astype(np.float64)) for core in cores]  # each core's once
     for k in range(1, len(cores)):
-        left, right = cores[k - 1].astype(np.float64), cores[k].astype(np.float64)
-        squares = (left ** 2).sum(axis=(0, 1, 2)) + (right ** 2).sum(axis=(1, 2, 3))
-        count = left[..., 0].size + right[0].size
+        squares = squared[k - 1].sum(axis=(0, 1, 2)) + squared[k].sum(axis=(1, 2, 3))
+        count = cores[k - 1][..., 0].size + cores[k][0].size
         lambdas.append(np.maximum(squares / (count + 2), LAMBDA_FLOOR))
     return lambdas
 
@@ -29,11 +28,11 @@ def prior_grads(cores: Sequence[np.ndarray], lambdas: Sequence[np.ndarray], scal
     rank on each side of the core (``lambda`` held fixed, as the MAP update sets it between steps)."""
     grads = []
     for k, core in enumerate(cores):
-        inverse = np.zeros(core.shape, np.float64)
+        inverse = 0.0  # 1 / lambda of the rank on each side, broadcast over the core (a, 1, 1, c)
         if k >= 1:
-            inverse += (1.0 / lambdas[k - 1])[:, None, None, None]
+            inverse = inverse + (1.0 / lambdas[k - 1])[:, None, None, None]
         if k + 1 < len(cores):
-            inverse += (1.0 / lambdas[k])[None, None, None, :]
+            inverse = inverse + (1.0 / lambdas[k])[None, None, None, :]
         grads.append(scale * core.astype(np.float64) * inverse)
     return grads
 

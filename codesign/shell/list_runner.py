@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence, Tuple
 
 import numpy as np
 
+from codesign.contracts.calls import RECORD_WORDS
 from codesign.pe import get_pe
 from codesign.shell.calls import run_list_golden
 from codesign.step.tt.step_lists import SHARE_PRODUCTS
@@ -35,9 +36,10 @@ class GoldenListShell:
         self.lists = self.calls = self.flushed = self.read = self.ranges = 0
         self.seconds = 0.0
         self._arenas: dict = {}
-        # replay: a phase run before (while replaying) hands back the arena it left then (an IP that finishes at
-        # once), so a host measurement sees the host's own work with the caches as the host's work leaves them,
-        # not as the golden model's millions of NumPy operations do (a board's IP computes beside its ARM)
+        # replay: a phase run before (while replaying) hands back the words it wrote then (an IP that finishes at
+        # once: its results and records, no other word), so a host measurement sees the host's own work with the
+        # caches as the host's work leaves them, not as the golden model's millions of NumPy operations do (a
+        # board's IP computes beside its ARM)
         self.replay = False
         self._replies: dict = {}
 
@@ -78,18 +80,34 @@ class GoldenListShell:
             if reply is None:
                 arena = run_list_golden(get_pe(pe), self.specs[pe], arena, calls, fast=True)
         if reply is not None:
-            np.copyto(arena, reply[1])
+            arena[reply[1]] = reply[2]
         elif self.replay:
-            self._replies[key] = (lists, np.array(arena, copy=True))
+            written = _written_words(lists)
+            self._replies[key] = (lists, written, arena[written])
         self.seconds += time.perf_counter() - started
         return arena
+
+
+def _written_words(lists) -> np.ndarray:
+    """The arena words (indices) the calls of ``lists`` write: every result row and every record."""
+    parts = []
+    for calls in lists:
+        for call in calls:
+            parts.append(call.record // 4 + np.arange(RECORD_WORDS))
+            out = call.out
+            if out.rows and out.words:
+                rows = out.row_offsets() // 4
+                parts.append((rows[:, None] + np.arange(out.words)).reshape(-1))
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
 
 
 def host_per_list_step(trainer, shell: "GoldenListShell", batches, *, warm_steps: int) -> dict:
     """The host's seconds per list step of ``trainer`` on ``shell``: the wall time of a step less the seconds the
     shell spent standing in for the IPs, the least over ``batches`` after the first ``warm_steps`` (which aim
     scales and build the lists; other work on the machine only adds); and the bytes the host flushed and read and
-    the lists it started in the last step. The timed steps replay each phase's arena from its last golden run
+    the lists it started in the last step; ``median_seconds`` too, as the least is a step at settled scales and
+    early steps move some (a TT step's lists re-aimed, :func:`codesign.step.tt.step_lists.reshift`). The timed
+    steps replay each phase's arena from its last golden run
     (``GoldenListShell.replay``; a phase not run before runs golden): the host's work does not depend on the
     values, and an IP computes beside the ARM, not in its caches."""
     shell.replay = True
@@ -106,7 +124,7 @@ def host_per_list_step(trainer, shell: "GoldenListShell", batches, *, warm_steps
     shell.replay, shell._replies = False, {}
     if not seconds:
         raise ValueError(f"{len(batches)} batches leave no step to time after {warm_steps} warm steps")
-    return {"seconds": min(seconds), **counts}
+    return {"seconds": min(seconds), "median_seconds": float(np.median(seconds)), **counts}
 
 
 __all__ = ["GoldenListShell", "host_per_list_step"]

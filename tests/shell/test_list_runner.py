@@ -44,11 +44,12 @@ def test_no_step_left_to_time_is_refused():
 
 def test_a_replaying_shell_hands_back_a_phase_s_last_arena_without_computing():
     """While replaying, a phase's lists run golden once, and a later run of the same lists (the same objects)
-    gives back that arena, counted as lists and calls; new lists run golden again; off, nothing is kept."""
+    gives back the words they wrote then (every result and record, no other word, as an IP writes), counted
+    as lists and calls; new lists run golden again; off, nothing is kept."""
     import numpy as np
 
     from codesign.pe.fpmac_array.spec import FpmacArraySpec
-    from codesign.shell.list_runner import GoldenListShell
+    from codesign.shell.list_runner import GoldenListShell, _written_words
     from codesign.step.fpmac_array.lists import PE, step_arena, step_lists
 
     spec = FpmacArraySpec(exp_bits=5, max_fb=7, max_m=4, max_n=3, max_k=5)
@@ -62,8 +63,13 @@ def test_a_replaying_shell_hands_back_a_phase_s_last_arena_without_computing():
     shell.replay = True
     first = shell.run_phase(lists.phases[0], np.array(device))
     assert np.array_equal(first, golden)
+    written = _written_words([calls for _, calls in lists.phases[0]])
+    assert set(np.flatnonzero(golden != device)) <= set(written.tolist())  # every word the phase changed
+    assert written.size < device.size
     stale = np.zeros_like(device)
-    assert np.array_equal(shell.run_phase(lists.phases[0], stale), golden)  # handed back, not computed
+    replayed = shell.run_phase(lists.phases[0], stale)  # handed back, not computed: only the written words
+    assert np.array_equal(replayed[written], golden[written])
+    assert not np.any(np.delete(replayed, written))
     assert (shell.lists, shell.calls) == (3, 3 * len(lists.forward))
     again = step_lists(arena, 3, 7, 0)  # equal lists, other objects: computed
     assert not np.array_equal(shell.run_phase(again.phases[0], np.zeros_like(device)), golden)

@@ -24,11 +24,12 @@ def _words(arena: np.ndarray, offset: int, values: int, words: int) -> np.ndarra
 
 
 def read_outputs(lists: StepLists, arena: np.ndarray) -> Dict[str, object]:
-    """What the host reads after the step: ``y`` (B, M) and ``grad_x`` (B, N) accumulators, ``core_grads`` (each
-    in the core's layout, codes), and ``stats``: per tracker, the records' sum of |acc| and the results' count."""
+    """What the host reads after the backward lists (the output ``y`` it read after the forward ones,
+    :func:`layer_output`): ``grad_x`` (B, N) accumulators, ``core_grads`` (each in the core's layout, codes), and
+    ``stats``: per tracker, the records' sum of |acc| and the results' count."""
     d, batch = len(lists.cores), lists.batch
     n_all = math.prod(s[2] for s in lists.cores)
-    found: Dict[str, object] = {"y": _y(lists, arena)}
+    found: Dict[str, object] = {}
     if "grad_x" in lists.outputs:
         found["grad_x"] = _words(arena, *_at(lists, "grad_x", batch * n_all)).reshape(batch, n_all)
     grads = []

@@ -120,10 +120,17 @@ def quantize_values(values: np.ndarray, frac_bits, bits: int, dtype=np.int64) ->
     ``frac_bits``: an int, or ints broadcast against ``values`` (several tensors at their own scales at once).
     ``dtype``: the codes' integer type; a host that only packs them takes :func:`code_dtype` (``bits`` wide), a
     result a quarter the size of int64's and no fresh pages to fault in on a batch-sized tensor."""
-    # times 2^frac, a normal power of two (fraction bits stay within a few hundred): exact, as ldexp, and SIMD
-    scaled = np.multiply(values, np.ldexp(1.0, frac_bits), dtype=np.float64)
+    values = np.asarray(values)
+    # times 2^frac, a normal power of two: exact, as ldexp, and SIMD. float32 values stay float32 where the codes
+    # fit its 24 bits: a product is exact unless below 2^-126, which rounds to 0 either way, or past 2^128, which
+    # saturates either way; half the bytes of float64 and no float64 temporary of a batch's size
+    narrow = values.dtype == np.float32 and bits <= 24 and isinstance(frac_bits, (int, np.integer)) \
+        and abs(frac_bits) <= 126
+    scale = np.float32(2.0 ** frac_bits) if narrow else np.ldexp(1.0, frac_bits)
+    with np.errstate(over="ignore"):  # past float32's range: inf, which saturates as the product would
+        scaled = np.multiply(values, scale, dtype=np.float32 if narrow else np.float64)
     np.rint(scaled, out=scaled)
-    np.clip(scaled, -(1 << (bits - 1)), (1 << (bits - 1)) - 1, out=scaled)  # integers: exact in float64
+    np.clip(scaled, -(1 << (bits - 1)), (1 << (bits - 1)) - 1, out=scaled)  # integers: exact either way
     return scaled.astype(dtype)
 
 

@@ -523,4 +523,8 @@ def reshift(lists: StepLists, fracs: Fracs) -> StepLists:
         contractions[name] = (item, calls)
     phases = tuple(tuple((pe, tuple(renamed.get(id(call), call) for call in calls)) for pe, calls in phase)
                    for phase in lists.phases)
-    return replace(lists, contractions=contractions, phases=phases, fracs=fracs)
+    moved = replace(lists, contractions=contractions, phases=phases, fracs=fracs)
+    for name in ("_read_ranges", "stat_records"):  # of the layout, which no shift moves: kept when worked out
+        if name in lists.__dict__:
+            moved.__dict__[name] = lists.__dict__[name]
+    return moved

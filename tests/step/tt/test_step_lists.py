@@ -165,6 +165,7 @@ def test_lists_reshifted_to_new_scales_equal_lists_built_at_them(copies):
     after = dataclasses.replace(before, act=(6, 4, 2), grad=(9, 10, 7), core_grad=(6, 3, 7), core=(2, 1, 2))
     specs = dict(spec1=dataclasses.replace(SMALL[0], max_l=17), spec2=dataclasses.replace(SMALL[1], max_k=68))
     built = step_lists(zeros_x, cores, zeros_g, before, **specs, copies=copies, share_products=1)
+    built.read_ranges(forward=True)  # worked out before the move: what reshift carries over must still hold
     moved, fresh = reshift(built, after), step_lists(zeros_x, cores, zeros_g, after, **specs, copies=copies,
                                                      share_products=1)
     assert reshift(built, before) is built and moved.fracs == after and d == 3
@@ -175,6 +176,11 @@ def test_lists_reshifted_to_new_scales_equal_lists_built_at_them(copies):
             assert np.array_equal(encode_list(calls), encode_list(want))
             changed += int(np.count_nonzero(encode_list(calls) != encode_list(was)))
     assert changed > 0 and np.array_equal(moved.arena, fresh.arena)
+    for forward in (True, False):
+        assert moved.read_ranges(forward=forward) == fresh.read_ranges(forward=forward)
+    mine, theirs = moved.stat_records, fresh.stat_records
+    assert mine[0] == theirs[0] and mine[3] == theirs[3] and len(mine[0]) == 3 * d - 2  # d-1 act, d-1 grad, d core
+    assert all(np.array_equal(a, b) for a, b in zip(mine[1:3], theirs[1:3]))
     with pytest.raises(ValueError, match="code widths"):
         reshift(built, dataclasses.replace(after, grad_bits=8))
 
