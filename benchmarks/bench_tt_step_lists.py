@@ -135,7 +135,7 @@ def main() -> int:
     print(f"rank {args.rank}, PE1 b_order {spec1.b_order} ({dsp:g} DSP): board step {row['board_step_ms']:.1f} ms (PE+DMA {row['pe_dma_ms']:.1f} ms over "
           f"layers {[round(c / (args.clock_mhz * 1e3), 1) for c in cycles]} ms, host here {row['host_ms_desktop']:.1f}"
           f" ms, {100 * row['host_share']:.0f} %; median {row['host_ms_desktop_median']:.1f} ms, lists re-aimed in "
-          f"{reshifted} of the {len(setup.layers) * len(batches)} layer steps run); MAC bound {row['macs_bound_ms']:.1f} ms; float32 PyTorch {row['torch_f32_ms']:.1f} ms; board / float32 = "
+          f"{reshifted} of the {len(setup.layers) * args.steps} timed layer steps); MAC bound {row['macs_bound_ms']:.1f} ms; float32 PyTorch {row['torch_f32_ms']:.1f} ms; board / float32 = "
           f"{row['ratio_board_to_torch_f32']:.1f}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -40,7 +40,7 @@ from codesign.step.tt.rounding import code_dtype, frac_of_values, quantize_value
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import check_input
 from codesign.step.tt.list_finish import finish, layer_output
-from codesign.step.tt.step_lists import Fracs, check_specs, core_codes_of, reshift, step_lists
+from codesign.step.tt.step_lists import Fracs, check_specs, flat_cores, reshift, step_lists
 
 ON_PES = ("act_frac_bits", "grad_frac_bits", "core_grad_frac_bits")  # the trackers a PE rounds at
 
@@ -95,7 +95,7 @@ class TtListTrainer(TtMlpTrainer):
         book = ScaleBook(tr, state.mean_values(), rule="tracked", momentum=state.scale_momentum)
         act0 = book.host("act_frac_bits", 0, x, bits=state.activation_bits,
                          headroom_bits=state.activation_headroom_bits, update=True)
-        core_frac = [frac_of_values(core.astype(np.float64), bits=state.core_bits,
+        core_frac = [frac_of_values(core, bits=state.core_bits,
                                     headroom_bits=state.core_headroom_bits, current=tr["core_frac_bits"][k],
                                     update=False) for k, core in enumerate(state.cores)]
         book.trackers["core_frac_bits"] = list(core_frac)
@@ -104,7 +104,7 @@ class TtListTrainer(TtMlpTrainer):
                       act_bits=state.activation_bits, grad_bits=state.grad_bits,
                       core_bits=state.core_bits)
         # every core quantised at its own scale in one pass; codes only packed, so in their narrowest type
-        codes = quantize_values(core_codes_of(state.cores), np.repeat(core_frac, [core.size for core in state.cores]),
+        codes = quantize_values(flat_cores(state.cores), np.repeat(core_frac, [core.size for core in state.cores]),
                                 state.core_bits, code_dtype(state.core_bits))
         lists = self._lists(index, state, x.shape[0], fracs)
         # one arena per layer and shapes: lists rebuilt at other scales lay their tensors out alike (a scale is a

@@ -84,17 +84,18 @@ class Adam:
         denom = np.sqrt(v) / np.float32(math.sqrt(1 - beta2 ** self.step)) + np.float32(ADAM_EPS)
         param = (param - np.float32(step_size) * (m / denom)).astype(np.float32, copy=False)
         views = _split_as(params, m, v, param)
-        self._flat[tuple(keys)] = (m, v, [pair[:2] for pair in views])
-        for key, (mk, vk, _) in zip(keys, views):
-            self.moments[key] = (mk, vk)
+        pairs = [(mk, vk) for mk, vk, _ in views]
+        self._flat[tuple(keys)] = (m, v, pairs)
+        self.moments.update(zip(keys, pairs))
         return [pk for _, _, pk in views]
 
     def _moments(self, keys: tuple, params: Sequence[np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
         """The moments of ``keys`` end to end: the arrays the last update of these keys left, when every moment is
         still their view (a pruned parameter's are sliced apart), else laid out again (zeros where none yet)."""
         kept = self._flat.get(keys)
-        if kept is not None and all(self.moments.get(key) is not None and all(
-                a is b for a, b in zip(self.moments[key], pair)) for key, pair in zip(keys, kept[2])):
+        if kept is not None and kept[0].size == sum(p.size for p in params) and all(
+                self.moments.get(key) is pair and pair[0].base is kept[0] and pair[1].base is kept[1]
+                for key, pair in zip(keys, kept[2])):
             return kept[0], kept[1]
         pairs = [self.moments.get(key, (np.zeros(p.shape, np.float32),) * 2) for key, p in zip(keys, params)]
         return tuple(np.concatenate([np.ravel(pair[i]) for pair in pairs]) for i in (0, 1))

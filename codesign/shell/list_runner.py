@@ -107,7 +107,7 @@ def host_per_list_step(trainer, shell: "GoldenListShell", batches, *, warm_steps
     scales and build the lists; other work on the machine only adds); and the bytes the host flushed and read and
     the lists it started in the last step; ``median_seconds`` too, as the least is a step at settled scales and
     early steps move some (a TT step's lists re-aimed, :func:`codesign.step.tt.step_lists.reshift`). The timed
-    steps replay each phase's arena from its last golden run
+    steps replay the words each phase wrote in its last golden run
     (``GoldenListShell.replay``; a phase not run before runs golden): the host's work does not depend on the
     values, and an IP computes beside the ARM, not in its caches."""
     shell.replay = True

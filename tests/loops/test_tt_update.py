@@ -3,6 +3,7 @@ many arrays at once bit for bit what it is array by array, and which slices prun
 
 from __future__ import annotations
 
+import copy
 import math
 from pathlib import Path
 
@@ -85,7 +86,8 @@ def _one_array_adam(param, grad, moments, step, lr, weight_decay):
 def test_adam_over_arrays_laid_end_to_end_equals_adam_array_by_array_bit_for_bit(weight_decay):
     """update_all over a layer's cores and bias (float64 gradients among them, as the prior's sum gives) equals
     the one-array update bit for bit, moments too, over 12 steps; a slice pruned out of one core's moments halfway
-    lays the moments out again, and a key updated on its own between group updates is seen by the group."""
+    lays the moments out again, as a deep copy does, and a key updated on its own between group updates is seen by
+    the group."""
     rng = np.random.default_rng(5)
     shapes = [(1, 4, 4, 3), (3, 4, 4, 2), (2, 4, 4, 1), (16,)]
     params = [rng.normal(size=s).astype(np.float32) for s in shapes]
@@ -105,6 +107,11 @@ def test_adam_over_arrays_laid_end_to_end_equals_adam_array_by_array_bit_for_bit
         grads = [(rng.normal(size=p.shape) * 10.0 ** rng.integers(-6, 3)).astype(np.float32 if i % 2 else np.float64)
                  for i, p in enumerate(params)]
         grads[0].flat[:3] = (0.0, 1e-30, -3e4)
+        if step == 4:  # a deep copy (as a pickled trainer): its moments are no views of its flat arrays any more
+            mine = copy.deepcopy(mine)
+            for key, (_, (m, _)) in zip(keys, theirs):  # halved in place on both sides: the update must read it
+                mine.moments[key][0][...] *= np.float32(0.5)
+                m *= np.float32(0.5)
         if step == 9:  # one key on its own, then the group again
             params[3] = mine.update((0, -1), params[3], grads[3], lr)
             p, moments = theirs[3]

@@ -63,12 +63,11 @@ def _slow(name: str, index: int, case) -> bool:
     return case.slow or (index > 0 and case.id not in QUICK_POINTS.get(name, ()))
 
 
-def stream_rtl_is_quick(name: str, case) -> bool:
-    """Whether make test runs ``case`` of PE ``name`` at RTL in tests/pe/test_stream_rtl.py (under stalls, its
-    cycles against the model): tests/pe/test_levels.py leaves such a point's RTL level, at the full stimulus, to
-    make test-slow."""
-    grid = get_pe(name).verification_grid()
-    return name in GENERIC and not _slow(name, [c.id for c in grid].index(case.id), case)
+def stream_rtl_is_quick(name: str, index: int, case) -> bool:
+    """Whether make test runs ``case`` (``index`` in PE ``name``'s grid) at RTL in tests/pe/test_stream_rtl.py
+    (under stalls, its cycles against the model): tests/pe/test_levels.py leaves such a point's RTL level, at
+    the full stimulus, to make test-slow."""
+    return name in GENERIC and not _slow(name, index, case)
 
 
 def pytest_generate_tests(metafunc):

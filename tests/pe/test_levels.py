@@ -19,16 +19,16 @@ from codesign.pe import get_pe, pe_names
 from tests.pe.conftest import stream_rtl_is_quick
 
 
-def _marks(name: str, case, level: str) -> list:
+def _marks(name: str, index: int, case, level: str) -> list:
     """``slow``/``long`` as the grid point says; a point tests/pe/test_stream_rtl.py runs at RTL in make test
     (under stalls, cycles against the model, the quick stimulus) leaves its RTL level at the full stimulus to
     make test-slow."""
-    slow = case.slow or (level == "rtl" and stream_rtl_is_quick(name, case))
+    slow = case.slow or (level == "rtl" and stream_rtl_is_quick(name, index, case))
     return [pytest.mark.slow] * slow + [pytest.mark.long] * case.long
 
 
-CASES = [pytest.param(name, case, level, marks=_marks(name, case, level), id=f"{name}-{case.id}-{level}")
-         for name in pe_names() for case in get_pe(name).verification_grid() for level in LEVELS]
+CASES = [pytest.param(name, case, level, marks=_marks(name, index, case, level), id=f"{name}-{case.id}-{level}")
+         for name in pe_names() for index, case in enumerate(get_pe(name).verification_grid()) for level in LEVELS]
 
 
 @pytest.fixture(scope="module")

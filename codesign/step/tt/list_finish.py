@@ -45,13 +45,14 @@ def read_outputs(lists: StepLists, arena: np.ndarray) -> Dict[str, object]:
 
 def _record_sums(lists: StepLists, arena: np.ndarray) -> Dict[Tuple[str, int], Tuple[int, int]]:
     """Per tracker, its records' sum of |acc| (exact: each half summed in uint64, a few thousand records at most)
-    and its results' count, in one gather over every record."""
+    and its results' count, in one gather over every record (a tracker without a record sums to 0)."""
     stats, words, starts, counts = lists.stat_records
-    if not stats:
-        return {}
-    halves = [np.add.reduceat(arena[words + RECORD[name]].astype(np.uint64), starts).tolist()
-              for name in ("sum_abs_lo", "sum_abs_hi")]
-    return {stat: (low + (high << 32), count) for stat, low, high, count in zip(stats, *halves, counts)}
+    found = np.diff(np.append(starts, words.size)) > 0  # reduceat gives an empty group its next record
+    sums = np.zeros((2, len(stats)), np.uint64)
+    if found.any():
+        for half, name in enumerate(("sum_abs_lo", "sum_abs_hi")):
+            sums[half, found] = np.add.reduceat(arena[words + RECORD[name]].astype(np.uint64), starts[found])
+    return {stat: (low + (high << 32), count) for stat, low, high, count in zip(stats, *sums.tolist(), counts)}
 
 
 def _y(lists: StepLists, arena: np.ndarray) -> np.ndarray:

@@ -119,11 +119,11 @@ def quantize_values(values: np.ndarray, frac_bits, bits: int, dtype=np.int64) ->
     """Codes of real values at ``frac_bits`` (to nearest, ties to even, saturated): the host's input conversion.
     ``frac_bits``: an int, or ints broadcast against ``values`` (several tensors at their own scales at once).
     ``dtype``: the codes' integer type; a host that only packs them takes :func:`code_dtype` (``bits`` wide), a
-    result a quarter the size of int64's and no fresh pages to fault in on a batch-sized tensor."""
+    result an eighth or a quarter of int64's, with no fresh pages to fault in on a batch-sized tensor."""
     values = np.asarray(values)
     # times 2^frac, a normal power of two: exact, as ldexp, and SIMD. float32 values stay float32 where the codes
-    # fit its 24 bits: a product is exact unless below 2^-126, which rounds to 0 either way, or past 2^128, which
-    # saturates either way; half the bytes of float64 and no float64 temporary of a batch's size
+    # fit its 24 bits (the clip bounds are exact there): a product is exact unless below 2^-126, which rounds to
+    # 0 either way, or past 2^128, which saturates either way; half the bytes of float64, no float64 temporary
     narrow = values.dtype == np.float32 and bits <= 24 and isinstance(frac_bits, (int, np.integer)) \
         and abs(frac_bits) <= 126
     scale = np.float32(2.0 ** frac_bits) if narrow else np.ldexp(1.0, frac_bits)

@@ -107,7 +107,7 @@ class StepLists:
               gy: np.ndarray | None = None) -> List[Tuple[int, int]]:
         """The host's inputs written in place into ``arena`` (uint32 words): the input codes, the core codes in
         every layout a PE reads (``core_codes``: every core's codes flattened, core after core, as
-        :func:`core_codes_of` lays them out), the output-gradient codes (rows and transposed, before the backward
+        :func:`flat_cores` lays them out), the output-gradient codes (rows and transposed, before the backward
         lists). The lists stay as built: a step at the same shapes and scales reuses them. Returns the word
         ranges written, ``(start, words)``, which a board flushes."""
         given = {"x": x, "gy": gy}
@@ -135,10 +135,10 @@ class StepLists:
     def read_ranges(self, *, forward: bool) -> List[Tuple[int, int]]:
         """The word ranges the host reads after the forward lists (the output) or after the backward ones (the
         input gradient, the core gradients, the records whose sums move the scales), which a board invalidates."""
-        return self._read_ranges[not forward]
+        return list(self._read_ranges[not forward])
 
     @cached_property
-    def _read_ranges(self) -> Tuple[List[Tuple[int, int]], List[Tuple[int, int]]]:
+    def _read_ranges(self) -> Tuple[Tuple[Tuple[int, int], ...], Tuple[Tuple[int, int], ...]]:
         """:meth:`read_ranges` forward and backward: the layout's, which no rounding shift moves (kept per lists)."""
         sizes = {"y": self.y_rows * self.y_width, "grad_x": self.batch * math.prod(s[2] for s in self.cores)}
         offset, words = self.outputs["y"]
@@ -148,7 +148,7 @@ class StepLists:
             offset, cfg = self.codes[f"core_grad {k}"]
             ranges.append((offset // 4, cfg.words_out(math.prod(shape))))
         ranges += [(int(word), RECORD_WORDS) for word in self.stat_records[1]]
-        return forward, ranges
+        return tuple(forward), tuple(ranges)
 
     @cached_property
     def stat_records(self) -> Tuple[Tuple[Tuple[str, int], ...], np.ndarray, np.ndarray, Tuple[int, ...]]:
@@ -163,7 +163,10 @@ class StepLists:
                 starts.append(len(words))
                 words += [call.record // 4 for call in sent]
                 counts.append(sum(call.count for call in sent))
-        return tuple(stats), np.array(words, np.int64), np.array(starts, np.int64), tuple(counts)
+        words, starts = np.array(words, np.int64), np.array(starts, np.int64)
+        words.setflags(write=False)  # shared by the lists reshift makes of these
+        starts.setflags(write=False)
+        return tuple(stats), words, starts, tuple(counts)
 
 
 def core_forward(core: np.ndarray) -> np.ndarray:
@@ -201,8 +204,9 @@ class HostInput:
     words: int
 
 
-def core_codes_of(cores: Sequence[np.ndarray]) -> np.ndarray:
-    """Every core's codes flattened, core after core: what :meth:`StepLists.write` takes as ``core_codes``."""
+def flat_cores(cores: Sequence[np.ndarray]) -> np.ndarray:
+    """Every core's values (or codes) flattened, core after core: the order of :meth:`StepLists.write`'s
+    ``core_codes``."""
     return np.concatenate([np.ravel(core) for core in cores])
 
 
@@ -333,7 +337,7 @@ class _Builder:
         a, _, n, _ = self.shape(0)
         f = self.fracs
         shape = (self.batch * a * n, self.R[0]) if self.d > 1 else (self.batch, a * n)
-        states = [self.host("x", "x", lambda x, shape=shape: np.asarray(x, np.int64).reshape(shape), x_codes,
+        states = [self.host("x", "x", lambda x, shape=shape: np.asarray(x).reshape(shape), x_codes,
                             *((a * n, 1) if self.d > 1 else (1, 0)))]
         for k in range(self.d - 1):
             a, m, n, c = self.shape(k)
@@ -384,8 +388,8 @@ class _Builder:
         a, m, n, _ = self.shape(d - 1)
         bp = self.P[d - 1]
         rows = (bp, m)  # bound as defaults: a layout is called again on later steps
-        gy_rows = self.host("gy", "gy", lambda g, rows=rows: np.asarray(g, np.int64).reshape(rows), gy_codes, 1, 0)
-        gy_t = self.host("gy transposed", "gy", lambda g, rows=rows: np.asarray(g, np.int64).reshape(rows).T,
+        gy_rows = self.host("gy", "gy", lambda g, rows=rows: np.asarray(g).reshape(rows), gy_codes, 1, 0)
+        gy_t = self.host("gy transposed", "gy", lambda g, rows=rows: np.asarray(g).reshape(rows).T,
                          gy_codes, 1, 0)
         last = states[d - 1]
         self.items.append(Contraction(

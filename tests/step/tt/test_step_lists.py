@@ -21,7 +21,7 @@ from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import GoldenRunner, checked_values, compare_steps, pe_step
 from codesign.step.tt.list_finish import finish
 from codesign.contracts.calls import encode_list
-from codesign.step.tt.step_lists import Fracs, check_specs, core_codes_of, reshift, step_lists
+from codesign.step.tt.step_lists import Fracs, check_specs, flat_cores, reshift, step_lists
 from codesign.train.tt.layer import TTLinear
 from codesign.train.tt.pe_check import layer_state
 from codesign.train.tt.precision import TTPrecision
@@ -212,10 +212,10 @@ def test_every_core_layout_written_in_one_gather_equals_packing_each(name, strea
             expected[item.rows.offset // 4:item.rows.offset // 4 + words.size] = words
             ranges.append((item.rows.offset // 4, words.size))
     assert len(ranges) >= len(shapes)
-    assert sorted(lists.write(arena, core_codes=core_codes_of(cores))) == sorted(ranges)
+    assert sorted(lists.write(arena, core_codes=flat_cores(cores))) == sorted(ranges)
     assert np.array_equal(arena, expected)
     with pytest.raises(ValueError, match="core codes for cores"):
-        lists.write(arena, core_codes=core_codes_of(cores)[1:])
+        lists.write(arena, core_codes=flat_cores(cores)[1:])
 
 
 def test_narrow_accumulators_cut_every_sum_so_that_no_call_saturates():
