@@ -16,7 +16,9 @@ from typing import Any, Dict, Mapping
 
 import numpy as np
 
-from codesign.contracts.calls import encode_list
+from dataclasses import replace
+
+from codesign.contracts.calls import DESCRIPTOR_WORDS, FIELD, encode_list, round_field
 from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import flush_words, invalidate_words
 from codesign.deploy.manifest import DeployError
@@ -26,6 +28,11 @@ from codesign.step.model import StageLog, model_figures
 KEPT_ENCODINGS = 64  # lists whose descriptor words are kept (a step's lists at a few shapes and widths)
 KEPT_ARENAS = 16  # arenas kept before the oldest are freed (lists rebuilt at new scales or shapes)
 KEPT_RUNS = 256  # distinct phases whose runs are counted before the oldest are priced (in a step) and let go
+
+
+def _only_shift_moved(was, now) -> bool:
+    """Whether call ``now`` is call ``was`` with another rounding shift (and nothing else changed)."""
+    return now.rounding.enable and replace(now, rounding=replace(now.rounding, shift=was.rounding.shift)) == was
 
 
 def runs_lists(overlay, pe: str) -> bool:
@@ -56,6 +63,7 @@ class ListShell:
         self._encoded: "OrderedDict[int, tuple]" = OrderedDict()  # id(calls) -> (calls, descriptors): calls kept
         self._to_free: list = []  # descriptor buffers let go during a phase
         self.lists = self.calls = 0
+        self.encoded = self.reaimed = 0  # lists encoded whole; lists re-aimed in a kept buffer (rounding words)
         # phases run, by the ids of their lists: [phase, arena image, runs, price once known]; the phase kept, so an
         # id is not reused
         self._runs: "OrderedDict[tuple, list]" = OrderedDict()
@@ -103,7 +111,7 @@ class ListShell:
         known = self._encoded.get(id(calls))
         if known is not None and known[0] is calls:
             self._encoded.move_to_end(id(calls))
-        else:
+        elif (known := self._reaim(calls)) is None:
             from pynq import allocate
 
             words = encode_list(calls)
@@ -111,9 +119,31 @@ class ListShell:
             buffer[:words.size] = words
             flush_words(buffer, words.size)
             known = self._encoded[id(calls)] = (calls, buffer)
+            self.encoded += 1
             if len(self._encoded) > KEPT_ENCODINGS:  # freed once the phase's IPs are done: one may read it now
                 self._to_free.append(self._encoded.popitem(last=False)[1][1])
         return known[1]
+
+    def _reaim(self, calls):
+        """The kept encoding ``calls`` re-aim, as :func:`codesign.step.tt.step_lists.reshift` makes them when a
+        tracked scale moves (the same calls, some with another rounding shift): its rounding words rewritten and
+        flushed in place, and kept under ``calls`` from now on (a trainer runs a layer's newest lists only; the
+        old ones, were they run again, would be encoded anew). ``None`` when no kept list matches."""
+        for key, (old, buffer) in reversed(self._encoded.items()):
+            if len(old) != len(calls) or old[0].record != calls[0].record or old[-1].record != calls[-1].record:
+                continue
+            moved = [i for i, (was, now) in enumerate(zip(old, calls)) if was is not now]
+            if not all(_only_shift_moved(old[i], calls[i]) for i in moved):
+                continue
+            words = [i * DESCRIPTOR_WORDS + FIELD["round"] for i in moved]
+            if words:
+                buffer[words] = [round_field(calls[i].rounding) for i in moved]
+                flush_words(buffer, words[-1] + 1 - words[0], words[0])
+            del self._encoded[key]
+            self._encoded[id(calls)] = (calls, buffer)
+            self.reaimed += 1
+            return calls, buffer
+        return None
 
     def run_phase(self, phase, arena) -> Any:
         """A phase's lists (``(pe, calls)`` each, on different IPs, writing disjoint words) run in place over the

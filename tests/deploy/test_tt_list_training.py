@@ -42,6 +42,13 @@ def test_training_on_lists_on_the_ips_is_bit_identical_to_the_golden_loop(tmp_pa
     assert figures["model"]["pe_s_per_step"] > 0 and figures["host_s_per_step"] > 0
     for trainer in (board, golden):  # the first step at the pruned shapes writes their arenas whole, once
         trainer.train_step(data.train_x[:64], data.train_y[:64])
+    reshifted, encoded = board.lists_reshifted, board.shell.encoded
+    for _ in range(2):  # batches 16 times larger move the input's tracked scale: the next step's lists re-aimed
+        for trainer in (board, golden):
+            trainer.train_step(16 * data.train_x[:64], data.train_y[:64])
+    assert _same_state(board, golden) == compared
+    # in place: the kept lists' rounding words rewritten, nothing encoded anew
+    assert board.lists_reshifted > reshifted and board.shell.reaimed > 0 and board.shell.encoded == encoded
     order = []  # a phase's lists run side by side: every IP started before any is waited for
     for ip in [ip for ips in board.shell.ips.values() for ip in ips]:
         for name in ("start_list", "finish_list"):
