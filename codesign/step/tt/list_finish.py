@@ -12,15 +12,16 @@ import numpy as np
 from codesign.contracts.calls import RECORD
 from codesign.step.tt.layer_state import TtLayerState
 from codesign.step.tt.list_tiles import unpack_codes
-from codesign.step.tt.rounding import frac_of_values, quantize_values, to_values
+from codesign.step.tt.rounding import frac_of_values, quantize_values, scaled_for_codes, to_values
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import StepResult
 from codesign.step.tt.step_lists import Fracs, StepLists, z_fracs
 
 def _words(arena: np.ndarray, offset: int, values: int, words: int) -> np.ndarray:
-    """``values`` raw results from byte ``offset``: 32-bit words, or 64-bit (two words) when drained."""
+    """``values`` raw results from byte ``offset``: 32-bit words, or 64-bit (two words) when drained; a signed
+    view of the arena, which the caller converts before the arena is written again."""
     flat = np.ascontiguousarray(arena[offset // 4:offset // 4 + words * values], dtype=np.uint32)
-    return (flat.view(np.int32) if words == 1 else flat.view(np.int64)).astype(np.int64)
+    return flat.view(np.int32) if words == 1 else flat.view(np.int64)  # a view: the caller converts at once
 
 
 def read_outputs(lists: StepLists, arena: np.ndarray) -> Dict[str, object]:
@@ -103,7 +104,7 @@ def finish(layer: TtLayerState, x: np.ndarray, g_top: np.ndarray, lists: StepLis
     grad_x = None
     if "grad_x" in found and not layer.is_network_input:
         low, high = -(1 << (layer.activation_bits - 1)), (1 << (layer.activation_bits - 1)) - 1
-        scaled = np.ldexp(x, fracs.act[0], dtype=np.float64)
+        scaled = scaled_for_codes(x, fracs.act[0], layer.activation_bits)
         grad_x = (to_values(found["grad_x"], fracs.grad[0] + fracs.core[0]) * ((scaled >= low) & (scaled <= high))
                   ).astype(np.float32)
     bias_grad = None

@@ -120,18 +120,24 @@ def quantize_values(values: np.ndarray, frac_bits, bits: int, dtype=np.int64) ->
     ``frac_bits``: an int, or ints broadcast against ``values`` (several tensors at their own scales at once).
     ``dtype``: the codes' integer type; a host that only packs them takes :func:`code_dtype` (``bits`` wide), a
     result an eighth or a quarter of int64's, with no fresh pages to fault in on a batch-sized tensor."""
+    scaled = scaled_for_codes(values, frac_bits, bits)
+    np.rint(scaled, out=scaled)
+    np.clip(scaled, -(1 << (bits - 1)), (1 << (bits - 1)) - 1, out=scaled)  # integers: exact either way
+    return scaled.astype(dtype)
+
+
+def scaled_for_codes(values: np.ndarray, frac_bits, bits: int) -> np.ndarray:
+    """``values · 2^frac_bits`` (a new array) as exactly as rounding to ``bits``-wide codes, or comparing with
+    their bounds, needs: times a normal power of two, as ldexp, and SIMD. float32 values stay float32 where the
+    codes fit its 24 bits (their bounds are exact there): a product is exact unless below 2^-126, which rounds
+    to 0 and lies within the bounds either way, or past 2^128, inf, which saturates and lies outside them either
+    way; half the bytes of float64, and no float64 temporary of a batch's size. Else float64."""
     values = np.asarray(values)
-    # times 2^frac, a normal power of two: exact, as ldexp, and SIMD. float32 values stay float32 where the codes
-    # fit its 24 bits (the clip bounds are exact there): a product is exact unless below 2^-126, which rounds to
-    # 0 either way, or past 2^128, which saturates either way; half the bytes of float64, no float64 temporary
     narrow = values.dtype == np.float32 and bits <= 24 and isinstance(frac_bits, (int, np.integer)) \
         and abs(frac_bits) <= 126
     scale = np.float32(2.0 ** frac_bits) if narrow else np.ldexp(1.0, frac_bits)
     with np.errstate(over="ignore"):  # past float32's range: inf, which saturates as the product would
-        scaled = np.multiply(values, scale, dtype=np.float32 if narrow else np.float64)
-    np.rint(scaled, out=scaled)
-    np.clip(scaled, -(1 << (bits - 1)), (1 << (bits - 1)) - 1, out=scaled)  # integers: exact either way
-    return scaled.astype(dtype)
+        return np.multiply(values, scale, dtype=np.float32 if narrow else np.float64)
 
 
 def frac_of_values(values: np.ndarray, *, bits: int, headroom_bits: int, current: int, update: bool) -> int:
@@ -150,9 +156,12 @@ def frac_of_values(values: np.ndarray, *, bits: int, headroom_bits: int, current
 
 
 def to_values(codes: np.ndarray, frac_bits: int) -> np.ndarray:
-    """Exact float64 values of integer codes (|codes| < 2^53)."""
-    return np.ldexp(np.asarray(codes, dtype=np.int64).astype(np.float64), -frac_bits)
+    """Exact float64 values of integer codes (|codes| < 2^53), of any integer type, in one pass."""
+    codes = np.asarray(codes)
+    if codes.dtype.kind not in "iu":
+        codes = codes.astype(np.int64)
+    return np.ldexp(codes, -frac_bits, dtype=np.float64)
 
 
 __all__ = ["BLOCK", "EXACT_FLOAT", "abs_sum_and_peak", "choose_frac", "code_dtype", "floor_log2_ratio", "frac_of_total", "frac_of_values",
-           "quantize_values", "rescale", "scale_and_round", "to_values"]
+           "quantize_values", "rescale", "scale_and_round", "scaled_for_codes", "to_values"]
