@@ -425,9 +425,9 @@ class TtMlpTrainer(ScheduledLoop):
     def _clip(self, index: int) -> None:
         """Clip the shadow cores to what their codes can represent (BinaryConnect's clipping)."""
         bits = self.setup.precision["core_bits"]
-        for k, frac in enumerate(self.trackers[index]["core_frac_bits"]):
-            low, high = np.ldexp(-(1 << (bits - 1)), -frac), np.ldexp((1 << (bits - 1)) - 1, -frac)
-            self.cores[index][k] = np.clip(self.cores[index][k], np.float32(low), np.float32(high))
+        for core, frac in zip(self.cores[index], self.trackers[index]["core_frac_bits"]):  # Adam's new arrays
+            np.maximum(core, np.float32(math.ldexp(-(1 << (bits - 1)), -frac)), out=core)  # in place: a clip
+            np.minimum(core, np.float32(math.ldexp((1 << (bits - 1)) - 1, -frac)), out=core)
 
     def prune(self) -> None:
         """Remove the rank slices whose ``lambda`` fell below the threshold from both cores, and from Adam."""
