@@ -16,7 +16,7 @@ import numpy as np
 
 from codesign.contracts.calls import RECORD_WORDS
 from codesign.pe import get_pe
-from codesign.shell.calls import run_list_golden
+from codesign.shell.calls import block_words, run_list_golden
 from codesign.step.tt.step_lists import SHARE_PRODUCTS
 
 
@@ -90,15 +90,11 @@ class GoldenListShell:
 
 def _written_words(lists) -> np.ndarray:
     """The arena words (indices) the calls of ``lists`` write: every result row and every record."""
-    parts = []
+    parts = [np.zeros(0, np.int64)]
     for calls in lists:
         for call in calls:
-            parts.append(call.record // 4 + np.arange(RECORD_WORDS))
-            out = call.out
-            if out.rows and out.words:
-                rows = out.row_offsets() // 4
-                parts.append((rows[:, None] + np.arange(out.words)).reshape(-1))
-    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+            parts += [call.record // 4 + np.arange(RECORD_WORDS), block_words(call.out)]
+    return np.unique(np.concatenate(parts))
 
 
 def host_per_list_step(trainer, shell: "GoldenListShell", batches, *, warm_steps: int) -> dict:
