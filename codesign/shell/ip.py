@@ -479,24 +479,25 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS) 
 # accel_seq keeps descriptor words 0..23 and a plane counter and plane address per side (3-D blocks), and the
 # accumulation buffer (4096 x 48 bits: the 6 block RAMs) with its 48-bit adder and the rounding stage (a 48-bit
 # datapath and, at 64 and 128 bits, one or three 32-bit ones: it takes a beat's parts a cycle);
-# accel_mm2s counts the beats of overlapping runs (a list's rows keep several bursts in flight).
+# accel_mm2s counts the beats of overlapping runs (a list's rows keep several bursts in flight); accel_s2mm holds
+# a second run's address, length and last-beat strobes while the run before sends.
 SHELL_COST_YOSYS = "Yosys 0.23"
 SHELL_COST = {
     "xc7": {
-        32: {"lut": 5290, "lut_sites_min": 3368, "lutram": 24, "srl": 0,
-             "ff": 3062, "dsp": 0, "carry": 484, "muxf": 464, "bram_36k": 6.0},
-        64: {"lut": 8163, "lut_sites_min": 5003, "lutram": 44, "srl": 0,
-             "ff": 3468, "dsp": 0, "carry": 568, "muxf": 335, "bram_36k": 6.0},
-        128: {"lut": 11584, "lut_sites_min": 7314, "lutram": 88, "srl": 0,
-             "ff": 3861, "dsp": 0, "carry": 639, "muxf": 722, "bram_36k": 6.0},
+        32: {"lut": 5389, "lut_sites_min": 3472, "lutram": 24, "srl": 0,
+             "ff": 3124, "dsp": 0, "carry": 482, "muxf": 474, "bram_36k": 6.0},
+        64: {"lut": 8466, "lut_sites_min": 5252, "lutram": 44, "srl": 0,
+             "ff": 3531, "dsp": 0, "carry": 566, "muxf": 925, "bram_36k": 6.0},
+        128: {"lut": 11597, "lut_sites_min": 7046, "lutram": 88, "srl": 0,
+             "ff": 3924, "dsp": 0, "carry": 637, "muxf": 1255, "bram_36k": 6.0},
     },
     "xcup": {
-        32: {"lut": 5476, "lut_sites_min": 3549, "lutram": 24, "srl": 0,
-             "ff": 3062, "dsp": 0, "carry": 484, "muxf": 813, "bram_36k": 6.0},
-        64: {"lut": 9268, "lut_sites_min": 5755, "lutram": 40, "srl": 0,
-             "ff": 3468, "dsp": 0, "carry": 568, "muxf": 2170, "bram_36k": 6.0},
-        128: {"lut": 11949, "lut_sites_min": 7616, "lutram": 80, "srl": 0,
-             "ff": 3861, "dsp": 0, "carry": 639, "muxf": 2049, "bram_36k": 6.0},
+        32: {"lut": 5564, "lut_sites_min": 3584, "lutram": 24, "srl": 0,
+             "ff": 3124, "dsp": 0, "carry": 482, "muxf": 851, "bram_36k": 6.0},
+        64: {"lut": 9018, "lut_sites_min": 5556, "lutram": 40, "srl": 0,
+             "ff": 3531, "dsp": 0, "carry": 566, "muxf": 1976, "bram_36k": 6.0},
+        128: {"lut": 11911, "lut_sites_min": 7483, "lutram": 80, "srl": 0,
+             "ff": 3924, "dsp": 0, "carry": 637, "muxf": 2479, "bram_36k": 6.0},
     },
 }
 

@@ -2,8 +2,8 @@
 
 A call list's time is not a sum of closed forms: the read mover's per-row runs
 feed the PE only while it loads, the PE's results leave only as fast as the
-rounding stage and the write mover (which waits for each row's B response)
-take them, and the sequencer adds a cycle or two at every row and phase. So
+rounding stage and the write mover (two bursts open at a time)
+take them, and the sequencer adds a cycle at every plane, segment and phase. So
 :func:`list_cycles` *simulates* the shell, cycle by cycle, at the level of its
 handshakes: the sequencer's two FSMs (``rtl/accel/accel_seq.v``), the read and
 write movers (``accel_mm2s.v``, ``accel_s2mm.v``), the rounding stage's

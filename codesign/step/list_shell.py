@@ -125,13 +125,19 @@ class ReadPort:
 
     @property
     def requesting(self) -> bool:
-        """accel_mm2s's ``requesting``: a run still has bursts to ask for (a new run may start once it is low)."""
-        return self.arvalid or self.to_request != 0
+        """accel_mm2s's ``requesting``: a run still has bursts to ask for, other than the last one if the AR
+        channel takes it this cycle (a new run may start once it is low, in the cycle of that handshake)."""
+        if self.arvalid:
+            return not (self.arready and self.to_request == self.beats)
+        return self.to_request != 0
 
     def _mover(self, start: bool, addr: int, n: int, moved: bool, taken: bool) -> None:
         n = -(-n // (self.size // 4)) if start else 0  # words to beats
         if start:  # only while not requesting: earlier runs' beats may still be on their way
-            self.arvalid, self.addr, self.to_request = False, addr & -self.size, n
+            self.addr, self.to_request = addr & -self.size, n
+            self.arvalid = n != 0  # the first burst is asked for from the next cycle on
+            if n:
+                self.beats = _burst(self.addr, n, self.size)
         elif taken:
             self.arvalid = False
             self.addr += self.size * self.beats
@@ -155,13 +161,14 @@ class WritePort:
 
     __slots__ = ("limit", "busy", "count", "to_take", "to_write", "open", "beats", "beat", "in_burst", "awvalid",
                  "addr", "w_left", "b_q", "bvalid", "asleep", "now", "paced", "latency", "due", "w_paced", "w_most",
-                 "w_window", "takes", "wready", "w_sample", "w_awake", "w_pause", "size")
+                 "w_window", "takes", "wready", "w_sample", "w_awake", "w_pause", "size", "pending")
 
     def __init__(self, limit: int, ddr=None, parts: int = 1) -> None:
         self.limit, self.size = limit, 4 * parts  # size: bytes of a beat (parts 32-bit words)
         self.busy = self.in_burst = self.awvalid = self.bvalid = False
         self.count = self.to_take = self.to_write = self.open = self.beats = self.beat = self.addr = 0
         self.w_left, self.b_q, self.asleep = 0, 0, True
+        self.pending = None  # (byte address, beats) of a run started while the one before still sends
         self.now, self.paced, self.latency = 0, ddr is not None, ddr.write_latency if ddr else 1
         self.due: deque = deque()  # earliest edge of each queued B response
         self.w_most, self.w_window = (ddr.write_beats, ddr.write_window) if ddr else (1, 1)
@@ -176,7 +183,7 @@ class WritePort:
             timing += (self.wready, self.w_sample, self.w_awake, self.w_pause,
                        tuple(self.now - d for d in self.takes if d > self.now + 2 - self.w_window))
         return (self.busy, self.count, self.to_take, self.to_write, self.open, self.beat, self.in_burst,
-                self.awvalid, self.w_left, self.b_q, self.bvalid, self.asleep, timing)
+                self.awvalid, self.w_left, self.b_q, self.bvalid, self.asleep, self.pending, timing)
 
     def settled(self) -> bool:
         """The W sink back in its state after reset, and no W beat recent enough to pause it again."""
@@ -217,8 +224,9 @@ class WritePort:
 
     @property
     def requesting(self) -> bool:
-        """The run still takes, issues or sends beats (busy, less the wait for B responses)."""
-        return self.busy and bool(self.to_write or self.in_burst or self.awvalid)
+        """A start would not be taken: the run still takes beats, or a run waits for the one before to send its
+        own (accel_s2mm holds one run besides the one sending)."""
+        return self.busy and (self.to_take != 0 or self.pending is not None)
 
     def edge(self, start: bool, addr: int, n: int, push: bool) -> None:
         pop, aw_done, b_done = self.in_burst and self.wready, self.awvalid, self.bvalid
@@ -242,22 +250,18 @@ class WritePort:
                     self.due.append(self.now + self.latency)
         if aw_done:
             self.w_left = self.beats
-        if start:
-            n = -(-n // (self.size // 4))  # words to beats
-            self.busy, self.to_take = n != 0 or self.open != b_done, n
-            self.open -= b_done  # a run before this one may still wait for responses
-            self.to_write, self.addr, self.in_burst, self.awvalid = n, addr & -self.size, False, False
-        else:
-            self._mover(push, pop, last, aw_done, b_done)
+        self._mover(push, pop, last, aw_done, b_done, start, addr, n)
         if self.w_paced:
             self._w_sink(pop, valid)
             self._w_pacer()
 
-    def _mover(self, push: bool, pop: bool, last: bool, aw_done: bool, b_done: bool) -> None:
+    def _mover(self, push: bool, pop: bool, last: bool, aw_done: bool, b_done: bool, start: bool, addr: int,
+               n: int) -> None:
+        sending = bool(self.to_write or self.in_burst or self.awvalid)
         beats = _burst(self.addr, self.to_write, self.size)
         issue = (self.busy and not self.in_burst and not self.awvalid and self.to_write and self.count >= beats
                  and self.open < WRITE_OPEN)
-        done = self.busy and not self.to_write and not self.in_burst and not self.awvalid and self.open == b_done
+        done = self.busy and not sending and self.pending is None and self.open == b_done
         if push:
             self.to_take -= 1
         self.count += push - pop
@@ -272,15 +276,25 @@ class WritePort:
             if last:
                 self.in_burst = False
         self.open += aw_done - b_done
-        if done:
+        if start:  # only while not requesting: the run before has taken all its beats
+            n = -(-n // (self.size // 4))  # words to beats
+            self.to_take = n
+            if sending:  # it waits until the run before has sent them
+                self.pending = (addr & -self.size, n)
+            else:
+                self.addr, self.to_write = addr & -self.size, n
+            self.busy = n != 0 or sending or self.open != 0
+        elif self.pending is not None and not sending:
+            (self.addr, self.to_write), self.pending = self.pending, None
+        elif done:
             self.busy = False
 
 
 # ---- the sequencer around them ----------------------------------------------------------------------------
 
-I_FETCH_GO, I_FETCH, I_HEADER, I_ROW_GO, I_ROW, I_DONE = range(1, 7)
-O_IDLE, O_STATUS, O_ROW_GO, O_ROW, O_DRAIN, O_REC_GO, O_REC, O_DONE, O_HOLD = range(9)
-RESULTS = (O_ROW_GO, O_ROW, O_DRAIN, O_HOLD)
+I_FETCH_GO, I_FETCH, I_HEADER, I_ROWS, I_DONE = 1, 2, 3, 4, 6
+O_IDLE, O_STATUS, O_ROWS, O_DRAIN, O_REC_GO, O_REC, O_DONE, O_HOLD = 0, 1, 2, 4, 5, 6, 7, 8
+RESULTS = (O_ROWS, O_DRAIN, O_HOLD)
 
 
 class Shell:
@@ -346,7 +360,7 @@ class Shell:
                 and not rd.busy and not rd.arvalid and not rd.to_request and rd.arready
                 and not rd.ar_q and not rd.pushing and not rd.r_q and not rd.rvalid and rd.asleep
                 and not wr.busy and not wr.count and not wr.in_burst and not wr.awvalid and not wr.w_left
-                and not wr.b_q and not wr.bvalid and wr.asleep and not wr.open
+                and not wr.b_q and not wr.bvalid and wr.asleep and not wr.open and wr.pending is None
                 and not rs.busy and not rs.a and not rs.b and not rs.c and not rs.g_full and not rs.o_left
                 and pe.kind is None and not pe.phases and rd.settled() and wr.settled()
                 and not self.unpack_left and not self.to_load and not self.pack_have)
@@ -355,13 +369,23 @@ class Shell:
         segments = self.call.segments
         return segments[self.seg] if self.seg < len(segments) else None
 
+    def _rows_left(self) -> bool:
+        """The current plane of the segment being sent has rows still to start (accel_seq: ``!plane_done``)."""
+        block = self._segment()
+        return block is not None and block.words != 0 and self.in_row < block.rows
+
+    def _out_rows_left(self) -> bool:
+        """The out block's current plane has rows still to start (accel_seq: ``!out_plane_done``)."""
+        out = self.call.out
+        return out.words != 0 and self.out_row < out.rows
+
     def _cycle(self, n_calls: int) -> None:
         """One clock cycle: the handshakes from the registers, then every machine's edge; a compute phase with
         nothing else moving is a fixed point and is skipped to its last cycle."""
         pe, rd, wr, rs = self.pe, self.rd, self.wr, self.round
         before = self.state() if pe.kind == WAIT and pe.left > 2 else None
         in_ready, out_valid = pe.kind == IN, pe.kind == OUT
-        rows = self.ist in (I_ROW, I_ROW_GO, I_DONE)  # a row's beats flow while later rows are asked for
+        rows = self.ist in (I_ROWS, I_DONE)  # a row's beats flow while later rows are asked for
         rvalid = rd.rvalid and rd.busy
         rready = (self.ist == I_FETCH or (rows and in_ready)) and rd.busy
         take = in_ready and (self.ist == I_HEADER or (rows and rvalid))
@@ -370,7 +394,7 @@ class Shell:
         wr_ready = wr.ready()
         dropping = self.ost == O_REC_GO and self.status != 0
         if self.parts == 1:  # the unpacker and packer are wires
-            shakes = rs.handshakes(int(results and self.ost == O_ROW and wr_ready))
+            shakes = rs.handshakes(int(results and self.ost == O_ROWS and wr_ready))
             acc_take = int(results and out_valid and (hold or shakes[0] != 0))
             give = out_valid and (self.ost == O_STATUS or dropping or acc_take)
             round_take = 0 if hold else acc_take
@@ -382,9 +406,11 @@ class Shell:
             round_take, push = 0 if hold else acc_take, moves[3]
         self._count(take, give)
         self.busy = (rd.busy, wr.busy, rs.busy, rd.requesting, wr.requesting)  # read before the edge
+        rd_row = self.ist == I_ROWS and not self.busy[3] and self._rows_left()
+        wr_row = self.ost == O_ROWS and not self.busy[4] and self._out_rows_left()
         rd_args, wr_args = self._mover_args()
-        rd.edge(self.rd_go, *rd_args, rready)
-        wr.edge(self.wr_go, *wr_args, push)
+        rd.edge(self.rd_go or rd_row, *rd_args, rready)
+        wr.edge(self.wr_go or wr_row, *wr_args, push)
         if self.round_go:
             rs.start(self.call.rounding, self.call.count, self.call.acc_add)
         else:
@@ -393,7 +419,7 @@ class Shell:
         pe.edge(take or give)
         if moves is not None:
             self._parts_edge(*moves)
-        self._sequence(in_ready, out_valid, status, n_calls)
+        self._sequence(in_ready, out_valid, status, n_calls, rd_row, wr_row)
         self.acc_n = 0 if not results else self.acc_n + acc_take  # after the FSMs: they read it before the edge
         if before is not None and pe.kind == WAIT and self.state() == before:
             skipped = pe.left - 1
@@ -411,7 +437,7 @@ class Shell:
         parts, ost, have = self.parts, self.ost, self.unpack_left
         beat_out = self.pack_have == parts and wr_ready
         pack_room = parts - self.pack_have if self.pack_have != parts else parts if beat_out else 0
-        shakes = self.round.handshakes(pack_room if results and ost == O_ROW else 0)
+        shakes = self.round.handshakes(pack_room if results and ost == O_ROWS else 0)
         offer = 0 if not results else min(have, 1) if hold or self.call.acc_add else have
         part_moves = offer if hold else min(offer, shakes[0])
         results_ready = self.to_load != 0 and (have == 0 or have == part_moves)
@@ -459,36 +485,36 @@ class Shell:
                        out.words)
         return rd_args, wr_args
 
-    def _sequence(self, in_ready: bool, out_valid: bool, status, n_calls: int) -> None:
-        """accel_seq's two FSMs at the edge (the start pulses last one cycle)."""
-        rd_go, wr_go, round_go, hold_go = self.rd_go, self.wr_go, self.round_go, self.hold_go
+    def _sequence(self, in_ready: bool, out_valid: bool, status, n_calls: int, rd_row: bool, wr_row: bool) -> None:
+        """accel_seq's two FSMs at the edge (the fetch's and the record's start pulses last one cycle; a row's
+        run starts in any cycle of I_ROWS / O_ROWS in which the mover takes a start, ``rd_row`` / ``wr_row``)."""
+        wr_go, round_go, hold_go = self.wr_go, self.round_go, self.hold_go
         self.rd_go = self.wr_go = self.round_go = self.hold_go = False
         ist, ost, call = self.ist, self.ost, self.call
         if ist == I_FETCH_GO:
             self.ist = I_FETCH
         elif ist == I_FETCH and not self.busy[0]:
-            self.ist = I_HEADER if call.header is not None else I_ROW_GO
+            self.ist = I_HEADER if call.header is not None else I_ROWS
             self.ost, self.seg, self.in_row, self.out_row, self.status = O_STATUS, 0, 0, 0, 0
             self.in_plane = self.out_plane = 0
         elif ist == I_HEADER and in_ready:
-            self.ist = I_ROW_GO
-        elif ist == I_ROW_GO:
+            self.ist = I_ROWS
+        elif ist == I_ROWS:
             block = self._segment()
-            if block is not None and block.words and self.in_row >= block.rows and self.in_plane + 1 < block.planes:
+            if rd_row:
+                self.in_row += 1
+            elif self._rows_left():
+                pass  # the mover still asks for the row before
+            elif block is not None and block.words and self.in_plane + 1 < block.planes:
                 self.in_plane, self.in_row = self.in_plane + 1, 0  # a cycle between planes
-            elif block is None or not block.words or self.in_row >= block.rows:
+            else:
                 if self.seg:
                     self.ist = I_DONE
                 self.seg, self.in_row, self.in_plane = 1, 0, 0
-            else:
-                self.rd_go, self.ist = True, I_ROW
-        elif ist == I_ROW and not rd_go and not self.busy[3]:
-            self.in_row += 1
-            self.ist = I_ROW_GO
-        self._output(ost, ist, out_valid, status, wr_go, round_go, n_calls, hold_go)
+        self._output(ost, ist, out_valid, status, wr_go, round_go, n_calls, hold_go, wr_row)
 
     def _output(self, ost: int, ist: int, out_valid: bool, status, wr_go: bool, round_go: bool,
-                n_calls: int, hold_go: bool = False) -> None:
+                n_calls: int, hold_go: bool, wr_row: bool) -> None:
         call = self.call
         if ost == O_STATUS and out_valid:
             self.status = status
@@ -497,17 +523,16 @@ class Shell:
             elif call.acc_hold:  # into the buffer: nothing to the stage, nothing written
                 self.hold_go, self.ost = True, O_HOLD
             else:
-                self.round_go, self.ost = True, O_ROW_GO
-        elif ost == O_ROW_GO:
-            if call.out.words and self.out_row >= call.out.rows and self.out_plane + 1 < call.out.planes:
+                self.round_go, self.ost = True, O_ROWS
+        elif ost == O_ROWS:
+            if wr_row:
+                self.out_row += 1
+            elif self._out_rows_left():
+                pass  # the mover still takes the row before's beats
+            elif call.out.words and self.out_plane + 1 < call.out.planes:
                 self.out_plane, self.out_row = self.out_plane + 1, 0  # a cycle between planes
-            elif self.out_row >= call.out.rows or not call.out.words:
+            elif not self.busy[4]:  # the last row's beats are all taken: the stage's words stop here
                 self.ost = O_DRAIN
-            else:
-                self.wr_go, self.ost = True, O_ROW
-        elif ost == O_ROW and not wr_go and not self.busy[4]:
-            self.out_row += 1
-            self.ost = O_ROW_GO
         elif ost == O_DRAIN and not self.busy[2] and not round_go:
             self.ost = O_REC_GO
         elif ost == O_HOLD and not hold_go and self.acc_n == call.count:

@@ -5,16 +5,19 @@
 // layout of a stream word in memory, as the HLS shell reads it). n still counts 32-bit words; a
 // last beat that holds fewer than DATA_BITS / 32 of them reaches the PE with the parts past n
 // zeroed. On `start` it latches the byte address `addr` (beat aligned; its low bits are ignored)
-// and n, then issues INCR bursts of full-width beats (ARSIZE = log2 of the beat's bytes) on the
-// AR channel, one after the other as the slave takes them: each burst is as long as the beats
-// left to request, at most MAX_BURST, and never crosses a 4 KiB boundary (AXI4 forbids it). Read
+// and n, and from the next cycle issues INCR bursts of full-width beats (ARSIZE = log2 of the
+// beat's bytes) on the AR channel, one after the other as the slave takes them: each burst is as
+// long as the beats left to request, at most MAX_BURST, and never crosses a 4 KiB boundary (AXI4
+// forbids it). Read
 // data goes straight to the PE: in_data = RDATA, in_valid = RVALID, RREADY = in_ready, so the
 // PE's input handshake is the R handshake and nothing is buffered here. `busy` is high from the
 // cycle after `start` until the last beat has moved (low at once when n = 0). RRESP is not
 // checked: an error response still delivers its beats, and the words read are what the PE gets.
 //
-// Runs overlap: `requesting` is high while a run still has bursts to ask for, and a new `start`
-// is allowed as soon as it is low, while earlier runs' beats are still on their way. Their beats
+// Runs overlap: `requesting` is high while a run still has bursts to ask for, other than its last
+// if the AR channel takes that one this cycle, and a new `start` is allowed as soon as it is low
+// (so one-burst runs can be asked for one a cycle), while earlier runs' beats are still on their
+// way. Their beats
 // arrive in order (one ID) and are counted together, so `busy` falls after the last beat of the
 // last run. A list's rows thus keep several bursts in flight and hide the memory's latency. Only
 // the last beat of all runs is masked, so a run that overlaps a later one must be whole beats
@@ -75,6 +78,10 @@ module accel_mm2s #(
     wire [31:0] cap = to_boundary < MAX_BURST ? {19'd0, to_boundary} : MAX_BURST;
     wire [8:0] next_beats = to_request < cap ? to_request[8:0] : cap[8:0];
     wire [31:0] n_beats = (n >> LGP) + ((n & ((1 << LGP) - 1)) != 0);  // ceil(n / words per beat)
+    // the first burst of a run, from its start address
+    wire [12:0] start_boundary = BOUNDARY_BEATS - {1'b0, addr[11:LGB]};
+    wire [31:0] start_cap = start_boundary < MAX_BURST ? {19'd0, start_boundary} : MAX_BURST;
+    wire [8:0] start_beats = n_beats < start_cap ? n_beats[8:0] : start_cap[8:0];
 
     assign m_axi_arid = 1'b0;
     assign m_axi_araddr = next_addr;
@@ -96,7 +103,9 @@ module accel_mm2s #(
             assign in_data = to_receive == 32'd1 ? m_axi_rdata & last_mask : m_axi_rdata;
         end
     endgenerate
-    assign requesting = m_axi_arvalid || to_request != 32'd0;
+    // the last burst on AR is taken this cycle: a new run may start in the same cycle
+    wire last_taken = m_axi_arvalid && m_axi_arready && to_request == {23'd0, beats};
+    assign requesting = m_axi_arvalid ? !last_taken : to_request != 32'd0;
     assign busy = to_receive != 32'd0;
     assign in_valid = m_axi_rvalid && busy;
     assign m_axi_rready = in_ready && busy;
@@ -109,8 +118,9 @@ module accel_mm2s #(
             to_receive <= 32'd0;
             beats <= 9'd0;
         end else begin
-            if (start) begin  // only while not requesting: the AR channel is idle
-                m_axi_arvalid <= 1'b0;
+            if (start) begin  // only while not requesting: the AR channel is idle or takes the last burst
+                m_axi_arvalid <= n_beats != 32'd0;
+                beats <= start_beats;
                 next_addr <= (addr[ADDR_BITS-1:0] >> LGB) << LGB;
                 to_request <= n_beats;
             end else if (m_axi_arvalid && m_axi_arready) begin

@@ -13,9 +13,11 @@
 // acceptance, and no more than the memory's B queue holds. BREADY is always high; `busy` is high from
 // the cycle after `start` until every beat is written *and* every burst's B response has arrived (low
 // at once when n = 0). BRESP is not checked.
-// Runs overlap: `requesting` is high while a run still has beats to take, bursts to issue or beats to
-// send (busy, less the wait for B responses), and a new `start` is taken while it is low: the run's
-// open bursts stay counted, so `busy` falls only once the responses of both runs are back.
+// Runs overlap: `requesting` is high while a run still has beats to take, or a run waits for the one
+// before to send its beats; a new `start` is taken while it is low. A run started while the one before
+// still issues or sends bursts waits in a second register (its beats already enter the FIFO behind that
+// run's) and takes over once they are all sent; open bursts stay counted, so `busy` falls only once every
+// run's beats are written and their responses are back.
 module accel_s2mm #(
     parameter ADDR_BITS = 32,  // m_axi address width (bits)
     parameter MAX_BURST = 16,  // beats per burst, power of two in 1..256
@@ -28,7 +30,7 @@ module accel_s2mm #(
     input  wire [63:0]          addr,
     input  wire [31:0]          n,
     output reg                  busy,
-    output wire                 requesting, // the run still takes, issues or sends beats
+    output wire                 requesting, // a run still takes beats, or one waits for the run before
     // PE output stream
     input  wire [DATA_BITS-1:0] out_data,
     input  wire                 out_valid,
@@ -92,7 +94,14 @@ module accel_s2mm #(
     wire [8:0] next_beats = to_write < cap ? to_write[8:0] : cap[8:0];
     wire ready_to_issue = busy && !in_burst && !m_axi_awvalid && to_write != 32'd0 && count >= next_beats
                           && open_bursts < MAX_OPEN;
-    assign requesting = busy && (to_write != 32'd0 || in_burst || m_axi_awvalid);
+    wire sending = to_write != 32'd0 || in_burst || m_axi_awvalid;  // the run's bursts still to issue or send
+    wire [DATA_BITS/8-1:0] n_strb = (n & ((1 << LGP) - 1)) == 0 ? {(DATA_BITS / 8){1'b1}}
+                                    : ~({(DATA_BITS / 8){1'b1}} << (4 * (n & ((1 << LGP) - 1))));
+    reg pending;                        // a run waits for the one before to send its beats
+    reg [ADDR_BITS-1:0] pending_addr;   // its byte address, beats and last beat's bytes
+    reg [31:0] pending_beats;
+    reg [DATA_BITS/8-1:0] pending_strb;
+    assign requesting = busy && (to_take != 32'd0 || pending);
 
     assign m_axi_awid = 1'b0;
     assign m_axi_awaddr = next_addr;
@@ -130,17 +139,7 @@ module accel_s2mm #(
             beat <= 9'd0;
             in_burst <= 1'b0;
             m_axi_awvalid <= 1'b0;
-        end else if (start) begin
-            busy <= n != 32'd0 || open_bursts != {31'd0, b_done};
-            to_take <= n_beats;
-            to_write <= n_beats;
-            to_send <= n_beats;
-            last_strb <= (n & ((1 << LGP) - 1)) == 0 ? {(DATA_BITS / 8){1'b1}}
-                         : ~({(DATA_BITS / 8){1'b1}} << (4 * (n & ((1 << LGP) - 1))));
-            next_addr <= (addr[ADDR_BITS-1:0] >> LGB) << LGB;
-            open_bursts <= open_bursts - b_done;  // a run before this one may still wait for responses
-            in_burst <= 1'b0;
-            m_axi_awvalid <= 1'b0;
+            pending <= 1'b0;
         end else begin
             if (push) begin
                 wr_ptr <= wr_ptr + 1'b1;
@@ -148,7 +147,6 @@ module accel_s2mm #(
             end
             if (pop) rd_ptr <= rd_ptr + 1'b1;
             count <= count + push - pop;
-            // AW first, then the burst's beats on W
             if (ready_to_issue) begin
                 m_axi_awvalid <= 1'b1;
                 beats <= next_beats;
@@ -165,8 +163,27 @@ module accel_s2mm #(
                 if (m_axi_wlast) in_burst <= 1'b0;
             end
             open_bursts <= open_bursts + aw_done - b_done;
-            // done when every word is in a burst, the last burst is sent, and its response is the last one due
-            if (busy && to_write == 32'd0 && !in_burst && !m_axi_awvalid && open_bursts == {31'd0, b_done})
+            if (start) begin  // only while not requesting: the run before has taken all its beats
+                to_take <= n_beats;
+                busy <= n != 32'd0 || sending || open_bursts != {31'd0, b_done};
+                if (sending) begin  // it waits until the run before has sent its beats
+                    pending <= 1'b1;
+                    pending_addr <= (addr[ADDR_BITS-1:0] >> LGB) << LGB;
+                    pending_beats <= n_beats;
+                    pending_strb <= n_strb;
+                end else begin
+                    to_write <= n_beats;
+                    to_send <= n_beats;
+                    last_strb <= n_strb;
+                    next_addr <= (addr[ADDR_BITS-1:0] >> LGB) << LGB;
+                end
+            end else if (pending && !sending) begin
+                pending <= 1'b0;
+                to_write <= pending_beats;
+                to_send <= pending_beats;
+                last_strb <= pending_strb;
+                next_addr <= pending_addr;
+            end else if (busy && !sending && open_bursts == {31'd0, b_done})
                 busy <= 1'b0;
         end
     end

@@ -24,10 +24,12 @@
 //           saturated codes, sum |x| (low, high), max |x|, words sent to the PE, words written, RECORD_DONE.
 // The arena's bases and n_calls are latched at the list's start (a register written during a list changes
 // nothing until the next). A call with a non-zero status ends the list after its record. Every run of a
-// mover is started with a one-cycle pulse. A row's run starts once the one before has asked for all its
-// bursts (reads) or sent all its beats (writes: its B responses may still be due, so rows keep bursts in
-// flight); the record's run waits until every write's B response is back (busy low), so a call's results
-// are in memory before its record, and before the next call reads them.
+// mover is started with a one-cycle pulse. A row's run starts in the first cycle its mover takes a start:
+// once the run before has asked for all its bursts, the last possibly in that same cycle (reads), or taken
+// all its beats (writes: the mover holds it while the run before sends, and B responses may still be due),
+// so rows keep bursts in flight and a plane's rows follow each other with no cycle between them (one
+// between planes and between segments); the record's run waits until every write's B response is back
+// (busy low), so a call's results are in memory before its record, and before the next call reads them.
 // `busy` is high from the cycle after run_start until the last record is written.
 //
 // Stream words of DATA_BITS = 64 or 128 bits (P = DATA_BITS / 32 parts): the movers move whole beats, so every
@@ -80,11 +82,10 @@ module accel_seq #(
     localparam P = DATA_BITS / 32;  // 32-bit parts of a stream word
     localparam [31:0] RECORD_DONE = 32'h0D0E_CA11;
     // input side
-    localparam I_IDLE = 3'd0, I_FETCH_GO = 3'd1, I_FETCH = 3'd2, I_HEADER = 3'd3, I_ROW_GO = 3'd4, I_ROW = 3'd5,
-               I_DONE = 3'd6;
+    localparam I_IDLE = 3'd0, I_FETCH_GO = 3'd1, I_FETCH = 3'd2, I_HEADER = 3'd3, I_ROWS = 3'd4, I_DONE = 3'd6;
     // output side
-    localparam O_IDLE = 4'd0, O_STATUS = 4'd1, O_ROW_GO = 4'd2, O_ROW = 4'd3, O_DRAIN = 4'd4, O_REC_GO = 4'd5,
-               O_REC = 4'd6, O_DONE = 4'd7, O_HOLD = 4'd8;
+    localparam O_IDLE = 4'd0, O_STATUS = 4'd1, O_ROWS = 4'd2, O_DRAIN = 4'd4, O_REC_GO = 4'd5, O_REC = 4'd6,
+               O_DONE = 4'd7, O_HOLD = 4'd8;
     localparam ACC_DEPTH = 4096;    // sums the accumulation buffer holds
     localparam HELD_BITS = 48;      // bits of a held sum
 
@@ -105,7 +106,7 @@ module accel_seq #(
     reg [63:0] in_plane_addr, out_plane_addr;  // byte address of the current plane's first row
     reg [31:0] status, words_in, words_out;
     reg [3:0] rec_word;             // record words handed to the write side
-    reg rd_go, wr_go;               // one-cycle start pulses of the movers in list mode
+    reg rd_go, wr_go;               // one-cycle start pulses of the movers for a descriptor and a record
     reg round_go;                   // one-cycle start pulse of the rounding stage
     reg hold_go;                    // one-cycle start pulse of a holding call's results (into the buffer alone)
     wire res_go = round_go || hold_go;
@@ -129,7 +130,7 @@ module accel_seq #(
     wire [31:0] max_abs, saturated;
     // results flow from the PE through the stage from the cycle after its start pulse
     // (or into the buffer, for a holding call)
-    wire results = list_mode && !res_go && (ost == O_ROW_GO || ost == O_ROW || ost == O_DRAIN || ost == O_HOLD);
+    wire results = list_mode && !res_go && (ost == O_ROWS || ost == O_DRAIN || ost == O_HOLD);
     wire [DATA_BITS-1:0] acc_data;  // the PE's results as the unpacker holds them, the next one in bits 31..0
     wire [2:0] acc_have;            // results held (0..P)
     wire results_ready;             // the PE's word may be taken
@@ -169,16 +170,22 @@ module accel_seq #(
         .enable(flags[1]), .shift(desc[15][6:0]), .bits(desc[15][12:8]), .lanes(desc[15][20:16]),
         .group_words(desc[15][26:24]), .row_values(desc[16][15:0]), .field_bits(desc[15][31:27]), .count(count),
         .raw64(acc_add), .in_data(stage_data), .in_avail(acc_hold ? 3'd0 : acc_offer), .in_room(round_room), .in_taken(round_taken),
-        .out_data(round_out_data), .out_avail(round_out_avail), .out_taken(results && ost == O_ROW ? src_taken : 3'd0),
+        .out_data(round_out_data), .out_avail(round_out_avail), .out_taken(results && ost == O_ROWS ? src_taken : 3'd0),
         .busy(round_busy), .sum_abs(sum_abs), .max_abs(max_abs), .saturated(saturated)
     );
 
     // ---- mover and stream routing (a mover latches address and count in the cycle its start is high) ------
     wire direct_start = run_start && !list_run;
-    assign rd_start = list_mode ? rd_go : direct_start;
+    // a row's run starts in any cycle of I_ROWS / O_ROWS in which its plane has rows left and the mover takes a
+    // start (rd_requesting / wr_requesting low): the seq adds no cycle between the rows of a plane
+    wire plane_done = seg_words == 32'd0 || in_row >= seg_rows;  // nothing (more) to send from this plane
+    wire out_plane_done = out_row >= desc[12] || desc[11] == 32'd0;
+    wire rd_row = list_mode && ist == I_ROWS && !plane_done && !rd_requesting;
+    wire wr_row = list_mode && ost == O_ROWS && !out_plane_done && !wr_requesting;
+    assign rd_start = list_mode ? rd_go || rd_row : direct_start;
     assign rd_addr = !list_mode ? arg_in : ist == I_FETCH_GO ? desc_addr : in_addr;
     assign rd_n = !list_mode ? arg_n_in : ist == I_FETCH_GO ? 32'd32 : seg_words;
-    assign wr_start = list_mode ? wr_go : direct_start;
+    assign wr_start = list_mode ? wr_go || wr_row : direct_start;
     assign wr_addr = !list_mode ? arg_out : ost == O_REC ? base_out + {32'd0, desc[17]} : out_addr;
     assign wr_n = !list_mode ? arg_n_out : ost == O_REC ? 32'd8 : desc[11];
 
@@ -197,7 +204,7 @@ module accel_seq #(
     end
 
     // a row's beats reach the PE while later rows are asked for, and after the last one is (I_DONE)
-    wire sending_rows = list_mode && (ist == I_ROW || ist == I_ROW_GO || ist == I_DONE);
+    wire sending_rows = list_mode && (ist == I_ROWS || ist == I_DONE);
     wire sending_header = list_mode && ist == I_HEADER;
     // a refused call: whatever else the PE sends is dropped until the input side is done
     wire dropping = list_mode && ost == O_REC_GO && status != 32'd0;
@@ -207,7 +214,7 @@ module accel_seq #(
     wire writing_record = list_mode && ost == O_REC;
     // the write side's source: the stage's words, or the record's eight one a cycle
     wire [DATA_BITS-1:0] src_data = writing_record ? {{(DATA_BITS - 32){1'b0}}, record_word} : round_out_data;
-    wire [2:0] src_avail = writing_record ? {2'd0, rec_word != 4'd8} : (results && ost == O_ROW) ? round_out_avail : 3'd0;
+    wire [2:0] src_avail = writing_record ? {2'd0, rec_word != 4'd8} : (results && ost == O_ROWS) ? round_out_avail : 3'd0;
     wire [DATA_BITS-1:0] packed_data;
     wire packed_valid;
     assign wr_data = !list_mode ? pe_out_data : packed_data;
@@ -265,9 +272,7 @@ module accel_seq #(
     endgenerate
 
     // ---- the two sides ----------------------------------------------------------------------------
-    wire plane_done = seg_words == 32'd0 || in_row >= seg_rows;  // nothing (more) to send from this plane
-    wire next_plane = seg_words != 32'd0 && in_plane + 32'd1 < seg_planes;  // ... but from the segment's next
-    wire out_plane_done = out_row >= desc[12] || desc[11] == 32'd0;
+    wire next_plane = seg_words != 32'd0 && in_plane + 32'd1 < seg_planes;  // a plane done, the segment's next
     wire out_next_plane = desc[11] != 32'd0 && out_plane + 32'd1 < desc[22];
 
     always @(posedge clk) begin
@@ -324,12 +329,12 @@ module accel_seq #(
                     fetched <= fetched + P;
                 end
                 if (pe_in_valid && pe_in_ready) words_in <= words_in + P;
-                if (wr_valid && wr_ready && ost == O_ROW) words_out <= words_out + P;
+                if (wr_valid && wr_ready && ost == O_ROWS) words_out <= words_out + P;
                 // input side: the descriptor, the header, the rows of both segments
                 case (ist)
                     I_FETCH_GO: ist <= I_FETCH;
                     I_FETCH: if (!rd_busy) begin
-                        ist <= flags[0] ? I_HEADER : I_ROW_GO;
+                        ist <= flags[0] ? I_HEADER : I_ROWS;
                         ost <= O_STATUS;
                         seg <= 1'b0;
                         in_row <= 32'd0;
@@ -345,29 +350,25 @@ module accel_seq #(
                         status <= 32'd0;
                         took <= 1'b0;
                     end
-                    I_HEADER: if (pe_in_ready) ist <= I_ROW_GO;
-                    I_ROW_GO: begin
-                        if (plane_done && next_plane) begin  // a cycle between planes
+                    I_HEADER: if (pe_in_ready) ist <= I_ROWS;
+                    I_ROWS: begin
+                        if (rd_row) begin
+                            in_row <= in_row + 32'd1;
+                            in_addr <= in_addr + {32'd0, seg_stride};
+                        end else if (!plane_done) ;  // the mover still asks for the row before
+                        else if (next_plane) begin  // a cycle between planes
                             in_plane <= in_plane + 32'd1;
                             in_row <= 32'd0;
                             in_addr <= in_plane_addr + {32'd0, seg_plane_stride};
                             in_plane_addr <= in_plane_addr + {32'd0, seg_plane_stride};
-                        end else if (plane_done) begin
+                        end else begin
                             if (seg) ist <= I_DONE;
                             seg <= 1'b1;
                             in_row <= 32'd0;
                             in_plane <= 32'd0;
                             in_addr <= base_in + {32'd0, desc[6]};
                             in_plane_addr <= base_in + {32'd0, desc[6]};
-                        end else begin
-                            rd_go <= 1'b1;
-                            ist <= I_ROW;
                         end
-                    end
-                    I_ROW: if (!rd_go && !rd_requesting) begin  // the next row's run may start
-                        in_row <= in_row + 32'd1;
-                        in_addr <= in_addr + {32'd0, seg_stride};
-                        ist <= I_ROW_GO;
                     end
                     default: ;
                 endcase
@@ -382,25 +383,20 @@ module accel_seq #(
                         end else begin
                             round_go <= 1'b1;
                             took <= 1'b1;
-                            ost <= O_ROW_GO;
+                            ost <= O_ROWS;
                         end
                     end
-                    O_ROW_GO: begin
-                        if (out_plane_done && out_next_plane) begin  // a cycle between planes
+                    O_ROWS: begin
+                        if (wr_row) begin
+                            out_row <= out_row + 32'd1;
+                            out_addr <= out_addr + {32'd0, desc[13]};
+                        end else if (!out_plane_done) ;  // the mover still takes the row before's beats
+                        else if (out_next_plane) begin  // a cycle between planes
                             out_plane <= out_plane + 32'd1;
                             out_row <= 32'd0;
                             out_addr <= out_plane_addr + {32'd0, desc[23]};
                             out_plane_addr <= out_plane_addr + {32'd0, desc[23]};
-                        end else if (out_plane_done) ost <= O_DRAIN;
-                        else begin
-                            wr_go <= 1'b1;
-                            ost <= O_ROW;
-                        end
-                    end
-                    O_ROW: if (!wr_go && !wr_requesting) begin  // the next row's run may start
-                        out_row <= out_row + 32'd1;
-                        out_addr <= out_addr + {32'd0, desc[13]};
-                        ost <= O_ROW_GO;
+                        end else if (!wr_requesting) ost <= O_DRAIN;  // the last row's beats are all taken
                     end
                     O_DRAIN: if (!round_busy && !round_go) ost <= O_REC_GO;
                     O_HOLD: if (!hold_go && {19'd0, acc_n} == count) ost <= O_REC_GO;

@@ -38,7 +38,9 @@ def test_the_list_step_is_its_two_lists_on_the_board():
     priced = step_list_cycles(SPEC, layers, 7, ddr=DdrTiming())
     step = fb_list_step(SPEC, layers, 7, target, clock_mhz=50.0, host_s=1e-3, host_source="test", ddr=DdrTiming())
     assert step.stages == 2 and step.calls == priced["calls"] and step.macs == priced["macs"]
-    assert step.pe_s == (priced["forward"] + priced["backward"]) / 50e6 and step.host_s == 1e-3
+    # seconds summed stage by stage: equal to the cycles' sum over the clock up to float rounding
+    assert step.pe_s == pytest.approx((priced["forward"] + priced["backward"]) / 50e6, rel=1e-12)
+    assert step.host_s == 1e-3
     assert priced["total"] > step_list_cycles(SPEC, layers, 7)["total"]  # DDR's latency on top of the AXI RAM's
 
 
