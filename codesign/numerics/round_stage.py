@@ -270,7 +270,8 @@ def latency_cycles(cfg: RoundStageConfig, count: int, parts: int = 1) -> int:
     ``x + 1 .. x + u`` after the output register takes it at edge ``x``: busy lasts ``x + u`` cycles. ``x``
     follows exactly from the recurrence of :func:`_group_step` over every group, in chunks, computed as max-plus
     matrix powers (a row's groups, then the rows), so any count costs a few dozen operations. Closed forms:
-    ``count + 5`` passing through; ``chunks + u + 4`` when no group has fewer chunks than ``u``;
+    ``ceil(count / parts) + 5`` passing through (a chunk of up to ``parts`` values is a group of as many words);
+    ``chunks + u + 4`` when no group has fewer chunks than ``u``;
     ``4 + ceil(min(lanes, row_values) / parts) + u * groups`` when ``u >= ceil(lanes / parts)``. 0 for no values
     (busy stays low).
     """
@@ -280,7 +281,7 @@ def latency_cycles(cfg: RoundStageConfig, count: int, parts: int = 1) -> int:
     if count == 0:
         return 0
     if not cfg.enable:
-        return count + 5
+        return -(-count // parts) + 5
     groups, cycles_out = cfg.groups_per_row, -(-cfg.group_words // parts)
     last = cfg.row_values - (groups - 1) * cfg.lanes
     row = _maxplus(_group_step(-(-last // parts), cycles_out),

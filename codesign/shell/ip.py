@@ -484,20 +484,20 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS) 
 SHELL_COST_YOSYS = "Yosys 0.23"
 SHELL_COST = {
     "xc7": {
-        32: {"lut": 5389, "lut_sites_min": 3472, "lutram": 24, "srl": 0,
-             "ff": 3124, "dsp": 0, "carry": 482, "muxf": 474, "bram_36k": 6.0},
-        64: {"lut": 8466, "lut_sites_min": 5252, "lutram": 44, "srl": 0,
-             "ff": 3531, "dsp": 0, "carry": 566, "muxf": 925, "bram_36k": 6.0},
-        128: {"lut": 11597, "lut_sites_min": 7046, "lutram": 88, "srl": 0,
-             "ff": 3924, "dsp": 0, "carry": 637, "muxf": 1255, "bram_36k": 6.0},
+        32: {"lut": 5408, "lut_sites_min": 3476, "lutram": 24, "srl": 0,
+             "ff": 3128, "dsp": 0, "carry": 482, "muxf": 504, "bram_36k": 6.0},
+        64: {"lut": 8237, "lut_sites_min": 5097, "lutram": 44, "srl": 0,
+             "ff": 3535, "dsp": 0, "carry": 566, "muxf": 451, "bram_36k": 6.0},
+        128: {"lut": 11536, "lut_sites_min": 7291, "lutram": 88, "srl": 0,
+             "ff": 3928, "dsp": 0, "carry": 637, "muxf": 720, "bram_36k": 6.0},
     },
     "xcup": {
-        32: {"lut": 5564, "lut_sites_min": 3584, "lutram": 24, "srl": 0,
-             "ff": 3124, "dsp": 0, "carry": 482, "muxf": 851, "bram_36k": 6.0},
-        64: {"lut": 9018, "lut_sites_min": 5556, "lutram": 40, "srl": 0,
-             "ff": 3531, "dsp": 0, "carry": 566, "muxf": 1976, "bram_36k": 6.0},
-        128: {"lut": 11911, "lut_sites_min": 7483, "lutram": 80, "srl": 0,
-             "ff": 3924, "dsp": 0, "carry": 637, "muxf": 2479, "bram_36k": 6.0},
+        32: {"lut": 5538, "lut_sites_min": 3599, "lutram": 24, "srl": 0,
+             "ff": 3128, "dsp": 0, "carry": 482, "muxf": 804, "bram_36k": 6.0},
+        64: {"lut": 9130, "lut_sites_min": 5694, "lutram": 40, "srl": 0,
+             "ff": 3535, "dsp": 0, "carry": 566, "muxf": 2217, "bram_36k": 6.0},
+        128: {"lut": 11857, "lut_sites_min": 7409, "lutram": 80, "srl": 0,
+             "ff": 3928, "dsp": 0, "carry": 637, "muxf": 2426, "bram_36k": 6.0},
     },
 }
 

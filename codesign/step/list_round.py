@@ -12,16 +12,17 @@ class RoundStage:
     words a cycle."""
 
     __slots__ = ("busy", "left", "lane", "pos", "a", "a_end", "b", "b_end", "c", "c_end", "g_full", "o_left",
-                 "enable", "lanes", "words", "row", "parts")
+                 "enable", "lanes", "words", "row", "parts", "wide", "a_n", "b_n", "c_n", "g_n")
 
     def __init__(self, parts: int = 1) -> None:
         self.busy = self.a = self.a_end = self.b = self.b_end = self.c = self.c_end = self.g_full = False
         self.left = self.lane = self.pos = self.o_left = 0
-        self.enable, self.lanes, self.words, self.row, self.parts = False, 1, 1, 1, parts
+        self.enable, self.lanes, self.words, self.row, self.parts, self.wide = False, 1, 1, 1, parts, False
+        self.a_n = self.b_n = self.c_n = self.g_n = 0  # values of the chunk in A, B, C, and of G's last
 
     def state(self) -> tuple:
         return (self.busy, self.left, self.lane, self.pos, self.a, self.a_end, self.b, self.b_end, self.c,
-                self.c_end, self.g_full, self.o_left)
+                self.c_end, self.g_full, self.o_left, self.a_n, self.b_n, self.c_n, self.g_n)
 
     def handshakes(self, out_room: int) -> tuple:
         """(room: accumulators it takes of those offered, out_avail: words it offers, out_taken: words the sink
@@ -37,8 +38,10 @@ class RoundStage:
         a_ready = not self.a or b_ready
         room = 0
         if self.busy and self.left != 0 and a_ready:
-            fit = min(self.parts, self.left, self.lanes - self.lane) if self.enable else 1
-            room = min(fit, self.row - self.pos)
+            if self.enable:
+                room = min(self.parts, self.left, self.lanes - self.lane, self.row - self.pos)
+            else:  # passing through: a chunk of what is left, one value when its fields are 64 bits
+                room = 1 if self.wide else min(self.parts, self.left)
         return room, out_avail, out_taken, transfer, g_take, c_ready, b_ready, a_ready
 
     def start(self, config, count: int, wide: bool = False) -> None:
@@ -47,6 +50,7 @@ class RoundStage:
         self.enable = bool(config.enable)
         self.lanes = config.lanes if self.enable else 1
         self.words = config.group_words if self.enable else (2 if wide else 1)
+        self.wide = wide and not self.enable
         self.row = config.row_values
         self.busy, self.left, self.lane, self.pos = count != 0, count, 0, 0
         self.a = self.b = self.c = self.g_full = False
@@ -56,6 +60,7 @@ class RoundStage:
         """The edge after a cycle that took ``taken`` accumulators (0: none)."""
         _, _, out_taken, transfer, g_take, c_ready, b_ready, a_ready = shakes
         a, a_end, b, b_end, c_end = self.a, self.a_end, self.b, self.b_end, self.c_end
+        a_n, b_n, c_n = self.a_n, self.b_n, self.c_n
         idle = (out_taken and self.o_left == out_taken and not transfer and not self.g_full and not self.c and not b
                 and not a and self.left == 0)
         take = taken != 0
@@ -67,20 +72,22 @@ class RoundStage:
             self.pos = 0 if row_last else self.pos + taken
         if a_ready:
             self.a = take
+            if take:
+                self.a_n = taken
         if b_ready:
             self.b = a
             if a:
-                self.b_end = a_end
+                self.b_end, self.b_n = a_end, a_n
         if c_ready:
             self.c = b
             if b:
-                self.c_end = b_end
+                self.c_end, self.c_n = b_end, b_n
         if g_take:
-            self.g_full = c_end
+            self.g_full, self.g_n = c_end, c_n
         elif transfer:
             self.g_full = False
-        if transfer:
-            self.o_left = self.words
+        if transfer:  # passing through 32-bit words, a group is its chunk's words
+            self.o_left = self.words if self.enable or self.wide else self.g_n
         else:
             self.o_left -= out_taken
         if idle:

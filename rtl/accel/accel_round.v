@@ -16,7 +16,8 @@
 // short row of r values ends with the value `count` and sends ceil(r / lanes) groups (no zero groups for the
 // missing values); the host refuses such counts (RoundStageConfig), the RTL does not need to.
 //
-// Pass-through mode (enable = 0): each accumulator goes out unchanged as one word (count words).
+// Pass-through mode (enable = 0): each accumulator goes out unchanged as one word (count words), up to PARTS
+// a cycle.
 //
 // Statistics, over the accumulators taken in both modes, cleared by `start` and final when busy falls:
 // sum_abs = sum |acc| (64 bits; |-2^31| = 2^31), max_abs = max |acc|, saturated = codes clipped to the range
@@ -37,7 +38,8 @@
 // bits [i*W, i*W + W)); the stage takes `in_taken` = min(in_avail, room) of them, where room is 0 when A cannot
 // take, else min(PARTS, accumulators left, values left in the current group and row): a chunk never crosses a
 // group's end, so a group of n values takes ceil(n / PARTS) chunks when the source offers PARTS. Passing through,
-// every value is its own group (one a chunk). Parts past the first hold 32-bit accumulators (bits 31..0 of
+// every chunk is its own group of as many words as it has values (up to PARTS; raw64: one value, two words, a
+// chunk). Parts past the first hold 32-bit accumulators (bits 31..0 of
 // their W, sign-extended): W = 48 sums come one a chunk. Output side, alike: the stage offers `out_avail` =
 // min(words of O left, PARTS) words (word j at out_data bits [32j, 32j + 32)), the sink takes `out_taken` of
 // them (0..out_avail, word 0 first; more is read as out_avail). in_room (what the stage would take) depends
@@ -51,7 +53,7 @@
 // chunk's index; once G has handed the previous group to O), one chunk an edge, so its last chunk enters at
 // l_k = f_k + c_k - 1; O takes it at x_k = max(l_k + 1, x_{k-1} + u) and its words move at edges
 // x_k + 1 .. x_k + u. L = x_last + u (codesign.numerics.round_stage.latency_cycles evaluates this recurrence
-// exactly as max-plus matrix powers). Closed forms: pass-through (W = 32) L = count + 5; when no group has
+// exactly as max-plus matrix powers). Closed forms: pass-through (W = 32) L = ceil(count / PARTS) + 5; when no group has
 // fewer chunks than u, L = chunks + u + 4; when u >= ceil(lanes / PARTS),
 // L = 4 + ceil(min(lanes, row_values) / PARTS) + u * groups. count = 0: busy stays low. At PARTS = 1 a
 // chunk is one value and a take one word (in_avail and out_avail 0/1 are valid bits, the takes
@@ -117,8 +119,9 @@ module accel_round #(
     reg [4:0]         cfg_lanes;     // 1 when passing through
     reg [6:0]         cfg_slot;      // 4, 8, 16; 32 (64 with raw64) when passing through
     reg [CW-1:0]      cfg_mask;      // the low cfg_slot bits
-    reg [2:0]         cfg_words;     // group_words; 1 when passing through
+    reg [2:0]         cfg_words;     // group_words; 2 passing through with raw64 (else the chunk's values)
     reg [15:0]        cfg_row;
+    reg               cfg_wide;      // passing through 64-bit fields (raw64): one value a chunk
 
     reg        r_busy;
     reg [31:0] in_left;   // accumulators still to take
@@ -136,6 +139,7 @@ module accel_round #(
     reg [2:0]           c_n;
     reg [PARTS*CW-1:0]  c_word;      // per part: the code sign-extended, or the accumulator
     reg               g_full;
+    reg [2:0]         g_n;         // values of the group's last chunk (passing through: its words)
     reg [7:0]         g_off;       // bit offset of the next field in the group
     reg [127:0]       g_data;
     reg [2:0]         o_left;      // words of O still to send
@@ -162,7 +166,8 @@ module accel_round #(
     wire [2:0]  lane_cap = lanes_left < PARTS ? lanes_left[2:0] : MAX_CHUNK;
     wire [2:0]  row_cap = row_left < PARTS ? row_left[2:0] : MAX_CHUNK;
     wire [2:0]  fit = left_cap < lane_cap ? left_cap : lane_cap;
-    wire [2:0]  room_now = !cfg_enable ? 3'd1 : fit < row_cap ? fit : row_cap;  // passing through: one a chunk
+    // passing through: as many as are left (a 64-bit field: one)
+    wire [2:0]  room_now = !cfg_enable ? (cfg_wide ? 3'd1 : left_cap) : fit < row_cap ? fit : row_cap;
     wire [2:0]  room = (r_busy && in_left != 32'd0 && a_ready) ? room_now : 3'd0;
     assign in_room = room;
     assign in_taken = in_avail < room ? in_avail : room;
@@ -225,7 +230,7 @@ module accel_round #(
             wire               too_low = rounded < low;
             wire [31:0]        code = too_high ? high[31:0] : (too_low ? low[31:0] : rounded[31:0]);
             wire signed [CW-1:0] code_word = $signed(code);  // sign-extended
-            wire [CW-1:0] raw_word;  // passing through (part 0 only: a chunk of one)
+            wire [CW-1:0] raw_word;  // passing through
             if (PWI >= CW) begin : g_raw_low
                 assign raw_word = pre_b[CW-1:0];
             end else begin : g_raw_extended
@@ -302,6 +307,7 @@ module accel_round #(
             cfg_mask <= enable ? ~({CW{1'b1}} << slot) : (wide_raw ? {CW{1'b1}} : 32'hFFFF_FFFF);
             cfg_words <= enable ? group_words : (wide_raw ? 3'd2 : 3'd1);
             cfg_row <= row_values;
+            cfg_wide <= !enable && wide_raw;
         end
     end
 
@@ -336,11 +342,12 @@ module accel_round #(
             if (b_v && c_ready && cfg_enable) saturated <= saturated + {29'd0, chunk_sat};
             if (g_take) begin
                 g_full <= c_end;
+                g_n <= c_n;
                 g_off <= c_end ? 8'd0 : g_off + chunk_bits;
             end else if (transfer) begin
                 g_full <= 1'b0;
             end
-            if (transfer) o_left <= cfg_words;
+            if (transfer) o_left <= cfg_enable || cfg_wide ? cfg_words : g_n;
             else if (out_move) o_left <= o_left - out_take;
             if (out_move && o_left == out_take && !transfer && !g_full && !c_v && !b_v && !a_v && in_left == 32'd0)
                 r_busy <= 1'b0;
