@@ -17,9 +17,14 @@ rank, batch 64, in one process:
 - ``torch_f32``: a plain float32 PyTorch step of the same TT layers
   (``benchmarks/bench_tt_golden.py``), one thread, the least of ``--steps``.
 
-Both PEs: 8 lanes × 8 rows, 16-bit slots, buffers of 64 (max_j, max_k,
-max_l), 128-bit streams (``--stream-bits``), two IPs of each (``--copies``;
-256 DSP slices in the original builds). PE1 takes ``B`` in the order
+Both PEs: 8 lanes × 8 rows, 16-bit slots, 128-bit streams (``--stream-bits``),
+two IPs of each (``--copies``; 256 DSP slices in the original builds). Buffers
+(max_j, max_k, max_l): PE1 64, 32, 64 and PE2 128, 64, 64 (``--pe1-buffers``,
+``--pe2-buffers``): PE1 keeps all of ``B``, so 64, 64, 64 took 122 BRAM36 an IP
+(the two PE1 IPs alone above the board's 216), and PE2's 128-deep ``j`` leaves
+no chains of accumulating calls at rank 16. The builds' resources (the
+calibrated PE model plus the shell's Yosys cost per IP, as the explorer's fit
+counts them) are printed as shares of the board's, against the fit rule's 90 %. PE1 takes ``B`` in the order
 ``--b-order`` names; ``auto`` (the default) takes it ``j`` outer where that
 is faster and the builds' DSP slices (the calibrated resource model on the
 board's family) stay within the 278 of issue 39's goals
@@ -47,6 +52,8 @@ import numpy as np
 
 from codesign.design import load_design
 from codesign.design.calibration import pe_resources
+from codesign.design.explore_model import fixed_resources
+from codesign.design.fit import DEFAULT_LIMIT_PERCENT
 from codesign.design.families.tt import PAPER_BATCH, PAPER_LAYERS, paper_setup, tt_setup_of
 from codesign.design.families.tt_list_step import b_order_choice
 from codesign.io.reports import write_json_atomic
@@ -62,8 +69,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_tt_golden import torch_f32_step  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-BUFFERS = dict(lanes=8, rows=8, a_bits=16, b_bits=16, max_j=64, max_k=64, max_l=64)
+BUFFERS = dict(lanes=8, rows=8, a_bits=16, b_bits=16)
+PE_BUFFERS = {"tt1": (64, 32, 64), "tt2": (128, 64, 64)}  # max_j, max_k, max_l
 DSP_GOAL = 278  # DSP slices the PEs may take (issue 39's goals)
+FIT_LIMIT = DEFAULT_LIMIT_PERCENT  # a resource's share of the board the fit rule allows (codesign.design.fit)
 
 
 def main() -> int:
@@ -81,6 +90,9 @@ def main() -> int:
                         help="the layers' mode orders: ours (PAPER_LAYERS, what the TT reproductions train) or, per "
                              "layer, the order of those modes with the fewest step products (another network: "
                              "its cores pair the modes anew; its accuracy is not measured here)")
+    for pe in ("tt1", "tt2"):
+        parser.add_argument(f"--pe{pe[-1]}-buffers", default=",".join(map(str, PE_BUFFERS[pe])),
+                            help=f"{pe}'s max_j,max_k,max_l")
     parser.add_argument("--out", default="reports/bench")
     args = parser.parse_args()
     if args.rank < 1 or args.steps < 1 or not args.clock_mhz > 0:
@@ -90,6 +102,13 @@ def main() -> int:
         check_copies(copies)
     except ValueError:
         parser.error(f"--copies {args.copies!r} must be two positive ints, PE1's and PE2's, as 2,2")
+    try:
+        buffers = {pe: dict(zip(("max_j", "max_k", "max_l"), (int(n) for n in getattr(args, f"pe{pe[-1]}_buffers").split(","))))
+                   for pe in ("tt1", "tt2")}
+        if any(len(b) != 3 for b in buffers.values()):
+            raise ValueError
+    except ValueError:
+        parser.error("--pe1-buffers and --pe2-buffers must be three ints, max_j,max_k,max_l, as 64,32,64")
     import torch
 
     torch.set_num_threads(1)
@@ -101,9 +120,10 @@ def main() -> int:
     setup = paper_setup(args.rank, precision, modes=[(order.in_modes, order.out_modes) for order in orders])
     build = {**BUFFERS, "stream_bits": args.stream_bits}
     ultra96 = board("ultra96v2")
-    spec1, spec2, order = pe1_order(setup, build, ultra96, args, copies)
+    spec1, spec2, order = pe1_order(setup, build, buffers, ultra96, args, copies)
     dsp = sum(n * pe_resources(pe, spec, ultra96.yosys_family)["dsp"]
               for n, pe, spec in zip(copies, ("tt1", "tt2"), (spec1, spec2)))
+    fit = builds_fit(ultra96, copies, spec1, spec2)
     shell = GoldenListShell({"tt1": spec1, "tt2": spec2}, copies)
     trainer = TtListTrainer(setup, shell)
     f32 = torch_f32_step(setup, trainer.cores, trainer.biases)
@@ -130,13 +150,15 @@ def main() -> int:
            "host_share": host_s / total_s, "host_work": step.host.to_dict(), "macs_bound_ms": 1e3 * step.time.bounds["macs_s"],
            "board_step_ms": 1e3 * total_s, "torch_f32_ms": 1e3 * min(torch_s),
            "ratio_board_to_torch_f32": total_s / min(torch_s), "clock_mhz": args.clock_mhz,
-           "pe_build": build, "b_order": spec1.b_order, "copies": list(copies), "dsp": dsp,
+           "pe_build": build, "pe_buffers": buffers, "fit": fit, "b_order": spec1.b_order, "copies": list(copies), "dsp": dsp,
            "pe_dma_ms_by_order": {k: 1e3 * v for k, v in order.get("pe_dma_s", {}).items()}}
     print(f"rank {args.rank}, PE1 b_order {spec1.b_order} ({dsp:g} DSP): board step {row['board_step_ms']:.1f} ms (PE+DMA {row['pe_dma_ms']:.1f} ms over "
           f"layers {[round(c / (args.clock_mhz * 1e3), 1) for c in cycles]} ms, host here {row['host_ms_desktop']:.1f}"
           f" ms, {100 * row['host_share']:.0f} %; median {row['host_ms_desktop_median']:.1f} ms, lists re-aimed in "
           f"{reshifted} of the {len(setup.layers) * args.steps} timed layer steps); MAC bound {row['macs_bound_ms']:.1f} ms; float32 PyTorch {row['torch_f32_ms']:.1f} ms; board / float32 = "
           f"{row['ratio_board_to_torch_f32']:.1f}", flush=True)
+    print(f"builds {buffers}: {', '.join(f'{k} {v:.0f} %' for k, v in fit['percent'].items())} of the Ultra96-V2 "
+          f"({'fits' if fit['fits'] else 'over'} the fit rule's {FIT_LIMIT:g} %: PE model + shell per IP)", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = f"tt_step_lists_r{args.rank}_s{args.stream_bits}_c{copies[0]}x{copies[1]}"
@@ -144,10 +166,20 @@ def main() -> int:
     return 0
 
 
-def pe1_order(setup, build, ultra96, args, copies):
+def builds_fit(board_, copies, spec1, spec2) -> dict:
+    """The IPs' resources (each PE's calibrated model plus its shell's Yosys cost, as the explorer's fit counts them)
+    as percentages of ``board_``'s, and whether every one is within :data:`FIT_LIMIT`."""
+    per_ip = {pe: fixed_resources({pe: spec}, board_.yosys_family) for pe, spec in (("tt1", spec1), ("tt2", spec2))}
+    total = {key: copies[0] * per_ip["tt1"][key] + copies[1] * per_ip["tt2"][key] for key in per_ip["tt1"]}
+    percent = {key: 100.0 * value / board_.resources[key] for key, value in total.items()}
+    return {"total": total, "percent": percent, "fits": all(v <= FIT_LIMIT for v in percent.values())}
+
+
+def pe1_order(setup, build, buffers, ultra96, args, copies):
     """PE1 and PE2 builds and the order :func:`b_order_choice` priced: ``--b-order`` as given, or (``auto``) j outer
     where faster and within :data:`DSP_GOAL` slices."""
-    spec1, spec2 = Tt1Spec(**build, b_order="lj" if args.b_order == "auto" else args.b_order), Tt2Spec(**build)
+    spec1 = Tt1Spec(**build, **buffers["tt1"], b_order="lj" if args.b_order == "auto" else args.b_order)
+    spec2 = Tt2Spec(**build, **buffers["tt2"])
     if args.b_order != "auto":
         return spec1, spec2, {}
     used = sum(n * pe_resources(pe, spec, ultra96.yosys_family)["dsp"]
