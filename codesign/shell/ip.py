@@ -447,7 +447,7 @@ def shell_module_parameters(data_bits: int = WORD_BITS) -> dict[str, dict[str, i
     """Verilog parameters of each shell module as the generated accel_top sets them for a ``data_bits`` stream."""
     movers = {"ADDR_BITS": AXI_ADDR_BITS, "MAX_BURST": MAX_BURST, "DATA_BITS": data_bits}
     return {"accel_ctrl": ctrl_parameters(), "accel_mm2s": dict(movers), "accel_s2mm": dict(movers),
-            "accel_seq": {"DATA_BITS": data_bits}}
+            "accel_seq": {"DATA_BITS": data_bits, "ADDR_BITS": AXI_ADDR_BITS}}
 
 
 def shell_synth_jobs(family: str, data_bits: int = WORD_BITS) -> list:
@@ -476,7 +476,8 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS) 
 # parameters of shell_module_parameters(data_bits), per family and data width (bits, the PE's stream word);
 # tests/shell/test_ip_cost.py re-measures and compares. A cache, so that a fit check adds the shell without
 # running Yosys. Cells, not sites (see ResourceCounts). The wider movers hold wider FIFO words (LUT RAM).
-# accel_seq keeps descriptor words 0..23 and a plane counter and plane address per side (3-D blocks), and the
+# accel_seq keeps descriptor words 0..23 (each written from its own part of a beat) and a plane counter and plane
+# address per side (3-D blocks; addresses at the movers' ADDR_BITS), and the
 # accumulation buffer (4096 x 48 bits: the 6 block RAMs) with its 48-bit adder and the rounding stage (a 48-bit
 # datapath and, at 64 and 128 bits, one or three 32-bit ones: it takes a beat's parts a cycle);
 # accel_mm2s counts the beats of overlapping runs (a list's rows keep several bursts in flight); accel_s2mm holds
@@ -484,20 +485,20 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS) 
 SHELL_COST_YOSYS = "Yosys 0.23"
 SHELL_COST = {
     "xc7": {
-        32: {"lut": 5408, "lut_sites_min": 3476, "lutram": 24, "srl": 0,
-             "ff": 3128, "dsp": 0, "carry": 482, "muxf": 504, "bram_36k": 6.0},
-        64: {"lut": 8237, "lut_sites_min": 5097, "lutram": 44, "srl": 0,
-             "ff": 3535, "dsp": 0, "carry": 566, "muxf": 451, "bram_36k": 6.0},
-        128: {"lut": 11536, "lut_sites_min": 7291, "lutram": 88, "srl": 0,
-             "ff": 3928, "dsp": 0, "carry": 637, "muxf": 720, "bram_36k": 6.0},
+        32: {"lut": 4813, "lut_sites_min": 3070, "lutram": 24, "srl": 0,
+             "ff": 2870, "dsp": 0, "carry": 411, "muxf": 272, "bram_36k": 6.0},
+        64: {"lut": 6439, "lut_sites_min": 3989, "lutram": 44, "srl": 0,
+             "ff": 3245, "dsp": 0, "carry": 497, "muxf": 318, "bram_36k": 6.0},
+        128: {"lut": 8591, "lut_sites_min": 5491, "lutram": 88, "srl": 0,
+             "ff": 3574, "dsp": 0, "carry": 572, "muxf": 181, "bram_36k": 6.0},
     },
     "xcup": {
-        32: {"lut": 5538, "lut_sites_min": 3599, "lutram": 24, "srl": 0,
-             "ff": 3128, "dsp": 0, "carry": 482, "muxf": 804, "bram_36k": 6.0},
-        64: {"lut": 9130, "lut_sites_min": 5694, "lutram": 40, "srl": 0,
-             "ff": 3535, "dsp": 0, "carry": 566, "muxf": 2217, "bram_36k": 6.0},
-        128: {"lut": 11857, "lut_sites_min": 7409, "lutram": 80, "srl": 0,
-             "ff": 3928, "dsp": 0, "carry": 637, "muxf": 2426, "bram_36k": 6.0},
+        32: {"lut": 4727, "lut_sites_min": 3072, "lutram": 24, "srl": 0,
+             "ff": 2870, "dsp": 0, "carry": 411, "muxf": 323, "bram_36k": 6.0},
+        64: {"lut": 6610, "lut_sites_min": 4262, "lutram": 40, "srl": 0,
+             "ff": 3245, "dsp": 0, "carry": 497, "muxf": 982, "bram_36k": 6.0},
+        128: {"lut": 8770, "lut_sites_min": 5615, "lutram": 80, "srl": 0,
+             "ff": 3574, "dsp": 0, "carry": 572, "muxf": 926, "bram_36k": 6.0},
     },
 }
 

@@ -151,7 +151,8 @@ class WritePort:
     """accel_s2mm and the AxiRam's write side (``_process_write``, B source). AWREADY and WREADY stay high: the
     mover sends a burst's W beats only after its AW and one burst at a time, and keeps at most ``WRITE_OPEN``
     bursts open, so no queue fills (the B queue would at ``queue_limit`` responses: every timing's is >= 2). Runs
-    overlap: a start while the run before waits only for B responses keeps its open bursts. With a DDR
+    overlap: a start is taken once the run before has taken all its beats; while that run still issues or sends
+    bursts the new one waits (``pending``), its beats entering the FIFO behind, and open bursts stay counted. With a DDR
     timing the B source is paused as the list bench's pacer pauses it: a burst's B not before ``write_latency``
     edges after the edge that took its last W beat; and with ``write_beats`` < ``write_window`` the W sink is
     paused while the last ``write_window - 1`` edges took ``write_beats`` beats, WREADY then following the

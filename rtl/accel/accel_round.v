@@ -61,7 +61,7 @@
 //
 // Width (parameter W, default 32): W = 48 takes the shell's held sums (docs/accelerator.md, "Accumulating calls";
 // golden codesign.numerics.round_stage.round_held): rounded exactly as 32-bit accumulators are (a right shift capped
-// at W + 1, a left shift of the value clipped to +-2^17 first), sum_abs over the W-bit magnitudes, max_abs
+// at W + 1, a left shift of the value clipped to +-2^17 first, as at every W), sum_abs over the W-bit magnitudes, max_abs
 // saturating at 2^32 - 1; passing through with `raw64` high, each value leaves as one 64-bit field (two words, low
 // first, sign-extended), else as one 32-bit word (a sign-extended 32-bit accumulator: the W = 32 words). At W = 32
 // `raw64` is ignored and the stage is the one above, bit for bit and cycle for cycle.
@@ -100,7 +100,7 @@ module accel_round #(
     localparam RIGHT_CAP = W + 1;  // |acc| <= 2^(W-1) rounds to 0 for every right shift >= W + 1, as at W + 1
     localparam PW = W + 18;     // the shifted value (B): W + 17 bits and a sign
     localparam CW = W > 32 ? 64 : 32;  // C's word: a code, or the value passed through
-    localparam [W-1:0] CLIP = 1 << 17;  // W > 32: |value| clipped to 2^17 before a left shift (still saturates)
+    localparam [W-1:0] CLIP = 1 << 17;  // |value| clipped to 2^17 before a left shift (still saturates)
     localparam [2:0] MAX_CHUNK = PARTS;
     wire wide_raw = (W > 32) && raw64;
 
@@ -193,10 +193,12 @@ module accel_round #(
             localparam PWI = WI + 18;
             wire signed [WI-1:0] acc = a_acc[i*W +: WI];
             wire signed [PWI-1:0] acc_wide = {{18{acc[WI-1]}}, acc};
-            wire signed [WI-1:0] acc_clip = WI == 32 ? acc
-                                            : acc > $signed(CLIP[WI-1:0]) ? $signed(CLIP[WI-1:0])
-                                            : acc < -$signed(CLIP[WI-1:0]) ? -$signed(CLIP[WI-1:0]) : acc;
-            wire signed [PWI-1:0] clip_wide = {{18{acc_clip[WI-1]}}, acc_clip};
+            // |acc| clipped to 2^17 before a left shift (a clipped value saturates as the unclipped one would, and
+            // shifts <= 17 of |acc| <= 2^17 are exact): the shifter works on 19 bits and gives 36
+            wire signed [18:0] acc_clip = acc > $signed(CLIP[WI-1:0]) ? 19'sd131072
+                                          : acc < -$signed(CLIP[WI-1:0]) ? -19'sd131072 : acc[18:0];
+            wire signed [35:0] clip_shifted = $signed({{17{acc_clip[18]}}, acc_clip}) <<< cfg_lshift;
+            wire signed [PWI-1:0] clip_wide = {{(PWI-36){clip_shifted[35]}}, clip_shifted};
             wire signed [WI+1:0] acc34 = {{2{acc[WI-1]}}, acc};
             wire [5:0]          rsh;
             wire [WI+1:0]       half, below;
@@ -214,7 +216,7 @@ module accel_round #(
             wire               sticky = |(acc34 & below);
             wire               round_up = half_bit && (sticky || floor34[0]);  // above the half, or a tie to even
             wire signed [PWI-1:0] pre = !cfg_enable ? acc_wide
-                                        : cfg_left ? (clip_wide <<< cfg_lshift) : {{16{floor34[WI+1]}}, floor34};
+                                        : cfg_left ? clip_wide : {{16{floor34[WI+1]}}, floor34};
             assign pre_all[i*PW +: PW] = {{(PW-PWI){pre[PWI-1]}}, pre};
             assign up_all[i] = cfg_enable && !cfg_left && round_up;
             wire [WI-1:0]      magnitude = acc[WI-1] ? {WI{1'b0}} - acc : acc;  // |-2^(WI-1)| = 2^(WI-1) unsigned
@@ -239,16 +241,17 @@ module accel_round #(
             assign word_all[i*CW +: CW] = cfg_enable ? code_word : raw_word;
             assign sat_all[i] = too_high || too_low;
 
-            // the field at its place in the chunk, i slots up (constant shifts, one per slot width)
+            // the field at its place in the chunk, i slots up (constant shifts, one per slot width): a code's field
+            // holds at most 16 bits, a passed-through word 32, and a 64-bit field is a chunk of its own (part 0)
             wire [CW-1:0] field = c_word[i*CW +: CW] & cfg_mask;
             reg [127:0] placed;
             always @(*) begin
-                case (cfg_slot)
-                    7'd4:  placed = {{(128-CW){1'b0}}, field} << (4 * i);
-                    7'd8:  placed = {{(128-CW){1'b0}}, field} << (8 * i);
-                    7'd16: placed = {{(128-CW){1'b0}}, field} << (16 * i);
-                    7'd32: placed = {{(128-CW){1'b0}}, field} << (32 * i);
-                    default: placed = {{(128-CW){1'b0}}, field} << (64 * i);
+                if (i == 0) placed = {{(128-CW){1'b0}}, field};
+                else case (cfg_slot)
+                    7'd4:  placed = {112'd0, field[15:0]} << (4 * i);
+                    7'd8:  placed = {112'd0, field[15:0]} << (8 * i);
+                    7'd16: placed = {112'd0, field[15:0]} << (16 * i);
+                    default: placed = {96'd0, field[31:0]} << (32 * i);
                 endcase
             end
             assign placed_all[i*128 +: 128] = placed;
@@ -278,7 +281,8 @@ module accel_round #(
     wire [31:0]  peak23 = part_peak[2] > part_peak[3] ? part_peak[2] : part_peak[3];
     wire [31:0]  peak_in = peak01 > peak23 ? peak01 : peak23;
     wire [31:0]  chunk_peak = peak_in > max_abs ? peak_in : max_abs;
-    wire [127:0] chunk_fields = chunk_placed << g_off;
+    // g_off is a multiple of 4 below 128 (slots are 4 to 64 bits; a group's fields fit its 128): a shift by 0..124
+    wire [127:0] chunk_fields = chunk_placed << {g_off[6:2], 2'b00};
     // bits a chunk of C's fills in G: c_n slots (c_n <= 4; no multiplier)
     wire [7:0] slot8 = {1'b0, cfg_slot};
     wire [7:0] chunk_bits = (c_n[0] ? slot8 : 8'd0) + (c_n[1] ? slot8 << 1 : 8'd0) + (c_n[2] ? slot8 << 2 : 8'd0);

@@ -41,7 +41,8 @@
 // part of the one before moves on. A packer puts the stage's words (as many a cycle as it offers and the beat
 // being filled has room for) and the record's (one a cycle) P to a beat. At 32 bits both are plain wires.
 module accel_seq #(
-    parameter DATA_BITS = 32
+    parameter DATA_BITS = 32,
+    parameter ADDR_BITS = 32  // the movers' address width: the arena's and the descriptors' addresses keep as many bits
 ) (
     input  wire                 clk,
     input  wire                 rst,
@@ -94,24 +95,29 @@ module accel_seq #(
     reg [2:0] ist;
     reg [3:0] ost;
     reg [31:0] call;                // index of the current call
-    reg [63:0] desc_addr;           // byte address of the current call's descriptor
-    reg [63:0] base_in, base_out;   // the arena's base for reads and for writes, latched at the list's start
+    reg [ADDR_BITS-1:0] desc_addr;  // byte address of the current call's descriptor
+    reg [ADDR_BITS-1:0] base_in, base_out;  // the arena's base for reads and for writes, latched at the list's start
     reg [31:0] list_calls;          // n_calls, latched at the list's start
     reg [31:0] desc [0:23];         // descriptor words 0..23 (24..31 are reserved and not kept)
     reg [5:0] fetched;              // descriptor words taken so far
     reg seg;                        // segment being sent
     reg [31:0] in_row, out_row;     // rows sent of the segment, rows written of the out block
-    reg [63:0] in_addr, out_addr;   // byte address of the next row to read, to write
+    reg [ADDR_BITS-1:0] in_addr, out_addr;  // byte address of the next row to read, to write
     reg [31:0] in_plane, out_plane; // planes done of the segment, of the out block
-    reg [63:0] in_plane_addr, out_plane_addr;  // byte address of the current plane's first row
+    reg [ADDR_BITS-1:0] in_plane_addr, out_plane_addr;  // byte address of the current plane's first row
     reg [31:0] status, words_in, words_out;
     reg [3:0] rec_word;             // record words handed to the write side
     reg rd_go, wr_go;               // one-cycle start pulses of the movers for a descriptor and a record
     reg round_go;                   // one-cycle start pulse of the rounding stage
     reg hold_go;                    // one-cycle start pulse of a holding call's results (into the buffer alone)
     wire res_go = round_go || hold_go;
-    integer part;                   // a 32-bit part of a fetched beat
+    integer k;                      // a descriptor word
     reg took;                       // the call's results went through the stage (else its record holds 0 stats)
+
+    function [ADDR_BITS-1:0] at;  // a 32-bit offset or address at the movers' address width
+        input [31:0] value;
+        at = value;
+    endfunction
 
     wire [31:0] flags = desc[0];
     wire [31:0] seg_words = seg ? desc[7] : desc[3];
@@ -186,7 +192,7 @@ module accel_seq #(
     assign rd_addr = !list_mode ? arg_in : ist == I_FETCH_GO ? desc_addr : in_addr;
     assign rd_n = !list_mode ? arg_n_in : ist == I_FETCH_GO ? 32'd32 : seg_words;
     assign wr_start = list_mode ? wr_go || wr_row : direct_start;
-    assign wr_addr = !list_mode ? arg_out : ost == O_REC ? base_out + {32'd0, desc[17]} : out_addr;
+    assign wr_addr = !list_mode ? arg_out : ost == O_REC ? base_out + at(desc[17]) : out_addr;
     assign wr_n = !list_mode ? arg_n_out : ost == O_REC ? 32'd8 : desc[11];
 
     reg [31:0] record_word;
@@ -282,20 +288,20 @@ module accel_seq #(
             ist <= I_IDLE;
             ost <= O_IDLE;
             call <= 32'd0;
-            desc_addr <= 64'd0;
-            base_in <= 64'd0;
-            base_out <= 64'd0;
+            desc_addr <= {ADDR_BITS{1'b0}};
+            base_in <= {ADDR_BITS{1'b0}};
+            base_out <= {ADDR_BITS{1'b0}};
             list_calls <= 32'd0;
             fetched <= 6'd0;
             seg <= 1'b0;
             in_row <= 32'd0;
             out_row <= 32'd0;
-            in_addr <= 64'd0;
-            out_addr <= 64'd0;
+            in_addr <= {ADDR_BITS{1'b0}};
+            out_addr <= {ADDR_BITS{1'b0}};
             in_plane <= 32'd0;
             out_plane <= 32'd0;
-            in_plane_addr <= 64'd0;
-            out_plane_addr <= 64'd0;
+            in_plane_addr <= {ADDR_BITS{1'b0}};
+            out_plane_addr <= {ADDR_BITS{1'b0}};
             status <= 32'd0;
             words_in <= 32'd0;
             words_out <= 32'd0;
@@ -324,8 +330,9 @@ module accel_seq #(
                 rd_go <= 1'b1;
             end else if (list_mode) begin
                 if (rd_valid && rd_ready && ist == I_FETCH) begin
-                    for (part = 0; part < P; part = part + 1)
-                        if (fetched + part < 24) desc[fetched + part] <= rd_data[32 * part +: 32];
+                    // fetched is a multiple of P: word k is part k % P of the beat that starts at word k - k % P
+                    for (k = 0; k < 24; k = k + 1)
+                        if (fetched == k - k % P) desc[k] <= rd_data[32 * (k % P) +: 32];
                     fetched <= fetched + P;
                 end
                 if (pe_in_valid && pe_in_ready) words_in <= words_in + P;
@@ -339,12 +346,12 @@ module accel_seq #(
                         seg <= 1'b0;
                         in_row <= 32'd0;
                         in_plane <= 32'd0;
-                        in_addr <= base_in + {32'd0, desc[2]};
-                        in_plane_addr <= base_in + {32'd0, desc[2]};
+                        in_addr <= base_in + at(desc[2]);
+                        in_plane_addr <= base_in + at(desc[2]);
                         out_row <= 32'd0;
                         out_plane <= 32'd0;
-                        out_addr <= base_out + {32'd0, desc[10]};
-                        out_plane_addr <= base_out + {32'd0, desc[10]};
+                        out_addr <= base_out + at(desc[10]);
+                        out_plane_addr <= base_out + at(desc[10]);
                         words_in <= 32'd0;
                         words_out <= 32'd0;
                         status <= 32'd0;
@@ -354,20 +361,20 @@ module accel_seq #(
                     I_ROWS: begin
                         if (rd_row) begin
                             in_row <= in_row + 32'd1;
-                            in_addr <= in_addr + {32'd0, seg_stride};
+                            in_addr <= in_addr + at(seg_stride);
                         end else if (!plane_done) ;  // the mover still asks for the row before
                         else if (next_plane) begin  // a cycle between planes
                             in_plane <= in_plane + 32'd1;
                             in_row <= 32'd0;
-                            in_addr <= in_plane_addr + {32'd0, seg_plane_stride};
-                            in_plane_addr <= in_plane_addr + {32'd0, seg_plane_stride};
+                            in_addr <= in_plane_addr + at(seg_plane_stride);
+                            in_plane_addr <= in_plane_addr + at(seg_plane_stride);
                         end else begin
                             if (seg) ist <= I_DONE;
                             seg <= 1'b1;
                             in_row <= 32'd0;
                             in_plane <= 32'd0;
-                            in_addr <= base_in + {32'd0, desc[6]};
-                            in_plane_addr <= base_in + {32'd0, desc[6]};
+                            in_addr <= base_in + at(desc[6]);
+                            in_plane_addr <= base_in + at(desc[6]);
                         end
                     end
                     default: ;
@@ -389,13 +396,13 @@ module accel_seq #(
                     O_ROWS: begin
                         if (wr_row) begin
                             out_row <= out_row + 32'd1;
-                            out_addr <= out_addr + {32'd0, desc[13]};
+                            out_addr <= out_addr + at(desc[13]);
                         end else if (!out_plane_done) ;  // the mover still takes the row before's beats
                         else if (out_next_plane) begin  // a cycle between planes
                             out_plane <= out_plane + 32'd1;
                             out_row <= 32'd0;
-                            out_addr <= out_plane_addr + {32'd0, desc[23]};
-                            out_plane_addr <= out_plane_addr + {32'd0, desc[23]};
+                            out_addr <= out_plane_addr + at(desc[23]);
+                            out_plane_addr <= out_plane_addr + at(desc[23]);
                         end else if (!wr_requesting) ost <= O_DRAIN;  // the last row's beats are all taken
                     end
                     O_DRAIN: if (!round_busy && !round_go) ost <= O_REC_GO;
@@ -417,7 +424,7 @@ module accel_seq #(
                             ost <= O_IDLE;
                         end else begin
                             call <= call + 32'd1;
-                            desc_addr <= desc_addr + 64'd128;
+                            desc_addr <= desc_addr + at(32'd128);
                             fetched <= 6'd0;
                             ist <= I_FETCH_GO;
                             ost <= O_IDLE;
