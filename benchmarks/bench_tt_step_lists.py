@@ -24,9 +24,9 @@ two IPs of each (``--copies``; 256 DSP slices in the original builds). Buffers
 (the two PE1 IPs alone above the board's 216), and PE2's 128-deep ``j`` leaves
 no chains of accumulating calls at rank 16. The builds' resources (the
 calibrated PE model plus the shell's Yosys cost per IP, as the explorer's fit
-counts them) are printed as shares of the board's, against the fit rule's 90 %. PE1 takes ``B`` in the order
-``--b-order`` names; ``auto`` (the default) takes it ``j`` outer where that
-is faster and the builds' DSP slices (the calibrated resource model on the
+counts them) are printed as shares of the board's, against the fit rule's
+90 %. PE1 takes ``B`` in the order ``--b-order`` names; ``auto`` (the
+default) takes it ``j`` outer where that is faster and the builds' DSP slices (the calibrated resource model on the
 board's family) stay within the 278 of issue 39's goals
 (:func:`codesign.design.families.tt_list_step.b_order_choice`: 258 with
 two j-outer PE1 IPs). Prints the step's parts and the ratio board /
@@ -103,9 +103,9 @@ def main() -> int:
     except ValueError:
         parser.error(f"--copies {args.copies!r} must be two positive ints, PE1's and PE2's, as 2,2")
     try:
-        buffers = {pe: dict(zip(("max_j", "max_k", "max_l"), (int(n) for n in getattr(args, f"pe{pe[-1]}_buffers").split(","))))
-                   for pe in ("tt1", "tt2")}
-        if any(len(b) != 3 for b in buffers.values()):
+        given = {pe: [int(n) for n in getattr(args, f"pe{pe[-1]}_buffers").split(",")] for pe in ("tt1", "tt2")}
+        buffers = {pe: dict(zip(("max_j", "max_k", "max_l"), sizes)) for pe, sizes in given.items()}
+        if any(len(sizes) != 3 for sizes in given.values()):
             raise ValueError
     except ValueError:
         parser.error("--pe1-buffers and --pe2-buffers must be three ints, max_j,max_k,max_l, as 64,32,64")
