@@ -33,12 +33,14 @@ def test_the_list_step_is_its_two_lists_on_the_board():
     from codesign.boards import board
     from codesign.step.fpmac_array.list_time import fb_list_step
     from codesign.step.list_cycles import DdrTiming
+    from codesign.step.time import list_stages
 
     layers, target = (7, 5, 4), board("zedboard")
     priced = step_list_cycles(SPEC, layers, 7, ddr=DdrTiming())
     step = fb_list_step(SPEC, layers, 7, target, clock_mhz=50.0, host_s=1e-3, host_source="test", ddr=DdrTiming())
     assert step.stages == 2 and step.calls == priced["calls"] and step.macs == priced["macs"]
-    # seconds summed stage by stage: equal to the cycles' sum over the clock up to float rounding
+    # the stages are the two lists' cycles, exactly; their seconds are summed stage by stage (float rounding)
+    assert [stage.cycles for stage in list_stages(priced)] == [priced["forward"], priced["backward"]]
     assert step.pe_s == pytest.approx((priced["forward"] + priced["backward"]) / 50e6, rel=1e-12)
     assert step.host_s == 1e-3
     assert priced["total"] > step_list_cycles(SPEC, layers, 7)["total"]  # DDR's latency on top of the AXI RAM's
