@@ -22,7 +22,10 @@ two IPs of each (``--copies``; 256 DSP slices in the original builds). Buffers
 (max_j, max_k, max_l): PE1 64, 32, 64 and PE2 128, 64, 64 (``--pe1-buffers``,
 ``--pe2-buffers``): PE1 keeps all of ``B``, so 64, 64, 64 took 122 BRAM36 an IP
 (the two PE1 IPs alone above the board's 216), and PE2's 128-deep ``j`` leaves
-no chains of accumulating calls at rank 16. The builds' resources (the
+no chains of accumulating calls at rank 16. ``--held-sums auto`` (the
+default) builds a PE's IPs with shells without the accumulation buffer when
+none of its lists holds sums (two golden steps on full shells tell), which the
+step then runs on; ``all`` keeps it on every IP. The builds' resources (the
 calibrated PE model plus the shell's Yosys cost per IP, as the explorer's fit
 counts them) are printed as shares of the board's, against the fit rule's
 90 %. PE1 takes ``B`` in the order ``--b-order`` names; ``auto`` (the
@@ -38,7 +41,7 @@ torch_f32; writes ``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes 
 cores pair the modes anew (the float32 step is of that network too).
 
 Run: .venv/bin/python benchmarks/bench_tt_step_lists.py [--rank 8] [--steps 20] [--clock-mhz 100] [--stream-bits 128]
-[--copies 2,2] [--b-order auto] [--modes ours] [--out reports/bench]
+[--copies 2,2] [--b-order auto] [--modes ours] [--held-sums auto] [--out reports/bench]
 """
 
 from __future__ import annotations
@@ -93,6 +96,9 @@ def main() -> int:
     for pe in ("tt1", "tt2"):
         parser.add_argument(f"--pe{pe[-1]}-buffers", default=",".join(map(str, PE_BUFFERS[pe])),
                             help=f"{pe}'s max_j,max_k,max_l")
+    parser.add_argument("--held-sums", default="auto", choices=("auto", "all"),
+                        help="the shells' accumulation buffer: only on the IPs of a PE whose lists hold sums (auto), "
+                             "or on every IP (all)")
     parser.add_argument("--out", default="reports/bench")
     args = parser.parse_args()
     if args.rank < 1 or args.steps < 1 or not args.clock_mhz > 0:
@@ -123,13 +129,14 @@ def main() -> int:
     spec1, spec2, order = pe1_order(setup, build, buffers, ultra96, args, copies)
     dsp = sum(n * pe_resources(pe, spec, ultra96.yosys_family)["dsp"]
               for n, pe, spec in zip(copies, ("tt1", "tt2"), (spec1, spec2)))
-    fit = builds_fit(ultra96, copies, spec1, spec2)
-    shell = GoldenListShell({"tt1": spec1, "tt2": spec2}, copies)
-    trainer = TtListTrainer(setup, shell)
-    f32 = torch_f32_step(setup, trainer.cores, trainer.biases)
     rng = np.random.default_rng(args.rank)
     batches = [(rng.random((setup.batch_size, setup.layers[0]["in_features"])).astype(np.float32),
                 rng.integers(0, setup.layers[-1]["out_features"], setup.batch_size)) for _ in range(2 + args.steps)]
+    held = {"tt1": True, "tt2": True} if args.held_sums == "all" else lists_hold(setup, spec1, spec2, copies, batches)
+    fit = builds_fit(ultra96, copies, spec1, spec2, held)
+    shell = GoldenListShell({"tt1": spec1, "tt2": spec2}, copies, held_sums=held)
+    trainer = TtListTrainer(setup, shell)
+    f32 = torch_f32_step(setup, trainer.cores, trainer.biases)
     # the first step aims every scale on the host, the second builds the lists; the least of the others
     reshifted = trainer.lists_reshifted
     host = host_per_list_step(trainer, shell, batches, warm_steps=2)
@@ -150,15 +157,16 @@ def main() -> int:
            "host_share": host_s / total_s, "host_work": step.host.to_dict(), "macs_bound_ms": 1e3 * step.time.bounds["macs_s"],
            "board_step_ms": 1e3 * total_s, "torch_f32_ms": 1e3 * min(torch_s),
            "ratio_board_to_torch_f32": total_s / min(torch_s), "clock_mhz": args.clock_mhz,
-           "pe_build": build, "pe_buffers": buffers, "fit": fit, "b_order": spec1.b_order, "copies": list(copies), "dsp": dsp,
+           "pe_build": build, "pe_buffers": buffers, "held_sums": held, "fit": fit, "b_order": spec1.b_order, "copies": list(copies), "dsp": dsp,
            "pe_dma_ms_by_order": {k: 1e3 * v for k, v in order.get("pe_dma_s", {}).items()}}
     print(f"rank {args.rank}, PE1 b_order {spec1.b_order} ({dsp:g} DSP): board step {row['board_step_ms']:.1f} ms (PE+DMA {row['pe_dma_ms']:.1f} ms over "
           f"layers {[round(c / (args.clock_mhz * 1e3), 1) for c in cycles]} ms, host here {row['host_ms_desktop']:.1f}"
           f" ms, {100 * row['host_share']:.0f} %; median {row['host_ms_desktop_median']:.1f} ms, lists re-aimed in "
           f"{reshifted} of the {len(setup.layers) * args.steps} timed layer steps); MAC bound {row['macs_bound_ms']:.1f} ms; float32 PyTorch {row['torch_f32_ms']:.1f} ms; board / float32 = "
           f"{row['ratio_board_to_torch_f32']:.1f}", flush=True)
-    print(f"builds {buffers}: {', '.join(f'{k} {v:.0f} %' for k, v in fit['percent'].items())} of the Ultra96-V2 "
-          f"({'fits' if fit['fits'] else 'over'} the fit rule's {FIT_LIMIT:g} %: PE model + shell per IP)", flush=True)
+    print(f"builds {buffers}, accumulation buffer {held}: {', '.join(f'{k} {v:.1f} %' for k, v in fit['percent'].items())}"
+          f" of the Ultra96-V2 ({'fits' if fit['fits'] else 'over'} the fit rule's {FIT_LIMIT:g} %: PE model + shell "
+          "per IP)", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = f"tt_step_lists_r{args.rank}_s{args.stream_bits}_c{copies[0]}x{copies[1]}"
@@ -166,10 +174,21 @@ def main() -> int:
     return 0
 
 
-def builds_fit(board_, copies, spec1, spec2) -> dict:
-    """The IPs' resources (each PE's calibrated model plus its shell's Yosys cost, as the explorer's fit counts them)
-    as percentages of ``board_``'s, and whether every one is within :data:`FIT_LIMIT`."""
-    per_ip = {pe: fixed_resources({pe: spec}, board_.yosys_family) for pe, spec in (("tt1", spec1), ("tt2", spec2))}
+def lists_hold(setup, spec1, spec2, copies, batches) -> dict:
+    """Per PE, whether its lists hold sums across calls (its IPs need the accumulation buffer): the lists of a
+    trainer's first list step (its second step) on full shells."""
+    trainer = TtListTrainer(setup, GoldenListShell({"tt1": spec1, "tt2": spec2}, copies))
+    for x, y in batches[:2]:
+        trainer.train_step(x, y)
+    return {pe: any(lists.holds(pe) for lists in trainer.current_lists.values()) for pe in ("tt1", "tt2")}
+
+
+def builds_fit(board_, copies, spec1, spec2, held) -> dict:
+    """The IPs' resources (each PE's calibrated model plus its shell's Yosys cost, with the accumulation buffer
+    where ``held`` says, as the explorer's fit counts them) as percentages of ``board_``'s, and whether every one is
+    within :data:`FIT_LIMIT`."""
+    per_ip = {pe: fixed_resources({pe: spec}, board_.yosys_family, held)
+              for pe, spec in (("tt1", spec1), ("tt2", spec2))}
     total = {key: copies[0] * per_ip["tt1"][key] + copies[1] * per_ip["tt2"][key] for key in per_ip["tt1"]}
     percent = {key: 100.0 * value / board_.resources[key] for key, value in total.items()}
     return {"total": total, "percent": percent, "fits": all(v <= FIT_LIMIT for v in percent.values())}

@@ -348,12 +348,18 @@ def decode_list(words: np.ndarray, n_calls: int) -> list:
     return [decode_descriptor(words[c * DESCRIPTOR_WORDS:(c + 1) * DESCRIPTOR_WORDS]) for c in range(n_calls)]
 
 
-def check_list(calls: Sequence[Call], arena_bytes: int, stream_bits: int = 32) -> None:
+def check_list(calls: Sequence[Call], arena_bytes: int, stream_bits: int = 32, *, held_sums: bool = True) -> None:
     """Every block and record of every call inside an arena of ``arena_bytes``, and, for ``stream_bits``-wide
     stream words, every block beat aligned and of whole beats (the movers move whole beats and ignore an
-    address's low bits): refused before anything runs, as the hardware would read or write elsewhere."""
+    address's low bits): refused before anything runs, as the hardware would read or write elsewhere. A shell
+    built without the accumulation buffer (``held_sums`` False) takes no accumulating call."""
     if stream_bits not in STREAM_BITS:
         raise CallListError(f"call lists run on {STREAM_BITS}-bit stream words, not {stream_bits}")
+    if not held_sums:
+        first = next((i for i, call in enumerate(calls) if call.acc_add or call.acc_hold), None)
+        if first is not None:
+            raise CallListError(f"call {first} accumulates, but this shell has no accumulation buffer (held_sums "
+                                "False): build the IP with it, or split no contraction across calls")
     check_chains(calls)
     beat = stream_bits // 8
     for index, call in enumerate(calls):

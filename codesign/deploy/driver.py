@@ -98,6 +98,7 @@ class AccelIP(DefaultIP):
         self._list_armed = True  # n_calls may be non-zero (run_list, or a process before this one): clear it once
         self._held: dict[tuple, int] = {}  # (register, word) -> what this driver last wrote there (it persists)
         self.stream_bits = int(entry.get("spec", {}).get("stream_bits", 32))  # the PE's stream word (bits)
+        self.held_sums = entry.get("held_sums", True) is not False  # its shell keeps the accumulation buffer
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.ip_name} ({self.pe}) at {self.mmio.base_addr:#x}>"
@@ -254,7 +255,7 @@ class AccelIP(DefaultIP):
         if key not in self._checked_lists:
             try:
                 calls = decode_list(descriptors, n_calls)
-                check_list(calls, arena.nbytes, self.stream_bits)
+                check_list(calls, arena.nbytes, self.stream_bits, held_sums=self.held_sums)
             except CallListError as error:
                 raise AccelInputError(f"IP {self.ip_name}: call list: {error}") from None
             if len(self._checked_lists) >= CHECKED_LISTS:

@@ -126,6 +126,8 @@ def _check_ip(where: str, index: int, ip: Any, names: dict[str, int], facts: Map
     for key in ("pe", "top", "vlnv"):
         _need(isinstance(ip[key], str) and ip[key] != "", f"{field}: {key} {ip[key]!r} must be a non-empty string")
     _need(isinstance(ip["spec"], dict), f"{field}: spec must be an object, not {type(ip['spec']).__name__}")
+    _need(isinstance(ip.get("held_sums", True), bool),
+          f"{field}: held_sums {ip.get('held_sums')!r} must be true or false (the shell's accumulation buffer)")
     base, address_range = ip["base_address"], ip["address_range"]
     bits = ADDRESS_BITS.get(facts.get("ps"), 40)
     _need(_is_int(base) and base >= 0, f"{field}: base_address {_hex(base)} must be a non-negative integer")

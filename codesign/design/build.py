@@ -125,7 +125,8 @@ def render_ip_projects(design: DesignPoint, route: str = DEFAULT_ROUTE) -> tuple
         projects[f"hls/{instance.name}"] = accel.render_accel(pe, instance.spec, instance.name, target,
                                                               stimulus=stimulus)
         if check_route(route) == "rtl":
-            projects[rtl_project(instance.name)] = render_rtl_ip(pe, instance.spec, instance.name, design.board.part)
+            projects[rtl_project(instance.name)] = render_rtl_ip(pe, instance.spec, instance.name, design.board.part,
+                                                                    held_sums=instance.held_sums)
         buffers[instance.name] = accel.buffer_words(stimulus)
     return design_manifest(design, buffers=buffers, route=route), projects
 

@@ -73,11 +73,14 @@ class ExploreModel:
         return tuple(self.bases)
 
 
-def fixed_resources(builds: Mapping[str, Any], family: str) -> dict[str, float]:
-    """Model resources of the IPs a space does not vary (each PE model plus its shell)."""
+def fixed_resources(builds: Mapping[str, Any], family: str,
+                    held_sums: Mapping[str, bool] | None = None) -> dict[str, float]:
+    """Model resources of the IPs a space does not vary (each PE model plus its shell, with the accumulation
+    buffer unless ``held_sums`` says not for that PE)."""
     out = dict.fromkeys(RESOURCES, 0.0)
     for pe, spec in builds.items():
-        model, shell = pe_resources(pe, spec, family), fpga_counts(ip_shell_cost(get_pe(pe), spec, family))
+        shell = ip_shell_cost(get_pe(pe), spec, family, held_sums=(held_sums or {}).get(pe, True))
+        model, shell = pe_resources(pe, spec, family), fpga_counts(shell)
         out = {k: out[k] + model[k] + shell[k] for k in RESOURCES}
     return out
 

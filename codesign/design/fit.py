@@ -124,7 +124,7 @@ def fit_design(design: DesignPoint, *, cache_dir: Path, limit_percent: float = D
     per_ip = {}
     for instance in design.instances:
         pe = pe_cost(instance.pe, instance.spec, family, cache_dir, progress=progress)
-        shell = fpga_counts(ip_shell_cost(get_pe(instance.pe), instance.spec, family))
+        shell = fpga_counts(ip_shell_cost(get_pe(instance.pe), instance.spec, family, held_sums=instance.held_sums))
         per_ip[instance.name] = {"pe": pe, "shell": shell, "total": {k: pe[k] + shell[k] for k in RESOURCES}}
     total = {key: sum(parts["total"][key] for parts in per_ip.values()) for key in RESOURCES}
     return FitReport(design=design.name, board=design.board.name, family=family,

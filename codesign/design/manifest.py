@@ -49,7 +49,7 @@ def design_manifest(design: DesignPoint, *, buffers: dict[str, dict[str, int]] |
             "registers": fields["registers"], "data_ports": fields["data_ports"],
             "hp_port": hp_port_of(index, design.ports_used),
             "hls_project": f"hls/{instance.name}", **route_fields(instance.name, route),
-            "spec": instance.spec.to_dict(), "reason": instance.reason,
+            "spec": instance.spec.to_dict(), "held_sums": instance.held_sums, "reason": instance.reason,
             "buffers": {name: {"dtype": "uint32", "max_words": int(words)} for name, words in sorted(sizes.items())},
         })
     return {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "design": design.name,

@@ -57,12 +57,15 @@ class DesignError(ValueError):
 
 @dataclass(frozen=True, kw_only=True)
 class PeInstance:
-    """One PE in the design: instance ``name`` (a C identifier), registered ``pe``, its spec, and why it is needed."""
+    """One PE in the design: instance ``name`` (a C identifier), registered ``pe``, its spec, and why it is needed;
+    ``held_sums``: whether its shell keeps the accumulation buffer (False: no block RAM and a 32-bit rounding
+    stage, for an IP whose call lists hold no sums; ``[design.pe.<pe>] held_sums = false``)."""
 
     name: str
     pe: str
     spec: Any
     reason: str
+    held_sums: bool = True
 
     @property
     def top(self) -> str:
@@ -171,8 +174,8 @@ class DesignPoint:
     def to_dict(self) -> dict:
         return {"name": self.name, "board": self.board.name, "part": self.board.part, "clock_mhz": self.clock_mhz,
                 "hp_ports": self.ports_used, "forward_split": self.forward_split, "training": self.training.to_dict(),
-                "instances": [{"name": i.name, "pe": i.pe, "top": i.top, "reason": i.reason, "spec": i.spec.to_dict()}
-                              for i in self.instances]}
+                "instances": [{"name": i.name, "pe": i.pe, "top": i.top, "reason": i.reason, "spec": i.spec.to_dict(),
+                               "held_sums": i.held_sums} for i in self.instances]}
 
 
 def _need_registered(pe_name: str, why: str) -> None:
@@ -202,6 +205,7 @@ def derived_pe_fields(training: TrainConfig) -> list[tuple[str, dict[str, Any], 
 
 
 COPIES_FIELD = "copies"  # [design.pe.<pe>] copies = n: n instances of the same build, each its own IP
+HELD_FIELD = "held_sums"  # [design.pe.<pe>] held_sums = false: its IPs' shells without the accumulation buffer
 MAX_COPIES = 8
 
 
@@ -249,11 +253,16 @@ def design_point(training: TrainConfig, *, name: str, board_name: str = "zedboar
     for pe_name, derived, reason in needs:
         override = dict(overrides.get(pe_name, {}))
         copies = _copies(override.pop(COPIES_FIELD, 1), f"design.pe.{pe_name}.{COPIES_FIELD}")
+        held = override.pop(HELD_FIELD, True)
+        if not isinstance(held, bool):
+            raise DesignError(f"design.pe.{pe_name}.{HELD_FIELD}: must be true or false (whether the shell keeps "
+                              f"the accumulation buffer), got {held!r}")
         spec = _pe_spec(pe_name, derived, override, f"design.pe.{pe_name}")
         for _ in range(copies):
             index = counts.get(pe_name, 0)
             counts[pe_name] = index + 1
-            instances.append(PeInstance(name=f"{pe_name}_{index}", pe=pe_name, spec=spec, reason=reason))
+            instances.append(PeInstance(name=f"{pe_name}_{index}", pe=pe_name, spec=spec, reason=reason,
+                                        held_sums=held))
     return DesignPoint(name=name, training=training, board=chosen_board, clock_mhz=clock_mhz,
                        instances=tuple(instances), overrides=overrides, hp_ports=hp_ports, forward_split=forward_split)
 

@@ -24,7 +24,9 @@ share), ``flush(arena, ranges)`` and
 ``invalidate(arena, ranges)`` (word ranges ``(start, words)`` the host wrote
 or will read), the two PE builds as ``spec1``/``spec2``, ``copies`` (the IPs of each a phase's lists
 are shared among) and ``share_products`` (the fewest products a shared list takes,
-:func:`codesign.step.tt.step_lists.share`).
+:func:`codesign.step.tt.step_lists.share`), and may have ``held_sums`` (``{pe: bool}``: whether the shells of
+that PE's IPs keep the accumulation buffer; all do where it is absent): lists that hold sums on IPs without it
+are refused as they are built, before anything is written.
 """
 
 from __future__ import annotations
@@ -131,12 +133,21 @@ class TtListTrainer(TtMlpTrainer):
                                np.zeros((batch, state.out_features), np.int64), fracs, spec1=self.shell.spec1,
                                spec2=self.shell.spec2, need_grad_x=not state.is_network_input,
                                copies=self.shell.copies, share_products=self.shell.share_products)
+            self._check_held(index, lists)
             if len(self._built) >= 4 * len(self.cores):
                 self._built.pop(next(iter(self._built)))
             self._built[key] = lists
             self.lists_built += 1
         self.current_lists[index] = lists
         return lists
+
+    def _check_held(self, index: int, lists) -> None:
+        held = getattr(self.shell, "held_sums", None) or {}
+        for pe in ("tt1", "tt2"):
+            if not held.get(pe, True) and lists.holds(pe):
+                raise HwTrainError(f"layer {index}'s {pe} lists hold sums across calls (a contraction longer than "
+                                   f"the PE's buffers), but the shells of the {pe} IPs have no accumulation buffer "
+                                   "(held_sums): build them with it, or the PE with larger buffers")
 
     def _backward_layer(self, layer: Tuple, grad_y: np.ndarray):
         state, x, book, fracs, lists, arena, out = layer

@@ -52,7 +52,8 @@ def call_words_in(arena: np.ndarray, call: Call, parts: int = 1) -> np.ndarray:
     return np.concatenate(head + [gather(arena, block) for block in call.segments] + [np.zeros(0, np.uint32)])
 
 
-def run_list_golden(pe, spec, arena: np.ndarray, calls: Sequence[Call], *, fast: bool = False) -> np.ndarray:
+def run_list_golden(pe, spec, arena: np.ndarray, calls: Sequence[Call], *, fast: bool = False,
+                    held_sums: bool = True) -> np.ndarray:
     """The arena after the shell has run ``calls`` on it (a new uint32 array; ``arena`` is left as it was).
 
     The PE starts the list holding nothing (a list's ``HOLD``/``CARRY`` chains end inside it). Each transaction's
@@ -63,10 +64,11 @@ def run_list_golden(pe, spec, arena: np.ndarray, calls: Sequence[Call], *, fast:
 
     A call whose status is not 0 writes its record and ends the list, as the shell does. Accumulating calls
     (``acc_add``, ``acc_hold``) sum their results exactly in int64 (the shell's buffer holds 48-bit sums, which
-    :data:`~codesign.contracts.calls.MAX_CHAIN` keeps exact)."""
+    :data:`~codesign.contracts.calls.MAX_CHAIN` keeps exact). ``held_sums`` False is a shell built without the
+    buffer (:func:`codesign.shell.ip.render_accel_rtl`): a list with accumulating calls is refused."""
     arena = np.array(arena, dtype=np.uint32)
     bits = stream_word_bits(pe, spec)
-    check_list(calls, 4 * arena.size, bits)
+    check_list(calls, 4 * arena.size, bits, held_sums=held_sums)
     parts = bits // 32
     answer = pe.golden_session(spec) if fast else pe.reference_session(spec)
     outputs: dict = {}  # a transaction repeated in a list is computed once (a float PE's golden is slow)

@@ -307,7 +307,9 @@ def stream_word_bits(pe, spec) -> int:
     return int(pe.stream_context(spec).get("stream_word_bits", WORD_BITS))
 
 
-def rtl_context(pe, spec) -> dict[str, Any]:
+def rtl_context(pe, spec, *, held_sums: bool = True) -> dict[str, Any]:
+    """The wrapper's template context; ``held_sums``: the shell keeps the accumulation buffer (see
+    :func:`render_accel_rtl`)."""
     data_bits = stream_word_bits(pe, spec)
     pointers = []
     for arg in SHELL_ARGS:
@@ -336,6 +338,7 @@ def rtl_context(pe, spec) -> dict[str, Any]:
         "axi_addr_bits": AXI_ADDR_BITS,
         "data_bits": data_bits,
         "max_burst": MAX_BURST,
+        "held_sums": int(held_sums),
     }
 
 
@@ -348,8 +351,12 @@ def shell_rtl_sources() -> list[Path]:
     return sources
 
 
-def render_accel_rtl(pe, spec, out_dir: Path) -> list[Path]:
+def render_accel_rtl(pe, spec, out_dir: Path, *, held_sums: bool = True) -> list[Path]:
     """Write the generated ``accel_top.v`` for ``pe`` into ``out_dir``; return every source of the RTL shell.
+
+    ``held_sums`` False builds the shell without the accumulation buffer (no block RAM, a 32-bit rounding
+    stage: :func:`shell_cost`), for IPs whose lists hold no sums (the host refuses accumulating calls for it:
+    :func:`codesign.shell.calls.run_list_golden`, ``held_sums``).
 
     The list holds rtl/accel, the wrapper and the PE's own sources, ready for
     :func:`codesign.hw.rtlsim.run_cocotb` (top :data:`RTL_TOP`) or Yosys.
@@ -358,7 +365,7 @@ def render_accel_rtl(pe, spec, out_dir: Path) -> list[Path]:
 
     _check_stream_pe(pe)
     pe.check_spec(spec)
-    text = render_template(f"{TEMPLATE_DIR}/accel_top.v.j2", rtl_context(pe, spec))
+    text = render_template(f"{TEMPLATE_DIR}/accel_top.v.j2", rtl_context(pe, spec, held_sums=held_sums))
     wrapper = write_text_atomic(Path(out_dir) / f"{RTL_TOP}.v", text)
     return [*shell_rtl_sources(), wrapper, *pe.rtl_sources()]
 
@@ -418,7 +425,7 @@ def run_accel_rtl(pe, spec, vectors: Path, work_dir: Path, *, simulator: str = "
 
 
 def run_shell_bench(pe, spec, build_dir: Path, *, test_module: str, env: dict, summary_path: Path, simulator: str,
-                    required: dict) -> dict:
+                    required: dict, held_sums: bool = True) -> dict:
     """Render ``accel_top`` around ``pe`` into ``build_dir``, run the cocotb bench ``test_module`` on it and return
     the JSON summary it wrote to ``summary_path`` (with the ``required`` fields). A failing bench raises
     :class:`codesign.hw.rtlsim.CocotbTestFailure` unless its summary counts the mismatches (then it is returned:
@@ -426,7 +433,7 @@ def run_shell_bench(pe, spec, build_dir: Path, *, test_module: str, env: dict, s
     from codesign.hw.rtlsim import CocotbTestFailure, package_root, read_bench_summary, run_cocotb
 
     summary_path.unlink(missing_ok=True)
-    sources = render_accel_rtl(pe, spec, build_dir / "src")
+    sources = render_accel_rtl(pe, spec, build_dir / "src", held_sums=held_sums)
     try:
         run_cocotb(sources=sources, toplevel=RTL_TOP, test_module=test_module, build_dir=build_dir,
                    python_paths=[package_root()], extra_env=env, simulator=simulator)
@@ -443,14 +450,15 @@ SUBMODULES = {"accel_seq": ("accel_round",)}  # modules a shell module instantia
 COST_FIELDS = ("lut", "lut_sites_min", "lutram", "srl", "ff", "dsp", "carry", "muxf", "bram_36k")
 
 
-def shell_module_parameters(data_bits: int = WORD_BITS) -> dict[str, dict[str, int]]:
-    """Verilog parameters of each shell module as the generated accel_top sets them for a ``data_bits`` stream."""
+def shell_module_parameters(data_bits: int = WORD_BITS, *, held_sums: bool = True) -> dict[str, dict[str, int]]:
+    """Verilog parameters of each shell module as the generated accel_top sets them for a ``data_bits`` stream
+    (``held_sums``: with the accumulation buffer)."""
     movers = {"ADDR_BITS": AXI_ADDR_BITS, "MAX_BURST": MAX_BURST, "DATA_BITS": data_bits}
     return {"accel_ctrl": ctrl_parameters(), "accel_mm2s": dict(movers), "accel_s2mm": dict(movers),
-            "accel_seq": {"DATA_BITS": data_bits, "ADDR_BITS": AXI_ADDR_BITS}}
+            "accel_seq": {"DATA_BITS": data_bits, "ADDR_BITS": AXI_ADDR_BITS, "HELD": int(held_sums)}}
 
 
-def shell_synth_jobs(family: str, data_bits: int = WORD_BITS) -> list:
+def shell_synth_jobs(family: str, data_bits: int = WORD_BITS, *, held_sums: bool = True) -> list:
     """One Yosys job per shell module (out of context, like a PE's estimate) for ``family`` and a ``data_bits``
     stream."""
     from codesign.hw.yosys import SynthJob
@@ -458,14 +466,16 @@ def shell_synth_jobs(family: str, data_bits: int = WORD_BITS) -> list:
     sources = {path.stem: path for path in shell_rtl_sources()}
     return [SynthJob(sources=(sources[module], *(sources[sub] for sub in SUBMODULES.get(module, ()))), top=module,
                      family=family, params=params, abc9=False)
-            for module, params in shell_module_parameters(data_bits).items()]
+            for module, params in shell_module_parameters(data_bits, held_sums=held_sums).items()]
 
 
-def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS) -> dict[str, Any]:
-    """Synthesise accel_ctrl, accel_mm2s and accel_s2mm with Yosys; their summed cell counts and each module's."""
+def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS, *,
+                       held_sums: bool = True) -> dict[str, Any]:
+    """Synthesise the shell's modules with Yosys; their summed cell counts and each module's."""
     from codesign.hw.yosys import synthesize_many
 
-    results = synthesize_many(shell_synth_jobs(family, data_bits), Path(work_dir), progress=False)
+    results = synthesize_many(shell_synth_jobs(family, data_bits, held_sums=held_sums), Path(work_dir),
+                              progress=False)
     modules = {result.job.top: {key: getattr(result.counts, key) for key in COST_FIELDS} for result in results}
     total = {key: sum(counts[key] for counts in modules.values()) for key in COST_FIELDS}
     return {"family": family, "total": total, "modules": modules, "yosys": results[0].yosys_version}
@@ -473,52 +483,74 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS) 
 
 # Yosys 0.23 (synth_xilinx, default ABC, out of context) on accel_ctrl + accel_mm2s + accel_s2mm + accel_seq
 # (with accel_round) with the
-# parameters of shell_module_parameters(data_bits), per family and data width (bits, the PE's stream word);
+# parameters of shell_module_parameters(data_bits, held_sums), per family and data width (bits, the PE's stream word);
 # tests/shell/test_ip_cost.py re-measures and compares. A cache, so that a fit check adds the shell without
 # running Yosys. Cells, not sites (see ResourceCounts). The wider movers hold wider FIFO words (LUT RAM).
 # accel_seq keeps descriptor words 0..23 (each written from its own part of a beat) and a plane counter and plane
 # address per side (3-D blocks; addresses at the movers' ADDR_BITS), and the
 # accumulation buffer (4096 x 48 bits: the 6 block RAMs) with its 48-bit adder and the rounding stage (a 48-bit
-# datapath and, at 64 and 128 bits, one or three 32-bit ones: it takes a beat's parts a cycle);
+# datapath and, at 64 and 128 bits, one or three 32-bit ones: it takes a beat's parts a cycle; its group register
+# takes a chunk's fields rotated, a nibble write-enable apiece, no shifter);
 # accel_mm2s counts the beats of overlapping runs (a list's rows keep several bursts in flight); accel_s2mm holds
 # a second run's address, length and last-beat strobes while the run before sends.
 SHELL_COST_YOSYS = "Yosys 0.23"
 SHELL_COST = {
     "xc7": {
-        32: {"lut": 4813, "lut_sites_min": 3070, "lutram": 24, "srl": 0,
-             "ff": 2870, "dsp": 0, "carry": 411, "muxf": 272, "bram_36k": 6.0},
-        64: {"lut": 6439, "lut_sites_min": 3989, "lutram": 44, "srl": 0,
-             "ff": 3245, "dsp": 0, "carry": 497, "muxf": 318, "bram_36k": 6.0},
-        128: {"lut": 8591, "lut_sites_min": 5491, "lutram": 88, "srl": 0,
-             "ff": 3574, "dsp": 0, "carry": 572, "muxf": 181, "bram_36k": 6.0},
+        32: {"lut": 4796, "lut_sites_min": 3033, "lutram": 24, "srl": 0,
+             "ff": 2870, "dsp": 0, "carry": 425, "muxf": 290, "bram_36k": 6.0},
+        64: {"lut": 6285, "lut_sites_min": 3878, "lutram": 44, "srl": 0,
+             "ff": 3245, "dsp": 0, "carry": 511, "muxf": 155, "bram_36k": 6.0},
+        128: {"lut": 8266, "lut_sites_min": 5173, "lutram": 88, "srl": 0,
+             "ff": 3574, "dsp": 0, "carry": 586, "muxf": 127, "bram_36k": 6.0},
     },
     "xcup": {
-        32: {"lut": 4727, "lut_sites_min": 3072, "lutram": 24, "srl": 0,
-             "ff": 2870, "dsp": 0, "carry": 411, "muxf": 323, "bram_36k": 6.0},
-        64: {"lut": 6610, "lut_sites_min": 4262, "lutram": 40, "srl": 0,
-             "ff": 3245, "dsp": 0, "carry": 497, "muxf": 982, "bram_36k": 6.0},
-        128: {"lut": 8770, "lut_sites_min": 5615, "lutram": 80, "srl": 0,
-             "ff": 3574, "dsp": 0, "carry": 572, "muxf": 926, "bram_36k": 6.0},
+        32: {"lut": 4801, "lut_sites_min": 3121, "lutram": 24, "srl": 0,
+             "ff": 2870, "dsp": 0, "carry": 425, "muxf": 399, "bram_36k": 6.0},
+        64: {"lut": 6390, "lut_sites_min": 4110, "lutram": 40, "srl": 0,
+             "ff": 3245, "dsp": 0, "carry": 511, "muxf": 696, "bram_36k": 6.0},
+        128: {"lut": 8202, "lut_sites_min": 5261, "lutram": 80, "srl": 0,
+             "ff": 3574, "dsp": 0, "carry": 586, "muxf": 372, "bram_36k": 6.0},
+    },
+}
+# the same shell without the accumulation buffer (accel_seq HELD = 0: no block RAM, a 32-bit rounding stage)
+SHELL_COST_LEAN = {
+    "xc7": {
+        32: {"lut": 4349, "lut_sites_min": 2760, "lutram": 24, "srl": 0,
+             "ff": 2756, "dsp": 0, "carry": 388, "muxf": 199, "bram_36k": 0.0},
+        64: {"lut": 5732, "lut_sites_min": 3493, "lutram": 44, "srl": 0,
+             "ff": 3057, "dsp": 0, "carry": 463, "muxf": 122, "bram_36k": 0.0},
+        128: {"lut": 7729, "lut_sites_min": 4953, "lutram": 88, "srl": 0,
+             "ff": 3386, "dsp": 0, "carry": 538, "muxf": 380, "bram_36k": 0.0},
+    },
+    "xcup": {
+        32: {"lut": 4341, "lut_sites_min": 2842, "lutram": 24, "srl": 0,
+             "ff": 2756, "dsp": 0, "carry": 388, "muxf": 277, "bram_36k": 0.0},
+        64: {"lut": 6102, "lut_sites_min": 3915, "lutram": 40, "srl": 0,
+             "ff": 3057, "dsp": 0, "carry": 463, "muxf": 823, "bram_36k": 0.0},
+        128: {"lut": 7568, "lut_sites_min": 4775, "lutram": 80, "srl": 0,
+             "ff": 3386, "dsp": 0, "carry": 538, "muxf": 324, "bram_36k": 0.0},
     },
 }
 
 
-def shell_cost(family: str, data_bits: int = WORD_BITS) -> dict[str, float]:
-    """The shell's own resource cost (control slave and both data movers, no PE) for ``family`` (xc7, xcup)
-    around a PE whose stream word is ``data_bits`` wide (32, 64 or 128).
+def shell_cost(family: str, data_bits: int = WORD_BITS, *, held_sums: bool = True) -> dict[str, float]:
+    """The shell's own resource cost (its modules, no PE) for ``family`` (xc7, xcup) around a PE whose stream
+    word is ``data_bits`` wide (32, 64 or 128); ``held_sums`` False: the shell without the accumulation buffer
+    (:data:`SHELL_COST_LEAN`).
 
     Add it to a PE's Yosys cost to get one accelerator IP. Keys as
     :class:`codesign.hw.yosys.ResourceCounts` (``lut`` cells, ``ff``, ``carry``,
     ``bram_36k`` in 36 Kib units, ...); measured with :data:`SHELL_COST_YOSYS`
     by :func:`measure_shell_cost`.
     """
-    if family not in SHELL_COST:
-        raise ValueError(f"no shell cost for family {family!r}; known: {', '.join(SHELL_COST)}")
-    if data_bits not in SHELL_COST[family]:
-        raise ValueError(f"no shell cost for {data_bits}-bit data; known: {', '.join(map(str, SHELL_COST[family]))}")
-    return dict(SHELL_COST[family][data_bits])
+    table = SHELL_COST if held_sums else SHELL_COST_LEAN
+    if family not in table:
+        raise ValueError(f"no shell cost for family {family!r}; known: {', '.join(table)}")
+    if data_bits not in table[family]:
+        raise ValueError(f"no shell cost for {data_bits}-bit data; known: {', '.join(map(str, table[family]))}")
+    return dict(table[family][data_bits])
 
 
-def ip_shell_cost(pe, spec, family: str) -> dict[str, float]:
+def ip_shell_cost(pe, spec, family: str, *, held_sums: bool = True) -> dict[str, float]:
     """:func:`shell_cost` of the shell around ``pe`` on build ``spec``: its data buses at the PE's stream word."""
-    return shell_cost(family, stream_word_bits(pe, spec))
+    return shell_cost(family, stream_word_bits(pe, spec), held_sums=held_sums)

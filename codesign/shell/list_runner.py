@@ -24,14 +24,17 @@ class GoldenListShell:
     """The golden shell on the PE builds ``specs`` (``{pe: spec}``: tt1 and tt2 for a TT trainer, as
     ``spec1``/``spec2``; fpmac_array for an FB-float one), as ``copies`` IPs of the TT PEs (lists for them are
     built; it runs them one after the other): ``run_phase``, ``arena``, ``flush`` and ``invalidate`` as the list
-    trainers call them. Counts ``lists``, ``calls``, ``flushed`` and ``read`` (32-bit words), the ``ranges``
-    flushed or read (one cache maintenance call each on a board) and ``seconds`` spent in the golden model."""
+    trainers call them; ``held_sums`` (``{pe: bool}``, True where absent): whether that PE's IPs keep the
+    accumulation buffer (:func:`codesign.shell.ip.render_accel_rtl`). Counts ``lists``, ``calls``, ``flushed``
+    and ``read`` (32-bit words), the ``ranges`` flushed or read (one cache maintenance call each on a board) and
+    ``seconds`` spent in the golden model."""
 
     def __init__(self, specs: Mapping[str, Any], copies: Tuple[int, int] = (1, 1),
-                 share_products: int = SHARE_PRODUCTS) -> None:
+                 share_products: int = SHARE_PRODUCTS, held_sums: Mapping[str, bool] | None = None) -> None:
         self.specs = dict(specs)
         for pe, spec in self.specs.items():
             get_pe(pe).check_spec(spec)
+        self.held_sums = {pe: bool((held_sums or {}).get(pe, True)) for pe in self.specs}
         self.copies, self.share_products = copies, share_products
         self.lists = self.calls = self.flushed = self.read = self.ranges = 0
         self.seconds = 0.0
@@ -78,7 +81,8 @@ class GoldenListShell:
             self.lists += 1
             self.calls += len(calls)
             if reply is None:
-                arena = run_list_golden(get_pe(pe), self.specs[pe], arena, calls, fast=True)
+                arena = run_list_golden(get_pe(pe), self.specs[pe], arena, calls, fast=True,
+                                        held_sums=self.held_sums[pe])
         if reply is not None:
             arena[reply[1]] = reply[2]
         elif self.replay:

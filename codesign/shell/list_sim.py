@@ -50,10 +50,11 @@ def _write_case(case: ListCase, path: Path) -> Path:
 
 
 def run_list_rtl(pe, spec, case: ListCase, work_dir: Path, *, seed: int = 1, pause: float = 0.0,
-                 simulator: str = "icarus", ddr=None) -> ListResult:
+                 simulator: str = "icarus", ddr=None, held_sums: bool = True) -> ListResult:
     """Simulate ``accel_top`` around ``pe``'s RTL running ``case``'s list once (one start, one done). ``ddr``: a
     :class:`codesign.step.list_cycles.DdrTiming` the memories keep (deterministic DDR latency and bandwidth;
-    only with ``pause`` = 0), or None for the AxiRam alone."""
+    only with ``pause`` = 0), or None for the AxiRam alone; ``held_sums`` False: the shell without the
+    accumulation buffer."""
     from codesign.hw.rtlsim import build_dir_for
     from codesign.shell.ip import RTL_TOP, run_shell_bench, stream_word_bits
 
@@ -61,7 +62,7 @@ def run_list_rtl(pe, spec, case: ListCase, work_dir: Path, *, seed: int = 1, pau
     if ddr is not None and pause > 0:
         raise ValueError("a DDR timing and random pauses exclude each other")
     build_dir = build_dir_for(Path(work_dir).resolve(), f"{RTL_TOP}_list_{pe.rtl_top}", simulator,
-                              pe.rtl_parameters(spec))
+                              {**pe.rtl_parameters(spec), **({} if held_sums else {"HELD": 0})})
     summary_path = build_dir / "list_summary.json"
     case_path = _write_case(case, build_dir / "list_case.npz")
     env = {"ACCEL_LIST": str(case_path), "ACCEL_SUMMARY": str(summary_path), "ACCEL_SEED": str(seed),
@@ -71,7 +72,7 @@ def run_list_rtl(pe, spec, case: ListCase, work_dir: Path, *, seed: int = 1, pau
     summary = run_shell_bench(pe, spec, build_dir, test_module=LIST_BENCH_MODULE, env=env, summary_path=summary_path,
                               simulator=simulator, required={"words_checked": int, "cycles": int,
                                                              "register_writes": int, "first_mismatches": list,
-                                                             "busy_cycles": int})
+                                                             "busy_cycles": int}, held_sums=held_sums)
     return ListResult(level="rtl", words=summary["words_checked"], mismatches=summary["mismatches"],
                       cycles=summary["cycles"], register_writes=summary["register_writes"],
                       seconds=time.perf_counter() - started, first_mismatches=tuple(summary["first_mismatches"]),

@@ -83,12 +83,12 @@ def included_headers(sources: list[Path], include_dir: Path) -> list[Path]:
     return [include_dir / name for name in names]
 
 
-def simulated_sources(pe, spec, work_dir: Path) -> list[Path]:
+def simulated_sources(pe, spec, work_dir: Path, *, held_sums: bool = True) -> list[Path]:
     """Every file the cocotb run of the shell around ``pe`` compiles: :func:`~codesign.shell.ip.render_accel_rtl`'s
     sources (the wrapper written into ``work_dir``) and the headers they include from the shared include path."""
     from codesign.hw.constants_gen import verilog_include_dir
 
-    sources = accel.render_accel_rtl(pe, spec, Path(work_dir))
+    sources = accel.render_accel_rtl(pe, spec, Path(work_dir), held_sums=held_sums)
     return [*sources, *included_headers(sources, verilog_include_dir())]
 
 
@@ -122,10 +122,11 @@ def package_context(pe, spec, instance_name: str, part: str, sources: list[str],
     }
 
 
-def render_rtl_ip(pe, spec, instance_name: str, part: str) -> ProjectFiles:
-    """``rtl/<ip>/``'s files in memory: ``src/`` (the simulated sources, by name) and ``package_ip.tcl``."""
+def render_rtl_ip(pe, spec, instance_name: str, part: str, *, held_sums: bool = True) -> ProjectFiles:
+    """``rtl/<ip>/``'s files in memory: ``src/`` (the simulated sources, by name) and ``package_ip.tcl``; the shell
+    without the accumulation buffer when ``held_sums`` is False."""
     with tempfile.TemporaryDirectory(prefix="codesign-rtl-ip-") as scratch:
-        paths = simulated_sources(pe, spec, Path(scratch))
+        paths = simulated_sources(pe, spec, Path(scratch), held_sums=held_sums)
         files: dict[str, bytes] = {}
         for path in paths:
             rel = f"{SOURCES_DIR}/{path.name}"

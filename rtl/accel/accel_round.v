@@ -175,15 +175,14 @@ module accel_round #(
     wire row_last = row_left == {14'd0, in_taken};
     wire in_end = !cfg_enable || in_left == {29'd0, in_taken} || lanes_left == {3'd0, in_taken} || row_last;
 
-    // per part: B's shift of A's accumulator, C's rounding of B's value, G's field of C's word (at the part's
-    // place in the chunk; the chunk then moves to g_off with one shifter)
+    // per part: B's shift of A's accumulator, C's rounding of B's value, G's field of C's word
     wire [PARTS*PW-1:0]  pre_all;
     wire [PARTS-1:0]     up_all;
     wire [PARTS*64-1:0]  mag_all;
     wire [PARTS*32-1:0]  peak_all;
     wire [PARTS*CW-1:0]  word_all;
     wire [PARTS-1:0]     sat_all;
-    wire [PARTS*128-1:0] placed_all;
+    wire [PARTS*CW-1:0]  field_all;   // C's words masked to their slots
     genvar i;
     generate
         for (i = 0; i < PARTS; i = i + 1) begin : g_part
@@ -241,31 +240,16 @@ module accel_round #(
             assign word_all[i*CW +: CW] = cfg_enable ? code_word : raw_word;
             assign sat_all[i] = too_high || too_low;
 
-            // the field at its place in the chunk, i slots up (constant shifts, one per slot width): a code's field
-            // holds at most 16 bits, a passed-through word 32, and a 64-bit field is a chunk of its own (part 0)
-            wire [CW-1:0] field = c_word[i*CW +: CW] & cfg_mask;
-            reg [127:0] placed;
-            always @(*) begin
-                if (i == 0) placed = {{(128-CW){1'b0}}, field};
-                else case (cfg_slot)
-                    7'd4:  placed = {112'd0, field[15:0]} << (4 * i);
-                    7'd8:  placed = {112'd0, field[15:0]} << (8 * i);
-                    7'd16: placed = {112'd0, field[15:0]} << (16 * i);
-                    default: placed = {96'd0, field[31:0]} << (32 * i);
-                endcase
-            end
-            assign placed_all[i*128 +: 128] = placed;
+            assign field_all[i*CW +: CW] = c_word[i*CW +: CW] & cfg_mask;
         end
     endgenerate
 
     // the sums over a chunk's parts (parts past its count hold stale values and are left out), as trees
     reg [63:0]  part_mag [0:3];
     reg [31:0]  part_peak [0:3];
-    reg [127:0] chunk_placed;
     reg [2:0]   chunk_sat;
-    integer k;
+    integer k, t;  // loop indices: parts, bits
     always @(*) begin
-        chunk_placed = 128'd0;
         chunk_sat = 3'd0;
         for (k = 0; k < 4; k = k + 1) begin
             part_mag[k] = k < PARTS && k < a_n ? mag_all[(k % PARTS)*64 +: 64] : 64'd0;
@@ -273,7 +257,6 @@ module accel_round #(
         end
         for (k = 0; k < PARTS; k = k + 1) begin
             if (k < b_n && sat_all[k]) chunk_sat = chunk_sat + 3'd1;
-            if (k < c_n) chunk_placed = chunk_placed | placed_all[k*128 +: 128];
         end
     end
     wire [63:0]  chunk_mag = (part_mag[0] + part_mag[1]) + (part_mag[2] + part_mag[3]);
@@ -281,11 +264,44 @@ module accel_round #(
     wire [31:0]  peak23 = part_peak[2] > part_peak[3] ? part_peak[2] : part_peak[3];
     wire [31:0]  peak_in = peak01 > peak23 ? peak01 : peak23;
     wire [31:0]  chunk_peak = peak_in > max_abs ? peak_in : max_abs;
-    // g_off is a multiple of 4 below 128 (slots are 4 to 64 bits; a group's fields fit its 128): a shift by 0..124
-    wire [127:0] chunk_fields = chunk_placed << {g_off[6:2], 2'b00};
     // bits a chunk of C's fills in G: c_n slots (c_n <= 4; no multiplier)
     wire [7:0] slot8 = {1'b0, cfg_slot};
     wire [7:0] chunk_bits = (c_n[0] ? slot8 : 8'd0) + (c_n[1] ? slot8 << 1 : 8'd0) + (c_n[2] ? slot8 << 2 : 8'd0);
+    wire [5:0] nib_lo = g_off[7:2];
+    wire [5:0] nib_hi = g_off[7:2] + chunk_bits[7:2];
+    // G takes C's c_n fields as the group's fields g_off / slot onwards. No shifter moves them there: the parts are
+    // rotated by that first field's index mod 4, so that field f of the group takes rotated part f mod 4 (a fixed
+    // wire per slot width), and only the chunk's nibbles are written (g_off and the chunk's bits are multiples of
+    // 4 within 128). Passing through, a chunk is a group of its own: part j is word j, or part 0 the 64-bit field.
+    reg [1:0] rot;
+    always @(*) begin
+        case (cfg_slot)
+            7'd4:    rot = g_off[3:2];
+            7'd8:    rot = g_off[4:3];
+            7'd16:   rot = g_off[5:4];
+            default: rot = 2'd0;
+        endcase
+    end
+    reg [63:0]  turned;         // code fields, rotated: field j (bits 16j..) is part (j - rot) mod 4's
+    reg [127:0] g_new;          // every bit as the chunk's fields would set it
+    reg [31:0]  g_write;        // the chunk's nibbles
+    reg [127:0] g_next;
+    always @(*) begin
+        for (t = 0; t < 4; t = t + 1)
+            turned[16 * t +: 16] = ((t - rot) & 3) < PARTS ? field_all[((t - rot) & 3) % PARTS * CW +: 16] : 16'd0;
+        for (t = 0; t < 128; t = t + 1)
+            case (cfg_slot)
+                7'd4:    g_new[t] = turned[16 * ((t / 4) % 4) + t % 4];
+                7'd8:    g_new[t] = turned[16 * ((t / 8) % 4) + t % 8];
+                7'd16:   g_new[t] = turned[16 * ((t / 16) % 4) + t % 16];
+                7'd32:   g_new[t] = t / 32 < PARTS ? field_all[(t / 32) % PARTS * CW + t % 32] : 1'b0;
+                default: g_new[t] = t < CW ? field_all[t % CW] : 1'b0;
+            endcase
+        for (t = 0; t < 32; t = t + 1)
+            g_write[t] = t >= nib_lo && t < nib_hi;
+        for (t = 0; t < 128; t = t + 1)  // a group's first chunk clears the rest
+            g_next[t] = g_write[t / 4] ? g_new[t] : g_off != 8'd0 && g_data[t];
+    end
 
     wire [6:0] neg_shift = 7'd0 - shift;  // 1..64 for a negative shift
     wire [5:0] rshift = neg_shift > RIGHT_CAP ? RIGHT_CAP : neg_shift[5:0];
@@ -376,7 +392,7 @@ module accel_round #(
             c_end <= b_end;
             c_n <= b_n;
         end
-        if (g_take) g_data <= (g_off == 8'd0 ? 128'd0 : g_data) | chunk_fields;
+        if (g_take) g_data <= g_next;
         if (transfer) o_data <= g_data;
         else if (out_move) o_data <= o_data >> {out_take, 5'd0};
     end

@@ -42,7 +42,9 @@
 // being filled has room for) and the record's (one a cycle) P to a beat. At 32 bits both are plain wires.
 module accel_seq #(
     parameter DATA_BITS = 32,
-    parameter ADDR_BITS = 32  // the movers' address width: the arena's and the descriptors' addresses keep as many bits
+    parameter ADDR_BITS = 32, // the movers' address width: the arena's and the descriptors' addresses keep as many bits
+    parameter HELD = 1        // 1: the accumulation buffer; 0: none, for lists without accumulating calls (the host
+                              // refuses them; here their flags are ignored): a 32-bit rounding stage, no block RAM
 ) (
     input  wire                 clk,
     input  wire                 rst,
@@ -88,7 +90,7 @@ module accel_seq #(
     localparam O_IDLE = 4'd0, O_STATUS = 4'd1, O_ROWS = 4'd2, O_DRAIN = 4'd4, O_REC_GO = 4'd5, O_REC = 4'd6,
                O_DONE = 4'd7, O_HOLD = 4'd8;
     localparam ACC_DEPTH = 4096;    // sums the accumulation buffer holds
-    localparam HELD_BITS = 48;      // bits of a held sum
+    localparam HELD_BITS = HELD ? 48 : 32;  // bits of a held sum: the rounding stage's part 0
 
     wire list_run = run_start && arg_n_calls != 32'd0;
     reg list_mode;                  // the current run is a list
@@ -126,7 +128,7 @@ module accel_seq #(
     wire [31:0] seg_planes = seg ? desc[20] : desc[18];  // 0 or 1: one plane
     wire [31:0] seg_plane_stride = seg ? desc[21] : desc[19];
     wire [31:0] count = desc[14];
-    wire acc_add = flags[2], acc_hold = flags[3];
+    wire acc_add = HELD && flags[2], acc_hold = HELD && flags[3];
 
     // ---- the rounding stage ------------------------------------------------------------------------
     wire [DATA_BITS-1:0] round_out_data;
@@ -148,26 +150,32 @@ module accel_seq #(
     wire acc_take = acc_moved != 3'd0;
 
     // ---- the accumulation buffer: sums[n] for the call's n-th result, read a cycle ahead ---------------------
-    reg [HELD_BITS-1:0] held [0:ACC_DEPTH-1];
-    reg [HELD_BITS-1:0] held_q;     // held[acc_n]: the sum the next result adds to
     reg [12:0] acc_n;               // results of the call taken so far, modulo 2^13 (0 outside its results)
-    wire [12:0] acc_next = acc_n + 13'd1;
-    wire [11:0] held_read = acc_take ? acc_next[11:0] : acc_n[11:0];
-    wire [HELD_BITS-1:0] value = {{(HELD_BITS - 32){acc_data[31]}}, acc_data[31:0]};
-    wire [HELD_BITS-1:0] sum = acc_add ? held_q + value : value;  // plain calls: the result sign-extended
     always @(posedge clk) begin
-        held_q <= held[held_read];
-        if (acc_take && acc_hold) held[acc_n[11:0]] <= sum;
         if (rst || !results) acc_n <= 13'd0;
         else if (acc_take) acc_n <= acc_n + {10'd0, acc_moved};
     end
     // the stage's parts: the first the sum (an accumulating call's), the others sign-extended results
     wire [P*HELD_BITS-1:0] stage_data;
-    assign stage_data[HELD_BITS-1:0] = sum;
     genvar q;
     generate
-        for (q = 1; q < P; q = q + 1) begin : g_stage_part
-            assign stage_data[q*HELD_BITS +: HELD_BITS] = {{(HELD_BITS - 32){acc_data[32*q+31]}}, acc_data[32*q +: 32]};
+        if (HELD) begin : g_held
+            reg [HELD_BITS-1:0] held [0:ACC_DEPTH-1];
+            reg [HELD_BITS-1:0] held_q;     // held[acc_n]: the sum the next result adds to
+            wire [12:0] acc_next = acc_n + 13'd1;
+            wire [11:0] held_read = acc_take ? acc_next[11:0] : acc_n[11:0];
+            wire [HELD_BITS-1:0] value = {{(HELD_BITS - 32){acc_data[31]}}, acc_data[31:0]};
+            wire [HELD_BITS-1:0] sum = acc_add ? held_q + value : value;  // plain calls: the result sign-extended
+            always @(posedge clk) begin
+                held_q <= held[held_read];
+                if (acc_take && acc_hold) held[acc_n[11:0]] <= sum;
+            end
+            assign stage_data[HELD_BITS-1:0] = sum;
+            for (q = 1; q < P; q = q + 1) begin : g_stage_part
+                assign stage_data[q*HELD_BITS +: HELD_BITS] = {{(HELD_BITS - 32){acc_data[32*q+31]}}, acc_data[32*q +: 32]};
+            end
+        end else begin : g_plain
+            assign stage_data = acc_data;
         end
     endgenerate
 

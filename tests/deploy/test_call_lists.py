@@ -114,6 +114,29 @@ def test_a_list_past_its_arena_is_refused_before_any_register_is_written(overlay
 
 
 
+def test_an_ip_without_the_accumulation_buffer_refuses_chains_before_any_register_is_written(overlay):
+    """A manifest entry with held_sums false (the IP's shell built without the buffer): the driver refuses a list
+    with accumulating calls, and runs one without them."""
+    from codesign.shell.calls import chain_list
+
+    pe = get_pe("tt1")
+    case = chain_list(pe, pe.spec_class(), np.random.default_rng(9), min_values=300)
+    arena, descriptors = _buffers(overlay, case)
+    ip = overlay.accelerator("tt1_0")
+    traffic = overlay.device.traffic
+    traffic.clear()
+    ip.held_sums = False  # what the manifest's held_sums false sets
+    try:
+        with pytest.raises(AccelInputError, match="call 0 accumulates, but this shell has no accumulation buffer"):
+            ip.run_list(arena, descriptors, len(case.calls))
+        assert traffic.register_writes == 0
+        plain = tt_chain(pe, pe.spec_class(), np.random.default_rng(5))
+        arena, descriptors = _buffers(overlay, plain)
+        assert ip.run_list(arena, descriptors, len(plain.calls)) == len(plain.calls)
+    finally:
+        ip.held_sums = True
+
+
 def test_chains_and_3d_blocks_run_on_the_emulated_board(overlay):
     """A list of accumulating chains (raw and rounded drains, plain calls inside them) and 3-D blocks (planes
     stacked and interleaved) through the driver on the emulated board, which runs the generated C++: the whole

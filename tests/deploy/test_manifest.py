@@ -235,6 +235,7 @@ MANIFEST_REFUSALS = {
     "name-repeats": (_set(["ips", 2, "name"], "csb_0"), r"ips\[2\]: IP name 'csb_0' repeats \(ips\[0\]\)"),
     "pe-not-string": (_set(["ips", 1, "pe"], ["tt1"]), r"ips\[1\] \(tt1_0\): pe \['tt1'\] must be a non-empty string"),
     "spec-not-object": (_set(["ips", 1, "spec"], "max_j=8"), r"ips\[1\] \(tt1_0\): spec must be an object, not str"),
+    "held-sums-not-bool": (_set(["ips", 1, "held_sums"], "no"), r"ips\[1\] \(tt1_0\): held_sums 'no' must be true or false"),
     "buffer-bad": (_set(["ips", 1, "buffers"], {"in": {"dtype": "uint32", "max_words": -1}}),
                    r"ips\[1\] \(tt1_0\): buffers.in must be uint32"),
     "buffers-not-object": (_set(["ips", 1, "buffers"], [1]), r"ips\[1\] \(tt1_0\): buffers must be an object"),

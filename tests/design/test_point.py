@@ -73,6 +73,7 @@ def test_the_training_loader_ignores_the_design_table():
     (lambda raw: raw["design"].update(pe={"fpmac_array": {"copies": 9}}), "design.pe.fpmac_array.copies: must be"),
     (lambda raw: raw["design"].update(pe={"fpmac_array": {"copies": True}}), "design.pe.fpmac_array.copies: must be"),
     (lambda raw: raw["design"].update(pe={"fpmac_array": {"copies": "2"}}), "design.pe.fpmac_array.copies: must be"),
+    (lambda raw: raw["design"].update(pe={"fpmac_array": {"held_sums": 0}}), "design.pe.fpmac_array.held_sums: must be"),
     (lambda raw: raw["techniques"].update(cpt={}), "'fixed_mac_array' PE, which is not registered"),
     (lambda raw: raw["techniques"]["abvs"].update(exp_bits=9), "techniques.abvs.exp_bits"),
 ])
@@ -81,6 +82,23 @@ def test_bad_designs_are_refused_with_the_field(edit, message):
     edit(raw)
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")):
         design_from_dict(raw)
+
+
+def test_an_ip_may_be_built_without_the_accumulation_buffer(tmp_path):
+    """[design.pe.<pe>] held_sums = false: the instance, its fit (the lean shell's cost: no block RAM) and the
+    manifest say so, and the board's driver refuses accumulating calls on it."""
+    from codesign.design.fit import fit_design
+    from codesign.design.manifest import design_manifest
+
+    raw = _raw("digits_abvs.toml")
+    raw["design"].update(pe={"fpmac_array": {"copies": 2, "held_sums": False}})
+    lean, full = design_from_dict(raw), design_from_dict(_raw("digits_abvs.toml"))
+    assert [i.held_sums for i in lean.instances] == [False, False] and full.instances[0].held_sums
+    assert [i["held_sums"] for i in lean.to_dict()["instances"]] == [False, False]
+    fits = {name: fit_design(design, cache_dir=tmp_path) for name, design in (("lean", lean), ("full", full))}
+    assert fits["lean"].per_ip["fpmac_array_0"]["shell"]["bram_36k"] == 0
+    assert fits["full"].per_ip["fpmac_array_0"]["shell"]["bram_36k"] == 6
+    assert [ip["held_sums"] for ip in design_manifest(lean)["ips"]] == [False, False]
 
 
 def test_compressed_operand_width_must_match_the_csb_contract():

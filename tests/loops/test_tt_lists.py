@@ -72,6 +72,23 @@ def test_training_on_call_lists_is_bit_identical_to_the_loop(copies):
     assert widest == (2 if copies == (1, 1) else 5)
 
 
+def test_lists_that_hold_sums_are_refused_on_shells_without_the_buffer():
+    """The small buffers chain PE1's and PE2's sums: on IPs built without the accumulation buffer the lists are
+    refused as they are built (the first list step), before the host writes anything."""
+    setup, data = _setup(), _data(train=64)
+    shell = GoldenShell(held_sums={"tt1": False})
+    trainer = TtListTrainer(setup, shell)
+    x, y = data.train_x[:setup.batch_size], data.train_y[:setup.batch_size]
+    trainer.train_step(x, y)  # the first step aims every scale on the host
+    with pytest.raises(HwTrainError, match="layer 0's tt1 lists hold sums across calls .* no accumulation buffer"):
+        trainer.train_step(x, y)
+    assert shell.lists == shell.flushed == 0
+    lists = TtListTrainer(setup, GoldenShell())
+    for _ in range(2):
+        lists.train_step(x, y)
+    assert all(built.holds("tt1") for built in lists.current_lists.values())
+
+
 def test_the_exact_rule_cannot_run_on_lists():
     with pytest.raises(HwTrainError, match="scale_rule = 'tracked'"):
         TtListTrainer(_setup("exact"), GoldenShell())

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codesign.contracts.calls import Block, Call
+from codesign.contracts.calls import Block, Call, CallListError
 from codesign.pe import get_pe
 from codesign.pe.tt.contract import header_word
 from codesign.pe.tt.cycles import transaction_cycles
@@ -223,6 +223,34 @@ def test_wide_model_equals_rtl_busy_cycles(tmp_path, name, ddr):
           f"(error {model.total - result.busy_cycles}); {model.breakdown()}")
     assert result.passed, result.first_mismatches
     assert model.total == result.busy_cycles
+
+
+LEAN_CASES = [("tt2-128", None), ("tt1-64", None), ("planes-32", None), ("tt3-128-refused", None),
+              ("tt2-128", DdrTiming(read_latency=8, write_latency=8, write_beats=1, write_window=2))]
+
+
+@pytest.mark.parametrize("name, ddr", [pytest.param(n, d, id=f"{n}-{_ddr_id(d) if d else 'AxiRam'}")
+                                       for n, d in LEAN_CASES])
+def test_a_shell_without_the_buffer_runs_lists_that_hold_nothing_alike(tmp_path, name, ddr):
+    """held_sums False (accel_seq HELD = 0: no accumulation buffer, a 32-bit rounding stage): the same words and
+    the same cycles as the model's (and so as the full shell's) for lists without accumulating calls."""
+    pe_name, bits, build = WIDE_CASES[name]
+    pe, spec = PES[pe_name][0], _wide_spec(pe_name, bits)
+    case = build()
+    model = list_cycles(pe, spec, case.calls, case.arena, ddr=ddr)
+    result = run_list_rtl(pe, spec, case, tmp_path, held_sums=False, **({"ddr": ddr} if ddr else {}))
+    print(f"\n[list cycles, lean {bits}-bit] {name}: model {model.total}, RTL busy {result.busy_cycles}")
+    assert result.passed, result.first_mismatches
+    assert result.words >= case.expected.size and model.total == result.busy_cycles
+
+
+def test_a_shell_without_the_buffer_refuses_accumulating_calls():
+    pe, spec = PES["tt1"]
+    case = chain_list(pe, spec, np.random.default_rng(1), min_values=300)
+    assert case.calls[0].acc_hold and not case.calls[1].acc_hold
+    assert run_list_golden(pe, spec, case.arena, case.calls).tolist() == case.expected.tolist()
+    with pytest.raises(CallListError, match="call 0 accumulates, but this shell has no accumulation buffer"):
+        run_list_golden(pe, spec, case.arena, case.calls, held_sums=False)
 
 
 def test_ddr_timing_is_validated():
