@@ -69,7 +69,7 @@ FIELD = {"flags": 0, "header": 1, "seg0": 2, "seg1": 6, "out": 10, "count": 14, 
          "record": 17, "seg0_planes": 18, "seg1_planes": 20, "out_planes": 22}  # planes: (count, stride in bytes)
 FIRST_RESERVED = 24
 # word index of each record field
-RECORD = {"status": 0, "saturated": 1, "sum_abs_lo": 2, "sum_abs_hi": 3, "max_abs": 4, "words_in": 5,
+RECORD = {"status": 0, "saturated": 1, "sum_abs_lo": 2, "sum_abs_hi": 3, "reserved": 4, "words_in": 5,
           "words_out": 6, "done": 7}
 
 

@@ -112,12 +112,12 @@ class RoundStageConfig:
 class RoundStats(NamedTuple):
     """Statistics over the accumulators taken (not the codes): what a scale rule reads after a call.
 
-    ``sum_abs`` is sum |acc| (as the RTL's 64-bit unsigned register; |-2^31| = 2^31), ``max_abs`` max |acc| (32-bit
-    unsigned, 0 for no values), ``saturated`` the codes clipped to the ``bits`` range (0 when passing through).
+    ``sum_abs`` is sum |acc| (as the RTL's 64-bit unsigned register; |-2^31| = 2^31), ``saturated`` the codes
+    clipped to the ``bits`` range (0 when passing through). No peak |acc|: no scale rule reads one, and tracking it
+    took a 128-bit shell some 600 LUT cells (docs/accelerator.md, "Cost").
     """
 
     sum_abs: int
-    max_abs: int
     saturated: int
 
 
@@ -184,12 +184,10 @@ def pack_codes(codes, cfg: RoundStageConfig) -> np.ndarray:
 
 
 def stats_of(acc, *, codes_saturated: int = 0, limits: tuple[int, int] = ACC_RANGE) -> RoundStats:
-    """:class:`RoundStats` of signed accumulators (32-bit, or ``limits``; ``codes_saturated`` passed through).
-    ``max_abs`` saturates at its 32-bit record word (``2^32 - 1``), which only a held sum can exceed."""
+    """:class:`RoundStats` of signed accumulators (32-bit, or ``limits``; ``codes_saturated`` passed through)."""
     magnitude = np.abs(_accumulators(acc, limits)).astype(np.uint64)
     total = int(magnitude.sum(dtype=np.uint64)) if magnitude.size else 0
-    peak = int(magnitude.max()) if magnitude.size else 0
-    return RoundStats(sum_abs=total, max_abs=min(peak, (1 << WORD_BITS) - 1), saturated=int(codes_saturated))
+    return RoundStats(sum_abs=total, saturated=int(codes_saturated))
 
 
 def round_stage(acc_words, cfg: RoundStageConfig) -> tuple[np.ndarray, RoundStats]:

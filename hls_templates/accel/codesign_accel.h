@@ -232,7 +232,7 @@ uint32_t run_call(const uint32_t *in, uint32_t *out, const uint32_t *d, round::h
   read_block(in, block_of(d, D_SEG1, D_SEG1_PLANES), pe_in, sent);
   pe_t::process(pe_in, pe_out);
   const uint32_t status = static_cast<uint32_t>(pe_out.read());
-  round::stats st = {0, 0, 0};
+  round::stats st = {0, 0};
   if (status == 0 && d[D_COUNT] != 0) written = send_results(pe_out, out, d, held, st);
   // A refused transaction's remaining words (on the PL the PE takes them as headers; the list ends here).
   // Otherwise nothing is drained: words left in either stream are a call that does not match its PE, which the
@@ -245,7 +245,7 @@ uint32_t run_call(const uint32_t *in, uint32_t *out, const uint32_t *d, round::h
   record[1] = static_cast<uint32_t>(st.saturated);
   record[2] = static_cast<uint32_t>(sum);
   record[3] = static_cast<uint32_t>(sum >> 32);
-  record[4] = static_cast<uint32_t>(st.max_abs);
+  record[4] = 0;  // reserved
   record[5] = sent;
   record[6] = written;
   record[7] = RECORD_DONE;

@@ -58,10 +58,9 @@ struct config {
   ap_uint<5> field_bits;     // the reading PE's operand width (its slot holds the codes); 0: bits
 };
 
-// Over the accumulators taken: sum and max of |acc| (|-2^31| = 2^31), and the codes clipped (0 passing through).
+// Over the accumulators taken: the sum of |acc| (|-2^31| = 2^31), and the codes clipped (0 passing through).
 struct stats {
   ap_uint<64> sum_abs;
-  ap_uint<32> max_abs;
   ap_uint<32> saturated;
 };
 
@@ -117,7 +116,7 @@ inline void pack_groups(hls::stream<in_t> &in, hls::stream<group_t> &groups, con
   const ap_uint<5> lanes = cfg.enable ? cfg.lanes : ap_uint<5>(1);
   const field_t mask = slot == 64 ? field_t(~field_t(0)) : field_t((field_t(1) << slot) - 1);
   ap_uint<64> sum_abs = 0;
-  ap_uint<32> max_abs = 0, saturated = 0;
+  ap_uint<32> saturated = 0;
   group_t group = 0;
   ap_uint<5> lane = 0;
   ap_uint<16> pos = 0;
@@ -127,8 +126,6 @@ take:
     const ap_int<W> acc = ap_int<W>(in.read());
     const ap_uint<W> magnitude = acc < 0 ? ap_uint<W>(-acc) : ap_uint<W>(acc);  // |-2^(W-1)| fits W bits
     sum_abs += magnitude;
-    const ap_uint<32> peak = magnitude >> 32 != 0 ? ap_uint<32>(~ap_uint<32>(0)) : ap_uint<32>(magnitude);
-    if (peak > max_abs) max_abs = peak;  // the record's 32-bit word: only a held sum saturates it
     field_t field = field_t(ap_int<64>(acc)) & mask;  // two's complement in slot bits
     if (cfg.enable) {
       bool clipped = false;
@@ -147,7 +144,6 @@ take:
     }
   }
   st.sum_abs = sum_abs;
-  st.max_abs = max_abs;
   st.saturated = saturated;
 }
 

@@ -20,8 +20,7 @@
 // a cycle.
 //
 // Statistics, over the accumulators taken in both modes, cleared by `start` and final when busy falls:
-// sum_abs = sum |acc| (64 bits; |-2^31| = 2^31), max_abs = max |acc|, saturated = codes clipped to the range
-// (0 when passing through).
+// sum_abs = sum |acc| (64 bits; |-2^31| = 2^31), saturated = codes clipped to the range (0 when passing through).
 //
 // Pipeline (a handshake on each side: words move on a rising edge; nothing is dropped or duplicated under any
 // pattern of input gaps and output stalls; each stage is free when empty or moving on):
@@ -61,8 +60,8 @@
 //
 // Width (parameter W, default 32): W = 48 takes the shell's held sums (docs/accelerator.md, "Accumulating calls";
 // golden codesign.numerics.round_stage.round_held): rounded exactly as 32-bit accumulators are (a right shift capped
-// at W + 1, a left shift of the value clipped to +-2^17 first, as at every W), sum_abs over the W-bit magnitudes, max_abs
-// saturating at 2^32 - 1; passing through with `raw64` high, each value leaves as one 64-bit field (two words, low
+// at W + 1, a left shift of the value clipped to +-2^17 first, as at every W), sum_abs over the W-bit magnitudes;
+// passing through with `raw64` high, each value leaves as one 64-bit field (two words, low
 // first, sign-extended), else as one 32-bit word (a sign-extended 32-bit accumulator: the W = 32 words). At W = 32
 // `raw64` is ignored and the stage is the one above, bit for bit and cycle for cycle.
 //
@@ -93,12 +92,11 @@ module accel_round #(
     input  wire [2:0]         out_taken,    // words the sink takes on this cycle's edge (0..out_avail), word 0 first
     output wire               busy,         // high from the cycle after start until the last output word has moved
     output reg  [63:0]        sum_abs,
-    output reg  [31:0]        max_abs,
     output reg  [31:0]        saturated
 );
     localparam LEFT_CAP = 17;   // a left shift past 16 saturates every non-zero acc: capping keeps B narrow
     localparam RIGHT_CAP = W + 1;  // |acc| <= 2^(W-1) rounds to 0 for every right shift >= W + 1, as at W + 1
-    localparam PW = W + 18;     // the shifted value (B): W + 17 bits and a sign
+    localparam PW = W + 2 > 36 ? W + 2 : 36;  // the shifted value (B): a floor of W + 2 bits, or 36 bits shifted left
     localparam CW = W > 32 ? 64 : 32;  // C's word: a code, or the value passed through
     localparam [W-1:0] CLIP = 1 << 17;  // |value| clipped to 2^17 before a left shift (still saturates)
     localparam [2:0] MAX_CHUNK = PARTS;
@@ -178,8 +176,8 @@ module accel_round #(
     // per part: B's shift of A's accumulator, C's rounding of B's value, G's field of C's word
     wire [PARTS*PW-1:0]  pre_all;
     wire [PARTS-1:0]     up_all;
-    wire [PARTS*64-1:0]  mag_all;
-    wire [PARTS*32-1:0]  peak_all;
+    wire [PARTS*48-1:0]  ones_all;    // per part: |acc| - 1 when negative, else |acc| (acc ^ its sign)
+    wire [PARTS-1:0]     sign_all;
     wire [PARTS*CW-1:0]  word_all;
     wire [PARTS-1:0]     sat_all;
     wire [PARTS*CW-1:0]  field_all;   // C's words masked to their slots
@@ -189,15 +187,15 @@ module accel_round #(
             // part 0 is W bits wide; the others hold 32-bit accumulators (held sums come one a chunk), and their
             // datapath is 32 bits wide: a right shift capped at 33, as the W = 32 stage
             localparam WI = i == 0 ? W : 32;
-            localparam PWI = WI + 18;
+            localparam PWI = WI + 2 > 36 ? WI + 2 : 36;
             wire signed [WI-1:0] acc = a_acc[i*W +: WI];
-            wire signed [PWI-1:0] acc_wide = {{18{acc[WI-1]}}, acc};
+            wire signed [PWI-1:0] acc_wide = {{(PWI-WI){acc[WI-1]}}, acc};
             // |acc| clipped to 2^17 before a left shift (a clipped value saturates as the unclipped one would, and
             // shifts <= 17 of |acc| <= 2^17 are exact): the shifter works on 19 bits and gives 36
             wire signed [18:0] acc_clip = acc > $signed(CLIP[WI-1:0]) ? 19'sd131072
                                           : acc < -$signed(CLIP[WI-1:0]) ? -19'sd131072 : acc[18:0];
             wire signed [35:0] clip_shifted = $signed({{17{acc_clip[18]}}, acc_clip}) <<< cfg_lshift;
-            wire signed [PWI-1:0] clip_wide = {{(PWI-36){clip_shifted[35]}}, clip_shifted};
+            wire signed [PWI-1:0] clip_wide = clip_shifted;  // sign-extended
             wire signed [WI+1:0] acc34 = {{2{acc[WI-1]}}, acc};
             wire [5:0]          rsh;
             wire [WI+1:0]       half, below;
@@ -215,13 +213,13 @@ module accel_round #(
             wire               sticky = |(acc34 & below);
             wire               round_up = half_bit && (sticky || floor34[0]);  // above the half, or a tie to even
             wire signed [PWI-1:0] pre = !cfg_enable ? acc_wide
-                                        : cfg_left ? clip_wide : {{16{floor34[WI+1]}}, floor34};
-            assign pre_all[i*PW +: PW] = {{(PW-PWI){pre[PWI-1]}}, pre};
+                                        : cfg_left ? clip_wide : floor34;  // signed: sign-extended to PWI
+            wire signed [PW-1:0] pre_part = pre;  // sign-extended
+            assign pre_all[i*PW +: PW] = pre_part;
             assign up_all[i] = cfg_enable && !cfg_left && round_up;
-            wire [WI-1:0]      magnitude = acc[WI-1] ? {WI{1'b0}} - acc : acc;  // |-2^(WI-1)| = 2^(WI-1) unsigned
-            wire [63:0]        mag64 = {{(64-WI){1'b0}}, magnitude};
-            assign mag_all[i*64 +: 64] = mag64;
-            assign peak_all[i*32 +: 32] = mag64[63:32] != 32'd0 ? 32'hFFFF_FFFF : mag64[31:0];  // saturates
+            wire [WI-2:0]      ones = acc[WI-2:0] ^ {(WI-1){acc[WI-1]}};
+            assign ones_all[i*48 +: 48] = {{(49-WI){1'b0}}, ones};
+            assign sign_all[i] = acc[WI-1];
 
             wire signed [PWI-1:0] pre_b = b_pre[i*PW +: PWI];
             wire signed [PWI-1:0] rounded = pre_b + $signed({{(PWI-1){1'b0}}, b_up[i]});
@@ -245,25 +243,26 @@ module accel_round #(
     endgenerate
 
     // the sums over a chunk's parts (parts past its count hold stale values and are left out), as trees
-    reg [63:0]  part_mag [0:3];
-    reg [31:0]  part_peak [0:3];
+    reg [47:0]  part_ones [0:3];
+    reg         part_sign [0:3];
     reg [2:0]   chunk_sat;
     integer k, t;  // loop indices: parts, bits
     always @(*) begin
         chunk_sat = 3'd0;
         for (k = 0; k < 4; k = k + 1) begin
-            part_mag[k] = k < PARTS && k < a_n ? mag_all[(k % PARTS)*64 +: 64] : 64'd0;
-            part_peak[k] = k < PARTS && k < a_n ? peak_all[(k % PARTS)*32 +: 32] : 32'd0;
+            part_ones[k] = k < PARTS && k < a_n ? ones_all[(k % PARTS)*48 +: 48] : 48'd0;
+            part_sign[k] = k < PARTS && k < a_n && sign_all[k % PARTS];
         end
         for (k = 0; k < PARTS; k = k + 1) begin
             if (k < b_n && sat_all[k]) chunk_sat = chunk_sat + 3'd1;
         end
     end
-    wire [63:0]  chunk_mag = (part_mag[0] + part_mag[1]) + (part_mag[2] + part_mag[3]);
-    wire [31:0]  peak01 = part_peak[0] > part_peak[1] ? part_peak[0] : part_peak[1];
-    wire [31:0]  peak23 = part_peak[2] > part_peak[3] ? part_peak[2] : part_peak[3];
-    wire [31:0]  peak_in = peak01 > peak23 ? peak01 : peak23;
-    wire [31:0]  chunk_peak = peak_in > max_abs ? peak_in : max_abs;
+    // |part 0| < 2^48 (W = 48) and the others' <= 2^31: the chunk's sum fits 50 bits
+    // sum |acc| = sum ones + sum signs: each sign the carry into one adder (a low bit 1 + sign carries the sign)
+    wire [49:0]  ones01 = {2'b0, part_ones[0][46:0], 1'b1} + {17'd0, part_ones[1][31:0], part_sign[0]};
+    wire [33:0]  ones23 = {1'b0, part_ones[2][31:0], 1'b1} + {1'b0, part_ones[3][31:0], part_sign[2]};
+    wire [50:0]  ones03 = {ones01[49:1], 1'b1} + {17'd0, ones23[33:1], part_sign[1]};
+    wire [64:0]  sum_next = {sum_abs, 1'b1} + {14'd0, ones03[50:1], part_sign[3]};  // and part 3's sign
     // bits a chunk of C's fills in G: c_n slots (c_n <= 4; no multiplier)
     wire [7:0] slot8 = {1'b0, cfg_slot};
     wire [7:0] chunk_bits = (c_n[0] ? slot8 : 8'd0) + (c_n[1] ? slot8 << 1 : 8'd0) + (c_n[2] ? slot8 << 2 : 8'd0);
@@ -291,7 +290,7 @@ module accel_round #(
             turned[16 * t +: 16] = ((t - rot) & 3) < PARTS ? field_all[((t - rot) & 3) % PARTS * CW +: 16] : 16'd0;
         for (t = 0; t < 128; t = t + 1)
             case (cfg_slot)
-                7'd4:    g_new[t] = turned[16 * ((t / 4) % 4) + t % 4];
+                7'd4:    g_new[t] = t < 64 && turned[16 * ((t / 4) % 4) + t % 4];  // 16 fields at most
                 7'd8:    g_new[t] = turned[16 * ((t / 8) % 4) + t % 8];
                 7'd16:   g_new[t] = turned[16 * ((t / 16) % 4) + t % 16];
                 7'd32:   g_new[t] = t / 32 < PARTS ? field_all[(t / 32) % PARTS * CW + t % 32] : 1'b0;
@@ -306,6 +305,8 @@ module accel_round #(
     wire [6:0] neg_shift = 7'd0 - shift;  // 1..64 for a negative shift
     wire [5:0] rshift = neg_shift > RIGHT_CAP ? RIGHT_CAP : neg_shift[5:0];
     wire [5:0] rshift32 = neg_shift > 7'd33 ? 6'd33 : neg_shift[5:0];
+    wire [W+1:0] half_w = {{(W+1){1'b0}}, 1'b1} << (rshift - 6'd1);  // the 32-bit parts' from the same decoder
+    wire [W+1:0] below_w = half_w - {{(W+1){1'b0}}, 1'b1};
     wire [4:0] slot_of = field_bits != 5'd0 ? field_bits : bits;  // the width the slot must hold
     wire [6:0] slot = slot_of <= 5'd4 ? 7'd4 : (slot_of <= 5'd8 ? 7'd8 : 7'd16);
 
@@ -315,11 +316,11 @@ module accel_round #(
             cfg_left <= !shift[6];
             cfg_lshift <= shift > LEFT_CAP ? LEFT_CAP : shift[4:0];
             cfg_rshift <= rshift;
-            cfg_half <= {{(W+1){1'b0}}, 1'b1} << (rshift - 6'd1);
-            cfg_below <= ({{(W+1){1'b0}}, 1'b1} << (rshift - 6'd1)) - {{(W+1){1'b0}}, 1'b1};
+            cfg_half <= half_w;
+            cfg_below <= below_w;
             cfg_rshift32 <= rshift32;
-            cfg_half32 <= 34'd1 << (rshift32 - 6'd1);
-            cfg_below32 <= (34'd1 << (rshift32 - 6'd1)) - 34'd1;
+            cfg_half32 <= rshift32 == rshift ? half_w[33:0] : 34'h1_0000_0000;  // a right shift by 33
+            cfg_below32 <= rshift32 == rshift ? below_w[33:0] : 34'h0_FFFF_FFFF;
             cfg_high <= ({{(PW-1){1'b0}}, 1'b1} <<< (bits - 5'd1)) - {{(PW-1){1'b0}}, 1'b1};
             cfg_low <= -({{(PW-1){1'b0}}, 1'b1} <<< (bits - 5'd1));
             cfg_lanes <= enable ? lanes : 5'd1;
@@ -344,7 +345,6 @@ module accel_round #(
             g_off <= 8'd0;
             o_left <= 3'd0;
             sum_abs <= 64'd0;
-            max_abs <= 32'd0;
             saturated <= 32'd0;
         end else begin
             if (in_take) begin
@@ -356,8 +356,7 @@ module accel_round #(
             if (b_ready) b_v <= a_v;
             if (c_ready) c_v <= b_v;
             if (a_v && b_ready) begin  // A -> B
-                sum_abs <= sum_abs + chunk_mag;
-                max_abs <= chunk_peak;
+                sum_abs <= sum_next[64:1];
             end
             if (b_v && c_ready && cfg_enable) saturated <= saturated + {29'd0, chunk_sat};
             if (g_take) begin

@@ -21,7 +21,7 @@
 //           (ADD alone: the chain's drain; rounded, or raw as two words a sum, low first, sign-extended).
 //           Plain calls between a chain's calls leave the buffer alone;
 //   RECORD  once both sides are done, the write mover stores the 8-word record at out + record: status,
-//           saturated codes, sum |x| (low, high), max |x|, words sent to the PE, words written, RECORD_DONE.
+//           saturated codes, sum |x| (low, high), 0 (reserved), words sent to the PE, words written, RECORD_DONE.
 // The arena's bases and n_calls are latched at the list's start (a register written during a list changes
 // nothing until the next). A call with a non-zero status ends the list after its record. Every run of a
 // mover is started with a one-cycle pulse. A row's run starts in the first cycle its mover takes a start:
@@ -135,7 +135,7 @@ module accel_seq #(
     wire [2:0] round_out_avail;
     wire round_busy;
     wire [63:0] sum_abs;
-    wire [31:0] max_abs, saturated;
+    wire [31:0] saturated;
     // results flow from the PE through the stage from the cycle after its start pulse
     // (or into the buffer, for a holding call)
     wire results = list_mode && !res_go && (ost == O_ROWS || ost == O_DRAIN || ost == O_HOLD);
@@ -185,7 +185,7 @@ module accel_seq #(
         .group_words(desc[15][26:24]), .row_values(desc[16][15:0]), .field_bits(desc[15][31:27]), .count(count),
         .raw64(acc_add), .in_data(stage_data), .in_avail(acc_hold ? 3'd0 : acc_offer), .in_room(round_room), .in_taken(round_taken),
         .out_data(round_out_data), .out_avail(round_out_avail), .out_taken(results && ost == O_ROWS ? src_taken : 3'd0),
-        .busy(round_busy), .sum_abs(sum_abs), .max_abs(max_abs), .saturated(saturated)
+        .busy(round_busy), .sum_abs(sum_abs), .saturated(saturated)
     );
 
     // ---- mover and stream routing (a mover latches address and count in the cycle its start is high) ------
@@ -196,11 +196,21 @@ module accel_seq #(
     wire out_plane_done = out_row >= desc[12] || desc[11] == 32'd0;
     wire rd_row = list_mode && ist == I_ROWS && !plane_done && !rd_requesting;
     wire wr_row = list_mode && ost == O_ROWS && !out_plane_done && !wr_requesting;
+    wire next_plane = seg_words != 32'd0 && in_plane + 32'd1 < seg_planes;  // a plane done, the segment's next
+    wire out_next_plane = desc[11] != 32'd0 && out_plane + 32'd1 < desc[22];
+    // one address adder a side: the next row's, the next plane's, or a block's first address (a base and an offset)
+    wire in_rows = ist == I_ROWS;
+    wire [ADDR_BITS-1:0] in_next = (in_rows && rd_row ? in_addr : in_rows && next_plane ? in_plane_addr : base_in)
+                                   + at(ist == I_FETCH ? desc[2] : rd_row ? seg_stride : next_plane ? seg_plane_stride
+                                        : desc[6]);
+    wire [ADDR_BITS-1:0] out_next = (ist == I_FETCH || ost == O_REC ? base_out : wr_row ? out_addr : out_plane_addr)
+                                    + at(ist == I_FETCH ? desc[10] : ost == O_REC ? desc[17] : wr_row ? desc[13]
+                                         : desc[23]);
     assign rd_start = list_mode ? rd_go || rd_row : direct_start;
     assign rd_addr = !list_mode ? arg_in : ist == I_FETCH_GO ? desc_addr : in_addr;
     assign rd_n = !list_mode ? arg_n_in : ist == I_FETCH_GO ? 32'd32 : seg_words;
     assign wr_start = list_mode ? wr_go || wr_row : direct_start;
-    assign wr_addr = !list_mode ? arg_out : ost == O_REC ? base_out + at(desc[17]) : out_addr;
+    assign wr_addr = !list_mode ? arg_out : ost == O_REC ? out_next : out_addr;
     assign wr_n = !list_mode ? arg_n_out : ost == O_REC ? 32'd8 : desc[11];
 
     reg [31:0] record_word;
@@ -210,7 +220,7 @@ module accel_seq #(
             4'd1: record_word = took ? saturated : 32'd0;
             4'd2: record_word = took ? sum_abs[31:0] : 32'd0;
             4'd3: record_word = took ? sum_abs[63:32] : 32'd0;
-            4'd4: record_word = took ? max_abs : 32'd0;
+            4'd4: record_word = 32'd0;  // reserved
             4'd5: record_word = words_in;
             4'd6: record_word = words_out;
             default: record_word = RECORD_DONE;
@@ -286,9 +296,6 @@ module accel_seq #(
     endgenerate
 
     // ---- the two sides ----------------------------------------------------------------------------
-    wire next_plane = seg_words != 32'd0 && in_plane + 32'd1 < seg_planes;  // a plane done, the segment's next
-    wire out_next_plane = desc[11] != 32'd0 && out_plane + 32'd1 < desc[22];
-
     always @(posedge clk) begin
         if (rst) begin
             busy <= 1'b0;
@@ -354,12 +361,12 @@ module accel_seq #(
                         seg <= 1'b0;
                         in_row <= 32'd0;
                         in_plane <= 32'd0;
-                        in_addr <= base_in + at(desc[2]);
-                        in_plane_addr <= base_in + at(desc[2]);
+                        in_addr <= in_next;
+                        in_plane_addr <= in_next;
                         out_row <= 32'd0;
                         out_plane <= 32'd0;
-                        out_addr <= base_out + at(desc[10]);
-                        out_plane_addr <= base_out + at(desc[10]);
+                        out_addr <= out_next;
+                        out_plane_addr <= out_next;
                         words_in <= 32'd0;
                         words_out <= 32'd0;
                         status <= 32'd0;
@@ -369,20 +376,20 @@ module accel_seq #(
                     I_ROWS: begin
                         if (rd_row) begin
                             in_row <= in_row + 32'd1;
-                            in_addr <= in_addr + at(seg_stride);
+                            in_addr <= in_next;
                         end else if (!plane_done) ;  // the mover still asks for the row before
                         else if (next_plane) begin  // a cycle between planes
                             in_plane <= in_plane + 32'd1;
                             in_row <= 32'd0;
-                            in_addr <= in_plane_addr + at(seg_plane_stride);
-                            in_plane_addr <= in_plane_addr + at(seg_plane_stride);
+                            in_addr <= in_next;
+                            in_plane_addr <= in_next;
                         end else begin
                             if (seg) ist <= I_DONE;
                             seg <= 1'b1;
                             in_row <= 32'd0;
                             in_plane <= 32'd0;
-                            in_addr <= base_in + at(desc[6]);
-                            in_plane_addr <= base_in + at(desc[6]);
+                            in_addr <= in_next;
+                            in_plane_addr <= in_next;
                         end
                     end
                     default: ;
@@ -404,13 +411,13 @@ module accel_seq #(
                     O_ROWS: begin
                         if (wr_row) begin
                             out_row <= out_row + 32'd1;
-                            out_addr <= out_addr + at(desc[13]);
+                            out_addr <= out_next;
                         end else if (!out_plane_done) ;  // the mover still takes the row before's beats
                         else if (out_next_plane) begin  // a cycle between planes
                             out_plane <= out_plane + 32'd1;
                             out_row <= 32'd0;
-                            out_addr <= out_plane_addr + at(desc[23]);
-                            out_plane_addr <= out_plane_addr + at(desc[23]);
+                            out_addr <= out_next;
+                            out_plane_addr <= out_next;
                         end else if (!wr_requesting) ost <= O_DRAIN;  // the last row's beats are all taken
                     end
                     O_DRAIN: if (!round_busy && !round_go) ost <= O_REC_GO;

@@ -5,8 +5,8 @@
 // A transaction file of pe=accel_round (codesign/hw/vectors.py). Each transaction is one run of the stage with
 // its own configuration: input words = desc0, desc1, then the accumulators (count = n_in - 2); desc0 holds
 // enable in bit 0, shift (7-bit two's complement) in [7:1], bits in [12:8], lanes in [17:13], group_words in
-// [20:18], field_bits in [25:21]; desc1 holds row_values. Expected words = the words the stage sends, then sum_abs (low, high word),
-// max_abs and saturated.
+// [20:18], field_bits in [25:21]; desc1 holds row_values. Expected words = the words the stage sends, then sum_abs (low, high word)
+// and saturated.
 // round_stream runs once per transaction on a fresh pair of streams; every expected word, their number, and the
 // input words read (exactly count) are compared. Prints "vectors=N mismatches=M": N accumulators, M wrong or
 // missing words (statistics included, a word count off by d counts d) or 1 for input not read exactly. Exits 0
@@ -27,7 +27,7 @@ namespace {
 
 const std::size_t SHOW_MISMATCHES = 10;
 const std::size_t DESCRIPTOR_WORDS = 2;
-const std::size_t STATS_WORDS = 4;
+const std::size_t STATS_WORDS = 3;
 
 cr::config decode(unsigned long long desc0, unsigned long long desc1) {
   cr::config cfg;
@@ -56,7 +56,6 @@ std::size_t run_one(const cv::Transaction &transaction, std::size_t index, std::
   while (!out.empty()) got.push_back(out.read().to_uint64());
   got.push_back(st.sum_abs.range(31, 0).to_uint64());
   got.push_back(st.sum_abs.range(63, 32).to_uint64());
-  got.push_back(st.max_abs.to_uint64());
   got.push_back(st.saturated.to_uint64());
   const std::vector<unsigned long long> &want = transaction.expected;
   std::size_t bad = got.size() > want.size() ? got.size() - want.size() : want.size() - got.size();

@@ -25,7 +25,8 @@ def test_shell_cost_is_known_per_family():
     for family in accel.SHELL_COST:
         for bits in (32, 64, 128):  # without the accumulation buffer: no block RAM, a 32-bit rounding stage
             lean, full = accel.shell_cost(family, bits, held_sums=False), accel.shell_cost(family, bits)
-            assert lean["bram_36k"] == 0 and lean["lut"] < full["lut"] and lean["ff"] < full["ff"]
+            assert lean["bram_36k"] == 0 and full["bram_36k"] == 6 and lean["ff"] < full["ff"]
+            # (not the LUT cells: ABC maps each netlist anew, and they differ by less than its noise at xc7, 128 bits)
 
 
 def test_shell_jobs_use_the_wrapper_parameters():
