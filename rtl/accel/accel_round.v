@@ -246,7 +246,7 @@ module accel_round #(
     reg [47:0]  part_ones [0:3];
     reg         part_sign [0:3];
     reg [2:0]   chunk_sat;
-    integer k, t;  // loop indices: parts, bits
+    integer k;  // a part
     always @(*) begin
         chunk_sat = 3'd0;
         for (k = 0; k < 4; k = k + 1) begin
@@ -272,35 +272,36 @@ module accel_round #(
     // rotated by that first field's index mod 4, so that field f of the group takes rotated part f mod 4 (a fixed
     // wire per slot width), and only the chunk's nibbles are written (g_off and the chunk's bits are multiples of
     // 4 within 128). Passing through, a chunk is a group of its own: part j is word j, or part 0 the 64-bit field.
-    reg [1:0] rot;
-    always @(*) begin
-        case (cfg_slot)
-            7'd4:    rot = g_off[3:2];
-            7'd8:    rot = g_off[4:3];
-            7'd16:   rot = g_off[5:4];
-            default: rot = 2'd0;
-        endcase
+    wire [1:0] rot = cfg_slot == 7'd4 ? g_off[3:2] : cfg_slot == 7'd8 ? g_off[4:3] : cfg_slot == 7'd16 ? g_off[5:4]
+                     : 2'd0;
+    wire [63:0]  parts16;       // each part's code field (16 bits), part j at bits 16j (0 past PARTS)
+    wire [127:0] new32;         // passing through: part j is word j
+    wire [127:0] g_bits;        // the chunk's bits: its nibbles, each four times
+    genvar j;
+    for (j = 0; j < 4; j = j + 1) begin : g_slot_part
+        if (j < PARTS) begin : g_has
+            assign parts16[16 * j +: 16] = field_all[j * CW +: 16];
+            assign new32[32 * j +: 32] = field_all[j * CW +: 32];
+        end else begin : g_none
+            assign parts16[16 * j +: 16] = 16'd0;
+            assign new32[32 * j +: 32] = 32'd0;
+        end
     end
-    reg [63:0]  turned;         // code fields, rotated: field j (bits 16j..) is part (j - rot) mod 4's
-    reg [127:0] g_new;          // every bit as the chunk's fields would set it
-    reg [31:0]  g_write;        // the chunk's nibbles
-    reg [127:0] g_next;
-    always @(*) begin
-        for (t = 0; t < 4; t = t + 1)
-            turned[16 * t +: 16] = ((t - rot) & 3) < PARTS ? field_all[((t - rot) & 3) % PARTS * CW +: 16] : 16'd0;
-        for (t = 0; t < 128; t = t + 1)
-            case (cfg_slot)
-                7'd4:    g_new[t] = t < 64 && turned[16 * ((t / 4) % 4) + t % 4];  // 16 fields at most
-                7'd8:    g_new[t] = turned[16 * ((t / 8) % 4) + t % 8];
-                7'd16:   g_new[t] = turned[16 * ((t / 16) % 4) + t % 16];
-                7'd32:   g_new[t] = t / 32 < PARTS ? field_all[(t / 32) % PARTS * CW + t % 32] : 1'b0;
-                default: g_new[t] = t < CW ? field_all[t % CW] : 1'b0;
-            endcase
-        for (t = 0; t < 32; t = t + 1)
-            g_write[t] = t >= nib_lo && t < nib_hi;
-        for (t = 0; t < 128; t = t + 1)  // a group's first chunk clears the rest
-            g_next[t] = g_write[t / 4] ? g_new[t] : g_off != 8'd0 && g_data[t];
+    wire [127:0] twice = {parts16, parts16};
+    wire [63:0]  turned = twice[64 - 16 * rot +: 64];  // field j is part (j - rot) mod 4's
+    wire [15:0]  t0 = turned[15:0], t1 = turned[31:16], t2 = turned[47:32], t3 = turned[63:48];
+    wire [127:0] g_new = cfg_slot == 7'd4 ? {64'd0, {4{t3[3:0], t2[3:0], t1[3:0], t0[3:0]}}}  // 16 fields at most
+                         : cfg_slot == 7'd8 ? {4{t3[7:0], t2[7:0], t1[7:0], t0[7:0]}}
+                         : cfg_slot == 7'd16 ? {2{t3, t2, t1, t0}}
+                         : cfg_slot == 7'd32 ? new32 : {{(128 - CW){1'b0}}, field_all[CW-1:0]};
+    wire [32:0]  under_hi = (33'd1 << nib_hi) - 33'd1;  // the nibbles below nib_hi, and below nib_lo
+    wire [32:0]  under_lo = (33'd1 << nib_lo) - 33'd1;
+    wire [31:0]  g_write = under_hi[31:0] & ~under_lo[31:0];
+    for (j = 0; j < 32; j = j + 1) begin : g_nibble
+        assign g_bits[4 * j +: 4] = {4{g_write[j]}};
     end
+    // a group's first chunk clears the rest
+    wire [127:0] g_next = (g_new & g_bits) | (g_off != 8'd0 ? g_data & ~g_bits : 128'd0);
 
     wire [6:0] neg_shift = 7'd0 - shift;  // 1..64 for a negative shift
     wire [5:0] rshift = neg_shift > RIGHT_CAP ? RIGHT_CAP : neg_shift[5:0];
