@@ -225,12 +225,15 @@ def test_wide_model_equals_rtl_busy_cycles(tmp_path, name, ddr):
     assert model.total == result.busy_cycles
 
 
-LEAN_CASES = [("tt2-128", None), ("tt1-64", None), ("planes-32", None), ("tt3-128-refused", None),
-              ("tt2-128", DdrTiming(read_latency=8, write_latency=8, write_beats=1, write_window=2))]
+LEAN_CASES = [("tt2-128", None), ("planes-32", None)]
+SLOW_LEAN_CASES = [("tt1-64", None), ("tt3-128-refused", None),
+                   ("tt2-128", DdrTiming(read_latency=8, write_latency=8, write_beats=1, write_window=2))]
 
 
 @pytest.mark.parametrize("name, ddr", [pytest.param(n, d, id=f"{n}-{_ddr_id(d) if d else 'AxiRam'}")
-                                       for n, d in LEAN_CASES])
+                                       for n, d in LEAN_CASES]
+                         + [pytest.param(n, d, id=f"{n}-{_ddr_id(d) if d else 'AxiRam'}", marks=pytest.mark.slow)
+                            for n, d in SLOW_LEAN_CASES])
 def test_a_shell_without_the_buffer_runs_lists_that_hold_nothing_alike(tmp_path, name, ddr):
     """held_sums False (accel_seq HELD = 0: no accumulation buffer, a 32-bit rounding stage): the same words and
     the same cycles as the model's (and so as the full shell's) for lists without accumulating calls."""
