@@ -79,8 +79,9 @@ def fixed_resources(builds: Mapping[str, Any], family: str,
     buffer unless ``held_sums`` says not for that PE)."""
     out = dict.fromkeys(RESOURCES, 0.0)
     for pe, spec in builds.items():
-        shell = ip_shell_cost(get_pe(pe), spec, family, held_sums=(held_sums or {}).get(pe, True))
-        model, shell = pe_resources(pe, spec, family), fpga_counts(shell)
+        held = (held_sums or {}).get(pe, True)
+        model = pe_resources(pe, spec, family)
+        shell = fpga_counts(ip_shell_cost(get_pe(pe), spec, family, held_sums=held))
         out = {k: out[k] + model[k] + shell[k] for k in RESOURCES}
     return out
 
