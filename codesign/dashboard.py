@@ -217,4 +217,17 @@ def write_dashboard(out: Path, stages: Sequence, files: Sequence[Path], *, title
     return write_text_atomic(out / INDEX, _page(title, body, CHECK_PLOTS))
 
 
-__all__ = ["INDEX", "render_markdown", "render_report", "results_block", "write_dashboard"]
+def remove_renderings(out: Path) -> int:
+    """Delete the pages :func:`render_report` wrote under ``out`` (``<report>.md.html``, ``<report>.json.html``
+    beside their reports), so that a demo run again into the same folder finds each build folder as ``codesign
+    build`` left it (which refuses to write among files it does not write); returns how many."""
+    removed = 0
+    for page in sorted(Path(out).rglob("*.html")):
+        report = page.with_name(page.name[:-len(".html")])
+        if report.suffix in RENDERED and report.is_file():
+            page.unlink()
+            removed += 1
+    return removed
+
+
+__all__ = ["INDEX", "remove_renderings", "render_markdown", "render_report", "results_block", "write_dashboard"]

@@ -399,6 +399,9 @@ def run_demo(out: Path, pe_list: Sequence[str] = (), *, full: bool = False, ship
     chosen = [get_pe(name) for name in pe_list] if pe_list else [get_pe(name) for name in pe_names()]
     design_stages = not pe_list
     out = Path(out)
+    from codesign.dashboard import remove_renderings
+
+    remove_renderings(out)  # an earlier run's pages beside its reports: its build folders as the build left them
     cache_dir = out / "estimate-cache"
     stages = Stages(plan_size(chosen, design_stages=design_stages, full=full), log=log)
     mode = "full" if full else f"quick (1/{QUICK_DIVISOR} of the stimulus, Yosys reports from the cache or the repository)"

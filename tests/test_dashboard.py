@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from codesign.dashboard import render_markdown, render_report
+from codesign.dashboard import remove_renderings, render_markdown, render_report
 
 
 def test_markdown_reports_render_to_html_with_everything_escaped():
@@ -27,3 +27,17 @@ def test_a_json_report_becomes_a_pretty_printed_page_linking_its_raw_file(tmp_pa
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     assert "{not json" in render_report(broken).read_text()
+
+
+def test_a_demo_run_again_removes_the_pages_it_rendered_and_nothing_else(tmp_path):
+    """make demo twice into one folder: the second run finds the build folders as codesign build wrote them."""
+    build = tmp_path / "build" / "kv260"
+    build.mkdir(parents=True)
+    for name in ("fit.json", "fit.md", "README.md"):
+        (build / name).write_text("{}" if name.endswith(".json") else "# x\n")
+        render_report(build / name)
+    (build / "notes.html").write_text("a user's page")  # no report beside it
+    (tmp_path / "index.html").write_text("the index")
+    assert remove_renderings(tmp_path) == 3
+    assert sorted(p.name for p in build.iterdir()) == ["README.md", "fit.json", "fit.md", "notes.html"]
+    assert (tmp_path / "index.html").is_file() and remove_renderings(tmp_path) == 0
