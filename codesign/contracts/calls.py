@@ -203,7 +203,7 @@ class Call:
     def __post_init__(self) -> None:
         if not isinstance(self.acc_add, bool) or not isinstance(self.acc_hold, bool):
             raise CallListError("acc_add and acc_hold must be bools")
-        if (self.acc_add or self.acc_hold) and not 1 <= self.count <= ACC_DEPTH:
+        if self.accumulates and not 1 <= self.count <= ACC_DEPTH:
             raise CallListError(f"an accumulating call takes 1..{ACC_DEPTH} results (the buffer), not {self.count}")
         if self.acc_hold and self.rounding.enable:
             raise CallListError("a holding call sends nothing: it cannot round")
@@ -247,6 +247,11 @@ class Call:
                 raise CallListError(f"segment {index} overlaps the call's out block or its record")
         if record.overlaps(self.out):
             raise CallListError("the record overlaps the call's out block")
+
+    @property
+    def accumulates(self) -> bool:
+        """Whether the call goes through the shell's accumulation buffer (it holds, adds, or both)."""
+        return self.acc_add or self.acc_hold
 
     @property
     def words_in(self) -> int:
@@ -356,7 +361,7 @@ def check_list(calls: Sequence[Call], arena_bytes: int, stream_bits: int = 32, *
     if stream_bits not in STREAM_BITS:
         raise CallListError(f"call lists run on {STREAM_BITS}-bit stream words, not {stream_bits}")
     if not held_sums:
-        first = next((i for i, call in enumerate(calls) if call.acc_add or call.acc_hold), None)
+        first = next((i for i, call in enumerate(calls) if call.accumulates), None)
         if first is not None:
             raise CallListError(f"call {first} accumulates, but this shell has no accumulation buffer (held_sums "
                                 "False): build the IP with it, or split no contraction across calls")
@@ -386,7 +391,7 @@ def check_chains(calls: Sequence[Call]) -> None:
                                 f"{'nothing' if held is None else f'{held} sums'}")
         if call.acc_hold and not call.acc_add and held is not None:
             raise CallListError(f"call {index} starts a chain while {held} sums are held: they would be lost")
-        if call.acc_hold or call.acc_add:
+        if call.accumulates:
             length = length + 1 if call.acc_add else 1
             if length > MAX_CHAIN:
                 raise CallListError(f"call {index}: a chain of sums takes at most {MAX_CHAIN} calls")

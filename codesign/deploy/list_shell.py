@@ -60,8 +60,8 @@ class ListShell:
             raise DeployError(f"design {overlay.manifest['design']!r} has no {' or '.join(missing)} IP")
         self.ips = {pe: [overlay.accelerator(name) for name in names[pe]] for pe in self.specs}
         # whether every IP of a PE keeps the accumulation buffer (a list trainer refuses lists that need it)
-        self.held_sums = {pe: all(ip.get("held_sums", True) is not False for ip in overlay.manifest["ips"]
-                                  if ip["pe"] == pe) for pe in self.specs}
+        self.held_sums = {pe: all(ip.get("held_sums", True) for ip in overlay.manifest["ips"] if ip["pe"] == pe)
+                          for pe in self.specs}  # the manifest check refuses a value that is not a bool
         self._buffers: "OrderedDict[tuple, Any]" = OrderedDict()  # arenas, the least recently used first
         self._encoded: "OrderedDict[int, tuple]" = OrderedDict()  # id(calls) -> (calls, descriptors): calls kept
         self._to_free: list = []  # descriptor buffers let go during a phase

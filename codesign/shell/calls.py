@@ -92,7 +92,7 @@ def run_list_golden(pe, spec, arena: np.ndarray, calls: Sequence[Call], *, fast:
                                 "that never come")
         if status == STATUS_OK and call.count:
             results = out[parts:parts + call.count]
-            if call.acc_add or call.acc_hold:
+            if call.accumulates:
                 values = results.astype(np.uint32).view(np.int32).astype(np.int64)
                 held = values if not call.acc_add else held + values
                 words, stats = (np.zeros(0, np.uint32), round_stage(np.zeros(0, np.uint32), RAW)[1]) \

@@ -101,8 +101,7 @@ class StepLists:
     def holds(self, pe: str) -> bool:
         """Whether a call of ``pe``'s holds sums for a later one (a contraction longer than the PE's buffers): its
         IPs need the shell's accumulation buffer."""
-        return any(call.acc_add or call.acc_hold for phase in self.phases for name, calls in phase if name == pe
-                   for call in calls)
+        return any(call.accumulates for phase in self.phases for name, calls in phase if name == pe for call in calls)
 
     @property
     def y_rows(self) -> int:
