@@ -19,11 +19,16 @@ from codesign.pe import get_pe, pe_names
 from tests.pe.conftest import stream_rtl_is_quick
 
 
+# grid points whose RTL level runs in make test-slow only, make test keeping the build's other points at RTL: the
+# FP-MAC array's 1 x 1 and E=2 points (its 1 x 16 E=2 build runs at RTL in tests/pe/fpmac_array, 10 s each here)
+RTL_SLOW = {("fpmac_array", "e4_fb3_rne_1x1"), ("fpmac_array", "e2_fb1_rna_2x3")}
+
+
 def _marks(name: str, index: int, case, level: str) -> list:
     """``slow``/``long`` as the grid point says; a point tests/pe/test_stream_rtl.py runs at RTL in make test
     (under stalls, cycles against the model, the quick stimulus) leaves its RTL level at the full stimulus to
-    make test-slow."""
-    slow = case.slow or (level == "rtl" and stream_rtl_is_quick(name, index, case))
+    make test-slow, as do the points of :data:`RTL_SLOW`."""
+    slow = case.slow or (level == "rtl" and (stream_rtl_is_quick(name, index, case) or (name, case.id) in RTL_SLOW))
     return [pytest.mark.slow] * slow + [pytest.mark.long] * case.long
 
 

@@ -372,7 +372,9 @@ def test_csim_chains_sum_beyond_32_bits_and_round_ties_to_even(tmp_path):
     assert result.passed, result.first_mismatches
 
 
-@pytest.mark.parametrize("bits, pause, values", [(32, 0.0, 3000), (32, 0.3, 3000), (64, 0.3, 3000), (128, 0.0, 3000),
+@pytest.mark.parametrize("bits, pause, values", [(32, 0.3, 3000), (128, 0.0, 3000),
+                                                 pytest.param(32, 0.0, 3000, marks=pytest.mark.slow),
+                                                 pytest.param(64, 0.3, 3000, marks=pytest.mark.slow),
                                                  pytest.param(32, 0.2, 10_000, marks=pytest.mark.slow),
                                                  pytest.param(128, 0.3, 10_000, marks=pytest.mark.slow)])
 def test_rtl_3d_block_list_equals_golden(tmp_path, bits, pause, values):
@@ -392,7 +394,9 @@ def test_rtl_3d_block_list_equals_golden(tmp_path, bits, pause, values):
     assert result.passed, result.first_mismatches
 
 
-@pytest.mark.parametrize("bits, pause, values", [(32, 0.0, 3000), (64, 0.3, 3000), (128, 0.0, 3000), (32, 0.3, 3000),
+@pytest.mark.parametrize("bits, pause, values", [(64, 0.3, 3000), (128, 0.0, 3000),
+                                                 pytest.param(32, 0.0, 3000, marks=pytest.mark.slow),
+                                                 pytest.param(32, 0.3, 3000, marks=pytest.mark.slow),
                                                  pytest.param(64, 0.2, 10_000, marks=pytest.mark.slow)])
 def test_rtl_chain_list_equals_golden(tmp_path, bits, pause, values):
     """PE1 lists of plain calls and accumulating chains (3-D blocks, drains raw and rounded, plain calls inside
