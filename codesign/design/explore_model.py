@@ -76,10 +76,10 @@ class ExploreModel:
 def fixed_resources(builds: Mapping[str, Any], family: str,
                     held_sums: Mapping[str, bool] | None = None) -> dict[str, float]:
     """Model resources of the IPs a space does not vary (each PE model plus its shell, with the accumulation
-    buffer unless ``held_sums`` says not for that PE)."""
+    buffer as ``held_sums`` says for that PE, else as the design flow builds it)."""
     out = dict.fromkeys(RESOURCES, 0.0)
     for pe, spec in builds.items():
-        held = (held_sums or {}).get(pe, True)
+        held = (held_sums or {}).get(pe)
         model = pe_resources(pe, spec, family)
         shell = fpga_counts(ip_shell_cost(get_pe(pe), spec, family, held_sums=held))
         out = {k: out[k] + model[k] + shell[k] for k in RESOURCES}

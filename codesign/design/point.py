@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.boards import Board, board
-from codesign.shell.ip import data_ports
+from codesign.shell.ip import data_ports, held_by_default
 from codesign.shell.vivado import shell_ips_hp_ports
 from codesign.numerics import FloatFormat
 from codesign.pe import REGISTRY, get_pe
@@ -59,7 +59,8 @@ class DesignError(ValueError):
 class PeInstance:
     """One PE in the design: instance ``name`` (a C identifier), registered ``pe``, its spec, and why it is needed;
     ``held_sums``: whether its shell keeps the accumulation buffer (False: no block RAM and a 32-bit rounding
-    stage, for an IP whose call lists hold no sums; ``[design.pe.<pe>] held_sums = false``)."""
+    stage, for an IP whose call lists hold no sums; ``[design.pe.<pe>] held_sums``, by default false only for a
+    PE that chains its sums itself, :func:`codesign.shell.ip.held_by_default`)."""
 
     name: str
     pe: str
@@ -253,7 +254,7 @@ def design_point(training: TrainConfig, *, name: str, board_name: str = "zedboar
     for pe_name, derived, reason in needs:
         override = dict(overrides.get(pe_name, {}))
         copies = _copies(override.pop(COPIES_FIELD, 1), f"design.pe.{pe_name}.{COPIES_FIELD}")
-        held = override.pop(HELD_FIELD, True)
+        held = override.pop(HELD_FIELD, held_by_default(get_pe(pe_name)))
         if not isinstance(held, bool):
             raise DesignError(f"design.pe.{pe_name}.{HELD_FIELD}: must be true or false (whether the shell keeps "
                               f"the accumulation buffer), got {held!r}")

@@ -39,6 +39,10 @@ class StreamPE(ProcessingElement):
     doc: ClassVar[str]  # the docs page specifying the PE's stream, e.g. ``docs/csb.md``
     transaction: ClassVar[str]  # what one transaction carries in and out (the kernel header's comment)
     stateful: ClassVar[bool] = False  # an answer may depend on the transactions before it (its sessions keep that)
+    # the PE chains a long sum across its own transactions (an accumulate flag, HOLD and CARRY), so no call list
+    # for it holds sums in the shell's accumulation buffer: its IPs' shells are built without one unless a design
+    # asks ([design.pe.<pe>] held_sums; codesign.shell.ip.render_accel_rtl)
+    chains_own_sums: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)

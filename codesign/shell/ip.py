@@ -551,6 +551,14 @@ def shell_cost(family: str, data_bits: int = WORD_BITS, *, held_sums: bool = Tru
     return dict(table[family][data_bits])
 
 
-def ip_shell_cost(pe, spec, family: str, *, held_sums: bool = True) -> dict[str, float]:
-    """:func:`shell_cost` of the shell around ``pe`` on build ``spec``: its data buses at the PE's stream word."""
-    return shell_cost(family, stream_word_bits(pe, spec), held_sums=held_sums)
+def held_by_default(pe) -> bool:
+    """Whether ``pe``'s IPs keep the accumulation buffer unless a design says (``[design.pe.<pe>] held_sums``): not
+    for a PE that chains its sums itself (``chains_own_sums``), whose call lists never use it."""
+    return not getattr(pe, "chains_own_sums", False)
+
+
+def ip_shell_cost(pe, spec, family: str, *, held_sums: bool | None = None) -> dict[str, float]:
+    """:func:`shell_cost` of the shell around ``pe`` on build ``spec``: its data buses at the PE's stream word;
+    ``held_sums`` None: as the design flow builds it (:func:`held_by_default`)."""
+    held = held_by_default(pe) if held_sums is None else held_sums
+    return shell_cost(family, stream_word_bits(pe, spec), held_sums=held)

@@ -85,20 +85,28 @@ def test_bad_designs_are_refused_with_the_field(edit, message):
 
 
 def test_an_ip_may_be_built_without_the_accumulation_buffer(tmp_path):
-    """[design.pe.<pe>] held_sums = false: the instance, its fit (the lean shell's cost: no block RAM) and the
-    manifest say so, and the board's driver refuses accumulating calls on it."""
+    """[design.pe.<pe>] held_sums: the instance, its fit (the lean shell's cost: no block RAM) and the manifest
+    say so. The default is without the buffer for the PEs that chain their sums themselves (FP-MAC array, CSB)
+    and with it for the TT PEs; a design may ask otherwise either way."""
     from codesign.design.fit import fit_design
     from codesign.design.manifest import design_manifest
 
     raw = _raw("digits_abvs.toml")
-    raw["design"].update(pe={"fpmac_array": {"copies": 2, "held_sums": False}})
-    lean, full = design_from_dict(raw), design_from_dict(_raw("digits_abvs.toml"))
-    assert [i.held_sums for i in lean.instances] == [False, False] and full.instances[0].held_sums
-    assert [i["held_sums"] for i in lean.to_dict()["instances"]] == [False, False]
+    raw["design"].update(pe={"fpmac_array": {"copies": 2, "held_sums": True}})
+    full, lean = design_from_dict(raw), design_from_dict(_raw("digits_abvs.toml"))
+    assert [i.held_sums for i in full.instances] == [True, True] and not lean.instances[0].held_sums
+    assert [i["held_sums"] for i in full.to_dict()["instances"]] == [True, True]
     fits = {name: fit_design(design, cache_dir=tmp_path) for name, design in (("lean", lean), ("full", full))}
     assert fits["lean"].per_ip["fpmac_array_0"]["shell"]["bram_36k"] == 0
     assert fits["full"].per_ip["fpmac_array_0"]["shell"]["bram_36k"] == 6
-    assert [ip["held_sums"] for ip in design_manifest(lean)["ips"]] == [False, False]
+    assert [ip["held_sums"] for ip in design_manifest(full)["ips"]] == [True, True]
+    assert [ip["held_sums"] for ip in design_manifest(lean)["ips"]] == [False]
+    assert not any(i.held_sums for i in design_from_dict(_raw("digits_compressed.toml")).instances)
+    tt = _raw("digits_tt.toml")
+    assert all(i.held_sums for i in design_from_dict(tt).instances)
+    tt["design"]["pe"]["tt2"]["held_sums"] = False
+    held = {i.pe: i.held_sums for i in design_from_dict(tt).instances}
+    assert held.pop("tt2") is False and held and all(held.values())
 
 
 def test_compressed_operand_width_must_match_the_csb_contract():

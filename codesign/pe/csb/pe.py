@@ -68,6 +68,7 @@ class CsbPE(StreamPE):
     doc = "docs/csb.md"
     transaction = "header, index, sections in; status, results out"
     stateful = True  # HOLD leaves the sums in the PE for the next transaction's CARRY
+    chains_own_sums = True  # HOLD and CARRY: a list's chains never reach the shell's accumulation buffer
 
     def build_stimulus(self, spec: CsbSpec, options: CsbStimulusOptions) -> list[Transaction]:
         """Directed cases plus random transactions, doubling their number until the MAC target is met."""

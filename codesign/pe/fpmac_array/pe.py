@@ -41,6 +41,7 @@ class FpmacArrayPE(StreamPE):
     doc = "docs/fpmac_array.md"
     transaction = "header, A, B (, C_in) in; status and C out"
     estimate_abc9 = False  # resource counts are what the array estimates report
+    chains_own_sums = True  # a GEMM cut along k streams its partial C back in (the header's accumulate flag)
 
     # -- golden model and vectors ------------------------------------------------------
     def build_stimulus(self, spec: FpmacArraySpec, options: FpmacArrayStimulusOptions) -> list[Transaction]:
