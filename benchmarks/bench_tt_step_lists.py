@@ -33,7 +33,8 @@ default) takes it ``j`` outer where that is faster and the builds' DSP slices (t
 board's family) stay within the 278 of issue 39's goals
 (:func:`codesign.design.families.tt_list_step.b_order_choice`: 258 with
 two j-outer PE1 IPs). Prints the step's parts and the ratio board /
-torch_f32; writes ``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes about two minutes at rank 8
+torch_f32, and the PEs' cycles by part (load, compute, drain: :class:`codesign.step.tt.list_time.PeWork`) with the
+bound a PE overlapping them would reach; writes ``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes about two minutes at rank 8
 (the golden shell computes every call of the two warm steps with the PEs' vectorised golden).
 
 ``--modes cheapest`` takes, per layer, the order of its modes with the fewest step products
@@ -158,12 +159,18 @@ def main() -> int:
            "board_step_ms": 1e3 * total_s, "torch_f32_ms": 1e3 * min(torch_s),
            "ratio_board_to_torch_f32": total_s / min(torch_s), "clock_mhz": args.clock_mhz,
            "pe_build": build, "pe_buffers": buffers, "held_sums": held, "fit": fit, "b_order": spec1.b_order, "copies": list(copies), "dsp": dsp,
-           "pe_dma_ms_by_order": {k: 1e3 * v for k, v in order.get("pe_dma_s", {}).items()}}
+           "pe_dma_ms_by_order": {k: 1e3 * v for k, v in order.get("pe_dma_s", {}).items()},
+           "pe_work": step.pe_work.to_dict()}
     print(f"rank {args.rank}, PE1 b_order {spec1.b_order} ({dsp:g} DSP): board step {row['board_step_ms']:.1f} ms (PE+DMA {row['pe_dma_ms']:.1f} ms over "
           f"layers {[round(c / (args.clock_mhz * 1e3), 1) for c in cycles]} ms, host here {row['host_ms_desktop']:.1f}"
           f" ms, {100 * row['host_share']:.0f} %; median {row['host_ms_desktop_median']:.1f} ms, lists re-aimed in "
           f"{reshifted} of the {len(setup.layers) * args.steps} timed layer steps); MAC bound {row['macs_bound_ms']:.1f} ms; float32 PyTorch {row['torch_f32_ms']:.1f} ms; board / float32 = "
           f"{row['ratio_board_to_torch_f32']:.1f}", flush=True)
+    work, per_ms = step.pe_work, args.clock_mhz * 1e3  # cycles a millisecond
+    print("PE cycles by part (every copy's calls, no stalls): " + "; ".join(
+        f"{pe} load {work.load[pe] / 1e3:.0f} k, compute {work.compute[pe] / 1e3:.0f} k, drain {work.drain[pe] / 1e3:.0f} k"
+        for pe in ("tt1", "tt2")) + f"; the phases' longest lists {work.serial / per_ms:.2f} ms one part after the "
+        f"other, at least {work.overlapped / per_ms:.2f} ms were load, compute and drain to overlap", flush=True)
     print(f"builds {buffers}, accumulation buffer {held}: {', '.join(f'{k} {v:.1f} %' for k, v in fit['percent'].items())}"
           f" of the Ultra96-V2 ({'fits' if fit['fits'] else 'over'} the fit rule's {FIT_LIMIT:g} %: PE model + shell "
           "per IP)", flush=True)

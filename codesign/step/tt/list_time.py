@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from codesign.boards import Board
+from codesign.pe.tt.cycles import transaction_cycles
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.step.list_cycles import BOARD_DDR, DdrTiming, phase_cycles
 from codesign.step.time import Stage, StepTime, step_time
@@ -58,14 +59,37 @@ class HostWork:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PeWork:
+    """Where a list step's PE cycles go, by the PEs' own cycle model (:func:`codesign.pe.tt.cycles.
+    transaction_cycles`, no stalls): per PE (``"tt1"``, ``"tt2"``, every copy's calls summed) the cycles spent
+    taking operands (``load``), in the MAC loop (``compute``) and sending results (``drain``), headers included
+    in none; ``serial``: the step's PE cycles, phase after phase its longest list's calls one after the other
+    (no stalls: the list cycle model's phases take at least as long); ``overlapped``: the same were every call's
+    three parts to overlap (a PE with double-buffered operands and results): per call its longest part plus its
+    two header cycles. The PEs do them one after the other, so ``overlapped`` bounds what that would save; it is
+    not a measurement."""
+
+    load: dict[str, int]
+    compute: dict[str, int]
+    drain: dict[str, int]
+    serial: int
+    overlapped: int
+
+    def to_dict(self) -> dict:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True, kw_only=True)
 class ListStep:
     """A network's list step priced: ``time`` (the stage model; ``host_s`` as given), ``host`` (the work left),
-    and per layer its PE and DMA cycles (``layer_cycles``) and its phases' cycles (``phase_cycles``)."""
+    per layer its PE and DMA cycles (``layer_cycles``) and its phases' cycles (``phase_cycles``), and its PE
+    cycles by part (``pe_work``)."""
 
     time: StepTime
     host: HostWork
     layer_cycles: tuple[int, ...]
     phase_cycles: tuple[tuple[int, ...], ...]
+    pe_work: PeWork
 
 
 def zero_fracs(cores: Sequence[np.ndarray], precision) -> Fracs:
@@ -102,6 +126,24 @@ def phase_stages(lists: StepLists, spec1: Tt1Spec, spec2: Tt2Spec, *, ddr: DdrTi
         cycles, words_in, words_out = phase_cycles(phase, specs, lists.arena, ddr=ddr)
         stages.append(Stage(cycles=cycles, words_in=words_in, words_out=words_out))
     return stages
+
+
+def pe_work(plans: Sequence[StepLists], spec1: Tt1Spec, spec2: Tt2Spec) -> PeWork:
+    """:class:`PeWork` of the lists ``plans`` (a network's layers) on the builds ``spec1`` and ``spec2``."""
+    specs = {"tt1": spec1, "tt2": spec2}
+    parts = {name: dict.fromkeys(specs, 0) for name in ("load", "compute", "drain")}
+    serial = overlapped = 0
+    for lists in plans:
+        for phase in lists.phases:
+            longest = [0, 0]  # the phase's longest list: its calls one part after the other, and overlapped
+            for pe, calls in phase:
+                cycles = [transaction_cycles(specs[pe], call.header) for call in calls if call.header is not None]
+                for name in parts:
+                    parts[name][pe] += sum(getattr(c, name) for c in cycles)
+                longest = [max(longest[0], sum(c.total for c in cycles)),
+                           max(longest[1], sum(c.header + max(c.load, c.compute, c.drain) for c in cycles))]
+            serial, overlapped = serial + longest[0], overlapped + longest[1]
+    return PeWork(**parts, serial=serial, overlapped=overlapped)
 
 
 def host_work(setup: TtLayers, plans: Sequence[StepLists]) -> HostWork:
@@ -144,8 +186,9 @@ def tt_list_step(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, 
                      array_macs=copies[0] * spec1.lanes * spec1.rows + copies[1] * spec2.lanes * spec2.rows,
                      calls=host.calls, stream_cycles=sum(stage.words_in + stage.words_out for stage in stages)
                      // (spec1.stream_bits // 32), mac_energy_pj=tt_mac_energy_pj(setup))
-    return ListStep(time=time, host=host, layer_cycles=tuple(layer_cycles), phase_cycles=tuple(phase_cycles))
+    return ListStep(time=time, host=host, layer_cycles=tuple(layer_cycles), phase_cycles=tuple(phase_cycles),
+                    pe_work=pe_work(plans, spec1, spec2))
 
 
-__all__ = ["BOARD_DDR", "HostWork", "ListStep", "host_work", "phase_stages", "tt_list_plans", "tt_list_step",
-           "zero_fracs"]
+__all__ = ["BOARD_DDR", "HostWork", "ListStep", "PeWork", "host_work", "pe_work", "phase_stages", "tt_list_plans",
+           "tt_list_step", "zero_fracs"]

@@ -71,6 +71,23 @@ def test_each_phase_costs_its_longer_list(setup):
     assert step.time.pe_s == pytest.approx(sum(step.layer_cycles) / 200e6)
 
 
+def test_the_pe_work_is_the_cycles_the_list_model_finds_the_pes_busy(setup):
+    """PeWork's parts from the PEs' cycle formulas: a phase's longest list, its calls one after the other, is the
+    cycles the list cycle model counts its PE working (no stall); the overlapped bound lies below."""
+    spec1, spec2 = Tt1Spec(**SPECS), Tt2Spec(**SPECS)
+    step = tt_list_step(setup, spec1, spec2, board("ultra96v2"), clock_mhz=100.0, host_s=0.0, host_source="given")
+    busy = []
+    for lists in tt_list_plans(setup, spec1, spec2):
+        for phase in lists.phases:
+            busy.append(max(list_cycles(get_pe(pe), spec1 if pe == "tt1" else spec2, calls, lists.arena,
+                                        ddr=BOARD_DDR).breakdown()["pe"] for pe, calls in phase))
+    work = step.pe_work
+    assert work.serial == sum(busy) < sum(step.layer_cycles)
+    parts = sum(work.load[pe] + work.compute[pe] + work.drain[pe] for pe in ("tt1", "tt2"))
+    assert work.overlapped < work.serial <= parts + 2 * step.host.calls
+    assert all(work.load[pe] > 0 and work.compute[pe] > 0 and work.drain[pe] > 0 for pe in ("tt1", "tt2"))
+
+
 def test_builds_that_cannot_run_lists_are_refused_with_the_reason(setup):
     with pytest.raises(ValueError, match="lanes and stream widths must agree"):
         tt_list_plans(setup, Tt1Spec(**SPECS), Tt2Spec(**{**SPECS, "lanes": 8}))
