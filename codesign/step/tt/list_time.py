@@ -60,10 +60,10 @@ class HostWork:
 
 @dataclass(frozen=True, kw_only=True)
 class PeWork:
-    """Where a list step's PE cycles go, by the PEs' own cycle model (:func:`codesign.pe.tt.cycles.
-    transaction_cycles`, no stalls): per PE (``"tt1"``, ``"tt2"``, every copy's calls summed) the cycles spent
-    taking operands (``load``), in the MAC loop (``compute``) and sending results (``drain``), headers included
-    in none; ``serial``: the step's PE cycles, phase after phase its longest list's calls one after the other
+    """Where a list step's PE cycles go, by the PEs' own cycle model (no stalls,
+    :func:`~codesign.pe.tt.cycles.transaction_cycles`): per PE (``"tt1"``, ``"tt2"``, every copy's calls summed)
+    the cycles spent taking operands (``load``), in the MAC loop (``compute``) and sending results (``drain``),
+    headers included in none; ``serial``: the step's PE cycles, phase after phase its longest list's calls one after the other
     (no stalls: the list cycle model's phases take at least as long); ``overlapped``: the same were every call's
     three parts to overlap (a PE with double-buffered operands and results): per call its longest part plus its
     two header cycles. The PEs do them one after the other, so ``overlapped`` bounds what that would save; it is
