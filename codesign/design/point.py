@@ -66,7 +66,11 @@ class PeInstance:
     pe: str
     spec: Any
     reason: str
-    held_sums: bool = True
+    held_sums: bool | None = None  # None: as the design flow builds the PE's IPs (held_by_default)
+
+    def __post_init__(self) -> None:
+        if self.held_sums is None:
+            object.__setattr__(self, "held_sums", held_by_default(get_pe(self.pe)))
 
     @property
     def top(self) -> str:
@@ -254,8 +258,8 @@ def design_point(training: TrainConfig, *, name: str, board_name: str = "zedboar
     for pe_name, derived, reason in needs:
         override = dict(overrides.get(pe_name, {}))
         copies = _copies(override.pop(COPIES_FIELD, 1), f"design.pe.{pe_name}.{COPIES_FIELD}")
-        held = override.pop(HELD_FIELD, held_by_default(get_pe(pe_name)))
-        if not isinstance(held, bool):
+        held = override.pop(HELD_FIELD, None)
+        if held is not None and not isinstance(held, bool):
             raise DesignError(f"design.pe.{pe_name}.{HELD_FIELD}: must be true or false (whether the shell keeps "
                               f"the accumulation buffer), got {held!r}")
         spec = _pe_spec(pe_name, derived, override, f"design.pe.{pe_name}")

@@ -17,6 +17,7 @@ import numpy as np
 from codesign.contracts.calls import RECORD_WORDS
 from codesign.pe import get_pe
 from codesign.shell.calls import block_words, run_list_golden
+from codesign.shell.ip import held_by_default
 from codesign.step.tt.step_lists import SHARE_PRODUCTS
 
 
@@ -24,8 +25,9 @@ class GoldenListShell:
     """The golden shell on the PE builds ``specs`` (``{pe: spec}``: tt1 and tt2 for a TT trainer, as
     ``spec1``/``spec2``; fpmac_array for an FB-float one), as ``copies`` IPs of the TT PEs (lists for them are
     built; it runs them one after the other): ``run_phase``, ``arena``, ``flush`` and ``invalidate`` as the list
-    trainers call them; ``held_sums`` (``{pe: bool}``, True where absent): whether that PE's IPs keep the
-    accumulation buffer (:func:`codesign.shell.ip.render_accel_rtl`). Counts ``lists``, ``calls``, ``flushed``
+    trainers call them; ``held_sums`` (``{pe: bool}``; where absent, as the design flow builds that PE's IPs,
+    :func:`codesign.shell.ip.held_by_default`): whether that PE's IPs keep the accumulation buffer
+    (:func:`codesign.shell.ip.render_accel_rtl`). Counts ``lists``, ``calls``, ``flushed``
     and ``read`` (32-bit words), the ``ranges`` flushed or read (one cache maintenance call each on a board) and
     ``seconds`` spent in the golden model."""
 
@@ -34,7 +36,7 @@ class GoldenListShell:
         self.specs = dict(specs)
         for pe, spec in self.specs.items():
             get_pe(pe).check_spec(spec)
-        self.held_sums = {pe: bool((held_sums or {}).get(pe, True)) for pe in self.specs}
+        self.held_sums = {pe: bool((held_sums or {}).get(pe, held_by_default(get_pe(pe)))) for pe in self.specs}
         self.copies, self.share_products = copies, share_products
         self.lists = self.calls = self.flushed = self.read = self.ranges = 0
         self.seconds = 0.0

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from codesign.design import DesignError, design_from_dict, load_design
+from codesign.pe import get_pe
 from codesign.train.config import load_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -101,12 +102,31 @@ def test_an_ip_may_be_built_without_the_accumulation_buffer(tmp_path):
     assert fits["full"].per_ip["fpmac_array_0"]["shell"]["bram_36k"] == 6
     assert [ip["held_sums"] for ip in design_manifest(full)["ips"]] == [True, True]
     assert [ip["held_sums"] for ip in design_manifest(lean)["ips"]] == [False]
-    assert not any(i.held_sums for i in design_from_dict(_raw("digits_compressed.toml")).instances)
+    assert [(i.pe, i.held_sums) for i in design_from_dict(_raw("digits_compressed.toml")).instances] == [("csb", False)]
     tt = _raw("digits_tt.toml")
+    assert {i.pe for i in design_from_dict(tt).instances} >= {"tt1", "tt2"}
     assert all(i.held_sums for i in design_from_dict(tt).instances)
     tt["design"]["pe"]["tt2"]["held_sums"] = False
     held = {i.pe: i.held_sums for i in design_from_dict(tt).instances}
     assert held.pop("tt2") is False and held and all(held.values())
+
+
+@pytest.mark.parametrize("pe_name, bram", [("csb", 0), ("fpmac_array", 0), ("tt1", 6), ("tt2", 6)])
+def test_the_explorer_prices_the_shell_each_pe_gets_by_default(pe_name, bram):
+    """The explorer's shell cost with no held_sums given (ip_shell_cost, fixed_resources) is the shell the design
+    flow builds: without the buffer's 6 BRAM36 for the PEs that chain their sums themselves; an instance made
+    without held_sums takes the same default."""
+    from codesign.design.explore_model import fixed_resources
+    from codesign.design.point import PeInstance
+    from codesign.shell.ip import ip_shell_cost
+
+    pe = get_pe(pe_name)
+    spec = pe.spec_class()
+    assert ip_shell_cost(pe, spec, "xcup")["bram_36k"] == bram
+    assert ip_shell_cost(pe, spec, "xcup", held_sums=True)["bram_36k"] == 6
+    priced = fixed_resources({pe_name: spec}, "xcup")["bram_36k"]
+    assert priced - fixed_resources({pe_name: spec}, "xcup", {pe_name: True})["bram_36k"] == bram - 6
+    assert PeInstance(name="x_0", pe=pe_name, spec=spec, reason="test").held_sums == (bram == 6)
 
 
 def test_compressed_operand_width_must_match_the_csb_contract():

@@ -43,6 +43,7 @@ QUICK_POINTS = {
     "tt1": {case.id for bits in _WIDTHS for case in header_top_cases(Tt1Spec, bits)},
     "tt2": {case.id for bits in _WIDTHS for case in header_top_cases(Tt2Spec, bits)},
     "tt3": {"l8_a12b5"} | {case.id for bits in _WIDTHS for case in pe3_top_cases(bits)},
+    "csb": {"conv2_k3_t2x3_b2_p4_acc16"},  # the quick run's one CONV block: parallel lanes, 16-bit sums
 }
 
 

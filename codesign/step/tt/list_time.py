@@ -63,11 +63,13 @@ class PeWork:
     """Where a list step's PE cycles go, by the PEs' own cycle model (no stalls,
     :func:`~codesign.pe.tt.cycles.transaction_cycles`): per PE (``"tt1"``, ``"tt2"``, every copy's calls summed)
     the cycles spent taking operands (``load``), in the MAC loop (``compute``) and sending results (``drain``),
-    headers included in none; ``serial``: the step's PE cycles, phase after phase its longest list's calls one after the other
-    (no stalls: the list cycle model's phases take at least as long); ``overlapped``: the same were every call's
-    three parts to overlap (a PE with double-buffered operands and results): per call its longest part plus its
-    two header cycles. The PEs do them one after the other, so ``overlapped`` bounds what that would save; it is
-    not a measurement."""
+    headers included in none; ``serial``: the step's PE cycles, phase after phase its longest list's calls one
+    after the other (no stalls: the list cycle model's phases take at least as long); ``overlapped``: the fewest
+    cycles a PE with the same streams and MAC loop could take were it to overlap loading, computing and draining
+    across its calls (double-buffered operands and results): phase after phase the longest list's busiest of its
+    input stream (headers and operands, a word a cycle), its MAC loop and its output side (statuses and
+    results). The PEs do them one after the other, so ``overlapped`` bounds what that could save; it is not a
+    measurement."""
 
     load: dict[str, int]
     compute: dict[str, int]
@@ -137,11 +139,15 @@ def pe_work(plans: Sequence[StepLists], spec1: Tt1Spec, spec2: Tt2Spec) -> PeWor
         for phase in lists.phases:
             longest = [0, 0]  # the phase's longest list: its calls one part after the other, and overlapped
             for pe, calls in phase:
-                cycles = [transaction_cycles(specs[pe], call.header) for call in calls if call.header is not None]
+                if any(call.header is None for call in calls):
+                    raise ValueError("a TT step's calls carry their headers in their descriptors")
+                cycles = [transaction_cycles(specs[pe], call.header) for call in calls]
+                sums = {name: sum(getattr(c, name) for c in cycles) for name in parts}
                 for name in parts:
-                    parts[name][pe] += sum(getattr(c, name) for c in cycles)
+                    parts[name][pe] += sums[name]
+                heads = sum(c.header // 2 for c in cycles)  # a header word in, a status word out
                 longest = [max(longest[0], sum(c.total for c in cycles)),
-                           max(longest[1], sum(c.header + max(c.load, c.compute, c.drain) for c in cycles))]
+                           max(longest[1], sums["load"] + heads, sums["compute"], sums["drain"] + heads)]
             serial, overlapped = serial + longest[0], overlapped + longest[1]
     return PeWork(**parts, serial=serial, overlapped=overlapped)
 

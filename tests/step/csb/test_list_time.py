@@ -13,6 +13,7 @@ from codesign.pe import get_pe
 from codesign.pe.csb import CsbSpec, encode
 from codesign.pe.csb.cycles import stream_cycles
 from codesign.shell.calls import ListCase, call_words_in, run_list_golden
+from codesign.shell.ip import held_by_default
 from codesign.step.csb.list_time import step_list_cycles
 from codesign.step.csb.lists import CsbStepScales, step_arena, step_lists
 from codesign.step.list_cycles import DdrTiming, list_cycles
@@ -47,7 +48,7 @@ def test_rtl_runs_the_step_lists_bit_exact_in_the_modelled_cycles(tmp_path, ddr)
     _, image, lists = step_case()
     for name, calls in (("forward", lists.forward), ("backward", lists.backward)):
         case = ListCase(calls=calls, arena=image, expected=run_list_golden(pe, SPEC, image, calls))
-        result = run_list_rtl(pe, SPEC, case, tmp_path / name, ddr=ddr)
+        result = run_list_rtl(pe, SPEC, case, tmp_path / name, ddr=ddr, held_sums=held_by_default(pe))
         model = list_cycles(pe, SPEC, calls, image, ddr=ddr)
         print(f"\n[csb step {name}] {len(calls)} calls, {result.mismatches} mismatches, model {model.total}, RTL "
               f"busy {result.busy_cycles}; {model.breakdown()}")
@@ -117,7 +118,7 @@ def test_rtl_runs_the_example_step_in_the_modelled_cycles(tmp_path):
     pe = get_pe("csb")
     for name, calls in (("forward", lists.forward), ("backward", lists.backward)):
         case = ListCase(calls=calls, arena=image, expected=run_list_golden(pe, spec, image, calls))
-        result = run_list_rtl(pe, spec, case, tmp_path / name)
+        result = run_list_rtl(pe, spec, case, tmp_path / name, held_sums=held_by_default(pe))
         model = list_cycles(pe, spec, calls, image)
         print(f"[example step {name}] {len(calls)} calls, model {model.total}, RTL busy {result.busy_cycles}")
         assert result.passed, result.first_mismatches

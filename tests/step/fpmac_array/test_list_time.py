@@ -75,6 +75,7 @@ def test_rtl_runs_the_example_step_bit_exact_in_the_modelled_cycles(tmp_path):
     from codesign.loops.fb_lists import FbListTrainer
     from codesign.pe import get_pe
     from codesign.shell.calls import ListCase
+    from codesign.shell.ip import held_by_default
     from codesign.shell.list_runner import GoldenListShell
     from codesign.shell.list_sim import run_list_rtl
     from codesign.step.list_cycles import list_cycles
@@ -96,7 +97,8 @@ def test_rtl_runs_the_example_step_bit_exact_in_the_modelled_cycles(tmp_path):
     priced = step_list_cycles(setup.spec, setup.layers, 64)
     pe = get_pe("fpmac_array")
     for name, ((_, calls),), before, after in zip(("forward", "backward"), *zip(*runs[2:])):
-        result = run_list_rtl(pe, setup.spec, ListCase(calls=calls, arena=before, expected=after), tmp_path / name)
+        result = run_list_rtl(pe, setup.spec, ListCase(calls=calls, arena=before, expected=after), tmp_path / name,
+                              held_sums=held_by_default(pe))
         model = list_cycles(pe, setup.spec, calls, before)
         print(f"\n[digits_abvs step {name}] {len(calls)} calls, {result.mismatches} mismatches, model {model.total}, "
               f"RTL busy {result.busy_cycles}")

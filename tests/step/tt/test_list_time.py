@@ -73,7 +73,8 @@ def test_each_phase_costs_its_longer_list(setup):
 
 def test_the_pe_work_is_the_cycles_the_list_model_finds_the_pes_busy(setup):
     """PeWork's parts from the PEs' cycle formulas: a phase's longest list, its calls one after the other, is the
-    cycles the list cycle model counts its PE working (no stall); the overlapped bound lies below."""
+    cycles the list cycle model counts its PE working (no stall); the overlapped bound (each list's busiest of
+    its input stream, MAC loop and output side) lies below."""
     spec1, spec2 = Tt1Spec(**SPECS), Tt2Spec(**SPECS)
     step = tt_list_step(setup, spec1, spec2, board("ultra96v2"), clock_mhz=100.0, host_s=0.0, host_source="given")
     busy = []
