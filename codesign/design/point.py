@@ -210,7 +210,7 @@ def derived_pe_fields(training: TrainConfig) -> list[tuple[str, dict[str, Any], 
 
 
 COPIES_FIELD = "copies"  # [design.pe.<pe>] copies = n: n instances of the same build, each its own IP
-HELD_FIELD = "held_sums"  # [design.pe.<pe>] held_sums = false: its IPs' shells without the accumulation buffer
+HELD_FIELD = "held_sums"  # [design.pe.<pe>] held_sums: whether its IPs' shells keep the buffer (held_by_default)
 MAX_COPIES = 8
 
 
