@@ -143,7 +143,7 @@ def test_a_build_folder_packages_every_ip_before_the_block_design_uses_it(tmp_pa
         spec = pe.spec(**ip["spec"])
         script = tmp_path / ip["rtl_project"] / "package_ip.tcl"
         files = packaged_files(lint_script(script).commands)
-        with_headers = accel.render_accel_rtl(pe, spec, tmp_path / "scratch" / ip["name"])
+        with_headers = accel.render_accel_rtl(pe, spec, tmp_path / "scratch" / ip["name"], held_sums=ip["held_sums"])
         from codesign.hw.constants_gen import verilog_include_dir
 
         expected = [*with_headers, *included_headers(with_headers, verilog_include_dir())]
