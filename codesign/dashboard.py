@@ -223,7 +223,7 @@ def remove_renderings(out: Path) -> int:
     build`` left it (which refuses to write among files it does not write); returns how many."""
     removed = 0
     for page in sorted(Path(out).rglob("*.html")):
-        report = page.with_name(page.name[:-len(".html")])
+        report = page.with_suffix("")  # <report>.html -> <report>
         if report.suffix in RENDERED and report.is_file():
             page.unlink()
             removed += 1

@@ -98,8 +98,8 @@ class AccelIP(DefaultIP):
         self._list_armed = True  # n_calls may be non-zero (run_list, or a process before this one): clear it once
         self._held: dict[tuple, int] = {}  # (register, word) -> what this driver last wrote there (it persists)
         self.stream_bits = int(entry.get("spec", {}).get("stream_bits", 32))  # the PE's stream word (bits)
-        self.held_sums = bool(entry.get("held_sums", True))  # its shell keeps the accumulation buffer (the manifest
-        # check refuses a value that is not a bool)
+        # its shell keeps the accumulation buffer (a bool: the manifest check refuses anything else)
+        self.held_sums = bool(entry.get("held_sums", True))
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.ip_name} ({self.pe}) at {self.mmio.base_addr:#x}>"
