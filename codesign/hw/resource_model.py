@@ -37,12 +37,15 @@ from codesign.io.reports import write_json_atomic
 
 RESOURCES = ("lut", "ff", "dsp", "bram_36k")
 FITTED = ("lut", "ff")
-# Yosys maps a RAM to LUT RAM when it is at most 128 words deep or holds under 8 Kib, unless it is a narrow RAM
-# (at most 36 bits, one block RAM port) over 64 words deep holding 3 Kib or more on 7-series, 4 Kib or more on
-# UltraScale+ (whose LUT RAM primitives are wider). Seen in the calibration grids: 128 x 128, 256 x 8, 128 x 18 and
-# 64 x 18 went to LUT RAM on both; 128 x 24 to block RAM on xc7 and LUT RAM on xcup; 256 x 64, 512 x 32,
-# 256 x 18 and 128 x 32 to block RAM on both.
+# Yosys maps a RAM to LUT RAM when it is at most 128 words deep and holds under 16 Kib, or holds under 8 Kib,
+# unless it is a narrow RAM (at most 36 bits, one block RAM port) over 64 words deep holding 3 Kib or more on
+# 7-series, 4 Kib or more on UltraScale+ (whose LUT RAM primitives are wider). Seen in the calibration grids and
+# the shipped reports: 256 x 8, 128 x 18 and 64 x 18 went to LUT RAM on both; 128 x 24 to block RAM on xc7 and
+# LUT RAM on xcup; 256 x 64, 512 x 32, 256 x 18, 128 x 32, 128 x 128 and 128 x 256 (PE1's and PE2's two A banks)
+# to block RAM on both. Near 16 Kib the choice depends on the logic around the RAM: an earlier PE RTL's one-bank
+# 128 x 128 A RAM went to LUT RAM.
 DISTRIBUTED_MAX_DEPTH = 128
+DISTRIBUTED_MAX_SHALLOW_BITS = 16384
 DISTRIBUTED_MAX_BITS = 8192
 NARROW_BLOCK = (36, 64)  # width at most, depth above: such a RAM goes to block RAM from NARROW_BLOCK_BITS up
 NARROW_BLOCK_BITS = {"xc7": 3072, "xcup": 4096}
@@ -65,7 +68,8 @@ def bram36(depth: int, width: int, family: str = "xc7") -> float:
     RAM."""
     narrow_width, narrow_depth = NARROW_BLOCK
     narrow = width <= narrow_width and depth > narrow_depth and depth * width >= NARROW_BLOCK_BITS[family]
-    if not narrow and (depth <= DISTRIBUTED_MAX_DEPTH or depth * width < DISTRIBUTED_MAX_BITS):
+    shallow = depth <= DISTRIBUTED_MAX_DEPTH and depth * width < DISTRIBUTED_MAX_SHALLOW_BITS
+    if not narrow and (shallow or depth * width < DISTRIBUTED_MAX_BITS):
         return 0.0
     return min(math.ceil(depth / d) * math.ceil(width / w) * size for d, w, size in BRAM_SHAPES)
 

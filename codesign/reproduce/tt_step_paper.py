@@ -37,7 +37,8 @@ class PaperComparison:
     PE3. ``layer_cycles`` are the layers' scheduled cycles
     (:attr:`StepCycles.makespan`) and ``busy_cycles`` every call's cycles
     added. ``phases`` splits the busy cycles into load, compute and drain
-    (the rest are header and status cycles); ``words_in`` and ``words_out``
+    (load only where it does not run beside the MAC loop, ``Cycles.overlap``;
+    the rest are header and status cycles); ``words_in`` and ``words_out``
     are the 32-bit words moved (bytes / 4), ``overlapped_cycles`` and ``stream_cycles`` the
     two bounds of :class:`StepCycles`, all summed over both layers.
     """
@@ -139,7 +140,8 @@ def paper_comparison(rank: int, *, dsp: Mapping[str, int] | None = None, batch: 
                            array_macs=hardware.macs(), layer_cycles=tuple(s.makespan for s in steps),
                            busy_cycles=sum(s.total for s in steps), macs=sum(s.macs for s in steps),
                            dsp=None if dsp is None else dict(dsp),
-                           phases={phase: total(phase) for phase in PHASES}, words_in=total("words_in"),
+                           phases={phase: total(phase) - (total("overlap") if phase == "load" else 0)
+                                   for phase in PHASES}, words_in=total("words_in"),
                            words_out=total("words_out"),
                            overlapped_cycles=sum(s.overlapped_makespan for s in steps),
                            stream_cycles=sum(s.stream_cycles for s in steps), route=route,

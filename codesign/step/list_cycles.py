@@ -353,10 +353,13 @@ def fast_step_cycles(pe: str, spec, lists: Mapping[str, Sequence[Call]], arena: 
     PE phase but the compute phases' lengths, the stream width and ``ddr``); a build of the same shape (an array
     of other rows and columns, a CSB PE of more multipliers) is priced from it by its compute cycles alone.
 
-    Why that is the cycle model's figure: the PEs compute with their streams quiet (each transaction takes its
-    operands, computes, then gives its results; :mod:`codesign.step.list_pe`), so a compute phase is a fixed
-    point of every other machine and adds exactly its length. The tests hold it to :func:`step_cycles` on every
-    knob table point they sample."""
+    Why that is the cycle model's figure: the FP-MAC array and CSB PEs, which the explorer prices so, compute
+    with their streams quiet (each transaction takes its operands, computes, then gives its results;
+    :mod:`codesign.step.list_pe`; PE1 and PE2 load beside their MAC loops, so they are refused), so a compute
+    phase is a fixed point of every other machine and adds exactly its length. The tests hold it to
+    :func:`step_cycles` on every knob table point they sample."""
+    if pe in ("tt1", "tt2"):
+        raise ValueError(f"{pe} loads beside its MAC loop: its compute cycles do not add alone (use step_cycles)")
     key = (pe, int(getattr(spec, "stream_bits", 32)), ddr,
            tuple((name, _streams(pe, spec, calls, arena)) for name, calls in lists.items()))
     found = _PRICED.get(key)

@@ -3,7 +3,9 @@ taken, the status given, the loads, the compute cycles and the result words, fro
 (docs/tt_pe.md, "Stream width" and "Cycles"; rtl/tt, tt_pack_out.v), at 32-, 64- or 128-bit stream words.
 
 A phase is ``(kind, n, status)``: IN takes ``n`` stream words (one a cycle while the shell offers them), WAIT
-spends ``n`` cycles, OUT gives ``n`` stream words (one a cycle while the shell takes them). At a width of ``P``
+spends ``n`` cycles, OUT gives ``n`` stream words (one a cycle while the shell takes them). PE1's and PE2's
+loader runs beside the MAC loop: BESIDE hands ``n`` stream words to it, taken while the phases after it run, and
+SYNC waits until it has them all (rtl/tt: ``A[i+1]`` loads while ``A[i]`` computes and sends). At a width of ``P``
 32-bit parts the PE hands its results to its output packer in *beats* (PE3: one result; PE1: up to
 ``min(P, rows)``, a power of two, of one row group; PE2: up to ``min(P, lanes)`` of one chunk); a beat that
 closes no word is taken at once (a WAIT cycle), one that closes a
@@ -16,6 +18,7 @@ from __future__ import annotations
 from collections import deque
 
 IN, WAIT, OUT = 0, 1, 2  # PE phase kinds: take n words, compute n cycles, give n words
+BESIDE, SYNC = 3, 4  # the loader takes n words beside the next phases; wait until it has
 
 
 def pe_phases(pe, spec, header: int) -> tuple:
@@ -98,18 +101,26 @@ def csb_phases(spec, header: int) -> tuple:
 def _tt12(pe1: bool, spec, dims: tuple, cwa: int, cwb: int, chunks) -> tuple:
     """PE1 and PE2 as raw phases (results as ``(OUT, results, row length)``): B's words, then per row i of A its
     words and per group of ``rows`` rows the MAC loop (PE1: J*KC MAC cycles and a flush; PE2: per chunk J MAC
-    cycles, flush, save, then one RAM read) and the group's results (PE1: one row of them; PE2: rows of K)."""
+    cycles, flush, save, then one RAM read) and the group's results (PE1: one row of them; PE2: rows of K). Each
+    takes ``A[i+1]`` beside ``A[i]``'s MAC loops and results (BESIDE ... SYNC)."""
     i, j, k, cols = dims  # cols: the header's L
     kc, groups = chunks(k, spec.lanes), chunks(cols, spec.rows)
     load_b = cols * j * kc * cwb if pe1 else cols * chunks(j, spec.lanes) * cwb
+    block = j * kc * cwa
     steps = [(IN, load_b, None)]
-    for _ in range(i):
-        steps.append((IN, j * kc * cwa, None))
+    for row in range(i):
+        beside = row + 1 < i
+        if not row:
+            steps.append((IN, block, None))
+        if beside:
+            steps.append((BESIDE, block, None))
         for group in range(groups):
             rows = min(spec.rows, cols - group * spec.rows)
             steps.append((WAIT, j * kc + 1 if pe1 else kc * (j + 2) + 1, None))
             steps.append((OUT, rows, rows) if pe1 else (OUT, rows * k, k))
-    return steps, load_b + i * j * kc * cwa, i * cols * (1 if pe1 else k)
+        if beside:
+            steps.append((SYNC, 1, None))
+    return steps, load_b + i * block, i * cols * (1 if pe1 else k)
 
 
 def _tt3(spec, dims: tuple, cwa: int, cwb: int, chunks) -> tuple:
@@ -138,7 +149,8 @@ def _beats(results: int, row: int, beat: int):
 def _packed(raw: list, parts: int, beat: int) -> list:
     """Raw phases with their results as tt_pack_out gives them at ``parts`` results a word: a beat that closes a
     word (fills it, or the transaction's last) an OUT word, any other a WAIT cycle; a spilling last beat one
-    more OUT word. Consecutive phases of one kind are merged (the PE does the same in either split)."""
+    more OUT word. Consecutive IN, WAIT or OUT phases are merged (the PE does the same in either split); BESIDE
+    and SYNC are kept as they are."""
     total = sum(n for kind, n, _ in raw if kind == OUT)
     steps, fill, sent = [], 0, 0
     for kind, n, row in raw:
@@ -160,33 +172,52 @@ def _packed(raw: list, parts: int, beat: int) -> list:
 def _append(steps: list, kind: int, n: int) -> None:
     if not n:
         return
-    if steps and steps[-1][0] == kind:
+    if steps and steps[-1][0] == kind and kind in (IN, WAIT, OUT):
         steps[-1] = (kind, steps[-1][1] + n, None)
     else:
         steps.append((kind, n, None))
 
 
 class Pe:
-    """The PE's current phase and the words or cycles left in it; between transactions it waits for a header."""
+    """The PE's current phase and the words or cycles left in it, and the words its loader still takes beside
+    it (``side``); between transactions it waits for a header."""
 
-    __slots__ = ("phases", "kind", "left", "status")
+    __slots__ = ("phases", "kind", "left", "status", "side")
 
     def __init__(self) -> None:
         self.phases: deque = deque()
-        self.kind, self.left, self.status = None, 0, None
+        self.kind, self.left, self.status, self.side = None, 0, None, 0
+
+    @property
+    def in_ready(self) -> bool:
+        return self.kind == IN or self.side != 0
 
     def advance(self) -> None:
-        """The next phase, or none (the PE waits in S_HDR for the next call's words)."""
+        """The next phase, or none (the PE waits in S_HDR for the next call's words). A BESIDE phase starts the
+        loader and takes no cycle; a SYNC the loader has finished takes none either."""
         while not self.left and self.phases:
             self.kind, self.left, self.status = self.phases.popleft()
+            if self.kind == BESIDE:
+                self.side, self.left = self.left, 0
+            elif self.kind == SYNC and not self.side:
+                self.left = 0
         if not self.left:
             self.kind = None
 
-    def edge(self, moved: bool) -> None:
-        if self.kind == WAIT or moved:
+    def edge(self, take: bool, give: bool = False) -> None:
+        """The clock edge: a word taken goes to the phase if it takes words, else to the loader."""
+        if take and self.kind != IN:
+            if not self.side:
+                raise RuntimeError("a word was taken while the PE takes none")
+            self.side, take = self.side - 1, False
+            if not self.side and self.kind == SYNC:  # the next phase starts at this edge
+                self.left = 0
+                self.advance()
+                return
+        if self.kind == WAIT or take or give:
             self.left -= 1
             if not self.left:
                 self.advance()
 
 
-__all__ = ["IN", "OUT", "Pe", "WAIT", "csb_phases", "fpmac_array_phases", "pe_phases"]
+__all__ = ["BESIDE", "IN", "OUT", "Pe", "SYNC", "WAIT", "csb_phases", "fpmac_array_phases", "pe_phases"]

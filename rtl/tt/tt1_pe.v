@@ -6,17 +6,19 @@
 // for every i one row block A[i] (J rows of K values); after each A[i] the PE
 // sends Z[i, 0..L-1], BEAT results of a row group a cycle (BEAT = min(STREAM_BITS / 32, ROWS) rounded down
 // to a power of two; the last beat of a group short). B is held in ROWS block-RAM banks (row l in bank
-// l % ROWS), A[i] in one RAM; every chunk is LANES operands wide, so a cycle
+// l % ROWS), A in two banks of one RAM: a loader beside the compute loop takes A[i+1] into one while A[i] is
+// computed and its results sent from the other, and A[i+1]'s loop starts once both are done (docs/tt_pe.md,
+// "Overlap"); every chunk is LANES operands wide, so a cycle
 // of the compute loop does LANES x ROWS MACs: one A chunk shared by ROWS rows
 // of B (paper 003, Sec. 4). Lane products of a chunk are summed exactly and
 // the chunk sum is added into each accumulator with saturation to ACC_BITS,
 // j outer, chunk inner.
 //
 // Cycles (no input gaps, no backpressure), from the header to the last
-// result: 2 + L*J*KC*CWB + I * (J*KC*CWA + G*(J*KC + 1) + (G-1)*ceil(ROWS/BEAT) + ceil(L'/BEAT)) + S,
-// KC = ceil(K/LANES), G = ceil(L/ROWS), L' = L - (G-1)*ROWS the last group's rows, CWA/CWB the words per
-// chunk, S = 1 when the last beat overfills its output word (its rest leaves a cycle later), else 0; 2 for a
-// refused header (codesign.pe.tt.cycles).
+// result: 2 + L*J*KC*CWB + LA + (I - 1)*max(LA, Y) + Y + S, LA = J*KC*CWA (one A[i]), Y = G*(J*KC + 1) +
+// (G-1)*ceil(ROWS/BEAT) + ceil(L'/BEAT) (its loops and results), KC = ceil(K/LANES), G = ceil(L/ROWS),
+// L' = L - (G-1)*ROWS the last group's rows, CWA/CWB the words per chunk, S = 1 when the last beat overfills
+// its output word (its rest leaves a cycle later), else 0; 2 for a refused header (codesign.pe.tt.cycles).
 `include "codesign_constants.vh"  // status codes (codesign/hw/constants.py)
 module tt1_pe #(
     parameter LANES    = 16,  // MACs along k (power of two)
@@ -48,7 +50,8 @@ module tt1_pe #(
     localparam MAX_KC = (MAX_K + LANES - 1) / LANES;
     localparam A_DEPTH = MAX_J * MAX_KC;
     localparam B_DEPTH = ((MAX_L + ROWS - 1) / ROWS) * MAX_J * MAX_KC;
-    localparam AAW = A_DEPTH > 1 ? $clog2(A_DEPTH) : 1;
+    localparam AAW = A_DEPTH > 1 ? $clog2(A_DEPTH) : 1;  // one A bank's address
+    localparam A2W = AAW + 1;  // both banks' address
     localparam BAW = B_DEPTH > 1 ? $clog2(B_DEPTH) : 1;
     localparam AW_ = LANES * A_BITS;  // bits of one stored A chunk
     localparam BW_ = LANES * B_BITS;
@@ -59,7 +62,7 @@ module tt1_pe #(
     localparam BEAT_MAX = P < ROWS ? P : ROWS;
     localparam BEAT = BEAT_MAX >= 4 ? 4 : (BEAT_MAX >= 2 ? 2 : 1);  // results a cycle: a power of two (tt_pack_out)
 
-    localparam S_HDR = 3'd0, S_STATUS = 3'd1, S_LOADB = 3'd2, S_LOADA = 3'd3, S_COMP = 3'd4, S_FLUSH = 3'd5,
+    localparam S_HDR = 3'd0, S_STATUS = 3'd1, S_LOADB = 3'd2, S_WAITA = 3'd3, S_COMP = 3'd4, S_FLUSH = 3'd5,
                S_OUT = 3'd6;
 
     reg [2:0] state;
@@ -72,7 +75,16 @@ module tt1_pe #(
     wire [31:0] hdr_chunks;  // ceil(dim / LANES) of every header field
     tt_header #(.DIMS(4), .LANES(LANES), .MAX_J(MAX_J), .MAX_K(MAX_K), .MAX_L(MAX_L), .W(STREAM_BITS)) u_hdr (
         .word(in_data), .status(hdr_status), .chunks(hdr_chunks));
-    wire loading = state == S_LOADB || state == S_LOADA;
+    // the A loader: block `loaded` into bank loaded % 2, once B is in (a_on), while that bank is not the one
+    // the compute loop reads (loaded <= ii + 1)
+    reg a_on;
+    reg [7:0] loaded;              // A blocks taken whole this transaction
+    reg [7:0] lcc, ljj;            // the loader's chunk and row j
+    reg [AAW-1:0] lptr;            // its write address in the bank (j*KC + c)
+    reg [7:0] ii;                  // the block the compute loop works on
+    wire a_go = a_on && loaded < dim_i && {1'b0, loaded} <= {1'b0, ii} + 9'd1;
+    wire loading_b = state == S_LOADB;
+    wire loading = loading_b || a_go;
     wire pack_busy;  // the last transaction's last word has still to leave
     assign in_ready = (state == S_HDR && !pack_busy) || loading;
     wire take = in_valid && in_ready;
@@ -80,21 +92,27 @@ module tt1_pe #(
     wire [CWM*STREAM_BITS-1:0] full;  // the chunk's words, the one being taken included
     tt_chunk_in #(.CWM(CWM), .W(STREAM_BITS)) u_in (
         .clk(clk), .rst(rst), .clear(state == S_STATUS), .take(take && loading),
-        .words(state == S_LOADB ? CWB[3:0] : CWA[3:0]), .in_data(in_data), .chunk(full), .done(chunk_done));
+        .words(loading_b ? CWB[3:0] : CWA[3:0]), .in_data(in_data), .chunk(full), .done(chunk_done));
+    wire a_chunk_done = chunk_done && !loading_b;
+    wire a_row_end = lcc == kc_n - 1;
+    wire a_block_done = a_chunk_done && a_row_end && ljj == dim_j - 1;  // A[loaded] is whole at this edge
+    // block ii + d (d = 0, 1) is whole by the next cycle: taken before, or completed at this edge
+    wire next_ready = loaded > ii + 8'd1 || (a_block_done && loaded == ii + 8'd1);
+    wire this_ready = loaded > ii || (a_block_done && loaded == ii);
 
     // ---- counters ------------------------------------------------------------------------------
-    reg [7:0] cc, jj, ll, ii;        // chunk in row, j, l (load), i
+    reg [7:0] cc, jj, ll;            // chunk in row, j, l (load)
     reg [RW-1:0] bank;               // bank of row l while loading B
     reg [BAW-1:0] bwptr, bbase;      // B write address, first address of the current bank row group
     reg [BAW-1:0] jbase, jkc;        // B_ORDER 1: address of row j in group 0 (j*KC), a group's chunks (J*KC)
-    reg [AAW-1:0] aptr;              // A write / read address (j*KC + c)
+    reg [AAW-1:0] aptr;              // A read address in bank ii % 2 (j*KC + c)
     reg [BAW-1:0] brptr;             // B read address
     reg [7:0] lbase;                 // first l of the group being computed
     reg [RW-1:0] ocnt;               // the group's row whose result leads the beat being sent (S_FLUSH clears it)
     wire row_end = cc == kc_n - 1 && jj == dim_j - 1;
 
     // padding lanes (k >= K) are stored as 0
-    wire [8:0] kbase = {1'b0, cc} << LG;
+    wire [8:0] kbase = {1'b0, loading_b ? cc : lcc} << LG;
     wire [AW_-1:0] a_chunk;
     wire [BW_-1:0] b_chunk;
     tt_unpack #(.LANES(LANES), .BITS(A_BITS), .SLOT(SLOT_A), .INW(CWM*STREAM_BITS)) u_ua (
@@ -105,9 +123,11 @@ module tt1_pe #(
     // ---- buffers -------------------------------------------------------------------------------
     wire [AW_-1:0] qa;
     wire [ROWS*BW_-1:0] qb;
-    wire a_we = chunk_done && state == S_LOADA;
-    tt_ram #(.WIDTH(AW_), .DEPTH(A_DEPTH), .AW(AAW)) u_a (
-        .clk(clk), .we(a_we), .waddr(aptr), .wdata(a_chunk), .raddr(aptr), .rdata(qa));
+    // bank b of A at b * A_DEPTH (the RAM holds 2 * A_DEPTH chunks, whatever A_DEPTH is)
+    wire [A2W-1:0] a_waddr = loaded[0] ? A_DEPTH + lptr : {1'b0, lptr};
+    wire [A2W-1:0] a_raddr = ii[0] ? A_DEPTH + aptr : {1'b0, aptr};
+    tt_ram #(.WIDTH(AW_), .DEPTH(2 * A_DEPTH), .AW(A2W)) u_a (
+        .clk(clk), .we(a_chunk_done), .waddr(a_waddr), .wdata(a_chunk), .raddr(a_raddr), .rdata(qa));
 
     reg v1;    // the RAM outputs hold an issued (j, chunk) this cycle
     reg clr;   // clear the accumulators
@@ -199,7 +219,14 @@ module tt1_pe #(
             state <= S_HDR;
             v1 <= 0;
             clr <= 0;
+            a_on <= 0;
         end else begin
+            if (a_chunk_done) begin  // the loader: rows j of K values
+                lcc <= a_row_end ? 8'd0 : lcc + 8'd1;
+                if (a_row_end) ljj <= ljj == dim_j - 1 ? 8'd0 : ljj + 8'd1;
+                lptr <= a_block_done ? {AAW{1'b0}} : lptr + 1'b1;
+                if (a_block_done) loaded <= loaded + 8'd1;
+            end
             v1 <= state == S_COMP;
             clr <= 0;
             case (state)
@@ -211,31 +238,28 @@ module tt1_pe #(
                     kc_n <= hdr_chunks[23:16];
                     status <= hdr_status;
                     state <= S_STATUS;
+                    a_on <= 0;
                 end
                 S_STATUS: if (give) begin
                     state <= status == `CODESIGN_TT_STATUS_OK ? S_LOADB : S_HDR;
                     cc <= 0;
                     jj <= 0;
+                    loaded <= 0; lcc <= 0; ljj <= 0; lptr <= 0; ii <= 0;
                 end
                 S_LOADB: if (chunk_done) begin  // B's rows (their addresses: the block above)
                     cc <= b_row_done ? 8'd0 : cc + 8'd1;
                     if (b_row_done && (!B_ORDER || ll == dim_l - 1)) jj <= jj == dim_j - 1 ? 8'd0 : jj + 8'd1;
                     if (b_row_done && jj == dim_j - 1 && ll == dim_l - 1) begin
-                        state <= S_LOADA;
-                        ii <= 0;
+                        state <= S_WAITA;
+                        a_on <= 1;
                         aptr <= 0;
                     end
                 end
-                S_LOADA: if (chunk_done) begin
-                    cc <= cc == kc_n - 1 ? 8'd0 : cc + 8'd1;
-                    if (cc == kc_n - 1) jj <= jj == dim_j - 1 ? 8'd0 : jj + 8'd1;
-                    aptr <= row_end ? {AAW{1'b0}} : aptr + 1'b1;
-                    if (row_end) begin
-                        state <= S_COMP;
-                        clr <= 1;
-                        lbase <= 0;
-                        brptr <= 0;
-                    end
+                S_WAITA: if (this_ready) begin  // A[ii] is whole: its first row group's loop
+                    state <= S_COMP;
+                    clr <= 1;
+                    lbase <= 0;
+                    brptr <= 0;
                 end
                 S_COMP: begin
                     cc <= cc == kc_n - 1 ? 8'd0 : cc + 8'd1;
@@ -259,7 +283,10 @@ module tt1_pe #(
                             state <= S_HDR;
                         end else begin
                             ii <= ii + 8'd1;
-                            state <= S_LOADA;
+                            lbase <= 0;
+                            brptr <= 0;
+                            state <= next_ready ? S_COMP : S_WAITA;
+                            clr <= next_ready;
                         end
                     end
                 end

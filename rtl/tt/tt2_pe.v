@@ -4,7 +4,10 @@
 // (I, J, K, L), the cached operand B (L rows of J values, chunked), then for
 // every i one block A[i] (J rows of K values); after each A[i] the PE sends
 // Z[i, l, k] for l, then k. B is held in ROWS block-RAM banks (row l in bank
-// l % ROWS), A[i] in one RAM. A cycle of the MAC loop does LANES x ROWS MACs:
+// l % ROWS), A in two banks of one RAM: a loader beside the MAC loop takes
+// A[i+1] into one while A[i] is computed and its results sent from the other,
+// and A[i+1]'s MAC loop starts once both are done (docs/tt_pe.md, "Overlap").
+// A cycle of the MAC loop does LANES x ROWS MACs:
 // one chunk of A[i, j, :] (LANES values of k) times B[l, j] for ROWS rows l,
 // every A value shared by ROWS multipliers (paper 003, Sec. 4). Every product
 // is added into its accumulator with saturation to ACC_BITS, j in order. The
@@ -14,10 +17,11 @@
 // read while the last beat of one leaves).
 //
 // Cycles (no input gaps, no backpressure), from the header to the last
-// result: 2 + L*JC*CWB + I * (J*KC*CWA + G*KC*(J + 2) + G + L*ceil(K/BEAT))
-// + S, KC = ceil(K/LANES), JC = ceil(J/LANES), G = ceil(L/ROWS), S = 1 when
-// the last beat overfills its output word (its rest leaves a cycle later),
-// else 0; 2 for a refused header (codesign.pe.tt.cycles).
+// result: 2 + L*JC*CWB + LA + (I - 1) * max(LA, Y) + Y + S, LA = J*KC*CWA
+// (one A[i]), Y = G*KC*(J + 2) + G + L*ceil(K/BEAT) (one A[i]'s MAC loops
+// and results), KC = ceil(K/LANES), JC = ceil(J/LANES), G = ceil(L/ROWS),
+// S = 1 when the last beat overfills its output word (its rest leaves a
+// cycle later), else 0; 2 for a refused header (codesign.pe.tt.cycles).
 `include "codesign_constants.vh"  // status codes (codesign/hw/constants.py)
 module tt2_pe #(
     parameter LANES    = 16,  // MACs along k (power of two)
@@ -49,7 +53,8 @@ module tt2_pe #(
     localparam MAX_JC = (MAX_J + LANES - 1) / LANES;
     localparam A_DEPTH = MAX_J * MAX_KC;
     localparam B_DEPTH = ((MAX_L + ROWS - 1) / ROWS) * MAX_JC;
-    localparam AAW = A_DEPTH > 1 ? $clog2(A_DEPTH) : 1;
+    localparam AAW = A_DEPTH > 1 ? $clog2(A_DEPTH) : 1;  // one A bank's address
+    localparam A2W = AAW + 1;  // both banks' address
     localparam BAW = B_DEPTH > 1 ? $clog2(B_DEPTH) : 1;
     localparam ZAW = MAX_KC > 1 ? $clog2(MAX_KC) : 1;
     localparam AW_ = LANES * A_BITS;
@@ -62,7 +67,7 @@ module tt2_pe #(
     localparam BEAT = P < LANES ? P : LANES;  // results a cycle: one chunk's lanes ov .. ov + BEAT - 1
     localparam VW = LANES > 1 ? LG : 1;
 
-    localparam S_HDR = 4'd0, S_STATUS = 4'd1, S_LOADB = 4'd2, S_LOADA = 4'd3, S_COMP = 4'd4, S_FLUSH = 4'd5,
+    localparam S_HDR = 4'd0, S_STATUS = 4'd1, S_LOADB = 4'd2, S_WAITA = 4'd3, S_COMP = 4'd4, S_FLUSH = 4'd5,
                S_SAVE = 4'd6, S_RD = 4'd7, S_OUT = 4'd8;
 
     reg [3:0] state;
@@ -75,7 +80,16 @@ module tt2_pe #(
     wire [31:0] hdr_chunks;  // ceil(dim / LANES) of every header field
     tt_header #(.DIMS(4), .LANES(LANES), .MAX_J(MAX_J), .MAX_K(MAX_K), .MAX_L(MAX_L), .W(STREAM_BITS)) u_hdr (
         .word(in_data), .status(hdr_status), .chunks(hdr_chunks));
-    wire loading = state == S_LOADB || state == S_LOADA;
+    // the A loader: block `loaded` into bank loaded % 2, once B is in (a_on), while that bank is not the one
+    // the MAC loop reads (loaded <= ii + 1)
+    reg a_on;
+    reg [7:0] loaded;              // A blocks taken whole this transaction
+    reg [7:0] lcc, ljj;            // the loader's chunk and row j
+    reg [AAW-1:0] lptr;            // its write address in the bank (j*KC + c)
+    reg [7:0] ii;                  // the block the MAC loop computes
+    wire a_go = a_on && loaded < dim_i && {1'b0, loaded} <= {1'b0, ii} + 9'd1;
+    wire loading_b = state == S_LOADB;
+    wire loading = loading_b || a_go;
     wire pack_busy;  // the last transaction's last word has still to leave
     assign in_ready = (state == S_HDR && !pack_busy) || loading;
     wire take = in_valid && in_ready;
@@ -83,20 +97,25 @@ module tt2_pe #(
     wire [CWM*STREAM_BITS-1:0] full;  // the chunk's words, the one being taken included
     tt_chunk_in #(.CWM(CWM), .W(STREAM_BITS)) u_in (
         .clk(clk), .rst(rst), .clear(state == S_STATUS), .take(take && loading),
-        .words(state == S_LOADB ? CWB[3:0] : CWA[3:0]), .in_data(in_data), .chunk(full), .done(chunk_done));
+        .words(loading_b ? CWB[3:0] : CWA[3:0]), .in_data(in_data), .chunk(full), .done(chunk_done));
+    wire a_chunk_done = chunk_done && !loading_b;
+    wire a_row_end = lcc == kc_n - 1;
+    wire a_block_done = a_chunk_done && a_row_end && ljj == dim_j - 1;  // A[loaded] is whole at this edge
+    // block ii + d (d = 0, 1) is whole by the next cycle: taken before, or completed at this edge
+    wire next_ready = loaded > ii + 8'd1 || (a_block_done && loaded == ii + 8'd1);
+    wire this_ready = loaded > ii || (a_block_done && loaded == ii);
 
     // ---- counters ------------------------------------------------------------------------------
-    reg [7:0] cc, jj, ll, ii;     // chunk, j, l (load), i
+    reg [7:0] cc, jj, ll;         // chunk, j, l (B load)
     reg [RW-1:0] bank;
     reg [BAW-1:0] bwptr, bbase;   // B write address, first address of the current bank row group
     reg [BAW-1:0] gbase;          // first B address of the row group being computed
-    reg [AAW-1:0] aptr;           // A write address while loading, read address (j*KC + c) while computing
+    reg [AAW-1:0] aptr;           // A read address in bank ii % 2 (j*KC + c)
     reg [7:0] lbase;              // first l of the row group
     reg [RW-1:0] orow;            // result row being sent
     reg [7:0] ochunk, ov;         // its chunk and the beat's first lane (a multiple of BEAT)
-    wire [7:0] row_len = state == S_LOADB ? dim_j : dim_k;
-    wire [7:0] row_chunks = state == S_LOADB ? jc_n : kc_n;
-    wire [8:0] kbase = {1'b0, cc} << LG;
+    wire [7:0] row_len = loading_b ? dim_j : dim_k;
+    wire [8:0] kbase = {1'b0, loading_b ? cc : lcc} << LG;
 
     wire [AW_-1:0] a_chunk;
     wire [BW_-1:0] b_chunk;
@@ -107,8 +126,11 @@ module tt2_pe #(
 
     // ---- buffers and MAC array ---------------------------------------------------------------------
     wire [AW_-1:0] qa;
-    tt_ram #(.WIDTH(AW_), .DEPTH(A_DEPTH), .AW(AAW)) u_a (
-        .clk(clk), .we(chunk_done && state == S_LOADA), .waddr(aptr), .wdata(a_chunk), .raddr(aptr), .rdata(qa));
+    // bank b of A at b * A_DEPTH (the RAM holds 2 * A_DEPTH chunks, whatever A_DEPTH is)
+    wire [A2W-1:0] a_waddr = loaded[0] ? A_DEPTH + lptr : {1'b0, lptr};
+    wire [A2W-1:0] a_raddr = ii[0] ? A_DEPTH + aptr : {1'b0, aptr};
+    tt_ram #(.WIDTH(AW_), .DEPTH(2 * A_DEPTH), .AW(A2W)) u_a (
+        .clk(clk), .we(a_chunk_done), .waddr(a_waddr), .wdata(a_chunk), .raddr(a_raddr), .rdata(qa));
     wire [BAW-1:0] b_raddr = gbase + (jj >> LG);
     reg [VW-1:0] jsel;  // lane of B[l, j] in the chunk read last cycle
     reg v1, clr;
@@ -173,7 +195,14 @@ module tt2_pe #(
             state <= S_HDR;
             v1 <= 0;
             clr <= 0;
+            a_on <= 0;
         end else begin
+            if (a_chunk_done) begin  // the loader: rows j of K values
+                lcc <= a_row_end ? 8'd0 : lcc + 8'd1;
+                if (a_row_end) ljj <= ljj == dim_j - 1 ? 8'd0 : ljj + 8'd1;
+                lptr <= a_block_done ? {AAW{1'b0}} : lptr + 1'b1;
+                if (a_block_done) loaded <= loaded + 8'd1;
+            end
             v1 <= state == S_COMP;
             jsel <= LANES > 1 ? jj[VW-1:0] : {VW{1'b0}};
             clr <= 0;
@@ -187,14 +216,16 @@ module tt2_pe #(
                     jc_n <= hdr_chunks[15:8];
                     status <= hdr_status;
                     state <= S_STATUS;
+                    a_on <= 0;
                 end
                 S_STATUS: if (give) begin
                     state <= status == `CODESIGN_TT_STATUS_OK ? S_LOADB : S_HDR;
                     cc <= 0; jj <= 0; ll <= 0; bank <= 0; bwptr <= 0; bbase <= 0;
+                    loaded <= 0; lcc <= 0; ljj <= 0; lptr <= 0; ii <= 0;
                 end
                 S_LOADB: if (chunk_done) begin  // rows l of J values
-                    cc <= cc == row_chunks - 1 ? 8'd0 : cc + 8'd1;
-                    if (cc == row_chunks - 1) begin
+                    cc <= cc == jc_n - 1 ? 8'd0 : cc + 8'd1;
+                    if (cc == jc_n - 1) begin
                         ll <= ll + 8'd1;
                         if (bank == ROWS - 1) begin
                             bank <= 0;
@@ -205,25 +236,20 @@ module tt2_pe #(
                             bwptr <= bbase;
                         end
                         if (ll == dim_l - 1) begin
-                            state <= S_LOADA;
-                            ii <= 0;
-                            aptr <= 0;
-                            jj <= 0;
+                            state <= S_WAITA;
+                            a_on <= 1;
                         end
                     end else
                         bwptr <= bwptr + 1'b1;
                 end
-                S_LOADA: if (chunk_done) begin  // rows j of K values
-                    cc <= cc == row_chunks - 1 ? 8'd0 : cc + 8'd1;
-                    if (cc == row_chunks - 1) jj <= jj == dim_j - 1 ? 8'd0 : jj + 8'd1;
-                    if (cc == row_chunks - 1 && jj == dim_j - 1) begin
-                        state <= S_COMP;
-                        clr <= 1;
-                        aptr <= 0;
-                        gbase <= 0;
-                        lbase <= 0;
-                    end else
-                        aptr <= aptr + 1'b1;
+                S_WAITA: if (this_ready) begin  // A[ii] is whole: its first row group's MAC loop
+                    state <= S_COMP;
+                    clr <= 1;
+                    cc <= 0;
+                    jj <= 0;
+                    aptr <= 0;
+                    gbase <= 0;
+                    lbase <= 0;
                 end
                 S_COMP: begin  // j = jj of chunk cc: A at j*KC + c, B at gbase + j/LANES
                     jj <= jj == dim_j - 1 ? 8'd0 : jj + 8'd1;
@@ -263,7 +289,10 @@ module tt2_pe #(
                                     state <= S_HDR;
                                 end else begin
                                     ii <= ii + 8'd1;
-                                    state <= S_LOADA;
+                                    gbase <= 0;
+                                    lbase <= 0;
+                                    state <= next_ready ? S_COMP : S_WAITA;
+                                    clr <= next_ready;
                                 end
                             end
                         end

@@ -28,7 +28,8 @@ from codesign.hw.resource_model import (
     (1024, 64, 2.0),    # 1K x 36
     (512, 32, 0.5),     # one RAMB18 as 512 x 36
     (256, 64, 1.0),     # two RAMB18 halves or one 512 x 72
-    (128, 128, 0.0),    # shallow: LUT RAM
+    (128, 64, 0.0),     # shallow, under 16 Kib: LUT RAM
+    (128, 128, 2.0),    # shallow but 16 Kib: block RAM (PE1's and PE2's two A banks at the default build)
     (256, 8, 0.0),      # 2 Kib: LUT RAM
     (1024, 128, 4.0),
 ])
@@ -43,7 +44,7 @@ def test_block_ram_tiling(depth, width, expected):
     (128, 32, 0.5, 0.5),    # 4 Kib, narrow: one RAMB18 on both
     (256, 18, 0.5, 0.5),
     (256, 8, 0.0, 0.0),     # 2 Kib
-    (128, 128, 0.0, 0.0),   # wide (more than one port's 36 bits): the LUT RAM rule
+    (128, 96, 0.0, 0.0),    # wide (more than one port's 36 bits), 12 Kib: the LUT RAM rule
 ])
 def test_narrow_rams_go_to_block_ram_as_yosys_maps_them(depth, width, xc7, xcup):
     assert (bram36(depth, width, "xc7"), bram36(depth, width, "xcup")) == (xc7, xcup)

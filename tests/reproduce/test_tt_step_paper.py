@@ -11,7 +11,7 @@ import pytest
 from codesign.design.families.tt import PAPER_BATCH
 from codesign.reproduce.tt_step_paper import (GOAL_DSP, GOAL_SECONDS, comparison_table, paper_comparison, paper_plans,
                                               write_comparison)
-from codesign.step.tt.cycles import PARALLEL_HARDWARE
+from codesign.step.tt.cycles import PARALLEL_HARDWARE, step_cycles
 from codesign.step.tt.schedule import StepHardware
 
 
@@ -47,6 +47,7 @@ def test_paper_comparison_seconds_and_goal():
     for r in (row, bigger):
         assert r.stream_seconds <= r.overlapped_seconds <= r.seconds
         assert sum(r.phases.values()) < r.busy_cycles  # headers and status words are the rest
+        assert 0 < r.phases["load"] < sum(s.sum_of("load") for s in map(step_cycles, paper_plans(r.rank)))
         assert r.cycles < r.busy_cycles  # the paired stages overlap PE1 and PE2
     assert f"{bigger.stream_seconds:.4f}" in table and f"{bigger.overlapped_seconds:.4f}" in table
 

@@ -1,5 +1,6 @@
 """The PE phases of the list cycle model: the FP-MAC array's and the CSB PE's add up to their RTL cycle models, for
-block operations (with and without the CSB flags), element-wise operations and refused headers."""
+block operations (with and without the CSB flags), element-wise operations and refused headers; PE2's loader takes
+its words beside the MAC loop and holds the next block's loop until it has them all."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from codesign.pe.fpmac_array.contract import Header
 from codesign.pe.fpmac_array.cycles import transaction_cycles
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.pe.fpmac_array.vector import OP_MASK, OP_RELU, OP_SGD, VectorHeader
-from codesign.step.list_pe import IN, OUT, WAIT, pe_phases
+from codesign.pe.tt.contract import header_word as tt_header
+from codesign.pe.tt.cycles import pe1_cycles, pe2_cycles
+from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.step.list_pe import BESIDE, IN, OUT, SYNC, WAIT, Pe, pe_phases
 
 SPEC = FpmacArraySpec(max_m=12, max_n=10, max_k=12)
 
@@ -50,3 +54,44 @@ def test_csb_phases_add_up_to_its_cycle_model(header):
     assert sum(n for _, n, _ in steps) == csb_cycles(CSB, words).total
     outs = [(n, s) for kind, n, s in steps if kind == OUT]
     assert outs[0] == (1, status) and sum(n for n, _ in outs[1:]) == results
+
+
+def _run(phases, offered) -> int:
+    """Cycles a Pe takes through ``phases`` when the stream offers a word in the cycles ``offered(cycle)`` says
+    and always takes its results."""
+    pe, cycle = Pe(), 0
+    pe.phases.extend(phases)
+    pe.advance()
+    while pe.kind is not None or pe.side:
+        pe.edge(pe.in_ready and offered(cycle), pe.kind == OUT)
+        cycle += 1
+    return cycle
+
+
+TT_BUILD = dict(lanes=4, rows=2, a_bits=8, b_bits=4, max_j=16, max_k=16, max_l=16)
+
+
+@pytest.mark.parametrize("bits", [32, 128])
+@pytest.mark.parametrize("name", ["tt1", "tt2"])
+@pytest.mark.parametrize("dims", [(3, 5, 9, 3), (1, 5, 9, 3), (4, 1, 1, 1), (2, 16, 16, 16), (5, 2, 3, 16)])
+def test_pe1_and_pe2_load_the_next_block_beside_the_mac_loop(dims, name, bits):
+    """Every block but the first loads between a BESIDE and its SYNC; with every word offered the phases take the
+    PE's cycle formula, which overlaps one block's load with the other's MAC loop and results."""
+    spec = (Tt1Spec if name == "tt1" else Tt2Spec)(**TT_BUILD, stream_bits=bits)
+    header = tt_header(*dims)
+    steps, _, operands, _ = pe_phases(get_pe(name), spec, header)
+    kinds = [kind for kind, _, _ in steps]
+    assert kinds.count(BESIDE) == kinds.count(SYNC) == dims[0] - 1
+    cycles = (pe1_cycles if name == "tt1" else pe2_cycles)(spec, header)
+    assert (cycles.overlap > 0) == (dims[0] > 1)
+    assert _run(steps, lambda cycle: True) == cycles.total
+    assert sum(n for kind, n, _ in steps if kind in (IN, BESIDE)) == 1 + operands
+
+
+def test_a_sync_holds_the_mac_loop_until_the_loader_has_its_words():
+    """Two WAIT cycles beside four words: offered every other cycle, the loader needs 8 cycles, and the phase after
+    the SYNC starts in the cycle after the last word; with nothing beside, the SYNC takes no cycle."""
+    phases = [(BESIDE, 4, None), (WAIT, 2, None), (SYNC, 1, None), (WAIT, 3, None)]
+    assert _run(phases, lambda cycle: cycle % 2 == 1) == 8 + 3
+    assert _run(phases, lambda cycle: True) == 4 + 3
+    assert _run([(WAIT, 2, None), (SYNC, 1, None), (WAIT, 3, None)], lambda cycle: True) == 5

@@ -2,8 +2,9 @@
 
 Counted as the stream bench counts (:mod:`codesign.hw.stream_bench`): from the
 cycle the header is taken to the cycle the last result word leaves, both
-included. The RTL does one thing at a time (load, compute, send), so the
-count is a sum of phases; docs/tt_pe.md gives the same formula.
+included. PE3 does one thing at a time (load, compute, send), so its count
+is a sum of phases; PE1 and PE2 load the next block of ``A`` while they
+compute and send one (``overlap``). docs/tt_pe.md gives the same formulas.
 
 The stream width enters through the words per chunk (``CWA``, ``CWB``, in
 ``spec.stream_bits``-wide words) and, for PE2, through its *beats*: PE2
@@ -31,10 +32,11 @@ class Cycles:
     load: int  # operand words taken
     compute: int  # MAC-loop issue cycles plus one pipeline flush per row group
     drain: int  # result words sent
+    overlap: int = 0  # load cycles spent while computing or sending (PE1's and PE2's loader beside the MAC loop)
 
     @property
     def total(self) -> int:
-        return self.header + self.load + self.compute + self.drain
+        return self.header + self.load + self.compute + self.drain - self.overlap
 
 
 def _chunk_words(spec: Tt1Spec | Tt2Spec | Tt3Spec) -> tuple[int, int]:
@@ -70,9 +72,17 @@ def _spill(results: int, last: int, per_word: int) -> int:
     return int((results - last) % per_word + last > per_word)
 
 
+def _overlapped(i: int, block: int, body: int) -> int:
+    """Load cycles a transaction of ``i`` blocks of ``A`` (``block`` words each) spends beside the MAC loops and
+    results (``body`` cycles a block): ``A[i+1]`` loads into the other bank while ``A[i]`` computes and sends,
+    and its loop starts when both are done."""
+    return max(i - 1, 0) * min(block, body)
+
+
 def pe1_cycles(spec: Tt1Spec, header: int) -> Cycles:
-    """Cycles of one PE1 transaction: ``2 + L*J*KC*CWB + I*(J*KC*CWA + G*(J*KC + 1) + (G-1)*ceil(ROWS/BEAT)
-    + ceil(L'/BEAT)) + S``, ``L'`` the last row group's rows (:func:`pe1_beat`; ``S`` as PE2's)."""
+    """Cycles of one PE1 transaction: ``2 + L*J*KC*CWB + LA + (I - 1)*max(LA, Y) + Y + S``, ``LA = J*KC*CWA``
+    the words of one block ``A[i]`` and ``Y = G*(J*KC + 1) + (G-1)*ceil(ROWS/BEAT) + ceil(L'/BEAT)`` its loops and
+    results, ``L'`` the last row group's rows (:func:`pe1_beat`; ``S`` as PE2's; the overlap as PE2's)."""
     if status(spec, header) != STATUS_OK:
         return Cycles(2, 0, 0, 0)
     (i, j, k, l), _ = header_dims(header, 4)
@@ -81,7 +91,8 @@ def pe1_cycles(spec: Tt1Spec, header: int) -> Cycles:
     beat, tail = pe1_beat(spec), l - (groups - 1) * spec.rows
     beats = (groups - 1) * chunks(spec.rows, beat) + chunks(tail, beat)
     spill = _spill(i * l, (tail - 1) % beat + 1, spec.stream_bits // 32)
-    return Cycles(2, sum(operand_words(spec, header)), i * groups * (j * kc + 1), i * beats + spill)
+    return Cycles(2, sum(operand_words(spec, header)), i * groups * (j * kc + 1), i * beats + spill,
+                  overlap=_overlapped(i, j * kc * _chunk_words(spec)[0], groups * (j * kc + 1) + beats))
 
 
 def pe2_beat(spec: Tt2Spec) -> int:
@@ -90,7 +101,8 @@ def pe2_beat(spec: Tt2Spec) -> int:
 
 
 def pe2_cycles(spec: Tt2Spec, header: int) -> Cycles:
-    """Cycles of one PE2 transaction: ``2 + L*JC*CWB + I*(J*KC*CWA + G*KC*(J + 2) + G + L*ceil(K/BEAT)) + S``.
+    """Cycles of one PE2 transaction: ``2 + L*JC*CWB + LA + (I - 1)*max(LA, Y) + Y + S``, ``LA = J*KC*CWA`` the
+    words of one block ``A[i]`` and ``Y = G*KC*(J + 2) + G + L*ceil(K/BEAT)`` its MAC loops and results.
 
     Per row group and chunk of ``k``: ``J`` MAC-loop cycles, one pipeline
     cycle, one to store the accumulators. Per row group one RAM read before
@@ -98,7 +110,9 @@ def pe2_cycles(spec: Tt2Spec, header: int) -> Cycles:
     leaves), then per result row ``ceil(K / BEAT)`` beats (``BEAT`` divides
     ``lanes``, so no beat spans two chunks). ``S`` is 1 when the last beat
     overfills its output word: the rest leaves as a word of its own a cycle
-    later.
+    later. ``A[i+1]`` loads into the other bank while ``A[i]`` computes and
+    sends, and its MAC loop starts when both are done: ``(I - 1)*min(LA, Y)``
+    cycles of ``load`` overlap.
     """
     if status(spec, header) != STATUS_OK:
         return Cycles(2, 0, 0, 0)
@@ -108,7 +122,9 @@ def pe2_cycles(spec: Tt2Spec, header: int) -> Cycles:
     load = sum(operand_words(spec, header))
     beat, per_word = pe2_beat(spec), spec.stream_bits // 32
     spill = _spill(i * l * k, (k - 1) % beat + 1, per_word)
-    return Cycles(2, load, i * groups * kc * (j + 2), i * (groups + l * chunks(k, beat)) + spill)
+    body = groups * (kc * (j + 2) + 1) + l * chunks(k, beat)
+    return Cycles(2, load, i * groups * kc * (j + 2), i * (groups + l * chunks(k, beat)) + spill,
+                  overlap=_overlapped(i, j * kc * _chunk_words(spec)[0], body))
 
 
 def pe3_cycles(spec: Tt3Spec, header: int) -> Cycles:

@@ -19,11 +19,11 @@ def memories(spec) -> List[Tuple[int, int]]:
     """``(depth, width in bits)`` of every RAM the PE's RTL holds, one entry per instance."""
     if isinstance(spec, Tt1Spec):
         kc = chunks(spec.max_k, spec.lanes)
-        return ([(spec.max_j * kc, spec.lanes * spec.a_bits)]
+        return ([(2 * spec.max_j * kc, spec.lanes * spec.a_bits)]  # A's two banks: one loads, one computes
                 + [(chunks(spec.max_l, spec.rows) * spec.max_j * kc, spec.lanes * spec.b_bits)] * spec.rows)
     if isinstance(spec, Tt2Spec):
         kc, jc = chunks(spec.max_k, spec.lanes), chunks(spec.max_j, spec.lanes)
-        return ([(spec.max_j * kc, spec.lanes * spec.a_bits)]
+        return ([(2 * spec.max_j * kc, spec.lanes * spec.a_bits)]  # A's two banks: one loads, one computes
                 + [(chunks(spec.max_l, spec.rows) * jc, spec.lanes * spec.b_bits)] * spec.rows
                 + [(kc, spec.lanes * spec.acc_bits)] * spec.rows)
     if isinstance(spec, Tt3Spec):

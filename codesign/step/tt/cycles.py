@@ -58,7 +58,9 @@ class ContractionCycles:
     """One contraction of a step: its PE, calls, useful MACs, modelled cycles (clock cycles), and what bounds them.
 
     ``load``, ``compute`` and ``drain`` split ``cycles`` by phase (the
-    header and status cycles make up the rest). ``words_in`` and
+    header and status cycles make up the rest), less ``overlap``: the load
+    cycles PE1 and PE2 spend beside their MAC loops and results (docs/tt_pe.md,
+    "Overlap"). ``words_in`` and
     ``words_out`` are the bytes its calls move in and out divided by 4
     (32-bit words, whatever the PE's stream width); ``stream_in`` and
     ``stream_out`` the same traffic in words of the PE's ``stream_bits``
@@ -77,6 +79,7 @@ class ContractionCycles:
     load: int
     compute: int
     drain: int
+    overlap: int
     words_in: int
     words_out: int
     overlapped: int
@@ -230,7 +233,8 @@ def step_cycles(plan: StepPlan, *, hp_ports: int = 1) -> StepCycles:
     """The cycle model of one step: per contraction, the sums over its calls (cycles, phases, words, overlap
     bound), and the step scheduled on the PE copies, whose IPs send their data through ``hp_ports`` ports."""
     traffic = ("words_in", "words_out", "stream_in", "stream_out")
-    sums = [dict.fromkeys(("calls", "cycles", *PHASES, *traffic, "overlapped"), 0) for _ in plan.contractions]
+    sums = [dict.fromkeys(("calls", "cycles", *PHASES, "overlap", *traffic, "overlapped"), 0)
+            for _ in plan.contractions]
     per_call, per_call_overlapped, per_call_words = [], [], []
     stage_of = stage_numbers(plan)
     stage_traffic: list[dict[tuple[str, str], int]] = [{} for _ in stages(plan)]  # (PE, field) -> words
@@ -246,7 +250,8 @@ def step_cycles(plan: StepPlan, *, hp_ports: int = 1) -> StepCycles:
         per_call_overlapped.append(overlapped)
         row = sums[call.index]
         for key, value in (("calls", 1), ("cycles", cycles.total), ("load", cycles.load),
-                           ("compute", cycles.compute), ("drain", cycles.drain), *zip(traffic, moved),
+                           ("compute", cycles.compute), ("drain", cycles.drain), ("overlap", cycles.overlap),
+                           *zip(traffic, moved),
                            ("overlapped", overlapped)):
             row[key] += value
         words = stage_traffic[stage_of[call.index]]

@@ -62,19 +62,20 @@ class HostWork:
 class PeWork:
     """Where a list step's PE cycles go, by the PEs' own cycle model (no stalls,
     :func:`~codesign.pe.tt.cycles.transaction_cycles`): per PE (``"tt1"``, ``"tt2"``, every copy's calls summed)
-    the cycles spent taking operands (``load``), in the MAC loop (``compute``) and sending results (``drain``),
-    headers included in none; ``serial``: the step's PE cycles, phase after phase its longest list's calls one
-    after the other (no stalls: the list cycle model's phases take at least as long); ``overlapped``: the fewest
-    cycles a PE with the same streams and MAC loop could take were it to overlap loading, computing and draining
-    across its calls (double-buffered operands and results): phase after phase the longest list's busiest of its
-    input stream (headers and operands, a word a cycle), its MAC loop and its output side (statuses and
-    results). The PEs do them one after the other, so ``overlapped`` bounds what that could save; it is not a
-    measurement."""
+    the cycles spent taking operands (``load``; ``overlap`` of them beside the MAC loop and results: the PEs'
+    loaders), in the MAC loop (``compute``) and sending results (``drain``), headers included in none;
+    ``stall_free``: the step's PE cycles, phase after phase its longest list's calls as the PEs run them without
+    a stall (the list cycle model's phases take at least as long); ``overlapped``: the fewest cycles a PE with
+    the same streams and MAC loop could take were it to overlap loading, computing and draining across its calls
+    (double-buffered operands and results): phase after phase the longest list's busiest of its input stream
+    (headers and operands, a word a cycle), its MAC loop and its output side (statuses and results). It bounds
+    what more overlap could save; it is not a measurement."""
 
     load: dict[str, int]
     compute: dict[str, int]
     drain: dict[str, int]
-    serial: int
+    overlap: dict[str, int]
+    stall_free: int
     overlapped: int
 
     def to_dict(self) -> dict:
@@ -133,8 +134,8 @@ def phase_stages(lists: StepLists, spec1: Tt1Spec, spec2: Tt2Spec, *, ddr: DdrTi
 def pe_work(plans: Sequence[StepLists], spec1: Tt1Spec, spec2: Tt2Spec) -> PeWork:
     """:class:`PeWork` of the lists ``plans`` (a network's layers) on the builds ``spec1`` and ``spec2``."""
     specs = {"tt1": spec1, "tt2": spec2}
-    parts = {name: dict.fromkeys(specs, 0) for name in ("load", "compute", "drain")}
-    serial = overlapped = 0
+    parts = {name: dict.fromkeys(specs, 0) for name in ("load", "compute", "drain", "overlap")}
+    stall_free = overlapped = 0
     for lists in plans:
         for phase in lists.phases:
             longest = [0, 0]  # the phase's longest list: its calls one part after the other, and overlapped
@@ -148,8 +149,8 @@ def pe_work(plans: Sequence[StepLists], spec1: Tt1Spec, spec2: Tt2Spec) -> PeWor
                 heads = sum(c.header // 2 for c in cycles)  # a header word in, a status word out
                 longest = [max(longest[0], sum(c.total for c in cycles)),
                            max(longest[1], sums["load"] + heads, sums["compute"], sums["drain"] + heads)]
-            serial, overlapped = serial + longest[0], overlapped + longest[1]
-    return PeWork(**parts, serial=serial, overlapped=overlapped)
+            stall_free, overlapped = stall_free + longest[0], overlapped + longest[1]
+    return PeWork(**parts, stall_free=stall_free, overlapped=overlapped)
 
 
 def host_work(setup: TtLayers, plans: Sequence[StepLists]) -> HostWork:

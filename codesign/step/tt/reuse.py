@@ -167,7 +167,10 @@ def reuse_budget(plans: Sequence[StepPlan], units: Sequence[Sequence[int]], *, b
     A kept state's producer sends no result words and drains no results;
     its consumers stream no words of it (operand ``A`` or ``B``). A held
     core's words are not streamed. The rounding such hardware needs is taken
-    as free, so ``cycles_kept`` is a lower bound of what it could reach.
+    as free, and a removed drain as shortening the call by all of it (the
+    next block's load beside it may then show), so ``cycles_kept`` is a lower
+    bound of what it could reach. A removed ``A`` saves only its load cycles
+    that did not run beside the MAC loop (``Cycles.overlap``).
     """
     timeline = step_timeline(plans)
     positions = [[timeline[layer][number] for number in stage_numbers(plan)] for layer, plan in enumerate(plans)]
@@ -200,7 +203,7 @@ def reuse_budget(plans: Sequence[StepPlan], units: Sequence[Sequence[int]], *, b
             for operand, count in (("a", a_words), ("b", b_words)):
                 if (call.index, operand) in no_operand:
                     state_words += count * spec.parts
-                    saved += count
+                    saved += count - (cycles.overlap if operand == "a" else 0)  # A's hidden loads saved nothing
                 elif operand == "b" and again:
                     core_words += count * spec.parts
                     saved += count

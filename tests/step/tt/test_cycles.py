@@ -27,7 +27,9 @@ def test_step_cycles_add_the_transaction_models_of_every_call():
         by_hand += model(hw.spec(call.pe), header_word(*call.dims)).total
     assert cycles.total == by_hand == sum(cycles.per_pe().values())
     headers = 2 * len(plan.calls)  # every call is accepted: header in, status out
-    assert cycles.total == headers + sum(cycles.sum_of(phase) for phase in ("load", "compute", "drain"))
+    assert cycles.total == headers + sum(cycles.sum_of(phase) for phase in ("load", "compute", "drain")
+                                        ) - cycles.sum_of("overlap")
+    assert {c.pe for c in cycles.contractions if c.overlap} == {"tt1", "tt2"}  # loads beside the MAC loops
     for c in cycles.contractions:  # overlap cannot beat either stream, nor lose to doing one thing at a time
         assert max(c.words_in, c.words_out, c.compute) <= c.overlapped <= c.cycles
     assert [c.name for c in cycles.contractions] == [c.name for c in plan.contractions]

@@ -14,6 +14,7 @@ from codesign.design import load_design
 from codesign.design.families.tt import tt_setup_of
 from codesign.loops.tt_lists import TtListTrainer
 from codesign.pe import get_pe
+from codesign.pe.tt.cycles import transaction_cycles
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.shell.list_runner import GoldenListShell
 from codesign.step.list_cycles import list_cycles
@@ -72,20 +73,35 @@ def test_each_phase_costs_its_longer_list(setup):
 
 
 def test_the_pe_work_is_the_cycles_the_list_model_finds_the_pes_busy(setup):
-    """PeWork's parts from the PEs' cycle formulas: a phase's longest list, its calls one after the other, is the
-    cycles the list cycle model counts its PE working (no stall); the overlapped bound (each list's busiest of
-    its input stream, MAC loop and output side) lies below."""
+    """PeWork's parts from the PEs' cycle formulas against the list cycle model's busy cycles (a PE part or its
+    loader moved): a list whose loads all run on their own is busy exactly its calls' stall-free cycles; where
+    a loader works beside the MAC loop, a stall can push loads past it, so the list is busy at least that
+    long and at most its parts one after the other. The overlapped bound (each list's busiest of its input
+    stream, MAC loop and output side) lies below."""
     spec1, spec2 = Tt1Spec(**SPECS), Tt2Spec(**SPECS)
+    specs = {"tt1": spec1, "tt2": spec2}
     step = tt_list_step(setup, spec1, spec2, board("ultra96v2"), clock_mhz=100.0, host_s=0.0, host_source="given")
-    busy = []
+    busy, longest, alone, overlaps = [], 0, 0, {"tt1": 0, "tt2": 0}
     for lists in tt_list_plans(setup, spec1, spec2):
         for phase in lists.phases:
-            busy.append(max(list_cycles(get_pe(pe), spec1 if pe == "tt1" else spec2, calls, lists.arena,
-                                        ddr=BOARD_DDR).breakdown()["pe"] for pe, calls in phase))
+            found, free_of = [], []
+            for pe, calls in phase:
+                cycles = [transaction_cycles(specs[pe], call.header) for call in calls]
+                found.append(list_cycles(get_pe(pe), specs[pe], calls, lists.arena, ddr=BOARD_DDR).breakdown()["pe"])
+                free, overlap = sum(c.total for c in cycles), sum(c.overlap for c in cycles)
+                assert free <= found[-1] <= free + overlap
+                if not overlap:
+                    assert found[-1] == free
+                    alone += 1
+                free_of.append(free)
+                overlaps[pe] += overlap
+            busy.append(max(found))
+            longest += max(free_of)
     work = step.pe_work
-    assert work.serial == sum(busy) < sum(step.layer_cycles)
+    assert alone and work.overlap == overlaps and overlaps["tt1"] > 0 and overlaps["tt2"] > 0
+    assert work.stall_free == longest <= sum(busy) < sum(step.layer_cycles)
     parts = sum(work.load[pe] + work.compute[pe] + work.drain[pe] for pe in ("tt1", "tt2"))
-    assert work.overlapped < work.serial <= parts + 2 * step.host.calls
+    assert work.overlapped < work.stall_free <= parts + 2 * step.host.calls
     assert all(work.load[pe] > 0 and work.compute[pe] > 0 and work.drain[pe] > 0 for pe in ("tt1", "tt2"))
 
 
