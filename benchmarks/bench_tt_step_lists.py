@@ -74,7 +74,7 @@ from bench_tt_golden import torch_f32_step  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BUFFERS = dict(lanes=8, rows=8, a_bits=16, b_bits=16)
-PE_BUFFERS = {"tt1": (64, 32, 64), "tt2": (128, 64, 64)}  # max_j, max_k, max_l
+PE_BUFFERS = {"tt1": (64, 32, 32), "tt2": (128, 64, 64)}  # max_j, max_k, max_l
 DSP_GOAL = 278  # DSP slices the PEs may take (issue 39's goals)
 FIT_LIMIT = DEFAULT_LIMIT_PERCENT  # a resource's share of the board the fit rule allows (codesign.design.fit)
 
