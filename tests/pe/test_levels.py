@@ -4,7 +4,8 @@ Every registered PE's :meth:`verification_grid` runs here at every level on
 one shared vector file per grid point, through the same generic flow
 (:mod:`codesign.hw.flow`) the command line uses. make test runs every level
 of the quick points but the RTL of those tests/pe/test_stream_rtl.py already
-runs at RTL there; make test-slow runs the rest.
+runs at RTL there; make test-slow runs the rest, but the RTL level of the
+points of :data:`RTL_LONG` (make test-long).
 """
 
 from __future__ import annotations
@@ -22,14 +23,19 @@ from tests.pe.conftest import stream_rtl_is_quick
 # grid points whose RTL level runs in make test-slow only: the FP-MAC array's E=2 point (10 s here; make test runs
 # E=2 at RTL on the 1 x 16 build of tests/pe/fpmac_array, and rounding to nearest-away on the 3 x 2 point here)
 RTL_SLOW = {("fpmac_array", "e2_fb1_rna_2x3")}
+# slow grid points whose RTL level at the full stimulus takes minutes of Icarus: make test-long runs it; make
+# test-slow runs the point at RTL in tests/pe/test_stream_rtl.py (the quick stimulus, under stalls, cycles against
+# the model) and at golden and C-sim here at the full stimulus
+RTL_LONG = {("csb", "fc3x8_b2_acc16"), ("csb", "conv4_k3_t4_b4_p2"), ("csb", "conv16_k1_t2_b4_p4")}
 
 
 def _marks(name: str, index: int, case, level: str) -> list:
     """``slow``/``long`` as the grid point says; a point tests/pe/test_stream_rtl.py runs at RTL in make test
     (under stalls, cycles against the model, the quick stimulus) leaves its RTL level at the full stimulus to
-    make test-slow, as do the points of :data:`RTL_SLOW`."""
+    make test-slow, as do the points of :data:`RTL_SLOW`, and those of :data:`RTL_LONG` to make test-long."""
     slow = case.slow or (level == "rtl" and (stream_rtl_is_quick(name, index, case) or (name, case.id) in RTL_SLOW))
-    return [pytest.mark.slow] * slow + [pytest.mark.long] * case.long
+    long = case.long or (level == "rtl" and (name, case.id) in RTL_LONG)
+    return [pytest.mark.slow] * slow + [pytest.mark.long] * long
 
 
 CASES = [pytest.param(name, case, level, marks=_marks(name, index, case, level), id=f"{name}-{case.id}-{level}")

@@ -295,17 +295,18 @@ BIG_CHAINS = ((4097, None), (4097, -21), (4099, -21), (5, -14))  # (calls, drain
 
 
 def _big_chains(big_chains: tuple = BIG_CHAINS, spec=SPEC) -> tuple:
-    """Chains of one PE1 transaction of extreme codes repeated (A rows all -128 or 127, B rows all -8 or 7, J = 16,
-    K = 64: Z = 1024 * a * b, up to 2^20), so that n calls sum beyond 32 bits; drained raw, or rounded to 16 bits at
-    a shift that makes 2^20 * n an exact tie (n odd). A plain call of the same transaction sits inside the first
-    chain. Returns the case, Z and the calls of each chain."""
+    """Chains of one PE1 transaction of extreme codes repeated (A rows all the spec's most negative or most positive
+    code, B rows likewise; J = 16, K = 64: Z = 1024 * a * b, up to 2^20 at 8-bit A and 4-bit B, 2^28 at 16-bit A),
+    so that n calls sum beyond 32 bits; drained raw, or rounded to 16 bits at a shift that makes the largest Z
+    times n an exact tie (n odd). A plain call of the same transaction sits inside the first chain. Returns the
+    case, Z and the calls of each chain."""
     from codesign.contracts.calls import ArenaLayout
     from codesign.pe.tt.contract import pack_rows
 
     j, k = spec.max_j, spec.max_k
-    a = np.stack([np.full((j, k), -128), np.full((j, k), 127)])
-    b = np.stack([np.full((j, k), -8), np.full((j, k), 7)])
-    z = 1024 * np.outer(a[:, 0, 0], b[:, 0, 0])
+    a, b = (np.stack([np.full((j, k), -(1 << (bits - 1))), np.full((j, k), (1 << (bits - 1)) - 1)])
+            for bits in (spec.a_bits, spec.b_bits))
+    z = j * k * np.outer(a[:, 0, 0], b[:, 0, 0])
     arena = ArenaLayout()
     b_words, a_words = (pack_rows(m, spec.lanes, bits, stream_bits=spec.stream_bits)
                         for m, bits in ((b, spec.b_bits), (a, spec.a_bits)))
@@ -339,14 +340,12 @@ def _half_even(value: int, shift: int) -> int:
     return round(Fraction(value, 1 << -shift))
 
 
-def test_csim_chains_sum_beyond_32_bits_and_round_ties_to_even(tmp_path):
-    """Sums past 2^32 drained raw as 64-bit words and rounded, exact ties of
-    held sums both ways and negative, a HOLD call's record (statistics and words out 0), a plain call inside a
-    chain: expectations from Python integers, then the C++ shell's whole arena equal to the golden arena."""
-    case, z, chains = _big_chains()
-    expected = case.expected
-    record_of = lambda call: decode_record(expected[call.record // 4:][:RECORD_WORDS])  # noqa: E731
-    for (n, shift), chain in zip(BIG_CHAINS, chains):
+def _assert_drains(case: ListCase, z: np.ndarray, chains: list, big_chains: tuple) -> list[float]:
+    """Each chain's drained words against Python integers: n * Z as 64-bit words (raw), or n * Z rounded half to
+    even at the drain's shift and saturated to 16 bits; the drain's record. Returns the rounded sums' exact values
+    before rounding (to show the ties among them)."""
+    expected, exact = case.expected, []
+    for (n, shift), chain in zip(big_chains, chains):
         sums = [n * int(v) for v in z.reshape(-1)]
         drain = chain[-1]
         got = expected[drain.out.offset // 4:drain.out.offset // 4 + drain.out.words]
@@ -355,10 +354,21 @@ def test_csim_chains_sum_beyond_32_bits_and_round_ties_to_even(tmp_path):
         else:
             codes = [min(max(_half_even(s, shift), -(1 << 15)), (1 << 15) - 1) for s in sums]
             assert got.tolist() == [c & 0xFFFF for c in codes], (n, shift)
-        record = record_of(drain)
+            exact += [s / 2.0 ** -shift for s in sums]
+        record = decode_record(expected[drain.record // 4:][:RECORD_WORDS])
         assert record["sum_abs"] == sum(map(abs, sums)) and record["words_out"] == drain.out.words
         assert record["reserved"] == 0
-    ties = [(n * int(v)) / 2.0 ** -shift for (n, shift) in BIG_CHAINS[1:] for v in z.reshape(-1)]
+    return exact
+
+
+def test_csim_chains_sum_beyond_32_bits_and_round_ties_to_even(tmp_path):
+    """Sums past 2^32 drained raw as 64-bit words and rounded, exact ties of
+    held sums both ways and negative, a HOLD call's record (statistics and words out 0), a plain call inside a
+    chain: expectations from Python integers, then the C++ shell's whole arena equal to the golden arena."""
+    case, z, chains = _big_chains()
+    expected = case.expected
+    record_of = lambda call: decode_record(expected[call.record // 4:][:RECORD_WORDS])  # noqa: E731
+    ties = _assert_drains(case, z, chains, BIG_CHAINS)
     assert {2048.5, 2049.5, -317.5} <= set(ties)  # both directions of a tie, and a negative one
     plain = chains[0][len(chains[0]) // 2 - 1]
     assert not plain.acc_hold and not plain.acc_add
@@ -415,20 +425,33 @@ def test_rtl_chain_list_equals_golden(tmp_path, bits, pause, values):
     assert result.passed, result.first_mismatches
 
 
-RTL_BIG_CHAINS = ((4097, None), (5, -14))  # a raw drain of sums past 2^32, and a rounded drain with exact ties
+RTL_BIG_CHAINS = ((33, None), (5, -29))  # at 16-bit A (Z up to 2^28): a raw drain past 2^32, a rounded exact tie
 
 
 @pytest.mark.slow
 def test_rtl_chains_sum_beyond_32_bits(tmp_path):
-    """The first and last of the big chains (4097 calls drained raw: sums past 2^32; 5 calls
-    rounded at ties, a plain call inside the first chain) on the RTL shell at 128 bits, randomly paused: the whole
-    arena equal to the golden arena (whose words test_csim_chains_sum_beyond_32_bits_and_round_ties_to_even checks
-    against Python integers)."""
-    spec = dataclasses.replace(SPEC, stream_bits=128)
+    """A build with 16-bit A, whose calls give Z up to 2^28, so that a chain of 33 calls (a plain call inside it)
+    sums past 2^32 and is drained raw, and one of 5 calls is rounded at an exact tie; on the RTL shell at 128
+    bits, randomly paused: the drains equal Python integers, and the whole arena the golden arena. make test-long
+    runs the 4,097-call chain of the C-sim test on the RTL too."""
+    spec = dataclasses.replace(SPEC, stream_bits=128, a_bits=16)
     case, z, chains = _big_chains(RTL_BIG_CHAINS, spec)
-    raw = chains[0][-1]
-    sums = case.expected[raw.out.offset // 4:raw.out.offset // 4 + raw.out.words].view(np.int64)
-    assert sums.tolist() == [4097 * int(v) for v in z.reshape(-1)] and np.abs(sums).max() > 1 << 32
+    assert 2.5 in _assert_drains(case, z, chains, RTL_BIG_CHAINS)  # 5 * 2^28 / 2^29: rounds to 2
+    result = run_list_rtl(PE, spec, case, tmp_path, pause=0.1)
+    print(f"\n[big chains rtl] {len(case.calls)} calls, {result.words} words, {result.mismatches} mismatches, "
+          f"{result.cycles} cycles")
+    assert result.passed, result.first_mismatches
+
+
+@pytest.mark.long
+def test_rtl_chains_of_4097_calls(tmp_path):
+    """The first and last of the C-sim test's big chains (4,097 calls at 8-bit A drained raw: sums past 2^32; 5
+    calls rounded at ties) on the RTL shell at 128 bits, randomly paused: the whole arena equal to the golden
+    arena (about 13 minutes of Icarus)."""
+    spec = dataclasses.replace(SPEC, stream_bits=128)
+    big_chains = (BIG_CHAINS[0], BIG_CHAINS[-1])
+    case, z, chains = _big_chains(big_chains, spec)
+    _assert_drains(case, z, chains, big_chains)
     result = run_list_rtl(PE, spec, case, tmp_path, pause=0.1)
     print(f"\n[big chains rtl] {len(case.calls)} calls, {result.words} words, {result.mismatches} mismatches, "
           f"{result.cycles} cycles")

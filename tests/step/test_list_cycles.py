@@ -106,8 +106,19 @@ DDR_GRID = [DdrTiming(read_latency=latency, write_latency=latency, read_beats=be
 W_THROTTLED = [DdrTiming(read_latency=30, write_latency=20, read_beats=3, read_window=4, write_beats=1,
                          write_window=2), DdrTiming(read_latency=1, write_latency=1, write_beats=2, write_window=3),
                DdrTiming(queue_limit=2)]
-SLOW_DDR_CASES = [(name, ddr) for name in list(CASES) + list(SLOW_CASES)
-                  for ddr in DDR_GRID[::4] + [DdrTiming()] + W_THROTTLED if (name, ddr) not in DDR_CASES]
+
+
+def _tiers(names: list, timings: list, quick: list) -> tuple[list, list]:
+    """(slow, long): pairs of (case, DDR timing) beside the ``quick`` tier's. make test-slow runs each case once,
+    the timings taken in turn, so every case and every timing runs there; make test-long runs the rest of the
+    product."""
+    turns = [(name, timings[index % len(timings)]) for index, name in enumerate(names)]
+    slow = [pair for pair in turns if pair not in quick]
+    return slow, [(name, ddr) for name in names for ddr in timings if (name, ddr) not in quick + slow]
+
+
+SLOW_DDR_CASES, LONG_DDR_CASES = _tiers(list(CASES) + list(SLOW_CASES), DDR_GRID[::4] + [DdrTiming()] + W_THROTTLED,
+                                        DDR_CASES)
 
 
 def _ddr_id(ddr: DdrTiming) -> str:
@@ -117,7 +128,9 @@ def _ddr_id(ddr: DdrTiming) -> str:
 
 @pytest.mark.parametrize("name, ddr", [pytest.param(n, d, id=f"{n}-{_ddr_id(d)}") for n, d in DDR_CASES]
                          + [pytest.param(n, d, id=f"{n}-{_ddr_id(d)}", marks=pytest.mark.slow)
-                            for n, d in SLOW_DDR_CASES])
+                            for n, d in SLOW_DDR_CASES]
+                         + [pytest.param(n, d, id=f"{n}-{_ddr_id(d)}", marks=pytest.mark.long)
+                            for n, d in LONG_DDR_CASES])
 def test_model_equals_rtl_busy_cycles_under_ddr_timing(tmp_path, name, ddr):
     """The bench's DDR pacer (read latency, write latency, R bandwidth, W throttle) and the model's: equal
     cycles, exactly."""
@@ -201,15 +214,17 @@ WIDE_DDR = [  # (case, DDR timing) for the normal tier: the default DDR at both 
                             write_window=2)),
     ("chains-128", DdrTiming(read_latency=8, write_latency=8, read_beats=1, read_window=2)),
 ]
-SLOW_WIDE_DDR = [(name, ddr) for name in list(WIDE_CASES) + list(SLOW_WIDE_CASES)
-                 for ddr in [DdrTiming(), DDR_GRID[4]] + W_THROTTLED if (name, ddr) not in WIDE_DDR]
+SLOW_WIDE_DDR, LONG_WIDE_DDR = _tiers(list(WIDE_CASES) + list(SLOW_WIDE_CASES),
+                                     [DdrTiming(), DDR_GRID[4]] + W_THROTTLED, WIDE_DDR)
 
 
 @pytest.mark.parametrize("name, ddr", [pytest.param(n, None, id=n) for n in WIDE_CASES]
                          + [pytest.param(n, d, id=f"{n}-{_ddr_id(d)}") for n, d in WIDE_DDR]
                          + [pytest.param(n, None, id=n, marks=pytest.mark.slow) for n in SLOW_WIDE_CASES]
                          + [pytest.param(n, d, id=f"{n}-{_ddr_id(d)}", marks=pytest.mark.slow)
-                            for n, d in SLOW_WIDE_DDR])
+                            for n, d in SLOW_WIDE_DDR]
+                         + [pytest.param(n, d, id=f"{n}-{_ddr_id(d)}", marks=pytest.mark.long)
+                            for n, d in LONG_WIDE_DDR])
 def test_wide_model_equals_rtl_busy_cycles(tmp_path, name, ddr):
     """64- and 128-bit stream words (accel_seq's g_parts unpacker and packer, beat-wide movers, the PEs' output
     packers): the model's cycles are the RTL's busy cycles, exactly, with and without the DDR pacer."""
