@@ -79,7 +79,8 @@ test-all: setup test-system-packages
 	$(BIN)/lint-imports
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) --dist worksteal -m "not long" --durations=15
 
-# extended random RTL runs: ten times the stimulus of make test, heavier backpressure, larger PEs
+# extended random RTL runs (ten times the stimulus of make test, heavier backpressure, larger PEs), the full
+# products of the list-cycle grids, RTL runs of many minutes (docs/verification.md, "Test tiers and markers")
 test-long: setup
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) --dist worksteal -m long --durations=15
 

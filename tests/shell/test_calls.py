@@ -297,8 +297,8 @@ BIG_CHAINS = ((4097, None), (4097, -21), (4099, -21), (5, -14))  # (calls, drain
 def _big_chains(big_chains: tuple = BIG_CHAINS, spec=SPEC) -> tuple:
     """Chains of one PE1 transaction of extreme codes repeated (A rows all the spec's most negative or most positive
     code, B rows likewise; J = 16, K = 64: Z = 1024 * a * b, up to 2^20 at 8-bit A and 4-bit B, 2^28 at 16-bit A),
-    so that n calls sum beyond 32 bits; drained raw, or rounded to 16 bits at a shift that makes the largest Z
-    times n an exact tie (n odd). A plain call of the same transaction sits inside the first chain. Returns the
+    so that n calls sum beyond 32 bits; drained raw, or rounded to 16 bits at a shift that makes some Z times n
+    an exact tie (n odd). A plain call of the same transaction sits inside the first chain. Returns the
     case, Z and the calls of each chain."""
     from codesign.contracts.calls import ArenaLayout
     from codesign.pe.tt.contract import pack_rows

@@ -109,9 +109,10 @@ W_THROTTLED = [DdrTiming(read_latency=30, write_latency=20, read_beats=3, read_w
 
 
 def _tiers(names: list, timings: list, quick: list) -> tuple[list, list]:
-    """(slow, long): pairs of (case, DDR timing) beside the ``quick`` tier's. make test-slow runs each case once,
-    the timings taken in turn, so every case and every timing runs there; make test-long runs the rest of the
-    product."""
+    """(slow, long): pairs of (case, DDR timing) beside the ``quick`` tier's. Each case gets one timing, the
+    timings taken in turn (make test-slow runs the pair, or make test where it is quick), so every case and every
+    timing runs in CI; make test-long runs the rest of the product."""
+    assert len(names) >= len(timings), (len(names), len(timings))
     turns = [(name, timings[index % len(timings)]) for index, name in enumerate(names)]
     slow = [pair for pair in turns if pair not in quick]
     return slow, [(name, ddr) for name in names for ddr in timings if (name, ddr) not in quick + slow]
