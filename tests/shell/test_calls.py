@@ -425,33 +425,21 @@ def test_rtl_chain_list_equals_golden(tmp_path, bits, pause, values):
     assert result.passed, result.first_mismatches
 
 
-RTL_BIG_CHAINS = ((33, None), (5, -29))  # at 16-bit A (Z up to 2^28): a raw drain past 2^32, a rounded exact tie
+RTL_BIG_CHAINS = [  # (A bits, chains, a tie among the rounded sums), each drained raw past 2^32 and rounded
+    pytest.param(16, ((33, None), (5, -29)), 2.5, marks=pytest.mark.slow, id="a16-33-calls"),  # Z up to 2^28
+    pytest.param(8, (BIG_CHAINS[0], BIG_CHAINS[-1]), -317.5, marks=pytest.mark.long, id="a8-4097-calls"),
+]
 
 
-@pytest.mark.slow
-def test_rtl_chains_sum_beyond_32_bits(tmp_path):
-    """A build with 16-bit A, whose calls give Z up to 2^28, so that a chain of 33 calls (a plain call inside it)
-    sums past 2^32 and is drained raw, and one of 5 calls is rounded at an exact tie; on the RTL shell at 128
-    bits, randomly paused: the drains equal Python integers, and the whole arena the golden arena. make test-long
-    runs the 4,097-call chain of the C-sim test on the RTL too."""
-    spec = dataclasses.replace(SPEC, stream_bits=128, a_bits=16)
-    case, z, chains = _big_chains(RTL_BIG_CHAINS, spec)
-    assert 2.5 in _assert_drains(case, z, chains, RTL_BIG_CHAINS)  # 5 * 2^28 / 2^29: rounds to 2
-    result = run_list_rtl(PE, spec, case, tmp_path, pause=0.1)
-    print(f"\n[big chains rtl] {len(case.calls)} calls, {result.words} words, {result.mismatches} mismatches, "
-          f"{result.cycles} cycles")
-    assert result.passed, result.first_mismatches
-
-
-@pytest.mark.long
-def test_rtl_chains_of_4097_calls(tmp_path):
-    """The first and last of the C-sim test's big chains (4,097 calls at 8-bit A drained raw: sums past 2^32; 5
-    calls rounded at ties) on the RTL shell at 128 bits, randomly paused: the whole arena equal to the golden
-    arena (about 13 minutes of Icarus)."""
-    spec = dataclasses.replace(SPEC, stream_bits=128)
-    big_chains = (BIG_CHAINS[0], BIG_CHAINS[-1])
+@pytest.mark.parametrize("a_bits, big_chains, tie", RTL_BIG_CHAINS)
+def test_rtl_chains_sum_beyond_32_bits(tmp_path, a_bits, big_chains, tie):
+    """A raw chain (a plain call inside it) whose sums pass 2^32 and a 5-call chain rounded at an exact tie, on
+    the RTL shell at 128 bits, randomly paused: the drains equal Python integers, and the whole arena the golden
+    arena. The slow tier's build has 16-bit A (Z up to 2^28: 33 calls pass 2^32; 5 * 2^28 / 2^29 = 2.5 rounds to
+    2); make test-long runs the C-sim test's 4,097-call chain at 8-bit A too (about 13 minutes of Icarus)."""
+    spec = dataclasses.replace(SPEC, stream_bits=128, a_bits=a_bits)
     case, z, chains = _big_chains(big_chains, spec)
-    _assert_drains(case, z, chains, big_chains)
+    assert tie in _assert_drains(case, z, chains, big_chains)
     result = run_list_rtl(PE, spec, case, tmp_path, pause=0.1)
     print(f"\n[big chains rtl] {len(case.calls)} calls, {result.words} words, {result.mismatches} mismatches, "
           f"{result.cycles} cycles")
