@@ -147,6 +147,21 @@ class RtlResult:
         return self.mismatches == 0
 
 
+STREAM_BENCH = "codesign.hw.stream_bench"
+
+
+def stream_build(pe: ProcessingElement, spec, vectors: Path, bench_env: dict[str, str]) -> dict[str, Any]:
+    """:func:`~codesign.hw.rtlsim.run_cocotb`'s build of a stream PE: inside the harness, sized to ``vectors``, on
+    the stream words its bench environment (``STREAM_WORD_PARTS``) gives."""
+    from codesign.hw.stream_harness import harness_build, vector_sizes
+
+    parts = int(bench_env.get("STREAM_WORD_PARTS", "1"))
+    words_in, transactions = vector_sizes(vectors, pe=bench_env.get("STREAM_PE", pe.name), word_parts=parts)
+    build = harness_build(sources=pe.rtl_sources(), dut=pe.rtl_top, dut_parameters=pe.rtl_parameters(spec),
+                          word_parts=parts, words_in=words_in, transactions=transactions)
+    return asdict(build)
+
+
 def run_rtl(pe: ProcessingElement, spec, vectors: Path, work_dir: Path, *, simulator: str = "icarus",
             seed: int = 1, bench_env: dict[str, str] | None = None) -> RtlResult:
     """Simulate ``rtl/<pe>`` with ``spec``'s parameters on every vector of ``vectors`` under cocotb.
@@ -163,15 +178,18 @@ def run_rtl(pe: ProcessingElement, spec, vectors: Path, work_dir: Path, *, simul
     vectors = Path(vectors).resolve()
     pe.check_vectors(spec, vectors)
     parameters = pe.rtl_parameters(spec)
-    build_dir = build_dir_for(Path(work_dir).resolve(), pe.rtl_top, simulator, parameters)
+    build = {"sources": pe.rtl_sources(), "toplevel": pe.rtl_top, "parameters": parameters, "build_args": ()}
+    if pe.bench_module == STREAM_BENCH:  # the PE inside the harness that drives it (codesign.hw.stream_harness)
+        build = stream_build(pe, spec, vectors, {**pe.bench_environment(spec, vectors, vectors, seed),
+                                                 **(bench_env or {})})
+    build_dir = build_dir_for(Path(work_dir).resolve(), pe.rtl_top, simulator, {**parameters, **build["parameters"]})
     summary_path = build_dir / "summary.json"
     summary_path.unlink(missing_ok=True)
     env = {**pe.bench_environment(spec, vectors, summary_path, seed), **(bench_env or {})}
     started = time.perf_counter()
     try:
-        run = run_cocotb(sources=pe.rtl_sources(), toplevel=pe.rtl_top, test_module=pe.bench_module,
-                         build_dir=build_dir, parameters=parameters, python_paths=[package_root()],
-                         extra_env=env, simulator=simulator)
+        run = run_cocotb(test_module=pe.bench_module, build_dir=build_dir, python_paths=[package_root()],
+                         extra_env=env, simulator=simulator, **build)
         build_seconds = run.build_seconds
     except CocotbTestFailure as failure:
         if not summary_path.is_file():

