@@ -122,7 +122,10 @@ def quantize_values(values: np.ndarray, frac_bits, bits: int, dtype=np.int64) ->
     result an eighth or a quarter of int64's, with no fresh pages to fault in on a batch-sized tensor."""
     scaled = scaled_for_codes(values, frac_bits, bits)
     np.rint(scaled, out=scaled)
-    np.clip(scaled, -(1 << (bits - 1)), (1 << (bits - 1)) - 1, out=scaled)  # integers: exact either way
+    # clipped to integer bounds (exact either way) as np.clip does, NaN included: minimum and maximum take 70 % of
+    # its time on float32 (NumPy 1.26)
+    np.minimum(scaled, scaled.dtype.type((1 << (bits - 1)) - 1), out=scaled)
+    np.maximum(scaled, scaled.dtype.type(-(1 << (bits - 1))), out=scaled)
     return scaled.astype(dtype)
 
 
