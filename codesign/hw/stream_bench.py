@@ -1,7 +1,7 @@
 """Generic cocotb 2.x bench for stream PEs: replays a transaction file through the DUT and checks every word.
 
-Any PE with the six stream ports ``in_data[31:0]``, ``in_valid``, ``in_ready``,
-``out_data[31:0]``, ``out_valid``, ``out_ready`` (plus ``clk`` and a
+Any PE with the six stream ports ``in_data``, ``in_valid``, ``in_ready``,
+``out_data``, ``out_valid``, ``out_ready`` (data 32, 64 or 128 bits wide) (plus ``clk`` and a
 synchronous active-high ``rst``) can be verified with it; nothing here knows
 what the PE computes. A word moves on a rising edge where ``valid && ready``.
 
@@ -18,11 +18,11 @@ output word with its cycle. The bench then cuts the output stream into
 transactions by the expected word counts and compares every word. The input
 words of all transactions are streamed back to back.
 
-Environment (all but the first two optional):
+Environment (all but the first three optional):
 
 * ``STREAM_VECTORS``: the transaction file (``codesign.hw.vectors.read_transactions``);
 * ``STREAM_SUMMARY``: where to write the JSON summary;
-* ``STREAM_PE``: the ``pe=`` name the file must declare (default: the DUT's name);
+* ``STREAM_PE``: the ``pe=`` name the file must declare (the top is the harness, which names no PE);
 * ``STREAM_SEED``: seed of the gap and backpressure patterns (default 1);
 * ``STREAM_GAP_PROBABILITY``: chance of an idle input cycle (``in_valid`` low) per cycle (default 0.1);
 * ``STREAM_BACKPRESSURE``: chance that ``out_ready`` is low in a cycle (default 0.2);
@@ -73,11 +73,11 @@ class StreamBenchConfig:
     word_parts: int = 1
 
     @staticmethod
-    def from_env(default_pe: str) -> StreamBenchConfig:
+    def from_env() -> StreamBenchConfig:
         config = StreamBenchConfig(
             vectors=Path(os.environ["STREAM_VECTORS"]),
             summary=Path(os.environ["STREAM_SUMMARY"]),
-            pe=os.environ.get("STREAM_PE", default_pe),
+            pe=os.environ["STREAM_PE"],
             seed=int(os.environ.get("STREAM_SEED", "1")),
             gap_probability=float(os.environ.get("STREAM_GAP_PROBABILITY", "0.1")),
             backpressure=float(os.environ.get("STREAM_BACKPRESSURE", "0.2")),
@@ -179,7 +179,6 @@ class _Traffic:
     output_stalls: int = 0
     idle: int = 0
     cycles: int = 0
-    words_in: int = 0
 
 
 def read_log(path: Path, inputs: list[list[int]], scoreboard: Scoreboard) -> _Traffic:
@@ -204,14 +203,15 @@ def read_log(path: Path, inputs: list[list[int]], scoreboard: Scoreboard) -> _Tr
     return traffic
 
 
-def _summary(config: StreamBenchConfig, meta: dict, count: int, t: _Traffic, scoreboard: Scoreboard) -> dict:
+def _summary(config: StreamBenchConfig, meta: dict, count: int, words_in: int, t: _Traffic,
+             scoreboard: Scoreboard) -> dict:
     cycles = [last - first + 1 if first >= 0 and last >= 0 else -1
               for first, last in zip(t.first_input_cycle, scoreboard.last_output_cycle)]
     return {
         "pe": config.pe,
         "meta": meta,
         "transactions": count,
-        "words_in": t.words_in,
+        "words_in": words_in,
         "words_sent": t.sent,
         "words_expected": len(scoreboard.flat),
         "words_checked": min(scoreboard.received, len(scoreboard.flat)),
@@ -240,7 +240,7 @@ def threshold(probability: float) -> int:
 @cocotb.test()
 async def stream_transactions(dut) -> None:
     """Every transaction of the file, every output word and the word count, under random gaps and backpressure."""
-    config = StreamBenchConfig.from_env(default_pe=str(dut._name))
+    config = StreamBenchConfig.from_env()
     transactions, meta = read_transactions(config.vectors, pe=config.pe)
     inputs = [join_parts(words_in, config.word_parts) for words_in, _ in transactions]
     scoreboard = Scoreboard([join_parts(words_out, config.word_parts) for _, words_out in transactions])
@@ -260,8 +260,7 @@ async def stream_transactions(dut) -> None:
     dut.start.value = 1
     await RisingEdge(dut.done)
     traffic = read_log(here / "stream_out.txt", inputs, scoreboard)
-    traffic.words_in = words_in
-    summary = _summary(config, meta, len(transactions), traffic, scoreboard)
+    summary = _summary(config, meta, len(transactions), words_in, traffic, scoreboard)
     config.summary.parent.mkdir(parents=True, exist_ok=True)
     config.summary.write_text(json.dumps(summary, indent=1))
 
