@@ -43,9 +43,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from functools import cached_property, lru_cache
-from types import MappingProxyType
-from typing import Callable, Dict, List, Mapping, Sequence, Tuple
+from functools import cached_property
+from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -497,14 +496,12 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
                                            builder.parts))
 
 
-@lru_cache(maxsize=256)
-def z_fracs(fracs: Fracs, d: int) -> Mapping[Tuple[str, int], int]:
-    """The fraction bits of the accumulators whose sums move each tracker (read-only: kept per ``fracs``, which a
-    step's reshift and finish ask for a score of times)."""
+def z_fracs(fracs: Fracs, d: int) -> Dict[Tuple[str, int], int]:
+    """The fraction bits of the accumulators whose sums move each tracker."""
     out = {("act_frac_bits", k + 1): fracs.act[k] + fracs.core[k] for k in range(d - 1)}
     out.update({("grad_frac_bits", k - 1): fracs.grad[k] + fracs.core[k] for k in range(1, d)})
     out.update({("core_grad_frac_bits", k): fracs.grad[k] + fracs.act[k] for k in range(d)})
-    return MappingProxyType(out)
+    return out
 
 
 def shift_of(fracs: Fracs, stat: Tuple[str, int]) -> int:
