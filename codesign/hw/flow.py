@@ -179,10 +179,12 @@ def run_rtl(pe: ProcessingElement, spec, vectors: Path, work_dir: Path, *, simul
     pe.check_vectors(spec, vectors)
     parameters = pe.rtl_parameters(spec)
     build = {"sources": pe.rtl_sources(), "toplevel": pe.rtl_top, "parameters": parameters, "build_args": ()}
+    key = dict(parameters)  # what names the build directory
     if pe.bench_module == STREAM_BENCH:  # the PE inside the harness that drives it (codesign.hw.stream_harness)
         build = stream_build(pe, spec, vectors, {**pe.bench_environment(spec, vectors, vectors, seed),
                                                  **(bench_env or {})})
-    build_dir = build_dir_for(Path(work_dir).resolve(), pe.rtl_top, simulator, {**parameters, **build["parameters"]})
+        key.update({f"harness_{name}": value for name, value in build["parameters"].items()})
+    build_dir = build_dir_for(Path(work_dir).resolve(), pe.rtl_top, simulator, key)
     summary_path = build_dir / "summary.json"
     summary_path.unlink(missing_ok=True)
     env = {**pe.bench_environment(spec, vectors, summary_path, seed), **(bench_env or {})}

@@ -50,7 +50,7 @@ from pathlib import Path
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import RisingEdge, Timer
+from cocotb.triggers import FallingEdge, RisingEdge
 
 from codesign.hw.vectors import read_transactions
 
@@ -256,8 +256,8 @@ async def stream_transactions(dut) -> None:
     dut.n_starts.value = starts
     dut.start.value = 0
     Clock(dut.clk, CLOCK_NS, unit="ns", impl="gpi").start()
-    await Timer(CLOCK_NS, unit="ns")
-    dut.start.value = 1
+    await FallingEdge(dut.clk)
+    dut.start.value = 1  # between two rising edges: the first one after it begins the run on every simulator
     await RisingEdge(dut.done)
     traffic = read_log(here / "stream_out.txt", inputs, scoreboard)
     summary = _summary(config, meta, len(transactions), words_in, traffic, scoreboard)

@@ -3,8 +3,7 @@
 The harness (``rtl/bench/stream_harness.v``) offers the input words, draws the
 gaps and backpressure and logs every handshake in the simulator, so that the
 cocotb bench (:mod:`codesign.hw.stream_bench`) runs Python once before and
-once after the simulation, not once a clock cycle: Icarus alone is some tens
-of times faster than cocotb visiting each cycle. Here is what the build needs:
+once after the simulation, not once a clock cycle. Here is what the build needs:
 the harness as the top, the PE by build defines, and memories sized to the
 vector file (a parameter set of its own, so each size has its own build).
 """

@@ -11,9 +11,9 @@
 //   S <cycle>         the first input word of a transaction moved,
 //   O <cycle> <hex>   an output word moved (x or z digits if unresolved),
 //   E <cycle> <sent> <gaps> <input stalls> <output stalls> <idle>
-// the last when every input word moved, n_out output words came and
-// DRAIN_CYCLES more cycles passed (watching for extra words), or when idle
-// cycles (no handshake) reach idle_limit. Then done rises and the bench checks
+// the last when every input word moved and n_out output words came, after
+// DRAIN_CYCLES cycles counted from the last word's (watching for extra
+// words), or when idle cycles (no handshake) reach idle_limit. Then done rises and the bench checks
 // the log. A word moves on a rising edge where valid && ready.
 //
 // The PE is `STREAM_DUT with parameters `STREAM_DUT_PARAMETERS (build
@@ -112,6 +112,8 @@ module stream_harness #(
     // take: on the rising edge, the handshakes as the PE sees them
     always @(posedge clk) begin
         if (start && !begun) begin
+            if (n_in > (32'd1 << DEPTH_LOG2) || n_starts > (32'd1 << STARTS_LOG2))
+                $fatal(1, "stream_harness: %0d words or %0d starts overflow its memories", n_in, n_starts);
             if (n_in != 0)
                 $readmemh("stream_in.hex", words, 0, n_in - 1);
             if (n_starts != 0)

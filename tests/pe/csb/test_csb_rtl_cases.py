@@ -253,7 +253,10 @@ def run_bench(shape: CsbSpec, transactions, work: Path, *, gap: float, backpress
                      seed=seed, bench_env={"STREAM_GAP_PROBABILITY": str(gap),
                                            "STREAM_BACKPRESSURE": str(backpressure),
                                            "STREAM_IDLE_LIMIT": str(idle_limit)})
-    return json.loads((result.build_dir / "summary.json").read_text())
+    summary = json.loads((result.build_dir / "summary.json").read_text())
+    # run_rtl reports words missing or beyond the expected stream as mismatches; the callers read the summary
+    assert (summary["missing_words"], summary["extra_words"]) == (0, 0), result.first_mismatches
+    return summary
 
 
 CONFIGS = {
