@@ -153,7 +153,7 @@ STREAM_BENCH = "codesign.hw.stream_bench"
 def stream_build(pe: ProcessingElement, spec, vectors: Path, bench_env: dict[str, str]) -> dict[str, Any]:
     """:func:`~codesign.hw.rtlsim.run_cocotb`'s build of a stream PE: inside the harness, sized to ``vectors``, on
     the stream words its bench environment (``STREAM_WORD_PARTS``) gives."""
-    from codesign.hw.stream_harness import harness_build, vector_sizes
+    from codesign.hw.bench_build import harness_build, vector_sizes
 
     parts = int(bench_env.get("STREAM_WORD_PARTS", "1"))
     words_in, transactions = vector_sizes(vectors, pe=bench_env.get("STREAM_PE", pe.name), word_parts=parts)
@@ -180,7 +180,7 @@ def run_rtl(pe: ProcessingElement, spec, vectors: Path, work_dir: Path, *, simul
     parameters = pe.rtl_parameters(spec)
     build = {"sources": pe.rtl_sources(), "toplevel": pe.rtl_top, "parameters": parameters, "build_args": ()}
     key = dict(parameters)  # what names the build directory
-    if pe.bench_module == STREAM_BENCH:  # the PE inside the harness that drives it (codesign.hw.stream_harness)
+    if pe.bench_module == STREAM_BENCH:  # the PE inside the HDL harness that drives it
         build = stream_build(pe, spec, vectors, {**pe.bench_environment(spec, vectors, vectors, seed),
                                                  **(bench_env or {})})
         key.update({f"harness_{name}": value for name, value in build["parameters"].items()})

@@ -6,7 +6,7 @@ synchronous active-high ``rst``) can be verified with it; nothing here knows
 what the PE computes. A word moves on a rising edge where ``valid && ready``.
 
 The bench runs no Python per clock cycle. The PE sits inside the HDL harness
-``rtl/bench/stream_harness.v`` (built as :func:`codesign.hw.stream_harness.harness_build` says). The bench
+``rtl/bench/stream_harness.v`` (built as :func:`codesign.hw.bench_build.harness_build` says). The bench
 writes the input words into two ``$readmemh`` files, sets the harness's ports
 (seed, thresholds, counts), starts the clock and waits for ``done``.
 

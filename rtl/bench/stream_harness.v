@@ -1,6 +1,6 @@
 // stream_harness: drives a stream PE from memory, cycle by cycle, in the simulator itself.
 //
-// The cocotb bench (codesign/hw/stream_bench.py) writes the input stream words
+// The cocotb stream bench writes the input stream words
 // and the index of each transaction's first word as $readmemh files into the
 // simulator's working directory, sets the ports below and raises start. From
 // then on no Python runs per cycle: on each falling edge the harness offers

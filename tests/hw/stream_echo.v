@@ -1,4 +1,4 @@
-// stream_echo: a one-word stream buffer, the smallest PE the stream harness can drive (tests/hw/test_stream_harness.py).
+// stream_echo: a one-word stream buffer, the smallest PE the stream harness can drive (tests/hw/test_bench_build.py).
 // It takes a word when empty and offers it until taken: in_ready = !full, out_valid = full, out_data = the word.
 module stream_echo #(
     parameter WIDTH = 32

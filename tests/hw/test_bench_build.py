@@ -1,4 +1,4 @@
-"""The stream harness (codesign.hw.stream_harness, rtl/bench/stream_harness.v): memories sized to the vectors,
+"""The stream harness (codesign.hw.bench_build, rtl/bench/stream_harness.v): memories sized to the vectors,
 the PE named by defines, bad parameters refused before anything is built, and the harness's words, cycles, gaps
 and stalls on a one-word buffer (tests/hw/stream_echo.v) against its definition. The PEs' runs are checked where
 PEs are (tests/pe/test_stream_rtl.py, tests/pe/csb/test_csb_rtl_cases.py)."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codesign.hw.stream_harness import HARNESS_TOP, MIN_LOG2, harness_build, harness_source, memory_log2, vector_sizes
+from codesign.hw.bench_build import HARNESS_TOP, MIN_LOG2, harness_build, harness_source, memory_log2, vector_sizes
 from codesign.hw.vectors import write_transactions
 
 
