@@ -31,6 +31,7 @@ are refused as they are built, before anything is written.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Tuple
 
 import numpy as np
@@ -38,13 +39,14 @@ import numpy as np
 from codesign.loops.common import HwTrainError, softmax_cross_entropy
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.numerics.scales import UNSET
-from codesign.step.tt.rounding import code_dtype, frac_of_values, quantize_values
+from codesign.step.tt.rounding import code_dtype, frac_of_values, quantize_and_range, quantize_values
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import check_input
 from codesign.step.tt.list_finish import finish, layer_output
 from codesign.step.tt.step_lists import Fracs, check_specs, flat_cores, reshift, step_lists
 
 ON_PES = ("act_frac_bits", "grad_frac_bits", "core_grad_frac_bits")  # the trackers a PE rounds at
+KEPT_AIMS = 8  # lists kept per layer and shapes, at the latest distinct tracked scales
 
 
 class TtListTrainer(TtMlpTrainer):
@@ -92,7 +94,8 @@ class TtListTrainer(TtMlpTrainer):
     def _forward_layer(self, index: int, x: np.ndarray) -> Tuple:
         """Layer ``index``'s lists built (the output gradient's room left for later), the forward lists run."""
         state = self.layer_state(index)
-        x = check_input(state, x)
+        if index == 0:  # a later layer's input is the ReLU of the last one's output, finite float32 of its width
+            x = check_input(state, x)
         tr = state.tracker_values()
         book = ScaleBook(tr, state.mean_values(), rule="tracked", momentum=state.scale_momentum)
         act0 = book.host("act_frac_bits", 0, x, bits=state.activation_bits,
@@ -112,22 +115,32 @@ class TtListTrainer(TtMlpTrainer):
         # one arena per layer and shapes: lists rebuilt at other scales lay their tensors out alike (a scale is a
         # descriptor's shift), so a board keeps the buffer and writes only the inputs into it
         arena = self.shell.arena(lists, key=(index, tuple(core.shape for core in state.cores), x.shape[0]))
-        x_codes = quantize_values(x, act0, state.activation_bits, code_dtype(state.activation_bits))
+        if state.is_network_input:  # its input gradient is not asked for, so neither is where x saturated
+            x_codes, inside = quantize_values(x, act0, state.activation_bits, code_dtype(state.activation_bits)), None
+        else:
+            x_codes, inside = quantize_and_range(x, act0, state.activation_bits, code_dtype(state.activation_bits))
         self.shell.flush(arena, lists.write(arena, x=x_codes, core_codes=codes))
         arena = self._run(lists, range(lists.forward_phases), arena)
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
         out = layer_output(state, lists, arena, book, fracs)
-        return state, x, book, fracs, lists, arena, out
+        return state, x, inside, book, fracs, lists, arena, out
 
     def _lists(self, index: int, state, batch: int, fracs: Fracs):
         """Layer ``index``'s lists at these shapes and scales: built once per shapes (pruning changes them at epoch
-        ends), their rounding shifts changed in place when a tracked scale moves (:func:`reshift`)."""
+        ends), their rounding shifts changed when a tracked scale moves (:func:`reshift`). Tracked scales wander
+        among a few values, so the :data:`KEPT_AIMS` latest aims of each layer and shapes are kept: a step at
+        scales seen lately takes its lists as they were (a board finds their descriptors kept, or re-aims them)."""
         key = (index, tuple(core.shape for core in state.cores), batch)
-        lists = self._built.get(key)
-        if lists is not None and lists.fracs != fracs:
-            lists = self._built[key] = reshift(lists, fracs)
+        aims = self._built.get(key)
+        lists = None if aims is None else aims.get(fracs)
+        if lists is not None:
+            aims.move_to_end(fracs)
+        elif aims is not None:
+            lists = aims[fracs] = reshift(next(reversed(aims.values())), fracs)
             self.lists_reshifted += 1
-        if lists is None:
+            if len(aims) > KEPT_AIMS:
+                aims.popitem(last=False)
+        else:
             zeros = [np.zeros(core.shape, np.int64) for core in state.cores]
             lists = step_lists(np.zeros((batch, state.in_features), np.int64), zeros,
                                np.zeros((batch, state.out_features), np.int64), fracs, spec1=self.shell.spec1,
@@ -136,7 +149,7 @@ class TtListTrainer(TtMlpTrainer):
             self._check_held(index, lists)
             if len(self._built) >= 4 * len(self.cores):
                 self._built.pop(next(iter(self._built)))
-            self._built[key] = lists
+            self._built[key] = OrderedDict([(fracs, lists)])
             self.lists_built += 1
         self.current_lists[index] = lists
         return lists
@@ -150,7 +163,7 @@ class TtListTrainer(TtMlpTrainer):
                                    "(held_sums): build them with it, or the PE with larger buffers")
 
     def _backward_layer(self, layer: Tuple, grad_y: np.ndarray):
-        state, x, book, fracs, lists, arena, out = layer
+        state, _, inside, book, fracs, lists, arena, out = layer
         d = len(state.cores)
         g_frac = book.host("grad_frac_bits", d - 1, grad_y, bits=state.grad_bits,
                            headroom_bits=state.grad_headroom_bits, update=True)
@@ -160,7 +173,7 @@ class TtListTrainer(TtMlpTrainer):
         self.shell.flush(arena, lists.write(arena, gy=g_codes))
         arena = self._run(lists, range(lists.forward_phases, len(lists.phases)), arena)
         self.shell.invalidate(arena, lists.read_ranges(forward=False))
-        return finish(state, x, g_codes, lists, arena, book, fracs, y=out)
+        return finish(state, None, g_codes, lists, arena, book, fracs, y=out, inside=inside)
 
     def _run(self, lists, phases: range, arena: np.ndarray) -> np.ndarray:
         """The lists of ``phases`` (indices) on the shell; their calls and products counted as the loop's runner

@@ -13,9 +13,10 @@ from codesign.design import load_design
 from codesign.design.families.tt import tt_setup_of
 from codesign.loops.common import HwTrainError
 from codesign.loops.tt import TtMlpTrainer
-from codesign.loops.tt_lists import TtListTrainer
+from codesign.loops.tt_lists import KEPT_AIMS, TtListTrainer
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.shell.list_runner import GoldenListShell
+from codesign.step.tt.step_lists import Fracs
 from codesign.train.data import Dataset, load_digits_dataset
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -70,6 +71,24 @@ def test_training_on_call_lists_is_bit_identical_to_the_loop(copies):
     assert compared > 3 * sum(core.size for cores in loop.cores for core in cores)
     widest = max(len(phase) for lists_ in lists.current_lists.values() for phase in lists_.phases)
     assert widest == (2 if copies == (1, 1) else 5)
+
+
+def test_lists_at_scales_seen_lately_are_taken_as_they_were():
+    """Tracked scales wander among a few values: lists re-aimed once are kept per layer and shapes (the latest
+    KEPT_AIMS aims), so a step back at earlier scales takes the very lists it ran then, re-aimed not again."""
+    trainer = TtListTrainer(_setup(), GoldenShell())
+    state = trainer.layer_state(1)
+    d = len(state.cores)
+    fracs = [Fracs(act=(a,) * d, grad=(9,) * d, core_grad=(6,) * d, core=(2,) * d, act_bits=state.activation_bits,
+                   grad_bits=state.grad_bits, core_bits=state.core_bits) for a in range(3, 3 + KEPT_AIMS + 1)]
+    first = trainer._lists(1, state, 8, fracs[0])
+    assert trainer._lists(1, state, 8, fracs[1]) is not first and trainer.lists_reshifted == 1
+    assert trainer._lists(1, state, 8, fracs[0]) is first and trainer.lists_reshifted == 1
+    assert trainer._lists(1, state, 8, fracs[1]).fracs == fracs[1] and trainer.lists_reshifted == 1
+    for moved in fracs[2:]:  # the oldest aim, fracs[0], falls out
+        trainer._lists(1, state, 8, moved)
+    assert trainer.lists_built == 1 and trainer.lists_reshifted == KEPT_AIMS
+    assert trainer._lists(1, state, 8, fracs[0]) is not first and trainer.lists_reshifted == KEPT_AIMS + 1
 
 
 def test_lists_that_hold_sums_are_refused_on_shells_without_the_buffer():

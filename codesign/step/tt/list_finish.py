@@ -11,8 +11,7 @@ import numpy as np
 
 from codesign.contracts.calls import RECORD
 from codesign.step.tt.layer_state import TtLayerState
-from codesign.step.tt.list_tiles import unpack_codes
-from codesign.step.tt.rounding import frac_of_values, quantize_values, scaled_for_codes, to_values
+from codesign.step.tt.rounding import frac_of_values, quantize_and_range, quantize_values, to_values
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import StepResult
 from codesign.step.tt.step_lists import Fracs, StepLists, z_fracs
@@ -24,22 +23,20 @@ def _words(arena: np.ndarray, offset: int, values: int, words: int) -> np.ndarra
     return flat.view(np.int32) if words == 1 else flat.view(np.int64)  # a view: the caller converts at once
 
 
-def read_outputs(lists: StepLists, arena: np.ndarray) -> Dict[str, object]:
+def read_outputs(lists: StepLists, arena: np.ndarray, fracs: Fracs) -> Dict[str, object]:
     """What the host reads after the backward lists (the output ``y`` it read after the forward ones,
-    :func:`layer_output`): ``grad_x`` (B, N) accumulators, ``core_grads`` (each in the core's layout, codes), and
-    ``stats``: per tracker, the records' sum of |acc| and the results' count."""
-    d, batch = len(lists.cores), lists.batch
-    n_all = math.prod(s[2] for s in lists.cores)
+    :func:`layer_output`): ``grad_x`` (B, N) accumulators, ``core_grads`` (float32 values, each in the core's
+    layout; one gather of every core's codes, :attr:`StepLists.core_grad_slots`), and ``stats``: per tracker,
+    the records' sum of |acc| and the results' count."""
+    batch, n_all = lists.batch, math.prod(s[2] for s in lists.cores)
     found: Dict[str, object] = {}
     if "grad_x" in lists.outputs:
         found["grad_x"] = _words(arena, *_at(lists, "grad_x", batch * n_all)).reshape(batch, n_all)
-    grads = []
-    for k, (a, m, n, c) in enumerate(lists.cores):
-        offset, cfg = lists.codes[f"core_grad {k}"]
-        codes = unpack_codes(arena[offset // 4:offset // 4 + cfg.words_out(a * m * n * c)], cfg, a * m * n * c)
-        grads.append(codes.reshape(m, a, n)[None].transpose(2, 1, 3, 0) if k == d - 1
-                     else codes.reshape(m, c, a, n).transpose(2, 0, 3, 1))
-    found["core_grads"] = grads
+    sizes = [math.prod(shape) for shape in lists.cores]
+    scales = np.repeat(np.ldexp(1.0, -np.asarray(fracs.core_grad)), sizes)  # exact: codes times powers of two
+    values = (arena.view("<i2")[lists.core_grad_slots] * scales).astype(np.float32)
+    found["core_grads"] = [part.reshape(shape) for part, shape in zip(np.split(values, np.cumsum(sizes)[:-1]),
+                                                                      lists.cores)]
     found["stats"] = _record_sums(lists, arena)
     return found
 
@@ -84,15 +81,18 @@ def layer_output(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book:
     return y
 
 
-def finish(layer: TtLayerState, x: np.ndarray, g_top: np.ndarray, lists: StepLists, arena: np.ndarray,
-           book: ScaleBook, fracs: Fracs, y: np.ndarray | None = None) -> StepResult:
+def finish(layer: TtLayerState, x: np.ndarray | None, g_top: np.ndarray, lists: StepLists, arena: np.ndarray,
+           book: ScaleBook, fracs: Fracs, y: np.ndarray | None = None, inside: np.ndarray | None = None
+           ) -> StepResult:
     """The host's part after the lists: the layer output (plus the bias it writes), the input gradient masked
     where the input saturated, the core and bias gradients as values, and the tracked scales moved on by the
     records' sums. ``book`` holds the scales the host aimed before the step (the input's, the output
     gradient's); the result is the step :func:`codesign.step.tt.step.pe_step` takes under the tracked rule.
-    ``y``: the layer output :func:`layer_output` gave after the forward lists (else it is read again)."""
+    ``y``: the layer output :func:`layer_output` gave after the forward lists (else it is read again);
+    ``inside``: where the input ``x`` lay within its codes' bounds, as
+    :func:`~codesign.step.tt.rounding.quantize_and_range` gave it with the codes (else worked out from ``x``)."""
     d = len(layer.cores)
-    found = read_outputs(lists, arena)
+    found = read_outputs(lists, arena, fracs)
     y = layer_output(layer, lists, arena, book, fracs) if y is None else y
     widths = {"act_frac_bits": (layer.activation_bits, layer.activation_headroom_bits),
               "grad_frac_bits": (layer.grad_bits, layer.grad_headroom_bits),
@@ -103,10 +103,9 @@ def finish(layer: TtLayerState, x: np.ndarray, g_top: np.ndarray, lists: StepLis
         book.observe(name, index, total, count, sources[(name, index)], bits=bits, headroom_bits=headroom)
     grad_x = None
     if "grad_x" in found and not layer.is_network_input:
-        low, high = -(1 << (layer.activation_bits - 1)), (1 << (layer.activation_bits - 1)) - 1
-        scaled = scaled_for_codes(x, fracs.act[0], layer.activation_bits)
-        grad_x = (to_values(found["grad_x"], fracs.grad[0] + fracs.core[0]) * ((scaled >= low) & (scaled <= high))
-                  ).astype(np.float32)
+        if inside is None:
+            inside = quantize_and_range(x, fracs.act[0], layer.activation_bits)[1]
+        grad_x = (to_values(found["grad_x"], fracs.grad[0] + fracs.core[0]) * inside).astype(np.float32)
     bias_grad = None
     if layer.bias is not None:
         _, codes = book.round("bias_grad_frac_bits", 0, g_top.sum(axis=0), fracs.grad[d - 1], bits=layer.grad_bits,
@@ -114,5 +113,4 @@ def finish(layer: TtLayerState, x: np.ndarray, g_top: np.ndarray, lists: StepLis
         bias_grad = to_values(codes, book.frac("bias_grad_frac_bits", 0)).astype(np.float32)
     trackers, means = book.as_tuples()
     return StepResult(y=y.astype(np.float32), grad_x=grad_x, bias_grad=bias_grad, trackers=trackers, means=means,
-                      core_grads=[to_values(codes, frac).astype(np.float32)
-                                  for codes, frac in zip(found["core_grads"], fracs.core_grad)])
+                      core_grads=found["core_grads"])

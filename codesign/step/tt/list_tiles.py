@@ -211,10 +211,3 @@ def codes_rounding(shift: int, bits: int, row_values: int, parts: int) -> RoundS
 def row_within(length: int, limit: int) -> int:
     """The longest row that tiles ``length`` within ``limit`` values (a code row a call writes whole)."""
     return max(d for d in range(1, min(length, limit) + 1) if length % d == 0)
-
-
-def unpack_codes(words: np.ndarray, cfg: RoundStageConfig, count: int) -> np.ndarray:
-    """``count`` codes the rounding stage wrote as rows of ``cfg.row_values`` 16-bit fields (int64)."""
-    row = cfg.groups_per_row * cfg.group_words
-    fields = np.ascontiguousarray(words[:count // cfg.row_values * row], dtype=np.uint32).view(np.int16)
-    return fields.reshape(-1, 2 * row)[:, :cfg.row_values].reshape(-1).astype(np.int64)

@@ -120,7 +120,22 @@ def quantize_values(values: np.ndarray, frac_bits, bits: int, dtype=np.int64) ->
     ``frac_bits``: an int, or ints broadcast against ``values`` (several tensors at their own scales at once).
     ``dtype``: the codes' integer type; a host that only packs them takes :func:`code_dtype` (``bits`` wide), a
     result an eighth or a quarter of int64's, with no fresh pages to fault in on a batch-sized tensor."""
+    return _codes_of_scaled(scaled_for_codes(values, frac_bits, bits), bits, dtype)
+
+
+def quantize_and_range(values: np.ndarray, frac_bits: int, bits: int, dtype=np.int64
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`quantize_values`, and where ``values · 2^frac_bits`` lies within the codes' bounds (before
+    rounding: where a straight-through gradient passes), from one scaling pass."""
     scaled = scaled_for_codes(values, frac_bits, bits)
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    inside = scaled >= low
+    inside &= scaled <= high
+    return _codes_of_scaled(scaled, bits, dtype), inside
+
+
+def _codes_of_scaled(scaled: np.ndarray, bits: int, dtype) -> np.ndarray:
+    """Codes of scaled values (rounded and clipped in place)."""
     np.rint(scaled, out=scaled)
     # clipped to integer bounds (exact either way) as np.clip does, NaN included: minimum and maximum take 70 % of
     # its time on float32 (NumPy 1.26)
@@ -167,4 +182,4 @@ def to_values(codes: np.ndarray, frac_bits: int) -> np.ndarray:
 
 
 __all__ = ["BLOCK", "EXACT_FLOAT", "abs_sum_and_peak", "choose_frac", "code_dtype", "floor_log2_ratio", "frac_of_total", "frac_of_values",
-           "quantize_values", "rescale", "scale_and_round", "scaled_for_codes", "to_values"]
+           "quantize_and_range", "quantize_values", "rescale", "scale_and_round", "scaled_for_codes", "to_values"]

@@ -130,11 +130,9 @@ class StepLists:
                         if not isinstance(item.source, str)]
         for item in self.inputs.values():
             value = given.get(item.source)
-            if value is None:
-                continue
-            words = pack_rows(item.layout(np.asarray(value)), self.lanes, SLOT_BITS, stream_bits=32 * self.parts)
-            arena[item.rows.offset // 4:item.rows.offset // 4 + words.size] = words
-            written.append((item.rows.offset // 4, words.size))
+            if value is not None:
+                _write_rows(arena, item, item.layout(np.asarray(value)), self.lanes)
+                written.append((item.rows.offset // 4, item.words))
         return written
 
     def read_ranges(self, *, forward: bool) -> List[Tuple[int, int]]:
@@ -154,6 +152,23 @@ class StepLists:
             ranges.append((offset // 4, cfg.words_out(math.prod(shape))))
         ranges += [(int(word), RECORD_WORDS) for word in self.stat_records[1]]
         return tuple(forward), tuple(ranges)
+
+    @cached_property
+    def core_grad_slots(self) -> np.ndarray:
+        """Where the core gradients' codes are: indices into the arena viewed as int16, every core's codes in its
+        layout ``(a, m, n, c)``, core after core, so the host reads them all in one gather. The rounding stage
+        writes rows of ``row_values`` 16-bit fields a stream word at a time; an inner core's gradient in PE1's
+        ``(m, c) x (a, n)`` order, the last core's in PE2's ``m x (a, n)``."""
+        slots, d = [], len(self.cores)
+        for k, (a, m, n, c) in enumerate(self.cores):
+            offset, cfg = self.codes[f"core_grad {k}"]
+            i = np.arange(a * m * n * c)
+            where = offset // 2 + i // cfg.row_values * 2 * cfg.groups_per_row * cfg.group_words + i % cfg.row_values
+            slots.append((where.reshape(m, a, n)[None].transpose(2, 1, 3, 0) if k == d - 1
+                          else where.reshape(m, c, a, n).transpose(2, 0, 3, 1)).reshape(-1))
+        slots = np.concatenate(slots)
+        slots.setflags(write=False)  # shared by the lists reshift makes of these
+        return slots
 
     @cached_property
     def stat_records(self) -> Tuple[Tuple[Tuple[str, int], ...], np.ndarray, np.ndarray, Tuple[int, ...]]:
@@ -207,6 +222,24 @@ class HostInput:
     source: object
     layout: Callable[[np.ndarray], np.ndarray]
     words: int
+
+
+def _write_rows(arena: np.ndarray, item: HostInput, laid: np.ndarray, lanes: int) -> None:
+    """Codes ``laid`` (rows, K) into ``item``'s rows of the arena, 16-bit slot by slot in place: the words
+    :func:`~codesign.pe.tt.contract.pack_rows` makes of them (two's complement modulo 2^16, padding lanes and a
+    chunk's unused slots 0), without packing them apart first."""
+    rows, chunk_slots = item.words // item.rows.words, 2 * item.rows.chunk
+    values, full = item.rows.values, item.rows.values // lanes
+    start = item.rows.offset // 2
+    slots = arena.view("<u2")[start:start + 2 * item.words].reshape(rows, -1, chunk_slots)
+    laid = laid.reshape(rows, values)
+    if full:
+        np.copyto(slots[:, :full, :lanes], laid[:, :full * lanes].reshape(rows, full, lanes), casting="unsafe")
+    if values % lanes:
+        np.copyto(slots[:, full, :values % lanes], laid[:, full * lanes:], casting="unsafe")
+        slots[:, full, values % lanes:] = 0
+    if chunk_slots > lanes:
+        slots[:, :, lanes:] = 0
 
 
 def flat_cores(cores: Sequence[np.ndarray]) -> np.ndarray:
@@ -533,7 +566,7 @@ def reshift(lists: StepLists, fracs: Fracs) -> StepLists:
     phases = tuple(tuple((pe, tuple(renamed.get(id(call), call) for call in calls)) for pe, calls in phase)
                    for phase in lists.phases)
     moved = replace(lists, contractions=contractions, phases=phases, fracs=fracs)
-    for name in ("_read_ranges", "stat_records"):  # of the layout, which no shift moves: kept when worked out
+    for name in ("_read_ranges", "stat_records", "core_grad_slots"):  # of the layout, which no shift moves: kept when worked out
         if name in lists.__dict__:
             moved.__dict__[name] = lists.__dict__[name]
     return moved

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codesign.step.tt.rounding import code_dtype, quantize_values
+from codesign.step.tt.rounding import code_dtype, quantize_and_range, quantize_values
 
 
 def _defined(values, frac_bits, bits):
@@ -29,3 +29,21 @@ def test_quantize_values_is_its_definition_on_ties_extremes_and_per_value_scales
             assert narrow.dtype == code_dtype(bits) and np.array_equal(narrow, expected)
         per_value = rng.integers(-64, 65, size=values.size)
         assert np.array_equal(quantize_values(values, per_value, bits), _defined(values, per_value, bits))
+
+
+@pytest.mark.parametrize("bits", [4, 8, 16])
+def test_quantize_and_range_gives_the_codes_and_where_values_lie_within_their_bounds(bits):
+    """The codes of quantize_values, and ``low <= values · 2^frac_bits <= high`` before rounding, in float64:
+    values just inside and just past each bound (which round onto it), on it, ±0, subnormals, ±inf."""
+    rng = np.random.default_rng(bits + 100)
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    for frac in (-3, 0, 5, 40):
+        edges = np.ldexp(np.array([low, high, low - 0.25, high + 0.25, low + 0.25, high - 0.25, high + 0.5,
+                                   0.0, -0.0, 1e-300, np.inf, -np.inf]), -frac)
+        for values in (np.concatenate([edges, rng.normal(size=500) * 2.0 ** (bits - 1 - frac)]).astype(np.float32),
+                       np.concatenate([edges, rng.normal(size=500) * 2.0 ** (bits - frac)])):
+            codes, inside = quantize_and_range(values, frac, bits, code_dtype(bits))
+            scaled = np.ldexp(values.astype(np.float64), frac)
+            assert np.array_equal(codes, quantize_values(values, frac, bits, code_dtype(bits)))
+            assert np.array_equal(inside, (scaled >= low) & (scaled <= high))
+            assert inside.any() and not inside.all()

@@ -218,6 +218,38 @@ def test_every_core_layout_written_in_one_gather_equals_packing_each(name, strea
         lists.write(arena, core_codes=flat_cores(cores)[1:])
 
 
+@pytest.mark.parametrize("name, stream", [(name, stream) for name in SHAPES for stream in (32, 64, 128)
+                                          if (name, "small", stream) not in REFUSED])
+def test_the_input_and_output_gradient_written_slot_by_slot_equal_packing_them(name, stream):
+    """The host writes the input codes and the output-gradient codes (rows and transposed) straight into their
+    16-bit slots: word for word what pack_rows makes of each layout, the padding lanes and a chunk's unused slots
+    zeroed over whatever the arena held, no other word touched; narrow codes (int8) and 16-bit extremes alike."""
+    in_modes, out_modes, _, size = SHAPES[name]
+    shapes = [core.shape for core in layer_state(tracked_layer(SHAPES[name])).cores]
+    spec1, spec2 = (dataclasses.replace(spec, stream_bits=stream) for spec in SMALL)
+    if name == "padding_edges_b33":
+        spec1, spec2 = dataclasses.replace(spec1, max_l=17), dataclasses.replace(spec2, max_k=68)
+    fracs = Fracs(act=(5,) * len(shapes), grad=(9,) * len(shapes), core_grad=(6,) * len(shapes),
+                  core=(2,) * len(shapes), act_bits=8, grad_bits=16, core_bits=4)
+    x_shape, gy_shape = (size, math.prod(in_modes)), (size, math.prod(out_modes))
+    lists = step_lists(np.zeros(x_shape, np.int64), [np.zeros(s, np.int64) for s in shapes],
+                       np.zeros(gy_shape, np.int64), fracs, spec1=spec1, spec2=spec2)
+    rng = np.random.default_rng(4)
+    given = {"x": rng.integers(-128, 128, size=x_shape).astype(np.int8),
+             "gy": rng.integers(-1 << 15, 1 << 15, size=gy_shape).astype(np.int16)}
+    given["gy"].flat[:3] = (-1 << 15, (1 << 15) - 1, -1)
+    arena = rng.integers(0, 1 << 32, size=lists.arena.size, dtype=np.uint64).astype(np.uint32)
+    expected, ranges = arena.copy(), []
+    for item in lists.inputs.values():
+        if isinstance(item.source, str):
+            words = pack_rows(item.layout(given[item.source].astype(np.int64)), lists.lanes, 16, stream_bits=stream)
+            expected[item.rows.offset // 4:item.rows.offset // 4 + words.size] = words
+            ranges.append((item.rows.offset // 4, words.size))
+    assert len(ranges) == 3  # x, gy, gy transposed
+    assert sorted(lists.write(arena, x=given["x"], gy=given["gy"])) == sorted(ranges)
+    assert np.array_equal(arena, expected)
+
+
 def test_narrow_accumulators_cut_every_sum_so_that_no_call_saturates():
     """26-bit accumulators: a core-gradient call may sum only 7 products of 16-bit gradients and 8-bit states
     whatever the codes, so the lists chain short calls; with saturating codes the step still equals the
