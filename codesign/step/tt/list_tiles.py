@@ -12,8 +12,6 @@ import math
 from dataclasses import dataclass, replace
 from typing import List, Tuple
 
-import numpy as np
-
 from codesign.contracts.calls import ACC_DEPTH, RAW, RECORD_WORDS, ArenaLayout, Block, Call
 from codesign.numerics.round_stage import RoundStageConfig
 from codesign.pe.tt.contract import chunk_words, header_word
