@@ -130,8 +130,8 @@ class ListShell:
     def _reaim(self, calls):
         """The kept encoding ``calls`` re-aim, as :func:`codesign.step.tt.step_lists.reshift` makes them when a
         tracked scale moves (the same calls, some with another rounding shift): its rounding words rewritten and
-        flushed in place, and kept under ``calls`` from now on (a trainer runs a layer's newest lists only; the
-        old ones, were they run again, would be encoded anew). ``None`` when no kept list matches."""
+        flushed in place, and kept under ``calls`` from now on (lists a trainer runs again, back at scales it kept
+        them for, are re-aimed so in turn). ``None`` when no kept list matches."""
         for key, (old, buffer) in reversed(self._encoded.items()):
             if len(old) != len(calls) or old[0].record != calls[0].record or old[-1].record != calls[-1].record:
                 continue

@@ -31,7 +31,8 @@ import numpy as np
 
 from codesign.contracts.shell import SHELL_ARGS, project_files
 from codesign.hw.aptypes import cache_dir
-from codesign.hw.csim import COMPILE_TIMEOUT_S, KERNEL_CXX_FLAGS, CsimError, _include_dirs, build_key, compiler, precompiled_prelude
+from codesign.hw.csim import (COMPILE_TIMEOUT_S, KERNEL_CXX_FLAGS, CsimError, _include_dirs, build_key, compiler,
+                              precompiled_prelude)
 
 LIBRARY_FLAGS = (*KERNEL_CXX_FLAGS, "-shared", "-fPIC")
 ENTRY = "codesign_accel_run"
@@ -72,7 +73,8 @@ def build_library(project_dir: Path, build_dir: Path | None = None) -> tuple[Pat
     os.close(handle)
     started = time.perf_counter()
     try:
-        prelude = precompiled_prelude(cxx, [*KERNEL_CXX_FLAGS, "-fPIC", f"-I{dirs[0]}"])  # a shared object's code is PIC
+        # a shared object's code is PIC
+        prelude = precompiled_prelude(cxx, [*KERNEL_CXX_FLAGS, "-fPIC", f"-I{dirs[0]}"])
         done = subprocess.run([cxx, *LIBRARY_FLAGS, *(f"-I{d}" for d in dirs), "-Winvalid-pch", "-include", str(prelude),
                                *map(str, sources), "-o", partial],
                               capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)

@@ -94,8 +94,7 @@ class TtListTrainer(TtMlpTrainer):
     def _forward_layer(self, index: int, x: np.ndarray) -> Tuple:
         """Layer ``index``'s lists built (the output gradient's room left for later), the forward lists run."""
         state = self.layer_state(index)
-        if index == 0:  # a later layer's input is the ReLU of the last one's output, finite float32 of its width
-            x = check_input(state, x)
+        x = check_input(state, x)
         tr = state.tracker_values()
         book = ScaleBook(tr, state.mean_values(), rule="tracked", momentum=state.scale_momentum)
         act0 = book.host("act_frac_bits", 0, x, bits=state.activation_bits,
@@ -129,7 +128,8 @@ class TtListTrainer(TtMlpTrainer):
         """Layer ``index``'s lists at these shapes and scales: built once per shapes (pruning changes them at epoch
         ends), their rounding shifts changed when a tracked scale moves (:func:`reshift`). Tracked scales wander
         among a few values, so the :data:`KEPT_AIMS` latest aims of each layer and shapes are kept: a step at
-        scales seen lately takes its lists as they were (a board finds their descriptors kept, or re-aims them)."""
+        scales seen lately takes its lists as they were, not re-aimed again (a board's shell re-aims the
+        descriptors it keeps in place, rewriting only the moved rounding words)."""
         key = (index, tuple(core.shape for core in state.cores), batch)
         aims = self._built.get(key)
         lists = None if aims is None else aims.get(fracs)

@@ -11,7 +11,7 @@ import numpy as np
 
 from codesign.contracts.calls import RECORD
 from codesign.step.tt.layer_state import TtLayerState
-from codesign.step.tt.rounding import frac_of_values, quantize_and_range, quantize_values, to_values
+from codesign.step.tt.rounding import frac_of_values, in_code_range, quantize_values, scaled_for_codes, to_values
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import StepResult
 from codesign.step.tt.step_lists import Fracs, StepLists, z_fracs
@@ -23,7 +23,7 @@ def _words(arena: np.ndarray, offset: int, values: int, words: int) -> np.ndarra
     return flat.view(np.int32) if words == 1 else flat.view(np.int64)  # a view: the caller converts at once
 
 
-def read_outputs(lists: StepLists, arena: np.ndarray, fracs: Fracs) -> Dict[str, object]:
+def read_outputs(lists: StepLists, arena: np.ndarray) -> Dict[str, object]:
     """What the host reads after the backward lists (the output ``y`` it read after the forward ones,
     :func:`layer_output`): ``grad_x`` (B, N) accumulators, ``core_grads`` (float32 values, each in the core's
     layout; one gather of every core's codes, :attr:`StepLists.core_grad_slots`), and ``stats``: per tracker,
@@ -33,8 +33,8 @@ def read_outputs(lists: StepLists, arena: np.ndarray, fracs: Fracs) -> Dict[str,
     if "grad_x" in lists.outputs:
         found["grad_x"] = _words(arena, *_at(lists, "grad_x", batch * n_all)).reshape(batch, n_all)
     sizes = [math.prod(shape) for shape in lists.cores]
-    scales = np.repeat(np.ldexp(1.0, -np.asarray(fracs.core_grad)), sizes)  # exact: codes times powers of two
-    values = (arena.view("<i2")[lists.core_grad_slots] * scales).astype(np.float32)
+    scales = np.repeat(np.ldexp(1.0, -np.asarray(lists.fracs.core_grad)), sizes)  # exact: codes times powers of 2
+    values = (np.asarray(arena).view("<i2")[lists.core_grad_slots] * scales).astype(np.float32)  # not a buffer's type
     found["core_grads"] = [part.reshape(shape) for part, shape in zip(np.split(values, np.cumsum(sizes)[:-1]),
                                                                       lists.cores)]
     found["stats"] = _record_sums(lists, arena)
@@ -92,7 +92,7 @@ def finish(layer: TtLayerState, x: np.ndarray | None, g_top: np.ndarray, lists: 
     ``inside``: where the input ``x`` lay within its codes' bounds, as
     :func:`~codesign.step.tt.rounding.quantize_and_range` gave it with the codes (else worked out from ``x``)."""
     d = len(layer.cores)
-    found = read_outputs(lists, arena, fracs)
+    found = read_outputs(lists, arena)
     y = layer_output(layer, lists, arena, book, fracs) if y is None else y
     widths = {"act_frac_bits": (layer.activation_bits, layer.activation_headroom_bits),
               "grad_frac_bits": (layer.grad_bits, layer.grad_headroom_bits),
@@ -104,7 +104,9 @@ def finish(layer: TtLayerState, x: np.ndarray | None, g_top: np.ndarray, lists: 
     grad_x = None
     if "grad_x" in found and not layer.is_network_input:
         if inside is None:
-            inside = quantize_and_range(x, fracs.act[0], layer.activation_bits)[1]
+            if x is None:
+                raise ValueError("the input gradient needs the input x, or where it lay within its codes' bounds")
+            inside = in_code_range(scaled_for_codes(x, fracs.act[0], layer.activation_bits), layer.activation_bits)
         grad_x = (to_values(found["grad_x"], fracs.grad[0] + fracs.core[0]) * inside).astype(np.float32)
     bias_grad = None
     if layer.bias is not None:

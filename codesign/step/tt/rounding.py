@@ -128,10 +128,15 @@ def quantize_and_range(values: np.ndarray, frac_bits: int, bits: int, dtype=np.i
     """:func:`quantize_values`, and where ``values · 2^frac_bits`` lies within the codes' bounds (before
     rounding: where a straight-through gradient passes), from one scaling pass."""
     scaled = scaled_for_codes(values, frac_bits, bits)
-    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    inside = scaled >= low
-    inside &= scaled <= high
+    inside = in_code_range(scaled, bits)
     return _codes_of_scaled(scaled, bits, dtype), inside
+
+
+def in_code_range(scaled: np.ndarray, bits: int) -> np.ndarray:
+    """Where scaled values (:func:`scaled_for_codes`, not yet rounded) lie within ``bits``-wide codes' bounds."""
+    inside = scaled >= -(1 << (bits - 1))
+    inside &= scaled <= (1 << (bits - 1)) - 1
+    return inside
 
 
 def _codes_of_scaled(scaled: np.ndarray, bits: int, dtype) -> np.ndarray:
@@ -181,5 +186,6 @@ def to_values(codes: np.ndarray, frac_bits: int) -> np.ndarray:
     return np.ldexp(codes, -frac_bits, dtype=np.float64)
 
 
-__all__ = ["BLOCK", "EXACT_FLOAT", "abs_sum_and_peak", "choose_frac", "code_dtype", "floor_log2_ratio", "frac_of_total", "frac_of_values",
-           "quantize_and_range", "quantize_values", "rescale", "scale_and_round", "scaled_for_codes", "to_values"]
+__all__ = ["BLOCK", "EXACT_FLOAT", "abs_sum_and_peak", "choose_frac", "code_dtype", "floor_log2_ratio", "frac_of_total",
+           "frac_of_values", "in_code_range", "quantize_and_range", "quantize_values", "rescale", "scale_and_round",
+           "scaled_for_codes", "to_values"]

@@ -235,11 +235,11 @@ def _write_rows(arena: np.ndarray, item: HostInput, laid: np.ndarray, lanes: int
     laid = laid.reshape(rows, values)
     if full:
         np.copyto(slots[:, :full, :lanes], laid[:, :full * lanes].reshape(rows, full, lanes), casting="unsafe")
-    if values % lanes:
+    if chunk_slots > lanes:
+        slots[:, :full, lanes:] = 0
+    if values % lanes:  # the last chunk's padding lanes and unused slots
         np.copyto(slots[:, full, :values % lanes], laid[:, full * lanes:], casting="unsafe")
         slots[:, full, values % lanes:] = 0
-    if chunk_slots > lanes:
-        slots[:, :, lanes:] = 0
 
 
 def flat_cores(cores: Sequence[np.ndarray]) -> np.ndarray:
@@ -566,7 +566,8 @@ def reshift(lists: StepLists, fracs: Fracs) -> StepLists:
     phases = tuple(tuple((pe, tuple(renamed.get(id(call), call) for call in calls)) for pe, calls in phase)
                    for phase in lists.phases)
     moved = replace(lists, contractions=contractions, phases=phases, fracs=fracs)
-    for name in ("_read_ranges", "stat_records", "core_grad_slots"):  # of the layout, which no shift moves: kept when worked out
+    # of the layout, which no shift moves: kept when worked out
+    for name in ("_read_ranges", "stat_records", "core_grad_slots"):
         if name in lists.__dict__:
             moved.__dict__[name] = lists.__dict__[name]
     return moved

@@ -276,6 +276,18 @@ def test_a_network_input_takes_no_input_gradient():
     assert sum(compare_steps(pe_step(state, x, grad_y, GoldenRunner()), got).values()) == 0
 
 
+def test_the_input_gradient_needs_the_input_or_where_it_lay_within_its_bounds(monkeypatch):
+    """finish masks the input gradient where the input saturated: given neither the input nor that mask, it says
+    so instead of failing somewhere inside."""
+    shape = SHAPES["square_r3_b16"]
+    layer = warmed(shape)
+    x, grad_y = batch(layer, shape[3], seed=6)
+    real = finish
+    monkeypatch.setitem(globals(), "finish", lambda state, x, *args: real(state, None, *args))
+    with pytest.raises(ValueError, match="needs the input x, or where it lay within its codes' bounds"):
+        lists_step(layer_state(layer), x, grad_y, SMALL)
+
+
 def test_a_wrong_pe_word_is_caught(monkeypatch):
     """The comparison can fail: one bit flipped in a state the forward list wrote changes the step."""
     shape = SHAPES["rank1_b17"]
