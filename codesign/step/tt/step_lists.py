@@ -163,7 +163,7 @@ class StepLists:
         for k, (a, m, n, c) in enumerate(self.cores):
             offset, cfg = self.codes[f"core_grad {k}"]
             i = np.arange(a * m * n * c)
-            where = offset // 2 + i // cfg.row_values * 2 * cfg.groups_per_row * cfg.group_words + i % cfg.row_values
+            where = offset // 2 + i // cfg.row_values * 2 * cfg.words_out(cfg.row_values) + i % cfg.row_values
             slots.append((where.reshape(m, a, n)[None].transpose(2, 1, 3, 0) if k == d - 1
                           else where.reshape(m, c, a, n).transpose(2, 0, 3, 1)).reshape(-1))
         slots = np.concatenate(slots)

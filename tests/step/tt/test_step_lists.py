@@ -185,13 +185,12 @@ def test_lists_reshifted_to_new_scales_equal_lists_built_at_them(copies):
         reshift(built, dataclasses.replace(after, grad_bits=8))
 
 
-@pytest.mark.parametrize("name, stream", [(name, stream) for name in SHAPES for stream in (32, 64, 128)
-                                          if (name, "small", stream) not in REFUSED])
-def test_every_core_layout_written_in_one_gather_equals_packing_each(name, stream):
-    """The host writes every core in every layout a PE reads in one gather (``core_slots``): word for word the
-    layouts packed one by one with pack_rows, the padding slots and lanes zeroed over whatever the arena held, no
-    word outside them touched; codes over the whole 16-bit slot (the write moves bits, whatever the cores' width),
-    and the ranges it reports are the packed ones."""
+WRITE_CASES = [(name, stream) for name in SHAPES for stream in (32, 64, 128) if (name, "small", stream) not in REFUSED]
+
+
+def lists_to_write(name: str, stream: int):
+    """Lists of shape ``name`` on the small buffers at ``stream`` bits (zeros: only their layout matters), and
+    the shapes of its cores."""
     in_modes, out_modes, _, size = SHAPES[name]
     shapes = [core.shape for core in layer_state(tracked_layer(SHAPES[name])).cores]
     spec1, spec2 = (dataclasses.replace(spec, stream_bits=stream) for spec in SMALL)
@@ -201,16 +200,39 @@ def test_every_core_layout_written_in_one_gather_equals_packing_each(name, strea
                   core=(2,) * len(shapes), act_bits=8, grad_bits=16, core_bits=4)
     lists = step_lists(np.zeros((size, math.prod(in_modes)), np.int64), [np.zeros(s, np.int64) for s in shapes],
                        np.zeros((size, math.prod(out_modes)), np.int64), fracs, spec1=spec1, spec2=spec2)
+    return lists, shapes
+
+
+def packed_one_by_one(lists, arena: np.ndarray, values_of, stream: int):
+    """``arena`` with each input ``values_of(item)`` gives (None: left alone) packed by pack_rows into its rows,
+    and the ranges written: what a write must equal."""
+    expected, ranges = arena.copy(), []
+    for item in lists.inputs.values():
+        values = values_of(item)
+        if values is not None:
+            words = pack_rows(item.layout(values), lists.lanes, 16, stream_bits=stream)
+            expected[item.rows.offset // 4:item.rows.offset // 4 + words.size] = words
+            ranges.append((item.rows.offset // 4, words.size))
+    return expected, ranges
+
+
+def noise_arena(lists, rng) -> np.ndarray:
+    return rng.integers(0, 1 << 32, size=lists.arena.size, dtype=np.uint64).astype(np.uint32)
+
+
+@pytest.mark.parametrize("name, stream", WRITE_CASES)
+def test_every_core_layout_written_in_one_gather_equals_packing_each(name, stream):
+    """The host writes every core in every layout a PE reads in one gather (``core_slots``): word for word the
+    layouts packed one by one with pack_rows, the padding slots and lanes zeroed over whatever the arena held, no
+    word outside them touched; codes over the whole 16-bit slot (the write moves bits, whatever the cores' width),
+    and the ranges it reports are the packed ones."""
+    lists, shapes = lists_to_write(name, stream)
     rng = np.random.default_rng(3)
     cores = [rng.integers(-1 << 15, 1 << 15, size=s) for s in shapes]
     cores[0].flat[:4] = (-1 << 15, (1 << 15) - 1, -1, 0)
-    arena = rng.integers(0, 1 << 32, size=lists.arena.size, dtype=np.uint64).astype(np.uint32)
-    expected, ranges = arena.copy(), []
-    for item in lists.inputs.values():
-        if isinstance(item.source, int):
-            words = pack_rows(item.layout(cores[item.source]), lists.lanes, 16, stream_bits=stream)
-            expected[item.rows.offset // 4:item.rows.offset // 4 + words.size] = words
-            ranges.append((item.rows.offset // 4, words.size))
+    arena = noise_arena(lists, rng)
+    expected, ranges = packed_one_by_one(
+        lists, arena, lambda item: cores[item.source] if isinstance(item.source, int) else None, stream)
     assert len(ranges) >= len(shapes)
     assert sorted(lists.write(arena, core_codes=flat_cores(cores))) == sorted(ranges)
     assert np.array_equal(arena, expected)
@@ -218,33 +240,21 @@ def test_every_core_layout_written_in_one_gather_equals_packing_each(name, strea
         lists.write(arena, core_codes=flat_cores(cores)[1:])
 
 
-@pytest.mark.parametrize("name, stream", [(name, stream) for name in SHAPES for stream in (32, 64, 128)
-                                          if (name, "small", stream) not in REFUSED])
+@pytest.mark.parametrize("name, stream", WRITE_CASES)
 def test_the_input_and_output_gradient_written_slot_by_slot_equal_packing_them(name, stream):
     """The host writes the input codes and the output-gradient codes (rows and transposed) straight into their
     16-bit slots: word for word what pack_rows makes of each layout, the padding lanes and a chunk's unused slots
     zeroed over whatever the arena held, no other word touched; narrow codes (int8) and 16-bit extremes alike."""
+    lists, _ = lists_to_write(name, stream)
     in_modes, out_modes, _, size = SHAPES[name]
-    shapes = [core.shape for core in layer_state(tracked_layer(SHAPES[name])).cores]
-    spec1, spec2 = (dataclasses.replace(spec, stream_bits=stream) for spec in SMALL)
-    if name == "padding_edges_b33":
-        spec1, spec2 = dataclasses.replace(spec1, max_l=17), dataclasses.replace(spec2, max_k=68)
-    fracs = Fracs(act=(5,) * len(shapes), grad=(9,) * len(shapes), core_grad=(6,) * len(shapes),
-                  core=(2,) * len(shapes), act_bits=8, grad_bits=16, core_bits=4)
-    x_shape, gy_shape = (size, math.prod(in_modes)), (size, math.prod(out_modes))
-    lists = step_lists(np.zeros(x_shape, np.int64), [np.zeros(s, np.int64) for s in shapes],
-                       np.zeros(gy_shape, np.int64), fracs, spec1=spec1, spec2=spec2)
     rng = np.random.default_rng(4)
-    given = {"x": rng.integers(-128, 128, size=x_shape).astype(np.int8),
-             "gy": rng.integers(-1 << 15, 1 << 15, size=gy_shape).astype(np.int16)}
+    given = {"x": rng.integers(-128, 128, size=(size, math.prod(in_modes))).astype(np.int8),
+             "gy": rng.integers(-1 << 15, 1 << 15, size=(size, math.prod(out_modes))).astype(np.int16)}
     given["gy"].flat[:3] = (-1 << 15, (1 << 15) - 1, -1)
-    arena = rng.integers(0, 1 << 32, size=lists.arena.size, dtype=np.uint64).astype(np.uint32)
-    expected, ranges = arena.copy(), []
-    for item in lists.inputs.values():
-        if isinstance(item.source, str):
-            words = pack_rows(item.layout(given[item.source].astype(np.int64)), lists.lanes, 16, stream_bits=stream)
-            expected[item.rows.offset // 4:item.rows.offset // 4 + words.size] = words
-            ranges.append((item.rows.offset // 4, words.size))
+    arena = noise_arena(lists, rng)
+    expected, ranges = packed_one_by_one(
+        lists, arena, lambda item: given[item.source].astype(np.int64) if isinstance(item.source, str) else None,
+        stream)
     assert len(ranges) == 3  # x, gy, gy transposed
     assert sorted(lists.write(arena, x=given["x"], gy=given["gy"])) == sorted(ranges)
     assert np.array_equal(arena, expected)
