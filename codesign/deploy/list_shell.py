@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Any, Dict, Mapping
+from typing import Any, Callable, Dict, Mapping
 
 import numpy as np
 
@@ -148,9 +148,10 @@ class ListShell:
             return calls, buffer
         return None
 
-    def run_phase(self, phase, arena) -> Any:
+    def run_phase(self, phase, arena, beside: Callable[[], None] | None = None) -> Any:
         """A phase's lists (``(pe, calls)`` each, on different IPs, writing disjoint words) run in place over the
-        device buffer ``arena`` (:meth:`arena`) side by side: every IP started, then each waited for."""
+        device buffer ``arena`` (:meth:`arena`) side by side: every IP started, ``beside`` run (the host's work
+        while they compute), then each waited for."""
         started = []
         for pe, calls in phase:
             ip = self.ips[pe][sum(other == pe for other, _ in phase[:len(started)])]  # a PE's lists on its copies
@@ -158,10 +159,14 @@ class ListShell:
             started.append(ip)
             self.lists += 1
             self.calls += len(calls)
-        waiting = time.perf_counter()  # the IPs run side by side: the host waits from its last start to the last done
-        for ip in started:
-            ip.finish_list()
-        self.busy_s += time.perf_counter() - waiting
+        try:
+            if beside is not None:
+                beside()
+        finally:  # started IPs are waited for, whatever the host's work did
+            waiting = time.perf_counter()  # from the last start (and the host's work) to the last done
+            for ip in started:
+                ip.finish_list()
+            self.busy_s += time.perf_counter() - waiting
         for buffer in self._to_free:
             buffer.freebuffer()
         self._to_free.clear()

@@ -396,24 +396,39 @@ class TtMlpTrainer(ScheduledLoop):
 
     def _update(self, steps) -> None:
         """Adam on every core and bias from the steps' gradients plus the prior's; clip; new ``lambda``."""
-        lr, scale = self.learning_rate(), self.prior_scale()
-        self.optimizer.advance()
+        rates = self._begin_update()
         for index, step in steps:
-            self._keep_scales(index, step)
-            cores = self.cores[index]
-            grads = step.core_grads
-            if scale:
-                grads = [(grad + prior).astype(np.float32)
-                         for grad, prior in zip(grads, prior_grads(cores, self.lambdas[index], scale))]
-            keys, params, grads = [(index, k) for k in range(len(cores))], list(cores), list(grads)
-            if self.biases[index] is not None:
-                keys, params, grads = keys + [(index, -1)], params + [self.biases[index]], grads + [step.bias_grad]
-            updated = self.optimizer.update_all(keys, params, grads, lr)  # a layer's cores and bias in one pass
-            self.cores[index] = updated[:len(cores)]
-            if self.biases[index] is not None:
-                self.biases[index] = updated[-1]
-            if self.setup.clip_shadow:
-                self._clip(index)
+            self._update_layer(index, step, rates)
+        self._end_update()
+
+    def _begin_update(self) -> Tuple[float, float]:
+        """The step's learning rate and prior weight, Adam's step counted: before any layer's update."""
+        rates = self.learning_rate(), self.prior_scale()
+        self.optimizer.advance()
+        return rates
+
+    def _update_layer(self, index: int, step, rates: Tuple[float, float]) -> None:
+        """Layer ``index``'s scales kept, Adam on its cores and bias from its step's gradients plus the prior's (at
+        the last step's ``lambda``), the cores clipped. Layers update independently, in any order."""
+        lr, scale = rates
+        self._keep_scales(index, step)
+        cores = self.cores[index]
+        grads = step.core_grads
+        if scale:
+            grads = [(grad + prior).astype(np.float32)
+                     for grad, prior in zip(grads, prior_grads(cores, self.lambdas[index], scale))]
+        keys, params, grads = [(index, k) for k in range(len(cores))], list(cores), list(grads)
+        if self.biases[index] is not None:
+            keys, params, grads = keys + [(index, -1)], params + [self.biases[index]], grads + [step.bias_grad]
+        updated = self.optimizer.update_all(keys, params, grads, lr)  # a layer's cores and bias in one pass
+        self.cores[index] = updated[:len(cores)]
+        if self.biases[index] is not None:
+            self.biases[index] = updated[-1]
+        if self.setup.clip_shadow:
+            self._clip(index)
+
+    def _end_update(self) -> None:
+        """The next step's ``lambda``, once every layer is updated."""
         if self.setup.prior_weight > 0:
             self.lambdas = [slice_lambdas(cores) for cores in self.cores]
 

@@ -9,15 +9,22 @@ The host quantises the input batch and the output gradients, adds the
 bias, applies ReLU and its derivative, takes the loss, reads the records'
 sums to move the scales on, and runs Adam and the prior as the loop does.
 
+The host works while the IPs compute where the data allow: the next layer's
+cores are quantised beside a layer's first forward phase, and a layer's core
+and bias gradients, records and update run beside the first backward phase
+of the layer below (only its input gradient is waited for). A step that fails
+on the way changes no state (cores, biases, Adam's moments, trackers, means).
+
 Only the tracked scale rule lets a PE round before the tensor is whole, and
 only after every scale was aimed once: the first step (and a step after
 rank pruning, which leaves scales set) with an unset tracker runs the loop's
 own step on the host. Every other step is equal, bit for bit, to the loop's
 (``tests/loops/test_tt_lists.py``).
 
-A shell is any object with ``run_phase(phase, arena) -> arena`` (a phase's
+A shell is any object with ``run_phase(phase, arena, beside=None) -> arena`` (a phase's
 lists, ``(pe, calls)`` each, ``pe`` "tt1" or "tt2", which write disjoint words
-and may run side by side; ``arena`` uint32 words), ``arena(lists, key)`` (the arena a built
+and may run side by side; ``arena`` uint32 words; ``beside``: the host's work to run between the IPs' starts
+and the wait), ``arena(lists, key)`` (the arena a built
 :class:`~codesign.step.tt.step_lists.StepLists` runs in: a copy of its
 image, or a device buffer kept under ``key``, which lists of equal layout
 share), ``flush(arena, ranges)`` and
@@ -31,8 +38,9 @@ are refused as they are built, before anything is written.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
-from typing import Tuple
+from typing import Callable, Tuple
 
 import numpy as np
 
@@ -42,7 +50,7 @@ from codesign.numerics.scales import UNSET
 from codesign.step.tt.rounding import code_dtype, frac_of_values, quantize_and_range, quantize_values
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import check_input
-from codesign.step.tt.list_finish import finish, layer_output
+from codesign.step.tt.list_finish import finish, input_grad, layer_output
 from codesign.step.tt.step_lists import Fracs, check_specs, flat_cores, reshift, step_lists
 
 ON_PES = ("act_frac_bits", "grad_frac_bits", "core_grad_frac_bits")  # the trackers a PE rounds at
@@ -65,6 +73,8 @@ class TtListTrainer(TtMlpTrainer):
         self.list_steps = self.lists_built = self.lists_reshifted = 0
         self._built: dict = {}
         self.current_lists: dict = {}  # layer index -> the lists its last step ran
+        # (layer, phase) -> seconds of host work the last step did while that phase's lists computed
+        self.beside_seconds: dict = {}
 
     def _ready(self) -> bool:
         return all(v != UNSET for trackers in self.trackers for name in ON_PES for v in trackers[name])
@@ -73,43 +83,71 @@ class TtListTrainer(TtMlpTrainer):
         if not self._ready():
             return super().train_step(x, y)
         x, y = self._batch(x, y)
-        layers = []
+        layers, prepared, self.beside_seconds = [], self._prepare(0), {}
         for index in range(len(self.cores)):
-            layers.append(self._forward_layer(index, x))
+            above = {}  # the next layer's own part, prepared while this layer's first lists compute
+            beside = (lambda i=index + 1: above.update(prepared=self._prepare(i))) if index + 1 < len(self.cores) \
+                else None
+            layers.append(self._forward_layer(index, x, prepared, beside))
+            prepared = above.get("prepared")
             out = layers[-1][-1].astype(np.float32)
             x = out if index == len(self.cores) - 1 else np.maximum(out, np.float32(0))
         loss, grad = softmax_cross_entropy(x.astype(np.float64), y)
         grad = grad.astype(np.float32)
-        steps = []
-        for index in range(len(self.cores) - 1, -1, -1):
-            step = self._backward_layer(layers[index], grad)
-            steps.append((index, step))
-            if index:
-                grad = (step.grad_x * (layers[index][1] > 0)).astype(np.float32)
-        self._update(steps)
+        kept = self._kept_state()
+        try:
+            rates, rest = self._begin_update(), None
+            for index in range(len(self.cores) - 1, -1, -1):
+                # the layer above's host work but its input gradient runs while this layer's first lists compute
+                rest, grad_x = self._backward_layer(index, layers[index], grad, rates, beside=rest)
+                if index:
+                    grad = (grad_x * (layers[index][1] > 0)).astype(np.float32)
+            rest()
+        except BaseException:
+            self._restore_state(kept)
+            raise
+        self._end_update()
         self.step += 1
         self.list_steps += 1
         return loss
 
-    def _forward_layer(self, index: int, x: np.ndarray) -> Tuple:
-        """Layer ``index``'s lists built (the output gradient's room left for later), the forward lists run."""
+    def _kept_state(self) -> tuple:
+        """What a step's updates change, as it was (the updates make new arrays, so references do): a layer is
+        updated while the layers below still run their lists, and a step that fails must change nothing."""
+        optimizer = self.optimizer
+        return (list(self.cores), list(self.biases), list(self.trackers), list(self.means), optimizer.step,
+                dict(optimizer.moments), dict(optimizer._flat))
+
+    def _restore_state(self, kept: tuple) -> None:
+        (self.cores, self.biases, self.trackers, self.means, self.optimizer.step, self.optimizer.moments,
+         self.optimizer._flat) = kept
+
+    def _prepare(self, index: int) -> Tuple:
+        """What layer ``index``'s forward needs but its input: its state, its cores' scales and codes (every core
+        quantised at its own scale in one pass; codes only packed, so in their narrowest type)."""
         state = self.layer_state(index)
+        core_frac = [frac_of_values(core, bits=state.core_bits, headroom_bits=state.core_headroom_bits,
+                                    current=state.tracker_values()["core_frac_bits"][k], update=False)
+                     for k, core in enumerate(state.cores)]
+        codes = quantize_values(flat_cores(state.cores), np.repeat(core_frac, [core.size for core in state.cores]),
+                                state.core_bits, code_dtype(state.core_bits))
+        return state, core_frac, codes
+
+    def _forward_layer(self, index: int, x: np.ndarray, prepared: Tuple, beside: Callable[[], None] | None
+                       ) -> Tuple:
+        """Layer ``index``'s lists built (the output gradient's room left for later), the forward lists run
+        (``beside``: host work for while the first computes); ``prepared``: :meth:`_prepare`'s."""
+        state, core_frac, codes = prepared
         x = check_input(state, x)
         tr = state.tracker_values()
         book = ScaleBook(tr, state.mean_values(), rule="tracked", momentum=state.scale_momentum)
         act0 = book.host("act_frac_bits", 0, x, bits=state.activation_bits,
                          headroom_bits=state.activation_headroom_bits, update=True)
-        core_frac = [frac_of_values(core, bits=state.core_bits,
-                                    headroom_bits=state.core_headroom_bits, current=tr["core_frac_bits"][k],
-                                    update=False) for k, core in enumerate(state.cores)]
         book.trackers["core_frac_bits"] = list(core_frac)
         fracs = Fracs(act=(act0, *tr["act_frac_bits"][1:]), grad=tuple(tr["grad_frac_bits"]),
                       core_grad=tuple(tr["core_grad_frac_bits"]), core=tuple(core_frac),
                       act_bits=state.activation_bits, grad_bits=state.grad_bits,
                       core_bits=state.core_bits)
-        # every core quantised at its own scale in one pass; codes only packed, so in their narrowest type
-        codes = quantize_values(flat_cores(state.cores), np.repeat(core_frac, [core.size for core in state.cores]),
-                                state.core_bits, code_dtype(state.core_bits))
         lists = self._lists(index, state, x.shape[0], fracs)
         # one arena per layer and shapes: lists rebuilt at other scales lay their tensors out alike (a scale is a
         # descriptor's shift), so a board keeps the buffer and writes only the inputs into it
@@ -119,7 +157,7 @@ class TtListTrainer(TtMlpTrainer):
         else:
             x_codes, inside = quantize_and_range(x, act0, state.activation_bits, code_dtype(state.activation_bits))
         self.shell.flush(arena, lists.write(arena, x=x_codes, core_codes=codes))
-        arena = self._run(lists, range(lists.forward_phases), arena)
+        arena = self._run(lists, range(lists.forward_phases), arena, beside=beside, layer=index)
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
         out = layer_output(state, lists, arena, book, fracs)
         return state, x, inside, book, fracs, lists, arena, out
@@ -162,7 +200,11 @@ class TtListTrainer(TtMlpTrainer):
                                    f"the PE's buffers), but the shells of the {pe} IPs have no accumulation buffer "
                                    "(held_sums): build them with it, or the PE with larger buffers")
 
-    def _backward_layer(self, layer: Tuple, grad_y: np.ndarray):
+    def _backward_layer(self, index: int, layer: Tuple, grad_y: np.ndarray, rates: Tuple[float, float],
+                        beside: Callable[[], None] | None) -> Tuple[Callable[[], None], np.ndarray | None]:
+        """Layer ``index``'s backward lists run (``beside``: host work for while its first phase computes), its
+        input gradient read; returns the rest of its host work (the records, core and bias gradients, its update)
+        as a callable, and the input gradient."""
         state, _, inside, book, fracs, lists, arena, out = layer
         d = len(state.cores)
         g_frac = book.host("grad_frac_bits", d - 1, grad_y, bits=state.grad_bits,
@@ -171,18 +213,38 @@ class TtListTrainer(TtMlpTrainer):
             raise HwTrainError("the output gradient's tracked scale moved before the step ended")
         g_codes = quantize_values(grad_y, g_frac, state.grad_bits, code_dtype(state.grad_bits))
         self.shell.flush(arena, lists.write(arena, gy=g_codes))
-        arena = self._run(lists, range(lists.forward_phases, len(lists.phases)), arena)
+        arena = self._run(lists, range(lists.forward_phases, len(lists.phases)), arena, beside=beside, layer=index)
         self.shell.invalidate(arena, lists.read_ranges(forward=False))
-        return finish(state, None, g_codes, lists, arena, book, fracs, y=out, inside=inside)
+        grad_x = input_grad(state, lists, arena, fracs, inside=inside)
 
-    def _run(self, lists, phases: range, arena: np.ndarray) -> np.ndarray:
-        """The lists of ``phases`` (indices) on the shell; their calls and products counted as the loop's runner
-        counts a step's (``throughput``, the history's MACs)."""
+        def rest() -> None:
+            step = finish(state, None, g_codes, lists, arena, book, fracs, y=out, grad_x=grad_x)
+            self._update_layer(index, step, rates)
+        return rest, grad_x
+
+    def _run(self, lists, phases: range, arena: np.ndarray, *, beside: Callable[[], None] | None = None,
+             layer: int = 0) -> np.ndarray:
+        """The lists of ``phases`` (indices) on the shell, ``beside`` run while the first computes (its seconds
+        kept in :attr:`beside_seconds` under ``(layer, phase)``); their calls and products counted as the loop's
+        runner counts a step's (``throughput``, the history's MACs)."""
         for index in phases:
-            arena = self.shell.run_phase(lists.phases[index], arena)
+            if beside is None:
+                arena = self.shell.run_phase(lists.phases[index], arena)
+            else:
+                arena = self.shell.run_phase(lists.phases[index], arena, beside=self._timed(beside, (layer, index)))
+                beside = None
             self.runner.transactions += sum(len(calls) for _, calls in lists.phases[index])
             self.runner.macs += sum(lists.products[index])
+        if beside is not None:  # no phase to run it beside
+            beside()
         return arena
+
+    def _timed(self, work: Callable[[], None], key: Tuple[int, int]) -> Callable[[], None]:
+        def timed() -> None:
+            started = time.perf_counter()
+            work()
+            self.beside_seconds[key] = self.beside_seconds.get(key, 0.0) + time.perf_counter() - started
+        return timed
 
 
 __all__ = ["TtListTrainer"]

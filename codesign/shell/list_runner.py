@@ -10,7 +10,7 @@ kept apart: a trainer step's wall time less them is the host's share, which a bo
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, Sequence, Tuple
+from typing import Any, Callable, Mapping, Sequence, Tuple
 
 import numpy as np
 
@@ -71,8 +71,10 @@ class GoldenListShell:
         self.read += sum(words for _, words in ranges)
         self.ranges += len(ranges)
 
-    def run_phase(self, phase, arena: np.ndarray) -> np.ndarray:
-        """A phase's lists, ``(pe, calls)`` each, one after the other (they write disjoint words)."""
+    def run_phase(self, phase, arena: np.ndarray, beside: Callable[[], None] | None = None) -> np.ndarray:
+        """A phase's lists, ``(pe, calls)`` each, one after the other (they write disjoint words); then ``beside``,
+        the host's work while the IPs compute (on a board, between their starts and the wait; its time is the
+        host's, not the shell's)."""
         started = time.perf_counter()
         lists = tuple(calls for _, calls in phase)  # built once and kept by the trainer: their identity is the key
         key = tuple(map(id, lists))
@@ -91,6 +93,8 @@ class GoldenListShell:
             written = _written_words(lists)
             self._replies[key] = (lists, written, arena[written])
         self.seconds += time.perf_counter() - started
+        if beside is not None:
+            beside()
         return arena
 
 
@@ -111,22 +115,29 @@ def host_per_list_step(trainer, shell: "GoldenListShell", batches, *, warm_steps
     early steps move some (a TT step's lists re-aimed, :func:`codesign.step.tt.step_lists.reshift`). The timed
     steps replay the words each phase wrote in its last golden run
     (``GoldenListShell.replay``; a phase not run before runs golden): the host's work does not depend on the
-    values, and an IP computes beside the ARM, not in its caches."""
+    values, and an IP computes beside the ARM, not in its caches.
+
+    ``beside``: of the least step's seconds, those the host worked while a phase's lists computed, ``(layer,
+    phase, seconds)`` each (a trainer's ``beside_seconds``; none for a trainer that does all its work between
+    phases): a step model hides them behind that phase's cycles, as far as they reach."""
     shell.replay = True
     for x, y in batches[:warm_steps]:
         trainer.train_step(x, y)
-    seconds, counts = [], {}
+    seconds, besides, counts = [], [], {}
     for x, y in batches[warm_steps:]:
         before = (shell.seconds, shell.flushed, shell.read, shell.lists)
         started = time.perf_counter()
         trainer.train_step(x, y)
         seconds.append(time.perf_counter() - started - (shell.seconds - before[0]))
+        besides.append(dict(getattr(trainer, "beside_seconds", {})))
         counts = {"flushed_bytes": 4 * (shell.flushed - before[1]), "read_bytes": 4 * (shell.read - before[2]),
                   "lists": shell.lists - before[3]}
     shell.replay, shell._replies = False, {}
     if not seconds:
         raise ValueError(f"{len(batches)} batches leave no step to time after {warm_steps} warm steps")
-    return {"seconds": min(seconds), "median_seconds": float(np.median(seconds)), **counts}
+    least = int(np.argmin(seconds))
+    beside = [(layer, phase, seconds) for (layer, phase), seconds in sorted(besides[least].items())]
+    return {"seconds": seconds[least], "median_seconds": float(np.median(seconds)), "beside": beside, **counts}
 
 
 __all__ = ["GoldenListShell", "host_per_list_step"]

@@ -73,3 +73,43 @@ def test_descriptors_are_freed_after_the_phase_and_arenas_least_recently_used_fi
     assert shell.arena(lists, "a") is arenas[0]  # "a" used again: "b" is now the least recently used
     shell.arena(lists, "d")  # a fourth arena: past KEPT_ARENAS, the least recently used half goes
     assert arenas[1].freed and not arenas[0].freed
+
+
+def _logging_shell(monkeypatch, log: list) -> ListShell:
+    import pynq
+
+    class Ip(_Ip):
+        def start_list(self, arena, descriptors, n_calls, *, flush=True):
+            log.append(("start", self.ip_name))
+
+        def finish_list(self):
+            log.append(("wait", self.ip_name))
+
+    monkeypatch.setattr(pynq, "allocate", _allocate)
+    monkeypatch.setattr(list_shell, "encode_list", lambda calls: np.arange(4 * len(calls), dtype=np.uint32))
+    monkeypatch.setattr(list_shell, "flush_words", lambda *args: None)
+    ips = {"tt1_0": Ip("tt1_0"), "tt2_0": Ip("tt2_0")}
+    overlay = SimpleNamespace(device=None, accelerator=ips.get,
+                              manifest={"design": "d", "ips": [{"name": "tt1_0", "pe": "tt1"},
+                                                               {"name": "tt2_0", "pe": "tt2"}]})
+    return ListShell(overlay, {"tt1": None, "tt2": None})
+
+
+def test_the_host_works_beside_a_phase_between_the_ips_starts_and_the_wait(monkeypatch):
+    log: list = []
+    shell = _logging_shell(monkeypatch, log)
+    arena = shell.arena(SimpleNamespace(arena=np.zeros(8, np.uint32)), "a")
+    shell.run_phase([("tt1", ("x",)), ("tt2", ("y", "z"))], arena, beside=lambda: log.append(("host", None)))
+    assert log == [("start", "tt1_0"), ("start", "tt2_0"), ("host", None), ("wait", "tt1_0"), ("wait", "tt2_0")]
+
+
+def test_started_ips_are_waited_for_when_the_host_s_work_beside_them_fails(monkeypatch):
+    log: list = []
+    shell = _logging_shell(monkeypatch, log)
+    arena = shell.arena(SimpleNamespace(arena=np.zeros(8, np.uint32)), "a")
+
+    def fails():
+        raise RuntimeError("the host's work failed")
+    with pytest.raises(RuntimeError, match="the host's work failed"):
+        shell.run_phase([("tt1", ("x",)), ("tt2", ("y", "z"))], arena, beside=fails)
+    assert log == [("start", "tt1_0"), ("start", "tt2_0"), ("wait", "tt1_0"), ("wait", "tt2_0")]

@@ -91,6 +91,55 @@ def test_lists_at_scales_seen_lately_are_taken_as_they_were():
     assert trainer._lists(1, state, 8, fracs[0]) is not first and trainer.lists_reshifted == KEPT_AIMS + 1
 
 
+class _Beside:
+    """The golden shell, noting each phase given host work (and the cores as that work left them), and, when
+    ``fail_at`` is set, failing that step's phase as an IP would: after the host's work beside it ran."""
+
+    def __init__(self, trainer, shell) -> None:
+        self.trainer, self.shell, self.run_phase = trainer, shell, shell.run_phase
+        self.noted, self.fail_at = [], None
+        shell.run_phase = self
+
+    def __call__(self, phase, arena, beside=None):
+        if beside is None:
+            return self.run_phase(phase, arena)
+        cores = list(self.trainer.cores)  # the cores as the step found them
+        arena = self.run_phase(phase, arena, beside=beside)
+        self.noted.append([now is not then for now, then in zip(self.trainer.cores, cores)])
+        if len(self.noted) == self.fail_at:
+            raise RuntimeError("the IP failed")
+        return arena
+
+
+def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing():
+    """While layer 0's first forward lists compute, the host prepares layer 1's cores; while its first backward
+    lists compute, it reads layer 1's gradients and updates layer 1. A step whose lists fail after that leaves
+    every state word as it was, and the step taken again equals a trainer's that never failed."""
+    setup = _setup()
+    data = _data(train=4 * setup.batch_size)
+    batches = [(data.train_x[i:i + setup.batch_size], data.train_y[i:i + setup.batch_size])
+               for i in range(0, 4 * setup.batch_size, setup.batch_size)]
+    trainer, other = TtListTrainer(setup, GoldenShell()), TtListTrainer(setup, GoldenShell())
+    noting = _Beside(trainer, trainer.shell)
+    for x, y in batches[:3]:
+        trainer.train_step(x, y)
+        other.train_step(x, y)
+    forward = trainer.current_lists[0].forward_phases
+    assert set(trainer.beside_seconds) == {(0, 0), (0, forward)}
+    assert noting.noted[-2:] == [[False, False], [False, True]], "layer 1 updated beside layer 0's lists"
+    before, adam_step = _words(trainer), trainer.optimizer.step
+    noting.fail_at = len(noting.noted) + 2  # the next step's backward
+    with pytest.raises(RuntimeError, match="the IP failed"):
+        trainer.train_step(*batches[3])
+    assert noting.noted[-1] == [False, True], "layer 1 was updated before the step failed"
+    assert trainer.optimizer.step == adam_step
+    assert all(np.array_equal(a.view(np.uint8), b.view(np.uint8)) for a, b in zip(_words(trainer), before))
+    noting.fail_at = None
+    trainer.train_step(*batches[3])
+    other.train_step(*batches[3])
+    assert all(np.array_equal(a.view(np.uint8), b.view(np.uint8)) for a, b in zip(_words(trainer), _words(other)))
+
+
 def test_lists_that_hold_sums_are_refused_on_shells_without_the_buffer():
     """The small buffers chain PE1's and PE2's sums: on IPs built without the accumulation buffer the lists are
     refused as they are built (the first list step), before the host writes anything."""

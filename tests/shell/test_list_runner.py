@@ -36,6 +36,21 @@ def test_the_host_share_leaves_out_the_shells_seconds_and_the_warm_steps():
         "flushed_bytes": 16, "read_bytes": 8, "lists": 2}
 
 
+def test_the_host_s_work_beside_the_lists_is_that_of_the_least_step():
+    shell = _Shell()
+    trainer = _Trainer(shell)
+    steps = iter([{(0, 4): 0.5, (0, 0): 0.25}, {(0, 4): 0.125}])
+    trained = trainer.train_step
+
+    def noting(x, y):  # a trainer that reports its work beside the lists, the second step's the faster
+        trainer.beside_seconds = next(steps)
+        shell.seconds += 1.0 if trainer.beside_seconds == {(0, 4): 0.125} else 0.0  # 1 s more of the IPs'
+        return trained(x, y)
+    trainer.train_step = noting
+    measured = host_per_list_step(trainer, shell, [(None, None)] * 2, warm_steps=0)
+    assert measured["beside"] == [(0, 4, 0.125)]
+
+
 def test_no_step_left_to_time_is_refused():
     shell = _Shell()
     with pytest.raises(ValueError, match="2 batches leave no step to time after 2 warm steps"):
@@ -73,3 +88,25 @@ def test_a_replaying_shell_hands_back_a_phase_s_last_arena_without_computing():
     assert (shell.lists, shell.calls) == (3, 3 * len(lists.forward))
     again = step_lists(arena, 3, 7, 0)  # equal lists, other objects: computed
     assert not np.array_equal(shell.run_phase(again.phases[0], np.zeros_like(device)), golden)
+
+
+def test_the_golden_shell_runs_the_host_s_work_after_the_phase_and_leaves_its_time_to_the_host():
+    import time
+
+    import numpy as np
+
+    from codesign.pe.fpmac_array.spec import FpmacArraySpec
+    from codesign.shell.list_runner import GoldenListShell
+    from codesign.step.fpmac_array.lists import PE, step_arena, step_lists
+
+    spec = FpmacArraySpec(exp_bits=5, max_fb=7, max_m=4, max_n=3, max_k=5)
+    arena = step_arena(spec, (7, 5, 4), 3)
+    lists = step_lists(arena, 3, 7, 0)
+    shell = GoldenListShell({PE: spec})
+    device = np.random.default_rng(0).integers(0, 1 << 12, np.asarray(arena.image).size).astype(np.uint32)
+    golden = shell.run_phase(lists.phases[0], np.array(device))
+    seen = []
+    seconds = shell.seconds
+    shell.run_phase(lists.phases[0], np.array(device), beside=lambda: (seen.append(1), time.sleep(0.2)))
+    assert seen == [1] and shell.seconds - seconds < 0.2 and np.array_equal(golden, shell.run_phase(
+        lists.phases[0], np.array(device)))

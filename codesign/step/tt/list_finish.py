@@ -24,14 +24,11 @@ def _words(arena: np.ndarray, offset: int, values: int, words: int) -> np.ndarra
 
 
 def read_outputs(lists: StepLists, arena: np.ndarray) -> Dict[str, object]:
-    """What the host reads after the backward lists (the output ``y`` it read after the forward ones,
-    :func:`layer_output`): ``grad_x`` (B, N) accumulators, ``core_grads`` (float32 values, each in the core's
+    """What the host reads after the backward lists besides the input gradient (:func:`input_grad`; the output
+    ``y`` it read after the forward ones, :func:`layer_output`): ``core_grads`` (float32 values, each in the core's
     layout; one gather of every core's codes, :attr:`StepLists.core_grad_slots`), and ``stats``: per tracker,
     the records' sum of |acc| and the results' count."""
-    batch, n_all = lists.batch, math.prod(s[2] for s in lists.cores)
     found: Dict[str, object] = {}
-    if "grad_x" in lists.outputs:
-        found["grad_x"] = _words(arena, *_at(lists, "grad_x", batch * n_all)).reshape(batch, n_all)
     sizes = [math.prod(shape) for shape in lists.cores]
     scales = np.repeat(np.ldexp(1.0, -np.asarray(lists.fracs.core_grad)), sizes)  # exact: codes times powers of 2
     values = (np.asarray(arena).view("<i2")[lists.core_grad_slots] * scales).astype(np.float32)  # not a buffer's type
@@ -61,9 +58,27 @@ def _y(lists: StepLists, arena: np.ndarray) -> np.ndarray:
     return rows[:, :m].reshape(lists.batch, -1)
 
 
-def _at(lists: StepLists, name: str, values: int) -> Tuple[int, int, int]:
-    offset, words = lists.outputs[name]
-    return offset, values, words
+def _raw_input_grad(lists: StepLists, arena: np.ndarray) -> np.ndarray:
+    """The input gradient's accumulators (B, N), a view of the arena."""
+    batch, n_all = lists.batch, math.prod(s[2] for s in lists.cores)
+    offset, words = lists.outputs["grad_x"]
+    return _words(arena, offset, batch * n_all, words).reshape(batch, n_all)
+
+
+def input_grad(layer: TtLayerState, lists: StepLists, arena: np.ndarray, fracs: Fracs, *,
+               x: np.ndarray | None = None, inside: np.ndarray | None = None) -> np.ndarray | None:
+    """The layer's input gradient (B, N) float32 after the backward lists, zero where the input saturated (None
+    for the network's input): all a lower layer's step waits for, so the host reads it first and leaves the rest
+    of :func:`finish` for while the lower layer's lists run. ``inside``: where the input ``x`` lay within its
+    codes' bounds, as :func:`~codesign.step.tt.rounding.quantize_and_range` gave it with the codes (else worked
+    out from ``x``)."""
+    if "grad_x" not in lists.outputs or layer.is_network_input:
+        return None
+    if inside is None:
+        if x is None:
+            raise ValueError("the input gradient needs the input x, or where it lay within its codes' bounds")
+        inside = in_code_range(scaled_for_codes(x, fracs.act[0], layer.activation_bits), layer.activation_bits)
+    return (to_values(_raw_input_grad(lists, arena), fracs.grad[0] + fracs.core[0]) * inside).astype(np.float32)
 
 
 def layer_output(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book: ScaleBook, fracs: Fracs
@@ -82,15 +97,15 @@ def layer_output(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book:
 
 
 def finish(layer: TtLayerState, x: np.ndarray | None, g_top: np.ndarray, lists: StepLists, arena: np.ndarray,
-           book: ScaleBook, fracs: Fracs, y: np.ndarray | None = None, inside: np.ndarray | None = None
-           ) -> StepResult:
+           book: ScaleBook, fracs: Fracs, y: np.ndarray | None = None, inside: np.ndarray | None = None,
+           grad_x: np.ndarray | None = None) -> StepResult:
     """The host's part after the lists: the layer output (plus the bias it writes), the input gradient masked
     where the input saturated, the core and bias gradients as values, and the tracked scales moved on by the
     records' sums. ``book`` holds the scales the host aimed before the step (the input's, the output
     gradient's); the result is the step :func:`codesign.step.tt.step.pe_step` takes under the tracked rule.
     ``y``: the layer output :func:`layer_output` gave after the forward lists (else it is read again);
-    ``inside``: where the input ``x`` lay within its codes' bounds, as
-    :func:`~codesign.step.tt.rounding.quantize_and_range` gave it with the codes (else worked out from ``x``)."""
+    ``x``, ``inside``: as :func:`input_grad` takes them; ``grad_x``: the input gradient it gave (else worked out
+    here)."""
     d = len(layer.cores)
     found = read_outputs(lists, arena)
     y = layer_output(layer, lists, arena, book, fracs) if y is None else y
@@ -101,13 +116,8 @@ def finish(layer: TtLayerState, x: np.ndarray | None, g_top: np.ndarray, lists: 
     for (name, index), (total, count) in sorted(found["stats"].items()):
         bits, headroom = widths[name]
         book.observe(name, index, total, count, sources[(name, index)], bits=bits, headroom_bits=headroom)
-    grad_x = None
-    if "grad_x" in found and not layer.is_network_input:
-        if inside is None:
-            if x is None:
-                raise ValueError("the input gradient needs the input x, or where it lay within its codes' bounds")
-            inside = in_code_range(scaled_for_codes(x, fracs.act[0], layer.activation_bits), layer.activation_bits)
-        grad_x = (to_values(found["grad_x"], fracs.grad[0] + fracs.core[0]) * inside).astype(np.float32)
+    if grad_x is None:
+        grad_x = input_grad(layer, lists, arena, fracs, x=x, inside=inside)
     bias_grad = None
     if layer.bias is not None:
         _, codes = book.round("bias_grad_frac_bits", 0, g_top.sum(axis=0), fracs.grad[d - 1], bits=layer.grad_bits,

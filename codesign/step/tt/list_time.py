@@ -17,7 +17,7 @@ or the code widths, only on shapes and layouts, so the lists are built on zero c
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +26,7 @@ from codesign.boards import Board
 from codesign.pe.tt.cycles import transaction_cycles
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.step.list_cycles import BOARD_DDR, DdrTiming, phase_cycles
-from codesign.step.time import Stage, StepTime, step_time
+from codesign.step.time import Stage, StepTime, stage_seconds, step_time
 from codesign.step.tt.step_lists import Fracs, StepLists, check_specs, step_lists
 from codesign.step.tt.time import TtLayers, tt_mac_energy_pj
 
@@ -84,7 +84,8 @@ class PeWork:
 
 @dataclass(frozen=True, kw_only=True)
 class ListStep:
-    """A network's list step priced: ``time`` (the stage model; ``host_s`` as given), ``host`` (the work left),
+    """A network's list step priced: ``time`` (the stage model; ``host_s`` the host's seconds as given less
+    ``host_hidden_s``, those its phases hide), ``host`` (the work left),
     per layer its PE and DMA cycles (``layer_cycles``) and its phases' cycles (``phase_cycles``), and its PE
     cycles by part (``pe_work``)."""
 
@@ -93,6 +94,7 @@ class ListStep:
     layer_cycles: tuple[int, ...]
     phase_cycles: tuple[tuple[int, ...], ...]
     pe_work: PeWork
+    host_hidden_s: float = 0.0  # of the host's work, the seconds that ran while a phase's lists computed
 
 
 def zero_fracs(cores: Sequence[np.ndarray], precision) -> Fracs:
@@ -174,28 +176,50 @@ def host_work(setup: TtLayers, plans: Sequence[StepLists]) -> HostWork:
     return HostWork(**counts)
 
 
+def hidden_host_s(beside: Iterable[tuple[int, int, float]], phases: Sequence[Sequence[Stage]], board: Board,
+                  clock_mhz: float) -> float:
+    """Seconds of ``beside`` (``(layer, phase, seconds)`` each: the host's work while that phase's lists computed)
+    the phases hide: each as far as its phase's PE and data-movement seconds reach; the rest still adds to the
+    step."""
+    hidden = 0.0
+    for layer, phase, seconds in beside:
+        if not (0 <= layer < len(phases) and 0 <= phase < len(phases[layer])):
+            raise ValueError(f"host work beside phase {phase} of layer {layer}: the step has no such phase")
+        if seconds < 0:
+            raise ValueError(f"host work beside phase {phase} of layer {layer}: {seconds} s is negative")
+        hidden += min(seconds, sum(stage_seconds(phases[layer][phase], board, clock_mhz)))
+    return hidden
+
+
 def tt_list_step(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
-                 host_s: float, host_source: str, ddr: DdrTiming = BOARD_DDR, copies: tuple[int, int] = (1, 1)
-                 ) -> ListStep:
+                 host_s: float, host_source: str, ddr: DdrTiming = BOARD_DDR, copies: tuple[int, int] = (1, 1),
+                 beside: Iterable[tuple[int, int, float]] = ()) -> ListStep:
     """The whole list step of ``setup`` on ``copies`` IPs of the PE builds ``spec1``/``spec2`` and ``board`` at
     ``clock_mhz``: every phase priced by the list cycle model under ``ddr``, the host's ``host_s`` (measured
-    where it runs). Every IP's data move through one HP port's worth of memory model each (the list bench's)."""
+    where it runs), of which ``beside`` (``(layer, phase, seconds)`` each, as
+    :func:`codesign.shell.list_runner.host_per_list_step` gives it) ran while those phases' lists computed and
+    is hidden as far as they reach (:func:`hidden_host_s`). Every IP's data move through one HP port's worth of
+    memory model each (the list bench's)."""
     plans = tt_list_plans(setup, spec1, spec2, copies)
-    stages, layer_cycles, phase_cycles = [], [], []
+    stages, layer_cycles, phase_cycles, by_layer = [], [], [], []
     for lists in plans:
         phases = phase_stages(lists, spec1, spec2, ddr=ddr)
         stages += phases
+        by_layer.append(phases)
         layer_cycles.append(sum(stage.cycles for stage in phases))
         phase_cycles.append(tuple(stage.cycles for stage in phases))
     macs = sum(sum(products) for lists in plans for products in lists.products)
     host = host_work(setup, plans)
-    time = step_time(stages, board, clock_mhz=clock_mhz, host_s=host_s, host_source=host_source, macs=macs,
+    hidden = hidden_host_s(beside, by_layer, board, clock_mhz)
+    if hidden > host_s:
+        raise ValueError(f"host_s={host_s} s is less than the {hidden} s of it run beside the phases")
+    time = step_time(stages, board, clock_mhz=clock_mhz, host_s=host_s - hidden, host_source=host_source, macs=macs,
                      array_macs=copies[0] * spec1.lanes * spec1.rows + copies[1] * spec2.lanes * spec2.rows,
                      calls=host.calls, stream_cycles=sum(stage.words_in + stage.words_out for stage in stages)
                      // (spec1.stream_bits // 32), mac_energy_pj=tt_mac_energy_pj(setup))
     return ListStep(time=time, host=host, layer_cycles=tuple(layer_cycles), phase_cycles=tuple(phase_cycles),
-                    pe_work=pe_work(plans, spec1, spec2))
+                    pe_work=pe_work(plans, spec1, spec2), host_hidden_s=hidden)
 
 
-__all__ = ["BOARD_DDR", "HostWork", "ListStep", "PeWork", "host_work", "pe_work", "phase_stages", "tt_list_plans",
-           "tt_list_step", "zero_fracs"]
+__all__ = ["BOARD_DDR", "HostWork", "ListStep", "PeWork", "hidden_host_s", "host_work", "pe_work", "phase_stages",
+           "tt_list_plans", "tt_list_step", "zero_fracs"]

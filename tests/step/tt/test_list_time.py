@@ -18,7 +18,8 @@ from codesign.pe.tt.cycles import transaction_cycles
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.shell.list_runner import GoldenListShell
 from codesign.step.list_cycles import list_cycles
-from codesign.step.tt.list_time import BOARD_DDR, tt_list_plans, tt_list_step
+from codesign.step.time import Stage
+from codesign.step.tt.list_time import BOARD_DDR, hidden_host_s, tt_list_plans, tt_list_step
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 SPECS = dict(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8)
@@ -54,6 +55,21 @@ def test_the_host_work_counted_is_what_a_list_step_asks_of_its_shell(setup):
     assert work.adam == sum(np.prod(s) for layer in setup.layers for s in layer["core_shapes"]) + 64 + 10
     assert work.loss == setup.batch_size * 10
     assert step.time.host_s == 1e-3 and step.time.total_s == pytest.approx(step.time.pe_s + step.time.memory_s + 1e-3)
+
+
+def test_host_work_beside_a_phase_is_hidden_as_far_as_the_phase_reaches(setup):
+    ultra96 = board("ultra96v2")
+    phases = [[Stage(cycles=1000, words_in=0, words_out=0), Stage(cycles=3000, words_in=0, words_out=0)]]
+    assert hidden_host_s([(0, 1, 10e-6), (0, 0, 20e-6)], phases, ultra96, 100.0) == pytest.approx(20e-6)
+    assert hidden_host_s([(0, 1, 40e-6)], phases, ultra96, 100.0) == pytest.approx(30e-6)
+    for beside, why in (([(1, 0, 0.0)], "no such phase"), ([(0, 2, 0.0)], "no such phase"),
+                        ([(0, 0, -1.0)], "negative")):
+        with pytest.raises(ValueError, match=why):
+            hidden_host_s(beside, phases, ultra96, 100.0)
+    step = tt_list_step(setup, Tt1Spec(**SPECS), Tt2Spec(**SPECS), ultra96, clock_mhz=100.0, host_s=1e-3,
+                        host_source="given", beside=[(0, 1, 1e-9)])  # far shorter than the phase: all hidden
+    assert step.host_hidden_s == 1e-9 and step.time.host_s == 1e-3 - 1e-9
+    assert step.time.total_s == pytest.approx(step.time.pe_s + step.time.memory_s + 1e-3 - 1e-9)
 
 
 def test_each_phase_costs_its_longer_list(setup):
