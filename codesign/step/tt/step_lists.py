@@ -537,11 +537,11 @@ def z_fracs(fracs: Fracs, d: int) -> Dict[Tuple[str, int], int]:
     return out
 
 
-def shift_of(fracs: Fracs, stat: Tuple[str, int]) -> int:
+def shift_of(fracs: Fracs, stat: Tuple[str, int], z: Dict[Tuple[str, int], int] | None = None) -> int:
     """The rounding shift of the contraction whose results move tracker ``stat``: its codes' fraction bits less
-    its accumulators' (:func:`z_fracs`)."""
+    its accumulators' (``z``: :func:`z_fracs` of ``fracs``, worked out when not given)."""
     target = {"act_frac_bits": fracs.act, "grad_frac_bits": fracs.grad, "core_grad_frac_bits": fracs.core_grad}
-    return int(target[stat[0]][stat[1]] - z_fracs(fracs, len(fracs.core))[stat])
+    return int(target[stat[0]][stat[1]] - (z_fracs(fracs, len(fracs.core)) if z is None else z)[stat])
 
 
 def reshift(lists: StepLists, fracs: Fracs) -> StepLists:
@@ -554,9 +554,10 @@ def reshift(lists: StepLists, fracs: Fracs) -> StepLists:
                                                               lists.fracs.core_bits):
         raise ValueError("code widths are part of the lists' rounding: build them again (step_lists)")
     renamed, contractions = {}, {}
+    new_z, old_z = z_fracs(fracs, len(fracs.core)), z_fracs(lists.fracs, len(fracs.core))
     for name, (item, calls) in lists.contractions.items():
-        shift = None if item.stat is None else shift_of(fracs, item.stat)
-        if shift is not None and shift != shift_of(lists.fracs, item.stat):  # only the calls whose shift moved
+        shift = None if item.stat is None else shift_of(fracs, item.stat, new_z)
+        if shift is not None and shift != shift_of(lists.fracs, item.stat, old_z):  # only the calls whose shift moved
             configs = {config: replace(config, shift=shift)  # each rounding re-made once, shared by its calls
                        for config in {call.rounding for call in calls if call.rounding.enable}}
             new = tuple(call.with_rounding(configs[call.rounding]) if call.rounding.enable else call for call in calls)
