@@ -10,8 +10,8 @@ bias, applies ReLU and its derivative, takes the loss, reads the records'
 sums to move the scales on, and runs Adam and the prior as the loop does.
 
 The host works while the IPs compute where the data allow: the next layer's
-cores are quantised beside a layer's first forward phase, and a layer's core
-and bias gradients, records and update run beside the first backward phase
+cores are quantised beside a layer's longest forward phase, and a layer's core
+and bias gradients, records and update run beside the longest backward phase
 of the layer below (only its input gradient is waited for). A step that fails
 on the way changes no state (cores, biases, Adam's moments, trackers, means).
 
@@ -85,7 +85,7 @@ class TtListTrainer(TtMlpTrainer):
         x, y = self._batch(x, y)
         layers, prepared, self.beside_seconds = [], self._prepare(0), {}
         for index in range(len(self.cores)):
-            above = {}  # the next layer's own part, prepared while this layer's first lists compute
+            above = {}  # the next layer's own part, prepared while this layer's lists compute
             beside = (lambda i=index + 1: above.update(prepared=self._prepare(i))) if index + 1 < len(self.cores) \
                 else None
             layers.append(self._forward_layer(index, x, prepared, beside))
@@ -98,7 +98,7 @@ class TtListTrainer(TtMlpTrainer):
         try:
             rates, rest = self._begin_update(), None
             for index in range(len(self.cores) - 1, -1, -1):
-                # the layer above's host work but its input gradient runs while this layer's first lists compute
+                # the layer above's host work but its input gradient runs while this layer's lists compute
                 rest, grad_x = self._backward_layer(index, layers[index], grad, rates, beside=rest)
                 if index:
                     grad = (grad_x * (layers[index][1] > 0)).astype(np.float32)
@@ -136,7 +136,7 @@ class TtListTrainer(TtMlpTrainer):
     def _forward_layer(self, index: int, x: np.ndarray, prepared: Tuple, beside: Callable[[], None] | None
                        ) -> Tuple:
         """Layer ``index``'s lists built (the output gradient's room left for later), the forward lists run
-        (``beside``: host work for while the first computes); ``prepared``: :meth:`_prepare`'s."""
+        (``beside``: host work for while they compute); ``prepared``: :meth:`_prepare`'s."""
         state, core_frac, codes = prepared
         x = check_input(state, x)
         tr = state.tracker_values()
@@ -202,7 +202,7 @@ class TtListTrainer(TtMlpTrainer):
 
     def _backward_layer(self, index: int, layer: Tuple, grad_y: np.ndarray, rates: Tuple[float, float],
                         beside: Callable[[], None] | None) -> Tuple[Callable[[], None], np.ndarray | None]:
-        """Layer ``index``'s backward lists run (``beside``: host work for while its first phase computes), its
+        """Layer ``index``'s backward lists run (``beside``: host work for while its lists compute), its
         input gradient read; returns the rest of its host work (the records, core and bias gradients, its update)
         as a callable, and the input gradient."""
         state, _, inside, book, fracs, lists, arena, out = layer
@@ -224,11 +224,13 @@ class TtListTrainer(TtMlpTrainer):
 
     def _run(self, lists, phases: range, arena: np.ndarray, *, beside: Callable[[], None] | None = None,
              layer: int = 0) -> np.ndarray:
-        """The lists of ``phases`` (indices) on the shell, ``beside`` run while the first computes (its seconds
-        kept in :attr:`beside_seconds` under ``(layer, phase)``); their calls and products counted as the loop's
-        runner counts a step's (``throughput``, the history's MACs)."""
+        """The lists of ``phases`` (indices) on the shell, ``beside`` run while the longest computes (the phase
+        whose longest list has the most products; its seconds kept in :attr:`beside_seconds` under ``(layer,
+        phase)``); their calls and products counted as the loop's runner counts a step's (``throughput``, the
+        history's MACs)."""
+        longest = max(phases, key=lambda index: max(lists.products[index], default=0), default=None)
         for index in phases:
-            if beside is None:
+            if beside is None or index != longest:
                 arena = self.shell.run_phase(lists.phases[index], arena)
             else:
                 arena = self.shell.run_phase(lists.phases[index], arena, beside=self._timed(beside, (layer, index)))

@@ -112,9 +112,9 @@ class _Beside:
 
 
 def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing():
-    """While layer 0's first forward lists compute, the host prepares layer 1's cores; while its first backward
-    lists compute, it reads layer 1's gradients and updates layer 1. A step whose lists fail after that leaves
-    every state word as it was, and the step taken again equals a trainer's that never failed."""
+    """While layer 0's longest forward phase computes, the host prepares layer 1's cores; while its longest
+    backward phase computes, it reads layer 1's gradients and updates layer 1. A step whose lists fail after that
+    leaves every state word as it was, and the step taken again equals a trainer's that never failed."""
     setup = _setup()
     data = _data(train=4 * setup.batch_size)
     batches = [(data.train_x[i:i + setup.batch_size], data.train_y[i:i + setup.batch_size])
@@ -124,8 +124,11 @@ def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing()
     for x, y in batches[:3]:
         trainer.train_step(x, y)
         other.train_step(x, y)
-    forward = trainer.current_lists[0].forward_phases
-    assert set(trainer.beside_seconds) == {(0, 0), (0, forward)}
+    lists = trainer.current_lists[0]
+    forward, backward = range(lists.forward_phases), range(lists.forward_phases, len(lists.phases))
+    longest = [max(phases, key=lambda index: max(lists.products[index])) for phases in (forward, backward)]
+    assert set(trainer.beside_seconds) == {(0, longest[0]), (0, longest[1])}
+    assert longest[1] > lists.forward_phases, "the longest backward phase is not the first"
     assert noting.noted[-2:] == [[False, False], [False, True]], "layer 1 updated beside layer 0's lists"
     before, adam_step = _words(trainer), trainer.optimizer.step
     noting.fail_at = len(noting.noted) + 2  # the next step's backward
