@@ -114,13 +114,11 @@ class TtListTrainer(TtMlpTrainer):
     def _kept_state(self) -> tuple:
         """What a step's updates change, as it was (the updates make new arrays, so references do): a layer is
         updated while the layers below still run their lists, and a step that fails must change nothing."""
-        optimizer = self.optimizer
-        return (list(self.cores), list(self.biases), list(self.trackers), list(self.means), optimizer.step,
-                dict(optimizer.moments), dict(optimizer._flat))
+        return list(self.cores), list(self.biases), list(self.trackers), list(self.means), self.optimizer.snapshot()
 
     def _restore_state(self, kept: tuple) -> None:
-        (self.cores, self.biases, self.trackers, self.means, self.optimizer.step, self.optimizer.moments,
-         self.optimizer._flat) = kept
+        self.cores, self.biases, self.trackers, self.means, optimizer = kept
+        self.optimizer.restore(optimizer)
 
     def _prepare(self, index: int) -> Tuple:
         """What layer ``index``'s forward needs but its input: its state, its cores' scales and codes (every core

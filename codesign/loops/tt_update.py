@@ -103,6 +103,15 @@ class Adam:
     def advance(self) -> None:
         self.step += 1
 
+    def snapshot(self) -> tuple:
+        """The optimizer's state as it stands, for :meth:`restore`: references do, as an update makes new arrays."""
+        return self.step, dict(self.moments), dict(self._flat)
+
+    def restore(self, snapshot: tuple) -> None:
+        """The state :meth:`snapshot` took, back (a step that failed after some of its updates)."""
+        self.step, moments, flat = snapshot
+        self.moments, self._flat = dict(moments), dict(flat)
+
     def slice(self, key: Tuple[int, int], axis: int, index: np.ndarray) -> None:
         if key in self.moments:
             self.moments[key] = tuple(np.take(moment, index, axis=axis) for moment in self.moments[key])

@@ -122,3 +122,24 @@ def test_adam_over_arrays_laid_end_to_end_equals_adam_array_by_array_bit_for_bit
             assert got.dtype == np.float32 and got.shape == want.shape
             assert got.tobytes() == want.tobytes(), (step, key)
             assert mine.moments[key][0].tobytes() == m.tobytes() and mine.moments[key][1].tobytes() == v.tobytes()
+
+
+def test_adam_restored_from_a_snapshot_updates_as_if_the_updates_after_it_never_ran():
+    rng = np.random.default_rng(9)
+    params = [rng.normal(size=(2, 3, 3, 2)).astype(np.float32), rng.normal(size=(4,)).astype(np.float32)]
+    keys, grads = [(0, 0), (0, -1)], [[rng.normal(size=p.shape).astype(np.float32) for p in params] for _ in range(3)]
+    mine, other = Adam(1e-3), Adam(1e-3)
+    for adam in (mine, other):
+        adam.advance()
+        adam.update_all(keys, params, grads[0], 0.01)
+    kept = mine.snapshot()
+    mine.advance()
+    mine.update_all(keys, params, grads[1], 0.01)  # a step that fails later
+    mine.update((1, 0), params[1], grads[1][1], 0.01)  # a key the step added
+    mine.restore(kept)
+    assert mine.step == other.step and set(mine.moments) == set(other.moments)
+    for adam in (mine, other):
+        adam.advance()
+    got, want = mine.update_all(keys, params, grads[2], 0.01), other.update_all(keys, params, grads[2], 0.01)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
+    assert all(mine.moments[key][i].tobytes() == other.moments[key][i].tobytes() for key in keys for i in (0, 1))
