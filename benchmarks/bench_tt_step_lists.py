@@ -14,10 +14,11 @@ rank, batch 64, in one process:
   (:func:`codesign.shell.list_runner.host_per_list_step`; their median and how
   many re-aimed their lists are printed beside it). The trainer does some of
   its work while a phase's lists compute (the next layer's cores prepared
-  beside the first forward phase, a layer's gradients read and its update run
-  beside the first backward phase of the layer below): the step model hides
-  that work as far as its phase's time reaches (``host_hidden_ms``; the rest,
-  ``host_critical_ms``, adds to the step). This desktop is not the board's ARM.
+  beside a layer's longest forward phase, a layer's gradients read and its
+  update run beside the longest backward phase of the layer below): the step
+  model hides that work as far as its phase's time reaches
+  (``host_hidden_ms``; the rest, ``host_critical_ms``, adds to the step).
+  This desktop is not the board's ARM.
 - ``torch_f32``: a plain float32 PyTorch step of the same TT layers
   (``benchmarks/bench_tt_golden.py``), one thread, the least of ``--steps``.
 
@@ -162,7 +163,8 @@ def main() -> int:
            "host_beside_ms": {f"layer {layer} phase {phase}": 1e3 * seconds
                               for layer, phase, seconds in host["beside"]},
            "host_hidden_ms": 1e3 * step.host_hidden_s, "host_critical_ms": 1e3 * step.time.host_s,
-           "host_share": step.time.host_s / total_s, "host_work": step.host.to_dict(), "macs_bound_ms": 1e3 * step.time.bounds["macs_s"],
+           "host_share": step.time.host_s / total_s, "host_work": step.host.to_dict(),
+           "macs_bound_ms": 1e3 * step.time.bounds["macs_s"],
            "board_step_ms": 1e3 * total_s, "torch_f32_ms": 1e3 * min(torch_s),
            "ratio_board_to_torch_f32": total_s / min(torch_s), "clock_mhz": args.clock_mhz,
            "pe_build": build, "pe_buffers": buffers, "held_sums": held, "fit": fit, "b_order": spec1.b_order, "copies": list(copies), "dsp": dsp,
@@ -171,7 +173,8 @@ def main() -> int:
     print(f"rank {args.rank}, PE1 b_order {spec1.b_order} ({dsp:g} DSP): board step {row['board_step_ms']:.1f} ms (PE+DMA {row['pe_dma_ms']:.1f} ms over "
           f"layers {[round(c / (args.clock_mhz * 1e3), 1) for c in cycles]} ms, host here {row['host_ms_desktop']:.1f}"
           f" ms, of it {row['host_hidden_ms']:.1f} ms hidden beside the lists, {row['host_critical_ms']:.1f} ms "
-          f"({100 * row['host_share']:.0f} %) between them; median {row['host_ms_desktop_median']:.1f} ms, lists re-aimed in "
+          f"({100 * row['host_share']:.0f} %) between them; median {row['host_ms_desktop_median']:.1f} ms, "
+          f"lists re-aimed in "
           f"{reshifted} of the {len(setup.layers) * args.steps} timed layer steps); MAC bound {row['macs_bound_ms']:.1f} ms; float32 PyTorch {row['torch_f32_ms']:.1f} ms; board / float32 = "
           f"{row['ratio_board_to_torch_f32']:.1f}", flush=True)
     work, per_ms = step.pe_work, args.clock_mhz * 1e3  # cycles a millisecond

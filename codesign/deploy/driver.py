@@ -91,7 +91,9 @@ class AccelIP(DefaultIP):
         self.offsets = dict(entry["registers"])
         self._capacity = {name: int(buffer.get("max_words", 0)) for name, buffer in entry.get("buffers", {}).items()}
         self._buffers: dict[str, np.ndarray] = {}
-        self.calls, self.busy_s = 0, 0.0  # calls made, seconds from ap_start to ap_done over all calls
+        # calls made; seconds from ap_start until the host saw ap_done, over all calls (a host that works beside a
+        # started list sees it when its work is done: an upper bound on the IP's own)
+        self.calls, self.busy_s = 0, 0.0
         self._pending: tuple[float, int] | None = None  # (ap_start time, output words) of a started call
         self._pending_list: tuple | None = None  # (ap_start time, arena, calls) of a started list
         self._checked_lists: dict = {}  # (descriptor bytes, arena bytes) -> the calls, decoded and checked

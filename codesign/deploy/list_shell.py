@@ -73,7 +73,9 @@ class ListShell:
         self._images: Dict[int, Any] = {}  # id(device buffer) -> the image of the lists it was made for
         self._priced = StageLog()  # the runs of phases let go, priced when they were
         self.pricing_s = 0.0  # seconds those prices took inside steps (a step's measured time leaves them out)
-        self.busy_s = 0.0  # seconds the phases kept the host waiting, from a phase's last start to its last done
+        # seconds the phases kept the host waiting: from a phase's last start (and the host's work beside it) to its
+        # last done
+        self.busy_s = 0.0
 
     def arena(self, lists, key) -> Any:
         """The device buffer ``lists`` (anything with an ``arena`` image) runs in: one per ``key``, its image
@@ -152,21 +154,27 @@ class ListShell:
         """A phase's lists (``(pe, calls)`` each, on different IPs, writing disjoint words) run in place over the
         device buffer ``arena`` (:meth:`arena`) side by side: every IP started, ``beside`` run (the host's work
         while they compute), then each waited for."""
-        started = []
-        for pe, calls in phase:
-            ip = self.ips[pe][sum(other == pe for other, _ in phase[:len(started)])]  # a PE's lists on its copies
-            ip.start_list(arena, self.descriptors(calls), len(calls), flush=False)
-            started.append(ip)
-            self.lists += 1
-            self.calls += len(calls)
+        started, failed = [], None
         try:
+            for pe, calls in phase:
+                ip = self.ips[pe][sum(other == pe for other, _ in phase[:len(started)])]  # a PE's lists on its copies
+                ip.start_list(arena, self.descriptors(calls), len(calls), flush=False)
+                started.append(ip)
+                self.lists += 1
+                self.calls += len(calls)
             if beside is not None:
                 beside()
-        finally:  # started IPs are waited for, whatever the host's work did
-            waiting = time.perf_counter()  # from the last start (and the host's work) to the last done
-            for ip in started:
+        except BaseException as error:  # every IP started is still waited for: none is left running
+            failed = error
+        waiting = time.perf_counter()  # from the last start (and the host's work) to the last done
+        for ip in started:
+            try:
                 ip.finish_list()
-            self.busy_s += time.perf_counter() - waiting
+            except BaseException as error:
+                failed = failed or error
+        self.busy_s += time.perf_counter() - waiting
+        if failed is not None:
+            raise failed
         for buffer in self._to_free:
             buffer.freebuffer()
         self._to_free.clear()
@@ -203,7 +211,8 @@ class ListOnBoard(OnBoard):
     """Mixin of a list trainer on a board (``self.shell``: a :class:`ListShell`; ``self.list_steps``: the steps
     that ran as lists). Its figures: the shell's lists and calls, the IPs' busy seconds, and per list step the
     model's PE and memory seconds of the phases that ran (:meth:`ListShell.stage_log`), beside the measured wall
-    seconds and the host's share of them (wall less the time the phases kept it waiting, :attr:`ListShell.busy_s`)."""
+    seconds and the host's share of them (wall less the time the phases kept it waiting, :attr:`ListShell.busy_s`:
+    all the host's work, that done beside the IPs too)."""
 
     shell: ListShell
     list_wall_s = 0.0  # wall seconds of the steps that ran as lists (a TT loop's first steps run on the host)

@@ -80,10 +80,11 @@ class TtListTrainer(TtMlpTrainer):
         return all(v != UNSET for trackers in self.trackers for name in ON_PES for v in trackers[name])
 
     def train_step(self, x, y) -> float:
+        self.beside_seconds = {}
         if not self._ready():
             return super().train_step(x, y)
         x, y = self._batch(x, y)
-        layers, prepared, self.beside_seconds = [], self._prepare(0), {}
+        layers, prepared = [], self._prepare(0)
         for index in range(len(self.cores)):
             above = {}  # the next layer's own part, prepared while this layer's lists compute
             beside = (lambda i=index + 1: above.update(prepared=self._prepare(i))) if index + 1 < len(self.cores) \
@@ -232,18 +233,19 @@ class TtListTrainer(TtMlpTrainer):
                 arena = self.shell.run_phase(lists.phases[index], arena)
             else:
                 arena = self.shell.run_phase(lists.phases[index], arena, beside=self._timed(beside, (layer, index)))
-                beside = None
+                if (layer, index) not in self.beside_seconds:
+                    raise HwTrainError("the shell did not run the host's work it was given beside a phase "
+                                       "(run_phase(phase, arena, beside=...) must call beside once)")
             self.runner.transactions += sum(len(calls) for _, calls in lists.phases[index])
             self.runner.macs += sum(lists.products[index])
-        if beside is not None:  # no phase to run it beside
-            beside()
         return arena
 
     def _timed(self, work: Callable[[], None], key: Tuple[int, int]) -> Callable[[], None]:
+        """``work`` that notes its seconds in :attr:`beside_seconds` under ``key`` once it ran."""
         def timed() -> None:
             started = time.perf_counter()
             work()
-            self.beside_seconds[key] = self.beside_seconds.get(key, 0.0) + time.perf_counter() - started
+            self.beside_seconds[key] = time.perf_counter() - started
         return timed
 
 

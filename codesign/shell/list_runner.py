@@ -111,7 +111,7 @@ def host_per_list_step(trainer, shell: "GoldenListShell", batches, *, warm_steps
     """The host's seconds per list step of ``trainer`` on ``shell``: the wall time of a step less the seconds the
     shell spent standing in for the IPs, the least over ``batches`` after the first ``warm_steps`` (which aim
     scales and build the lists; other work on the machine only adds); and the bytes the host flushed and read and
-    the lists it started in the last step; ``median_seconds`` too, as the least is a step at settled scales and
+    the lists it started in that step; ``median_seconds`` too, as the least is a step at settled scales and
     early steps move some (a TT step's lists re-aimed, :func:`codesign.step.tt.step_lists.reshift`). The timed
     steps replay the words each phase wrote in its last golden run
     (``GoldenListShell.replay``; a phase not run before runs golden): the host's work does not depend on the
@@ -123,21 +123,22 @@ def host_per_list_step(trainer, shell: "GoldenListShell", batches, *, warm_steps
     shell.replay = True
     for x, y in batches[:warm_steps]:
         trainer.train_step(x, y)
-    seconds, besides, counts = [], [], {}
+    seconds, besides, counts = [], [], []
     for x, y in batches[warm_steps:]:
         before = (shell.seconds, shell.flushed, shell.read, shell.lists)
         started = time.perf_counter()
         trainer.train_step(x, y)
         seconds.append(time.perf_counter() - started - (shell.seconds - before[0]))
         besides.append(dict(getattr(trainer, "beside_seconds", {})))
-        counts = {"flushed_bytes": 4 * (shell.flushed - before[1]), "read_bytes": 4 * (shell.read - before[2]),
-                  "lists": shell.lists - before[3]}
+        counts.append({"flushed_bytes": 4 * (shell.flushed - before[1]), "read_bytes": 4 * (shell.read - before[2]),
+                       "lists": shell.lists - before[3]})
     shell.replay, shell._replies = False, {}
     if not seconds:
         raise ValueError(f"{len(batches)} batches leave no step to time after {warm_steps} warm steps")
     least = int(np.argmin(seconds))
     beside = [(layer, phase, seconds) for (layer, phase), seconds in sorted(besides[least].items())]
-    return {"seconds": seconds[least], "median_seconds": float(np.median(seconds)), "beside": beside, **counts}
+    return {"seconds": seconds[least], "median_seconds": float(np.median(seconds)), "beside": beside,
+            **counts[least]}
 
 
 __all__ = ["GoldenListShell", "host_per_list_step"]

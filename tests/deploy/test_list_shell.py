@@ -113,3 +113,31 @@ def test_started_ips_are_waited_for_when_the_host_s_work_beside_them_fails(monke
     with pytest.raises(RuntimeError, match="the host's work failed"):
         shell.run_phase([("tt1", ("x",)), ("tt2", ("y", "z"))], arena, beside=fails)
     assert log == [("start", "tt1_0"), ("start", "tt2_0"), ("wait", "tt1_0"), ("wait", "tt2_0")]
+
+
+def test_an_ip_that_fails_to_start_or_to_finish_leaves_no_other_ip_running(monkeypatch):
+    """A start that fails: the IPs started before it are waited for. A wait that fails: the other IPs are still
+    waited for, and the first failure is raised."""
+    log: list = []
+    shell = _logging_shell(monkeypatch, log)
+    arena = shell.arena(SimpleNamespace(arena=np.zeros(8, np.uint32)), "a")
+    tt2 = shell.ips["tt2"][0]
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("tt2 refused the list")
+    monkeypatch.setattr(tt2, "start_list", refuse)
+    with pytest.raises(RuntimeError, match="tt2 refused the list"):
+        shell.run_phase([("tt1", ("x",)), ("tt2", ("y", "z"))], arena, beside=lambda: log.append(("host", None)))
+    assert log == [("start", "tt1_0"), ("wait", "tt1_0")]
+    monkeypatch.undo()
+    log.clear()
+    shell = _logging_shell(monkeypatch, log)
+    arena = shell.arena(SimpleNamespace(arena=np.zeros(8, np.uint32)), "a")
+
+    def times_out():
+        log.append(("wait", "tt1_0"))
+        raise TimeoutError("tt1 timed out")
+    monkeypatch.setattr(shell.ips["tt1"][0], "finish_list", times_out)
+    with pytest.raises(TimeoutError, match="tt1 timed out"):
+        shell.run_phase([("tt1", ("x",)), ("tt2", ("y", "z"))], arena)
+    assert log == [("start", "tt1_0"), ("start", "tt2_0"), ("wait", "tt1_0"), ("wait", "tt2_0")]

@@ -36,6 +36,9 @@ def test_a_tracked_point_is_priced_with_its_host_measured():
     work, measured = found["host_work"], found["host_measured"]
     assert (measured["flushed_bytes"], measured["read_bytes"], measured["lists"]) == (
         work["flushed_bytes"], work["read_bytes"], work["lists"])
+    # the host's work beside the lists (layer 1 prepared, layer 1's gradients and update) is hidden by their phases
+    assert [layer for layer, _, _ in measured["beside"]] == [0, 0] and found["host_hidden_s"] > 0
+    assert found["host_s"] + found["host_hidden_s"] == pytest.approx(measured["seconds"])
 
 
 def test_the_host_of_a_list_step_excludes_the_shell():

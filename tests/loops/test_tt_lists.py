@@ -143,6 +143,21 @@ def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing()
     assert all(np.array_equal(a.view(np.uint8), b.view(np.uint8)) for a, b in zip(_words(trainer), _words(other)))
 
 
+def test_a_shell_that_does_not_run_the_host_s_work_beside_a_phase_is_refused():
+    """Else a layer's update would be dropped without a word."""
+    setup = _setup()
+    data = _data(train=2 * setup.batch_size)
+    trainer = TtListTrainer(setup, GoldenShell())
+    real = trainer.shell.run_phase
+    trainer.shell.run_phase = lambda phase, arena, beside=None: real(phase, arena)
+    x, y = data.train_x[:setup.batch_size], data.train_y[:setup.batch_size]
+    trainer.train_step(x, y)  # the first step aims every scale on the host: no lists
+    before = _words(trainer)
+    with pytest.raises(HwTrainError, match="the shell did not run the host's work it was given beside a phase"):
+        trainer.train_step(x, y)
+    assert all(np.array_equal(a.view(np.uint8), b.view(np.uint8)) for a, b in zip(_words(trainer), before))
+
+
 def test_lists_that_hold_sums_are_refused_on_shells_without_the_buffer():
     """The small buffers chain PE1's and PE2's sums: on IPs built without the accumulation buffer the lists are
     refused as they are built (the first list step), before the host writes anything."""

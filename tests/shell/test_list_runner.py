@@ -36,19 +36,20 @@ def test_the_host_share_leaves_out_the_shells_seconds_and_the_warm_steps():
         "flushed_bytes": 16, "read_bytes": 8, "lists": 2}
 
 
-def test_the_host_s_work_beside_the_lists_is_that_of_the_least_step():
+def test_the_host_s_work_beside_the_lists_and_the_counts_are_those_of_the_least_step():
     shell = _Shell()
     trainer = _Trainer(shell)
-    steps = iter([{(0, 4): 0.5, (0, 0): 0.25}, {(0, 4): 0.125}])
+    steps = iter([{(0, 4): 0.5, (0, 0): 0.25}, {(0, 6): 0.125}, {(0, 1): 0.75}])
     trained = trainer.train_step
 
-    def noting(x, y):  # a trainer that reports its work beside the lists, the second step's the faster
+    def noting(x, y):  # a trainer that reports its work beside the lists; the second step is the least
         trainer.beside_seconds = next(steps)
-        shell.seconds += 1.0 if trainer.beside_seconds == {(0, 4): 0.125} else 0.0  # 1 s more of the IPs'
+        if (0, 6) in trainer.beside_seconds:
+            shell.seconds, shell.lists = shell.seconds + 1.0, shell.lists + 5  # 1 s more of the IPs', 5 more lists
         return trained(x, y)
     trainer.train_step = noting
-    measured = host_per_list_step(trainer, shell, [(None, None)] * 2, warm_steps=0)
-    assert measured["beside"] == [(0, 4, 0.125)]
+    measured = host_per_list_step(trainer, shell, [(None, None)] * 3, warm_steps=0)
+    assert measured["beside"] == [(0, 6, 0.125)] and measured["lists"] == 7
 
 
 def test_no_step_left_to_time_is_refused():
@@ -91,8 +92,6 @@ def test_a_replaying_shell_hands_back_a_phase_s_last_arena_without_computing():
 
 
 def test_the_golden_shell_runs_the_host_s_work_after_the_phase_and_leaves_its_time_to_the_host():
-    import time
-
     import numpy as np
 
     from codesign.pe.fpmac_array.spec import FpmacArraySpec
@@ -106,7 +105,8 @@ def test_the_golden_shell_runs_the_host_s_work_after_the_phase_and_leaves_its_ti
     device = np.random.default_rng(0).integers(0, 1 << 12, np.asarray(arena.image).size).astype(np.uint32)
     golden = shell.run_phase(lists.phases[0], np.array(device))
     seen = []
-    seconds = shell.seconds
-    shell.run_phase(lists.phases[0], np.array(device), beside=lambda: (seen.append(1), time.sleep(0.2)))
-    assert seen == [1] and shell.seconds - seconds < 0.2 and np.array_equal(golden, shell.run_phase(
-        lists.phases[0], np.array(device)))
+    before = (shell.seconds, shell.lists)
+    got = shell.run_phase(lists.phases[0], np.array(device), beside=lambda: seen.append((shell.seconds, shell.lists)))
+    assert np.array_equal(got, golden)
+    # once, after the phase was run and its seconds counted, and none of its own seconds counted as the shell's
+    assert len(seen) == 1 and seen[0][0] > before[0] and seen[0][1] > before[1] and shell.seconds == seen[0][0]

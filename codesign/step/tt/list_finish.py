@@ -97,15 +97,14 @@ def layer_output(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book:
 
 
 def finish(layer: TtLayerState, x: np.ndarray | None, g_top: np.ndarray, lists: StepLists, arena: np.ndarray,
-           book: ScaleBook, fracs: Fracs, y: np.ndarray | None = None, inside: np.ndarray | None = None,
-           grad_x: np.ndarray | None = None) -> StepResult:
+           book: ScaleBook, fracs: Fracs, y: np.ndarray | None = None, grad_x: np.ndarray | None = None
+           ) -> StepResult:
     """The host's part after the lists: the layer output (plus the bias it writes), the input gradient masked
     where the input saturated, the core and bias gradients as values, and the tracked scales moved on by the
     records' sums. ``book`` holds the scales the host aimed before the step (the input's, the output
     gradient's); the result is the step :func:`codesign.step.tt.step.pe_step` takes under the tracked rule.
     ``y``: the layer output :func:`layer_output` gave after the forward lists (else it is read again);
-    ``x``, ``inside``: as :func:`input_grad` takes them; ``grad_x``: the input gradient it gave (else worked out
-    here)."""
+    ``grad_x``: the input gradient :func:`input_grad` gave (else worked out here from ``x``)."""
     d = len(layer.cores)
     found = read_outputs(lists, arena)
     y = layer_output(layer, lists, arena, book, fracs) if y is None else y
@@ -117,7 +116,7 @@ def finish(layer: TtLayerState, x: np.ndarray | None, g_top: np.ndarray, lists: 
         bits, headroom = widths[name]
         book.observe(name, index, total, count, sources[(name, index)], bits=bits, headroom_bits=headroom)
     if grad_x is None:
-        grad_x = input_grad(layer, lists, arena, fracs, x=x, inside=inside)
+        grad_x = input_grad(layer, lists, arena, fracs, x=x)
     bias_grad = None
     if layer.bias is not None:
         _, codes = book.round("bias_grad_frac_bits", 0, g_top.sum(axis=0), fracs.grad[d - 1], bits=layer.grad_bits,

@@ -181,10 +181,13 @@ def hidden_host_s(beside: Iterable[tuple[int, int, float]], phases: Sequence[Seq
     """Seconds of ``beside`` (``(layer, phase, seconds)`` each: the host's work while that phase's lists computed)
     the phases hide: each as far as its phase's PE and data-movement seconds reach; the rest still adds to the
     step."""
-    hidden = 0.0
+    hidden, seen = 0.0, set()
     for layer, phase, seconds in beside:
         if not (0 <= layer < len(phases) and 0 <= phase < len(phases[layer])):
             raise ValueError(f"host work beside phase {phase} of layer {layer}: the step has no such phase")
+        if (layer, phase) in seen:
+            raise ValueError(f"host work beside phase {phase} of layer {layer} is given twice")
+        seen.add((layer, phase))
         if seconds < 0:
             raise ValueError(f"host work beside phase {phase} of layer {layer}: {seconds} s is negative")
         hidden += min(seconds, sum(stage_seconds(phases[layer][phase], board, clock_mhz)))

@@ -554,7 +554,7 @@ def reshift(lists: StepLists, fracs: Fracs) -> StepLists:
                                                               lists.fracs.core_bits):
         raise ValueError("code widths are part of the lists' rounding: build them again (step_lists)")
     renamed, contractions = {}, {}
-    new_z, old_z = z_fracs(fracs, len(fracs.core)), z_fracs(lists.fracs, len(fracs.core))
+    new_z, old_z = z_fracs(fracs, len(fracs.core)), z_fracs(lists.fracs, len(lists.fracs.core))
     for name, (item, calls) in lists.contractions.items():
         shift = None if item.stat is None else shift_of(fracs, item.stat, new_z)
         if shift is not None and shift != shift_of(lists.fracs, item.stat, old_z):  # only the calls whose shift moved

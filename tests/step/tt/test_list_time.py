@@ -63,7 +63,7 @@ def test_host_work_beside_a_phase_is_hidden_as_far_as_the_phase_reaches(setup):
     assert hidden_host_s([(0, 1, 10e-6), (0, 0, 20e-6)], phases, ultra96, 100.0) == pytest.approx(20e-6)
     assert hidden_host_s([(0, 1, 40e-6)], phases, ultra96, 100.0) == pytest.approx(30e-6)
     for beside, why in (([(1, 0, 0.0)], "no such phase"), ([(0, 2, 0.0)], "no such phase"),
-                        ([(0, 0, -1.0)], "negative")):
+                        ([(0, 0, -1.0)], "negative"), ([(0, 1, 1e-6), (0, 1, 1e-6)], "given twice")):
         with pytest.raises(ValueError, match=why):
             hidden_host_s(beside, phases, ultra96, 100.0)
     step = tt_list_step(setup, Tt1Spec(**SPECS), Tt2Spec(**SPECS), ultra96, clock_mhz=100.0, host_s=1e-3,
