@@ -143,6 +143,30 @@ def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing()
     assert all(np.array_equal(a.view(np.uint8), b.view(np.uint8)) for a, b in zip(_words(trainer), _words(other)))
 
 
+def test_three_layers_each_work_beside_the_layer_below_and_train_as_the_loop():
+    """Layers 1 and 2 are prepared beside layers 0 and 1's forward lists, and their gradients and updates run
+    beside the backward lists of the layer below; four steps equal the loop's in every state word."""
+    from codesign.design.families.tt import paper_setup
+
+    precision = {**_setup().precision}
+    setup = paper_setup(2, precision, batch=8, modes=[((4, 4, 4), (2, 4, 4)), ((2, 4, 4), (2, 2, 4)),
+                                                      ((2, 2, 4), (1, 2, 5))])
+    lists, loop = TtListTrainer(setup, GoldenShell()), TtMlpTrainer(setup)
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        x, y = rng.random((8, 64)).astype(np.float32), rng.integers(0, 10, 8)
+        assert lists.train_step(x, y) == loop.train_step(x, y)
+    assert lists.list_steps == 3
+    expected = set()
+    for layer in (0, 1):
+        built = lists.current_lists[layer]
+        for phases in (range(built.forward_phases), range(built.forward_phases, len(built.phases))):
+            expected.add((layer, max(phases, key=lambda index: max(built.products[index]))))
+    assert set(lists.beside_seconds) == expected and len(expected) == 4
+    for a, b in zip(_words(lists), _words(loop)):
+        assert a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
 def test_a_shell_that_does_not_run_the_host_s_work_beside_a_phase_is_refused():
     """Else a layer's update would be dropped without a word."""
     setup = _setup()
