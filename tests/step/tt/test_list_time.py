@@ -69,38 +69,46 @@ def test_host_work_beside_a_phase_is_hidden_as_far_as_the_phase_reaches():
             hidden_host_s(beside, phases, ultra96, 100.0)
 
 
-def test_each_phase_costs_its_longer_list(setup):
+@pytest.fixture(scope="module")
+def priced(setup):
+    """The list step on the small builds at 100 MHz, its lists, and each list's cycles from the list cycle model
+    (per layer, per phase, one per list): priced once for the tests that read them."""
     spec1, spec2 = Tt1Spec(**SPECS), Tt2Spec(**SPECS)
-    step = tt_list_step(setup, spec1, spec2, board("ultra96v2"), clock_mhz=200.0, host_s=0.0, host_source="given")
+    step = tt_list_step(setup, spec1, spec2, board("ultra96v2"), clock_mhz=100.0, host_s=0.0, host_source="given")
     plans = tt_list_plans(setup, spec1, spec2)
-    for lists, phases in zip(plans, step.phase_cycles):
-        assert len(phases) == len(lists.phases)
-        for phase, cycles in zip(lists.phases, phases):
-            each = [list_cycles(get_pe(pe), spec1 if pe == "tt1" else spec2, calls, lists.arena, ddr=BOARD_DDR).total
-                    for pe, calls in phase]
-            assert cycles == max(each)
+    cycles = [[[list_cycles(get_pe(pe), spec1 if pe == "tt1" else spec2, calls, lists.arena, ddr=BOARD_DDR)
+                for pe, calls in phase] for phase in lists.phases] for lists in plans]
+    return step, plans, cycles
+
+
+def test_each_phase_costs_its_longer_list(priced):
+    step, plans, cycles = priced
+    for lists, phases, found in zip(plans, step.phase_cycles, cycles):
+        assert len(phases) == len(lists.phases) == len(found)
+        for phase, each in zip(phases, found):
+            each = [listed.total for listed in each]
+            assert phase == max(each)
             if len(each) == 2:
-                assert cycles < sum(each), "PE1's and PE2's lists of a phase run side by side"
+                assert phase < sum(each), "PE1's and PE2's lists of a phase run side by side"
     assert step.layer_cycles == tuple(sum(p) for p in step.phase_cycles)
-    assert step.time.pe_s == pytest.approx(sum(step.layer_cycles) / 200e6)
+    assert step.time.pe_s == pytest.approx(sum(step.layer_cycles) / 100e6)
 
 
-def test_the_pe_work_is_the_cycles_the_list_model_finds_the_pes_busy(setup):
+def test_the_pe_work_is_the_cycles_the_list_model_finds_the_pes_busy(priced):
     """PeWork's parts from the PEs' cycle formulas against the list cycle model's busy cycles (a PE part or its
     loader moved): a list whose loads all run on their own is busy exactly its calls' stall-free cycles; where
     a loader works beside the MAC loop, a stall can push loads past it, so the list is busy at least that
     long and at most its parts one after the other. The overlapped bound (each list's busiest of its input
     stream, MAC loop and output side) lies below."""
-    spec1, spec2 = Tt1Spec(**SPECS), Tt2Spec(**SPECS)
-    specs = {"tt1": spec1, "tt2": spec2}
-    step = tt_list_step(setup, spec1, spec2, board("ultra96v2"), clock_mhz=100.0, host_s=0.0, host_source="given")
+    step, plans, listed = priced
+    specs = {"tt1": Tt1Spec(**SPECS), "tt2": Tt2Spec(**SPECS)}
     busy, longest, alone, overlaps = [], 0, 0, {"tt1": 0, "tt2": 0}
-    for lists in tt_list_plans(setup, spec1, spec2):
-        for phase in lists.phases:
+    for lists, phases in zip(plans, listed):
+        for phase, each in zip(lists.phases, phases):
             found, free_of = [], []
-            for pe, calls in phase:
+            for (pe, calls), list_run in zip(phase, each):
                 cycles = [transaction_cycles(specs[pe], call.header) for call in calls]
-                found.append(list_cycles(get_pe(pe), specs[pe], calls, lists.arena, ddr=BOARD_DDR).breakdown()["pe"])
+                found.append(list_run.breakdown()["pe"])
                 free, overlap = sum(c.total for c in cycles), sum(c.overlap for c in cycles)
                 assert free <= found[-1] <= free + overlap
                 if not overlap:
