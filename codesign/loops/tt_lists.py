@@ -86,12 +86,9 @@ class TtListTrainer(TtMlpTrainer):
         x, y = self._batch(x, y)
         layers, prepared = [], self._prepare(0)
         for index in range(len(self.cores)):
-            above = {}  # the next layer's own part, prepared while this layer's lists compute
-            beside = (lambda i=index + 1: above.update(prepared=self._prepare(i))) if index + 1 < len(self.cores) \
-                else None
-            layers.append(self._forward_layer(index, x, prepared, beside))
-            prepared = above.get("prepared")
-            out = layers[-1][-1].astype(np.float32)
+            layer, prepared = self._forward_layer(index, x, prepared)
+            layers.append(layer)
+            out = layer[-1].astype(np.float32)
             x = out if index == len(self.cores) - 1 else np.maximum(out, np.float32(0))
         loss, grad = softmax_cross_entropy(x.astype(np.float64), y)
         grad = grad.astype(np.float32)
@@ -132,11 +129,13 @@ class TtListTrainer(TtMlpTrainer):
                                 state.core_bits, code_dtype(state.core_bits))
         return state, core_frac, codes
 
-    def _forward_layer(self, index: int, x: np.ndarray, prepared: Tuple, beside: Callable[[], None] | None
-                       ) -> Tuple:
-        """Layer ``index``'s lists built (the output gradient's room left for later), the forward lists run
-        (``beside``: host work for while they compute); ``prepared``: :meth:`_prepare`'s."""
+    def _forward_layer(self, index: int, x: np.ndarray, prepared: Tuple) -> Tuple[Tuple, Tuple | None]:
+        """Layer ``index``'s lists built (the output gradient's room left for later), the forward lists run, the
+        next layer prepared while they compute; ``prepared``: :meth:`_prepare`'s for this layer. Returns what the
+        backward needs of this layer, and the next layer's :meth:`_prepare` (None for the last)."""
         state, core_frac, codes = prepared
+        following: list = []
+        beside = (lambda: following.append(self._prepare(index + 1))) if index + 1 < len(self.cores) else None
         x = check_input(state, x)
         tr = state.tracker_values()
         book = ScaleBook(tr, state.mean_values(), rule="tracked", momentum=state.scale_momentum)
@@ -159,7 +158,7 @@ class TtListTrainer(TtMlpTrainer):
         arena = self._run(lists, range(lists.forward_phases), arena, beside=beside, layer=index)
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
         out = layer_output(state, lists, arena, book, fracs)
-        return state, x, inside, book, fracs, lists, arena, out
+        return (state, x, inside, book, fracs, lists, arena, out), (following[0] if following else None)
 
     def _lists(self, index: int, state, batch: int, fracs: Fracs):
         """Layer ``index``'s lists at these shapes and scales: built once per shapes (pruning changes them at epoch

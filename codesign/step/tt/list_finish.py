@@ -28,14 +28,12 @@ def read_outputs(lists: StepLists, arena: np.ndarray) -> Dict[str, object]:
     ``y`` it read after the forward ones, :func:`layer_output`): ``core_grads`` (float32 values, each in the core's
     layout; one gather of every core's codes, :attr:`StepLists.core_grad_slots`), and ``stats``: per tracker,
     the records' sum of |acc| and the results' count."""
-    found: Dict[str, object] = {}
     sizes = [math.prod(shape) for shape in lists.cores]
     scales = np.repeat(np.ldexp(1.0, -np.asarray(lists.fracs.core_grad)), sizes)  # exact: codes times powers of 2
     values = (np.asarray(arena).view("<i2")[lists.core_grad_slots] * scales).astype(np.float32)  # not a buffer's type
-    found["core_grads"] = [part.reshape(shape) for part, shape in zip(np.split(values, np.cumsum(sizes)[:-1]),
-                                                                      lists.cores)]
-    found["stats"] = _record_sums(lists, arena)
-    return found
+    return {"core_grads": [part.reshape(shape) for part, shape in zip(np.split(values, np.cumsum(sizes)[:-1]),
+                                                                      lists.cores)],
+            "stats": _record_sums(lists, arena)}
 
 
 def _record_sums(lists: StepLists, arena: np.ndarray) -> Dict[Tuple[str, int], Tuple[int, int]]:
