@@ -22,6 +22,7 @@ def abvs():
     return design
 
 
+@pytest.mark.slow  # the design's fit and training: 22 to 28 s
 def test_a_toml_design_fits_trains_and_gives_float_weights_a_torch_mlp_computes_with(abvs):
     torch = pytest.importorskip("torch")
     from codesign.train.models import MLP
@@ -40,6 +41,7 @@ def test_a_toml_design_fits_trains_and_gives_float_weights_a_torch_mlp_computes_
     assert agree >= 0.98, agree  # the FB-float arithmetic rounds each product; float32 does not
 
 
+@pytest.mark.slow  # trains a design of every family: 19 s
 def test_keyword_arguments_make_the_same_kind_of_design_and_every_family_gives_weights():
     tt = Design.from_config(model={"name": "mlp", "hidden": [16]}, techniques={"tt": {"order": 2, "max_rank": 2}},
                             optim={"epochs": 1}, name="tiny_tt")
@@ -53,6 +55,7 @@ def test_keyword_arguments_make_the_same_kind_of_design_and_every_family_gives_w
         assert layer["bias"] is None and np.all(layer["weight"][mask == 0] == 0)
 
 
+@pytest.mark.slow  # 28 s: an emulated board's training, C-sim and RTL of the array
 def test_training_on_the_emulated_board_equals_the_golden_loop_and_the_artefacts_are_written(abvs, tmp_path):
     board = Design.from_toml(EXAMPLES / "digits_abvs.toml")
     board.train_on(board.overlay(), epochs=1, max_steps=2)

@@ -328,6 +328,7 @@ def test_design_of_point_keeps_the_rest_of_the_configuration(design):
     assert point_design.board.name == "ultra96v2"
 
 
+@pytest.mark.slow  # 21 s
 def test_the_paper_network_at_rank_8_on_the_ultra96(design):
     """The accelerator's share of a whole step (PE and DDR) beats the paper's 0.09 s within 278 DSP; the host's share
     is added on top (measured on this machine, a lower bound for the board)."""

@@ -183,6 +183,7 @@ def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path, 
     assert throughput["reference_ops_per_dsp_cycle"] == pytest.approx(3.13, abs=0.01)
 
 
+@pytest.mark.slow  # 15 s: prices the step and runs it on an emulated board
 def test_the_family_prices_the_list_step_the_board_runs(design, masks):
     """The family's explorer prices an MLP's fixed-point step as the board runs it on RTL-route IPs (two call
     lists): each point's PE, memory and host seconds are the list step model's, and only builds the lists run

@@ -198,6 +198,7 @@ def test_the_host_of_a_list_step_is_measured_within_the_traffic_goals(design):
     assert 0 < measured["flushed_bytes"] <= 2 * batch_bytes + (64 << 10) and 0 < measured["read_bytes"] <= 64 << 10
 
 
+@pytest.mark.slow  # 20 s: prices the step and runs it on an emulated board
 def test_the_family_prices_the_list_step_the_board_runs(design):
     """The family's explorer prices the step as the board runs it on RTL-route IPs (two call lists): each point's
     PE, memory and host seconds are the list step model's; deeper buffers (fewer, larger tiles) stream less."""

@@ -74,6 +74,7 @@ def test_the_best_point_whose_builds_run_lists_is_found():
     assert list_point(space, _setup("exact"), "time") is None
 
 
+@pytest.mark.slow  # 10 s
 def test_pe1_takes_b_j_outer_where_it_is_faster_and_fits():
     """The j-outer build's lists are faster on the core-gradient calls; it costs PE1's IPs one DSP slice each and
     its address registers (the calibrated model), so it is chosen only where that fits the room left."""
@@ -91,6 +92,7 @@ def test_pe1_takes_b_j_outer_where_it_is_faster_and_fits():
     assert unpriced == {"chosen": "lj", "spec1": spec1}
 
 
+@pytest.mark.slow  # 7 s
 def test_the_list_step_is_priced_in_the_order_chosen():
     found = list_step_report(_setup(batch=16), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard"),
                              clock_mhz=100.0, per_call_total_s=0.004, room={"dsp": 10})

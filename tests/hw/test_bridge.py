@@ -53,7 +53,9 @@ def _flat(stimulus):
     return words_in, expected
 
 
-@pytest.mark.parametrize("name", ["csb", "tt2", *(pytest.param(name, marks=pytest.mark.long) for name in ("tt1", "tt3", "fpmac_array"))])
+@pytest.mark.parametrize("name", [pytest.param("csb", marks=pytest.mark.slow), "tt2",
+                                  *(pytest.param(name, marks=pytest.mark.long)
+                                    for name in ("tt1", "tt3", "fpmac_array"))])
 def test_bridge_output_equals_golden(tmp_path, lib_dir, name):
     stimulus = _project(name, tmp_path / "p")
     bridge = AccelBridge(tmp_path / "p", build_dir=lib_dir)

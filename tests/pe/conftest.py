@@ -20,8 +20,6 @@ from codesign.hw.csim import compile_testbench, parse_summary
 from codesign.hw.vectors import write_transactions
 from codesign.demo import quick_options
 from codesign.pe import get_pe, pe_names
-from codesign.pe.tt.pe import QUICK_WIDE_STREAMS, header_top_cases, pe3_top_cases
-from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.resources import data_dir
 
 CHECKER = Path(__file__).with_name("stream_header_check.cpp")
@@ -34,17 +32,10 @@ OWN_FILES = {
 }
 GENERIC = [name for name in pe_names() if all(name not in own for own in OWN_FILES.values())]
 
-_WIDTHS = (WORD_BITS, *QUICK_WIDE_STREAMS)
-# grid points the generic tests run quick besides each PE's first: the TT builds with a dimension's header field at
-# its top (codesign.pe.tt.pe.header_top_cases; PE3's at 32 bits is l8_a12b5 of its main grid) at 32 bits and the
-# quick wide width, so that the quick run reads every header bit at 32 and 128 bits in the header and the RTL (64
-# bits in the slow run)
-QUICK_POINTS = {
-    "tt1": {case.id for bits in _WIDTHS for case in header_top_cases(Tt1Spec, bits)},
-    "tt2": {case.id for bits in _WIDTHS for case in header_top_cases(Tt2Spec, bits)},
-    "tt3": {"l8_a12b5"} | {case.id for bits in _WIDTHS for case in pe3_top_cases(bits)},
-    "csb": {"conv2_k3_t2x3_b2_p4_acc16"},  # the quick run's one CONV block: parallel lanes, 16-bit sums
-}
+# PEs whose RTL make test checks in a file of their own, under stalls and with cycles against the model: the
+# generic RTL test runs their grid in make test-slow only (CSB's points take 20 s and more each under stalls; its
+# own file runs an FC and three CONV blocks in about 20 s)
+OWN_QUICK_RTL = {"csb": "tests/pe/csb/test_csb_rtl_cases.py"}
 
 
 def stream_parts(name: str, spec) -> int:
@@ -59,25 +50,25 @@ def grid_stimulus(name: str, case):
     return pe.build_stimulus(case.spec, case.options if case.options is not None else quick_options(pe))
 
 
-def _slow(name: str, index: int, case) -> bool:
-    return case.slow or (index > 0 and case.id not in QUICK_POINTS.get(name, ()))
+def _slow(name: str, index: int, case, *, rtl: bool = False) -> bool:
+    """make test runs each PE's first grid point in the generic header and RTL tests (but the RTL of the PEs of
+    :data:`OWN_QUICK_RTL`); make test-slow the others, every header field at its top among them."""
+    return case.slow or index > 0 or (rtl and name in OWN_QUICK_RTL)
 
 
-def stream_rtl_is_quick(name: str, index: int, case) -> bool:
-    """Whether make test runs ``case`` (``index`` in PE ``name``'s grid) at RTL in tests/pe/test_stream_rtl.py
-    (under stalls, its cycles against the model): tests/pe/test_levels.py leaves such a point's RTL level, at
-    the full stimulus, to make test-slow."""
-    return name in GENERIC and not _slow(name, index, case)
+def _grid_params(*, rtl: bool) -> list:
+    return [pytest.param((name, case), id=f"{name}-{case.id}",
+                         marks=[pytest.mark.slow] * _slow(name, index, case, rtl=rtl) + [pytest.mark.long] * case.long)
+            for name in GENERIC for index, case in enumerate(get_pe(name).verification_grid())]
 
 
 def pytest_generate_tests(metafunc):
-    """``stream_grid_case``: every generic PE's grid point (the first and those of :data:`QUICK_POINTS` in the quick
-    run, the others ``slow``, a point marked ``long`` also ``long``); ``stream_pe``: every generic PE."""
+    """``stream_grid_case`` (the header test's) and ``stream_rtl_case`` (the RTL test's): every generic PE's grid
+    point, ``slow`` as :func:`_slow` says, a point marked ``long`` also ``long``; ``stream_pe``: every generic PE."""
     if "stream_grid_case" in metafunc.fixturenames:
-        metafunc.parametrize("stream_grid_case", [
-            pytest.param((name, case), id=f"{name}-{case.id}",
-                         marks=[pytest.mark.slow] * _slow(name, index, case) + [pytest.mark.long] * case.long)
-            for name in GENERIC for index, case in enumerate(get_pe(name).verification_grid())])
+        metafunc.parametrize("stream_grid_case", _grid_params(rtl=False))
+    if "stream_rtl_case" in metafunc.fixturenames:
+        metafunc.parametrize("stream_rtl_case", _grid_params(rtl=True))
     if "stream_pe" in metafunc.fixturenames:
         metafunc.parametrize("stream_pe", GENERIC)
 
@@ -89,9 +80,9 @@ def stream_registry() -> tuple[list[str], dict, Path]:
 
 
 @pytest.fixture
-def stream_quick_points() -> dict[str, set[str]]:
-    """:data:`QUICK_POINTS`, for the test that each names points of its PE's grid."""
-    return QUICK_POINTS
+def own_quick_rtl() -> dict[str, str]:
+    """:data:`OWN_QUICK_RTL`, for the test that its files exist."""
+    return OWN_QUICK_RTL
 
 
 @pytest.fixture(name="grid_stimulus")

@@ -2,10 +2,12 @@
 
 Every registered PE's :meth:`verification_grid` runs here at every level on
 one shared vector file per grid point, through the same generic flow
-(:mod:`codesign.hw.flow`) the command line uses. make test runs every level
-of the quick points but the RTL of those tests/pe/test_stream_rtl.py already
-runs at RTL there; make test-slow runs the rest, but the RTL level of the
-points of :data:`RTL_LONG` (make test-long).
+(:mod:`codesign.hw.flow`) the command line uses. make test runs every quick
+point at golden (but the FP-MAC array's past its first) and each PE's first
+point at C-sim and RTL (the RTL under stalls in tests/pe/test_stream_rtl.py
+or the PE's own file, but the pipeline FP-MAC's here); make test-slow runs
+the rest, but the RTL level of the points of :data:`RTL_LONG` (make
+test-long).
 """
 
 from __future__ import annotations
@@ -17,23 +19,26 @@ import pytest
 
 from codesign.hw.flow import LEVELS, generate_project, run_csim, run_rtl
 from codesign.pe import get_pe, pe_names
-from tests.pe.conftest import stream_rtl_is_quick
+from tests.pe.conftest import GENERIC
 
 
-# grid points whose RTL level runs in make test-slow only: the FP-MAC array's E=2 point (10 s here; make test runs
-# E=2 at RTL on the 1 x 16 build of tests/pe/fpmac_array, and rounding to nearest-away on the 3 x 2 point here)
-RTL_SLOW = {("fpmac_array", "e2_fb1_rna_2x3")}
 # slow grid points whose RTL level at the full stimulus takes minutes of Icarus: make test-long runs it; make
 # test-slow runs the point at RTL in tests/pe/test_stream_rtl.py (the quick stimulus, under stalls, cycles against
 # the model) and at golden and C-sim here at the full stimulus
 RTL_LONG = {("csb", "fc3x8_b2_acc16"), ("csb", "conv4_k3_t4_b4_p2"), ("csb", "conv16_k1_t2_b4_p4")}
 
 
+# PEs whose golden level past the first point runs in make test-slow: the FP-MAC array's takes 5 to 6 s a point
+SLOW_GOLDEN = {"fpmac_array"}
+
+
 def _marks(name: str, index: int, case, level: str) -> list:
-    """``slow``/``long`` as the grid point says; a point tests/pe/test_stream_rtl.py runs at RTL in make test
-    (under stalls, cycles against the model, the quick stimulus) leaves its RTL level at the full stimulus to
-    make test-slow, as do the points of :data:`RTL_SLOW`, and those of :data:`RTL_LONG` to make test-long."""
-    slow = case.slow or (level == "rtl" and (stream_rtl_is_quick(name, index, case) or (name, case.id) in RTL_SLOW))
+    """``slow``/``long`` as the grid point says. Also ``slow``: the C-sim and RTL levels of every point but the
+    PE's first (a compile or an Icarus run of seconds each), the golden level of those of :data:`SLOW_GOLDEN`,
+    and the RTL level of a PE make test runs at RTL under stalls (tests/pe/test_stream_rtl.py, or its own
+    file). The points of :data:`RTL_LONG` run at RTL in make test-long."""
+    later = index > 0 and (level != "golden" or name in SLOW_GOLDEN)
+    slow = case.slow or later or (level == "rtl" and name in GENERIC)
     long = case.long or (level == "rtl" and (name, case.id) in RTL_LONG)
     return [pytest.mark.slow] * slow + [pytest.mark.long] * long
 

@@ -28,15 +28,12 @@ def test_every_registered_pe_is_checked_somewhere(stream_registry):
         assert not missing, missing
 
 
-def test_quick_points_are_grid_points(stream_registry, stream_quick_points):
-    """The extra quick points (the TT header-field tops at every stream width, CSB's CONV block) name grid points
-    that are neither ``slow`` nor ``long``, so a renamed point cannot silently drop out of the quick run."""
-    GENERIC = stream_registry[0]
-    assert set(stream_quick_points) <= set(GENERIC)
-    for name, ids in stream_quick_points.items():
-        quick = {case.id for case in get_pe(name).verification_grid() if not (case.slow or case.long)}
-        assert ids and ids <= quick, (name, sorted(ids - quick))
-    assert {len(stream_quick_points[name]) for name in ("tt1", "tt2")} == {6}  # 3 fields x 2 widths
+def test_pes_with_their_own_quick_rtl_file_have_it(stream_registry, own_quick_rtl):
+    """A PE that leaves its quick RTL run to a file of its own is a generic PE, and the file exists, so make test
+    cannot silently lose the PE's RTL."""
+    GENERIC, _, ROOT = stream_registry
+    assert set(own_quick_rtl) <= set(GENERIC)
+    assert all((ROOT / path).is_file() for path in own_quick_rtl.values()), own_quick_rtl
 
 
 def test_header_matches_golden_stimulus(header_checker, tmp_path, stream_grid_case, grid_stimulus):

@@ -33,8 +33,8 @@ def _vectors(name: str, spec, transactions, tmp_path: Path) -> Path:
     return pe.write_vectors(spec, transactions, tmp_path / pe.vector_file)
 
 
-def test_rtl_under_stalls_and_cycle_model(tmp_path, stream_grid_case, grid_stimulus):
-    name, case = stream_grid_case
+def test_rtl_under_stalls_and_cycle_model(tmp_path, stream_rtl_case, grid_stimulus):
+    name, case = stream_rtl_case
     pe = get_pe(name)
     transactions = grid_stimulus(name, case)
     vectors = _vectors(name, case.spec, transactions, tmp_path)

@@ -5,6 +5,7 @@ import pytest
 from codesign.reproduce import e2train
 
 
+@pytest.mark.slow  # 7 s
 def test_smoke_reproduction_writes_the_report_with_the_ladder_and_its_breakdown(tmp_path):
     payload = e2train.run(tmp_path, smoke=True, progress=False)
     assert {p.name for p in tmp_path.iterdir()} >= {"results.json", "table.md", "plot.png"}

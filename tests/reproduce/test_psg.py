@@ -6,6 +6,8 @@ import pytest
 
 from codesign.reproduce import psg
 
+pytestmark = pytest.mark.slow  # the smoke run takes 17 s
+
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):

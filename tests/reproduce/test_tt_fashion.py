@@ -36,6 +36,7 @@ def smoke(tmp_path_factory):
 
 
 @needs_data
+@pytest.mark.slow  # the smoke run: 15 s
 def test_the_smoke_run_writes_its_report(smoke):
     out, payload = smoke
     assert {path.name for path in out.iterdir()} >= {"results.json", "table.md", "plot.png", "tasks"}
@@ -61,6 +62,7 @@ def test_the_smoke_run_writes_its_report(smoke):
 
 
 @needs_data
+@pytest.mark.slow  # the smoke run: 15 s
 def test_the_tuned_arm_is_trained_at_the_chosen_weight(smoke):
     _, payload = smoke
     tuning = payload["extra"]["tuning"]
@@ -94,6 +96,7 @@ def test_the_fashion_phase_continues_the_pretrained_model():
 
 
 @needs_data
+@pytest.mark.slow  # the smoke run: 15 s
 def test_a_rerun_trains_nothing_twice_and_a_lost_run_is_trained_again(smoke, tmp_path):
     out, payload = smoke
     copy = tmp_path / "report"

@@ -107,7 +107,8 @@ def test_the_saturating_case_saturates():
     assert records[0]["saturated"] > 0
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", [name if name == "saturating" else pytest.param(name, marks=pytest.mark.slow)
+                                  for name in CASES])  # 5 to 8 s each
 def test_csim_list_equals_golden(tmp_path, name):
     project = tmp_path / "hls"
     render_accel_project(PE, SPEC, "tt1_0", None, project)
@@ -136,6 +137,7 @@ def test_rtl_list_catches_a_wrong_golden_word(tmp_path):
     assert result.mismatches == 1
 
 
+@pytest.mark.slow  # 8 to 10 s each; make test runs 128-bit lists at C-sim and RTL in the chain and block tests
 @pytest.mark.parametrize("bits", [64, 128])
 def test_wide_stream_lists_equal_golden_at_csim_and_rtl(tmp_path, bits):
     """At 64 and 128 bits: the header one stream word, blocks of whole beats, the results unpacked to the stage
@@ -181,7 +183,8 @@ def _rounded_values(case: ListCase) -> int:
     return sum(call.count for call in case.calls if call.rounding.enable)
 
 
-@pytest.mark.parametrize("name", EVERY_PE)
+@pytest.mark.parametrize("name", [name if name == "tt1" else pytest.param(name, marks=pytest.mark.slow)
+                                  for name in EVERY_PE])  # 5 to 24 s each: tt1 stands for the PEs in make test
 def test_every_pe_list_equals_golden_at_csim(tmp_path, name):
     """Behind every PE, >= 10^4 results through the rounding stage in >= 5 configurations (one random per call)
     and raw calls between them: the HLS shell's arena equals the golden arena."""
@@ -194,8 +197,8 @@ def test_every_pe_list_equals_golden_at_csim(tmp_path, name):
     assert result.passed, result.first_mismatches
 
 
-@pytest.mark.parametrize("name", [name if name == "tt1" else pytest.param(name, marks=pytest.mark.slow)
-                                  for name in EVERY_PE])
+@pytest.mark.slow  # 10 to 30 s a PE; make test runs lists at RTL in the chain and 3-D block tests below
+@pytest.mark.parametrize("name", EVERY_PE)
 def test_every_pe_list_equals_golden_at_rtl(tmp_path, name):
     """The same lists on the RTL shell around each PE's RTL (the shell the design flow builds for that PE: without
     the accumulation buffer for csb and fpmac_array), one start and one done for the whole list."""
@@ -272,7 +275,8 @@ def _list_features(case: ListCase) -> dict:
             "plain inside a chain": sum(not chain[c] and case.calls[c - 1].acc_hold for c in range(1, len(chain)))}
 
 
-@pytest.mark.parametrize("bits", [32, 64, 128])
+@pytest.mark.parametrize("bits", [pytest.param(32, marks=pytest.mark.slow), pytest.param(64, marks=pytest.mark.slow),
+                                  128])  # 5 to 6 s each
 def test_csim_chain_list_equals_golden(tmp_path, bits):
     """Random PE1 lists of plain calls and accumulating chains, every block 3-D (planes stacked or interleaved),
     drains raw and rounded, plain calls inside chains: >= 10^4 results in >= 5 rounding configurations, the C++
@@ -361,6 +365,7 @@ def _assert_drains(case: ListCase, z: np.ndarray, chains: list, big_chains: tupl
     return exact
 
 
+@pytest.mark.slow  # 25 s of C-sim
 def test_csim_chains_sum_beyond_32_bits_and_round_ties_to_even(tmp_path):
     """Sums past 2^32 drained raw as 64-bit words and rounded, exact ties of
     held sums both ways and negative, a HOLD call's record (statistics and words out 0), a plain call inside a
@@ -383,11 +388,9 @@ def test_csim_chains_sum_beyond_32_bits_and_round_ties_to_even(tmp_path):
     assert result.passed, result.first_mismatches
 
 
-@pytest.mark.parametrize("bits, pause, values", [(32, 0.3, 3000), (128, 0.0, 3000),
-                                                 pytest.param(32, 0.0, 3000, marks=pytest.mark.slow),
-                                                 pytest.param(64, 0.3, 3000, marks=pytest.mark.slow),
-                                                 pytest.param(32, 0.2, 10_000, marks=pytest.mark.slow),
-                                                 pytest.param(128, 0.3, 10_000, marks=pytest.mark.slow)])
+@pytest.mark.slow  # 7 to 12 s each; make test runs 3-D blocks in the chain lists at C-sim and RTL
+@pytest.mark.parametrize("bits, pause, values", [(32, 0.3, 3000), (128, 0.0, 3000), (32, 0.0, 3000), (64, 0.3, 3000),
+                                                 (32, 0.2, 10_000), (128, 0.3, 10_000)])
 def test_rtl_3d_block_list_equals_golden(tmp_path, bits, pause, values):
     """PE1 lists of plain calls whose operand and out blocks are 3-D (planes stacked, or interleaved: a tensor read
     transposed), raw and rounded, on the RTL shell with fixed-latency and randomly paused memories: the whole
@@ -405,7 +408,9 @@ def test_rtl_3d_block_list_equals_golden(tmp_path, bits, pause, values):
     assert result.passed, result.first_mismatches
 
 
-@pytest.mark.parametrize("bits, pause, values", [(64, 0.3, 3000), (128, 0.0, 3000),
+@pytest.mark.parametrize("bits, pause, values", [(128, 0.3, 3000),
+                                                 pytest.param(64, 0.3, 3000, marks=pytest.mark.slow),
+                                                 pytest.param(128, 0.0, 3000, marks=pytest.mark.slow),
                                                  pytest.param(32, 0.0, 3000, marks=pytest.mark.slow),
                                                  pytest.param(32, 0.3, 3000, marks=pytest.mark.slow),
                                                  pytest.param(64, 0.2, 10_000, marks=pytest.mark.slow)])

@@ -76,8 +76,8 @@ def _check(name, spec, options, tmp_path, **kwargs):
     return result
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name in ("tt2", "tt3") else name
-                                  for name in QUICK])  # tt1 stands for the TT shells in make test
+@pytest.mark.parametrize("name", [name if name == "tt1" else pytest.param(name, marks=pytest.mark.slow)
+                                  for name in QUICK])  # tt1 stands for the shells in make test (5 to 40 s each)
 def test_rtl_shell_equals_golden(tmp_path, name):
     spec, options = QUICK[name]
     _check(name, spec, options, tmp_path, seed=3, pause=0.3)

@@ -170,7 +170,7 @@ def _chains(bits: int, seed: int, min_values: int = 1500):
     return lambda: chain_list(pe, _wide_spec("tt1", bits), np.random.default_rng(seed), min_values=min_values)
 
 
-WIDE_CASES = {  # name -> (pe, stream bits, builder): about a second of RTL each
+WIDE_CASES = {  # name -> (pe, stream bits, builder): 1 to 6 s of RTL each
     "chain-64": ("tt1", 64, _wide_chain(64, 1, i=4, l2=4)),
     "chain-128": ("tt1", 128, _wide_chain(128, 1, i=4, l2=4)),
     "tt1-64": ("tt1", 64, _wide_random("tt1", 64, 4, 41, inline_every=2)),
@@ -179,14 +179,14 @@ WIDE_CASES = {  # name -> (pe, stream bits, builder): about a second of RTL each
     "tt2-128": ("tt2", 128, _wide_random("tt2", 128, 4, 44, inline_every=3)),
     "tt3-64": ("tt3", 64, _wide_random("tt3", 64, 4, 45, inline_every=2, strided=False)),
     "tt3-128-refused": ("tt3", 128, _wide_random("tt3", 128, 4, 46, inline_every=2, refuse_at=3)),
-    "planes-32": ("tt1", 32, _planes(32, 61)),  # 3-D blocks: a cycle between planes on either side
-    "planes-64": ("tt1", 64, _planes(64, 62)),
-    "planes-128": ("tt1", 128, _planes(128, 63)),
-    "chains-32": ("tt1", 32, _chains(32, 71)),  # accumulating calls: O_HOLD, the buffer, 64-bit raw drains
-    "chains-64": ("tt1", 64, _chains(64, 72)),
-    "chains-128": ("tt1", 128, _chains(128, 73)),
+    "planes-128": ("tt1", 128, _planes(128, 63)),  # 3-D blocks: a cycle between planes on either side
+    "chains-128": ("tt1", 128, _chains(128, 73)),  # accumulating calls: O_HOLD, the buffer, 64-bit raw drains
 }
-SLOW_WIDE_CASES = {
+SLOW_WIDE_CASES = {  # and the 3-D blocks and accumulating calls at 32 and 64 bits: 5 to 9 s of RTL each
+    "planes-32": ("tt1", 32, _planes(32, 61)),
+    "planes-64": ("tt1", 64, _planes(64, 62)),
+    "chains-32": ("tt1", 32, _chains(32, 71)),
+    "chains-64": ("tt1", 64, _chains(64, 72)),
     "chain-64-large": ("tt1", 64, _wide_chain(64, 3, shift=-12, i=9, j=4, k=40, l=20, l2=16)),
     "chain-128-large": ("tt1", 128, _wide_chain(128, 3, shift=-12, i=9, j=4, k=40, l=20, l2=16)),
     "tt1-64-large": ("tt1", 64, _wide_random("tt1", 64, 3, 47, scale=4)),
@@ -203,7 +203,7 @@ SLOW_WIDE_CASES = {
     "chains-64-large": ("tt1", 64, _chains(64, 75, 10_000)),
     "chains-128-large": ("tt1", 128, _chains(128, 76, 10_000)),
 }
-WIDE_DDR = [  # (case, DDR timing) for the normal tier: the default DDR at both widths, one throttled each way
+WIDE_DDR = [  # (case, DDR timing) chosen: the default DDR at both widths, one throttled each way
     ("chain-64", DdrTiming()),
     ("tt2-128", DdrTiming()),
     ("tt3-64", DdrTiming(read_latency=30, write_latency=1, read_beats=3, read_window=4)),
@@ -215,12 +215,15 @@ WIDE_DDR = [  # (case, DDR timing) for the normal tier: the default DDR at both 
                             write_window=2)),
     ("chains-128", DdrTiming(read_latency=8, write_latency=8, read_beats=1, read_window=2)),
 ]
+QUICK_WIDE_DDR = WIDE_DDR[:4]  # make test's (about a second each); make test-slow runs the others
+SLOW = pytest.mark.slow
 SLOW_WIDE_DDR, LONG_WIDE_DDR = _tiers(list(WIDE_CASES) + list(SLOW_WIDE_CASES),
                                      [DdrTiming(), DDR_GRID[4]] + W_THROTTLED, WIDE_DDR)
 
 
 @pytest.mark.parametrize("name, ddr", [pytest.param(n, None, id=n) for n in WIDE_CASES]
-                         + [pytest.param(n, d, id=f"{n}-{_ddr_id(d)}") for n, d in WIDE_DDR]
+                         + [pytest.param(n, d, id=f"{n}-{_ddr_id(d)}", marks=[] if (n, d) in QUICK_WIDE_DDR else SLOW)
+                            for n, d in WIDE_DDR]
                          + [pytest.param(n, None, id=n, marks=pytest.mark.slow) for n in SLOW_WIDE_CASES]
                          + [pytest.param(n, d, id=f"{n}-{_ddr_id(d)}", marks=pytest.mark.slow)
                             for n, d in SLOW_WIDE_DDR]
@@ -241,8 +244,8 @@ def test_wide_model_equals_rtl_busy_cycles(tmp_path, name, ddr):
     assert model.total == result.busy_cycles
 
 
-LEAN_CASES = [("tt2-128", None), ("planes-32", None)]
-SLOW_LEAN_CASES = [("tt1-64", None), ("tt3-128-refused", None),
+LEAN_CASES = [("tt2-128", None), ("planes-128", None)]
+SLOW_LEAN_CASES = [("tt1-64", None), ("tt3-128-refused", None), ("planes-32", None),
                    ("tt2-128", DdrTiming(read_latency=8, write_latency=8, write_beats=1, write_window=2))]
 
 
@@ -253,7 +256,7 @@ SLOW_LEAN_CASES = [("tt1-64", None), ("tt3-128-refused", None),
 def test_a_shell_without_the_buffer_runs_lists_that_hold_nothing_alike(tmp_path, name, ddr):
     """held_sums False (accel_seq HELD = 0: no accumulation buffer, a 32-bit rounding stage): the same words and
     the same cycles as the model's (and so as the full shell's) for lists without accumulating calls."""
-    pe_name, bits, build = WIDE_CASES[name]
+    pe_name, bits, build = {**WIDE_CASES, **SLOW_WIDE_CASES}[name]
     pe, spec = PES[pe_name][0], _wide_spec(pe_name, bits)
     case = build()
     model = list_cycles(pe, spec, case.calls, case.arena, ddr=ddr)

@@ -103,7 +103,8 @@ def test_cycle_model_by_hand():
     assert transaction_cycles(SMALL, [header_word(Op.UPD, 1) | FLAG_ZERO]).total == 3
 
 
-@pytest.mark.parametrize("case", CsbPE().verification_grid(), ids=lambda case: case.id)
+@pytest.mark.parametrize("case", [pytest.param(case, id=case.id, marks=[pytest.mark.slow] * bool(index))
+                                  for index, case in enumerate(CsbPE().verification_grid())])  # 1 to 8 s each
 def test_grid_stimulus_reaches_every_feature_and_agrees_with_the_reference(case):
     pe = CsbPE()
     transactions = pe.build_stimulus(case.spec, CsbStimulusOptions())

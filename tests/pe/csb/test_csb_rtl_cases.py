@@ -314,8 +314,8 @@ GOLDEN_STIMULUS_DEFAULT = ("fc4x4_b4_p2_acc16", "conv3x8_k1_t4x4_b1_p4_acc16", "
 
 
 @needs_icarus
-@pytest.mark.parametrize("name", [name if name in GOLDEN_STIMULUS_DEFAULT else pytest.param(name, marks=pytest.mark.long)
-                                  for name in CONFIGS])
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow if name in GOLDEN_STIMULUS_DEFAULT
+                                               else pytest.mark.long) for name in CONFIGS])
 def test_rtl_matches_golden_stimulus(tmp_path, name):
     """The golden model's own stimulus (codesign.pe.csb.stimulus: directed corners and random transactions)."""
     shape, _ = CONFIGS[name]

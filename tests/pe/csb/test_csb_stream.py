@@ -288,6 +288,7 @@ def test_updates_are_topped_up_to_the_target():
     assert top_up_updates(spec, topped, target=10_000, seed=5) == topped
 
 
+@pytest.mark.slow  # 9 s
 def test_verification_stimulus_reaches_ten_thousand_operations_per_op():
     from codesign.pe import get_pe
 

@@ -75,13 +75,14 @@ def _layer_step(in_modes, out_modes, rank, batch, route="direct", outer_pe="tt3"
     return layer, x, grad_y
 
 
+SLOW = pytest.mark.slow  # 3 to 5 s each: make test runs one step a width and route
 LAYER_STEPS = [  # (in_modes, out_modes, rank, batch[, route]), the parallel array or one of each PE, stream width
     (((4, 4), (2, 5), 1, 17), False, 32),
-    (((4, 4), (2, 5), 2, 40), True, 32),
-    (((4, 4), (2, 5), 2, 40), True, 64),
+    pytest.param(((4, 4), (2, 5), 2, 40), True, 32, marks=SLOW),
+    pytest.param(((4, 4), (2, 5), 2, 40), True, 64, marks=SLOW),
     (((4, 4), (2, 5), 2, 24), True, 128),
     (((4, 4), (2, 5), 2, 17, "dense"), False, 32),  # PE3's outer products and the dense route on PE1 and PE2
-    (((4, 4), (2, 5), 2, 24, "dense"), True, 128),
+    pytest.param(((4, 4), (2, 5), 2, 24, "dense"), True, 128, marks=SLOW),
     (((4, 4), (2, 5), 2, 40, "dense", "tt1"), True, 64),  # dW summed over the batch on PE1 instead
     *(pytest.param(((2, 4, 4, 2), (4, 4, 4, 4), 4, 5), False, bits, marks=pytest.mark.slow)
       for bits in STREAM_BITS_CHOICES),
@@ -94,7 +95,7 @@ LAYER_STEPS = [  # (in_modes, out_modes, rank, batch[, route]), the parallel arr
     *(pytest.param(*case.values, False, marks=case.marks) if hasattr(case, "marks") else (*case, False)
       for case in LAYER_STEPS),
     (((4, 4), (2, 5), 2, 40), True, 64, True),  # forward split: PE1 copies take swapped forward calls
-    (((4, 4), (2, 5), 2, 40, "dense", "tt1"), True, 32, True),
+    pytest.param(((4, 4), (2, 5), 2, 40, "dense", "tt1"), True, 32, True, marks=SLOW),
 ])
 def test_layer_step_on_rtl_matches_golden_and_step_cycle_model(tmp_path, shape, parallel, stream_bits, split):
     """Every call of a whole layer step through the RTL of the PEs at 32-, 64- and 128-bit streams: every word

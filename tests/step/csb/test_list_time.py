@@ -40,7 +40,7 @@ def step_case(seed: int = 0):
 
 
 @needs_icarus
-@pytest.mark.parametrize("ddr", [None, DdrTiming()], ids=["axi-ram", "ddr"])
+@pytest.mark.parametrize("ddr", [None, pytest.param(DdrTiming(), marks=pytest.mark.slow)], ids=["axi-ram", "ddr"])
 def test_rtl_runs_the_step_lists_bit_exact_in_the_modelled_cycles(tmp_path, ddr):
     from codesign.shell.list_sim import run_list_rtl
 

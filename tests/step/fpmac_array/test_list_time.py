@@ -46,7 +46,7 @@ def test_the_list_step_is_its_two_lists_on_the_board():
     assert priced["total"] > step_list_cycles(SPEC, layers, 7)["total"]  # DDR's latency on top of the AXI RAM's
 
 
-@pytest.mark.parametrize("ddr", [None, "board"])
+@pytest.mark.parametrize("ddr", [None, pytest.param("board", marks=pytest.mark.slow)])  # 3 and 6 s
 def test_the_explorer_s_fast_pricing_is_the_cycle_model_on_every_array_shape(ddr):
     """fast=True simulates a step shape once and re-prices other arrays by their compute cycles: equal to the
     full simulation, list by list and part by part, on every rows x cols of 1..5 at two buffer depths, under

@@ -44,6 +44,7 @@ def _stepped(setup, steps: int = 3):
                                                       trainer.runner.macs), before)]
 
 
+@pytest.mark.slow  # 8 to 12 s
 def test_the_host_work_counted_is_what_a_list_step_asks_of_its_shell(setup):
     trainer, (lists, calls, flushed, read, macs) = _stepped(setup)
     assert trainer.list_steps == 2 and calls > 0
@@ -81,6 +82,7 @@ def priced(setup):
     return step, plans, cycles
 
 
+@pytest.mark.slow  # with pricing every list of the step: 18 to 22 s
 def test_each_phase_costs_its_longer_list(priced):
     step, plans, cycles = priced
     for lists, phases, found in zip(plans, step.phase_cycles, cycles):
@@ -94,6 +96,7 @@ def test_each_phase_costs_its_longer_list(priced):
     assert step.time.pe_s == pytest.approx(sum(step.layer_cycles) / 100e6)
 
 
+@pytest.mark.slow
 def test_the_pe_work_is_the_cycles_the_list_model_finds_the_pes_busy(priced):
     """PeWork's parts from the PEs' cycle formulas against the list cycle model's busy cycles (a PE part or its
     loader moved): a list whose loads all run on their own is busy exactly its calls' stall-free cycles; where

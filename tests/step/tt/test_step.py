@@ -442,7 +442,7 @@ def test_step_in_csim_with_zeros_outliers_and_saturation(csim_runner, route):
 
 
 @needs_cxx
-@pytest.mark.parametrize("name", ["padding_edges_b33", "rank1_b17"])
+@pytest.mark.parametrize("name", [pytest.param("padding_edges_b33", marks=pytest.mark.slow), "rank1_b17"])
 def test_dense_route_on_pe1_in_csim_equals_the_golden_layer(tmp_path, name):
     from codesign.step.tt.csim import CsimRunner
 
@@ -466,11 +466,12 @@ def test_step_in_csim_on_a_small_array(tmp_path):
 
 
 @needs_cxx
+@pytest.mark.slow  # 6 to 8 s each; make test runs the kernels at 32 bits above, and wide at RTL in tests/pe/tt
 @pytest.mark.parametrize("stream_bits, name, route", [
     (128, "rank1_b17", "direct"),
     (64, "rank1_b17", "dense"),
-    pytest.param(64, "padding_edges_b33", "direct", marks=pytest.mark.slow),
-    pytest.param(128, "padding_edges_b33", "dense", marks=pytest.mark.slow),
+    (64, "padding_edges_b33", "direct"),
+    (128, "padding_edges_b33", "dense"),
 ])
 def test_step_in_csim_at_a_wide_stream_equals_the_golden_layer(tmp_path, stream_bits, name, route):
     """The generated kernels built with 64- or 128-bit streams, the driver packing 32-bit file words into them: the
