@@ -42,8 +42,10 @@ def _data(train: int = 128, test: int = 64) -> Dataset:
 
 
 def _words(trainer) -> list:
+    """Every state word: the weights' record, and the prior's ``lambda``s the next step reads."""
     state = trainer.read_weights()
-    return [np.asarray(a) for key in ("cores", "biases", "moments", "trackers", "means", "ranks") for a in state[key]]
+    return ([np.asarray(a) for key in ("cores", "biases", "moments", "trackers", "means", "ranks") for a in state[key]]
+            + [lam for lambdas in trainer.lambdas for lam in lambdas])
 
 
 @pytest.mark.parametrize("copies", [(1, 1), (2, 3)])
