@@ -81,7 +81,7 @@ def test_board_part_patterns_are_checked():
     assert replace(zed, board_part_patterns=()).board_part_patterns == ("avnet.com:zedboard:part0:*",)
 
 
-@pytest.mark.slow  # 12 s: the ZedBoard and the Ultra96-V2 train on emulated boards in make test
+@pytest.mark.slow  # 12 s; make test runs a ZedBoard design's step on its emulated board (test_board_bad_input.py)
 def test_the_pynq_z2_fits_and_trains_on_its_emulated_board(tmp_path, capsys):
     """The board PYNQ users ask for most: the shipped FB-float design fits it and trains on its emulated board
     bit-identically to the golden loop (its Tcl lint is tests/design/test_build.py's)."""

@@ -43,7 +43,7 @@ def assert_same_state(golden, lists) -> int:
     return compared
 
 
-@pytest.mark.slow  # 24 s; make test runs the step-by-step test below
+@pytest.mark.slow  # 24 s, the only FB change on lists: make test runs list steps at one FB (below)
 def test_two_epochs_with_an_fb_change_equal_the_golden_loop_in_every_state_word():
     data = synthetic_dataset(samples=150, seed=1, validation_fraction=0.2)  # 84 training rows: a last batch of 4
     setup = small_setup(epsilon=1.0)  # every check raises the FB: 5 in epoch 0, 6 in epoch 1

@@ -32,10 +32,10 @@ OWN_FILES = {
 }
 GENERIC = [name for name in pe_names() if all(name not in own for own in OWN_FILES.values())]
 
-# PEs whose RTL make test checks in a file of their own, under stalls and with cycles against the model: the
+# PEs whose RTL make test checks in a test of their own (file, test), with cycles against the model: the
 # generic RTL test runs their grid in make test-slow only (CSB's points take 20 s and more each under stalls; its
 # own file runs an FC and three CONV blocks in about 20 s)
-OWN_QUICK_RTL = {"csb": "tests/pe/csb/test_csb_rtl_cases.py"}
+OWN_QUICK_RTL = {"csb": ("tests/pe/csb/test_csb_rtl_cases.py", "test_rtl_matches_contract_and_cycle_model")}
 
 
 def stream_parts(name: str, spec) -> int:
@@ -50,10 +50,16 @@ def grid_stimulus(name: str, case):
     return pe.build_stimulus(case.spec, case.options if case.options is not None else quick_options(pe))
 
 
+def first_quick_point(name: str) -> int:
+    """The index of PE ``name``'s first grid point that is neither ``slow`` nor ``long``: the one make test runs
+    at every level."""
+    return next(index for index, case in enumerate(get_pe(name).verification_grid()) if not (case.slow or case.long))
+
+
 def _slow(name: str, index: int, case, *, rtl: bool = False) -> bool:
-    """make test runs each PE's first grid point in the generic header and RTL tests (but the RTL of the PEs of
-    :data:`OWN_QUICK_RTL`); make test-slow the others, every header field at its top among them."""
-    return case.slow or index > 0 or (rtl and name in OWN_QUICK_RTL)
+    """make test runs each PE's first quick grid point in the generic header and RTL tests (but the RTL of the
+    PEs of :data:`OWN_QUICK_RTL`); make test-slow the others, every header field at its top among them."""
+    return case.slow or index != first_quick_point(name) or (rtl and name in OWN_QUICK_RTL)
 
 
 def _grid_params(*, rtl: bool) -> list:
@@ -81,7 +87,7 @@ def stream_registry() -> tuple[list[str], dict, Path]:
 
 @pytest.fixture
 def own_quick_rtl() -> dict[str, str]:
-    """:data:`OWN_QUICK_RTL`, for the test that its files exist."""
+    """:data:`OWN_QUICK_RTL`, for the test that its tests exist and run in make test."""
     return OWN_QUICK_RTL
 
 

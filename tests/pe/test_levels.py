@@ -4,7 +4,7 @@ Every registered PE's :meth:`verification_grid` runs here at every level on
 one shared vector file per grid point, through the same generic flow
 (:mod:`codesign.hw.flow`) the command line uses. make test runs every quick
 point at golden (but the FP-MAC array's past its first) and each PE's first
-point at C-sim and RTL (the RTL under stalls in tests/pe/test_stream_rtl.py
+quick point at C-sim and RTL (the RTL under stalls in tests/pe/test_stream_rtl.py
 or the PE's own file, but the pipeline FP-MAC's here); make test-slow runs
 the rest, but the RTL level of the points of :data:`RTL_LONG` (make
 test-long).
@@ -19,7 +19,7 @@ import pytest
 
 from codesign.hw.flow import LEVELS, generate_project, run_csim, run_rtl
 from codesign.pe import get_pe, pe_names
-from tests.pe.conftest import GENERIC
+from tests.pe.conftest import GENERIC, first_quick_point
 
 
 # slow grid points whose RTL level at the full stimulus takes minutes of Icarus: make test-long runs it; make
@@ -34,10 +34,10 @@ SLOW_GOLDEN = {"fpmac_array"}
 
 def _marks(name: str, index: int, case, level: str) -> list:
     """``slow``/``long`` as the grid point says. Also ``slow``: the C-sim and RTL levels of every point but the
-    PE's first (a compile or an Icarus run of seconds each), the golden level of those of :data:`SLOW_GOLDEN`,
+    PE's first quick one (a compile or an Icarus run of seconds each), the golden level of those of :data:`SLOW_GOLDEN`,
     and the RTL level of a PE make test runs at RTL under stalls (tests/pe/test_stream_rtl.py, or its own
     file). The points of :data:`RTL_LONG` run at RTL in make test-long."""
-    later = index > 0 and (level != "golden" or name in SLOW_GOLDEN)
+    later = index != first_quick_point(name) and (level != "golden" or name in SLOW_GOLDEN)
     slow = case.slow or later or (level == "rtl" and name in GENERIC)
     long = case.long or (level == "rtl" and (name, case.id) in RTL_LONG)
     return [pytest.mark.slow] * slow + [pytest.mark.long] * long

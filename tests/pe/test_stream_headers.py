@@ -12,6 +12,9 @@ that check it, so none is left out unseen: the pipeline FP-MAC has its own check
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+
 import numpy as np
 
 from codesign.hw.vectors import write_transactions
@@ -28,12 +31,19 @@ def test_every_registered_pe_is_checked_somewhere(stream_registry):
         assert not missing, missing
 
 
-def test_pes_with_their_own_quick_rtl_file_have_it(stream_registry, own_quick_rtl):
-    """A PE that leaves its quick RTL run to a file of its own is a generic PE, and the file exists, so make test
-    cannot silently lose the PE's RTL."""
+def test_pes_with_their_own_quick_rtl_test_have_it(stream_registry, own_quick_rtl):
+    """A PE that leaves its quick RTL run to a test of its own is a generic PE, and that test exists, is not
+    ``slow`` or ``long`` itself and has a case that is neither, so make test cannot silently lose the PE's RTL."""
     GENERIC, _, ROOT = stream_registry
     assert set(own_quick_rtl) <= set(GENERIC)
-    assert all((ROOT / path).is_file() for path in own_quick_rtl.values()), own_quick_rtl
+    for path, name in own_quick_rtl.values():
+        spec = importlib.util.spec_from_file_location(f"own_quick_rtl_{name}", ROOT / path)
+        module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
+        spec.loader.exec_module(module)
+        marks = getattr(getattr(module, name), "pytestmark", [])
+        assert not {"slow", "long"} & {mark.name for mark in marks}, (path, name)
+        cases = [value for mark in marks if mark.name == "parametrize" for value in mark.args[1]]
+        assert any(not {"slow", "long"} & {mark.name for mark in getattr(case, "marks", ())} for case in cases)
 
 
 def test_header_matches_golden_stimulus(header_checker, tmp_path, stream_grid_case, grid_stimulus):

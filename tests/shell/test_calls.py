@@ -137,7 +137,7 @@ def test_rtl_list_catches_a_wrong_golden_word(tmp_path):
     assert result.mismatches == 1
 
 
-@pytest.mark.slow  # 8 to 10 s each; make test runs 128-bit lists at C-sim and RTL in the chain and block tests
+@pytest.mark.slow  # 8 to 10 s each; make test runs 128-bit lists at C-sim and RTL in the chain-list tests
 @pytest.mark.parametrize("bits", [64, 128])
 def test_wide_stream_lists_equal_golden_at_csim_and_rtl(tmp_path, bits):
     """At 64 and 128 bits: the header one stream word, blocks of whole beats, the results unpacked to the stage
@@ -197,7 +197,7 @@ def test_every_pe_list_equals_golden_at_csim(tmp_path, name):
     assert result.passed, result.first_mismatches
 
 
-@pytest.mark.slow  # 10 to 30 s a PE; make test runs lists at RTL in the chain and 3-D block tests below
+@pytest.mark.slow  # 10 to 30 s a PE; make test runs PE1 lists at RTL in the chain-list test below (3-D blocks too)
 @pytest.mark.parametrize("name", EVERY_PE)
 def test_every_pe_list_equals_golden_at_rtl(tmp_path, name):
     """The same lists on the RTL shell around each PE's RTL (the shell the design flow builds for that PE: without

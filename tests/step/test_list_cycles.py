@@ -215,7 +215,7 @@ WIDE_DDR = [  # (case, DDR timing) chosen: the default DDR at both widths, one t
                             write_window=2)),
     ("chains-128", DdrTiming(read_latency=8, write_latency=8, read_beats=1, read_window=2)),
 ]
-QUICK_WIDE_DDR = WIDE_DDR[:4]  # make test's (about a second each); make test-slow runs the others
+QUICK_WIDE_DDR = WIDE_DDR[:4]  # make test's (1 to 2 s each); make test-slow runs the others
 SLOW = pytest.mark.slow
 SLOW_WIDE_DDR, LONG_WIDE_DDR = _tiers(list(WIDE_CASES) + list(SLOW_WIDE_CASES),
                                      [DdrTiming(), DDR_GRID[4]] + W_THROTTLED, WIDE_DDR)

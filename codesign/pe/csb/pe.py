@@ -113,9 +113,9 @@ class CsbPE(StreamPE):
     def verification_grid(self) -> list[GridCase]:
         """FC and CONV blocks from 1 x 1-entry corner cases to full 16 x 16, lanes 2..8, groups 1..4, 16/32-bit sums.
         The three points whose RTL runs take minutes are ``slow``: make test-slow runs them at RTL under stalls at
-        the quick stimulus (tests/pe/test_stream_rtl.py), and make test-long at the full one. make test keeps a
-        full FC block and a parallel CONV block with 16-bit sums at golden and C-sim, and at RTL under stalls at
-        the quick stimulus."""
+        the quick stimulus (tests/pe/test_stream_rtl.py), and make test-long at the full one. make test runs the
+        quick points at golden and the first, a full FC block, at C-sim; make test-slow the rest at C-sim and RTL
+        (tests/pe/csb/test_csb_rtl_cases.py runs CSB's RTL in make test)."""
         return [
             GridCase("fc16_b8", CsbSpec(block_rows=16, block_cols=16, batch=8)),
             GridCase("fc3x8_b2_acc16", CsbSpec(block_rows=3, block_cols=8, batch=2, acc_bits=16), slow=True),

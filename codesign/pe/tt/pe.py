@@ -34,8 +34,8 @@ LONG_CONTRACTIONS = 10_000  # contractions per configuration in the extended gri
 
 WIDE_STREAMS = tuple(bits for bits in STREAM_BITS_CHOICES if bits > WORD_BITS)  # the widths beside the 32-bit grid
 QUICK_WIDE = 1  # configurations of the main grid that ``make test`` runs at a quick wider width (the rest: ``long``)
-# the wider widths whose quick points ``make test`` runs; the others' are ``slow`` (``make test-slow``): the widest
-# word takes the multi-part unpacker, packer and header check, and ``make test`` has 10 minutes
+# the wider widths whose quick points run at golden in ``make test`` (their C-sim and RTL in ``make test-slow``); the
+# others' are ``slow``: the widest word takes the multi-part unpacker, packer and header check
 QUICK_WIDE_STREAMS = (WIDE_STREAMS[-1],)
 
 

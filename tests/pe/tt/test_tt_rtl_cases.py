@@ -75,7 +75,8 @@ def _layer_step(in_modes, out_modes, rank, batch, route="direct", outer_pe="tt3"
     return layer, x, grad_y
 
 
-SLOW = pytest.mark.slow  # 3 to 5 s each: make test runs one step a width and route
+# 3 to 5 s each: make test runs five (direct at 32 and 128 bits, dense at 32 and on PE1 at 64, the split)
+SLOW = pytest.mark.slow
 LAYER_STEPS = [  # (in_modes, out_modes, rank, batch[, route]), the parallel array or one of each PE, stream width
     (((4, 4), (2, 5), 1, 17), False, 32),
     pytest.param(((4, 4), (2, 5), 2, 40), True, 32, marks=SLOW),

@@ -466,7 +466,8 @@ def test_step_in_csim_on_a_small_array(tmp_path):
 
 
 @needs_cxx
-@pytest.mark.slow  # 6 to 8 s each; make test runs the kernels at 32 bits above, and wide at RTL in tests/pe/tt
+# 6 to 8 s each; make test runs the kernels at 32 bits above, wide in tests/pe/tt/test_tt_stream_width.py
+@pytest.mark.slow
 @pytest.mark.parametrize("stream_bits, name, route", [
     (128, "rank1_b17", "direct"),
     (64, "rank1_b17", "dense"),
