@@ -5,6 +5,7 @@ PE-specific cases in tests/pe/<pe>/ use too."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -50,6 +51,7 @@ def grid_stimulus(name: str, case):
     return pe.build_stimulus(case.spec, case.options if case.options is not None else quick_options(pe))
 
 
+@functools.cache
 def first_quick_point(name: str) -> int:
     """The index of PE ``name``'s first grid point that is neither ``slow`` nor ``long``: the one make test runs
     at every level."""
@@ -86,7 +88,7 @@ def stream_registry() -> tuple[list[str], dict, Path]:
 
 
 @pytest.fixture
-def own_quick_rtl() -> dict[str, str]:
+def own_quick_rtl() -> dict[str, tuple[str, str]]:
     """:data:`OWN_QUICK_RTL`, for the test that its tests exist and run in make test."""
     return OWN_QUICK_RTL
 

@@ -34,9 +34,10 @@ SLOW_GOLDEN = {"fpmac_array"}
 
 def _marks(name: str, index: int, case, level: str) -> list:
     """``slow``/``long`` as the grid point says. Also ``slow``: the C-sim and RTL levels of every point but the
-    PE's first quick one (a compile or an Icarus run of seconds each), the golden level of those of :data:`SLOW_GOLDEN`,
-    and the RTL level of a PE make test runs at RTL under stalls (tests/pe/test_stream_rtl.py, or its own
-    file). The points of :data:`RTL_LONG` run at RTL in make test-long."""
+    PE's first quick one (a compile or an Icarus run of seconds each), the golden level of those of
+    :data:`SLOW_GOLDEN`, and the RTL level of a PE make test runs at RTL under stalls
+    (tests/pe/test_stream_rtl.py, or its own file). The points of :data:`RTL_LONG` run at RTL in make
+    test-long."""
     later = index != first_quick_point(name) and (level != "golden" or name in SLOW_GOLDEN)
     slow = case.slow or later or (level == "rtl" and name in GENERIC)
     long = case.long or (level == "rtl" and (name, case.id) in RTL_LONG)
