@@ -35,6 +35,7 @@ def compile_and_run(source: Path, build_dir: Path) -> csim.CsimResult:
     return csim.csim([source], include_dirs=[], vectors=vectors, build_dir=build_dir, name="check")
 
 
+@pytest.mark.slow  # 6 to 8 s of compiles in a cache of its own; make test's C-sim tests all compile with the prelude
 def test_the_prelude_is_built_once_and_every_compile_uses_it(private_cache, tmp_path):
     result = compile_and_run(private_cache, tmp_path / "one")
     assert (result.vectors, result.mismatches) == (2, 0)

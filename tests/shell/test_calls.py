@@ -183,8 +183,8 @@ def _rounded_values(case: ListCase) -> int:
     return sum(call.count for call in case.calls if call.rounding.enable)
 
 
-@pytest.mark.parametrize("name", [name if name == "tt1" else pytest.param(name, marks=pytest.mark.slow)
-                                  for name in EVERY_PE])  # 5 to 24 s each: tt1 stands for the PEs in make test
+@pytest.mark.slow  # 5 to 24 s each; make test runs PE1 lists at C-sim in the chain-list test below
+@pytest.mark.parametrize("name", EVERY_PE)
 def test_every_pe_list_equals_golden_at_csim(tmp_path, name):
     """Behind every PE, >= 10^4 results through the rounding stage in >= 5 configurations (one random per call)
     and raw calls between them: the HLS shell's arena equals the golden arena."""

@@ -83,8 +83,8 @@ def test_rtl_shell_equals_golden(tmp_path, name):
     _check(name, spec, options, tmp_path, seed=3, pause=0.3)
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name != "tt1_s64" else name
-                                  for name in WIDE])
+@pytest.mark.slow  # 6 to 7 s each; make test runs wide streams at RTL in tests/step/test_list_cycles.py
+@pytest.mark.parametrize("name", WIDE)
 def test_rtl_shell_at_the_stream_width_equals_golden(tmp_path, name):
     """64- and 128-bit buses: every burst's AxSIZE is the beat's, addresses beat-aligned, and a last beat that
     n_out cuts short writes only its words (the guard word after it stays)."""

@@ -244,8 +244,8 @@ def test_wide_model_equals_rtl_busy_cycles(tmp_path, name, ddr):
     assert model.total == result.busy_cycles
 
 
-LEAN_CASES = [("tt2-128", None), ("planes-128", None)]
-SLOW_LEAN_CASES = [("tt1-64", None), ("tt3-128-refused", None), ("planes-32", None),
+LEAN_CASES = [("tt2-128", None)]
+SLOW_LEAN_CASES = [("tt1-64", None), ("tt3-128-refused", None), ("planes-32", None), ("planes-128", None),
                    ("tt2-128", DdrTiming(read_latency=8, write_latency=8, write_beats=1, write_window=2))]
 
 
