@@ -61,7 +61,7 @@ yosys-reports: setup
 
 # one torch/OpenMP thread per pytest worker: two workers on two cores, no oversubscription; worksteal lets an idle
 # worker take queued tests from the busy one (the RTL grid otherwise ends on one worker).
-# make test: everything but the tests marked slow or long (under 10 min on 2 cores, set-up included)
+# make test: everything but the tests marked slow or long (its budget: 10 min on 2 cores, set-up included)
 test: setup test-system-packages
 	$(BIN)/ruff check --select F,E9 codesign tests benchmarks
 	$(BIN)/lint-imports
