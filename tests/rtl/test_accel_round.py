@@ -259,10 +259,10 @@ def _grid_params():
     one width, the widest first (make test-slow runs the rest)."""
     quick = [point for point in GRID if not point.rtl_slow]
     for point in GRID:
+        quick_parts = None if point.rtl_slow else RTL_PARTS[-1 - quick.index(point) % len(RTL_PARTS)]
         for level in LEVELS:
             for parts in RTL_PARTS if level == "rtl" else (1,):
-                widest_first = RTL_PARTS[-1 - quick.index(point) % len(RTL_PARTS)] if not point.rtl_slow else None
-                slow = level == "rtl" and parts != widest_first
+                slow = level == "rtl" and parts != quick_parts
                 suffix = f"-p{parts}" if level == "rtl" else ""
                 yield pytest.param(point, level, parts, id=f"{point.name}-{level}{suffix}",
                                    marks=LEVEL_MARKS[level] + ([pytest.mark.slow] if slow else []))
