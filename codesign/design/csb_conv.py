@@ -9,10 +9,10 @@ needs from there:
   pruning search fixes the kernel masks every fixed-point step works on.
 * **The layers.** :func:`conv_layers` follows one forward pass and gives
   every counted layer as a :class:`~codesign.step.csb.time.CsbLayer`
-  ('same'-padded convs only): a 3 x 3 conv over its input's map at stride 1
-  (a stride-2 one is subsampled by the host, so it costs four times its
-  useful MACs on the PE), a 1 x 1 conv on the map the host subsampled for
-  it, the FC head as a 1 x 1 map.
+  ('same'-padded convs only): a 3 x 3 conv over its input's map, a stride-2
+  one at stride 2 on a build with ``max_stride`` 2 (else at stride 1 and
+  subsampled by the host, four times its useful MACs on the PE), a 1 x 1 conv
+  on the map the host subsampled for it, the FC head as a 1 x 1 map.
 * **The host's share** (:func:`measure_conv_host`): a fixed-point golden
   step less its convolutions and the head, each timed alone at the same
   shapes, forward and both gradients (batch norm, ReLU, pooling, the loss,
@@ -97,7 +97,8 @@ def conv_layers(trainer) -> list[CsbLayer]:
             out_h, out_w = -(-height // stride), -(-width // stride)
             keep = np.ones((module.out_channels, module.in_channels), bool) if keep is None else keep.numpy()
             map_h, map_w = (height, width) if kernel > 1 else (out_h, out_w)
-            layers.append(CsbLayer(mask=keep, height=map_h, width=map_w, kernel=kernel, positions=out_h * out_w))
+            layers.append(CsbLayer(mask=keep, height=map_h, width=map_w, kernel=kernel, positions=out_h * out_w,
+                                   stride=stride if kernel > 1 else 1))
         elif isinstance(module, torch.nn.Linear):
             keep = np.ones((module.out_features, module.in_features), bool) if keep is None else keep.numpy()
             layers.append(CsbLayer(mask=keep))

@@ -6,7 +6,7 @@
 // storage), WG (result-sparse weight gradient) and UPD (24-bit buffer update).
 // It implements docs/csb.md bit for bit, as a template over the PE parameters
 // (codesign::csb::pe<BLOCK_ROWS, BLOCK_COLS, K, OUT_H, OUT_W, BATCH, PARALLEL,
-// ACC_BITS>). A generated top is a thin wrapper:
+// ACC_BITS, MAX_STRIDE>). A generated top is a thin wrapper:
 //
 //   void csb_kernel(hls::stream<ap_uint<32> > &in, hls::stream<ap_uint<32> > &out) {
 //     codesign::csb::pe<...>::process(in, out);   // one transaction per call
@@ -16,24 +16,23 @@
 // selects the channel, i.e. the high address bits of the source and
 // destination buffers; counters (entry e, tap (ky, kx), position group g)
 // generate the low address bits. EB is FP with x and y exchanged by a
-// multiplexer, with the position counter running over input positions and the
-// source position dst - (ky, kx) masked where it leaves the output tile.
+// multiplexer: both step over the output positions, FP gathering from and EB
+// scattering to the input position (s*oy + ky, s*ox + kx) at stride s (1, or 2
+// with header flag S2 on a MAX_STRIDE 2 build, whose buffers hold that tile).
 //
 // Intended cycle behaviour (what the pragmas ask of Vitis HLS; not measured
 // here, Vitis HLS is not part of the test environment):
 //   * loading: one stream word per cycle (II=1): 4 codes, or one accumulator,
 //     gradient or buffer word;
-//   * FP/EB: one (entry, tap, position group) step per cycle, II=1, in a single
-//     flattened loop of nnz * K*K * ceil(dst_positions / PARALLEL) steps. A step
-//     does PARALLEL * BATCH MACs: the lane dimension of every buffer is fully
-//     partitioned (BATCH lanes in parallel) and the destination position
-//     dimension of the accumulator buffer is partitioned cyclically by
-//     PARALLEL, so the P destination positions g*P + p of a step sit in
-//     distinct banks. One accumulator is read-modified-written once per
-//     ceil(dst_positions / PARALLEL) steps; where that distance is shorter
-//     than the read-add-write latency (e.g. a 1x1 FC tile) HLS stretches the
-//     interval to that latency. Source reads of the P groups are not bank
-//     aligned in general (P > 1 with K > 1); HLS then adds read cycles.
+//   * FP/EB: one (entry, tap, position group) step per cycle, II=1, in one
+//     flattened loop of nnz * K*K * ceil(OUT_POS / PARALLEL) steps of PARALLEL *
+//     BATCH MACs: every buffer's lane dimension is fully partitioned and the
+//     accumulators' position dimension cyclically by PARALLEL, so FP's P
+//     destinations g*P + p sit in distinct banks. An accumulator is updated
+//     once per ceil(OUT_POS / PARALLEL) steps; where that is shorter than the
+//     read-add-write latency (a 1x1 FC tile) HLS stretches the interval. The
+//     P groups' input-tile accesses (FP/WG reads, EB writes) are not bank
+//     aligned in general (P > 1 with K > 1, or stride 2); HLS adds cycles.
 //   * WG: one (entry, tap, position group) step per cycle, II=1: P groups each
 //     add a BATCH-lane dot product (exact, < 2^19) into a register partial;
 //     the P partials are merged into G[e][t] at the last group step of the
@@ -68,13 +67,14 @@ namespace csb {
 enum { OP_FP = 0, OP_EB = 1, OP_WG = 2, OP_UPD = 3 };
 // Element-wise opcodes (flag EW): SELECT keeps v where z > 0, SHR shifts a 24-bit word right (floor).
 enum { EW_SELECT = 0, EW_SHR = 1 };
-// Header flags (docs/csb.md, "Flags and element-wise operations").
+// Header flags (docs/csb.md, "Flags and element-wise operations", "Stride 2"). S2: FP, EB, WG at stride 2.
 // HOLD keeps an FP, EB or WG result in the PE (the status goes out alone); CARRY starts the next one's sums from it.
 enum { FLAG_ZERO = 1 << 2, FLAG_G_FIRST = 1 << 3, FLAG_LEFT = 1 << 4, FLAG_EW = 1 << 5, FLAG_HOLD = 1 << 6,
-       FLAG_CARRY = 1 << 7 };
+       FLAG_CARRY = 1 << 7, FLAG_S2 = 1 << 13 };
 
-// Header fields: op [1:0], flags [7:2], shift [12:8], nnz [24:16]; every other bit is reserved.
-const unsigned HEADER_FIELDS_MASK = 0x3u | 0xFCu | (0x1Fu << 8) | (0x1FFu << 16);
+// Header fields: op [1:0], flags [7:2], shift [12:8], S2 [13], nnz [24:16]; every other bit is reserved.
+const unsigned FLAG_BITS = 0xFCu | FLAG_S2;
+const unsigned HEADER_FIELDS_MASK = 0x3u | FLAG_BITS | (0x1Fu << 8) | (0x1FFu << 16);
 const int COUNT_FIELD_MAX = 0x1FF;  // the 9-bit nnz / element count field
 
 const int CODE_BITS = 8;      // operand codes
@@ -148,7 +148,8 @@ inline ap_int<WORD_BITS> shift_left_saturate(ap_int<WORD_BITS> g, ap_uint<5> shi
   return saturate<WORD_BITS>(wide);
 }
 
-template <int BLOCK_ROWS, int BLOCK_COLS, int K, int OUT_H, int OUT_W, int BATCH, int PARALLEL, int ACC_BITS>
+template <int BLOCK_ROWS, int BLOCK_COLS, int K, int OUT_H, int OUT_W, int BATCH, int PARALLEL, int ACC_BITS,
+          int MAX_STRIDE = 1>
 struct pe {
   static_assert(BLOCK_ROWS >= 1 && BLOCK_ROWS <= 16, "block_rows must be 1..16 (4-bit index field)");
   static_assert(BLOCK_COLS >= 1 && BLOCK_COLS <= 16, "block_cols must be 1..16 (4-bit index field)");
@@ -157,12 +158,16 @@ struct pe {
   static_assert(BATCH >= 1 && BATCH <= 16, "batch lanes must be 1..16 (exact lane sums below 2^19)");
   static_assert(PARALLEL >= 1 && PARALLEL <= 8, "parallel groups must be 1..8");
   static_assert(ACC_BITS >= 16 && ACC_BITS <= 32, "acc_bits must be 16..32");
+  static_assert(MAX_STRIDE == 1 || MAX_STRIDE == 2, "max_stride must be 1 or 2");
 
   static const int KK = K * K;
-  static const int IN_H = OUT_H + K - 1;
+  static const int IN_H = OUT_H + K - 1;  // the input tile at stride 1
   static const int IN_W = OUT_W + K - 1;
+  static const int IN_W2 = 2 * (OUT_W - 1) + K;  // and at stride 2: (2*(OUT_H-1)+K) x IN_W2
   static const int OUT_POS = OUT_H * OUT_W;
   static const int IN_POS = IN_H * IN_W;
+  static const int IN_POS2 = (2 * (OUT_H - 1) + K) * IN_W2;
+  static const int IN_POS_MAX = MAX_STRIDE == 2 ? IN_POS2 : IN_POS;  // the input tile a buffer holds
   static const int MAX_NNZ = BLOCK_ROWS * BLOCK_COLS;
   static const int ACC_CH = max_of<BLOCK_ROWS, BLOCK_COLS>::value;  // FP: rows, EB: columns
   static const int POS_GROUPS = (OUT_POS + PARALLEL - 1) / PARALLEL;  // position-group steps per tap (FP, EB, WG)
@@ -174,6 +179,42 @@ struct pe {
   typedef ap_int<ACC_BITS> acc_t;
   typedef ap_int<BUFFER_BITS> buffer_t;
   typedef ap_uint<8> index_t;
+
+  // ---------------------------------------------------------------- counters
+  // (c, p, l) on to the next element of a section ordered (channel, position, lane), `pos` positions a channel.
+  static void next_element(int &c, int &p, int &l, int pos) {
+#pragma HLS INLINE
+    if (++l < BATCH) return;
+    l = 0;
+    if (++p == pos) {
+      p = 0;
+      ++c;
+    }
+  }
+
+  // The address counters of FP, EB and WG: position group g, then tap t = (ky, kx), then entry e.
+  static void next_step(int &e, int &t, int &ky, int &kx, int &g) {
+#pragma HLS INLINE
+    if (++g < POS_GROUPS) return;
+    g = 0;
+    if (++kx == K) {
+      kx = 0;
+      ++ky;
+    }
+    if (++t == KK) {
+      t = 0;
+      ky = 0;
+      ++e;
+    }
+  }
+
+  // The input position (s*oy + ky, s*ox + kx), row-major in the tile at stride s (2 with s2), that output
+  // position opos reads (FP, WG) or writes (EB) through tap (ky, kx).
+  static int in_position(bool s2, int opos, int ky, int kx) {
+#pragma HLS INLINE
+    const int oy = opos / OUT_W, ox = opos % OUT_W;
+    return s2 ? (2 * oy + ky) * IN_W2 + 2 * ox + kx : (oy + ky) * IN_W + ox + kx;
+  }
 
   // ---------------------------------------------------------------- loaders
   // Index bytes: stored, and checked against the block (status 3 when outside).
@@ -199,56 +240,45 @@ struct pe {
     return outside;
   }
 
-  // CH * POS * BATCH codes ordered (channel, position, lane), 4 to a word.
+  // CH * pos * BATCH codes ordered (channel, position, lane), 4 to a word, into a buffer of POS >= pos positions.
   template <int CH, int POS>
-  static void load_codes(hls::stream<word_t> &in, code_t buf[CH][POS][BATCH]) {
-    const int count = CH * POS * BATCH;
+  static void load_codes(hls::stream<word_t> &in, int pos, code_t buf[CH][POS][BATCH]) {
+    const int count = CH * pos * BATCH;
     int c = 0, p = 0, l = 0;
   load_codes_words:
     for (int w = 0; w < (count + 3) / 4; ++w) {
 #pragma HLS PIPELINE II = 1
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = (CH * POS * BATCH + 3) / 4
       const word_t word = in.read();
       for (int j = 0; j < 4; ++j) {
 #pragma HLS UNROLL
         if (4 * w + j < count) {
           buf[c][p][l] = code_t(word.range(8 * j + 7, 8 * j));
-          if (++l == BATCH) {
-            l = 0;
-            if (++p == POS) {
-              p = 0;
-              ++c;
-            }
-          }
+          next_element(c, p, l, pos);
         }
       }
     }
   }
 
-  // CH * POS * BATCH accumulator words ordered (channel, position, lane) into a
-  // buffer of at least that shape.
-  template <int CH, int POS>
-  static void load_accs(hls::stream<word_t> &in, acc_t buf[ACC_CH][IN_POS][BATCH]) {
+  // CH * pos * BATCH accumulator words ordered (channel, position, lane).
+  template <int CH>
+  static void load_accs(hls::stream<word_t> &in, int pos, acc_t buf[ACC_CH][IN_POS_MAX][BATCH]) {
     int c = 0, p = 0, l = 0;
   load_accs_words:
-    for (int w = 0; w < CH * POS * BATCH; ++w) {
+    for (int w = 0; w < CH * pos * BATCH; ++w) {
 #pragma HLS PIPELINE II = 1
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = CH * IN_POS_MAX * BATCH
       buf[c][p][l] = low_signed<ACC_BITS>(in.read());
-      if (++l == BATCH) {
-        l = 0;
-        if (++p == POS) {
-          p = 0;
-          ++c;
-        }
-      }
+      next_element(c, p, l, pos);
     }
   }
 
   // ZERO: the initial accumulators, which the transaction leaves out, start at 0.
-  template <int CH, int POS>
-  static void clear_accs(acc_t buf[ACC_CH][IN_POS][BATCH]) {
+  template <int CH>
+  static void clear_accs(int pos, acc_t buf[ACC_CH][IN_POS_MAX][BATCH]) {
   clear_accs_loop:
     for (int c = 0; c < CH; ++c)
-      for (int p = 0; p < POS; ++p)
+      for (int p = 0; p < pos; ++p)
         for (int l = 0; l < BATCH; ++l) buf[c][p][l] = 0;
   }
 
@@ -312,13 +342,13 @@ struct pe {
   // ---------------------------------------------------------------- datapaths
   // FP (transposed = false) and EB (transposed = true): operator-sparse MACs.
   // Both step over the output positions opos = g * PARALLEL + p of the tile,
-  // so EB spends no step on the halo: FP gathers ACC[y][opos] += w * X[x][opos
-  // + tap], EB scatters ACC[x][opos + tap] += w * DY[y][opos]. Within one
-  // (entry, tap) the P targets are distinct, so every accumulator still sees
-  // its additions in the contract's (entry, tap) order.
-  static void mac_block(bool transposed, int nnz, const index_t index[MAX_NNZ], const buffer_t weights[MAX_NNZ * KK],
-                        const code_t xbuf[BLOCK_COLS][IN_POS][BATCH], const code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH],
-                        acc_t accbuf[ACC_CH][IN_POS][BATCH]) {
+  // so EB spends no step on the halo: FP gathers ACC[y][opos] += w * X[x][ipos],
+  // EB scatters ACC[x][ipos] += w * DY[y][opos], ipos = in_position(s2, opos,
+  // tap). Within one (entry, tap) the P targets are distinct, so every
+  // accumulator still sees its additions in the contract's (entry, tap) order.
+  static void mac_block(bool transposed, bool s2, int nnz, const index_t index[MAX_NNZ],
+                        const buffer_t weights[MAX_NNZ * KK], const code_t xbuf[BLOCK_COLS][IN_POS_MAX][BATCH],
+                        const code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH], acc_t accbuf[ACC_CH][IN_POS_MAX][BATCH]) {
     const int steps = nnz * KK * POS_GROUPS;
     int e = 0, t = 0, ky = 0, kx = 0, g = 0;  // the address-generation counters
   mac_steps:
@@ -335,7 +365,7 @@ struct pe {
 #pragma HLS UNROLL
         const int opos = g * PARALLEL + p;
         if (opos < OUT_POS) {
-          const int ipos = (opos / OUT_W + ky) * IN_W + opos % OUT_W + kx;  // opos shifted by the tap
+          const int ipos = in_position(s2, opos, ky, kx);  // opos shifted by the tap
           const int spos = transposed ? opos : ipos;
           const int dpos = transposed ? ipos : opos;
           for (int l = 0; l < BATCH; ++l) {
@@ -346,25 +376,13 @@ struct pe {
           }
         }
       }
-      if (++g == POS_GROUPS) {  // counters: position group, then tap (kx, ky), then entry
-        g = 0;
-        ++t;
-        if (++kx == K) {
-          kx = 0;
-          ++ky;
-        }
-        if (t == KK) {
-          t = 0;
-          ky = 0;
-          ++e;
-        }
-      }
+      next_step(e, t, ky, kx, g);
     }
   }
 
   // WG: result-sparse. Per (entry, tap): P group partials over the output
   // positions (opos % P == p, increasing), then merged into G in group order.
-  static void wg_block(int nnz, const index_t index[MAX_NNZ], const code_t xbuf[BLOCK_COLS][IN_POS][BATCH],
+  static void wg_block(bool s2, int nnz, const index_t index[MAX_NNZ], const code_t xbuf[BLOCK_COLS][IN_POS_MAX][BATCH],
                        const code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH], acc_t grads[MAX_NNZ * KK]) {
     acc_t partial[PARALLEL];
 #pragma HLS ARRAY_PARTITION variable = partial complete
@@ -382,7 +400,7 @@ struct pe {
         const int opos = g * PARALLEL + p;
         ap_int<LANE_SUM_BITS> lanes = 0;  // exact: at most 16 * 2^14
         if (opos < OUT_POS) {
-          const int ipos = (opos / OUT_W + ky) * IN_W + opos % OUT_W + kx;
+          const int ipos = in_position(s2, opos, ky, kx);
           for (int l = 0; l < BATCH; ++l) {
 #pragma HLS UNROLL
             const ap_int<PRODUCT_BITS> product = xbuf[x][ipos][l] * dybuf[y][opos][l];
@@ -399,37 +417,20 @@ struct pe {
         }
         grads[e * KK + t] = value;
       }
-      if (++g == POS_GROUPS) {
-        g = 0;
-        ++t;
-        if (++kx == K) {
-          kx = 0;
-          ++ky;
-        }
-        if (t == KK) {
-          t = 0;
-          ky = 0;
-          ++e;
-        }
-      }
+      next_step(e, t, ky, kx, g);
     }
   }
 
   // ---------------------------------------------------------------- writers
-  template <int CH, int POS>
-  static void write_accs(hls::stream<word_t> &out, const acc_t buf[ACC_CH][IN_POS][BATCH]) {
+  template <int CH>
+  static void write_accs(hls::stream<word_t> &out, int pos, const acc_t buf[ACC_CH][IN_POS_MAX][BATCH]) {
     int c = 0, p = 0, l = 0;
   write_accs_words:
-    for (int w = 0; w < CH * POS * BATCH; ++w) {
+    for (int w = 0; w < CH * pos * BATCH; ++w) {
 #pragma HLS PIPELINE II = 1
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = CH * IN_POS_MAX * BATCH
       out.write(sign_extend<ACC_BITS>(buf[c][p][l]));
-      if (++l == BATCH) {
-        l = 0;
-        if (++p == POS) {
-          p = 0;
-          ++c;
-        }
-      }
+      next_element(c, p, l, pos);
     }
   }
 
@@ -471,22 +472,16 @@ struct pe {
     write_words<BUFFER_BITS>(out, n, words);
   }
 
-  // The FP or EB sums the PE holds in stream order (channel, position, lane), as a SELECT's v; called only when
-  // they fit `values` (the count is checked first), and bounded by it for synthesis.
-  template <int CH, int POS>
-  static void held_sums(const acc_t buf[ACC_CH][IN_POS][BATCH], acc_t values[MAX_NNZ * KK]) {
+  // The n FP or EB sums the PE holds (`pos` positions a channel) in stream order (channel, position, lane), as a
+  // SELECT's v; n is their count, checked to fit `values` (n <= EW_CAPACITY) first.
+  static void held_sums(const acc_t buf[ACC_CH][IN_POS_MAX][BATCH], int n, int pos, acc_t values[MAX_NNZ * KK]) {
     int c = 0, p = 0, l = 0;
   held_sums_words:
-    for (int w = 0; w < (CH * POS * BATCH < MAX_NNZ * KK ? CH * POS * BATCH : MAX_NNZ * KK); ++w) {
+    for (int w = 0; w < n; ++w) {
 #pragma HLS PIPELINE II = 1
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = EW_CAPACITY
       values[w] = buf[c][p][l];
-      if (++l == BATCH) {
-        l = 0;
-        if (++p == POS) {
-          p = 0;
-          ++c;
-        }
-      }
+      next_element(c, p, l, pos);
     }
   }
 
@@ -500,11 +495,11 @@ struct pe {
     static index_t index[MAX_NNZ];
     static buffer_t weights[MAX_NNZ * KK];  // FP/EB kernels (top 8 bits) or UPD buffer words
     static acc_t grads[MAX_NNZ * KK];       // WG gradients
-    static code_t xbuf[BLOCK_COLS][IN_POS][BATCH];
+    static code_t xbuf[BLOCK_COLS][IN_POS_MAX][BATCH];
     static code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH];
-    static acc_t accbuf[ACC_CH][IN_POS][BATCH];
-    static bool held = false;  // what the transaction before left: an op's sums, and for WG their nnz
-    static int held_op = 0, held_nnz = 0;
+    static acc_t accbuf[ACC_CH][IN_POS_MAX][BATCH];
+    static bool held = false, held_s2 = false;  // what the transaction before left: an op's sums, their stride
+    static int held_op = 0, held_nnz = 0;       // and for WG their nnz
 #pragma HLS ARRAY_PARTITION variable = xbuf complete dim = 3
 #pragma HLS ARRAY_PARTITION variable = dybuf complete dim = 3
 #pragma HLS ARRAY_PARTITION variable = accbuf complete dim = 3
@@ -513,73 +508,78 @@ struct pe {
     const word_t header = in.read();
     const int op = header.range(1, 0).to_int();
     const int nnz = header.range(24, 16).to_int();
-    const bool carry_ok = held && held_op == op && (op != OP_WG || held_nnz == nnz);
-    // SELECT with CARRY masks held FP or EB sums, one element per sum
+    const bool s2 = (header.to_uint() & FLAG_S2) != 0;
+    const bool carry_ok = held && held_op == op && held_s2 == s2 && (op != OP_WG || held_nnz == nnz);
+    // SELECT with CARRY masks held FP or EB sums, one element per sum (EB's: the input tile at their stride)
+    const int held_pos = held_op == OP_FP ? OUT_POS : held_s2 ? IN_POS2 : IN_POS;  // positions of a channel
     const bool select_ok = held && ((held_op == OP_FP && nnz == BLOCK_ROWS * OUT_POS * BATCH) ||
-                                    (held_op == OP_EB && nnz == BLOCK_COLS * IN_POS * BATCH));
-    const int status = transaction(in, out, header, carry_ok, select_ok, held_op, index, weights, grads, xbuf,
+                                    (held_op == OP_EB && nnz == BLOCK_COLS * held_pos * BATCH));
+    const int status = transaction(in, out, header, carry_ok, select_ok, held_pos, index, weights, grads, xbuf,
                                    dybuf, accbuf);
     held = status == STATUS_OK && (header.to_uint() & FLAG_HOLD) != 0;  // anything else drops the sums
     held_op = op;
     held_nnz = nnz;
+    held_s2 = s2;
   }
 
   // One transaction on the PE's buffers: returns its status (the words are written).
   static int transaction(hls::stream<word_t> &in, hls::stream<word_t> &out, word_t header, bool carry_ok,
-                         bool select_ok, int sums_of, index_t index[MAX_NNZ], buffer_t weights[MAX_NNZ * KK], acc_t grads[MAX_NNZ * KK],
-                         code_t xbuf[BLOCK_COLS][IN_POS][BATCH], code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH],
-                         acc_t accbuf[ACC_CH][IN_POS][BATCH]) {
+                         bool select_ok, int held_pos, index_t index[MAX_NNZ], buffer_t weights[MAX_NNZ * KK],
+                         acc_t grads[MAX_NNZ * KK], code_t xbuf[BLOCK_COLS][IN_POS_MAX][BATCH],
+                         code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH], acc_t accbuf[ACC_CH][IN_POS_MAX][BATCH]) {
     const int op = header.range(1, 0).to_int();
     const ap_uint<5> shift = header.range(12, 8);
     const int nnz = header.range(24, 16).to_int();
-    const unsigned flags = header.to_uint() & 0xFCu;
+    const unsigned flags = header.to_uint() & FLAG_BITS;
     const bool zero = (flags & FLAG_ZERO) != 0, g_first = (flags & FLAG_G_FIRST) != 0;
     const bool left = (flags & FLAG_LEFT) != 0, hold = (flags & FLAG_HOLD) != 0, carry = (flags & FLAG_CARRY) != 0;
     if ((header & word_t(~HEADER_FIELDS_MASK)) != 0) return refuse(out, STATUS_BAD_HEADER);
-    if (flags & FLAG_EW) {
+    if (flags & FLAG_EW) {  // S2 is a flag an element-wise op does not take
       const bool sums = flags == (FLAG_EW | FLAG_CARRY) && op == EW_SELECT;
       if (op > EW_SHR || (flags != FLAG_EW && !sums) || (shift != 0 && op == EW_SELECT) || (sums && !select_ok))
         return refuse(out, STATUS_BAD_HEADER);
       if (nnz > EW_CAPACITY) return refuse(out, STATUS_NNZ);
-      if (sums && sums_of == OP_FP) held_sums<BLOCK_ROWS, OUT_POS>(accbuf, grads);
-      if (sums && sums_of == OP_EB) held_sums<BLOCK_COLS, IN_POS>(accbuf, grads);
+      if (sums) held_sums(accbuf, nnz, held_pos, grads);
       elementwise(in, out, op, shift, nnz, sums, grads, weights);
       return STATUS_OK;
     }
     if ((shift != 0 && op != OP_UPD) || (zero && op == OP_UPD) || (g_first && op != OP_WG) ||
-        (left && op != OP_UPD) || ((hold || carry) && op == OP_UPD) || (carry && (zero || g_first || !carry_ok)))
+        (left && op != OP_UPD) || ((hold || carry) && op == OP_UPD) || (carry && (zero || g_first || !carry_ok)) ||
+        ((flags & FLAG_S2) && (op == OP_UPD || MAX_STRIDE < 2)))
       return refuse(out, STATUS_BAD_HEADER);
     if (nnz > MAX_NNZ) return refuse(out, STATUS_NNZ);
     const bool outside = load_index(in, nnz, index);
     const int count = nnz * KK;
+    const bool s2 = MAX_STRIDE == 2 && (flags & FLAG_S2) != 0;  // a constant false on a stride-1 build
+    const int in_pos = s2 ? IN_POS2 : IN_POS;  // X's positions, and EB's sums'
     if (op == OP_FP) {
       load_weights(in, count, weights);
-      load_codes<BLOCK_COLS, IN_POS>(in, xbuf);
-      if (zero) clear_accs<BLOCK_ROWS, OUT_POS>(accbuf);
-      else if (!carry) load_accs<BLOCK_ROWS, OUT_POS>(in, accbuf);
+      load_codes<BLOCK_COLS, IN_POS_MAX>(in, in_pos, xbuf);
+      if (zero) clear_accs<BLOCK_ROWS>(OUT_POS, accbuf);
+      else if (!carry) load_accs<BLOCK_ROWS>(in, OUT_POS, accbuf);
     } else if (op == OP_EB) {
       load_weights(in, count, weights);
-      load_codes<BLOCK_ROWS, OUT_POS>(in, dybuf);
-      if (zero) clear_accs<BLOCK_COLS, IN_POS>(accbuf);
-      else if (!carry) load_accs<BLOCK_COLS, IN_POS>(in, accbuf);
+      load_codes<BLOCK_ROWS, OUT_POS>(in, OUT_POS, dybuf);
+      if (zero) clear_accs<BLOCK_COLS>(in_pos, accbuf);
+      else if (!carry) load_accs<BLOCK_COLS>(in, in_pos, accbuf);
     } else if (op == OP_WG) {
       if (zero) clear_grads(count, grads);
       else if (g_first) load_grads(in, count, grads);
-      load_codes<BLOCK_COLS, IN_POS>(in, xbuf);
-      load_codes<BLOCK_ROWS, OUT_POS>(in, dybuf);
+      load_codes<BLOCK_COLS, IN_POS_MAX>(in, in_pos, xbuf);
+      load_codes<BLOCK_ROWS, OUT_POS>(in, OUT_POS, dybuf);
       if (!zero && !g_first && !carry) load_grads(in, count, grads);
     } else {
       load_and_update(in, count, shift, left, weights);
     }
     if (outside) return refuse(out, STATUS_INDEX);
-    if (op == OP_FP || op == OP_EB) mac_block(op == OP_EB, nnz, index, weights, xbuf, dybuf, accbuf);
-    if (op == OP_WG) wg_block(nnz, index, xbuf, dybuf, grads);
+    if (op == OP_FP || op == OP_EB) mac_block(op == OP_EB, s2, nnz, index, weights, xbuf, dybuf, accbuf);
+    if (op == OP_WG) wg_block(s2, nnz, index, xbuf, dybuf, grads);
     out.write(word_t(STATUS_OK));
     if (hold) return STATUS_OK;
     if (op == OP_FP) {
-      write_accs<BLOCK_ROWS, OUT_POS>(out, accbuf);
+      write_accs<BLOCK_ROWS>(out, OUT_POS, accbuf);
     } else if (op == OP_EB) {
-      write_accs<BLOCK_COLS, IN_POS>(out, accbuf);
+      write_accs<BLOCK_COLS>(out, in_pos, accbuf);
     } else if (op == OP_WG) {
       write_words<ACC_BITS>(out, count, grads);
     } else {

@@ -43,9 +43,11 @@
 // V: it reads the held FP or EB sums from R through the walker, in stream
 // order, as its Z words arrive (as many elements as sums, else status 1).
 //
+// S2 (MAX_STRIDE 2): FP, EB and WG step over the input at stride 2 (docs/csb.md, "Stride 2"): X and EB's
+// sums cover the stride-2 tile, and a stride-2 EB grid keeps a step's targets in different R banks.
 // Cycles of one transaction from its first input handshake to its last
 // output handshake, without stalls: n_in + zero + compute + n_out + 1, with
-// compute = nnz*K*K*ceil(OUT_H*OUT_W/PARALLEL) for FP, EB and WG, 0 for UPD,
+// compute = nnz*K*K*ceil(OUT_H*OUT_W/PARALLEL) for FP, EB and WG (either stride), 0 for UPD,
 // the element-wise ops and refused transactions, and zero the cycles of a
 // ZERO transaction's virtual section (codesign.pe.csb.cycles).
 // rst is synchronous and active high; it drops a transaction in flight.
@@ -64,7 +66,8 @@ module csb_pe #(
     parameter OUT_W      = 1,          // output tile width (positions)
     parameter BATCH      = 1,          // MAC lanes b, 1..16
     parameter PARALLEL   = 1,          // MAC groups P, 1..8
-    parameter ACC_BITS   = 32          // accumulator width (bits), 16..32
+    parameter ACC_BITS   = 32,         // accumulator width (bits), 16..32
+    parameter MAX_STRIDE = 1           // 2: FP, EB and WG also run at stride 2 (header S2)
 ) (
     input  wire        clk,
     input  wire        rst,
@@ -75,17 +78,23 @@ module csb_pe #(
     output reg         out_valid,
     input  wire        out_ready
 );
-    localparam IN_H     = OUT_H + K - 1;
+    localparam IN_H     = OUT_H + K - 1;                 // the input tile at stride 1
     localparam IN_W     = OUT_W + K - 1;
+    localparam IN_H2    = 2 * (OUT_H - 1) + K;           // ... and at stride 2
+    localparam IN_W2    = 2 * (OUT_W - 1) + K;
     localparam KK       = K * K;
     localparam OUT_POS  = OUT_H * OUT_W;
     localparam IN_POS   = IN_H * IN_W;
+    localparam IN_POS2  = IN_H2 * IN_W2;
     localparam MAX_NNZ  = BLOCK_ROWS * BLOCK_COLS;
     localparam WB_DEPTH = MAX_NNZ * KK;
     localparam XB_BYTES = BLOCK_COLS * IN_POS * BATCH;   // X: (channel, position, lane)
+    localparam XB_BYTES2 = BLOCK_COLS * IN_POS2 * BATCH;
+    localparam XB_MAX   = (MAX_STRIDE == 2) ? XB_BYTES2 : XB_BYTES;
     localparam DB_BYTES = BLOCK_ROWS * OUT_POS * BATCH;  // DY: (channel, position, lane)
     localparam FP_WORDS = BLOCK_ROWS * OUT_POS * BATCH;  // FP accumulators
     localparam EB_WORDS = BLOCK_COLS * IN_POS * BATCH;   // EB accumulators
+    localparam EB_WORDS2 = BLOCK_COLS * IN_POS2 * BATCH;
     localparam WB_W     = (ACC_BITS > 24) ? ACC_BITS : 24;
     localparam OUT_CH   = (OUT_POS + PARALLEL - 1) / PARALLEL;   // position chunks (FP, EB, WG)
     localparam AW       = 24;                                    // counter and address width (bits)
@@ -93,30 +102,37 @@ module csb_pe #(
     // R: PARALLEL banks of BATCH accumulators. Position (r, c) of channel ch of the result grid
     // (FP: OUT_H x OUT_W, EB: IN_H x IN_W) lives in bank (r*OUT_W + c) mod PARALLEL, word
     // (ch*H + r)*ceil(W/PARALLEL) + c/PARALLEL: the targets of one step are PARALLEL consecutive
-    // output positions shifted by one tap, so they always fall into different banks.
+    // output positions shifted by one tap, so they always fall into different banks. At stride 2
+    // the EB grid (IN_H2 x IN_W2) halves r and c first: bank ((r/2)*OUT_W + c/2) mod PARALLEL,
+    // word (ch*IN_H2 + r)*CW_IN2 + 2*((c/2)/PARALLEL) + c%2, since a step's targets are then
+    // (2*oy + ky, 2*ox + kx): consecutive output positions shifted by (ky/2, kx/2) at one parity.
     localparam CW_OUT   = (OUT_W + PARALLEL - 1) / PARALLEL;
     localparam CW_IN    = (IN_W + PARALLEL - 1) / PARALLEL;
+    localparam CW_IN2   = 2 * (((IN_W2 + 1) / 2 + PARALLEL - 1) / PARALLEL);
     localparam R_FP     = BLOCK_ROWS * OUT_H * CW_OUT;
     localparam R_EB     = BLOCK_COLS * IN_H * CW_IN;
-    localparam R_DEPTH  = (R_FP > R_EB) ? R_FP : R_EB;
+    localparam R_EB2    = BLOCK_COLS * IN_H2 * CW_IN2;
+    localparam R_EB_MAX = (MAX_STRIDE == 2 && R_EB2 > R_EB) ? R_EB2 : R_EB;
+    localparam R_DEPTH  = (R_FP > R_EB_MAX) ? R_FP : R_EB_MAX;
     localparam IDX_WORDS = (MAX_NNZ + 3) / 4;
     localparam W8_WORDS = (WB_DEPTH + 3) / 4;
-    localparam X_WORDS  = (XB_BYTES + 3) / 4;
+    localparam X_WORDS  = (XB_MAX + 3) / 4;
     localparam D_WORDS  = (DB_BYTES + 3) / 4;
     localparam R_AW     = (R_DEPTH <= 2) ? 1 : $clog2(R_DEPTH);
     localparam W8_AW    = (W8_WORDS <= 2) ? 1 : $clog2(W8_WORDS);
     localparam WA_AW    = (WB_DEPTH <= 2) ? 1 : $clog2(WB_DEPTH);
 
     localparam [AW-1:0] L_KK       = KK;
-    localparam [AW-1:0] L_XB_BYTES = XB_BYTES;
+    localparam [AW-1:0] L_XB_BYTES = XB_BYTES, L_XB_BYTES2 = XB_BYTES2;
     localparam [AW-1:0] L_DB_BYTES = DB_BYTES;
     localparam [AW-1:0] L_FP_WORDS = FP_WORDS;
-    localparam [AW-1:0] L_EB_WORDS = EB_WORDS;
+    localparam [AW-1:0] L_EB_WORDS = EB_WORDS, L_EB_WORDS2 = EB_WORDS2;
     localparam [AW-1:0] L_OUT_CH   = OUT_CH;
     localparam [PW-1:0] L_OUT_H    = OUT_H, L_OUT_W = OUT_W, L_IN_H = IN_H, L_IN_W = IN_W;
+    localparam [PW-1:0] L_IN_H2    = IN_H2, L_IN_W2 = IN_W2;
     localparam [PW-1:0] L_P        = PARALLEL;
-    localparam [AW-1:0] L_CW_OUT   = CW_OUT, L_CW_IN = CW_IN;
-    localparam [AW-1:0] L_R_FP     = R_FP, L_R_EB = R_EB;   // R words a ZERO clears, all banks and lanes at once
+    localparam [AW-1:0] L_CW_OUT   = CW_OUT, L_CW_IN = CW_IN, L_CW_IN2 = CW_IN2;
+    localparam [AW-1:0] L_R_FP     = R_FP, L_R_EB = R_EB, L_R_EB2 = R_EB2;   // R words a ZERO clears, all banks and lanes at once
     localparam [2:0]    STRIDE_RES = OUT_W % PARALLEL;   // (r*OUT_W) mod P steps by this per row
     localparam [AW-1:0] L_MAX_NNZ  = MAX_NNZ;
     localparam [3:0]    L_ROWS     = BLOCK_ROWS - 1;   // largest valid y
@@ -125,7 +141,7 @@ module csb_pe #(
     generate
         if (BLOCK_ROWS < 1 || BLOCK_ROWS > 16 || BLOCK_COLS < 1 || BLOCK_COLS > 16 || K < 1 || K > 7 ||
             OUT_H < 1 || OUT_W < 1 || BATCH < 1 || BATCH > 16 || PARALLEL < 1 || PARALLEL > 8 ||
-            ACC_BITS < 16 || ACC_BITS > 32) begin : g_bad
+            ACC_BITS < 16 || ACC_BITS > 32 || MAX_STRIDE < 1 || MAX_STRIDE > 2) begin : g_bad
             csb_pe_unsupported_parameters u_bad ();
         end
     endgenerate
@@ -145,9 +161,11 @@ module csb_pe #(
     reg [4:0]  shift;
     reg [8:0]  nnz;
     reg        zero, g_first, left, ew, hold, carry;  // header flags
+    reg        s2;                     // stride 2 (a SELECT with CARRY: the held sums' stride)
     reg        held_valid;             // the transaction before was an accepted HOLD: its sums are in R or WA
     reg [1:0]  held_op;
     reg [8:0]  held_nnz;
+    reg        held_s2;
     reg        bad_index;
     reg [`CODESIGN_STATUS_BITS-1:0] status;
     reg [AW-1:0] cnt;                  // section: bytes or words loaded; drain: result words sent
@@ -160,17 +178,24 @@ module csb_pe #(
     wire is_eb = (op == OP_EB) && !ew;
     wire is_wg = (op == OP_WG) && !ew;
     wire is_sel = ew && (op == EW_SELECT);
+    // the transaction's input tile and EB grid: stride 1, or 2 with S2
+    wire [PW-1:0] in_h_t  = s2 ? L_IN_H2 : L_IN_H;
+    wire [PW-1:0] in_w_t  = s2 ? L_IN_W2 : L_IN_W;
+    wire [AW-1:0] cw_in_t = s2 ? L_CW_IN2 : L_CW_IN;
+    wire [AW-1:0] eb_words_t = s2 ? L_EB_WORDS2 : L_EB_WORDS;
 
     // ---- header decode ---------------------------------------------------------------
     wire [1:0] h_op    = in_data[1:0];
     wire [4:0] h_shift = in_data[12:8];
     wire [8:0] h_nnz   = in_data[24:16];
     wire       h_zero  = in_data[2], h_gf = in_data[3], h_left = in_data[4], h_ew = in_data[5];
-    wire       h_hold  = in_data[6], h_carry = in_data[7];
-    wire       h_carry_bad = h_zero || h_gf || !held_valid || held_op != h_op || (h_op == OP_WG && held_nnz != h_nnz);
-    wire [AW-1:0] held_sums = (held_op == OP_EB) ? L_EB_WORDS : L_FP_WORDS;
+    wire       h_hold  = in_data[6], h_carry = in_data[7], h_s2 = in_data[13];
+    wire       h_carry_bad = h_zero || h_gf || !held_valid || held_op != h_op || (h_op == OP_WG && held_nnz != h_nnz) ||
+                             held_s2 != h_s2;
+    wire [AW-1:0] held_sums = (held_op == OP_EB) ? (held_s2 ? L_EB_WORDS2 : L_EB_WORDS) : L_FP_WORDS;
     wire       h_sel_bad = h_op != EW_SELECT || !held_valid || held_op[1] || {{(AW-9){1'b0}}, h_nnz} != held_sums;
-    wire       h_bad   = ((in_data & 32'hFE00E000) != 32'd0) ||
+    wire       h_s2_bad = h_s2 && (MAX_STRIDE < 2 || h_ew || h_op == OP_UPD);
+    wire       h_bad   = ((in_data & 32'hFE00C000) != 32'd0) || h_s2_bad ||
                          (h_ew ? (h_op[1] || h_zero || h_gf || h_left || h_hold || (h_carry && h_sel_bad) ||
                                   (h_shift != 5'd0 && h_op == EW_SELECT))
                                : ((h_shift != 5'd0 && h_op != OP_UPD) || (h_zero && h_op == OP_UPD) ||
@@ -222,9 +247,10 @@ module csb_pe #(
         case (state)
             S_IDX:   sec_len = nnz_w;
             S_W8:    sec_len = nnz_kk;
-            S_XB:    sec_len = L_XB_BYTES;
+            S_XB:    sec_len = s2 ? L_XB_BYTES2 : L_XB_BYTES;
             S_DB:    sec_len = L_DB_BYTES;
-            S_RB:    sec_len = zero ? ((op == OP_FP) ? L_R_FP : L_R_EB) : ((op == OP_FP) ? L_FP_WORDS : L_EB_WORDS);
+            S_RB:    sec_len = zero ? ((op == OP_FP) ? L_R_FP : (s2 ? L_R_EB2 : L_R_EB))
+                                    : ((op == OP_FP) ? L_FP_WORDS : eb_words_t);
             default: sec_len = ew ? nnz_w : nnz_kk;
         endcase
     end
@@ -250,7 +276,7 @@ module csb_pe #(
 
     // ---- drain bookkeeping -------------------------------------------------------------
     wire [AW-1:0] n_result = (status != `CODESIGN_CSB_STATUS_OK || hold) ? {AW{1'b0}}
-                           : is_fp ? L_FP_WORDS : (is_eb ? L_EB_WORDS : (ew ? nnz_w : nnz_kk));
+                           : is_fp ? L_FP_WORDS : (is_eb ? eb_words_t : (ew ? nnz_w : nnz_kk));
     wire send_slot = (state == S_SEND) && (!out_valid || out_ready);  // out_data may be loaded
     wire send_word = send_slot && sent_status && (cnt < n_result);     // a result word is loaded
 
@@ -271,34 +297,44 @@ module csb_pe #(
     // lane) of the result grid, with its bank and word address kept incrementally
     reg [4:0]    wk_lane;
     reg [PW-1:0] wk_c, wk_r;           // column and row in the grid
-    reg [2:0]    wk_cres, wk_rres;     // c mod P and (r*OUT_W) mod P
-    reg [AW-1:0] wk_cdiv;              // c / P
+    reg [2:0]    wk_cres, wk_rres;     // (c/h) mod P and ((r/h)*OUT_W) mod P, h = 2 on a stride-2 EB grid, else 1
+    reg [AW-1:0] wk_cdiv;              // (c/h) / P
     reg [AW-1:0] wk_base;              // (ch*H + r) * CW
     wire          sel_sums = is_sel && carry;   // SELECT's V: the held sums, read from R in stream order
     wire          wk_eb = is_eb || (sel_sums && held_op == OP_EB);   // the grid: EB's input tile, else FP's output
-    wire [PW-1:0] wk_h  = wk_eb ? L_IN_H : L_OUT_H;
-    wire [PW-1:0] wk_w  = wk_eb ? L_IN_W : L_OUT_W;
-    wire [AW-1:0] wk_cw = wk_eb ? L_CW_IN : L_CW_OUT;
+    wire          wk_s2 = s2 && wk_eb;          // the grid halves rows and columns (stride-2 EB)
+    wire [PW-1:0] wk_h  = wk_eb ? in_h_t : L_OUT_H;
+    wire [PW-1:0] wk_w  = wk_eb ? in_w_t : L_OUT_W;
+    wire [AW-1:0] wk_cw = wk_eb ? cw_in_t : L_CW_OUT;
     wire          wk_lane_end = (wk_lane == BATCH - 1);
     wire          wk_col_end  = (wk_c + 12'd1 == wk_w);
     wire          wk_clear    = (state == S_HEAD) || (state == S_RB && take && sec_last);
     wire          wk_adv      = ((state == S_RB || (state == S_UG && sel_sums)) && take) ||
                                 (send_word && (is_fp || is_eb));
-    // next state, when the walker moves on
+    // next state, when the walker moves on; c/h (r/h) moves on with c (r) at h = 1, from an odd c (r) at h = 2
     wire          wk_step_col = wk_adv && wk_lane_end;
     wire          wk_step_row = wk_step_col && wk_col_end;
+    wire          wk_c_half   = !wk_s2 || wk_c[0];
+    wire          wk_r_half   = !wk_s2 || wk_r[0];
     wire [4:0]    wk_lane_n   = wk_lane_end ? 5'd0 : wk_lane + 5'd1;
     wire [PW-1:0] wk_c_n      = wk_col_end ? {PW{1'b0}} : wk_c + 12'd1;
-    wire [2:0]    wk_cres_n   = (wk_col_end || wk_cres == PARALLEL - 1) ? 3'd0 : wk_cres + 3'd1;
-    wire [AW-1:0] wk_cdiv_n   = wk_col_end ? {AW{1'b0}} : ((wk_cres == PARALLEL - 1) ? wk_cdiv + 24'd1 : wk_cdiv);
+    wire [2:0]    wk_cres_n   = (wk_col_end || (wk_c_half && wk_cres == PARALLEL - 1)) ? 3'd0
+                              : (wk_c_half ? wk_cres + 3'd1 : wk_cres);
+    wire [AW-1:0] wk_cdiv_n   = wk_col_end ? {AW{1'b0}}
+                              : ((wk_c_half && wk_cres == PARALLEL - 1) ? wk_cdiv + 24'd1 : wk_cdiv);
     wire          wk_last_row = (wk_r + 12'd1 == wk_h);
     wire [PW-1:0] wk_r_n      = wk_last_row ? {PW{1'b0}} : wk_r + 12'd1;
     wire [3:0]    wk_rres_sum = wk_rres + STRIDE_RES;
-    wire [2:0]    wk_rres_n   = wk_last_row ? 3'd0 : ((wk_rres_sum >= PARALLEL) ? wk_rres_sum - PARALLEL : wk_rres_sum);
+    wire [2:0]    wk_rres_n   = wk_last_row ? 3'd0 : (!wk_r_half ? wk_rres
+                              : ((wk_rres_sum >= PARALLEL) ? wk_rres_sum - PARALLEL : wk_rres_sum));
     wire [AW-1:0] wk_base_n   = wk_base + wk_cw;
+    // a column's word in its row: (c/h)/P, or at h = 2 twice that plus c's parity
+    wire [AW-1:0] wk_col_word   = wk_s2 ? {wk_cdiv[AW-2:0], wk_c[0]} : wk_cdiv;
+    wire [AW-1:0] wk_col_word_n = wk_s2 ? {wk_cdiv_n[AW-2:0], wk_c_n[0]} : wk_cdiv_n;
     // the word address after this clock edge (the drain reads ahead with it)
     wire [AW-1:0] wk_addr_next = wk_clear ? {AW{1'b0}}
-                               : (wk_step_row ? wk_base_n : (wk_step_col ? wk_base + wk_cdiv_n : wk_base + wk_cdiv));
+                               : (wk_step_row ? wk_base_n : (wk_step_col ? wk_base + wk_col_word_n
+                                                                         : wk_base + wk_col_word));
     wire [3:0]    wk_bank_sum  = wk_rres + wk_cres;
     wire [2:0]    wk_bank      = (wk_bank_sum >= PARALLEL) ? wk_bank_sum - PARALLEL : wk_bank_sum;
     always @(posedge clk) begin
@@ -328,11 +364,12 @@ module csb_pe #(
     reg  [PW-1:0] c_row, c_col;
     wire [PW-1:0] c_col_sum = c_col + STEP_COL;
     wire          c_wrap    = (c_col_sum >= L_OUT_W);
-    // EB: the bank of a target is its source group's shifted by the tap: (ky*OUT_W + kx) mod P
-    reg  [2:0]    tap_rres;            // (ky*OUT_W) mod P
-    reg  [2:0]    tap_shift;           // (ky*OUT_W + kx) mod P
+    // EB: the bank of a target is its source group's shifted by the tap: ((ky/h)*OUT_W + kx/h) mod P, h the stride
+    reg  [2:0]    tap_rres;            // ((ky/h)*OUT_W) mod P
+    reg  [2:0]    tap_shift;           // ((ky/h)*OUT_W + kx/h) mod P
     wire [3:0]    tap_rres_sum = tap_rres + STRIDE_RES;
-    wire [2:0]    tap_rres_n   = (tap_rres_sum >= PARALLEL) ? tap_rres_sum - PARALLEL : tap_rres_sum;
+    wire [2:0]    tap_rres_n   = (!s2 || ky[0]) ? ((tap_rres_sum >= PARALLEL) ? tap_rres_sum - PARALLEL : tap_rres_sum)
+                                                : tap_rres;
     wire last_chunk = (chunk + 24'd1 == n_chunks);
     wire last_tap   = (t + 24'd1 == L_KK);
     wire last_entry = ({1'b0, e} + 10'd1 == {1'b0, nnz});
@@ -412,8 +449,9 @@ module csb_pe #(
     wire [PW*PARALLEL-1:0]       pg_row, pg_col;
     wire [PARALLEL-1:0]          pg_valid;
     wire [AW-1:0] r_ch   = is_eb ? x_e : y_e;
-    wire [PW-1:0] r_h    = is_eb ? L_IN_H : L_OUT_H;
-    wire [AW-1:0] r_cw   = is_eb ? L_CW_IN : L_CW_OUT;
+    wire [PW-1:0] r_h    = is_eb ? in_h_t : L_OUT_H;
+    wire [AW-1:0] r_cw   = is_eb ? cw_in_t : L_CW_OUT;
+    wire          r_s2   = s2 && is_eb;            // targets on the stride-2 EB grid
     wire [PW-1:0] tap_dy = is_eb ? ky : 3'd0;
     wire [PW-1:0] tap_dx = is_eb ? kx : 3'd0;
     genvar g, l;
@@ -435,16 +473,22 @@ module csb_pe #(
             wire [PW-1:0] ox   = pg_col[PW*src +: PW];
             wire          in_tile = pg_valid[src];
             assign a_valid[g] = in_tile;
-            wire [AW-1:0] x_at = in_tile ? ((x_e * IN_H + oy + ky) * IN_W + ox + kx) * BATCH : {AW{1'b0}};
+            wire [PW-1:0] sy   = s2 ? {oy[PW-2:0], 1'b0} : oy;   // the output position times the stride
+            wire [PW-1:0] sx   = s2 ? {ox[PW-2:0], 1'b0} : ox;
+            // one address per stride, each with constant factors (a stride-1 build has no second)
+            wire [AW-1:0] x_at1 = ((x_e * IN_H + oy + ky) * IN_W + ox + kx) * BATCH;
+            wire [AW-1:0] x_at2 = ((x_e * IN_H2 + sy + ky) * IN_W2 + sx + kx) * BATCH;
+            wire [AW-1:0] x_at = !in_tile ? {AW{1'b0}} : (s2 ? x_at2 : x_at1);
             wire [AW-1:0] d_at = in_tile ? ((y_e * OUT_H + oy) * OUT_W + ox) * BATCH : {AW{1'b0}};
-            // R word of the target: FP (oy, ox) of y_e, EB (oy + ky, ox + kx) of x_e
-            wire [PW-1:0] tr   = oy + tap_dy;
-            wire [PW-1:0] tc   = ox + tap_dx;
-            wire [PW-1:0] tc_div = tc / L_P;
-            wire [AW-1:0] r_at = (r_ch * r_h + tr) * r_cw + tc_div;
+            // R word of the target: FP (oy, ox) of y_e, EB (s*oy + ky, s*ox + kx) of x_e
+            wire [PW-1:0] tr   = (is_eb ? sy : oy) + tap_dy;
+            wire [PW-1:0] tc   = (is_eb ? sx : ox) + tap_dx;
+            wire [PW-1:0] tc_div = (r_s2 ? tc >> 1 : tc) / L_P;
+            wire [AW-1:0] tc_word = r_s2 ? {tc_div, tc[0]} : tc_div;
+            wire [AW-1:0] r_at = (r_ch * r_h + tr) * r_cw + tc_word;
             reg  [AW-1:0] b_at;                // stage B: the word to write back
             always @(posedge clk) b_at <= r_at;
-            wire [AW-1:0] r_waddr = r_load ? (virt ? cnt : wk_base + wk_cdiv) : b_at;
+            wire [AW-1:0] r_waddr = r_load ? (virt ? cnt : wk_base + wk_col_word) : b_at;
             wire [AW-1:0] r_raddr = (state == S_RUN) ? r_at : wk_addr_next;
             wire [BATCH-1:0] r_we = r_load ? (virt ? {BATCH{1'b1}}
                                                    : ((take && wk_bank == G_IDX) ? r_lane_we : {BATCH{1'b0}}))
@@ -522,6 +566,7 @@ module csb_pe #(
                     ew          <= h_ew;
                     hold        <= h_hold;
                     carry       <= h_carry;
+                    s2          <= (MAX_STRIDE == 2) && (h_ew ? h_carry && held_s2 : h_s2);
                     bad_index   <= 1'b0;
                     sent_status <= 1'b0;
                     e <= 9'd0; t <= {AW{1'b0}}; ky <= 3'd0; kx <= 3'd0; chunk <= {AW{1'b0}};
@@ -561,7 +606,8 @@ module csb_pe #(
                                 tap_shift <= tap_rres_n;
                             end else begin
                                 kx <= kx + 3'd1;
-                                tap_shift <= (tap_shift == PARALLEL - 1) ? 3'd0 : tap_shift + 3'd1;
+                                if (!s2 || kx[0])   // kx/h moves on
+                                    tap_shift <= (tap_shift == PARALLEL - 1) ? 3'd0 : tap_shift + 3'd1;
                             end
                         end else begin
                             t <= {AW{1'b0}}; ky <= 3'd0; kx <= 3'd0; tap_rres <= 3'd0; tap_shift <= 3'd0;
@@ -584,6 +630,7 @@ module csb_pe #(
                         held_valid <= (status == `CODESIGN_CSB_STATUS_OK) && hold;
                         held_op    <= op;
                         held_nnz   <= nnz;
+                        held_s2    <= s2;
                     end
                 end
                 default: state <= S_HEAD;

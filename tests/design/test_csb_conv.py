@@ -75,6 +75,24 @@ def test_a_conv_step_runs_every_tile_and_lane_chunk_on_every_kept_block():
     assert totals["dense_macs"] == (2 * 32 * 9 * 32 + 3 * 16) * 10
 
 
+def test_a_stride_two_conv_steps_at_stride_two_where_the_build_runs_it():
+    """On a build with max_stride 2 a stride-2 3 x 3 conv's 8 x 8 map becomes a 4 x 4 output map stepped at stride 2:
+    a quarter of the tiles, each transaction's X and EB sums the stride-2 tile, the MACs the useful ones; a build
+    without stride 2 computes the whole map for the host to subsample."""
+    mask = np.ones((8, 8), bool)
+    layer = CsbLayer(mask=mask, height=8, width=8, kernel=3, positions=16, stride=2)
+    one, two = CsbSpec(block_rows=8, block_cols=8, kernel=3, out_h=2, out_w=2, batch=4), \
+        CsbSpec(block_rows=8, block_cols=8, kernel=3, out_h=2, out_w=2, batch=4, max_stride=2)
+    assert (layer.pe_stride(one), layer.tiles(one), layer.pe_stride(two), layer.tiles(two)) == (1, 16, 2, 4)
+    assert transaction(two, Op.FP, 64, 2)[1] == transaction(one, Op.FP, 64)[1] + 8 * (25 - 16) * 4 // 4
+    fp_one, fp_two = (csb_stages(spec, [CsbLayer(mask=np.ones((2, 2), bool)), layer], 4)[0][1] for spec in (one, two))
+    compute = 64 * 9 * 4  # cycles of one transaction's MACs: 64 entries, 9 taps, 4 positions on one group
+    assert fp_one.cycles == 16 * transaction(one, Op.FP, 64)[0] and fp_two.cycles == 4 * transaction(two, Op.FP, 64, 2)[0]
+    assert fp_two.cycles < fp_one.cycles / 2 and transaction(two, Op.FP, 64, 2)[0] > compute
+    with pytest.raises(ValueError, match="stride must be 1, or 2 for a kernel above 1"):
+        CsbLayer(mask=mask, stride=2)
+
+
 def test_a_smaller_kernel_costs_the_builds_taps():
     """A 1 x 1 kernel sits at the centre of a 3 x 3 build: the same transactions, fewer useful MACs."""
     spec = CsbSpec(kernel=3, out_h=2, out_w=2)
@@ -87,10 +105,11 @@ def test_a_smaller_kernel_costs_the_builds_taps():
 def test_the_resnet_maps_onto_the_csb_pe(trainer, layers):
     """Stem, three blocks (two with 1 x 1 shortcuts, stride 2) and the head, in the order a forward pass calls
     them; the masks are the pruning search's."""
-    shapes = [(l.mask.shape, l.height, l.width, l.kernel, l.positions) for l in layers]
-    assert shapes == [((16, 1), 8, 8, 3, 64), ((16, 16), 8, 8, 3, 64), ((16, 16), 8, 8, 3, 64),
-                      ((32, 16), 4, 4, 1, 16), ((32, 16), 8, 8, 3, 16), ((32, 32), 4, 4, 3, 16),
-                      ((64, 32), 2, 2, 1, 4), ((64, 32), 4, 4, 3, 4), ((64, 64), 2, 2, 3, 4), ((10, 64), 1, 1, 1, 1)]
+    shapes = [(l.mask.shape, l.height, l.width, l.kernel, l.positions, l.stride) for l in layers]
+    assert shapes == [((16, 1), 8, 8, 3, 64, 1), ((16, 16), 8, 8, 3, 64, 1), ((16, 16), 8, 8, 3, 64, 1),
+                      ((32, 16), 4, 4, 1, 16, 1), ((32, 16), 8, 8, 3, 16, 2), ((32, 32), 4, 4, 3, 16, 1),
+                      ((64, 32), 2, 2, 1, 4, 1), ((64, 32), 4, 4, 3, 4, 2), ((64, 64), 2, 2, 3, 4, 1),
+                      ((10, 64), 1, 1, 1, 1, 1)]
     technique = next(t for t in trainer.techniques if t.name == "compress")
     conv1 = trainer.model.blocks[0].conv1.layer_name
     assert np.array_equal(layers[1].mask, technique.masks[conv1].numpy())
@@ -108,18 +127,23 @@ def test_the_host_share_is_measured_on_the_golden_step(design, trainer, layers):
 def test_the_explorer_varies_the_output_tile_and_prices_as_the_direct_model(design, layers):
     family = csb_model(design.instances[0].spec, layers, design.training.optim.batch_size, host=HOST)
     assert family.knobs["csb"]["out_h"] == CSB_TILE_KNOBS["out_h"]
+    assert family.knobs["csb"]["max_stride"] == (1, 2)  # the network has stride-2 3 x 3 convs
     board = boards()["ultra96v2"]
     space = explore_family(family, board, clock_mhz=100.0,
-                           knobs={"csb": {"batch": (8, 16), "out_h": (1, 4), "out_w": (1, 4), "copies": (1,)}})
-    assert space.index.shape[0] == 8
-    for index in range(8):
+                           knobs={"csb": {"batch": (8, 16), "out_h": (1, 4), "out_w": (1, 4), "max_stride": (1, 2),
+                                          "copies": (1,)}})
+    assert space.index.shape[0] == 16
+    for index in range(16):
         spec = space.chosen_options(index)[0].spec
         step = csb_step_time(spec, layers, design.training.optim.batch_size, board, clock_mhz=100.0, host=HOST)
         assert space.pe_s[index] == pytest.approx(step.pe_s, rel=1e-12)
         assert space.total_s[index] == pytest.approx(step.total_s, rel=1e-12)
-    by = {(o.spec.batch, o.spec.out_h, o.spec.out_w): i for i, o in enumerate(space.options[0])}
+    by = {(o.spec.batch, o.spec.out_h, o.spec.out_w, o.spec.max_stride): i for i, o in enumerate(space.options[0])}
     # a 4 x 4 tile sends the 8 x 8 maps in 4 transactions where a 1 x 1 one needs 64: fewer calls, less host work
-    assert space.total_s[by[(16, 4, 4)]] < space.total_s[by[(16, 1, 1)]]
+    assert space.total_s[by[(16, 4, 4, 1)]] < space.total_s[by[(16, 1, 1, 1)]]
+    # the two stride-2 3 x 3 convs at stride 2: a quarter of their tiles
+    for batch, out in ((8, 1), (16, 4)):
+        assert space.pe_s[by[(batch, out, out, 2)]] < space.pe_s[by[(batch, out, out, 1)]]
     assert block_nnz(layers[1].mask, spec).sum() == layers[1].mask.sum()
 
 

@@ -84,13 +84,15 @@ def csb_model(spec, layers: Sequence[CsbLayer | np.ndarray], batch: int, *, host
         return stage_array(stages), totals["calls"]
 
     conv = any(layer.kernel > 1 or layer.height * layer.width > 1 for layer in layers)
+    # a k x k conv at stride 2 runs at stride 2 on a build with max_stride 2: larger buffers, a quarter of the MACs
+    strides = {"max_stride": (1, 2)} if any(layer.stride > 1 for layer in layers) else {}
     return ExploreModel(name=KEY, bases={"csb": spec}, loads=loads,
                        step=lambda options, board, clock, hp_ports=1: csb_step_time(
                            options[0].spec, layers, batch, board, clock_mhz=clock, host=host),
                        stages=lambda options: csb_stages(options[0].spec, layers, batch)[0],
                        describe=lambda options: {"csb": options[0].spec.to_dict()}, host=host,
                        macs=csb_stages(spec, layers, batch)[1]["macs"], mac_energy_pj=csb_mac_energy_pj(spec),
-                       knobs={"csb": {**CSB_KNOBS, **CSB_TILE_KNOBS}} if conv else {})
+                       knobs={"csb": {**CSB_KNOBS, **CSB_TILE_KNOBS, **strides}} if conv else {})
 
 
 def measure_csb_list_host(trainer, *, repeats: int = 3, seed: int = 0) -> dict[str, float]:

@@ -16,7 +16,7 @@ The RTL runs one transaction in three phases, one after the other:
   stage overlaps the drain's first cycle, so it adds none): FP, EB and WG
   alike ``nnz * k^2 * ceil(OUT_POS / P)`` cycles, since EB, too, steps over
   the output positions and scatters into the input tile (no step on the
-  halo). UPD computes while its gradient words stream in (0 cycles); a
+  halo), at stride 1 or 2 alike. UPD computes while its gradient words stream in (0 cycles); a
   refused transaction (status 1, 2, 3) computes nothing.
 * **drain**: one cycle to load the output register, then one word per cycle:
   the status word and (status 0) the result words. ``drain = 1 + n_out``.
@@ -48,7 +48,8 @@ from codesign.numerics.records import keyword_record
 
 OP_FP, OP_EB, OP_WG, OP_UPD = range(4)
 FLAG_ZERO, FLAG_G_FIRST, FLAG_LEFT, FLAG_EW, FLAG_HOLD, FLAG_CARRY = (1 << bit for bit in range(2, 8))
-RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | 0xFC | (0x1F << 8) | (0x1FF << 16))
+FLAG_S2 = 1 << 13
+RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | 0xFC | (0x1F << 8) | FLAG_S2 | (0x1FF << 16))
 
 
 class PeShape(Protocol):
@@ -107,13 +108,19 @@ def compute_cycles(pe: PeShape, *, op: int, nnz: int) -> int:
     return nnz * pe.kernel ** 2 * -(-pe.out_h * pe.out_w // pe.parallel)
 
 
-def result_words(pe: PeShape, *, op: int, nnz: int) -> int:
+def _in_tile(pe: PeShape, stride: int) -> tuple[int, int]:
+    """The input tile (positions) of a transaction at ``stride``."""
+    return stride * (pe.out_h - 1) + pe.kernel, stride * (pe.out_w - 1) + pe.kernel
+
+
+def result_words(pe: PeShape, *, op: int, nnz: int, stride: int = 1) -> int:
     """Result words after a status-0 word (docs/csb.md, the order given for each op)."""
     k = pe.kernel
     if op == OP_FP:
         return pe.block_rows * pe.out_h * pe.out_w * pe.batch
     if op == OP_EB:
-        return pe.block_cols * (pe.out_h + k - 1) * (pe.out_w + k - 1) * pe.batch
+        in_h, in_w = _in_tile(pe, stride)
+        return pe.block_cols * in_h * in_w * pe.batch
     return nnz * k * k
 
 
@@ -122,6 +129,8 @@ def _refused(pe: PeShape, header: int) -> bool:
     state the transaction before left (a ``CARRY`` is judged by its length, :func:`transaction_cycles`)."""
     op, shift, nnz, flags = header & 3, (header >> 8) & 0x1F, (header >> 16) & 0x1FF, header & 0xFC
     if header & RESERVED_MASK:
+        return True
+    if header & FLAG_S2 and (flags & FLAG_EW or op == OP_UPD or getattr(pe, "max_stride", 1) < 2):
         return True
     if flags & FLAG_EW:
         held_sums = flags == FLAG_EW | FLAG_CARRY and op == 0  # SELECT on the held sums
@@ -134,14 +143,16 @@ def _refused(pe: PeShape, header: int) -> bool:
                 or nnz > pe.block_rows * pe.block_cols)
 
 
-def zero_words(pe: PeShape, *, op: int, nnz: int) -> int:
+def zero_words(pe: PeShape, *, op: int, nnz: int, stride: int = 1) -> int:
     """Cycles the PE spends writing a ``ZERO`` transaction's initial section: FP and EB a result-buffer word (all
-    banks and lanes) a cycle, WG a gradient word a cycle."""
-    k = pe.kernel
+    banks and lanes) a cycle, WG a gradient word a cycle. A row of the EB grid at stride ``s`` takes
+    ``s * ceil(ceil(W / s) / P)`` words (docs/csb.md, "Stride 2": its columns of one parity share a bank)."""
     if op == OP_FP:
         return pe.block_rows * pe.out_h * -(-pe.out_w // pe.parallel)
     if op == OP_EB:
-        return pe.block_cols * (pe.out_h + k - 1) * -(-(pe.out_w + k - 1) // pe.parallel)
+        in_h, in_w = _in_tile(pe, stride)
+        columns_of_a_parity = -(-in_w // stride)
+        return pe.block_cols * in_h * stride * -(-columns_of_a_parity // pe.parallel)
     return result_words(pe, op=op, nnz=nnz)
 
 
@@ -166,8 +177,9 @@ def transaction_cycles(pe: PeShape, words_in) -> TransactionCycles:
     index = [(word >> (8 * j)) & 0xFF for word in index_words for j in range(4)][:nnz]
     if len(index) < nnz:
         raise ValueError(f"the transaction ends inside its index ({len(words)} words, nnz={nnz})")
-    zeros = zero_words(pe, op=op, nnz=nnz) if header & FLAG_ZERO else 0
+    stride = 2 if header & FLAG_S2 else 1
+    zeros = zero_words(pe, op=op, nnz=nnz, stride=stride) if header & FLAG_ZERO else 0
     if any(byte >> 4 >= pe.block_rows or byte & 15 >= pe.block_cols for byte in index):
         return TransactionCycles(load=len(words) + zeros, compute=0, drain=2)
-    results = 0 if header & FLAG_HOLD else result_words(pe, op=op, nnz=nnz)
+    results = 0 if header & FLAG_HOLD else result_words(pe, op=op, nnz=nnz, stride=stride)
     return TransactionCycles(load=len(words) + zeros, compute=compute_cycles(pe, op=op, nnz=nnz), drain=2 + results)

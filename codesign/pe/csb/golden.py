@@ -3,7 +3,8 @@
 Block level (docs/csb.md, "The four operations on one block"); arrays are
 int64 codes in the order the stream carries them:
 
-* ``X``: ``(block_cols, in_h, in_w, batch)`` 8-bit activations;
+* ``X``: ``(block_cols, in_h, in_w, batch)`` 8-bit activations, the input
+  tile at the transaction's stride (``spec.in_tile(stride)``);
 * ``DY``: ``(block_rows, out_h, out_w, batch)`` 8-bit errors;
 * FP ``acc``: ``(block_rows, out_h, out_w, batch)``; EB ``acc``:
   ``(block_cols, in_h, in_w, batch)``; ``acc_bits``-bit accumulators;
@@ -21,9 +22,10 @@ Layer level (``forward``, ``backward_error``, ``weight_grad``), torch-like
 layouts, ``n`` samples:
 
 * FC: ``x (n, cols)``, ``y/dy (n, rows)``, ``dx (n, cols)``.
-* CONV: ``x (n, cols, H, W)`` -> ``y (n, rows, H-k+1, W-k+1)``: stride-1
-  'valid' correlation, the host pads; ``dy (n, rows, OH, OW)`` -> ``dx (n,
-  cols, OH+k-1, OW+k-1)`` (the transposed convolution).
+* CONV: ``x (n, cols, H, W)`` -> ``y (n, rows, (H-k)//s+1, (W-k)//s+1)``:
+  'valid' correlation at stride ``s`` (1, or 2 on a PE with ``max_stride``
+  2), the host pads; ``dy (n, rows, OH, OW)`` -> ``dx (n, cols, s*(OH-1)+k,
+  s*(OW-1)+k)`` (the transposed convolution).
 * WG: gradient per stored entry ``(nnz, k, k)`` in stored order, summed over
   the batch.
 
@@ -39,6 +41,8 @@ with zero channels, as the host does. Results are int32 arrays holding
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -164,34 +168,51 @@ def _fmap(spec: CsbSpec, channels: int, h: int, w: int) -> tuple[int, ...]:
 
 # -- the four block operations -----------------------------------------------------------------
 
-def block_fp(spec: CsbSpec, ys, xs, w, X, acc) -> np.ndarray:
-    """FP on one block: ``ACC[y_e][o][l] = sat(ACC + w[e][t] * X[x_e][o + tap][l])``, ``for e: for t:``."""
+def _taps(spec: CsbSpec, stride: int) -> tuple[tuple[int, int], Callable[[int, int], tuple[slice, slice]]]:
+    """The input tile at ``stride`` and ``window(ky, kx)``: the slices of the input positions ``(stride*oy + ky,
+    stride*ox + kx)`` that the output positions read (FP, WG) or write (EB), one per output position."""
+    in_tile = spec.in_tile(stride)
+    rows, cols = stride * (spec.out_h - 1) + 1, stride * (spec.out_w - 1) + 1
+
+    def window(ky: int, kx: int) -> tuple[slice, slice]:
+        return slice(ky, ky + rows, stride), slice(kx, kx + cols, stride)
+
+    return in_tile, window
+
+
+def block_fp(spec: CsbSpec, ys, xs, w, X, acc, *, stride: int = 1) -> np.ndarray:
+    """FP on one block: ``ACC[y_e][o][l] = sat(ACC + w[e][t] * X[x_e][stride*o + tap][l])``, ``for e: for t:``."""
     ys, xs = _entries(spec, ys, xs)
     k, oh, ow = spec.kernel, spec.out_h, spec.out_w
+    (in_h, in_w), window = _taps(spec, stride)
     w = check_codes("w", w, 8, (ys.size, k, k))
-    X = check_codes("X", X, 8, _fmap(spec, spec.block_cols, spec.in_h, spec.in_w))
+    X = check_codes("X", X, 8, _fmap(spec, spec.block_cols, in_h, in_w))
     acc = check_codes("acc", acc, spec.acc_bits, _fmap(spec, spec.block_rows, oh, ow)).copy()
     for e in range(ys.size):
         y, x = ys[e], xs[e]
         for ky in range(k):
             for kx in range(k):
-                acc[y] = saturate(acc[y] + w[e, ky, kx] * X[x, ky:ky + oh, kx:kx + ow], spec.acc_bits)
+                acc[y] = saturate(acc[y] + w[e, ky, kx] * X[(x, *window(ky, kx))], spec.acc_bits)
     return acc
 
 
-def block_eb(spec: CsbSpec, ys, xs, w, DY, acc) -> np.ndarray:
-    """EB on one block: ``ACC[x_e][i][l] = sat(ACC + w[e][t] * DY[y_e][i - tap][l])`` where ``i - tap`` is inside."""
+def block_eb(spec: CsbSpec, ys, xs, w, DY, acc, *, stride: int = 1) -> np.ndarray:
+    """EB on one block: ``ACC[x_e][stride*o + tap][l] = sat(ACC + w[e][t] * DY[y_e][o][l])``, ``for e: for t:``.
+
+    Within one ``(e, t)`` every accumulator receives at most one addition, so
+    this is the contract's order (docs/csb.md, EB) at either stride."""
     ys, xs = _entries(spec, ys, xs)
     k, oh, ow = spec.kernel, spec.out_h, spec.out_w
+    (in_h, in_w), window = _taps(spec, stride)
     w = check_codes("w", w, 8, (ys.size, k, k))
     DY = check_codes("DY", DY, 8, _fmap(spec, spec.block_rows, oh, ow))
-    acc = check_codes("acc", acc, spec.acc_bits, _fmap(spec, spec.block_cols, spec.in_h, spec.in_w)).copy()
+    acc = check_codes("acc", acc, spec.acc_bits, _fmap(spec, spec.block_cols, in_h, in_w)).copy()
     for e in range(ys.size):
         y, x = ys[e], xs[e]
         for ky in range(k):
             for kx in range(k):
-                window = acc[x, ky:ky + oh, kx:kx + ow]  # input positions (oy + ky, ox + kx), one per output
-                acc[x, ky:ky + oh, kx:kx + ow] = saturate(window + w[e, ky, kx] * DY[y], spec.acc_bits)
+                at = (x, *window(ky, kx))  # input positions (stride*oy + ky, stride*ox + kx), one per output
+                acc[at] = saturate(acc[at] + w[e, ky, kx] * DY[y], spec.acc_bits)
     return acc
 
 
@@ -209,17 +230,18 @@ def _saturating_scan(terms: np.ndarray, bits: int) -> np.ndarray:
     return part
 
 
-def block_wg(spec: CsbSpec, ys, xs, X, DY, G) -> np.ndarray:
+def block_wg(spec: CsbSpec, ys, xs, X, DY, G, *, stride: int = 1) -> np.ndarray:
     """WG on one block: per (e, t), lane sums per position, saturating partials per group, added to G at the end."""
     ys, xs = _entries(spec, ys, xs)
     k, oh, ow, P = spec.kernel, spec.out_h, spec.out_w, spec.parallel
-    X = check_codes("X", X, 8, _fmap(spec, spec.block_cols, spec.in_h, spec.in_w))
+    (in_h, in_w), window = _taps(spec, stride)
+    X = check_codes("X", X, 8, _fmap(spec, spec.block_cols, in_h, in_w))
     DY = check_codes("DY", DY, 8, _fmap(spec, spec.block_rows, oh, ow))
     G = check_codes("G", G, spec.acc_bits, (ys.size, k, k)).copy()
     if ys.size == 0:
         return G
-    # sums[e, ky, kx, opos] = sum_l X[x_e][oy + ky, ox + kx][l] * DY[y_e][oy, ox][l]  (exact, < 2^19)
-    patches = np.stack([np.stack([X[:, ky:ky + oh, kx:kx + ow] for kx in range(k)], axis=1)
+    # sums[e, ky, kx, opos] = sum_l X[x_e][stride*oy + ky, stride*ox + kx][l] * DY[y_e][oy, ox][l]  (exact, < 2^19)
+    patches = np.stack([np.stack([X[(slice(None), *window(ky, kx))] for kx in range(k)], axis=1)
                         for ky in range(k)], axis=1)  # (cols, k, k, oh, ow, b)
     sums = np.einsum("ekjhwl,ehwl->ekjhw", patches[xs], DY[ys]).reshape(ys.size, k, k, oh * ow)
     for p in range(P):
@@ -239,11 +261,12 @@ def block_upd(spec: CsbSpec, B, G, shift: int) -> np.ndarray:
 # -- layer schedules ----------------------------------------------------------------------------
 
 def _layer_spec(csb: CSBMatrix, lanes: int, out_h: int, out_w: int, spec: CsbSpec | None,
-                acc_bits: int | None) -> CsbSpec:
+                acc_bits: int | None, stride: int = 1) -> CsbSpec:
     block_rows, block_cols = csb.view_block
     if spec is None:
         return CsbSpec(block_rows=block_rows, block_cols=block_cols, kernel=csb.kernel, out_h=out_h, out_w=out_w,
-                       batch=min(lanes, MAX_BATCH), parallel=1, acc_bits=32 if acc_bits is None else acc_bits)
+                       batch=min(lanes, MAX_BATCH), parallel=1, acc_bits=32 if acc_bits is None else acc_bits,
+                       max_stride=stride)
     if not isinstance(spec, CsbSpec):
         raise TypeError(f"spec must be a CsbSpec, got {type(spec).__name__}")
     if acc_bits is not None and acc_bits != spec.acc_bits:
@@ -254,6 +277,7 @@ def _layer_spec(csb: CSBMatrix, lanes: int, out_h: int, out_w: int, spec: CsbSpe
         raise ValueError("spec does not match the layer (spec value, layer value): "
                          + ", ".join(f"{name}={pair}" for name, pair in wrong.items())
                          + " (the whole feature map is one tile)")
+    spec.in_tile(stride)  # a stride the PE does not run is refused here
     return spec
 
 
@@ -317,52 +341,66 @@ def _sweep(csb: CSBMatrix, spec: CsbSpec, data: np.ndarray, out_channels: int, o
     return result
 
 
-def forward(csb: CSBMatrix, x, *, spec: CsbSpec | None = None, acc_bits: int | None = None) -> np.ndarray:
-    """FP of a layer, ``y = W x``, through FP transactions: see the module docstring for layouts."""
+def _out_map(X: np.ndarray, kernel: int, stride: int) -> tuple[int, int]:
+    """Output map of a 'valid' correlation at ``stride`` over ``X`` ``(c, h, w, n)``; rows and columns past the
+    last window are not read."""
+    if isinstance(stride, bool) or stride not in (1, 2):
+        raise ValueError(f"stride must be 1 or 2, got {stride!r}")
+    if X.shape[1] < kernel or X.shape[2] < kernel:
+        raise ValueError(f"x maps {X.shape[1:3]} are smaller than the {kernel} x {kernel} kernel")
+    return (X.shape[1] - kernel) // stride + 1, (X.shape[2] - kernel) // stride + 1
+
+
+def forward(csb: CSBMatrix, x, *, spec: CsbSpec | None = None, acc_bits: int | None = None,
+            stride: int = 1) -> np.ndarray:
+    """FP of a layer, ``y = W x``, through FP transactions at ``stride``: see the module docstring for layouts."""
     rows, cols = csb.view_shape
     X = _activations("x", x, cols, csb)
-    out_h, out_w = X.shape[1] - csb.kernel + 1, X.shape[2] - csb.kernel + 1
-    if out_h < 1 or out_w < 1:
-        raise ValueError(f"x maps {X.shape[1:3]} are smaller than the {csb.kernel} x {csb.kernel} kernel")
-    spec = _layer_spec(csb, X.shape[-1], out_h, out_w, spec, acc_bits)
+    out_h, out_w = _out_map(X, csb.kernel, stride)
+    spec = _layer_spec(csb, X.shape[-1], out_h, out_w, spec, acc_bits, stride)
+    X = X[:, :stride * (out_h - 1) + csb.kernel, :stride * (out_w - 1) + csb.kernel]
 
     def fp(block, values, tile, acc):
-        return block_fp(spec, block.ys, block.xs, values, tile, acc)
+        return block_fp(spec, block.ys, block.xs, values, tile, acc, stride=stride)
 
     return _to_layer(_sweep(csb, spec, X, rows, (out_h, out_w), fp), csb.conv)
 
 
-def backward_error(csb: CSBMatrix, dy, *, spec: CsbSpec | None = None, acc_bits: int | None = None) -> np.ndarray:
-    """EB of a layer, ``dx = W^T dy``, through EB transactions on ``csb.transpose_view()``.
+def backward_error(csb: CSBMatrix, dy, *, spec: CsbSpec | None = None, acc_bits: int | None = None,
+                   stride: int = 1) -> np.ndarray:
+    """EB of a layer, ``dx = W^T dy``, through EB transactions on ``csb.transpose_view()`` at ``stride``.
 
     ``spec`` describes the PE as it runs EB: its ``block_rows x block_cols``
     are those of ``csb`` (the stored index bytes; the PE exchanges x and y).
+    ``dx`` covers the input tile ``stride*(OH - 1) + k`` square; the caller
+    pads it to a map with rows or columns no window read.
     """
     rows, cols = csb.view_shape
     DY = _activations("dy", dy, rows, csb)
     out_h, out_w = DY.shape[1], DY.shape[2]
-    spec = _layer_spec(csb, DY.shape[-1], out_h, out_w, spec, acc_bits)
+    spec = _layer_spec(csb, DY.shape[-1], out_h, out_w, spec, acc_bits, stride)
     view = csb.transpose_view()
-    k = csb.kernel
 
     def eb(block, values, tile, acc):
         # the view's (y, x) are this matrix's (x, y): the EB operation takes them unexchanged
-        return block_eb(spec, block.xs, block.ys, values, tile, acc)
+        return block_eb(spec, block.xs, block.ys, values, tile, acc, stride=stride)
 
-    return _to_layer(_sweep(view, spec, DY, cols, (out_h + k - 1, out_w + k - 1), eb), csb.conv)
+    return _to_layer(_sweep(view, spec, DY, cols, spec.in_tile(stride), eb), csb.conv)
 
 
-def weight_grad(csb: CSBMatrix, x, dy, *, spec: CsbSpec | None = None, acc_bits: int | None = None) -> np.ndarray:
+def weight_grad(csb: CSBMatrix, x, dy, *, spec: CsbSpec | None = None, acc_bits: int | None = None,
+                stride: int = 1) -> np.ndarray:
     """WG of a layer: ``(nnz, k, k)`` gradients of the stored entries (stored order), summed over the batch."""
     rows, cols = csb.view_shape
     X = _activations("x", x, cols, csb)
     DY = _activations("dy", dy, rows, csb)
     k = csb.kernel
-    out_h, out_w = X.shape[1] - k + 1, X.shape[2] - k + 1
+    out_h, out_w = _out_map(X, k, stride)
     if DY.shape[1:3] != (out_h, out_w) or DY.shape[-1] != X.shape[-1]:
         raise ValueError(f"dy {DY.shape[1:3]} x {DY.shape[-1]} samples does not match x maps "
-                         f"{X.shape[1:3]} x {X.shape[-1]} samples for a {k} x {k} kernel")
-    spec = _layer_spec(csb, X.shape[-1], out_h, out_w, spec, acc_bits)
+                         f"{X.shape[1:3]} x {X.shape[-1]} samples for a {k} x {k} kernel at stride {stride}")
+    spec = _layer_spec(csb, X.shape[-1], out_h, out_w, spec, acc_bits, stride)
+    X = X[:, :stride * (out_h - 1) + k, :stride * (out_w - 1) + k]
     block_rows, block_cols = csb.view_block
     grads = np.zeros((csb.nnz, k, k), dtype=np.int64)
     n = X.shape[-1]
@@ -372,7 +410,8 @@ def weight_grad(csb: CSBMatrix, x, dy, *, spec: CsbSpec | None = None, acc_bits:
             if block.nnz == 0:
                 continue
             grads[block.entries] = block_wg(spec, block.ys, block.xs, _tile(x_chunk, block.col * block_cols, block_cols),
-                                            _tile(dy_chunk, block.row * block_rows, block_rows), grads[block.entries])
+                                            _tile(dy_chunk, block.row * block_rows, block_rows), grads[block.entries],
+                                            stride=stride)
     return grads.astype(np.int32)
 
 

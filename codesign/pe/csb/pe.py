@@ -19,6 +19,7 @@ from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stimulus import build_transactions, count_macs, top_up_updates
 from codesign.pe.csb.stimulus_chain import chain_transactions
 from codesign.pe.csb.stimulus_ext import ext_transactions
+from codesign.pe.csb.stimulus_stride import stride_transactions
 from codesign.hw.constants_gen import HEADER_NAME as CONSTANTS_HEADER
 from codesign.hw.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
@@ -41,7 +42,9 @@ class CsbStimulusOptions:
     (FP, EB, WG) has at least ``min_macs_per_op`` MACs, then full-block UPDs until UPD has updated as many
     buffer words, then the header flags' and element-wise ops' set until each of them (ZERO, G_FIRST, LEFT,
     SELECT, SHR) has as many values (:mod:`codesign.pe.csb.stimulus_ext`), then chains of held sums until
-    ``HOLD`` and ``CARRY`` have as many MACs (:mod:`codesign.pe.csb.stimulus_chain`).
+    ``HOLD`` and ``CARRY`` have as many MACs (:mod:`codesign.pe.csb.stimulus_chain`), then on a PE with
+    stride 2 stride-2 transactions until FP, EB and WG each have as many MACs at stride 2
+    (:mod:`codesign.pe.csb.stimulus_stride`).
     """
 
     min_macs_per_op: int = 10_000
@@ -78,8 +81,10 @@ class CsbPE(StreamPE):
             transactions = build_transactions(spec, count=count, seed=options.seed)
             if _reached(spec, transactions, options.min_macs_per_op):
                 transactions = top_up_updates(spec, transactions, target=options.min_macs_per_op, seed=options.seed)
-                return transactions + ext_transactions(spec, target=options.min_macs_per_op, seed=options.seed) + \
-                    chain_transactions(spec, target=options.min_macs_per_op, seed=options.seed)
+                target, seed = options.min_macs_per_op, options.seed
+                return transactions + ext_transactions(spec, target=target, seed=seed) + \
+                    chain_transactions(spec, target=target, seed=seed) + \
+                    stride_transactions(spec, target=target, seed=seed)
             count *= 2
         raise ValueError(f"{count} random transactions did not reach {options.min_macs_per_op} MACs per op")
 
@@ -105,13 +110,15 @@ class CsbPE(StreamPE):
 
     def rtl_parameters(self, spec: CsbSpec) -> dict[str, int]:
         return {"BLOCK_ROWS": spec.block_rows, "BLOCK_COLS": spec.block_cols, "K": spec.kernel, "OUT_H": spec.out_h,
-                "OUT_W": spec.out_w, "BATCH": spec.batch, "PARALLEL": spec.parallel, "ACC_BITS": spec.acc_bits}
+                "OUT_W": spec.out_w, "BATCH": spec.batch, "PARALLEL": spec.parallel, "ACC_BITS": spec.acc_bits,
+                "MAX_STRIDE": spec.max_stride}
 
     # resource counts are what the CSB estimate reports; abc9 spends over ten minutes on a 16 x 16 block
     estimate_abc9 = False
 
     def verification_grid(self) -> list[GridCase]:
-        """FC and CONV blocks from 1 x 1-entry corner cases to full 16 x 16, lanes 2..8, groups 1..4, 16/32-bit sums.
+        """FC and CONV blocks from 1 x 1-entry corner cases to full 16 x 16, lanes 2..8, groups 1..4, 16/32-bit sums;
+        the five CONV points are built with stride 2 (kernels 1 and 3, groups 2..4, odd and even tile widths).
         The three points whose RTL runs take minutes are ``slow``: make test-slow runs them at RTL under stalls at
         the quick stimulus (tests/pe/test_stream_rtl.py), and make test-long at the full one. make test runs the
         quick points at golden and the first, a full FC block, at C-sim; make test-slow the rest at C-sim and RTL
@@ -120,11 +127,15 @@ class CsbPE(StreamPE):
             GridCase("fc16_b8", CsbSpec(block_rows=16, block_cols=16, batch=8)),
             GridCase("fc3x8_b2_acc16", CsbSpec(block_rows=3, block_cols=8, batch=2, acc_bits=16), slow=True),
             GridCase("conv4_k3_t4_b4_p2", CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=4, out_w=4, batch=4,
-                                                  parallel=2), slow=True),
+                                                  parallel=2, max_stride=2), slow=True),
             GridCase("conv2_k3_t2x3_b2_p4_acc16", CsbSpec(block_rows=2, block_cols=3, kernel=3, out_h=2, out_w=3,
-                                                          batch=2, parallel=4, acc_bits=16)),
+                                                          batch=2, parallel=4, acc_bits=16, max_stride=2)),
             GridCase("conv16_k1_t2_b4_p4", CsbSpec(block_rows=16, block_cols=16, kernel=1, out_h=2, out_w=2, batch=4,
-                                                   parallel=4), slow=True),
+                                                   parallel=4, max_stride=2), slow=True),
+            GridCase("conv3x2_k3_t3x2_b2_p3_acc16", CsbSpec(block_rows=3, block_cols=2, kernel=3, out_h=3, out_w=2,
+                                                            batch=2, parallel=3, acc_bits=16, max_stride=2)),
+            GridCase("conv4_k1_t3_b3_p2", CsbSpec(block_rows=4, block_cols=4, kernel=1, out_h=3, out_w=3, batch=3,
+                                                  parallel=2, max_stride=2), slow=True),
         ]
 
     def estimate_specs(self) -> list[CsbSpec]:

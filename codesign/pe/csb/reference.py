@@ -13,7 +13,8 @@ from codesign.contracts.constants import STATUS_BAD_HEADER, STATUS_OK, status_co
 OP_FP, OP_EB, OP_WG, OP_UPD = range(4)
 STATUS_NNZ, STATUS_INDEX = status_code("csb", "NNZ"), status_code("csb", "INDEX")
 ZERO, G_FIRST, LEFT, ELEMENTWISE, HOLD, CARRY = 4, 8, 16, 32, 64, 128  # header bits 2..7 (docs/csb.md, "Flags ...")
-RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | 0xFC | (0x1F << 8) | (0x1FF << 16))
+STRIDE_TWO = 1 << 13  # header bit 13: FP, EB, WG step over the input at stride 2
+RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | 0xFC | (0x1F << 8) | STRIDE_TWO | (0x1FF << 16))
 
 
 def _signed(value: int, bits: int) -> int:
@@ -51,13 +52,15 @@ class _Reader:
 
 
 class _Shape:
-    """The PE parameters one transaction is read and computed with (input tile = output tile + kernel - 1)."""
+    """The PE parameters one transaction is read and computed with (input tile = stride * (output tile - 1) +
+    kernel)."""
 
     def __init__(self, *, block_rows: int, block_cols: int, kernel: int, out_h: int, out_w: int, batch: int,
-                 parallel: int, acc_bits: int) -> None:
+                 parallel: int, acc_bits: int, stride: int) -> None:
         self.block_rows, self.block_cols, self.k, self.lanes = block_rows, block_cols, kernel, batch
         self.out_h, self.out_w, self.parallel, self.acc_bits = out_h, out_w, parallel, acc_bits
-        self.in_h, self.in_w = out_h + kernel - 1, out_w + kernel - 1
+        self.stride = stride
+        self.in_h, self.in_w = stride * (out_h - 1) + kernel, stride * (out_w - 1) + kernel
         self.taps = [(ky, kx) for ky in range(kernel) for kx in range(kernel)]
 
 
@@ -99,7 +102,8 @@ def _forward(s: _Shape, ys, xs, weights, data, acc) -> list[int]:
                 for ox in range(s.out_w):
                     for lane in range(s.lanes):
                         at = ((ys[e] * s.out_h + oy) * s.out_w + ox) * s.lanes + lane
-                        x = data[((xs[e] * s.in_h + oy + ky) * s.in_w + ox + kx) * s.lanes + lane]
+                        iy, ix = s.stride * oy + ky, s.stride * ox + kx
+                        x = data[((xs[e] * s.in_h + iy) * s.in_w + ix) * s.lanes + lane]
                         acc[at] = _saturate(acc[at] + w * x, s.acc_bits)
     return [_word(v) for v in acc]
 
@@ -110,7 +114,9 @@ def _error_back(s: _Shape, ys, xs, weights, data, acc) -> list[int]:
             w = weights[e * s.k * s.k + t]
             for iy in range(s.in_h):
                 for ix in range(s.in_w):
-                    oy, ox = iy - ky, ix - kx
+                    if (iy - ky) % s.stride or (ix - kx) % s.stride:
+                        continue  # no output position reads this input position through this tap
+                    oy, ox = (iy - ky) // s.stride, (ix - kx) // s.stride
                     if not (0 <= oy < s.out_h and 0 <= ox < s.out_w):
                         continue
                     for lane in range(s.lanes):
@@ -130,7 +136,7 @@ def _weight_gradient(s: _Shape, ys, xs, x_data, dy_data, grads) -> list[int]:
             partial = [0] * s.parallel
             for position in range(s.out_h * s.out_w):
                 oy, ox = divmod(position, s.out_w)
-                total = sum(x_at(xs[e], oy + ky, ox + kx, lane)
+                total = sum(x_at(xs[e], s.stride * oy + ky, s.stride * ox + kx, lane)
                             * dy_data[((ys[e] * s.out_h + oy) * s.out_w + ox) * s.lanes + lane]
                             for lane in range(s.lanes))
                 group = position % s.parallel
@@ -157,11 +163,11 @@ def _update(shift: int, buffer, grads, left: bool = False) -> list[int]:
 
 
 def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, out_h: int, out_w: int, batch: int,
-                     parallel: int, acc_bits: int, state: dict | None = None) -> list[int]:
+                     parallel: int, acc_bits: int, max_stride: int = 1, state: dict | None = None) -> list[int]:
     """The output words (status first) the PE must send for the input words of one transaction.
 
     ``state``: a dict the caller keeps from one transaction to the next; under ``"held"`` the PE's held results
-    as ``(op, nnz, signed values)`` after an accepted HOLD, else None. Without it the PE holds nothing."""
+    as ``(op, nnz, signed values, stride)`` after an accepted HOLD, else None. Without it the PE holds nothing."""
     state = {} if state is None else state
     held = state.get("held")
     state["held"] = None
@@ -169,7 +175,8 @@ def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, ou
     header = reader.word()
     op, shift, nnz = header & 3, (header >> 8) & 0x1F, (header >> 16) & 0x1FF
     flags = header & 0xFC
-    if header & RESERVED_MASK:
+    stride = 2 if header & STRIDE_TWO else 1
+    if header & RESERVED_MASK or (stride == 2 and (flags & ELEMENTWISE or op == OP_UPD or max_stride < 2)):
         return [STATUS_BAD_HEADER]
     if flags & ELEMENTWISE:
         sums = None  # SELECT with CARRY masks the FP (or EB) sums held: one per output (input) channel, position, lane
@@ -181,14 +188,14 @@ def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, ou
             or (flags & LEFT and op != OP_UPD) or (flags & (HOLD | CARRY) and op == OP_UPD):
         return [STATUS_BAD_HEADER]
     if flags & CARRY and (flags & (ZERO | G_FIRST) or held is None or held[0] != op
-                          or (op == OP_WG and held[1] != nnz)):
-        return [STATUS_BAD_HEADER]  # nothing of this op (and size) held by the transaction just before
+                          or (op == OP_WG and held[1] != nnz) or held[3] != stride):
+        return [STATUS_BAD_HEADER]  # nothing of this op (size and stride) held by the transaction just before
     if nnz > block_rows * block_cols:
         return [STATUS_NNZ]
     index = reader.bytes(nnz)
     ys, xs = [b >> 4 for b in index], [b & 15 for b in index]
     shape = _Shape(block_rows=block_rows, block_cols=block_cols, kernel=kernel, out_h=out_h, out_w=out_w,
-                   batch=batch, parallel=parallel, acc_bits=acc_bits)
+                   batch=batch, parallel=parallel, acc_bits=acc_bits, stride=stride)
     sections = _read_sections(reader, op, nnz, shape, flags, held[2] if flags & CARRY else None)
     if reader.at != len(reader.words):
         raise ValueError(f"transaction has {len(reader.words) - reader.at} words beyond its sections")
@@ -203,7 +210,7 @@ def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, ou
     else:
         results = _update(shift, **sections, left=bool(flags & LEFT))
     if flags & HOLD:  # the results stay in the PE; the status goes out alone
-        state["held"] = (op, nnz, [_signed(word, 32) for word in results])
+        state["held"] = (op, nnz, [_signed(word, 32) for word in results], stride)
         return [STATUS_OK]
     return [STATUS_OK] + results
 

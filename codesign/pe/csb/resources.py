@@ -4,7 +4,8 @@ The RAM shapes are those of rtl/csb/csb_pe.v with the same localparams: the
 index buffer, the packed 8-bit weight buffer W8, the wide weight buffer WA
 (one ``max(acc_bits, 24)``-bit word per entry and tap), per MAC group the
 result bank R (``batch`` accumulators a word) and the X and DY byte windows
-(rtl/csb/csb_window.v: banks of 32-bit words). The multipliers are one
+(rtl/csb/csb_window.v: banks of 32-bit words), sized for the largest stride
+the PE runs (``max_stride``). The multipliers are one
 8 x 8 product per lane and group. :mod:`codesign.hw.resource_model` turns
 them into DSP and BRAM counts and fits LUT and FF to Yosys.
 """
@@ -33,9 +34,10 @@ def window_banks(lanes: int, words: int) -> List[Tuple[int, int]]:
 def memories(spec: CsbSpec) -> List[Tuple[int, int]]:
     """``(depth, width in bits)`` of every RAM of the RTL, one entry per instance."""
     capacity, kk = spec.capacity, spec.kk
-    r_depth = max(spec.block_rows * spec.out_h * _ceil(spec.out_w, spec.parallel),
-                  spec.block_cols * spec.in_h * _ceil(spec.in_w, spec.parallel))
-    x_words = _ceil(spec.block_cols * spec.in_pos * spec.batch, 4)
+    eb_depths = [spec.block_cols * in_h * stride * _ceil(_ceil(in_w, stride), spec.parallel)
+                 for stride in range(1, spec.max_stride + 1) for in_h, in_w in [spec.in_tile(stride)]]
+    r_depth = max(spec.block_rows * spec.out_h * _ceil(spec.out_w, spec.parallel), *eb_depths)
+    x_words = _ceil(spec.block_cols * spec.in_pos_at(spec.max_stride) * spec.batch, 4)
     d_words = _ceil(spec.block_rows * spec.out_pos * spec.batch, 4)
     per_group = ([(r_depth, spec.acc_bits * spec.batch)] + window_banks(spec.batch, x_words)
                  + window_banks(spec.batch, d_words))
@@ -55,16 +57,19 @@ def features(spec: CsbSpec) -> dict:
     banks and byte windows of every group grow with lanes times the accumulator width). Held out on the FC
     calibration builds these three did better than lanes times accumulator bits or the groups (docs/design.md).
     A conv build (kernel > 1) adds per group the tile's position and tap address arithmetic (``conv_groups``) and
-    per lane the window's tap select (``conv_lanes``); both are 0 on an FC build."""
+    per lane the window's tap select (``conv_lanes``); both are 0 on an FC build. A build with stride 2 adds per
+    group its second input address and the halved result-bank mapping (``stride2_groups``)."""
     conv = float(spec.kernel > 1)
     return {"one": 1.0, "lanes": float(spec.batch * spec.parallel), "lutram": distributed_bits(memories(spec)) / 64,
-            "conv_groups": conv * spec.parallel, "conv_lanes": conv * spec.batch * spec.parallel}
+            "conv_groups": conv * spec.parallel, "conv_lanes": conv * spec.batch * spec.parallel,
+            "stride2_groups": float(spec.max_stride == 2) * spec.parallel}
 
 
 def calibration_specs() -> List[CsbSpec]:
     """FC blocks (kernel 1, one position: what the CSB MLP loop trains) from 8 x 8 to 16 x 16 with 1 to 16 lanes,
     1 to 4 groups, 16- and 32-bit sums; and 3 x 3 conv builds (a conv network's step) from a 1 x 1 to an 8 x 8
-    output tile. Held to twelve builds a family: on two shared cores Yosys takes minutes per build."""
+    output tile, two of them built with stride 2. Held to fourteen builds a family: on two shared cores Yosys takes
+    minutes per build."""
     s = CsbSpec
     return [s(), s(batch=16), s(block_rows=8, block_cols=8, batch=4),
             s(block_rows=16, block_cols=8, batch=2, parallel=2, acc_bits=16), s(block_rows=8, block_cols=16, batch=1),
@@ -73,7 +78,9 @@ def calibration_specs() -> List[CsbSpec]:
             s(kernel=3, out_h=2, out_w=4, batch=4, parallel=2, block_rows=8, block_cols=8),
             s(kernel=3, out_h=8, out_w=8, batch=8),
             s(kernel=3, out_h=4, out_w=2, batch=16, parallel=2, acc_bits=16, block_cols=8),
-            s(kernel=3, out_h=2, out_w=2, batch=2, block_rows=8)]
+            s(kernel=3, out_h=2, out_w=2, batch=2, block_rows=8),
+            s(kernel=3, out_h=4, out_w=4, batch=4, parallel=2, block_rows=8, block_cols=8, max_stride=2),
+            s(kernel=3, out_h=2, out_w=2, batch=8, parallel=4, max_stride=2)]
 
 
 __all__ = ["calibration_specs", "features", "memories", "multipliers", "window_banks"]

@@ -19,6 +19,7 @@ MAX_BATCH = 16  # MAC lanes; 16 lane products of 2^14 sum exactly below 2^19
 MAX_PARALLEL = 8
 ACC_BITS = (16, 32)
 MAX_IN_POS = 1024  # input tile positions one channel buffer holds (in_h * in_w)
+STRIDES = (1, 2)  # a transaction steps over its input at stride 1, or at 2 on a PE built for it (header S2)
 
 
 @keyword_record
@@ -26,8 +27,11 @@ class CsbSpec:
     """One CSB PE: block size, kernel, output tile, MAC lanes and groups, accumulator width (bits).
 
     ``out_h x out_w`` is the output tile in positions (1 x 1 for FC layers);
-    the input tile is ``(out_h + kernel - 1) x (out_w + kernel - 1)`` and must
-    fit the ``MAX_IN_POS``-position channel buffer. ``batch`` is the number of
+    at stride ``s`` the input tile is ``(s*(out_h - 1) + kernel) x (s*(out_w - 1) + kernel)``
+    (:meth:`in_tile`) and must fit the ``MAX_IN_POS``-position channel buffer.
+    ``max_stride`` 2 builds a PE that also runs stride-2 transactions (header
+    flag ``S2``): its buffers hold the stride-2 input tile, so a stride-2
+    convolution costs its useful MACs only. ``batch`` is the number of
     MAC lanes (one sample each), ``parallel`` the number of MAC groups that
     split the positions. Operand width (8 bits) and buffer width (24 bits) are
     fixed by the contract and exposed as properties.
@@ -41,6 +45,7 @@ class CsbSpec:
     batch: int = 8
     parallel: int = 1
     acc_bits: int = 32
+    max_stride: int = 1
 
     def __post_init__(self) -> None:
         _check_int("block_rows", self.block_rows, 1, INDEX_NIBBLE)
@@ -51,10 +56,12 @@ class CsbSpec:
         _check_int("batch", self.batch, 1, MAX_BATCH)
         _check_int("parallel", self.parallel, 1, MAX_PARALLEL)
         _check_int("acc_bits", self.acc_bits, *ACC_BITS)
-        if self.in_pos > MAX_IN_POS:
+        _check_int("max_stride", self.max_stride, STRIDES[0], STRIDES[-1])
+        in_h, in_w = self.in_tile(self.max_stride)
+        if in_h * in_w > MAX_IN_POS:
             raise ValueError(
-                f"input tile {self.in_h} x {self.in_w} = {self.in_pos} positions (out_h={self.out_h}, "
-                f"out_w={self.out_w}, kernel={self.kernel}) exceeds the {MAX_IN_POS}-position channel buffer"
+                f"input tile {in_h} x {in_w} = {in_h * in_w} positions (out_h={self.out_h}, out_w={self.out_w}, "
+                f"kernel={self.kernel}, stride {self.max_stride}) exceeds the {MAX_IN_POS}-position channel buffer"
             )
 
     @property
@@ -66,6 +73,18 @@ class CsbSpec:
     def buffer_bits(self) -> int:
         """Weight buffer word width (bits), fixed by the contract."""
         return BUFFER_BITS
+
+    def in_tile(self, stride: int = 1) -> tuple[int, int]:
+        """``(in_h, in_w)`` in positions of the input tile a transaction at ``stride`` reads (FP, WG) or
+        writes (EB); ValueError for a stride this PE does not run."""
+        if isinstance(stride, bool) or stride not in STRIDES or stride > self.max_stride:
+            raise ValueError(f"stride={stride!r}: this PE runs strides 1..{self.max_stride}")
+        return stride * (self.out_h - 1) + self.kernel, stride * (self.out_w - 1) + self.kernel
+
+    def in_pos_at(self, stride: int = 1) -> int:
+        """Positions of the input tile at ``stride``."""
+        in_h, in_w = self.in_tile(stride)
+        return in_h * in_w
 
     @property
     def in_h(self) -> int:
@@ -108,5 +127,5 @@ class CsbSpec:
         return (1 << (self.acc_bits - 1)) - 1
 
     def to_dict(self) -> dict:
-        """The eight parameters, as transaction-file metadata and template constants."""
+        """The nine parameters, as transaction-file metadata and template constants."""
         return asdict(self)

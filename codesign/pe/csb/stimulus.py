@@ -14,7 +14,9 @@ other out-of-block indices; accumulator saturation in both directions with the
 order of additions visible; WG partial saturation across the P groups; buffer
 saturation near +-2^23; UPD ties at several shifts; shifts 0 and 31; EB with
 entries in column-major (transposed) order; status-1 and status-2 headers,
-which are the whole transaction (the PE reads nothing after them).
+which are the whole transaction (the PE reads nothing after them), ``S2`` among
+them where this PE or op has no stride 2. Stride-2 transactions, on a PE built
+for them, come from :mod:`codesign.pe.csb.stimulus_stride`.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import (
     FLAG_BITS,
     FLAG_EW,
+    FLAG_S2,
     HEADER_FIELDS,
     STATUS_OK,
+    EwOp,
     Op,
     encode_transaction,
     expected_output,
@@ -42,12 +46,12 @@ PE_NAME = "csb"
 
 
 class TransactionBuilder:
-    """Draws the sections of one transaction for ``spec`` from ``rng``."""
+    """Draws the sections of one transaction for ``spec`` from ``rng``; FP, EB and WG at ``stride``."""
 
-    def __init__(self, spec: CsbSpec, rng: np.random.Generator) -> None:
-        self.spec, self.rng = spec, rng
+    def __init__(self, spec: CsbSpec, rng: np.random.Generator, stride: int = 1) -> None:
+        self.spec, self.rng, self.stride = spec, rng, stride
         s = spec
-        self.x_shape = (s.block_cols, s.in_h, s.in_w, s.batch)
+        self.x_shape = (s.block_cols, *s.in_tile(stride), s.batch)
         self.dy_shape = (s.block_rows, s.out_h, s.out_w, s.batch)
 
     def index(self, nnz: int, order: str = "row") -> np.ndarray:
@@ -92,7 +96,8 @@ class TransactionBuilder:
             arrays = dict(buffer=self.rng.integers(-(1 << 23), 1 << 23, size=(nnz, k, k)),
                           grads=self.rng.integers(-scale, scale, size=(nnz, k, k)))
         arrays.update(given)
-        return encode_transaction(s, op, index=index, shift=shift or 0, check=check, **arrays)
+        return encode_transaction(s, op, index=index, shift=shift or 0, check=check,
+                                  stride=1 if op == Op.UPD else self.stride, **arrays)
 
     def garble(self, words: np.ndarray) -> np.ndarray:
         """Random bits where the PE must ignore them: unused bytes of byte sections, bits above narrow fields."""
@@ -124,10 +129,11 @@ def _pair(spec: CsbSpec, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return words, expected_output(spec, words)
 
 
-def directed_transactions(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]:
-    """Input words of the directed cases (see the module docstring)."""
+def directed_transactions(spec: CsbSpec, rng: np.random.Generator, stride: int = 1) -> list[np.ndarray]:
+    """Input words of the directed cases (see the module docstring), FP, EB and WG at ``stride``; the refused
+    headers at stride 1 only."""
     s, k = spec, spec.kernel
-    make = TransactionBuilder(spec, rng)
+    make = TransactionBuilder(spec, rng, stride)
     cap = s.capacity
     out: list[np.ndarray] = []
     for op in Op:
@@ -190,9 +196,12 @@ def directed_transactions(spec: CsbSpec, rng: np.random.Generator) -> list[np.nd
     # ignored bits carry garbage
     for op in Op:
         out.append(make.garble(make.transaction(op, int(rng.integers(1, cap + 1)), order="shuffled")))
-    # refused headers: the header is the whole transaction
-    for op in Op:
-        out.append(np.array([header_word(op, cap) | 1 << 13], dtype=np.uint32))  # reserved bit 13
+    return out if stride > 1 else out + _refused_headers(spec)
+
+
+def _refused_headers(spec: CsbSpec) -> list[np.ndarray]:
+    """Headers refused with status 1 or 2: each is the whole transaction."""
+    cap, out = spec.capacity, []
     reserved = [bit for bit in range(32) if not HEADER_FIELDS >> bit & 1]
     for bit in reserved:
         out.append(np.array([header_word(Op.FP, 0) | 1 << bit], dtype=np.uint32))
@@ -201,6 +210,9 @@ def directed_transactions(spec: CsbSpec, rng: np.random.Generator) -> list[np.nd
     for op in Op:
         out.append(np.array([header_word(op, cap + 1)], dtype=np.uint32))
     out.append(np.array([header_word(Op.WG, 0x1FF)], dtype=np.uint32))
+    s2_refused = [Op.UPD] if spec.max_stride == 2 else list(Op)  # S2 on UPD, or on a PE built for stride 1
+    out += [np.array([header_word(op, 1) | FLAG_S2], dtype=np.uint32) for op in s2_refused]
+    out += [np.array([header_word(op, 1, ew=True) | FLAG_S2], dtype=np.uint32) for op in EwOp]
     return out
 
 

@@ -123,7 +123,7 @@ def directed_chains(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]
                 encode_elementwise(s, EwOp.SELECT, [1, 2], [1, -1]),
                 b.make.transaction(Op.UPD, 1, shift=3),
                 b.call(Op.FP, b.make.index(1), first="zero", hold=False),
-                np.array([header_word(Op.FP, 1) | 1 << 13], dtype=np.uint32)]
+                np.array([header_word(Op.FP, 1) | 1 << 14], dtype=np.uint32)]
     if s.capacity < 0x1FF:  # a HOLD refused with status 2
         breakers.append(np.array([header_word(Op.FP, s.capacity + 1, hold=True)], dtype=np.uint32))
     for breaker in breakers:  # a HOLD that nothing carries: the next transaction drops the sums
@@ -194,7 +194,7 @@ def chain_transactions(spec: CsbSpec, *, target: int, seed: int) -> list[tuple[n
     transaction that drops whatever the stimulus before it left)."""
     rng = np.random.default_rng([seed, 41])
     session = CsbSession(spec)
-    opening = [np.array([header_word(Op.FP, 0) | 1 << 13], dtype=np.uint32)]  # refused: leaves nothing held
+    opening = [np.array([header_word(Op.FP, 0) | 1 << 14], dtype=np.uint32)]  # refused: leaves nothing held
     pairs = [(words, session.answer(words)) for words in opening + directed_chains(spec, rng)]
     counts = count_chains(spec, pairs)
     wanted = [feature for feature in FEATURES if feature != "select" or held_tiles(spec)]

@@ -54,10 +54,10 @@ class ExtBuilder:
     """Draws transactions of the new features for ``spec`` from ``rng`` (the classic sections through
     :class:`codesign.pe.csb.stimulus.TransactionBuilder`)."""
 
-    def __init__(self, spec: CsbSpec, rng: np.random.Generator) -> None:
+    def __init__(self, spec: CsbSpec, rng: np.random.Generator, stride: int = 1) -> None:
         from codesign.pe.csb.stimulus import TransactionBuilder
 
-        self.spec, self.rng, self.make = spec, rng, TransactionBuilder(spec, rng)
+        self.spec, self.rng, self.make = spec, rng, TransactionBuilder(spec, rng, stride)
 
     def acc(self, n: int, mode: str = "any") -> np.ndarray:
         return self.make.acc((n,), mode)
@@ -102,7 +102,8 @@ class ExtBuilder:
         index = make.index(nnz, order) if index is None else index
         from codesign.pe.csb.stream import encode_transaction
 
-        return encode_transaction(s, op, index=index, zero=zero, g_first=g_first, hold=hold, carry=carry, **arrays)
+        return encode_transaction(s, op, index=index, zero=zero, g_first=g_first, hold=hold, carry=carry,
+                                  stride=make.stride, **arrays)
 
 
 def directed_ext(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]:
@@ -165,7 +166,7 @@ def refused_ext(spec: CsbSpec) -> list[np.ndarray]:
     words.append(header_word(Op.UPD, 1) | FLAG_ZERO)
     words += [header_word(op, 1) | FLAG_G_FIRST for op in (Op.FP, Op.EB, Op.UPD)]
     words += [header_word(op, 1) | FLAG_LEFT for op in (Op.FP, Op.EB, Op.WG)]
-    words += [header_word(Op.FP, 1) | FLAG_ZERO | 1 << 13, header_word(Op.WG, s.capacity + 1) | FLAG_ZERO]
+    words += [header_word(Op.FP, 1) | FLAG_ZERO | 1 << 14, header_word(Op.WG, s.capacity + 1) | FLAG_ZERO]
     for word in words:
         if header_status(spec, word) == STATUS_OK:
             raise AssertionError(f"header 0x{word:08x} was meant to be refused")

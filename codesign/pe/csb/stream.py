@@ -16,13 +16,15 @@ shift 0) and ``EW`` (an element-wise op: SELECT ``v where z > 0 else 0``, or
 SHR ``v >> s``; the count field counts elements), ``HOLD`` (FP, EB, WG send
 the status alone and keep their results in the PE) and ``CARRY`` (FP, EB, WG
 take no initial section and start from what the transaction just before held:
-the same op, for WG the same ``nnz``; else status 1; SELECT with ``CARRY``
-takes no ``V``: it masks the FP or EB sums held, as many as its elements). They let a training step
+the same op and stride, for WG the same ``nnz``; else status 1; SELECT with ``CARRY``
+takes no ``V``: it masks the FP or EB sums held, as many as its elements), and ``S2`` (bit 13: FP, EB, WG
+step over the input at stride 2, on a PE built with ``max_stride`` 2). They let a training step
 run as call lists with every operand in place (:mod:`codesign.step.csb`);
 :class:`CsbSession` is the PE's state from one transaction to the next.
 
 Statuses: 1 (reserved header bits, a shift with an op other than UPD, flags an
-op does not take, or a ``CARRY`` with nothing of its kind held) and
+op does not take, ``S2`` on a PE built for stride 1 only, or a ``CARRY`` with nothing of its
+kind held) and
 2 (``nnz`` above the block capacity) answer the header alone: the PE expects a
 new header next, so such a transaction *is* its header word. Status 3 (an
 index outside the block) consumes the whole transaction and answers the
@@ -66,9 +68,10 @@ FLAG_LEFT = 1 << 4  # UPD: G * 2^s saturated to 32 bits, then the update at shif
 FLAG_EW = 1 << 5  # element-wise op (EwOp); the nnz field counts elements
 FLAG_HOLD = 1 << 6  # FP, EB, WG: the status alone goes out; the results stay in the PE for the next transaction
 FLAG_CARRY = 1 << 7  # FP, EB, WG: no initial section; the sums start from the results the PE holds
-FLAG_BITS = FLAG_ZERO | FLAG_G_FIRST | FLAG_LEFT | FLAG_EW | FLAG_HOLD | FLAG_CARRY
+FLAG_S2 = 1 << 13  # FP, EB, WG at stride 2, on a PE with max_stride 2
+FLAG_BITS = FLAG_ZERO | FLAG_G_FIRST | FLAG_LEFT | FLAG_EW | FLAG_HOLD | FLAG_CARRY | FLAG_S2
 STATUS_NNZ, STATUS_INDEX = status_code("csb", "NNZ"), status_code("csb", "INDEX")
-HEADER_FIELDS = 0x3 | FLAG_BITS | 0x1F << 8 | 0x1FF << 16  # op [1:0], flags [7:2], shift [12:8], nnz [24:16]
+HEADER_FIELDS = 0x3 | FLAG_BITS | 0x1F << 8 | 0x1FF << 16  # op [1:0], flags [7:2], shift [12:8], S2 [13], nnz [24:16]
 MAX_NNZ_FIELD = 0x1FF
 WORD_MASK = 0xFFFF_FFFF
 
@@ -81,13 +84,21 @@ def _op(op) -> Op:
 
 
 def _flag_bits(*, zero: bool = False, g_first: bool = False, left: bool = False, ew: bool = False,
-               hold: bool = False, carry: bool = False) -> int:
+               hold: bool = False, carry: bool = False, stride: int = 1) -> int:
+    if isinstance(stride, bool) or stride not in (1, 2):
+        raise ValueError(f"stride={stride!r} is not 1 or 2")
     return (FLAG_ZERO if zero else 0) | (FLAG_G_FIRST if g_first else 0) | (FLAG_LEFT if left else 0) | \
-        (FLAG_EW if ew else 0) | (FLAG_HOLD if hold else 0) | (FLAG_CARRY if carry else 0)
+        (FLAG_EW if ew else 0) | (FLAG_HOLD if hold else 0) | (FLAG_CARRY if carry else 0) | \
+        (FLAG_S2 if stride == 2 else 0)
+
+
+def stride_of(flags: int) -> int:
+    """The stride (1 or 2) a header's flag bits ask for."""
+    return 2 if flags & FLAG_S2 else 1
 
 
 def header_word(op, nnz: int, shift: int = 0, *, zero: bool = False, g_first: bool = False, left: bool = False,
-                ew: bool = False, hold: bool = False, carry: bool = False) -> int:
+                ew: bool = False, hold: bool = False, carry: bool = False, stride: int = 1) -> int:
     """The header word; fields are range-checked, the status rules are not (see :func:`header_status`).
     With ``ew`` the op is an :class:`EwOp` and ``nnz`` the element count."""
     op = int(EwOp(op)) if ew else int(_op(op))
@@ -95,23 +106,26 @@ def header_word(op, nnz: int, shift: int = 0, *, zero: bool = False, g_first: bo
         raise ValueError(f"nnz={nnz!r} does not fit the 9-bit header field")
     if isinstance(shift, bool) or not isinstance(shift, (int, np.integer)) or not 0 <= shift <= golden.MAX_SHIFT:
         raise ValueError(f"shift={shift!r} does not fit the 5-bit header field")
-    return op | _flag_bits(zero=zero, g_first=g_first, left=left, ew=ew, hold=hold, carry=carry) | \
+    return op | _flag_bits(zero=zero, g_first=g_first, left=left, ew=ew, hold=hold, carry=carry, stride=stride) | \
         int(shift) << 8 | int(nnz) << 16
 
 
-Held = Tuple[int, int]  # (op, nnz) of the transaction whose results the PE holds (FLAG_HOLD)
+Held = Tuple[int, int, int]  # (op, nnz, stride) of the transaction whose results the PE holds (FLAG_HOLD)
 
 
 def chain_held(spec: CsbSpec, header: int) -> Optional[Held]:
     """What the transaction before a ``CARRY`` header must have held for it to be accepted (a list's chains hold
-    it; ``None`` for a header without ``CARRY``): the same op and ``nnz``, or for SELECT an FP or EB whose sums
-    are as many as its elements."""
+    it; ``None`` for a header without ``CARRY``): the same op, ``nnz`` and stride, or for SELECT an FP or EB
+    whose sums are as many as its elements."""
     op, nnz, flags = header & 3, header >> 16 & 0x1FF, header & FLAG_BITS
     if not flags & FLAG_CARRY:
         return None
     if flags & FLAG_EW:
-        return (Op.EB, 0) if nnz == result_count(spec, Op.EB, 0) else (Op.FP, 0)
-    return (op, nnz)
+        for stride in range(1, spec.max_stride + 1):
+            if nnz == result_count(spec, Op.EB, 0, FLAG_S2 if stride == 2 else 0):
+                return (Op.EB, 0, stride)
+        return (Op.FP, 0, 1)
+    return (op, nnz, stride_of(flags))
 
 
 def header_status(spec: CsbSpec, header: int, held: Optional[Held] = None) -> int:
@@ -125,14 +139,16 @@ def header_status(spec: CsbSpec, header: int, held: Optional[Held] = None) -> in
         carry = flags == FLAG_EW | FLAG_CARRY and op == EwOp.SELECT
         if op > EwOp.SHR or (flags != FLAG_EW and not carry) or (shift and op != EwOp.SHR):
             return STATUS_BAD_HEADER
-        if carry and (held is None or held[0] not in (Op.FP, Op.EB) or nnz != result_count(spec, held[0], held[1])):
+        if carry and (held is None or held[0] not in (Op.FP, Op.EB)
+                      or nnz != result_count(spec, held[0], held[1], FLAG_S2 if held[2] == 2 else 0)):
             return STATUS_BAD_HEADER
         return STATUS_NNZ if nnz > spec.ew_capacity else STATUS_OK
     if (shift and op != Op.UPD) or (flags & FLAG_ZERO and op == Op.UPD) or (flags & FLAG_G_FIRST and op != Op.WG) \
-            or (flags & FLAG_LEFT and op != Op.UPD) or (flags & (FLAG_HOLD | FLAG_CARRY) and op == Op.UPD):
+            or (flags & FLAG_LEFT and op != Op.UPD) or (flags & (FLAG_HOLD | FLAG_CARRY) and op == Op.UPD) \
+            or (flags & FLAG_S2 and (op == Op.UPD or spec.max_stride < 2)):
         return STATUS_BAD_HEADER
     if flags & FLAG_CARRY and (flags & (FLAG_ZERO | FLAG_G_FIRST) or held is None or held[0] != op
-                               or (op == Op.WG and held[1] != nnz)):
+                               or (op == Op.WG and held[1] != nnz) or held[2] != stride_of(flags)):
         return STATUS_BAD_HEADER
     if nnz > spec.capacity:
         return STATUS_NNZ
@@ -148,7 +164,7 @@ def sections(spec: CsbSpec, op, nnz: int, flags: int = 0) -> list[tuple[str, str
         return ([] if flags & FLAG_CARRY else [("v", "words", nnz)]) + [("z", "words", nnz)]
     op, kk = _op(op), spec.kk
     zero, g_first = bool(flags & (FLAG_ZERO | FLAG_CARRY)), bool(flags & FLAG_G_FIRST)
-    x_bytes = spec.block_cols * spec.in_pos * spec.batch
+    x_bytes = spec.block_cols * spec.in_pos_at(stride_of(flags)) * spec.batch
     dy_bytes = spec.block_rows * spec.out_pos * spec.batch
     parts = [("index", "bytes", nnz)]
     if op == Op.FP:
@@ -190,7 +206,7 @@ def result_count(spec: CsbSpec, op, nnz: int, flags: int = 0) -> int:
     if op == Op.FP:
         return spec.block_rows * spec.out_pos * spec.batch
     if op == Op.EB:
-        return spec.block_cols * spec.in_pos * spec.batch
+        return spec.block_cols * spec.in_pos_at(stride_of(flags)) * spec.batch
     return nnz * spec.kk
 
 
@@ -230,9 +246,9 @@ def _as_words(words) -> np.ndarray:
     return array.astype(np.uint32)
 
 
-def _shapes(spec: CsbSpec, nnz: int) -> dict[str, tuple[int, ...]]:
+def _shapes(spec: CsbSpec, nnz: int, flags: int = 0) -> dict[str, tuple[int, ...]]:
     k, b = spec.kernel, spec.batch
-    return {"weights": (nnz, k, k), "x": (spec.block_cols, spec.in_h, spec.in_w, b),
+    return {"weights": (nnz, k, k), "x": (spec.block_cols, *spec.in_tile(stride_of(flags)), b),
             "dy": (spec.block_rows, spec.out_h, spec.out_w, b), "grads": (nnz, k, k), "buffer": (nnz, k, k)}
 
 
@@ -271,7 +287,7 @@ def parse_transaction(spec: CsbSpec, words, held: Optional[Held] = None,
         raise ValueError(f"transaction truncated: {words.size} words, op {op.name} with nnz={nnz} needs {expected}")
     if words.size > expected:
         raise ValueError(f"transaction has {words.size - expected} words beyond its {expected}")
-    shapes = _shapes(spec, nnz)
+    shapes = _shapes(spec, nnz, flags)
     acc_shape = shapes["dy"] if op == Op.FP else shapes["x"]
     at, data, index = 1, {}, np.zeros(0, np.uint8)
     if flags & FLAG_EW and flags & FLAG_CARRY:  # SELECT's V: the FP or EB sums the PE holds
@@ -309,12 +325,13 @@ def compute(spec: CsbSpec, transaction: Transaction) -> np.ndarray:
     if op == Op.UPD and transaction.flags & FLAG_LEFT:  # |G| <= 2^31, s <= 31: exact in int64, then 32-bit saturation
         grads = golden.saturate(d["grads"] << transaction.shift, WORD_BITS)
         return golden.block_upd(spec, d["buffer"], grads, 0).reshape(-1)
+    stride = stride_of(transaction.flags)
     if op == Op.FP:
-        result = golden.block_fp(spec, ys, xs, d["weights"], d["x"], d["acc"])
+        result = golden.block_fp(spec, ys, xs, d["weights"], d["x"], d["acc"], stride=stride)
     elif op == Op.EB:
-        result = golden.block_eb(spec, ys, xs, d["weights"], d["dy"], d["acc"])
+        result = golden.block_eb(spec, ys, xs, d["weights"], d["dy"], d["acc"], stride=stride)
     elif op == Op.WG:
-        result = golden.block_wg(spec, ys, xs, d["x"], d["dy"], d["grads"])
+        result = golden.block_wg(spec, ys, xs, d["x"], d["dy"], d["grads"], stride=stride)
     else:
         result = golden.block_upd(spec, d["buffer"], d["grads"], transaction.shift)
     return result.reshape(-1)
@@ -340,7 +357,8 @@ class CsbSession:
             return np.array([transaction.status], dtype=np.uint32)
         result = compute(self.spec, transaction)
         if transaction.flags & FLAG_HOLD:
-            self.held, self.held_values = (int(transaction.op), transaction.nnz), result
+            self.held = (int(transaction.op), transaction.nnz, stride_of(transaction.flags))
+            self.held_values = result
             return np.array([STATUS_OK], dtype=np.uint32)
         return np.concatenate([[STATUS_OK], result & WORD_MASK]).astype(np.uint32)
 
@@ -415,7 +433,7 @@ def encode_select_held(spec: CsbSpec, z) -> np.ndarray:
 
 def encode_transaction(spec: CsbSpec, op, *, index=None, weights=None, x=None, dy=None, acc=None, grads=None,
                        buffer=None, shift: int = 0, check: bool = True, zero: bool = False, g_first: bool = False,
-                       left: bool = False, hold: bool = False, carry: bool = False) -> np.ndarray:
+                       left: bool = False, hold: bool = False, carry: bool = False, stride: int = 1) -> np.ndarray:
     """Input words (uint32) of one transaction from golden-layout arrays; bad input raises a ValueError.
 
     ``index`` is the ``nnz`` index bytes ``{y, x}`` in stored order. FP needs
@@ -424,7 +442,8 @@ def encode_transaction(spec: CsbSpec, op, *, index=None, weights=None, x=None, d
     ``g_first`` (WG) sends ``grads`` before ``x``, ``left`` (UPD) makes the
     shift a left shift of the gradients, ``hold`` (FP, EB, WG) keeps the results
     in the PE and ``carry`` (FP, EB, WG, without ``zero`` or ``g_first``) starts
-    from them, leaving out ``acc``/``grads``. Values are checked against their field widths
+    from them, leaving out ``acc``/``grads``; ``stride`` 2 (FP, EB, WG on a PE with ``max_stride`` 2)
+    steps over the input at stride 2. Values are checked against their field widths
     (8-bit codes, ``acc_bits`` accumulators and WG gradients, 24-bit buffer
     words, 32-bit UPD gradients). With ``check=False`` index bytes outside the
     block are let through (the PE answers status 3); everything else is
@@ -439,17 +458,19 @@ def encode_transaction(spec: CsbSpec, op, *, index=None, weights=None, x=None, d
         raise ValueError(f"nnz={nnz} exceeds the block capacity {spec.capacity} (the PE would answer status 2)")
     if shift and op != Op.UPD:
         raise ValueError(f"shift={shift} is only meaningful for UPD, not {op.name} (the PE would answer status 1)")
-    flags = _flag_bits(zero=zero, g_first=g_first, left=left, hold=hold, carry=carry)
+    flags = _flag_bits(zero=zero, g_first=g_first, left=left, hold=hold, carry=carry, stride=stride)
     if (zero and op == Op.UPD) or (g_first and op != Op.WG) or (left and op != Op.UPD) or \
-            ((hold or carry) and op == Op.UPD) or (carry and (zero or g_first)):
+            ((hold or carry) and op == Op.UPD) or (carry and (zero or g_first)) or (stride == 2 and op == Op.UPD):
         raise ValueError(f"{op.name} does not take the flags zero={zero}, g_first={g_first}, left={left}, "
-                         f"hold={hold}, carry={carry} (the PE would answer status 1)")
+                         f"hold={hold}, carry={carry}, stride={stride} (the PE would answer status 1)")
+    if stride > spec.max_stride:
+        raise ValueError(f"stride={stride}: this PE runs strides 1..{spec.max_stride} (the PE would answer status 1)")
     words = [np.array([header_word(op, nnz, shift, zero=zero, g_first=g_first, left=left, hold=hold,
-                                   carry=carry)], dtype=np.uint32)]
+                                   carry=carry, stride=stride)], dtype=np.uint32)]
     if check and (np.any(index >> 4 >= spec.block_rows) or np.any(index & 15 >= spec.block_cols)):
         raise ValueError(f"an index byte lies outside the {spec.block_rows} x {spec.block_cols} block "
                          "(the PE would answer status 3)")
-    shapes = _shapes(spec, nnz)
+    shapes = _shapes(spec, nnz, flags)
     given = {"weights": weights, "x": x, "dy": dy, "acc": acc, "grads": grads, "buffer": buffer}
     needed = [name for name, _, _ in sections(spec, op, nnz, flags)][1:]
     extra = [name for name, value in given.items() if value is not None and name not in needed]

@@ -42,14 +42,16 @@ from codesign.step.host import HostModel
 from codesign.pe.csb.cycles import compute_cycles
 from codesign.step.csb.schedule import block_nnz as mask_block_nnz
 from codesign.pe.csb.spec import DATA_BITS, CsbSpec
-from codesign.pe.csb.stream import Op, header_word, result_count, transaction_length
+from codesign.pe.csb.stream import FLAG_S2, Op, header_word, result_count, transaction_length
 
 
 @functools.lru_cache(maxsize=65536)
-def transaction(spec: CsbSpec, op: Op, nnz: int) -> tuple[int, int, int]:
-    """(cycles, words in, words out) of one accepted transaction of ``op`` on a block of ``nnz`` entries."""
-    words_in = transaction_length(spec, header_word(op, nnz))
-    results = result_count(spec, op, nnz)
+def transaction(spec: CsbSpec, op: Op, nnz: int, stride: int = 1) -> tuple[int, int, int]:
+    """(cycles, words in, words out) of one accepted transaction of ``op`` on a block of ``nnz`` entries at
+    ``stride`` (UPD: 1)."""
+    header = header_word(op, nnz, stride=stride)
+    words_in = transaction_length(spec, header)
+    results = result_count(spec, op, nnz, header & FLAG_S2)
     return words_in + compute_cycles(spec, op=int(op), nnz=nnz) + 2 + results, words_in, 1 + results
 
 
@@ -64,11 +66,14 @@ class CsbLayer:
 
     ``mask``: the kept entries (outputs x inputs; a conv's entry is a whole
     kernel). ``height x width``: the output map the PE steps over at stride 1
-    (positions; 1 x 1 for an FC layer); a stride-2 3 x 3 conv is computed at
-    stride 1 over its input's map and subsampled by the host, a stride-2 1 x 1
-    conv on the input the host subsampled first. ``kernel``: the layer's own
-    (at most the build's). ``positions``: the output positions per sample the
-    layer needs (its MACs; default ``height * width``).
+    (positions; 1 x 1 for an FC layer). ``stride`` 2 marks a k x k conv at
+    stride 2 whose map this is at stride 1: a build with ``max_stride`` 2 steps
+    over its ``ceil(height / 2) x ceil(width / 2)`` output map at stride 2
+    (header ``S2``), one without computes the whole map at stride 1 for the
+    host to subsample (four times the useful MACs). A stride-2 1 x 1 conv is
+    a stride-1 layer on the map the host subsampled its input into. ``kernel``:
+    the layer's own (at most the build's). ``positions``: the output positions
+    per sample the layer needs (its MACs; default ``height * width``).
     """
 
     mask: np.ndarray
@@ -76,6 +81,7 @@ class CsbLayer:
     width: int = 1
     kernel: int = 1
     positions: int = 0
+    stride: int = 1
 
     def __post_init__(self) -> None:
         mask = np.asarray(self.mask, dtype=bool)
@@ -86,14 +92,23 @@ class CsbLayer:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"a layer's {name} must be an int >= 1, got {value!r}")
+        if self.stride not in (1, 2) or isinstance(self.stride, bool) or (self.stride == 2 and self.kernel == 1):
+            raise ValueError(f"a layer's stride must be 1, or 2 for a kernel above 1; got {self.stride!r} "
+                             f"(kernel {self.kernel})")
         if not self.positions:
             object.__setattr__(self, "positions", self.height * self.width)
 
+    def pe_stride(self, spec: CsbSpec) -> int:
+        """The stride the PE steps at on ``spec``: the layer's, where the build runs it, else 1."""
+        return self.stride if self.stride <= spec.max_stride else 1
+
     def tiles(self, spec: CsbSpec) -> int:
-        """Output tiles of ``spec`` that cover the map; a kernel above the build's is refused."""
+        """Output tiles of ``spec`` that cover the map the PE steps over; a kernel above the build's is refused."""
         if self.kernel > spec.kernel:
             raise ValueError(f"a {self.kernel} x {self.kernel} kernel does not fit a build of kernel {spec.kernel}")
-        return -(-self.height // spec.out_h) * -(-self.width // spec.out_w)
+        stride = self.pe_stride(spec)
+        height, width = -(-self.height // stride), -(-self.width // stride)
+        return -(-height // spec.out_h) * -(-width // spec.out_w)
 
     def macs(self, *, dense: bool = False) -> int:
         """MACs of one operation (FP, EB or WG) per sample: the kept kernels' (every kernel's when ``dense``)."""
@@ -101,24 +116,25 @@ class CsbLayer:
         return kernels * self.kernel ** 2 * self.positions
 
 
-def _call(spec: CsbSpec, op: Op, nnz_list, repeat: int = 1) -> tuple[Stage, int] | None:
-    parts = [transaction(spec, op, int(nnz)) for nnz in nnz_list if nnz] * repeat
+def _call(spec: CsbSpec, op: Op, nnz_list, repeat: int = 1, stride: int = 1) -> tuple[Stage, int] | None:
+    parts = [transaction(spec, op, int(nnz), stride) for nnz in nnz_list if nnz] * repeat
     if not parts:
         return None
     return Stage(cycles=sum(p[0] for p in parts), words_in=sum(p[1] for p in parts),
                  words_out=sum(p[2] for p in parts)), len(parts)
 
 
-def layer_calls(spec: CsbSpec, grid: np.ndarray, op: Op, batch: int, tiles: int = 1) -> list[tuple[Stage, int]]:
+def layer_calls(spec: CsbSpec, grid: np.ndarray, op: Op, batch: int, tiles: int = 1,
+                stride: int = 1) -> list[tuple[Stage, int]]:
     """The IP calls of one op on a layer whose blocks keep ``grid`` entries, for ``batch`` samples on ``tiles``
-    output tiles."""
+    output tiles, FP, EB and WG at ``stride``."""
     repeat = -(-batch // spec.batch) * tiles
     if op == Op.FP:
-        calls = [_call(spec, op, grid[:, col], repeat) for col in range(grid.shape[1])]
+        calls = [_call(spec, op, grid[:, col], repeat, stride) for col in range(grid.shape[1])]
     elif op == Op.EB:
-        calls = [_call(spec, op, grid[row, :], repeat) for row in range(grid.shape[0])]
+        calls = [_call(spec, op, grid[row, :], repeat, stride) for row in range(grid.shape[0])]
     elif op == Op.WG:
-        calls = [_call(spec, op, grid.reshape(-1))] * repeat
+        calls = [_call(spec, op, grid.reshape(-1), 1, stride)] * repeat
     else:
         calls = [_call(spec, op, grid.reshape(-1))]
     return [call for call in calls if call is not None]
@@ -137,11 +153,13 @@ def csb_stages(spec: CsbSpec, layers: Sequence[CsbLayer | np.ndarray], batch: in
     layers = as_layers(layers)
     grids = [block_nnz(layer.mask, spec) for layer in layers]
     tiles = [layer.tiles(spec) for layer in layers]
-    calls = [call for grid, count in zip(grids, tiles) for call in layer_calls(spec, grid, Op.FP, batch, count)]
+    strides = [layer.pe_stride(spec) for layer in layers]
+    calls = [call for grid, count, stride in zip(grids, tiles, strides)
+             for call in layer_calls(spec, grid, Op.FP, batch, count, stride)]
     for index in reversed(range(len(grids))):
-        calls += layer_calls(spec, grids[index], Op.WG, batch, tiles[index])
+        calls += layer_calls(spec, grids[index], Op.WG, batch, tiles[index], strides[index])
         if index:
-            calls += layer_calls(spec, grids[index], Op.EB, batch, tiles[index])
+            calls += layer_calls(spec, grids[index], Op.EB, batch, tiles[index], strides[index])
     calls += [call for grid in grids for call in layer_calls(spec, grid, Op.UPD, batch)]
     stages = [stage for stage, _ in calls]
 

@@ -409,3 +409,35 @@ def test_block_input_errors():
 def test_update_shift_refuses_scales_the_pe_cannot_apply(rate, match):
     with pytest.raises(ValueError, match=match):
         update_shift(learning_rate=rate, grad_frac_bits=8, buffer_frac_bits=18)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_stride_two_conv_layer_against_torch(seed):
+    """Stride 2 (header S2): FP, EB and WG of a layer equal torch's strided convolution and its gradients; maps
+    with a row or column past the last window (an even map at an odd kernel) are cropped as torch crops them."""
+    rng = np.random.default_rng(40 + seed)
+    rows, cols = (int(v) for v in rng.integers(1, 10, 2))
+    k = int(rng.integers(1, 4))
+    n, h, w = int(rng.integers(1, 12)), int(rng.integers(k, k + 7)), int(rng.integers(k, k + 7))
+    dense = sparse(rng, (rows, cols, k, k))
+    csb = encode(dense, block_rows=int(rng.integers(1, 6)), block_cols=int(rng.integers(1, 6)))
+    x = rng.integers(-128, 128, (n, cols, h, w))
+    oh, ow = (h - k) // 2 + 1, (w - k) // 2 + 1
+    dy = rng.integers(-128, 128, (n, rows, oh, ow))
+    W, X, DY = (torch.tensor(a, dtype=torch.float64) for a in (dense, x, dy))
+    assert np.array_equal(forward(csb, x, stride=2), F.conv2d(X, W, stride=2).numpy())
+    in_h, in_w = 2 * (oh - 1) + k, 2 * (ow - 1) + k
+    dx = F.conv_transpose2d(DY, W, stride=2).numpy()
+    assert dx.shape[2:] == (in_h, in_w)
+    assert np.array_equal(backward_error(csb, dy, stride=2), dx)
+    Wg = W.clone().requires_grad_(True)
+    F.conv2d(X, Wg, stride=2).backward(DY)
+    rows_of, cols_of = csb.entry_coordinates()
+    assert np.array_equal(weight_grad(csb, x, dy, stride=2), Wg.grad.numpy()[rows_of, cols_of])
+    spec = CsbSpec(block_rows=csb.block_rows, block_cols=csb.block_cols, kernel=k, out_h=oh, out_w=ow, batch=3,
+                   parallel=3, acc_bits=32, max_stride=2)
+    assert np.array_equal(weight_grad(csb, x, dy, spec=spec, stride=2), Wg.grad.numpy()[rows_of, cols_of])
+    with pytest.raises(ValueError, match="runs strides 1..1"):
+        forward(csb, x, spec=CsbSpec(**{**spec.to_dict(), "max_stride": 1}), stride=2)
+    with pytest.raises(ValueError, match="stride must be 1 or 2"):
+        forward(csb, x, stride=3)

@@ -310,6 +310,35 @@ def test_rtl_matches_contract_and_cycle_model(tmp_path, name):
     print(name, FIGURES[name])
 
 
+STRIDE_TWO = {
+    # P = 3 groups over a 2-wide tile: a step's targets wrap rows; kernel 3 reaches both parities of the grid
+    "conv3x2_k3_t3x2_b2_p3_acc16": CsbSpec(block_rows=3, block_cols=2, kernel=3, out_h=3, out_w=2, batch=2,
+                                           parallel=3, acc_bits=16, max_stride=2),
+    # its 200 stride-2 EB sums fit one SELECT with CARRY; P = 2 on an even tile width
+    "conv8x8_k3_t2x2_b1_p2_acc32": CsbSpec(block_rows=8, block_cols=8, kernel=3, out_h=2, out_w=2, batch=1,
+                                           parallel=2, acc_bits=32, max_stride=2),
+}
+
+
+@needs_icarus
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name.startswith("conv8x8") else name
+                                  for name in STRIDE_TWO])  # conv8x8: 20 s, make test-slow
+def test_rtl_stride_two_matches_golden_and_cycle_model(tmp_path, name):
+    """Stride-2 FP, EB and WG (S2) with ZERO, HOLD, CARRY, a CARRY at the wrong stride and SELECT on held stride-2
+    EB sums (codesign.pe.csb.stimulus_stride): every word under gaps and backpressure, exact stall-free cycles."""
+    from codesign.pe.csb.stimulus_stride import count_stride, stride_transactions
+
+    spec = STRIDE_TWO[name]
+    transactions = stride_transactions(spec, target=2_000, seed=sum(map(ord, name)))
+    assert min(count_stride(spec, transactions).values()) >= 2_000
+    stressed = run_bench(spec, transactions, tmp_path, gap=0.15, backpressure=0.3, seed=5)
+    assert stressed["mismatches"] == 0, stressed["first_mismatches"]
+    assert stressed["words_checked"] == sum(len(out) for _, out in transactions)
+    clean = run_bench(spec, transactions, tmp_path, gap=0.0, backpressure=0.0)
+    assert clean["mismatches"] == 0, clean["first_mismatches"]
+    assert clean["cycles"] == [transaction_cycles(spec, words_in).total for words_in, _ in transactions]
+
+
 GOLDEN_STIMULUS_DEFAULT = ("fc4x4_b4_p2_acc16", "conv3x8_k1_t4x4_b1_p4_acc16", "conv4x4_k2_t2x3_b2_p3_acc20")
 
 

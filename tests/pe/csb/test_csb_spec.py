@@ -8,7 +8,7 @@ import pytest
 
 from codesign.pe.csb.spec import CsbSpec
 
-FIELDS = ("block_rows", "block_cols", "kernel", "out_h", "out_w", "batch", "parallel", "acc_bits")
+FIELDS = ("block_rows", "block_cols", "kernel", "out_h", "out_w", "batch", "parallel", "acc_bits", "max_stride")
 
 
 def test_defaults_are_a_valid_fc_block():
@@ -22,16 +22,25 @@ def test_derived_sizes():
     assert (spec.in_h, spec.in_w, spec.kk) == (6, 8, 9)
     assert (spec.out_pos, spec.in_pos, spec.capacity) == (24, 48, 15)
     assert (spec.acc_min, spec.acc_max) == (-(1 << 19), (1 << 19) - 1)
+    assert spec.max_stride == 1 and spec.in_tile(1) == (6, 8)
+    with pytest.raises(ValueError, match="runs strides 1..1"):
+        spec.in_tile(2)
+    wide = CsbSpec(**{**spec.to_dict(), "max_stride": 2})
+    assert (wide.in_tile(1), wide.in_tile(2), wide.in_pos_at(2)) == ((6, 8), (9, 13), 117)  # 2*(out - 1) + k
+    for bad in (0, 3, True):
+        with pytest.raises(ValueError, match="stride"):
+            wide.in_tile(bad)
 
 
-def test_to_dict_holds_exactly_the_eight_parameters():
+def test_to_dict_holds_exactly_the_nine_parameters():
     spec = CsbSpec(kernel=2, out_h=3, out_w=3)
     assert tuple(spec.to_dict()) == FIELDS
     assert CsbSpec(**spec.to_dict()) == spec
 
 
 @pytest.mark.parametrize("name, low, high", [("block_rows", 1, 16), ("block_cols", 1, 16), ("kernel", 1, 7),
-                                             ("batch", 1, 16), ("parallel", 1, 8), ("acc_bits", 16, 32)])
+                                             ("batch", 1, 16), ("parallel", 1, 8), ("acc_bits", 16, 32),
+                                             ("max_stride", 1, 2)])
 def test_every_field_is_range_checked(name, low, high):
     CsbSpec(**{name: low})
     CsbSpec(**{name: high})
@@ -52,6 +61,9 @@ def test_tile_must_fit_the_channel_buffer():
     CsbSpec(kernel=3, out_h=30, out_w=30)  # 32 x 32
     with pytest.raises(ValueError, match="channel buffer"):
         CsbSpec(kernel=3, out_h=31, out_w=30)
+    CsbSpec(kernel=3, out_h=15, out_w=15, max_stride=2)  # stride 2: 31 x 31
+    with pytest.raises(ValueError, match="stride 2.*channel buffer"):
+        CsbSpec(kernel=3, out_h=16, out_w=16, max_stride=2)
     for name in ("out_h", "out_w"):
         with pytest.raises(ValueError, match=name):
             CsbSpec(**{name: 0})

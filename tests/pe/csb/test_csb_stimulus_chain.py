@@ -135,7 +135,8 @@ def test_grid_chains_reach_their_target_and_agree_with_the_reference_in_order(ca
     counts = count_chains(spec, pairs)
     wanted = [feature for feature in FEATURES if feature != "select" or held_tiles(spec)]
     assert min(counts[feature] for feature in wanted) >= 10_000, counts
-    assert len(wanted) == 3 or case.id == "conv4_k3_t4_b4_p2"  # its 256 FP sums exceed a SELECT's 144 elements
+    # their FP sums exceed a SELECT's elements: 256 > 144 and 108 > 16
+    assert len(wanted) == 3 or case.id in ("conv4_k3_t4_b4_p2", "conv4_k1_t3_b3_p2")
     answer = pe.reference_session(spec)
     assert sum(np.asarray(answer(w)).tolist() != o.tolist() for w, o in pairs) == 0
     statuses = [int(o[0]) for _, o in pairs]
