@@ -16,7 +16,8 @@ kernel-pruning search in the golden trainer, then in one process:
   on the design's build at ``max_stride`` 1 (a stride-2 3 x 3 conv computed at
   stride 1 and subsampled by the host) and at ``max_stride`` 2 (header ``S2``);
 - per board, the explorer's fastest build of :func:`codesign.design.families.csb.csb_model`
-  (block shape, lanes, groups, output tile and ``max_stride``), priced exactly.
+  (block shape, lanes, groups, output tile and ``max_stride``), priced exactly,
+  and its fastest among the builds without stride 2.
 
 Prints each board's figures and the ratios board / golden and board / float32;
 writes ``csb_conv_step.json``. A run takes a few minutes (the warm-up first).
@@ -134,9 +135,12 @@ def main() -> int:
                   f"{found['equivalent_ops_per_dsp_cycle']:.2f} ops per DSP and cycle); "
                   f"board / golden {found['ratio_board_to_golden']:.2f}, board / float32 "
                   f"{found['ratio_board_to_torch_f32']:.2f}", flush=True)
-        entry["explored"] = explored_entry(csb_model(spec, layers, batch, host=host), target, design.clock_mhz,
-                                           torch_s)
+        family = csb_model(spec, layers, batch, host=host)
+        entry["explored"] = explored_entry(family, target, design.clock_mhz, torch_s)
         print(f"{name}: {explored_text(entry['explored'])}", flush=True)
+        stride_one = dataclasses.replace(family, knobs={"csb": {**family.knobs["csb"], "max_stride": (1,)}})
+        entry["explored_max_stride_1"] = explored_entry(stride_one, target, design.clock_mhz, torch_s)
+        print(f"{name}, builds without stride 2: {explored_text(entry['explored_max_stride_1'])}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "csb_conv_step.json", row)

@@ -132,8 +132,8 @@ module csb_pe #(
     localparam [PW-1:0] L_IN_H2    = IN_H2, L_IN_W2 = IN_W2;
     localparam [PW-1:0] L_P        = PARALLEL;
     localparam [AW-1:0] L_CW_OUT   = CW_OUT, L_CW_IN = CW_IN, L_CW_IN2 = CW_IN2;
-    localparam [AW-1:0] L_R_FP     = R_FP, L_R_EB = R_EB, L_R_EB2 = R_EB2;   // R words a ZERO clears, all banks and lanes at once
-    localparam [2:0]    STRIDE_RES = OUT_W % PARALLEL;   // (r*OUT_W) mod P steps by this per row
+    localparam [AW-1:0] L_R_FP     = R_FP, L_R_EB = R_EB, L_R_EB2 = R_EB2;   // R words a ZERO clears (all banks, lanes)
+    localparam [2:0]    ROW_RES = OUT_W % PARALLEL;   // (r*OUT_W) mod P steps by this per row
     localparam [AW-1:0] L_MAX_NNZ  = MAX_NNZ;
     localparam [3:0]    L_ROWS     = BLOCK_ROWS - 1;   // largest valid y
     localparam [3:0]    L_COLS     = BLOCK_COLS - 1;   // largest valid x
@@ -293,64 +293,20 @@ module csb_pe #(
             cnt_next = send_word ? cnt + 24'd1 : {AW{1'b0}};
     end
 
-    // ---- R walker: the R word loaded (S_RB) or sent (drain), in stream order (channel, row, column,
-    // lane) of the result grid, with its bank and word address kept incrementally
-    reg [4:0]    wk_lane;
-    reg [PW-1:0] wk_c, wk_r;           // column and row in the grid
-    reg [2:0]    wk_cres, wk_rres;     // (c/h) mod P and ((r/h)*OUT_W) mod P, h = 2 on a stride-2 EB grid, else 1
-    reg [AW-1:0] wk_cdiv;              // (c/h) / P
-    reg [AW-1:0] wk_base;              // (ch*H + r) * CW
+    // ---- R walker (csb_walker): the R word loaded (S_RB) or sent (drain), in stream order of the result grid
     wire          sel_sums = is_sel && carry;   // SELECT's V: the held sums, read from R in stream order
     wire          wk_eb = is_eb || (sel_sums && held_op == OP_EB);   // the grid: EB's input tile, else FP's output
-    wire          wk_s2 = s2 && wk_eb;          // the grid halves rows and columns (stride-2 EB)
-    wire [PW-1:0] wk_h  = wk_eb ? in_h_t : L_OUT_H;
-    wire [PW-1:0] wk_w  = wk_eb ? in_w_t : L_OUT_W;
-    wire [AW-1:0] wk_cw = wk_eb ? cw_in_t : L_CW_OUT;
-    wire          wk_lane_end = (wk_lane == BATCH - 1);
-    wire          wk_col_end  = (wk_c + 12'd1 == wk_w);
-    wire          wk_clear    = (state == S_HEAD) || (state == S_RB && take && sec_last);
-    wire          wk_adv      = ((state == S_RB || (state == S_UG && sel_sums)) && take) ||
-                                (send_word && (is_fp || is_eb));
-    // next state, when the walker moves on; c/h (r/h) moves on with c (r) at h = 1, from an odd c (r) at h = 2
-    wire          wk_step_col = wk_adv && wk_lane_end;
-    wire          wk_step_row = wk_step_col && wk_col_end;
-    wire          wk_c_half   = !wk_s2 || wk_c[0];
-    wire          wk_r_half   = !wk_s2 || wk_r[0];
-    wire [4:0]    wk_lane_n   = wk_lane_end ? 5'd0 : wk_lane + 5'd1;
-    wire [PW-1:0] wk_c_n      = wk_col_end ? {PW{1'b0}} : wk_c + 12'd1;
-    wire [2:0]    wk_cres_n   = (wk_col_end || (wk_c_half && wk_cres == PARALLEL - 1)) ? 3'd0
-                              : (wk_c_half ? wk_cres + 3'd1 : wk_cres);
-    wire [AW-1:0] wk_cdiv_n   = wk_col_end ? {AW{1'b0}}
-                              : ((wk_c_half && wk_cres == PARALLEL - 1) ? wk_cdiv + 24'd1 : wk_cdiv);
-    wire          wk_last_row = (wk_r + 12'd1 == wk_h);
-    wire [PW-1:0] wk_r_n      = wk_last_row ? {PW{1'b0}} : wk_r + 12'd1;
-    wire [3:0]    wk_rres_sum = wk_rres + STRIDE_RES;
-    wire [2:0]    wk_rres_n   = wk_last_row ? 3'd0 : (!wk_r_half ? wk_rres
-                              : ((wk_rres_sum >= PARALLEL) ? wk_rres_sum - PARALLEL : wk_rres_sum));
-    wire [AW-1:0] wk_base_n   = wk_base + wk_cw;
-    // a column's word in its row: (c/h)/P, or at h = 2 twice that plus c's parity
-    wire [AW-1:0] wk_col_word   = wk_s2 ? {wk_cdiv[AW-2:0], wk_c[0]} : wk_cdiv;
-    wire [AW-1:0] wk_col_word_n = wk_s2 ? {wk_cdiv_n[AW-2:0], wk_c_n[0]} : wk_cdiv_n;
-    // the word address after this clock edge (the drain reads ahead with it)
-    wire [AW-1:0] wk_addr_next = wk_clear ? {AW{1'b0}}
-                               : (wk_step_row ? wk_base_n : (wk_step_col ? wk_base + wk_col_word_n
-                                                                         : wk_base + wk_col_word));
-    wire [3:0]    wk_bank_sum  = wk_rres + wk_cres;
-    wire [2:0]    wk_bank      = (wk_bank_sum >= PARALLEL) ? wk_bank_sum - PARALLEL : wk_bank_sum;
-    always @(posedge clk) begin
-        if (wk_clear) begin
-            wk_lane <= 5'd0; wk_c <= {PW{1'b0}}; wk_r <= {PW{1'b0}}; wk_cres <= 3'd0; wk_rres <= 3'd0;
-            wk_cdiv <= {AW{1'b0}}; wk_base <= {AW{1'b0}};
-        end else if (wk_adv) begin
-            wk_lane <= wk_lane_n;
-            if (wk_step_col) begin
-                wk_c <= wk_c_n; wk_cres <= wk_cres_n; wk_cdiv <= wk_cdiv_n;
-            end
-            if (wk_step_row) begin
-                wk_r <= wk_r_n; wk_rres <= wk_rres_n; wk_base <= wk_base_n;
-            end
-        end
-    end
+    wire          wk_clear = (state == S_HEAD) || (state == S_RB && take && sec_last);
+    wire          wk_adv   = ((state == S_RB || (state == S_UG && sel_sums)) && take) ||
+                             (send_word && (is_fp || is_eb));
+    wire [4:0]    wk_lane;
+    wire [2:0]    wk_bank;
+    wire [AW-1:0] wk_addr, wk_addr_next;
+    csb_walker #(.PARALLEL(PARALLEL), .BATCH(BATCH), .OUT_W(OUT_W), .AW(AW), .PW(PW)) u_walk (
+        .clk(clk), .clear(wk_clear), .adv(wk_adv), .half(s2 && wk_eb), .h(wk_eb ? in_h_t : L_OUT_H),
+        .w(wk_eb ? in_w_t : L_OUT_W), .cw(wk_eb ? cw_in_t : L_CW_OUT), .lane(wk_lane), .bank(wk_bank),
+        .addr(wk_addr), .addr_next(wk_addr_next)
+    );
 
     // ---- compute counters and stage A address generation ------------------------------
     reg [8:0]    e;                    // entry
@@ -367,7 +323,7 @@ module csb_pe #(
     // EB: the bank of a target is its source group's shifted by the tap: ((ky/h)*OUT_W + kx/h) mod P, h the stride
     reg  [2:0]    tap_rres;            // ((ky/h)*OUT_W) mod P
     reg  [2:0]    tap_shift;           // ((ky/h)*OUT_W + kx/h) mod P
-    wire [3:0]    tap_rres_sum = tap_rres + STRIDE_RES;
+    wire [3:0]    tap_rres_sum = tap_rres + ROW_RES;
     wire [2:0]    tap_rres_n   = (!s2 || ky[0]) ? ((tap_rres_sum >= PARALLEL) ? tap_rres_sum - PARALLEL : tap_rres_sum)
                                                 : tap_rres;
     wire last_chunk = (chunk + 24'd1 == n_chunks);
@@ -488,7 +444,7 @@ module csb_pe #(
             wire [AW-1:0] r_at = (r_ch * r_h + tr) * r_cw + tc_word;
             reg  [AW-1:0] b_at;                // stage B: the word to write back
             always @(posedge clk) b_at <= r_at;
-            wire [AW-1:0] r_waddr = r_load ? (virt ? cnt : wk_base + wk_col_word) : b_at;
+            wire [AW-1:0] r_waddr = r_load ? (virt ? cnt : wk_addr) : b_at;
             wire [AW-1:0] r_raddr = (state == S_RUN) ? r_at : wk_addr_next;
             wire [BATCH-1:0] r_we = r_load ? (virt ? {BATCH{1'b1}}
                                                    : ((take && wk_bank == G_IDX) ? r_lane_we : {BATCH{1'b0}}))
@@ -548,6 +504,7 @@ module csb_pe #(
             out_valid <= 1'b0;
             b_run     <= 1'b0;
             held_valid <= 1'b0;
+            held_s2    <= 1'b0;
         end else begin
             b_run        <= (state == S_RUN);
             b_valid      <= a_valid;

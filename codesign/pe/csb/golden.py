@@ -372,8 +372,8 @@ def backward_error(csb: CSBMatrix, dy, *, spec: CsbSpec | None = None, acc_bits:
 
     ``spec`` describes the PE as it runs EB: its ``block_rows x block_cols``
     are those of ``csb`` (the stored index bytes; the PE exchanges x and y).
-    ``dx`` covers the input tile ``stride*(OH - 1) + k`` square; the caller
-    pads it to a map with rows or columns no window read.
+    ``dx`` covers the input tile, ``stride*(OH - 1) + k`` by ``stride*(OW - 1) + k``
+    positions; the caller pads it to a map with rows or columns no window read.
     """
     rows, cols = csb.view_shape
     DY = _activations("dy", dy, rows, csb)

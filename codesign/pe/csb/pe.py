@@ -118,7 +118,7 @@ class CsbPE(StreamPE):
 
     def verification_grid(self) -> list[GridCase]:
         """FC and CONV blocks from 1 x 1-entry corner cases to full 16 x 16, lanes 2..8, groups 1..4, 16/32-bit sums;
-        the five CONV points are built with stride 2 (kernels 1 and 3, groups 2..4, odd and even tile widths).
+        the six CONV points are built with stride 2 (kernels 1 and 3, groups 2..4, odd and even tile widths).
         The three points whose RTL runs take minutes are ``slow``: make test-slow runs them at RTL under stalls at
         the quick stimulus (tests/pe/test_stream_rtl.py), and make test-long at the full one. make test runs the
         quick points at golden and the first, a full FC block, at C-sim; make test-slow the rest at C-sim and RTL
@@ -135,6 +135,9 @@ class CsbPE(StreamPE):
             GridCase("conv3x2_k3_t3x2_b2_p3_acc16", CsbSpec(block_rows=3, block_cols=2, kernel=3, out_h=3, out_w=2,
                                                             batch=2, parallel=3, acc_bits=16, max_stride=2)),
             GridCase("conv4_k1_t3_b3_p2", CsbSpec(block_rows=4, block_cols=4, kernel=1, out_h=3, out_w=3, batch=3,
+                                                  parallel=2, max_stride=2), slow=True),
+            # its 200 stride-2 EB sums fit one SELECT with CARRY
+            GridCase("conv8_k3_t2_b1_p2", CsbSpec(block_rows=8, block_cols=8, kernel=3, out_h=2, out_w=2, batch=1,
                                                   parallel=2, max_stride=2), slow=True),
         ]
 

@@ -130,8 +130,8 @@ def chain_held(spec: CsbSpec, header: int) -> Optional[Held]:
 
 def header_status(spec: CsbSpec, header: int, held: Optional[Held] = None) -> int:
     """0 when the header is accepted, else status 1 or 2 (the PE then reads nothing more). ``held``: what the
-    transaction before left in the PE (``None``: nothing); ``CARRY`` needs the same op (and for WG the same
-    ``nnz``) held."""
+    transaction before left in the PE (``None``: nothing); ``CARRY`` needs the same op at the same stride (and for
+    WG the same ``nnz``) held."""
     op, shift, nnz, flags = header & 3, header >> 8 & 0x1F, header >> 16 & 0x1FF, header & FLAG_BITS
     if header & ~HEADER_FIELDS & WORD_MASK:
         return STATUS_BAD_HEADER

@@ -384,6 +384,8 @@ def test_cycle_model_counts_by_hand():
     {"BLOCK_ROWS": 16, "BLOCK_COLS": 16, "K": 1, "OUT_H": 1, "OUT_W": 1, "BATCH": 8, "PARALLEL": 1, "ACC_BITS": 32},
     {"BLOCK_ROWS": 3, "BLOCK_COLS": 8, "K": 3, "OUT_H": 4, "OUT_W": 4, "BATCH": 4, "PARALLEL": 4, "ACC_BITS": 16},
     {"BLOCK_ROWS": 4, "BLOCK_COLS": 4, "K": 2, "OUT_H": 2, "OUT_W": 3, "BATCH": 2, "PARALLEL": 3, "ACC_BITS": 24},
+    {"BLOCK_ROWS": 8, "BLOCK_COLS": 4, "K": 3, "OUT_H": 3, "OUT_W": 3, "BATCH": 3, "PARALLEL": 8, "ACC_BITS": 20,
+     "MAX_STRIDE": 2},
 ])
 def test_rtl_is_clean_verilog_2005_and_synthesizable(tmp_path, params):
     """No SystemVerilog, no warnings from iverilog -g2005 -Wall; Yosys finds no latches or combinational loops."""
@@ -407,13 +409,15 @@ def test_rtl_is_clean_verilog_2005_and_synthesizable(tmp_path, params):
 def test_unsupported_parameters_fail_elaboration(tmp_path):
     if shutil.which("iverilog") is None:
         pytest.skip("Icarus Verilog (iverilog) is not on PATH")
-    def elaborate(parallel: int) -> subprocess.CompletedProcess:
+    def elaborate(name: str, value: int) -> subprocess.CompletedProcess:
         return subprocess.run(["iverilog", "-g2005", f"-I{verilog_include_dir()}", "-o", str(tmp_path / "a.vvp"),
-                               "-s", "csb_pe", f"-Pcsb_pe.PARALLEL={parallel}", *map(str, rtl_sources())],
+                               "-s", "csb_pe", f"-Pcsb_pe.{name}={value}", *map(str, rtl_sources())],
                               capture_output=True, text=True, check=False)
 
-    assert elaborate(8).returncode == 0  # the same command elaborates a supported value: the refusal is the 9
-    assert elaborate(9).returncode != 0
+    # the same command elaborates a supported value: the refusal is the value's
+    for name, good, bad in (("PARALLEL", 8, 9), ("MAX_STRIDE", 2, 3)):
+        assert elaborate(name, good).returncode == 0
+        assert elaborate(name, bad).returncode != 0
 
 
 @pytest.mark.slow

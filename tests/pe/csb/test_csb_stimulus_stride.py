@@ -71,7 +71,23 @@ def test_carry_needs_the_stride_held_and_select_takes_held_stride_two_sums():
     masked = both(encode_select_held(SEL, z))
     sums = expected_output(SEL, encode_transaction(SEL, Op.EB, **operands))[1:].view(np.int32)
     assert masked == [0] + np.where(z > 0, sums, 0).astype(np.uint32).tolist()
-    assert np.count_nonzero(sums) and np.count_nonzero(sums == 0)  # odd positions no output reaches stay 0
+
+
+def test_a_one_by_one_eb_at_stride_two_leaves_the_positions_no_output_reaches():
+    """At a 1 x 1 kernel, stride 2 reaches the even rows and columns of the 5 x 5 input tile only; the odd ones keep
+    their initial sums, the even ones add w * DY."""
+    spec = CsbSpec(block_rows=2, block_cols=2, kernel=1, out_h=3, out_w=3, batch=1, max_stride=2)
+    rng = np.random.default_rng(5)
+    acc = rng.integers(-1000, 1000, (2, 5, 5, 1))
+    dy = rng.integers(-128, 128, (2, 3, 3, 1))
+    words = encode_transaction(spec, Op.EB, index=[0x10], weights=np.full((1, 1, 1), 3), dy=dy, acc=acc, stride=2)
+    out = expected_output(spec, words)
+    assert out[0] == 0
+    sums = out[1:].view(np.int32).reshape(2, 5, 5, 1)
+    expected = acc.copy()
+    expected[0, ::2, ::2] += 3 * dy[1]  # entry (y=1, x=0): input channel 0 from output channel 1
+    assert np.array_equal(sums, expected)
+    assert reference_output([int(w) for w in words], **spec.to_dict()) == out.tolist()
 
 
 def test_cycles_by_hand():
