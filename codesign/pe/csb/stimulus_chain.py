@@ -44,6 +44,7 @@ from codesign.pe.csb.stream import (
     encode_transaction,
     header_word,
     result_count,
+    stride_flag,
 )
 
 FEATURES = ("hold", "carry", "select")
@@ -76,11 +77,12 @@ def held_tiles(spec: CsbSpec) -> list[Op]:
     return [op for op in (Op.FP, Op.EB) if result_count(spec, op, 0) <= spec.ew_capacity]
 
 
-def select_held(spec: CsbSpec, op: Op, rng: np.random.Generator, mode: str = "any") -> np.ndarray:
-    """A SELECT with ``CARRY`` after a held ``op``: ``Z`` random, a third at 0, +-1 or the ``acc_bits`` ends."""
+def select_held(spec: CsbSpec, op: Op, rng: np.random.Generator, mode: str = "any", stride: int = 1) -> np.ndarray:
+    """A SELECT with ``CARRY`` after a held ``op`` (at ``stride``): ``Z`` random, a third at 0, +-1 or the
+    ``acc_bits`` ends."""
     from codesign.pe.csb.stimulus import TransactionBuilder
 
-    n = result_count(spec, op, 0)
+    n = result_count(spec, op, 0, stride_flag(stride))
     z = TransactionBuilder(spec, rng).acc((n,), mode)
     special = rng.random(n) < 1 / 3
     z[special] = rng.choice([0, 1, -1, spec.acc_min, spec.acc_max], size=int(special.sum()))

@@ -43,7 +43,7 @@ import numpy as np
 from codesign.contracts.constants import STATUS_BAD_HEADER, STATUS_OK, WORD_BITS, status_code
 from codesign.pe.csb import golden
 from codesign.pe.csb.format import pack_bytes, unpack_bytes
-from codesign.pe.csb.spec import BUFFER_BITS, CsbSpec
+from codesign.pe.csb.spec import BUFFER_BITS, STRIDES, CsbSpec
 
 
 class Op(IntEnum):
@@ -85,11 +85,15 @@ def _op(op) -> Op:
 
 def _flag_bits(*, zero: bool = False, g_first: bool = False, left: bool = False, ew: bool = False,
                hold: bool = False, carry: bool = False, stride: int = 1) -> int:
-    if isinstance(stride, bool) or stride not in (1, 2):
-        raise ValueError(f"stride={stride!r} is not 1 or 2")
     return (FLAG_ZERO if zero else 0) | (FLAG_G_FIRST if g_first else 0) | (FLAG_LEFT if left else 0) | \
-        (FLAG_EW if ew else 0) | (FLAG_HOLD if hold else 0) | (FLAG_CARRY if carry else 0) | \
-        (FLAG_S2 if stride == 2 else 0)
+        (FLAG_EW if ew else 0) | (FLAG_HOLD if hold else 0) | (FLAG_CARRY if carry else 0) | stride_flag(stride)
+
+
+def stride_flag(stride: int) -> int:
+    """The header flag bits of ``stride`` (1 or 2): ``FLAG_S2`` at 2."""
+    if isinstance(stride, bool) or stride not in STRIDES:
+        raise ValueError(f"stride={stride!r} is not 1 or 2")
+    return FLAG_S2 if stride == 2 else 0
 
 
 def stride_of(flags: int) -> int:
@@ -122,7 +126,7 @@ def chain_held(spec: CsbSpec, header: int) -> Optional[Held]:
         return None
     if flags & FLAG_EW:
         for stride in range(1, spec.max_stride + 1):
-            if nnz == result_count(spec, Op.EB, 0, FLAG_S2 if stride == 2 else 0):
+            if nnz == result_count(spec, Op.EB, 0, stride_flag(stride)):
                 return (Op.EB, 0, stride)
         return (Op.FP, 0, 1)
     return (op, nnz, stride_of(flags))
@@ -140,7 +144,7 @@ def header_status(spec: CsbSpec, header: int, held: Optional[Held] = None) -> in
         if op > EwOp.SHR or (flags != FLAG_EW and not carry) or (shift and op != EwOp.SHR):
             return STATUS_BAD_HEADER
         if carry and (held is None or held[0] not in (Op.FP, Op.EB)
-                      or nnz != result_count(spec, held[0], held[1], FLAG_S2 if held[2] == 2 else 0)):
+                      or nnz != result_count(spec, held[0], held[1], stride_flag(held[2]))):
             return STATUS_BAD_HEADER
         return STATUS_NNZ if nnz > spec.ew_capacity else STATUS_OK
     if (shift and op != Op.UPD) or (flags & FLAG_ZERO and op == Op.UPD) or (flags & FLAG_G_FIRST and op != Op.WG) \
