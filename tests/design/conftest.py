@@ -34,7 +34,7 @@ def explore_end_to_end(example: Path, design, *, knobs, cache_dir: Path, out: Pa
                        fitted_within: float | None = None) -> Explored:
     """Explore ``example``; check that the chosen point, confirmed by Yosys, fits with DSP and BRAM as counted (and
     LUT and FF within ``fitted_within``, relative, when given), that every report is written, one CSV row per point,
-    and that the reported step is the chosen point's."""
+    and that the reported step is the chosen point's (unless the measured forward split changed it)."""
     result = explore_design(read_toml(example), design, cache_dir=cache_dir, knobs=knobs, progress=lambda _: None)
     chosen = result["confirmed"][0]
     assert chosen["fits"], chosen
@@ -47,7 +47,9 @@ def explore_end_to_end(example: Path, design, *, knobs, cache_dir: Path, out: Pa
     assert len(list(csv.DictReader((out / "explore_points.csv").open()))) == result["space"].index.shape[0]
     point = result["space"].point(result["chosen"])
     performance = json.loads((out / "estimate_network_performance.json").read_text())
-    assert performance["step"]["total_s"] == pytest.approx(point["total_s"], rel=1e-9)
+    split = performance.get("forward_split")
+    if not (split and split["chosen"]):  # a forward split is priced apart from the space (its own report's test)
+        assert performance["step"]["total_s"] == pytest.approx(point["total_s"], rel=1e-9)
     return Explored(result=result, point=point, again=design_from_dict(read_toml(out / "chosen.toml")),
                     performance=performance)
 

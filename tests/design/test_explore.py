@@ -206,8 +206,11 @@ def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path, 
     assert {i.pe: (i.spec.lanes, i.spec.rows) for i in again.instances if i.pe != "tt3"} == \
         {pe: (point[pe]["lanes"], point[pe]["rows"]) for pe in ("tt1", "tt2")}
     assert run.performance["step"]["bottleneck"] in ("pe", "memory", "host")
+    split = run.performance["forward_split"]  # the chosen point with and without the forward split, host measured
+    steps = split["steps"]
     measured = run.performance["host_measured"]  # the host's share measured again at the chosen point's schedule
-    assert measured["calls"] == run.result["step"].calls and measured["seconds"] > 0
+    assert measured["calls"] == steps["false"]["calls"] and measured["seconds"] > 0  # the space's, unsplit
+    assert run.result["step"].calls == steps[str(split["chosen"]).lower()]["calls"]
     assert measured["model_s"] == pytest.approx(run.result["step"].host_s)
     other = run.performance["other_route"]  # the example trains on the direct route; the dense one is reported
     assert other["core_grad_route"] == "dense" and other["outer_pe"] == "tt3" and other["label"].endswith("1 x tt3")
@@ -228,9 +231,7 @@ def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path, 
     assert reuse["words_kept"] <= reuse["words"] and reuse["pe_kept_s"] <= reuse["pe_s"]
     assert reuse["bram_36k_left"] == design.board.resources["bram_36k"] - int(np.ceil(point["bram_36k"]))
     assert "kept on chip (a bound" in summary(run.result)
-    split = run.performance["forward_split"]  # the chosen point with and without the forward split, host measured
     assert not split["asked"] and split["chosen"] == again.forward_split
-    steps = split["steps"]
     assert split["chosen"] == (steps["true"]["total_s"] < steps["false"]["total_s"])
     for values in steps.values():
         assert values["total_s"] == pytest.approx(values["pe_s"] + values["memory_s"] + values["host_s"])

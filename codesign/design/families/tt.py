@@ -186,7 +186,7 @@ def tt_refine(raw, design: DesignPoint, chosen_toml: dict[str, Any], chosen_desi
                  "label": at_point["label"], "chosen": at_point["label"] == point["label"]}
     return Refined(chosen_toml=chosen_toml, chosen_design=chosen_design,
                    step_options={"forward_split": chosen_design.forward_split},
-                   reports={"forward_split": split, "reuse": tt_reuse_report(design, options, point),
+                   reports={"forward_split": split, "reuse": tt_reuse_report(chosen_design, options, point),
                             "other_route": other, "list_step": lists, "mode_orders": mode_order_report(setup)})
 
 
@@ -239,9 +239,11 @@ def forward_split_choice(design: DesignPoint, options: Sequence[Option], *, obje
 
 def tt_reuse_report(design: DesignPoint, options: Sequence[Option], point: Mapping[str, Any]) -> dict[str, Any]:
     """What keeping data on chip would save the chosen TT point, within the BRAM its PEs leave of the board
-    (:func:`codesign.step.tt.time.tt_reuse`; a bound: it takes the rounding such hardware needs as free)."""
+    (:func:`codesign.step.tt.time.tt_reuse`; a bound: it takes the rounding such hardware needs as free), on the
+    schedule ``design`` runs (its forward split)."""
     left = max(0, int(design.board.resources["bram_36k"] - math.ceil(point["bram_36k"])))
-    budget = tt_reuse(tt_setup_of(design), tt_hardware(options), bram_bytes=left * BRAM36_BYTES)
+    hardware = dataclasses.replace(tt_hardware(options), forward_split=design.forward_split)
+    budget = tt_reuse(tt_setup_of(design), hardware, bram_bytes=left * BRAM36_BYTES)
     hz = design.clock_mhz * 1e6
     return {"bram_36k_left": left, "bram_bytes": budget.bram_bytes, "words": budget.words,
             "words_kept": budget.words_kept, "state_words": budget.state_words, "core_words": budget.core_words,
