@@ -30,7 +30,7 @@ import pytest
 import codesign.deploy  # noqa: F401 -- imported once here: pynq's import looks libsensors up through ctypes, which
 # runs gcc; that lookup is an import's, not a command's work, and the tool stand-ins would count it in whichever
 # case imported pynq first
-from codesign.cli import main
+from codesign.cli import build_parser as fresh_parser, main
 from codesign.io.jsonfile import JsonFileError, load_json
 from codesign.train.config import DataConfig, ModelConfig, OptimConfig
 from codesign.train.techniques import TECHNIQUES, technique_config_class
@@ -219,6 +219,19 @@ def refused(capsys, argv: list[str], names: tuple[str, ...], out: Path | None = 
     assert result == "refused clearly" and not left, \
         f"[outcome: {flags}] exit {status}; names {names}; changed {[name for name, _ in left][:5]}; stderr {err[-600:]!r}"
     return err
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_parser():
+    """The CLI's parser built once for this module's ~1,900 runs: argparse takes ~25 ms to build its 31 commands, most
+    of the module's time, and ``parse_args`` leaves a parser as it was. A test that changes a parser builds its
+    own (``fresh_parser``)."""
+    import codesign.cli
+
+    parser = fresh_parser()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(codesign.cli, "build_parser", lambda: parser)
+        yield
 
 
 @pytest.mark.parametrize("dotted, value", FIELD_CASES)
@@ -425,7 +438,7 @@ def test_ctrl_c_ends_with_one_line_and_status_130(tmp_path, capsys, monkeypatch,
         raise KeyboardInterrupt
 
     monkeypatch.chdir(tmp_path)
-    parser = codesign.cli.build_parser()
+    parser = fresh_parser()  # changed below, so not the module's shared one
     monkeypatch.setattr(codesign.cli, "build_parser", lambda: parser)
     for action in parser._subparsers._group_actions[0].choices.values():
         action.set_defaults(func=interrupted)
