@@ -105,15 +105,17 @@ def explored_entry(family, target, clock_mhz: float, torch_s: float) -> dict:
 
     space = explore_family(family, target, clock_mhz=clock_mhz)
     index = space.best("time")
-    step = family.step(space.chosen_options(index), target, clock_mhz)
-    return {"build": space.point(index)["label"], "board_step_ms": 1e3 * step.total_s, "pe_ms": 1e3 * step.pe_s,
+    step, point = family.step(space.chosen_options(index), target, clock_mhz), space.point(index)
+    return {"build": point["label"], "board_step_ms": 1e3 * step.total_s, "pe_ms": 1e3 * step.pe_s,
             "memory_ms": 1e3 * step.memory_s, "host_share": step.host_s / step.total_s,
-            "ratio_board_to_torch_f32": step.total_s / torch_s}
+            "ratio_board_to_torch_f32": step.total_s / torch_s, "dsp_model": point["dsp"],
+            "equivalent_ops_per_dsp_cycle": step.throughput(point["dsp"])["equivalent_ops_per_dsp_cycle"]}
 
 
 def explored_text(entry: dict) -> str:
     return (f"explorer's point {entry['build']}: {entry['board_step_ms']:.2f} ms (PE {entry['pe_ms']:.2f}, host "
-            f"{100 * entry['host_share']:.0f} %), board / float32 = {entry['ratio_board_to_torch_f32']:.2f}")
+            f"{100 * entry['host_share']:.0f} %; {entry['equivalent_ops_per_dsp_cycle']:.2f} ops per DSP and cycle "
+            f"on {entry['dsp_model']:.0f} DSP), board / float32 = {entry['ratio_board_to_torch_f32']:.2f}")
 
 
 def entry_text(entry: dict, row: dict) -> str:
