@@ -80,14 +80,10 @@ module tt2_pe #(
     wire [31:0] hdr_chunks;  // ceil(dim / LANES) of every header field
     tt_header #(.DIMS(4), .LANES(LANES), .MAX_J(MAX_J), .MAX_K(MAX_K), .MAX_L(MAX_L), .W(STREAM_BITS)) u_hdr (
         .word(in_data), .status(hdr_status), .chunks(hdr_chunks));
-    // the A loader: block `loaded` into bank loaded % 2, once B is in (a_on), while that bank is not the one
-    // the MAC loop reads (loaded <= ii + 1)
-    reg a_on;
-    reg [7:0] loaded;              // A blocks taken whole this transaction
-    reg [7:0] lcc, ljj;            // the loader's chunk and row j
-    reg [AAW-1:0] lptr;            // its write address in the bank (j*KC + c)
-    reg [7:0] ii;                  // the block the MAC loop computes
-    wire a_go = a_on && loaded < dim_i && {1'b0, loaded} <= {1'b0, ii} + 9'd1;
+    reg [7:0] ii;                  // the block the MAC loop works on
+    wire a_go, next_ready, this_ready;
+    wire [7:0] lcc;                // the loader's chunk in its row
+    wire [A2W-1:0] a_waddr;
     wire loading_b = state == S_LOADB;
     wire loading = loading_b || a_go;
     wire pack_busy;  // the last transaction's last word has still to leave
@@ -99,11 +95,6 @@ module tt2_pe #(
         .clk(clk), .rst(rst), .clear(state == S_STATUS), .take(take && loading),
         .words(loading_b ? CWB[3:0] : CWA[3:0]), .in_data(in_data), .chunk(full), .done(chunk_done));
     wire a_chunk_done = chunk_done && !loading_b;
-    wire a_row_end = lcc == kc_n - 1;
-    wire a_block_done = a_chunk_done && a_row_end && ljj == dim_j - 1;  // A[loaded] is whole at this edge
-    // block ii + d (d = 0, 1) is whole by the next cycle: taken before, or completed at this edge
-    wire next_ready = loaded > ii + 8'd1 || (a_block_done && loaded == ii + 8'd1);
-    wire this_ready = loaded > ii || (a_block_done && loaded == ii);
 
     // ---- counters ------------------------------------------------------------------------------
     reg [7:0] cc, jj, ll;         // chunk, j, l (B load)
@@ -127,7 +118,6 @@ module tt2_pe #(
     // ---- buffers and MAC array ---------------------------------------------------------------------
     wire [AW_-1:0] qa;
     // bank b of A at b * A_DEPTH (the RAM holds 2 * A_DEPTH chunks, whatever A_DEPTH is)
-    wire [A2W-1:0] a_waddr = loaded[0] ? A_DEPTH + lptr : {1'b0, lptr};
     wire [A2W-1:0] a_raddr = ii[0] ? A_DEPTH + aptr : {1'b0, aptr};
     tt_ram #(.WIDTH(AW_), .DEPTH(2 * A_DEPTH), .AW(A2W)) u_a (
         .clk(clk), .we(a_chunk_done), .waddr(a_waddr), .wdata(a_chunk), .raddr(a_raddr), .rdata(qa));
@@ -189,20 +179,20 @@ module tt2_pe #(
     // the result RAMs' read address: the next chunk (row) while the last beat of this one leaves
     assign oaddr = state == S_OUT && give && chunk_last ? (row_last ? 8'd0 : ochunk + 8'd1) : ochunk;
 
+    // ---- the A loader: A[i + 1] into one bank while block ii is worked on from the other ---------------
+    wire b_done = state == S_LOADB && chunk_done && cc == jc_n - 1 && ll == dim_l - 1;  // B's last chunk is taken
+    tt_loader #(.AAW(AAW), .A_DEPTH(A_DEPTH)) u_load (
+        .clk(clk), .rst(rst), .restart(state == S_STATUS && give), .start(b_done), .chunk_done(a_chunk_done),
+        .dim_i(dim_i), .dim_j(dim_j), .kc_n(kc_n), .ii(ii), .go(a_go), .lcc(lcc), .waddr(a_waddr),
+        .next_ready(next_ready), .this_ready(this_ready));
+
     // ---- control ---------------------------------------------------------------------------------
     always @(posedge clk) begin
         if (rst) begin
             state <= S_HDR;
             v1 <= 0;
             clr <= 0;
-            a_on <= 0;
         end else begin
-            if (a_chunk_done) begin  // the loader: rows j of K values
-                lcc <= a_row_end ? 8'd0 : lcc + 8'd1;
-                if (a_row_end) ljj <= ljj == dim_j - 1 ? 8'd0 : ljj + 8'd1;
-                lptr <= a_block_done ? {AAW{1'b0}} : lptr + 1'b1;
-                if (a_block_done) loaded <= loaded + 8'd1;
-            end
             v1 <= state == S_COMP;
             jsel <= LANES > 1 ? jj[VW-1:0] : {VW{1'b0}};
             clr <= 0;
@@ -216,12 +206,11 @@ module tt2_pe #(
                     jc_n <= hdr_chunks[15:8];
                     status <= hdr_status;
                     state <= S_STATUS;
-                    a_on <= 0;
                 end
                 S_STATUS: if (give) begin
                     state <= status == `CODESIGN_TT_STATUS_OK ? S_LOADB : S_HDR;
                     cc <= 0; jj <= 0; ll <= 0; bank <= 0; bwptr <= 0; bbase <= 0;
-                    loaded <= 0; lcc <= 0; ljj <= 0; lptr <= 0; ii <= 0;
+                    ii <= 0;
                 end
                 S_LOADB: if (chunk_done) begin  // rows l of J values
                     cc <= cc == jc_n - 1 ? 8'd0 : cc + 8'd1;
@@ -235,10 +224,7 @@ module tt2_pe #(
                             bank <= bank + 1'b1;
                             bwptr <= bbase;
                         end
-                        if (ll == dim_l - 1) begin
-                            state <= S_WAITA;
-                            a_on <= 1;
-                        end
+                        if (ll == dim_l - 1) state <= S_WAITA;
                     end else
                         bwptr <= bwptr + 1'b1;
                 end

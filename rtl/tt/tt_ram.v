@@ -3,7 +3,8 @@
 // One write address and one read address, the read data registered and
 // read-first, no reset of the array: the shape that synthesis maps onto block
 // RAM (Xilinx RAMB18/36 in simple dual-port mode) or, when small, onto
-// distributed RAM. The PEs never read a word in the cycle it is written.
+// distributed RAM. A read of the word written in the same cycle gives its old
+// value (read-first); the PEs may issue such a read but never use its data.
 module tt_ram #(
     parameter WIDTH = 32,  // bits per word (one chunk of LANES operands)
     parameter DEPTH = 16,  // words
