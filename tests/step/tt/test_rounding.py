@@ -49,7 +49,7 @@ def test_quantize_and_range_gives_the_codes_and_where_values_lie_within_their_bo
             assert inside.any() and not inside.all()
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint16, np.uint32])
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64])
 def test_to_values_equals_ldexp_at_every_scale_and_extreme_code(dtype):
     """Codes times 2^-frac are ldexp's values bit for bit: the extremes of each type (|codes| < 2^53), zeros, and
     fractions up to the fast path's bound and past it, where products would be subnormal or overflow."""
