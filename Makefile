@@ -41,9 +41,11 @@ apt-install:
 $(STAMP): pyproject.toml requirements-lock.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip==25.3
-	# torch first, pinned, so that the CPU wheel is used
-	$(BIN)/python -m pip install --quiet -c requirements-lock.txt torch==2.13.0
-	$(BIN)/python -m pip install --quiet -c requirements-lock.txt -e ".[desktop,torch,verify,plot,dev,bench,sweep,explore,board,notebooks]"
+	# torch first, pinned, so that the CPU wheel is used. --no-compile: Python compiles a module the first time it is
+	# imported (and caches it, above); pip compiling every file of every package took about 45 s of make test's
+	# budget, torch alone 33 s of it
+	$(BIN)/python -m pip install --quiet --no-compile -c requirements-lock.txt torch==2.13.0
+	$(BIN)/python -m pip install --quiet --no-compile -c requirements-lock.txt -e ".[desktop,torch,verify,plot,dev,bench,sweep,explore,board,notebooks]"
 	rm -f $(VENV)/.codesign-installed-*
 	touch $@
 
