@@ -34,7 +34,7 @@ def explore_end_to_end(example: Path, design, *, knobs, cache_dir: Path, out: Pa
                        fitted_within: float | None = None) -> Explored:
     """Explore ``example``; check that the chosen point, confirmed by Yosys, fits with DSP and BRAM as counted (and
     LUT and FF within ``fitted_within``, relative, when given), that every report is written, one CSV row per point,
-    and that the reported step is the chosen point's (unless the measured forward split changed it)."""
+    and that the reported step is the chosen point's (unless the chosen design splits its forward contractions)."""
     result = explore_design(read_toml(example), design, cache_dir=cache_dir, knobs=knobs, progress=lambda _: None)
     chosen = result["confirmed"][0]
     assert chosen["fits"], chosen
