@@ -100,9 +100,9 @@ def csb_phases(spec, header: int) -> tuple:
 
 def _tt12(pe1: bool, spec, dims: tuple, cwa: int, cwb: int, chunks) -> tuple:
     """PE1 and PE2 as raw phases (results as ``(OUT, results, row length)``): B's words, then per row i of A its
-    words and per group of ``rows`` rows the MAC loop (PE1: J*KC MAC cycles and a flush; PE2: per chunk J MAC
-    cycles, flush, save, then one RAM read) and the group's results (PE1: one row of them; PE2: rows of K). Each
-    takes ``A[i+1]`` beside ``A[i]``'s MAC loops and results (BESIDE ... SYNC)."""
+    words and per group of ``rows`` rows the MAC loop (PE1: J*KC MAC cycles and a flush; PE2: KC*J MAC cycles,
+    the chunks back to back, a flush, then one RAM read) and the group's results (PE1: one row of them;
+    PE2: rows of K). Each takes ``A[i+1]`` beside ``A[i]``'s MAC loops and results (BESIDE ... SYNC)."""
     i, j, k, cols = dims  # cols: the header's L
     kc, groups = chunks(k, spec.lanes), chunks(cols, spec.rows)
     load_b = cols * j * kc * cwb if pe1 else cols * chunks(j, spec.lanes) * cwb
@@ -116,7 +116,7 @@ def _tt12(pe1: bool, spec, dims: tuple, cwa: int, cwb: int, chunks) -> tuple:
             steps.append((BESIDE, block, None))
         for group in range(groups):
             rows = min(spec.rows, cols - group * spec.rows)
-            steps.append((WAIT, j * kc + 1 if pe1 else kc * (j + 2) + 1, None))
+            steps.append((WAIT, j * kc + 1 if pe1 else kc * j + 2, None))
             steps.append((OUT, rows, rows) if pe1 else (OUT, rows * k, k))
         if beside:
             steps.append((SYNC, 1, None))

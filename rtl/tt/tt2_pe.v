@@ -11,14 +11,16 @@
 // one chunk of A[i, j, :] (LANES values of k) times B[l, j] for ROWS rows l,
 // every A value shared by ROWS multipliers (paper 003, Sec. 4). Every product
 // is added into its accumulator with saturation to ACC_BITS, j in order. The
-// accumulators of one (row group, chunk) go to ROWS result RAMs, which are
-// read out row by row once the group is complete, in beats of up to BEAT =
-// min(STREAM_BITS / 32, LANES) results of one chunk a cycle (the next chunk
-// read while the last beat of one leaves).
+// chunks of a row group follow each other without a gap: the sums of one
+// (row group, chunk), its last product added, go to ROWS result RAMs in the
+// cycle that product is added, and the accumulators clear for the next chunk.
+// The RAMs are read out row by row once the group is complete, in beats of up
+// to BEAT = min(STREAM_BITS / 32, LANES) results of one chunk a cycle (the
+// next chunk read while the last beat of one leaves).
 //
 // Cycles (no input gaps, no backpressure), from the header to the last
 // result: 2 + L*JC*CWB + LA + (I - 1) * max(LA, Y) + Y + S, LA = J*KC*CWA
-// (one A[i]), Y = G*KC*(J + 2) + G + L*ceil(K/BEAT) (one A[i]'s MAC loops
+// (one A[i]), Y = G*(KC*J + 2) + L*ceil(K/BEAT) (one A[i]'s MAC loops
 // and results), KC = ceil(K/LANES), JC = ceil(J/LANES), G = ceil(L/ROWS),
 // S = 1 when the last beat overfills its output word (its rest leaves a
 // cycle later), else 0; 2 for a refused header (codesign.pe.tt.cycles).
@@ -68,7 +70,7 @@ module tt2_pe #(
     localparam VW = LANES > 1 ? LG : 1;
 
     localparam S_HDR = 4'd0, S_STATUS = 4'd1, S_LOADB = 4'd2, S_WAITA = 4'd3, S_COMP = 4'd4, S_FLUSH = 4'd5,
-               S_SAVE = 4'd6, S_RD = 4'd7, S_OUT = 4'd8;
+               S_RD = 4'd7, S_OUT = 4'd8;
 
     reg [3:0] state;
     reg [7:0] dim_i, dim_j, dim_k, dim_l;
@@ -123,7 +125,9 @@ module tt2_pe #(
         .clk(clk), .we(a_chunk_done), .waddr(a_waddr), .wdata(a_chunk), .raddr(a_raddr), .rdata(qa));
     wire [BAW-1:0] b_raddr = gbase + (jj >> LG);
     reg [VW-1:0] jsel;  // lane of B[l, j] in the chunk read last cycle
-    reg v1, clr;
+    reg v1;               // the MAC loop's product of the last cycle is added this cycle
+    reg last1;            // ... and it is its chunk's last: the sums go to the result RAMs, the accumulators clear
+    reg [ZAW-1:0] last_cc;  // that chunk
     wire [ROWS*ZW_-1:0] zrows;  // every row's result chunk, read at oaddr
     wire [7:0] oaddr;
     genvar gr, gv;
@@ -135,21 +139,21 @@ module tt2_pe #(
                 .raddr(b_raddr), .rdata(qb));
             wire signed [B_BITS-1:0] weight = qb[jsel*B_BITS +: B_BITS];
             // the LANES saturating accumulators of this row, one flat vector (lane v at bits v*ACC_BITS)
-            wire [ZW_-1:0] acc;
+            wire [ZW_-1:0] sums;  // the accumulators with this cycle's product added, saturated
             for (gv = 0; gv < LANES; gv = gv + 1) begin : g_lane
                 reg signed [ACC_BITS-1:0] acc_v;
                 wire signed [WW-1:0] wide = acc_v + $signed(qa[gv*A_BITS +: A_BITS]) * weight;
                 wire [ACC_BITS-1:0] sat;
                 tt_saturate #(.WW(WW), .ACC_BITS(ACC_BITS)) u_sat (.wide(wide), .sat(sat));
                 always @(posedge clk) begin
-                    if (clr) acc_v <= 0;
+                    if (rst || last1) acc_v <= 0;  // a synchronous reset: the next chunk's sums start from 0
                     else if (v1) acc_v <= sat;
                 end
-                assign acc[gv*ACC_BITS +: ACC_BITS] = acc_v;
+                assign sums[gv*ACC_BITS +: ACC_BITS] = sat;
             end
             wire [ZW_-1:0] zq;
             tt_ram #(.WIDTH(ZW_), .DEPTH(MAX_KC), .AW(ZAW)) u_z (
-                .clk(clk), .we(state == S_SAVE), .waddr(cc[ZAW-1:0]), .wdata(acc),
+                .clk(clk), .we(last1), .waddr(last_cc), .wdata(sums),
                 .raddr(oaddr[ZAW-1:0]), .rdata(zq));
             assign zrows[gr*ZW_ +: ZW_] = zq;
         end
@@ -191,11 +195,12 @@ module tt2_pe #(
         if (rst) begin
             state <= S_HDR;
             v1 <= 0;
-            clr <= 0;
+            last1 <= 0;
         end else begin
             v1 <= state == S_COMP;
+            last1 <= state == S_COMP && jj == dim_j - 1;
+            last_cc <= cc[ZAW-1:0];
             jsel <= LANES > 1 ? jj[VW-1:0] : {VW{1'b0}};
-            clr <= 0;
             case (state)
                 S_HDR: if (take) begin
                     dim_i <= in_data[7:0];
@@ -230,31 +235,25 @@ module tt2_pe #(
                 end
                 S_WAITA: if (this_ready) begin  // A[ii] is whole: its first row group's MAC loop
                     state <= S_COMP;
-                    clr <= 1;
                     cc <= 0;
                     jj <= 0;
                     aptr <= 0;
                     gbase <= 0;
                     lbase <= 0;
                 end
-                S_COMP: begin  // j = jj of chunk cc: A at j*KC + c, B at gbase + j/LANES
+                S_COMP: begin  // j = jj of chunk cc: A at j*KC + c, B at gbase + j/LANES; the next chunk follows
                     jj <= jj == dim_j - 1 ? 8'd0 : jj + 8'd1;
-                    aptr <= jj == dim_j - 1 ? aptr : aptr + kc_n;
-                    if (jj == dim_j - 1) state <= S_FLUSH;
-                end
-                S_FLUSH: state <= S_SAVE;
-                S_SAVE: begin
-                    if (cc == kc_n - 1) begin
-                        state <= S_RD;
-                        orow <= 0;
-                        ochunk <= 0;
-                        ov <= 0;
-                    end else begin
-                        cc <= cc + 8'd1;
-                        aptr <= cc + 8'd1;
-                        state <= S_COMP;
-                        clr <= 1;
+                    aptr <= jj != dim_j - 1 ? aptr + kc_n : cc + 8'd1;
+                    if (jj == dim_j - 1) begin
+                        if (cc == kc_n - 1) state <= S_FLUSH;
+                        else cc <= cc + 8'd1;
                     end
+                end
+                S_FLUSH: begin  // the group's last product is added and its last chunk's sums saved
+                    state <= S_RD;
+                    orow <= 0;
+                    ochunk <= 0;
+                    ov <= 0;
                 end
                 S_RD: state <= S_OUT;
                 S_OUT: if (give) begin
@@ -270,7 +269,6 @@ module tt2_pe #(
                                     lbase <= lbase + ROWS;
                                     gbase <= gbase + jc_n;
                                     state <= S_COMP;
-                                    clr <= 1;
                                 end else if (ii == dim_i - 1) begin
                                     state <= S_HDR;
                                 end else begin
@@ -278,7 +276,6 @@ module tt2_pe #(
                                     gbase <= 0;
                                     lbase <= 0;
                                     state <= next_ready ? S_COMP : S_WAITA;
-                                    clr <= next_ready;
                                 end
                             end
                         end

@@ -102,10 +102,11 @@ def pe2_beat(spec: Tt2Spec) -> int:
 
 def pe2_cycles(spec: Tt2Spec, header: int) -> Cycles:
     """Cycles of one PE2 transaction: ``2 + L*JC*CWB + LA + (I - 1)*max(LA, Y) + Y + S``, ``LA = J*KC*CWA`` the
-    words of one block ``A[i]`` and ``Y = G*KC*(J + 2) + G + L*ceil(K/BEAT)`` its MAC loops and results.
+    words of one block ``A[i]`` and ``Y = G*(KC*J + 2) + L*ceil(K/BEAT)`` its MAC loops and results.
 
-    Per row group and chunk of ``k``: ``J`` MAC-loop cycles, one pipeline
-    cycle, one to store the accumulators. Per row group one RAM read before
+    Per row group ``KC*J`` MAC-loop cycles, the chunks of ``k`` back to back (a
+    chunk's sums are stored, and its accumulators cleared, as its last product
+    is added), then one pipeline cycle. Per row group one RAM read before
     its results leave (the next chunk is read while a chunk's last beat
     leaves), then per result row ``ceil(K / BEAT)`` beats (``BEAT`` divides
     ``lanes``, so no beat spans two chunks). ``S`` is 1 when the last beat
@@ -122,8 +123,8 @@ def pe2_cycles(spec: Tt2Spec, header: int) -> Cycles:
     load = sum(operand_words(spec, header))
     beat, per_word = pe2_beat(spec), spec.stream_bits // 32
     spill = _spill(i * l * k, (k - 1) % beat + 1, per_word)
-    body = groups * (kc * (j + 2) + 1) + l * chunks(k, beat)
-    return Cycles(2, load, i * groups * kc * (j + 2), i * (groups + l * chunks(k, beat)) + spill,
+    body = groups * (kc * j + 2) + l * chunks(k, beat)
+    return Cycles(2, load, i * groups * (kc * j + 1), i * (groups + l * chunks(k, beat)) + spill,
                   overlap=_overlapped(i, j * kc * _chunk_words(spec)[0], body))
 
 
