@@ -42,12 +42,19 @@ torch_f32, and the PEs' cycles by part (load, compute, drain: :class:`codesign.s
 bound a PE overlapping them would reach; writes ``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes about two minutes at rank 8
 (the golden shell computes every call of the two warm steps with the PEs' vectorised golden).
 
+``--staging-pair N`` adds a paired measurement of the next batch's staging
+(:class:`codesign.loops.tt_lists.TtListTrainer` given ``next_x``): two
+trainers on replaying shells take the same ``N`` batches, a step of each in
+turn (the first two warm), one given the next batch and one not, and the
+host's seconds between the lists (a step's host less what it did beside them)
+are compared, least and median: the same machine load on both.
+
 ``--modes cheapest`` takes, per layer, the order of its modes with the fewest step products
 (:func:`codesign.step.tt.mode_order.cheapest_orders`): another network of the same features and ranks, whose
 cores pair the modes anew (the float32 step is of that network too).
 
 Run: .venv/bin/python benchmarks/bench_tt_step_lists.py [--rank 8] [--steps 20] [--clock-mhz 100] [--stream-bits 128]
-[--copies 2,2] [--b-order auto] [--modes ours] [--held-sums auto] [--out reports/bench]
+[--copies 2,2] [--b-order auto] [--modes ours] [--held-sums auto] [--staging-pair 0] [--out reports/bench]
 """
 
 from __future__ import annotations
@@ -105,10 +112,13 @@ def main() -> int:
     parser.add_argument("--held-sums", default="auto", choices=("auto", "all"),
                         help="the shells' accumulation buffer: only on the IPs of a PE whose lists hold sums (auto), "
                              "or on every IP (all)")
+    parser.add_argument("--staging-pair", type=int, default=0, metavar="STEPS",
+                        help="also time the next batch's staging: two trainers in turn over STEPS batches (0: not)")
     parser.add_argument("--out", default="reports/bench")
     args = parser.parse_args()
-    if args.rank < 1 or args.steps < 1 or not args.clock_mhz > 0:
-        parser.error("--rank and --steps must be >= 1 and --clock-mhz > 0")
+    if args.rank < 1 or args.steps < 1 or not args.clock_mhz > 0 or 0 < args.staging_pair < 4 or \
+            args.staging_pair < 0:
+        parser.error("--rank and --steps must be >= 1, --clock-mhz > 0 and --staging-pair 0 or >= 4")
     try:
         copies = tuple(int(n) for n in args.copies.split(","))
         check_copies(copies)
@@ -170,6 +180,12 @@ def main() -> int:
            "pe_build": build, "pe_buffers": buffers, "held_sums": held, "fit": fit, "b_order": spec1.b_order, "copies": list(copies), "dsp": dsp,
            "pe_dma_ms_by_order": {k: 1e3 * v for k, v in order.get("pe_dma_s", {}).items()},
            "pe_work": step.pe_work.to_dict()}
+    if args.staging_pair:
+        pair_batches = [(rng.random(x.shape).astype(np.float32), y) for x, y in batches[:1] * args.staging_pair]
+        row["staging_pair"] = staging_pair(setup, shell, copies, held, pair_batches)
+        print("the next batch staged beside the lists, host between them (least / median, ms): " + "; ".join(
+            f"{name} {1e3 * least:.2f} / {1e3 * median:.2f}" for name, (least, median) in row["staging_pair"].items()),
+            flush=True)
     print(f"rank {args.rank}, PE1 b_order {spec1.b_order} ({dsp:g} DSP): board step {row['board_step_ms']:.1f} ms (PE+DMA {row['pe_dma_ms']:.1f} ms over "
           f"layers {[round(c / (args.clock_mhz * 1e3), 1) for c in cycles]} ms, host here {row['host_ms_desktop']:.1f}"
           f" ms, of it {row['host_hidden_ms']:.1f} ms hidden beside the lists, {row['host_critical_ms']:.1f} ms "
@@ -191,6 +207,26 @@ def main() -> int:
     name = f"tt_step_lists_r{args.rank}_s{args.stream_bits}_c{copies[0]}x{copies[1]}"
     write_json_atomic(out / f"{name}{'_cheapest' if args.modes == 'cheapest' else ''}.json", row)
     return 0
+
+
+def staging_pair(setup, shell, copies, held, batches) -> dict:
+    """Seconds of host work between the lists per step, ``(least, median)``, of a trainer given the next batch
+    (``staged``) and one not (``plain``), stepping in turn on replaying shells of ``shell``'s builds over
+    ``batches`` (the first two steps, which aim the scales and build the lists, not timed)."""
+    shells = {name: GoldenListShell({"tt1": shell.spec1, "tt2": shell.spec2}, copies, held_sums=held)
+              for name in ("plain", "staged")}
+    trainers = {name: TtListTrainer(setup, each) for name, each in shells.items()}
+    between: dict = {name: [] for name in shells}
+    for index, (x, y) in enumerate(batches):
+        following = {"next_x": batches[index + 1][0]} if index + 1 < len(batches) else {}
+        for name in ("plain", "staged") if index % 2 else ("staged", "plain"):
+            shells[name].replay = True
+            before, started = shells[name].seconds, time.perf_counter()
+            trainers[name].train_step(x, y, **(following if name == "staged" else {}))
+            host = time.perf_counter() - started - (shells[name].seconds - before)
+            if 2 <= index < len(batches) - 1:  # the last step has no next batch to stage
+                between[name].append(host - sum(trainers[name].beside_seconds.values()))
+    return {name: (min(seconds), float(np.median(seconds))) for name, seconds in between.items()}
 
 
 def lists_hold(setup, spec1, spec2, copies, batches) -> dict:

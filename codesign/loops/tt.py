@@ -365,11 +365,13 @@ class TtMlpTrainer(ScheduledLoop):
         beta = 1.0 if warmup == 0 else min(1.0, self.step / warmup)
         return beta * self.setup.prior_weight / self.train_size
 
-    def train_step(self, x, y) -> float:
+    def train_step(self, x, y, *, next_x=None) -> float:
         """One step on a batch: forward and backward on the PEs, loss, prior and Adam on the host; the loss.
 
         A step is whole or not at all: the state is changed only after every
-        PE call of the step has answered.
+        PE call of the step has answered. ``next_x``: the batch the next call
+        takes, which a trainer whose host works beside its accelerator
+        prepares while this step's lists compute (this loop has no use for it).
         """
         x, y = self._batch(x, y)
         trackers_before, means_before = list(self.trackers), list(self.means)
@@ -427,10 +429,12 @@ class TtMlpTrainer(ScheduledLoop):
         if self.setup.clip_shadow:
             self._clip(index)
 
-    def _end_update(self) -> None:
-        """The next step's ``lambda``, once every layer is updated."""
+    def _end_update(self, layers: Sequence[int] | None = None) -> None:
+        """The next step's ``lambda`` of ``layers`` (every layer's when None), once they are updated (a layer's
+        update reads only its own)."""
         if self.setup.prior_weight > 0:
-            self.lambdas = [slice_lambdas(cores) for cores in self.cores]
+            for index in range(len(self.cores)) if layers is None else layers:
+                self.lambdas[index] = slice_lambdas(self.cores[index])
 
     def _keep_scales(self, index: int, source) -> None:
         """Layer ``index``'s trackers and running means as a sweep or step left them."""
@@ -487,9 +491,12 @@ class TtMlpTrainer(ScheduledLoop):
             started, macs_before = time.perf_counter(), self.runner.macs
             order = self.epoch_order(self.epoch, train_x.shape[0])
             losses = []
+            rows = [order[index * batch:(index + 1) * batch] for index in range(self.steps_per_epoch)]
+            x = train_x[rows[0]]
             for index in progress_bar(range(self.steps_per_epoch), progress, desc=f"epoch {self.epoch}", leave=False):
-                rows = order[index * batch:(index + 1) * batch]
-                losses.append(self.train_step(train_x[rows], train_y[rows]))
+                following = train_x[rows[index + 1]] if index + 1 < len(rows) else None
+                losses.append(self.train_step(x, train_y[rows[index]], next_x=following))
+                x = following
             row = {"epoch": self.epoch, "loss": float(np.mean(losses)),
                    "accuracy": self.evaluate(data.test_x, data.test_y)}
             if getattr(data, "validation_x", None) is not None:

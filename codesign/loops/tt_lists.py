@@ -12,8 +12,12 @@ sums to move the scales on, and runs Adam and the prior as the loop does.
 The host works while the IPs compute where the data allow: the next layer's
 cores are quantised beside a layer's longest forward phase, and a layer's core
 and bias gradients, records and update run beside the longest backward phase
-of the layer below (only its input gradient is waited for). A step that fails
-on the way changes no state (cores, biases, Adam's moments, trackers, means).
+of the layer below (only its input gradient is waited for). Given the batch the
+next call takes (``next_x``), the host checks it, takes its mean |x| and its
+codes beside the second longest backward phase of the first layer, so the next
+step starts its lists without that pass (a batch that is not the one staged,
+or whose scale moved, is taken as usual). A step that fails on the way changes
+no state (cores, biases, Adam's moments, the prior's λ, trackers, means).
 
 Only the tracked scale rule lets a PE round before the tensor is whole, and
 only after every scale was aimed once: the first step (and a step after
@@ -40,13 +44,14 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Callable, Tuple
+from dataclasses import dataclass
+from typing import Callable, Sequence, Tuple
 
 import numpy as np
 
 from codesign.loops.common import HwTrainError, softmax_cross_entropy
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
-from codesign.numerics.scales import UNSET
+from codesign.numerics.scales import UNSET, aim_scale, mean_abs
 from codesign.step.tt.rounding import code_dtype, frac_of_values, quantize_and_range, quantize_values
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import check_input
@@ -55,6 +60,23 @@ from codesign.step.tt.step_lists import Fracs, check_specs, flat_cores, reshift,
 
 ON_PES = ("act_frac_bits", "grad_frac_bits", "core_grad_frac_bits")  # the trackers a PE rounds at
 KEPT_AIMS = 8  # lists kept per layer and shapes, at the latest distinct tracked scales
+
+
+@dataclass(frozen=True)
+class StagedInput:
+    """A batch the host prepared for the next step while this one's lists computed: checked (``x``, a float32 copy
+    of its own), its mean |x| (``observed``), and its ``codes`` at ``frac``, the scale the network input's
+    tracker would aim it at as this step left it."""
+
+    x: np.ndarray
+    observed: float
+    frac: int
+    codes: np.ndarray
+
+    def matches(self, x) -> bool:
+        """Whether ``x`` is the staged batch, value for value (a NaN never is: the step's check then says why)."""
+        x = np.asarray(x)
+        return x.shape == self.x.shape and bool(np.array_equal(x, self.x))
 
 
 class TtListTrainer(TtMlpTrainer):
@@ -75,13 +97,16 @@ class TtListTrainer(TtMlpTrainer):
         self.current_lists: dict = {}  # layer index -> the lists its last step ran
         # (layer, phase) -> seconds of host work the last step did while that phase's lists computed
         self.beside_seconds: dict = {}
+        self._staged: StagedInput | None = None
+        self.inputs_staged = 0  # list steps whose input batch was staged beside the step before
 
     def _ready(self) -> bool:
         return all(v != UNSET for trackers in self.trackers for name in ON_PES for v in trackers[name])
 
-    def train_step(self, x, y) -> float:
+    def train_step(self, x, y, *, next_x=None) -> float:
         self.beside_seconds = {}
         if not self._ready():
+            self._staged = None
             return super().train_step(x, y)
         x, y = self._batch(x, y)
         layers, prepared = [], self._prepare(0)
@@ -96,15 +121,18 @@ class TtListTrainer(TtMlpTrainer):
         try:
             rates, rest = self._begin_update(), None
             for index in range(len(self.cores) - 1, -1, -1):
-                # the layer above's host work but its input gradient runs while this layer's lists compute
-                rest, grad_x = self._backward_layer(index, layers[index], grad, rates, beside=rest)
+                # the layer above's host work but its input gradient runs while this layer's lists compute, and
+                # beside the first layer's, the next batch is staged
+                works = [] if rest is None else [rest]
+                if index == 0 and next_x is not None:
+                    works.append(lambda: self._stage_input(next_x, layers[0][0], layers[0][3]))
+                rest, grad_x = self._backward_layer(index, layers[index], grad, rates, beside=works)
                 if index:
                     grad = (grad_x * (layers[index][1] > 0)).astype(np.float32)
             rest()
         except BaseException:
             self._restore_state(kept)
             raise
-        self._end_update()
         self.step += 1
         self.list_steps += 1
         return loss
@@ -112,10 +140,11 @@ class TtListTrainer(TtMlpTrainer):
     def _kept_state(self) -> tuple:
         """What a step's updates change, as it was (the updates make new arrays, so references do): a layer is
         updated while the layers below still run their lists, and a step that fails must change nothing."""
-        return list(self.cores), list(self.biases), list(self.trackers), list(self.means), self.optimizer.snapshot()
+        return (list(self.cores), list(self.biases), list(self.lambdas), list(self.trackers), list(self.means),
+                self.optimizer.snapshot())
 
     def _restore_state(self, kept: tuple) -> None:
-        self.cores, self.biases, self.trackers, self.means, optimizer = kept
+        self.cores, self.biases, self.lambdas, self.trackers, self.means, optimizer = kept
         self.optimizer.restore(optimizer)
 
     def _prepare(self, index: int) -> Tuple:
@@ -135,12 +164,10 @@ class TtListTrainer(TtMlpTrainer):
         backward needs of this layer, and the next layer's :meth:`_prepare` (None for the last)."""
         state, core_frac, codes = prepared
         following: list = []
-        beside = (lambda: following.append(self._prepare(index + 1))) if index + 1 < len(self.cores) else None
-        x = check_input(state, x)
+        beside = [lambda: following.append(self._prepare(index + 1))] if index + 1 < len(self.cores) else []
         tr = state.tracker_values()
         book = ScaleBook(tr, state.mean_values(), rule="tracked", momentum=state.scale_momentum)
-        act0 = book.host("act_frac_bits", 0, x, bits=state.activation_bits,
-                         headroom_bits=state.activation_headroom_bits, update=True)
+        x, act0, x_codes, inside = self._input_codes(state, x, book)
         book.trackers["core_frac_bits"] = list(core_frac)
         fracs = Fracs(act=(act0, *tr["act_frac_bits"][1:]), grad=tuple(tr["grad_frac_bits"]),
                       core_grad=tuple(tr["core_grad_frac_bits"]), core=tuple(core_frac),
@@ -150,15 +177,47 @@ class TtListTrainer(TtMlpTrainer):
         # one arena per layer and shapes: lists rebuilt at other scales lay their tensors out alike (a scale is a
         # descriptor's shift), so a board keeps the buffer and writes only the inputs into it
         arena = self.shell.arena(lists, key=(index, tuple(core.shape for core in state.cores), x.shape[0]))
-        if state.is_network_input:  # its input gradient is not asked for, so neither is where x saturated
-            x_codes, inside = quantize_values(x, act0, state.activation_bits, code_dtype(state.activation_bits)), None
-        else:
-            x_codes, inside = quantize_and_range(x, act0, state.activation_bits, code_dtype(state.activation_bits))
         self.shell.flush(arena, lists.write(arena, x=x_codes, core_codes=codes))
         arena = self._run(lists, range(lists.forward_phases), arena, beside=beside, layer=index)
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
         out = layer_output(state, lists, arena, book, fracs)
         return (state, x, inside, book, fracs, lists, arena, out), (following[0] if following else None)
+
+    def _input_codes(self, state, x, book: ScaleBook) -> Tuple[np.ndarray, int, np.ndarray, np.ndarray | None]:
+        """The layer's input checked, its scale aimed (its tracker moved in ``book``), its codes, and where it lay
+        within their bounds (None for the network's input, whose gradient is not asked for): the network input
+        from what the last step staged where that is this batch, the codes kept where the scale is the one
+        they were staged at."""
+        staged, bits = self._staged, state.activation_bits
+        if state.is_network_input:
+            self._staged = None
+            if staged is not None and staged.matches(x):
+                self.inputs_staged += 1
+                act0 = book.host("act_frac_bits", 0, staged.x, bits=bits, observed=staged.observed, update=True,
+                                 headroom_bits=state.activation_headroom_bits)
+                codes = staged.codes if act0 == staged.frac else quantize_values(staged.x, act0, bits,
+                                                                                 code_dtype(bits))
+                return staged.x, act0, codes, None
+        x = check_input(state, x)
+        act0 = book.host("act_frac_bits", 0, x, bits=bits, headroom_bits=state.activation_headroom_bits, update=True)
+        if state.is_network_input:
+            return x, act0, quantize_values(x, act0, bits, code_dtype(bits)), None
+        return (x, act0, *quantize_and_range(x, act0, bits, code_dtype(bits)))
+
+    def _stage_input(self, next_x, state, book: ScaleBook) -> None:
+        """The next batch checked (a copy), its mean |x| taken, and its codes at the scale the network input's
+        tracker aims it at as ``book`` (the first layer's, this step's) leaves it; nothing staged for a batch
+        that fails the check, which the next step then reports."""
+        try:
+            x = check_input(state, self._features(np.array(next_x, dtype=np.float32)))
+        except ValueError:  # HwTrainError too
+            return
+        name, bits, observed = "act_frac_bits", state.activation_bits, mean_abs(x)
+        frac = aim_scale(observed, rule=book.rule, current=book.trackers[name][0], mean=book.means[name][0],
+                         momentum=book.momentum, bits=bits, headroom_bits=state.activation_headroom_bits,
+                         update=True)[0]
+        self._staged = StagedInput(x=x, observed=observed, frac=frac,
+                                   codes=quantize_values(x, frac, bits, code_dtype(bits)))
 
     def _lists(self, index: int, state, batch: int, fracs: Fracs):
         """Layer ``index``'s lists at these shapes and scales: built once per shapes (pruning changes them at epoch
@@ -199,8 +258,9 @@ class TtListTrainer(TtMlpTrainer):
                                    "(held_sums): build them with it, or the PE with larger buffers")
 
     def _backward_layer(self, index: int, layer: Tuple, grad_y: np.ndarray, rates: Tuple[float, float],
-                        beside: Callable[[], None] | None) -> Tuple[Callable[[], None], np.ndarray | None]:
-        """Layer ``index``'s backward lists run (``beside``: host work for while its lists compute), its
+                        beside: Sequence[Callable[[], None]]) -> Tuple[Callable[[], None], np.ndarray | None]:
+        """Layer ``index``'s backward lists run (``beside``: host work for while its lists compute, as
+        :meth:`_run` places it), its
         input gradient read; returns the rest of its host work (the records, core and bias gradients, its update)
         as a callable, and the input gradient."""
         state, _, inside, book, fracs, lists, arena, out = layer
@@ -218,20 +278,26 @@ class TtListTrainer(TtMlpTrainer):
         def rest() -> None:
             step = finish(state, None, g_codes, lists, arena, book, fracs, y=out, grad_x=grad_x)
             self._update_layer(index, step, rates)
+            self._end_update([index])
         return rest, grad_x
 
-    def _run(self, lists, phases: range, arena: np.ndarray, *, beside: Callable[[], None] | None = None,
+    def _run(self, lists, phases: range, arena: np.ndarray, *, beside: Sequence[Callable[[], None]] = (),
              layer: int = 0) -> np.ndarray:
-        """The lists of ``phases`` (indices) on the shell, ``beside`` run while the longest computes (the phase
-        whose longest list has the most products; its seconds kept in :attr:`beside_seconds` under ``(layer,
-        phase)``); their calls and products counted as the loop's runner counts a step's (``throughput``, the
-        history's MACs)."""
-        longest = max(phases, key=lambda index: max(lists.products[index], default=0), default=None)
+        """The lists of ``phases`` (indices) on the shell, ``beside``'s first work run while the longest computes
+        (the phase whose longest list has the most products), the next while the next longest does, and so on,
+        works past the last phase with it (each phase's seconds of them kept in :attr:`beside_seconds` under
+        ``(layer, phase)``); their calls and products counted as the loop's runner counts a step's
+        (``throughput``, the history's MACs)."""
+        ranked = sorted(phases, key=lambda index: max(lists.products[index], default=0), reverse=True)  # stable
+        works: dict = {}
+        for rank, work in enumerate(beside):
+            works.setdefault(ranked[min(rank, len(ranked) - 1)], []).append(work)
         for index in phases:
-            if beside is None or index != longest:
+            if index not in works:
                 arena = self.shell.run_phase(lists.phases[index], arena)
             else:
-                arena = self.shell.run_phase(lists.phases[index], arena, beside=self._timed(beside, (layer, index)))
+                arena = self.shell.run_phase(lists.phases[index], arena,
+                                             beside=self._timed(works[index], (layer, index)))
                 if (layer, index) not in self.beside_seconds:
                     raise HwTrainError("the shell did not run the host's work it was given beside a phase "
                                        "(run_phase(phase, arena, beside=...) must call beside once)")
@@ -239,11 +305,12 @@ class TtListTrainer(TtMlpTrainer):
             self.runner.macs += sum(lists.products[index])
         return arena
 
-    def _timed(self, work: Callable[[], None], key: Tuple[int, int]) -> Callable[[], None]:
-        """``work`` that notes its seconds in :attr:`beside_seconds` under ``key`` once it ran."""
+    def _timed(self, works: Sequence[Callable[[], None]], key: Tuple[int, int]) -> Callable[[], None]:
+        """``works`` run in turn, which then note their seconds in :attr:`beside_seconds` under ``key``."""
         def timed() -> None:
             started = time.perf_counter()
-            work()
+            for work in works:
+                work()
             self.beside_seconds[key] = time.perf_counter() - started
         return timed
 

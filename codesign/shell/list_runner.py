@@ -9,6 +9,7 @@ kept apart: a trainer step's wall time less them is the host's share, which a bo
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Any, Callable, Mapping, Sequence, Tuple
 
@@ -119,15 +120,23 @@ def host_per_list_step(trainer, shell: "GoldenListShell", batches, *, warm_steps
 
     ``beside``: of the least step's seconds, those the host worked while a phase's lists computed, ``(layer,
     phase, seconds)`` each (a trainer's ``beside_seconds``; none for a trainer that does all its work between
-    phases): a step model hides them behind that phase's cycles, as far as they reach."""
+    phases): a step model hides them behind that phase's cycles, as far as they reach. A trainer whose
+    ``train_step`` takes ``next_x`` (a TT one, which stages the next batch beside its lists) is given it, as
+    its epoch loop gives it, and the last step the first batch's (every step timed stages one, as a step in an
+    epoch's midst does)."""
     shell.replay = True
-    for x, y in batches[:warm_steps]:
-        trainer.train_step(x, y)
+    following = [x for x, _ in batches[1:]] + [batches[0][0] if batches else None]
+    takes_next = "next_x" in inspect.signature(trainer.train_step).parameters
+
+    def step(x, y, next_x) -> None:
+        trainer.train_step(x, y, **({"next_x": next_x} if takes_next else {}))
+    for (x, y), next_x in zip(batches[:warm_steps], following):
+        step(x, y, next_x)
     seconds, besides, counts = [], [], []
-    for x, y in batches[warm_steps:]:
+    for (x, y), next_x in zip(batches[warm_steps:], following[warm_steps:]):
         before = (shell.seconds, shell.flushed, shell.read, shell.lists)
         started = time.perf_counter()
-        trainer.train_step(x, y)
+        step(x, y, next_x)
         seconds.append(time.perf_counter() - started - (shell.seconds - before[0]))
         besides.append(dict(getattr(trainer, "beside_seconds", {})))
         counts.append({"flushed_bytes": 4 * (shell.flushed - before[1]), "read_bytes": 4 * (shell.read - before[2]),

@@ -68,6 +68,9 @@ def test_training_on_call_lists_is_bit_identical_to_the_loop(copies):
         compared += a.size
     steps = lists.step
     assert lists.list_steps == steps - 1 and shell.calls > 0  # all but the first, which aims every scale
+    # the epoch loop hands each step the next batch, which a list step stages: of the two epochs' two steps, only
+    # the last takes its input staged (the first epoch's second step follows the loop's own first step)
+    assert lists.steps_per_epoch == 2 and lists.inputs_staged == 1
     assert lists.lists_built <= 2 * (len(lists.prune_events) + 1), "lists are built once per layer and shapes"
     assert lists.lists_reshifted > 0, "a tracked scale moved: the lists' shifts changed in place"
     assert compared > 3 * sum(core.size for cores in loop.cores for core in cores)
@@ -204,3 +207,42 @@ def test_lists_that_hold_sums_are_refused_on_shells_without_the_buffer():
 def test_the_exact_rule_cannot_run_on_lists():
     with pytest.raises(HwTrainError, match="scale_rule = 'tracked'"):
         TtListTrainer(_setup("exact"), GoldenShell())
+
+
+def test_the_next_batch_staged_beside_the_lists_changes_no_bit():
+    """The next batch is staged beside the first layer's second longest backward phase. A staged batch taken, one
+    the caller changed in place after staging, one staged at a scale the step then does not aim, one never
+    taken, and one that fails the check: each step equals a trainer's that stages nothing, every state word
+    compared, and the bad batch fails its own step, not the one that staged it."""
+    setup = _setup()
+    data = _data(train=7 * setup.batch_size)
+    batches = [(data.train_x[i:i + setup.batch_size], data.train_y[i:i + setup.batch_size])
+               for i in range(0, 7 * setup.batch_size, setup.batch_size)]
+    trainer, other = TtListTrainer(setup, GoldenShell()), TtListTrainer(setup, GoldenShell())
+
+    def both(index: int, next_x=None) -> None:
+        assert trainer.train_step(*batches[index], next_x=next_x) == other.train_step(*batches[index])
+        assert all(np.array_equal(a.view(np.uint8), b.view(np.uint8)) for a, b in zip(_words(trainer), _words(other)))
+
+    both(0, next_x=batches[1][0])  # the loop's own step (scales unset) stages nothing
+    both(1, next_x=batches[2][0])
+    assert trainer.inputs_staged == 0
+    lists = trainer.current_lists[0]
+    backward = range(lists.forward_phases, len(lists.phases))
+    second = sorted(backward, key=lambda index: max(lists.products[index]), reverse=True)[1]
+    assert (0, second) in trainer.beside_seconds
+    changed = np.array(batches[3][0])
+    both(2, next_x=changed)
+    assert trainer.inputs_staged == 1, "the batch staged beside the first list step was taken"
+    changed[:] = changed[::-1]  # changed in place after it was staged
+    batches[3] = (changed, batches[3][1])
+    both(3, next_x=batches[4][0])
+    assert trainer.inputs_staged == 1
+    trainer._staged = dataclasses.replace(trainer._staged, frac=trainer._staged.frac + 1)  # a scale not aimed
+    both(4, next_x=batches[0][0])  # never taken: the next step takes another batch
+    assert trainer.inputs_staged == 2
+    bad = np.full_like(batches[5][0], np.nan)
+    both(5, next_x=bad)
+    with pytest.raises(ValueError, match="x must be finite"):
+        trainer.train_step(bad, batches[5][1])
+    both(6)

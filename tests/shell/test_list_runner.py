@@ -110,3 +110,17 @@ def test_the_golden_shell_runs_the_host_s_work_after_the_phase_and_leaves_its_ti
     assert np.array_equal(got, golden)
     # once, after the phase was run and its seconds counted, and none of its own seconds counted as the shell's
     assert len(seen) == 1 and seen[0][0] > before[0] and seen[0][1] > before[1] and shell.seconds == seen[0][0]
+
+
+def test_a_trainer_that_stages_the_next_batch_is_given_it_as_its_epoch_loop_gives_it():
+    shell = _Shell()
+    trainer = _Trainer(shell)
+    given = []
+    trained = trainer.train_step
+
+    def staging(x, y, *, next_x=None):
+        given.append((x, next_x))
+        return trained(x, y)
+    trainer.train_step = staging
+    host_per_list_step(trainer, shell, [(k, None) for k in range(4)], warm_steps=1)
+    assert given == [(0, 1), (1, 2), (2, 3), (3, 0)]

@@ -56,9 +56,13 @@ class ScaleBook:
         self.used[(name, index)] = used
         return used
 
-    def host(self, name: str, index: int, values: np.ndarray, *, bits: int, headroom_bits: int, update: bool) -> int:
-        """The scale of a float tensor the host quantises (the batch, an output gradient), by either rule."""
-        return self._aim(name, index, mean_abs(values), bits=bits, headroom_bits=headroom_bits, update=update)
+    def host(self, name: str, index: int, values: np.ndarray, *, bits: int, headroom_bits: int, update: bool,
+             observed: float | None = None) -> int:
+        """The scale of a float tensor the host quantises (the batch, an output gradient), by either rule.
+        ``observed``: the values' :func:`~codesign.numerics.scales.mean_abs` where the host took it before (a batch
+        it staged), else taken here."""
+        observed = mean_abs(values) if observed is None else observed
+        return self._aim(name, index, observed, bits=bits, headroom_bits=headroom_bits, update=update)
 
     def round(self, name: str | None, index: int, z: np.ndarray, z_frac: int, *, bits: int, headroom_bits: int,
               update: bool = True) -> Tuple[int, np.ndarray]:
