@@ -342,6 +342,8 @@ class TtMlpTrainer(ScheduledLoop):
     def _batch(self, x, y) -> Tuple[np.ndarray, np.ndarray]:
         """A training batch as feature rows and int64 labels, or an error naming what is wrong."""
         x = self._features(x)
+        if x.shape[0] < 1:
+            raise HwTrainError(f"x of shape {x.shape}: a batch needs at least one sample")
         y = np.asarray(y, np.int64)
         classes = self.setup.layers[-1]["out_features"]
         if y.shape != (x.shape[0],) or (y.size and (y.min() < 0 or y.max() >= classes)):

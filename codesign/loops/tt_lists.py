@@ -9,15 +9,25 @@ The host quantises the input batch and the output gradients, adds the
 bias, applies ReLU and its derivative, takes the loss, reads the records'
 sums to move the scales on, and runs Adam and the prior as the loop does.
 
-The host works while the IPs compute where the data allow: the next layer's
-cores are quantised beside a layer's longest forward phase, and a layer's core
-and bias gradients, records and update run beside the longest backward phase
-of the layer below (only its input gradient is waited for). Given the batch the
-next call takes (``next_x``), the host checks it, takes its mean |x| and its
-codes beside the second longest backward phase of the first layer, so the next
-step starts its lists without that pass (a batch that is not the one staged,
-or whose scale moved, is taken as usual). A step that fails on the way changes
-no state (cores, biases, Adam's moments, the prior's λ, trackers, means).
+The host works while the IPs compute where the data allow. Under the tracked
+rule a tensor is rounded at the scale its tracker holds, so a layer's scales,
+lists and core codes are known before its input, and only the next step's
+scales wait for a tensor's mean |x|:
+
+- beside a layer's longest forward phase, the next layer's cores are quantised,
+  its lists taken (re-aimed where a scale moved) and its core codes written;
+- beside the longest backward phase of the layer below, a layer's core and bias
+  gradients, records and update run (only its input gradient is waited for);
+- given the batch the next call takes (``next_x``), the host checks it, takes
+  its mean |x| and its codes beside the first layer's next longest backward
+  phase, so the next step starts its lists without that pass (a batch that is
+  not the one staged is taken as usual);
+- beside the next longest phase after those (the longest where none is
+  taken), a layer's input tracker moves on in its forward, its output-gradient
+  tracker in its backward.
+
+A step that fails on the way changes no state (cores, biases, Adam's moments,
+the prior's λ, trackers, means).
 
 Only the tracked scale rule lets a PE round before the tensor is whole, and
 only after every scale was aimed once: the first step (and a step after
@@ -45,13 +55,14 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Sequence, Tuple
 
 import numpy as np
 
 from codesign.loops.common import HwTrainError, softmax_cross_entropy
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
-from codesign.numerics.scales import UNSET, aim_scale, mean_abs
+from codesign.numerics.scales import UNSET, mean_abs
 from codesign.step.tt.rounding import code_dtype, frac_of_values, quantize_and_range, quantize_values
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import check_input
@@ -109,7 +120,7 @@ class TtListTrainer(TtMlpTrainer):
             self._staged = None
             return super().train_step(x, y)
         x, y = self._batch(x, y)
-        layers, prepared = [], self._prepare(0)
+        layers, prepared = [], self._prepare(0, x.shape[0])
         for index in range(len(self.cores)):
             layer, prepared = self._forward_layer(index, x, prepared)
             layers.append(layer)
@@ -147,76 +158,86 @@ class TtListTrainer(TtMlpTrainer):
         self.cores, self.biases, self.lambdas, self.trackers, self.means, optimizer = kept
         self.optimizer.restore(optimizer)
 
-    def _prepare(self, index: int) -> Tuple:
-        """What layer ``index``'s forward needs but its input: its state, its cores' scales and codes (every core
-        quantised at its own scale in one pass; codes only packed, so in their narrowest type)."""
+    def _prepare(self, index: int, batch: int) -> Tuple:
+        """What layer ``index``'s forward on ``batch`` samples needs but its input: its state, its scale book and
+        fractions (each tensor rounded at the scale its tracker holds, which the tracked rule sets before the
+        step), its lists at them, and its arena with every core's codes written (each core quantised at its own
+        scale in one pass; codes only packed, so in their narrowest type)."""
         state = self.layer_state(index)
+        tr = state.tracker_values()
         core_frac = [frac_of_values(core, bits=state.core_bits, headroom_bits=state.core_headroom_bits,
-                                    current=state.tracker_values()["core_frac_bits"][k], update=False)
+                                    current=tr["core_frac_bits"][k], update=False)
                      for k, core in enumerate(state.cores)]
         codes = quantize_values(flat_cores(state.cores), np.repeat(core_frac, [core.size for core in state.cores]),
                                 state.core_bits, code_dtype(state.core_bits))
-        return state, core_frac, codes
-
-    def _forward_layer(self, index: int, x: np.ndarray, prepared: Tuple) -> Tuple[Tuple, Tuple | None]:
-        """Layer ``index``'s lists built (the output gradient's room left for later), the forward lists run, the
-        next layer prepared while they compute; ``prepared``: :meth:`_prepare`'s for this layer. Returns what the
-        backward needs of this layer, and the next layer's :meth:`_prepare` (None for the last)."""
-        state, core_frac, codes = prepared
-        following: list = []
-        beside = [lambda: following.append(self._prepare(index + 1))] if index + 1 < len(self.cores) else []
-        tr = state.tracker_values()
         book = ScaleBook(tr, state.mean_values(), rule="tracked", momentum=state.scale_momentum)
-        x, act0, x_codes, inside = self._input_codes(state, x, book)
         book.trackers["core_frac_bits"] = list(core_frac)
-        fracs = Fracs(act=(act0, *tr["act_frac_bits"][1:]), grad=tuple(tr["grad_frac_bits"]),
+        fracs = Fracs(act=tuple(tr["act_frac_bits"]), grad=tuple(tr["grad_frac_bits"]),
                       core_grad=tuple(tr["core_grad_frac_bits"]), core=tuple(core_frac),
-                      act_bits=state.activation_bits, grad_bits=state.grad_bits,
-                      core_bits=state.core_bits)
-        lists = self._lists(index, state, x.shape[0], fracs)
+                      act_bits=state.activation_bits, grad_bits=state.grad_bits, core_bits=state.core_bits)
+        lists = self._lists(index, state, batch, fracs)
         # one arena per layer and shapes: lists rebuilt at other scales lay their tensors out alike (a scale is a
         # descriptor's shift), so a board keeps the buffer and writes only the inputs into it
-        arena = self.shell.arena(lists, key=(index, tuple(core.shape for core in state.cores), x.shape[0]))
-        self.shell.flush(arena, lists.write(arena, x=x_codes, core_codes=codes))
+        arena = self.shell.arena(lists, key=(index, tuple(core.shape for core in state.cores), batch))
+        self.shell.flush(arena, lists.write(arena, core_codes=codes))
+        return state, book, fracs, lists, arena
+
+    def _forward_layer(self, index: int, x: np.ndarray, prepared: Tuple) -> Tuple[Tuple, Tuple | None]:
+        """Layer ``index``'s input written and its forward lists run (the output gradient's room left for later);
+        while they compute, the next layer prepared and this input's tracker moved on by its mean |x|.
+        ``prepared``: :meth:`_prepare`'s for this layer. Returns what the backward needs of this layer, and the
+        next layer's :meth:`_prepare` (None for the last)."""
+        state, book, fracs, lists, arena = prepared
+        following: list = []
+        beside = [lambda: following.append(self._prepare(index + 1, x.shape[0]))] if index + 1 < len(self.cores) \
+            else []
+        x, x_codes, inside, observed = self._input_codes(state, x, fracs.act[0])
+        beside.append(lambda: self._aim(book, "act_frac_bits", 0, x, fracs.act[0], bits=state.activation_bits,
+                                        headroom_bits=state.activation_headroom_bits, observed=observed))
+        self.shell.flush(arena, lists.write(arena, x=x_codes))
         arena = self._run(lists, range(lists.forward_phases), arena, beside=beside, layer=index)
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
         out = layer_output(state, lists, arena, book, fracs)
         return (state, x, inside, book, fracs, lists, arena, out), (following[0] if following else None)
 
-    def _input_codes(self, state, x, book: ScaleBook) -> Tuple[np.ndarray, int, np.ndarray, np.ndarray | None]:
-        """The layer's input checked, its scale aimed (its tracker moved in ``book``), its codes, and where it lay
-        within their bounds (None for the network's input, whose gradient is not asked for): the network input
-        from what the last step staged where that is this batch, the codes kept where the scale is the one
-        they were staged at."""
+    @staticmethod
+    def _aim(book: ScaleBook, name: str, index: int, values: np.ndarray, used: int, *, bits: int,
+             headroom_bits: int, observed: float | None = None) -> None:
+        """Tracker ``(name, index)`` moved on by ``values`` (their mean |x|: ``observed`` where taken before), which
+        were rounded at ``used``, the scale it held: under the tracked rule the rounding needs no mean, so the
+        host takes it while the lists compute."""
+        if book.host(name, index, values, bits=bits, headroom_bits=headroom_bits, update=True,
+                     observed=observed) != used:
+            raise HwTrainError(f"{name}[{index}]: the tracked scale moved before the step ended")
+
+    def _input_codes(self, state, x, frac: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray | None, float | None]:
+        """The layer's input checked, its codes at ``frac``, where it lay within their bounds (None for the
+        network's input, whose gradient is not asked for), and its mean |x| where known (None: not taken yet):
+        the network input from what the last step staged where that is this batch (its codes kept where staged
+        at ``frac``)."""
         staged, bits = self._staged, state.activation_bits
         if state.is_network_input:
             self._staged = None
             if staged is not None and staged.matches(x):
                 self.inputs_staged += 1
-                act0 = book.host("act_frac_bits", 0, staged.x, bits=bits, observed=staged.observed, update=True,
-                                 headroom_bits=state.activation_headroom_bits)
-                codes = staged.codes if act0 == staged.frac else quantize_values(staged.x, act0, bits,
+                codes = staged.codes if staged.frac == frac else quantize_values(staged.x, frac, bits,
                                                                                  code_dtype(bits))
-                return staged.x, act0, codes, None
+                return staged.x, codes, None, staged.observed
         x = check_input(state, x)
-        act0 = book.host("act_frac_bits", 0, x, bits=bits, headroom_bits=state.activation_headroom_bits, update=True)
         if state.is_network_input:
-            return x, act0, quantize_values(x, act0, bits, code_dtype(bits)), None
-        return (x, act0, *quantize_and_range(x, act0, bits, code_dtype(bits)))
+            return x, quantize_values(x, frac, bits, code_dtype(bits)), None, None
+        return (x, *quantize_and_range(x, frac, bits, code_dtype(bits)), None)
 
     def _stage_input(self, next_x, state, book: ScaleBook) -> None:
         """The next batch checked (a copy), its mean |x| taken, and its codes at the scale the network input's
-        tracker aims it at as ``book`` (the first layer's, this step's) leaves it; nothing staged for a batch
-        that fails the check, which the next step then reports."""
+        tracker holds as ``book`` (the first layer's, this step's, its input aimed) leaves it; nothing staged for
+        a batch that fails the check, which the next step then reports."""
         try:
             x = check_input(state, self._features(np.array(next_x, dtype=np.float32)))
         except ValueError:  # HwTrainError too
             return
-        name, bits, observed = "act_frac_bits", state.activation_bits, mean_abs(x)
-        frac = aim_scale(observed, rule=book.rule, current=book.trackers[name][0], mean=book.means[name][0],
-                         momentum=book.momentum, bits=bits, headroom_bits=state.activation_headroom_bits,
-                         update=True)[0]
-        self._staged = StagedInput(x=x, observed=observed, frac=frac,
+        frac, bits = book.trackers["act_frac_bits"][0], state.activation_bits
+        self._staged = StagedInput(x=x, observed=mean_abs(x), frac=frac,
                                    codes=quantize_values(x, frac, bits, code_dtype(bits)))
 
     def _lists(self, index: int, state, batch: int, fracs: Fracs):
@@ -265,13 +286,12 @@ class TtListTrainer(TtMlpTrainer):
         as a callable, and the input gradient."""
         state, _, inside, book, fracs, lists, arena, out = layer
         d = len(state.cores)
-        g_frac = book.host("grad_frac_bits", d - 1, grad_y, bits=state.grad_bits,
-                           headroom_bits=state.grad_headroom_bits, update=True)
-        if g_frac != fracs.grad[d - 1]:
-            raise HwTrainError("the output gradient's tracked scale moved before the step ended")
-        g_codes = quantize_values(grad_y, g_frac, state.grad_bits, code_dtype(state.grad_bits))
+        g_codes = quantize_values(grad_y, fracs.grad[d - 1], state.grad_bits, code_dtype(state.grad_bits))
         self.shell.flush(arena, lists.write(arena, gy=g_codes))
-        arena = self._run(lists, range(lists.forward_phases, len(lists.phases)), arena, beside=beside, layer=index)
+        aim = partial(self._aim, book, "grad_frac_bits", d - 1, grad_y, fracs.grad[d - 1], bits=state.grad_bits,
+                      headroom_bits=state.grad_headroom_bits)  # the output gradient's tracker, beside the lists
+        arena = self._run(lists, range(lists.forward_phases, len(lists.phases)), arena, beside=[*beside, aim],
+                          layer=index)
         self.shell.invalidate(arena, lists.read_ranges(forward=False))
         grad_x = input_grad(state, lists, arena, fracs, inside=inside)
 

@@ -116,10 +116,18 @@ class _Beside:
         return arena
 
 
+def _ranked(lists, phases) -> list:
+    """``phases`` longest first (by their longest list's products; ties in phase order), as the trainer ranks
+    them to place its work."""
+    return sorted(phases, key=lambda index: max(lists.products[index]), reverse=True)
+
+
 def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing():
-    """While layer 0's longest forward phase computes, the host prepares layer 1's cores; while its longest
-    backward phase computes, it reads layer 1's gradients and updates layer 1. A step whose lists fail after that
-    leaves every state word as it was, and the step taken again equals a trainer's that never failed."""
+    """While layer 0's longest forward phase computes, the host prepares layer 1 (its cores' codes, lists and
+    arena); while its longest backward phase computes, it reads layer 1's gradients and updates layer 1; each
+    input's and output gradient's tracker moves on beside the next longest phase. A step whose lists fail after
+    layer 1's update leaves every state word as it was, and the step taken again equals a trainer's that never
+    failed."""
     setup = _setup()
     data = _data(train=4 * setup.batch_size)
     batches = [(data.train_x[i:i + setup.batch_size], data.train_y[i:i + setup.batch_size])
@@ -129,14 +137,17 @@ def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing()
     for x, y in batches[:3]:
         trainer.train_step(x, y)
         other.train_step(x, y)
-    lists = trainer.current_lists[0]
-    forward, backward = range(lists.forward_phases), range(lists.forward_phases, len(lists.phases))
-    longest = [max(phases, key=lambda index: max(lists.products[index])) for phases in (forward, backward)]
-    assert set(trainer.beside_seconds) == {(0, longest[0]), (0, longest[1])}
-    assert longest[1] > lists.forward_phases, "the longest backward phase is not the first"
-    assert noting.noted[-2:] == [[False, False], [False, True]], "layer 1 updated beside layer 0's lists"
+    (f0, b0), (f1, b1) = [[_ranked(lists, phases) for phases in (range(lists.forward_phases),
+                                                               range(lists.forward_phases, len(lists.phases)))]
+                          for lists in (trainer.current_lists[0], trainer.current_lists[1])]
+    assert len(f0) > 1 and len(b0) > 1
+    assert set(trainer.beside_seconds) == {(0, f0[0]), (0, f0[1]), (1, f1[0]), (1, b1[0]), (0, b0[0]), (0, b0[1])}
+    assert b0[0] > trainer.current_lists[0].forward_phases, "the longest backward phase is not the first"
+    # a step's six phases with work, in order; layer 1's cores are new from layer 0's longest backward phase on
+    updated_at = 4 if b0[0] < b0[1] else 5
+    assert noting.noted[-6:] == [[False, False]] * updated_at + [[False, True]] * (6 - updated_at)
     before, adam_step = _words(trainer), trainer.optimizer.step
-    noting.fail_at = len(noting.noted) + 2  # the next step's backward
+    noting.fail_at = len(noting.noted) + updated_at + 1  # the next step's, once layer 1 is updated
     with pytest.raises(RuntimeError, match="the IP failed"):
         trainer.train_step(*batches[3])
     assert noting.noted[-1] == [False, True], "layer 1 was updated before the step failed"
@@ -150,7 +161,8 @@ def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing()
 
 def test_three_layers_each_work_beside_the_layer_below_and_train_as_the_loop():
     """Layers 1 and 2 are prepared beside layers 0 and 1's forward lists, and their gradients and updates run
-    beside the backward lists of the layer below; four steps equal the loop's in every state word."""
+    beside the backward lists of the layer below, each layer's trackers beside its own; four steps equal the
+    loop's in every state word."""
     from codesign.design.families.tt import paper_setup
 
     precision = {**_setup().precision}
@@ -163,11 +175,12 @@ def test_three_layers_each_work_beside_the_layer_below_and_train_as_the_loop():
         assert lists.train_step(x, y) == loop.train_step(x, y)
     assert lists.list_steps == 3
     expected = set()
-    for layer in (0, 1):
-        built = lists.current_lists[layer]
+    for layer in (0, 1, 2):  # beside each direction's longest phase the layer above's work, its tracker's the next
+        built, works = lists.current_lists[layer], 2 if layer < 2 else 1
         for phases in (range(built.forward_phases), range(built.forward_phases, len(built.phases))):
-            expected.add((layer, max(phases, key=lambda index: max(built.products[index]))))
-    assert set(lists.beside_seconds) == expected and len(expected) == 4
+            ranked = _ranked(built, phases)
+            expected |= {(layer, ranked[min(work, len(ranked) - 1)]) for work in range(works)}
+    assert set(lists.beside_seconds) == expected and len(expected) >= 8
     for a, b in zip(_words(lists), _words(loop)):
         assert a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
@@ -228,9 +241,9 @@ def test_the_next_batch_staged_beside_the_lists_changes_no_bit():
     both(1, next_x=batches[2][0])
     assert trainer.inputs_staged == 0
     lists = trainer.current_lists[0]
-    backward = range(lists.forward_phases, len(lists.phases))
-    second = sorted(backward, key=lambda index: max(lists.products[index]), reverse=True)[1]
-    assert (0, second) in trainer.beside_seconds
+    ranked = _ranked(lists, range(lists.forward_phases, len(lists.phases)))
+    # staged beside the second longest backward phase, which moves the output gradient's tracker to the third
+    assert {(0, ranked[1]), (0, ranked[2])} <= set(trainer.beside_seconds)
     changed = np.array(batches[3][0])
     both(2, next_x=changed)
     assert trainer.inputs_staged == 1, "the batch staged beside the first list step was taken"
