@@ -116,8 +116,8 @@ def main() -> int:
                         help="also time the next batch's staging: two trainers in turn over STEPS batches (0: not)")
     parser.add_argument("--out", default="reports/bench")
     args = parser.parse_args()
-    if args.rank < 1 or args.steps < 1 or not args.clock_mhz > 0 or 0 < args.staging_pair < 4 or \
-            args.staging_pair < 0:
+    if args.rank < 1 or args.steps < 1 or not args.clock_mhz > 0 or (args.staging_pair != 0 and
+                                                                        args.staging_pair < 4):
         parser.error("--rank and --steps must be >= 1, --clock-mhz > 0 and --staging-pair 0 or >= 4")
     try:
         copies = tuple(int(n) for n in args.copies.split(","))
@@ -183,9 +183,6 @@ def main() -> int:
     if args.staging_pair:
         pair_batches = [(rng.random(x.shape).astype(np.float32), y) for x, y in batches[:1] * args.staging_pair]
         row["staging_pair"] = staging_pair(setup, shell, copies, held, pair_batches)
-        print("the next batch staged beside the lists, host between them (least / median, ms): " + "; ".join(
-            f"{name} {1e3 * least:.2f} / {1e3 * median:.2f}" for name, (least, median) in row["staging_pair"].items()),
-            flush=True)
     print(f"rank {args.rank}, PE1 b_order {spec1.b_order} ({dsp:g} DSP): board step {row['board_step_ms']:.1f} ms (PE+DMA {row['pe_dma_ms']:.1f} ms over "
           f"layers {[round(c / (args.clock_mhz * 1e3), 1) for c in cycles]} ms, host here {row['host_ms_desktop']:.1f}"
           f" ms, of it {row['host_hidden_ms']:.1f} ms hidden beside the lists, {row['host_critical_ms']:.1f} ms "
@@ -226,7 +223,10 @@ def staging_pair(setup, shell, copies, held, batches) -> dict:
             host = time.perf_counter() - started - (shells[name].seconds - before)
             if 2 <= index < len(batches) - 1:  # the last step has no next batch to stage
                 between[name].append(host - sum(trainers[name].beside_seconds.values()))
-    return {name: (min(seconds), float(np.median(seconds))) for name, seconds in between.items()}
+    figures = {name: (min(seconds), float(np.median(seconds))) for name, seconds in between.items()}
+    print("the next batch staged beside the lists, host between them (least / median, ms): " + "; ".join(
+        f"{name} {1e3 * least:.2f} / {1e3 * median:.2f}" for name, (least, median) in figures.items()), flush=True)
+    return figures
 
 
 def lists_hold(setup, spec1, spec2, copies, batches) -> dict:

@@ -234,7 +234,7 @@ class TtListTrainer(TtMlpTrainer):
         a batch that fails the check, which the next step then reports."""
         try:
             x = check_input(state, self._features(np.array(next_x, dtype=np.float32)))
-        except ValueError:  # HwTrainError too
+        except (TypeError, ValueError):  # HwTrainError too
             return
         frac, bits = book.trackers["act_frac_bits"][0], state.activation_bits
         self._staged = StagedInput(x=x, observed=mean_abs(x), frac=frac,
@@ -282,8 +282,8 @@ class TtListTrainer(TtMlpTrainer):
                         beside: Sequence[Callable[[], None]]) -> Tuple[Callable[[], None], np.ndarray | None]:
         """Layer ``index``'s backward lists run (``beside``: host work for while its lists compute, as
         :meth:`_run` places it), its
-        input gradient read; returns the rest of its host work (the records, core and bias gradients, its update)
-        as a callable, and the input gradient."""
+        input gradient read; returns the rest of its host work (the records, core and bias gradients, its update
+        and its next λ) as a callable, and the input gradient."""
         state, _, inside, book, fracs, lists, arena, out = layer
         d = len(state.cores)
         g_codes = quantize_values(grad_y, fracs.grad[d - 1], state.grad_bits, code_dtype(state.grad_bits))

@@ -251,11 +251,14 @@ def test_the_next_batch_staged_beside_the_lists_changes_no_bit():
     batches[3] = (changed, batches[3][1])
     both(3, next_x=batches[4][0])
     assert trainer.inputs_staged == 1
-    trainer._staged = dataclasses.replace(trainer._staged, frac=trainer._staged.frac + 1)  # a scale not aimed
+    # staged at a scale the step does not round at: its codes (zeros here) must not be taken
+    trainer._staged = dataclasses.replace(trainer._staged, frac=trainer._staged.frac + 1,
+                                          codes=np.zeros_like(trainer._staged.codes))
     both(4, next_x=batches[0][0])  # never taken: the next step takes another batch
     assert trainer.inputs_staged == 2
     bad = np.full_like(batches[5][0], np.nan)
     both(5, next_x=bad)
+    assert trainer.inputs_staged == 2, "batch 0, staged beside step 4, was not taken by step 5"
     with pytest.raises(ValueError, match="x must be finite"):
         trainer.train_step(bad, batches[5][1])
     both(6)
