@@ -65,7 +65,7 @@ class CpuRunner:
 class ReplayTrainer(TtMlpTrainer):
     """The loop stepping the replayed-forward way: forward calls recorded, the backward step sweeps again."""
 
-    def train_step(self, x, y) -> float:
+    def train_step(self, x, y, *, next_x=None) -> float:  # next_x: as the loop takes it, unused
         x, y = self._features(x), np.asarray(y, np.int64)
         inputs, records = [], []
         for index in range(len(self.cores)):
