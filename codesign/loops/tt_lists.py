@@ -77,7 +77,7 @@ KEPT_AIMS = 8  # lists kept per layer and shapes, at the latest distinct tracked
 class StagedInput:
     """A batch the host prepared for the next step while this one's lists computed: checked (``x``, a float32 copy
     of its own), its mean |x| (``observed``), and its ``codes`` at ``frac``, the scale the network input's
-    tracker would aim it at as this step left it."""
+    tracker holds as this step left it."""
 
     x: np.ndarray
     observed: float
@@ -189,8 +189,9 @@ class TtListTrainer(TtMlpTrainer):
         next layer's :meth:`_prepare` (None for the last)."""
         state, book, fracs, lists, arena = prepared
         following: list = []
-        beside = [lambda: following.append(self._prepare(index + 1, x.shape[0]))] if index + 1 < len(self.cores) \
-            else []
+        beside = []
+        if index + 1 < len(self.cores):
+            beside.append(lambda: following.append(self._prepare(index + 1, x.shape[0])))
         x, x_codes, inside, observed = self._input_codes(state, x, fracs.act[0])
         beside.append(lambda: self._aim(book, "act_frac_bits", 0, x, fracs.act[0], bits=state.activation_bits,
                                         headroom_bits=state.activation_headroom_bits, observed=observed))
@@ -280,10 +281,10 @@ class TtListTrainer(TtMlpTrainer):
 
     def _backward_layer(self, index: int, layer: Tuple, grad_y: np.ndarray, rates: Tuple[float, float],
                         beside: Sequence[Callable[[], None]]) -> Tuple[Callable[[], None], np.ndarray | None]:
-        """Layer ``index``'s backward lists run (``beside``: host work for while its lists compute, as
-        :meth:`_run` places it), its
-        input gradient read; returns the rest of its host work (the records, core and bias gradients, its update
-        and its next λ) as a callable, and the input gradient."""
+        """Layer ``index``'s backward lists run (``beside``: host work for while its lists compute, as :meth:`_run`
+        places it; the output gradient's tracker moves on after it), its input gradient read; returns the rest of
+        its host work (the records, core and bias gradients, its update and its next λ) as a callable, and the
+        input gradient."""
         state, _, inside, book, fracs, lists, arena, out = layer
         d = len(state.cores)
         g_codes = quantize_values(grad_y, fracs.grad[d - 1], state.grad_bits, code_dtype(state.grad_bits))

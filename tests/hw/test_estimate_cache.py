@@ -118,3 +118,23 @@ def test_the_repository_ships_every_report_the_quick_demo_needs_for_this_rtl():
         else:
             assert report.entry["family"] == family and report.entry["spec"] == spec.to_dict()
     assert not missing, "run `make yosys-reports`:\n" + "\n".join(missing)
+
+
+def test_the_tt_resource_table_in_the_docs_gives_the_shipped_reports():
+    """docs/tt_pe.md's table of TT PE resources: every row's LUT, FF, DSP and BRAM36 as the report shipped for
+    this RTL gives them (a reship that moves a figure fails here until the table follows)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "tt_pe.md").read_text()
+    changes = {"`a_bits = 16`": {"a_bits": 16}, "8 lanes × 4 rows": {"lanes": 8, "rows": 4}, "8 lanes": {"lanes": 8}}
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in text.splitlines()
+            if line.startswith("| tt") and line.count("|") == 8]
+    assert len(rows) == 18
+    for name, config, family, *figures in rows:
+        pe = get_pe(name)
+        spec = pe.spec(**next((change for label, change in changes.items() if config == label), {}))
+        report, why = lookup(pe, spec, family, SHIPPED_DIR / "no-cache", shipped_dir=SHIPPED_DIR)
+        assert report is not None, why
+        counts = report.entry["counts"]
+        assert [int(figure.replace(" ", "")) for figure in figures] == [
+            counts[key] for key in ("lut", "ff", "dsp", "bram_36k")], f"{name} {config} {family}"
