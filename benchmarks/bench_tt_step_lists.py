@@ -212,12 +212,13 @@ def staging_pair(setup, shell, copies, held, batches) -> dict:
     ``batches`` (the first two steps, which aim the scales and build the lists, not timed)."""
     shells = {name: GoldenListShell({"tt1": shell.spec1, "tt2": shell.spec2}, copies, held_sums=held)
               for name in ("plain", "staged")}
+    for each in shells.values():
+        each.replay = True
     trainers = {name: TtListTrainer(setup, each) for name, each in shells.items()}
     between: dict = {name: [] for name in shells}
     for index, (x, y) in enumerate(batches):
         following = {"next_x": batches[index + 1][0]} if index + 1 < len(batches) else {}
         for name in ("plain", "staged") if index % 2 else ("staged", "plain"):
-            shells[name].replay = True
             before, started = shells[name].seconds, time.perf_counter()
             trainers[name].train_step(x, y, **(following if name == "staged" else {}))
             host = time.perf_counter() - started - (shells[name].seconds - before)

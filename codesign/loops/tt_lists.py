@@ -216,18 +216,17 @@ class TtListTrainer(TtMlpTrainer):
         network's input, whose gradient is not asked for), and its mean |x| where known (None: not taken yet):
         the network input from what the last step staged where that is this batch (its codes kept where staged
         at ``frac``)."""
-        staged, bits = self._staged, state.activation_bits
-        if state.is_network_input:
-            self._staged = None
-            if staged is not None and staged.matches(x):
-                self.inputs_staged += 1
-                codes = staged.codes if staged.frac == frac else quantize_values(staged.x, frac, bits,
-                                                                                 code_dtype(bits))
-                return staged.x, codes, None, staged.observed
-        x = check_input(state, x)
-        if state.is_network_input:
+        bits = state.activation_bits
+        if not state.is_network_input:
+            x = check_input(state, x)
+            return (x, *quantize_and_range(x, frac, bits, code_dtype(bits)), None)
+        staged, self._staged = self._staged, None
+        if staged is None or not staged.matches(x):
+            x = check_input(state, x)
             return x, quantize_values(x, frac, bits, code_dtype(bits)), None, None
-        return (x, *quantize_and_range(x, frac, bits, code_dtype(bits)), None)
+        self.inputs_staged += 1
+        codes = staged.codes if staged.frac == frac else quantize_values(staged.x, frac, bits, code_dtype(bits))
+        return staged.x, codes, None, staged.observed
 
     def _stage_input(self, next_x, state, book: ScaleBook) -> None:
         """The next batch checked (a copy), its mean |x| taken, and its codes at the scale the network input's
