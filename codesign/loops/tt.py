@@ -414,28 +414,40 @@ class TtMlpTrainer(ScheduledLoop):
     def _update_layer(self, index: int, step, rates: Tuple[float, float]) -> None:
         """Layer ``index``'s scales kept, Adam on its cores and bias from its step's gradients plus the prior's (at
         the last step's ``lambda``), the cores clipped. Layers update independently, in any order."""
-        lr, scale = rates
         self._keep_scales(index, step)
-        cores = self.cores[index]
-        grads = step.core_grads
+        cores = range(len(self.cores[index]))
+        self._adam(index, cores, step.core_grads, step.bias_grad, rates, self.trackers[index]["core_frac_bits"])
+
+    def _adam(self, index: int, cores: Sequence[int], grads: Sequence[np.ndarray], bias_grad: np.ndarray | None,
+              rates: Tuple[float, float], core_fracs: Sequence[int]) -> None:
+        """Adam on layer ``index``'s cores ``cores`` from their ``grads`` (in that order) plus the prior's, and on
+        its bias given ``bias_grad``, in one pass; the cores clipped at their codes' ``core_fracs`` (every core's).
+        Element-wise throughout, so a layer updated in parts (the prior's gradient of each core from the core
+        before its update) gets the bits of one update."""
+        lr, scale = rates
+        params = [self.cores[index][k] for k in cores]
         if scale:
-            grads = [(grad + prior).astype(np.float32)
-                     for grad, prior in zip(grads, prior_grads(cores, self.lambdas[index], scale))]
-        keys, params, grads = [(index, k) for k in range(len(cores))], list(cores), list(grads)
-        if self.biases[index] is not None:
-            keys, params, grads = keys + [(index, -1)], params + [self.biases[index]], grads + [step.bias_grad]
-        updated = self.optimizer.update_all(keys, params, grads, lr)  # a layer's cores and bias in one pass
-        self.cores[index] = updated[:len(cores)]
-        if self.biases[index] is not None:
+            priors = prior_grads(self.cores[index], self.lambdas[index], scale, only=cores)
+            grads = [(grad + prior).astype(np.float32) for grad, prior in zip(grads, priors)]
+        keys, grads = [(index, k) for k in cores], list(grads)
+        if bias_grad is not None:
+            keys, params, grads = keys + [(index, -1)], params + [self.biases[index]], grads + [bias_grad]
+        if not keys:
+            return
+        updated = self.optimizer.update_all(keys, params, grads, lr)  # in one pass
+        new = list(self.cores[index])  # a new list: a failed step's kept state holds the old one
+        for k, core in zip(cores, updated):
+            new[k] = core
+        self.cores[index] = new
+        if bias_grad is not None:
             self.biases[index] = updated[-1]
         if self.setup.clip_shadow:
-            self._clip(index)
+            self._clip(index, cores, core_fracs)
 
-    def _end_update(self, layers: Sequence[int] | None = None) -> None:
-        """The next step's ``lambda`` of ``layers`` (every layer's when None), once they are updated (a layer's
-        update reads only its own)."""
+    def _end_update(self) -> None:
+        """The next step's ``lambda`` of every layer, once all are updated (a layer's update reads the last)."""
         if self.setup.prior_weight > 0:
-            for index in range(len(self.cores)) if layers is None else layers:
+            for index in range(len(self.cores)):
                 self.lambdas[index] = slice_lambdas(self.cores[index])
 
     def _keep_scales(self, index: int, source) -> None:
@@ -443,10 +455,12 @@ class TtMlpTrainer(ScheduledLoop):
         self.trackers[index] = {name: tuple(values) for name, values in source.trackers.items()}
         self.means[index] = {name: tuple(values) for name, values in source.means.items()}
 
-    def _clip(self, index: int) -> None:
-        """Clip the shadow cores to what their codes can represent (BinaryConnect's clipping)."""
+    def _clip(self, index: int, cores: Sequence[int], core_fracs: Sequence[int]) -> None:
+        """Clip layer ``index``'s shadow cores ``cores`` to what their codes can represent at ``core_fracs`` (every
+        core's; BinaryConnect's clipping)."""
         bits = self.setup.precision["core_bits"]
-        for core, frac in zip(self.cores[index], self.trackers[index]["core_frac_bits"]):  # Adam's new arrays
+        for k in cores:  # Adam's new arrays
+            core, frac = self.cores[index][k], core_fracs[k]
             np.maximum(core, np.float32(math.ldexp(-(1 << (bits - 1)), -frac)), out=core)  # in place: a clip
             np.minimum(core, np.float32(math.ldexp((1 << (bits - 1)) - 1, -frac)), out=core)
 

@@ -16,8 +16,13 @@ scales wait for a tensor's mean |x|:
 
 - beside a layer's longest forward phase, the next layer's cores are quantised,
   its lists taken (re-aimed where a scale moved) and its core codes written;
-- beside the longest backward phase of the layer below, a layer's core and bias
+- beside the longest backward phase of the layer below, a layer's core
   gradients, records and update run (only its input gradient is waited for);
+  the first layer's end the step, so beside its own last phase the host reads
+  what the phases before it wrote and updates those cores and the bias, and
+  after it only the last phase's core and tracker;
+- each bias is quantised beside its layer's forward phases, its gradient
+  taken beside the backward ones (both need neither input nor result);
 - given the batch the next call takes (``next_x``), the host checks it, takes
   its mean |x| and its codes beside the first layer's next longest backward
   phase, so the next step starts its lists without that pass (a batch that is
@@ -62,11 +67,12 @@ import numpy as np
 
 from codesign.loops.common import HwTrainError, softmax_cross_entropy
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
+from codesign.loops.tt_update import slice_lambdas
 from codesign.numerics.scales import UNSET, mean_abs
 from codesign.step.tt.rounding import code_dtype, frac_of_values, quantize_and_range, quantize_values
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import check_input
-from codesign.step.tt.list_finish import finish, input_grad, layer_output
+from codesign.step.tt.list_finish import bias_gradient, bias_values, finish, input_grad, layer_output, read_early
 from codesign.step.tt.step_lists import Fracs, check_specs, flat_cores, reshift, step_lists
 
 ON_PES = ("act_frac_bits", "grad_frac_bits", "core_grad_frac_bits")  # the trackers a PE rounds at
@@ -88,6 +94,14 @@ class StagedInput:
         """Whether ``x`` is the staged batch, value for value (a NaN never is: the step's check then says why)."""
         x = np.asarray(x)
         return x.shape == self.x.shape and bool(np.array_equal(x, self.x))
+
+
+def _fracs(trackers, state) -> Fracs:
+    """The fractions a layer's lists round at, from its trackers by name (each tensor at the scale its tracker
+    holds) and the layer's code widths."""
+    return Fracs(act=tuple(trackers["act_frac_bits"]), grad=tuple(trackers["grad_frac_bits"]),
+                 core_grad=tuple(trackers["core_grad_frac_bits"]), core=tuple(trackers["core_frac_bits"]),
+                 act_bits=state.activation_bits, grad_bits=state.grad_bits, core_bits=state.core_bits)
 
 
 class TtListTrainer(TtMlpTrainer):
@@ -172,9 +186,7 @@ class TtListTrainer(TtMlpTrainer):
                                 state.core_bits, code_dtype(state.core_bits))
         book = ScaleBook(tr, state.mean_values(), rule="tracked", momentum=state.scale_momentum)
         book.trackers["core_frac_bits"] = list(core_frac)
-        fracs = Fracs(act=tuple(tr["act_frac_bits"]), grad=tuple(tr["grad_frac_bits"]),
-                      core_grad=tuple(tr["core_grad_frac_bits"]), core=tuple(core_frac),
-                      act_bits=state.activation_bits, grad_bits=state.grad_bits, core_bits=state.core_bits)
+        fracs = _fracs(book.trackers, state)
         lists = self._lists(index, state, batch, fracs)
         # one arena per layer and shapes: lists rebuilt at other scales lay their tensors out alike (a scale is a
         # descriptor's shift), so a board keeps the buffer and writes only the inputs into it
@@ -195,10 +207,12 @@ class TtListTrainer(TtMlpTrainer):
         x, x_codes, inside, observed = self._input_codes(state, x, fracs.act[0])
         beside.append(lambda: self._aim(book, "act_frac_bits", 0, x, fracs.act[0], bits=state.activation_bits,
                                         headroom_bits=state.activation_headroom_bits, observed=observed))
+        bias: list = []
+        beside.append(lambda: bias.append(bias_values(state, book)))
         self.shell.flush(arena, lists.write(arena, x=x_codes))
         arena = self._run(lists, range(lists.forward_phases), arena, beside=beside, layer=index)
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
-        out = layer_output(state, lists, arena, book, fracs)
+        out = layer_output(state, lists, arena, book, fracs, bias=bias[0])
         return (state, x, inside, book, fracs, lists, arena, out), (following[0] if following else None)
 
     @staticmethod
@@ -241,6 +255,11 @@ class TtListTrainer(TtMlpTrainer):
                                    codes=quantize_values(x, frac, bits, code_dtype(bits)))
 
     def _lists(self, index: int, state, batch: int, fracs: Fracs):
+        """Layer ``index``'s lists at these shapes and scales (:meth:`_aimed`), which its step runs."""
+        lists = self.current_lists[index] = self._aimed(index, state, batch, fracs)
+        return lists
+
+    def _aimed(self, index: int, state, batch: int, fracs: Fracs):
         """Layer ``index``'s lists at these shapes and scales: built once per shapes (pruning changes them at epoch
         ends), their rounding shifts changed when a tracked scale moves (:func:`reshift`). Tracked scales wander
         among a few values, so the :data:`KEPT_AIMS` latest aims of each layer and shapes are kept: a step at
@@ -267,7 +286,6 @@ class TtListTrainer(TtMlpTrainer):
                 self._built.pop(next(iter(self._built)))
             self._built[key] = OrderedDict([(fracs, lists)])
             self.lists_built += 1
-        self.current_lists[index] = lists
         return lists
 
     def _check_held(self, index: int, lists) -> None:
@@ -281,38 +299,78 @@ class TtListTrainer(TtMlpTrainer):
     def _backward_layer(self, index: int, layer: Tuple, grad_y: np.ndarray, rates: Tuple[float, float],
                         beside: Sequence[Callable[[], None]]) -> Tuple[Callable[[], None], np.ndarray | None]:
         """Layer ``index``'s backward lists run (``beside``: host work for while its lists compute, as :meth:`_run`
-        places it; the output gradient's tracker moves on after it), its input gradient read; returns the rest of
-        its host work (the records, core and bias gradients, its update and its next λ) as a callable, and the
-        input gradient."""
+        places it; the output gradient's tracker moves on and the bias gradient is taken after it), its input
+        gradient read; returns the rest of its host work (the records, core gradients, its update and its next λ)
+        as a callable, and the input gradient. The first layer's rest ends the step, so what of it the last
+        phase does not feed runs beside that phase: the other phases' core gradients and records read, and
+        Adam on those cores and the bias."""
         state, _, inside, book, fracs, lists, arena, out = layer
         d = len(state.cores)
         g_codes = quantize_values(grad_y, fracs.grad[d - 1], state.grad_bits, code_dtype(state.grad_bits))
         self.shell.flush(arena, lists.write(arena, gy=g_codes))
         aim = partial(self._aim, book, "grad_frac_bits", d - 1, grad_y, fracs.grad[d - 1], bits=state.grad_bits,
                       headroom_bits=state.grad_headroom_bits)  # the output gradient's tracker, beside the lists
-        arena = self._run(lists, range(lists.forward_phases, len(lists.phases)), arena, beside=[*beside, aim],
-                          layer=index)
-        self.shell.invalidate(arena, lists.read_ranges(forward=False))
+        taken: dict = {}  # what the host took beside the lists: the bias gradient, the early core gradients
+
+        def bias() -> None:
+            taken["bias_grad"] = bias_gradient(state, g_codes, book, fracs)
+        early = partial(self._update_early, index, state, lists, book, fracs, rates, taken)
+        arena = self._run(lists, range(lists.forward_phases, len(lists.phases)), arena, beside=[*beside, aim, bias],
+                          last=[early] if index == 0 else [], layer=index)
+        self.shell.invalidate(arena, lists.backward_reads[2 if "early" in taken else 0].ranges)
         grad_x = input_grad(state, lists, arena, fracs, inside=inside)
 
         def rest() -> None:
-            step = finish(state, None, g_codes, lists, arena, book, fracs, y=out, grad_x=grad_x)
-            self._update_layer(index, step, rates)
-            self._end_update([index])
+            step = finish(state, None, g_codes, lists, arena, book, fracs, y=out, grad_x=grad_x,
+                          bias_grad=taken["bias_grad"], early=taken.get("early"))
+            self._keep_scales(index, step)
+            done = taken.get("early", {})  # cores (and the bias) updated beside the last phase
+            cores = [k for k in range(d) if k not in done]
+            self._adam(index, cores, [step.core_grads[k] for k in cores], None if done else step.bias_grad, rates,
+                       fracs.core)
+            known = taken.get("lambdas", {})  # the ranks' next λ worked out beside the last phase, and the rest
+            known.update(self._lambdas(index, [k for k in range(1, d) if k not in known]))
+            if known:
+                self.lambdas[index] = [known[k] for k in range(1, d)]
         return rest, grad_x
 
+    def _lambdas(self, index: int, ranks: Sequence[int]) -> dict:
+        """The next step's λ of layer ``index``'s inner ranks ``ranks`` from its cores as they stand, by rank (none
+        without the prior, which keeps them unused)."""
+        if self.setup.prior_weight <= 0:
+            return {}
+        return dict(zip(ranks, slice_lambdas(self.cores[index], only=ranks)))
+
+    def _update_early(self, index: int, state, lists, book: ScaleBook, fracs: Fracs, rates: Tuple[float, float],
+                      taken: dict, arena: np.ndarray) -> None:
+        """Beside a layer's last backward phase: what the phases before it wrote read from ``arena`` (their core
+        gradients, their records moved into ``book``), and Adam run on those cores and the bias (its gradient in
+        ``taken``, where the core gradients go under ``"early"``)."""
+        self.shell.invalidate(arena, lists.backward_reads[1].ranges)
+        grads = read_early(state, lists, arena, book, fracs)
+        self._adam(index, list(grads), list(grads.values()), taken["bias_grad"], rates, fracs.core)
+        taken["early"] = grads
+        late = set(range(len(state.cores))) - set(grads)  # the cores the last phase's gradients update
+        taken["lambdas"] = self._lambdas(index, [k for k in range(1, len(state.cores)) if not {k - 1, k} & late])
+        # the next step's lists at the scales as the book holds them: where the last phase's records move none,
+        # the next step finds them aimed
+        self._aimed(index, state, lists.batch, _fracs(book.trackers, state))
+
     def _run(self, lists, phases: range, arena: np.ndarray, *, beside: Sequence[Callable[[], None]] = (),
-             layer: int = 0) -> np.ndarray:
+             last: Sequence[Callable[[np.ndarray], None]] = (), layer: int = 0) -> np.ndarray:
         """The lists of ``phases`` (indices) on the shell, ``beside``'s first work run while the longest computes
         (the phase whose longest list has the most products), the next while the next longest does, and so on,
-        works past the last phase with it (each phase's seconds of them kept in :attr:`beside_seconds` under
-        ``(layer, phase)``); their calls and products counted as the loop's runner counts a step's
-        (``throughput``, the history's MACs)."""
+        works past the last phase with it, and ``last``'s after them while the last phase computes, given the
+        arena the phases before it left (work that reads what they wrote); each phase's seconds of them kept in
+        :attr:`beside_seconds` under ``(layer, phase)``. Their calls and products counted as the loop's runner
+        counts a step's (``throughput``, the history's MACs)."""
         ranked = sorted(phases, key=lambda index: max(lists.products[index], default=0), reverse=True)  # stable
         works: dict = {}
         for rank, work in enumerate(beside):
             works.setdefault(ranked[min(rank, len(ranked) - 1)], []).append(work)
         for index in phases:
+            if index == phases[-1] and last:
+                works.setdefault(index, []).extend(partial(work, arena) for work in last)
             if index not in works:
                 arena = self.shell.run_phase(lists.phases[index], arena)
             else:

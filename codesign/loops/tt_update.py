@@ -13,21 +13,28 @@ ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, which 
 LAMBDA_FLOOR = 1e-30  # keeps 1/lambda finite for a slice that is exactly zero (as codesign.train.tt.rank)
 
 
-def slice_lambdas(cores: Sequence[np.ndarray]) -> List[np.ndarray]:
-    """MAP ``lambda`` of every slice of every inner rank: ``(|G_{k-1}[..., c]|^2 + |G_k[c, ...]|^2) / (n + 2)``."""
-    lambdas, squared = [], [np.square(core.astype(np.float64)) for core in cores]  # each core's once
-    for k in range(1, len(cores)):
+def slice_lambdas(cores: Sequence[np.ndarray], *, only: Sequence[int] | None = None) -> List[np.ndarray]:
+    """MAP ``lambda`` of every slice of every inner rank ``k`` (between cores ``k - 1`` and ``k``; of ranks ``only``
+    where given, in that order): ``(|G_{k-1}[..., c]|^2 + |G_k[c, ...]|^2) / (n + 2)``."""
+    lambdas, squared = [], {}  # each core's squares once
+    for k in range(1, len(cores)) if only is None else only:
+        for j in (k - 1, k):
+            if j not in squared:
+                squared[j] = np.square(cores[j].astype(np.float64))
         squares = squared[k - 1].sum(axis=(0, 1, 2)) + squared[k].sum(axis=(1, 2, 3))
         count = cores[k - 1][..., 0].size + cores[k][0].size
         lambdas.append(np.maximum(squares / (count + 2), LAMBDA_FLOOR))
     return lambdas
 
 
-def prior_grads(cores: Sequence[np.ndarray], lambdas: Sequence[np.ndarray], scale: float) -> List[np.ndarray]:
-    """Gradient of ``scale * sum |slice|^2 / (2 lambda)`` in each core (float64): ``scale * G / lambda`` from the
-    rank on each side of the core (``lambda`` held fixed, as the MAP update sets it between steps)."""
+def prior_grads(cores: Sequence[np.ndarray], lambdas: Sequence[np.ndarray], scale: float, *,
+                only: Sequence[int] | None = None) -> List[np.ndarray]:
+    """Gradient of ``scale * sum |slice|^2 / (2 lambda)`` in each core (float64; of cores ``only`` where given, in
+    that order): ``scale * G / lambda`` from the rank on each side of the core (``lambda`` held fixed, as the MAP
+    update sets it between steps)."""
     grads = []
-    for k, core in enumerate(cores):
+    for k in range(len(cores)) if only is None else only:
+        core = cores[k]
         inverse = 0.0  # 1 / lambda of the rank on each side, broadcast over the core (a, 1, 1, c)
         if k >= 1:
             inverse = inverse + (1.0 / lambdas[k - 1])[:, None, None, None]

@@ -122,12 +122,20 @@ def _ranked(lists, phases) -> list:
     return sorted(phases, key=lambda index: max(lists.products[index]), reverse=True)
 
 
+def _placed(lists, phases, works: int, *, last: bool = False) -> set:
+    """The phases of ``phases`` the trainer gives ``works`` works (the longest the first, and so on, the rest
+    with the shortest), and the last phase when it has work that reads what the phases before it wrote."""
+    ranked = _ranked(lists, phases)
+    return {ranked[min(work, len(ranked) - 1)] for work in range(works)} | ({phases[-1]} if last else set())
+
+
 def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing():
     """While layer 0's longest forward phase computes, the host prepares layer 1 (its cores' codes, lists and
     arena); while its longest backward phase computes, it reads layer 1's gradients and updates layer 1; each
-    input's and output gradient's tracker moves on beside the next longest phase. A step whose lists fail after
-    layer 1's update leaves every state word as it was, and the step taken again equals a trainer's that never
-    failed."""
+    input's and output gradient's tracker moves on and each bias is quantised, and its gradient taken, beside
+    the next longest phases. Beside layer 0's last phase, the host reads what the phases before it wrote and
+    updates those cores and the bias. A step whose last phase fails after that leaves every state word as it
+    was, and the step taken again equals a trainer's that never failed."""
     setup = _setup()
     data = _data(train=4 * setup.batch_size)
     batches = [(data.train_x[i:i + setup.batch_size], data.train_y[i:i + setup.batch_size])
@@ -137,20 +145,24 @@ def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing()
     for x, y in batches[:3]:
         trainer.train_step(x, y)
         other.train_step(x, y)
-    (f0, b0), (f1, b1) = [[_ranked(lists, phases) for phases in (range(lists.forward_phases),
-                                                               range(lists.forward_phases, len(lists.phases)))]
+    (f0, b0), (f1, b1) = [(range(lists.forward_phases), range(lists.forward_phases, len(lists.phases)))
                           for lists in (trainer.current_lists[0], trainer.current_lists[1])]
-    assert len(f0) > 1 and len(b0) > 1
-    assert set(trainer.beside_seconds) == {(0, f0[0]), (0, f0[1]), (1, f1[0]), (1, b1[0]), (0, b0[0]), (0, b0[1])}
-    assert b0[0] > trainer.current_lists[0].forward_phases, "the longest backward phase is not the first"
-    # a step's six phases with work, in order; layer 1's cores are new from layer 0's longest backward phase on
-    updated_at = 4 if b0[0] < b0[1] else 5
-    assert noting.noted[-6:] == [[False, False]] * updated_at + [[False, True]] * (6 - updated_at)
+    lists0, lists1 = trainer.current_lists[0], trainer.current_lists[1]
+    placed = [(0, _placed(lists0, f0, 3)), (1, _placed(lists1, f1, 2)), (1, _placed(lists1, b1, 2)),
+              (0, _placed(lists0, b0, 3, last=True))]  # a step's phases with work, layer by layer
+    assert set(trainer.beside_seconds) == {(layer, phase) for layer, phases in placed for phase in phases}
+    longest = _ranked(lists0, b0)[0]
+    assert longest > lists0.forward_phases, "the longest backward phase is not the first"
+    # which layers' cores the work beside each phase renewed: layer 1's beside layer 0's longest backward phase,
+    # layer 0's beside its last
+    expected = [[False, False]] * sum(len(phases) for _, phases in placed[:3])
+    expected += [[phase == b0[-1], phase == longest] for phase in sorted(placed[3][1])]
+    assert noting.noted[-len(expected):] == expected
     before, adam_step = _words(trainer), trainer.optimizer.step
-    noting.fail_at = len(noting.noted) + updated_at + 1  # the next step's, once layer 1 is updated
+    noting.fail_at = len(noting.noted) + len(expected)  # the next step's last phase, both layers updated
     with pytest.raises(RuntimeError, match="the IP failed"):
         trainer.train_step(*batches[3])
-    assert noting.noted[-1] == [False, True], "layer 1 was updated before the step failed"
+    assert noting.noted[-len(expected):] == expected, "both layers were updated before the step failed"
     assert trainer.optimizer.step == adam_step
     assert all(np.array_equal(a.view(np.uint8), b.view(np.uint8)) for a, b in zip(_words(trainer), before))
     noting.fail_at = None
@@ -175,11 +187,11 @@ def test_three_layers_each_work_beside_the_layer_below_and_train_as_the_loop():
         assert lists.train_step(x, y) == loop.train_step(x, y)
     assert lists.list_steps == 3
     expected = set()
-    for layer in (0, 1, 2):  # beside each direction's longest phase the layer above's work, its tracker's the next
-        built, works = lists.current_lists[layer], 2 if layer < 2 else 1
-        for phases in (range(built.forward_phases), range(built.forward_phases, len(built.phases))):
-            ranked = _ranked(built, phases)
-            expected |= {(layer, ranked[min(work, len(ranked) - 1)]) for work in range(works)}
+    for layer in (0, 1, 2):  # beside each direction's longest phase the layer above's work, its tracker's and
+        built, works = lists.current_lists[layer], 3 if layer < 2 else 2  # its bias's the next; the first
+        for phases in (range(built.forward_phases), range(built.forward_phases, len(built.phases))):  # layer's
+            expected |= {(layer, phase) for phase in _placed(built, phases, works, last=layer == 0 and  # early
+                                                              phases.start > 0)}  # reads beside its last
     assert set(lists.beside_seconds) == expected and len(expected) >= 8
     for a, b in zip(_words(lists), _words(loop)):
         assert a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()

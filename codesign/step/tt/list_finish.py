@@ -11,6 +11,7 @@ import numpy as np
 
 from codesign.contracts.calls import RECORD
 from codesign.step.tt.layer_state import TtLayerState
+from codesign.step.tt.list_reads import BackwardReads
 from codesign.step.tt.rounding import frac_of_values, in_code_range, quantize_values, scaled_for_codes, to_values
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import StepResult
@@ -23,29 +24,54 @@ def _words(arena: np.ndarray, offset: int, values: int, words: int) -> np.ndarra
     return flat.view(np.int32) if words == 1 else flat.view(np.int64)  # a view: the caller converts at once
 
 
-def read_outputs(lists: StepLists, arena: np.ndarray) -> Dict[str, object]:
-    """What the host reads after the backward lists besides the input gradient (:func:`input_grad`; the output
-    ``y`` it read after the forward ones, :func:`layer_output`): ``core_grads`` (float32 values, each in the core's
-    layout; one gather of every core's codes, :attr:`StepLists.core_grad_slots`), and ``stats``: per tracker,
-    the records' sum of |acc| and the results' count."""
-    sizes = [math.prod(shape) for shape in lists.cores]
-    scales = np.repeat(np.ldexp(1.0, -np.asarray(lists.fracs.core_grad)), sizes)  # exact: codes times powers of 2
-    values = (np.asarray(arena).view("<i2")[lists.core_grad_slots] * scales).astype(np.float32)  # not a buffer's type
-    return {"core_grads": [part.reshape(shape) for part, shape in zip(np.split(values, np.cumsum(sizes)[:-1]),
-                                                                      lists.cores)],
-            "stats": _record_sums(lists, arena)}
+def read_backward(lists: StepLists, arena: np.ndarray, reads: BackwardReads
+                  ) -> Tuple[Dict[int, np.ndarray], Dict[Tuple[str, int], Tuple[int, int]]]:
+    """What the host reads after the backward lists but the input gradient (:func:`input_grad`; the output ``y``
+    it read after the forward ones, :func:`layer_output`), of ``reads`` (:attr:`StepLists.backward_reads`): the
+    core gradients as float32 values, each in its core's layout (one gather), by core; and per tracker the
+    records' sum of |acc| and the results' count."""
+    shapes = [lists.cores[k] for k in reads.cores]
+    sizes = [math.prod(shape) for shape in shapes]
+    scales = np.repeat(np.ldexp(1.0, -np.asarray([lists.fracs.core_grad[k] for k in reads.cores], np.int64)), sizes)
+    values = (np.asarray(arena).view("<i2")[reads.core_slots] * scales).astype(np.float32)  # exact: codes × 2^-f
+    grads = {k: part.reshape(shape) for k, part, shape in zip(reads.cores, np.split(values, np.cumsum(sizes)[:-1]),
+                                                              shapes)}
+    return grads, _record_sums(reads, arena)
 
 
-def _record_sums(lists: StepLists, arena: np.ndarray) -> Dict[Tuple[str, int], Tuple[int, int]]:
+def _record_sums(reads: BackwardReads, arena: np.ndarray) -> Dict[Tuple[str, int], Tuple[int, int]]:
     """Per tracker, its records' sum of |acc| (exact: each half summed in uint64, a few thousand records at most)
     and its results' count, in one gather over every record (a tracker without a record sums to 0)."""
-    stats, words, starts, counts = lists.stat_records
+    words, starts = reads.record_words, reads.record_starts
     found = np.diff(np.append(starts, words.size)) > 0  # reduceat gives an empty group its next record
-    sums = np.zeros((2, len(stats)), np.uint64)
+    sums = np.zeros((2, len(reads.stats)), np.uint64)
     if found.any():
         for half, name in enumerate(("sum_abs_lo", "sum_abs_hi")):
             sums[half, found] = np.add.reduceat(arena[words + RECORD[name]].astype(np.uint64), starts[found])
-    return {stat: (low + (high << 32), count) for stat, low, high, count in zip(stats, *sums.tolist(), counts)}
+    return {stat: (low + (high << 32), count)
+            for stat, low, high, count in zip(reads.stats, *sums.tolist(), reads.counts)}
+
+
+def read_early(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book: ScaleBook, fracs: Fracs
+               ) -> Dict[int, np.ndarray]:
+    """What the phases before the backward's last wrote, read while the last computes: the core gradients it
+    does not write (returned by core, as :func:`read_backward`), and the records of the trackers it does not
+    move (moved on in ``book``). :func:`finish` given them reads only the last phase's."""
+    grads, stats = read_backward(lists, arena, lists.backward_reads[1])
+    _observe(layer, book, fracs, stats)
+    return grads
+
+
+def _observe(layer: TtLayerState, book: ScaleBook, fracs: Fracs,
+             stats: Dict[Tuple[str, int], Tuple[int, int]]) -> None:
+    """The tracked scales moved on by the records' sums ``stats`` (:func:`read_backward`'s)."""
+    widths = {"act_frac_bits": (layer.activation_bits, layer.activation_headroom_bits),
+              "grad_frac_bits": (layer.grad_bits, layer.grad_headroom_bits),
+              "core_grad_frac_bits": (layer.grad_bits, layer.grad_headroom_bits)}
+    sources = z_fracs(fracs, len(layer.cores))
+    for (name, index), (total, count) in sorted(stats.items()):
+        bits, headroom = widths[name]
+        book.observe(name, index, total, count, sources[(name, index)], bits=bits, headroom_bits=headroom)
 
 
 def _y(lists: StepLists, arena: np.ndarray) -> np.ndarray:
@@ -79,47 +105,61 @@ def input_grad(layer: TtLayerState, lists: StepLists, arena: np.ndarray, fracs: 
     return (to_values(_raw_input_grad(lists, arena), fracs.grad[0] + fracs.core[0]) * inside).astype(np.float32)
 
 
-def layer_output(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book: ScaleBook, fracs: Fracs
-                 ) -> np.ndarray:
-    """The layer output (B, M) in float64 after the forward lists: the PE's accumulators plus the bias the host
-    quantises at a scale aimed at it (its tracker moves in ``book``)."""
+def bias_values(layer: TtLayerState, book: ScaleBook) -> np.ndarray | None:
+    """The bias as the layer output adds it (float64; None for a layer without one): quantised at a scale aimed at
+    it (its tracker moves in ``book``). It needs neither input nor result, so the host takes it while the
+    layer's forward lists compute."""
+    if layer.bias is None:
+        return None
+    bias = layer.bias.astype(np.float64)
+    frac_b = frac_of_values(bias, bits=layer.bias_bits, headroom_bits=layer.activation_headroom_bits,
+                            current=book.trackers["bias_frac_bits"][0], update=True)
+    book.trackers["bias_frac_bits"][0] = frac_b
+    return to_values(quantize_values(bias, frac_b, layer.bias_bits), frac_b)
+
+
+def layer_output(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book: ScaleBook, fracs: Fracs, *,
+                 bias: np.ndarray | None = None) -> np.ndarray:
+    """The layer output (B, M) in float64 after the forward lists: the PE's accumulators plus the bias
+    (``bias``: :func:`bias_values`' where the host took it before, else taken here)."""
     d = len(layer.cores)
     y = to_values(_y(lists, arena), fracs.act[d - 1] + fracs.core[d - 1])
     if layer.bias is not None:
-        bias = layer.bias.astype(np.float64)
-        frac_b = frac_of_values(bias, bits=layer.bias_bits, headroom_bits=layer.activation_headroom_bits,
-                                current=book.trackers["bias_frac_bits"][0], update=True)
-        book.trackers["bias_frac_bits"][0] = frac_b
-        y = y + to_values(quantize_values(bias, frac_b, layer.bias_bits), frac_b)
+        y = y + (bias_values(layer, book) if bias is None else bias)
     return y
 
 
+def bias_gradient(layer: TtLayerState, g_codes: np.ndarray, book: ScaleBook, fracs: Fracs) -> np.ndarray | None:
+    """The bias gradient (float32; None for a layer without a bias): the output gradient's codes summed over the
+    batch and rounded at its tracked scale (its tracker moves in ``book``). It needs only the codes the host
+    wrote, so the host takes it while the layer's backward lists compute."""
+    if layer.bias is None:
+        return None
+    d = len(layer.cores)
+    _, codes = book.round("bias_grad_frac_bits", 0, g_codes.sum(axis=0), fracs.grad[d - 1], bits=layer.grad_bits,
+                          headroom_bits=layer.grad_headroom_bits)
+    return to_values(codes, book.frac("bias_grad_frac_bits", 0)).astype(np.float32)
+
+
 def finish(layer: TtLayerState, x: np.ndarray | None, g_top: np.ndarray, lists: StepLists, arena: np.ndarray,
-           book: ScaleBook, fracs: Fracs, y: np.ndarray | None = None, grad_x: np.ndarray | None = None
-           ) -> StepResult:
+           book: ScaleBook, fracs: Fracs, y: np.ndarray | None = None, grad_x: np.ndarray | None = None,
+           bias_grad: np.ndarray | None = None, early: Dict[int, np.ndarray] | None = None) -> StepResult:
     """The host's part after the lists: the layer output (plus the bias it writes), the input gradient masked
     where the input saturated, the core and bias gradients as values, and the tracked scales moved on by the
     records' sums. ``book`` holds the scales the host aimed before the step (the input's, the output
     gradient's); the result is the step :func:`codesign.step.tt.step.pe_step` takes under the tracked rule.
-    ``y``: the layer output :func:`layer_output` gave after the forward lists (else it is read again);
-    ``grad_x``: the input gradient :func:`input_grad` gave (else worked out here from ``x``)."""
-    d = len(layer.cores)
-    found = read_outputs(lists, arena)
+    Given what the host took before, it is not taken again: ``y``, the layer output :func:`layer_output` gave
+    after the forward lists; ``grad_x``, the input gradient :func:`input_grad` gave (else worked out here from
+    ``x``); ``bias_grad``, :func:`bias_gradient`'s of ``g_top``, the output gradient's codes; ``early``,
+    :func:`read_early`'s core gradients (its records observed in ``book``)."""
+    grads, stats = read_backward(lists, arena, lists.backward_reads[0 if early is None else 2])
+    _observe(layer, book, fracs, stats)
+    grads.update(early or {})
     y = layer_output(layer, lists, arena, book, fracs) if y is None else y
-    widths = {"act_frac_bits": (layer.activation_bits, layer.activation_headroom_bits),
-              "grad_frac_bits": (layer.grad_bits, layer.grad_headroom_bits),
-              "core_grad_frac_bits": (layer.grad_bits, layer.grad_headroom_bits)}
-    sources = z_fracs(fracs, d)
-    for (name, index), (total, count) in sorted(found["stats"].items()):
-        bits, headroom = widths[name]
-        book.observe(name, index, total, count, sources[(name, index)], bits=bits, headroom_bits=headroom)
     if grad_x is None:
         grad_x = input_grad(layer, lists, arena, fracs, x=x)
-    bias_grad = None
-    if layer.bias is not None:
-        _, codes = book.round("bias_grad_frac_bits", 0, g_top.sum(axis=0), fracs.grad[d - 1], bits=layer.grad_bits,
-                              headroom_bits=layer.grad_headroom_bits)
-        bias_grad = to_values(codes, book.frac("bias_grad_frac_bits", 0)).astype(np.float32)
+    if bias_grad is None:
+        bias_grad = bias_gradient(layer, g_top, book, fracs)
     trackers, means = book.as_tuples()
     return StepResult(y=y.astype(np.float32), grad_x=grad_x, bias_grad=bias_grad, trackers=trackers, means=means,
-                      core_grads=found["core_grads"])
+                      core_grads=[grads[k] for k in range(len(layer.cores))])

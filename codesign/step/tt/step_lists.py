@@ -48,10 +48,11 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from codesign.contracts.calls import RAW, RECORD_WORDS, ArenaLayout, Call, check_list
+from codesign.contracts.calls import RAW, ArenaLayout, Call, check_list
 from codesign.numerics.round_stage import GROUP_WORDS_RANGE, RoundStageConfig
 from codesign.pe.tt.contract import header_dims, pack_rows, row_words
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.step.tt.list_reads import BackwardReads, split_at_last_phase
 from codesign.step.tt.list_tiles import (MAX_ROWS, SLOT_BITS, Contraction, Out, Rows, chunk32, codes_rounding,
                                          contraction_calls, is_chained, operand_rounding, row_within)
 
@@ -138,55 +139,17 @@ class StepLists:
     def read_ranges(self, *, forward: bool) -> List[Tuple[int, int]]:
         """The word ranges the host reads after the forward lists (the output) or after the backward ones (the
         input gradient, the core gradients, the records whose sums move the scales), which a board invalidates."""
-        return list(self._read_ranges[not forward])
+        if forward:
+            offset, words = self.outputs["y"]
+            return [(offset // 4, words * self.y_rows * self.y_width)]
+        return list(self.backward_reads[0].ranges)
 
     @cached_property
-    def _read_ranges(self) -> Tuple[Tuple[Tuple[int, int], ...], Tuple[Tuple[int, int], ...]]:
-        """:meth:`read_ranges` forward and backward: the layout's, which no rounding shift moves (kept per lists)."""
-        sizes = {"y": self.y_rows * self.y_width, "grad_x": self.batch * math.prod(s[2] for s in self.cores)}
-        offset, words = self.outputs["y"]
-        forward = [(offset // 4, words * sizes["y"])]
-        ranges = [(offset // 4, words * sizes[name]) for name, (offset, words) in self.outputs.items() if name != "y"]
-        for k, shape in enumerate(self.cores):
-            offset, cfg = self.codes[f"core_grad {k}"]
-            ranges.append((offset // 4, cfg.words_out(math.prod(shape))))
-        ranges += [(int(word), RECORD_WORDS) for word in self.stat_records[1]]
-        return tuple(forward), tuple(ranges)
-
-    @cached_property
-    def core_grad_slots(self) -> np.ndarray:
-        """Where the core gradients' codes are: indices into the arena viewed as int16, every core's codes in its
-        layout ``(a, m, n, c)``, core after core, so the host reads them all in one gather. The rounding stage
-        writes rows of ``row_values`` 16-bit fields a stream word at a time; an inner core's gradient in PE1's
-        ``(m, c) x (a, n)`` order, the last core's in PE2's ``m x (a, n)``."""
-        slots, d = [], len(self.cores)
-        for k, (a, m, n, c) in enumerate(self.cores):
-            offset, cfg = self.codes[f"core_grad {k}"]
-            i = np.arange(a * m * n * c)
-            where = offset // 2 + i // cfg.row_values * 2 * cfg.words_out(cfg.row_values) + i % cfg.row_values
-            slots.append((where.reshape(m, a, n)[None].transpose(2, 1, 3, 0) if k == d - 1
-                          else where.reshape(m, c, a, n).transpose(2, 0, 3, 1)).reshape(-1))
-        slots = np.concatenate(slots)
-        slots.setflags(write=False)  # shared by the lists reshift makes of these
-        return slots
-
-    @cached_property
-    def stat_records(self) -> Tuple[Tuple[Tuple[str, int], ...], np.ndarray, np.ndarray, Tuple[int, ...]]:
-        """Where the records whose sums of |acc| move each tracker are: the trackers, every such record's first
-        word (a tracker's records one after the other), the index of each tracker's first record among them,
-        and each tracker's results count (the calls that send; a held call's sum goes on in the next)."""
-        stats, words, starts, counts = [], [], [], []
-        for item, calls in self.contractions.values():
-            if item.stat is not None:
-                sent = [call for call in calls if not call.acc_hold]
-                stats.append(item.stat)
-                starts.append(len(words))
-                words += [call.record // 4 for call in sent]
-                counts.append(sum(call.count for call in sent))
-        words, starts = np.array(words, np.int64), np.array(starts, np.int64)
-        words.setflags(write=False)  # shared by the lists reshift makes of these
-        starts.setflags(write=False)
-        return tuple(stats), words, starts, tuple(counts)
+    def backward_reads(self) -> Tuple[BackwardReads, BackwardReads, BackwardReads]:
+        """What the host reads after the backward lists, and where (:func:`~codesign.step.tt.list_reads.
+        split_at_last_phase`): all of it, what the phases before the last wrote, what the last writes; the
+        layout's, which no rounding shift moves (kept per lists)."""
+        return split_at_last_phase(self)
 
 
 def core_forward(core: np.ndarray) -> np.ndarray:
@@ -567,8 +530,6 @@ def reshift(lists: StepLists, fracs: Fracs) -> StepLists:
     phases = tuple(tuple((pe, tuple(renamed.get(id(call), call) for call in calls)) for pe, calls in phase)
                    for phase in lists.phases)
     moved = replace(lists, contractions=contractions, phases=phases, fracs=fracs)
-    # of the layout, which no shift moves: kept when worked out
-    for name in ("_read_ranges", "stat_records", "core_grad_slots"):
-        if name in lists.__dict__:
-            moved.__dict__[name] = lists.__dict__[name]
+    if "backward_reads" in lists.__dict__:  # the layout's, which no shift moves: kept when worked out
+        moved.__dict__["backward_reads"] = lists.__dict__["backward_reads"]
     return moved

@@ -165,7 +165,7 @@ def test_lists_reshifted_to_new_scales_equal_lists_built_at_them(copies):
     after = dataclasses.replace(before, act=(6, 4, 2), grad=(9, 10, 7), core_grad=(6, 3, 7), core=(2, 1, 2))
     specs = dict(spec1=dataclasses.replace(SMALL[0], max_l=17), spec2=dataclasses.replace(SMALL[1], max_k=68))
     built = step_lists(zeros_x, cores, zeros_g, before, **specs, copies=copies, share_products=1)
-    built.read_ranges(forward=True)  # worked out before the move: what reshift carries over must still hold
+    built.read_ranges(forward=False)  # worked out before the move: what reshift carries over must still hold
     moved, fresh = reshift(built, after), step_lists(zeros_x, cores, zeros_g, after, **specs, copies=copies,
                                                      share_products=1)
     assert reshift(built, before) is built and moved.fracs == after and d == 3
@@ -178,9 +178,17 @@ def test_lists_reshifted_to_new_scales_equal_lists_built_at_them(copies):
     assert changed > 0 and np.array_equal(moved.arena, fresh.arena)
     for forward in (True, False):
         assert moved.read_ranges(forward=forward) == fresh.read_ranges(forward=forward)
-    mine, theirs = moved.stat_records, fresh.stat_records
-    assert mine[0] == theirs[0] and mine[3] == theirs[3] and len(mine[0]) == 3 * d - 2  # d-1 act, d-1 grad, d core
-    assert all(np.array_equal(a, b) for a, b in zip(mine[1:3], theirs[1:3]))
+    for mine, theirs in zip(moved.backward_reads, fresh.backward_reads):
+        for name in ("cores", "stats", "counts", "grad_x", "ranges", "core_slots", "record_words", "record_starts"):
+            assert np.array_equal(getattr(mine, name), getattr(theirs, name)), name
+    every, early, late = moved.backward_reads
+    assert len(every.stats) == 3 * d - 2  # d-1 act, d-1 grad, d core
+    # the last phase (core gradient 0 on PE1, input gradient 0 on PE2) writes core 0's gradient, the input
+    # gradient and their records; the phases before it the rest, the forward's records among them
+    assert (late.cores, early.cores, late.grad_x, early.grad_x) == ((0,), (1, 2), True, False)
+    assert set(late.stats) == {("core_grad_frac_bits", 0)} and set(early.stats) | set(late.stats) == set(every.stats)
+    assert sorted(early.ranges + late.ranges) == sorted(every.ranges)
+    assert sorted(np.concatenate([late.core_slots, early.core_slots])) == sorted(every.core_slots)
     with pytest.raises(ValueError, match="code widths"):
         reshift(built, dataclasses.replace(after, grad_bits=8))
 

@@ -1,0 +1,91 @@
+"""What the host reads of a TT layer step's lists after its backward phases, and where: the core gradients' codes,
+the records whose sums move the tracked scales, the input gradient. Split by phase, so the host can read what
+the earlier phases wrote while the last one computes (its own reads then wait only for that phase's words)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Collection, Tuple
+
+import numpy as np
+
+from codesign.contracts.calls import RECORD_WORDS
+
+
+@dataclass(frozen=True)
+class BackwardReads:
+    """The reads of some of a step's backward contractions, worked out once per layout (no rounding shift moves
+    them; the lists :func:`~codesign.step.tt.step_lists.reshift` makes share them).
+
+    ``cores``: the cores whose gradients, in order, and ``core_slots`` where their codes are (indices into the
+    arena viewed as int16, each core's in its layout ``(a, m, n, c)``, core after core: one gather);
+    ``stats``: the trackers whose records, ``record_words`` every such record's first word (a tracker's one
+    after the other), ``record_starts`` the index of each tracker's first among them, ``counts`` each
+    tracker's results (the calls that send: a held call's sum goes on in the next); ``grad_x``: whether the
+    input gradient is among them; ``ranges``: the words ``(start, words)`` a board invalidates before."""
+
+    cores: Tuple[int, ...]
+    core_slots: np.ndarray = field(repr=False)
+    stats: Tuple[Tuple[str, int], ...]
+    record_words: np.ndarray = field(repr=False)
+    record_starts: np.ndarray = field(repr=False)
+    counts: Tuple[int, ...]
+    grad_x: bool
+    ranges: Tuple[Tuple[int, int], ...]
+
+
+def backward_reads(lists, names: Collection[str]) -> BackwardReads:
+    """The reads of the backward contractions of ``lists`` (a :class:`~codesign.step.tt.step_lists.StepLists`)
+    named in ``names``: a core's gradient is read with contraction ``"core gradient k"``, the input gradient
+    with ``"input gradient 0"``, a tracker's records with the contraction whose results move it."""
+    d = len(lists.cores)
+    cores = tuple(k for k in range(d) if f"core gradient {k}" in names)
+    slots = [_core_grad_slots(lists, k) for k in cores]
+    stats, words, starts, counts = [], [], [], []
+    for name, (item, calls) in lists.contractions.items():
+        if item.stat is not None and name in names:
+            sent = [call for call in calls if not call.acc_hold]
+            stats.append(item.stat)
+            starts.append(len(words))
+            words += [call.record // 4 for call in sent]
+            counts.append(sum(call.count for call in sent))
+    grad_x = "grad_x" in lists.outputs and "input gradient 0" in names
+    ranges = []
+    if grad_x:
+        offset, per_value = lists.outputs["grad_x"]
+        ranges.append((offset // 4, per_value * lists.batch * math.prod(s[2] for s in lists.cores)))
+    for k in cores:
+        offset, cfg = lists.codes[f"core_grad {k}"]
+        ranges.append((offset // 4, cfg.words_out(math.prod(lists.cores[k]))))
+    ranges += [(word, RECORD_WORDS) for word in words]
+    arrays = [np.concatenate(slots) if slots else np.zeros(0, np.int64), np.array(words, np.int64),
+              np.array(starts, np.int64)]
+    for array in arrays:
+        array.setflags(write=False)  # shared by the lists reshift makes of these
+    return BackwardReads(cores=cores, core_slots=arrays[0], stats=tuple(stats), record_words=arrays[1],
+                         record_starts=arrays[2], counts=tuple(counts), grad_x=grad_x, ranges=tuple(ranges))
+
+
+def split_at_last_phase(lists) -> Tuple[BackwardReads, BackwardReads, BackwardReads]:
+    """What the host reads of ``lists`` after the backward: all of it, what the phases before the last wrote, what
+    the last writes."""
+    last = {id(call) for _, calls in lists.phases[-1] for call in calls}
+    names = set(lists.contractions)  # the forward's records too: read after the backward with the rest
+    late = {name for name in names if any(id(call) in last for call in lists.contractions[name][1])}
+    return backward_reads(lists, names), backward_reads(lists, names - late), backward_reads(lists, late)
+
+
+def _core_grad_slots(lists, k: int) -> np.ndarray:
+    """Core ``k``'s gradient codes in the arena viewed as int16, in its layout ``(a, m, n, c)``. The rounding stage
+    writes rows of ``row_values`` 16-bit fields a stream word at a time; an inner core's gradient in PE1's
+    ``(m, c) x (a, n)`` order, the last core's in PE2's ``m x (a, n)``."""
+    a, m, n, c = lists.cores[k]
+    offset, cfg = lists.codes[f"core_grad {k}"]
+    i = np.arange(a * m * n * c)
+    where = offset // 2 + i // cfg.row_values * 2 * cfg.words_out(cfg.row_values) + i % cfg.row_values
+    return (where.reshape(m, a, n)[None].transpose(2, 1, 3, 0) if k == len(lists.cores) - 1
+            else where.reshape(m, c, a, n).transpose(2, 0, 3, 1)).reshape(-1)
+
+
+__all__ = ["BackwardReads", "backward_reads", "split_at_last_phase"]
