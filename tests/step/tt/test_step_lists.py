@@ -181,14 +181,8 @@ def test_lists_reshifted_to_new_scales_equal_lists_built_at_them(copies):
     for mine, theirs in zip(moved.backward_reads, fresh.backward_reads):
         for name in ("cores", "stats", "counts", "grad_x", "ranges", "core_slots", "record_words", "record_starts"):
             assert np.array_equal(getattr(mine, name), getattr(theirs, name)), name
-    every, early, late = moved.backward_reads
-    assert len(every.stats) == 3 * d - 2  # d-1 act, d-1 grad, d core
-    # the last phase (core gradient 0 on PE1, input gradient 0 on PE2) writes core 0's gradient, the input
-    # gradient and their records; the phases before it the rest, the forward's records among them
-    assert (late.cores, early.cores, late.grad_x, early.grad_x) == ((0,), (1, 2), True, False)
-    assert set(late.stats) == {("core_grad_frac_bits", 0)} and set(early.stats) | set(late.stats) == set(every.stats)
-    assert sorted(early.ranges + late.ranges) == sorted(every.ranges)
-    assert sorted(np.concatenate([late.core_slots, early.core_slots])) == sorted(every.core_slots)
+    assert len(moved.backward_reads[0].stats) == 3 * d - 2  # d-1 act, d-1 grad, d core
+    assert moved.backward_reads is built.backward_reads  # the layout's, carried over
     with pytest.raises(ValueError, match="code widths"):
         reshift(built, dataclasses.replace(after, grad_bits=8))
 
