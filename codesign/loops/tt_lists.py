@@ -151,9 +151,7 @@ class TtListTrainer(TtMlpTrainer):
                 works = [] if rest is None else [rest]
                 if index == 0 and next_x is not None:
                     works.append(lambda: self._stage_input(next_x, layers[0][0], layers[0][3]))
-                rest, grad_x = self._backward_layer(index, layers[index], grad, rates, beside=works)
-                if index:
-                    grad = (grad_x * (layers[index][1] > 0)).astype(np.float32)
+                rest, grad = self._backward_layer(index, layers[index], grad, rates, beside=works)  # ReLU's masked
             rest()
         except BaseException:
             self._restore_state(kept)
@@ -196,7 +194,9 @@ class TtListTrainer(TtMlpTrainer):
 
     def _forward_layer(self, index: int, x: np.ndarray, prepared: Tuple) -> Tuple[Tuple, Tuple | None]:
         """Layer ``index``'s input written and its forward lists run (the output gradient's room left for later);
-        while they compute, the next layer prepared and this input's tracker moved on by its mean |x|.
+        while they compute, the next layer prepared, this input's tracker moved on by its mean |x|, the bias
+        quantised and, for a hidden layer, where its input gradient passes worked out (the input within its
+        codes' bounds, and the ReLU below passed).
         ``prepared``: :meth:`_prepare`'s for this layer. Returns what the backward needs of this layer, and the
         next layer's :meth:`_prepare` (None for the last)."""
         state, book, fracs, lists, arena = prepared
@@ -207,13 +207,21 @@ class TtListTrainer(TtMlpTrainer):
         x, x_codes, inside, observed = self._input_codes(state, x, fracs.act[0])
         beside.append(lambda: self._aim(book, "act_frac_bits", 0, x, fracs.act[0], bits=state.activation_bits,
                                         headroom_bits=state.activation_headroom_bits, observed=observed))
-        bias: list = []
-        beside.append(lambda: bias.append(bias_values(state, book)))
+        taken: dict = {"passes": None}  # the bias as the output adds it; where the input gradient passes
+
+        def bias() -> None:
+            taken["bias"] = bias_values(state, book)
+        beside.append(bias)
+        if inside is not None:  # a hidden layer's: its input within the codes' bounds, and the ReLU below passed
+
+            def passes() -> None:
+                taken["passes"] = inside & (x > 0)
+            beside.append(passes)
         self.shell.flush(arena, lists.write(arena, x=x_codes))
         arena = self._run(lists, range(lists.forward_phases), arena, beside=beside, layer=index)
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
-        out = layer_output(state, lists, arena, book, fracs, bias=bias[0])
-        return (state, x, inside, book, fracs, lists, arena, out), (following[0] if following else None)
+        out = layer_output(state, lists, arena, book, fracs, bias=taken["bias"])
+        return (state, x, taken["passes"], book, fracs, lists, arena, out), (following[0] if following else None)
 
     @staticmethod
     def _aim(book: ScaleBook, name: str, index: int, values: np.ndarray, used: int, *, bits: int,
@@ -304,7 +312,7 @@ class TtListTrainer(TtMlpTrainer):
         as a callable, and the input gradient. The first layer's rest ends the step, so what of it the last
         phase does not feed runs beside that phase: the other phases' core gradients and records read, and
         Adam on those cores and the bias."""
-        state, _, inside, book, fracs, lists, arena, out = layer
+        state, _, passes, book, fracs, lists, arena, out = layer
         d = len(state.cores)
         g_codes = quantize_values(grad_y, fracs.grad[d - 1], state.grad_bits, code_dtype(state.grad_bits))
         self.shell.flush(arena, lists.write(arena, gy=g_codes))
@@ -318,7 +326,7 @@ class TtListTrainer(TtMlpTrainer):
         arena = self._run(lists, range(lists.forward_phases, len(lists.phases)), arena, beside=[*beside, aim, bias],
                           last=[early] if index == 0 else [], layer=index)
         self.shell.invalidate(arena, lists.backward_reads[2 if "early" in taken else 0].ranges)
-        grad_x = input_grad(state, lists, arena, fracs, inside=inside)
+        grad_x = input_grad(state, lists, arena, fracs, inside=passes)
 
         def rest() -> None:
             step = finish(state, None, g_codes, lists, arena, book, fracs, y=out, grad_x=grad_x,
