@@ -26,7 +26,10 @@ def progress_bar(iterable, enabled: bool, **kwargs):
 
 
 def softmax_cross_entropy(logits: np.ndarray, y: np.ndarray) -> Tuple[float, np.ndarray]:
-    """Mean cross-entropy (float64) and its gradient ``(softmax - onehot) / n`` with respect to the logits."""
+    """Mean cross-entropy (float64) and its gradient ``(softmax - onehot) / n`` with respect to the logits, the
+    same bits whatever the logits' memory order (their rows' sums are taken in one order: a TT layer's output
+    comes out row- or column-major as its contractions fall)."""
+    logits = np.ascontiguousarray(logits)
     n = logits.shape[0]
     exps = np.exp(logits - logits.max(axis=1, keepdims=True))
     probs = exps / exps.sum(axis=1, keepdims=True)

@@ -332,10 +332,10 @@ class TtListTrainer(TtMlpTrainer):
             step = finish(state, None, g_codes, lists, arena, book, fracs, y=out, grad_x=grad_x,
                           bias_grad=taken["bias_grad"], early=taken.get("early"))
             self._keep_scales(index, step)
-            done = taken.get("early", {})  # cores (and the bias) updated beside the last phase
-            cores = [k for k in range(d) if k not in done]
-            self._adam(index, cores, [step.core_grads[k] for k in cores], None if done else step.bias_grad, rates,
-                       fracs.core)
+            early = taken.get("early")  # the cores (and the bias) updated beside the last phase
+            cores = [k for k in range(d) if early is None or k not in early]
+            self._adam(index, cores, [step.core_grads[k] for k in cores], step.bias_grad if early is None else None,
+                       rates, fracs.core)
             known = taken.get("lambdas", {})  # the ranks' next λ worked out beside the last phase, and the rest
             known.update(self._lambdas(index, [k for k in range(1, d) if k not in known]))
             if known:
@@ -368,11 +368,13 @@ class TtListTrainer(TtMlpTrainer):
              last: Sequence[Callable[[np.ndarray], None]] = (), layer: int = 0) -> np.ndarray:
         """The lists of ``phases`` (indices) on the shell, ``beside``'s first work run while the longest computes
         (the phase whose longest list has the most products), the next while the next longest does, and so on,
-        works past the last phase with it, and ``last``'s after them while the last phase computes, given the
-        arena the phases before it left (work that reads what they wrote); each phase's seconds of them kept in
-        :attr:`beside_seconds` under ``(layer, phase)``. Their calls and products counted as the loop's runner
-        counts a step's (``throughput``, the history's MACs)."""
+        works past the last with it; ``last``'s while the last phase computes, which then has them alone, given
+        the arena the phases before it left (work that reads what they wrote). Each phase's seconds of them kept
+        in :attr:`beside_seconds` under ``(layer, phase)``; their calls and products counted as the loop's
+        runner counts a step's (``throughput``, the history's MACs)."""
         ranked = sorted(phases, key=lambda index: max(lists.products[index], default=0), reverse=True)  # stable
+        if last and len(ranked) > 1:  # the last phase kept for the work only it can hide
+            ranked.remove(phases[-1])
         works: dict = {}
         for rank, work in enumerate(beside):
             works.setdefault(ranked[min(rank, len(ranked) - 1)], []).append(work)

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from codesign.loops.common import HwTrainError, check_fit_data
+from codesign.loops.common import HwTrainError, check_fit_data, softmax_cross_entropy
 
 
 def _data(y_train, *, classes=10, x_dtype=np.float32, features=4):
@@ -26,3 +26,19 @@ def test_labels_up_to_the_last_output_are_taken_and_one_more_is_refused():
         check_fit_data(_data([-1, 1]), features=4, classes=10)
     with pytest.raises(HwTrainError, match="samples of 4 values"):
         check_fit_data(_data([0, 1], features=5), features=4, classes=10)
+
+
+def test_the_loss_and_its_gradient_do_not_depend_on_the_logits_memory_order():
+    """A TT layer's output comes out row- or column-major as its contractions fall; the loss and gradient of the
+    same logits must be the same bits either way (a row's sum taken in another order differs in the last bit:
+    found so where a list step's logits were row-major and the loop's column-major)."""
+    rng = np.random.default_rng(0)
+    differs = 0
+    for _ in range(200):
+        logits = rng.normal(0, 4, (8, 10))
+        y = rng.integers(0, 10, 8)
+        rows, columns = softmax_cross_entropy(logits, y), softmax_cross_entropy(np.asfortranarray(logits), y)
+        assert rows[0] == columns[0] and rows[1].tobytes() == columns[1].tobytes()
+        exps = np.exp(logits - logits.max(axis=1, keepdims=True))
+        differs += int(exps.sum(axis=1).tobytes() != np.asfortranarray(exps).sum(axis=1).tobytes())
+    assert differs > 0, "NumPy sums rows of either order alike here: the test would not see the difference"

@@ -124,8 +124,9 @@ def _ranked(lists, phases) -> list:
 
 def _placed(lists, phases, works: int, *, last: bool = False) -> set:
     """The phases of ``phases`` the trainer gives ``works`` works (the longest the first, and so on, the rest
-    with the shortest), and the last phase when it has work that reads what the phases before it wrote."""
-    ranked = _ranked(lists, phases)
+    with the shortest), and the last phase when it has work that reads what the phases before it wrote (which
+    then has it alone)."""
+    ranked = [phase for phase in _ranked(lists, phases) if not (last and phase == phases[-1])]
     return {ranked[min(work, len(ranked) - 1)] for work in range(works)} | ({phases[-1]} if last else set())
 
 
@@ -274,3 +275,19 @@ def test_the_next_batch_staged_beside_the_lists_changes_no_bit():
     with pytest.raises(ValueError, match="x must be finite"):
         trainer.train_step(bad, batches[5][1])
     both(6)
+
+
+def test_a_one_core_first_layer_updates_its_bias_beside_its_only_backward_phase_once():
+    """A first layer of one core: its last backward phase is its only one, so beside it the host updates the bias
+    alone (no other core's gradient is ready); four steps equal the loop's in every state word."""
+    from codesign.design.families.tt import paper_setup
+
+    setup = paper_setup(2, {**_setup().precision}, batch=8, modes=[((16,), (8,)), ((2, 4), (2, 5))])
+    lists, loop = TtListTrainer(setup, GoldenShell()), TtMlpTrainer(setup)
+    rng = np.random.default_rng(5)
+    for _ in range(4):
+        x, y = rng.random((8, 16)).astype(np.float32), rng.integers(0, 10, 8)
+        assert lists.train_step(x, y) == loop.train_step(x, y)
+    assert lists.list_steps == 3 and lists.current_lists[0].backward_reads[1].cores == ()
+    for a, b in zip(_words(lists), _words(loop)):
+        assert a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
