@@ -18,9 +18,9 @@ scales wait for a tensor's mean |x|:
   its lists taken (re-aimed where a scale moved) and its core codes written;
 - beside the longest backward phase of the layer below, a layer's core
   gradients, records and update run (only its input gradient is waited for);
-  the first layer's end the step, so beside its own last phase the host reads
-  what the phases before it wrote and updates those cores and the bias, and
-  after it only the last phase's core and tracker;
+  the first layer's update ends the step, so beside its own last phase the host
+  reads what the phases before it wrote and updates those cores and the bias,
+  and after it only the last phase's core and tracker;
 - each bias is quantised beside its layer's forward phases, its gradient
   taken beside the backward ones (both need neither input nor result);
 - given the batch the next call takes (``next_x``), the host checks it, takes
@@ -151,7 +151,8 @@ class TtListTrainer(TtMlpTrainer):
                 works = [] if rest is None else [rest]
                 if index == 0 and next_x is not None:
                     works.append(lambda: self._stage_input(next_x, layers[0][0], layers[0][3]))
-                rest, grad = self._backward_layer(index, layers[index], grad, rates, beside=works)  # ReLU's masked
+                # the input gradient comes masked: where the input saturated and where the ReLU below cut
+                rest, grad = self._backward_layer(index, layers[index], grad, rates, beside=works)
             rest()
         except BaseException:
             self._restore_state(kept)
