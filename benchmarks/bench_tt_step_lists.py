@@ -193,7 +193,8 @@ def main() -> int:
     work, per_ms = step.pe_work, args.clock_mhz * 1e3  # cycles a millisecond
     print("PE cycles by part (every copy's calls, no stalls): " + "; ".join(
         f"{pe} load {work.load[pe] / 1e3:.0f} k ({work.overlap[pe] / 1e3:.0f} k beside the MAC loop), compute "
-        f"{work.compute[pe] / 1e3:.0f} k, drain {work.drain[pe] / 1e3:.0f} k" for pe in ("tt1", "tt2"))
+        f"{work.compute[pe] / 1e3:.0f} k, drain {work.drain[pe] / 1e3:.0f} k ({work.drain_overlap[pe] / 1e3:.0f} k "
+        "beside it)" for pe in ("tt1", "tt2"))
         + f"; the phases' longest lists {work.stall_free / per_ms:.2f} ms without stalls, at least "
         f"{work.overlapped / per_ms:.2f} ms were load, compute and drain to overlap across calls", flush=True)
     print(f"builds {buffers}, accumulation buffer {held}: {', '.join(f'{k} {v:.1f} %' for k, v in fit['percent'].items())}"

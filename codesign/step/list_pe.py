@@ -1,11 +1,16 @@
 """The TT PEs (and the FP-MAC array, :func:`fpmac_array_phases`) as phases for the list cycle model (:mod:`codesign.step.list_shell`): per transaction, the header
 taken, the status given, the loads, the compute cycles and the result words, from the PEs' documented structure
-(docs/tt_pe.md, "Stream width" and "Cycles"; rtl/tt, tt_pack_out.v), at 32-, 64- or 128-bit stream words.
+(docs/tt_pe.md, "Stream width", "Cycles" and "Results beside the MAC loop"; rtl/tt, tt_pack_out.v), at 32-, 64- or
+128-bit stream words.
 
 A phase is ``(kind, n, status)``: IN takes ``n`` stream words (one a cycle while the shell offers them), WAIT
 spends ``n`` cycles, OUT gives ``n`` stream words (one a cycle while the shell takes them). PE1's and PE2's
 loader runs beside the MAC loop: BESIDE hands ``n`` stream words to it, taken while the phases after it run, and
-SYNC waits until it has them all (rtl/tt: ``A[i+1]`` loads while ``A[i]`` computes and sends). At a width of ``P``
+SYNC waits until it has them all (rtl/tt: ``A[i+1]`` loads while ``A[i]`` computes). PE2's output engine runs
+beside its MAC loop too: DRAIN hands it a row group's results (a job: one RAM read, then the group's beats; it
+starts ``n`` edges later, once the engine has finished the job before), GATE holds the next group's MAC loop
+until at most one job is left (the result RAMs hold two groups), and END holds the transaction until the engine
+has sent everything. At a width of ``P``
 32-bit parts the PE hands its results to its output packer in *beats* (PE3: one result; PE1: up to
 ``min(P, rows)``, a power of two, of one row group; PE2: up to ``min(P, lanes)`` of one chunk); a beat that
 closes no word is taken at once (a WAIT cycle), one that closes a
@@ -19,6 +24,10 @@ from collections import deque
 
 IN, WAIT, OUT = 0, 1, 2  # PE phase kinds: take n words, compute n cycles, give n words
 BESIDE, SYNC = 3, 4  # the loader takes n words beside the next phases; wait until it has
+DRAIN, GATE, END = 5, 6, 7  # PE2: a group's results to the output engine; wait for a free bank; for the engine
+# cycles from a PE2 group's last MAC-loop cycle to its RAM read: its sums are stored at the next edge, and the
+# engine, idle, sees the group whole in that cycle (rtl/tt/tt2_pe.v: glast1, O_IDLE -> O_RD)
+DRAIN_DELAY = 2
 
 
 def pe_phases(pe, spec, header: int) -> tuple:
@@ -99,10 +108,11 @@ def csb_phases(spec, header: int) -> tuple:
 
 
 def _tt12(pe1: bool, spec, dims: tuple, cwa: int, cwb: int, chunks) -> tuple:
-    """PE1 and PE2 as raw phases (results as ``(OUT, results, row length)``): B's words, then per row i of A its
-    words and per group of ``rows`` rows the MAC loop (PE1: J*KC MAC cycles and a flush; PE2: KC*J MAC cycles,
-    the chunks back to back, a flush, then one RAM read) and the group's results (PE1: one row of them;
-    PE2: rows of K). Each takes ``A[i+1]`` beside ``A[i]``'s MAC loops and results (BESIDE ... SYNC)."""
+    """PE1 and PE2 as raw phases (results as ``(OUT, results, row length)``, PE2's as ``(DRAIN, ...)``): B's words,
+    then per row i of A its words and per group of ``rows`` rows the MAC loop and the group's results. PE1: J*KC
+    MAC cycles and a flush, then one row of results; PE2: a GATE, KC*J MAC cycles (the chunks back to back), then
+    rows of K to the output engine, which sends them while the next group computes; END after the last. Each
+    takes ``A[i+1]`` beside ``A[i]``'s MAC loops (BESIDE ... SYNC)."""
     i, j, k, cols = dims  # cols: the header's L
     kc, groups = chunks(k, spec.lanes), chunks(cols, spec.rows)
     load_b = cols * j * kc * cwb if pe1 else cols * chunks(j, spec.lanes) * cwb
@@ -116,10 +126,14 @@ def _tt12(pe1: bool, spec, dims: tuple, cwa: int, cwb: int, chunks) -> tuple:
             steps.append((BESIDE, block, None))
         for group in range(groups):
             rows = min(spec.rows, cols - group * spec.rows)
-            steps.append((WAIT, j * kc + 1 if pe1 else kc * j + 2, None))
-            steps.append((OUT, rows, rows) if pe1 else (OUT, rows * k, k))
+            if pe1:
+                steps.extend([(WAIT, j * kc + 1, None), (OUT, rows, rows)])
+            else:
+                steps.extend([(GATE, 1, None), (WAIT, kc * j, None), (DRAIN, rows * k, k)])
         if beside:
             steps.append((SYNC, 1, None))
+    if not pe1:
+        steps.append((END, 1, None))
     return steps, load_b + i * block, i * cols * (1 if pe1 else k)
 
 
@@ -149,24 +163,37 @@ def _beats(results: int, row: int, beat: int):
 def _packed(raw: list, parts: int, beat: int) -> list:
     """Raw phases with their results as tt_pack_out gives them at ``parts`` results a word: a beat that closes a
     word (fills it, or the transaction's last) an OUT word, any other a WAIT cycle; a spilling last beat one
-    more OUT word. Consecutive IN, WAIT or OUT phases are merged (the PE does the same in either split); BESIDE
-    and SYNC are kept as they are."""
-    total = sum(n for kind, n, _ in raw if kind == OUT)
-    steps, fill, sent = [], 0, 0
+    more OUT word. A DRAIN's results become its job (a RAM-read cycle, then its beats) and the DRAIN
+    ``(DRAIN, DRAIN_DELAY, job)``. Consecutive IN, WAIT or OUT phases are merged (the PE does the same in either
+    split); the others are kept as they are."""
+    total = sum(n for kind, n, _ in raw if kind in (OUT, DRAIN))
+    steps, packer = [], [0, 0]  # the packer's fill and the results sent, across the transaction
     for kind, n, row in raw:
-        if kind != OUT:
+        if kind == OUT:
+            _pack_beats(steps, n, row, beat, parts, packer, total)
+        elif kind == DRAIN:
+            job = [(WAIT, 1, None)]
+            _pack_beats(job, n, row, beat, parts, packer, total)
+            steps.append((DRAIN, DRAIN_DELAY, tuple(job)))
+        else:
             _append(steps, kind, n)
-            continue
-        for size in _beats(n, row, beat):
-            sent += size
-            last = sent == total
-            fill += size
-            closes = fill >= parts or last
-            _append(steps, OUT if closes else WAIT, 1)
-            if fill > parts and last:
-                _append(steps, OUT, 1)  # the rest, a word of its own a cycle later
-            fill = fill - parts if closes and fill > parts else 0 if closes else fill
     return steps
+
+
+def _pack_beats(steps: list, results: int, row: int, beat: int, parts: int, packer: list, total: int) -> None:
+    """Appends the phases of ``results`` results in rows of ``row`` (see :func:`_packed`); ``packer`` holds the
+    packer's fill and the results sent before, and is moved on."""
+    fill, sent = packer
+    for size in _beats(results, row, beat):
+        sent += size
+        last = sent == total
+        fill += size
+        closes = fill >= parts or last
+        _append(steps, OUT if closes else WAIT, 1)
+        if fill > parts and last:
+            _append(steps, OUT, 1)  # the rest, a word of its own a cycle later
+        fill = fill - parts if closes and fill > parts else 0 if closes else fill
+    packer[:] = [fill, sent]
 
 
 def _append(steps: list, kind: int, n: int) -> None:
@@ -179,33 +206,69 @@ def _append(steps: list, kind: int, n: int) -> None:
 
 
 class Pe:
-    """The PE's current phase and the words or cycles left in it, and the words its loader still takes beside
-    it (``side``); between transactions it waits for a header."""
+    """The PE's current phase and the words or cycles left in it, the words its loader still takes beside it
+    (``side``) and the jobs of PE2's output engine (``jobs``: ``[edges until it may start, its phases as
+    [kind, left]]``, the first the one it works on); between transactions it waits for a header."""
 
-    __slots__ = ("phases", "kind", "left", "status", "side")
+    __slots__ = ("phases", "kind", "left", "status", "side", "jobs")
 
     def __init__(self) -> None:
         self.phases: deque = deque()
         self.kind, self.left, self.status, self.side = None, 0, None, 0
+        self.jobs: deque = deque()
 
     @property
     def in_ready(self) -> bool:
         return self.kind == IN or self.side != 0
 
+    @property
+    def _engine(self):
+        """The output engine's current phase, or None while it has no job it may start."""
+        return self.jobs[0][1][0] if self.jobs and not self.jobs[0][0] else None
+
+    @property
+    def out_valid(self) -> bool:
+        engine = self._engine
+        return self.kind == OUT or (engine is not None and engine[0] == OUT)
+
+    @property
+    def computing(self) -> bool:
+        """The PE works this cycle without the stream: its MAC loop, or the output engine reading a group's
+        results or taking a beat that closes no word, or a group's sums on their way to it (a PE waiting only
+        for the stream to take a word, or give one, is not)."""
+        engine = self._engine
+        return (self.kind == WAIT or (engine is not None and engine[0] == WAIT)
+                or (engine is None and bool(self.jobs)))
+
     def advance(self) -> None:
         """The next phase, or none (the PE waits in S_HDR for the next call's words). A BESIDE phase starts the
-        loader and takes no cycle; a SYNC the loader has finished takes none either."""
+        loader and a DRAIN hands a job to the engine, neither taking a cycle; a SYNC the loader has finished, a
+        GATE with at most one job left and an END with none take none either."""
         while not self.left and self.phases:
             self.kind, self.left, self.status = self.phases.popleft()
             if self.kind == BESIDE:
                 self.side, self.left = self.left, 0
-            elif self.kind == SYNC and not self.side:
+            elif self.kind == DRAIN:
+                self.jobs.append([self.left, deque([kind, n] for kind, n, _ in self.status)])
+                self.left, self.status = 0, None
+            elif ((self.kind == SYNC and not self.side) or (self.kind == GATE and len(self.jobs) <= 1)
+                  or (self.kind == END and not self.jobs)):
                 self.left = 0
         if not self.left:
             self.kind = None
 
     def edge(self, take: bool, give: bool = False) -> None:
-        """The clock edge: a word taken goes to the phase if it takes words, else to the loader."""
+        """The clock edge: a word taken goes to the phase if it takes words, else to the loader; a word given
+        comes from the phase if it gives words, else from the output engine. The MAC loop's side moves first
+        (a GATE reads the jobs as they were in the cycle), then the engine's (an END sees its last job gone)."""
+        engine_gives = give and self.kind != OUT
+        self._main_edge(take, give and not engine_gives)
+        self._engine_edge(engine_gives)
+        if self.kind == END and not self.jobs:
+            self.left = 0
+            self.advance()
+
+    def _main_edge(self, take: bool, give: bool) -> None:
         if take and self.kind != IN:
             if not self.side:
                 raise RuntimeError("a word was taken while the PE takes none")
@@ -214,10 +277,31 @@ class Pe:
                 self.left = 0
                 self.advance()
                 return
-        if self.kind == WAIT or take or give:
+        if self.kind == GATE and len(self.jobs) <= 1:
+            self.left = 0
+            self.advance()
+        elif self.kind == WAIT or take or give:
             self.left -= 1
             if not self.left:
                 self.advance()
 
+    def _engine_edge(self, give: bool) -> None:
+        """The output engine's edge: its phase moves on (a WAIT each cycle, an OUT per word given), a finished
+        job leaves, and every job not yet started comes an edge closer to its start."""
+        engine = self._engine
+        if engine is not None and (engine[0] == WAIT or give):
+            engine[1] -= 1
+            if not engine[1]:
+                phases = self.jobs[0][1]
+                phases.popleft()
+                if not phases:
+                    self.jobs.popleft()
+        elif give:
+            raise RuntimeError("a word was given while the PE gives none")
+        for job in self.jobs:
+            if job[0]:
+                job[0] -= 1
 
-__all__ = ["BESIDE", "IN", "OUT", "Pe", "SYNC", "WAIT", "csb_phases", "fpmac_array_phases", "pe_phases"]
+
+__all__ = ["BESIDE", "DRAIN", "END", "GATE", "IN", "OUT", "Pe", "SYNC", "WAIT", "csb_phases", "fpmac_array_phases",
+           "pe_phases"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 
 from codesign.contracts.calls import DESCRIPTOR_WORDS, RECORD_WORDS
-from codesign.step.list_pe import OUT, WAIT, Pe
+from codesign.step.list_pe import WAIT, Pe
 from codesign.step.list_round import RoundStage
 
 MAX_BURST = 16  # beats per burst (the shell's MAX_BURST, the AXI3 limit)
@@ -363,7 +363,7 @@ class Shell:
                 and not wr.busy and not wr.count and not wr.in_burst and not wr.awvalid and not wr.w_left
                 and not wr.b_q and not wr.bvalid and wr.asleep and not wr.open and wr.pending is None
                 and not rs.busy and not rs.a and not rs.b and not rs.c and not rs.g_full and not rs.o_left
-                and pe.kind is None and not pe.phases and not pe.side and rd.settled() and wr.settled()
+                and pe.kind is None and not pe.phases and not pe.side and not pe.jobs and rd.settled() and wr.settled()
                 and not self.unpack_left and not self.to_load and not self.pack_have)
 
     def _segment(self) -> tuple:
@@ -384,8 +384,8 @@ class Shell:
         """One clock cycle: the handshakes from the registers, then every machine's edge; a compute phase with
         nothing else moving is a fixed point and is skipped to its last cycle."""
         pe, rd, wr, rs = self.pe, self.rd, self.wr, self.round
-        before = self.state() if pe.kind == WAIT and pe.left > 2 and not pe.side else None
-        in_ready, out_valid = pe.in_ready, pe.kind == OUT
+        before = self.state() if pe.kind == WAIT and pe.left > 2 and not pe.side and not pe.jobs else None
+        in_ready, out_valid = pe.in_ready, pe.out_valid
         rows = self.ist in (I_ROWS, I_DONE)  # a row's beats flow while later rows are asked for
         rvalid = rd.rvalid and rd.busy
         rready = (self.ist == I_FETCH or (rows and in_ready)) and rd.busy
@@ -422,7 +422,7 @@ class Shell:
             self._parts_edge(*moves)
         self._sequence(in_ready, out_valid, status, n_calls, rd_row, wr_row)
         self.acc_n = 0 if not results else self.acc_n + acc_take  # after the FSMs: they read it before the edge
-        if before is not None and pe.kind == WAIT and not pe.side and self.state() == before:
+        if before is not None and pe.kind == WAIT and not pe.side and not pe.jobs and self.state() == before:
             skipped = pe.left - 1
             pe.left -= skipped
             rd.now += skipped
@@ -466,7 +466,7 @@ class Shell:
         elif self.ost in (O_REC, O_DONE):
             kind = "record"
         else:
-            kind = "pe" if take or give or self.pe.kind == WAIT else "stall"
+            kind = "pe" if take or give or self.pe.computing else "stall"
         self.counts[kind] += 1
 
     def _mover_args(self) -> tuple:

@@ -11,19 +11,20 @@
 // one chunk of A[i, j, :] (LANES values of k) times B[l, j] for ROWS rows l,
 // every A value shared by ROWS multipliers (paper 003, Sec. 4). Every product
 // is added into its accumulator with saturation to ACC_BITS, j in order. The
-// chunks of a row group follow each other without a gap: the sums of one
-// (row group, chunk), its last product added, go to ROWS result RAMs in the
-// cycle that product is added, and the accumulators clear for the next chunk.
-// The RAMs are read out row by row once the group is complete, in beats of up
-// to BEAT = min(STREAM_BITS / 32, LANES) results of one chunk a cycle (the
-// next chunk read while the last beat of one leaves).
+// chunks of a row group follow each other without a gap, and so do the row
+// groups: the sums of one (row group, chunk), its last product added, go to
+// ROWS result RAMs in the cycle that product is added, and the accumulators
+// clear for the next chunk. The result RAMs hold two banks: a group's sums go
+// to one while an output engine beside the MAC loop sends the group before
+// from the other, row by row, in beats of up to BEAT = min(STREAM_BITS / 32,
+// LANES) results of one chunk a cycle (one RAM read before a group's first
+// beat, the next chunk read while the last beat of one leaves). A group's MAC
+// loop starts once its bank has been sent (docs/tt_pe.md, "Results beside the
+// MAC loop").
 //
-// Cycles (no input gaps, no backpressure), from the header to the last
-// result: 2 + L*JC*CWB + LA + (I - 1) * max(LA, Y) + Y + S, LA = J*KC*CWA
-// (one A[i]), Y = G*(KC*J + 2) + L*ceil(K/BEAT) (one A[i]'s MAC loops
-// and results), KC = ceil(K/LANES), JC = ceil(J/LANES), G = ceil(L/ROWS),
-// S = 1 when the last beat overfills its output word (its rest leaves a
-// cycle later), else 0; 2 for a refused header (codesign.pe.tt.cycles).
+// Cycles (no input gaps, no backpressure): codesign.pe.tt.cycles.pe2_cycles
+// follows the MAC loop, the loader and the output engine group by group; 2
+// for a refused header.
 `include "codesign_constants.vh"  // status codes (codesign/hw/constants.py)
 module tt2_pe #(
     parameter LANES    = 16,  // MACs along k (power of two)
@@ -58,7 +59,7 @@ module tt2_pe #(
     localparam AAW = A_DEPTH > 1 ? $clog2(A_DEPTH) : 1;  // one A bank's address
     localparam A2W = AAW + 1;  // both banks' address
     localparam BAW = B_DEPTH > 1 ? $clog2(B_DEPTH) : 1;
-    localparam ZAW = MAX_KC > 1 ? $clog2(MAX_KC) : 1;
+    localparam ZAW = $clog2(2 * MAX_KC);  // both result banks' address (bank b's chunk c at b * MAX_KC + c)
     localparam AW_ = LANES * A_BITS;
     localparam BW_ = LANES * B_BITS;
     localparam ZW_ = LANES * ACC_BITS;
@@ -69,10 +70,11 @@ module tt2_pe #(
     localparam BEAT = P < LANES ? P : LANES;  // results a cycle: one chunk's lanes ov .. ov + BEAT - 1
     localparam VW = LANES > 1 ? LG : 1;
 
-    localparam S_HDR = 4'd0, S_STATUS = 4'd1, S_LOADB = 4'd2, S_WAITA = 4'd3, S_COMP = 4'd4, S_FLUSH = 4'd5,
-               S_RD = 4'd7, S_OUT = 4'd8;
+    localparam S_HDR = 3'd0, S_STATUS = 3'd1, S_LOADB = 3'd2, S_WAITA = 3'd3, S_COMP = 3'd4, S_GWAIT = 3'd5;
+    localparam O_IDLE = 2'd0, O_RD = 2'd1, O_OUT = 2'd2;
 
-    reg [3:0] state;
+    reg [2:0] state;  // the MAC loop's side: header, B, and the row groups' MAC loops
+    reg [1:0] ostate; // the output engine's side: a finished group's results
     reg [7:0] dim_i, dim_j, dim_k, dim_l;
     reg [7:0] kc_n, jc_n;
     reg [`CODESIGN_STATUS_BITS-1:0] status;
@@ -89,7 +91,11 @@ module tt2_pe #(
     wire loading_b = state == S_LOADB;
     wire loading = loading_b || a_go;
     wire pack_busy;  // the last transaction's last word has still to leave
-    assign in_ready = (state == S_HDR && !pack_busy) || loading;
+    // the result banks: zown[b] from the MAC loop's start of a group in bank b until its last beat has left,
+    // zdone[b] from its last sums stored until then
+    reg [1:0] zown, zdone;
+    wire out_busy = ostate != O_IDLE || zown != 2'b00;
+    assign in_ready = (state == S_HDR && !pack_busy && !out_busy) || loading;
     wire take = in_valid && in_ready;
     wire chunk_done;
     wire [CWM*STREAM_BITS-1:0] full;  // the chunk's words, the one being taken included
@@ -105,6 +111,10 @@ module tt2_pe #(
     reg [BAW-1:0] gbase;          // first B address of the row group being computed
     reg [AAW-1:0] aptr;           // A read address in bank ii % 2 (j*KC + c)
     reg [7:0] lbase;              // first l of the row group
+    reg cb;                       // the result bank of the row group being computed
+    reg [7:0] glbase [0:1];       // per result bank: the first l of the group it holds
+    reg [1:0] gfinal;             // per result bank: its group is the transaction's last
+    reg ob;                       // the result bank being sent
     reg [RW-1:0] orow;            // result row being sent
     reg [7:0] ochunk, ov;         // its chunk and the beat's first lane (a multiple of BEAT)
     wire [7:0] row_len = loading_b ? dim_j : dim_k;
@@ -127,9 +137,12 @@ module tt2_pe #(
     reg [VW-1:0] jsel;  // lane of B[l, j] in the chunk read last cycle
     reg v1;               // the MAC loop's product of the last cycle is added this cycle
     reg last1;            // ... and it is its chunk's last: the sums go to the result RAMs, the accumulators clear
-    reg [ZAW-1:0] last_cc;  // that chunk
-    wire [ROWS*ZW_-1:0] zrows;  // every row's result chunk, read at oaddr
-    wire [7:0] oaddr;
+    reg glast1;           // ... and its chunk is its group's last: the group's sums are whole after this cycle
+    reg [ZAW-1:0] last_za;  // where that chunk's sums go: its bank and chunk
+    reg last_zb;            // that bank
+    wire [ROWS*ZW_-1:0] zrows;  // every row's result chunk, read at zraddr
+    wire [7:0] oaddr;           // the chunk read in bank ob
+    wire [ZAW-1:0] zraddr = (ob ? MAX_KC : 0) + oaddr;
     genvar gr, gv;
     generate
         for (gr = 0; gr < ROWS; gr = gr + 1) begin : g_row
@@ -152,15 +165,15 @@ module tt2_pe #(
                 assign sums[gv*ACC_BITS +: ACC_BITS] = sat;
             end
             wire [ZW_-1:0] zq;
-            tt_ram #(.WIDTH(ZW_), .DEPTH(MAX_KC), .AW(ZAW)) u_z (
-                .clk(clk), .we(last1), .waddr(last_cc), .wdata(sums),
-                .raddr(oaddr[ZAW-1:0]), .rdata(zq));
+            tt_ram #(.WIDTH(ZW_), .DEPTH(2 * MAX_KC), .AW(ZAW)) u_z (
+                .clk(clk), .we(last1), .waddr(last_za), .wdata(sums), .raddr(zraddr), .rdata(zq));
             assign zrows[gr*ZW_ +: ZW_] = zq;
         end
     endgenerate
 
-    // ---- output ----------------------------------------------------------------------------------
+    // ---- the output engine: the results of bank ob's group -----------------------------------------
     wire [ZW_-1:0] zrow = zrows[orow*ZW_ +: ZW_];
+    wire [7:0] olbase = glbase[ob];
     wire [9:0] kleft = {2'b0, dim_k} - (({2'b0, ochunk} << LG) + ov);  // results of the row from the beat on
     wire [2:0] beat_n = kleft < BEAT ? kleft[2:0] : BEAT;
     wire [BEAT*32-1:0] beat;  // the chunk's results from lane ov on, sign-extended to 32 bits, 0 past beat_n
@@ -168,39 +181,57 @@ module tt2_pe #(
         .accs(zrow), .first(ov), .n(beat_n), .beat(beat));
     wire chunk_last = {1'b0, ov} + BEAT >= LANES || kleft <= BEAT;
     wire row_last = ochunk == kc_n - 1;
-    wire group_last = orow == ROWS - 1 || lbase + orow == dim_l - 1;
-    wire res_last = chunk_last && row_last && group_last && !(lbase + ROWS < dim_l) && ii == dim_i - 1;
+    wire group_last = orow == ROWS - 1 || olbase + orow == dim_l - 1;
+    wire res_last = chunk_last && row_last && group_last && gfinal[ob];
     wire res_ready, res_word_valid;
     wire [STREAM_BITS-1:0] res_word;
     wire [STREAM_BITS-1:0] status_word = status;
     tt_pack_out #(.W(STREAM_BITS), .BEAT(BEAT)) u_out (
-        .clk(clk), .rst(rst), .res_valid(state == S_OUT), .res_data(beat), .res_n(beat_n), .res_last(res_last),
+        .clk(clk), .rst(rst), .res_valid(ostate == O_OUT), .res_data(beat), .res_n(beat_n), .res_last(res_last),
         .res_ready(res_ready), .word_valid(res_word_valid), .word(res_word), .word_ready(out_ready),
         .busy(pack_busy));
     assign out_valid = state == S_STATUS || res_word_valid;
     assign out_data = state == S_STATUS ? status_word : res_word;
-    wire give = state == S_STATUS ? out_ready : res_ready;  // the status word left, or the beat was taken
+    wire status_given = state == S_STATUS && out_ready;
+    wire beat_given = ostate == O_OUT && res_ready;
+    wire sent = beat_given && chunk_last && row_last && group_last;  // the group's last beat leaves
     // the result RAMs' read address: the next chunk (row) while the last beat of this one leaves
-    assign oaddr = state == S_OUT && give && chunk_last ? (row_last ? 8'd0 : ochunk + 8'd1) : ochunk;
+    assign oaddr = beat_given && chunk_last ? (row_last ? 8'd0 : ochunk + 8'd1) : ochunk;
+    // bank b's group is whole: its last sums stored, or being stored this cycle
+    wire [1:0] whole = zdone | ({1'b0, glast1} << last_zb);
+    wire next_whole = ob ? whole[0] : whole[1];  // the group after bank ob's
 
     // ---- the A loader: A[i + 1] into one bank while block ii is worked on from the other ---------------
     wire b_done = state == S_LOADB && chunk_done && cc == jc_n - 1 && ll == dim_l - 1;  // B's last chunk is taken
     tt_loader #(.AAW(AAW), .A_DEPTH(A_DEPTH)) u_load (
-        .clk(clk), .rst(rst), .restart(state == S_STATUS && give), .start(b_done), .chunk_done(a_chunk_done),
+        .clk(clk), .rst(rst), .restart(status_given), .start(b_done), .chunk_done(a_chunk_done),
         .dim_i(dim_i), .dim_j(dim_j), .kc_n(kc_n), .ii(ii), .go(a_go), .lcc(lcc), .waddr(a_waddr),
         .next_ready(next_ready), .this_ready(this_ready));
 
-    // ---- control ---------------------------------------------------------------------------------
+    // ---- control: the MAC loop ---------------------------------------------------------------------
+    wire group_end = jj == dim_j - 1 && cc == kc_n - 1;  // the group's last MAC-loop cycle
+    wire more_groups = lbase + ROWS < dim_l;              // another row group of this block follows
+    wire other_free = cb ? !zown[0] : !zown[1];           // the next group's bank has been sent
+    wire this_free = cb ? !zown[1] : !zown[0];
+    wire [7:0] next_lbase = more_groups ? lbase + ROWS : 8'd0;
+    wire next_final = ii + (more_groups ? 8'd0 : 8'd1) == dim_i - 1 && next_lbase + ROWS >= dim_l;
+    wire this_final = ii == dim_i - 1 && lbase + ROWS >= dim_l;  // the group at ii, lbase is the last
     always @(posedge clk) begin
         if (rst) begin
             state <= S_HDR;
             v1 <= 0;
             last1 <= 0;
+            glast1 <= 0;
+            zown <= 0;
+            cb <= 0;
         end else begin
             v1 <= state == S_COMP;
             last1 <= state == S_COMP && jj == dim_j - 1;
-            last_cc <= cc[ZAW-1:0];
+            glast1 <= state == S_COMP && group_end;
+            last_za <= (cb ? MAX_KC : 0) + cc;
+            last_zb <= cb;
             jsel <= LANES > 1 ? jj[VW-1:0] : {VW{1'b0}};
+            if (sent) zown[ob] <= 1'b0;
             case (state)
                 S_HDR: if (take) begin
                     dim_i <= in_data[7:0];
@@ -212,10 +243,12 @@ module tt2_pe #(
                     status <= hdr_status;
                     state <= S_STATUS;
                 end
-                S_STATUS: if (give) begin
+                S_STATUS: if (status_given) begin
                     state <= status == `CODESIGN_TT_STATUS_OK ? S_LOADB : S_HDR;
                     cc <= 0; jj <= 0; ll <= 0; bank <= 0; bwptr <= 0; bbase <= 0;
                     ii <= 0;
+                    gbase <= 0;
+                    lbase <= 0;
                 end
                 S_LOADB: if (chunk_done) begin  // rows l of J values
                     cc <= cc == jc_n - 1 ? 8'd0 : cc + 8'd1;
@@ -233,55 +266,81 @@ module tt2_pe #(
                     end else
                         bwptr <= bwptr + 1'b1;
                 end
-                S_WAITA: if (this_ready) begin  // A[ii] is whole: its first row group's MAC loop
+                S_WAITA: if (this_ready && this_free) begin  // A[ii] is whole, its first group's bank sent
                     state <= S_COMP;
                     cc <= 0;
                     jj <= 0;
                     aptr <= 0;
-                    gbase <= 0;
-                    lbase <= 0;
+                    zown[cb] <= 1'b1;
+                    glbase[cb] <= lbase;
+                    gfinal[cb] <= this_final;
+                end
+                S_GWAIT: if (this_free) begin  // the group's bank has been sent
+                    state <= S_COMP;
+                    zown[cb] <= 1'b1;
+                    glbase[cb] <= lbase;
+                    gfinal[cb] <= this_final;
                 end
                 S_COMP: begin  // j = jj of chunk cc: A at j*KC + c, B at gbase + j/LANES; the next chunk follows
                     jj <= jj == dim_j - 1 ? 8'd0 : jj + 8'd1;
                     aptr <= jj != dim_j - 1 ? aptr + kc_n : cc + 8'd1;
-                    if (jj == dim_j - 1) begin
-                        if (cc == kc_n - 1) state <= S_FLUSH;
-                        else cc <= cc + 8'd1;
-                    end
-                end
-                S_FLUSH: begin  // the group's last product is added and its last chunk's sums saved
-                    state <= S_RD;
-                    orow <= 0;
-                    ochunk <= 0;
-                    ov <= 0;
-                end
-                S_RD: state <= S_OUT;
-                S_OUT: if (give) begin
-                    ov <= chunk_last ? 8'd0 : ov + BEAT;
-                    if (chunk_last) begin
-                        ochunk <= row_last ? 8'd0 : ochunk + 8'd1;
-                        if (row_last) begin
-                            orow <= orow + 1'b1;
-                            if (group_last) begin
-                                cc <= 0;
-                                aptr <= 0;
-                                if (lbase + ROWS < dim_l) begin
-                                    lbase <= lbase + ROWS;
-                                    gbase <= gbase + jc_n;
-                                    state <= S_COMP;
-                                end else if (ii == dim_i - 1) begin
-                                    state <= S_HDR;
-                                end else begin
-                                    ii <= ii + 8'd1;
-                                    gbase <= 0;
-                                    lbase <= 0;
-                                    state <= next_ready ? S_COMP : S_WAITA;
-                                end
-                            end
+                    if (jj == dim_j - 1) cc <= cc + 8'd1;
+                    if (group_end) begin  // the next group goes to the other bank, once that has been sent
+                        cc <= 0;
+                        aptr <= 0;
+                        cb <= !cb;
+                        lbase <= next_lbase;
+                        if ((more_groups || (ii != dim_i - 1 && next_ready)) && other_free) begin  // the next group starts now
+                            zown[!cb] <= 1'b1;
+                            glbase[!cb] <= next_lbase;
+                            gfinal[!cb] <= next_final;
+                        end
+                        if (more_groups) begin
+                            gbase <= gbase + jc_n;
+                            state <= other_free ? S_COMP : S_GWAIT;
+                        end else if (ii == dim_i - 1) begin
+                            state <= S_HDR;  // the output engine sends the rest; the next header waits for it
+                        end else begin
+                            ii <= ii + 8'd1;
+                            gbase <= 0;
+                            state <= next_ready && other_free ? S_COMP : S_WAITA;
                         end
                     end
                 end
                 default: state <= S_HDR;
+            endcase
+        end
+    end
+
+    // ---- control: the output engine ------------------------------------------------------------------
+    always @(posedge clk) begin
+        if (rst) begin
+            ostate <= O_IDLE;
+            ob <= 0;
+            zdone <= 0;
+            orow <= 0;
+            ochunk <= 0;
+            ov <= 0;
+        end else begin
+            if (glast1) zdone[last_zb] <= 1'b1;
+            case (ostate)
+                O_IDLE: if (ob ? whole[1] : whole[0]) ostate <= O_RD;
+                O_RD: begin
+                    ostate <= O_OUT;
+                end
+                O_OUT: if (beat_given) begin
+                    ov <= chunk_last ? 8'd0 : ov + BEAT;
+                    if (chunk_last) begin
+                        ochunk <= row_last ? 8'd0 : ochunk + 8'd1;
+                        if (row_last) orow <= group_last ? {RW{1'b0}} : orow + 1'b1;
+                    end
+                    if (sent) begin  // bank ob is free; the next group's results follow once it is whole
+                        zdone[ob] <= 1'b0;
+                        ob <= !ob;
+                        ostate <= next_whole ? O_RD : O_IDLE;
+                    end
+                end
+                default: ostate <= O_IDLE;
             endcase
         end
     end

@@ -1,6 +1,7 @@
 """The PE phases of the list cycle model: the FP-MAC array's and the CSB PE's add up to their RTL cycle models, for
 block operations (with and without the CSB flags), element-wise operations and refused headers; PE2's loader takes
-its words beside the MAC loop and holds the next block's loop until it has them all."""
+its words beside the MAC loop and holds the next block's loop until it has them all; PE2's output engine sends a
+group's results while the next group computes, and holds the group after until it has."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from codesign.pe.fpmac_array.vector import OP_MASK, OP_RELU, OP_SGD, VectorHeade
 from codesign.pe.tt.contract import header_word as tt_header
 from codesign.pe.tt.cycles import pe1_cycles, pe2_cycles
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.step.list_pe import BESIDE, IN, OUT, SYNC, WAIT, Pe, pe_phases
+from codesign.step.list_pe import BESIDE, DRAIN, END, GATE, IN, OUT, SYNC, WAIT, Pe, pe_phases
 
 SPEC = FpmacArraySpec(max_m=12, max_n=10, max_k=12)
 
@@ -56,15 +57,16 @@ def test_csb_phases_add_up_to_its_cycle_model(header):
     assert outs[0] == (1, status) and sum(n for n, _ in outs[1:]) == results
 
 
-def _run(phases, offered) -> int:
+def _run(phases, offered, taken=lambda cycle: True) -> int:
     """Cycles a Pe takes through ``phases`` when the stream offers a word in the cycles ``offered(cycle)`` says
-    and always takes its results."""
+    and takes its results in those ``taken(cycle)`` says."""
     pe, cycle = Pe(), 0
     pe.phases.extend(phases)
     pe.advance()
-    while pe.kind is not None or pe.side:
-        pe.edge(pe.in_ready and offered(cycle), pe.kind == OUT)
+    while pe.kind is not None or pe.side or pe.jobs:
+        pe.edge(pe.in_ready and offered(cycle), pe.out_valid and taken(cycle))
         cycle += 1
+        assert cycle < 10_000, "the phases never end"
     return cycle
 
 
@@ -95,3 +97,16 @@ def test_a_sync_holds_the_mac_loop_until_the_loader_has_its_words():
     assert _run(phases, lambda cycle: cycle % 2 == 1) == 8 + 3
     assert _run(phases, lambda cycle: True) == 4 + 3
     assert _run([(WAIT, 2, None), (SYNC, 1, None), (WAIT, 3, None)], lambda cycle: True) == 5
+
+
+def test_pe2s_output_engine_sends_a_group_beside_the_next_and_holds_the_one_after():
+    """Three groups (MAC loops of 3, 1 and 1 cycles), each sent as a RAM read and two words (rtl/tt/tt2_pe.v):
+    a group's read two cycles after its last MAC cycle, or the cycle after the group before has left; a group's
+    loop once the group two before has left (by hand: group 1 ends at cycle 3, group 0 leaves at 6, so group 2's
+    loop is cycle 8, its read 10, its words 11 and 12). Every other cycle taken, group 0 leaves at 7, group 1 is
+    read at 8 and leaves at 11, group 2 computes at 9 and leaves at 15."""
+    job = ((WAIT, 1, None), (OUT, 2, None))
+    phases = [(WAIT, 3, None), (DRAIN, 2, job), (GATE, 1, None), (WAIT, 1, None), (DRAIN, 2, job),
+              (GATE, 1, None), (WAIT, 1, None), (DRAIN, 2, job), (END, 1, None)]
+    assert _run(phases, lambda cycle: True) == 13
+    assert _run(phases, lambda cycle: True, lambda cycle: cycle % 2 == 1) == 16

@@ -33,10 +33,11 @@ class Cycles:
     compute: int  # MAC-loop issue cycles plus one pipeline flush per row group
     drain: int  # result words sent
     overlap: int = 0  # load cycles spent while computing or sending (PE1's and PE2's loader beside the MAC loop)
+    drain_overlap: int = 0  # drain cycles spent while computing (PE2's output engine beside the MAC loop)
 
     @property
     def total(self) -> int:
-        return self.header + self.load + self.compute + self.drain - self.overlap
+        return self.header + self.load + self.compute + self.drain - self.overlap - self.drain_overlap
 
 
 def _chunk_words(spec: Tt1Spec | Tt2Spec | Tt3Spec) -> tuple[int, int]:
@@ -101,31 +102,50 @@ def pe2_beat(spec: Tt2Spec) -> int:
 
 
 def pe2_cycles(spec: Tt2Spec, header: int) -> Cycles:
-    """Cycles of one PE2 transaction: ``2 + L*JC*CWB + LA + (I - 1)*max(LA, Y) + Y + S``, ``LA = J*KC*CWA`` the
-    words of one block ``A[i]`` and ``Y = G*(KC*J + 2) + L*ceil(K/BEAT)`` its MAC loops and results.
+    """Cycles of one PE2 transaction, following its MAC loop, its loader and its output engine group by group.
 
-    Per row group ``KC*J`` MAC-loop cycles, the chunks of ``k`` back to back (a
-    chunk's sums are stored, and its accumulators cleared, as its last product
-    is added), then one pipeline cycle. Per row group one RAM read before
-    its results leave (the next chunk is read while a chunk's last beat
-    leaves), then per result row ``ceil(K / BEAT)`` beats (``BEAT`` divides
-    ``lanes``, so no beat spans two chunks). ``S`` is 1 when the last beat
-    overfills its output word: the rest leaves as a word of its own a cycle
-    later. ``A[i+1]`` loads into the other bank while ``A[i]`` computes and
-    sends, and its MAC loop starts when both are done: ``(I - 1)*min(LA, Y)``
-    cycles of ``load`` overlap.
+    After the header, the status and ``B`` (``L*JC*CWB`` words) the loader takes ``A[0]`` (``LA = J*KC*CWA``
+    words); the MAC loop then runs the row groups (``G = ceil(L / ROWS)`` a block) back to back, ``KC*J`` cycles
+    each (a chunk's and a group's sums go to the result RAMs as their last product is added, one pipeline cycle
+    later). The result RAMs hold two banks: the output engine sends a group (one RAM read, then per result row
+    ``ceil(K / BEAT)`` beats) from one while the MAC loop fills the other, so a group's loop waits only for the
+    group two before it to have been sent, and a block's first group also for its ``A`` (the loader takes
+    ``A[i+1]`` once ``A[i]`` is in and the loop works on block ``i``). ``S`` = 1 when the last beat overfills its
+    output word (the rest leaves a cycle later). Group ``q`` (over the transaction), from the first MAC-loop cycle
+    at ``2 + L*JC*CWB + LA``::
+
+        start(q) = max(end(q-1), loaded(block) if q opens a block, sent(q-2) + 1) + 1
+        end(q) = start(q) + KC*J - 1
+        read(q) = max(end(q) + 2, sent(q-1) + 1)
+        sent(q) = read(q) + rows(q) * ceil(K / BEAT)
+
+    and the transaction's last cycle is ``sent(last) + S``. ``overlap``: the loads beside the MAC loop and the
+    engine, less the cycles a block's loop waits for its ``A``; ``drain_overlap``: the rest of what the phases
+    one after the other over-count (the engine beside the MAC loop).
     """
     if status(spec, header) != STATUS_OK:
         return Cycles(2, 0, 0, 0)
     (i, j, k, l), _ = header_dims(header, 4)
-    kc = chunks(k, spec.lanes)
-    groups = chunks(l, spec.rows)
-    load = sum(operand_words(spec, header))
-    beat, per_word = pe2_beat(spec), spec.stream_bits // 32
-    spill = _spill(i * l * k, (k - 1) % beat + 1, per_word)
-    body = groups * (kc * j + 2) + l * chunks(k, beat)
-    return Cycles(2, load, i * groups * (kc * j + 1), i * (groups + l * chunks(k, beat)) + spill,
-                  overlap=_overlapped(i, j * kc * _chunk_words(spec)[0], body))
+    kc, groups, beat = chunks(k, spec.lanes), chunks(l, spec.rows), pe2_beat(spec)
+    load, block = sum(operand_words(spec, header)), j * kc * _chunk_words(spec)[0]
+    spill = _spill(i * l * k, (k - 1) % beat + 1, spec.stream_bits // 32)
+    loaded = [1 + load - (i - 1) * block]  # per block, the cycle its last word of A is taken
+    end, sent, waited = loaded[0], [-2, -2], 0  # sent: the last beat's cycle of the groups q-2 and q-1
+    for row in range(i):
+        if row + 1 < i:  # A[row+1] loads after A[row], once the loop is on block row
+            loaded.append(max(loaded[row] + 1, end + 1 if row else 0) + block - 1)
+        for group in range(groups):
+            free = max(end, sent[0] + 1) + 1
+            start = free if group else max(free, loaded[row] + 1)
+            waited += start - free
+            end = start + kc * j - 1
+            rows = min(spec.rows, l - group * spec.rows)
+            sent = [sent[1], max(end + 2, sent[1] + 1) + rows * chunks(k, beat)]
+    total = sent[1] + spill + 1
+    compute, drain = i * groups * kc * j + 1, i * (groups + l * chunks(k, beat)) + spill
+    overlap = (i - 1) * block - waited
+    return Cycles(2, load, compute, drain, overlap=overlap,
+                  drain_overlap=2 + load + compute + drain - overlap - total)
 
 
 def pe3_cycles(spec: Tt3Spec, header: int) -> Cycles:

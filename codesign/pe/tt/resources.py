@@ -25,7 +25,7 @@ def memories(spec) -> List[Tuple[int, int]]:
         kc, jc = chunks(spec.max_k, spec.lanes), chunks(spec.max_j, spec.lanes)
         return ([(2 * spec.max_j * kc, spec.lanes * spec.a_bits)]  # A's two banks: one loads, one computes
                 + [(chunks(spec.max_l, spec.rows) * jc, spec.lanes * spec.b_bits)] * spec.rows
-                + [(kc, spec.lanes * spec.acc_bits)] * spec.rows)
+                + [(2 * kc, spec.lanes * spec.acc_bits)] * spec.rows)  # two result banks: one fills, one sends
     if isinstance(spec, Tt3Spec):
         return [(chunks(spec.max_j, spec.lanes), spec.lanes * spec.b_bits)]
     raise TypeError(f"not a TT PE spec: {type(spec).__name__}")

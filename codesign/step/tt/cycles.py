@@ -60,7 +60,8 @@ class ContractionCycles:
     ``load``, ``compute`` and ``drain`` split ``cycles`` by phase (the
     header and status cycles make up the rest), less ``overlap``: the load
     cycles PE1 and PE2 spend beside their MAC loops and results (docs/tt_pe.md,
-    "Overlap"). ``words_in`` and
+    "Overlap") and PE2's results sent beside its MAC loop ("Results beside the
+    MAC loop"). ``words_in`` and
     ``words_out`` are the bytes its calls move in and out divided by 4
     (32-bit words, whatever the PE's stream width); ``stream_in`` and
     ``stream_out`` the same traffic in words of the PE's ``stream_bits``
@@ -250,7 +251,8 @@ def step_cycles(plan: StepPlan, *, hp_ports: int = 1) -> StepCycles:
         per_call_overlapped.append(overlapped)
         row = sums[call.index]
         for key, value in (("calls", 1), ("cycles", cycles.total), ("load", cycles.load),
-                           ("compute", cycles.compute), ("drain", cycles.drain), ("overlap", cycles.overlap),
+                           ("compute", cycles.compute), ("drain", cycles.drain),
+                           ("overlap", cycles.overlap + cycles.drain_overlap),
                            *zip(traffic, moved),
                            ("overlapped", overlapped)):
             row[key] += value

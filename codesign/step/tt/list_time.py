@@ -63,7 +63,8 @@ class PeWork:
     """Where a list step's PE cycles go, by the PEs' own cycle model (no stalls,
     :func:`~codesign.pe.tt.cycles.transaction_cycles`): per PE (``"tt1"``, ``"tt2"``, every copy's calls summed)
     the cycles spent taking operands (``load``; ``overlap`` of them beside the MAC loop and results: the PEs'
-    loaders), in the MAC loop (``compute``) and sending results (``drain``), headers included in none;
+    loaders), in the MAC loop (``compute``) and sending results (``drain``; ``drain_overlap`` of them beside the
+    MAC loop: PE2's output engine), headers included in none;
     ``stall_free``: the step's PE cycles, phase after phase its longest list's calls as the PEs run them without
     a stall (the list cycle model's phases take at least as long); ``overlapped``: the fewest cycles a PE with
     the same streams and MAC loop could take were it to overlap loading, computing and draining across its calls
@@ -75,6 +76,7 @@ class PeWork:
     compute: dict[str, int]
     drain: dict[str, int]
     overlap: dict[str, int]
+    drain_overlap: dict[str, int]
     stall_free: int
     overlapped: int
 
@@ -136,7 +138,7 @@ def phase_stages(lists: StepLists, spec1: Tt1Spec, spec2: Tt2Spec, *, ddr: DdrTi
 def pe_work(plans: Sequence[StepLists], spec1: Tt1Spec, spec2: Tt2Spec) -> PeWork:
     """:class:`PeWork` of the lists ``plans`` (a network's layers) on the builds ``spec1`` and ``spec2``."""
     specs = {"tt1": spec1, "tt2": spec2}
-    parts = {name: dict.fromkeys(specs, 0) for name in ("load", "compute", "drain", "overlap")}
+    parts = {name: dict.fromkeys(specs, 0) for name in ("load", "compute", "drain", "overlap", "drain_overlap")}
     stall_free = overlapped = 0
     for lists in plans:
         for phase in lists.phases:

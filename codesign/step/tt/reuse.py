@@ -167,8 +167,9 @@ def reuse_budget(plans: Sequence[StepPlan], units: Sequence[Sequence[int]], *, b
     A kept state's producer sends no result words and drains no results;
     its consumers stream no words of it (operand ``A`` or ``B``). A held
     core's words are not streamed. The rounding such hardware needs is taken
-    as free, and a removed drain as shortening the call by all of it (the
-    next block's load beside it may then show), so ``cycles_kept`` is a lower
+    as free, and a removed drain as shortening the call by all of it that did
+    not run beside the MAC loop (the next block's load beside it may then
+    show), so ``cycles_kept`` is a lower
     bound of what it could reach. A removed ``A`` saves only its load cycles
     that did not run beside the MAC loop (``Cycles.overlap``).
     """
@@ -199,7 +200,7 @@ def reuse_budget(plans: Sequence[StepPlan], units: Sequence[Sequence[int]], *, b
             saved = 0
             if call.index in no_result:
                 state_words += results * spec.parts
-                saved += cycles.drain
+                saved += cycles.drain - cycles.drain_overlap
             for operand, count in (("a", a_words), ("b", b_words)):
                 if (call.index, operand) in no_operand:
                     state_words += count * spec.parts
