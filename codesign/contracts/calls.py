@@ -7,7 +7,7 @@ starts the IP; the shell then, for each call in turn,
 
 1. fetches the descriptor through the read port;
 2. streams the PE one transaction: the descriptor's header word, then the
-   rows of up to two operand *segments* read from DDR where they lie (each a
+   rows of up to three operand *segments* read from DDR where they lie (each a
    3-D block: ``planes`` planes ``plane_stride`` bytes apart, each of
    ``rows`` rows of ``words`` 32-bit words, ``stride`` bytes apart);
 3. takes the PE's status word, then ``count`` result words, passes them raw or
@@ -49,7 +49,7 @@ import numpy as np
 
 from codesign.numerics.round_stage import RoundStageConfig
 
-DESCRIPTOR_WORDS = 32  # 128 bytes: one burst of 8 beats at 128 bits; words 24..31 are reserved (0)
+DESCRIPTOR_WORDS = 32  # 128 bytes: one burst of 8 beats at 128 bits; words 30 and 31 are reserved (0)
 DESCRIPTOR_BYTES = 4 * DESCRIPTOR_WORDS
 RECORD_WORDS = 8
 RECORD_DONE = 0x0D0E_CA11  # word 7 of a record: the shell wrote it (the host may clear records beforehand)
@@ -61,13 +61,14 @@ FLAGS = FLAG_HEADER | FLAG_ROUND | FLAG_ACC_ADD | FLAG_ACC_HOLD
 ACC_DEPTH = 4096  # sums the shell's accumulation buffer holds (48 bits each: 24 KiB of block RAM)
 MAX_CHAIN = 1 << 16  # calls one chain of sums may take: 2^16 results of |x| <= 2^31 keep every sum within 48 bits
 ROUND_RESERVED = (1 << 7) | (0x7 << 13) | (0x7 << 21)  # bits of word 15 between its fields (must be 0)
-MAX_SEGMENTS = 2
+MAX_SEGMENTS = 3  # a CSB conv call reads index, a halo tile and a second tile (WG's DY, EB's initial sums)
 MAX_CALLS = (1 << 16) - 1  # a list's calls (the shell counts them in 32 bits; this bounds a list at 8 MiB)
 
 # word index of each descriptor field
 FIELD = {"flags": 0, "header": 1, "seg0": 2, "seg1": 6, "out": 10, "count": 14, "round": 15, "row_values": 16,
-         "record": 17, "seg0_planes": 18, "seg1_planes": 20, "out_planes": 22}  # planes: (count, stride in bytes)
-FIRST_RESERVED = 24
+         "record": 17, "seg0_planes": 18, "seg1_planes": 20, "out_planes": 22, "seg2": 24,
+         "seg2_planes": 28}  # planes: (count, stride in bytes)
+FIRST_RESERVED = 30
 # word index of each record field
 RECORD = {"status": 0, "saturated": 1, "sum_abs_lo": 2, "sum_abs_hi": 3, "reserved": 4, "words_in": 5,
           "words_out": 6, "done": 7}
@@ -182,7 +183,7 @@ def round_field(cfg: RoundStageConfig) -> int:
 
 @dataclass(frozen=True)
 class Call:
-    """One PE transaction of a list: its header, up to two operand segments, its result block, how many result
+    """One PE transaction of a list: its header, up to three operand segments, its result block, how many result
     words the PE gives after its status (``count``), the rounding stage's run over them (:data:`RAW` passes
     them through), and where its record goes (byte offset in the arena).
 
@@ -326,7 +327,9 @@ def decode_descriptor(words: np.ndarray) -> Call:
         return Block(*(int(w) for w in words[FIELD[name]:FIELD[name] + 4]), planes=max(planes, 1),
                      plane_stride=plane_stride)
 
-    segments = tuple(block(f"seg{i}") for i in range(MAX_SEGMENTS))
+    segments = [block(f"seg{i}") for i in range(MAX_SEGMENTS)]
+    while segments and not segments[-1].total_words:
+        segments.pop()  # trailing empty segments send nothing (an empty middle one keeps its place)
     field = int(words[FIELD["round"]])
     shift = field & 0x7F
     try:
@@ -336,7 +339,7 @@ def decode_descriptor(words: np.ndarray) -> Call:
     except ValueError as error:
         raise CallListError(f"descriptor rounding fields: {error}") from None
     return Call(header=int(words[FIELD["header"]]) if flags & FLAG_HEADER else None,
-                segments=tuple(segment for segment in segments if segment.total_words), out=block("out"),
+                segments=tuple(segments), out=block("out"),
                 count=int(words[FIELD["count"]]), record=int(words[FIELD["record"]]), rounding=rounding,
                 acc_add=bool(flags & FLAG_ACC_ADD), acc_hold=bool(flags & FLAG_ACC_HOLD))
 

@@ -254,10 +254,11 @@ def beat_rounding(rng: np.random.Generator, count: int, parts: int) -> RoundStag
 
 def operand_rows(arena: ArenaLayout, rng: np.random.Generator, values: np.ndarray, lanes: int, bits: int,
                  width: int, *, transposed: bool):
-    """Place an (outer, J, K) operand's packed rows in the arena and return ``rows(j0, jp)``: the 3-D block of rows
-    ``j0 .. j0 + jp`` of every outer index, in the order a TT PE takes them (outer, then j). Stored outer-major
-    with rows padded by 1..2 beats (planes one after another, rows strided), or ``transposed`` (J-major, rows
-    padded by 0..2 beats): then a plane's rows are ``outer`` rows apart and the planes interleave."""
+    """Place an (outer, J, K) operand's packed rows in the arena and return ``rows(j0, jp, o0=0, o1=outer)``: the
+    3-D block of rows ``j0 .. j0 + jp`` of outer indices ``o0 .. o1``, in the order a TT PE takes them (outer, then
+    j). Stored outer-major with rows padded by 1..2 beats (planes one after another, rows strided), or
+    ``transposed`` (J-major, rows padded by 0..2 beats): then a plane's rows are ``outer`` rows apart and the
+    planes interleave."""
     from codesign.pe.tt.contract import pack_rows
 
     outer, jt = values.shape[:2]
@@ -271,10 +272,10 @@ def operand_rows(arena: ArenaLayout, rng: np.random.Generator, values: np.ndarra
     padded[..., :row] = rows
     at = arena.put(padded.reshape(-1))
     if transposed:
-        return lambda j0, jp: Block(offset=at + 4 * j0 * outer * pitch, words=row, rows=jp, stride=4 * outer * pitch,
-                                    planes=outer, plane_stride=4 * pitch)
-    return lambda j0, jp: Block(offset=at + 4 * j0 * pitch, words=row, rows=jp, stride=4 * pitch, planes=outer,
-                                plane_stride=4 * jt * pitch)
+        return lambda j0, jp, o0=0, o1=outer: Block(offset=at + 4 * (j0 * outer + o0) * pitch, words=row, rows=jp,
+                                                    stride=4 * outer * pitch, planes=o1 - o0, plane_stride=4 * pitch)
+    return lambda j0, jp, o0=0, o1=outer: Block(offset=at + 4 * (o0 * jt + j0) * pitch, words=row, rows=jp,
+                                                stride=4 * pitch, planes=o1 - o0, plane_stride=4 * jt * pitch)
 
 
 def out_block(arena: ArenaLayout, rng: np.random.Generator, words: int, parts: int) -> Block:
@@ -295,11 +296,12 @@ def out_block(arena: ArenaLayout, rng: np.random.Generator, words: int, parts: i
     return Block(offset=arena.reserve(span // 4), words=w, rows=r, stride=stride, planes=p, plane_stride=plane_stride)
 
 
-def _chain_job(pe, spec, rng: np.random.Generator, arena: ArenaLayout, index: int, chains: bool) -> list:
+def _chain_job(pe, spec, rng: np.random.Generator, arena: ArenaLayout, index: int, chains: bool,
+               three: bool) -> list:
     """One contraction ``Z = sum_j A B`` of PE1 with random I, L, K and J: a plain call (every third job, or every
     job without ``chains``), or a chain of 2..4 accumulating calls, each over a random run of J; operands in 3-D
-    blocks (A transposed on even jobs, B on odd ones), the out block 3-D; raw or rounded (a chain drains raw on
-    every other chain)."""
+    blocks (A transposed on even jobs, B on odd ones; with ``three``, A's outer indices cut in two segments at a
+    random point), the out block 3-D; raw or rounded (a chain drains raw on every other chain)."""
     from codesign.pe.tt.contract import code_range, header_word
 
     parts = spec.stream_bits // 32
@@ -314,27 +316,34 @@ def _chain_job(pe, spec, rng: np.random.Generator, arena: ArenaLayout, index: in
     raw = (n > 1 and index % 6 in (0, 2)) or (n == 1 and index % (6 if chains else 3) == 1)
     rounding = RAW if raw else beat_rounding(rng, count, parts)
     out = out_block(arena, rng, 2 * count if raw and n > 1 else rounding.words_out(count), parts)
+    cut = int(rng.integers(1, i)) if three else i
+
+    def segments(j0: int, jp: int) -> tuple:
+        return (b_rows(j0, jp), a_rows(j0, jp, 0, cut)) + ((a_rows(j0, jp, cut, i),) if three else ())
+
     calls, j0 = [], 0
     for part, jp in enumerate(split):
         last = part == n - 1
-        calls.append(Call(header=header_word(i, jp, k, l), segments=(b_rows(j0, jp), a_rows(j0, jp)),
+        calls.append(Call(header=header_word(i, jp, k, l), segments=segments(j0, jp),
                           out=out if last else Block(), count=count, record=arena.reserve(RECORD_WORDS),
                           rounding=rounding if last else RAW, acc_add=n > 1 and part > 0, acc_hold=n > 1 and not last))
         j0 += jp
     return calls
 
 
-def chain_list(pe, spec, rng: np.random.Generator, *, min_values: int = 10_000, chains: bool = True) -> ListCase:
+def chain_list(pe, spec, rng: np.random.Generator, *, min_values: int = 10_000, chains: bool = True,
+               three: bool = False) -> ListCase:
     """A PE1 list at ``spec.stream_bits`` of plain calls and chains of accumulating calls (raw and rounded drains),
     every operand and out block 3-D (planes one after another or interleaved), a plain call between two calls of
     a chain where one is at hand, until the calls have taken ``min_values`` results: the list that verifies 3-D
-    blocks and the accumulation buffer at every level (``chains`` False: plain calls only, 3-D blocks alone)."""
+    blocks and the accumulation buffer at every level (``chains`` False: plain calls only, 3-D blocks alone;
+    ``three``: every call's A in two segments, so three in all)."""
     if pe.name != "tt1":
         raise ValueError("chain_list builds PE1 calls")
     arena = ArenaLayout()
     jobs, values = [], 0
     while values < min_values or len(jobs) < 6:
-        jobs.append(_chain_job(pe, spec, rng, arena, len(jobs), chains))
+        jobs.append(_chain_job(pe, spec, rng, arena, len(jobs), chains, three))
         values += sum(call.count for call in jobs[-1])
     plain = [job[0] for job in jobs if len(job) == 1]
     calls = []

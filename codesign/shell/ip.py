@@ -486,7 +486,7 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS, 
 # parameters of shell_module_parameters(data_bits, held_sums), per family and data width (bits, the PE's stream word);
 # tests/shell/test_ip_cost.py re-measures and compares. A cache, so that a fit check adds the shell without
 # running Yosys. Cells, not sites (see ResourceCounts). The wider movers hold wider FIFO words (LUT RAM).
-# accel_seq keeps descriptor words 0..23 (each written from its own part of a beat) and a plane counter and plane
+# accel_seq keeps descriptor words 0..29 (each written from its own part of a beat) and a plane counter and plane
 # address per side (3-D blocks; addresses at the movers' ADDR_BITS), and the
 # accumulation buffer (4096 x 48 bits: the 6 block RAMs) with its 48-bit adder and the rounding stage (a 48-bit
 # datapath and, at 64 and 128 bits, one or three 32-bit ones: it takes a beat's parts a cycle; its group register
@@ -496,39 +496,39 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS, 
 SHELL_COST_YOSYS = "Yosys 0.23"
 SHELL_COST = {
     "xc7": {
-        32: {"lut": 4867, "lut_sites_min": 3169, "lutram": 24, "srl": 0,
-             "ff": 2806, "dsp": 0, "carry": 363, "muxf": 420, "bram_36k": 6.0},
-        64: {"lut": 5853, "lut_sites_min": 3648, "lutram": 44, "srl": 0,
-             "ff": 3181, "dsp": 0, "carry": 434, "muxf": 166, "bram_36k": 6.0},
-        128: {"lut": 7534, "lut_sites_min": 4708, "lutram": 88, "srl": 0,
-             "ff": 3510, "dsp": 0, "carry": 483, "muxf": 144, "bram_36k": 6.0},
+        32: {"lut": 4981, "lut_sites_min": 3203, "lutram": 24, "srl": 0,
+             "ff": 2999, "dsp": 0, "carry": 363, "muxf": 466, "bram_36k": 6.0},
+        64: {"lut": 5976, "lut_sites_min": 3732, "lutram": 44, "srl": 0,
+             "ff": 3374, "dsp": 0, "carry": 434, "muxf": 187, "bram_36k": 6.0},
+        128: {"lut": 7651, "lut_sites_min": 4781, "lutram": 88, "srl": 0,
+             "ff": 3703, "dsp": 0, "carry": 483, "muxf": 148, "bram_36k": 6.0},
     },
     "xcup": {
-        32: {"lut": 4809, "lut_sites_min": 3046, "lutram": 24, "srl": 0,
-             "ff": 2806, "dsp": 0, "carry": 363, "muxf": 594, "bram_36k": 6.0},
-        64: {"lut": 6275, "lut_sites_min": 3961, "lutram": 40, "srl": 0,
-             "ff": 3181, "dsp": 0, "carry": 434, "muxf": 791, "bram_36k": 6.0},
-        128: {"lut": 7709, "lut_sites_min": 4932, "lutram": 80, "srl": 0,
-             "ff": 3510, "dsp": 0, "carry": 483, "muxf": 523, "bram_36k": 6.0},
+        32: {"lut": 5238, "lut_sites_min": 3259, "lutram": 24, "srl": 0,
+             "ff": 2999, "dsp": 0, "carry": 363, "muxf": 883, "bram_36k": 6.0},
+        64: {"lut": 6179, "lut_sites_min": 3963, "lutram": 40, "srl": 0,
+             "ff": 3374, "dsp": 0, "carry": 434, "muxf": 700, "bram_36k": 6.0},
+        128: {"lut": 7591, "lut_sites_min": 4828, "lutram": 80, "srl": 0,
+             "ff": 3703, "dsp": 0, "carry": 483, "muxf": 342, "bram_36k": 6.0},
     },
 }
 # the same shell without the accumulation buffer (accel_seq HELD = 0: no block RAM, a 32-bit rounding stage)
 SHELL_COST_LEAN = {
     "xc7": {
-        32: {"lut": 4516, "lut_sites_min": 2925, "lutram": 24, "srl": 0,
-             "ff": 2696, "dsp": 0, "carry": 324, "muxf": 375, "bram_36k": 0.0},
-        64: {"lut": 5487, "lut_sites_min": 3468, "lutram": 44, "srl": 0,
-             "ff": 2997, "dsp": 0, "carry": 391, "muxf": 152, "bram_36k": 0.0},
-        128: {"lut": 7238, "lut_sites_min": 4531, "lutram": 88, "srl": 0,
-             "ff": 3326, "dsp": 0, "carry": 440, "muxf": 275, "bram_36k": 0.0},
+        32: {"lut": 4721, "lut_sites_min": 2969, "lutram": 24, "srl": 0,
+             "ff": 2889, "dsp": 0, "carry": 324, "muxf": 527, "bram_36k": 0.0},
+        64: {"lut": 5639, "lut_sites_min": 3508, "lutram": 44, "srl": 0,
+             "ff": 3190, "dsp": 0, "carry": 391, "muxf": 119, "bram_36k": 0.0},
+        128: {"lut": 7538, "lut_sites_min": 4816, "lutram": 88, "srl": 0,
+             "ff": 3519, "dsp": 0, "carry": 440, "muxf": 455, "bram_36k": 0.0},
     },
     "xcup": {
-        32: {"lut": 4584, "lut_sites_min": 2908, "lutram": 24, "srl": 0,
-             "ff": 2696, "dsp": 0, "carry": 324, "muxf": 635, "bram_36k": 0.0},
-        64: {"lut": 6322, "lut_sites_min": 4099, "lutram": 40, "srl": 0,
-             "ff": 2997, "dsp": 0, "carry": 391, "muxf": 1256, "bram_36k": 0.0},
-        128: {"lut": 7198, "lut_sites_min": 4609, "lutram": 80, "srl": 0,
-             "ff": 3326, "dsp": 0, "carry": 440, "muxf": 506, "bram_36k": 0.0},
+        32: {"lut": 4746, "lut_sites_min": 3062, "lutram": 24, "srl": 0,
+             "ff": 2889, "dsp": 0, "carry": 324, "muxf": 725, "bram_36k": 0.0},
+        64: {"lut": 5761, "lut_sites_min": 3635, "lutram": 40, "srl": 0,
+             "ff": 3190, "dsp": 0, "carry": 391, "muxf": 522, "bram_36k": 0.0},
+        128: {"lut": 7144, "lut_sites_min": 4581, "lutram": 80, "srl": 0,
+             "ff": 3519, "dsp": 0, "carry": 440, "muxf": 319, "bram_36k": 0.0},
     },
 }
 

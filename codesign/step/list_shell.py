@@ -370,6 +370,11 @@ class Shell:
         segments = self.call.segments
         return segments[self.seg] if self.seg < len(segments) else None
 
+    def _sends(self, index: int) -> bool:
+        """Whether segment ``index`` of the call has words to send."""
+        segments = self.call.segments
+        return index < len(segments) and segments[index].words != 0 and segments[index].rows != 0
+
     def _rows_left(self) -> bool:
         """The current plane of the segment being sent has rows still to start (accel_seq: ``!plane_done``)."""
         block = self._segment()
@@ -508,10 +513,10 @@ class Shell:
                 pass  # the mover still asks for the row before
             elif block is not None and block.words and self.in_plane + 1 < block.planes:
                 self.in_plane, self.in_row = self.in_plane + 1, 0  # a cycle between planes
-            else:
-                if self.seg:
+            else:  # the next segment a cycle later; an empty segment 2 takes none (accel_seq: seg2_empty)
+                if self.seg == 2 or (self.seg == 1 and not self._sends(2)):
                     self.ist = I_DONE
-                self.seg, self.in_row, self.in_plane = 1, 0, 0
+                self.seg, self.in_row, self.in_plane = self.seg + 1, 0, 0
         self._output(ost, ist, out_valid, status, wr_go, round_go, n_calls, hold_go, wr_row)
 
     def _output(self, ost: int, ist: int, out_valid: bool, status, wr_go: bool, round_go: bool,

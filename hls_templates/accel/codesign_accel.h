@@ -97,7 +97,8 @@ const uint32_t RECORD_DONE = 0x0D0ECA11u;
 const uint32_t FLAG_HEADER = 1, FLAG_ROUND = 2, FLAG_ACC_ADD = 4, FLAG_ACC_HOLD = 8;
 const int ACC_DEPTH = 4096;  // sums the accumulation buffer holds (HELD_BITS each: one 36K block RAM per 768)
 enum { D_FLAGS = 0, D_HEADER = 1, D_SEG0 = 2, D_SEG1 = 6, D_OUT = 10, D_COUNT = 14, D_ROUND = 15, D_ROW_VALUES = 16,
-       D_RECORD = 17, D_SEG0_PLANES = 18, D_SEG1_PLANES = 20, D_OUT_PLANES = 22, D_KEPT = 24 };
+       D_RECORD = 17, D_SEG0_PLANES = 18, D_SEG1_PLANES = 20, D_OUT_PLANES = 22, D_SEG2 = 24, D_SEG2_PLANES = 28,
+       D_KEPT = 30 };
 
 // A 3-D block of the arena (byte offsets and strides, 32-bit words): planes outer, rows, words inner.
 struct block_t {
@@ -230,6 +231,7 @@ uint32_t run_call(const uint32_t *in, uint32_t *out, const uint32_t *d, round::h
   }
   read_block(in, block_of(d, D_SEG0, D_SEG0_PLANES), pe_in, sent);
   read_block(in, block_of(d, D_SEG1, D_SEG1_PLANES), pe_in, sent);
+  read_block(in, block_of(d, D_SEG2, D_SEG2_PLANES), pe_in, sent);
   pe_t::process(pe_in, pe_out);
   const uint32_t status = static_cast<uint32_t>(pe_out.read());
   round::stats st = {0, 0};

@@ -8,9 +8,10 @@
 // List mode (n_calls > 0; codesign/contracts/calls.py is the contract, docs/accelerator.md the text):
 // for each call c in turn --
 //   FETCH   the read mover brings the 32-word descriptor at calls + 128 c into registers;
-//   input   the header word (flag bit 0), then every row of segment 0 and segment 1 (a read-mover run per
+//   input   the header word (flag bit 0), then every row of segments 0, 1 and 2 (a read-mover run per
 //           row at in + offset + p * plane_stride + r * stride, words long; planes p outer, rows r inner:
-//           descriptor words 18..23 give each block's planes, 0 meaning one) streams into the PE;
+//           descriptor words 18..23 and 28, 29 give each block's planes, 0 meaning one; segment 2 lies in
+//           words 24..27, and an empty one costs no cycle) streams into the PE;
 //   output  (alongside) the PE's first word is its status; on status 0 the rounding stage takes `count`
 //           result words (flag bit 1: rounded and packed; else raw) and the write mover stores its words
 //           as the out block, one run per row at out + offset + p * plane_stride + r * stride;
@@ -100,9 +101,9 @@ module accel_seq #(
     reg [ADDR_BITS-1:0] desc_addr;  // byte address of the current call's descriptor
     reg [ADDR_BITS-1:0] base_in, base_out;  // the arena's base for reads and for writes, latched at the list's start
     reg [31:0] list_calls;          // n_calls, latched at the list's start
-    reg [31:0] desc [0:23];         // descriptor words 0..23 (24..31 are reserved and not kept)
+    reg [31:0] desc [0:29];         // descriptor words 0..29 (30 and 31 are reserved and not kept)
     reg [5:0] fetched;              // descriptor words taken so far
-    reg seg;                        // segment being sent
+    reg [1:0] seg;                  // segment being sent
     reg [31:0] in_row, out_row;     // rows sent of the segment, rows written of the out block
     reg [ADDR_BITS-1:0] in_addr, out_addr;  // byte address of the next row to read, to write
     reg [31:0] in_plane, out_plane; // planes done of the segment, of the out block
@@ -122,11 +123,12 @@ module accel_seq #(
     endfunction
 
     wire [31:0] flags = desc[0];
-    wire [31:0] seg_words = seg ? desc[7] : desc[3];
-    wire [31:0] seg_rows = seg ? desc[8] : desc[4];
-    wire [31:0] seg_stride = seg ? desc[9] : desc[5];
-    wire [31:0] seg_planes = seg ? desc[20] : desc[18];  // 0 or 1: one plane
-    wire [31:0] seg_plane_stride = seg ? desc[21] : desc[19];
+    wire [31:0] seg_words = seg[1] ? desc[25] : seg[0] ? desc[7] : desc[3];
+    wire [31:0] seg_rows = seg[1] ? desc[26] : seg[0] ? desc[8] : desc[4];
+    wire [31:0] seg_stride = seg[1] ? desc[27] : seg[0] ? desc[9] : desc[5];
+    wire [31:0] seg_planes = seg[1] ? desc[28] : seg[0] ? desc[20] : desc[18];  // 0 or 1: one plane
+    wire [31:0] seg_plane_stride = seg[1] ? desc[29] : seg[0] ? desc[21] : desc[19];
+    wire seg2_empty = desc[25] == 32'd0 || desc[26] == 32'd0;  // segment 2 sends nothing: segment 1 is the last
     wire [31:0] count = desc[14];
     wire acc_add = HELD && flags[2], acc_hold = HELD && flags[3];
 
@@ -202,7 +204,7 @@ module accel_seq #(
     wire in_rows = ist == I_ROWS;
     wire [ADDR_BITS-1:0] in_next = (in_rows && rd_row ? in_addr : in_rows && next_plane ? in_plane_addr : base_in)
                                    + at(ist == I_FETCH ? desc[2] : rd_row ? seg_stride : next_plane ? seg_plane_stride
-                                        : desc[6]);
+                                        : seg[0] ? desc[24] : desc[6]);
     wire [ADDR_BITS-1:0] out_next = (ist == I_FETCH || ost == O_REC ? base_out : wr_row ? out_addr : out_plane_addr)
                                     + at(ist == I_FETCH ? desc[10] : ost == O_REC ? desc[17] : wr_row ? desc[13]
                                          : desc[23]);
@@ -308,7 +310,7 @@ module accel_seq #(
             base_out <= {ADDR_BITS{1'b0}};
             list_calls <= 32'd0;
             fetched <= 6'd0;
-            seg <= 1'b0;
+            seg <= 2'd0;
             in_row <= 32'd0;
             out_row <= 32'd0;
             in_addr <= {ADDR_BITS{1'b0}};
@@ -346,19 +348,19 @@ module accel_seq #(
             end else if (list_mode) begin
                 if (rd_valid && rd_ready && ist == I_FETCH) begin
                     // fetched is a multiple of P: word k is part k % P of the beat that starts at word k - k % P
-                    for (k = 0; k < 24; k = k + 1)
+                    for (k = 0; k < 30; k = k + 1)
                         if (fetched == k - k % P) desc[k] <= rd_data[32 * (k % P) +: 32];
                     fetched <= fetched + P;
                 end
                 if (pe_in_valid && pe_in_ready) words_in <= words_in + P;
                 if (wr_valid && wr_ready && ost == O_ROWS) words_out <= words_out + P;
-                // input side: the descriptor, the header, the rows of both segments
+                // input side: the descriptor, the header, the rows of the segments
                 case (ist)
                     I_FETCH_GO: ist <= I_FETCH;
                     I_FETCH: if (!rd_busy) begin
                         ist <= flags[0] ? I_HEADER : I_ROWS;
                         ost <= O_STATUS;
-                        seg <= 1'b0;
+                        seg <= 2'd0;
                         in_row <= 32'd0;
                         in_plane <= 32'd0;
                         in_addr <= in_next;
@@ -384,8 +386,8 @@ module accel_seq #(
                             in_addr <= in_next;
                             in_plane_addr <= in_next;
                         end else begin
-                            if (seg) ist <= I_DONE;
-                            seg <= 1'b1;
+                            if (seg[1] || (seg[0] && seg2_empty)) ist <= I_DONE;
+                            seg <= seg + 2'd1;
                             in_row <= 32'd0;
                             in_plane <= 32'd0;
                             in_addr <= in_next;

@@ -99,7 +99,31 @@ def test_broken_chains_are_refused(make, match):
 
 def test_a_plain_call_between_a_chains_calls_leaves_the_buffer_alone():
     check_chains([_call(hold=True), _call(), _call(add=True)])
-    assert np.array_equal(encode_list([_call()])[24:], np.zeros(8, np.uint32))  # reserved words stay 0
+    assert np.array_equal(encode_list([_call()])[24:], np.zeros(8, np.uint32))  # no segment 2: words 24..31 stay 0
+
+
+def test_three_segments_lie_in_words_2_6_and_24_and_an_empty_one_keeps_its_place():
+    """Segment 2 (a CSB conv call's second tile) in words 24..27 with its planes in 28, 29; words 30 and 31 stay
+    reserved. Trailing empty segments decode to none; an empty middle one keeps segment 2 where it is, which
+    the shell sends a sequencer cycle later (docs/accelerator.md)."""
+    tile = Block(offset=512, words=3, rows=4, stride=64, planes=2, plane_stride=1024)
+    call = Call(header=7, segments=(Block(offset=0, words=2, rows=1), Block(offset=256, words=4, rows=2, stride=32),
+                                    tile), out=Block(offset=4096, words=8, rows=1), count=8, record=8192)
+    words = call.descriptor()
+    assert tuple(words[24:30]) == (512, 3, 4, 64, 2, 1024) and not words[30:].any()
+    assert decode_descriptor(words) == call
+    gap = Call(header=7, segments=(Block(offset=0, words=2, rows=1), Block(), tile), out=call.out, count=8,
+               record=8192)
+    assert decode_descriptor(gap.descriptor()).segments == (Block(offset=0, words=2, rows=1), Block(), tile)
+    assert decode_descriptor(Call(header=7, segments=(tile, Block(), Block()), out=call.out, count=8,
+                                  record=8192).descriptor()).segments == (tile,)
+    for word in (30, 31):
+        bad = words.copy()
+        bad[word] = 1
+        with pytest.raises(CallListError, match="reserved"):
+            decode_descriptor(bad)
+    with pytest.raises(CallListError, match="at most 3"):
+        Call(header=7, segments=(tile,) * 4, out=call.out, count=8, record=8192)
 
 
 def test_interleaved_planes_read_a_transposed_tensor():

@@ -137,15 +137,17 @@ def test_an_ip_without_the_accumulation_buffer_refuses_chains_before_any_registe
         ip.held_sums = True
 
 
-def test_chains_and_3d_blocks_run_on_the_emulated_board(overlay):
+@pytest.mark.parametrize("three", [False, True])
+def test_chains_and_3d_blocks_run_on_the_emulated_board(overlay, three):
     """A list of accumulating chains (raw and rounded drains, plain calls inside them) and 3-D blocks (planes
-    stacked and interleaved) through the driver on the emulated board, which runs the generated C++: the whole
-    arena equal to the golden arena, eight register writes."""
+    stacked and interleaved), with two or three segments a call, through the driver on the emulated board, which
+    runs the generated C++: the whole arena equal to the golden arena, eight register writes."""
     from codesign.shell.calls import chain_list
 
     pe = get_pe("tt1")
-    case = chain_list(pe, pe.spec_class(), np.random.default_rng(9), min_values=2000)
+    case = chain_list(pe, pe.spec_class(), np.random.default_rng(9 + three), min_values=2000, three=three)
     assert any(call.acc_hold for call in case.calls) and any(call.out.planes > 1 for call in case.calls)
+    assert all(len(call.segments) == 2 + three for call in case.calls)
     arena, descriptors = _buffers(overlay, case)
     traffic = overlay.device.traffic
     traffic.clear()

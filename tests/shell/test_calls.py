@@ -31,7 +31,7 @@ def test_a_descriptor_decodes_to_the_call_it_encodes():
     raw = dataclasses.replace(call, out=Block(offset=512, words=16, rows=1), rounding=Call.__dataclass_fields__[
         "rounding"].default, header=None)
     assert decode_descriptor(raw.descriptor()) == raw
-    for word, bit in ((24, 0), (31, 31), (15, 7), (15, 13), (15, 21), (16, 16)):  # reserved words, bits between fields
+    for word, bit in ((30, 0), (31, 31), (15, 7), (15, 13), (15, 21), (16, 16)):  # reserved words, bits between fields
         bad = words.copy()
         bad[word] |= np.uint32(1 << bit)
         with pytest.raises(CallListError, match="reserved"):
@@ -45,7 +45,7 @@ def test_a_descriptor_decodes_to_the_call_it_encodes():
                   rounding=ROUND), "out block holds 3"),
     (lambda: Call(header=1, segments=(), out=Block(offset=0, words=3, rows=1), count=6, record=64,
                   rounding=ROUND), "whole number of rows"),
-    (lambda: Call(header=1, segments=(Block(),) * 3, out=Block(), count=0, record=0), "at most 2"),
+    (lambda: Call(header=1, segments=(Block(),) * 4, out=Block(), count=0, record=0), "at most 3"),
     (lambda: encode_list([]), "1..65535"),
     # results written over the call's own operands, or its record over either (the shell reads and writes at once)
     (lambda: Call(header=1, segments=(Block(offset=0, words=8, rows=2, stride=64),), out=Block(offset=64,
@@ -275,22 +275,25 @@ def _list_features(case: ListCase) -> dict:
             "plain inside a chain": sum(not chain[c] and case.calls[c - 1].acc_hold for c in range(1, len(chain)))}
 
 
-@pytest.mark.parametrize("bits", [pytest.param(32, marks=pytest.mark.slow), pytest.param(64, marks=pytest.mark.slow),
-                                  128])  # 5 to 6 s each
-def test_csim_chain_list_equals_golden(tmp_path, bits):
+@pytest.mark.parametrize("bits, three", [pytest.param(32, False, marks=pytest.mark.slow),
+                                         pytest.param(64, False, marks=pytest.mark.slow), (128, False),
+                                         (64, True), pytest.param(32, True, marks=pytest.mark.slow)])  # 5 to 6 s each
+def test_csim_chain_list_equals_golden(tmp_path, bits, three):
     """Random PE1 lists of plain calls and accumulating chains, every block 3-D (planes stacked or interleaved),
     drains raw and rounded, plain calls inside chains: >= 10^4 results in >= 5 rounding configurations, the C++
-    shell's arena equal to the golden arena at every stream width."""
+    shell's arena equal to the golden arena at every stream width; ``three``: every call in three segments."""
     from codesign.shell.calls import chain_list
 
     spec = dataclasses.replace(SPEC, stream_bits=bits)
-    case = chain_list(PE, spec, np.random.default_rng(100 + bits))
+    case = chain_list(PE, spec, np.random.default_rng(100 + bits + 7 * three), three=three)
+    assert all(len(call.segments) == 2 + three for call in case.calls)
     features = _list_features(case)
     assert features["values"] >= 10_000 and features["configs"] >= 5, features
     assert all(features[name] > 0 for name in features), features
     render_accel_project(PE, spec, "tt1_0", None, tmp_path / "hls")
     result = run_list_csim(tmp_path / "hls", case, build_dir=tmp_path / "build", stream_bits=bits)
-    print(f"\n[chain list csim] {bits}-bit: {len(case.calls)} calls, {features}, {result.words} arena words, "
+    print(f"\n[chain list csim] {bits}-bit, {2 + three} segments: {len(case.calls)} calls, {features}, "
+          f"{result.words} arena words, "
           f"{result.mismatches} mismatches")
     assert result.passed, result.first_mismatches
 
@@ -408,24 +411,28 @@ def test_rtl_3d_block_list_equals_golden(tmp_path, bits, pause, values):
     assert result.passed, result.first_mismatches
 
 
-@pytest.mark.parametrize("bits, pause, values", [(128, 0.3, 3000),
-                                                 pytest.param(64, 0.3, 3000, marks=pytest.mark.slow),
-                                                 pytest.param(128, 0.0, 3000, marks=pytest.mark.slow),
-                                                 pytest.param(32, 0.0, 3000, marks=pytest.mark.slow),
-                                                 pytest.param(32, 0.3, 3000, marks=pytest.mark.slow),
-                                                 pytest.param(64, 0.2, 10_000, marks=pytest.mark.slow)])
-def test_rtl_chain_list_equals_golden(tmp_path, bits, pause, values):
+@pytest.mark.parametrize("bits, pause, values, three", [(128, 0.3, 3000, False), (32, 0.3, 3000, True),
+                                                        pytest.param(64, 0.3, 3000, False, marks=pytest.mark.slow),
+                                                        pytest.param(128, 0.0, 3000, False, marks=pytest.mark.slow),
+                                                        pytest.param(32, 0.0, 3000, False, marks=pytest.mark.slow),
+                                                        pytest.param(32, 0.3, 3000, False, marks=pytest.mark.slow),
+                                                        pytest.param(64, 0.2, 10_000, False, marks=pytest.mark.slow),
+                                                        pytest.param(128, 0.2, 3000, True, marks=pytest.mark.slow)])
+def test_rtl_chain_list_equals_golden(tmp_path, bits, pause, values, three):
     """PE1 lists of plain calls and accumulating chains (3-D blocks, drains raw and rounded, plain calls inside
-    chains) on the RTL shell (the accumulation buffer in accel_seq.v, the 48-bit rounding stage) with fixed-latency
-    and randomly paused memories: the whole arena (guards included) equal to the golden arena."""
+    chains; ``three``: three segments a call) on the RTL shell (the accumulation buffer in accel_seq.v, the 48-bit
+    rounding stage) with fixed-latency and randomly paused memories: the whole arena (guards included) equal to
+    the golden arena."""
     from codesign.shell.calls import chain_list
 
     spec = dataclasses.replace(SPEC, stream_bits=bits)
-    case = chain_list(PE, spec, np.random.default_rng(300 + bits + int(10 * pause)), min_values=values)
+    case = chain_list(PE, spec, np.random.default_rng(300 + bits + int(10 * pause) + 7 * three), min_values=values,
+                      three=three)
     features = _list_features(case)
     assert features["values"] >= values and features["raw drains"] and features["rounded drains"], features
     result = run_list_rtl(PE, spec, case, tmp_path, pause=pause)
-    print(f"\n[chain list rtl] {bits}-bit pause {pause}: {len(case.calls)} calls, {features}, {result.words} words, "
+    print(f"\n[chain list rtl] {bits}-bit pause {pause}, {2 + three} segments: {len(case.calls)} calls, {features}, "
+          f"{result.words} words, "
           f"{result.mismatches} mismatches, {result.cycles} cycles")
     assert result.passed, result.first_mismatches
 

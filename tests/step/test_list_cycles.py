@@ -163,6 +163,13 @@ def _planes(bits: int, seed: int):
                               chains=False)
 
 
+def _three(bits: int, seed: int, chains: bool = False):
+    """chain_list with every call's A in two segments: three segments a call, a cycle between each."""
+    pe = PES["tt1"][0]
+    return lambda: chain_list(pe, _wide_spec("tt1", bits), np.random.default_rng(seed), min_values=1500,
+                              chains=chains, three=True)
+
+
 def _chains(bits: int, seed: int, min_values: int = 1500):
     """chain_list with chains: accumulating calls (held into accel_seq's buffer, drained rounded or raw as 64-bit
     words), plain calls between a chain's calls, every block 3-D."""
@@ -181,10 +188,13 @@ WIDE_CASES = {  # name -> (pe, stream bits, builder): 1 to 6 s of RTL each
     "tt3-128-refused": ("tt3", 128, _wide_random("tt3", 128, 4, 46, inline_every=2, refuse_at=3)),
     "planes-128": ("tt1", 128, _planes(128, 63)),  # 3-D blocks: a cycle between planes on either side
     "chains-128": ("tt1", 128, _chains(128, 73)),  # accumulating calls: O_HOLD, the buffer, 64-bit raw drains
+    "three-32": ("tt1", 32, _three(32, 81)),  # three segments a call
+    "three-128-chains": ("tt1", 128, _three(128, 82, chains=True)),
 }
 SLOW_WIDE_CASES = {  # and the 3-D blocks and accumulating calls at 32 and 64 bits: 5 to 9 s of RTL each
     "planes-32": ("tt1", 32, _planes(32, 61)),
     "planes-64": ("tt1", 64, _planes(64, 62)),
+    "three-64-chains": ("tt1", 64, _three(64, 83, chains=True)),
     "chains-32": ("tt1", 32, _chains(32, 71)),
     "chains-64": ("tt1", 64, _chains(64, 72)),
     "chain-64-large": ("tt1", 64, _wide_chain(64, 3, shift=-12, i=9, j=4, k=40, l=20, l2=16)),

@@ -1,8 +1,8 @@
 """Where a compressed (CSB) MLP's training state lies in a call list's arena: every tensor in place, as the PE reads it.
 
-Why this layout (docs/csb.md, "A training step as call lists"): a call streams its header and at most two
-segments (:data:`~codesign.contracts.calls.MAX_SEGMENTS`), while a CSB transaction takes three or four sections.
-So the arena keeps together what one call reads in one segment:
+Why this layout (docs/csb.md, "A training step as call lists"): a CSB transaction takes three or four sections,
+and every segment of a call past the second costs the shell a sequencer cycle. So the arena keeps together what
+one call reads in one segment, and every call takes at most two:
 
 * per stored, non-empty block of layer ``l``: ``iw`` = its index bytes then its 8-bit weights (FP's and EB's
   first two sections, one segment); ``ig`` = a copy of the index, then ``nnz`` gradient words (WG reads the

@@ -4,12 +4,12 @@ Why tiles: the FP-MAC array takes at most ``max_m x max_k`` of A and
 ``max_k x max_n`` of B per transaction, so a layer GEMM is cut into calls, and
 a contraction longer than ``max_k`` is chained through ``C_in`` (the FP-MAC
 accumulates in ``k`` order from it, so a chain is bit for bit one long
-contraction). A call streams its header and at most two segments
-(:data:`~codesign.contracts.calls.MAX_SEGMENTS`), while a chained GEMM takes
-three sections: A, B, then C_in. So every tile a chain reads as B is stored
-contiguously with :attr:`Tiles.gap` free words after it, and the previous
-call of the chain writes its partial sums there: B and C_in are then one
-contiguous segment.
+contraction). A chained GEMM takes three sections: A, B, then C_in. So every
+tile a chain reads as B is stored contiguously with :attr:`Tiles.gap` free
+words after it, and the previous call of the chain writes its partial sums
+there: B and C_in are then one contiguous segment, and a call takes two of the
+shell's :data:`~codesign.contracts.calls.MAX_SEGMENTS` (a third costs a
+sequencer cycle a call).
 
 Every matrix is cut on one grid of ``tile = min(max_m, max_n, max_k)`` rows
 and columns, so a tile of one GEMM's result is a whole tile of the next
