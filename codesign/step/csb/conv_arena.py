@@ -1,0 +1,278 @@
+"""Where a CSB convolution layer's operands lie in a call list's arena: whole zero-padded maps, read in place.
+
+A conv layer's map is larger than the PE's output tile, so the PE computes it tile by tile, and every tile reads
+its input with a halo (``kernel - stride`` positions shared with the next tile). Rather than the host cutting each
+tile out, every map lies in the arena once, zero-padded, and a call reads a tile as a 3-D block (planes = the
+block's channels, rows = the tile's input rows, one row = the tile's input columns times ``b`` lanes): the halo
+is simply where the blocks of neighbouring tiles overlap.
+
+Per lane chunk ``k`` (``spec.batch`` = ``b`` samples; ``b`` a multiple of 4, so a position's codes are whole
+words and every tile starts on a word):
+
+* ``x[k]``: the layer input's 8-bit codes on the padded *grid*, ``[channels][grid_h][grid_w][b]`` bytes, the map
+  at ``(pad, pad)``, zero elsewhere (channels padded to whole block columns). FP and WG read a tile's
+  ``in_h x in_w`` positions at ``(stride * ty * out_h, stride * tx * out_w)``;
+* ``z[k]``: FP's 32-bit sums, ``[outputs][tiles_y * out_h][tiles_x * out_w][b]`` words (rows and columns past the
+  output map are the sums of tiles that reach past it: not outputs);
+* ``dy[k]``: the output's error codes in the same shape, bytes (zero past the map, so WG adds nothing there);
+* ``dx[k]``: EB's 32-bit sums on the padded grid, ``[channels][grid_h][grid_w][b]`` words: the input's error at
+  ``(pad, pad)``; a tile's sums land on its input positions, where the overlapping halos add up;
+* per stored, non-empty block: ``iw`` (its index bytes, then its ``nnz * k * k`` weight bytes: FP's and EB's
+  first two sections) and ``ig`` (a copy of the index, then ``nnz * k * k`` gradient words).
+
+Offsets are bytes from the arena's start; the host reads and writes whole maps with the methods here.
+"""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import numpy as np
+
+from codesign.contracts.calls import RECORD_WORDS, ArenaLayout, Block
+from codesign.numerics.records import keyword_record
+from codesign.pe.csb.format import CSBMatrix, pack_bytes
+from codesign.pe.csb.spec import CsbSpec
+from codesign.step.csb.arena import words_of_bytes
+
+
+@keyword_record
+class ConvShape:
+    """A 'same'-padded convolution: ``channels`` in, ``outputs`` out, an ``height x width`` input map, an odd
+    ``kernel`` and ``stride`` 1 or 2 (padding ``(kernel - 1) / 2``)."""
+
+    channels: int
+    outputs: int
+    height: int
+    width: int
+    kernel: int
+    stride: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("channels", "outputs", "height", "width", "kernel"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"conv {name}={value!r} must be an int >= 1")
+        if self.kernel % 2 == 0:
+            raise ValueError(f"kernel {self.kernel}: a 'same' padding needs an odd kernel")
+        if self.stride not in (1, 2) or isinstance(self.stride, bool):
+            raise ValueError(f"stride {self.stride!r} must be 1 or 2")
+
+    @property
+    def pad(self) -> int:
+        return (self.kernel - 1) // 2
+
+    @property
+    def out_map(self) -> Tuple[int, int]:
+        """Output rows and columns."""
+        return ((self.height + 2 * self.pad - self.kernel) // self.stride + 1,
+                (self.width + 2 * self.pad - self.kernel) // self.stride + 1)
+
+
+@keyword_record
+class ConvSlots:
+    """One stored, non-empty block: its block coordinates, first entry, entries and where ``iw`` and ``ig`` lie."""
+
+    row: int
+    col: int
+    start: int
+    nnz: int
+    iw: int
+    ig: int
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@keyword_record
+class ConvArena:
+    """The arena of one conv layer trained ``batch`` samples a step on ``spec`` (see the module docstring)."""
+
+    spec: CsbSpec
+    shape: ConvShape
+    batch: int
+    chunks: int
+    x: Tuple[int, ...]
+    z: Tuple[int, ...]
+    dy: Tuple[int, ...]
+    dx: Tuple[int, ...]
+    blocks: Tuple[ConvSlots, ...]
+    records: int
+    record_slots: int
+    image: np.ndarray
+
+    # -- geometry
+
+    @property
+    def tiles(self) -> Tuple[int, int]:
+        """Output tiles down and across."""
+        oh, ow = self.shape.out_map
+        return _ceil(oh, self.spec.out_h), _ceil(ow, self.spec.out_w)
+
+    @property
+    def grid(self) -> Tuple[int, int]:
+        """Rows and columns of the padded grid ``x`` and ``dx`` lie on: the padded map, and as far as the last
+        tile's input reaches."""
+        return grid_of(self.spec, self.shape)
+
+    @property
+    def column_blocks(self) -> int:
+        return _ceil(self.shape.channels, self.spec.block_cols)
+
+    @property
+    def row_blocks(self) -> int:
+        return _ceil(self.shape.outputs, self.spec.block_rows)
+
+    def in_tile(self, ty: int, tx: int, channel: int, base: int, word_bytes: int) -> Block:
+        """The input positions tile ``(ty, tx)`` reads (or EB writes), channels ``channel`` on, one block column's
+        planes, on the grid at ``base``, ``word_bytes`` a lane (1: codes, 4: sums)."""
+        spec, s = self.spec, self.shape.stride
+        (gh, gw), (ih, iw), b = self.grid, spec.in_tile(s), spec.batch
+        at = (channel * gh + s * ty * spec.out_h) * gw + s * tx * spec.out_w
+        return Block(offset=base + at * b * word_bytes, words=iw * b * word_bytes // 4, rows=ih,
+                     stride=gw * b * word_bytes, planes=spec.block_cols, plane_stride=gh * gw * b * word_bytes)
+
+    def out_tile(self, ty: int, tx: int, channel: int, base: int, word_bytes: int) -> Block:
+        """The output positions of tile ``(ty, tx)``, one block row's channels from ``channel``, in ``z`` or ``dy``
+        at ``base``."""
+        spec = self.spec
+        th, tw = self.tiles[0] * spec.out_h, self.tiles[1] * spec.out_w
+        at = (channel * th + ty * spec.out_h) * tw + tx * spec.out_w
+        b = spec.batch
+        return Block(offset=base + at * b * word_bytes, words=spec.out_w * b * word_bytes // 4, rows=spec.out_h,
+                     stride=tw * b * word_bytes, planes=spec.block_rows, plane_stride=th * tw * b * word_bytes)
+
+    def chunks_of(self, n: int) -> int:
+        if not 1 <= n <= self.batch:
+            raise ValueError(f"{n} samples: a step takes 1..{self.batch}")
+        return _ceil(n, self.spec.batch)
+
+    # -- maps <-> (n, channels, h, w) arrays
+
+    def _map_view(self, arena: np.ndarray, base: int, dims: Tuple[int, int, int], dtype) -> np.ndarray:
+        """The ``(channels, rows, cols, b)`` array of a map at ``base`` (a view into ``arena``)."""
+        b = self.spec.batch
+        words = arena[base // 4:base // 4 + _ceil(int(np.prod(dims)) * b * np.dtype(dtype).itemsize, 4)]
+        return words.view(dtype).reshape(*dims, b)
+
+    def _grid_dims(self, channels: int) -> Tuple[int, int, int]:
+        return (channels, *self.grid)
+
+    def _out_dims(self) -> Tuple[int, int, int]:
+        return (self.row_blocks * self.spec.block_rows, self.tiles[0] * self.spec.out_h,
+                self.tiles[1] * self.spec.out_w)
+
+    def _put(self, arena: np.ndarray, bases, dims, dtype, values: np.ndarray, at: Tuple[int, int]) -> None:
+        b, n = self.spec.batch, values.shape[0]
+        padded = np.zeros((self.chunks_of(n) * b, *values.shape[1:]), dtype=np.int64)
+        padded[:n] = values
+        _, c, h, w = values.shape
+        for k in range(self.chunks_of(n)):
+            view = self._map_view(arena, bases[k], dims, dtype)
+            view[:c, at[0]:at[0] + h, at[1]:at[1] + w] = padded[k * b:(k + 1) * b].transpose(1, 2, 3, 0).astype(dtype)
+
+    def _get(self, arena: np.ndarray, bases, dims, dtype, n: int, channels: int, at: Tuple[int, int],
+             size: Tuple[int, int]) -> np.ndarray:
+        parts = [self._map_view(arena, bases[k], dims, dtype)[:channels, at[0]:at[0] + size[0], at[1]:at[1] + size[1]]
+                 for k in range(self.chunks_of(n))]
+        return np.concatenate(parts, axis=-1).transpose(3, 0, 1, 2)[:n].astype(np.int64)
+
+    def write_input(self, arena: np.ndarray, codes: np.ndarray) -> None:
+        """8-bit ``codes`` ``(n, channels, height, width)`` into ``x`` (the padding stays 0)."""
+        codes = np.asarray(codes)
+        self._put(arena, self.x, self._grid_dims(self.column_blocks * self.spec.block_cols), np.int8, codes,
+                  (self.shape.pad, self.shape.pad))
+
+    def write_errors(self, arena: np.ndarray, codes: np.ndarray) -> None:
+        """8-bit error ``codes`` ``(n, outputs, out_h, out_w)`` into ``dy``."""
+        self._put(arena, self.dy, self._out_dims(), np.int8, np.asarray(codes), (0, 0))
+
+    def read_sums(self, arena: np.ndarray, n: int) -> np.ndarray:
+        """FP's sums ``(n, outputs, out_h, out_w)``."""
+        return self._get(arena, self.z, self._out_dims(), np.int32, n, self.shape.outputs, (0, 0),
+                         self.shape.out_map)
+
+    def read_input_errors(self, arena: np.ndarray, n: int) -> np.ndarray:
+        """EB's sums at the input map's positions ``(n, channels, height, width)``."""
+        pad = self.shape.pad
+        return self._get(arena, self.dx, self._grid_dims(self.column_blocks * self.spec.block_cols), np.int32, n,
+                         self.shape.channels, (pad, pad), (self.shape.height, self.shape.width))
+
+    def write_weights(self, arena: np.ndarray, csb: CSBMatrix) -> None:
+        """The index bytes and 8-bit weights of ``csb`` (the structure the arena was built for) into ``iw``, the
+        index into ``ig``."""
+        for s in self.blocks:
+            entries = slice(s.start, s.start + s.nnz)
+            index = pack_bytes(np.asarray(csb.index[entries], dtype=np.int64))
+            weights = pack_bytes(np.asarray(csb.values[entries], dtype=np.int64).reshape(-1))
+            iw = np.concatenate([index, weights])
+            arena[s.iw // 4:s.iw // 4 + iw.size] = iw
+            arena[s.ig // 4:s.ig // 4 + index.size] = index
+
+    def read_gradients(self, arena: np.ndarray) -> np.ndarray:
+        """WG's ``(nnz, k, k)`` gradients in stored order."""
+        k = self.shape.kernel
+        parts = [arena[s.ig // 4 + words_of_bytes(s.nnz):s.ig // 4 + words_of_bytes(s.nnz) + s.nnz * k * k]
+                 for s in self.blocks]
+        return np.concatenate(parts + [np.zeros(0, np.uint32)]).view(np.int32).astype(np.int64).reshape(-1, k, k)
+
+
+def grid_of(spec: CsbSpec, shape: ConvShape) -> Tuple[int, int]:
+    """The padded grid: the map with its padding, and as far as the last tile's input reaches."""
+    s, pad = shape.stride, shape.pad
+    (oh, ow), k = shape.out_map, shape.kernel
+    reach = (s * (_ceil(oh, spec.out_h) * spec.out_h - 1) + k, s * (_ceil(ow, spec.out_w) * spec.out_w - 1) + k)
+    return max(shape.height + 2 * pad, reach[0]), max(shape.width + 2 * pad, reach[1])
+
+
+def check_build(spec: CsbSpec, shape: ConvShape, csb: CSBMatrix) -> None:
+    """Refuse a build or structure the conv lists cannot run, before anything is placed."""
+    if (spec.kernel, csb.kernel) != (shape.kernel, shape.kernel):
+        raise ValueError(f"a {shape.kernel} x {shape.kernel} conv needs a PE and a structure of that kernel, not "
+                         f"{spec.kernel} and {csb.kernel}")
+    if shape.stride > spec.max_stride:
+        raise ValueError(f"stride {shape.stride} on a PE built with max_stride {spec.max_stride}")
+    if spec.batch % 4:
+        raise ValueError(f"{spec.batch} lanes: the conv lists read a tile's positions as whole words, so the lanes "
+                         "must be a multiple of 4")
+    if csb.shape != (shape.outputs, shape.channels) or (csb.block_rows, csb.block_cols) != (spec.block_rows,
+                                                                                            spec.block_cols):
+        raise ValueError(f"structure {csb.shape} in {csb.block_rows} x {csb.block_cols} blocks; the layer is "
+                         f"{(shape.outputs, shape.channels)} on {spec.block_rows} x {spec.block_cols} blocks")
+
+
+def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix, *,
+                     record_slots: int) -> ConvArena:
+    """The arena of one conv layer (``csb``: its stored kernels, ``(outputs, channels)``) trained ``batch`` samples a
+    step on ``spec``, with ``record_slots`` records."""
+    check_build(spec, shape, csb)
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch {batch!r} must be an int >= 1")
+    b, chunks, kk = spec.batch, _ceil(batch, spec.batch), shape.kernel ** 2
+    gh, gw = grid_of(spec, shape)
+    oh, ow = shape.out_map
+    th, tw = _ceil(oh, spec.out_h) * spec.out_h, _ceil(ow, spec.out_w) * spec.out_w
+    cols = _ceil(shape.channels, spec.block_cols) * spec.block_cols
+    rows = _ceil(shape.outputs, spec.block_rows) * spec.block_rows
+    layout = ArenaLayout()
+
+    def maps(words: int) -> Tuple[int, ...]:
+        return tuple(layout.put(np.zeros(words, dtype=np.uint32)) for _ in range(chunks))
+
+    x, dy = maps(cols * gh * gw * b // 4), maps(rows * th * tw * b // 4)
+    z, dx = maps(rows * th * tw * b), maps(cols * gh * gw * b)
+    slots: List[ConvSlots] = []
+    for block in csb.blocks():
+        nnz = block.entries.stop - block.entries.start
+        if nnz:
+            index = words_of_bytes(nnz)
+            iw = layout.put(np.zeros(index + words_of_bytes(nnz * kk), dtype=np.uint32))
+            ig = layout.put(np.zeros(index + nnz * kk, dtype=np.uint32))
+            slots.append(ConvSlots(row=block.row, col=block.col, start=block.entries.start, nnz=nnz, iw=iw, ig=ig))
+    records = layout.reserve(RECORD_WORDS * max(record_slots, 1))
+    return ConvArena(spec=spec, shape=shape, batch=batch, chunks=chunks, x=x, z=z, dy=dy, dx=dx,
+                     blocks=tuple(slots), records=records, record_slots=record_slots, image=layout.image())
+
+
+__all__ = ["ConvArena", "ConvShape", "ConvSlots", "build_conv_arena", "check_build", "grid_of"]

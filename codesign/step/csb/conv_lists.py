@@ -1,0 +1,176 @@
+"""A CSB convolution layer's FP, WG and EB as call lists: every tile read in place, halo and all, stride 2 on the PE.
+
+The layer's maps lie whole in the arena (:mod:`codesign.step.csb.conv_arena`); a call reads a tile's input as a
+3-D block, so the host cuts nothing, and a stride-2 layer runs at stride 2 on the PE (header ``S2``). Per lane
+chunk ``k`` and output tile ``(ty, tx)`` (row-major):
+
+* **FP**, per block row: a chain over the row's stored blocks in column order (the golden sweep's order, so
+  every sum saturates as in :func:`codesign.pe.csb.golden.forward`: a position's additions do not depend on the
+  tiling), the first ``ZERO``, the others ``CARRY`` from the sums the call before held (``HOLD``); the last writes
+  the tile's sums into ``z``;
+* **WG**, per stored block: a chain over the chunks and tiles, ``ZERO`` then ``CARRY``; each call reads three
+  segments (the index, the block column's input tile, the block row's error tile); the last writes the
+  gradients after the index in ``ig``;
+* **EB**, per block column: the tiles' sums overlap where their halos do, so ``dx`` is first cleared (EB
+  transactions without entries, ``ZERO``, whose results are zeros, over the grid), then per tile a chain over the
+  column's blocks in row order: the first takes the tile's input positions from ``dx`` as its initial sums (the
+  third segment), the last writes them back, so each tile adds onto what the tiles before it left. A column
+  with one block starts its chain with an entry-less EB that only loads those sums.
+
+FP's sums equal the whole-map golden model bit for bit at any tiling; WG's and EB's add the same products in
+another order (tile by tile), so they equal it wherever no partial sum saturates, which 32-bit sums of one
+layer's products never do (at most ``2^14`` a product, ``k^2 * block_rows`` products a position and tile).
+"""
+
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+from codesign.contracts.calls import RAW, RECORD_WORDS, Block, Call, check_list
+from codesign.numerics.records import keyword_record
+from codesign.pe.csb.format import CSBMatrix
+from codesign.pe.csb.spec import CsbSpec
+from codesign.pe.csb.stream import Op, header_word
+from codesign.step.csb.arena import words_of_bytes
+from codesign.step.csb.conv_arena import ConvArena, ConvShape, ConvSlots, build_conv_arena
+
+Draft = Tuple[int, Tuple[Block, ...], Block, int]  # header, segments, out block, result words
+
+
+@keyword_record
+class ConvLists:
+    """One step's lists of a conv layer for ``n`` samples: ``forward`` (FP into ``z``) and ``backward`` (WG into
+    ``ig``, then EB into ``dx``); ``macs``: the products the stored kernels take (``nnz * k^2`` a position)."""
+
+    n: int
+    forward: Tuple[Call, ...]
+    backward: Tuple[Call, ...]
+    macs: int
+
+
+class _Drafts:
+    def __init__(self, arena: ConvArena, n: int) -> None:
+        self.a, self.items = arena, []
+        self.chunks = arena.chunks_of(n)
+        self.stride = arena.shape.stride
+        ty, tx = arena.tiles
+        self.tiles = [(y, x) for y in range(ty) for x in range(tx)]
+
+    def add(self, header: int, segments: Sequence[Block], out: Block, count: int) -> None:
+        self.items.append((header, tuple(segments), out, count))
+
+    def weights(self, s: ConvSlots) -> Block:
+        kk = self.a.shape.kernel ** 2
+        return Block(offset=s.iw, words=words_of_bytes(s.nnz) + words_of_bytes(s.nnz * kk), rows=1)
+
+    def header(self, op: Op, nnz: int, first: bool, last: bool) -> int:
+        return header_word(op, nnz, zero=first, carry=not first, hold=not last, stride=self.stride)
+
+    def calls(self, first_record: int) -> Tuple[Call, ...]:
+        return tuple(Call(header=header, segments=segments, out=out, count=count, rounding=RAW,
+                          record=first_record + 4 * RECORD_WORDS * index)
+                     for index, (header, segments, out, count) in enumerate(self.items))
+
+
+def _forward(d: _Drafts) -> None:
+    a, spec = d.a, d.a.spec
+    count = spec.block_rows * spec.out_pos * spec.batch
+    for k in range(d.chunks):
+        for ty, tx in d.tiles:
+            for r in range(a.row_blocks):
+                row = [s for s in a.blocks if s.row == r]
+                for j, s in enumerate(row):
+                    last = j == len(row) - 1
+                    tile = a.in_tile(ty, tx, s.col * spec.block_cols, a.x[k], 1)
+                    out = a.out_tile(ty, tx, r * spec.block_rows, a.z[k], 4) if last else Block()
+                    d.add(d.header(Op.FP, s.nnz, not j, last), (d.weights(s), tile), out, count if last else 0)
+
+
+def _gradients(d: _Drafts) -> None:
+    a, spec = d.a, d.a.spec
+    kk = a.shape.kernel ** 2
+    steps = [(k, tile) for k in range(d.chunks) for tile in d.tiles]
+    for s in a.blocks:
+        index = Block(offset=s.ig, words=words_of_bytes(s.nnz), rows=1)
+        for j, (k, (ty, tx)) in enumerate(steps):
+            last = j == len(steps) - 1
+            segments = (index, a.in_tile(ty, tx, s.col * spec.block_cols, a.x[k], 1),
+                        a.out_tile(ty, tx, s.row * spec.block_rows, a.dy[k], 1))
+            out = Block(offset=s.ig + 4 * words_of_bytes(s.nnz), words=s.nnz * kk, rows=1) if last else Block()
+            d.add(d.header(Op.WG, s.nnz, not j, last), segments, out, s.nnz * kk if last else 0)
+
+
+def clear_regions(arena: ConvArena) -> List[Tuple[int, int]]:
+    """Grid corners ``(row, col)`` of the input tiles whose zeros clear the whole grid: tile-sized, side by side,
+    the last of a row or column moved back to end on the grid's edge."""
+    (gh, gw), (ih, iw) = arena.grid, arena.spec.in_tile(arena.shape.stride)
+    rows = sorted({min(r, gh - ih) for r in range(0, gh, ih)})
+    cols = sorted({min(c, gw - iw) for c in range(0, gw, iw)})
+    return [(r, c) for r in rows for c in cols]
+
+
+def _region(a: ConvArena, row: int, col: int, channel: int, base: int) -> Block:
+    """The tile-sized block of ``dx`` (32-bit sums) with its first position at grid ``(row, col)``."""
+    spec, (gh, gw), b = a.spec, a.grid, a.spec.batch
+    ih, iw = spec.in_tile(a.shape.stride)
+    return Block(offset=base + 4 * b * ((channel * gh + row) * gw + col), words=iw * b, rows=ih, stride=4 * b * gw,
+                 planes=spec.block_cols, plane_stride=4 * b * gh * gw)
+
+
+def _errors(d: _Drafts) -> None:
+    a, spec = d.a, d.a.spec
+    count = spec.block_cols * spec.in_pos_at(d.stride) * spec.batch
+    some_dy = a.out_tile(0, 0, 0, a.dy[0], 1)  # what an entry-less EB reads as its (unused) errors
+    for k in range(d.chunks):
+        for c in range(a.column_blocks):
+            if any(s.col == c for s in a.blocks):
+                for row, col in clear_regions(a):
+                    d.add(header_word(Op.EB, 0, zero=True, stride=d.stride), (some_dy,),
+                          _region(a, row, col, c * spec.block_cols, a.dx[k]), count)
+        for ty, tx in d.tiles:
+            for c in range(a.column_blocks):
+                column = [s for s in a.blocks if s.col == c]
+                if not column:
+                    continue  # no stored kernel reads these channels: their errors stay 0
+                sums = a.in_tile(ty, tx, c * spec.block_cols, a.dx[k], 4)
+                if len(column) == 1:  # the loading call cannot also write: an entry-less EB loads the sums
+                    d.add(header_word(Op.EB, 0, hold=True, stride=d.stride), (some_dy, sums), Block(), 0)
+                for j, s in enumerate(column):
+                    first, last = j == 0 and len(column) > 1, j == len(column) - 1
+                    dy = a.out_tile(ty, tx, s.row * spec.block_rows, a.dy[k], 1)
+                    header = header_word(Op.EB, s.nnz, carry=not first, hold=not last, stride=d.stride)
+                    d.add(header, (d.weights(s), dy) + ((sums,) if first else ()), sums if last else Block(),
+                          count if last else 0)
+
+
+def _drafts(arena: ConvArena, n: int, input_errors: bool) -> Tuple[_Drafts, _Drafts]:
+    forward, backward = _Drafts(arena, n), _Drafts(arena, n)
+    _forward(forward)
+    _gradients(backward)
+    if input_errors:
+        _errors(backward)
+    return forward, backward
+
+
+def conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix) -> ConvArena:
+    """The arena of one conv layer with a record slot per call of its longest list (a full batch's)."""
+    sized = build_conv_arena(spec, shape, batch, csb, record_slots=1)
+    slots = max(len(d.items) for d in _drafts(sized, batch, True))
+    return build_conv_arena(spec, shape, batch, csb, record_slots=slots)
+
+
+def conv_lists(arena: ConvArena, n: int, *, input_errors: bool = True) -> ConvLists:
+    """The forward and backward lists of ``n`` samples, checked against the arena (both write their records from
+    the same first slot: they run one after the other); ``input_errors`` False: no EB (the network's first layer,
+    whose input takes no gradient)."""
+    forward, backward = (d.calls(arena.records) for d in _drafts(arena, n, input_errors))
+    for calls in (forward, backward):
+        if len(calls) > arena.record_slots:
+            raise ValueError(f"{len(calls)} calls, {arena.record_slots} record slots")
+        check_list(calls, 4 * arena.image.size)
+    oh, ow = arena.shape.out_map
+    macs = (2 + input_errors) * n * sum(s.nnz for s in arena.blocks) * arena.shape.kernel ** 2 * oh * ow
+    return ConvLists(n=n, forward=forward, backward=backward, macs=macs)
+
+
+__all__ = ["ConvLists", "clear_regions", "conv_arena", "conv_lists"]

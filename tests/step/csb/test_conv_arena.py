@@ -1,0 +1,71 @@
+"""A conv layer's arena: the padded grid reaches every tile's input, a tile's block reads exactly the positions the
+PE's X section holds (channel, row, column, lane), and the host's maps go in and out unchanged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.pe.csb import CsbSpec, encode
+from codesign.pe.csb.format import unpack_bytes
+from codesign.shell.calls import gather
+from codesign.step.csb.conv_arena import ConvShape, build_conv_arena, grid_of
+from codesign.step.csb.conv_lists import clear_regions
+
+
+def _codes(words: np.ndarray) -> np.ndarray:
+    """Signed 8-bit codes, four to a word."""
+    return unpack_bytes(words, 4 * words.size).view(np.int8).astype(np.int64)
+
+
+def _arena(c=6, o=5, h=7, w=9, k=3, s=1, th=4, tw=4, b=4, block=4, n=6):
+    spec = CsbSpec(block_rows=block, block_cols=block, kernel=k, out_h=th, out_w=tw, batch=b, max_stride=s)
+    shape = ConvShape(channels=c, outputs=o, height=h, width=w, kernel=k, stride=s)
+    csb = encode(np.ones((o, c, k, k), np.int64), block=block)
+    return build_conv_arena(spec, shape, n, csb, record_slots=1)
+
+
+@pytest.mark.parametrize("kwargs, out_map, tiles, grid", [
+    ({}, (7, 9), (2, 3), (10, 14)),  # three tiles across reach column 13: past the padded 11
+    ({"s": 2, "th": 2, "tw": 2}, (4, 5), (2, 3), (9, 13)),  # stride 2: the last tile reads up to 2 * 5 + 3
+    ({"k": 1, "s": 2, "th": 2, "tw": 3}, (4, 5), (2, 2), (7, 11)),  # 1 x 1: no padding; the grid is the map's
+])
+def test_the_grid_reaches_every_tile_s_input(kwargs, out_map, tiles, grid):
+    arena = _arena(**kwargs)
+    assert arena.shape.out_map == out_map and arena.tiles == tiles and arena.grid == grid
+    assert grid_of(arena.spec, arena.shape) == grid
+
+
+def test_a_tile_s_block_reads_the_padded_input_in_the_pe_s_order():
+    arena = _arena(s=2, th=2, tw=3, n=5)
+    rng = np.random.default_rng(0)
+    codes = rng.integers(-128, 128, (5, 6, 7, 9))
+    image = arena.image.copy()
+    arena.write_input(image, codes)
+    spec, pad = arena.spec, arena.shape.pad
+    padded = np.zeros((2 * spec.batch, 8, *arena.grid), np.int64)  # two chunks, channels to whole block columns
+    padded[:5, :6, pad:pad + 7, pad:pad + 9] = codes
+    ih, iw = spec.in_tile(2)
+    for k, ty, tx, col in ((0, 0, 0, 0), (1, 1, 1, 1), (0, 1, 0, 1)):
+        read = _codes(gather(image, arena.in_tile(ty, tx, col * 4, arena.x[k], 1))).reshape(4, ih, iw, 4)
+        r, c = 2 * ty * spec.out_h, 2 * tx * spec.out_w
+        want = padded[k * 4:(k + 1) * 4, col * 4:(col + 1) * 4, r:r + ih, c:c + iw].transpose(1, 2, 3, 0)
+        assert np.array_equal(read, want), (k, ty, tx, col)
+
+
+def test_maps_go_in_and_out_unchanged_and_the_clears_cover_the_grid():
+    arena = _arena()
+    rng = np.random.default_rng(1)
+    image = arena.image.copy()
+    errors = rng.integers(-128, 128, (6, 5, 7, 9))
+    arena.write_errors(image, errors)
+    tile = _codes(gather(image, arena.out_tile(1, 2, 4, arena.dy[0], 1))).reshape(4, 4, 4, 4)
+    assert np.array_equal(tile[0, :3, :1, :], errors[:4, 4, 4:7, 8:9].transpose(1, 2, 0))  # the map's last corner
+    assert not tile[1:].any() and not tile[0, 3:].any() and not tile[0, :, 1:].any()  # past the map: zero
+    covered = np.zeros(arena.grid, bool)
+    ih, iw = arena.spec.in_tile(1)
+    for row, col in clear_regions(arena):
+        covered[row:row + ih, col:col + iw] = True
+    assert covered.all()
+    with pytest.raises(ValueError, match="1..6"):
+        arena.chunks_of(7)
