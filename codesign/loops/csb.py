@@ -82,7 +82,7 @@ import numpy as np
 from codesign.loops.csb_backend import CsbBackend, GoldenCsb
 from codesign.loops.common import HwTrainError, LoopSetup, check_fit_data, ScheduledLoop, progress_bar, softmax_cross_entropy
 from codesign.loops.data import stratified_split
-from codesign.loops.pruning import ORDERS, kernels_to_prune
+from codesign.loops.pruning import ORDERS, search_masks
 from codesign.numerics.scales import power_of_two_frac_bits
 from codesign.pe.csb import golden
 from codesign.pe.csb.format import CSBMatrix, encode
@@ -182,7 +182,139 @@ def _as_numpy(values, dtype) -> np.ndarray:
     return np.asarray(values.numpy() if hasattr(values, "numpy") else values, dtype=dtype)
 
 
-class CsbMlpTrainer(ScheduledLoop):
+class CompressedLoop(ScheduledLoop):
+    """What the golden compressed loops share (:class:`CsbMlpTrainer`, :class:`codesign.loops.csb_conv.CsbConvTrainer`):
+    the validation slice, the step's dispatch between the float warm-up and the fixed-point phase, the epochs of
+    :meth:`fit` with the pruning at the warm-up's end, and the summaries. A loop gives ``features`` and ``classes``
+    (what a sample holds and the network's outputs), ``_batch``, ``_float_step``, ``_fixed_step``, ``compress``,
+    ``logits`` and its state (``phase``, ``masks``, ``backend``, the MAC counters)."""
+
+    def _record(self, layer: int, blob: str, values: np.ndarray) -> None:
+        entry = self.max_abs[layer]
+        entry[blob] = max(entry.get(blob, 0.0), float(np.abs(values).max()) if values.size else 0.0)
+
+    def _logits(self, z: np.ndarray) -> np.ndarray:
+        last = self.frac_bits[-1]
+        return np.ldexp(z.astype(np.float64), -(last["weight"] + last["activation"]))
+
+    def _update(self, index: int, grads: np.ndarray, exponent: int) -> tuple[int, np.ndarray]:
+        """SGD into layer ``index``'s buffer with rate 2^-exponent (capped so that UPD's shift <= 31).
+
+        Returns the exponent used and the new buffer words; the trainer's state is not touched.
+        """
+        fb = self.frac_bits[index]
+        grad_frac, buffer_frac = fb["activation"] + fb["error"], fb["weight"] + BUFFER_EXTRA_BITS
+        exponent = min(exponent, golden.MAX_SHIFT + buffer_frac - grad_frac)
+        shift = grad_frac + exponent - buffer_frac
+        if shift < 0:
+            grads = rescale(grads, 0, -shift, WORD_BITS)  # exact left shift by -shift, saturated to 32 bits
+            shift = 0
+        return exponent, self.backend.update(self.matrix(index), self.buffers[index], grads, shift)
+
+    # -- the public loop
+
+    def _update_all(self, grads: list) -> None:
+        """UPD of every layer at this step's rate. Every layer's UPD answers before any state changes, so a
+        backend that fails part-way (an IP that times out) leaves the step undone rather than some layers
+        updated."""
+        exponent = learning_rate_exponent(self.learning_rate())
+        updates = [self._update(index, grad_words, exponent) for index, grad_words in enumerate(grads)]
+        self.lr_exponents.extend(used for used, _ in updates)
+        self.buffers = [np.asarray(words, dtype=np.int64) for _, words in updates]
+
+    def logits(self, x) -> np.ndarray:
+        """float64 logits of samples ``x`` (fixed phase: FP on the backend, exact logits)."""
+        x, _ = self._batch(x)
+        if self.phase == "warmup":
+            return self._float_forward(x)[1][-1].reshape(x.shape[0], -1)
+        return self._logits(self._fixed_forward(x)[1][-1].reshape(x.shape[0], -1))
+
+    def _validation(self, data) -> tuple[np.ndarray, np.ndarray]:
+        if getattr(data, "has_validation", False):
+            return self._batch(data.validation_x, data.validation_y)
+        labels = _as_numpy(data.train_y, np.int64)
+        _, held = stratified_split(labels, self.setup.validation_fraction, self.setup.split_seed)
+        return self._batch(_as_numpy(data.train_x, np.float64)[held], labels[held])
+
+    def train_step(self, x, y) -> float:
+        """One SGD step on a batch (float64 on the host in the warm-up, on the backend after); returns the loss."""
+        x, y = self._batch(x, y)
+        if self.phase == "warmup":
+            loss = self._float_step(x, y)
+        else:
+            loss = self._fixed_step(x, y)
+            self.fixed_steps += 1
+        self.step += 1
+        return loss
+
+    def predict(self, x) -> np.ndarray:
+        """Predicted class per sample."""
+        return np.argmax(self.logits(x), axis=1)
+
+    def evaluate(self, x, y) -> float:
+        """Accuracy in [0, 1]."""
+        return float(np.mean(self.predict(x) == _as_numpy(y, np.int64)))
+
+    def fit(self, data, epochs: int | None = None, *, progress: bool = True, max_steps: int | None = None,
+            on_epoch: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+        """Train ``epochs`` epochs (default: the set-up's) on ``data`` (a :class:`~codesign.train.data.Dataset`).
+
+        The warm-up's last epoch ends with :meth:`compress`. One history row
+        per epoch: epoch, phase, loss, test accuracy, MACs (the warm-up's
+        float MACs as ``host``, the pruning search's as ``search``, the
+        backend's by op), seconds. ``max_steps``
+        shortens every epoch to that many steps (the cosine schedule then
+        spans the shortened epochs). Every step takes a full batch; the
+        samples of an epoch that do not fill one are left out (so a short
+        batch never skews the measured error scale).
+        """
+        check_fit_data(data, features=self.features, classes=self.classes)
+        train_x, train_y = self._batch(data.train_x, data.train_y)
+        batch = self.setup.batch_size
+        self.steps_per_epoch = train_x.shape[0] // batch  # full batches only: the last partial one is dropped
+        if self.steps_per_epoch < 1:
+            raise HwTrainError(f"{train_x.shape[0]} training samples do not fill one batch of {batch}")
+        if max_steps is not None:
+            self.steps_per_epoch = min(self.steps_per_epoch, max_steps)
+        for _ in range(self.setup.epochs if epochs is None else epochs):
+            started, phase = time.perf_counter(), self.phase
+            macs_before, host_before = Counter(self.backend.macs), self.host_macs
+            order = self.epoch_order(self.epoch, train_x.shape[0])
+            losses = []
+            for index in progress_bar(range(self.steps_per_epoch), progress, desc=f"epoch {self.epoch} ({phase})",
+                                   leave=False):
+                rows = order[index * batch:(index + 1) * batch]
+                losses.append(self.train_step(train_x[rows], train_y[rows]))
+            accuracy = self.evaluate(data.test_x, data.test_y)
+            macs = dict(Counter(self.backend.macs) - macs_before)
+            if self.host_macs > host_before:
+                macs["host"] = self.host_macs - host_before
+            if phase == "warmup" and self.epoch == self.setup.warmup_epochs - 1:
+                self.compress(data)
+                macs["search"] = self.search_macs
+            row = {"epoch": self.epoch, "phase": phase, "loss": float(np.mean(losses)), "accuracy": accuracy,
+                   "macs": macs, "seconds": time.perf_counter() - started}
+            self.history.append(row)
+            self.epoch += 1
+            if on_epoch is not None:
+                on_epoch(row)
+        return self.history
+
+    def pruning_summary(self) -> dict[str, Any]:
+        """Weights kept per layer after the search (fixed phase only)."""
+        kept = [int(mask.sum()) for mask in self.masks]
+        total = [mask.size for mask in self.masks]
+        return {"kept": kept, "weights": total, "fraction_pruned": 1 - sum(kept) / max(1, sum(total))}
+
+    def throughput(self) -> dict[str, float]:
+        """Fixed-point steps, the backend's MACs, calls, busy seconds, and MACs and steps per second."""
+        macs = sum(self.backend.macs.values())
+        seconds = getattr(self.backend, "seconds", 0.0)
+        return {"fixed_steps": self.fixed_steps, "macs": macs, "calls": getattr(self.backend, "calls", 0),
+                "seconds": seconds, "macs_per_s": macs / seconds if seconds else 0.0}
+
+
+class CsbMlpTrainer(CompressedLoop):
     """Compressed MLP training: float64 warm-up on the host, then every layer product on ``backend`` (golden default)."""
 
     def __init__(self, setup: CsbTrainSetup, backend: CsbBackend | None = None) -> None:
@@ -211,6 +343,14 @@ class CsbMlpTrainer(ScheduledLoop):
         """``(rows, cols)`` = (outputs, inputs) of every layer's weight matrix."""
         layers = self.setup.layers
         return list(zip(layers[1:], layers[:-1]))
+
+    @property
+    def features(self) -> int:
+        return self.setup.layers[0]
+
+    @property
+    def classes(self) -> int:
+        return self.setup.layers[-1]
 
     # -- fixed-point state
 
@@ -330,10 +470,6 @@ class CsbMlpTrainer(ScheduledLoop):
             self.host_macs += x.shape[0] * w.size
         return inputs, pre
 
-    def _record(self, layer: int, blob: str, values: np.ndarray) -> None:
-        entry = self.max_abs[layer]
-        entry[blob] = max(entry.get(blob, 0.0), float(np.abs(values).max()) if values.size else 0.0)
-
     def _float_step(self, x: np.ndarray, y: np.ndarray) -> float:
         measuring = self.epoch == self.setup.warmup_epochs - 1
         inputs, pre = self._float_forward(x)
@@ -354,13 +490,6 @@ class CsbMlpTrainer(ScheduledLoop):
 
     # -- the switch to fixed point
 
-    def _validation(self, data) -> tuple[np.ndarray, np.ndarray]:
-        if getattr(data, "has_validation", False):
-            return self._batch(data.validation_x, data.validation_y)
-        labels = _as_numpy(data.train_y, np.int64)
-        _, held = stratified_split(labels, self.setup.validation_fraction, self.setup.split_seed)
-        return self._batch(_as_numpy(data.train_x, np.float64)[held], labels[held])
-
     def compress(self, data) -> None:
         """End of the warm-up: freeze the scales, prune by the search, round the weights into 24-bit buffers."""
         if self.phase != "warmup":
@@ -373,33 +502,11 @@ class CsbMlpTrainer(ScheduledLoop):
             return int(np.sum(np.argmax(self._float_forward(val_x, weights)[1][-1], axis=1) == val_y))
 
         host_before = self.host_macs
-        reference = correct(self.weights)
-        samples = val_y.size
-        masks = [np.ones(shape, dtype=bool) for shape in self.shapes]
-        layers = list(range(len(self.shapes)))
-        if self.setup.order == "largest_first":
-            layers.sort(key=lambda index: -self.weights[index].size)  # stable: equal sizes keep network order
-        step, top = self.setup.step_percent, self.setup.max_percent
-        for layer in layers:
-            original = self.weights[layer]
-            order = np.argsort(np.abs(original).reshape(-1), kind="stable")
-
-            def keep(percent: int) -> np.ndarray:
-                mask = np.ones(original.size, dtype=bool)
-                mask[order[:kernels_to_prune(original.size, percent)]] = False
-                return mask.reshape(original.shape)
-
-            accepted = 0
-            for percent in range(step, top + 1, step):
-                masks[layer] = keep(percent)
-                now = correct([w * m for w, m in zip(self.weights, masks)])
-                ok = 100 * (reference - now) <= self.setup.drop_budget * samples
-                self.search_log.append({"layer": layer, "percent": percent, "correct": now, "samples": samples,
-                                        "accepted": ok})
-                if not ok:
-                    break
-                accepted = percent
-            masks[layer] = keep(accepted)
+        masks = search_masks([np.abs(w) for w in self.weights],
+                             lambda kept: correct([w * k for w, k in zip(self.weights, kept)]),
+                             reference=correct(self.weights), samples=val_y.size, order=self.setup.order,
+                             step_percent=self.setup.step_percent, max_percent=self.setup.max_percent,
+                             drop_budget=self.setup.drop_budget, log=self.search_log)
         self.search_macs, self.host_macs = self.host_macs - host_before, host_before
         buffers = [np.where(mask, quantize(w, fracs["weight"] + BUFFER_EXTRA_BITS, BUFFER_BITS), 0)
                    for w, mask, fracs in zip(self.weights, masks, frac_bits)]
@@ -421,10 +528,6 @@ class CsbMlpTrainer(ScheduledLoop):
                             fb[index + 1]["activation"])
         return inputs, pre
 
-    def _logits(self, z: np.ndarray) -> np.ndarray:
-        last = self.frac_bits[-1]
-        return np.ldexp(z.astype(np.float64), -(last["weight"] + last["activation"]))
-
     def _fixed_step(self, x: np.ndarray, y: np.ndarray) -> float:
         fb = self.frac_bits
         inputs, pre = self._fixed_forward(x)
@@ -438,110 +541,5 @@ class CsbMlpTrainer(ScheduledLoop):
                 dx = np.asarray(self.backend.backward_error(csb, dz), dtype=np.int64)
                 dx = np.where(pre[index - 1] > 0, dx, 0)
                 dz = rescale(dx, fb[index]["weight"] + fb[index]["error"], fb[index - 1]["error"])
-        exponent = learning_rate_exponent(self.learning_rate())
-        # every layer's UPD answers before any state changes, so a backend that fails part-way (an IP that
-        # times out) leaves the step undone rather than some layers updated
-        updates = [self._update(index, grad_words, exponent) for index, grad_words in enumerate(grads)]
-        self.lr_exponents.extend(used for used, _ in updates)
-        self.buffers = [np.asarray(words, dtype=np.int64) for _, words in updates]
+        self._update_all(grads)
         return loss
-
-    def _update(self, index: int, grads: np.ndarray, exponent: int) -> tuple[int, np.ndarray]:
-        """SGD into layer ``index``'s buffer with rate 2^-exponent (capped so that UPD's shift <= 31).
-
-        Returns the exponent used and the new buffer words; the trainer's state is not touched.
-        """
-        fb = self.frac_bits[index]
-        grad_frac, buffer_frac = fb["activation"] + fb["error"], fb["weight"] + BUFFER_EXTRA_BITS
-        exponent = min(exponent, golden.MAX_SHIFT + buffer_frac - grad_frac)
-        shift = grad_frac + exponent - buffer_frac
-        if shift < 0:
-            grads = rescale(grads, 0, -shift, WORD_BITS)  # exact left shift by -shift, saturated to 32 bits
-            shift = 0
-        return exponent, self.backend.update(self.matrix(index), self.buffers[index], grads, shift)
-
-    # -- the public loop
-
-    def train_step(self, x, y) -> float:
-        """One SGD step on a batch (float64 on the host in the warm-up, on the backend after); returns the loss."""
-        x, y = self._batch(x, y)
-        if self.phase == "warmup":
-            loss = self._float_step(x, y)
-        else:
-            loss = self._fixed_step(x, y)
-            self.fixed_steps += 1
-        self.step += 1
-        return loss
-
-    def logits(self, x) -> np.ndarray:
-        """float64 logits of images or feature rows ``x`` (fixed phase: FP on the backend, exact logits)."""
-        x, _ = self._batch(x)
-        if self.phase == "warmup":
-            return self._float_forward(x)[1][-1]
-        return self._logits(self._fixed_forward(x)[1][-1])
-
-    def predict(self, x) -> np.ndarray:
-        """Predicted class per sample."""
-        return np.argmax(self.logits(x), axis=1)
-
-    def evaluate(self, x, y) -> float:
-        """Accuracy in [0, 1]."""
-        return float(np.mean(self.predict(x) == _as_numpy(y, np.int64)))
-
-    def fit(self, data, epochs: int | None = None, *, progress: bool = True, max_steps: int | None = None,
-            on_epoch: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-        """Train ``epochs`` epochs (default: the set-up's) on ``data`` (a :class:`~codesign.train.data.Dataset`).
-
-        The warm-up's last epoch ends with :meth:`compress`. One history row
-        per epoch: epoch, phase, loss, test accuracy, MACs (the warm-up's
-        float MACs as ``host``, the pruning search's as ``search``, the
-        backend's by op), seconds. ``max_steps``
-        shortens every epoch to that many steps (the cosine schedule then
-        spans the shortened epochs). Every step takes a full batch; the
-        samples of an epoch that do not fill one are left out (so a short
-        batch never skews the measured error scale).
-        """
-        check_fit_data(data, features=self.setup.layers[0], classes=self.setup.layers[-1])
-        train_x, train_y = self._batch(data.train_x, data.train_y)
-        batch = self.setup.batch_size
-        self.steps_per_epoch = train_x.shape[0] // batch  # full batches only: the last partial one is dropped
-        if self.steps_per_epoch < 1:
-            raise HwTrainError(f"{train_x.shape[0]} training samples do not fill one batch of {batch}")
-        if max_steps is not None:
-            self.steps_per_epoch = min(self.steps_per_epoch, max_steps)
-        for _ in range(self.setup.epochs if epochs is None else epochs):
-            started, phase = time.perf_counter(), self.phase
-            macs_before, host_before = Counter(self.backend.macs), self.host_macs
-            order = self.epoch_order(self.epoch, train_x.shape[0])
-            losses = []
-            for index in progress_bar(range(self.steps_per_epoch), progress, desc=f"epoch {self.epoch} ({phase})",
-                                   leave=False):
-                rows = order[index * batch:(index + 1) * batch]
-                losses.append(self.train_step(train_x[rows], train_y[rows]))
-            accuracy = self.evaluate(data.test_x, data.test_y)
-            macs = dict(Counter(self.backend.macs) - macs_before)
-            if self.host_macs > host_before:
-                macs["host"] = self.host_macs - host_before
-            if phase == "warmup" and self.epoch == self.setup.warmup_epochs - 1:
-                self.compress(data)
-                macs["search"] = self.search_macs
-            row = {"epoch": self.epoch, "phase": phase, "loss": float(np.mean(losses)), "accuracy": accuracy,
-                   "macs": macs, "seconds": time.perf_counter() - started}
-            self.history.append(row)
-            self.epoch += 1
-            if on_epoch is not None:
-                on_epoch(row)
-        return self.history
-
-    def pruning_summary(self) -> dict[str, Any]:
-        """Weights kept per layer after the search (fixed phase only)."""
-        kept = [int(mask.sum()) for mask in self.masks]
-        total = [mask.size for mask in self.masks]
-        return {"kept": kept, "weights": total, "fraction_pruned": 1 - sum(kept) / max(1, sum(total))}
-
-    def throughput(self) -> dict[str, float]:
-        """Fixed-point steps, the backend's MACs, calls, busy seconds, and MACs and steps per second."""
-        macs = sum(self.backend.macs.values())
-        seconds = getattr(self.backend, "seconds", 0.0)
-        return {"fixed_steps": self.fixed_steps, "macs": macs, "calls": getattr(self.backend, "calls", 0),
-                "seconds": seconds, "macs_per_s": macs / seconds if seconds else 0.0}

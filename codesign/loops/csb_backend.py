@@ -79,4 +79,78 @@ class GoldenCsb:
         return out
 
 
-__all__ = ["CsbBackend", "GoldenCsb"]
+class GoldenConvCsb(GoldenCsb):
+    """The golden CSB PE on whole conv layers (:mod:`codesign.pe.csb.golden` on one tile the size of the map, the
+    accumulators of ``spec``): ``x`` comes padded by the host, ``stride`` 1 or 2; the conv lists
+    (:mod:`codesign.step.csb.conv_lists`) equal it wherever no partial sum saturates, which
+    :class:`codesign.loops.csb_conv.CsbConvSetup` makes sure of."""
+
+    def forward(self, csb, x, stride: int = 1):
+        started = time.perf_counter()
+        out = golden.forward(csb, x, acc_bits=self.spec.acc_bits, stride=stride)
+        self._count("FP", csb.nnz * csb.kernel ** 2 * out.shape[0] * out.shape[2] * out.shape[3], started)
+        return out
+
+    def backward_error(self, csb, dy, stride: int = 1):
+        started = time.perf_counter()
+        out = golden.backward_error(csb, dy, acc_bits=self.spec.acc_bits, stride=stride)
+        self._count("EB", csb.nnz * csb.kernel ** 2 * dy.shape[0] * dy.shape[2] * dy.shape[3], started)
+        return out
+
+    def backward_error_on(self, csb, dy, shape, stride: int = 1):
+        """EB onto a padded input of ``shape`` ``(n, channels, rows, cols)``: the rows and columns past the last
+        window get no error."""
+        out = self.backward_error(csb, dy, stride)
+        full = np.zeros(shape, dtype=np.int64)
+        full[:, :, :out.shape[2], :out.shape[3]] = out
+        return full
+
+    def weight_grad(self, csb, x, dy, stride: int = 1):
+        started = time.perf_counter()
+        out = golden.weight_grad(csb, x, dy, acc_bits=self.spec.acc_bits, stride=stride)
+        self._count("WG", csb.nnz * csb.kernel ** 2 * dy.shape[0] * dy.shape[2] * dy.shape[3], started)
+        return out
+
+    def update(self, csb, buffer, grads, shift):
+        started = time.perf_counter()
+        out = golden.weight_update(buffer, grads, shift, buffer_bits=self.spec.buffer_bits)
+        self._count("UPD", buffer.size, started)
+        return out
+
+
+class FastConvCsb(GoldenConvCsb):
+    """:class:`GoldenConvCsb`'s sums through matrix products (:mod:`codesign.loops.conv_float`): exact integers
+    in float64 (each product below ``2^14``, each sum far below ``2^53``), and equal to the golden layer's wherever
+    no sum saturates its accumulators, which :class:`codesign.loops.csb_conv.CsbConvSetup` makes sure of. EB gives
+    the input gradient over the whole padded input (the golden one stops where the last window does: the rows
+    past it are 0)."""
+
+    def forward(self, csb, x, stride: int = 1):
+        from codesign.loops.conv_float import correlate
+
+        started = time.perf_counter()
+        out = np.rint(correlate(x, csb.to_dense(), stride)).astype(np.int64)
+        self._count("FP", csb.nnz * csb.kernel ** 2 * out.shape[0] * out.shape[2] * out.shape[3], started)
+        return out
+
+    def backward_error_on(self, csb, dy, shape, stride: int = 1):
+        """EB onto a padded input of ``shape`` ``(n, channels, rows, cols)``."""
+        from codesign.loops.conv_float import correlate_grads
+
+        started = time.perf_counter()
+        _, grad = correlate_grads(np.zeros(shape), csb.to_dense(), dy, stride)
+        self._count("EB", csb.nnz * csb.kernel ** 2 * dy.shape[0] * dy.shape[2] * dy.shape[3], started)
+        return np.rint(grad).astype(np.int64)
+
+    def weight_grad(self, csb, x, dy, stride: int = 1):
+        from codesign.loops.conv_float import correlate_grads
+
+        started = time.perf_counter()
+        dense, _ = correlate_grads(x, csb.to_dense(), dy, stride, input_grad=False)
+        rows, cols = csb.entry_coordinates()
+        out = np.rint(dense[rows, cols]).astype(np.int64)
+        self._count("WG", csb.nnz * csb.kernel ** 2 * dy.shape[0] * dy.shape[2] * dy.shape[3], started)
+        return out
+
+
+__all__ = ["CsbBackend", "FastConvCsb", "GoldenConvCsb", "GoldenCsb"]

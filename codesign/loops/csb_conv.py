@@ -1,0 +1,294 @@
+"""Golden compressed training of a plain conv network on the CSB PE: 'same' convs with ReLU, then a dense head.
+
+The conv analogue of :class:`codesign.loops.csb.CsbMlpTrainer` (paper 002 trains VGG-11 this way: convs and
+fully connected layers, no batch norm), and what the conv call lists (:mod:`codesign.step.csb.conv_lists`)
+compute, so a board's run can be compared with it bit for bit. The network: convs of the PE's odd kernel, each
+'same'-padded at stride 1 or 2 (the PE's ``S2``) and followed by a ReLU, then a head over the last map's
+features (a 1 x 1 conv on a 1 x 1 map: an FC layer). Every layer is a 4-D weight ``(outputs, channels, k, k)``;
+the head's ``k`` is 1 and its input the last map flattened channel-major.
+
+Phases as the MLP loop's: a float64 warm-up on the host (:mod:`codesign.loops.conv_float`) measuring max|.|
+of every layer's input, weight and output error in its last epoch; at its end the scales (power-of-two fraction
+bits) and the kernel-wise pruning search (a kernel ``weight[o, c]`` by its L2 norm; the head is never pruned,
+as in the torch technique); then fixed-point steps with every product on the backend (golden:
+:class:`codesign.loops.csb_backend.FastConvCsb`, the golden layer's sums through matrix products, exact
+here; :class:`~codesign.loops.csb_backend.GoldenConvCsb` runs the PE's block operations):
+
+- codes at ``fa_0``; per layer FP on the input padded by ``(k - 1) / 2`` (32-bit sums at ``fw + fa``); hidden
+  layers ReLU and ``rescale`` to the next ``fa`` (rne, saturating);
+- the loss of the logits, its gradient rounded once to codes at the head's ``fe``;
+- per layer WG (stored kernels only) and, past the first, EB: ``W^T dz`` at the input's positions, masked by
+  the forward's sign, rescaled to the previous layer's ``fe``;
+- UPD per layer after every product: plain SGD at a power-of-two rate, as the MLP loop.
+
+The layers' sums are the one-tile golden model's. The conv lists add WG's and EB's products tile by tile, which
+equals it wherever no partial sum saturates: the set-up refuses a network and batch whose sums could (a product
+of two 8-bit codes is at most ``2^14``; a sum takes at most ``channels * k^2`` of them in FP, ``outputs * k^2``
+in EB and ``batch * positions`` in WG).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, List, Tuple
+
+import numpy as np
+
+from codesign.loops.common import HwTrainError, LoopSetup, softmax_cross_entropy
+from codesign.loops.conv_float import conv2d, conv2d_grads, pad_map
+from codesign.loops.csb import BUFFER_EXTRA_BITS, SCALE_BLOBS, CompressedLoop, quantize, rescale
+from codesign.loops.csb_backend import FastConvCsb
+from codesign.loops.pruning import ORDERS, search_masks
+from codesign.numerics.scales import power_of_two_frac_bits
+from codesign.pe.csb.format import CSBMatrix, encode
+from codesign.pe.csb.spec import BUFFER_BITS, DATA_BITS, CsbSpec
+
+LARGEST_PRODUCT = 128 * 128  # |a * b| of two 8-bit codes
+
+
+@dataclass(frozen=True)
+class CsbConvSetup(LoopSetup):
+    """The CSB PE's spec (its kernel is the convs'), the input ``image`` (channels, height, width), the convs as
+    ``(outputs, stride)``, the classes, SGD and the warm-up and pruning search (as :class:`CsbTrainSetup`)."""
+
+    spec_class = CsbSpec
+
+    spec: CsbSpec
+    image: Tuple[int, int, int]
+    convs: Tuple[Tuple[int, int], ...]
+    classes: int
+    batch_size: int
+    epochs: int
+    warmup_epochs: int
+    lr: float
+    schedule: str
+    seed: int
+    drop_budget: float = 2.0
+    step_percent: int = 10
+    max_percent: int = 90
+    order: str = "largest_first"
+    validation_fraction: float = 0.2
+    split_seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.spec, CsbSpec) or self.spec.kernel % 2 == 0:
+            raise HwTrainError(f"spec must be a CsbSpec of an odd kernel, got {self.spec!r}")
+        self.check_shared(widths=False)
+        if len(self.image) != 3 or not all(isinstance(v, int) and v >= 1 for v in self.image):
+            raise HwTrainError(f"image {self.image!r} must be (channels, height, width), ints >= 1")
+        if not self.convs or not all(isinstance(o, int) and o >= 1 and s in (1, 2) for o, s in self.convs):
+            raise HwTrainError(f"convs {self.convs!r} must be (outputs >= 1, stride 1 or 2) pairs, at least one")
+        if max(s for _, s in self.convs) > self.spec.max_stride:
+            raise HwTrainError(f"a stride-2 conv needs a PE built with max_stride 2, not {self.spec.max_stride}")
+        if not isinstance(self.classes, int) or self.classes < 2:
+            raise HwTrainError(f"classes {self.classes!r} must be an int >= 2")
+        if not isinstance(self.warmup_epochs, int) or not 1 <= self.warmup_epochs < self.epochs:
+            raise HwTrainError(f"warmup_epochs {self.warmup_epochs!r} must be an int in 1..epochs - 1")
+        if self.order not in ORDERS or not 1 <= self.step_percent <= 100 or not 0 <= self.max_percent <= 100 \
+                or self.drop_budget < 0 or not 0 < self.validation_fraction < 1:
+            raise HwTrainError("pruning search: order, step_percent 1..100, max_percent 0..100, drop_budget >= 0, "
+                               "validation_fraction in (0, 1)")
+        terms = max(max(c * k * k, o * k * k, self.batch_size * h * w) for c, o, k, _, h, w, _ in self.layer_maps)
+        if terms * LARGEST_PRODUCT > (1 << (self.spec.acc_bits - 1)) - 1:
+            raise HwTrainError(f"a sum of {terms} products could saturate {self.spec.acc_bits}-bit accumulators, and "
+                               "the conv lists would then add WG's and EB's products in another order than this loop")
+
+    @property
+    def layer_maps(self) -> List[Tuple[int, int, int, int, int, int, int]]:
+        """Per layer ``(channels, outputs, kernel, stride, out_h, out_w, in positions)``: the convs, then the head
+        (kernel 1 on a 1 x 1 map of the last map's features)."""
+        c, h, w = self.image
+        k, pad, out = self.spec.kernel, (self.spec.kernel - 1) // 2, []
+        for outputs, stride in self.convs:
+            oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+            out.append((c, outputs, k, stride, oh, ow, h * w))
+            c, h, w = outputs, oh, ow
+        out.append((c * h * w, self.classes, 1, 1, 1, 1, 1))
+        return out
+
+    @property
+    def features(self) -> int:
+        return int(np.prod(self.image))
+
+
+class CsbConvTrainer(CompressedLoop):
+    """Compressed conv training: float64 warm-up on the host, then every layer product on ``backend``."""
+
+    def __init__(self, setup: CsbConvSetup, backend=None) -> None:
+        self.setup, self.spec = setup, setup.spec
+        self.backend = backend if backend is not None else FastConvCsb(setup.spec)
+        self.layers = setup.layer_maps
+        self.phase, self.step, self.epoch, self.fixed_steps = "warmup", 0, 0, 0
+        self.history: list[dict[str, Any]] = []
+        self.steps_per_epoch: int | None = None
+        self.max_abs: list[dict[str, float]] = [{} for _ in self.layers]
+        self.frac_bits: list[dict[str, int]] = []
+        self.masks: list[np.ndarray] = []
+        self.buffers: list[np.ndarray] = []  # per layer: (nnz, k, k) 24-bit words of the stored kernels
+        self._structure: list[CSBMatrix] = []
+        self.search_log: list[dict[str, Any]] = []
+        self.host_macs = self.search_macs = 0
+        self.lr_exponents: list[int] = []
+        rng = np.random.default_rng(setup.seed)
+        # He's uniform initialisation: a ReLU network's activations keep their scale layer after layer
+        self.weights = [rng.uniform(-1, 1, (o, c, k, k)) * math.sqrt(6 / (c * k * k)) for c, o, k, *_ in self.layers]
+
+    @property
+    def features(self) -> int:
+        return self.setup.features
+
+    @property
+    def classes(self) -> int:
+        return self.setup.classes
+
+    # -- fixed-point state
+
+    def matrix(self, layer: int) -> CSBMatrix:
+        """Layer ``layer``'s CSB matrix as the PE reads it: the top 8 bits of every buffer word."""
+        s = self._structure[layer]
+        values = (self.buffers[layer] >> BUFFER_EXTRA_BITS).astype(np.int8)
+        return CSBMatrix(shape=s.shape, kernel=s.kernel, block_rows=s.block_rows, block_cols=s.block_cols,
+                         block_ptr=s.block_ptr, index=s.index, values=values, conv=True)
+
+    def _set_fixed(self, masks: list[np.ndarray], dense: list[np.ndarray], frac_bits: list[dict[str, int]]) -> None:
+        structures, buffers = [], []
+        for mask, words, (_, _, k, *_) in zip(masks, dense, self.layers):
+            structure = encode(np.broadcast_to(mask[:, :, None, None], (*mask.shape, k, k)).astype(np.int8),
+                               block_rows=self.spec.block_rows, block_cols=self.spec.block_cols)
+            rows, cols = structure.entry_coordinates()
+            structures.append(structure)
+            buffers.append(np.asarray(words, dtype=np.int64)[rows, cols])
+        self.masks = [np.array(mask, dtype=bool) for mask in masks]
+        self._structure, self.buffers = structures, buffers
+        self.frac_bits = [dict(entry) for entry in frac_bits]
+        self.phase = "fixed"
+
+    def dense_buffers(self) -> list[np.ndarray]:
+        """Per layer the ``(outputs, channels, k, k)`` buffer words, 0 at pruned kernels."""
+        out = []
+        for weights, structure, words in zip(self.weights, self._structure, self.buffers):
+            dense = np.zeros(weights.shape, dtype=np.int64)
+            rows, cols = structure.entry_coordinates()
+            dense[rows, cols] = words
+            out.append(dense)
+        return out
+
+    # -- inputs
+
+    def _batch(self, x, y=None) -> tuple[np.ndarray, np.ndarray | None]:
+        x = np.asarray(x.numpy() if hasattr(x, "numpy") else x, dtype=np.float64)
+        if x.ndim < 2 or x.shape[0] < 1 or int(np.prod(x.shape[1:])) != self.features:
+            raise HwTrainError(f"batch x has shape {x.shape}: need n samples of {self.setup.image} values")
+        x = x.reshape(x.shape[0], *self.setup.image)
+        if not np.isfinite(x).all():
+            raise HwTrainError("batch x holds values that are not finite")
+        if y is None:
+            return x, None
+        y = np.asarray(y.numpy() if hasattr(y, "numpy") else y, dtype=np.int64)
+        if y.shape != (x.shape[0],) or y.min() < 0 or y.max() >= self.classes:
+            raise HwTrainError(f"labels y of shape {y.shape} must be ({x.shape[0]},) classes in 0..{self.classes - 1}")
+        return x, y
+
+    def _inputs(self, a: np.ndarray, layer: int) -> np.ndarray:
+        """A layer's input: the map before it, flattened to a 1 x 1 map of features for the head."""
+        return a.reshape(a.shape[0], -1, 1, 1) if layer == len(self.layers) - 1 else a
+
+    # -- float warm-up
+
+    def _float_forward(self, x: np.ndarray, weights=None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        weights = self.weights if weights is None else weights
+        inputs, pre, a = [], [], x
+        for index, (w, (_, _, _, stride, oh, ow, _)) in enumerate(zip(weights, self.layers)):
+            inputs.append(self._inputs(a, index))
+            z = conv2d(inputs[-1], w, stride)
+            pre.append(z)
+            a = np.maximum(z, 0.0)
+            self.host_macs += x.shape[0] * w.size * oh * ow
+        return inputs, pre
+
+    def _float_step(self, x: np.ndarray, y: np.ndarray) -> float:
+        measuring = self.epoch == self.setup.warmup_epochs - 1
+        inputs, pre = self._float_forward(x)
+        loss, grad = softmax_cross_entropy(pre[-1].reshape(x.shape[0], -1), y)
+        dz, grads = grad.reshape(pre[-1].shape), [None] * len(self.layers)
+        for index in reversed(range(len(self.layers))):
+            if measuring:
+                for blob, values in (("activation", inputs[index]), ("weight", self.weights[index]), ("error", dz)):
+                    self._record(index, blob, values)
+            grads[index], dx = conv2d_grads(inputs[index], self.weights[index], dz, self.layers[index][3],
+                                            input_grad=index > 0)
+            self.host_macs += (1 + (index > 0)) * x.shape[0] * self.weights[index].size * np.prod(dz.shape[2:])
+            if index:
+                dz = dx.reshape(pre[index - 1].shape) * (pre[index - 1] > 0)
+        rate = self.learning_rate()
+        self.weights = [w - rate * g for w, g in zip(self.weights, grads)]
+        return loss
+
+    def compress(self, data) -> None:
+        """End of the warm-up: freeze the scales, prune the convs' kernels by the search, fill the 24-bit buffers."""
+        if self.phase != "warmup":
+            raise HwTrainError("compress: the loop is already in its fixed-point phase")
+        frac_bits = [{blob: power_of_two_frac_bits(self.max_abs[layer].get(blob, 0.0), DATA_BITS)
+                      for blob in SCALE_BLOBS} for layer in range(len(self.layers))]
+        val_x, val_y = self._validation(data)
+        convs = len(self.layers) - 1
+
+        def correct(masks) -> int:
+            kept = [w * m[:, :, None, None] for w, m in zip(self.weights, masks)] + self.weights[convs:]
+            logits = self._float_forward(val_x, kept)[1][-1].reshape(val_y.size, -1)
+            return int(np.sum(np.argmax(logits, axis=1) == val_y))
+
+        host_before = self.host_macs
+        norms = [np.sqrt(np.square(w).sum(axis=(2, 3))) for w in self.weights[:convs]]
+        masks = search_masks(norms, correct, reference=correct([np.ones(n.shape, bool) for n in norms]),
+                             samples=val_y.size, order=self.setup.order, step_percent=self.setup.step_percent,
+                             max_percent=self.setup.max_percent, drop_budget=self.setup.drop_budget,
+                             log=self.search_log) + [np.ones(self.weights[-1].shape[:2], bool)]
+        self.search_macs, self.host_macs = self.host_macs - host_before, host_before
+        buffers = [np.where(mask[:, :, None, None], quantize(w, fracs["weight"] + BUFFER_EXTRA_BITS, BUFFER_BITS), 0)
+                   for w, mask, fracs in zip(self.weights, masks, frac_bits)]
+        self._set_fixed(masks, buffers, frac_bits)
+
+    # -- fixed-point forward and backward
+
+    def _fixed_forward(self, x: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Codes into every layer (unpadded) and the layers' sums (FP on the backend)."""
+        fb = self.frac_bits
+        a = quantize(x, fb[0]["activation"])
+        inputs, pre = [], []
+        for index, (_, _, k, stride, *_) in enumerate(self.layers):
+            inputs.append(self._inputs(a, index))
+            z = np.asarray(self.backend.forward(self.matrix(index), pad_map(inputs[-1], k), stride), dtype=np.int64)
+            pre.append(z)
+            if index < len(self.layers) - 1:
+                a = rescale(np.maximum(z, 0), fb[index]["weight"] + fb[index]["activation"],
+                            fb[index + 1]["activation"])
+        return inputs, pre
+
+    def _input_error(self, index: int, dz: np.ndarray, shape: Tuple[int, int, int]) -> np.ndarray:
+        """EB of layer ``index`` at the positions of its input map ``(channels, height, width)``."""
+        _, _, k, stride, *_ = self.layers[index]
+        (c, h, w), p = shape, (k - 1) // 2
+        full = self.backend.backward_error_on(self.matrix(index), dz, (dz.shape[0], c, h + 2 * p, w + 2 * p), stride)
+        return np.asarray(full, dtype=np.int64)[:, :, p:p + h, p:p + w]
+
+    def _fixed_step(self, x: np.ndarray, y: np.ndarray) -> float:
+        fb = self.frac_bits
+        inputs, pre = self._fixed_forward(x)
+        loss, grad = softmax_cross_entropy(self._logits(pre[-1].reshape(x.shape[0], -1)), y)
+        dz = quantize(grad, fb[-1]["error"]).reshape(pre[-1].shape)
+        grads = [None] * len(self.layers)
+        for index in reversed(range(len(self.layers))):
+            _, _, k, stride, *_ = self.layers[index]
+            grads[index] = np.asarray(self.backend.weight_grad(self.matrix(index), pad_map(inputs[index], k), dz,
+                                                               stride), dtype=np.int64)
+            if index:
+                dx = self._input_error(index, dz, inputs[index].shape[1:]).reshape(pre[index - 1].shape)
+                dx = np.where(pre[index - 1] > 0, dx, 0)
+                dz = rescale(dx, fb[index]["weight"] + fb[index]["error"], fb[index - 1]["error"])
+        self._update_all(grads)
+        return loss
+
+
+__all__ = ["CsbConvSetup", "CsbConvTrainer"]
