@@ -44,7 +44,7 @@ from codesign.step.csb.time import csb_step_time
 from codesign.train.config import read_toml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_fb_step_lists import BOARDS, explored_entry, explored_text, least_seconds  # noqa: E402
+from bench_fb_step_lists import BOARDS, explored_entry, explored_text, least_seconds, sgd_step  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "digits_compressed.toml"
 
@@ -60,18 +60,7 @@ def torch_f32_step(trainer):
     model = build_model(config.model.name, depth=config.model.depth, hidden=config.model.hidden,
                         width=config.model.width, sample_shape=tuple(trainer.dataset.train_x.shape[1:]),
                         classes=10).float()
-    optimiser = torch.optim.SGD(model.parameters(), lr=config.optim.lr, momentum=config.optim.momentum,
-                                weight_decay=config.optim.weight_decay)
-    loss_fn = torch.nn.CrossEntropyLoss()
-
-    def step(x, y):
-        optimiser.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        optimiser.step()
-        return loss.detach().item()
-
-    return step
+    return sgd_step(model, lr=config.optim.lr, momentum=config.optim.momentum, weight_decay=config.optim.weight_decay)
 
 
 def modelled(spec, layers, batch: int, target, clock_mhz: float, host, reference_s: dict) -> dict:

@@ -75,13 +75,19 @@ def torch_f32_step(layers, *, lr: float, momentum: float, weight_decay: float, s
         modules.append(torch.nn.Linear(fan_in, fan_out, bias=bias))
         if index < len(layers) - 2:
             modules.append(torch.nn.ReLU())
-    model = torch.nn.Sequential(*modules)
+    return sgd_step(torch.nn.Sequential(*modules), lr=lr, momentum=momentum, weight_decay=weight_decay)
+
+
+def sgd_step(model, *, lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
+    """``step(x, y)``: one float32 SGD step of ``model`` on softmax cross-entropy (arrays or tensors)."""
+    import torch
+
     optimiser = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def step(x, y):
         optimiser.zero_grad(set_to_none=True)
-        loss = loss_fn(model(torch.from_numpy(x)), torch.from_numpy(y))
+        loss = loss_fn(model(torch.as_tensor(x)), torch.as_tensor(y))
         loss.backward()
         optimiser.step()
         return loss.detach().item()

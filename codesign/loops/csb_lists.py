@@ -44,6 +44,20 @@ def check_list_spec(spec) -> None:
                            f"{spec.block_rows} x {spec.block_cols} blocks and {spec.batch} lanes")
 
 
+def upd_fields(frac_bits, exponent: int) -> Tuple[Tuple[int, ...], Tuple[Tuple[int, bool], ...]]:
+    """Per layer the exponent the loop uses (capped so that UPD's shift <= 31) and UPD's shift and LEFT flag:
+    where the loop shifts the gradient left by ``-s`` before a shift-0 update, LEFT does it on the PE (shifts past
+    31 saturate every non-zero gradient, as 31 does)."""
+    used, fields = [], []
+    for fb in frac_bits:
+        grad_frac, buffer_frac = fb["activation"] + fb["error"], fb["weight"] + BUFFER_EXTRA_BITS
+        capped = min(exponent, golden.MAX_SHIFT + buffer_frac - grad_frac)
+        shift = grad_frac + capped - buffer_frac
+        used.append(capped)
+        fields.append((shift, False) if shift >= 0 else (min(-shift, golden.MAX_SHIFT), True))
+    return tuple(used), tuple(fields)
+
+
 class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
     """:class:`CsbMlpTrainer` whose fixed-point steps run as call lists on ``shell`` (see the module docstring)."""
 
@@ -87,19 +101,6 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
 
     # -- the step
 
-    def _upd_fields(self, exponent: int) -> Tuple[Tuple[int, ...], Tuple[Tuple[int, bool], ...]]:
-        """Per layer the exponent the loop uses (capped so that UPD's shift <= 31) and UPD's shift and LEFT flag:
-        where the loop shifts the gradient left by ``-s`` before a shift-0 update, LEFT does it on the PE
-        (shifts past 31 saturate every non-zero gradient, as 31 does)."""
-        used, fields = [], []
-        for fb in self.frac_bits:
-            grad_frac, buffer_frac = fb["activation"] + fb["error"], fb["weight"] + BUFFER_EXTRA_BITS
-            capped = min(exponent, golden.MAX_SHIFT + buffer_frac - grad_frac)
-            shift = grad_frac + capped - buffer_frac
-            used.append(capped)
-            fields.append((shift, False) if shift >= 0 else (min(-shift, golden.MAX_SHIFT), True))
-        return tuple(used), tuple(fields)
-
     def lists(self, n: int, upd) -> CsbStepLists:
         """This step's lists for ``n`` samples: built once per samples' chunks, UPD shifts and phase."""
         key = (self.layout.chunks_of(n), upd, self.buffer_phase)
@@ -121,7 +122,7 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         if n > self.setup.batch_size:
             raise HwTrainError(f"batch of {n} samples: the arena holds {self.setup.batch_size}")
         fb, layout, shell = self.frac_bits, self.layout, self.shell
-        used, upd = self._upd_fields(learning_rate_exponent(self.learning_rate()))
+        used, upd = upd_fields(self.frac_bits, learning_rate_exponent(self.learning_rate()))
         lists = self.lists(n, upd)
         shell.flush(self.device, layout.write_codes(self.device, layout.x[0], quantize(x, fb[0]["activation"])))
         self.device = shell.run_phase(lists.phases[0], self.device)
@@ -141,4 +142,4 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         return loss
 
 
-__all__ = ["CsbListTrainer", "check_list_spec"]
+__all__ = ["CsbListTrainer", "check_list_spec", "upd_fields"]

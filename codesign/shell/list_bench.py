@@ -47,7 +47,14 @@ from codesign.shell.ip import SHELL_ARGS
 from codesign.step.list_cycles import DdrTiming
 
 ARENA_ADDR = 0x0010_0040
-LIST_ADDR = 0x0020_0000
+LIST_ADDR = 0x0020_0000  # the list's address, or the first 4 KiB page past the arena and its guards
+
+
+def list_address(arena_words: int) -> int:
+    """Where the bench puts the descriptors: at :data:`LIST_ADDR`, or past an arena that reaches it (a list never
+    lies in its arena, which the driver refuses and the golden arena would not show)."""
+    end = ARENA_ADDR + 4 * (arena_words + GUARD_WORDS)
+    return max(LIST_ADDR, -(-end // 4096) * 4096)
 GUARD_WORDS = 64
 GUARD = 0xC0DE_5EED
 REPORT_LIMIT = 10
@@ -173,12 +180,13 @@ async def call_list(dut) -> None:
     guard = np.full(GUARD_WORDS, GUARD, dtype="<u4")
     base = ARENA_ADDR - 4 * GUARD_WORDS
     bench.memory.write(base, np.concatenate([guard, arena.astype("<u4"), guard]).tobytes())
-    bench.memory.write(LIST_ADDR, descriptors.astype("<u4").tobytes())
+    list_addr = list_address(arena.size)
+    bench.memory.write(list_addr, descriptors.astype("<u4").tobytes())
     bench.writes = 0
     marks: dict = {}
     cocotb.start_soon(watch_busy(dut, marks))
     # a list needs the arena (in, out), the list (calls, n_calls) and ap_start; the direct call's counts are unread
-    cycles, polls = await bench.run({"in": ARENA_ADDR, "out": ARENA_ADDR, "calls": LIST_ADDR,
+    cycles, polls = await bench.run({"in": ARENA_ADDR, "out": ARENA_ADDR, "calls": list_addr,
                                      "n_calls": int(case["n_calls"])},
                                     int(os.environ.get("ACCEL_TIMEOUT_CYCLES", "2000000")), names=LIST_REGISTERS)
     got = np.frombuffer(bench.memory.read(base, 4 * (arena.size + 2 * GUARD_WORDS)), dtype="<u4")

@@ -50,11 +50,12 @@ def _write_case(case: ListCase, path: Path) -> Path:
 
 
 def run_list_rtl(pe, spec, case: ListCase, work_dir: Path, *, seed: int = 1, pause: float = 0.0,
-                 simulator: str = "icarus", ddr=None, held_sums: bool = True) -> ListResult:
+                 simulator: str = "icarus", ddr=None, held_sums: bool = True,
+                 timeout_cycles: int = 2_000_000) -> ListResult:
     """Simulate ``accel_top`` around ``pe``'s RTL running ``case``'s list once (one start, one done). ``ddr``: a
     :class:`codesign.step.list_cycles.DdrTiming` the memories keep (deterministic DDR latency and bandwidth;
     only with ``pause`` = 0), or None for the AxiRam alone; ``held_sums`` False: the shell without the
-    accumulation buffer."""
+    accumulation buffer; ``timeout_cycles``: the cycles the bench waits for ap_done (a longer list fails)."""
     from codesign.hw.rtlsim import build_dir_for
     from codesign.shell.ip import RTL_TOP, run_shell_bench, stream_word_bits
 
@@ -67,7 +68,8 @@ def run_list_rtl(pe, spec, case: ListCase, work_dir: Path, *, seed: int = 1, pau
     case_path = _write_case(case, build_dir / "list_case.npz")
     env = {"ACCEL_LIST": str(case_path), "ACCEL_SUMMARY": str(summary_path), "ACCEL_SEED": str(seed),
            "ACCEL_PAUSE": str(pause), "ACCEL_DATA_BITS": str(stream_word_bits(pe, spec)),
-           "ACCEL_DDR": json.dumps(dataclasses.asdict(ddr)) if ddr is not None else ""}
+           "ACCEL_DDR": json.dumps(dataclasses.asdict(ddr)) if ddr is not None else "",
+           "ACCEL_TIMEOUT_CYCLES": str(int(timeout_cycles))}
     started = time.perf_counter()
     summary = run_shell_bench(pe, spec, build_dir, test_module=LIST_BENCH_MODULE, env=env, summary_path=summary_path,
                               simulator=simulator, required={"words_checked": int, "cycles": int,

@@ -9,7 +9,7 @@ import pytest
 
 from codesign.loops.common import HwTrainError
 from codesign.loops.csb import CsbMlpTrainer, CsbTrainSetup
-from codesign.loops.csb_lists import CsbListTrainer
+from codesign.loops.csb_lists import CsbListTrainer, upd_fields
 from codesign.pe.csb import CsbSpec
 from codesign.shell.list_runner import GoldenListShell
 from codesign.train.data import synthetic_dataset
@@ -84,7 +84,7 @@ def test_step_by_step_with_a_shorter_batch_empty_blocks_and_what_the_host_moves(
     state = pruned_state(golden, rng)
     golden.load_weights(state)
     lists.load_weights(state)
-    used, upd = lists._upd_fields(2)
+    used, upd = upd_fields(lists.frac_bits, 2)
     assert {left for _, left in upd} == {True, False}  # both UPD kinds run
     saturated = 0
     for n in (20, 7, 20, 1):
@@ -138,7 +138,7 @@ def test_upd_shift_edges_equal_the_loop(fracs, upd):
     state["frac_bits"][0] = {"activation": activation, "weight": weight, "error": error}
     golden.load_weights(state)
     lists.load_weights(state)
-    assert lists._upd_fields(2)[1][0] == upd
+    assert upd_fields(lists.frac_bits, 2)[1][0] == upd
     rng = np.random.default_rng(4)
     for _ in range(2):
         x, y = rng.random((20, 64)) * 4, rng.integers(0, 10, 20)

@@ -98,8 +98,9 @@ class Tt2Spec(_BufferedSpec):
 
     ``A`` is streamed one ``i`` at a time; ``B`` is cached in ``rows`` RAM
     banks of ``ceil(max_l / rows) * ceil(max_j / lanes)`` chunks each; the
-    results of one row group wait in ``rows`` banks of ``ceil(max_k / lanes)``
-    words of ``lanes * acc_bits`` bits.
+    results wait in ``rows`` RAMs of two banks (a row group being summed, the
+    one before it being sent) of ``ceil(max_k / lanes)`` words of
+    ``lanes * acc_bits`` bits each.
     """
 
     @property

@@ -18,13 +18,15 @@ words and every tile starts on a word):
 * ``dx[k]``: EB's 32-bit sums on the padded grid, ``[channels][grid_h][grid_w][b]`` words: the input's error at
   ``(pad, pad)``; a tile's sums land on its input positions, where the overlapping halos add up;
 * per stored, non-empty block: ``iw`` (its index bytes, then its ``nnz * k * k`` weight bytes: FP's and EB's
-  first two sections) and ``ig`` (a copy of the index, then ``nnz * k * k`` gradient words).
+  first two sections), ``ig`` (a copy of the index, then ``nnz * k * k`` gradient words) and ``b[0]``, ``b[1]``
+  (the 24-bit buffer words of phase 0 and 1: UPD reads one phase's and writes the other's).
 
 Offsets are bytes from the arena's start; the host reads and writes whole maps with the methods here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import List, Tuple
 
 import numpy as np
@@ -33,7 +35,7 @@ from codesign.contracts.calls import RECORD_WORDS, ArenaLayout, Block
 from codesign.numerics.records import keyword_record
 from codesign.pe.csb.format import CSBMatrix, pack_bytes
 from codesign.pe.csb.spec import CsbSpec
-from codesign.step.csb.arena import words_of_bytes
+from codesign.step.csb.arena import BUFFER_EXTRA_BITS, words_of_bytes
 
 
 @keyword_record
@@ -71,7 +73,8 @@ class ConvShape:
 
 @keyword_record
 class ConvSlots:
-    """One stored, non-empty block: its block coordinates, first entry, entries and where ``iw`` and ``ig`` lie."""
+    """One stored, non-empty block: its block coordinates, first entry, entries and where ``iw``, ``ig`` and the
+    two phases' buffer words ``b`` lie."""
 
     row: int
     col: int
@@ -79,6 +82,7 @@ class ConvSlots:
     nnz: int
     iw: int
     ig: int
+    b: Tuple[int, int]
 
 
 def _ceil(a: int, b: int) -> int:
@@ -150,6 +154,15 @@ class ConvArena:
 
     # -- maps <-> (n, channels, h, w) arrays
 
+    def map_ranges(self, bases: Tuple[int, ...], n: int, size: int) -> List[Tuple[int, int]]:
+        """``(first word, words)`` of the maps at ``bases`` (``x``, ``dy``: ``size`` 1; ``z``, ``dx``: 4) the
+        chunks of ``n`` samples use: what the host flushes after writing them or invalidates before reading."""
+        grid = bases in (self.x, self.dx)
+        channels = (self.column_blocks * self.spec.block_cols, *self.grid) if grid else self._out_dims()
+        words = int(np.prod(channels)) * self.spec.batch * size // 4
+        return [(base // 4, words) for base in bases[:self.chunks_of(n)]]
+
+
     def _map_view(self, arena: np.ndarray, base: int, dims: Tuple[int, int, int], dtype) -> np.ndarray:
         """The ``(channels, rows, cols, b)`` array of a map at ``base`` (a view into ``arena``)."""
         b = self.spec.batch
@@ -210,6 +223,23 @@ class ConvArena:
             arena[s.iw // 4:s.iw // 4 + iw.size] = iw
             arena[s.ig // 4:s.ig // 4 + index.size] = index
 
+    def write_state(self, arena: np.ndarray, csb: CSBMatrix, buffer: np.ndarray, phase: int) -> None:
+        """The index bytes, the 8-bit weights (the top byte of every buffer word) and the ``(nnz, k, k)`` 24-bit
+        ``buffer`` words (stored order) of the structure the arena was built for, into ``iw``, ``ig`` and the
+        ``phase`` slots."""
+        buffer = np.asarray(buffer, dtype=np.int64).reshape(csb.nnz, -1)
+        self.write_weights(arena, dataclasses.replace(
+            csb, values=(buffer >> BUFFER_EXTRA_BITS).astype(np.int8).reshape(csb.values.shape)))
+        for s in self.blocks:
+            words = (buffer[s.start:s.start + s.nnz].reshape(-1) & 0xFFFF_FFFF).astype(np.uint32)
+            arena[s.b[phase] // 4:s.b[phase] // 4 + words.size] = words
+
+    def read_buffer(self, arena: np.ndarray, phase: int) -> np.ndarray:
+        """The ``(nnz, k, k)`` buffer words of ``phase`` in stored order (int64)."""
+        k = self.shape.kernel
+        parts = [arena[s.b[phase] // 4:s.b[phase] // 4 + s.nnz * k * k] for s in self.blocks]
+        return np.concatenate(parts + [np.zeros(0, np.uint32)]).view(np.int32).astype(np.int64).reshape(-1, k, k)
+
     def read_gradients(self, arena: np.ndarray) -> np.ndarray:
         """WG's ``(nnz, k, k)`` gradients in stored order."""
         k = self.shape.kernel
@@ -242,10 +272,11 @@ def check_build(spec: CsbSpec, shape: ConvShape, csb: CSBMatrix) -> None:
                          f"{(shape.outputs, shape.channels)} on {spec.block_rows} x {spec.block_cols} blocks")
 
 
-def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix, *,
-                     record_slots: int) -> ConvArena:
+def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix, *, record_slots: int,
+                     layout: ArenaLayout | None = None) -> ConvArena:
     """The arena of one conv layer (``csb``: its stored kernels, ``(outputs, channels)``) trained ``batch`` samples a
-    step on ``spec``, with ``record_slots`` records."""
+    step on ``spec``, with ``record_slots`` records; given a ``layout``, the layer is placed in it alone (a
+    network's arena: its records and image are the network's, so ``records`` is 0 and ``image`` empty)."""
     check_build(spec, shape, csb)
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch {batch!r} must be an int >= 1")
@@ -255,7 +286,8 @@ def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix
     th, tw = _ceil(oh, spec.out_h) * spec.out_h, _ceil(ow, spec.out_w) * spec.out_w
     cols = _ceil(shape.channels, spec.block_cols) * spec.block_cols
     rows = _ceil(shape.outputs, spec.block_rows) * spec.block_rows
-    layout = ArenaLayout()
+    alone = layout is None
+    layout = ArenaLayout() if alone else layout
 
     def maps(words: int) -> Tuple[int, ...]:
         return tuple(layout.put(np.zeros(words, dtype=np.uint32)) for _ in range(chunks))
@@ -269,10 +301,13 @@ def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix
             index = words_of_bytes(nnz)
             iw = layout.put(np.zeros(index + words_of_bytes(nnz * kk), dtype=np.uint32))
             ig = layout.put(np.zeros(index + nnz * kk, dtype=np.uint32))
-            slots.append(ConvSlots(row=block.row, col=block.col, start=block.entries.start, nnz=nnz, iw=iw, ig=ig))
-    records = layout.reserve(RECORD_WORDS * max(record_slots, 1))
+            b = tuple(layout.put(np.zeros(nnz * kk, dtype=np.uint32)) for _ in range(2))
+            slots.append(ConvSlots(row=block.row, col=block.col, start=block.entries.start, nnz=nnz, iw=iw, ig=ig,
+                                   b=b))
+    records = layout.reserve(RECORD_WORDS * max(record_slots, 1)) if alone else 0
     return ConvArena(spec=spec, shape=shape, batch=batch, chunks=chunks, x=x, z=z, dy=dy, dx=dx,
-                     blocks=tuple(slots), records=records, record_slots=record_slots, image=layout.image())
+                     blocks=tuple(slots), records=records, record_slots=record_slots if alone else 0,
+                     image=layout.image() if alone else np.zeros(0, np.uint32))
 
 
 __all__ = ["ConvArena", "ConvShape", "ConvSlots", "build_conv_arena", "check_build", "grid_of"]

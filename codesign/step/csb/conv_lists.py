@@ -28,13 +28,14 @@ from typing import List, Sequence, Tuple
 
 from codesign.contracts.calls import RAW, RECORD_WORDS, Block, Call, check_list
 from codesign.numerics.records import keyword_record
+from codesign.numerics.round_stage import RoundStageConfig
 from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import Op, header_word
 from codesign.step.csb.arena import words_of_bytes
 from codesign.step.csb.conv_arena import ConvArena, ConvShape, ConvSlots, build_conv_arena
 
-Draft = Tuple[int, Tuple[Block, ...], Block, int]  # header, segments, out block, result words
+Draft = Tuple[int, Tuple[Block, ...], Block, int, RoundStageConfig]  # header, segments, out, results, rounding
 
 
 @keyword_record
@@ -49,15 +50,18 @@ class ConvLists:
 
 
 class _Drafts:
-    def __init__(self, arena: ConvArena, n: int) -> None:
-        self.a, self.items = arena, []
+    """The calls of one list before their record slots are known; a network's layers add to one ``items``."""
+
+    def __init__(self, arena: ConvArena, n: int, items: list | None = None) -> None:
+        self.a, self.items = arena, [] if items is None else items
         self.chunks = arena.chunks_of(n)
         self.stride = arena.shape.stride
         ty, tx = arena.tiles
         self.tiles = [(y, x) for y in range(ty) for x in range(tx)]
 
-    def add(self, header: int, segments: Sequence[Block], out: Block, count: int) -> None:
-        self.items.append((header, tuple(segments), out, count))
+    def add(self, header: int, segments: Sequence[Block], out: Block, count: int,
+            rounding: RoundStageConfig = RAW) -> None:
+        self.items.append((header, tuple(segments), out, count, rounding))
 
     def weights(self, s: ConvSlots) -> Block:
         kk = self.a.shape.kernel ** 2
@@ -67,9 +71,14 @@ class _Drafts:
         return header_word(op, nnz, zero=first, carry=not first, hold=not last, stride=self.stride)
 
     def calls(self, first_record: int) -> Tuple[Call, ...]:
-        return tuple(Call(header=header, segments=segments, out=out, count=count, rounding=RAW,
-                          record=first_record + 4 * RECORD_WORDS * index)
-                     for index, (header, segments, out, count) in enumerate(self.items))
+        return calls_of(self.items, first_record)
+
+
+def calls_of(items: Sequence[Draft], first_record: int) -> Tuple[Call, ...]:
+    """The calls of drafted ``items``, their records one after another from ``first_record``."""
+    return tuple(Call(header=header, segments=segments, out=out, count=count, rounding=rounding,
+                      record=first_record + 4 * RECORD_WORDS * index)
+                 for index, (header, segments, out, count, rounding) in enumerate(items))
 
 
 def _forward(d: _Drafts) -> None:
@@ -118,38 +127,61 @@ def _region(a: ConvArena, row: int, col: int, channel: int, base: int) -> Block:
 
 
 def _errors(d: _Drafts) -> None:
+    """EB per chunk, tile and block column. Tile ``(0, 0)`` is the first to touch its positions, so its chains
+    start from zero (``ZERO``) and its region needs no clearing; the other tiles add onto the grid, which the
+    clears zero first. A map of one tile shares no halo: no clear and no load at all."""
     a, spec = d.a, d.a.spec
     count = spec.block_cols * spec.in_pos_at(d.stride) * spec.batch
     some_dy = a.out_tile(0, 0, 0, a.dy[0], 1)  # what an entry-less EB reads as its (unused) errors
+    clears = [corner for corner in clear_regions(a) if corner != (0, 0)]
     for k in range(d.chunks):
         for c in range(a.column_blocks):
-            if any(s.col == c for s in a.blocks):
-                for row, col in clear_regions(a):
-                    d.add(header_word(Op.EB, 0, zero=True, stride=d.stride), (some_dy,),
-                          _region(a, row, col, c * spec.block_cols, a.dx[k]), count)
+            for row, col in clears if any(s.col == c for s in a.blocks) else ():
+                d.add(header_word(Op.EB, 0, zero=True, stride=d.stride), (some_dy,),
+                      _region(a, row, col, c * spec.block_cols, a.dx[k]), count)
         for ty, tx in d.tiles:
             for c in range(a.column_blocks):
                 column = [s for s in a.blocks if s.col == c]
-                if not column:
-                    continue  # no stored kernel reads these channels: their errors stay 0
-                sums = a.in_tile(ty, tx, c * spec.block_cols, a.dx[k], 4)
-                if len(column) == 1:  # the loading call cannot also write: an entry-less EB loads the sums
-                    d.add(header_word(Op.EB, 0, hold=True, stride=d.stride), (some_dy, sums), Block(), 0)
-                for j, s in enumerate(column):
-                    first, last = j == 0 and len(column) > 1, j == len(column) - 1
-                    dy = a.out_tile(ty, tx, s.row * spec.block_rows, a.dy[k], 1)
-                    header = header_word(Op.EB, s.nnz, carry=not first, hold=not last, stride=d.stride)
-                    d.add(header, (d.weights(s), dy) + ((sums,) if first else ()), sums if last else Block(),
-                          count if last else 0)
+                if column:  # else no stored kernel reads these channels: their errors stay 0
+                    _error_chain(d, k, ty, tx, c, column, fresh=(ty, tx) == (0, 0), some_dy=some_dy, count=count)
+
+
+def _error_chain(d: _Drafts, k: int, ty: int, tx: int, c: int, column: list, *, fresh: bool, some_dy: Block,
+                 count: int) -> None:
+    """One tile's EB over block column ``c``'s blocks in row order: from zero (``fresh``) or from the sums the grid
+    holds at the tile's positions (the first call's third segment; an entry-less EB loads them where the column
+    has one block, as a call cannot write what it reads), the last call writing them back."""
+    a, spec = d.a, d.a.spec
+    sums = a.in_tile(ty, tx, c * spec.block_cols, a.dx[k], 4)
+    if len(column) == 1 and not fresh:
+        d.add(header_word(Op.EB, 0, hold=True, stride=d.stride), (some_dy, sums), Block(), 0)
+    loaded = not fresh and len(column) == 1
+    for j, s in enumerate(column):
+        last = j == len(column) - 1
+        zero, load = fresh and j == 0, not fresh and not loaded and j == 0
+        dy = a.out_tile(ty, tx, s.row * spec.block_rows, a.dy[k], 1)
+        header = header_word(Op.EB, s.nnz, zero=zero, carry=not (zero or load), hold=not last, stride=d.stride)
+        d.add(header, (d.weights(s), dy) + ((sums,) if load else ()), sums if last else Block(), count if last else 0)
+
+
+def layer_forward(arena: ConvArena, n: int, items: list) -> "_Drafts":
+    """FP of ``n`` samples on one layer of a network, added to ``items``."""
+    drafts = _Drafts(arena, n, items)
+    _forward(drafts)
+    return drafts
+
+
+def layer_backward(arena: ConvArena, n: int, items: list, input_errors: bool) -> "_Drafts":
+    """WG and (``input_errors``) EB of ``n`` samples on one layer of a network, added to ``items``."""
+    drafts = _Drafts(arena, n, items)
+    _gradients(drafts)
+    if input_errors:
+        _errors(drafts)
+    return drafts
 
 
 def _drafts(arena: ConvArena, n: int, input_errors: bool) -> Tuple[_Drafts, _Drafts]:
-    forward, backward = _Drafts(arena, n), _Drafts(arena, n)
-    _forward(forward)
-    _gradients(backward)
-    if input_errors:
-        _errors(backward)
-    return forward, backward
+    return layer_forward(arena, n, []), layer_backward(arena, n, [], input_errors)
 
 
 def conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix) -> ConvArena:
@@ -173,4 +205,4 @@ def conv_lists(arena: ConvArena, n: int, *, input_errors: bool = True) -> ConvLi
     return ConvLists(n=n, forward=forward, backward=backward, macs=macs)
 
 
-__all__ = ["ConvLists", "clear_regions", "conv_arena", "conv_lists"]
+__all__ = ["ConvLists", "clear_regions", "conv_arena", "conv_lists", "calls_of", "layer_backward", "layer_forward"]

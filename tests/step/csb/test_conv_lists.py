@@ -121,19 +121,25 @@ def test_fp_sums_saturate_as_the_whole_map_layer_s():
 
 
 def test_eb_clears_then_chains_each_tile_onto_the_sums_before_it():
-    """Per block column the grid is cleared by entry-less ZERO EBs, then each tile's chain loads its positions'
-    sums (the third segment, or an entry-less loading EB for a one-block column) and its last call writes them."""
+    """Per block column the grid is cleared by entry-less ZERO EBs (but tile (0, 0)'s region, whose chains start
+    from zero), then each later tile's chain loads its positions' sums (the third segment, or an entry-less loading
+    EB for a one-block column) and its last call writes them. A map of one tile shares no halo: nothing is cleared
+    or loaded."""
     _, _, _, arena, _, _, _, lists = layer_case(GRID["k3-s1-ragged"])
     eb = [call for call in lists.backward if call.header & 3 == Op.EB]
-    clears = [call for call in eb if call.header & FLAG_ZERO]
-    assert clears and all(call.header >> 16 == 0 and call.count for call in clears)
+    clears = [call for call in eb if call.header & FLAG_ZERO and not call.header >> 16]
+    assert clears and all(call.count for call in clears)
+    fresh = [call for call in eb if call.header & FLAG_ZERO and call.header >> 16]
     loads = [call for call in eb if not call.header & (FLAG_ZERO | FLAG_CARRY)]
     assert all(call.segments[-1].total_words == call.count or call.header & FLAG_HOLD for call in loads)
-    writes = [call for call in eb if call.count and not call.header & FLAG_ZERO]
-    assert len(writes) == len(loads) and all(call.header & FLAG_CARRY for call in writes)
+    writes = [call for call in eb if call.count and call.header >> 16]
+    assert fresh and len(writes) == len(loads) + len(fresh)
+    assert all(call.header & (FLAG_CARRY | FLAG_ZERO) for call in writes)
     first_layer = conv_lists(arena, 6, input_errors=False)  # the network's input takes no error: no EB at all
     assert not any(call.header & 3 == Op.EB for call in first_layer.backward)
     assert first_layer.macs * 3 == lists.macs * 2
+    one_tile = [call for call in layer_case(GRID["k3-s1-one-tile"])[-1].backward if call.header & 3 == Op.EB]
+    assert all(call.header >> 16 and len(call.segments) == 2 for call in one_tile)
 
 
 @pytest.mark.parametrize("make, match", [

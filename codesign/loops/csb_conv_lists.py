@@ -1,0 +1,120 @@
+"""The compressed conv loop with every fixed-point step as two call lists: the state on the device, the tiles read
+in place, ReLU, masks and the update on the PE.
+
+:class:`CsbConvListTrainer` is :class:`codesign.loops.csb_conv.CsbConvTrainer` whose fixed-point steps run as the
+lists of :func:`codesign.step.csb.conv_step.net_lists` on a *shell* (as :mod:`codesign.loops.csb_lists`: the
+golden shell model on the desktop, a board's csb IP). At the pruning event the trainer builds the network's arena
+for the kept kernels and writes every layer's index, weights and buffer words once (the head's as a conv of the
+PE's kernel whose outer taps are 0). Per step the host writes the batch's codes, runs the forward list, reads the
+logits' sums, computes the loss and its gradient as the loop does, writes the gradient's codes and runs the
+backward list, which leaves the new buffers in the other phase's slots. Reading the state back (evaluation,
+:meth:`read_weights`) pulls the buffers once and runs the loop's own code, so a run equals the loop's bit for bit.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Dict, Tuple
+
+import numpy as np
+
+from codesign.loops.common import HwTrainError, StateOnDevice, softmax_cross_entropy
+from codesign.loops.csb import learning_rate_exponent, quantize
+from codesign.loops.csb_conv import CsbConvSetup, CsbConvTrainer
+from codesign.loops.csb_lists import KEEP_LISTS, upd_fields
+from codesign.pe.csb.format import encode
+from codesign.step.csb.conv_step import ConvNetLists, net_arena, net_lists, net_shapes
+from codesign.step.csb.lists import PE, CsbStepScales
+
+_ARENAS = itertools.count()
+
+
+class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
+    """:class:`CsbConvTrainer` whose fixed-point steps run as call lists on ``shell`` (see the module docstring)."""
+
+    def __init__(self, setup: CsbConvSetup, shell) -> None:
+        spec = shell.specs.get(PE) if hasattr(shell, "specs") else None
+        if spec != setup.spec:
+            raise HwTrainError(f"the shell's {PE} build {spec} is not the set-up's {setup.spec}")
+        if spec.batch % 4:
+            raise HwTrainError(f"{spec.batch} lanes: the conv lists need a multiple of 4")
+        super().__init__(setup)
+        self.shell, self.net, self.device = shell, None, None
+        self.buffer_phase, self.list_steps = 0, 0
+        self._built: Dict[Tuple[Any, ...], ConvNetLists] = {}
+        self._stale = False
+
+    def _set_fixed(self, masks, dense, frac_bits) -> None:
+        """The loop's switch to fixed point, then the one encoding of this structure into a new arena."""
+        super()._set_fixed(masks, dense, frac_bits)
+        k, setup = self.spec.kernel, self.setup
+        structures = [encode(np.broadcast_to(m[:, :, None, None], (*m.shape, k, k)).astype(np.int8),
+                             block_rows=self.spec.block_rows, block_cols=self.spec.block_cols) for m in self.masks]
+        self.net = net_arena(self.spec, net_shapes(self.spec, setup.image, setup.convs, setup.classes),
+                             setup.batch_size, structures)
+        for a, structure, words in zip(self.net.layers, structures, self._pe_buffers()):
+            a.write_state(self.net.image, structure, words, 0)
+        self.buffer_phase, self._built, self._stale = 0, {}, False
+        self.device = self.shell.arena(self.net, key=("csb-conv", setup.image, setup.convs, next(_ARENAS)))
+
+    def _pe_buffers(self) -> list:
+        """The buffers as the PE's kernel holds them: the head's words at the centre tap, 0 around."""
+        k, out = self.spec.kernel, [np.asarray(b) for b in self.buffers]
+        head = np.zeros((out[-1].shape[0], k, k), dtype=np.int64)
+        head[:, k // 2, k // 2] = out[-1].reshape(-1)
+        return out[:-1] + [head]
+
+    def _pull(self) -> None:
+        if not self._stale:
+            return
+        net, phase, k = self.net, self.buffer_phase, self.spec.kernel
+        ranges = [(s.b[phase] // 4, s.nnz * k * k) for a in net.layers for s in a.blocks]
+        self.shell.invalidate(self.device, ranges)
+        words = [a.read_buffer(self.device, phase) for a in net.layers]
+        self.buffers = words[:-1] + [words[-1][:, k // 2, k // 2].reshape(-1, 1, 1)]
+        self._stale = False
+
+    def load_weights(self, state: Dict[str, Any]) -> None:
+        raise HwTrainError("the conv list trainer takes its state from its own pruning event")
+
+    def lists(self, n: int, upd) -> ConvNetLists:
+        key = (self.net.chunks_of(n), upd, self.buffer_phase)
+        if key not in self._built:
+            if len(self._built) >= KEEP_LISTS:
+                self._built.pop(next(iter(self._built)))
+            self._built[key] = net_lists(self.net, n, CsbStepScales.of(self.frac_bits, upd), self.buffer_phase)
+        return self._built[key]
+
+    def train_step(self, x, y) -> float:
+        """One SGD step (float64 on the host in the warm-up; two call lists after); returns the loss."""
+        if self.phase == "warmup":
+            return super().train_step(x, y)
+        x, y = self._batch(x, y)
+        n = x.shape[0]
+        if n > self.setup.batch_size:
+            raise HwTrainError(f"batch of {n} samples: the arena holds {self.setup.batch_size}")
+        fb, shell, first, head = self.frac_bits, self.shell, self.net.layers[0], self.net.layers[-1]
+        used, upd = upd_fields(fb, learning_rate_exponent(self.learning_rate()))
+        lists = self.lists(n, upd)
+        first.write_input(self.device, quantize(x, fb[0]["activation"]))
+        shell.flush(self.device, first.map_ranges(first.x, n, 1))
+        self.device = shell.run_phase(lists.phases[0], self.device)
+        shell.invalidate(self.device, head.map_ranges(head.z, n, 4))
+        logits = self._logits(head.read_sums(self.device, n).reshape(n, -1))
+        loss, grad = softmax_cross_entropy(logits, y)
+        head.write_errors(self.device, quantize(grad, fb[-1]["error"]).reshape(n, -1, 1, 1))
+        shell.flush(self.device, head.map_ranges(head.dy, n, 1))
+        self.device = shell.run_phase(lists.phases[1], self.device)
+        self.buffer_phase, self._stale = 1 - self.buffer_phase, True
+        self.lr_exponents.extend(used)
+        for structure, (_, _, k, _, oh, ow, _) in zip(self._structure, self.layers):
+            macs = structure.nnz * k * k
+            for op, count in (("FP", n * oh * ow), ("WG", n * oh * ow), ("EB", n * oh * ow), ("UPD", 1)):
+                self.backend.macs[op] += macs * count if op != "EB" or structure is not self._structure[0] else 0
+        self.fixed_steps += 1
+        self.step += 1
+        self.list_steps += 1
+        return loss
+
+
+__all__ = ["CsbConvListTrainer"]

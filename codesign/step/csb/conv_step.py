@@ -1,0 +1,244 @@
+"""A compressed conv network's fixed-point training step as two call lists on the CSB PE, with every tensor in place.
+
+What :class:`codesign.loops.csb_conv.CsbConvTrainer` computes, bit for bit: the products run as the conv lists
+of :mod:`codesign.step.csb.conv_lists` (one arena for the network: each layer placed by
+:func:`~codesign.step.csb.conv_arena.build_conv_arena`), and what the host did between them runs on the PE
+and the shell's rounding stage:
+
+* **ReLU into the next layer's input**: SELECT(z, z) of a hidden layer's sums through the rounding stage at
+  ``fa[l+1] - (fw[l] + fa[l])`` (the loop's ``rescale`` of ``max(z, 0)``: rounding to nearest is monotone and
+  keeps 0), written as codes straight into the next layer's padded grid; for the head, into its input
+  flattened channel-major (channel ``c * h * w + y * w + x`` of a 1 x 1 map: a position a row of the out block);
+* **the mask into the previous layer's errors**: SELECT(EB's sums at the input map's positions, the previous
+  layer's sums) through the rounding stage at ``fe[l-1] - (fw[l] + fe[l])``, into its error map;
+* **the update**, per stored block: UPD from the phase's buffer words and the step's gradients (three segments)
+  into the other phase's, ``LEFT`` where the loop shifts the gradient left; then SHR by 16 through the rounding
+  stage at shift 0 into the weights FP and EB read next step.
+
+The head is the loop's dense layer, here a conv of the PE's kernel on a 1 x 1 map whose outer taps are 0: they
+add nothing, and their gradients are 0 (the map's padding and the error past the map are 0), so they stay 0.
+A SELECT takes at most ``spec.ew_capacity`` elements: it runs over channels whole where a channel's map fits,
+else over rows. Units: offsets in bytes, counts in elements.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, List, Sequence, Tuple
+
+import numpy as np
+
+from codesign.contracts.calls import RAW, RECORD_WORDS, ArenaLayout, Block, Call, check_list
+from codesign.numerics.records import keyword_record
+from codesign.numerics.round_stage import RoundStageConfig
+from codesign.pe.csb.format import CSBMatrix
+from codesign.pe.csb.spec import CsbSpec
+from codesign.pe.csb.stream import EwOp, Op, header_word
+from codesign.step.csb.arena import BUFFER_EXTRA_BITS, words_of_bytes
+from codesign.step.csb.conv_arena import ConvArena, ConvShape, build_conv_arena
+from codesign.step.csb.conv_lists import calls_of, layer_backward, layer_forward
+from codesign.step.csb.lists import PE, CsbStepScales
+
+
+@keyword_record
+class MapView:
+    """Where a map's ``(channels, rows, width)`` positions lie: per position ``lane_bytes`` (its ``b`` lanes),
+    ``position_bytes`` apart along a row (``lane_bytes``: back to back), rows ``row_bytes`` apart, channels
+    ``channel_bytes``."""
+
+    base: int
+    channel_bytes: int
+    row_bytes: int
+    position_bytes: int
+    lane_bytes: int
+    width: int
+
+    def block(self, channel: int, channels: int, row: int, rows: int) -> Block:
+        offset = self.base + channel * self.channel_bytes + row * self.row_bytes
+        if self.position_bytes == self.lane_bytes:
+            return Block(offset=offset, words=self.width * self.lane_bytes // 4, rows=rows, stride=self.row_bytes,
+                         planes=channels, plane_stride=self.channel_bytes)
+        return Block(offset=offset, words=self.lane_bytes // 4, rows=rows * self.width, stride=self.position_bytes,
+                     planes=channels, plane_stride=self.channel_bytes)
+
+
+def _out_map(a: ConvArena, base: int, size: int) -> MapView:
+    """A layer's sums (``size`` 4) or error codes (1) over its output tiles."""
+    spec, b = a.spec, a.spec.batch
+    rows, cols = a.tiles[0] * spec.out_h, a.tiles[1] * spec.out_w
+    return MapView(base=base, channel_bytes=rows * cols * b * size, row_bytes=cols * b * size,
+                   position_bytes=b * size, lane_bytes=b * size, width=a.shape.out_map[1])
+
+
+def _in_map(a: ConvArena, base: int, size: int, flat: Tuple[int, int] | None = None) -> MapView:
+    """A layer's input codes (``size`` 1) or EB's sums (4) at the input map's positions of its grid; ``flat``
+    ``(height, width)``: the head's 1 x 1 map read as the previous layer's map, channel-major."""
+    (gh, gw), b, p = a.grid, a.spec.batch, a.shape.pad
+    at = base + (p * gw + p) * b * size
+    if flat is None:
+        return MapView(base=at, channel_bytes=gh * gw * b * size, row_bytes=gw * b * size, position_bytes=b * size,
+                       lane_bytes=b * size, width=a.shape.width)
+    position = gh * gw * b * size  # one flattened feature a channel of the grid
+    h, w = flat
+    return MapView(base=at, channel_bytes=h * w * position, row_bytes=w * position, position_bytes=position,
+                   lane_bytes=b * size, width=w)
+
+
+def _pieces(channels: int, rows: int, row_elements: int, capacity: int) -> Iterator[Tuple[int, int, int, int]]:
+    """``(channel, channels, row, rows)`` pieces of a map of at most ``capacity`` elements each."""
+    if rows * row_elements <= capacity:
+        step = capacity // (rows * row_elements)
+        for c in range(0, channels, step):
+            yield c, min(step, channels - c), 0, rows
+        return
+    step = capacity // row_elements
+    if not step:
+        raise ValueError(f"a map row of {row_elements} elements is more than one SELECT takes ({capacity})")
+    for c in range(channels):
+        for r in range(0, rows, step):
+            yield c, 1, r, min(step, rows - r)
+
+
+@keyword_record
+class ConvNetArena:
+    """A conv network's arena: its ``layers`` (the convs, then the head on a 1 x 1 map) placed in one image, a
+    record slot per call of its longest list."""
+
+    spec: CsbSpec
+    batch: int
+    layers: Tuple[ConvArena, ...]
+    records: int
+    record_slots: int
+    image: np.ndarray
+
+    @property
+    def arena(self) -> np.ndarray:
+        """The image a shell's ``arena`` call copies."""
+        return self.image
+
+    def chunks_of(self, n: int) -> int:
+        return self.layers[0].chunks_of(n)
+
+
+@keyword_record
+class ConvNetLists:
+    """One step's lists for ``n`` samples in buffer ``phase``: ``forward`` (to the logits' sums) and ``backward``
+    (gradients, masks, the update and the new weights)."""
+
+    n: int
+    phase: int
+    forward: Tuple[Call, ...]
+    backward: Tuple[Call, ...]
+
+    @property
+    def phases(self) -> List[List[Tuple[str, Tuple[Call, ...]]]]:
+        return [[(PE, self.forward)], [(PE, self.backward)]]
+
+
+def net_shapes(spec: CsbSpec, image: Tuple[int, int, int], convs: Sequence[Tuple[int, int]],
+               classes: int) -> List[ConvShape]:
+    """The layers' shapes on ``spec``: the convs, then the head (the last map's features as channels)."""
+    (c, h, w), shapes = image, []
+    for outputs, stride in convs:
+        shapes.append(ConvShape(channels=c, outputs=outputs, height=h, width=w, kernel=spec.kernel, stride=stride))
+        c, (h, w) = outputs, shapes[-1].out_map
+    return shapes + [ConvShape(channels=c * h * w, outputs=classes, height=1, width=1, kernel=spec.kernel)]
+
+
+def _place(spec: CsbSpec, shapes: Sequence[ConvShape], batch: int, structures: Sequence[CSBMatrix],
+           record_slots: int) -> ConvNetArena:
+    layout = ArenaLayout()
+    layers = tuple(build_conv_arena(spec, shape, batch, csb, record_slots=0, layout=layout)
+                   for shape, csb in zip(shapes, structures))
+    records = layout.reserve(RECORD_WORDS * max(record_slots, 1))
+    return ConvNetArena(spec=spec, batch=batch, layers=layers, records=records, record_slots=record_slots,
+                        image=layout.image())
+
+
+def net_arena(spec: CsbSpec, shapes: Sequence[ConvShape], batch: int,
+              structures: Sequence[CSBMatrix]) -> ConvNetArena:
+    """The network's arena, with a record slot per call of its longest list (a full batch's)."""
+    sized = _place(spec, shapes, batch, structures, 1)
+    zero = CsbStepScales(relu=(0,) * (len(shapes) - 1), mask=(0,) * len(shapes), upd=((0, False),) * len(shapes))
+    slots = max(len(items) for items in _drafts(sized, batch, zero, 0))
+    return _place(spec, shapes, batch, structures, slots)
+
+
+def _codes(values: int, shift: int) -> RoundStageConfig:
+    return RoundStageConfig(enable=True, shift=shift, bits=8, lanes=4, group_words=1, row_values=values)
+
+
+def _selects(items: list, spec: CsbSpec, v: MapView, z: MapView, out: MapView, dims: Tuple[int, int],
+             shift: int) -> None:
+    """SELECT(``v``, ``z``) over a ``dims`` = (channels, rows) map through the rounding stage into ``out``."""
+    b = spec.batch
+    for c, nc, r, nr in _pieces(*dims, v.width * b, spec.ew_capacity):
+        count = nc * nr * v.width * b
+        items.append((header_word(EwOp.SELECT, count, ew=True), (v.block(c, nc, r, nr), z.block(c, nc, r, nr)),
+                      out.block(c, nc, r, nr), count, _codes(b, shift)))
+
+
+def _relu(items: list, net: ConvNetArena, layer: int, k: int, shift: int) -> None:
+    a, nxt = net.layers[layer], net.layers[layer + 1]
+    (oh, ow), z = a.shape.out_map, _out_map(a, a.z[k], 4)
+    head = layer + 1 == len(net.layers) - 1
+    out = _in_map(nxt, nxt.x[k], 1, (oh, ow) if head else None)
+    _selects(items, net.spec, z, z, out, (a.shape.outputs, oh), shift)
+
+
+def _mask(items: list, net: ConvNetArena, layer: int, k: int, shift: int) -> None:
+    a, prev = net.layers[layer], net.layers[layer - 1]
+    (oh, ow) = prev.shape.out_map
+    head = layer == len(net.layers) - 1
+    v = _in_map(a, a.dx[k], 4, (oh, ow) if head else None)
+    _selects(items, net.spec, v, _out_map(prev, prev.z[k], 4), _out_map(prev, prev.dy[k], 1),
+             (prev.shape.outputs, oh), shift)
+
+
+def _update(items: list, a: ConvArena, upd: Tuple[int, bool], phase: int) -> None:
+    shift, left = upd
+    kk, cap = a.shape.kernel ** 2, a.spec.ew_capacity // 4 * 4  # SHR pieces of whole words of codes
+    for s in a.blocks:
+        index, words = words_of_bytes(s.nnz), s.nnz * kk
+        segments = (Block(offset=s.iw, words=index, rows=1), Block(offset=s.b[phase], words=words, rows=1),
+                    Block(offset=s.ig + 4 * index, words=words, rows=1))
+        items.append((header_word(Op.UPD, s.nnz, shift, left=left), segments,
+                      Block(offset=s.b[1 - phase], words=words, rows=1), words, RAW))
+        for start in range(0, words, cap):
+            n = min(cap, words - start)
+            items.append((header_word(EwOp.SHR, n, BUFFER_EXTRA_BITS, ew=True),
+                          (Block(offset=s.b[1 - phase] + 4 * start, words=n, rows=1),),
+                          Block(offset=s.iw + 4 * index + start, words=words_of_bytes(n), rows=1), n, _codes(n, 0)))
+
+
+def _drafts(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int) -> Tuple[list, list]:
+    if phase not in (0, 1):
+        raise ValueError(f"phase {phase!r}: 0 or 1")
+    layers, chunks = len(net.layers), net.chunks_of(n)
+    if len(scales.relu) != layers - 1 or len(scales.mask) != layers or len(scales.upd) != layers:
+        raise ValueError(f"scales for {len(scales.upd)} layers; the arena has {layers}")
+    forward: list = []
+    backward: list = []
+    for layer, a in enumerate(net.layers):
+        layer_forward(a, n, forward)
+        for k in range(chunks) if layer < layers - 1 else ():
+            _relu(forward, net, layer, k, scales.relu[layer])
+    for layer in range(layers - 1, -1, -1):
+        layer_backward(net.layers[layer], n, backward, input_errors=layer > 0)
+        for k in range(chunks) if layer else ():
+            _mask(backward, net, layer, k, scales.mask[layer])
+    for layer, a in enumerate(net.layers):
+        _update(backward, a, scales.upd[layer], phase)
+    return forward, backward
+
+
+def net_lists(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int) -> ConvNetLists:
+    """The forward and backward lists of a step of ``n`` samples in ``phase``, checked against the arena."""
+    forward, backward = (calls_of(items, net.records) for items in _drafts(net, n, scales, phase))
+    for calls in (forward, backward):
+        if len(calls) > net.record_slots:
+            raise ValueError(f"{len(calls)} calls, {net.record_slots} record slots")
+        check_list(calls, 4 * net.image.size)
+    return ConvNetLists(n=n, phase=phase, forward=forward, backward=backward)
+
+
+__all__ = ["ConvNetArena", "ConvNetLists", "MapView", "net_arena", "net_lists", "net_shapes"]

@@ -1,0 +1,64 @@
+"""The conv loop with every fixed-point step as call lists equals the golden conv loop bit for bit: losses, every
+buffer word, rate exponents and predictions, over full and short batches and UPD's left and right shifts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.loops.common import HwTrainError
+from codesign.loops.csb_conv import CsbConvSetup, CsbConvTrainer
+from codesign.loops.csb_conv_lists import CsbConvListTrainer
+from codesign.pe.csb import CsbSpec
+from codesign.shell.list_runner import GoldenListShell
+from codesign.train.data import synthetic_dataset
+
+SPEC = CsbSpec(block_rows=8, block_cols=8, kernel=3, out_h=4, out_w=4, batch=8, max_stride=2)
+SETUP = CsbConvSetup(spec=SPEC, image=(1, 8, 8), convs=((8, 1), (12, 2)), classes=10, batch_size=24, epochs=3,
+                     warmup_epochs=1, lr=0.1, schedule="cosine", seed=0)
+
+
+def _pair(setup=SETUP):
+    data = synthetic_dataset(samples=120, seed=1)
+    loop, lists = CsbConvTrainer(setup), CsbConvListTrainer(setup, GoldenListShell({"csb": setup.spec}))
+    for trainer in (loop, lists):
+        trainer.fit(data, epochs=1, progress=False, max_steps=3)
+        assert trainer.phase == "fixed"
+    return data, loop, lists
+
+
+def _same_state(loop, lists) -> None:
+    lists._pull()
+    assert all(np.array_equal(mine, theirs) for mine, theirs in zip(loop.buffers, lists.buffers))
+    assert loop.lr_exponents == lists.lr_exponents
+
+
+def test_list_steps_equal_the_loop_word_for_word():
+    data, loop, lists = _pair()
+    rng = np.random.default_rng(0)
+    for n, rate in ((24, 0.1), (13, 1.0), (24, 2.0 ** -12), (5, 0.02)):  # UPD's LEFT at rate 1, its right shift later
+        rows = rng.choice(data.train_x.shape[0], n, replace=False)
+        for trainer in (loop, lists):
+            trainer.setup = type(SETUP)(**{**trainer.setup.__dict__, "lr": rate, "schedule": "constant"})
+        losses = [trainer.train_step(data.train_x[rows], data.train_y[rows]) for trainer in (loop, lists)]
+        assert losses[0] == losses[1]
+        _same_state(loop, lists)
+    assert np.array_equal(loop.logits(data.test_x), lists.logits(data.test_x))
+    assert len(set(loop.lr_exponents)) > 1
+
+
+def test_a_fixed_epoch_through_fit_equals_the_loop_s():
+    data, loop, lists = _pair()
+    rows = [trainer.fit(data, epochs=1, progress=False, max_steps=2)[-1] for trainer in (loop, lists)]
+    assert rows[0]["loss"] == rows[1]["loss"] and rows[0]["accuracy"] == rows[1]["accuracy"]
+    assert rows[0]["macs"] == rows[1]["macs"]
+    _same_state(loop, lists)
+    assert lists.list_steps == 2 and len(lists._built) == 2  # one list pair per buffer phase
+
+
+def test_a_shell_or_build_the_lists_cannot_run_is_refused():
+    with pytest.raises(HwTrainError, match="not the set-up's"):
+        CsbConvListTrainer(SETUP, GoldenListShell({"csb": CsbSpec(kernel=3, batch=8, max_stride=2)}))
+    odd = CsbSpec(block_rows=8, block_cols=8, kernel=3, out_h=4, out_w=4, batch=6, max_stride=2)
+    with pytest.raises(HwTrainError, match="multiple of 4"):
+        CsbConvListTrainer(CsbConvSetup(**{**SETUP.__dict__, "spec": odd}), GoldenListShell({"csb": odd}))

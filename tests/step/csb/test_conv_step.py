@@ -1,0 +1,109 @@
+"""A conv network's step lists: SELECT pieces cover a map within the PE's element count, the head's input is the
+last map flattened channel-major, and the C++ and RTL shells run a whole step's lists as the golden lists do, the
+RTL in exactly the modelled cycles."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from codesign.pe import get_pe
+from codesign.pe.csb import CsbSpec, encode
+from codesign.shell.calls import ListCase, run_list_golden
+from codesign.shell.ip import held_by_default
+from codesign.step.csb.conv_step import MapView, _pieces, net_arena, net_lists, net_shapes
+from codesign.step.csb.lists import CsbStepScales
+from codesign.step.list_cycles import list_cycles
+
+PE = get_pe("csb")
+needs_icarus = pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog is not on PATH")
+
+
+@pytest.mark.parametrize("dims, row, cap", [((5, 4), 32, 511), ((3, 8), 128, 511), ((2, 7), 512, 511),
+                                            ((4, 1), 16, 16)])
+def test_select_pieces_cover_the_map_each_within_one_select(dims, row, cap):
+    if row > cap:
+        with pytest.raises(ValueError, match="more than one SELECT"):
+            list(_pieces(*dims, row, cap))
+        return
+    covered = np.zeros(dims, int)
+    for c, nc, r, nr in _pieces(*dims, row, cap):
+        assert nc * nr * row <= cap
+        covered[c:c + nc, r:r + nr] += 1
+    assert (covered == 1).all()
+
+
+def test_a_flattened_view_puts_each_position_in_its_own_channel():
+    view = MapView(base=64, channel_bytes=6 * 40, row_bytes=3 * 40, position_bytes=40, lane_bytes=8, width=3)
+    block = view.block(1, 2, 0, 2)
+    assert block.row_offsets().tolist() == [64 + 40 * f for f in range(6, 18)]  # features 6..17 = channels 1, 2
+    assert block.words == 2
+
+
+def network_case(seed: int = 0, n: int = 6, relu=(-9, -8)):
+    """A two-conv network (the second at stride 2) and its head on a small PE, a random kept structure, state,
+    batch and logits' gradient, and one step's lists (``relu``: the rounding stage's shifts after the convs)."""
+    rng = np.random.default_rng(seed)
+    spec = CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2, batch=4, max_stride=2)
+    shapes = net_shapes(spec, (2, 4, 4), ((4, 1), (6, 2)), 5)
+    structures, buffers = [], []
+    for shape in shapes:
+        keep = rng.random((shape.outputs, shape.channels)) < 0.6
+        csb = encode(np.broadcast_to(keep[:, :, None, None], (*keep.shape, 3, 3)).astype(np.int8), block=4)
+        structures.append(csb)
+        buffers.append(rng.integers(-(1 << 23), 1 << 23, (csb.nnz, 3, 3)))
+    net = net_arena(spec, shapes, n, structures)
+    image = net.image.copy()
+    for a, csb, words in zip(net.layers, structures, buffers):
+        a.write_state(image, csb, words, 0)
+    net.layers[0].write_input(image, rng.integers(-128, 128, (n, 2, 4, 4)))
+    net.layers[-1].write_errors(image, rng.integers(-128, 128, (n, 5, 1, 1)))
+    scales = CsbStepScales(relu=tuple(relu), mask=(0, -7, -6), upd=((3, False), (2, True), (0, False)))
+    return spec, net, image, net_lists(net, n, scales, 0)
+
+
+def test_the_head_reads_the_last_map_flattened_and_the_update_writes_the_other_phase():
+    """At shift 0 the ReLU's codes are the sums clipped to [0, 127]: feature ``c * h * w + y * w + x`` of the head's
+    1 x 1 map (its grid's centre) holds channel ``c`` at ``(y, x)`` of the last conv's map."""
+    spec, net, image, lists = network_case(relu=(0, 0))
+    forward = run_list_golden(PE, spec, image, lists.forward)
+    head, last = net.layers[-1], net.layers[-2]
+    grid = head._map_view(forward, head.x[0], (head.column_blocks * spec.block_cols, *head.grid), np.int8)
+    features = grid[:head.shape.channels, head.shape.pad, head.shape.pad, :].astype(np.int64)  # (24, 4 lanes)
+    want = np.clip(last.read_sums(forward, 6), 0, 127).reshape(6, -1).T[:, :spec.batch]
+    assert np.array_equal(features, want) and 0 < np.count_nonzero(want) < want.size
+    after = run_list_golden(PE, spec, forward, lists.backward)
+    for a in net.layers:
+        assert not np.array_equal(a.read_buffer(after, 1), a.read_buffer(image, 1))  # UPD wrote phase 1
+
+
+def _run(tmp_path, level: str):
+    from codesign.shell.list_sim import run_list_csim, run_list_rtl
+    from codesign.shell.ip import render_accel_project
+
+    spec, net, image, lists = network_case()
+    if level == "csim":
+        render_accel_project(PE, spec, "csb_0", None, tmp_path / "hls")
+    for part, calls in (("forward", lists.forward), ("backward", lists.backward)):
+        case = ListCase(calls=calls, arena=image, expected=run_list_golden(PE, spec, image, calls))
+        if level == "csim":
+            result = run_list_csim(tmp_path / "hls", case, build_dir=tmp_path / f"build-{part}")
+        else:
+            result = run_list_rtl(PE, spec, case, tmp_path / part, held_sums=held_by_default(PE),
+                                  timeout_cycles=4_000_000)
+            model = list_cycles(PE, spec, calls, image)
+            print(f"\n[csb conv step {part}] {len(calls)} calls, model {model.total}, RTL busy {result.busy_cycles}")
+            assert model.total == result.busy_cycles
+        assert result.passed, result.first_mismatches
+        image = case.expected
+
+
+def test_csim_runs_a_network_step_as_the_golden_lists(tmp_path):
+    _run(tmp_path, "csim")
+
+
+@needs_icarus
+def test_rtl_runs_a_network_step_bit_exact_in_the_modelled_cycles(tmp_path):  # 12 s
+    _run(tmp_path, "rtl")
