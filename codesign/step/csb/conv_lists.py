@@ -12,10 +12,11 @@ chunk ``k`` and output tile ``(ty, tx)`` (row-major):
   segments (the index, the block column's input tile, the block row's error tile); the last writes the
   gradients after the index in ``ig``;
 * **EB**, per block column: the tiles' sums overlap where their halos do, so ``dx`` is first cleared (EB
-  transactions without entries, ``ZERO``, whose results are zeros, over the grid), then per tile a chain over the
-  column's blocks in row order: the first takes the tile's input positions from ``dx`` as its initial sums (the
-  third segment), the last writes them back, so each tile adds onto what the tiles before it left. A column
-  with one block starts its chain with an entry-less EB that only loads those sums.
+  transactions without entries, ``ZERO``, whose results are zeros, over the grid but tile (0, 0)'s region), then
+  per tile a chain over the column's blocks in row order: tile (0, 0)'s from zero, every later one's first call
+  taking the tile's input positions from ``dx`` as its initial sums (the third segment), the last writing them
+  back, so each tile adds onto what the tiles before it left. A column with one block starts a later tile's
+  chain with an entry-less EB that only loads those sums; a map of one tile is neither cleared nor loaded.
 
 FP's sums equal the whole-map golden model bit for bit at any tiling; WG's and EB's add the same products in
 another order (tile by tile), so they equal it wherever no partial sum saturates, which 32-bit sums of one
@@ -69,9 +70,6 @@ class _Drafts:
 
     def header(self, op: Op, nnz: int, first: bool, last: bool) -> int:
         return header_word(op, nnz, zero=first, carry=not first, hold=not last, stride=self.stride)
-
-    def calls(self, first_record: int) -> Tuple[Call, ...]:
-        return calls_of(self.items, first_record)
 
 
 def calls_of(items: Sequence[Draft], first_record: int) -> Tuple[Call, ...]:
@@ -195,7 +193,7 @@ def conv_lists(arena: ConvArena, n: int, *, input_errors: bool = True) -> ConvLi
     """The forward and backward lists of ``n`` samples, checked against the arena (both write their records from
     the same first slot: they run one after the other); ``input_errors`` False: no EB (the network's first layer,
     whose input takes no gradient)."""
-    forward, backward = (d.calls(arena.records) for d in _drafts(arena, n, input_errors))
+    forward, backward = (calls_of(d.items, arena.records) for d in _drafts(arena, n, input_errors))
     for calls in (forward, backward):
         if len(calls) > arena.record_slots:
             raise ValueError(f"{len(calls)} calls, {arena.record_slots} record slots")
