@@ -107,10 +107,10 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
         self.device = shell.run_phase(lists.phases[1], self.device)
         self.buffer_phase, self._stale = 1 - self.buffer_phase, True
         self.lr_exponents.extend(used)
-        for structure, (_, _, k, _, oh, ow, _) in zip(self._structure, self.layers):
-            macs = structure.nnz * k * k
-            for op, count in (("FP", n * oh * ow), ("WG", n * oh * ow), ("EB", n * oh * ow), ("UPD", 1)):
-                self.backend.macs[op] += macs * count if op != "EB" or structure is not self._structure[0] else 0
+        for index, (structure, (_, _, k, _, oh, ow, _)) in enumerate(zip(self._structure, self.layers)):
+            products = structure.nnz * k * k  # the loop's counts: the first layer takes no EB
+            for op, count in (("FP", n * oh * ow), ("WG", n * oh * ow), ("EB", n * oh * ow * (index > 0)), ("UPD", 1)):
+                self.backend.macs[op] += products * count
         self.fixed_steps += 1
         self.step += 1
         self.list_steps += 1
