@@ -157,11 +157,9 @@ class ConvArena:
     def map_ranges(self, bases: Tuple[int, ...], n: int, size: int) -> List[Tuple[int, int]]:
         """``(first word, words)`` of the maps at ``bases`` (``x``, ``dy``: ``size`` 1; ``z``, ``dx``: 4) the
         chunks of ``n`` samples use: what the host flushes after writing them or invalidates before reading."""
-        grid = bases in (self.x, self.dx)
-        channels = (self.column_blocks * self.spec.block_cols, *self.grid) if grid else self._out_dims()
-        words = int(np.prod(channels)) * self.spec.batch * size // 4
+        dims = self._grid_dims() if bases in (self.x, self.dx) else self._out_dims()
+        words = int(np.prod(dims)) * self.spec.batch * size // 4
         return [(base // 4, words) for base in bases[:self.chunks_of(n)]]
-
 
     def _map_view(self, arena: np.ndarray, base: int, dims: Tuple[int, int, int], dtype) -> np.ndarray:
         """The ``(channels, rows, cols, b)`` array of a map at ``base`` (a view into ``arena``)."""
@@ -169,8 +167,8 @@ class ConvArena:
         words = arena[base // 4:base // 4 + _ceil(int(np.prod(dims)) * b * np.dtype(dtype).itemsize, 4)]
         return words.view(dtype).reshape(*dims, b)
 
-    def _grid_dims(self, channels: int) -> Tuple[int, int, int]:
-        return (channels, *self.grid)
+    def _grid_dims(self) -> Tuple[int, int, int]:
+        return (self.column_blocks * self.spec.block_cols, *self.grid)
 
     def _out_dims(self) -> Tuple[int, int, int]:
         return (self.row_blocks * self.spec.block_rows, self.tiles[0] * self.spec.out_h,
@@ -194,8 +192,7 @@ class ConvArena:
     def write_input(self, arena: np.ndarray, codes: np.ndarray) -> None:
         """8-bit ``codes`` ``(n, channels, height, width)`` into ``x`` (the padding stays 0)."""
         codes = np.asarray(codes)
-        self._put(arena, self.x, self._grid_dims(self.column_blocks * self.spec.block_cols), np.int8, codes,
-                  (self.shape.pad, self.shape.pad))
+        self._put(arena, self.x, self._grid_dims(), np.int8, codes, (self.shape.pad, self.shape.pad))
 
     def write_errors(self, arena: np.ndarray, codes: np.ndarray) -> None:
         """8-bit error ``codes`` ``(n, outputs, out_h, out_w)`` into ``dy``."""
@@ -209,8 +206,8 @@ class ConvArena:
     def read_input_errors(self, arena: np.ndarray, n: int) -> np.ndarray:
         """EB's sums at the input map's positions ``(n, channels, height, width)``."""
         pad = self.shape.pad
-        return self._get(arena, self.dx, self._grid_dims(self.column_blocks * self.spec.block_cols), np.int32, n,
-                         self.shape.channels, (pad, pad), (self.shape.height, self.shape.width))
+        return self._get(arena, self.dx, self._grid_dims(), np.int32, n, self.shape.channels, (pad, pad),
+                         (self.shape.height, self.shape.width))
 
     def write_weights(self, arena: np.ndarray, csb: CSBMatrix) -> None:
         """The index bytes and 8-bit weights of ``csb`` (the structure the arena was built for) into ``iw``, the

@@ -70,7 +70,7 @@ def test_the_head_reads_the_last_map_flattened_and_the_update_writes_the_other_p
     spec, net, image, lists = network_case(relu=(0, 0))
     forward = run_list_golden(PE, spec, image, lists.forward)
     head, last = net.layers[-1], net.layers[-2]
-    grid = head._map_view(forward, head.x[0], (head.column_blocks * spec.block_cols, *head.grid), np.int8)
+    grid = head._map_view(forward, head.x[0], head._grid_dims(), np.int8)
     features = grid[:head.shape.channels, head.shape.pad, head.shape.pad, :].astype(np.int64)  # (24, 4 lanes)
     want = np.clip(last.read_sums(forward, 6), 0, 127).reshape(6, -1).T[:, :spec.batch]
     assert np.array_equal(features, want) and 0 < np.count_nonzero(want) < want.size
