@@ -75,9 +75,15 @@ class CsbConvSetup(LoopSetup):
         if not isinstance(self.spec, CsbSpec) or self.spec.kernel % 2 == 0:
             raise HwTrainError(f"spec must be a CsbSpec of an odd kernel, got {self.spec!r}")
         self.check_shared(widths=False)
+        try:  # lists as design.json holds them: kept as tuples (the set-up keys a device arena)
+            object.__setattr__(self, "image", tuple(self.image))
+            object.__setattr__(self, "convs", tuple(tuple(conv) for conv in self.convs))
+        except TypeError:
+            raise HwTrainError(f"image {self.image!r} and convs {self.convs!r} must be sequences") from None
         if len(self.image) != 3 or not all(isinstance(v, int) and v >= 1 for v in self.image):
             raise HwTrainError(f"image {self.image!r} must be (channels, height, width), ints >= 1")
-        if not self.convs or not all(isinstance(o, int) and o >= 1 and s in (1, 2) for o, s in self.convs):
+        if not self.convs or not all(len(conv) == 2 and isinstance(conv[0], int) and conv[0] >= 1
+                                     and conv[1] in (1, 2) for conv in self.convs):
             raise HwTrainError(f"convs {self.convs!r} must be (outputs >= 1, stride 1 or 2) pairs, at least one")
         if max(s for _, s in self.convs) > self.spec.max_stride:
             raise HwTrainError(f"a stride-2 conv needs a PE built with max_stride 2, not {self.spec.max_stride}")

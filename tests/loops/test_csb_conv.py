@@ -89,8 +89,15 @@ def test_the_loop_trains_the_digits_and_prunes_the_convs_only():
     ({"batch_size": 2048}, "could saturate"),  # 2048 samples x 64 positions: WG's sums could reach 2^31
     ({"spec": dataclasses.replace(SPEC, acc_bits=16)}, "could saturate"),
     ({"image": (1, 8)}, "image"),
+    ({"image": 8}, "sequences"),
+    ({"convs": ((8,),)}, "convs"),
     ({"order": "random"}, "pruning search"),
 ])
 def test_a_setup_the_loop_cannot_run_is_refused(changes, match):
     with pytest.raises(HwTrainError, match=match):
         _setup(**changes)
+
+
+def test_a_setup_read_from_json_lists_holds_tuples():
+    setup = _setup(image=[1, 8, 8], convs=[[8, 1], [16, 2]])
+    assert setup == _setup() and hash((setup.image, setup.convs))
