@@ -81,7 +81,8 @@ class GoldenCsb:
 
 class GoldenConvCsb(GoldenCsb):
     """The golden CSB PE on whole conv layers (:mod:`codesign.pe.csb.golden` on one tile the size of the map, the
-    accumulators of ``spec``): ``x`` comes padded by the host, ``stride`` 1 or 2; the conv lists
+    accumulators of ``spec``; a padded input map of at most the PE model's 1,024 positions a channel, larger ones
+    through :class:`FastConvCsb` alone): ``x`` comes padded by the host, ``stride`` 1 or 2; the conv lists
     (:mod:`codesign.step.csb.conv_lists`) equal it wherever no partial sum saturates, which
     :class:`codesign.loops.csb_conv.CsbConvSetup` makes sure of."""
 

@@ -38,6 +38,10 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
             raise HwTrainError(f"the shell's {PE} build {spec} is not the set-up's {setup.spec}")
         if spec.batch % 4:
             raise HwTrainError(f"{spec.batch} lanes: the conv lists need a multiple of 4")
+        widest = max(ow for *_, ow, _ in setup.layer_maps[:-1])  # a SELECT takes a map row at least
+        if widest * spec.batch > spec.ew_capacity:
+            raise HwTrainError(f"a map row of {widest} positions x {spec.batch} lanes is more than one SELECT takes "
+                               f"({spec.ew_capacity} elements): fewer lanes, or narrower maps")
         super().__init__(setup)
         self.shell, self.net, self.device = shell, None, None
         self.buffer_phase, self.list_steps = 0, 0

@@ -62,3 +62,6 @@ def test_a_shell_or_build_the_lists_cannot_run_is_refused():
     odd = CsbSpec(block_rows=8, block_cols=8, kernel=3, out_h=4, out_w=4, batch=6, max_stride=2)
     with pytest.raises(HwTrainError, match="multiple of 4"):
         CsbConvListTrainer(CsbConvSetup(**{**SETUP.__dict__, "spec": odd}), GoldenListShell({"csb": odd}))
+    wide = CsbConvSetup(**{**SETUP.__dict__, "image": (1, 8, 64)})  # a row of 64 positions x 8 lanes: 512
+    with pytest.raises(HwTrainError, match="more than one SELECT"):
+        CsbConvListTrainer(wide, GoldenListShell({"csb": SPEC}))

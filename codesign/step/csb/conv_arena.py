@@ -224,7 +224,7 @@ class ConvArena:
         """The index bytes, the 8-bit weights (the top byte of every buffer word) and the ``(nnz, k, k)`` 24-bit
         ``buffer`` words (stored order) of the structure the arena was built for, into ``iw``, ``ig`` and the
         ``phase`` slots."""
-        buffer = np.asarray(buffer, dtype=np.int64).reshape(csb.nnz, -1)
+        buffer = np.asarray(buffer, dtype=np.int64).reshape(csb.nnz, self.shape.kernel ** 2)  # nnz 0: no block
         self.write_weights(arena, dataclasses.replace(
             csb, values=(buffer >> BUFFER_EXTRA_BITS).astype(np.int8).reshape(csb.values.shape)))
         for s in self.blocks:

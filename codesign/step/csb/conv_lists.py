@@ -19,8 +19,10 @@ chunk ``k`` and output tile ``(ty, tx)`` (row-major):
   chain with an entry-less EB that only loads those sums; a map of one tile is neither cleared nor loaded.
 
 FP's sums equal the whole-map golden model bit for bit at any tiling; WG's and EB's add the same products in
-another order (tile by tile), so they equal it wherever no partial sum saturates, which 32-bit sums of one
-layer's products never do (at most ``2^14`` a product, ``k^2 * block_rows`` products a position and tile).
+another order (tile by tile), so they equal it wherever no partial sum saturates (the conv loop's set-up,
+:class:`codesign.loops.csb_conv.CsbConvSetup`, refuses a network whose sums could). A block row or column with no
+stored kernel is never written: its sums stay as the arena holds them, zero in the fresh arena of a pruning
+event.
 """
 
 from __future__ import annotations
@@ -131,7 +133,7 @@ def _errors(d: _Drafts) -> None:
     a, spec = d.a, d.a.spec
     count = spec.block_cols * spec.in_pos_at(d.stride) * spec.batch
     some_dy = a.out_tile(0, 0, 0, a.dy[0], 1)  # what an entry-less EB reads as its (unused) errors
-    clears = [corner for corner in clear_regions(a) if corner != (0, 0)]
+    clears = [] if a.tiles == (1, 1) else [corner for corner in clear_regions(a) if corner != (0, 0)]
     for k in range(d.chunks):
         for c in range(a.column_blocks):
             for row, col in clears if any(s.col == c for s in a.blocks) else ():

@@ -138,8 +138,9 @@ def test_eb_clears_then_chains_each_tile_onto_the_sums_before_it():
     first_layer = conv_lists(arena, 6, input_errors=False)  # the network's input takes no error: no EB at all
     assert not any(call.header & 3 == Op.EB for call in first_layer.backward)
     assert first_layer.macs * 3 == lists.macs * 2
-    one_tile = [call for call in layer_case(GRID["k3-s1-one-tile"])[-1].backward if call.header & 3 == Op.EB]
-    assert all(call.header >> 16 and len(call.segments) == 2 for call in one_tile)
+    for point in (GRID["k3-s1-one-tile"], (8, 8, 8, 8, 3, 2, 4, 4, 4, 4, 4)):  # stride 2: a grid past the tile
+        one_tile = [call for call in layer_case(point)[-1].backward if call.header & 3 == Op.EB]
+        assert all(call.header >> 16 and len(call.segments) == 2 for call in one_tile)
 
 
 @pytest.mark.parametrize("make, match", [

@@ -64,6 +64,20 @@ def network_case(seed: int = 0, n: int = 6, relu=(-9, -8)):
     return spec, net, image, net_lists(net, n, scales, 0)
 
 
+def test_a_layer_pruned_to_no_kernel_is_placed_and_its_sums_stay_zero():
+    spec = CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2, batch=4, max_stride=2)
+    shapes = net_shapes(spec, (2, 4, 4), ((4, 1),), 3)
+    structures = [encode(np.zeros((4, 2, 3, 3), np.int8), block=4), encode(np.ones((3, 64, 3, 3), np.int8), block=4)]
+    net = net_arena(spec, shapes, 4, structures)
+    image = net.image.copy()
+    net.layers[0].write_state(image, structures[0], np.zeros((0, 3, 3), np.int64), 0)
+    net.layers[1].write_state(image, structures[1], np.full((structures[1].nnz, 3, 3), 1 << 16), 0)
+    net.layers[0].write_input(image, np.ones((4, 2, 4, 4), np.int64))
+    lists = net_lists(net, 4, CsbStepScales(relu=(0,), mask=(0, 0), upd=((0, False),) * 2), 0)
+    after = run_list_golden(PE, spec, image, lists.forward)
+    assert not net.layers[0].read_sums(after, 4).any() and not net.layers[1].read_sums(after, 4).any()
+
+
 def test_the_head_reads_the_last_map_flattened_and_the_update_writes_the_other_phase():
     """At shift 0 the ReLU's codes are the sums clipped to [0, 127]: feature ``c * h * w + y * w + x`` of the head's
     1 x 1 map (its grid's centre) holds channel ``c`` at ``(y, x)`` of the last conv's map."""
