@@ -189,6 +189,47 @@ class CompressedLoop(ScheduledLoop):
     (what a sample holds and the network's outputs), ``_batch``, ``_float_step``, ``_fixed_step``, ``compress``,
     ``logits`` and its state (``phase``, ``masks``, ``backend``, the MAC counters)."""
 
+    def compress(self, data) -> None:
+        """End of the warm-up: freeze the scales, prune the kernels of ``_kernel_norms``' layers by the search (the
+        later layers keep every kernel), round the weights into 24-bit buffers."""
+        if self.phase != "warmup":
+            raise HwTrainError("compress: the loop is already in its fixed-point phase")
+        frac_bits = [{blob: power_of_two_frac_bits(self.max_abs[layer].get(blob, 0.0), DATA_BITS)
+                      for blob in SCALE_BLOBS} for layer in range(len(self.weights))]
+        val_x, val_y = self._validation(data)
+        norms = self._kernel_norms()
+
+        def correct(masks) -> int:
+            logits = self._float_forward(val_x, self._masked(masks))[1][-1].reshape(val_y.size, -1)
+            return int(np.sum(np.argmax(logits, axis=1) == val_y))
+
+        host_before = self.host_macs
+        setup = self.setup
+        masks = search_masks(norms, correct, reference=correct([np.ones(n.shape, bool) for n in norms]),
+                             samples=val_y.size, order=setup.order, step_percent=setup.step_percent,
+                             max_percent=setup.max_percent, drop_budget=setup.drop_budget, log=self.search_log)
+        masks += [np.ones(w.shape[:2], bool) for w in self.weights[len(norms):]]
+        self.search_macs, self.host_macs = self.host_macs - host_before, host_before
+        buffers = [np.where(m.reshape(m.shape + (1,) * (w.ndim - 2)), quantize(w, f["weight"] + BUFFER_EXTRA_BITS,
+                                                                             BUFFER_BITS), 0)
+                   for w, m, f in zip(self.weights, masks, frac_bits)]
+        self._set_fixed(masks, buffers, frac_bits)
+
+    def _set_fixed(self, masks: list[np.ndarray], dense_buffers: list[np.ndarray],
+                   frac_bits: list[dict[str, int]]) -> None:
+        """The switch to fixed point: the kept structure (``self._kernels`` of each mask, encoded in the PE's
+        blocks) and each stored entry's buffer words from ``dense_buffers``."""
+        structures = [encode(self._kernels(layer, mask), block_rows=self.spec.block_rows,
+                             block_cols=self.spec.block_cols) for layer, mask in enumerate(masks)]
+        buffers = []
+        for structure, dense in zip(structures, dense_buffers):
+            rows, cols = structure.entry_coordinates()
+            buffers.append(np.asarray(dense, dtype=np.int64)[rows, cols])
+        self.masks = [np.array(mask, dtype=bool) for mask in masks]
+        self._structure, self.buffers = structures, buffers
+        self.frac_bits = [dict(entry) for entry in frac_bits]
+        self.phase = "fixed"
+
     def _record(self, layer: int, blob: str, values: np.ndarray) -> None:
         entry = self.max_abs[layer]
         entry[blob] = max(entry.get(blob, 0.0), float(np.abs(values).max()) if values.size else 0.0)
@@ -361,18 +402,9 @@ class CsbMlpTrainer(CompressedLoop):
         return CSBMatrix(shape=s.shape, kernel=1, block_rows=s.block_rows, block_cols=s.block_cols,
                          block_ptr=s.block_ptr, index=s.index, values=values)
 
-    def _set_fixed(self, masks: list[np.ndarray], dense_buffers: list[np.ndarray],
-                   frac_bits: list[dict[str, int]]) -> None:
-        structures = [encode(mask.astype(np.int8), block_rows=self.spec.block_rows, block_cols=self.spec.block_cols)
-                      for mask in masks]
-        buffers = []
-        for structure, dense in zip(structures, dense_buffers):
-            rows, cols = structure.entry_coordinates()
-            buffers.append(np.asarray(dense, dtype=np.int64)[rows, cols])
-        self.masks = [np.array(mask, dtype=bool) for mask in masks]
-        self._structure, self.buffers = structures, buffers
-        self.frac_bits = [dict(entry) for entry in frac_bits]
-        self.phase = "fixed"
+    def _kernels(self, layer: int, mask: np.ndarray) -> np.ndarray:
+        """The kept kernels of ``layer`` as :func:`encode` takes them: an FC layer's weights are 1 x 1 kernels."""
+        return mask.astype(np.int8)
 
     def dense_buffers(self) -> list[np.ndarray]:
         """Per layer the ``(rows, cols)`` int32 buffer words, 0 at pruned weights."""
@@ -490,27 +522,12 @@ class CsbMlpTrainer(CompressedLoop):
 
     # -- the switch to fixed point
 
-    def compress(self, data) -> None:
-        """End of the warm-up: freeze the scales, prune by the search, round the weights into 24-bit buffers."""
-        if self.phase != "warmup":
-            raise HwTrainError("compress: the loop is already in its fixed-point phase")
-        frac_bits = [{blob: power_of_two_frac_bits(self.max_abs[layer].get(blob, 0.0), DATA_BITS) for blob in SCALE_BLOBS}
-                     for layer in range(len(self.shapes))]
-        val_x, val_y = self._validation(data)
+    def _kernel_norms(self) -> list[np.ndarray]:
+        """What the pruning search ranks, per layer: an FC layer's kernels are its weights, by magnitude."""
+        return [np.abs(w) for w in self.weights]
 
-        def correct(weights) -> int:
-            return int(np.sum(np.argmax(self._float_forward(val_x, weights)[1][-1], axis=1) == val_y))
-
-        host_before = self.host_macs
-        masks = search_masks([np.abs(w) for w in self.weights],
-                             lambda kept: correct([w * k for w, k in zip(self.weights, kept)]),
-                             reference=correct(self.weights), samples=val_y.size, order=self.setup.order,
-                             step_percent=self.setup.step_percent, max_percent=self.setup.max_percent,
-                             drop_budget=self.setup.drop_budget, log=self.search_log)
-        self.search_macs, self.host_macs = self.host_macs - host_before, host_before
-        buffers = [np.where(mask, quantize(w, fracs["weight"] + BUFFER_EXTRA_BITS, BUFFER_BITS), 0)
-                   for w, mask, fracs in zip(self.weights, masks, frac_bits)]
-        self._set_fixed(masks, buffers, frac_bits)
+    def _masked(self, masks: list[np.ndarray]) -> list[np.ndarray]:
+        return [w * m for w, m in zip(self.weights, masks)]
 
     # -- fixed-point forward and backward
 

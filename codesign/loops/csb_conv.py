@@ -37,12 +37,12 @@ import numpy as np
 
 from codesign.loops.common import HwTrainError, LoopSetup, softmax_cross_entropy
 from codesign.loops.conv_float import conv2d, conv2d_grads, pad_map
-from codesign.loops.csb import BUFFER_EXTRA_BITS, SCALE_BLOBS, CompressedLoop, quantize, rescale
+from codesign.loops.csb import BUFFER_EXTRA_BITS, CompressedLoop, quantize, rescale
 from codesign.loops.csb_backend import FastConvCsb
-from codesign.loops.pruning import ORDERS, search_masks
-from codesign.numerics.scales import power_of_two_frac_bits
-from codesign.pe.csb.format import CSBMatrix, encode
-from codesign.pe.csb.spec import BUFFER_BITS, DATA_BITS, CsbSpec
+from codesign.loops.pruning import ORDERS
+from codesign.pe.csb.format import CSBMatrix
+from codesign.pe.csb.spec import CsbSpec
+from codesign.step.csb.conv_step import net_shapes
 
 LARGEST_PRODUCT = 128 * 128  # |a * b| of two 8-bit codes
 
@@ -104,18 +104,18 @@ class CsbConvSetup(LoopSetup):
     def layer_maps(self) -> List[Tuple[int, int, int, int, int, int, int]]:
         """Per layer ``(channels, outputs, kernel, stride, out_h, out_w, in positions)``: the convs, then the head
         (kernel 1 on a 1 x 1 map of the last map's features)."""
-        c, h, w = self.image
-        k, pad, out = self.spec.kernel, (self.spec.kernel - 1) // 2, []
-        for outputs, stride in self.convs:
-            oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
-            out.append((c, outputs, k, stride, oh, ow, h * w))
-            c, h, w = outputs, oh, ow
-        out.append((c * h * w, self.classes, 1, 1, 1, 1, 1))
-        return out
+        *convs, head = net_shapes(self.spec, self.image, self.convs, self.classes)
+        return [(s.channels, s.outputs, s.kernel, s.stride, *s.out_map, s.height * s.width) for s in convs] + [
+            (head.channels, self.classes, 1, 1, 1, 1, 1)]
 
     @property
     def features(self) -> int:
         return int(np.prod(self.image))
+
+
+def kernel_mask(mask: np.ndarray, kernel: int) -> np.ndarray:
+    """The kept kernels of a ``(outputs, channels)`` mask as :func:`encode` takes them: ``kernel x kernel`` ones."""
+    return np.broadcast_to(mask[:, :, None, None], (*mask.shape, kernel, kernel)).astype(np.int8)
 
 
 class CsbConvTrainer(CompressedLoop):
@@ -157,28 +157,8 @@ class CsbConvTrainer(CompressedLoop):
         return CSBMatrix(shape=s.shape, kernel=s.kernel, block_rows=s.block_rows, block_cols=s.block_cols,
                          block_ptr=s.block_ptr, index=s.index, values=values, conv=True)
 
-    def _set_fixed(self, masks: list[np.ndarray], dense: list[np.ndarray], frac_bits: list[dict[str, int]]) -> None:
-        structures, buffers = [], []
-        for mask, words, (_, _, k, *_) in zip(masks, dense, self.layers):
-            structure = encode(np.broadcast_to(mask[:, :, None, None], (*mask.shape, k, k)).astype(np.int8),
-                               block_rows=self.spec.block_rows, block_cols=self.spec.block_cols)
-            rows, cols = structure.entry_coordinates()
-            structures.append(structure)
-            buffers.append(np.asarray(words, dtype=np.int64)[rows, cols])
-        self.masks = [np.array(mask, dtype=bool) for mask in masks]
-        self._structure, self.buffers = structures, buffers
-        self.frac_bits = [dict(entry) for entry in frac_bits]
-        self.phase = "fixed"
-
-    def dense_buffers(self) -> list[np.ndarray]:
-        """Per layer the ``(outputs, channels, k, k)`` buffer words, 0 at pruned kernels."""
-        out = []
-        for weights, structure, words in zip(self.weights, self._structure, self.buffers):
-            dense = np.zeros(weights.shape, dtype=np.int64)
-            rows, cols = structure.entry_coordinates()
-            dense[rows, cols] = words
-            out.append(dense)
-        return out
+    def _kernels(self, layer: int, mask: np.ndarray) -> np.ndarray:
+        return kernel_mask(mask, self.layers[layer][2])
 
     # -- inputs
 
@@ -231,30 +211,13 @@ class CsbConvTrainer(CompressedLoop):
         self.weights = [w - rate * g for w, g in zip(self.weights, grads)]
         return loss
 
-    def compress(self, data) -> None:
-        """End of the warm-up: freeze the scales, prune the convs' kernels by the search, fill the 24-bit buffers."""
-        if self.phase != "warmup":
-            raise HwTrainError("compress: the loop is already in its fixed-point phase")
-        frac_bits = [{blob: power_of_two_frac_bits(self.max_abs[layer].get(blob, 0.0), DATA_BITS)
-                      for blob in SCALE_BLOBS} for layer in range(len(self.layers))]
-        val_x, val_y = self._validation(data)
-        convs = len(self.layers) - 1
+    def _kernel_norms(self) -> list[np.ndarray]:
+        """What the pruning search ranks: the convs' kernels by L2 norm (the head is never pruned, as in the torch
+        technique)."""
+        return [np.sqrt(np.square(w).sum(axis=(2, 3))) for w in self.weights[:-1]]
 
-        def correct(masks) -> int:
-            kept = [w * m[:, :, None, None] for w, m in zip(self.weights, masks)] + self.weights[convs:]
-            logits = self._float_forward(val_x, kept)[1][-1].reshape(val_y.size, -1)
-            return int(np.sum(np.argmax(logits, axis=1) == val_y))
-
-        host_before = self.host_macs
-        norms = [np.sqrt(np.square(w).sum(axis=(2, 3))) for w in self.weights[:convs]]
-        masks = search_masks(norms, correct, reference=correct([np.ones(n.shape, bool) for n in norms]),
-                             samples=val_y.size, order=self.setup.order, step_percent=self.setup.step_percent,
-                             max_percent=self.setup.max_percent, drop_budget=self.setup.drop_budget,
-                             log=self.search_log) + [np.ones(self.weights[-1].shape[:2], bool)]
-        self.search_macs, self.host_macs = self.host_macs - host_before, host_before
-        buffers = [np.where(mask[:, :, None, None], quantize(w, fracs["weight"] + BUFFER_EXTRA_BITS, BUFFER_BITS), 0)
-                   for w, mask, fracs in zip(self.weights, masks, frac_bits)]
-        self._set_fixed(masks, buffers, frac_bits)
+    def _masked(self, masks: list[np.ndarray]) -> list[np.ndarray]:
+        return [w * m[:, :, None, None] for w, m in zip(self.weights, masks)] + self.weights[len(masks):]
 
     # -- fixed-point forward and backward
 
@@ -297,4 +260,4 @@ class CsbConvTrainer(CompressedLoop):
         return loss
 
 
-__all__ = ["CsbConvSetup", "CsbConvTrainer"]
+__all__ = ["CsbConvSetup", "CsbConvTrainer", "kernel_mask"]

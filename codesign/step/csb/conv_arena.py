@@ -35,7 +35,7 @@ from codesign.contracts.calls import RECORD_WORDS, ArenaLayout, Block
 from codesign.numerics.records import keyword_record
 from codesign.pe.csb.format import CSBMatrix, pack_bytes
 from codesign.pe.csb.spec import CsbSpec
-from codesign.step.csb.arena import BUFFER_EXTRA_BITS, words_of_bytes
+from codesign.step.csb.arena import BUFFER_EXTRA_BITS, BlockSlots, words_of_bytes
 
 
 @keyword_record
@@ -71,20 +71,6 @@ class ConvShape:
                 (self.width + 2 * self.pad - self.kernel) // self.stride + 1)
 
 
-@keyword_record
-class ConvSlots:
-    """One stored, non-empty block: its block coordinates, first entry, entries and where ``iw``, ``ig`` and the
-    two phases' buffer words ``b`` lie."""
-
-    row: int
-    col: int
-    start: int
-    nnz: int
-    iw: int
-    ig: int
-    b: Tuple[int, int]
-
-
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -101,7 +87,7 @@ class ConvArena:
     z: Tuple[int, ...]
     dy: Tuple[int, ...]
     dx: Tuple[int, ...]
-    blocks: Tuple[ConvSlots, ...]
+    blocks: Tuple[BlockSlots, ...]
     records: int
     record_slots: int
     image: np.ndarray
@@ -131,9 +117,14 @@ class ConvArena:
     def in_tile(self, ty: int, tx: int, channel: int, base: int, word_bytes: int) -> Block:
         """The input positions tile ``(ty, tx)`` reads (or EB writes), channels ``channel`` on, one block column's
         planes, on the grid at ``base``, ``word_bytes`` a lane (1: codes, 4: sums)."""
-        spec, s = self.spec, self.shape.stride
-        (gh, gw), (ih, iw), b = self.grid, spec.in_tile(s), spec.batch
-        at = (channel * gh + s * ty * spec.out_h) * gw + s * tx * spec.out_w
+        s, spec = self.shape.stride, self.spec
+        return self.grid_block(s * ty * spec.out_h, s * tx * spec.out_w, channel, base, word_bytes)
+
+    def grid_block(self, row: int, col: int, channel: int, base: int, word_bytes: int) -> Block:
+        """The block of an input tile's size whose first position is grid ``(row, col)`` (see :meth:`in_tile`)."""
+        spec = self.spec
+        (gh, gw), (ih, iw), b = self.grid, spec.in_tile(self.shape.stride), spec.batch
+        at = (channel * gh + row) * gw + col
         return Block(offset=base + at * b * word_bytes, words=iw * b * word_bytes // 4, rows=ih,
                      stride=gw * b * word_bytes, planes=spec.block_cols, plane_stride=gh * gw * b * word_bytes)
 
@@ -240,7 +231,7 @@ class ConvArena:
     def read_gradients(self, arena: np.ndarray) -> np.ndarray:
         """WG's ``(nnz, k, k)`` gradients in stored order."""
         k = self.shape.kernel
-        parts = [arena[s.ig // 4 + words_of_bytes(s.nnz):s.ig // 4 + words_of_bytes(s.nnz) + s.nnz * k * k]
+        parts = [arena[s.ig // 4 + s.index_words:s.ig // 4 + s.index_words + s.nnz * k * k]
                  for s in self.blocks]
         return np.concatenate(parts + [np.zeros(0, np.uint32)]).view(np.int32).astype(np.int64).reshape(-1, k, k)
 
@@ -291,7 +282,7 @@ def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix
 
     x, dy = maps(cols * gh * gw * b // 4), maps(rows * th * tw * b // 4)
     z, dx = maps(rows * th * tw * b), maps(cols * gh * gw * b)
-    slots: List[ConvSlots] = []
+    slots: List[BlockSlots] = []
     for block in csb.blocks():
         nnz = block.entries.stop - block.entries.start
         if nnz:
@@ -299,7 +290,7 @@ def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix
             iw = layout.put(np.zeros(index + words_of_bytes(nnz * kk), dtype=np.uint32))
             ig = layout.put(np.zeros(index + nnz * kk, dtype=np.uint32))
             b = tuple(layout.put(np.zeros(nnz * kk, dtype=np.uint32)) for _ in range(2))
-            slots.append(ConvSlots(row=block.row, col=block.col, start=block.entries.start, nnz=nnz, iw=iw, ig=ig,
+            slots.append(BlockSlots(row=block.row, col=block.col, start=block.entries.start, nnz=nnz, iw=iw, ig=ig,
                                    b=b))
     records = layout.reserve(RECORD_WORDS * max(record_slots, 1)) if alone else 0
     return ConvArena(spec=spec, shape=shape, batch=batch, chunks=chunks, x=x, z=z, dy=dy, dx=dx,
@@ -307,4 +298,4 @@ def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix
                      image=layout.image() if alone else np.zeros(0, np.uint32))
 
 
-__all__ = ["ConvArena", "ConvShape", "ConvSlots", "build_conv_arena", "check_build", "grid_of"]
+__all__ = ["ConvArena", "ConvShape", "build_conv_arena", "check_build", "grid_of"]

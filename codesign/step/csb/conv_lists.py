@@ -35,8 +35,8 @@ from codesign.numerics.round_stage import RoundStageConfig
 from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import Op, header_word
-from codesign.step.csb.arena import words_of_bytes
-from codesign.step.csb.conv_arena import ConvArena, ConvShape, ConvSlots, build_conv_arena
+from codesign.step.csb.arena import BlockSlots, words_of_bytes
+from codesign.step.csb.conv_arena import ConvArena, ConvShape, build_conv_arena
 
 Draft = Tuple[int, Tuple[Block, ...], Block, int, RoundStageConfig]  # header, segments, out, results, rounding
 
@@ -66,9 +66,9 @@ class _Drafts:
             rounding: RoundStageConfig = RAW) -> None:
         self.items.append((header, tuple(segments), out, count, rounding))
 
-    def weights(self, s: ConvSlots) -> Block:
+    def weights(self, s: BlockSlots) -> Block:
         kk = self.a.shape.kernel ** 2
-        return Block(offset=s.iw, words=words_of_bytes(s.nnz) + words_of_bytes(s.nnz * kk), rows=1)
+        return Block(offset=s.iw, words=s.index_words + words_of_bytes(s.nnz * kk), rows=1)
 
     def header(self, op: Op, nnz: int, first: bool, last: bool) -> int:
         return header_word(op, nnz, zero=first, carry=not first, hold=not last, stride=self.stride)
@@ -100,12 +100,12 @@ def _gradients(d: _Drafts) -> None:
     kk = a.shape.kernel ** 2
     steps = [(k, tile) for k in range(d.chunks) for tile in d.tiles]
     for s in a.blocks:
-        index = Block(offset=s.ig, words=words_of_bytes(s.nnz), rows=1)
+        index = Block(offset=s.ig, words=s.index_words, rows=1)
         for j, (k, (ty, tx)) in enumerate(steps):
             last = j == len(steps) - 1
             segments = (index, a.in_tile(ty, tx, s.col * spec.block_cols, a.x[k], 1),
                         a.out_tile(ty, tx, s.row * spec.block_rows, a.dy[k], 1))
-            out = Block(offset=s.ig + 4 * words_of_bytes(s.nnz), words=s.nnz * kk, rows=1) if last else Block()
+            out = Block(offset=s.ig + 4 * s.index_words, words=s.nnz * kk, rows=1) if last else Block()
             d.add(d.header(Op.WG, s.nnz, not j, last), segments, out, s.nnz * kk if last else 0)
 
 
@@ -117,13 +117,6 @@ def clear_regions(arena: ConvArena) -> List[Tuple[int, int]]:
     cols = sorted({min(c, gw - iw) for c in range(0, gw, iw)})
     return [(r, c) for r in rows for c in cols]
 
-
-def _region(a: ConvArena, row: int, col: int, channel: int, base: int) -> Block:
-    """The tile-sized block of ``dx`` (32-bit sums) with its first position at grid ``(row, col)``."""
-    spec, (gh, gw), b = a.spec, a.grid, a.spec.batch
-    ih, iw = spec.in_tile(a.shape.stride)
-    return Block(offset=base + 4 * b * ((channel * gh + row) * gw + col), words=iw * b, rows=ih, stride=4 * b * gw,
-                 planes=spec.block_cols, plane_stride=4 * b * gh * gw)
 
 
 def _errors(d: _Drafts) -> None:
@@ -138,7 +131,7 @@ def _errors(d: _Drafts) -> None:
         for c in range(a.column_blocks):
             for row, col in clears if any(s.col == c for s in a.blocks) else ():
                 d.add(header_word(Op.EB, 0, zero=True, stride=d.stride), (some_dy,),
-                      _region(a, row, col, c * spec.block_cols, a.dx[k]), count)
+                      a.grid_block(row, col, c * spec.block_cols, a.dx[k], 4), count)
         for ty, tx in d.tiles:
             for c in range(a.column_blocks):
                 column = [s for s in a.blocks if s.col == c]

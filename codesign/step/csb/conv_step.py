@@ -29,14 +29,13 @@ import numpy as np
 
 from codesign.contracts.calls import RAW, RECORD_WORDS, ArenaLayout, Block, Call, check_list
 from codesign.numerics.records import keyword_record
-from codesign.numerics.round_stage import RoundStageConfig
 from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import EwOp, Op, header_word
 from codesign.step.csb.arena import BUFFER_EXTRA_BITS, words_of_bytes
 from codesign.step.csb.conv_arena import ConvArena, ConvShape, build_conv_arena
 from codesign.step.csb.conv_lists import calls_of, layer_backward, layer_forward
-from codesign.step.csb.lists import PE, CsbStepScales
+from codesign.step.csb.lists import PE, CsbStepScales, code_rounding
 
 
 @keyword_record
@@ -163,10 +162,6 @@ def net_arena(spec: CsbSpec, shapes: Sequence[ConvShape], batch: int,
     return _place(spec, shapes, batch, structures, slots)
 
 
-def _codes(values: int, shift: int) -> RoundStageConfig:
-    return RoundStageConfig(enable=True, shift=shift, bits=8, lanes=4, group_words=1, row_values=values)
-
-
 def _selects(items: list, spec: CsbSpec, v: MapView, z: MapView, out: MapView, dims: Tuple[int, int],
              shift: int) -> None:
     """SELECT(``v``, ``z``) over a ``dims`` = (channels, rows) map through the rounding stage into ``out``."""
@@ -174,7 +169,7 @@ def _selects(items: list, spec: CsbSpec, v: MapView, z: MapView, out: MapView, d
     for c, nc, r, nr in _pieces(*dims, v.width * b, spec.ew_capacity):
         count = nc * nr * v.width * b
         items.append((header_word(EwOp.SELECT, count, ew=True), (v.block(c, nc, r, nr), z.block(c, nc, r, nr)),
-                      out.block(c, nc, r, nr), count, _codes(b, shift)))
+                      out.block(c, nc, r, nr), count, code_rounding(b, shift)))
 
 
 def _relu(items: list, net: ConvNetArena, layer: int, k: int, shift: int) -> None:
@@ -198,7 +193,7 @@ def _update(items: list, a: ConvArena, upd: Tuple[int, bool], phase: int) -> Non
     shift, left = upd
     kk, cap = a.shape.kernel ** 2, a.spec.ew_capacity // 4 * 4  # SHR pieces of whole words of codes
     for s in a.blocks:
-        index, words = words_of_bytes(s.nnz), s.nnz * kk
+        index, words = s.index_words, s.nnz * kk
         segments = (Block(offset=s.iw, words=index, rows=1), Block(offset=s.b[phase], words=words, rows=1),
                     Block(offset=s.ig + 4 * index, words=words, rows=1))
         items.append((header_word(Op.UPD, s.nnz, shift, left=left), segments,
@@ -207,7 +202,7 @@ def _update(items: list, a: ConvArena, upd: Tuple[int, bool], phase: int) -> Non
             n = min(cap, words - start)
             items.append((header_word(EwOp.SHR, n, BUFFER_EXTRA_BITS, ew=True),
                           (Block(offset=s.b[1 - phase] + 4 * start, words=n, rows=1),),
-                          Block(offset=s.iw + 4 * index + start, words=words_of_bytes(n), rows=1), n, _codes(n, 0)))
+                          Block(offset=s.iw + 4 * index + start, words=words_of_bytes(n), rows=1), n, code_rounding(n, 0)))
 
 
 def _drafts(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int) -> Tuple[list, list]:

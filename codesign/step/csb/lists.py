@@ -75,7 +75,7 @@ class CsbStepLists:
         return [[(PE, self.forward)], [(PE, self.backward)]]
 
 
-def _codes(values: int, shift: int) -> RoundStageConfig:
+def code_rounding(values: int, shift: int) -> RoundStageConfig:
     """``values`` accumulators to 8-bit codes four to a word (the PE's byte sections) at ``shift``."""
     return RoundStageConfig(enable=True, shift=shift, bits=8, lanes=4, group_words=1, row_values=values)
 
@@ -109,14 +109,14 @@ class _Drafts:
     def select(self, v: int, z: int, out: int, shift: int) -> None:
         a = self.arena
         self.add(header_word(EwOp.SELECT, a.acc_words, ew=True), (self.block(v, a.acc_words), self.block(z, a.acc_words)),
-                 self.block(out, a.code_words), a.acc_words, _codes(a.acc_words, shift))
+                 self.block(out, a.code_words), a.acc_words, code_rounding(a.acc_words, shift))
 
     def select_held(self, z: int, out: int, shift: int) -> None:
         """SELECT(held sums, ``z``) through the rounding stage at ``shift``: the mask of the chain's sums the PE
         holds by the forward's sign, as codes."""
         a = self.arena
         self.add(header_word(EwOp.SELECT, a.acc_words, ew=True, carry=True), (self.block(z, a.acc_words),),
-                 self.block(out, a.code_words), a.acc_words, _codes(a.acc_words, shift))
+                 self.block(out, a.code_words), a.acc_words, code_rounding(a.acc_words, shift))
 
     def calls(self, first_record: int) -> Tuple[Call, ...]:
         return tuple(Call(header=header, segments=segments, out=out, count=count, rounding=rounding,
@@ -177,7 +177,7 @@ def _update(d: _Drafts, scales: CsbStepScales) -> None:
             d.add(header_word(Op.UPD, s.nnz, shift, left=left), (d.block(s.iw, s.index_words), operands),
                   d.block(s.b[1 - p], s.nnz), s.nnz)
             d.add(header_word(EwOp.SHR, s.nnz, BUFFER_EXTRA_BITS, ew=True), (d.block(s.b[1 - p], s.nnz),),
-                  d.block(s.iw + 4 * s.index_words, s.index_words), s.nnz, _codes(s.nnz, 0))
+                  d.block(s.iw + 4 * s.index_words, s.index_words), s.nnz, code_rounding(s.nnz, 0))
 
 
 def _drafts(arena: CsbArena, n: int, scales: CsbStepScales, phase: int) -> Tuple[_Drafts, _Drafts]:
@@ -216,4 +216,4 @@ def step_lists(arena: CsbArena, n: int, scales: CsbStepScales, phase: int,
     return CsbStepLists(n=n, phase=phase, forward=forward, backward=backward, macs=macs)
 
 
-__all__ = ["PE", "CsbStepLists", "CsbStepScales", "step_arena", "step_lists"]
+__all__ = ["PE", "CsbStepLists", "CsbStepScales", "code_rounding", "step_arena", "step_lists"]
