@@ -25,6 +25,7 @@ from codesign.step.host import HostModel
 REGISTRY = {
     "fpmac_array": "codesign.deploy.training:FAMILY",
     "csb": "codesign.deploy.csb_training:FAMILY",
+    "csb_conv": "codesign.deploy.csb_conv_training:FAMILY",
     "tt": "codesign.deploy.tt_list_training:FAMILY",
 }
 

@@ -53,6 +53,14 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _as_lists(value: Any) -> Any:
+    return [_as_lists(item) for item in value] if isinstance(value, (list, tuple)) else value
+
+
+def _as_tuples(value: Any) -> Any:
+    return tuple(_as_tuples(item) for item in value) if isinstance(value, (list, tuple)) else value
+
+
 class LoopSetup:
     """What every loop's set-up dataclass shares: a PE spec, layer widths, and the plain data design.json holds.
 
@@ -62,6 +70,8 @@ class LoopSetup:
     """
 
     spec_class: ClassVar[type]  # the PE spec the loop's IP is built with
+    # fields design.json holds as lists and the set-up as tuples (nested ones too), each required
+    list_fields: ClassVar[Tuple[str, ...]] = ("layers",)
 
     def check_shared(self, *, widths: bool = True) -> None:
         """The fields the loops share, each within what a board can hold: ``layers`` (when ``widths``: ints in
@@ -89,7 +99,8 @@ class LoopSetup:
     def to_dict(self) -> Dict[str, Any]:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values["spec"] = self.spec.to_dict()
-        values["layers"] = list(self.layers)
+        for name in self.list_fields:
+            values[name] = _as_lists(getattr(self, name))
         return values
 
     @classmethod
@@ -99,17 +110,19 @@ class LoopSetup:
         if not isinstance(values, Mapping):
             raise HwTrainError(f"must be an object of set-up fields, got {type(values).__name__}")
         known = {f.name for f in fields(cls)}
-        unknown, missing = sorted(set(values) - known), sorted(name for name in ("spec", "layers") if name not in values)
+        unknown = sorted(set(values) - known)
+        missing = sorted(name for name in ("spec", *cls.list_fields) if name not in values)
         if unknown or missing:
             raise HwTrainError(f"unknown field(s) {unknown}" if unknown else f"lacks {missing}")
-        if not isinstance(values["spec"], Mapping) or not isinstance(values["layers"], (list, tuple)):
-            raise HwTrainError("spec must be an object of PE fields and layers a list")
+        lists = {name: values[name] for name in cls.list_fields}
+        if not isinstance(values["spec"], Mapping) or not all(isinstance(v, (list, tuple)) for v in lists.values()):
+            raise HwTrainError(f"spec must be an object of PE fields and {' and '.join(lists)} lists")
         try:
             spec = cls.spec_class(**values["spec"])
         except (TypeError, ValueError) as error:
             raise HwTrainError(f"spec: {error}") from None
         try:
-            return cls(**{**values, "spec": spec, "layers": tuple(values["layers"])})
+            return cls(**{**values, "spec": spec, **{name: _as_tuples(v) for name, v in lists.items()}})
         except TypeError as error:  # a comparison or an arithmetic step a mistyped field tripped over
             raise HwTrainError(str(error)) from None
 

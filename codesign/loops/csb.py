@@ -230,6 +230,24 @@ class CompressedLoop(ScheduledLoop):
         self.frac_bits = [dict(entry) for entry in frac_bits]
         self.phase = "fixed"
 
+    def dense_buffers(self) -> list[np.ndarray]:
+        """Per layer the int32 buffer words in the weight's shape (``self.shapes``), 0 at pruned weights."""
+        out = []
+        for shape, structure, words in zip(self.shapes, self._structure, self.buffers):
+            dense = np.zeros(shape, dtype=np.int32)
+            rows, cols = structure.entry_coordinates()
+            dense[rows, cols] = words
+            out.append(dense)
+        return out
+
+    def read_weights(self) -> dict[str, Any]:
+        """The state as copies: fixed phase: 24-bit buffer words (dense, int32), masks and fraction bits;
+        warm-up: float64 weights."""
+        if self.phase == "warmup":
+            return {"phase": "warmup", "weights": [w.copy() for w in self.weights]}
+        return {"phase": "fixed", "buffers": self.dense_buffers(), "masks": [m.copy() for m in self.masks],
+                "frac_bits": [dict(entry) for entry in self.frac_bits]}
+
     def _record(self, layer: int, blob: str, values: np.ndarray) -> None:
         entry = self.max_abs[layer]
         entry[blob] = max(entry.get(blob, 0.0), float(np.abs(values).max()) if values.size else 0.0)
@@ -406,16 +424,6 @@ class CsbMlpTrainer(CompressedLoop):
         """The kept kernels of ``layer`` as :func:`encode` takes them: an FC layer's weights are 1 x 1 kernels."""
         return mask.astype(np.int8)
 
-    def dense_buffers(self) -> list[np.ndarray]:
-        """Per layer the ``(rows, cols)`` int32 buffer words, 0 at pruned weights."""
-        out = []
-        for shape, structure, words in zip(self.shapes, self._structure, self.buffers):
-            dense = np.zeros(shape, dtype=np.int32)
-            rows, cols = structure.entry_coordinates()
-            dense[rows, cols] = words
-            out.append(dense)
-        return out
-
     def float_weights(self) -> list[dict[str, Any]]:
         """Each layer's ``weight`` (outputs x inputs) as float32, zero where pruned: the 24-bit buffer words at
         their scale (the weight's fraction bits plus the buffer's 16 below the 8-bit codes), or the warm-up's float
@@ -424,14 +432,6 @@ class CsbMlpTrainer(CompressedLoop):
             return [{"weight": w.astype(np.float32), "bias": None} for w in self.weights]
         return [{"weight": (dense * np.ldexp(1.0, -(fracs["weight"] + BUFFER_EXTRA_BITS))).astype(np.float32),
                  "bias": None} for dense, fracs in zip(self.dense_buffers(), self.frac_bits)]
-
-    def read_weights(self) -> dict[str, Any]:
-        """The state as copies: fixed phase: 24-bit buffer words (dense, int32), masks and fraction bits;
-        warm-up: float64 weights."""
-        if self.phase == "warmup":
-            return {"phase": "warmup", "weights": [w.copy() for w in self.weights]}
-        return {"phase": "fixed", "buffers": self.dense_buffers(), "masks": [m.copy() for m in self.masks],
-                "frac_bits": [dict(entry) for entry in self.frac_bits]}
 
     def load_weights(self, state: dict[str, Any]) -> None:
         """Replace the state by one of :meth:`read_weights`' shape; everything is checked before anything changes."""

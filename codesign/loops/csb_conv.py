@@ -53,6 +53,7 @@ class CsbConvSetup(LoopSetup):
     ``(outputs, stride)``, the classes, SGD and the warm-up and pruning search (as :class:`CsbTrainSetup`)."""
 
     spec_class = CsbSpec
+    list_fields = ("image", "convs")
 
     spec: CsbSpec
     image: Tuple[int, int, int]
@@ -147,6 +148,11 @@ class CsbConvTrainer(CompressedLoop):
     @property
     def classes(self) -> int:
         return self.setup.classes
+
+    @property
+    def shapes(self) -> list[tuple[int, int, int, int]]:
+        """Each layer's weight shape ``(outputs, channels, k, k)`` (the head's ``k`` is 1)."""
+        return [(o, c, k, k) for c, o, k, *_ in self.layers]
 
     # -- fixed-point state
 

@@ -29,6 +29,17 @@ from codesign.step.csb.lists import PE, CsbStepScales
 _ARENAS = itertools.count()
 
 
+def check_conv_list_spec(spec, setup: CsbConvSetup) -> None:
+    """Refuse, before anything is written, a CSB build the conv lists cannot run for ``setup``'s network: lanes
+    not a multiple of 4, or a map row wider than one SELECT takes."""
+    if spec.batch % 4:
+        raise HwTrainError(f"{spec.batch} lanes: the conv lists need a multiple of 4")
+    widest = max(ow for *_, ow, _ in setup.layer_maps[:-1])  # a SELECT takes a map row at least
+    if widest * spec.batch > spec.ew_capacity:
+        raise HwTrainError(f"a map row of {widest} positions x {spec.batch} lanes is more than one SELECT takes "
+                           f"({spec.ew_capacity} elements): fewer lanes, or narrower maps")
+
+
 class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
     """:class:`CsbConvTrainer` whose fixed-point steps run as call lists on ``shell`` (see the module docstring)."""
 
@@ -36,12 +47,7 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
         spec = shell.specs.get(PE) if hasattr(shell, "specs") else None
         if spec != setup.spec:
             raise HwTrainError(f"the shell's {PE} build {spec} is not the set-up's {setup.spec}")
-        if spec.batch % 4:
-            raise HwTrainError(f"{spec.batch} lanes: the conv lists need a multiple of 4")
-        widest = max(ow for *_, ow, _ in setup.layer_maps[:-1])  # a SELECT takes a map row at least
-        if widest * spec.batch > spec.ew_capacity:
-            raise HwTrainError(f"a map row of {widest} positions x {spec.batch} lanes is more than one SELECT takes "
-                               f"({spec.ew_capacity} elements): fewer lanes, or narrower maps")
+        check_conv_list_spec(spec, setup)
         super().__init__(setup)
         self.shell, self.net, self.device = shell, None, None
         self.buffer_phase, self.list_steps = 0, 0
@@ -121,4 +127,4 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
         return loss
 
 
-__all__ = ["CsbConvListTrainer"]
+__all__ = ["CsbConvListTrainer", "check_conv_list_spec"]

@@ -33,7 +33,7 @@ from codesign.io.jsonfile import check_regular_file
 from codesign.numerics.inputs import SEED_RANGE  # numpy and torch both take these seeds
 from codesign.train.models import RESNET_DEPTHS
 
-MODELS = ("resnet", "mlp")
+MODELS = ("resnet", "mlp", "convnet")
 DATASETS = ("digits", "synthetic", "fashion-mnist", "mnist", "file")  # "file": data.path
 FIXED_SPLITS = ("fashion-mnist", "mnist")  # one documented test split each (codesign.loops.npm_data)
 MAX_PAD = 1024
@@ -163,6 +163,9 @@ class ModelConfig:
     depth: int = 8
     width: int = 16
     hidden: tuple[int, ...] = (128, 64)
+    # convnet: each 3 x 3 conv's outputs and stride (1 or 2); added later, so left out of plain() at their defaults
+    channels: tuple[int, ...] = field(default=(16, 16, 32, 32), metadata={"omit_default": True})
+    strides: tuple[int, ...] = field(default=(1, 1, 2, 1), metadata={"omit_default": True})
 
     def validate(self, prefix: str = "model") -> None:
         require(isinstance(self.name, str) and self.name in MODELS, f"{prefix}.name", f"unknown model {self.name!r}; expected one of {MODELS}")
@@ -170,6 +173,13 @@ class ModelConfig:
         require(is_int(self.width) and 4 <= self.width <= 256, f"{prefix}.width", f"must be an int in [4, 256], got {self.width!r}")
         require(isinstance(self.hidden, tuple) and all(is_int(h) and 1 <= h <= MAX_HIDDEN for h in self.hidden),
                 f"{prefix}.hidden", f"must be a list of ints in [1, {MAX_HIDDEN}], got {self.hidden!r}")
+        require(isinstance(self.channels, tuple) and len(self.channels) >= 1
+                and all(is_int(c) and 1 <= c <= MAX_HIDDEN for c in self.channels),
+                f"{prefix}.channels", f"must be a non-empty list of ints in [1, {MAX_HIDDEN}], got {self.channels!r}")
+        require(isinstance(self.strides, tuple) and all(is_int(s) and s in (1, 2) for s in self.strides)
+                and len(self.strides) == len(self.channels), f"{prefix}.strides",
+                f"must be a list of 1s and 2s, one per entry of {prefix}.channels ({len(self.channels)}), "
+                f"got {self.strides!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -224,7 +234,7 @@ class TrainConfig:
             technique_config.validate(f"techniques.{name}")
 
     def to_dict(self) -> dict:
-        return {"seed": self.seed, "data": plain(self.data), "model": dataclasses.asdict(self.model),
+        return {"seed": self.seed, "data": plain(self.data), "model": plain(self.model),
                 "optim": dataclasses.asdict(self.optim),
                 "techniques": {name: dataclasses.asdict(cfg) for name, cfg in self.techniques.items()}}
 

@@ -92,12 +92,11 @@ def _shapes(config) -> tuple[int, int, int, int]:
     """(parameters, activation values per sample, largest layer output, largest weight) of the dense model."""
     import torch
 
-    from codesign.train.models import build_model
+    from codesign.train.models import configured_model
 
     geometry = data_geometry(config.data)
     with torch.device("meta"):  # shapes without storage: a 10⁹-parameter model costs nothing here
-        model = build_model(config.model.name, depth=config.model.depth, hidden=config.model.hidden,
-                            width=config.model.width, sample_shape=geometry.sample_shape, classes=geometry.classes)
+        model = configured_model(config.model, sample_shape=geometry.sample_shape, classes=geometry.classes)
     outputs: list[int] = []
     leaves = [module for module in model.modules() if not any(True for _ in module.children())]
     hooks = [module.register_forward_hook(lambda module, args, out: outputs.append(out.numel())) for module in leaves]

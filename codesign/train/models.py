@@ -1,4 +1,4 @@
-"""Models sized for 8x8 digits: a CIFAR-style residual network (depth 6n+2) and an MLP.
+"""Models sized for 8x8 digits: a CIFAR-style residual network (depth 6n+2), a plain conv network and an MLP.
 
 All convolutions and linear layers are counted layers, named by their place
 in the network, so the cost ledger reads like the architecture.
@@ -107,6 +107,31 @@ class MLP(LayerStack):
         super().__init__([CountedLinear(a, b) for a, b in zip(sizes[:-1], sizes[1:])])
 
 
+class ConvNet(nn.Module):
+    """'Same' 3 x 3 convs (no bias), each followed by a ReLU, then a linear head (no bias) over the last map
+    flattened channel-major: the network the CSB conv loop trains on the PE (:mod:`codesign.loops.csb_conv`;
+    paper 002's VGG-11 is of this kind, without batch norm)."""
+
+    def __init__(self, *, image: tuple[int, int, int] = (1, 8, 8), channels: tuple[int, ...] = (16, 16, 32, 32),
+                 strides: tuple[int, ...] = (1, 1, 2, 1), classes: int = 10) -> None:
+        super().__init__()
+        if len(channels) != len(strides) or not channels:
+            raise ValueError(f"a conv network needs one stride per conv: channels {channels}, strides {strides}")
+        convs, (c, h, w) = [], image
+        for outputs, stride in zip(channels, strides):
+            convs.append(CountedConv2d(c, outputs, 3, stride=stride, padding=1, bias=False))
+            c, h, w = outputs, -(-h // stride), -(-w // stride)
+        convs[0].is_network_input = True
+        self.convs = nn.ModuleList(convs)
+        self.head = CountedLinear(c * h * w, classes, bias=False)
+        self.blocks = nn.ModuleList()
+        name_layers(self)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for conv in self.convs:
+            x = torch.relu(conv(x))
+        return self.head(x.flatten(1))
+
 
 def skippable_blocks(model: nn.Module) -> list[int]:
     """Indices of the residual blocks a technique may leave out (identity shortcut) through the model's
@@ -122,13 +147,22 @@ def name_layers(model: nn.Module) -> None:
 
 
 def build_model(name: str, *, depth: int = 8, hidden: tuple[int, ...] = (128, 64), width: int = 16,
+                channels: tuple[int, ...] = (16, 16, 32, 32), strides: tuple[int, ...] = (1, 1, 2, 1),
                 sample_shape: tuple[int, ...] = (1, 8, 8), classes: int = 10) -> nn.Module:
     """Model ``name`` for samples of ``sample_shape`` (channels x height x width, or features) and ``classes``."""
+    if name in ("resnet", "convnet") and len(sample_shape) != 3:
+        raise ValueError(f"model.name = {name!r} takes images (channels x height x width); the data's samples "
+                         f"are rows of {math.prod(sample_shape)} features: use model.name = 'mlp'")
     if name == "resnet":
-        if len(sample_shape) != 3:
-            raise ValueError(f"model.name = 'resnet' takes images (channels x height x width); the data's samples "
-                             f"are rows of {math.prod(sample_shape)} features: use model.name = 'mlp'")
         return ResNet(depth=depth, width=width, in_channels=sample_shape[0], classes=classes)
+    if name == "convnet":
+        return ConvNet(image=tuple(sample_shape), channels=tuple(channels), strides=tuple(strides), classes=classes)
     if name == "mlp":
         return MLP(inputs=math.prod(sample_shape), hidden=hidden, classes=classes)
-    raise ValueError(f"unknown model {name!r}; expected 'resnet' or 'mlp'")
+    raise ValueError(f"unknown model {name!r}; expected 'resnet', 'convnet' or 'mlp'")
+
+
+def configured_model(model, *, sample_shape: tuple[int, ...], classes: int) -> nn.Module:
+    """The model a :class:`~codesign.train.config.ModelConfig` describes, for the data's samples and classes."""
+    return build_model(model.name, depth=model.depth, hidden=model.hidden, width=model.width,
+                       channels=model.channels, strides=model.strides, sample_shape=sample_shape, classes=classes)

@@ -33,7 +33,7 @@ from codesign.loops.npm_data import NPM_DATASETS
 from codesign.train.data import Dataset, load_digits_dataset, synthetic_dataset, torch_dataset
 from codesign.train.layers import attach_ledger
 from codesign.train.memory import EVAL_CHUNK, check_memory
-from codesign.train.models import build_model
+from codesign.train.models import configured_model
 from codesign.train.techniques import build_techniques
 
 CHECKPOINT_VERSION = 2  # 2: TT layers keep a running mean |x| per scale tracker
@@ -105,9 +105,8 @@ class Trainer:
         self.progress = progress
         self.description = description
         torch.manual_seed(config.seed)
-        self.model = build_model(config.model.name, depth=config.model.depth, hidden=config.model.hidden,
-                                 width=config.model.width, sample_shape=tuple(self.dataset.train_x.shape[1:]),
-                                 classes=self.dataset.classes)
+        self.model = configured_model(config.model, sample_shape=tuple(self.dataset.train_x.shape[1:]),
+                                      classes=self.dataset.classes)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=config.optim.lr, momentum=config.optim.momentum,
                                          weight_decay=config.optim.weight_decay)
         self.ledger = CostLedger()

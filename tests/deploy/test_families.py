@@ -21,7 +21,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_both_halves_name_the_same_families_in_the_same_order():
-    assert board.family_names() == desktop.family_names() == ("fpmac_array", "csb", "tt")
+    assert board.family_names() == desktop.family_names() == ("fpmac_array", "csb", "csb_conv", "tt")
     for key in board.family_names():
         assert board.get_family(key).key == desktop.get_family(key).key == key
 
@@ -46,7 +46,7 @@ def test_quick_changes_are_fields_of_the_families_set_up(key):
 def test_an_unknown_family_is_refused_naming_the_known_ones():
     for half in (board, desktop):
         with pytest.raises(ValueError, match="unknown training family 'fb'; registered training families: "
-                                             "fpmac_array, csb, tt"):
+                                             "fpmac_array, csb, csb_conv, tt"):
             half.get_family("fb")
     with pytest.raises(DeployError, match="records no loop"):
         board.family_of({"design": "x"})
@@ -69,7 +69,7 @@ def test_measuring_a_loop_entry_times_its_host_work(tt_loop):
     assert host.source == "here" and host.fixed_s >= 0 and host.per_call_s >= 0 and host.seconds(100) > 0
     with pytest.raises(ValueError, match="needs its data set"):
         board.measure_loop_host({"family": "csb", "setup": {}})
-    with pytest.raises(DeployError, match="'fpmac' loop; the board runtime trains the fpmac_array, csb, tt loops"):
+    with pytest.raises(DeployError, match="'fpmac' loop; the board runtime trains the fpmac_array, csb, csb_conv, tt loops"):
         board.measure_loop_host({"family": "fpmac", "setup": {}})
 
 

@@ -8,6 +8,9 @@ from codesign.train.config import ConfigError, DataConfig, ModelConfig, OptimCon
     [
         ({"model": {"name": "vgg"}}, "model.name"),
         ({"model": {"depth": 9}}, "model.depth"),
+        ({"model": {"name": "convnet", "channels": []}}, "model.channels"),
+        ({"model": {"name": "convnet", "channels": [8, 8], "strides": [1]}}, "model.strides"),
+        ({"model": {"name": "convnet", "channels": [8], "strides": [3]}}, "model.strides"),
         ({"optim": {"epochs": 0}}, "optim.epochs"),
         ({"optim": {"lr": -1.0}}, "optim.lr"),
         ({"optim": {"momentum": 1.0}}, "optim.momentum"),
@@ -54,3 +57,6 @@ def test_fields_added_later_stay_out_of_a_recorded_configuration_at_their_defaul
     assert padded["data"]["pad_to"] == 32 and "path" not in padded["data"]
     assert config_from_dict(padded).data == DataConfig(name="mnist", pad_to=32)
     assert plain(DataConfig(name="file", path="x.npz"))["path"] == "x.npz"
+    assert set(TrainConfig().to_dict()["model"]) == {"name", "depth", "width", "hidden"}  # convnet's came later
+    conv = TrainConfig(model=ModelConfig(name="convnet", channels=(8,), strides=(2,))).to_dict()["model"]
+    assert (conv["channels"], conv["strides"]) == ((8,), (2,)) and config_from_dict({"model": conv}).model.channels == (8,)

@@ -135,6 +135,6 @@ def test_the_trainer_refuses_before_building_anything(monkeypatch):
         raise AssertionError("built or loaded before the memory check")
 
     monkeypatch.setattr(trainer_module, "load_dataset", not_called)
-    monkeypatch.setattr(trainer_module, "build_model", not_called)
+    monkeypatch.setattr(trainer_module, "configured_model", not_called)
     with pytest.raises(RunTooLargeError, match="model.hidden"):
         trainer_module.Trainer(TrainConfig(model=ModelConfig(name="mlp", hidden=(65536, 65536))))

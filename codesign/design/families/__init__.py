@@ -1,6 +1,6 @@
 """Training families, desktop side: one room per family, all behind one record (:class:`DesktopFamily`).
 
-A training family (FB-float on an ``fpmac_array``, CSB, TT) is the golden
+A training family (FB-float on an ``fpmac_array``, CSB, CSB conv, TT) is the golden
 loop a design point trains with and the hardware it runs on. Its key is the
 same everywhere: design.json's ``loop.family``, the explorer's reports, the
 board side's registry (:mod:`codesign.deploy.families`) and the docs.
@@ -27,6 +27,7 @@ from codesign.registry import load_registered
 REGISTRY = {
     "fpmac_array": "codesign.design.families.fpmac_array:FAMILY",
     "csb": "codesign.design.families.csb:FAMILY",
+    "csb_conv": "codesign.design.families.csb_conv:FAMILY",
     "tt": "codesign.design.families.tt:FAMILY",
 }
 

@@ -1,6 +1,7 @@
 """The CSB family: compressed training (kernel-wise pruning, 8-bit fixed point, CSB blocks) of an MLP, or of a
-conv network on the explorer, on one CSB PE; golden loop :mod:`codesign.loops.csb`, board trainer
-:mod:`codesign.deploy.csb_training`."""
+ResNet on the explorer, on one CSB PE; golden loop :mod:`codesign.loops.csb`, board trainer
+:mod:`codesign.deploy.csb_training`. A plain conv network (model 'convnet') is the CSB conv family's
+(:mod:`codesign.design.families.csb_conv`)."""
 
 from __future__ import annotations
 
@@ -30,9 +31,32 @@ from codesign.step.host import HostModel
 KEY = "csb"
 
 
-def _no_spec_change(changes) -> None:
+def compressed_fields(training) -> dict:
+    """The set-up fields a compressed loop (MLP or conv) takes from a configuration: SGD, the warm-up and the
+    pruning search; refused where the configuration asks what the PE's update cannot do."""
+    if set(training.techniques) != {"compress"}:
+        raise HwTrainError(f"the CSB design-point loop runs techniques.compress alone, the configuration has "
+                           f"{sorted(training.techniques) or 'none'}")
+    optim = training.optim
+    if optim.momentum or optim.weight_decay:
+        raise HwTrainError(f"optim.momentum={optim.momentum} and optim.weight_decay={optim.weight_decay} must be "
+                           "0: the weight-buffer update (UPD) is plain SGD")
+    compress = training.techniques["compress"]
+    return {"batch_size": optim.batch_size, "epochs": optim.epochs, "warmup_epochs": compress.warmup_epochs,
+            "lr": optim.lr, "schedule": optim.schedule, "seed": training.seed,
+            "drop_budget": compress.drop_budget, "step_percent": compress.step_percent,
+            "max_percent": compress.max_percent, "order": compress.order,
+            "validation_fraction": compress.validation_fraction, "split_seed": training.data.split_seed}
+
+
+def derived_spec(training, spec: CsbSpec | None, changes) -> CsbSpec:
+    """``spec``, or the CSB PE the design point derives from ``training``; the spec is not a change."""
     if "spec" in changes:
         raise HwTrainError("the spec comes from the design point (or the spec argument), not from changes")
+    if spec is None:
+        (_, fields, _), = derived_pe_fields(training)
+        spec = CsbSpec(**fields)
+    return spec
 
 
 def csb_setup(training, spec: CsbSpec | None = None, **changes) -> CsbTrainSetup:
@@ -43,35 +67,26 @@ def csb_setup(training, spec: CsbSpec | None = None, **changes) -> CsbTrainSetup
     """
     if training.model.name != "mlp":
         raise HwTrainError(f"the CSB design-point loop trains an MLP, not model {training.model.name!r} "
-                           "(its layers are FC layers on the CSB PE)")
-    if set(training.techniques) != {"compress"}:
-        raise HwTrainError(f"the CSB design-point loop runs techniques.compress alone, the configuration has "
-                           f"{sorted(training.techniques) or 'none'}")
-    optim = training.optim
-    if optim.momentum or optim.weight_decay:
-        raise HwTrainError(f"optim.momentum={optim.momentum} and optim.weight_decay={optim.weight_decay} must be "
-                           "0: the weight-buffer update (UPD) is plain SGD")
-    _no_spec_change(changes)
-    if spec is None:
-        (_, fields, _), = derived_pe_fields(training)
-        spec = CsbSpec(**fields)
-    compress = training.techniques["compress"]
-    values = {"spec": spec, "layers": mlp_layers(training),
-              "batch_size": optim.batch_size, "epochs": optim.epochs, "warmup_epochs": compress.warmup_epochs,
-              "lr": optim.lr, "schedule": optim.schedule, "seed": training.seed,
-              "drop_budget": compress.drop_budget, "step_percent": compress.step_percent,
-              "max_percent": compress.max_percent, "order": compress.order,
-              "validation_fraction": compress.validation_fraction, "split_seed": training.data.split_seed}
+                           "(its layers are FC layers on the CSB PE; a plain conv network is model 'convnet')")
+    values = {"spec": derived_spec(training, spec, changes), "layers": mlp_layers(training),
+              **compressed_fields(training)}
     values.update(changes)
     return CsbTrainSetup(**values)
 
-def csb_setup_of(design, **changes) -> CsbTrainSetup:
-    """From a design point: its training configuration and its (single) csb instance."""
-    _no_spec_change(changes)
+
+def single_csb_spec(design) -> CsbSpec:
+    """The spec of ``design``'s one csb instance (a loop runs on one)."""
     instances = [instance for instance in design.instances if instance.pe == "csb"]
     if len(instances) != 1:
         raise HwTrainError(f"design {design.name!r} has {len(instances)} csb instances; the loop needs one")
-    return csb_setup(design.training, instances[0].spec, **changes)
+    return instances[0].spec
+
+
+def csb_setup_of(design, **changes) -> CsbTrainSetup:
+    """From a design point: its training configuration and its (single) csb instance."""
+    if "spec" in changes:
+        raise HwTrainError("the spec comes from the design point (or the spec argument), not from changes")
+    return csb_setup(design.training, single_csb_spec(design), **changes)
 
 
 def csb_model(spec, layers: Sequence[CsbLayer | np.ndarray], batch: int, *, host: HostModel) -> ExploreModel:
@@ -176,8 +191,9 @@ def csb_explorer(design, *, progress: Callable[[str], None] = print, host: HostM
     return csb_list_model(spec, setup.layers, setup.batch_size, trainer.masks, host=host)
 
 
-FAMILY = DesktopFamily(key=KEY, title="CSB", detect=lambda design: design_pes(design) == [KEY],
+FAMILY = DesktopFamily(key=KEY, title="CSB", detect=lambda design: design_pes(design) == [KEY]
+                       and design.training.model.name != "convnet",
                        setup_of=csb_setup_of, explorer=csb_explorer)
 
-__all__ = ["FAMILY", "csb_explorer", "csb_list_model", "csb_model", "csb_setup", "csb_setup_of", "measure_csb_list_host",
-           "runs_lists"]
+__all__ = ["FAMILY", "compressed_fields", "csb_explorer", "csb_list_model", "csb_model", "csb_setup", "csb_setup_of",
+           "derived_spec", "measure_csb_list_host", "runs_lists", "single_csb_spec"]

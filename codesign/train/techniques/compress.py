@@ -543,6 +543,9 @@ def pe_needs(training) -> list:
             raise ConfigError(f"techniques.compress.{setting}: the CSB PE implements {wanted}-bit "
                               f"{'operands' if setting == 'bits' else 'weight buffers'}, the configuration asks "
                               f"{getattr(compress, setting)}")
-    kernel = 3 if training.model.name == "resnet" else 1
-    return [("csb", {"kernel": kernel},
+    kernel = 3 if training.model.name in ("resnet", "convnet") else 1
+    fields = {"kernel": kernel}
+    if training.model.name == "convnet" and 2 in training.model.strides:
+        fields["max_stride"] = 2  # its stride-2 convs step at stride 2 on the PE
+    return [("csb", fields,
              f"kernel-wise compressed training: {compress.bits}-bit operands in CSB blocks, {kernel}x{kernel} kernels")]

@@ -1,0 +1,82 @@
+"""What a compressed conv network's step as call lists costs the PL: the list cycle model over its two lists.
+
+The conv analogue of :mod:`codesign.step.csb.list_time`: the lists of :mod:`codesign.step.csb.conv_step` (every
+map in place, halo tiles read as 3-D blocks, stride-2 convs at stride 2, ReLU, masks, UPD and SHR on the PE)
+counted cycle by cycle by :func:`codesign.step.list_cycles.step_cycles` (units: clock cycles of the IP). Scales
+and UPD shifts are header and descriptor fields, not lengths, so a step is priced at zero scales.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+from codesign.boards import Board
+from codesign.pe.csb.format import CSBMatrix, encode
+from codesign.pe.csb.spec import CsbSpec
+from codesign.step.csb.conv_step import net_arena, net_lists, net_shapes
+from codesign.step.csb.lists import PE, CsbStepScales
+from codesign.step.csb.time import csb_mac_energy_pj
+from codesign.step.list_cycles import DdrTiming, fast_step_cycles, step_cycles
+from codesign.step.time import StepTime, list_step_time
+
+Convs = Sequence[Tuple[int, int]]
+
+
+def conv_structures(spec: CsbSpec, masks: Sequence[np.ndarray]) -> list:
+    """The stored structure of every layer on ``spec``: each ``(outputs, channels)`` kernel mask as CSB blocks of
+    the PE's kernel (the head's too: its one weight sits at the centre tap, the outer taps stay 0)."""
+    k = spec.kernel
+    return [encode(np.broadcast_to(np.asarray(mask, bool)[:, :, None, None], (*np.shape(mask), k, k)).astype(np.int8),
+                   block_rows=spec.block_rows, block_cols=spec.block_cols) for mask in masks]
+
+
+def conv_step_macs(spec: CsbSpec, image: Tuple[int, int, int], convs: Convs, classes: int, batch: int,
+                   masks: Sequence[np.ndarray]) -> Dict[str, int]:
+    """The step's useful MACs (``macs``: FP, WG and, past the first layer, EB over the kept kernels; the head's
+    weights as 1 x 1 kernels) and ``dense_macs`` (the same were nothing pruned)."""
+    shapes = net_shapes(spec, image, convs, classes)
+    useful = dense = 0
+    for index, (shape, mask) in enumerate(zip(shapes, masks)):
+        taps = shape.kernel ** 2 if index < len(shapes) - 1 else 1
+        positions = batch * shape.out_map[0] * shape.out_map[1] * (2 + (index > 0))
+        useful += int(np.count_nonzero(mask)) * taps * positions
+        dense += shape.channels * shape.outputs * taps * positions
+    return {"macs": useful, "dense_macs": dense}
+
+
+def conv_step_list_cycles(spec: CsbSpec, image: Tuple[int, int, int], convs: Convs, classes: int, batch: int,
+                          structures: Sequence[CSBMatrix], *, ddr: Optional[DdrTiming] = None,
+                          fast: bool = False) -> Dict[str, object]:
+    """Cycles of one full-batch step of the network on ``spec`` with the stored ``structures``
+    (:func:`conv_structures`): ``forward`` and ``backward`` (each list from ``run_start`` to ``ap_done``),
+    ``total``, their ``breakdown``, ``calls`` and ``words``; ``ddr`` the list bench's DDR model (None: the AXI
+    RAM alone); ``fast`` re-prices a simulated step shape by its compute cycles
+    (:func:`codesign.step.list_cycles.fast_step_cycles`; for the explorer)."""
+    shapes = net_shapes(spec, image, convs, classes)
+    net = net_arena(spec, shapes, batch, structures)
+    layers = len(shapes)
+    zero = CsbStepScales(relu=(0,) * (layers - 1), mask=(0,) * layers, upd=((0, False),) * layers)
+    lists = net_lists(net, batch, zero, 0)
+    price = fast_step_cycles if fast else step_cycles
+    return price(PE, spec, {"forward": lists.forward, "backward": lists.backward}, net.image, ddr=ddr)
+
+
+def conv_list_step(spec: CsbSpec, image: Tuple[int, int, int], convs: Convs, classes: int, batch: int,
+                   masks: Sequence[np.ndarray], board: Board, *, clock_mhz: float, host_s: float, host_source: str,
+                   ddr: Optional[DdrTiming] = None, fast: bool = False,
+                   priced: Optional[Dict[str, object]] = None) -> StepTime:
+    """The whole fixed-point list step of the network with the kept kernels ``masks`` on one ``spec`` build on
+    ``board`` at ``clock_mhz``: its two lists as two stages (``priced``: their cycles as
+    :func:`conv_step_list_cycles` gave them, else priced here), the host's ``host_s`` measured where it runs."""
+    if priced is None:
+        priced = conv_step_list_cycles(spec, image, convs, classes, batch, conv_structures(spec, masks), ddr=ddr,
+                                       fast=fast)
+    counts = conv_step_macs(spec, image, convs, classes, batch, masks)
+    return list_step_time({**priced, "macs": counts["macs"]}, board, clock_mhz=clock_mhz, host_s=host_s,
+                          host_source=host_source, array_macs=spec.batch * spec.parallel,
+                          mac_energy_pj=csb_mac_energy_pj(spec), dense_macs=counts["dense_macs"])
+
+
+__all__ = ["conv_list_step", "conv_step_list_cycles", "conv_step_macs", "conv_structures"]

@@ -1,0 +1,66 @@
+"""The CSB conv family on the emulated board: a design.json of model 'convnet' picks the conv list trainer, which
+trains through the warm-up, the pruning event and fixed-point steps as call lists on the csb IP (the generated C++
+in list mode, through the PYNQ driver) and ends with every loss and state word equal to the golden conv loop's,
+within issue 40's host traffic goals; and what the family refuses, before anything runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from codesign.deploy.csb_conv_training import CsbConvListBoardTrainer, csb_conv_board_trainer
+from codesign.deploy.families import board_trainer, golden_trainer, measure_loop_host
+from codesign.deploy.manifest import DeployError
+from codesign.deploy.selfcheck import compare_states
+from codesign.design import load_design
+from codesign.design.families import loop_entry
+from codesign.train.trainer import load_dataset
+from tests.deploy.conftest import emulated_overlay
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits_compressed_conv.toml"
+SMALL = Path(__file__).resolve().parents[1] / "design" / "fixtures" / "small_conv.toml"
+
+
+def test_an_ip_without_call_lists_is_refused_before_anything_runs():
+    manifest = {"design": "conv", "ips": [{"pe": "csb", "ip_route": "hls"}], "loop": {"family": "csb_conv"}}
+    with pytest.raises(DeployError, match="does not run call lists.*RTL route"):
+        csb_conv_board_trainer(SimpleNamespace(manifest=manifest, device=SimpleNamespace()))
+
+
+def test_the_host_share_command_says_where_a_conv_list_step_is_timed():
+    entry = loop_entry(load_design(EXAMPLE))
+    with pytest.raises(DeployError, match="host_s_per_step"):
+        measure_loop_host(entry)
+
+
+@pytest.mark.slow
+def test_conv_training_from_design_json_equals_the_golden_loop(tmp_path):
+    design = load_design(SMALL)
+    overlay = emulated_overlay(design, tmp_path)
+    board, golden = board_trainer(overlay), golden_trainer(overlay.manifest)
+    assert isinstance(board, CsbConvListBoardTrainer)
+    data = load_dataset(design.training)
+    for trainer in (board, golden):
+        trainer.fit(data, progress=False, max_steps=2)  # the warm-up, the pruning, two fixed epochs of two steps
+    assert [row["phase"] for row in board.history] == ["warmup", "fixed", "fixed"]
+    for row_b, row_g in zip(board.history, golden.history):
+        assert (row_b["loss"], row_b["accuracy"], row_b["macs"]) == (row_g["loss"], row_g["accuracy"], row_g["macs"])
+    traffic = overlay.device.traffic
+    x, y = data.train_x[:16], data.train_y[:16]
+    traffic.clear()
+    assert board.train_step(x, y) == golden.train_step(x, y)
+    figures = traffic.as_dict()
+    print(f"\n[conv lists, emulated board] a step: {figures}")
+    assert figures["flushed_bytes"] <= 2 * 4 * np.asarray(x).size + (64 << 10)  # issue 40's goals
+    assert figures["invalidated_bytes"] <= 64 << 10 and figures["register_writes"] <= 64
+    words = compare_states(board.read_weights(), golden.read_weights(), ("buffers", "masks"))
+    print(f"[conv lists, emulated board] state words: {words}")
+    assert words["differ"] == 0 and words["compared"] > 1000
+    mine = board.read_weights()["buffers"]
+    assert [b.shape for b in mine] == [(4, 1, 3, 3), (8, 4, 3, 3), (10, 8 * 4 * 4, 1, 1)]
+    figures = board.throughput()
+    assert figures["list_steps"] == board.list_steps == 5 and figures["lists"] == 2 * board.list_steps
+    assert 0 < figures["host_s_per_step"] < figures["seconds_per_step"]
