@@ -21,12 +21,19 @@ words and every tile starts on a word):
   first two sections), ``ig`` (a copy of the index, then ``nnz * k * k`` gradient words) and ``b[0]``, ``b[1]``
   (the 24-bit buffer words of phase 0 and 1: UPD reads one phase's and writes the other's).
 
+A network's dense head (:mod:`codesign.step.csb.conv_step`) is a conv on a 1 x 1 map; where the PE runs stride 2
+and a 3 x 3 kernel it is *folded*: its lane chunks lie in one map as positions, chunk ``k`` at output position
+``(k // fold, k % fold)`` and input position twice that, on a ``2 fold - 1`` square map read at stride 2. The
+positions between the samples hold 0, so a kernel's outer taps meet only zeros: one call computes every chunk,
+and the head's outputs fill its tile instead of one position of it.
+
 Offsets are bytes from the arena's start; the host reads and writes whole maps with the methods here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import List, Tuple
 
 import numpy as np
@@ -91,6 +98,7 @@ class ConvArena:
     records: int
     record_slots: int
     image: np.ndarray
+    fold: int = 0  # a folded head's output map side (chunks as positions of one map); 0: a map a chunk
 
     # -- geometry
 
@@ -139,9 +147,17 @@ class ConvArena:
                      stride=tw * b * word_bytes, planes=spec.block_rows, plane_stride=th * tw * b * word_bytes)
 
     def chunks_of(self, n: int) -> int:
+        """The maps ``n`` samples use: a lane chunk's each, or the folded head's one."""
         if not 1 <= n <= self.batch:
             raise ValueError(f"{n} samples: a step takes 1..{self.batch}")
-        return _ceil(n, self.spec.batch)
+        return 1 if self.fold else _ceil(n, self.spec.batch)
+
+    def place(self, k: int, spread: int) -> Tuple[int, int, int]:
+        """``(map, row, column)`` of lane chunk ``k``: its own map at ``(0, 0)``, or on a folded head output position
+        ``(k // fold, k % fold)`` times ``spread`` (1: output maps, 2: the input grid)."""
+        if not self.fold:
+            return k, 0, 0
+        return 0, spread * (k // self.fold), spread * (k % self.fold)
 
     # -- maps <-> (n, channels, h, w) arrays
 
@@ -165,40 +181,51 @@ class ConvArena:
         return (self.row_blocks * self.spec.block_rows, self.tiles[0] * self.spec.out_h,
                 self.tiles[1] * self.spec.out_w)
 
-    def _put(self, arena: np.ndarray, bases, dims, dtype, values: np.ndarray, at: Tuple[int, int]) -> None:
+    def _put(self, arena: np.ndarray, bases, dims, dtype, values: np.ndarray, at: Tuple[int, int],
+             spread: int) -> None:
         b, n = self.spec.batch, values.shape[0]
-        padded = np.zeros((self.chunks_of(n) * b, *values.shape[1:]), dtype=np.int64)
+        chunks = _ceil(n, b)
+        padded = np.zeros((chunks * b, *values.shape[1:]), dtype=np.int64)
         padded[:n] = values
         _, c, h, w = values.shape
-        for k in range(self.chunks_of(n)):
-            view = self._map_view(arena, bases[k], dims, dtype)
-            view[:c, at[0]:at[0] + h, at[1]:at[1] + w] = padded[k * b:(k + 1) * b].transpose(1, 2, 3, 0).astype(dtype)
+        if self.fold:  # a position no chunk of this step takes keeps no codes of an earlier one
+            self._map_view(arena, bases[0], dims, dtype)[...] = 0
+        for k in range(chunks):
+            m, r, col = self.place(k, spread)
+            view = self._map_view(arena, bases[m], dims, dtype)
+            view[:c, at[0] + r:at[0] + r + h, at[1] + col:at[1] + col + w] = \
+                padded[k * b:(k + 1) * b].transpose(1, 2, 3, 0).astype(dtype)
 
     def _get(self, arena: np.ndarray, bases, dims, dtype, n: int, channels: int, at: Tuple[int, int],
-             size: Tuple[int, int]) -> np.ndarray:
-        parts = [self._map_view(arena, bases[k], dims, dtype)[:channels, at[0]:at[0] + size[0], at[1]:at[1] + size[1]]
-                 for k in range(self.chunks_of(n))]
+             size: Tuple[int, int], spread: int) -> np.ndarray:
+        parts = []
+        for k in range(_ceil(n, self.spec.batch)):
+            m, r, c = self.place(k, spread)
+            view = self._map_view(arena, bases[m], dims, dtype)
+            parts.append(view[:channels, at[0] + r:at[0] + r + size[0], at[1] + c:at[1] + c + size[1]])
         return np.concatenate(parts, axis=-1).transpose(3, 0, 1, 2)[:n].astype(np.int64)
 
     def write_input(self, arena: np.ndarray, codes: np.ndarray) -> None:
-        """8-bit ``codes`` ``(n, channels, height, width)`` into ``x`` (the padding stays 0)."""
+        """8-bit ``codes`` ``(n, channels, height, width)`` into ``x`` (the padding stays 0; a folded head's
+        ``(n, channels, 1, 1)``)."""
         codes = np.asarray(codes)
-        self._put(arena, self.x, self._grid_dims(), np.int8, codes, (self.shape.pad, self.shape.pad))
+        self._put(arena, self.x, self._grid_dims(), np.int8, codes, (self.shape.pad, self.shape.pad), 2)
 
     def write_errors(self, arena: np.ndarray, codes: np.ndarray) -> None:
-        """8-bit error ``codes`` ``(n, outputs, out_h, out_w)`` into ``dy``."""
-        self._put(arena, self.dy, self._out_dims(), np.int8, np.asarray(codes), (0, 0))
+        """8-bit error ``codes`` ``(n, outputs, out_h, out_w)`` into ``dy`` (a folded head's ``(n, outputs, 1, 1)``)."""
+        self._put(arena, self.dy, self._out_dims(), np.int8, np.asarray(codes), (0, 0), 1)
 
     def read_sums(self, arena: np.ndarray, n: int) -> np.ndarray:
-        """FP's sums ``(n, outputs, out_h, out_w)``."""
+        """FP's sums ``(n, outputs, out_h, out_w)`` (a folded head's ``(n, outputs, 1, 1)``)."""
         return self._get(arena, self.z, self._out_dims(), np.int32, n, self.shape.outputs, (0, 0),
-                         self.shape.out_map)
+                         (1, 1) if self.fold else self.shape.out_map, 1)
 
     def read_input_errors(self, arena: np.ndarray, n: int) -> np.ndarray:
-        """EB's sums at the input map's positions ``(n, channels, height, width)``."""
+        """EB's sums at the input map's positions ``(n, channels, height, width)`` (a folded head's
+        ``(n, channels, 1, 1)``)."""
         pad = self.shape.pad
-        return self._get(arena, self.dx, self._grid_dims(), np.int32, n, self.shape.channels, (pad, pad),
-                         (self.shape.height, self.shape.width))
+        size = (1, 1) if self.fold else (self.shape.height, self.shape.width)
+        return self._get(arena, self.dx, self._grid_dims(), np.int32, n, self.shape.channels, (pad, pad), size, 2)
 
     def write_weights(self, arena: np.ndarray, csb: CSBMatrix) -> None:
         """The index bytes and 8-bit weights of ``csb`` (the structure the arena was built for) into ``iw``, the
@@ -260,15 +287,36 @@ def check_build(spec: CsbSpec, shape: ConvShape, csb: CSBMatrix) -> None:
                          f"{(shape.outputs, shape.channels)} on {spec.block_rows} x {spec.block_cols} blocks")
 
 
+def head_fold(spec: CsbSpec, batch: int) -> int:
+    """The output map side a network's head folds its lane chunks onto (see the module docstring), or 0 where it
+    does not fold: one chunk, or a PE without stride 2 or of another kernel than 3 (whose outer taps would reach
+    the next sample)."""
+    chunks = _ceil(batch, spec.batch)
+    if chunks == 1 or spec.max_stride < 2 or spec.kernel != 3:
+        return 0
+    return math.isqrt(chunks - 1) + 1
+
+
+def folded_head(shape: ConvShape, fold: int) -> ConvShape:
+    """The head ``shape`` (a 1 x 1 map) folded onto a ``2 fold - 1`` square map read at stride 2."""
+    return dataclasses.replace(shape, height=2 * fold - 1, width=2 * fold - 1, stride=2)
+
+
 def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix, *, record_slots: int,
-                     layout: ArenaLayout | None = None) -> ConvArena:
+                     layout: ArenaLayout | None = None, fold: int = 0) -> ConvArena:
     """The arena of one conv layer (``csb``: its stored kernels, ``(outputs, channels)``) trained ``batch`` samples a
     step on ``spec``, with ``record_slots`` records; given a ``layout``, the layer is placed in it alone (a
-    network's arena: its records and image are the network's, so ``records`` is 0 and ``image`` empty)."""
+    network's arena: its records and image are the network's, so ``records`` is 0 and ``image`` empty). ``fold``:
+    a folded head's output side (``shape`` then :func:`folded_head`'s)."""
     check_build(spec, shape, csb)
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch {batch!r} must be an int >= 1")
     b, chunks, kk = spec.batch, _ceil(batch, spec.batch), shape.kernel ** 2
+    if fold:
+        if fold * fold < chunks or shape.kernel != 3 or shape != folded_head(shape, fold):
+            raise ValueError(f"a head folded {fold} x {fold} holds {fold * fold} lane chunks of a 3 x 3 kernel on a "
+                             f"{2 * fold - 1}-square map at stride 2; {chunks} chunks of {shape}")
+        chunks = 1
     gh, gw = grid_of(spec, shape)
     oh, ow = shape.out_map
     th, tw = _ceil(oh, spec.out_h) * spec.out_h, _ceil(ow, spec.out_w) * spec.out_w
@@ -295,7 +343,7 @@ def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix
     records = layout.reserve(RECORD_WORDS * max(record_slots, 1)) if alone else 0
     return ConvArena(spec=spec, shape=shape, batch=batch, chunks=chunks, x=x, z=z, dy=dy, dx=dx,
                      blocks=tuple(slots), records=records, record_slots=record_slots if alone else 0,
-                     image=layout.image() if alone else np.zeros(0, np.uint32))
+                     image=layout.image() if alone else np.zeros(0, np.uint32), fold=fold)
 
 
-__all__ = ["ConvArena", "ConvShape", "build_conv_arena", "check_build", "grid_of"]
+__all__ = ["ConvArena", "ConvShape", "build_conv_arena", "check_build", "folded_head", "grid_of", "head_fold"]

@@ -33,7 +33,7 @@ from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import EwOp, Op, header_word
 from codesign.step.csb.arena import BUFFER_EXTRA_BITS, words_of_bytes
-from codesign.step.csb.conv_arena import ConvArena, ConvShape, build_conv_arena
+from codesign.step.csb.conv_arena import ConvArena, ConvShape, build_conv_arena, folded_head, head_fold
 from codesign.step.csb.conv_lists import calls_of, layer_backward, layer_forward
 from codesign.step.csb.lists import PE, CsbStepScales, code_rounding
 
@@ -68,11 +68,13 @@ def _out_map(a: ConvArena, base: int, size: int) -> MapView:
                    position_bytes=b * size, lane_bytes=b * size, width=a.shape.out_map[1])
 
 
-def _in_map(a: ConvArena, base: int, size: int, flat: Tuple[int, int] | None = None) -> MapView:
-    """A layer's input codes (``size`` 1) or EB's sums (4) at the input map's positions of its grid; ``flat``
-    ``(height, width)``: the head's 1 x 1 map read as the previous layer's map, channel-major."""
+def _in_map(a: ConvArena, k: int, size: int, flat: Tuple[int, int] | None = None) -> MapView:
+    """Lane chunk ``k``'s input codes (``size`` 1) or EB's sums (4) at the input map's positions of a layer's grid;
+    ``flat`` ``(height, width)``: the head's 1 x 1 map (a folded head's position of chunk ``k``) read as the previous
+    layer's map, channel-major."""
     (gh, gw), b, p = a.grid, a.spec.batch, a.shape.pad
-    at = base + (p * gw + p) * b * size
+    m, row, col = a.place(k, 2)
+    at = (a.x if size == 1 else a.dx)[m] + ((p + row) * gw + p + col) * b * size
     if flat is None:
         return MapView(base=at, channel_bytes=gh * gw * b * size, row_bytes=gw * b * size, position_bytes=b * size,
                        lane_bytes=b * size, width=a.shape.width)
@@ -145,9 +147,12 @@ def net_shapes(spec: CsbSpec, image: Tuple[int, int, int], convs: Sequence[Tuple
 
 def _place(spec: CsbSpec, shapes: Sequence[ConvShape], batch: int, structures: Sequence[CSBMatrix],
            record_slots: int) -> ConvNetArena:
-    layout = ArenaLayout()
-    layers = tuple(build_conv_arena(spec, shape, batch, csb, record_slots=0, layout=layout)
-                   for shape, csb in zip(shapes, structures))
+    layout, fold = ArenaLayout(), head_fold(spec, batch)
+    *convs, head = shapes
+    shapes = [*convs, folded_head(head, fold) if fold else head]
+    layers = tuple(build_conv_arena(spec, shape, batch, csb, record_slots=0, layout=layout,
+                                    fold=fold if index == len(shapes) - 1 else 0)
+                   for index, (shape, csb) in enumerate(zip(shapes, structures)))
     records = layout.reserve(RECORD_WORDS * max(record_slots, 1))
     return ConvNetArena(spec=spec, batch=batch, layers=layers, records=records, record_slots=record_slots,
                         image=layout.image())
@@ -176,7 +181,7 @@ def _relu(items: list, net: ConvNetArena, layer: int, k: int, shift: int) -> Non
     a, nxt = net.layers[layer], net.layers[layer + 1]
     (oh, ow), z = a.shape.out_map, _out_map(a, a.z[k], 4)
     head = layer + 1 == len(net.layers) - 1
-    out = _in_map(nxt, nxt.x[k], 1, (oh, ow) if head else None)
+    out = _in_map(nxt, k, 1, (oh, ow) if head else None)
     _selects(items, net.spec, z, z, out, (a.shape.outputs, oh), shift)
 
 
@@ -184,7 +189,7 @@ def _mask(items: list, net: ConvNetArena, layer: int, k: int, shift: int) -> Non
     a, prev = net.layers[layer], net.layers[layer - 1]
     (oh, ow) = prev.shape.out_map
     head = layer == len(net.layers) - 1
-    v = _in_map(a, a.dx[k], 4, (oh, ow) if head else None)
+    v = _in_map(a, k, 4, (oh, ow) if head else None)
     _selects(items, net.spec, v, _out_map(prev, prev.z[k], 4), _out_map(prev, prev.dy[k], 1),
              (prev.shape.outputs, oh), shift)
 

@@ -9,7 +9,7 @@ import pytest
 from codesign.pe.csb import CsbSpec, encode
 from codesign.pe.csb.format import unpack_bytes
 from codesign.shell.calls import gather
-from codesign.step.csb.conv_arena import ConvShape, build_conv_arena, grid_of
+from codesign.step.csb.conv_arena import ConvShape, build_conv_arena, folded_head, grid_of, head_fold
 from codesign.step.csb.conv_lists import clear_regions
 
 
@@ -69,3 +69,30 @@ def test_maps_go_in_and_out_unchanged_and_the_clears_cover_the_grid():
     assert covered.all()
     with pytest.raises(ValueError, match="1..6"):
         arena.chunks_of(7)
+
+
+def test_a_folded_head_holds_its_chunks_as_positions_of_one_map():
+    spec = CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2, batch=4, max_stride=2)
+    assert [head_fold(spec, n) for n in (4, 5, 16, 17, 36)] == [0, 2, 2, 3, 3]  # chunks 1, 2, 4, 5, 9
+    assert head_fold(CsbSpec(kernel=3, batch=4), 16) == 0 and head_fold(CsbSpec(kernel=5, batch=4, max_stride=2), 16) == 0
+    head = ConvShape(channels=6, outputs=3, height=1, width=1, kernel=3)
+    csb = encode(np.ones((3, 6, 3, 3), np.int8), block=4)
+    arena = build_conv_arena(spec, folded_head(head, 2), 14, csb, record_slots=1, fold=2)
+    assert (arena.shape.height, arena.shape.stride, arena.chunks, arena.chunks_of(14)) == (3, 2, 1, 1)
+    assert [arena.place(k, 2) for k in range(4)] == [(0, 0, 0), (0, 0, 2), (0, 2, 0), (0, 2, 2)]
+    rng = np.random.default_rng(2)
+    image = arena.image.copy()
+    arena.write_errors(image, rng.integers(-128, 128, (14, 3, 1, 1)))  # four chunks: a full map
+    errors = rng.integers(-128, 128, (7, 3, 1, 1))  # two: the other two positions are cleared
+    arena.write_errors(image, errors)
+    dy = arena._map_view(image, arena.dy[0], arena._out_dims(), np.int8)
+    assert np.array_equal(dy[:3, 0, 1, :3], errors[4:, :, 0, 0].T) and not dy[:, 1].any() and not dy[:, 0, 1, 3].any()
+    codes = rng.integers(-128, 128, (7, 6, 1, 1))
+    arena.write_input(image, codes)
+    x = arena._map_view(image, arena.x[0], arena._grid_dims(), np.int8)
+    assert np.array_equal(x[:6, 1, 3, :3], codes[4:, :, 0, 0].T)  # chunk 1 at the grid's (pad, pad + 2)
+    assert np.array_equal(arena.read_sums(image, 7), np.zeros((7, 3, 1, 1)))
+    with pytest.raises(ValueError, match="holds 4 lane chunks"):
+        build_conv_arena(spec, folded_head(head, 2), 17, csb, record_slots=1, fold=2)  # five chunks
+    with pytest.raises(ValueError, match="holds 4 lane chunks"):
+        build_conv_arena(spec, head, 14, csb, record_slots=1, fold=2)  # not the folded shape

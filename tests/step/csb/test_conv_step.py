@@ -86,8 +86,14 @@ def test_the_head_reads_the_last_map_flattened_and_the_update_writes_the_other_p
     head, last = net.layers[-1], net.layers[-2]
     grid = head._map_view(forward, head.x[0], head._grid_dims(), np.int8)
     features = grid[:head.shape.channels, head.shape.pad, head.shape.pad, :].astype(np.int64)  # (24, 4 lanes)
-    want = np.clip(last.read_sums(forward, 6), 0, 127).reshape(6, -1).T[:, :spec.batch]
-    assert np.array_equal(features, want) and 0 < np.count_nonzero(want) < want.size
+    want = np.clip(last.read_sums(forward, 6), 0, 127).reshape(6, -1).T
+    assert np.array_equal(features, want[:, :spec.batch]) and 0 < np.count_nonzero(want) < want.size
+    # the two lane chunks folded onto one map: the second at input position (0, 2), its lanes past the sixth
+    # sample's whatever the last conv's ReLU gave them, the positions between the samples 0
+    assert head.fold == 2 and head.shape.stride == 2 and len(head.x) == 1
+    second = grid[:head.shape.channels, head.shape.pad, head.shape.pad + 2, :2].astype(np.int64)
+    assert np.array_equal(second, want[:, spec.batch:])
+    assert not grid[:, head.shape.pad, head.shape.pad + 1].any() and not grid[:, head.shape.pad + 1].any()
     after = run_list_golden(PE, spec, forward, lists.backward)
     for a in net.layers:
         assert not np.array_equal(a.read_buffer(after, 1), a.read_buffer(image, 1))  # UPD wrote phase 1
