@@ -45,7 +45,7 @@ MAX_EPOCHS = 100_000
 MAX_SEED = 2**32 - 1
 
 
-def _int_in(value: Any, low: int, high: int) -> bool:
+def int_in(value: Any, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
@@ -77,9 +77,9 @@ class LoopSetup:
         """The fields the loops share, each within what a board can hold: ``layers`` (when ``widths``: ints in
         1..MAX_WIDTH), ``batch_size``, ``epochs``, ``seed``, ``lr`` (> 0), ``weight_decay`` and ``momentum`` (where
         the loop has them), ``schedule``. One :class:`HwTrainError` names the field."""
-        checks = [("batch_size", _int_in(self.batch_size, 1, MAX_BATCH), f"an int in [1, {MAX_BATCH}]"),
-                  ("epochs", _int_in(self.epochs, 1, MAX_EPOCHS), f"an int in [1, {MAX_EPOCHS}]"),
-                  ("seed", _int_in(self.seed, 0, MAX_SEED), f"an int in [0, {MAX_SEED}]"),
+        checks = [("batch_size", int_in(self.batch_size, 1, MAX_BATCH), f"an int in [1, {MAX_BATCH}]"),
+                  ("epochs", int_in(self.epochs, 1, MAX_EPOCHS), f"an int in [1, {MAX_EPOCHS}]"),
+                  ("seed", int_in(self.seed, 0, MAX_SEED), f"an int in [0, {MAX_SEED}]"),
                   ("lr", _finite(self.lr) and self.lr > 0, "a finite number > 0"),
                   ("schedule", self.schedule in ("cosine", "constant"), "'cosine' or 'constant'")]
         if hasattr(self, "weight_decay"):
@@ -90,7 +90,7 @@ class LoopSetup:
         if widths:
             layers = self.layers
             checks.append(("layers", isinstance(layers, (list, tuple)) and len(layers) >= 2
-                           and all(_int_in(n, 1, MAX_WIDTH) for n in layers),
+                           and all(int_in(n, 1, MAX_WIDTH) for n in layers),
                            f"at least two layer widths, ints in [1, {MAX_WIDTH}]"))
         for name, good, wanted in checks:
             if not good:

@@ -35,7 +35,7 @@ from typing import Any, List, Tuple
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, LoopSetup, softmax_cross_entropy
+from codesign.loops.common import MAX_WIDTH, HwTrainError, LoopSetup, int_in, softmax_cross_entropy
 from codesign.loops.conv_float import conv2d, conv2d_grads, pad_map
 from codesign.loops.csb import BUFFER_EXTRA_BITS, CompressedLoop, quantize, rescale
 from codesign.loops.csb_backend import FastConvCsb
@@ -81,15 +81,16 @@ class CsbConvSetup(LoopSetup):
             object.__setattr__(self, "convs", tuple(tuple(conv) for conv in self.convs))
         except TypeError:
             raise HwTrainError(f"image {self.image!r} and convs {self.convs!r} must be sequences") from None
-        if len(self.image) != 3 or not all(isinstance(v, int) and v >= 1 for v in self.image):
-            raise HwTrainError(f"image {self.image!r} must be (channels, height, width), ints >= 1")
-        if not self.convs or not all(len(conv) == 2 and isinstance(conv[0], int) and conv[0] >= 1
-                                     and conv[1] in (1, 2) for conv in self.convs):
-            raise HwTrainError(f"convs {self.convs!r} must be (outputs >= 1, stride 1 or 2) pairs, at least one")
+        if len(self.image) != 3 or not all(int_in(v, 1, MAX_WIDTH) for v in self.image):
+            raise HwTrainError(f"image {self.image!r} must be (channels, height, width), ints in [1, {MAX_WIDTH}]")
+        if not self.convs or not all(len(conv) == 2 and int_in(conv[0], 1, MAX_WIDTH) and conv[1] in (1, 2)
+                                     and not isinstance(conv[1], bool) for conv in self.convs):
+            raise HwTrainError(f"convs {self.convs!r} must be (outputs in [1, {MAX_WIDTH}], stride 1 or 2) pairs, "
+                               "at least one")
         if max(s for _, s in self.convs) > self.spec.max_stride:
             raise HwTrainError(f"a stride-2 conv needs a PE built with max_stride 2, not {self.spec.max_stride}")
-        if not isinstance(self.classes, int) or self.classes < 2:
-            raise HwTrainError(f"classes {self.classes!r} must be an int >= 2")
+        if not int_in(self.classes, 2, MAX_WIDTH):
+            raise HwTrainError(f"classes {self.classes!r} must be an int in [2, {MAX_WIDTH}]")
         if not isinstance(self.warmup_epochs, int) or not 1 <= self.warmup_epochs < self.epochs:
             raise HwTrainError(f"warmup_epochs {self.warmup_epochs!r} must be an int in 1..epochs - 1")
         if self.order not in ORDERS or not 1 <= self.step_percent <= 100 or not 0 <= self.max_percent <= 100 \

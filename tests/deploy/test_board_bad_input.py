@@ -24,9 +24,10 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 @pytest.fixture(scope="module")
 def board(tmp_path_factory):
-    """An FB-float and a TT build folder (emulated) and the digits data, as a bundle holds them."""
+    """An FB-float, a CSB conv and a TT build folder (emulated) and the digits data, as a bundle holds them."""
     root = tmp_path_factory.mktemp("board")
-    designs = {name: load_design(EXAMPLES / f"{name}.toml") for name in ("digits_abvs", "digits_tt")}
+    designs = {name: load_design(EXAMPLES / f"{name}.toml")
+               for name in ("digits_abvs", "digits_compressed_conv", "digits_tt")}
     folders = {name: write_emulation_folder(design, root / name) for name, design in designs.items()}
     data = save_npz(load_dataset(designs["digits_abvs"].training), root / "digits.npz")
     return folders, data
@@ -72,6 +73,16 @@ MANIFEST_CASES = {
     "an unknown set-up field": ("digits_tt", _set("loop", "setup", "learning_rate", value=1), "unknown field"),
     "a TT layer table of a string": ("digits_tt", _set("loop", "setup", "layers", value="abc"), "loop.setup"),
     "no loop": ("digits_abvs", lambda manifest: manifest.pop("loop"), "records no loop"),
+    "a conv image of a string": ("digits_compressed_conv", _set("loop", "setup", "image", value="abc"),
+                                 "image and convs lists"),
+    "a 10^9-wide conv image": ("digits_compressed_conv", _set("loop", "setup", "image", value=[1, 10**9, 8]),
+                               "image (1, 1000000000, 8) must be"),
+    "a conv of stride 3": ("digits_compressed_conv", _set("loop", "setup", "convs", value=[[16, 3]]),
+                           "stride 1 or 2"),
+    "10^9 conv classes": ("digits_compressed_conv", _set("loop", "setup", "classes", value=10**9),
+                          "classes 1000000000 must be"),
+    "a conv loop without its convs": ("digits_compressed_conv", lambda manifest: manifest["loop"]["setup"].pop("convs"),
+                                      "lacks ['convs']"),
 }
 
 
