@@ -32,7 +32,7 @@ from codesign.train.geometry import data_geometry
 KEY = "csb_conv"
 # the conv lists' builds: blocks and output tiles square (``runs``), lanes a multiple of 4. Each block shape, lane
 # count and tile is a step simulated once (about 20 s for the example's network); multipliers re-price it
-CSB_CONV_LIST_KNOBS = {"block_rows": (8, 16), "block_cols": (8, 16), "batch": (4, 8, 16), "parallel": (1, 2, 4),
+CSB_CONV_LIST_KNOBS = {"block_rows": (8, 16), "block_cols": (8, 16), "batch": (4, 8, 16), "parallel": (1, 2, 4, 8),
                        "out_h": (2, 4), "out_w": (2, 4), COPIES: (1,)}
 
 

@@ -17,6 +17,10 @@ and the shell's rounding stage:
 
 The head is the loop's dense layer, here a conv of the PE's kernel on a 1 x 1 map whose outer taps are 0: they
 add nothing, and their gradients are 0 (the map's padding and the error past the map are 0), so they stay 0.
+Where the PE runs stride 2 with a 3 x 3 kernel and the batch takes several lane chunks, the head is *folded*
+(:func:`~codesign.step.csb.conv_arena.head_fold`): chunk ``k``'s features sit at input position ``2 (k // f),
+2 (k % f)`` of one map read at stride 2, its logits at output ``(k // f, k % f)``, so one call computes every
+chunk; the positions between the samples hold 0, so the outer taps still meet only zeros.
 A SELECT takes at most ``spec.ew_capacity`` elements: it runs over channels whole where a channel's map fits,
 else over rows. Units: offsets in bytes, counts in elements.
 """
