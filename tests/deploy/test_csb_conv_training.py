@@ -64,3 +64,28 @@ def test_conv_training_from_design_json_equals_the_golden_loop(tmp_path):
     figures = board.throughput()
     assert figures["list_steps"] == board.list_steps == 5 and figures["lists"] == 2 * board.list_steps
     assert 0 < figures["host_s_per_step"] < figures["seconds_per_step"]
+
+
+@pytest.mark.slow
+def test_the_shipped_conv_example_trains_within_the_traffic_goals(tmp_path):
+    """The example's own build (8 lanes, 8 groups: eight lane chunks on a head folded 3 x 3) and network, its
+    family's quick changes: every state word equal to the golden loop's, and a step's host traffic within issue
+    40's goals (the input's padding channels are never flushed)."""
+    design = load_design(EXAMPLE)
+    overlay = emulated_overlay(design, tmp_path)
+    changes = {"epochs": 2, "warmup_epochs": 1, "schedule": "constant"}
+    board, golden = board_trainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
+    data = load_dataset(design.training)
+    for trainer in (board, golden):
+        trainer.fit(data, progress=False, max_steps=2)
+    assert board.net.layers[-1].fold == 3 and board.net.chunks_of(64) == 8
+    traffic = overlay.device.traffic
+    x, y = data.train_x[:64], data.train_y[:64]
+    traffic.clear()
+    assert board.train_step(x, y) == golden.train_step(x, y)
+    figures = traffic.as_dict()
+    print(f"\n[conv example, emulated board] a step: {figures}")
+    assert figures["flushed_bytes"] <= 2 * 4 * np.asarray(x).size + (64 << 10)
+    assert figures["invalidated_bytes"] <= 64 << 10 and figures["register_writes"] <= 64
+    words = compare_states(board.read_weights(), golden.read_weights(), ("buffers", "masks"))
+    assert words["differ"] == 0 and words["compared"] > 20_000

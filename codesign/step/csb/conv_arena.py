@@ -163,9 +163,12 @@ class ConvArena:
 
     def map_ranges(self, bases: Tuple[int, ...], n: int, size: int) -> List[Tuple[int, int]]:
         """``(first word, words)`` of the maps at ``bases`` (``x``, ``dy``: ``size`` 1; ``z``, ``dx``: 4) the
-        chunks of ``n`` samples use: what the host flushes after writing them or invalidates before reading."""
-        dims = self._grid_dims() if bases in (self.x, self.dx) else self._out_dims()
-        words = int(np.prod(dims)) * self.spec.batch * size // 4
+        chunks of ``n`` samples use: what the host flushes after writing them or invalidates before reading. Only
+        the map's own channels: the planes that pad them to whole blocks lie after them and hold 0 for good."""
+        grid = bases in (self.x, self.dx)
+        _, rows, cols = self._grid_dims() if grid else self._out_dims()
+        channels = self.shape.channels if grid else self.shape.outputs
+        words = _ceil(channels * rows * cols * self.spec.batch * size, 4)
         return [(base // 4, words) for base in bases[:self.chunks_of(n)]]
 
     def _map_view(self, arena: np.ndarray, base: int, dims: Tuple[int, int, int], dtype) -> np.ndarray:
