@@ -116,7 +116,7 @@ class LoopSetup:
             raise HwTrainError(f"unknown field(s) {unknown}" if unknown else f"lacks {missing}")
         lists = {name: values[name] for name in cls.list_fields}
         if not isinstance(values["spec"], Mapping) or not all(isinstance(v, (list, tuple)) for v in lists.values()):
-            raise HwTrainError(f"spec must be an object of PE fields and {' and '.join(lists)} lists")
+            raise HwTrainError(f"spec must be an object of PE fields, and {' and '.join(lists)} lists of values")
         try:
             spec = cls.spec_class(**values["spec"])
         except (TypeError, ValueError) as error:

@@ -83,8 +83,8 @@ class CsbConvSetup(LoopSetup):
             raise HwTrainError(f"image {self.image!r} and convs {self.convs!r} must be sequences") from None
         if len(self.image) != 3 or not all(int_in(v, 1, MAX_WIDTH) for v in self.image):
             raise HwTrainError(f"image {self.image!r} must be (channels, height, width), ints in [1, {MAX_WIDTH}]")
-        if not self.convs or not all(len(conv) == 2 and int_in(conv[0], 1, MAX_WIDTH) and conv[1] in (1, 2)
-                                     and not isinstance(conv[1], bool) for conv in self.convs):
+        if not self.convs or not all(len(conv) == 2 and int_in(conv[0], 1, MAX_WIDTH) and int_in(conv[1], 1, 2)
+                                     for conv in self.convs):
             raise HwTrainError(f"convs {self.convs!r} must be (outputs in [1, {MAX_WIDTH}], stride 1 or 2) pairs, "
                                "at least one")
         if max(s for _, s in self.convs) > self.spec.max_stride:

@@ -20,9 +20,9 @@ import numpy as np
 
 from codesign.loops.common import HwTrainError, StateOnDevice, softmax_cross_entropy
 from codesign.loops.csb import learning_rate_exponent, quantize
-from codesign.loops.csb_conv import CsbConvSetup, CsbConvTrainer, kernel_mask
+from codesign.loops.csb_conv import CsbConvSetup, CsbConvTrainer
 from codesign.loops.csb_lists import KEEP_LISTS, upd_fields
-from codesign.pe.csb.format import encode
+from codesign.step.csb.conv_list_time import conv_structures
 from codesign.step.csb.conv_step import ConvNetLists, net_arena, net_lists, net_shapes
 from codesign.step.csb.lists import PE, CsbStepScales
 
@@ -58,8 +58,7 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
         """The loop's switch to fixed point, then the one encoding of this structure into a new arena."""
         super()._set_fixed(masks, dense, frac_bits)
         setup = self.setup  # the head on the PE's kernel: its 1 x 1 entries at the centre tap
-        structures = self._structure[:-1] + [encode(kernel_mask(self.masks[-1], self.spec.kernel),
-                                                    block_rows=self.spec.block_rows, block_cols=self.spec.block_cols)]
+        structures = self._structure[:-1] + conv_structures(self.spec, self.masks[-1:])
         self.net = net_arena(self.spec, net_shapes(self.spec, setup.image, setup.convs, setup.classes),
                              setup.batch_size, structures)
         for a, structure, words in zip(self.net.layers, structures, self._pe_buffers()):

@@ -49,10 +49,14 @@ def compressed_fields(training) -> dict:
             "validation_fraction": compress.validation_fraction, "split_seed": training.data.split_seed}
 
 
-def derived_spec(training, spec: CsbSpec | None, changes) -> CsbSpec:
-    """``spec``, or the CSB PE the design point derives from ``training``; the spec is not a change."""
+def refuse_spec_change(changes) -> None:
     if "spec" in changes:
         raise HwTrainError("the spec comes from the design point (or the spec argument), not from changes")
+
+
+def derived_spec(training, spec: CsbSpec | None, changes) -> CsbSpec:
+    """``spec``, or the CSB PE the design point derives from ``training``; the spec is not a change."""
+    refuse_spec_change(changes)
     if spec is None:
         (_, fields, _), = derived_pe_fields(training)
         spec = CsbSpec(**fields)
@@ -84,8 +88,7 @@ def single_csb_spec(design) -> CsbSpec:
 
 def csb_setup_of(design, **changes) -> CsbTrainSetup:
     """From a design point: its training configuration and its (single) csb instance."""
-    if "spec" in changes:
-        raise HwTrainError("the spec comes from the design point (or the spec argument), not from changes")
+    refuse_spec_change(changes)
     return csb_setup(design.training, single_csb_spec(design), **changes)
 
 
@@ -196,4 +199,4 @@ FAMILY = DesktopFamily(key=KEY, title="CSB", detect=lambda design: design_pes(de
                        setup_of=csb_setup_of, explorer=csb_explorer)
 
 __all__ = ["FAMILY", "compressed_fields", "csb_explorer", "csb_list_model", "csb_model", "csb_setup", "csb_setup_of",
-           "derived_spec", "measure_csb_list_host", "runs_lists", "single_csb_spec"]
+           "derived_spec", "measure_csb_list_host", "refuse_spec_change", "runs_lists", "single_csb_spec"]

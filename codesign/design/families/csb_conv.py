@@ -15,7 +15,7 @@ import numpy as np
 
 from codesign.design.explore_model import COPIES, ExploreModel, list_step_host, stage_array
 from codesign.design.families import DesktopFamily, design_pes
-from codesign.design.families.csb import compressed_fields, derived_spec, single_csb_spec
+from codesign.design.families.csb import compressed_fields, derived_spec, refuse_spec_change, single_csb_spec
 from codesign.loops.common import HwTrainError
 from codesign.loops.csb_conv import CsbConvSetup
 from codesign.loops.csb_conv_lists import CsbConvListTrainer, check_conv_list_spec
@@ -57,8 +57,7 @@ def csb_conv_setup(training, spec: CsbSpec | None = None, **changes) -> CsbConvS
 def csb_conv_setup_of(design, **changes) -> CsbConvSetup:
     """From a design point: its training configuration and its (single) csb instance, refused where the conv lists
     cannot run on that build."""
-    if "spec" in changes:
-        raise HwTrainError("the spec comes from the design point (or the spec argument), not from changes")
+    refuse_spec_change(changes)
     setup = csb_conv_setup(design.training, single_csb_spec(design), **changes)
     check_conv_list_spec(setup.spec, setup)
     return setup

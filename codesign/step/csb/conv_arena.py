@@ -187,6 +187,7 @@ class ConvArena:
     def _put(self, arena: np.ndarray, bases, dims, dtype, values: np.ndarray, at: Tuple[int, int],
              spread: int) -> None:
         b, n = self.spec.batch, values.shape[0]
+        self.chunks_of(n)  # refuses a count the arena does not hold
         chunks = _ceil(n, b)
         padded = np.zeros((chunks * b, *values.shape[1:]), dtype=np.int64)
         padded[:n] = values
@@ -202,6 +203,7 @@ class ConvArena:
     def _get(self, arena: np.ndarray, bases, dims, dtype, n: int, channels: int, at: Tuple[int, int],
              size: Tuple[int, int], spread: int) -> np.ndarray:
         parts = []
+        self.chunks_of(n)
         for k in range(_ceil(n, self.spec.batch)):
             m, r, c = self.place(k, spread)
             view = self._map_view(arena, bases[m], dims, dtype)

@@ -91,7 +91,19 @@ def test_a_folded_head_holds_its_chunks_as_positions_of_one_map():
     arena.write_input(image, codes)
     x = arena._map_view(image, arena.x[0], arena._grid_dims(), np.int8)
     assert np.array_equal(x[:6, 1, 3, :3], codes[4:, :, 0, 0].T)  # chunk 1 at the grid's (pad, pad + 2)
-    assert np.array_equal(arena.read_sums(image, 7), np.zeros((7, 3, 1, 1)))
+    z = arena._map_view(image, arena.z[0], arena._out_dims(), np.int32)
+    dx = arena._map_view(image, arena.dx[0], arena._grid_dims(), np.int32)
+    for k in range(4):  # every position its own values: chunk, lane and channel told apart
+        _, row, col = arena.place(k, 1)
+        z[:3, row, col] = 100 * k + np.arange(3)[:, None] * 10 + np.arange(4)
+        dx[:6, 1 + 2 * row, 1 + 2 * col] = 1000 * k + np.arange(6)[:, None] * 10 + np.arange(4)
+    samples = np.arange(7)
+    want = 100 * (samples // 4)[:, None] + np.arange(3) * 10 + (samples % 4)[:, None]
+    assert np.array_equal(arena.read_sums(image, 7)[:, :, 0, 0], want)
+    want = 1000 * (samples // 4)[:, None] + np.arange(6) * 10 + (samples % 4)[:, None]
+    assert np.array_equal(arena.read_input_errors(image, 7)[:, :, 0, 0], want)
+    with pytest.raises(ValueError, match="1..14"):
+        arena.write_errors(image, np.zeros((20, 3, 1, 1)))
     with pytest.raises(ValueError, match="holds 4 lane chunks"):
         build_conv_arena(spec, folded_head(head, 2), 17, csb, record_slots=1, fold=2)  # five chunks
     with pytest.raises(ValueError, match="holds 4 lane chunks"):
