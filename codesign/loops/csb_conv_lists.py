@@ -22,8 +22,7 @@ from codesign.loops.common import HwTrainError, StateOnDevice, softmax_cross_ent
 from codesign.loops.csb import learning_rate_exponent, quantize
 from codesign.loops.csb_conv import CsbConvSetup, CsbConvTrainer
 from codesign.loops.csb_lists import KEEP_LISTS, upd_fields
-from codesign.step.csb.conv_list_time import conv_structures
-from codesign.step.csb.conv_step import ConvNetLists, net_arena, net_lists, net_shapes
+from codesign.step.csb.conv_step import ConvNetLists, conv_structures, net_arena, net_lists, net_shapes
 from codesign.step.csb.lists import PE, CsbStepScales
 
 _ARENAS = itertools.count()

@@ -21,7 +21,8 @@ from codesign.loops.csb_conv import CsbConvSetup
 from codesign.loops.csb_conv_lists import CsbConvListTrainer, check_conv_list_spec
 from codesign.pe.csb.spec import CsbSpec
 from codesign.shell.list_runner import GoldenListShell, host_per_list_step
-from codesign.step.csb.conv_list_time import conv_list_step, conv_step_list_cycles, conv_step_macs, conv_structures
+from codesign.step.csb.conv_list_time import conv_list_step, conv_step_list_cycles, conv_step_macs
+from codesign.step.csb.conv_step import conv_structures
 from codesign.step.csb.lists import PE
 from codesign.step.csb.time import csb_mac_energy_pj
 from codesign.step.host import HostModel

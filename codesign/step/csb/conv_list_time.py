@@ -13,23 +13,15 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from codesign.boards import Board
-from codesign.pe.csb.format import CSBMatrix, encode
+from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
-from codesign.step.csb.conv_step import net_arena, net_lists, net_shapes
+from codesign.step.csb.conv_step import conv_structures, net_arena, net_lists, net_shapes
 from codesign.step.csb.lists import PE, CsbStepScales
 from codesign.step.csb.time import csb_mac_energy_pj
 from codesign.step.list_cycles import DdrTiming, fast_step_cycles, step_cycles
 from codesign.step.time import StepTime, list_step_time
 
 Convs = Sequence[Tuple[int, int]]
-
-
-def conv_structures(spec: CsbSpec, masks: Sequence[np.ndarray]) -> list:
-    """The stored structure of every layer on ``spec``: each ``(outputs, channels)`` kernel mask as CSB blocks of
-    the PE's kernel (the head's too: its one weight sits at the centre tap, the outer taps stay 0)."""
-    k = spec.kernel
-    return [encode(np.broadcast_to(np.asarray(mask, bool)[:, :, None, None], (*np.shape(mask), k, k)).astype(np.int8),
-                   block_rows=spec.block_rows, block_cols=spec.block_cols) for mask in masks]
 
 
 def conv_step_macs(spec: CsbSpec, image: Tuple[int, int, int], convs: Convs, classes: int, batch: int,
@@ -50,7 +42,7 @@ def conv_step_list_cycles(spec: CsbSpec, image: Tuple[int, int, int], convs: Con
                           structures: Sequence[CSBMatrix], *, ddr: Optional[DdrTiming] = None,
                           fast: bool = False) -> Dict[str, object]:
     """Cycles of one full-batch step of the network on ``spec`` with the stored ``structures``
-    (:func:`conv_structures`): ``forward`` and ``backward`` (each list from ``run_start`` to ``ap_done``),
+    (:func:`~codesign.step.csb.conv_step.conv_structures`): ``forward`` and ``backward`` (each list from ``run_start`` to ``ap_done``),
     ``total``, their ``breakdown``, ``calls`` and ``words``; ``ddr`` the list bench's DDR model (None: the AXI
     RAM alone); ``fast`` re-prices a simulated step shape by its compute cycles
     (:func:`codesign.step.list_cycles.fast_step_cycles`; for the explorer)."""
@@ -79,4 +71,4 @@ def conv_list_step(spec: CsbSpec, image: Tuple[int, int, int], convs: Convs, cla
                           mac_energy_pj=csb_mac_energy_pj(spec), dense_macs=counts["dense_macs"])
 
 
-__all__ = ["conv_list_step", "conv_step_list_cycles", "conv_step_macs", "conv_structures"]
+__all__ = ["conv_list_step", "conv_step_list_cycles", "conv_step_macs"]

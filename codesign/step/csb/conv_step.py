@@ -33,7 +33,7 @@ import numpy as np
 
 from codesign.contracts.calls import RAW, RECORD_WORDS, ArenaLayout, Block, Call, check_list
 from codesign.numerics.records import keyword_record
-from codesign.pe.csb.format import CSBMatrix
+from codesign.pe.csb.format import CSBMatrix, encode
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import EwOp, Op, header_word
 from codesign.step.csb.arena import BUFFER_EXTRA_BITS, words_of_bytes
@@ -149,6 +149,14 @@ def net_shapes(spec: CsbSpec, image: Tuple[int, int, int], convs: Sequence[Tuple
     return shapes + [ConvShape(channels=c * h * w, outputs=classes, height=1, width=1, kernel=spec.kernel)]
 
 
+def conv_structures(spec: CsbSpec, masks: Sequence[np.ndarray]) -> List[CSBMatrix]:
+    """The stored structure of every layer on ``spec``: each ``(outputs, channels)`` kernel mask as CSB blocks of
+    the PE's kernel (the head's too: its one weight sits at the centre tap, the outer taps stay 0)."""
+    k = spec.kernel
+    return [encode(np.broadcast_to(np.asarray(mask, bool)[:, :, None, None], (*np.shape(mask), k, k)).astype(np.int8),
+                   block_rows=spec.block_rows, block_cols=spec.block_cols) for mask in masks]
+
+
 def _place(spec: CsbSpec, shapes: Sequence[ConvShape], batch: int, structures: Sequence[CSBMatrix],
            record_slots: int) -> ConvNetArena:
     layout, fold = ArenaLayout(), head_fold(spec, batch)
@@ -245,4 +253,4 @@ def net_lists(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int) -> C
     return ConvNetLists(n=n, phase=phase, forward=forward, backward=backward)
 
 
-__all__ = ["ConvNetArena", "ConvNetLists", "MapView", "net_arena", "net_lists", "net_shapes"]
+__all__ = ["ConvNetArena", "ConvNetLists", "MapView", "conv_structures", "net_arena", "net_lists", "net_shapes"]
