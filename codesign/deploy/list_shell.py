@@ -58,6 +58,13 @@ class ListShell:
         missing = [pe for pe in self.specs if not names[pe]]
         if missing:
             raise DeployError(f"design {overlay.manifest['design']!r} has no {' or '.join(missing)} IP")
+        for ip in overlay.manifest["ips"]:  # the lists are built for the set-up's build: it must be the IP's
+            wanted = self.specs.get(ip["pe"])
+            if wanted is not None and wanted.to_dict() != ip["spec"]:
+                differ = sorted(key for key in set(wanted.to_dict()) | set(ip["spec"])
+                                if wanted.to_dict().get(key) != ip["spec"].get(key))
+                raise DeployError(f"design {overlay.manifest['design']!r}: design.json's loop.setup.spec differs from "
+                                  f"IP {ip['name']}'s spec in {differ}: the lists would not fit the IP")
         self.ips = {pe: [overlay.accelerator(name) for name in names[pe]] for pe in self.specs}
         # whether every IP of a PE keeps the accumulation buffer (a list trainer refuses lists that need it)
         self.held_sums = {pe: all(ip.get("held_sums", True) for ip in overlay.manifest["ips"] if ip["pe"] == pe)
