@@ -93,7 +93,8 @@ def main() -> int:
         dsp = pe_resources("csb", spec, chosen.yosys_family)["dsp"]
         rows.append({"board": name, **step.to_dict(), "host_share": step.host_s / step.total_s, "dsp_model": dsp,
                      "equivalent_ops_per_dsp_cycle": step.throughput(dsp)["equivalent_ops_per_dsp_cycle"],
-                     "ratio_board_to_torch_f32": step.total_s / torch_s, "ratio_board_to_golden": step.total_s / golden_s})
+                     "ratio_board_to_torch_f32": step.total_s / torch_s,
+                     "ratio_board_to_golden": step.total_s / golden_s})
         print(f"{name}: step {1e3 * step.total_s:.2f} ms (PE {1e3 * step.pe_s:.2f}, memory {1e3 * step.memory_s:.2f}, "
               f"host here {1e3 * step.host_s:.2f} = {100 * rows[-1]['host_share']:.1f} %); {step.calls} calls; "
               f"golden {1e3 * golden_s:.2f} ms; float32 PyTorch {1e3 * torch_s:.2f} ms; board / float32 "

@@ -36,6 +36,23 @@ def test_the_host_share_command_says_where_a_conv_list_step_is_timed():
         measure_loop_host(entry)
 
 
+def _a_step_within_the_goals(overlay, board, golden, data, n: int) -> int:
+    """One more step of ``n`` samples on both: the same loss, the host's traffic within issue 40's goals (flushed
+    at most twice the batch as float32 plus 64 KiB, read back at most 64 KiB, at most 64 register writes), then
+    every state word equal; returns the words compared."""
+    traffic = overlay.device.traffic
+    x, y = data.train_x[:n], data.train_y[:n]
+    traffic.clear()
+    assert board.train_step(x, y) == golden.train_step(x, y)
+    figures = traffic.as_dict()
+    print(f"\n[conv lists, emulated board] a step of {n}: {figures}")
+    assert figures["flushed_bytes"] <= 2 * 4 * np.asarray(x).size + (64 << 10)
+    assert figures["invalidated_bytes"] <= 64 << 10 and figures["register_writes"] <= 64
+    words = compare_states(board.read_weights(), golden.read_weights(), ("buffers", "masks"))
+    assert words["differ"] == 0
+    return words["compared"]
+
+
 @pytest.mark.slow
 def test_conv_training_from_design_json_equals_the_golden_loop(tmp_path):
     design = load_design(SMALL)
@@ -48,17 +65,7 @@ def test_conv_training_from_design_json_equals_the_golden_loop(tmp_path):
     assert [row["phase"] for row in board.history] == ["warmup", "fixed", "fixed"]
     for row_b, row_g in zip(board.history, golden.history):
         assert (row_b["loss"], row_b["accuracy"], row_b["macs"]) == (row_g["loss"], row_g["accuracy"], row_g["macs"])
-    traffic = overlay.device.traffic
-    x, y = data.train_x[:16], data.train_y[:16]
-    traffic.clear()
-    assert board.train_step(x, y) == golden.train_step(x, y)
-    figures = traffic.as_dict()
-    print(f"\n[conv lists, emulated board] a step: {figures}")
-    assert figures["flushed_bytes"] <= 2 * 4 * np.asarray(x).size + (64 << 10)  # issue 40's goals
-    assert figures["invalidated_bytes"] <= 64 << 10 and figures["register_writes"] <= 64
-    words = compare_states(board.read_weights(), golden.read_weights(), ("buffers", "masks"))
-    print(f"[conv lists, emulated board] state words: {words}")
-    assert words["differ"] == 0 and words["compared"] > 1000
+    assert _a_step_within_the_goals(overlay, board, golden, data, 16) == 2920
     mine = board.read_weights()["buffers"]
     assert [b.shape for b in mine] == [(4, 1, 3, 3), (8, 4, 3, 3), (10, 8 * 4 * 4, 1, 1)]
     figures = board.throughput()
@@ -79,13 +86,4 @@ def test_the_shipped_conv_example_trains_within_the_traffic_goals(tmp_path):
     for trainer in (board, golden):
         trainer.fit(data, progress=False, max_steps=2)
     assert board.net.layers[-1].fold == 3 and board.net.chunks_of(64) == 8
-    traffic = overlay.device.traffic
-    x, y = data.train_x[:64], data.train_y[:64]
-    traffic.clear()
-    assert board.train_step(x, y) == golden.train_step(x, y)
-    figures = traffic.as_dict()
-    print(f"\n[conv example, emulated board] a step: {figures}")
-    assert figures["flushed_bytes"] <= 2 * 4 * np.asarray(x).size + (64 << 10)
-    assert figures["invalidated_bytes"] <= 64 << 10 and figures["register_writes"] <= 64
-    words = compare_states(board.read_weights(), golden.read_weights(), ("buffers", "masks"))
-    assert words["differ"] == 0 and words["compared"] > 20_000
+    assert _a_step_within_the_goals(overlay, board, golden, data, 64) == 28_320
