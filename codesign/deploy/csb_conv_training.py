@@ -41,9 +41,8 @@ def csb_conv_board_trainer(overlay, design=None, **setup_changes) -> CsbConvList
 
 
 def _measure_host(setup: CsbConvSetup, *, source: str, data=None):
-    raise DeployError("a conv list step's host share is measured where its lists run: on the desktop the explorer "
-                      "times it beside the golden shell; on a board, a training run's throughput() gives "
-                      "host_s_per_step")
+    raise DeployError("a conv loop runs as call lists only: time its host share on the IPs "
+                      "(python -m codesign.deploy.host_share TARGET --lists)")
 
 
 # a short run of the whole path: the float warm-up, the pruning search and the fixed-point phase in two epochs,

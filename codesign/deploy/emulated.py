@@ -195,6 +195,7 @@ class EmulatedIP:
                                  f"design.json says {entry['top']!r}")
         self.words = np.zeros(self.span // WORD.itemsize, dtype=WORD)
         self.runs, self.last_run_s = 0, 0.0
+        self.run_s = 0.0  # the host seconds of every run: what the PL would have computed beside the host
         self._printed: list[str] = []  # what the running call's C++ printed
         self.stall: str | None = None
         self.reset()
@@ -284,6 +285,7 @@ class EmulatedIP:
             return
         finally:
             self.last_run_s = time.perf_counter() - started
+            self.run_s += self.last_run_s
         self.runs += 1
         printed = "".join(self._printed)
         stalls = sorted({line.strip() for line in printed.splitlines() if any(m in line for m in STALL_MARKERS)})

@@ -9,6 +9,13 @@ times its NumPy host work per step on this board's CPU
 (:func:`codesign.deploy.families.measure_loop_host`) and writes a host
 report; on the desktop, ``codesign explore CONFIG --host host_model.json``
 then prices the host with the board's figure instead of the desktop's.
+
+With ``--lists`` it times the step as the board runs it instead: the
+family's board trainer on the design's IPs (the bitstream must be built;
+``--emulate`` on a desktop) through its first list steps, then ``--steps``
+list steps, the host's share the wall time less the phases' waiting
+(:func:`measure_list_host`). A list family's explorer takes that figure as it
+is; a CSB conv loop, which runs as lists only, is measured this way alone.
 Everything is checked (the bundle or folder, its loop, the data a CSB loop
 needs, the report's folder) before anything is measured or written.
 """
@@ -35,9 +42,9 @@ def where_measured(machine: Mapping[str, str]) -> str:
     return f"measured on this machine ({cpu}; not a board: a board's ARM core is slower)"
 
 
-def resolve(target: str, data: Optional[str] = None) -> tuple[Mapping[str, Any], Any]:
-    """design.json and the data set (None unless a CSB loop needs it) of an installed bundle's name, a bundle
-    package folder, or a build folder (``data`` then names the ``.npz``)."""
+def resolve(target: str, data: Optional[str] = None, *, needs_data: bool = False) -> tuple[Mapping[str, Any], Any]:
+    """design.json and the data set (None unless the loop needs it, or ``needs_data``) of an installed bundle's
+    name, a bundle package folder, or a build folder (``data`` then names the ``.npz``)."""
     path = Path(target)
     if path.is_dir() and (path / "bundle.json").is_file():
         bundle = Bundle(path)
@@ -53,26 +60,85 @@ def resolve(target: str, data: Optional[str] = None) -> tuple[Mapping[str, Any],
     if not loop:
         raise DeployError(f"design {manifest['design']}: design.json has no training loop (``loop``), so there is "
                           "no host share to measure")
-    if not family_of(manifest).host_needs_data:
+    if not (needs_data or family_of(manifest).host_needs_data):
         return manifest, None
     if data is not None:
         from codesign.loops.data import load_npz
 
         return manifest, load_npz(Path(data))
     if bundle is None:
-        raise DeployError(f"design {manifest['design']}: a {loop['family']} loop's host share needs the data set; "
-                          "give --data FILE.npz (a build folder carries none)")
+        what = "--lists" if needs_data else f"a {loop['family']} loop"
+        raise DeployError(f"design {manifest['design']}: {what}'s host share needs the data set; give --data "
+                          "FILE.npz (a build folder carries none)")
     return manifest, bundle.data()
 
 
-def measure_board_host(target: str, *, out: Path, data: Optional[str] = None) -> tuple[HostModel, Path]:
-    """Measure the host share of ``target``'s loop here and write the host report ``out``."""
+def build_folder(target: str) -> Path:
+    """The build folder (design.json, hls/, the bitstream if built) of an installed bundle's name, a bundle package
+    folder, or a build folder."""
+    path = Path(target)
+    if path.is_dir() and (path / "bundle.json").is_file():
+        return Bundle(path).build_dir
+    return path if path.is_dir() else installed_bundle(target).build_dir
+
+
+def measure_list_host(folder: Path, data, *, source: str, steps: int = 5, emulate: Optional[bool] = None) -> HostModel:
+    """The host's seconds a list step on ``folder``'s IPs: the family's board trainer (its quick changes) on
+    ``data``'s training batches until its steps run as lists (a warm-up, a pruning event or a prior's first steps
+    run on the host) and one more (it builds the lists), then ``steps`` list steps: their wall time less the time
+    the phases kept the host waiting (:attr:`codesign.deploy.list_shell.ListShell.busy_s`), a step."""
+    import warnings
+
+    from codesign.deploy.families import board_trainer
+    from codesign.deploy.overlay import CodesignOverlay
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the notice that the emulated board stands in for the board
+        overlay = CodesignOverlay(Path(folder), emulate=emulate)
+    trainer = board_trainer(overlay, **family_of(overlay.manifest).quick_changes)
+    if not hasattr(trainer, "list_steps"):
+        raise DeployError(f"design {overlay.manifest['design']}: its trainer runs one IP call at a time on these IPs; "
+                          "measure its host share without --lists")
+    # the warm-up epochs in short (a pruning event ends them), then steps to the first list step and one more
+    trainer.fit(data, epochs=getattr(trainer.setup, "warmup_epochs", 0) or 1, progress=False, max_steps=2)
+    x, y = data.train_x, data.train_y
+    n = trainer.setup.batch_size
+    batches = ((x[i * n:(i + 1) * n], y[i * n:(i + 1) * n]) for i in range(len(y) // n))
+    for batch in batches:
+        if trainer.list_steps > 1:
+            break
+        trainer.train_step(*batch)
+    ips = getattr(overlay.device, "ips", {}).values()  # the emulated board's IPs compute inside the register write
+
+    def ip_seconds() -> float:
+        return sum(getattr(ip, "run_s", 0.0) for ip in ips)
+
+    wall, busy, emulated, done = trainer.list_wall_s, trainer.shell.busy_s, ip_seconds(), trainer.list_steps
+    for _, batch in zip(range(steps), batches):
+        trainer.train_step(*batch)
+    timed = trainer.list_steps - done
+    if timed < 1:
+        raise DeployError(f"the training split of {len(y)} samples ends before a list step could be timed")
+    waited = trainer.shell.busy_s - busy + ip_seconds() - emulated
+    host = (trainer.list_wall_s - wall - waited) / timed
+    return HostModel(fixed_s=max(0.0, host), per_call_s=0.0, list_step=True,
+                     source=f"{source}; {timed} list steps on the IPs{' (emulated)' if emulate else ''}")
+
+
+def measure_board_host(target: str, *, out: Path, data: Optional[str] = None, lists: bool = False,
+                       steps: int = 5, emulate: Optional[bool] = None) -> tuple[HostModel, Path]:
+    """Measure the host share of ``target``'s loop here (``lists``: its list steps on the IPs) and write the host
+    report ``out``."""
     out = Path(out)
     if not out.parent.is_dir():
         raise DeployError(f"--out {out}: its folder {out.parent} does not exist")
-    manifest, dataset = resolve(target, data)
+    manifest, dataset = resolve(target, data, needs_data=lists)
     machine = machine_record()
-    host = measure_loop_host(manifest["loop"], source=where_measured(machine), data=dataset)
+    if lists:
+        host = measure_list_host(build_folder(target), dataset, source=where_measured(machine), steps=steps,
+                                 emulate=emulate)
+    else:
+        host = measure_loop_host(manifest["loop"], source=where_measured(machine), data=dataset)
     return host, write_host_report(out, manifest["loop"], host, machine)
 
 
@@ -80,10 +146,18 @@ def main(argv: Optional[list] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m codesign.deploy.host_share", description=__doc__.splitlines()[0])
     parser.add_argument("target", help="an installed bundle's name, a bundle package folder, or a build folder")
     parser.add_argument("--out", default=HOST_REPORT_FILE, help=f"host report to write (default {HOST_REPORT_FILE})")
-    parser.add_argument("--data", default=None, help="the data set (.npz) of a CSB loop given as a build folder")
+    parser.add_argument("--data", default=None, help="the data set (.npz) of a CSB loop, or of --lists, given as a "
+                                                      "build folder")
+    parser.add_argument("--lists", action="store_true", help="time list steps on the design's IPs (the bitstream "
+                                                             "must be built)")
+    parser.add_argument("--steps", type=int, default=5, help="list steps timed with --lists (default 5)")
+    parser.add_argument("--emulate", action="store_true", help="with --lists: the emulated board, even on a board")
     args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error(f"--steps must be at least 1, got {args.steps}")
     try:
-        host, path = measure_board_host(args.target, out=Path(args.out), data=args.data)
+        host, path = measure_board_host(args.target, out=Path(args.out), data=args.data, lists=args.lists,
+                                        steps=args.steps, emulate=True if args.emulate else None)
     except (DeployError, ValueError, OSError) as error:
         print(f"host_share: error: {error}", file=sys.stderr)
         return 2

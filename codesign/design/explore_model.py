@@ -108,12 +108,15 @@ def explore_family(family: ExploreModel, board: Board, *, clock_mhz: float,
 def list_step_host(report: HostModel | None, measure: Callable[[], float],
                    progress: Callable[[str], None]) -> HostModel:
     """The host of a list step: ``measure()`` (its seconds a step, timed on this machine) where no board's
-    ``report`` is given; else that report's per-step part alone. A report times the per-call loop
-    (:mod:`codesign.deploy.host_share`), whose per-step part also counts work the lists move to the PE, so the
-    figure errs high; the board side cannot yet time a list step's host without an IP."""
+    ``report`` is given; a report of list steps timed with the IPs (``host_share --lists``) as it is; else that
+    report's per-step part alone: a report that times the per-call loop (:mod:`codesign.deploy.host_share`), whose
+    per-step part also counts work the lists move to the PE, so the figure errs high."""
     if report is None:
         progress("measuring the host's share of a list step (NumPy loop, this machine)")
         return HostModel(fixed_s=measure(), per_call_s=0.0, source=THIS_MACHINE)
+    if report.list_step:  # a list step timed with the IPs: the figure itself
+        progress(f"the host's share of a list step: {report.source}")
+        return report
     host = HostModel(fixed_s=report.fixed_s, per_call_s=0.0,
                      source=f"{report.source}; the per-call loop's per-step part, standing in for the list step's")
     progress(f"the host's share of a step: {host.source}")

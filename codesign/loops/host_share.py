@@ -240,7 +240,7 @@ def write_host_report(path: Path, loop: Mapping[str, Any], host: HostModel,
     return write_json_atomic(Path(path), {
         "format": HOST_REPORT_FORMAT, "version": HOST_REPORT_VERSION, "family": loop.get("family"),
         "loop_digest": loop_digest(loop), "fixed_s": host.fixed_s, "per_call_s": host.per_call_s,
-        "source": host.source, "machine": dict(machine or machine_record()),
+        "source": host.source, "list_step": host.list_step, "machine": dict(machine or machine_record()),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
 
 
@@ -269,7 +269,11 @@ def read_host_report(path: Path, loop: Mapping[str, Any]) -> HostModel:
         raise HostReportError(f"{path}: fixed_s={fixed!r} and per_call_s={per_call!r} are no host measurement: each "
                               f"must be finite, fixed_s in [0, {MAX_FIXED_S:g}] s a step and per_call_s in [0, "
                               f"{MAX_PER_CALL_S:g}] s a call, not both 0 (milliseconds written as seconds?)")
-    return HostModel(fixed_s=float(raw["fixed_s"]), per_call_s=float(raw["per_call_s"]), source=raw["source"])
+    list_step = raw.get("list_step", False)  # absent in reports written before list steps were timed on the IPs
+    if not isinstance(list_step, bool):
+        raise HostReportError(f"{path}: list_step must be true or false, not {list_step!r}")
+    return HostModel(fixed_s=float(raw["fixed_s"]), per_call_s=float(raw["per_call_s"]), source=raw["source"],
+                     list_step=list_step)
 
 
 __all__ = ["HOST_REPORT_FILE", "HostReportError", "THIS_MACHINE", "compressed_masks",

@@ -14,13 +14,16 @@ class HostModel:
     The host cuts operands for every PE call and adds partial sums, so a
     schedule of fewer, larger calls leaves it less to do; the rest (loss,
     prior, Adam, scales) does not depend on the hardware. ``source`` says
-    where it was measured. (Not keyword-only: the board runtime runs on
-    Python 3.8, whose dataclasses have no ``kw_only``.)
+    where it was measured; ``list_step``: it is the host's work of a step
+    as call lists, timed with the IPs (the per-call loops' figure is not).
+    (Not keyword-only: the board runtime runs on Python 3.8, whose
+    dataclasses have no ``kw_only``.)
     """
 
     fixed_s: float
     per_call_s: float
     source: str
+    list_step: bool = False
 
     def seconds(self, calls):
         return self.fixed_s + self.per_call_s * calls

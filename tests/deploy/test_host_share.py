@@ -82,3 +82,26 @@ def test_the_host_share_is_measured_on_the_board(tmp_path):
 
     host = read_host_report(out, installed_bundle(os.environ["CODESIGN_BOARD_BUNDLE"]).manifest["loop"])
     assert host.fixed_s > 0 and host.source.startswith("measured on the ") and "board" in host.source
+
+
+def test_list_steps_timed_on_the_ips_give_a_report_the_conv_explorer_takes_as_it_is(tmp_path, monkeypatch, capsys):
+    """``--lists`` on the emulated board: the conv family's board trainer through its warm-up and pruning, then
+    two list steps timed; the report says so, and a list family's explorer prices its host with it unchanged."""
+    from codesign.design.explore_model import list_step_host
+    from codesign.loops.data import save_npz
+    from codesign.train.trainer import load_dataset
+
+    monkeypatch.delenv("BOARD", raising=False)
+    design = load_design(Path(__file__).resolve().parents[1] / "design" / "fixtures" / "small_conv.toml")
+    folder = write_emulation_folder(design, tmp_path / "small_conv")
+    data = save_npz(load_dataset(design.training), tmp_path / "data.npz")
+    out = tmp_path / "host.json"
+    assert main([str(folder), "--out", str(out)]) == 2  # the NumPy loop alone cannot say: a conv loop is lists
+    assert "--lists" in capsys.readouterr().err and not out.exists()
+    assert main([str(folder), "--lists", "--emulate", "--steps", "2", "--out", str(out)]) == 2  # no data given
+    assert "needs the data set" in capsys.readouterr().err
+    assert main([str(folder), "--data", str(data), "--lists", "--emulate", "--steps", "2", "--out", str(out)]) == 0
+    host = read_host_report(out, loop_entry(design))
+    assert host.list_step and host.per_call_s == 0 and 0 < host.fixed_s < 1
+    assert host.source.endswith("2 list steps on the IPs (emulated)")
+    assert list_step_host(host, lambda: 1 / 0, lambda _: None) == host  # measured nothing here
