@@ -85,8 +85,9 @@ def build_folder(target: str) -> Path:
 def measure_list_host(folder: Path, data, *, source: str, steps: int = 5, emulate: Optional[bool] = None) -> HostModel:
     """The host's seconds a list step on ``folder``'s IPs: the family's board trainer (its quick changes) on
     ``data``'s training batches until its steps run as lists (a warm-up, a pruning event or a prior's first steps
-    run on the host) and one more (it builds the lists), then ``steps`` list steps: their wall time less the time
-    the phases kept the host waiting (:attr:`codesign.deploy.list_shell.ListShell.busy_s`), a step."""
+    run on the host) and one more (it builds the lists), then ``steps`` list steps, each its wall time less the time
+    the phases kept the host waiting (:attr:`codesign.deploy.list_shell.ListShell.busy_s`; on the emulated board
+    also its IPs' run seconds): their median, as a step that builds or re-aims lists now and then is the rare one."""
     import warnings
 
     from codesign.deploy.families import board_trainer
@@ -113,16 +114,18 @@ def measure_list_host(folder: Path, data, *, source: str, steps: int = 5, emulat
     def ip_seconds() -> float:
         return sum(getattr(ip, "run_s", 0.0) for ip in ips)
 
-    wall, busy, emulated, done = trainer.list_wall_s, trainer.shell.busy_s, ip_seconds(), trainer.list_steps
+    seconds = []
     for _, batch in zip(range(steps), batches):
+        wall, busy, emulated, done = trainer.list_wall_s, trainer.shell.busy_s, ip_seconds(), trainer.list_steps
         trainer.train_step(*batch)
-    timed = trainer.list_steps - done
-    if timed < 1:
+        if trainer.list_steps > done:
+            waited = trainer.shell.busy_s - busy + ip_seconds() - emulated
+            seconds.append(trainer.list_wall_s - wall - waited)
+    if not seconds:
         raise DeployError(f"the training split of {len(y)} samples ends before a list step could be timed")
-    waited = trainer.shell.busy_s - busy + ip_seconds() - emulated
-    host = (trainer.list_wall_s - wall - waited) / timed
+    timed, host = len(seconds), sorted(seconds)[len(seconds) // 2]  # the median: a step that builds lists is rare
     return HostModel(fixed_s=max(0.0, host), per_call_s=0.0, list_step=True,
-                     source=f"{source}; {timed} list steps on the IPs{' (emulated)' if emulate else ''}")
+                     source=f"{source}; the median of {timed} list steps on the IPs{' (emulated)' if emulate else ''}")
 
 
 def measure_board_host(target: str, *, out: Path, data: Optional[str] = None, lists: bool = False,
