@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Dict, Mapping
+from typing import Any, Callable, Dict, List, Mapping, Tuple
 
 import numpy as np
 
@@ -43,6 +43,18 @@ def runs_lists(overlay, pe: str) -> bool:
         return True
     ips = [ip for ip in overlay.manifest["ips"] if ip["pe"] == pe]
     return bool(ips) and all(ip.get("ip_route", "hls") == "rtl" for ip in ips)
+
+
+def coalesced(ranges) -> List[Tuple[int, int]]:
+    """``(start, words)`` ranges with those that touch or overlap merged: one cache maintenance call a run of
+    neighbouring maps (a step's lane chunks lie back to back), the same words in all."""
+    merged: List[List[int]] = []
+    for start, words in sorted((int(start), int(words)) for start, words in ranges if words):
+        if merged and start <= merged[-1][0] + merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], start + words - merged[-1][0])
+        else:
+            merged.append([start, words])
+    return [(start, words) for start, words in merged]
 
 
 class ListShell:
@@ -109,11 +121,11 @@ class ListShell:
         return self._buffers[key]
 
     def flush(self, arena, ranges) -> None:
-        for start, words in ranges:
+        for start, words in coalesced(ranges):
             flush_words(arena, words, start)
 
     def invalidate(self, arena, ranges) -> None:
-        for start, words in ranges:
+        for start, words in coalesced(ranges):
             invalidate_words(arena, words, start)
 
     def descriptors(self, calls) -> Any:

@@ -30,9 +30,9 @@ def test_an_ip_without_call_lists_is_refused_before_anything_runs():
         csb_conv_board_trainer(SimpleNamespace(manifest=manifest, device=SimpleNamespace()))
 
 
-def test_the_host_share_command_says_where_a_conv_list_step_is_timed():
+def test_the_numpy_host_share_sends_a_conv_loop_to_its_list_steps():
     entry = loop_entry(load_design(EXAMPLE))
-    with pytest.raises(DeployError, match="host_s_per_step"):
+    with pytest.raises(DeployError, match="host_share TARGET --lists"):
         measure_loop_host(entry)
 
 

@@ -141,3 +141,13 @@ def test_an_ip_that_fails_to_start_or_to_finish_leaves_no_other_ip_running(monke
     with pytest.raises(TimeoutError, match="tt1 timed out"):
         shell.run_phase([("tt1", ("x",)), ("tt2", ("y", "z"))], arena)
     assert log == [("start", "tt1_0"), ("start", "tt2_0"), ("wait", "tt1_0"), ("wait", "tt2_0")]
+
+
+def test_neighbouring_ranges_are_flushed_in_one_call_and_no_word_more():
+    from codesign.deploy.list_shell import coalesced
+
+    ranges = [(40, 8), (0, 16), (16, 8), (30, 4), (34, 0), (44, 2), (10, 3)]
+    assert coalesced(ranges) == [(0, 24), (30, 4), (40, 8)]  # touching merged, overlaps inside, empty dropped
+    words = {w for start, n in ranges for w in range(start, start + n)}
+    assert words == {w for start, n in coalesced(ranges) for w in range(start, start + n)}
+    assert coalesced([]) == []
