@@ -32,7 +32,6 @@ Run: .venv/bin/python benchmarks/bench_csb_step_lists.py [--steps 5] [--out repo
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -53,21 +52,13 @@ from codesign.train.data import load_digits_dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_fb_step_lists import (BOARDS, board_entry, entry_text, explored_entry, explored_text, least_seconds,  # noqa: E402
-                                 torch_f32_step)
+                                 step_arguments, torch_f32_step)
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "digits_compressed_mlp.toml"
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--out", default="reports/bench")
-    args = parser.parse_args()
-    if args.steps < 1:
-        parser.error("--steps must be >= 1")
-    import torch
-
-    torch.set_num_threads(1)
+    args = step_arguments(__doc__)
     design = load_design(EXAMPLE)
     setup = csb_setup_of(design)
     spec, layers, batch_size = setup.spec, setup.layers, setup.batch_size

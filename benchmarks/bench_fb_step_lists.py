@@ -78,6 +78,21 @@ def torch_f32_step(layers, *, lr: float, momentum: float, weight_decay: float, s
     return sgd_step(torch.nn.Sequential(*modules), lr=lr, momentum=momentum, weight_decay=weight_decay)
 
 
+def step_arguments(doc: str) -> argparse.Namespace:
+    """A step benchmark's arguments (``--steps`` timed, ``--out``), with torch held to one thread: the float32
+    reference is one core's."""
+    import torch
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--out", default="reports/bench")
+    args = parser.parse_args()
+    if args.steps < 1:
+        parser.error("--steps must be >= 1")
+    torch.set_num_threads(1)
+    return args
+
+
 def sgd_step(model, *, lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
     """``step(x, y)``: one float32 SGD step of ``model`` on softmax cross-entropy (arrays or tensors)."""
     import torch
@@ -133,15 +148,7 @@ def entry_text(entry: dict, row: dict) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--out", default="reports/bench")
-    args = parser.parse_args()
-    if args.steps < 1:
-        parser.error("--steps must be >= 1")
-    import torch
-
-    torch.set_num_threads(1)
+    args = step_arguments(__doc__)
     design = load_design(EXAMPLE)
     setup = fb_setup_of(design)
     spec, layers, batch_size = setup.spec, setup.layers, setup.batch_size

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any, ClassVar, Dict, Mapping, Tuple
+from typing import Any, Callable, ClassVar, Dict, Mapping, Tuple
 
 import math
 
@@ -157,13 +157,31 @@ def check_fit_data(data, *, features: int, classes: int, needs_validation: bool 
             raise HwTrainError(f"data.{split}_x: holds values that are not finite")
 
 
+KEEP_LISTS = 8  # built lists a list trainer keeps: both buffer phases for a full and a last, shorter batch, spares
+
+
 class StateOnDevice:
     """Mixin of a list trainer whose state lives on the device (:mod:`codesign.loops.fb_lists`,
-    :mod:`codesign.loops.csb_lists`): everything that reads the state first pulls it back (``_pull``, only when a
-    step has changed it), then runs the loop's own code."""
+    :mod:`codesign.loops.csb_lists`, :mod:`codesign.loops.csb_conv_lists`): everything that reads the state first
+    pulls it back (``_pull``, only when a step has changed it), then runs the loop's own code. Its step's lists are
+    built once and kept (``_built``, ``lists_built``)."""
+
+    _built: Dict[Any, Any]
+    lists_built: int
 
     def _pull(self) -> None:
         raise NotImplementedError
+
+    def _kept_lists(self, key, build: Callable[[], Any]) -> Any:
+        """The lists kept under ``key``, else ``build()``'s, kept (the oldest let go past :data:`KEEP_LISTS`): a
+        step runs the same lists every time, and building them is host time."""
+        built = self._built.get(key)
+        if built is None:
+            if len(self._built) >= KEEP_LISTS:
+                self._built.pop(next(iter(self._built)))
+            built = self._built[key] = build()
+            self.lists_built += 1
+        return built
 
     def read_weights(self) -> Dict[str, Any]:
         self._pull()

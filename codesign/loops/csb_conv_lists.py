@@ -19,9 +19,9 @@ from typing import Any, Dict, Tuple
 import numpy as np
 
 from codesign.loops.common import HwTrainError, StateOnDevice, softmax_cross_entropy
-from codesign.loops.csb import learning_rate_exponent, quantize
+from codesign.loops.csb import quantize
 from codesign.loops.csb_conv import CsbConvSetup, CsbConvTrainer
-from codesign.loops.csb_lists import KEEP_LISTS, upd_fields
+from codesign.loops.csb_lists import list_step_batch
 from codesign.step.csb.conv_step import ConvNetLists, conv_structures, net_arena, net_lists, net_shapes
 from codesign.step.csb.lists import PE, CsbStepScales
 
@@ -49,7 +49,7 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
         check_conv_list_spec(spec, setup)
         super().__init__(setup)
         self.shell, self.net, self.device = shell, None, None
-        self.buffer_phase, self.list_steps = 0, 0
+        self.buffer_phase, self.list_steps, self.lists_built = 0, 0, 0
         self._built: Dict[Tuple[Any, ...], ConvNetLists] = {}
         self._stale = False
 
@@ -86,23 +86,15 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
         raise HwTrainError("the conv list trainer takes its state from its own pruning event")
 
     def lists(self, n: int, upd) -> ConvNetLists:
-        key = (self.net.chunks_of(n), upd, self.buffer_phase)
-        if key not in self._built:
-            if len(self._built) >= KEEP_LISTS:
-                self._built.pop(next(iter(self._built)))
-            self._built[key] = net_lists(self.net, n, CsbStepScales.of(self.frac_bits, upd), self.buffer_phase)
-        return self._built[key]
+        return self._kept_lists((self.net.chunks_of(n), upd, self.buffer_phase), lambda: net_lists(
+            self.net, n, CsbStepScales.of(self.frac_bits, upd), self.buffer_phase))
 
     def train_step(self, x, y) -> float:
         """One SGD step (float64 on the host in the warm-up; two call lists after); returns the loss."""
         if self.phase == "warmup":
             return super().train_step(x, y)
-        x, y = self._batch(x, y)
-        n = x.shape[0]
-        if n > self.setup.batch_size:
-            raise HwTrainError(f"batch of {n} samples: the arena holds {self.setup.batch_size}")
+        x, y, n, used, upd = list_step_batch(self, x, y)
         fb, shell, first, head = self.frac_bits, self.shell, self.net.layers[0], self.net.layers[-1]
-        used, upd = upd_fields(fb, learning_rate_exponent(self.learning_rate()))
         lists = self.lists(n, upd)
         first.write_input(self.device, quantize(x, fb[0]["activation"]))
         shell.flush(self.device, first.map_ranges(first.x, n, 1))

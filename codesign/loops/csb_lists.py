@@ -32,7 +32,6 @@ from codesign.loops.csb import BUFFER_EXTRA_BITS, CsbMlpTrainer, CsbTrainSetup, 
 from codesign.pe.csb import golden
 from codesign.step.csb.lists import PE, CsbStepLists, CsbStepScales, step_arena, step_lists
 
-KEEP_LISTS = 8  # built lists kept: both phases for a full and a last, shorter batch, at a couple of UPD shifts
 _ARENAS = itertools.count()  # one arena key per pruning event (or state loaded)
 
 
@@ -42,6 +41,17 @@ def check_list_spec(spec) -> None:
     if spec.block_rows != spec.block_cols or spec.batch > spec.block_cols:
         raise HwTrainError(f"the CSB step lists need square blocks and at most block_cols batch lanes, got "
                            f"{spec.block_rows} x {spec.block_cols} blocks and {spec.batch} lanes")
+
+
+def list_step_batch(trainer, x, y) -> Tuple[Any, Any, int, Tuple[int, ...], Tuple[Tuple[int, bool], ...]]:
+    """A compressed list trainer's fixed-point batch ``(x, y, n)``, refused past the arena's samples, and the step's
+    rate exponents and UPD fields (:func:`upd_fields`)."""
+    x, y = trainer._batch(x, y)
+    n = x.shape[0]
+    if n > trainer.setup.batch_size:
+        raise HwTrainError(f"batch of {n} samples: the arena holds {trainer.setup.batch_size}")
+    used, upd = upd_fields(trainer.frac_bits, learning_rate_exponent(trainer.learning_rate()))
+    return x, y, n, used, upd
 
 
 def upd_fields(frac_bits, exponent: int) -> Tuple[Tuple[int, ...], Tuple[Tuple[int, bool], ...]]:
@@ -103,26 +113,15 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
 
     def lists(self, n: int, upd) -> CsbStepLists:
         """This step's lists for ``n`` samples: built once per samples' chunks, UPD shifts and phase."""
-        key = (self.layout.chunks_of(n), upd, self.buffer_phase)
-        built = self._built.get(key)
-        if built is None:
-            if len(self._built) >= KEEP_LISTS:
-                self._built.pop(next(iter(self._built)))
-            scales = CsbStepScales.of(self.frac_bits, upd)
-            built = self._built[key] = step_lists(self.layout, n, scales, self.buffer_phase)
-            self.lists_built += 1
-        return built
+        return self._kept_lists((self.layout.chunks_of(n), upd, self.buffer_phase), lambda: step_lists(
+            self.layout, n, CsbStepScales.of(self.frac_bits, upd), self.buffer_phase))
 
     def train_step(self, x, y) -> float:
         """One SGD step (float64 on the host in the warm-up; two call lists after); returns the loss."""
         if self.phase == "warmup":
             return super().train_step(x, y)
-        x, y = self._batch(x, y)
-        n = x.shape[0]
-        if n > self.setup.batch_size:
-            raise HwTrainError(f"batch of {n} samples: the arena holds {self.setup.batch_size}")
+        x, y, n, used, upd = list_step_batch(self, x, y)
         fb, layout, shell = self.frac_bits, self.layout, self.shell
-        used, upd = upd_fields(self.frac_bits, learning_rate_exponent(self.learning_rate()))
         lists = self.lists(n, upd)
         shell.flush(self.device, layout.write_codes(self.device, layout.x[0], quantize(x, fb[0]["activation"])))
         self.device = shell.run_phase(lists.phases[0], self.device)

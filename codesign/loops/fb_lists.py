@@ -35,7 +35,6 @@ from codesign.loops.common import HwTrainError, StateOnDevice, softmax_cross_ent
 from codesign.loops.fb import FbMlpTrainer, HwTrainSetup
 from codesign.step.fpmac_array.lists import PE, FbStepLists, step_arena, step_lists
 
-KEEP_LISTS = 8  # built lists kept: two phases at the current FB, for a full and a last, shorter batch, and spares
 
 
 class FbListTrainer(StateOnDevice, FbMlpTrainer):
@@ -82,14 +81,7 @@ class FbListTrainer(StateOnDevice, FbMlpTrainer):
 
     def lists(self, n: int) -> FbStepLists:
         """This step's lists for ``n`` rows: built once per rows, FB and phase."""
-        key = (n, self.fb, self.phase)
-        built = self._built.get(key)
-        if built is None:
-            if len(self._built) >= KEEP_LISTS:
-                self._built.pop(next(iter(self._built)))
-            built = self._built[key] = step_lists(self.layout, n, self.fb, self.phase)
-            self.lists_built += 1
-        return built
+        return self._kept_lists((n, self.fb, self.phase), lambda: step_lists(self.layout, n, self.fb, self.phase))
 
     def train_step(self, x, y) -> float:
         """One SGD step on a batch as two lists; returns the batch's mean cross-entropy (float64)."""

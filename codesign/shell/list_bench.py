@@ -48,6 +48,10 @@ from codesign.step.list_cycles import DdrTiming
 
 ARENA_ADDR = 0x0010_0040
 LIST_ADDR = 0x0020_0000  # the list's address, or the first 4 KiB page past the arena and its guards
+GUARD_WORDS = 64
+GUARD = 0xC0DE_5EED
+REPORT_LIMIT = 10
+LIST_REGISTERS = ("in", "out", "calls", "n_calls")
 
 
 def list_address(arena_words: int) -> int:
@@ -55,10 +59,6 @@ def list_address(arena_words: int) -> int:
     lies in its arena, which the driver refuses and the golden arena would not show)."""
     end = ARENA_ADDR + 4 * (arena_words + GUARD_WORDS)
     return max(LIST_ADDR, -(-end // 4096) * 4096)
-GUARD_WORDS = 64
-GUARD = 0xC0DE_5EED
-REPORT_LIMIT = 10
-LIST_REGISTERS = ("in", "out", "calls", "n_calls")
 
 
 class CountingHarness(Harness):
