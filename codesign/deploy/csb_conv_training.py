@@ -1,12 +1,13 @@
-"""The CSB conv family on a board: a plain conv network's compressed training with every fixed-point step as two
-call lists on the overlay's csb IP.
+"""The CSB conv family on a board: a plain conv network's compressed training with every fixed-point step as call
+lists on the overlay's csb IP, or shared among its copies.
 
 :class:`CsbConvListBoardTrainer` is :class:`codesign.loops.csb_conv_lists.CsbConvListTrainer` on a
 :class:`~codesign.deploy.list_shell.ListShell` over the overlay's csb IP, with the set-up design.json records, so
 a board trains with numpy and pynq alone and ends with the golden conv loop's state bit for bit. The float warm-up
 and the pruning search run on the ARM; the pruning event writes the kept kernels into the arena once; per
 fixed-point step the host flushes the batch's and the loss gradient's codes, reads the logits' sums and starts
-two lists. There is no per-call route: a conv step runs as lists or not at all.
+two lists (on several csb IPs, five phases of lists side by side). There is no per-call route: a conv step runs
+as lists or not at all.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ KEY = "csb_conv"
 
 
 class CsbConvListBoardTrainer(ListOnBoard, CsbConvListTrainer):
-    """The design's compressed conv loop with every fixed-point step as call lists on the overlay's csb IP."""
+    """The design's compressed conv loop with every fixed-point step as call lists on the overlay's csb IPs."""
 
     def __init__(self, overlay, design=None, **setup_changes) -> None:
         self.bind(overlay, design)

@@ -169,6 +169,10 @@ class ListShell:
             return calls, buffer
         return None
 
+    def ip_count(self, pe: str) -> int:
+        """The overlay's IPs of ``pe``: a phase's lists for that PE go to them in turn."""
+        return len(self.ips[pe])
+
     def run_phase(self, phase, arena, beside: Callable[[], None] | None = None) -> Any:
         """A phase's lists (``(pe, calls)`` each, on different IPs, writing disjoint words) run in place over the
         device buffer ``arena`` (:meth:`arena`) side by side: every IP started, ``beside`` run (the host's work

@@ -1,13 +1,14 @@
-"""The compressed conv loop with every fixed-point step as two call lists: the state on the device, the tiles read
-in place, ReLU, masks and the update on the PE.
+"""The compressed conv loop with every fixed-point step as call lists: the state on the device, the tiles read in
+place, ReLU, masks and the update on the PE, on one csb IP or shared among several.
 
 :class:`CsbConvListTrainer` is :class:`codesign.loops.csb_conv.CsbConvTrainer` whose fixed-point steps run as the
 lists of :func:`codesign.step.csb.conv_step.net_lists` on a *shell* (as :mod:`codesign.loops.csb_lists`: the
 golden shell model on the desktop, a board's csb IP). At the pruning event the trainer builds the network's arena
 for the kept kernels and writes every layer's index, weights and buffer words once (the head's as a conv of the
-PE's kernel whose outer taps are 0). Per step the host writes the batch's codes, runs the forward list, reads the
-logits' sums, computes the loss and its gradient as the loop does, writes the gradient's codes and runs the
-backward list, which leaves the new buffers in the other phase's slots. Reading the state back (evaluation,
+PE's kernel whose outer taps are 0). Per step the host writes the batch's codes, runs the forward list (on several
+IPs, the forward phases), reads the logits' sums, computes the loss and its gradient as the loop does, writes the
+gradient's codes and runs the backward list (phases), which leaves the new buffers in the other phase's slots. The
+shell says how many csb IPs it drives (``ip_count``). Reading the state back (evaluation,
 :meth:`read_weights`) pulls the buffers once and runs the loop's own code, so a run equals the loop's bit for bit.
 """
 
@@ -49,6 +50,7 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
         check_conv_list_spec(spec, setup)
         super().__init__(setup)
         self.shell, self.net, self.device = shell, None, None
+        self.copies = shell.ip_count(PE)
         self.buffer_phase, self.list_steps, self.lists_built = 0, 0, 0
         self._built: Dict[Tuple[Any, ...], ConvNetLists] = {}
         self._stale = False
@@ -87,7 +89,7 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
 
     def lists(self, n: int, upd) -> ConvNetLists:
         return self._kept_lists((self.net.chunks_of(n), upd, self.buffer_phase), lambda: net_lists(
-            self.net, n, CsbStepScales.of(self.frac_bits, upd), self.buffer_phase))
+            self.net, n, CsbStepScales.of(self.frac_bits, upd), self.buffer_phase, self.copies))
 
     def train_step(self, x, y) -> float:
         """One SGD step (float64 on the host in the warm-up; two call lists after); returns the loss."""
@@ -98,13 +100,15 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
         lists = self.lists(n, upd)
         first.write_input(self.device, quantize(x, fb[0]["activation"]))
         shell.flush(self.device, first.map_ranges(first.x, n, 1))
-        self.device = shell.run_phase(lists.phases[0], self.device)
+        for phase in lists.forward_phases:
+            self.device = shell.run_phase(phase, self.device)
         shell.invalidate(self.device, head.map_ranges(head.z, n, 4))
         logits = self._logits(head.read_sums(self.device, n).reshape(n, -1))
         loss, grad = softmax_cross_entropy(logits, y)
         head.write_errors(self.device, quantize(grad, fb[-1]["error"]).reshape(n, -1, 1, 1))
         shell.flush(self.device, head.map_ranges(head.dy, n, 1))
-        self.device = shell.run_phase(lists.phases[1], self.device)
+        for phase in lists.backward_phases:
+            self.device = shell.run_phase(phase, self.device)
         self.buffer_phase, self._stale = 1 - self.buffer_phase, True
         self.lr_exponents.extend(used)
         for index, (structure, (_, _, k, _, oh, ow, _)) in enumerate(zip(self._structure, self.layers)):

@@ -24,19 +24,23 @@ from codesign.step.tt.step_lists import SHARE_PRODUCTS
 
 class GoldenListShell:
     """The golden shell on the PE builds ``specs`` (``{pe: spec}``: tt1 and tt2 for a TT trainer, as
-    ``spec1``/``spec2``; fpmac_array for an FB-float one), as ``copies`` IPs of the TT PEs (lists for them are
-    built; it runs them one after the other): ``run_phase``, ``arena``, ``flush`` and ``invalidate`` as the list
-    trainers call them; ``held_sums`` (``{pe: bool}``; where absent, as the design flow builds that PE's IPs,
+    ``spec1``/``spec2``; fpmac_array for an FB-float one), as ``copies`` IPs of the TT PEs and ``units`` of the
+    others (``{pe: count}``, 1 where absent; lists for them are built; it runs them one after the other):
+    ``run_phase``, ``arena``, ``flush`` and ``invalidate`` as the list trainers call them; ``held_sums`` (``{pe: bool}``; where absent, as the design flow builds that PE's IPs,
     :func:`codesign.shell.ip.held_by_default`): whether that PE's IPs keep the accumulation buffer
     (:func:`codesign.shell.ip.render_accel_rtl`). Counts ``lists``, ``calls``, ``flushed``
     and ``read`` (32-bit words), the ``ranges`` flushed or read (one cache maintenance call each on a board) and
     ``seconds`` spent in the golden model."""
 
     def __init__(self, specs: Mapping[str, Any], copies: Tuple[int, int] = (1, 1),
-                 share_products: int = SHARE_PRODUCTS, held_sums: Mapping[str, bool] | None = None) -> None:
+                 share_products: int = SHARE_PRODUCTS, held_sums: Mapping[str, bool] | None = None,
+                 units: Mapping[str, int] | None = None) -> None:
         self.specs = dict(specs)
         for pe, spec in self.specs.items():
             get_pe(pe).check_spec(spec)
+        self.units = {pe: int((units or {}).get(pe, 1)) for pe in self.specs}
+        if any(count < 1 for count in self.units.values()) or set(units or {}) - set(self.specs):
+            raise ValueError(f"units={units!r}: a positive count of IPs for PEs among {sorted(self.specs)}")
         self.held_sums = {pe: bool((held_sums or {}).get(pe, held_by_default(get_pe(pe)))) for pe in self.specs}
         self.copies, self.share_products = copies, share_products
         self.lists = self.calls = self.flushed = self.read = self.ranges = 0
@@ -55,6 +59,10 @@ class GoldenListShell:
         if key not in self._arenas:
             self._arenas[key] = np.array(lists.arena)
         return self._arenas[key]
+
+    def ip_count(self, pe: str) -> int:
+        """The IPs of ``pe`` a trainer shares a phase's lists among (``units``; the TT PEs': ``copies``)."""
+        return {"tt1": self.copies[0], "tt2": self.copies[1]}.get(pe, self.units.get(pe, 1))
 
     @property
     def spec1(self):

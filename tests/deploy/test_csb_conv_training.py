@@ -54,8 +54,12 @@ def _a_step_within_the_goals(overlay, board, golden, data, n: int) -> int:
 
 
 @pytest.mark.slow
-def test_conv_training_from_design_json_equals_the_golden_loop(tmp_path):
-    design = load_design(SMALL)
+@pytest.mark.parametrize("copies", [1, 2])
+def test_conv_training_from_design_json_equals_the_golden_loop(tmp_path, copies):
+    """On the design's csb IP, and on two copies of it sharing each phase's lists."""
+    path = tmp_path / "small_conv.toml"
+    path.write_text(SMALL.read_text() + f"copies = {copies}\n")
+    design = load_design(path)
     overlay = emulated_overlay(design, tmp_path)
     board, golden = board_trainer(overlay), golden_trainer(overlay.manifest)
     assert isinstance(board, CsbConvListBoardTrainer)
@@ -69,7 +73,11 @@ def test_conv_training_from_design_json_equals_the_golden_loop(tmp_path):
     mine = board.read_weights()["buffers"]
     assert [b.shape for b in mine] == [(4, 1, 3, 3), (8, 4, 3, 3), (10, 8 * 4 * 4, 1, 1)]
     figures = board.throughput()
-    assert figures["list_steps"] == board.list_steps == 5 and figures["lists"] == 2 * board.list_steps
+    assert board.copies == copies == len(overlay.manifest["ips"])
+    # a list a direction on one IP; on two, five phases of two lists (the convs' forward, the head's EB by block
+    # columns, the masks and EB by lane chunks, the blocks' WG and update) but the folded head's forward: one list
+    lists = 2 if copies == 1 else 2 * 5 - 1
+    assert figures["list_steps"] == board.list_steps == 5 and figures["lists"] == lists * board.list_steps
     assert 0 < figures["host_s_per_step"] < figures["seconds_per_step"]
 
 

@@ -18,9 +18,10 @@ SETUP = CsbConvSetup(spec=SPEC, image=(1, 8, 8), convs=((8, 1), (12, 2)), classe
                      warmup_epochs=1, lr=0.1, schedule="cosine", seed=0)
 
 
-def _pair(setup=SETUP):
+def _pair(setup=SETUP, copies: int = 1):
     data = synthetic_dataset(samples=120, seed=1)
-    loop, lists = CsbConvTrainer(setup), CsbConvListTrainer(setup, GoldenListShell({"csb": setup.spec}))
+    shell = GoldenListShell({"csb": setup.spec}, units={"csb": copies})
+    loop, lists = CsbConvTrainer(setup), CsbConvListTrainer(setup, shell)
     for trainer in (loop, lists):
         trainer.fit(data, epochs=1, progress=False, max_steps=3)
         assert trainer.phase == "fixed"
@@ -40,10 +41,12 @@ SPREAD = CsbConvSetup(spec=CsbSpec(block_rows=8, block_cols=8, kernel=3, out_h=2
 STEPS = {"one-tile fold": (SETUP, (24, 13, 24, 5)), "fold over four tiles": (SPREAD, (36, 17, 36, 3))}
 
 
+@pytest.mark.parametrize("copies", [1, 2, 3])
 @pytest.mark.parametrize("case", sorted(STEPS))
-def test_list_steps_equal_the_loop_word_for_word(case):
+def test_list_steps_equal_the_loop_word_for_word(case, copies):
+    """On one csb IP, and shared among two or three (a short batch's fewer chunks leave an IP idle)."""
     setup, sizes = STEPS[case]
-    data, loop, lists = _pair(setup)
+    data, loop, lists = _pair(setup, copies)
     head = lists.net.layers[-1]
     assert head.fold and head.tiles == ((1, 1) if setup is SETUP else (2, 2))
     rng = np.random.default_rng(0)
@@ -57,6 +60,8 @@ def test_list_steps_equal_the_loop_word_for_word(case):
         _same_state(loop, lists)
     assert np.array_equal(loop.logits(data.test_x), lists.logits(data.test_x))
     assert len(set(loop.lr_exponents)) > 1
+    steps = len(sizes)  # a list a direction on one IP; five phases, some of several lists, on more
+    assert lists.shell.lists == 2 * steps if copies == 1 else lists.shell.lists > 5 * steps
 
 
 def test_a_fixed_epoch_through_fit_equals_the_loop_s():

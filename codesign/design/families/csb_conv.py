@@ -1,6 +1,6 @@
 """The CSB conv family: compressed training (kernel-wise pruning, 8-bit fixed point, CSB blocks) of a plain conv
-network (model 'convnet': 'same' 3 x 3 convs with ReLU, a dense head) on one CSB PE, every fixed-point step as two
-call lists; golden loop :mod:`codesign.loops.csb_conv`, board trainer :mod:`codesign.deploy.csb_conv_training`.
+network (model 'convnet': 'same' 3 x 3 convs with ReLU, a dense head) on one CSB PE or copies of it, every
+fixed-point step as call lists; golden loop :mod:`codesign.loops.csb_conv`, board trainer :mod:`codesign.deploy.csb_conv_training`.
 
 Why a family of its own beside the CSB one: its set-up (the image and the convs), its golden loop and its board
 trainer are the conv loop's, and a board reads which from design.json's ``loop.family``.
@@ -34,7 +34,8 @@ KEY = "csb_conv"
 # the conv lists' builds: blocks and output tiles square (``runs``), lanes a multiple of 4. Each block shape, lane
 # count and tile is a step simulated once (about 20 s for the example's network); multipliers re-price it
 CSB_CONV_LIST_KNOBS = {"block_rows": (8, 16), "block_cols": (8, 16), "batch": (4, 8, 16), "parallel": (1, 2, 4, 8),
-                       "out_h": (2, 4), "out_w": (2, 4), COPIES: (1,)}
+                       "out_h": (2, 4), "out_w": (2, 4), COPIES: (1, 2)}
+MAX_CONV_COPIES = 2  # csb IPs a step's phases share their lists among (the explorer's; a design may give more)
 
 
 def csb_conv_setup(training, spec: CsbSpec | None = None, **changes) -> CsbConvSetup:
@@ -55,19 +56,32 @@ def csb_conv_setup(training, spec: CsbSpec | None = None, **changes) -> CsbConvS
     return CsbConvSetup(**values)
 
 
+def conv_csb_copies(design) -> int:
+    """How many csb IPs ``design`` gives the conv lists: its csb instances, which must share one build."""
+    specs = [instance.spec for instance in design.instances if instance.pe == PE]
+    if len(specs) > 1 and any(spec != specs[0] for spec in specs):
+        raise HwTrainError(f"design {design.name!r}: its {len(specs)} csb instances differ; the conv lists share "
+                           "out a step among copies of one build")
+    return max(1, len(specs))
+
+
 def csb_conv_setup_of(design, **changes) -> CsbConvSetup:
-    """From a design point: its training configuration and its (single) csb instance, refused where the conv lists
-    cannot run on that build."""
+    """From a design point: its training configuration and its csb build (one instance, or copies of one),
+    refused where the conv lists cannot run on that build."""
     refuse_spec_change(changes)
-    setup = csb_conv_setup(design.training, single_csb_spec(design), **changes)
+    conv_csb_copies(design)
+    spec = next((instance.spec for instance in design.instances if instance.pe == PE), None)
+    setup = csb_conv_setup(design.training, spec if spec is not None else single_csb_spec(design), **changes)
     check_conv_list_spec(setup.spec, setup)
     return setup
 
 
-def pruned_list_trainer(setup: CsbConvSetup, data, *, max_steps: int | None = None) -> CsbConvListTrainer:
-    """A list trainer of ``setup`` on the golden shell past its warm-up epochs and pruning search (``max_steps``
-    shortens each warm-up epoch): its ``masks`` are the kept kernels every fixed-point step works on."""
-    trainer = CsbConvListTrainer(setup, GoldenListShell({PE: setup.spec}))
+def pruned_list_trainer(setup: CsbConvSetup, data, *, max_steps: int | None = None,
+                        copies: int = 1) -> CsbConvListTrainer:
+    """A list trainer of ``setup`` on the golden shell of ``copies`` csb IPs past its warm-up epochs and pruning
+    search (``max_steps`` shortens each warm-up epoch): its ``masks`` are the kept kernels every fixed-point step
+    works on."""
+    trainer = CsbConvListTrainer(setup, GoldenListShell({PE: setup.spec}, units={PE: copies}))
     trainer.fit(data, epochs=setup.warmup_epochs, progress=False, max_steps=max_steps)
     return trainer
 
@@ -96,34 +110,38 @@ def runs_conv_lists(setup: CsbConvSetup, build: CsbSpec) -> bool:
 
 
 def conv_list_model(setup: CsbConvSetup, masks: Sequence[np.ndarray], *, host: HostModel) -> ExploreModel:
-    """The fixed-point step of ``setup``'s network with the kept kernels ``masks`` as the board runs it: two call
-    lists on one csb IP whose blocks, lanes, multipliers and output tile vary, each list a stage priced by the list
-    cycle model under the HP port's DDR timing (fast: a step shape simulated once); ``host`` the host's seconds a
-    list step."""
+    """The fixed-point step of ``setup``'s network with the kept kernels ``masks`` as the board runs it: its call
+    lists on one csb IP, or shared among copies of it, whose blocks, lanes, multipliers and output tile vary, each
+    phase a stage priced by the list cycle model under the HP port's DDR timing (fast: a list shape simulated
+    once); ``host`` the host's seconds a list step."""
     net = (setup.image, setup.convs, setup.classes, setup.batch_size)
-    priced_by: dict[CsbSpec, dict] = {}
+    priced_by: dict[tuple[CsbSpec, int], dict] = {}
 
-    def priced(build: CsbSpec) -> dict:
-        if build not in priced_by:
-            priced_by[build] = conv_step_list_cycles(build, *net, conv_structures(build, masks), ddr=BOARD_DDR,
-                                                     fast=True)
-        return priced_by[build]
+    def priced(build: CsbSpec, copies: int) -> dict:
+        if (build, copies) not in priced_by:
+            priced_by[build, copies] = conv_step_list_cycles(build, *net, conv_structures(build, masks),
+                                                             ddr=BOARD_DDR, fast=True, copies=copies)
+        return priced_by[build, copies]
 
     def loads(pe: str, build, copies: int):
-        found = priced(build)
-        return stage_array(list_stages(found)), found["calls"]
+        found = priced(build, copies)
+        words = np.zeros((len(found["list_words"]), copies, 2), dtype=np.int64)
+        for stage, lists in enumerate(found["list_words"].values()):
+            words[stage, :len(lists)] = lists
+        return stage_array(list_stages(found)), found["calls"], words
 
     def step(options, board, clock, hp_ports=1):
-        build = options[0].spec
-        found = priced(build)
+        build, copies = options[0].spec, options[0].copies
+        found = priced(build, copies)
         return conv_list_step(build, *net, masks, board, clock_mhz=clock, host_s=host.seconds(found["calls"]),
-                              host_source=host.source, priced=found)
+                              host_source=host.source, copies=copies, priced=found)
 
     spec = setup.spec
     return ExploreModel(name=KEY, bases={PE: spec}, loads=loads, step=step,
-                        stages=lambda options: list_stages(priced(options[0].spec)),
-                        describe=lambda options: {PE: options[0].spec.to_dict()}, host=host,
-                        macs=conv_step_macs(spec, *net, masks)["macs"], mac_energy_pj=csb_mac_energy_pj(spec),
+                        stages=lambda options: list_stages(priced(options[0].spec, options[0].copies)),
+                        describe=lambda options: {PE: {**options[0].spec.to_dict(), COPIES: options[0].copies}},
+                        host=host, macs=conv_step_macs(spec, *net, masks)["macs"],
+                        mac_energy_pj=csb_mac_energy_pj(spec), max_copies=MAX_CONV_COPIES,
                         knobs={PE: CSB_CONV_LIST_KNOBS}, runs=lambda pe, build: runs_conv_lists(setup, build))
 
 
@@ -137,7 +155,7 @@ def csb_conv_explorer(design, *, progress: Callable[[str], None] = print,
     setup = csb_conv_setup_of(design)
     progress(f"the conv loop's warm-up ({setup.warmup_epochs} epochs, float64 NumPy) and pruning search, for the "
              "kept kernels")
-    trainer = pruned_list_trainer(setup, load_dataset(design.training))
+    trainer = pruned_list_trainer(setup, load_dataset(design.training), copies=conv_csb_copies(design))
     host = list_step_host(host, lambda: measure_conv_list_host(trainer)["seconds"], progress)
     return conv_list_model(setup, trainer.masks, host=host)
 
@@ -146,5 +164,5 @@ FAMILY = DesktopFamily(key=KEY, title="CSB conv", detect=lambda design: design_p
                        and design.training.model.name == "convnet",
                        setup_of=csb_conv_setup_of, explorer=csb_conv_explorer)
 
-__all__ = ["CSB_CONV_LIST_KNOBS", "FAMILY", "conv_list_model", "csb_conv_explorer", "csb_conv_setup",
+__all__ = ["CSB_CONV_LIST_KNOBS", "FAMILY", "MAX_CONV_COPIES", "conv_csb_copies", "conv_list_model", "csb_conv_explorer", "csb_conv_setup",
            "csb_conv_setup_of", "measure_conv_list_host", "pruned_list_trainer", "runs_conv_lists"]

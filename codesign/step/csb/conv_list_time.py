@@ -1,4 +1,4 @@
-"""What a compressed conv network's step as call lists costs the PL: the list cycle model over its two lists.
+"""What a compressed conv network's step as call lists costs the PL: the list cycle model over its phases.
 
 The conv analogue of :mod:`codesign.step.csb.list_time`: the lists of :mod:`codesign.step.csb.conv_step` (every
 map in place, halo tiles read as 3-D blocks, stride-2 convs at stride 2, ReLU, masks, UPD and SHR on the PE)
@@ -39,35 +39,50 @@ def conv_step_macs(spec: CsbSpec, image: Tuple[int, int, int], convs: Convs, cla
 
 
 def conv_step_list_cycles(spec: CsbSpec, image: Tuple[int, int, int], convs: Convs, classes: int, batch: int,
-                          structures: Sequence[CSBMatrix], *, ddr: Optional[DdrTiming] = None,
-                          fast: bool = False) -> Dict[str, object]:
-    """Cycles of one full-batch step of the network on ``spec`` with the stored ``structures``
-    (:func:`~codesign.step.csb.conv_step.conv_structures`): ``forward`` and ``backward`` (each list from ``run_start`` to ``ap_done``),
-    ``total``, their ``breakdown``, ``calls`` and ``words``; ``ddr`` the list bench's DDR model (None: the AXI
-    RAM alone); ``fast`` re-prices a simulated step shape by its compute cycles
-    (:func:`codesign.step.list_cycles.fast_step_cycles`; for the explorer)."""
+                          structures: Sequence[CSBMatrix], *, ddr: Optional[DdrTiming] = None, fast: bool = False,
+                          copies: int = 1) -> Dict[str, object]:
+    """Cycles of one full-batch step of the network on ``copies`` IPs of ``spec`` with the stored ``structures``
+    (:func:`~codesign.step.csb.conv_step.conv_structures`): each phase's (``forward`` and ``backward`` on one IP;
+    ``forward 1``, ``backward 1``, ... on several: its longest list's, from ``run_start`` to ``ap_done``),
+    ``total``, the ``breakdown`` of each phase's longest list summed, ``calls``, each phase's ``words`` (all its
+    lists') and ``list_words`` (each list's, in the order of the IPs); ``ddr`` the list bench's DDR model (None: the AXI RAM alone); ``fast`` re-prices a simulated
+    list shape by its compute cycles (:func:`codesign.step.list_cycles.fast_step_cycles`; for the explorer)."""
     shapes = net_shapes(spec, image, convs, classes)
     net = net_arena(spec, shapes, batch, structures)
     layers = len(shapes)
     zero = CsbStepScales(relu=(0,) * (layers - 1), mask=(0,) * layers, upd=((0, False),) * layers)
-    lists = net_lists(net, batch, zero, 0)
+    lists = net_lists(net, batch, zero, 0, copies)
     price = fast_step_cycles if fast else step_cycles
-    return price(PE, spec, {"forward": lists.forward, "backward": lists.backward}, net.image, ddr=ddr)
+    out: Dict[str, object] = {"total": 0, "calls": 0, "words": {}, "list_words": {}}
+    breakdown: Dict[str, int] = {}
+    for part, phases in (("forward", lists.forward_phases), ("backward", lists.backward_phases)):
+        for index, phase in enumerate(phases):
+            name = part if len(phases) == 1 else f"{part} {index + 1}"
+            runs = [price(PE, spec, {name: calls}, net.image, ddr=ddr) for _, calls in phase]
+            longest = max(runs, key=lambda run: run["total"])
+            out[name] = longest["total"]
+            out["total"] += longest["total"]
+            out["calls"] += sum(run["calls"] for run in runs)
+            out["list_words"][name] = [run["words"][name] for run in runs]
+            out["words"][name] = tuple(sum(words[side] for words in out["list_words"][name]) for side in (0, 1))
+            for key, value in longest["breakdown"].items():
+                breakdown[key] = breakdown.get(key, 0) + value
+    return {**out, "breakdown": breakdown}
 
 
 def conv_list_step(spec: CsbSpec, image: Tuple[int, int, int], convs: Convs, classes: int, batch: int,
                    masks: Sequence[np.ndarray], board: Board, *, clock_mhz: float, host_s: float, host_source: str,
-                   ddr: Optional[DdrTiming] = None, fast: bool = False,
+                   ddr: Optional[DdrTiming] = None, fast: bool = False, copies: int = 1,
                    priced: Optional[Dict[str, object]] = None) -> StepTime:
-    """The whole fixed-point list step of the network with the kept kernels ``masks`` on one ``spec`` build on
-    ``board`` at ``clock_mhz``: its two lists as two stages (``priced``: their cycles as
+    """The whole fixed-point list step of the network with the kept kernels ``masks`` on ``copies`` IPs of the
+    ``spec`` build on ``board`` at ``clock_mhz``: a stage a phase (``priced``: their cycles as
     :func:`conv_step_list_cycles` gave them, else priced here), the host's ``host_s`` measured where it runs."""
     if priced is None:
         priced = conv_step_list_cycles(spec, image, convs, classes, batch, conv_structures(spec, masks), ddr=ddr,
-                                       fast=fast)
+                                       fast=fast, copies=copies)
     counts = conv_step_macs(spec, image, convs, classes, batch, masks)
     return list_step_time({**priced, "macs": counts["macs"]}, board, clock_mhz=clock_mhz, host_s=host_s,
-                          host_source=host_source, array_macs=spec.batch * spec.parallel,
+                          host_source=host_source, array_macs=copies * spec.batch * spec.parallel,
                           mac_energy_pj=csb_mac_energy_pj(spec), dense_macs=counts["dense_macs"])
 
 

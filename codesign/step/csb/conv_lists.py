@@ -55,9 +55,13 @@ class ConvLists:
 class _Drafts:
     """The calls of one list before their record slots are known; a network's layers add to one ``items``."""
 
-    def __init__(self, arena: ConvArena, n: int, items: list | None = None) -> None:
+    def __init__(self, arena: ConvArena, n: int, items: list | None = None, chunks: Sequence[int] | None = None,
+                 blocks: Sequence[BlockSlots] | None = None, columns: Sequence[int] | None = None) -> None:
         self.a, self.items = arena, [] if items is None else items
-        self.chunks = arena.chunks_of(n)
+        self.all_chunks = arena.chunks_of(n)
+        self.chunks = range(self.all_chunks) if chunks is None else chunks
+        self.blocks = arena.blocks if blocks is None else blocks
+        self.columns = range(arena.column_blocks) if columns is None else columns
         self.stride = arena.shape.stride
         ty, tx = arena.tiles
         self.tiles = [(y, x) for y in range(ty) for x in range(tx)]
@@ -84,7 +88,7 @@ def calls_of(items: Sequence[Draft], first_record: int) -> Tuple[Call, ...]:
 def _forward(d: _Drafts) -> None:
     a, spec = d.a, d.a.spec
     count = spec.block_rows * spec.out_pos * spec.batch
-    for k in range(d.chunks):
+    for k in d.chunks:
         for ty, tx in d.tiles:
             for r in range(a.row_blocks):
                 row = [s for s in a.blocks if s.row == r]
@@ -98,8 +102,8 @@ def _forward(d: _Drafts) -> None:
 def _gradients(d: _Drafts) -> None:
     a, spec = d.a, d.a.spec
     kk = a.shape.kernel ** 2
-    steps = [(k, tile) for k in range(d.chunks) for tile in d.tiles]
-    for s in a.blocks:
+    steps = [(k, tile) for k in range(d.all_chunks) for tile in d.tiles]
+    for s in d.blocks:
         index = Block(offset=s.ig, words=s.index_words, rows=1)
         for j, (k, (ty, tx)) in enumerate(steps):
             last = j == len(steps) - 1
@@ -127,13 +131,13 @@ def _errors(d: _Drafts) -> None:
     count = spec.block_cols * spec.in_pos_at(d.stride) * spec.batch
     some_dy = a.out_tile(0, 0, 0, a.dy[0], 1)  # what an entry-less EB reads as its (unused) errors
     clears = [] if a.tiles == (1, 1) else [corner for corner in clear_regions(a) if corner != (0, 0)]
-    for k in range(d.chunks):
-        for c in range(a.column_blocks):
+    for k in d.chunks:
+        for c in d.columns:
             for row, col in clears if any(s.col == c for s in a.blocks) else ():
                 d.add(header_word(Op.EB, 0, zero=True, stride=d.stride), (some_dy,),
                       a.grid_block(row, col, c * spec.block_cols, a.dx[k], 4), count)
         for ty, tx in d.tiles:
-            for c in range(a.column_blocks):
+            for c in d.columns:
                 column = [s for s in a.blocks if s.col == c]
                 if column:  # else no stored kernel reads these channels: their errors stay 0
                     _error_chain(d, k, ty, tx, c, column, fresh=(ty, tx) == (0, 0), some_dy=some_dy, count=count)
@@ -157,30 +161,43 @@ def _error_chain(d: _Drafts, k: int, ty: int, tx: int, c: int, column: list, *, 
         d.add(header, (d.weights(s), dy) + ((sums,) if load else ()), sums if last else Block(), count if last else 0)
 
 
-def layer_forward(arena: ConvArena, n: int, items: list) -> "_Drafts":
-    """FP of ``n`` samples on one layer of a network, added to ``items``."""
-    drafts = _Drafts(arena, n, items)
-    _forward(drafts)
-    return drafts
+def layer_forward(arena: ConvArena, n: int, items: list, chunks: Sequence[int] | None = None) -> None:
+    """FP of ``n`` samples on one layer of a network, added to ``items``: the lane ``chunks`` given (all)."""
+    _forward(_Drafts(arena, n, items, chunks))
 
 
-def layer_backward(arena: ConvArena, n: int, items: list, input_errors: bool) -> "_Drafts":
-    """WG and (``input_errors``) EB of ``n`` samples on one layer of a network, added to ``items``."""
-    drafts = _Drafts(arena, n, items)
-    _gradients(drafts)
+def layer_gradients(arena: ConvArena, n: int, items: list, blocks: Sequence[BlockSlots] | None = None) -> None:
+    """WG of ``n`` samples on one layer of a network for the stored ``blocks`` given (all), each a chain over every
+    chunk and tile, added to ``items``."""
+    _gradients(_Drafts(arena, n, items, blocks=blocks))
+
+
+def layer_errors(arena: ConvArena, n: int, items: list, chunks: Sequence[int] | None = None,
+                 columns: Sequence[int] | None = None) -> None:
+    """EB of ``n`` samples on one layer of a network for the lane ``chunks`` and block ``columns`` given (all; a
+    column's sums are its own channels of ``dx``), added to ``items``."""
+    _errors(_Drafts(arena, n, items, chunks, columns=columns))
+
+
+def layer_backward(arena: ConvArena, n: int, items: list, input_errors: bool) -> None:
+    """WG and (``input_errors``) EB of ``n`` samples on one layer, added to ``items``."""
+    layer_gradients(arena, n, items)
     if input_errors:
-        _errors(drafts)
-    return drafts
+        layer_errors(arena, n, items)
 
 
-def _drafts(arena: ConvArena, n: int, input_errors: bool) -> Tuple[_Drafts, _Drafts]:
-    return layer_forward(arena, n, []), layer_backward(arena, n, [], input_errors)
+def _drafts(arena: ConvArena, n: int, input_errors: bool) -> Tuple[list, list]:
+    forward: list = []
+    backward: list = []
+    layer_forward(arena, n, forward)
+    layer_backward(arena, n, backward, input_errors)
+    return forward, backward
 
 
 def conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix) -> ConvArena:
     """The arena of one conv layer with a record slot per call of its longest list (a full batch's)."""
     sized = build_conv_arena(spec, shape, batch, csb, record_slots=1)
-    slots = max(len(d.items) for d in _drafts(sized, batch, True))
+    slots = max(len(items) for items in _drafts(sized, batch, True))
     return build_conv_arena(spec, shape, batch, csb, record_slots=slots)
 
 
@@ -188,7 +205,7 @@ def conv_lists(arena: ConvArena, n: int, *, input_errors: bool = True) -> ConvLi
     """The forward and backward lists of ``n`` samples, checked against the arena (both write their records from
     the same first slot: they run one after the other); ``input_errors`` False: no EB (the network's first layer,
     whose input takes no gradient)."""
-    forward, backward = (calls_of(d.items, arena.records) for d in _drafts(arena, n, input_errors))
+    forward, backward = (calls_of(items, arena.records) for items in _drafts(arena, n, input_errors))
     for calls in (forward, backward):
         if len(calls) > arena.record_slots:
             raise ValueError(f"{len(calls)} calls, {arena.record_slots} record slots")
@@ -198,4 +215,5 @@ def conv_lists(arena: ConvArena, n: int, *, input_errors: bool = True) -> ConvLi
     return ConvLists(n=n, forward=forward, backward=backward, macs=macs)
 
 
-__all__ = ["ConvLists", "clear_regions", "conv_arena", "conv_lists", "calls_of", "layer_backward", "layer_forward"]
+__all__ = ["ConvLists", "clear_regions", "conv_arena", "conv_lists", "calls_of", "layer_backward", "layer_errors",
+           "layer_forward", "layer_gradients"]

@@ -1,6 +1,6 @@
 """The CSB conv family on the desktop: a 'convnet' configuration's set-up (the image, the convs, the compressed
 fields), what it refuses before anything runs, and the explorer's space of conv-list builds: square blocks and
-tiles only, each point priced as the list cycle model prices that build's step."""
+tiles only, on one IP or two, each point priced as the list cycle model prices that build's step."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 SMALL = Path(__file__).resolve().parents[1] / "fixtures" / "small_conv.toml"
 HOST = HostModel(fixed_s=2e-4, per_call_s=0.0, source="test")
 KNOBS = {"block_rows": (4, 8), "block_cols": (4, 8), "batch": (4, 6, 8), "parallel": (1, 2), "out_h": (2,),
-         "out_w": (2, 4), "copies": (1,)}
+         "out_w": (2, 4), "copies": (1, 2)}
 
 
 def small(tmp_path, lanes: int = 8):
@@ -78,15 +78,22 @@ def test_the_space_holds_square_list_builds_each_priced_as_its_step(tmp_path):
     assert {(s.block_rows, s.block_cols, s.batch, s.out_h, s.out_w) for s in specs} == {
         (b, b, lanes, 2, 2) for b in (4, 8) for lanes in (4, 8)}  # 6 lanes, non-square blocks or tiles: refused
     assert not runs_conv_lists(setup, dataclasses.replace(setup.spec, out_h=2))
+    checked = set()
     for index in range(space.index.shape[0]):
-        spec = space.chosen_options(index)[0].spec
-        if (spec.block_rows, spec.batch, spec.parallel) not in ((4, 4, 2), (8, 8, 1)):
-            continue  # two builds, one of them re-priced from another's simulation: each cycle model run takes s
+        option = space.chosen_options(index)[0]
+        spec, copies = option.spec, option.copies
+        if (spec.block_rows, spec.batch, spec.parallel, copies) not in ((4, 4, 2, 1), (8, 8, 1, 1), (8, 8, 2, 2)):
+            continue  # three builds, two of them re-priced from another's simulation: each cycle model run takes s
         step = conv_list_step(spec, setup.image, setup.convs, setup.classes, setup.batch_size, masks,
                               board("ultra96v2"), clock_mhz=100.0, host_s=HOST.fixed_s, host_source="test",
-                              ddr=BOARD_DDR)  # the cycle model itself, not the fast re-pricing
+                              ddr=BOARD_DDR, copies=copies)  # the cycle model itself, not the fast re-pricing
         assert space.pe_s[index] + space.memory_s[index] == pytest.approx(step.pe_s + step.memory_s, rel=1e-12)
         assert space.host_s[index] == HOST.fixed_s
+        checked.add(copies)
+    assert checked == {1, 2}
+    one, two = ({o.copies: o for o in space.options[0] if (o.spec.block_rows, o.spec.batch, o.spec.parallel,
+                                                             o.spec.out_w) == (8, 8, 2, 2)}[c] for c in (1, 2))
+    assert two.resources["dsp"] == 2 * one.resources["dsp"] and two.cycles.sum() < one.cycles.sum()
 
 
 def test_the_explorer_prunes_as_the_loop_does_and_times_its_host_here(tmp_path):

@@ -127,3 +127,43 @@ def test_csim_runs_a_network_step_as_the_golden_lists(tmp_path):
 @needs_icarus
 def test_rtl_runs_a_network_step_bit_exact_in_the_modelled_cycles(tmp_path):  # 12 s
     _run(tmp_path, "rtl")
+
+
+def _call_key(call):
+    return call.header, call.segments, call.out, call.count, call.rounding
+
+
+@pytest.mark.parametrize("copies", [2, 3, 5])
+def test_lists_shared_among_ips_split_the_one_ip_step_and_write_disjoint_words(copies):
+    """On several IPs the step's calls are the one-IP step's, shared out: a phase's lists write disjoint words
+    (results and records) and read none another list of the phase writes, and run phase by phase they leave the
+    arena as the one-IP lists do, record words aside."""
+    from codesign.shell.calls import block_words
+
+    spec, net, image, one = network_case()
+    scales = CsbStepScales(relu=(-9, -8), mask=(0, -7, -6), upd=((3, False), (2, True), (0, False)))
+    shared = net_lists(net, 6, scales, 0, copies)
+    assert shared.copies == copies and len(shared.forward_phases) == 2 and len(shared.backward_phases) == 3
+    assert len(shared.phases[0]) == len(shared.phases[3]) == 2  # two lane chunks of 4 lanes
+    assert len(shared.phases[4]) == copies  # the stored blocks dealt out
+    assert sorted(map(_call_key, one.forward + one.backward), key=repr) == sorted(
+        (_call_key(call) for phase in shared.phases for _, calls in phase for call in calls), key=repr)
+    for phase in shared.phases:
+        written = [np.concatenate([block_words(call.out) for call in calls] +
+                                  [call.record // 4 + np.arange(8) for call in calls]) for _, calls in phase]
+        read = [np.concatenate([block_words(block) for call in calls for block in call.segments])
+                for _, calls in phase]
+        for i, mine in enumerate(written):
+            for j, theirs in enumerate(written):
+                assert i == j or not np.intersect1d(mine, theirs).size
+                assert i == j or not np.intersect1d(mine, read[j]).size
+    want = run_list_golden(PE, spec, run_list_golden(PE, spec, image, one.forward), one.backward)
+    got = image
+    for phase in shared.phases:
+        for _, calls in phase:
+            got = run_list_golden(PE, spec, got, calls)
+    records = np.zeros(got.size, bool)
+    records[net.records // 4:net.records // 4 + 8 * net.record_slots] = True
+    assert np.array_equal(got[~records], want[~records])
+    with pytest.raises(ValueError, match="not one list"):
+        shared.forward
