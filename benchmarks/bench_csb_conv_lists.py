@@ -5,22 +5,24 @@ The shipped design examples/digits_compressed_conv.toml (model 'convnet': convs 
 dense head; batch 64), its loop trained through its float warm-up and pruning search
 (:func:`codesign.design.families.csb_conv.pruned_list_trainer`), then in one process:
 
-- ``board``: a fixed-point step as the two lists of :mod:`codesign.step.csb.conv_step` run it (every map in
-  place, halo tiles read by 3-D blocks, ReLU, masks and UPD on the PE), priced by the list cycle model (exact
-  against the RTL) under the boards' HP-port DDR timing at the design's clock, as the explorer prices it
+- ``board``: a fixed-point step as the lists of :mod:`codesign.step.csb.conv_step` run it (every map in place,
+  halo tiles read by 3-D blocks, ReLU, masks and UPD on the PE) on one csb IP of the example's build and shared
+  among ``--copies`` of it, priced by the list cycle model (exact against the RTL) under the boards' HP-port DDR
+  timing at the design's clock, as the explorer prices it
   (:func:`codesign.step.csb.conv_list_time.conv_list_step`); its host time measured here: the wall time of a list
   step less its golden shell's. This desktop is not the board's ARM;
 - ``golden``: a fixed-point step of the golden conv loop (:class:`codesign.loops.csb_conv.CsbConvTrainer`, every
   product exact through BLAS), the least of ``--steps``;
 - ``torch_f32``: a float32 PyTorch step of the dense network (:class:`codesign.train.models.ConvNet`, softmax
   cross-entropy, plain SGD at the same rate), one thread, the least of ``--steps``;
-- the dense-equivalent operations per DSP slice and cycle over the PE's time (the resource model's DSP), against
-  paper 002's 3.13.
+- the dense-equivalent operations per DSP slice and cycle over the PE's time (the resource model's DSP, times the
+  copies), against paper 002's 3.13, and the share of the board's DSP slices the copies take (the explorer
+  keeps a point under 80 % of every resource).
 
-Prints a row per board and writes ``csb_conv_lists.json``. A run takes a few minutes (two warm-ups and pruning
+Prints a row per board and copy count and writes ``csb_conv_lists.json``. A run takes a few minutes (two warm-ups and pruning
 searches, one golden list step).
 
-Run: .venv/bin/python benchmarks/bench_csb_conv_lists.py [--steps 5] [--out reports/bench]
+Run: .venv/bin/python benchmarks/bench_csb_conv_lists.py [--steps 5] [--copies 1,2] [--out reports/bench]
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from codesign.design.calibration import pe_resources
 from codesign.design.families.csb_conv import csb_conv_setup_of, measure_conv_list_host, pruned_list_trainer
 from codesign.io.reports import write_json_atomic
 from codesign.loops.csb_conv import CsbConvTrainer
-from codesign.step.csb.conv_list_time import conv_list_step
+from codesign.step.csb.conv_list_time import conv_list_step, conv_step_list_cycles
+from codesign.step.csb.conv_step import conv_structures
 from codesign.train.models import ConvNet
 from codesign.train.trainer import load_dataset
 
@@ -60,7 +63,7 @@ def torch_conv_step(setup):
 
 
 def main() -> int:
-    args = step_arguments(__doc__)
+    args = step_arguments(__doc__, copies=True)
     design = load_design(EXAMPLE)
     setup, data = csb_conv_setup_of(design), load_dataset(design.training)
     spec, n = setup.spec, setup.batch_size
@@ -76,22 +79,27 @@ def main() -> int:
     f32(x, y)  # the first step, untimed
     torch_s = least_seconds(f32, (x, y), args.steps)
     rows = []
-    for name in BOARDS:
-        chosen = board(name)
-        step = conv_list_step(spec, setup.image, setup.convs, setup.classes, n, lists.masks, chosen,
-                              clock_mhz=design.clock_mhz, host_s=host["seconds"], host_source="this desktop",
-                              ddr=BOARD_DDR)
-        dsp = pe_resources("csb", spec, chosen.yosys_family)["dsp"]
-        rows.append({"board": name, **step.to_dict(), "host_share": step.host_s / step.total_s, "dsp_model": dsp,
-                     "equivalent_ops_per_dsp_cycle": step.throughput(dsp)["equivalent_ops_per_dsp_cycle"],
-                     "ratio_board_to_torch_f32": step.total_s / torch_s,
-                     "ratio_board_to_golden": step.total_s / golden_s})
-        print(f"{name}: step {1e3 * step.total_s:.2f} ms (PE {1e3 * step.pe_s:.2f}, memory {1e3 * step.memory_s:.2f}, "
-              f"host here {1e3 * step.host_s:.2f} = {100 * rows[-1]['host_share']:.1f} %); {step.calls} calls; "
-              f"golden {1e3 * golden_s:.2f} ms; float32 PyTorch {1e3 * torch_s:.2f} ms; board / float32 "
-              f"{rows[-1]['ratio_board_to_torch_f32']:.1f}; {rows[-1]['equivalent_ops_per_dsp_cycle']:.2f} "
-              f"dense-equivalent ops per DSP and cycle on {dsp:g} DSP (paper 002: {PAPER_OPS_PER_DSP_CYCLE:.2f})",
-              flush=True)
+    for copies in args.copies:
+        priced = conv_step_list_cycles(spec, setup.image, setup.convs, setup.classes, n,
+                                       conv_structures(spec, lists.masks), ddr=BOARD_DDR, copies=copies)
+        for name in BOARDS:
+            chosen = board(name)
+            step = conv_list_step(spec, setup.image, setup.convs, setup.classes, n, lists.masks, chosen,
+                                  clock_mhz=design.clock_mhz, host_s=host["seconds"], host_source="this desktop",
+                                  copies=copies, priced=priced)
+            dsp = copies * pe_resources("csb", spec, chosen.yosys_family)["dsp"]
+            rows.append({"board": name, "copies": copies, **step.to_dict(), "host_share": step.host_s / step.total_s,
+                         "dsp_model": dsp, "dsp_share": dsp / chosen.resources["dsp"],
+                         "equivalent_ops_per_dsp_cycle": step.throughput(dsp)["equivalent_ops_per_dsp_cycle"],
+                         "ratio_board_to_torch_f32": step.total_s / torch_s,
+                         "ratio_board_to_golden": step.total_s / golden_s})
+            print(f"{name}, {copies} csb IP(s): step {1e3 * step.total_s:.2f} ms (PE {1e3 * step.pe_s:.2f}, memory "
+                  f"{1e3 * step.memory_s:.2f}, host here {1e3 * step.host_s:.2f} = {100 * rows[-1]['host_share']:.1f} "
+                  f"%); {step.calls} calls; golden {1e3 * golden_s:.2f} ms; float32 PyTorch {1e3 * torch_s:.2f} ms; "
+                  f"board / float32 {rows[-1]['ratio_board_to_torch_f32']:.1f}; "
+                  f"{rows[-1]['equivalent_ops_per_dsp_cycle']:.2f} dense-equivalent ops per DSP and cycle on {dsp:g} "
+                  f"DSP ({100 * rows[-1]['dsp_share']:.0f} % of the board's; paper 002: "
+                  f"{PAPER_OPS_PER_DSP_CYCLE:.2f})", flush=True)
     result = {"design": design.name, "convs": [list(c) for c in setup.convs], "batch": n, "csb": spec.to_dict(),
               "kept_kernels": [int(m.sum()) for m in lists.masks], "golden_ms": 1e3 * golden_s,
               "torch_f32_ms": 1e3 * torch_s, "host_traffic": {k: v for k, v in host.items() if k != "seconds"},

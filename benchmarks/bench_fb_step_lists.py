@@ -78,17 +78,26 @@ def torch_f32_step(layers, *, lr: float, momentum: float, weight_decay: float, s
     return sgd_step(torch.nn.Sequential(*modules), lr=lr, momentum=momentum, weight_decay=weight_decay)
 
 
-def step_arguments(doc: str) -> argparse.Namespace:
-    """A step benchmark's arguments (``--steps`` timed, ``--out``), with torch held to one thread: the float32
-    reference is one core's."""
+def step_arguments(doc: str, *, copies: bool = False) -> argparse.Namespace:
+    """A step benchmark's arguments (``--steps`` timed, ``--out``; ``copies``: ``--copies``, the IP counts to price,
+    as ints), with torch held to one thread: the float32 reference is one core's."""
     import torch
 
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--out", default="reports/bench")
+    if copies:
+        parser.add_argument("--copies", default="1,2", help="IP counts to price, comma-separated (default 1,2)")
     args = parser.parse_args()
     if args.steps < 1:
         parser.error("--steps must be >= 1")
+    if copies:
+        try:
+            args.copies = [int(part) for part in args.copies.split(",")]
+        except ValueError:
+            parser.error(f"--copies {args.copies!r}: comma-separated whole numbers")
+        if not args.copies or min(args.copies) < 1:
+            parser.error("--copies: each at least 1")
     torch.set_num_threads(1)
     return args
 
