@@ -5,8 +5,8 @@ The shipped example ``examples/digits_compressed_mlp.toml`` (a bias-free MLP
 64-64-32-10, batch 64, its CSB build), trained through its float warm-up and
 pruning search on the digits, then in one process:
 
-- ``board``: a fixed-point step as the two lists of :mod:`codesign.step.csb.lists`
-  run it (weights encoded on the device once per pruning, UPD on the PE),
+- ``board``: a fixed-point step as the lists of :mod:`codesign.step.csb.lists`
+  run it on the example's csb IPs (weights encoded on the device once per pruning, UPD on the PE),
   priced by the step model (:func:`codesign.step.csb.list_time.csb_list_step`:
   the list cycle model, exact against the RTL, under the boards' HP-port DDR
   timing) at the design's clock. Its host time is measured here: the wall time
@@ -21,7 +21,7 @@ pruning search on the digits, then in one process:
 
 - ``explored``: the explorer's fastest build on each board for this list step
   (:func:`codesign.design.families.csb.csb_list_model`: square blocks, lanes,
-  groups), its step priced exactly, with the same host.
+  groups, one or two copies), its step priced exactly, with the same host.
 
 Prints each board's step, its parts and the ratio board / torch_f32; writes
 ``csb_step_lists.json``. A run takes about a minute (the warm-up and the
@@ -40,7 +40,7 @@ import numpy as np
 from codesign.boards import board
 from codesign.deploy.list_shell import BOARD_DDR
 from codesign.design import load_design
-from codesign.design.families.csb import csb_list_model, csb_setup_of
+from codesign.design.families.csb import csb_copies, csb_list_model, csb_setup_of
 from codesign.io.reports import write_json_atomic
 from codesign.loops.csb_lists import CsbListTrainer
 from codesign.loops.host_share import compressed_masks, measure_csb_host
@@ -60,9 +60,9 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "digits_compressed_
 def main() -> int:
     args = step_arguments(__doc__)
     design = load_design(EXAMPLE)
-    setup = csb_setup_of(design)
+    setup, copies = csb_setup_of(design), csb_copies(design)
     spec, layers, batch_size = setup.spec, setup.layers, setup.batch_size
-    shell = GoldenListShell({"csb": spec})
+    shell = GoldenListShell({"csb": spec}, units={"csb": copies})
     trainer = CsbListTrainer(setup, shell)
     data = load_digits_dataset(validation_fraction=0.2)
     trainer.fit(data, epochs=setup.warmup_epochs, progress=False)
@@ -83,7 +83,8 @@ def main() -> int:
     for name in BOARDS:
         target = board(name)
         lists = csb_list_step(spec, layers, batch_size, structures, target, clock_mhz=design.clock_mhz,
-                              host_s=list_host["seconds"], host_source="measured on this desktop", ddr=BOARD_DDR)
+                              host_s=list_host["seconds"], host_source="measured on this desktop", ddr=BOARD_DDR,
+                              copies=copies)
         calls = csb_step_time(spec, trainer.masks, batch_size, target, clock_mhz=design.clock_mhz, host=call_host)
         row["boards"][name] = entry = board_entry(lists, calls, torch_s)
         entry["explored"] = explored_entry(csb_list_model(spec, layers, batch_size, trainer.masks, host=HostModel(

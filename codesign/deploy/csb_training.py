@@ -223,16 +223,21 @@ def csb_board_trainer(overlay, design=None, **setup_changes):
     """The CSB family's board trainer for ``overlay``: every fixed-point step as call lists
     (:class:`codesign.deploy.csb_list_training.CsbListBoardTrainer`: weights encoded on the device once per
     pruning event, UPD on the PE) where the build has the square blocks and the lanes the lists need and the IP runs
-    them (:func:`codesign.deploy.list_shell.runs_lists`); else :class:`CsbBoardTrainer`, one IP call per layer
-    operation."""
+    them (:func:`codesign.deploy.list_shell.runs_lists`), on all its csb IPs; else :class:`CsbBoardTrainer`, one IP
+    call per layer operation on the one csb IP (copies of it are refused: only lists share a step)."""
     setup = setup_from_manifest(overlay.manifest, CsbTrainSetup, setup_changes)
     try:
         check_list_spec(setup.spec)
+        lists = runs_lists(overlay, "csb")
     except HwTrainError:
-        return CsbBoardTrainer(overlay, design, **setup_changes)
-    if not runs_lists(overlay, "csb"):
-        return CsbBoardTrainer(overlay, design, **setup_changes)
-    return CsbListBoardTrainer(overlay, design, **setup_changes)
+        lists = False
+    if lists:
+        return CsbListBoardTrainer(overlay, design, **setup_changes)
+    copies = sum(ip["pe"] == "csb" for ip in overlay.manifest["ips"])
+    if copies > 1:
+        raise DeployError(f"design {overlay.manifest.get('design')!r}: {copies} csb IPs share a step as call lists "
+                          "only, and these do not run them (an HLS export, or a build the lists refuse)")
+    return CsbBoardTrainer(overlay, design, **setup_changes)
 
 
 # a short run of the whole path: the float warm-up, the pruning search and the fixed-point phase in two epochs,

@@ -20,7 +20,7 @@ import numpy as np
 from codesign.boards import Board
 from codesign.design.calibration import pe_resources
 from codesign.design.explore import COPIES, DEFAULT_CAP, ENUMERATE_LIMIT, Loads, Option, Space, explore, pe_options
-from codesign.step.time import Stage, StepTime
+from codesign.step.time import Stage, StepTime, list_stages
 from codesign.shell.ip import ip_shell_cost
 from codesign.hw.resource_model import RESOURCES, fpga_counts
 from codesign.step.host import HostModel
@@ -38,7 +38,8 @@ CSB_KNOBS = {"block_rows": (4, 8, 16), "block_cols": (4, 8, 16), "batch": (1, 2,
 # blocks on 4 lanes: 4.0 M cycles a digits_compressed_mlp step against 0.27 M at 16 x 16 on 16), dominated points
 # that cost the cycle model seconds each
 CSB_LIST_KNOBS = {"block_rows": (8, 16), "block_cols": (8, 16), "batch": (4, 8, 12, 16), "parallel": (1, 2, 4),
-                  COPIES: (1,)}
+                  COPIES: (1, 2)}
+MAX_LIST_COPIES = 2  # csb IPs the explorer lets a CSB step's phases share their lists among (a design may give more)
 CSB_TILE_KNOBS = {"out_h": (1, 2, 4, 8), "out_w": (1, 2, 4, 8)}  # a conv network's output tile (positions)
 # PE3 (the dense route's outer products) is not varied: its one option is the design's build, one copy
 KNOBS = {"tt1": TT_KNOBS, "tt2": TT_KNOBS, "tt3": {}, "fpmac_array": FPMAC_ARRAY_KNOBS, "csb": CSB_KNOBS}
@@ -127,5 +128,16 @@ def stage_array(stages: Sequence[Stage]) -> np.ndarray:
     return np.array([(s.cycles, s.words_in, s.words_out) for s in stages], dtype=np.int64).reshape(-1, 3)
 
 
+def phase_loads(priced: Mapping[str, Any], copies: int) -> tuple[np.ndarray, int, np.ndarray]:
+    """A ``loads`` answer for a step priced phase by phase (:func:`codesign.step.csb.list_time.phase_cycles`):
+    its stages, its calls and each copy's words in and out a stage (``(stages, copies, 2)``; a phase with fewer
+    lists than copies leaves the others' zero)."""
+    words = np.zeros((len(priced["list_words"]), copies, 2), dtype=np.int64)
+    for stage, lists in enumerate(priced["list_words"].values()):
+        words[stage, :len(lists)] = lists
+    return stage_array(list_stages(priced)), priced["calls"], words
+
+
 __all__ = ["CSB_KNOBS", "CSB_LIST_KNOBS", "CSB_TILE_KNOBS", "ExploreModel", "FPMAC_ARRAY_KNOBS", "FPMAC_BUFFER_KNOBS",
-           "KNOBS", "TT_KNOBS", "explore_family", "fixed_resources", "list_step_host", "stage_array"]
+           "KNOBS", "MAX_LIST_COPIES", "TT_KNOBS", "explore_family", "fixed_resources", "list_step_host",
+           "phase_loads", "stage_array"]

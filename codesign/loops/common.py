@@ -168,6 +168,8 @@ class StateOnDevice:
 
     _built: Dict[Any, Any]
     lists_built: int
+    shell: Any
+    device: Any
 
     def _pull(self) -> None:
         raise NotImplementedError
@@ -182,6 +184,12 @@ class StateOnDevice:
             built = self._built[key] = build()
             self.lists_built += 1
         return built
+
+    def _run_phases(self, phases) -> None:
+        """``phases`` of lists one after the other on the trainer's shell, in place over its device buffer (a
+        phase's lists side by side on the PE's IPs)."""
+        for phase in phases:
+            self.device = self.shell.run_phase(phase, self.device)
 
     def read_weights(self) -> Dict[str, Any]:
         self._pull()

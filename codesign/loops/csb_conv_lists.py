@@ -100,15 +100,13 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
         lists = self.lists(n, upd)
         first.write_input(self.device, quantize(x, fb[0]["activation"]))
         shell.flush(self.device, first.map_ranges(first.x, n, 1))
-        for phase in lists.forward_phases:
-            self.device = shell.run_phase(phase, self.device)
+        self._run_phases(lists.forward_phases)
         shell.invalidate(self.device, head.map_ranges(head.z, n, 4))
         logits = self._logits(head.read_sums(self.device, n).reshape(n, -1))
         loss, grad = softmax_cross_entropy(logits, y)
         head.write_errors(self.device, quantize(grad, fb[-1]["error"]).reshape(n, -1, 1, 1))
         shell.flush(self.device, head.map_ranges(head.dy, n, 1))
-        for phase in lists.backward_phases:
-            self.device = shell.run_phase(phase, self.device)
+        self._run_phases(lists.backward_phases)
         self.buffer_phase, self._stale = 1 - self.buffer_phase, True
         self.lr_exponents.extend(used)
         for index, (structure, (_, _, k, _, oh, ow, _)) in enumerate(zip(self._structure, self.layers)):

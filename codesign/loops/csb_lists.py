@@ -1,4 +1,4 @@
-"""The compressed (CSB) MLP loop with every fixed-point step as two call lists: the state on the device, UPD on the PE.
+"""The compressed (CSB) MLP loop with every fixed-point step as call lists: the state on the device, UPD on the PE.
 
 :class:`CsbListTrainer` is :class:`codesign.loops.csb.CsbMlpTrainer` whose fixed-point steps run as the lists of
 :func:`codesign.step.csb.lists.step_lists` on a *shell* (the golden shell model on the desktop, a board's csb IP).
@@ -12,20 +12,23 @@ go to the device and are never re-encoded by the host while the structure stands
 3. runs the backward list (gradients, the mask, UPD and the new weights' top bytes, all on the PE), which leaves
    the new buffers in the other phase's slots.
 
+On several csb IPs (the shell's ``ip_count``) the forward is a phase of lists and the backward two, each phase's
+lists side by side (:mod:`codesign.step.csb.share`): the same results, bit for bit.
+
 Evaluation and :meth:`read_weights` read the buffers back (once an epoch, not a step) and run the loop's own code,
 so a run equals the loop's bit for bit in every state word and every loss (``tests/loops/test_csb_lists.py``).
 The lists are kept per (samples, UPD shifts, phase); a scheduled learning rate changes the shifts only where its
 power of two moves.
 
 A shell is any object with ``run_phase(phase, arena) -> arena``, ``arena(lists, key)``, ``flush(arena, ranges)``,
-``invalidate(arena, ranges)`` (word ranges ``(start, words)``) and ``specs["csb"]``, the IP's build.
+``invalidate(arena, ranges)`` (word ranges ``(start, words)``), ``ip_count(pe)`` and ``specs["csb"]``, the IPs'
+build.
 """
 
 from __future__ import annotations
 
 import itertools
 from typing import Any, Dict, Tuple
-
 
 from codesign.loops.common import HwTrainError, StateOnDevice, softmax_cross_entropy
 from codesign.loops.csb import BUFFER_EXTRA_BITS, CsbMlpTrainer, CsbTrainSetup, learning_rate_exponent, quantize
@@ -77,7 +80,7 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
             raise HwTrainError(f"the shell's {PE} build {spec} is not the set-up's {setup.spec}")
         check_list_spec(setup.spec)
         super().__init__(setup)
-        self.shell = shell
+        self.shell, self.copies = shell, shell.ip_count(PE)
         self.layout = self.device = None
         self.buffer_phase = 0  # the slots holding the current buffer words (UPD writes the other phase's)
         self.list_steps = self.lists_built = 0
@@ -114,7 +117,7 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
     def lists(self, n: int, upd) -> CsbStepLists:
         """This step's lists for ``n`` samples: built once per samples' chunks, UPD shifts and phase."""
         return self._kept_lists((self.layout.chunks_of(n), upd, self.buffer_phase), lambda: step_lists(
-            self.layout, n, CsbStepScales.of(self.frac_bits, upd), self.buffer_phase))
+            self.layout, n, CsbStepScales.of(self.frac_bits, upd), self.buffer_phase, copies=self.copies))
 
     def train_step(self, x, y) -> float:
         """One SGD step (float64 on the host in the warm-up; two call lists after); returns the loss."""
@@ -124,12 +127,12 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         fb, layout, shell = self.frac_bits, self.layout, self.shell
         lists = self.lists(n, upd)
         shell.flush(self.device, layout.write_codes(self.device, layout.x[0], quantize(x, fb[0]["activation"])))
-        self.device = shell.run_phase(lists.phases[0], self.device)
+        self._run_phases(lists.forward_phases)
         classes = self.setup.layers[-1]
         shell.invalidate(self.device, layout.acc_ranges(layout.z[-1], n, classes))
         loss, grad = softmax_cross_entropy(self._logits(layout.read_accs(self.device, layout.z[-1], n, classes)), y)
         shell.flush(self.device, layout.write_codes(self.device, layout.dy[-1], quantize(grad, fb[-1]["error"])))
-        self.device = shell.run_phase(lists.phases[1], self.device)
+        self._run_phases(lists.backward_phases)
         self.buffer_phase, self._stale = 1 - self.buffer_phase, True
         self.lr_exponents.extend(used)
         nnz = [int(structure.nnz) for structure in self._structure]

@@ -185,9 +185,9 @@ def test_explore_writes_reports_and_a_chosen_design_that_fits(design, tmp_path, 
 
 @pytest.mark.slow  # 15 s: prices the step and runs it on an emulated board
 def test_the_family_prices_the_list_step_the_board_runs(design, masks):
-    """The family's explorer prices an MLP's fixed-point step as the board runs it on RTL-route IPs (two call
-    lists): each point's PE, memory and host seconds are the list step model's, and only builds the lists run
-    on (square blocks, lanes <= block_cols) are offered."""
+    """The family's explorer prices an MLP's fixed-point step as the board runs it on RTL-route IPs (call lists, on
+    one csb IP or shared among two): each point's PE, memory and host seconds are the list step model's, and only
+    builds the lists run on (square blocks, lanes <= block_cols) are offered."""
     from codesign.design.families.csb import csb_list_model
     from codesign.pe.csb import encode
     from codesign.step.csb.list_time import csb_list_step
@@ -195,14 +195,15 @@ def test_the_family_prices_the_list_step_the_board_runs(design, masks):
 
     setup, host = csb_setup_of(design), HostModel(fixed_s=2e-4, per_call_s=0.0, source="test")
     family = csb_list_model(setup.spec, setup.layers, setup.batch_size, masks, host=host)
-    knobs = {"block_rows": (8, 16), "block_cols": (16,), "batch": (8, 16), "parallel": (1,), "copies": (1,)}
+    knobs = {"block_rows": (8, 16), "block_cols": (16,), "batch": (8, 16), "parallel": (1,), "copies": (1, 2)}
     space = explore_family(family, design.board, clock_mhz=100.0, knobs={"csb": knobs})
-    assert sorted((o.spec.block_rows, o.spec.batch) for o in space.options[0]) == [(16, 8), (16, 16)]
+    assert sorted((o.spec.block_rows, o.spec.batch, o.copies) for o in space.options[0]) == [
+        (16, 8, 1), (16, 8, 2), (16, 16, 1), (16, 16, 2)]
     for index in range(space.index.shape[0]):
-        spec = space.chosen_options(index)[0].spec
+        option = space.chosen_options(index)[0]
         structures = [encode(m.astype(np.int8), block_rows=16, block_cols=16) for m in masks]
-        step = csb_list_step(spec, setup.layers, setup.batch_size, structures, design.board, clock_mhz=100.0,
-                             host_s=2e-4, host_source="test", ddr=BOARD_DDR)
+        step = csb_list_step(option.spec, setup.layers, setup.batch_size, structures, design.board, clock_mhz=100.0,
+                             host_s=2e-4, host_source="test", ddr=BOARD_DDR, copies=option.copies)
         assert (space.pe_s[index], space.memory_s[index], space.host_s[index]) == pytest.approx(
             (step.pe_s, step.memory_s, step.host_s), rel=1e-12, abs=1e-15)
         assert family.step(space.chosen_options(index), design.board, 100.0).to_dict() == step.to_dict()

@@ -24,8 +24,8 @@ def small_setup(spec=SMALL, **changes) -> CsbTrainSetup:
     return CsbTrainSetup(**fields)
 
 
-def shell(spec=SMALL) -> GoldenListShell:
-    return GoldenListShell({"csb": spec})
+def shell(spec=SMALL, copies: int = 1) -> GoldenListShell:
+    return GoldenListShell({"csb": spec}, units={"csb": copies})
 
 
 def assert_same_state(golden, lists) -> int:
@@ -76,9 +76,12 @@ def pruned_state(trainer: CsbMlpTrainer, rng) -> dict:
     return {"phase": "fixed", "buffers": buffers, "masks": masks, "frac_bits": frac_bits}
 
 
-def test_step_by_step_with_a_shorter_batch_empty_blocks_and_what_the_host_moves():
+@pytest.mark.parametrize("copies", [1, 2, 3])
+def test_step_by_step_with_a_shorter_batch_empty_blocks_and_what_the_host_moves(copies):
+    """On one csb IP and shared among two or three: the forward's and the errors' lane chunks in runs (a batch of
+    one leaves IPs idle), the blocks' gradients and updates dealt out."""
     setup = small_setup(schedule="constant", lr=0.25)
-    runner = shell()
+    runner = shell(copies=copies)
     golden, lists = CsbMlpTrainer(setup), CsbListTrainer(setup, runner)
     rng = np.random.default_rng(0)
     state = pruned_state(golden, rng)
@@ -94,8 +97,9 @@ def test_step_by_step_with_a_shorter_batch_empty_blocks_and_what_the_host_moves(
         before = (runner.flushed, runner.read, runner.lists)
         assert golden.train_step(x, y) == lists.train_step(x, y)
         chunks = -(-n // SMALL.batch)  # 16 input tiles of 4 x 3 codes (3 words), 3 of the 10 classes' errors
+        lists_run = 2 if copies == 1 else 2 * min(chunks, copies) + copies
         assert (runner.flushed - before[0], runner.read - before[1], runner.lists - before[2]) == \
-            (16 * 3 * chunks + 3 * 3 * chunks, (4 + 4 + 2) * 3 * chunks, 2)
+            (16 * 3 * chunks + 3 * 3 * chunks, (4 + 4 + 2) * 3 * chunks, lists_run)
         assert lists.buffer_phase == lists.list_steps % 2
     assert saturated > 0  # 16-bit sums clip: the chains keep the golden order of additions
     assert_same_state(golden, lists)

@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trainer
-from codesign.design.explore_model import (CSB_KNOBS, CSB_LIST_KNOBS, CSB_TILE_KNOBS, ExploreModel, list_step_host,
-                                           stage_array)
+from codesign.design.explore_model import (COPIES, CSB_KNOBS, CSB_LIST_KNOBS, CSB_TILE_KNOBS, MAX_LIST_COPIES,
+                                           ExploreModel, list_step_host, phase_loads, stage_array)
 from codesign.design.families import DesktopFamily, design_pes
 from codesign.design.point import derived_pe_fields
 from codesign.loops.common import HwTrainError
@@ -78,18 +78,32 @@ def csb_setup(training, spec: CsbSpec | None = None, **changes) -> CsbTrainSetup
     return CsbTrainSetup(**values)
 
 
-def single_csb_spec(design) -> CsbSpec:
-    """The spec of ``design``'s one csb instance (a loop runs on one)."""
-    instances = [instance for instance in design.instances if instance.pe == "csb"]
-    if len(instances) != 1:
-        raise HwTrainError(f"design {design.name!r} has {len(instances)} csb instances; the loop needs one")
-    return instances[0].spec
+def csb_build(design) -> CsbSpec:
+    """The build of ``design``'s csb instances: one, or copies of one (a step's lists shared among them)."""
+    specs = [instance.spec for instance in design.instances if instance.pe == "csb"]
+    if not specs:
+        raise HwTrainError(f"design {design.name!r} has no csb instance")
+    if any(spec != specs[0] for spec in specs):
+        raise HwTrainError(f"design {design.name!r}: its {len(specs)} csb instances differ; a loop shares its step "
+                           "among copies of one build")
+    return specs[0]
+
+
+def csb_copies(design) -> int:
+    """How many csb IPs ``design`` gives its loop (copies of :func:`csb_build`)."""
+    csb_build(design)
+    return sum(instance.pe == "csb" for instance in design.instances)
 
 
 def csb_setup_of(design, **changes) -> CsbTrainSetup:
-    """From a design point: its training configuration and its (single) csb instance."""
+    """From a design point: its training configuration and its csb build, refused where copies of it could not
+    share a step (only call lists are shared)."""
     refuse_spec_change(changes)
-    return csb_setup(design.training, single_csb_spec(design), **changes)
+    setup = csb_setup(design.training, csb_build(design), **changes)
+    if csb_copies(design) > 1 and not runs_lists(setup.spec):
+        raise HwTrainError(f"design {design.name!r}: {csb_copies(design)} csb copies share a step as call lists "
+                           f"only, and this build does not run them ({list_spec_problem(setup.spec)})")
+    return setup
 
 
 def csb_model(spec, layers: Sequence[CsbLayer | np.ndarray], batch: int, *, host: HostModel) -> ExploreModel:
@@ -128,13 +142,19 @@ def measure_csb_list_host(trainer, *, repeats: int = 3, seed: int = 0) -> dict[s
     return host_per_list_step(lists, shell, batches, warm_steps=1)
 
 
-def runs_lists(spec: CsbSpec) -> bool:
-    """Whether the CSB step's lists run on ``spec`` (:func:`codesign.loops.csb_lists.check_list_spec`)."""
+def list_spec_problem(spec: CsbSpec) -> str | None:
+    """Why the CSB step's lists do not run on ``spec`` (:func:`codesign.loops.csb_lists.check_list_spec`), or
+    None."""
     try:
         check_list_spec(spec)
-    except HwTrainError:
-        return False
-    return True
+    except HwTrainError as error:
+        return str(error)
+    return None
+
+
+def runs_lists(spec: CsbSpec) -> bool:
+    """Whether the CSB step's lists run on ``spec``."""
+    return list_spec_problem(spec) is None
 
 
 def csb_list_model(spec: CsbSpec, layers: Sequence[int], batch: int, masks: Sequence[np.ndarray], *,
@@ -152,23 +172,23 @@ def csb_list_model(spec: CsbSpec, layers: Sequence[int], batch: int, masks: Sequ
                               for mask in masks]
         return encoded[shape]
 
-    def priced(build: CsbSpec):
-        return step_list_cycles(build, layers, batch, structures(build), ddr=BOARD_DDR, fast=True)
-
-    def loads(pe: str, build, copies: int):
-        found = priced(build)
-        return stage_array(list_stages(found)), found["calls"]
+    def priced(build: CsbSpec, copies: int = 1):
+        return step_list_cycles(build, layers, batch, structures(build), ddr=BOARD_DDR, fast=True, copies=copies)
 
     def step(options, board, clock, hp_ports=1):
-        build = options[0].spec
+        build, copies = options[0].spec, options[0].copies
+        found = priced(build, copies)
         return csb_list_step(build, layers, batch, structures(build), board, clock_mhz=clock,
-                             host_s=host.seconds(priced(build)["calls"]), host_source=host.source, ddr=BOARD_DDR)
+                             host_s=host.seconds(found["calls"]), host_source=host.source, copies=copies,
+                             priced=found)
 
-    return ExploreModel(name=KEY, bases={KEY: spec}, loads=loads, step=step,
-                       stages=lambda options: list_stages(priced(options[0].spec)),
-                       describe=lambda options: {KEY: options[0].spec.to_dict()}, host=host,
-                       macs=priced(spec)["macs"], mac_energy_pj=csb_mac_energy_pj(spec),
-                       knobs={KEY: CSB_LIST_KNOBS}, runs=lambda pe, build: runs_lists(build))
+    return ExploreModel(name=KEY, bases={KEY: spec}, loads=lambda pe, build, copies: phase_loads(
+                            priced(build, copies), copies), step=step,
+                        stages=lambda options: list_stages(priced(options[0].spec, options[0].copies)),
+                        describe=lambda options: {KEY: {**options[0].spec.to_dict(), COPIES: options[0].copies}},
+                        host=host, macs=priced(spec)["macs"], mac_energy_pj=csb_mac_energy_pj(spec),
+                        max_copies=MAX_LIST_COPIES, knobs={KEY: CSB_LIST_KNOBS},
+                        runs=lambda pe, build: runs_lists(build))
 
 
 def csb_explorer(design, *, progress: Callable[[str], None] = print, host: HostModel | None = None) -> ExploreModel:
@@ -199,4 +219,5 @@ FAMILY = DesktopFamily(key=KEY, title="CSB", detect=lambda design: design_pes(de
                        setup_of=csb_setup_of, explorer=csb_explorer)
 
 __all__ = ["FAMILY", "compressed_fields", "csb_explorer", "csb_list_model", "csb_model", "csb_setup", "csb_setup_of",
-           "derived_spec", "measure_csb_list_host", "refuse_spec_change", "runs_lists", "single_csb_spec"]
+           "derived_spec", "measure_csb_list_host", "refuse_spec_change", "runs_lists", "csb_build", "csb_copies",
+           "list_spec_problem"]

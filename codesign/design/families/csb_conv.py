@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from codesign.design.explore_model import COPIES, ExploreModel, list_step_host, stage_array
+from codesign.design.explore_model import COPIES, MAX_LIST_COPIES, ExploreModel, list_step_host, phase_loads
 from codesign.design.families import DesktopFamily, design_pes
-from codesign.design.families.csb import compressed_fields, derived_spec, refuse_spec_change, single_csb_spec
+from codesign.design.families.csb import compressed_fields, csb_build, csb_copies, derived_spec, refuse_spec_change
 from codesign.loops.common import HwTrainError
 from codesign.loops.csb_conv import CsbConvSetup
 from codesign.loops.csb_conv_lists import CsbConvListTrainer, check_conv_list_spec
@@ -35,7 +35,6 @@ KEY = "csb_conv"
 # count and tile is a step simulated once (about 20 s for the example's network); multipliers re-price it
 CSB_CONV_LIST_KNOBS = {"block_rows": (8, 16), "block_cols": (8, 16), "batch": (4, 8, 16), "parallel": (1, 2, 4, 8),
                        "out_h": (2, 4), "out_w": (2, 4), COPIES: (1, 2)}
-MAX_CONV_COPIES = 2  # csb IPs a step's phases share their lists among (the explorer's; a design may give more)
 
 
 def csb_conv_setup(training, spec: CsbSpec | None = None, **changes) -> CsbConvSetup:
@@ -56,22 +55,11 @@ def csb_conv_setup(training, spec: CsbSpec | None = None, **changes) -> CsbConvS
     return CsbConvSetup(**values)
 
 
-def conv_csb_copies(design) -> int:
-    """How many csb IPs ``design`` gives the conv lists: its csb instances, which must share one build."""
-    specs = [instance.spec for instance in design.instances if instance.pe == PE]
-    if len(specs) > 1 and any(spec != specs[0] for spec in specs):
-        raise HwTrainError(f"design {design.name!r}: its {len(specs)} csb instances differ; the conv lists share "
-                           "out a step among copies of one build")
-    return max(1, len(specs))
-
-
 def csb_conv_setup_of(design, **changes) -> CsbConvSetup:
     """From a design point: its training configuration and its csb build (one instance, or copies of one),
     refused where the conv lists cannot run on that build."""
     refuse_spec_change(changes)
-    conv_csb_copies(design)
-    spec = next((instance.spec for instance in design.instances if instance.pe == PE), None)
-    setup = csb_conv_setup(design.training, spec if spec is not None else single_csb_spec(design), **changes)
+    setup = csb_conv_setup(design.training, csb_build(design), **changes)
     check_conv_list_spec(setup.spec, setup)
     return setup
 
@@ -123,13 +111,6 @@ def conv_list_model(setup: CsbConvSetup, masks: Sequence[np.ndarray], *, host: H
                                                              ddr=BOARD_DDR, fast=True, copies=copies)
         return priced_by[build, copies]
 
-    def loads(pe: str, build, copies: int):
-        found = priced(build, copies)
-        words = np.zeros((len(found["list_words"]), copies, 2), dtype=np.int64)
-        for stage, lists in enumerate(found["list_words"].values()):
-            words[stage, :len(lists)] = lists
-        return stage_array(list_stages(found)), found["calls"], words
-
     def step(options, board, clock, hp_ports=1):
         build, copies = options[0].spec, options[0].copies
         found = priced(build, copies)
@@ -137,11 +118,12 @@ def conv_list_model(setup: CsbConvSetup, masks: Sequence[np.ndarray], *, host: H
                               host_source=host.source, copies=copies, priced=found)
 
     spec = setup.spec
-    return ExploreModel(name=KEY, bases={PE: spec}, loads=loads, step=step,
+    return ExploreModel(name=KEY, bases={PE: spec}, loads=lambda pe, build, copies: phase_loads(
+                            priced(build, copies), copies), step=step,
                         stages=lambda options: list_stages(priced(options[0].spec, options[0].copies)),
                         describe=lambda options: {PE: {**options[0].spec.to_dict(), COPIES: options[0].copies}},
                         host=host, macs=conv_step_macs(spec, *net, masks)["macs"],
-                        mac_energy_pj=csb_mac_energy_pj(spec), max_copies=MAX_CONV_COPIES,
+                        mac_energy_pj=csb_mac_energy_pj(spec), max_copies=MAX_LIST_COPIES,
                         knobs={PE: CSB_CONV_LIST_KNOBS}, runs=lambda pe, build: runs_conv_lists(setup, build))
 
 
@@ -155,7 +137,7 @@ def csb_conv_explorer(design, *, progress: Callable[[str], None] = print,
     setup = csb_conv_setup_of(design)
     progress(f"the conv loop's warm-up ({setup.warmup_epochs} epochs, float64 NumPy) and pruning search, for the "
              "kept kernels")
-    trainer = pruned_list_trainer(setup, load_dataset(design.training), copies=conv_csb_copies(design))
+    trainer = pruned_list_trainer(setup, load_dataset(design.training), copies=csb_copies(design))
     host = list_step_host(host, lambda: measure_conv_list_host(trainer)["seconds"], progress)
     return conv_list_model(setup, trainer.masks, host=host)
 
@@ -164,5 +146,5 @@ FAMILY = DesktopFamily(key=KEY, title="CSB conv", detect=lambda design: design_p
                        and design.training.model.name == "convnet",
                        setup_of=csb_conv_setup_of, explorer=csb_conv_explorer)
 
-__all__ = ["CSB_CONV_LIST_KNOBS", "FAMILY", "MAX_CONV_COPIES", "conv_csb_copies", "conv_list_model", "csb_conv_explorer", "csb_conv_setup",
+__all__ = ["CSB_CONV_LIST_KNOBS", "FAMILY", "conv_list_model", "csb_conv_explorer", "csb_conv_setup",
            "csb_conv_setup_of", "measure_conv_list_host", "pruned_list_trainer", "runs_conv_lists"]

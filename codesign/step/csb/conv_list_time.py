@@ -16,9 +16,10 @@ from codesign.boards import Board
 from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
 from codesign.step.csb.conv_step import conv_structures, net_arena, net_lists, net_shapes
-from codesign.step.csb.lists import PE, CsbStepScales
+from codesign.step.csb.lists import CsbStepScales
+from codesign.step.csb.list_time import phase_cycles
 from codesign.step.csb.time import csb_mac_energy_pj
-from codesign.step.list_cycles import DdrTiming, fast_step_cycles, step_cycles
+from codesign.step.list_cycles import DdrTiming
 from codesign.step.time import StepTime, list_step_time
 
 Convs = Sequence[Tuple[int, int]]
@@ -42,32 +43,15 @@ def conv_step_list_cycles(spec: CsbSpec, image: Tuple[int, int, int], convs: Con
                           structures: Sequence[CSBMatrix], *, ddr: Optional[DdrTiming] = None, fast: bool = False,
                           copies: int = 1) -> Dict[str, object]:
     """Cycles of one full-batch step of the network on ``copies`` IPs of ``spec`` with the stored ``structures``
-    (:func:`~codesign.step.csb.conv_step.conv_structures`): each phase's (``forward`` and ``backward`` on one IP;
-    ``forward 1``, ``backward 1``, ... on several: its longest list's, from ``run_start`` to ``ap_done``),
-    ``total``, the ``breakdown`` of each phase's longest list summed, ``calls``, each phase's ``words`` (all its
-    lists') and ``list_words`` (each list's, in the order of the IPs); ``ddr`` the list bench's DDR model (None: the AXI RAM alone); ``fast`` re-prices a simulated
-    list shape by its compute cycles (:func:`codesign.step.list_cycles.fast_step_cycles`; for the explorer)."""
+    (:func:`~codesign.step.csb.conv_step.conv_structures`), phase by phase as
+    :func:`codesign.step.csb.list_time.phase_cycles` gives them; ``ddr`` the list bench's DDR model (None: the AXI
+    RAM alone); ``fast`` re-prices a simulated list shape by its compute cycles (for the explorer)."""
     shapes = net_shapes(spec, image, convs, classes)
     net = net_arena(spec, shapes, batch, structures)
     layers = len(shapes)
     zero = CsbStepScales(relu=(0,) * (layers - 1), mask=(0,) * layers, upd=((0, False),) * layers)
     lists = net_lists(net, batch, zero, 0, copies)
-    price = fast_step_cycles if fast else step_cycles
-    out: Dict[str, object] = {"total": 0, "calls": 0, "words": {}, "list_words": {}}
-    breakdown: Dict[str, int] = {}
-    for part, phases in (("forward", lists.forward_phases), ("backward", lists.backward_phases)):
-        for index, phase in enumerate(phases):
-            name = part if len(phases) == 1 else f"{part} {index + 1}"
-            runs = [price(PE, spec, {name: calls}, net.image, ddr=ddr) for _, calls in phase]
-            longest = max(runs, key=lambda run: run["total"])
-            out[name] = longest["total"]
-            out["total"] += longest["total"]
-            out["calls"] += sum(run["calls"] for run in runs)
-            out["list_words"][name] = [run["words"][name] for run in runs]
-            out["words"][name] = tuple(sum(words[side] for words in out["list_words"][name]) for side in (0, 1))
-            for key, value in longest["breakdown"].items():
-                breakdown[key] = breakdown.get(key, 0) + value
-    return {**out, "breakdown": breakdown}
+    return phase_cycles(spec, lists, net.image, ddr=ddr, fast=fast)
 
 
 def conv_list_step(spec: CsbSpec, image: Tuple[int, int, int], convs: Convs, classes: int, batch: int,

@@ -1,8 +1,9 @@
-"""What a CSB step as call lists costs the PL: the list cycle model over the step's two lists.
+"""What a CSB step as call lists costs the PL: the list cycle model over the step's lists, phase by phase.
 
 Why a model of the lists and not of the block schedule (:mod:`codesign.step.csb.time`): on lists the host no
 longer encodes blocks or repacks operands, so the step is the shell's fetches, the PE's streams and the records,
-back to back, the ReLU and mask (SELECT), UPD and the new weights (SHR) included.
+back to back, the ReLU and mask (SELECT), UPD and the new weights (SHR) included; on copies of the IP a phase's
+lists run side by side, so a phase costs its longest list.
 :func:`codesign.step.list_cycles.list_cycles` counts them cycle by cycle (units: clock cycles of the IP).
 """
 
@@ -18,32 +19,58 @@ from codesign.step.list_cycles import DdrTiming, fast_step_cycles, step_cycles
 from codesign.step.time import StepTime, list_step_time
 
 
-def step_list_cycles(spec: CsbSpec, layers: Sequence[int], batch: int, structures, *,
-                     ddr: Optional[DdrTiming] = None, fast: bool = False) -> Dict[str, object]:
-    """Cycles of one full-batch step of ``layers`` with the stored ``structures`` on ``spec``: ``forward`` and
-    ``backward`` (each list from ``run_start`` to ``ap_done``), ``total``, their ``breakdown`` summed (fetch, pe,
-    stall, record, control), ``calls`` and ``macs``. Scales and UPD shifts change no cycle (they are header and
-    descriptor fields, not lengths); ``ddr``: the list bench's DDR model (None: the AXI RAM alone). ``fast``: the
-    same figure, simulated once per step shape and re-priced by the PE's compute cycles
+def phase_cycles(spec: CsbSpec, lists, arena, *, ddr: Optional[DdrTiming] = None,
+                 fast: bool = False) -> Dict[str, object]:
+    """Cycles of a step's ``lists`` (``forward_phases``, ``backward_phases``) on IPs of ``spec``, a phase its
+    longest list's (they run side by side), each from ``run_start`` to ``ap_done``: by phase (``forward`` and
+    ``backward`` where each is one phase, else ``forward 1``, ``backward 1``, ...), ``total``, the ``breakdown``
+    of each phase's longest list summed (fetch, pe, stall, record, control), ``calls``, each phase's ``words`` (all
+    its lists') and ``list_words`` (each list's, in the order of the IPs). Scales and UPD shifts change no cycle
+    (they are header and descriptor fields, not lengths); ``ddr``: the list bench's DDR model (None: the AXI RAM
+    alone). ``fast``: the same figure, each list simulated once per shape and re-priced by the PE's compute cycles
     (:func:`codesign.step.list_cycles.fast_step_cycles`; for the explorer)."""
+    price = fast_step_cycles if fast else step_cycles
+    out: Dict[str, object] = {"total": 0, "calls": 0, "words": {}, "list_words": {}}
+    breakdown: Dict[str, int] = {}
+    for part, phases in (("forward", lists.forward_phases), ("backward", lists.backward_phases)):
+        for index, phase in enumerate(phases):
+            name = part if len(phases) == 1 else f"{part} {index + 1}"
+            runs = [price(PE, spec, {name: calls}, arena, ddr=ddr) for _, calls in phase]
+            longest = max(runs, key=lambda run: run["total"])
+            out[name] = longest["total"]
+            out["total"] += longest["total"]
+            out["calls"] += sum(run["calls"] for run in runs)
+            out["list_words"][name] = [run["words"][name] for run in runs]
+            out["words"][name] = tuple(sum(words[side] for words in out["list_words"][name]) for side in (0, 1))
+            for key, value in longest["breakdown"].items():
+                breakdown[key] = breakdown.get(key, 0) + value
+    return {**out, "breakdown": breakdown}
+
+
+def step_list_cycles(spec: CsbSpec, layers: Sequence[int], batch: int, structures, *,
+                     ddr: Optional[DdrTiming] = None, fast: bool = False, copies: int = 1) -> Dict[str, object]:
+    """Cycles of one full-batch step of ``layers`` with the stored ``structures`` on ``copies`` IPs of ``spec``, as
+    :func:`phase_cycles` gives them, and the step's ``macs``."""
     arena = step_arena(spec, layers, batch, structures)
     count = len(layers) - 1
     scales = CsbStepScales(relu=(0,) * (count - 1), mask=(0,) * count, upd=((0, False),) * count)
-    lists = step_lists(arena, batch, scales, 0)
-    price = fast_step_cycles if fast else step_cycles
-    priced = price(PE, spec, {"forward": lists.forward, "backward": lists.backward}, arena.image, ddr=ddr)
-    return {**priced, "macs": lists.macs}
+    lists = step_lists(arena, batch, scales, 0, copies=copies)
+    return {**phase_cycles(spec, lists, arena.image, ddr=ddr, fast=fast), "macs": lists.macs}
 
 
 def csb_list_step(spec: CsbSpec, layers: Sequence[int], batch: int, structures, board: Board, *, clock_mhz: float,
-                  host_s: float, host_source: str, ddr: Optional[DdrTiming] = None) -> StepTime:
-    """The whole fixed-point list step of ``layers`` with the stored ``structures`` on one ``spec`` build on
-    ``board`` at ``clock_mhz``: its two lists as two stages (cycles under ``ddr``; words over the port), the
-    host's ``host_s`` measured where it runs; ``dense_macs`` the step's MACs were nothing pruned."""
+                  host_s: float, host_source: str, ddr: Optional[DdrTiming] = None, copies: int = 1,
+                  fast: bool = False, priced: Optional[Dict[str, object]] = None) -> StepTime:
+    """The whole fixed-point list step of ``layers`` with the stored ``structures`` on ``copies`` IPs of the
+    ``spec`` build on ``board`` at ``clock_mhz``: a stage a phase (``priced``: their cycles as
+    :func:`step_list_cycles` gave them, else priced here under ``ddr``; words over the port), the host's
+    ``host_s`` measured where it runs; ``dense_macs`` the step's MACs were nothing pruned."""
     weights = [i * o for i, o in zip(layers[:-1], layers[1:])]
     dense = batch * (2 * sum(weights) + sum(weights[1:]))  # FP and WG of every weight, EB past the first layer
-    return list_step_time(step_list_cycles(spec, layers, batch, structures, ddr=ddr), board, clock_mhz=clock_mhz,
-                          host_s=host_s, host_source=host_source, array_macs=spec.batch * spec.parallel,
+    if priced is None:
+        priced = step_list_cycles(spec, layers, batch, structures, ddr=ddr, fast=fast, copies=copies)
+    return list_step_time(priced, board, clock_mhz=clock_mhz,
+                          host_s=host_s, host_source=host_source, array_macs=copies * spec.batch * spec.parallel,
                           mac_energy_pj=csb_mac_energy_pj(spec), dense_macs=dense)
 
 

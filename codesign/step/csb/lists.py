@@ -30,12 +30,13 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from codesign.contracts.calls import RAW, RECORD_WORDS, Block, Call, check_list
+from codesign.contracts.calls import RAW, Block, Call
 from codesign.numerics.records import keyword_record
 from codesign.numerics.round_stage import RoundStageConfig
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import EwOp, Op, header_word
 from codesign.step.csb.arena import BUFFER_EXTRA_BITS, BlockSlots, CsbArena, build_arena
+from codesign.step.csb.share import Draft, Phase, balanced, one_list, placed, runs
 
 PE = "csb"
 Upd = Tuple[int, bool]  # UPD's shift field and its LEFT flag, per layer
@@ -61,18 +62,30 @@ class CsbStepScales:
 
 @keyword_record
 class CsbStepLists:
-    """One step's two lists for ``n`` samples in ``phase``: ``forward`` (up to the logits' accumulators) and
-    ``backward`` (gradients, mask, update, new weights); ``macs``: FP, EB and WG products (``nnz`` a sample)."""
+    """One step's lists for ``n`` samples in ``phase`` on ``copies`` csb IPs: ``forward_phases`` (up to the logits'
+    accumulators) and ``backward_phases`` (gradients, mask, update, new weights), each phase's lists side by side
+    (:mod:`codesign.step.csb.share`; one IP: a list each); ``macs``: FP, EB and WG products (``nnz`` a sample)."""
 
     n: int
     phase: int
-    forward: Tuple[Call, ...]
-    backward: Tuple[Call, ...]
+    copies: int
+    forward_phases: Tuple[Phase, ...]
+    backward_phases: Tuple[Phase, ...]
     macs: int
 
     @property
     def phases(self) -> List[List[Tuple[str, Tuple[Call, ...]]]]:
-        return [[(PE, self.forward)], [(PE, self.backward)]]
+        return [list(phase) for phase in (*self.forward_phases, *self.backward_phases)]
+
+    @property
+    def forward(self) -> Tuple[Call, ...]:
+        """The forward list of a step on one IP."""
+        return one_list(self.forward_phases)
+
+    @property
+    def backward(self) -> Tuple[Call, ...]:
+        """The backward list of a step on one IP."""
+        return one_list(self.backward_phases)
 
 
 def code_rounding(values: int, shift: int) -> RoundStageConfig:
@@ -86,7 +99,7 @@ class _Drafts:
     def __init__(self, arena: CsbArena, n: int, phase: int) -> None:
         self.arena, self.n, self.phase = arena, n, phase
         self.chunks = arena.chunks_of(n)
-        self.items: List[Tuple[int, Tuple[Block, ...], Block, int, RoundStageConfig]] = []
+        self.items: List[Draft] = []
 
     def add(self, header: int, segments: Sequence[Block], out: Block, count: int,
             rounding: RoundStageConfig = RAW) -> None:
@@ -118,17 +131,12 @@ class _Drafts:
         self.add(header_word(EwOp.SELECT, a.acc_words, ew=True, carry=True), (self.block(z, a.acc_words),),
                  self.block(out, a.code_words), a.acc_words, code_rounding(a.acc_words, shift))
 
-    def calls(self, first_record: int) -> Tuple[Call, ...]:
-        return tuple(Call(header=header, segments=segments, out=out, count=count, rounding=rounding,
-                          record=first_record + 4 * RECORD_WORDS * index)
-                     for index, (header, segments, out, count, rounding) in enumerate(self.items))
-
-
-def _forward(d: _Drafts, scales: CsbStepScales) -> None:
+def _forward(d: _Drafts, scales: CsbStepScales, chunks: Sequence[int]) -> None:
+    """FP of the lane ``chunks`` through every layer, ReLU between."""
     a = d.arena
     last = len(a.blocks) - 1
     for layer, slots in enumerate(a.blocks):
-        for k in range(d.chunks):
+        for k in chunks:
             for r, line in enumerate(a.z[layer]):
                 row = [s for s in slots if s.row == r]
                 if not row:
@@ -150,15 +158,12 @@ def _gradient(d: _Drafts, layer: int, s: BlockSlots) -> None:
               (d.block(s.ig, s.index_words), operands), d.block(s.ig + 4 * s.index_words, count), count)
 
 
-def _backward(d: _Drafts, scales: CsbStepScales) -> None:
+def _errors(d: _Drafts, scales: CsbStepScales, chunks: Sequence[int]) -> None:
+    """EB and the mask of the lane ``chunks``, from the last layer down to the second."""
     a = d.arena
-    for layer in range(len(a.blocks) - 1, -1, -1):
+    for layer in range(len(a.blocks) - 1, 0, -1):
         slots = a.blocks[layer]
-        for s in slots:
-            _gradient(d, layer, s)
-        if not layer:
-            continue
-        for k in range(d.chunks):
+        for k in chunks:
             for c in range(len(a.x[layer])):
                 column = [s for s in slots if s.col == c]
                 if not column:
@@ -167,53 +172,63 @@ def _backward(d: _Drafts, scales: CsbStepScales) -> None:
                 d.select_held(a.z[layer - 1][c][k], a.dy[layer - 1][c][k], scales.mask[layer])
 
 
-def _update(d: _Drafts, scales: CsbStepScales) -> None:
-    a, p = d.arena, d.phase
-    for layer, slots in enumerate(a.blocks):
-        shift, left = scales.upd[layer]
-        for s in slots:
-            grads = s.ig + 4 * s.index_words
-            operands = Block(offset=s.b[p], words=s.nnz, rows=2, stride=grads - s.b[p])
-            d.add(header_word(Op.UPD, s.nnz, shift, left=left), (d.block(s.iw, s.index_words), operands),
-                  d.block(s.b[1 - p], s.nnz), s.nnz)
-            d.add(header_word(EwOp.SHR, s.nnz, BUFFER_EXTRA_BITS, ew=True), (d.block(s.b[1 - p], s.nnz),),
-                  d.block(s.iw + 4 * s.index_words, s.index_words), s.nnz, code_rounding(s.nnz, 0))
+def _update(d: _Drafts, s: BlockSlots, upd: Upd) -> None:
+    """UPD of stored block ``s`` into the other phase's buffer words, then SHR into the weights."""
+    p = d.phase
+    shift, left = upd
+    grads = s.ig + 4 * s.index_words
+    operands = Block(offset=s.b[p], words=s.nnz, rows=2, stride=grads - s.b[p])
+    d.add(header_word(Op.UPD, s.nnz, shift, left=left), (d.block(s.iw, s.index_words), operands),
+          d.block(s.b[1 - p], s.nnz), s.nnz)
+    d.add(header_word(EwOp.SHR, s.nnz, BUFFER_EXTRA_BITS, ew=True), (d.block(s.b[1 - p], s.nnz),),
+          d.block(s.iw + 4 * s.index_words, s.index_words), s.nnz, code_rounding(s.nnz, 0))
 
 
-def _drafts(arena: CsbArena, n: int, scales: CsbStepScales, phase: int) -> Tuple[_Drafts, _Drafts]:
+def _phases(arena: CsbArena, n: int, scales: CsbStepScales, phase: int, copies: int) -> Tuple[list, list]:
+    """The drafted forward phase and the two backward phases, each a list of drafted lists: FP and ReLU and then
+    EB and the masks by runs of lane chunks (a chunk's tiles go through every layer on their own); per stored
+    block, WG over every chunk, UPD and SHR, the blocks dealt by cycles."""
     if phase not in (0, 1):
         raise ValueError(f"phase {phase!r}: 0 or 1")
     layers = len(arena.blocks)
     if len(scales.relu) != layers - 1 or len(scales.mask) != layers or len(scales.upd) != layers:
         raise ValueError(f"scales for {len(scales.upd)} layers; the arena has {layers}")
-    forward, backward = _Drafts(arena, n, phase), _Drafts(arena, n, phase)
-    _forward(forward, scales)
-    _backward(backward, scales)
-    _update(backward, scales)
-    return forward, backward
+    forward, errors, updates = [], [], []
+    for part in runs(arena.chunks_of(n), copies):
+        forward.append(_Drafts(arena, n, phase))
+        _forward(forward[-1], scales, part)
+        errors.append(_Drafts(arena, n, phase))
+        _errors(errors[-1], scales, part)
+    for layer, slots in enumerate(arena.blocks):
+        for s in slots:
+            updates.append(_Drafts(arena, n, phase))
+            _gradient(updates[-1], layer, s)
+            _update(updates[-1], s, scales.upd[layer])
+    return [[d.items for d in forward]], [[d.items for d in errors],
+                                          balanced(arena.spec, [d.items for d in updates], copies)]
 
 
 def step_arena(spec: CsbSpec, layers: Sequence[int], batch: int, structures) -> CsbArena:
     """The arena of ``layers`` with the stored ``structures`` trained ``batch`` samples a step on ``spec``, with a
-    record slot per call of its longest list (a full batch's)."""
+    record slot per call of its longest list (a full batch's on one IP: on several, a phase's lists share out
+    those calls)."""
     sized = build_arena(spec, layers, batch, structures, record_slots=1)
     scales = CsbStepScales(relu=(0,) * (len(layers) - 2), mask=(0,) * (len(layers) - 1), upd=((0, False),) * (len(layers) - 1))
-    slots = max(len(d.items) for d in _drafts(sized, batch, scales, 0))
+    slots = max(sum(len(items) for lists in phases for items in lists) for phases in _phases(sized, batch, scales, 0, 1))
     return build_arena(spec, layers, batch, structures, record_slots=slots)
 
 
 def step_lists(arena: CsbArena, n: int, scales: CsbStepScales, phase: int,
-               nnz: Optional[Sequence[int]] = None) -> CsbStepLists:
-    """The forward and backward lists of a step of ``n`` samples in ``phase``, checked against the arena (both
-    lists write their records from the same first slot: they run one after the other)."""
-    forward, backward = (d.calls(arena.records) for d in _drafts(arena, n, scales, phase))
-    for calls in (forward, backward):
-        if len(calls) > arena.record_slots:
-            raise ValueError(f"{len(calls)} calls, {arena.record_slots} record slots")
-        check_list(calls, 4 * arena.image.size)
+               nnz: Optional[Sequence[int]] = None, copies: int = 1) -> CsbStepLists:
+    """The lists of a step of ``n`` samples in ``phase`` on ``copies`` csb IPs, checked against the arena: on one
+    IP a forward and a backward list; on several, a forward phase and two backward phases (see :func:`_phases`)
+    whose lists run side by side. Every result is the one-IP step's, bit for bit."""
+    forward, backward = (placed(phases, copies, PE, arena.records, arena.record_slots, 4 * arena.image.size)
+                         for phases in _phases(arena, n, scales, phase, copies))
     stored = [sum(s.nnz for s in slots) for slots in arena.blocks] if nnz is None else list(nnz)
     macs = n * (2 * sum(stored) + sum(stored[1:]))
-    return CsbStepLists(n=n, phase=phase, forward=forward, backward=backward, macs=macs)
+    return CsbStepLists(n=n, phase=phase, copies=copies, forward_phases=forward, backward_phases=backward,
+                        macs=macs)
 
 
 __all__ = ["PE", "CsbStepLists", "CsbStepScales", "code_rounding", "step_arena", "step_lists"]

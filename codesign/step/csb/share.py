@@ -1,0 +1,100 @@
+"""A CSB training step shared among copies of one csb IP: drafted calls dealt into lists that run side by side.
+
+Why: a step's lane chunks and stored blocks are independent work (a chunk's maps go through every layer on their
+own; a block's gradient, update and new weights touch that block alone), so copies of the PE can take them at once,
+phase by phase, while every result keeps the one-IP step's products in the same order: bit for bit the same.
+
+A *phase* is lists that run side by side, ``(pe, calls)`` each on its own IP; they write disjoint words and read
+none another writes. Before their records are placed, a list is *drafted*: ``(header, segments, out, count,
+rounding)`` a call (:data:`Draft`). The builders (:mod:`codesign.step.csb.lists`, :mod:`codesign.step.csb.conv_step`)
+draft each phase as a list of drafted lists; :func:`placed` turns them into phases of calls, one list a phase on
+one IP.
+"""
+
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+from codesign.contracts.calls import RECORD_WORDS, Block, Call, check_list
+from codesign.numerics.round_stage import RoundStageConfig
+from codesign.pe.csb.cycles import FLAG_EW, compute_cycles
+from codesign.pe.csb.spec import CsbSpec
+
+Draft = Tuple[int, Tuple[Block, ...], Block, int, RoundStageConfig]  # header, segments, out, results, rounding
+Phase = Tuple[Tuple[str, Tuple[Call, ...]], ...]  # lists run side by side, ``(pe, calls)`` each on its own IP
+
+
+def calls_of(items: Sequence[Draft], first_record: int) -> Tuple[Call, ...]:
+    """The calls of drafted ``items``, their records one after another from ``first_record``."""
+    return tuple(Call(header=header, segments=segments, out=out, count=count, rounding=rounding,
+                      record=first_record + 4 * RECORD_WORDS * index)
+                 for index, (header, segments, out, count, rounding) in enumerate(items))
+
+
+def check_copies(copies) -> int:
+    if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
+        raise ValueError(f"copies={copies!r} must be a positive int: the csb IPs the lists run on")
+    return copies
+
+
+def runs(count: int, copies: int) -> List[range]:
+    """``range(count)`` cut into at most ``copies`` runs of near-equal length, none empty."""
+    parts = min(count, copies)
+    edges = [count * i // parts for i in range(parts + 1)] if parts else [0]
+    return [range(low, high) for low, high in zip(edges, edges[1:])]
+
+
+def draft_cycles(spec: CsbSpec, item: Draft) -> int:
+    """A drafted call's cycles on the PE without stalls, as far as its words and products say (to balance lists):
+    its header, operand and result words, and its compute steps."""
+    header, segments, _, count, _ = item
+    words = 1 + sum(block.total_words for block in segments) + count
+    if header & FLAG_EW:
+        return words
+    return words + compute_cycles(spec, op=header & 3, nnz=(header >> 16) & 0x1FF)
+
+
+def balanced(spec: CsbSpec, groups: Sequence[List[Draft]], copies: int) -> List[List[Draft]]:
+    """``groups`` of drafts (each to run in order on one IP) dealt to at most ``copies`` lists, the costliest first
+    to the least loaded; each list keeps its groups in the given order."""
+    costs = [sum(draft_cycles(spec, item) for item in group) for group in groups]
+    loads, dealt = [0] * copies, [[] for _ in range(copies)]
+    for index in sorted(range(len(groups)), key=lambda i: -costs[i]):
+        least = loads.index(min(loads))
+        loads[least] += costs[index]
+        dealt[least].append(index)
+    return [[item for index in sorted(part) for item in groups[index]] for part in dealt if part]
+
+
+def placed(phases: Sequence[Sequence[List[Draft]]], copies: int, pe: str, first_record: int, record_slots: int,
+           arena_bytes: int) -> Tuple[Phase, ...]:
+    """Drafted ``phases`` as phases of calls on ``copies`` IPs of ``pe``: on one IP, one list of them all in order;
+    on several, the phases that have work, their lists writing their records one after another from
+    ``first_record``; each checked against the arena (``arena_bytes``) and its ``record_slots``."""
+    if check_copies(copies) == 1:
+        phases = [[[item for lists in phases for items in lists for item in items]]]
+    else:
+        phases = [[items for items in lists if items] for lists in phases if any(lists)]
+    out = []
+    for lists in phases:
+        record, called = first_record, []
+        for items in lists:
+            called.append((pe, calls_of(items, record)))
+            record += 4 * RECORD_WORDS * len(items)
+        calls = sum(len(items) for items in lists)
+        if calls > record_slots:
+            raise ValueError(f"{calls} calls in a phase, {record_slots} record slots")
+        for _, listed in called:
+            check_list(listed, arena_bytes)
+        out.append(tuple(called))
+    return tuple(out)
+
+
+def one_list(phases: Tuple[Phase, ...]) -> Tuple[Call, ...]:
+    """The calls of ``phases`` that are one list on one IP (a step's forward or backward on one IP)."""
+    if len(phases) != 1 or len(phases[0]) != 1:
+        raise ValueError(f"the step runs as {sum(map(len, phases))} lists in {len(phases)} phases, not one list")
+    return phases[0][0][1]
+
+
+__all__ = ["Draft", "Phase", "balanced", "calls_of", "check_copies", "draft_cycles", "one_list", "placed", "runs"]
