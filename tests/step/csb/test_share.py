@@ -1,0 +1,94 @@
+"""A CSB step shared among copies of one csb IP: runs of lane chunks cut evenly, stored blocks dealt by cycles, and,
+for the MLP's and the conv network's lists alike, the shared phases hold exactly the one-IP step's calls, a phase's
+lists write disjoint words and read none another writes, and run phase by phase they leave the arena as the one-IP
+lists do, record words aside."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.contracts.calls import RAW, RECORD_WORDS, Block
+from codesign.pe.csb import CsbSpec
+from codesign.pe.csb.stream import Op, header_word
+from codesign.shell.calls import block_words, run_list_golden
+from codesign.step.csb.conv_step import net_lists
+from codesign.step.csb.lists import CsbStepScales, step_arena, step_lists
+from codesign.step.csb.share import balanced, placed, runs
+from tests.step.csb.test_conv_step import PE, network_case
+from tests.step.csb.test_list_time import LAYERS, SPEC, step_case
+
+
+@pytest.mark.parametrize("count, copies", [(8, 2), (7, 3), (2, 5), (1, 1), (0, 2)])
+def test_runs_cut_a_range_evenly_and_leave_none_empty(count, copies):
+    parts = runs(count, copies)
+    assert [i for part in parts for i in part] == list(range(count))
+    assert len(parts) == min(count, copies) and all(len(part) for part in parts)
+    assert max(map(len, parts), default=0) - min(map(len, parts), default=0) <= 1
+
+
+def test_blocks_are_dealt_costliest_first_and_keep_their_order():
+    spec = CsbSpec(block_rows=4, block_cols=4, batch=4)
+
+    def group(nnz: int, tag: int) -> list:
+        return [(header_word(Op.WG, nnz), (Block(offset=4 * tag, words=1, rows=1),), Block(), 0, RAW)]
+    groups = [group(nnz, tag) for tag, nnz in enumerate((1, 16, 2, 15, 3))]
+    lists = balanced(spec, groups, 2)
+    tags = [[item[1][0].offset // 4 for item in listed] for listed in lists]
+    # a call costs nnz products, its header and its operand word: 18 + 4 + 3 against 17 + 5, in the given order
+    assert tags == [[0, 1, 2], [3, 4]]
+    assert balanced(spec, groups[:1], 3) == [groups[0]]  # no empty list
+
+
+def test_a_phase_over_its_record_slots_is_refused():
+    item = (header_word(Op.WG, 1), (Block(offset=0, words=1, rows=1),), Block(), 0, RAW)
+    with pytest.raises(ValueError, match="3 calls in a phase, 2 record slots"):
+        placed([[[item, item], [item]]], 2, PE, 4096, 2, 1 << 16)
+    assert len(placed([[[item, item], [item]]], 1, PE, 4096, 3, 1 << 16)[0][0][1]) == 3
+
+
+def _call_key(call):
+    return call.header, call.segments, call.out, call.count, call.rounding
+
+
+def _mlp_case(copies: int):
+    csbs, image, one = step_case()
+    arena = step_arena(SPEC, LAYERS, 6, csbs)
+    scales = CsbStepScales(relu=(-3,), mask=(0, -5), upd=((2, False), (3, True)))
+    return SPEC, image, one, step_lists(arena, 6, scales, 0, copies=copies), arena.records, arena.record_slots
+
+
+def _conv_case(copies: int):
+    spec, net, image, one = network_case()
+    scales = CsbStepScales(relu=(-9, -8), mask=(0, -7, -6), upd=((3, False), (2, True), (0, False)))
+    return spec, image, one, net_lists(net, 6, scales, 0, copies), net.records, net.record_slots
+
+
+@pytest.mark.parametrize("copies", [2, 3, 5])
+@pytest.mark.parametrize("network", ["mlp", "conv"])
+def test_shared_phases_split_the_one_ip_step_and_write_disjoint_words(network, copies):
+    spec, image, one, shared, records, slots = (_mlp_case if network == "mlp" else _conv_case)(copies)
+    assert shared.copies == copies and len(shared.phases) == (3 if network == "mlp" else 5)
+    assert max(len(phase) for phase in shared.phases) == min(copies, max(len(phase) for phase in shared.phases))
+    assert len(shared.phases[-1]) == copies  # the stored blocks dealt to every IP
+    assert sorted(map(_call_key, one.forward + one.backward), key=repr) == sorted(
+        (_call_key(call) for phase in shared.phases for _, calls in phase for call in calls), key=repr)
+    for phase in shared.phases:
+        written = [np.concatenate([block_words(call.out) for call in calls] +
+                                  [call.record // 4 + np.arange(RECORD_WORDS) for call in calls]) for _, calls in phase]
+        read = [np.concatenate([block_words(block) for call in calls for block in call.segments])
+                for _, calls in phase]
+        for i, mine in enumerate(written):
+            for j, theirs in enumerate(written):
+                assert i == j or not np.intersect1d(mine, theirs).size
+                assert i == j or not np.intersect1d(mine, read[j]).size
+    want = run_list_golden(PE, spec, run_list_golden(PE, spec, image, one.forward), one.backward)
+    got = image
+    for phase in shared.phases:
+        for _, calls in phase:
+            got = run_list_golden(PE, spec, got, calls)
+    kept = np.ones(got.size, bool)
+    kept[records // 4:records // 4 + RECORD_WORDS * slots] = False
+    assert np.array_equal(got[kept], want[kept]) and not np.array_equal(want[kept], image[kept])
+    with pytest.raises(ValueError, match="not one list"):
+        shared.forward if network == "conv" else shared.backward
