@@ -19,8 +19,8 @@ dense head; batch 64), its loop trained through its float warm-up and pruning se
   copies), against paper 002's 3.13, and the share of the board's DSP slices the copies take (the explorer
   keeps a point under 80 % of every resource).
 
-Prints a row per board and copy count and writes ``csb_conv_lists.json``. A run takes a few minutes (two warm-ups and pruning
-searches, one golden list step).
+Prints a row per board and copy count and writes ``csb_conv_lists.json``. A run takes a few minutes (two warm-ups
+and pruning searches, one golden list step).
 
 Run: .venv/bin/python benchmarks/bench_csb_conv_lists.py [--steps 5] [--copies 1,2] [--out reports/bench]
 """

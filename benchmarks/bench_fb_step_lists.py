@@ -96,8 +96,8 @@ def step_arguments(doc: str, *, copies: bool = False) -> argparse.Namespace:
             args.copies = [int(part) for part in args.copies.split(",")]
         except ValueError:
             parser.error(f"--copies {args.copies!r}: comma-separated whole numbers")
-        if not args.copies or min(args.copies) < 1:
-            parser.error("--copies: each at least 1")
+        if min(args.copies) < 1 or len(set(args.copies)) < len(args.copies):
+            parser.error("--copies: each at least 1, none twice")
     torch.set_num_threads(1)
     return args
 

@@ -6,7 +6,7 @@ lists on the overlay's csb IP, or shared among its copies.
 a board trains with numpy and pynq alone and ends with the golden conv loop's state bit for bit. The float warm-up
 and the pruning search run on the ARM; the pruning event writes the kept kernels into the arena once; per
 fixed-point step the host flushes the batch's and the loss gradient's codes, reads the logits' sums and starts
-two lists (on several csb IPs, five phases of lists side by side). There is no per-call route: a conv step runs
+two lists (on several csb IPs, up to five phases of lists side by side). There is no per-call route: a conv step runs
 as lists or not at all.
 """
 

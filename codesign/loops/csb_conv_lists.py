@@ -92,7 +92,7 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
             self.net, n, CsbStepScales.of(self.frac_bits, upd), self.buffer_phase, self.copies))
 
     def train_step(self, x, y) -> float:
-        """One SGD step (float64 on the host in the warm-up; two call lists after); returns the loss."""
+        """One SGD step (float64 on the host in the warm-up; call lists after); returns the loss."""
         if self.phase == "warmup":
             return super().train_step(x, y)
         x, y, n, used, upd = list_step_batch(self, x, y)

@@ -26,7 +26,8 @@ class GoldenListShell:
     """The golden shell on the PE builds ``specs`` (``{pe: spec}``: tt1 and tt2 for a TT trainer, as
     ``spec1``/``spec2``; fpmac_array for an FB-float one), as ``copies`` IPs of the TT PEs and ``units`` of the
     others (``{pe: count}``, 1 where absent; lists for them are built; it runs them one after the other):
-    ``run_phase``, ``arena``, ``flush`` and ``invalidate`` as the list trainers call them; ``held_sums`` (``{pe: bool}``; where absent, as the design flow builds that PE's IPs,
+    ``run_phase``, ``arena``, ``flush`` and ``invalidate`` as the list trainers call them; ``held_sums``
+    (``{pe: bool}``; where absent, as the design flow builds that PE's IPs,
     :func:`codesign.shell.ip.held_by_default`): whether that PE's IPs keep the accumulation buffer
     (:func:`codesign.shell.ip.render_accel_rtl`). Counts ``lists``, ``calls``, ``flushed``
     and ``read`` (32-bit words), the ``ranges`` flushed or read (one cache maintenance call each on a board) and

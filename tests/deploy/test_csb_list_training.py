@@ -1,6 +1,6 @@
 """CSB training with every fixed-point step as call lists on the emulated board's csb IP or two copies of it (the
-generated C++ in list mode) ends bit-identical to the golden loop in every state word and loss, over the warm-up, the pruning event
-and two fixed-point epochs, within issue 40's host traffic goals."""
+generated C++ in list mode) ends bit-identical to the golden loop in every state word and loss, over the warm-up,
+the pruning event and two fixed-point epochs, within issue 40's host traffic goals."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The CSB conv family: compressed training (kernel-wise pruning, 8-bit fixed point, CSB blocks) of a plain conv
 network (model 'convnet': 'same' 3 x 3 convs with ReLU, a dense head) on one CSB PE or copies of it, every
-fixed-point step as call lists; golden loop :mod:`codesign.loops.csb_conv`, board trainer :mod:`codesign.deploy.csb_conv_training`.
+fixed-point step as call lists; golden loop :mod:`codesign.loops.csb_conv`, board trainer
+:mod:`codesign.deploy.csb_conv_training`.
 
 Why a family of its own beside the CSB one: its set-up (the image and the convs), its golden loop and its board
 trainer are the conv loop's, and a board reads which from design.json's ``loop.family``.
@@ -32,7 +33,7 @@ from codesign.train.geometry import data_geometry
 
 KEY = "csb_conv"
 # the conv lists' builds: blocks and output tiles square (``runs``), lanes a multiple of 4. Each block shape, lane
-# count and tile is a step simulated once (about 20 s for the example's network); multipliers re-price it
+# count, tile and copy count is a step simulated once (about 20 s for the example's network); multipliers re-price it
 CSB_CONV_LIST_KNOBS = {"block_rows": (8, 16), "block_cols": (8, 16), "batch": (4, 8, 16), "parallel": (1, 2, 4, 8),
                        "out_h": (2, 4), "out_w": (2, 4), COPIES: (1, 2)}
 

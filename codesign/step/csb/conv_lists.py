@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from codesign.contracts.calls import RAW, RECORD_WORDS, Block, Call, check_list
+from codesign.contracts.calls import RAW, Block, Call, check_list
 from codesign.numerics.records import keyword_record
 from codesign.numerics.round_stage import RoundStageConfig
 from codesign.pe.csb.format import CSBMatrix
@@ -37,8 +37,8 @@ from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import Op, header_word
 from codesign.step.csb.arena import BlockSlots, words_of_bytes
 from codesign.step.csb.conv_arena import ConvArena, ConvShape, build_conv_arena
+from codesign.step.csb.share import calls_of
 
-Draft = Tuple[int, Tuple[Block, ...], Block, int, RoundStageConfig]  # header, segments, out, results, rounding
 
 
 @keyword_record
@@ -76,13 +76,6 @@ class _Drafts:
 
     def header(self, op: Op, nnz: int, first: bool, last: bool) -> int:
         return header_word(op, nnz, zero=first, carry=not first, hold=not last, stride=self.stride)
-
-
-def calls_of(items: Sequence[Draft], first_record: int) -> Tuple[Call, ...]:
-    """The calls of drafted ``items``, their records one after another from ``first_record``."""
-    return tuple(Call(header=header, segments=segments, out=out, count=count, rounding=rounding,
-                      record=first_record + 4 * RECORD_WORDS * index)
-                 for index, (header, segments, out, count, rounding) in enumerate(items))
 
 
 def _forward(d: _Drafts) -> None:
@@ -129,9 +122,10 @@ def _errors(d: _Drafts) -> None:
     clears zero first. A map of one tile shares no halo: no clear and no load at all."""
     a, spec = d.a, d.a.spec
     count = spec.block_cols * spec.in_pos_at(d.stride) * spec.batch
-    some_dy = a.out_tile(0, 0, 0, a.dy[0], 1)  # what an entry-less EB reads as its (unused) errors
     clears = [] if a.tiles == (1, 1) else [corner for corner in clear_regions(a) if corner != (0, 0)]
     for k in d.chunks:
+        # what an entry-less EB reads as its (unused) errors: its own chunk's, which no other IP writes meanwhile
+        some_dy = a.out_tile(0, 0, 0, a.dy[k], 1)
         for c in d.columns:
             for row, col in clears if any(s.col == c for s in a.blocks) else ():
                 d.add(header_word(Op.EB, 0, zero=True, stride=d.stride), (some_dy,),
@@ -215,5 +209,5 @@ def conv_lists(arena: ConvArena, n: int, *, input_errors: bool = True) -> ConvLi
     return ConvLists(n=n, forward=forward, backward=backward, macs=macs)
 
 
-__all__ = ["ConvLists", "clear_regions", "conv_arena", "conv_lists", "calls_of", "layer_backward", "layer_errors",
+__all__ = ["ConvLists", "clear_regions", "conv_arena", "conv_lists", "layer_backward", "layer_errors",
            "layer_forward", "layer_gradients"]

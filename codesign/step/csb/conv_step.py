@@ -1,4 +1,4 @@
-"""A compressed conv network's fixed-point training step as two call lists on the CSB PE, with every tensor in place.
+"""A compressed conv network's fixed-point training step as call lists on the CSB PE, with every tensor in place.
 
 What :class:`codesign.loops.csb_conv.CsbConvTrainer` computes, bit for bit: the products run as the conv lists
 of :mod:`codesign.step.csb.conv_lists` (one arena for the network: each layer placed by
@@ -31,16 +31,16 @@ from typing import Iterator, List, Sequence, Tuple
 
 import numpy as np
 
-from codesign.contracts.calls import RAW, RECORD_WORDS, ArenaLayout, Block, Call, check_list
+from codesign.contracts.calls import RAW, RECORD_WORDS, ArenaLayout, Block
 from codesign.numerics.records import keyword_record
 from codesign.pe.csb.format import CSBMatrix, encode
 from codesign.pe.csb.spec import CsbSpec
-from codesign.pe.csb.cycles import FLAG_EW, compute_cycles
 from codesign.pe.csb.stream import EwOp, Op, header_word
 from codesign.step.csb.arena import BUFFER_EXTRA_BITS, BlockSlots, words_of_bytes
 from codesign.step.csb.conv_arena import ConvArena, ConvShape, build_conv_arena, folded_head, head_fold
-from codesign.step.csb.conv_lists import Draft, calls_of, layer_errors, layer_forward, layer_gradients
+from codesign.step.csb.conv_lists import layer_errors, layer_forward, layer_gradients
 from codesign.step.csb.lists import PE, CsbStepScales, code_rounding
+from codesign.step.csb.share import Phase, PhasedLists, balanced, check_copies, placed, runs
 
 
 @keyword_record
@@ -125,11 +125,8 @@ class ConvNetArena:
         return self.layers[0].chunks_of(n)
 
 
-Phase = Tuple[Tuple[str, Tuple[Call, ...]], ...]  # lists run side by side, ``(pe, calls)`` each on its own IP
-
-
 @keyword_record
-class ConvNetLists:
+class ConvNetLists(PhasedLists):
     """One step's lists for ``n`` samples in buffer ``phase`` on ``copies`` csb IPs: ``forward_phases`` (to the
     logits' sums) and ``backward_phases`` (gradients, masks, the update and the new weights), each phase's lists
     run side by side (see :func:`net_lists`)."""
@@ -139,26 +136,6 @@ class ConvNetLists:
     copies: int
     forward_phases: Tuple[Phase, ...]
     backward_phases: Tuple[Phase, ...]
-
-    @property
-    def phases(self) -> List[List[Tuple[str, Tuple[Call, ...]]]]:
-        return [list(phase) for phase in (*self.forward_phases, *self.backward_phases)]
-
-    @property
-    def forward(self) -> Tuple[Call, ...]:
-        """The forward list of a step on one IP."""
-        return _one_list(self.forward_phases)
-
-    @property
-    def backward(self) -> Tuple[Call, ...]:
-        """The backward list of a step on one IP."""
-        return _one_list(self.backward_phases)
-
-
-def _one_list(phases: Tuple[Phase, ...]) -> Tuple[Call, ...]:
-    if len(phases) != 1 or len(phases[0]) != 1:
-        raise ValueError(f"the step runs as {sum(map(len, phases))} lists in {len(phases)} phases, not one list")
-    return phases[0][0][1]
 
 
 def net_shapes(spec: CsbSpec, image: Tuple[int, int, int], convs: Sequence[Tuple[int, int]],
@@ -198,8 +175,8 @@ def net_arena(spec: CsbSpec, shapes: Sequence[ConvShape], batch: int,
     a phase's lists share out those calls)."""
     sized = _place(spec, shapes, batch, structures, 1)
     zero = CsbStepScales(relu=(0,) * (len(shapes) - 1), mask=(0,) * len(shapes), upd=((0, False),) * len(shapes))
-    slots = max(len(items) for phases in _phases(sized, batch, zero, 0, 1) for items in _merged(phases, 1)[0])
-    return _place(spec, shapes, batch, structures, slots)
+    calls = [sum(len(items) for lists in phases for items in lists) for phases in _phases(sized, batch, zero, 0, 1)]
+    return _place(spec, shapes, batch, structures, max(calls))  # the forward's and the backward's calls
 
 
 def _selects(items: list, spec: CsbSpec, v: MapView, z: MapView, out: MapView, dims: Tuple[int, int],
@@ -246,34 +223,6 @@ def _update(items: list, a: ConvArena, upd: Tuple[int, bool], phase: int, s: Blo
                       Block(offset=s.iw + 4 * index + start, words=words_of_bytes(n), rows=1), n, code_rounding(n, 0)))
 
 
-def _runs(count: int, copies: int) -> List[range]:
-    """``range(count)`` cut into at most ``copies`` runs of near-equal length, none empty."""
-    parts = min(count, copies)
-    edges = [count * i // parts for i in range(parts + 1)] if parts else [0]
-    return [range(low, high) for low, high in zip(edges, edges[1:])]
-
-
-def _draft_cycles(spec: CsbSpec, item: Draft) -> int:
-    """A draft call's cycles on the PE without stalls, as far as its words and products say (to balance lists)."""
-    header, segments, out, count, _ = item
-    words = 1 + sum(block.total_words for block in segments) + count
-    if header & FLAG_EW:
-        return words
-    return words + compute_cycles(spec, op=header & 3, nnz=(header >> 16) & 0x1FF)
-
-
-def _balanced(spec: CsbSpec, groups: Sequence[list], copies: int) -> List[list]:
-    """``groups`` of drafts (each to run in order on one IP) dealt to at most ``copies`` lists, the costliest first
-    to the least loaded; each list keeps its groups in the given order."""
-    costs = [sum(_draft_cycles(spec, item) for item in group) for group in groups]
-    loads, dealt = [0] * copies, [[] for _ in range(copies)]
-    for index in sorted(range(len(groups)), key=lambda i: -costs[i]):
-        least = loads.index(min(loads))
-        loads[least] += costs[index]
-        dealt[least].append(index)
-    return [[item for index in sorted(part) for item in groups[index]] for part in dealt if part]
-
-
 def _phases(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int, copies: int) -> Tuple[list, list]:
     """The drafts of the forward and backward phases, each a list of drafted lists (see :func:`net_lists`)."""
     if phase not in (0, 1):
@@ -282,7 +231,7 @@ def _phases(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int, copies
     if len(scales.relu) != layers - 1 or len(scales.mask) != layers or len(scales.upd) != layers:
         raise ValueError(f"scales for {len(scales.upd)} layers; the arena has {layers}")
     *convs, head = net.layers
-    parts, head_parts = _runs(chunks, copies), _runs(head.chunks_of(n), copies)
+    parts, head_parts = runs(chunks, copies), runs(head.chunks_of(n), copies)
     convs_forward, head_forward, head_errors, errors = [], [], [], []
     for part in parts:  # a lane chunk's maps through every conv, ReLU included, on one IP
         convs_forward.append([])
@@ -293,7 +242,7 @@ def _phases(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int, copies
     for part in head_parts:  # a folded head's one map reads every chunk's features
         head_forward.append([])
         layer_forward(head, n, head_forward[-1], part)
-    for columns in _runs(head.column_blocks, copies) if convs else ():  # its EB shared by block columns
+    for columns in runs(head.column_blocks, copies) if convs else ():  # its EB shared by block columns
         head_errors.append([])
         layer_errors(head, n, head_errors[-1], columns=columns)
     for part in parts if convs else ():
@@ -310,28 +259,8 @@ def _phases(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int, copies
             updates.append([])
             layer_gradients(a, n, updates[-1], [s])
             _update(updates[-1], a, scales.upd[layer], phase, s)
-    backward = [head_errors, errors, _balanced(net.spec, updates, copies)]
+    backward = [head_errors, errors, balanced(net.spec, updates, copies)]
     return [convs_forward, head_forward], backward
-
-
-def _merged(phases: list, copies: int) -> list:
-    """Phases on one IP as one list; on several, the phases that have lists."""
-    if copies == 1:
-        return [[[item for lists in phases for items in lists for item in items]]]
-    return [[items for items in lists if items] for lists in phases if any(lists)]
-
-
-def _called(phases: list, first_record: int) -> Tuple[Phase, ...]:
-    """Drafted phases as calls, the lists of a phase writing their records one after another from
-    ``first_record``."""
-    out = []
-    for lists in phases:
-        record, called = first_record, []
-        for items in lists:
-            called.append((PE, calls_of(items, record)))
-            record += 4 * RECORD_WORDS * len(items)
-        out.append(tuple(called))
-    return tuple(out)
 
 
 def net_lists(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int, copies: int = 1) -> ConvNetLists:
@@ -347,18 +276,9 @@ def net_lists(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int, copi
 
     Every product and sum is the one-IP step's, in the same order per result, so the results are its bit for
     bit."""
-    if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
-        raise ValueError(f"copies={copies!r} must be a positive int: the csb IPs the lists run on")
-    forward, backward = (_called(_merged(phases, copies), net.records) for phases in _phases(net, n, scales, phase,
-                                                                                               copies))
-    for part in (*forward, *backward):
-        calls = [call for _, listed in part for call in listed]
-        if len(calls) > net.record_slots:
-            raise ValueError(f"{len(calls)} calls in a phase, {net.record_slots} record slots")
-        for _, listed in part:
-            check_list(listed, 4 * net.image.size)
+    forward, backward = (placed(phases, copies, PE, net.records, net.record_slots, 4 * net.image.size)
+                         for phases in _phases(net, n, scales, phase, check_copies(copies)))
     return ConvNetLists(n=n, phase=phase, copies=copies, forward_phases=forward, backward_phases=backward)
 
 
-__all__ = ["ConvNetArena", "ConvNetLists", "MapView", "Phase", "conv_structures", "net_arena", "net_lists",
-           "net_shapes"]
+__all__ = ["ConvNetArena", "ConvNetLists", "MapView", "conv_structures", "net_arena", "net_lists", "net_shapes"]

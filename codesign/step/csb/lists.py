@@ -30,13 +30,13 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from codesign.contracts.calls import RAW, Block, Call
+from codesign.contracts.calls import RAW, Block
 from codesign.numerics.records import keyword_record
 from codesign.numerics.round_stage import RoundStageConfig
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import EwOp, Op, header_word
 from codesign.step.csb.arena import BUFFER_EXTRA_BITS, BlockSlots, CsbArena, build_arena
-from codesign.step.csb.share import Draft, Phase, balanced, one_list, placed, runs
+from codesign.step.csb.share import Draft, Phase, PhasedLists, balanced, placed, runs
 
 PE = "csb"
 Upd = Tuple[int, bool]  # UPD's shift field and its LEFT flag, per layer
@@ -61,7 +61,7 @@ class CsbStepScales:
 
 
 @keyword_record
-class CsbStepLists:
+class CsbStepLists(PhasedLists):
     """One step's lists for ``n`` samples in ``phase`` on ``copies`` csb IPs: ``forward_phases`` (up to the logits'
     accumulators) and ``backward_phases`` (gradients, mask, update, new weights), each phase's lists side by side
     (:mod:`codesign.step.csb.share`; one IP: a list each); ``macs``: FP, EB and WG products (``nnz`` a sample)."""
@@ -72,20 +72,6 @@ class CsbStepLists:
     forward_phases: Tuple[Phase, ...]
     backward_phases: Tuple[Phase, ...]
     macs: int
-
-    @property
-    def phases(self) -> List[List[Tuple[str, Tuple[Call, ...]]]]:
-        return [list(phase) for phase in (*self.forward_phases, *self.backward_phases)]
-
-    @property
-    def forward(self) -> Tuple[Call, ...]:
-        """The forward list of a step on one IP."""
-        return one_list(self.forward_phases)
-
-    @property
-    def backward(self) -> Tuple[Call, ...]:
-        """The backward list of a step on one IP."""
-        return one_list(self.backward_phases)
 
 
 def code_rounding(values: int, shift: int) -> RoundStageConfig:
@@ -214,8 +200,8 @@ def step_arena(spec: CsbSpec, layers: Sequence[int], batch: int, structures) -> 
     those calls)."""
     sized = build_arena(spec, layers, batch, structures, record_slots=1)
     scales = CsbStepScales(relu=(0,) * (len(layers) - 2), mask=(0,) * (len(layers) - 1), upd=((0, False),) * (len(layers) - 1))
-    slots = max(sum(len(items) for lists in phases for items in lists) for phases in _phases(sized, batch, scales, 0, 1))
-    return build_arena(spec, layers, batch, structures, record_slots=slots)
+    calls = [sum(len(items) for lists in phases for items in lists) for phases in _phases(sized, batch, scales, 0, 1)]
+    return build_arena(spec, layers, batch, structures, record_slots=max(calls))  # the forward's, the backward's
 
 
 def step_lists(arena: CsbArena, n: int, scales: CsbStepScales, phase: int,

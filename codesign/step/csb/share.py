@@ -90,11 +90,32 @@ def placed(phases: Sequence[Sequence[List[Draft]]], copies: int, pe: str, first_
     return tuple(out)
 
 
-def one_list(phases: Tuple[Phase, ...]) -> Tuple[Call, ...]:
-    """The calls of ``phases`` that are one list on one IP (a step's forward or backward on one IP)."""
+def _one_list(phases: Tuple[Phase, ...]) -> Tuple[Call, ...]:
     if len(phases) != 1 or len(phases[0]) != 1:
         raise ValueError(f"the step runs as {sum(map(len, phases))} lists in {len(phases)} phases, not one list")
     return phases[0][0][1]
 
 
-__all__ = ["Draft", "Phase", "balanced", "calls_of", "check_copies", "draft_cycles", "one_list", "placed", "runs"]
+class PhasedLists:
+    """A step's ``forward_phases`` and ``backward_phases`` (its record's fields): all its ``phases`` in order, and on
+    one IP its ``forward`` and ``backward`` lists."""
+
+    forward_phases: Tuple[Phase, ...]
+    backward_phases: Tuple[Phase, ...]
+
+    @property
+    def phases(self) -> List[List[Tuple[str, Tuple[Call, ...]]]]:
+        return [list(phase) for phase in (*self.forward_phases, *self.backward_phases)]
+
+    @property
+    def forward(self) -> Tuple[Call, ...]:
+        """The forward list of a step on one IP."""
+        return _one_list(self.forward_phases)
+
+    @property
+    def backward(self) -> Tuple[Call, ...]:
+        """The backward list of a step on one IP."""
+        return _one_list(self.backward_phases)
+
+
+__all__ = ["Draft", "Phase", "PhasedLists", "balanced", "calls_of", "check_copies", "draft_cycles", "placed", "runs"]

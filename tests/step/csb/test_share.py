@@ -12,7 +12,8 @@ from codesign.contracts.calls import RAW, RECORD_WORDS, Block
 from codesign.pe.csb import CsbSpec
 from codesign.pe.csb.stream import Op, header_word
 from codesign.shell.calls import block_words, run_list_golden
-from codesign.step.csb.conv_step import net_lists
+from codesign.pe.csb import encode
+from codesign.step.csb.conv_step import net_arena, net_lists, net_shapes
 from codesign.step.csb.lists import CsbStepScales, step_arena, step_lists
 from codesign.step.csb.share import balanced, placed, runs
 from tests.step.csb.test_conv_step import PE, network_case
@@ -64,11 +65,35 @@ def _conv_case(copies: int):
     return spec, image, one, net_lists(net, 6, scales, 0, copies), net.records, net.record_slots
 
 
+def _tiled_conv_case(copies: int):
+    """Two stride-1 convs whose maps take four 2 x 2 tiles each, so the second's EB clears and loads its grid: the
+    entry-less EBs read their own chunk's errors, which a list on another IP is not writing."""
+    spec = CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2, batch=4, max_stride=2)
+    shapes = net_shapes(spec, (2, 4, 4), ((4, 1), (4, 1)), 5)
+    rng = np.random.default_rng(1)
+    structures = [encode(np.broadcast_to((rng.random((s.outputs, s.channels)) < 0.7)[:, :, None, None],
+                                         (s.outputs, s.channels, 3, 3)).astype(np.int8), block=4) for s in shapes]
+    net = net_arena(spec, shapes, 8, structures)
+    image = net.image.copy()
+    for a, csb in zip(net.layers, structures):
+        a.write_state(image, csb, rng.integers(-(1 << 23), 1 << 23, (csb.nnz, 3, 3)), 0)
+    net.layers[0].write_input(image, rng.integers(-128, 128, (8, 2, 4, 4)))
+    net.layers[-1].write_errors(image, rng.integers(-128, 128, (8, 5, 1, 1)))
+    scales = CsbStepScales(relu=(-9, -8), mask=(0, -7, -6), upd=((3, False), (2, True), (0, False)))
+    assert net.layers[1].tiles == (2, 2)
+    return (spec, image, net_lists(net, 8, scales, 0), net_lists(net, 8, scales, 0, copies), net.records,
+            net.record_slots)
+
+
+CASES = {"mlp": (_mlp_case, 3), "conv": (_conv_case, 5), "tiled conv": (_tiled_conv_case, 5)}
+
+
 @pytest.mark.parametrize("copies", [2, 3, 5])
-@pytest.mark.parametrize("network", ["mlp", "conv"])
+@pytest.mark.parametrize("network", sorted(CASES))
 def test_shared_phases_split_the_one_ip_step_and_write_disjoint_words(network, copies):
-    spec, image, one, shared, records, slots = (_mlp_case if network == "mlp" else _conv_case)(copies)
-    assert shared.copies == copies and len(shared.phases) == (3 if network == "mlp" else 5)
+    case, phases = CASES[network]
+    spec, image, one, shared, records, slots = case(copies)
+    assert shared.copies == copies and len(shared.phases) == phases
     assert max(len(phase) for phase in shared.phases) == min(copies, max(len(phase) for phase in shared.phases))
     assert len(shared.phases[-1]) == copies  # the stored blocks dealt to every IP
     assert sorted(map(_call_key, one.forward + one.backward), key=repr) == sorted(
@@ -91,4 +116,4 @@ def test_shared_phases_split_the_one_ip_step_and_write_disjoint_words(network, c
     kept[records // 4:records // 4 + RECORD_WORDS * slots] = False
     assert np.array_equal(got[kept], want[kept]) and not np.array_equal(want[kept], image[kept])
     with pytest.raises(ValueError, match="not one list"):
-        shared.forward if network == "conv" else shared.backward
+        shared.forward if network != "mlp" else shared.backward
