@@ -121,9 +121,13 @@ def fb_board_trainer(overlay, design=None, **setup_changes):
     """The FB-float family's board trainer for ``overlay``: every step as two call lists
     (:class:`codesign.deploy.fb_list_training.FbListBoardTrainer`) where the IP runs lists
     (:func:`codesign.deploy.list_shell.runs_lists`: an RTL-route build, or the emulated board); else
-    :class:`BoardTrainer`, one IP call per GEMM."""
+    :class:`BoardTrainer`, one IP call per GEMM on the one IP (copies are refused: only lists share a step)."""
     if runs_lists(overlay, "fpmac_array"):
         return FbListBoardTrainer(overlay, design, **setup_changes)
+    copies = sum(ip["pe"] == "fpmac_array" for ip in overlay.manifest["ips"])
+    if copies > 1:
+        raise DeployError(f"design {overlay.manifest.get('design')!r}: {copies} fpmac_array IPs share a step as call "
+                          "lists only, and these do not run them (an HLS export)")
     return BoardTrainer(overlay, design, **setup_changes)
 
 

@@ -13,7 +13,7 @@ go to the device and are never re-encoded by the host while the structure stands
    the new buffers in the other phase's slots.
 
 On several csb IPs (the shell's ``ip_count``) the forward is a phase of lists and the backward two, each phase's
-lists side by side (:mod:`codesign.step.csb.share`): the same results, bit for bit.
+lists side by side (:mod:`codesign.step.share`): the same results, bit for bit.
 
 Evaluation and :meth:`read_weights` read the buffers back (once an epoch, not a step) and run the loop's own code,
 so a run equals the loop's bit for bit in every state word and every loss (``tests/loops/test_csb_lists.py``).

@@ -1,4 +1,4 @@
-"""The FB-float loop with every training step as two call lists: the state on the device, the update on the PE.
+"""The FB-float loop with every training step as call lists: the state on the device, the update on the PE.
 
 :class:`FbListTrainer` is :class:`codesign.loops.fb.FbMlpTrainer` whose
 steps run as the lists of :func:`codesign.step.fpmac_array.lists.step_lists`
@@ -15,6 +15,10 @@ from the start and are never read back during training; per step the host
 3. runs the backward list (gradients, mask, momentum SGD on the PE), which
    leaves the new parameters in the other phase's regions.
 
+On several fpmac_array IPs (the shell's ``ip_count``) the forward is a phase
+of lists and the backward two, each phase's lists side by side
+(:mod:`codesign.step.share`): the same results, bit for bit.
+
 Evaluation, the FB rule and :meth:`read_weights` read the parameters back
 (once an epoch, not a step) and run the loop's own code, so a run equals the
 loop's bit for bit in every state word and every loss
@@ -23,8 +27,8 @@ loop's bit for bit in every state word and every loss
 A shell is any object with ``run_phase(phase, arena) -> arena`` (``phase``:
 ``[(pe, calls)]``), ``arena(lists, key)`` (the arena the object's ``arena``
 image describes, kept under ``key``), ``flush(arena, ranges)`` and
-``invalidate(arena, ranges)`` (word ranges ``(start, words)``) and
-``specs["fpmac_array"]``, the IP's build.
+``invalidate(arena, ranges)`` (word ranges ``(start, words)``),
+``ip_count(pe)`` and ``specs["fpmac_array"]``, the IPs' build.
 """
 
 from __future__ import annotations
@@ -45,8 +49,8 @@ class FbListTrainer(StateOnDevice, FbMlpTrainer):
         spec = shell.specs.get(PE) if hasattr(shell, "specs") else None
         if spec != setup.spec:
             raise HwTrainError(f"the shell's {PE} build {spec} is not the set-up's {setup.spec}")
-        self.shell = shell
-        self.layout = step_arena(setup.spec, setup.layers, setup.batch_size)
+        self.shell, self.copies = shell, shell.ip_count(PE)
+        self.layout = step_arena(setup.spec, setup.layers, setup.batch_size, self.copies)
         self.device = shell.arena(self.layout, key=("fb", setup.layers, setup.batch_size))
         self.phase = 0  # the regions holding the current P and V (the update writes the other phase's)
         self.list_steps = self.lists_built = 0
@@ -81,10 +85,11 @@ class FbListTrainer(StateOnDevice, FbMlpTrainer):
 
     def lists(self, n: int) -> FbStepLists:
         """This step's lists for ``n`` rows: built once per rows, FB and phase."""
-        return self._kept_lists((n, self.fb, self.phase), lambda: step_lists(self.layout, n, self.fb, self.phase))
+        return self._kept_lists((n, self.fb, self.phase), lambda: step_lists(self.layout, n, self.fb, self.phase,
+                                                                           self.copies))
 
     def train_step(self, x, y) -> float:
-        """One SGD step on a batch as two lists; returns the batch's mean cross-entropy (float64)."""
+        """One SGD step on a batch as call lists; returns the batch's mean cross-entropy (float64)."""
         x, y = self._batch(x, y, self.setup.batch_size)
         n = x.shape[0]
         lists, layout = self.lists(n), self.layout
@@ -94,12 +99,12 @@ class FbListTrainer(StateOnDevice, FbMlpTrainer):
             ranges += layout.write_scalars(self.device, [self.to_words(value) for value in scalars[1:]])
             self._scalars = scalars
         self.shell.flush(self.device, ranges)
-        self.device = self.shell.run_phase(lists.phases[0], self.device)
+        self._run_phases(lists.forward_phases)
         logits_at = layout.logits
         self.shell.invalidate(self.device, logits_at.ranges(n))
         loss, dz = softmax_cross_entropy(self.to_values(logits_at.read(self.device, n)), y)
         self.shell.flush(self.device, layout.dz[-1].write(self.device, self.to_words(dz)))
-        self.device = self.shell.run_phase(lists.phases[1], self.device)
+        self._run_phases(lists.backward_phases)
         self.phase = 1 - self.phase
         self._stale = True
         self.gemm.macs[self.fb] += lists.macs

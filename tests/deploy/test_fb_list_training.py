@@ -1,5 +1,6 @@
-"""FB-float training with every step as two call lists on the emulated board's fpmac_array IP (the generated C++
-in list mode) ends bit-identical to the golden loop in every state word, within issue 40's host traffic goals."""
+"""FB-float training with every step as call lists on the emulated board's fpmac_array IP or two copies of it (the
+generated C++ in list mode) ends bit-identical to the golden loop in every state word, within issue 40's host
+traffic goals."""
 
 from __future__ import annotations
 
@@ -22,8 +23,13 @@ pytestmark = pytest.mark.slow
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits_abvs.toml"
 
 
-def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(tmp_path):
-    design = load_design(EXAMPLE)
+@pytest.mark.parametrize("copies", [1, 2])
+def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(tmp_path, copies):
+    """On the example's fpmac_array IP, and on two copies of it: the batch's row tiles in two runs, each IP with its
+    own partial sums, the gradients and updates dealt by parameter column (three phases a step)."""
+    path = tmp_path / "design.toml"
+    path.write_text(EXAMPLE.read_text() + f"\n[design.pe.fpmac_array]\ncopies = {copies}\n")
+    design = load_design(path)
     overlay = emulated_overlay(design, tmp_path)
     data = load_digits_dataset(validation_fraction=0.2)
     changes = {"epochs": 2, "epsilon": 1.0}  # the FB rises after the first epoch: both widths run
@@ -34,6 +40,7 @@ def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(t
     for row_b, row_g in zip(board.history, golden.history):
         assert (row_b["loss"], row_b["accuracy"]) == (row_g["loss"], row_g["accuracy"])
     traffic = overlay.device.traffic
+    lists_a_step, stages = (2, 2) if copies == 1 else (2 + 2 + 2, 3)
     x, y = data.train_x[:64], data.train_y[:64]
     for step in range(2):  # a step in each phase, the lists built before
         traffic.clear()
@@ -42,9 +49,10 @@ def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(t
             trainer.train_step(x, y)
         figures = traffic.as_dict()
         batch_bytes = 4 * np.asarray(x).size  # the batch as float32: 16 KiB
-        print(f"\nstep in phase {1 - board.phase}: {board.shell.lists - lists_before} lists, "
-              f"{len(board.lists(64).forward) + len(board.lists(64).backward)} calls, {figures}")
-        assert board.shell.lists - lists_before == 2
+        calls = [sum(len(listed) for _, listed in phase) for phase in board.lists(64).phases]
+        print(f"\nstep in phase {1 - board.phase} on {copies} IP(s): {board.shell.lists - lists_before} lists, "
+              f"calls by phase {calls}, {figures}")
+        assert board.shell.lists - lists_before == lists_a_step
         assert figures["flushed_bytes"] <= 2 * batch_bytes + (64 << 10)  # issue 40's goals
         assert figures["invalidated_bytes"] <= 64 << 10
         assert figures["register_writes"] <= 64
@@ -57,9 +65,9 @@ def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(t
     assert compared == 2 * sum(i * o + o for i, o in zip(golden.setup.layers[:-1], golden.setup.layers[1:]))
     figures = board.throughput()  # the model's figures of the lists that ran, beside the measured ones
     steps = board.step
-    assert figures["list_steps"] == steps == 2 * 3 + 2 and figures["lists"] == 2 * steps
-    assert figures["model"]["stages"] == 2 * steps and not figures["model"]["evaluation_included"]
-    full = step_list_cycles(board.setup.spec, board.setup.layers, 64, ddr=BOARD_DDR)
+    assert figures["list_steps"] == steps == 2 * 3 + 2 and figures["lists"] == lists_a_step * steps
+    assert figures["model"]["stages"] == stages * steps and not figures["model"]["evaluation_included"]
+    full = step_list_cycles(board.setup.spec, board.setup.layers, 64, ddr=BOARD_DDR, copies=copies)
     assert figures["pe_cycles"] == steps * full["total"]  # every batch full, each phase's lists alike in cycles
     clock_hz = overlay.manifest["clock_mhz"] * 1e6
     assert figures["model"]["pe_s_per_step"] == pytest.approx(full["total"] / clock_hz, rel=1e-12)

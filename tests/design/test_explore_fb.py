@@ -210,16 +210,18 @@ def test_the_family_prices_the_list_step_the_board_runs(design):
     setup, host = fb_setup_of(design), HostModel(fixed_s=2e-4, per_call_s=0.0, source="test")
     assert get_family("fpmac_array").explorer(design, host=host).knobs["fpmac_array"]["max_k"] == (32, 64)
     family = fb_list_model(setup.spec, setup.layers, setup.batch_size, host=host)
-    knobs = {"rows": (2, 8), "cols": (4,), "max_m": (32, 64), "max_n": (64,), "max_k": (64,), "copies": (1,)}
+    knobs = {"rows": (2, 8), "cols": (4,), "max_m": (32, 64), "max_n": (64,), "max_k": (64,), "copies": (1, 2)}
     space = explore_family(family, design.board, clock_mhz=100.0, knobs={"fpmac_array": knobs})
-    assert space.index.shape[0] == 4
-    for index in range(4):
-        spec = space.chosen_options(index)[0].spec
-        step = fb_list_step(spec, setup.layers, setup.batch_size, design.board, clock_mhz=100.0, host_s=2e-4,
-                            host_source="test", ddr=BOARD_DDR)
+    assert space.index.shape[0] == 8
+    for index in range(8):
+        option = space.chosen_options(index)[0]
+        step = fb_list_step(option.spec, setup.layers, setup.batch_size, design.board, clock_mhz=100.0, host_s=2e-4,
+                            host_source="test", ddr=BOARD_DDR, copies=option.copies)
         assert (space.pe_s[index], space.memory_s[index], space.host_s[index]) == pytest.approx(
             (step.pe_s, step.memory_s, step.host_s), rel=1e-12, abs=1e-15)
         assert family.step(space.chosen_options(index), design.board, 100.0).to_dict() == step.to_dict()
-    by_build = {(o.spec.rows, o.spec.max_m): i for i, o in enumerate(space.options[0])}
+    by_copies = {(o.spec.rows, o.spec.max_m, o.copies): i for i, o in enumerate(space.options[0])}
+    assert space.pe_s[by_copies[(8, 64, 2)]] < space.pe_s[by_copies[(8, 64, 1)]]  # two IPs share the step
+    by_build = {(o.spec.rows, o.spec.max_m): i for i, o in enumerate(space.options[0]) if o.copies == 1}
     assert space.pe_s[by_build[(8, 64)]] < space.pe_s[by_build[(8, 32)]]
     assert space.resources["bram_36k"][by_build[(8, 64)]] > space.resources["bram_36k"][by_build[(8, 32)]]

@@ -26,8 +26,8 @@ def small_setup(**changes):
     return fb_setup(config, SMALL, **changes)
 
 
-def shell(spec=SMALL) -> GoldenListShell:
-    return GoldenListShell({"fpmac_array": spec})
+def shell(spec=SMALL, copies: int = 1) -> GoldenListShell:
+    return GoldenListShell({"fpmac_array": spec}, units={"fpmac_array": copies})
 
 
 def assert_same_state(golden, lists) -> int:
@@ -66,9 +66,12 @@ def test_two_epochs_with_an_fb_change_equal_the_golden_loop_in_every_state_word(
     assert lists.list_steps == 10 and lists.lists_built == 6
 
 
-def test_step_by_step_with_a_shorter_batch_and_what_the_host_moves():
+@pytest.mark.parametrize("copies", [1, 2, 3])
+def test_step_by_step_with_a_shorter_batch_and_what_the_host_moves(copies):
+    """On one fpmac_array IP and shared among two or three: the batch's row tiles in runs (each IP's chains keep
+    their partial sums in its own buffers), the parameter tiles' gradients and updates dealt out by column."""
     setup = small_setup()
-    runner = shell()
+    runner = shell(copies=copies)
     golden, lists = FbMlpTrainer(setup), FbListTrainer(setup, runner)
     rng = np.random.default_rng(0)
     flushed, read = runner.flushed, runner.read
@@ -77,8 +80,10 @@ def test_step_by_step_with_a_shorter_batch_and_what_the_host_moves():
         before = (runner.flushed, runner.read, runner.lists)
         assert golden.train_step(x, y) == lists.train_step(x, y)
         scalars = 3 if step == 0 else 0  # weight decay, momentum and the rate go in when they change, here once
+        tiles = -(-n // 4)  # row tiles of 4; 6 column tiles of parameters (3 a layer)
+        lists_run = 2 if copies == 1 else 2 * min(tiles, copies) + min(6, copies)
         assert (runner.flushed - before[0], runner.read - before[1], runner.lists - before[2]) == \
-            (n * 64 + scalars + n * 10, n * 10, 2)
+            (n * 64 + scalars + n * 10, n * 10, lists_run)
         assert lists.phase == lists.step % 2
     assert flushed == 2 * (65 * 12 + 13 * 10) and read == 0  # the state went in once, at the start
     assert_same_state(golden, lists)

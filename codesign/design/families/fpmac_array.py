@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from codesign.design.explore_model import FPMAC_ARRAY_KNOBS, FPMAC_BUFFER_KNOBS, ExploreModel, list_step_host, stage_array
+from codesign.design.explore_model import (COPIES, FPMAC_ARRAY_KNOBS, FPMAC_BUFFER_KNOBS, MAX_LIST_COPIES, ExploreModel,
+                                           list_step_host, phase_loads, stage_array)
 from codesign.design.families import DesktopFamily, design_pes
 from codesign.design.point import derived_pe_fields
 from codesign.loops.common import HwTrainError
@@ -55,11 +56,13 @@ def fb_setup(training, spec: FpmacArraySpec | None = None, **changes) -> HwTrain
 
 
 def fb_setup_of(design, **changes) -> HwTrainSetup:
-    """From a design point: its training configuration and its (single) fpmac_array instance."""
-    arrays = [instance for instance in design.instances if instance.pe == "fpmac_array"]
-    if len(arrays) != 1:
-        raise HwTrainError(f"design {design.name!r} has {len(arrays)} fpmac_array instances; the loop needs one")
-    return fb_setup(design.training, arrays[0].spec, **changes)
+    """From a design point: its training configuration and its fpmac_array build (one instance, or copies of one
+    that share each step's lists)."""
+    arrays = [instance.spec for instance in design.instances if instance.pe == "fpmac_array"]
+    if not arrays or any(spec != arrays[0] for spec in arrays):
+        raise HwTrainError(f"design {design.name!r} has {len(arrays)} fpmac_array instances; the loop needs one, or "
+                           "copies of one build")
+    return fb_setup(design.training, arrays[0], **changes)
 
 
 def measure_fb_list_host(setup: HwTrainSetup, *, repeats: int = 3, seed: int = 0) -> dict[str, float]:
@@ -97,21 +100,22 @@ def fb_list_model(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, ho
     timing (:data:`codesign.step.list_cycles.BOARD_DDR`; fast, :func:`codesign.step.list_cycles.fast_step_cycles`);
     ``host`` the host's seconds a list step (``fixed_s``)."""
 
-    def priced(build):
-        return step_list_cycles(build, layers, batch, ddr=BOARD_DDR, fast=True)
+    def priced(build, copies: int = 1):
+        return step_list_cycles(build, layers, batch, ddr=BOARD_DDR, fast=True, copies=copies)
 
-    def loads(pe: str, build, copies: int):
-        found = priced(build)
-        return stage_array(list_stages(found)), found["calls"]
+    def step(options, board, clock, hp_ports=1):
+        build, copies = options[0].spec, options[0].copies
+        found = priced(build, copies)
+        return fb_list_step(build, layers, batch, board, clock_mhz=clock, host_s=host.seconds(found["calls"]),
+                            host_source=host.source, copies=copies, priced=found)
 
-    return ExploreModel(name=KEY, bases={KEY: spec}, loads=loads,
-                       step=lambda options, board, clock, hp_ports=1: fb_list_step(
-                           options[0].spec, layers, batch, board, clock_mhz=clock, host_s=host.seconds(
-                               priced(options[0].spec)["calls"]), host_source=host.source, ddr=BOARD_DDR),
-                       stages=lambda options: list_stages(priced(options[0].spec)),
-                       describe=lambda options: {KEY: options[0].spec.to_dict()}, host=host,
-                       macs=priced(spec)["macs"], mac_energy_pj=fb_mac_energy_pj(spec),
-                       knobs={KEY: {**FPMAC_ARRAY_KNOBS, **FPMAC_BUFFER_KNOBS}})
+    return ExploreModel(name=KEY, bases={KEY: spec}, step=step,
+                        loads=lambda pe, build, copies: phase_loads(priced(build, copies), copies),
+                        stages=lambda options: list_stages(priced(options[0].spec, options[0].copies)),
+                        describe=lambda options: {KEY: {**options[0].spec.to_dict(), COPIES: options[0].copies}},
+                        host=host, macs=priced(spec)["macs"], mac_energy_pj=fb_mac_energy_pj(spec),
+                        max_copies=MAX_LIST_COPIES,
+                        knobs={KEY: {**FPMAC_ARRAY_KNOBS, **FPMAC_BUFFER_KNOBS, COPIES: (1, 2)}})
 
 
 def fb_explorer(design, *, progress: Callable[[str], None] = print, host: HostModel | None = None) -> ExploreModel:

@@ -37,7 +37,7 @@ from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import Op, header_word
 from codesign.step.csb.arena import BlockSlots, words_of_bytes
 from codesign.step.csb.conv_arena import ConvArena, ConvShape, build_conv_arena
-from codesign.step.csb.share import calls_of
+from codesign.step.share import calls_of
 
 
 

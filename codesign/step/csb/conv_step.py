@@ -39,8 +39,8 @@ from codesign.pe.csb.stream import EwOp, Op, header_word
 from codesign.step.csb.arena import BUFFER_EXTRA_BITS, BlockSlots, words_of_bytes
 from codesign.step.csb.conv_arena import ConvArena, ConvShape, build_conv_arena, folded_head, head_fold
 from codesign.step.csb.conv_lists import layer_errors, layer_forward, layer_gradients
-from codesign.step.csb.lists import PE, CsbStepScales, code_rounding
-from codesign.step.csb.share import Phase, PhasedLists, balanced, check_copies, placed, runs
+from codesign.step.csb.lists import PE, CsbStepScales, code_rounding, draft_cycles
+from codesign.step.share import Phase, PhasedLists, balanced, check_copies, placed, runs
 
 
 @keyword_record
@@ -259,7 +259,7 @@ def _phases(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int, copies
             updates.append([])
             layer_gradients(a, n, updates[-1], [s])
             _update(updates[-1], a, scales.upd[layer], phase, s)
-    backward = [head_errors, errors, balanced(net.spec, updates, copies)]
+    backward = [head_errors, errors, balanced(updates, copies, draft_cycles(net.spec))]
     return [convs_forward, head_forward], backward
 
 

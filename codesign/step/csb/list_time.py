@@ -15,47 +15,20 @@ from codesign.boards import Board
 from codesign.pe.csb.spec import CsbSpec
 from codesign.step.csb.lists import PE, CsbStepScales, step_arena, step_lists
 from codesign.step.csb.time import csb_mac_energy_pj
-from codesign.step.list_cycles import DdrTiming, fast_step_cycles, step_cycles
+from codesign.step.list_cycles import DdrTiming
+from codesign.step.share import phase_cycles
 from codesign.step.time import StepTime, list_step_time
-
-
-def phase_cycles(spec: CsbSpec, lists, arena, *, ddr: Optional[DdrTiming] = None,
-                 fast: bool = False) -> Dict[str, object]:
-    """Cycles of a step's ``lists`` (``forward_phases``, ``backward_phases``) on IPs of ``spec``, a phase its
-    longest list's (they run side by side), each from ``run_start`` to ``ap_done``: by phase (``forward`` and
-    ``backward`` where each is one phase, else ``forward 1``, ``backward 1``, ...), ``total``, the ``breakdown``
-    of each phase's longest list summed (fetch, pe, stall, record, control), ``calls``, each phase's ``words`` (all
-    its lists') and ``list_words`` (each list's, in the order of the IPs). Scales and UPD shifts change no cycle
-    (they are header and descriptor fields, not lengths); ``ddr``: the list bench's DDR model (None: the AXI RAM
-    alone). ``fast``: the same figure, each list simulated once per shape and re-priced by the PE's compute cycles
-    (:func:`codesign.step.list_cycles.fast_step_cycles`; for the explorer)."""
-    price = fast_step_cycles if fast else step_cycles
-    out: Dict[str, object] = {"total": 0, "calls": 0, "words": {}, "list_words": {}}
-    breakdown: Dict[str, int] = {}
-    for part, phases in (("forward", lists.forward_phases), ("backward", lists.backward_phases)):
-        for index, phase in enumerate(phases):
-            name = part if len(phases) == 1 else f"{part} {index + 1}"
-            runs = [price(PE, spec, {name: calls}, arena, ddr=ddr) for _, calls in phase]
-            longest = max(runs, key=lambda run: run["total"])
-            out[name] = longest["total"]
-            out["total"] += longest["total"]
-            out["calls"] += sum(run["calls"] for run in runs)
-            out["list_words"][name] = [run["words"][name] for run in runs]
-            out["words"][name] = tuple(sum(words[side] for words in out["list_words"][name]) for side in (0, 1))
-            for key, value in longest["breakdown"].items():
-                breakdown[key] = breakdown.get(key, 0) + value
-    return {**out, "breakdown": breakdown}
 
 
 def step_list_cycles(spec: CsbSpec, layers: Sequence[int], batch: int, structures, *,
                      ddr: Optional[DdrTiming] = None, fast: bool = False, copies: int = 1) -> Dict[str, object]:
     """Cycles of one full-batch step of ``layers`` with the stored ``structures`` on ``copies`` IPs of ``spec``, as
-    :func:`phase_cycles` gives them, and the step's ``macs``."""
+    :func:`codesign.step.share.phase_cycles` gives them, and the step's ``macs``."""
     arena = step_arena(spec, layers, batch, structures)
     count = len(layers) - 1
     scales = CsbStepScales(relu=(0,) * (count - 1), mask=(0,) * count, upd=((0, False),) * count)
     lists = step_lists(arena, batch, scales, 0, copies=copies)
-    return {**phase_cycles(spec, lists, arena.image, ddr=ddr, fast=fast), "macs": lists.macs}
+    return {**phase_cycles(PE, spec, lists, arena.image, ddr=ddr, fast=fast), "macs": lists.macs}
 
 
 def csb_list_step(spec: CsbSpec, layers: Sequence[int], batch: int, structures, board: Board, *, clock_mhz: float,

@@ -28,15 +28,16 @@ lists it built.
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from codesign.contracts.calls import RAW, Block
 from codesign.numerics.records import keyword_record
 from codesign.numerics.round_stage import RoundStageConfig
+from codesign.pe.csb.cycles import FLAG_EW, compute_cycles
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import EwOp, Op, header_word
 from codesign.step.csb.arena import BUFFER_EXTRA_BITS, BlockSlots, CsbArena, build_arena
-from codesign.step.csb.share import Draft, Phase, PhasedLists, balanced, placed, runs
+from codesign.step.share import Draft, Phase, PhasedLists, balanced, placed, runs
 
 PE = "csb"
 Upd = Tuple[int, bool]  # UPD's shift field and its LEFT flag, per layer
@@ -64,7 +65,7 @@ class CsbStepScales:
 class CsbStepLists(PhasedLists):
     """One step's lists for ``n`` samples in ``phase`` on ``copies`` csb IPs: ``forward_phases`` (up to the logits'
     accumulators) and ``backward_phases`` (gradients, mask, update, new weights), each phase's lists side by side
-    (:mod:`codesign.step.csb.share`; one IP: a list each); ``macs``: FP, EB and WG products (``nnz`` a sample)."""
+    (:mod:`codesign.step.share`; one IP: a list each); ``macs``: FP, EB and WG products (``nnz`` a sample)."""
 
     n: int
     phase: int
@@ -72,6 +73,18 @@ class CsbStepLists(PhasedLists):
     forward_phases: Tuple[Phase, ...]
     backward_phases: Tuple[Phase, ...]
     macs: int
+
+
+def draft_cycles(spec: CsbSpec) -> Callable[[Draft], int]:
+    """A drafted call's cycles on the PE without stalls, as far as its words and products say (to deal lists among
+    copies): its header, operand and result words, and its compute steps."""
+    def cycles(item: Draft) -> int:
+        header, segments, _, count, _ = item
+        words = 1 + sum(block.total_words for block in segments) + count
+        if header & FLAG_EW:
+            return words
+        return words + compute_cycles(spec, op=header & 3, nnz=(header >> 16) & 0x1FF)
+    return cycles
 
 
 def code_rounding(values: int, shift: int) -> RoundStageConfig:
@@ -191,7 +204,7 @@ def _phases(arena: CsbArena, n: int, scales: CsbStepScales, phase: int, copies: 
             _gradient(updates[-1], layer, s)
             _update(updates[-1], s, scales.upd[layer])
     return [[d.items for d in forward]], [[d.items for d in errors],
-                                          balanced(arena.spec, [d.items for d in updates], copies)]
+                                          balanced([d.items for d in updates], copies, draft_cycles(arena.spec))]
 
 
 def step_arena(spec: CsbSpec, layers: Sequence[int], batch: int, structures) -> CsbArena:
@@ -217,4 +230,4 @@ def step_lists(arena: CsbArena, n: int, scales: CsbStepScales, phase: int,
                         macs=macs)
 
 
-__all__ = ["PE", "CsbStepLists", "CsbStepScales", "code_rounding", "step_arena", "step_lists"]
+__all__ = ["PE", "CsbStepLists", "CsbStepScales", "code_rounding", "draft_cycles", "step_arena", "step_lists"]

@@ -161,8 +161,10 @@ class FbArena:
     no pre-activation is stored), the ``logits`` the host reads, output gradient ``dz[l]`` (``dz[-1]``: the host
     writes it) and, for ``l > 0``, input gradient ``dx[l]``
     (``dx[0]`` is None); ``ones`` (``tile`` words of 1.0: the bias row's A), ``scalars`` (weight decay,
-    momentum, minus the learning rate), ``records`` (a record slot per call of the longest list, ``record_slots``)
-    and the arena's first ``image``."""
+    momentum, minus the learning rate), ``records`` (a record slot per call of the longest list, ``record_slots``),
+    the arena's first ``image`` and, for a step shared among copies of the array, ``scratch``: two partial-sum
+    buffers an IP (byte offsets), where a chain over parameter tiles that other IPs' chains read too keeps its
+    sums, not in the tiles' gaps, which those chains would write as well."""
 
     spec: FpmacArraySpec
     layers: Tuple[int, ...]
@@ -179,6 +181,7 @@ class FbArena:
     records: int
     record_slots: int
     image: np.ndarray
+    scratch: Tuple[int, ...] = ()
 
     @property
     def arena(self) -> np.ndarray:
@@ -227,9 +230,10 @@ class FbArena:
 
 
 def build_arena(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, one: int,
-                record_slots: int) -> FbArena:
+                record_slots: int, copies: int = 1) -> FbArena:
     """The arena of an MLP ``layers`` (features: input, hidden..., classes) trained ``batch`` rows a step on
-    ``spec``; ``one`` is the container word of 1.0; ``record_slots`` records (the longest list's calls)."""
+    ``spec``; ``one`` is the container word of 1.0; ``record_slots`` records (the longest list's calls);
+    ``copies`` > 1: the IPs' own partial-sum buffers, two each."""
     layers = tuple(int(f) for f in layers)
     if len(layers) < 2 or min(layers) < 1 or batch < 1:
         raise ValueError(f"layers {layers} and batch {batch}: at least two widths, all >= 1")
@@ -257,10 +261,11 @@ def build_arena(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, one:
     dx = (None,) + tuple(Tiles.place(layout, rows, spans(layers[index], tile)) for index in range(1, count))
     ones = layout.put(np.full(tile, one, dtype=np.uint32))
     scalars = layout.put(np.zeros(3, dtype=np.uint32))
+    scratch = tuple(layout.reserve(chunk) for _ in range(2 * copies)) if copies > 1 else ()
     records = layout.reserve(RECORD_WORDS * record_slots)
     return FbArena(spec=spec, layers=layers, batch=batch, tile=tile, params=tuple(params),
                    region_bytes=4 * region_words, a=a, logits=logits, dz=dz, dx=dx, ones=ones, scalars=scalars,
-                   records=records, record_slots=record_slots, image=layout.image())
+                   records=records, record_slots=record_slots, image=layout.image(), scratch=scratch)
 
 
 __all__ = ["REGIONS", "FbArena", "Tiles", "build_arena", "param_rows", "region"]

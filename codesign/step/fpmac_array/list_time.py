@@ -1,4 +1,4 @@
-"""What an FB-float step as call lists costs the PL: the list cycle model over the step's two lists.
+"""What an FB-float step as call lists costs the PL: the list cycle model over the step's lists, phase by phase.
 
 Why a model of the lists and not of the GEMMs (:mod:`codesign.step.fpmac_array.time`): on lists the host no longer
 packs operands, so the step is the shell's fetches, the PE's streams and the records, back to back; the
@@ -14,31 +14,34 @@ from codesign.boards import Board
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.step.fpmac_array.lists import PE, step_arena, step_lists
 from codesign.step.fpmac_array.time import fb_mac_energy_pj
-from codesign.step.list_cycles import DdrTiming, fast_step_cycles, step_cycles
+from codesign.step.list_cycles import DdrTiming
+from codesign.step.share import phase_cycles
 from codesign.step.time import StepTime, list_step_time
 
 
 def step_list_cycles(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, fb: Optional[int] = None,
-                     ddr: Optional[DdrTiming] = None, fast: bool = False) -> Dict[str, object]:
-    """Cycles of one full-batch step of ``layers`` on ``spec``: ``forward`` and ``backward`` (each list from
-    ``run_start`` to ``ap_done``), ``total``, their ``breakdown`` summed (fetch, pe, stall, record, control),
-    ``calls`` and GEMM ``macs``. ``fb`` (default ``max_fb``) changes no cycle; ``ddr``: the list bench's DDR
-    model (None: the AXI RAM alone). ``fast``: the same figure, simulated once per step shape and re-priced by
-    the array's compute cycles (:func:`codesign.step.list_cycles.fast_step_cycles`; for the explorer)."""
-    arena = step_arena(spec, layers, batch)
-    lists = step_lists(arena, batch, spec.max_fb if fb is None else fb, 0)
-    price = fast_step_cycles if fast else step_cycles
-    priced = price(PE, spec, {"forward": lists.forward, "backward": lists.backward}, arena.image, ddr=ddr)
-    return {**priced, "macs": lists.macs}
+                     ddr: Optional[DdrTiming] = None, fast: bool = False, copies: int = 1) -> Dict[str, object]:
+    """Cycles of one full-batch step of ``layers`` on ``copies`` IPs of ``spec``, phase by phase as
+    :func:`codesign.step.share.phase_cycles` gives them (``forward`` and ``backward`` on one IP), and the GEMM
+    ``macs``. ``fb`` (default ``max_fb``) changes no cycle; ``ddr``: the list bench's DDR model (None: the AXI
+    RAM alone). ``fast``: the same figure, each list simulated once per shape and re-priced by the array's
+    compute cycles (for the explorer)."""
+    arena = step_arena(spec, layers, batch, copies)
+    lists = step_lists(arena, batch, spec.max_fb if fb is None else fb, 0, copies)
+    return {**phase_cycles(PE, spec, lists, arena.image, ddr=ddr, fast=fast), "macs": lists.macs}
 
 
 def fb_list_step(spec: FpmacArraySpec, layers: Sequence[int], batch: int, board: Board, *, clock_mhz: float,
-                 host_s: float, host_source: str, ddr: Optional[DdrTiming] = None) -> StepTime:
-    """The whole list step of an MLP ``layers`` at ``batch`` rows on one ``spec`` build on ``board`` at
-    ``clock_mhz``: its two lists as two stages (cycles under ``ddr``, the board's HP-port timing where None is
-    not wanted; words over the port), the host's ``host_s`` measured where it runs."""
-    return list_step_time(step_list_cycles(spec, layers, batch, ddr=ddr), board, clock_mhz=clock_mhz, host_s=host_s,
-                          host_source=host_source, array_macs=spec.macs, mac_energy_pj=fb_mac_energy_pj(spec))
+                 host_s: float, host_source: str, ddr: Optional[DdrTiming] = None, copies: int = 1,
+                 priced: Optional[Dict[str, object]] = None) -> StepTime:
+    """The whole list step of an MLP ``layers`` at ``batch`` rows on ``copies`` IPs of the ``spec`` build on
+    ``board`` at ``clock_mhz``: a stage a phase (``priced``: as :func:`step_list_cycles` gave them, else priced
+    here under ``ddr``, the board's HP-port timing where None is not wanted; words over the port), the host's
+    ``host_s`` measured where it runs."""
+    if priced is None:
+        priced = step_list_cycles(spec, layers, batch, ddr=ddr, copies=copies)
+    return list_step_time(priced, board, clock_mhz=clock_mhz, host_s=host_s, host_source=host_source,
+                          array_macs=copies * spec.macs, mac_energy_pj=fb_mac_energy_pj(spec))
 
 
 __all__ = ["fb_list_step", "step_list_cycles"]

@@ -13,7 +13,7 @@ from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.pe.fpmac_array.vector import OP_SGD, VectorHeader, is_vector
 from codesign.shell.calls import run_list_golden
 from codesign.step.fpmac_array.arena import region
-from codesign.step.fpmac_array.lists import one_word, step_arena, step_lists
+from codesign.step.fpmac_array.lists import gemm_products, one_word, step_arena, step_lists
 
 SPEC = FpmacArraySpec(exp_bits=5, max_fb=7, max_m=4, max_n=3, max_k=5)  # tile 3: every contraction chained
 PE = get_pe("fpmac_array")
@@ -88,6 +88,38 @@ def test_no_call_writes_the_state_its_phase_reads(phase):
     updated = [c.out for c in lists.backward if is_vector(c.header) and VectorHeader.parse(c.header).op == OP_SGD]
     other = arena.base(region(1 - phase, "p"))
     assert all(other <= out.offset - arena.params[0].offsets[0][0] < other + arena.region_bytes for out in updated)
+
+
+@pytest.mark.parametrize("copies", [2, 3])
+def test_a_step_shared_among_copies_leaves_the_one_ip_state(copies):
+    """On copies the forward and the input gradients go by runs of row tiles, each IP's chains keeping their
+    partial sums in its own two buffers (the parameter tiles' gaps are every row tile's), and the gradients and
+    updates by parameter column (a column's chains share dz's gaps): a phase's lists write disjoint words and read
+    none another writes, and run phase by phase they leave the new state, activations, logits and gradients of the
+    one-IP lists."""
+    from tests.step.test_share import assert_side_by_side
+
+    arena = step_arena(SPEC, (7, 5, 4), 7, copies)
+    image = _filled(arena, np.random.default_rng(copies), 7, 4)
+    one, shared = step_lists(arena, 7, 4, 0), step_lists(arena, 7, 4, 0, copies)
+    assert [len(phase) for phase in shared.phases] == [min(copies, 3)] * 2 + [min(copies, 4)]  # 3 row tiles; 2 x 2 columns
+    assert_side_by_side(shared.phases)
+    want = run_list_golden(PE, SPEC, run_list_golden(PE, SPEC, image, one.forward), one.backward)
+    got = image
+    for phase in shared.phases:
+        for _, calls in phase:
+            got = run_list_golden(PE, SPEC, got, calls)
+    for layer in range(len(arena.params)):  # the gaps and the partial-sum buffers aside
+        tiles = [arena.a[layer], arena.dz[layer]] + ([arena.dx[layer]] if layer else [])
+        for start, words in (r for t in tiles + [arena.logits] for r in t.ranges(7)):
+            np.testing.assert_array_equal(got[start:start + words], want[start:start + words])
+    new = arena.read_params(got, 1), arena.read_params(want, 1)
+    for key in new[0]:
+        for mine, theirs in zip(new[0][key], new[1][key]):
+            np.testing.assert_array_equal(mine, theirs)
+    assert gemm_products(one.forward) + gemm_products(one.backward) == shared.macs
+    with pytest.raises(ValueError, match="partial sums for 0 IPs"):
+        step_lists(step_arena(SPEC, (7, 5, 4), 7), 7, 4, 0, copies)
 
 
 def test_the_one_word_and_a_bad_phase():

@@ -1,24 +1,25 @@
-"""A CSB training step shared among copies of one csb IP: drafted calls dealt into lists that run side by side.
+"""A training step shared among copies of one IP: drafted calls dealt into lists that run side by side.
 
-Why: a step's lane chunks and stored blocks are independent work (a chunk's maps go through every layer on their
-own; a block's gradient, update and new weights touch that block alone), so copies of the PE can take them at once,
-phase by phase, while every result keeps the one-IP step's products in the same order: bit for bit the same.
+Why: a step's batch tiles (lane chunks, row tiles) and its parameter tiles (stored blocks, weight tiles) are
+independent work (a batch tile's activations go through every layer on their own; a parameter tile's gradient and
+update touch that tile alone), so copies of the PE can take them at once, phase by phase, while every result keeps
+the one-IP step's products in the same order: bit for bit the same.
 
 A *phase* is lists that run side by side, ``(pe, calls)`` each on its own IP; they write disjoint words and read
 none another writes. Before their records are placed, a list is *drafted*: ``(header, segments, out, count,
-rounding)`` a call (:data:`Draft`). The builders (:mod:`codesign.step.csb.lists`, :mod:`codesign.step.csb.conv_step`)
-draft each phase as a list of drafted lists; :func:`placed` turns them into phases of calls, one list a phase on
-one IP.
+rounding)`` a call (:data:`Draft`). A family's builder (:mod:`codesign.step.csb.lists`,
+:mod:`codesign.step.csb.conv_step`, :mod:`codesign.step.fpmac_array.lists`) drafts each phase as a list of drafted
+lists; :func:`placed` turns them into phases of calls (on one IP, one list a direction), and :func:`phase_cycles`
+prices them, a phase as its longest list.
 """
 
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from codesign.contracts.calls import RECORD_WORDS, Block, Call, check_list
 from codesign.numerics.round_stage import RoundStageConfig
-from codesign.pe.csb.cycles import FLAG_EW, compute_cycles
-from codesign.pe.csb.spec import CsbSpec
+from codesign.step.list_cycles import DdrTiming, fast_step_cycles, step_cycles
 
 Draft = Tuple[int, Tuple[Block, ...], Block, int, RoundStageConfig]  # header, segments, out, results, rounding
 Phase = Tuple[Tuple[str, Tuple[Call, ...]], ...]  # lists run side by side, ``(pe, calls)`` each on its own IP
@@ -44,20 +45,11 @@ def runs(count: int, copies: int) -> List[range]:
     return [range(low, high) for low, high in zip(edges, edges[1:])]
 
 
-def draft_cycles(spec: CsbSpec, item: Draft) -> int:
-    """A drafted call's cycles on the PE without stalls, as far as its words and products say (to balance lists):
-    its header, operand and result words, and its compute steps."""
-    header, segments, _, count, _ = item
-    words = 1 + sum(block.total_words for block in segments) + count
-    if header & FLAG_EW:
-        return words
-    return words + compute_cycles(spec, op=header & 3, nnz=(header >> 16) & 0x1FF)
-
-
-def balanced(spec: CsbSpec, groups: Sequence[List[Draft]], copies: int) -> List[List[Draft]]:
-    """``groups`` of drafts (each to run in order on one IP) dealt to at most ``copies`` lists, the costliest first
-    to the least loaded; each list keeps its groups in the given order."""
-    costs = [sum(draft_cycles(spec, item) for item in group) for group in groups]
+def balanced(groups: Sequence[List[Draft]], copies: int, cost: Callable[[Draft], int]) -> List[List[Draft]]:
+    """``groups`` of drafts (each to run in order on one IP) dealt to at most ``copies`` lists by their ``cost`` (a
+    draft's cycles, as far as the family's PE model says), the costliest first to the least loaded; each list
+    keeps its groups in the given order."""
+    costs = [sum(cost(item) for item in group) for group in groups]
     loads, dealt = [0] * copies, [[] for _ in range(copies)]
     for index in sorted(range(len(groups)), key=lambda i: -costs[i]):
         least = loads.index(min(loads))
@@ -118,4 +110,31 @@ class PhasedLists:
         return _one_list(self.backward_phases)
 
 
-__all__ = ["Draft", "Phase", "PhasedLists", "balanced", "calls_of", "check_copies", "draft_cycles", "placed", "runs"]
+def phase_cycles(pe: str, spec, lists: PhasedLists, arena, *, ddr: Optional[DdrTiming] = None,
+                 fast: bool = False) -> Dict[str, object]:
+    """Cycles of a step's ``lists`` on IPs of ``pe`` built ``spec``, a phase its longest list's (they run side by
+    side), each from ``run_start`` to ``ap_done``: by phase (``forward`` and ``backward`` where each is one phase,
+    else ``forward 1``, ``backward 1``, ...), ``total``, the ``breakdown`` of each phase's longest list summed
+    (fetch, pe, stall, record, control), ``calls``, each phase's ``words`` (all its lists') and ``list_words``
+    (each list's, in the order of the IPs). ``ddr``: the list bench's DDR model (None: the AXI RAM alone).
+    ``fast``: the same figure, each list simulated once per shape and re-priced by the PE's compute cycles
+    (:func:`codesign.step.list_cycles.fast_step_cycles`; for the explorer)."""
+    price = fast_step_cycles if fast else step_cycles
+    out: Dict[str, object] = {"total": 0, "calls": 0, "words": {}, "list_words": {}}
+    breakdown: Dict[str, int] = {}
+    for part, phases in (("forward", lists.forward_phases), ("backward", lists.backward_phases)):
+        for index, phase in enumerate(phases):
+            name = part if len(phases) == 1 else f"{part} {index + 1}"
+            runs_ = [price(pe, spec, {name: calls}, arena, ddr=ddr) for _, calls in phase]
+            longest = max(runs_, key=lambda run: run["total"])
+            out[name] = longest["total"]
+            out["total"] += longest["total"]
+            out["calls"] += sum(run["calls"] for run in runs_)
+            out["list_words"][name] = [run["words"][name] for run in runs_]
+            out["words"][name] = tuple(sum(words[side] for words in out["list_words"][name]) for side in (0, 1))
+            for key, value in longest["breakdown"].items():
+                breakdown[key] = breakdown.get(key, 0) + value
+    return {**out, "breakdown": breakdown}
+
+
+__all__ = ["Draft", "Phase", "PhasedLists", "balanced", "calls_of", "check_copies", "phase_cycles", "placed", "runs"]

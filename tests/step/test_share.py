@@ -15,7 +15,8 @@ from codesign.shell.calls import block_words, run_list_golden
 from codesign.pe.csb import encode
 from codesign.step.csb.conv_step import net_arena, net_lists, net_shapes
 from codesign.step.csb.lists import CsbStepScales, step_arena, step_lists
-from codesign.step.csb.share import balanced, placed, runs
+from codesign.step.csb.lists import draft_cycles
+from codesign.step.share import balanced, placed, runs
 from tests.step.csb.test_conv_step import PE, network_case
 from tests.step.csb.test_list_time import LAYERS, SPEC, step_case
 
@@ -34,11 +35,11 @@ def test_blocks_are_dealt_costliest_first_and_keep_their_order():
     def group(nnz: int, tag: int) -> list:
         return [(header_word(Op.WG, nnz), (Block(offset=4 * tag, words=1, rows=1),), Block(), 0, RAW)]
     groups = [group(nnz, tag) for tag, nnz in enumerate((1, 16, 2, 15, 3))]
-    lists = balanced(spec, groups, 2)
+    lists = balanced(groups, 2, draft_cycles(spec))
     tags = [[item[1][0].offset // 4 for item in listed] for listed in lists]
     # a call costs nnz products, its header and its operand word: 18 + 4 + 3 against 17 + 5, in the given order
     assert tags == [[0, 1, 2], [3, 4]]
-    assert balanced(spec, groups[:1], 3) == [groups[0]]  # no empty list
+    assert balanced(groups[:1], 3, draft_cycles(spec)) == [groups[0]]  # no empty list
 
 
 def test_a_phase_over_its_record_slots_is_refused():
@@ -46,6 +47,19 @@ def test_a_phase_over_its_record_slots_is_refused():
     with pytest.raises(ValueError, match="3 calls in a phase, 2 record slots"):
         placed([[[item, item], [item]]], 2, PE, 4096, 2, 1 << 16)
     assert len(placed([[[item, item], [item]]], 1, PE, 4096, 3, 1 << 16)[0][0][1]) == 3
+
+
+def assert_side_by_side(phases) -> None:
+    """The lists of every phase write disjoint words (results and records) and read none another list writes."""
+    for phase in phases:
+        written = [np.concatenate([block_words(call.out) for call in calls] +
+                                  [call.record // 4 + np.arange(RECORD_WORDS) for call in calls]) for _, calls in phase]
+        read = [np.concatenate([block_words(block) for call in calls for block in call.segments])
+                for _, calls in phase]
+        for i, mine in enumerate(written):
+            for j, theirs in enumerate(written):
+                assert i == j or not np.intersect1d(mine, theirs).size
+                assert i == j or not np.intersect1d(mine, read[j]).size
 
 
 def _call_key(call):
@@ -98,15 +112,7 @@ def test_shared_phases_split_the_one_ip_step_and_write_disjoint_words(network, c
     assert len(shared.phases[-1]) == copies  # the stored blocks dealt to every IP
     assert sorted(map(_call_key, one.forward + one.backward), key=repr) == sorted(
         (_call_key(call) for phase in shared.phases for _, calls in phase for call in calls), key=repr)
-    for phase in shared.phases:
-        written = [np.concatenate([block_words(call.out) for call in calls] +
-                                  [call.record // 4 + np.arange(RECORD_WORDS) for call in calls]) for _, calls in phase]
-        read = [np.concatenate([block_words(block) for call in calls for block in call.segments])
-                for _, calls in phase]
-        for i, mine in enumerate(written):
-            for j, theirs in enumerate(written):
-                assert i == j or not np.intersect1d(mine, theirs).size
-                assert i == j or not np.intersect1d(mine, read[j]).size
+    assert_side_by_side(shared.phases)
     want = run_list_golden(PE, spec, run_list_golden(PE, spec, image, one.forward), one.backward)
     got = image
     for phase in shared.phases:
