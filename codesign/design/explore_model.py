@@ -6,7 +6,8 @@ of a design's training loop; each training family builds its own
 (:mod:`codesign.design.families`). Knob tables are per PE (``{field:
 values}``, plus ``copies``): a value is offered to the PE's spec and kept only where the
 spec's own validators accept it, so the tables may be generous. Copies
-stay at 1 where the loop drives one IP of the PE (FB-float, CSB).
+stay at 1 where the loop drives one IP of the PE (the per-call steps); the
+FB-float and CSB lists share a step's phases among copies.
 """
 
 from __future__ import annotations
