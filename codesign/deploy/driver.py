@@ -50,6 +50,21 @@ def invalidate_words(buffer, words: int, start: int = 0) -> None:
         buffer[start:start + words].invalidate()
 
 
+def clear_list_ends(arena, lists) -> None:
+    """Zero the ``done`` word of each list's last record and flush it (``lists``: their calls), before any of them
+    starts: a record an earlier list left in that slot would read as the list's end, so a list that stopped at a
+    refused call would pass for finished. All at once, while no IP runs: writing back a cache line can cover a
+    neighbouring record another IP is writing."""
+    from codesign.contracts.calls import RECORD
+
+    ends = [calls[-1].record // 4 + RECORD["done"] if calls else -1 for calls in lists]
+    if any(not 0 <= end < arena.size for end in ends):
+        raise AccelInputError(f"a list's last record lies outside the arena of {arena.size} words, or a list is empty")
+    for end in ends:
+        arena[end] = 0
+        flush_words(arena, 1, end)
+
+
 def read_records(arena, offsets) -> list:
     """The records of calls whose record offsets (bytes into ``arena``) are ``offsets``: each invalidated (eight
     words, nothing more) and decoded (:func:`codesign.contracts.calls.decode_record`)."""
@@ -204,13 +219,16 @@ class AccelIP(DefaultIP):
         self.start_list(arena, descriptors, n_calls)
         return self.finish_list(timeout_s=timeout_s)
 
-    def start_list(self, arena, descriptors, n_calls: int, *, flush: bool = True) -> None:
+    def start_list(self, arena, descriptors, n_calls: int, *, flush: bool = True, clear_end: bool = True) -> None:
         """Start a call list (as :meth:`run_list`) and return at once, so that several IPs run their lists side by
         side on one arena (lists that write disjoint words); :meth:`finish_list` waits for it. ``flush=False``:
         the caller flushed the descriptors when it wrote them and has not written them since (a list kept in a
-        buffer of its own, run every step)."""
+        buffer of its own, run every step). ``clear_end=False``: the caller cleared the last record's ``done``
+        word (:func:`clear_list_ends`: lists side by side clear theirs before the first starts)."""
         calls = self._checked_list(arena, descriptors, n_calls)
         self._check_free()
+        if clear_end:
+            clear_list_ends(arena, [calls])
         if flush:
             flush_words(descriptors, len(calls) * DESCRIPTOR_WORDS)
         for name, value in (("in", arena.physical_address), ("out", arena.physical_address),

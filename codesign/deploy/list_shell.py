@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from codesign.contracts.calls import DESCRIPTOR_WORDS, FIELD, encode_list, round_field
 from codesign.deploy.board import OnBoard
-from codesign.deploy.driver import flush_words, invalidate_words
+from codesign.deploy.driver import clear_list_ends, flush_words, invalidate_words
 from codesign.deploy.manifest import DeployError
 from codesign.step.list_cycles import BOARD_DDR, phase_cycles
 from codesign.step.model import StageLog, model_figures
@@ -179,9 +179,10 @@ class ListShell:
         while they compute), then each waited for."""
         started, failed = [], None
         try:
+            clear_list_ends(arena, [calls for _, calls in phase])
             for pe, calls in phase:
                 ip = self.ips[pe][sum(other == pe for other, _ in phase[:len(started)])]  # a PE's lists on its copies
-                ip.start_list(arena, self.descriptors(calls), len(calls), flush=False)
+                ip.start_list(arena, self.descriptors(calls), len(calls), flush=False, clear_end=False)
                 started.append(ip)
                 self.lists += 1
                 self.calls += len(calls)

@@ -38,8 +38,9 @@ def test_a_list_runs_in_place_and_equals_the_golden_arena(overlay, seed, shift):
     traffic = overlay.device.traffic
     traffic.clear()
     assert ip.run_list(arena, descriptors, len(case.calls)) == len(case.calls)
-    # eight register writes; the descriptors flushed by the driver, the last record read back, nothing else
-    assert traffic.register_writes == 8 and traffic.flushed_bytes == 128 * len(case.calls)
+    # eight register writes; the descriptors and the cleared end of the last record flushed by the driver, the
+    # last record read back, nothing else
+    assert traffic.register_writes == 8 and traffic.flushed_bytes == 128 * len(case.calls) + 4
     assert traffic.invalidated_bytes == 4 * 8
     invalidate_words(arena, arena.size)
     wrong = np.flatnonzero(np.asarray(arena) != case.expected)
@@ -206,6 +207,31 @@ def test_a_refused_call_stops_the_list_and_the_driver_names_it(overlay):
     overlay.download()  # the PE may hold part of a transaction: reset the PL
 
 
+def test_a_list_that_stops_is_not_taken_for_done_by_an_earlier_lists_record(overlay):
+    """The good list runs first and leaves its last call's record done; the same slots then end a list whose
+    middle call is refused (its record in a slot of its own): the list stops before its last call, whose slot
+    still holds the earlier record, and the driver must not take that for this list's end."""
+    pe = get_pe("tt1")
+    case = tt_chain(pe, pe.spec_class(), np.random.default_rng(8))
+    first, second = case.calls
+    spare = 4 * case.arena.size  # a record slot past the case's arena
+    arena_words = np.concatenate([case.arena, np.zeros(16, np.uint32)])
+    refused = Call(header=header_word(1, pe.spec_class().max_j + 1, 1, 1), segments=(), out=Block(), count=0,
+                   record=spare)
+    ip = overlay.accelerator("tt1_0")
+    good = ListCase(calls=(first, second), arena=arena_words, expected=arena_words)
+    arena, descriptors = _buffers(overlay, good)
+    assert ip.run_list(arena, descriptors, 2) == 2
+    assert read_records(arena, [second.record])[0]["done"] == RECORD_DONE
+    bad = ListCase(calls=(first, refused, second), arena=arena_words, expected=arena_words)
+    descriptors = allocate(shape=(bad.descriptors.size,), dtype=np.uint32, target=overlay.device)
+    descriptors[:] = bad.descriptors
+    flush_words(descriptors, descriptors.size)
+    with pytest.raises(DeployError, match="call 1 of the list was refused \\(status 2\\)"):
+        ip.run_list(arena, descriptors, 3)
+    overlay.download()  # the PE may hold part of a transaction: reset the PL
+
+
 def test_descriptors_inside_the_arena_are_refused(overlay):
     pe = get_pe("tt1")
     case = tt_chain(pe, pe.spec_class(), np.random.default_rng(7))
@@ -249,7 +275,7 @@ def test_a_tt_layer_forward_runs_as_two_lists_on_the_emulated_board(tmp_path):
     outputs = int(np.prod(lists.out_shape))
     invalidate_words(arena, outputs, lists.out // 4)
     calls = len(lists.pe2_calls) + len(lists.pe1_calls)
-    assert traffic.as_dict() == {"flushed_bytes": 128 * calls, "invalidated_bytes": 4 * (outputs + 2 * 8),
+    assert traffic.as_dict() == {"flushed_bytes": 128 * calls + 2 * 4, "invalidated_bytes": 4 * (outputs + 2 * 8),
                                  "register_writes": 16, "register_reads": traffic.register_reads}
     y = np.asarray(arena[lists.out // 4:lists.out // 4 + outputs]).view(np.int32).reshape(lists.out_shape)
     np.testing.assert_array_equal(y, _reference(x, cores, SHIFTS))  # 8-bit states in the 16-bit PEs' slots

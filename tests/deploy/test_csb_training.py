@@ -163,7 +163,7 @@ def test_a_design_the_overlay_does_not_implement_is_refused(example):
 
 def test_configurations_the_loop_cannot_train_are_refused(example):
     design, _ = example
-    with pytest.raises(HwTrainError, match="0 csb instances"):
+    with pytest.raises(HwTrainError, match="has no csb instance"):
         csb_setup_of(load_design(EXAMPLES / "digits_abvs.toml"))
     with pytest.raises(HwTrainError, match="not model 'resnet'"):
         csb_setup_of(load_design(EXAMPLES / "digits_compressed.toml"))

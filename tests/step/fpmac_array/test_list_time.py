@@ -66,22 +66,24 @@ def test_the_explorer_s_fast_pricing_is_the_cycle_model_on_every_array_shape(ddr
 
 @pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog is not on PATH")
 @pytest.mark.slow
-def test_rtl_runs_the_example_step_bit_exact_in_the_modelled_cycles(tmp_path):
+@pytest.mark.parametrize("copies", [1, 2])
+def test_rtl_runs_the_example_step_bit_exact_in_the_modelled_cycles(tmp_path, copies):
     """digits_abvs (its network, batch 64 and FP-MAC array build): a step of the list trainer on the golden shell,
-    each list's arena before and after kept; both lists on the RTL shell around the array's RTL give the golden
-    arena bit for bit in the cycles the model prices the step at (docs/fpmac_array.md quotes them)."""
+    each phase's arena before and after kept; every list on the RTL shell around the array's RTL gives the golden
+    arena bit for bit in the cycles the model prices it at (docs/fpmac_array.md quotes them). On two IPs each list
+    runs from its phase's arena (a phase's lists are independent), its chains' partial sums a third segment."""
     from codesign.design import load_design
     from codesign.design.families.fpmac_array import fb_setup_of
     from codesign.loops.fb_lists import FbListTrainer
     from codesign.pe import get_pe
-    from codesign.shell.calls import ListCase
+    from codesign.shell.calls import ListCase, run_list_golden
     from codesign.shell.ip import held_by_default
     from codesign.shell.list_runner import GoldenListShell
     from codesign.shell.list_sim import run_list_rtl
     from codesign.step.list_cycles import list_cycles
 
     setup = fb_setup_of(load_design(Path(__file__).resolve().parents[3] / "examples" / "digits_abvs.toml"))
-    shell = GoldenListShell({"fpmac_array": setup.spec})
+    shell = GoldenListShell({"fpmac_array": setup.spec}, units={"fpmac_array": copies})
     trainer, runs, golden_run = FbListTrainer(setup, shell), [], shell.run_phase
 
     def kept(phase, arena):
@@ -94,13 +96,21 @@ def test_rtl_runs_the_example_step_bit_exact_in_the_modelled_cycles(tmp_path):
     rng = np.random.default_rng(4)
     for _ in range(2):  # the second step starts from the state the first left on the device
         trainer.train_step(rng.random((64, setup.layers[0])), rng.integers(0, setup.layers[-1], 64))
-    priced = step_list_cycles(setup.spec, setup.layers, 64)
+    priced = step_list_cycles(setup.spec, setup.layers, 64, copies=copies)
     pe = get_pe("fpmac_array")
-    for name, ((_, calls),), before, after in zip(("forward", "backward"), *zip(*runs[2:])):
-        result = run_list_rtl(pe, setup.spec, ListCase(calls=calls, arena=before, expected=after), tmp_path / name,
-                              held_sums=held_by_default(pe))
-        model = list_cycles(pe, setup.spec, calls, before)
-        print(f"\n[digits_abvs step {name}] {len(calls)} calls, {result.mismatches} mismatches, model {model.total}, "
-              f"RTL busy {result.busy_cycles}")
-        assert result.passed, result.first_mismatches
-        assert model.total == result.busy_cycles == priced[name]
+    step = runs[len(runs) // 2:]  # the second step's phases
+    names = [name for name in priced["words"]]  # forward, backward on one IP; forward, backward 1, 2 on two
+    assert len(step) == len(names)
+    for name, (phase, before, _) in zip(names, step):
+        busy = []
+        for index, (_, calls) in enumerate(phase):
+            expected = run_list_golden(pe, setup.spec, before, calls)
+            result = run_list_rtl(pe, setup.spec, ListCase(calls=calls, arena=before, expected=expected),
+                                  tmp_path / f"{name}-{index}".replace(" ", "-"), held_sums=held_by_default(pe))
+            model = list_cycles(pe, setup.spec, calls, before)
+            print(f"\n[digits_abvs step on {copies} IP(s), {name}, list {index}] {len(calls)} calls, "
+                  f"{result.mismatches} mismatches, model {model.total}, RTL busy {result.busy_cycles}")
+            assert result.passed, result.first_mismatches
+            assert model.total == result.busy_cycles
+            busy.append(result.busy_cycles)
+        assert max(busy) == priced[name]
