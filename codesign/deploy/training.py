@@ -118,7 +118,7 @@ def _measure_host(setup: HwTrainSetup, *, source: str, data=None):
 
 
 def fb_board_trainer(overlay, design=None, **setup_changes):
-    """The FB-float family's board trainer for ``overlay``: every step as two call lists
+    """The FB-float family's board trainer for ``overlay``: every step as call lists
     (:class:`codesign.deploy.fb_list_training.FbListBoardTrainer`) where the IP runs lists
     (:func:`codesign.deploy.list_shell.runs_lists`: an RTL-route build, or the emulated board); else
     :class:`BoardTrainer`, one IP call per GEMM on the one IP (copies are refused: only lists share a step)."""

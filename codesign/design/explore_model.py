@@ -40,7 +40,7 @@ CSB_KNOBS = {"block_rows": (4, 8, 16), "block_cols": (4, 8, 16), "batch": (1, 2,
 # that cost the cycle model seconds each
 CSB_LIST_KNOBS = {"block_rows": (8, 16), "block_cols": (8, 16), "batch": (4, 8, 12, 16), "parallel": (1, 2, 4),
                   COPIES: (1, 2)}
-MAX_LIST_COPIES = 2  # csb IPs the explorer lets a CSB step's phases share their lists among (a design may give more)
+MAX_LIST_COPIES = 2  # IPs the explorer lets a step's phases share their lists among (a design may give more)
 CSB_TILE_KNOBS = {"out_h": (1, 2, 4, 8), "out_w": (1, 2, 4, 8)}  # a conv network's output tile (positions)
 # PE3 (the dense route's outer products) is not varied: its one option is the design's build, one copy
 KNOBS = {"tt1": TT_KNOBS, "tt2": TT_KNOBS, "tt3": {}, "fpmac_array": FPMAC_ARRAY_KNOBS, "csb": CSB_KNOBS}
@@ -130,7 +130,7 @@ def stage_array(stages: Sequence[Stage]) -> np.ndarray:
 
 
 def phase_loads(priced: Mapping[str, Any], copies: int) -> tuple[np.ndarray, int, np.ndarray]:
-    """A ``loads`` answer for a step priced phase by phase (:func:`codesign.step.csb.list_time.phase_cycles`):
+    """A ``loads`` answer for a step priced phase by phase (:func:`codesign.step.share.phased_step_cycles`):
     its stages, its calls and each copy's words in and out a stage (``(stages, copies, 2)``; a phase with fewer
     lists than copies leaves the others' zero)."""
     words = np.zeros((len(priced["list_words"]), copies, 2), dtype=np.int64)

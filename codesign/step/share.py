@@ -9,7 +9,7 @@ A *phase* is lists that run side by side, ``(pe, calls)`` each on its own IP; th
 none another writes. Before their records are placed, a list is *drafted*: ``(header, segments, out, count,
 rounding)`` a call (:data:`Draft`). A family's builder (:mod:`codesign.step.csb.lists`,
 :mod:`codesign.step.csb.conv_step`, :mod:`codesign.step.fpmac_array.lists`) drafts each phase as a list of drafted
-lists; :func:`placed` turns them into phases of calls (on one IP, one list a direction), and :func:`phase_cycles`
+lists; :func:`placed` turns them into phases of calls (on one IP, one list a direction), and :func:`phased_step_cycles`
 prices them, a phase as its longest list.
 """
 
@@ -34,7 +34,7 @@ def calls_of(items: Sequence[Draft], first_record: int) -> Tuple[Call, ...]:
 
 def check_copies(copies) -> int:
     if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
-        raise ValueError(f"copies={copies!r} must be a positive int: the csb IPs the lists run on")
+        raise ValueError(f"copies={copies!r} must be a positive int: the IPs the lists run on")
     return copies
 
 
@@ -110,7 +110,7 @@ class PhasedLists:
         return _one_list(self.backward_phases)
 
 
-def phase_cycles(pe: str, spec, lists: PhasedLists, arena, *, ddr: Optional[DdrTiming] = None,
+def phased_step_cycles(pe: str, spec, lists: PhasedLists, arena, *, ddr: Optional[DdrTiming] = None,
                  fast: bool = False) -> Dict[str, object]:
     """Cycles of a step's ``lists`` on IPs of ``pe`` built ``spec``, a phase its longest list's (they run side by
     side), each from ``run_start`` to ``ap_done``: by phase (``forward`` and ``backward`` where each is one phase,
@@ -137,4 +137,5 @@ def phase_cycles(pe: str, spec, lists: PhasedLists, arena, *, ddr: Optional[DdrT
     return {**out, "breakdown": breakdown}
 
 
-__all__ = ["Draft", "Phase", "PhasedLists", "balanced", "calls_of", "check_copies", "phase_cycles", "placed", "runs"]
+__all__ = ["Draft", "Phase", "PhasedLists", "balanced", "calls_of", "check_copies", "phased_step_cycles", "placed",
+           "runs"]

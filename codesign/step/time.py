@@ -146,7 +146,7 @@ def list_stage(cycles: int, calls: Sequence[Call]) -> Stage:
 def list_step_time(priced, board: Board, *, clock_mhz: float, host_s: float, host_source: str, array_macs: int,
                    mac_energy_pj: float, dense_macs: int = 0) -> StepTime:
     """The whole step of a family's lists, ``priced`` as :func:`codesign.step.list_cycles.step_cycles` gives them
-    (a list after another on one IP) or by phase (:func:`codesign.step.csb.list_time.phase_cycles`: lists side by
+    (a list after another on one IP) or by phase (:func:`codesign.step.share.phased_step_cycles`: lists side by
     side on copies), plus the step's ``macs``: a stage a list or phase, its cycles and words; the host's ``host_s``
     measured where it runs."""
     stages = list_stages(priced)

@@ -1,5 +1,5 @@
 """The FB-float family (``fpmac_array``): an MLP trained with ABVS's adaptive fraction bits (or plain FP32) on
-one FP-MAC array IP; golden loop :mod:`codesign.loops.fb`, board trainer :mod:`codesign.deploy.training`."""
+one FP-MAC array IP or copies of it; golden loop :mod:`codesign.loops.fb`, board trainer :mod:`codesign.deploy.training`."""
 
 from __future__ import annotations
 
@@ -95,10 +95,10 @@ def fb_model(spec, shapes: Sequence[GemmShape], *, host: HostModel) -> ExploreMo
 
 
 def fb_list_model(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, host: HostModel) -> ExploreModel:
-    """The FB-float step as the board runs it on an RTL-route build: two call lists on one fpmac_array IP whose
-    array shape and buffer depths vary, each list a stage priced by the list cycle model under the HP port's DDR
-    timing (:data:`codesign.step.list_cycles.BOARD_DDR`; fast, :func:`codesign.step.list_cycles.fast_step_cycles`);
-    ``host`` the host's seconds a list step (``fixed_s``)."""
+    """The FB-float step as the board runs it on an RTL-route build: call lists on one fpmac_array IP or two copies
+    whose array shape and buffer depths vary, each phase a stage priced by the list cycle model under the HP port's
+    DDR timing (:data:`codesign.step.list_cycles.BOARD_DDR`; fast,
+    :func:`codesign.step.list_cycles.fast_step_cycles`); ``host`` the host's seconds a list step (``fixed_s``)."""
 
     def priced(build, copies: int = 1):
         return step_list_cycles(build, layers, batch, ddr=BOARD_DDR, fast=True, copies=copies)

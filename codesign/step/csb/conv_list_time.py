@@ -17,7 +17,7 @@ from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
 from codesign.step.csb.conv_step import conv_structures, net_arena, net_lists, net_shapes
 from codesign.step.csb.lists import PE, CsbStepScales
-from codesign.step.share import phase_cycles
+from codesign.step.share import phased_step_cycles
 from codesign.step.csb.time import csb_mac_energy_pj
 from codesign.step.list_cycles import DdrTiming
 from codesign.step.time import StepTime, list_step_time
@@ -44,14 +44,14 @@ def conv_step_list_cycles(spec: CsbSpec, image: Tuple[int, int, int], convs: Con
                           copies: int = 1) -> Dict[str, object]:
     """Cycles of one full-batch step of the network on ``copies`` IPs of ``spec`` with the stored ``structures``
     (:func:`~codesign.step.csb.conv_step.conv_structures`), phase by phase as
-    :func:`codesign.step.share.phase_cycles` gives them; ``ddr`` the list bench's DDR model (None: the AXI
+    :func:`codesign.step.share.phased_step_cycles` gives them; ``ddr`` the list bench's DDR model (None: the AXI
     RAM alone); ``fast`` re-prices a simulated list shape by its compute cycles (for the explorer)."""
     shapes = net_shapes(spec, image, convs, classes)
     net = net_arena(spec, shapes, batch, structures)
     layers = len(shapes)
     zero = CsbStepScales(relu=(0,) * (layers - 1), mask=(0,) * layers, upd=((0, False),) * layers)
     lists = net_lists(net, batch, zero, 0, copies)
-    return phase_cycles(PE, spec, lists, net.image, ddr=ddr, fast=fast)
+    return phased_step_cycles(PE, spec, lists, net.image, ddr=ddr, fast=fast)
 
 
 def conv_list_step(spec: CsbSpec, image: Tuple[int, int, int], convs: Convs, classes: int, batch: int,

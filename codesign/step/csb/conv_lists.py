@@ -40,7 +40,6 @@ from codesign.step.csb.conv_arena import ConvArena, ConvShape, build_conv_arena
 from codesign.step.share import calls_of
 
 
-
 @keyword_record
 class ConvLists:
     """One step's lists of a conv layer for ``n`` samples: ``forward`` (FP into ``z``) and ``backward`` (WG into

@@ -16,19 +16,19 @@ from codesign.pe.csb.spec import CsbSpec
 from codesign.step.csb.lists import PE, CsbStepScales, step_arena, step_lists
 from codesign.step.csb.time import csb_mac_energy_pj
 from codesign.step.list_cycles import DdrTiming
-from codesign.step.share import phase_cycles
+from codesign.step.share import phased_step_cycles
 from codesign.step.time import StepTime, list_step_time
 
 
 def step_list_cycles(spec: CsbSpec, layers: Sequence[int], batch: int, structures, *,
                      ddr: Optional[DdrTiming] = None, fast: bool = False, copies: int = 1) -> Dict[str, object]:
     """Cycles of one full-batch step of ``layers`` with the stored ``structures`` on ``copies`` IPs of ``spec``, as
-    :func:`codesign.step.share.phase_cycles` gives them, and the step's ``macs``."""
+    :func:`codesign.step.share.phased_step_cycles` gives them, and the step's ``macs``."""
     arena = step_arena(spec, layers, batch, structures)
     count = len(layers) - 1
     scales = CsbStepScales(relu=(0,) * (count - 1), mask=(0,) * count, upd=((0, False),) * count)
     lists = step_lists(arena, batch, scales, 0, copies=copies)
-    return {**phase_cycles(PE, spec, lists, arena.image, ddr=ddr, fast=fast), "macs": lists.macs}
+    return {**phased_step_cycles(PE, spec, lists, arena.image, ddr=ddr, fast=fast), "macs": lists.macs}
 
 
 def csb_list_step(spec: CsbSpec, layers: Sequence[int], batch: int, structures, board: Board, *, clock_mhz: float,

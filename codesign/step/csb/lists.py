@@ -1,4 +1,4 @@
-"""A compressed (CSB) MLP's fixed-point training step as two call lists on the CSB PE, with every tensor in place.
+"""A compressed (CSB) MLP's fixed-point training step as call lists on the CSB PE, with every tensor in place.
 
 Issue 40's CSB step: the index bytes, 8-bit weights and 24-bit weight buffers stay in the arena
 (:mod:`codesign.step.csb.arena`), encoded once per pruning event; the host per step writes the batch's codes,
@@ -120,8 +120,9 @@ class _Drafts:
 
     def select(self, v: int, z: int, out: int, shift: int) -> None:
         a = self.arena
-        self.add(header_word(EwOp.SELECT, a.acc_words, ew=True), (self.block(v, a.acc_words), self.block(z, a.acc_words)),
-                 self.block(out, a.code_words), a.acc_words, code_rounding(a.acc_words, shift))
+        self.add(header_word(EwOp.SELECT, a.acc_words, ew=True),
+                 (self.block(v, a.acc_words), self.block(z, a.acc_words)), self.block(out, a.code_words), a.acc_words,
+                 code_rounding(a.acc_words, shift))
 
     def select_held(self, z: int, out: int, shift: int) -> None:
         """SELECT(held sums, ``z``) through the rounding stage at ``shift``: the mask of the chain's sums the PE
@@ -212,7 +213,8 @@ def step_arena(spec: CsbSpec, layers: Sequence[int], batch: int, structures) -> 
     record slot per call of its longest list (a full batch's on one IP: on several, a phase's lists share out
     those calls)."""
     sized = build_arena(spec, layers, batch, structures, record_slots=1)
-    scales = CsbStepScales(relu=(0,) * (len(layers) - 2), mask=(0,) * (len(layers) - 1), upd=((0, False),) * (len(layers) - 1))
+    count = len(layers) - 1
+    scales = CsbStepScales(relu=(0,) * (count - 1), mask=(0,) * count, upd=((0, False),) * count)
     calls = [sum(len(items) for lists in phases for items in lists) for phases in _phases(sized, batch, scales, 0, 1)]
     return build_arena(spec, layers, batch, structures, record_slots=max(calls))  # the forward's, the backward's
 

@@ -161,7 +161,7 @@ class FbArena:
     no pre-activation is stored), the ``logits`` the host reads, output gradient ``dz[l]`` (``dz[-1]``: the host
     writes it) and, for ``l > 0``, input gradient ``dx[l]``
     (``dx[0]`` is None); ``ones`` (``tile`` words of 1.0: the bias row's A), ``scalars`` (weight decay,
-    momentum, minus the learning rate), ``records`` (a record slot per call of the longest list, ``record_slots``),
+    momentum, minus the learning rate), ``records`` (a record slot per call of the longest one-IP list: a phase's lists share those, ``record_slots``),
     the arena's first ``image`` and, for a step shared among copies of the array, ``scratch``: two partial-sum
     buffers an IP (byte offsets), where a chain over parameter tiles that other IPs' chains read too keeps its
     sums, not in the tiles' gaps, which those chains would write as well."""

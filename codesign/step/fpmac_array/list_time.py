@@ -15,20 +15,20 @@ from codesign.pe.fpmac_array.spec import FpmacArraySpec
 from codesign.step.fpmac_array.lists import PE, step_arena, step_lists
 from codesign.step.fpmac_array.time import fb_mac_energy_pj
 from codesign.step.list_cycles import DdrTiming
-from codesign.step.share import phase_cycles
+from codesign.step.share import phased_step_cycles
 from codesign.step.time import StepTime, list_step_time
 
 
 def step_list_cycles(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, fb: Optional[int] = None,
                      ddr: Optional[DdrTiming] = None, fast: bool = False, copies: int = 1) -> Dict[str, object]:
     """Cycles of one full-batch step of ``layers`` on ``copies`` IPs of ``spec``, phase by phase as
-    :func:`codesign.step.share.phase_cycles` gives them (``forward`` and ``backward`` on one IP), and the GEMM
+    :func:`codesign.step.share.phased_step_cycles` gives them (``forward`` and ``backward`` on one IP), and the GEMM
     ``macs``. ``fb`` (default ``max_fb``) changes no cycle; ``ddr``: the list bench's DDR model (None: the AXI
     RAM alone). ``fast``: the same figure, each list simulated once per shape and re-priced by the array's
     compute cycles (for the explorer)."""
     arena = step_arena(spec, layers, batch, copies)
     lists = step_lists(arena, batch, spec.max_fb if fb is None else fb, 0, copies)
-    return {**phase_cycles(PE, spec, lists, arena.image, ddr=ddr, fast=fast), "macs": lists.macs}
+    return {**phased_step_cycles(PE, spec, lists, arena.image, ddr=ddr, fast=fast), "macs": lists.macs}
 
 
 def fb_list_step(spec: FpmacArraySpec, layers: Sequence[int], batch: int, board: Board, *, clock_mhz: float,

@@ -77,7 +77,8 @@ class FbStepLists(PhasedLists):
 
 
 class _Drafts:
-    """The calls of one list before their record slots are known: header, segments, out block, result words."""
+    """The calls of one list before their record slots are known (:data:`codesign.step.share.Draft`); ``ip``: the
+    IP of its phase whose partial-sum buffers its chains use (None: the parameter tiles' gaps)."""
 
     def __init__(self, arena: FbArena, n: int, fb: int, phase: int, ip: int | None = None) -> None:
         self.arena, self.n, self.fb, self.phase = arena, n, fb, phase
@@ -109,6 +110,8 @@ class _Drafts:
             header = Header(m=m, n=n, k=k, fb=self.fb, trans_a=trans_a, trans_b=trans_b, accumulate=index > 0,
                             relu=relu and index + 1 == len(parts))
             if self.scratch:
+                if words > self.arena.tile ** 2:
+                    raise ValueError(f"{words} partial sums do not fit an IP's buffer of {self.arena.tile ** 2}")
                 held = (Block(offset=self.scratch[index % 2], words=words, rows=1),) if index else ()
                 segments = (a, tiles.tile(i, j, rows), *held)
             else:
@@ -121,6 +124,7 @@ class _Drafts:
                 next_tiles, ni, nj, nrows = parts[index + 1][2]
                 target = next_tiles.gap_block(ni, nj, words, nrows)
             self.add(header.word(), segments, target, words)
+
 
 def _forward(d: _Drafts, tiles: Sequence[int]) -> None:
     """The batch's row ``tiles`` through every layer (a hidden layer's chains end in the PE's ReLU)."""
@@ -200,10 +204,11 @@ def _phases(arena: FbArena, n: int, fb: int, phase: int, copies: int) -> Tuple[l
     parts = runs(len(arena.a[0].rows_of(n)), copies)
     if copies > 1 and len(arena.scratch) < 2 * len(parts):
         raise ValueError(f"the arena holds partial sums for {len(arena.scratch) // 2} IPs, not {copies}")
-    for ip, tiles in enumerate(parts):  # their chains all read the same parameter tiles: each IP's own sums
-        forward.append(_Drafts(arena, n, fb, phase, ip if copies > 1 else None))
+    for index, tiles in enumerate(parts):  # their chains all read the same parameter tiles: each IP's own sums
+        ip = index if copies > 1 else None
+        forward.append(_Drafts(arena, n, fb, phase, ip))
         _forward(forward[-1], tiles)
-        errors.append(_Drafts(arena, n, fb, phase, ip if copies > 1 else None))
+        errors.append(_Drafts(arena, n, fb, phase, ip))
         _errors(errors[-1], tiles)
     for layer, params in enumerate(arena.params):
         for t in range(len(params.col_spans)):  # G's chains of a column share dz's gaps: one IP takes them all

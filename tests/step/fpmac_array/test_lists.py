@@ -102,7 +102,8 @@ def test_a_step_shared_among_copies_leaves_the_one_ip_state(copies):
     arena = step_arena(SPEC, (7, 5, 4), 7, copies)
     image = _filled(arena, np.random.default_rng(copies), 7, 4)
     one, shared = step_lists(arena, 7, 4, 0), step_lists(arena, 7, 4, 0, copies)
-    assert [len(phase) for phase in shared.phases] == [min(copies, 3)] * 2 + [min(copies, 4)]  # 3 row tiles; 2 x 2 columns
+    # 3 row tiles; 2 parameter columns a layer
+    assert [len(phase) for phase in shared.phases] == [min(copies, 3)] * 2 + [min(copies, 4)]
     assert_side_by_side(shared.phases)
     want = run_list_golden(PE, SPEC, run_list_golden(PE, SPEC, image, one.forward), one.backward)
     got = image
