@@ -37,7 +37,7 @@ import numpy as np
 
 from codesign.deploy.board import LoopOnBoard
 from codesign.deploy.csb_list_training import CsbListBoardTrainer
-from codesign.deploy.list_shell import runs_lists
+from codesign.deploy.list_shell import one_ip_route, runs_lists
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.families import BoardFamily
 from codesign.deploy.manifest import DeployError, setup_from_manifest
@@ -233,10 +233,7 @@ def csb_board_trainer(overlay, design=None, **setup_changes):
         lists = False
     if lists:
         return CsbListBoardTrainer(overlay, design, **setup_changes)
-    copies = sum(ip["pe"] == "csb" for ip in overlay.manifest["ips"])
-    if copies > 1:
-        raise DeployError(f"design {overlay.manifest.get('design')!r}: {copies} csb IPs share a step as call lists "
-                          "only, and these do not run them (an HLS export, or a build the lists refuse)")
+    one_ip_route(overlay, "csb", "an HLS export, or a build the lists refuse")
     return CsbBoardTrainer(overlay, design, **setup_changes)
 
 

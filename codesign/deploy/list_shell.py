@@ -45,6 +45,15 @@ def runs_lists(overlay, pe: str) -> bool:
     return bool(ips) and all(ip.get("ip_route", "hls") == "rtl" for ip in ips)
 
 
+def one_ip_route(overlay, pe: str, why: str) -> None:
+    """Refuse an overlay with copies of ``pe`` for a route that drives one IP (a call at a time): only call lists
+    share a step among copies; ``why``: why these IPs do not run lists."""
+    copies = sum(ip["pe"] == pe for ip in overlay.manifest["ips"])
+    if copies > 1:
+        raise DeployError(f"design {overlay.manifest.get('design')!r}: {copies} {pe} IPs share a step as call lists "
+                          f"only, and these do not run them ({why})")
+
+
 def coalesced(ranges) -> List[Tuple[int, int]]:
     """``(start, words)`` ranges with those that touch or overlap merged: one cache maintenance call a run of
     neighbouring maps (a step's lane chunks lie back to back), the same words in all."""

@@ -34,7 +34,7 @@ from codesign.deploy.board import LoopOnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.families import BoardFamily
 from codesign.deploy.fb_list_training import FbListBoardTrainer
-from codesign.deploy.list_shell import runs_lists
+from codesign.deploy.list_shell import one_ip_route, runs_lists
 from codesign.deploy.manifest import DeployError
 from codesign.contracts.constants import STATUS_OK, status_names
 from codesign.step.model import StageLog
@@ -124,10 +124,7 @@ def fb_board_trainer(overlay, design=None, **setup_changes):
     :class:`BoardTrainer`, one IP call per GEMM on the one IP (copies are refused: only lists share a step)."""
     if runs_lists(overlay, "fpmac_array"):
         return FbListBoardTrainer(overlay, design, **setup_changes)
-    copies = sum(ip["pe"] == "fpmac_array" for ip in overlay.manifest["ips"])
-    if copies > 1:
-        raise DeployError(f"design {overlay.manifest.get('design')!r}: {copies} fpmac_array IPs share a step as call "
-                          "lists only, and these do not run them (an HLS export)")
+    one_ip_route(overlay, "fpmac_array", "an HLS export")
     return BoardTrainer(overlay, design, **setup_changes)
 
 

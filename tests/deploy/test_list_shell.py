@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from codesign.deploy import list_shell
-from codesign.deploy.list_shell import ListShell, runs_lists
+from codesign.deploy.list_shell import ListShell, one_ip_route, runs_lists
+from codesign.deploy.manifest import DeployError
 
 
 def _overlay(routes, *, emulated: bool = False):
@@ -155,3 +156,11 @@ def test_neighbouring_ranges_are_flushed_in_one_call_and_no_word_more():
     words = {w for start, n in ranges for w in range(start, start + n)}
     assert words == {w for start, n in coalesced(ranges) for w in range(start, start + n)}
     assert coalesced([]) == []
+
+
+def test_a_route_of_one_ip_refuses_copies_naming_them():
+    """Only call lists share a step: an overlay of two csb IPs that cannot run lists is refused before anything
+    runs; one IP passes."""
+    with pytest.raises(DeployError, match="'d': 2 csb IPs share a step as call lists only.*an HLS export"):
+        one_ip_route(_overlay(["hls", "hls"]), "csb", "an HLS export")
+    one_ip_route(_overlay(["hls"]), "csb", "an HLS export")

@@ -62,6 +62,14 @@ def assert_side_by_side(phases) -> None:
                 assert i == j or not np.intersect1d(mine, read[j]).size
 
 
+def run_phases(pe, spec, image, phases):
+    """The golden arena after ``phases``, their lists one after the other."""
+    for phase in phases:
+        for _, calls in phase:
+            image = run_list_golden(pe, spec, image, calls)
+    return image
+
+
 def _call_key(call):
     return call.header, call.segments, call.out, call.count, call.rounding
 
@@ -113,11 +121,7 @@ def test_shared_phases_split_the_one_ip_step_and_write_disjoint_words(network, c
     assert sorted(map(_call_key, one.forward + one.backward), key=repr) == sorted(
         (_call_key(call) for phase in shared.phases for _, calls in phase for call in calls), key=repr)
     assert_side_by_side(shared.phases)
-    want = run_list_golden(PE, spec, run_list_golden(PE, spec, image, one.forward), one.backward)
-    got = image
-    for phase in shared.phases:
-        for _, calls in phase:
-            got = run_list_golden(PE, spec, got, calls)
+    want, got = run_phases(PE, spec, image, one.phases), run_phases(PE, spec, image, shared.phases)
     kept = np.ones(got.size, bool)
     kept[records // 4:records // 4 + RECORD_WORDS * slots] = False
     assert np.array_equal(got[kept], want[kept]) and not np.array_equal(want[kept], image[kept])

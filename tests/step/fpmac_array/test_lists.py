@@ -97,7 +97,7 @@ def test_a_step_shared_among_copies_leaves_the_one_ip_state(copies):
     updates by parameter column (a column's chains share dz's gaps): a phase's lists write disjoint words and read
     none another writes, and run phase by phase they leave the new state, activations, logits and gradients of the
     one-IP lists."""
-    from tests.step.test_share import assert_side_by_side
+    from tests.step.test_share import assert_side_by_side, run_phases
 
     arena = step_arena(SPEC, (7, 5, 4), 7, copies)
     image = _filled(arena, np.random.default_rng(copies), 7, 4)
@@ -105,11 +105,7 @@ def test_a_step_shared_among_copies_leaves_the_one_ip_state(copies):
     # 3 row tiles; 2 parameter columns a layer
     assert [len(phase) for phase in shared.phases] == [min(copies, 3)] * 2 + [min(copies, 4)]
     assert_side_by_side(shared.phases)
-    want = run_list_golden(PE, SPEC, run_list_golden(PE, SPEC, image, one.forward), one.backward)
-    got = image
-    for phase in shared.phases:
-        for _, calls in phase:
-            got = run_list_golden(PE, SPEC, got, calls)
+    want, got = run_phases(PE, SPEC, image, one.phases), run_phases(PE, SPEC, image, shared.phases)
     for layer in range(len(arena.params)):  # the gaps and the partial-sum buffers aside
         tiles = [arena.a[layer], arena.dz[layer]] + ([arena.dx[layer]] if layer else [])
         for start, words in (r for t in tiles + [arena.logits] for r in t.ranges(7)):
