@@ -33,6 +33,7 @@ def calls_of(items: Sequence[Draft], first_record: int) -> Tuple[Call, ...]:
 
 
 def check_copies(copies) -> int:
+    """``copies`` as the IPs a step's lists are shared among: a positive int."""
     if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
         raise ValueError(f"copies={copies!r} must be a positive int: the IPs the lists run on")
     return copies
@@ -111,7 +112,7 @@ class PhasedLists:
 
 
 def phased_step_cycles(pe: str, spec, lists: PhasedLists, arena, *, ddr: Optional[DdrTiming] = None,
-                 fast: bool = False) -> Dict[str, object]:
+                       fast: bool = False) -> Dict[str, object]:
     """Cycles of a step's ``lists`` on IPs of ``pe`` built ``spec``, a phase its longest list's (they run side by
     side), each from ``run_start`` to ``ap_done``: by phase (``forward`` and ``backward`` where each is one phase,
     else ``forward 1``, ``backward 1``, ...), ``total``, the ``breakdown`` of each phase's longest list summed
@@ -125,12 +126,12 @@ def phased_step_cycles(pe: str, spec, lists: PhasedLists, arena, *, ddr: Optiona
     for part, phases in (("forward", lists.forward_phases), ("backward", lists.backward_phases)):
         for index, phase in enumerate(phases):
             name = part if len(phases) == 1 else f"{part} {index + 1}"
-            runs_ = [price(pe, spec, {name: calls}, arena, ddr=ddr) for _, calls in phase]
-            longest = max(runs_, key=lambda run: run["total"])
+            priced = [price(pe, spec, {name: calls}, arena, ddr=ddr) for _, calls in phase]
+            longest = max(priced, key=lambda run: run["total"])
             out[name] = longest["total"]
             out["total"] += longest["total"]
-            out["calls"] += sum(run["calls"] for run in runs_)
-            out["list_words"][name] = [run["words"][name] for run in runs_]
+            out["calls"] += sum(run["calls"] for run in priced)
+            out["list_words"][name] = [run["words"][name] for run in priced]
             out["words"][name] = tuple(sum(words[side] for words in out["list_words"][name]) for side in (0, 1))
             for key, value in longest["breakdown"].items():
                 breakdown[key] = breakdown.get(key, 0) + value
