@@ -36,7 +36,7 @@ from codesign.boards import board
 from codesign.deploy.list_shell import BOARD_DDR
 from codesign.design import load_design
 from codesign.design.calibration import pe_resources
-from codesign.design.families.csb import csb_copies
+from codesign.design.families import shared_build
 from codesign.design.families.csb_conv import csb_conv_setup_of, measure_conv_list_host, pruned_list_trainer
 from codesign.io.reports import write_json_atomic
 from codesign.loops.csb_conv import CsbConvTrainer
@@ -70,7 +70,7 @@ def main() -> int:
     spec, n = setup.spec, setup.batch_size
     print(f"warm-up ({setup.warmup_epochs} epochs) and pruning search, twice: the list trainer and the golden loop",
           flush=True)
-    lists = pruned_list_trainer(setup, data, copies=csb_copies(design))  # the host timed on the example's IPs
+    lists = pruned_list_trainer(setup, data, copies=shared_build(design, "csb")[1])  # the host timed on the example's IPs
     golden = CsbConvTrainer(setup)
     golden.fit(data, epochs=setup.warmup_epochs, progress=False)
     host = measure_conv_list_host(lists, repeats=args.steps)

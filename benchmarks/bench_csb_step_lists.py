@@ -40,7 +40,8 @@ import numpy as np
 from codesign.boards import board
 from codesign.deploy.list_shell import BOARD_DDR
 from codesign.design import load_design
-from codesign.design.families.csb import csb_copies, csb_list_model, csb_setup_of
+from codesign.design.families import shared_build
+from codesign.design.families.csb import csb_list_model, csb_setup_of
 from codesign.io.reports import write_json_atomic
 from codesign.loops.csb_lists import CsbListTrainer
 from codesign.loops.host_share import compressed_masks, measure_csb_host
@@ -60,7 +61,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "digits_compressed_
 def main() -> int:
     args = step_arguments(__doc__)
     design = load_design(EXAMPLE)
-    setup, copies = csb_setup_of(design), csb_copies(design)
+    setup, copies = csb_setup_of(design), shared_build(design, "csb")[1]
     spec, layers, batch_size = setup.spec, setup.layers, setup.batch_size
     shell = GoldenListShell({"csb": spec}, units={"csb": copies})
     trainer = CsbListTrainer(setup, shell)

@@ -134,5 +134,17 @@ def design_pes(design) -> list[str]:
     return sorted({instance.pe for instance in design.instances})
 
 
+def shared_build(design, pe: str) -> tuple[Any, int]:
+    """The build of ``design``'s ``pe`` instances and how many there are: one, or copies of one build, among which
+    a list loop shares each step; refused where there is none or they differ."""
+    specs = [instance.spec for instance in design.instances if instance.pe == pe]
+    if not specs:
+        raise HwTrainError(f"design {design.name!r} has no {pe} instance")
+    if any(spec != specs[0] for spec in specs):
+        raise HwTrainError(f"design {design.name!r}: its {len(specs)} {pe} instances differ; a loop shares its step "
+                           "among copies of one build")
+    return specs[0], len(specs)
+
+
 __all__ = ["REFINED_REPORTS", "REGISTRY", "DesktopFamily", "Refined", "design_pes", "family_names", "family_of",
-           "get_family", "loop_entry", "unrefined", "untrainable"]
+           "get_family", "loop_entry", "shared_build", "unrefined", "untrainable"]

@@ -12,7 +12,7 @@ import numpy as np
 from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trainer
 from codesign.design.explore_model import (COPIES, CSB_KNOBS, CSB_LIST_KNOBS, CSB_TILE_KNOBS, MAX_LIST_COPIES,
                                            ExploreModel, list_step_host, phase_loads, stage_array)
-from codesign.design.families import DesktopFamily, design_pes
+from codesign.design.families import DesktopFamily, design_pes, shared_build
 from codesign.design.point import derived_pe_fields
 from codesign.loops.common import HwTrainError
 from codesign.train.geometry import mlp_layers
@@ -78,31 +78,15 @@ def csb_setup(training, spec: CsbSpec | None = None, **changes) -> CsbTrainSetup
     return CsbTrainSetup(**values)
 
 
-def csb_build(design) -> CsbSpec:
-    """The build of ``design``'s csb instances: one, or copies of one (a step's lists shared among them)."""
-    specs = [instance.spec for instance in design.instances if instance.pe == "csb"]
-    if not specs:
-        raise HwTrainError(f"design {design.name!r} has no csb instance")
-    if any(spec != specs[0] for spec in specs):
-        raise HwTrainError(f"design {design.name!r}: its {len(specs)} csb instances differ; a loop shares its step "
-                           "among copies of one build")
-    return specs[0]
-
-
-def csb_copies(design) -> int:
-    """How many csb IPs ``design`` gives its loop (copies of :func:`csb_build`)."""
-    csb_build(design)
-    return sum(instance.pe == "csb" for instance in design.instances)
-
-
 def csb_setup_of(design, **changes) -> CsbTrainSetup:
     """From a design point: its training configuration and its csb build, refused where copies of it could not
     share a step (only call lists are shared)."""
     refuse_spec_change(changes)
-    setup = csb_setup(design.training, csb_build(design), **changes)
-    if csb_copies(design) > 1 and not runs_lists(setup.spec):
-        raise HwTrainError(f"design {design.name!r}: {csb_copies(design)} csb copies share a step as call lists "
-                           f"only, and this build does not run them ({list_spec_problem(setup.spec)})")
+    build, copies = shared_build(design, KEY)
+    setup = csb_setup(design.training, build, **changes)
+    if copies > 1 and not runs_lists(setup.spec):
+        raise HwTrainError(f"design {design.name!r}: {copies} csb copies share a step as call lists only, and this "
+                           f"build does not run them ({list_spec_problem(setup.spec)})")
     return setup
 
 
@@ -219,5 +203,5 @@ FAMILY = DesktopFamily(key=KEY, title="CSB", detect=lambda design: design_pes(de
                        setup_of=csb_setup_of, explorer=csb_explorer)
 
 __all__ = ["FAMILY", "compressed_fields", "csb_explorer", "csb_list_model", "csb_model", "csb_setup", "csb_setup_of",
-           "derived_spec", "measure_csb_list_host", "refuse_spec_change", "runs_lists", "csb_build", "csb_copies",
+           "derived_spec", "measure_csb_list_host", "refuse_spec_change", "runs_lists",
            "list_spec_problem"]

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from codesign.design.explore_model import COPIES, MAX_LIST_COPIES, ExploreModel, list_step_host, phase_loads
-from codesign.design.families import DesktopFamily, design_pes
-from codesign.design.families.csb import compressed_fields, csb_build, csb_copies, derived_spec, refuse_spec_change
+from codesign.design.families import DesktopFamily, design_pes, shared_build
+from codesign.design.families.csb import compressed_fields, derived_spec, refuse_spec_change
 from codesign.loops.common import HwTrainError
 from codesign.loops.csb_conv import CsbConvSetup
 from codesign.loops.csb_conv_lists import CsbConvListTrainer, check_conv_list_spec
@@ -60,7 +60,7 @@ def csb_conv_setup_of(design, **changes) -> CsbConvSetup:
     """From a design point: its training configuration and its csb build (one instance, or copies of one),
     refused where the conv lists cannot run on that build."""
     refuse_spec_change(changes)
-    setup = csb_conv_setup(design.training, csb_build(design), **changes)
+    setup = csb_conv_setup(design.training, shared_build(design, PE)[0], **changes)
     check_conv_list_spec(setup.spec, setup)
     return setup
 
@@ -138,7 +138,7 @@ def csb_conv_explorer(design, *, progress: Callable[[str], None] = print,
     setup = csb_conv_setup_of(design)
     progress(f"the conv loop's warm-up ({setup.warmup_epochs} epochs, float64 NumPy) and pruning search, for the "
              "kept kernels")
-    trainer = pruned_list_trainer(setup, load_dataset(design.training), copies=csb_copies(design))
+    trainer = pruned_list_trainer(setup, load_dataset(design.training), copies=shared_build(design, PE)[1])
     host = list_step_host(host, lambda: measure_conv_list_host(trainer)["seconds"], progress)
     return conv_list_model(setup, trainer.masks, host=host)
 

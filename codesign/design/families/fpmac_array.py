@@ -9,7 +9,7 @@ import numpy as np
 
 from codesign.design.explore_model import (COPIES, FPMAC_ARRAY_KNOBS, FPMAC_BUFFER_KNOBS, MAX_LIST_COPIES, ExploreModel,
                                            list_step_host, phase_loads, stage_array)
-from codesign.design.families import DesktopFamily, design_pes
+from codesign.design.families import DesktopFamily, design_pes, shared_build
 from codesign.design.point import derived_pe_fields
 from codesign.loops.common import HwTrainError
 from codesign.train.geometry import mlp_layers
@@ -58,11 +58,7 @@ def fb_setup(training, spec: FpmacArraySpec | None = None, **changes) -> HwTrain
 def fb_setup_of(design, **changes) -> HwTrainSetup:
     """From a design point: its training configuration and its fpmac_array build (one instance, or copies of one
     that share each step's lists)."""
-    arrays = [instance.spec for instance in design.instances if instance.pe == "fpmac_array"]
-    if not arrays or any(spec != arrays[0] for spec in arrays):
-        raise HwTrainError(f"design {design.name!r} has {len(arrays)} fpmac_array instances; the loop needs one, or "
-                           "copies of one build")
-    return fb_setup(design.training, arrays[0], **changes)
+    return fb_setup(design.training, shared_build(design, KEY)[0], **changes)
 
 
 def measure_fb_list_host(setup: HwTrainSetup, *, repeats: int = 3, seed: int = 0) -> dict[str, float]:
