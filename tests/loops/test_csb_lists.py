@@ -76,10 +76,10 @@ def pruned_state(trainer: CsbMlpTrainer, rng) -> dict:
     return {"phase": "fixed", "buffers": buffers, "masks": masks, "frac_bits": frac_bits}
 
 
-@pytest.mark.parametrize("copies", [1, 2, 3])
+@pytest.mark.parametrize("copies", [1, 2, 3, 4])
 def test_step_by_step_with_a_shorter_batch_empty_blocks_and_what_the_host_moves(copies):
-    """On one csb IP and shared among two or three: the forward's and the errors' lane chunks in runs (a batch of
-    one leaves IPs idle), the blocks' gradients and updates dealt out."""
+    """On one csb IP and shared among two, three or four (the explorer offers four): the forward's and the errors'
+    lane chunks in runs (a batch of one leaves IPs idle), the blocks' gradients and updates dealt out."""
     setup = small_setup(schedule="constant", lr=0.25)
     runner = shell(copies=copies)
     golden, lists = CsbMlpTrainer(setup), CsbListTrainer(setup, runner)

@@ -66,9 +66,9 @@ def test_two_epochs_with_an_fb_change_equal_the_golden_loop_in_every_state_word(
     assert lists.list_steps == 10 and lists.lists_built == 6
 
 
-@pytest.mark.parametrize("copies", [1, 2, 3])
+@pytest.mark.parametrize("copies", [1, 2, 3, 4])
 def test_step_by_step_with_a_shorter_batch_and_what_the_host_moves(copies):
-    """On one fpmac_array IP and shared among two or three: the batch's row tiles in runs (each IP's chains keep
+    """On one fpmac_array IP and shared among two to four: the batch's row tiles in runs (each IP's chains keep
     their partial sums in its own buffers), the parameter tiles' gradients and updates dealt out by column."""
     setup = small_setup()
     runner = shell(copies=copies)

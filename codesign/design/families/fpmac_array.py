@@ -91,9 +91,9 @@ def fb_model(spec, shapes: Sequence[GemmShape], *, host: HostModel) -> ExploreMo
 
 
 def fb_list_model(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, host: HostModel) -> ExploreModel:
-    """The FB-float step as the board runs it on an RTL-route build: call lists on one fpmac_array IP or two copies
-    whose array shape and buffer depths vary, each phase a stage priced by the list cycle model under the HP port's
-    DDR timing (:data:`codesign.step.list_cycles.BOARD_DDR`; fast,
+    """The FB-float step as the board runs it on an RTL-route build: call lists on one fpmac_array IP or up to four
+    copies whose array shape and buffer depths vary, each phase a stage priced by the list cycle model under the HP
+    port's DDR timing (:data:`codesign.step.list_cycles.BOARD_DDR`; fast,
     :func:`codesign.step.list_cycles.fast_step_cycles`); ``host`` the host's seconds a list step (``fixed_s``)."""
 
     def priced(build, copies: int = 1):
@@ -111,7 +111,7 @@ def fb_list_model(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, ho
                         describe=lambda options: {KEY: {**options[0].spec.to_dict(), COPIES: options[0].copies}},
                         host=host, macs=priced(spec)["macs"], mac_energy_pj=fb_mac_energy_pj(spec),
                         max_copies=MAX_LIST_COPIES,
-                        knobs={KEY: {**FPMAC_ARRAY_KNOBS, **FPMAC_BUFFER_KNOBS, COPIES: (1, 2)}})
+                        knobs={KEY: {**FPMAC_ARRAY_KNOBS, **FPMAC_BUFFER_KNOBS, COPIES: (1, 2, 3, 4)}})
 
 
 def fb_explorer(design, *, progress: Callable[[str], None] = print, host: HostModel | None = None) -> ExploreModel:
