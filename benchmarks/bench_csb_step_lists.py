@@ -11,7 +11,9 @@ pruning search on the digits, then in one process:
   the list cycle model, exact against the RTL, under the boards' HP-port DDR
   timing) at the design's clock. Its host time is measured here: the wall time
   of a :class:`codesign.loops.csb_lists.CsbListTrainer` step less its golden
-  shell's (which a board replaces by its IP). This desktop is not the board's ARM.
+  shell's (which a board replaces by its IP), given the next batch as ``fit``
+  gives it; the seconds it works beside the last phase (that batch's codes
+  written) are hidden as far as the phase reaches. This desktop is not the board's ARM.
 - ``per_call``: the same step as one IP call per layer operation with the host
   encoding blocks between them (:func:`codesign.step.csb.time.csb_step_time`,
   its host measured here): what the board ran before the lists.
@@ -21,7 +23,7 @@ pruning search on the digits, then in one process:
 
 - ``explored``: the explorer's fastest build on each board for this list step
   (:func:`codesign.design.families.csb.csb_list_model`: square blocks, lanes,
-  groups, one or two copies), its step priced exactly, with the same host.
+  groups, one to four copies), its step priced exactly, with the same host.
 
 Prints each board's step, its parts and the ratio board / torch_f32; writes
 ``csb_step_lists.json``. A run takes about a minute (the warm-up and the
@@ -45,7 +47,7 @@ from codesign.design.families.csb import csb_list_model, csb_setup_of
 from codesign.io.reports import write_json_atomic
 from codesign.loops.csb_lists import CsbListTrainer
 from codesign.loops.host_share import compressed_masks, measure_csb_host
-from codesign.shell.list_runner import GoldenListShell, host_per_list_step
+from codesign.shell.list_runner import GoldenListShell, beside_seconds, host_per_list_step
 from codesign.step.csb.list_time import csb_list_step
 from codesign.step.csb.time import csb_step_time
 from codesign.step.host import HostModel
@@ -85,12 +87,14 @@ def main() -> int:
         target = board(name)
         lists = csb_list_step(spec, layers, batch_size, structures, target, clock_mhz=design.clock_mhz,
                               host_s=list_host["seconds"], host_source="measured on this desktop", ddr=BOARD_DDR,
-                              copies=copies)
+                              copies=copies, beside={phase: seconds for _, phase, seconds in list_host["beside"]})
         calls = csb_step_time(spec, trainer.masks, batch_size, target, clock_mhz=design.clock_mhz, host=call_host)
         row["boards"][name] = entry = board_entry(lists, calls, torch_s)
-        entry["explored"] = explored_entry(csb_list_model(spec, layers, batch_size, trainer.masks, host=HostModel(
-            fixed_s=list_host["seconds"], per_call_s=0.0, source="measured on this desktop")), target,
-            design.clock_mhz, torch_s)
+        between = HostModel(fixed_s=list_host["seconds"] - beside_seconds(list_host), per_call_s=0.0,
+                            source="measured on this desktop")
+        entry["explored"] = explored_entry(csb_list_model(spec, layers, batch_size, trainer.masks, host=between,
+                                                          beside_s=beside_seconds(list_host)),
+                                           target, design.clock_mhz, torch_s)
         print(f"{name} at {design.clock_mhz:g} MHz (kept {kept} weights): {entry_text(entry, row)}; "
               f"{explored_text(entry['explored'])}", flush=True)
     out = Path(args.out)

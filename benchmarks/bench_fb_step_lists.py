@@ -123,7 +123,7 @@ def board_entry(lists, calls, torch_s: float) -> dict:
     """One board's figures: the list step ``lists`` and the per-call step ``calls`` (StepTime each) against the
     float32 PyTorch step's ``torch_s`` seconds (ms, shares, ratios)."""
     return {"board_step_ms": 1e3 * lists.total_s, "pe_ms": 1e3 * lists.pe_s, "memory_ms": 1e3 * lists.memory_s,
-            "host_share": lists.host_s / lists.total_s, "bottleneck": lists.bottleneck,
+            "host_ms": 1e3 * lists.host_s, "host_share": lists.host_s / lists.total_s, "bottleneck": lists.bottleneck,
             "macs_bound_ms": 1e3 * lists.bounds["macs_s"], "per_call_step_ms": 1e3 * calls.total_s,
             "per_call_host_share": calls.host_s / calls.total_s, "ratio_board_to_torch_f32": lists.total_s / torch_s}
 
@@ -151,7 +151,7 @@ def explored_text(entry: dict) -> str:
 def entry_text(entry: dict, row: dict) -> str:
     """A board's figures as the benchmarks print them."""
     return (f"list step {entry['board_step_ms']:.2f} ms (PE {entry['pe_ms']:.2f}, memory {entry['memory_ms']:.2f}, "
-            f"host here {row['host_list_ms_desktop']:.2f} ms = {100 * entry['host_share']:.0f} %), per-call step "
+            f"host here {entry['host_ms']:.2f} ms = {100 * entry['host_share']:.0f} %), per-call step "
             f"{entry['per_call_step_ms']:.2f} ms ({100 * entry['per_call_host_share']:.0f} % host); float32 PyTorch "
             f"{row['torch_f32_ms']:.2f} ms; board / float32 = {entry['ratio_board_to_torch_f32']:.2f}")
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
-from typing import Any, Callable, ClassVar, Dict, Mapping, Tuple
+from dataclasses import dataclass, fields
+from typing import Any, Callable, ClassVar, Dict, Mapping, Optional, Tuple
 
 import math
+import time
 
 import numpy as np
 
@@ -160,6 +161,22 @@ def check_fit_data(data, *, features: int, classes: int, needs_validation: bool 
 KEEP_LISTS = 8  # built lists a list trainer keeps: both buffer phases for a full and a last, shorter batch, spares
 
 
+@dataclass(frozen=True)
+class StagedBatch:
+    """A batch the host prepared for the next step while this one's lists computed: ``x``, checked (a copy of its
+    own), and ``key``, what the preparation assumed (the scale its codes were rounded at, where they were
+    written). The next step takes it only where its batch is this one value for value under the same key."""
+
+    x: np.ndarray
+    key: Tuple[Any, ...] = ()
+
+    def matches(self, x, key: Tuple[Any, ...] = ()) -> bool:
+        """Whether ``x`` is the staged batch, value for value, under ``key`` (a NaN never is: the step's own check
+        then says why)."""
+        x = np.asarray(x)
+        return key == self.key and x.shape == self.x.shape and bool(np.array_equal(x, self.x))
+
+
 class StateOnDevice:
     """Mixin of a list trainer whose state lives on the device (:mod:`codesign.loops.fb_lists`,
     :mod:`codesign.loops.csb_lists`, :mod:`codesign.loops.csb_conv_lists`): everything that reads the state first
@@ -170,6 +187,7 @@ class StateOnDevice:
     lists_built: int
     shell: Any
     device: Any
+    beside_seconds: Dict[Tuple[int, int], float]  # (0, phase) -> the host's seconds beside it in the last step
 
     def _pull(self) -> None:
         raise NotImplementedError
@@ -185,11 +203,26 @@ class StateOnDevice:
             self.lists_built += 1
         return built
 
-    def _run_phases(self, phases) -> None:
+    def _run_phases(self, phases, beside: Optional[Callable[[], None]] = None, first: int = 0) -> None:
         """``phases`` of lists one after the other on the trainer's shell, in place over its device buffer (a
-        phase's lists side by side on the PE's IPs)."""
-        for phase in phases:
-            self.device = self.shell.run_phase(phase, self.device)
+        phase's lists side by side on the PE's IPs); ``beside``: host work for while the last of them computes
+        (on a board, between its IPs' starts and their waits), its seconds kept in ``beside_seconds`` under
+        ``(0, first + that phase's index)`` (``first``: the step's phases before these)."""
+        phases = list(phases)
+        for index, phase in enumerate(phases):
+            key = (0, first + index)
+            if beside is None or index < len(phases) - 1:
+                self.device = self.shell.run_phase(phase, self.device)
+                continue
+
+            def timed(work=beside, key=key) -> None:
+                started = time.perf_counter()
+                work()
+                self.beside_seconds[key] = time.perf_counter() - started
+            self.device = self.shell.run_phase(phase, self.device, beside=timed)
+            if key not in self.beside_seconds:
+                raise HwTrainError("the shell did not run the host's work it was given beside a phase "
+                                   "(run_phase(phase, arena, beside=...) must call beside once)")
 
     def read_weights(self) -> Dict[str, Any]:
         self._pull()

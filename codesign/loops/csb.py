@@ -304,8 +304,9 @@ class CompressedLoop(ScheduledLoop):
         _, held = stratified_split(labels, self.setup.validation_fraction, self.setup.split_seed)
         return self._batch(_as_numpy(data.train_x, np.float64)[held], labels[held])
 
-    def train_step(self, x, y) -> float:
-        """One SGD step on a batch (float64 on the host in the warm-up, on the backend after); returns the loss."""
+    def train_step(self, x, y, *, next_x=None) -> float:
+        """One SGD step on a batch (float64 on the host in the warm-up, on the backend after); returns the loss.
+        ``next_x``, the batch the next call takes, is for list trainers, which write it beside their lists."""
         x, y = self._batch(x, y)
         if self.phase == "warmup":
             loss = self._float_step(x, y)
@@ -348,11 +349,14 @@ class CompressedLoop(ScheduledLoop):
             started, phase = time.perf_counter(), self.phase
             macs_before, host_before = Counter(self.backend.macs), self.host_macs
             order = self.epoch_order(self.epoch, train_x.shape[0])
-            losses = []
+            losses, x = [], train_x[order[:batch]]
             for index in progress_bar(range(self.steps_per_epoch), progress, desc=f"epoch {self.epoch} ({phase})",
                                    leave=False):
                 rows = order[index * batch:(index + 1) * batch]
-                losses.append(self.train_step(train_x[rows], train_y[rows]))
+                following = train_x[order[(index + 1) * batch:(index + 2) * batch]] \
+                    if index + 1 < self.steps_per_epoch else None
+                losses.append(self.train_step(x, train_y[rows], next_x=following))
+                x = following
             accuracy = self.evaluate(data.test_x, data.test_y)
             macs = dict(Counter(self.backend.macs) - macs_before)
             if self.host_macs > host_before:

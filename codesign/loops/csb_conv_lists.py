@@ -91,8 +91,10 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
         return self._kept_lists((self.net.chunks_of(n), upd, self.buffer_phase), lambda: net_lists(
             self.net, n, CsbStepScales.of(self.frac_bits, upd), self.buffer_phase, self.copies))
 
-    def train_step(self, x, y) -> float:
-        """One SGD step (float64 on the host in the warm-up; call lists after); returns the loss."""
+    def train_step(self, x, y, *, next_x=None) -> float:
+        """One SGD step (float64 on the host in the warm-up; call lists after); returns the loss. ``next_x`` (the
+        next batch, which the MLP's list trainer writes beside its lists) is not taken: here the host's share of a
+        step is under 1 %."""
         if self.phase == "warmup":
             return super().train_step(x, y)
         x, y, n, used, upd = list_step_batch(self, x, y)

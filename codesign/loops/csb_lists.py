@@ -6,11 +6,15 @@ The float warm-up and the pruning search run on the host as in the loop. At the 
 the arena for the kept structure and encodes every layer once: index bytes, 8-bit weights and 24-bit buffer words
 go to the device and are never re-encoded by the host while the structure stands. Per step the host
 
-1. writes the batch's 8-bit codes (rounded once, as the loop rounds them) and flushes them;
+1. writes the batch's 8-bit codes (rounded once, as the loop rounds them) and flushes them, unless it wrote them
+   beside the step before;
 2. runs the forward list, reads the last layer's accumulators, computes the loss and its gradient in float64 as
    the loop does, writes the gradient's codes and flushes them;
 3. runs the backward list (gradients, the mask, UPD and the new weights' top bytes, all on the PE), which leaves
-   the new buffers in the other phase's slots.
+   the new buffers in the other phase's slots. Beside its last phase, where the caller gives the next batch
+   (``train_step(x, y, next_x=...)``; ``fit`` does), it checks that batch and writes its codes into the input
+   tiles of the other phase (:attr:`~codesign.step.csb.arena.CsbArena.inputs`), which no list of this step
+   reads; the next step takes them where its batch is that one value for value (a :class:`StagedBatch`).
 
 On several csb IPs (the shell's ``ip_count``) the forward is a phase of lists and the backward two, each phase's
 lists side by side (:mod:`codesign.step.share`): the same results, bit for bit.
@@ -20,7 +24,8 @@ so a run equals the loop's bit for bit in every state word and every loss (``tes
 The lists are kept per (samples, UPD shifts, phase); a scheduled learning rate changes the shifts only where its
 power of two moves.
 
-A shell is any object with ``run_phase(phase, arena) -> arena``, ``arena(lists, key)``, ``flush(arena, ranges)``,
+A shell is any object with ``run_phase(phase, arena, beside=None) -> arena`` (``beside``: host work it runs once
+while the phase's lists compute), ``arena(lists, key)``, ``flush(arena, ranges)``,
 ``invalidate(arena, ranges)`` (word ranges ``(start, words)``), ``ip_count(pe)`` and ``specs["csb"]``, the IPs'
 build.
 """
@@ -30,7 +35,9 @@ from __future__ import annotations
 import itertools
 from typing import Any, Dict, Tuple
 
-from codesign.loops.common import HwTrainError, StateOnDevice, softmax_cross_entropy
+import numpy as np
+
+from codesign.loops.common import HwTrainError, StagedBatch, StateOnDevice, softmax_cross_entropy
 from codesign.loops.csb import BUFFER_EXTRA_BITS, CsbMlpTrainer, CsbTrainSetup, learning_rate_exponent, quantize
 from codesign.pe.csb import golden
 from codesign.step.csb.lists import PE, CsbStepLists, CsbStepScales, step_arena, step_lists
@@ -86,6 +93,9 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         self.list_steps = self.lists_built = 0
         self._built: Dict[Tuple[Any, ...], CsbStepLists] = {}
         self._stale = False  # the host's copy of the buffers is older than the arena's
+        self._staged: StagedBatch | None = None  # the next batch, its codes written beside the last step
+        self.inputs_staged = 0  # list steps whose batch was written beside the step before
+        self.beside_seconds: Dict[Tuple[int, int], float] = {}
 
     # -- the state between host and arena
 
@@ -95,7 +105,7 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         layout = step_arena(self.spec, self.setup.layers, self.setup.batch_size, self._structure)
         for layer, (structure, words) in enumerate(zip(self._structure, self.buffers)):
             layout.write_state(layout.image, layer, structure, words, 0)
-        self.layout, self.buffer_phase, self._built, self._stale = layout, 0, {}, False
+        self.layout, self.buffer_phase, self._built, self._stale, self._staged = layout, 0, {}, False, None
         self.device = self.shell.arena(layout, key=("csb", self.setup.layers, self.setup.batch_size, next(_ARENAS)))
 
     def _pull(self) -> None:
@@ -119,20 +129,28 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         return self._kept_lists((self.layout.chunks_of(n), upd, self.buffer_phase), lambda: step_lists(
             self.layout, n, CsbStepScales.of(self.frac_bits, upd), self.buffer_phase, copies=self.copies))
 
-    def train_step(self, x, y) -> float:
-        """One SGD step (float64 on the host in the warm-up; call lists after); returns the loss."""
+    def train_step(self, x, y, *, next_x=None) -> float:
+        """One SGD step (float64 on the host in the warm-up; call lists after); returns the loss. ``next_x``: the
+        batch the next call takes, if known, whose codes the host writes while this step's last lists compute."""
+        self.beside_seconds = {}
         if self.phase == "warmup":
             return super().train_step(x, y)
         x, y, n, used, upd = list_step_batch(self, x, y)
         fb, layout, shell = self.frac_bits, self.layout, self.shell
         lists = self.lists(n, upd)
-        shell.flush(self.device, layout.write_codes(self.device, layout.x[0], quantize(x, fb[0]["activation"])))
+        staged, self._staged = self._staged, None
+        if staged is not None and staged.matches(x, (fb[0]["activation"], self.buffer_phase)):
+            self.inputs_staged += 1
+        else:
+            shell.flush(self.device, layout.write_codes(self.device, layout.inputs[self.buffer_phase],
+                                                        quantize(x, fb[0]["activation"])))
         self._run_phases(lists.forward_phases)
         classes = self.setup.layers[-1]
         shell.invalidate(self.device, layout.acc_ranges(layout.z[-1], n, classes))
         loss, grad = softmax_cross_entropy(self._logits(layout.read_accs(self.device, layout.z[-1], n, classes)), y)
         shell.flush(self.device, layout.write_codes(self.device, layout.dy[-1], quantize(grad, fb[-1]["error"])))
-        self._run_phases(lists.backward_phases)
+        self._run_phases(lists.backward_phases, beside=None if next_x is None else lambda: self._stage(next_x),
+                         first=len(lists.forward_phases))
         self.buffer_phase, self._stale = 1 - self.buffer_phase, True
         self.lr_exponents.extend(used)
         nnz = [int(structure.nnz) for structure in self._structure]
@@ -142,6 +160,22 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         self.step += 1
         self.list_steps += 1
         return loss
+
+
+    def _stage(self, next_x) -> None:
+        """Beside the step's last lists: the next batch checked (a copy of its own) and its codes written into the
+        input tiles of the other buffer phase, the next step's; nothing staged for a batch that fails the check or
+        does not fit the arena, which the next step then reports."""
+        try:
+            x, _ = self._batch(np.array(next_x, dtype=np.float64))
+        except (TypeError, ValueError):  # HwTrainError too
+            return
+        if x.shape[0] > self.setup.batch_size:
+            return
+        phase, frac = 1 - self.buffer_phase, self.frac_bits[0]["activation"]
+        self.shell.flush(self.device, self.layout.write_codes(self.device, self.layout.inputs[phase],
+                                                              quantize(x, frac)))
+        self._staged = StagedBatch(x=x, key=(frac, phase))
 
 
 __all__ = ["CsbListTrainer", "check_list_spec", "upd_fields"]

@@ -82,9 +82,13 @@ class GoldenListShell:
         self.ranges += len(ranges)
 
     def run_phase(self, phase, arena: np.ndarray, beside: Callable[[], None] | None = None) -> np.ndarray:
-        """A phase's lists, ``(pe, calls)`` each, one after the other (they write disjoint words); then ``beside``,
-        the host's work while the IPs compute (on a board, between their starts and the wait; its time is the
-        host's, not the shell's)."""
+        """A phase's lists, ``(pe, calls)`` each, one after the other (they write disjoint words), after
+        ``beside``, the host's work while the IPs compute (on a board, between their starts and the wait; its time
+        is the host's, not the shell's). ``beside`` runs first, on the arena the lists then start from: a list
+        that read words the host writes beside would compute with them, and so differ from the loop it must
+        equal."""
+        if beside is not None:
+            beside()
         started = time.perf_counter()
         lists = tuple(calls for _, calls in phase)  # built once and kept by the trainer: their identity is the key
         key = tuple(map(id, lists))
@@ -103,8 +107,6 @@ class GoldenListShell:
             written = _written_words(lists)
             self._replies[key] = (lists, written, arena[written])
         self.seconds += time.perf_counter() - started
-        if beside is not None:
-            beside()
         return arena
 
 
@@ -159,4 +161,9 @@ def host_per_list_step(trainer, shell: "GoldenListShell", batches, *, warm_steps
             **counts[least]}
 
 
-__all__ = ["GoldenListShell", "host_per_list_step"]
+def beside_seconds(measured: dict) -> float:
+    """Of a :func:`host_per_list_step` figure, the seconds the host worked beside the phases."""
+    return float(sum(seconds for _, _, seconds in measured.get("beside", ())))
+
+
+__all__ = ["GoldenListShell", "beside_seconds", "host_per_list_step"]

@@ -18,7 +18,7 @@ is not counted.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,15 +144,32 @@ def list_stage(cycles: int, calls: Sequence[Call]) -> Stage:
 
 
 def list_step_time(priced, board: Board, *, clock_mhz: float, host_s: float, host_source: str, array_macs: int,
-                   mac_energy_pj: float, dense_macs: int = 0) -> StepTime:
+                   mac_energy_pj: float, dense_macs: int = 0, beside: Mapping[int, float] | None = None) -> StepTime:
     """The whole step of a family's lists, ``priced`` as :func:`codesign.step.list_cycles.step_cycles` gives them
     (a list after another on one IP) or by phase (:func:`codesign.step.share.phased_step_cycles`: lists side by
     side on copies), plus the step's ``macs``: a stage a list or phase, its cycles and words; the host's ``host_s``
-    measured where it runs."""
+    measured where it runs, of which ``beside`` (stage index -> seconds) ran while that stage's lists computed
+    and is hidden as far as they reach (:func:`hidden_seconds`)."""
     stages = list_stages(priced)
-    return step_time(stages, board, clock_mhz=clock_mhz, host_s=host_s, host_source=host_source,
+    hidden = hidden_seconds(beside or {}, stages, board, clock_mhz)
+    if hidden > host_s:
+        raise ValueError(f"host_s={host_s} s is less than the {hidden} s of it run beside the stages")
+    return step_time(stages, board, clock_mhz=clock_mhz, host_s=host_s - hidden, host_source=host_source,
                      macs=priced["macs"], array_macs=array_macs, calls=priced["calls"],
                      stream_cycles=stream_cycles(stages), mac_energy_pj=mac_energy_pj, dense_macs=dense_macs)
+
+
+def hidden_seconds(beside: Mapping[int, float], stages: Sequence[Stage], board: Board, clock_mhz: float) -> float:
+    """Seconds of ``beside`` (stage index -> the host's seconds of work while that stage's lists computed) the
+    stages hide: each as far as its stage's PE and data-movement seconds reach; the rest still adds to the step."""
+    hidden = 0.0
+    for index, seconds in beside.items():
+        if not 0 <= index < len(stages):
+            raise ValueError(f"host work beside stage {index}: the step has {len(stages)} stages")
+        if seconds < 0:
+            raise ValueError(f"host work beside stage {index}: {seconds} s is negative")
+        hidden += min(seconds, sum(stage_seconds(stages[index], board, clock_mhz)))
+    return hidden
 
 
 def list_stages(priced) -> list[Stage]:
@@ -168,5 +185,5 @@ def stream_cycles(stages: Sequence[Stage]) -> int:
     return sum(max(stage.words_in, stage.words_out) for stage in stages)
 
 
-__all__ = ["Stage", "StepTime", "list_stage", "list_stages", "list_step_time", "port_bytes_per_s", "stage_seconds",
-           "step_time", "stream_cycles"]
+__all__ = ["Stage", "StepTime", "hidden_seconds", "list_stage", "list_stages", "list_step_time", "port_bytes_per_s",
+           "stage_seconds", "step_time", "stream_cycles"]

@@ -60,6 +60,7 @@ def test_warmup_pruning_and_two_fixed_epochs_equal_the_golden_loop():
     assert moved > 100  # the second fixed epoch changed the buffers: the comparison is not of untouched state
     assert any(mask.sum() < mask.size for mask in lists.masks)  # the search pruned
     assert lists.list_steps == 8 and lists.shell.lists == 16
+    assert lists.inputs_staged == 6  # fit gives the next batch: every fixed step but an epoch's first took it
 
 
 def pruned_state(trainer: CsbMlpTrainer, rng) -> dict:
@@ -105,6 +106,42 @@ def test_step_by_step_with_a_shorter_batch_empty_blocks_and_what_the_host_moves(
     assert_same_state(golden, lists)
     for a, b in zip(golden.read_weights()["buffers"], state["buffers"]):
         assert np.sum(a != b) > 0
+
+
+def test_the_next_batch_written_beside_the_lists_is_taken_only_where_it_is_the_batch():
+    """Given ``next_x``, a step writes its codes into the other phase's input tiles beside its last lists (the
+    golden shell runs that work before the phase's lists, so a list that read those tiles would differ from the
+    loop); the next step takes them only where its batch is that one value for value. A batch changed in place,
+    another one, and next batches that fail the check are taken afresh or refused as without staging."""
+    setup = small_setup(schedule="constant", lr=0.25)
+    golden, lists = CsbMlpTrainer(setup), CsbListTrainer(setup, shell(copies=2))
+    rng = np.random.default_rng(5)
+    state = pruned_state(golden, rng)
+    golden.load_weights(state)
+    lists.load_weights(state)
+    x = [rng.random((20, 64)) * 4 for _ in range(4)]
+    y = [rng.integers(0, 10, 20) for _ in range(4)]
+    bad = x[3].copy()
+    bad[1, 2] = np.nan
+
+    def step(index, given, next_x, staged):
+        assert golden.train_step(given, y[index][:len(given)]) == \
+            lists.train_step(given, y[index][:len(given)], next_x=next_x)
+        assert lists.inputs_staged == staged
+    step(0, x[0], x[1], 0)
+    assert list(lists.beside_seconds) == [(0, 2)]  # beside the last of three phases: WG, UPD, SHR
+    step(1, x[1], x[2], 1)  # taken
+    x[2][0, 0] += 1.0
+    step(2, x[2], x[3][:7], 1)  # changed in place after staging: taken afresh
+    step(3, x[3][:7], np.zeros((3, 63)), 2)  # a shorter batch, taken; a next batch of 63 features stages nothing
+    step(0, x[0], x[1], 2)
+    step(3, x[3], bad, 2)  # another batch than the staged one
+    with pytest.raises(HwTrainError, match="1 non-finite values"):  # a NaN batch stages nothing; its step says why
+        lists.train_step(bad, y[3])
+    step(0, x[0], np.zeros((21, 64)), 2)  # more samples than the arena holds: nothing staged
+    step(1, x[1], None, 2)
+    assert lists.list_steps == 8
+    assert_same_state(golden, lists)
 
 
 def test_bad_shells_specs_and_batches_are_refused():

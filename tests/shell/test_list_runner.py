@@ -91,7 +91,7 @@ def test_a_replaying_shell_hands_back_a_phase_s_last_arena_without_computing():
     assert not np.array_equal(shell.run_phase(again.phases[0], np.zeros_like(device)), golden)
 
 
-def test_the_golden_shell_runs_the_host_s_work_after_the_phase_and_leaves_its_time_to_the_host():
+def test_the_golden_shell_runs_the_host_s_work_first_on_the_arena_the_lists_start_from():
     import numpy as np
 
     from codesign.pe.fpmac_array.spec import FpmacArraySpec
@@ -102,14 +102,20 @@ def test_the_golden_shell_runs_the_host_s_work_after_the_phase_and_leaves_its_ti
     arena = step_arena(spec, (7, 5, 4), 3)
     lists = step_lists(arena, 3, 7, 0)
     shell = GoldenListShell({PE: spec})
-    device = np.random.default_rng(0).integers(0, 1 << 12, np.asarray(arena.image).size).astype(np.uint32)
-    golden = shell.run_phase(lists.phases[0], np.array(device))
+    rng = np.random.default_rng(0)
+    device, other = (rng.integers(0, 1 << 12, np.asarray(arena.image).size).astype(np.uint32) for _ in range(2))
+    golden, golden_other = (shell.run_phase(lists.phases[0], np.array(image)) for image in (device, other))
+    assert not np.array_equal(golden, golden_other)
     seen = []
     before = (shell.seconds, shell.lists)
     got = shell.run_phase(lists.phases[0], np.array(device), beside=lambda: seen.append((shell.seconds, shell.lists)))
     assert np.array_equal(got, golden)
-    # once, after the phase was run and its seconds counted, and none of its own seconds counted as the shell's
-    assert len(seen) == 1 and seen[0][0] > before[0] and seen[0][1] > before[1] and shell.seconds == seen[0][0]
+    # once, before the phase's lists ran, and none of its seconds counted as the shell's
+    assert seen == [before] and shell.seconds > before[0] and shell.lists > before[1]
+    # what the host writes beside is where the lists start from: a list that read it computes with it
+    given = np.array(device)
+    got = shell.run_phase(lists.phases[0], given, beside=lambda: given.__setitem__(slice(None), other))
+    assert np.array_equal(got, golden_other)
 
 
 def test_a_trainer_that_stages_the_next_batch_is_given_it_as_its_epoch_loop_gives_it():

@@ -18,7 +18,7 @@ from codesign.loops.common import HwTrainError
 from codesign.train.geometry import mlp_layers
 from codesign.loops.csb import CsbTrainSetup
 from codesign.loops.csb_lists import CsbListTrainer, check_list_spec
-from codesign.shell.list_runner import GoldenListShell, host_per_list_step
+from codesign.shell.list_runner import GoldenListShell, beside_seconds, host_per_list_step
 from codesign.loops.host_share import compressed_masks
 from codesign.pe.csb.format import encode
 from codesign.step.csb.list_time import csb_list_step, step_list_cycles
@@ -142,11 +142,13 @@ def runs_lists(spec: CsbSpec) -> bool:
 
 
 def csb_list_model(spec: CsbSpec, layers: Sequence[int], batch: int, masks: Sequence[np.ndarray], *,
-                   host: HostModel) -> ExploreModel:
-    """The fixed-point CSB step of an MLP as the board runs it on an RTL-route build: two call lists on one csb
-    IP whose square block, lanes and multipliers vary (the builds the lists run on), the kept weights ``masks``
-    encoded for each block shape; each list a stage priced by the list cycle model under the HP port's DDR
-    timing (fast, :func:`codesign.step.list_cycles.fast_step_cycles`); ``host`` the host's seconds a list step."""
+                   host: HostModel, beside_s: float = 0.0) -> ExploreModel:
+    """The fixed-point CSB step of an MLP as the board runs it on an RTL-route build: call lists on one csb IP or
+    copies of it whose square block, lanes and multipliers vary (the builds the lists run on), the kept weights
+    ``masks`` encoded for each block shape; each phase a stage priced by the list cycle model under the HP port's
+    DDR timing (fast, :func:`codesign.step.list_cycles.fast_step_cycles`); ``host`` the host's seconds a list step
+    between its phases, ``beside_s`` those it works beside the last (the next batch written), which a build's
+    step hides as far as that phase reaches (the space counts them hidden)."""
     encoded: dict[tuple[int, int], list] = {}
 
     def structures(build: CsbSpec) -> list:
@@ -163,8 +165,8 @@ def csb_list_model(spec: CsbSpec, layers: Sequence[int], batch: int, masks: Sequ
         build, copies = options[0].spec, options[0].copies
         found = priced(build, copies)
         return csb_list_step(build, layers, batch, structures(build), board, clock_mhz=clock,
-                             host_s=host.seconds(found["calls"]), host_source=host.source, copies=copies,
-                             priced=found)
+                             host_s=host.seconds(found["calls"]) + beside_s, host_source=host.source, copies=copies,
+                             priced=found, beside={len(found["words"]) - 1: beside_s})
 
     return ExploreModel(name=KEY, bases={KEY: spec}, loads=lambda pe, build, copies: phase_loads(
                             priced(build, copies), copies), step=step,
@@ -194,8 +196,14 @@ def csb_explorer(design, *, progress: Callable[[str], None] = print, host: HostM
     setup = csb_setup_of(design)
     progress("pruning as the CSB loop does (its warm-up epochs and kernel search) for the kept weights")
     trainer = compressed_masks(setup, load_dataset(design.training))
-    host = list_step_host(host, lambda: measure_csb_list_host(trainer)["seconds"], progress)
-    return csb_list_model(spec, setup.layers, setup.batch_size, trainer.masks, host=host)
+    measured: dict = {}
+
+    def between() -> float:  # the host's seconds between the phases (the staging beside the last is hidden)
+        measured.update(measure_csb_list_host(trainer))
+        return measured["seconds"] - beside_seconds(measured)
+    host = list_step_host(host, between, progress)
+    return csb_list_model(spec, setup.layers, setup.batch_size, trainer.masks, host=host,
+                          beside_s=beside_seconds(measured) if measured else 0.0)
 
 
 FAMILY = DesktopFamily(key=KEY, title="CSB", detect=lambda design: design_pes(design) == [KEY]

@@ -11,6 +11,8 @@ one call reads in one segment, and every call takes at most two:
   phase's and writes the other's);
 * per lane chunk ``k`` (``spec.batch`` samples) and channel tile (``B`` = block rows = block columns channels):
   ``x[l][c][k]`` = layer ``l``'s input codes (``B * b`` bytes, channel-major, lanes inner: the PE's X section);
+  the network's input twice, ``inputs[p]`` the tiles a phase-``p`` step reads (``inputs[0]`` is ``x[0]``), so
+  the host writes the next step's batch while this step's lists compute;
   ``dy[l][r][k]`` = the error codes of layer ``l``'s output (EB's DY); ``z[l][r][k]`` = layer ``l``'s
   accumulators (the pre-activation, kept for the mask; ``W^T dy`` never leaves the PE before its mask). Every
   ``dy`` tile lies after every ``x`` tile, so WG reads ``x[l][c][k]`` and ``dy[l][r][k]`` as one block of two
@@ -69,14 +71,16 @@ def _tiles(layout: ArenaLayout, count: int, chunks: int, words: int) -> Tuple[Tu
 class CsbArena:
     """The arena of a CSB MLP step (see the module docstring): ``layers`` widths, ``batch`` rows a step, lane
     ``chunks`` of ``spec.batch``, ``tile`` = ``B`` channels a tile; per layer the tile offsets ``x``, ``dy``,
-    ``z`` and the ``blocks`` of its stored structure; ``records`` (a record slot per call
-    of the longest list, ``record_slots``) and the arena's first ``image`` (the encoded state in phase 0)."""
+    ``z`` and the ``blocks`` of its stored structure; the network input's tiles by buffer phase, ``inputs``;
+    ``records`` (a record slot per call of the longest list, ``record_slots``) and the arena's first ``image``
+    (the encoded state in phase 0)."""
 
     spec: CsbSpec
     layers: Tuple[int, ...]
     batch: int
     chunks: int
     x: Tuple[Tuple[Tuple[int, ...], ...], ...]
+    inputs: Tuple[Tuple[Tuple[int, ...], ...], Tuple[Tuple[int, ...], ...]]
     dy: Tuple[Tuple[Tuple[int, ...], ...], ...]
     z: Tuple[Tuple[Tuple[int, ...], ...], ...]
     blocks: Tuple[Tuple[BlockSlots, ...], ...]
@@ -218,6 +222,7 @@ def build_arena(spec: CsbSpec, layers: Sequence[int], batch: int, structures: Se
     tiles = [-(-width // B) for width in layers]
     # every x tile before every dy tile: WG reads x[l][c][k] and dy[l][r][k] as one block of two rows
     x = tuple(_tiles(layout, tiles[l], chunks, code) for l in range(len(layers) - 1))
+    inputs = (x[0], _tiles(layout, tiles[0], chunks, code))
     z = tuple(_tiles(layout, tiles[l + 1], chunks, acc) for l in range(len(layers) - 1))
     dy = tuple(_tiles(layout, tiles[l + 1], chunks, code) for l in range(len(layers) - 1))
     # the buffers first: UPD reads a phase's buffer words and the gradients after them as one block of two rows
@@ -225,7 +230,7 @@ def build_arena(spec: CsbSpec, layers: Sequence[int], batch: int, structures: Se
                for csb in structures]
     blocks = tuple(_block_slots(layout, csb, slots) for csb, slots in zip(structures, buffers))
     records = layout.reserve(RECORD_WORDS * max(record_slots, 1))
-    return CsbArena(spec=spec, layers=layers, batch=batch, chunks=chunks, x=x, dy=dy, z=z,
+    return CsbArena(spec=spec, layers=layers, batch=batch, chunks=chunks, x=x, inputs=inputs, dy=dy, z=z,
                     blocks=blocks, records=records, record_slots=record_slots, image=layout.image())
 
 

@@ -104,6 +104,11 @@ class _Drafts:
             rounding: RoundStageConfig = RAW) -> None:
         self.items.append((header, tuple(segments), out, count, rounding))
 
+    def x(self, layer: int) -> Tuple[Tuple[int, ...], ...]:
+        """Layer ``layer``'s input tiles: the network input's are this phase's (the next step's batch goes into the
+        other phase's while this step's lists compute)."""
+        return self.arena.inputs[self.phase] if layer == 0 else self.arena.x[layer]
+
     def block(self, offset: int, words: int) -> Block:
         return Block(offset=offset, words=words, rows=1)
 
@@ -141,7 +146,7 @@ def _forward(d: _Drafts, scales: CsbStepScales, chunks: Sequence[int]) -> None:
                 row = [s for s in slots if s.row == r]
                 if not row:
                     continue  # no stored entry: z and the next layer's X tile stay 0
-                d.chain(Op.FP, row, [a.x[layer][s.col][k] for s in row], line[k])
+                d.chain(Op.FP, row, [d.x(layer)[s.col][k] for s in row], line[k])
                 if layer < last:
                     d.select(line[k], line[k], a.x[layer + 1][r][k], scales.relu[layer])
 
@@ -151,7 +156,7 @@ def _gradient(d: _Drafts, layer: int, s: BlockSlots) -> None:
     after the index in ``ig``, where UPD reads index and gradient as one segment."""
     a, last = d.arena, d.chunks - 1
     for k in range(d.chunks):
-        x, dy = a.x[layer][s.col][k], a.dy[layer][s.row][k]
+        x, dy = d.x(layer)[s.col][k], a.dy[layer][s.row][k]
         operands = Block(offset=x, words=a.code_words, rows=2, stride=dy - x)
         count = s.nnz if k == last else 0
         d.add(header_word(Op.WG, s.nnz, zero=not k, carry=bool(k), hold=k < last),

@@ -26,7 +26,7 @@ from codesign.boards import Board
 from codesign.pe.tt.cycles import transaction_cycles
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.step.list_cycles import BOARD_DDR, DdrTiming, phase_cycles
-from codesign.step.time import Stage, StepTime, stage_seconds, step_time
+from codesign.step.time import Stage, StepTime, hidden_seconds, step_time
 from codesign.step.tt.step_lists import Fracs, StepLists, check_specs, step_lists
 from codesign.step.tt.time import TtLayers, tt_mac_energy_pj
 
@@ -183,17 +183,17 @@ def hidden_host_s(beside: Iterable[tuple[int, int, float]], phases: Sequence[Seq
     """Seconds of ``beside`` (``(layer, phase, seconds)`` each: the host's work while that phase's lists computed)
     the phases hide: each as far as its phase's PE and data-movement seconds reach; the rest still adds to the
     step."""
-    hidden, seen = 0.0, set()
+    firsts = np.cumsum([0] + [len(layer) for layer in phases])
+    flat: dict = {}
     for layer, phase, seconds in beside:
         if not (0 <= layer < len(phases) and 0 <= phase < len(phases[layer])):
             raise ValueError(f"host work beside phase {phase} of layer {layer}: the step has no such phase")
-        if (layer, phase) in seen:
+        if int(firsts[layer]) + phase in flat:
             raise ValueError(f"host work beside phase {phase} of layer {layer} is given twice")
-        seen.add((layer, phase))
         if seconds < 0:
             raise ValueError(f"host work beside phase {phase} of layer {layer}: {seconds} s is negative")
-        hidden += min(seconds, sum(stage_seconds(phases[layer][phase], board, clock_mhz)))
-    return hidden
+        flat[int(firsts[layer]) + phase] = seconds
+    return hidden_seconds(flat, [stage for layer in phases for stage in layer], board, clock_mhz)
 
 
 def tt_list_step(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
