@@ -47,15 +47,14 @@ from codesign.design.families.csb import csb_list_model, csb_setup_of
 from codesign.io.reports import write_json_atomic
 from codesign.loops.csb_lists import CsbListTrainer
 from codesign.loops.host_share import compressed_masks, measure_csb_host
-from codesign.shell.list_runner import GoldenListShell, beside_seconds, host_per_list_step
+from codesign.shell.list_runner import GoldenListShell, host_per_list_step
 from codesign.step.csb.list_time import csb_list_step
 from codesign.step.csb.time import csb_step_time
-from codesign.step.host import HostModel
 from codesign.train.data import load_digits_dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_fb_step_lists import (BOARDS, board_entry, entry_text, explored_entry, explored_text, least_seconds,  # noqa: E402
-                                 step_arguments, torch_f32_step)
+from bench_fb_step_lists import (BOARDS, board_entry, entry_text, explored_entry, explored_text,  # noqa: E402
+                                 host_parts, least_seconds, step_arguments, torch_f32_step)
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "digits_compressed_mlp.toml"
 
@@ -85,16 +84,14 @@ def main() -> int:
            "torch_f32_ms": 1e3 * torch_s, "boards": {}}
     for name in BOARDS:
         target = board(name)
+        beside, between, beside_s = host_parts(list_host)
         lists = csb_list_step(spec, layers, batch_size, structures, target, clock_mhz=design.clock_mhz,
                               host_s=list_host["seconds"], host_source="measured on this desktop", ddr=BOARD_DDR,
-                              copies=copies, beside={phase: seconds for _, phase, seconds in list_host["beside"]})
+                              copies=copies, beside=beside)
         calls = csb_step_time(spec, trainer.masks, batch_size, target, clock_mhz=design.clock_mhz, host=call_host)
         row["boards"][name] = entry = board_entry(lists, calls, torch_s)
-        between = HostModel(fixed_s=list_host["seconds"] - beside_seconds(list_host), per_call_s=0.0,
-                            source="measured on this desktop")
         entry["explored"] = explored_entry(csb_list_model(spec, layers, batch_size, trainer.masks, host=between,
-                                                          beside_s=beside_seconds(list_host)),
-                                           target, design.clock_mhz, torch_s)
+                                                          beside_s=beside_s), target, design.clock_mhz, torch_s)
         print(f"{name} at {design.clock_mhz:g} MHz (kept {kept} weights): {entry_text(entry, row)}; "
               f"{explored_text(entry['explored'])}", flush=True)
     out = Path(args.out)

@@ -10,7 +10,9 @@ FP-MAC array build), at its largest FB, in one process:
   cycle model, exact against the RTL, under the boards' HP-port DDR timing)
   at the design's clock. Its host time is measured here: the wall time of a
   :class:`codesign.loops.fb_lists.FbListTrainer` step less its golden shell's
-  (which a board replaces by its IP). This desktop is not the board's ARM.
+  (which a board replaces by its IP), given the next batch as ``fit`` gives
+  it; the seconds it works beside the last phase (that batch written) are
+  hidden as far as the phase reaches. This desktop is not the board's ARM.
 - ``per_call``: the same step as one IP call per GEMM with the host between
   them (:func:`codesign.step.fpmac_array.time.fb_step_time`, its host measured
   here): what the board ran before the lists.
@@ -22,7 +24,7 @@ FP-MAC array build), at its largest FB, in one process:
 
 - ``explored``: the explorer's fastest build on each board for this list step
   (:func:`codesign.design.families.fpmac_array.fb_list_model`: array shape and
-  buffer depths), its step priced exactly, with the same host.
+  buffer depths, one to four copies), its step priced exactly, with the same host.
 
 Prints each board's step, its parts and the ratios board / torch_f32 and board
 / golden; writes ``fb_step_lists.json``. A run takes about a minute.
@@ -48,6 +50,7 @@ from codesign.loops.fb import FbMlpTrainer
 from codesign.loops.host_share import measure_fb_host
 from codesign.step.fpmac_array.list_time import fb_list_step
 from codesign.step.fpmac_array.time import fb_step_time
+from codesign.shell.list_runner import beside_seconds
 from codesign.step.host import HostModel
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "digits_abvs.toml"
@@ -128,6 +131,16 @@ def board_entry(lists, calls, torch_s: float) -> dict:
             "per_call_host_share": calls.host_s / calls.total_s, "ratio_board_to_torch_f32": lists.total_s / torch_s}
 
 
+def host_parts(list_host: dict) -> tuple[dict, HostModel, float]:
+    """A list step's host as measured here (:func:`codesign.shell.list_runner.host_per_list_step`): its seconds
+    beside each phase (the next batch written beside the last; the step model hides them as far as the phase
+    reaches), its seconds between the phases as the explorer's host model, and those beside in all."""
+    beside_s = beside_seconds(list_host)
+    return ({phase: seconds for _, phase, seconds in list_host["beside"]},
+            HostModel(fixed_s=list_host["seconds"] - beside_s, per_call_s=0.0, source="measured on this desktop"),
+            beside_s)
+
+
 def explored_entry(family, target, clock_mhz: float, torch_s: float) -> dict:
     """The explorer's fastest point of ``family`` (an ExploreModel pricing the list step) on ``target``: its build
     and its exact list step (the family's ``step``) against the float32 PyTorch step's ``torch_s`` seconds."""
@@ -178,14 +191,15 @@ def main() -> int:
            "golden_ms": 1e3 * golden_s, "torch_f32_ms": 1e3 * torch_s, "boards": {}}
     for name in BOARDS:
         target = board(name)
+        beside, between, beside_s = host_parts(list_host)
         lists = fb_list_step(spec, layers, batch_size, target, clock_mhz=design.clock_mhz,
-                             host_s=list_host["seconds"], host_source="measured on this desktop", ddr=BOARD_DDR)
+                             host_s=list_host["seconds"], host_source="measured on this desktop", ddr=BOARD_DDR,
+                             beside=beside)
         calls = fb_step_time(spec, shapes, target, clock_mhz=design.clock_mhz, host=call_host)
         entry = board_entry(lists, calls, torch_s)
         entry["ratio_board_to_golden"] = lists.total_s / golden_s
-        entry["explored"] = explored_entry(fb_list_model(spec, layers, batch_size, host=HostModel(
-            fixed_s=list_host["seconds"], per_call_s=0.0, source="measured on this desktop")), target,
-            design.clock_mhz, torch_s)
+        entry["explored"] = explored_entry(fb_list_model(spec, layers, batch_size, host=between, beside_s=beside_s),
+                                           target, design.clock_mhz, torch_s)
         row["boards"][name] = entry
         print(f"{name} at {design.clock_mhz:g} MHz: {entry_text(entry, row)}; golden {row['golden_ms']:.2f} ms; "
               f"{explored_text(entry['explored'])}", flush=True)

@@ -265,8 +265,9 @@ class FbMlpTrainer(ScheduledLoop):
             raise HwTrainError(f"batch x holds {int(x.size - np.isfinite(x).sum())} non-finite values")
         return x, y
 
-    def train_step(self, x, y) -> float:
-        """One SGD step on a batch; returns the batch's mean cross-entropy (float64)."""
+    def train_step(self, x, y, *, next_x=None) -> float:
+        """One SGD step on a batch; returns the batch's mean cross-entropy (float64). ``next_x``, the batch the next
+        call takes, is for the list trainer, which writes it beside its lists."""
         x, y = self._batch(x, y)
         n = x.shape[0]
         inputs, pre = self._forward(self.to_words(x))
@@ -326,9 +327,13 @@ class FbMlpTrainer(ScheduledLoop):
             losses = []
             steps = progress_bar(range(self.steps_per_epoch), progress, desc=f"epoch {self.epoch} (fb {fb})",
                               leave=False)
+            x = train_x[order[:batch]]
             for index in steps:
                 rows = order[index * batch:(index + 1) * batch]
-                losses.append(self.train_step(train_x[rows], train_y[rows]))
+                following = train_x[order[(index + 1) * batch:(index + 2) * batch]] \
+                    if index + 1 < self.steps_per_epoch else None
+                losses.append(self.train_step(x, train_y[rows], next_x=following))
+                x = following
             accuracy = self.evaluate(data.test_x, data.test_y)
             row = {"epoch": self.epoch, "fb": fb, "loss": float(np.mean(losses)), "accuracy": accuracy,
                    "macs": dict(Counter(self.gemm.macs) - macs_before), "seconds": time.perf_counter() - started}

@@ -6,14 +6,20 @@ on a *shell* (the golden shell model on the desktop, a board's fpmac_array
 IP). Weights, biases and velocities live in the arena as container words
 from the start and are never read back during training; per step the host
 
-1. writes the batch (rounded to the FB once, as the loop does) and the three
-   SGD scalars (weight decay, momentum, minus the scheduled learning rate,
-   each rounded to the FB) and flushes them;
+1. writes the batch (rounded to the FB once, as the loop does; unless it
+   wrote it beside the step before) and the three SGD scalars (weight decay,
+   momentum, minus the scheduled learning rate, each rounded to the FB) and
+   flushes them;
 2. runs the forward list, reads the logits, computes the loss and its
    gradient in float64 as the loop does, writes the gradient rounded to the
    FB and flushes it;
 3. runs the backward list (gradients, mask, momentum SGD on the PE), which
-   leaves the new parameters in the other phase's regions.
+   leaves the new parameters in the other phase's regions. Beside its last
+   phase, where the caller gives the next batch (``train_step(x, y,
+   next_x=...)``; ``fit`` does), it checks that batch and writes it into the
+   other phase's input tiles (:attr:`~codesign.step.fpmac_array.arena.FbArena.inputs`),
+   which no list of this step reads; the next step takes it where its batch
+   is that one value for value at the same FB (a :class:`StagedBatch`).
 
 On several fpmac_array IPs (the shell's ``ip_count``) the forward is a phase
 of lists and the backward two, each phase's lists side by side
@@ -24,8 +30,9 @@ Evaluation, the FB rule and :meth:`read_weights` read the parameters back
 loop's bit for bit in every state word and every loss
 (``tests/loops/test_fb_lists.py``).
 
-A shell is any object with ``run_phase(phase, arena) -> arena`` (``phase``:
-``[(pe, calls)]``), ``arena(lists, key)`` (the arena the object's ``arena``
+A shell is any object with ``run_phase(phase, arena, beside=None) -> arena``
+(``phase``: ``[(pe, calls)]``; ``beside``: host work it runs once while the
+phase's lists compute), ``arena(lists, key)`` (the arena the object's ``arena``
 image describes, kept under ``key``), ``flush(arena, ranges)`` and
 ``invalidate(arena, ranges)`` (word ranges ``(start, words)``),
 ``ip_count(pe)`` and ``specs["fpmac_array"]``, the IPs' build.
@@ -35,7 +42,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, Tuple
 
-from codesign.loops.common import HwTrainError, StateOnDevice, softmax_cross_entropy
+import numpy as np
+
+from codesign.loops.common import HwTrainError, StagedBatch, StateOnDevice, softmax_cross_entropy
 from codesign.loops.fb import FbMlpTrainer, HwTrainSetup
 from codesign.step.fpmac_array.lists import PE, FbStepLists, step_arena, step_lists
 
@@ -57,6 +66,9 @@ class FbListTrainer(StateOnDevice, FbMlpTrainer):
         self._built: Dict[Tuple[int, int, int], FbStepLists] = {}
         self._stale = False  # the host's copy of the state is older than the arena's
         self._scalars: Tuple = ()  # (FB, weight decay, momentum, -learning rate) the arena's scalar words hold
+        self._staged: StagedBatch | None = None  # the next batch, written beside the last step
+        self.inputs_staged = 0  # steps whose batch was written beside the step before
+        self.beside_seconds: Dict[Tuple[int, int], float] = {}
         self._push()
 
     # -- the state between host and arena
@@ -88,12 +100,19 @@ class FbListTrainer(StateOnDevice, FbMlpTrainer):
         return self._kept_lists((n, self.fb, self.phase), lambda: step_lists(self.layout, n, self.fb, self.phase,
                                                                            self.copies))
 
-    def train_step(self, x, y) -> float:
-        """One SGD step on a batch as call lists; returns the batch's mean cross-entropy (float64)."""
+    def train_step(self, x, y, *, next_x=None) -> float:
+        """One SGD step on a batch as call lists; returns the batch's mean cross-entropy (float64). ``next_x``: the
+        batch the next call takes, if known, which the host writes while this step's last lists compute."""
+        self.beside_seconds = {}
         x, y = self._batch(x, y, self.setup.batch_size)
         n = x.shape[0]
         lists, layout = self.lists(n), self.layout
-        ranges = layout.a[0].write(self.device, self.to_words(x))
+        staged, self._staged = self._staged, None
+        if staged is not None and staged.matches(x, (self.fb, self.phase)):
+            ranges = []
+            self.inputs_staged += 1
+        else:
+            ranges = layout.inputs[self.phase].write(self.device, self.to_words(x))
         scalars = (self.fb, self.setup.weight_decay, self.setup.momentum, -self.learning_rate())
         if scalars != self._scalars:  # they change with the FB and the learning-rate schedule, not every step
             ranges += layout.write_scalars(self.device, [self.to_words(value) for value in scalars[1:]])
@@ -104,13 +123,28 @@ class FbListTrainer(StateOnDevice, FbMlpTrainer):
         self.shell.invalidate(self.device, logits_at.ranges(n))
         loss, dz = softmax_cross_entropy(self.to_values(logits_at.read(self.device, n)), y)
         self.shell.flush(self.device, layout.dz[-1].write(self.device, self.to_words(dz)))
-        self._run_phases(lists.backward_phases)
+        self._run_phases(lists.backward_phases, beside=None if next_x is None else lambda: self._stage(next_x),
+                         first=len(lists.forward_phases))
         self.phase = 1 - self.phase
         self._stale = True
         self.gemm.macs[self.fb] += lists.macs
         self.step += 1
         self.list_steps += 1
         return loss
+
+
+    def _stage(self, next_x) -> None:
+        """Beside the step's last lists: the next batch checked (a copy of its own; labels are not known yet, so
+        class 0 stands in) and written at the FB into the other phase's input tiles, the next step's; nothing staged
+        for a batch that fails the check, which the next step then reports."""
+        try:
+            x = np.array(next_x, dtype=np.float64)
+            x, _ = self._batch(x, np.zeros(len(x), np.int64), self.setup.batch_size)
+        except (TypeError, ValueError):  # HwTrainError too
+            return
+        phase = 1 - self.phase
+        self.shell.flush(self.device, self.layout.inputs[phase].write(self.device, self.to_words(x)))
+        self._staged = StagedBatch(x=x, key=(self.fb, phase))
 
 
 __all__ = ["FbListTrainer"]

@@ -37,6 +37,7 @@ def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(t
     for trainer in (board, golden):
         trainer.fit(data, progress=False, max_steps=3)
     assert [row["fb"] for row in board.history] == [row["fb"] for row in golden.history] == [6, 7]
+    assert board.inputs_staged == 4  # each epoch's later two batches written beside the step before
     for row_b, row_g in zip(board.history, golden.history):
         assert (row_b["loss"], row_b["accuracy"]) == (row_g["loss"], row_g["accuracy"])
     traffic = overlay.device.traffic

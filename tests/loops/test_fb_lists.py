@@ -64,6 +64,7 @@ def test_two_epochs_with_an_fb_change_equal_the_golden_loop_in_every_state_word(
     assert assert_same_state(golden, lists) == 2 * (65 * 12 + 13 * 10)
     # 5 steps an epoch: a full batch in both phases and the last batch of 4 in one, at each of the two FBs
     assert lists.list_steps == 10 and lists.lists_built == 6
+    assert lists.inputs_staged == 8  # fit gives the next batch: every step but an epoch's first took it
 
 
 @pytest.mark.parametrize("copies", [1, 2, 3, 4])
@@ -88,6 +89,34 @@ def test_step_by_step_with_a_shorter_batch_and_what_the_host_moves(copies):
     assert flushed == 2 * (65 * 12 + 13 * 10) and read == 0  # the state went in once, at the start
     assert_same_state(golden, lists)
     assert golden.gemm.macs.keys() == lists.gemm.macs.keys()
+
+
+def test_the_next_batch_written_beside_the_lists_is_taken_only_where_it_is_the_batch_at_the_fb():
+    """Given ``next_x``, a step writes it into the other phase's input tiles beside its last lists (the golden shell
+    runs that work before the phase's lists, so a list that read them would differ from the loop); the next step
+    takes it only where its batch is that one value for value at the same FB: an FB moved in between, a batch
+    changed in place and next batches that fail the check are taken afresh or refused as without staging."""
+    setup = small_setup()
+    golden, lists = FbMlpTrainer(setup), FbListTrainer(setup, shell(copies=2))
+    rng = np.random.default_rng(2)
+    x = [rng.random((20, 64)) for _ in range(4)]
+    y = [rng.integers(0, 10, 20) for _ in range(4)]
+
+    def step(index, given, next_x, staged):
+        assert golden.train_step(given, y[index][:len(given)]) == \
+            lists.train_step(given, y[index][:len(given)], next_x=next_x)
+        assert lists.inputs_staged == staged
+    step(0, x[0], x[1], 0)
+    assert list(lists.beside_seconds) == [(0, 2)]  # beside the last of three phases: gradients and updates
+    step(1, x[1], x[2], 1)
+    golden.controller.fb = lists.controller.fb = 6  # as the ABVS rule moves it between epochs
+    step(2, x[2], x[3][:7], 1)  # staged at FB 5: taken afresh
+    x[3][0, 0] += 1.0
+    step(3, x[3][:7], np.full((3, 64), np.inf), 1)  # changed in place after staging; an infinite batch stages nothing
+    step(0, x[0], np.zeros((21, 64)), 1)  # more rows than the arena holds: nothing staged
+    step(1, x[1], np.zeros((20, 63)), 1)  # 63 features: nothing staged
+    assert lists.list_steps == 6
+    assert_same_state(golden, lists)
 
 
 def test_a_negative_zero_bias_changes_no_state_word():

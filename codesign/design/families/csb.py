@@ -11,14 +11,14 @@ import numpy as np
 
 from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trainer
 from codesign.design.explore_model import (COPIES, CSB_KNOBS, CSB_LIST_KNOBS, CSB_TILE_KNOBS, MAX_LIST_COPIES,
-                                           ExploreModel, list_step_host, phase_loads, stage_array)
+                                           ExploreModel, MeasuredBeside, list_step_host, phase_loads, stage_array)
 from codesign.design.families import DesktopFamily, design_pes, shared_build
 from codesign.design.point import derived_pe_fields
 from codesign.loops.common import HwTrainError
 from codesign.train.geometry import mlp_layers
 from codesign.loops.csb import CsbTrainSetup
 from codesign.loops.csb_lists import CsbListTrainer, check_list_spec
-from codesign.shell.list_runner import GoldenListShell, beside_seconds, host_per_list_step
+from codesign.shell.list_runner import GoldenListShell, host_per_list_step
 from codesign.loops.host_share import compressed_masks
 from codesign.pe.csb.format import encode
 from codesign.step.csb.list_time import csb_list_step, step_list_cycles
@@ -196,14 +196,9 @@ def csb_explorer(design, *, progress: Callable[[str], None] = print, host: HostM
     setup = csb_setup_of(design)
     progress("pruning as the CSB loop does (its warm-up epochs and kernel search) for the kept weights")
     trainer = compressed_masks(setup, load_dataset(design.training))
-    measured: dict = {}
-
-    def between() -> float:  # the host's seconds between the phases (the staging beside the last is hidden)
-        measured.update(measure_csb_list_host(trainer))
-        return measured["seconds"] - beside_seconds(measured)
-    host = list_step_host(host, between, progress)
-    return csb_list_model(spec, setup.layers, setup.batch_size, trainer.masks, host=host,
-                          beside_s=beside_seconds(measured) if measured else 0.0)
+    measured = MeasuredBeside(lambda: measure_csb_list_host(trainer))
+    host = list_step_host(host, measured.between, progress)
+    return csb_list_model(spec, setup.layers, setup.batch_size, trainer.masks, host=host, beside_s=measured.beside_s)
 
 
 FAMILY = DesktopFamily(key=KEY, title="CSB", detect=lambda design: design_pes(design) == [KEY]

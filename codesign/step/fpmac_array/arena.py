@@ -158,7 +158,9 @@ class FbArena:
     """The arena of an FB-float MLP step (see the module docstring): per layer ``l`` its parameter tiles
     ``params[l]`` (offsets within region 0; region ``r`` is ``r * region_bytes`` further), its input ``a[l]``
     (``a[0]`` is the batch the host writes; a hidden layer's forward GEMMs write the next one's ReLU on the PE, so
-    no pre-activation is stored), the ``logits`` the host reads, output gradient ``dz[l]`` (``dz[-1]``: the host
+    no pre-activation is stored), the batch's tiles by phase ``inputs`` (``inputs[0]`` is ``a[0]``: a phase-``p``
+    step reads ``inputs[p]``, so the host writes the next batch while a step computes), the ``logits`` the host
+    reads, output gradient ``dz[l]`` (``dz[-1]``: the host
     writes it) and, for ``l > 0``, input gradient ``dx[l]``
     (``dx[0]`` is None); ``ones`` (``tile`` words of 1.0: the bias row's A), ``scalars`` (weight decay,
     momentum, minus the learning rate), ``records`` (a record slot per call of the longest one-IP list: a phase's lists share those, ``record_slots``),
@@ -173,6 +175,7 @@ class FbArena:
     params: Tuple[Tiles, ...]
     region_bytes: int
     a: Tuple[Tiles, ...]
+    inputs: Tuple[Tiles, Tiles]
     logits: Tiles
     dz: Tuple[Tiles, ...]
     dx: Tuple[Tiles | None, ...]
@@ -256,6 +259,7 @@ def build_arena(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, one:
     params = [tiles.shifted(start) for tiles in params]
     count = len(layers) - 1
     a = tuple(Tiles.place(layout, rows, spans(layers[index], tile)) for index in range(count))
+    inputs = (a[0], Tiles.place(layout, rows, spans(layers[0], tile)))
     logits = Tiles.place(layout, rows, spans(layers[-1], tile))
     dz = tuple(Tiles.place(layout, rows, spans(layers[index + 1], tile), gap=chunk) for index in range(count))
     dx = (None,) + tuple(Tiles.place(layout, rows, spans(layers[index], tile)) for index in range(1, count))
@@ -264,7 +268,8 @@ def build_arena(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, one:
     scratch = tuple(layout.reserve(chunk) for _ in range(2 * copies)) if copies > 1 else ()
     records = layout.reserve(RECORD_WORDS * record_slots)
     return FbArena(spec=spec, layers=layers, batch=batch, tile=tile, params=tuple(params),
-                   region_bytes=4 * region_words, a=a, logits=logits, dz=dz, dx=dx, ones=ones, scalars=scalars,
+                   region_bytes=4 * region_words, a=a, inputs=inputs, logits=logits, dz=dz, dx=dx, ones=ones,
+                   scalars=scalars,
                    records=records, record_slots=record_slots, image=layout.image(), scratch=scratch)
 
 

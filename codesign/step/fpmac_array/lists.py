@@ -90,6 +90,11 @@ class _Drafts:
         index = region(self.phase if phase is None else phase, name)
         return self.arena.params[layer].shifted(self.arena.base(index))
 
+    def a(self, layer: int) -> Tiles:
+        """Layer ``layer``'s input: the batch's tiles of this phase (the next step's go into the other phase's while
+        this step's lists compute)."""
+        return self.arena.inputs[self.phase] if layer == 0 else self.arena.a[layer]
+
     def ones(self, words: int) -> Block:
         return Block(offset=self.arena.ones, words=words, rows=1)
 
@@ -131,7 +136,7 @@ def _forward(d: _Drafts, tiles: Sequence[int]) -> None:
     arena = d.arena
     last = len(arena.params) - 1
     for layer in range(last + 1):
-        p, a = d.params(layer, "p"), arena.a[layer]
+        p, a = d.params(layer, "p"), d.a(layer)
         out = arena.logits if layer == last else arena.a[layer + 1]  # the logits, or the next input relu(Z)
         for i in tiles:
             r = d.rows[i]
@@ -164,7 +169,7 @@ def _gradient(d: _Drafts, layer: int, j: int, t: int) -> None:
     """Row ``j`` (0: the bias), column ``t`` of layer ``layer``'s ``G = [1 | A]^T . dZ``, a chain over the batch's
     row tiles."""
     arena = d.arena
-    g, a, dz = d.params(layer, "g"), arena.a[layer], arena.dz[layer]
+    g, a, dz = d.params(layer, "g"), d.a(layer), arena.dz[layer]
     o = g.col_spans[t]
     if not j:
         d.chain(1, o, [(r, d.ones(r), (dz, i, t, r)) for i, r in enumerate(d.rows)], g.tile(0, t))
