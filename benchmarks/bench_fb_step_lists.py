@@ -48,9 +48,9 @@ from codesign.design.families.fpmac_array import fb_list_model, fb_setup_of, mea
 from codesign.io.reports import write_json_atomic
 from codesign.loops.fb import FbMlpTrainer
 from codesign.loops.host_share import measure_fb_host
+from codesign.shell.list_runner import beside_seconds
 from codesign.step.fpmac_array.list_time import fb_list_step
 from codesign.step.fpmac_array.time import fb_step_time
-from codesign.shell.list_runner import beside_seconds
 from codesign.step.host import HostModel
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "digits_abvs.toml"

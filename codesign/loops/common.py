@@ -161,20 +161,22 @@ def check_fit_data(data, *, features: int, classes: int, needs_validation: bool 
 KEEP_LISTS = 8  # built lists a list trainer keeps: both buffer phases for a full and a last, shorter batch, spares
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class StagedBatch:
-    """A batch the host prepared for the next step while this one's lists computed: ``x``, checked (a copy of its
-    own), and ``key``, what the preparation assumed (the scale its codes were rounded at, where they were
-    written). The next step takes it only where its batch is this one value for value under the same key."""
+    """A batch the host prepared for the next step while this one's lists computed: ``x``, checked (a float64 copy
+    of its own), and ``key``, what the preparation assumed (the scale its codes were rounded at, where they were
+    written). The next step takes it only where its batch is this one bit for bit under the same key."""
 
     x: np.ndarray
     key: Tuple[Any, ...] = ()
 
     def matches(self, x, key: Tuple[Any, ...] = ()) -> bool:
-        """Whether ``x`` is the staged batch, value for value, under ``key`` (a NaN never is: the step's own check
-        then says why)."""
-        x = np.asarray(x)
-        return key == self.key and x.shape == self.x.shape and bool(np.array_equal(x, self.x))
+        """Whether ``x`` is the staged batch under ``key``, bit for bit as float64 (-0 is not +0: an FB container
+        word keeps the sign; a NaN never is, as none is staged: the step's own check then says why)."""
+        if key != self.key:
+            return False
+        x = np.asarray(x, dtype=np.float64)
+        return x.shape == self.x.shape and bool(np.array_equal(x.view(np.int64), self.x.view(np.int64)))
 
 
 class StateOnDevice:

@@ -168,7 +168,7 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         does not fit the arena, which the next step then reports."""
         try:
             x, _ = self._batch(np.array(next_x, dtype=np.float64))
-        except (TypeError, ValueError):  # HwTrainError too
+        except Exception:  # whatever fails (a tensor that needs grad, ...), its own step says why
             return
         if x.shape[0] > self.setup.batch_size:
             return

@@ -86,9 +86,24 @@ class GoldenListShell:
         ``beside``, the host's work while the IPs compute (on a board, between their starts and the wait; its time
         is the host's, not the shell's). ``beside`` runs first, on the arena the lists then start from: a list
         that read words the host writes beside would compute with them, and so differ from the loop it must
-        equal."""
+        equal. Should ``beside`` fail, the lists still run and write ``arena`` in place, as a board's IPs, started
+        before it, write the device, and its error is raised after them."""
+        failed = None
         if beside is not None:
-            beside()
+            try:
+                beside()
+            except BaseException as error:
+                failed = error
+        try:
+            result = self._run_lists(phase, arena)
+        except BaseException as error:
+            raise failed or error
+        if failed is not None:
+            arena[...] = result
+            raise failed
+        return result
+
+    def _run_lists(self, phase, arena: np.ndarray) -> np.ndarray:
         started = time.perf_counter()
         lists = tuple(calls for _, calls in phase)  # built once and kept by the trainer: their identity is the key
         key = tuple(map(id, lists))

@@ -151,9 +151,10 @@ def list_step_time(priced, board: Board, *, clock_mhz: float, host_s: float, hos
     measured where it runs, of which ``beside`` (stage index -> seconds) ran while that stage's lists computed
     and is hidden as far as they reach (:func:`hidden_seconds`)."""
     stages = list_stages(priced)
-    hidden = hidden_seconds(beside or {}, stages, board, clock_mhz)
-    if hidden > host_s:
-        raise ValueError(f"host_s={host_s} s is less than the {hidden} s of it run beside the stages")
+    beside = beside or {}
+    if sum(beside.values()) > host_s:
+        raise ValueError(f"host_s={host_s} s is less than the {sum(beside.values())} s of it run beside the stages")
+    hidden = hidden_seconds(beside, stages, board, clock_mhz)
     return step_time(stages, board, clock_mhz=clock_mhz, host_s=host_s - hidden, host_source=host_source,
                      macs=priced["macs"], array_macs=array_macs, calls=priced["calls"],
                      stream_cycles=stream_cycles(stages), mac_energy_pj=mac_energy_pj, dense_macs=dense_macs)

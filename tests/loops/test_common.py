@@ -1,4 +1,4 @@
-"""What the loops share: the set-up's bounds and the data a loop fits, checked at their edges."""
+"""What the loops share: the set-up's bounds and the data a loop fits, checked at their edges; a staged batch."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from codesign.loops.common import HwTrainError, check_fit_data, softmax_cross_entropy
+from codesign.loops.common import HwTrainError, StagedBatch, check_fit_data, softmax_cross_entropy
 
 
 def _data(y_train, *, classes=10, x_dtype=np.float32, features=4):
@@ -42,3 +42,17 @@ def test_the_loss_and_its_gradient_do_not_depend_on_the_logits_memory_order():
         exps = np.exp(logits - logits.max(axis=1, keepdims=True))
         differs += int(exps.sum(axis=1).tobytes() != np.asfortranarray(exps).sum(axis=1).tobytes())
     assert differs > 0, "NumPy sums rows of either order alike here: the test would not see the difference"
+
+
+def test_a_staged_batch_matches_only_itself_bit_for_bit_under_its_key():
+    x = np.array([[0.0, 1.5], [2.0, -3.25]])
+    staged = StagedBatch(x=x.copy(), key=(5, 1))
+    assert staged.matches(x, (5, 1)) and staged.matches(x.astype(np.float32), (5, 1))  # float32 widens exactly
+    assert not staged.matches(x, (5, 0)) and not staged.matches(x, (6, 1))
+    signed = x.copy()
+    signed[0, 0] = -0.0  # equal in value, not in bits
+    assert not staged.matches(signed, (5, 1))
+    assert not staged.matches(x[:1], (5, 1)) and not staged.matches(x.T, (5, 1))
+    nan = x.copy()
+    nan[1, 1] = np.nan
+    assert not staged.matches(nan, (5, 1))

@@ -108,13 +108,16 @@ def test_step_by_step_with_a_shorter_batch_empty_blocks_and_what_the_host_moves(
         assert np.sum(a != b) > 0
 
 
-def test_the_next_batch_written_beside_the_lists_is_taken_only_where_it_is_the_batch():
+def test_the_next_batch_written_beside_the_lists_is_taken_only_where_it_is_the_batch(fails_after_beside,
+                                                                                     unconvertible):
     """Given ``next_x``, a step writes its codes into the other phase's input tiles beside its last lists (the
     golden shell runs that work before the phase's lists, so a list that read those tiles would differ from the
-    loop); the next step takes them only where its batch is that one value for value. A batch changed in place,
-    another one, and next batches that fail the check are taken afresh or refused as without staging."""
+    loop); the next step takes them only where its batch is that one value for value in the phase they were
+    written for. A batch changed in place, another one, a step that failed after staging, and next batches that
+    fail the check are taken afresh or refused as without staging."""
     setup = small_setup(schedule="constant", lr=0.25)
-    golden, lists = CsbMlpTrainer(setup), CsbListTrainer(setup, shell(copies=2))
+    runner = fails_after_beside(shell(copies=2))
+    golden, lists = CsbMlpTrainer(setup), CsbListTrainer(setup, runner)
     rng = np.random.default_rng(5)
     state = pruned_state(golden, rng)
     golden.load_weights(state)
@@ -139,8 +142,12 @@ def test_the_next_batch_written_beside_the_lists_is_taken_only_where_it_is_the_b
     with pytest.raises(HwTrainError, match="1 non-finite values"):  # a NaN batch stages nothing; its step says why
         lists.train_step(bad, y[3])
     step(0, x[0], np.zeros((21, 64)), 2)  # more samples than the arena holds: nothing staged
-    step(1, x[1], None, 2)
-    assert lists.list_steps == 8
+    step(1, x[1], unconvertible, 2)  # its conversion fails: nothing staged, this step unharmed
+    runner.armed = True
+    with pytest.raises(HwTrainError, match="refused"):  # staged x[2] for the next phase, then failed: the
+        lists.train_step(x[1], y[1], next_x=x[2])  # next step runs this phase again, so it does not take x[2]
+    step(2, x[2], None, 2)
+    assert lists.list_steps == 9
     assert_same_state(golden, lists)
 
 

@@ -91,13 +91,16 @@ def test_step_by_step_with_a_shorter_batch_and_what_the_host_moves(copies):
     assert golden.gemm.macs.keys() == lists.gemm.macs.keys()
 
 
-def test_the_next_batch_written_beside_the_lists_is_taken_only_where_it_is_the_batch_at_the_fb():
+def test_the_next_batch_written_beside_the_lists_is_taken_only_where_it_is_the_batch_at_the_fb(fails_after_beside,
+                                                                                            unconvertible):
     """Given ``next_x``, a step writes it into the other phase's input tiles beside its last lists (the golden shell
     runs that work before the phase's lists, so a list that read them would differ from the loop); the next step
-    takes it only where its batch is that one value for value at the same FB: an FB moved in between, a batch
-    changed in place and next batches that fail the check are taken afresh or refused as without staging."""
+    takes it only where its batch is that one bit for bit at the same FB, in the phase it was written for: an FB
+    moved in between, a batch changed in place (or only in a zero's sign), a step that failed after staging and
+    next batches that fail the check are taken afresh or refused as without staging."""
     setup = small_setup()
-    golden, lists = FbMlpTrainer(setup), FbListTrainer(setup, shell(copies=2))
+    runner = fails_after_beside(shell(copies=2))
+    golden, lists = FbMlpTrainer(setup), FbListTrainer(setup, runner)
     rng = np.random.default_rng(2)
     x = [rng.random((20, 64)) for _ in range(4)]
     y = [rng.integers(0, 10, 20) for _ in range(4)]
@@ -115,7 +118,16 @@ def test_the_next_batch_written_beside_the_lists_is_taken_only_where_it_is_the_b
     step(3, x[3][:7], np.full((3, 64), np.inf), 1)  # changed in place after staging; an infinite batch stages nothing
     step(0, x[0], np.zeros((21, 64)), 1)  # more rows than the arena holds: nothing staged
     step(1, x[1], np.zeros((20, 63)), 1)  # 63 features: nothing staged
-    assert lists.list_steps == 6
+    step(0, x[0], unconvertible, 1)  # its conversion fails: nothing staged, this step unharmed
+    runner.armed = True
+    with pytest.raises(HwTrainError, match="refused"):  # staged x[2] for the next phase, then failed: the
+        lists.train_step(x[1], y[1], next_x=x[2])  # next step runs this phase again, so it does not take x[2]
+    x[1][:, 0] = 0.0
+    signed = x[1].copy()
+    signed[:, 0] = -0.0  # equal in value to the staged batch's +0, but a container word keeps the sign
+    step(2, x[2], x[1], 1)
+    step(1, signed, None, 1)
+    assert lists.list_steps == 9
     assert_same_state(golden, lists)
 
 

@@ -116,6 +116,14 @@ def test_the_golden_shell_runs_the_host_s_work_first_on_the_arena_the_lists_star
     given = np.array(device)
     got = shell.run_phase(lists.phases[0], given, beside=lambda: given.__setitem__(slice(None), other))
     assert np.array_equal(got, golden_other)
+    # host work that fails: the lists still run and write the arena in place, as a board's started IPs would
+    given = np.array(device)
+
+    def fails() -> None:
+        raise KeyError("the host's work failed")
+    with pytest.raises(KeyError, match="failed"):
+        shell.run_phase(lists.phases[0], given, beside=fails)
+    assert np.array_equal(given, golden)
 
 
 def test_a_trainer_that_stages_the_next_batch_is_given_it_as_its_epoch_loop_gives_it():

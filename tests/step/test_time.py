@@ -11,7 +11,7 @@ import pytest
 from codesign.boards import boards
 from codesign.design import load_design
 from codesign.design.families.tt import tt_setup_of
-from codesign.step.time import Stage, port_bytes_per_s, stage_seconds, step_time
+from codesign.step.time import Stage, hidden_seconds, list_step_time, port_bytes_per_s, stage_seconds, step_time
 from codesign.step.tt.time import tt_stages, tt_step_time
 from codesign.loops.host_share import measure_tt_host, measure_tt_host_seconds
 from codesign.step.tt.schedule import StepHardware
@@ -49,6 +49,25 @@ def test_a_stage_waits_for_the_slower_of_its_pes_and_its_data():
     # GB/s) moves the 40 kB in 9.4 us, so the port still bounds the stage
     pe, extra = stage_seconds(Stage(cycles=1000, words_in=0, words_out=10_000, port_in=0, port_out=6_000), zed, 100.0)
     assert pe == pytest.approx(10e-6) and extra == pytest.approx(20e-6)
+
+
+def test_host_work_beside_a_stage_is_hidden_as_far_as_the_stage_reaches():
+    zed = boards()["zedboard"]
+    stages = [Stage(cycles=1000, words_in=10, words_out=10), Stage(cycles=1000, words_in=0, words_out=10_000)]
+    # 10 us of PE; 50 us of data out (40 us more than the PE's)
+    assert hidden_seconds({0: 4e-6}, stages, zed, 100.0) == pytest.approx(4e-6)
+    assert hidden_seconds({0: 30e-6, 1: 70e-6}, stages, zed, 100.0) == pytest.approx(10e-6 + 50e-6)
+    for bad, match in (({2: 1e-6}, "2 stages"), ({0: -1e-6}, "negative")):
+        with pytest.raises(ValueError, match=match):
+            hidden_seconds(bad, stages, zed, 100.0)
+    priced = {"a": 1000, "b": 1000, "words": {"a": (10, 10), "b": (0, 10_000)}, "macs": 100, "calls": 2}
+    plain, beside = (list_step_time(priced, zed, clock_mhz=100.0, host_s=80e-6, host_source="test", array_macs=1,
+                                    mac_energy_pj=1.0, beside=given) for given in (None, {0: 30e-6}))
+    assert plain.host_s == pytest.approx(80e-6) and plain.total_s == pytest.approx(60e-6 + 80e-6)
+    assert beside.host_s == pytest.approx(70e-6)  # of the 30 us beside the first stage, its 10 us are hidden
+    with pytest.raises(ValueError, match="less than"):  # more work beside the stages than the host did in all
+        list_step_time(priced, zed, clock_mhz=100.0, host_s=20e-6, host_source="test", array_macs=1,
+                       mac_energy_pj=1.0, beside={0: 30e-6})
 
 
 def test_stage_loads_price_each_pe_apart_and_combine_to_the_schedule(setup):
