@@ -14,7 +14,7 @@ go to the device and are never re-encoded by the host while the structure stands
    the new buffers in the other phase's slots. Beside its last phase, where the caller gives the next batch
    (``train_step(x, y, next_x=...)``; ``fit`` does), it checks that batch and writes its codes into the input
    tiles of the other phase (:attr:`~codesign.step.csb.arena.CsbArena.inputs`), which no list of this step
-   reads; the next step takes them where its batch is that one value for value (a :class:`StagedBatch`).
+   reads; the next step takes them where its batch is that one bit for bit (a :class:`StagedBatch`).
 
 On several csb IPs (the shell's ``ip_count``) the forward is a phase of lists and the backward two, each phase's
 lists side by side (:mod:`codesign.step.share`): the same results, bit for bit.
@@ -160,7 +160,6 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         self.step += 1
         self.list_steps += 1
         return loss
-
 
     def _stage(self, next_x) -> None:
         """Beside the step's last lists: the next batch checked (a copy of its own) and its codes written into the

@@ -19,7 +19,7 @@ from the start and are never read back during training; per step the host
    next_x=...)``; ``fit`` does), it checks that batch and writes it into the
    other phase's input tiles (:attr:`~codesign.step.fpmac_array.arena.FbArena.inputs`),
    which no list of this step reads; the next step takes it where its batch
-   is that one value for value at the same FB (a :class:`StagedBatch`).
+   is that one bit for bit at the same FB (a :class:`StagedBatch`).
 
 On several fpmac_array IPs (the shell's ``ip_count``) the forward is a phase
 of lists and the backward two, each phase's lists side by side
@@ -131,7 +131,6 @@ class FbListTrainer(StateOnDevice, FbMlpTrainer):
         self.step += 1
         self.list_steps += 1
         return loss
-
 
     def _stage(self, next_x) -> None:
         """Beside the step's last lists: the next batch checked (a copy of its own; labels are not known yet, so
