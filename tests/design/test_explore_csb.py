@@ -207,3 +207,22 @@ def test_the_family_prices_the_list_step_the_board_runs(design, masks):
         assert (space.pe_s[index], space.memory_s[index], space.host_s[index]) == pytest.approx(
             (step.pe_s, step.memory_s, step.host_s), rel=1e-12, abs=1e-15)
         assert family.step(space.chosen_options(index), design.board, 100.0).to_dict() == step.to_dict()
+    # the host's work beside the last phase (the next batch written) is hidden there: the same step and space
+    beside = csb_list_model(setup.spec, setup.layers, setup.batch_size, masks, host=host, beside_s=5e-5)
+    space_b = explore_family(beside, design.board, clock_mhz=100.0, knobs={"csb": knobs})
+    np.testing.assert_array_equal(space_b.host_s, space.host_s)
+    for index in range(space.index.shape[0]):
+        assert beside.step(space.chosen_options(index), design.board, 100.0).total_s == pytest.approx(
+            family.step(space.chosen_options(index), design.board, 100.0).total_s, rel=1e-12)
+
+
+def test_the_host_measured_here_splits_into_work_between_the_phases_and_beside_them():
+    from codesign.design.explore_model import MeasuredBeside, list_step_host
+
+    measured = MeasuredBeside(lambda: {"seconds": 1e-3, "beside": [(0, 2, 2e-4)]})
+    assert measured.beside_s == 0.0
+    host = list_step_host(None, measured.between, lambda _: None)
+    assert host.fixed_s == pytest.approx(8e-4) and measured.beside_s == pytest.approx(2e-4)
+    report = HostModel(fixed_s=3e-4, per_call_s=0.0, source="a board", list_step=True)
+    untouched = MeasuredBeside(lambda: 1 / 0)
+    assert list_step_host(report, untouched.between, lambda _: None) == report and untouched.beside_s == 0.0
