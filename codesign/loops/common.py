@@ -163,20 +163,32 @@ KEEP_LISTS = 8  # built lists a list trainer keeps: both buffer phases for a ful
 
 @dataclass(frozen=True, eq=False)
 class StagedBatch:
-    """A batch the host prepared for the next step while this one's lists computed: ``x``, checked (a float64 copy
-    of its own), and ``key``, what the preparation assumed (the scale its codes were rounded at, where they were
-    written). The next step takes it only where its batch is this one bit for bit under the same key."""
+    """A batch the host prepared for the next step while this one's lists computed: ``x``, checked (a copy of its
+    own, in the float type the step converts a batch to), and ``key``, what the preparation assumed (the scale its
+    codes were rounded at, where they were written). The next step takes it only where its batch, converted as the
+    step converts it, is this one bit for bit under the same key."""
 
     x: np.ndarray
-    key: Tuple[Any, ...] = ()
+    key: Tuple[Any, ...]
 
     def matches(self, x, key: Tuple[Any, ...] = ()) -> bool:
-        """Whether ``x`` is the staged batch under ``key``, bit for bit as float64 (-0 is not +0: an FB container
-        word keeps the sign; a NaN never is, as none is staged: the step's own check then says why)."""
+        """Whether ``x`` is the staged batch under ``key``, bit for bit in ``self.x``'s float type (-0 is not +0: an
+        FB container word keeps the sign; a NaN never is, as none is staged: the step's own check then says why)."""
         if key != self.key:
             return False
-        x = np.asarray(x, dtype=np.float64)
-        return x.shape == self.x.shape and bool(np.array_equal(x.view(np.int64), self.x.view(np.int64)))
+        x = np.asarray(x, dtype=self.x.dtype)
+        bits = np.dtype(f"i{self.x.dtype.itemsize}")
+        return x.shape == self.x.shape and bool(np.array_equal(x.view(bits), self.x.view(bits)))
+
+
+def epoch_batches(train_x, order: np.ndarray, batch: int, steps: int):
+    """An epoch's ``steps`` batches of ``train_x`` in ``order``: each step's rows, its batch and the next step's
+    batch (None for the last), which a list trainer writes beside its lists."""
+    x = train_x[order[:batch]]
+    for index in range(steps):
+        following = train_x[order[(index + 1) * batch:(index + 2) * batch]] if index + 1 < steps else None
+        yield order[index * batch:(index + 1) * batch], x, following
+        x = following
 
 
 class StateOnDevice:

@@ -80,7 +80,8 @@ from typing import Any
 import numpy as np
 
 from codesign.loops.csb_backend import CsbBackend, GoldenCsb
-from codesign.loops.common import HwTrainError, LoopSetup, check_fit_data, ScheduledLoop, progress_bar, softmax_cross_entropy
+from codesign.loops.common import (HwTrainError, LoopSetup, check_fit_data, epoch_batches, ScheduledLoop, progress_bar,
+                                   softmax_cross_entropy)
 from codesign.loops.data import stratified_split
 from codesign.loops.pruning import ORDERS, search_masks
 from codesign.numerics.scales import power_of_two_frac_bits
@@ -349,14 +350,11 @@ class CompressedLoop(ScheduledLoop):
             started, phase = time.perf_counter(), self.phase
             macs_before, host_before = Counter(self.backend.macs), self.host_macs
             order = self.epoch_order(self.epoch, train_x.shape[0])
-            losses, x = [], train_x[order[:batch]]
-            for index in progress_bar(range(self.steps_per_epoch), progress, desc=f"epoch {self.epoch} ({phase})",
-                                   leave=False):
-                rows = order[index * batch:(index + 1) * batch]
-                following = train_x[order[(index + 1) * batch:(index + 2) * batch]] \
-                    if index + 1 < self.steps_per_epoch else None
+            losses = []
+            for rows, x, following in progress_bar(epoch_batches(train_x, order, batch, self.steps_per_epoch),
+                                                   progress, total=self.steps_per_epoch,
+                                                   desc=f"epoch {self.epoch} ({phase})", leave=False):
                 losses.append(self.train_step(x, train_y[rows], next_x=following))
-                x = following
             accuracy = self.evaluate(data.test_x, data.test_y)
             macs = dict(Counter(self.backend.macs) - macs_before)
             if self.host_macs > host_before:

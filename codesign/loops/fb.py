@@ -47,7 +47,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, LoopSetup, check_fit_data, ScheduledLoop, progress_bar, softmax_cross_entropy
+from codesign.loops.common import (HwTrainError, LoopSetup, check_fit_data, epoch_batches, ScheduledLoop, progress_bar,
+                                   softmax_cross_entropy)
 from codesign.loops.fb_rule import FbController
 from codesign.numerics import FloatFormat, fp_mac
 from codesign.pe.fpmac.container_codec import ContainerCodec
@@ -325,15 +326,10 @@ class FbMlpTrainer(ScheduledLoop):
             order = self.epoch_order(self.epoch, train_x.shape[0])
             fb = self.fb
             losses = []
-            steps = progress_bar(range(self.steps_per_epoch), progress, desc=f"epoch {self.epoch} (fb {fb})",
-                              leave=False)
-            x = train_x[order[:batch]]
-            for index in steps:
-                rows = order[index * batch:(index + 1) * batch]
-                following = train_x[order[(index + 1) * batch:(index + 2) * batch]] \
-                    if index + 1 < self.steps_per_epoch else None
+            steps = progress_bar(epoch_batches(train_x, order, batch, self.steps_per_epoch), progress,
+                                 total=self.steps_per_epoch, desc=f"epoch {self.epoch} (fb {fb})", leave=False)
+            for rows, x, following in steps:
                 losses.append(self.train_step(x, train_y[rows], next_x=following))
-                x = following
             accuracy = self.evaluate(data.test_x, data.test_y)
             row = {"epoch": self.epoch, "fb": fb, "loss": float(np.mean(losses)), "accuracy": accuracy,
                    "macs": dict(Counter(self.gemm.macs) - macs_before), "seconds": time.perf_counter() - started}

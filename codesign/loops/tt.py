@@ -58,7 +58,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, LoopSetup, check_fit_data, ScheduledLoop, progress_bar, softmax_cross_entropy
+from codesign.loops.common import (HwTrainError, LoopSetup, check_fit_data, epoch_batches, ScheduledLoop, progress_bar,
+                                   softmax_cross_entropy)
 from codesign.loops.tt_update import Adam, keep_slices, prior_grads, slice_lambdas
 from codesign.numerics.scales import NO_MEAN, UNSET
 from codesign.numerics.tt_svd import tt_svd
@@ -507,12 +508,10 @@ class TtMlpTrainer(ScheduledLoop):
             started, macs_before = time.perf_counter(), self.runner.macs
             order = self.epoch_order(self.epoch, train_x.shape[0])
             losses = []
-            rows = [order[index * batch:(index + 1) * batch] for index in range(self.steps_per_epoch)]
-            x = train_x[rows[0]]
-            for index in progress_bar(range(self.steps_per_epoch), progress, desc=f"epoch {self.epoch}", leave=False):
-                following = train_x[rows[index + 1]] if index + 1 < len(rows) else None
-                losses.append(self.train_step(x, train_y[rows[index]], next_x=following))
-                x = following
+            for rows, x, following in progress_bar(epoch_batches(train_x, order, batch, self.steps_per_epoch),
+                                                   progress, total=self.steps_per_epoch, desc=f"epoch {self.epoch}",
+                                                   leave=False):
+                losses.append(self.train_step(x, train_y[rows], next_x=following))
             row = {"epoch": self.epoch, "loss": float(np.mean(losses)),
                    "accuracy": self.evaluate(data.test_x, data.test_y)}
             if getattr(data, "validation_x", None) is not None:

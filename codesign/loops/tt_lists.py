@@ -65,7 +65,7 @@ from typing import Callable, Sequence, Tuple
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, softmax_cross_entropy
+from codesign.loops.common import HwTrainError, StagedBatch, softmax_cross_entropy
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.loops.tt_update import slice_lambdas
 from codesign.numerics.scales import UNSET, mean_abs
@@ -79,21 +79,15 @@ ON_PES = ("act_frac_bits", "grad_frac_bits", "core_grad_frac_bits")  # the track
 KEPT_AIMS = 8  # lists kept per layer and shapes, at the latest distinct tracked scales
 
 
-@dataclass(frozen=True)
-class StagedInput:
-    """A batch the host prepared for the next step while this one's lists computed: checked (``x``, a float32 copy
-    of its own), its mean |x| (``observed``), and its ``codes`` at ``frac``, the scale the network input's
-    tracker holds as this step left it."""
+@dataclass(frozen=True, eq=False)
+class StagedInput(StagedBatch):
+    """A :class:`StagedBatch` (``x`` checked, a float32 copy of its own, as the step converts a batch; no key: the
+    step takes the codes only where the scale is still ``frac``), its mean |x| (``observed``), and its ``codes`` at
+    ``frac``, the scale the network input's tracker holds as this step left it."""
 
-    x: np.ndarray
     observed: float
     frac: int
     codes: np.ndarray
-
-    def matches(self, x) -> bool:
-        """Whether ``x`` is the staged batch, value for value (a NaN never is: the step's check then says why)."""
-        x = np.asarray(x)
-        return x.shape == self.x.shape and bool(np.array_equal(x, self.x))
 
 
 def _fracs(trackers, state) -> Fracs:
@@ -260,7 +254,7 @@ class TtListTrainer(TtMlpTrainer):
         except (TypeError, ValueError):  # HwTrainError too
             return
         frac, bits = book.trackers["act_frac_bits"][0], state.activation_bits
-        self._staged = StagedInput(x=x, observed=mean_abs(x), frac=frac,
+        self._staged = StagedInput(x=x, key=(), observed=mean_abs(x), frac=frac,
                                    codes=quantize_values(x, frac, bits, code_dtype(bits)))
 
     def _lists(self, index: int, state, batch: int, fracs: Fracs):

@@ -56,3 +56,6 @@ def test_a_staged_batch_matches_only_itself_bit_for_bit_under_its_key():
     nan = x.copy()
     nan[1, 1] = np.nan
     assert not staged.matches(nan, (5, 1))
+    # staged in float32 (a TT batch): compared as the step converts a batch, so 0.1 in float64 is its float32
+    narrow = StagedBatch(x=np.array([[0.1, -0.0]], np.float32), key=())
+    assert narrow.matches(np.array([[0.1, -0.0]])) and not narrow.matches(np.array([[0.1, 0.0]]))
