@@ -44,11 +44,11 @@ import numpy as np
 from codesign.boards import board
 from codesign.deploy.list_shell import BOARD_DDR
 from codesign.design import load_design
+from codesign.design.explore_model import MeasuredBeside
 from codesign.design.families.fpmac_array import fb_list_model, fb_setup_of, measure_fb_list_host
 from codesign.io.reports import write_json_atomic
 from codesign.loops.fb import FbMlpTrainer
 from codesign.loops.host_share import measure_fb_host
-from codesign.shell.list_runner import beside_seconds
 from codesign.step.fpmac_array.list_time import fb_list_step
 from codesign.step.fpmac_array.time import fb_step_time
 from codesign.step.host import HostModel
@@ -135,10 +135,9 @@ def host_parts(list_host: dict) -> tuple[dict, HostModel, float]:
     """A list step's host as measured here (:func:`codesign.shell.list_runner.host_per_list_step`): its seconds
     beside each phase (the next batch written beside the last; the step model hides them as far as the phase
     reaches), its seconds between the phases as the explorer's host model, and those beside in all."""
-    beside_s = beside_seconds(list_host)
-    return ({phase: seconds for _, phase, seconds in list_host["beside"]},
-            HostModel(fixed_s=list_host["seconds"] - beside_s, per_call_s=0.0, source="measured on this desktop"),
-            beside_s)
+    measured = MeasuredBeside(lambda: list_host)
+    between = HostModel(fixed_s=measured.between(), per_call_s=0.0, source="measured on this desktop")
+    return {phase: seconds for _, phase, seconds in list_host["beside"]}, between, measured.beside_s
 
 
 def explored_entry(family, target, clock_mhz: float, torch_s: float) -> dict:
