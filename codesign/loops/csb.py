@@ -105,15 +105,31 @@ def quantize(values, frac_bits: int, bits: int = DATA_BITS) -> np.ndarray:
     which saturates as the exact value would, or underflows, which only touches magnitudes far below one half
     (they round to 0 anyway); ``rint`` rounds ties to even. A product by the power (where it is a normal float64)
     is ldexp's value in a fifth of the time."""
-    top = float(1 << (bits - 1))
     scaled = np.array(values, dtype=np.float64)
     with np.errstate(over="ignore"):  # +-inf, which saturates
         if abs(frac_bits) <= 1000:
             scaled *= 2.0 ** frac_bits
         else:
             scaled = np.ldexp(scaled, frac_bits)
+    return _round_scaled(scaled, bits)
+
+
+def quantize_unit(values: np.ndarray, frac_bits: int, bits: int = DATA_BITS) -> np.ndarray:
+    """:func:`quantize` of float64 ``values`` within [-1, 1] (a softmax loss gradient), overwritten: their product
+    by 2^frac_bits cannot overflow where ``|frac_bits| <= 1000``, so no error state is set (which took a quarter
+    of the time on a batch's gradient, between a list step's forward and backward)."""
+    if abs(frac_bits) > 1000:
+        return quantize(values, frac_bits, bits)
+    values *= 2.0 ** frac_bits
+    return _round_scaled(values, bits)
+
+
+def _round_scaled(scaled: np.ndarray, bits: int) -> np.ndarray:
+    """Scaled float64 values (overwritten) to ``bits``-bit codes: to nearest, ties to even, saturated."""
+    top = float(1 << (bits - 1))
     np.rint(scaled, out=scaled)
-    np.clip(scaled, -top, top - 1, out=scaled)
+    np.minimum(scaled, top - 1, out=scaled)  # clipped as np.clip does, in half its time
+    np.maximum(scaled, -top, out=scaled)
     return scaled.astype(np.int64)
 
 
@@ -137,7 +153,7 @@ def learning_rate_exponent(rate: float) -> int:
     """``m`` with ``2^-m`` the power of two nearest ``rate`` in log scale (ties to even)."""
     if not math.isfinite(rate) or rate <= 0:
         raise HwTrainError(f"learning rate {rate!r} must be positive and finite")
-    return int(np.round(-math.log2(rate)))
+    return round(-math.log2(rate))  # Python's round: ties to even, as np.round, in a tenth of its time
 
 
 # ---------------------------------------------------------------------------- set-up
@@ -264,7 +280,10 @@ class CompressedLoop(ScheduledLoop):
 
     def _logits(self, z: np.ndarray) -> np.ndarray:
         last = self.frac_bits[-1]
-        return np.ldexp(z.astype(np.float64), -(last["weight"] + last["activation"]))
+        frac = last["weight"] + last["activation"]
+        if abs(frac) <= 960:  # times a normal power of two: ldexp's value, exact for |z| < 2^53, in a fifth of its time
+            return np.multiply(z, math.ldexp(1.0, -frac), dtype=np.float64)
+        return np.ldexp(z.astype(np.float64), -frac)
 
     def _update(self, index: int, grads: np.ndarray, exponent: int) -> tuple[int, np.ndarray]:
         """SGD into layer ``index``'s buffer with rate 2^-exponent (capped so that UPD's shift <= 31).
@@ -560,7 +579,7 @@ class CsbMlpTrainer(CompressedLoop):
         fb = self.frac_bits
         inputs, pre = self._fixed_forward(x)
         loss, grad = softmax_cross_entropy(self._logits(pre[-1]), y)
-        dz = quantize(grad, fb[-1]["error"])
+        dz = quantize_unit(grad, fb[-1]["error"])
         grads = [None] * len(self.shapes)
         for index in reversed(range(len(self.shapes))):
             csb = self.matrix(index)

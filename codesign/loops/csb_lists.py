@@ -8,12 +8,12 @@ go to the device and are never re-encoded by the host while the structure stands
 
 1. writes the batch's 8-bit codes (rounded once, as the loop rounds them) and flushes them, unless it wrote them
    beside the step before;
-2. runs the forward list, reads the last layer's accumulators, computes the loss and its gradient in float64 as
-   the loop does, writes the gradient's codes and flushes them;
+2. runs the forward list, reads the last layer's accumulators, computes the loss's gradient in float64 as the
+   loop does, writes the gradient's codes and flushes them;
 3. runs the backward list (gradients, the mask, UPD and the new weights' top bytes, all on the PE), which leaves
-   the new buffers in the other phase's slots. Beside its last phase, where the caller gives the next batch
-   (``train_step(x, y, next_x=...)``; ``fit`` does), it checks that batch and writes its codes into the input
-   tiles of the other phase (:attr:`~codesign.step.csb.arena.CsbArena.inputs`), which no list of this step
+   the new buffers in the other phase's slots. Beside its last phase it takes the loss and, where the caller
+   gives the next batch (``train_step(x, y, next_x=...)``; ``fit`` does), checks that batch and writes its
+   codes into the input tiles of the other phase (:attr:`~codesign.step.csb.arena.CsbArena.inputs`), which no list of this step
    reads; the next step takes them where its batch is that one bit for bit (a :class:`StagedBatch`).
 
 On several csb IPs (the shell's ``ip_count``) the forward is a phase of lists and the backward two, each phase's
@@ -37,8 +37,9 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, StagedBatch, StateOnDevice, softmax_cross_entropy
-from codesign.loops.csb import BUFFER_EXTRA_BITS, CsbMlpTrainer, CsbTrainSetup, learning_rate_exponent, quantize
+from codesign.loops.common import HwTrainError, StagedBatch, StateOnDevice, softmax_gradient
+from codesign.loops.csb import (BUFFER_EXTRA_BITS, CsbMlpTrainer, CsbTrainSetup, learning_rate_exponent, quantize,
+                                quantize_unit)
 from codesign.pe.csb import golden
 from codesign.step.csb.lists import PE, CsbStepLists, CsbStepScales, step_arena, step_lists
 
@@ -106,6 +107,8 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         for layer, (structure, words) in enumerate(zip(self._structure, self.buffers)):
             layout.write_state(layout.image, layer, structure, words, 0)
         self.layout, self.buffer_phase, self._built, self._stale, self._staged = layout, 0, {}, False, None
+        nnz = [int(structure.nnz) for structure in self._structure]
+        self._kept_weights = (sum(nnz), sum(nnz[1:]))  # every layer's, and past the first (EB's)
         self.device = self.shell.arena(layout, key=("csb", self.setup.layers, self.setup.batch_size, next(_ARENAS)))
 
     def _pull(self) -> None:
@@ -147,14 +150,13 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         self._run_phases(lists.forward_phases)
         classes = self.setup.layers[-1]
         shell.invalidate(self.device, layout.acc_ranges(layout.z[-1], n, classes))
-        loss, grad = softmax_cross_entropy(self._logits(layout.read_accs(self.device, layout.z[-1], n, classes)), y)
-        shell.flush(self.device, layout.write_codes(self.device, layout.dy[-1], quantize(grad, fb[-1]["error"])))
-        self._run_phases(lists.backward_phases, beside=None if next_x is None else lambda: self._stage(next_x),
-                         first=len(lists.forward_phases))
+        grad, chosen = softmax_gradient(self._logits(layout.read_accs(self.device, layout.z[-1], n, classes)), y)
+        shell.flush(self.device, layout.write_codes(self.device, layout.dy[-1], quantize_unit(grad, fb[-1]["error"])))
+        loss = self._run_backward(lists.backward_phases, chosen, next_x, first=len(lists.forward_phases))
         self.buffer_phase, self._stale = 1 - self.buffer_phase, True
         self.lr_exponents.extend(used)
-        nnz = [int(structure.nnz) for structure in self._structure]
-        for op, count in (("FP", n * sum(nnz)), ("EB", n * sum(nnz[1:])), ("WG", n * sum(nnz)), ("UPD", sum(nnz))):
+        kept, past_first = self._kept_weights
+        for op, count in (("FP", n * kept), ("EB", n * past_first), ("WG", n * kept), ("UPD", kept)):
             self.backend.macs[op] += count
         self.fixed_steps += 1
         self.step += 1

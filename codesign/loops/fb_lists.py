@@ -10,12 +10,12 @@ from the start and are never read back during training; per step the host
    wrote it beside the step before) and the three SGD scalars (weight decay,
    momentum, minus the scheduled learning rate, each rounded to the FB) and
    flushes them;
-2. runs the forward list, reads the logits, computes the loss and its
-   gradient in float64 as the loop does, writes the gradient rounded to the
-   FB and flushes it;
+2. runs the forward list, reads the logits, computes the loss's gradient
+   in float64 as the loop does, writes the gradient rounded to the FB and
+   flushes it;
 3. runs the backward list (gradients, mask, momentum SGD on the PE), which
    leaves the new parameters in the other phase's regions. Beside its last
-   phase, where the caller gives the next batch (``train_step(x, y,
+   phase it takes the loss and, where the caller gives the next batch (``train_step(x, y,
    next_x=...)``; ``fit`` does), it checks that batch and writes it into the
    other phase's input tiles (:attr:`~codesign.step.fpmac_array.arena.FbArena.inputs`),
    which no list of this step reads; the next step takes it where its batch
@@ -44,7 +44,7 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, StagedBatch, StateOnDevice, softmax_cross_entropy
+from codesign.loops.common import HwTrainError, StagedBatch, StateOnDevice, softmax_gradient
 from codesign.loops.fb import FbMlpTrainer, HwTrainSetup
 from codesign.step.fpmac_array.lists import PE, FbStepLists, step_arena, step_lists
 
@@ -121,10 +121,9 @@ class FbListTrainer(StateOnDevice, FbMlpTrainer):
         self._run_phases(lists.forward_phases)
         logits_at = layout.logits
         self.shell.invalidate(self.device, logits_at.ranges(n))
-        loss, dz = softmax_cross_entropy(self.to_values(logits_at.read(self.device, n)), y)
+        dz, chosen = softmax_gradient(self.to_values(logits_at.read(self.device, n)), y)
         self.shell.flush(self.device, layout.dz[-1].write(self.device, self.to_words(dz)))
-        self._run_phases(lists.backward_phases, beside=None if next_x is None else lambda: self._stage(next_x),
-                         first=len(lists.forward_phases))
+        loss = self._run_backward(lists.backward_phases, chosen, next_x, first=len(lists.forward_phases))
         self.phase = 1 - self.phase
         self._stale = True
         self.gemm.macs[self.fb] += lists.macs

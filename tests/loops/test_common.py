@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from codesign.loops.common import HwTrainError, StagedBatch, check_fit_data, softmax_cross_entropy
+from codesign.loops.common import (HwTrainError, StagedBatch, check_fit_data, cross_entropy_of, softmax_cross_entropy,
+                                   softmax_gradient)
 
 
 def _data(y_train, *, classes=10, x_dtype=np.float32, features=4):
@@ -42,6 +43,25 @@ def test_the_loss_and_its_gradient_do_not_depend_on_the_logits_memory_order():
         exps = np.exp(logits - logits.max(axis=1, keepdims=True))
         differs += int(exps.sum(axis=1).tobytes() != np.asfortranarray(exps).sum(axis=1).tobytes())
     assert differs > 0, "NumPy sums rows of either order alike here: the test would not see the difference"
+
+
+def test_the_loss_and_its_gradient_are_the_textbook_expression_bit_for_bit():
+    """The in-place gradient and the loss taken apart (a list step takes the loss beside its backward) against the
+    expression written out, over batch sizes, class counts and logit scales (exp underflowing to subnormals and
+    0 at the largest), and a loss taken from a gradient's labels alone."""
+    rng = np.random.default_rng(1)
+    for trial in range(400):
+        n, classes = int(rng.integers(1, 130)), int(rng.integers(2, 20))
+        logits = rng.normal(size=(n, classes)) * rng.choice([1e-3, 1.0, 30.0, 800.0])
+        y = rng.integers(0, classes, n)
+        exps = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probs = exps / exps.sum(axis=1, keepdims=True)
+        loss = float(-np.mean(np.log(np.maximum(probs[np.arange(n), y], np.finfo(np.float64).tiny))))
+        probs[np.arange(n), y] -= 1.0
+        given = softmax_cross_entropy(logits if trial % 3 else np.asfortranarray(logits), y)
+        assert given[0] == loss and given[1].tobytes() == (probs / n).tobytes()
+        grad, chosen = softmax_gradient(logits, y)
+        assert grad.tobytes() == given[1].tobytes() and cross_entropy_of(chosen) == loss
 
 
 def test_a_staged_batch_matches_only_itself_bit_for_bit_under_its_key():

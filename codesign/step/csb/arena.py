@@ -25,6 +25,7 @@ step. Units: offsets in bytes from the arena's start; ranges in 32-bit words.
 
 from __future__ import annotations
 
+import functools
 from typing import List, Sequence, Tuple
 
 import numpy as np
@@ -40,6 +41,34 @@ BUFFER_EXTRA_BITS = BUFFER_BITS - DATA_BITS  # the weight's 8 bits are the buffe
 
 def words_of_bytes(count: int) -> int:
     return -(-count // 4)
+
+
+@functools.lru_cache(maxsize=64)
+def _acc_gather(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, chunks: int, n: int, channels: int) -> np.ndarray:
+    """``(n, channels)`` word indices of accumulator tiles (byte offsets ``tiles[c][k]``: channel tile ``c``, lane
+    chunk ``k``; ``B`` channels, then ``b`` lanes inner): sample ``s``, channel ``ch`` lies in tile ``ch // B``,
+    chunk ``s // b``, at row ``ch % B``, lane ``s % b``. Read-only, as it is kept."""
+    starts = np.array([line[:chunks] for line in tiles], dtype=np.int64) // 4
+    samples, channel = np.arange(n)[:, None], np.arange(channels)[None, :]
+    index = starts[channel // B, samples // b] + (channel % B) * b + samples % b
+    index.flags.writeable = False
+    return index
+
+
+@functools.lru_cache(maxsize=64)
+def _code_scatter(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, words: int, chunks: int,
+                  channels: int) -> Tuple[np.ndarray, np.ndarray, Tuple[Tuple[int, int], ...]]:
+    """Where 8-bit codes of ``channels`` channels go in code tiles of ``words`` words (byte offsets ``tiles[c][k]``,
+    the first ``chunks`` lane chunks; ``B`` channels, then ``b`` lanes inner, each byte a sample): the tiles' word
+    indices, one tile after the other; each code's byte in those words, ``(chunks * b, channels)`` (the first
+    ``n`` rows a batch's); the word ranges. Read-only, as they are kept."""
+    starts = np.array([line[:chunks] for line in tiles], dtype=np.int64).reshape(-1) // 4  # tile c * chunks + k
+    words_index = (starts[:, None] + np.arange(words)).reshape(-1)
+    samples, channel = np.arange(chunks * b)[:, None], np.arange(channels)[None, :]
+    positions = ((channel // B) * chunks + samples // b) * 4 * words + (channel % B) * b + samples % b
+    for array in (words_index, positions):
+        array.flags.writeable = False
+    return words_index, positions, tuple((int(start), words) for start in starts)
 
 
 @keyword_record
@@ -115,25 +144,21 @@ class CsbArena:
 
     # -- tiles <-> (samples, channels) matrices
 
-    def _starts(self, tiles, chunks: int) -> np.ndarray:
-        """``(tiles, chunks)`` first words of the tiles the first ``chunks`` lane chunks use."""
-        return np.array([line[:chunks] for line in tiles], dtype=np.int64).reshape(len(tiles), chunks) // 4
-
     def write_codes(self, arena: np.ndarray, tiles, codes: np.ndarray) -> Ranges:
         """8-bit ``codes`` ``(n, channels)`` into ``tiles`` (``x[0]`` or ``dy[-1]``), zero lanes and channels padded
-        in every chunk the ``n`` samples take; the word ranges written. One pass over the whole matrix (host time
-        on a board's ARM is a step's time)."""
-        codes = np.asarray(codes, dtype=np.int64)
-        b, B, words = self.spec.batch, self.tile, self.code_words
-        chunks = self.chunks_of(codes.shape[0])
-        padded = np.zeros((chunks * b, len(tiles) * B), dtype=np.uint8)
-        padded[:codes.shape[0], :codes.shape[1]] = codes.astype(np.uint8)  # the low byte: two's complement
-        per_tile = padded.reshape(chunks, b, len(tiles), B).transpose(2, 0, 3, 1).reshape(len(tiles) * chunks, B * b)
-        bytes_ = np.zeros((per_tile.shape[0], 4 * words), dtype=np.uint8)
-        bytes_[:, :B * b] = per_tile
-        starts = self._starts(tiles, chunks).reshape(-1)
-        arena[starts[:, None] + np.arange(words)] = bytes_.view("<u4")  # four bytes a word, little-endian
-        return [(int(start), words) for start in starts]
+        in every chunk the ``n`` samples take; the word ranges written. One scatter into the tiles' bytes and one
+        into the arena, through indices kept per tiles and shape (a step's host time on a board's ARM is the
+        step's time; rebuilding them took half of it)."""
+        codes = np.asarray(codes)
+        if codes.ndim != 2 or codes.shape[1] > len(tiles) * self.tile:
+            raise ValueError(f"codes of shape {codes.shape}: need (samples, at most {len(tiles) * self.tile} "
+                             "channels)")
+        words, positions, ranges = _code_scatter(tuple(map(tuple, tiles)), self.spec.batch, self.tile,
+                                                 self.code_words, self.chunks_of(codes.shape[0]), codes.shape[1])
+        tile_bytes = np.zeros(4 * words.size, dtype=np.uint8)
+        tile_bytes[positions[:codes.shape[0]]] = codes.astype(np.uint8)  # the low byte: two's complement
+        arena[words] = tile_bytes.view("<u4")  # four bytes a word, little-endian
+        return list(ranges)
 
     def acc_ranges(self, tiles, n: int, channels: int) -> Ranges:
         """Word ranges of the first ``channels`` channels of accumulator ``tiles`` for ``n`` samples (a range per
@@ -146,12 +171,9 @@ class CsbArena:
         return ranges
 
     def read_accs(self, arena: np.ndarray, tiles, n: int, channels: int) -> np.ndarray:
-        """``(n, channels)`` int64 accumulators of ``tiles``."""
-        b, B, chunks = self.spec.batch, self.tile, self.chunks_of(n)
-        starts = self._starts(tiles, chunks)
-        words = arena[starts[:, :, None] + np.arange(B * b)].view(np.int32).astype(np.int64)
-        matrix = words.reshape(len(tiles), chunks, B, b).transpose(1, 3, 0, 2).reshape(chunks * b, len(tiles) * B)
-        return matrix[:n, :channels]
+        """``(n, channels)`` int64 accumulators of ``tiles``: one gather through indices kept per tiles and shape."""
+        index = _acc_gather(tuple(map(tuple, tiles)), self.spec.batch, self.tile, self.chunks_of(n), n, channels)
+        return arena[index].view(np.int32).astype(np.int64)
 
     # -- the encoded state
 

@@ -66,6 +66,11 @@ def test_codes_accumulators_and_state_round_trip():
         arena.write_state(image, 1, csbs[1], buffer[:-1], 0)
     with pytest.raises(ValueError, match="1..7"):
         arena.chunks_of(8)
+    before = image.copy()
+    for bad in (rng.integers(-128, 128, (5, 13)), rng.integers(-128, 128, 10), rng.integers(-128, 128, (8, 10))):
+        with pytest.raises(ValueError):  # more channels than the tiles hold, not a matrix, more samples than lanes
+            arena.write_codes(image, arena.x[0], bad)
+    assert image.tobytes() == before.tobytes()  # refused before a word is written
 
 
 def test_specs_the_lists_cannot_run_are_refused():
