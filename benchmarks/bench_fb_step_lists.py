@@ -2,9 +2,10 @@
 step and a float32 PyTorch step of the same MLP on one core.
 
 The shipped example ``examples/digits_abvs.toml`` (its network, batch and
-FP-MAC array build), at its largest FB, in one process:
+FP-MAC array build, on as many IPs as the design has), at its largest FB, in
+one process:
 
-- ``board``: the step as the two lists of :mod:`codesign.step.fpmac_array.lists`
+- ``board``: the step as the lists of :mod:`codesign.step.fpmac_array.lists`
   run it (state on the device, the update on the PE), priced by the step
   model (:func:`codesign.step.fpmac_array.list_time.fb_list_step`: the list
   cycle model, exact against the RTL, under the boards' HP-port DDR timing)
@@ -45,6 +46,7 @@ from codesign.boards import board
 from codesign.deploy.list_shell import BOARD_DDR
 from codesign.design import load_design
 from codesign.design.explore_model import MeasuredBeside
+from codesign.design.families import shared_build
 from codesign.design.families.fpmac_array import fb_list_model, fb_setup_of, measure_fb_list_host
 from codesign.io.reports import write_json_atomic
 from codesign.loops.fb import FbMlpTrainer
@@ -171,11 +173,11 @@ def entry_text(entry: dict, row: dict) -> str:
 def main() -> int:
     args = step_arguments(__doc__)
     design = load_design(EXAMPLE)
-    setup = fb_setup_of(design)
+    setup, copies = fb_setup_of(design), shared_build(design, "fpmac_array")[1]
     spec, layers, batch_size = setup.spec, setup.layers, setup.batch_size
     rng = np.random.default_rng(0)
     batch = (rng.random((batch_size, layers[0])).astype(np.float32), rng.integers(0, layers[-1], batch_size))
-    list_host = measure_fb_list_host(setup, repeats=args.steps)
+    list_host = measure_fb_list_host(setup, repeats=args.steps, copies=copies)
     call_host, shapes = measure_fb_host(setup)
     golden = FbMlpTrainer(setup)
     golden.train_step(*batch)
@@ -184,7 +186,7 @@ def main() -> int:
                          seed=setup.seed)
     f32(*batch)
     torch_s = least_seconds(f32, batch, args.steps)
-    row = {"design": design.name, "layers": list(layers), "batch": batch_size, "fpmac_array": spec.to_dict(),
+    row = {"design": design.name, "layers": list(layers), "batch": batch_size, "fpmac_array": spec.to_dict(), "copies": copies,
            "clock_mhz": design.clock_mhz, "host_list_ms_desktop": 1e3 * list_host["seconds"],
            "host_list_traffic": {k: v for k, v in list_host.items() if k != "seconds"},
            "golden_ms": 1e3 * golden_s, "torch_f32_ms": 1e3 * torch_s, "boards": {}}
@@ -193,7 +195,7 @@ def main() -> int:
         beside, between, beside_s = host_parts(list_host)
         lists = fb_list_step(spec, layers, batch_size, target, clock_mhz=design.clock_mhz,
                              host_s=list_host["seconds"], host_source="measured on this desktop", ddr=BOARD_DDR,
-                             beside=beside)
+                             copies=copies, beside=beside)
         calls = fb_step_time(spec, shapes, target, clock_mhz=design.clock_mhz, host=call_host)
         entry = board_entry(lists, calls, torch_s)
         entry["ratio_board_to_golden"] = lists.total_s / golden_s

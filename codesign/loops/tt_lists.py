@@ -23,6 +23,8 @@ scales wait for a tensor's mean |x|:
   and after it only the last phase's core and tracker;
 - each bias is quantised beside its layer's forward phases, its gradient
   taken beside the backward ones (both need neither input nor result);
+- the loss itself is taken beside the last layer's longest backward phase:
+  the backward waits only for its gradient;
 - given the batch the next call takes (``next_x``), the host checks it, takes
   its mean |x| and its codes beside the first layer's next longest backward
   phase, so the next step starts its lists without that pass (a batch that is
@@ -65,7 +67,7 @@ from typing import Callable, Sequence, Tuple
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, StagedBatch, softmax_cross_entropy
+from codesign.loops.common import HwTrainError, StagedBatch, cross_entropy_of, softmax_gradient
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.loops.tt_update import slice_lambdas
 from codesign.numerics.scales import UNSET, mean_abs
@@ -134,15 +136,15 @@ class TtListTrainer(TtMlpTrainer):
             layers.append(layer)
             out = layer[-1].astype(np.float32)
             x = out if index == len(self.cores) - 1 else np.maximum(out, np.float32(0))
-        loss, grad = softmax_cross_entropy(x.astype(np.float64), y)
-        grad = grad.astype(np.float32)
+        grad, chosen = softmax_gradient(x.astype(np.float64), y)
+        grad, taken = grad.astype(np.float32), {}
         kept = self._kept_state()
         try:
             rates, rest = self._begin_update(), None
             for index in range(len(self.cores) - 1, -1, -1):
-                # the layer above's host work but its input gradient runs while this layer's lists compute, and
-                # beside the first layer's, the next batch is staged
-                works = [] if rest is None else [rest]
+                # the layer above's host work but its input gradient runs while this layer's lists compute (beside
+                # the last layer's, the loss), and beside the first layer's, the next batch is staged
+                works = [lambda: taken.update(loss=cross_entropy_of(chosen))] if rest is None else [rest]
                 if index == 0 and next_x is not None:
                     works.append(lambda: self._stage_input(next_x, layers[0][0], layers[0][3]))
                 # the input gradient comes masked: where the input saturated and where the ReLU below cut
@@ -153,7 +155,7 @@ class TtListTrainer(TtMlpTrainer):
             raise
         self.step += 1
         self.list_steps += 1
-        return loss
+        return taken["loss"]
 
     def _kept_state(self) -> tuple:
         """What a step's updates change, as it was (the updates make new arrays, so references do): a layer is

@@ -32,7 +32,7 @@ def _both_runs(tmp_path, max_steps, **changes) -> tuple[BoardTrainer, FbMlpTrain
     design = load_design(EXAMPLE)
     overlay = emulated_overlay(design, tmp_path)
     data = load_digits_dataset(validation_fraction=0.2)
-    board = BoardTrainer(overlay, design, **changes)
+    board = BoardTrainer(overlay, design, ip="fpmac_array_0", **changes)  # one IP a GEMM: the per-call route
     golden = FbMlpTrainer(fb_setup_of(design, **changes))
     for trainer in (board, golden):
         trainer.fit(data, progress=False, max_steps=max_steps)

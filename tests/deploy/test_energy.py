@@ -259,7 +259,7 @@ def test_fit_on_the_emulated_board_is_labelled_modelled(monkeypatch):
 def _fb_trainer(overlay):
     from codesign.deploy.training import BoardTrainer
 
-    return BoardTrainer(overlay, epochs=1)
+    return BoardTrainer(overlay, epochs=1, ip="fpmac_array_0")  # the per-call route: one of its two IPs
 
 
 def _digits():

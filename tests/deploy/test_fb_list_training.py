@@ -28,7 +28,9 @@ def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(t
     """On the example's fpmac_array IP, and on two copies of it: the batch's row tiles in two runs, each IP with its
     own partial sums, the gradients and updates dealt by parameter column (three phases a step)."""
     path = tmp_path / "design.toml"
-    path.write_text(EXAMPLE.read_text() + f"\n[design.pe.fpmac_array]\ncopies = {copies}\n")
+    text = EXAMPLE.read_text()
+    assert text.count("\ncopies = 2\n") == 1  # the example's two copies of its array
+    path.write_text(text.replace("\ncopies = 2\n", f"\ncopies = {copies}\n"))
     design = load_design(path)
     overlay = emulated_overlay(design, tmp_path)
     data = load_digits_dataset(validation_fraction=0.2)

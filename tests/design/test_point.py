@@ -20,14 +20,18 @@ def _raw(name: str) -> dict:
 
 
 def test_abvs_design_derives_the_fpmac_array_from_the_technique():
+    """The number format from the technique; the array's shape and copies from the example's
+    [design.pe.fpmac_array] table (two 3 x 4 arrays, the explorer's ZedBoard point)."""
     design = load_design(EXAMPLES / "digits_abvs.toml")
     abvs = design.training.techniques["abvs"]
-    (instance,) = design.instances
-    assert instance.pe == "fpmac_array" and instance.name == "fpmac_array_0" and instance.top == "fpmac_array_0_accel"
-    assert (instance.spec.exp_bits, instance.spec.max_fb, instance.spec.rounding) == (abvs.exp_bits, abvs.fb_max,
-                                                                                       abvs.rounding)
+    assert [(i.pe, i.name, i.top) for i in design.instances] == [
+        ("fpmac_array", f"fpmac_array_{n}", f"fpmac_array_{n}_accel") for n in range(2)]
+    for instance in design.instances:
+        assert (instance.spec.exp_bits, instance.spec.max_fb, instance.spec.rounding) == (abvs.exp_bits, abvs.fb_max,
+                                                                                           abvs.rounding)
+        assert (instance.spec.rows, instance.spec.cols) == (3, 4)
     assert design.board.name == "zedboard" and design.clock_period_ns == pytest.approx(10.0)
-    assert "fpmac_array_0" in design.describe()
+    assert "fpmac_array_1" in design.describe()
 
 
 def test_a_changed_technique_changes_the_hardware():
@@ -54,7 +58,7 @@ def test_host_side_techniques_need_no_pe():
     raw = _raw("digits_abvs.toml")
     raw["techniques"]["smd"] = {}
     design = design_from_dict(raw)
-    assert [instance.pe for instance in design.instances] == ["fpmac_array"]
+    assert [instance.pe for instance in design.instances] == ["fpmac_array"] * 2
     assert "host: smd -- mini-batch dropping is a host-side schedule, no PE" in design.describe()
 
 
@@ -95,13 +99,14 @@ def test_an_ip_may_be_built_without_the_accumulation_buffer(tmp_path):
     raw = _raw("digits_abvs.toml")
     raw["design"].update(pe={"fpmac_array": {"copies": 2, "held_sums": True}})
     full, lean = design_from_dict(raw), design_from_dict(_raw("digits_abvs.toml"))
-    assert [i.held_sums for i in full.instances] == [True, True] and not lean.instances[0].held_sums
+    assert [i.held_sums for i in full.instances] == [True, True]
+    assert [i.held_sums for i in lean.instances] == [False, False]
     assert [i["held_sums"] for i in full.to_dict()["instances"]] == [True, True]
     fits = {name: fit_design(design, cache_dir=tmp_path) for name, design in (("lean", lean), ("full", full))}
     assert fits["lean"].per_ip["fpmac_array_0"]["shell"]["bram_36k"] == 0
     assert fits["full"].per_ip["fpmac_array_0"]["shell"]["bram_36k"] == 6
     assert [ip["held_sums"] for ip in design_manifest(full)["ips"]] == [True, True]
-    assert [ip["held_sums"] for ip in design_manifest(lean)["ips"]] == [False]
+    assert [ip["held_sums"] for ip in design_manifest(lean)["ips"]] == [False, False]
     assert [(i.pe, i.held_sums) for i in design_from_dict(_raw("digits_compressed.toml")).instances] == [("csb", False)]
     tt = _raw("digits_tt.toml")
     assert {i.pe for i in design_from_dict(tt).instances} >= {"tt1", "tt2"}

@@ -48,13 +48,14 @@ def _error_line(run: subprocess.CompletedProcess) -> str:
 @pytest.mark.parametrize("behaviour", FAILING)
 def test_design_names_the_pe_spec_and_log_when_yosys_fails(tmp_path, behaviour):
     config = tmp_path / "run.toml"
-    config.write_text((data_dir("examples") / "digits_abvs.toml").read_text()
-                      + "\n[design.pe.fpmac_array]\nrows = 3\n")  # a build no shipped report covers: Yosys must run
+    text = (data_dir("examples") / "digits_abvs.toml").read_text()
+    assert text.count("\nrows = 3\n") == 1
+    config.write_text(text.replace("\nrows = 3\n", "\nrows = 5\n"))  # a build no shipped report covers: Yosys must run
     run = _run(["design", str(config), "--cache", "cache", "--out", "fit"], _fake_yosys(tmp_path, behaviour),
                tmp_path)
     assert run.returncode == 2, run.stderr
     line = _error_line(run)
-    assert "Yosys failed on PE fpmac_array, spec " in line and "rows=3" in line and "(xc7)" in line, line
+    assert "Yosys failed on PE fpmac_array, spec " in line and "rows=5" in line and "(xc7)" in line, line
     why = "exit status 1" if behaviour == "exits_1" else "it wrote no stat.json"
     assert why in line, line
     log = Path(line.split("see its log ")[1])

@@ -149,8 +149,9 @@ def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing()
     (f0, b0), (f1, b1) = [(range(lists.forward_phases), range(lists.forward_phases, len(lists.phases)))
                           for lists in (trainer.current_lists[0], trainer.current_lists[1])]
     lists0, lists1 = trainer.current_lists[0], trainer.current_lists[1]
-    placed = [(0, _placed(lists0, f0, 3)), (1, _placed(lists1, f1, 2)), (1, _placed(lists1, b1, 2)),
-              (0, _placed(lists0, b0, 3, last=True))]  # a step's phases with work, layer by layer
+    placed = [(0, _placed(lists0, f0, 3)), (1, _placed(lists1, f1, 2)), (1, _placed(lists1, b1, 3)),
+              (0, _placed(lists0, b0, 3, last=True))]  # a step's phases with work, layer by layer (the loss
+    # beside the last layer's longest backward phase)
     assert set(trainer.beside_seconds) == {(layer, phase) for layer, phases in placed for phase in phases}
     longest = _ranked(lists0, b0)[0]
     assert longest > lists0.forward_phases, "the longest backward phase is not the first"
@@ -188,11 +189,12 @@ def test_three_layers_each_work_beside_the_layer_below_and_train_as_the_loop():
         assert lists.train_step(x, y) == loop.train_step(x, y)
     assert lists.list_steps == 3
     expected = set()
-    for layer in (0, 1, 2):  # beside each direction's longest phase the layer above's work, its tracker's and
-        built, works = lists.current_lists[layer], 3 if layer < 2 else 2  # its bias's the next; the first
-        for phases in (range(built.forward_phases), range(built.forward_phases, len(built.phases))):  # layer's
-            expected |= {(layer, phase) for phase in _placed(built, phases, works, last=layer == 0 and  # early
-                                                              phases.start > 0)}  # reads beside its last
+    for layer in (0, 1, 2):  # beside each direction's longest phase the layer above's work (the last layer's
+        built = lists.current_lists[layer]  # backward: the loss), its tracker's and its bias's the next; the
+        for phases in (range(built.forward_phases), range(built.forward_phases, len(built.phases))):  # first
+            works = 3 if layer < 2 or phases.start > 0 else 2  # layer's early reads beside its last
+            expected |= {(layer, phase) for phase in _placed(built, phases, works, last=layer == 0 and
+                                                              phases.start > 0)}
     assert set(lists.beside_seconds) == expected and len(expected) >= 8
     for a, b in zip(_words(lists), _words(loop)):
         assert a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()

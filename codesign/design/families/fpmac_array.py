@@ -61,12 +61,13 @@ def fb_setup_of(design, **changes) -> HwTrainSetup:
     return fb_setup(design.training, shared_build(design, KEY)[0], **changes)
 
 
-def measure_fb_list_host(setup: HwTrainSetup, *, repeats: int = 3, seed: int = 0) -> dict[str, float]:
-    """The host's seconds per list step of ``setup`` on this machine: a :class:`FbListTrainer` step on random data
-    less the golden shell's seconds (what the IP computes instead), the least of ``repeats`` steps after the one
-    that builds the lists (other work on the machine only adds); and the bytes the host flushed and read and the
-    lists it started in that step."""
-    shell = GoldenListShell({KEY: setup.spec})
+def measure_fb_list_host(setup: HwTrainSetup, *, repeats: int = 3, seed: int = 0, copies: int = 1
+                         ) -> dict[str, float]:
+    """The host's seconds per list step of ``setup`` on this machine, its lists shared among ``copies`` IPs: a
+    :class:`FbListTrainer` step on random data less the golden shell's seconds (what the IPs compute instead), the
+    least of ``repeats`` steps after the one that builds the lists (other work on the machine only adds); and the
+    bytes the host flushed and read and the lists it started in that step."""
+    shell = GoldenListShell({KEY: setup.spec}, units={KEY: copies})
     trainer = FbListTrainer(setup, shell)
     rng = np.random.default_rng(seed)
     batches = [(rng.random((setup.batch_size, setup.layers[0])).astype(np.float32),
@@ -123,7 +124,7 @@ def fb_explorer(design, *, progress: Callable[[str], None] = print, host: HostMo
     runs on RTL-route IPs; :func:`fb_model` prices the per-call step of an HLS export); the host's seconds a
     list step measured here unless ``host`` is a board's figure."""
     setup = fb_setup_of(design)
-    measured = MeasuredBeside(lambda: measure_fb_list_host(setup))
+    measured = MeasuredBeside(lambda: measure_fb_list_host(setup, copies=shared_build(design, KEY)[1]))
     host = list_step_host(host, measured.between, progress)
     return fb_list_model(setup.spec, setup.layers, setup.batch_size, host=host, beside_s=measured.beside_s)
 

@@ -86,9 +86,9 @@ def test_rtl_runs_the_example_step_bit_exact_in_the_modelled_cycles(tmp_path, co
     shell = GoldenListShell({"fpmac_array": setup.spec}, units={"fpmac_array": copies})
     trainer, runs, golden_run = FbListTrainer(setup, shell), [], shell.run_phase
 
-    def kept(phase, arena):
+    def kept(phase, arena, beside=None):
         before = np.array(arena, copy=True)
-        after = golden_run(phase, arena)
+        after = golden_run(phase, arena, beside=beside)
         runs.append((phase, before, np.array(after, copy=True)))
         return after
 

@@ -19,13 +19,14 @@ def test_every_technique_with_arithmetic_declares_its_pes_and_host_techniques_no
     assert declaring == set(PE_ORDER) == {"abvs", "cpt", "psg", "tt", "compress"}
 
 
-@pytest.mark.parametrize(("example", "pes"), [("digits_abvs.toml", ["fpmac_array"]),
-                                               ("digits_tt.toml", ["tt1", "tt2", "tt3"]),
-                                               ("digits_compressed_mlp.toml", ["csb"])])
-def test_the_shipped_examples_need_their_pes(example, pes):
+@pytest.mark.parametrize(("example", "pes", "instances"), [
+    ("digits_abvs.toml", ["fpmac_array"], ["fpmac_array"] * 2),  # two copies of the array, from its PE table
+    ("digits_tt.toml", ["tt1", "tt2", "tt3"], ["tt1", "tt2", "tt3"]),
+    ("digits_compressed_mlp.toml", ["csb"], ["csb"])])
+def test_the_shipped_examples_need_their_pes(example, pes, instances):
     training = load_config(EXAMPLES / example)
     assert [need[0] for need in pe_needs(training)] == pes
-    assert [instance.pe for instance in load_design(EXAMPLES / example).instances] == pes
+    assert [instance.pe for instance in load_design(EXAMPLES / example).instances] == instances
 
 
 def test_two_techniques_needing_one_pe_give_it_once_from_the_first_in_order():
