@@ -105,9 +105,13 @@ def legal_specs(base, knobs: Mapping[str, Sequence[int]]) -> list:
 
 def pe_options(pe: str, base, family: str, knobs: Mapping[str, Sequence[int]], loads: Loads, *,
                max_copies: int, progress: Callable[[str], None] | None = None,
-               runs: Callable[[Any], bool] = lambda spec: True) -> list[Option]:
+               runs: Callable[[Any], bool] = lambda spec: True,
+               limit: Mapping[str, float] | None = None) -> list[Option]:
     """Every legal build x copies of ``pe`` that the loop ``runs`` on, with its stage loads
-    (``loads(pe, spec, copies)``) and resources."""
+    (``loads(pe, spec, copies)``) and resources. ``limit``: the resources one PE's copies may take in a design
+    that fits (the cap's share of the board, less the IPs the space does not vary); two or more copies past it
+    are left out before their loads are worked out, which for a list step means simulating it (one copy is
+    always priced, so a space where nothing fits still says by how much)."""
     calibration = load_calibration(pe, family)
     copies_values = [c for c in knobs.get(COPIES, (1,)) if 1 <= c <= max_copies]
     names = tuple(name for name in knobs if name != COPIES)
@@ -119,6 +123,9 @@ def pe_options(pe: str, base, family: str, knobs: Mapping[str, Sequence[int]], l
         one = pe_resources(pe, spec, family, calibration)
         shell = fpga_counts(ip_shell_cost(get_pe(pe), spec, family))
         for copies in copies_values:
+            resources = {k: (one[k] + shell[k]) * copies for k in RESOURCES}
+            if copies > 1 and limit is not None and any(resources[k] > limit[k] for k in RESOURCES):
+                continue
             array, calls, *split = loads(pe, spec, copies)
             array = np.asarray(array, dtype=np.int64).reshape(-1, 3)
             if split:
@@ -127,8 +134,7 @@ def pe_options(pe: str, base, family: str, knobs: Mapping[str, Sequence[int]], l
                 copy_words = np.zeros((array.shape[0], copies, 2), dtype=np.int64)
                 copy_words[:, 0] = array[:, 1:]
             options.append(Option(pe=pe, spec=spec, copies=copies, knobs=names, cycles=array[:, 0],
-                                  words_in=array[:, 1], words_out=array[:, 2], calls=calls,
-                                  resources={k: (one[k] + shell[k]) * copies for k in RESOURCES},
+                                  words_in=array[:, 1], words_out=array[:, 2], calls=calls, resources=resources,
                                   copy_words=copy_words))
     return options
 

@@ -72,6 +72,9 @@ class ExploreModel:
     # (pe, build) -> whether the loop runs on that build (the spec's validators accept more: e.g. the CSB step's
     # lists need square blocks)
     runs: Callable[[str, Any], bool] = lambda pe, spec: True
+    # whether a build's loads simulate its step (seconds each, as a conv network's lists): its two or more copies
+    # past the cap are then not priced at all (``pe_options``' limit), as no such point can fit
+    simulates: bool = False
 
     @property
     def pes(self) -> tuple[str, ...]:
@@ -101,11 +104,13 @@ def explore_family(family: ExploreModel, board: Board, *, clock_mhz: float,
         raise ValueError(f"cap must be in (0, 1], got {cap}")
     knobs = knobs or {}
     tables = {pe: knobs.get(pe, family.knobs.get(pe, KNOBS[pe])) for pe in family.pes}
+    fixed = fixed_resources(family.fixed_builds, board.yosys_family)
+    limit = {k: cap * board.resources[k] - fixed[k] for k in RESOURCES} if family.simulates else None
     options = [pe_options(pe, family.bases[pe], board.yosys_family, tables[pe], family.loads,
                           max_copies=family.max_copies, progress=progress,
-                          runs=lambda spec, pe=pe: family.runs(pe, spec)) for pe in family.pes]
+                          runs=lambda spec, pe=pe: family.runs(pe, spec), limit=limit) for pe in family.pes]
     return explore(options, board, pes=family.pes, clock_mhz=clock_mhz, host=family.host, macs=family.macs,
-                   mac_energy_pj=family.mac_energy_pj, fixed=fixed_resources(family.fixed_builds, board.yosys_family),
+                   mac_energy_pj=family.mac_energy_pj, fixed=fixed,
                    cap=cap, enumerate_limit=enumerate_limit, trials=trials, seed=seed, family=family.name,
                    fixed_ips=len(family.fixed_builds))
 

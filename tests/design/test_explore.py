@@ -321,6 +321,31 @@ def _options(family, point):
     return out
 
 
+def test_copies_past_the_limit_are_left_out_before_their_loads(design):
+    """A build's two or more copies whose resources alone pass ``limit`` are never priced (a list step's loads
+    simulate it); one copy always is, over the limit or not; options within it are those without a limit."""
+    specs = {i.pe: i.spec for i in design.instances}
+    family = tt_model(tt_setup_of(design), bases={"tt1": specs["tt1"], "tt2": specs["tt2"]}, host=HOST, macs=1,
+                      tt3=None)
+    asked: list = []
+
+    def loads(pe, spec, copies):
+        asked.append(copies)
+        return family.loads(pe, spec, copies)
+    build = dataclasses.replace(family.bases["tt2"], lanes=8, rows=2)
+    everything = pe_options("tt2", build, "xcup", {"copies": range(1, 9)}, loads, max_copies=8)
+    one = next(o for o in everything if o.copies == 1).resources
+    limit = {k: 3.5 * one[k] for k in RESOURCES}  # room for three copies
+    asked.clear()
+    kept = pe_options("tt2", build, "xcup", {"copies": range(1, 9)}, loads, max_copies=8, limit=limit)
+    assert [o.copies for o in kept] == asked == [1, 2, 3]
+    assert all(np.array_equal(a.cycles, b.cycles) and a.resources == b.resources for a, b in zip(kept, everything))
+    asked.clear()
+    tight = {k: 0.5 * one[k] for k in RESOURCES}  # not even one copy fits: it is priced all the same
+    assert [o.copies for o in pe_options("tt2", build, "xcup", {"copies": range(1, 9)}, loads, max_copies=8,
+                                         limit=tight)] == asked == [1]
+
+
 def test_design_of_point_keeps_the_rest_of_the_configuration(design):
     raw = read_toml(EXAMPLES / "digits_tt.toml")
     point = {"tt1": {"lanes": 4, "rows": 2, "copies": 3}, "tt2": {"lanes": 16, "rows": 1, "copies": 1}}

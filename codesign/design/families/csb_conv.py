@@ -34,9 +34,10 @@ from codesign.train.geometry import data_geometry
 KEY = "csb_conv"
 # the conv lists' builds: blocks and output tiles square (``runs``), lanes a multiple of 4. Each block shape, lane
 # count, tile and copy count is a step simulated once (about 20 s for the example's network); multipliers re-price it.
-# Two copies at most: two of the example's 16-lane builds fill 73 % of the ZedBoard's LUT (the MLP lists take four)
+# Copies past the cap are not simulated (``pe_options``' limit): two of the example's 16-lane builds fill 73 % of
+# the ZedBoard's LUT, so most three- and four-copy builds never are
 CSB_CONV_LIST_KNOBS = {"block_rows": (8, 16), "block_cols": (8, 16), "batch": (4, 8, 16), "parallel": (1, 2, 4, 8),
-                       "out_h": (2, 4), "out_w": (2, 4), COPIES: (1, 2)}
+                       "out_h": (2, 4), "out_w": (2, 4), COPIES: (1, 2, 3, 4)}
 
 
 def csb_conv_setup(training, spec: CsbSpec | None = None, **changes) -> CsbConvSetup:
@@ -126,7 +127,8 @@ def conv_list_model(setup: CsbConvSetup, masks: Sequence[np.ndarray], *, host: H
                         describe=lambda options: {PE: {**options[0].spec.to_dict(), COPIES: options[0].copies}},
                         host=host, macs=conv_step_macs(spec, *net, masks)["macs"],
                         mac_energy_pj=csb_mac_energy_pj(spec), max_copies=MAX_LIST_COPIES,
-                        knobs={PE: CSB_CONV_LIST_KNOBS}, runs=lambda pe, build: runs_conv_lists(setup, build))
+                        knobs={PE: CSB_CONV_LIST_KNOBS}, runs=lambda pe, build: runs_conv_lists(setup, build),
+                        simulates=True)
 
 
 def csb_conv_explorer(design, *, progress: Callable[[str], None] = print,

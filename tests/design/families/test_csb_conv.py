@@ -98,6 +98,19 @@ def test_the_space_holds_square_list_builds_each_priced_as_its_step(tmp_path):
     assert two.resources["dsp"] == 2 * one.resources["dsp"] and two.cycles.sum() < one.cycles.sum()
 
 
+def test_copies_past_the_cap_are_not_simulated(tmp_path):
+    """The conv lists' pricing simulates a step, so a build's copies that alone pass the cap are never priced: with
+    room for two copies under the cap, of one to four copies offered only one and two are in the space."""
+    setup = csb_conv_setup_of(small(tmp_path))
+    model, target = conv_list_model(setup, kept(setup), host=HOST), board("ultra96v2")
+    assert model.simulates
+    knobs = {**KNOBS, "block_rows": (8,), "block_cols": (8,), "batch": (8,), "parallel": (1,), "out_w": (2,)}
+    one = explore_family(model, target, clock_mhz=100.0, knobs={"csb": knobs}).options[0][0].resources
+    cap = 2.5 * max(one[k] / target.resources[k] for k in one)  # two copies fit, three do not
+    space = explore_family(model, target, clock_mhz=100.0, cap=cap, knobs={"csb": {**knobs, "copies": (1, 2, 3, 4)}})
+    assert sorted(option.copies for option in space.options[0]) == [1, 2]
+
+
 def test_the_explorer_prunes_as_the_loop_does_and_times_its_host_here(tmp_path):
     model = csb_conv_explorer(small(tmp_path), progress=lambda line: None)
     assert model.name == "csb_conv" and model.host.source == THIS_MACHINE and model.host.fixed_s > 0
