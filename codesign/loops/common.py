@@ -37,15 +37,18 @@ def softmax_cross_entropy(logits: np.ndarray, y: np.ndarray) -> Tuple[float, np.
 def softmax_gradient(logits: np.ndarray, y: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """:func:`softmax_cross_entropy`'s gradient, and the labels' probabilities its loss is taken from
     (:func:`cross_entropy_of`): a list step's backward waits for the gradient alone, and the host takes the loss
-    while the backward lists compute. In place on one copy, the labels' entries picked by flat index: the bits of
-    the textbook expression in two thirds of its time."""
-    logits = np.ascontiguousarray(logits)
+    while the backward lists compute. ``logits`` ``(n, classes)`` as float64, ``y`` ``n`` class indices (each
+    within ``classes``, else an error). In place on one copy, the labels' entries picked by flat index: the bits
+    of the textbook expression in two thirds of its time."""
+    logits = np.ascontiguousarray(logits, dtype=np.float64)
     n, classes = logits.shape
+    if n == 0:
+        raise ValueError("softmax cross-entropy of no samples")
     probs = logits - logits.max(axis=1, keepdims=True)
     np.exp(probs, out=probs)
     probs /= probs.sum(axis=1, keepdims=True)
     flat = probs.reshape(-1)
-    picked = np.arange(0, n * classes, classes) + np.asarray(y)
+    picked = np.ravel_multi_index((np.arange(n), np.asarray(y, dtype=np.intp)), (n, classes))  # bounds checked
     chosen = flat[picked]
     flat[picked] -= 1.0
     probs /= n
@@ -53,10 +56,9 @@ def softmax_gradient(logits: np.ndarray, y: np.ndarray) -> Tuple[np.ndarray, np.
 
 
 def cross_entropy_of(chosen: np.ndarray) -> float:
-    """The mean cross-entropy of the labels' probabilities ``chosen`` (:func:`softmax_gradient`'s, overwritten):
+    """The mean cross-entropy of the labels' probabilities ``chosen`` (:func:`softmax_gradient`'s):
     ``-mean(log(max(p, tiny)))``, the mean as a sum over the samples."""
-    np.maximum(chosen, _TINY, out=chosen)
-    return -float(np.add.reduce(np.log(chosen, out=chosen))) / chosen.size
+    return -float(np.add.reduce(np.log(np.maximum(chosen, _TINY)))) / chosen.size
 
 
 _TINY = np.finfo(np.float64).tiny

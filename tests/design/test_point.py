@@ -97,7 +97,7 @@ def test_an_ip_may_be_built_without_the_accumulation_buffer(tmp_path):
     from codesign.design.manifest import design_manifest
 
     raw = _raw("digits_abvs.toml")
-    raw["design"].update(pe={"fpmac_array": {"copies": 2, "held_sums": True}})
+    raw["design"]["pe"]["fpmac_array"].update(held_sums=True)  # the example's build, two copies, with the buffer
     full, lean = design_from_dict(raw), design_from_dict(_raw("digits_abvs.toml"))
     assert [i.held_sums for i in full.instances] == [True, True]
     assert [i.held_sums for i in lean.instances] == [False, False]

@@ -62,6 +62,13 @@ def test_the_loss_and_its_gradient_are_the_textbook_expression_bit_for_bit():
         assert given[0] == loss and given[1].tobytes() == (probs / n).tobytes()
         grad, chosen = softmax_gradient(logits, y)
         assert grad.tobytes() == given[1].tobytes() and cross_entropy_of(chosen) == loss
+        assert cross_entropy_of(chosen) == loss  # chosen is not overwritten: a loss taken twice is the same
+    logits = rng.normal(size=(3, 4))
+    for labels in ([0, 4, 0], [-1, 0, 0]):  # past the last class, or before the first: not a neighbour's entry
+        with pytest.raises(ValueError):
+            softmax_cross_entropy(logits, np.array(labels))
+    with pytest.raises(ValueError):
+        softmax_cross_entropy(np.zeros((0, 4)), np.zeros(0, np.int64))
 
 
 def test_a_staged_batch_matches_only_itself_bit_for_bit_under_its_key():

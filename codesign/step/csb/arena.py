@@ -149,7 +149,7 @@ class CsbArena:
         in every chunk the ``n`` samples take; the word ranges written. One scatter into the tiles' bytes and one
         into the arena, through indices kept per tiles and shape (a step's host time on a board's ARM is the
         step's time; rebuilding them took half of it)."""
-        codes = np.asarray(codes)
+        codes = np.asarray(codes, dtype=np.int64)
         if codes.ndim != 2 or codes.shape[1] > len(tiles) * self.tile:
             raise ValueError(f"codes of shape {codes.shape}: need (samples, at most {len(tiles) * self.tile} "
                              "channels)")
