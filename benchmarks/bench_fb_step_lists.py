@@ -186,8 +186,8 @@ def main() -> int:
                          seed=setup.seed)
     f32(*batch)
     torch_s = least_seconds(f32, batch, args.steps)
-    row = {"design": design.name, "layers": list(layers), "batch": batch_size, "fpmac_array": spec.to_dict(), "copies": copies,
-           "clock_mhz": design.clock_mhz, "host_list_ms_desktop": 1e3 * list_host["seconds"],
+    row = {"design": design.name, "layers": list(layers), "batch": batch_size, "fpmac_array": spec.to_dict(),
+           "copies": copies, "clock_mhz": design.clock_mhz, "host_list_ms_desktop": 1e3 * list_host["seconds"],
            "host_list_traffic": {k: v for k, v in list_host.items() if k != "seconds"},
            "golden_ms": 1e3 * golden_s, "torch_f32_ms": 1e3 * torch_s, "boards": {}}
     for name in BOARDS:

@@ -13,8 +13,9 @@ go to the device and are never re-encoded by the host while the structure stands
 3. runs the backward list (gradients, the mask, UPD and the new weights' top bytes, all on the PE), which leaves
    the new buffers in the other phase's slots. Beside its last phase it takes the loss and, where the caller
    gives the next batch (``train_step(x, y, next_x=...)``; ``fit`` does), checks that batch and writes its
-   codes into the input tiles of the other phase (:attr:`~codesign.step.csb.arena.CsbArena.inputs`), which no list of this step
-   reads; the next step takes them where its batch is that one bit for bit (a :class:`StagedBatch`).
+   codes into the input tiles of the other phase (:attr:`~codesign.step.csb.arena.CsbArena.inputs`), which no
+   list of this step reads; the next step takes them where its batch is that one bit for bit (a
+   :class:`StagedBatch`).
 
 On several csb IPs (the shell's ``ip_count``) the forward is a phase of lists and the backward two, each phase's
 lists side by side (:mod:`codesign.step.share`): the same results, bit for bit.

@@ -15,8 +15,8 @@ from the start and are never read back during training; per step the host
    flushes it;
 3. runs the backward list (gradients, mask, momentum SGD on the PE), which
    leaves the new parameters in the other phase's regions. Beside its last
-   phase it takes the loss and, where the caller gives the next batch (``train_step(x, y,
-   next_x=...)``; ``fit`` does), it checks that batch and writes it into the
+   phase it takes the loss and, where the caller gives the next batch
+   (``train_step(x, y, next_x=...)``; ``fit`` does), checks that batch and writes it into the
    other phase's input tiles (:attr:`~codesign.step.fpmac_array.arena.FbArena.inputs`),
    which no list of this step reads; the next step takes it where its batch
    is that one bit for bit at the same FB (a :class:`StagedBatch`).
