@@ -125,6 +125,7 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
         fit = fit_design(point_design, cache_dir=cache_dir, limit_percent=100 * cap)
         confirmed.append({"point": point, "yosys_total": fit.total, "fits": fit.fits, "over": fit.over,
                           "per_ip": fit.per_ip})
+    chosen, passed_over = confirmed_choice(confirm, confirmed, progress)
     chosen_toml, chosen_design = design_of_point(raw, design, space.point(chosen))
     ports = hp_port_choice(family, space.chosen_options(chosen), chosen_design,
                            asked=bool(raw.get("design", {}).get("hp_ports")))
@@ -138,13 +139,31 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
     step = family.step(space.chosen_options(chosen), design.board, design.clock_mhz, hp_ports=ports["chosen"],
                        **refined.step_options)
     host_measured = None
-    if shortlist is not None:
-        mine = next(entry for entry in shortlist if entry["index"] == chosen)
+    mine = next((entry for entry in shortlist or () if entry["index"] == chosen), None)
+    if mine is not None:
         host_measured = {"seconds": mine["host_s"], "calls": mine["calls"], "model_s": step.host_s,
                          "source": step.host_source, "shortlist": shortlist}
     return {"space": space, "chosen": chosen, "front": front, "confirmed": confirmed, "step": step,
             "family": family, "chosen_toml": chosen_toml, "chosen_design": chosen_design, "objective": objective,
-            "host_measured": host_measured, "hp_ports": ports, **refined.reports}
+            "host_measured": host_measured, "hp_ports": ports, "passed_over": passed_over, **refined.reports}
+
+
+def confirmed_choice(confirm: list[int], confirmed: list[dict[str, Any]], progress: Callable[[str], None]
+                     ) -> tuple[int, dict[str, Any] | None]:
+    """The point the explorer chooses once Yosys has confirmed ``confirm`` (the model's choice first, then the
+    front's best; ``confirmed`` their fits): the model's choice where Yosys puts it within the cap, else the first
+    confirmed point that is (the resource model is a few percent off a synthesis near the cap), else the model's
+    choice still. Returns the index and, where the model's choice was passed over, its label and what Yosys put
+    over the cap."""
+    if confirmed[0]["fits"]:
+        return confirm[0], None
+    for index, entry in zip(confirm[1:], confirmed[1:]):
+        if entry["fits"]:
+            passed = {"label": confirmed[0]["point"]["label"], "over": list(confirmed[0]["over"])}
+            progress(f"Yosys puts {passed['label']} over the cap ({', '.join(passed['over'])}): chose "
+                     f"{entry['point']['label']}, the best point it confirms within it")
+            return index, passed
+    return confirm[0], None
 
 
 def measured_choice(family: ExploreModel, space: Space, objective: str, progress: Callable[[str], None]
@@ -231,6 +250,7 @@ def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list
             "points": len(points), "feasible": int(space.feasible.sum()), "pareto": int(front.size),
             "host_measured": result.get("host_measured"), "other_route": result.get("other_route"),
             "hp_ports": result.get("hp_ports"), "reuse": result.get("reuse"),
+            "passed_over": result.get("passed_over"),
             "forward_split": result.get("forward_split"), "list_step": result.get("list_step"),
             "mode_orders": result.get("mode_orders")}),
         write_json_atomic(out / "estimate_layer_cycles.json", {
@@ -320,7 +340,9 @@ def summary(result: Mapping[str, Any]) -> str:
     point = space.point(result["chosen"])
     lines = [f"explored {space.index.shape[0]} points ({space.searched}): {int(space.feasible.sum())} fit "
              f"{space.cap:.0%} of the board, {result['front'].size} on the Pareto front",
-             f"chosen ({result['objective']}): {point['label']}",
+             f"chosen ({result['objective']}): {point['label']}" + (
+                 f" (Yosys put the model's choice, {result['passed_over']['label']}, over the cap: "
+                 f"{', '.join(result['passed_over']['over'])})" if result.get("passed_over") else ""),
              f"  step {step.total_s * 1e3:.3f} ms = PE {step.pe_s * 1e3:.3f} + memory {step.memory_s * 1e3:.3f} + host "
              f"{step.host_s * 1e3:.3f} ms ({step.host_source}); bottleneck: {step.bottleneck}",
              f"  bounds: streams {step.bounds['streams_s'] * 1e3:.3f} ms, DDR peak {step.bounds['ddr_peak_s'] * 1e3:.3f} "

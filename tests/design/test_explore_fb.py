@@ -225,3 +225,48 @@ def test_the_family_prices_the_list_step_the_board_runs(design):
     by_build = {(o.spec.rows, o.spec.max_m): i for i, o in enumerate(space.options[0]) if o.copies == 1}
     assert space.pe_s[by_build[(8, 64)]] < space.pe_s[by_build[(8, 32)]]
     assert space.resources["bram_36k"][by_build[(8, 64)]] > space.resources["bram_36k"][by_build[(8, 32)]]
+
+
+@pytest.mark.slow  # the explorer end to end; Yosys runs where the calibration cache lacks a build
+def test_a_chosen_point_yosys_puts_over_the_cap_is_passed_over(design, tmp_path, monkeypatch):
+    """Where Yosys puts the model's choice over the cap, the explorer takes the first confirmed point it puts
+    within it (the front's next best), says which it passed over and why, and writes that point's design."""
+    import dataclasses
+
+    import codesign.design.explore_run as run
+    from codesign.design import design_from_dict
+
+    real, fitted = run.fit_design, []
+
+    def fit(point_design, **kwargs):
+        found = real(point_design, **kwargs)
+        fitted.append(point_design)
+        return dataclasses.replace(found, limit_percent=0.0) if len(fitted) == 1 else found  # the first: over
+    monkeypatch.setattr(run, "fit_design", fit)
+    result = run.explore_design(read_toml(EXAMPLE), design, cache_dir=YOSYS_CACHE,
+                                knobs={"fpmac_array": GRID_KNOBS}, progress=lambda _: None)
+    confirmed = result["confirmed"]
+    assert not confirmed[0]["fits"] and confirmed[1]["fits"]
+    assert result["passed_over"] == {"label": confirmed[0]["point"]["label"], "over": confirmed[0]["over"]}
+    point = result["space"].point(result["chosen"])
+    assert point["label"] == confirmed[1]["point"]["label"] != confirmed[0]["point"]["label"]
+    assert result["step"].total_s >= result["space"].total_s[result["space"].best("time")]
+    assert f"Yosys put the model's choice, {confirmed[0]['point']['label']}, over the cap" in run.summary(result)
+    written = {p.name: p for p in run.write_reports(result, tmp_path / "out", board=design.board)}
+    spec = design_from_dict(read_toml(written["chosen.toml"])).instances[0].spec
+    assert (spec.rows, spec.cols) == (point["fpmac_array"]["rows"], point["fpmac_array"]["cols"])
+
+
+def test_the_confirmed_choice_keeps_the_models_where_yosys_agrees_or_none_fits():
+    from codesign.design.explore_run import confirmed_choice
+
+    def entry(label, fits):
+        return {"point": {"label": label}, "fits": fits, "over": [] if fits else ["lut"]}
+    said: list = []
+    assert confirmed_choice([7, 3, 5], [entry("a", True), entry("b", True), entry("c", True)], said.append) == (7, None)
+    assert confirmed_choice([7, 3, 5], [entry("a", False), entry("b", False), entry("c", False)],
+                            said.append) == (7, None)
+    assert not said
+    assert confirmed_choice([7, 3, 5], [entry("a", False), entry("b", False), entry("c", True)], said.append) == (
+        5, {"label": "a", "over": ["lut"]})
+    assert said == ["Yosys puts a over the cap (lut): chose c, the best point it confirms within it"]
