@@ -136,7 +136,7 @@ class TtListTrainer(TtMlpTrainer):
             layers.append(layer)
             out = layer[-1].astype(np.float32)
             x = out if index == len(self.cores) - 1 else np.maximum(out, np.float32(0))
-        grad, chosen = softmax_gradient(x.astype(np.float64), y)
+        grad, chosen = softmax_gradient(x, y)  # the logits widened to float64 there
         grad, taken = grad.astype(np.float32), {}
         kept = self._kept_state()
         try:
@@ -253,7 +253,7 @@ class TtListTrainer(TtMlpTrainer):
         a batch that fails the check, which the next step then reports."""
         try:
             x = check_input(state, self._features(np.array(next_x, dtype=np.float32)))
-        except (TypeError, ValueError):  # HwTrainError too
+        except Exception:  # whatever fails (a tensor that needs grad, ...), its own step says why
             return
         frac, bits = book.trackers["act_frac_bits"][0], state.activation_bits
         self._staged = StagedInput(x=x, key=(), observed=mean_abs(x), frac=frac,

@@ -6,6 +6,8 @@ of two and every code of up to 32 bits are exact, so the two agree bit for bit.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from codesign.numerics.formats import FixedFormat
@@ -90,3 +92,15 @@ def msb_slice_numpy(x: np.ndarray, fmt: FixedFormat, k: int) -> tuple[np.ndarray
         raise ValueError("NaN has no fixed-point code to slice")
     codes = fixed_codes(x, fmt) >> (fmt.bits - k)
     return np.ldexp(codes.astype(np.float64), -slice_fmt.frac_bits), slice_fmt
+
+
+def to_values(codes: np.ndarray, frac_bits: int) -> np.ndarray:
+    """Exact float64 values of integer codes (|codes| < 2^53), of any integer type, in one pass: times the power of
+    two 2^-frac_bits, which is exact (as ldexp) wherever that power and every product are normal, as they are for
+    |frac_bits| <= 960, and SIMD (ldexp takes about 8 times as long on a batch's codes); ldexp beyond."""
+    codes = np.asarray(codes)
+    if codes.dtype.kind not in "iu":
+        codes = codes.astype(np.int64)
+    if abs(int(frac_bits)) <= 960:
+        return np.multiply(codes, math.ldexp(1.0, -int(frac_bits)), dtype=np.float64)
+    return np.ldexp(codes, -frac_bits, dtype=np.float64)

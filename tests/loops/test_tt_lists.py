@@ -237,11 +237,11 @@ def test_the_exact_rule_cannot_run_on_lists():
         TtListTrainer(_setup("exact"), GoldenShell())
 
 
-def test_the_next_batch_staged_beside_the_lists_changes_no_bit():
+def test_the_next_batch_staged_beside_the_lists_changes_no_bit(unconvertible):
     """The next batch is staged beside the first layer's second longest backward phase. A staged batch taken, one
     the caller changed in place after staging, one staged at a scale the step then does not aim, one never
-    taken, and one that fails the check: each step equals a trainer's that stages nothing, every state word
-    compared, and the bad batch fails its own step, not the one that staged it."""
+    taken, one that fails the check and one NumPy cannot convert at all: each step equals a trainer's that stages
+    nothing, every state word compared, and the bad batch fails its own step, not the one that staged it."""
     setup = _setup()
     data = _data(train=7 * setup.batch_size)
     batches = [(data.train_x[i:i + setup.batch_size], data.train_y[i:i + setup.batch_size])
@@ -276,7 +276,8 @@ def test_the_next_batch_staged_beside_the_lists_changes_no_bit():
     assert trainer.inputs_staged == 2, "batch 0, staged beside step 4, was not taken by step 5"
     with pytest.raises(ValueError, match="x must be finite"):
         trainer.train_step(bad, batches[5][1])
-    both(6)
+    both(6, next_x=unconvertible)  # its conversion fails beside the lists: nothing staged, this step unharmed
+    assert trainer._staged is None and trainer.inputs_staged == 2
 
 
 def test_a_one_core_first_layer_updates_its_bias_beside_its_only_backward_phase_once():

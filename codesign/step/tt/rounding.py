@@ -5,12 +5,10 @@ reach the same codes."""
 
 from __future__ import annotations
 
-import math
-
-
 import numpy as np
 
 from codesign.numerics.formats import FIXED_FRAC_BITS
+from codesign.numerics.fixed_quant import to_values
 from codesign.numerics.scales import UNSET, mean_abs, mean_abs_frac_bits
 
 
@@ -178,18 +176,6 @@ def frac_of_values(values: np.ndarray, *, bits: int, headroom_bits: int, current
         return current
     fallback = bits - 1 if current == UNSET else current
     return mean_abs_frac_bits(mean_abs(values), bits=bits, headroom_bits=headroom_bits, fallback=fallback)
-
-
-def to_values(codes: np.ndarray, frac_bits: int) -> np.ndarray:
-    """Exact float64 values of integer codes (|codes| < 2^53), of any integer type, in one pass: times the power of
-    two 2^-frac_bits, which is exact (as ldexp) wherever that power and every product are normal, as they are for
-    |frac_bits| <= 960, and SIMD (ldexp takes about 8 times as long on a batch's codes); ldexp beyond."""
-    codes = np.asarray(codes)
-    if codes.dtype.kind not in "iu":
-        codes = codes.astype(np.int64)
-    if abs(int(frac_bits)) <= 960:
-        return np.multiply(codes, math.ldexp(1.0, -int(frac_bits)), dtype=np.float64)
-    return np.ldexp(codes, -frac_bits, dtype=np.float64)
 
 
 __all__ = ["BLOCK", "EXACT_FLOAT", "abs_sum_and_peak", "choose_frac", "code_dtype", "floor_log2_ratio", "frac_of_total",
