@@ -84,14 +84,14 @@ def main() -> int:
            "torch_f32_ms": 1e3 * torch_s, "boards": {}}
     for name in BOARDS:
         target = board(name)
-        beside, between, beside_s = host_parts(list_host)
+        beside, between = host_parts(list_host)
         lists = csb_list_step(spec, layers, batch_size, structures, target, clock_mhz=design.clock_mhz,
                               host_s=list_host["seconds"], host_source="measured on this desktop", ddr=BOARD_DDR,
                               copies=copies, beside=beside)
         calls = csb_step_time(spec, trainer.masks, batch_size, target, clock_mhz=design.clock_mhz, host=call_host)
         row["boards"][name] = entry = board_entry(lists, calls, torch_s)
-        entry["explored"] = explored_entry(csb_list_model(spec, layers, batch_size, trainer.masks, host=between,
-                                                          beside_s=beside_s), target, design.clock_mhz, torch_s)
+        entry["explored"] = explored_entry(csb_list_model(spec, layers, batch_size, trainer.masks, host=between),
+                                           target, design.clock_mhz, torch_s)
         print(f"{name} at {design.clock_mhz:g} MHz (kept {kept} weights): {entry_text(entry, row)}; "
               f"{explored_text(entry['explored'])}", flush=True)
     out = Path(args.out)

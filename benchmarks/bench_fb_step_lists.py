@@ -45,7 +45,7 @@ import numpy as np
 from codesign.boards import board
 from codesign.deploy.list_shell import BOARD_DDR
 from codesign.design import load_design
-from codesign.design.explore_model import MeasuredBeside
+from codesign.design.explore_model import list_step_host
 from codesign.design.families import shared_build
 from codesign.design.families.fpmac_array import fb_list_model, fb_setup_of, measure_fb_list_host
 from codesign.io.reports import write_json_atomic
@@ -133,13 +133,12 @@ def board_entry(lists, calls, torch_s: float) -> dict:
             "per_call_host_share": calls.host_s / calls.total_s, "ratio_board_to_torch_f32": lists.total_s / torch_s}
 
 
-def host_parts(list_host: dict) -> tuple[dict, HostModel, float]:
+def host_parts(list_host: dict) -> tuple[dict, HostModel]:
     """A list step's host as measured here (:func:`codesign.shell.list_runner.host_per_list_step`): its seconds
     beside each phase (the next batch written beside the last; the step model hides them as far as the phase
-    reaches), its seconds between the phases as the explorer's host model, and those beside in all."""
-    measured = MeasuredBeside(lambda: list_host)
-    between = HostModel(fixed_s=measured.between(), per_call_s=0.0, source="measured on this desktop")
-    return {phase: seconds for _, phase, seconds in list_host["beside"]}, between, measured.beside_s
+    reaches), and the explorer's host model of it (between the phases, and beside them in all)."""
+    between = list_step_host(None, lambda: list_host, lambda _: None)
+    return {phase: seconds for _, phase, seconds in list_host["beside"]}, between
 
 
 def explored_entry(family, target, clock_mhz: float, torch_s: float) -> dict:
@@ -192,14 +191,14 @@ def main() -> int:
            "golden_ms": 1e3 * golden_s, "torch_f32_ms": 1e3 * torch_s, "boards": {}}
     for name in BOARDS:
         target = board(name)
-        beside, between, beside_s = host_parts(list_host)
+        beside, between = host_parts(list_host)
         lists = fb_list_step(spec, layers, batch_size, target, clock_mhz=design.clock_mhz,
                              host_s=list_host["seconds"], host_source="measured on this desktop", ddr=BOARD_DDR,
                              copies=copies, beside=beside)
         calls = fb_step_time(spec, shapes, target, clock_mhz=design.clock_mhz, host=call_host)
         entry = board_entry(lists, calls, torch_s)
         entry["ratio_board_to_golden"] = lists.total_s / golden_s
-        entry["explored"] = explored_entry(fb_list_model(spec, layers, batch_size, host=between, beside_s=beside_s),
+        entry["explored"] = explored_entry(fb_list_model(spec, layers, batch_size, host=between),
                                            target, design.clock_mhz, torch_s)
         row["boards"][name] = entry
         print(f"{name} at {design.clock_mhz:g} MHz: {entry_text(entry, row)}; golden {row['golden_ms']:.2f} ms; "

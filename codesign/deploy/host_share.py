@@ -14,7 +14,9 @@ With ``--lists`` it times the step as the board runs it instead: the
 family's board trainer on the design's IPs (the bitstream must be built;
 ``--emulate`` on a desktop) through its first list steps, then ``--steps``
 list steps, the host's share the wall time less the phases' waiting
-(:func:`measure_list_host`). A list family's explorer takes that figure as it
+(:func:`measure_list_host`), split into the seconds between the phases and
+those its trainer worked beside them, which the explorer hides behind the
+phases as far as they reach. A list family's explorer takes that figure as it
 is; a CSB conv loop, which runs as lists only, is measured this way alone.
 Everything is checked (the bundle or folder, its loop, the data a CSB loop
 needs, the report's folder) before anything is measured or written.
@@ -87,7 +89,9 @@ def measure_list_host(folder: Path, data, *, source: str, steps: int = 5, emulat
     ``data``'s training batches until its steps run as lists (a warm-up, a pruning event or a prior's first steps
     run on the host) and one more (it builds the lists), then ``steps`` list steps, each its wall time less the time
     the phases kept the host waiting (:attr:`codesign.deploy.list_shell.ListShell.busy_s`; on the emulated board
-    also its IPs' run seconds): their median, as a step that builds or re-aims lists now and then is the rare one."""
+    also its IPs' run seconds): the median step, as one that builds or re-aims lists now and then is the rare one,
+    its seconds split into those between the phases (``fixed_s``) and those its trainer worked while they computed
+    (``beside_s``, the trainer's ``beside_seconds``: on a board the IPs compute meanwhile)."""
     import warnings
 
     from codesign.deploy.families import board_trainer
@@ -114,18 +118,21 @@ def measure_list_host(folder: Path, data, *, source: str, steps: int = 5, emulat
     def ip_seconds() -> float:
         return sum(getattr(ip, "run_s", 0.0) for ip in ips)
 
-    seconds = []
+    seconds = []  # per list step: (the host's seconds, of them beside the phases)
     for _, batch in zip(range(steps), batches):
         wall, busy, emulated, done = trainer.list_wall_s, trainer.shell.busy_s, ip_seconds(), trainer.list_steps
         trainer.train_step(*batch)
         if trainer.list_steps > done:
             waited = trainer.shell.busy_s - busy + ip_seconds() - emulated
-            seconds.append(trainer.list_wall_s - wall - waited)
+            beside = sum(getattr(trainer, "beside_seconds", {}).values())
+            seconds.append((max(0.0, trainer.list_wall_s - wall - waited), beside))
     if not seconds:
         raise DeployError(f"the training split of {len(y)} samples ends before a list step could be timed")
-    timed, host = len(seconds), sorted(seconds)[len(seconds) // 2]  # the median: a step that builds lists is rare
-    return HostModel(fixed_s=max(0.0, host), per_call_s=0.0, list_step=True,
-                     source=f"{source}; the median of {timed} list steps on the IPs{' (emulated)' if emulate else ''}")
+    host, beside = sorted(seconds)[len(seconds) // 2]  # the median step: one that builds lists is rare
+    beside = min(beside, host)
+    return HostModel(fixed_s=host - beside, per_call_s=0.0, list_step=True, beside_s=beside,
+                     source=f"{source}; the median of {len(seconds)} list steps on the IPs"
+                            f"{' (emulated)' if emulate else ''}")
 
 
 def measure_board_host(target: str, *, out: Path, data: Optional[str] = None, lists: bool = False,

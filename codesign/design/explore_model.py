@@ -115,16 +115,19 @@ def explore_family(family: ExploreModel, board: Board, *, clock_mhz: float,
                    fixed_ips=len(family.fixed_builds))
 
 
-def list_step_host(report: HostModel | None, measure: Callable[[], float],
+def list_step_host(report: HostModel | None, measure: Callable[[], dict],
                    progress: Callable[[str], None]) -> HostModel:
-    """The host of a list step: ``measure()`` (its seconds a step between the phases, timed on this machine) where
-    no board's ``report`` is given; a report of list steps timed with the IPs (``host_share --lists``: all the
-    host's work, that beside the IPs too, so the figure errs high) as it is; else that report's per-step part
-    alone: a report that times the per-call loop (:mod:`codesign.deploy.host_share`), whose per-step part also
-    counts work the lists move to the PE, so the figure errs high."""
+    """The host of a list step: ``measure()`` (:func:`codesign.shell.list_runner.host_per_list_step`'s figure, timed
+    on this machine: its seconds between the phases as ``fixed_s``, those beside them as ``beside_s``) where no
+    board's ``report`` is given; a report of list steps timed with the IPs (``host_share --lists``, split alike)
+    as it is; else that report's per-step part alone: a report that times the per-call loop
+    (:mod:`codesign.deploy.host_share`), whose per-step part also counts work the lists move to the PE, so the
+    figure errs high."""
     if report is None:
         progress("measuring the host's share of a list step (NumPy loop, this machine)")
-        return HostModel(fixed_s=measure(), per_call_s=0.0, source=THIS_MACHINE)
+        measured = measure()
+        beside = beside_seconds(measured)
+        return HostModel(fixed_s=measured["seconds"] - beside, per_call_s=0.0, source=THIS_MACHINE, beside_s=beside)
     if report.list_step:  # a list step timed with the IPs: the figure itself
         progress(f"the host's share of a list step: {report.source}")
         return report
@@ -132,21 +135,6 @@ def list_step_host(report: HostModel | None, measure: Callable[[], float],
                      source=f"{report.source}; the per-call loop's per-step part, standing in for the list step's")
     progress(f"the host's share of a step: {host.source}")
     return host
-
-
-class MeasuredBeside:
-    """A list step's host measured here (:func:`codesign.shell.list_runner.host_per_list_step`'s figure, taken
-    once, when :meth:`between` is first called): :meth:`between` its seconds between the phases (a
-    :func:`list_step_host` ``measure``), :attr:`beside_s` those beside the last phase (0 until measured: a
-    board's report is taken as it is)."""
-
-    def __init__(self, measure: Callable[[], dict]) -> None:
-        self._measure, self.beside_s = measure, 0.0
-
-    def between(self) -> float:
-        measured = self._measure()
-        self.beside_s = beside_seconds(measured)
-        return measured["seconds"] - self.beside_s
 
 
 def stage_array(stages: Sequence[Stage]) -> np.ndarray:
@@ -164,5 +152,5 @@ def phase_loads(priced: Mapping[str, Any], copies: int) -> tuple[np.ndarray, int
 
 
 __all__ = ["CSB_KNOBS", "CSB_LIST_KNOBS", "CSB_TILE_KNOBS", "ExploreModel", "FPMAC_ARRAY_KNOBS", "FPMAC_BUFFER_KNOBS",
-           "KNOBS", "MAX_LIST_COPIES", "MeasuredBeside", "TT_KNOBS", "explore_family", "fixed_resources",
+           "KNOBS", "MAX_LIST_COPIES", "TT_KNOBS", "explore_family", "fixed_resources",
            "list_step_host", "phase_loads", "stage_array"]

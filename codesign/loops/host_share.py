@@ -240,7 +240,8 @@ def write_host_report(path: Path, loop: Mapping[str, Any], host: HostModel,
     return write_json_atomic(Path(path), {
         "format": HOST_REPORT_FORMAT, "version": HOST_REPORT_VERSION, "family": loop.get("family"),
         "loop_digest": loop_digest(loop), "fixed_s": host.fixed_s, "per_call_s": host.per_call_s,
-        "source": host.source, "list_step": host.list_step, "machine": dict(machine or machine_record()),
+        "source": host.source, "list_step": host.list_step, "beside_s": host.beside_s,
+        "machine": dict(machine or machine_record()),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
 
 
@@ -263,17 +264,23 @@ def read_host_report(path: Path, loop: Mapping[str, Any]) -> HostModel:
         raise HostReportError(f"{path}: measured for another loop ({raw['family']}, set-up {raw['loop_digest'][:12]}) "
                               f"than this design's ({loop.get('family')}, {loop_digest(loop)[:12]}); measure it "
                               "again with this design's bundle (python -m codesign.deploy.host_share)")
-    fixed, per_call = raw["fixed_s"], raw["per_call_s"]
-    if not (math.isfinite(fixed) and math.isfinite(per_call) and 0 <= fixed <= MAX_FIXED_S
-            and 0 <= per_call <= MAX_PER_CALL_S and fixed + per_call > 0):
-        raise HostReportError(f"{path}: fixed_s={fixed!r} and per_call_s={per_call!r} are no host measurement: each "
-                              f"must be finite, fixed_s in [0, {MAX_FIXED_S:g}] s a step and per_call_s in [0, "
-                              f"{MAX_PER_CALL_S:g}] s a call, not both 0 (milliseconds written as seconds?)")
     list_step = raw.get("list_step", False)  # absent in reports written before list steps were timed on the IPs
     if not isinstance(list_step, bool):
         raise HostReportError(f"{path}: list_step must be true or false, not {list_step!r}")
-    return HostModel(fixed_s=float(raw["fixed_s"]), per_call_s=float(raw["per_call_s"]), source=raw["source"],
-                     list_step=list_step)
+    # absent in reports written before a list step's work beside the phases was told apart (their fixed_s holds it)
+    beside = raw.get("beside_s", 0.0)
+    if isinstance(beside, bool) or not isinstance(beside, (int, float)) or not math.isfinite(beside) or not (
+            0 <= beside <= MAX_FIXED_S) or (beside and not list_step):
+        raise HostReportError(f"{path}: beside_s={beside!r} is no host measurement: seconds in [0, {MAX_FIXED_S:g}] "
+                              "a step, and 0 unless list_step (only a list step's host works beside the IPs)")
+    fixed, per_call = raw["fixed_s"], raw["per_call_s"]
+    if not (math.isfinite(fixed) and math.isfinite(per_call) and 0 <= fixed <= MAX_FIXED_S
+            and 0 <= per_call <= MAX_PER_CALL_S and fixed + per_call + beside > 0):
+        raise HostReportError(f"{path}: fixed_s={fixed!r} and per_call_s={per_call!r} are no host measurement: each "
+                              f"must be finite, fixed_s in [0, {MAX_FIXED_S:g}] s a step and per_call_s in [0, "
+                              f"{MAX_PER_CALL_S:g}] s a call, not both 0 (milliseconds written as seconds?)")
+    return HostModel(fixed_s=float(fixed), per_call_s=float(per_call), source=raw["source"], list_step=list_step,
+                     beside_s=float(beside))
 
 
 __all__ = ["HOST_REPORT_FILE", "HostReportError", "THIS_MACHINE", "compressed_masks",

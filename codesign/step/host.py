@@ -16,6 +16,9 @@ class HostModel:
     prior, Adam, scales) does not depend on the hardware. ``source`` says
     where it was measured; ``list_step``: it is the host's work of a step
     as call lists, timed with the IPs (the per-call loops' figure is not).
+    ``beside_s``: a list step's host seconds worked while the IPs computed
+    (the next batch staged, the loss, updates), which ``fixed_s`` leaves out:
+    a step model hides them behind the phases, as far as those reach.
     (Not keyword-only: the board runtime runs on Python 3.8, whose
     dataclasses have no ``kw_only``.)
     """
@@ -24,6 +27,7 @@ class HostModel:
     per_call_s: float
     source: str
     list_step: bool = False
+    beside_s: float = 0.0
 
     def seconds(self, calls):
         return self.fixed_s + self.per_call_s * calls

@@ -102,6 +102,26 @@ def test_list_steps_timed_on_the_ips_give_a_report_the_conv_explorer_takes_as_it
     assert "needs the data set" in capsys.readouterr().err
     assert main([str(folder), "--data", str(data), "--lists", "--emulate", "--steps", "2", "--out", str(out)]) == 0
     host = read_host_report(out, loop_entry(design))
-    assert host.list_step and host.per_call_s == 0 and 0 < host.fixed_s < 1
+    # the conv loop works nothing beside its lists (its host is under 1 % of a step)
+    assert host.list_step and host.per_call_s == 0 and 0 < host.fixed_s < 1 and host.beside_s == 0
     assert host.source.endswith("the median of 2 list steps on the IPs (emulated)")
     assert list_step_host(host, lambda: 1 / 0, lambda _: None) == host  # measured nothing here
+
+
+def test_list_steps_timed_on_the_ips_keep_the_work_beside_them_apart(tmp_path, monkeypatch):
+    """``--lists`` of an MLP's CSB loop, whose host takes the loss and writes the next batch while the last phase
+    computes: the report keeps those seconds apart (``beside_s``) from those between the phases (``fixed_s``),
+    and the explorer hides them behind that phase instead of adding them to the step."""
+    from codesign.design.explore_model import list_step_host
+    from codesign.loops.data import save_npz
+    from codesign.train.trainer import load_dataset
+
+    monkeypatch.delenv("BOARD", raising=False)
+    design = load_design(EXAMPLES / "digits_compressed_mlp.toml")
+    folder = write_emulation_folder(design, tmp_path / "mlp")
+    data = save_npz(load_dataset(design.training), tmp_path / "data.npz")
+    out = tmp_path / "host.json"
+    assert main([str(folder), "--data", str(data), "--lists", "--emulate", "--steps", "3", "--out", str(out)]) == 0
+    host = read_host_report(out, loop_entry(design))
+    assert host.list_step and 0 < host.fixed_s < 1 and 0 < host.beside_s < 1
+    assert list_step_host(host, lambda: 1 / 0, lambda _: None) == host

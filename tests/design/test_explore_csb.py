@@ -10,6 +10,8 @@ chosen point fits per ``codesign design``.
 
 from __future__ import annotations
 
+import dataclasses
+
 import shutil
 from pathlib import Path
 
@@ -208,7 +210,8 @@ def test_the_family_prices_the_list_step_the_board_runs(design, masks):
             (step.pe_s, step.memory_s, step.host_s), rel=1e-12, abs=1e-15)
         assert family.step(space.chosen_options(index), design.board, 100.0).to_dict() == step.to_dict()
     # the host's work beside the last phase (the next batch written) is hidden there: the same step and space
-    beside = csb_list_model(setup.spec, setup.layers, setup.batch_size, masks, host=host, beside_s=5e-5)
+    beside = csb_list_model(setup.spec, setup.layers, setup.batch_size, masks,
+                            host=dataclasses.replace(host, beside_s=5e-5))
     space_b = explore_family(beside, design.board, clock_mhz=100.0, knobs={"csb": knobs})
     np.testing.assert_array_equal(space_b.host_s, space.host_s)
     for index in range(space.index.shape[0]):
@@ -217,12 +220,14 @@ def test_the_family_prices_the_list_step_the_board_runs(design, masks):
 
 
 def test_the_host_measured_here_splits_into_work_between_the_phases_and_beside_them():
-    from codesign.design.explore_model import MeasuredBeside, list_step_host
+    from codesign.design.explore_model import list_step_host
 
-    measured = MeasuredBeside(lambda: {"seconds": 1e-3, "beside": [(0, 2, 2e-4)]})
-    assert measured.beside_s == 0.0
-    host = list_step_host(None, measured.between, lambda _: None)
-    assert host.fixed_s == pytest.approx(8e-4) and measured.beside_s == pytest.approx(2e-4)
-    report = HostModel(fixed_s=3e-4, per_call_s=0.0, source="a board", list_step=True)
-    untouched = MeasuredBeside(lambda: 1 / 0)
-    assert list_step_host(report, untouched.between, lambda _: None) == report and untouched.beside_s == 0.0
+    host = list_step_host(None, lambda: {"seconds": 1e-3, "beside": [(0, 2, 2e-4)]}, lambda _: None)
+    assert host.fixed_s == pytest.approx(8e-4) and host.beside_s == pytest.approx(2e-4) and not host.list_step
+    assert list_step_host(None, lambda: {"seconds": 1e-3}, lambda _: None).beside_s == 0  # no work beside
+    # a board's list-step report is split alike (host_share --lists): taken as it is, nothing measured here
+    report = HostModel(fixed_s=3e-4, per_call_s=0.0, source="a board", list_step=True, beside_s=1e-4)
+    assert list_step_host(report, lambda: 1 / 0, lambda _: None) == report
+    # a per-call loop's report stands in with its per-step part, nothing beside
+    per_call = HostModel(fixed_s=3e-4, per_call_s=1e-5, source="a board")
+    assert list_step_host(per_call, lambda: 1 / 0, lambda _: None).beside_s == 0

@@ -34,6 +34,20 @@ def test_a_report_reads_back_for_its_loop_only(tmp_path, tt_loop):
         read_host_report(path, other)
 
 
+def test_a_list_step_report_keeps_its_work_beside_the_ips_apart(tmp_path, tt_loop):
+    """``host_share --lists`` splits a list step's host into the seconds between the phases and those beside them
+    (the explorer hides the latter behind the phases); a report written before that split reads with none beside,
+    and one whose host all ran beside the IPs is a measurement too."""
+    host = HostModel(fixed_s=2e-4, per_call_s=0.0, source="the board", list_step=True, beside_s=1e-4)
+    path = write_host_report(tmp_path / "host.json", tt_loop, host, MACHINE)
+    assert read_host_report(path, tt_loop) == host and json.loads(path.read_text())["beside_s"] == 1e-4
+    older = {k: v for k, v in json.loads(path.read_text()).items() if k != "beside_s"}
+    path.write_text(json.dumps(older))
+    assert read_host_report(path, tt_loop).beside_s == 0.0
+    path.write_text(json.dumps({**older, "fixed_s": 0.0, "beside_s": 3e-4}))
+    assert read_host_report(path, tt_loop).beside_s == 3e-4
+
+
 @pytest.mark.parametrize("change, message", [
     ({"format": "something-else"}, "not a codesign host report"),
     ({"version": 99}, "not a codesign host report"),
@@ -43,6 +57,10 @@ def test_a_report_reads_back_for_its_loop_only(tmp_path, tt_loop):
     ({"fixed_s": float("inf")}, "must be finite"),
     ({"per_call_s": 2.0}, r"per_call_s in \[0, 1\] s a call"),
     ({"fixed_s": 0.0, "per_call_s": 0.0}, "not both 0"),
+    ({"beside_s": -1e-4, "list_step": True}, r"beside_s=-0\.0001 is no host measurement"),
+    ({"beside_s": True, "list_step": True}, "beside_s=True"),
+    ({"beside_s": 1e9, "list_step": True}, r"seconds in \[0, 60\] a step"),
+    ({"beside_s": 1e-4}, "0 unless list_step"),  # a per-call loop's host works beside no IP
 ])
 def test_a_bad_report_is_refused_naming_the_file(tmp_path, tt_loop, change, message):
     path = write_host_report(tmp_path / "host.json", tt_loop, HostModel(fixed_s=0.01, per_call_s=0.0, source="x"),

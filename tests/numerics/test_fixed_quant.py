@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from codesign.numerics import FixedFormat, decode, encode
+from codesign.numerics.fixed_quant import to_values
 from codesign.train.quantize import msb_slice, quantize
 from codesign.numerics.reference import reference_quantize_fixed
 
@@ -83,3 +84,17 @@ def test_msb_slice_takes_the_top_bits_with_floor():
     assert t.tolist() == top.tolist()
     with pytest.raises(ValueError, match="MSB slice width"):
         msb_slice(x, fmt, 9)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64])
+def test_to_values_equals_ldexp_at_every_scale_and_extreme_code(dtype):
+    """Codes times 2^-frac are ldexp's values bit for bit: the extremes of each type (|codes| < 2^53), zeros, and
+    fractions up to the fast path's bound and past it, where products would be subnormal or overflow."""
+    info = np.iinfo(dtype)
+    low, high = max(int(info.min), -(2**53 - 1)), min(int(info.max), 2**53 - 1)
+    rng = np.random.default_rng(dtype(0).itemsize)
+    codes = np.concatenate([np.array([low, low + 1, -1, 0, 1, high - 1, high], dtype=np.int64).clip(low, high),
+                            rng.integers(low, high, 500, endpoint=True)]).astype(dtype)
+    for frac in (-1000, -961, -960, -64, -1, 0, 1, 13, 64, 960, 961, 1040, 1100):
+        got, want = to_values(codes, frac), np.ldexp(codes.astype(np.float64), -frac)
+        assert got.dtype == np.float64 and np.array_equal(got.view(np.uint64), want.view(np.uint64)), frac

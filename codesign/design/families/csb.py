@@ -11,7 +11,7 @@ import numpy as np
 
 from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trainer
 from codesign.design.explore_model import (COPIES, CSB_KNOBS, CSB_LIST_KNOBS, CSB_TILE_KNOBS, MAX_LIST_COPIES,
-                                           ExploreModel, MeasuredBeside, list_step_host, phase_loads, stage_array)
+                                           ExploreModel, list_step_host, phase_loads, stage_array)
 from codesign.design.families import DesktopFamily, design_pes, shared_build
 from codesign.design.point import derived_pe_fields
 from codesign.loops.common import HwTrainError
@@ -142,13 +142,13 @@ def runs_lists(spec: CsbSpec) -> bool:
 
 
 def csb_list_model(spec: CsbSpec, layers: Sequence[int], batch: int, masks: Sequence[np.ndarray], *,
-                   host: HostModel, beside_s: float = 0.0) -> ExploreModel:
+                   host: HostModel) -> ExploreModel:
     """The fixed-point CSB step of an MLP as the board runs it on an RTL-route build: call lists on one csb IP or
     copies of it whose square block, lanes and multipliers vary (the builds the lists run on), the kept weights
     ``masks`` encoded for each block shape; each phase a stage priced by the list cycle model under the HP port's
     DDR timing (fast, :func:`codesign.step.list_cycles.fast_step_cycles`); ``host`` the host's seconds a list step
-    between its phases, ``beside_s`` those it works beside the last (the next batch written), which a build's
-    step hides as far as that phase reaches (the space counts them hidden)."""
+    between its phases (``fixed_s``) and those it works beside the last (``beside_s``: the loss, the next batch
+    written), which a build's step hides as far as that phase reaches (the space counts them hidden)."""
     encoded: dict[tuple[int, int], list] = {}
 
     def structures(build: CsbSpec) -> list:
@@ -165,8 +165,8 @@ def csb_list_model(spec: CsbSpec, layers: Sequence[int], batch: int, masks: Sequ
         build, copies = options[0].spec, options[0].copies
         found = priced(build, copies)
         return csb_list_step(build, layers, batch, structures(build), board, clock_mhz=clock,
-                             host_s=host.seconds(found["calls"]) + beside_s, host_source=host.source, copies=copies,
-                             priced=found, beside={len(found["words"]) - 1: beside_s})
+                             host_s=host.seconds(found["calls"]) + host.beside_s, host_source=host.source, copies=copies,
+                             priced=found, beside={len(found["words"]) - 1: host.beside_s})
 
     return ExploreModel(name=KEY, bases={KEY: spec}, loads=lambda pe, build, copies: phase_loads(
                             priced(build, copies), copies), step=step,
@@ -196,9 +196,8 @@ def csb_explorer(design, *, progress: Callable[[str], None] = print, host: HostM
     setup = csb_setup_of(design)
     progress("pruning as the CSB loop does (its warm-up epochs and kernel search) for the kept weights")
     trainer = compressed_masks(setup, load_dataset(design.training))
-    measured = MeasuredBeside(lambda: measure_csb_list_host(trainer))
-    host = list_step_host(host, measured.between, progress)
-    return csb_list_model(spec, setup.layers, setup.batch_size, trainer.masks, host=host, beside_s=measured.beside_s)
+    host = list_step_host(host, lambda: measure_csb_list_host(trainer), progress)
+    return csb_list_model(spec, setup.layers, setup.batch_size, trainer.masks, host=host)
 
 
 FAMILY = DesktopFamily(key=KEY, title="CSB", detect=lambda design: design_pes(design) == [KEY]

@@ -104,7 +104,9 @@ def conv_list_model(setup: CsbConvSetup, masks: Sequence[np.ndarray], *, host: H
     """The fixed-point step of ``setup``'s network with the kept kernels ``masks`` as the board runs it: its call
     lists on one csb IP, or shared among copies of it, whose blocks, lanes, multipliers and output tile vary, each
     phase a stage priced by the list cycle model under the HP port's DDR timing (fast: a list shape simulated
-    once); ``host`` the host's seconds a list step."""
+    once); ``host`` the host's seconds a list step between its phases (``fixed_s``) and those it works beside the
+    last (``beside_s``: the loss, the next batch written), which a build's step hides as far as that phase
+    reaches."""
     net = (setup.image, setup.convs, setup.classes, setup.batch_size)
     priced_by: dict[tuple[CsbSpec, int], dict] = {}
 
@@ -117,8 +119,9 @@ def conv_list_model(setup: CsbConvSetup, masks: Sequence[np.ndarray], *, host: H
     def step(options, board, clock, hp_ports=1):
         build, copies = options[0].spec, options[0].copies
         found = priced(build, copies)
-        return conv_list_step(build, *net, masks, board, clock_mhz=clock, host_s=host.seconds(found["calls"]),
-                              host_source=host.source, copies=copies, priced=found)
+        return conv_list_step(build, *net, masks, board, clock_mhz=clock,
+                              host_s=host.seconds(found["calls"]) + host.beside_s, host_source=host.source,
+                              copies=copies, priced=found, beside={len(found["words"]) - 1: host.beside_s})
 
     spec = setup.spec
     return ExploreModel(name=KEY, bases={PE: spec}, loads=lambda pe, build, copies: phase_loads(
@@ -142,7 +145,7 @@ def csb_conv_explorer(design, *, progress: Callable[[str], None] = print,
     progress(f"the conv loop's warm-up ({setup.warmup_epochs} epochs, float64 NumPy) and pruning search, for the "
              "kept kernels")
     trainer = pruned_list_trainer(setup, load_dataset(design.training), copies=shared_build(design, PE)[1])
-    host = list_step_host(host, lambda: measure_conv_list_host(trainer)["seconds"], progress)
+    host = list_step_host(host, lambda: measure_conv_list_host(trainer), progress)
     return conv_list_model(setup, trainer.masks, host=host)
 
 

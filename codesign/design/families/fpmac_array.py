@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from codesign.design.explore_model import (COPIES, FPMAC_ARRAY_KNOBS, FPMAC_BUFFER_KNOBS, MAX_LIST_COPIES, ExploreModel,
-                                           MeasuredBeside, list_step_host, phase_loads, stage_array)
+                                           list_step_host, phase_loads, stage_array)
 from codesign.design.families import DesktopFamily, design_pes, shared_build
 from codesign.design.point import derived_pe_fields
 from codesign.loops.common import HwTrainError
@@ -91,14 +91,13 @@ def fb_model(spec, shapes: Sequence[GemmShape], *, host: HostModel) -> ExploreMo
                        macs=fb_stages(spec, list(shapes))[1]["macs"], mac_energy_pj=fb_mac_energy_pj(spec))
 
 
-def fb_list_model(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, host: HostModel,
-                  beside_s: float = 0.0) -> ExploreModel:
+def fb_list_model(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, host: HostModel) -> ExploreModel:
     """The FB-float step as the board runs it on an RTL-route build: call lists on one fpmac_array IP or up to four
     copies whose array shape and buffer depths vary, each phase a stage priced by the list cycle model under the HP
     port's DDR timing (:data:`codesign.step.list_cycles.BOARD_DDR`; fast,
     :func:`codesign.step.list_cycles.fast_step_cycles`); ``host`` the host's seconds a list step between its phases
-    (``fixed_s``), ``beside_s`` those it works beside the last (the next batch written), which a build's step hides
-    as far as that phase reaches (the space counts them hidden)."""
+    (``fixed_s``) and those it works beside the last (``beside_s``: the loss, the next batch written), which a
+    build's step hides as far as that phase reaches (the space counts them hidden)."""
 
     def priced(build, copies: int = 1):
         return step_list_cycles(build, layers, batch, ddr=BOARD_DDR, fast=True, copies=copies)
@@ -107,8 +106,8 @@ def fb_list_model(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, ho
         build, copies = options[0].spec, options[0].copies
         found = priced(build, copies)
         return fb_list_step(build, layers, batch, board, clock_mhz=clock,
-                            host_s=host.seconds(found["calls"]) + beside_s, host_source=host.source, copies=copies,
-                            priced=found, beside={len(found["words"]) - 1: beside_s})
+                            host_s=host.seconds(found["calls"]) + host.beside_s, host_source=host.source, copies=copies,
+                            priced=found, beside={len(found["words"]) - 1: host.beside_s})
 
     return ExploreModel(name=KEY, bases={KEY: spec}, step=step,
                         loads=lambda pe, build, copies: phase_loads(priced(build, copies), copies),
@@ -124,9 +123,8 @@ def fb_explorer(design, *, progress: Callable[[str], None] = print, host: HostMo
     runs on RTL-route IPs; :func:`fb_model` prices the per-call step of an HLS export); the host's seconds a
     list step measured here unless ``host`` is a board's figure."""
     setup = fb_setup_of(design)
-    measured = MeasuredBeside(lambda: measure_fb_list_host(setup, copies=shared_build(design, KEY)[1]))
-    host = list_step_host(host, measured.between, progress)
-    return fb_list_model(setup.spec, setup.layers, setup.batch_size, host=host, beside_s=measured.beside_s)
+    host = list_step_host(host, lambda: measure_fb_list_host(setup, copies=shared_build(design, KEY)[1]), progress)
+    return fb_list_model(setup.spec, setup.layers, setup.batch_size, host=host)
 
 
 # the ABVS FB rule (fb_min < fb_max) checks accuracy on a validation split
