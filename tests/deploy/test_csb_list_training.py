@@ -1,4 +1,4 @@
-"""CSB training with every fixed-point step as call lists on the emulated board's csb IP or two copies of it (the
+"""CSB training with every fixed-point step as call lists on the emulated board's csb IP or copies of it (the
 generated C++ in list mode) ends bit-identical to the golden loop in every state word and loss, over the warm-up,
 the pruning event and two fixed-point epochs, within issue 40's host traffic goals."""
 
@@ -23,12 +23,15 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits_compressed_
 CHANGES = {"epochs": 3, "warmup_epochs": 1, "schedule": "constant"}  # a warm-up epoch, then two fixed-point epochs
 
 
-@pytest.mark.parametrize("copies", [1, 2])
+@pytest.mark.parametrize("copies", [1, 2, 4])
 def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(tmp_path, copies):
-    """On the example's csb IP, and on two copies of it: the forward's and the errors' lane chunks in two runs, the
-    blocks' gradients and updates dealt to both (three phases a step)."""
+    """On one csb IP of the example's build, and on two and on four copies of it (the example's): on copies the
+    forward's and the errors' lane chunks run side by side, the blocks' gradients and updates dealt among them
+    (three phases a step)."""
     path = tmp_path / "design.toml"
-    path.write_text(EXAMPLE.read_text() + f"copies = {copies}\n")
+    text = EXAMPLE.read_text()
+    assert text.count("\ncopies = 4 ") == 1  # the example's four copies of its build
+    path.write_text(text.replace("\ncopies = 4 ", f"\ncopies = {copies} "))
     design = load_design(path)
     overlay = emulated_overlay(design, tmp_path)
     data = load_digits_dataset(validation_fraction=0.2)
@@ -41,7 +44,7 @@ def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(t
     for row_b, row_g in zip(board.history, golden.history):
         assert (row_b["loss"], row_b["accuracy"], row_b["macs"]) == (row_g["loss"], row_g["accuracy"], row_g["macs"])
     traffic = overlay.device.traffic
-    lists_a_step, stages = (2, 2) if copies == 1 else (2 + 2 + 2, 3)  # four lane chunks in two runs
+    lists_a_step, stages = (2, 2) if copies == 1 else (3 * copies, 3)  # four lane chunks: a list an IP a phase
     x, y = data.train_x[:64], data.train_y[:64]
     figures = []
     for _ in range(2):  # a step in each phase, the lists built before

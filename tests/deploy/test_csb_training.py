@@ -1,9 +1,9 @@
 """Compressed training through the driver on the emulated board ends bit-identical to the golden CSB loop.
 
 The design is the shipped examples/digits_compressed_mlp.toml (MLP 64-64-32-10
-on the digits, CSB PE with 16 x 16 blocks and 16 lanes); every fixed-point
-layer product of the board run goes to the csb IP's generated HLS C++ on the
-emulated board, one transaction per block; the golden run calls the golden
+on the digits, four CSB PEs with 16 x 16 blocks and 16 lanes); every fixed-point
+layer product of the board run goes to one csb IP's generated HLS C++ on the
+emulated board, one transaction per block (the per-call route drives one IP); the golden run calls the golden
 layer schedules of codesign.pe.csb.golden.
 """
 
@@ -68,7 +68,7 @@ class SaturationCount(GoldenCsb):
 
 
 def _both_runs(overlay, design, data, backend=None, **changes):
-    board = CsbBoardTrainer(overlay, design, **changes)
+    board = CsbBoardTrainer(overlay, design, ip="csb_0", **changes)  # one IP a call: the per-call route
     golden = CsbMlpTrainer(csb_setup_of(design, **changes), backend)
     seconds = {}
     for name, trainer in (("board", board), ("golden", golden)):
@@ -133,7 +133,7 @@ def test_saturating_16_bit_accumulators_bit_identical(tmp_path, data):
 def test_full_configuration_bit_identical(example, data):
     """The example's own schedule: 5 warm-up and 7 fixed-point epochs of 21 steps (about 2.5 minutes here)."""
     design, overlay = example
-    board = CsbBoardTrainer(overlay, design)
+    board = CsbBoardTrainer(overlay, design, ip="csb_0")
     golden = CsbMlpTrainer(csb_setup_of(design))
     for trainer in (board, golden):
         trainer.fit(data, progress=False)
@@ -177,7 +177,7 @@ def test_configurations_the_loop_cannot_train_are_refused(example):
 
 def test_wrong_batches_are_refused_before_the_ip_runs(example):
     design, overlay = example
-    trainer = CsbBoardTrainer(overlay, design, **QUICK)
+    trainer = CsbBoardTrainer(overlay, design, ip="csb_0", **QUICK)
     calls = trainer.backend.driver.calls
     rng = np.random.default_rng(0)
     with pytest.raises(HwTrainError, match=r"need \(n, 64\)"):

@@ -22,7 +22,7 @@ def test_every_technique_with_arithmetic_declares_its_pes_and_host_techniques_no
 @pytest.mark.parametrize(("example", "pes", "instances"), [
     ("digits_abvs.toml", ["fpmac_array"], ["fpmac_array"] * 2),  # two copies of the array, from its PE table
     ("digits_tt.toml", ["tt1", "tt2", "tt3"], ["tt1", "tt2", "tt3"]),
-    ("digits_compressed_mlp.toml", ["csb"], ["csb"])])
+    ("digits_compressed_mlp.toml", ["csb"], ["csb"] * 4)])  # four csb IPs share each step
 def test_the_shipped_examples_need_their_pes(example, pes, instances):
     training = load_config(EXAMPLES / example)
     assert [need[0] for need in pe_needs(training)] == pes
