@@ -3,8 +3,8 @@
 The design is the shipped examples/digits_compressed_mlp.toml (MLP 64-64-32-10
 on the digits, four CSB PEs with 16 x 16 blocks and 16 lanes); every fixed-point
 layer product of the board run goes to one csb IP's generated HLS C++ on the
-emulated board, one transaction per block (the per-call route drives one IP); the golden run calls the golden
-layer schedules of codesign.pe.csb.golden.
+emulated board (the per-call route drives one IP), one transaction per block;
+the golden run calls the golden layer schedules of codesign.pe.csb.golden.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ chosen point fits per ``codesign design``.
 from __future__ import annotations
 
 import dataclasses
-
 import shutil
 from pathlib import Path
 

@@ -165,8 +165,8 @@ def csb_list_model(spec: CsbSpec, layers: Sequence[int], batch: int, masks: Sequ
         build, copies = options[0].spec, options[0].copies
         found = priced(build, copies)
         return csb_list_step(build, layers, batch, structures(build), board, clock_mhz=clock,
-                             host_s=host.seconds(found["calls"]) + host.beside_s, host_source=host.source, copies=copies,
-                             priced=found, beside={len(found["words"]) - 1: host.beside_s})
+                             host_s=host.seconds(found["calls"]) + host.beside_s, host_source=host.source,
+                             copies=copies, priced=found, beside={len(found["words"]) - 1: host.beside_s})
 
     return ExploreModel(name=KEY, bases={KEY: spec}, loads=lambda pe, build, copies: phase_loads(
                             priced(build, copies), copies), step=step,
