@@ -134,7 +134,7 @@ class TtListTrainer(TtMlpTrainer):
         for index in range(len(self.cores)):
             layer, prepared = self._forward_layer(index, x, prepared)
             layers.append(layer)
-            out = layer[-1].astype(np.float32)
+            out = layer[-1]
             x = out if index == len(self.cores) - 1 else np.maximum(out, np.float32(0))
         grad, chosen = softmax_gradient(x, y)  # the logits widened to float64 there
         grad, taken = grad.astype(np.float32), {}
@@ -217,7 +217,7 @@ class TtListTrainer(TtMlpTrainer):
         self.shell.flush(arena, lists.write(arena, x=x_codes))
         arena = self._run(lists, range(lists.forward_phases), arena, beside=beside, layer=index)
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
-        out = layer_output(state, lists, arena, book, fracs, bias=taken["bias"])
+        out = layer_output(state, lists, arena, book, fracs, bias=taken["bias"]).astype(np.float32)  # as the loop's
         return (state, x, taken["passes"], book, fracs, lists, arena, out), (following[0] if following else None)
 
     @staticmethod

@@ -123,9 +123,9 @@ def layer_output(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book:
     """The layer output (B, M) in float64 after the forward lists: the PE's accumulators plus the bias
     (``bias``: :func:`bias_values`' where the host took it before, else taken here)."""
     d = len(layer.cores)
-    y = to_values(_y(lists, arena), fracs.act[d - 1] + fracs.core[d - 1])
+    y = to_values(_y(lists, arena), fracs.act[d - 1] + fracs.core[d - 1])  # a new array: the bias added in place
     if layer.bias is not None:
-        y = y + (bias_values(layer, book) if bias is None else bias)
+        y += bias_values(layer, book) if bias is None else bias
     return y
 
 
@@ -149,9 +149,10 @@ def finish(layer: TtLayerState, x: np.ndarray | None, g_top: np.ndarray, lists: 
     records' sums. ``book`` holds the scales the host aimed before the step (the input's, the output
     gradient's); the result is the step :func:`codesign.step.tt.step.pe_step` takes under the tracked rule.
     Given what the host took before, it is not taken again: ``y``, the layer output :func:`layer_output` gave
-    after the forward lists; ``grad_x``, the input gradient :func:`input_grad` gave (else worked out here from
-    ``x``); ``bias_grad``, :func:`bias_gradient`'s of ``g_top``, the output gradient's codes; ``early``,
-    :func:`read_early`'s core gradients (its records observed in ``book``)."""
+    after the forward lists (not copied where float32, as the step returns it); ``grad_x``, the input gradient
+    :func:`input_grad` gave (else worked out here from ``x``); ``bias_grad``, :func:`bias_gradient`'s of
+    ``g_top``, the output gradient's codes; ``early``, :func:`read_early`'s core gradients (its records observed
+    in ``book``)."""
     grads, stats = read_backward(lists, arena, lists.backward_reads[0 if early is None else 2])
     _observe(layer, book, fracs, stats)
     grads.update(early or {})
@@ -161,5 +162,5 @@ def finish(layer: TtLayerState, x: np.ndarray | None, g_top: np.ndarray, lists: 
     if bias_grad is None:
         bias_grad = bias_gradient(layer, g_top, book, fracs)
     trackers, means = book.as_tuples()
-    return StepResult(y=y.astype(np.float32), grad_x=grad_x, bias_grad=bias_grad, trackers=trackers, means=means,
-                      core_grads=[grads[k] for k in range(len(layer.cores))])
+    return StepResult(y=np.asarray(y, dtype=np.float32), grad_x=grad_x, bias_grad=bias_grad, trackers=trackers,
+                      means=means, core_grads=[grads[k] for k in range(len(layer.cores))])
