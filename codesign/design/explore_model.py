@@ -137,6 +137,15 @@ def list_step_host(report: HostModel | None, measure: Callable[[], dict],
     return host
 
 
+def list_step_host_args(host: HostModel, priced: Mapping[str, Any]) -> dict[str, Any]:
+    """A list family's host in its step (``priced``: the step's phases as the list cycle model gave them): all the
+    host's seconds, of which its work beside the phases (``beside_s``: the loss, the next batch written) ran while
+    the last phase computed, which the step hides as far as that phase reaches; as the ``host_s``,
+    ``host_source`` and ``beside`` keywords of the families' list step models."""
+    return {"host_s": host.seconds(priced["calls"]) + host.beside_s, "host_source": host.source,
+            "beside": {len(priced["words"]) - 1: host.beside_s}}
+
+
 def stage_array(stages: Sequence[Stage]) -> np.ndarray:
     return np.array([(s.cycles, s.words_in, s.words_out) for s in stages], dtype=np.int64).reshape(-1, 3)
 
@@ -153,4 +162,4 @@ def phase_loads(priced: Mapping[str, Any], copies: int) -> tuple[np.ndarray, int
 
 __all__ = ["CSB_KNOBS", "CSB_LIST_KNOBS", "CSB_TILE_KNOBS", "ExploreModel", "FPMAC_ARRAY_KNOBS", "FPMAC_BUFFER_KNOBS",
            "KNOBS", "MAX_LIST_COPIES", "TT_KNOBS", "explore_family", "fixed_resources",
-           "list_step_host", "phase_loads", "stage_array"]
+           "list_step_host", "list_step_host_args", "phase_loads", "stage_array"]

@@ -11,7 +11,8 @@ import numpy as np
 
 from codesign.design.csb_conv import conv_layers, measure_conv_host, pruned_trainer
 from codesign.design.explore_model import (COPIES, CSB_KNOBS, CSB_LIST_KNOBS, CSB_TILE_KNOBS, MAX_LIST_COPIES,
-                                           ExploreModel, list_step_host, phase_loads, stage_array)
+                                           ExploreModel, list_step_host, list_step_host_args, phase_loads,
+                                           stage_array)
 from codesign.design.families import DesktopFamily, design_pes, shared_build
 from codesign.design.point import derived_pe_fields
 from codesign.loops.common import HwTrainError
@@ -164,9 +165,8 @@ def csb_list_model(spec: CsbSpec, layers: Sequence[int], batch: int, masks: Sequ
     def step(options, board, clock, hp_ports=1):
         build, copies = options[0].spec, options[0].copies
         found = priced(build, copies)
-        return csb_list_step(build, layers, batch, structures(build), board, clock_mhz=clock,
-                             host_s=host.seconds(found["calls"]) + host.beside_s, host_source=host.source,
-                             copies=copies, priced=found, beside={len(found["words"]) - 1: host.beside_s})
+        return csb_list_step(build, layers, batch, structures(build), board, clock_mhz=clock, copies=copies,
+                             priced=found, **list_step_host_args(host, found))
 
     return ExploreModel(name=KEY, bases={KEY: spec}, loads=lambda pe, build, copies: phase_loads(
                             priced(build, copies), copies), step=step,

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from codesign.design.explore_model import COPIES, MAX_LIST_COPIES, ExploreModel, list_step_host, phase_loads
+from codesign.design.explore_model import (COPIES, MAX_LIST_COPIES, ExploreModel, list_step_host, list_step_host_args,
+                                           phase_loads)
 from codesign.design.families import DesktopFamily, design_pes, shared_build
 from codesign.design.families.csb import compressed_fields, derived_spec, refuse_spec_change
 from codesign.loops.common import HwTrainError
@@ -119,9 +120,8 @@ def conv_list_model(setup: CsbConvSetup, masks: Sequence[np.ndarray], *, host: H
     def step(options, board, clock, hp_ports=1):
         build, copies = options[0].spec, options[0].copies
         found = priced(build, copies)
-        return conv_list_step(build, *net, masks, board, clock_mhz=clock,
-                              host_s=host.seconds(found["calls"]) + host.beside_s, host_source=host.source,
-                              copies=copies, priced=found, beside={len(found["words"]) - 1: host.beside_s})
+        return conv_list_step(build, *net, masks, board, clock_mhz=clock, copies=copies, priced=found,
+                              **list_step_host_args(host, found))
 
     spec = setup.spec
     return ExploreModel(name=KEY, bases={PE: spec}, loads=lambda pe, build, copies: phase_loads(

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from codesign.design.explore_model import (COPIES, FPMAC_ARRAY_KNOBS, FPMAC_BUFFER_KNOBS, MAX_LIST_COPIES, ExploreModel,
-                                           list_step_host, phase_loads, stage_array)
+                                           list_step_host, list_step_host_args, phase_loads, stage_array)
 from codesign.design.families import DesktopFamily, design_pes, shared_build
 from codesign.design.point import derived_pe_fields
 from codesign.loops.common import HwTrainError
@@ -105,9 +105,8 @@ def fb_list_model(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, ho
     def step(options, board, clock, hp_ports=1):
         build, copies = options[0].spec, options[0].copies
         found = priced(build, copies)
-        return fb_list_step(build, layers, batch, board, clock_mhz=clock,
-                            host_s=host.seconds(found["calls"]) + host.beside_s, host_source=host.source, copies=copies,
-                            priced=found, beside={len(found["words"]) - 1: host.beside_s})
+        return fb_list_step(build, layers, batch, board, clock_mhz=clock, copies=copies, priced=found,
+                            **list_step_host_args(host, found))
 
     return ExploreModel(name=KEY, bases={KEY: spec}, step=step,
                         loads=lambda pe, build, copies: phase_loads(priced(build, copies), copies),
