@@ -225,6 +225,8 @@ class StateOnDevice:
     shell: Any
     device: Any
     beside_seconds: Dict[Tuple[int, int], float]  # (0, phase) -> the host's seconds beside it in the last step
+    _staged: Optional[StagedBatch]  # the next step's batch, its codes written beside this step's lists
+    inputs_staged: int  # list steps that took the batch staged beside the step before
 
     def _pull(self) -> None:
         raise NotImplementedError
@@ -260,6 +262,47 @@ class StateOnDevice:
             if key not in self.beside_seconds:
                 raise HwTrainError("the shell did not run the host's work it was given beside a phase "
                                    "(run_phase(phase, arena, beside=...) must call beside once)")
+
+    def _checked_forward(self, x, y, *, key: Tuple[Any, ...], check: Callable[[Any, Any], Tuple[Any, ...]],
+                         lists_for: Callable[[int], Any], write: Callable[[np.ndarray], list],
+                         before: Callable[[], list] = list) -> Tuple[Any, ...]:
+        """The step's forward phases on its batch ``(x, y)``; returns ``check(x, y)`` (the checked batch, ``x``
+        first) and the step's lists (``lists_for(samples)``).
+
+        Where the step before staged a batch under ``key`` (``_staged``), the forward runs on its codes at once and
+        the batch is checked beside it: most steps take that batch, and the check is host time the IPs can hide.
+        A batch that is not the staged one bit for bit has its codes written (``write(x)``: the ranges to flush)
+        and the forward run again; a batch that fails the check raises its error once the phase is done. Either
+        way only the forward's own outputs were written, which every step writes before it reads them: no state
+        word, no buffer, no step count moves (``tests/loops/test_csb_lists.py``). Without a staged batch the check
+        comes first, before anything is written. ``before()``: the step's other writes its forward reads (the
+        ranges to flush), made before the forward either way."""
+        staged, self._staged = self._staged, None
+        if staged is not None and staged.key == key:
+            self.shell.flush(self.device, before())
+            lists = lists_for(staged.x.shape[0])
+            found: Dict[str, Any] = {}
+
+            def beside() -> None:
+                try:
+                    found["batch"] = check(x, y)
+                except Exception as error:  # raised once the IPs are done: a board is never left running
+                    found["error"] = error
+            self._run_phases(lists.forward_phases, beside=beside)
+            if "error" in found:
+                raise found["error"]
+            batch = found["batch"]
+            if staged.matches(batch[0], key):
+                self.inputs_staged += 1
+                return (*batch, lists)
+            ranges = write(batch[0])
+        else:
+            batch = check(x, y)
+            ranges = [*before(), *write(batch[0])]
+        lists = lists_for(batch[0].shape[0])
+        self.shell.flush(self.device, ranges)
+        self._run_phases(lists.forward_phases)
+        return (*batch, lists)
 
     def _run_backward(self, phases, chosen: np.ndarray, next_x, first: int) -> float:
         """The step's backward ``phases`` (:meth:`_run_phases`); beside the last, the step's loss taken from the

@@ -7,7 +7,8 @@ the arena for the kept structure and encodes every layer once: index bytes, 8-bi
 go to the device and are never re-encoded by the host while the structure stands. Per step the host
 
 1. writes the batch's 8-bit codes (rounded once, as the loop rounds them) and flushes them, unless it wrote them
-   beside the step before;
+   beside the step before: then the forward runs on those codes at once and the batch is checked beside it
+   (:meth:`~codesign.loops.common.StateOnDevice._checked_forward`);
 2. runs the forward list, reads the last layer's accumulators, computes the loss's gradient in float64 as the
    loop does, writes the gradient's codes and flushes them;
 3. runs the backward list (gradients, the mask, UPD and the new weights' top bytes, all on the PE), which leaves
@@ -55,15 +56,21 @@ def check_list_spec(spec) -> None:
                            f"{spec.block_rows} x {spec.block_cols} blocks and {spec.batch} lanes")
 
 
-def list_step_batch(trainer, x, y) -> Tuple[Any, Any, int, Tuple[int, ...], Tuple[Tuple[int, bool], ...]]:
-    """A compressed list trainer's fixed-point batch ``(x, y, n)``, refused past the arena's samples, and the step's
-    rate exponents and UPD fields (:func:`upd_fields`)."""
+def arena_batch(trainer, x, y) -> Tuple[Any, Any]:
+    """A compressed list trainer's fixed-point batch ``(x, y)`` checked as its loop checks one, and refused past
+    the arena's samples."""
     x, y = trainer._batch(x, y)
-    n = x.shape[0]
-    if n > trainer.setup.batch_size:
-        raise HwTrainError(f"batch of {n} samples: the arena holds {trainer.setup.batch_size}")
+    if x.shape[0] > trainer.setup.batch_size:
+        raise HwTrainError(f"batch of {x.shape[0]} samples: the arena holds {trainer.setup.batch_size}")
+    return x, y
+
+
+def list_step_batch(trainer, x, y) -> Tuple[Any, Any, int, Tuple[int, ...], Tuple[Tuple[int, bool], ...]]:
+    """:func:`arena_batch`'s ``(x, y)``, its samples, and the step's rate exponents and UPD fields
+    (:func:`upd_fields`)."""
+    x, y = arena_batch(trainer, x, y)
     used, upd = upd_fields(trainer.frac_bits, learning_rate_exponent(trainer.learning_rate()))
-    return x, y, n, used, upd
+    return x, y, x.shape[0], used, upd
 
 
 def upd_fields(frac_bits, exponent: int) -> Tuple[Tuple[int, ...], Tuple[Tuple[int, bool], ...]]:
@@ -139,16 +146,14 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         self.beside_seconds = {}
         if self.phase == "warmup":
             return super().train_step(x, y)
-        x, y, n, used, upd = list_step_batch(self, x, y)
+        used, upd = upd_fields(self.frac_bits, learning_rate_exponent(self.learning_rate()))
         fb, layout, shell = self.frac_bits, self.layout, self.shell
-        lists = self.lists(n, upd)
-        staged, self._staged = self._staged, None
-        if staged is not None and staged.matches(x, (fb[0]["activation"], self.buffer_phase)):
-            self.inputs_staged += 1
-        else:
-            shell.flush(self.device, layout.write_codes(self.device, layout.inputs[self.buffer_phase],
-                                                        quantize(x, fb[0]["activation"])))
-        self._run_phases(lists.forward_phases)
+        x, y, lists = self._checked_forward(
+            x, y, key=(fb[0]["activation"], self.buffer_phase), check=lambda x, y: arena_batch(self, x, y),
+            lists_for=lambda n: self.lists(n, upd),
+            write=lambda x: layout.write_codes(self.device, layout.inputs[self.buffer_phase],
+                                               quantize(x, fb[0]["activation"])))
+        n = x.shape[0]
         classes = self.setup.layers[-1]
         shell.invalidate(self.device, layout.acc_ranges(layout.z[-1], n, classes))
         grad, chosen = softmax_gradient(self._logits(layout.read_accs(self.device, layout.z[-1], n, classes)), y)

@@ -104,21 +104,12 @@ class FbListTrainer(StateOnDevice, FbMlpTrainer):
         """One SGD step on a batch as call lists; returns the batch's mean cross-entropy (float64). ``next_x``: the
         batch the next call takes, if known, which the host writes while this step's last lists compute."""
         self.beside_seconds = {}
-        x, y = self._batch(x, y, self.setup.batch_size)
+        layout = self.layout
+        x, y, lists = self._checked_forward(
+            x, y, key=(self.fb, self.phase), check=lambda x, y: self._batch(x, y, self.setup.batch_size),
+            lists_for=self.lists, write=lambda x: layout.inputs[self.phase].write(self.device, self.to_words(x)),
+            before=self._write_scalars)
         n = x.shape[0]
-        lists, layout = self.lists(n), self.layout
-        staged, self._staged = self._staged, None
-        if staged is not None and staged.matches(x, (self.fb, self.phase)):
-            ranges = []
-            self.inputs_staged += 1
-        else:
-            ranges = layout.inputs[self.phase].write(self.device, self.to_words(x))
-        scalars = (self.fb, self.setup.weight_decay, self.setup.momentum, -self.learning_rate())
-        if scalars != self._scalars:  # they change with the FB and the learning-rate schedule, not every step
-            ranges += layout.write_scalars(self.device, [self.to_words(value) for value in scalars[1:]])
-            self._scalars = scalars
-        self.shell.flush(self.device, ranges)
-        self._run_phases(lists.forward_phases)
         logits_at = layout.logits
         self.shell.invalidate(self.device, logits_at.ranges(n))
         dz, chosen = softmax_gradient(self.to_values(logits_at.read(self.device, n)), y)
@@ -130,6 +121,17 @@ class FbListTrainer(StateOnDevice, FbMlpTrainer):
         self.step += 1
         self.list_steps += 1
         return loss
+
+    def _write_scalars(self) -> list:
+        """The update's scalars (weight decay, momentum, minus the rate) as container words at the FB, where they
+        moved since they were last written (with the FB and the rate's schedule, not every step): the ranges to
+        flush."""
+        scalars = (self.fb, self.setup.weight_decay, self.setup.momentum, -self.learning_rate())
+        if scalars == self._scalars:
+            return []
+        ranges = self.layout.write_scalars(self.device, [self.to_words(value) for value in scalars[1:]])
+        self._scalars = scalars
+        return ranges
 
     def _stage(self, next_x) -> None:
         """Beside the step's last lists: the next batch checked (a copy of its own; labels are not known yet, so

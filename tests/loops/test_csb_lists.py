@@ -108,6 +108,19 @@ def test_step_by_step_with_a_shorter_batch_empty_blocks_and_what_the_host_moves(
         assert np.sum(a != b) > 0
 
 
+def staging_pair(fails_after_beside, *, seed: int):
+    """A shell of two IPs that fails once when armed, the loop and a list trainer on it from one pruned state, and
+    the generator that drew it."""
+    setup = small_setup(schedule="constant", lr=0.25)
+    runner = fails_after_beside(shell(copies=2))
+    golden, lists = CsbMlpTrainer(setup), CsbListTrainer(setup, runner)
+    rng = np.random.default_rng(seed)
+    state = pruned_state(golden, rng)
+    golden.load_weights(state)
+    lists.load_weights(state)
+    return runner, golden, lists, rng
+
+
 def test_the_next_batch_written_beside_the_lists_is_taken_only_where_it_is_the_batch(fails_after_beside,
                                                                                      unconvertible):
     """Given ``next_x``, a step writes its codes into the other phase's input tiles beside its last lists (the
@@ -115,13 +128,7 @@ def test_the_next_batch_written_beside_the_lists_is_taken_only_where_it_is_the_b
     loop); the next step takes them only where its batch is that one value for value in the phase they were
     written for. A batch changed in place, another one, a step that failed after staging, and next batches that
     fail the check are taken afresh or refused as without staging."""
-    setup = small_setup(schedule="constant", lr=0.25)
-    runner = fails_after_beside(shell(copies=2))
-    golden, lists = CsbMlpTrainer(setup), CsbListTrainer(setup, runner)
-    rng = np.random.default_rng(5)
-    state = pruned_state(golden, rng)
-    golden.load_weights(state)
-    lists.load_weights(state)
+    runner, golden, lists, rng = staging_pair(fails_after_beside, seed=5)
     x = [rng.random((20, 64)) * 4 for _ in range(4)]
     y = [rng.integers(0, 10, 20) for _ in range(4)]
     bad = x[3].copy()
@@ -148,6 +155,35 @@ def test_the_next_batch_written_beside_the_lists_is_taken_only_where_it_is_the_b
         lists.train_step(x[1], y[1], next_x=x[2])  # next step runs this phase again, so it does not take x[2]
     step(2, x[2], None, 2)
     assert lists.list_steps == 9
+    assert_same_state(golden, lists)
+
+
+@pytest.mark.parametrize("bad", ["non-finite", "label", "samples", "shell"])
+def test_a_batch_checked_beside_a_staged_forward_that_fails_moves_no_state(fails_after_beside, bad):
+    """Where a batch was staged, the step runs its forward on those codes and checks the batch beside it. A batch
+    that then fails the check (or a forward the shell fails) raises once the phase is done, with no state word,
+    phase or step count moved; the next step writes its codes afresh and equals the loop."""
+    runner, golden, lists, rng = staging_pair(fails_after_beside, seed=8)
+    x, y = rng.random((20, 64)) * 4, rng.integers(0, 10, 20)
+    assert golden.train_step(x, y) == lists.train_step(x, y, next_x=x)
+    given_x, given_y = x.copy(), y.copy()
+    if bad == "non-finite":
+        given_x[4, 5] = np.inf
+    elif bad == "label":
+        given_y[3] = 10
+    elif bad == "samples":
+        given_x, given_y = np.zeros((21, 64)), np.zeros(21, dtype=int)
+    else:
+        runner.armed = True
+    lists_run = runner.lists
+    with pytest.raises(HwTrainError, match={"non-finite": "1 non-finite", "label": "classes in", "samples": "holds 20",
+                                            "shell": "refused"}[bad]):
+        lists.train_step(given_x, given_y)
+    assert runner.lists > lists_run  # the forward ran on the staged codes before the check answered
+    assert (lists.step, lists.list_steps, lists.buffer_phase, lists.inputs_staged) == (1, 1, 1, 0)
+    assert_same_state(golden, lists)
+    assert golden.train_step(x, y) == lists.train_step(x, y)
+    assert lists.inputs_staged == 0
     assert_same_state(golden, lists)
 
 

@@ -131,6 +131,29 @@ def test_the_next_batch_written_beside_the_lists_is_taken_only_where_it_is_the_b
     assert_same_state(golden, lists)
 
 
+@pytest.mark.parametrize("bad", ["non-finite", "shell"])
+def test_a_batch_checked_beside_a_staged_forward_that_fails_moves_no_state(fails_after_beside, bad):
+    """Where a batch was staged, the forward runs on its codes and the batch is checked beside it: a batch that
+    fails the check, or a forward the shell fails, raises with no state word or count moved, and the next step
+    writes its batch afresh and equals the loop."""
+    setup = small_setup()
+    runner = fails_after_beside(shell(copies=2))
+    golden, lists = FbMlpTrainer(setup), FbListTrainer(setup, runner)
+    rng = np.random.default_rng(4)
+    x, y = rng.random((20, 64)), rng.integers(0, 10, 20)
+    assert golden.train_step(x, y) == lists.train_step(x, y, next_x=x)
+    given = x.copy()
+    given[2, 3] = np.nan
+    if bad == "shell":
+        given, runner.armed = x, True
+    with pytest.raises(HwTrainError, match="non-finite|refused"):
+        lists.train_step(given, y)
+    assert (lists.step, lists.list_steps, lists.phase, lists.inputs_staged) == (1, 1, 1, 0)
+    assert_same_state(golden, lists)
+    assert golden.train_step(x, y) == lists.train_step(x, y)
+    assert_same_state(golden, lists)
+
+
 def test_a_negative_zero_bias_changes_no_state_word():
     # [1 | A] . [b; W] starts from +0 and adds 1 * b: b = -0 gives +0 where the loop starts from -0; only a zero's
     # sign in Z can differ, which ReLU, the mask and the decoded logits do not see
