@@ -15,6 +15,7 @@ from typing import List, Tuple
 from codesign.contracts.calls import ACC_DEPTH, RAW, RECORD_WORDS, ArenaLayout, Block, Call
 from codesign.numerics.round_stage import RoundStageConfig
 from codesign.pe.tt.contract import chunk_words, header_word
+from codesign.pe.tt.cycles import transaction_cycles
 from codesign.step.tt.schedule import max_terms
 
 SLOT_BITS = 16  # the operand slots both PEs read (states as 8-bit codes in 16-bit slots)
@@ -121,10 +122,11 @@ def is_chained(pe: str, dims: Tuple[int, int, int, int], spec, bits: Tuple[int, 
     return j < dims[1] or k < dims[2]
 
 
-def _tiles(item: Contraction, spec, pieces: int = 1) -> Tuple[int, int, int, int]:
+def _tiles(item: Contraction, spec, pieces: int = 1, cut_l: bool = False) -> Tuple[int, int, int, int]:
     """Tile lengths ``(I, J, K, L)`` of one call: the summed tiles (:func:`_summed`), ``K`` (PE2) and ``L`` in
     whole result rows within the buffers, the results of an accumulating call within the shell's buffer, and
-    ``I`` cut in at least ``pieces`` tiles where it can be (so that copies of a PE can share the result tiles)."""
+    ``I`` cut in at least ``pieces`` tiles where it can be (so that copies of a PE can share the result tiles), or
+    with ``cut_l`` ``L`` instead (:func:`l_cut`)."""
     i_all, j_all, k_all, l_all = item.dims
     lanes, rv = spec.lanes, item.out.rounding.row_values
     j, k = _summed(item.pe, item.dims, spec, item.bits, item.name)
@@ -138,21 +140,20 @@ def _tiles(item: Contraction, spec, pieces: int = 1) -> Tuple[int, int, int, int
         unit = parts // math.gcd(parts, words)
         l_unit = l_unit * unit // math.gcd(l_unit, unit)  # their lcm (math.lcm: Python 3.9, the board has 3.8)
     l = _fit(l_all, min(spec.max_l, MAX_ROWS), l_unit, f"{item.name}: L")
+    if cut_l:
+        l = min(l, -(-l_all // pieces // l_unit) * l_unit)
     chained = j < j_all or (item.pe == "tt1" and k < k_all)
     i = MAX_ROWS if not chained else min(MAX_ROWS, ACC_DEPTH // (l * k_rows))
     if i < 1:
         raise ValueError(f"{item.name}: {l} x {k_rows} results of one call exceed the {ACC_DEPTH}-sum buffer")
-    return min(i, -(-i_all // pieces)), j, k, l
+    return (i if cut_l else min(i, -(-i_all // pieces))), j, k, l
 
 
-def contraction_calls(item: Contraction, spec, arena: ArenaLayout, pieces: int = 1) -> List[Call]:
-    """The calls of one contraction: tiles of ``I`` (at least ``pieces`` where ``I`` allows), ``L`` (and PE2's
-    ``K``), each summing its ``J`` (and PE1's ``K``) tiles in one accumulating chain when they are more than
-    one."""
+def _chains(item: Contraction, spec, pieces: int, cut_l: bool):
+    """Each result tile of a contraction: its ``I``, ``L`` and (PE2) ``K`` result ranges, and the ``(J, K)``
+    ranges its calls sum in turn."""
     i_all, j_all, k_all, l_all = item.dims
-    ti, tj, tk, tl = _tiles(item, spec, pieces)
-    lanes, b_jl = spec.lanes, item.pe == "tt1" and spec.b_jl
-    calls = []
+    ti, tj, tk, tl = _tiles(item, spec, pieces, cut_l)
     for i in _ranges(i_all, ti):
         for l in _ranges(l_all, tl):
             k_out = _ranges(k_all, tk) if item.pe == "tt2" else [(0, 1)]
@@ -161,7 +162,43 @@ def contraction_calls(item: Contraction, spec, arena: ArenaLayout, pieces: int =
                     parts = [(j, k_res) for j in _ranges(j_all, tj)]
                 else:
                     parts = [(j, k) for j in _ranges(j_all, tj) for k in _ranges(k_all, tk)]
-                calls += _chain(item, i, l, k_res, parts, lanes, arena, b_jl)
+                yield i, l, k_res, parts
+
+
+def l_cut(item: Contraction, spec, pieces: int) -> bool:
+    """Whether copies share ``item``'s result tiles cut along ``L`` rather than ``I``: where ``L`` gives
+    ``pieces`` tiles, the calls' cycles (:func:`codesign.pe.tt.cycles.transaction_cycles`, each chain on the
+    copy least loaded so far) end sooner, and the copies read no more operand words in all (the IPs share the
+    memory's port). A PE1 call loads its ``B`` (``L`` rows) before it computes, so a core gradient of few ``I``
+    rows (its ``(m, c)``) cut along ``I`` loads the same ``B`` on every copy; cut along ``L``, each copy loads its
+    own part of it and reads all of ``A``."""
+    if pieces < 2 or len(_ranges(item.dims[3], _tiles(item, spec, pieces, cut_l=True)[3])) < pieces:
+        return False
+    (l_cycles, l_words), (i_cycles, i_words) = (_copies_work(item, spec, pieces, cut) for cut in (True, False))
+    return l_cycles < i_cycles and l_words <= i_words
+
+
+def _copies_work(item: Contraction, spec, pieces: int, cut_l: bool) -> Tuple[int, int]:
+    """The cycles of the busiest of ``pieces`` copies (each chain of the contraction cut so on the copy least
+    loaded so far), and the operand words all of them read."""
+    load, words = [0] * pieces, 0
+    for i, l, _, parts in _chains(item, spec, pieces, cut_l):
+        cycles = [transaction_cycles(spec, header_word(i[1] - i[0], j[1] - j[0], k[1] - k[0], l[1] - l[0]))
+                  for j, k in parts]
+        load[load.index(min(load))] += sum(c.total for c in cycles)
+        words += sum(c.load for c in cycles)
+    return max(load), words
+
+
+def contraction_calls(item: Contraction, spec, arena: ArenaLayout, pieces: int = 1, cut_l: bool = False
+                      ) -> List[Call]:
+    """The calls of one contraction: tiles of ``I`` (at least ``pieces`` where ``I`` allows; with ``cut_l`` of
+    ``L`` instead), ``L`` (and PE2's ``K``), each summing its ``J`` (and PE1's ``K``) tiles in one accumulating
+    chain when they are more than one."""
+    lanes, b_jl = spec.lanes, item.pe == "tt1" and spec.b_jl
+    calls = []
+    for i, l, k_res, parts in _chains(item, spec, pieces, cut_l):
+        calls += _chain(item, i, l, k_res, parts, lanes, arena, b_jl)
     return calls
 
 

@@ -54,7 +54,7 @@ from codesign.pe.tt.contract import header_dims, pack_rows, row_words
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.step.tt.list_reads import BackwardReads, split_at_last_phase
 from codesign.step.tt.list_tiles import (MAX_ROWS, SLOT_BITS, Contraction, Out, Rows, chunk32, codes_rounding,
-                                         contraction_calls, is_chained, operand_rounding, row_within)
+                                         contraction_calls, is_chained, l_cut, operand_rounding, row_within)
 
 @dataclass(frozen=True)
 class Fracs:
@@ -300,8 +300,9 @@ def check_specs(spec1: Tt1Spec, spec2: Tt2Spec) -> int:
 class _Builder:
     """The arena and contractions of one layer step (:func:`step_lists`), built in order."""
 
-    def __init__(self, cores: Sequence[np.ndarray], batch: int, fracs: Fracs, spec1: Tt1Spec, spec2: Tt2Spec
-                 ) -> None:
+    def __init__(self, cores: Sequence[np.ndarray], batch: int, fracs: Fracs, spec1: Tt1Spec, spec2: Tt2Spec,
+                 pe1_copies: int = 1) -> None:
+        self.pe1_copies = pe1_copies
         self.cores = [np.asarray(core, dtype=np.int64) for core in cores]
         self.lanes = check_specs(spec1, spec2)
         self.parts = spec1.stream_bits // 32
@@ -374,11 +375,17 @@ class _Builder:
         self.outputs[name] = (offset, words)
         return Out(offset, RAW, words)
 
-    def codes(self, values: int, row: int, limit: int, k: int) -> Out:
+    def codes(self, values: int, row: int, limit: int, k: int, share: int = 1) -> Out:
         """Room for core ``k``'s ``values`` gradient codes the host reads, in rows that tile ``row`` within ``limit``
-        values."""
-        cfg = codes_rounding(shift_of(self.fracs, ("core_grad_frac_bits", k)), self.fracs.grad_bits,
-                             row_within(row, limit), self.parts)
+        values; rows short enough that ``share`` copies can each write a part of a row where those parts are
+        whole stream words (the same bytes either way: each row starts a stream word), so that the copies may
+        share the contraction's ``L`` (:func:`~codesign.step.tt.list_tiles.l_cut`)."""
+        rows = row_within(row, limit)
+        if share > 1:
+            part = row_within(row, min(limit, -(-row // share)))
+            rows = part if part % (2 * self.parts) == 0 else rows
+        cfg = codes_rounding(shift_of(self.fracs, ("core_grad_frac_bits", k)), self.fracs.grad_bits, rows,
+                             self.parts)
         offset = self.arena.reserve(cfg.words_out(values))
         self.codes_out[f"core_grad {k}"] = (offset, cfg)
         return Out(offset, cfg, cfg.groups_per_row * cfg.group_words)
@@ -408,7 +415,7 @@ class _Builder:
             self.items.append(Contraction(
                 f"core gradient {k}", "tt1", (m * c, self.P[k], self.R[k], a * n),
                 replace(g, i_step=1, j_step=m * c), replace(s_k, i_step=1, j_step=a * n),
-                self.codes(m * c * a * n, a * n, min(self.spec["tt1"].max_l, MAX_ROWS), k),
+                self.codes(m * c * a * n, a * n, min(self.spec["tt1"].max_l, MAX_ROWS), k, self.pe1_copies),
                 ("core_grad_frac_bits", k), (f.grad_bits, f.act_bits)))
             if k == 0 and not need_grad_x:
                 break
@@ -451,14 +458,15 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
     ``share_products`` products a list: :func:`share`)."""
     check_copies(copies)
     x_codes = np.asarray(x_codes)
-    builder = _Builder(cores, int(x_codes.shape[0]), fracs, spec1, spec2)
+    builder = _Builder(cores, int(x_codes.shape[0]), fracs, spec1, spec2, copies[0])
     states = builder.forward(x_codes)
     builder.backward(gy_codes, states, need_grad_x)
     def pieces(item: Contraction) -> int:  # I cut for the PE's copies, where they would share the contraction
         n = copies[0] if item.pe == "tt1" else copies[1]
         return max(1, min(n, math.prod(item.dims) // share_products))
 
-    made = {item.name: (item, tuple(contraction_calls(item, builder.spec[item.pe], builder.arena, pieces(item))))
+    made = {item.name: (item, tuple(contraction_calls(item, builder.spec[item.pe], builder.arena, pieces(item),
+                                                      l_cut(item, builder.spec[item.pe], pieces(item)))))
             for item in builder.items}
     d = builder.d
 

@@ -21,6 +21,7 @@ from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import GoldenRunner, checked_values, compare_steps, pe_step
 from codesign.step.tt.list_finish import finish
 from codesign.contracts.calls import encode_list
+from codesign.step.tt.list_tiles import l_cut
 from codesign.step.tt.step_lists import Fracs, check_specs, flat_cores, reshift, step_lists
 from codesign.train.tt.layer import TTLinear
 from codesign.train.tt.pe_check import layer_state
@@ -150,6 +151,31 @@ def test_the_step_as_lists_equals_the_per_call_step(name, buffers, stream, order
             whole += order == "jl" and k == item.dims[2] and l > 1
         if order == "jl" and name in ("rank1_b17", "square_r3_b16"):  # their K fits one call on either buffers
             assert whole > 0
+
+
+@pytest.mark.parametrize("stream", [32, 128])
+@pytest.mark.parametrize("buffers", ["small", "default"])
+@pytest.mark.parametrize("name", [name for name in SHAPES if name != "padding_edges_b33"])
+def test_copies_sharing_a_contraction_along_l_equal_the_per_call_step(name, buffers, stream):
+    """On two IPs of each PE, a contraction whose copies end sooner with its ``L`` cut between them than its ``I``
+    (:func:`l_cut`: a PE1 call loads its ``B``, ``L`` rows, before it computes) is cut so; its results are the
+    same bits, and a core gradient's code rows are short enough for its copies to write a part of each."""
+    specs = tuple(dataclasses.replace(spec, stream_bits=stream) for spec in (SMALL if buffers == "small" else WIDE))
+    specs = (dataclasses.replace(specs[0], b_order="jl"), specs[1])
+    layer = warmed(SHAPES[name])
+    state = layer_state(layer)
+    x, grad_y = batch(layer, SHAPES[name][3], seed=4, extremes=True)
+    expected = pe_step(state, x, grad_y, GoldenRunner())
+    lists, got = lists_step(state, x, grad_y, specs, copies=(2, 2), share_products=1)
+    mismatches = compare_steps(expected, got)
+    assert sum(mismatches.values()) == 0, mismatches
+    cut = set()
+    for item, calls in lists.contractions.values():
+        tiles = {header_dims(call.header, 4)[0][3] for call in calls}
+        if l_cut(item, specs[item.pe == "tt2"], 2):
+            assert max(tiles) < item.dims[3], item.name  # every call a part of L
+            cut.add(item.pe)
+    assert "tt1" in cut or name != "digits_first_layer_r4_b5"  # its core gradients: (m, c) = 16 rows
 
 
 @pytest.mark.parametrize("copies", [(1, 1), (2, 3)])
