@@ -7,7 +7,9 @@ rank, batch 64, in one process:
 - ``board``: the step as the lists of :mod:`codesign.step.tt.step_lists` run
   it, priced by the step model (:func:`codesign.step.tt.list_time.tt_list_step`:
   the list cycle model, exact against the RTL, under its DDR timing, the PE1
-  and PE2 lists of a phase side by side, at ``--clock-mhz``). Its host time is measured here: the wall time of a
+  and PE2 lists of a phase side by side, at ``--clock-mhz``), its IPs spread over the fewest of the board's
+  high-performance ports whose step is within 1 % of the best count's, as the explorer chooses a design's ports
+  (:func:`codesign.design.explore.port_choice`; the one-port step is printed beside it). Its host time is measured here: the wall time of a
   :class:`codesign.loops.tt_lists.TtListTrainer` step less its shell's (the
   golden shell model, which a board replaces by its IPs), the least of
   ``--steps`` steps after the two that aim the scales and build the lists
@@ -68,6 +70,7 @@ import numpy as np
 
 from codesign.design import load_design
 from codesign.design.calibration import pe_resources
+from codesign.design.explore import port_choice
 from codesign.design.explore_model import fixed_resources
 from codesign.design.fit import DEFAULT_LIMIT_PERCENT
 from codesign.design.families.tt import PAPER_BATCH, PAPER_LAYERS, paper_setup, tt_setup_of
@@ -157,8 +160,12 @@ def main() -> int:
     reshifted = trainer.lists_reshifted
     host = host_per_list_step(trainer, shell, batches, warm_steps=2)
     host_s, reshifted = host["seconds"], trainer.lists_reshifted - reshifted
-    step = tt_list_step(setup, shell.spec1, shell.spec2, ultra96, clock_mhz=args.clock_mhz,
-                        host_s=host_s, host_source="measured on this desktop", copies=copies, beside=host["beside"])
+    steps = {ports: tt_list_step(setup, shell.spec1, shell.spec2, ultra96, clock_mhz=args.clock_mhz, host_s=host_s,
+                                 host_source="measured on this desktop", copies=copies, beside=host["beside"],
+                                 hp_ports=ports)
+             for ports in range(1, ultra96.hp_ports + 1)}
+    hp_ports = int(port_choice({ports: np.array([step.time.total_s]) for ports, step in steps.items()})[0])
+    step = steps[hp_ports]
     cycles = list(step.layer_cycles)
     torch_s = []
     for _ in range(args.steps):
@@ -175,7 +182,8 @@ def main() -> int:
            "host_hidden_ms": 1e3 * step.host_hidden_s, "host_critical_ms": 1e3 * step.time.host_s,
            "host_share": step.time.host_s / total_s, "host_work": step.host.to_dict(),
            "macs_bound_ms": 1e3 * step.time.bounds["macs_s"],
-           "board_step_ms": 1e3 * total_s, "torch_f32_ms": 1e3 * min(torch_s),
+           "board_step_ms": 1e3 * total_s, "torch_f32_ms": 1e3 * min(torch_s), "hp_ports": hp_ports,
+           "board_step_ms_by_hp_ports": {ports: 1e3 * one.time.total_s for ports, one in steps.items()},
            "ratio_board_to_torch_f32": total_s / min(torch_s), "clock_mhz": args.clock_mhz,
            "pe_build": build, "pe_buffers": buffers, "held_sums": held, "fit": fit, "b_order": spec1.b_order, "copies": list(copies), "dsp": dsp,
            "pe_dma_ms_by_order": {k: 1e3 * v for k, v in order.get("pe_dma_s", {}).items()},
@@ -183,7 +191,9 @@ def main() -> int:
     if args.staging_pair:
         pair_batches = [(rng.random(x.shape).astype(np.float32), y) for x, y in batches[:1] * args.staging_pair]
         row["staging_pair"] = staging_pair(setup, shell, copies, held, pair_batches)
-    print(f"rank {args.rank}, PE1 b_order {spec1.b_order} ({dsp:g} DSP): board step {row['board_step_ms']:.1f} ms (PE+DMA {row['pe_dma_ms']:.1f} ms over "
+    print(f"rank {args.rank}, PE1 b_order {spec1.b_order} ({dsp:g} DSP), IPs on {hp_ports} HP port(s) (one port: "
+          f"{row['board_step_ms_by_hp_ports'][1]:.1f} ms): board step {row['board_step_ms']:.1f} ms (PE+DMA "
+          f"{row['pe_dma_ms']:.1f} ms over "
           f"layers {[round(c / (args.clock_mhz * 1e3), 1) for c in cycles]} ms, host here {row['host_ms_desktop']:.1f}"
           f" ms, of it {row['host_hidden_ms']:.1f} ms hidden beside the lists, {row['host_critical_ms']:.1f} ms "
           f"({100 * row['host_share']:.0f} %) between them; median {row['host_ms_desktop_median']:.1f} ms, "

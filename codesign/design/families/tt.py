@@ -182,7 +182,8 @@ def tt_refine(raw, design: DesignPoint, chosen_toml: dict[str, Any], chosen_desi
         room = None if space is None else {key: cap * space.budget[key] - at_point[key] for key in RESOURCES}
         lists = {**list_step_report(setup, *specs_of(at_options), chosen_design.board,
                                     clock_mhz=chosen_design.clock_mhz, per_call_total_s=at_point["total_s"],
-                                    copies=copies_of(at_options), room=room),
+                                    copies=copies_of(at_options), room=room,
+                                    hp_ports=chosen_design.ports_used),
                  "label": at_point["label"], "chosen": at_point["label"] == point["label"]}
     return Refined(chosen_toml=chosen_toml, chosen_design=chosen_design,
                    step_options={"forward_split": chosen_design.forward_split},

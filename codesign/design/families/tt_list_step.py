@@ -67,11 +67,12 @@ def b_order_choice(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: B
 
 def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
                      per_call_total_s: float, copies: tuple[int, int] = (1, 1),
-                     room: Mapping[str, float] | None = None) -> dict[str, Any]:
+                     room: Mapping[str, float] | None = None, hp_ports: int = 1) -> dict[str, Any]:
     """The list step on ``copies`` IPs of the PE builds ``spec1``/``spec2``: its time split (PE and DMA, memory,
     host measured here: ``host_s`` what the lists do not hide, ``host_hidden_s`` what ran while they computed),
     the host's work left, each layer's PE and DMA seconds, beside the per-call step's
-    ``per_call_total_s``; PE1 in the ``B`` order :func:`b_order_choice` picks within ``room``.
+    ``per_call_total_s``; PE1 in the ``B`` order :func:`b_order_choice` picks within ``room``; the IPs on
+    ``hp_ports`` high-performance ports (:func:`codesign.step.tt.list_time.list_ports`).
     ``{"priced": False, "why": ...}`` where these builds or this set-up cannot run as lists."""
     why = _cannot(setup, spec1, spec2)
     if why:
@@ -80,14 +81,14 @@ def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board:
     spec1 = order.pop("spec1")
     host = measure_list_host(setup, spec1, spec2, copies=copies)
     step = tt_list_step(setup, spec1, spec2, board, clock_mhz=clock_mhz, host_s=host["seconds"],
-                        host_source=THIS_MACHINE, copies=copies, beside=host["beside"])
+                        host_source=THIS_MACHINE, copies=copies, beside=host["beside"], hp_ports=hp_ports)
     hz = clock_mhz * 1e6
     return {"priced": True, "pe_s": step.time.pe_s, "memory_s": step.time.memory_s, "host_s": step.time.host_s,
             "host_hidden_s": step.host_hidden_s,
             "total_s": step.time.total_s, "host_share": step.time.host_s / step.time.total_s,
             "layers_s": [cycles / hz for cycles in step.layer_cycles], "macs": step.time.macs,
             "macs_s": step.time.bounds["macs_s"], "host_work": step.host.to_dict(), "host_measured": host,
-            "per_call_total_s": per_call_total_s, "copies": list(copies), "b_order": order}
+            "per_call_total_s": per_call_total_s, "copies": list(copies), "b_order": order, "hp_ports": hp_ports}
 
 
 def _cannot(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec) -> str:

@@ -6,7 +6,8 @@ read operands where they lie, chains sum in the shell's buffer and the rounding 
 list is priced by :func:`codesign.step.list_cycles.list_cycles`, which the RTL's cycles equal
 (``tests/step/tt/test_step_lists_rtl.py``), under a DDR latency model (:class:`DdrTiming`). A phase's PE1
 and PE2 lists run side by side, so a phase is one stage of the longer list's cycles; the stage model then
-charges the port and DDR where the board's are slower than the cycle model's memory.
+charges the port and DDR where the board's are slower than the cycle model's memory: each IP's words through
+the high-performance port the block design gives it (:func:`list_ports`), all through the DDR.
 
 The host's part is what :class:`codesign.loops.tt_lists.TtListTrainer` leaves it, counted here as
 :class:`HostWork` (its seconds are measured where it runs, as a board's would be:
@@ -25,7 +26,8 @@ import numpy as np
 from codesign.boards import Board
 from codesign.pe.tt.cycles import transaction_cycles
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.step.list_cycles import BOARD_DDR, DdrTiming, phase_cycles
+from codesign.step.list_cycles import BOARD_DDR, DdrTiming, list_words, phase_cycles
+from codesign.step.model import hp_port_of
 from codesign.step.time import Stage, StepTime, hidden_seconds, step_time
 from codesign.step.tt.step_lists import Fracs, StepLists, check_specs, step_lists
 from codesign.step.tt.time import TtLayers, tt_mac_energy_pj
@@ -123,15 +125,38 @@ def tt_list_plans(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec, copies: tuple
     return plans
 
 
-def phase_stages(lists: StepLists, spec1: Tt1Spec, spec2: Tt2Spec, *, ddr: DdrTiming = BOARD_DDR
-                 ) -> list[Stage]:
+def list_ports(copies: tuple[int, int], hp_ports: int = 1) -> dict[str, tuple[int, ...]]:
+    """Per PE, the high-performance port of each of its IPs in a TT design, whose instances list PE1's copies,
+    then PE2's (then PE3's, which no list uses; :func:`codesign.design.point.design_point`), spread round robin
+    over ``hp_ports`` ports (:func:`codesign.step.model.hp_port_of`, the block design's rule)."""
+    if isinstance(hp_ports, bool) or not isinstance(hp_ports, int) or hp_ports < 1:
+        raise ValueError(f"hp_ports={hp_ports!r} must be a positive int")
+    return {"tt1": tuple(hp_port_of(k, hp_ports) for k in range(copies[0])),
+            "tt2": tuple(hp_port_of(copies[0] + k, hp_ports) for k in range(copies[1]))}
+
+
+def phase_stages(lists: StepLists, spec1: Tt1Spec, spec2: Tt2Spec, *, ddr: DdrTiming = BOARD_DDR,
+                 ports: dict[str, tuple[int, ...]] | None = None) -> list[Stage]:
     """One stage per phase of a layer's lists: the longest of its lists' cycles (they run side by side, each on
-    its own IP), the words of all (:func:`codesign.step.list_cycles.phase_cycles`)."""
+    its own IP), the words of all (:func:`codesign.step.list_cycles.phase_cycles`), and those of its busiest
+    port, a PE's ``k``-th list of a phase on its ``k``-th IP (as the board's shell starts them) and that IP on
+    its port in ``ports`` (:func:`list_ports`; None: every IP on one port)."""
     specs = {"tt1": spec1, "tt2": spec2}
     stages = []
     for phase in lists.phases:
         cycles, words_in, words_out = phase_cycles(phase, specs, lists.arena, ddr=ddr)
-        stages.append(Stage(cycles=cycles, words_in=words_in, words_out=words_out))
+        if ports is None:
+            stages.append(Stage(cycles=cycles, words_in=words_in, words_out=words_out))
+            continue
+        on_port: dict[int, list[int]] = {}
+        for index, (pe, calls) in enumerate(phase):
+            copy = sum(other == pe for other, _ in phase[:index])
+            moved = on_port.setdefault(ports[pe][copy], [0, 0])
+            for side, words in enumerate(list_words(calls)):
+                moved[side] += words
+        stages.append(Stage(cycles=cycles, words_in=words_in, words_out=words_out,
+                            port_in=max(w[0] for w in on_port.values()),
+                            port_out=max(w[1] for w in on_port.values())))
     return stages
 
 
@@ -198,17 +223,19 @@ def hidden_host_s(beside: Iterable[tuple[int, int, float]], phases: Sequence[Seq
 
 def tt_list_step(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
                  host_s: float, host_source: str, ddr: DdrTiming = BOARD_DDR, copies: tuple[int, int] = (1, 1),
-                 beside: Iterable[tuple[int, int, float]] = ()) -> ListStep:
+                 beside: Iterable[tuple[int, int, float]] = (), hp_ports: int = 1) -> ListStep:
     """The whole list step of ``setup`` on ``copies`` IPs of the PE builds ``spec1``/``spec2`` and ``board`` at
     ``clock_mhz``: every phase priced by the list cycle model under ``ddr``, the host's ``host_s`` (measured
     where it runs), of which ``beside`` (``(layer, phase, seconds)`` each, as
     :func:`codesign.shell.list_runner.host_per_list_step` gives it) ran while those phases' lists computed and
     is hidden as far as they reach (:func:`hidden_host_s`). Every IP's data move through one HP port's worth of
-    memory model each (the list bench's)."""
+    memory model each (the list bench's), and the IPs share ``hp_ports`` of the board's ports as the block design
+    spreads them (:func:`list_ports`)."""
     plans = tt_list_plans(setup, spec1, spec2, copies)
+    ports = list_ports(copies, hp_ports)
     stages, layer_cycles, phase_cycles, by_layer = [], [], [], []
     for lists in plans:
-        phases = phase_stages(lists, spec1, spec2, ddr=ddr)
+        phases = phase_stages(lists, spec1, spec2, ddr=ddr, ports=ports)
         stages += phases
         by_layer.append(phases)
         layer_cycles.append(sum(stage.cycles for stage in phases))
@@ -226,5 +253,5 @@ def tt_list_step(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, 
                     pe_work=pe_work(plans, spec1, spec2), host_hidden_s=hidden)
 
 
-__all__ = ["BOARD_DDR", "HostWork", "ListStep", "PeWork", "hidden_host_s", "host_work", "pe_work", "phase_stages",
-           "tt_list_plans", "tt_list_step", "zero_fracs"]
+__all__ = ["BOARD_DDR", "HostWork", "ListStep", "PeWork", "hidden_host_s", "host_work", "list_ports", "pe_work",
+           "phase_stages", "tt_list_plans", "tt_list_step", "zero_fracs"]

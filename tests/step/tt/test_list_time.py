@@ -19,7 +19,8 @@ from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.shell.list_runner import GoldenListShell
 from codesign.step.list_cycles import list_cycles
 from codesign.step.time import Stage
-from codesign.step.tt.list_time import BOARD_DDR, hidden_host_s, tt_list_plans, tt_list_step
+from codesign.step.list_cycles import list_words
+from codesign.step.tt.list_time import BOARD_DDR, hidden_host_s, list_ports, phase_stages, tt_list_plans, tt_list_step
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 SPECS = dict(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8)
@@ -127,6 +128,37 @@ def test_the_pe_work_is_the_cycles_the_list_model_finds_the_pes_busy(priced):
     parts = sum(work.load[pe] + work.compute[pe] + work.drain[pe] for pe in ("tt1", "tt2"))
     assert work.overlapped < work.stall_free <= parts + 2 * step.host.calls
     assert all(work.load[pe] > 0 and work.compute[pe] > 0 and work.drain[pe] > 0 for pe in ("tt1", "tt2"))
+
+
+def test_each_ip_moves_its_words_through_the_port_the_block_design_gives_it(setup):
+    """PE1's copies come first in a TT design's instances, then PE2's, round robin over the ports; a phase's
+    busiest port carries the words of the lists on it, a PE's k-th list on its k-th IP. On one port every word
+    passes it; on more the step waits on data no longer, as its memory seconds say."""
+    assert list_ports((2, 2), 1) == {"tt1": (0, 0), "tt2": (0, 0)}
+    assert list_ports((2, 2), 2) == {"tt1": (0, 1), "tt2": (0, 1)}
+    assert list_ports((2, 3), 4) == {"tt1": (0, 1), "tt2": (2, 3, 0)}
+    for bad in (0, True, 1.0):
+        with pytest.raises(ValueError, match="hp_ports"):
+            list_ports((1, 1), bad)
+    spec1, spec2 = Tt1Spec(**SPECS), Tt2Spec(**SPECS)
+    lists = tt_list_plans(setup, spec1, spec2, (2, 2))[0]
+    ports = list_ports((2, 2), 4)
+    shared = 0
+    for phase, one, two in zip(lists.phases, phase_stages(lists, spec1, spec2),
+                               phase_stages(lists, spec1, spec2, ports=ports)):
+        assert (one.cycles, one.words_in, one.words_out) == (two.cycles, two.words_in, two.words_out)
+        assert (one.port_in, one.port_out) == (None, None)
+        by_port: dict = {}
+        for index, (pe, calls) in enumerate(phase):
+            port = ports[pe][sum(other == pe for other, _ in phase[:index])]
+            by_port[port] = [a + b for a, b in zip(by_port.get(port, (0, 0)), list_words(calls))]
+        assert (two.port_in, two.port_out) == tuple(max(words[side] for words in by_port.values()) for side in (0, 1))
+        shared += two.port_in < two.words_in
+    assert shared > 0  # some phase's lists run on IPs of different ports
+    target = board("ultra96v2")
+    steps = [tt_list_step(setup, spec1, spec2, target, clock_mhz=100.0, host_s=0.0, host_source="none",
+                          copies=(2, 2), hp_ports=ports) for ports in (1, 4)]
+    assert steps[0].time.pe_s == steps[1].time.pe_s and steps[1].time.memory_s <= steps[0].time.memory_s
 
 
 def test_builds_that_cannot_run_lists_are_refused_with_the_reason(setup):
