@@ -9,7 +9,8 @@ rank, batch 64, in one process:
   the list cycle model, exact against the RTL, under its DDR timing, the PE1
   and PE2 lists of a phase side by side, at ``--clock-mhz``), its IPs spread over the fewest of the board's
   high-performance ports whose step is within 1 % of the best count's, as the explorer chooses a design's ports
-  (:func:`codesign.design.explore.port_choice`; the one-port step is printed beside it). Its host time is measured here: the wall time of a
+  (:func:`codesign.design.explore.port_choice`; the one-port step is printed beside it). Its host time is
+  measured here: the wall time of a
   :class:`codesign.loops.tt_lists.TtListTrainer` step less its shell's (the
   golden shell model, which a board replaces by its IPs), the least of
   ``--steps`` steps after the two that aim the scales and build the lists

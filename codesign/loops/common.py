@@ -272,11 +272,11 @@ class StateOnDevice:
         Where the step before staged a batch under ``key`` (``_staged``), the forward runs on its codes at once and
         the batch is checked beside it: most steps take that batch, and the check is host time the IPs can hide.
         A batch that is not the staged one bit for bit has its codes written (``write(x)``: the ranges to flush)
-        and the forward run again; a batch that fails the check raises its error once the phase is done. Either
-        way only the forward's own outputs were written, which every step writes before it reads them: no state
-        word, no buffer, no step count moves (``tests/loops/test_csb_lists.py``). Without a staged batch the check
-        comes first, before anything is written. ``before()``: the step's other writes its forward reads (the
-        ranges to flush), made before the forward either way."""
+        and the forward run again; a batch that fails the check raises its error once the phase is done, with no
+        state word, buffer or step count moved: the forward writes only its own outputs, which every step writes
+        before it reads them (``tests/loops/test_csb_lists.py``, ``test_fb_lists.py``). Without a staged batch the
+        check comes first, before anything is written. ``before()``: the step's other writes its forward reads,
+        set by the trainer's state, not the batch (the ranges to flush), made before the forward either way."""
         staged, self._staged = self._staged, None
         if staged is not None and staged.key == key:
             self.shell.flush(self.device, before())
