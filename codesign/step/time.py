@@ -26,7 +26,7 @@ from codesign.boards import Board
 from codesign.contracts.calls import Call
 from codesign.energy.table import horowitz_45nm
 from codesign.step.list_cycles import list_words
-from codesign.step.model import WORD_BYTES
+from codesign.step.model import WORD_BYTES, hp_port_of
 from codesign.step.model import port_bytes_per_s as port_bytes
 from codesign.step.model import stage_seconds as stage_model
 
@@ -144,13 +144,15 @@ def list_stage(cycles: int, calls: Sequence[Call]) -> Stage:
 
 
 def list_step_time(priced, board: Board, *, clock_mhz: float, host_s: float, host_source: str, array_macs: int,
-                   mac_energy_pj: float, dense_macs: int = 0, beside: Mapping[int, float] | None = None) -> StepTime:
+                   mac_energy_pj: float, dense_macs: int = 0, beside: Mapping[int, float] | None = None,
+                   hp_ports: int = 1) -> StepTime:
     """The whole step of a family's lists, ``priced`` as :func:`codesign.step.list_cycles.step_cycles` gives them
     (a list after another on one IP) or by phase (:func:`codesign.step.share.phased_step_cycles`: lists side by
     side on copies), plus the step's ``macs``: a stage a list or phase, its cycles and words; the host's ``host_s``
     measured where it runs, of which ``beside`` (stage index -> seconds) ran while that stage's lists computed
-    and is hidden as far as they reach (:func:`hidden_seconds`)."""
-    stages = list_stages(priced)
+    and is hidden as far as they reach (:func:`hidden_seconds`); the IPs over ``hp_ports`` ports
+    (:func:`list_stages`)."""
+    stages = list_stages(priced, hp_ports)
     beside = beside or {}
     if sum(beside.values()) > host_s:
         raise ValueError(f"host_s={host_s} s is less than the {sum(beside.values())} s of it run beside the stages")
@@ -173,11 +175,22 @@ def hidden_seconds(beside: Mapping[int, float], stages: Sequence[Stage], board: 
     return hidden
 
 
-def list_stages(priced) -> list[Stage]:
-    """A step's lists as ``priced`` by :func:`codesign.step.list_cycles.step_cycles`, a stage a list: its cycles
-    and its words over the port."""
-    return [Stage(cycles=priced[name], words_in=words[0], words_out=words[1])
-            for name, words in priced["words"].items()]
+def list_stages(priced, hp_ports: int = 1) -> list[Stage]:
+    """A step's lists as ``priced`` by :func:`codesign.step.list_cycles.step_cycles`, a stage a list (or by
+    phase, :func:`codesign.step.share.phased_step_cycles`: a phase's ``k``-th list on the PE's ``k``-th IP): its
+    cycles and its words, and those of its busiest port where the IPs of one PE, listed one after another, are
+    spread over ``hp_ports`` ports (:func:`codesign.step.model.hp_port_of`)."""
+    if isinstance(hp_ports, bool) or not isinstance(hp_ports, int) or hp_ports < 1:
+        raise ValueError(f"hp_ports={hp_ports!r} must be a positive int")
+    stages = []
+    for name, words in priced["words"].items():
+        port_in, port_out = [0] * hp_ports, [0] * hp_ports
+        for index, (list_in, list_out) in enumerate(priced.get("list_words", {}).get(name, [words])):
+            port_in[hp_port_of(index, hp_ports)] += list_in
+            port_out[hp_port_of(index, hp_ports)] += list_out
+        stages.append(Stage(cycles=priced[name], words_in=words[0], words_out=words[1], port_in=max(port_in),
+                            port_out=max(port_out)))
+    return stages
 
 
 def stream_cycles(stages: Sequence[Stage]) -> int:

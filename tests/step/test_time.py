@@ -11,7 +11,8 @@ import pytest
 from codesign.boards import boards
 from codesign.design import load_design
 from codesign.design.families.tt import tt_setup_of
-from codesign.step.time import Stage, hidden_seconds, list_step_time, port_bytes_per_s, stage_seconds, step_time
+from codesign.step.time import (Stage, hidden_seconds, list_stages, list_step_time, port_bytes_per_s, stage_seconds,
+                                step_time)
 from codesign.step.tt.time import tt_stages, tt_step_time
 from codesign.loops.host_share import measure_tt_host, measure_tt_host_seconds
 from codesign.step.tt.schedule import StepHardware
@@ -68,6 +69,28 @@ def test_host_work_beside_a_stage_is_hidden_as_far_as_the_stage_reaches():
     with pytest.raises(ValueError, match="less than"):  # more work beside the stages than the host did in all
         list_step_time(priced, zed, clock_mhz=100.0, host_s=20e-6, host_source="test", array_macs=1,
                        mac_energy_pj=1.0, beside={0: 30e-6})
+
+
+def test_a_phase_of_lists_waits_on_its_busiest_port():
+    """A phase's k-th list runs on the PE's k-th IP, IP k on port k mod hp_ports: the phase's port words are its
+    busiest port's, and on more ports the step waits less on data (the ZedBoard's 64-bit ports move two 32-bit
+    words a cycle at 100 MHz)."""
+    zed = boards()["zedboard"]
+    priced = {"forward": 1000, "backward": 500, "macs": 1, "calls": 5,
+              "words": {"forward": (9000, 300), "backward": (400, 40)},
+              "list_words": {"forward": [(4000, 100), (3000, 100), (2000, 100)], "backward": [(400, 40)]}}
+    one, two, three = (list_stages(priced, ports) for ports in (1, 2, 3))
+    assert [(s.port_in, s.port_out) for s in one] == [(9000, 300), (400, 40)]
+    assert [(s.port_in, s.port_out) for s in two] == [(6000, 200), (400, 40)]  # IPs 0 and 2 share port 0
+    assert [(s.port_in, s.port_out) for s in three] == [(4000, 100), (400, 40)]
+    assert all((s.cycles, s.words_in, s.words_out) == (t.cycles, t.words_in, t.words_out) for s, t in zip(one, three))
+    assert list_stages({"a": 7, "words": {"a": (5, 6)}}, 2)[0].port_in == 5  # one IP's lists: one port
+    times = [list_step_time(priced, zed, clock_mhz=100.0, host_s=0.0, host_source="test", array_macs=1,
+                            mac_energy_pj=1.0, hp_ports=ports) for ports in (1, 2, 3)]
+    assert times[0].memory_s > times[1].memory_s > times[2].memory_s and times[0].pe_s == times[2].pe_s
+    for bad in (0, True):
+        with pytest.raises(ValueError, match="hp_ports"):
+            list_stages(priced, bad)
 
 
 def test_stage_loads_price_each_pe_apart_and_combine_to_the_schedule(setup):

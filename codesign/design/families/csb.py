@@ -166,7 +166,7 @@ def csb_list_model(spec: CsbSpec, layers: Sequence[int], batch: int, masks: Sequ
         build, copies = options[0].spec, options[0].copies
         found = priced(build, copies)
         return csb_list_step(build, layers, batch, structures(build), board, clock_mhz=clock, copies=copies,
-                             priced=found, **list_step_host_args(host, found))
+                             priced=found, hp_ports=hp_ports, **list_step_host_args(host, found))
 
     return ExploreModel(name=KEY, bases={KEY: spec}, loads=lambda pe, build, copies: phase_loads(
                             priced(build, copies), copies), step=step,

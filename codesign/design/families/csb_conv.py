@@ -121,7 +121,7 @@ def conv_list_model(setup: CsbConvSetup, masks: Sequence[np.ndarray], *, host: H
         build, copies = options[0].spec, options[0].copies
         found = priced(build, copies)
         return conv_list_step(build, *net, masks, board, clock_mhz=clock, copies=copies, priced=found,
-                              **list_step_host_args(host, found))
+                              hp_ports=hp_ports, **list_step_host_args(host, found))
 
     spec = setup.spec
     return ExploreModel(name=KEY, bases={PE: spec}, loads=lambda pe, build, copies: phase_loads(

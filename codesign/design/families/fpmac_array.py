@@ -106,7 +106,7 @@ def fb_list_model(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, ho
         build, copies = options[0].spec, options[0].copies
         found = priced(build, copies)
         return fb_list_step(build, layers, batch, board, clock_mhz=clock, copies=copies, priced=found,
-                            **list_step_host_args(host, found))
+                            hp_ports=hp_ports, **list_step_host_args(host, found))
 
     return ExploreModel(name=KEY, bases={KEY: spec}, step=step,
                         loads=lambda pe, build, copies: phase_loads(priced(build, copies), copies),

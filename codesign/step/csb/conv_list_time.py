@@ -57,19 +57,21 @@ def conv_step_list_cycles(spec: CsbSpec, image: Tuple[int, int, int], convs: Con
 def conv_list_step(spec: CsbSpec, image: Tuple[int, int, int], convs: Convs, classes: int, batch: int,
                    masks: Sequence[np.ndarray], board: Board, *, clock_mhz: float, host_s: float, host_source: str,
                    ddr: Optional[DdrTiming] = None, fast: bool = False, copies: int = 1,
-                   priced: Optional[Dict[str, object]] = None, beside: Optional[Dict[int, float]] = None
-                   ) -> StepTime:
+                   priced: Optional[Dict[str, object]] = None, beside: Optional[Dict[int, float]] = None,
+                   hp_ports: int = 1) -> StepTime:
     """The whole fixed-point list step of the network with the kept kernels ``masks`` on ``copies`` IPs of the
     ``spec`` build on ``board`` at ``clock_mhz``: a stage a phase (``priced``: their cycles as
     :func:`conv_step_list_cycles` gave them, else priced here), the host's ``host_s`` measured where it runs, of
-    which ``beside`` (stage index -> seconds) ran while that stage's lists computed."""
+    which ``beside`` (stage index -> seconds) ran while that stage's lists computed; the IPs over ``hp_ports``
+    high-performance ports."""
     if priced is None:
         priced = conv_step_list_cycles(spec, image, convs, classes, batch, conv_structures(spec, masks), ddr=ddr,
                                        fast=fast, copies=copies)
     counts = conv_step_macs(spec, image, convs, classes, batch, masks)
     return list_step_time({**priced, "macs": counts["macs"]}, board, clock_mhz=clock_mhz, host_s=host_s,
                           host_source=host_source, array_macs=copies * spec.batch * spec.parallel,
-                          mac_energy_pj=csb_mac_energy_pj(spec), dense_macs=counts["dense_macs"], beside=beside)
+                          mac_energy_pj=csb_mac_energy_pj(spec), dense_macs=counts["dense_macs"], beside=beside,
+                          hp_ports=hp_ports)
 
 
 __all__ = ["conv_list_step", "conv_step_list_cycles", "conv_step_macs"]

@@ -34,20 +34,21 @@ def step_list_cycles(spec: CsbSpec, layers: Sequence[int], batch: int, structure
 def csb_list_step(spec: CsbSpec, layers: Sequence[int], batch: int, structures, board: Board, *, clock_mhz: float,
                   host_s: float, host_source: str, ddr: Optional[DdrTiming] = None, copies: int = 1,
                   fast: bool = False, priced: Optional[Dict[str, object]] = None,
-                  beside: Optional[Dict[int, float]] = None) -> StepTime:
+                  beside: Optional[Dict[int, float]] = None, hp_ports: int = 1) -> StepTime:
     """The whole fixed-point list step of ``layers`` with the stored ``structures`` on ``copies`` IPs of the
     ``spec`` build on ``board`` at ``clock_mhz``: a stage a phase (``priced``: their cycles as
     :func:`step_list_cycles` gave them, else priced here under ``ddr``; words over the port), the host's
     ``host_s`` measured where it runs, of which ``beside`` (phase index -> seconds: the next batch written
     beside the last phase) is hidden as far as its phase reaches; ``dense_macs`` the step's MACs were nothing
-    pruned."""
+    pruned; the IPs over ``hp_ports`` high-performance ports."""
     weights = [i * o for i, o in zip(layers[:-1], layers[1:])]
     dense = batch * (2 * sum(weights) + sum(weights[1:]))  # FP and WG of every weight, EB past the first layer
     if priced is None:
         priced = step_list_cycles(spec, layers, batch, structures, ddr=ddr, fast=fast, copies=copies)
     return list_step_time(priced, board, clock_mhz=clock_mhz,
                           host_s=host_s, host_source=host_source, array_macs=copies * spec.batch * spec.parallel,
-                          mac_energy_pj=csb_mac_energy_pj(spec), dense_macs=dense, beside=beside)
+                          mac_energy_pj=csb_mac_energy_pj(spec), dense_macs=dense, beside=beside,
+                          hp_ports=hp_ports)
 
 
 __all__ = ["csb_list_step", "step_list_cycles"]

@@ -33,16 +33,18 @@ def step_list_cycles(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *,
 
 def fb_list_step(spec: FpmacArraySpec, layers: Sequence[int], batch: int, board: Board, *, clock_mhz: float,
                  host_s: float, host_source: str, ddr: Optional[DdrTiming] = None, copies: int = 1,
-                 priced: Optional[Dict[str, object]] = None, beside: Optional[Dict[int, float]] = None) -> StepTime:
+                 priced: Optional[Dict[str, object]] = None, beside: Optional[Dict[int, float]] = None,
+                 hp_ports: int = 1) -> StepTime:
     """The whole list step of an MLP ``layers`` at ``batch`` rows on ``copies`` IPs of the ``spec`` build on
     ``board`` at ``clock_mhz``: a stage a phase (``priced``: as :func:`step_list_cycles` gave them, else priced
     here under ``ddr``, the board's HP-port timing where None is not wanted; words over the port), the host's
     ``host_s`` measured where it runs, of which ``beside`` (phase index -> seconds: the next batch written beside
-    the last phase) is hidden as far as its phase reaches."""
+    the last phase) is hidden as far as its phase reaches; the IPs over ``hp_ports`` high-performance ports."""
     if priced is None:
         priced = step_list_cycles(spec, layers, batch, ddr=ddr, copies=copies)
     return list_step_time(priced, board, clock_mhz=clock_mhz, host_s=host_s, host_source=host_source,
-                          array_macs=copies * spec.macs, mac_energy_pj=fb_mac_energy_pj(spec), beside=beside)
+                          array_macs=copies * spec.macs, mac_energy_pj=fb_mac_energy_pj(spec), beside=beside,
+                          hp_ports=hp_ports)
 
 
 __all__ = ["fb_list_step", "step_list_cycles"]
