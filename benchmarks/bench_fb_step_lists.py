@@ -12,8 +12,8 @@ one process:
   at the design's clock. Its host time is measured here: the wall time of a
   :class:`codesign.loops.fb_lists.FbListTrainer` step less its golden shell's
   (which a board replaces by its IP), given the next batch as ``fit`` gives
-  it; the seconds it works beside the last phase (that batch written) are
-  hidden as far as the phase reaches. This desktop is not the board's ARM.
+  it; the seconds it works beside a phase (this batch's check beside the
+  forward, the next batch written beside the last) are hidden as far as the phase reaches. This desktop is not the board's ARM.
 - ``per_call``: the same step as one IP call per GEMM with the host between
   them (:func:`codesign.step.fpmac_array.time.fb_step_time`, its host measured
   here): what the board ran before the lists.

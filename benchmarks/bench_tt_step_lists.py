@@ -95,6 +95,13 @@ DSP_GOAL = 278  # DSP slices the PEs may take (issue 39's goals)
 FIT_LIMIT = DEFAULT_LIMIT_PERCENT  # a resource's share of the board the fit rule allows (codesign.design.fit)
 
 
+def on_ports(steps: dict) -> tuple:
+    """Of the step priced on each count of HP ports, the explorer's choice (the fewest within 1 % of the best:
+    :func:`codesign.design.explore.port_choice`) and its step."""
+    chosen = int(port_choice({ports: np.array([step.time.total_s]) for ports, step in steps.items()})[0])
+    return chosen, steps[chosen]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rank", type=int, default=8)
@@ -165,8 +172,7 @@ def main() -> int:
                                  host_source="measured on this desktop", copies=copies, beside=host["beside"],
                                  hp_ports=ports)
              for ports in range(1, ultra96.hp_ports + 1)}
-    hp_ports = int(port_choice({ports: np.array([step.time.total_s]) for ports, step in steps.items()})[0])
-    step = steps[hp_ports]
+    hp_ports, step = on_ports(steps)
     cycles = list(step.layer_cycles)
     torch_s = []
     for _ in range(args.steps):

@@ -22,7 +22,7 @@ from codesign.contracts.calls import DESCRIPTOR_WORDS, FIELD, encode_list, round
 from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import clear_list_ends, flush_words, invalidate_words
 from codesign.deploy.manifest import DeployError
-from codesign.step.list_cycles import BOARD_DDR, phase_cycles
+from codesign.step.list_cycles import BOARD_DDR, phase_cycles, phase_port_words
 from codesign.step.model import StageLog, model_figures
 
 KEPT_ENCODINGS = 64  # lists whose descriptor words are kept (a step's lists at a few shapes and widths)
@@ -87,6 +87,9 @@ class ListShell:
                 raise DeployError(f"design {overlay.manifest['design']!r}: design.json's loop.setup.spec differs from "
                                   f"IP {ip['name']}'s spec in {differ}: the lists would not fit the IP")
         self.ips = {pe: [overlay.accelerator(name) for name in names[pe]] for pe in self.specs}
+        # each IP's high-performance port, from design.json (the manifest check refuses one the design lacks)
+        self.ports = {pe: [ip.get("hp_port", 0) for ip in overlay.manifest["ips"] if ip["pe"] == pe]
+                      for pe in self.specs}
         # whether every IP of a PE keeps the accumulation buffer (a list trainer refuses lists that need it)
         self.held_sums = {pe: all(ip.get("held_sums", True) for ip in overlay.manifest["ips"] if ip["pe"] == pe)
                           for pe in self.specs}  # the manifest check refuses a value that is not a bool
@@ -223,16 +226,19 @@ class ListShell:
         return arena
 
     def _price(self, phase, arena, runs: int, priced=None, *, log: StageLog) -> tuple:
-        """Add ``runs`` runs of ``phase`` to ``log``; its ``(cycles, words in, words out)``, priced unless given."""
-        priced = priced or phase_cycles(phase, self.specs, np.asarray(arena), ddr=BOARD_DDR)
+        """Add ``runs`` runs of ``phase`` to ``log``; its ``(cycles, words in, words out, busiest port's words in,
+        out)``, priced unless given (each IP's words through its port, as the desktop's list step models count
+        them)."""
+        priced = priced or (*phase_cycles(phase, self.specs, np.asarray(arena), ddr=BOARD_DDR),
+                            *phase_port_words(phase, self.ports))
         for _ in range(runs):
             log.add(*priced)
         return priced
 
     def stage_log(self) -> StageLog:
         """Every phase run so far as a stage of the list cycle model under :data:`BOARD_DDR` (a phase's lists side
-        by side: the longest one's cycles, the words of all). Priced when asked, each distinct phase once: the
-        model is Python, cycle by cycle, and has no place inside a step a board times."""
+        by side: the longest one's cycles, the words of all and of its busiest port). Priced when asked, each
+        distinct phase once: the model is Python, cycle by cycle, and has no place inside a step a board times."""
         log = StageLog()
         log.stages.extend(self._priced.stages)
         for run in self._runs.values():

@@ -7,9 +7,10 @@ IP). Weights, biases and velocities live in the arena as container words
 from the start and are never read back during training; per step the host
 
 1. writes the batch (rounded to the FB once, as the loop does; unless it
-   wrote it beside the step before) and the three SGD scalars (weight decay,
-   momentum, minus the scheduled learning rate, each rounded to the FB) and
-   flushes them;
+   wrote it beside the step before: then the forward runs on it at once and
+   the batch is checked beside it, :meth:`~codesign.loops.common.StateOnDevice._checked_forward`)
+   and the three SGD scalars (weight decay, momentum, minus the scheduled
+   learning rate, each rounded to the FB) and flushes them;
 2. runs the forward list, reads the logits, computes the loss's gradient
    in float64 as the loop does, writes the gradient rounded to the FB and
    flushes it;

@@ -37,6 +37,7 @@ import numpy as np
 from codesign.contracts.calls import DESCRIPTOR_BYTES, DESCRIPTOR_WORDS, RECORD_WORDS, Block, Call
 from codesign.step.list_pe import WAIT, pe_phases
 from codesign.step.list_shell import WRITE_OPEN, Shell
+from codesign.step.model import busiest_port
 
 CONTROL_CYCLES = 2  # the run_start cycle, and the cycle after the sequencer falls idle (ap_done is registered)
 
@@ -316,6 +317,15 @@ def phase_cycles(phase: Sequence[Tuple[str, Sequence[Call]]], specs, arena: np.n
     return cycles, words_in, words_out
 
 
+def phase_port_words(phase: Sequence[Tuple[str, Sequence[Call]]], ports: Mapping[str, Sequence[int]]
+                     ) -> Tuple[int, int]:
+    """Words in and out of a phase's busiest high-performance port: a PE's ``k``-th list of the phase on its
+    ``k``-th IP (as the board's shell starts them), that IP on port ``ports[pe][k]``
+    (:func:`codesign.step.model.busiest_port`)."""
+    on = [ports[pe][sum(other == pe for other, _ in phase[:index])] for index, (pe, _) in enumerate(phase)]
+    return busiest_port([list_words(calls) for _, calls in phase], on)
+
+
 def step_cycles(pe: str, spec, lists: Mapping[str, Sequence[Call]], arena: np.ndarray, *,
                 ddr: Optional[DdrTiming] = None) -> Dict[str, object]:
     """A step's lists run one after the other on one ``pe`` IP of the build ``spec`` (``lists``: name -> calls,
@@ -389,5 +399,5 @@ def bench_poll_cycles(busy: int, poll_cycles: int = 16, read_cycles: int = 3, of
 
 
 __all__ = ["AXI_RAM", "BOARD_DDR", "CONTROL_CYCLES", "CallCycles", "DdrTiming", "ListCycles", "MemoryTiming",
-           "bench_poll_cycles", "call_phases", "fast_step_cycles", "list_cycles", "list_words", "phase_cycles", "PeName",
-           "step_cycles", "wait_cycles"]
+           "bench_poll_cycles", "call_phases", "fast_step_cycles", "list_cycles", "list_words", "phase_cycles",
+           "phase_port_words", "PeName", "step_cycles", "wait_cycles"]

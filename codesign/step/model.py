@@ -15,7 +15,7 @@ wall time) use the same rule, so the model is stated once.
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 WORD_BYTES = 4  # the PEs' stream words and the shell's AXI beats are 32 bits
 
@@ -25,6 +25,24 @@ def hp_port_of(ip_index: int, hp_ports: int) -> int:
     so copies of one PE, listed one after another, land on different ports (the block design's rule,
     :mod:`codesign.shell.vivado`, and the models')."""
     return ip_index % hp_ports
+
+
+def check_hp_ports(hp_ports) -> int:
+    """``hp_ports`` as a count of high-performance ports, or an error."""
+    if isinstance(hp_ports, bool) or not isinstance(hp_ports, int) or hp_ports < 1:
+        raise ValueError(f"hp_ports={hp_ports!r} must be a positive int")
+    return hp_ports
+
+
+def busiest_port(words: Sequence[Tuple[int, int]], ports: Sequence[int]) -> Tuple[int, int]:
+    """Words in and out of the busiest port, each IP's ``(in, out)`` words through its port in ``ports``: what
+    bounds a stage whose IPs work side by side."""
+    moved: Dict[int, List[int]] = {}
+    for (words_in, words_out), port in zip(words, ports):
+        sums = moved.setdefault(port, [0, 0])
+        sums[0] += words_in
+        sums[1] += words_out
+    return max((w[0] for w in moved.values()), default=0), max((w[1] for w in moved.values()), default=0)
 
 
 def port_bytes_per_s(hp_port_bits: int, clock_mhz: float) -> float:
@@ -86,4 +104,4 @@ def model_figures(log: StageLog, manifest: Mapping, steps: int) -> Optional[Dict
             "stages": len(log.stages)}
 
 
-__all__ = ["StageLog", "WORD_BYTES", "hp_port_of", "model_figures", "port_bytes_per_s", "stage_seconds"]
+__all__ = ["StageLog", "WORD_BYTES", "busiest_port", "check_hp_ports", "hp_port_of", "model_figures", "port_bytes_per_s", "stage_seconds"]

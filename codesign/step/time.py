@@ -26,7 +26,7 @@ from codesign.boards import Board
 from codesign.contracts.calls import Call
 from codesign.energy.table import horowitz_45nm
 from codesign.step.list_cycles import list_words
-from codesign.step.model import WORD_BYTES, hp_port_of
+from codesign.step.model import WORD_BYTES, busiest_port, check_hp_ports, hp_port_of
 from codesign.step.model import port_bytes_per_s as port_bytes
 from codesign.step.model import stage_seconds as stage_model
 
@@ -180,16 +180,13 @@ def list_stages(priced, hp_ports: int = 1) -> list[Stage]:
     phase, :func:`codesign.step.share.phased_step_cycles`: a phase's ``k``-th list on the PE's ``k``-th IP): its
     cycles and its words, and those of its busiest port where the IPs of one PE, listed one after another, are
     spread over ``hp_ports`` ports (:func:`codesign.step.model.hp_port_of`)."""
-    if isinstance(hp_ports, bool) or not isinstance(hp_ports, int) or hp_ports < 1:
-        raise ValueError(f"hp_ports={hp_ports!r} must be a positive int")
+    check_hp_ports(hp_ports)
     stages = []
     for name, words in priced["words"].items():
-        port_in, port_out = [0] * hp_ports, [0] * hp_ports
-        for index, (list_in, list_out) in enumerate(priced.get("list_words", {}).get(name, [words])):
-            port_in[hp_port_of(index, hp_ports)] += list_in
-            port_out[hp_port_of(index, hp_ports)] += list_out
-        stages.append(Stage(cycles=priced[name], words_in=words[0], words_out=words[1], port_in=max(port_in),
-                            port_out=max(port_out)))
+        lists = priced.get("list_words", {}).get(name, [words])
+        port_in, port_out = busiest_port(lists, [hp_port_of(index, hp_ports) for index in range(len(lists))])
+        stages.append(Stage(cycles=priced[name], words_in=words[0], words_out=words[1], port_in=port_in,
+                            port_out=port_out))
     return stages
 
 

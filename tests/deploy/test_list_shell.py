@@ -77,6 +77,29 @@ def test_descriptors_are_freed_after_the_phase_and_arenas_least_recently_used_fi
     assert arenas[1].freed and not arenas[0].freed
 
 
+def test_the_stage_log_charges_each_phase_its_busiest_port_from_design_json(monkeypatch):
+    """Each IP's port is design.json's ``hp_port``; a phase's lists are priced with the words of the port its IPs
+    load most, as the desktop's list step models count them."""
+    import pynq
+
+    monkeypatch.setattr(pynq, "allocate", _allocate)
+    monkeypatch.setattr(list_shell, "encode_list", lambda calls: np.arange(4 * len(calls), dtype=np.uint32))
+    monkeypatch.setattr(list_shell, "flush_words", lambda *args: None)
+    monkeypatch.setattr(list_shell, "clear_list_ends", lambda arena, lists: None)
+    monkeypatch.setattr(list_shell, "phase_cycles", lambda phase, specs, arena, ddr: (100, 30, 12))
+    seen = []
+    monkeypatch.setattr(list_shell, "phase_port_words", lambda phase, ports: seen.append(ports) or (20, 8))
+    ips = {name: _Ip(name) for name in ("tt1_0", "tt1_1", "tt2_0")}
+    overlay = SimpleNamespace(device=None, accelerator=ips.get, manifest={"design": "d", "ips": [
+        {"name": "tt1_0", "pe": "tt1", "hp_port": 0}, {"name": "tt1_1", "pe": "tt1", "hp_port": 1},
+        {"name": "tt2_0", "pe": "tt2", "hp_port": 1}]})
+    shell = ListShell(overlay, {"tt1": None, "tt2": None})
+    arena = shell.arena(SimpleNamespace(arena=np.zeros(8, np.uint32)), "a")
+    shell.run_phase([("tt1", ("x",)), ("tt1", ("y", "z")), ("tt2", ("u", "v", "w"))], arena)  # lengths apart
+    assert shell.stage_log().stages == [(100, 30, 12, 20, 8)]
+    assert seen == [{"tt1": [0, 1], "tt2": [1]}]
+
+
 def _logging_shell(monkeypatch, log: list) -> ListShell:
     import pynq
 

@@ -148,8 +148,9 @@ def csb_list_model(spec: CsbSpec, layers: Sequence[int], batch: int, masks: Sequ
     copies of it whose square block, lanes and multipliers vary (the builds the lists run on), the kept weights
     ``masks`` encoded for each block shape; each phase a stage priced by the list cycle model under the HP port's
     DDR timing (fast, :func:`codesign.step.list_cycles.fast_step_cycles`); ``host`` the host's seconds a list step
-    between its phases (``fixed_s``) and those it works beside the last (``beside_s``: the loss, the next batch
-    written), which a build's step hides as far as that phase reaches (the space counts them hidden)."""
+    between its phases (``fixed_s``) and those it works beside them (``beside_s``: the batch's check, the loss,
+    the next batch written), which a build's step hides behind the last phase as far as it reaches (the space
+    counts them hidden)."""
     encoded: dict[tuple[int, int], list] = {}
 
     def structures(build: CsbSpec) -> list:

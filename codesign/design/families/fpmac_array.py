@@ -96,8 +96,9 @@ def fb_list_model(spec: FpmacArraySpec, layers: Sequence[int], batch: int, *, ho
     copies whose array shape and buffer depths vary, each phase a stage priced by the list cycle model under the HP
     port's DDR timing (:data:`codesign.step.list_cycles.BOARD_DDR`; fast,
     :func:`codesign.step.list_cycles.fast_step_cycles`); ``host`` the host's seconds a list step between its phases
-    (``fixed_s``) and those it works beside the last (``beside_s``: the loss, the next batch written), which a
-    build's step hides as far as that phase reaches (the space counts them hidden)."""
+    (``fixed_s``) and those it works beside them (``beside_s``: the batch's check, the loss, the next batch
+    written), which a build's step hides behind the last phase as far as it reaches (the space counts them
+    hidden)."""
 
     def priced(build, copies: int = 1):
         return step_list_cycles(build, layers, batch, ddr=BOARD_DDR, fast=True, copies=copies)

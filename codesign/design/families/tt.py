@@ -183,7 +183,7 @@ def tt_refine(raw, design: DesignPoint, chosen_toml: dict[str, Any], chosen_desi
         lists = {**list_step_report(setup, *specs_of(at_options), chosen_design.board,
                                     clock_mhz=chosen_design.clock_mhz, per_call_total_s=at_point["total_s"],
                                     copies=copies_of(at_options), room=room,
-                                    hp_ports=chosen_design.ports_used),
+                                    hp_ports=chosen_design.ports_used if at is None else int(space.hp_ports[at])),
                  "label": at_point["label"], "chosen": at_point["label"] == point["label"]}
     return Refined(chosen_toml=chosen_toml, chosen_design=chosen_design,
                    step_options={"forward_split": chosen_design.forward_split},

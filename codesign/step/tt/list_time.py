@@ -26,8 +26,8 @@ import numpy as np
 from codesign.boards import Board
 from codesign.pe.tt.cycles import transaction_cycles
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.step.list_cycles import BOARD_DDR, DdrTiming, list_words, phase_cycles
-from codesign.step.model import hp_port_of
+from codesign.step.list_cycles import BOARD_DDR, DdrTiming, phase_cycles, phase_port_words
+from codesign.step.model import check_hp_ports, hp_port_of
 from codesign.step.time import Stage, StepTime, hidden_seconds, step_time
 from codesign.step.tt.step_lists import Fracs, StepLists, check_specs, step_lists
 from codesign.step.tt.time import TtLayers, tt_mac_energy_pj
@@ -129,8 +129,7 @@ def list_ports(copies: tuple[int, int], hp_ports: int = 1) -> dict[str, tuple[in
     """Per PE, the high-performance port of each of its IPs in a TT design, whose instances list PE1's copies,
     then PE2's (then PE3's, which no list uses; :func:`codesign.design.point.design_point`), spread round robin
     over ``hp_ports`` ports (:func:`codesign.step.model.hp_port_of`, the block design's rule)."""
-    if isinstance(hp_ports, bool) or not isinstance(hp_ports, int) or hp_ports < 1:
-        raise ValueError(f"hp_ports={hp_ports!r} must be a positive int")
+    check_hp_ports(hp_ports)
     return {"tt1": tuple(hp_port_of(k, hp_ports) for k in range(copies[0])),
             "tt2": tuple(hp_port_of(copies[0] + k, hp_ports) for k in range(copies[1]))}
 
@@ -145,18 +144,9 @@ def phase_stages(lists: StepLists, spec1: Tt1Spec, spec2: Tt2Spec, *, ddr: DdrTi
     stages = []
     for phase in lists.phases:
         cycles, words_in, words_out = phase_cycles(phase, specs, lists.arena, ddr=ddr)
-        if ports is None:
-            stages.append(Stage(cycles=cycles, words_in=words_in, words_out=words_out))
-            continue
-        on_port: dict[int, list[int]] = {}
-        for index, (pe, calls) in enumerate(phase):
-            copy = sum(other == pe for other, _ in phase[:index])
-            moved = on_port.setdefault(ports[pe][copy], [0, 0])
-            for side, words in enumerate(list_words(calls)):
-                moved[side] += words
-        stages.append(Stage(cycles=cycles, words_in=words_in, words_out=words_out,
-                            port_in=max(w[0] for w in on_port.values()),
-                            port_out=max(w[1] for w in on_port.values())))
+        port_in, port_out = (None, None) if ports is None else phase_port_words(phase, ports)
+        stages.append(Stage(cycles=cycles, words_in=words_in, words_out=words_out, port_in=port_in,
+                            port_out=port_out))
     return stages
 
 

@@ -377,13 +377,13 @@ class _Builder:
 
     def codes(self, values: int, row: int, limit: int, k: int, share: int = 1) -> Out:
         """Room for core ``k``'s ``values`` gradient codes the host reads, in rows that tile ``row`` within ``limit``
-        values; rows short enough that ``share`` copies can each write a part of a row where those parts are
-        whole stream words (the same bytes either way: each row starts a stream word), so that the copies may
-        share the contraction's ``L`` (:func:`~codesign.step.tt.list_tiles.l_cut`)."""
-        rows = row_within(row, limit)
-        if share > 1:
+        values; rows short enough that ``share`` copies can each write a part of a row where the rows and those
+        parts are whole stream words (the same bytes either way: each row starts a stream word), so that the
+        copies may share the contraction's ``L`` (:func:`~codesign.step.tt.list_tiles.l_cut`)."""
+        rows, word = row_within(row, limit), 2 * self.parts  # a stream word holds `word` codes
+        if share > 1 and rows % word == 0:
             part = row_within(row, min(limit, -(-row // share)))
-            rows = part if part % (2 * self.parts) == 0 else rows
+            rows = part if part % word == 0 else rows
         cfg = codes_rounding(shift_of(self.fracs, ("core_grad_frac_bits", k)), self.fracs.grad_bits, rows,
                              self.parts)
         offset = self.arena.reserve(cfg.words_out(values))
