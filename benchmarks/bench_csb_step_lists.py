@@ -13,7 +13,8 @@ pruning search on the digits, then in one process:
   of a :class:`codesign.loops.csb_lists.CsbListTrainer` step less its golden
   shell's (which a board replaces by its IP), given the next batch as ``fit``
   gives it; the seconds it works beside a phase (this batch's check beside the
-  forward, the next batch's codes written beside the last) are hidden as far as the phase reaches. This desktop is not the board's ARM.
+  forward, the next batch's codes written beside the last) are hidden as far as the phase reaches. This
+  desktop is not the board's ARM.
 - ``per_call``: the same step as one IP call per layer operation with the host
   encoding blocks between them (:func:`codesign.step.csb.time.csb_step_time`,
   its host measured here): what the board ran before the lists.

@@ -13,7 +13,8 @@ one process:
   :class:`codesign.loops.fb_lists.FbListTrainer` step less its golden shell's
   (which a board replaces by its IP), given the next batch as ``fit`` gives
   it; the seconds it works beside a phase (this batch's check beside the
-  forward, the next batch written beside the last) are hidden as far as the phase reaches. This desktop is not the board's ARM.
+  forward, the next batch written beside the last) are hidden as far as the phase reaches. This desktop
+  is not the board's ARM.
 - ``per_call``: the same step as one IP call per GEMM with the host between
   them (:func:`codesign.step.fpmac_array.time.fb_step_time`, its host measured
   here): what the board ran before the lists.

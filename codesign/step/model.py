@@ -104,5 +104,5 @@ def model_figures(log: StageLog, manifest: Mapping, steps: int) -> Optional[Dict
             "stages": len(log.stages)}
 
 
-__all__ = ["StageLog", "WORD_BYTES", "busiest_port", "check_hp_ports", "hp_port_of", "model_figures", "port_bytes_per_s",
-           "stage_seconds"]
+__all__ = ["StageLog", "WORD_BYTES", "busiest_port", "check_hp_ports", "hp_port_of", "model_figures",
+           "port_bytes_per_s", "stage_seconds"]
