@@ -28,7 +28,7 @@ import numpy as np
 from codesign.deploy.board import OnBoard
 from codesign.deploy.driver import AccelIP
 from codesign.deploy.manifest import DeployError
-from codesign.step.model import StageLog
+from codesign.step.model import StageLog, busiest_port
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.step.tt.runners import AnswerError, pack_stage, stage_layout, unpack_results
 from codesign.step.tt.schedule import StepHardware, hardware_of
@@ -123,14 +123,10 @@ class IpRunner:
         self.pe_makespan += busiest
         if error is not None:
             raise error
-        per_port: dict[int, list[int]] = {}
-        for driver, copy in started:
-            words = per_port.setdefault(self.hp_ports.get(driver.ip_name, 0), [0, 0])
-            words[0] += copy.words_in
-            words[1] += copy.words_out
-        self.stages.add(busiest, sum(w[0] for w in per_port.values()), sum(w[1] for w in per_port.values()),
-                        max((w[0] for w in per_port.values()), default=0),
-                        max((w[1] for w in per_port.values()), default=0))
+        self.stages.add(busiest, sum(copy.words_in for _, copy in started),
+                        sum(copy.words_out for _, copy in started),
+                        *busiest_port([(copy.words_in, copy.words_out) for _, copy in started],
+                                      [self.hp_ports.get(driver.ip_name, 0) for driver, _ in started]))
         return finished
 
     def _results(self, driver: AccelIP, calls, out: np.ndarray) -> list[np.ndarray]:

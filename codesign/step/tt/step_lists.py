@@ -465,9 +465,11 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
         n = copies[0] if item.pe == "tt1" else copies[1]
         return max(1, min(n, math.prod(item.dims) // share_products))
 
-    made = {item.name: (item, tuple(contraction_calls(item, builder.spec[item.pe], builder.arena, pieces(item),
-                                                      l_cut(item, builder.spec[item.pe], pieces(item)))))
-            for item in builder.items}
+    def calls_of(item: Contraction) -> Tuple[Call, ...]:  # cut along I or L for the copies, whichever is faster
+        spec, n = builder.spec[item.pe], pieces(item)
+        return tuple(contraction_calls(item, spec, builder.arena, n, l_cut(item, spec, n)))
+
+    made = {item.name: (item, calls_of(item)) for item in builder.items}
     d = builder.d
 
     def phase(pe1: Sequence[str], pe2: Sequence[str]):
