@@ -40,7 +40,10 @@ counts them) are printed as shares of the board's, against the fit rule's
 default) takes it ``j`` outer where that is faster and the builds' DSP slices (the calibrated resource model on the
 board's family) stay within the 278 of issue 39's goals
 (:func:`codesign.design.families.tt_list_step.b_order_choice`: 258 with
-two j-outer PE1 IPs). Prints the step's parts and the ratio board /
+two j-outer PE1 IPs). PE2 runs row pairs and PE1 sums rows ``j`` in pairs as ``--pairs`` says; ``auto`` (the
+default) per PE where that is faster and the builds still fit
+(:func:`codesign.design.families.tt_list_step.pairs_choice`, docs/tt_pe.md "Row pairs" and "Row pairs along
+j"). Prints the step's parts and the ratio board /
 torch_f32, and the PEs' cycles by part (load, compute, drain: :class:`codesign.step.tt.list_time.PeWork`) with the
 bound a PE overlapping them would reach; writes ``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes about two minutes at rank 8
 (the golden shell computes every call of the two warm steps with the PEs' vectorised golden).
@@ -57,7 +60,8 @@ are compared, least and median: the same machine load on both.
 cores pair the modes anew (the float32 step is of that network too).
 
 Run: .venv/bin/python benchmarks/bench_tt_step_lists.py [--rank 8] [--steps 20] [--clock-mhz 100] [--stream-bits 128]
-[--copies 2,2] [--b-order auto] [--modes ours] [--held-sums auto] [--staging-pair 0] [--out reports/bench]
+[--copies 2,2] [--b-order auto] [--pairs auto] [--modes ours] [--held-sums auto] [--staging-pair 0]
+[--out reports/bench]
 """
 
 from __future__ import annotations
@@ -75,7 +79,7 @@ from codesign.design.explore import port_choice
 from codesign.design.explore_model import fixed_resources
 from codesign.design.fit import DEFAULT_LIMIT_PERCENT
 from codesign.design.families.tt import PAPER_BATCH, PAPER_LAYERS, paper_setup, tt_setup_of
-from codesign.design.families.tt_list_step import b_order_choice
+from codesign.design.families.tt_list_step import PAIRS_FIELD, b_order_choice, pairs_choice
 from codesign.io.reports import write_json_atomic
 from codesign.loops.tt_lists import TtListTrainer
 from codesign.boards import board
@@ -113,6 +117,9 @@ def main() -> int:
                         help="IPs of PE1 and of PE2 a phase's lists are shared among (2,2: 256 DSP slices)")
     parser.add_argument("--b-order", default="auto", choices=("auto", "lj", "jl"),
                         help="PE1's B order: l outer, j outer, or auto (j outer where faster within the DSP goal)")
+    parser.add_argument("--pairs", default="auto", choices=("auto", "on", "off"),
+                        help="where K fits half the lanes, PE2 runs groups of 2 x rows and PE1 sums rows j in pairs: "
+                             "on, off, or auto (per PE, where faster and the builds still fit)")
     parser.add_argument("--modes", default="ours", choices=("ours", "cheapest"),
                         help="the layers' mode orders: ours (PAPER_LAYERS, what the TT reproductions train) or, per "
                              "layer, the order of those modes with the fewest step products (another network: "
@@ -153,13 +160,14 @@ def main() -> int:
     setup = paper_setup(args.rank, precision, modes=[(order.in_modes, order.out_modes) for order in orders])
     build = {**BUFFERS, "stream_bits": args.stream_bits}
     ultra96 = board("ultra96v2")
-    spec1, spec2, order = pe1_order(setup, build, buffers, ultra96, args, copies)
-    dsp = sum(n * pe_resources(pe, spec, ultra96.yosys_family)["dsp"]
-              for n, pe, spec in zip(copies, ("tt1", "tt2"), (spec1, spec2)))
     rng = np.random.default_rng(args.rank)
     batches = [(rng.random((setup.batch_size, setup.layers[0]["in_features"])).astype(np.float32),
                 rng.integers(0, setup.layers[-1]["out_features"], setup.batch_size)) for _ in range(2 + args.steps)]
-    held = {"tt1": True, "tt2": True} if args.held_sums == "all" else lists_hold(setup, spec1, spec2, copies, batches)
+    plain = Tt1Spec(**build, **buffers["tt1"]), Tt2Spec(**build, **buffers["tt2"])  # which lists hold sums: any build
+    held = {"tt1": True, "tt2": True} if args.held_sums == "all" else lists_hold(setup, *plain, copies, batches)
+    spec1, spec2, order, pairs = pe_builds(setup, build, buffers, ultra96, args, copies, held)
+    dsp = sum(n * pe_resources(pe, spec, ultra96.yosys_family)["dsp"]
+              for n, pe, spec in zip(copies, ("tt1", "tt2"), (spec1, spec2)))
     fit = builds_fit(ultra96, copies, spec1, spec2, held)
     shell = GoldenListShell({"tt1": spec1, "tt2": spec2}, copies, held_sums=held)
     trainer = TtListTrainer(setup, shell)
@@ -194,11 +202,15 @@ def main() -> int:
            "ratio_board_to_torch_f32": total_s / min(torch_s), "clock_mhz": args.clock_mhz,
            "pe_build": build, "pe_buffers": buffers, "held_sums": held, "fit": fit, "b_order": spec1.b_order, "copies": list(copies), "dsp": dsp,
            "pe_dma_ms_by_order": {k: 1e3 * v for k, v in order.get("pe_dma_s", {}).items()},
+           "pairs": {pe: getattr(spec, PAIRS_FIELD[pe]) for pe, spec in (("tt1", spec1), ("tt2", spec2))},
+           "pe_dma_ms_by_pairs": {pe: {k: 1e3 * v for k, v in found.get("pe_dma_s", {}).items()}
+                                  for pe, found in pairs.items()},
            "pe_work": step.pe_work.to_dict()}
     if args.staging_pair:
         pair_batches = [(rng.random(x.shape).astype(np.float32), y) for x, y in batches[:1] * args.staging_pair]
         row["staging_pair"] = staging_pair(setup, shell, copies, held, pair_batches)
-    print(f"rank {args.rank}, PE1 b_order {spec1.b_order} ({dsp:g} DSP), IPs on {hp_ports} HP port(s) (one port: "
+    print(f"rank {args.rank}, PE1 b_order {spec1.b_order}, pairs {row['pairs']} ({dsp:g} DSP), IPs on {hp_ports} HP "
+          f"port(s) (one port: "
           f"{row['board_step_ms_by_hp_ports'][1]:.1f} ms): board step {row['board_step_ms']:.1f} ms (PE+DMA "
           f"{row['pe_dma_ms']:.1f} ms over "
           f"layers {[round(c / (args.clock_mhz * 1e3), 1) for c in cycles]} ms, host here {row['host_ms_desktop']:.1f}"
@@ -268,18 +280,31 @@ def builds_fit(board_, copies, spec1, spec2, held) -> dict:
     return {"total": total, "percent": percent, "fits": all(v <= FIT_LIMIT for v in percent.values())}
 
 
-def pe1_order(setup, build, buffers, ultra96, args, copies):
-    """PE1 and PE2 builds and the order :func:`b_order_choice` priced: ``--b-order`` as given, or (``auto``) j outer
-    where faster and within :data:`DSP_GOAL` slices."""
-    spec1 = Tt1Spec(**build, **buffers["tt1"], b_order="lj" if args.b_order == "auto" else args.b_order)
-    spec2 = Tt2Spec(**build, **buffers["tt2"])
-    if args.b_order != "auto":
-        return spec1, spec2, {}
-    used = sum(n * pe_resources(pe, spec, ultra96.yosys_family)["dsp"]
-               for n, pe, spec in zip(copies, ("tt1", "tt2"), (spec1, spec2)))
-    order = b_order_choice(setup, spec1, spec2, ultra96, clock_mhz=args.clock_mhz, copies=copies,
-                           room={"dsp": DSP_GOAL - used})
-    return order["spec1"], spec2, order
+def pe_builds(setup, build, buffers, ultra96, args, copies, held):
+    """PE1 and PE2 builds, the order :func:`b_order_choice` priced and the pairs :func:`pairs_choice` priced
+    (per PE): ``--b-order`` and ``--pairs`` as given, or (``auto``) j outer where faster and within
+    :data:`DSP_GOAL` slices, then PE2's and PE1's pairs where faster and the builds still fit the DSP goal and
+    the fit rule (:func:`builds_fit`'s count, the accumulation buffer where ``held`` says: no choice moves a
+    list)."""
+    pairs_on = args.pairs == "on"
+    spec1 = Tt1Spec(**build, **buffers["tt1"], b_order="lj" if args.b_order == "auto" else args.b_order,
+                    j_pairs=pairs_on)
+    spec2 = Tt2Spec(**build, **buffers["tt2"], row_pairs=pairs_on)
+    order, pairs = {}, {}
+    if args.b_order == "auto":
+        used = sum(n * pe_resources(pe, spec, ultra96.yosys_family)["dsp"]
+                   for n, pe, spec in zip(copies, ("tt1", "tt2"), (spec1, spec2)))
+        order = b_order_choice(setup, spec1, spec2, ultra96, clock_mhz=args.clock_mhz, copies=copies,
+                               room={"dsp": DSP_GOAL - used})
+        spec1 = order["spec1"]
+    for pe in ("tt2", "tt1") if args.pairs == "auto" else ():  # PE2's first: alone they shorten its K = R phases
+        total = builds_fit(ultra96, copies, spec1, spec2, held)["total"]
+        room = {key: FIT_LIMIT / 100 * ultra96.resources[key] - total[key] for key in total}
+        room["dsp"] = min(room["dsp"], DSP_GOAL - total["dsp"])
+        pairs[pe] = pairs_choice(setup, spec1, spec2, ultra96, pe=pe, clock_mhz=args.clock_mhz, copies=copies,
+                                 room=room)
+        spec1, spec2 = (pairs[pe]["spec"], spec2) if pe == "tt1" else (spec1, pairs[pe]["spec"])
+    return spec1, spec2, order, pairs
 
 
 if __name__ == "__main__":

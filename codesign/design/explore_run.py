@@ -414,7 +414,8 @@ def _list_step_lines(found: Mapping[str, Any] | None) -> list[str]:
             f"{ms['host_s']:.3f} (measured, {found['host_share']:.0%}), against {ms['per_call_total_s']:.3f} ms per "
             f"call; layers {layers} ms; MAC bound {ms['macs_s']:.3f} ms; per step {work['lists']} lists, "
             f"{work['calls']} calls, {work['flushed_bytes'] / 1024:.1f} KiB flushed, "
-            f"{work['read_bytes'] / 1024:.1f} KiB read{_b_order_words(found.get('b_order'))}"]
+            f"{work['read_bytes'] / 1024:.1f} KiB read{_b_order_words(found.get('b_order'))}"
+            f"{_pairs_words(found.get('pairs'))}"]
 
 
 def _mode_order_lines(layers: Sequence[Mapping[str, Any]] | None) -> list[str]:
@@ -445,6 +446,20 @@ def _b_order_words(order: Mapping[str, Any] | None) -> str:
     return (f"; PE1 takes B {'j' if order['chosen'] == 'jl' else 'l'} outer (b_order {order['chosen']}: PE and DMA "
             f"{ms['lj']:.3f} ms l outer, {ms['jl']:.3f} ms j outer at {cost or 'no cost'}"
             f"{'' if order['jl_fits'] else ', over the cap'})")
+
+
+def _pairs_words(pairs: Mapping[str, Any] | None) -> str:
+    """Whether the list step's PEs run pairs where both builds were priced (:func:`pairs_choice`)."""
+    words = ""
+    for pe, found in (pairs or {}).items():
+        if "pe_dma_s" not in found:
+            continue
+        ms, extra = {key: 1e3 * value for key, value in found["pe_dma_s"].items()}, found["pairs_extra"]
+        cost = ", ".join(f"{extra[key]:+g} {key}" for key in RESOURCES if extra[key])
+        words += (f"; {pe} {'with' if found['chosen'] else 'without'} pairs (PE and DMA {ms['plain']:.3f} ms "
+                  f"without, {ms['pairs']:.3f} ms with them at {cost or 'no cost'}"
+                  f"{'' if found['pairs_fits'] else ', over the cap'})")
+    return words
 
 
 __all__ = ["ExploreError", "cost_task", "design_of_point", "distinct_builds", "explore_design", "hp_port_choice",

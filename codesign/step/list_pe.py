@@ -109,12 +109,14 @@ def csb_phases(spec, header: int) -> tuple:
 
 def _tt12(pe1: bool, spec, dims: tuple, cwa: int, cwb: int, chunks) -> tuple:
     """PE1 and PE2 as raw phases (results as ``(OUT, results, row length)``, PE2's as ``(DRAIN, ...)``): B's words,
-    then per row i of A its words and per group of ``rows`` rows the MAC loop and the group's results. PE1: J*KC
-    MAC cycles and a flush, then one row of results; PE2: a GATE, KC*J MAC cycles (the chunks back to back), then
+    then per row i of A its words and per group of ``rows`` rows (PE2 with row pairs: ``2 * rows`` where K fits
+    half the lanes) the MAC loop and the group's results. PE1: J*KC MAC cycles (ceil(J/2) summing rows j in
+    pairs) and a flush, then one row of results; PE2: a GATE, KC*J MAC cycles (the chunks back to back), then
     rows of K to the output engine, which sends them while the next group computes; END after the last. Each
     takes ``A[i+1]`` beside ``A[i]``'s MAC loops (BESIDE ... SYNC)."""
     i, j, k, cols = dims  # cols: the header's L
-    kc, groups = chunks(k, spec.lanes), chunks(cols, spec.rows)
+    group_rows = spec.rows if pe1 else spec.group_rows(k)
+    kc, groups = chunks(k, spec.lanes), chunks(cols, group_rows)
     load_b = cols * j * kc * cwb if pe1 else cols * chunks(j, spec.lanes) * cwb
     block = j * kc * cwa
     steps = [(IN, load_b, None)]
@@ -125,9 +127,9 @@ def _tt12(pe1: bool, spec, dims: tuple, cwa: int, cwb: int, chunks) -> tuple:
         if beside:
             steps.append((BESIDE, block, None))
         for group in range(groups):
-            rows = min(spec.rows, cols - group * spec.rows)
+            rows = min(group_rows, cols - group * group_rows)
             if pe1:
-                steps.extend([(WAIT, j * kc + 1, None), (OUT, rows, rows)])
+                steps.extend([(WAIT, spec.loop_cycles(j, k) + 1, None), (OUT, rows, rows)])
             else:
                 steps.extend([(GATE, 1, None), (WAIT, kc * j, None), (DRAIN, rows * k, k)])
         if beside:

@@ -138,11 +138,13 @@ inline int contraction_status(int dim_i, int dim_j, int dim_k, int dim_l, int ma
 }
 
 // B_ORDER: the order of B's rows in the stream, 0 for l outer (the original stream), 1 for j outer
-// (codesign.pe.tt.spec.Tt1Spec.b_order "jl"); each row lands in b[l][j] either way.
+// (codesign.pe.tt.spec.Tt1Spec.b_order "jl"); each row lands in b[l][j] either way. J_PAIRS (Tt1Spec.j_pairs):
+// where K fits half the lanes, the chunk sums of rows j = 2p and 2p + 1 are added into an accumulator as one.
 template <int LANES, int ROWS, int A_BITS, int B_BITS, int ACC_BITS, int MAX_J, int MAX_K, int MAX_L,
-          int STREAM_BITS = 32, int B_ORDER = 0>
+          int STREAM_BITS = 32, int B_ORDER = 0, int J_PAIRS = 0>
 struct pe1 {
   static_assert(B_ORDER == 0 || B_ORDER == 1, "B_ORDER must be 0 (l outer) or 1 (j outer)");
+  static_assert(J_PAIRS == 0 || J_PAIRS == 1, "J_PAIRS must be 0 or 1");
   static const int MAX_KC = ceil_div<MAX_K, LANES>::value;
   static const int MAX_G = ceil_div<MAX_L, ROWS>::value;
   typedef typename stream_word<STREAM_BITS>::type word_t;
@@ -176,12 +178,15 @@ struct pe1 {
         ap_int<ACC_BITS> acc[ROWS];
 #pragma HLS ARRAY_PARTITION variable = acc complete
         for (int r = 0; r < ROWS; ++r) acc[r] = 0;
-        for (int j = 0; j < dim_j; ++j)
+        const int j_step = J_PAIRS && LANES > 1 && 2 * dim_k <= LANES ? 2 : 1;  // rows j summed together
+        for (int j = 0; j < dim_j; j += j_step)
           for (int c = 0; c < kc_n; ++c) {
 #pragma HLS PIPELINE II = 1
             for (int r = 0; r < ROWS; ++r) {
               ap_int<64> chunk = 0;  // exact: at most 16 products of 2^30
-              for (int v = 0; v < LANES; ++v) chunk += ap_int<64>(a[j][c][v]) * ap_int<64>(b[g * ROWS + r][j][c][v]);
+              for (int t = j; t < j + j_step && t < dim_j; ++t)
+                for (int v = 0; v < LANES; ++v)
+                  chunk += ap_int<64>(a[t][c][v]) * ap_int<64>(b[g * ROWS + r][t][c][v]);
               acc[r] = sat_add<ACC_BITS>(acc[r], chunk);
             }
           }
@@ -193,9 +198,12 @@ struct pe1 {
 };
 
 // PE2: Z[i,l,k] = sum_j A[i,j,k] * B[l,j], every product saturated in, j in order (paper 003, Eq. (6)).
+// ROW_PAIRS (codesign.pe.tt.spec.Tt2Spec.row_pairs) is the RTL's: there a transaction with K <= LANES / 2 runs
+// row groups of 2 * ROWS rows. It moves cycles, not numbers, so this model computes the same words either way.
 template <int LANES, int ROWS, int A_BITS, int B_BITS, int ACC_BITS, int MAX_J, int MAX_K, int MAX_L,
-          int STREAM_BITS = 32>
+          int STREAM_BITS = 32, int ROW_PAIRS = 0>
 struct pe2 {
+  static_assert(ROW_PAIRS == 0 || ROW_PAIRS == 1, "ROW_PAIRS must be 0 or 1");
   static const int MAX_KC = ceil_div<MAX_K, LANES>::value;
   static const int MAX_JC = ceil_div<MAX_J, LANES>::value;
   static const int MAX_G = ceil_div<MAX_L, ROWS>::value;

@@ -14,6 +14,12 @@
 // the chunk sum is added into each accumulator with saturation to ACC_BITS,
 // j outer, chunk inner.
 //
+// Built with J_PAIRS = 1, a transaction whose K fits half the lanes (K <= LANES/2, one chunk a row) keeps rows
+// j = 2p and 2p + 1 of A and of B side by side in one chunk, row 2p on lanes 0 .. LANES/2 - 1 and row 2p + 1 on
+// the upper half: A and each B bank are two RAMs of half a chunk, the upper one written alone for an odd row.
+// A cycle of the compute loop then sums both rows' products, exactly, and adds that sum into the accumulator
+// with saturation: ceil(J/2) cycles a row group instead of J (docs/tt_pe.md, "Row pairs along j").
+//
 // Cycles (no input gaps, no backpressure), from the header to the last
 // result: 2 + L*J*KC*CWB + LA + (I - 1)*max(LA, Y) + Y + S, LA = J*KC*CWA (one A[i]), Y = G*(J*KC + 1) +
 // (G-1)*ceil(ROWS/BEAT) + ceil(L'/BEAT) (its loops and results), KC = ceil(K/LANES), G = ceil(L/ROWS),
@@ -30,7 +36,8 @@ module tt1_pe #(
     parameter MAX_K    = 64,
     parameter MAX_L    = 32,
     parameter STREAM_BITS = 32, // stream word width (bits): 32, 64 or 128
-    parameter B_ORDER  = 0    // B's rows: 0 l outer (the original stream), 1 j outer (docs/tt_pe.md)
+    parameter B_ORDER  = 0,   // B's rows: 0 l outer (the original stream), 1 j outer (docs/tt_pe.md)
+    parameter J_PAIRS  = 0    // 1: transactions with K <= LANES/2 sum rows j = 2p, 2p + 1 in one chunk
 ) (
     input  wire        clk,
     input  wire        rst,
@@ -61,6 +68,8 @@ module tt1_pe #(
     localparam P = STREAM_BITS / 32;  // results per output word
     localparam BEAT_MAX = P < ROWS ? P : ROWS;
     localparam BEAT = BEAT_MAX >= 4 ? 4 : (BEAT_MAX >= 2 ? 2 : 1);  // results a cycle: a power of two (tt_pack_out)
+    localparam H = LANES / 2;  // lanes of one row of a j pair
+    localparam PAIRS = J_PAIRS != 0 && LANES > 1;
 
     localparam S_HDR = 3'd0, S_STATUS = 3'd1, S_LOADB = 3'd2, S_WAITA = 3'd3, S_COMP = 3'd4, S_FLUSH = 3'd5,
                S_OUT = 3'd6;
@@ -68,6 +77,7 @@ module tt1_pe #(
     reg [2:0] state;
     reg [7:0] dim_i, dim_j, dim_k, dim_l;
     reg [7:0] kc_n;  // chunks per row
+    reg pair;        // this transaction sums rows j in pairs: K <= H on a J_PAIRS build
     reg [`CODESIGN_STATUS_BITS-1:0] status;
 
     // ---- header and input chunks ----------------------------------------------------------------
@@ -100,7 +110,9 @@ module tt1_pe #(
     reg [BAW-1:0] brptr;             // B read address
     reg [7:0] lbase;                 // first l of the group being computed
     reg [RW-1:0] ocnt;               // the group's row whose result leads the beat being sent (S_FLUSH clears it)
-    wire row_end = cc == kc_n - 1 && jj == dim_j - 1;
+    wire [8:0] jnext = {1'b0, jj} + (pair ? 9'd2 : 9'd1);  // the compute loop's next j (a pair's first)
+    wire j_end = PAIRS ? jnext >= {1'b0, dim_j} : jj == dim_j - 1;  // the loop's last j (or pair) of a row group
+    wire row_end = cc == kc_n - 1 && j_end;
 
     // padding lanes (k >= K) are stored as 0
     wire [8:0] kbase = {1'b0, loading_b ? cc : lcc} << LG;
@@ -116,8 +128,25 @@ module tt1_pe #(
     wire [ROWS*BW_-1:0] qb;
     // bank b of A at b * A_DEPTH (the RAM holds 2 * A_DEPTH chunks, whatever A_DEPTH is)
     wire [A2W-1:0] a_raddr = ii[0] ? A_DEPTH + aptr : {1'b0, aptr};
-    tt_ram #(.WIDTH(AW_), .DEPTH(2 * A_DEPTH), .AW(A2W)) u_a (
-        .clk(clk), .we(a_chunk_done), .waddr(a_waddr), .wdata(a_chunk), .raddr(a_raddr), .rdata(qa));
+    wire b_odd = PAIRS && pair && jj[0];  // the B row being taken is the second of a j pair: its pair's upper half alone
+    generate
+        if (PAIRS) begin : g_apair  // A in two RAMs of half a chunk; a j pair's rows at one address
+            wire hb = a_waddr >= A_DEPTH;  // the loader writes bank 1
+            wire [A2W-1:0] row = a_waddr - (hb ? A_DEPTH : 0);  // the row j it writes (one chunk a row)
+            wire odd = pair && row[0];  // its pair's upper half alone, from its lower lanes
+            wire [A2W-1:0] waddr = pair ? (hb ? A_DEPTH : 0) + (row >> 1) : a_waddr;
+            tt_ram #(.WIDTH(AW_ / 2), .DEPTH(2 * A_DEPTH), .AW(A2W)) u_alo (
+                .clk(clk), .we(a_chunk_done && !odd), .waddr(waddr), .wdata(a_chunk[0 +: AW_ / 2]), .raddr(a_raddr),
+                .rdata(qa[0 +: AW_ / 2]));
+            tt_ram #(.WIDTH(AW_ / 2), .DEPTH(2 * A_DEPTH), .AW(A2W)) u_ahi (
+                .clk(clk), .we(a_chunk_done), .waddr(waddr),
+                .wdata(odd ? a_chunk[0 +: AW_ / 2] : a_chunk[AW_ / 2 +: AW_ / 2]), .raddr(a_raddr),
+                .rdata(qa[AW_ / 2 +: AW_ / 2]));
+        end else begin : g_aone
+            tt_ram #(.WIDTH(AW_), .DEPTH(2 * A_DEPTH), .AW(A2W)) u_a (
+                .clk(clk), .we(a_chunk_done), .waddr(a_waddr), .wdata(a_chunk), .raddr(a_raddr), .rdata(qa));
+        end
+    endgenerate
 
     reg v1;    // the RAM outputs hold an issued (j, chunk) this cycle
     reg clr;   // clear the accumulators
@@ -126,8 +155,18 @@ module tt1_pe #(
     generate
         for (gr = 0; gr < ROWS; gr = gr + 1) begin : g_row
             wire b_we = chunk_done && state == S_LOADB && bank == gr;
-            tt_ram #(.WIDTH(BW_), .DEPTH(B_DEPTH), .AW(BAW)) u_b (
-                .clk(clk), .we(b_we), .waddr(bwptr), .wdata(b_chunk), .raddr(brptr), .rdata(qb[gr*BW_ +: BW_]));
+            if (PAIRS) begin : g_bpair  // the bank in two RAMs of half a chunk, as A
+                tt_ram #(.WIDTH(BW_ / 2), .DEPTH(B_DEPTH), .AW(BAW)) u_blo (
+                    .clk(clk), .we(b_we && !b_odd), .waddr(bwptr), .wdata(b_chunk[0 +: BW_ / 2]), .raddr(brptr),
+                    .rdata(qb[gr*BW_ +: BW_ / 2]));
+                tt_ram #(.WIDTH(BW_ / 2), .DEPTH(B_DEPTH), .AW(BAW)) u_bhi (
+                    .clk(clk), .we(b_we), .waddr(bwptr),
+                    .wdata(b_odd ? b_chunk[0 +: BW_ / 2] : b_chunk[BW_ / 2 +: BW_ / 2]), .raddr(brptr),
+                    .rdata(qb[gr*BW_ + BW_ / 2 +: BW_ / 2]));
+            end else begin : g_bone
+                tt_ram #(.WIDTH(BW_), .DEPTH(B_DEPTH), .AW(BAW)) u_b (
+                    .clk(clk), .we(b_we), .waddr(bwptr), .wdata(b_chunk), .raddr(brptr), .rdata(qb[gr*BW_ +: BW_]));
+            end
             reg signed [SW-1:0] sum;
             integer v;
             always @* begin
@@ -179,16 +218,16 @@ module tt1_pe #(
             bwptr <= 0;
             bbase <= 0;
             jbase <= 0;
-            jkc <= B_ORDER ? dim_j * kc_n : 0;
+            jkc <= B_ORDER ? (PAIRS && pair ? ({1'b0, dim_j} + 9'd1) >> 1 : dim_j * kc_n) : 0;
         end else if (state == S_LOADB && chunk_done) begin
             if (!b_row_done || (!B_ORDER && !b_inner_end))
-                bwptr <= bwptr + 1'b1;  // the next chunk, or (l outer) row j + 1 of the same l
+                bwptr <= bwptr + (!PAIRS || !b_row_done || !pair || jj[0]);  // the next chunk, or (l outer) row j + 1
             else if (B_ORDER && b_inner_end) begin  // j outer, row j's last l: row j + 1 from group 0, bank 0
                 ll <= 0;
                 bank <= 0;
-                bwptr <= jbase + kc_n;
-                bbase <= jbase + kc_n;
-                jbase <= jbase + kc_n;
+                bwptr <= jbase + (PAIRS && pair ? jj[0] : kc_n);  // a pair's second row: the next address
+                bbase <= jbase + (PAIRS && pair ? jj[0] : kc_n);
+                jbase <= jbase + (PAIRS && pair ? jj[0] : kc_n);
             end else begin  // the next l: the same addresses in the next bank, or the next row group
                 ll <= ll + 8'd1;
                 if (bank == ROWS - 1) begin
@@ -217,6 +256,7 @@ module tt1_pe #(
             state <= S_HDR;
             v1 <= 0;
             clr <= 0;
+            pair <= 0;
         end else begin
             v1 <= state == S_COMP;
             clr <= 0;
@@ -227,6 +267,7 @@ module tt1_pe #(
                     dim_k <= in_data[23:16];
                     dim_l <= in_data[31:24];
                     kc_n <= hdr_chunks[23:16];
+                    pair <= PAIRS && in_data[23:16] <= H;
                     status <= hdr_status;
                     state <= S_STATUS;
                 end
@@ -252,7 +293,7 @@ module tt1_pe #(
                 end
                 S_COMP: begin
                     cc <= cc == kc_n - 1 ? 8'd0 : cc + 8'd1;
-                    if (cc == kc_n - 1) jj <= jj == dim_j - 1 ? 8'd0 : jj + 8'd1;
+                    if (cc == kc_n - 1) jj <= j_end ? 8'd0 : (PAIRS ? jnext[7:0] : jj + 8'd1);
                     aptr <= row_end ? {AAW{1'b0}} : aptr + 1'b1;
                     brptr <= brptr + 1'b1;
                     if (row_end) state <= S_FLUSH;

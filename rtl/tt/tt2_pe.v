@@ -22,6 +22,12 @@
 // loop starts once its bank has been sent (docs/tt_pe.md, "Results beside the
 // MAC loop").
 //
+// Built with ROW_PAIRS = 1, a transaction whose K fits half the lanes (K <= LANES/2) runs row groups of
+// 2*ROWS rows: MAC row r takes row lbase + r on lanes 0 .. LANES/2 - 1 and row lbase + ROWS + r on the upper
+// half, both halves fed the same A values, the upper half's B from a second copy of the row's bank read at the
+// next row group's address (docs/tt_pe.md, "Row pairs"). Every result is the same sum in the same order; the
+// group count halves.
+//
 // Cycles (no input gaps, no backpressure): codesign.pe.tt.cycles.pe2_cycles
 // follows the MAC loop, the loader and the output engine group by group; 2
 // for a refused header.
@@ -35,7 +41,8 @@ module tt2_pe #(
     parameter MAX_J    = 16,
     parameter MAX_K    = 64,
     parameter MAX_L    = 32,
-    parameter STREAM_BITS = 32  // stream word width (bits): 32, 64 or 128
+    parameter STREAM_BITS = 32, // stream word width (bits): 32, 64 or 128
+    parameter ROW_PAIRS = 0     // 1: transactions with K <= LANES/2 run groups of 2*ROWS rows (row pairs)
 ) (
     input  wire        clk,
     input  wire        rst,
@@ -69,6 +76,8 @@ module tt2_pe #(
     localparam P = STREAM_BITS / 32;  // results per output word
     localparam BEAT = P < LANES ? P : LANES;  // results a cycle: one chunk's lanes ov .. ov + BEAT - 1
     localparam VW = LANES > 1 ? LG : 1;
+    localparam H = LANES / 2;  // a row pair's lanes per row
+    localparam PAIRS = ROW_PAIRS != 0 && LANES > 1;
 
     localparam S_HDR = 3'd0, S_STATUS = 3'd1, S_LOADB = 3'd2, S_WAITA = 3'd3, S_COMP = 3'd4, S_GWAIT = 3'd5;
     localparam O_IDLE = 2'd0, O_RD = 2'd1, O_OUT = 2'd2;
@@ -77,6 +86,8 @@ module tt2_pe #(
     reg [1:0] ostate; // the output engine's side: a finished group's results
     reg [7:0] dim_i, dim_j, dim_k, dim_l;
     reg [7:0] kc_n, jc_n;
+    reg pair;  // this transaction runs row pairs: K <= H on a ROW_PAIRS build
+    wire [8:0] grows = PAIRS && pair ? 2 * ROWS : ROWS;  // rows of a row group
     reg [`CODESIGN_STATUS_BITS-1:0] status;
 
     // ---- header and input chunks ----------------------------------------------------------------
@@ -115,7 +126,8 @@ module tt2_pe #(
     reg [7:0] glbase [0:1];       // per result bank: the first l of the group it holds
     reg [1:0] gfinal;             // per result bank: its group is the transaction's last
     reg ob;                       // the result bank being sent
-    reg [RW-1:0] orow;            // result row being sent
+    reg [RW-1:0] orow;            // result row being sent: its MAC row
+    reg ohalf;                    // ... and its half (the upper lanes of a row pair)
     reg [7:0] ochunk, ov;         // its chunk and the beat's first lane (a multiple of BEAT)
     wire [7:0] row_len = loading_b ? dim_j : dim_k;
     wire [8:0] kbase = {1'b0, loading_b ? cc : lcc} << LG;
@@ -134,6 +146,7 @@ module tt2_pe #(
     tt_ram #(.WIDTH(AW_), .DEPTH(2 * A_DEPTH), .AW(A2W)) u_a (
         .clk(clk), .we(a_chunk_done), .waddr(a_waddr), .wdata(a_chunk), .raddr(a_raddr), .rdata(qa));
     wire [BAW-1:0] b_raddr = gbase + (jj >> LG);
+    wire [BAW-1:0] b_raddr2 = gbase + jc_n + (jj >> LG);  // row pairs: the upper rows, a row group on
     reg [VW-1:0] jsel;  // lane of B[l, j] in the chunk read last cycle
     reg v1;               // the MAC loop's product of the last cycle is added this cycle
     reg last1;            // ... and it is its chunk's last: the sums go to the result RAMs, the accumulators clear
@@ -151,11 +164,29 @@ module tt2_pe #(
                 .clk(clk), .we(chunk_done && state == S_LOADB && bank == gr), .waddr(bwptr), .wdata(b_chunk),
                 .raddr(b_raddr), .rdata(qb));
             wire signed [B_BITS-1:0] weight = qb[jsel*B_BITS +: B_BITS];
+            wire [BW_-1:0] qb2;  // row pairs: the bank's copy, read at the upper row
+            if (PAIRS) begin : g_pair
+                tt_ram #(.WIDTH(BW_), .DEPTH(B_DEPTH), .AW(BAW)) u_b2 (
+                    .clk(clk), .we(chunk_done && state == S_LOADB && bank == gr), .waddr(bwptr), .wdata(b_chunk),
+                    .raddr(b_raddr2), .rdata(qb2));
+            end else begin : g_single
+                assign qb2 = {BW_{1'b0}};
+            end
+            wire signed [B_BITS-1:0] weight2 = qb2[jsel*B_BITS +: B_BITS];
             // the LANES saturating accumulators of this row, one flat vector (lane v at bits v*ACC_BITS)
             wire [ZW_-1:0] sums;  // the accumulators with this cycle's product added, saturated
             for (gv = 0; gv < LANES; gv = gv + 1) begin : g_lane
+                wire signed [A_BITS-1:0] a_v;  // the lane's A value and weight: the lower lane's A, the upper
+                wire signed [B_BITS-1:0] w_v;  // row's weight, in an upper lane of a row pair
+                if (PAIRS && gv >= H) begin : g_upper
+                    assign a_v = pair ? qa[(gv-H)*A_BITS +: A_BITS] : qa[gv*A_BITS +: A_BITS];
+                    assign w_v = pair ? weight2 : weight;
+                end else begin : g_lower
+                    assign a_v = qa[gv*A_BITS +: A_BITS];
+                    assign w_v = weight;
+                end
                 reg signed [ACC_BITS-1:0] acc_v;
-                wire signed [WW-1:0] wide = acc_v + $signed(qa[gv*A_BITS +: A_BITS]) * weight;
+                wire signed [WW-1:0] wide = acc_v + a_v * w_v;
                 wire [ACC_BITS-1:0] sat;
                 tt_saturate #(.WW(WW), .ACC_BITS(ACC_BITS)) u_sat (.wide(wide), .sat(sat));
                 always @(posedge clk) begin
@@ -178,10 +209,11 @@ module tt2_pe #(
     wire [2:0] beat_n = kleft < BEAT ? kleft[2:0] : BEAT;
     wire [BEAT*32-1:0] beat;  // the chunk's results from lane ov on, sign-extended to 32 bits, 0 past beat_n
     tt_beat #(.ACC_BITS(ACC_BITS), .N(LANES), .BEAT(BEAT)) u_beat (
-        .accs(zrow), .first(ov), .n(beat_n), .beat(beat));
+        .accs(zrow), .first(PAIRS && ohalf ? ov + H : ov), .n(beat_n), .beat(beat));
     wire chunk_last = {1'b0, ov} + BEAT >= LANES || kleft <= BEAT;
     wire row_last = ochunk == kc_n - 1;
-    wire group_last = orow == ROWS - 1 || olbase + orow == dim_l - 1;
+    wire group_last = PAIRS ? (orow == ROWS - 1 && (ohalf || !pair)) || olbase + (ohalf ? ROWS : 0) + orow == dim_l - 1
+                            : orow == ROWS - 1 || olbase + orow == dim_l - 1;
     wire res_last = chunk_last && row_last && group_last && gfinal[ob];
     wire res_ready, res_word_valid;
     wire [STREAM_BITS-1:0] res_word;
@@ -210,12 +242,12 @@ module tt2_pe #(
 
     // ---- control: the MAC loop ---------------------------------------------------------------------
     wire group_end = jj == dim_j - 1 && cc == kc_n - 1;  // the group's last MAC-loop cycle
-    wire more_groups = lbase + ROWS < dim_l;              // another row group of this block follows
+    wire more_groups = lbase + grows < dim_l;             // another row group of this block follows
     wire other_free = cb ? !zown[0] : !zown[1];           // the next group's bank has been sent
     wire this_free = cb ? !zown[1] : !zown[0];
-    wire [7:0] next_lbase = more_groups ? lbase + ROWS : 8'd0;
-    wire next_final = ii + (more_groups ? 8'd0 : 8'd1) == dim_i - 1 && next_lbase + ROWS >= dim_l;
-    wire this_final = ii == dim_i - 1 && lbase + ROWS >= dim_l;  // the group at ii, lbase is the last
+    wire [7:0] next_lbase = more_groups ? lbase + grows : 8'd0;
+    wire next_final = ii + (more_groups ? 8'd0 : 8'd1) == dim_i - 1 && next_lbase + grows >= dim_l;
+    wire this_final = ii == dim_i - 1 && lbase + grows >= dim_l;  // the group at ii, lbase is the last
     always @(posedge clk) begin
         if (rst) begin
             state <= S_HDR;
@@ -224,6 +256,7 @@ module tt2_pe #(
             glast1 <= 0;
             zown <= 0;
             cb <= 0;
+            pair <= 0;
         end else begin
             v1 <= state == S_COMP;
             last1 <= state == S_COMP && jj == dim_j - 1;
@@ -240,6 +273,7 @@ module tt2_pe #(
                     dim_l <= in_data[31:24];
                     kc_n <= hdr_chunks[23:16];
                     jc_n <= hdr_chunks[15:8];
+                    pair <= PAIRS && in_data[23:16] <= H;
                     status <= hdr_status;
                     state <= S_STATUS;
                 end
@@ -296,7 +330,7 @@ module tt2_pe #(
                             gfinal[!cb] <= next_final;
                         end
                         if (more_groups) begin
-                            gbase <= gbase + jc_n;
+                            gbase <= gbase + (PAIRS && pair ? {jc_n, 1'b0} : jc_n);
                             state <= other_free ? S_COMP : S_GWAIT;
                         end else if (ii == dim_i - 1) begin
                             state <= S_HDR;  // the output engine sends the rest; the next header waits for it
@@ -319,6 +353,7 @@ module tt2_pe #(
             ob <= 0;
             zdone <= 0;
             orow <= 0;
+            ohalf <= 0;
             ochunk <= 0;
             ov <= 0;
         end else begin
@@ -332,7 +367,11 @@ module tt2_pe #(
                     ov <= chunk_last ? 8'd0 : ov + BEAT;
                     if (chunk_last) begin
                         ochunk <= row_last ? 8'd0 : ochunk + 8'd1;
-                        if (row_last) orow <= group_last ? {RW{1'b0}} : orow + 1'b1;
+                        if (row_last && (group_last || orow == ROWS - 1)) begin  // the group's end, or its upper half
+                            orow <= {RW{1'b0}};
+                            ohalf <= PAIRS && !group_last;
+                        end else if (row_last)
+                            orow <= orow + 1'b1;
                     end
                     if (sent) begin  // bank ob is free; the next group's results follow once it is whole
                         zdone[ob] <= 1'b0;

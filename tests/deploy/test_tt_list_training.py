@@ -15,12 +15,13 @@ from tests.deploy.test_tt_training import _design, _same_state, _subset, emulate
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("stream_bits, hidden", [(32, None), (128, None), (32, 256)])
-def test_training_on_lists_on_the_ips_is_bit_identical_to_the_golden_loop(tmp_path, stream_bits, hidden):
+@pytest.mark.parametrize("stream_bits, hidden, pairs", [(32, None, False), (128, None, False), (32, 256, False),
+                                                        (128, None, True)])
+def test_training_on_lists_on_the_ips_is_bit_identical_to_the_golden_loop(tmp_path, stream_bits, hidden, pairs):
     """The example (two copies of each PE, too small to share a contraction among them: the host's traffic per
-    step within issue 39's goals), at 32- and 128-bit streams; and a 256-unit hidden layer, whose larger
-    contractions are shared among the copies."""
-    design = _design(epochs=2, scale_rule="tracked", stream_bits=stream_bits, hidden=hidden)
+    step within issue 39's goals), at 32- and 128-bit streams; a 256-unit hidden layer, whose larger
+    contractions are shared among the copies; and the PEs built with pairs (PE1's rows j, PE2's rows l)."""
+    design = _design(epochs=2, scale_rule="tracked", stream_bits=stream_bits, hidden=hidden, pairs=pairs)
     overlay = emulated(design, tmp_path)
     changes = get_family("tt").quick_changes
     board, golden = board_trainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
@@ -30,6 +31,7 @@ def test_training_on_lists_on_the_ips_is_bit_identical_to_the_golden_loop(tmp_pa
     assert isinstance(golden, TtMlpTrainer) and golden.setup == board.setup
     assert board.shell.spec1.b_bits == board.shell.spec2.b_bits == 16  # built for the lists
     assert board.shell.spec1.stream_bits == board.shell.spec2.stream_bits == stream_bits
+    assert board.shell.spec1.j_pairs == board.shell.spec2.row_pairs == pairs
     data = _subset(128, 64)
     for trainer in (board, golden):
         trainer.fit(data, progress=False)

@@ -42,15 +42,17 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _design(epochs: int = 2, route: str = "direct", forward_split: bool = False, scale_rule: str = "exact",
-            stream_bits: int = 32, hidden: int | None = None, **prior):
+            stream_bits: int = 32, hidden: int | None = None, pairs: bool = False, **prior):
     """The shipped example with two copies of PE1 and of PE2: every contraction stage is split over the copies;
     ``route``: the precision's core_grad_route; ``forward_split``: [design] forward_split; ``scale_rule``: the
     precision's; ``stream_bits``: PE1's and PE2's stream words; ``hidden``: the hidden layer's units (default: the
-    example's)."""
+    example's); ``pairs``: PE1 built with j pairs and PE2 with row pairs (docs/tt_pe.md)."""
     raw = read_toml(EXAMPLES / "digits_tt.toml")
     for pe in ("tt1", "tt2"):
         raw["design"]["pe"][pe]["copies"] = 2
         raw["design"]["pe"][pe]["stream_bits"] = stream_bits
+        if pairs:
+            raw["design"]["pe"][pe]["j_pairs" if pe == "tt1" else "row_pairs"] = True
     if hidden is not None:
         raw["model"]["hidden"] = [hidden]
     raw["design"]["hp_ports"] = 2  # tt1_0, tt2_0 and tt3_0 on the first; tt1_1 and tt2_1 on the second

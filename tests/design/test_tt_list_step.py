@@ -11,7 +11,8 @@ from codesign.boards import board
 from codesign.design import load_design
 from codesign.design.families.tt import tt_setup_of
 from codesign.design.calibration import pe_resources
-from codesign.design.families.tt_list_step import b_order_choice, list_point, list_step_report, measure_list_host
+from codesign.design.families.tt_list_step import (b_order_choice, list_point, list_step_report, measure_list_host,
+                                                    pairs_choice)
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -95,6 +96,34 @@ def test_pe1_takes_b_j_outer_where_it_is_faster_and_fits():
     assert (tight["chosen"], tight["spec1"], tight["jl_fits"]) == ("lj", spec1, False)
     unpriced = b_order_choice(setup, spec1, spec2, zed, clock_mhz=100.0)
     assert unpriced == {"chosen": "lj", "spec1": spec1}
+
+
+@pytest.mark.parametrize("pe, field, copies", [("tt2", "row_pairs", (1, 2)), ("tt1", "j_pairs", (2, 1))])
+def test_pairs_are_chosen_where_faster_and_within_the_room(pe, field, copies):
+    """On 8 lanes digits_tt's contractions of K <= 4 run in pairs, so the PE's lists are faster with them; they
+    cost each of its IPs logic (the calibrated model, no DSP slice), so they are chosen only where that fits. On
+    4 lanes no K of the step fits half of them: the same seconds, and no pairs."""
+    setup, zed, wide = _setup(batch=16), board("zedboard"), {**SPECS, "lanes": 8}
+    spec1, spec2 = Tt1Spec(**wide), Tt2Spec(**wide)
+    plain, featured = ((spec1, Tt1Spec(**wide, j_pairs=True)) if pe == "tt1" else
+                       (spec2, Tt2Spec(**wide, row_pairs=True)))
+
+    def choice(room, *specs):
+        return pairs_choice(setup, *(specs or (spec1, spec2)), zed, pe=pe, clock_mhz=100.0, copies=copies, room=room)
+
+    found = choice({"lut": 1e4, "dsp": 0})
+    assert found["pe_dma_s"]["pairs"] < found["pe_dma_s"]["plain"]
+    ips = copies[0] if pe == "tt1" else copies[1]
+    extra = {key: ips * (pe_resources(pe, featured, zed.yosys_family)[key] - pe_resources(pe, plain,
+                                                                                          zed.yosys_family)[key])
+             for key in ("dsp", "lut")}
+    assert extra["dsp"] == 0 and extra["lut"] > 0 and found["pairs_extra"]["lut"] == pytest.approx(extra["lut"])
+    assert (found["chosen"], getattr(found["spec"], field), found["pairs_fits"]) == (True, True, True)
+    tight = choice({"lut": 10})
+    assert (tight["chosen"], tight["spec"], tight["pairs_fits"]) == (False, plain, False)
+    narrow = choice({"lut": 1e4}, Tt1Spec(**SPECS), Tt2Spec(**SPECS))
+    assert narrow["pe_dma_s"]["pairs"] == narrow["pe_dma_s"]["plain"] and not narrow["chosen"]
+    assert choice(None) == {"chosen": False, "spec": plain}
 
 
 @pytest.mark.slow  # 7 s

@@ -107,9 +107,10 @@ def _a_words(spec, a) -> int:
 
 
 def random_list(pe, spec, rng: np.random.Generator, n_calls: int, *, scale: int = 1, inline_every: int = 0,
-                strided: bool = True, round_every: int = 2, refuse_at: int | None = None) -> ListCase:
-    """``n_calls`` independent calls of random accepted shapes (every ``inline_every``-th with its header inline,
-    every ``round_every``-th raw), and a refused call (J past the buffer) at index ``refuse_at``."""
+                strided: bool = True, round_every: int = 2, refuse_at: int | None = None, dims_of=None) -> ListCase:
+    """``n_calls`` independent calls of random accepted shapes (:func:`random_dims`, or ``dims_of(rng)``; every
+    ``inline_every``-th with its header inline, every ``round_every``-th raw), and a refused call (J past the
+    buffer) at index ``refuse_at``."""
     arena = Arena()
     calls = []
     for index in range(n_calls):
@@ -120,7 +121,8 @@ def random_list(pe, spec, rng: np.random.Generator, n_calls: int, *, scale: int 
             continue
         call = None
         while call is None:  # at 32 bits the first shape always fits
-            call = _call(pe, spec, arena, rng, random_dims(pe, spec, rng, scale),
+            dims = random_dims(pe, spec, rng, scale) if dims_of is None else dims_of(rng)
+            call = _call(pe, spec, arena, rng, dims,
                          inline=bool(inline_every) and index % inline_every == 0, strided=strided,
                          rounded=bool(round_every) and index % round_every != round_every - 1)
         calls.append(call)

@@ -177,6 +177,30 @@ def _chains(bits: int, seed: int, min_values: int = 1500):
     return lambda: chain_list(pe, _wide_spec("tt1", bits), np.random.default_rng(seed), min_values=min_values)
 
 
+def _pairs_spec(name: str, bits: int):
+    """8 lanes x 4 rows in pairs: PE2 with row pairs (a call of K <= 4 runs groups of 8 rows), PE1 summing rows j
+    in pairs (a call of K <= 4 takes ceil(J/2) MAC-loop cycles a group)."""
+    pairs = {"row_pairs": True} if name == "tt2" else {"j_pairs": True}
+    return get_pe(name).spec_class(lanes=8, rows=4, stream_bits=bits, **pairs)
+
+
+def _pair_dims(rng: np.random.Generator) -> tuple:
+    """I, J, K, L of a call on :func:`_pairs_spec`: J up to 16, K 1 to 6 (two in three in pairs), L 1 to 18 (up to
+    three groups of 8 rows)."""
+    return tuple(int(rng.integers(1, top + 1)) for top in (3, 16, 6, 18))
+
+
+def _pairs(name: str, bits: int, n: int, seed: int, **kwargs):
+    """Random calls of :func:`_pair_dims` on :func:`_pairs_spec`."""
+    return lambda: random_list(PES[name][0], _pairs_spec(name, bits), np.random.default_rng(seed), n,
+                               dims_of=_pair_dims, **kwargs)
+
+
+def _case_spec(name: str, pe_name: str, bits: int):
+    """The build a wide case runs on: :func:`_pairs_spec` for the pair cases, else the PE's default."""
+    return _pairs_spec(pe_name, bits) if "pairs" in name else _wide_spec(pe_name, bits)
+
+
 WIDE_CASES = {  # name -> (pe, stream bits, builder): 1 to 6 s of RTL each
     "chain-64": ("tt1", 64, _wide_chain(64, 1, i=4, l2=4)),
     "chain-128": ("tt1", 128, _wide_chain(128, 1, i=4, l2=4)),
@@ -184,6 +208,8 @@ WIDE_CASES = {  # name -> (pe, stream bits, builder): 1 to 6 s of RTL each
     "tt1-128-refused": ("tt1", 128, _wide_random("tt1", 128, 4, 42, inline_every=3, refuse_at=2)),
     "tt2-64-refused": ("tt2", 64, _wide_random("tt2", 64, 4, 43, inline_every=2, refuse_at=3)),
     "tt2-128": ("tt2", 128, _wide_random("tt2", 128, 4, 44, inline_every=3)),
+    "tt2-128-pairs": ("tt2", 128, _pairs("tt2", 128, 10, 91, inline_every=3)),  # row pairs: groups of 2 x rows
+    "tt1-128-pairs": ("tt1", 128, _pairs("tt1", 128, 10, 93, inline_every=3)),  # rows j summed in pairs
     "tt3-64": ("tt3", 64, _wide_random("tt3", 64, 4, 45, inline_every=2, strided=False)),
     "tt3-128-refused": ("tt3", 128, _wide_random("tt3", 128, 4, 46, inline_every=2, refuse_at=3)),
     "planes-128": ("tt1", 128, _planes(128, 63)),  # 3-D blocks: a cycle between planes on either side
@@ -207,6 +233,8 @@ SLOW_WIDE_CASES = {  # and the 3-D blocks and accumulating calls at 32 and 64 bi
     "tt3-128-large": ("tt3", 128, _wide_random("tt3", 128, 3, 52, scale=3)),
     "tt1-64-many": ("tt1", 64, _wide_random("tt1", 64, 30, 53, inline_every=5)),
     "tt2-128-many": ("tt2", 128, _wide_random("tt2", 128, 30, 54, inline_every=4, strided=False)),
+    "tt2-32-pairs-many": ("tt2", 32, _pairs("tt2", 32, 30, 92, inline_every=4, refuse_at=17)),
+    "tt1-64-pairs-many": ("tt1", 64, _pairs("tt1", 64, 30, 94, inline_every=4, refuse_at=21)),
     "tt3-128-many": ("tt3", 128, _wide_random("tt3", 128, 30, 55, inline_every=3)),
     "tt3-64-many": ("tt3", 64, _wide_random("tt3", 64, 30, 56, inline_every=3, refuse_at=25)),
     "chains-32-large": ("tt1", 32, _chains(32, 74, 10_000)),  # chain_list's default size: ~45 chains
@@ -216,6 +244,8 @@ SLOW_WIDE_CASES = {  # and the 3-D blocks and accumulating calls at 32 and 64 bi
 WIDE_DDR = [  # (case, DDR timing) chosen: the default DDR at both widths, one throttled each way
     ("chain-64", DdrTiming()),
     ("tt2-128", DdrTiming()),
+    ("tt2-128-pairs", DdrTiming()),
+    ("tt1-128-pairs", DdrTiming()),
     ("tt3-64", DdrTiming(read_latency=30, write_latency=1, read_beats=3, read_window=4)),
     ("tt1-128-refused", DdrTiming(read_latency=8, write_latency=8, write_beats=1, write_window=2)),
     ("planes-32", DdrTiming()),
@@ -225,7 +255,7 @@ WIDE_DDR = [  # (case, DDR timing) chosen: the default DDR at both widths, one t
                             write_window=2)),
     ("chains-128", DdrTiming(read_latency=8, write_latency=8, read_beats=1, read_window=2)),
 ]
-QUICK_WIDE_DDR = WIDE_DDR[:4]  # make test's (1 to 2 s each); make test-slow runs the others
+QUICK_WIDE_DDR = WIDE_DDR[:6]  # make test's (1 to 2 s each); make test-slow runs the others
 SLOW = pytest.mark.slow
 SLOW_WIDE_DDR, LONG_WIDE_DDR = _tiers(list(WIDE_CASES) + list(SLOW_WIDE_CASES),
                                      [DdrTiming(), DDR_GRID[4]] + W_THROTTLED, WIDE_DDR)
@@ -243,7 +273,7 @@ def test_wide_model_equals_rtl_busy_cycles(tmp_path, name, ddr):
     """64- and 128-bit stream words (accel_seq's g_parts unpacker and packer, beat-wide movers, the PEs' output
     packers): the model's cycles are the RTL's busy cycles, exactly, with and without the DDR pacer."""
     pe_name, bits, build = {**WIDE_CASES, **SLOW_WIDE_CASES}[name]
-    pe, spec = PES[pe_name][0], _wide_spec(pe_name, bits)
+    pe, spec = PES[pe_name][0], _case_spec(name, pe_name, bits)
     case = build()
     model = list_cycles(pe, spec, case.calls, case.arena, ddr=ddr)
     result = run_list_rtl(pe, spec, case, tmp_path, pause=0.0, **({"ddr": ddr} if ddr else {}))
@@ -267,7 +297,7 @@ def test_a_shell_without_the_buffer_runs_lists_that_hold_nothing_alike(tmp_path,
     """held_sums False (accel_seq HELD = 0: no accumulation buffer, a 32-bit rounding stage): the same words and
     the same cycles as the model's (and so as the full shell's) for lists without accumulating calls."""
     pe_name, bits, build = {**WIDE_CASES, **SLOW_WIDE_CASES}[name]
-    pe, spec = PES[pe_name][0], _wide_spec(pe_name, bits)
+    pe, spec = PES[pe_name][0], _case_spec(name, pe_name, bits)
     case = build()
     model = list_cycles(pe, spec, case.calls, case.arena, ddr=ddr)
     result = run_list_rtl(pe, spec, case, tmp_path, held_sums=False, **({"ddr": ddr} if ddr else {}))
@@ -400,6 +430,10 @@ B_ORDER_CASES = {  # name -> (bits, builder); normal tier
     "jl-rank1-32": lambda: _core_gradient_list(32, 81, RANK1, 17),
     "jl-square-128": lambda: _core_gradient_list(128, 82, SQUARE, 16),
     "lj-square-128": lambda: _core_gradient_list(128, 82, SQUARE, 16, order="lj"),
+    # K = 2 on 4 lanes: rows j summed in pairs (J 16, L 8)
+    "jl-digits-128-pairs": lambda: _core_gradient_list(128, 85, DIGITS, 5, core=2, max_j=16, max_l=8, j_pairs=True),
+    "lj-digits-32-pairs": lambda: _core_gradient_list(32, 86, DIGITS, 5, order="lj", core=2, max_j=16, max_l=8,
+                                                      j_pairs=True),
 }
 SLOW_B_ORDER_CASES = {
     "jl-digits-128": lambda: _core_gradient_list(128, 83, DIGITS, 5, core=2, max_j=16, max_l=8),  # J 80, L 16

@@ -7,7 +7,8 @@ rule PE builds of equal lanes and stream width can run the whole step as lists
 whose builds can (:func:`list_point`, :func:`list_step_report`): what the host has left per step, counted and
 timed, and where the PE time goes. PE1 there takes ``B`` ``j`` outer (``b_order="jl"``) where that is faster and
 its extra multiplier and address logic fit under the cap (:func:`b_order_choice`): the per-call step sends each
-call's ``B`` itself and gains nothing from it, so the space keeps the design's order.
+call's ``B`` itself and gains nothing from it, so the space keeps the design's order. PE2 and PE1 there run
+pairs where that is faster and fits (:func:`pairs_choice`).
 """
 
 from __future__ import annotations
@@ -53,16 +54,50 @@ def b_order_choice(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: B
     if room is None:
         return {"chosen": spec1.b_order, "spec1": spec1}
     twins = {order: Tt1Spec(**{**spec1.to_dict(), "b_order": order}) for order in ("lj", "jl")}
-    seconds = {}
-    for order, spec in twins.items():
-        step = tt_list_step(setup, spec, spec2, board, clock_mhz=clock_mhz, host_s=0.0, host_source="not counted",
-                            copies=copies)
-        seconds[order] = step.time.pe_s + step.time.memory_s
-    priced = {order: pe_resources("tt1", spec, board.yosys_family) for order, spec in twins.items()}
-    extra = {key: copies[0] * (priced["jl"][key] - priced["lj"][key]) for key in RESOURCES}
-    fits = all(extra[key] <= room[key] for key in room)
+    seconds = {order: _pe_dma_s(setup, spec, spec2, board, clock_mhz, copies) for order, spec in twins.items()}
+    extra, fits = _extra_fits("tt1", twins["lj"], twins["jl"], board, copies[0], room)
     chosen = "jl" if fits and seconds["jl"] < seconds["lj"] else "lj"
     return {"chosen": chosen, "spec1": twins[chosen], "pe_dma_s": seconds, "jl_extra": extra, "jl_fits": fits}
+
+
+PAIRS_FIELD = {"tt1": "j_pairs", "tt2": "row_pairs"}  # per PE, the build field that runs its pairs
+
+
+def pairs_choice(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, pe: str, clock_mhz: float,
+                 copies: tuple[int, int] = (1, 1), room: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """``pe``'s build with pairs for the list step (docs/tt_pe.md: PE2's "Row pairs", PE1's "Row pairs along j"):
+    where its lists' PE and DMA seconds are fewer (phases of contractions whose ``K`` fits half the lanes) and
+    what the pairs add (PE2: a second copy of each ``B`` bank and the upper lanes' selects; PE1: the half-chunk
+    writes; the calibrated model, times ``pe``'s IPs) fits ``room``; ``room`` None keeps the build as it is,
+    unpriced. ``spec`` is ``pe``'s build chosen. Pairs move no word, so the host's work is the same either way."""
+    field, pe1 = PAIRS_FIELD[pe], pe == "tt1"
+    spec = spec1 if pe1 else spec2
+    if room is None:
+        return {"chosen": getattr(spec, field), "spec": spec}
+    twins = {pairs: type(spec)(**{**spec.to_dict(), field: pairs}) for pairs in (False, True)}
+    seconds = {pairs: _pe_dma_s(setup, twin if pe1 else spec1, spec2 if pe1 else twin, board, clock_mhz, copies)
+               for pairs, twin in twins.items()}
+    extra, fits = _extra_fits(pe, twins[False], twins[True], board, copies[0 if pe1 else 1], room)
+    chosen = fits and seconds[True] < seconds[False]
+    return {"chosen": chosen, "spec": twins[chosen], "pe_dma_s": {"plain": seconds[False], "pairs": seconds[True]},
+            "pairs_extra": extra, "pairs_fits": fits}
+
+
+def _pe_dma_s(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, clock_mhz: float,
+              copies: tuple[int, int]) -> float:
+    """The PE and DMA seconds of the list step on these builds (no host)."""
+    step = tt_list_step(setup, spec1, spec2, board, clock_mhz=clock_mhz, host_s=0.0, host_source="not counted",
+                        copies=copies)
+    return step.time.pe_s + step.time.memory_s
+
+
+def _extra_fits(pe: str, plain, featured, board: Board, ips: int, room: Mapping[str, float]
+                ) -> tuple[dict[str, float], bool]:
+    """What ``ips`` IPs of ``featured`` add over ``plain`` (the calibrated model on ``board``'s family), and
+    whether that fits ``room``."""
+    priced = [pe_resources(pe, spec, board.yosys_family) for spec in (plain, featured)]
+    extra = {key: ips * (priced[1][key] - priced[0][key]) for key in RESOURCES}
+    return extra, all(extra[key] <= room[key] for key in room)
 
 
 def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
@@ -71,7 +106,8 @@ def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board:
     """The list step on ``copies`` IPs of the PE builds ``spec1``/``spec2``: its time split (PE and DMA, memory,
     host measured here: ``host_s`` what the lists do not hide, ``host_hidden_s`` what ran while they computed),
     the host's work left, each layer's PE and DMA seconds, beside the per-call step's
-    ``per_call_total_s``; PE1 in the ``B`` order :func:`b_order_choice` picks within ``room``; the IPs on
+    ``per_call_total_s``; PE1 in the ``B`` order :func:`b_order_choice` picks within ``room``, PE2 and then PE1
+    with pairs where :func:`pairs_choice` picks them within what is left; the IPs on
     ``hp_ports`` high-performance ports (:func:`codesign.step.tt.list_time.list_ports`).
     ``{"priced": False, "why": ...}`` where these builds or this set-up cannot run as lists."""
     why = _cannot(setup, spec1, spec2)
@@ -79,6 +115,15 @@ def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board:
         return {"priced": False, "why": why}
     order = b_order_choice(setup, spec1, spec2, board, clock_mhz=clock_mhz, copies=copies, room=room)
     spec1 = order.pop("spec1")
+    left = None if room is None else {key: room[key] - order.get("jl_extra", {}).get(key, 0.0) * (
+        order["chosen"] == "jl") for key in room}
+    pairs = {}
+    for pe in ("tt2", "tt1"):  # PE2's pairs first: alone they shorten its K = R phases, which PE1's then bound
+        found = pairs[pe] = pairs_choice(setup, spec1, spec2, board, pe=pe, clock_mhz=clock_mhz, copies=copies,
+                                         room=left)
+        spec1, spec2 = (found.pop("spec"), spec2) if pe == "tt1" else (spec1, found.pop("spec"))
+        if left is not None and found["chosen"]:
+            left = {key: left[key] - found["pairs_extra"].get(key, 0.0) for key in left}
     host = measure_list_host(setup, spec1, spec2, copies=copies)
     step = tt_list_step(setup, spec1, spec2, board, clock_mhz=clock_mhz, host_s=host["seconds"],
                         host_source=THIS_MACHINE, copies=copies, beside=host["beside"], hp_ports=hp_ports)
@@ -88,7 +133,8 @@ def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board:
             "total_s": step.time.total_s, "host_share": step.time.host_s / step.time.total_s,
             "layers_s": [cycles / hz for cycles in step.layer_cycles], "macs": step.time.macs,
             "macs_s": step.time.bounds["macs_s"], "host_work": step.host.to_dict(), "host_measured": host,
-            "per_call_total_s": per_call_total_s, "copies": list(copies), "b_order": order, "hp_ports": hp_ports}
+            "per_call_total_s": per_call_total_s, "copies": list(copies), "b_order": order, "pairs": pairs,
+            "hp_ports": hp_ports}
 
 
 def _cannot(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec) -> str:
@@ -130,4 +176,5 @@ def copies_of(options: Sequence[Any]) -> tuple[int, int]:
     return found.get("tt1", 1), found.get("tt2", 1)
 
 
-__all__ = ["b_order_choice", "copies_of", "list_point", "list_step_report", "measure_list_host", "specs_of"]
+__all__ = ["PAIRS_FIELD", "b_order_choice", "copies_of", "list_point", "list_step_report", "measure_list_host",
+           "pairs_choice", "specs_of"]

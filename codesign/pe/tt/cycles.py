@@ -83,17 +83,18 @@ def _overlapped(i: int, block: int, body: int) -> int:
 def pe1_cycles(spec: Tt1Spec, header: int) -> Cycles:
     """Cycles of one PE1 transaction: ``2 + L*J*KC*CWB + LA + (I - 1)*max(LA, Y) + Y + S``, ``LA = J*KC*CWA``
     the words of one block ``A[i]`` and ``Y = G*(J*KC + 1) + (G-1)*ceil(ROWS/BEAT) + ceil(L'/BEAT)`` its loops and
-    results, ``L'`` the last row group's rows (:func:`pe1_beat`; ``S`` as PE2's; the overlap as PE2's)."""
+    results, ``L'`` the last row group's rows (:func:`pe1_beat`; ``S`` as PE2's; the overlap as PE2's); a loop of
+    ``ceil(J/2)`` cycles in place of ``J*KC`` where the build sums rows ``j`` in pairs (:meth:`Tt1Spec.loop_cycles`)."""
     if status(spec, header) != STATUS_OK:
         return Cycles(2, 0, 0, 0)
     (i, j, k, l), _ = header_dims(header, 4)
-    kc = chunks(k, spec.lanes)
+    kc, loop = chunks(k, spec.lanes), spec.loop_cycles(j, k)  # J*KC, or ceil(J/2) summing rows j in pairs
     groups = chunks(l, spec.rows)
     beat, tail = pe1_beat(spec), l - (groups - 1) * spec.rows
     beats = (groups - 1) * chunks(spec.rows, beat) + chunks(tail, beat)
     spill = _spill(i * l, (tail - 1) % beat + 1, spec.stream_bits // 32)
-    return Cycles(2, sum(operand_words(spec, header)), i * groups * (j * kc + 1), i * beats + spill,
-                  overlap=_overlapped(i, j * kc * _chunk_words(spec)[0], groups * (j * kc + 1) + beats))
+    return Cycles(2, sum(operand_words(spec, header)), i * groups * (loop + 1), i * beats + spill,
+                  overlap=_overlapped(i, j * kc * _chunk_words(spec)[0], groups * (loop + 1) + beats))
 
 
 def pe2_beat(spec: Tt2Spec) -> int:
@@ -105,9 +106,10 @@ def pe2_cycles(spec: Tt2Spec, header: int) -> Cycles:
     """Cycles of one PE2 transaction, following its MAC loop, its loader and its output engine group by group.
 
     After the header, the status and ``B`` (``L*JC*CWB`` words) the loader takes ``A[0]`` (``LA = J*KC*CWA``
-    words); the MAC loop then runs the row groups (``G = ceil(L / ROWS)`` a block) back to back, ``KC*J`` cycles
-    each (a chunk's and a group's sums go to the result RAMs as their last product is added, one pipeline cycle
-    later). The result RAMs hold two banks: the output engine sends a group (one RAM read, then per result row
+    words); the MAC loop then runs the row groups (``G = ceil(L / GR)`` a block, ``GR`` = ``2*ROWS`` for a
+    transaction with ``K <= LANES/2`` on a build with row pairs, else ``ROWS``: :meth:`Tt2Spec.group_rows`) back to
+    back, ``KC*J`` cycles each (a chunk's and a group's sums go to the result RAMs as their last product is added,
+    one pipeline cycle later). The result RAMs hold two banks: the output engine sends a group (one RAM read, then per result row
     ``ceil(K / BEAT)`` beats) from one while the MAC loop fills the other, so a group's loop waits only for the
     group two before it to have been sent, and a block's first group also for its ``A`` (the loader takes
     ``A[i+1]`` once ``A[i]`` is in and the loop works on block ``i``). ``S`` = 1 when the last beat overfills its
@@ -126,7 +128,8 @@ def pe2_cycles(spec: Tt2Spec, header: int) -> Cycles:
     if status(spec, header) != STATUS_OK:
         return Cycles(2, 0, 0, 0)
     (i, j, k, l), _ = header_dims(header, 4)
-    kc, groups, beat = chunks(k, spec.lanes), chunks(l, spec.rows), pe2_beat(spec)
+    rows_of_group = spec.group_rows(k)  # 2 * rows for a row-pair build's transaction with K <= lanes / 2
+    kc, groups, beat = chunks(k, spec.lanes), chunks(l, rows_of_group), pe2_beat(spec)
     load, block = sum(operand_words(spec, header)), j * kc * _chunk_words(spec)[0]
     spill = _spill(i * l * k, (k - 1) % beat + 1, spec.stream_bits // 32)
     loaded = [1 + load - (i - 1) * block]  # per block, the cycle its last word of A is taken
@@ -139,7 +142,7 @@ def pe2_cycles(spec: Tt2Spec, header: int) -> Cycles:
             start = free if group else max(free, loaded[row] + 1)
             waited += start - free
             end = start + kc * j - 1
-            rows = min(spec.rows, l - group * spec.rows)
+            rows = min(rows_of_group, l - group * rows_of_group)
             sent = [sent[1], max(end + 2, sent[1] + 1) + rows * chunks(k, beat)]
     total = sent[1] + spill + 1
     compute, drain = i * groups * kc * j + 1, i * (groups + l * chunks(k, beat)) + spill

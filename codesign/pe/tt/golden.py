@@ -4,8 +4,10 @@ PE1 (paper 003, Eq. (5)) contracts the last two axes of two 3-D operands,
 ``Z[i, l] = sum_j sum_k A[i, j, k] B[l, j, k]``. The ``lanes`` products of one
 chunk ``k = c*lanes .. c*lanes + lanes - 1`` are summed exactly; the chunk
 sums are then added into the accumulator with saturation, ``j`` outer, ``c``
-inner. Where no partial sum saturates, the result is the plain contraction
-that the trainer's TT forward sweep (``tt_forward``) computes, and
+inner (a build with ``j_pairs`` adds the sums of rows ``2p`` and ``2p + 1``
+as one where ``K`` fits half the lanes). Where no partial sum saturates, the
+result is the plain contraction that the trainer's TT forward sweep
+(``tt_forward``) computes, and
 :func:`last_core_operands` maps a TT forward step onto PE1's operands.
 
 PE3 is the outer product ``Z[i, j] = A[i] B[j]`` of the dense weight
@@ -63,8 +65,10 @@ def _codes(name: str, values, bits: int, ndim: int, *, widen: bool = True) -> np
     return values.astype(np.int64, copy=False) if widen else values
 
 
-def contract_last(a, b, *, lanes: int, acc_bits: int, a_bits: int = 16, b_bits: int = 16) -> np.ndarray:
-    """PE1's result ``Z`` (I, L) for ``A`` (I, J, K) and ``B`` (L, J, K), saturating to ``acc_bits`` in contract order."""
+def contract_last(a, b, *, lanes: int, acc_bits: int, a_bits: int = 16, b_bits: int = 16,
+                  j_pairs: bool = False) -> np.ndarray:
+    """PE1's result ``Z`` (I, L) for ``A`` (I, J, K) and ``B`` (L, J, K), saturating to ``acc_bits`` in contract order;
+    with ``j_pairs`` and ``K <= lanes / 2`` the chunk sums of rows ``2p`` and ``2p + 1`` are added as one."""
     a = _codes("a", a, a_bits, 3)
     b = _codes("b", b, b_bits, 3)
     if a.shape[1:] != b.shape[1:]:
@@ -73,7 +77,11 @@ def contract_last(a, b, *, lanes: int, acc_bits: int, a_bits: int = 16, b_bits: 
     ap, bp = pad_last(a, lanes), pad_last(b, lanes)
     kc = ap.shape[2] // lanes
     terms = np.einsum("ijcv,ljcv->iljc", ap.reshape(i, j, kc, lanes), bp.reshape(b.shape[0], j, kc, lanes))
-    return saturating_scan(terms.reshape(i, b.shape[0], j * kc), acc_bits)
+    terms = terms.reshape(i, b.shape[0], j * kc)
+    if j_pairs and lanes > 1 and 2 * a.shape[2] <= lanes:  # one chunk a row: rows 2p and 2p + 1 in one sum
+        terms = np.concatenate([terms, np.zeros_like(terms[:, :, : j % 2])], axis=2)
+        terms = terms.reshape(i, b.shape[0], -(-j // 2), 2).sum(axis=3)
+    return saturating_scan(terms, acc_bits)
 
 
 def contract_middle(a, b, *, acc_bits: int, a_bits: int = 16, b_bits: int = 16) -> np.ndarray:
@@ -96,7 +104,7 @@ def kernel(spec: TtSpec, a, b) -> np.ndarray:
         return outer(a, b, a_bits=spec.a_bits, b_bits=spec.b_bits)
     widths = dict(acc_bits=spec.acc_bits, a_bits=spec.a_bits, b_bits=spec.b_bits)
     if isinstance(spec, Tt1Spec):
-        return contract_last(a, b, lanes=spec.lanes, **widths)
+        return contract_last(a, b, lanes=spec.lanes, j_pairs=spec.j_pairs, **widths)
     return contract_middle(a, b, **widths)
 
 

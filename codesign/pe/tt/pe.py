@@ -82,26 +82,60 @@ def with_long_twins(cases: list[GridCase], offset: int = 0) -> list[GridCase]:
     return cases + twins
 
 
+SATURATING = dict(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16)  # 16-bit sums of 16 x 16-bit products
+NARROW = dict(a_bits=3, b_bits=2, acc_bits=16)
+EIGHTS = dict(lanes=8, rows=8, a_bits=8, b_bits=8, acc_bits=20)
+LISTS = dict(lanes=8, rows=8, a_bits=16, b_bits=16, stream_bits=128)  # the call lists' build
+
+
+def feature_grid(spec_class, suffix: str, fields: dict, builds: list[tuple[str, dict]], offset: int
+                 ) -> list[GridCase]:
+    """``builds`` (``(id, spec fields)``) of ``spec_class`` with ``fields`` set, each ``<id>_<suffix>``, quick and
+    with 10^4 contractions (``long``; ``offset`` keeps the twins' seeds apart from the grid's before)."""
+    cases = [GridCase(f"{name}_{suffix}", spec_class(**build, **fields)) for name, build in builds]
+    return with_long_twins(cases, offset=offset)
+
+
 def b_order_grid(offset: int) -> list[GridCase]:
     """PE1 built to take ``B`` ``j`` outer (``b_order="jl"``), quick and with 10^4 contractions (``long``): a row
     per bank (``rows`` 1) and partial row groups (3 and 8 rows), ``L`` and ``J`` at the top of their header fields
     (255 rows of one ``j``, so the write address crosses 32 row groups; 255 ``j`` blocks of 3 rows), and the
     call lists' build (8 x 8, 16-bit operands, 128-bit stream) with smaller buffers. Each row lands where the
     original order puts it, so every quick point checks the same sums as an ``"lj"`` build would."""
-    jl = dict(b_order="jl")
-    cases = [
-        GridCase("l4r3_a16b16_acc16_jl", Tt1Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5,
-                                                 max_k=9, max_l=7, **jl)),
-        GridCase("l1r1_a3b2_acc16_jl", Tt1Spec(lanes=1, rows=1, a_bits=3, b_bits=2, acc_bits=16, max_j=3, max_k=5,
-                                               max_l=4, **jl)),
-        GridCase("l8r8_a8b8_acc20_jl", Tt1Spec(lanes=8, rows=8, a_bits=8, b_bits=8, acc_bits=20, max_j=4, max_k=24,
-                                               max_l=17, **jl)),
-        GridCase("l16r8_top_l_jl", Tt1Spec(max_j=2, max_k=3, max_l=MAX_DIM, **jl)),
-        GridCase("l4r2_top_j_jl", Tt1Spec(lanes=4, rows=2, max_j=MAX_DIM, max_k=3, max_l=3, **jl)),
-        GridCase("l8r8_a16b16_s128_jl", Tt1Spec(lanes=8, rows=8, a_bits=16, b_bits=16, max_j=9, max_k=24, max_l=19,
-                                                stream_bits=128, **jl)),
-    ]
-    return with_long_twins(cases, offset=offset)
+    return feature_grid(Tt1Spec, "jl", dict(b_order="jl"), [
+        ("l4r3_a16b16_acc16", dict(SATURATING, max_j=5, max_k=9, max_l=7)),
+        ("l1r1_a3b2_acc16", dict(NARROW, lanes=1, rows=1, max_j=3, max_k=5, max_l=4)),
+        ("l8r8_a8b8_acc20", dict(EIGHTS, max_j=4, max_k=24, max_l=17)),
+        ("l16r8_top_l", dict(max_j=2, max_k=3, max_l=MAX_DIM)),
+        ("l4r2_top_j", dict(lanes=4, rows=2, max_j=MAX_DIM, max_k=3, max_l=3)),
+        ("l8r8_a16b16_s128", dict(LISTS, max_j=9, max_k=24, max_l=19))], offset)
+
+
+def j_pairs_grid(offset: int) -> list[GridCase]:
+    """PE1 built to sum rows ``j`` in pairs, quick and with 10^4 contractions (``long``): ``K`` past half the
+    lanes too, so that transactions run both with and without pairs; 2 lanes (one a row of a pair), the 16-bit
+    saturating build (the pairs' order of additions shows), ``J`` at the top of its header field (255 rows: an
+    odd last pair), and the call lists' build taking ``B`` ``j`` outer."""
+    return feature_grid(Tt1Spec, "jp", dict(j_pairs=True), [
+        ("l4r3_a16b16_acc16", dict(SATURATING, max_j=7, max_k=5, max_l=7)),
+        ("l2r1_a3b2_acc16", dict(NARROW, lanes=2, rows=1, max_j=5, max_k=3, max_l=4)),
+        ("l8r8_a8b8_acc20", dict(EIGHTS, max_j=9, max_k=9, max_l=17)),
+        ("l4r2_top_j", dict(lanes=4, rows=2, max_j=MAX_DIM, max_k=3, max_l=3)),
+        ("l8r8_a16b16_s128_jl", dict(LISTS, max_j=9, max_k=12, max_l=19, b_order="jl"))], offset)
+
+
+def row_pairs_grid(offset: int) -> list[GridCase]:
+    """PE2 built with row pairs, quick and with 10^4 contractions (``long``): ``K`` past half the lanes too, so
+    that transactions run both with and without pairs; rows 1 and 3 (a group of 2 and 6 rows, the upper half
+    partial), 2 lanes (one a row), the 16-bit saturating build, ``L`` at the top of its header field (255 rows:
+    the group base and the second bank's address cross 16 groups), and the call lists' build. Pairs move no
+    number, so every point checks the sums a build without them gives."""
+    return feature_grid(Tt2Spec, "rp", dict(row_pairs=True), [
+        ("l4r3_a16b16_acc16", dict(SATURATING, max_j=5, max_k=5, max_l=13)),
+        ("l2r1_a3b2_acc16", dict(NARROW, lanes=2, rows=1, max_j=3, max_k=3, max_l=5)),
+        ("l8r8_a8b8_acc20", dict(EIGHTS, max_j=9, max_k=9, max_l=35)),
+        ("l4r2_top_l", dict(lanes=4, rows=2, max_j=3, max_k=3, max_l=MAX_DIM)),
+        ("l8r8_a16b16_s128", dict(LISTS, max_j=17, max_k=12, max_l=40))], offset)
 
 
 def pe3_top_cases(stream_bits: int) -> list[GridCase]:
@@ -117,6 +151,10 @@ CALIBRATION_ARRAYS = ((2, 1), (4, 2), (8, 1), (8, 4), (16, 2), (4, 8), (2, 4), (
 # large array, so the fit separates the stream term from the array terms (docs/design.md)
 WIDE_CALIBRATION = ((4, 2, 64), (8, 4, 64), (4, 2, 128), (8, 4, 128), (16, 2, 128), (2, 1, 128))
 JL_CALIBRATION = ((2, 1, 32), (2, 4, 32), (8, 4, 32), (8, 4, 128))  # (lanes, rows, stream_bits) of PE1's jl builds
+# (lanes, rows, stream_bits, b_order) of PE1's builds summing rows j in pairs
+JP_CALIBRATION = ((2, 1, 32, "lj"), (4, 2, 32, "lj"), (8, 4, 32, "lj"), (8, 4, 128, "jl"), (8, 8, 128, "jl"))
+# (lanes, rows, stream_bits) of PE2's row-pair builds
+RP_CALIBRATION = ((2, 1, 32), (4, 2, 32), (8, 4, 32), (8, 4, 128), (8, 8, 128))
 WIDE_CALIBRATION_PE3 = ((2, 64), (4, 64), (16, 64), (2, 128), (16, 128))  # (lanes, stream_bits) of PE3's wide builds
 
 
@@ -188,14 +226,15 @@ class Tt1PE(_TtPE):
     reference_model = staticmethod(reference.pe1_reference)
 
     def rtl_parameters(self, spec) -> dict[str, int]:
-        """The shared parameters, then ``B_ORDER``: 0 for ``B`` rows ``l`` outer, 1 for ``j`` outer (the C++
-        template's last parameter and the Verilog module's)."""
-        return {**super().rtl_parameters(spec), "B_ORDER": int(spec.b_jl)}
+        """The shared parameters, then ``B_ORDER`` (0 for ``B`` rows ``l`` outer, 1 for ``j`` outer) and ``J_PAIRS``
+        (1 where the build sums rows ``j`` in pairs): the C++ template's last parameters and the Verilog module's."""
+        return {**super().rtl_parameters(spec), "B_ORDER": int(spec.b_jl), "J_PAIRS": int(spec.j_pairs)}
 
     def verification_grid(self) -> list[GridCase]:
         """Paper widths forward (8 x 4) and backward (16 x 4), the 16 x 8 array and smaller ones, 16-bit sums; each
         again with 10^4 contractions (``long``); the same at 64- and 128-bit streams (:func:`width_grid`); then
-        the builds that take ``B`` ``j`` outer (:func:`b_order_grid`)."""
+        the builds that take ``B`` ``j`` outer (:func:`b_order_grid`) and those that sum rows ``j`` in pairs
+        (:func:`j_pairs_grid`)."""
         grid = width_grid([
             GridCase("l16r8_a8b4_acc32", Tt1Spec()),
             GridCase("l16r8_a16b4_acc32", Tt1Spec(a_bits=16, max_j=8, max_k=40, max_l=20)),
@@ -206,7 +245,8 @@ class Tt1PE(_TtPE):
             GridCase("l8r8_a8b8_acc20", Tt1Spec(lanes=8, rows=8, a_bits=8, b_bits=8, acc_bits=20, max_j=4,
                                                 max_k=24, max_l=17)),
         ], partial(header_top_cases, Tt1Spec))
-        return grid + b_order_grid(len(grid))
+        grid += b_order_grid(len(grid))
+        return grid + j_pairs_grid(len(grid))
 
     def estimate_specs(self) -> list[Tt1Spec]:
         return [Tt1Spec(), Tt1Spec(a_bits=16), Tt1Spec(lanes=8, rows=4)]
@@ -214,11 +254,13 @@ class Tt1PE(_TtPE):
     def calibration_specs(self) -> list[Tt1Spec]:
         """The training widths (16-bit gradients by 8-bit states), lanes 2..16 and rows 1..8 at 32-bit streams,
         :data:`WIDE_CALIBRATION` at 64 and 128 bits, then :data:`JL_CALIBRATION` built to take ``B`` ``j`` outer
-        (its extra address logic scales with the ``B`` address bits: 14, 12, 10 and 10 there)."""
-        return [Tt1Spec(lanes=lanes, rows=rows, a_bits=16, b_bits=8, stream_bits=bits, b_order=order)
-                for lanes, rows, bits, order in
-                [(lanes, rows, WORD_BITS, "lj") for lanes, rows in CALIBRATION_ARRAYS]
-                + [(*build, "lj") for build in WIDE_CALIBRATION] + [(*build, "jl") for build in JL_CALIBRATION]]
+        (its extra address logic scales with the ``B`` address bits: 14, 12, 10 and 10 there) and
+        :data:`JP_CALIBRATION` summing rows ``j`` in pairs."""
+        return [Tt1Spec(lanes=lanes, rows=rows, a_bits=16, b_bits=8, stream_bits=bits, b_order=order, j_pairs=pairs)
+                for lanes, rows, bits, order, pairs in
+                [(lanes, rows, WORD_BITS, "lj", False) for lanes, rows in CALIBRATION_ARRAYS]
+                + [(*build, "lj", False) for build in WIDE_CALIBRATION]
+                + [(*build, "jl", False) for build in JL_CALIBRATION] + [(*build, True) for build in JP_CALIBRATION]]
 
 
 class Tt2PE(_TtPE):
@@ -228,10 +270,16 @@ class Tt2PE(_TtPE):
     cpp_struct = "pe2"
     reference_model = staticmethod(reference.pe2_reference)
 
+    def rtl_parameters(self, spec) -> dict[str, int]:
+        """The shared parameters, then ``ROW_PAIRS``: 1 where the build has row pairs (the C++ template's last
+        parameter and the Verilog module's; the C++ computes the same words either way)."""
+        return {**super().rtl_parameters(spec), "ROW_PAIRS": int(spec.row_pairs)}
+
     def verification_grid(self) -> list[GridCase]:
         """Paper widths forward (8 x 4) and backward (16 x 4), the 16 x 8 array and smaller ones, 16-bit sums; each
-        again with 10^4 contractions (``long``); the same at 64- and 128-bit streams (:func:`width_grid`)."""
-        return width_grid([
+        again with 10^4 contractions (``long``); the same at 64- and 128-bit streams (:func:`width_grid`); then
+        the builds with row pairs (:func:`row_pairs_grid`)."""
+        grid = width_grid([
             GridCase("l16r8_a8b4_acc32", Tt2Spec(max_j=20, max_k=40, max_l=20)),
             GridCase("l16r8_a16b4_acc32", Tt2Spec(a_bits=16, max_j=12, max_k=33, max_l=17)),
             GridCase("l4r3_a16b16_acc16", Tt2Spec(lanes=4, rows=3, a_bits=16, b_bits=16, acc_bits=16, max_j=5,
@@ -241,15 +289,18 @@ class Tt2PE(_TtPE):
             GridCase("l8r8_a8b8_acc20", Tt2Spec(lanes=8, rows=8, a_bits=8, b_bits=8, acc_bits=20, max_j=9,
                                                 max_k=24, max_l=17)),
         ], partial(header_top_cases, Tt2Spec))
+        return grid + row_pairs_grid(len(grid))
 
     def estimate_specs(self) -> list[Tt2Spec]:
         return [Tt2Spec(), Tt2Spec(a_bits=16), Tt2Spec(lanes=8, rows=4)]
 
     def calibration_specs(self) -> list[Tt2Spec]:
-        """The training widths (16-bit gradients by 4-bit cores), lanes 2..16 and rows 1..8 at 32-bit streams, and
-        :data:`WIDE_CALIBRATION` at 64 and 128 bits."""
-        return [Tt2Spec(lanes=lanes, rows=rows, a_bits=16, b_bits=4, stream_bits=bits) for lanes, rows, bits in
-                [(lanes, rows, WORD_BITS) for lanes, rows in CALIBRATION_ARRAYS] + list(WIDE_CALIBRATION)]
+        """The training widths (16-bit gradients by 4-bit cores), lanes 2..16 and rows 1..8 at 32-bit streams,
+        :data:`WIDE_CALIBRATION` at 64 and 128 bits, then :data:`RP_CALIBRATION` built with row pairs."""
+        return [Tt2Spec(lanes=lanes, rows=rows, a_bits=16, b_bits=4, stream_bits=bits, row_pairs=pairs)
+                for lanes, rows, bits, pairs in
+                [(lanes, rows, WORD_BITS, False) for lanes, rows in CALIBRATION_ARRAYS]
+                + [(*build, False) for build in WIDE_CALIBRATION] + [(*build, True) for build in RP_CALIBRATION]]
 
 
 class Tt3PE(_TtPE):

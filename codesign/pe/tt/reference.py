@@ -89,9 +89,11 @@ def _header(reader: _Reader, fields_bits: int = 32) -> tuple[int, bool]:
 
 
 def pe1_reference(words_in, *, lanes: int, rows: int, a_bits: int, b_bits: int, acc_bits: int, max_j: int,
-                  max_k: int, max_l: int, stream_bits: int = 32, b_order: str = "lj") -> list[int]:
+                  max_k: int, max_l: int, stream_bits: int = 32, b_order: str = "lj", j_pairs: bool = False
+                  ) -> list[int]:
     """Expected output parts of one PE1 transaction (``rows`` does not change results); ``B``'s rows arrive
-    ``l`` outer (``b_order`` ``"lj"``) or ``j`` outer (``"jl"``)."""
+    ``l`` outer (``b_order`` ``"lj"``) or ``j`` outer (``"jl"``); with ``j_pairs`` and ``K <= lanes / 2`` the
+    products of rows ``2p`` and ``2p + 1`` are one sum, added into the accumulator once."""
     del rows
     reader = _Reader([int(w) for w in words_in], stream_bits)
     header, clean = _header(reader)
@@ -110,13 +112,15 @@ def pe1_reference(words_in, *, lanes: int, rows: int, a_bits: int, b_bits: int, 
     out = []
     for _ in range(i_dim):
         a = [reader.row(k_dim, lanes, a_bits) for _ in range(j_dim)]
+        step = 2 if j_pairs and lanes > 1 and 2 * k_dim <= lanes else 1  # rows j summed together
         for l in range(l_dim):
             acc = 0
-            for j in range(j_dim):
+            for first in range(0, j_dim, step):
                 for start in range(0, k_dim, lanes):
                     chunk = 0
-                    for k in range(start, min(start + lanes, k_dim)):
-                        chunk += a[j][k] * b[l][j][k]
+                    for j in range(first, min(first + step, j_dim)):
+                        for k in range(start, min(start + lanes, k_dim)):
+                            chunk += a[j][k] * b[l][j][k]
                     acc = _clamp(acc + chunk, acc_bits)
             out.append(acc)
     if reader.left():
@@ -125,9 +129,10 @@ def pe1_reference(words_in, *, lanes: int, rows: int, a_bits: int, b_bits: int, 
 
 
 def pe2_reference(words_in, *, lanes: int, rows: int, a_bits: int, b_bits: int, acc_bits: int, max_j: int,
-                  max_k: int, max_l: int, stream_bits: int = 32) -> list[int]:
-    """Expected output parts of one PE2 transaction: ``Z[i, l, k] = sum_j A[i, j, k] * B[l, j]``, saturating per product."""
-    del rows
+                  max_k: int, max_l: int, stream_bits: int = 32, row_pairs: bool = False) -> list[int]:
+    """Expected output parts of one PE2 transaction: ``Z[i, l, k] = sum_j A[i, j, k] * B[l, j]``, saturating per product
+    (row pairs move cycles, not numbers)."""
+    del rows, row_pairs
     reader = _Reader([int(w) for w in words_in], stream_bits)
     header, clean = _header(reader)
     i_dim, j_dim, k_dim, l_dim = _dims(header)

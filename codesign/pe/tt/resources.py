@@ -18,13 +18,17 @@ from codesign.pe.tt.spec import Tt1Spec, Tt2Spec, Tt3Spec
 def memories(spec) -> List[Tuple[int, int]]:
     """``(depth, width in bits)`` of every RAM the PE's RTL holds, one entry per instance."""
     if isinstance(spec, Tt1Spec):
-        kc = chunks(spec.max_k, spec.lanes)
-        return ([(2 * spec.max_j * kc, spec.lanes * spec.a_bits)]  # A's two banks: one loads, one computes
-                + [(chunks(spec.max_l, spec.rows) * spec.max_j * kc, spec.lanes * spec.b_bits)] * spec.rows)
+        # j pairs: A and every B bank in two RAMs of half a chunk, written apart
+        kc, halves = chunks(spec.max_k, spec.lanes), 2 if spec.j_pairs and spec.lanes > 1 else 1
+        return ([(2 * spec.max_j * kc, spec.lanes * spec.a_bits // halves)] * halves  # A's two banks: one loads,
+                # one computes
+                + [(chunks(spec.max_l, spec.rows) * spec.max_j * kc, spec.lanes * spec.b_bits // halves)]
+                * (spec.rows * halves))
     if isinstance(spec, Tt2Spec):
         kc, jc = chunks(spec.max_k, spec.lanes), chunks(spec.max_j, spec.lanes)
+        copies = 2 if spec.row_pairs and spec.lanes > 1 else 1  # row pairs read each B bank twice a cycle
         return ([(2 * spec.max_j * kc, spec.lanes * spec.a_bits)]  # A's two banks: one loads, one computes
-                + [(chunks(spec.max_l, spec.rows) * jc, spec.lanes * spec.b_bits)] * spec.rows
+                + [(chunks(spec.max_l, spec.rows) * jc, spec.lanes * spec.b_bits)] * (spec.rows * copies)
                 + [(2 * kc, spec.lanes * spec.acc_bits)] * spec.rows)  # two result banks: one fills, one sends
     if isinstance(spec, Tt3Spec):
         return [(chunks(spec.max_j, spec.lanes), spec.lanes * spec.b_bits)]
@@ -69,7 +73,15 @@ def features(spec) -> dict:
     PE1 built to take ``B`` ``j`` outer (``b_order="jl"``) keeps two more
     ``B``-address registers with their adders and selects
     (:func:`b_address_bits` wide each): ``jl_address_bits``, 0 in the
-    original build."""
+    original build.
+
+    PE2 built with row pairs (``row_pairs``) selects, per upper lane, its A
+    value and its row's weight between the pair's and the plain group's, and
+    per row the upper row's weight from the bank's copy:
+    ``row_pairs_x_multipliers``, 0 in a build without them. PE1 summing
+    rows ``j`` in pairs (``j_pairs``) selects the upper half's write data of
+    ``A`` and of every ``B`` bank and works out a pair's ``A`` address:
+    ``j_pairs_x_lanes``, 0 without."""
     rows = getattr(spec, "rows", None)
     multipliers = spec.lanes * (rows or 1)
     wide = spec.stream_bits - WORD_BITS
@@ -81,6 +93,9 @@ def features(spec) -> dict:
         out["lanes_x_multipliers"] = float(spec.lanes * multipliers)
     if isinstance(spec, Tt1Spec):
         out["jl_address_bits"] = float(b_address_bits(spec) if spec.b_jl else 0)
+        out["j_pairs_x_lanes"] = float(spec.lanes * (spec.rows + 1) if spec.j_pairs and spec.lanes > 1 else 0)
+    if isinstance(spec, Tt2Spec):
+        out["row_pairs_x_multipliers"] = float(multipliers if spec.row_pairs and spec.lanes > 1 else 0)
     return out
 
 

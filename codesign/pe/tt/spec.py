@@ -64,14 +64,34 @@ class Tt1Spec(_BufferedSpec):
     "PE1's B order"); it moves no number, only which row lands where in the
     banks, and lets a caller whose ``B`` lies contiguous along ``l`` read it
     in long runs.
+
+    ``j_pairs``: a transaction whose ``K`` fits half the lanes sums rows
+    ``j = 2p`` and ``2p + 1`` in one chunk, the second row on the upper
+    lanes, and adds that exact sum into the accumulator: ``ceil(J / 2)``
+    MAC-loop cycles a row group instead of ``J``. The stream is the same; the
+    sums are added in pairs, which moves a result only where a partial sum
+    saturates (docs/tt_pe.md, "Row pairs along j").
     """
 
     b_order: str = "lj"
+    j_pairs: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.b_order not in B_ORDERS:
             raise ValueError(f"b_order={self.b_order!r} must be one of {B_ORDERS}")
+        if not isinstance(self.j_pairs, bool):
+            raise ValueError(f"j_pairs={self.j_pairs!r} must be True or False")
+
+    def pairs(self, k: int) -> bool:
+        """Whether a transaction with ``K = k`` sums rows ``j`` in pairs: the build has ``j_pairs`` and ``k`` fits
+        half the lanes (docs/tt_pe.md, "Row pairs along j")."""
+        return self.j_pairs and self.lanes > 1 and 2 * k <= self.lanes
+
+    def loop_cycles(self, j: int, k: int) -> int:
+        """MAC-loop cycles of one row group: ``J * KC``, or ``ceil(J / 2)`` where the transaction sums ``j`` in
+        pairs (:meth:`pairs`)."""
+        return -(-j // 2) if self.pairs(k) else j * chunks(k, self.lanes)
 
     @property
     def b_jl(self) -> bool:
@@ -79,11 +99,13 @@ class Tt1Spec(_BufferedSpec):
         return self.b_order == "jl"
 
     def to_dict(self) -> dict:
-        """Every field, ``b_order`` only where it is not the original ``"lj"``: a build of the original stream
-        keeps its vector-file metadata, cache keys and manifests as they were."""
+        """Every field, ``b_order`` only where it is not the original ``"lj"`` and ``j_pairs`` only where set: a
+        build of the original stream keeps its vector-file metadata, cache keys and manifests as they were."""
         values = super().to_dict()
         if values["b_order"] == B_ORDERS[0]:
             del values["b_order"]
+        if not values["j_pairs"]:
+            del values["j_pairs"]
         return values
 
     @property
@@ -101,7 +123,33 @@ class Tt2Spec(_BufferedSpec):
     results wait in ``rows`` RAMs of two banks (a row group being summed, the
     one before it being sent) of ``ceil(max_k / lanes)`` words of
     ``lanes * acc_bits`` bits each.
+
+    ``row_pairs``: a transaction whose ``K`` fits half the lanes runs row
+    groups of ``2 * rows`` rows, each MAC row's lanes split between two rows
+    of ``l`` (docs/tt_pe.md, "Row pairs"). It moves no number and no stream
+    word, only cycles: such a transaction's MAC loop runs half as many groups.
+    The upper rows' weights come from a second copy of each ``B`` bank.
     """
+
+    row_pairs: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.row_pairs, bool):
+            raise ValueError(f"row_pairs={self.row_pairs!r} must be True or False")
+
+    def to_dict(self) -> dict:
+        """Every field, ``row_pairs`` only where it is set: a build without row pairs keeps its vector-file
+        metadata, cache keys and manifests as they were."""
+        values = super().to_dict()
+        if not values["row_pairs"]:
+            del values["row_pairs"]
+        return values
+
+    def group_rows(self, k: int) -> int:
+        """Rows of ``l`` one row group of a transaction with ``K = k`` computes: ``2 * rows`` where the build has
+        row pairs and ``k`` fits half the lanes, else ``rows``."""
+        return 2 * self.rows if self.row_pairs and self.lanes > 1 and k <= self.lanes // 2 else self.rows
 
     @property
     def max_jc(self) -> int:

@@ -89,17 +89,22 @@ def directed(spec: Tt1Spec | Tt2Spec, rng: np.random.Generator) -> list[Transact
     for v in ls:
         case(2, min(3, s.max_j), min(s.lanes + 1, s.max_k), v)
     case(2, s.max_j, s.max_k, s.max_l)  # every buffer full
+    for j, k, l in _pair_sizes(s):  # PE2's groups of 2 x rows, PE1's rows j in pairs (odd and even J)
+        case(3, j, k, l, noisy=k == 1)
+        case(2, j if isinstance(s, Tt1Spec) else 1, k, l, "ends", "ends")
     case(3, s.max_j, min(5, s.max_k), min(4, s.max_l), b_mode="zero")  # zero cores
     case(2, min(2, s.max_j), s.max_k, min(2, s.max_l), a_mode="zero")
     for a_mode, b_mode in (("min", "min"), ("max", "min"), ("min", "max"), ("max", "max"), ("ends", "ends")):
         case(2, s.max_j, s.max_k, min(s.rows + 1, s.max_l), a_mode, b_mode)
-    # a positive run, then a negative one: with saturation the order of additions shows in the result
+    # a positive run, then a negative one: with saturation the order of additions shows in the result (again
+    # with rows j summed in pairs where the build does)
     j = s.max_j
-    a = np.full((1, j, s.max_k), code_range(s.a_bits)[0], dtype=np.int64)
-    b = np.full(golden.b_shape(s, j, s.max_k, 2), code_range(s.b_bits)[0], dtype=np.int64)
-    b[:, j // 2:] = code_range(s.b_bits)[1]
-    b[1] = b[1, ::-1]
-    out.append(_pair(s, a, b))
+    for k in sorted({s.max_k} | ({min(s.lanes // 2, s.max_k)} if getattr(s, "j_pairs", False) else set())):
+        a = np.full((1, j, k), code_range(s.a_bits)[0], dtype=np.int64)
+        b = np.full(golden.b_shape(s, j, k, 2), code_range(s.b_bits)[0], dtype=np.int64)
+        b[:, j // 2:] = code_range(s.b_bits)[1]
+        b[1] = b[1, ::-1]
+        out.append(_pair(s, a, b))
     # ignored bits random everywhere
     case(2, min(3, s.max_j), s.max_k, min(s.rows + 1, s.max_l), noisy=True)
     # refused headers: the header is the whole transaction
@@ -114,6 +119,22 @@ def directed(spec: Tt1Spec | Tt2Spec, rng: np.random.Generator) -> list[Transact
             out.append(refusal(s, header_word(*dims)))
     out += wide_refusals(s, header_word(1, 1, 1, 1))
     return out
+
+
+def _pair_sizes(spec: Tt1Spec | Tt2Spec) -> list[tuple[int, int, int]]:
+    """``(J, K, L)`` of directed transactions that run pairs on a build with them (none otherwise), ``K`` 1 and
+    half the lanes: PE2 with row pairs, ``L`` around one and two row groups of ``2 * rows`` and at the buffer's
+    top; PE1 with ``j`` pairs, ``J`` odd and even around the lanes and at the buffer's top."""
+    pe1 = isinstance(spec, Tt1Spec)
+    if not getattr(spec, "j_pairs" if pe1 else "row_pairs", False) or spec.lanes < 2:
+        return []
+    rows, half = spec.rows, spec.lanes // 2
+    ks = [k for k in sorted({1, half}) if k <= spec.max_k]
+    if pe1:
+        js = {1, 2, 3, spec.lanes, spec.lanes + 1, spec.max_j}
+        return [(j, k, min(rows + 1, spec.max_l)) for k in ks for j in sorted(js) if j <= spec.max_j]
+    ls = {1, rows, rows + 1, 2 * rows - 1, 2 * rows, 2 * rows + 1, 4 * rows + 1, spec.max_l}
+    return [(min(spec.lanes + 1, spec.max_j), k, l) for k in ks for l in sorted(ls) if 1 <= l <= spec.max_l]
 
 
 def refusal(spec: TtSpec, header: int) -> Transaction:
@@ -149,9 +170,9 @@ def _small(rng: np.random.Generator, limit: int) -> int:
 
 def small_random(spec: TtSpec, count: int, rng: np.random.Generator) -> list[Transaction]:
     """Many cheap contractions: dimensions log-uniform up to two chunks plus one along the lanes, two row groups
-    plus one along the rows, 8 along ``J`` (PE3: 2 chunks plus one of both operands), within the build's limits,
-    so chunk edges and partial row groups come up often; codes anywhere in their range or at its ends, random
-    ignored bits in a third of them. The large sizes are the directed set's and :func:`random`'s."""
+    (four with row pairs) plus one along the rows, 8 along ``J`` (PE3: 2 chunks plus one of both operands), within
+    the build's limits, so chunk edges and partial row groups come up often; codes anywhere in their range or at
+    its ends, random ignored bits in a third of them. The large sizes are the directed set's and :func:`random`'s."""
     out = []
     edge = 2 * spec.lanes + 1
     for _ in range(count):
@@ -161,7 +182,8 @@ def small_random(spec: TtSpec, count: int, rng: np.random.Generator) -> list[Tra
             b = _draw(rng, spec.b_bits, (_small(rng, min(edge, spec.max_j)),), mode)
         else:
             i, j = _small(rng, 2), _small(rng, min(8, spec.max_j))
-            k, l = _small(rng, min(edge, spec.max_k)), _small(rng, min(2 * spec.rows + 1, spec.max_l))
+            groups = 4 if getattr(spec, "row_pairs", False) else 2  # row pairs: groups of 2 x rows
+            k, l = _small(rng, min(edge, spec.max_k)), _small(rng, min(groups * spec.rows + 1, spec.max_l))
             a = _draw(rng, spec.a_bits, (i, j, k), mode)
             b = _draw(rng, spec.b_bits, golden.b_shape(spec, j, k, l), mode)
         out.append(_pair(spec, a, b, rng if rng.random() < 1 / 3 else None))

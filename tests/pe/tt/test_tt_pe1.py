@@ -135,7 +135,9 @@ def test_grid_reaches_every_header_field_and_has_a_10k_contraction_twin_of_each(
     PE2: three builds at the top of J, K and L; PE3: J up to 255), a 10^4-contraction twin of every quick point,
     and at least five configurations with 10^4 contractions in the extended grid (all five at 32 bits quick)."""
     grid = [case for case in get_pe(name).verification_grid()
-            if case.spec.stream_bits == stream_bits and getattr(case.spec, "b_order", "lj") == "lj"]
+            if case.spec.stream_bits == stream_bits and getattr(case.spec, "b_order", "lj") == "lj"
+            and not getattr(case.spec, "row_pairs", False) and not getattr(case.spec, "j_pairs", False)]
+    # (the builds of b_order_grid, j_pairs_grid and row_pairs_grid apart)
     quick = [case for case in grid if not case.long]
     long = {case.id: case for case in grid if case.long}
     assert {max(getattr(case.spec, f"max_{d}") for case in quick) for d in fields} == {255}
@@ -148,6 +150,49 @@ def test_grid_reaches_every_header_field_and_has_a_10k_contraction_twin_of_each(
         assert len(quick) == len(long) == 5 + (3 if len(fields) == 3 else 0)
     else:
         assert len(quick) < len(configs)  # make test runs a few of them
+
+
+def test_j_pairs_add_two_rows_at_once_by_hand():
+    """2 lanes, K = 1: rows j = 0, 1 and 2, 3 are summed in pairs. Products 2^14, 2^14, 2^14 and -16256 saturate a
+    16-bit accumulator one by one at 32767, then fall to 16511; in pairs the sums are 32768 (saturating) and 128:
+    32767. The stream is the same; the loop takes ceil(J/2) = 2 cycles a group instead of 4."""
+    plain = Tt1Spec(lanes=2, rows=1, a_bits=8, b_bits=8, acc_bits=16, max_j=4, max_k=2, max_l=1)
+    pairs = dataclasses.replace(plain, j_pairs=True)
+    a, b = np.full((1, 4, 1), -128), np.array([[[-128], [-128], [-128], [127]]])
+    words = golden.words(pairs, a, b)
+    assert np.array_equal(words, golden.words(plain, a, b))
+    assert golden.output(plain, a, b).tolist() == [0, 16511] == pe1_reference(words, **plain.to_dict())
+    assert golden.output(pairs, a, b).tolist() == [0, 32767] == pe1_reference(words, **pairs.to_dict())
+    assert golden.answer(pairs, words).tolist() == [0, 32767]
+    # header and status 0-1, B 2-5, A 6-9, the loop 10-11 and its flush 12, the result 13: 14 cycles (16 without)
+    header = int(words[0])
+    assert (pe1_cycles(pairs, header).total, pe1_cycles(plain, header).total) == (14, 16)
+    assert pairs.pairs(1) and not pairs.pairs(2) and not plain.pairs(1)  # K = 2 fills both lanes: no pairs
+    assert pairs.loop_cycles(5, 1) == 3 and pairs.loop_cycles(5, 2) == 5
+    assert "j_pairs" not in plain.to_dict() and pairs.to_dict()["j_pairs"] is True
+    assert [get_pe("tt1").rtl_parameters(spec)["J_PAIRS"] for spec in (pairs, plain)] == [1, 0]
+    with pytest.raises(ValueError, match="j_pairs"):
+        Tt1Spec(j_pairs="yes")
+
+
+def test_the_j_pair_grid_runs_pairs_and_their_order_of_additions():
+    """Every quick j-pair build has a 10^4-contraction twin and runs transactions summed in pairs (J > 1) and
+    without; in the saturating builds some results differ from an unpaired sum, so the pairs' order is checked
+    at every level; J reaches the top of its header field; both B orders and 32- and 128-bit streams."""
+    grid = [case for case in get_pe("tt1").verification_grid() if case.spec.j_pairs]
+    quick, long = [case for case in grid if not case.long], {case.id for case in grid if case.long}
+    assert len(quick) >= 5 and all(f"{case.id}_10k" in long for case in quick)
+    assert {case.spec.stream_bits for case in quick} == {32, 128} and max(case.spec.max_j for case in quick) == 255
+    assert {case.spec.b_order for case in quick} == {"lj", "jl"}
+    differ = 0
+    for case in quick:
+        plain, kinds = dataclasses.replace(case.spec, j_pairs=False), {"pairs": 0, "plain": 0}
+        for words_in, words_out in build_stimulus(case.spec, TtStimulusOptions()):
+            (_, j, k, _), _ = contract.header_dims(contract.stream_header(words_in, case.spec.stream_bits), 4)
+            kinds["pairs" if k and case.spec.pairs(k) and j > 1 else "plain"] += bool(k)
+            differ += not np.array_equal(golden.answer(plain, words_in), words_out)
+        assert kinds["pairs"] >= 8 and kinds["plain"] >= 8, (case.id, kinds)
+    assert differ >= 10
 
 
 @pytest.mark.parametrize("spec", [Tt1Spec(lanes=4, rows=3, max_j=5, max_k=9, max_l=7), Tt3Spec(lanes=4, max_j=9)])

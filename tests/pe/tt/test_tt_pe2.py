@@ -47,6 +47,48 @@ def test_pe2_transaction_by_hand():
     assert transaction_cycles(spec, header) == cycles
 
 
+def test_row_pairs_move_cycles_not_words_by_hand():
+    """Two lanes, one row, K = 1: with row pairs a group holds two rows (lane 0 row 0, lane 1 row 1), so the two
+    rows' MAC loops become one; the words in and out are the same as without."""
+    plain = Tt2Spec(lanes=2, rows=1, a_bits=8, b_bits=4, acc_bits=16, max_j=2, max_k=3, max_l=3)
+    pairs = dataclasses.replace(plain, row_pairs=True)
+    a = np.array([[[3], [-4]]])  # I=1, J=2, K=1
+    b = np.array([[2, -1], [7, -8], [1, 1]])  # L=3, J=2
+    assert np.array_equal(golden.words(pairs, a, b), golden.words(plain, a, b))
+    assert np.array_equal(golden.output(pairs, a, b), golden.output(plain, a, b))
+    header = 1 | 2 << 8 | 1 << 16 | 3 << 24
+    assert [pairs.group_rows(k) for k in (1, 2)] == [2, 1] and plain.group_rows(1) == 1
+    # header and status 0-1, B (3 rows of one chunk) 2-4, A (2 rows of one chunk) 5-6; rows 0 and 1's loop
+    # (J = 2 MACs) 7-8, its read 10 and its two results 11-12; row 2's loop 9-10 beside them, its read 13, its
+    # result 14: 15 cycles. Three one-row groups take 18: the third's loop waits for the first's result (11)
+    # and runs 13-14, its read 16, its result 17
+    assert (pe2_cycles(pairs, header).total, pe2_cycles(plain, header).total) == (15, 18)
+    assert pe2_cycles(pairs, header).compute == 2 * 2 + 1
+    assert "row_pairs" not in plain.to_dict() and pairs.to_dict()["row_pairs"] is True
+    assert [get_pe("tt2").rtl_parameters(spec)["ROW_PAIRS"] for spec in (pairs, plain)] == [1, 0]
+    with pytest.raises(ValueError, match="row_pairs"):
+        Tt2Spec(row_pairs=1)
+
+
+def test_the_row_pair_grid_runs_upper_halves_at_both_widths():
+    """Every quick row-pair build has a 10^4-contraction twin, and its stimulus runs transactions whose groups
+    use the upper lanes (K <= lanes / 2 and more than ``rows`` rows of L) and transactions without pairs; L
+    reaches the top of its header field; the builds stream 32 and 128 bits."""
+    grid = [case for case in get_pe("tt2").verification_grid() if case.spec.row_pairs]
+    quick, long = [case for case in grid if not case.long], {case.id for case in grid if case.long}
+    assert len(quick) >= 5 and all(f"{case.id}_10k" in long for case in quick)
+    assert {case.spec.stream_bits for case in quick} == {32, 128} and max(case.spec.max_l for case in quick) == 255
+    for case in quick:
+        kinds = {"upper": 0, "plain": 0}
+        for words_in, _ in build_stimulus(case.spec, TtStimulusOptions()):
+            (_, _, k, l), _ = contract.header_dims(contract.stream_header(words_in, case.spec.stream_bits), 4)
+            if k and case.spec.group_rows(k) > case.spec.rows:
+                kinds["upper"] += l > case.spec.rows
+            elif k:
+                kinds["plain"] += 1
+        assert kinds["upper"] >= 8 and kinds["plain"] >= 8, (case.id, kinds)
+
+
 def test_pe2_saturates_every_product_in_order():
     # 100*127 = 12700 twice reaches 25400, a third saturates at 32767, then -12700 pulls back to 20067
     a = np.full((1, 4, 1), 100)
@@ -111,5 +153,5 @@ def test_the_128_bit_grid_sends_last_beats_that_spill():
             (i, _, k, l), _ = contract.header_dims(header, 4)
             cycles = pe2_cycles(case.spec, header)
             if cycles.drain:
-                spills += cycles.drain - i * (contract.chunks(l, case.spec.rows) + l * contract.chunks(k, 4))
+                spills += cycles.drain - i * (contract.chunks(l, case.spec.group_rows(k)) + l * contract.chunks(k, 4))
     assert wide and spills >= 10

@@ -156,6 +156,33 @@ def test_the_step_as_lists_equals_the_per_call_step(name, buffers, stream, order
 @pytest.mark.parametrize("stream", [32, 128])
 @pytest.mark.parametrize("buffers", ["small", "default"])
 @pytest.mark.parametrize("name", [name for name in SHAPES if name != "padding_edges_b33"])
+def test_builds_with_pairs_run_the_step_of_the_per_call_step(name, buffers, stream):
+    """PE1 summing rows j in pairs and PE2 running row pairs (docs/tt_pe.md) on the same lists: the calls whose K
+    fits half the lanes run in pairs, and every word equals the per-call step's (a list's sums never saturate,
+    so adding two rows' products at once moves none)."""
+    shape = SHAPES[name]
+    specs = tuple(dataclasses.replace(spec, stream_bits=stream) for spec in (SMALL if buffers == "small" else WIDE))
+    specs = (dataclasses.replace(specs[0], j_pairs=True), dataclasses.replace(specs[1], row_pairs=True))
+    layer = warmed(shape)
+    state = layer_state(layer)
+    x, grad_y = batch(layer, shape[3], seed=3)
+    expected = pe_step(state, x, grad_y, GoldenRunner())
+    lists, got = lists_step(state, x, grad_y, specs)
+    mismatches = compare_steps(expected, got)
+    assert sum(mismatches.values()) == 0, mismatches
+    paired = {pe: sum(spec.pairs(k) if pe == "tt1" else spec.group_rows(k) > spec.rows
+                      for phase in lists.phases for name_, calls in phase if name_ == pe for call in calls
+                      for k in [header_dims(call.header, 4)[0][2]])
+              for pe, spec in zip(("tt1", "tt2"), specs)}
+    # pairs wherever a K fits half the lanes: on SMALL's 4 lanes only the digits layer has K <= 2, on WIDE's 8
+    # lanes every shape but one_core_b3 has K <= 4
+    if name == "digits_first_layer_r4_b5" or (buffers == "default" and name != "one_core_b3"):
+        assert paired["tt1"] > 0 and paired["tt2"] > 0, paired
+
+
+@pytest.mark.parametrize("stream", [32, 128])
+@pytest.mark.parametrize("buffers", ["small", "default"])
+@pytest.mark.parametrize("name", [name for name in SHAPES if name != "padding_edges_b33"])
 def test_copies_sharing_a_contraction_along_l_equal_the_per_call_step(name, buffers, stream):
     """On two IPs of each PE, a contraction whose copies end sooner with its ``L`` cut between them than its ``I``
     (:func:`l_cut`: a PE1 call loads its ``B``, ``L`` rows, before it computes) is cut so; its results are the

@@ -25,20 +25,23 @@ from test_step_lists import SHAPES, SMALL, batch, lists_step, run_golden, warmed
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("name, stream, order, copies", [
-    ("rank1_b17", 32, "lj", (1, 1)), ("digits_first_layer_r4_b5", 32, "lj", (1, 1)),
-    ("digits_first_layer_r4_b5", 128, "lj", (1, 1)), ("rank1_b17", 32, "jl", (1, 1)),
-    ("digits_first_layer_r4_b5", 128, "jl", (1, 1)), ("digits_first_layer_r4_b5", 128, "jl", (2, 2))])
-def test_step_lists_on_the_rtl_equal_golden_and_the_cycle_model(tmp_path, name, stream, order, copies):
+@pytest.mark.parametrize("name, stream, order, copies, pairs", [
+    ("rank1_b17", 32, "lj", (1, 1), False), ("digits_first_layer_r4_b5", 32, "lj", (1, 1), False),
+    ("digits_first_layer_r4_b5", 128, "lj", (1, 1), False), ("rank1_b17", 32, "jl", (1, 1), False),
+    ("digits_first_layer_r4_b5", 128, "jl", (1, 1), False), ("digits_first_layer_r4_b5", 128, "jl", (2, 2), False),
+    ("digits_first_layer_r4_b5", 128, "jl", (2, 2), True), ("digits_first_layer_r4_b5", 32, "lj", (1, 1), True)])
+def test_step_lists_on_the_rtl_equal_golden_and_the_cycle_model(tmp_path, name, stream, order, copies, pairs):
     """``order``: PE1 takes B l outer, or j outer (its core-gradient calls read B in runs of whole l tiles);
     ``copies``: the IPs of each PE a phase's lists are shared among (contractions cut along L between them where
-    that ends sooner, :func:`codesign.step.tt.list_tiles.l_cut`), each list run on the RTL in turn."""
+    that ends sooner, :func:`codesign.step.tt.list_tiles.l_cut`), each list run on the RTL in turn; ``pairs``:
+    PE1 sums rows j in pairs and PE2 runs row pairs where a call's K fits half the lanes (docs/tt_pe.md)."""
     shape = SHAPES[name]
     layer = warmed(shape)
     state = layer_state(layer)
     x, grad_y = batch(layer, shape[3], seed=3)
     small = tuple(dataclasses.replace(spec, stream_bits=stream) for spec in SMALL)
-    small = (dataclasses.replace(small[0], b_order=order), small[1])
+    small = (dataclasses.replace(small[0], b_order=order, j_pairs=pairs),
+             dataclasses.replace(small[1], row_pairs=pairs))
     lists, _ = lists_step(state, x, grad_y, small, copies=copies, share_products=1)
     specs = {"tt1": small[0], "tt2": small[1]}
     arena = lists.arena
@@ -56,7 +59,8 @@ def test_step_lists_on_the_rtl_equal_golden_and_the_cycle_model(tmp_path, name, 
             assert result.words > arena.size  # the whole arena, and guard words around it
             assert model.total == result.busy_cycles, (index, pe_name, model.breakdown())
             arena = expected  # the RTL's arena, word for word
-    print(f"\n[step lists on the RTL] {name} at {stream} bits, B {order}, copies {copies}: {len(runs)} lists, "
+    print(f"\n[step lists on the RTL] {name} at {stream} bits, B {order}, copies {copies}, pairs {pairs}: "
+          f"{len(runs)} lists, "
           f"{sum(r[2] for r in runs)} calls "
           f"({chained} accumulating), busy cycles {sum(r[4] for r in runs)}, model {sum(r[3] for r in runs)}: {runs}")
     assert np.array_equal(arena, run_golden(lists, small))
