@@ -184,9 +184,10 @@ struct pe1 {
 #pragma HLS PIPELINE II = 1
             for (int r = 0; r < ROWS; ++r) {
               ap_int<64> chunk = 0;  // exact: at most 16 products of 2^30
-              for (int t = j; t < j + j_step && t < dim_j; ++t)
-                for (int v = 0; v < LANES; ++v)
-                  chunk += ap_int<64>(a[t][c][v]) * ap_int<64>(b[g * ROWS + r][t][c][v]);
+              for (int t = 0; t < 2; ++t)  // a fixed trip count: the pair's second row where there is one
+                if (t < j_step && j + t < dim_j)
+                  for (int v = 0; v < LANES; ++v)
+                    chunk += ap_int<64>(a[j + t][c][v]) * ap_int<64>(b[g * ROWS + r][j + t][c][v]);
               acc[r] = sat_add<ACC_BITS>(acc[r], chunk);
             }
           }

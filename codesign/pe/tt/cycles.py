@@ -84,7 +84,8 @@ def pe1_cycles(spec: Tt1Spec, header: int) -> Cycles:
     """Cycles of one PE1 transaction: ``2 + L*J*KC*CWB + LA + (I - 1)*max(LA, Y) + Y + S``, ``LA = J*KC*CWA``
     the words of one block ``A[i]`` and ``Y = G*(J*KC + 1) + (G-1)*ceil(ROWS/BEAT) + ceil(L'/BEAT)`` its loops and
     results, ``L'`` the last row group's rows (:func:`pe1_beat`; ``S`` as PE2's; the overlap as PE2's); a loop of
-    ``ceil(J/2)`` cycles in place of ``J*KC`` where the build sums rows ``j`` in pairs (:meth:`Tt1Spec.loop_cycles`)."""
+    ``ceil(J/2)`` cycles in place of ``J*KC`` where the build sums rows ``j`` in pairs
+    (:meth:`Tt1Spec.loop_cycles`)."""
     if status(spec, header) != STATUS_OK:
         return Cycles(2, 0, 0, 0)
     (i, j, k, l), _ = header_dims(header, 4)

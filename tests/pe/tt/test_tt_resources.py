@@ -141,8 +141,8 @@ def test_yosys_prices_pairs_without_a_dsp_slice(pe, field, family):
     """Measured: every build with pairs that has a twin without them in the grid (four a PE) keeps its twin's DSP
     slices and, as the model counts them, its BRAM (PE1: A and the B banks in half-chunk RAMs; PE2: a second copy
     of each B bank, LUT RAM at the grid's 16-deep J) and at least its FF; on xc7 it takes more LUT (the selects
-    of the upper half, which the model's pairs term prices; on xcup one PE1 build measures 96 LUT under its twin,
-    Yosys's noise there: docs/design.md)."""
+    of the upper half, which the model's pairs term prices; on xcup the 4 x 2 builds of both PEs measure 96 and
+    304 LUT under their twins, Yosys's noise there: docs/design.md)."""
     calibration = load_calibration(pe, family)
     by_spec = {tuple(sorted(point["spec"].items())): point["counts"] for point in calibration.points}
     spec_class = get_pe(pe).spec_class

@@ -157,9 +157,10 @@ def test_the_step_as_lists_equals_the_per_call_step(name, buffers, stream, order
 @pytest.mark.parametrize("buffers", ["small", "default"])
 @pytest.mark.parametrize("name", [name for name in SHAPES if name != "padding_edges_b33"])
 def test_builds_with_pairs_run_the_step_of_the_per_call_step(name, buffers, stream):
-    """PE1 summing rows j in pairs and PE2 running row pairs (docs/tt_pe.md) on the same lists: the calls whose K
-    fits half the lanes run in pairs, and every word equals the per-call step's (a list's sums never saturate,
-    so adding two rows' products at once moves none)."""
+    """PE1 summing rows j in pairs and PE2 running row pairs (docs/tt_pe.md): the calls whose K fits half the
+    lanes run in pairs, and every word equals the per-call step's. The lists are built for these builds (where
+    copies share a contraction, its cut is priced on their cycles), and the golden shell answers PE1's calls in
+    the pairs' order of additions; a list's sums never saturate, so that order moves none."""
     shape = SHAPES[name]
     specs = tuple(dataclasses.replace(spec, stream_bits=stream) for spec in (SMALL if buffers == "small" else WIDE))
     specs = (dataclasses.replace(specs[0], j_pairs=True), dataclasses.replace(specs[1], row_pairs=True))
