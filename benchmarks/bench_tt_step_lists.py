@@ -79,7 +79,7 @@ from codesign.design.explore import port_choice
 from codesign.design.explore_model import fixed_resources
 from codesign.design.fit import DEFAULT_LIMIT_PERCENT
 from codesign.design.families.tt import PAPER_BATCH, PAPER_LAYERS, paper_setup, tt_setup_of
-from codesign.design.families.tt_list_step import PAIRS_FIELD, b_order_choice, pairs_choice
+from codesign.design.families.tt_list_step import PAIRS_FIELD, b_order_choice, pairs_choices
 from codesign.io.reports import write_json_atomic
 from codesign.loops.tt_lists import TtListTrainer
 from codesign.boards import board
@@ -281,7 +281,7 @@ def builds_fit(board_, copies, spec1, spec2, held) -> dict:
 
 
 def pe_builds(setup, build, buffers, ultra96, args, copies, held):
-    """PE1 and PE2 builds, the order :func:`b_order_choice` priced and the pairs :func:`pairs_choice` priced
+    """PE1 and PE2 builds, the order :func:`b_order_choice` priced and the pairs :func:`pairs_choices` priced
     (per PE): ``--b-order`` and ``--pairs`` as given, or (``auto``) j outer where faster and within
     :data:`DSP_GOAL` slices, then PE2's and PE1's pairs where faster and the builds still fit the DSP goal and
     the fit rule (:func:`builds_fit`'s count, the accumulation buffer where ``held`` says: no choice moves a
@@ -297,13 +297,12 @@ def pe_builds(setup, build, buffers, ultra96, args, copies, held):
         order = b_order_choice(setup, spec1, spec2, ultra96, clock_mhz=args.clock_mhz, copies=copies,
                                room={"dsp": DSP_GOAL - used})
         spec1 = order["spec1"]
-    for pe in ("tt2", "tt1") if args.pairs == "auto" else ():  # PE2's first: alone they shorten its K = R phases
+    if args.pairs == "auto":
         total = builds_fit(ultra96, copies, spec1, spec2, held)["total"]
         room = {key: FIT_LIMIT / 100 * ultra96.resources[key] - total[key] for key in total}
         room["dsp"] = min(room["dsp"], DSP_GOAL - total["dsp"])
-        pairs[pe] = pairs_choice(setup, spec1, spec2, ultra96, pe=pe, clock_mhz=args.clock_mhz, copies=copies,
-                                 room=room)
-        spec1, spec2 = (pairs[pe]["spec"], spec2) if pe == "tt1" else (spec1, pairs[pe]["spec"])
+        spec1, spec2, pairs = pairs_choices(setup, spec1, spec2, ultra96, clock_mhz=args.clock_mhz, copies=copies,
+                                            room=room)
     return spec1, spec2, order, pairs
 
 

@@ -83,6 +83,21 @@ def pairs_choice(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Boa
             "pairs_extra": extra, "pairs_fits": fits}
 
 
+def pairs_choices(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
+                  copies: tuple[int, int] = (1, 1), room: Mapping[str, float] | None = None) -> tuple:
+    """PE2's and then PE1's pairs by :func:`pairs_choice`, what the first takes out of ``room`` left to the second
+    (PE2's first: alone they shorten its ``K = R`` phases, which PE1's then bound): the builds chosen and, per PE,
+    its choice's figures."""
+    pairs = {}
+    for pe in ("tt2", "tt1"):
+        found = pairs[pe] = pairs_choice(setup, spec1, spec2, board, pe=pe, clock_mhz=clock_mhz, copies=copies,
+                                         room=room)
+        spec1, spec2 = (found.pop("spec"), spec2) if pe == "tt1" else (spec1, found.pop("spec"))
+        if room is not None and found["chosen"]:
+            room = {key: room[key] - found["pairs_extra"].get(key, 0.0) for key in room}
+    return spec1, spec2, pairs
+
+
 def _pe_dma_s(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, clock_mhz: float,
               copies: tuple[int, int]) -> float:
     """The PE and DMA seconds of the list step on these builds (no host)."""
@@ -107,7 +122,7 @@ def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board:
     host measured here: ``host_s`` what the lists do not hide, ``host_hidden_s`` what ran while they computed),
     the host's work left, each layer's PE and DMA seconds, beside the per-call step's
     ``per_call_total_s``; PE1 in the ``B`` order :func:`b_order_choice` picks within ``room``, PE2 and then PE1
-    with pairs where :func:`pairs_choice` picks them within what is left; the IPs on
+    with pairs where :func:`pairs_choices` picks them within what is left; the IPs on
     ``hp_ports`` high-performance ports (:func:`codesign.step.tt.list_time.list_ports`).
     ``{"priced": False, "why": ...}`` where these builds or this set-up cannot run as lists."""
     why = _cannot(setup, spec1, spec2)
@@ -117,13 +132,7 @@ def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board:
     spec1 = order.pop("spec1")
     left = None if room is None else {key: room[key] - order.get("jl_extra", {}).get(key, 0.0) * (
         order["chosen"] == "jl") for key in room}
-    pairs = {}
-    for pe in ("tt2", "tt1"):  # PE2's pairs first: alone they shorten its K = R phases, which PE1's then bound
-        found = pairs[pe] = pairs_choice(setup, spec1, spec2, board, pe=pe, clock_mhz=clock_mhz, copies=copies,
-                                         room=left)
-        spec1, spec2 = (found.pop("spec"), spec2) if pe == "tt1" else (spec1, found.pop("spec"))
-        if left is not None and found["chosen"]:
-            left = {key: left[key] - found["pairs_extra"].get(key, 0.0) for key in left}
+    spec1, spec2, pairs = pairs_choices(setup, spec1, spec2, board, clock_mhz=clock_mhz, copies=copies, room=left)
     host = measure_list_host(setup, spec1, spec2, copies=copies)
     step = tt_list_step(setup, spec1, spec2, board, clock_mhz=clock_mhz, host_s=host["seconds"],
                         host_source=THIS_MACHINE, copies=copies, beside=host["beside"], hp_ports=hp_ports)
@@ -177,4 +186,4 @@ def copies_of(options: Sequence[Any]) -> tuple[int, int]:
 
 
 __all__ = ["PAIRS_FIELD", "b_order_choice", "copies_of", "list_point", "list_step_report", "measure_list_host",
-           "pairs_choice", "specs_of"]
+           "pairs_choice", "pairs_choices", "specs_of"]
