@@ -33,17 +33,16 @@ two IPs of each (``--copies``; 256 DSP slices in the original builds). Buffers
 no chains of accumulating calls at rank 16. ``--held-sums auto`` (the
 default) builds a PE's IPs with shells without the accumulation buffer when
 none of its lists holds sums (two golden steps on full shells tell), which the
-step then runs on; ``all`` keeps it on every IP. The builds' resources (the
-calibrated PE model plus the shell's Yosys cost per IP, as the explorer's fit
-counts them) are printed as shares of the board's, against the fit rule's
-90 %. PE1 takes ``B`` in the order ``--b-order`` names; ``auto`` (the
-default) takes it ``j`` outer where that is faster and the builds' DSP slices (the calibrated resource model on the
-board's family) stay within the 278 of issue 39's goals
-(:func:`codesign.design.families.tt_list_step.b_order_choice`: 258 with
-two j-outer PE1 IPs). PE2 runs row pairs and PE1 sums rows ``j`` in pairs as ``--pairs`` says; ``auto`` (the
-default) per PE where that is faster and the builds still fit
-(:func:`codesign.design.families.tt_list_step.pairs_choice`, docs/tt_pe.md "Row pairs" and "Row pairs along
-j"). Prints the step's parts and the ratio board /
+step then runs on; ``all`` keeps it on every IP. The builds' resources (each
+PE as ``--fit`` counts it plus the shell's Yosys cost per IP) are printed as shares of the board's, against the
+fit rule's 90 %. PE1 takes ``B`` in the order ``--b-order`` names, and PE2 runs row pairs and PE1 sums rows
+``j`` in pairs as ``--pairs`` says; ``auto`` (the default) chooses them together, the fastest of the builds
+whose extra DSP slices stay within the 278 of issue 39's goals and whose resources stay within the fit rule
+(:func:`codesign.design.families.tt_list_step.builds_choice`, docs/tt_pe.md "Row pairs" and "Row pairs along
+j"). ``--fit yosys`` (the default) counts a PE build as Yosys does, as ``codesign design`` checks a design before
+it builds it (:func:`codesign.design.fit.pe_cost`: a shipped report or the estimate cache, ``--cache``, else a
+Yosys run of a minute or two), ``--fit model`` as the explorer's space does (the calibrated model, a few percent
+off Yosys near the limit); the shells are Yosys's either way. Prints the step's parts and the ratio board /
 torch_f32, and the PEs' cycles by part (load, compute, drain: :class:`codesign.step.tt.list_time.PeWork`) with the
 bound a PE overlapping them would reach; writes ``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes about two minutes at rank 8
 (the golden shell computes every call of the two warm steps with the PEs' vectorised golden).
@@ -60,8 +59,8 @@ are compared, least and median: the same machine load on both.
 cores pair the modes anew (the float32 step is of that network too).
 
 Run: .venv/bin/python benchmarks/bench_tt_step_lists.py [--rank 8] [--steps 20] [--clock-mhz 100] [--stream-bits 128]
-[--copies 2,2] [--b-order auto] [--pairs auto] [--modes ours] [--held-sums auto] [--staging-pair 0]
-[--out reports/bench]
+[--copies 2,2] [--b-order auto] [--pairs auto] [--fit yosys] [--cache DIR] [--modes ours] [--held-sums auto]
+[--staging-pair 0] [--out reports/bench]
 """
 
 from __future__ import annotations
@@ -74,16 +73,18 @@ from pathlib import Path
 import numpy as np
 
 from codesign.design import load_design
-from codesign.design.calibration import pe_resources
 from codesign.design.explore import port_choice
-from codesign.design.explore_model import fixed_resources
-from codesign.design.fit import DEFAULT_LIMIT_PERCENT
+from codesign.design.fit import DEFAULT_LIMIT_PERCENT, pe_cost
 from codesign.design.families.tt import PAPER_BATCH, PAPER_LAYERS, paper_setup, tt_setup_of
-from codesign.design.families.tt_list_step import PAIRS_FIELD, b_order_choice, pairs_choices
+from codesign.design.families.tt_list_step import CHOICES, PAIRS_FIELD, builds_choice, model_price
+from codesign.hw.resource_model import RESOURCES, fpga_counts
+from codesign.io.cache import cache_dir
 from codesign.io.reports import write_json_atomic
 from codesign.loops.tt_lists import TtListTrainer
 from codesign.boards import board
+from codesign.pe import get_pe
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.shell.ip import ip_shell_cost
 from codesign.shell.list_runner import GoldenListShell, host_per_list_step
 from codesign.step.tt.list_time import tt_list_step
 from codesign.step.tt.mode_order import cheapest_orders, describe, order_cost
@@ -107,6 +108,61 @@ def on_ports(steps: dict) -> tuple:
 
 
 def main() -> int:
+    args, copies, buffers = parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    orders, setup = network(args)
+    build = {**BUFFERS, "stream_bits": args.stream_bits}
+    ultra96 = board("ultra96v2")
+    rng = np.random.default_rng(args.rank)
+    batches = [(rng.random((setup.batch_size, setup.layers[0]["in_features"])).astype(np.float32),
+                rng.integers(0, setup.layers[-1]["out_features"], setup.batch_size)) for _ in range(2 + args.steps)]
+    plain = Tt1Spec(**build, **buffers["tt1"]), Tt2Spec(**build, **buffers["tt2"])  # which lists hold sums: any build
+    held = {"tt1": True, "tt2": True} if args.held_sums == "all" else lists_hold(setup, *plain, copies, batches)
+    price = yosys_price(ultra96, Path(args.cache) if args.cache else cache_dir() / "estimates") \
+        if args.fit == "yosys" else model_price(ultra96)
+    spec1, spec2, priced = pe_builds(setup, build, buffers, ultra96, args, copies, held, price)
+    shell = GoldenListShell({"tt1": spec1, "tt2": spec2}, copies, held_sums=held)
+    trainer = TtListTrainer(setup, shell)
+    f32 = torch_f32_step(setup, trainer.cores, trainer.biases)
+    # the first step aims every scale on the host, the second builds the lists; the least of the others
+    reshifted = trainer.lists_reshifted
+    host = host_per_list_step(trainer, shell, batches, warm_steps=2)
+    reshifted = trainer.lists_reshifted - reshifted
+    steps = {ports: tt_list_step(setup, spec1, spec2, ultra96, clock_mhz=args.clock_mhz, host_s=host["seconds"],
+                                 host_source="measured on this desktop", copies=copies, beside=host["beside"],
+                                 hp_ports=ports)
+             for ports in range(1, ultra96.hp_ports + 1)}
+    torch_s = []
+    for _ in range(args.steps):
+        started = time.perf_counter()
+        f32(*batches[0])
+        torch_s.append(time.perf_counter() - started)
+    row = {"rank": args.rank, "batch": setup.batch_size, "list_steps": trainer.list_steps, "modes": args.modes,
+           "layers": [order.to_dict() for order in orders], "layer_steps_reshifted": reshifted,
+           "torch_f32_ms": 1e3 * min(torch_s), "clock_mhz": args.clock_mhz, "pe_build": build,
+           "pe_buffers": buffers, "held_sums": held, "fit": builds_fit(ultra96, copies, spec1, spec2, held, price),
+           "fit_by": args.fit, "b_order": spec1.b_order, "copies": list(copies),
+           "dsp": sum(n * price(pe, spec)["dsp"] for n, pe, spec in zip(copies, ("tt1", "tt2"), (spec1, spec2))),
+           "pairs": {pe: getattr(spec, PAIRS_FIELD[pe]) for pe, spec in (("tt1", spec1), ("tt2", spec2))},
+           "builds_priced": [{**{key: value for key, value in found.items() if key != "pe_dma_s"},
+                              "pe_dma_ms": 1e3 * found["pe_dma_s"]} for found in priced],
+           **step_figures(steps, host)}
+    row["ratio_board_to_torch_f32"] = row["board_step_ms"] / row["torch_f32_ms"]
+    if args.staging_pair:
+        pair_batches = [(rng.random(x.shape).astype(np.float32), y) for x, y in batches[:1] * args.staging_pair]
+        row["staging_pair"] = staging_pair(setup, shell, copies, held, pair_batches)
+    print_row(row, args, len(setup.layers), on_ports(steps)[1].pe_work)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = f"tt_step_lists_r{args.rank}_s{args.stream_bits}_c{copies[0]}x{copies[1]}"
+    write_json_atomic(out / f"{name}{'_cheapest' if args.modes == 'cheapest' else ''}.json", row)
+    return 0
+
+
+def parse_args():
+    """The command line, checked: the arguments, the IPs of each PE and each PE's buffers."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rank", type=int, default=8)
     parser.add_argument("--steps", type=int, default=20)
@@ -116,10 +172,16 @@ def main() -> int:
     parser.add_argument("--copies", default="2,2",
                         help="IPs of PE1 and of PE2 a phase's lists are shared among (2,2: 256 DSP slices)")
     parser.add_argument("--b-order", default="auto", choices=("auto", "lj", "jl"),
-                        help="PE1's B order: l outer, j outer, or auto (j outer where faster within the DSP goal)")
+                        help="PE1's B order: l outer, j outer, or auto (chosen with the pairs, below)")
     parser.add_argument("--pairs", default="auto", choices=("auto", "on", "off"),
                         help="where K fits half the lanes, PE2 runs groups of 2 x rows and PE1 sums rows j in pairs: "
-                             "on, off, or auto (per PE, where faster and the builds still fit)")
+                             "on, off, or auto (with the B order, the fastest builds within the DSP goal and the "
+                             "fit rule)")
+    parser.add_argument("--fit", default="yosys", choices=("yosys", "model"),
+                        help="count a PE build as Yosys does (as codesign design checks a design) or by the "
+                             "calibrated model (as the explorer's space does)")
+    parser.add_argument("--cache", default=None,
+                        help="Yosys estimate cache (default: estimates/ in the user's cache)")
     parser.add_argument("--modes", default="ours", choices=("ours", "cheapest"),
                         help="the layers' mode orders: ours (PAPER_LAYERS, what the TT reproductions train) or, per "
                              "layer, the order of those modes with the fewest step products (another network: "
@@ -149,91 +211,60 @@ def main() -> int:
             raise ValueError
     except ValueError:
         parser.error("--pe1-buffers and --pe2-buffers must be three ints, max_j,max_k,max_l, as 64,32,64")
-    import torch
+    return args, copies, buffers
 
-    torch.set_num_threads(1)
+
+def network(args):
+    """The layers' mode orders ``--modes`` names and paper 003's network on them at ``--rank``, tracked scales."""
     precision = {**tt_setup_of(load_design(EXAMPLES / "digits_tt.toml")).precision, "scale_rule": "tracked"}
     orders = cheapest_orders(PAPER_LAYERS, max_rank=args.rank, batch=PAPER_BATCH) if args.modes == "cheapest" else [
         order_cost(ins, outs, max_rank=args.rank, batch=PAPER_BATCH, need_input_grad=index > 0)
         for index, (ins, outs) in enumerate(PAPER_LAYERS)]
     print("modes:", "; ".join(describe(order) for order in orders), flush=True)
-    setup = paper_setup(args.rank, precision, modes=[(order.in_modes, order.out_modes) for order in orders])
-    build = {**BUFFERS, "stream_bits": args.stream_bits}
-    ultra96 = board("ultra96v2")
-    rng = np.random.default_rng(args.rank)
-    batches = [(rng.random((setup.batch_size, setup.layers[0]["in_features"])).astype(np.float32),
-                rng.integers(0, setup.layers[-1]["out_features"], setup.batch_size)) for _ in range(2 + args.steps)]
-    plain = Tt1Spec(**build, **buffers["tt1"]), Tt2Spec(**build, **buffers["tt2"])  # which lists hold sums: any build
-    held = {"tt1": True, "tt2": True} if args.held_sums == "all" else lists_hold(setup, *plain, copies, batches)
-    spec1, spec2, order, pairs = pe_builds(setup, build, buffers, ultra96, args, copies, held)
-    dsp = sum(n * pe_resources(pe, spec, ultra96.yosys_family)["dsp"]
-              for n, pe, spec in zip(copies, ("tt1", "tt2"), (spec1, spec2)))
-    fit = builds_fit(ultra96, copies, spec1, spec2, held)
-    shell = GoldenListShell({"tt1": spec1, "tt2": spec2}, copies, held_sums=held)
-    trainer = TtListTrainer(setup, shell)
-    f32 = torch_f32_step(setup, trainer.cores, trainer.biases)
-    # the first step aims every scale on the host, the second builds the lists; the least of the others
-    reshifted = trainer.lists_reshifted
-    host = host_per_list_step(trainer, shell, batches, warm_steps=2)
-    host_s, reshifted = host["seconds"], trainer.lists_reshifted - reshifted
-    steps = {ports: tt_list_step(setup, shell.spec1, shell.spec2, ultra96, clock_mhz=args.clock_mhz, host_s=host_s,
-                                 host_source="measured on this desktop", copies=copies, beside=host["beside"],
-                                 hp_ports=ports)
-             for ports in range(1, ultra96.hp_ports + 1)}
+    return orders, paper_setup(args.rank, precision, modes=[(order.in_modes, order.out_modes) for order in orders])
+
+
+def step_figures(steps: dict, host: dict) -> dict:
+    """The report's figures of the step on the ports :func:`on_ports` chooses (``steps``: per count of ports) with
+    the host ``host`` measured (milliseconds)."""
     hp_ports, step = on_ports(steps)
-    cycles = list(step.layer_cycles)
-    torch_s = []
-    for _ in range(args.steps):
-        started = time.perf_counter()
-        f32(*batches[0])
-        torch_s.append(time.perf_counter() - started)
-    pe_s, total_s = step.time.pe_s + step.time.memory_s, step.time.total_s
-    row = {"rank": args.rank, "batch": setup.batch_size, "list_steps": trainer.list_steps,
-           "modes": args.modes, "layers": [order.to_dict() for order in orders],
-           "pe_dma_cycles_per_layer": cycles, "pe_dma_ms": 1e3 * pe_s, "host_ms_desktop": 1e3 * host_s,
-           "host_ms_desktop_median": 1e3 * host["median_seconds"], "layer_steps_reshifted": reshifted,
-           "host_beside_ms": {f"layer {layer} phase {phase}": 1e3 * seconds
-                              for layer, phase, seconds in host["beside"]},
-           "host_hidden_ms": 1e3 * step.host_hidden_s, "host_critical_ms": 1e3 * step.time.host_s,
-           "host_share": step.time.host_s / total_s, "host_work": step.host.to_dict(),
-           "macs_bound_ms": 1e3 * step.time.bounds["macs_s"],
-           "board_step_ms": 1e3 * total_s, "torch_f32_ms": 1e3 * min(torch_s), "hp_ports": hp_ports,
-           "board_step_ms_by_hp_ports": {ports: 1e3 * one.time.total_s for ports, one in steps.items()},
-           "ratio_board_to_torch_f32": total_s / min(torch_s), "clock_mhz": args.clock_mhz,
-           "pe_build": build, "pe_buffers": buffers, "held_sums": held, "fit": fit, "b_order": spec1.b_order, "copies": list(copies), "dsp": dsp,
-           "pe_dma_ms_by_order": {k: 1e3 * v for k, v in order.get("pe_dma_s", {}).items()},
-           "pairs": {pe: getattr(spec, PAIRS_FIELD[pe]) for pe, spec in (("tt1", spec1), ("tt2", spec2))},
-           "pe_dma_ms_by_pairs": {pe: {k: 1e3 * v for k, v in found.get("pe_dma_s", {}).items()}
-                                  for pe, found in pairs.items()},
-           "pe_work": step.pe_work.to_dict()}
-    if args.staging_pair:
-        pair_batches = [(rng.random(x.shape).astype(np.float32), y) for x, y in batches[:1] * args.staging_pair]
-        row["staging_pair"] = staging_pair(setup, shell, copies, held, pair_batches)
-    print(f"rank {args.rank}, PE1 b_order {spec1.b_order}, pairs {row['pairs']} ({dsp:g} DSP), IPs on {hp_ports} HP "
-          f"port(s) (one port: "
-          f"{row['board_step_ms_by_hp_ports'][1]:.1f} ms): board step {row['board_step_ms']:.1f} ms (PE+DMA "
-          f"{row['pe_dma_ms']:.1f} ms over "
-          f"layers {[round(c / (args.clock_mhz * 1e3), 1) for c in cycles]} ms, host here {row['host_ms_desktop']:.1f}"
-          f" ms, of it {row['host_hidden_ms']:.1f} ms hidden beside the lists, {row['host_critical_ms']:.1f} ms "
-          f"({100 * row['host_share']:.0f} %) between them; median {row['host_ms_desktop_median']:.1f} ms, "
-          f"lists re-aimed in "
-          f"{reshifted} of the {len(setup.layers) * args.steps} timed layer steps); MAC bound {row['macs_bound_ms']:.1f} ms; float32 PyTorch {row['torch_f32_ms']:.1f} ms; board / float32 = "
-          f"{row['ratio_board_to_torch_f32']:.1f}", flush=True)
-    work, per_ms = step.pe_work, args.clock_mhz * 1e3  # cycles a millisecond
+    total_s = step.time.total_s
+    return {"pe_dma_cycles_per_layer": list(step.layer_cycles),
+            "pe_dma_ms": 1e3 * (step.time.pe_s + step.time.memory_s), "host_ms_desktop": 1e3 * host["seconds"],
+            "host_ms_desktop_median": 1e3 * host["median_seconds"],
+            "host_beside_ms": {f"layer {layer} phase {phase}": 1e3 * seconds
+                               for layer, phase, seconds in host["beside"]},
+            "host_hidden_ms": 1e3 * step.host_hidden_s, "host_critical_ms": 1e3 * step.time.host_s,
+            "host_share": step.time.host_s / total_s, "host_work": step.host.to_dict(),
+            "macs_bound_ms": 1e3 * step.time.bounds["macs_s"], "board_step_ms": 1e3 * total_s, "hp_ports": hp_ports,
+            "board_step_ms_by_hp_ports": {ports: 1e3 * one.time.total_s for ports, one in steps.items()},
+            "pe_work": step.pe_work.to_dict()}
+
+
+def print_row(row: dict, args, layers: int, work) -> None:
+    """The step, its parts and the ratio; the PEs' cycles by part (``work``); the builds' resources."""
+    per_ms = args.clock_mhz * 1e3  # cycles a millisecond
+    print(f"rank {args.rank}, PE1 b_order {row['b_order']}, pairs {row['pairs']} ({row['dsp']:g} DSP), IPs on "
+          f"{row['hp_ports']} HP port(s) (one port: {row['board_step_ms_by_hp_ports'][1]:.1f} ms): board step "
+          f"{row['board_step_ms']:.1f} ms (PE+DMA {row['pe_dma_ms']:.1f} ms over layers "
+          f"{[round(c / per_ms, 1) for c in row['pe_dma_cycles_per_layer']]} ms, host here "
+          f"{row['host_ms_desktop']:.1f} ms, of it {row['host_hidden_ms']:.1f} ms hidden beside the lists, "
+          f"{row['host_critical_ms']:.1f} ms ({100 * row['host_share']:.0f} %) between them; median "
+          f"{row['host_ms_desktop_median']:.1f} ms, lists re-aimed {row['layer_steps_reshifted']} times in the "
+          f"{layers * (args.steps + 2)} layer steps run, two warm); MAC bound {row['macs_bound_ms']:.1f} ms; float32 PyTorch "
+          f"{row['torch_f32_ms']:.1f} ms; board / float32 = {row['ratio_board_to_torch_f32']:.1f}",
+          flush=True)
     print("PE cycles by part (every copy's calls, no stalls): " + "; ".join(
         f"{pe} load {work.load[pe] / 1e3:.0f} k ({work.overlap[pe] / 1e3:.0f} k beside the MAC loop), compute "
         f"{work.compute[pe] / 1e3:.0f} k, drain {work.drain[pe] / 1e3:.0f} k ({work.drain_overlap[pe] / 1e3:.0f} k "
         "beside it)" for pe in ("tt1", "tt2"))
         + f"; the phases' longest lists {work.stall_free / per_ms:.2f} ms without stalls, at least "
         f"{work.overlapped / per_ms:.2f} ms were load, compute and drain to overlap across calls", flush=True)
-    print(f"builds {buffers}, accumulation buffer {held}: {', '.join(f'{k} {v:.1f} %' for k, v in fit['percent'].items())}"
-          f" of the Ultra96-V2 ({'fits' if fit['fits'] else 'over'} the fit rule's {FIT_LIMIT:g} %: PE model + shell "
-          "per IP)", flush=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    name = f"tt_step_lists_r{args.rank}_s{args.stream_bits}_c{copies[0]}x{copies[1]}"
-    write_json_atomic(out / f"{name}{'_cheapest' if args.modes == 'cheapest' else ''}.json", row)
-    return 0
+    fit = row["fit"]
+    print(f"builds {row['pe_buffers']}, accumulation buffer {row['held_sums']}: "
+          f"{', '.join(f'{k} {v:.1f} %' for k, v in fit['percent'].items())} of the Ultra96-V2 "
+          f"({'fits' if fit['fits'] else 'over'} the fit rule's {FIT_LIMIT:g} %: PE "
+          f"{'Yosys' if args.fit == 'yosys' else 'model'} + shell per IP)", flush=True)
 
 
 def staging_pair(setup, shell, copies, held, batches) -> dict:
@@ -269,41 +300,45 @@ def lists_hold(setup, spec1, spec2, copies, batches) -> dict:
     return {pe: any(lists.holds(pe) for lists in trainer.current_lists.values()) for pe in ("tt1", "tt2")}
 
 
-def builds_fit(board_, copies, spec1, spec2, held) -> dict:
-    """The IPs' resources (each PE's calibrated model plus its shell's Yosys cost, with the accumulation buffer
-    where ``held`` says, as the explorer's fit counts them) as percentages of ``board_``'s, and whether every one is
-    within :data:`FIT_LIMIT`."""
-    per_ip = {pe: fixed_resources({pe: spec}, board_.yosys_family, held)
-              for pe, spec in (("tt1", spec1), ("tt2", spec2))}
+def yosys_price(board_, cache: Path):
+    """A PE build's resources as Yosys counts them on ``board_``'s family (:func:`codesign.design.fit.pe_cost`:
+    a shipped report, ``cache``, else a Yosys run kept there)."""
+    return lambda pe, spec: pe_cost(pe, spec, board_.yosys_family, cache)
+
+
+def builds_fit(board_, copies, spec1, spec2, held, price) -> dict:
+    """The IPs' resources (each PE as ``price`` counts it plus its shell's Yosys cost, with the accumulation
+    buffer where ``held`` says) as percentages of ``board_``'s, and whether every one is within
+    :data:`FIT_LIMIT`."""
+    def ip(pe, spec):
+        shell = fpga_counts(ip_shell_cost(get_pe(pe), spec, board_.yosys_family, held_sums=held[pe]))
+        return {key: price(pe, spec)[key] + shell[key] for key in RESOURCES}
+    per_ip = {pe: ip(pe, spec) for pe, spec in (("tt1", spec1), ("tt2", spec2))}
     total = {key: copies[0] * per_ip["tt1"][key] + copies[1] * per_ip["tt2"][key] for key in per_ip["tt1"]}
     percent = {key: 100.0 * value / board_.resources[key] for key, value in total.items()}
     return {"total": total, "percent": percent, "fits": all(v <= FIT_LIMIT for v in percent.values())}
 
 
-def pe_builds(setup, build, buffers, ultra96, args, copies, held):
-    """PE1 and PE2 builds, the order :func:`b_order_choice` priced and the pairs :func:`pairs_choices` priced
-    (per PE): ``--b-order`` and ``--pairs`` as given, or (``auto``) j outer where faster and within
-    :data:`DSP_GOAL` slices, then PE2's and PE1's pairs where faster and the builds still fit the DSP goal and
-    the fit rule (:func:`builds_fit`'s count, the accumulation buffer where ``held`` says: no choice moves a
+def pe_builds(setup, build, buffers, ultra96, args, copies, held, price):
+    """PE1 and PE2 builds and every build :func:`builds_choice` priced: ``--b-order`` and ``--pairs`` as given,
+    or (``auto``) chosen together, the fastest (the IPs on all the board's HP ports) whose extra fits
+    :data:`DSP_GOAL` slices and the fit rule
+    (:func:`builds_fit`'s count with ``price``, the accumulation buffer where ``held`` says: no choice moves a
     list)."""
     pairs_on = args.pairs == "on"
     spec1 = Tt1Spec(**build, **buffers["tt1"], b_order="lj" if args.b_order == "auto" else args.b_order,
                     j_pairs=pairs_on)
     spec2 = Tt2Spec(**build, **buffers["tt2"], row_pairs=pairs_on)
-    order, pairs = {}, {}
-    if args.b_order == "auto":
-        used = sum(n * pe_resources(pe, spec, ultra96.yosys_family)["dsp"]
-                   for n, pe, spec in zip(copies, ("tt1", "tt2"), (spec1, spec2)))
-        order = b_order_choice(setup, spec1, spec2, ultra96, clock_mhz=args.clock_mhz, copies=copies,
-                               room={"dsp": DSP_GOAL - used})
-        spec1 = order["spec1"]
-    if args.pairs == "auto":
-        total = builds_fit(ultra96, copies, spec1, spec2, held)["total"]
-        room = {key: FIT_LIMIT / 100 * ultra96.resources[key] - total[key] for key in total}
-        room["dsp"] = min(room["dsp"], DSP_GOAL - total["dsp"])
-        spec1, spec2, pairs = pairs_choices(setup, spec1, spec2, ultra96, clock_mhz=args.clock_mhz, copies=copies,
-                                            room=room)
-    return spec1, spec2, order, pairs
+    fixed = {**({} if args.b_order == "auto" else {"b_order": args.b_order}),
+             **({} if args.pairs == "auto" else {"row_pairs": pairs_on, "j_pairs": pairs_on})}
+    if len(fixed) == len(CHOICES):
+        return spec1, spec2, []
+    total = builds_fit(ultra96, copies, spec1, spec2, held, price)["total"]
+    room = {key: FIT_LIMIT / 100 * ultra96.resources[key] - total[key] for key in total}
+    room["dsp"] = min(room["dsp"], DSP_GOAL - total["dsp"])
+    found = builds_choice(setup, spec1, spec2, ultra96, clock_mhz=args.clock_mhz, copies=copies, room=room,
+                          price=price, fixed=fixed, hp_ports=ultra96.hp_ports)
+    return found["spec1"], found["spec2"], found["builds"]
 
 
 if __name__ == "__main__":

@@ -414,8 +414,7 @@ def _list_step_lines(found: Mapping[str, Any] | None) -> list[str]:
             f"{ms['host_s']:.3f} (measured, {found['host_share']:.0%}), against {ms['per_call_total_s']:.3f} ms per "
             f"call; layers {layers} ms; MAC bound {ms['macs_s']:.3f} ms; per step {work['lists']} lists, "
             f"{work['calls']} calls, {work['flushed_bytes'] / 1024:.1f} KiB flushed, "
-            f"{work['read_bytes'] / 1024:.1f} KiB read{_b_order_words(found.get('b_order'))}"
-            f"{_pairs_words(found.get('pairs'))}"]
+            f"{work['read_bytes'] / 1024:.1f} KiB read{_builds_words(found.get('builds'))}"]
 
 
 def _mode_order_lines(layers: Sequence[Mapping[str, Any]] | None) -> list[str]:
@@ -437,29 +436,20 @@ def _mode_order_lines(layers: Sequence[Mapping[str, Any]] | None) -> list[str]:
             "out_modes and retrain to compare): " + "; ".join(parts)]
 
 
-def _b_order_words(order: Mapping[str, Any] | None) -> str:
-    """How the list step's PE1 takes ``B`` where both orders were priced (:func:`b_order_choice`), for the summary."""
-    if not order or "pe_dma_s" not in order:
+def _builds_words(choice: Mapping[str, Any] | None) -> str:
+    """PE1's ``B`` order and the PEs' pairs the list step chose where several builds were priced
+    (:func:`codesign.design.families.tt_list_step.builds_choice`), for the summary."""
+    if not choice or not choice.get("builds"):
         return ""
-    ms, extra = {key: 1e3 * value for key, value in order["pe_dma_s"].items()}, order["jl_extra"]
-    cost = ", ".join(f"{extra[key]:+g} {key}" for key in RESOURCES if extra[key])
-    return (f"; PE1 takes B {'j' if order['chosen'] == 'jl' else 'l'} outer (b_order {order['chosen']}: PE and DMA "
-            f"{ms['lj']:.3f} ms l outer, {ms['jl']:.3f} ms j outer at {cost or 'no cost'}"
-            f"{'' if order['jl_fits'] else ', over the cap'})")
-
-
-def _pairs_words(pairs: Mapping[str, Any] | None) -> str:
-    """Whether the list step's PEs run pairs where both builds were priced (:func:`pairs_choice`)."""
-    words = ""
-    for pe, found in (pairs or {}).items():
-        if "pe_dma_s" not in found:
-            continue
-        ms, extra = {key: 1e3 * value for key, value in found["pe_dma_s"].items()}, found["pairs_extra"]
-        cost = ", ".join(f"{extra[key]:+g} {key}" for key in RESOURCES if extra[key])
-        words += (f"; {pe} {'with' if found['chosen'] else 'without'} pairs (PE and DMA {ms['plain']:.3f} ms "
-                  f"without, {ms['pairs']:.3f} ms with them at {cost or 'no cost'}"
-                  f"{'' if found['pairs_fits'] else ', over the cap'})")
-    return words
+    builds, chosen = choice["builds"], choice["chosen"]
+    mine = next(build for build in builds if all(build[name] == chosen[name] for name in chosen))
+    given = next(build for build in builds if not any(build["extra"].values()))
+    cost = ", ".join(f"{mine['extra'][key]:+g} {key}" for key in RESOURCES if mine["extra"][key])
+    with_ = {name: "with" if chosen[name] else "without" for name in ("row_pairs", "j_pairs")}
+    return (f"; PE1 takes B {'j' if chosen['b_order'] == 'jl' else 'l'} outer, PE2 {with_['row_pairs']} row pairs, "
+            f"PE1 {with_['j_pairs']} j pairs (PE and DMA {1e3 * mine['pe_dma_s']:.3f} ms at {cost or 'no cost'}, the point's builds "
+            f"{1e3 * given['pe_dma_s']:.3f} ms; {sum(build['fits'] for build in builds)} of {len(builds)} builds "
+            "priced fit the cap)")
 
 
 __all__ = ["ExploreError", "cost_task", "design_of_point", "distinct_builds", "explore_design", "hp_port_choice",

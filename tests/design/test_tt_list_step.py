@@ -11,9 +11,12 @@ from codesign.boards import board
 from codesign.design import load_design
 from codesign.design.families.tt import tt_setup_of
 from codesign.design.calibration import pe_resources
-from codesign.design.families.tt_list_step import (b_order_choice, list_point, list_step_report, measure_list_host,
-                                                    pairs_choice)
+from codesign.design.explore_run import _builds_words
+from codesign.design.families import tt_list_step
+from codesign.design.families.tt_list_step import (CHOICES, builds_choice, list_point, list_step_report,
+                                                    measure_list_host)
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.hw.resource_model import RESOURCES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SPECS = dict(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8)
@@ -80,56 +83,92 @@ def test_the_best_point_whose_builds_run_lists_is_found():
     assert list_point(space, _setup("exact"), "time") is None
 
 
-@pytest.mark.slow  # 10 s
-def test_pe1_takes_b_j_outer_where_it_is_faster_and_fits():
-    """The j-outer build's lists are faster on the core-gradient calls; it costs PE1's IPs one DSP slice each and
-    its address registers (the calibrated model), so it is chosen only where that fits the room left."""
-    setup, spec1, spec2, zed = _setup(batch=16), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard")
-    found = b_order_choice(setup, spec1, spec2, zed, clock_mhz=100.0, copies=(2, 1), room={"dsp": 2, "lut": 1e9})
-    assert found["pe_dma_s"]["jl"] < found["pe_dma_s"]["lj"]
-    extra = {key: 2 * (pe_resources("tt1", Tt1Spec(**SPECS, b_order="jl"), zed.yosys_family)[key]
-                       - pe_resources("tt1", spec1, zed.yosys_family)[key]) for key in ("dsp", "lut", "ff")}
-    assert extra["dsp"] == 2 and extra["ff"] > 0  # LUTs: within Yosys's noise, either sign (docs/design.md)
-    assert {key: found["jl_extra"][key] for key in extra} == pytest.approx(extra)
-    assert (found["chosen"], found["spec1"].b_order, found["jl_fits"]) == ("jl", "jl", True)
-    tight = b_order_choice(setup, spec1, spec2, zed, clock_mhz=100.0, copies=(2, 1), room={"dsp": 1})
-    assert (tight["chosen"], tight["spec1"], tight["jl_fits"]) == ("lj", spec1, False)
-    unpriced = b_order_choice(setup, spec1, spec2, zed, clock_mhz=100.0)
-    assert unpriced == {"chosen": "lj", "spec1": spec1}
-
-
-@pytest.mark.parametrize("pe, field, copies", [("tt2", "row_pairs", (1, 2)), ("tt1", "j_pairs", (2, 1))])
-def test_pairs_are_chosen_where_faster_and_within_the_room(pe, field, copies):
-    """On 8 lanes digits_tt's contractions of K <= 4 run in pairs, so the PE's lists are faster with them; they
-    cost each of its IPs logic (the calibrated model, no DSP slice), so they are chosen only where that fits. On
-    4 lanes no K of the step fits half of them: the same seconds, and no pairs."""
+def test_the_builds_are_chosen_together_on_the_list_model():
+    """On 8 lanes digits_tt's contractions of K <= 4 run in pairs, so each PE's lists are faster with its pairs;
+    the list model prices all eight builds (seconds from the same lists on other builds), and with room for all
+    the fastest is chosen. On 4 lanes no K fits half the lanes, so pairs change no cycle and are not chosen (the
+    cheaper of equal seconds), and PE1's core-gradient calls are faster with B j outer."""
     setup, zed, wide = _setup(batch=16), board("zedboard"), {**SPECS, "lanes": 8}
-    spec1, spec2 = Tt1Spec(**wide), Tt2Spec(**wide)
-    plain, featured = ((spec1, Tt1Spec(**wide, j_pairs=True)) if pe == "tt1" else
-                       (spec2, Tt2Spec(**wide, row_pairs=True)))
+    found = builds_choice(setup, Tt1Spec(**wide), Tt2Spec(**wide), zed, clock_mhz=100.0, copies=(2, 1),
+                          room=dict.fromkeys(RESOURCES, 1e9))
+    seconds = {tuple(build[name] for name in CHOICES): build["pe_dma_s"] for build in found["builds"]}
+    assert len(seconds) == 8
+    for order in ("lj", "jl"):
+        assert seconds[order, True, False] < seconds[order, False, False] > seconds[order, False, True]
+        assert seconds[order, True, True] < min(seconds[order, True, False], seconds[order, False, True])
+    chosen = tuple(found["chosen"][name] for name in CHOICES)
+    assert seconds[chosen] == min(seconds.values()) and chosen[1:] == (True, True)
+    assert (found["spec1"].b_order, found["spec2"].row_pairs, found["spec1"].j_pairs) == chosen
+    plain = {pe: pe_resources(pe, spec, zed.yosys_family) for pe, spec in (("tt1", Tt1Spec(**wide)),
+                                                                           ("tt2", Tt2Spec(**wide)))}
+    both = next(build for build in found["builds"] if build["row_pairs"] and build["j_pairs"]
+                and build["b_order"] == "lj")
+    extra = 2 * (pe_resources("tt1", Tt1Spec(**wide, j_pairs=True), zed.yosys_family)["lut"] - plain["tt1"]["lut"]) \
+        + pe_resources("tt2", Tt2Spec(**wide, row_pairs=True), zed.yosys_family)["lut"] - plain["tt2"]["lut"]
+    assert both["extra"]["lut"] == pytest.approx(extra) and both["extra"]["dsp"] == 0
+    narrow = builds_choice(setup, Tt1Spec(**SPECS), Tt2Spec(**SPECS), zed, clock_mhz=100.0, copies=(2, 1),
+                           room=dict.fromkeys(RESOURCES, 1e9))
+    by_order = {build["b_order"]: build["pe_dma_s"] for build in narrow["builds"]}
+    assert len({build["pe_dma_s"] for build in narrow["builds"]}) == 2 and by_order["jl"] < by_order["lj"]
+    assert narrow["chosen"] == {"b_order": "jl", "row_pairs": False, "j_pairs": False}
+    assert "PE1 takes B j outer, PE2 without row pairs, PE1 without j pairs" in _builds_words(narrow)
+    fixed = builds_choice(setup, Tt1Spec(**SPECS), Tt2Spec(**SPECS), zed, clock_mhz=100.0, copies=(2, 1),
+                          room=dict.fromkeys(RESOURCES, 1e9), fixed={"b_order": "lj", "row_pairs": False})
+    assert [(build["b_order"], build["row_pairs"]) for build in fixed["builds"]] == [("lj", False)] * 2
 
-    def choice(room, *specs):
-        return pairs_choice(setup, *(specs or (spec1, spec2)), zed, pe=pe, clock_mhz=100.0, copies=copies, room=room)
 
-    found = choice({"lut": 1e4, "dsp": 0})
-    assert found["pe_dma_s"]["pairs"] < found["pe_dma_s"]["plain"]
-    ips = copies[0] if pe == "tt1" else copies[1]
-    extra = {key: ips * (pe_resources(pe, featured, zed.yosys_family)[key] - pe_resources(pe, plain,
-                                                                                          zed.yosys_family)[key])
-             for key in ("dsp", "lut")}
-    assert extra["dsp"] == 0 and extra["lut"] > 0 and found["pairs_extra"]["lut"] == pytest.approx(extra["lut"])
-    assert (found["chosen"], getattr(found["spec"], field), found["pairs_fits"]) == (True, True, True)
-    tight = choice({"lut": 10})
-    assert (tight["chosen"], tight["spec"], tight["pairs_fits"]) == (False, plain, False)
-    narrow = choice({"lut": 1e4}, Tt1Spec(**SPECS), Tt2Spec(**SPECS))
-    assert narrow["pe_dma_s"]["pairs"] == narrow["pe_dma_s"]["plain"] and not narrow["chosen"]
-    assert choice(None) == {"chosen": False, "spec": plain}
+# a build's seconds and per-IP LUT in the choice rule's test: each feature saves time and costs logic
+FEATURE_S = {"b_order": 3e-4, "row_pairs": 5e-4, "j_pairs": 1e-4}
+FEATURE_LUT = {"b_order": ("tt1", 100.0), "row_pairs": ("tt2", 600.0), "j_pairs": ("tt1", 200.0)}
+
+
+def _fake_seconds(setup, spec1, spec2, board_, clock_mhz, copies, hp_ports):
+    fields = {"b_order": spec1.b_order == "jl", "row_pairs": spec2.row_pairs, "j_pairs": spec1.j_pairs}
+    return 1e-2 - sum(FEATURE_S[name] for name, on in fields.items() if on)
+
+
+def _fake_price(pe, spec):
+    fields = {"b_order": getattr(spec, "b_order", "lj") == "jl", "row_pairs": getattr(spec, "row_pairs", False),
+              "j_pairs": getattr(spec, "j_pairs", False)}
+    lut = 1000.0 + sum(FEATURE_LUT[name][1] for name, on in fields.items() if on and FEATURE_LUT[name][0] == pe)
+    return {"lut": lut, "ff": 10.0, "dsp": 8.0 + (pe == "tt1" and fields["b_order"]), "bram_36k": 2.0}
+
+
+@pytest.mark.parametrize("room, chosen", [  # extra LUT: j outer 2 x 100, row pairs 600, j pairs 2 x 200
+    ({"lut": 1e9, "dsp": 10}, ("jl", True, True)),  # all fit (1,200): the fastest, 0.9 ms saved
+    ({"lut": 1100, "dsp": 10}, ("jl", True, False)),  # j outer and row pairs (800: 0.8 ms) beat both pairs (0.6)
+    ({"lut": 700, "dsp": 10}, ("lj", True, False)),  # row pairs alone (0.5 ms) beat j outer and j pairs (0.4)
+    ({"lut": 500, "dsp": 10}, ("jl", False, False)),  # j outer (0.3 ms) beats j pairs (0.1)
+    ({"lut": 1e9, "dsp": 1}, ("lj", True, True)),  # j outer's DSP slice a PE1 IP (two of them) does not fit
+    ({"lut": 100, "dsp": 10}, ("lj", False, False)),  # nothing fits but the builds given
+])
+def test_the_fastest_build_that_fits_is_chosen(monkeypatch, room, chosen):
+    """The choice rule on seconds and prices made up (two PE1 IPs, one PE2): among the eight builds whose extra
+    over the builds given fits the room, the fewest seconds, whichever features that takes together."""
+    monkeypatch.setattr(tt_list_step, "_pe_dma_s", _fake_seconds)
+    found = builds_choice(_setup(batch=16), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard"),
+                          clock_mhz=100.0, copies=(2, 1), room=room, price=_fake_price)
+    assert tuple(found["chosen"][name] for name in CHOICES) == chosen
+    assert (found["spec1"].b_order, found["spec2"].row_pairs, found["spec1"].j_pairs) == chosen
+    mine = next(build for build in found["builds"] if tuple(build[name] for name in CHOICES) == chosen)
+    assert mine["extra"]["lut"] == sum(FEATURE_LUT[name][1] * (2 if FEATURE_LUT[name][0] == "tt1" else 1)
+                                       for name, on in zip(CHOICES, (chosen[0] == "jl", *chosen[1:])) if on)
+    assert mine["fits"] and len(found["builds"]) == 8
+
+
+def test_builds_given_stay_unpriced_without_a_room():
+    spec1, spec2 = Tt1Spec(**SPECS, b_order="jl"), Tt2Spec(**SPECS)
+    found = builds_choice(_setup(batch=16), spec1, spec2, board("zedboard"), clock_mhz=100.0)
+    assert found == {"spec1": spec1, "spec2": spec2, "chosen": {"b_order": "jl", "row_pairs": False,
+                                                               "j_pairs": False}}
+    assert _builds_words(found) == ""
 
 
 @pytest.mark.slow  # 7 s
 def test_the_list_step_is_priced_in_the_order_chosen():
     found = list_step_report(_setup(batch=16), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard"),
                              clock_mhz=100.0, per_call_total_s=0.004, room={"dsp": 10})
-    order = found["b_order"]
-    assert order["chosen"] == "jl" and "spec1" not in order
-    assert found["pe_s"] + found["memory_s"] == pytest.approx(order["pe_dma_s"]["jl"])
+    builds = found["builds"]
+    assert builds["chosen"]["b_order"] == "jl" and "spec1" not in builds
+    mine = next(build for build in builds["builds"] if all(build[k] == v for k, v in builds["chosen"].items()))
+    assert found["pe_s"] + found["memory_s"] == pytest.approx(mine["pe_dma_s"])

@@ -5,15 +5,15 @@ The explorer's space prices the per-call step (the host cuts and rounds every ca
 rule PE builds of equal lanes and stream width can run the whole step as lists
 (:class:`codesign.loops.tt_lists.TtListTrainer`), so the explorer prices that step beside it at the best point
 whose builds can (:func:`list_point`, :func:`list_step_report`): what the host has left per step, counted and
-timed, and where the PE time goes. PE1 there takes ``B`` ``j`` outer (``b_order="jl"``) where that is faster and
-its extra multiplier and address logic fit under the cap (:func:`b_order_choice`): the per-call step sends each
-call's ``B`` itself and gains nothing from it, so the space keeps the design's order. PE2 and PE1 there run
-pairs where that is faster and fits (:func:`pairs_choice`).
+timed, and where the PE time goes. PE1 there takes ``B`` ``j`` outer (``b_order="jl"``) and PE2 and PE1 run
+pairs where that is faster and fits under the cap, chosen together (:func:`builds_choice`): the per-call step
+sends each call's ``B`` itself and gains nothing from the order, so the space keeps the design's.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import itertools
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -23,10 +23,19 @@ from codesign.hw.resource_model import RESOURCES
 from codesign.loops.host_share import THIS_MACHINE
 from codesign.loops.tt import TtTrainSetup
 from codesign.loops.tt_lists import TtListTrainer
-from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.pe.tt.spec import B_ORDERS, Tt1Spec, Tt2Spec
 from codesign.shell.list_runner import GoldenListShell, host_per_list_step
 from codesign.step.tt.list_time import tt_list_step
 from codesign.step.tt.step_lists import check_specs
+
+
+Price = Callable[[str, Any], Mapping[str, float]]  # (PE name, build) -> resources of one IP's PE (no shell)
+
+
+def model_price(board: Board) -> Price:
+    """The calibrated resource model on ``board``'s family (:func:`codesign.design.calibration.pe_resources`): what
+    the explorer's space counts a build at."""
+    return lambda pe, spec: pe_resources(pe, spec, board.yosys_family)
 
 
 def measure_list_host(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, *, copies: tuple[int, int] = (1, 1),
@@ -44,75 +53,62 @@ def measure_list_host(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, *, co
     return host_per_list_step(trainer, shell, batches, warm_steps=2)
 
 
-def b_order_choice(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
-                   copies: tuple[int, int] = (1, 1), room: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """PE1's ``B`` order for the list step on these builds: ``"jl"`` where its lists' PE and DMA seconds are
-    fewer and what a jl build adds (an 8 x 8 multiplier and two address registers: the calibrated resource
-    model on ``board``'s family, times PE1's IPs) fits ``room`` (resource -> what the point may still add),
-    else ``"lj"``. ``room`` None keeps ``spec1``'s order unpriced. The host's work does not depend on the order
-    (the lists are built once; only the runs a call's ``B`` is read in differ)."""
-    if room is None:
-        return {"chosen": spec1.b_order, "spec1": spec1}
-    twins = {order: Tt1Spec(**{**spec1.to_dict(), "b_order": order}) for order in ("lj", "jl")}
-    seconds = {order: _pe_dma_s(setup, spec, spec2, board, clock_mhz, copies) for order, spec in twins.items()}
-    extra, fits = _extra_fits("tt1", twins["lj"], twins["jl"], board, copies[0], room)
-    chosen = "jl" if fits and seconds["jl"] < seconds["lj"] else "lj"
-    return {"chosen": chosen, "spec1": twins[chosen], "pe_dma_s": seconds, "jl_extra": extra, "jl_fits": fits}
-
-
 PAIRS_FIELD = {"tt1": "j_pairs", "tt2": "row_pairs"}  # per PE, the build field that runs its pairs
+CHOICES = ("b_order", "row_pairs", "j_pairs")  # the build fields the list step chooses (PE1's, PE2's, PE1's)
 
 
-def pairs_choice(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, pe: str, clock_mhz: float,
-                 copies: tuple[int, int] = (1, 1), room: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """``pe``'s build with pairs for the list step (docs/tt_pe.md: PE2's "Row pairs", PE1's "Row pairs along j"):
-    where its lists' PE and DMA seconds are fewer (phases of contractions whose ``K`` fits half the lanes) and
-    what the pairs add (PE2: a second copy of each ``B`` bank and the upper lanes' selects; PE1: the half-chunk
-    writes; the calibrated model, times ``pe``'s IPs) fits ``room``; ``room`` None keeps the build as it is,
-    unpriced. ``spec`` is ``pe``'s build chosen. Pairs move no word, so the host's work is the same either way."""
-    field, pe1 = PAIRS_FIELD[pe], pe == "tt1"
-    spec = spec1 if pe1 else spec2
+def builds_choice(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
+                  copies: tuple[int, int] = (1, 1), room: Mapping[str, float] | None = None,
+                  price: Price | None = None, fixed: Mapping[str, Any] | None = None, hp_ports: int = 1
+                  ) -> dict[str, Any]:
+    """PE1's ``B`` order and both PEs' pairs for the list step, chosen together (docs/tt_pe.md: "PE1's B order",
+    "Row pairs", "Row pairs along j"): of the eight builds (``B`` l or j outer, PE2's row pairs or not, PE1's j pairs
+    or not) the one whose lists' PE and DMA seconds (the IPs on ``hp_ports`` high-performance ports, as the step
+    runs) are fewest among those whose extra over ``spec1``/``spec2`` (as ``price`` counts a build, the
+    calibrated model on ``board``'s family unless given, times each PE's IPs) fits ``room`` (resource -> what
+    the point may still add); of equal seconds, the fewest extra LUTs. Chosen together because each takes logic
+    the others then lack (on the TT benchmark's build PE2's pairs fit only beside ``B`` l outer). None moves a
+    word or a list (the lists are built once; only cycles differ), so the host's work is the same for all.
+    ``fixed``: fields of :data:`CHOICES` not to choose (only builds with these values are priced). ``room``
+    None keeps the builds given, unpriced. Returns the builds chosen (``spec1``, ``spec2``), their fields
+    (``chosen``) and every build priced (``builds``: its fields, ``pe_dma_s``, ``extra``, ``fits``)."""
+    given = {"spec1": spec1, "spec2": spec2, "chosen": _fields(spec1, spec2)}
     if room is None:
-        return {"chosen": getattr(spec, field), "spec": spec}
-    twins = {pairs: type(spec)(**{**spec.to_dict(), field: pairs}) for pairs in (False, True)}
-    seconds = {pairs: _pe_dma_s(setup, twin if pe1 else spec1, spec2 if pe1 else twin, board, clock_mhz, copies)
-               for pairs, twin in twins.items()}
-    extra, fits = _extra_fits(pe, twins[False], twins[True], board, copies[0 if pe1 else 1], room)
-    chosen = fits and seconds[True] < seconds[False]
-    return {"chosen": chosen, "spec": twins[chosen], "pe_dma_s": {"plain": seconds[False], "pairs": seconds[True]},
-            "pairs_extra": extra, "pairs_fits": fits}
+        return given
+    price = price or model_price(board)
+    base = {"tt1": price("tt1", spec1), "tt2": price("tt2", spec2)}
+    builds = []
+    for order, row_pairs, j_pairs in itertools.product(B_ORDERS, (False, True), (False, True)):
+        fields = dict(zip(CHOICES, (order, row_pairs, j_pairs)))
+        if any(fields[name] != value for name, value in (fixed or {}).items()):
+            continue
+        twins = {"tt1": Tt1Spec(**{**spec1.to_dict(), "b_order": order, "j_pairs": j_pairs}),
+                 "tt2": Tt2Spec(**{**spec2.to_dict(), "row_pairs": row_pairs})}
+        extra = {key: sum(ips * (price(pe, twins[pe])[key] - base[pe][key])
+                          for pe, ips in zip(("tt1", "tt2"), copies)) for key in RESOURCES}
+        builds.append({**fields, "twins": twins, "extra": extra,
+                       "fits": all(extra[key] <= room[key] for key in room),
+                       "pe_dma_s": _pe_dma_s(setup, twins["tt1"], twins["tt2"], board, clock_mhz, copies, hp_ports)})
+    fitting = [build for build in builds if build["fits"]]
+    if not fitting:  # the builds given are over the room already: they stay
+        best = {"twins": {"tt1": spec1, "tt2": spec2}, **given["chosen"]}
+    else:
+        best = min(fitting, key=lambda build: (build["pe_dma_s"], build["extra"]["lut"]))
+    return {"spec1": best["twins"]["tt1"], "spec2": best["twins"]["tt2"],
+            "chosen": {name: best[name] for name in CHOICES},
+            "builds": [{key: value for key, value in build.items() if key != "twins"} for build in builds]}
 
 
-def pairs_choices(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
-                  copies: tuple[int, int] = (1, 1), room: Mapping[str, float] | None = None) -> tuple:
-    """PE2's and then PE1's pairs by :func:`pairs_choice`, what the first takes out of ``room`` left to the second
-    (PE2's first: alone they shorten its ``K = R`` phases, which PE1's then bound): the builds chosen and, per PE,
-    its choice's figures."""
-    pairs = {}
-    for pe in ("tt2", "tt1"):
-        found = pairs[pe] = pairs_choice(setup, spec1, spec2, board, pe=pe, clock_mhz=clock_mhz, copies=copies,
-                                         room=room)
-        spec1, spec2 = (found.pop("spec"), spec2) if pe == "tt1" else (spec1, found.pop("spec"))
-        if room is not None and found["chosen"]:
-            room = {key: room[key] - found["pairs_extra"].get(key, 0.0) for key in room}
-    return spec1, spec2, pairs
+def _fields(spec1: Tt1Spec, spec2: Tt2Spec) -> dict[str, Any]:
+    return {"b_order": spec1.b_order, "row_pairs": spec2.row_pairs, "j_pairs": spec1.j_pairs}
 
 
 def _pe_dma_s(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, clock_mhz: float,
-              copies: tuple[int, int]) -> float:
-    """The PE and DMA seconds of the list step on these builds (no host)."""
+              copies: tuple[int, int], hp_ports: int) -> float:
+    """The PE and DMA seconds of the list step on these builds, their IPs on ``hp_ports`` ports (no host)."""
     step = tt_list_step(setup, spec1, spec2, board, clock_mhz=clock_mhz, host_s=0.0, host_source="not counted",
-                        copies=copies)
+                        copies=copies, hp_ports=hp_ports)
     return step.time.pe_s + step.time.memory_s
-
-
-def _extra_fits(pe: str, plain, featured, board: Board, ips: int, room: Mapping[str, float]
-                ) -> tuple[dict[str, float], bool]:
-    """What ``ips`` IPs of ``featured`` add over ``plain`` (the calibrated model on ``board``'s family), and
-    whether that fits ``room``."""
-    priced = [pe_resources(pe, spec, board.yosys_family) for spec in (plain, featured)]
-    extra = {key: ips * (priced[1][key] - priced[0][key]) for key in RESOURCES}
-    return extra, all(extra[key] <= room[key] for key in room)
 
 
 def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
@@ -121,18 +117,16 @@ def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board:
     """The list step on ``copies`` IPs of the PE builds ``spec1``/``spec2``: its time split (PE and DMA, memory,
     host measured here: ``host_s`` what the lists do not hide, ``host_hidden_s`` what ran while they computed),
     the host's work left, each layer's PE and DMA seconds, beside the per-call step's
-    ``per_call_total_s``; PE1 in the ``B`` order :func:`b_order_choice` picks within ``room``, PE2 and then PE1
-    with pairs where :func:`pairs_choices` picks them within what is left; the IPs on
+    ``per_call_total_s``; PE1's ``B`` order and both PEs' pairs as :func:`builds_choice` picks them within
+    ``room``; the IPs on
     ``hp_ports`` high-performance ports (:func:`codesign.step.tt.list_time.list_ports`).
     ``{"priced": False, "why": ...}`` where these builds or this set-up cannot run as lists."""
     why = _cannot(setup, spec1, spec2)
     if why:
         return {"priced": False, "why": why}
-    order = b_order_choice(setup, spec1, spec2, board, clock_mhz=clock_mhz, copies=copies, room=room)
-    spec1 = order.pop("spec1")
-    left = None if room is None else {key: room[key] - order.get("jl_extra", {}).get(key, 0.0) * (
-        order["chosen"] == "jl") for key in room}
-    spec1, spec2, pairs = pairs_choices(setup, spec1, spec2, board, clock_mhz=clock_mhz, copies=copies, room=left)
+    builds = builds_choice(setup, spec1, spec2, board, clock_mhz=clock_mhz, copies=copies, room=room,
+                           hp_ports=hp_ports)
+    spec1, spec2 = builds.pop("spec1"), builds.pop("spec2")
     host = measure_list_host(setup, spec1, spec2, copies=copies)
     step = tt_list_step(setup, spec1, spec2, board, clock_mhz=clock_mhz, host_s=host["seconds"],
                         host_source=THIS_MACHINE, copies=copies, beside=host["beside"], hp_ports=hp_ports)
@@ -142,7 +136,7 @@ def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board:
             "total_s": step.time.total_s, "host_share": step.time.host_s / step.time.total_s,
             "layers_s": [cycles / hz for cycles in step.layer_cycles], "macs": step.time.macs,
             "macs_s": step.time.bounds["macs_s"], "host_work": step.host.to_dict(), "host_measured": host,
-            "per_call_total_s": per_call_total_s, "copies": list(copies), "b_order": order, "pairs": pairs,
+            "per_call_total_s": per_call_total_s, "copies": list(copies), "builds": builds,
             "hp_ports": hp_ports}
 
 
@@ -185,5 +179,5 @@ def copies_of(options: Sequence[Any]) -> tuple[int, int]:
     return found.get("tt1", 1), found.get("tt2", 1)
 
 
-__all__ = ["PAIRS_FIELD", "b_order_choice", "copies_of", "list_point", "list_step_report", "measure_list_host",
-           "pairs_choice", "pairs_choices", "specs_of"]
+__all__ = ["CHOICES", "PAIRS_FIELD", "builds_choice", "copies_of", "list_point", "list_step_report",
+           "measure_list_host", "model_price", "specs_of"]
