@@ -442,14 +442,14 @@ def _builds_words(choice: Mapping[str, Any] | None) -> str:
     if not choice or not choice.get("builds"):
         return ""
     builds, chosen = choice["builds"], choice["chosen"]
-    mine = next(build for build in builds if all(build[name] == chosen[name] for name in chosen))
-    given = next(build for build in builds if not any(build["extra"].values()))
-    cost = ", ".join(f"{mine['extra'][key]:+g} {key}" for key in RESOURCES if mine["extra"][key])
+    mine, given = (next((build for build in builds if all(build[name] == fields[name] for name in fields)), None)
+                   for fields in (chosen, choice["given"]))
+    cost = ", ".join(f"{round(mine['extra'][key], 1):+g} {key}" for key in RESOURCES if round(mine["extra"][key], 1))
     with_ = {name: "with" if chosen[name] else "without" for name in ("row_pairs", "j_pairs")}
     return (f"; PE1 takes B {'j' if chosen['b_order'] == 'jl' else 'l'} outer, PE2 {with_['row_pairs']} row pairs, "
-            f"PE1 {with_['j_pairs']} j pairs (PE and DMA {1e3 * mine['pe_dma_s']:.3f} ms at {cost or 'no cost'}, the point's builds "
-            f"{1e3 * given['pe_dma_s']:.3f} ms; {sum(build['fits'] for build in builds)} of {len(builds)} builds "
-            "priced fit the cap)")
+            f"PE1 {with_['j_pairs']} j pairs (PE and DMA {1e3 * mine['pe_dma_s']:.3f} ms at {cost or 'no cost'}"
+            + ("" if given is None else f", the point's builds {1e3 * given['pe_dma_s']:.3f} ms")
+            + f"; {sum(build['fits'] for build in builds)} of {len(builds)} builds priced fit the cap)")
 
 
 __all__ = ["ExploreError", "cost_task", "design_of_point", "distinct_builds", "explore_design", "hp_port_choice",

@@ -83,12 +83,12 @@ def test_the_best_point_whose_builds_run_lists_is_found():
     assert list_point(space, _setup("exact"), "time") is None
 
 
-def test_the_builds_are_chosen_together_on_the_list_model():
+def test_the_builds_are_chosen_together_on_the_list_model(monkeypatch):
     """On 8 lanes digits_tt's contractions of K <= 4 run in pairs, so each PE's lists are faster with its pairs;
     the list model prices all eight builds (seconds from the same lists on other builds), and with room for all
     the fastest is chosen. On 4 lanes no K fits half the lanes, so pairs change no cycle and are not chosen (the
     cheaper of equal seconds), and PE1's core-gradient calls are faster with B j outer."""
-    setup, zed, wide = _setup(batch=16), board("zedboard"), {**SPECS, "lanes": 8}
+    setup, zed, wide, pe_dma_s = _setup(batch=16), board("zedboard"), {**SPECS, "lanes": 8}, tt_list_step._pe_dma_s
     found = builds_choice(setup, Tt1Spec(**wide), Tt2Spec(**wide), zed, clock_mhz=100.0, copies=(2, 1),
                           room=dict.fromkeys(RESOURCES, 1e9))
     seconds = {tuple(build[name] for name in CHOICES): build["pe_dma_s"] for build in found["builds"]}
@@ -106,8 +106,15 @@ def test_the_builds_are_chosen_together_on_the_list_model():
     extra = 2 * (pe_resources("tt1", Tt1Spec(**wide, j_pairs=True), zed.yosys_family)["lut"] - plain["tt1"]["lut"]) \
         + pe_resources("tt2", Tt2Spec(**wide, row_pairs=True), zed.yosys_family)["lut"] - plain["tt2"]["lut"]
     assert both["extra"]["lut"] == pytest.approx(extra) and both["extra"]["dsp"] == 0
+    # on 4 lanes PE2 has no call of K <= 2, so its row pairs take their plain twin's cycles, unpriced (PE1 has,
+    # all of J = 1, where pairs save no cycle: priced, the same seconds)
+    priced = []
+    monkeypatch.setattr(tt_list_step, "_pe_dma_s", lambda *args: priced.append(args) or pe_dma_s(*args))
     narrow = builds_choice(setup, Tt1Spec(**SPECS), Tt2Spec(**SPECS), zed, clock_mhz=100.0, copies=(2, 1),
                            room=dict.fromkeys(RESOURCES, 1e9))
+    assert sorted((args[1].b_order, args[1].j_pairs) for args in priced) == [("jl", False), ("jl", True),
+                                                                             ("lj", False), ("lj", True)]
+    assert not any(args[2].row_pairs for args in priced)
     by_order = {build["b_order"]: build["pe_dma_s"] for build in narrow["builds"]}
     assert len({build["pe_dma_s"] for build in narrow["builds"]}) == 2 and by_order["jl"] < by_order["lj"]
     assert narrow["chosen"] == {"b_order": "jl", "row_pairs": False, "j_pairs": False}
@@ -146,6 +153,7 @@ def test_the_fastest_build_that_fits_is_chosen(monkeypatch, room, chosen):
     """The choice rule on seconds and prices made up (two PE1 IPs, one PE2): among the eight builds whose extra
     over the builds given fits the room, the fewest seconds, whichever features that takes together."""
     monkeypatch.setattr(tt_list_step, "_pe_dma_s", _fake_seconds)
+    monkeypatch.setattr(tt_list_step, "_runs_pairs", lambda *args: {"tt1": True, "tt2": True})
     found = builds_choice(_setup(batch=16), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard"),
                           clock_mhz=100.0, copies=(2, 1), room=room, price=_fake_price)
     assert tuple(found["chosen"][name] for name in CHOICES) == chosen

@@ -25,7 +25,7 @@ from codesign.loops.tt import TtTrainSetup
 from codesign.loops.tt_lists import TtListTrainer
 from codesign.pe.tt.spec import B_ORDERS, Tt1Spec, Tt2Spec
 from codesign.shell.list_runner import GoldenListShell, host_per_list_step
-from codesign.step.tt.list_time import tt_list_step
+from codesign.step.tt.list_time import tt_list_plans, tt_list_step
 from codesign.step.tt.step_lists import check_specs
 
 
@@ -71,36 +71,54 @@ def builds_choice(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Bo
     word or a list (the lists are built once; only cycles differ), so the host's work is the same for all.
     ``fixed``: fields of :data:`CHOICES` not to choose (only builds with these values are priced). ``room``
     None keeps the builds given, unpriced. Returns the builds chosen (``spec1``, ``spec2``), their fields
-    (``chosen``) and every build priced (``builds``: its fields, ``pe_dma_s``, ``extra``, ``fits``)."""
+    (``chosen``), those of the builds given (``given``) and every build priced (``builds``: its fields,
+    ``pe_dma_s``, ``extra``, ``fits``)."""
     given = {"spec1": spec1, "spec2": spec2, "chosen": _fields(spec1, spec2)}
     if room is None:
         return given
     price = price or model_price(board)
     base = {"tt1": price("tt1", spec1), "tt2": price("tt2", spec2)}
-    builds = []
+    runs_pairs = _runs_pairs(setup, spec1, spec2, copies)
+    seconds: dict[tuple, float] = {}  # per build whose pairs some call runs: a pair build no call runs in pairs
+    builds = []  # takes its plain twin's cycles, so it is priced once
     for order, row_pairs, j_pairs in itertools.product(B_ORDERS, (False, True), (False, True)):
         fields = dict(zip(CHOICES, (order, row_pairs, j_pairs)))
         if any(fields[name] != value for name, value in (fixed or {}).items()):
             continue
-        twins = {"tt1": Tt1Spec(**{**spec1.to_dict(), "b_order": order, "j_pairs": j_pairs}),
-                 "tt2": Tt2Spec(**{**spec2.to_dict(), "row_pairs": row_pairs})}
+        twins = _twins(spec1, spec2, order, row_pairs, j_pairs)
         extra = {key: sum(ips * (price(pe, twins[pe])[key] - base[pe][key])
                           for pe, ips in zip(("tt1", "tt2"), copies)) for key in RESOURCES}
-        builds.append({**fields, "twins": twins, "extra": extra,
-                       "fits": all(extra[key] <= room[key] for key in room),
-                       "pe_dma_s": _pe_dma_s(setup, twins["tt1"], twins["tt2"], board, clock_mhz, copies, hp_ports)})
+        effective = (order, row_pairs and runs_pairs["tt2"], j_pairs and runs_pairs["tt1"])
+        if effective not in seconds:
+            seconds[effective] = _pe_dma_s(setup, *_twins(spec1, spec2, *effective).values(), board, clock_mhz,
+                                           copies, hp_ports)
+        builds.append({**fields, "twins": twins, "extra": extra, "fits": all(extra[key] <= room[key] for key in room),
+                       "pe_dma_s": seconds[effective]})
     fitting = [build for build in builds if build["fits"]]
     if not fitting:  # the builds given are over the room already: they stay
         best = {"twins": {"tt1": spec1, "tt2": spec2}, **given["chosen"]}
     else:
         best = min(fitting, key=lambda build: (build["pe_dma_s"], build["extra"]["lut"]))
     return {"spec1": best["twins"]["tt1"], "spec2": best["twins"]["tt2"],
-            "chosen": {name: best[name] for name in CHOICES},
+            "chosen": {name: best[name] for name in CHOICES}, "given": given["chosen"],
             "builds": [{key: value for key, value in build.items() if key != "twins"} for build in builds]}
 
 
 def _fields(spec1: Tt1Spec, spec2: Tt2Spec) -> dict[str, Any]:
     return {"b_order": spec1.b_order, "row_pairs": spec2.row_pairs, "j_pairs": spec1.j_pairs}
+
+
+def _twins(spec1: Tt1Spec, spec2: Tt2Spec, order: str, row_pairs: bool, j_pairs: bool) -> dict[str, Any]:
+    return {"tt1": Tt1Spec(**{**spec1.to_dict(), "b_order": order, "j_pairs": j_pairs}),
+            "tt2": Tt2Spec(**{**spec2.to_dict(), "row_pairs": row_pairs})}
+
+
+def _runs_pairs(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, copies: tuple[int, int]) -> dict[str, bool]:
+    """Per PE, whether a call of its lists would run in pairs on a build with them (``K`` fits half the lanes,
+    docs/tt_pe.md): pairs move no word, so the lists of the builds given answer for every build."""
+    half, plans = spec1.lanes // 2, tt_list_plans(setup, spec1, spec2, copies)
+    return {pe: any(call.header >> 16 & 255 <= half for lists in plans for phase in lists.phases
+                    for name, calls in phase if name == pe for call in calls) for pe in ("tt1", "tt2")}
 
 
 def _pe_dma_s(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, clock_mhz: float,
