@@ -39,12 +39,15 @@ fit rule's 90 %. PE1 takes ``B`` in the order ``--b-order`` names, and PE2 runs 
 ``j`` in pairs as ``--pairs`` says; ``auto`` (the default) chooses them together, the fastest of the builds
 whose extra DSP slices stay within the 278 of issue 39's goals and whose resources stay within the fit rule
 (:func:`codesign.design.families.tt_list_step.builds_choice`, docs/tt_pe.md "Row pairs" and "Row pairs along
-j"). ``--fit yosys`` (the default) counts a PE build as Yosys does, as ``codesign design`` checks a design before
-it builds it (:func:`codesign.design.fit.pe_cost`: a shipped report or the estimate cache, ``--cache``, else a
-Yosys run of a minute or two), ``--fit model`` as the explorer's space does (the calibrated model, a few percent
-off Yosys near the limit); the shells are Yosys's either way. Prints the step's parts and the ratio board /
-torch_f32, and the PEs' cycles by part (load, compute, drain: :class:`codesign.step.tt.list_time.PeWork`) with the
-bound a PE overlapping them would reach; writes ``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes about two minutes at rank 8
+j"). The builds are priced with the IPs on all the board's HP ports, before the step's ports are chosen (the
+ports the step then takes are within 1 % of that step, less than the builds differ by). ``--fit yosys`` (the
+default) counts a PE build as Yosys does, as ``codesign design`` checks a design before it builds it
+(:func:`codesign.design.fit.pe_cost`: a shipped report or the estimate cache, ``--cache``, else a Yosys run of a
+minute or two, which fails where Yosys is not installed; the six builds the defaults price are shipped),
+``--fit model`` as the explorer's space does (the calibrated model, a few percent off Yosys near the limit); the
+shells are Yosys's either way. Prints the step's parts and the ratio board / torch_f32, and the PEs' cycles by
+part (load, compute, drain: :class:`codesign.step.tt.list_time.PeWork`) with the bound a PE overlapping them
+would reach; writes ``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes about two minutes at rank 8
 (the golden shell computes every call of the two warm steps with the PEs' vectorised golden).
 
 ``--staging-pair N`` adds a paired measurement of the next batch's staging
@@ -74,17 +77,15 @@ import numpy as np
 
 from codesign.design import load_design
 from codesign.design.explore import port_choice
+from codesign.design.explore_model import fixed_resources
 from codesign.design.fit import DEFAULT_LIMIT_PERCENT, pe_cost
 from codesign.design.families.tt import PAPER_BATCH, PAPER_LAYERS, paper_setup, tt_setup_of
 from codesign.design.families.tt_list_step import CHOICES, PAIRS_FIELD, builds_choice, model_price
-from codesign.hw.resource_model import RESOURCES, fpga_counts
 from codesign.io.cache import cache_dir
 from codesign.io.reports import write_json_atomic
 from codesign.loops.tt_lists import TtListTrainer
 from codesign.boards import board
-from codesign.pe import get_pe
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.shell.ip import ip_shell_cost
 from codesign.shell.list_runner import GoldenListShell, host_per_list_step
 from codesign.step.tt.list_time import tt_list_step
 from codesign.step.tt.mode_order import cheapest_orders, describe, order_cost
@@ -251,8 +252,8 @@ def print_row(row: dict, args, layers: int, work) -> None:
           f"{row['host_ms_desktop']:.1f} ms, of it {row['host_hidden_ms']:.1f} ms hidden beside the lists, "
           f"{row['host_critical_ms']:.1f} ms ({100 * row['host_share']:.0f} %) between them; median "
           f"{row['host_ms_desktop_median']:.1f} ms, lists re-aimed {row['layer_steps_reshifted']} times in the "
-          f"{layers * (args.steps + 2)} layer steps run, two warm); MAC bound {row['macs_bound_ms']:.1f} ms; float32 PyTorch "
-          f"{row['torch_f32_ms']:.1f} ms; board / float32 = {row['ratio_board_to_torch_f32']:.1f}",
+          f"{layers * (args.steps + 2)} layer steps run, two warm); MAC bound {row['macs_bound_ms']:.1f} ms; "
+          f"float32 PyTorch {row['torch_f32_ms']:.1f} ms; board / float32 = {row['ratio_board_to_torch_f32']:.1f}",
           flush=True)
     print("PE cycles by part (every copy's calls, no stalls): " + "; ".join(
         f"{pe} load {work.load[pe] / 1e3:.0f} k ({work.overlap[pe] / 1e3:.0f} k beside the MAC loop), compute "
@@ -310,10 +311,8 @@ def builds_fit(board_, copies, spec1, spec2, held, price) -> dict:
     """The IPs' resources (each PE as ``price`` counts it plus its shell's Yosys cost, with the accumulation
     buffer where ``held`` says) as percentages of ``board_``'s, and whether every one is within
     :data:`FIT_LIMIT`."""
-    def ip(pe, spec):
-        shell = fpga_counts(ip_shell_cost(get_pe(pe), spec, board_.yosys_family, held_sums=held[pe]))
-        return {key: price(pe, spec)[key] + shell[key] for key in RESOURCES}
-    per_ip = {pe: ip(pe, spec) for pe, spec in (("tt1", spec1), ("tt2", spec2))}
+    per_ip = {pe: fixed_resources({pe: spec}, board_.yosys_family, held, price)
+              for pe, spec in (("tt1", spec1), ("tt2", spec2))}
     total = {key: copies[0] * per_ip["tt1"][key] + copies[1] * per_ip["tt2"][key] for key in per_ip["tt1"]}
     percent = {key: 100.0 * value / board_.resources[key] for key, value in total.items()}
     return {"total": total, "percent": percent, "fits": all(v <= FIT_LIMIT for v in percent.values())}

@@ -81,14 +81,15 @@ class ExploreModel:
         return tuple(self.bases)
 
 
-def fixed_resources(builds: Mapping[str, Any], family: str,
-                    held_sums: Mapping[str, bool] | None = None) -> dict[str, float]:
-    """Model resources of the IPs a space does not vary (each PE model plus its shell, with the accumulation
-    buffer as ``held_sums`` says for that PE, else as the design flow builds it)."""
+def fixed_resources(builds: Mapping[str, Any], family: str, held_sums: Mapping[str, bool] | None = None,
+                    price: Callable[[str, Any], Mapping[str, float]] | None = None) -> dict[str, float]:
+    """Resources of the IPs a space does not vary, one of each build (each PE as ``price`` counts it, the
+    calibrated model unless given, plus its shell's Yosys cost, with the accumulation buffer as ``held_sums``
+    says for that PE, else as the design flow builds it)."""
     out = dict.fromkeys(RESOURCES, 0.0)
     for pe, spec in builds.items():
         held = (held_sums or {}).get(pe)
-        model = pe_resources(pe, spec, family)
+        model = price(pe, spec) if price else pe_resources(pe, spec, family)
         shell = fpga_counts(ip_shell_cost(get_pe(pe), spec, family, held_sums=held))
         out = {k: out[k] + model[k] + shell[k] for k in RESOURCES}
     return out

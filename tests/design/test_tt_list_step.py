@@ -164,6 +164,37 @@ def test_the_fastest_build_that_fits_is_chosen(monkeypatch, room, chosen):
     assert mine["fits"] and len(found["builds"]) == 8
 
 
+GIVEN_ALL = {"b_order": "jl", "j_pairs": True}, {"row_pairs": True}  # j outer and both pairs
+
+
+@pytest.mark.parametrize("given, fixed, room, chosen", [
+    (({}, {}), {}, {"lut": -1, "dsp": 10}, ("lj", False, False)),  # over the room already: nothing is added
+    (GIVEN_ALL, {"b_order": "lj"}, {"lut": -1e4, "dsp": 10}, ("lj", True, True)),  # the fixed order, none adds
+    (GIVEN_ALL, {}, {"lut": 1e9, "dsp": 10}, ("jl", True, True)),  # equal seconds: the builds given stay
+])
+def test_over_the_room_or_at_equal_seconds_no_resource_is_added(monkeypatch, given, fixed, room, chosen):
+    """Where the builds given are over the room, the choice is among builds that add to no resource (within
+    ``fixed``), marked as not fitting; of equal seconds the builds given stay, not the one of fewest LUTs."""
+    equal = room["lut"] > 0
+    monkeypatch.setattr(tt_list_step, "_pe_dma_s", (lambda *args: 1e-2) if equal else _fake_seconds)
+    monkeypatch.setattr(tt_list_step, "_runs_pairs", lambda *args: {"tt1": True, "tt2": True})
+    found = builds_choice(_setup(batch=16), Tt1Spec(**SPECS, **given[0]), Tt2Spec(**SPECS, **given[1]),
+                          board("zedboard"), clock_mhz=100.0, copies=(2, 1), room=room, price=_fake_price,
+                          fixed=fixed)
+    assert tuple(found["chosen"][name] for name in CHOICES) == chosen
+    mine = next(build for build in found["builds"] if tuple(build[name] for name in CHOICES) == chosen)
+    assert mine["fits"] is equal and all(value <= 0 for value in mine["extra"].values())
+    assert len(found["builds"]) == 8 // 2 ** len(fixed)
+
+
+def test_a_fixed_field_that_cannot_fit_is_refused(monkeypatch):
+    monkeypatch.setattr(tt_list_step, "_pe_dma_s", _fake_seconds)
+    monkeypatch.setattr(tt_list_step, "_runs_pairs", lambda *args: {"tt1": True, "tt2": True})
+    with pytest.raises(ValueError, match="no build with {'b_order': 'jl'} fits the room"):
+        builds_choice(_setup(batch=16), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard"), clock_mhz=100.0,
+                      copies=(2, 1), room={"lut": -1, "dsp": 10}, price=_fake_price, fixed={"b_order": "jl"})
+
+
 def test_builds_given_stay_unpriced_without_a_room():
     spec1, spec2 = Tt1Spec(**SPECS, b_order="jl"), Tt2Spec(**SPECS)
     found = builds_choice(_setup(batch=16), spec1, spec2, board("zedboard"), clock_mhz=100.0)

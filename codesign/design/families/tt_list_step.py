@@ -66,9 +66,11 @@ def builds_choice(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Bo
     or not) the one whose lists' PE and DMA seconds (the IPs on ``hp_ports`` high-performance ports, as the step
     runs) are fewest among those whose extra over ``spec1``/``spec2`` (as ``price`` counts a build, the
     calibrated model on ``board``'s family unless given, times each PE's IPs) fits ``room`` (resource -> what
-    the point may still add); of equal seconds, the fewest extra LUTs. Chosen together because each takes logic
-    the others then lack (on the TT benchmark's build PE2's pairs fit only beside ``B`` l outer). None moves a
-    word or a list (the lists are built once; only cycles differ), so the host's work is the same for all.
+    the point may still add); of equal seconds, the builds given, then the fewest extra LUTs. Where none fits
+    (the builds given are over the room already) it chooses among the builds that add to no resource. Chosen
+    together because each takes logic the others then lack (on the TT benchmark's build PE2's pairs fit only
+    beside ``B`` l outer). None moves a word or a list (the lists are built once; only cycles differ), so the
+    host's work is the same for all.
     ``fixed``: fields of :data:`CHOICES` not to choose (only builds with these values are priced). ``room``
     None keeps the builds given, unpriced. Returns the builds chosen (``spec1``, ``spec2``), their fields
     (``chosen``), those of the builds given (``given``) and every build priced (``builds``: its fields,
@@ -86,22 +88,32 @@ def builds_choice(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Bo
         if any(fields[name] != value for name, value in (fixed or {}).items()):
             continue
         twins = _twins(spec1, spec2, order, row_pairs, j_pairs)
-        extra = {key: sum(ips * (price(pe, twins[pe])[key] - base[pe][key])
-                          for pe, ips in zip(("tt1", "tt2"), copies)) for key in RESOURCES}
+        cost = {pe: price(pe, spec) for pe, spec in twins.items()}
+        extra = {key: sum(ips * (cost[pe][key] - base[pe][key]) for pe, ips in zip(("tt1", "tt2"), copies))
+                 for key in RESOURCES}
         effective = (order, row_pairs and runs_pairs["tt2"], j_pairs and runs_pairs["tt1"])
         if effective not in seconds:
             seconds[effective] = _pe_dma_s(setup, *_twins(spec1, spec2, *effective).values(), board, clock_mhz,
                                            copies, hp_ports)
         builds.append({**fields, "twins": twins, "extra": extra, "fits": all(extra[key] <= room[key] for key in room),
                        "pe_dma_s": seconds[effective]})
-    fitting = [build for build in builds if build["fits"]]
-    if not fitting:  # the builds given are over the room already: they stay
-        best = {"twins": {"tt1": spec1, "tt2": spec2}, **given["chosen"]}
-    else:
-        best = min(fitting, key=lambda build: (build["pe_dma_s"], build["extra"]["lut"]))
+    best = min(_candidates(builds, fixed), key=lambda build: (
+        build["pe_dma_s"], any(build[name] != value for name, value in given["chosen"].items()),
+        build["extra"]["lut"]))
     return {"spec1": best["twins"]["tt1"], "spec2": best["twins"]["tt2"],
             "chosen": {name: best[name] for name in CHOICES}, "given": given["chosen"],
             "builds": [{key: value for key, value in build.items() if key != "twins"} for build in builds]}
+
+
+def _candidates(builds: list[dict[str, Any]], fixed: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The builds to choose among: those that fit the room, else (the builds given are over it already) those
+    that add nothing to any resource, the builds given among them unless ``fixed`` excludes them."""
+    candidates = [build for build in builds if build["fits"]] or [
+        build for build in builds if all(value <= 0 for value in build["extra"].values())]
+    if not candidates:
+        raise ValueError(f"no build with {dict(fixed or {})} fits the room, and each adds to a resource over the "
+                         "builds given: give builds that fit, or fix fewer fields")
+    return candidates
 
 
 def _fields(spec1: Tt1Spec, spec2: Tt2Spec) -> dict[str, Any]:
