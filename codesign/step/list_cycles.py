@@ -22,13 +22,17 @@ bench's ``pause=0``), modelled as its source behaves (``cocotbext/axi/axi_slave.
 deterministic DDR latency and bandwidth model on top (:class:`DdrTiming`),
 which the model follows pause for pause. A PE's compute phases are skipped
 in one step when nothing else moves (the state is then a fixed point), so a
-list costs about one Python step per word moved.
+list costs about one Python step per word moved, once: a list whose calls have
+the timing keys of a list priced before (another build of the other PE leaves
+it so) takes that list's cycles, and each transaction's phases are worked out
+once per PE, build and header.
 
 Units: clock cycles of ``ap_clk`` throughout; byte addresses.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
@@ -240,7 +244,7 @@ def call_phases(pe, spec, arena: np.ndarray, call: Call) -> Tuple[list, int, tup
     while position < total:
         header = _gather_word(arena, call, position, parts)
         headers.append(header)
-        steps, status, operand_words, results = pe_phases(pe, spec, header)
+        steps, status, operand_words, results = _transaction(pe, spec, header)
         if first is None:
             first = status
             if status == 0 and results != call.count:
@@ -251,6 +255,21 @@ def call_phases(pe, spec, arena: np.ndarray, call: Call) -> Tuple[list, int, tup
     if position != total:
         raise ValueError(f"the call streams {total} stream words, not whole transactions ({position})")
     return phases, 0 if first is None else first, tuple(headers)
+
+
+def _transaction(pe, spec, header: int) -> tuple:
+    """:func:`codesign.step.list_pe.pe_phases`, each (PE, build, header) worked out once: a step's lists repeat a
+    few headers over thousands of calls, and a transaction's phases list every result beat."""
+    try:
+        return _transaction_of(pe.name, spec, header)
+    except TypeError:  # a build that cannot be a key
+        return pe_phases(pe, spec, header)
+
+
+@functools.lru_cache(maxsize=4096)
+def _transaction_of(name: str, spec, header: int) -> tuple:
+    steps, status, operand_words, results = pe_phases(PeName(name), spec, header)
+    return tuple(steps), status, operand_words, results
 
 
 def _timing_key(call: Call, headers: tuple, arena_addr: int, descriptor_addr: int) -> tuple:
@@ -282,8 +301,34 @@ def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: M
     phases = [call_phases(pe, spec, arena, call) for call in calls]
     descriptors = [list_addr + DESCRIPTOR_BYTES * c for c in range(len(calls))]
     keys = [_timing_key(call, found[2], arena_addr, at) for call, found, at in zip(calls, phases, descriptors)]
-    runs = Shell(timing, arena_addr, descriptors, ddr, bits // 32).run(calls, phases, keys)
-    return ListCycles(calls=tuple(CallCycles(**run) for run in runs))
+    whole = _list_key(pe, spec, timing, ddr, bits, keys)
+    found = _LISTS.get(whole) if whole is not None else None
+    if found is None:
+        runs = Shell(timing, arena_addr, descriptors, ddr, bits // 32).run(calls, phases, keys)
+        found = ListCycles(calls=tuple(CallCycles(**run) for run in runs))
+        if whole is not None:
+            if len(_LISTS) >= LISTS_KEEP:
+                _LISTS.pop(next(iter(_LISTS)))
+            _LISTS[whole] = found
+    return found
+
+
+_LISTS: Dict[tuple, ListCycles] = {}
+LISTS_KEEP = 512  # lists whose cycles are kept (every list of a few builds of a large step; the oldest go first)
+
+
+def _list_key(pe, spec, timing: MemoryTiming, ddr: Optional[DdrTiming], bits: int, keys: list) -> Optional[tuple]:
+    """What a whole list's cycles depend on: the PE and its build (they give each header's phases), the memory,
+    the stream width and every call's :func:`_timing_key` in order. The shell starts a list from reset and each
+    call's cycles follow from the state the call before left and the call's own key, so lists of equal keys take
+    equal cycles (another IP's copy of a list, a list a build of the other PE leaves alone). None where the build
+    cannot be a key (it is then simulated every time)."""
+    whole = (pe.name, spec, timing, ddr, bits, tuple(keys))
+    try:
+        hash(whole)
+    except TypeError:
+        return None
+    return whole
 
 
 BOARD_DDR = DdrTiming()  # the HP port's latency and bandwidth the list bench and the step models assume

@@ -20,6 +20,7 @@ from codesign.pe.tt.contract import header_word
 from codesign.pe.tt.cycles import transaction_cycles
 from codesign.shell.calls import ListCase, chain_list, run_list_golden, tt_chain
 from codesign.shell.list_sim import run_list_rtl
+import codesign.step.list_cycles as list_cycles_module
 from codesign.step.list_cycles import CONTROL_CYCLES, DdrTiming, bench_poll_cycles, fast_step_cycles, list_cycles
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -378,6 +379,30 @@ def test_equal_calls_are_priced_alike_however_many():
     assert len(model.calls) == 2000
     assert [call.total for call in model.calls[2:4]] == [call.total for call in model.calls[:2]]
     assert [call.total for call in model.calls[-2:]] == [call.total for call in model.calls[:2]]
+
+
+@pytest.mark.parametrize("name, ddr", [("chain", None), ("tt1-inline", DdrTiming()), ("tt2-inline-refused", None),
+                                       ("tt3-inline", DdrTiming(read_latency=30, read_beats=3, read_window=4))])
+def test_lists_of_equal_timing_keys_take_equal_cycles(name, ddr):
+    """The model keeps a list's cycles by its calls' timing keys (addresses modulo 4 KiB): each list is simulated
+    from reset here (the kept lists cleared), moved by whole 4 KiB pages it takes the same cycles call by call,
+    and a list moved by part of a page is a list of its own, priced afresh."""
+    pe_name, build = CASES[name]
+    pe, spec = PES[pe_name]
+    case = build()
+
+    def fresh(arena_addr: int, list_addr: int) -> tuple:
+        list_cycles_module._LISTS.clear()
+        model = list_cycles(pe, spec, case.calls, case.arena, arena_addr=arena_addr, list_addr=list_addr, ddr=ddr)
+        return tuple((call.fetch, call.pe, call.stall, call.record, call.status) for call in model.calls)
+
+    at = fresh(0x0010_0040, 0x0020_0000)
+    assert fresh(0x0010_0040 + 3 * 4096, 0x0020_0000 + 4096) == at
+    kept = list_cycles(pe, spec, case.calls, case.arena, arena_addr=0x0010_0040 + 4096, ddr=ddr)
+    assert len(list_cycles_module._LISTS) == 1 and tuple(
+        (call.fetch, call.pe, call.stall, call.record, call.status) for call in kept.calls) == at
+    list_cycles(pe, spec, case.calls, case.arena, arena_addr=0x0010_0040 + 64, ddr=ddr)
+    assert len(list_cycles_module._LISTS) == 2
 
 
 def test_accumulating_calls_are_priced():
