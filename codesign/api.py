@@ -114,7 +114,7 @@ class Design:
         result = explore_design(self._tables(), self.point, objective=objective, cap=limit_percent / 100,
                                 cache_dir=cache_dir() / "estimates")
         with output_dir(Path(out), "explore") as folder:
-            write_reports(result, folder)
+            write_reports(result, folder, board=self.point.board)
         return result
 
     def build(self, out, *, run_tools: bool = False, limit_percent: float = 90.0):

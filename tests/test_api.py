@@ -70,6 +70,14 @@ def test_training_on_the_emulated_board_equals_the_golden_loop_and_the_artefacts
     assert list(reports) == ["fpmac_array_0", "fpmac_array_1"] and all(r.passed for r in reports.values())
 
 
+@pytest.mark.slow  # the space, its host measured, Yosys confirmations: about 3 min
+def test_explore_writes_the_commands_reports(tmp_path):
+    result = Design.from_toml(EXAMPLES / "digits_abvs.toml").explore(tmp_path / "explore")
+    assert result["space"].feasible[result["chosen"]]
+    for name in ("estimate_network_performance.json", "chosen.toml", "pareto.png", "roofline.png"):
+        assert (tmp_path / "explore" / name).is_file()
+
+
 def test_misuse_is_refused_by_name():
     fresh = Design.from_toml(EXAMPLES / "digits_abvs.toml")
     with pytest.raises(ValueError, match="nothing trained yet"):

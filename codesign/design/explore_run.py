@@ -19,6 +19,11 @@ Reports, named as FINN names its estimates:
 - ``chosen.toml``: the configuration with the chosen ``[design.pe.*]`` and
   ``[design] hp_ports``, which ``codesign design`` and ``codesign build``
   accept.
+
+Where a family prices a step the space does not, as the board would run it
+(a TT design's call lists), the explorer takes that step's point where it
+wins (:func:`instead_choice`); the step, stages and ports reported are then
+that step's.
 """
 
 from __future__ import annotations
@@ -138,6 +143,17 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
     chosen_toml, chosen_design = refined.chosen_toml, refined.chosen_design
     step = family.step(space.chosen_options(chosen), design.board, design.clock_mhz, hp_ports=ports["chosen"],
                        **refined.step_options)
+    reports, instead = dict(refined.reports), None
+    if refined.instead is not None:
+        taken = instead_choice(raw, design, space, chosen, step, refined.instead, objective=objective,
+                               cache_dir=cache_dir, cap=cap, progress=progress)
+        confirmed.append(taken["confirmed"])
+        reports[refined.instead["report"]] = {**reports[refined.instead["report"]], **taken["report"]}
+        if taken["report"]["chosen"]:
+            chosen, chosen_toml, chosen_design = refined.instead["index"], taken["toml"], taken["design"]
+            ports, step, shortlist = taken["hp_ports"], taken["step"], None
+            instead = {"stages": taken["stages"], "hardware": taken["hardware"]}
+            reports.update(forward_split=None, reuse=None)  # the per-call step's: the lists split no forward
     host_measured = None
     mine = next((entry for entry in shortlist or () if entry["index"] == chosen), None)
     if mine is not None:
@@ -145,7 +161,46 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
                          "source": step.host_source, "shortlist": shortlist}
     return {"space": space, "chosen": chosen, "front": front, "confirmed": confirmed, "step": step,
             "family": family, "chosen_toml": chosen_toml, "chosen_design": chosen_design, "objective": objective,
-            "host_measured": host_measured, "hp_ports": ports, "passed_over": passed_over, **refined.reports}
+            "host_measured": host_measured, "hp_ports": ports, "passed_over": passed_over, "instead": instead,
+            **reports}
+
+
+def instead_choice(raw: Mapping[str, Any], design: DesignPoint, space: Space, chosen: int, step: Any,
+                   instead: Mapping[str, Any], *, objective: str, cache_dir: Path, cap: float,
+                   progress: Callable[[str], None]) -> dict[str, Any]:
+    """Whether the explorer takes the step a family priced as the board would run it at a point of the space
+    (:class:`codesign.design.families.Refined`, ``instead``: a TT design's call lists) over the chosen point's
+    step: where that point is the chosen one (its board runs that step whatever its time) or its step is faster
+    (``time``) or takes less energy (``energy``), once Yosys puts its builds within the cap. Its HP ports are
+    the fewest that fit its IPs plus more only where the step gets faster (the space's rule). Returns the
+    Yosys entry (``confirmed``), the report's ``chosen`` and ``why`` (``report``) and, where taken, the
+    configuration, design, ports report, step and stages."""
+    index, point = instead["index"], space.point(instead["index"])
+    toml, _ = design_of_point(raw, design, {**point, **{name: {**point[name], **fields}
+                                                         for name, fields in instead["pe"].items()}})
+    toml = {**toml, "design": {**toml["design"], **instead["design"]}}
+    fewest = shell_ips_hp_ports(len(design_from_dict(toml).instances), design.board.hp_ports)
+    steps = {count: other for count, other in instead["steps"].items() if count >= fewest}
+    asked = bool(raw.get("design", {}).get("hp_ports"))
+    ports = design.ports_used if asked else int(port_choice(
+        {count: np.array([other.total_s]) for count, other in steps.items()})[0])
+    toml = {**toml, "design": {**toml["design"], "hp_ports": ports}}
+    other, alternative = instead["steps"][ports], design_from_dict(toml)
+    progress(f"Yosys: {point['label']} as call lists")
+    fit = fit_design(alternative, cache_dir=cache_dir, limit_percent=100 * cap)
+    entry = {"point": {**point, "label": f"{point['label']} as call lists"}, "yosys_total": fit.total,
+             "fits": fit.fits, "over": fit.over, "per_ip": fit.per_ip}
+    better = other.total_s < step.total_s if objective == "time" else other.energy_pj < step.energy_pj
+    why = ("Yosys puts its builds over the cap: " + ", ".join(fit.over) if not fit.fits else "" if better or
+           index == chosen else "the chosen point's step is " + ("faster" if objective == "time" else "less energy"))
+    taken = {"confirmed": entry, "report": {"chosen": not why, "why": why or None}}
+    if why:
+        return taken
+    progress(f"chose {point['label']} as call lists: {other.total_s * 1e3:.3f} ms a step")
+    return {**taken, "toml": toml, "design": alternative, "step": other, "stages": instead["stages"][ports],
+            "hardware": instead["hardware"],
+            "hp_ports": {"chosen": ports, "asked": asked, "fewest": fewest, "steps": {
+                count: {"memory_s": priced.memory_s, "total_s": priced.total_s} for count, priced in steps.items()}}}
 
 
 def confirmed_choice(confirm: list[int], confirmed: list[dict[str, Any]], progress: Callable[[str], None]
@@ -241,7 +296,9 @@ def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list
     points = [_flat(space.point(i)) for i in range(space.index.shape[0])]
     family: ExploreModel = result["family"]
     options = space.chosen_options(chosen)
-    stages = family.stages(options)
+    taken = result.get("instead")  # a step the family priced itself (a TT design's call lists), else the space's
+    stages, hardware = (taken["stages"], taken["hardware"]) if taken else (family.stages(options),
+                                                                           family.describe(options))
     written = [
         write_json_atomic(out / "estimate_network_performance.json", {
             "design": result["chosen_design"].name, "board": board.name, "objective": result["objective"],
@@ -254,7 +311,7 @@ def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list
             "forward_split": result.get("forward_split"), "list_step": result.get("list_step"),
             "mode_orders": result.get("mode_orders")}),
         write_json_atomic(out / "estimate_layer_cycles.json", {
-            "hardware": family.describe(options), "clock_mhz": step.clock_mhz,
+            "hardware": hardware, "clock_mhz": step.clock_mhz,
             "stages": [{"cycles": s.cycles, "words_in": s.words_in, "words_out": s.words_out} for s in stages]}),
         write_json_atomic(out / "estimate_layer_resources.json", {
             "cap": space.cap, "budget": space.budget, "confirmed": [
@@ -264,14 +321,18 @@ def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list
         write_text_atomic(out / "explore_points.csv", _csv(points)),
         write_json_atomic(out / "pareto.json", [space.point(int(i)) for i in front]),
         write_text_atomic(out / "pareto.csv", _csv([_flat(space.point(int(i))) for i in front])),
-        plot_pareto(space, chosen, front, out / "pareto.png", board=board),
+        plot_pareto(space, chosen, front, out / "pareto.png", board=board,
+                    lists_s=step.total_s if taken else None),
         plot_roofline(space, chosen, out / "roofline.png", board=board, macs=step.macs, clock_mhz=step.clock_mhz),
         write_text_atomic(out / "chosen.toml", tomli_w.dumps(result["chosen_toml"])),
     ]
     return written
 
 
-def plot_pareto(space: Space, chosen: int, front: np.ndarray, path: Path, *, board: Board) -> Path:
+def plot_pareto(space: Space, chosen: int, front: np.ndarray, path: Path, *, board: Board,
+                lists_s: float | None = None) -> Path:
+    """Step time against DSP slices of every point; ``lists_s``: the chosen point's step as call lists (seconds),
+    where the explorer took it over the point's per-call step the space prices."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -282,7 +343,10 @@ def plot_pareto(space: Space, chosen: int, front: np.ndarray, path: Path, *, boa
     ax.scatter(dsp[~feasible], seconds[~feasible], s=8, c="lightgrey", label="over the cap")
     ax.scatter(dsp[feasible], seconds[feasible], s=8, c="tab:blue", alpha=0.5, label="fits")
     ax.scatter(dsp[front], seconds[front], s=22, c="tab:orange", label="Pareto front")
-    ax.scatter([dsp[chosen]], [seconds[chosen]], s=80, marker="*", c="red", label="chosen")
+    ax.scatter([dsp[chosen]], [seconds[chosen]], s=80, marker="*", c="red",
+               label="chosen" if lists_s is None else "chosen, per call")
+    if lists_s is not None:
+        ax.scatter([dsp[chosen]], [lists_s * 1e3], s=80, marker="P", c="darkred", label="chosen, as call lists")
     ax.axvline(space.cap * space.budget["dsp"], color="red", linestyle="--", linewidth=1,
                label=f"{space.cap:.0%} of {board.display_name}'s DSP")
     ax.set_xlabel("DSP slices (model)")
@@ -340,7 +404,8 @@ def summary(result: Mapping[str, Any]) -> str:
     point = space.point(result["chosen"])
     lines = [f"explored {space.index.shape[0]} points ({space.searched}): {int(space.feasible.sum())} fit "
              f"{space.cap:.0%} of the board, {result['front'].size} on the Pareto front",
-             f"chosen ({result['objective']}): {point['label']}" + (
+             f"chosen ({result['objective']}): {point['label']}"
+             + (", its step as call lists" if (result.get("list_step") or {}).get("chosen") else "") + (
                  f" (Yosys put the model's choice, {result['passed_over']['label']}, over the cap: "
                  f"{', '.join(result['passed_over']['over'])})" if result.get("passed_over") else ""),
              f"  step {step.total_s * 1e3:.3f} ms = PE {step.pe_s * 1e3:.3f} + memory {step.memory_s * 1e3:.3f} + host "
@@ -407,7 +472,8 @@ def _list_step_lines(found: Mapping[str, Any] | None) -> list[str]:
         return [f"  the step as call lists: not priced ({found['why']})"]
     work, ms = found["host_work"], {key: found[key] * 1e3 for key in ("total_s", "pe_s", "memory_s", "host_s",
                                                                         "per_call_total_s", "macs_s")}
-    where = "the chosen point" if found["chosen"] else f"{found['label']}, the best point whose builds run lists"
+    where = "the chosen point" if found["chosen"] else f"{found['label']}, the best point whose builds run lists" + (
+        f" (not chosen: {found['why']})" if found.get("why") else "")
     layers = ", ".join(f"{s * 1e3:.3f}" for s in found["layers_s"])
     return [f"  the step as call lists at {where} (host left with the loss, bias, ReLU and Adam): "
             f"{ms['total_s']:.3f} ms = PE and DMA {ms['pe_s']:.3f} + memory {ms['memory_s']:.3f} + host "

@@ -15,8 +15,8 @@ from codesign.design.calibration import (StaleCalibration, calibration_path, loa
                                          pe_resources)
 from codesign.design.explore import PORT_GAIN, pe_options, port_choice
 from codesign.design.families.tt import explore_tt, paper_setup, tt_model, tt_hardware
-from codesign.design.explore_run import (SHORTLIST, design_of_point, explore_design, hp_port_choice, measured_choice,
-                                         summary)
+from codesign.design.explore_run import (SHORTLIST, design_of_point, explore_design, hp_port_choice, instead_choice,
+                                         measured_choice, summary)
 from codesign.design.families.tt import other_route, tt_setup_of
 from codesign.step.tt.time import tt_stages, tt_step_time
 from codesign.step.host import HostModel
@@ -312,6 +312,46 @@ def test_the_chosen_point_gets_the_fewest_hp_ports_that_fit_and_more_only_where_
     assert hp_port_choice(family, options, point_design, asked=True)["chosen"] == 4
 
 
+def test_a_step_priced_as_the_board_runs_it_is_taken_where_it_wins(space, design, tmp_path):
+    """instead_choice (a TT design's call lists): taken at another point only where faster, at the chosen point
+    whatever its time (the board runs the lists there), never where Yosys puts it over the cap; taken, it sets
+    the builds' fields, drops the forward split and spreads its IPs over the fewest ports within PORT_GAIN of
+    its best. Yosys from the shipped reports of the calibration grid's builds."""
+    raw = read_toml(EXAMPLES / "digits_tt.toml")
+    chosen = space.best("time")
+    step = tt_step_time(tt_setup_of(design), tt_hardware(space.chosen_options(chosen)), design.board,
+                        clock_mhz=100.0, host=HOST, hp_ports=int(space.hp_ports[chosen]))
+    other = next(int(i) for i in np.flatnonzero(space.feasible) if int(i) != chosen)
+    field = {"tt1": {"b_order": "lj"}, "tt2": {}}  # the grid's builds as they are: no synthesis
+
+    def instead(index, scale):  # the step on 1..4 ports: ``scale`` times the chosen step's host, less from 2 ports
+        steps = {count: dataclasses.replace(step, host_s=step.host_s * scale * (1.0 if count == 1 else 0.8))
+                 for count in range(1, 5)}
+        return {"index": index, "report": "list_step", "pe": field, "design": {"forward_split": False},
+                "steps": steps, "stages": {count: (count,) for count in steps}, "hardware": {"built": index}}
+
+    def choose(index, scale, cap=0.8):
+        return instead_choice(raw, design, space, chosen, step, instead(index, scale), objective="time",
+                              cache_dir=tmp_path, cap=cap, progress=lambda _: None)
+
+    taken = choose(other, 0.5)
+    assert taken["report"] == {"chosen": True, "why": None} and taken["confirmed"]["fits"]
+    assert taken["confirmed"]["point"]["label"] == space.point(other)["label"] + " as call lists"
+    ports = taken["hp_ports"]
+    assert ports["chosen"] == taken["toml"]["design"]["hp_ports"] == max(ports["fewest"], 2)
+    assert list(ports["steps"]) == list(range(ports["fewest"], 5))
+    assert taken["step"] == instead(other, 0.5)["steps"][ports["chosen"]]
+    assert taken["design"].forward_split is False and taken["toml"]["design"]["forward_split"] is False
+    assert {i.pe: (i.spec.lanes, i.spec.rows, i.spec.b_order) for i in taken["design"].instances if i.pe == "tt1"} == \
+        {"tt1": (space.point(other)["tt1"]["lanes"], space.point(other)["tt1"]["rows"], "lj")}
+    assert taken["stages"] == (taken["hp_ports"]["chosen"],) and taken["hardware"] == {"built": other}
+    slower = choose(other, 1.5)
+    assert slower["report"] == {"chosen": False, "why": "the chosen point's step is faster"} and "toml" not in slower
+    assert choose(chosen, 1.5)["report"]["chosen"]  # at the chosen point the board runs the lists
+    over = choose(other, 0.5, cap=0.01)
+    assert not over["report"]["chosen"] and over["report"]["why"].startswith("Yosys puts its builds over the cap")
+
+
 def _options(family, point):
     """The family's options of ``point``'s builds (every copy count)."""
     out = []
@@ -502,6 +542,10 @@ def test_the_summary_gives_the_list_step_or_why_it_was_not_priced():
     assert "at 2 x tt1 8x8x128 + 2 x tt2 8x8x128, the best point whose builds run lists" in line
     assert "6.100 ms = PE and DMA 3.800 + memory 0.000 + host 2.300 (measured, 38%), against 3.900 ms" in line
     assert "layers 2.100, 1.700 ms; MAC bound 0.300 ms; per step 15 lists, 176 calls, 54.2 KiB flushed" in line
+    (line,) = _list_step_lines({**found, "why": "the chosen point's step is faster"})
+    assert "run lists (not chosen: the chosen point's step is faster) (host left" in line
+    (line,) = _list_step_lines({**found, "chosen": True})
+    assert "the step as call lists at the chosen point (host left" in line
     assert _list_step_lines({"priced": False, "why": "scale_rule"}) == ["  the step as call lists: not priced "
                                                                         "(scale_rule)"]
     assert _list_step_lines(None) == []

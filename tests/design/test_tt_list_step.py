@@ -30,9 +30,11 @@ def _setup(rule: str = "tracked", batch: int | None = None):
 
 
 def test_a_tracked_point_is_priced_with_its_host_measured():
-    found = list_step_report(_setup(batch=16), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard"),
-                             clock_mhz=100.0, per_call_total_s=0.004)
-    assert found["priced"]
+    found, steps = list_step_report(_setup(batch=16), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard"),
+                                    clock_mhz=100.0, per_call_total_s=0.004, other_ports=(1, 2))
+    assert found["priced"] and sorted(steps) == [1, 2]  # the step on 1 port (the report's) and on 2, for the explorer
+    assert steps[1].time.total_s == found["total_s"] and steps[2].time.pe_s == steps[1].time.pe_s  # one IP a PE
+    assert sum(stage.cycles for stage in steps[1].stages) == sum(steps[1].layer_cycles)
     assert found["host_s"] > 0 and found["pe_s"] > 0
     assert found["total_s"] == pytest.approx(found["pe_s"] + found["memory_s"] + found["host_s"])
     assert found["host_share"] == pytest.approx(found["host_s"] / found["total_s"])
@@ -61,9 +63,9 @@ def test_the_host_of_a_list_step_excludes_the_shell():
     ("tracked", {**SPECS, "b_bits": 8}, "16-bit A and B"),
 ])
 def test_a_point_that_cannot_run_lists_says_why(rule, spec2, why):
-    found = list_step_report(_setup(rule), Tt1Spec(**SPECS), Tt2Spec(**spec2), board("zedboard"), clock_mhz=100.0,
-                             per_call_total_s=0.004)
-    assert not found["priced"] and why in found["why"]
+    found, steps = list_step_report(_setup(rule), Tt1Spec(**SPECS), Tt2Spec(**spec2), board("zedboard"),
+                                    clock_mhz=100.0, per_call_total_s=0.004)
+    assert not found["priced"] and why in found["why"] and steps == {}
 
 
 def test_the_best_point_whose_builds_run_lists_is_found():
@@ -205,8 +207,8 @@ def test_builds_given_stay_unpriced_without_a_room():
 
 @pytest.mark.slow  # 7 s
 def test_the_list_step_is_priced_in_the_order_chosen():
-    found = list_step_report(_setup(batch=16), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard"),
-                             clock_mhz=100.0, per_call_total_s=0.004, room={"dsp": 10})
+    found, _ = list_step_report(_setup(batch=16), Tt1Spec(**SPECS), Tt2Spec(**SPECS), board("zedboard"),
+                                clock_mhz=100.0, per_call_total_s=0.004, room={"dsp": 10})
     builds = found["builds"]
     assert builds["chosen"]["b_order"] == "jl" and "spec1" not in builds
     mine = next(build for build in builds["builds"] if all(build[k] == v for k, v in builds["chosen"].items()))

@@ -35,12 +35,18 @@ REGISTRY = {
 @dataclass(frozen=True, kw_only=True)
 class Refined:
     """What a family adds to the explorer's chosen point once the space is priced: the configuration and design
-    point it settles on, extra keyword arguments of its model's ``step``, and its own reports (None: none)."""
+    point it settles on, extra keyword arguments of its model's ``step``, and its own reports (None: none).
+    ``instead``: a step the space does not price, as the board would run it at one of its points (a TT design's
+    call lists), for the explorer to take where it wins (:func:`codesign.design.explore_run.instead_choice`):
+    ``index`` (the point), ``pe`` (build fields to set per PE), ``design`` (``[design]`` fields to set),
+    ``steps`` (its :class:`codesign.step.time.StepTime` by HP port count), ``stages`` (by port count, the
+    stages the step was priced from) and ``report`` (the key of ``reports`` that describes it)."""
 
     chosen_toml: dict[str, Any]
     chosen_design: Any
     step_options: Mapping[str, Any]
     reports: Mapping[str, Any]
+    instead: Mapping[str, Any] | None = None
 
 
 REFINED_REPORTS = ("forward_split", "reuse", "other_route", "list_step", "mode_orders")  # the reports a family may add (None where it has none)

@@ -174,21 +174,42 @@ def tt_refine(raw, design: DesignPoint, chosen_toml: dict[str, Any], chosen_desi
             chosen_design = design_from_dict(chosen_toml)
         other = other_route(design, objective=objective, knobs=knobs, cap=cap, progress=progress)
     setup = tt_setup_of(chosen_design)
-    lists = None
+    lists = instead = None
     if setup.precision["scale_rule"] == "tracked":
         progress("pricing the step as call lists (list cycle model; host measured here)")
-        at = list_point(space, setup, objective) if space is not None else None
-        at_point, at_options = (point, options) if at is None else (space.point(at), space.chosen_options(at))
-        room = None if space is None else {key: cap * space.budget[key] - at_point[key] for key in RESOURCES}
-        lists = {**list_step_report(setup, *specs_of(at_options), chosen_design.board,
-                                    clock_mhz=chosen_design.clock_mhz, per_call_total_s=at_point["total_s"],
-                                    copies=copies_of(at_options), room=room,
-                                    hp_ports=chosen_design.ports_used if at is None else int(space.hp_ports[at])),
-                 "label": at_point["label"], "chosen": at_point["label"] == point["label"]}
+        lists, instead = _list_step(setup, chosen_design, options, point, space, objective)
     return Refined(chosen_toml=chosen_toml, chosen_design=chosen_design,
                    step_options={"forward_split": chosen_design.forward_split},
                    reports={"forward_split": split, "reuse": tt_reuse_report(chosen_design, options, point),
-                            "other_route": other, "list_step": lists, "mode_orders": mode_order_report(setup)})
+                            "other_route": other, "list_step": lists, "mode_orders": mode_order_report(setup)},
+                   instead=instead)
+
+
+def _list_step(setup: TtTrainSetup, design: DesignPoint, options: Sequence[Option], point: Mapping[str, Any],
+               space: Space | None, objective: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The list step's report at the best point of ``space`` whose builds run lists (else at the chosen point,
+    where it says why not), and that point's step as the explorer may take it instead (None where no point's
+    builds run lists), priced on every HP port count for the explorer's port rule."""
+    at = list_point(space, setup, objective) if space is not None else None
+    at_point, at_options = (point, options) if at is None else (space.point(at), space.chosen_options(at))
+    room = None if space is None else {key: space.cap * space.budget[key] - at_point[key] for key in RESOURCES}
+    ports = design.ports_used if at is None else int(space.hp_ports[at])
+    report, steps = list_step_report(setup, *specs_of(at_options), design.board, clock_mhz=design.clock_mhz,
+                                     per_call_total_s=at_point["total_s"], copies=copies_of(at_options), room=room,
+                                     hp_ports=ports, other_ports=range(1, design.board.hp_ports + 1) if at is not None
+                                     else ())
+    report = {**report, "label": at_point["label"], "chosen": False}
+    if at is None or not steps:
+        return report, None
+    chosen = report["builds"]["chosen"]
+    fields = {"tt1": {"b_order": chosen["b_order"], "j_pairs": chosen["j_pairs"]},
+              "tt2": {"row_pairs": chosen["row_pairs"]}}
+    built = [dataclasses.replace(o, spec=type(o.spec)(**{**o.spec.to_dict(), **fields.get(o.pe, {})}))
+             for o in at_options]
+    return report, {"index": at, "report": "list_step", "pe": fields, "design": {"forward_split": False},
+                    "hardware": tt_hardware(built).describe(),
+                    "steps": {count: step.time for count, step in steps.items()},
+                    "stages": {count: step.stages for count, step in steps.items()}}
 
 
 def mode_order_report(setup: TtTrainSetup) -> list[dict[str, Any]]:

@@ -7,7 +7,8 @@ rule PE builds of equal lanes and stream width can run the whole step as lists
 whose builds can (:func:`list_point`, :func:`list_step_report`): what the host has left per step, counted and
 timed, and where the PE time goes. PE1 there takes ``B`` ``j`` outer (``b_order="jl"``) and PE2 and PE1 run
 pairs where that is faster and fits under the cap, chosen together (:func:`builds_choice`): the per-call step
-sends each call's ``B`` itself and gains nothing from the order, so the space keeps the design's.
+sends each call's ``B`` itself and gains nothing from the order, so the space keeps the design's. The explorer
+then takes the list point where its step wins (:func:`codesign.design.explore_run.instead_choice`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from codesign.loops.tt import TtTrainSetup
 from codesign.loops.tt_lists import TtListTrainer
 from codesign.pe.tt.spec import B_ORDERS, Tt1Spec, Tt2Spec
 from codesign.shell.list_runner import GoldenListShell, host_per_list_step
-from codesign.step.tt.list_time import tt_list_plans, tt_list_step
+from codesign.step.tt.list_time import ListStep, tt_list_plans, tt_list_step
 from codesign.step.tt.step_lists import check_specs
 
 
@@ -143,31 +144,34 @@ def _pe_dma_s(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board,
 
 def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
                      per_call_total_s: float, copies: tuple[int, int] = (1, 1),
-                     room: Mapping[str, float] | None = None, hp_ports: int = 1) -> dict[str, Any]:
+                     room: Mapping[str, float] | None = None, hp_ports: int = 1,
+                     other_ports: Sequence[int] = ()) -> tuple[dict[str, Any], dict[int, ListStep]]:
     """The list step on ``copies`` IPs of the PE builds ``spec1``/``spec2``: its time split (PE and DMA, memory,
     host measured here: ``host_s`` what the lists do not hide, ``host_hidden_s`` what ran while they computed),
     the host's work left, each layer's PE and DMA seconds, beside the per-call step's
     ``per_call_total_s``; PE1's ``B`` order and both PEs' pairs as :func:`builds_choice` picks them within
-    ``room``; the IPs on
-    ``hp_ports`` high-performance ports (:func:`codesign.step.tt.list_time.list_ports`).
-    ``{"priced": False, "why": ...}`` where these builds or this set-up cannot run as lists."""
+    ``room``; the IPs on ``hp_ports`` high-performance ports (:func:`codesign.step.tt.list_time.list_ports`).
+    Returns the report and the step priced on ``hp_ports`` and each of ``other_ports`` (the host measured once,
+    the lists priced once: only the ports' sharing differs), by port count.
+    ``({"priced": False, "why": ...}, {})`` where these builds or this set-up cannot run as lists."""
     why = _cannot(setup, spec1, spec2)
     if why:
-        return {"priced": False, "why": why}
+        return {"priced": False, "why": why}, {}
     builds = builds_choice(setup, spec1, spec2, board, clock_mhz=clock_mhz, copies=copies, room=room,
                            hp_ports=hp_ports)
     spec1, spec2 = builds.pop("spec1"), builds.pop("spec2")
     host = measure_list_host(setup, spec1, spec2, copies=copies)
-    step = tt_list_step(setup, spec1, spec2, board, clock_mhz=clock_mhz, host_s=host["seconds"],
-                        host_source=THIS_MACHINE, copies=copies, beside=host["beside"], hp_ports=hp_ports)
-    hz = clock_mhz * 1e6
+    steps = {ports: tt_list_step(setup, spec1, spec2, board, clock_mhz=clock_mhz, host_s=host["seconds"],
+                                 host_source=THIS_MACHINE, copies=copies, beside=host["beside"], hp_ports=ports)
+             for ports in dict.fromkeys((hp_ports, *other_ports))}
+    step, hz = steps[hp_ports], clock_mhz * 1e6
     return {"priced": True, "pe_s": step.time.pe_s, "memory_s": step.time.memory_s, "host_s": step.time.host_s,
             "host_hidden_s": step.host_hidden_s,
             "total_s": step.time.total_s, "host_share": step.time.host_s / step.time.total_s,
             "layers_s": [cycles / hz for cycles in step.layer_cycles], "macs": step.time.macs,
             "macs_s": step.time.bounds["macs_s"], "host_work": step.host.to_dict(), "host_measured": host,
             "per_call_total_s": per_call_total_s, "copies": list(copies), "builds": builds,
-            "hp_ports": hp_ports}
+            "hp_ports": hp_ports}, steps
 
 
 def _cannot(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec) -> str:

@@ -90,8 +90,8 @@ class PeWork:
 class ListStep:
     """A network's list step priced: ``time`` (the stage model; ``host_s`` the host's seconds as given less
     ``host_hidden_s``, those its phases hide), ``host`` (the work left),
-    per layer its PE and DMA cycles (``layer_cycles``) and its phases' cycles (``phase_cycles``), and its PE
-    cycles by part (``pe_work``)."""
+    per layer its PE and DMA cycles (``layer_cycles``) and its phases' cycles (``phase_cycles``), its PE
+    cycles by part (``pe_work``) and its phases as the stage model took them (``stages``)."""
 
     time: StepTime
     host: HostWork
@@ -99,6 +99,7 @@ class ListStep:
     phase_cycles: tuple[tuple[int, ...], ...]
     pe_work: PeWork
     host_hidden_s: float = 0.0  # of the host's work, the seconds that ran while a phase's lists computed
+    stages: tuple[Stage, ...] = ()
 
 
 def zero_fracs(cores: Sequence[np.ndarray], precision) -> Fracs:
@@ -240,7 +241,7 @@ def tt_list_step(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, 
                      calls=host.calls, stream_cycles=sum(stage.words_in + stage.words_out for stage in stages)
                      // (spec1.stream_bits // 32), mac_energy_pj=tt_mac_energy_pj(setup))
     return ListStep(time=time, host=host, layer_cycles=tuple(layer_cycles), phase_cycles=tuple(phase_cycles),
-                    pe_work=pe_work(plans, spec1, spec2), host_hidden_s=hidden)
+                    pe_work=pe_work(plans, spec1, spec2), host_hidden_s=hidden, stages=tuple(stages))
 
 
 __all__ = ["BOARD_DDR", "HostWork", "ListStep", "PeWork", "hidden_host_s", "host_work", "list_ports", "pe_work",
