@@ -193,7 +193,8 @@ def instead_choice(raw: Mapping[str, Any], design: DesignPoint, space: Space, ch
     better = other.total_s < step.total_s if objective == "time" else other.energy_pj < step.energy_pj
     why = ("Yosys puts its builds over the cap: " + ", ".join(fit.over) if not fit.fits else "" if better or
            index == chosen else "the chosen point's step is " + ("faster" if objective == "time" else "less energy"))
-    taken = {"confirmed": entry, "report": {"chosen": not why, "why": why or None}}
+    taken = {"confirmed": entry, "report": {"chosen": not why, "why": why or None, "instead_of": {
+        "label": space.point(chosen)["label"], "total_s": step.total_s, "energy_pj": step.energy_pj}}}
     if why:
         return taken
     progress(f"chose {point['label']} as call lists: {other.total_s * 1e3:.3f} ms a step")
@@ -405,7 +406,7 @@ def summary(result: Mapping[str, Any]) -> str:
     lines = [f"explored {space.index.shape[0]} points ({space.searched}): {int(space.feasible.sum())} fit "
              f"{space.cap:.0%} of the board, {result['front'].size} on the Pareto front",
              f"chosen ({result['objective']}): {point['label']}"
-             + (", its step as call lists" if (result.get("list_step") or {}).get("chosen") else "") + (
+             + _as_lists_words(result.get("list_step")) + (
                  f" (Yosys put the model's choice, {result['passed_over']['label']}, over the cap: "
                  f"{', '.join(result['passed_over']['over'])})" if result.get("passed_over") else ""),
              f"  step {step.total_s * 1e3:.3f} ms = PE {step.pe_s * 1e3:.3f} + memory {step.memory_s * 1e3:.3f} + host "
@@ -423,8 +424,8 @@ def summary(result: Mapping[str, Any]) -> str:
         why = ("as [design] hp_ports asks" if ports["asked"] else
                f"the fewest within {PORT_GAIN:.0%} of the best step; {ports['fewest']} fit the IPs' SmartConnects")
         lines.append(f"  data over {ports['chosen']} of the board's {max(ports['steps'])} high-performance ports "
-                     f"({why}): memory " + ", ".join(f"{p} port{'s' if p > 1 else ''} {v['memory_s'] * 1e3:.3f} ms"
-                                                    for p, v in ports["steps"].items()))
+                     f"({why}): " + ", ".join(f"{p} port{'s' if p > 1 else ''} memory {v['memory_s'] * 1e3:.3f}, "
+                                              f"step {v['total_s'] * 1e3:.3f} ms" for p, v in ports["steps"].items()))
     split = result.get("forward_split")
     if split:
         why = "as [design] forward_split asks" if split["asked"] else "the least measured whole step"
@@ -462,6 +463,16 @@ def summary(result: Mapping[str, Any]) -> str:
             f"{k} {confirmed['yosys_total'][k]:g}" for k in RESOURCES) + (" fits" if confirmed["fits"] else
                                                                            f" over: {confirmed['over']}"))
     return "\n".join(lines)
+
+
+def _as_lists_words(found: Mapping[str, Any] | None) -> str:
+    """The summary's words on a chosen point taken as call lists: the space's own choice it replaced, per call."""
+    if not found or not found.get("chosen"):
+        return ""
+    over = found["instead_of"]
+    if over["label"] == found["label"]:
+        return f", its step as call lists (per call {over['total_s'] * 1e3:.3f} ms)"
+    return f", its step as call lists (over {over['label']}, per call {over['total_s'] * 1e3:.3f} ms)"
 
 
 def _list_step_lines(found: Mapping[str, Any] | None) -> list[str]:

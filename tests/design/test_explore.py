@@ -335,7 +335,9 @@ def test_a_step_priced_as_the_board_runs_it_is_taken_where_it_wins(space, design
                               cache_dir=tmp_path, cap=cap, progress=lambda _: None)
 
     taken = choose(other, 0.5)
-    assert taken["report"] == {"chosen": True, "why": None} and taken["confirmed"]["fits"]
+    assert taken["report"] == {"chosen": True, "why": None, "instead_of": {
+        "label": space.point(chosen)["label"], "total_s": step.total_s, "energy_pj": step.energy_pj}}
+    assert taken["confirmed"]["fits"]
     assert taken["confirmed"]["point"]["label"] == space.point(other)["label"] + " as call lists"
     ports = taken["hp_ports"]
     assert ports["chosen"] == taken["toml"]["design"]["hp_ports"] == max(ports["fewest"], 2)
@@ -346,7 +348,8 @@ def test_a_step_priced_as_the_board_runs_it_is_taken_where_it_wins(space, design
         {"tt1": (space.point(other)["tt1"]["lanes"], space.point(other)["tt1"]["rows"], "lj")}
     assert taken["stages"] == (taken["hp_ports"]["chosen"],) and taken["hardware"] == {"built": other}
     slower = choose(other, 1.5)
-    assert slower["report"] == {"chosen": False, "why": "the chosen point's step is faster"} and "toml" not in slower
+    assert slower["report"]["why"] == "the chosen point's step is faster" and not slower["report"]["chosen"]
+    assert "toml" not in slower
     assert choose(chosen, 1.5)["report"]["chosen"]  # at the chosen point the board runs the lists
     over = choose(other, 0.5, cap=0.01)
     assert not over["report"]["chosen"] and over["report"]["why"].startswith("Yosys puts its builds over the cap")
@@ -532,7 +535,7 @@ def test_the_summary_gives_the_mode_orders_with_fewer_step_products(design):
 
 
 def test_the_summary_gives_the_list_step_or_why_it_was_not_priced():
-    from codesign.design.explore_run import _list_step_lines
+    from codesign.design.explore_run import _as_lists_words, _list_step_lines
 
     found = {"priced": True, "chosen": False, "label": "2 x tt1 8x8x128 + 2 x tt2 8x8x128", "total_s": 0.0061,
              "pe_s": 0.0038, "memory_s": 0.0, "host_s": 0.0023, "host_share": 0.377, "per_call_total_s": 0.0039,
@@ -546,6 +549,9 @@ def test_the_summary_gives_the_list_step_or_why_it_was_not_priced():
     assert "run lists (not chosen: the chosen point's step is faster) (host left" in line
     (line,) = _list_step_lines({**found, "chosen": True})
     assert "the step as call lists at the chosen point (host left" in line
+    replaced = {**found, "chosen": True, "instead_of": {"label": "1 x tt1 16x8x64", "total_s": 0.1759}}
+    assert _as_lists_words(replaced) == ", its step as call lists (over 1 x tt1 16x8x64, per call 175.900 ms)"
+    assert _as_lists_words(found) == ""
     assert _list_step_lines({"priced": False, "why": "scale_rule"}) == ["  the step as call lists: not priced "
                                                                         "(scale_rule)"]
     assert _list_step_lines(None) == []
