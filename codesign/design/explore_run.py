@@ -483,8 +483,10 @@ def _list_step_lines(found: Mapping[str, Any] | None) -> list[str]:
         return [f"  the step as call lists: not priced ({found['why']})"]
     work, ms = found["host_work"], {key: found[key] * 1e3 for key in ("total_s", "pe_s", "memory_s", "host_s",
                                                                         "per_call_total_s", "macs_s")}
-    where = "the chosen point" if found["chosen"] else f"{found['label']}, the best point whose builds run lists" + (
-        f" (not chosen: {found['why']})" if found.get("why") else "")
+    priced = len(found.get("points", ()))
+    where = "the chosen point" if found["chosen"] else f"{found['label']}, " + (
+        f"the fastest as lists of the {priced} best points per call whose builds run them" if priced > 1 else
+        "the best point whose builds run lists") + (f" (not chosen: {found['why']})" if found.get("why") else "")
     layers = ", ".join(f"{s * 1e3:.3f}" for s in found["layers_s"])
     return [f"  the step as call lists at {where} (host left with the loss, bias, ReLU and Adam): "
             f"{ms['total_s']:.3f} ms = PE and DMA {ms['pe_s']:.3f} + memory {ms['memory_s']:.3f} + host "

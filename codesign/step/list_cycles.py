@@ -272,17 +272,33 @@ def _transaction_of(name: str, spec, header: int) -> tuple:
     return tuple(steps), status, operand_words, results
 
 
-def _timing_key(call: Call, headers: tuple, arena_addr: int, descriptor_addr: int) -> tuple:
+def _timing_key(call: Call, headers: tuple, arena_addr: int, descriptor_addr: int, parts: int = 1) -> tuple:
     """What a call's cycles depend on, from a quiet start: the headers the PE decodes, whether the header is
-    sent from the descriptor, each block's shape and the 4 KiB offsets of its rows (bursts split there), the
-    result count and the rounding stage's packing (not its shift or width)."""
+    sent from the descriptor, each block's shape and how its rows split into bursts (:func:`_bursts`), the result
+    count, the rounding stage's packing (not its shift or width) and the bursts of the descriptor and record."""
     def block(b: Block) -> tuple:
-        return b.words, b.rows, b.stride & 0xFFF, b.planes, b.plane_stride & 0xFFF, (arena_addr + b.offset) & 0xFFF
+        return (b.words, b.rows, b.planes) + _bursts(arena_addr + b.row_offsets(), b.words, parts, (
+            b.stride & 0xFFF, b.plane_stride & 0xFFF, (arena_addr + b.offset) & 0xFFF))
 
     cfg = call.rounding
+    record, descriptor = arena_addr + call.record, descriptor_addr
     return (headers, call.header is not None, tuple(block(b) for b in call.segments), block(call.out), call.count,
-            bool(cfg.enable), cfg.lanes, cfg.group_words, cfg.row_values, (arena_addr + call.record) & 0xFFF,
-            descriptor_addr & 0xFFF, call.acc_add, call.acc_hold)
+            bool(cfg.enable), cfg.lanes, cfg.group_words, cfg.row_values,
+            _bursts(np.array([record]), RECORD_WORDS, parts, (record & 0xFFF,)),
+            _bursts(np.array([descriptor]), DESCRIPTOR_WORDS, parts, (descriptor & 0xFFF,)), call.acc_add,
+            call.acc_hold)
+
+
+def _bursts(addresses: np.ndarray, words: int, parts: int, pages: tuple) -> tuple:
+    """How the movers split runs of ``words`` 32-bit words from each of ``addresses`` (bytes) into bursts, as far
+    as the cycles go: ``()`` where no run crosses a 4 KiB page, for then every run's bursts are ``MAX_BURST``
+    beats and a short last whatever its address (``list_shell._burst``); else ``pages``, the addresses' offsets
+    in their pages that fix every split. So calls of one shape at other addresses share a key, and a list is
+    simulated once per shape, not once per address."""
+    size = 4 * parts
+    if not words or not addresses.size or np.all((addresses & -size & 0xFFF) + size * -(-words // parts) <= 4096):
+        return ()
+    return ("pages",) + pages
 
 
 def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: MemoryTiming = AXI_RAM,
@@ -300,7 +316,8 @@ def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: M
     arena = np.asarray(arena, dtype=np.uint32)
     phases = [call_phases(pe, spec, arena, call) for call in calls]
     descriptors = [list_addr + DESCRIPTOR_BYTES * c for c in range(len(calls))]
-    keys = [_timing_key(call, found[2], arena_addr, at) for call, found, at in zip(calls, phases, descriptors)]
+    keys = [_timing_key(call, found[2], arena_addr, at, bits // 32)
+            for call, found, at in zip(calls, phases, descriptors)]
     whole = _list_key(pe, spec, timing, ddr, bits, keys)
     found = _LISTS.get(whole) if whole is not None else None
     if found is None:

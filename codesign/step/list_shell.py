@@ -329,8 +329,8 @@ class Shell:
         """Cycles of every call run, by kind, with its status; the list stops after a refused call.
 
         A call that starts with every machine quiet (nothing in flight, the PE waiting for a header) takes
-        cycles that depend only on its ``keys`` entry (its headers, block shapes, addresses modulo 4 KiB,
-        rounding packing), and it leaves the machines quiet again: such a call is simulated once per key."""
+        cycles that depend only on its ``keys`` entry (its headers, block shapes, how its runs split into
+        bursts, rounding packing), and it leaves the machines quiet again: such a call is simulated once per key."""
         runs, seen = [], {}
         while self.running and self.index < len(calls):
             index, quiet = self.index, self.quiet()

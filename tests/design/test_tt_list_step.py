@@ -13,7 +13,7 @@ from codesign.design.families.tt import tt_setup_of
 from codesign.design.calibration import pe_resources
 from codesign.design.explore_run import _builds_words
 from codesign.design.families import tt_list_step
-from codesign.design.families.tt_list_step import (CHOICES, builds_choice, list_point, list_step_report,
+from codesign.design.families.tt_list_step import (CHOICES, builds_choice, list_points, list_step_report,
                                                     measure_list_host)
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.hw.resource_model import RESOURCES
@@ -69,7 +69,7 @@ def test_a_point_that_cannot_run_lists_says_why(rule, spec2, why):
 
 
 def test_the_best_point_whose_builds_run_lists_is_found():
-    """A space whose best point mixes stream widths: the list step is priced at the best point that does not."""
+    """A space whose best point mixes stream widths: the list step is priced at the best points that do not."""
     from types import SimpleNamespace
 
     import numpy as np
@@ -81,8 +81,9 @@ def test_the_best_point_whose_builds_run_lists_is_found():
               [option("tt1", 64), option("tt2", 64)], [option("tt1", 32), option("tt2", 32)]]
     space = SimpleNamespace(total_s=np.array([1.0, 3.0, 2.0, 0.5]), energy_pj=np.array([1.0, 3.0, 2.0, 0.5]),
                             feasible=np.array([True, True, True, False]), chosen_options=lambda i: points[i])
-    assert list_point(space, _setup(), "time") == 2  # point 0 mixes widths, point 3 does not fit
-    assert list_point(space, _setup("exact"), "time") is None
+    assert list_points(space, _setup(), "time") == [2, 1]  # point 0 mixes widths, point 3 does not fit
+    assert list_points(space, _setup(), "time", count=1) == [2]
+    assert list_points(space, _setup("exact"), "time") == []
 
 
 def test_the_builds_are_chosen_together_on_the_list_model(monkeypatch):
@@ -213,3 +214,30 @@ def test_the_list_step_is_priced_in_the_order_chosen():
     assert builds["chosen"]["b_order"] == "jl" and "spec1" not in builds
     mine = next(build for build in builds["builds"] if all(build[k] == v for k, v in builds["chosen"].items()))
     assert found["pe_s"] + found["memory_s"] == pytest.approx(mine["pe_dma_s"])
+
+
+def test_the_list_step_is_priced_at_a_few_points_and_the_fastest_offered():
+    """The explorer prices the list step at the best few points per call whose builds run lists and offers the
+    fastest as lists, on every HP port count, with the builds' fields builds_choice chose there."""
+    from codesign.design.families import tt as tt_family
+    from codesign.step.host import HostModel
+
+    setup, zed = _setup(batch=16), board("zedboard")
+    design = load_design(EXAMPLES / "digits_tt.toml", board_name="zedboard")
+    knobs = {"lanes": (4, 8), "rows": (1, 2), "copies": (1,)}
+    space = tt_family.explore_tt(setup, zed, bases={"tt1": Tt1Spec(**SPECS), "tt2": Tt2Spec(**SPECS)},
+                                 clock_mhz=100.0, host=HostModel(fixed_s=1e-3, per_call_s=2e-5, source="test"),
+                                 macs=1, knobs={"tt1": knobs, "tt2": knobs})
+    chosen = space.best("time")
+    report, instead = tt_family._list_step(setup, design, space.chosen_options(chosen), space.point(chosen), space,
+                                           "time", lambda _: None)
+    ats = list_points(space, setup, "time")
+    assert len(ats) == 3 and [found["label"] for found in report["points"]] == [space.point(i)["label"] for i in ats]
+    best = min(report["points"], key=lambda found: found["total_s"])
+    assert report["label"] == best["label"] == space.point(instead["index"])["label"] and instead["index"] in ats
+    assert sorted(instead["steps"]) == list(range(1, zed.hp_ports + 1))
+    assert instead["steps"][report["hp_ports"]].total_s == report["total_s"]
+    builds = report["builds"]["chosen"]
+    assert instead["pe"] == {"tt1": {"b_order": builds["b_order"], "j_pairs": builds["j_pairs"]},
+                             "tt2": {"row_pairs": builds["row_pairs"]}}
+    assert len(instead["stages"][1]) == len(report["layers_s"]) * 5  # five phases a layer

@@ -20,7 +20,7 @@ from codesign.boards import Board
 from codesign.design.explore import DEFAULT_CAP, ENUMERATE_LIMIT, Option, Space
 from codesign.design.explore_model import ExploreModel, explore_family
 from codesign.design.families import DesktopFamily, Refined, design_pes
-from codesign.design.families.tt_list_step import copies_of, list_point, list_step_report, specs_of
+from codesign.design.families.tt_list_step import copies_of, list_points, list_step_report, specs_of
 from codesign.design.point import DesignPoint, design_from_dict
 from codesign.hw.resource_model import RESOURCES
 from codesign.loops.common import HwTrainError
@@ -164,7 +164,7 @@ def tt_refine(raw, design: DesignPoint, chosen_toml: dict[str, Any], chosen_desi
     """The forward split (measured side by side on this machine, as the shortlist; a board's host report keeps
     the file's choice), the on-chip budget of the chosen point, the other route's best point (not where the
     host is a board's report: it is one route's), and under tracked scales the step as call lists at the best
-    point of ``space`` whose builds can run them."""
+    points of ``space`` whose builds can run them."""
     split = other = None
     if measured_here:
         split = forward_split_choice(chosen_design, options, objective=objective,
@@ -177,7 +177,7 @@ def tt_refine(raw, design: DesignPoint, chosen_toml: dict[str, Any], chosen_desi
     lists = instead = None
     if setup.precision["scale_rule"] == "tracked":
         progress("pricing the step as call lists (list cycle model; host measured here)")
-        lists, instead = _list_step(setup, chosen_design, options, point, space, objective)
+        lists, instead = _list_step(setup, chosen_design, options, point, space, objective, progress)
     return Refined(chosen_toml=chosen_toml, chosen_design=chosen_design,
                    step_options={"forward_split": chosen_design.forward_split},
                    reports={"forward_split": split, "reuse": tt_reuse_report(chosen_design, options, point),
@@ -186,26 +186,37 @@ def tt_refine(raw, design: DesignPoint, chosen_toml: dict[str, Any], chosen_desi
 
 
 def _list_step(setup: TtTrainSetup, design: DesignPoint, options: Sequence[Option], point: Mapping[str, Any],
-               space: Space | None, objective: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The list step's report at the best point of ``space`` whose builds run lists (else at the chosen point,
-    where it says why not), and that point's step as the explorer may take it instead (None where no point's
+               space: Space | None, objective: str, progress: Callable[[str], None]
+               ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The list step at the best few points of ``space`` whose builds run lists (:func:`list_points`; else at
+    the chosen point, where the report says why not): the report of the one whose step wins by ``objective``
+    (``points``: every point priced), and its step as the explorer may take it instead (None where no point's
     builds run lists), priced on every HP port count for the explorer's port rule."""
-    at = list_point(space, setup, objective) if space is not None else None
-    at_point, at_options = (point, options) if at is None else (space.point(at), space.chosen_options(at))
-    room = None if space is None else {key: space.cap * space.budget[key] - at_point[key] for key in RESOURCES}
-    ports = design.ports_used if at is None else int(space.hp_ports[at])
-    report, steps = list_step_report(setup, *specs_of(at_options), design.board, clock_mhz=design.clock_mhz,
-                                     per_call_total_s=at_point["total_s"], copies=copies_of(at_options), room=room,
-                                     hp_ports=ports, other_ports=range(1, design.board.hp_ports + 1) if at is not None
-                                     else ())
-    report = {**report, "label": at_point["label"], "chosen": False}
-    if at is None or not steps:
-        return report, None
+    ats = list_points(space, setup, objective) if space is not None else []
+    if not ats:
+        report, _ = list_step_report(setup, *specs_of(options), design.board, clock_mhz=design.clock_mhz,
+                                     per_call_total_s=point["total_s"], copies=copies_of(options),
+                                     hp_ports=design.ports_used)
+        return {**report, "label": point["label"], "chosen": False}, None
+    priced = []
+    for at in ats:
+        at_point, at_options = space.point(at), space.chosen_options(at)
+        progress(f"the step as call lists at {at_point['label']}")
+        report, steps = list_step_report(
+            setup, *specs_of(at_options), design.board, clock_mhz=design.clock_mhz,
+            per_call_total_s=at_point["total_s"], copies=copies_of(at_options),
+            room={key: space.cap * space.budget[key] - at_point[key] for key in RESOURCES},
+            hp_ports=int(space.hp_ports[at]), other_ports=range(1, design.board.hp_ports + 1))
+        priced.append((at, {**report, "label": at_point["label"], "chosen": False}, steps))
+    figure = "total_s" if objective == "time" else "energy_pj"
+    at, report, steps = min(priced, key=lambda found: getattr(found[2][found[1]["hp_ports"]].time, figure))
+    report["points"] = [{"label": other["label"], "total_s": other["total_s"],
+                         "energy_pj": found[other["hp_ports"]].time.energy_pj} for _, other, found in priced]
     chosen = report["builds"]["chosen"]
     fields = {"tt1": {"b_order": chosen["b_order"], "j_pairs": chosen["j_pairs"]},
               "tt2": {"row_pairs": chosen["row_pairs"]}}
     built = [dataclasses.replace(o, spec=type(o.spec)(**{**o.spec.to_dict(), **fields.get(o.pe, {})}))
-             for o in at_options]
+             for o in space.chosen_options(at)]
     return report, {"index": at, "report": "list_step", "pe": fields, "design": {"forward_split": False},
                     "hardware": tt_hardware(built).describe(),
                     "steps": {count: step.time for count, step in steps.items()},

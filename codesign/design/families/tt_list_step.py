@@ -4,7 +4,7 @@ model, :mod:`codesign.step.tt.list_time`), and the host's share of a list step m
 The explorer's space prices the per-call step (the host cuts and rounds every call). Under the tracked scale
 rule PE builds of equal lanes and stream width can run the whole step as lists
 (:class:`codesign.loops.tt_lists.TtListTrainer`), so the explorer prices that step beside it at the best point
-whose builds can (:func:`list_point`, :func:`list_step_report`): what the host has left per step, counted and
+whose builds can (:func:`list_points`, :func:`list_step_report`): what the host has left per step, counted and
 timed, and where the PE time goes. PE1 there takes ``B`` ``j`` outer (``b_order="jl"``) and PE2 and PE1 run
 pairs where that is faster and fits under the cap, chosen together (:func:`builds_choice`): the per-call step
 sends each call's ``B`` itself and gains nothing from the order, so the space keeps the design's. The explorer
@@ -191,14 +191,22 @@ def _cannot(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec) -> str:
     return ""
 
 
-def list_point(space, setup: TtTrainSetup, objective: str) -> int | None:
-    """The best feasible point of ``space`` (by ``objective``'s per-call figure) whose PE1 and PE2 builds can run
-    the step as lists (equal lanes and stream widths, 16-bit operands); None where there is none."""
+LIST_POINTS = 3  # the best points by the space's figure whose builds run lists, priced as lists
+
+
+def list_points(space, setup: TtTrainSetup, objective: str, count: int = LIST_POINTS) -> list[int]:
+    """The ``count`` best feasible points of ``space`` (by ``objective``'s per-call figure) whose PE1 and PE2
+    builds can run the step as lists (equal lanes and stream widths, 16-bit operands), best first. The space
+    ranks points per call, where the host's work per call dominates; as lists that work is gone, so the best
+    per-call point need not be the best list point and a few are priced."""
     key = space.total_s if objective == "time" else space.energy_pj
+    found = []
     for index in np.flatnonzero(space.feasible)[np.argsort(key[space.feasible], kind="stable")]:
+        if len(found) == count:
+            break
         if not _cannot(setup, *specs_of(space.chosen_options(int(index)))):
-            return int(index)
-    return None
+            found.append(int(index))
+    return found
 
 
 def specs_of(options: Sequence[Any]) -> tuple[Any, Any]:
@@ -213,5 +221,5 @@ def copies_of(options: Sequence[Any]) -> tuple[int, int]:
     return found.get("tt1", 1), found.get("tt2", 1)
 
 
-__all__ = ["CHOICES", "PAIRS_FIELD", "builds_choice", "copies_of", "list_point", "list_step_report",
+__all__ = ["CHOICES", "LIST_POINTS", "PAIRS_FIELD", "builds_choice", "copies_of", "list_points", "list_step_report",
            "measure_list_host", "model_price", "specs_of"]
