@@ -493,7 +493,14 @@ def _list_step_lines(found: Mapping[str, Any] | None) -> list[str]:
             f"{ms['host_s']:.3f} (measured, {found['host_share']:.0%}), against {ms['per_call_total_s']:.3f} ms per "
             f"call; layers {layers} ms; MAC bound {ms['macs_s']:.3f} ms; per step {work['lists']} lists, "
             f"{work['calls']} calls, {work['flushed_bytes'] / 1024:.1f} KiB flushed, "
-            f"{work['read_bytes'] / 1024:.1f} KiB read{_builds_words(found.get('builds'))}"]
+            f"{work['read_bytes'] / 1024:.1f} KiB read{_builds_words(found.get('builds'))}{_others_words(found)}"]
+
+
+def _others_words(found: Mapping[str, Any]) -> str:
+    """The other points the list step was priced at (:func:`codesign.design.families.tt._list_step`), in ms."""
+    others = [entry for entry in found.get("points", ()) if entry["label"] != found["label"]]
+    return "; as lists also " + ", ".join(f"{entry['label']} {entry['total_s'] * 1e3:.3f} ms"
+                                         for entry in others) if others else ""
 
 
 def _mode_order_lines(layers: Sequence[Mapping[str, Any]] | None) -> list[str]:

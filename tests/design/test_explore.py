@@ -547,8 +547,10 @@ def test_the_summary_gives_the_list_step_or_why_it_was_not_priced():
     assert "layers 2.100, 1.700 ms; MAC bound 0.300 ms; per step 15 lists, 176 calls, 54.2 KiB flushed" in line
     (line,) = _list_step_lines({**found, "why": "the chosen point's step is faster"})
     assert "run lists (not chosen: the chosen point's step is faster) (host left" in line
-    (line,) = _list_step_lines({**found, "points": [{"label": "a"}, {"label": "b"}]})
+    (line,) = _list_step_lines({**found, "points": [{"label": found["label"], "total_s": 0.0061},
+                                                     {"label": "b", "total_s": 0.0072}]})
     assert "8x8x128, the fastest as lists of the 2 best points per call whose builds run them (host left" in line
+    assert line.endswith("54.2 KiB flushed, 60.2 KiB read; as lists also b 7.200 ms")
     (line,) = _list_step_lines({**found, "chosen": True})
     assert "the step as call lists at the chosen point (host left" in line
     replaced = {**found, "chosen": True, "instead_of": {"label": "1 x tt1 16x8x64", "total_s": 0.1759}}
