@@ -147,7 +147,7 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
     if refined.instead is not None:
         taken = instead_choice(raw, design, space, chosen, step, refined.instead, objective=objective,
                                cache_dir=cache_dir, cap=cap, progress=progress)
-        confirmed.append(taken["confirmed"])
+        confirmed += [taken["confirmed"]] if taken["confirmed"] else []
         reports[refined.instead["report"]] = {**reports[refined.instead["report"]], **taken["report"]}
         if taken["report"]["chosen"]:
             chosen, chosen_toml, chosen_design = refined.instead["index"], taken["toml"], taken["design"]
@@ -172,17 +172,21 @@ def instead_choice(raw: Mapping[str, Any], design: DesignPoint, space: Space, ch
     (:class:`codesign.design.families.Refined`, ``instead``: a TT design's call lists) over the chosen point's
     step: where that point is the chosen one (its board runs that step whatever its time) or its step is faster
     (``time``) or takes less energy (``energy``), once Yosys puts its builds within the cap. Its HP ports are
-    the fewest that fit its IPs plus more only where the step gets faster (the space's rule). Returns the
+    the fewest that fit its IPs plus more only where the step gets faster (the space's rule), or those
+    ``[design] hp_ports`` asks for (not taken where its IPs need more). Returns the
     Yosys entry (``confirmed``), the report's ``chosen`` and ``why`` (``report``) and, where taken, the
     configuration, design, ports report, step and stages."""
     index, point = instead["index"], space.point(instead["index"])
-    toml, _ = design_of_point(raw, design, {**point, **{name: {**point[name], **fields}
-                                                         for name, fields in instead["pe"].items()}})
-    toml = {**toml, "design": {**toml["design"], **instead["design"]}}
-    fewest = shell_ips_hp_ports(len(design_from_dict(toml).instances), design.board.hp_ports)
+    fewest_first = {**raw, "design": {**raw.get("design", {}), **instead["design"], "hp_ports": 0}}  # 0: fewest
+    toml, least = design_of_point(fewest_first, design, {**point, **{name: {**point[name], **fields}
+                                                                      for name, fields in instead["pe"].items()}})
+    fewest = least.ports_used
     steps = {count: other for count, other in instead["steps"].items() if count >= fewest}
-    asked = bool(raw.get("design", {}).get("hp_ports"))
-    ports = design.ports_used if asked else int(port_choice(
+    asked = int(raw.get("design", {}).get("hp_ports") or 0)  # 0: not asked
+    if asked and asked < fewest:
+        why = f"[design] hp_ports = {asked} asks for fewer than its IPs need ({fewest})"
+        return {"confirmed": None, "report": {"chosen": False, "why": why, "instead_of": None}}
+    ports = asked or int(port_choice(
         {count: np.array([other.total_s]) for count, other in steps.items()})[0])
     toml = {**toml, "design": {**toml["design"], "hp_ports": ports}}
     other, alternative = instead["steps"][ports], design_from_dict(toml)
@@ -200,7 +204,7 @@ def instead_choice(raw: Mapping[str, Any], design: DesignPoint, space: Space, ch
     progress(f"chose {point['label']} as call lists: {other.total_s * 1e3:.3f} ms a step")
     return {**taken, "toml": toml, "design": alternative, "step": other, "stages": instead["stages"][ports],
             "hardware": instead["hardware"],
-            "hp_ports": {"chosen": ports, "asked": asked, "fewest": fewest, "steps": {
+            "hp_ports": {"chosen": ports, "asked": bool(asked), "fewest": fewest, "steps": {
                 count: {"memory_s": priced.memory_s, "total_s": priced.total_s} for count, priced in steps.items()}}}
 
 

@@ -351,6 +351,10 @@ def test_a_step_priced_as_the_board_runs_it_is_taken_where_it_wins(space, design
     assert slower["report"]["why"] == "the chosen point's step is faster" and not slower["report"]["chosen"]
     assert "toml" not in slower
     assert choose(chosen, 1.5)["report"]["chosen"]  # at the chosen point the board runs the lists
+    more = {**instead(other, 0.5), "pe": {"tt1": {"copies": 8}, "tt2": {"copies": 8}}}  # 17 IPs: 3 ports or more
+    asked = instead_choice({**raw, "design": {**raw["design"], "hp_ports": 1}}, design, space, chosen, step, more,
+                           objective="time", cache_dir=tmp_path, cap=0.8, progress=lambda _: None)
+    assert asked["report"]["why"] == "[design] hp_ports = 1 asks for fewer than its IPs need (3)"
     over = choose(other, 0.5, cap=0.01)
     assert not over["report"]["chosen"] and over["report"]["why"].startswith("Yosys puts its builds over the cap")
 
