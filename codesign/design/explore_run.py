@@ -139,7 +139,7 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
         chosen_design = design_from_dict(chosen_toml)
     refined = desktop.refine(raw, design, chosen_toml, chosen_design, space.chosen_options(chosen),
                              space.point(chosen), objective=objective, knobs=knobs, cap=cap,
-                             measured_here=host is None, space=space, progress=progress)
+                             measured_here=host is None, space=space, chosen=chosen, progress=progress)
     chosen_toml, chosen_design = refined.chosen_toml, refined.chosen_design
     step = family.step(space.chosen_options(chosen), design.board, design.clock_mhz, hp_ports=ports["chosen"],
                        **refined.step_options)
@@ -170,13 +170,14 @@ def instead_choice(raw: Mapping[str, Any], design: DesignPoint, space: Space, ch
                    progress: Callable[[str], None]) -> dict[str, Any]:
     """Whether the explorer takes the step a family priced as the board would run it at a point of the space
     (:class:`codesign.design.families.Refined`, ``instead``: a TT design's call lists) over the chosen point's
-    step: where that point is the chosen one (its board runs that step whatever its time) or its step is faster
+    step: where the chosen point's builds run that step too (its board runs it there whatever its time, and
+    ``instead`` is the best of the points priced so, the chosen one among them) or its step is faster
     (``time``) or takes less energy (``energy``), once Yosys puts its builds within the cap. Its HP ports are
     the fewest that fit its IPs plus more only where the step gets faster (the space's rule), or those
     ``[design] hp_ports`` asks for (not taken where its IPs need more). Returns the
     Yosys entry (``confirmed``), the report's ``chosen`` and ``why`` (``report``) and, where taken, the
     configuration, design, ports report, step and stages."""
-    index, point = instead["index"], space.point(instead["index"])
+    point = space.point(instead["index"])
     fewest_first = {**raw, "design": {**raw.get("design", {}), **instead["design"], "hp_ports": 0}}  # 0: fewest
     toml, least = design_of_point(fewest_first, design, {**point, **{name: {**point[name], **fields}
                                                                       for name, fields in instead["pe"].items()}})
@@ -196,11 +197,14 @@ def instead_choice(raw: Mapping[str, Any], design: DesignPoint, space: Space, ch
              "fits": fit.fits, "over": fit.over, "per_ip": fit.per_ip}
     better = other.total_s < step.total_s if objective == "time" else other.energy_pj < step.energy_pj
     why = ("Yosys puts its builds over the cap: " + ", ".join(fit.over) if not fit.fits else "" if better or
-           index == chosen else "the chosen point's step is " + ("faster" if objective == "time" else "less energy"))
+           instead["runs_at_chosen"] else
+           "the chosen point's step is " + ("faster" if objective == "time" else "less energy"))
     taken = {"confirmed": entry, "report": {"chosen": not why, "why": why or None, "instead_of": {
         "label": space.point(chosen)["label"], "total_s": step.total_s, "energy_pj": step.energy_pj}}}
     if why:
         return taken
+    taken["report"].update(hp_ports=ports, total_s=other.total_s, pe_s=other.pe_s, memory_s=other.memory_s,
+                           host_s=other.host_s, host_share=other.host_s / other.total_s)  # on the ports taken
     progress(f"chose {point['label']} as call lists: {other.total_s * 1e3:.3f} ms a step")
     return {**taken, "toml": toml, "design": alternative, "step": other, "stages": instead["stages"][ports],
             "hardware": instead["hardware"],

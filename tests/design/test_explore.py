@@ -324,33 +324,37 @@ def test_a_step_priced_as_the_board_runs_it_is_taken_where_it_wins(space, design
     other = next(int(i) for i in np.flatnonzero(space.feasible) if int(i) != chosen)
     field = {"tt1": {"b_order": "lj"}, "tt2": {}}  # the grid's builds as they are: no synthesis
 
-    def instead(index, scale):  # the step on 1..4 ports: ``scale`` times the chosen step's host, less from 2 ports
+    def instead(index, scale, here=False):  # the step on 1..4 ports: ``scale`` times the chosen step's host, less
         steps = {count: dataclasses.replace(step, host_s=step.host_s * scale * (1.0 if count == 1 else 0.8))
-                 for count in range(1, 5)}
+                 for count in range(1, 5)}  # from 2 ports; ``here``: the chosen point's builds run it too
         return {"index": index, "report": "list_step", "pe": field, "design": {"forward_split": False},
-                "steps": steps, "stages": {count: (count,) for count in steps}, "hardware": {"built": index}}
+                "steps": steps, "stages": {count: (count,) for count in steps}, "hardware": {"built": index},
+                "runs_at_chosen": here}
 
-    def choose(index, scale, cap=0.8):
-        return instead_choice(raw, design, space, chosen, step, instead(index, scale), objective="time",
+    def choose(index, scale, cap=0.8, here=False):
+        return instead_choice(raw, design, space, chosen, step, instead(index, scale, here), objective="time",
                               cache_dir=tmp_path, cap=cap, progress=lambda _: None)
 
     taken = choose(other, 0.5)
+    mine = instead(other, 0.5)["steps"][taken["hp_ports"]["chosen"]]
     assert taken["report"] == {"chosen": True, "why": None, "instead_of": {
-        "label": space.point(chosen)["label"], "total_s": step.total_s, "energy_pj": step.energy_pj}}
+        "label": space.point(chosen)["label"], "total_s": step.total_s, "energy_pj": step.energy_pj},
+        "hp_ports": taken["hp_ports"]["chosen"], "total_s": mine.total_s, "pe_s": mine.pe_s,
+        "memory_s": mine.memory_s, "host_s": mine.host_s, "host_share": mine.host_s / mine.total_s}
     assert taken["confirmed"]["fits"]
     assert taken["confirmed"]["point"]["label"] == space.point(other)["label"] + " as call lists"
     ports = taken["hp_ports"]
     assert ports["chosen"] == taken["toml"]["design"]["hp_ports"] == max(ports["fewest"], 2)
     assert list(ports["steps"]) == list(range(ports["fewest"], 5))
     assert taken["step"] == instead(other, 0.5)["steps"][ports["chosen"]]
-    assert taken["design"].forward_split is False and taken["toml"]["design"]["forward_split"] is False
+    assert taken["toml"]["design"]["forward_split"] is False and taken["toml"]["design"]["pe"]["tt1"]["b_order"] == "lj"
     assert {i.pe: (i.spec.lanes, i.spec.rows, i.spec.b_order) for i in taken["design"].instances if i.pe == "tt1"} == \
         {"tt1": (space.point(other)["tt1"]["lanes"], space.point(other)["tt1"]["rows"], "lj")}
     assert taken["stages"] == (taken["hp_ports"]["chosen"],) and taken["hardware"] == {"built": other}
     slower = choose(other, 1.5)
     assert slower["report"]["why"] == "the chosen point's step is faster" and not slower["report"]["chosen"]
     assert "toml" not in slower
-    assert choose(chosen, 1.5)["report"]["chosen"]  # at the chosen point the board runs the lists
+    assert choose(other, 1.5, here=True)["report"]["chosen"]  # the chosen point's board runs lists: the best taken
     more = {**instead(other, 0.5), "pe": {"tt1": {"copies": 8}, "tt2": {"copies": 8}}}  # 17 IPs: 3 ports or more
     asked = instead_choice({**raw, "design": {**raw["design"], "hp_ports": 1}}, design, space, chosen, step, more,
                            objective="time", cache_dir=tmp_path, cap=0.8, progress=lambda _: None)

@@ -241,3 +241,9 @@ def test_the_list_step_is_priced_at_a_few_points_and_the_fastest_offered():
     assert instead["pe"] == {"tt1": {"b_order": builds["b_order"], "j_pairs": builds["j_pairs"]},
                              "tt2": {"row_pairs": builds["row_pairs"]}}
     assert len(instead["stages"][1]) == len(report["layers_s"]) * 5  # five phases a layer
+    assert not instead["runs_at_chosen"]  # no chosen index given
+    fourth = list_points(space, setup, "time", count=4)[3]  # a chosen point whose builds run lists is priced too
+    report, instead = tt_family._list_step(setup, design, space.chosen_options(fourth), space.point(fourth), space,
+                                           "time", lambda _: None, chosen=fourth)
+    assert [found["label"] for found in report["points"]][3:] == [space.point(fourth)["label"]]
+    assert instead["runs_at_chosen"]

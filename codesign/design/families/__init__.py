@@ -40,7 +40,9 @@ class Refined:
     call lists), for the explorer to take where it wins (:func:`codesign.design.explore_run.instead_choice`):
     ``index`` (the point), ``pe`` (build fields to set per PE), ``design`` (``[design]`` fields to set),
     ``steps`` (its :class:`codesign.step.time.StepTime` by HP port count), ``stages`` (by port count, the
-    stages the step was priced from) and ``report`` (the key of ``reports`` that describes it)."""
+    stages the step was priced from), ``hardware`` (its builds described, for the stages' report),
+    ``runs_at_chosen`` (the chosen point's builds run that step too, and were priced so) and ``report`` (the
+    key of ``reports`` that describes it)."""
 
     chosen_toml: dict[str, Any]
     chosen_design: Any

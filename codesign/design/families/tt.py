@@ -20,7 +20,8 @@ from codesign.boards import Board
 from codesign.design.explore import DEFAULT_CAP, ENUMERATE_LIMIT, Option, Space
 from codesign.design.explore_model import ExploreModel, explore_family
 from codesign.design.families import DesktopFamily, Refined, design_pes
-from codesign.design.families.tt_list_step import copies_of, list_points, list_step_report, specs_of
+from codesign.design.families.tt_list_step import (copies_of, list_points, list_step_report, runs_lists,
+                                                   specs_of)
 from codesign.design.point import DesignPoint, design_from_dict
 from codesign.hw.resource_model import RESOURCES
 from codesign.loops.common import HwTrainError
@@ -160,7 +161,8 @@ def tt_explorer(design, *, progress: Callable[[str], None] = print, host: HostMo
 
 def tt_refine(raw, design: DesignPoint, chosen_toml: dict[str, Any], chosen_design: DesignPoint,
               options: Sequence[Option], point: Mapping[str, Any], *, objective: str, knobs, cap: float,
-              measured_here: bool, space: Space | None = None, progress: Callable[[str], None] = print) -> Refined:
+              measured_here: bool, space: Space | None = None, chosen: int | None = None,
+              progress: Callable[[str], None] = print) -> Refined:
     """The forward split (measured side by side on this machine, as the shortlist; a board's host report keeps
     the file's choice), the on-chip budget of the chosen point, the other route's best point (not where the
     host is a board's report: it is one route's), and under tracked scales the step as call lists at the best
@@ -177,7 +179,7 @@ def tt_refine(raw, design: DesignPoint, chosen_toml: dict[str, Any], chosen_desi
     lists = instead = None
     if setup.precision["scale_rule"] == "tracked":
         progress("pricing the step as call lists (list cycle model; host measured here)")
-        lists, instead = _list_step(setup, chosen_design, options, point, space, objective, progress)
+        lists, instead = _list_step(setup, chosen_design, options, point, space, objective, progress, chosen)
     return Refined(chosen_toml=chosen_toml, chosen_design=chosen_design,
                    step_options={"forward_split": chosen_design.forward_split},
                    reports={"forward_split": split, "reuse": tt_reuse_report(chosen_design, options, point),
@@ -186,13 +188,17 @@ def tt_refine(raw, design: DesignPoint, chosen_toml: dict[str, Any], chosen_desi
 
 
 def _list_step(setup: TtTrainSetup, design: DesignPoint, options: Sequence[Option], point: Mapping[str, Any],
-               space: Space | None, objective: str, progress: Callable[[str], None]
+               space: Space | None, objective: str, progress: Callable[[str], None], chosen: int | None = None
                ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The list step at the best few points of ``space`` whose builds run lists (:func:`list_points`; else at
     the chosen point, where the report says why not): the report of the one whose step wins by ``objective``
     (``points``: every point priced), and its step as the explorer may take it instead (None where no point's
-    builds run lists), priced on every HP port count for the explorer's port rule."""
+    builds run lists), priced on every HP port count for the explorer's port rule. The ``chosen`` point (its
+    index in ``space``) is priced among them where its builds run lists, for its board would run them."""
     ats = list_points(space, setup, objective) if space is not None else []
+    here = chosen is not None and runs_lists(setup, options)
+    if here and chosen not in ats:
+        ats.append(chosen)
     if not ats:
         report, _ = list_step_report(setup, *specs_of(options), design.board, clock_mhz=design.clock_mhz,
                                      per_call_total_s=point["total_s"], copies=copies_of(options),
@@ -218,6 +224,7 @@ def _list_step(setup: TtTrainSetup, design: DesignPoint, options: Sequence[Optio
     built = [dataclasses.replace(o, spec=type(o.spec)(**{**o.spec.to_dict(), **fields.get(o.pe, {})}))
              for o in space.chosen_options(at)]
     return report, {"index": at, "report": "list_step", "pe": fields, "design": {"forward_split": False},
+                    "runs_at_chosen": here,
                     "hardware": tt_hardware(built).describe(),
                     "steps": {count: step.time for count, step in steps.items()},
                     "stages": {count: step.stages for count, step in steps.items()}}

@@ -3,7 +3,7 @@ model, :mod:`codesign.step.tt.list_time`), and the host's share of a list step m
 
 The explorer's space prices the per-call step (the host cuts and rounds every call). Under the tracked scale
 rule PE builds of equal lanes and stream width can run the whole step as lists
-(:class:`codesign.loops.tt_lists.TtListTrainer`), so the explorer prices that step beside it at the best point
+(:class:`codesign.loops.tt_lists.TtListTrainer`), so the explorer prices that step beside it at the best points
 whose builds can (:func:`list_points`, :func:`list_step_report`): what the host has left per step, counted and
 timed, and where the PE time goes. PE1 there takes ``B`` ``j`` outer (``b_order="jl"``) and PE2 and PE1 run
 pairs where that is faster and fits under the cap, chosen together (:func:`builds_choice`): the per-call step
@@ -163,7 +163,7 @@ def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board:
     host = measure_list_host(setup, spec1, spec2, copies=copies)
     steps = {ports: tt_list_step(setup, spec1, spec2, board, clock_mhz=clock_mhz, host_s=host["seconds"],
                                  host_source=THIS_MACHINE, copies=copies, beside=host["beside"], hp_ports=ports)
-             for ports in dict.fromkeys((hp_ports, *other_ports))}
+             for ports in sorted({hp_ports, *other_ports})}
     step, hz = steps[hp_ports], clock_mhz * 1e6
     return {"priced": True, "pe_s": step.time.pe_s, "memory_s": step.time.memory_s, "host_s": step.time.host_s,
             "host_hidden_s": step.host_hidden_s,
@@ -194,6 +194,11 @@ def _cannot(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec) -> str:
 LIST_POINTS = 3  # the best points by the space's figure whose builds run lists, priced as lists
 
 
+def runs_lists(setup: TtTrainSetup, options: Sequence[Any]) -> bool:
+    """Whether a point's builds (its options) can run ``setup``'s step as lists."""
+    return not _cannot(setup, *specs_of(options))
+
+
 def list_points(space, setup: TtTrainSetup, objective: str, count: int = LIST_POINTS) -> list[int]:
     """The ``count`` best feasible points of ``space`` (by ``objective``'s per-call figure) whose PE1 and PE2
     builds can run the step as lists (equal lanes and stream widths, 16-bit operands), best first. The space
@@ -204,7 +209,7 @@ def list_points(space, setup: TtTrainSetup, objective: str, count: int = LIST_PO
     for index in np.flatnonzero(space.feasible)[np.argsort(key[space.feasible], kind="stable")]:
         if len(found) == count:
             break
-        if not _cannot(setup, *specs_of(space.chosen_options(int(index)))):
+        if runs_lists(setup, space.chosen_options(int(index))):
             found.append(int(index))
     return found
 
@@ -222,4 +227,4 @@ def copies_of(options: Sequence[Any]) -> tuple[int, int]:
 
 
 __all__ = ["CHOICES", "LIST_POINTS", "PAIRS_FIELD", "builds_choice", "copies_of", "list_points", "list_step_report",
-           "measure_list_host", "model_price", "specs_of"]
+           "measure_list_host", "model_price", "runs_lists", "specs_of"]
