@@ -203,7 +203,7 @@ def _list_step(setup: TtTrainSetup, design: DesignPoint, options: Sequence[Optio
         report, _ = list_step_report(setup, *specs_of(options), design.board, clock_mhz=design.clock_mhz,
                                      per_call_total_s=point["total_s"], copies=copies_of(options),
                                      hp_ports=design.ports_used)
-        return {**report, "label": point["label"], "chosen": False}, None
+        return {**report, "label": point["label"], "chosen": space is None}, None  # priced at the chosen point
     priced = []
     for at in ats:
         at_point, at_options = space.point(at), space.chosen_options(at)
