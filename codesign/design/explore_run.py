@@ -478,9 +478,8 @@ def _as_lists_words(found: Mapping[str, Any] | None) -> str:
     if not found or not found.get("chosen"):
         return ""
     over = found["instead_of"]
-    if over["label"] == found["label"]:
-        return f", its step as call lists (per call {over['total_s'] * 1e3:.3f} ms)"
-    return f", its step as call lists (over {over['label']}, per call {over['total_s'] * 1e3:.3f} ms)"
+    replaced = "" if over["label"] == found["label"] else f"over {over['label']}, "
+    return f", its step as call lists ({replaced}per call {over['total_s'] * 1e3:.3f} ms)"
 
 
 def _list_step_lines(found: Mapping[str, Any] | None) -> list[str]:

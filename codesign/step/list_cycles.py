@@ -260,10 +260,7 @@ def call_phases(pe, spec, arena: np.ndarray, call: Call) -> Tuple[list, int, tup
 def _transaction(pe, spec, header: int) -> tuple:
     """:func:`codesign.step.list_pe.pe_phases`, each (PE, build, header) worked out once: a step's lists repeat a
     few headers over thousands of calls, and a transaction's phases list every result beat."""
-    try:
-        return _transaction_of(pe.name, spec, header)
-    except TypeError:  # a build that cannot be a key
-        return pe_phases(pe, spec, header)
+    return _transaction_of(pe.name, spec, header)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -318,15 +315,15 @@ def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: M
     descriptors = [list_addr + DESCRIPTOR_BYTES * c for c in range(len(calls))]
     keys = [_timing_key(call, found[2], arena_addr, at, bits // 32)
             for call, found, at in zip(calls, phases, descriptors)]
-    whole = _list_key(pe, spec, timing, ddr, bits, keys)
-    found = _LISTS.get(whole) if whole is not None else None
+    # what the whole list's cycles depend on: the PE and its build (they give each header's phases), the memory,
+    # the width and every call's key in order. The shell starts a list from reset and each call's cycles follow
+    # from the state the call before left and its own key, so lists of equal keys take equal cycles (another
+    # IP's copy of a list, a list a build of the other PE leaves alone)
+    whole = (pe.name, spec, timing, ddr, bits, tuple(keys))
+    found = _LISTS.get(whole)
     if found is None:
         runs = Shell(timing, arena_addr, descriptors, ddr, bits // 32).run(calls, phases, keys)
-        found = ListCycles(calls=tuple(CallCycles(**run) for run in runs))
-        if whole is not None:
-            if len(_LISTS) >= LISTS_KEEP:
-                _LISTS.pop(next(iter(_LISTS)))
-            _LISTS[whole] = found
+        found = _keep(_LISTS, LISTS_KEEP, whole, ListCycles(calls=tuple(CallCycles(**run) for run in runs)))
     return found
 
 
@@ -334,18 +331,12 @@ _LISTS: Dict[tuple, ListCycles] = {}
 LISTS_KEEP = 512  # lists whose cycles are kept (every list of a few builds of a large step; the oldest go first)
 
 
-def _list_key(pe, spec, timing: MemoryTiming, ddr: Optional[DdrTiming], bits: int, keys: list) -> Optional[tuple]:
-    """What a whole list's cycles depend on: the PE and its build (they give each header's phases), the memory,
-    the stream width and every call's :func:`_timing_key` in order. The shell starts a list from reset and each
-    call's cycles follow from the state the call before left and the call's own key, so lists of equal keys take
-    equal cycles (another IP's copy of a list, a list a build of the other PE leaves alone). None where the build
-    cannot be a key (it is then simulated every time)."""
-    whole = (pe.name, spec, timing, ddr, bits, tuple(keys))
-    try:
-        hash(whole)
-    except TypeError:
-        return None
-    return whole
+def _keep(cache: dict, most: int, key: tuple, value):
+    """``value`` kept in ``cache`` under ``key``, the oldest entry dropped first once ``most`` are kept."""
+    if len(cache) >= most:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
+    return value
 
 
 BOARD_DDR = DdrTiming()  # the HP port's latency and bandwidth the list bench and the step models assume
@@ -437,9 +428,7 @@ def fast_step_cycles(pe: str, spec, lists: Mapping[str, Sequence[Call]], arena: 
     found = _PRICED.get(key)
     waits = {name: wait_cycles(pe, spec, calls, arena) for name, calls in lists.items()}
     if found is None:
-        if len(_PRICED) >= PRICED_KEEP:
-            _PRICED.pop(next(iter(_PRICED)))
-        found = _PRICED[key] = (step_cycles(pe, spec, lists, arena, ddr=ddr), waits)
+        found = _keep(_PRICED, PRICED_KEEP, key, (step_cycles(pe, spec, lists, arena, ddr=ddr), waits))
     priced, base = found
     shift = {name: waits[name] - base[name] for name in lists}
     breakdown = dict(priced["breakdown"])

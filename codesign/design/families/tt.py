@@ -221,7 +221,7 @@ def _list_step(setup: TtTrainSetup, design: DesignPoint, options: Sequence[Optio
     chosen = report["builds"]["chosen"]
     fields = {"tt1": {"b_order": chosen["b_order"], "j_pairs": chosen["j_pairs"]},
               "tt2": {"row_pairs": chosen["row_pairs"]}}
-    built = [dataclasses.replace(o, spec=type(o.spec)(**{**o.spec.to_dict(), **fields.get(o.pe, {})}))
+    built = [dataclasses.replace(o, spec=dataclasses.replace(o.spec, **fields.get(o.pe, {})))
              for o in space.chosen_options(at)]
     return report, {"index": at, "report": "list_step", "pe": fields, "design": {"forward_split": False},
                     "runs_at_chosen": here,
