@@ -147,12 +147,15 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
     if refined.instead is not None:
         taken = instead_choice(raw, design, space, chosen, step, refined.instead, objective=objective,
                                cache_dir=cache_dir, cap=cap, progress=progress)
-        confirmed += [taken["confirmed"]] if taken["confirmed"] else []
-        reports[refined.instead["report"]] = {**reports[refined.instead["report"]], **taken["report"]}
+        confirmed += taken["confirmed"]
+        key = refined.instead["report"]
+        reports[key] = {**(taken["candidate"]["reported"] if "candidate" in taken else reports[key]),
+                        **taken["report"]}
         if taken["report"]["chosen"]:
-            chosen, chosen_toml, chosen_design = refined.instead["index"], taken["toml"], taken["design"]
+            chosen, chosen_toml, chosen_design = taken["candidate"]["index"], taken["toml"], taken["design"]
             ports, step, shortlist = taken["hp_ports"], taken["step"], None
-            instead = {"stages": taken["stages"], "hardware": taken["hardware"]}
+            instead = {"stages": taken["stages"], "hardware": taken["hardware"],
+                       "resources": taken["candidate"]["resources"]}
             reports.update(forward_split=None, reuse=None)  # the per-call step's: the lists split no forward
     host_measured = None
     mine = next((entry for entry in shortlist or () if entry["index"] == chosen), None)
@@ -168,48 +171,70 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
 def instead_choice(raw: Mapping[str, Any], design: DesignPoint, space: Space, chosen: int, step: Any,
                    instead: Mapping[str, Any], *, objective: str, cache_dir: Path, cap: float,
                    progress: Callable[[str], None]) -> dict[str, Any]:
-    """Whether the explorer takes the step a family priced as the board would run it at a point of the space
-    (:class:`codesign.design.families.Refined`, ``instead``: a TT design's call lists) over the chosen point's
-    step: where the chosen point's builds run that step too (its board runs it there whatever its time, and
-    ``instead`` is the best of the points priced so, the chosen one among them) or its step is faster
-    (``time``) or takes less energy (``energy``), once Yosys puts its builds within the cap. Its HP ports are
-    the fewest that fit its IPs plus more only where the step gets faster (the space's rule), or those
-    ``[design] hp_ports`` asks for (not taken where its IPs need more). Returns the
-    Yosys entry (``confirmed``), the report's ``chosen`` and ``why`` (``report``) and, where taken, the
-    configuration, design, ports report, step and stages."""
-    point = space.point(instead["index"])
-    fewest_first = {**raw, "design": {**raw.get("design", {}), **instead["design"], "hp_ports": 0}}  # 0: fewest
+    """Whether the explorer takes one of the steps a family priced as the board would run them at points of the
+    space (:class:`codesign.design.families.Refined`, ``instead``: a TT design's call lists) over the chosen
+    point's step, and which: the first of its candidates (best first) that Yosys puts within the cap and whose
+    step is faster (``time``) or takes less energy (``energy``), or whatever its figure where the chosen
+    point's builds run that step too (its board runs it there; the chosen point is among the candidates, with
+    its own builds where others were chosen for it, which Yosys has confirmed). Its HP ports are the fewest
+    that fit its IPs plus more only where the step gets faster (the space's rule), or those ``[design]
+    hp_ports`` asks for (a candidate whose IPs need more is passed over). Returns the Yosys entries it ran
+    (``confirmed``) and the report (``chosen``; ``why``: the best candidate's reason where none was taken;
+    ``tried``: each candidate passed over and why; ``instead_of``; where taken, its ports, figures and
+    resources) and, where taken, the candidate, configuration, design, ports report, step and stages."""
+    instead_of = {"label": space.point(chosen)["label"], "total_s": step.total_s, "energy_pj": step.energy_pj}
+    confirmed: list[dict[str, Any]] = []
+    tried: list[dict[str, str]] = []
+    for candidate in instead["candidates"]:
+        why, taken = _candidate_choice(raw, design, space, step, candidate, here=instead["runs_at_chosen"],
+                                       objective=objective, cache_dir=cache_dir, cap=cap, progress=progress,
+                                       confirmed=confirmed)
+        if taken is None:
+            tried.append({"label": candidate["label"], "why": why})
+            continue
+        other = taken["step"]
+        progress(f"chose {candidate['label']} as call lists: {other.total_s * 1e3:.3f} ms a step")
+        report = {"chosen": True, "why": None, "tried": tried, "instead_of": instead_of,
+                  "hp_ports": taken["hp_ports"]["chosen"], "total_s": other.total_s, "pe_s": other.pe_s,
+                  "memory_s": other.memory_s, "host_s": other.host_s, "host_share": other.host_s / other.total_s,
+                  "resources": {"model": candidate["resources"], "yosys": confirmed[-1]["yosys_total"]}}
+        return {**taken, "candidate": candidate, "confirmed": confirmed, "report": report}  # on the ports taken
+    return {"confirmed": confirmed, "report": {"chosen": False, "why": tried[0]["why"] if tried else None,
+                                               "tried": tried, "instead_of": instead_of}}
+
+
+def _candidate_choice(raw: Mapping[str, Any], design: DesignPoint, space: Space, step: Any,
+                      candidate: Mapping[str, Any], *, here: bool, objective: str, cache_dir: Path, cap: float,
+                      progress: Callable[[str], None], confirmed: list[dict[str, Any]]
+                      ) -> tuple[str, dict[str, Any] | None]:
+    """:func:`instead_choice` on one candidate: why it is passed over, else ``("", taken)``; its Yosys entry, where
+    Yosys ran, appended to ``confirmed``."""
+    point = space.point(candidate["index"])
+    fewest_first = {**raw, "design": {**raw.get("design", {}), **candidate["design"], "hp_ports": 0}}  # 0: fewest
     toml, least = design_of_point(fewest_first, design, {**point, **{name: {**point[name], **fields}
-                                                                      for name, fields in instead["pe"].items()}})
+                                                                      for name, fields in candidate["pe"].items()}})
     fewest = least.ports_used
-    steps = {count: other for count, other in instead["steps"].items() if count >= fewest}
     asked = int(raw.get("design", {}).get("hp_ports") or 0)  # 0: not asked
     if asked and asked < fewest:
-        why = f"[design] hp_ports = {asked} asks for fewer than its IPs need ({fewest})"
-        return {"confirmed": None, "report": {"chosen": False, "why": why, "instead_of": None}}
-    ports = asked or int(port_choice(
-        {count: np.array([other.total_s]) for count, other in steps.items()})[0])
+        return f"[design] hp_ports = {asked} asks for fewer than its IPs need ({fewest})", None
+    steps = {count: other for count, other in candidate["steps"].items() if count >= fewest}
+    ports = asked or int(port_choice({count: np.array([other.total_s]) for count, other in steps.items()})[0])
+    other = candidate["steps"][ports]
+    if not here and not (other.total_s < step.total_s if objective == "time" else other.energy_pj < step.energy_pj):
+        return "the chosen point's step is " + ("faster" if objective == "time" else "less energy"), None
     toml = {**toml, "design": {**toml["design"], "hp_ports": ports}}
-    other, alternative = instead["steps"][ports], design_from_dict(toml)
-    progress(f"Yosys: {point['label']} as call lists")
+    alternative = design_from_dict(toml)
+    progress(f"Yosys: {candidate['label']} as call lists")
     fit = fit_design(alternative, cache_dir=cache_dir, limit_percent=100 * cap)
-    entry = {"point": {**point, "label": f"{point['label']} as call lists"}, "yosys_total": fit.total,
-             "fits": fit.fits, "over": fit.over, "per_ip": fit.per_ip}
-    better = other.total_s < step.total_s if objective == "time" else other.energy_pj < step.energy_pj
-    why = ("Yosys puts its builds over the cap: " + ", ".join(fit.over) if not fit.fits else "" if better or
-           instead["runs_at_chosen"] else
-           "the chosen point's step is " + ("faster" if objective == "time" else "less energy"))
-    taken = {"confirmed": entry, "report": {"chosen": not why, "why": why or None, "instead_of": {
-        "label": space.point(chosen)["label"], "total_s": step.total_s, "energy_pj": step.energy_pj}}}
-    if why:
-        return taken
-    taken["report"].update(hp_ports=ports, total_s=other.total_s, pe_s=other.pe_s, memory_s=other.memory_s,
-                           host_s=other.host_s, host_share=other.host_s / other.total_s)  # on the ports taken
-    progress(f"chose {point['label']} as call lists: {other.total_s * 1e3:.3f} ms a step")
-    return {**taken, "toml": toml, "design": alternative, "step": other, "stages": instead["stages"][ports],
-            "hardware": instead["hardware"],
-            "hp_ports": {"chosen": ports, "asked": bool(asked), "fewest": fewest, "steps": {
-                count: {"memory_s": priced.memory_s, "total_s": priced.total_s} for count, priced in steps.items()}}}
+    confirmed.append({"point": {**point, "label": f"{candidate['label']} as call lists"}, "yosys_total": fit.total,
+                      "fits": fit.fits, "over": fit.over, "per_ip": fit.per_ip})
+    if not fit.fits:
+        return "Yosys puts its builds over the cap: " + ", ".join(fit.over), None
+    return "", {"toml": toml, "design": alternative, "step": other, "stages": candidate["stages"][ports],
+                "hardware": candidate["hardware"], "hp_ports": {
+                    "chosen": ports, "asked": bool(asked), "fewest": fewest, "steps": {
+                        count: {"memory_s": priced.memory_s, "total_s": priced.total_s}
+                        for count, priced in steps.items()}}}
 
 
 def confirmed_choice(confirm: list[int], confirmed: list[dict[str, Any]], progress: Callable[[str], None]
@@ -312,7 +337,7 @@ def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list
         write_json_atomic(out / "estimate_network_performance.json", {
             "design": result["chosen_design"].name, "board": board.name, "objective": result["objective"],
             "chosen": space.point(chosen), "step": step.to_dict(), "searched": space.searched,
-            "throughput": {**step.throughput(space.point(chosen)["dsp"]), **REFERENCE_THROUGHPUT},
+            "throughput": {**step.throughput(chosen_resources(result)["dsp"]), **REFERENCE_THROUGHPUT},
             "points": len(points), "feasible": int(space.feasible.sum()), "pareto": int(front.size),
             "host_measured": result.get("host_measured"), "other_route": result.get("other_route"),
             "hp_ports": result.get("hp_ports"), "reuse": result.get("reuse"),
@@ -331,7 +356,7 @@ def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list
         write_json_atomic(out / "pareto.json", [space.point(int(i)) for i in front]),
         write_text_atomic(out / "pareto.csv", _csv([_flat(space.point(int(i))) for i in front])),
         plot_pareto(space, chosen, front, out / "pareto.png", board=board,
-                    lists_s=step.total_s if taken else None),
+                    lists=(chosen_resources(result)["dsp"], step.total_s) if taken else None),
         plot_roofline(space, chosen, out / "roofline.png", board=board, macs=step.macs, clock_mhz=step.clock_mhz),
         write_text_atomic(out / "chosen.toml", tomli_w.dumps(result["chosen_toml"])),
     ]
@@ -339,9 +364,9 @@ def write_reports(result: Mapping[str, Any], out: Path, *, board: Board) -> list
 
 
 def plot_pareto(space: Space, chosen: int, front: np.ndarray, path: Path, *, board: Board,
-                lists_s: float | None = None) -> Path:
-    """Step time against DSP slices of every point; ``lists_s``: the chosen point's step as call lists (seconds),
-    where the explorer took it over the point's per-call step the space prices."""
+                lists: tuple[float, float] | None = None) -> Path:
+    """Step time against DSP slices of every point; ``lists``: the chosen point's DSP slices and step (seconds) as
+    call lists, where the explorer took them over the point's per-call builds and step the space prices."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -353,9 +378,9 @@ def plot_pareto(space: Space, chosen: int, front: np.ndarray, path: Path, *, boa
     ax.scatter(dsp[feasible], seconds[feasible], s=8, c="tab:blue", alpha=0.5, label="fits")
     ax.scatter(dsp[front], seconds[front], s=22, c="tab:orange", label="Pareto front")
     ax.scatter([dsp[chosen]], [seconds[chosen]], s=80, marker="*", c="red",
-               label="chosen" if lists_s is None else "chosen, per call")
-    if lists_s is not None:
-        ax.scatter([dsp[chosen]], [lists_s * 1e3], s=80, marker="P", c="darkred", label="chosen, as call lists")
+               label="chosen" if lists is None else "chosen, per call")
+    if lists is not None:
+        ax.scatter([lists[0]], [lists[1] * 1e3], s=80, marker="P", c="darkred", label="chosen, as call lists")
     ax.axvline(space.cap * space.budget["dsp"], color="red", linestyle="--", linewidth=1,
                label=f"{space.cap:.0%} of {board.display_name}'s DSP")
     ax.set_xlabel("DSP slices (model)")
@@ -406,11 +431,18 @@ def plot_roofline(space: Space, chosen: int, path: Path, *, board: Board, macs: 
     return write_figure_png(figure, path, dpi=110)
 
 
+def chosen_resources(result: Mapping[str, Any]) -> Mapping[str, float]:
+    """The chosen design's resources by the model: its point's, or the builds of the step the explorer took
+    instead (a TT point as call lists, with PE1's ``B`` order and the pairs chosen for them)."""
+    taken = result.get("instead")
+    return taken["resources"] if taken else result["space"].point(result["chosen"])
+
+
 def summary(result: Mapping[str, Any]) -> str:
     """The chosen point, its step split and bound, and the front, as text for people."""
     space: Space = result["space"]
     step = result["step"]
-    point = space.point(result["chosen"])
+    point, resources = space.point(result["chosen"]), chosen_resources(result)
     lines = [f"explored {space.index.shape[0]} points ({space.searched}): {int(space.feasible.sum())} fit "
              f"{space.cap:.0%} of the board, {result['front'].size} on the Pareto front",
              f"chosen ({result['objective']}): {point['label']}"
@@ -421,8 +453,9 @@ def summary(result: Mapping[str, Any]) -> str:
              f"{step.host_s * 1e3:.3f} ms ({step.host_source}); bottleneck: {step.bottleneck}",
              f"  bounds: streams {step.bounds['streams_s'] * 1e3:.3f} ms, DDR peak {step.bounds['ddr_peak_s'] * 1e3:.3f} "
              f"ms, MACs {step.bounds['macs_s'] * 1e3:.3f} ms; energy {step.energy_pj / 1e6:.2f} uJ per step",
-             "  resources (model): " + ", ".join(f"{k} {point[k]:g}" for k in RESOURCES)]
-    rates = step.throughput(point["dsp"])
+             f"  resources (model{', its builds as call lists' if result.get('instead') else ''}): "
+             + ", ".join(f"{k} {resources[k]:g}" for k in RESOURCES)]
+    rates = step.throughput(resources["dsp"])
     lines.insert(4, f"  throughput over the PEs' time: {rates['useful_gops_pe']:.3f} GOP/s done, "
                     f"{rates['equivalent_gops_pe']:.3f} GOP/s dense-equivalent, "
                     f"{rates['equivalent_ops_per_dsp_cycle']:.3f} ops per DSP and cycle "
@@ -494,13 +527,16 @@ def _list_step_lines(found: Mapping[str, Any] | None) -> list[str]:
     where = "the chosen point" if found["chosen"] else f"{found['label']}, " + (
         f"the fastest as lists of the {priced} best points per call whose builds run them" if priced > 1 else
         "the best point whose builds run lists") + (f" (not chosen: {found['why']})" if found.get("why") else "")
+    passed = found.get("tried", [])[0 if found["chosen"] else 1:]  # the first not chosen is the why above
     layers = ", ".join(f"{s * 1e3:.3f}" for s in found["layers_s"])
     return [f"  the step as call lists at {where} (host left with the loss, bias, ReLU and Adam): "
             f"{ms['total_s']:.3f} ms = PE and DMA {ms['pe_s']:.3f} + memory {ms['memory_s']:.3f} + host "
             f"{ms['host_s']:.3f} (measured, {found['host_share']:.0%}), against {ms['per_call_total_s']:.3f} ms per "
             f"call; layers {layers} ms; MAC bound {ms['macs_s']:.3f} ms; per step {work['lists']} lists, "
             f"{work['calls']} calls, {work['flushed_bytes'] / 1024:.1f} KiB flushed, "
-            f"{work['read_bytes'] / 1024:.1f} KiB read{_builds_words(found.get('builds'))}{_others_words(found)}"]
+            f"{work['read_bytes'] / 1024:.1f} KiB read{_builds_words(found.get('builds'))}{_others_words(found)}"
+            + ("; passed over: " + "; ".join(f"{entry['label']} ({entry['why']})" for entry in passed)
+               if passed else "")]
 
 
 def _others_words(found: Mapping[str, Any]) -> str:

@@ -10,40 +10,21 @@ import numpy as np
 import pytest
 
 from codesign.boards import boards
-from codesign.design import load_design
 from codesign.design.calibration import (StaleCalibration, calibration_path, load_calibration, model_errors,
                                          pe_resources)
 from codesign.design.explore import PORT_GAIN, pe_options, port_choice
 from codesign.design.families.tt import explore_tt, paper_setup, tt_model, tt_hardware
-from codesign.design.explore_run import (SHORTLIST, design_of_point, explore_design, hp_port_choice, instead_choice,
-                                         measured_choice, summary)
+from codesign.design.explore_run import (SHORTLIST, design_of_point, explore_design, hp_port_choice, measured_choice, summary)
 from codesign.design.families.tt import other_route, tt_setup_of
 from codesign.step.tt.time import tt_stages, tt_step_time
-from codesign.step.host import HostModel
 from codesign.hw.resource_model import RESOURCES
 from codesign.pe import get_pe
 from codesign.step.tt.schedule import StepHardware
 from codesign.train.config import read_toml
 from codesign.train.tt.precision import TTPrecision
+from tests.design.conftest import GRID_KNOBS, HOST
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-# lanes x rows combinations that the calibration grids hold, so every Yosys confirmation is a shipped report
-GRID_KNOBS = {"lanes": (2, 8, 16), "rows": (1, 4), "copies": (1, 2)}
-HOST = HostModel(fixed_s=1e-3, per_call_s=2e-5, source="test")
-
-
-@pytest.fixture(scope="module")
-def design():
-    return load_design(EXAMPLES / "digits_tt.toml", board_name="ultra96v2")
-
-
-@pytest.fixture(scope="module")
-def space(design):
-    setup = tt_setup_of(design)
-    specs = {i.pe: i.spec for i in design.instances}
-    return explore_tt(setup, design.board, bases={"tt1": specs["tt1"], "tt2": specs["tt2"]}, clock_mhz=100.0,
-                      host=HOST, macs=tt_stages(setup, setup.hardware())[1]["macs"], tt3=specs["tt3"],
-                      knobs={"tt1": GRID_KNOBS, "tt2": GRID_KNOBS})
 
 
 @pytest.mark.parametrize("family", ["xc7", "xcup"])
@@ -312,57 +293,6 @@ def test_the_chosen_point_gets_the_fewest_hp_ports_that_fit_and_more_only_where_
     assert hp_port_choice(family, options, point_design, asked=True)["chosen"] == 4
 
 
-def test_a_step_priced_as_the_board_runs_it_is_taken_where_it_wins(space, design, tmp_path):
-    """instead_choice (a TT design's call lists): taken at another point only where faster, at the chosen point
-    whatever its time (the board runs the lists there), never where Yosys puts it over the cap; taken, it sets
-    the builds' fields, drops the forward split and spreads its IPs over the fewest ports within PORT_GAIN of
-    its best. Yosys from the shipped reports of the calibration grid's builds."""
-    raw = read_toml(EXAMPLES / "digits_tt.toml")
-    chosen = space.best("time")
-    step = tt_step_time(tt_setup_of(design), tt_hardware(space.chosen_options(chosen)), design.board,
-                        clock_mhz=100.0, host=HOST, hp_ports=int(space.hp_ports[chosen]))
-    other = next(int(i) for i in np.flatnonzero(space.feasible) if int(i) != chosen)
-    field = {"tt1": {"b_order": "lj"}, "tt2": {}}  # the grid's builds as they are: no synthesis
-
-    def instead(index, scale, here=False):  # the step on 1..4 ports: ``scale`` times the chosen step's host, less
-        steps = {count: dataclasses.replace(step, host_s=step.host_s * scale * (1.0 if count == 1 else 0.8))
-                 for count in range(1, 5)}  # from 2 ports; ``here``: the chosen point's builds run it too
-        return {"index": index, "report": "list_step", "pe": field, "design": {"forward_split": False},
-                "steps": steps, "stages": {count: (count,) for count in steps}, "hardware": {"built": index},
-                "runs_at_chosen": here}
-
-    def choose(index, scale, cap=0.8, here=False):
-        return instead_choice(raw, design, space, chosen, step, instead(index, scale, here), objective="time",
-                              cache_dir=tmp_path, cap=cap, progress=lambda _: None)
-
-    taken = choose(other, 0.5)
-    mine = instead(other, 0.5)["steps"][taken["hp_ports"]["chosen"]]
-    assert taken["report"] == {"chosen": True, "why": None, "instead_of": {
-        "label": space.point(chosen)["label"], "total_s": step.total_s, "energy_pj": step.energy_pj},
-        "hp_ports": taken["hp_ports"]["chosen"], "total_s": mine.total_s, "pe_s": mine.pe_s,
-        "memory_s": mine.memory_s, "host_s": mine.host_s, "host_share": mine.host_s / mine.total_s}
-    assert taken["confirmed"]["fits"]
-    assert taken["confirmed"]["point"]["label"] == space.point(other)["label"] + " as call lists"
-    ports = taken["hp_ports"]
-    assert ports["chosen"] == taken["toml"]["design"]["hp_ports"] == max(ports["fewest"], 2)
-    assert list(ports["steps"]) == list(range(ports["fewest"], 5))
-    assert taken["step"] == instead(other, 0.5)["steps"][ports["chosen"]]
-    assert taken["toml"]["design"]["forward_split"] is False and taken["toml"]["design"]["pe"]["tt1"]["b_order"] == "lj"
-    assert {i.pe: (i.spec.lanes, i.spec.rows, i.spec.b_order) for i in taken["design"].instances if i.pe == "tt1"} == \
-        {"tt1": (space.point(other)["tt1"]["lanes"], space.point(other)["tt1"]["rows"], "lj")}
-    assert taken["stages"] == (taken["hp_ports"]["chosen"],) and taken["hardware"] == {"built": other}
-    slower = choose(other, 1.5)
-    assert slower["report"]["why"] == "the chosen point's step is faster" and not slower["report"]["chosen"]
-    assert "toml" not in slower
-    assert choose(other, 1.5, here=True)["report"]["chosen"]  # the chosen point's board runs lists: the best taken
-    more = {**instead(other, 0.5), "pe": {"tt1": {"copies": 8}, "tt2": {"copies": 8}}}  # 17 IPs: 3 ports or more
-    asked = instead_choice({**raw, "design": {**raw["design"], "hp_ports": 1}}, design, space, chosen, step, more,
-                           objective="time", cache_dir=tmp_path, cap=0.8, progress=lambda _: None)
-    assert asked["report"]["why"] == "[design] hp_ports = 1 asks for fewer than its IPs need (3)"
-    over = choose(other, 0.5, cap=0.01)
-    assert not over["report"]["chosen"] and over["report"]["why"].startswith("Yosys puts its builds over the cap")
-
-
 def _options(family, point):
     """The family's options of ``point``'s builds (every copy count)."""
     out = []
@@ -540,33 +470,6 @@ def test_the_summary_gives_the_mode_orders_with_fewer_step_products(design):
     wide = mode_order_report(paper_setup(2, tt_setup_of(design).precision,
                                          modes=((tuple(range(2, 9)), tuple(range(2, 9))), ((40320,), (10,)))))
     assert wide[0]["fewest"] is None and "not ranked: 5040 x 5040 orders" in _mode_order_lines(wide)[0]
-
-
-def test_the_summary_gives_the_list_step_or_why_it_was_not_priced():
-    from codesign.design.explore_run import _as_lists_words, _list_step_lines
-
-    found = {"priced": True, "chosen": False, "label": "2 x tt1 8x8x128 + 2 x tt2 8x8x128", "total_s": 0.0061,
-             "pe_s": 0.0038, "memory_s": 0.0, "host_s": 0.0023, "host_share": 0.377, "per_call_total_s": 0.0039,
-             "macs_s": 0.0003, "layers_s": [0.0021, 0.0017],
-             "host_work": {"lists": 15, "calls": 176, "flushed_bytes": 55_500, "read_bytes": 61_600}}
-    (line,) = _list_step_lines(found)
-    assert "at 2 x tt1 8x8x128 + 2 x tt2 8x8x128, the best point whose builds run lists" in line
-    assert "6.100 ms = PE and DMA 3.800 + memory 0.000 + host 2.300 (measured, 38%), against 3.900 ms" in line
-    assert "layers 2.100, 1.700 ms; MAC bound 0.300 ms; per step 15 lists, 176 calls, 54.2 KiB flushed" in line
-    (line,) = _list_step_lines({**found, "why": "the chosen point's step is faster"})
-    assert "run lists (not chosen: the chosen point's step is faster) (host left" in line
-    (line,) = _list_step_lines({**found, "points": [{"label": found["label"], "total_s": 0.0061},
-                                                     {"label": "b", "total_s": 0.0072}]})
-    assert "8x8x128, the fastest as lists of the 2 best points per call whose builds run them (host left" in line
-    assert line.endswith("54.2 KiB flushed, 60.2 KiB read; as lists also b 7.200 ms")
-    (line,) = _list_step_lines({**found, "chosen": True})
-    assert "the step as call lists at the chosen point (host left" in line
-    replaced = {**found, "chosen": True, "instead_of": {"label": "1 x tt1 16x8x64", "total_s": 0.1759}}
-    assert _as_lists_words(replaced) == ", its step as call lists (over 1 x tt1 16x8x64, per call 175.900 ms)"
-    assert _as_lists_words(found) == ""
-    assert _list_step_lines({"priced": False, "why": "scale_rule"}) == ["  the step as call lists: not priced "
-                                                                        "(scale_rule)"]
-    assert _list_step_lines(None) == []
 
 
 def test_the_ips_go_round_robin_over_the_ports_in_order_across_pes():

@@ -216,9 +216,11 @@ def test_the_list_step_is_priced_in_the_order_chosen():
     assert found["pe_s"] + found["memory_s"] == pytest.approx(mine["pe_dma_s"])
 
 
-def test_the_list_step_is_priced_at_a_few_points_and_the_fastest_offered():
-    """The explorer prices the list step at the best few points per call whose builds run lists and offers the
-    fastest as lists, on every HP port count, with the builds' fields builds_choice chose there."""
+def test_the_list_step_is_priced_at_a_few_points_and_offered_fastest_first():
+    """The explorer prices the list step at the best few points per call whose builds run lists and offers them
+    as lists fastest first, on every HP port count, with the builds' fields builds_choice chose there; a chosen
+    point whose builds run lists is priced too, and again on its own builds where others were chosen for it (the
+    host measured once)."""
     from codesign.design.families import tt as tt_family
     from codesign.step.host import HostModel
 
@@ -231,19 +233,35 @@ def test_the_list_step_is_priced_at_a_few_points_and_the_fastest_offered():
     chosen = space.best("time")
     report, instead = tt_family._list_step(setup, design, space.chosen_options(chosen), space.point(chosen), space,
                                            "time", lambda _: None)
-    ats = list_points(space, setup, "time")
-    assert len(ats) == 3 and [found["label"] for found in report["points"]] == [space.point(i)["label"] for i in ats]
-    best = min(report["points"], key=lambda found: found["total_s"])
-    assert report["label"] == best["label"] == space.point(instead["index"])["label"] and instead["index"] in ats
-    assert sorted(instead["steps"]) == list(range(1, zed.hp_ports + 1))
-    assert instead["steps"][report["hp_ports"]].total_s == report["total_s"]
-    builds = report["builds"]["chosen"]
-    assert instead["pe"] == {"tt1": {"b_order": builds["b_order"], "j_pairs": builds["j_pairs"]},
-                             "tt2": {"row_pairs": builds["row_pairs"]}}
-    assert len(instead["stages"][1]) == len(report["layers_s"]) * 5  # five phases a layer
+    ats, candidates = list_points(space, setup, "time"), instead["candidates"]
+    labels = [found["label"] for found in report["points"]]
+    assert len(ats) == 3 and sorted(labels) == sorted(space.point(i)["label"] for i in ats)
+    assert [found["total_s"] for found in report["points"]] == sorted(found["total_s"] for found in report["points"])
+    assert [candidate["label"] for candidate in candidates] == labels and report is candidates[0]["reported"]
+    for candidate in candidates:
+        reported = candidate["reported"]
+        assert reported["points"] == report["points"] and candidate["index"] in ats
+        assert reported["label"] == space.point(candidate["index"])["label"]
+        assert sorted(candidate["steps"]) == list(range(1, zed.hp_ports + 1))
+        assert candidate["steps"][reported["hp_ports"]].total_s == reported["total_s"]
+        builds = reported["builds"]["chosen"]
+        assert candidate["pe"] == {"tt1": {"b_order": builds["b_order"], "j_pairs": builds["j_pairs"]},
+                                   "tt2": {"row_pairs": builds["row_pairs"]}}
+        mine = next(build for build in reported["builds"]["builds"] if all(build[k] == v for k, v in builds.items()))
+        point = space.point(candidate["index"])
+        assert candidate["resources"] == {key: point[key] + mine["extra"][key] for key in RESOURCES}
+        assert len(candidate["stages"][1]) == len(reported["layers_s"]) * 5  # five phases a layer
     assert not instead["runs_at_chosen"]  # no chosen index given
     fourth = list_points(space, setup, "time", count=4)[3]  # a chosen point whose builds run lists is priced too
     report, instead = tt_family._list_step(setup, design, space.chosen_options(fourth), space.point(fourth), space,
                                            "time", lambda _: None, chosen=fourth)
-    assert [found["label"] for found in report["points"]][3:] == [space.point(fourth)["label"]]
-    assert instead["runs_at_chosen"]
+    assert instead["runs_at_chosen"] and len(instead["candidates"]) == 5
+    mine, own = (candidate for candidate in instead["candidates"] if candidate["index"] == fourth)
+    given = mine["reported"]["builds"]["given"]
+    assert mine["pe"] != {"tt1": {"b_order": given["b_order"], "j_pairs": given["j_pairs"]},
+                          "tt2": {"row_pairs": given["row_pairs"]}}  # builds_choice changed them: its own priced too
+    assert own["label"] == mine["label"] + ", its own builds" and own["reported"]["builds"] == {"chosen": given}
+    assert own["pe"] == {"tt1": {"b_order": given["b_order"], "j_pairs": given["j_pairs"]},
+                         "tt2": {"row_pairs": given["row_pairs"]}}
+    assert own["resources"] == {key: space.point(fourth)[key] for key in RESOURCES}
+    assert own["reported"]["host_measured"] == mine["reported"]["host_measured"]

@@ -36,13 +36,14 @@ REGISTRY = {
 class Refined:
     """What a family adds to the explorer's chosen point once the space is priced: the configuration and design
     point it settles on, extra keyword arguments of its model's ``step``, and its own reports (None: none).
-    ``instead``: a step the space does not price, as the board would run it at one of its points (a TT design's
-    call lists), for the explorer to take where it wins (:func:`codesign.design.explore_run.instead_choice`):
-    ``index`` (the point), ``pe`` (build fields to set per PE), ``design`` (``[design]`` fields to set),
-    ``steps`` (its :class:`codesign.step.time.StepTime` by HP port count), ``stages`` (by port count, the
-    stages the step was priced from), ``hardware`` (its builds described, for the stages' report),
-    ``runs_at_chosen`` (the chosen point's builds run that step too, and were priced so) and ``report`` (the
-    key of ``reports`` that describes it)."""
+    ``instead``: steps the space does not price, as the board would run them at some of its points (a TT
+    design's call lists), for the explorer to take where one wins (:func:`codesign.design.explore_run.instead_choice`):
+    ``candidates``, best first, each with ``index`` (the point), ``label``, ``pe`` (build fields to set per PE),
+    ``design`` (``[design]`` fields to set), ``steps`` (its :class:`codesign.step.time.StepTime` by HP port
+    count), ``stages`` (by port count, the stages the step was priced from), ``hardware`` (its builds described,
+    for the stages' report), ``resources`` (its builds by the model) and ``reported`` (its report);
+    ``runs_at_chosen`` (the chosen point's builds run that step too, and were priced so) and ``report`` (the key
+    of ``reports`` that describes the step taken)."""
 
     chosen_toml: dict[str, Any]
     chosen_design: Any

@@ -192,9 +192,11 @@ def _list_step(setup: TtTrainSetup, design: DesignPoint, options: Sequence[Optio
                ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The list step at the best few points of ``space`` whose builds run lists (:func:`list_points`; else at
     the chosen point, where the report says why not): the report of the one whose step wins by ``objective``
-    (``points``: every point priced), and its step as the explorer may take it instead (None where no point's
-    builds run lists), priced on every HP port count for the explorer's port rule. The ``chosen`` point (its
-    index in ``space``) is priced among them where its builds run lists, for its board would run them."""
+    (``points``: every point priced), and the steps the explorer may take instead, best first (None where no
+    point's builds run lists), each priced on every HP port count for the explorer's port rule. The ``chosen``
+    point (its index in ``space``) is priced among them where its builds run lists, for its board would run
+    them: with the builds :func:`builds_choice` picks and, where that changes them, with its own builds too
+    (the host measured once), which Yosys has confirmed already."""
     ats = list_points(space, setup, objective) if space is not None else []
     here = chosen is not None and runs_lists(setup, options)
     if here and chosen not in ats:
@@ -206,28 +208,52 @@ def _list_step(setup: TtTrainSetup, design: DesignPoint, options: Sequence[Optio
         return {**report, "label": point["label"], "chosen": space is None}, None  # priced at the chosen point
     priced = []
     for at in ats:
-        at_point, at_options = space.point(at), space.chosen_options(at)
-        progress(f"the step as call lists at {at_point['label']}")
-        report, steps = list_step_report(
-            setup, *specs_of(at_options), design.board, clock_mhz=design.clock_mhz,
-            per_call_total_s=at_point["total_s"], copies=copies_of(at_options),
-            room={key: space.cap * space.budget[key] - at_point[key] for key in RESOURCES},
-            hp_ports=int(space.hp_ports[at]), other_ports=range(1, design.board.hp_ports + 1))
-        priced.append((at, {**report, "label": at_point["label"], "chosen": False}, steps))
+        progress(f"the step as call lists at {space.point(at)['label']}")
+        priced.append(_list_point(setup, design, space, at))
+        builds = priced[-1][1]["builds"]
+        if at == chosen and builds.get("given", builds["chosen"]) != builds["chosen"]:
+            progress(f"the step as call lists at {space.point(at)['label']}, its own builds")
+            priced.append(_list_point(setup, design, space, at, host=priced[-1][1]["host_measured"]))
     figure = "total_s" if objective == "time" else "energy_pj"
-    at, report, steps = min(priced, key=lambda found: getattr(found[2][found[1]["hp_ports"]].time, figure))
-    report["points"] = [{"label": other["label"], "total_s": other["total_s"],
-                         "energy_pj": found[other["hp_ports"]].time.energy_pj} for _, other, found in priced]
+    priced.sort(key=lambda found: getattr(found[2][found[1]["hp_ports"]].time, figure))
+    points = [{"label": other["label"], "total_s": other["total_s"],
+               "energy_pj": found[other["hp_ports"]].time.energy_pj} for _, other, found in priced]
+    for _, report, _ in priced:
+        report["points"] = points
+    return priced[0][1], {"report": "list_step", "runs_at_chosen": here,
+                          "candidates": [_list_candidate(space, *found) for found in priced]}
+
+
+def _list_point(setup: TtTrainSetup, design: DesignPoint, space: Space, at: int,
+                host: Mapping[str, Any] | None = None) -> tuple[int, dict[str, Any], dict[int, Any]]:
+    """Point ``at`` of ``space`` priced as lists on every HP port count: with the builds :func:`builds_choice`
+    picks within the point's room, or (``host`` given: measured on other builds of the point) its own builds."""
+    at_point, at_options = space.point(at), space.chosen_options(at)
+    room = None if host else {key: space.cap * space.budget[key] - at_point[key] for key in RESOURCES}
+    report, steps = list_step_report(
+        setup, *specs_of(at_options), design.board, clock_mhz=design.clock_mhz, per_call_total_s=at_point["total_s"],
+        copies=copies_of(at_options), room=room, hp_ports=int(space.hp_ports[at]),
+        other_ports=range(1, design.board.hp_ports + 1), host=host)
+    label = at_point["label"] + (", its own builds" if host else "")
+    return at, {**report, "label": label, "chosen": False}, steps
+
+
+def _list_candidate(space: Space, at: int, report: dict[str, Any], steps: Mapping[int, Any]) -> dict[str, Any]:
+    """A list step the explorer may take (:class:`Refined`'s ``instead`` candidates): the point, the build
+    fields and ``[design]`` fields to set, its builds described, its step and stages by port count, its
+    report."""
     chosen = report["builds"]["chosen"]
     fields = {"tt1": {"b_order": chosen["b_order"], "j_pairs": chosen["j_pairs"]},
               "tt2": {"row_pairs": chosen["row_pairs"]}}
     built = [dataclasses.replace(o, spec=dataclasses.replace(o.spec, **fields.get(o.pe, {})))
              for o in space.chosen_options(at)]
-    return report, {"index": at, "report": "list_step", "pe": fields, "design": {"forward_split": False},
-                    "runs_at_chosen": here,
-                    "hardware": tt_hardware(built).describe(),
-                    "steps": {count: step.time for count, step in steps.items()},
-                    "stages": {count: step.stages for count, step in steps.items()}}
+    extra = next((build["extra"] for build in report["builds"].get("builds", ())
+                  if all(build[name] == value for name, value in chosen.items())), {})
+    return {"index": at, "label": report["label"], "pe": fields, "design": {"forward_split": False},
+            "hardware": tt_hardware(built).describe(), "reported": report,
+            "resources": {key: space.point(at)[key] + extra.get(key, 0.0) for key in RESOURCES},
+            "steps": {count: step.time for count, step in steps.items()},
+            "stages": {count: step.stages for count, step in steps.items()}}
 
 
 def mode_order_report(setup: TtTrainSetup) -> list[dict[str, Any]]:

@@ -144,15 +144,17 @@ def _pe_dma_s(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board,
 
 def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, *, clock_mhz: float,
                      per_call_total_s: float, copies: tuple[int, int] = (1, 1),
-                     room: Mapping[str, float] | None = None, hp_ports: int = 1,
-                     other_ports: Sequence[int] = ()) -> tuple[dict[str, Any], dict[int, ListStep]]:
+                     room: Mapping[str, float] | None = None, hp_ports: int = 1, other_ports: Sequence[int] = (),
+                     host: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], dict[int, ListStep]]:
     """The list step on ``copies`` IPs of the PE builds ``spec1``/``spec2``: its time split (PE and DMA, memory,
     host measured here: ``host_s`` what the lists do not hide, ``host_hidden_s`` what ran while they computed),
     the host's work left, each layer's PE and DMA seconds, beside the per-call step's
     ``per_call_total_s``; PE1's ``B`` order and both PEs' pairs as :func:`builds_choice` picks them within
     ``room``; the IPs on ``hp_ports`` high-performance ports (:func:`codesign.step.tt.list_time.list_ports`).
     Returns the report and the step priced on ``hp_ports`` and each of ``other_ports`` (the host measured once,
-    the lists priced once: only the ports' sharing differs), by port count.
+    the lists priced once: only the ports' sharing differs), by port count. ``host``: the host measured for the
+    same set-up and IPs on other builds (a report's ``host_measured``: no build moves a word or a list), else it
+    is measured here.
     ``({"priced": False, "why": ...}, {})`` where these builds or this set-up cannot run as lists."""
     why = _cannot(setup, spec1, spec2)
     if why:
@@ -160,7 +162,7 @@ def list_step_report(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, board:
     builds = builds_choice(setup, spec1, spec2, board, clock_mhz=clock_mhz, copies=copies, room=room,
                            hp_ports=hp_ports)
     spec1, spec2 = builds.pop("spec1"), builds.pop("spec2")
-    host = measure_list_host(setup, spec1, spec2, copies=copies)
+    host = dict(host or measure_list_host(setup, spec1, spec2, copies=copies))
     steps = {ports: tt_list_step(setup, spec1, spec2, board, clock_mhz=clock_mhz, host_s=host["seconds"],
                                  host_source=THIS_MACHINE, copies=copies, beside=host["beside"], hp_ports=ports)
              for ports in sorted({hp_ports, *other_ports})}
