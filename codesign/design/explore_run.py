@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -149,8 +150,7 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
                                cache_dir=cache_dir, cap=cap, progress=progress)
         confirmed += taken["confirmed"]
         key = refined.instead["report"]
-        reports[key] = {**(taken["candidate"]["reported"] if "candidate" in taken else reports[key]),
-                        **taken["report"]}
+        reports[key] = {**taken.get("candidate", refined.instead["candidates"][0])["reported"], **taken["report"]}
         if taken["report"]["chosen"]:
             chosen, chosen_toml, chosen_design = taken["candidate"]["index"], taken["toml"], taken["design"]
             ports, step, shortlist = taken["hp_ports"], taken["step"], None
@@ -173,42 +173,55 @@ def instead_choice(raw: Mapping[str, Any], design: DesignPoint, space: Space, ch
                    progress: Callable[[str], None]) -> dict[str, Any]:
     """Whether the explorer takes one of the steps a family priced as the board would run them at points of the
     space (:class:`codesign.design.families.Refined`, ``instead``: a TT design's call lists) over the chosen
-    point's step, and which: the first of its candidates (best first) that Yosys puts within the cap and whose
-    step is faster (``time``) or takes less energy (``energy``), or whatever its figure where the chosen
-    point's builds run that step too (its board runs it there; the chosen point is among the candidates, with
-    its own builds where others were chosen for it, which Yosys has confirmed). Its HP ports are the fewest
-    that fit its IPs plus more only where the step gets faster (the space's rule), or those ``[design]
-    hp_ports`` asks for (a candidate whose IPs need more is passed over). Returns the Yosys entries it ran
-    (``confirmed``) and the report (``chosen``; ``why``: the best candidate's reason where none was taken;
-    ``tried``: each candidate passed over and why; ``instead_of``; where taken, its ports, figures and
-    resources) and, where taken, the candidate, configuration, design, ports report, step and stages."""
-    instead_of = {"label": space.point(chosen)["label"], "total_s": step.total_s, "energy_pj": step.energy_pj}
+    point's step, and which. Each candidate's HP ports come first: the fewest that fit its IPs plus more only
+    where the step gets faster (the space's rule), or those ``[design] hp_ports`` asks for (a candidate whose
+    IPs need more is passed over). On those ports the candidates are ranked by ``objective``'s figure, and the
+    first that Yosys puts within the cap is taken where its step is faster (``time``) or takes less energy
+    (``energy``) than the chosen point's, or whatever its figure where the chosen point's builds run that step
+    too (its board runs it there; the chosen point is among the candidates, with its own builds where others
+    were chosen for it, which Yosys has confirmed). Returns the Yosys entries it ran (``confirmed``) and the
+    report (``chosen``; ``why``: the best candidate's reason where none was taken; ``tried``: each candidate
+    passed over and why; ``instead_of``; where taken, its ports, figures and resources) and, where taken, the
+    candidate, configuration, design, ports report, step and stages."""
+    instead_of = {"index": chosen, "label": space.point(chosen)["label"], "total_s": step.total_s,
+                  "energy_pj": step.energy_pj}
+    figure = "total_s" if objective == "time" else "energy_pj"
+    placed = [(candidate, _candidate_ports(raw, design, space, candidate)) for candidate in instead["candidates"]]
+    placed.sort(key=lambda found: getattr(found[1]["step"], figure) if isinstance(found[1], dict) else math.inf)
     confirmed: list[dict[str, Any]] = []
     tried: list[dict[str, str]] = []
-    for candidate in instead["candidates"]:
-        why, taken = _candidate_choice(raw, design, space, step, candidate, here=instead["runs_at_chosen"],
-                                       objective=objective, cache_dir=cache_dir, cap=cap, progress=progress,
-                                       confirmed=confirmed)
-        if taken is None:
+    for candidate, ported in placed:
+        why, entry = ported if isinstance(ported, str) else "", None
+        if not why and not instead["runs_at_chosen"] and not getattr(ported["step"], figure) < getattr(step, figure):
+            why = "the chosen point's step is " + ("faster" if objective == "time" else "less energy")
+        if not why:
+            progress(f"Yosys: {candidate['label']} as call lists")
+            fit = fit_design(ported["design"], cache_dir=cache_dir, limit_percent=100 * cap)
+            entry = {"point": {**space.point(candidate["index"]), **candidate["resources"],
+                               "label": f"{candidate['label']} as call lists"},
+                     "yosys_total": fit.total, "fits": fit.fits, "over": fit.over, "per_ip": fit.per_ip}
+            confirmed.append(entry)
+            why = "" if fit.fits else "Yosys puts its builds over the cap: " + ", ".join(fit.over)
+        if why:
             tried.append({"label": candidate["label"], "why": why})
             continue
-        other = taken["step"]
+        other, ports = ported["step"], ported["hp_ports"]["chosen"]
         progress(f"chose {candidate['label']} as call lists: {other.total_s * 1e3:.3f} ms a step")
-        report = {"chosen": True, "why": None, "tried": tried, "instead_of": instead_of,
-                  "hp_ports": taken["hp_ports"]["chosen"], "total_s": other.total_s, "pe_s": other.pe_s,
-                  "memory_s": other.memory_s, "host_s": other.host_s, "host_share": other.host_s / other.total_s,
-                  "resources": {"model": candidate["resources"], "yosys": confirmed[-1]["yosys_total"]}}
-        return {**taken, "candidate": candidate, "confirmed": confirmed, "report": report}  # on the ports taken
+        report = {"chosen": True, "why": None, "tried": tried, "instead_of": instead_of, "index": candidate["index"],
+                  "hp_ports": ports, "total_s": other.total_s, "pe_s": other.pe_s, "memory_s": other.memory_s,
+                  "host_s": other.host_s, "host_hidden_s": candidate["host_hidden_s"][ports],
+                  "host_share": other.host_s / other.total_s,
+                  "resources": {"model": candidate["resources"], "yosys": entry["yosys_total"]}}
+        return {**ported, "stages": candidate["stages"][ports], "hardware": candidate["hardware"],
+                "candidate": candidate, "confirmed": confirmed, "report": report}  # on the ports taken
     return {"confirmed": confirmed, "report": {"chosen": False, "why": tried[0]["why"] if tried else None,
                                                "tried": tried, "instead_of": instead_of}}
 
 
-def _candidate_choice(raw: Mapping[str, Any], design: DesignPoint, space: Space, step: Any,
-                      candidate: Mapping[str, Any], *, here: bool, objective: str, cache_dir: Path, cap: float,
-                      progress: Callable[[str], None], confirmed: list[dict[str, Any]]
-                      ) -> tuple[str, dict[str, Any] | None]:
-    """:func:`instead_choice` on one candidate: why it is passed over, else ``("", taken)``; its Yosys entry, where
-    Yosys ran, appended to ``confirmed``."""
+def _candidate_ports(raw: Mapping[str, Any], design: DesignPoint, space: Space,
+                     candidate: Mapping[str, Any]) -> str | dict[str, Any]:
+    """A candidate of :func:`instead_choice` on the HP ports it would take: its configuration, design, ports
+    report and step there; or why it cannot take the ports ``[design] hp_ports`` asks for."""
     point = space.point(candidate["index"])
     fewest_first = {**raw, "design": {**raw.get("design", {}), **candidate["design"], "hp_ports": 0}}  # 0: fewest
     toml, least = design_of_point(fewest_first, design, {**point, **{name: {**point[name], **fields}
@@ -216,25 +229,13 @@ def _candidate_choice(raw: Mapping[str, Any], design: DesignPoint, space: Space,
     fewest = least.ports_used
     asked = int(raw.get("design", {}).get("hp_ports") or 0)  # 0: not asked
     if asked and asked < fewest:
-        return f"[design] hp_ports = {asked} asks for fewer than its IPs need ({fewest})", None
+        return f"[design] hp_ports = {asked} asks for fewer than its IPs need ({fewest})"
     steps = {count: other for count, other in candidate["steps"].items() if count >= fewest}
     ports = asked or int(port_choice({count: np.array([other.total_s]) for count, other in steps.items()})[0])
-    other = candidate["steps"][ports]
-    if not here and not (other.total_s < step.total_s if objective == "time" else other.energy_pj < step.energy_pj):
-        return "the chosen point's step is " + ("faster" if objective == "time" else "less energy"), None
     toml = {**toml, "design": {**toml["design"], "hp_ports": ports}}
-    alternative = design_from_dict(toml)
-    progress(f"Yosys: {candidate['label']} as call lists")
-    fit = fit_design(alternative, cache_dir=cache_dir, limit_percent=100 * cap)
-    confirmed.append({"point": {**point, "label": f"{candidate['label']} as call lists"}, "yosys_total": fit.total,
-                      "fits": fit.fits, "over": fit.over, "per_ip": fit.per_ip})
-    if not fit.fits:
-        return "Yosys puts its builds over the cap: " + ", ".join(fit.over), None
-    return "", {"toml": toml, "design": alternative, "step": other, "stages": candidate["stages"][ports],
-                "hardware": candidate["hardware"], "hp_ports": {
-                    "chosen": ports, "asked": bool(asked), "fewest": fewest, "steps": {
-                        count: {"memory_s": priced.memory_s, "total_s": priced.total_s}
-                        for count, priced in steps.items()}}}
+    return {"toml": toml, "design": design_from_dict(toml), "step": candidate["steps"][ports], "hp_ports": {
+        "chosen": ports, "asked": bool(asked), "fewest": fewest, "steps": {
+            count: {"memory_s": priced.memory_s, "total_s": priced.total_s} for count, priced in steps.items()}}}
 
 
 def confirmed_choice(confirm: list[int], confirmed: list[dict[str, Any]], progress: Callable[[str], None]
@@ -511,7 +512,7 @@ def _as_lists_words(found: Mapping[str, Any] | None) -> str:
     if not found or not found.get("chosen"):
         return ""
     over = found["instead_of"]
-    replaced = "" if over["label"] == found["label"] else f"over {over['label']}, "
+    replaced = "" if over["index"] == found["index"] else f"over {over['label']}, "
     return f", its step as call lists ({replaced}per call {over['total_s'] * 1e3:.3f} ms)"
 
 

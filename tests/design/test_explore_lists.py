@@ -33,28 +33,32 @@ def test_a_step_priced_as_the_board_runs_it_is_taken_where_it_wins(space, design
     other = next(int(i) for i in np.flatnonzero(space.feasible) if int(i) != chosen)
     field = {"tt1": {"b_order": "lj"}, "tt2": {}}  # the grid's builds as they are: no synthesis
 
-    def candidate(index, scale, pe=field):  # the step on 1..4 ports: ``scale`` times the chosen step's host, less
-        steps = {count: dataclasses.replace(step, host_s=step.host_s * scale * (1.0 if count == 1 else 0.8))
-                 for count in range(1, 5)}  # from 2 ports
-        return {"index": index, "label": space.point(index)["label"], "pe": pe, "design": {"forward_split": False},
-                "steps": steps, "stages": {count: (count,) for count in steps}, "hardware": {"built": index},
+    def candidate(index, scale, pe=field, label=None, by_ports=(1.0, 0.8, 0.8, 0.8), **changes):
+        # the step on 1..4 ports: ``scale`` times the chosen step's host, times ``by_ports``
+        steps = {count: dataclasses.replace(step, host_s=step.host_s * scale * factor, **changes)
+                 for count, factor in enumerate(by_ports, start=1)}
+        return {"index": index, "label": label or space.point(index)["label"], "pe": pe,
+                "design": {"forward_split": False}, "steps": steps, "host_hidden_s": {c: 1e-5 * c for c in steps},
+                "stages": {count: (count,) for count in steps}, "hardware": {"built": index},
                 "resources": {"dsp": index}, "reported": {}}
 
-    def choose(*candidates, cap=0.8, here=False, hp_ports=None):  # here: the chosen point's builds run lists too
-        asked = {**raw, "design": {**raw["design"], "hp_ports": hp_ports}} if hp_ports else raw
+    def choose(*candidates, cap=0.8, here=False, hp_ports=None, objective="time"):  # here: the chosen point's
+        asked = {**raw, "design": {**raw["design"], "hp_ports": hp_ports}} if hp_ports else raw  # builds run lists
         return instead_choice(asked, design, space, chosen, step, {"candidates": list(candidates),
                                                                    "runs_at_chosen": here, "report": "list_step"},
-                              objective="time", cache_dir=tmp_path, cap=cap, progress=lambda _: None)
+                              objective=objective, cache_dir=tmp_path, cap=cap, progress=lambda _: None)
 
     taken = choose(candidate(other, 0.5))
     mine = candidate(other, 0.5)["steps"][taken["hp_ports"]["chosen"]]
     (yosys,) = taken["confirmed"]
+    ports = taken["hp_ports"]["chosen"]
     assert taken["report"] == {"chosen": True, "why": None, "tried": [], "instead_of": {
-        "label": space.point(chosen)["label"], "total_s": step.total_s, "energy_pj": step.energy_pj},
-        "hp_ports": taken["hp_ports"]["chosen"], "total_s": mine.total_s, "pe_s": mine.pe_s,
-        "memory_s": mine.memory_s, "host_s": mine.host_s, "host_share": mine.host_s / mine.total_s,
+        "index": chosen, "label": space.point(chosen)["label"], "total_s": step.total_s, "energy_pj": step.energy_pj},
+        "index": other, "hp_ports": ports, "total_s": mine.total_s, "pe_s": mine.pe_s, "memory_s": mine.memory_s,
+        "host_s": mine.host_s, "host_hidden_s": 1e-5 * ports, "host_share": mine.host_s / mine.total_s,
         "resources": {"model": {"dsp": other}, "yosys": yosys["yosys_total"]}}
     assert yosys["fits"] and yosys["point"]["label"] == space.point(other)["label"] + " as call lists"
+    assert yosys["point"]["dsp"] == other  # the candidate's builds by the model, as estimate_layer_resources gives
     ports = taken["hp_ports"]
     assert ports["chosen"] == taken["toml"]["design"]["hp_ports"] == max(ports["fewest"], 2)
     assert list(ports["steps"]) == list(range(ports["fewest"], 5))
@@ -75,8 +79,16 @@ def test_a_step_priced_as_the_board_runs_it_is_taken_where_it_wins(space, design
     assert not over["report"]["chosen"] and over["report"]["why"].startswith("Yosys puts its builds over the cap")
     passed = choose(many, candidate(other, 0.5), hp_ports=2)  # the first needs 3 ports: the next is taken
     assert passed["report"]["chosen"] and passed["report"]["hp_ports"] == 2 and passed["candidate"]["pe"] == field
-    assert passed["report"]["tried"] == [{"label": many["label"], "why": "[design] hp_ports = 2 asks for fewer "
-                                                                         "than its IPs need (3)"}]
+    refused = choose(many, hp_ports=2)["report"]
+    assert refused["tried"] == [{"label": many["label"], "why": "[design] hp_ports = 2 asks for fewer than its IPs "
+                                                                "need (3)"}]
+    one_port = candidate(other, 0.3, label="fast on one port", by_ports=(0.3, 3.0, 3.0, 3.0))
+    ranked = choose(one_port, candidate(other, 0.5), hp_ports=2)  # ranked at the ports asked, not the first's
+    assert ranked["report"]["chosen"] and ranked["candidate"]["label"] == space.point(other)["label"]
+    cheaper = candidate(other, 1.5, energy_pj=0.5 * step.energy_pj)  # slower, but less energy
+    assert choose(cheaper, objective="energy")["report"]["chosen"]
+    same_energy = choose(candidate(other, 0.5), objective="energy")["report"]
+    assert same_energy["why"] == "the chosen point's step is less energy"
     big = dict(candidate(other, 0.4, pe={"tt1": {"copies": 4}, "tt2": {"copies": 4}}), label="big")
     bigger = choose(big, candidate(other, 0.5), cap=_cap_between(design, raw, space, other, tmp_path))
     assert bigger["report"]["chosen"] and bigger["candidate"]["pe"] == field  # the best over the cap: the next
@@ -163,8 +175,11 @@ def test_the_summary_gives_the_list_step_or_why_it_was_not_priced():
     assert line.endswith("60.2 KiB read; passed over: a (Yosys puts its builds over the cap: lut); b (c)")
     (line,) = _list_step_lines({**found, "why": tried[0]["why"], "tried": tried})  # the first said once
     assert "(not chosen: Yosys puts its builds over the cap: lut)" in line and line.endswith("read; passed over: b (c)")
-    replaced = {**found, "chosen": True, "instead_of": {"label": "1 x tt1 16x8x64", "total_s": 0.1759}}
+    replaced = {**found, "chosen": True, "index": 7,
+                "instead_of": {"index": 3, "label": "1 x tt1 16x8x64", "total_s": 0.1759}}
     assert _as_lists_words(replaced) == ", its step as call lists (over 1 x tt1 16x8x64, per call 175.900 ms)"
+    own = {**replaced, "label": "1 x tt1 16x8x64, its own builds", "index": 3}  # the chosen point, its own builds
+    assert _as_lists_words(own) == ", its step as call lists (per call 175.900 ms)"
     assert _as_lists_words(found) == ""
     assert _list_step_lines({"priced": False, "why": "scale_rule"}) == ["  the step as call lists: not priced "
                                                                         "(scale_rule)"]

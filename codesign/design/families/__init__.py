@@ -40,10 +40,11 @@ class Refined:
     design's call lists), for the explorer to take where one wins (:func:`codesign.design.explore_run.instead_choice`):
     ``candidates``, best first, each with ``index`` (the point), ``label``, ``pe`` (build fields to set per PE),
     ``design`` (``[design]`` fields to set), ``steps`` (its :class:`codesign.step.time.StepTime` by HP port
-    count), ``stages`` (by port count, the stages the step was priced from), ``hardware`` (its builds described,
-    for the stages' report), ``resources`` (its builds by the model) and ``reported`` (its report);
-    ``runs_at_chosen`` (the chosen point's builds run that step too, and were priced so) and ``report`` (the key
-    of ``reports`` that describes the step taken)."""
+    count; ``host_hidden_s`` the host's seconds hidden beside it), ``stages`` (by port count, the stages the step
+    was priced from), ``hardware`` (its builds described, for the stages' report), ``resources`` (its builds by
+    the model) and ``reported`` (its report); ``runs_at_chosen`` (the chosen point's builds run that step too,
+    and were priced so) and ``report`` (the key of ``reports`` that describes the step taken, else the best
+    candidate's)."""
 
     chosen_toml: dict[str, Any]
     chosen_design: Any

@@ -240,8 +240,8 @@ def _list_point(setup: TtTrainSetup, design: DesignPoint, space: Space, at: int,
 
 def _list_candidate(space: Space, at: int, report: dict[str, Any], steps: Mapping[int, Any]) -> dict[str, Any]:
     """A list step the explorer may take (:class:`Refined`'s ``instead`` candidates): the point, the build
-    fields and ``[design]`` fields to set, its builds described, its step and stages by port count, its
-    report."""
+    fields and ``[design]`` fields to set, its builds described, its step, host hidden beside the lists and
+    stages by port count, its report."""
     chosen = report["builds"]["chosen"]
     fields = {"tt1": {"b_order": chosen["b_order"], "j_pairs": chosen["j_pairs"]},
               "tt2": {"row_pairs": chosen["row_pairs"]}}
@@ -253,6 +253,7 @@ def _list_candidate(space: Space, at: int, report: dict[str, Any], steps: Mappin
             "hardware": tt_hardware(built).describe(), "reported": report,
             "resources": {key: space.point(at)[key] + extra.get(key, 0.0) for key in RESOURCES},
             "steps": {count: step.time for count, step in steps.items()},
+            "host_hidden_s": {count: step.host_hidden_s for count, step in steps.items()},
             "stages": {count: step.stages for count, step in steps.items()}}
 
 

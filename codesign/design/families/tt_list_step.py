@@ -8,7 +8,8 @@ whose builds can (:func:`list_points`, :func:`list_step_report`): what the host 
 timed, and where the PE time goes. PE1 there takes ``B`` ``j`` outer (``b_order="jl"``) and PE2 and PE1 run
 pairs where that is faster and fits under the cap, chosen together (:func:`builds_choice`): the per-call step
 sends each call's ``B`` itself and gains nothing from the order, so the space keeps the design's. The explorer
-then takes the list point where its step wins (:func:`codesign.design.explore_run.instead_choice`).
+then takes the first of those points, ranked on the ports each would take, whose step wins and whose builds fit
+(:func:`codesign.design.explore_run.instead_choice`).
 """
 
 from __future__ import annotations
