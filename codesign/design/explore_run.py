@@ -129,8 +129,7 @@ def explore_design(raw: Mapping[str, Any], design: DesignPoint, *, objective: st
         point = space.point(index)
         progress(f"Yosys: {point['label']}")
         fit = fit_design(point_design, cache_dir=cache_dir, limit_percent=100 * cap)
-        confirmed.append({"point": point, "yosys_total": fit.total, "fits": fit.fits, "over": fit.over,
-                          "per_ip": fit.per_ip})
+        confirmed.append(yosys_entry(point, fit))
     chosen, passed_over = confirmed_choice(confirm, confirmed, progress)
     chosen_toml, chosen_design = design_of_point(raw, design, space.point(chosen))
     ports = hp_port_choice(family, space.chosen_options(chosen), chosen_design,
@@ -191,15 +190,14 @@ def instead_choice(raw: Mapping[str, Any], design: DesignPoint, space: Space, ch
     confirmed: list[dict[str, Any]] = []
     tried: list[dict[str, str]] = []
     for candidate, ported in placed:
-        why, entry = ported if isinstance(ported, str) else "", None
+        why, entry = (ported if isinstance(ported, str) else ""), None
         if not why and not instead["runs_at_chosen"] and not getattr(ported["step"], figure) < getattr(step, figure):
             why = "the chosen point's step is " + ("faster" if objective == "time" else "less energy")
         if not why:
             progress(f"Yosys: {candidate['label']} as call lists")
             fit = fit_design(ported["design"], cache_dir=cache_dir, limit_percent=100 * cap)
-            entry = {"point": {**space.point(candidate["index"]), **candidate["resources"],
-                               "label": f"{candidate['label']} as call lists"},
-                     "yosys_total": fit.total, "fits": fit.fits, "over": fit.over, "per_ip": fit.per_ip}
+            entry = yosys_entry({**space.point(candidate["index"]), **candidate["resources"],
+                                 "label": f"{candidate['label']} as call lists"}, fit)
             confirmed.append(entry)
             why = "" if fit.fits else "Yosys puts its builds over the cap: " + ", ".join(fit.over)
         if why:
@@ -236,6 +234,12 @@ def _candidate_ports(raw: Mapping[str, Any], design: DesignPoint, space: Space,
     return {"toml": toml, "design": design_from_dict(toml), "step": candidate["steps"][ports], "hp_ports": {
         "chosen": ports, "asked": bool(asked), "fewest": fewest, "steps": {
             count: {"memory_s": priced.memory_s, "total_s": priced.total_s} for count, priced in steps.items()}}}
+
+
+def yosys_entry(point: Mapping[str, Any], fit) -> dict[str, Any]:
+    """A point as Yosys confirmed it (``fit``: :func:`codesign.design.fit.fit_design`'s report), as
+    ``estimate_layer_resources.json`` and the summary list it."""
+    return {"point": point, "yosys_total": fit.total, "fits": fit.fits, "over": fit.over, "per_ip": fit.per_ip}
 
 
 def confirmed_choice(confirm: list[int], confirmed: list[dict[str, Any]], progress: Callable[[str], None]

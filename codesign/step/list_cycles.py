@@ -244,7 +244,7 @@ def call_phases(pe, spec, arena: np.ndarray, call: Call) -> Tuple[list, int, tup
     while position < total:
         header = _gather_word(arena, call, position, parts)
         headers.append(header)
-        steps, status, operand_words, results = _transaction(pe, spec, header)
+        steps, status, operand_words, results = _transaction_of(pe.name, spec, header)
         if first is None:
             first = status
             if status == 0 and results != call.count:
@@ -257,14 +257,10 @@ def call_phases(pe, spec, arena: np.ndarray, call: Call) -> Tuple[list, int, tup
     return phases, 0 if first is None else first, tuple(headers)
 
 
-def _transaction(pe, spec, header: int) -> tuple:
-    """:func:`codesign.step.list_pe.pe_phases`, each (PE, build, header) worked out once: a step's lists repeat a
-    few headers over thousands of calls, and a transaction's phases list every result beat."""
-    return _transaction_of(pe.name, spec, header)
-
-
 @functools.lru_cache(maxsize=4096)
 def _transaction_of(name: str, spec, header: int) -> tuple:
+    """:func:`codesign.step.list_pe.pe_phases` of PE ``name``, each (PE, build, header) worked out once: a step's
+    lists repeat a few headers over thousands of calls, and a transaction's phases list every result beat."""
     steps, status, operand_words, results = pe_phases(PeName(name), spec, header)
     return tuple(steps), status, operand_words, results
 
