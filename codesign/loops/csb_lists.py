@@ -115,6 +115,7 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         for layer, (structure, words) in enumerate(zip(self._structure, self.buffers)):
             layout.write_state(layout.image, layer, structure, words, 0)
         self.layout, self.buffer_phase, self._built, self._stale, self._staged = layout, 0, {}, False, None
+        self._upd = {}
         nnz = [int(structure.nnz) for structure in self._structure]
         self._kept_weights = (sum(nnz), sum(nnz[1:]))  # every layer's, and past the first (EB's)
         self.device = self.shell.arena(layout, key=("csb", self.setup.layers, self.setup.batch_size, next(_ARENAS)))
@@ -140,13 +141,20 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         return self._kept_lists((self.layout.chunks_of(n), upd, self.buffer_phase), lambda: step_lists(
             self.layout, n, CsbStepScales.of(self.frac_bits, upd), self.buffer_phase, copies=self.copies))
 
+    def _upd_fields(self, exponent: int) -> Tuple[Tuple[int, ...], Tuple[Tuple[int, bool], ...]]:
+        """:func:`upd_fields` at this structure's fractions, kept per rate exponent (a schedule moves it seldom)."""
+        kept = self._upd.get(exponent)
+        if kept is None:
+            kept = self._upd[exponent] = upd_fields(self.frac_bits, exponent)
+        return kept
+
     def train_step(self, x, y, *, next_x=None) -> float:
         """One SGD step (float64 on the host in the warm-up; call lists after); returns the loss. ``next_x``: the
         batch the next call takes, if known, whose codes the host writes while this step's last lists compute."""
         self.beside_seconds = {}
         if self.phase == "warmup":
             return super().train_step(x, y)
-        used, upd = upd_fields(self.frac_bits, learning_rate_exponent(self.learning_rate()))
+        used, upd = self._upd_fields(learning_rate_exponent(self.learning_rate()))
         fb, layout, shell = self.frac_bits, self.layout, self.shell
         x, y, lists = self._checked_forward(
             x, y, key=(fb[0]["activation"], self.buffer_phase), check=lambda x, y: arena_batch(self, x, y),

@@ -43,16 +43,29 @@ def words_of_bytes(count: int) -> int:
     return -(-count // 4)
 
 
+def _tiles_key(tiles) -> Tuple[Tuple[int, ...], ...]:
+    """Tile offsets as the kept indices' key: the arena's own (tuples) as they are, others made tuples."""
+    return tiles if type(tiles) is tuple else tuple(map(tuple, tiles))
+
+
 @functools.lru_cache(maxsize=64)
 def _acc_gather(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, chunks: int, n: int, channels: int) -> np.ndarray:
-    """``(n, channels)`` word indices of accumulator tiles (byte offsets ``tiles[c][k]``: channel tile ``c``, lane
+    """``(channels, n)`` word indices of accumulator tiles (byte offsets ``tiles[c][k]``: channel tile ``c``, lane
     chunk ``k``; ``B`` channels, then ``b`` lanes inner): sample ``s``, channel ``ch`` lies in tile ``ch // B``,
     chunk ``s // b``, at row ``ch % B``, lane ``s % b``. Read-only, as it is kept."""
     starts = np.array([line[:chunks] for line in tiles], dtype=np.int64) // 4
-    samples, channel = np.arange(n)[:, None], np.arange(channels)[None, :]
+    samples, channel = np.arange(n)[None, :], np.arange(channels)[:, None]
     index = starts[channel // B, samples // b] + (channel % B) * b + samples % b
     index.flags.writeable = False
     return index
+
+
+@functools.lru_cache(maxsize=64)
+def _acc_ranges(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, chunks: int,
+                channels: int) -> Tuple[Tuple[int, int], ...]:
+    """:meth:`CsbArena.acc_ranges`: a range per tile of the first ``chunks`` lane chunks, ``B`` rows (fewer in the
+    last channel tile) of ``b`` words."""
+    return tuple((line[k] // 4, min(B, channels - c * B) * b) for c, line in enumerate(tiles) for k in range(chunks))
 
 
 @functools.lru_cache(maxsize=64)
@@ -153,7 +166,7 @@ class CsbArena:
         if codes.ndim != 2 or codes.shape[1] > len(tiles) * self.tile:
             raise ValueError(f"codes of shape {codes.shape}: need (samples, at most {len(tiles) * self.tile} "
                              "channels)")
-        words, positions, ranges = _code_scatter(tuple(map(tuple, tiles)), self.spec.batch, self.tile,
+        words, positions, ranges = _code_scatter(_tiles_key(tiles), self.spec.batch, self.tile,
                                                  self.code_words, self.chunks_of(codes.shape[0]), codes.shape[1])
         tile_bytes = np.zeros(4 * words.size, dtype=np.uint8)
         tile_bytes[positions[:codes.shape[0]]] = codes.astype(np.uint8)  # the low byte: two's complement
@@ -162,18 +175,15 @@ class CsbArena:
 
     def acc_ranges(self, tiles, n: int, channels: int) -> Ranges:
         """Word ranges of the first ``channels`` channels of accumulator ``tiles`` for ``n`` samples (a range per
-        tile: the channels lie first, lanes inner)."""
-        b, B, ranges = self.spec.batch, self.tile, []
-        for c, line in enumerate(tiles):
-            rows = min(B, channels - c * B)
-            for k in range(self.chunks_of(n)):
-                ranges.append((line[k] // 4, rows * b))
-        return ranges
+        tile: the channels lie first, lanes inner), kept per tiles and shape."""
+        return list(_acc_ranges(_tiles_key(tiles), self.spec.batch, self.tile, self.chunks_of(n), channels))
 
     def read_accs(self, arena: np.ndarray, tiles, n: int, channels: int) -> np.ndarray:
-        """``(n, channels)`` int64 accumulators of ``tiles``: one gather through indices kept per tiles and shape."""
-        index = _acc_gather(tuple(map(tuple, tiles)), self.spec.batch, self.tile, self.chunks_of(n), n, channels)
-        return arena[index].view(np.int32).astype(np.int64)
+        """``(n, channels)`` accumulators of ``tiles``, the PE's 32-bit words as int32, column-major (a channel's
+        samples side by side, as the tiles hold them; a softmax takes a row's maximum down the columns): one gather
+        through indices kept per tiles and shape."""
+        index = _acc_gather(_tiles_key(tiles), self.spec.batch, self.tile, self.chunks_of(n), n, channels)
+        return arena[index].view(np.int32).T
 
     # -- the encoded state
 
