@@ -12,7 +12,8 @@ import numpy as np
 from codesign.contracts.calls import RECORD
 from codesign.step.tt.layer_state import TtLayerState
 from codesign.step.tt.list_reads import BackwardReads
-from codesign.step.tt.rounding import frac_of_values, in_code_range, quantize_values, scaled_for_codes, to_values
+from codesign.step.tt.rounding import (frac_of_values, in_code_range, masked_float32, quantize_values, scaled_for_codes,
+                                      to_values)
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import StepResult
 from codesign.step.tt.step_lists import Fracs, StepLists, z_fracs
@@ -102,7 +103,7 @@ def input_grad(layer: TtLayerState, lists: StepLists, arena: np.ndarray, fracs: 
         if x is None:
             raise ValueError("the input gradient needs the input x, or where it lay within its codes' bounds")
         inside = in_code_range(scaled_for_codes(x, fracs.act[0], layer.activation_bits), layer.activation_bits)
-    return (to_values(_raw_input_grad(lists, arena), fracs.grad[0] + fracs.core[0]) * inside).astype(np.float32)
+    return masked_float32(_raw_input_grad(lists, arena), fracs.grad[0] + fracs.core[0], inside)
 
 
 def bias_values(layer: TtLayerState, book: ScaleBook) -> np.ndarray | None:

@@ -149,18 +149,43 @@ def _codes_of_scaled(scaled: np.ndarray, bits: int, dtype) -> np.ndarray:
     return scaled.astype(dtype)
 
 
+_POWERS_F32 = np.ldexp(1.0, np.arange(-126, 127)).astype(np.float32)  # 2^k, |k| <= 126: normal, exact
+
+
 def scaled_for_codes(values: np.ndarray, frac_bits, bits: int) -> np.ndarray:
     """``values · 2^frac_bits`` (a new array) as exactly as rounding to ``bits``-wide codes, or comparing with
     their bounds, needs: times a normal power of two, as ldexp, and SIMD. float32 values stay float32 where the
     codes fit its 24 bits (their bounds are exact there): a product is exact unless below 2^-126, which rounds
     to 0 and lies within the bounds either way, or past 2^128, inf, which saturates and lies outside them either
-    way; half the bytes of float64, and no float64 temporary of a batch's size. Else float64."""
+    way; half the bytes of float64, and no float64 temporary of a batch's size. Else float64. Several scales at
+    once (``frac_bits`` an array: a layer's cores) take their powers from a table, not ``ldexp``."""
     values = np.asarray(values)
-    narrow = values.dtype == np.float32 and bits <= 24 and isinstance(frac_bits, (int, np.integer)) \
-        and abs(frac_bits) <= 126
-    scale = np.float32(2.0 ** frac_bits) if narrow else np.ldexp(1.0, frac_bits)
+    scale = None
+    if values.dtype == np.float32 and bits <= 24:
+        if isinstance(frac_bits, (int, np.integer)):
+            scale = np.float32(2.0 ** frac_bits) if abs(frac_bits) <= 126 else None
+        else:
+            fracs = np.asarray(frac_bits)
+            if fracs.size and -126 <= fracs.min() and fracs.max() <= 126:
+                scale = _POWERS_F32[fracs + 126]
+    narrow = scale is not None
+    scale = np.ldexp(1.0, frac_bits) if scale is None else scale
     with np.errstate(over="ignore"):  # past float32's range: inf, which saturates as the product would
         return np.multiply(values, scale, dtype=np.float32 if narrow else np.float64)
+
+
+def masked_float32(acc: np.ndarray, frac_bits: int, mask: np.ndarray) -> np.ndarray:
+    """``acc · 2^-frac_bits`` rounded once to float32 where ``mask``, ±0 elsewhere (a PE's accumulators as the
+    values a float32 host passes on, a straight-through mask applied): ``(acc · 2^-frac_bits · mask)`` in float64,
+    then float32. int32 accumulators at ``-32 <= frac_bits <= 126`` convert straight to float32 (to nearest, ties
+    to even, one rounding), then take the power of two, which is exact there: no product overflows (|acc| <=
+    2^31) or falls below float32's normal range (|acc| >= 1); a third of the time on a batch's input gradient."""
+    acc = np.asarray(acc)
+    if acc.dtype == np.int32 and -32 <= frac_bits <= 126:
+        values = np.multiply(acc, np.float32(2.0 ** -frac_bits), dtype=np.float32)
+        values *= mask
+        return values
+    return (np.multiply(acc, np.ldexp(1.0, -frac_bits), dtype=np.float64) * mask).astype(np.float32)
 
 
 def frac_of_values(values: np.ndarray, *, bits: int, headroom_bits: int, current: int, update: bool) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codesign.step.tt.rounding import code_dtype, quantize_and_range, quantize_values
+from codesign.step.tt.rounding import code_dtype, masked_float32, quantize_and_range, quantize_values
 
 
 def _defined(values, frac_bits, bits):
@@ -29,6 +29,14 @@ def test_quantize_values_is_its_definition_on_ties_extremes_and_per_value_scales
             assert narrow.dtype == code_dtype(bits) and np.array_equal(narrow, expected)
         per_value = rng.integers(-64, 65, size=values.size)
         assert np.array_equal(quantize_values(values, per_value, bits), _defined(values, per_value, bits))
+    # per-value scales at the edge of float32's normal powers (a table's, within ±126) and ties at each value's own
+    # scale, by blocks as a layer's cores are quantised at once
+    for low, high in ((-126, 126), (-127, 7), (-5, 127)):
+        fracs = np.resize(np.repeat([low, -5, 0, 7, high], 512), 4096)
+        with np.errstate(over="ignore"):  # past float32's range at -127: inf, which saturates
+            ties = ((rng.integers(-300, 300, size=4096) + 0.5) * np.ldexp(1.0, -fracs)).astype(np.float32)
+        for values in (ties, np.where(rng.random(4096) < 0.5, ties, x)):
+            assert np.array_equal(quantize_values(values, fracs, bits), _defined(values, fracs, bits)), (low, high)
 
 
 @pytest.mark.parametrize("bits", [4, 8, 16])
@@ -47,3 +55,21 @@ def test_quantize_and_range_gives_the_codes_and_where_values_lie_within_their_bo
             assert np.array_equal(codes, quantize_values(values, frac, bits, code_dtype(bits)))
             assert np.array_equal(inside, (scaled >= low) & (scaled <= high))
             assert inside.any() and not inside.all()
+
+
+def test_masked_accumulators_round_once_to_float32_as_through_float64():
+    """int32 accumulators with more than float32's 24 bits (ties between two float32 both ways, the extremes, ±1,
+    0), masked, at fraction bits across and past the one-rounding path's range (-32..126), against the float64
+    expression; int64 ones beyond 2^53 take that expression itself."""
+    rng = np.random.default_rng(7)
+    ties = np.array([(1 << 24) + 1, (1 << 24) + 3, -(1 << 25) - 2, (1 << 30) + 64, -(1 << 30) - 192, 2**31 - 1,
+                     -2**31, 1, -1, 0, 2**31 - 65, -(2**31 - 64)], dtype=np.int64)
+    acc = np.concatenate([ties, rng.integers(-2**31, 2**31, size=4000)]).astype(np.int32)
+    mask = rng.random(acc.size) < 0.7
+    for frac in (-40, -33, -32, -5, 0, 3, 17, 40, 100, 126, 127, 140, 160, 180):
+        expected = (acc.astype(np.float64) * np.ldexp(1.0, -frac) * mask).astype(np.float32)
+        got = masked_float32(acc, frac, mask)
+        assert got.dtype == np.float32 and got.tobytes() == expected.tobytes(), frac  # -0.0 where masked, too
+    wide = np.array([2**53 + 1, -(2**60) - 3, 5], dtype=np.int64)
+    expected = (wide.astype(np.float64) * 2.0 ** -9 * np.array([1, 1, 0])).astype(np.float32)
+    assert masked_float32(wide, 9, np.array([True, True, False])).tobytes() == expected.tobytes()
