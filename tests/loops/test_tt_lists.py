@@ -280,6 +280,28 @@ def test_the_next_batch_staged_beside_the_lists_changes_no_bit(unconvertible):
     assert trainer._staged is None and trainer.inputs_staged == 2
 
 
+def test_the_first_layers_codes_written_beside_its_last_phase_are_taken_only_for_the_arrays_written():
+    """Beside the first layer's last backward phase (which reads no core's codes, the second layer's does) the host
+    writes the codes of the cores it has updated for the next step, which writes only the rest. Cores changed
+    between the steps (new arrays, as loading a state or a failed step's restore leaves them; here halved) are
+    written again: each step equals the loop's in every state word."""
+    setup = _setup()
+    data = _data(train=5 * setup.batch_size)
+    batches = [(data.train_x[i:i + setup.batch_size], data.train_y[i:i + setup.batch_size])
+               for i in range(0, 5 * setup.batch_size, setup.batch_size)]
+    lists, loop = TtListTrainer(setup, GoldenShell()), TtMlpTrainer(setup)
+    for index, (x, y) in enumerate(batches):
+        if index == 3:
+            for trainer in (lists, loop):
+                trainer.cores[0] = [core * np.float32(0.5) for core in trainer.cores[0]]
+        assert lists.train_step(x, y) == loop.train_step(x, y)
+        for a, b in zip(_words(lists), _words(loop)):
+            assert a.tobytes() == b.tobytes()
+    key, written = lists._written_early
+    assert key[0] == 0 and sorted(written) == list(lists.current_lists[0].backward_reads[1].cores)
+    assert lists.current_lists[0].cores_unread_last and not lists.current_lists[1].cores_unread_last
+
+
 def test_a_one_core_first_layer_updates_its_bias_beside_its_only_backward_phase_once():
     """A first layer of one core: its last backward phase is its only one, so beside it the host updates the bias
     alone (no other core's gradient is ready); four steps equal the loop's in every state word."""

@@ -97,6 +97,7 @@ class StepLists:
     # every core layout's 16-bit slots in the arena (indices into it viewed as uint16) and, per slot, 1 + the index of
     # its code among all cores' codes in order (0: a padding slot): the host writes every core in one gather
     core_slots: Tuple[np.ndarray, np.ndarray] = field(compare=False, repr=False)
+    _core_subsets: dict = field(default_factory=dict, compare=False, repr=False)  # some cores' slots (_slots_of)
 
 
     def holds(self, pe: str) -> bool:
@@ -110,31 +111,58 @@ class StepLists:
         return self.batch * math.prod(s[1] for s in self.cores[:-1])
 
     def write(self, arena: np.ndarray, *, x: np.ndarray | None = None, core_codes: np.ndarray | None = None,
-              gy: np.ndarray | None = None) -> List[Tuple[int, int]]:
+              gy: np.ndarray | None = None, cores: Tuple[int, ...] | None = None) -> List[Tuple[int, int]]:
         """The host's inputs written in place into ``arena`` (uint32 words): the input codes, the core codes in
         every layout a PE reads (``core_codes``: every core's codes flattened, core after core, as
-        :func:`flat_cores` lays them out), the output-gradient codes (rows and transposed, before the backward
+        :func:`flat_cores` lays them out; ``cores``: only these cores', in increasing order, into an arena that
+        holds every core's layouts already), the output-gradient codes (rows and transposed, before the backward
         lists). The lists stay as built: a step at the same shapes and scales reuses them. Returns the word
         ranges written, ``(start, words)``, which a board flushes."""
         given = {"x": x, "gy": gy}
         written = []
         if core_codes is not None:
+            cores = tuple(range(len(self.cores))) if cores is None else tuple(cores)
             codes = np.asarray(core_codes).reshape(-1)
-            if codes.size != sum(math.prod(shape) for shape in self.cores):
-                raise ValueError(f"{codes.size} core codes for cores {list(self.cores)}")
+            if codes.size != sum(math.prod(self.cores[k]) for k in cores):
+                raise ValueError(f"{codes.size} core codes for cores {[self.cores[k] for k in cores]}")
             slots = np.empty(codes.size + 1, "<u2")
             slots[0] = 0
             np.copyto(slots[1:], codes, casting="unsafe")  # two's complement, modulo 2^16: a 16-bit slot's bits
-            dst, src = self.core_slots
+            dst, src = self.core_slots if len(cores) == len(self.cores) else self._slots_of(cores)
             arena.view("<u2")[dst] = slots[src]
             written += [(item.rows.offset // 4, item.words) for item in self.inputs.values()
-                        if not isinstance(item.source, str)]
+                        if not isinstance(item.source, str) and item.source in cores]
         for item in self.inputs.values():
             value = given.get(item.source)
             if value is not None:
                 _write_rows(arena, item, item.layout(np.asarray(value)), self.lanes)
                 written.append((item.rows.offset // 4, item.words))
         return written
+
+    def _slots_of(self, cores: Tuple[int, ...]) -> Tuple[np.ndarray, np.ndarray]:
+        """:attr:`core_slots` of ``cores`` alone (kept per lists and cores): their codes' slots, each numbered 1 +
+        the code's index among those cores' codes in order (their padding slots, 0 in every write, left out)."""
+        kept = self._core_subsets.get(cores)
+        if kept is None:
+            starts = np.cumsum([1, *(math.prod(shape) for shape in self.cores)])
+            local = np.zeros(starts[-1], np.int64)  # a code's global number -> its number among ``cores``' codes
+            first = 1
+            for k in sorted(set(cores)):
+                local[starts[k]:starts[k + 1]] = np.arange(first, first + starts[k + 1] - starts[k])
+                first += starts[k + 1] - starts[k]
+            dst, src = self.core_slots
+            chosen = local[src] > 0
+            kept = self._core_subsets[cores] = (dst[chosen], local[src[chosen]])
+        return kept
+
+    @cached_property
+    def cores_unread_last(self) -> bool:
+        """Whether the last phase's calls read no word of the cores' layouts: while it computes, the host may
+        write the next step's codes of the cores it has updated."""
+        core_words = np.unique(self.core_slots[0] // 2)
+        read = [(block.row_offsets() // 4)[:, None] + np.arange(block.words) for _, calls in self.phases[-1]
+                for call in calls for block in call.segments if block.total_words]
+        return not read or not np.isin(core_words, np.concatenate([r.reshape(-1) for r in read])).any()
 
     def read_ranges(self, *, forward: bool) -> List[Tuple[int, int]]:
         """The word ranges the host reads after the forward lists (the output) or after the backward ones (the
