@@ -48,7 +48,7 @@ from codesign.design.families.csb import csb_list_model, csb_setup_of
 from codesign.io.reports import write_json_atomic
 from codesign.loops.csb_lists import CsbListTrainer
 from codesign.loops.host_share import compressed_masks, measure_csb_host
-from codesign.shell.list_runner import GoldenListShell, host_per_list_step
+from codesign.shell.list_runner import GoldenListShell, gaps_text, host_per_list_step
 from codesign.step.csb.list_time import csb_list_step
 from codesign.step.csb.time import csb_step_time
 from codesign.train.data import load_digits_dataset
@@ -83,6 +83,7 @@ def main() -> int:
            "kept_weights": kept, "clock_mhz": design.clock_mhz, "host_list_ms_desktop": 1e3 * list_host["seconds"],
            "host_list_traffic": {k: v for k, v in list_host.items() if k != "seconds"},
            "torch_f32_ms": 1e3 * torch_s, "boards": {}}
+    print(gaps_text([1e6 * seconds for seconds in list_host["gaps_seconds"]]), flush=True)
     for name in BOARDS:
         target = board(name)
         beside, between = host_parts(list_host)

@@ -86,7 +86,7 @@ from codesign.io.reports import write_json_atomic
 from codesign.loops.tt_lists import TtListTrainer
 from codesign.boards import board
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.shell.list_runner import GoldenListShell, host_per_list_step
+from codesign.shell.list_runner import GoldenListShell, gaps_text, host_per_list_step
 from codesign.step.tt.list_time import tt_list_step
 from codesign.step.tt.mode_order import cheapest_orders, describe, order_cost
 from codesign.step.tt.step_lists import check_copies
@@ -235,6 +235,8 @@ def step_figures(steps: dict, host: dict) -> dict:
             "host_ms_desktop_median": 1e3 * host["median_seconds"],
             "host_beside_ms": {f"layer {layer} phase {phase}": 1e3 * seconds
                                for layer, phase, seconds in host["beside"]},
+            "host_gaps_us": [1e6 * seconds for seconds in host["gaps_seconds"]],
+            "phase_ms": [[cycles / (1e3 * step.time.clock_mhz) for cycles in layer] for layer in step.phase_cycles],
             "host_hidden_ms": 1e3 * step.host_hidden_s, "host_critical_ms": 1e3 * step.time.host_s,
             "host_share": step.time.host_s / total_s, "host_work": step.host.to_dict(),
             "macs_bound_ms": 1e3 * step.time.bounds["macs_s"], "board_step_ms": 1e3 * total_s, "hp_ports": hp_ports,
@@ -255,6 +257,7 @@ def print_row(row: dict, args, layers: int, work) -> None:
           f"{layers * (args.steps + 2)} layer steps run, two warm); MAC bound {row['macs_bound_ms']:.1f} ms; "
           f"float32 PyTorch {row['torch_f32_ms']:.1f} ms; board / float32 = {row['ratio_board_to_torch_f32']:.1f}",
           flush=True)
+    print(gaps_text(row["host_gaps_us"]), flush=True)
     print("PE cycles by part (every copy's calls, no stalls): " + "; ".join(
         f"{pe} load {work.load[pe] / 1e3:.0f} k ({work.overlap[pe] / 1e3:.0f} k beside the MAC loop), compute "
         f"{work.compute[pe] / 1e3:.0f} k, drain {work.drain[pe] / 1e3:.0f} k ({work.drain_overlap[pe] / 1e3:.0f} k "

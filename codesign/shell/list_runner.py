@@ -53,6 +53,7 @@ class GoldenListShell:
         # board's IP computes beside its ARM)
         self.replay = False
         self._replies: dict = {}
+        self.phase_times: list = []  # perf_counter at each phase's start and end while replaying (host gaps)
 
     def arena(self, lists, key) -> np.ndarray:
         """The arena ``lists`` run in: one per ``key``, a copy of the lists' image made once (as a board keeps a
@@ -88,6 +89,9 @@ class GoldenListShell:
         that read words the host writes beside would compute with them, and so differ from the loop it must
         equal. Should ``beside`` fail, the lists still run and write ``arena`` in place, as a board's IPs, started
         before it, write the device, and its error is raised after them."""
+        timing = self.replay  # a host measurement: each phase's start and end kept for the gaps between them
+        if timing:
+            self.phase_times.append(time.perf_counter())
         failed = None
         if beside is not None:
             try:
@@ -98,6 +102,9 @@ class GoldenListShell:
             result = self._run_lists(phase, arena)
         except BaseException as error:
             raise failed or error
+        finally:
+            if timing:
+                self.phase_times.append(time.perf_counter())
         if failed is not None:
             arena[...] = result
             raise failed
@@ -144,6 +151,10 @@ def host_per_list_step(trainer, shell: "GoldenListShell", batches, *, warm_steps
     (``GoldenListShell.replay``; a phase not run before runs golden): the host's work does not depend on the
     values, and an IP computes beside the ARM, not in its caches.
 
+    ``gaps_seconds``: the host's seconds between the phases, the step's start before the first and its end after
+    the last, each the least over the timed steps of the least step's phase count (where the host waits on the
+    IPs; a gap's least, not the least step's, so they sum below ``seconds`` less ``beside``).
+
     ``beside``: of the least step's seconds, those the host worked while a phase's lists computed, ``(layer,
     phase, seconds)`` each (a trainer's ``beside_seconds``; none for a trainer that does all its work between
     phases): a step model hides them behind that phase's cycles, as far as they reach. A trainer whose
@@ -158,12 +169,16 @@ def host_per_list_step(trainer, shell: "GoldenListShell", batches, *, warm_steps
         trainer.train_step(x, y, **({"next_x": next_x} if takes_next else {}))
     for (x, y), next_x in zip(batches[:warm_steps], following):
         step(x, y, next_x)
-    seconds, besides, counts = [], [], []
+    seconds, besides, counts, gaps = [], [], [], []
     for (x, y), next_x in zip(batches[warm_steps:], following[warm_steps:]):
         before = (shell.seconds, shell.flushed, shell.read, shell.lists)
+        shell.phase_times = []
         started = time.perf_counter()
         step(x, y, next_x)
-        seconds.append(time.perf_counter() - started - (shell.seconds - before[0]))
+        ended = time.perf_counter()
+        seconds.append(ended - started - (shell.seconds - before[0]))
+        marks = [started, *shell.phase_times, ended]
+        gaps.append(tuple(later - earlier for earlier, later in zip(marks[0::2], marks[1::2])))
         besides.append(dict(getattr(trainer, "beside_seconds", {})))
         counts.append({"flushed_bytes": 4 * (shell.flushed - before[1]), "read_bytes": 4 * (shell.read - before[2]),
                        "lists": shell.lists - before[3]})
@@ -172,8 +187,16 @@ def host_per_list_step(trainer, shell: "GoldenListShell", batches, *, warm_steps
         raise ValueError(f"{len(batches)} batches leave no step to time after {warm_steps} warm steps")
     least = int(np.argmin(seconds))
     beside = [(layer, phase, seconds) for (layer, phase), seconds in sorted(besides[least].items())]
+    alike = [g for g in gaps if len(g) == len(gaps[least])]  # (a step the loop ran on the host has none)
     return {"seconds": seconds[least], "median_seconds": float(np.median(seconds)), "beside": beside,
-            **counts[least]}
+            "gaps_seconds": [float(v) for v in np.min(alike, axis=0)], **counts[least]}
+
+
+def gaps_text(gaps_us) -> str:
+    """A :func:`host_per_list_step` figure's ``gaps_seconds`` (given in microseconds) as a line of text."""
+    inner = ", ".join(f"{us:.0f}" for us in gaps_us[1:-1])
+    return (f"host between the phases, the least of each gap: start {gaps_us[0]:.0f} us, then {inner}, end "
+            f"{gaps_us[-1]:.0f} us (sum {sum(gaps_us):.0f} us)")
 
 
 def beside_seconds(measured: dict) -> float:
@@ -181,4 +204,4 @@ def beside_seconds(measured: dict) -> float:
     return float(sum(seconds for _, _, seconds in measured.get("beside", ())))
 
 
-__all__ = ["GoldenListShell", "beside_seconds", "host_per_list_step"]
+__all__ = ["GoldenListShell", "beside_seconds", "gaps_text", "host_per_list_step"]

@@ -52,6 +52,32 @@ def test_the_host_s_work_beside_the_lists_and_the_counts_are_those_of_the_least_
     assert measured["beside"] == [(0, 6, 0.125)] and measured["lists"] == 7
 
 
+def test_the_gaps_between_phases_are_the_least_of_each_over_the_steps_of_the_least_steps_phases():
+    """The host's time before the first phase, between phases and after the last, as a golden shell marks each
+    phase's start and end: each gap the least over the timed steps whose phase count is the least step's."""
+    import time
+
+    shell = _Shell()
+    trainer = _Trainer(shell)
+    # ms waited before each phase and after the last: the third step has smaller gaps but three phases and is not
+    # the least, so it is left out
+    waits = iter([(0.004, 0.001, 0.003), (0.002, 0.005, 0.001), (0.0005, 0.0005, 0.010, 0.0)])
+    trained = trainer.train_step
+
+    def phases(x, y):  # two phases a step (three in the last), the host waiting before, between and after
+        for index, wait in enumerate(next(waits)):
+            started = time.perf_counter()
+            while time.perf_counter() - started < wait:
+                pass
+            if index < 2 or wait == 0.0:
+                shell.phase_times += [time.perf_counter(), time.perf_counter()]
+        return trained(x, y)
+    trainer.train_step = phases
+    gaps = host_per_list_step(trainer, shell, [(None, None)] * 3, warm_steps=0)["gaps_seconds"]
+    assert len(gaps) == 3
+    assert 0.002 <= gaps[0] < 0.004 and 0.001 <= gaps[1] < 0.005 and 0.001 <= gaps[2] < 0.003
+
+
 def test_no_step_left_to_time_is_refused():
     shell = _Shell()
     with pytest.raises(ValueError, match="2 batches leave no step to time after 2 warm steps"):
