@@ -64,7 +64,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, Sequence, Tuple
+from typing import Callable, Dict, Sequence, Tuple
 
 import numpy as np
 
@@ -199,11 +199,12 @@ class TtListTrainer(TtMlpTrainer):
             self.shell.flush(arena, lists.write(arena, core_codes=codes, cores=tuple(rest)))
         return state, book, fracs, lists, arena
 
-    def _write_early(self, index: int, state, lists, fracs: Fracs, cores: Sequence[int]) -> None:
-        """Beside the first layer's last backward phase, where it reads no core's codes: the next step's codes of
-        the cores Adam has just updated (``cores``) written into the layer's arena, so that the next step writes
+    def _write_early(self, index: int, state, lists, fracs: Fracs, cores: Sequence[int], phase: int) -> None:
+        """Beside the first layer's backward phase ``phase``, where neither it nor a later one reads a core's codes
+        (the last: the phases before it take inner states' gradients, which read cores): the next step's codes
+        of the cores Adam has updated (``cores``) written into the layer's arena, so that the next step writes
         only the rest before its first list (every core's took 140 of the 270 us there at paper 003's rank 16)."""
-        if not lists.cores_unread_last or not cores:
+        if not cores or not lists.cores_unread_from(phase):
             return
         current = self.cores[index]
         key = (index, tuple(core.shape for core in current), lists.batch)
@@ -355,9 +356,16 @@ class TtListTrainer(TtMlpTrainer):
 
         def bias() -> None:
             taken["bias_grad"] = bias_gradient(state, g_codes, book, fracs)
-        early = partial(self._update_early, index, state, lists, book, fracs, rates, taken)
+        tail: dict = {}  # the first layer's update, in parts beside the phases its gradients are done by
+        if index == 0:
+            last = len(lists.phases) - 1
+            first_part = lists.reads_ending(0, last - 1)
+            if last - 1 > lists.forward_phases and first_part.cores:  # some done before the second last phase
+                tail[last - 1] = partial(self._update_part, index, state, lists, book, fracs, rates, taken,
+                                         first_part, with_bias=False)
+            tail[last] = partial(self._update_early, index, state, lists, book, fracs, rates, taken)
         arena = self._run(lists, range(lists.forward_phases, len(lists.phases)), arena, beside=[*beside, aim, bias],
-                          last=[early] if index == 0 else [], layer=index)
+                          tail=tail, layer=index)
         self.shell.invalidate(arena, lists.backward_reads[2 if "early" in taken else 0].ranges)
         grad_x = input_grad(state, lists, arena, fracs, inside=passes)
 
@@ -382,39 +390,51 @@ class TtListTrainer(TtMlpTrainer):
             return {}
         return dict(zip(ranks, slice_lambdas(self.cores[index], only=ranks)))
 
+    def _update_part(self, index: int, state, lists, book: ScaleBook, fracs: Fracs, rates: Tuple[float, float],
+                     taken: dict, reads, arena: np.ndarray, *, with_bias: bool = True) -> None:
+        """Beside a backward phase: what ``reads`` names, which the phases before it wrote, read from ``arena``
+        (core gradients, records moved into ``book``), and Adam run on those cores (and, ``with_bias``, the bias,
+        its gradient in ``taken``, where the core gradients gather under ``"early"``). Adam is element-wise, so
+        cores updated in parts get the bits of one update."""
+        self.shell.invalidate(arena, reads.ranges)
+        grads = read_early(state, lists, arena, book, fracs, reads=reads)
+        self._adam(index, list(grads), list(grads.values()), taken["bias_grad"] if with_bias else None, rates,
+                   fracs.core)
+        taken.setdefault("early", {}).update(grads)
+
     def _update_early(self, index: int, state, lists, book: ScaleBook, fracs: Fracs, rates: Tuple[float, float],
                       taken: dict, arena: np.ndarray) -> None:
-        """Beside a layer's last backward phase: what the phases before it wrote read from ``arena`` (their core
-        gradients, their records moved into ``book``), and Adam run on those cores and the bias (its gradient in
-        ``taken``, where the core gradients go under ``"early"``)."""
-        self.shell.invalidate(arena, lists.backward_reads[1].ranges)
-        grads = read_early(state, lists, arena, book, fracs)
-        self._adam(index, list(grads), list(grads.values()), taken["bias_grad"], rates, fracs.core)
-        taken["early"] = grads
-        self._write_early(index, state, lists, fracs, sorted(grads))
-        late = set(range(len(state.cores))) - set(grads)  # the cores the last phase's gradients update
+        """Beside a layer's last backward phase: what the phases before it wrote (less what was taken beside the
+        phase before, where it was) read from ``arena`` and Adam run on those cores and the bias
+        (:meth:`_update_part`), the next λ of the ranks between them and the next step's lists aimed."""
+        last = len(lists.phases) - 1
+        reads = lists.reads_ending(last - 1, last) if "early" in taken else lists.backward_reads[1]
+        self._update_part(index, state, lists, book, fracs, rates, taken, reads, arena)
+        self._write_early(index, state, lists, fracs, sorted(taken["early"]), last)
+        late = set(range(len(state.cores))) - set(taken["early"])  # the cores the last phase's gradients update
         taken["lambdas"] = self._lambdas(index, [k for k in range(1, len(state.cores)) if not {k - 1, k} & late])
         # the next step's lists at the scales as the book holds them: where the last phase's records move none,
         # the next step finds them aimed
         self._aimed(index, state, lists.batch, _fracs(book.trackers, state))
 
     def _run(self, lists, phases: range, arena: np.ndarray, *, beside: Sequence[Callable[[], None]] = (),
-             last: Sequence[Callable[[np.ndarray], None]] = (), layer: int = 0) -> np.ndarray:
+             tail: Dict[int, Callable[[np.ndarray], None]] | None = None, layer: int = 0) -> np.ndarray:
         """The lists of ``phases`` (indices) on the shell, ``beside``'s first work run while the longest computes
         (the phase whose longest list has the most products), the next while the next longest does, and so on,
-        works past the last with it; ``last``'s while the last phase computes, which then has them alone, given
-        the arena the phases before it left (work that reads what they wrote). Each phase's seconds of them kept
-        in :attr:`beside_seconds` under ``(layer, phase)``; their calls and products counted as the loop's
-        runner counts a step's (``throughput``, the history's MACs)."""
+        works past the last with it; ``tail[i]`` while phase ``i`` computes (after its share of ``beside``),
+        given the arena the phases before it left (work that reads what they wrote); the last phase, given one,
+        has it alone. Each phase's seconds of them kept in :attr:`beside_seconds` under ``(layer, phase)``; their
+        calls and products counted as the loop's runner counts a step's (``throughput``, the history's MACs)."""
+        tail = tail or {}
         ranked = sorted(phases, key=lambda index: max(lists.products[index], default=0), reverse=True)  # stable
-        if last and len(ranked) > 1:  # the last phase kept for the work only it can hide
+        if phases[-1] in tail and len(ranked) > 1:  # the last phase kept for the work only it can hide
             ranked.remove(phases[-1])
         works: dict = {}
         for rank, work in enumerate(beside):
             works.setdefault(ranked[min(rank, len(ranked) - 1)], []).append(work)
         for index in phases:
-            if index == phases[-1] and last:
-                works.setdefault(index, []).extend(partial(work, arena) for work in last)
+            if index in tail:
+                works.setdefault(index, []).append(partial(tail[index], arena))
             if index not in works:
                 arena = self.shell.run_phase(lists.phases[index], arena)
             else:

@@ -156,9 +156,11 @@ def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing()
     longest = _ranked(lists0, b0)[0]
     assert longest > lists0.forward_phases, "the longest backward phase is not the first"
     # which layers' cores the work beside each phase renewed: layer 1's beside layer 0's longest backward phase,
-    # layer 0's beside its last
+    # layer 0's beside its last and, those whose gradients were done before it, beside the second last
+    parted = b0[-2] > lists0.forward_phases and lists0.reads_ending(0, b0[-2]).cores
+    assert parted, "layer 0's update is taken in two parts"
     expected = [[False, False]] * sum(len(phases) for _, phases in placed[:3])
-    expected += [[phase == b0[-1], phase == longest] for phase in sorted(placed[3][1])]
+    expected += [[phase in (b0[-1], b0[-2]), phase == longest] for phase in sorted(placed[3][1])]
     assert noting.noted[-len(expected):] == expected
     before, adam_step = _words(trainer), trainer.optimizer.step
     noting.fail_at = len(noting.noted) + len(expected)  # the next step's last phase, both layers updated
@@ -281,8 +283,8 @@ def test_the_next_batch_staged_beside_the_lists_changes_no_bit(unconvertible):
 
 
 def test_the_first_layers_codes_written_beside_its_last_phase_are_taken_only_for_the_arrays_written():
-    """Beside the first layer's last backward phase (which reads no core's codes, the second layer's does) the host
-    writes the codes of the cores it has updated for the next step, which writes only the rest. Cores changed
+    """Beside the first layer's last two backward phases (which read no core's codes, the second layer's last does)
+    the host writes the codes of the cores it has updated for the next step, which writes only the rest. Cores changed
     between the steps (new arrays, as loading a state or a failed step's restore leaves them; here halved) are
     written again: each step equals the loop's in every state word."""
     setup = _setup()
@@ -298,8 +300,15 @@ def test_the_first_layers_codes_written_beside_its_last_phase_are_taken_only_for
         for a, b in zip(_words(lists), _words(loop)):
             assert a.tobytes() == b.tobytes()
     key, written = lists._written_early
-    assert key[0] == 0 and sorted(written) == list(lists.current_lists[0].backward_reads[1].cores)
-    assert lists.current_lists[0].cores_unread_last and not lists.current_lists[1].cores_unread_last
+    first, second = lists.current_lists[0], lists.current_lists[1]
+    assert key[0] == 0 and sorted(written) == list(first.backward_reads[1].cores)
+    # updated in two parts, beside the second last phase those done before it, beside the last the rest; all
+    # written beside the last, as the second last reads cores (an inner state's gradient)
+    last = len(first.phases) - 1
+    parts = [first.reads_ending(0, last - 1).cores, first.reads_ending(last - 1, last).cores]
+    assert all(parts) and sorted(parts[0] + parts[1]) == sorted(written)
+    assert first.cores_unread_from(last) and not first.cores_unread_from(last - 1)
+    assert not second.cores_unread_from(len(second.phases) - 1)
 
 
 def test_a_one_core_first_layer_updates_its_bias_beside_its_only_backward_phase_once():

@@ -53,12 +53,13 @@ def _record_sums(reads: BackwardReads, arena: np.ndarray) -> Dict[Tuple[str, int
             for stat, low, high, count in zip(reads.stats, *sums.tolist(), reads.counts)}
 
 
-def read_early(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book: ScaleBook, fracs: Fracs
-               ) -> Dict[int, np.ndarray]:
+def read_early(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book: ScaleBook, fracs: Fracs,
+               reads: BackwardReads | None = None) -> Dict[int, np.ndarray]:
     """What the phases before the backward's last wrote, read while the last computes: the core gradients it
     does not write (returned by core, as :func:`read_backward`), and the records of the trackers it does not
-    move (moved on in ``book``). :func:`finish` given them reads only the last phase's."""
-    grads, stats = read_backward(lists, arena, lists.backward_reads[1])
+    move (moved on in ``book``). :func:`finish` given them reads only the last phase's. ``reads``: a part of them
+    (:meth:`StepLists.reads_ending`), where the host takes them in parts beside the phases they are done by."""
+    grads, stats = read_backward(lists, arena, lists.backward_reads[1] if reads is None else reads)
     _observe(layer, book, fracs, stats)
     return grads
 

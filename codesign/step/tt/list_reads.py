@@ -76,6 +76,14 @@ def split_at_last_phase(lists) -> Tuple[BackwardReads, BackwardReads, BackwardRe
     return backward_reads(lists, names), backward_reads(lists, names - late), backward_reads(lists, late)
 
 
+def reads_ending(lists, first: int, stop: int) -> BackwardReads:
+    """What the host reads of the contractions of ``lists`` whose last call runs in phases ``first`` to ``stop - 1``:
+    beside phase ``stop``, given the arena the phases before it left, those are written."""
+    phase_of = {id(call): index for index, phase in enumerate(lists.phases) for _, calls in phase for call in calls}
+    return backward_reads(lists, {name for name, (_, calls) in lists.contractions.items()
+                                  if first <= max(phase_of[id(call)] for call in calls) < stop})
+
+
 def _core_grad_slots(lists, k: int) -> np.ndarray:
     """Core ``k``'s gradient codes in the arena viewed as int16, in its layout ``(a, m, n, c)``. The rounding stage
     writes rows of ``row_values`` 16-bit fields a stream word at a time; an inner core's gradient in PE1's
@@ -88,4 +96,4 @@ def _core_grad_slots(lists, k: int) -> np.ndarray:
             else where.reshape(m, c, a, n).transpose(2, 0, 3, 1)).reshape(-1)
 
 
-__all__ = ["BackwardReads", "backward_reads", "split_at_last_phase"]
+__all__ = ["BackwardReads", "backward_reads", "reads_ending", "split_at_last_phase"]

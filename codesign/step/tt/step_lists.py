@@ -52,7 +52,7 @@ from codesign.contracts.calls import RAW, ArenaLayout, Call, check_list
 from codesign.numerics.round_stage import GROUP_WORDS_RANGE, RoundStageConfig
 from codesign.pe.tt.contract import header_dims, pack_rows, row_words
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.step.tt.list_reads import BackwardReads, split_at_last_phase
+from codesign.step.tt.list_reads import BackwardReads, reads_ending, split_at_last_phase
 from codesign.step.tt.list_tiles import (MAX_ROWS, SLOT_BITS, Contraction, Out, Rows, chunk32, codes_rounding,
                                          contraction_calls, is_chained, l_cut, operand_rounding, row_within)
 
@@ -97,7 +97,7 @@ class StepLists:
     # every core layout's 16-bit slots in the arena (indices into it viewed as uint16) and, per slot, 1 + the index of
     # its code among all cores' codes in order (0: a padding slot): the host writes every core in one gather
     core_slots: Tuple[np.ndarray, np.ndarray] = field(compare=False, repr=False)
-    _core_subsets: dict = field(default_factory=dict, compare=False, repr=False)  # some cores' slots (_slots_of)
+    _kept: dict = field(default_factory=dict, compare=False, repr=False)  # per layout: some cores' slots, reads
 
 
     def holds(self, pe: str) -> bool:
@@ -142,7 +142,7 @@ class StepLists:
     def _slots_of(self, cores: Tuple[int, ...]) -> Tuple[np.ndarray, np.ndarray]:
         """:attr:`core_slots` of ``cores`` alone (kept per lists and cores): their codes' slots, each numbered 1 +
         the code's index among those cores' codes in order (their padding slots, 0 in every write, left out)."""
-        kept = self._core_subsets.get(cores)
+        kept = self._kept.get(("slots", cores))
         if kept is None:
             starts = np.cumsum([1, *(math.prod(shape) for shape in self.cores)])
             local = np.zeros(starts[-1], np.int64)  # a code's global number -> its number among ``cores``' codes
@@ -152,17 +152,27 @@ class StepLists:
                 first += starts[k + 1] - starts[k]
             dst, src = self.core_slots
             chosen = local[src] > 0
-            kept = self._core_subsets[cores] = (dst[chosen], local[src[chosen]])
+            kept = self._kept[("slots", cores)] = (dst[chosen], local[src[chosen]])
         return kept
 
-    @cached_property
-    def cores_unread_last(self) -> bool:
-        """Whether the last phase's calls read no word of the cores' layouts: while it computes, the host may
-        write the next step's codes of the cores it has updated."""
-        core_words = np.unique(self.core_slots[0] // 2)
-        read = [(block.row_offsets() // 4)[:, None] + np.arange(block.words) for _, calls in self.phases[-1]
-                for call in calls for block in call.segments if block.total_words]
-        return not read or not np.isin(core_words, np.concatenate([r.reshape(-1) for r in read])).any()
+    def cores_unread_from(self, phase: int) -> bool:
+        """Whether no call of phase ``phase`` or after reads a word of the cores' layouts: while they compute, the
+        host may write the next step's codes of the cores it has updated (kept per layout)."""
+        key = ("unread from", phase)
+        if key not in self._kept:
+            core_words = np.unique(self.core_slots[0] // 2)
+            read = [((block.row_offsets() // 4)[:, None] + np.arange(block.words)).reshape(-1)
+                    for later in self.phases[phase:] for _, calls in later for call in calls
+                    for block in call.segments if block.total_words]
+            self._kept[key] = not read or not np.isin(core_words, np.concatenate(read)).any()
+        return self._kept[key]
+
+    def reads_ending(self, first: int, stop: int) -> BackwardReads:
+        """:func:`~codesign.step.tt.list_reads.reads_ending` of these lists (kept per layout)."""
+        key = ("reads", first, stop)
+        if key not in self._kept:
+            self._kept[key] = reads_ending(self, first, stop)
+        return self._kept[key]
 
     def read_ranges(self, *, forward: bool) -> List[Tuple[int, int]]:
         """The word ranges the host reads after the forward lists (the output) or after the backward ones (the
