@@ -18,9 +18,11 @@ scales wait for a tensor's mean |x|:
   its lists taken (re-aimed where a scale moved) and its core codes written;
 - beside the longest backward phase of the layer below, a layer's core
   gradients, records and update run (only its input gradient is waited for);
-  the first layer's update ends the step, so beside its own last phase the host
-  reads what the phases before it wrote and updates those cores and the bias,
-  and after it only the last phase's core and tracker;
+  the first layer's update ends the step, so beside its own second last phase
+  the host reads what the phases before that wrote and updates those cores,
+  beside its last the rest but the last phase's core, the bias, and the next
+  step's codes of those cores (the last phase reads none), and after it only
+  the last phase's core and tracker;
 - each bias is quantised beside its layer's forward phases, its gradient
   taken beside the backward ones (both need neither input nor result);
 - the loss itself is taken beside the last layer's longest backward phase:
