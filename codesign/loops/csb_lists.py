@@ -105,6 +105,7 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         self._staged: StagedBatch | None = None  # the next batch, its codes written beside the last step
         self.inputs_staged = 0  # list steps whose batch was written beside the step before
         self.beside_seconds: Dict[Tuple[int, int], float] = {}
+        self._upd: dict = {}  # UPD's fields per rate exponent, at this structure's fractions (_upd_fields)
 
     # -- the state between host and arena
 

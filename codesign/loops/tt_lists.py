@@ -62,6 +62,7 @@ are refused as they are built, before anything is written.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -81,6 +82,7 @@ from codesign.step.tt.list_finish import bias_gradient, bias_values, finish, inp
 from codesign.step.tt.step_lists import Fracs, check_specs, flat_cores, reshift, step_lists
 
 ON_PES = ("act_frac_bits", "grad_frac_bits", "core_grad_frac_bits")  # the trackers a PE rounds at
+_ARENAS = itertools.count()  # one token per trainer in its arenas' keys
 KEPT_AIMS = 8  # lists kept per layer and shapes, at the latest distinct tracked scales
 
 
@@ -93,6 +95,11 @@ class StagedInput(StagedBatch):
     observed: float
     frac: int
     codes: np.ndarray
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two float32 arrays hold the same values bit for bit (-0 is not +0)."""
+    return a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
 def _fracs(trackers, state) -> Fracs:
@@ -123,9 +130,10 @@ class TtListTrainer(TtMlpTrainer):
         self.beside_seconds: dict = {}
         self._staged: StagedInput | None = None
         self.inputs_staged = 0  # list steps whose input batch was staged beside the step before
-        # the first layer's cores whose next codes the last step wrote beside its last phase: the arena's key, and
-        # per core the array written and its scale (taken only while the trainer holds that very array)
-        self._written_early: Tuple[tuple, dict] | None = None
+        self._arena_token = next(_ARENAS)  # trainers sharing a shell never share an arena
+        # the first layer's cores whose next codes the last step wrote beside its last phase: the arena, and per
+        # core a copy of the values written and their scale (taken only where the core is still those values)
+        self._written_early: Tuple[object, dict] | None = None
 
     def _ready(self) -> bool:
         return all(v != UNSET for trackers in self.trackers for name in ON_PES for v in trackers[name])
@@ -177,7 +185,8 @@ class TtListTrainer(TtMlpTrainer):
         """What layer ``index``'s forward on ``batch`` samples needs but its input: its state, its scale book and
         fractions (each tensor rounded at the scale its tracker holds, which the tracked rule sets before the
         step), its lists at them, and its arena with every core's codes written (each core quantised at its own
-        scale in one pass; codes only packed, so in their narrowest type)."""
+        scale in one pass; codes only packed, so in their narrowest type), but those the last step wrote there
+        beside its last phase (:meth:`_write_early`) of cores that still hold the values written, bit for bit."""
         state = self.layer_state(index)
         tr = state.tracker_values()
         core_frac = [frac_of_values(core, bits=state.core_bits, headroom_bits=state.core_headroom_bits,
@@ -187,13 +196,12 @@ class TtListTrainer(TtMlpTrainer):
         book.trackers["core_frac_bits"] = list(core_frac)
         fracs = _fracs(book.trackers, state)
         lists = self._lists(index, state, batch, fracs)
-        # one arena per layer and shapes: lists rebuilt at other scales lay their tensors out alike (a scale is a
-        # descriptor's shift), so a board keeps the buffer and writes only the inputs into it
-        key = (index, tuple(core.shape for core in state.cores), batch)
-        arena = self.shell.arena(lists, key=key)
-        written, self._written_early = self._written_early or ((), {}), None
-        rest = [k for k in range(len(state.cores)) if written[0] != key or k not in written[1]
-                or written[1][k][0] is not self.cores[index][k] or written[1][k][1] != core_frac[k]]
+        arena = self._arena(index, lists, state.cores, batch)
+        written = {}
+        if self._written_early is not None and self._written_early[0] is arena:
+            written, self._written_early = self._written_early[1], None
+        rest = [k for k in range(len(state.cores)) if k not in written or written[k][1] != core_frac[k]
+                or not _same_bits(written[k][0], state.cores[k])]
         if rest:
             codes = quantize_values(flat_cores([state.cores[k] for k in rest]),
                                     np.repeat([core_frac[k] for k in rest], [state.cores[k].size for k in rest]),
@@ -209,13 +217,18 @@ class TtListTrainer(TtMlpTrainer):
         if not cores or not lists.cores_unread_from(phase):
             return
         current = self.cores[index]
-        key = (index, tuple(core.shape for core in current), lists.batch)
-        arena = self.shell.arena(lists, key=key)
+        arena = self._arena(index, lists, current, lists.batch)
         codes = quantize_values(flat_cores([current[k] for k in cores]),
                                 np.repeat([fracs.core[k] for k in cores], [current[k].size for k in cores]),
                                 state.core_bits, code_dtype(state.core_bits))
         self.shell.flush(arena, lists.write(arena, core_codes=codes, cores=tuple(cores)))
-        self._written_early = (key, {k: (current[k], fracs.core[k]) for k in cores})
+        self._written_early = (arena, {k: (np.array(current[k]), fracs.core[k]) for k in cores})
+
+    def _arena(self, index: int, lists, cores, batch: int):
+        """Layer ``index``'s arena on the shell: one per trainer, layer and shapes, as lists rebuilt at other scales
+        lay their tensors out alike (a scale is a descriptor's shift), so a board keeps the buffer and writes only
+        the inputs into it."""
+        return self.shell.arena(lists, key=(self._arena_token, index, tuple(core.shape for core in cores), batch))
 
     def _forward_layer(self, index: int, x: np.ndarray, prepared: Tuple) -> Tuple[Tuple, Tuple | None]:
         """Layer ``index``'s input written and its forward lists run (the output gradient's room left for later);
@@ -237,7 +250,10 @@ class TtListTrainer(TtMlpTrainer):
         if staged is not None:  # the batch checked against the one staged while the lists compute
 
             def check() -> None:
-                taken["staged"] = staged.matches(check_input(state, given))
+                try:
+                    taken["staged"] = staged.matches(check_input(state, given))
+                except Exception as error:  # raised once the IPs are done
+                    taken["error"] = error
             beside.append(check)
 
         def bias() -> None:
@@ -249,10 +265,14 @@ class TtListTrainer(TtMlpTrainer):
                 taken["passes"] = inside & (x > 0)
             beside.append(passes)
         self.shell.flush(arena, lists.write(arena, x=x_codes))
+        counted = self.runner.transactions, self.runner.macs
         arena = self._run(lists, range(lists.forward_phases), arena, beside=beside, layer=index)
         if staged is not None:
-            if not taken["staged"]:  # another batch than the one staged: its forward again, on its own codes
-                return self._forward_layer(index, given, self._prepare(index, given.shape[0]))
+            if not taken.get("staged"):  # a bad batch, or another than the one staged: that forward is not counted
+                self.runner.transactions, self.runner.macs = counted
+                if "error" in taken:
+                    raise taken["error"]
+                return self._forward_layer(index, given, self._prepare(index, given.shape[0]))  # on its own codes
             self.inputs_staged += 1
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
         out = layer_output(state, lists, arena, book, fracs, bias=taken["bias"]).astype(np.float32)  # as the loop's
@@ -270,14 +290,15 @@ class TtListTrainer(TtMlpTrainer):
 
     def _input_codes(self, state, x, frac: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray | None, float | None,
                                                           StagedInput | None]:
-        """The layer's input (checked where it is the network's), its codes at ``frac``, where it lay within their
+        """The layer's input checked, its codes at ``frac``, where it lay within their
         bounds (None for the network's input, whose gradient is not asked for), its mean |x| where known (None: not
         taken yet), and the staged batch they were taken from (None: from ``x``). The network input is taken from
         what the last step staged where that has ``x``'s shape (its codes kept where staged at ``frac``): most
         steps take the batch staged, so the forward starts on its codes and the step checks ``x`` against it while
         the lists compute (the comparison took 45 of the 230 us before the first list at paper 003's rank 8)."""
         bits = state.activation_bits
-        if not state.is_network_input:  # the layer below's output after the ReLU: float32, finite, of its shape
+        if not state.is_network_input:  # the layer below's output, checked as the loop checks it (inf past float32)
+            x = check_input(state, x)
             return (x, *quantize_and_range(x, frac, bits, code_dtype(bits)), None, None)
         staged, self._staged = self._staged, None
         if staged is None or np.shape(x) != staged.x.shape:

@@ -280,28 +280,42 @@ def test_the_next_batch_staged_beside_the_lists_changes_no_bit(unconvertible):
         trainer.train_step(bad, batches[5][1])
     both(6, next_x=unconvertible)  # its conversion fails beside the lists: nothing staged, this step unharmed
     assert trainer._staged is None and trainer.inputs_staged == 2
+    # a staged batch, then another of its shape that is not finite: the forward on the staged codes runs, the
+    # error comes after it, and that forward is not counted (nor the one a changed batch, above, ran again)
+    both(0, next_x=batches[1][0])
+    with pytest.raises(ValueError, match="x must be finite"):
+        trainer.train_step(np.full_like(batches[1][0], np.nan), batches[1][1])
+    both(1)
+    assert (trainer.runner.transactions, trainer.runner.macs) == (other.runner.transactions, other.runner.macs)
 
 
-def test_the_first_layers_codes_written_beside_its_last_phase_are_taken_only_for_the_arrays_written():
-    """Beside the first layer's last two backward phases (which read no core's codes, the second layer's last does)
-    the host writes the codes of the cores it has updated for the next step, which writes only the rest. Cores changed
-    between the steps (new arrays, as loading a state or a failed step's restore leaves them; here halved) are
-    written again: each step equals the loop's in every state word."""
+def test_the_first_layers_codes_written_beside_its_last_phase_are_taken_only_for_the_values_written():
+    """Beside the first layer's last backward phase (which reads no core's codes; the phase before it and the
+    second layer's last do) the host writes the codes of the cores it has updated for the next step, which writes
+    only the rest. Cores changed between the steps, in place or as new arrays, are written again, and two trainers
+    on one shell keep arenas of their own: each step equals the loop's in every state word."""
     setup = _setup()
-    data = _data(train=5 * setup.batch_size)
+    data = _data(train=6 * setup.batch_size)
     batches = [(data.train_x[i:i + setup.batch_size], data.train_y[i:i + setup.batch_size])
-               for i in range(0, 5 * setup.batch_size, setup.batch_size)]
-    lists, loop = TtListTrainer(setup, GoldenShell()), TtMlpTrainer(setup)
+               for i in range(0, 6 * setup.batch_size, setup.batch_size)]
+    shell = GoldenShell()
+    lists, loop = TtListTrainer(setup, shell), TtMlpTrainer(setup)
+    neighbour, its_loop = TtListTrainer(setup, shell), TtMlpTrainer(setup)  # the same arenas' keys but its own
     for index, (x, y) in enumerate(batches):
-        if index == 3:
-            for trainer in (lists, loop):
+        for trainer in (lists, loop):
+            if index == 3:  # in place
+                for core in trainer.cores[0]:
+                    core *= np.float32(0.5)
+            if index == 4:  # new arrays
                 trainer.cores[0] = [core * np.float32(0.5) for core in trainer.cores[0]]
         assert lists.train_step(x, y) == loop.train_step(x, y)
-        for a, b in zip(_words(lists), _words(loop)):
+        assert neighbour.train_step(*batches[-1 - index]) == its_loop.train_step(*batches[-1 - index])
+        for a, b in [*zip(_words(lists), _words(loop)), *zip(_words(neighbour), _words(its_loop))]:
             assert a.tobytes() == b.tobytes()
-    key, written = lists._written_early
+    arena, written = lists._written_early
     first, second = lists.current_lists[0], lists.current_lists[1]
-    assert key[0] == 0 and sorted(written) == list(first.backward_reads[1].cores)
+    assert arena is lists._arena(0, first, lists.cores[0], setup.batch_size) is not neighbour._written_early[0]
+    assert sorted(written) == list(first.backward_reads[1].cores)
     # updated in two parts, beside the second last phase those done before it, beside the last the rest; all
     # written beside the last, as the second last reads cores (an inner state's gradient)
     last = len(first.phases) - 1
@@ -309,6 +323,13 @@ def test_the_first_layers_codes_written_beside_its_last_phase_are_taken_only_for
     assert all(parts) and sorted(parts[0] + parts[1]) == sorted(written)
     assert first.cores_unread_from(last) and not first.cores_unread_from(last - 1)
     assert not second.cores_unread_from(len(second.phases) - 1)
+    # beside a phase that reads cores nothing is written
+    lists._written_early = None
+    state, fracs = lists.layer_state(0), first.fracs
+    lists._write_early(0, state, first, fracs, [1], last - 1)
+    assert lists._written_early is None
+    lists._write_early(0, state, first, fracs, [1], last)
+    assert sorted(lists._written_early[1]) == [1]
 
 
 def test_a_one_core_first_layer_updates_its_bias_beside_its_only_backward_phase_once():

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import types
+
+import numpy as np
 import pytest
 
+from codesign.shell import list_runner
 from codesign.shell.list_runner import host_per_list_step
 
 
@@ -52,30 +56,44 @@ def test_the_host_s_work_beside_the_lists_and_the_counts_are_those_of_the_least_
     assert measured["beside"] == [(0, 6, 0.125)] and measured["lists"] == 7
 
 
-def test_the_gaps_between_phases_are_the_least_of_each_over_the_steps_of_the_least_steps_phases():
+def test_the_gaps_between_phases_are_the_least_of_each_over_the_steps_of_the_least_steps_phases(monkeypatch):
     """The host's time before the first phase, between phases and after the last, as a golden shell marks each
-    phase's start and end: each gap the least over the timed steps whose phase count is the least step's."""
-    import time
-
+    phase's start and end: each gap the least over the timed steps whose phase count is the least step's (a clock
+    the steps move, so the figures are exact)."""
+    clock = types.SimpleNamespace(now=0.0)
+    monkeypatch.setattr(list_runner, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
     shell = _Shell()
     trainer = _Trainer(shell)
-    # ms waited before each phase and after the last: the third step has smaller gaps but three phases and is not
-    # the least, so it is left out
-    waits = iter([(0.004, 0.001, 0.003), (0.002, 0.005, 0.001), (0.0005, 0.0005, 0.010, 0.0)])
+    # seconds before each phase and after the last, and each phase's: the third step has smaller gaps but three
+    # phases and is not the least, so it is left out
+    steps = iter([((4, 1, 3), 1), ((2, 5, 1), 1), ((0.5, 0.5, 0.5, 9), 1)])
     trained = trainer.train_step
 
-    def phases(x, y):  # two phases a step (three in the last), the host waiting before, between and after
-        for index, wait in enumerate(next(waits)):
-            started = time.perf_counter()
-            while time.perf_counter() - started < wait:
-                pass
-            if index < 2 or wait == 0.0:
-                shell.phase_times += [time.perf_counter(), time.perf_counter()]
+    def phases(x, y):
+        waits, phase = next(steps)
+        for wait in waits[:-1]:
+            clock.now += wait
+            shell.phase_times += [clock.now, clock.now + phase]
+            clock.now += phase
+        clock.now += waits[-1]
         return trained(x, y)
     trainer.train_step = phases
-    gaps = host_per_list_step(trainer, shell, [(None, None)] * 3, warm_steps=0)["gaps_seconds"]
-    assert len(gaps) == 3
-    assert 0.002 <= gaps[0] < 0.004 and 0.001 <= gaps[1] < 0.005 and 0.001 <= gaps[2] < 0.003
+    assert host_per_list_step(trainer, shell, [(None, None)] * 3, warm_steps=0)["gaps_seconds"] == [2, 1, 1]
+
+
+def test_the_golden_shell_marks_a_phases_start_and_end_only_while_replaying():
+    shell = list_runner.GoldenListShell({})
+    arena = np.zeros(4, np.uint32)
+    shell.run_phase((), arena)
+    assert shell.phase_times == []
+    shell.replay = True
+    shell.run_phase((), arena)
+
+    def failing() -> None:
+        raise RuntimeError("beside")
+    with pytest.raises(RuntimeError, match="beside"):
+        shell.run_phase((), arena, beside=failing)
+    assert len(shell.phase_times) == 4 and shell.phase_times == sorted(shell.phase_times)
 
 
 def test_no_step_left_to_time_is_refused():

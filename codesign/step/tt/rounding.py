@@ -179,7 +179,7 @@ def masked_float32(acc: np.ndarray, frac_bits: int, mask: np.ndarray) -> np.ndar
     values a float32 host passes on, a straight-through mask applied): ``(acc · 2^-frac_bits · mask)`` in float64,
     then float32. int32 accumulators at ``-32 <= frac_bits <= 126`` convert straight to float32 (to nearest, ties
     to even, one rounding), then take the power of two, which is exact there: no product overflows (|acc| <=
-    2^31) or falls below float32's normal range (|acc| >= 1); a third of the time on a batch's input gradient."""
+    2^31) or falls below float32's normal range (|acc| >= 1); under half the time on a batch's input gradient."""
     acc = np.asarray(acc)
     if acc.dtype == np.int32 and -32 <= frac_bits <= 126:
         values = np.multiply(acc, np.float32(2.0 ** -frac_bits), dtype=np.float32)

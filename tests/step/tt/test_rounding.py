@@ -70,6 +70,6 @@ def test_masked_accumulators_round_once_to_float32_as_through_float64():
         expected = (acc.astype(np.float64) * np.ldexp(1.0, -frac) * mask).astype(np.float32)
         got = masked_float32(acc, frac, mask)
         assert got.dtype == np.float32 and got.tobytes() == expected.tobytes(), frac  # -0.0 where masked, too
-    wide = np.array([2**53 + 1, -(2**60) - 3, 5], dtype=np.int64)
-    expected = (wide.astype(np.float64) * 2.0 ** -9 * np.array([1, 1, 0])).astype(np.float32)
-    assert masked_float32(wide, 9, np.array([True, True, False])).tobytes() == expected.tobytes()
+    wide = np.array([2**53 + 1, -(2**60) - 3, (1 << 40) + 1, 5], dtype=np.int64)  # rounded in float64 first
+    expected = np.array([2.0 ** 44, -(2.0 ** 51), 2.0 ** 31, 0.0], dtype=np.float32)
+    assert masked_float32(wide, 9, np.array([True, True, True, False])).tobytes() == expected.tobytes()
