@@ -290,12 +290,12 @@ class TtListTrainer(TtMlpTrainer):
 
     def _input_codes(self, state, x, frac: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray | None, float | None,
                                                           StagedInput | None]:
-        """The layer's input checked, its codes at ``frac``, where it lay within their
-        bounds (None for the network's input, whose gradient is not asked for), its mean |x| where known (None: not
-        taken yet), and the staged batch they were taken from (None: from ``x``). The network input is taken from
-        what the last step staged where that has ``x``'s shape (its codes kept where staged at ``frac``): most
-        steps take the batch staged, so the forward starts on its codes and the step checks ``x`` against it while
-        the lists compute (the comparison took 45 of the 230 us before the first list at paper 003's rank 8)."""
+        """The layer's input checked, its codes at ``frac``, where it lay within their bounds (None for the network's
+        input, whose gradient is not asked for), its mean |x| where known (None: not taken yet), and the staged
+        batch they were taken from (None: from ``x``). The network input is taken from what the last step staged
+        where that has ``x``'s shape (its codes kept where staged at ``frac``): most steps take the batch staged,
+        so the forward starts on its codes and the step checks ``x`` against it while the lists compute (the
+        comparison took 45 of the 230 us before the first list at paper 003's rank 8)."""
         bits = state.activation_bits
         if not state.is_network_input:  # the layer below's output, checked as the loop checks it (inf past float32)
             x = check_input(state, x)
