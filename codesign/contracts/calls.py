@@ -153,6 +153,12 @@ class Block:
         planes = self.plane_stride * np.arange(self.planes, dtype=np.int64)
         return (self.offset + planes[:, None] + self.stride * np.arange(self.rows, dtype=np.int64)).reshape(-1)
 
+    def word_indices(self) -> np.ndarray:
+        """The indices of the block's words in the arena (32-bit words), rows in order; none for an empty block."""
+        if not self.total_words:
+            return np.zeros(0, dtype=np.int64)
+        return ((self.row_offsets() // 4)[:, None] + np.arange(self.words)).reshape(-1)
+
     def overlaps(self, other: "Block") -> bool:
         """Whether a byte of this block is a byte of ``other`` (row by row: rows are byte intervals)."""
         if not self.total_words or not other.total_words or self.end <= other.offset or other.end <= self.offset:

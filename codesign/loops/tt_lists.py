@@ -431,7 +431,7 @@ class TtListTrainer(TtMlpTrainer):
         phase before, where it was) read from ``arena`` and Adam run on those cores and the bias
         (:meth:`_update_part`), the next λ of the ranks between them and the next step's lists aimed."""
         last = len(lists.phases) - 1
-        reads = lists.reads_ending(last - 1, last) if "early" in taken else lists.backward_reads[1]
+        reads = lists.reads_ending(last - 1 if "early" in taken else 0, last)
         self._update_part(index, state, lists, book, fracs, rates, taken, reads, arena)
         self._write_early(index, state, lists, fracs, sorted(taken["early"]), last)
         late = set(range(len(state.cores))) - set(taken["early"])  # the cores the last phase's gradients update

@@ -29,20 +29,13 @@ from codesign.numerics.round_stage import RoundStageConfig, round_held, round_st
 from codesign.shell.ip import stream_word_bits
 
 
-def block_words(block: Block) -> np.ndarray:
-    """The indices of ``block``'s words in the arena (32-bit words), rows in order; none for an empty block."""
-    if not block.total_words:
-        return np.zeros(0, dtype=np.int64)
-    return ((block.row_offsets() // 4)[:, None] + np.arange(block.words)).reshape(-1)
-
-
 def gather(arena: np.ndarray, block: Block) -> np.ndarray:
     """The words of ``block`` in the arena (uint32 words), rows in order."""
-    return arena[block_words(block)]
+    return arena[block.word_indices()]
 
 
 def scatter(arena: np.ndarray, block: Block, words: np.ndarray) -> None:
-    arena[block_words(block)] = np.asarray(words, dtype=np.uint32).reshape(-1)
+    arena[block.word_indices()] = np.asarray(words, dtype=np.uint32).reshape(-1)
 
 
 def call_words_in(arena: np.ndarray, call: Call, parts: int = 1) -> np.ndarray:

@@ -17,7 +17,7 @@ import numpy as np
 
 from codesign.contracts.calls import RECORD_WORDS
 from codesign.pe import get_pe
-from codesign.shell.calls import block_words, run_list_golden
+from codesign.shell.calls import run_list_golden
 from codesign.shell.ip import held_by_default
 from codesign.step.tt.step_lists import SHARE_PRODUCTS
 
@@ -137,7 +137,7 @@ def _written_words(lists) -> np.ndarray:
     parts = [np.zeros(0, np.int64)]
     for calls in lists:
         for call in calls:
-            parts += [call.record // 4 + np.arange(RECORD_WORDS), block_words(call.out)]
+            parts += [call.record // 4 + np.arange(RECORD_WORDS), call.out.word_indices()]
     return np.unique(np.concatenate(parts))
 
 

@@ -11,7 +11,7 @@ import pytest
 from codesign.contracts.calls import RAW, RECORD_WORDS, Block
 from codesign.pe.csb import CsbSpec
 from codesign.pe.csb.stream import Op, header_word
-from codesign.shell.calls import block_words, run_list_golden
+from codesign.shell.calls import run_list_golden
 from codesign.pe.csb import encode
 from codesign.step.csb.conv_step import net_arena, net_lists, net_shapes
 from codesign.step.csb.lists import CsbStepScales, step_arena, step_lists
@@ -52,9 +52,9 @@ def test_a_phase_over_its_record_slots_is_refused():
 def assert_side_by_side(phases) -> None:
     """The lists of every phase write disjoint words (results and records) and read none another list writes."""
     for phase in phases:
-        written = [np.concatenate([block_words(call.out) for call in calls] +
+        written = [np.concatenate([call.out.word_indices() for call in calls] +
                                   [call.record // 4 + np.arange(RECORD_WORDS) for call in calls]) for _, calls in phase]
-        read = [np.concatenate([block_words(block) for call in calls for block in call.segments])
+        read = [np.concatenate([block.word_indices() for call in calls for block in call.segments])
                 for _, calls in phase]
         for i, mine in enumerate(written):
             for j, theirs in enumerate(written):

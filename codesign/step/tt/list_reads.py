@@ -70,10 +70,9 @@ def backward_reads(lists, names: Collection[str]) -> BackwardReads:
 def split_at_last_phase(lists) -> Tuple[BackwardReads, BackwardReads, BackwardReads]:
     """What the host reads of ``lists`` after the backward: all of it, what the phases before the last wrote, what
     the last writes."""
-    last = {id(call) for _, calls in lists.phases[-1] for call in calls}
-    names = set(lists.contractions)  # the forward's records too: read after the backward with the rest
-    late = {name for name in names if any(id(call) in last for call in lists.contractions[name][1])}
-    return backward_reads(lists, names), backward_reads(lists, names - late), backward_reads(lists, late)
+    last = len(lists.phases) - 1  # the forward's records too: read after the backward with the rest
+    everything = backward_reads(lists, set(lists.contractions))
+    return everything, reads_ending(lists, 0, last), reads_ending(lists, last, last + 1)
 
 
 def reads_ending(lists, first: int, stop: int) -> BackwardReads:
@@ -81,7 +80,7 @@ def reads_ending(lists, first: int, stop: int) -> BackwardReads:
     beside phase ``stop``, given the arena the phases before it left, those are written."""
     phase_of = {id(call): index for index, phase in enumerate(lists.phases) for _, calls in phase for call in calls}
     return backward_reads(lists, {name for name, (_, calls) in lists.contractions.items()
-                                  if first <= max(phase_of[id(call)] for call in calls) < stop})
+                                  if first <= max((phase_of[id(call)] for call in calls), default=0) < stop})
 
 
 def _core_grad_slots(lists, k: int) -> np.ndarray:

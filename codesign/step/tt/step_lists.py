@@ -161,9 +161,8 @@ class StepLists:
         key = ("unread from", phase)
         if key not in self._kept:
             core_words = np.unique(self.core_slots[0] // 2)
-            read = [((block.row_offsets() // 4)[:, None] + np.arange(block.words)).reshape(-1)
-                    for later in self.phases[phase:] for _, calls in later for call in calls
-                    for block in call.segments if block.total_words]
+            read = [block.word_indices() for later in self.phases[phase:] for _, calls in later for call in calls
+                    for block in call.segments]
             self._kept[key] = not read or not np.isin(core_words, np.concatenate(read)).any()
         return self._kept[key]
 

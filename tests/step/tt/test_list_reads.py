@@ -8,7 +8,6 @@ import pytest
 
 from codesign.contracts.calls import RECORD_WORDS
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.shell.calls import block_words
 from codesign.step.tt.step_lists import Fracs, step_lists
 
 SIXTEEN = dict(a_bits=16, b_bits=16)
@@ -38,7 +37,7 @@ def test_the_reads_split_at_the_last_phase_which_writes_all_of_the_second_part_a
     lists = _lists(CORES[name], need_grad_x, copies)
     every, early, late = lists.backward_reads
     last = [call for _, calls in lists.phases[-1] for call in calls]
-    written = {int(w) for call in last for w in np.concatenate([block_words(call.out),
+    written = {int(w) for call in last for w in np.concatenate([call.out.word_indices(),
                                                                 call.record // 4 + np.arange(RECORD_WORDS)])}
     # the last phase is core 0's gradient and the input gradient where one is taken (a one-core layer's input
     # gradient is its only one, taken either way): nothing of the first part is among its words, everything of
