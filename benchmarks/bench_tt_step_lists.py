@@ -1,8 +1,9 @@
 """The TT training step as call lists, modelled on the Ultra96-V2, against a float32 PyTorch step on one core.
 
 Paper 003's two-layer network (:func:`codesign.design.families.tt.paper_setup`,
-the precision of examples/digits_tt.toml under the tracked scale rule) at one
-rank, batch 64, in one process:
+the precision of examples/digits_tt.toml under the tracked scale rule, its
+layers' outputs and input gradients passed on in float32 or exactly,
+``--hand-off``) at one rank, batch 64, in one process:
 
 - ``board``: the step as the lists of :mod:`codesign.step.tt.step_lists` run
   it, priced by the step model (:func:`codesign.step.tt.list_time.tt_list_step`:
@@ -84,6 +85,7 @@ from codesign.design.families.tt_list_step import CHOICES, PAIRS_FIELD, builds_c
 from codesign.io.cache import cache_dir
 from codesign.io.reports import write_json_atomic
 from codesign.loops.tt_lists import TtListTrainer
+from codesign.numerics.scales import HAND_OFFS
 from codesign.boards import board
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.shell.list_runner import GoldenListShell, gaps_text, host_per_list_step
@@ -141,6 +143,7 @@ def main() -> int:
         f32(*batches[0])
         torch_s.append(time.perf_counter() - started)
     row = {"rank": args.rank, "batch": setup.batch_size, "list_steps": trainer.list_steps, "modes": args.modes,
+           "hand_off": args.hand_off,
            "layers": [order.to_dict() for order in orders], "layer_steps_reshifted": reshifted,
            "torch_f32_ms": 1e3 * min(torch_s), "clock_mhz": args.clock_mhz, "pe_build": build,
            "pe_buffers": buffers, "held_sums": held, "fit": builds_fit(ultra96, copies, spec1, spec2, held, price),
@@ -195,6 +198,9 @@ def parse_args():
                              "or on every IP (all)")
     parser.add_argument("--staging-pair", type=int, default=0, metavar="STEPS",
                         help="also time the next batch's staging: two trainers in turn over STEPS batches (0: not)")
+    parser.add_argument("--hand-off", default="float32", choices=HAND_OFFS,
+                        help="the layers' outputs and input gradients passed on exactly (float64), as a PE's "
+                             "rounding stage would take them, or rounded to float32 first")
     parser.add_argument("--out", default="reports/bench")
     args = parser.parse_args()
     if args.rank < 1 or args.steps < 1 or not args.clock_mhz > 0 or (args.staging_pair != 0 and
@@ -217,7 +223,8 @@ def parse_args():
 
 def network(args):
     """The layers' mode orders ``--modes`` names and paper 003's network on them at ``--rank``, tracked scales."""
-    precision = {**tt_setup_of(load_design(EXAMPLES / "digits_tt.toml")).precision, "scale_rule": "tracked"}
+    precision = {**tt_setup_of(load_design(EXAMPLES / "digits_tt.toml")).precision, "scale_rule": "tracked",
+                 "hand_off": args.hand_off}
     orders = cheapest_orders(PAPER_LAYERS, max_rank=args.rank, batch=PAPER_BATCH) if args.modes == "cheapest" else [
         order_cost(ins, outs, max_rank=args.rank, batch=PAPER_BATCH, need_input_grad=index > 0)
         for index, (ins, outs) in enumerate(PAPER_LAYERS)]

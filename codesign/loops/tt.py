@@ -26,7 +26,9 @@ is compared with *bit for bit*:
   (:class:`codesign.deploy.tt_training.IpRunner`).
 - **Host, in a documented precision:** softmax cross-entropy in float64 on
   the logits, its gradient ``(softmax - onehot) / batch`` rounded once to
-  float32; ReLU and its derivative are selections (exact). The low-rank
+  float32 (under the tracked scale rule kept in float64, as the layers'
+  outputs and input gradients are: the next rounding is the PE's, to
+  codes); ReLU and its derivative are selections (exact). The low-rank
   prior of paper 003 (Sec. 3.1, Eqs. (1)-(4); :mod:`codesign.train.tt.rank`
   has the derivation): its gradient ``scale * G / lambda`` per rank slice is
   summed in float64 and added to the core gradient in float32, ``scale =
@@ -71,8 +73,9 @@ from codesign.step.tt.whole import WholeRunner
 
 PRECISION_FIELDS = ("core_bits", "activation_bits", "bias_bits", "grad_bits", "core_headroom_bits",
                     "activation_headroom_bits", "grad_headroom_bits", "quantize_intermediates", "rounding",
-                    "core_grad_route", "scale_rule", "scale_momentum")
-PRECISION_DEFAULTS = {"core_grad_route": "direct", "scale_rule": "exact", "scale_momentum": 0.9}  # older set-ups
+                    "core_grad_route", "scale_rule", "scale_momentum", "hand_off")
+PRECISION_DEFAULTS = {"core_grad_route": "direct", "scale_rule": "exact", "scale_momentum": 0.9,  # older set-ups
+                      "hand_off": "float32"}
 LAYER_FIELDS = ("core_shapes", "bias", "in_features", "out_features", "is_network_input")
 
 
@@ -308,7 +311,8 @@ class TtMlpTrainer(ScheduledLoop):
     # -- passes
 
     def _forward(self, x: np.ndarray, *, training: bool) -> Tuple[np.ndarray, List[np.ndarray], list]:
-        """Logits (float32), every layer's input, and (training) every layer's sweep and its PE calls' count."""
+        """Logits, every layer's input, and (training) every layer's sweep and its PE calls' count; what passes
+        between the layers is of their hand-off type (float32, under the tracked rule float64)."""
         inputs, sweeps = [], []
         for index in range(len(self.cores)):
             state = self.layer_state(index)
@@ -318,14 +322,14 @@ class TtMlpTrainer(ScheduledLoop):
             self._keep_scales(index, sweep)
             inputs.append(x)
             sweeps.append((sweep, self.runner.transactions - calls_before) if training else None)
-            y = sweep.y.astype(np.float32)
-            x = y if index == len(self.cores) - 1 else np.maximum(y, np.float32(0))
+            y = sweep.y.astype(state.hand_off_dtype)
+            x = y if index == len(self.cores) - 1 else np.maximum(y, y.dtype.type(0))
         return x, inputs, sweeps
 
     def logits(self, x) -> np.ndarray:
-        """float32 logits of images or feature rows ``x`` (forward passes on the PEs, scales not re-aimed), a
-        training batch of rows at a time: a forward pass holds every contraction's state for every row it takes
-        (at rank 16 of paper 003's network about 0.7 MB a row, so gigabytes for a whole test split). Once a
+        """Logits (the hand-off type) of images or feature rows ``x`` (forward passes on the PEs, scales not
+        re-aimed), a training batch of rows at a time: a forward pass holds every contraction's state for every row
+        it takes (at rank 16 of paper 003's network about 0.7 MB a row, so gigabytes for a whole test split). Once a
         training step has set the scale trackers the logits do not depend on the cut."""
         features, rows = self._features(x), self.setup.batch_size
         if len(features) <= rows:
@@ -381,7 +385,7 @@ class TtMlpTrainer(ScheduledLoop):
         try:
             logits, inputs, sweeps = self._forward(x, training=True)
             loss, grad = softmax_cross_entropy(logits.astype(np.float64), y)
-            grad = grad.astype(np.float32)
+            grad = grad.astype(logits.dtype)
             steps, replayed = [], 0
             for index in range(len(self.cores) - 1, -1, -1):
                 sweep, forward_calls = sweeps[index]
@@ -390,7 +394,7 @@ class TtMlpTrainer(ScheduledLoop):
                 replayed += forward_calls  # the step starts from the forward's results: no PE call is repeated
                 steps.append((index, step))
                 if index:
-                    grad = (step.grad_x * (inputs[index] > 0)).astype(np.float32)
+                    grad = step.grad_x * (inputs[index] > 0)
         except BaseException:
             self.trackers, self.means = trackers_before, means_before
             raise

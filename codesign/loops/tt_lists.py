@@ -149,9 +149,9 @@ class TtListTrainer(TtMlpTrainer):
             layer, prepared = self._forward_layer(index, x, prepared)
             layers.append(layer)
             out = layer[-1]
-            x = out if index == len(self.cores) - 1 else np.maximum(out, np.float32(0))
+            x = out if index == len(self.cores) - 1 else np.maximum(out, out.dtype.type(0))
         grad, chosen = softmax_gradient(x, y)  # the logits widened to float64 there
-        grad, taken = grad.astype(np.float32), {}
+        grad, taken = grad.astype(x.dtype, copy=False), {}  # the hand-off type, as the loop's
         kept = self._kept_state()
         try:
             rates, rest = self._begin_update(), None
@@ -275,7 +275,8 @@ class TtListTrainer(TtMlpTrainer):
                 return self._forward_layer(index, given, self._prepare(index, given.shape[0]))  # on its own codes
             self.inputs_staged += 1
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
-        out = layer_output(state, lists, arena, book, fracs, bias=taken["bias"]).astype(np.float32)  # as the loop's
+        out = layer_output(state, lists, arena, book, fracs, bias=taken["bias"]).astype(state.hand_off_dtype,
+                                                                                         copy=False)  # as the loop's
         return (state, x, taken["passes"], book, fracs, lists, arena, out), (following[0] if following else None)
 
     @staticmethod
@@ -297,8 +298,9 @@ class TtListTrainer(TtMlpTrainer):
         so the forward starts on its codes and the step checks ``x`` against it while the lists compute (the
         comparison took 45 of the 230 us before the first list at paper 003's rank 8)."""
         bits = state.activation_bits
-        if not state.is_network_input:  # the layer below's output, checked as the loop checks it (inf past float32)
-            x = check_input(state, x)
+        if not state.is_network_input:  # the layer below's output: in float32 checked as the loop checks it (inf past
+            if state.hand_off == "float32":  # its range); exact, it is finite (int32 sums and a bias, in float64)
+                x = check_input(state, x)
             return (x, *quantize_and_range(x, frac, bits, code_dtype(bits)), None, None)
         staged, self._staged = self._staged, None
         if staged is None or np.shape(x) != staged.x.shape:

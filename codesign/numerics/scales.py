@@ -75,6 +75,26 @@ SCALE_RULES = ("exact", "tracked")
 NO_MEAN = -1.0  # a running mean that has observed nothing yet (a mean |x| is never negative; NaN != NaN)
 
 
+HAND_OFFS = ("float32", "exact")
+
+
+def hand_off_float(hand_off: str) -> str:
+    """The float type (``"float32"`` or ``"float64"``) a TT layer's output and input gradient leave it in.
+
+    ``"exact"`` keeps the values as the PEs left them: a layer's output is
+    its accumulators at their fraction bits plus the bias codes at theirs,
+    its input gradient accumulators times the saturation mask, both in
+    float64 (exact where a sum fits 53 bits, as 32-bit accumulators and a
+    bias at most 21 binades finer do). The next layer rounds them once to
+    its codes, as a PE's rounding stage can; ``"float32"`` rounds them to
+    float32 first, as a float host passes them on, so the next layer's
+    codes are rounded twice.
+    """
+    if hand_off not in HAND_OFFS:
+        raise ValueError(f"hand_off must be one of {HAND_OFFS}, got {hand_off!r}")
+    return "float64" if hand_off == "exact" else "float32"
+
+
 def check_scale_rule(rule: str, momentum: float, *, prefix: str = "precision") -> None:
     """``rule`` one of :data:`SCALE_RULES`; ``momentum`` a float in [0, 1) (the weight of the past)."""
     if rule not in SCALE_RULES:
@@ -115,8 +135,8 @@ def aim_scale(observed: float, *, rule: str, current: int, mean: float, momentum
     return current, mean_abs_frac_bits(tracked, bits=bits, headroom_bits=headroom_bits, fallback=current), tracked
 
 
-__all__ = ["NO_MEAN", "SCALE_RULES", "UNSET", "aim_scale", "check_headroom", "check_scale_rule", "mean_abs",
-           "mean_abs_frac_bits", "mean_code_range"]
+__all__ = ["HAND_OFFS", "NO_MEAN", "SCALE_RULES", "UNSET", "aim_scale", "check_headroom", "check_scale_rule",
+           "hand_off_float", "mean_abs", "mean_abs_frac_bits", "mean_code_range"]
 
 
 def power_of_two_frac_bits(max_abs: float, bits: int) -> int:

@@ -52,14 +52,15 @@ from codesign.train.config import TrainConfig
 from codesign.train.data import Dataset
 from codesign.loops.common import HwTrainError
 from codesign.train.trainer import Trainer
-from codesign.train.tt.layer import TTLinear, tt_layers
+from codesign.train.tt.layer import TTLinear, hand_off_dtype, tt_layers
 from codesign.train.tt.pe_check import layer_state, means_of, trackers_of
 from codesign.train.tt.precision import mean_buffer
 
 # ---------------------------------------------------------------------------- the forward sweep on PEs
 @dataclass
 class ForwardResult:
-    """A layer's forward pass on the PEs: ``y`` (B, M) float32, the scale trackers after it, what the ledger needs.
+    """A layer's forward pass on the PEs: ``y`` (B, M) of the layer's hand-off type, its trackers after it, and
+    what the ledger needs.
 
     ``cores`` are the quantised core values and ``states`` the PE2 operands
     of every contraction (shapes and counts only matter to the ledger).
@@ -84,7 +85,8 @@ def pe_forward(layer: TTLinear, x, runner, hardware: StepHardware = StepHardware
     x = check_input(state, x)
     plan = step_plan(state, x.shape[0], hardware)  # checks the layer's precision
     sweep = forward_sweep(state, x, plan, runner, update=update)
-    return ForwardResult(y=sweep.y.astype(np.float32), trackers={name: tuple(v) for name, v in sweep.trackers.items()},
+    return ForwardResult(y=sweep.y.astype(state.hand_off_dtype),
+                         trackers={name: tuple(v) for name, v in sweep.trackers.items()},
                          cores=[to_values(c, f) for c, f in zip(sweep.cores, sweep.core_frac)], states=sweep.states,
                          sweep=sweep)
 
@@ -110,36 +112,43 @@ class _PeTTFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, bias, layer, *cores):
         backend: PeBackend = layer.pe_backend
-        x32 = x.detach().to(torch.float32).numpy()
+        x_in = _numpy_input(x)
         calls_before = backend.runner.transactions
-        result = pe_forward(layer, x32, backend.runner, backend.hardware, update=layer.training)
+        result = pe_forward(layer, x_in, backend.runner, backend.hardware, update=layer.training)
         _set_trackers(layer, result.sweep)
-        ctx.layer, ctx.x = layer, x32
+        ctx.layer, ctx.x, ctx.x_dtype, ctx.parameter_dtype = layer, x_in, x.dtype, cores[0].dtype
         ctx.sweep, ctx.forward_calls = result.sweep, backend.runner.transactions - calls_before
         if layer.ledger is not None:
             y = torch.from_numpy(result.y)
             layer._record_forward([torch.from_numpy(c) for c in result.cores],
                                   [torch.from_numpy(s) for s in result.states], y)
-        return torch.from_numpy(result.y).to(x.dtype)
+        return torch.from_numpy(result.y).to(hand_off_dtype(layer.precision_tt, x.dtype))
 
     @staticmethod
     def backward(ctx, grad_y):
         layer: TTLinear = ctx.layer
         backend: PeBackend = layer.pe_backend
-        step = pe_step(layer_state(layer), ctx.x, grad_y.detach().to(torch.float32).numpy(), backend.runner,
-                       backend.hardware, forward=ctx.sweep)
+        step = pe_step(layer_state(layer), ctx.x, _numpy_input(grad_y), backend.runner, backend.hardware,
+                       forward=ctx.sweep)
         backend.replayed += ctx.forward_calls  # the step starts from the forward's results: no PE call is repeated
         _set_trackers(layer, step)
         need_x = ctx.needs_input_grad[0] and not layer.is_network_input
         if layer.ledger is not None:
             layer._record_backward(list(layer.cores), ctx.x.shape[0], need_x)
-        dtype = grad_y.dtype
-        grad_x = torch.from_numpy(step.grad_x).to(dtype) if need_x and step.grad_x is not None else None
+        dtype = ctx.parameter_dtype  # each gradient in its input's type: the layer's input, the bias, the cores
+        grad_x = torch.from_numpy(step.grad_x).to(ctx.x_dtype) if need_x and step.grad_x is not None else None
         grad_b = torch.from_numpy(step.bias_grad).to(dtype) \
             if step.bias_grad is not None and ctx.needs_input_grad[1] else None
         grads = [torch.from_numpy(g).to(dtype) if needed else None
                  for g, needed in zip(step.core_grads, ctx.needs_input_grad[3:])]
         return grad_x, grad_b, None, *grads
+
+
+def _numpy_input(values: torch.Tensor) -> np.ndarray:
+    """A layer's input or output gradient for the PE step: float64 kept (a tracked layer's exact hand-off), any
+    other type as float32, as the golden layer reads it."""
+    values = values.detach()
+    return (values if values.dtype == torch.float64 else values.to(torch.float32)).numpy()
 
 
 def _set_trackers(layer: TTLinear, source) -> None:

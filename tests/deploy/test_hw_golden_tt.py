@@ -120,13 +120,15 @@ def _compare(a: dict, b: dict) -> tuple[int, int]:
     return compared, differ
 
 
-@pytest.mark.parametrize("scale_rule", ["exact", "tracked"])
-def test_a_run_on_pe_calls_ends_bit_identical_to_the_trainers_golden_run(scale_rule):
+@pytest.mark.parametrize("scale_rule, hand_off", [("exact", "float32"), ("tracked", "float32"),
+                                                  ("tracked", "exact")])
+def test_a_run_on_pe_calls_ends_bit_identical_to_the_trainers_golden_run(scale_rule, hand_off):
     """Two epochs, 8 Adam steps, the prior pruning ranks after epoch 0, evaluation after each epoch; under both
-    scale rules (tracked: every tensor rounded at the scale its running mean gave the step before)."""
+    scale rules (tracked: every tensor rounded at the scale its running mean gave the step before), and with the
+    layers' outputs and input gradients passed on in float32 or exactly."""
     tt = CONFIG.techniques["tt"]
     config = CONFIG.replace(techniques={"tt": dataclasses.replace(
-        tt, precision=dataclasses.replace(tt.precision, scale_rule=scale_rule))})
+        tt, precision=dataclasses.replace(tt.precision, scale_rule=scale_rule, hand_off=hand_off))})
     golden = Trainer(config, progress=False)
     golden.fit()
     loop = TtHwTrainer(config, hardware=SMALL_HARDWARE)

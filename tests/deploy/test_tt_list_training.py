@@ -15,13 +15,18 @@ from tests.deploy.test_tt_training import _design, _same_state, _subset, emulate
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("stream_bits, hidden, pairs", [(32, None, False), (128, None, False), (32, 256, False),
-                                                        (128, None, True)])
-def test_training_on_lists_on_the_ips_is_bit_identical_to_the_golden_loop(tmp_path, stream_bits, hidden, pairs):
+@pytest.mark.parametrize("stream_bits, hidden, pairs, hand_off", [(32, None, False, "float32"),
+                                                                  (128, None, False, "exact"),
+                                                                  (32, 256, False, "exact"),
+                                                                  (128, None, True, "float32")])
+def test_training_on_lists_on_the_ips_is_bit_identical_to_the_golden_loop(tmp_path, stream_bits, hidden, pairs,
+                                                                          hand_off):
     """The example (two copies of each PE, too small to share a contraction among them: the host's traffic per
     step within issue 39's goals), at 32- and 128-bit streams; a 256-unit hidden layer, whose larger
-    contractions are shared among the copies; and the PEs built with pairs (PE1's rows j, PE2's rows l)."""
-    design = _design(epochs=2, scale_rule="tracked", stream_bits=stream_bits, hidden=hidden, pairs=pairs)
+    contractions are shared among the copies; and the PEs built with pairs (PE1's rows j, PE2's rows l); the
+    layers' outputs and input gradients passed on in float32 or exactly."""
+    design = _design(epochs=2, scale_rule="tracked", stream_bits=stream_bits, hidden=hidden, pairs=pairs,
+                     hand_off=hand_off)
     overlay = emulated(design, tmp_path)
     changes = get_family("tt").quick_changes
     board, golden = board_trainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)

@@ -42,11 +42,13 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _design(epochs: int = 2, route: str = "direct", forward_split: bool = False, scale_rule: str = "exact",
-            stream_bits: int = 32, hidden: int | None = None, pairs: bool = False, **prior):
+            stream_bits: int = 32, hidden: int | None = None, pairs: bool = False, hand_off: str = "float32",
+            **prior):
     """The shipped example with two copies of PE1 and of PE2: every contraction stage is split over the copies;
     ``route``: the precision's core_grad_route; ``forward_split``: [design] forward_split; ``scale_rule``: the
     precision's; ``stream_bits``: PE1's and PE2's stream words; ``hidden``: the hidden layer's units (default: the
-    example's); ``pairs``: PE1 built with j pairs and PE2 with row pairs (docs/tt_pe.md)."""
+    example's); ``pairs``: PE1 built with j pairs and PE2 with row pairs (docs/tt_pe.md); ``hand_off``: the
+    precision's."""
     raw = read_toml(EXAMPLES / "digits_tt.toml")
     for pe in ("tt1", "tt2"):
         raw["design"]["pe"][pe]["copies"] = 2
@@ -58,6 +60,7 @@ def _design(epochs: int = 2, route: str = "direct", forward_split: bool = False,
     raw["design"]["hp_ports"] = 2  # tt1_0, tt2_0 and tt3_0 on the first; tt1_1 and tt2_1 on the second
     raw["techniques"]["tt"]["precision"]["core_grad_route"] = route
     raw["techniques"]["tt"]["precision"]["scale_rule"] = scale_rule
+    raw["techniques"]["tt"]["precision"]["hand_off"] = hand_off
     raw["design"]["forward_split"] = forward_split
     design = design_from_dict(raw)
     training = design.training

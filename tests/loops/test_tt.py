@@ -12,6 +12,7 @@ from codesign.design import load_design
 from codesign.design.families.tt import tt_setup_of
 from codesign.loops.common import HwTrainError
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
+from codesign.step.tt.step import forward_sweep, step_plan
 from codesign.loops.tt_update import keep_slices
 from codesign.train.data import load_digits_dataset
 
@@ -52,6 +53,10 @@ def test_the_set_up_round_trips_through_design_json_and_refuses_bad_fields(setup
     wide = {**values, "precision": {**values["precision"], "grad_bits": 24}}
     with pytest.raises(ValueError, match=r"at most 16 bits"):
         TtTrainSetup.from_dict(wide)
+    with pytest.raises(ValueError, match=r"hand_off must be one of \('float32', 'exact'\), got 'float16'"):
+        TtTrainSetup.from_dict({**values, "precision": {**values["precision"], "hand_off": "float16"}})
+    older = {**values, "precision": {k: v for k, v in values["precision"].items() if k != "hand_off"}}
+    assert TtTrainSetup.from_dict(older) == setup  # a design.json written before the field: float32
 
 
 def test_the_initial_cores_carry_the_drawn_matrix_norm(setup):
@@ -156,3 +161,43 @@ def test_a_split_is_evaluated_a_batch_at_a_time_with_the_logits_of_one_whole_pas
     np.testing.assert_array_equal(chunked, forward(x, training=False)[0])
     labels = np.asarray(data.test_y[:rows], np.int64)
     assert trainer.evaluate(x, labels) == float(np.mean(np.argmax(chunked, 1) == labels))
+
+
+def test_an_exact_hand_off_passes_what_the_pes_computed_between_the_layers(setup, monkeypatch):
+    """With ``precision.hand_off = "exact"`` the hidden layer's input is the layer below's output (its sweep's
+    float64 values) through ReLU, the logits the last sweep's, and the loss gradient and the input gradient
+    reach the layer below unrounded, bit for bit; with ``"float32"`` each is rounded to float32 first. Biases
+    far finer than the activations make the outputs pass float32's 24 bits, and the two hand-offs train apart."""
+    import codesign.loops.tt as loop_module
+
+    tracked = {**setup.precision, "scale_rule": "tracked"}
+    rng = np.random.default_rng(5)
+    x, y = rng.random((setup.batch_size, 64)).astype(np.float32), rng.integers(0, 10, setup.batch_size)
+    words, real = {}, loop_module.pe_step
+    for hand_off, dtype in (("float32", np.float32), ("exact", np.float64)):
+        trainer = TtMlpTrainer(dataclasses.replace(setup, precision={**tracked, "hand_off": hand_off}))
+        trainer.biases = [np.random.default_rng(6).uniform(-1e-7, 1e-7, bias.shape).astype(np.float32)
+                          for bias in trainer.biases]
+        logits, inputs, _ = trainer._forward(x, training=False)  # the scales aimed at this batch and these biases
+        for index, (given, passed) in enumerate(((x, inputs[1]), (inputs[1], logits))):
+            state = trainer.layer_state(index)
+            out = forward_sweep(state, given, step_plan(state, len(x), trainer.hardware), trainer.runner,
+                                update=False).y.astype(dtype)
+            assert passed.dtype == dtype and passed.tobytes() == (np.maximum(out, 0) if index == 0 else out).tobytes()
+        assert hand_off == "float32" or (inputs[1].astype(np.float32) != inputs[1]).any()
+        calls = []
+
+        def spy(layer, x_in, grad_y, *args, **kwargs):
+            calls.append((x_in, grad_y, real(layer, x_in, grad_y, *args, **kwargs)))
+            return calls[-1][-1]
+        monkeypatch.setattr(loop_module, "pe_step", spy)
+        for _ in range(3):
+            calls.clear()
+            trainer.train_step(x, y)
+        monkeypatch.undo()
+        (x1, loss_grad, top), (_, grad_0, _) = calls  # the backward from the last layer down
+        assert loss_grad.dtype == grad_0.dtype == x1.dtype == top.grad_x.dtype == dtype
+        assert grad_0.tobytes() == (top.grad_x * (x1 > 0)).tobytes()
+        words[hand_off] = trainer.read_weights()
+    assert any(not np.array_equal(a, b) for key in ("cores", "means")
+               for a, b in zip(words["float32"][key], words["exact"][key]))

@@ -30,10 +30,11 @@ def GoldenShell(**options) -> GoldenListShell:
                            **options)
 
 
-def _setup(rule: str = "tracked"):
+def _setup(rule: str = "tracked", hand_off: str = "float32"):
     setup = tt_setup_of(load_design(EXAMPLES / "digits_tt.toml"))
     return dataclasses.replace(setup, epochs=2, warmup_epochs=1, prune_from_epoch=0, threshold=0.9,
-                               precision={**setup.precision, "scale_rule": rule, "scale_momentum": 0.75})
+                               precision={**setup.precision, "scale_rule": rule, "scale_momentum": 0.75,
+                                          "hand_off": hand_off})
 
 
 def _data(train: int = 128, test: int = 64) -> Dataset:
@@ -48,10 +49,12 @@ def _words(trainer) -> list:
             + [lam for lambdas in trainer.lambdas for lam in lambdas])
 
 
+@pytest.mark.parametrize("hand_off", ["float32", "exact"])
 @pytest.mark.parametrize("copies", [(1, 1), (2, 3)])
-def test_training_on_call_lists_is_bit_identical_to_the_loop(copies):
-    """On one IP of each PE, and with every contraction shared among two PE1 and three PE2 IPs."""
-    setup = _setup()
+def test_training_on_call_lists_is_bit_identical_to_the_loop(copies, hand_off):
+    """On one IP of each PE, and with every contraction shared among two PE1 and three PE2 IPs; the layers'
+    outputs and input gradients passed on in float32 or exactly."""
+    setup = _setup(hand_off=hand_off)
     shell = GoldenShell(copies=copies, share_products=1)
     lists, loop = TtListTrainer(setup, shell), TtMlpTrainer(setup)
     data = _data()
@@ -175,13 +178,14 @@ def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing()
     assert all(np.array_equal(a.view(np.uint8), b.view(np.uint8)) for a, b in zip(_words(trainer), _words(other)))
 
 
-def test_three_layers_each_work_beside_the_layer_below_and_train_as_the_loop():
+@pytest.mark.parametrize("hand_off", ["float32", "exact"])
+def test_three_layers_each_work_beside_the_layer_below_and_train_as_the_loop(hand_off):
     """Layers 1 and 2 are prepared beside layers 0 and 1's forward lists, and their gradients and updates run
     beside the backward lists of the layer below, each layer's trackers beside its own; four steps equal the
-    loop's in every state word."""
+    loop's in every state word, with two hidden layers' outputs and input gradients passed on in either type."""
     from codesign.design.families.tt import paper_setup
 
-    precision = {**_setup().precision}
+    precision = {**_setup(hand_off=hand_off).precision}
     setup = paper_setup(2, precision, batch=8, modes=[((4, 4, 4), (2, 4, 4)), ((2, 4, 4), (2, 2, 4)),
                                                       ((2, 2, 4), (1, 2, 5))])
     lists, loop = TtListTrainer(setup, GoldenShell()), TtMlpTrainer(setup)

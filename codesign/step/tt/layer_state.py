@@ -15,7 +15,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from codesign.numerics.records import keyword_record
-from codesign.numerics.scales import NO_MEAN, check_scale_rule
+from codesign.numerics.scales import NO_MEAN, check_scale_rule, hand_off_float
 from codesign.numerics.tt_dense_route import ROUTES
 
 # the scale trackers of a layer, each a tuple of fraction bits: one per core (the first four), or one
@@ -45,6 +45,8 @@ class TtLayerState:
     (:data:`codesign.numerics.scales.SCALE_RULES`) and ``scale_momentum``: how activation and gradient scales are
     aimed (:mod:`codesign.step.tt.scale_book`); ``means``: the running mean |x| of every tracked tensor, in
     :data:`TRACKERS` order (empty: none observed yet; :data:`~codesign.numerics.scales.NO_MEAN` for an entry not observed).
+    ``hand_off`` (:data:`~codesign.numerics.scales.HAND_OFFS`): whether the output and input gradient leave the
+    layer in float32 or exact (float64), :attr:`hand_off_dtype`.
     """
 
     cores: Tuple[np.ndarray, ...]
@@ -66,9 +68,11 @@ class TtLayerState:
     scale_rule: str = "exact"
     scale_momentum: float = 0.9
     means: Tuple[Tuple[float, ...], ...] = ()
+    hand_off: str = "float32"
 
     def __post_init__(self) -> None:
         check_scale_rule(self.scale_rule, self.scale_momentum)
+        hand_off_float(self.hand_off)  # one of HAND_OFFS, or an error naming them
         if self.core_grad_route not in ROUTES:
             raise ValueError(f"core_grad_route must be one of {ROUTES}, got {self.core_grad_route!r}")
         cores = tuple(_frozen_float32(core) for core in self.cores)
@@ -97,6 +101,12 @@ class TtLayerState:
         if [len(values) for values in means] != lengths:
             raise ValueError(f"means must be {len(TRACKERS)} tuples of lengths {lengths}, or empty")
         object.__setattr__(self, "means", means)
+
+    @property
+    def hand_off_dtype(self) -> np.dtype:
+        """The float type of the layer's output and input gradient
+        (:func:`~codesign.numerics.scales.hand_off_float`)."""
+        return np.dtype(hand_off_float(self.hand_off))
 
     def tracker_values(self) -> dict[str, tuple[int, ...]]:
         """The scale trackers by name (:data:`TRACKERS`)."""

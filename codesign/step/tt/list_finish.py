@@ -93,7 +93,8 @@ def _raw_input_grad(lists: StepLists, arena: np.ndarray) -> np.ndarray:
 
 def input_grad(layer: TtLayerState, lists: StepLists, arena: np.ndarray, fracs: Fracs, *,
                x: np.ndarray | None = None, inside: np.ndarray | None = None) -> np.ndarray | None:
-    """The layer's input gradient (B, N) float32 after the backward lists, zero where the input saturated (None
+    """The layer's input gradient (B, N) after the backward lists, of the layer's hand-off type, zero where the
+    input saturated (None
     for the network's input): all a lower layer's step waits for, so the host reads it first and leaves the rest
     of :func:`finish` for while the lower layer's lists run. ``inside``: where the input ``x`` lay within its
     codes' bounds, as :func:`~codesign.step.tt.rounding.quantize_and_range` gave it with the codes (else worked
@@ -104,7 +105,12 @@ def input_grad(layer: TtLayerState, lists: StepLists, arena: np.ndarray, fracs: 
         if x is None:
             raise ValueError("the input gradient needs the input x, or where it lay within its codes' bounds")
         inside = in_code_range(scaled_for_codes(x, fracs.act[0], layer.activation_bits), layer.activation_bits)
-    return masked_float32(_raw_input_grad(lists, arena), fracs.grad[0] + fracs.core[0], inside)
+    acc, frac = _raw_input_grad(lists, arena), fracs.grad[0] + fracs.core[0]
+    if layer.hand_off_dtype == np.float32:
+        return masked_float32(acc, frac, inside)
+    values = to_values(acc, frac)  # exact, a new array
+    values *= inside  # -0.0 where a negative value is cut, as the step's product
+    return values
 
 
 def bias_values(layer: TtLayerState, book: ScaleBook) -> np.ndarray | None:
@@ -151,8 +157,8 @@ def finish(layer: TtLayerState, x: np.ndarray | None, g_top: np.ndarray, lists: 
     records' sums. ``book`` holds the scales the host aimed before the step (the input's, the output
     gradient's); the result is the step :func:`codesign.step.tt.step.pe_step` takes under the tracked rule.
     Given what the host took before, it is not taken again: ``y``, the layer output :func:`layer_output` gave
-    after the forward lists (not copied where float32, as the step returns it); ``grad_x``, the input gradient
-    :func:`input_grad` gave (else worked out here from ``x``); ``bias_grad``, :func:`bias_gradient`'s of
+    after the forward lists (not copied where of the hand-off type, as the step returns it); ``grad_x``, the input
+    gradient :func:`input_grad` gave (else worked out here from ``x``); ``bias_grad``, :func:`bias_gradient`'s of
     ``g_top``, the output gradient's codes; ``early``, :func:`read_early`'s core gradients (its records observed
     in ``book``)."""
     grads, stats = read_backward(lists, arena, lists.backward_reads[0 if early is None else 2])
@@ -164,5 +170,6 @@ def finish(layer: TtLayerState, x: np.ndarray | None, g_top: np.ndarray, lists: 
     if bias_grad is None:
         bias_grad = bias_gradient(layer, g_top, book, fracs)
     trackers, means = book.as_tuples()
-    return StepResult(y=np.asarray(y, dtype=np.float32), grad_x=grad_x, bias_grad=bias_grad, trackers=trackers,
+    return StepResult(y=np.asarray(y, dtype=layer.hand_off_dtype), grad_x=grad_x, bias_grad=bias_grad,
+                      trackers=trackers,
                       means=means, core_grads=[grads[k] for k in range(len(layer.cores))])

@@ -58,11 +58,12 @@ class GoldenRunner:
 # ---------------------------------------------------------------------------- results
 @dataclass
 class StepResult:
-    """What a training step of one layer produces (float32 as the layer returns it) and its scales afterwards.
+    """What a training step of one layer produces (as the layer returns it) and its scales afterwards.
 
     ``y`` (B, M) layer output, ``grad_x`` (B, N) input gradient (None for a
-    network input), ``core_grads`` the gradients of the shadow cores,
-    ``bias_grad``; ``trackers`` the fraction bits of every tracked tensor.
+    network input), both of the layer's hand-off type (float32, or float64 where
+    it hands off exactly: :attr:`TtLayerState.hand_off_dtype`); ``core_grads`` the
+    gradients of the shadow cores, ``bias_grad`` (float32); ``trackers`` the fraction bits of every tracked tensor.
     """
 
     y: np.ndarray
@@ -74,12 +75,12 @@ class StepResult:
     stats: dict = field(default_factory=dict)
 
 
-def _bits32(values: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+def _bits(values: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(values).view(f"u{np.asarray(values).dtype.itemsize}")
 
 
 def compare_steps(expected: StepResult, got: StepResult) -> dict[str, int]:
-    """Values (float32 bit patterns, scale trackers) that differ, per output; shapes must agree."""
+    """Values (bit patterns, scale trackers) that differ, per output; shapes and float types must agree."""
     out = {}
 
     def count(name, a, b):
@@ -89,7 +90,9 @@ def compare_steps(expected: StepResult, got: StepResult) -> dict[str, int]:
             return
         if np.shape(a) != np.shape(b):
             raise ValueError(f"{name}: shapes {np.shape(a)} and {np.shape(b)} differ")
-        out[name] = int(np.count_nonzero(_bits32(a) != _bits32(b)))
+        if np.asarray(a).dtype != np.asarray(b).dtype:
+            raise ValueError(f"{name}: types {np.asarray(a).dtype} and {np.asarray(b).dtype} differ")
+        out[name] = int(np.count_nonzero(_bits(a) != _bits(b)))
 
     count("y", expected.y, got.y)
     count("grad_x", expected.grad_x, got.grad_x)
@@ -127,9 +130,17 @@ def check_layer(layer: TtLayerState) -> None:
         raise ValueError("the PEs take operands of at most 16 bits")
 
 
+def _as_float(layer: TtLayerState, values) -> np.ndarray:
+    """``values`` as float32, or kept in float64 where given so to a layer that hands off exactly (a layer below's
+    output or gradient, :attr:`TtLayerState.hand_off_dtype`): a float32 batch is not widened, its values are the
+    same."""
+    values = np.asarray(values)
+    return values if values.dtype in (np.float32, layer.hand_off_dtype) else values.astype(layer.hand_off_dtype)
+
+
 def check_input(layer: TtLayerState, x) -> np.ndarray:
-    """``x`` as a finite float32 (batch, in_features) array, or a clear error."""
-    x = np.asarray(x, dtype=np.float32)
+    """``x`` as a finite (batch, in_features) array of float32 (or of the hand-off type), or a clear error."""
+    x = _as_float(layer, x)
     if x.ndim != 2 or x.shape[1] != layer.in_features or x.shape[0] < 1:
         raise ValueError(f"x must be (batch, {layer.in_features}), got shape {x.shape}")
     if not np.all(np.isfinite(x)):
@@ -138,9 +149,9 @@ def check_input(layer: TtLayerState, x) -> np.ndarray:
 
 
 def check_batch(layer: TtLayerState, x, grad_y) -> tuple[np.ndarray, np.ndarray]:
-    """``x`` and ``grad_y`` as finite float32 (batch, in_features) and (batch, out_features) arrays, or an error."""
+    """``x`` and ``grad_y`` as finite (batch, in_features) and (batch, out_features) arrays, or an error."""
     x = check_input(layer, x)
-    grad_y = np.asarray(grad_y, dtype=np.float32)
+    grad_y = _as_float(layer, grad_y)
     if grad_y.shape != (x.shape[0], layer.out_features):
         raise ValueError(f"grad_y must be ({x.shape[0]}, {layer.out_features}), got shape {grad_y.shape}")
     if not np.all(np.isfinite(grad_y)):
@@ -378,7 +389,7 @@ def forward_sweep(layer: TtLayerState, x: np.ndarray, plan: StepPlan, runner, *,
                   ) -> ForwardSweep:
     """The forward contractions of ``plan`` (the first ``order`` ones) on ``runner``, with the host's scaling.
 
-    ``x`` is a checked (B, N) float32 batch. ``update``: re-aim every
+    ``x`` is a checked (B, N) batch (:func:`check_input`). ``update``: re-aim every
     activation and bias scale from this batch (the layer in training mode);
     otherwise a scale is only aimed while unset (evaluation mode), the golden
     layer's rule.
@@ -510,7 +521,7 @@ def _state_gradient(layer: TtLayerState, fwd: ForwardSweep, k: int, z: np.ndarra
     z_frac = fwd.scales.frac("grad_frac_bits", k) + fwd.core_frac[k]
     if k == 0:
         batch = fwd.y.shape[0]
-        return None, (to_values(z, z_frac).reshape(-1, batch).T * fwd.input_mask).astype(np.float32)
+        return None, (to_values(z, z_frac).reshape(-1, batch).T * fwd.input_mask).astype(layer.hand_off_dtype)
     _, g = fwd.scales.round("grad_frac_bits", k - 1, z, z_frac, bits=layer.grad_bits,
                             headroom_bits=layer.grad_headroom_bits)
     return g, None
@@ -585,5 +596,5 @@ def _result(layer: TtLayerState, plan: StepPlan, fwd: ForwardSweep, core_grads: 
     stats = {"calls": len(plan.calls), "contractions": len(plan.contractions),
              "macs": sum(c.macs for c in plan.contractions)}
     trackers, means = fwd.scales.as_tuples()
-    return StepResult(y=fwd.y.astype(np.float32), grad_x=grad_x, core_grads=core_grads, bias_grad=bias_grad,
+    return StepResult(y=fwd.y.astype(layer.hand_off_dtype), grad_x=grad_x, core_grads=core_grads, bias_grad=bias_grad,
                       trackers=trackers, means=means, stats=stats)

@@ -10,7 +10,11 @@ ReLU is the clipped-ReLU straight-through estimator of Sec. 3.2. Biases are
 8-bit, every gradient 16-bit, with power-of-two scales tracked from mean
 |x| (Sec. 3.3). Sums of products of codes are computed in float64, which is
 exact at these widths, so a result equals what an integer datapath
-accumulates. Without a precision the layer computes in its float32, as
+accumulates. With ``precision.hand_off = "exact"`` the output and the input
+gradient leave the layer in float64, as exact as the sums, so the next layer
+rounds them once, as a PE's rounding stage does (``hand_off_float``); with
+``"float32"`` in the input's type.
+Without a precision the layer computes in its float32, as
 paper 003's floating-point arms do.
 
 The layer is a counted layer: the trainer's cost ledger receives the MACs of
@@ -28,6 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from codesign.numerics.scales import hand_off_float
 from codesign.train.config import require
 from codesign.train.layers import CountedMixin
 from codesign.train.tt.precision import (NO_MEAN, UNSET, TTPrecision, aim_tracker, fixed_format, mean_buffer,
@@ -72,8 +77,9 @@ class _TTFunction(torch.autograd.Function):
             y = y + b_work
         ctx.layer, ctx.saved, ctx.cores_q, ctx.mask = layer, saved, cores_q, mask
         ctx.has_bias, ctx.update = bias is not None, update
+        ctx.x_dtype, ctx.parameter_dtype = x.dtype, cores[0].dtype
         layer._record_forward(cores_q, saved, y)
-        return y.to(x.dtype)
+        return y.to(hand_off_dtype(q, x.dtype))
 
     @staticmethod
     def backward(ctx, grad_y):
@@ -105,11 +111,17 @@ class _TTFunction(torch.autograd.Function):
             if grad_x is not None:
                 grad_x = grad_x * ctx.mask
         layer._record_backward(ctx.cores_q, g.shape[0], need_x)
-        dtype = grad_y.dtype
+        dtype = ctx.parameter_dtype  # each gradient in its input's type: the layer's input, the bias, the cores
         grads_cores = [cg.to(dtype) if needed else None
                        for cg, needed in zip(core_grads, ctx.needs_input_grad[3:])]
-        return (None if grad_x is None else grad_x.to(dtype), None if grad_b is None else grad_b.to(dtype), None,
-                *grads_cores)
+        return (None if grad_x is None else grad_x.to(ctx.x_dtype), None if grad_b is None else grad_b.to(dtype),
+                None, *grads_cores)
+
+
+def hand_off_dtype(q: TTPrecision | None, dtype: torch.dtype) -> torch.dtype:
+    """The type of the layer's output: float64 where it hands off exactly (the PEs' values, which the next layer
+    rounds once; :func:`~codesign.numerics.scales.hand_off_float`), else the input's ``dtype``."""
+    return torch.float64 if q is not None and hand_off_float(q.hand_off) == "float64" else dtype
 
 
 def _int_buffer(length: int) -> torch.Tensor:

@@ -47,7 +47,7 @@ def layer_state(layer: TTLinear) -> TtLayerState:
         core_headroom_bits=q.core_headroom_bits, activation_headroom_bits=q.activation_headroom_bits,
         grad_headroom_bits=q.grad_headroom_bits, quantize_intermediates=q.quantize_intermediates,
         rounding=q.rounding, core_grad_route=q.core_grad_route, scale_rule=q.scale_rule,
-        scale_momentum=q.scale_momentum, means=tuple(means[name] for name in TRACKERS))
+        scale_momentum=q.scale_momentum, means=tuple(means[name] for name in TRACKERS), hand_off=q.hand_off)
 
 
 def golden_step(layer: TTLinear, x, grad_y) -> StepResult:
@@ -64,11 +64,12 @@ def golden_step(layer: TTLinear, x, grad_y) -> StepResult:
     layer.ledger = None
     layer.train()
     layer.zero_grad(set_to_none=True)
-    xt = torch.from_numpy(x.copy()).requires_grad_(not layer.is_network_input)
+    # the batch in the hand-off type (widening is exact), so the input gradient comes back in it, as the step's
+    xt = torch.from_numpy(x.astype(state.hand_off_dtype)).requires_grad_(not layer.is_network_input)
     y = layer(xt)
-    y.backward(torch.from_numpy(grad_y.copy()))
-    return StepResult(y=y.detach().numpy().astype(np.float32),
-                      grad_x=None if xt.grad is None else xt.grad.numpy().astype(np.float32),
+    y.backward(torch.from_numpy(grad_y.copy()).to(y.dtype))
+    return StepResult(y=y.detach().numpy().astype(state.hand_off_dtype),
+                      grad_x=None if xt.grad is None else xt.grad.numpy().astype(state.hand_off_dtype),
                       core_grads=[core.grad.numpy().astype(np.float32) for core in layer.cores],
                       bias_grad=None if layer.bias is None else layer.bias.grad.numpy().astype(np.float32),
                       trackers=trackers_of(layer), means=means_of(layer))

@@ -10,14 +10,15 @@ neurons of a layer. All rounding goes through :func:`codesign.numerics.quantize`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from codesign.train.quantize import quantize
 from codesign.numerics.formats import DETERMINISTIC_ROUNDING
-from codesign.numerics.scales import NO_MEAN, UNSET, aim_scale, check_scale_rule, mean_abs, mean_abs_frac_bits
+from codesign.numerics.scales import (HAND_OFFS, NO_MEAN, UNSET, aim_scale, check_scale_rule, mean_abs,
+                                      mean_abs_frac_bits)
 from codesign.numerics.tt_dense_route import ROUTES
 from codesign.pe.tt.contract import fixed_format  # noqa: F401 (the codes of TT training are the PEs')
 from codesign.train.config import require
@@ -43,7 +44,12 @@ class TTPrecision:
     tensor itself; ``"tracked"`` (paper 003, Sec. 3.3) rounds it at the scale
     aimed from earlier steps' running mean |x| (``scale_momentum``: the weight
     of the past in that mean), so a PE can round as it sends
-    (:func:`codesign.numerics.scales.aim_scale`).
+    (:func:`codesign.numerics.scales.aim_scale`). ``hand_off``: ``"float32"``
+    passes a layer's output and input gradient on rounded to float32, as a
+    float host does; ``"exact"`` passes them on as the PEs computed them
+    (float64), so the next layer rounds them once, as a PE's rounding stage
+    can (:func:`codesign.numerics.scales.hand_off_float`). Runs recorded before
+    the field existed trained with ``"float32"``, which their keys leave out.
     """
 
     core_bits: int = 4
@@ -58,6 +64,7 @@ class TTPrecision:
     core_grad_route: str = "direct"
     scale_rule: str = "exact"
     scale_momentum: float = 0.9
+    hand_off: str = field(default="float32", metadata={"omit_default": True})
 
     def __post_init__(self) -> None:
         self.validate()
@@ -82,6 +89,7 @@ class TTPrecision:
         except ValueError as error:
             field, message = str(error).split(": ", 1)
             require(False, field, message)
+        require(self.hand_off in HAND_OFFS, f"{prefix}.hand_off", f"must be one of {HAND_OFFS}, got {self.hand_off!r}")
 
 
 def tracked_quantize(tensor: torch.Tensor, trackers: torch.Tensor, index: int, *, bits: int, headroom_bits: int,

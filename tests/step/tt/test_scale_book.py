@@ -20,9 +20,9 @@ from codesign.train.tt.precision import TTPrecision
 ROUTES = ["direct", "dense"]
 
 
-def tracked_layer(in_modes, out_modes, rank, *, route="direct", momentum=0.5, seed=0):
+def tracked_layer(in_modes, out_modes, rank, *, route="direct", momentum=0.5, seed=0, hand_off="float32"):
     torch.manual_seed(seed)
-    precision = TTPrecision(core_grad_route=route, scale_rule="tracked", scale_momentum=momentum)
+    precision = TTPrecision(core_grad_route=route, scale_rule="tracked", scale_momentum=momentum, hand_off=hand_off)
     return TTLinear(math.prod(in_modes), math.prod(out_modes), in_modes=in_modes, out_modes=out_modes,
                     max_rank=rank, precision=precision)
 
@@ -44,24 +44,28 @@ def advance(layer, x, grad_y):
     layer.train()
     layer.zero_grad(set_to_none=True)
     xt = torch.from_numpy(x.copy()).requires_grad_(not layer.is_network_input)  # as golden_step takes it
-    layer(xt).backward(torch.from_numpy(grad_y))
+    y = layer(xt)
+    y.backward(torch.from_numpy(grad_y).to(y.dtype))
 
 
+@pytest.mark.parametrize("hand_off", ["float32", "exact"])
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("shape", [((3, 5, 17), (7, 2, 3), (2, 3), 21), ((2, 4, 4, 2), (4, 4, 4, 4), 4, 5),
                                    ((8,), (5,), 1, 3)])
-def test_tracked_steps_equal_the_golden_layer_step_after_step(shape, route):
+def test_tracked_steps_equal_the_golden_layer_step_after_step(shape, route, hand_off):
+    """Bit for bit, in the hand-off type too (float64 where exact: the step's ``y`` and ``grad_x`` unrounded)."""
     in_modes, out_modes, rank, batch = shape
-    layer = tracked_layer(in_modes, out_modes, rank, route=route)
+    layer = tracked_layer(in_modes, out_modes, rank, route=route, hand_off=hand_off)
     lagged = 0
     for step in range(4):
         x, grad_y = batch_at(layer, batch, step, extremes=step == 2)
         before = trackers_of(layer)
         expected = golden_step(layer, x, grad_y)
         got = pe_step(layer_state(layer), x, grad_y, GoldenRunner())
-        mismatches = compare_steps(expected, got)
+        mismatches = compare_steps(expected, got)  # refuses a float32 result against a float64 one
         assert sum(mismatches.values()) == 0, (step, mismatches)
         assert any(key.startswith("means.") for key in mismatches)
+        assert got.y.dtype == got.grad_x.dtype == (np.float64 if hand_off == "exact" else np.float32)
         advance(layer, x, grad_y)
         assert trackers_of(layer) == expected.trackers and means_of(layer) == expected.means
         if step:  # the inputs grew 8x: an exact scale would have moved at once, the tracked one moved after

@@ -65,6 +65,7 @@ def test_given_modes_are_used_and_checked_against_the_layer_sizes():
     ({"in_modes": [[8, 0]], "out_modes": [[4, 4]]}, r"techniques\.tt\.in_modes\[0\]: must be positive ints"),
     ({"precision": {"core_bits": 1}}, r"techniques\.tt\.precision\.core_bits: must be an int in \[2, 24\]"),
     ({"precision": {"rounding": "up"}}, r"techniques\.tt\.precision\.rounding: must be one of"),
+    ({"precision": {"hand_off": "float16"}}, r"techniques\.tt\.precision\.hand_off: must be one of"),
     ({"precision": {"width": 4}}, r"techniques\.tt\.precision\.width: unknown field"),
     ({"prior": {"weight": -1.0}}, r"techniques\.tt\.prior\.weight: must be >= 0"),
     ({"prior": {"threshold": 1.0}}, r"techniques\.tt\.prior\.threshold: must be in \[0, 1\)"),
