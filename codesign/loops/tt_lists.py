@@ -275,8 +275,7 @@ class TtListTrainer(TtMlpTrainer):
                 return self._forward_layer(index, given, self._prepare(index, given.shape[0]))  # on its own codes
             self.inputs_staged += 1
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
-        out = layer_output(state, lists, arena, book, fracs, bias=taken["bias"]).astype(state.hand_off_dtype,
-                                                                                         copy=False)  # as the loop's
+        out = layer_output(state, lists, arena, book, fracs, bias=taken["bias"])  # of the hand-off type, as the loop's
         return (state, x, taken["passes"], book, fracs, lists, arena, out), (following[0] if following else None)
 
     @staticmethod

@@ -25,7 +25,11 @@ rank, as far as a layer's modes allow; :mod:`codesign.reproduce.tt_budget`):
   scales *tracked* (Sec. 3.3: each tensor rounded at the scale aimed from
   earlier steps' running mean |x|, ``TTPrecision(scale_rule="tracked")`` at
   its default momentum, what a PE's rounding stage does in one pass) instead
-  of aimed at the tensor itself, paired against the proposal.
+  of aimed at the tensor itself, paired against the proposal;
+* ``tt-fixed-prior-tracked-exact``: that arm with each layer's output and
+  input gradient passed on exactly (``TTPrecision(hand_off="exact")``,
+  float64, rounded once by the next layer as a rounding stage would), not
+  rounded to float32 first, paired against it.
 
 The narrow ranks 4-4-4 / 4-2-4 / 4-4-4 an earlier version picked by hand
 appear only as a labelled ablation of the *start*: their memory before any
@@ -79,10 +83,10 @@ from codesign.reproduce.summary import summarize
 from codesign.reproduce.tt_budget import (ARMS, BASELINE, FIXED_PRIOR, FLOAT_PRIOR, MAIN_ARM, TT_ARMS, BaselineTrial,
                                           Budget, TTTrial, arm_spec, budget, budget_digest, dense_bits, initial_ranks,
                                           ranks_memory_bits, train_config, tt_layers)
-from codesign.reproduce.tt_report import (CLAIM, PAPER_REFERENCES, PAPER_TABLE1, PRIOR_MARGIN_PT, ROUTE_MARGIN_PT,
-                                          SCALE_RULE_MARGIN_PT, TOST_MARGIN_PT, chosen_settings, compare, headline,
-                                          judged, notes, plot, pruning_summary, ranks_text, readme_row, table_text,
-                                          targets_and_verdict)
+from codesign.reproduce.tt_report import (CLAIM, HAND_OFF_MARGIN_PT, PAPER_REFERENCES, PAPER_TABLE1, PRIOR_MARGIN_PT,
+                                          ROUTE_MARGIN_PT, SCALE_RULE_MARGIN_PT, TOST_MARGIN_PT, chosen_settings,
+                                          compare, headline, judged, notes, plot, pruning_summary, ranks_text,
+                                          readme_row, table_text, targets_and_verdict)
 from codesign.sweep import SweepTask
 from codesign.train.config import plain, require
 from codesign.train.trainer import Trainer, TrainResult
@@ -325,7 +329,8 @@ def _payload(b: Budget, seeds: list[int], tuning: dict[str, Any], results: dict[
     settings = {"smoke": smoke, "budget": plain(b), "validation_fraction": b.data.validation_fraction,
                 "split_seeds": {str(seed): split_of(seed) for seed in seeds}, "initial_ranks": initial_ranks(b),
                 "tost_margin_pt": TOST_MARGIN_PT, "prior_margin_pt": PRIOR_MARGIN_PT,
-                "route_margin_pt": ROUTE_MARGIN_PT, "scale_rule_margin_pt": SCALE_RULE_MARGIN_PT, "chosen": chosen,
+                "route_margin_pt": ROUTE_MARGIN_PT, "scale_rule_margin_pt": SCALE_RULE_MARGIN_PT,
+                "hand_off_margin_pt": HAND_OFF_MARGIN_PT, "chosen": chosen,
                 "wall_seconds": timing["wall"], "tuning_seconds": timing["tuning"],
                 "training_seconds": timing["training_cpu"], "workers": execution.workers, "dense_bits": dense_bits(b)}
     return {
@@ -337,7 +342,8 @@ def _payload(b: Budget, seeds: list[int], tuning: dict[str, Any], results: dict[
                      "equivalence": f"TOST (two one-sided t-tests, alpha 0.05) at ±{TOST_MARGIN_PT:g} pt against "
                                     f"{BASELINE}, ±{PRIOR_MARGIN_PT:g} pt for the prior's own effect, "
                                     f"±{ROUTE_MARGIN_PT:g} pt for the route to the core gradients, "
-                                    f"±{SCALE_RULE_MARGIN_PT:g} pt for tracked against exact scales"},
+                                    f"±{SCALE_RULE_MARGIN_PT:g} pt for tracked against exact scales, "
+                                    f"±{HAND_OFF_MARGIN_PT:g} pt for the exact hand-off against float32"},
         "arms": [asdict(s) for s in summaries], "paper": asdict(CLAIM), "paper_table1": PAPER_TABLE1,
         "targets": [asdict(t) for t in targets], "all_targets_met": all(t.met for t in targets),
         "comparisons": comparisons,

@@ -39,12 +39,15 @@ FIXED_PRIOR, FIXED_PLAIN = "tt-fixed-prior", "tt-fixed-no-prior"
 FLOAT_PRIOR, FLOAT_PLAIN = "tt-float-prior", "tt-float-no-prior"
 FIXED_PRIOR_DENSE = "tt-fixed-prior-dense"  # the proposal with its core gradients through the dense weight gradient
 FIXED_PRIOR_TRACKED = "tt-fixed-prior-tracked"  # the proposal rounding at scales tracked from earlier steps
+FIXED_PRIOR_EXACT_HAND_OFF = "tt-fixed-prior-tracked-exact"  # and passing each layer's values on unrounded
 MAIN_ARM = FIXED_PRIOR
-TT_ARMS = (FIXED_PRIOR, FIXED_PLAIN, FLOAT_PRIOR, FLOAT_PLAIN, FIXED_PRIOR_DENSE, FIXED_PRIOR_TRACKED)
+TT_ARMS = (FIXED_PRIOR, FIXED_PLAIN, FLOAT_PRIOR, FLOAT_PLAIN, FIXED_PRIOR_DENSE, FIXED_PRIOR_TRACKED,
+           FIXED_PRIOR_EXACT_HAND_OFF)
 ARMS = (BASELINE, *TT_ARMS)
 PRIOR_PAIRS = ((FIXED_PRIOR, FIXED_PLAIN), (FLOAT_PRIOR, FLOAT_PLAIN))  # (with prior, without), same start
 ROUTE_PAIRS = ((FIXED_PRIOR_DENSE, FIXED_PRIOR),)  # (dense route, direct route), same start, seed and prior
 SCALE_RULE_PAIRS = ((FIXED_PRIOR_TRACKED, FIXED_PRIOR),)  # (tracked scales, exact scales), same start, seed and prior
+HAND_OFF_PAIRS = ((FIXED_PRIOR_EXACT_HAND_OFF, FIXED_PRIOR_TRACKED),)  # (exact hand-off, float32), tracked scales
 INITIAL_RANK = 8  # every inner rank of every TT arm at the start (capped by the modes); the module docstring says why
 HAND_PICKED_RANKS = ((4, 4, 4), (4, 2, 4), (4, 4, 4))
 
@@ -52,8 +55,9 @@ HAND_PICKED_RANKS = ((4, 4, 4), (4, 2, 4), (4, 4, 4))
 @dataclass(frozen=True, kw_only=True)
 class ArmSpec:
     """What a TT arm trains with: fixed point (``lowp``) or float32, the prior or not, its initial ranks, the
-    route to its core gradients (``TTPrecision.core_grad_route``) and the rule its activation and gradient scales
-    are aimed by (``TTPrecision.scale_rule``, at its default momentum); the last two in fixed point only.
+    route to its core gradients (``TTPrecision.core_grad_route``), the rule its activation and gradient scales
+    are aimed by (``TTPrecision.scale_rule``, at its default momentum) and the type its layers pass their outputs
+    and input gradients on in (``TTPrecision.hand_off``); the last three in fixed point only.
 
     An arm's cached tasks are keyed by its name (:func:`codesign.reproduce.tt.job_task`), not by these fields, so
     a field added here with the value every earlier arm trained with as its default leaves their keys alone."""
@@ -63,19 +67,22 @@ class ArmSpec:
     max_ranks: tuple[tuple[int, ...], ...] | None = None  # None: the budget's large start
     route: str = "direct"
     scale_rule: str = "exact"
+    hand_off: str = "float32"
 
     def precision(self) -> TTPrecision | None:
-        """The fixed-point precision the arm trains with (its route and scale rule, every other field at its
-        default); None in float32."""
-        return TTPrecision(core_grad_route=self.route, scale_rule=self.scale_rule) if self.lowp else None
+        """The fixed-point precision the arm trains with (its route, scale rule and hand-off, every other field at
+        its default); None in float32."""
+        return TTPrecision(core_grad_route=self.route, scale_rule=self.scale_rule,
+                           hand_off=self.hand_off) if self.lowp else None
 
 
 def arm_spec(arm: str) -> ArmSpec:
-    """The precision, prior, start, route and scale rule of TT arm ``arm``."""
+    """The precision, prior, start, route, scale rule and hand-off of TT arm ``arm``."""
     specs = {FIXED_PRIOR: ArmSpec(lowp=True, prior=True), FIXED_PLAIN: ArmSpec(lowp=True, prior=False),
              FLOAT_PRIOR: ArmSpec(lowp=False, prior=True), FLOAT_PLAIN: ArmSpec(lowp=False, prior=False),
              FIXED_PRIOR_DENSE: ArmSpec(lowp=True, prior=True, route="dense"),
-             FIXED_PRIOR_TRACKED: ArmSpec(lowp=True, prior=True, scale_rule="tracked")}
+             FIXED_PRIOR_TRACKED: ArmSpec(lowp=True, prior=True, scale_rule="tracked"),
+             FIXED_PRIOR_EXACT_HAND_OFF: ArmSpec(lowp=True, prior=True, scale_rule="tracked", hand_off="exact")}
     require(arm in specs, "arm", f"must be one of {sorted(specs)}, got {arm!r}")
     return specs[arm]
 

@@ -7,7 +7,8 @@ t-tests (TOST) at margins fixed here before the runs (:data:`TOST_MARGIN_PT`
 against the baseline, :data:`PRIOR_MARGIN_PT` for the prior's own effect,
 with vs without the prior from the same start, :data:`ROUTE_MARGIN_PT` for
 the route to the core gradients, :data:`SCALE_RULE_MARGIN_PT` for tracked
-against exact scales).
+against exact scales, :data:`HAND_OFF_MARGIN_PT` for the layers' values
+passed on exactly against in float32).
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from codesign.reproduce.replication import Judged, PaperReference
 from codesign.reproduce.report import PaperClaim, ReadmeRow, Target
 from codesign.reproduce.stats import Interval, bootstrap_interval, paired_differences, paired_ratios, t_interval, tost
 from codesign.reproduce.tt_budget import (ARMS, BASELINE, FIXED_PLAIN, FIXED_PRIOR, FIXED_PRIOR_DENSE,
-                                          FIXED_PRIOR_TRACKED, FLOAT_PLAIN, FLOAT_PRIOR, INITIAL_RANK, MAIN_ARM,
-                                          PRIOR_PAIRS, ROUTE_PAIRS, SCALE_RULE_PAIRS, TT_ARMS, ArmSpec, BaselineTrial,
+                                          FIXED_PRIOR_EXACT_HAND_OFF, FIXED_PRIOR_TRACKED, FLOAT_PLAIN, FLOAT_PRIOR,
+                                          HAND_OFF_PAIRS, INITIAL_RANK, MAIN_ARM, PRIOR_PAIRS, ROUTE_PAIRS,
+                                          SCALE_RULE_PAIRS, TT_ARMS, ArmSpec, BaselineTrial,
                                           Budget, TTTrial, arm_spec, dense_bits, initial_ranks, ranks_memory_bits)
 
 TARGET_REDUCTION = 292.0
@@ -41,6 +43,10 @@ ROUTE_MARGIN_PT = 1.0
 # running mean |x|) against exact ones (aimed at the tensor itself): the same code widths, only the scales are aimed
 # from the past; judged equivalent when TOST rules out more than ±1 pt.
 SCALE_RULE_MARGIN_PT = 1.0
+# A layer's output and input gradient passed on exactly (float64, what a PE's rounding stage would take) against
+# rounded to float32 first, both at tracked scales: one rounding less between the layers; equivalent when TOST
+# rules out more than ±1 pt.
+HAND_OFF_MARGIN_PT = 1.0
 
 
 # Paper 003, Table 1 (test accuracy %, memory reduction x; the float-with-prior reduction is cut from our copy)
@@ -57,9 +63,9 @@ PAPER_REFERENCES = {
                                        "(dense) training on Fashion-MNIST") for arm in TT_ARMS},
     **{(with_prior, without): PaperReference(accuracy_pct=PAPER_TABLE1[without][1], citation=(
         f"paper 003 Table 1, {PAPER_TABLE1[without][0].lower()} on Fashion-MNIST")) for with_prior, without in PRIOR_PAIRS},
-    **{pair: _OURS for pair in ROUTE_PAIRS + SCALE_RULE_PAIRS},
+    **{pair: _OURS for pair in ROUTE_PAIRS + SCALE_RULE_PAIRS + HAND_OFF_PAIRS},
 }
-EFFECTS = ("prior_effect", "route_effect", "scale_rule_effect")
+EFFECTS = ("prior_effect", "route_effect", "scale_rule_effect", "hand_off_effect")
 
 CLAIM = PaperClaim(
     text=("Two-layer TT network on FashionMNIST (784 inputs zero-padded to 1024, 512 hidden, 10 classes), 30 epochs, "
@@ -74,7 +80,7 @@ CLAIM = PaperClaim(
 
 def judged(payload: Mapping[str, Any]) -> list[Judged]:
     """tt's equivalence claims as its ``comparisons`` recorded them (margins included): every TT arm against the
-    baseline, then the prior's, the route's and the scale rule's effects (read by
+    baseline, then the prior's, the route's, the scale rule's and the hand-off's effects (read by
     :mod:`codesign.reproduce.replication`)."""
     comparisons = payload["comparisons"]
     claims = [Judged(arm=arm, reference=BASELINE, margin_pt=entry["accuracy_difference_pt"]["tost"]["margin"])
@@ -98,7 +104,8 @@ def _pair(values: list[float], margin: float | None = None) -> dict[str, Any]:
 
 def compare(accuracy: dict[str, list[float]], memory: dict[str, list[float]]) -> dict[str, Any]:
     """Every TT arm against the baseline, the prior's own effect (with − without, same start and seed), the
-    route's (dense − direct) and the scale rule's (tracked − exact), each paired by seed."""
+    route's (dense − direct), the scale rule's (tracked − exact) and the hand-off's (exact − float32), each paired
+    by seed."""
     against_baseline = {
         arm: {"accuracy_difference_pt": _pair(paired_differences(accuracy[arm], accuracy[BASELINE]), TOST_MARGIN_PT),
               "memory_reduction": _pair(paired_ratios(memory[BASELINE], memory[arm]))}
@@ -112,7 +119,8 @@ def compare(accuracy: dict[str, list[float]], memory: dict[str, list[float]]) ->
 
     return {"against_baseline": against_baseline, "prior_effect": effect(PRIOR_PAIRS, PRIOR_MARGIN_PT),
             "route_effect": effect(ROUTE_PAIRS, ROUTE_MARGIN_PT),
-            "scale_rule_effect": effect(SCALE_RULE_PAIRS, SCALE_RULE_MARGIN_PT)}
+            "scale_rule_effect": effect(SCALE_RULE_PAIRS, SCALE_RULE_MARGIN_PT),
+            "hand_off_effect": effect(HAND_OFF_PAIRS, HAND_OFF_MARGIN_PT)}
 
 
 def _both(entry: dict[str, Any], digits: int = 2, signed: bool = True, unit: str = "") -> str:
@@ -234,7 +242,8 @@ def chosen_settings(b: Budget, base: BaselineTrial, trial: TTTrial) -> dict[str,
         chosen[arm] = {"optim.lr": trial.lr, **(prior if spec.prior else {}),
                        "precision": "4-bit cores, 8-bit activations and biases, 16-bit gradients" if spec.lowp
                        else "float32", "initial ranks": ranks_text(initial_ranks(b, spec.max_ranks)),
-                       **({"core gradients": f"{spec.route} route", "scales": _scales_text(spec)}
+                       **({"core gradients": f"{spec.route} route", "scales": _scales_text(spec),
+                           "hand-off": "exact (float64)" if spec.hand_off == "exact" else "float32"}
                           if spec.lowp else {})}
     return chosen
 
@@ -270,7 +279,8 @@ def notes(b: Budget, tuning: dict[str, Any], seeds: list[int], base: BaselineTri
          f"bits ratios; 95 % percentile-bootstrap (10,000 resamples, fixed generator) and Student t-intervals of the "
          f"mean; equivalence by TOST at ±{TOST_MARGIN_PT:g} pt (against {BASELINE}), ±{PRIOR_MARGIN_PT:g} pt (the "
          f"prior's own effect), ±{ROUTE_MARGIN_PT:g} pt (dense against direct route) and "
-         f"±{SCALE_RULE_MARGIN_PT:g} pt (tracked against exact scales), margins fixed in the code "
+         f"±{SCALE_RULE_MARGIN_PT:g} pt (tracked against exact scales) and ±{HAND_OFF_MARGIN_PT:g} pt (the layers' "
+         f"values passed on exactly against in float32), margins fixed in the code "
          f"before the runs. Every run trains on 80 % of its training "
          f"split; the 20 % hold-out is reported as validation accuracy."),
         (f"Rank trajectories of {MAIN_ARM}: the prior pruned in {summary['pruned_seeds']} of {summary['seeds']} seeds"
@@ -302,7 +312,9 @@ def notes(b: Budget, tuning: dict[str, Any], seeds: list[int], base: BaselineTri
          f"{FIXED_PRIOR_TRACKED} rounds each at the scale aimed from earlier steps' running mean |x| (Sec. 3.3's "
          f"tracking, momentum {arm_spec(FIXED_PRIOR_TRACKED).precision().scale_momentum:g}; the first sight of a "
          "tensor is aimed at it), what a PE's rounding stage does in one pass, the same run otherwise (not tuned "
-         "again)."),
+         f"again); the arm {FIXED_PRIOR_EXACT_HAND_OFF} is {FIXED_PRIOR_TRACKED} with each layer's output and input "
+         "gradient passed to the next layer as computed (float64), not rounded to float32 first, so the next layer "
+         "rounds them once, as a rounding stage taking the bias and ReLU would."),
         (f"Smoke run: synthetic data, a 64-16-10 network, 2 epochs; the numbers check the pipeline, not the paper. "
          f"Wall time {timing['wall']:.0f} s." if smoke else
          f"Wall time {timing['wall']:.0f} s (tuning {timing['tuning']:.0f} s) with {execution.workers} worker "
@@ -342,6 +354,8 @@ def table_text(payload: dict[str, Any], summaries) -> str:
                           ROUTE_MARGIN_PT, comparisons["route_effect"])
     scales = _effect_table("tracked scales vs exact (same start, seed, split, prior)", "exact / tracked",
                            SCALE_RULE_MARGIN_PT, comparisons["scale_rule_effect"])
+    hand_off = _effect_table("exact hand-off vs float32 (tracked scales; same start, seed, split, prior)",
+                             "float32 / exact", HAND_OFF_MARGIN_PT, comparisons["hand_off_effect"])
     tuning = payload["extra"]["tuning"]
     trials = ["| arm | trial | validation accuracy (%) | memory reduction | final ranks |", "|---|---|---:|---:|---|"]
     trials += [f"| {BASELINE} | lr {t['lr']:g}, weight decay {t['weight_decay']:g} | {t['validation_accuracy']:.2f} "
@@ -361,6 +375,9 @@ def table_text(payload: dict[str, Any], summaries) -> str:
              "or tracked, rounded at the scale aimed from earlier steps' running mean |x| as a PE's rounding stage "
              "can in one pass):", "",
              "\n".join(scales), "",
+             "The hand-off between the layers (each layer's output and input gradient passed on as computed, or "
+             "rounded to float32 first; both at tracked scales):", "",
+             "\n".join(hand_off), "",
              f"**Paper:** {claim['text']} ({claim['citation']})", ""]
     lines += [f"- target: {t['text']} — measured {t['measured']} — **{'met' if t['met'] else 'NOT met'}**"
               for t in payload["targets"]]

@@ -15,6 +15,7 @@ from codesign.reproduce.cost import EvaluationPasses, data_sizes
 from codesign.reproduce.replication import (BEGIN, END, Judged, PaperReference, claim, claim_cells, energy,
                                             module_of, paper_reference, recorded_passes, relative_margin, replication,
                                             section, with_section)
+from codesign.reproduce.tt_report import EFFECTS as TT_EFFECTS
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 BASE = [98.0, 97.0, 99.0, 98.0, 98.0, 97.0]  # seeds 0, 1, 2 on split 0, then on split 1
@@ -163,8 +164,9 @@ def test_restated_claims_over_runs_are_the_verdicts_the_reports_recorded(name):
         comparisons = payload["comparisons"]
         recorded = {arm: entry["accuracy_difference_pt"]["tost"] for arm, entry in
                     comparisons["against_baseline"].items()}
-        recorded.update({key: entry["accuracy_difference_pt"]["tost"] for group in
-                         ("prior_effect", "route_effect", "scale_rule_effect") for key, entry in comparisons[group].items()})
+        recorded.update({key: entry["accuracy_difference_pt"]["tost"] for group in TT_EFFECTS
+                         for key, entry in comparisons[group].items()})
+        assert set(comparisons) == {"against_baseline", *TT_EFFECTS}
         keys = [c["arm"] if c["reference"] == "fp32" else f"{c['arm']} vs {c['reference']}" for c in restated["claims"]]
     else:
         keys = [c["arm"] for c in restated["claims"]]

@@ -93,7 +93,7 @@ def test_the_command_restates_and_says_what_it_wrote(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "from their recorded runs (no training)" in out and "tt/results.json" in out
     payload = json.loads((results / "tt" / "results.json").read_text())
-    assert len(payload["replication"]["claims"]) == 10 and payload["replication"]["claims"][0]["seeds"]["n"] == 15
+    assert len(payload["replication"]["claims"]) == 12 and payload["replication"]["claims"][0]["seeds"]["n"] == 15
     assert main(["reproduce", "restate", "--out", str(results), "--readme", str(results / "README.md")]) == 0
     assert "every file already up to date" in capsys.readouterr().out
     assert (results / "tt" / "table.md").read_text().rstrip("\n").endswith(END)

@@ -8,8 +8,8 @@ import pytest
 from codesign.reproduce import REPRODUCTIONS, reproduction, tt
 from codesign.reproduce.protocol import TUNING_SEED, VALIDATION_FRACTION
 from codesign.reproduce.stats import bootstrap_interval, t_interval
-from codesign.reproduce.tt_budget import (ARMS, FIXED_PRIOR_TRACKED, MAIN_ARM, TT_ARMS, arm_spec, budget, budget_digest,
-                                          initial_ranks)
+from codesign.reproduce.tt_budget import (ARMS, FIXED_PRIOR_EXACT_HAND_OFF, FIXED_PRIOR_TRACKED, MAIN_ARM, TT_ARMS,
+                                          arm_spec, budget, budget_digest, initial_ranks)
 from codesign.reproduce.tt_report import PRIOR_MARGIN_PT, ROUTE_MARGIN_PT, SCALE_RULE_MARGIN_PT, TOST_MARGIN_PT
 from codesign.train.tt import TTPrecision
 
@@ -74,19 +74,21 @@ def test_jobs_round_trip_through_task_data_and_keep_their_cache_keys():
         tt.train_job(budget(smoke=True), replace(job, prior=None))
 
 
-def test_earlier_arms_keep_their_task_keys_and_the_tracked_arm_gets_its_own():
+def test_earlier_arms_keep_their_task_keys_and_the_later_arms_get_their_own():
+    """The arms before the tracked one keep their keys; the tracked arm and the exact hand-off's get their own."""
     full = budget(smoke=False)
     tuning = tt.Job(arm=MAIN_ARM, seed=0, split_seed=0, lr=1e-2, prior=full.tt_grid[1].prior(), tuning=True)
     assert tt.job_task(full, tuning, smoke=False).key == "tune,tt-fixed-prior,seed=0,split=0,998b897324"
+    later = (FIXED_PRIOR_TRACKED, FIXED_PRIOR_EXACT_HAND_OFF)
     for smoke, before in KEYS_BEFORE_TRACKED.items():
         b = budget(smoke)
         jobs = tt.evaluation_jobs([0, 4], b.baseline_grid[0], b.tt_grid[0])
         tasks = [tt.job_task(b, job, smoke=smoke) for job in jobs]
         keys = [task.key for task in tasks]
-        assert [key for key in keys if f",{FIXED_PRIOR_TRACKED}," not in key] == before
-        tracked = [key for key in keys if f",{FIXED_PRIOR_TRACKED}," in key]
-        assert [key.rsplit(",", 1)[0] for key in tracked] == [f"eval,{FIXED_PRIOR_TRACKED},seed=0,split=0",
-                                                              f"eval,{FIXED_PRIOR_TRACKED},seed=4,split=1"]
+        assert [key for key in keys if key.split(",")[1] not in later] == before
+        for arm in later:
+            assert [key.rsplit(",", 1)[0] for key in keys if key.split(",")[1] == arm] == [
+                f"eval,{arm},seed=0,split=0", f"eval,{arm},seed=4,split=1"]
         assert len(set(keys)) == len(keys)
 
 

@@ -17,7 +17,8 @@ def test_the_four_table1_arms_share_one_large_start_and_differ_in_precision_and_
     full = b.budget(smoke=False)
     specs = {arm: b.arm_spec(arm) for arm in b.TT_ARMS}
     assert {spec.max_ranks for spec in specs.values()} == {None}  # the budget's large start, for every arm
-    table1 = [specs[arm] for arm in b.TT_ARMS if arm not in (b.FIXED_PRIOR_DENSE, b.FIXED_PRIOR_TRACKED)]
+    table1 = [specs[arm] for arm in b.TT_ARMS
+              if arm not in (b.FIXED_PRIOR_DENSE, b.FIXED_PRIOR_TRACKED, b.FIXED_PRIOR_EXACT_HAND_OFF)]
     assert sorted((spec.lowp, spec.prior) for spec in table1) == [(False, False), (False, True), (True, False),
                                                                   (True, True)]
     assert {spec.route for spec in table1} == {"direct"} and {spec.scale_rule for spec in table1} == {"exact"}
@@ -29,6 +30,10 @@ def test_the_four_table1_arms_share_one_large_start_and_differ_in_precision_and_
     tracked = specs[b.FIXED_PRIOR_TRACKED]
     assert (tracked.lowp, tracked.prior, tracked.route, tracked.scale_rule) == (True, True, "direct", "tracked")
     assert b.SCALE_RULE_PAIRS == ((b.FIXED_PRIOR_TRACKED, b.FIXED_PRIOR),)
+    # the tracked arm again, its layers' values passed on exactly; paired against it
+    assert specs[b.FIXED_PRIOR_EXACT_HAND_OFF] == replace(tracked, hand_off="exact")
+    assert {spec.hand_off for arm, spec in specs.items() if arm != b.FIXED_PRIOR_EXACT_HAND_OFF} == {"float32"}
+    assert b.HAND_OFF_PAIRS == ((b.FIXED_PRIOR_EXACT_HAND_OFF, b.FIXED_PRIOR_TRACKED),)
     assert full.hand_picked_ranks == b.HAND_PICKED_RANKS == ((4, 4, 4), (4, 2, 4), (4, 4, 4))
     # rank 8 where the modes allow it; the last layer's first rank is cut to 1 * 4 by its (1, 4) first core
     assert b.initial_ranks(full) == {"layers.0": [1, 8, 8, 8, 1], "layers.1": [1, 8, 8, 8, 1],
@@ -47,6 +52,7 @@ def test_each_arm_trains_with_the_precision_of_its_route_and_scale_rule_and_noth
     tracked = b.arm_spec(b.FIXED_PRIOR_TRACKED).precision()
     assert tracked.scale_rule == "tracked" and tracked.scale_momentum == TTPrecision().scale_momentum == 0.9
     assert replace(tracked, scale_rule="exact") == TTPrecision()
+    assert b.arm_spec(b.FIXED_PRIOR_EXACT_HAND_OFF).precision() == replace(tracked, hand_off="exact")
 
 
 def test_memory_of_ranks_counts_4_bit_cores_and_8_bit_biases():

@@ -12,8 +12,8 @@ import numpy as np
 from codesign.contracts.calls import RECORD
 from codesign.step.tt.layer_state import TtLayerState
 from codesign.step.tt.list_reads import BackwardReads
-from codesign.step.tt.rounding import (frac_of_values, in_code_range, masked_float32, quantize_values, scaled_for_codes,
-                                      to_values)
+from codesign.step.tt.rounding import (biased_float32, frac_of_values, in_code_range, masked_float32, quantize_values,
+                                      scaled_for_codes, to_values)
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import StepResult
 from codesign.step.tt.step_lists import Fracs, StepLists, z_fracs
@@ -128,13 +128,24 @@ def bias_values(layer: TtLayerState, book: ScaleBook) -> np.ndarray | None:
 
 def layer_output(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book: ScaleBook, fracs: Fracs, *,
                  bias: np.ndarray | None = None) -> np.ndarray:
-    """The layer output (B, M) in float64 after the forward lists: the PE's accumulators plus the bias
-    (``bias``: :func:`bias_values`' where the host took it before, else taken here)."""
+    """The layer output (B, M) after the forward lists, of the layer's hand-off type: the PE's accumulators plus
+    the bias (``bias``: :func:`bias_values`' where the host took it before, else taken here), in float64, then
+    rounded once to float32 where the layer hands off in float32 (straight in float32 where that is the same)."""
     d = len(layer.cores)
-    y = to_values(_y(lists, arena), fracs.act[d - 1] + fracs.core[d - 1])  # a new array: the bias added in place
+    acc, z_frac = _y(lists, arena), fracs.act[d - 1] + fracs.core[d - 1]
+    if layer.bias is not None and bias is None:
+        bias = bias_values(layer, book)
+    if layer.hand_off_dtype == np.float32:
+        a, _, n, _ = lists.cores[-1]  # the last contraction sums a·n products of activation and core codes
+        acc_bits = layer.activation_bits + layer.core_bits - 2 + (a * n - 1).bit_length()
+        fast = biased_float32(acc, z_frac, bias if layer.bias is not None else None,
+                              book.trackers["bias_frac_bits"][0], acc_bits)
+        if fast is not None:
+            return fast
+    y = to_values(acc, z_frac)  # a new array: the bias added in place
     if layer.bias is not None:
-        y += bias_values(layer, book) if bias is None else bias
-    return y
+        y += bias
+    return y.astype(layer.hand_off_dtype, copy=False)
 
 
 def bias_gradient(layer: TtLayerState, g_codes: np.ndarray, book: ScaleBook, fracs: Fracs) -> np.ndarray | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codesign.step.tt.rounding import code_dtype, masked_float32, quantize_and_range, quantize_values
+from codesign.step.tt.rounding import biased_float32, code_dtype, masked_float32, quantize_and_range, quantize_values
 
 
 def _defined(values, frac_bits, bits):
@@ -73,3 +73,31 @@ def test_masked_accumulators_round_once_to_float32_as_through_float64():
     wide = np.array([2**53 + 1, -(2**60) - 3, (1 << 40) + 1, 5], dtype=np.int64)  # rounded in float64 first
     expected = np.array([2.0 ** 44, -(2.0 ** 51), 2.0 ** 31, 0.0], dtype=np.float32)
     assert masked_float32(wide, 9, np.array([True, True, True, False])).tobytes() == expected.tobytes()
+
+
+def test_biased_accumulators_round_once_to_float32_as_through_float64():
+    """int32 accumulators of up to 24 bits plus 8-bit bias codes, their sums past float32's 24 bits (ties between
+    two float32 both ways, at the bias's finest fraction), at fractions across the path's range, against the
+    float64 expression rounded to float32; out of range (wider accumulators, int64, fractions apart or beyond the
+    powers' range) there is no float32 path."""
+    rng = np.random.default_rng(11)
+    ties = np.array([(1 << 24) - 1, -(1 << 24) + 1, (1 << 24) - 3, (1 << 23) + 1, 1 << 24, -(1 << 24), 0, 1, -1])
+    acc = np.concatenate([ties, rng.integers(-(1 << 24), (1 << 24) + 1, size=3000)]).astype(np.int32)
+    checked = 0
+    for frac, bias_frac in [(0, 1), (0, 29), (10, -19), (-100, -71), (126, 97), (40, 69), (-5, 24), (3, 3)]:
+        half = np.full(acc.size, 1 << max(bias_frac - frac - 1, 0), np.int64)  # a half of acc's last bit
+        codes = np.where(rng.random(acc.size) < 0.5, np.clip(half, -128, 127), rng.integers(-128, 128, acc.size))
+        codes[:ties.size] = np.clip(half[:ties.size] * np.sign(ties + 0.5).astype(np.int64), -128, 127)
+        bias = codes * np.ldexp(1.0, -bias_frac)
+        expected = (acc.astype(np.float64) * np.ldexp(1.0, -frac) + bias).astype(np.float32)
+        got = biased_float32(acc, frac, bias, bias_frac, 24)
+        assert got is not None and got.dtype == np.float32 and got.tobytes() == expected.tobytes(), (frac, bias_frac)
+        assert biased_float32(acc, frac, None, 0, 24).tobytes() == \
+            (acc * np.ldexp(1.0, -frac)).astype(np.float32).tobytes()
+        checked += int(np.count_nonzero(expected.astype(np.float64) != acc * np.ldexp(1.0, -frac) + bias))
+    assert checked > 1000  # sums float32 rounds: the one rounding is tested, not only exact values
+    bias = np.zeros(acc.size)
+    for args in [(acc.astype(np.int64), 0, bias, 0, 24), (acc, 0, bias, 0, 25), (acc, 0, bias, 30, 24),
+                 (acc, 10, bias, -20, 24), (acc, -101, bias, -101, 24), (acc, 127, bias, 127, 24),
+                 (acc, 110, bias, 119, 24)]:
+        assert biased_float32(*args) is None, args[1:]
