@@ -190,14 +190,15 @@ def masked_float32(acc: np.ndarray, frac_bits: int, mask: np.ndarray) -> np.ndar
 
 def biased_float32(acc: np.ndarray, frac_bits: int, bias: np.ndarray | None, bias_frac: int, acc_bits: int
                    ) -> np.ndarray | None:
-    """``acc · 2^-frac_bits + bias`` rounded once to float32 (a PE's accumulators plus the bias codes' values at
-    ``bias_frac``, as a float32 host passes a layer's output on: float64, then float32), from half the bytes; None
-    where that is not provably the float64 expression's bits. ``acc_bits``: a bound on the accumulators, |acc| <=
-    2^acc_bits (the products' widths and the terms a value sums). Where |acc| <= 2^24 and the powers are normal,
+    """``acc · 2^-frac_bits + bias`` rounded once to float32 (a PE's accumulators, 32-bit or sums chained across
+    calls in 64, plus the bias codes' values at ``bias_frac``, as a float32 host passes a layer's output on:
+    float64, then float32), from half the bytes; None where that is not provably the float64 expression's bits.
+    ``acc_bits``: a bound on the accumulators, |acc| <= 2^acc_bits (the products' widths and the terms a value
+    sums). Where |acc| <= 2^24 and the powers are normal,
     ``acc · 2^-frac_bits`` and the bias are exact in float32, so float32's add rounds their exact sum once; the
     float64 sum is exact too (their bits span at most 53 where the fractions lie within 29 of each other), so
     its one rounding to float32 is the same."""
-    if acc.dtype != np.int32 or acc_bits > 24 or not -100 <= frac_bits <= 126 or \
+    if acc.dtype not in (np.int32, np.int64) or acc_bits > 24 or not -100 <= frac_bits <= 126 or \
             (bias is not None and not (abs(bias_frac) <= 118 and abs(bias_frac - frac_bits) <= 29)):
         return None
     values = np.multiply(acc, np.float32(2.0 ** -frac_bits), dtype=np.float32)

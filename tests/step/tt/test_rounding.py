@@ -76,10 +76,10 @@ def test_masked_accumulators_round_once_to_float32_as_through_float64():
 
 
 def test_biased_accumulators_round_once_to_float32_as_through_float64():
-    """int32 accumulators of up to 24 bits plus 8-bit bias codes, their sums past float32's 24 bits (ties between
-    two float32 both ways, at the bias's finest fraction), at fractions across the path's range, against the
-    float64 expression rounded to float32; out of range (wider accumulators, int64, fractions apart or beyond the
-    powers' range) there is no float32 path."""
+    """Accumulators of up to 24 bits (int32, and int64 as chained sums come) plus 8-bit bias codes, their sums past
+    float32's 24 bits (ties between two float32 both ways, at the bias's finest fraction), at fractions across the
+    path's range, against the float64 expression rounded to float32; out of range (wider accumulators, another
+    type, fractions apart or beyond the powers' range) there is no float32 path."""
     rng = np.random.default_rng(11)
     ties = np.array([(1 << 24) - 1, -(1 << 24) + 1, (1 << 24) - 3, (1 << 23) + 1, 1 << 24, -(1 << 24), 0, 1, -1])
     acc = np.concatenate([ties, rng.integers(-(1 << 24), (1 << 24) + 1, size=3000)]).astype(np.int32)
@@ -90,14 +90,15 @@ def test_biased_accumulators_round_once_to_float32_as_through_float64():
         codes[:ties.size] = np.clip(half[:ties.size] * np.sign(ties + 0.5).astype(np.int64), -128, 127)
         bias = codes * np.ldexp(1.0, -bias_frac)
         expected = (acc.astype(np.float64) * np.ldexp(1.0, -frac) + bias).astype(np.float32)
-        got = biased_float32(acc, frac, bias, bias_frac, 24)
-        assert got is not None and got.dtype == np.float32 and got.tobytes() == expected.tobytes(), (frac, bias_frac)
+        for given in (acc, acc.astype(np.int64)):
+            got = biased_float32(given, frac, bias, bias_frac, 24)
+            assert got is not None and got.dtype == np.float32 and got.tobytes() == expected.tobytes(), frac
         assert biased_float32(acc, frac, None, 0, 24).tobytes() == \
             (acc * np.ldexp(1.0, -frac)).astype(np.float32).tobytes()
         checked += int(np.count_nonzero(expected.astype(np.float64) != acc * np.ldexp(1.0, -frac) + bias))
     assert checked > 1000  # sums float32 rounds: the one rounding is tested, not only exact values
     bias = np.zeros(acc.size)
-    for args in [(acc.astype(np.int64), 0, bias, 0, 24), (acc, 0, bias, 0, 25), (acc, 0, bias, 30, 24),
+    for args in [(acc.astype(np.int16), 0, bias, 0, 24), (acc, 0, bias, 0, 25), (acc, 0, bias, 30, 24),
                  (acc, 10, bias, -20, 24), (acc, -101, bias, -101, 24), (acc, 127, bias, 127, 24),
                  (acc, 110, bias, 119, 24)]:
         assert biased_float32(*args) is None, args[1:]
