@@ -76,10 +76,10 @@ class ReplayTrainer(TtMlpTrainer):
             self.trackers[index] = {name: tuple(values) for name, values in sweep.trackers.items()}
             inputs.append(x)
             records.append(recording.recorded)
-            y_layer = sweep.y.astype(np.float32)
-            x = y_layer if index == len(self.cores) - 1 else np.maximum(y_layer, np.float32(0))
+            y_layer = sweep.y.astype(state.hand_off_dtype)  # as the loop passes it on
+            x = y_layer if index == len(self.cores) - 1 else np.maximum(y_layer, y_layer.dtype.type(0))
         loss, grad = softmax_cross_entropy(x.astype(np.float64), y)
-        grad = grad.astype(np.float32)
+        grad = grad.astype(x.dtype)
         steps = []
         for index in range(len(self.cores) - 1, -1, -1):
             replay = Replay(self.runner, records[index])
@@ -88,7 +88,7 @@ class ReplayTrainer(TtMlpTrainer):
             self.replay_misses += replay.misses
             steps.append((index, step))
             if index:
-                grad = (step.grad_x * (inputs[index] > 0)).astype(np.float32)
+                grad = step.grad_x * (inputs[index] > 0)
         self._update(steps)
         self.step += 1
         return loss

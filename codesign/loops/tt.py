@@ -26,9 +26,9 @@ is compared with *bit for bit*:
   (:class:`codesign.deploy.tt_training.IpRunner`).
 - **Host, in a documented precision:** softmax cross-entropy in float64 on
   the logits, its gradient ``(softmax - onehot) / batch`` rounded once to
-  float32 (under the tracked scale rule kept in float64, as the layers'
-  outputs and input gradients are: the next rounding is the PE's, to
-  codes); ReLU and its derivative are selections (exact). The low-rank
+  float32 (with ``precision.hand_off = "exact"`` kept in float64, as the
+  layers' outputs and input gradients are: the next rounding is to the
+  last layer's codes); ReLU and its derivative are selections (exact). The low-rank
   prior of paper 003 (Sec. 3.1, Eqs. (1)-(4); :mod:`codesign.train.tt.rank`
   has the derivation): its gradient ``scale * G / lambda`` per rank slice is
   summed in float64 and added to the core gradient in float32, ``scale =
@@ -312,7 +312,8 @@ class TtMlpTrainer(ScheduledLoop):
 
     def _forward(self, x: np.ndarray, *, training: bool) -> Tuple[np.ndarray, List[np.ndarray], list]:
         """Logits, every layer's input, and (training) every layer's sweep and its PE calls' count; what passes
-        between the layers is of their hand-off type (float32, under the tracked rule float64)."""
+        between the layers is of their hand-off type (float32, or float64 where ``precision.hand_off`` is
+        "exact")."""
         inputs, sweeps = [], []
         for index in range(len(self.cores)):
             state = self.layer_state(index)

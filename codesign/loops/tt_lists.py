@@ -298,7 +298,7 @@ class TtListTrainer(TtMlpTrainer):
         comparison took 45 of the 230 us before the first list at paper 003's rank 8)."""
         bits = state.activation_bits
         if not state.is_network_input:  # the layer below's output: in float32 checked as the loop checks it (inf past
-            if state.hand_off == "float32":  # its range); exact, it is finite (int32 sums and a bias, in float64)
+            if state.hand_off == "float32":  # its range); exact, it is finite (integer sums and a bias, in float64)
                 x = check_input(state, x)
             return (x, *quantize_and_range(x, frac, bits, code_dtype(bits)), None, None)
         staged, self._staged = self._staged, None

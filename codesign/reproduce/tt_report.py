@@ -314,7 +314,9 @@ def notes(b: Budget, tuning: dict[str, Any], seeds: list[int], base: BaselineTri
          "tensor is aimed at it), what a PE's rounding stage does in one pass, the same run otherwise (not tuned "
          f"again); the arm {FIXED_PRIOR_EXACT_HAND_OFF} is {FIXED_PRIOR_TRACKED} with each layer's output and input "
          "gradient passed to the next layer as computed (float64), not rounded to float32 first, so the next layer "
-         "rounds them once, as a rounding stage taking the bias and ReLU would."),
+         "rounds them once, as a rounding stage taking the bias and ReLU would, and the loss gradient kept in "
+         "float64 too; at these widths the hidden outputs and input gradients fit float32's 24 bits, so the pair "
+         "compares the loss gradient's precision."),
         (f"Smoke run: synthetic data, a 64-16-10 network, 2 epochs; the numbers check the pipeline, not the paper. "
          f"Wall time {timing['wall']:.0f} s." if smoke else
          f"Wall time {timing['wall']:.0f} s (tuning {timing['tuning']:.0f} s) with {execution.workers} worker "

@@ -145,8 +145,9 @@ class _PeTTFunction(torch.autograd.Function):
 
 
 def _numpy_input(values: torch.Tensor) -> np.ndarray:
-    """A layer's input or output gradient for the PE step: float64 kept (a tracked layer's exact hand-off), any
-    other type as float32, as the golden layer reads it."""
+    """A layer's input or output gradient for the PE step: float64 kept (an exact hand-off's values; the step takes
+    them as float32 where the layer hands off in float32), any other type as float32, as the golden layer reads
+    it."""
     values = values.detach()
     return (values if values.dtype == torch.float64 else values.to(torch.float32)).numpy()
 

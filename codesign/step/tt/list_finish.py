@@ -94,11 +94,10 @@ def _raw_input_grad(lists: StepLists, arena: np.ndarray) -> np.ndarray:
 def input_grad(layer: TtLayerState, lists: StepLists, arena: np.ndarray, fracs: Fracs, *,
                x: np.ndarray | None = None, inside: np.ndarray | None = None) -> np.ndarray | None:
     """The layer's input gradient (B, N) after the backward lists, of the layer's hand-off type, zero where the
-    input saturated (None
-    for the network's input): all a lower layer's step waits for, so the host reads it first and leaves the rest
-    of :func:`finish` for while the lower layer's lists run. ``inside``: where the input ``x`` lay within its
-    codes' bounds, as :func:`~codesign.step.tt.rounding.quantize_and_range` gave it with the codes (else worked
-    out from ``x``)."""
+    input saturated (None for the network's input): all a lower layer's step waits for, so the host reads it first
+    and leaves the rest of :func:`finish` for while the lower layer's lists run. ``inside``: where the input ``x``
+    lay within its codes' bounds, as :func:`~codesign.step.tt.rounding.quantize_and_range` gave it with the codes
+    (else worked out from ``x``)."""
     if "grad_x" not in lists.outputs or layer.is_network_input:
         return None
     if inside is None:
@@ -182,5 +181,4 @@ def finish(layer: TtLayerState, x: np.ndarray | None, g_top: np.ndarray, lists: 
         bias_grad = bias_gradient(layer, g_top, book, fracs)
     trackers, means = book.as_tuples()
     return StepResult(y=np.asarray(y, dtype=layer.hand_off_dtype), grad_x=grad_x, bias_grad=bias_grad,
-                      trackers=trackers,
-                      means=means, core_grads=[grads[k] for k in range(len(layer.cores))])
+                      trackers=trackers, means=means, core_grads=[grads[k] for k in range(len(layer.cores))])

@@ -194,12 +194,14 @@ def biased_float32(acc: np.ndarray, frac_bits: int, bias: np.ndarray | None, bia
     calls in 64, plus the bias codes' values at ``bias_frac``, as a float32 host passes a layer's output on:
     float64, then float32), from half the bytes; None where that is not provably the float64 expression's bits.
     ``acc_bits``: a bound on the accumulators, |acc| <= 2^acc_bits (the products' widths and the terms a value
-    sums). Where |acc| <= 2^24 and the powers are normal,
+    sums); ``bias``: codes of at most 24 bits times 2^-bias_frac (the host's bias values), each checked against
+    that bound. Where |acc| <= 2^24 and the powers are normal,
     ``acc · 2^-frac_bits`` and the bias are exact in float32, so float32's add rounds their exact sum once; the
     float64 sum is exact too (their bits span at most 53 where the fractions lie within 29 of each other), so
     its one rounding to float32 is the same."""
     if acc.dtype not in (np.int32, np.int64) or acc_bits > 24 or not -100 <= frac_bits <= 126 or \
-            (bias is not None and not (abs(bias_frac) <= 118 and abs(bias_frac - frac_bits) <= 29)):
+            (bias is not None and not (-100 <= bias_frac <= 118 and abs(bias_frac - frac_bits) <= 29
+                                       and np.abs(bias).max(initial=0.0) <= 2.0 ** (24 - bias_frac))):
         return None
     values = np.multiply(acc, np.float32(2.0 ** -frac_bits), dtype=np.float32)
     if bias is not None:
@@ -222,6 +224,6 @@ def frac_of_values(values: np.ndarray, *, bits: int, headroom_bits: int, current
     return mean_abs_frac_bits(mean_abs(values), bits=bits, headroom_bits=headroom_bits, fallback=fallback)
 
 
-__all__ = ["BLOCK", "EXACT_FLOAT", "abs_sum_and_peak", "biased_float32", "choose_frac", "code_dtype", "floor_log2_ratio", "frac_of_total",
-           "frac_of_values", "in_code_range", "quantize_and_range", "quantize_values", "rescale", "scale_and_round",
-           "scaled_for_codes", "to_values"]
+__all__ = ["BLOCK", "EXACT_FLOAT", "abs_sum_and_peak", "biased_float32", "choose_frac", "code_dtype",
+           "floor_log2_ratio", "frac_of_total", "frac_of_values", "in_code_range", "quantize_and_range",
+           "quantize_values", "rescale", "scale_and_round", "scaled_for_codes", "to_values"]

@@ -87,8 +87,8 @@ class TTPrecision:
         try:
             check_scale_rule(self.scale_rule, self.scale_momentum, prefix=prefix)
         except ValueError as error:
-            field, message = str(error).split(": ", 1)
-            require(False, field, message)
+            name, message = str(error).split(": ", 1)
+            require(False, name, message)
         require(self.hand_off in HAND_OFFS, f"{prefix}.hand_off", f"must be one of {HAND_OFFS}, got {self.hand_off!r}")
 
 

@@ -100,5 +100,6 @@ def test_biased_accumulators_round_once_to_float32_as_through_float64():
     bias = np.zeros(acc.size)
     for args in [(acc.astype(np.int16), 0, bias, 0, 24), (acc, 0, bias, 0, 25), (acc, 0, bias, 30, 24),
                  (acc, 10, bias, -20, 24), (acc, -101, bias, -101, 24), (acc, 127, bias, 127, 24),
-                 (acc, 110, bias, 119, 24)]:
+                 (acc, 110, bias, 119, 24), (acc, -90, bias, -101, 24),
+                 (acc, 0, np.full(acc.size, 2.0 ** 24 + 1), 0, 24), (acc, 0, np.full(acc.size, 2.0 ** -4), 29, 24)]:
         assert biased_float32(*args) is None, args[1:]

@@ -115,3 +115,30 @@ def test_the_book_starts_unobserved_and_keeps_evaluation_scales():
     assert book.trackers["act_frac_bits"][0] == frac == book.frac("act_frac_bits", 0)  # unset: aimed even so
     again, _ = book.round("act_frac_bits", 0, z * 16, 4, bits=8, headroom_bits=3, update=False)
     assert again == frac and book.means["act_frac_bits"][0] == mean_abs(to_values(z, 4))
+
+
+@pytest.mark.parametrize("hand_off", ["float32", "exact"])
+def test_values_past_float32s_bits_leave_the_step_as_the_golden_layer_gives_them(hand_off):
+    """Biases far finer than the activations (outputs of more than 24 bits) and an output gradient whose codes sum
+    over 1,024 terms at full width (input gradients of more than 24 bits): the step against the torch layer, bit
+    for bit, over steps, in either hand-off; handed off exactly, those values are not float32's."""
+    torch.manual_seed(0)
+    precision = TTPrecision(scale_rule="tracked", grad_headroom_bits=0, hand_off=hand_off)
+    layer = TTLinear(8, 1024, in_modes=(8,), out_modes=(1024,), max_rank=1, precision=precision)
+    rng = np.random.default_rng(2)
+    with torch.no_grad():
+        layer.cores[0].copy_(torch.from_numpy(rng.uniform(0.05, 0.15, layer.cores[0].shape).astype(np.float32)))
+        layer.bias.copy_(torch.from_numpy(rng.uniform(-1e-7, 1e-7, 1024).astype(np.float32)))
+    rounded = {"y": 0, "grad_x": 0}
+    for step in range(3):
+        x = rng.uniform(0.0, 1.0, (6, 8)).astype(np.float32)
+        grad_y = rng.uniform(0.5, 1.5, (6, 1024)).astype(np.float32)
+        expected = golden_step(layer, x, grad_y)
+        got = pe_step(layer_state(layer), x, grad_y, GoldenRunner())
+        assert sum(compare_steps(expected, got).values()) == 0, step
+        for name in rounded:
+            values = getattr(got, name)
+            assert values.dtype == (np.float64 if hand_off == "exact" else np.float32)
+            rounded[name] += int(np.count_nonzero(values.astype(np.float32) != values))
+        advance(layer, x, grad_y)
+    assert hand_off == "float32" or (rounded["y"] > 1000 and rounded["grad_x"] > 20), rounded

@@ -153,6 +153,43 @@ def test_the_step_as_lists_equals_the_per_call_step(name, buffers, stream, order
             assert whole > 0
 
 
+@pytest.mark.parametrize("bias_scale, hand_off, fast", [(1e-7, "exact", None), (1e-7, "float32", True),
+                                                      (1e-13, "float32", False)])
+def test_values_past_float32s_bits_leave_the_list_step_as_the_per_call_step_gives_them(bias_scale, hand_off, fast,
+                                                                                        monkeypatch):
+    """Biases far finer than the activations (outputs of more than 24 bits) and an output gradient whose codes sum
+    over 1,024 terms (input gradients of more than 24 bits), on small buffers and the default ones: the list
+    step's output and input gradient, bit for bit the per-call step's, exact or through float32 (its output from
+    float32 sums where that is the float64 expression's one rounding, through float64 where the bias's fraction
+    is too fine for that)."""
+    import codesign.step.tt.list_finish as list_finish
+
+    torch.manual_seed(0)
+    layer = TTLinear(8, 1024, in_modes=(8,), out_modes=(1024,), max_rank=1, precision=TTPrecision(
+        scale_rule="tracked", scale_momentum=0.5, grad_headroom_bits=0, hand_off=hand_off))
+    rng = np.random.default_rng(4)
+    with torch.no_grad():
+        layer.cores[0].copy_(torch.from_numpy(rng.uniform(0.05, 0.15, layer.cores[0].shape).astype(np.float32)))
+        layer.bias.copy_(torch.from_numpy(rng.uniform(-bias_scale, bias_scale, 1024).astype(np.float32)))
+    x, grad_y = rng.uniform(0.0, 1.0, (6, 8)).astype(np.float32), rng.uniform(0.5, 1.5, (6, 1024)).astype(np.float32)
+    y = layer(torch.from_numpy(x).requires_grad_())  # a pass that aims every scale
+    y.backward(torch.from_numpy(grad_y).to(y.dtype))
+    state = layer_state(layer)
+    taken = []
+    real = list_finish.biased_float32
+    monkeypatch.setattr(list_finish, "biased_float32", lambda *args: taken.append(real(*args)) or taken[-1])
+    expected = pe_step(state, x, grad_y, GoldenRunner())
+    for specs in (SMALL, WIDE):
+        _, got = lists_step(state, x, grad_y, specs)
+        assert sum(compare_steps(expected, got).values()) == 0
+    if hand_off == "exact":
+        assert not taken and got.y.dtype == got.grad_x.dtype == np.float64
+        assert np.count_nonzero(got.y.astype(np.float32) != got.y) > 1000
+        assert np.count_nonzero(got.grad_x.astype(np.float32) != got.grad_x) > 5
+    else:
+        assert len(taken) == 2 and all((result is not None) == fast for result in taken)
+
+
 @pytest.mark.parametrize("stream", [32, 128])
 @pytest.mark.parametrize("buffers", ["small", "default"])
 @pytest.mark.parametrize("name", [name for name in SHAPES if name != "padding_edges_b33"])
