@@ -203,6 +203,8 @@ def biased_float32(acc: np.ndarray, frac_bits: int, bias: np.ndarray | None, bia
             (bias is not None and not (-100 <= bias_frac <= 118 and abs(bias_frac - frac_bits) <= 29
                                        and np.abs(bias).max(initial=0.0) <= 2.0 ** (24 - bias_frac))):
         return None
+    if acc.dtype == np.int64:  # narrowed first (exact within the bound): int32 converts in half the time
+        acc = acc.astype(np.int32)
     values = np.multiply(acc, np.float32(2.0 ** -frac_bits), dtype=np.float32)
     if bias is not None:
         values += bias.astype(np.float32)
