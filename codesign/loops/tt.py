@@ -28,8 +28,8 @@ is compared with *bit for bit*:
   the logits, its gradient ``(softmax - onehot) / batch`` rounded once to
   float32 (with ``precision.hand_off = "exact"`` kept in float64, as the
   layers' outputs and input gradients are: the next rounding is to the
-  last layer's codes); ReLU and its derivative are selections (exact). The low-rank
-  prior of paper 003 (Sec. 3.1, Eqs. (1)-(4); :mod:`codesign.train.tt.rank`
+  last layer's codes); ReLU and its derivative are selections (exact).
+  The low-rank prior of paper 003 (Sec. 3.1, Eqs. (1)-(4); :mod:`codesign.train.tt.rank`
   has the derivation): its gradient ``scale * G / lambda`` per rank slice is
   summed in float64 and added to the core gradient in float32, ``scale =
   beta(step) * weight / N_train`` with ``beta`` warmed up linearly; after

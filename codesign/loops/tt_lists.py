@@ -297,8 +297,9 @@ class TtListTrainer(TtMlpTrainer):
         so the forward starts on its codes and the step checks ``x`` against it while the lists compute (the
         comparison took 45 of the 230 us before the first list at paper 003's rank 8)."""
         bits = state.activation_bits
-        if not state.is_network_input:  # the layer below's output: in float32 checked as the loop checks it (inf past
-            if state.hand_off == "float32":  # its range); exact, it is finite (integer sums and a bias, in float64)
+        if not state.is_network_input:  # the layer below's output: in float32 checked as the loop checks it (inf
+            # past float32's range); handed off exactly it is finite (integer sums plus a bias, in float64)
+            if state.hand_off == "float32":
                 x = check_input(state, x)
             return (x, *quantize_and_range(x, frac, bits, code_dtype(bits)), None, None)
         staged, self._staged = self._staged, None

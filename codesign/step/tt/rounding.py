@@ -195,10 +195,9 @@ def biased_float32(acc: np.ndarray, frac_bits: int, bias: np.ndarray | None, bia
     float64, then float32), from half the bytes; None where that is not provably the float64 expression's bits.
     ``acc_bits``: a bound on the accumulators, |acc| <= 2^acc_bits (the products' widths and the terms a value
     sums); ``bias``: codes of at most 24 bits times 2^-bias_frac (the host's bias values), each checked against
-    that bound. Where |acc| <= 2^24 and the powers are normal,
-    ``acc · 2^-frac_bits`` and the bias are exact in float32, so float32's add rounds their exact sum once; the
-    float64 sum is exact too (their bits span at most 53 where the fractions lie within 29 of each other), so
-    its one rounding to float32 is the same."""
+    that bound. Where |acc| <= 2^24 and the powers are normal, ``acc · 2^-frac_bits`` and the bias are exact in
+    float32, so float32's add rounds their exact sum once; the float64 sum is exact too (their bits span at most
+    53 where the fractions lie within 29 of each other), so its one rounding to float32 is the same."""
     if acc.dtype not in (np.int32, np.int64) or acc_bits > 24 or not -100 <= frac_bits <= 126 or \
             (bias is not None and not (-100 <= bias_frac <= 118 and abs(bias_frac - frac_bits) <= 29
                                        and np.abs(bias).max(initial=0.0) <= 2.0 ** (24 - bias_frac))):

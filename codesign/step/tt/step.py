@@ -60,10 +60,10 @@ class GoldenRunner:
 class StepResult:
     """What a training step of one layer produces (as the layer returns it) and its scales afterwards.
 
-    ``y`` (B, M) layer output, ``grad_x`` (B, N) input gradient (None for a
-    network input), both of the layer's hand-off type (float32, or float64 where
-    it hands off exactly: :attr:`TtLayerState.hand_off_dtype`); ``core_grads`` the
-    gradients of the shadow cores, ``bias_grad`` (float32); ``trackers`` the fraction bits of every tracked tensor.
+    ``y`` (B, M) layer output, ``grad_x`` (B, N) input gradient (None for a network input), both of the layer's
+    hand-off type (float32, or float64 where it hands off exactly: :attr:`TtLayerState.hand_off_dtype`);
+    ``core_grads`` the gradients of the shadow cores, ``bias_grad`` (both float32); ``trackers`` the fraction
+    bits of every tracked tensor.
     """
 
     y: np.ndarray
