@@ -167,7 +167,8 @@ def test_an_exact_hand_off_passes_what_the_pes_computed_between_the_layers(setup
     """With ``precision.hand_off = "exact"`` the hidden layer's input is the layer below's output (its sweep's
     float64 values) through ReLU, the logits the last sweep's, and the loss gradient and the input gradient
     reach the layer below unrounded, bit for bit; with ``"float32"`` each is rounded to float32 first. Biases
-    far finer than the activations make the outputs pass float32's 24 bits, and the two hand-offs train apart."""
+    far finer than the activations make the outputs pass float32's 24 bits; the two hand-offs train apart (the
+    loss gradient's float64 would be enough for that)."""
     import codesign.loops.tt as loop_module
 
     tracked = {**setup.precision, "scale_rule": "tracked"}
