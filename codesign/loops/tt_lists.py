@@ -203,11 +203,18 @@ class TtListTrainer(TtMlpTrainer):
         rest = [k for k in range(len(state.cores)) if k not in written or written[k][1] != core_frac[k]
                 or not _same_bits(written[k][0], state.cores[k])]
         if rest:
-            codes = quantize_values(flat_cores([state.cores[k] for k in rest]),
-                                    np.repeat([core_frac[k] for k in rest], [state.cores[k].size for k in rest]),
-                                    state.core_bits, code_dtype(state.core_bits))
-            self.shell.flush(arena, lists.write(arena, core_codes=codes, cores=tuple(rest)))
+            self._write_cores(arena, lists, state.cores, core_frac, rest, state.core_bits)
         return state, book, fracs, lists, arena
+
+    def _write_cores(self, arena, lists, cores: Sequence[np.ndarray], fracs: Sequence[int], which: Sequence[int],
+                     bits: int) -> None:
+        """The codes of cores ``which`` (of ``cores``, each at its fraction in ``fracs``) written into ``arena`` in
+        every layout a PE reads them in, from one quantising pass (codes only packed, so in their narrowest
+        type)."""
+        codes = quantize_values(flat_cores([cores[k] for k in which]),
+                                np.repeat([fracs[k] for k in which], [cores[k].size for k in which]),
+                                bits, code_dtype(bits))
+        self.shell.flush(arena, lists.write(arena, core_codes=codes, cores=tuple(which)))
 
     def _write_early(self, index: int, state, lists, fracs: Fracs, cores: Sequence[int], phase: int) -> None:
         """Beside the first layer's backward phase ``phase``, where neither it nor a later one reads a core's codes
@@ -218,10 +225,7 @@ class TtListTrainer(TtMlpTrainer):
             return
         current = self.cores[index]
         arena = self._arena(index, lists, current, lists.batch)
-        codes = quantize_values(flat_cores([current[k] for k in cores]),
-                                np.repeat([fracs.core[k] for k in cores], [current[k].size for k in cores]),
-                                state.core_bits, code_dtype(state.core_bits))
-        self.shell.flush(arena, lists.write(arena, core_codes=codes, cores=tuple(cores)))
+        self._write_cores(arena, lists, current, fracs.core, cores, state.core_bits)
         self._written_early = (arena, {k: (np.array(current[k]), fracs.core[k]) for k in cores})
 
     def _arena(self, index: int, lists, cores, batch: int):

@@ -137,12 +137,11 @@ def layer_output(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book:
     if layer.hand_off_dtype == np.float32:
         a, _, n, _ = lists.cores[-1]  # the last contraction sums a·n products of activation and core codes
         acc_bits = layer.activation_bits + layer.core_bits - 2 + (a * n - 1).bit_length()
-        fast = biased_float32(acc, z_frac, bias if layer.bias is not None else None,
-                              book.trackers["bias_frac_bits"][0], acc_bits)
+        fast = biased_float32(acc, z_frac, bias, book.trackers["bias_frac_bits"][0], acc_bits)
         if fast is not None:
             return fast
     y = to_values(acc, z_frac)  # a new array: the bias added in place
-    if layer.bias is not None:
+    if bias is not None:
         y += bias
     return y.astype(layer.hand_off_dtype, copy=False)
 
