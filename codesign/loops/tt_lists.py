@@ -211,9 +211,9 @@ class TtListTrainer(TtMlpTrainer):
         """The codes of cores ``which`` (of ``cores``, each at its fraction in ``fracs``) written into ``arena`` in
         every layout a PE reads them in, from one quantising pass (codes only packed, so in their narrowest
         type)."""
-        codes = quantize_values(flat_cores([cores[k] for k in which]),
-                                np.repeat([fracs[k] for k in which], [cores[k].size for k in which]),
-                                bits, code_dtype(bits))
+        chosen = [fracs[k] for k in which]  # one scale for all (a table of powers for several: the same products)
+        scale = chosen[0] if len(set(chosen)) == 1 else np.repeat(chosen, [cores[k].size for k in which])
+        codes = quantize_values(flat_cores([cores[k] for k in which]), scale, bits, code_dtype(bits))
         self.shell.flush(arena, lists.write(arena, core_codes=codes, cores=tuple(which)))
 
     def _write_early(self, index: int, state, lists, fracs: Fracs, cores: Sequence[int], phase: int) -> None:

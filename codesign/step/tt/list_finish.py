@@ -9,7 +9,6 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from codesign.contracts.calls import RECORD
 from codesign.step.tt.layer_state import TtLayerState
 from codesign.step.tt.list_reads import BackwardReads
 from codesign.step.tt.rounding import (biased_float32, frac_of_values, in_code_range, masked_float32, quantize_values,
@@ -31,26 +30,21 @@ def read_backward(lists: StepLists, arena: np.ndarray, reads: BackwardReads
     it read after the forward ones, :func:`layer_output`), of ``reads`` (:attr:`StepLists.backward_reads`): the
     core gradients as float32 values, each in its core's layout (one gather), by core; and per tracker the
     records' sum of |acc| and the results' count."""
-    shapes = [lists.cores[k] for k in reads.cores]
-    sizes = [math.prod(shape) for shape in shapes]
-    scales = np.repeat(np.ldexp(1.0, -np.asarray([lists.fracs.core_grad[k] for k in reads.cores], np.int64)), sizes)
+    scales, ends = lists.gradient_scales(reads.cores)
     values = (np.asarray(arena).view("<i2")[reads.core_slots] * scales).astype(np.float32)  # exact: codes × 2^-f
-    grads = {k: part.reshape(shape) for k, part, shape in zip(reads.cores, np.split(values, np.cumsum(sizes)[:-1]),
-                                                              shapes)}
+    grads = {k: values[ends[i]:ends[i + 1]].reshape(lists.cores[k]) for i, k in enumerate(reads.cores)}
     return grads, _record_sums(reads, arena)
 
 
 def _record_sums(reads: BackwardReads, arena: np.ndarray) -> Dict[Tuple[str, int], Tuple[int, int]]:
     """Per tracker, its records' sum of |acc| (exact: each half summed in uint64, a few thousand records at most)
-    and its results' count, in one gather over every record (a tracker without a record sums to 0)."""
-    words, starts = reads.record_words, reads.record_starts
-    found = np.diff(np.append(starts, words.size)) > 0  # reduceat gives an empty group its next record
-    sums = np.zeros((2, len(reads.stats)), np.uint64)
-    if found.any():
-        for half, name in enumerate(("sum_abs_lo", "sum_abs_hi")):
-            sums[half, found] = np.add.reduceat(arena[words + RECORD[name]].astype(np.uint64), starts[found])
-    return {stat: (low + (high << 32), count)
-            for stat, low, high, count in zip(reads.stats, *sums.tolist(), reads.counts)}
+    and its results' count, in one gather over every record's two sum words (a tracker without a record sums
+    to 0)."""
+    sums = np.zeros((len(reads.stats), 2), np.uint64)
+    if reads.sum_starts.size:
+        sums[reads.summed] = np.add.reduceat(arena[reads.sum_words].astype(np.uint64), reads.sum_starts)
+    return {stat: (low + (high << 32), count) for stat, (low, high), count in zip(reads.stats, sums.tolist(),
+                                                                                 reads.counts)}
 
 
 def read_early(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book: ScaleBook, fracs: Fracs,

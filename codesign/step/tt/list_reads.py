@@ -10,7 +10,7 @@ from typing import Collection, Tuple
 
 import numpy as np
 
-from codesign.contracts.calls import RECORD_WORDS
+from codesign.contracts.calls import RECORD, RECORD_WORDS
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,10 @@ class BackwardReads:
     ``stats``: the trackers whose records, ``record_words`` every such record's first word (a tracker's one
     after the other), ``record_starts`` the index of each tracker's first among them, ``counts`` each
     tracker's results (the calls that send: a held call's sum goes on in the next); ``grad_x``: whether the
-    input gradient is among them; ``ranges``: the words ``(start, words)`` a board invalidates before."""
+    input gradient is among them; ``ranges``: the words ``(start, words)`` a board invalidates before.
+    ``sum_words``: each record's two sum words (low, high), and ``summed``/``sum_starts`` which trackers have
+    records and where each one's first lies among them: what one gather and one ``reduceat`` take (a tracker
+    without a record sums to 0)."""
 
     cores: Tuple[int, ...]
     core_slots: np.ndarray = field(repr=False)
@@ -33,6 +36,9 @@ class BackwardReads:
     counts: Tuple[int, ...]
     grad_x: bool
     ranges: Tuple[Tuple[int, int], ...]
+    sum_words: np.ndarray = field(repr=False)
+    summed: np.ndarray = field(repr=False)
+    sum_starts: np.ndarray = field(repr=False)
 
 
 def backward_reads(lists, names: Collection[str]) -> BackwardReads:
@@ -59,12 +65,22 @@ def backward_reads(lists, names: Collection[str]) -> BackwardReads:
         offset, cfg = lists.codes[f"core_grad {k}"]
         ranges.append((offset // 4, cfg.words_out(math.prod(lists.cores[k]))))
     ranges += [(word, RECORD_WORDS) for word in words]
-    arrays = [np.concatenate(slots) if slots else np.zeros(0, np.int64), np.array(words, np.int64),
-              np.array(starts, np.int64)]
+    record_words, record_starts = np.array(words, np.int64), np.array(starts, np.int64)
+    arrays = [np.concatenate(slots) if slots else np.zeros(0, np.int64), record_words, record_starts,
+              *record_sums_of(record_words, record_starts)]
     for array in arrays:
         array.setflags(write=False)  # shared by the lists reshift makes of these
     return BackwardReads(cores=cores, core_slots=arrays[0], stats=tuple(stats), record_words=arrays[1],
-                         record_starts=arrays[2], counts=tuple(counts), grad_x=grad_x, ranges=tuple(ranges))
+                         record_starts=arrays[2], counts=tuple(counts), grad_x=grad_x, ranges=tuple(ranges),
+                         sum_words=arrays[3], summed=arrays[4], sum_starts=arrays[5])
+
+
+def record_sums_of(record_words: np.ndarray, record_starts: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:class:`BackwardReads`' ``sum_words``, ``summed`` and ``sum_starts`` of its records (``record_words``) and
+    where each tracker's first lies among them (``record_starts``)."""
+    summed = np.diff(np.append(record_starts, record_words.size)) > 0  # reduceat gives an empty group its next
+    return (np.asarray(record_words)[:, None] + np.array([RECORD["sum_abs_lo"], RECORD["sum_abs_hi"]]), summed,
+            np.asarray(record_starts)[summed])
 
 
 def split_at_last_phase(lists) -> Tuple[BackwardReads, BackwardReads, BackwardReads]:
@@ -95,4 +111,4 @@ def _core_grad_slots(lists, k: int) -> np.ndarray:
             else where.reshape(m, c, a, n).transpose(2, 0, 3, 1)).reshape(-1)
 
 
-__all__ = ["BackwardReads", "backward_reads", "reads_ending", "split_at_last_phase"]
+__all__ = ["BackwardReads", "backward_reads", "reads_ending", "record_sums_of", "split_at_last_phase"]

@@ -130,14 +130,21 @@ class StepLists:
             np.copyto(slots[1:], codes, casting="unsafe")  # two's complement, modulo 2^16: a 16-bit slot's bits
             dst, src = self.core_slots if len(cores) == len(self.cores) else self._slots_of(cores)
             arena.view("<u2")[dst] = slots[src]
-            written += [(item.rows.offset // 4, item.words) for item in self.inputs.values()
-                        if not isinstance(item.source, str) and item.source in cores]
-        for item in self.inputs.values():
-            value = given.get(item.source)
+            written += [(item.rows.offset // 4, item.words) for item in self._host_inputs(cores)]
+        for item in self._host_inputs(("x", "gy")) if x is not None or gy is not None else ():
+            value = given[item.source]
             if value is not None:
                 _write_rows(arena, item, item.layout(np.asarray(value)), self.lanes)
                 written.append((item.rows.offset // 4, item.words))
         return written
+
+    def _host_inputs(self, sources: Tuple[object, ...]) -> Tuple[HostInput, ...]:
+        """The inputs the host writes from ``sources`` ("x", "gy", cores' indices), in order (kept per layout: a
+        layer has some fifty, most of them cores' layouts)."""
+        key = ("inputs of", sources)
+        if key not in self._kept:
+            self._kept[key] = tuple(item for item in self.inputs.values() if item.source in sources)
+        return self._kept[key]
 
     def _slots_of(self, cores: Tuple[int, ...]) -> Tuple[np.ndarray, np.ndarray]:
         """:attr:`core_slots` of ``cores`` alone (kept per lists and cores): their codes' slots, each numbered 1 +
@@ -164,6 +171,16 @@ class StepLists:
             read = [block.word_indices() for later in self.phases[phase:] for _, calls in later for call in calls
                     for block in call.segments]
             self._kept[key] = not read or not np.isin(core_words, np.concatenate(read)).any()
+        return self._kept[key]
+
+    def gradient_scales(self, cores: Tuple[int, ...]) -> Tuple[np.ndarray, np.ndarray]:
+        """Per code of ``cores``' gradients (core after core), the value of its unit, 2^-f at the core's gradient
+        fraction, and where each core's codes end (from 0); kept per layout and fractions."""
+        fracs = tuple(self.fracs.core_grad[k] for k in cores)
+        key = ("gradient scales", cores, fracs)
+        if key not in self._kept:
+            sizes = [math.prod(self.cores[k]) for k in cores]
+            self._kept[key] = np.repeat(np.ldexp(1.0, -np.asarray(fracs, np.int64)), sizes), np.cumsum([0, *sizes])
         return self._kept[key]
 
     def reads_ending(self, first: int, stop: int) -> BackwardReads:

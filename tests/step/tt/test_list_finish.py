@@ -9,6 +9,14 @@ import numpy as np
 
 from codesign.contracts.calls import RECORD, RECORD_WORDS
 from codesign.step.tt.list_finish import _record_sums
+from codesign.step.tt.list_reads import record_sums_of
+
+
+def _reads(stats, record_words, record_starts, counts) -> SimpleNamespace:
+    """The record fields of a :class:`~codesign.step.tt.list_reads.BackwardReads`, derived as it derives them."""
+    sum_words, summed, sum_starts = record_sums_of(record_words, record_starts)
+    return SimpleNamespace(stats=stats, record_words=record_words, record_starts=record_starts, counts=counts,
+                           sum_words=sum_words, summed=summed, sum_starts=sum_starts)
 
 
 def test_record_sums_join_both_halves_per_tracker_and_give_a_tracker_without_records_zero():
@@ -21,11 +29,9 @@ def test_record_sums_join_both_halves_per_tracker_and_give_a_tracker_without_rec
         arena[word + RECORD["sum_abs_lo"]], arena[word + RECORD["sum_abs_hi"]] = total & 0xFFFFFFFF, total >> 32
     stats = (("act_frac_bits", 1), ("grad_frac_bits", 0), ("core_grad_frac_bits", 0), ("core_grad_frac_bits", 1),
              ("core_grad_frac_bits", 2))
-    reads = SimpleNamespace(stats=stats, record_words=words, record_starts=np.array([0, 2, 2, 4, 5]),
-                            counts=(10, 0, 20, 30, 0))
+    reads = _reads(stats, words, np.array([0, 2, 2, 4, 5]), (10, 0, 20, 30, 0))
     assert _record_sums(reads, arena) == {stats[0]: (totals[0] + totals[1], 10), stats[1]: (0, 0),
                                           stats[2]: (totals[2] + totals[3], 20), stats[3]: (totals[4], 30),
                                           stats[4]: (0, 0)}
-    none = SimpleNamespace(stats=stats[:1], record_words=np.zeros(0, np.int64), record_starts=np.array([0]),
-                           counts=(0,))
+    none = _reads(stats[:1], np.zeros(0, np.int64), np.array([0]), (0,))
     assert _record_sums(none, arena) == {stats[0]: (0, 0)}
