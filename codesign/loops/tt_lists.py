@@ -75,7 +75,7 @@ from codesign.loops.common import HwTrainError, StagedBatch, cross_entropy_of, s
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.loops.tt_update import slice_lambdas
 from codesign.numerics.scales import UNSET, mean_abs
-from codesign.step.tt.rounding import code_dtype, frac_of_values, quantize_and_range, quantize_values
+from codesign.step.tt.rounding import code_dtype, frac_of_values, quantize_values, relu_codes_and_range
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import check_input
 from codesign.step.tt.list_finish import bias_gradient, bias_values, finish, input_grad, layer_output, read_early
@@ -148,8 +148,7 @@ class TtListTrainer(TtMlpTrainer):
         for index in range(len(self.cores)):
             layer, prepared = self._forward_layer(index, x, prepared)
             layers.append(layer)
-            out = layer[-1]
-            x = out if index == len(self.cores) - 1 else np.maximum(out, out.dtype.type(0))
+            x = layer[-1]  # a hidden layer's output goes on before its ReLU, which the next layer's codes take
         grad, chosen = softmax_gradient(x, y)  # the logits widened to float64 there
         grad, taken = grad.astype(x.dtype, copy=False), {}  # the hand-off type, as the loop's
         kept = self._kept_state()
@@ -235,7 +234,8 @@ class TtListTrainer(TtMlpTrainer):
         return self.shell.arena(lists, key=(self._arena_token, index, tuple(core.shape for core in cores), batch))
 
     def _forward_layer(self, index: int, x: np.ndarray, prepared: Tuple) -> Tuple[Tuple, Tuple | None]:
-        """Layer ``index``'s input written and its forward lists run (the output gradient's room left for later);
+        """Layer ``index``'s input (the batch, or the layer below's output before its ReLU) written and its forward
+        lists run (the output gradient's room left for later);
         while they compute, the next layer prepared, this input's tracker moved on by its mean |x|, the bias
         quantised and, for a hidden layer, where its input gradient passes worked out (the input within its
         codes' bounds, and the ReLU below passed).
@@ -294,18 +294,21 @@ class TtListTrainer(TtMlpTrainer):
 
     def _input_codes(self, state, x, frac: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray | None, float | None,
                                                           StagedInput | None]:
-        """The layer's input checked, its codes at ``frac``, where it lay within their bounds (None for the network's
-        input, whose gradient is not asked for), its mean |x| where known (None: not taken yet), and the staged
-        batch they were taken from (None: from ``x``). The network input is taken from what the last step staged
+        """The layer's input checked (a hidden layer's: the ReLU of the layer below's output ``x``), its codes at
+        ``frac``, where it lay within their bounds (None for the network's input, whose gradient is not asked for),
+        its mean |x| where known (None: not taken yet), and the staged batch they were taken from (None: from
+        ``x``). The network input is taken from what the last step staged
         where that has ``x``'s shape (its codes kept where staged at ``frac``): most steps take the batch staged,
         so the forward starts on its codes and the step checks ``x`` against it while the lists compute (the
         comparison took 45 of the 230 us before the first list at paper 003's rank 8)."""
         bits = state.activation_bits
-        if not state.is_network_input:  # the layer below's output: in float32 checked as the loop checks it (inf
-            # past float32's range); handed off exactly it is finite (integer sums plus a bias, in float64)
-            if state.hand_off == "float32":
-                x = check_input(state, x)
-            return (x, *quantize_and_range(x, frac, bits, code_dtype(bits)), None, None)
+        if not state.is_network_input:
+            x, codes, inside = relu_codes_and_range(x, frac, bits, code_dtype(bits))
+            # in float32 checked as the loop checks it (inf past float32's range; after the ReLU, the largest value
+            # tells); handed off exactly it is finite (integer sums plus a bias, in float64)
+            if state.hand_off == "float32" and not np.isfinite(np.max(x)):
+                raise ValueError("x must be finite")
+            return x, codes, inside, None, None
         staged, self._staged = self._staged, None
         if staged is None or np.shape(x) != staged.x.shape:
             x = check_input(state, x)

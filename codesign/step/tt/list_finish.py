@@ -90,7 +90,7 @@ def input_grad(layer: TtLayerState, lists: StepLists, arena: np.ndarray, fracs: 
     """The layer's input gradient (B, N) after the backward lists, of the layer's hand-off type, zero where the
     input saturated (None for the network's input): all a lower layer's step waits for, so the host reads it first
     and leaves the rest of :func:`finish` for while the lower layer's lists run. ``inside``: where the input ``x``
-    lay within its codes' bounds, as :func:`~codesign.step.tt.rounding.quantize_and_range` gave it with the codes
+    lay within its codes' bounds, as :func:`~codesign.step.tt.rounding.relu_codes_and_range` gave it with the codes
     (else worked out from ``x``)."""
     if "grad_x" not in lists.outputs or layer.is_network_input:
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codesign.step.tt.rounding import biased_float32, code_dtype, masked_float32, quantize_and_range, quantize_values
+from codesign.step.tt.rounding import biased_float32, code_dtype, masked_float32, quantize_values, relu_codes_and_range
 
 
 def _defined(values, frac_bits, bits):
@@ -40,21 +40,28 @@ def test_quantize_values_is_its_definition_on_ties_extremes_and_per_value_scales
 
 
 @pytest.mark.parametrize("bits", [4, 8, 16])
-def test_quantize_and_range_gives_the_codes_and_where_values_lie_within_their_bounds(bits):
-    """The codes of quantize_values, and ``low <= values · 2^frac_bits <= high`` before rounding, in float64:
-    values just inside and just past each bound (which round onto it), on it, ±0, subnormals, ±inf."""
+def test_relu_codes_and_range_give_the_codes_and_where_values_lie_within_their_bounds(bits):
+    """max(values, 0), its codes as quantize_values gives them, and ``low <= x · 2^frac_bits <= high`` before
+    rounding, in float64: values just inside and just past each bound (which round onto it), on it, ±0,
+    subnormals, ±inf and NaN, in float32 and float64."""
     rng = np.random.default_rng(bits + 100)
     low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     for frac in (-3, 0, 5, 40):
-        edges = np.ldexp(np.array([low, high, low - 0.25, high + 0.25, low + 0.25, high - 0.25, high + 0.5,
-                                   0.0, -0.0, 1e-300, np.inf, -np.inf]), -frac)
+        edges = np.ldexp(np.array([low, high, low - 0.25, high + 0.25, low + 0.25, high - 0.25, high + 0.5, high + 1,
+                                   0.0, -0.0, 1e-300, -1e-300, np.inf, -np.inf]), -frac)
         for values in (np.concatenate([edges, rng.normal(size=500) * 2.0 ** (bits - 1 - frac)]).astype(np.float32),
                        np.concatenate([edges, rng.normal(size=500) * 2.0 ** (bits - frac)])):
-            codes, inside = quantize_and_range(values, frac, bits, code_dtype(bits))
-            scaled = np.ldexp(values.astype(np.float64), frac)
-            assert np.array_equal(codes, quantize_values(values, frac, bits, code_dtype(bits)))
+            x, codes, inside = relu_codes_and_range(values, frac, bits, code_dtype(bits))
+            relu = np.maximum(values, values.dtype.type(0))
+            scaled = np.ldexp(relu.astype(np.float64), frac)
+            assert x.dtype == values.dtype and np.array_equal(x.view(np.uint8), relu.view(np.uint8))
+            assert np.array_equal(codes, quantize_values(relu, frac, bits, code_dtype(bits)))
             assert np.array_equal(inside, (scaled >= low) & (scaled <= high))
-            assert inside.any() and not inside.all()
+            assert inside.any() and not inside.all() and codes.min() == 0 and codes.max() == high
+        nan = np.array([np.nan, 1.0], np.float32)  # NaN is out of range, as the comparisons have it
+        with np.errstate(invalid="ignore"):  # its code is undefined
+            inside = relu_codes_and_range(nan, frac, bits)[2]
+        assert inside.tolist() == [False, 2.0 ** frac <= high]
 
 
 def test_masked_accumulators_round_once_to_float32_as_through_float64():
