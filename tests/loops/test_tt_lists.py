@@ -99,6 +99,21 @@ def test_lists_at_scales_seen_lately_are_taken_as_they_were():
     assert trainer._lists(1, state, 8, fracs[0]) is not first and trainer.lists_reshifted == KEPT_AIMS + 1
 
 
+@pytest.mark.parametrize("bad", [np.inf, np.nan])
+def test_a_hidden_layers_input_past_float32s_range_is_refused_as_the_loop_refuses_it(bad):
+    """The layer below's float32 output, inf or NaN somewhere (float32's range passed): the next layer's input is
+    refused with the loop's error before its codes are written; -inf, which the ReLU takes to 0, is not."""
+    trainer = TtListTrainer(_setup(), GoldenShell())
+    state = trainer.layer_state(1)
+    out = np.random.default_rng(0).normal(size=(4, state.in_features)).astype(np.float32)
+    out[2, 5] = -np.inf
+    x, codes, inside, _, _ = trainer._input_codes(state, out, 3)
+    assert x[2, 5] == 0 and codes[2, 5] == 0 and inside[2, 5]
+    out[1, 7] = bad
+    with pytest.raises(ValueError, match="x must be finite"):
+        trainer._input_codes(state, out, 3)
+
+
 class _Beside:
     """The golden shell, noting each phase given host work (and the cores as that work left them), and, when
     ``fail_at`` is set, failing that step's phase as an IP would: after the host's work beside it ran."""
