@@ -73,7 +73,7 @@ import numpy as np
 
 from codesign.loops.common import HwTrainError, StagedBatch, cross_entropy_of, softmax_gradient
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
-from codesign.loops.tt_update import slice_lambdas
+from codesign.loops.tt_update import slice_lambdas, slice_squares
 from codesign.numerics.scales import UNSET, mean_abs
 from codesign.step.tt.rounding import code_dtype, frac_of_values, quantize_values, relu_codes_and_range
 from codesign.step.tt.scale_book import ScaleBook
@@ -410,17 +410,18 @@ class TtListTrainer(TtMlpTrainer):
             self._adam(index, cores, [step.core_grads[k] for k in cores], step.bias_grad if early is None else None,
                        rates, fracs.core)
             known = taken.get("lambdas", {})  # the ranks' next λ worked out beside the last phase, and the rest
-            known.update(self._lambdas(index, [k for k in range(1, d) if k not in known]))
+            known.update(self._lambdas(index, [k for k in range(1, d) if k not in known], taken.get("squares")))
             if known:
                 self.lambdas[index] = [known[k] for k in range(1, d)]
         return rest, grad_x
 
-    def _lambdas(self, index: int, ranks: Sequence[int]) -> dict:
+    def _lambdas(self, index: int, ranks: Sequence[int], squares: dict | None = None) -> dict:
         """The next step's λ of layer ``index``'s inner ranks ``ranks`` from its cores as they stand, by rank (none
-        without the prior, which keeps them unused)."""
+        without the prior, which keeps them unused); ``squares``: the terms of cores already updated, taken before
+        (:func:`~codesign.loops.tt_update.slice_lambdas`)."""
         if self.setup.prior_weight <= 0:
             return {}
-        return dict(zip(ranks, slice_lambdas(self.cores[index], only=ranks)))
+        return dict(zip(ranks, slice_lambdas(self.cores[index], only=ranks, squares=squares)))
 
     def _update_part(self, index: int, state, lists, book: ScaleBook, fracs: Fracs, rates: Tuple[float, float],
                      taken: dict, reads, arena: np.ndarray, *, with_bias: bool = True) -> None:
@@ -445,6 +446,9 @@ class TtListTrainer(TtMlpTrainer):
         self._write_early(index, state, lists, fracs, sorted(taken["early"]), last)
         late = set(range(len(state.cores))) - set(taken["early"])  # the cores the last phase's gradients update
         taken["lambdas"] = self._lambdas(index, [k for k in range(1, len(state.cores)) if not {k - 1, k} & late])
+        if self.setup.prior_weight > 0:  # of a rank between an updated core and a late one, the updated one's term
+            taken["squares"] = {(k, j): slice_squares(self.cores[index], k, j) for k in range(1, len(state.cores))
+                                if {k - 1, k} & late for j in (k - 1, k) if j not in late}
         # the next step's lists at the scales as the book holds them: where the last phase's records move none,
         # the next step finds them aimed
         self._aimed(index, state, lists.batch, _fracs(book.trackers, state))

@@ -13,18 +13,36 @@ ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, which 
 LAMBDA_FLOOR = 1e-30  # keeps 1/lambda finite for a slice that is exactly zero (as codesign.train.tt.rank)
 
 
-def slice_lambdas(cores: Sequence[np.ndarray], *, only: Sequence[int] | None = None) -> List[np.ndarray]:
+def slice_lambdas(cores: Sequence[np.ndarray], *, only: Sequence[int] | None = None,
+                  squares: Dict[Tuple[int, int], np.ndarray] | None = None) -> List[np.ndarray]:
     """MAP ``lambda`` of every slice of every inner rank ``k`` (between cores ``k - 1`` and ``k``; of ranks ``only``
-    where given, in that order): ``(|G_{k-1}[..., c]|^2 + |G_k[c, ...]|^2) / (n + 2)``."""
+    where given, in that order): ``(|G_{k-1}[..., c]|^2 + |G_k[c, ...]|^2) / (n + 2)``. ``squares``: terms taken
+    before (:func:`slice_squares`, by ``(k, j)``, of the cores as they stand)."""
     lambdas, squared = [], {}  # each core's squares once
     for k in range(1, len(cores)) if only is None else only:
+        terms = []
         for j in (k - 1, k):
+            if squares is not None and (k, j) in squares:
+                terms.append(squares[(k, j)])
+                continue
             if j not in squared:
                 squared[j] = np.square(cores[j].astype(np.float64))
-        squares = squared[k - 1].sum(axis=(0, 1, 2)) + squared[k].sum(axis=(1, 2, 3))
+            terms.append(_slice_sums(squared[j], last=j == k - 1))
         count = cores[k - 1][..., 0].size + cores[k][0].size
-        lambdas.append(np.maximum(squares / (count + 2), LAMBDA_FLOOR))
+        lambdas.append(np.maximum((terms[0] + terms[1]) / (count + 2), LAMBDA_FLOOR))
     return lambdas
+
+
+def slice_squares(cores: Sequence[np.ndarray], k: int, j: int) -> np.ndarray:
+    """Core ``j``'s term of inner rank ``k``'s ``lambda`` in :func:`slice_lambdas` (``j`` is ``k - 1`` or ``k``):
+    the sums of squares, in float64, of its slices along that rank, taken apart (beside the lists, once the core
+    is updated)."""
+    return _slice_sums(np.square(cores[j].astype(np.float64)), last=j == k - 1)
+
+
+def _slice_sums(squared: np.ndarray, *, last: bool) -> np.ndarray:
+    """A core's squares summed per slice of its last rank (``last``) or its first."""
+    return squared.sum(axis=(0, 1, 2)) if last else squared.sum(axis=(1, 2, 3))
 
 
 def prior_grads(cores: Sequence[np.ndarray], lambdas: Sequence[np.ndarray], scale: float, *,
@@ -133,4 +151,5 @@ def _split_as(params: Sequence[np.ndarray], *flats: np.ndarray) -> List[Tuple[np
     return out
 
 
-__all__ = ["ADAM_BETAS", "ADAM_EPS", "Adam", "LAMBDA_FLOOR", "keep_slices", "prior_grads", "slice_lambdas"]
+__all__ = ["ADAM_BETAS", "ADAM_EPS", "Adam", "LAMBDA_FLOOR", "keep_slices", "prior_grads", "slice_lambdas",
+           "slice_squares"]

@@ -13,7 +13,8 @@ import pytest
 from codesign.design import load_design
 from codesign.design.families.tt import tt_setup_of
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
-from codesign.loops.tt_update import ADAM_BETAS, ADAM_EPS, Adam, keep_slices, prior_grads, slice_lambdas
+from codesign.loops.tt_update import (ADAM_BETAS, ADAM_EPS, Adam, keep_slices, prior_grads, slice_lambdas,
+                                      slice_squares)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -60,6 +61,21 @@ def test_the_prior_matches_torch_autograd_of_the_rank_prior(setup):
     (scale * negative_log_prior(layer, [torch.from_numpy(lam) for lam in lambdas])).backward()
     for mine, core in zip(prior_grads(cores, lambdas, scale), layer.cores):
         np.testing.assert_allclose(mine, core.grad.numpy(), rtol=1e-6)
+
+
+def test_lambdas_from_terms_taken_before_are_the_bits_of_lambdas_taken_at_once(setup):
+    """A rank's λ from one core's term taken apart (slice_squares, as the list trainer takes an updated core's
+    beside its last phase) and the other's at once: the bits of every term at once; a term given is taken."""
+    cores = TtMlpTrainer(setup).cores[0]
+    whole = slice_lambdas(cores)
+    for k in range(1, len(cores)):
+        for j in (k - 1, k):
+            given = slice_lambdas(cores, only=[k], squares={(k, j): slice_squares(cores, k, j)})[0]
+            assert given.tobytes() == whole[k - 1].tobytes()
+            other = slice_lambdas(cores, only=[k], squares={(k, j): 2 * slice_squares(cores, k, j)})[0]
+            assert not np.array_equal(other, whole[k - 1])
+    assert [lam.tobytes() for lam in slice_lambdas(cores, only=[2, 1], squares={})] == [
+        whole[1].tobytes(), whole[0].tobytes()]
 
 
 def test_keep_slices_keeps_at_least_min_rank():
