@@ -33,8 +33,10 @@ scales wait for a tensor's mean |x|:
   its batch against the staged one while they compute (a batch that is not
   the one staged has its first layer's forward run again on its own codes);
 - beside the next longest phase after those (the longest where none is
-  taken), a layer's input tracker moves on in its forward, its output-gradient
-  tracker in its backward.
+  taken), the first layer's input tracker moves on in its forward, each
+  output-gradient tracker in its backward; a hidden layer's input tracker in
+  its update, and where its input gradient passes beside its backward (its
+  forward phases are short).
 
 A step that fails on the way changes no state (cores, biases, Adam's moments,
 the prior's λ, trackers, means).
@@ -236,21 +238,26 @@ class TtListTrainer(TtMlpTrainer):
     def _forward_layer(self, index: int, x: np.ndarray, prepared: Tuple) -> Tuple[Tuple, Tuple | None]:
         """Layer ``index``'s input (the batch, or the layer below's output before its ReLU) written and its forward
         lists run (the output gradient's room left for later);
-        while they compute, the next layer prepared, this input's tracker moved on by its mean |x|, the bias
-        quantised and, for a hidden layer, where its input gradient passes worked out (the input within its
-        codes' bounds, and the ReLU below passed).
+        while they compute, the next layer prepared, the bias quantised and, for the first layer, its input's
+        tracker moved on by its mean |x|. A hidden layer's forward phases are short (its input is the narrow
+        output below), so its input's tracker moves on in its update (:meth:`_backward_layer`'s rest, beside the
+        layer below's backward) and where its input gradient passes (the input within its codes' bounds, and the
+        ReLU below passed) is worked out beside its backward, as ``later`` works.
         ``prepared``: :meth:`_prepare`'s for this layer. Returns what the backward needs of this layer, and the
         next layer's :meth:`_prepare` (None for the last)."""
         state, book, fracs, lists, arena = prepared
         following: list = []
         beside = []
-        taken: dict = {"passes": None}  # the bias as the output adds it; where the input gradient passes; staged
+        taken: dict = {}  # the bias as the output adds it; the staged batch's check
         if index + 1 < len(self.cores):
             beside.append(lambda: following.append(self._prepare(index + 1, x.shape[0])))
         given = x
         x, x_codes, inside, observed, staged = self._input_codes(state, x, fracs.act[0])
-        beside.append(lambda: self._aim(book, "act_frac_bits", 0, x, fracs.act[0], bits=state.activation_bits,
-                                        headroom_bits=state.activation_headroom_bits, observed=observed))
+        aim = partial(self._aim, book, "act_frac_bits", 0, x, fracs.act[0], bits=state.activation_bits,
+                      headroom_bits=state.activation_headroom_bits, observed=observed)
+        later = {} if inside is None else {"aim": aim, "passes": lambda: inside & (x > 0)}
+        if inside is None:
+            beside.append(aim)
         if staged is not None:  # the batch checked against the one staged while the lists compute
 
             def check() -> None:
@@ -263,11 +270,6 @@ class TtListTrainer(TtMlpTrainer):
         def bias() -> None:
             taken["bias"] = bias_values(state, book)
         beside.append(bias)
-        if inside is not None:  # a hidden layer's: its input within the codes' bounds, and the ReLU below passed
-
-            def passes() -> None:
-                taken["passes"] = inside & (x > 0)
-            beside.append(passes)
         self.shell.flush(arena, lists.write(arena, x=x_codes))
         counted = self.runner.transactions, self.runner.macs
         arena = self._run(lists, range(lists.forward_phases), arena, beside=beside, layer=index)
@@ -280,7 +282,7 @@ class TtListTrainer(TtMlpTrainer):
             self.inputs_staged += 1
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
         out = layer_output(state, lists, arena, book, fracs, bias=taken["bias"])  # of the hand-off type, as the loop's
-        return (state, x, taken["passes"], book, fracs, lists, arena, out), (following[0] if following else None)
+        return (state, x, later, book, fracs, lists, arena, out), (following[0] if following else None)
 
     @staticmethod
     def _aim(book: ScaleBook, name: str, index: int, values: np.ndarray, used: int, *, bits: int,
@@ -377,17 +379,22 @@ class TtListTrainer(TtMlpTrainer):
         gradient read; returns the rest of its host work (the records, core gradients, its update and its next λ)
         as a callable, and the input gradient. The first layer's rest ends the step, so what of it the last
         phase does not feed runs beside that phase: the other phases' core gradients and records read, and
-        Adam on those cores and the bias."""
-        state, _, passes, book, fracs, lists, arena, out = layer
+        Adam on those cores and the bias. A hidden layer's ``later`` works (:meth:`_forward_layer`): where its input
+        gradient passes, beside its backward phases, and its input's tracker, in its rest."""
+        state, _, later, book, fracs, lists, arena, out = layer
         d = len(state.cores)
         g_codes = quantize_values(grad_y, fracs.grad[d - 1], state.grad_bits, code_dtype(state.grad_bits))
         self.shell.flush(arena, lists.write(arena, gy=g_codes))
         aim = partial(self._aim, book, "grad_frac_bits", d - 1, grad_y, fracs.grad[d - 1], bits=state.grad_bits,
                       headroom_bits=state.grad_headroom_bits)  # the output gradient's tracker, beside the lists
-        taken: dict = {}  # what the host took beside the lists: the bias gradient, the early core gradients
+        taken: dict = {"passes": None}  # what the host took beside the lists: where the input gradient passes, the
+        # bias gradient, the early core gradients
 
         def bias() -> None:
             taken["bias_grad"] = bias_gradient(state, g_codes, book, fracs)
+        works = [*beside, aim, bias]
+        if "passes" in later:
+            works.append(lambda: taken.update(passes=later["passes"]()))
         tail: dict = {}  # the first layer's update, in parts beside the phases its gradients are done by
         if index == 0:
             last = len(lists.phases) - 1
@@ -396,12 +403,14 @@ class TtListTrainer(TtMlpTrainer):
                 tail[last - 1] = partial(self._update_part, index, state, lists, book, fracs, rates, taken,
                                          first_part, with_bias=False)
             tail[last] = partial(self._update_early, index, state, lists, book, fracs, rates, taken)
-        arena = self._run(lists, range(lists.forward_phases, len(lists.phases)), arena, beside=[*beside, aim, bias],
-                          tail=tail, layer=index)
+        arena = self._run(lists, range(lists.forward_phases, len(lists.phases)), arena, beside=works, tail=tail,
+                          layer=index)
         self.shell.invalidate(arena, lists.backward_reads[2 if "early" in taken else 0].ranges)
-        grad_x = input_grad(state, lists, arena, fracs, inside=passes)
+        grad_x = input_grad(state, lists, arena, fracs, inside=taken["passes"])
 
         def rest() -> None:
+            if "aim" in later:
+                later["aim"]()
             step = finish(state, None, g_codes, lists, arena, book, fracs, y=out, grad_x=grad_x,
                           bias_grad=taken["bias_grad"], early=taken.get("early"))
             self._keep_scales(index, step)

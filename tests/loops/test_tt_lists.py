@@ -151,9 +151,10 @@ def _placed(lists, phases, works: int, *, last: bool = False) -> set:
 def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing():
     """While layer 0's longest forward phase computes, the host prepares layer 1 (its cores' codes, lists and
     arena); while its longest backward phase computes, it reads layer 1's gradients and updates layer 1; each
-    input's and output gradient's tracker moves on and each bias is quantised, and its gradient taken, beside
-    the next longest phases. Beside layer 0's last phase, the host reads what the phases before it wrote and
-    updates those cores and the bias. A step whose last phase fails after that leaves every state word as it
+    output gradient's tracker (and the network input's) moves on and each bias is quantised, and its gradient
+    taken, beside the next longest phases, and where layer 1's input gradient passes is worked out beside its
+    backward (its input's tracker moves on in its update). Beside layer 0's last phase, the host reads what the
+    phases before it wrote and updates those cores and the bias. A step whose last phase fails after that leaves every state word as it
     was, and the step taken again equals a trainer's that never failed."""
     setup = _setup()
     data = _data(train=4 * setup.batch_size)
@@ -167,7 +168,7 @@ def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing()
     (f0, b0), (f1, b1) = [(range(lists.forward_phases), range(lists.forward_phases, len(lists.phases)))
                           for lists in (trainer.current_lists[0], trainer.current_lists[1])]
     lists0, lists1 = trainer.current_lists[0], trainer.current_lists[1]
-    placed = [(0, _placed(lists0, f0, 3)), (1, _placed(lists1, f1, 2)), (1, _placed(lists1, b1, 3)),
+    placed = [(0, _placed(lists0, f0, 3)), (1, _placed(lists1, f1, 1)), (1, _placed(lists1, b1, 4)),
               (0, _placed(lists0, b0, 3, last=True))]  # a step's phases with work, layer by layer (the loss
     # beside the last layer's longest backward phase)
     assert set(trainer.beside_seconds) == {(layer, phase) for layer, phases in placed for phase in phases}
@@ -196,7 +197,8 @@ def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing()
 @pytest.mark.parametrize("hand_off", ["float32", "exact"])
 def test_three_layers_each_work_beside_the_layer_below_and_train_as_the_loop(hand_off):
     """Layers 1 and 2 are prepared beside layers 0 and 1's forward lists, and their gradients and updates run
-    beside the backward lists of the layer below, each layer's trackers beside its own; four steps equal the
+    beside the backward lists of the layer below, each layer's trackers beside its own (a hidden layer's input
+    tracker in its update, and where its input gradient passes beside its backward); four steps equal the
     loop's in every state word, with two hidden layers' outputs and input gradients passed on in either type."""
     from codesign.design.families.tt import paper_setup
 
@@ -210,12 +212,17 @@ def test_three_layers_each_work_beside_the_layer_below_and_train_as_the_loop(han
         assert lists.train_step(x, y) == loop.train_step(x, y)
     assert lists.list_steps == 3
     expected = set()
-    for layer in (0, 1, 2):  # beside each direction's longest phase the layer above's work (the last layer's
-        built = lists.current_lists[layer]  # backward: the loss), its tracker's and its bias's the next; the
-        for phases in (range(built.forward_phases), range(built.forward_phases, len(built.phases))):  # first
-            works = 3 if layer < 2 or phases.start > 0 else 2  # layer's early reads beside its last
-            expected |= {(layer, phase) for phase in _placed(built, phases, works, last=layer == 0 and
-                                                              phases.start > 0)}
+    # beside each direction's longest phase the layer above's work (the last layer's backward: the loss), then a
+    # tracker's, the bias's and (a hidden layer's backward) where its input gradient passes; the first layer's
+    # early reads beside its last
+    works = {(0, "forward"): 3, (1, "forward"): 2, (2, "forward"): 1, (0, "backward"): 3, (1, "backward"): 4,
+             (2, "backward"): 4}
+    for layer in (0, 1, 2):
+        built = lists.current_lists[layer]
+        for phases in (range(built.forward_phases), range(built.forward_phases, len(built.phases))):
+            way = "backward" if phases.start > 0 else "forward"
+            expected |= {(layer, phase) for phase in _placed(built, phases, works[(layer, way)],
+                                                              last=layer == 0 and way == "backward")}
     assert set(lists.beside_seconds) == expected and len(expected) >= 8
     for a, b in zip(_words(lists), _words(loop)):
         assert a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
