@@ -10,6 +10,7 @@ trackers the step returns.
 from __future__ import annotations
 
 import math
+from functools import cached_property
 from typing import Optional, Tuple
 
 import numpy as np
@@ -102,10 +103,11 @@ class TtLayerState:
             raise ValueError(f"means must be {len(TRACKERS)} tuples of lengths {lengths}, or empty")
         object.__setattr__(self, "means", means)
 
-    @property
+    @cached_property
     def hand_off_dtype(self) -> np.dtype:
         """The float type of the layer's output and input gradient
-        (:func:`~codesign.numerics.scales.hand_off_float`)."""
+        (:func:`~codesign.numerics.scales.hand_off_float`; worked out once: a list step asks for it a dozen
+        times)."""
         return np.dtype(hand_off_float(self.hand_off))
 
     def tracker_values(self) -> dict[str, tuple[int, ...]]:

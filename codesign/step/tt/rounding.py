@@ -5,6 +5,8 @@ reach the same codes."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from codesign.numerics.formats import FIXED_FRAC_BITS
@@ -109,8 +111,9 @@ def rescale(codes: np.ndarray, frac_from: int, frac_to: int, bits: int, *, peak:
     return np.clip(floor + up, low, high).astype(narrow)
 
 
+@functools.lru_cache(maxsize=64)
 def code_dtype(bits: int) -> np.dtype:
-    """The narrowest signed integer type of ``bits``-wide codes."""
+    """The narrowest signed integer type of ``bits``-wide codes (kept per width: a list step asks a dozen times)."""
     return np.dtype(next(kind for width, kind in ((8, np.int8), (16, np.int16), (32, np.int32)) if bits <= width)
                     if bits <= 32 else np.int64)
 
