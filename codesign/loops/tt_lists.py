@@ -304,13 +304,13 @@ class TtListTrainer(TtMlpTrainer):
         so the forward starts on its codes and the step checks ``x`` against it while the lists compute (the
         comparison took 45 of the 230 us before the first list at paper 003's rank 8)."""
         bits = state.activation_bits
-        if not state.is_network_input:
-            x, codes, inside = relu_codes_and_range(x, frac, bits, code_dtype(bits))
+        if not state.is_network_input:  # the layer below's output, of its shape and hand-off type
+            x = np.maximum(x, x.dtype.type(0))
             # in float32 checked as the loop checks it (inf past float32's range; after the ReLU, the largest value
-            # tells); handed off exactly it is finite (integer sums plus a bias, in float64)
+            # tells), before its codes; handed off exactly it is finite (integer sums plus a bias, in float64)
             if state.hand_off == "float32" and not np.isfinite(np.max(x)):
                 raise ValueError("x must be finite")
-            return x, codes, inside, None, None
+            return (x, *relu_codes_and_range(x, frac, bits, code_dtype(bits)), None, None)
         staged, self._staged = self._staged, None
         if staged is None or np.shape(x) != staged.x.shape:
             x = check_input(state, x)
@@ -387,8 +387,8 @@ class TtListTrainer(TtMlpTrainer):
         self.shell.flush(arena, lists.write(arena, gy=g_codes))
         aim = partial(self._aim, book, "grad_frac_bits", d - 1, grad_y, fracs.grad[d - 1], bits=state.grad_bits,
                       headroom_bits=state.grad_headroom_bits)  # the output gradient's tracker, beside the lists
-        taken: dict = {"passes": None}  # what the host took beside the lists: where the input gradient passes, the
-        # bias gradient, the early core gradients
+        # what the host took beside the lists: where the input gradient passes, the bias gradient, the early cores'
+        taken: dict = {"passes": None}
 
         def bias() -> None:
             taken["bias_grad"] = bias_gradient(state, g_codes, book, fracs)

@@ -4,6 +4,7 @@ ends bit-identical to the loop's own steps under the tracked scale rule, every s
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -102,7 +103,8 @@ def test_lists_at_scales_seen_lately_are_taken_as_they_were():
 @pytest.mark.parametrize("bad", [np.inf, np.nan])
 def test_a_hidden_layers_input_past_float32s_range_is_refused_as_the_loop_refuses_it(bad):
     """The layer below's float32 output, inf or NaN somewhere (float32's range passed): the next layer's input is
-    refused with the loop's error before its codes are written; -inf, which the ReLU takes to 0, is not."""
+    refused with the loop's error before its codes are made (no warning of a cast first); -inf, which the ReLU
+    takes to 0, is not."""
     trainer = TtListTrainer(_setup(), GoldenShell())
     state = trainer.layer_state(1)
     out = np.random.default_rng(0).normal(size=(4, state.in_features)).astype(np.float32)
@@ -110,7 +112,8 @@ def test_a_hidden_layers_input_past_float32s_range_is_refused_as_the_loop_refuse
     x, codes, inside, _, _ = trainer._input_codes(state, out, 3)
     assert x[2, 5] == 0 and codes[2, 5] == 0 and inside[2, 5]
     out[1, 7] = bad
-    with pytest.raises(ValueError, match="x must be finite"):
+    with warnings.catch_warnings(), pytest.raises(ValueError, match="x must be finite"):
+        warnings.simplefilter("error")
         trainer._input_codes(state, out, 3)
 
 
@@ -154,8 +157,8 @@ def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing()
     output gradient's tracker (and the network input's) moves on and each bias is quantised, and its gradient
     taken, beside the next longest phases, and where layer 1's input gradient passes is worked out beside its
     backward (its input's tracker moves on in its update). Beside layer 0's last phase, the host reads what the
-    phases before it wrote and updates those cores and the bias. A step whose last phase fails after that leaves every state word as it
-    was, and the step taken again equals a trainer's that never failed."""
+    phases before it wrote and updates those cores and the bias. A step whose last phase fails after that leaves
+    every state word as it was, and the step taken again equals a trainer's that never failed."""
     setup = _setup()
     data = _data(train=4 * setup.batch_size)
     batches = [(data.train_x[i:i + setup.batch_size], data.train_y[i:i + setup.batch_size])

@@ -66,10 +66,8 @@ def backward_reads(lists, names: Collection[str]) -> BackwardReads:
         ranges.append((offset // 4, cfg.words_out(math.prod(lists.cores[k]))))
     ranges += [(word, RECORD_WORDS) for word in words]
     record_words, record_starts = np.array(words, np.int64), np.array(starts, np.int64)
-    arrays = [np.concatenate(slots) if slots else np.zeros(0, np.int64), record_words, record_starts,
-              *record_sums_of(record_words, record_starts)]
-    for array in arrays:
-        array.setflags(write=False)  # shared by the lists reshift makes of these
+    arrays = read_only(np.concatenate(slots) if slots else np.zeros(0, np.int64), record_words, record_starts,
+                       *record_sums_of(record_words, record_starts))  # shared by the lists reshift makes of these
     return BackwardReads(cores=cores, core_slots=arrays[0], stats=tuple(stats), record_words=arrays[1],
                          record_starts=arrays[2], counts=tuple(counts), grad_x=grad_x, ranges=tuple(ranges),
                          sum_words=arrays[3], summed=arrays[4], sum_starts=arrays[5])
@@ -81,6 +79,13 @@ def record_sums_of(record_words: np.ndarray, record_starts: np.ndarray) -> Tuple
     summed = np.diff(np.append(record_starts, record_words.size)) > 0  # reduceat gives an empty group its next
     return (np.asarray(record_words)[:, None] + np.array([RECORD["sum_abs_lo"], RECORD["sum_abs_hi"]]), summed,
             np.asarray(record_starts)[summed])
+
+
+def read_only(*arrays: np.ndarray) -> Tuple[np.ndarray, ...]:
+    """``arrays``, made read-only: kept for lists that share them."""
+    for array in arrays:
+        array.setflags(write=False)
+    return arrays
 
 
 def split_at_last_phase(lists) -> Tuple[BackwardReads, BackwardReads, BackwardReads]:
@@ -111,4 +116,5 @@ def _core_grad_slots(lists, k: int) -> np.ndarray:
             else where.reshape(m, c, a, n).transpose(2, 0, 3, 1)).reshape(-1)
 
 
-__all__ = ["BackwardReads", "backward_reads", "reads_ending", "record_sums_of", "split_at_last_phase"]
+__all__ = ["BackwardReads", "backward_reads", "read_only", "reads_ending", "record_sums_of",
+           "split_at_last_phase"]

@@ -126,20 +126,18 @@ def quantize_values(values: np.ndarray, frac_bits, bits: int, dtype=np.int64) ->
     return _codes_of_scaled(scaled_for_codes(values, frac_bits, bits), bits, dtype)
 
 
-def relu_codes_and_range(values: np.ndarray, frac_bits: int, bits: int, dtype=np.int64
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A hidden layer's input from the layer below's output ``values``: ``x = max(values, 0)``, its codes
-    (:func:`quantize_values`) and where ``x · 2^frac_bits`` lies within the codes' bounds (before rounding: where a
-    straight-through gradient passes), from one scaling pass. ``x`` is not below 0 (or is NaN), so the codes'
-    lower bound neither clips it nor leaves it out of range: one comparison and one clip fewer, the same codes
-    and range (NaN and ±inf included)."""
-    x = np.maximum(values, values.dtype.type(0))
+def relu_codes_and_range(x: np.ndarray, frac_bits: int, bits: int, dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`quantize_values` of a hidden layer's input ``x`` (the ReLU of the layer below's output: no value
+    below 0), and where ``x · 2^frac_bits`` lies within the codes' bounds (before rounding: where a
+    straight-through gradient passes), from one scaling pass. No value below 0 needs the lower clip or the lower
+    bound's test: one comparison and one clip fewer, the same codes and range (±0, subnormals and +inf included;
+    NaN lies out of range, its code undefined)."""
     scaled = scaled_for_codes(x, frac_bits, bits)
     high = (1 << (bits - 1)) - 1
     inside = scaled <= high
     np.rint(scaled, out=scaled)
     np.minimum(scaled, scaled.dtype.type(high), out=scaled)
-    return x, scaled.astype(dtype), inside
+    return scaled.astype(dtype), inside
 
 
 def in_code_range(scaled: np.ndarray, bits: int) -> np.ndarray:

@@ -52,7 +52,7 @@ from codesign.contracts.calls import RAW, ArenaLayout, Call, check_list
 from codesign.numerics.round_stage import GROUP_WORDS_RANGE, RoundStageConfig
 from codesign.pe.tt.contract import header_dims, pack_rows, row_words
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.step.tt.list_reads import BackwardReads, reads_ending, split_at_last_phase
+from codesign.step.tt.list_reads import BackwardReads, read_only, reads_ending, split_at_last_phase
 from codesign.step.tt.list_tiles import (MAX_ROWS, SLOT_BITS, Contraction, Out, Rows, chunk32, codes_rounding,
                                          contraction_calls, is_chained, l_cut, operand_rounding, row_within)
 
@@ -138,19 +138,22 @@ class StepLists:
                 written.append((item.rows.offset // 4, item.words))
         return written
 
-    def _host_inputs(self, sources: Tuple[object, ...]) -> Tuple[HostInput, ...]:
-        """The inputs the host writes from ``sources`` ("x", "gy", cores' indices), in order (kept per layout: a
-        layer has some fifty, most of them cores' layouts)."""
-        key = ("inputs of", sources)
+    def _keep(self, key: tuple, make: Callable[[], object]):
+        """``make()`` kept per layout under ``key`` (the lists :func:`reshift` makes of these share it)."""
         if key not in self._kept:
-            self._kept[key] = tuple(item for item in self.inputs.values() if item.source in sources)
+            self._kept[key] = make()
         return self._kept[key]
+
+    def _host_inputs(self, sources: Tuple[object, ...]) -> Tuple[HostInput, ...]:
+        """The inputs the host writes from ``sources`` ("x", "gy", cores' indices), in order (a layer has some
+        fifty, most of them cores' layouts)."""
+        return self._keep(("inputs of", sources),
+                          lambda: tuple(item for item in self.inputs.values() if item.source in sources))
 
     def _slots_of(self, cores: Tuple[int, ...]) -> Tuple[np.ndarray, np.ndarray]:
         """:attr:`core_slots` of ``cores`` alone (kept per lists and cores): their codes' slots, each numbered 1 +
         the code's index among those cores' codes in order (their padding slots, 0 in every write, left out)."""
-        kept = self._kept.get(("slots", cores))
-        if kept is None:
+        def slots() -> Tuple[np.ndarray, np.ndarray]:
             starts = np.cumsum([1, *(math.prod(shape) for shape in self.cores)])
             local = np.zeros(starts[-1], np.int64)  # a code's global number -> its number among ``cores``' codes
             first = 1
@@ -159,36 +162,33 @@ class StepLists:
                 first += starts[k + 1] - starts[k]
             dst, src = self.core_slots
             chosen = local[src] > 0
-            kept = self._kept[("slots", cores)] = (dst[chosen], local[src[chosen]])
-        return kept
+            return dst[chosen], local[src[chosen]]
+        return self._keep(("slots", cores), slots)
 
     def cores_unread_from(self, phase: int) -> bool:
         """Whether no call of phase ``phase`` or after reads a word of the cores' layouts: while they compute, the
         host may write the next step's codes of the cores it has updated (kept per layout)."""
-        key = ("unread from", phase)
-        if key not in self._kept:
-            core_words = np.unique(self.core_slots[0] // 2)
+        def unread() -> bool:
             read = [block.word_indices() for later in self.phases[phase:] for _, calls in later for call in calls
                     for block in call.segments]
-            self._kept[key] = not read or not np.isin(core_words, np.concatenate(read)).any()
-        return self._kept[key]
+            return not read or not np.isin(np.unique(self.core_slots[0] // 2), np.concatenate(read)).any()
+        return self._keep(("unread from", phase), unread)
 
     def gradient_scales(self, cores: Tuple[int, ...]) -> Tuple[np.ndarray, np.ndarray]:
         """Per code of ``cores``' gradients (core after core), the value of its unit, 2^-f at the core's gradient
-        fraction, and where each core's codes end (from 0); kept per layout and fractions."""
-        fracs = tuple(self.fracs.core_grad[k] for k in cores)
-        key = ("gradient scales", cores, fracs)
-        if key not in self._kept:
+        fraction, and where each core's codes end (from 0); kept per layout at the :data:`KEPT_SCALES` latest."""
+        fracs, kept = tuple(self.fracs.core_grad[k] for k in cores), self._keep(("scales", cores), dict)
+        if fracs not in kept:
             sizes = [math.prod(self.cores[k]) for k in cores]
-            self._kept[key] = np.repeat(np.ldexp(1.0, -np.asarray(fracs, np.int64)), sizes), np.cumsum([0, *sizes])
-        return self._kept[key]
+            kept[fracs] = read_only(np.repeat(np.ldexp(1.0, -np.asarray(fracs, np.int64)), sizes),
+                                    np.cumsum([0, *sizes]))  # shared by the lists reshift makes of these
+            if len(kept) > KEPT_SCALES:
+                kept.pop(next(iter(kept)))  # the oldest
+        return kept[fracs]
 
     def reads_ending(self, first: int, stop: int) -> BackwardReads:
         """:func:`~codesign.step.tt.list_reads.reads_ending` of these lists (kept per layout)."""
-        key = ("reads", first, stop)
-        if key not in self._kept:
-            self._kept[key] = reads_ending(self, first, stop)
-        return self._kept[key]
+        return self._keep(("reads", first, stop), lambda: reads_ending(self, first, stop))
 
     def read_ranges(self, *, forward: bool) -> List[Tuple[int, int]]:
         """The word ranges the host reads after the forward lists (the output) or after the backward ones (the
@@ -298,6 +298,7 @@ def _room(arena: ArenaLayout, rows: int, values: int, lanes: int, parts: int, i_
                 chunk=chunk32(lanes, parts))
 
 
+KEPT_SCALES = 8  # core gradients' scales kept per layout: tracked scales wander among a few
 SHARE_PRODUCTS = 1 << 18  # products a shared list takes at least: ~4,000 cycles of an 8 x 8 array, some 40 us
 # at 100 MHz, against the few register writes and the wait a list's start costs a board's host
 

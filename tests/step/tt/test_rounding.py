@@ -41,26 +41,27 @@ def test_quantize_values_is_its_definition_on_ties_extremes_and_per_value_scales
 
 @pytest.mark.parametrize("bits", [4, 8, 16])
 def test_relu_codes_and_range_give_the_codes_and_where_values_lie_within_their_bounds(bits):
-    """max(values, 0), its codes as quantize_values gives them, and ``low <= x · 2^frac_bits <= high`` before
-    rounding, in float64: values just inside and just past each bound (which round onto it), on it, ±0,
-    subnormals, ±inf and NaN, in float32 and float64."""
+    """Of x = max(values, 0): its codes as quantize_values gives them, and ``low <= x · 2^frac_bits <= high``
+    before rounding, in float64: values just inside and just past each bound (which round onto it), on it, ±0,
+    subnormals, ±inf and NaN, in float32 and float64, and at fractions past float32's powers (float64 products)."""
     rng = np.random.default_rng(bits + 100)
     low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    for frac in (-3, 0, 5, 40):
+    for frac in (-130, -3, 0, 5, 40, 130):
         edges = np.ldexp(np.array([low, high, low - 0.25, high + 0.25, low + 0.25, high - 0.25, high + 0.5, high + 1,
                                    0.0, -0.0, 1e-300, -1e-300, np.inf, -np.inf]), -frac)
-        for values in (np.concatenate([edges, rng.normal(size=500) * 2.0 ** (bits - 1 - frac)]).astype(np.float32),
-                       np.concatenate([edges, rng.normal(size=500) * 2.0 ** (bits - frac)])):
-            x, codes, inside = relu_codes_and_range(values, frac, bits, code_dtype(bits))
+        wide = np.concatenate([edges, rng.normal(size=500) * 2.0 ** (bits - frac)])
+        with np.errstate(over="ignore"):  # at fraction -130 past float32's range: inf
+            narrow = np.concatenate([edges, rng.normal(size=500) * 2.0 ** (bits - 1 - frac)]).astype(np.float32)
+        for values in (narrow, wide):
             relu = np.maximum(values, values.dtype.type(0))
             scaled = np.ldexp(relu.astype(np.float64), frac)
-            assert x.dtype == values.dtype and np.array_equal(x.view(np.uint8), relu.view(np.uint8))
+            codes, inside = relu_codes_and_range(relu, frac, bits, code_dtype(bits))
             assert np.array_equal(codes, quantize_values(relu, frac, bits, code_dtype(bits)))
             assert np.array_equal(inside, (scaled >= low) & (scaled <= high))
             assert inside.any() and not inside.all() and codes.min() == 0 and codes.max() == high
         nan = np.array([np.nan, 1.0], np.float32)  # NaN is out of range, as the comparisons have it
         with np.errstate(invalid="ignore"):  # its code is undefined
-            inside = relu_codes_and_range(nan, frac, bits)[2]
+            inside = relu_codes_and_range(nan, frac, bits)[1]
         assert inside.tolist() == [False, 2.0 ** frac <= high]
 
 

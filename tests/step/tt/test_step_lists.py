@@ -270,10 +270,16 @@ def test_lists_reshifted_to_new_scales_equal_lists_built_at_them(copies):
     for forward in (True, False):
         assert moved.read_ranges(forward=forward) == fresh.read_ranges(forward=forward)
     for mine, theirs in zip(moved.backward_reads, fresh.backward_reads):
-        for name in ("cores", "stats", "counts", "grad_x", "ranges", "core_slots", "record_words", "record_starts"):
+        for name in ("cores", "stats", "counts", "grad_x", "ranges", "core_slots", "record_words", "record_starts",
+                     "sum_words", "summed", "sum_starts"):
             assert np.array_equal(getattr(mine, name), getattr(theirs, name)), name
     assert len(moved.backward_reads[0].stats) == 3 * d - 2  # d-1 act, d-1 grad, d core
     assert moved.backward_reads is built.backward_reads  # the layout's, carried over
+    # the core gradients' scales, kept per layout (shared with the lists reshift made), at each lists' own fractions
+    for lists, fracs in ((built, before), (moved, after), (built, before)):
+        scales, ends = lists.gradient_scales((0, 2))
+        assert ends.tolist() == [0, 42, 42 + 153] and not scales.flags.writeable
+        assert scales.tolist() == [2.0 ** -fracs.core_grad[0]] * 42 + [2.0 ** -fracs.core_grad[2]] * 153
     with pytest.raises(ValueError, match="code widths"):
         reshift(built, dataclasses.replace(after, grad_bits=8))
 
