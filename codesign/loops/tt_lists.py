@@ -255,9 +255,11 @@ class TtListTrainer(TtMlpTrainer):
         x, x_codes, inside, observed, staged = self._input_codes(state, x, fracs.act[0])
         aim = partial(self._aim, book, "act_frac_bits", 0, x, fracs.act[0], bits=state.activation_bits,
                       headroom_bits=state.activation_headroom_bits, observed=observed)
-        later = {} if inside is None else {"aim": aim, "passes": lambda: inside & (x > 0)}
-        if inside is None:
+        if inside is None:  # the network's input
             beside.append(aim)
+            later = {}
+        else:
+            later = {"aim": aim, "passes": lambda: inside & (x > 0)}
         if staged is not None:  # the batch checked against the one staged while the lists compute
 
             def check() -> None:

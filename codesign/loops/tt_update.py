@@ -18,16 +18,13 @@ def slice_lambdas(cores: Sequence[np.ndarray], *, only: Sequence[int] | None = N
     """MAP ``lambda`` of every slice of every inner rank ``k`` (between cores ``k - 1`` and ``k``; of ranks ``only``
     where given, in that order): ``(|G_{k-1}[..., c]|^2 + |G_k[c, ...]|^2) / (n + 2)``. ``squares``: terms taken
     before (:func:`slice_squares`, by ``(k, j)``, of the cores as they stand)."""
-    lambdas, squared = [], {}  # each core's squares once
+    lambdas, squared, given = [], {}, squares or {}  # each core's squares once
     for k in range(1, len(cores)) if only is None else only:
         terms = []
         for j in (k - 1, k):
-            if squares is not None and (k, j) in squares:
-                terms.append(squares[(k, j)])
-                continue
-            if j not in squared:
+            if (k, j) not in given and j not in squared:
                 squared[j] = np.square(cores[j].astype(np.float64))
-            terms.append(_slice_sums(squared[j], last=j == k - 1))
+            terms.append(given[(k, j)] if (k, j) in given else _slice_sums(squared[j], last=j == k - 1))
         count = cores[k - 1][..., 0].size + cores[k][0].size
         lambdas.append(np.maximum((terms[0] + terms[1]) / (count + 2), LAMBDA_FLOOR))
     return lambdas
