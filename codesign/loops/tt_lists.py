@@ -19,10 +19,11 @@ scales wait for a tensor's mean |x|:
 - beside the longest backward phase of the layer below, a layer's core
   gradients, records and update run (only its input gradient is waited for);
   the first layer's update ends the step, so beside its own second last phase
-  the host reads what the phases before that wrote and updates those cores,
-  beside its last the rest but the last phase's core, the bias, and the next
-  step's codes of those cores (the last phase reads none), and after it only
-  the last phase's core and tracker;
+  the host reads what the phases before that wrote, updates those cores and
+  writes their next codes (that phase reads only the core whose input gradient
+  it takes), beside its last the rest but the last phase's core, the bias, and
+  those cores' codes (the last phase reads none), and after it only the last
+  phase's core and tracker;
 - each bias is quantised beside its layer's forward phases, its gradient
   taken beside the backward ones (both need neither input nor result);
 - the loss itself is taken beside the last layer's longest backward phase:
@@ -133,7 +134,7 @@ class TtListTrainer(TtMlpTrainer):
         self._staged: StagedInput | None = None
         self.inputs_staged = 0  # list steps whose input batch was staged beside the step before
         self._arena_token = next(_ARENAS)  # trainers sharing a shell never share an arena
-        # the first layer's cores whose next codes the last step wrote beside its last phase: the arena, and per
+        # the first layer's cores whose next codes the last step wrote beside its last phases: the arena, and per
         # core a copy of the values written and their scale (taken only where the core is still those values)
         self._written_early: Tuple[object, dict] | None = None
 
@@ -180,6 +181,7 @@ class TtListTrainer(TtMlpTrainer):
 
     def _restore_state(self, kept: tuple) -> None:
         self.cores, self.biases, self.lambdas, self.trackers, self.means, optimizer = kept
+        self._written_early = None  # what the failed step wrote early: the next step writes every core
         self.optimizer.restore(optimizer)
 
     def _prepare(self, index: int, batch: int) -> Tuple:
@@ -187,7 +189,7 @@ class TtListTrainer(TtMlpTrainer):
         fractions (each tensor rounded at the scale its tracker holds, which the tracked rule sets before the
         step), its lists at them, and its arena with every core's codes written (each core quantised at its own
         scale in one pass; codes only packed, so in their narrowest type), but those the last step wrote there
-        beside its last phase (:meth:`_write_early`) of cores that still hold the values written, bit for bit."""
+        beside its last phases (:meth:`_write_early`) of cores that still hold the values written, bit for bit."""
         state = self.layer_state(index)
         tr = state.tracker_values()
         core_frac = [frac_of_values(core, bits=state.core_bits, headroom_bits=state.core_headroom_bits,
@@ -218,16 +220,21 @@ class TtListTrainer(TtMlpTrainer):
         self.shell.flush(arena, lists.write(arena, core_codes=codes, cores=tuple(which)))
 
     def _write_early(self, index: int, state, lists, fracs: Fracs, cores: Sequence[int], phase: int) -> None:
-        """Beside the first layer's backward phase ``phase``, where neither it nor a later one reads a core's codes
-        (the last: the phases before it take inner states' gradients, which read cores): the next step's codes
-        of the cores Adam has updated (``cores``) written into the layer's arena, so that the next step writes
-        only the rest before its first list (every core's took 140 of the 270 us there at paper 003's rank 16)."""
-        if not cores or not lists.cores_unread_from(phase):
-            return
+        """Beside the first layer's backward phase ``phase``: the next step's codes of the cores Adam has updated
+        (``cores``) that this step has not written yet, written into the layer's arena where neither that phase
+        nor a later one reads their layouts (the last phase reads none; the one before it, only the core whose
+        input gradient it takes), so that the next step writes only the rest before its first list (every core's
+        took 140 of the 270 us there at paper 003's rank 16)."""
         current = self.cores[index]
         arena = self._arena(index, lists, current, lists.batch)
+        # what an earlier phase of this step wrote (the step's first list took any earlier step's for this arena)
+        written = self._written_early[1] if self._written_early and self._written_early[0] is arena else {}
+        cores = tuple(k for k in sorted(cores) if k not in written and lists.cores_unread_from(phase, (k,)))
+        if not cores:
+            return
         self._write_cores(arena, lists, current, fracs.core, cores, state.core_bits)
-        self._written_early = (arena, {k: (np.array(current[k]), fracs.core[k]) for k in cores})
+        written.update({k: (np.array(current[k]), fracs.core[k]) for k in cores})
+        self._written_early = (arena, written)
 
     def _arena(self, index: int, lists, cores, batch: int):
         """Layer ``index``'s arena on the shell: one per trainer, layer and shapes, as lists rebuilt at other scales
@@ -403,7 +410,7 @@ class TtListTrainer(TtMlpTrainer):
             first_part = lists.reads_ending(0, last - 1)
             if last - 1 > lists.forward_phases and first_part.cores:  # some done before the second last phase
                 tail[last - 1] = partial(self._update_part, index, state, lists, book, fracs, rates, taken,
-                                         first_part, with_bias=False)
+                                         first_part, last - 1, with_bias=False)
             tail[last] = partial(self._update_early, index, state, lists, book, fracs, rates, taken)
         arena = self._run(lists, range(lists.forward_phases, len(lists.phases)), arena, beside=works, tail=tail,
                           layer=index)
@@ -416,11 +423,11 @@ class TtListTrainer(TtMlpTrainer):
             step = finish(state, None, g_codes, lists, arena, book, fracs, y=out, grad_x=grad_x,
                           bias_grad=taken["bias_grad"], early=taken.get("early"))
             self._keep_scales(index, step)
-            early = taken.get("early")  # the cores (and the bias) updated beside the last phase
+            early = taken.get("early")  # the cores (and the bias) updated beside the last phases
             cores = [k for k in range(d) if early is None or k not in early]
             self._adam(index, cores, [step.core_grads[k] for k in cores], step.bias_grad if early is None else None,
                        rates, fracs.core)
-            known = taken.get("lambdas", {})  # the ranks' next λ worked out beside the last phase, and the rest
+            known = taken.get("lambdas", {})  # the ranks' next λ worked out beside the last phases, and the rest
             known.update(self._lambdas(index, [k for k in range(1, d) if k not in known], taken.get("squares")))
             if known:
                 self.lambdas[index] = [known[k] for k in range(1, d)]
@@ -435,28 +442,32 @@ class TtListTrainer(TtMlpTrainer):
         return dict(zip(ranks, slice_lambdas(self.cores[index], only=ranks, squares=squares)))
 
     def _update_part(self, index: int, state, lists, book: ScaleBook, fracs: Fracs, rates: Tuple[float, float],
-                     taken: dict, reads, arena: np.ndarray, *, with_bias: bool = True) -> None:
-        """Beside a backward phase: what ``reads`` names, which the phases before it wrote, read from ``arena``
-        (core gradients, records moved into ``book``), and Adam run on those cores (and, ``with_bias``, the bias,
-        its gradient in ``taken``, where the core gradients gather under ``"early"``). Adam is element-wise, so
-        cores updated in parts get the bits of one update."""
+                     taken: dict, reads, phase: int, arena: np.ndarray, *, with_bias: bool = True) -> None:
+        """Beside backward phase ``phase``: what ``reads`` names, which the phases before it wrote, read from
+        ``arena`` (core gradients, records moved into ``book``), Adam run on those cores (and, ``with_bias``, the
+        bias, its gradient in ``taken``, where the core gradients gather under ``"early"``), their next codes
+        written (:meth:`_write_early`) and the next λ of the ranks between cores updated so far (under
+        ``"lambdas"``). Adam is element-wise, so cores updated in parts get the bits of one update."""
         self.shell.invalidate(arena, reads.ranges)
         grads = read_early(state, lists, arena, book, fracs, reads=reads)
         self._adam(index, list(grads), list(grads.values()), taken["bias_grad"] if with_bias else None, rates,
                    fracs.core)
-        taken.setdefault("early", {}).update(grads)
+        early, known = taken.setdefault("early", {}), taken.setdefault("lambdas", {})
+        early.update(grads)
+        self._write_early(index, state, lists, fracs, list(early), phase)
+        known.update(self._lambdas(index, [k for k in range(1, len(state.cores)) if k not in known
+                                           and k - 1 in early and k in early]))
 
     def _update_early(self, index: int, state, lists, book: ScaleBook, fracs: Fracs, rates: Tuple[float, float],
                       taken: dict, arena: np.ndarray) -> None:
         """Beside a layer's last backward phase: what the phases before it wrote (less what was taken beside the
         phase before, where it was) read from ``arena`` and Adam run on those cores and the bias
-        (:meth:`_update_part`), the next λ of the ranks between them and the next step's lists aimed."""
+        (:meth:`_update_part`: their codes and the λ of the ranks between them too) and the next step's lists
+        aimed."""
         last = len(lists.phases) - 1
         reads = lists.reads_ending(last - 1 if "early" in taken else 0, last)
-        self._update_part(index, state, lists, book, fracs, rates, taken, reads, arena)
-        self._write_early(index, state, lists, fracs, sorted(taken["early"]), last)
+        self._update_part(index, state, lists, book, fracs, rates, taken, reads, last, arena)
         late = set(range(len(state.cores))) - set(taken["early"])  # the cores the last phase's gradients update
-        taken["lambdas"] = self._lambdas(index, [k for k in range(1, len(state.cores)) if not {k - 1, k} & late])
         if self.setup.prior_weight > 0:  # of a rank between an updated core and a late one, the updated one's term
             taken["squares"] = {(k, j): slice_squares(self.cores[index], k, j) for k in range(1, len(state.cores))
                                 if {k - 1, k} & late for j in (k - 1, k) if j not in late}

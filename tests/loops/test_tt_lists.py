@@ -345,13 +345,25 @@ def test_the_first_layers_codes_written_beside_its_last_phase_are_taken_only_for
     first, second = lists.current_lists[0], lists.current_lists[1]
     assert arena is lists._arena(0, first, lists.cores[0], setup.batch_size) is not neighbour._written_early[0]
     assert sorted(written) == list(first.backward_reads[1].cores)
-    # updated in two parts, beside the second last phase those done before it, beside the last the rest; all
-    # written beside the last, as the second last reads cores (an inner state's gradient)
+    # updated in two parts, beside the second last phase those done before it, beside the last the rest; each
+    # part's codes written beside its phase: the second last reads only the core whose input gradient it takes
     last = len(first.phases) - 1
     parts = [first.reads_ending(0, last - 1).cores, first.reads_ending(last - 1, last).cores]
     assert all(parts) and sorted(parts[0] + parts[1]) == sorted(written)
     assert first.cores_unread_from(last) and not first.cores_unread_from(last - 1)
+    assert all(first.cores_unread_from(last - 1, (k,)) for k in parts[0])
+    assert not any(first.cores_unread_from(last - 1, (k,)) for k in parts[1])
     assert not second.cores_unread_from(len(second.phases) - 1)
+    writes, write = [], lists._write_cores
+
+    def recorded(target, *args):  # the first layer's writes: (lists, cores, fracs, which, bits)
+        if target is arena:
+            writes.append(tuple(args[3]))
+        return write(target, *args)
+    lists._write_cores = recorded
+    assert lists.train_step(*batches[0]) == loop.train_step(*batches[0])
+    assert writes[-2:] == [tuple(sorted(parts[0])), tuple(sorted(parts[1]))]
+    del lists._write_cores
     # beside a phase that reads cores nothing is written
     lists._written_early = None
     state, fracs = lists.layer_state(0), first.fracs

@@ -99,7 +99,6 @@ class StepLists:
     core_slots: Tuple[np.ndarray, np.ndarray] = field(compare=False, repr=False)
     _kept: dict = field(default_factory=dict, compare=False, repr=False)  # per layout: some cores' slots, reads
 
-
     def holds(self, pe: str) -> bool:
         """Whether a call of ``pe``'s holds sums for a later one (a contraction longer than the PE's buffers): its
         IPs need the shell's accumulation buffer."""
@@ -165,14 +164,15 @@ class StepLists:
             return dst[chosen], local[src[chosen]]
         return self._keep(("slots", cores), slots)
 
-    def cores_unread_from(self, phase: int) -> bool:
-        """Whether no call of phase ``phase`` or after reads a word of the cores' layouts: while they compute, the
-        host may write the next step's codes of the cores it has updated (kept per layout)."""
+    def cores_unread_from(self, phase: int, cores: Tuple[int, ...] | None = None) -> bool:
+        """Whether no call of phase ``phase`` or after reads a word of the layouts of ``cores`` (None: every core's):
+        while they compute, the host may write the next step's codes of those it has updated (kept per layout)."""
         def unread() -> bool:
             read = [block.word_indices() for later in self.phases[phase:] for _, calls in later for call in calls
                     for block in call.segments]
-            return not read or not np.isin(np.unique(self.core_slots[0] // 2), np.concatenate(read)).any()
-        return self._keep(("unread from", phase), unread)
+            slots = self.core_slots[0] if cores is None else self._slots_of(cores)[0]
+            return not read or not np.isin(np.unique(slots // 2), np.concatenate(read)).any()
+        return self._keep(("unread from", phase, cores), unread)
 
     def gradient_scales(self, cores: Tuple[int, ...]) -> Tuple[np.ndarray, np.ndarray]:
         """Per code of ``cores``' gradients (core after core), the value of its unit, 2^-f at the core's gradient
