@@ -171,12 +171,16 @@ def l_cut(item: Contraction, spec, pieces: int) -> bool:
     copy least loaded so far) end sooner, and the copies read no more operand words in all (the IPs share the
     memory's port). A PE1 call loads its ``B`` (``L`` rows) before it computes, so a core gradient of few ``I``
     rows (its ``(m, c)``) cut along ``I`` loads the same ``B`` on every copy; cut along ``L``, each copy loads its
-    own part of it and reads all of ``A``. The pricing balances the contraction's chains alone, by cycles; the
-    lists then share a phase's chains by products (:func:`codesign.step.tt.step_lists.share`), the same split
-    where a phase holds one contraction a PE, as a core-gradient phase does."""
+    own part of it and reads all of ``A``. Where ``I`` has fewer tiles than ``pieces`` (a copy would idle: the
+    last core's gradient, one row), ``L`` is cut where the busiest copy ends sooner even were every copy's
+    operand words to pass one port a word a cycle. The pricing balances the contraction's chains alone, by
+    cycles; the lists then share a phase's chains by products (:func:`codesign.step.tt.step_lists.share`), the
+    same split where a phase holds one contraction a PE, as a core-gradient phase does."""
     if pieces < 2 or len(_ranges(item.dims[3], _tiles(item, spec, pieces, cut_l=True)[3])) < pieces:
         return False
     (l_cycles, l_words), (i_cycles, i_words) = (_copies_work(item, spec, pieces, cut) for cut in (True, False))
+    if len(_ranges(item.dims[0], _tiles(item, spec, pieces, cut_l=False)[0])) < pieces:  # I leaves a copy idle
+        return max(l_cycles, l_words) < max(i_cycles, i_words)  # the copies' words through one port, a word a cycle
     return l_cycles < i_cycles and l_words <= i_words
 
 
