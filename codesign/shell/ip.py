@@ -489,46 +489,47 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS, 
 # accel_seq keeps descriptor words 0..29 (each written from its own part of a beat) and a plane counter and plane
 # address per side (3-D blocks; addresses at the movers' ADDR_BITS), and the
 # accumulation buffer (4096 x 48 bits: the 6 block RAMs) with its 48-bit adder and the rounding stage (a 48-bit
-# datapath and, at 64 and 128 bits, one or three 32-bit ones: it takes a beat's parts a cycle; its group register
-# takes a chunk's fields rotated, a nibble write-enable apiece, no shifter);
+# datapath and, at 64 and 128 bits, one or three 32-bit ones: it takes a beat's parts a cycle, each part's range
+# tested by a mask of its bits, not compared, and a code 16 bits wide; its group register takes a chunk's fields
+# rotated, a nibble write-enable apiece, no shifter);
 # accel_mm2s counts the beats of overlapping runs (a list's rows keep several bursts in flight); accel_s2mm holds
 # a second run's address, length and last-beat strobes while the run before sends.
 SHELL_COST_YOSYS = "Yosys 0.23"
 SHELL_COST = {
     "xc7": {
-        32: {"lut": 4981, "lut_sites_min": 3203, "lutram": 24, "srl": 0,
-             "ff": 2999, "dsp": 0, "carry": 363, "muxf": 466, "bram_36k": 6.0},
-        64: {"lut": 5976, "lut_sites_min": 3732, "lutram": 44, "srl": 0,
-             "ff": 3374, "dsp": 0, "carry": 434, "muxf": 187, "bram_36k": 6.0},
-        128: {"lut": 7651, "lut_sites_min": 4781, "lutram": 88, "srl": 0,
-             "ff": 3703, "dsp": 0, "carry": 483, "muxf": 148, "bram_36k": 6.0},
+        32: {"lut": 4720, "lut_sites_min": 2964, "lutram": 24, "srl": 0,
+             "ff": 2962, "dsp": 0, "carry": 331, "muxf": 339, "bram_36k": 6.0},
+        64: {"lut": 5872, "lut_sites_min": 3625, "lutram": 44, "srl": 0,
+             "ff": 3337, "dsp": 0, "carry": 392, "muxf": 309, "bram_36k": 6.0},
+        128: {"lut": 7322, "lut_sites_min": 4544, "lutram": 88, "srl": 0,
+             "ff": 3666, "dsp": 0, "carry": 421, "muxf": 251, "bram_36k": 6.0},
     },
     "xcup": {
-        32: {"lut": 5238, "lut_sites_min": 3259, "lutram": 24, "srl": 0,
-             "ff": 2999, "dsp": 0, "carry": 363, "muxf": 883, "bram_36k": 6.0},
-        64: {"lut": 6179, "lut_sites_min": 3963, "lutram": 40, "srl": 0,
-             "ff": 3374, "dsp": 0, "carry": 434, "muxf": 700, "bram_36k": 6.0},
-        128: {"lut": 7591, "lut_sites_min": 4828, "lutram": 80, "srl": 0,
-             "ff": 3703, "dsp": 0, "carry": 483, "muxf": 342, "bram_36k": 6.0},
+        32: {"lut": 5202, "lut_sites_min": 3240, "lutram": 24, "srl": 0,
+             "ff": 2962, "dsp": 0, "carry": 331, "muxf": 1171, "bram_36k": 6.0},
+        64: {"lut": 6080, "lut_sites_min": 3848, "lutram": 40, "srl": 0,
+             "ff": 3337, "dsp": 0, "carry": 392, "muxf": 973, "bram_36k": 6.0},
+        128: {"lut": 7286, "lut_sites_min": 4618, "lutram": 80, "srl": 0,
+             "ff": 3666, "dsp": 0, "carry": 421, "muxf": 736, "bram_36k": 6.0},
     },
 }
 # the same shell without the accumulation buffer (accel_seq HELD = 0: no block RAM, a 32-bit rounding stage)
 SHELL_COST_LEAN = {
     "xc7": {
-        32: {"lut": 4721, "lut_sites_min": 2969, "lutram": 24, "srl": 0,
-             "ff": 2889, "dsp": 0, "carry": 324, "muxf": 527, "bram_36k": 0.0},
-        64: {"lut": 5639, "lut_sites_min": 3508, "lutram": 44, "srl": 0,
-             "ff": 3190, "dsp": 0, "carry": 391, "muxf": 119, "bram_36k": 0.0},
-        128: {"lut": 7538, "lut_sites_min": 4816, "lutram": 88, "srl": 0,
-             "ff": 3519, "dsp": 0, "carry": 440, "muxf": 455, "bram_36k": 0.0},
+        32: {"lut": 4548, "lut_sites_min": 2949, "lutram": 24, "srl": 0,
+             "ff": 2880, "dsp": 0, "carry": 304, "muxf": 451, "bram_36k": 0.0},
+        64: {"lut": 5504, "lut_sites_min": 3390, "lutram": 44, "srl": 0,
+             "ff": 3181, "dsp": 0, "carry": 361, "muxf": 244, "bram_36k": 0.0},
+        128: {"lut": 7026, "lut_sites_min": 4368, "lutram": 88, "srl": 0,
+             "ff": 3510, "dsp": 0, "carry": 390, "muxf": 448, "bram_36k": 0.0},
     },
     "xcup": {
-        32: {"lut": 4746, "lut_sites_min": 3062, "lutram": 24, "srl": 0,
-             "ff": 2889, "dsp": 0, "carry": 324, "muxf": 725, "bram_36k": 0.0},
-        64: {"lut": 5761, "lut_sites_min": 3635, "lutram": 40, "srl": 0,
-             "ff": 3190, "dsp": 0, "carry": 391, "muxf": 522, "bram_36k": 0.0},
-        128: {"lut": 7144, "lut_sites_min": 4581, "lutram": 80, "srl": 0,
-             "ff": 3519, "dsp": 0, "carry": 440, "muxf": 319, "bram_36k": 0.0},
+        32: {"lut": 4603, "lut_sites_min": 2930, "lutram": 24, "srl": 0,
+             "ff": 2880, "dsp": 0, "carry": 304, "muxf": 808, "bram_36k": 0.0},
+        64: {"lut": 5785, "lut_sites_min": 3755, "lutram": 40, "srl": 0,
+             "ff": 3181, "dsp": 0, "carry": 361, "muxf": 1056, "bram_36k": 0.0},
+        128: {"lut": 6812, "lut_sites_min": 4340, "lutram": 80, "srl": 0,
+             "ff": 3510, "dsp": 0, "carry": 390, "muxf": 579, "bram_36k": 0.0},
     },
 }
 

@@ -26,10 +26,13 @@
 // pattern of input gaps and output stalls; each stage is free when empty or moving on):
 //   A  input register: up to PARTS accumulators (a chunk), and the group-end flag from the lane, row and count
 //      counters
-//   B  shift, per part: a capped left shift, or floor(acc / 2^s) with the half and sticky bits giving "round up";
-//      the |acc| statistics add here
-//   C  round and saturate each part to a 32-bit word (the code sign-extended, or the accumulator when passing
-//      through); the saturation count adds here
+//   B  shift, per part: a capped left shift (of |acc| clipped to 2^17, a test of its bits from 17 up), or
+//      floor(acc / 2^s) with the half and sticky bits giving "round up" (passing through: a shift by 0, the
+//      accumulator); the |acc| statistics add here
+//   C  round and saturate each part (out of range where its bits from bits - 1 up are not all its sign: a mask
+//      test, no comparator) into a word whose low 16 bits are the code (or the accumulator's when passing
+//      through) and whose bits above are the accumulator's (a slot keeps at most 16 of a code's); the
+//      saturation count adds here
 //   G  the group being filled, a chunk's fields at a time; full once its last field is in, until the output
 //      register takes it
 //   O  the output register: group_words words, the low word on out_data, shifted down as words move
@@ -98,7 +101,6 @@ module accel_round #(
     localparam RIGHT_CAP = W + 1;  // |acc| <= 2^(W-1) rounds to 0 for every right shift >= W + 1, as at W + 1
     localparam PW = W + 2 > 36 ? W + 2 : 36;  // the shifted value (B): a floor of W + 2 bits, or 36 bits shifted left
     localparam CW = W > 32 ? 64 : 32;  // C's word: a code, or the value passed through
-    localparam [W-1:0] CLIP = 1 << 17;  // |value| clipped to 2^17 before a left shift (still saturates)
     localparam [2:0] MAX_CHUNK = PARTS;
     wire wide_raw = (W > 32) && raw64;
 
@@ -112,8 +114,9 @@ module accel_round #(
     reg [5:0]         cfg_rshift32;  // the same for the 32-bit parts past the first: min(-shift, 33)
     reg [33:0]        cfg_half32;
     reg [33:0]        cfg_below32;
-    reg signed [PW-1:0] cfg_high;    // 2^(bits-1) - 1
-    reg signed [PW-1:0] cfg_low;     // -2^(bits-1)
+    reg [15:0]        cfg_high;      // 2^(bits-1) - 1
+    reg [15:0]        cfg_low;       // -2^(bits-1)
+    reg [PW-1:0]      cfg_upper;     // bits bits - 1 and up: a code's sign and what must equal it
     reg [4:0]         cfg_lanes;     // 1 when passing through
     reg [6:0]         cfg_slot;      // 4, 8, 16; 32 (64 with raw64) when passing through
     reg [CW-1:0]      cfg_mask;      // the low cfg_slot bits
@@ -135,7 +138,7 @@ module accel_round #(
     reg [PARTS*PW-1:0]  b_pre;       // per part: shifted left, or floor of the right shift
     reg                 c_v, c_end;
     reg [2:0]           c_n;
-    reg [PARTS*CW-1:0]  c_word;      // per part: the code sign-extended, or the accumulator
+    reg [PARTS*CW-1:0]  c_word;      // per part: the code in the low 16 bits, or the accumulator
     reg               g_full;
     reg [2:0]         g_n;         // values of the group's last chunk (passing through: its words)
     reg [7:0]         g_off;       // bit offset of the next field in the group
@@ -189,11 +192,11 @@ module accel_round #(
             localparam WI = i == 0 ? W : 32;
             localparam PWI = WI + 2 > 36 ? WI + 2 : 36;
             wire signed [WI-1:0] acc = a_acc[i*W +: WI];
-            wire signed [PWI-1:0] acc_wide = {{(PWI-WI){acc[WI-1]}}, acc};
             // |acc| clipped to 2^17 before a left shift (a clipped value saturates as the unclipped one would, and
             // shifts <= 17 of |acc| <= 2^17 are exact): the shifter works on 19 bits and gives 36
-            wire signed [18:0] acc_clip = acc > $signed(CLIP[WI-1:0]) ? 19'sd131072
-                                          : acc < -$signed(CLIP[WI-1:0]) ? -19'sd131072 : acc[18:0];
+            // |acc| <= 2^17 where the bits from 17 up are all the sign (2^17 itself is clipped to itself)
+            wire               acc_small = acc[WI-1:17] == {(WI-17){acc[WI-1]}};
+            wire signed [18:0] acc_clip = acc_small ? acc[18:0] : acc[WI-1] ? -19'sd131072 : 19'sd131072;
             wire signed [35:0] clip_shifted = $signed({{17{acc_clip[18]}}, acc_clip}) <<< cfg_lshift;
             wire signed [PWI-1:0] clip_wide = clip_shifted;  // sign-extended
             wire signed [WI+1:0] acc34 = {{2{acc[WI-1]}}, acc};
@@ -212,8 +215,8 @@ module accel_round #(
             wire               half_bit = |(acc34 & half);
             wire               sticky = |(acc34 & below);
             wire               round_up = half_bit && (sticky || floor34[0]);  // above the half, or a tie to even
-            wire signed [PWI-1:0] pre = !cfg_enable ? acc_wide
-                                        : cfg_left ? clip_wide : floor34;  // signed: sign-extended to PWI
+            // passing through, the right shift is by 0 (the configuration's), so floor34 is the accumulator
+            wire signed [PWI-1:0] pre = cfg_left ? clip_wide : floor34;  // signed: sign-extended to PWI
             wire signed [PW-1:0] pre_part = pre;  // sign-extended
             assign pre_all[i*PW +: PW] = pre_part;
             assign up_all[i] = cfg_enable && !cfg_left && round_up;
@@ -223,19 +226,19 @@ module accel_round #(
 
             wire signed [PWI-1:0] pre_b = b_pre[i*PW +: PWI];
             wire signed [PWI-1:0] rounded = pre_b + $signed({{(PWI-1){1'b0}}, b_up[i]});
-            wire signed [PWI-1:0] high = cfg_high[PWI-1:0];
-            wire signed [PWI-1:0] low = cfg_low[PWI-1:0];
-            wire               too_high = rounded > high;
-            wire               too_low = rounded < low;
-            wire [31:0]        code = too_high ? high[31:0] : (too_low ? low[31:0] : rounded[31:0]);
-            wire signed [CW-1:0] code_word = $signed(code);  // sign-extended
+            // within the codes' range where the bits from bits - 1 up are all the sign (cfg_upper marks them)
+            wire [PWI-1:0]     upper = rounded & cfg_upper[PWI-1:0];
+            wire               too_high = !rounded[PWI-1] && upper != {PWI{1'b0}};
+            wire               too_low = rounded[PWI-1] && upper != cfg_upper[PWI-1:0];
+            // a code is at most 16 bits and its slot keeps only those: the bits above are the raw word's
+            wire [15:0]        code = too_high ? cfg_high[15:0] : (too_low ? cfg_low[15:0] : rounded[15:0]);
             wire [CW-1:0] raw_word;  // passing through
             if (PWI >= CW) begin : g_raw_low
                 assign raw_word = pre_b[CW-1:0];
             end else begin : g_raw_extended
                 assign raw_word = {{(CW-PWI){pre_b[PWI-1]}}, pre_b};
             end
-            assign word_all[i*CW +: CW] = cfg_enable ? code_word : raw_word;
+            assign word_all[i*CW +: CW] = {raw_word[CW-1:16], cfg_enable ? code : raw_word[15:0]};
             assign sat_all[i] = too_high || too_low;
 
             assign field_all[i*CW +: CW] = c_word[i*CW +: CW] & cfg_mask;
@@ -314,16 +317,17 @@ module accel_round #(
     always @(posedge clk) begin
         if (start) begin
             cfg_enable <= enable;
-            cfg_left <= !shift[6];
+            cfg_left <= enable && !shift[6];
             cfg_lshift <= shift > LEFT_CAP ? LEFT_CAP : shift[4:0];
-            cfg_rshift <= rshift;
+            cfg_rshift <= enable ? rshift : 6'd0;  // passing through: the accumulator as it is
             cfg_half <= half_w;
             cfg_below <= below_w;
-            cfg_rshift32 <= rshift32;
+            cfg_rshift32 <= enable ? rshift32 : 6'd0;
             cfg_half32 <= rshift32 == rshift ? half_w[33:0] : 34'h1_0000_0000;  // a right shift by 33
             cfg_below32 <= rshift32 == rshift ? below_w[33:0] : 34'h0_FFFF_FFFF;
-            cfg_high <= ({{(PW-1){1'b0}}, 1'b1} <<< (bits - 5'd1)) - {{(PW-1){1'b0}}, 1'b1};
-            cfg_low <= -({{(PW-1){1'b0}}, 1'b1} <<< (bits - 5'd1));
+            cfg_high <= (16'd1 << (bits - 5'd1)) - 16'd1;
+            cfg_low <= 16'd0 - (16'd1 << (bits - 5'd1));
+            cfg_upper <= {PW{1'b1}} << (bits - 5'd1);
             cfg_lanes <= enable ? lanes : 5'd1;
             cfg_slot <= enable ? slot : (wide_raw ? 7'd64 : 7'd32);
             cfg_mask <= enable ? ~({CW{1'b1}} << slot) : (wide_raw ? {CW{1'b1}} : 32'hFFFF_FFFF);
