@@ -225,11 +225,14 @@ class TtListTrainer(TtMlpTrainer):
         nor a later one reads their layouts (the last phase reads none; the one before it, only the core whose
         input gradient it takes), so that the next step writes only the rest before its first list (every core's
         took 140 of the 270 us there at paper 003's rank 16)."""
+        unread = [k for k in sorted(cores) if lists.cores_unread_from(phase, (k,))]
+        if not unread:
+            return
         current = self.cores[index]
         arena = self._arena(index, lists, current, lists.batch)
         # what an earlier phase of this step wrote (the step's first list took any earlier step's for this arena)
         written = self._written_early[1] if self._written_early and self._written_early[0] is arena else {}
-        cores = tuple(k for k in sorted(cores) if k not in written and lists.cores_unread_from(phase, (k,)))
+        cores = tuple(k for k in unread if k not in written)
         if not cores:
             return
         self._write_cores(arena, lists, current, fracs.core, cores, state.core_bits)

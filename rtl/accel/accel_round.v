@@ -26,13 +26,13 @@
 // pattern of input gaps and output stalls; each stage is free when empty or moving on):
 //   A  input register: up to PARTS accumulators (a chunk), and the group-end flag from the lane, row and count
 //      counters
-//   B  shift, per part: a capped left shift (of |acc| clipped to 2^17, a test of its bits from 17 up), or
+//   B  shift, per part: a capped left shift (of acc clipped to +-2^17, a test of its bits from 17 up), or
 //      floor(acc / 2^s) with the half and sticky bits giving "round up" (passing through: a shift by 0, the
 //      accumulator); the |acc| statistics add here
 //   C  round and saturate each part (out of range where its bits from bits - 1 up are not all its sign: a mask
-//      test, no comparator) into a word whose low 16 bits are the code (or the accumulator's when passing
-//      through) and whose bits above are the accumulator's (a slot keeps at most 16 of a code's); the
-//      saturation count adds here
+//      test, no comparator) into a word whose low 16 bits are the code (the accumulator's when passing
+//      through) and whose bits above are B's value's (passing through, the accumulator's; rounding, bits no
+//      slot keeps: a slot holds at most 16); the saturation count adds here
 //   G  the group being filled, a chunk's fields at a time; full once its last field is in, until the output
 //      register takes it
 //   O  the output register: group_words words, the low word on out_data, shifted down as words move
@@ -106,17 +106,17 @@ module accel_round #(
 
     // configuration, latched at start (with what follows from it)
     reg               cfg_enable;
-    reg               cfg_left;      // shift >= 0
+    reg               cfg_left;      // rounding with shift >= 0
     reg [4:0]         cfg_lshift;    // min(shift, LEFT_CAP)
-    reg [5:0]         cfg_rshift;    // min(-shift, RIGHT_CAP)
+    reg [5:0]         cfg_rshift;    // min(-shift, RIGHT_CAP); 0 passing through
     reg [W+1:0]       cfg_half;      // the bit of weight 2^(s-1) of a right shift by s
     reg [W+1:0]       cfg_below;     // the bits under it (the sticky bits)
-    reg [5:0]         cfg_rshift32;  // the same for the 32-bit parts past the first: min(-shift, 33)
+    reg [5:0]         cfg_rshift32;  // the same for the 32-bit parts past the first: min(-shift, 33); 0 passing through
     reg [33:0]        cfg_half32;
     reg [33:0]        cfg_below32;
     reg [15:0]        cfg_high;      // 2^(bits-1) - 1
     reg [15:0]        cfg_low;       // -2^(bits-1)
-    reg [PW-1:0]      cfg_upper;     // bits bits - 1 and up: a code's sign and what must equal it
+    reg [PW-1:0]      cfg_upper;     // the bits from bits - 1 up: a code's sign bit and those that must equal it
     reg [4:0]         cfg_lanes;     // 1 when passing through
     reg [6:0]         cfg_slot;      // 4, 8, 16; 32 (64 with raw64) when passing through
     reg [CW-1:0]      cfg_mask;      // the low cfg_slot bits
@@ -192,9 +192,9 @@ module accel_round #(
             localparam WI = i == 0 ? W : 32;
             localparam PWI = WI + 2 > 36 ? WI + 2 : 36;
             wire signed [WI-1:0] acc = a_acc[i*W +: WI];
-            // |acc| clipped to 2^17 before a left shift (a clipped value saturates as the unclipped one would, and
-            // shifts <= 17 of |acc| <= 2^17 are exact): the shifter works on 19 bits and gives 36
-            // |acc| <= 2^17 where the bits from 17 up are all the sign (2^17 itself is clipped to itself)
+            // acc clipped to +-2^17 before a left shift (a clipped value saturates as the unclipped one would, and
+            // shifts <= 17 of |acc| <= 2^17 are exact): the shifter works on 19 bits and gives 36. acc is within
+            // +-2^17 where its bits from 17 up are all its sign (2^17 itself is then clipped, to itself)
             wire               acc_small = acc[WI-1:17] == {(WI-17){acc[WI-1]}};
             wire signed [18:0] acc_clip = acc_small ? acc[18:0] : acc[WI-1] ? -19'sd131072 : 19'sd131072;
             wire signed [35:0] clip_shifted = $signed({{17{acc_clip[18]}}, acc_clip}) <<< cfg_lshift;
@@ -230,7 +230,7 @@ module accel_round #(
             wire [PWI-1:0]     upper = rounded & cfg_upper[PWI-1:0];
             wire               too_high = !rounded[PWI-1] && upper != {PWI{1'b0}};
             wire               too_low = rounded[PWI-1] && upper != cfg_upper[PWI-1:0];
-            // a code is at most 16 bits and its slot keeps only those: the bits above are the raw word's
+            // a code is at most 16 bits and its slot keeps no more: the bits above are left as B's value's
             wire [15:0]        code = too_high ? cfg_high[15:0] : (too_low ? cfg_low[15:0] : rounded[15:0]);
             wire [CW-1:0] raw_word;  // passing through
             if (PWI >= CW) begin : g_raw_low

@@ -318,11 +318,12 @@ def test_the_next_batch_staged_beside_the_lists_changes_no_bit(unconvertible):
     assert (trainer.runner.transactions, trainer.runner.macs) == (other.runner.transactions, other.runner.macs)
 
 
-def test_the_first_layers_codes_written_beside_its_last_phase_are_taken_only_for_the_values_written():
-    """Beside the first layer's last backward phase (which reads no core's codes; the phase before it and the
-    second layer's last do) the host writes the codes of the cores it has updated for the next step, which writes
-    only the rest. Cores changed between the steps, in place or as new arrays, are written again, and two trainers
-    on one shell keep arenas of their own: each step equals the loop's in every state word."""
+def test_the_first_layers_codes_written_beside_its_last_phases_are_taken_only_for_the_values_written(monkeypatch):
+    """Beside the first layer's last two backward phases (the last reads no core's codes, the one before it only
+    the core whose input gradient it takes, the second layer's last reads its first core's) the host writes the
+    codes of the cores it has updated there for the next step, which writes only the rest. Cores changed between
+    the steps, in place or as new arrays, are written again, and two trainers on one shell keep arenas of their
+    own: each step equals the loop's in every state word."""
     setup = _setup()
     data = _data(train=6 * setup.batch_size)
     batches = [(data.train_x[i:i + setup.batch_size], data.train_y[i:i + setup.batch_size])
@@ -360,10 +361,12 @@ def test_the_first_layers_codes_written_beside_its_last_phase_are_taken_only_for
         if target is arena:
             writes.append(tuple(args[3]))
         return write(target, *args)
-    lists._write_cores = recorded
-    assert lists.train_step(*batches[0]) == loop.train_step(*batches[0])
+    with monkeypatch.context() as patched:
+        patched.setattr(lists, "_write_cores", recorded)
+        assert lists.train_step(*batches[0]) == loop.train_step(*batches[0])
     assert writes[-2:] == [tuple(sorted(parts[0])), tuple(sorted(parts[1]))]
-    del lists._write_cores
+    for a, b in zip(_words(lists), _words(loop)):
+        assert a.tobytes() == b.tobytes()
     # beside a phase that reads cores nothing is written
     lists._written_early = None
     state, fracs = lists.layer_state(0), first.fracs

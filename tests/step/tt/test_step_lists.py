@@ -21,7 +21,7 @@ from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import GoldenRunner, checked_values, compare_steps, pe_step
 from codesign.step.tt.list_finish import finish
 from codesign.contracts.calls import encode_list
-from codesign.step.tt.list_tiles import l_cut
+from codesign.step.tt.list_tiles import _copies_work, l_cut
 from codesign.step.tt.step_lists import Fracs, check_specs, flat_cores, reshift, step_lists
 from codesign.train.tt.layer import TTLinear
 from codesign.train.tt.pe_check import layer_state
@@ -241,6 +241,31 @@ def test_copies_sharing_a_contraction_along_l_equal_the_per_call_step(name, buff
             assert max(tiles) < item.dims[3], item.name  # every call a part of L
             cut.add(item.pe)
     assert "tt1" in cut or name != "digits_first_layer_r4_b5"  # its core gradients: (m, c) = 16 rows
+
+
+def test_the_last_cores_gradient_of_one_row_is_cut_along_l_between_two_copies():
+    """The last core's gradient (PE2) has one ``I`` row: cut along ``I`` one copy would take it all while the
+    other idles, cut along ``L`` each copy reads all of ``A``, more words in all (which :func:`l_cut` refuses
+    where ``I`` can be shared). Where ``I`` leaves a copy idle it cuts ``L`` all the same, as the busiest copy
+    ends sooner even were both copies' words to pass one port: every call takes a part of ``L``, both PE2
+    lists of the phase take a part, and the step equals the per-call step bit for bit."""
+    name = "digits_first_layer_r4_b5"
+    specs = tuple(dataclasses.replace(spec, stream_bits=128) for spec in SMALL)
+    specs = (dataclasses.replace(specs[0], b_order="jl"), specs[1])
+    layer = warmed(SHAPES[name])
+    state = layer_state(layer)
+    x, grad_y = batch(layer, SHAPES[name][3], seed=3)
+    lists, got = lists_step(state, x, grad_y, specs, copies=(2, 2), share_products=1)
+    assert sum(compare_steps(pe_step(state, x, grad_y, GoldenRunner()), got).values()) == 0
+    d = len(lists.cores)
+    item, calls = lists.contractions[f"core gradient {d - 1}"]
+    assert item.pe == "tt2" and item.dims[0] == 1 and l_cut(item, specs[1], 2)
+    (_, l_words), (_, i_words) = (_copies_work(item, specs[1], 2, cut) for cut in (True, False))
+    assert l_words > i_words  # what the rule for a shared I refuses
+    assert max(header_dims(call.header, 4)[0][3] for call in calls) < item.dims[3]
+    ids = {id(call) for call in calls}
+    assert sum(any(id(call) in ids for call in part) for phase in lists.phases for pe, part in phase
+               if pe == "tt2") == 2
 
 
 @pytest.mark.parametrize("copies", [(1, 1), (2, 3)])
