@@ -82,7 +82,8 @@ from codesign.step.tt.rounding import code_dtype, frac_of_values, quantize_value
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import check_input
 from codesign.step.tt.list_finish import bias_gradient, bias_values, finish, input_grad, layer_output, read_early
-from codesign.step.tt.step_lists import Fracs, check_specs, flat_cores, reshift, step_lists
+from codesign.step.tt.list_layout import flat_cores
+from codesign.step.tt.step_lists import Fracs, check_specs, reshift, step_lists
 
 ON_PES = ("act_frac_bits", "grad_frac_bits", "core_grad_frac_bits")  # the trackers a PE rounds at
 _ARENAS = itertools.count()  # one token per trainer in its arenas' keys

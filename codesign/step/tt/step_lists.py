@@ -50,8 +50,10 @@ import numpy as np
 
 from codesign.contracts.calls import RAW, ArenaLayout, Call, check_list
 from codesign.numerics.round_stage import GROUP_WORDS_RANGE, RoundStageConfig
-from codesign.pe.tt.contract import header_dims, pack_rows, row_words
+from codesign.pe.tt.contract import header_dims
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.step.tt.list_layout import (HostInput, core_forward, core_input_grad, core_last_forward,
+                                          core_last_input_grad, core_slots, put_rows, room_rows, write_rows)
 from codesign.step.tt.list_reads import BackwardReads, read_only, reads_ending, split_at_last_phase
 from codesign.step.tt.list_tiles import (MAX_ROWS, SLOT_BITS, Contraction, Out, Rows, chunk32, codes_rounding,
                                          contraction_calls, is_chained, l_cut, operand_rounding, row_within)
@@ -133,7 +135,7 @@ class StepLists:
         for item in self._host_inputs(("x", "gy")) if x is not None or gy is not None else ():
             value = given[item.source]
             if value is not None:
-                _write_rows(arena, item, item.layout(np.asarray(value)), self.lanes)
+                write_rows(arena, item, item.layout(np.asarray(value)), self.lanes)
                 written.append((item.rows.offset // 4, item.words))
         return written
 
@@ -204,98 +206,6 @@ class StepLists:
         split_at_last_phase`): all of it, what the phases before the last wrote, what the last writes; the
         layout's, which no rounding shift moves (kept per lists)."""
         return split_at_last_phase(self)
-
-
-def core_forward(core: np.ndarray) -> np.ndarray:
-    """PE2's ``B`` of a forward contraction: ``(m c, a n)``."""
-    a, m, n, c = core.shape
-    return core.transpose(1, 3, 0, 2).reshape(m * c, a * n)
-
-
-def core_last_forward(core: np.ndarray) -> np.ndarray:
-    """PE1's ``B`` of the last forward contraction: ``(m, a n)`` (``J = 1``)."""
-    a, m, n, _ = core.shape
-    return core[..., 0].transpose(1, 0, 2).reshape(m, a * n)
-
-
-def core_input_grad(core: np.ndarray) -> np.ndarray:
-    """PE2's ``B`` of an input-gradient contraction: ``(a n, m c)``."""
-    a, m, n, c = core.shape
-    return core.transpose(0, 2, 1, 3).reshape(a * n, m * c)
-
-
-def core_last_input_grad(core: np.ndarray) -> np.ndarray:
-    """PE1's ``B`` of the last core's input gradient: ``(a n, m)`` (``J = 1``)."""
-    a, m, n, _ = core.shape
-    return core[..., 0].transpose(0, 2, 1).reshape(a * n, m)
-
-
-@dataclass(frozen=True)
-class HostInput:
-    """A tensor the host writes: where (``rows``, ``words`` 32-bit words in all), from which input (``"x"``,
-    ``"gy"`` or a core's index), laid out by ``layout`` (values -> 2-D rows)."""
-
-    rows: Rows
-    source: object
-    layout: Callable[[np.ndarray], np.ndarray]
-    words: int
-
-
-def _write_rows(arena: np.ndarray, item: HostInput, laid: np.ndarray, lanes: int) -> None:
-    """Codes ``laid`` (rows, K) into ``item``'s rows of the arena, 16-bit slot by slot in place: the words
-    :func:`~codesign.pe.tt.contract.pack_rows` makes of them (two's complement modulo 2^16, padding lanes and a
-    chunk's unused slots 0), without packing them apart first."""
-    rows, chunk_slots = item.words // item.rows.words, 2 * item.rows.chunk
-    values, full = item.rows.values, item.rows.values // lanes
-    start = item.rows.offset // 2
-    slots = arena.view("<u2")[start:start + 2 * item.words].reshape(rows, -1, chunk_slots)
-    laid = laid.reshape(rows, values)
-    if full:
-        np.copyto(slots[:, :full, :lanes], laid[:, :full * lanes].reshape(rows, full, lanes), casting="unsafe")
-    if chunk_slots > lanes:
-        slots[:, :full, lanes:] = 0
-    if values % lanes:  # the last chunk's padding lanes and unused slots
-        np.copyto(slots[:, full, :values % lanes], laid[:, full * lanes:], casting="unsafe")
-        slots[:, full, values % lanes:] = 0
-
-
-def flat_cores(cores: Sequence[np.ndarray]) -> np.ndarray:
-    """Every core's values (or codes) flattened, core after core: the order of :meth:`StepLists.write`'s
-    ``core_codes``."""
-    return np.concatenate([np.ravel(core) for core in cores])
-
-
-def core_slots(inputs: Dict[str, HostInput], shapes: Sequence[Tuple[int, ...]], lanes: int, parts: int
-               ) -> Tuple[np.ndarray, np.ndarray]:
-    """:attr:`StepLists.core_slots` of the core layouts among ``inputs``: each layout packed as the host packs
-    it (:func:`~codesign.pe.tt.contract.pack_rows`), once, over the codes' positions instead of their values
-    (1 + the index, in two 16-bit halves), so that a slot's number is where its code comes from."""
-    starts = np.cumsum([1, *(math.prod(shape) for shape in shapes)])
-    dst, src = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    for item in inputs.values():
-        if isinstance(item.source, str):
-            continue
-        shape = shapes[item.source]
-        where = item.layout(np.arange(starts[item.source], starts[item.source + 1], dtype=np.int64).reshape(shape))
-        halves = [pack_rows(half, lanes, SLOT_BITS, stream_bits=32 * parts).view("<u2").astype(np.int64)
-                  for half in (where & 0xFFFF, where >> 16)]
-        src.append(halves[0] | halves[1] << 16)
-        dst.append(2 * (item.rows.offset // 4) + np.arange(src[-1].size))
-    return np.concatenate(dst), np.concatenate(src)
-
-
-def _put(arena: ArenaLayout, values: np.ndarray, lanes: int, parts: int, i_step: int, j_step: int) -> Rows:
-    """Host codes ``values`` (..., K) packed as rows of the PEs' 16-bit slots on streams of ``parts`` words."""
-    k = values.shape[-1]
-    return Rows(offset=arena.put(pack_rows(values.reshape(-1, k), lanes, SLOT_BITS, stream_bits=32 * parts)),
-                values=k, words=row_words(k, lanes, SLOT_BITS, 32 * parts) * parts, i_step=i_step, j_step=j_step,
-                chunk=chunk32(lanes, parts))
-
-
-def _room(arena: ArenaLayout, rows: int, values: int, lanes: int, parts: int, i_step: int, j_step: int) -> Rows:
-    words = row_words(values, lanes, SLOT_BITS, 32 * parts) * parts
-    return Rows(offset=arena.reserve(rows * words), values=values, words=words, i_step=i_step, j_step=j_step,
-                chunk=chunk32(lanes, parts))
 
 
 KEPT_SCALES = 8  # core gradients' scales kept per layout: tracked scales wander among a few
@@ -378,7 +288,7 @@ class _Builder:
     def host(self, name: str, source, layout, value: np.ndarray, i_step: int, j_step: int) -> Rows:
         """A tensor the host writes, placed and named (:meth:`StepLists.write` writes it again later)."""
         laid = layout(value)
-        rows = _put(self.arena, laid, self.lanes, self.parts, i_step, j_step)
+        rows = put_rows(self.arena, laid, self.lanes, self.parts, i_step, j_step)
         self.inputs[name] = HostInput(rows, source, layout, words=rows.words * (laid.size // laid.shape[-1]))
         return rows
 
@@ -386,8 +296,8 @@ class _Builder:
         """Room for ``S_k`` (or ``rows`` given), as PE2's ``A`` reads it (PE1's for the last state)."""
         a, _, n, _ = self.shape(k)
         if k == self.d - 1:
-            return rows or _room(self.arena, self.P[k], a * n, self.lanes, self.parts, 1, 0)
-        return rows or _room(self.arena, self.P[k] * a * n, self.R[k], self.lanes, self.parts, a * n, 1)
+            return rows or room_rows(self.arena, self.P[k], a * n, self.lanes, self.parts, 1, 0)
+        return rows or room_rows(self.arena, self.P[k] * a * n, self.R[k], self.lanes, self.parts, a * n, 1)
 
     def forward(self, x_codes: np.ndarray) -> List[Rows]:
         """The input codes placed, every forward contraction, the output room; returns the states."""
@@ -498,7 +408,7 @@ class _Builder:
             return self._raw(self.batch * math.prod(s[2] for s in (c.shape for c in self.cores)), (pe, dims, bits),
                              "grad_x"), None
         _, m, _, c = self.shape(k - 1)
-        room = _room(self.arena, self.P[k - 1] * m * c, self.R[k - 1], self.lanes, self.parts, m * c, 1)
+        room = room_rows(self.arena, self.P[k - 1] * m * c, self.R[k - 1], self.lanes, self.parts, m * c, 1)
         rounding = operand_rounding(shift_of(f, ("grad_frac_bits", k - 1)), f.grad_bits, self.R[k - 1], self.lanes,
                                     self.parts)
         return Out(room.offset, rounding, room.words), ("grad_frac_bits", k - 1)

@@ -22,7 +22,8 @@ from codesign.step.tt.step import GoldenRunner, checked_values, compare_steps, p
 from codesign.step.tt.list_finish import finish
 from codesign.contracts.calls import encode_list
 from codesign.step.tt.list_tiles import _copies_work, l_cut
-from codesign.step.tt.step_lists import Fracs, check_specs, flat_cores, reshift, step_lists
+from codesign.step.tt.list_layout import flat_cores
+from codesign.step.tt.step_lists import Fracs, check_specs, reshift, step_lists
 from codesign.train.tt.layer import TTLinear
 from codesign.train.tt.pe_check import layer_state
 from codesign.train.tt.precision import TTPrecision
