@@ -45,8 +45,9 @@
 // their W, sign-extended): W = 48 sums come one a chunk. Output side, alike: the stage offers `out_avail` =
 // min(words of O left, PARTS) words (word j at out_data bits [32j, 32j + 32)), the sink takes `out_taken` of
 // them (0..out_avail, word 0 first; more is read as out_avail). in_room (what the stage would take) depends
-// on no input but out_taken, through the chain (no skid buffer); in_taken = min(in_avail, in_room). Throughput: one chunk a cycle while a group's words need no more cycles
-// (ceil(group_words / PARTS)) than its chunks; else one group's words a ceil(group_words / PARTS) cycles.
+// on no input but out_taken, through the chain (no skid buffer); in_taken = min(in_avail, in_room).
+// Throughput: one chunk a cycle while a group's words need no more cycles (ceil(group_words / PARTS)) than its
+// chunks; else one group's words a ceil(group_words / PARTS) cycles.
 //
 // Latency, no stalls (the source offers min(PARTS, left) every cycle, the sink takes every word offered),
 // start sampled at edge 0: busy is high in cycles 1 .. L. With u = ceil(group_words / PARTS), the cycles a
@@ -55,8 +56,8 @@
 // chunk's index; once G has handed the previous group to O), one chunk an edge, so its last chunk enters at
 // l_k = f_k + c_k - 1; O takes it at x_k = max(l_k + 1, x_{k-1} + u) and its words move at edges
 // x_k + 1 .. x_k + u. L = x_last + u (codesign.numerics.round_stage.latency_cycles evaluates this recurrence
-// exactly as max-plus matrix powers). Closed forms: pass-through (W = 32) L = ceil(count / PARTS) + 5; when no group has
-// fewer chunks than u, L = chunks + u + 4; when u >= ceil(lanes / PARTS),
+// exactly as max-plus matrix powers). Closed forms: pass-through (W = 32) L = ceil(count / PARTS) + 5; when no
+// group has fewer chunks than u, L = chunks + u + 4; when u >= ceil(lanes / PARTS),
 // L = 4 + ceil(min(lanes, row_values) / PARTS) + u * groups. count = 0: busy stays low. At PARTS = 1 a
 // chunk is one value and a take one word (in_avail and out_avail 0/1 are valid bits, the takes
 // ready-and-valid).
