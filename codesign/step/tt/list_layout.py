@@ -102,6 +102,8 @@ def put_rows(arena: ArenaLayout, values: np.ndarray, lanes: int, parts: int, i_s
 
 
 def room_rows(arena: ArenaLayout, rows: int, values: int, lanes: int, parts: int, i_step: int, j_step: int) -> Rows:
+    """Room for ``rows`` rows of ``values`` codes in 16-bit slots on streams of ``parts`` words, which a call or
+    the host writes later."""
     words = row_words(values, lanes, SLOT_BITS, 32 * parts) * parts
     return Rows(offset=arena.reserve(rows * words), values=values, words=words, i_step=i_step, j_step=j_step,
                 chunk=chunk32(lanes, parts))
