@@ -115,9 +115,8 @@ module accel_round #(
     reg [5:0]         cfg_rshift32;  // the same for the 32-bit parts past the first: min(-shift, 33); 0 passing through
     reg [33:0]        cfg_half32;
     reg [33:0]        cfg_below32;
-    reg [15:0]        cfg_high;      // 2^(bits-1) - 1
-    reg [15:0]        cfg_low;       // -2^(bits-1)
     reg [PW-1:0]      cfg_upper;     // the bits from bits - 1 up: a code's sign bit and those that must equal it
+                                     // (its low 16 bits are the lowest code, -2^(bits-1), and their NOT the highest)
     reg [4:0]         cfg_lanes;     // 1 when passing through
     reg [6:0]         cfg_slot;      // 4, 8, 16; 32 (64 with raw64) when passing through
     reg [CW-1:0]      cfg_mask;      // the low cfg_slot bits
@@ -232,7 +231,7 @@ module accel_round #(
             wire               too_high = !rounded[PWI-1] && upper != {PWI{1'b0}};
             wire               too_low = rounded[PWI-1] && upper != cfg_upper[PWI-1:0];
             // a code is at most 16 bits and its slot keeps no more: the bits above are left as B's value's
-            wire [15:0]        code = too_high ? cfg_high[15:0] : (too_low ? cfg_low[15:0] : rounded[15:0]);
+            wire [15:0]        code = too_high ? ~cfg_upper[15:0] : (too_low ? cfg_upper[15:0] : rounded[15:0]);
             wire [CW-1:0] raw_word;  // passing through
             if (PWI >= CW) begin : g_raw_low
                 assign raw_word = pre_b[CW-1:0];
@@ -326,8 +325,6 @@ module accel_round #(
             cfg_rshift32 <= enable ? rshift32 : 6'd0;
             cfg_half32 <= rshift32 == rshift ? half_w[33:0] : 34'h1_0000_0000;  // a right shift by 33
             cfg_below32 <= rshift32 == rshift ? below_w[33:0] : 34'h0_FFFF_FFFF;
-            cfg_high <= (16'd1 << (bits - 5'd1)) - 16'd1;
-            cfg_low <= 16'd0 - (16'd1 << (bits - 5'd1));
             cfg_upper <= {PW{1'b1}} << (bits - 5'd1);
             cfg_lanes <= enable ? lanes : 5'd1;
             cfg_slot <= enable ? slot : (wide_raw ? 7'd64 : 7'd32);
