@@ -99,6 +99,7 @@ class StagedInput(StagedBatch):
     observed: float
     frac: int
     codes: np.ndarray
+    transposed_in: object = None  # the arena its codes' transposed layout was written into (None: not written)
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
@@ -163,7 +164,7 @@ class TtListTrainer(TtMlpTrainer):
                 # the last layer's, the loss), and beside the first layer's, the next batch is staged
                 works = [lambda: taken.update(loss=cross_entropy_of(chosen))] if rest is None else [rest]
                 if index == 0 and next_x is not None:
-                    works.append(lambda: self._stage_input(next_x, layers[0][0], layers[0][3]))
+                    works.append(lambda: self._stage_input(next_x, layers[0][0], layers[0][3], layers[0][5]))
                 # the input gradient comes masked: where the input saturated and where the ReLU below cut
                 rest, grad = self._backward_layer(index, layers[index], grad, rates, beside=works)
             rest()
@@ -283,7 +284,8 @@ class TtListTrainer(TtMlpTrainer):
         def bias() -> None:
             taken["bias"] = bias_values(state, book)
         beside.append(bias)
-        self.shell.flush(arena, lists.write(arena, x=x_codes))
+        written_t = staged is not None and staged.transposed_in is arena and staged.frac == fracs.act[0]
+        self.shell.flush(arena, lists.write(arena, x=x_codes, x_t=None if written_t else x_codes))
         counted = self.runner.transactions, self.runner.macs
         arena = self._run(lists, range(lists.forward_phases), arena, beside=beside, layer=index)
         if staged is not None:
@@ -331,17 +333,22 @@ class TtListTrainer(TtMlpTrainer):
         codes = staged.codes if staged.frac == frac else quantize_values(staged.x, frac, bits, code_dtype(bits))
         return staged.x, codes, None, staged.observed, staged
 
-    def _stage_input(self, next_x, state, book: ScaleBook) -> None:
+    def _stage_input(self, next_x, state, book: ScaleBook, lists) -> None:
         """The next batch checked (a copy), its mean |x| taken, and its codes at the scale the network input's
         tracker holds as ``book`` (the first layer's, this step's, its input aimed) leaves it; nothing staged for
-        a batch that fails the check, which the next step then reports."""
+        a batch that fails the check, which the next step then reports. Where PE1 takes a share of the first
+        forward (:mod:`codesign.step.tt.first_forward`), the codes it reads transposed are written into the arena
+        of ``lists`` (the first layer's, which only that forward reads them from), for a next step at its shapes."""
         try:
             x = check_input(state, self._features(np.array(next_x, dtype=np.float32)))
         except Exception:  # whatever fails (a tensor that needs grad, ...), its own step says why
             return
         frac, bits = book.trackers["act_frac_bits"][0], state.activation_bits
-        self._staged = StagedInput(x=x, key=(), observed=mean_abs(x), frac=frac,
-                                   codes=quantize_values(x, frac, bits, code_dtype(bits)))
+        codes, arena = quantize_values(x, frac, bits, code_dtype(bits)), None
+        if "x transposed" in lists.inputs and x.shape[0] == lists.batch:
+            arena = self._arena(0, lists, state.cores, lists.batch)
+            self.shell.flush(arena, lists.write(arena, x_t=codes))
+        self._staged = StagedInput(x=x, key=(), observed=mean_abs(x), frac=frac, codes=codes, transposed_in=arena)
 
     def _lists(self, index: int, state, batch: int, fracs: Fracs):
         """Layer ``index``'s lists at these shapes and scales (:meth:`_aimed`), which its step runs."""

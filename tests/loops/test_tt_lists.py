@@ -268,16 +268,19 @@ def test_the_exact_rule_cannot_run_on_lists():
         TtListTrainer(_setup("exact"), GoldenShell())
 
 
-def test_the_next_batch_staged_beside_the_lists_changes_no_bit(unconvertible):
+@pytest.mark.parametrize("copies", [(1, 1), (2, 3)])
+def test_the_next_batch_staged_beside_the_lists_changes_no_bit(unconvertible, copies):
     """The next batch is staged beside the first layer's second longest backward phase. A staged batch taken, one
     the caller changed in place after staging, one staged at a scale the step then does not aim, one never
     taken, one that fails the check and one NumPy cannot convert at all: each step equals a trainer's that stages
-    nothing, every state word compared, and the bad batch fails its own step, not the one that staged it."""
+    nothing, every state word compared, and the bad batch fails its own step, not the one that staged it. On two
+    PE1 and three PE2 IPs, PE1 takes some samples of each layer's first forward, and the staged batch's codes it
+    reads transposed are written beside the step before (the other trainer writes them with the batch's)."""
     setup = _setup()
     data = _data(train=7 * setup.batch_size)
     batches = [(data.train_x[i:i + setup.batch_size], data.train_y[i:i + setup.batch_size])
                for i in range(0, 7 * setup.batch_size, setup.batch_size)]
-    trainer, other = TtListTrainer(setup, GoldenShell()), TtListTrainer(setup, GoldenShell())
+    trainer, other = (TtListTrainer(setup, GoldenShell(copies=copies, share_products=1)) for _ in range(2))
 
     def both(index: int, next_x=None) -> None:
         assert trainer.train_step(*batches[index], next_x=next_x) == other.train_step(*batches[index])
@@ -290,9 +293,11 @@ def test_the_next_batch_staged_beside_the_lists_changes_no_bit(unconvertible):
     ranked = _ranked(lists, range(lists.forward_phases, len(lists.phases)))
     # staged beside the second longest backward phase, which moves the output gradient's tracker to the third
     assert {(0, ranked[1]), (0, ranked[2])} <= set(trainer.beside_seconds)
+    assert ("x transposed" in lists.inputs) == (copies == (2, 3))
     changed = np.array(batches[3][0])
     both(2, next_x=changed)
     assert trainer.inputs_staged == 1, "the batch staged beside the first list step was taken"
+    assert (trainer._staged.transposed_in is not None) == (copies == (2, 3))
     changed[:] = changed[::-1]  # changed in place after it was staged
     batches[3] = (changed, batches[3][1])
     both(3, next_x=batches[4][0])

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Collection, Tuple
+from typing import Collection, Dict, List, Tuple
 
 import numpy as np
 
-from codesign.contracts.calls import RECORD, RECORD_WORDS
+from codesign.contracts.calls import RECORD, RECORD_WORDS, Call
 
 
 @dataclass(frozen=True)
@@ -48,14 +48,16 @@ def backward_reads(lists, names: Collection[str]) -> BackwardReads:
     d = len(lists.cores)
     cores = tuple(k for k in range(d) if f"core gradient {k}" in names)
     slots = [_core_grad_slots(lists, k) for k in cores]
-    stats, words, starts, counts = [], [], [], []
-    for name, (item, calls) in lists.contractions.items():
+    records: Dict[Tuple[str, int], List[Call]] = {}  # per tracker, every call that sends its results (a tracker's
+    for name, (item, calls) in lists.contractions.items():  # results may come from two PEs' contractions)
         if item.stat is not None and name in names:
-            sent = [call for call in calls if not call.acc_hold]
-            stats.append(item.stat)
-            starts.append(len(words))
-            words += [call.record // 4 for call in sent]
-            counts.append(sum(call.count for call in sent))
+            records.setdefault(item.stat, []).extend(call for call in calls if not call.acc_hold)
+    stats, words, starts, counts = [], [], [], []
+    for stat, sent in records.items():
+        stats.append(stat)
+        starts.append(len(words))
+        words += [call.record // 4 for call in sent]
+        counts.append(sum(call.count for call in sent))
     grad_x = "grad_x" in lists.outputs and "input gradient 0" in names
     ranges = []
     if grad_x:

@@ -122,7 +122,7 @@ def is_chained(pe: str, dims: Tuple[int, int, int, int], spec, bits: Tuple[int, 
     return j < dims[1] or k < dims[2]
 
 
-def _tiles(item: Contraction, spec, pieces: int = 1, cut_l: bool = False) -> Tuple[int, int, int, int]:
+def call_tiles(item: Contraction, spec, pieces: int = 1, cut_l: bool = False) -> Tuple[int, int, int, int]:
     """Tile lengths ``(I, J, K, L)`` of one call: the summed tiles (:func:`_summed`), ``K`` (PE2) and ``L`` in
     whole result rows within the buffers, the results of an accumulating call within the shell's buffer, and
     ``I`` cut in at least ``pieces`` tiles where it can be (so that copies of a PE can share the result tiles), or
@@ -153,7 +153,7 @@ def _chains(item: Contraction, spec, pieces: int, cut_l: bool):
     """Each result tile of a contraction: its ``I``, ``L`` and (PE2) ``K`` result ranges, and the ``(J, K)``
     ranges its calls sum in turn."""
     i_all, j_all, k_all, l_all = item.dims
-    ti, tj, tk, tl = _tiles(item, spec, pieces, cut_l)
+    ti, tj, tk, tl = call_tiles(item, spec, pieces, cut_l)
     for i in _ranges(i_all, ti):
         for l in _ranges(l_all, tl):
             k_out = _ranges(k_all, tk) if item.pe == "tt2" else [(0, 1)]
@@ -176,22 +176,23 @@ def l_cut(item: Contraction, spec, pieces: int) -> bool:
     operand words to pass one port a word a cycle. The pricing balances the contraction's chains alone, by
     cycles; the lists then share a phase's chains by products (:func:`codesign.step.tt.step_lists.share`), the
     same split where a phase holds one contraction a PE, as a core-gradient phase does."""
-    if pieces < 2 or len(_ranges(item.dims[3], _tiles(item, spec, pieces, cut_l=True)[3])) < pieces:
+    if pieces < 2 or len(_ranges(item.dims[3], call_tiles(item, spec, pieces, cut_l=True)[3])) < pieces:
         return False
-    (l_cycles, l_words), (i_cycles, i_words) = (_copies_work(item, spec, pieces, cut) for cut in (True, False))
-    if len(_ranges(item.dims[0], _tiles(item, spec, pieces, cut_l=False)[0])) < pieces:  # I leaves a copy idle
+    (l_cycles, l_words), (i_cycles, i_words) = (copies_work(item, spec, pieces, cut) for cut in (True, False))
+    if len(_ranges(item.dims[0], call_tiles(item, spec, pieces, cut_l=False)[0])) < pieces:  # I leaves a copy idle
         return max(l_cycles, l_words) < max(i_cycles, i_words)  # the copies' words through one port, a word a cycle
     return l_cycles < i_cycles and l_words <= i_words
 
 
-def _copies_work(item: Contraction, spec, pieces: int, cut_l: bool) -> Tuple[int, int]:
+def copies_work(item: Contraction, spec, pieces: int, cut_l: bool, call_cycles: int = 0) -> Tuple[int, int]:
     """The cycles of the busiest of ``pieces`` copies (each chain of the contraction cut so on the copy least
-    loaded so far), and the operand words all of them read."""
+    loaded so far; ``call_cycles`` more a call, the shell's beside the PE's), and the operand words all of them
+    read."""
     load, words = [0] * pieces, 0
     for i, l, _, parts in _chains(item, spec, pieces, cut_l):
         cycles = [transaction_cycles(spec, header_word(i[1] - i[0], j[1] - j[0], k[1] - k[0], l[1] - l[0]))
                   for j, k in parts]
-        load[load.index(min(load))] += sum(c.total for c in cycles)
+        load[load.index(min(load))] += sum(c.total + call_cycles for c in cycles)
         words += sum(c.load for c in cycles)
     return max(load), words
 

@@ -52,6 +52,7 @@ from codesign.contracts.calls import RAW, ArenaLayout, Call, check_list
 from codesign.numerics.round_stage import GROUP_WORDS_RANGE, RoundStageConfig
 from codesign.pe.tt.contract import header_dims
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
+from codesign.step.tt.first_forward import PE1_NAME, first_forward_share, pe1_part, transposed_input
 from codesign.step.tt.list_layout import (HostInput, core_forward, core_input_grad, core_last_forward,
                                           core_last_input_grad, core_slots, put_rows, room_rows, write_rows)
 from codesign.step.tt.list_reads import BackwardReads, read_only, reads_ending, split_at_last_phase
@@ -112,14 +113,18 @@ class StepLists:
         return self.batch * math.prod(s[1] for s in self.cores[:-1])
 
     def write(self, arena: np.ndarray, *, x: np.ndarray | None = None, core_codes: np.ndarray | None = None,
-              gy: np.ndarray | None = None, cores: Tuple[int, ...] | None = None) -> List[Tuple[int, int]]:
+              gy: np.ndarray | None = None, cores: Tuple[int, ...] | None = None,
+              x_t: np.ndarray | None = None) -> List[Tuple[int, int]]:
         """The host's inputs written in place into ``arena`` (uint32 words): the input codes, the core codes in
         every layout a PE reads (``core_codes``: every core's codes flattened, core after core, as
         :func:`flat_cores` lays them out; ``cores``: only these cores', in increasing order, into an arena that
         holds every core's layouts already), the output-gradient codes (rows and transposed, before the backward
-        lists). The lists stay as built: a step at the same shapes and scales reuses them. Returns the word
-        ranges written, ``(start, words)``, which a board flushes."""
-        given = {"x": x, "gy": gy}
+        lists), and ``x_t``: input codes as ``x``, of which PE1's share of the first forward reads its samples'
+        transposed (:mod:`~codesign.step.tt.first_forward`; no such layout without a share), which only that
+        phase reads, so the host may write a batch's beside the step before. The lists stay as built: a step at
+        the same shapes and scales reuses them. Returns the word ranges written, ``(start, words)``, which a board
+        flushes."""
+        given = {"x": x, "gy": gy, "x_t": x_t}
         written = []
         if core_codes is not None:
             cores = tuple(range(len(self.cores))) if cores is None else tuple(cores)
@@ -132,7 +137,7 @@ class StepLists:
             dst, src = self.core_slots if len(cores) == len(self.cores) else self._slots_of(cores)
             arena.view("<u2")[dst] = slots[src]
             written += [(item.rows.offset // 4, item.words) for item in self._host_inputs(cores)]
-        for item in self._host_inputs(("x", "gy")) if x is not None or gy is not None else ():
+        for item in self._host_inputs(("x", "gy", "x_t")) if any(v is not None for v in given.values()) else ():
             value = given[item.source]
             if value is not None:
                 write_rows(arena, item, item.layout(np.asarray(value)), self.lanes)
@@ -331,6 +336,19 @@ class _Builder:
                                       self._raw(self.P[-1] * self.y_width, ("tt1", dims, bits), "y"), None, bits))
         return states
 
+    def share_first_forward(self, x_codes: np.ndarray, pieces: Callable[[Contraction], int]) -> None:
+        """The first forward's last samples given to PE1 where that ends it sooner
+        (:func:`~codesign.step.tt.first_forward.first_forward_share`), over their input written transposed."""
+        if self.d < 2:
+            return
+        pe2 = self.items[0]
+        first = self.batch - first_forward_share(pe2, self.spec["tt1"], self.spec["tt2"], pieces)
+        if first == self.batch:
+            return
+        layout = transposed_input(self.batch, pe2.dims[1], pe2.dims[2], first)
+        x_t = self.host("x transposed", "x_t", layout, x_codes, 1, 0)
+        self.items[0:1] = [replace(pe2, dims=(first, *pe2.dims[1:])), pe1_part(pe2, pe2.b, x_t, first)]
+
     def _raw(self, values: int, contraction, name: str) -> Out:
         """Room for raw results (two words a value when the contraction ``(pe, dims, bits)`` is summed across
         calls)."""
@@ -416,19 +434,26 @@ class _Builder:
 
 def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.ndarray, fracs: Fracs, *,
                spec1: Tt1Spec, spec2: Tt2Spec, need_grad_x: bool = True, copies: Tuple[int, int] = (1, 1),
-               share_products: int = SHARE_PRODUCTS) -> StepLists:
+               share_products: int = SHARE_PRODUCTS, share_first: bool | None = None) -> StepLists:
     """The training step of a TT layer with core codes ``cores`` (each ``(a, m, n, c)``) on input codes
     ``x_codes`` (B, N) and output-gradient codes ``gy_codes`` (B, M), at ``fracs``, as call lists for
     ``copies`` IPs of PE1 and of PE2 (a contraction's result tiles shared among its PE's copies, at least
-    ``share_products`` products a list: :func:`share`)."""
+    ``share_products`` products a list: :func:`share`); with ``share_first``, PE1 takes some samples of the
+    first forward contraction where that ends it sooner (:mod:`codesign.step.tt.first_forward`). By default only
+    where the input is the network's (no ``need_grad_x``): the host writes that batch's codes beside the step
+    before, a hidden layer's between the layers, where they would cost more than PE1's share saves."""
     check_copies(copies)
     x_codes = np.asarray(x_codes)
-    builder = _Builder(cores, int(x_codes.shape[0]), fracs, spec1, spec2, copies[0])
-    states = builder.forward(x_codes)
-    builder.backward(gy_codes, states, need_grad_x)
+
     def pieces(item: Contraction) -> int:  # I cut for the PE's copies, where they would share the contraction
         n = copies[0] if item.pe == "tt1" else copies[1]
         return max(1, min(n, math.prod(item.dims) // share_products))
+
+    builder = _Builder(cores, int(x_codes.shape[0]), fracs, spec1, spec2, copies[0])
+    states = builder.forward(x_codes)
+    if not need_grad_x if share_first is None else share_first:
+        builder.share_first_forward(x_codes, pieces)
+    builder.backward(gy_codes, states, need_grad_x)
 
     def calls_of(item: Contraction) -> Tuple[Call, ...]:  # cut along I or L for the copies, whichever is faster
         spec, n = builder.spec[item.pe], pieces(item)
@@ -444,9 +469,13 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
 
     # a forward contraction reads the one before: shared among PE2's copies, each is a phase of its own
     shared = any(len(share(made[f"forward {k}"][1], copies[1], share_products)) > 1 for k in range(d - 1))
-    forward = [[f"forward {k}"] for k in range(d - 1)] if shared else [[f"forward {k}" for k in range(d - 1)]]
-    phases = [phase([], names) for names in forward] + [phase(["forward last"], []),
-                                                        phase([f"input gradient {d - 1}"], [f"core gradient {d - 1}"])]
+    if PE1_NAME in made and not shared:  # its calls would race PE2's later forwards in one phase
+        return step_lists(x_codes, cores, gy_codes, fracs, spec1=spec1, spec2=spec2, need_grad_x=need_grad_x,
+                          copies=copies, share_products=share_products, share_first=False)
+    forward = [([PE1_NAME] if k == 0 else [], [f"forward {k}"]) for k in range(d - 1)] if shared else \
+        [([], [f"forward {k}" for k in range(d - 1)])]
+    phases = [phase(*names) for names in forward] + [phase(["forward last"], []),
+                                                     phase([f"input gradient {d - 1}"], [f"core gradient {d - 1}"])]
     phases += [phase([f"core gradient {k}"], [f"input gradient {k}"]) for k in range(d - 2, -1, -1)]
     phases = [listed for listed in phases if listed]
     arena = builder.arena.image()
@@ -457,7 +486,7 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
             except ValueError as error:
                 raise ValueError(f"core shapes {[core.shape for core in builder.cores]} on {32 * builder.parts}-bit "
                                  f"streams: {pe}'s list: {error}") from None
-    return StepLists(arena=arena, phases=tuple(phases), forward_phases=sum(bool(p) for p in forward) + 1,
+    return StepLists(arena=arena, phases=tuple(phases), forward_phases=sum(bool(a or b) for a, b in forward) + 1,
                      contractions=made,
                      cores=tuple(core.shape for core in builder.cores), batch=builder.batch,
                      outputs=dict(builder.outputs), codes=dict(builder.codes_out), inputs=dict(builder.inputs),

@@ -21,7 +21,7 @@ from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import GoldenRunner, checked_values, compare_steps, pe_step
 from codesign.step.tt.list_finish import finish
 from codesign.contracts.calls import encode_list
-from codesign.step.tt.list_tiles import _copies_work, l_cut
+from codesign.step.tt.list_tiles import copies_work, l_cut
 from codesign.step.tt.list_layout import flat_cores
 from codesign.step.tt.step_lists import Fracs, check_specs, reshift, step_lists
 from codesign.train.tt.layer import TTLinear
@@ -261,7 +261,7 @@ def test_the_last_cores_gradient_of_one_row_is_cut_along_l_between_two_copies():
     d = len(lists.cores)
     item, calls = lists.contractions[f"core gradient {d - 1}"]
     assert item.pe == "tt2" and item.dims[0] == 1 and l_cut(item, specs[1], 2)
-    (_, l_words), (_, i_words) = (_copies_work(item, specs[1], 2, cut) for cut in (True, False))
+    (_, l_words), (_, i_words) = (copies_work(item, specs[1], 2, cut) for cut in (True, False))
     assert l_words > i_words  # what the rule for a shared I refuses
     assert max(header_dims(call.header, 4)[0][3] for call in calls) < item.dims[3]
     ids = {id(call) for call in calls}
@@ -313,9 +313,9 @@ def test_lists_reshifted_to_new_scales_equal_lists_built_at_them(copies):
 WRITE_CASES = [(name, stream) for name in SHAPES for stream in (32, 64, 128) if (name, "small", stream) not in REFUSED]
 
 
-def lists_to_write(name: str, stream: int):
-    """Lists of shape ``name`` on the small buffers at ``stream`` bits (zeros: only their layout matters), and
-    the shapes of its cores."""
+def lists_to_write(name: str, stream: int, copies=(1, 1)):
+    """Lists of shape ``name`` on the small buffers at ``stream`` bits (zeros: only their layout matters) for
+    ``copies`` IPs of each PE, and the shapes of its cores."""
     in_modes, out_modes, _, size = SHAPES[name]
     shapes = [core.shape for core in layer_state(tracked_layer(SHAPES[name])).cores]
     spec1, spec2 = (dataclasses.replace(spec, stream_bits=stream) for spec in SMALL)
@@ -324,7 +324,8 @@ def lists_to_write(name: str, stream: int):
     fracs = Fracs(act=(5,) * len(shapes), grad=(9,) * len(shapes), core_grad=(6,) * len(shapes),
                   core=(2,) * len(shapes), act_bits=8, grad_bits=16, core_bits=4)
     lists = step_lists(np.zeros((size, math.prod(in_modes)), np.int64), [np.zeros(s, np.int64) for s in shapes],
-                       np.zeros((size, math.prod(out_modes)), np.int64), fracs, spec1=spec1, spec2=spec2)
+                       np.zeros((size, math.prod(out_modes)), np.int64), fracs, spec1=spec1, spec2=spec2,
+                       copies=copies, share_products=1, share_first=True)
     return lists, shapes
 
 
@@ -365,23 +366,29 @@ def test_every_core_layout_written_in_one_gather_equals_packing_each(name, strea
         lists.write(arena, core_codes=flat_cores(cores)[1:])
 
 
+@pytest.mark.parametrize("copies", [(1, 1), (2, 2)])
 @pytest.mark.parametrize("name, stream", WRITE_CASES)
-def test_the_input_and_output_gradient_written_slot_by_slot_equal_packing_them(name, stream):
+def test_the_input_and_output_gradient_written_slot_by_slot_equal_packing_them(name, stream, copies):
     """The host writes the input codes and the output-gradient codes (rows and transposed) straight into their
     16-bit slots: word for word what pack_rows makes of each layout, the padding lanes and a chunk's unused slots
-    zeroed over whatever the arena held, no other word touched; narrow codes (int8) and 16-bit extremes alike."""
-    lists, _ = lists_to_write(name, stream)
+    zeroed over whatever the arena held, no other word touched; narrow codes (int8) and 16-bit extremes alike.
+    On two copies of each PE, PE1 takes some samples of the first forward where that is sooner: their input
+    transposed too (``x_t``)."""
+    lists, _ = lists_to_write(name, stream, copies)
     in_modes, out_modes, _, size = SHAPES[name]
     rng = np.random.default_rng(4)
     given = {"x": rng.integers(-128, 128, size=(size, math.prod(in_modes))).astype(np.int8),
              "gy": rng.integers(-1 << 15, 1 << 15, size=(size, math.prod(out_modes))).astype(np.int16)}
     given["gy"].flat[:3] = (-1 << 15, (1 << 15) - 1, -1)
+    given["x_t"] = given["x"]
     arena = noise_arena(lists, rng)
     expected, ranges = packed_one_by_one(
         lists, arena, lambda item: given[item.source].astype(np.int64) if isinstance(item.source, str) else None,
         stream)
-    assert len(ranges) == 3  # x, gy, gy transposed
-    assert sorted(lists.write(arena, x=given["x"], gy=given["gy"])) == sorted(ranges)
+    shared = "x transposed" in lists.inputs
+    assert len(ranges) == 3 + shared  # x, gy, gy transposed (and x transposed)
+    assert shared >= ((name, stream, copies) == ("rank1_b17", 32, (2, 2))) and shared <= (copies == (2, 2))
+    assert sorted(lists.write(arena, **given)) == sorted(ranges)
     assert np.array_equal(arena, expected)
 
 

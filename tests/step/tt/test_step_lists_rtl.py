@@ -17,6 +17,7 @@ from codesign.pe import get_pe
 from codesign.shell.calls import ListCase, run_list_golden
 from codesign.shell.list_sim import run_list_rtl
 from codesign.step.list_cycles import list_cycles
+from codesign.step.tt.first_forward import PE1_NAME
 from codesign.train.tt.pe_check import layer_state
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -29,12 +30,15 @@ pytestmark = pytest.mark.slow
     ("rank1_b17", 32, "lj", (1, 1), False), ("digits_first_layer_r4_b5", 32, "lj", (1, 1), False),
     ("digits_first_layer_r4_b5", 128, "lj", (1, 1), False), ("rank1_b17", 32, "jl", (1, 1), False),
     ("digits_first_layer_r4_b5", 128, "jl", (1, 1), False), ("digits_first_layer_r4_b5", 128, "jl", (2, 2), False),
-    ("digits_first_layer_r4_b5", 128, "jl", (2, 2), True), ("digits_first_layer_r4_b5", 32, "lj", (1, 1), True)])
+    ("digits_first_layer_r4_b5", 128, "jl", (2, 2), True), ("digits_first_layer_r4_b5", 32, "lj", (1, 1), True),
+    ("rank1_b17", 32, "jl", (2, 2), False)])
 def test_step_lists_on_the_rtl_equal_golden_and_the_cycle_model(tmp_path, name, stream, order, copies, pairs):
     """``order``: PE1 takes B l outer, or j outer (its core-gradient calls read B in runs of whole l tiles);
     ``copies``: the IPs of each PE a phase's lists are shared among (contractions cut along L between them where
     that ends sooner, :func:`codesign.step.tt.list_tiles.l_cut`), each list run on the RTL in turn; ``pairs``:
-    PE1 sums rows j in pairs and PE2 runs row pairs where a call's K fits half the lanes (docs/tt_pe.md)."""
+    PE1 sums rows j in pairs and PE2 runs row pairs where a call's K fits half the lanes (docs/tt_pe.md). At 32
+    bits on two copies of each, ``rank1_b17``'s first forward gives its last sample to PE1
+    (:mod:`codesign.step.tt.first_forward`), beside PE2's sixteen."""
     shape = SHAPES[name]
     layer = warmed(shape)
     state = layer_state(layer)
@@ -42,7 +46,7 @@ def test_step_lists_on_the_rtl_equal_golden_and_the_cycle_model(tmp_path, name, 
     small = tuple(dataclasses.replace(spec, stream_bits=stream) for spec in SMALL)
     small = (dataclasses.replace(small[0], b_order=order, j_pairs=pairs),
              dataclasses.replace(small[1], row_pairs=pairs))
-    lists, _ = lists_step(state, x, grad_y, small, copies=copies, share_products=1)
+    lists, _ = lists_step(state, x, grad_y, small, copies=copies, share_products=1, share_first=True)
     specs = {"tt1": small[0], "tt2": small[1]}
     arena = lists.arena
     runs, chained = [], 0
@@ -65,3 +69,4 @@ def test_step_lists_on_the_rtl_equal_golden_and_the_cycle_model(tmp_path, name, 
           f"({chained} accumulating), busy cycles {sum(r[4] for r in runs)}, model {sum(r[3] for r in runs)}: {runs}")
     assert np.array_equal(arena, run_golden(lists, small))
     assert chained > 0 and {r[1] for r in runs} == {"tt1", "tt2"}
+    assert (PE1_NAME in lists.contractions) == ((name, stream, copies) == ("rank1_b17", 32, (2, 2)))
