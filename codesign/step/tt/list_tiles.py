@@ -122,16 +122,20 @@ def is_chained(pe: str, dims: Tuple[int, int, int, int], spec, bits: Tuple[int, 
     return j < dims[1] or k < dims[2]
 
 
-def call_tiles(item: Contraction, spec, pieces: int = 1, cut_l: bool = False) -> Tuple[int, int, int, int]:
+def call_tiles(item: Contraction, spec, pieces: int = 1, cut_l: bool = False, cut_k: bool = False
+               ) -> Tuple[int, int, int, int]:
     """Tile lengths ``(I, J, K, L)`` of one call: the summed tiles (:func:`_summed`), ``K`` (PE2) and ``L`` in
     whole result rows within the buffers, the results of an accumulating call within the shell's buffer, and
     ``I`` cut in at least ``pieces`` tiles where it can be (so that copies of a PE can share the result tiles), or
-    with ``cut_l`` ``L`` instead (:func:`l_cut`)."""
+    with ``cut_l`` ``L`` instead (:func:`l_cut`), with ``cut_k`` PE2's ``K`` (:func:`k_cut`)."""
     i_all, j_all, k_all, l_all = item.dims
     lanes, rv = spec.lanes, item.out.rounding.row_values
     j, k = _summed(item.pe, item.dims, spec, item.bits, item.name)
     if item.pe == "tt2":
-        k = _fit(k_all, min(spec.max_k, MAX_ROWS), lanes * rv // math.gcd(lanes, rv), f"{item.name}: K")
+        k_unit = lanes * rv // math.gcd(lanes, rv)  # whole chunks and whole result rows
+        k = _fit(k_all, min(spec.max_k, MAX_ROWS), k_unit, f"{item.name}: K")
+        if cut_k:
+            k = min(k, -(-k_all // pieces // k_unit) * k_unit)
     k_rows = k if item.pe == "tt2" else 1
     l_unit = rv // math.gcd(rv, k_all if item.pe == "tt2" else 1) if k == k_all or item.pe == "tt1" else 1
     if not item.out.rounding.enable:  # raw results: an L tile's words are whole stream words
@@ -146,14 +150,14 @@ def call_tiles(item: Contraction, spec, pieces: int = 1, cut_l: bool = False) ->
     i = MAX_ROWS if not chained else min(MAX_ROWS, ACC_DEPTH // (l * k_rows))
     if i < 1:
         raise ValueError(f"{item.name}: {l} x {k_rows} results of one call exceed the {ACC_DEPTH}-sum buffer")
-    return (i if cut_l else min(i, -(-i_all // pieces))), j, k, l
+    return (i if cut_l or cut_k else min(i, -(-i_all // pieces))), j, k, l
 
 
-def _chains(item: Contraction, spec, pieces: int, cut_l: bool):
+def _chains(item: Contraction, spec, pieces: int, cut_l: bool, cut_k: bool = False):
     """Each result tile of a contraction: its ``I``, ``L`` and (PE2) ``K`` result ranges, and the ``(J, K)``
     ranges its calls sum in turn."""
     i_all, j_all, k_all, l_all = item.dims
-    ti, tj, tk, tl = call_tiles(item, spec, pieces, cut_l)
+    ti, tj, tk, tl = call_tiles(item, spec, pieces, cut_l, cut_k)
     for i in _ranges(i_all, ti):
         for l in _ranges(l_all, tl):
             k_out = _ranges(k_all, tk) if item.pe == "tt2" else [(0, 1)]
@@ -184,12 +188,33 @@ def l_cut(item: Contraction, spec, pieces: int) -> bool:
     return l_cycles < i_cycles and l_words <= i_words
 
 
-def copies_work(item: Contraction, spec, pieces: int, cut_l: bool, call_cycles: int = 0) -> Tuple[int, int]:
+def k_cut(item: Contraction, spec, pieces: int) -> bool:
+    """Whether PE2's copies share ``item``'s result tiles cut along ``K``: PE2 passes ``K`` through, so each copy
+    can read its part of every ``A`` row and all of ``B``. Where ``I`` gives the copies fewer tiles than there are
+    copies (the last core's gradient, one row), cut along ``L`` each copy reads all of ``A`` and fills only
+    ``L / pieces`` of the PE's rows (paper 003's last core: 4 of 8); cut along ``K`` each reads ``A`` once
+    between them and fills every row. ``K`` is cut where the busiest copy ends sooner so than along ``L`` (or
+    ``I``), every copy's operand words through one port a word a cycle."""
+    if item.pe != "tt2" or pieces < 2:
+        return False
+    try:
+        tiles = call_tiles(item, spec, pieces, cut_k=True)
+    except ValueError:  # no K tile of whole chunks and result rows
+        return False
+    if len(_ranges(item.dims[2], tiles[2])) < pieces or \
+            len(_ranges(item.dims[0], call_tiles(item, spec, pieces)[0])) >= pieces:
+        return False
+    along_k = copies_work(item, spec, pieces, False, cut_k=True)
+    return max(along_k) < max(copies_work(item, spec, pieces, l_cut(item, spec, pieces)))
+
+
+def copies_work(item: Contraction, spec, pieces: int, cut_l: bool, call_cycles: int = 0, cut_k: bool = False
+                ) -> Tuple[int, int]:
     """The cycles of the busiest of ``pieces`` copies (each chain of the contraction cut so on the copy least
     loaded so far; ``call_cycles`` more a call, the shell's beside the PE's), and the operand words all of them
     read."""
     load, words = [0] * pieces, 0
-    for i, l, _, parts in _chains(item, spec, pieces, cut_l):
+    for i, l, _, parts in _chains(item, spec, pieces, cut_l, cut_k):
         cycles = [transaction_cycles(spec, header_word(i[1] - i[0], j[1] - j[0], k[1] - k[0], l[1] - l[0]))
                   for j, k in parts]
         load[load.index(min(load))] += sum(c.total + call_cycles for c in cycles)
@@ -197,14 +222,14 @@ def copies_work(item: Contraction, spec, pieces: int, cut_l: bool, call_cycles: 
     return max(load), words
 
 
-def contraction_calls(item: Contraction, spec, arena: ArenaLayout, pieces: int = 1, cut_l: bool = False
-                      ) -> List[Call]:
+def contraction_calls(item: Contraction, spec, arena: ArenaLayout, pieces: int = 1, cut_l: bool = False,
+                      cut_k: bool = False) -> List[Call]:
     """The calls of one contraction: tiles of ``I`` (at least ``pieces`` where ``I`` allows; with ``cut_l`` of
-    ``L`` instead), ``L`` (and PE2's ``K``), each summing its ``J`` (and PE1's ``K``) tiles in one accumulating
-    chain when they are more than one."""
+    ``L``, with ``cut_k`` of PE2's ``K`` instead), ``L`` (and PE2's ``K``), each summing its ``J`` (and PE1's
+    ``K``) tiles in one accumulating chain when they are more than one."""
     lanes, b_jl = spec.lanes, item.pe == "tt1" and spec.b_jl
     calls = []
-    for i, l, k_res, parts in _chains(item, spec, pieces, cut_l):
+    for i, l, k_res, parts in _chains(item, spec, pieces, cut_l, cut_k):
         calls += _chain(item, i, l, k_res, parts, lanes, arena, b_jl)
     return calls
 

@@ -57,7 +57,7 @@ from codesign.step.tt.list_layout import (HostInput, core_forward, core_input_gr
                                           core_last_input_grad, core_slots, put_rows, room_rows, write_rows)
 from codesign.step.tt.list_reads import BackwardReads, read_only, reads_ending, split_at_last_phase
 from codesign.step.tt.list_tiles import (MAX_ROWS, SLOT_BITS, Contraction, Out, Rows, chunk32, codes_rounding,
-                                         contraction_calls, is_chained, l_cut, operand_rounding, row_within)
+                                         contraction_calls, is_chained, k_cut, l_cut, operand_rounding, row_within)
 
 @dataclass(frozen=True)
 class Fracs:
@@ -271,8 +271,8 @@ class _Builder:
     """The arena and contractions of one layer step (:func:`step_lists`), built in order."""
 
     def __init__(self, cores: Sequence[np.ndarray], batch: int, fracs: Fracs, spec1: Tt1Spec, spec2: Tt2Spec,
-                 pe1_copies: int = 1) -> None:
-        self.pe1_copies = pe1_copies
+                 copies: Tuple[int, int] = (1, 1)) -> None:
+        self.copies = copies
         self.cores = [np.asarray(core, dtype=np.int64) for core in cores]
         self.lanes = check_specs(spec1, spec2)
         self.parts = spec1.stream_bits // 32
@@ -362,7 +362,8 @@ class _Builder:
         """Room for core ``k``'s ``values`` gradient codes the host reads, in rows that tile ``row`` within ``limit``
         values; rows short enough that ``share`` copies can each write a part of a row where the rows and those
         parts are whole stream words (the same bytes either way: each row starts a stream word), so that the
-        copies may share the contraction's ``L`` (:func:`~codesign.step.tt.list_tiles.l_cut`)."""
+        copies may share the contraction's ``L`` (PE1: :func:`~codesign.step.tt.list_tiles.l_cut`; a row is
+        ``L``) or ``K`` (PE2: :func:`~codesign.step.tt.list_tiles.k_cut`; a row is ``K``)."""
         rows, word = row_within(row, limit), 2 * self.parts  # a stream word holds `word` codes
         if share > 1 and rows % word == 0:
             part = row_within(row, min(limit, -(-row // share)))
@@ -385,7 +386,7 @@ class _Builder:
         last = states[d - 1]
         self.items.append(Contraction(
             f"core gradient {d - 1}", "tt2", (1, bp, a * n, m), replace(last, i_step=0, j_step=1), gy_t,
-            self.codes(m * a * n, a * n, min(self.spec["tt2"].max_k, MAX_ROWS), d - 1),
+            self.codes(m * a * n, a * n, min(self.spec["tt2"].max_k, MAX_ROWS), d - 1, self.copies[1]),
             ("core_grad_frac_bits", d - 1), (f.act_bits, f.grad_bits)))
         core = self.host(f"core {d - 1} input gradient", d - 1, core_last_input_grad, self.cores[-1], 1, 0)
         dims, bits = (bp, 1, m, a * n), (f.grad_bits, f.core_bits)
@@ -398,7 +399,7 @@ class _Builder:
             self.items.append(Contraction(
                 f"core gradient {k}", "tt1", (m * c, self.P[k], self.R[k], a * n),
                 replace(g, i_step=1, j_step=m * c), replace(s_k, i_step=1, j_step=a * n),
-                self.codes(m * c * a * n, a * n, min(self.spec["tt1"].max_l, MAX_ROWS), k, self.pe1_copies),
+                self.codes(m * c * a * n, a * n, min(self.spec["tt1"].max_l, MAX_ROWS), k, self.copies[0]),
                 ("core_grad_frac_bits", k), (f.grad_bits, f.act_bits)))
             if k == 0 and not need_grad_x:
                 break
@@ -449,15 +450,16 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
         n = copies[0] if item.pe == "tt1" else copies[1]
         return max(1, min(n, math.prod(item.dims) // share_products))
 
-    builder = _Builder(cores, int(x_codes.shape[0]), fracs, spec1, spec2, copies[0])
+    builder = _Builder(cores, int(x_codes.shape[0]), fracs, spec1, spec2, copies)
     states = builder.forward(x_codes)
     if not need_grad_x if share_first is None else share_first:
         builder.share_first_forward(x_codes, pieces)
     builder.backward(gy_codes, states, need_grad_x)
 
-    def calls_of(item: Contraction) -> Tuple[Call, ...]:  # cut along I or L for the copies, whichever is faster
+    def calls_of(item: Contraction) -> Tuple[Call, ...]:  # cut along I, L or K for the copies, whichever is faster
         spec, n = builder.spec[item.pe], pieces(item)
-        return tuple(contraction_calls(item, spec, builder.arena, n, l_cut(item, spec, n)))
+        along_k = k_cut(item, spec, n)
+        return tuple(contraction_calls(item, spec, builder.arena, n, not along_k and l_cut(item, spec, n), along_k))
 
     made = {item.name: (item, calls_of(item)) for item in builder.items}
     d = builder.d

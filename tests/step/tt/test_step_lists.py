@@ -21,7 +21,7 @@ from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import GoldenRunner, checked_values, compare_steps, pe_step
 from codesign.step.tt.list_finish import finish
 from codesign.contracts.calls import encode_list
-from codesign.step.tt.list_tiles import copies_work, l_cut
+from codesign.step.tt.list_tiles import copies_work, k_cut, l_cut
 from codesign.step.tt.list_layout import flat_cores
 from codesign.step.tt.step_lists import Fracs, check_specs, reshift, step_lists
 from codesign.train.tt.layer import TTLinear
@@ -238,7 +238,8 @@ def test_copies_sharing_a_contraction_along_l_equal_the_per_call_step(name, buff
     cut = set()
     for item, calls in lists.contractions.values():
         tiles = {header_dims(call.header, 4)[0][3] for call in calls}
-        if l_cut(item, specs[item.pe == "tt2"], 2):
+        spec = specs[item.pe == "tt2"]
+        if l_cut(item, spec, 2) and not k_cut(item, spec, 2):
             assert max(tiles) < item.dims[3], item.name  # every call a part of L
             cut.add(item.pe)
     assert "tt1" in cut or name != "digits_first_layer_r4_b5"  # its core gradients: (m, c) = 16 rows
@@ -264,6 +265,33 @@ def test_the_last_cores_gradient_of_one_row_is_cut_along_l_between_two_copies():
     (_, l_words), (_, i_words) = (copies_work(item, specs[1], 2, cut) for cut in (True, False))
     assert l_words > i_words  # what the rule for a shared I refuses
     assert max(header_dims(call.header, 4)[0][3] for call in calls) < item.dims[3]
+    ids = {id(call) for call in calls}
+    assert sum(any(id(call) in ids for call in part) for phase in lists.phases for pe, part in phase
+               if pe == "tt2") == 2
+
+
+@pytest.mark.parametrize("stream", [32, 64])
+def test_the_last_cores_gradient_of_one_row_is_cut_along_k_where_that_ends_sooner(stream):
+    """The last core's gradient has one ``I`` row: cut along ``L`` each PE2 copy would read all of ``A`` and fill
+    part of its rows; cut along ``K`` (:func:`k_cut`, PE2 passes ``K`` through) each reads half of every ``A``
+    row and computes every ``L`` row, its code rows short enough for a copy to write its part of each. On the
+    small buffers (4 lanes: ``K`` = 8 is two chunks) that ends sooner with fewer words; both PE2 lists of the
+    phase take a part, and the step equals the per-call step bit for bit."""
+    name = "digits_first_layer_r4_b5"
+    specs = tuple(dataclasses.replace(spec, stream_bits=stream) for spec in SMALL)
+    layer = warmed(SHAPES[name])
+    state = layer_state(layer)
+    x, grad_y = batch(layer, SHAPES[name][3], seed=3, extremes=True)
+    lists, got = lists_step(state, x, grad_y, specs, copies=(2, 2), share_products=1)
+    assert sum(compare_steps(pe_step(state, x, grad_y, GoldenRunner()), got).values()) == 0
+    item, calls = lists.contractions[f"core gradient {len(lists.cores) - 1}"]
+    assert item.pe == "tt2" and item.dims[0] == 1 and k_cut(item, specs[1], 2)
+    (k_cycles, k_words), (l_cycles, l_words) = (copies_work(item, specs[1], 2, not along_k, cut_k=along_k)
+                                                for along_k in (True, False))
+    assert k_cycles < l_cycles and k_words < l_words
+    assert {header_dims(call.header, 4)[0][2] for call in calls} == {item.dims[2] // 2}  # each call half of K
+    assert {header_dims(call.header, 4)[0][3] for call in calls} == {item.dims[3]}  # and all of L
+    assert lists.codes[f"core_grad {len(lists.cores) - 1}"][1].row_values <= item.dims[2] // 2
     ids = {id(call) for call in calls}
     assert sum(any(id(call) in ids for call in part) for phase in lists.phases for pe, part in phase
                if pe == "tt2") == 2

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from codesign.pe import get_pe
+from codesign.pe.tt.contract import header_dims
 from codesign.shell.calls import ListCase, run_list_golden
 from codesign.shell.list_sim import run_list_rtl
 from codesign.step.list_cycles import list_cycles
@@ -31,14 +32,16 @@ pytestmark = pytest.mark.slow
     ("digits_first_layer_r4_b5", 128, "lj", (1, 1), False), ("rank1_b17", 32, "jl", (1, 1), False),
     ("digits_first_layer_r4_b5", 128, "jl", (1, 1), False), ("digits_first_layer_r4_b5", 128, "jl", (2, 2), False),
     ("digits_first_layer_r4_b5", 128, "jl", (2, 2), True), ("digits_first_layer_r4_b5", 32, "lj", (1, 1), True),
-    ("rank1_b17", 32, "jl", (2, 2), False)])
+    ("rank1_b17", 32, "jl", (2, 2), False), ("digits_first_layer_r4_b5", 32, "jl", (2, 2), False)])
 def test_step_lists_on_the_rtl_equal_golden_and_the_cycle_model(tmp_path, name, stream, order, copies, pairs):
     """``order``: PE1 takes B l outer, or j outer (its core-gradient calls read B in runs of whole l tiles);
     ``copies``: the IPs of each PE a phase's lists are shared among (contractions cut along L between them where
     that ends sooner, :func:`codesign.step.tt.list_tiles.l_cut`), each list run on the RTL in turn; ``pairs``:
     PE1 sums rows j in pairs and PE2 runs row pairs where a call's K fits half the lanes (docs/tt_pe.md). At 32
     bits on two copies of each, ``rank1_b17``'s first forward gives its last sample to PE1
-    (:mod:`codesign.step.tt.first_forward`), beside PE2's sixteen."""
+    (:mod:`codesign.step.tt.first_forward`), beside PE2's sixteen; ``digits_first_layer_r4_b5`` at 32 bits on two
+    copies cuts its last core's gradient along ``K`` between PE2's copies
+    (:func:`codesign.step.tt.list_tiles.k_cut`)."""
     shape = SHAPES[name]
     layer = warmed(shape)
     state = layer_state(layer)
@@ -70,3 +73,6 @@ def test_step_lists_on_the_rtl_equal_golden_and_the_cycle_model(tmp_path, name, 
     assert np.array_equal(arena, run_golden(lists, small))
     assert chained > 0 and {r[1] for r in runs} == {"tt1", "tt2"}
     assert (PE1_NAME in lists.contractions) == ((name, stream, copies) == ("rank1_b17", 32, (2, 2)))
+    last, calls = lists.contractions[f"core gradient {len(lists.cores) - 1}"]
+    halves = {header_dims(call.header, 4)[0][2] for call in calls} == {last.dims[2] // 2}
+    assert halves == ((name, stream, copies) == ("digits_first_layer_r4_b5", 32, (2, 2)))
