@@ -193,8 +193,8 @@ def k_cut(item: Contraction, spec, pieces: int) -> bool:
     can read its part of every ``A`` row and all of ``B``. Where ``I`` gives the copies fewer tiles than there are
     copies (the last core's gradient, one row), cut along ``L`` each copy reads all of ``A`` and fills only
     ``L / pieces`` of the PE's rows (paper 003's last core: 4 of 8); cut along ``K`` each reads ``A`` once
-    between them and fills every row. ``K`` is cut where the busiest copy ends sooner so than along ``L`` (or
-    ``I``), every copy's operand words through one port a word a cycle."""
+    between them and fills every row. ``K`` is cut where the busiest copy then ends sooner than with ``L`` (or
+    ``I``) cut, every copy's operand words through one port a word a cycle."""
     if item.pe != "tt2" or pieces < 2:
         return False
     try:
