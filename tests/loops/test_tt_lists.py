@@ -323,6 +323,35 @@ def test_the_next_batch_staged_beside_the_lists_changes_no_bit(unconvertible, co
     assert (trainer.runner.transactions, trainer.runner.macs) == (other.runner.transactions, other.runner.macs)
 
 
+def test_the_staged_batchs_transposed_codes_are_written_beside_the_step_before_not_at_its_start(monkeypatch):
+    """Where PE1 shares the first forward, a step that takes its staged batch at the staged scale writes only the
+    batch's own layout before its first list; the transposed codes PE1 reads were written beside the step before,
+    with the staging. A step given another batch writes both."""
+    setup = _setup()
+    data = _data(train=4 * setup.batch_size)
+    batches = [(data.train_x[i:i + setup.batch_size], data.train_y[i:i + setup.batch_size])
+               for i in range(0, 4 * setup.batch_size, setup.batch_size)]
+    trainer = TtListTrainer(setup, GoldenShell(copies=(2, 3), share_products=1))
+    trainer.train_step(*batches[0], next_x=batches[1][0])
+    trainer.train_step(*batches[1], next_x=batches[2][0])  # the first list step: it stages batch 2
+    first_layer = trainer.current_lists[0]
+    assert "x transposed" in first_layer.inputs
+    writes: list = []
+    original = type(first_layer).write
+
+    def write(lists, arena, **given):
+        if lists.inputs is first_layer.inputs:
+            writes.append(tuple(sorted(name for name, value in given.items() if value is not None)))
+        return original(lists, arena, **given)
+    monkeypatch.setattr(type(first_layer), "write", write)
+    trainer.train_step(*batches[2], next_x=batches[3][0])
+    assert trainer.inputs_staged == 1 and trainer._staged.frac == trainer.trackers[0]["act_frac_bits"][0]
+    assert ("x",) in writes and ("x_t",) in writes and ("x", "x_t") not in writes, writes
+    writes.clear()
+    trainer.train_step(*batches[0], next_x=batches[1][0])  # not the batch staged: its forward runs on its codes
+    assert ("x", "x_t") in writes, writes
+
+
 def test_the_first_layers_codes_written_beside_its_last_phases_are_taken_only_for_the_values_written(monkeypatch):
     """Beside the first layer's last two backward phases (the last reads no core's codes, the one before it only
     the core whose input gradient it takes, the second layer's last reads its first core's) the host writes the

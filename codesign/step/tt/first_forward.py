@@ -19,8 +19,8 @@ The sums are the same integers of the same codes, rounded by the same stage at t
 records move the same tracker, so the step is bit for bit the one without the share.
 :func:`first_forward_share` chooses how many samples PE1 takes: the count whose busiest copy of either PE ends
 soonest by the PEs' transaction cycles and the shell's cycles a call (:data:`CALL_CYCLES`), none where that is
-not 3 % sooner than PE2 alone. A layer whose forward runs in one phase (one copy of PE2: its later forwards
-would read what PE1 still writes) gets no share.
+not 3 % sooner than PE2 alone. A layer of three or more cores whose forward runs in one phase (its
+contractions on one PE2 copy, as one list) gets no share: its later forwards would read what PE1 still writes.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import numpy as np
 
 from codesign.contracts.calls import Block
 from codesign.numerics.round_stage import RoundStageConfig
-from codesign.step.tt.list_tiles import Contraction, Rows, call_tiles, copies_work, is_chained, l_cut
+from codesign.step.tt.list_tiles import Contraction, Rows, call_tiles, copies_work, cuts, is_chained
 
 PE1_NAME = "forward 0 on PE1"  # the contraction of PE1's samples (PE2's keeps the name "forward 0")
 MIN_GAIN = 0.97  # a share is taken where its busiest copy ends within this fraction of PE2 alone's
@@ -41,6 +41,7 @@ MIN_GAIN = 0.97  # a share is taken where its busiest copy ends within this frac
 # record 36. PE1's share is a call a few hundred MAC cycles long, so a balance by PE cycles alone gives it too
 # many samples (21 of 64 at rank 8, where 18 end the phase 4 k cycles sooner)
 CALL_CYCLES = 143
+_ANYWHERE = Rows(offset=0, values=1, words=1, i_step=1, j_step=0, chunk=1)  # operands' places move no cycles
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def first_forward_share(pe2: Contraction, spec1, spec2, pieces: Callable[[Contra
     alone = busiest(pe2, batch, spec1, spec2, pieces)
     pe2_cycles = alone / batch  # a sample, on PE2's busiest copy
     pe1_copies = pieces(replace(one, dims=(mc, 1, an, batch * values)))
-    pe1_cycles = copies_work(one, spec1, 1, False, CALL_CYCLES)[0] / pe1_copies  # a sample, PE1's copies sharing
+    pe1_cycles = copies_work(one, spec1, 1, call_cycles=CALL_CYCLES)[0] / pe1_copies  # a sample, copies sharing
     balanced = round(batch * pe2_cycles / (pe2_cycles + pe1_cycles))
     tried = {first: busiest(pe2, first, spec1, spec2, pieces)
              for first in range(max(1, batch - balanced - 2), min(batch, batch - balanced + 3))
@@ -113,7 +114,7 @@ def _fits(pe1: Contraction, spec1, pieces: Callable[[Contraction], int]) -> bool
     values, rv = pe1.out.values, pe1.out.rounding.row_values
     try:  # PE1's buffers may hold no L tile of whole rows
         n = pieces(pe1)
-        tile = call_tiles(pe1, spec1, n, l_cut(pe1, spec1, n))[3]
+        tile = call_tiles(pe1, spec1, n, *cuts(pe1, spec1, n))[3]
         return not is_chained("tt1", pe1.dims, spec1, pe1.bits, PE1_NAME) and values % tile == 0 and tile % rv == 0
     except ValueError:
         return False
@@ -122,17 +123,20 @@ def _fits(pe1: Contraction, spec1, pieces: Callable[[Contraction], int]) -> bool
 def busiest(pe2: Contraction, first: int, spec1, spec2, pieces: Callable[[Contraction], int]) -> int:
     """Cycles of the busiest copy of either PE with samples ``first`` on PE1's (:func:`pe1_part`) and the others
     PE2's, each PE's result tiles shared among ``pieces(item)`` copies as the lists cut them
-    (:func:`~codesign.step.tt.list_tiles.copies_work`, :func:`~codesign.step.tt.list_tiles.l_cut`), each call
+    (:func:`~codesign.step.tt.list_tiles.copies_work`, :func:`~codesign.step.tt.list_tiles.cuts`), each call
     :data:`CALL_CYCLES` more."""
     batch, an, values, mc = pe2.dims
     parts = [(replace(pe2, dims=(first, an, values, mc)), spec2)] if first else []
     if first < batch:
         parts.append((pe1_part(pe2, _ANYWHERE, _ANYWHERE, first), spec1))
-    return max(copies_work(item, spec, pieces(item), item.pe == "tt1" and l_cut(item, spec, pieces(item)),
-                           CALL_CYCLES)[0] for item, spec in parts)
+    return max(copies_work(item, spec, pieces(item), **_cut(item, spec, pieces(item)), call_cycles=CALL_CYCLES)[0]
+               for item, spec in parts)
 
 
-_ANYWHERE = Rows(offset=0, values=1, words=1, i_step=1, j_step=0, chunk=1)  # operands' places move no cycles
+def _cut(item: Contraction, spec, pieces: int) -> dict:
+    """:func:`~codesign.step.tt.list_tiles.cuts` as keywords."""
+    cut_l, cut_k = cuts(item, spec, pieces)
+    return {"cut_l": cut_l, "cut_k": cut_k}
 
 
 __all__ = ["CALL_CYCLES", "MIN_GAIN", "PE1_NAME", "SampledOut", "busiest", "first_forward_share", "pe1_part",

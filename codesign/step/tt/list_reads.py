@@ -48,8 +48,9 @@ def backward_reads(lists, names: Collection[str]) -> BackwardReads:
     d = len(lists.cores)
     cores = tuple(k for k in range(d) if f"core gradient {k}" in names)
     slots = [_core_grad_slots(lists, k) for k in cores]
-    records: Dict[Tuple[str, int], List[Call]] = {}  # per tracker, every call that sends its results (a tracker's
-    for name, (item, calls) in lists.contractions.items():  # results may come from two PEs' contractions)
+    # per tracker, every call that sends its results (a tracker's results may come from two PEs' contractions)
+    records: Dict[Tuple[str, int], List[Call]] = {}
+    for name, (item, calls) in lists.contractions.items():
         if item.stat is not None and name in names:
             records.setdefault(item.stat, []).extend(call for call in calls if not call.acc_hold)
     stats, words, starts, counts = [], [], [], []

@@ -182,7 +182,7 @@ def l_cut(item: Contraction, spec, pieces: int) -> bool:
     same split where a phase holds one contraction a PE, as a core-gradient phase does."""
     if pieces < 2 or len(_ranges(item.dims[3], call_tiles(item, spec, pieces, cut_l=True)[3])) < pieces:
         return False
-    (l_cycles, l_words), (i_cycles, i_words) = (copies_work(item, spec, pieces, cut) for cut in (True, False))
+    (l_cycles, l_words), (i_cycles, i_words) = (copies_work(item, spec, pieces, cut_l=cut) for cut in (True, False))
     if len(_ranges(item.dims[0], call_tiles(item, spec, pieces, cut_l=False)[0])) < pieces:  # I leaves a copy idle
         return max(l_cycles, l_words) < max(i_cycles, i_words)  # the copies' words through one port, a word a cycle
     return l_cycles < i_cycles and l_words <= i_words
@@ -195,7 +195,7 @@ def k_cut(item: Contraction, spec, pieces: int) -> bool:
     ``L / pieces`` of the PE's rows (paper 003's last core: 4 of 8); cut along ``K`` each reads ``A`` once
     between them and fills every row. ``K`` is cut where the busiest copy then ends sooner than with ``L`` (or
     ``I``) cut, every copy's operand words through one port a word a cycle."""
-    if item.pe != "tt2" or pieces < 2:
+    if item.pe != "tt2" or pieces < 2 or not item.out.rounding.enable:  # raw results: K tiles of part beats
         return False
     try:
         tiles = call_tiles(item, spec, pieces, cut_k=True)
@@ -204,12 +204,19 @@ def k_cut(item: Contraction, spec, pieces: int) -> bool:
     if len(_ranges(item.dims[2], tiles[2])) < pieces or \
             len(_ranges(item.dims[0], call_tiles(item, spec, pieces)[0])) >= pieces:
         return False
-    along_k = copies_work(item, spec, pieces, False, cut_k=True)
-    return max(along_k) < max(copies_work(item, spec, pieces, l_cut(item, spec, pieces)))
+    along_k = copies_work(item, spec, pieces, cut_k=True)
+    return max(along_k) < max(copies_work(item, spec, pieces, cut_l=l_cut(item, spec, pieces)))
 
 
-def copies_work(item: Contraction, spec, pieces: int, cut_l: bool, call_cycles: int = 0, cut_k: bool = False
-                ) -> Tuple[int, int]:
+def cuts(item: Contraction, spec, pieces: int) -> Tuple[bool, bool]:
+    """How copies share ``item``'s result tiles, as :func:`contraction_calls` takes it: ``(cut_l, cut_k)``, along
+    ``K`` where :func:`k_cut` says so, else along ``L`` where :func:`l_cut` does, else along ``I``."""
+    along_k = k_cut(item, spec, pieces)
+    return not along_k and l_cut(item, spec, pieces), along_k
+
+
+def copies_work(item: Contraction, spec, pieces: int, *, cut_l: bool = False, cut_k: bool = False,
+                call_cycles: int = 0) -> Tuple[int, int]:
     """The cycles of the busiest of ``pieces`` copies (each chain of the contraction cut so on the copy least
     loaded so far; ``call_cycles`` more a call, the shell's beside the PE's), and the operand words all of them
     read."""

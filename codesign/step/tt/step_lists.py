@@ -57,7 +57,7 @@ from codesign.step.tt.list_layout import (HostInput, core_forward, core_input_gr
                                           core_last_input_grad, core_slots, put_rows, room_rows, write_rows)
 from codesign.step.tt.list_reads import BackwardReads, read_only, reads_ending, split_at_last_phase
 from codesign.step.tt.list_tiles import (MAX_ROWS, SLOT_BITS, Contraction, Out, Rows, chunk32, codes_rounding,
-                                         contraction_calls, is_chained, k_cut, l_cut, operand_rounding, row_within)
+                                         contraction_calls, cuts, is_chained, operand_rounding, row_within)
 
 @dataclass(frozen=True)
 class Fracs:
@@ -452,14 +452,14 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
 
     builder = _Builder(cores, int(x_codes.shape[0]), fracs, spec1, spec2, copies)
     states = builder.forward(x_codes)
-    if not need_grad_x if share_first is None else share_first:
+    share_first = not need_grad_x if share_first is None else share_first
+    if share_first:
         builder.share_first_forward(x_codes, pieces)
     builder.backward(gy_codes, states, need_grad_x)
 
     def calls_of(item: Contraction) -> Tuple[Call, ...]:  # cut along I, L or K for the copies, whichever is faster
         spec, n = builder.spec[item.pe], pieces(item)
-        along_k = k_cut(item, spec, n)
-        return tuple(contraction_calls(item, spec, builder.arena, n, not along_k and l_cut(item, spec, n), along_k))
+        return tuple(contraction_calls(item, spec, builder.arena, n, *cuts(item, spec, n)))
 
     made = {item.name: (item, calls_of(item)) for item in builder.items}
     d = builder.d
@@ -471,10 +471,10 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
 
     # a forward contraction reads the one before: shared among PE2's copies, each is a phase of its own
     shared = any(len(share(made[f"forward {k}"][1], copies[1], share_products)) > 1 for k in range(d - 1))
-    if PE1_NAME in made and not shared:  # its calls would race PE2's later forwards in one phase
+    if PE1_NAME in made and not shared and d > 2:  # its calls would race PE2's later forwards in one phase
         return step_lists(x_codes, cores, gy_codes, fracs, spec1=spec1, spec2=spec2, need_grad_x=need_grad_x,
                           copies=copies, share_products=share_products, share_first=False)
-    forward = [([PE1_NAME] if k == 0 else [], [f"forward {k}"]) for k in range(d - 1)] if shared else \
+    forward = [([PE1_NAME] if k == 0 else [], [f"forward {k}"]) for k in range(d - 1)] if shared or d == 2 else \
         [([], [f"forward {k}" for k in range(d - 1)])]
     phases = [phase(*names) for names in forward] + [phase(["forward last"], []),
                                                      phase([f"input gradient {d - 1}"], [f"core gradient {d - 1}"])]

@@ -21,7 +21,7 @@ from codesign.step.tt.step import GoldenRunner, compare_steps, pe_step
 from codesign.train.tt.pe_check import layer_state
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_step_lists import SHAPES, SMALL, batch, lists_step, warmed  # noqa: E402
+from test_step_lists import SHAPES, SMALL, WIDE, batch, lists_step, warmed  # noqa: E402
 
 ROWS16 = RoundStageConfig(enable=True, shift=0, bits=8, lanes=8, group_words=4, row_values=16, field_bits=16)
 
@@ -69,15 +69,36 @@ def test_the_step_with_any_share_equals_the_per_call_step(monkeypatch, samples, 
     assert sum(mismatches.values()) == 0, mismatches
 
 
-def test_without_copies_to_share_the_forward_pe1_takes_none():
-    """One PE2 copy runs the forward in one list, which PE1's writes would race: no share."""
-    shape = SHAPES["rank1_b17"]
+@pytest.mark.parametrize("samples", [1, 2, 4])
+def test_a_share_of_a_four_core_layer_equals_the_per_call_step(monkeypatch, samples):
+    """Four cores: a sample's ``R`` values are several rounded rows of the next state (32 values, rows of 8), so
+    PE1's tiles write rows within a sample; bit for bit the per-call step with 1, 2 or 4 of 5 samples PE1's."""
+    shape = SHAPES["digits_first_layer_r4_b5"]
+    specs = tuple(dataclasses.replace(spec, stream_bits=128) for spec in WIDE)
+    layer = warmed(shape)
+    state = layer_state(layer)
+    x, grad_y = batch(layer, shape[3], seed=3, extremes=True)
+    monkeypatch.setattr(step_lists_module, "first_forward_share", lambda *args: samples)
+    lists, got = lists_step(state, x, grad_y, specs, copies=(2, 2), share_products=1, share_first=True)
+    pe1 = lists.contractions[PE1_NAME][0]
+    assert pe1.out.values > pe1.out.rounding.row_values and pe1.dims[3] == samples * pe1.out.values
+    mismatches = compare_steps(pe_step(state, x, grad_y, GoldenRunner()), got)
+    assert sum(mismatches.values()) == 0, mismatches
+
+
+@pytest.mark.parametrize("name, shared", [("digits_first_layer_r4_b5", False), ("rank1_b17", True)])
+def test_a_forward_in_one_phase_keeps_a_share_only_where_it_is_the_only_forward(monkeypatch, name, shared):
+    """One PE2 copy runs every forward but the last in one list: with three or more cores PE1's writes would race
+    that list's later forwards, so no share; with two, that list is the first forward alone."""
+    shape = SHAPES[name]
+    specs = tuple(dataclasses.replace(spec, stream_bits=128) for spec in WIDE)
     layer = warmed(shape)
     state = layer_state(layer)
     x, grad_y = batch(layer, shape[3], seed=3)
-    lists, _ = lists_step(state, x, grad_y, SMALL, copies=(1, 1), share_products=1, share_first=True)
-    shared, _ = lists_step(state, x, grad_y, SMALL, copies=(2, 2), share_products=1, share_first=True)
-    assert PE1_NAME not in lists.contractions and PE1_NAME in shared.contractions
+    monkeypatch.setattr(step_lists_module, "first_forward_share", lambda *args: 1)
+    lists, got = lists_step(state, x, grad_y, specs, copies=(1, 1), share_products=1, share_first=True)
+    assert (PE1_NAME in lists.contractions) == shared
+    assert sum(compare_steps(pe_step(state, x, grad_y, GoldenRunner()), got).values()) == 0
 
 
 def test_by_default_only_the_networks_input_layer_shares_its_first_forward():
@@ -128,7 +149,8 @@ def test_the_call_cycles_charged_are_the_board_memory_models():
     (descriptor, latencies, record), within 5 %."""
     setup, specs = paper_first_layer(8)
     lists = tt_list_plans(setup, *specs, (2, 2))[0]
-    calls = dict(lists.phases[0])["tt1"]
-    run = list_cycles(PeName("tt1"), specs[0], calls, lists.arena, ddr=BOARD_DDR)
-    beside = [call.fetch + call.stall + call.record for call in run.calls]
+    runs = [list_cycles(PeName("tt1"), specs[0], calls, lists.arena, ddr=BOARD_DDR)
+            for pe, calls in lists.phases[0] if pe == "tt1"]
+    beside = [call.fetch + call.stall + call.record for run in runs for call in run.calls]
+    assert len(runs) == 2
     assert abs(np.mean(beside) - CALL_CYCLES) <= 0.05 * CALL_CYCLES, np.mean(beside)

@@ -262,7 +262,7 @@ def test_the_last_cores_gradient_of_one_row_is_cut_along_l_between_two_copies():
     d = len(lists.cores)
     item, calls = lists.contractions[f"core gradient {d - 1}"]
     assert item.pe == "tt2" and item.dims[0] == 1 and l_cut(item, specs[1], 2)
-    (_, l_words), (_, i_words) = (copies_work(item, specs[1], 2, cut) for cut in (True, False))
+    (_, l_words), (_, i_words) = (copies_work(item, specs[1], 2, cut_l=cut) for cut in (True, False))
     assert l_words > i_words  # what the rule for a shared I refuses
     assert max(header_dims(call.header, 4)[0][3] for call in calls) < item.dims[3]
     ids = {id(call) for call in calls}
@@ -286,7 +286,7 @@ def test_the_last_cores_gradient_of_one_row_is_cut_along_k_where_that_ends_soone
     assert sum(compare_steps(pe_step(state, x, grad_y, GoldenRunner()), got).values()) == 0
     item, calls = lists.contractions[f"core gradient {len(lists.cores) - 1}"]
     assert item.pe == "tt2" and item.dims[0] == 1 and k_cut(item, specs[1], 2)
-    (k_cycles, k_words), (l_cycles, l_words) = (copies_work(item, specs[1], 2, not along_k, cut_k=along_k)
+    (k_cycles, k_words), (l_cycles, l_words) = (copies_work(item, specs[1], 2, cut_l=not along_k, cut_k=along_k)
                                                 for along_k in (True, False))
     assert k_cycles < l_cycles and k_words < l_words
     assert {header_dims(call.header, 4)[0][2] for call in calls} == {item.dims[2] // 2}  # each call half of K
@@ -295,6 +295,19 @@ def test_the_last_cores_gradient_of_one_row_is_cut_along_k_where_that_ends_soone
     ids = {id(call) for call in calls}
     assert sum(any(id(call) in ids for call in part) for phase in lists.phases for pe, part in phase
                if pe == "tt2") == 2
+
+
+def test_a_contraction_of_raw_results_is_not_cut_along_k():
+    """A one-sample batch's first-core input gradient has one ``I`` row and raw results: cut along ``K`` its out
+    blocks would not be whole stream words, so it is not (and the lists build)."""
+    cores = [np.zeros(shape, np.int64) for shape in [(1, 2, 4, 2), (2, 3, 17, 1)]]
+    fracs = Fracs(act=(5, 4), grad=(9, 8), core_grad=(6, 6), core=(2, 2), act_bits=8, grad_bits=16, core_bits=4)
+    specs = tuple(dataclasses.replace(spec, stream_bits=128) for spec in WIDE)
+    lists = step_lists(np.zeros((1, 68), np.int64), cores, np.zeros((1, 6), np.int64), fracs, spec1=specs[0],
+                       spec2=specs[1], copies=(1, 2), share_products=1)
+    item, _ = lists.contractions["input gradient 0"]
+    assert item.pe == "tt2" and item.dims[0] == 1 and not item.out.rounding.enable
+    assert not k_cut(item, specs[1], 2)
 
 
 @pytest.mark.parametrize("copies", [(1, 1), (2, 3)])
