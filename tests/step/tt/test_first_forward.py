@@ -102,9 +102,9 @@ def test_a_forward_in_one_phase_keeps_a_share_only_where_it_is_the_only_forward(
 
 
 def test_by_default_only_the_networks_input_layer_shares_its_first_forward():
-    """A hidden layer's input codes are written between the layers, on the step's critical path (20 of paper 003's
-    64 samples of 512 codes at rank 16 took the host 30 us there, against 11 us of PE2's cycles saved): no share
-    unless asked for; the network's input is staged beside the step before."""
+    """A hidden layer's input codes are written between the layers, on the step's critical path (8 of paper 003's
+    64 samples, 512 codes each, at rank 16 took the host about 30 us there, against 11 us of PE cycles saved): no
+    share unless asked for; the network's input is staged beside the step before."""
     shape = SHAPES["rank1_b17"]
     x, grad_y = batch(warmed(shape), shape[3], seed=3)
     for network_input in (False, True):
