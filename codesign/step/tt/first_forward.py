@@ -32,7 +32,7 @@ import numpy as np
 
 from codesign.contracts.calls import Block
 from codesign.numerics.round_stage import RoundStageConfig
-from codesign.step.tt.list_tiles import Contraction, Rows, call_tiles, copies_work, cuts, is_chained
+from codesign.step.tt.list_tiles import Contraction, Out, Rows, call_tiles, copies_work, cuts, is_chained
 
 PE1_NAME = "forward 0 on PE1"  # the contraction of PE1's samples (PE2's keeps the name "forward 0")
 MIN_GAIN = 0.97  # a share is taken where its busiest copy ends within this fraction of PE2 alone's
@@ -47,26 +47,31 @@ _ANYWHERE = Rows(offset=0, values=1, words=1, i_step=1, j_step=0, chunk=1)  # op
 @dataclass(frozen=True)
 class SampledOut:
     """Where PE1's results of the first forward go: ``L`` is ``(sample, r)``, sample ``s`` being the batch's
-    ``first + s``; result ``(i, (s, r))`` at value ``((first + s) * rows + i) * values + r`` of ``S_1`` (from
-    byte ``offset``, rows of ``rounding.row_values`` values of ``row_words`` words), PE2's order. A call's ``L``
-    tile lies within one sample and holds whole rows."""
+    ``first + s``, and result ``(i, (s, r))`` goes where PE2's ``Out`` (``pe2``) puts its result ``(first + s, i,
+    r)`` (``I`` the samples, ``L`` the ``rows`` core rows, ``K`` the ``values`` values ``r``). A call's ``L`` tile
+    lies within one sample and holds whole rows."""
 
-    offset: int
-    rounding: RoundStageConfig
-    row_words: int
+    pe2: Out
     first: int
     rows: int
     values: int
 
+    @property
+    def rounding(self) -> RoundStageConfig:
+        return self.pe2.rounding
+
+    @property
+    def row_words(self) -> int:
+        return self.pe2.row_words
+
     def block(self, i: Tuple[int, int], l: Tuple[int, int], k: Tuple[int, int], l_all: int, k_all: int) -> Block:
         sample, r0 = divmod(l[0], self.values)
-        r1, rv, rw = l[1] - sample * self.values, self.rounding.row_values, self.row_words
+        r1, rv = l[1] - sample * self.values, self.rounding.row_values
         if k != (0, 1) or r1 > self.values or r0 % rv or (r1 - r0) % rv:
             raise ValueError(f"an L tile {l} of PE1's first forward must lie within one sample of {self.values} "
                              f"values and hold whole rows of {rv}")
-        first_value = ((self.first + sample) * self.rows + i[0]) * self.values + r0
-        return Block(offset=self.offset + 4 * rw * (first_value // rv), words=rw * (r1 - r0) // rv,
-                     rows=i[1] - i[0], stride=4 * rw * self.values // rv)
+        at = self.first + sample
+        return self.pe2.block((at, at + 1), i, (r0, r1), self.rows, self.values)
 
 
 def transposed_input(batch: int, an: int, values: int, first: int) -> Callable[[np.ndarray], np.ndarray]:
@@ -81,8 +86,7 @@ def pe1_part(pe2: Contraction, core: Rows, x_t: Rows, first: int) -> Contraction
     """PE1's contraction over samples ``first`` on of the first forward ``pe2`` (its dims ``(B, a n, R, m c)``),
     reading the core's forward layout ``core`` as ``A`` and the transposed input ``x_t`` as ``B``."""
     batch, an, values, mc = pe2.dims
-    out = SampledOut(offset=pe2.out.offset, rounding=pe2.out.rounding, row_words=pe2.out.row_words, first=first,
-                     rows=mc, values=values)
+    out = SampledOut(pe2=pe2.out, first=first, rows=mc, values=values)
     return Contraction(PE1_NAME, "tt1", (mc, 1, an, (batch - first) * values), core, x_t, out, pe2.stat,
                        pe2.bits[::-1])
 

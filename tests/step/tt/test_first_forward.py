@@ -16,6 +16,7 @@ from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.step.list_cycles import BOARD_DDR, PeName, list_cycles
 from codesign.step.tt import step_lists as step_lists_module
 from codesign.step.tt.first_forward import CALL_CYCLES, PE1_NAME, SampledOut, transposed_input
+from codesign.step.tt.list_tiles import Out
 from codesign.step.tt.list_time import tt_list_plans, phase_stages, list_ports
 from codesign.step.tt.step import GoldenRunner, compare_steps, pe_step
 from codesign.train.tt.pe_check import layer_state
@@ -29,7 +30,7 @@ ROWS16 = RoundStageConfig(enable=True, shift=0, bits=8, lanes=8, group_words=4, 
 def test_a_call_writes_its_sample_where_pe2_would():
     """Sample ``first + s``'s row ``i`` of ``r`` values lies at value ``((first + s) rows + i) values + r``: a tile
     of rows ``i`` and values ``r`` is a 2-D block of rows ``values`` apart."""
-    out = SampledOut(offset=1024, rounding=ROWS16, row_words=8, first=3, rows=32, values=128)
+    out = SampledOut(pe2=Out(1024, ROWS16, 8), first=3, rows=32, values=128)
     block = out.block((4, 20), (128 + 32, 128 + 64), (0, 1), 2 * 128, 1)  # sample 1 (the batch's 4th), r 32..63
     assert block.offset == 1024 + 4 * 8 * (((3 + 1) * 32 + 4) * 128 + 32) // 16
     assert (block.words, block.rows, block.stride) == (8 * 32 // 16, 16, 4 * 8 * 128 // 16)
@@ -37,7 +38,7 @@ def test_a_call_writes_its_sample_where_pe2_would():
 
 @pytest.mark.parametrize("tile", [((0, 1), (120, 136)), ((0, 1), (8, 24)), ((1, 2), (0, 16))])
 def test_a_tile_across_samples_or_rows_is_refused(tile):
-    out = SampledOut(offset=0, rounding=ROWS16, row_words=8, first=0, rows=32, values=128)
+    out = SampledOut(pe2=Out(0, ROWS16, 8), first=0, rows=32, values=128)
     with pytest.raises(ValueError, match="within one sample"):
         out.block((0, 4), tile[1], tile[0], 2 * 128, 1)
 
