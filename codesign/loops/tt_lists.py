@@ -69,13 +69,14 @@ import itertools
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from typing import Callable, Dict, Sequence, Tuple
 
 import numpy as np
 
 from codesign.loops.common import HwTrainError, StagedBatch, cross_entropy_of, softmax_gradient
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
+from codesign.loops.tt_hand_off import Handed, hand_backward, hand_forward, resolved
 from codesign.loops.tt_update import slice_lambdas, slice_squares
 from codesign.numerics.scales import UNSET, mean_abs
 from codesign.step.tt.rounding import code_dtype, frac_of_values, quantize_values, relu_codes_and_range
@@ -99,7 +100,7 @@ class StagedInput(StagedBatch):
     observed: float
     frac: int
     codes: np.ndarray
-    transposed_in: object = None  # the arena its codes' transposed layout was written into (None: not written)
+    written_in: object = None  # the arena its codes were written into (None: not written), the forward's layouts
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
@@ -135,6 +136,7 @@ class TtListTrainer(TtMlpTrainer):
         self.beside_seconds: dict = {}
         self._staged: StagedInput | None = None
         self.inputs_staged = 0  # list steps whose input batch was staged beside the step before
+        self.handed_on = 0  # layers' results handed on as the receiving layer's codes, written straight from sums
         self._arena_token = next(_ARENAS)  # trainers sharing a shell never share an arena
         # the first layer's cores whose next codes the last step wrote beside its last phases: the arena, and per
         # core a copy of the values written and their scale (taken only where the core is still those values)
@@ -153,7 +155,9 @@ class TtListTrainer(TtMlpTrainer):
         for index in range(len(self.cores)):
             layer, prepared = self._forward_layer(index, x, prepared)
             layers.append(layer)
-            x = layer[-1]  # a hidden layer's output goes on before its ReLU, which the next layer's codes take
+            # a hidden layer's output goes on before its ReLU, which the next layer's codes take (written by the
+            # layer itself where it rounds them straight from its sums: a Handed)
+            x = layer[-1]
         grad, chosen = softmax_gradient(x, y)  # the logits widened to float64 there
         grad, taken = grad.astype(x.dtype, copy=False), {}  # the hand-off type, as the loop's
         kept = self._kept_state()
@@ -166,7 +170,8 @@ class TtListTrainer(TtMlpTrainer):
                 if index == 0 and next_x is not None:
                     works.append(lambda: self._stage_input(next_x, layers[0][0], layers[0][3], layers[0][5]))
                 # the input gradient comes masked: where the input saturated and where the ReLU below cut
-                rest, grad = self._backward_layer(index, layers[index], grad, rates, beside=works)
+                rest, grad = self._backward_layer(index, layers[index], grad, rates, beside=works,
+                                                  below=layers[index - 1] if index else None)
             rest()
         except BaseException:
             self._restore_state(kept)
@@ -247,14 +252,17 @@ class TtListTrainer(TtMlpTrainer):
         the inputs into it."""
         return self.shell.arena(lists, key=(self._arena_token, index, tuple(core.shape for core in cores), batch))
 
-    def _forward_layer(self, index: int, x: np.ndarray, prepared: Tuple) -> Tuple[Tuple, Tuple | None]:
-        """Layer ``index``'s input (the batch, or the layer below's output before its ReLU) written and its forward
-        lists run (the output gradient's room left for later);
+    def _forward_layer(self, index: int, x, prepared: Tuple) -> Tuple[Tuple, Tuple | None]:
+        """Layer ``index``'s input (the batch, or the layer below's output before its ReLU: an array, or a
+        :class:`Handed` where the layer below wrote its codes) written and its forward lists run (the output
+        gradient's room left for later);
         while they compute, the next layer prepared, the bias quantised and, for the first layer, its input's
         tracker moved on by its mean |x|. A hidden layer's forward phases are short (its input is the narrow
         output below), so its input's tracker moves on in its update (:meth:`_backward_layer`'s rest, beside the
         layer below's backward) and where its input gradient passes (the input within its codes' bounds, and the
-        ReLU below passed) is worked out beside its backward, as ``later`` works.
+        ReLU below passed) is worked out beside its backward, as ``later`` works; the output handed to it is worked
+        out beside these lists. After them, the next layer's input codes are written
+        (:func:`~codesign.loops.tt_hand_off.hand_forward`).
         ``prepared``: :meth:`_prepare`'s for this layer. Returns what the backward needs of this layer, and the
         next layer's :meth:`_prepare` (None for the last)."""
         state, book, fracs, lists, arena = prepared
@@ -262,16 +270,26 @@ class TtListTrainer(TtMlpTrainer):
         beside = []
         taken: dict = {}  # the bias as the output adds it; the staged batch's check
         if index + 1 < len(self.cores):
-            beside.append(lambda: following.append(self._prepare(index + 1, x.shape[0])))
-        given = x
-        x, x_codes, inside, observed, staged = self._input_codes(state, x, fracs.act[0])
-        aim = partial(self._aim, book, "act_frac_bits", 0, x, fracs.act[0], bits=state.activation_bits,
-                      headroom_bits=state.activation_headroom_bits, observed=observed)
-        if inside is None:  # the network's input
-            beside.append(aim)
-            later = {}
+            beside.append(lambda: following.append(self._prepare(index + 1, lists.batch)))
+        given, staged = x, None
+        if isinstance(x, Handed):  # its codes written by the layer below
+            beside.append(x.values)
+            x_codes = x.codes
+            relu = lru_cache(maxsize=None)(lambda: np.maximum(given.values(), np.float32(0)))
+            later = {"aim": lambda: self._aim(book, "act_frac_bits", 0, relu(), fracs.act[0],
+                                              bits=state.activation_bits, headroom_bits=state.activation_headroom_bits),
+                     "passes": lambda: given.inside & (given.values() > 0)}
         else:
-            later = {"aim": aim, "passes": lambda: inside & (x > 0)}
+            x, x_codes, inside, observed, staged = self._input_codes(state, x, fracs.act[0])
+            aim = partial(self._aim, book, "act_frac_bits", 0, x, fracs.act[0], bits=state.activation_bits,
+                          headroom_bits=state.activation_headroom_bits, observed=observed)
+            if inside is None:  # the network's input
+                beside.append(aim)
+                later = {}
+            else:
+                later = {"aim": aim, "passes": lambda: inside & (x > 0)}
+            if staged is None or staged.written_in is not arena or staged.frac != fracs.act[0]:
+                self.shell.flush(arena, lists.write(arena, x=x_codes, x_t=x_codes))
         if staged is not None:  # the batch checked against the one staged while the lists compute
 
             def check() -> None:
@@ -284,10 +302,10 @@ class TtListTrainer(TtMlpTrainer):
         def bias() -> None:
             taken["bias"] = bias_values(state, book)
         beside.append(bias)
-        written_t = staged is not None and staged.transposed_in is arena and staged.frac == fracs.act[0]
-        self.shell.flush(arena, lists.write(arena, x=x_codes, x_t=None if written_t else x_codes))
+        # the first core's gradient reads the codes from a copy of its own, written while the first phase computes
+        tail = {0: lambda start: self.shell.flush(start, lists.write(start, x_cg=x_codes))}
         counted = self.runner.transactions, self.runner.macs
-        arena = self._run(lists, range(lists.forward_phases), arena, beside=beside, layer=index)
+        arena = self._run(lists, range(lists.forward_phases), arena, beside=beside, tail=tail, layer=index)
         if staged is not None:
             if not taken.get("staged"):  # a bad batch, or another than the one staged: that forward is not counted
                 self.runner.transactions, self.runner.macs = counted
@@ -296,8 +314,12 @@ class TtListTrainer(TtMlpTrainer):
                 return self._forward_layer(index, given, self._prepare(index, given.shape[0]))  # on its own codes
             self.inputs_staged += 1
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
-        out = layer_output(state, lists, arena, book, fracs, bias=taken["bias"])  # of the hand-off type, as the loop's
-        return (state, x, later, book, fracs, lists, arena, out), (following[0] if following else None)
+        nxt = following[0] if following else None
+        out = None if nxt is None else hand_forward(self.shell, state, lists, arena, book, fracs, taken["bias"], nxt)
+        self.handed_on += out is not None
+        if out is None:  # of the hand-off type, as the loop's
+            out = layer_output(state, lists, arena, book, fracs, bias=taken["bias"])
+        return (state, x, later, book, fracs, lists, arena, out), nxt
 
     @staticmethod
     def _aim(book: ScaleBook, name: str, index: int, values: np.ndarray, used: int, *, bits: int,
@@ -336,19 +358,21 @@ class TtListTrainer(TtMlpTrainer):
     def _stage_input(self, next_x, state, book: ScaleBook, lists) -> None:
         """The next batch checked (a copy), its mean |x| taken, and its codes at the scale the network input's
         tracker holds as ``book`` (the first layer's, this step's, its input aimed) leaves it; nothing staged for
-        a batch that fails the check, which the next step then reports. Where PE1 takes a share of the first
-        forward (:mod:`codesign.step.tt.first_forward`), the codes it reads transposed are written into the arena
-        of ``lists`` (the first layer's, which only that forward reads them from), for a next step at its shapes."""
+        a batch that fails the check, which the next step then reports. The codes are written into the arena of
+        ``lists`` (the first layer's) in the layouts only its forward reads (the core gradient reads a copy of its
+        own: :meth:`~codesign.step.tt.step_lists.StepLists.write`), for a next step at its shapes: as the
+        forward's ``A`` and, where PE1 takes a share of the first forward
+        (:mod:`codesign.step.tt.first_forward`), transposed."""
         try:
             x = check_input(state, self._features(np.array(next_x, dtype=np.float32)))
         except Exception:  # whatever fails (a tensor that needs grad, ...), its own step says why
             return
         frac, bits = book.trackers["act_frac_bits"][0], state.activation_bits
         codes, arena = quantize_values(x, frac, bits, code_dtype(bits)), None
-        if "x transposed" in lists.inputs and x.shape[0] == lists.batch:
+        if x.shape[0] == lists.batch:
             arena = self._arena(0, lists, state.cores, lists.batch)
-            self.shell.flush(arena, lists.write(arena, x_t=codes))
-        self._staged = StagedInput(x=x, key=(), observed=mean_abs(x), frac=frac, codes=codes, transposed_in=arena)
+            self.shell.flush(arena, lists.write(arena, x=codes, x_t=codes))
+        self._staged = StagedInput(x=x, key=(), observed=mean_abs(x), frac=frac, codes=codes, written_in=arena)
 
     def _lists(self, index: int, state, batch: int, fracs: Fracs):
         """Layer ``index``'s lists at these shapes and scales (:meth:`_aimed`), which its step runs."""
@@ -392,27 +416,35 @@ class TtListTrainer(TtMlpTrainer):
                                    f"the PE's buffers), but the shells of the {pe} IPs have no accumulation buffer "
                                    "(held_sums): build them with it, or the PE with larger buffers")
 
-    def _backward_layer(self, index: int, layer: Tuple, grad_y: np.ndarray, rates: Tuple[float, float],
-                        beside: Sequence[Callable[[], None]]) -> Tuple[Callable[[], None], np.ndarray | None]:
+    def _backward_layer(self, index: int, layer: Tuple, grad_y, rates: Tuple[float, float],
+                        beside: Sequence[Callable[[], None]], below: Tuple | None = None
+                        ) -> Tuple[Callable[[], None], object]:
         """Layer ``index``'s backward lists run (``beside``: host work for while its lists compute, as :meth:`_run`
         places it; the output gradient's tracker moves on and the bias gradient is taken after it), its input
         gradient read; returns the rest of its host work (the records, core gradients, its update and its next λ)
         as a callable, and the input gradient. The first layer's rest ends the step, so what of it the last
         phase does not feed runs beside that phase: the other phases' core gradients and records read, and
         Adam on those cores and the bias. A hidden layer's ``later`` works (:meth:`_forward_layer`): where its input
-        gradient passes, beside its backward phases, and its input's tracker, in its rest."""
+        gradient passes, beside its backward phases, and its input's tracker, in its rest. ``grad_y``: an array, or a
+        :class:`Handed` where the layer above wrote the codes; ``below``: the layer below's forward part, whose
+        output-gradient codes the input gradient is rounded to (:func:`~codesign.loops.tt_hand_off.hand_backward`;
+        the input gradient is then a :class:`Handed`)."""
         state, _, later, book, fracs, lists, arena, out = layer
-        d = len(state.cores)
-        g_codes = quantize_values(grad_y, fracs.grad[d - 1], state.grad_bits, code_dtype(state.grad_bits))
-        self.shell.flush(arena, lists.write(arena, gy=g_codes))
-        aim = partial(self._aim, book, "grad_frac_bits", d - 1, grad_y, fracs.grad[d - 1], bits=state.grad_bits,
+        d, dtype = len(state.cores), code_dtype(state.grad_bits)
+        if isinstance(grad_y, Handed):  # written: its integer codes and its values are the host's for later
+            g_codes = lru_cache(maxsize=None)(lambda: grad_y.codes.astype(dtype))
+        else:
+            codes = quantize_values(grad_y, fracs.grad[d - 1], state.grad_bits, dtype)
+            self.shell.flush(arena, lists.write(arena, gy=codes))
+            g_codes = lambda: codes  # noqa: E731
+        aim = partial(self._aim, book, "grad_frac_bits", d - 1, bits=state.grad_bits,
                       headroom_bits=state.grad_headroom_bits)  # the output gradient's tracker, beside the lists
         # what the host took beside the lists: where the input gradient passes, the bias gradient, the early cores'
         taken: dict = {"passes": None}
 
         def bias() -> None:
-            taken["bias_grad"] = bias_gradient(state, g_codes, book, fracs)
-        works = [*beside, aim, bias]
+            taken["bias_grad"] = bias_gradient(state, g_codes(), book, fracs)
+        works = [*beside, lambda: aim(resolved(grad_y), fracs.grad[d - 1]), bias]
         if "passes" in later:
             works.append(lambda: taken.update(passes=later["passes"]()))
         tail: dict = {}  # the first layer's update, in parts beside the phases its gradients are done by
@@ -426,13 +458,17 @@ class TtListTrainer(TtMlpTrainer):
         arena = self._run(lists, range(lists.forward_phases, len(lists.phases)), arena, beside=works, tail=tail,
                           layer=index)
         self.shell.invalidate(arena, lists.backward_reads[2 if "early" in taken else 0].ranges)
-        grad_x = input_grad(state, lists, arena, fracs, inside=taken["passes"])
+        grad_x = None if below is None else hand_backward(self.shell, state, lists, arena, fracs, taken["passes"],
+                                                          below)
+        self.handed_on += grad_x is not None
+        if grad_x is None:
+            grad_x = input_grad(state, lists, arena, fracs, inside=taken["passes"])
 
         def rest() -> None:
             if "aim" in later:
                 later["aim"]()
-            step = finish(state, None, g_codes, lists, arena, book, fracs, y=out, grad_x=grad_x,
-                          bias_grad=taken["bias_grad"], early=taken.get("early"))
+            step = finish(state, None, g_codes(), lists, arena, book, fracs, y=resolved(out),
+                          grad_x=resolved(grad_x), bias_grad=taken["bias_grad"], early=taken.get("early"))
             self._keep_scales(index, step)
             early = taken.get("early")  # the cores (and the bias) updated beside the last phases
             cores = [k for k in range(d) if early is None or k not in early]

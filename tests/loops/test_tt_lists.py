@@ -171,9 +171,10 @@ def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing()
     (f0, b0), (f1, b1) = [(range(lists.forward_phases), range(lists.forward_phases, len(lists.phases)))
                           for lists in (trainer.current_lists[0], trainer.current_lists[1])]
     lists0, lists1 = trainer.current_lists[0], trainer.current_lists[1]
-    placed = [(0, _placed(lists0, f0, 3)), (1, _placed(lists1, f1, 1)), (1, _placed(lists1, b1, 4)),
+    placed = [(0, _placed(lists0, f0, 3)), (1, _placed(lists1, f1, 2)), (1, _placed(lists1, b1, 4)),
               (0, _placed(lists0, b0, 3, last=True))]  # a step's phases with work, layer by layer (the loss
-    # beside the last layer's longest backward phase)
+    # beside the last layer's longest backward phase; layer 0's float32 output, whose codes it wrote for layer 1,
+    # beside layer 1's forward)
     assert set(trainer.beside_seconds) == {(layer, phase) for layer, phases in placed for phase in phases}
     longest = _ranked(lists0, b0)[0]
     assert longest > lists0.forward_phases, "the longest backward phase is not the first"
@@ -214,12 +215,16 @@ def test_three_layers_each_work_beside_the_layer_below_and_train_as_the_loop(han
         x, y = rng.random((8, 64)).astype(np.float32), rng.integers(0, 10, 8)
         assert lists.train_step(x, y) == loop.train_step(x, y)
     assert lists.list_steps == 3
+    # in float32 each layer's result went on as the receiving layer's codes, written straight from its sums: two
+    # inputs and two output gradients a step; exact, from the values handed on, as the loop takes them
+    assert lists.handed_on == (3 * 4 if hand_off == "float32" else 0)
     expected = set()
     # beside each direction's longest phase the layer above's work (the last layer's backward: the loss), then a
     # tracker's, the bias's and (a hidden layer's backward) where its input gradient passes; the first layer's
     # early reads beside its last
-    works = {(0, "forward"): 3, (1, "forward"): 2, (2, "forward"): 1, (0, "backward"): 3, (1, "backward"): 4,
-             (2, "backward"): 4}
+    handed = hand_off == "float32"  # the output below, which wrote the codes, beside a hidden layer's forward
+    works = {(0, "forward"): 3, (1, "forward"): 2 + handed, (2, "forward"): 1 + handed, (0, "backward"): 3,
+             (1, "backward"): 4, (2, "backward"): 4}
     for layer in (0, 1, 2):
         built = lists.current_lists[layer]
         for phases in (range(built.forward_phases), range(built.forward_phases, len(built.phases))):
@@ -297,7 +302,7 @@ def test_the_next_batch_staged_beside_the_lists_changes_no_bit(unconvertible, co
     changed = np.array(batches[3][0])
     both(2, next_x=changed)
     assert trainer.inputs_staged == 1, "the batch staged beside the first list step was taken"
-    assert (trainer._staged.transposed_in is not None) == (copies == (2, 3))
+    assert trainer._staged.written_in is not None
     changed[:] = changed[::-1]  # changed in place after it was staged
     batches[3] = (changed, batches[3][1])
     both(3, next_x=batches[4][0])
@@ -323,19 +328,31 @@ def test_the_next_batch_staged_beside_the_lists_changes_no_bit(unconvertible, co
     assert (trainer.runner.transactions, trainer.runner.macs) == (other.runner.transactions, other.runner.macs)
 
 
-def test_the_staged_batchs_transposed_codes_are_written_beside_the_step_before_not_at_its_start(monkeypatch):
-    """Where PE1 shares the first forward, a step that takes its staged batch at the staged scale writes only the
-    batch's own layout before its first list; the transposed codes PE1 reads were written beside the step before,
-    with the staging. A step given another batch writes both."""
+@pytest.mark.parametrize("copies", [(1, 1), (2, 3)])
+def test_the_staged_batchs_codes_are_written_beside_the_step_before_not_at_its_start(monkeypatch, copies):
+    """A step that takes its staged batch at the staged scale writes none of the batch's codes before its first
+    list: the layouts the forward reads (and, where PE1 shares the first forward, the transposed codes it reads)
+    were written beside the step before, with the staging; the first core's gradient's copy beside the first
+    phase. No backward list reads what the staging writes over, nor a forward one the copy. A step given another
+    batch writes the forward's layouts before it runs its forward again on them."""
     setup = _setup()
     data = _data(train=4 * setup.batch_size)
     batches = [(data.train_x[i:i + setup.batch_size], data.train_y[i:i + setup.batch_size])
                for i in range(0, 4 * setup.batch_size, setup.batch_size)]
-    trainer = TtListTrainer(setup, GoldenShell(copies=(2, 3), share_products=1))
+    trainer = TtListTrainer(setup, GoldenShell(copies=copies, share_products=1))
     trainer.train_step(*batches[0], next_x=batches[1][0])
     trainer.train_step(*batches[1], next_x=batches[2][0])  # the first list step: it stages batch 2
     first_layer = trainer.current_lists[0]
-    assert "x transposed" in first_layer.inputs
+    assert ("x transposed" in first_layer.inputs) == (copies == (2, 3))
+    forward = range(first_layer.forward_phases)
+    for name in ("x", "x transposed", "x core gradient"):
+        if name in first_layer.inputs:
+            item = first_layer.inputs[name]
+            words = np.arange(item.rows.offset // 4, item.rows.offset // 4 + item.words)
+            read = {index for index, phase in enumerate(first_layer.phases) for _, calls in phase for call in calls
+                    if any(np.isin(block.word_indices(), words).any() for block in call.segments)}
+            assert read and (read <= set(forward)) == (name != "x core gradient"), (name, read)
+            assert read.isdisjoint(forward) == (name == "x core gradient"), (name, read)
     writes: list = []
     original = type(first_layer).write
 
@@ -346,10 +363,11 @@ def test_the_staged_batchs_transposed_codes_are_written_beside_the_step_before_n
     monkeypatch.setattr(type(first_layer), "write", write)
     trainer.train_step(*batches[2], next_x=batches[3][0])
     assert trainer.inputs_staged == 1 and trainer._staged.frac == trainer.trackers[0]["act_frac_bits"][0]
-    assert ("x",) in writes and ("x_t",) in writes and ("x", "x_t") not in writes, writes
+    assert [w for w in writes if "x" in w or "x_t" in w] == [("x", "x_t")], writes  # the next batch's staging
+    assert writes.index(("x_cg",)) < writes.index(("gy",)) < writes.index(("x", "x_t")), writes
     writes.clear()
-    trainer.train_step(*batches[0], next_x=batches[1][0])  # not the batch staged: its forward runs on its codes
-    assert ("x", "x_t") in writes, writes
+    trainer.train_step(*batches[0], next_x=batches[1][0])  # not the batch staged: its forward runs again, on its
+    assert writes.index(("x", "x_t")) < writes.index(("gy",)), writes  # codes, written before it
 
 
 def test_the_first_layers_codes_written_beside_its_last_phases_are_taken_only_for_the_values_written(monkeypatch):

@@ -11,8 +11,8 @@ import numpy as np
 
 from codesign.step.tt.layer_state import TtLayerState
 from codesign.step.tt.list_reads import BackwardReads
-from codesign.step.tt.rounding import (biased_float32, frac_of_values, in_code_range, masked_float32, quantize_values,
-                                      scaled_for_codes, to_values)
+from codesign.step.tt.rounding import (biased_float32, biased_relu_codes, frac_of_values, in_code_range, masked_codes,
+                                      masked_float32, quantize_values, scaled_for_codes, to_values)
 from codesign.step.tt.scale_book import ScaleBook
 from codesign.step.tt.step import StepResult
 from codesign.step.tt.step_lists import Fracs, StepLists, z_fracs
@@ -106,6 +106,32 @@ def input_grad(layer: TtLayerState, lists: StepLists, arena: np.ndarray, fracs: 
     return values
 
 
+def handed_gradient_codes(layer: TtLayerState, lists: StepLists, arena: np.ndarray, fracs: Fracs, inside: np.ndarray,
+                          frac: int, bits: int) -> np.ndarray | None:
+    """The layer below's output-gradient codes at ``frac`` (``bits`` wide), as float32 whole numbers, straight
+    from this layer's input-gradient accumulators (:func:`~codesign.step.tt.rounding.masked_codes`): the codes
+    :func:`input_grad`'s values round to, with neither those values nor a cast between; None where the layer does
+    not hand off in float32 or that is not provably the same. The values are the host's for later, off the path
+    between the lists."""
+    if "grad_x" not in lists.outputs or layer.is_network_input or layer.hand_off_dtype != np.float32:
+        return None
+    return masked_codes(_raw_input_grad(lists, arena), fracs.grad[0] + fracs.core[0], inside, frac, bits)
+
+
+def handed_input_codes(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book: ScaleBook, fracs: Fracs,
+                       bias: np.ndarray | None, frac: int, bits: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The next layer's input codes at ``frac`` (``bits`` wide), as float32 whole numbers, and where its input lay
+    within their bounds, straight from this layer's output accumulators plus ``bias`` (:func:`bias_values`')
+    (:func:`~codesign.step.tt.rounding.biased_relu_codes`): what the ReLU of :func:`layer_output`'s float32
+    output gives, without it; None where the layer does not hand off in float32 or that is not provably the
+    same."""
+    if layer.hand_off_dtype != np.float32 or (layer.bias is not None and bias is None):
+        return None
+    d = len(layer.cores)
+    return biased_relu_codes(_y(lists, arena), fracs.act[d - 1] + fracs.core[d - 1], bias,
+                             book.trackers["bias_frac_bits"][0], _output_acc_bits(layer, lists), frac, bits)
+
+
 def bias_values(layer: TtLayerState, book: ScaleBook) -> np.ndarray | None:
     """The bias as the layer output adds it (float64; None for a layer without one): quantised at a scale aimed at
     it (its tracker moves in ``book``). It needs neither input nor result, so the host takes it while the
@@ -129,15 +155,20 @@ def layer_output(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book:
     if layer.bias is not None and bias is None:
         bias = bias_values(layer, book)
     if layer.hand_off_dtype == np.float32:
-        a, _, n, _ = lists.cores[-1]  # the last contraction sums a·n products of activation and core codes
-        acc_bits = layer.activation_bits + layer.core_bits - 2 + (a * n - 1).bit_length()
-        fast = biased_float32(acc, z_frac, bias, book.trackers["bias_frac_bits"][0], acc_bits)
+        fast = biased_float32(acc, z_frac, bias, book.trackers["bias_frac_bits"][0], _output_acc_bits(layer, lists))
         if fast is not None:
             return fast
     y = to_values(acc, z_frac)  # a new array: the bias added in place
     if bias is not None:
         y += bias
     return y.astype(layer.hand_off_dtype, copy=False)
+
+
+def _output_acc_bits(layer: TtLayerState, lists: StepLists) -> int:
+    """A bound on the output's accumulators, |acc| <= 2^bits: the last contraction sums a·n products of activation
+    and core codes."""
+    a, _, n, _ = lists.cores[-1]
+    return layer.activation_bits + layer.core_bits - 2 + (a * n - 1).bit_length()
 
 
 def bias_gradient(layer: TtLayerState, g_codes: np.ndarray, book: ScaleBook, fracs: Fracs) -> np.ndarray | None:

@@ -53,11 +53,13 @@ class HostInput:
 def write_rows(arena: np.ndarray, item: HostInput, laid: np.ndarray, lanes: int) -> None:
     """Codes ``laid`` (rows, K) into ``item``'s rows of the arena, 16-bit slot by slot in place: the words
     :func:`~codesign.pe.tt.contract.pack_rows` makes of them (two's complement modulo 2^16, padding lanes and a
-    chunk's unused slots 0), without packing them apart first."""
+    chunk's unused slots 0), without packing them apart first. Codes may come as floats, whole numbers within
+    16-bit codes' range (as the host rounds them: no cast to an integer type on the way)."""
     rows, chunk_slots = item.words // item.rows.words, 2 * item.rows.chunk
     values, full = item.rows.values, item.rows.values // lanes
     start = item.rows.offset // 2
-    slots = arena.view("<u2")[start:start + 2 * item.words].reshape(rows, -1, chunk_slots)
+    signed = np.issubdtype(laid.dtype, np.floating)  # a float converts to a signed slot exactly, not to uint16
+    slots = arena.view("<i2" if signed else "<u2")[start:start + 2 * item.words].reshape(rows, -1, chunk_slots)
     laid = laid.reshape(rows, values)
     if full:
         np.copyto(slots[:, :full, :lanes], laid[:, :full * lanes].reshape(rows, full, lanes), casting="unsafe")

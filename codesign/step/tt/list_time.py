@@ -184,8 +184,8 @@ def host_work(setup: TtLayers, plans: Sequence[StepLists]) -> HostWork:
         counts["adam"] += sum(math.prod(shape) for shape in layer["core_shapes"]) + (m if layer["bias"] else 0)
         counts["lists"] += sum(len(phase) for phase in lists.phases)
         counts["calls"] += sum(len(calls) for phase in lists.phases for _, calls in phase)
-        x = np.zeros((batch, n), np.int64)  # and its samples PE1 reads transposed, where it shares the forward
-        written = lists.write(np.array(lists.arena), x=x, x_t=x, gy=np.zeros((batch, m), np.int64),
+        x = np.zeros((batch, n), np.int64)  # its copy for the core gradient, its samples PE1 reads transposed (a share)
+        written = lists.write(np.array(lists.arena), x=x, x_t=x, x_cg=x, gy=np.zeros((batch, m), np.int64),
                               core_codes=np.zeros(sum(math.prod(shape) for shape in lists.cores), np.int64))
         counts["flushed_bytes"] += 4 * sum(words for _, words in written)
         counts["read_bytes"] += 4 * sum(words for forward in (True, False)

@@ -148,13 +148,13 @@ def in_code_range(scaled: np.ndarray, bits: int) -> np.ndarray:
 
 
 def _codes_of_scaled(scaled: np.ndarray, bits: int, dtype) -> np.ndarray:
-    """Codes of scaled values (rounded and clipped in place)."""
+    """Codes of scaled values (rounded and clipped in place; as they are for ``dtype`` None)."""
     np.rint(scaled, out=scaled)
     # clipped to integer bounds (exact either way) as np.clip does, NaN included: minimum and maximum take 70 % of
     # its time on float32 (NumPy 1.26)
     np.minimum(scaled, scaled.dtype.type((1 << (bits - 1)) - 1), out=scaled)
     np.maximum(scaled, scaled.dtype.type(-(1 << (bits - 1))), out=scaled)
-    return scaled.astype(dtype)
+    return scaled if dtype is None else scaled.astype(dtype)
 
 
 _POWERS_F32 = np.ldexp(1.0, np.arange(-126, 127)).astype(np.float32)  # 2^k, |k| <= 126: normal, exact
@@ -206,9 +206,7 @@ def biased_float32(acc: np.ndarray, frac_bits: int, bias: np.ndarray | None, bia
     that bound. Where |acc| <= 2^24 and the powers are normal, ``acc · 2^-frac_bits`` and the bias are exact in
     float32, so float32's add rounds their exact sum once; the float64 sum is exact too (their bits span at most
     53 where the fractions lie within 29 of each other), so its one rounding to float32 is the same."""
-    if acc.dtype not in (np.int32, np.int64) or acc_bits > 24 or not -100 <= frac_bits <= 126 or \
-            (bias is not None and not (-100 <= bias_frac <= 118 and abs(bias_frac - frac_bits) <= 29
-                                       and np.abs(bias).max(initial=0.0) <= 2.0 ** (24 - bias_frac))):
+    if not _biased_exact(acc, frac_bits, bias, bias_frac, acc_bits):
         return None
     if acc.dtype == np.int64:  # narrowed first (exact within the bound): int32 converts in half the time
         acc = acc.astype(np.int32)
@@ -216,6 +214,57 @@ def biased_float32(acc: np.ndarray, frac_bits: int, bias: np.ndarray | None, bia
     if bias is not None:
         values += bias.astype(np.float32)
     return values
+
+
+def _biased_exact(acc: np.ndarray, frac_bits: int, bias: np.ndarray | None, bias_frac: int, acc_bits: int) -> bool:
+    """Whether :func:`biased_float32` has the float64 expression's bits (its docstring says why)."""
+    return acc.dtype in (np.int32, np.int64) and acc_bits <= 24 and -100 <= frac_bits <= 126 and \
+        (bias is None or (-100 <= bias_frac <= 118 and abs(bias_frac - frac_bits) <= 29
+                          and np.abs(bias).max(initial=0.0) <= 2.0 ** (24 - bias_frac)))
+
+
+def biased_relu_codes(acc: np.ndarray, frac_bits: int, bias: np.ndarray | None, bias_frac: int, acc_bits: int,
+                      next_frac: int, bits: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`relu_codes_and_range` of ``max(biased_float32(acc, ...), 0)`` at ``next_frac``, the codes as float32
+    whole numbers (0 to the codes' top): a layer's accumulators straight to the next layer's input codes and where
+    its input lay within their bounds, in one scaling instead of three, and no float32 output or ReLU between;
+    None where that is not provably the same. The bias's and the accumulators' terms, scaled by 2^next_frac
+    instead of after their sum, stay exact and normal where their powers keep clear of float32's range (below:
+    2^-126 at the finest unit; above: 2^126 at 24 bits), so float32's add rounds the same sum, times a power of
+    two, once: the output's bits, times 2^next_frac, which :func:`scaled_for_codes` takes exactly where
+    ``bits <= 24`` and ``|next_frac| <= 126``. That output is finite, so it needs no check."""
+    shift = next_frac - frac_bits
+    if bits > 24 or not -126 <= next_frac <= 126 or not -126 <= shift <= 102 or \
+            not _biased_exact(acc, frac_bits, bias, bias_frac, acc_bits) or \
+            (bias is not None and not -126 <= next_frac - bias_frac <= 102):
+        return None
+    if acc.dtype == np.int64:
+        acc = acc.astype(np.int32)
+    scaled = np.multiply(acc, np.float32(2.0 ** shift), dtype=np.float32)
+    if bias is not None:
+        scaled += (bias * 2.0 ** next_frac).astype(np.float32)  # exact: codes of at most 24 bits times a power
+    high = np.float32((1 << (bits - 1)) - 1)
+    inside = scaled <= high  # a negative value's ReLU, 0, lies inside as well
+    np.rint(scaled, out=scaled)
+    np.maximum(scaled, np.float32(0), out=scaled)
+    np.minimum(scaled, high, out=scaled)
+    return scaled, inside
+
+
+def masked_codes(acc: np.ndarray, frac_bits: int, mask: np.ndarray, next_frac: int, bits: int) -> np.ndarray | None:
+    """:func:`quantize_values` of ``masked_float32(acc, frac_bits, mask)`` at ``next_frac``, as float32 whole
+    numbers: a layer's input-gradient accumulators straight to the layer below's output-gradient codes, in one
+    scaling; None where that is not provably the same. On :func:`masked_float32`'s path ``acc`` converts to
+    float32 once and then takes powers of two; taken as one power, ``2^(next_frac - frac_bits)``, the same exact
+    product rounds once (to float32's subnormals at worst, as the two powers in turn do), and no product reaches
+    inf (|acc| <= 2^31) where the mask's 0 would make NaN of it."""
+    shift = next_frac - frac_bits
+    if acc.dtype != np.int32 or not -32 <= frac_bits <= 126 or bits > 24 or not -126 <= next_frac <= 126 or \
+            not -126 <= shift <= 96:
+        return None
+    scaled = np.multiply(acc, np.float32(2.0 ** shift), dtype=np.float32)
+    scaled *= mask
+    return _codes_of_scaled(scaled, bits, None)
 
 
 def frac_of_values(values: np.ndarray, *, bits: int, headroom_bits: int, current: int, update: bool) -> int:
@@ -233,6 +282,6 @@ def frac_of_values(values: np.ndarray, *, bits: int, headroom_bits: int, current
     return mean_abs_frac_bits(mean_abs(values), bits=bits, headroom_bits=headroom_bits, fallback=fallback)
 
 
-__all__ = ["BLOCK", "EXACT_FLOAT", "abs_sum_and_peak", "biased_float32", "choose_frac", "code_dtype",
-           "floor_log2_ratio", "frac_of_total", "frac_of_values", "in_code_range", "quantize_values",
-           "relu_codes_and_range", "rescale", "scale_and_round", "scaled_for_codes", "to_values"]
+__all__ = ["BLOCK", "EXACT_FLOAT", "abs_sum_and_peak", "biased_float32", "biased_relu_codes", "choose_frac",
+           "code_dtype", "floor_log2_ratio", "frac_of_total", "frac_of_values", "in_code_range", "masked_codes",
+           "quantize_values", "relu_codes_and_range", "rescale", "scale_and_round", "scaled_for_codes", "to_values"]

@@ -114,17 +114,19 @@ class StepLists:
 
     def write(self, arena: np.ndarray, *, x: np.ndarray | None = None, core_codes: np.ndarray | None = None,
               gy: np.ndarray | None = None, cores: Tuple[int, ...] | None = None,
-              x_t: np.ndarray | None = None) -> List[Tuple[int, int]]:
+              x_t: np.ndarray | None = None, x_cg: np.ndarray | None = None) -> List[Tuple[int, int]]:
         """The host's inputs written in place into ``arena`` (uint32 words): the input codes, the core codes in
         every layout a PE reads (``core_codes``: every core's codes flattened, core after core, as
         :func:`flat_cores` lays them out; ``cores``: only these cores', in increasing order, into an arena that
         holds every core's layouts already), the output-gradient codes (rows and transposed, before the backward
         lists), and ``x_t``: input codes as ``x``, of which PE1's share of the first forward reads its samples'
         transposed (:mod:`~codesign.step.tt.first_forward`; no such layout without a share), which only that
-        phase reads, so the host may write a batch's beside the step before. The lists stay as built: a step at
+        phase reads, so the host may write a batch's beside the step before, as it may ``x``, which only the
+        forward reads: the first core's gradient reads ``x_cg``, the same codes in a copy of their own, which the
+        host writes while the forward computes. The lists stay as built: a step at
         the same shapes and scales reuses them. Returns the word ranges written, ``(start, words)``, which a board
         flushes."""
-        given = {"x": x, "gy": gy, "x_t": x_t}
+        given = {"x": x, "gy": gy, "x_t": x_t, "x_cg": x_cg}
         written = []
         if core_codes is not None:
             cores = tuple(range(len(self.cores))) if cores is None else tuple(cores)
@@ -137,7 +139,7 @@ class StepLists:
             dst, src = self.core_slots if len(cores) == len(self.cores) else self._slots_of(cores)
             arena.view("<u2")[dst] = slots[src]
             written += [(item.rows.offset // 4, item.words) for item in self._host_inputs(cores)]
-        for item in self._host_inputs(("x", "gy", "x_t")) if any(v is not None for v in given.values()) else ():
+        for item in self._host_inputs(("x", "gy", "x_t", "x_cg")) if any(v is not None for v in given.values()) else ():
             value = given[item.source]
             if value is not None:
                 write_rows(arena, item, item.layout(np.asarray(value)), self.lanes)
@@ -309,8 +311,8 @@ class _Builder:
         a, _, n, _ = self.shape(0)
         f = self.fracs
         shape = (self.batch * a * n, self.R[0]) if self.d > 1 else (self.batch, a * n)
-        states = [self.host("x", "x", lambda x, shape=shape: np.asarray(x).reshape(shape), x_codes,
-                            *((a * n, 1) if self.d > 1 else (1, 0)))]
+        self.x_rows = (lambda x, shape=shape: np.asarray(x).reshape(shape), *((a * n, 1) if self.d > 1 else (1, 0)))
+        states = [self.host("x", "x", self.x_rows[0], x_codes, *self.x_rows[1:])]
         for k in range(self.d - 1):
             a, m, n, c = self.shape(k)
             core = self.host(f"core {k} forward", k, core_forward, self.cores[k], 1, 0)
@@ -374,9 +376,13 @@ class _Builder:
         self.codes_out[f"core_grad {k}"] = (offset, cfg)
         return Out(offset, cfg, cfg.groups_per_row * cfg.group_words)
 
-    def backward(self, gy_codes: np.ndarray, states: List[Rows], need_grad_x: bool) -> None:
-        """The output gradient placed (rows, and transposed), then every backward contraction, core by core."""
+    def backward(self, x_codes: np.ndarray, gy_codes: np.ndarray, states: List[Rows], need_grad_x: bool) -> None:
+        """The output gradient placed (rows, and transposed), then every backward contraction, core by core. The
+        first core's gradient reads the input from a copy of its own ("x core gradient"), so that no backward
+        contraction reads the copy the forward does: the host may write the next batch's codes there while this
+        step's backward computes, and this one's copy while its forward does."""
         f, d = self.fracs, self.d
+        states = [self.host("x core gradient", "x_cg", self.x_rows[0], x_codes, *self.x_rows[1:]), *states[1:]]
         a, m, n, _ = self.shape(d - 1)
         bp = self.P[d - 1]
         rows = (bp, m)  # bound as defaults: a layout is called again on later steps
@@ -455,7 +461,7 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
     share_first = not need_grad_x if share_first is None else share_first
     if share_first:
         builder.share_first_forward(x_codes, pieces)
-    builder.backward(gy_codes, states, need_grad_x)
+    builder.backward(x_codes, gy_codes, states, need_grad_x)
 
     def calls_of(item: Contraction) -> Tuple[Call, ...]:  # cut along I, L or K for the copies, whichever is faster
         spec, n = builder.spec[item.pe], pieces(item)

@@ -19,7 +19,8 @@ from codesign.step.tt.list_tiles import SLOT_BITS
 @pytest.mark.parametrize("values, lanes, parts", [(4, 4, 1), (5, 4, 1), (13, 8, 4), (8, 8, 4), (3, 8, 2), (5, 4, 4), (4, 4, 2)])
 def test_rows_written_in_place_are_the_packers_words(values, lanes, parts):
     """Codes written over stale words (padding lanes, a chunk's unused slots and all) give the words
-    ``pack_rows`` makes of them: two's complement in 16-bit slots, every other bit 0."""
+    ``pack_rows`` makes of them: two's complement in 16-bit slots, every other bit 0; integers, or float32 whole
+    numbers (negative ones and both extremes included)."""
     rng = np.random.default_rng(values * lanes + parts)
     codes = rng.integers(-(1 << 15), 1 << 15, size=(6, values))
     layout = ArenaLayout()
@@ -28,6 +29,11 @@ def test_rows_written_in_place_are_the_packers_words(values, lanes, parts):
     item = HostInput(rows=rows, source="x", layout=lambda v: v, words=6 * rows.words)
     write_rows(arena, item, codes, lanes)
     start = rows.offset // 4
+    packed = pack_rows(codes, lanes, SLOT_BITS, stream_bits=32 * parts).reshape(-1)
+    assert np.array_equal(arena[start:start + item.words], packed)
+    codes[0, :2] = [-(1 << 15), (1 << 15) - 1]  # as float32 whole numbers (the host's rounded codes), extremes too
+    arena[start:start + item.words] = rng.integers(0, 1 << 32, size=item.words, dtype=np.uint64).astype(np.uint32)
+    write_rows(arena, item, codes.astype(np.float32), lanes)
     packed = pack_rows(codes, lanes, SLOT_BITS, stream_bits=32 * parts).reshape(-1)
     assert np.array_equal(arena[start:start + item.words], packed)
     put = put_rows(layout, codes, lanes, parts, 1, 0)  # the same rows, put where the arena grows

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codesign.step.tt.rounding import biased_float32, code_dtype, masked_float32, quantize_values, relu_codes_and_range
+from codesign.step.tt.rounding import (biased_float32, biased_relu_codes, code_dtype, masked_codes, masked_float32,
+                                      quantize_values, relu_codes_and_range)
 
 
 def _defined(values, frac_bits, bits):
@@ -111,3 +112,68 @@ def test_biased_accumulators_round_once_to_float32_as_through_float64():
                  (acc, 110, bias, 119, 24), (acc, -90, bias, -101, 24),
                  (acc, 0, np.full(acc.size, 2.0 ** 24 + 1), 0, 24), (acc, 0, np.full(acc.size, 2.0 ** -4), 29, 24)]:
         assert biased_float32(*args) is None, args[1:]
+
+
+def _through_float32_output(acc, frac, bias, bias_frac, next_frac, bits):
+    """The next layer's codes and range the long way: the output in float32, its ReLU, then its codes."""
+    y = biased_float32(acc, frac, bias, bias_frac, 24)
+    return relu_codes_and_range(np.maximum(y, np.float32(0)), next_frac, bits, code_dtype(bits))
+
+
+@pytest.mark.parametrize("bits", [4, 8, 16])
+def test_biased_relu_codes_are_the_output_rounded_to_float32_then_its_relu_codes(bits):
+    """Accumulators to the next layer's codes in one scaling, against the output in float32, its ReLU and its
+    codes: sums float32 rounds (ties both ways), negative outputs, outputs halfway between codes, onto and past
+    the codes' top, 0, at scales across and at the edges of the one-scaling path; past them, None."""
+    rng = np.random.default_rng(bits + 40)
+    high = (1 << (bits - 1)) - 1
+    ties = np.array([(1 << 24) - 1, -(1 << 24) + 1, (1 << 24) - 3, (1 << 23) + 1, 1 << 24, -(1 << 24), 0, 1, -1])
+    acc = np.concatenate([ties, rng.integers(-(1 << 24), (1 << 24) + 1, size=3000)]).astype(np.int32)
+    small = np.concatenate([[0, 1, -1, 2, -2, 3, -3, 5, -5], rng.integers(-(1 << bits), (1 << bits) + 1, size=3000)]
+                           ).astype(np.int32)
+    seen = {"within": 0, "zero": 0, "past": 0, "halfway": 0}
+    for frac, bias_frac in [(0, 1), (10, -19), (-5, 24), (3, 3), (40, 69), (126, 97), (-100, -71), (24, 20)]:
+        half = np.full(acc.size, 1 << max(bias_frac - frac - 1, 0), np.int64)
+        codes = np.where(rng.random(acc.size) < 0.5, np.clip(half, -128, 127), rng.integers(-128, 128, acc.size))
+        bias = codes * np.ldexp(1.0, -bias_frac)
+        for values, next_frac in [(acc, frac + bits - 25), (acc, frac - 1), (small, frac - 1), (small, frac)]:
+            for given in (values, values.astype(np.int64)):
+                got = biased_relu_codes(given, frac, bias, bias_frac, 24, next_frac, bits)
+                expected = _through_float32_output(values, frac, bias, bias_frac, next_frac, bits)
+                assert got is not None and got[0].dtype == np.float32, (frac, next_frac)
+                assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1]), (frac, next_frac)
+            no_bias = biased_relu_codes(values, frac, None, 0, 24, next_frac, bits)
+            assert np.array_equal(no_bias[0], _through_float32_output(values, frac, None, 0, next_frac, bits)[0])
+            seen["within"] += bool(np.any((got[0] > 0) & (got[0] < high)))
+            seen["zero"] += bool(np.any(got[0] == 0))
+            seen["past"] += bool(np.any(~got[1]))
+            exact = (values * np.ldexp(1.0, next_frac - frac) + bias * 2.0 ** next_frac)
+            seen["halfway"] += bool(np.any((exact % 1 == 0.5) & (exact > 0) & (exact < high)))
+    assert min(seen.values()) >= 4, seen  # each kind of value at several scales, not at one
+    bias = np.zeros(acc.size)
+    for args in [(acc, 0, bias, 0, 25, 0, bits), (acc, 0, bias, 0, 24, 127, bits), (acc, 0, bias, 0, 24, 0, 25),
+                 (acc, 0, bias, 0, 24, 103, bits), (acc, 100, bias, 100, 24, -27, bits),
+                 (acc, 0, bias, -3, 24, 100, bits), (acc, -100, bias, -100, 24, 126, bits)]:
+        assert biased_relu_codes(*args) is None, args[1:]
+
+
+@pytest.mark.parametrize("bits", [4, 8, 16])
+def test_masked_codes_are_the_masked_float32_values_codes(bits):
+    """Input-gradient accumulators to the layer below's output-gradient codes in one scaling, against
+    masked_float32 then quantize_values: int32 accumulators past float32's 24 bits (ties both ways), the extremes,
+    ±1 and 0, masked, at scales from deep below the codes (products in float32's subnormals) to past their top;
+    past the one-scaling path's range, None."""
+    rng = np.random.default_rng(bits + 70)
+    ties = np.array([(1 << 24) + 1, (1 << 24) + 3, -(1 << 25) - 2, (1 << 30) + 64, -(1 << 30) - 192, 2**31 - 1,
+                     -2**31, 1, -1, 0, 2**31 - 65, -(2**31 - 64)], dtype=np.int64)
+    acc = np.concatenate([ties, rng.integers(-2**31, 2**31, size=4000)]).astype(np.int32)
+    mask = rng.random(acc.size) < 0.7
+    for frac, next_frac in [(-32, -126), (0, 0), (17, 3), (40, 30), (100, -26), (126, 126), (126, 0), (30, -96),
+                            (-10, 86), (20, 20 - 31 + bits)]:
+        expected = quantize_values(masked_float32(acc, frac, mask), next_frac, bits, code_dtype(bits))
+        got = masked_codes(acc, frac, mask, next_frac, bits)
+        assert got is not None and got.dtype == np.float32 and np.array_equal(got, expected), (frac, next_frac)
+    for args in [(acc.astype(np.int64), 0, mask, 0, bits), (acc, -33, mask, 0, bits), (acc, 127, mask, 0, bits),
+                 (acc, 0, mask, 127, bits), (acc, 0, mask, 0, 25), (acc, 30, mask, 127, bits),
+                 (acc, 0, mask, 97, bits), (acc, 100, mask, -27, bits)]:
+        assert masked_codes(*args) is None, args[1:]

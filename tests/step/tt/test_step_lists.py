@@ -414,20 +414,20 @@ def test_the_input_and_output_gradient_written_slot_by_slot_equal_packing_them(n
     16-bit slots: word for word what pack_rows makes of each layout, the padding lanes and a chunk's unused slots
     zeroed over whatever the arena held, no other word touched; narrow codes (int8) and 16-bit extremes alike.
     On two copies of each PE, PE1 takes some samples of the first forward where that is sooner: their input
-    transposed too (``x_t``)."""
+    transposed too (``x_t``). The input twice: as the forward reads it, and the first core's gradient (``x_cg``)."""
     lists, _ = lists_to_write(name, stream, copies)
     in_modes, out_modes, _, size = SHAPES[name]
     rng = np.random.default_rng(4)
     given = {"x": rng.integers(-128, 128, size=(size, math.prod(in_modes))).astype(np.int8),
              "gy": rng.integers(-1 << 15, 1 << 15, size=(size, math.prod(out_modes))).astype(np.int16)}
     given["gy"].flat[:3] = (-1 << 15, (1 << 15) - 1, -1)
-    given["x_t"] = given["x"]
+    given["x_t"] = given["x_cg"] = given["x"]
     arena = noise_arena(lists, rng)
     expected, ranges = packed_one_by_one(
         lists, arena, lambda item: given[item.source].astype(np.int64) if isinstance(item.source, str) else None,
         stream)
     shared = "x transposed" in lists.inputs
-    assert len(ranges) == 3 + shared  # x, gy, gy transposed (and x transposed)
+    assert len(ranges) == 4 + shared  # x, its copy for the core gradient, gy, gy transposed (and x transposed)
     assert shared >= ((name, stream, copies) == ("rank1_b17", 32, (2, 2))) and shared <= (copies == (2, 2))
     assert sorted(lists.write(arena, **given)) == sorted(ranges)
     assert np.array_equal(arena, expected)
