@@ -123,9 +123,8 @@ class StepLists:
         transposed (:mod:`~codesign.step.tt.first_forward`; no such layout without a share), which only that
         phase reads, so the host may write a batch's beside the step before, as it may ``x``, which only the
         forward reads: the first core's gradient reads ``x_cg``, the same codes in a copy of their own, which the
-        host writes while the forward computes. The lists stay as built: a step at
-        the same shapes and scales reuses them. Returns the word ranges written, ``(start, words)``, which a board
-        flushes."""
+        host writes while the forward computes. The lists stay as built: a step at the same shapes and scales
+        reuses them. Returns the word ranges written, ``(start, words)``, which a board flushes."""
         given = {"x": x, "gy": gy, "x_t": x_t, "x_cg": x_cg}
         written = []
         if core_codes is not None:
