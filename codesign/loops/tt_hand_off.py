@@ -19,7 +19,9 @@ from codesign.step.tt.list_finish import handed_gradient_codes, handed_input_cod
 class Handed:
     """What a layer handed on having written the receiving layer's codes: ``values()``, the values it would have
     handed on (float32), worked out once when first asked; ``codes``, as float32 whole numbers; ``inside``, for an
-    input, where it lay within its codes' bounds."""
+    input, where it lay within its codes' bounds. ``values()`` reads the handing layer's accumulators in its arena
+    when first asked, so it must be asked within the step: no list writes those words again before the next step
+    (the trainer asks beside the receiving layer's lists, and a layer's rest at the latest)."""
 
     values: Callable[[], np.ndarray]
     codes: np.ndarray
@@ -47,7 +49,7 @@ def hand_forward(shell, state, lists, arena, book, fracs, bias, following: Tuple
                   codes=codes, inside=inside)
 
 
-def hand_backward(shell, state, lists, arena, fracs, passes: np.ndarray | None, below: Tuple) -> Handed | None:
+def hand_backward(shell, state, lists, arena, fracs, passes: np.ndarray, below: Tuple) -> Handed | None:
     """The layer below's output-gradient codes, rounded straight from this layer's input-gradient sums (masked
     where ``passes`` is not), written into its arena (:func:`~codesign.step.tt.list_finish.handed_gradient_codes`:
     in half the host's passes); the input gradient is worked out when first asked. None, with nothing written,
@@ -55,8 +57,7 @@ def hand_backward(shell, state, lists, arena, fracs, passes: np.ndarray | None, 
     book, fractions, lists, arena, output)."""
     state_below, _, _, _, fracs_below, lists_below, arena_below, _ = below
     d = len(state_below.cores)
-    codes = None if passes is None else handed_gradient_codes(state, lists, arena, fracs, passes,
-                                                             fracs_below.grad[d - 1], state_below.grad_bits)
+    codes = handed_gradient_codes(state, lists, arena, fracs, passes, fracs_below.grad[d - 1], state_below.grad_bits)
     if codes is None:
         return None
     shell.flush(arena_below, lists_below.write(arena_below, gy=codes))

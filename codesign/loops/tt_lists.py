@@ -30,9 +30,15 @@ scales wait for a tensor's mean |x|:
   the backward waits only for its gradient;
 - given the batch the next call takes (``next_x``), the host checks it, takes
   its mean |x| and its codes beside the first layer's next longest backward
-  phase, so the next step starts its lists on those codes at once and checks
-  its batch against the staged one while they compute (a batch that is not
-  the one staged has its first layer's forward run again on its own codes);
+  phase and writes them into the rows only the forward reads, so the next step
+  starts its lists on those codes at once and checks its batch against the
+  staged one while they compute (a batch that is not the one staged has its
+  first layer's forward run again on its own codes); the first core's gradient
+  reads a copy of its own, which the host writes beside the first phase;
+- between two layers' lists, where the float32 hand-off allows it, the host
+  writes the receiving layer's codes rounded straight from the sums
+  (:mod:`codesign.loops.tt_hand_off`) and works out the values the loop hands
+  on beside the receiving layer's lists;
 - beside the next longest phase after those (the longest where none is
   taken), the first layer's input tracker moves on in its forward, each
   output-gradient tracker in its backward; a hidden layer's input tracker in
@@ -136,7 +142,8 @@ class TtListTrainer(TtMlpTrainer):
         self.beside_seconds: dict = {}
         self._staged: StagedInput | None = None
         self.inputs_staged = 0  # list steps whose input batch was staged beside the step before
-        self.handed_on = 0  # layers' results handed on as the receiving layer's codes, written straight from sums
+        # layers' results handed on as the receiving layer's codes, written straight from sums (a failed step's too)
+        self.handed_on = 0
         self._arena_token = next(_ARENAS)  # trainers sharing a shell never share an arena
         # the first layer's cores whose next codes the last step wrote beside its last phases: the arena, and per
         # core a copy of the values written and their scale (taken only where the core is still those values)

@@ -171,10 +171,10 @@ def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing()
     (f0, b0), (f1, b1) = [(range(lists.forward_phases), range(lists.forward_phases, len(lists.phases)))
                           for lists in (trainer.current_lists[0], trainer.current_lists[1])]
     lists0, lists1 = trainer.current_lists[0], trainer.current_lists[1]
-    placed = [(0, _placed(lists0, f0, 3)), (1, _placed(lists1, f1, 2)), (1, _placed(lists1, b1, 4)),
+    placed = [(0, _placed(lists0, f0, 3) | {0}), (1, _placed(lists1, f1, 2) | {0}), (1, _placed(lists1, b1, 4)),
               (0, _placed(lists0, b0, 3, last=True))]  # a step's phases with work, layer by layer (the loss
     # beside the last layer's longest backward phase; layer 0's float32 output, whose codes it wrote for layer 1,
-    # beside layer 1's forward)
+    # beside layer 1's forward; the input's copy for the first core's gradient beside each first phase)
     assert set(trainer.beside_seconds) == {(layer, phase) for layer, phases in placed for phase in phases}
     longest = _ranked(lists0, b0)[0]
     assert longest > lists0.forward_phases, "the longest backward phase is not the first"
@@ -231,6 +231,7 @@ def test_three_layers_each_work_beside_the_layer_below_and_train_as_the_loop(han
             way = "backward" if phases.start > 0 else "forward"
             expected |= {(layer, phase) for phase in _placed(built, phases, works[(layer, way)],
                                                               last=layer == 0 and way == "backward")}
+            expected |= {(layer, 0)} if way == "forward" else set()  # the input's copy for the core gradient
     assert set(lists.beside_seconds) == expected and len(expected) >= 8
     for a, b in zip(_words(lists), _words(loop)):
         assert a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()

@@ -255,9 +255,9 @@ def masked_codes(acc: np.ndarray, frac_bits: int, mask: np.ndarray, next_frac: i
     """:func:`quantize_values` of ``masked_float32(acc, frac_bits, mask)`` at ``next_frac``, as float32 whole
     numbers: a layer's input-gradient accumulators straight to the layer below's output-gradient codes, in one
     scaling; None where that is not provably the same. On :func:`masked_float32`'s path ``acc`` converts to
-    float32 once and then takes powers of two; taken as one power, ``2^(next_frac - frac_bits)``, the same exact
-    product rounds once (to float32's subnormals at worst, as the two powers in turn do), and no product reaches
-    inf (|acc| <= 2^31) where the mask's 0 would make NaN of it."""
+    float32 once and then takes powers of two, which are exact in float32's normal range; taken as one power,
+    ``2^(next_frac - frac_bits)``, the product is the same (no nonzero one falls below 2^-126, as |acc| >= 1),
+    and none reaches inf (|acc| <= 2^31) where the mask's 0 would make NaN of it."""
     shift = next_frac - frac_bits
     if acc.dtype != np.int32 or not -32 <= frac_bits <= 126 or bits > 24 or not -126 <= next_frac <= 126 or \
             not -126 <= shift <= 96:

@@ -161,8 +161,8 @@ def test_biased_relu_codes_are_the_output_rounded_to_float32_then_its_relu_codes
 def test_masked_codes_are_the_masked_float32_values_codes(bits):
     """Input-gradient accumulators to the layer below's output-gradient codes in one scaling, against
     masked_float32 then quantize_values: int32 accumulators past float32's 24 bits (ties both ways), the extremes,
-    ±1 and 0, masked, at scales from deep below the codes (products in float32's subnormals) to past their top;
-    past the one-scaling path's range, None."""
+    ±1 and 0, masked, at scales from far below the codes (products down to 2^-126, the path's edge) to past
+    their top; past the one-scaling path's range, None."""
     rng = np.random.default_rng(bits + 70)
     ties = np.array([(1 << 24) + 1, (1 << 24) + 3, -(1 << 25) - 2, (1 << 30) + 64, -(1 << 30) - 192, 2**31 - 1,
                      -2**31, 1, -1, 0, 2**31 - 65, -(2**31 - 64)], dtype=np.int64)
