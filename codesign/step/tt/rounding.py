@@ -147,13 +147,14 @@ def in_code_range(scaled: np.ndarray, bits: int) -> np.ndarray:
     return inside
 
 
-def _codes_of_scaled(scaled: np.ndarray, bits: int, dtype) -> np.ndarray:
-    """Codes of scaled values (rounded and clipped in place; as they are for ``dtype`` None)."""
+def _codes_of_scaled(scaled: np.ndarray, bits: int, dtype, low: int | None = None) -> np.ndarray:
+    """Codes of scaled values (rounded and clipped in place; as they are for ``dtype`` None), from ``low`` (None:
+    the codes' own bottom; 0 for a ReLU's)."""
     np.rint(scaled, out=scaled)
     # clipped to integer bounds (exact either way) as np.clip does, NaN included: minimum and maximum take 70 % of
     # its time on float32 (NumPy 1.26)
     np.minimum(scaled, scaled.dtype.type((1 << (bits - 1)) - 1), out=scaled)
-    np.maximum(scaled, scaled.dtype.type(-(1 << (bits - 1))), out=scaled)
+    np.maximum(scaled, scaled.dtype.type(-(1 << (bits - 1)) if low is None else low), out=scaled)
     return scaled if dtype is None else scaled.astype(dtype)
 
 
@@ -243,12 +244,8 @@ def biased_relu_codes(acc: np.ndarray, frac_bits: int, bias: np.ndarray | None, 
     scaled = np.multiply(acc, np.float32(2.0 ** shift), dtype=np.float32)
     if bias is not None:
         scaled += (bias * 2.0 ** next_frac).astype(np.float32)  # exact: codes of at most 24 bits times a power
-    high = np.float32((1 << (bits - 1)) - 1)
-    inside = scaled <= high  # a negative value's ReLU, 0, lies inside as well
-    np.rint(scaled, out=scaled)
-    np.maximum(scaled, np.float32(0), out=scaled)
-    np.minimum(scaled, high, out=scaled)
-    return scaled, inside
+    inside = scaled <= np.float32((1 << (bits - 1)) - 1)  # a negative value's ReLU, 0, lies inside as well
+    return _codes_of_scaled(scaled, bits, None, low=0), inside
 
 
 def masked_codes(acc: np.ndarray, frac_bits: int, mask: np.ndarray, next_frac: int, bits: int) -> np.ndarray | None:
