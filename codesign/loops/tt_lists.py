@@ -20,12 +20,13 @@ scales wait for a tensor's mean |x|:
   gradients, records and update run (only its input gradient is waited for);
   the first layer's update ends the step, so beside its own second last phase
   the host reads what the phases before that wrote, updates those cores and
-  writes their next codes (that phase reads only the core whose input gradient
-  it takes), beside its last the rest but the last phase's core, the bias, and
-  those cores' codes (the last phase reads none), and after it only the last
-  phase's core and tracker;
-- each bias is quantised beside its layer's forward phases, its gradient
-  taken beside the backward ones (both need neither input nor result);
+  the bias and writes the cores' next codes (that phase reads only the core
+  whose input gradient it takes), beside its last the rest but the last
+  phase's core, and those cores' codes (the last phase reads none), and after
+  it only the last phase's core and tracker;
+- each bias is quantised beside the forward phases of the layer below (the
+  first layer's beside its own), its gradient taken beside the backward ones
+  (both need neither input nor result);
 - the loss itself is taken beside the last layer's longest backward phase:
   the backward waits only for its gradient;
 - given the batch the next call takes (``next_x``), the host checks it, takes
@@ -158,9 +159,9 @@ class TtListTrainer(TtMlpTrainer):
             self._staged = None
             return super().train_step(x, y)
         x, y = self._batch(x, y)
-        layers, prepared = [], self._prepare(0, x.shape[0])
+        layers, prepared, ahead = [], self._prepare(0, x.shape[0]), {}
         for index in range(len(self.cores)):
-            layer, prepared = self._forward_layer(index, x, prepared)
+            layer, prepared = self._forward_layer(index, x, prepared, ahead)
             layers.append(layer)
             # a hidden layer's output goes on before its ReLU, which the next layer's codes take (written by the
             # layer itself where it rounds them straight from its sums: a Handed)
@@ -259,25 +260,32 @@ class TtListTrainer(TtMlpTrainer):
         the inputs into it."""
         return self.shell.arena(lists, key=(self._arena_token, index, tuple(core.shape for core in cores), batch))
 
-    def _forward_layer(self, index: int, x, prepared: Tuple) -> Tuple[Tuple, Tuple | None]:
+    def _forward_layer(self, index: int, x, prepared: Tuple, ahead: dict) -> Tuple[Tuple, Tuple | None]:
         """Layer ``index``'s input (the batch, or the layer below's output before its ReLU: an array, or a
         :class:`Handed` where the layer below wrote its codes) written and its forward lists run (the output
         gradient's room left for later);
-        while they compute, the next layer prepared, the bias quantised and, for the first layer, its input's
+        while they compute, the next layer prepared and its bias quantised, this layer's bias quantised (where the
+        layer below did not) and, for the first layer, its input's
         tracker moved on by its mean |x|. A hidden layer's forward phases are short (its input is the narrow
         output below), so its input's tracker moves on in its update (:meth:`_backward_layer`'s rest, beside the
         layer below's backward) and where its input gradient passes (the input within its codes' bounds, and the
         ReLU below passed) is worked out beside its backward, as ``later`` works; the output handed to it is worked
         out beside these lists. After them, the next layer's input codes are written
         (:func:`~codesign.loops.tt_hand_off.hand_forward`).
-        ``prepared``: :meth:`_prepare`'s for this layer. Returns what the backward needs of this layer, and the
-        next layer's :meth:`_prepare` (None for the last)."""
+        ``prepared``: :meth:`_prepare`'s for this layer; ``ahead``: by layer, the bias as its output adds it, where the
+        layer below quantised it beside its own lists (the next layer's is taken with its :meth:`_prepare`, which it
+        follows: a hidden layer's short phases would wait for it). Returns what the backward needs of this layer,
+        and the next layer's :meth:`_prepare` (None for the last)."""
         state, book, fracs, lists, arena = prepared
         following: list = []
         beside = []
         taken: dict = {}  # the bias as the output adds it; the staged batch's check
         if index + 1 < len(self.cores):
-            beside.append(lambda: following.append(self._prepare(index + 1, lists.batch)))
+
+            def prepare_next() -> None:
+                following.append(self._prepare(index + 1, lists.batch))
+                ahead[index + 1] = bias_values(following[0][0], following[0][1])
+            beside.append(prepare_next)
         given, staged = x, None
         if isinstance(x, Handed):  # its codes written by the layer below
             beside.append(x.values)
@@ -308,7 +316,10 @@ class TtListTrainer(TtMlpTrainer):
 
         def bias() -> None:
             taken["bias"] = bias_values(state, book)
-        beside.append(bias)
+        if index in ahead:
+            taken["bias"] = ahead[index]
+        else:
+            beside.append(bias)
         # the first core's gradient reads the codes from a copy of its own, written while the first phase computes
         tail = {0: lambda start: self.shell.flush(start, lists.write(start, x_cg=x_codes))}
         counted = self.runner.transactions, self.runner.macs
@@ -318,7 +329,7 @@ class TtListTrainer(TtMlpTrainer):
                 self.runner.transactions, self.runner.macs = counted
                 if "error" in taken:
                     raise taken["error"]
-                return self._forward_layer(index, given, self._prepare(index, given.shape[0]))  # on its own codes
+                return self._forward_layer(index, given, self._prepare(index, given.shape[0]), ahead)  # its own codes
             self.inputs_staged += 1
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
         nxt = following[0] if following else None
@@ -460,7 +471,7 @@ class TtListTrainer(TtMlpTrainer):
             first_part = lists.reads_ending(0, last - 1)
             if last - 1 > lists.forward_phases and first_part.cores:  # some done before the second last phase
                 tail[last - 1] = partial(self._update_part, index, state, lists, book, fracs, rates, taken,
-                                         first_part, last - 1, with_bias=False)
+                                         first_part, last - 1)
             tail[last] = partial(self._update_early, index, state, lists, book, fracs, rates, taken)
         arena = self._run(lists, range(lists.forward_phases, len(lists.phases)), arena, beside=works, tail=tail,
                           layer=index)
@@ -515,12 +526,12 @@ class TtListTrainer(TtMlpTrainer):
     def _update_early(self, index: int, state, lists, book: ScaleBook, fracs: Fracs, rates: Tuple[float, float],
                       taken: dict, arena: np.ndarray) -> None:
         """Beside a layer's last backward phase: what the phases before it wrote (less what was taken beside the
-        phase before, where it was) read from ``arena`` and Adam run on those cores and the bias
-        (:meth:`_update_part`: their codes and the λ of the ranks between them too) and the next step's lists
-        aimed."""
-        last = len(lists.phases) - 1
-        reads = lists.reads_ending(last - 1 if "early" in taken else 0, last)
-        self._update_part(index, state, lists, book, fracs, rates, taken, reads, last, arena)
+        phase before, where it was, with the bias) read from ``arena`` and Adam run on those cores (and the bias,
+        where not taken before) (:meth:`_update_part`: their codes and the λ of the ranks between them too) and the
+        next step's lists aimed."""
+        last, before = len(lists.phases) - 1, "early" in taken  # the bias updated with the part before, if any
+        reads = lists.reads_ending(last - 1 if before else 0, last)
+        self._update_part(index, state, lists, book, fracs, rates, taken, reads, last, arena, with_bias=not before)
         late = set(range(len(state.cores))) - set(taken["early"])  # the cores the last phase's gradients update
         if self.setup.prior_weight > 0:  # of a rank between an updated core and a late one, the updated one's term
             taken["squares"] = {(k, j): slice_squares(self.cores[index], k, j) for k in range(1, len(state.cores))

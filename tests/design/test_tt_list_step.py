@@ -42,14 +42,14 @@ def test_a_tracked_point_is_priced_with_its_host_measured():
     work, measured = found["host_work"], found["host_measured"]
     assert (measured["flushed_bytes"], measured["read_bytes"], measured["lists"]) == (
         work["flushed_bytes"], work["read_bytes"], work["lists"])
-    # the host's work beside the lists is hidden by their phases: beside layer 0's forward, layer 1 prepared,
-    # layer 0's input tracker and its bias; beside its backward, layer 1's update (its input's tracker with it),
-    # the next batch, its output gradient's tracker, its bias gradient and (beside the last) its early reads and
-    # update; beside layer 1's forward layer 0's output (which wrote layer 1's input codes) and its bias, and
-    # beside its first phase its input's copy for its core gradient; beside its backward the loss, its output
+    # the host's work beside the lists is hidden by their phases: beside layer 0's forward, layer 1 prepared (its
+    # bias with it), layer 0's input tracker and its bias; beside its backward, layer 1's update (its input's
+    # tracker with it), the next batch, its output gradient's tracker, its bias gradient and (beside the last)
+    # its early reads and update; beside layer 1's forward layer 0's output (which wrote layer 1's input codes),
+    # and beside its first phase its input's copy for its core gradient; beside its backward the loss, its output
     # gradient's tracker, its bias gradient and where its input gradient passes
     assert [(layer, phase) for layer, phase, _ in measured["beside"]] == [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4),
-                                                                          (1, 0), (1, 1), (1, 2), (1, 3), (1, 4)]
+                                                                          (1, 0), (1, 2), (1, 3), (1, 4)]
     assert found["host_hidden_s"] > 0
     assert found["host_s"] + found["host_hidden_s"] == pytest.approx(measured["seconds"])
 

@@ -153,12 +153,13 @@ def _placed(lists, phases, works: int, *, last: bool = False) -> set:
 
 def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing():
     """While layer 0's longest forward phase computes, the host prepares layer 1 (its cores' codes, lists and
-    arena); while its longest backward phase computes, it reads layer 1's gradients and updates layer 1; each
-    output gradient's tracker (and the network input's) moves on and each bias is quantised, and its gradient
-    taken, beside the next longest phases, and where layer 1's input gradient passes is worked out beside its
-    backward (its input's tracker moves on in its update). Beside layer 0's last phase, the host reads what the
-    phases before it wrote and updates those cores and the bias. A step whose last phase fails after that leaves
-    every state word as it was, and the step taken again equals a trainer's that never failed."""
+    arena, and its bias quantised); while its longest backward phase computes, it reads layer 1's gradients and
+    updates layer 1; each output gradient's tracker (and the network input's) moves on, layer 0's bias is
+    quantised and each bias's gradient taken beside the next longest phases, and where layer 1's input gradient
+    passes is worked out beside its backward (its input's tracker moves on in its update). Beside layer 0's last
+    two phases, the host reads what the phases before each wrote and updates those cores (and, beside the first
+    of them, the bias). A step whose last phase fails after that leaves every state word as it was, and the step
+    taken again equals a trainer's that never failed."""
     setup = _setup()
     data = _data(train=4 * setup.batch_size)
     batches = [(data.train_x[i:i + setup.batch_size], data.train_y[i:i + setup.batch_size])
@@ -171,7 +172,7 @@ def test_the_host_works_beside_the_lists_and_a_step_that_fails_changes_nothing()
     (f0, b0), (f1, b1) = [(range(lists.forward_phases), range(lists.forward_phases, len(lists.phases)))
                           for lists in (trainer.current_lists[0], trainer.current_lists[1])]
     lists0, lists1 = trainer.current_lists[0], trainer.current_lists[1]
-    placed = [(0, _placed(lists0, f0, 3) | {0}), (1, _placed(lists1, f1, 2) | {0}), (1, _placed(lists1, b1, 4)),
+    placed = [(0, _placed(lists0, f0, 3) | {0}), (1, _placed(lists1, f1, 1) | {0}), (1, _placed(lists1, b1, 4)),
               (0, _placed(lists0, b0, 3, last=True))]  # a step's phases with work, layer by layer (the loss
     # beside the last layer's longest backward phase; layer 0's float32 output, whose codes it wrote for layer 1,
     # beside layer 1's forward; the input's copy for the first core's gradient beside each first phase)
@@ -219,11 +220,12 @@ def test_three_layers_each_work_beside_the_layer_below_and_train_as_the_loop(han
     # inputs and two output gradients a step; exact, from the values handed on, as the loop takes them
     assert lists.handed_on == (3 * 4 if hand_off == "float32" else 0)
     expected = set()
-    # beside each direction's longest phase the layer above's work (the last layer's backward: the loss), then a
-    # tracker's, the bias's and (a hidden layer's backward) where its input gradient passes; the first layer's
+    # beside each direction's longest phase the layer above's work (the last layer's backward: the loss; a
+    # forward: the next layer prepared, its bias with it), then a tracker's, the bias's (the first layer's forward;
+    # a backward: its gradient) and (a hidden layer's backward) where its input gradient passes; the first layer's
     # early reads beside its last
     handed = hand_off == "float32"  # the output below, which wrote the codes, beside a hidden layer's forward
-    works = {(0, "forward"): 3, (1, "forward"): 2 + handed, (2, "forward"): 1 + handed, (0, "backward"): 3,
+    works = {(0, "forward"): 3, (1, "forward"): 1 + handed, (2, "forward"): handed, (0, "backward"): 3,
              (1, "backward"): 4, (2, "backward"): 4}
     for layer in (0, 1, 2):
         built = lists.current_lists[layer]
