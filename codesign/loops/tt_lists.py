@@ -75,15 +75,15 @@ from __future__ import annotations
 import itertools
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Callable, Dict, Sequence, Tuple
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, StagedBatch, cross_entropy_of, softmax_gradient
+from codesign.loops.common import HwTrainError, cross_entropy_of, softmax_gradient
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.loops.tt_hand_off import Handed, hand_backward, hand_forward, resolved
+from codesign.loops.tt_list_prep import Prepared, StagedInput, list_fracs, same_bits
 from codesign.loops.tt_update import slice_lambdas, slice_squares
 from codesign.numerics.scales import UNSET, mean_abs
 from codesign.step.tt.rounding import code_dtype, frac_of_values, quantize_values, relu_codes_and_range
@@ -96,31 +96,6 @@ from codesign.step.tt.step_lists import Fracs, check_specs, reshift, step_lists
 ON_PES = ("act_frac_bits", "grad_frac_bits", "core_grad_frac_bits")  # the trackers a PE rounds at
 _ARENAS = itertools.count()  # one token per trainer in its arenas' keys
 KEPT_AIMS = 8  # lists kept per layer and shapes, at the latest distinct tracked scales
-
-
-@dataclass(frozen=True, eq=False)
-class StagedInput(StagedBatch):
-    """A :class:`StagedBatch` (``x`` checked, a float32 copy of its own, as the step converts a batch; no key: the
-    step takes the codes only where the scale is still ``frac``), its mean |x| (``observed``), and its ``codes`` at
-    ``frac``, the scale the network input's tracker holds as this step left it."""
-
-    observed: float
-    frac: int
-    codes: np.ndarray
-    written_in: object = None  # the arena its codes were written into (None: not written), the forward's layouts
-
-
-def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two float32 arrays hold the same values bit for bit (-0 is not +0)."""
-    return a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
-
-
-def _fracs(trackers, state) -> Fracs:
-    """The fractions a layer's lists round at, from its trackers by name (each tensor at the scale its tracker
-    holds) and the layer's code widths."""
-    return Fracs(act=tuple(trackers["act_frac_bits"]), grad=tuple(trackers["grad_frac_bits"]),
-                 core_grad=tuple(trackers["core_grad_frac_bits"]), core=tuple(trackers["core_frac_bits"]),
-                 act_bits=state.activation_bits, grad_bits=state.grad_bits, core_bits=state.core_bits)
 
 
 class TtListTrainer(TtMlpTrainer):
@@ -159,7 +134,8 @@ class TtListTrainer(TtMlpTrainer):
             self._staged = None
             return super().train_step(x, y)
         x, y = self._batch(x, y)
-        layers, prepared, ahead = [], self._prepare(0, x.shape[0]), {}
+        staged = self._staged is not None and np.shape(x) == self._staged.x.shape  # its codes already written
+        layers, prepared, ahead = [], self._prepare(0, x.shape[0], deferred=staged), {}
         for index in range(len(self.cores)):
             layer, prepared = self._forward_layer(index, x, prepared, ahead)
             layers.append(layer)
@@ -199,30 +175,47 @@ class TtListTrainer(TtMlpTrainer):
         self._written_early = None  # what the failed step wrote early: the next step writes every core
         self.optimizer.restore(optimizer)
 
-    def _prepare(self, index: int, batch: int) -> Tuple:
-        """What layer ``index``'s forward on ``batch`` samples needs but its input: its state, its scale book and
-        fractions (each tensor rounded at the scale its tracker holds, which the tracked rule sets before the
-        step), its lists at them, and its arena with every core's codes written (each core quantised at its own
-        scale in one pass; codes only packed, so in their narrowest type), but those the last step wrote there
-        beside its last phases (:meth:`_write_early`) of cores that still hold the values written, bit for bit."""
-        state = self.layer_state(index)
-        tr = state.tracker_values()
-        core_frac = [frac_of_values(core, bits=state.core_bits, headroom_bits=state.core_headroom_bits,
-                                    current=tr["core_frac_bits"][k], update=False)
-                     for k, core in enumerate(state.cores)]
-        book = ScaleBook(tr, state.mean_values(), rule="tracked", momentum=state.scale_momentum)
-        book.trackers["core_frac_bits"] = list(core_frac)
-        fracs = _fracs(book.trackers, state)
-        lists = self._lists(index, state, batch, fracs)
-        arena = self._arena(index, lists, state.cores, batch)
+    def _prepare(self, index: int, batch: int, *, deferred: bool = False) -> Prepared:
+        """What layer ``index``'s forward on ``batch`` samples needs but its input: its fractions (each tensor
+        rounded at the scale its tracker holds, which the tracked rule sets before the step), its lists at them, its
+        arena with every core's codes written (each core quantised at its own scale in one pass; codes only packed,
+        so in their narrowest type), but those the last step wrote there beside its last phases
+        (:meth:`_write_early`) of cores that still hold the values written, bit for bit, and its state and scale
+        book. With ``deferred`` (the first layer at a step's start, its input staged) only the cores its first
+        phase reads are checked and written before it, the others and the state and book beside it
+        (:class:`Prepared`): they took half of the 180 us before the first list at paper 003's rank 8."""
+        tr, widths = self.trackers[index], self.setup.precision
+        cores = [np.asarray(core, np.float32) for core in self.cores[index]]  # as the layer's state copies them
+        core_frac = [frac_of_values(core, bits=widths["core_bits"],
+                                    headroom_bits=widths["core_headroom_bits"], current=tr["core_frac_bits"][k],
+                                    update=False) for k, core in enumerate(cores)]
+        fracs = list_fracs({**tr, "core_frac_bits": core_frac}, widths)
+        lists = self._lists(index, [core.shape for core in cores], batch, fracs)
+        arena = self._arena(index, lists, cores, batch)
         written = {}
         if self._written_early is not None and self._written_early[0] is arena:
             written, self._written_early = self._written_early[1], None
-        rest = [k for k in range(len(state.cores)) if k not in written or written[k][1] != core_frac[k]
-                or not _same_bits(written[k][0], state.cores[k])]
-        if rest:
-            self._write_cores(arena, lists, state.cores, core_frac, rest, state.core_bits)
-        return state, book, fracs, lists, arena
+
+        def write(into: np.ndarray, which) -> None:  # those of cores ``which`` not written as they are now
+            unwritten = [k for k in which if k not in written or written[k][1] != core_frac[k]
+                         or not same_bits(written[k][0], cores[k])]
+            if unwritten:
+                self._write_cores(into, lists, cores, core_frac, unwritten, widths["core_bits"])
+        first = lists.cores_read_in(0) if deferred else range(len(cores))
+        write(arena, first)
+        parts = lru_cache(maxsize=None)(lambda: self._parts(index, core_frac))
+        if not deferred:
+            parts()
+            return Prepared(parts, fracs, lists, arena)
+        return Prepared(parts, fracs, lists, arena,
+                        settle=lambda start: write(start, [k for k in range(len(cores)) if k not in first]))
+
+    def _parts(self, index: int, core_frac: Sequence[int]) -> Tuple:
+        """Layer ``index``'s state at the step's start and its scale book, its cores' trackers at ``core_frac``."""
+        state = self.layer_state(index)
+        book = ScaleBook(state.tracker_values(), state.mean_values(), rule="tracked", momentum=state.scale_momentum)
+        book.trackers["core_frac_bits"] = list(core_frac)
+        return state, book
 
     def _write_cores(self, arena, lists, cores: Sequence[np.ndarray], fracs: Sequence[int], which: Sequence[int],
                      bits: int) -> None:
@@ -260,7 +253,7 @@ class TtListTrainer(TtMlpTrainer):
         the inputs into it."""
         return self.shell.arena(lists, key=(self._arena_token, index, tuple(core.shape for core in cores), batch))
 
-    def _forward_layer(self, index: int, x, prepared: Tuple, ahead: dict) -> Tuple[Tuple, Tuple | None]:
+    def _forward_layer(self, index: int, x, prepared: Prepared, ahead: dict) -> Tuple[Tuple, Prepared | None]:
         """Layer ``index``'s input (the batch, or the layer below's output before its ReLU: an array, or a
         :class:`Handed` where the layer below wrote its codes) written and its forward lists run (the output
         gradient's room left for later);
@@ -276,7 +269,7 @@ class TtListTrainer(TtMlpTrainer):
         layer below quantised it beside its own lists (the next layer's is taken with its :meth:`_prepare`, which it
         follows: a hidden layer's short phases would wait for it). Returns what the backward needs of this layer,
         and the next layer's :meth:`_prepare` (None for the last)."""
-        state, book, fracs, lists, arena = prepared
+        fracs, lists, arena = prepared.fracs, prepared.lists, prepared.arena
         following: list = []
         beside = []
         taken: dict = {}  # the bias as the output adds it; the staged batch's check
@@ -284,46 +277,29 @@ class TtListTrainer(TtMlpTrainer):
 
             def prepare_next() -> None:
                 following.append(self._prepare(index + 1, lists.batch))
-                ahead[index + 1] = bias_values(following[0][0], following[0][1])
+                ahead[index + 1] = bias_values(following[0].state, following[0].book)
             beside.append(prepare_next)
-        given, staged = x, None
-        if isinstance(x, Handed):  # its codes written by the layer below
-            beside.append(x.values)
-            x_codes = x.codes
-            relu = lru_cache(maxsize=None)(lambda: np.maximum(given.values(), np.float32(0)))
-            later = {"aim": lambda: self._aim(book, "act_frac_bits", 0, relu(), fracs.act[0],
-                                              bits=state.activation_bits, headroom_bits=state.activation_headroom_bits),
-                     "passes": lambda: given.inside & (given.values() > 0)}
-        else:
-            x, x_codes, inside, observed, staged = self._input_codes(state, x, fracs.act[0])
-            aim = partial(self._aim, book, "act_frac_bits", 0, x, fracs.act[0], bits=state.activation_bits,
-                          headroom_bits=state.activation_headroom_bits, observed=observed)
-            if inside is None:  # the network's input
-                beside.append(aim)
-                later = {}
-            else:
-                later = {"aim": aim, "passes": lambda: inside & (x > 0)}
-            if staged is None or staged.written_in is not arena or staged.frac != fracs.act[0]:
-                self.shell.flush(arena, lists.write(arena, x=x_codes, x_t=x_codes))
-        if staged is not None:  # the batch checked against the one staged while the lists compute
-
-            def check() -> None:
-                try:
-                    taken["staged"] = staged.matches(check_input(state, given))
-                except Exception as error:  # raised once the IPs are done
-                    taken["error"] = error
-            beside.append(check)
+        given = x
+        x, x_codes, later, staged, works = self._input(index, prepared, x, taken)
+        beside += works
 
         def bias() -> None:
-            taken["bias"] = bias_values(state, book)
+            taken["bias"] = bias_values(prepared.state, prepared.book)
         if index in ahead:
             taken["bias"] = ahead[index]
         else:
             beside.append(bias)
-        # the first core's gradient reads the codes from a copy of its own, written while the first phase computes
-        tail = {0: lambda start: self.shell.flush(start, lists.write(start, x_cg=x_codes))}
+
+        def first(start: np.ndarray) -> None:  # beside the first phase, on the arena it starts from
+            if prepared.settle is not None:
+                prepared.settle(start)
+            # the first core's gradient reads the codes from a copy of its own
+            self.shell.flush(start, lists.write(start, x_cg=x_codes))
         counted = self.runner.transactions, self.runner.macs
-        arena = self._run(lists, range(lists.forward_phases), arena, beside=beside, tail=tail, layer=index)
+        # the first layer's first phase, given the cores it does not read to write, is kept for them (the state
+        # made beside a later phase)
+        arena = self._run(lists, range(lists.forward_phases), arena, beside=beside, tail={0: first}, layer=index,
+                          first_alone=prepared.settle is not None)
         if staged is not None:
             if not taken.get("staged"):  # a bad batch, or another than the one staged: that forward is not counted
                 self.runner.transactions, self.runner.macs = counted
@@ -332,12 +308,45 @@ class TtListTrainer(TtMlpTrainer):
                 return self._forward_layer(index, given, self._prepare(index, given.shape[0]), ahead)  # its own codes
             self.inputs_staged += 1
         self.shell.invalidate(arena, lists.read_ranges(forward=True))
-        nxt = following[0] if following else None
+        (state, book), nxt = prepared.parts(), following[0] if following else None
         out = None if nxt is None else hand_forward(self.shell, state, lists, arena, book, fracs, taken["bias"], nxt)
         self.handed_on += out is not None
         if out is None:  # of the hand-off type, as the loop's
             out = layer_output(state, lists, arena, book, fracs, bias=taken["bias"])
         return (state, x, later, book, fracs, lists, arena, out), nxt
+
+    def _input(self, index: int, prepared: Prepared, x, taken: dict) -> Tuple:
+        """Layer ``index``'s input ``x`` as its forward takes it, ``(x, codes, later, staged, works)``: its codes
+        written where not yet, the works for its backward (``later``, :meth:`_forward_layer`'s), the staged batch
+        taken (None: none) and the works beside its lists: the values handed on, where the layer below wrote the
+        codes; a staged batch's check (``taken["staged"]``, or the error in ``taken["error"]``), and then the
+        network input's tracker (the shorter work, for the shorter phase)."""
+        fracs, lists, arena, widths = prepared.fracs, prepared.lists, prepared.arena, self.setup.precision
+
+        def aim(values: np.ndarray, used: int, observed: float | None = None) -> None:  # the input's tracker
+            self._aim(prepared.book, "act_frac_bits", 0, values, used, bits=widths["activation_bits"],
+                      headroom_bits=widths["activation_headroom_bits"], observed=observed)
+        if isinstance(x, Handed):  # its codes written by the layer below
+            handed = x
+            return x, x.codes, {"aim": lambda: aim(np.maximum(handed.values(), np.float32(0)), fracs.act[0]),
+                                "passes": lambda: handed.inside & (handed.values() > 0)}, None, [x.values]
+        given = x
+        x, x_codes, inside, observed, staged = self._input_codes(index, prepared, x, fracs.act[0])
+        aim = partial(aim, x, fracs.act[0], observed=observed)
+        later, works = {} if inside is None else {"aim": aim, "passes": lambda: inside & (x > 0)}, []
+        if staged is None or staged.written_in is not arena or staged.frac != fracs.act[0]:
+            self.shell.flush(arena, lists.write(arena, x=x_codes, x_t=x_codes))
+        if staged is not None:  # the batch checked against the one staged while the lists compute
+
+            def check() -> None:
+                try:
+                    taken["staged"] = staged.matches(check_input(prepared.state, given))
+                except Exception as error:  # raised once the IPs are done
+                    taken["error"] = error
+            works.append(check)
+        if inside is None:  # the network's input: its tracker moves on beside the lists
+            works.append(aim)
+        return x, x_codes, later, staged, works
 
     @staticmethod
     def _aim(book: ScaleBook, name: str, index: int, values: np.ndarray, used: int, *, bits: int,
@@ -349,26 +358,27 @@ class TtListTrainer(TtMlpTrainer):
                      observed=observed) != used:
             raise HwTrainError(f"{name}[{index}]: the tracked scale moved before the step ended")
 
-    def _input_codes(self, state, x, frac: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray | None, float | None,
-                                                          StagedInput | None]:
+    def _input_codes(self, index: int, prepared: Prepared, x, frac: int
+                     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray | None, float | None, StagedInput | None]:
         """The layer's input checked (a hidden layer's: the ReLU of the layer below's output ``x``), its codes at
         ``frac``, where it lay within their bounds (None for the network's input, whose gradient is not asked for),
         its mean |x| where known (None: not taken yet), and the staged batch they were taken from (None: from
         ``x``). The network input is taken from what the last step staged
         where that has ``x``'s shape (its codes kept where staged at ``frac``): most steps take the batch staged,
         so the forward starts on its codes and the step checks ``x`` against it while the lists compute (the
-        comparison took 45 of the 230 us before the first list at paper 003's rank 8)."""
-        bits = state.activation_bits
-        if not state.is_network_input:  # the layer below's output, of its shape and hand-off type
+        comparison took 45 of the 230 us before the first list at paper 003's rank 8): then the layer's state is
+        not asked for."""
+        bits = self.setup.precision["activation_bits"]
+        if not self.setup.layers[index]["is_network_input"]:  # the layer below's output, of its shape and type
             x = np.maximum(x, x.dtype.type(0))
             # in float32 checked as the loop checks it (inf past float32's range; after the ReLU, the largest value
             # tells), before its codes; handed off exactly it is finite (integer sums plus a bias, in float64)
-            if state.hand_off == "float32" and not np.isfinite(np.max(x)):
+            if self.setup.precision["hand_off"] == "float32" and not np.isfinite(np.max(x)):
                 raise ValueError("x must be finite")
             return (x, *relu_codes_and_range(x, frac, bits, code_dtype(bits)), None, None)
         staged, self._staged = self._staged, None
         if staged is None or np.shape(x) != staged.x.shape:
-            x = check_input(state, x)
+            x = check_input(prepared.state, x)
             return x, quantize_values(x, frac, bits, code_dtype(bits)), None, None, None
         codes = staged.codes if staged.frac == frac else quantize_values(staged.x, frac, bits, code_dtype(bits))
         return staged.x, codes, None, staged.observed, staged
@@ -392,18 +402,18 @@ class TtListTrainer(TtMlpTrainer):
             self.shell.flush(arena, lists.write(arena, x=codes, x_t=codes))
         self._staged = StagedInput(x=x, key=(), observed=mean_abs(x), frac=frac, codes=codes, written_in=arena)
 
-    def _lists(self, index: int, state, batch: int, fracs: Fracs):
-        """Layer ``index``'s lists at these shapes and scales (:meth:`_aimed`), which its step runs."""
-        lists = self.current_lists[index] = self._aimed(index, state, batch, fracs)
+    def _lists(self, index: int, shapes: Sequence[Tuple[int, ...]], batch: int, fracs: Fracs):
+        """Layer ``index``'s lists at these core shapes, batch and scales (:meth:`_aimed`), which its step runs."""
+        lists = self.current_lists[index] = self._aimed(index, shapes, batch, fracs)
         return lists
 
-    def _aimed(self, index: int, state, batch: int, fracs: Fracs):
+    def _aimed(self, index: int, shapes: Sequence[Tuple[int, ...]], batch: int, fracs: Fracs):
         """Layer ``index``'s lists at these shapes and scales: built once per shapes (pruning changes them at epoch
         ends), their rounding shifts changed when a tracked scale moves (:func:`reshift`). Tracked scales wander
         among a few values, so the :data:`KEPT_AIMS` latest aims of each layer and shapes are kept: a step at
         scales seen lately takes its lists as they were, not re-aimed again (a board's shell re-aims the
         descriptors it keeps in place, rewriting only the moved rounding words)."""
-        key = (index, tuple(core.shape for core in state.cores), batch)
+        key, layer = (index, tuple(tuple(shape) for shape in shapes), batch), self.setup.layers[index]
         aims = self._built.get(key)
         lists = None if aims is None else aims.get(fracs)
         if lists is not None:
@@ -414,10 +424,10 @@ class TtListTrainer(TtMlpTrainer):
             if len(aims) > KEPT_AIMS:
                 aims.popitem(last=False)
         else:
-            zeros = [np.zeros(core.shape, np.int64) for core in state.cores]
-            lists = step_lists(np.zeros((batch, state.in_features), np.int64), zeros,
-                               np.zeros((batch, state.out_features), np.int64), fracs, spec1=self.shell.spec1,
-                               spec2=self.shell.spec2, need_grad_x=not state.is_network_input,
+            zeros = [np.zeros(shape, np.int64) for shape in shapes]
+            lists = step_lists(np.zeros((batch, layer["in_features"]), np.int64), zeros,
+                               np.zeros((batch, layer["out_features"]), np.int64), fracs, spec1=self.shell.spec1,
+                               spec2=self.shell.spec2, need_grad_x=not layer["is_network_input"],
                                copies=self.shell.copies, share_products=self.shell.share_products)
             self._check_held(index, lists)
             if len(self._built) >= 4 * len(self.cores):
@@ -538,20 +548,23 @@ class TtListTrainer(TtMlpTrainer):
                                 if {k - 1, k} & late for j in (k - 1, k) if j not in late}
         # the next step's lists at the scales as the book holds them: where the last phase's records move none,
         # the next step finds them aimed
-        self._aimed(index, state, lists.batch, _fracs(book.trackers, state))
+        self._aimed(index, lists.cores, lists.batch, list_fracs(book.trackers, self.setup.precision))
 
     def _run(self, lists, phases: range, arena: np.ndarray, *, beside: Sequence[Callable[[], None]] = (),
-             tail: Dict[int, Callable[[np.ndarray], None]] | None = None, layer: int = 0) -> np.ndarray:
+             tail: Dict[int, Callable[[np.ndarray], None]] | None = None, layer: int = 0,
+             first_alone: bool = False) -> np.ndarray:
         """The lists of ``phases`` (indices) on the shell, ``beside``'s first work run while the longest computes
         (the phase whose longest list has the most products), the next while the next longest does, and so on,
         works past the last with it; ``tail[i]`` while phase ``i`` computes (after its share of ``beside``),
         given the arena the phases before it left (work that reads what they wrote); the last phase, given one,
-        has it alone. Each phase's seconds of them kept in :attr:`beside_seconds` under ``(layer, phase)``; their
+        has it alone, and so has the first with ``first_alone``, where two others are left. Each phase's seconds of them kept in :attr:`beside_seconds` under ``(layer, phase)``; their
         calls and products counted as the loop's runner counts a step's (``throughput``, the history's MACs)."""
         tail = tail or {}
         ranked = sorted(phases, key=lambda index: max(lists.products[index], default=0), reverse=True)  # stable
         if phases[-1] in tail and len(ranked) > 1:  # the last phase kept for the work only it can hide
             ranked.remove(phases[-1])
+        if first_alone and len(ranked) > 2:
+            ranked.remove(phases[0])
         works: dict = {}
         for rank, work in enumerate(beside):
             works.setdefault(ranked[min(rank, len(ranked) - 1)], []).append(work)

@@ -14,6 +14,7 @@ from codesign.design import load_design
 from codesign.design.families.tt import tt_setup_of
 from codesign.loops.common import HwTrainError
 from codesign.loops.tt import TtMlpTrainer
+from codesign.loops.tt_list_prep import Prepared
 from codesign.loops.tt_lists import KEPT_AIMS, TtListTrainer
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.shell.list_runner import GoldenListShell
@@ -90,14 +91,15 @@ def test_lists_at_scales_seen_lately_are_taken_as_they_were():
     d = len(state.cores)
     fracs = [Fracs(act=(a,) * d, grad=(9,) * d, core_grad=(6,) * d, core=(2,) * d, act_bits=state.activation_bits,
                    grad_bits=state.grad_bits, core_bits=state.core_bits) for a in range(3, 3 + KEPT_AIMS + 1)]
-    first = trainer._lists(1, state, 8, fracs[0])
-    assert trainer._lists(1, state, 8, fracs[1]) is not first and trainer.lists_reshifted == 1
-    assert trainer._lists(1, state, 8, fracs[0]) is first and trainer.lists_reshifted == 1
-    assert trainer._lists(1, state, 8, fracs[1]).fracs == fracs[1] and trainer.lists_reshifted == 1
+    shapes = [core.shape for core in state.cores]
+    first = trainer._lists(1, shapes, 8, fracs[0])
+    assert trainer._lists(1, shapes, 8, fracs[1]) is not first and trainer.lists_reshifted == 1
+    assert trainer._lists(1, shapes, 8, fracs[0]) is first and trainer.lists_reshifted == 1
+    assert trainer._lists(1, shapes, 8, fracs[1]).fracs == fracs[1] and trainer.lists_reshifted == 1
     for moved in fracs[2:]:  # the oldest aim, fracs[0], falls out
-        trainer._lists(1, state, 8, moved)
+        trainer._lists(1, shapes, 8, moved)
     assert trainer.lists_built == 1 and trainer.lists_reshifted == KEPT_AIMS
-    assert trainer._lists(1, state, 8, fracs[0]) is not first and trainer.lists_reshifted == KEPT_AIMS + 1
+    assert trainer._lists(1, shapes, 8, fracs[0]) is not first and trainer.lists_reshifted == KEPT_AIMS + 1
 
 
 @pytest.mark.parametrize("bad", [np.inf, np.nan])
@@ -107,14 +109,15 @@ def test_a_hidden_layers_input_past_float32s_range_is_refused_as_the_loop_refuse
     takes to 0, is not."""
     trainer = TtListTrainer(_setup(), GoldenShell())
     state = trainer.layer_state(1)
+    prepared = Prepared(lambda: (state, None), fracs=None, lists=None, arena=None)  # all a hidden layer's input needs
     out = np.random.default_rng(0).normal(size=(4, state.in_features)).astype(np.float32)
     out[2, 5] = -np.inf
-    x, codes, inside, _, _ = trainer._input_codes(state, out, 3)
+    x, codes, inside, _, _ = trainer._input_codes(1, prepared, out, 3)
     assert x[2, 5] == 0 and codes[2, 5] == 0 and inside[2, 5]
     out[1, 7] = bad
     with warnings.catch_warnings(), pytest.raises(ValueError, match="x must be finite"):
         warnings.simplefilter("error")
-        trainer._input_codes(state, out, 3)
+        trainer._input_codes(1, prepared, out, 3)
 
 
 class _Beside:
@@ -373,12 +376,15 @@ def test_the_staged_batchs_codes_are_written_beside_the_step_before_not_at_its_s
     assert writes.index(("x", "x_t")) < writes.index(("gy",)), writes  # codes, written before it
 
 
-def test_the_first_layers_codes_written_beside_its_last_phases_are_taken_only_for_the_values_written(monkeypatch):
+@pytest.mark.parametrize("staged", [False, True])
+def test_the_first_layers_codes_written_beside_its_last_phases_are_taken_only_for_the_values_written(monkeypatch,
+                                                                                                    staged):
     """Beside the first layer's last two backward phases (the last reads no core's codes, the one before it only
     the core whose input gradient it takes, the second layer's last reads its first core's) the host writes the
     codes of the cores it has updated there for the next step, which writes only the rest. Cores changed between
-    the steps, in place or as new arrays, are written again, and two trainers on one shell keep arenas of their
-    own: each step equals the loop's in every state word."""
+    the steps, in place or as new arrays, are written again (with the next batch ``staged``, those the first
+    phase does not read beside it), and two trainers on one shell keep arenas of their own: each step equals the
+    loop's in every state word."""
     setup = _setup()
     data = _data(train=6 * setup.batch_size)
     batches = [(data.train_x[i:i + setup.batch_size], data.train_y[i:i + setup.batch_size])
@@ -393,7 +399,8 @@ def test_the_first_layers_codes_written_beside_its_last_phases_are_taken_only_fo
                     core *= np.float32(0.5)
             if index == 4:  # new arrays
                 trainer.cores[0] = [core * np.float32(0.5) for core in trainer.cores[0]]
-        assert lists.train_step(x, y) == loop.train_step(x, y)
+        following = {"next_x": batches[(index + 1) % len(batches)][0]} if staged else {}
+        assert lists.train_step(x, y, **following) == loop.train_step(x, y)
         assert neighbour.train_step(*batches[-1 - index]) == its_loop.train_step(*batches[-1 - index])
         for a, b in [*zip(_words(lists), _words(loop)), *zip(_words(neighbour), _words(its_loop))]:
             assert a.tobytes() == b.tobytes()

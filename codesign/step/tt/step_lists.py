@@ -182,6 +182,16 @@ class StepLists:
             return not read or not np.isin(np.unique(slots // 2), np.concatenate(read)).any()
         return self._keep(("unread from", phase, cores), unread)
 
+    def cores_read_in(self, phase: int) -> Tuple[int, ...]:
+        """The cores of which some call of phase ``phase`` reads a word of a layout: the host must write their codes
+        before it starts, the others' while it computes."""
+        def read() -> Tuple[int, ...]:
+            words = np.concatenate([np.zeros(0, np.int64)] + [block.word_indices() for _, calls in self.phases[phase]
+                                                                for call in calls for block in call.segments])
+            return tuple(k for k in range(len(self.cores))
+                         if np.isin(np.unique(self._slots_of((k,))[0] // 2), words).any())
+        return self._keep(("read in", phase), read)
+
     def gradient_scales(self, cores: Tuple[int, ...]) -> Tuple[np.ndarray, np.ndarray]:
         """Per code of ``cores``' gradients (core after core), the value of its unit, 2^-f at the core's gradient
         fraction, and where each core's codes end (from 0); kept per layout at the :data:`KEPT_SCALES` latest."""

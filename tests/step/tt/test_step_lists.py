@@ -407,6 +407,29 @@ def test_every_core_layout_written_in_one_gather_equals_packing_each(name, strea
         lists.write(arena, core_codes=flat_cores(cores)[1:])
 
 
+def _cores_named(name: str, d: int) -> set:
+    """The cores a contraction's calls read, by its name: a forward or input gradient reads its own core, the last
+    forward the last; a core gradient none."""
+    if name.startswith("core gradient"):
+        return set()
+    if name == "forward last":
+        return {d - 1}
+    return {int(name.split()[-1] if not name.endswith("on PE1") else 0)}
+
+
+@pytest.mark.parametrize("copies", [(1, 1), (2, 2)])
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_the_cores_a_phase_reads_are_those_its_contractions_take(name, copies):
+    """``cores_read_in(phase)``, which the host writes before that phase starts (the others beside it), names the
+    cores of the contractions whose calls the phase runs, and no other."""
+    lists, shapes = lists_to_write(name, 32, copies)
+    named = {id(call): item_name for item_name, (_, calls) in lists.contractions.items() for call in calls}
+    for phase, listed in enumerate(lists.phases):
+        names = {named[id(call)] for _, calls in listed for call in calls}
+        expected = set().union(*(_cores_named(item_name, len(shapes)) for item_name in names))
+        assert set(lists.cores_read_in(phase)) == expected, (phase, names)
+
+
 @pytest.mark.parametrize("copies", [(1, 1), (2, 2)])
 @pytest.mark.parametrize("name, stream", WRITE_CASES)
 def test_the_input_and_output_gradient_written_slot_by_slot_equal_packing_them(name, stream, copies):
