@@ -390,6 +390,34 @@ def check_list(calls: Sequence[Call], arena_bytes: int, stream_bits: int = 32, *
                                     f"stride {block.stride}) is not made of whole {beat}-byte beats")
 
 
+def check_side_by_side(lists: Sequence[Sequence[Call]], arena_words: int) -> None:
+    """Lists that run side by side (a phase: each on its own IP, started together) write no word another of them
+    writes (results and records) and read none another writes: the IPs run at once, so no list may wait on, or
+    race, another's results. In order on one IP (one list) a call may read what one before it wrote."""
+    if len(lists) < 2:
+        return
+    writer = np.full(arena_words, -1, np.int32)  # per word, the list that writes it
+    for index, calls in enumerate(lists):
+        for call in calls:
+            for block in (call.out, Block(offset=call.record, words=RECORD_WORDS, rows=1)):
+                words = block.word_indices()
+                others = writer[words]
+                clash = others[(others >= 0) & (others != index)]
+                if clash.size:
+                    raise CallListError(f"lists {clash[0]} and {index} of a phase both write word "
+                                        f"{words[(others >= 0) & (others != index)][0]}")
+                writer[words] = index
+    for index, calls in enumerate(lists):
+        for call_index, call in enumerate(calls):
+            for block in call.segments:
+                words = block.word_indices()
+                others = writer[words]
+                read = (others >= 0) & (others != index)
+                if read.any():
+                    raise CallListError(f"list {index}'s call {call_index} reads word {words[read][0]}, which list "
+                                        f"{others[read][0]} of the same phase writes: lists side by side race")
+
+
 def check_chains(calls: Sequence[Call]) -> None:
     """Every chain of accumulating calls whole: a call that adds follows one that held as many results, a chain
     takes at most :data:`MAX_CHAIN` calls, and the list does not end while sums are held (they would be lost)."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codesign.contracts.calls import (ACC_DEPTH, FIELD, RAW, Block, Call, CallListError, check_chains, decode_descriptor,
-                                      decode_list, encode_list)
+from codesign.contracts.calls import (ACC_DEPTH, FIELD, RAW, Block, Call, CallListError, check_chains,
+                                      check_side_by_side, decode_descriptor, decode_list, encode_list)
 from codesign.numerics.round_stage import RoundStageConfig
 
 
@@ -132,3 +132,24 @@ def test_interleaved_planes_read_a_transposed_tensor():
     assert [o // 8 for o in block.row_offsets().tolist()] == [j * 5 + i for i in range(5) for j in range(3)]
     with pytest.raises(CallListError, match="planes overlap"):
         Block(offset=0, words=2, rows=3, stride=5 * 8 - 4, planes=5, plane_stride=8)
+
+
+def _moving(reads: int, writes: int, record: int) -> Call:
+    """A call reading 4 words from byte ``reads`` and writing 4 from byte ``writes``, its record at byte
+    ``record`` (words are 32-bit: byte 64 is word 16)."""
+    return Call(header=7, segments=(Block(offset=reads, words=4, rows=1),), out=Block(offset=writes, words=4, rows=1),
+                count=4, record=record)
+
+
+def test_lists_side_by_side_neither_write_a_word_of_another_nor_read_one():
+    """Lists of a phase run at once on their own IPs: each may read what its own calls wrote before, not what
+    another list writes (which it would race), and no two write one word (results or records)."""
+    chained = [_moving(0, 64, 512), _moving(64, 128, 544)]  # the second reads the first's results: in order, one list
+    check_side_by_side([chained, [_moving(0, 256, 576)]], 1024)
+    check_side_by_side([chained + [_moving(256, 320, 608)]], 1024)  # one list: anything in order
+    with pytest.raises(CallListError, match="reads word 16, which list 0 of the same phase writes"):
+        check_side_by_side([chained[:1], chained[1:]], 1024)
+    with pytest.raises(CallListError, match="lists 0 and 1 of a phase both write word 16"):
+        check_side_by_side([chained, [_moving(0, 64, 640)]], 1024)
+    with pytest.raises(CallListError, match="both write word 32"):  # a record over another's results
+        check_side_by_side([chained, [_moving(0, 256, 128)]], 1024)

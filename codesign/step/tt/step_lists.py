@@ -48,7 +48,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from codesign.contracts.calls import RAW, ArenaLayout, Call, check_list
+from codesign.contracts.calls import RAW, ArenaLayout, Call, check_list, check_side_by_side
 from codesign.numerics.round_stage import GROUP_WORDS_RANGE, RoundStageConfig
 from codesign.pe.tt.contract import header_dims
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
@@ -479,10 +479,10 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
     made = {item.name: (item, calls_of(item)) for item in builder.items}
     d = builder.d
 
-    def phase(pe1: Sequence[str], pe2: Sequence[str]):
+    def phase(pe1: Sequence[str], pe2: Sequence[str], *, one_list: bool = False):
         return tuple((pe, part) for pe, names, n in (("tt1", pe1, copies[0]), ("tt2", pe2, copies[1]))
-                     for part in share(tuple(call for name in names if name in made for call in made[name][1]), n,
-                                       share_products))
+                     for part in share(tuple(call for name in names if name in made for call in made[name][1]),
+                                       1 if one_list else n, share_products))
 
     # a forward contraction reads the one before: shared among PE2's copies, each is a phase of its own
     shared = any(len(share(made[f"forward {k}"][1], copies[1], share_products)) > 1 for k in range(d - 1))
@@ -491,18 +491,23 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
                           copies=copies, share_products=share_products, share_first=False)
     forward = [([PE1_NAME] if k == 0 else [], [f"forward {k}"]) for k in range(d - 1)] if shared or d == 2 else \
         [([], [f"forward {k}" for k in range(d - 1)])]
-    phases = [phase(*names) for names in forward] + [phase(["forward last"], []),
+    # all forwards in one phase are one list, on one IP: each reads what the one before wrote
+    phases = [phase(*names, one_list=len(names[1]) > 1) for names in forward] + [phase(["forward last"], []),
                                                      phase([f"input gradient {d - 1}"], [f"core gradient {d - 1}"])]
     phases += [phase([f"core gradient {k}"], [f"input gradient {k}"]) for k in range(d - 2, -1, -1)]
     phases = [listed for listed in phases if listed]
     arena = builder.arena.image()
-    for listed in phases:
+    where = f"core shapes {[core.shape for core in builder.cores]} on {32 * builder.parts}-bit streams"
+    for index, listed in enumerate(phases):
         for pe, calls in listed:
             try:
                 check_list(calls, 4 * arena.size, 32 * builder.parts)
             except ValueError as error:
-                raise ValueError(f"core shapes {[core.shape for core in builder.cores]} on {32 * builder.parts}-bit "
-                                 f"streams: {pe}'s list: {error}") from None
+                raise ValueError(f"{where}: {pe}'s list: {error}") from None
+        try:
+            check_side_by_side([calls for _, calls in listed], arena.size)
+        except ValueError as error:
+            raise ValueError(f"{where}: phase {index}: {error}") from None
     return StepLists(arena=arena, phases=tuple(phases), forward_phases=sum(bool(a or b) for a, b in forward) + 1,
                      contractions=made,
                      cores=tuple(core.shape for core in builder.cores), batch=builder.batch,

@@ -23,7 +23,7 @@ from codesign.step.tt.list_finish import finish
 from codesign.contracts.calls import encode_list
 from codesign.step.tt.list_tiles import copies_work, k_cut, l_cut
 from codesign.step.tt.list_layout import flat_cores
-from codesign.step.tt.step_lists import Fracs, check_specs, reshift, step_lists
+from codesign.step.tt.step_lists import Fracs, check_specs, list_products, reshift, step_lists
 from codesign.train.tt.layer import TTLinear
 from codesign.train.tt.pe_check import layer_state
 from codesign.train.tt.precision import TTPrecision
@@ -243,6 +243,25 @@ def test_copies_sharing_a_contraction_along_l_equal_the_per_call_step(name, buff
             assert max(tiles) < item.dims[3], item.name  # every call a part of L
             cut.add(item.pe)
     assert "tt1" in cut or name != "digits_first_layer_r4_b5"  # its core gradients: (m, c) = 16 rows
+
+
+def test_forwards_in_one_phase_run_as_one_list_and_equal_the_per_call_step():
+    """A layer of four cores whose forward contractions each fall short of ``share_products`` runs them in one phase,
+    in one list on one IP (each reads what the one before wrote): even where all of them together would fill two
+    lists, they are not shared between copies, whose lists run side by side and would race; its results are the
+    per-call step's, bit for bit."""
+    name = "digits_first_layer_r4_b5"
+    layer = warmed(SHAPES[name])
+    state = layer_state(layer)
+    x, grad_y = batch(layer, SHAPES[name][3], seed=5, extremes=True)
+    whole, _ = lists_step(state, x, grad_y, WIDE, copies=(2, 2), share_products=1 << 40)
+    forwards = [list_products(whole.contractions[f"forward {k}"][1]) for k in range(3)]
+    least = max(forwards) + 1  # no forward alone is shared, all three would fill two lists
+    assert 2 * least <= sum(forwards), forwards
+    lists, got = lists_step(state, x, grad_y, WIDE, copies=(2, 2), share_products=least)
+    assert [pe for pe, _ in lists.phases[0]] == ["tt2"] and lists.forward_phases == 2
+    mismatches = compare_steps(pe_step(state, x, grad_y, GoldenRunner()), got)
+    assert sum(mismatches.values()) == 0, mismatches
 
 
 def test_the_last_cores_gradient_of_one_row_is_cut_along_l_between_two_copies():
