@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from codesign.contracts.calls import RECORD_WORDS, Block, Call, check_list
+from codesign.contracts.calls import RECORD_WORDS, Block, Call, check_list, check_side_by_side
 from codesign.numerics.round_stage import RoundStageConfig
 from codesign.step.list_cycles import DdrTiming, fast_step_cycles, step_cycles
 
@@ -63,7 +63,8 @@ def placed(phases: Sequence[Sequence[List[Draft]]], copies: int, pe: str, first_
            arena_bytes: int) -> Tuple[Phase, ...]:
     """Drafted ``phases`` as phases of calls on ``copies`` IPs of ``pe``: on one IP, one list of them all in order;
     on several, the phases that have work, their lists writing their records one after another from
-    ``first_record``; each checked against the arena (``arena_bytes``) and its ``record_slots``."""
+    ``first_record``; each checked against the arena (``arena_bytes``) and its ``record_slots``, and a phase's
+    lists against each other (:func:`~codesign.contracts.calls.check_side_by_side`)."""
     if check_copies(copies) == 1:
         phases = [[[item for lists in phases for items in lists for item in items]]]
     else:
@@ -79,6 +80,7 @@ def placed(phases: Sequence[Sequence[List[Draft]]], copies: int, pe: str, first_
             raise ValueError(f"{calls} calls in a phase, {record_slots} record slots")
         for _, listed in called:
             check_list(listed, arena_bytes)
+        check_side_by_side([listed for _, listed in called], arena_bytes // 4)
         out.append(tuple(called))
     return tuple(out)
 

@@ -225,8 +225,9 @@ class StepLists:
 
 
 KEPT_SCALES = 8  # core gradients' scales kept per layout: tracked scales wander among a few
-SHARE_PRODUCTS = 1 << 18  # products a shared list takes at least: ~4,000 cycles of an 8 x 8 array, some 40 us
-# at 100 MHz, against the few register writes and the wait a list's start costs a board's host
+SHARE_PRODUCTS = 1 << 16  # products a shared list takes at least: ~1,000 cycles of an 8 x 8 array's MACs, and as
+# many again or more of its loads and drains (a contraction this small is not compute-bound), some 20 us at 100 MHz,
+# against the few register writes and the wait a list's start costs a board's host
 
 
 def check_copies(copies) -> Tuple[int, int]:
