@@ -393,29 +393,29 @@ def check_list(calls: Sequence[Call], arena_bytes: int, stream_bits: int = 32, *
 def check_side_by_side(lists: Sequence[Sequence[Call]], arena_words: int) -> None:
     """Lists that run side by side (a phase: each on its own IP, started together) write no word another of them
     writes (results and records) and read none another writes: the IPs run at once, so no list may wait on, or
-    race, another's results. In order on one IP (one list) a call may read what one before it wrote."""
+    race, another's results. In order on one IP (one list) a call may read what one before it wrote. Every block
+    lies within the arena of ``arena_words`` 32-bit words (:func:`check_list` checks it first)."""
     if len(lists) < 2:
         return
+
+    def words(blocks) -> np.ndarray:
+        return np.concatenate([np.zeros(0, np.int64)] + [block.word_indices() for block in blocks])
     writer = np.full(arena_words, -1, np.int32)  # per word, the list that writes it
     for index, calls in enumerate(lists):
-        for call in calls:
-            for block in (call.out, Block(offset=call.record, words=RECORD_WORDS, rows=1)):
-                words = block.word_indices()
-                others = writer[words]
-                clash = others[(others >= 0) & (others != index)]
-                if clash.size:
-                    raise CallListError(f"lists {clash[0]} and {index} of a phase both write word "
-                                        f"{words[(others >= 0) & (others != index)][0]}")
-                writer[words] = index
+        written = words([block for call in calls
+                         for block in (call.out, Block(offset=call.record, words=RECORD_WORDS, rows=1))])
+        others = writer[written]
+        clash = (others >= 0) & (others != index)
+        if clash.any():
+            raise CallListError(f"lists {others[clash][0]} and {index} of a phase both write word {written[clash][0]}")
+        writer[written] = index
     for index, calls in enumerate(lists):
-        for call_index, call in enumerate(calls):
-            for block in call.segments:
-                words = block.word_indices()
-                others = writer[words]
-                read = (others >= 0) & (others != index)
-                if read.any():
-                    raise CallListError(f"list {index}'s call {call_index} reads word {words[read][0]}, which list "
-                                        f"{others[read][0]} of the same phase writes: lists side by side race")
+        read = words([block for call in calls for block in call.segments])
+        others = writer[read]
+        raced = (others >= 0) & (others != index)
+        if raced.any():
+            raise CallListError(f"list {index} reads word {read[raced][0]}, which list {others[raced][0]} of the same "
+                                "phase writes: lists side by side race")
 
 
 def check_chains(calls: Sequence[Call]) -> None:

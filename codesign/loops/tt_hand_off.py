@@ -33,13 +33,13 @@ def resolved(value):
     return value.values() if isinstance(value, Handed) else value
 
 
-def hand_forward(shell, state, lists, arena, book, fracs, bias, following: Tuple) -> Handed | None:
+def hand_forward(shell, state, lists, arena, book, fracs, bias, following) -> Handed | None:
     """The next layer's input codes, rounded straight from this layer's output sums (and ``bias``, as the output
     adds it), written into its arena (:func:`~codesign.step.tt.list_finish.handed_input_codes`: the ReLU of the
     float32 output's codes, in a third of the host's passes); the output is worked out when first asked. None,
     with nothing written, where that is not provably the same: the next layer takes its codes from the output, as
-    the loop does. ``following``: the next layer's :class:`~codesign.loops.tt_lists.Prepared` (its state, fractions,
-    lists and arena)."""
+    the loop does. ``following``: the next layer's :class:`~codesign.loops.tt_list_prep.Prepared` (its state,
+    fractions, lists and arena)."""
     state_next, fracs_next, lists_next, arena_next = following.state, following.fracs, following.lists, following.arena
     made = handed_input_codes(state, lists, arena, book, fracs, bias, fracs_next.act[0], state_next.activation_bits)
     if made is None:

@@ -33,9 +33,11 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
 def list_fracs(trackers, precision) -> Fracs:
     """The fractions a layer's lists round at, from its trackers by name (each tensor at the scale its tracker
-    holds) and the code widths of the set-up's ``precision``."""
-    return Fracs(act=tuple(trackers["act_frac_bits"]), grad=tuple(trackers["grad_frac_bits"]),
-                 core_grad=tuple(trackers["core_grad_frac_bits"]), core=tuple(trackers["core_frac_bits"]),
+    holds, as ints: a layer's state takes them so) and the code widths of the set-up's ``precision``."""
+    def ints(name: str) -> tuple:
+        return tuple(int(v) for v in trackers[name])
+    return Fracs(act=ints("act_frac_bits"), grad=ints("grad_frac_bits"), core_grad=ints("core_grad_frac_bits"),
+                 core=ints("core_frac_bits"),
                  act_bits=precision["activation_bits"], grad_bits=precision["grad_bits"],
                  core_bits=precision["core_bits"])
 
@@ -43,9 +45,9 @@ def list_fracs(trackers, precision) -> Fracs:
 @dataclass(frozen=True, eq=False)
 class Prepared:
     """What a layer's forward needs but its input (:meth:`TtListTrainer._prepare`): its fractions, its lists at
-    them and its arena, and ``parts()``, its state and scale book, made once, when first asked. The first layer's
-    are asked for beside its first phase, where ``settle(arena)`` (given the arena that phase starts from) checks
-    and writes the cores that phase does not read: both off the path to it."""
+    them and its arena, and ``parts()``, its state and scale book, made once, when first asked. At a step's start
+    the first layer's are asked for beside a later phase than its first, beside which ``settle(arena)`` (given the
+    arena that phase starts from) checks and writes the cores that phase does not read: both off the path to it."""
 
     parts: Callable[[], Tuple]
     fracs: Fracs

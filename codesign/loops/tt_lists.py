@@ -14,6 +14,11 @@ rule a tensor is rounded at the scale its tracker holds, so a layer's scales,
 lists and core codes are known before its input, and only the next step's
 scales wait for a tensor's mean |x|:
 
+- before a step's first list the host writes only the codes of the cores
+  the first phase reads (where the batch was staged); beside that phase,
+  which takes no other work where at least two others are left, it checks
+  the other cores' codes written the step before (writing changed ones
+  again), and beside a later phase it makes the layer's state and book;
 - beside a layer's longest forward phase, the next layer's cores are quantised,
   its lists taken (re-aimed where a scale moved) and its core codes written;
 - beside the longest backward phase of the layer below, a layer's core
@@ -56,9 +61,10 @@ own step on the host. Every other step is equal, bit for bit, to the loop's
 (``tests/loops/test_tt_lists.py``).
 
 A shell is any object with ``run_phase(phase, arena, beside=None) -> arena`` (a phase's
-lists, ``(pe, calls)`` each, ``pe`` "tt1" or "tt2", which write disjoint words
-and may run side by side; ``arena`` uint32 words; ``beside``: the host's work to run between the IPs' starts
-and the wait), ``arena(lists, key)`` (the arena a built
+lists, ``(pe, calls)`` each, ``pe`` "tt1" or "tt2", which write disjoint words,
+read none another writes and may run side by side; ``arena`` uint32 words;
+``beside``: the host's work to run between the IPs' starts and the wait,
+which writes no word the phase reads), ``arena(lists, key)`` (the arena a built
 :class:`~codesign.step.tt.step_lists.StepLists` runs in: a copy of its
 image, or a device buffer kept under ``key``, which lists of equal layout
 share), ``flush(arena, ranges)`` and
@@ -83,12 +89,12 @@ import numpy as np
 from codesign.loops.common import HwTrainError, cross_entropy_of, softmax_gradient
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
 from codesign.loops.tt_hand_off import Handed, hand_backward, hand_forward, resolved
+from codesign.loops.tt_list_input import ListInputs
 from codesign.loops.tt_list_prep import Prepared, StagedInput, list_fracs, same_bits
 from codesign.loops.tt_update import slice_lambdas, slice_squares
-from codesign.numerics.scales import UNSET, mean_abs
-from codesign.step.tt.rounding import code_dtype, frac_of_values, quantize_values, relu_codes_and_range
+from codesign.numerics.scales import UNSET
+from codesign.step.tt.rounding import code_dtype, frac_of_values, quantize_values
 from codesign.step.tt.scale_book import ScaleBook
-from codesign.step.tt.step import check_input
 from codesign.step.tt.list_finish import bias_gradient, bias_values, finish, input_grad, layer_output, read_early
 from codesign.step.tt.list_layout import flat_cores
 from codesign.step.tt.step_lists import Fracs, check_specs, reshift, step_lists
@@ -98,7 +104,7 @@ _ARENAS = itertools.count()  # one token per trainer in its arenas' keys
 KEPT_AIMS = 8  # lists kept per layer and shapes, at the latest distinct tracked scales
 
 
-class TtListTrainer(TtMlpTrainer):
+class TtListTrainer(ListInputs, TtMlpTrainer):
     """:class:`TtMlpTrainer` whose steps run as call lists on ``shell`` (see the module docstring)."""
 
     def __init__(self, setup: TtTrainSetup, shell) -> None:
@@ -134,7 +140,7 @@ class TtListTrainer(TtMlpTrainer):
             self._staged = None
             return super().train_step(x, y)
         x, y = self._batch(x, y)
-        staged = self._staged is not None and np.shape(x) == self._staged.x.shape  # its codes already written
+        staged = self._staged is not None and np.shape(x) == self._staged.x.shape  # a staged batch of its shape
         layers, prepared, ahead = [], self._prepare(0, x.shape[0], deferred=staged), {}
         for index in range(len(self.cores)):
             layer, prepared = self._forward_layer(index, x, prepared, ahead)
@@ -182,13 +188,14 @@ class TtListTrainer(TtMlpTrainer):
         so in their narrowest type), but those the last step wrote there beside its last phases
         (:meth:`_write_early`) of cores that still hold the values written, bit for bit, and its state and scale
         book. With ``deferred`` (the first layer at a step's start, its input staged) only the cores its first
-        phase reads are checked and written before it, the others and the state and book beside it
-        (:class:`Prepared`): they took half of the 180 us before the first list at paper 003's rank 8."""
+        phase reads are checked and written before it, the others beside it (:class:`Prepared`'s ``settle``), and
+        the state and book are made when first asked, beside a later phase: they took half of the 180 us before
+        the first list at paper 003's rank 8."""
         tr, widths = self.trackers[index], self.setup.precision
         cores = [np.asarray(core, np.float32) for core in self.cores[index]]  # as the layer's state copies them
-        core_frac = [frac_of_values(core, bits=widths["core_bits"],
-                                    headroom_bits=widths["core_headroom_bits"], current=tr["core_frac_bits"][k],
-                                    update=False) for k, core in enumerate(cores)]
+        core_frac = [int(frac_of_values(core, bits=widths["core_bits"], headroom_bits=widths["core_headroom_bits"],
+                                        current=int(tr["core_frac_bits"][k]), update=False))
+                     for k, core in enumerate(cores)]
         fracs = list_fracs({**tr, "core_frac_bits": core_frac}, widths)
         lists = self._lists(index, [core.shape for core in cores], batch, fracs)
         arena = self._arena(index, lists, cores, batch)
@@ -201,14 +208,14 @@ class TtListTrainer(TtMlpTrainer):
                          or not same_bits(written[k][0], cores[k])]
             if unwritten:
                 self._write_cores(into, lists, cores, core_frac, unwritten, widths["core_bits"])
-        first = lists.cores_read_in(0) if deferred else range(len(cores))
-        write(arena, first)
+        read_first = lists.cores_read_in(0) if deferred else range(len(cores))
+        write(arena, read_first)
         parts = lru_cache(maxsize=None)(lambda: self._parts(index, core_frac))
         if not deferred:
             parts()
             return Prepared(parts, fracs, lists, arena)
         return Prepared(parts, fracs, lists, arena,
-                        settle=lambda start: write(start, [k for k in range(len(cores)) if k not in first]))
+                        settle=lambda start: write(start, [k for k in range(len(cores)) if k not in read_first]))
 
     def _parts(self, index: int, core_frac: Sequence[int]) -> Tuple:
         """Layer ``index``'s state at the step's start and its scale book, its cores' trackers at ``core_frac``."""
@@ -315,93 +322,6 @@ class TtListTrainer(TtMlpTrainer):
             out = layer_output(state, lists, arena, book, fracs, bias=taken["bias"])
         return (state, x, later, book, fracs, lists, arena, out), nxt
 
-    def _input(self, index: int, prepared: Prepared, x, taken: dict) -> Tuple:
-        """Layer ``index``'s input ``x`` as its forward takes it, ``(x, codes, later, staged, works)``: its codes
-        written where not yet, the works for its backward (``later``, :meth:`_forward_layer`'s), the staged batch
-        taken (None: none) and the works beside its lists: the values handed on, where the layer below wrote the
-        codes; a staged batch's check (``taken["staged"]``, or the error in ``taken["error"]``), and then the
-        network input's tracker (the shorter work, for the shorter phase)."""
-        fracs, lists, arena, widths = prepared.fracs, prepared.lists, prepared.arena, self.setup.precision
-
-        def aim(values: np.ndarray, used: int, observed: float | None = None) -> None:  # the input's tracker
-            self._aim(prepared.book, "act_frac_bits", 0, values, used, bits=widths["activation_bits"],
-                      headroom_bits=widths["activation_headroom_bits"], observed=observed)
-        if isinstance(x, Handed):  # its codes written by the layer below
-            handed = x
-            return x, x.codes, {"aim": lambda: aim(np.maximum(handed.values(), np.float32(0)), fracs.act[0]),
-                                "passes": lambda: handed.inside & (handed.values() > 0)}, None, [x.values]
-        given = x
-        x, x_codes, inside, observed, staged = self._input_codes(index, prepared, x, fracs.act[0])
-        aim = partial(aim, x, fracs.act[0], observed=observed)
-        later, works = {} if inside is None else {"aim": aim, "passes": lambda: inside & (x > 0)}, []
-        if staged is None or staged.written_in is not arena or staged.frac != fracs.act[0]:
-            self.shell.flush(arena, lists.write(arena, x=x_codes, x_t=x_codes))
-        if staged is not None:  # the batch checked against the one staged while the lists compute
-
-            def check() -> None:
-                try:
-                    taken["staged"] = staged.matches(check_input(prepared.state, given))
-                except Exception as error:  # raised once the IPs are done
-                    taken["error"] = error
-            works.append(check)
-        if inside is None:  # the network's input: its tracker moves on beside the lists
-            works.append(aim)
-        return x, x_codes, later, staged, works
-
-    @staticmethod
-    def _aim(book: ScaleBook, name: str, index: int, values: np.ndarray, used: int, *, bits: int,
-             headroom_bits: int, observed: float | None = None) -> None:
-        """Tracker ``(name, index)`` moved on by ``values`` (their mean |x|: ``observed`` where taken before), which
-        were rounded at ``used``, the scale it held: under the tracked rule the rounding needs no mean, so the
-        host takes it while the lists compute."""
-        if book.host(name, index, values, bits=bits, headroom_bits=headroom_bits, update=True,
-                     observed=observed) != used:
-            raise HwTrainError(f"{name}[{index}]: the tracked scale moved before the step ended")
-
-    def _input_codes(self, index: int, prepared: Prepared, x, frac: int
-                     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray | None, float | None, StagedInput | None]:
-        """The layer's input checked (a hidden layer's: the ReLU of the layer below's output ``x``), its codes at
-        ``frac``, where it lay within their bounds (None for the network's input, whose gradient is not asked for),
-        its mean |x| where known (None: not taken yet), and the staged batch they were taken from (None: from
-        ``x``). The network input is taken from what the last step staged
-        where that has ``x``'s shape (its codes kept where staged at ``frac``): most steps take the batch staged,
-        so the forward starts on its codes and the step checks ``x`` against it while the lists compute (the
-        comparison took 45 of the 230 us before the first list at paper 003's rank 8): then the layer's state is
-        not asked for."""
-        bits = self.setup.precision["activation_bits"]
-        if not self.setup.layers[index]["is_network_input"]:  # the layer below's output, of its shape and type
-            x = np.maximum(x, x.dtype.type(0))
-            # in float32 checked as the loop checks it (inf past float32's range; after the ReLU, the largest value
-            # tells), before its codes; handed off exactly it is finite (integer sums plus a bias, in float64)
-            if self.setup.precision["hand_off"] == "float32" and not np.isfinite(np.max(x)):
-                raise ValueError("x must be finite")
-            return (x, *relu_codes_and_range(x, frac, bits, code_dtype(bits)), None, None)
-        staged, self._staged = self._staged, None
-        if staged is None or np.shape(x) != staged.x.shape:
-            x = check_input(prepared.state, x)
-            return x, quantize_values(x, frac, bits, code_dtype(bits)), None, None, None
-        codes = staged.codes if staged.frac == frac else quantize_values(staged.x, frac, bits, code_dtype(bits))
-        return staged.x, codes, None, staged.observed, staged
-
-    def _stage_input(self, next_x, state, book: ScaleBook, lists) -> None:
-        """The next batch checked (a copy), its mean |x| taken, and its codes at the scale the network input's
-        tracker holds as ``book`` (the first layer's, this step's, its input aimed) leaves it; nothing staged for
-        a batch that fails the check, which the next step then reports. The codes are written into the arena of
-        ``lists`` (the first layer's) in the layouts only its forward reads (the core gradient reads a copy of its
-        own: :meth:`~codesign.step.tt.step_lists.StepLists.write`), for a next step at its shapes: as the
-        forward's ``A`` and, where PE1 takes a share of the first forward
-        (:mod:`codesign.step.tt.first_forward`), transposed."""
-        try:
-            x = check_input(state, self._features(np.array(next_x, dtype=np.float32)))
-        except Exception:  # whatever fails (a tensor that needs grad, ...), its own step says why
-            return
-        frac, bits = book.trackers["act_frac_bits"][0], state.activation_bits
-        codes, arena = quantize_values(x, frac, bits, code_dtype(bits)), None
-        if x.shape[0] == lists.batch:
-            arena = self._arena(0, lists, state.cores, lists.batch)
-            self.shell.flush(arena, lists.write(arena, x=codes, x_t=codes))
-        self._staged = StagedInput(x=x, key=(), observed=mean_abs(x), frac=frac, codes=codes, written_in=arena)
-
     def _lists(self, index: int, shapes: Sequence[Tuple[int, ...]], batch: int, fracs: Fracs):
         """Layer ``index``'s lists at these core shapes, batch and scales (:meth:`_aimed`), which its step runs."""
         lists = self.current_lists[index] = self._aimed(index, shapes, batch, fracs)
@@ -451,8 +371,9 @@ class TtListTrainer(TtMlpTrainer):
         places it; the output gradient's tracker moves on and the bias gradient is taken after it), its input
         gradient read; returns the rest of its host work (the records, core gradients, its update and its next λ)
         as a callable, and the input gradient. The first layer's rest ends the step, so what of it the last
-        phase does not feed runs beside that phase: the other phases' core gradients and records read, and
-        Adam on those cores and the bias. A hidden layer's ``later`` works (:meth:`_forward_layer`): where its input
+        phase does not feed runs beside the phases before: the other phases' core gradients and records read, and
+        Adam on those cores and the bias (beside the second last phase what the ones before it wrote, with the
+        bias; beside the last the rest). A hidden layer's ``later`` works (:meth:`_forward_layer`): where its input
         gradient passes, beside its backward phases, and its input's tracker, in its rest. ``grad_y``: an array, or a
         :class:`Handed` where the layer above wrote the codes; ``below``: the layer below's forward part, whose
         output-gradient codes the input gradient is rounded to (:func:`~codesign.loops.tt_hand_off.hand_backward`;
@@ -557,7 +478,8 @@ class TtListTrainer(TtMlpTrainer):
         (the phase whose longest list has the most products), the next while the next longest does, and so on,
         works past the last with it; ``tail[i]`` while phase ``i`` computes (after its share of ``beside``),
         given the arena the phases before it left (work that reads what they wrote); the last phase, given one,
-        has it alone, and so has the first with ``first_alone``, where two others are left. Each phase's seconds of them kept in :attr:`beside_seconds` under ``(layer, phase)``; their
+        has it alone, and so has the first with ``first_alone`` where at least two others are left to take
+        ``beside``. Each phase's seconds of them kept in :attr:`beside_seconds` under ``(layer, phase)``; their
         calls and products counted as the loop's runner counts a step's (``throughput``, the history's MACs)."""
         tail = tail or {}
         ranked = sorted(phases, key=lambda index: max(lists.products[index], default=0), reverse=True)  # stable

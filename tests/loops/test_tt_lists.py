@@ -24,12 +24,32 @@ from codesign.train.data import Dataset, load_digits_dataset
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
+class _StrictShell(GoldenListShell):
+    """The golden shell, which runs the host's work beside a phase before its lists, refusing work that writes a
+    word of the arena the phase reads: on a board the IPs run while the host works, so such a word is read before
+    or after the host writes it (the golden model would hide it, giving the lists the host's words)."""
+
+    def run_phase(self, phase, arena, beside=None):
+        if beside is None:
+            return super().run_phase(phase, arena)
+
+        def checked() -> None:
+            before = arena.copy()
+            beside()
+            read = np.concatenate([np.zeros(0, np.int64)] + [block.word_indices() for _, calls in phase
+                                                              for call in calls for block in call.segments])
+            written = np.flatnonzero(arena != before)
+            assert not np.isin(written, read).any(), f"the host wrote words {written[np.isin(written, read)][:4]} " \
+                "beside the phase that reads them"
+        return super().run_phase(phase, arena, beside=checked)
+
+
 def GoldenShell(**options) -> GoldenListShell:
     """The shell's golden model with small buffers, so that contractions are tiled, their sums chained and their
-    operands read through 3-D blocks."""
-    return GoldenListShell({"tt1": Tt1Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8),
-                            "tt2": Tt2Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8)},
-                           **options)
+    operands read through 3-D blocks; strict about the host's words beside a phase (:class:`_StrictShell`)."""
+    return _StrictShell({"tt1": Tt1Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8),
+                         "tt2": Tt2Spec(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8)},
+                        **options)
 
 
 def _setup(rule: str = "tracked", hand_off: str = "float32"):

@@ -49,6 +49,16 @@ def test_a_phase_over_its_record_slots_is_refused():
     assert len(placed([[[item, item], [item]]], 1, PE, 4096, 3, 1 << 16)[0][0][1]) == 3
 
 
+def test_a_phase_whose_lists_race_is_refused():
+    """Drafted lists of one phase run side by side: one that reads what another writes is refused as it is placed,
+    while on one IP (one list, in order) it is the list's own business."""
+    first = (header_word(Op.WG, 1), (Block(offset=0, words=4, rows=1),), Block(offset=64, words=4, rows=1), 4, RAW)
+    second = (header_word(Op.WG, 1), (Block(offset=64, words=4, rows=1),), Block(offset=128, words=4, rows=1), 4, RAW)
+    with pytest.raises(ValueError, match="list 1 reads word 16, which list 0 of the same phase writes"):
+        placed([[[first], [second]]], 2, PE, 4096, 4, 1 << 16)
+    assert len(placed([[[first], [second]]], 1, PE, 4096, 4, 1 << 16)[0][0][1]) == 2
+
+
 def assert_side_by_side(phases) -> None:
     """The lists of every phase write disjoint words (results and records) and read none another list writes."""
     for phase in phases:

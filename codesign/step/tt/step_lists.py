@@ -77,8 +77,8 @@ class Fracs:
 @dataclass(frozen=True)
 class StepLists:
     """The arena before the step and the step's lists, in ``phases``: each phase ``(pe, calls)`` lists that run
-    side by side and write disjoint words, a PE's lists on its copies in order (the first ``forward_phases``
-    phases are the forward's); ``contractions`` with their calls, by name;
+    side by side, write disjoint words and read none another writes, a PE's lists on its copies in order (the
+    first ``forward_phases`` phases are the forward's); ``contractions`` with their calls, by name;
     ``outputs``: byte offsets of the layer output ``y`` (rows of ``y_width`` values, the last core's ``m`` padded
     to whole stream words) and the input gradient ``grad_x`` (raw, ``words`` 32-bit words a value); ``codes``:
     byte offset and packing of each core gradient's codes; ``parts``: 32-bit words of the PEs' stream word."""
