@@ -13,6 +13,7 @@ import pytest
 from codesign.design import load_design
 from codesign.design.explore_run import design_of_point, instead_choice, summary
 from codesign.design.families.tt import tt_hardware, tt_setup_of
+from codesign.step.tt.list_time import tt_list_plans
 from codesign.step.tt.time import tt_step_time
 from codesign.train.config import read_toml
 from tests.design.conftest import GRID_KNOBS, HOST
@@ -140,7 +141,10 @@ def test_explore_takes_a_tracked_designs_step_as_call_lists_end_to_end(tmp_path,
     assert run.again.ports_used == found["hp_ports"] == run.performance["hp_ports"]["chosen"]
     assert (step["pe_s"], step["host_s"]) == (found["pe_s"], found["host_s"])
     cycles = json.loads((tmp_path / "out" / "estimate_layer_cycles.json").read_text())
-    assert len(cycles["stages"]) == 5 * len(found["layers_s"])  # five phases a layer
+    copies = tuple(sum(i.pe == pe for i in run.again.instances) for pe in ("tt1", "tt2"))
+    plans = tt_list_plans(tt_setup_of(design), specs["tt1"], specs["tt2"], copies)
+    assert len(plans) == len(found["layers_s"])
+    assert len(cycles["stages"]) == sum(len(lists.phases) for lists in plans)  # a stage a phase of each layer
     assert found["resources"]["yosys"] == run.result["confirmed"][-1]["yosys_total"]
     assert found["resources"]["model"] == run.result["instead"]["resources"]
     assert run.performance["throughput"]["equivalent_ops_per_dsp_cycle"] == pytest.approx(
