@@ -172,25 +172,23 @@ class StepLists:
             return dst[chosen], local[src[chosen]]
         return self._keep(("slots", cores), slots)
 
+    def _reads_cores(self, phases: slice, cores: Tuple[int, ...] | None) -> bool:
+        """Whether a call of ``phases`` reads a word of the layouts of ``cores`` (None: every core's)."""
+        read = [block.word_indices() for listed in self.phases[phases] for _, calls in listed for call in calls
+                for block in call.segments]
+        slots = self.core_slots[0] if cores is None else self._slots_of(cores)[0]
+        return bool(read) and bool(np.isin(np.unique(slots // 2), np.concatenate(read)).any())
+
     def cores_unread_from(self, phase: int, cores: Tuple[int, ...] | None = None) -> bool:
         """Whether no call of phase ``phase`` or after reads a word of the layouts of ``cores`` (None: every core's):
         while they compute, the host may write the next step's codes of those it has updated (kept per layout)."""
-        def unread() -> bool:
-            read = [block.word_indices() for later in self.phases[phase:] for _, calls in later for call in calls
-                    for block in call.segments]
-            slots = self.core_slots[0] if cores is None else self._slots_of(cores)[0]
-            return not read or not np.isin(np.unique(slots // 2), np.concatenate(read)).any()
-        return self._keep(("unread from", phase, cores), unread)
+        return self._keep(("unread from", phase, cores), lambda: not self._reads_cores(slice(phase, None), cores))
 
     def cores_read_in(self, phase: int) -> Tuple[int, ...]:
         """The cores of which some call of phase ``phase`` reads a word of a layout: the host must write their codes
         before it starts, the others' while it computes."""
-        def read() -> Tuple[int, ...]:
-            words = np.concatenate([np.zeros(0, np.int64)] + [block.word_indices() for _, calls in self.phases[phase]
-                                                                for call in calls for block in call.segments])
-            return tuple(k for k in range(len(self.cores))
-                         if np.isin(np.unique(self._slots_of((k,))[0] // 2), words).any())
-        return self._keep(("read in", phase), read)
+        return self._keep(("read in", phase), lambda: tuple(
+            k for k in range(len(self.cores)) if self._reads_cores(slice(phase, phase + 1), (k,))))
 
     def gradient_scales(self, cores: Tuple[int, ...]) -> Tuple[np.ndarray, np.ndarray]:
         """Per code of ``cores``' gradients (core after core), the value of its unit, 2^-f at the core's gradient
