@@ -48,7 +48,7 @@ minute or two, which fails where Yosys is not installed; the six builds the defa
 ``--fit model`` as the explorer's space does (the calibrated model, a few percent off Yosys near the limit); the
 shells are Yosys's either way. Prints the step's parts and the ratio board / torch_f32, and the PEs' cycles by
 part (load, compute, drain: :class:`codesign.step.tt.list_time.PeWork`) with the bound a PE overlapping them
-would reach; writes ``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes about two minutes at rank 8
+would reach and the one each phase's calls spread over both PEs' IPs would; writes ``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes about two minutes at rank 8
 (the golden shell computes every call of the two warm steps with the PEs' vectorised golden).
 
 ``--staging-pair N`` adds a paired measurement of the next batch's staging
@@ -270,7 +270,9 @@ def print_row(row: dict, args, layers: int, work) -> None:
         f"{work.compute[pe] / 1e3:.0f} k, drain {work.drain[pe] / 1e3:.0f} k ({work.drain_overlap[pe] / 1e3:.0f} k "
         "beside it)" for pe in ("tt1", "tt2"))
         + f"; the phases' longest lists {work.stall_free / per_ms:.2f} ms without stalls, at least "
-        f"{work.overlapped / per_ms:.2f} ms were load, compute and drain to overlap across calls", flush=True)
+        f"{work.overlapped / per_ms:.2f} ms were load, compute and drain to overlap across calls, "
+        f"{work.balanced / per_ms:.2f} ms were each phase's calls spread evenly over all {sum(row['copies'])} IPs",
+        flush=True)
     fit = row["fit"]
     print(f"builds {row['pe_buffers']}, accumulation buffer {row['held_sums']}: "
           f"{', '.join(f'{k} {v:.1f} %' for k, v in fit['percent'].items())} of the Ultra96-V2 "

@@ -72,7 +72,11 @@ class PeWork:
     the same streams and MAC loop could take were it to overlap loading, computing and draining across its calls
     (double-buffered operands and results): phase after phase the longest list's busiest of its input stream
     (headers and operands, a word a cycle), its MAC loop and its output side (statuses and results). It bounds
-    what more overlap could save; it is not a measurement."""
+    what more overlap could save; it is not a measurement. ``balanced``: the fewest cycles were every phase's
+    calls, as they are, spread evenly over all ``ips`` of both PEs (a PE's work taken by the other's IPs as fast):
+    phase after phase its lists' stall-free cycles summed over the IPs. PE1 idles through the later forwards and
+    PE2 through much of the backward; sharing them needs layouts neither PE writes today (docs/tt_step.md, "What
+    is left"), so this bounds what sharing phases across the PE types could save."""
 
     load: dict[str, int]
     compute: dict[str, int]
@@ -81,6 +85,7 @@ class PeWork:
     drain_overlap: dict[str, int]
     stall_free: int
     overlapped: int
+    balanced: int
 
     def to_dict(self) -> dict:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -151,14 +156,17 @@ def phase_stages(lists: StepLists, spec1: Tt1Spec, spec2: Tt2Spec, *, ddr: DdrTi
     return stages
 
 
-def pe_work(plans: Sequence[StepLists], spec1: Tt1Spec, spec2: Tt2Spec) -> PeWork:
-    """:class:`PeWork` of the lists ``plans`` (a network's layers) on the builds ``spec1`` and ``spec2``."""
+def pe_work(plans: Sequence[StepLists], spec1: Tt1Spec, spec2: Tt2Spec, ips: int) -> PeWork:
+    """:class:`PeWork` of the lists ``plans`` (a network's layers) on the builds ``spec1`` and ``spec2``, whose
+    phases ``ips`` IPs of both PEs run (no phase has more lists)."""
     specs = {"tt1": spec1, "tt2": spec2}
     parts = {name: dict.fromkeys(specs, 0) for name in ("load", "compute", "drain", "overlap", "drain_overlap")}
-    stall_free = overlapped = 0
+    stall_free = overlapped = balanced = 0
     for lists in plans:
         for phase in lists.phases:
-            longest = [0, 0]  # the phase's longest list: its calls one part after the other, and overlapped
+            if len(phase) > ips:
+                raise ValueError(f"a phase of {len(phase)} lists on {ips} IPs")
+            longest, total = [0, 0], 0  # the phase's longest list (one part after the other, and overlapped); all
             for pe, calls in phase:
                 if any(call.header is None for call in calls):
                     raise ValueError("a TT step's calls carry their headers in their descriptors")
@@ -167,10 +175,13 @@ def pe_work(plans: Sequence[StepLists], spec1: Tt1Spec, spec2: Tt2Spec) -> PeWor
                 for name in parts:
                     parts[name][pe] += sums[name]
                 heads = sum(c.header // 2 for c in cycles)  # a header word in, a status word out
-                longest = [max(longest[0], sum(c.total for c in cycles)),
+                free = sum(c.total for c in cycles)
+                longest = [max(longest[0], free),
                            max(longest[1], sums["load"] + heads, sums["compute"], sums["drain"] + heads)]
+                total += free
             stall_free, overlapped = stall_free + longest[0], overlapped + longest[1]
-    return PeWork(**parts, stall_free=stall_free, overlapped=overlapped)
+            balanced += -(-total // ips)
+    return PeWork(**parts, stall_free=stall_free, overlapped=overlapped, balanced=balanced)
 
 
 def host_work(setup: TtLayers, plans: Sequence[StepLists]) -> HostWork:
@@ -241,7 +252,7 @@ def tt_list_step(setup: TtLayers, spec1: Tt1Spec, spec2: Tt2Spec, board: Board, 
                      calls=host.calls, stream_cycles=sum(stage.words_in + stage.words_out for stage in stages)
                      // (spec1.stream_bits // 32), mac_energy_pj=tt_mac_energy_pj(setup))
     return ListStep(time=time, host=host, layer_cycles=tuple(layer_cycles), phase_cycles=tuple(phase_cycles),
-                    pe_work=pe_work(plans, spec1, spec2), host_hidden_s=hidden, stages=tuple(stages))
+                    pe_work=pe_work(plans, spec1, spec2, sum(copies)), host_hidden_s=hidden, stages=tuple(stages))
 
 
 __all__ = ["BOARD_DDR", "HostWork", "ListStep", "PeWork", "hidden_host_s", "host_work", "list_ports", "pe_work",

@@ -20,7 +20,8 @@ from codesign.shell.list_runner import GoldenListShell
 from codesign.step.list_cycles import list_cycles
 from codesign.step.time import Stage
 from codesign.step.list_cycles import list_words
-from codesign.step.tt.list_time import BOARD_DDR, hidden_host_s, list_ports, phase_stages, tt_list_plans, tt_list_step
+from codesign.step.tt.list_time import (BOARD_DDR, hidden_host_s, list_ports, pe_work, phase_stages, tt_list_plans,
+                                       tt_list_step)
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 SPECS = dict(lanes=4, rows=2, a_bits=16, b_bits=16, max_j=8, max_k=16, max_l=8)
@@ -103,10 +104,11 @@ def test_the_pe_work_is_the_cycles_the_list_model_finds_the_pes_busy(priced):
     loader moved): a list whose loads all run on their own is busy exactly its calls' stall-free cycles; where
     a loader works beside the MAC loop, a stall can push loads past it, so the list is busy at least that
     long and at most its parts one after the other. The overlapped bound (each list's busiest of its input
-    stream, MAC loop and output side) lies below."""
+    stream, MAC loop and output side) lies below; so does the balanced one (each phase's stall-free cycles over
+    the two IPs)."""
     step, plans, listed = priced
     specs = {"tt1": Tt1Spec(**SPECS), "tt2": Tt2Spec(**SPECS)}
-    busy, longest, alone, overlaps = [], 0, 0, {"tt1": 0, "tt2": 0}
+    busy, longest, alone, overlaps, balanced = [], 0, 0, {"tt1": 0, "tt2": 0}, 0
     for lists, phases in zip(plans, listed):
         for phase, each in zip(lists.phases, phases):
             found, free_of = [], []
@@ -122,12 +124,31 @@ def test_the_pe_work_is_the_cycles_the_list_model_finds_the_pes_busy(priced):
                 overlaps[pe] += overlap
             busy.append(max(found))
             longest += max(free_of)
+            balanced += -(-sum(free_of) // 2)
     work = step.pe_work
+    assert work.balanced == balanced < work.stall_free
     assert alone and work.overlap == overlaps and overlaps["tt1"] > 0 and overlaps["tt2"] > 0
     assert work.stall_free == longest <= sum(busy) < sum(step.layer_cycles)
     parts = sum(work.load[pe] + work.compute[pe] + work.drain[pe] for pe in ("tt1", "tt2"))
     assert work.overlapped < work.stall_free <= parts + 2 * step.host.calls
     assert all(work.load[pe] > 0 and work.compute[pe] > 0 and work.drain[pe] > 0 for pe in ("tt1", "tt2"))
+
+
+def test_the_balanced_bound_spreads_each_phase_over_every_ip(setup):
+    """PeWork's ``balanced``: each phase's calls' stall-free cycles summed over its lists and spread over the IPs of
+    both PEs (rounded up), phase after phase; never above the longest lists' and, where the PEs' lists of some
+    phase differ in length, below them. A phase of more lists than IPs is refused."""
+    spec1, spec2 = Tt1Spec(**SPECS), Tt2Spec(**SPECS)
+    plans = tt_list_plans(setup, spec1, spec2, (2, 2))
+    specs = {"tt1": spec1, "tt2": spec2}
+    free = [[sum(transaction_cycles(specs[pe], call.header).total for call in calls) for pe, calls in phase]
+            for lists in plans for phase in lists.phases]
+    work = pe_work(plans, spec1, spec2, 4)
+    assert work.balanced == sum(-(-sum(each) // 4) for each in free)
+    assert work.stall_free == sum(max(each) for each in free) > work.balanced
+    assert pe_work(plans, spec1, spec2, 9).balanced < work.balanced
+    with pytest.raises(ValueError, match="lists on 1 IPs"):
+        pe_work(plans, spec1, spec2, 1)
 
 
 def test_each_ip_moves_its_words_through_the_port_the_block_design_gives_it(setup):
