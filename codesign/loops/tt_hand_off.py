@@ -6,7 +6,7 @@ the receiving layer asks for them beside its own lists."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Callable, Tuple
 
@@ -33,19 +33,49 @@ def resolved(value):
     return value.values() if isinstance(value, Handed) else value
 
 
-def hand_forward(shell, state, lists, arena, book, fracs, bias, following) -> Handed | None:
+def hand_forward(shell, state, lists, arena, book, fracs, bias, following, early: Tuple | None = None
+                 ) -> Handed | None:
     """The next layer's input codes, rounded straight from this layer's output sums (and ``bias``, as the output
     adds it), written into its arena (:func:`~codesign.step.tt.list_finish.handed_input_codes`: the ReLU of the
     float32 output's codes, in a third of the host's passes); the output is worked out when first asked. None,
     with nothing written, where that is not provably the same: the next layer takes its codes from the output, as
     the loop does. ``following``: the next layer's :class:`~codesign.loops.tt_list_prep.Prepared` (its state,
-    fractions, lists and arena)."""
+    fractions, lists and arena); ``early``: :func:`hand_forward_early`'s, where the first samples' codes were
+    written beside the last forward phase (the rest are written here)."""
+    if early is None:
+        return _hand_samples(shell, state, lists, arena, book, fracs, bias, following, (0, lists.batch))
+    made = _hand_samples(shell, state, lists, arena, book, fracs, bias, following, (early[0].shape[0], lists.batch))
+    if made is None:
+        return None
+    codes, inside = (np.concatenate((part, rest)) for part, rest in zip(early, (made.codes, made.inside)))
+    return replace(made, codes=codes, inside=inside)
+
+
+def hand_forward_early(shell, state, lists, arena, book, fracs, bias, following) -> Tuple | None:
+    """Beside the last forward phase, where the phase before it completed the first samples' output
+    (``lists.early_samples``): those samples' codes written as :func:`hand_forward` writes the batch's, and
+    returned with where their values lay (None, nothing written, where that is not provably the same, or the
+    lists complete no sample early)."""
+    if not lists.early_samples or "x_t" in following.lists.inputs:
+        return None
+    shell.invalidate(arena, lists.read_ranges(forward=True, samples=(0, lists.early_samples)))
+    made = _hand_samples(shell, state, lists, arena, book, fracs, bias, following, (0, lists.early_samples))
+    return None if made is None else (made.codes, made.inside)
+
+
+def _hand_samples(shell, state, lists, arena, book, fracs, bias, following, samples: Tuple[int, int]
+                  ) -> Handed | None:
+    """:func:`hand_forward` of ``samples`` (first, stop), whose output the host has read (invalidated): their codes
+    written, a :class:`Handed` of the batch's values and of those samples' codes."""
     state_next, fracs_next, lists_next, arena_next = following.state, following.fracs, following.lists, following.arena
-    made = handed_input_codes(state, lists, arena, book, fracs, bias, fracs_next.act[0], state_next.activation_bits)
+    whole = samples == (0, lists.batch)
+    made = handed_input_codes(state, lists, arena, book, fracs, bias, fracs_next.act[0], state_next.activation_bits,
+                              None if whole else samples)
     if made is None:
         return None
     codes, inside = made
-    shell.flush(arena_next, lists_next.write(arena_next, x=codes, x_t=codes))
+    shell.flush(arena_next, lists_next.write(arena_next, x=codes, x_t=codes) if whole else
+                lists_next.write_samples(arena_next, codes, samples[0]))
     return Handed(values=lru_cache(maxsize=None)(lambda: layer_output(state, lists, arena, book, fracs, bias=bias)),
                   codes=codes, inside=inside)
 
@@ -66,4 +96,4 @@ def hand_backward(shell, state, lists, arena, fracs, passes: np.ndarray, below: 
                   codes=codes)
 
 
-__all__ = ["Handed", "hand_backward", "hand_forward", "resolved"]
+__all__ = ["Handed", "hand_backward", "hand_forward", "hand_forward_early", "resolved"]

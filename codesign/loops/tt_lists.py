@@ -88,7 +88,7 @@ import numpy as np
 
 from codesign.loops.common import HwTrainError, cross_entropy_of, softmax_gradient
 from codesign.loops.tt import TtMlpTrainer, TtTrainSetup
-from codesign.loops.tt_hand_off import Handed, hand_backward, hand_forward, resolved
+from codesign.loops.tt_hand_off import Handed, hand_backward, hand_forward, hand_forward_early, resolved
 from codesign.loops.tt_list_input import ListInputs
 from codesign.loops.tt_list_prep import Prepared, StagedInput, list_fracs, same_bits
 from codesign.loops.tt_update import slice_lambdas, slice_squares
@@ -271,7 +271,8 @@ class TtListTrainer(ListInputs, TtMlpTrainer):
         layer below's backward) and where its input gradient passes (the input within its codes' bounds, and the
         ReLU below passed) is worked out beside its backward, as ``later`` works; the output handed to it is worked
         out beside these lists. After them, the next layer's input codes are written
-        (:func:`~codesign.loops.tt_hand_off.hand_forward`).
+        (:func:`~codesign.loops.tt_hand_off.hand_forward`); where the phase before the last completes the first
+        samples' output (``early_samples``), theirs beside the last.
         ``prepared``: :meth:`_prepare`'s for this layer; ``ahead``: by layer, the bias as its output adds it, where the
         layer below quantised it beside its own lists (the next layer's is taken with its :meth:`_prepare`, which it
         follows: a hidden layer's short phases would wait for it). Returns what the backward needs of this layer,
@@ -302,10 +303,18 @@ class TtListTrainer(ListInputs, TtMlpTrainer):
                 prepared.settle(start)
             # the first core's gradient reads the codes from a copy of its own
             self.shell.flush(start, lists.write(start, x_cg=x_codes))
+        tail, early = {0: first}, []
+        if index + 1 < len(self.cores) and lists.early_samples:
+
+            def hand_early(start: np.ndarray) -> None:  # the first samples' codes beside the last phase
+                state, book = prepared.parts()
+                early.append(hand_forward_early(self.shell, state, lists, start, book, fracs, taken["bias"],
+                                                following[0]))
+            tail[lists.forward_phases - 1] = hand_early
         counted = self.runner.transactions, self.runner.macs
         # the first layer's first phase, given the cores it does not read to write, is kept for them (the state
         # made beside a later phase)
-        arena = self._run(lists, range(lists.forward_phases), arena, beside=beside, tail={0: first}, layer=index,
+        arena = self._run(lists, range(lists.forward_phases), arena, beside=beside, tail=tail, layer=index,
                           first_alone=prepared.settle is not None)
         if staged is not None:
             if not taken.get("staged"):  # a bad batch, or another than the one staged: that forward is not counted
@@ -314,9 +323,12 @@ class TtListTrainer(ListInputs, TtMlpTrainer):
                     raise taken["error"]
                 return self._forward_layer(index, given, self._prepare(index, given.shape[0]), ahead)  # its own codes
             self.inputs_staged += 1
-        self.shell.invalidate(arena, lists.read_ranges(forward=True))
+        part = early[0] if early else None  # the first samples' codes, written beside the last phase
+        self.shell.invalidate(arena, lists.read_ranges(forward=True, samples=None if part is None else (
+            lists.early_samples, lists.batch)))
         (state, book), nxt = prepared.parts(), following[0] if following else None
-        out = None if nxt is None else hand_forward(self.shell, state, lists, arena, book, fracs, taken["bias"], nxt)
+        out = None if nxt is None else hand_forward(self.shell, state, lists, arena, book, fracs, taken["bias"], nxt,
+                                                    early=part)
         self.handed_on += out is not None
         if out is None:  # of the hand-off type, as the loop's
             out = layer_output(state, lists, arena, book, fracs, bias=taken["bias"])

@@ -15,6 +15,7 @@ from codesign.design.families.tt import tt_setup_of
 from codesign.loops.common import HwTrainError
 from codesign.loops.tt import TtMlpTrainer
 from codesign.loops.tt_list_prep import Prepared
+from codesign.loops import tt_hand_off
 from codesign.loops.tt_lists import KEPT_AIMS, TtListTrainer
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.shell.list_runner import GoldenListShell
@@ -101,6 +102,39 @@ def test_training_on_call_lists_is_bit_identical_to_the_loop(copies, hand_off):
     assert compared > 3 * sum(core.size for cores in loop.cores for core in cores)
     widest = max(len(phase) for lists_ in lists.current_lists.values() for phase in lists_.phases)
     assert widest == (2 if copies == (1, 1) else 5)
+    # shared, the first layer's last two forwards are cut at a sample (the first samples' codes handed on beside
+    # the last forward phase: test_the_first_samples_are_handed_on_beside_the_last_forward_phase)
+    assert (lists.current_lists[0].early_samples > 0) == (copies != (1, 1))
+
+
+def test_the_first_samples_are_handed_on_beside_the_last_forward_phase(monkeypatch):
+    """Where the first layer's last forward is cut at a sample, the host writes the next layer's codes of the
+    first samples beside the phase that computes the later samples' (on the arena the phases before left), the
+    rest after it, and trains as the loop; a layer handing off exactly takes none early (its codes come from
+    values, which the PE does not give in parts)."""
+    from codesign.loops import tt_lists
+
+    taken = []
+
+    def noted(shell, state, lists, arena, *rest):
+        made = tt_hand_off.hand_forward_early(shell, state, lists, arena, *rest)
+        taken.append((lists.early_samples, None if made is None else made[0].shape[0]))
+        return made
+    monkeypatch.setattr(tt_lists, "hand_forward_early", noted)
+    for hand_off in ("float32", "exact"):
+        setup = _setup(hand_off=hand_off)
+        trainer, loop = TtListTrainer(setup, GoldenShell(copies=(2, 2), share_products=1)), TtMlpTrainer(setup)
+        data = _data(train=3 * setup.batch_size)
+        for start in range(0, 3 * setup.batch_size, setup.batch_size):
+            for each in (trainer, loop):
+                stop = start + setup.batch_size
+                each.train_step(data.train_x[start:stop], data.train_y[start:stop])
+        early = trainer.current_lists[0].early_samples
+        assert 0 < early < setup.batch_size
+        assert taken == [(early, early if hand_off == "float32" else None)] * 2, (hand_off, taken)  # the list steps
+        taken.clear()
+        for a, b in zip(_words(trainer), _words(loop)):
+            assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
 
 
 def test_lists_at_scales_seen_lately_are_taken_as_they_were():

@@ -70,12 +70,15 @@ def _observe(layer: TtLayerState, book: ScaleBook, fracs: Fracs,
         book.observe(name, index, total, count, sources[(name, index)], bits=bits, headroom_bits=headroom)
 
 
-def _y(lists: StepLists, arena: np.ndarray) -> np.ndarray:
-    """The layer output's accumulators (B, M), its rows' padding dropped."""
+def _y(lists: StepLists, arena: np.ndarray, samples: Tuple[int, int] | None = None) -> np.ndarray:
+    """The layer output's accumulators (B, M), its rows' padding dropped; of ``samples`` (first, stop) alone where
+    given (a sample's rows lie together)."""
     offset, words = lists.outputs["y"]
-    m = lists.cores[-1][1]
-    rows = _words(arena, offset, lists.y_rows * lists.y_width, words).reshape(lists.y_rows, lists.y_width)
-    return rows[:, :m].reshape(lists.batch, -1)
+    first, stop = (0, lists.batch) if samples is None else samples
+    m, per = lists.cores[-1][1], lists.y_rows // lists.batch  # a sample's rows
+    values = per * lists.y_width
+    rows = _words(arena, offset + 4 * words * values * first, values * (stop - first), words)
+    return rows.reshape(-1, lists.y_width)[:, :m].reshape(stop - first, -1)
 
 
 def _raw_input_grad(lists: StepLists, arena: np.ndarray) -> np.ndarray:
@@ -119,16 +122,17 @@ def handed_gradient_codes(layer: TtLayerState, lists: StepLists, arena: np.ndarr
 
 
 def handed_input_codes(layer: TtLayerState, lists: StepLists, arena: np.ndarray, book: ScaleBook, fracs: Fracs,
-                       bias: np.ndarray | None, frac: int, bits: int) -> tuple[np.ndarray, np.ndarray] | None:
+                       bias: np.ndarray | None, frac: int, bits: int, samples: Tuple[int, int] | None = None
+                       ) -> tuple[np.ndarray, np.ndarray] | None:
     """The next layer's input codes at ``frac`` (``bits`` wide), as float32 whole numbers, and where its input lay
     within their bounds, straight from this layer's output accumulators plus ``bias`` (:func:`bias_values`')
     (:func:`~codesign.step.tt.rounding.biased_relu_codes`): what the ReLU of :func:`layer_output`'s float32
     output gives, without it; None where the layer does not hand off in float32 or that is not provably the
-    same."""
+    same. Of ``samples`` (first, stop) alone where given."""
     if layer.hand_off_dtype != np.float32 or (layer.bias is not None and bias is None):
         return None
     d = len(layer.cores)
-    return biased_relu_codes(_y(lists, arena), fracs.act[d - 1] + fracs.core[d - 1], bias,
+    return biased_relu_codes(_y(lists, arena, samples), fracs.act[d - 1] + fracs.core[d - 1], bias,
                              book.trackers["bias_frac_bits"][0], _output_acc_bits(layer, lists), frac, bits)
 
 

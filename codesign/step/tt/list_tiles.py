@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import List, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from codesign.contracts.calls import ACC_DEPTH, RAW, RECORD_WORDS, ArenaLayout, Block, Call
 from codesign.numerics.round_stage import RoundStageConfig
-from codesign.pe.tt.contract import chunk_words, header_word
+from codesign.pe.tt.contract import chunk_words, header_dims, header_word
 from codesign.pe.tt.cycles import transaction_cycles
 from codesign.step.tt.schedule import max_terms
 
@@ -87,6 +87,61 @@ class Contraction:
     out: Out
     stat: Tuple[str, int] | None
     bits: Tuple[int, int]
+
+
+def rows_part(item: Contraction, start: int, stop: int, name: str) -> Contraction:
+    """Rows ``start`` to ``stop`` of ``item``'s ``I`` as a contraction of its own, ``name``: its ``A`` rows and its
+    results from there on. A result is one ``I`` row's, so the part's calls sum each of its results' products in
+    the whole's order: the same bits, saturation included."""
+    i_all, _, k_all, l_all = item.dims
+    if not 0 <= start < stop <= i_all:
+        raise ValueError(f"{item.name}: rows {start} to {stop} of its {i_all}")
+    values, rv = start * l_all * (k_all if item.pe == "tt2" else 1), item.out.rounding.row_values
+    if values % rv:
+        raise ValueError(f"{item.name}: row {start}'s results do not start a row of {rv} values")
+    return replace(item, name=name, dims=(stop - start, *item.dims[1:]),
+                   a=replace(item.a, offset=item.a.offset + 4 * item.a.words * start * item.a.i_step),
+                   out=replace(item.out, offset=item.out.offset + 4 * item.out.row_words * (values // rv)))
+
+
+def list_products(calls: Sequence[Call]) -> int:
+    """Products of TT calls (``I J K L`` of each header)."""
+    return sum(math.prod(header_dims(call.header, 4)[0]) for call in calls)
+
+
+LATER = " of the later samples"  # the name of a contraction's part for the batch's later samples
+
+
+def split_last_forwards(made: Dict[str, Tuple[Contraction, Tuple[Call, ...]]], d: int, batch: int,
+                        calls_of: Callable[[Contraction], Tuple[Call, ...]], cycles: Callable[[Contraction], int],
+                        least: int) -> int:
+    """Where a layer's last two forward contractions (PE2's, then PE1's, each a phase of its own) end sooner cut at
+    one sample, so that PE1's last forward of the first samples runs beside PE2's of the later ones (phases: PE2's
+    first part; PE1's first part beside PE2's later one; PE1's later part), the cut that ends them soonest by the
+    parts' ``cycles`` (their busiest copy's, whose result tiles may not share evenly): half the batch, or about
+    ``B f / (f + g)`` of ``B`` samples (``f`` PE2's cycles, ``g`` PE1's), which balances the middle phase.
+    ``made`` takes the parts, the first under the whole's name, the later under it and :data:`LATER`. Returns the
+    first part's samples; 0 (nothing cut) where the batch has one sample, the last forward is short of ``least``
+    products (the list starts would cost more), no cut ends sooner than the whole or none starts a row."""
+    if batch < 2 or list_products(made["forward last"][1]) < least:
+        return 0
+    items = [made[name][0] for name in (f"forward {d - 2}", "forward last")]
+    f, g = (cycles(item) for item in items)
+    balanced = round(batch * f / (f + g))
+    best, chosen = f + g, None  # the whole contractions, one after the other
+    for first in sorted({batch // 2, *range(balanced - 2, balanced + 3)} & set(range(1, batch))):
+        try:
+            parts = [(rows_part(item, 0, cut, item.name), rows_part(item, cut, item.dims[0], item.name + LATER))
+                     for item in items for cut in [first * (item.dims[0] // batch)]]  # I is the batch's rows
+        except ValueError:
+            continue
+        (fa, fb), (ga, gb) = ((cycles(a), cycles(b)) for a, b in parts)
+        if fa + max(fb, ga) + gb < best:
+            best, chosen = fa + max(fb, ga) + gb, (first, parts)
+    if chosen is None:
+        return 0
+    made.update((piece.name, (piece, calls_of(piece))) for pair in chosen[1] for piece in pair)
+    return chosen[0]
 
 
 def _ranges(length: int, step: int) -> List[Tuple[int, int]]:

@@ -50,14 +50,14 @@ import numpy as np
 
 from codesign.contracts.calls import RAW, ArenaLayout, Call, check_list, check_side_by_side
 from codesign.numerics.round_stage import GROUP_WORDS_RANGE, RoundStageConfig
-from codesign.pe.tt.contract import header_dims
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
 from codesign.step.tt.first_forward import PE1_NAME, first_forward_share, pe1_part, transposed_input
 from codesign.step.tt.list_layout import (HostInput, core_forward, core_input_grad, core_last_forward,
                                           core_last_input_grad, core_slots, put_rows, room_rows, write_rows)
 from codesign.step.tt.list_reads import BackwardReads, read_only, reads_ending, split_at_last_phase
-from codesign.step.tt.list_tiles import (MAX_ROWS, SLOT_BITS, Contraction, Out, Rows, chunk32, codes_rounding,
-                                         contraction_calls, cuts, is_chained, operand_rounding, row_within)
+from codesign.step.tt.list_tiles import (LATER, MAX_ROWS, SLOT_BITS, Contraction, Out, Rows, chunk32, codes_rounding,
+                                         contraction_calls, copies_work, cuts, is_chained, list_products,
+                                         operand_rounding, row_within, split_last_forwards)
 
 @dataclass(frozen=True)
 class Fracs:
@@ -100,6 +100,9 @@ class StepLists:
     # every core layout's 16-bit slots in the arena (indices into it viewed as uint16) and, per slot, 1 + the index of
     # its code among all cores' codes in order (0: a padding slot): the host writes every core in one gather
     core_slots: Tuple[np.ndarray, np.ndarray] = field(compare=False, repr=False)
+    # the samples whose output the second-last forward phase completes, which the host may hand on beside the last
+    # (the last forwards cut at one sample: list_tiles.split_last_forwards; 0: the last completes every sample's)
+    early_samples: int = 0
     _kept: dict = field(default_factory=dict, compare=False, repr=False)  # per layout: some cores' slots, reads
 
     def holds(self, pe: str) -> bool:
@@ -144,6 +147,19 @@ class StepLists:
                 write_rows(arena, item, item.layout(np.asarray(value)), self.lanes)
                 written.append((item.rows.offset // 4, item.words))
         return written
+
+    def write_samples(self, arena: np.ndarray, x: np.ndarray, first: int) -> List[Tuple[int, int]]:
+        """Input codes ``x`` of samples ``first`` on (``(n, N)``) written in place, as :meth:`write` writes a whole
+        batch's: a sample's rows lie together. Not for lists that also read the input transposed (PE1's share of
+        the first forward), which only a network's input has. Returns the word range written."""
+        item, x = self.inputs["x"], np.asarray(x)
+        per = item.words // item.rows.words // self.batch  # rows a sample
+        if "x_t" in self.inputs or x.ndim != 2 or not 0 <= first < first + x.shape[0] <= self.batch:
+            raise ValueError(f"samples {first} on of shape {x.shape}: not a part of these lists' input")
+        part = replace(item, rows=replace(item.rows, offset=item.rows.offset + 4 * item.rows.words * per * first),
+                       words=item.rows.words * per * x.shape[0])
+        write_rows(arena, part, x.reshape(-1, item.rows.values), self.lanes)
+        return [(part.rows.offset // 4, part.words)]
 
     def _keep(self, key: tuple, make: Callable[[], object]):
         """``make()`` kept per layout under ``key`` (the lists :func:`reshift` makes of these share it)."""
@@ -206,12 +222,15 @@ class StepLists:
         """:func:`~codesign.step.tt.list_reads.reads_ending` of these lists (kept per layout)."""
         return self._keep(("reads", first, stop), lambda: reads_ending(self, first, stop))
 
-    def read_ranges(self, *, forward: bool) -> List[Tuple[int, int]]:
-        """The word ranges the host reads after the forward lists (the output) or after the backward ones (the
-        input gradient, the core gradients, the records whose sums move the scales), which a board invalidates."""
+    def read_ranges(self, *, forward: bool, samples: Tuple[int, int] | None = None) -> List[Tuple[int, int]]:
+        """The word ranges the host reads after the forward lists (the output; of ``samples``, first and stop,
+        alone where given) or after the backward ones (the input gradient, the core gradients, the records whose
+        sums move the scales), which a board invalidates."""
         if forward:
             offset, words = self.outputs["y"]
-            return [(offset // 4, words * self.y_rows * self.y_width)]
+            first, stop = (0, self.batch) if samples is None else samples
+            sample = words * self.y_rows // self.batch * self.y_width  # a sample's rows lie together
+            return [(offset // 4 + sample * first, sample * (stop - first))]
         return list(self.backward_reads[0].ranges)
 
     @cached_property
@@ -234,11 +253,6 @@ def check_copies(copies) -> Tuple[int, int]:
             or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in copies)):
         raise ValueError(f"copies={copies!r} must be two positive ints: the PE1 and PE2 IPs the lists run on")
     return int(copies[0]), int(copies[1])
-
-
-def list_products(calls: Sequence[Call]) -> int:
-    """Products of TT calls (``I J K L`` of each header)."""
-    return sum(math.prod(header_dims(call.header, 4)[0]) for call in calls)
 
 
 def share(calls: Sequence[Call], copies: int, least: int = SHARE_PRODUCTS) -> List[Tuple[Call, ...]]:
@@ -456,7 +470,9 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
     ``share_products`` products a list: :func:`share`); with ``share_first``, PE1 takes some samples of the
     first forward contraction where that ends it sooner (:mod:`codesign.step.tt.first_forward`). By default only
     where the input is the network's (no ``need_grad_x``): the host writes that batch's codes beside the step
-    before, a hidden layer's between the layers, where they would cost more than PE1's share saves."""
+    before, a hidden layer's between the layers, where they would cost more than PE1's share saves. Where the
+    forwards are shared a phase each, the last two are cut at one sample, PE1's first part beside PE2's later
+    one (:func:`~codesign.step.tt.list_tiles.split_last_forwards`; ``early_samples``)."""
     check_copies(copies)
     x_codes = np.asarray(x_codes)
 
@@ -490,8 +506,17 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
                           copies=copies, share_products=share_products, share_first=False)
     forward = [([PE1_NAME] if k == 0 else [], [f"forward {k}"]) for k in range(d - 1)] if shared or d == 2 else \
         [([], [f"forward {k}" for k in range(d - 1)])]
+    def cycles(item: Contraction) -> int:  # of the busiest copy, cut as its calls are
+        spec, n = builder.spec[item.pe], pieces(item)
+        return copies_work(item, spec, n, **dict(zip(("cut_l", "cut_k"), cuts(item, spec, n))))[0]
+    last, early = ["forward last"], 0
+    if shared and d > 2:
+        early = split_last_forwards(made, d, builder.batch, calls_of, cycles, share_products)
+    if early:
+        forward[-1:] = [([], [f"forward {d - 2}"]), (["forward last"], [f"forward {d - 2}{LATER}"])]
+        last = [f"forward last{LATER}"]
     # all forwards in one phase are one list, on one IP: each reads what the one before wrote
-    phases = [phase(*names, one_list=len(names[1]) > 1) for names in forward] + [phase(["forward last"], []),
+    phases = [phase(*names, one_list=len(names[1]) > 1) for names in forward] + [phase(last, []),
                                                      phase([f"input gradient {d - 1}"], [f"core gradient {d - 1}"])]
     phases += [phase([f"core gradient {k}"], [f"input gradient {k}"]) for k in range(d - 2, -1, -1)]
     phases = [listed for listed in phases if listed]
@@ -514,7 +539,7 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
                      lanes=builder.lanes, parts=builder.parts, y_width=builder.y_width, fracs=fracs,
                      products=tuple(tuple(list_products(calls) for _, calls in listed) for listed in phases),
                      core_slots=core_slots(builder.inputs, [core.shape for core in builder.cores], builder.lanes,
-                                           builder.parts))
+                                           builder.parts), early_samples=early)
 
 
 def z_fracs(fracs: Fracs, d: int) -> Dict[Tuple[str, int], int]:

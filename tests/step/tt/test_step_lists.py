@@ -23,7 +23,7 @@ from codesign.step.tt.list_finish import finish
 from codesign.contracts.calls import encode_list
 from codesign.step.tt.list_tiles import copies_work, k_cut, l_cut
 from codesign.step.tt.list_layout import flat_cores
-from codesign.step.tt.step_lists import Fracs, check_specs, list_products, reshift, step_lists
+from codesign.step.tt.step_lists import LATER, Fracs, check_specs, list_products, reshift, step_lists
 from codesign.train.tt.layer import TTLinear
 from codesign.train.tt.pe_check import layer_state
 from codesign.train.tt.precision import TTPrecision
@@ -264,6 +264,40 @@ def test_forwards_in_one_phase_run_as_one_list_and_equal_the_per_call_step():
     assert sum(mismatches.values()) == 0, mismatches
 
 
+@pytest.mark.parametrize("name, stream", [("digits_first_layer_r4_b5", 32), ("digits_first_layer_r4_b5", 128),
+                                          ("square_r3_b16", 32)])
+def test_the_last_two_forwards_cut_at_a_sample_overlap_and_equal_the_per_call_step(name, stream):
+    """Where the forwards run a phase each on two copies, the last PE2 forward and PE1's last forward are each cut at
+    one sample (of five), PE1's first part beside PE2's later one: one phase more, the same calls' products, the
+    per-call step's bits. A layer of two cores (its one PE2 forward is the first, which may give PE1 samples of its
+    own) and a last forward short of ``share_products`` keep one phase each."""
+    specs = tuple(dataclasses.replace(spec, stream_bits=stream) for spec in SMALL)
+    layer = warmed(SHAPES[name])
+    state = layer_state(layer)
+    x, grad_y = batch(layer, SHAPES[name][3], seed=6, extremes=True)
+    lists, got = lists_step(state, x, grad_y, specs, copies=(2, 2), share_products=1)
+    whole, _ = lists_step(state, x, grad_y, specs, copies=(2, 2), share_products=1 << 40)  # nothing shared or cut
+    d, samples = len(lists.cores), SHAPES[name][3]
+    assert f"forward last{LATER}" not in whole.contractions
+    mismatches = compare_steps(pe_step(state, x, grad_y, GoldenRunner()), got)
+    assert sum(mismatches.values()) == 0, mismatches
+    if d < 3:
+        assert f"forward last{LATER}" not in lists.contractions and lists.forward_phases == d
+        return
+    named = {id(call): item for item, (_, calls) in lists.contractions.items() for call in calls}
+    phases = [{named[id(call)] for _, calls in phase for call in calls} for phase in lists.phases]
+    before = f"forward {d - 2}"
+    assert phases[d - 2:d + 1] == [{before}, {"forward last", before + LATER}, {f"forward last{LATER}"}]
+    assert lists.forward_phases == d + 1  # the forwards before a phase each, the three above
+    assert 0 < lists.early_samples < samples
+    for n in (before, "forward last"):
+        rows = whole.contractions[n][0].dims[0]
+        assert [lists.contractions[part][0].dims[0] for part in (n, n + LATER)] == [
+            rows // samples * lists.early_samples, rows - rows // samples * lists.early_samples]
+        parts = list_products(lists.contractions[n][1]) + list_products(lists.contractions[n + LATER][1])
+        assert parts == list_products(whole.contractions[n][1])
+
+
 def test_the_last_cores_gradient_of_one_row_is_cut_along_l_between_two_copies():
     """The last core's gradient (PE2) has one ``I`` row: cut along ``I`` one copy would take it all while the
     other idles, cut along ``L`` each copy reads all of ``A``, more words in all (which :func:`l_cut` refuses
@@ -429,6 +463,7 @@ def test_every_core_layout_written_in_one_gather_equals_packing_each(name, strea
 def _cores_named(name: str, d: int) -> set:
     """The cores a contraction's calls read, by its name: a forward or input gradient reads its own core, the last
     forward the last; a core gradient none."""
+    name = name.removesuffix(LATER)  # a part of a contraction reads its core
     if name.startswith("core gradient"):
         return set()
     if name == "forward last":

@@ -19,6 +19,7 @@ from codesign.shell.calls import ListCase, run_list_golden
 from codesign.shell.list_sim import run_list_rtl
 from codesign.step.list_cycles import list_cycles
 from codesign.step.tt.first_forward import PE1_NAME
+from codesign.step.tt.step_lists import LATER
 from codesign.train.tt.pe_check import layer_state
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -73,6 +74,8 @@ def test_step_lists_on_the_rtl_equal_golden_and_the_cycle_model(tmp_path, name, 
     assert np.array_equal(arena, run_golden(lists, small))
     assert chained > 0 and {r[1] for r in runs} == {"tt1", "tt2"}
     assert (PE1_NAME in lists.contractions) == ((name, stream, copies) == ("rank1_b17", 32, (2, 2)))
+    # on two copies, a layer of four cores cuts its last two forwards at a sample (one's part beside the other's)
+    assert (f"forward last{LATER}" in lists.contractions) == (copies == (2, 2) and len(lists.cores) > 2)
     last, calls = lists.contractions[f"core gradient {len(lists.cores) - 1}"]
     halves = {header_dims(call.header, 4)[0][2] for call in calls} == {last.dims[2] // 2}
     assert halves == ((name, stream, copies) == ("digits_first_layer_r4_b5", 32, (2, 2)))
