@@ -48,8 +48,9 @@ minute or two, which fails where Yosys is not installed; the six builds the defa
 ``--fit model`` as the explorer's space does (the calibrated model, a few percent off Yosys near the limit); the
 shells are Yosys's either way. Prints the step's parts and the ratio board / torch_f32, and the PEs' cycles by
 part (load, compute, drain: :class:`codesign.step.tt.list_time.PeWork`) with the bound a PE overlapping them
-would reach and the one each phase's calls spread over both PEs' IPs would; writes ``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes about two minutes at rank 8
-(the golden shell computes every call of the two warm steps with the PEs' vectorised golden).
+would reach and the one each phase's calls spread over both PEs' IPs would; writes
+``tt_step_lists_r<rank>_s<bits>_c<copies>.json``. A run takes about two minutes at rank 8 (the golden shell
+computes every call of the two warm steps with the PEs' vectorised golden).
 
 ``--staging-pair N`` adds a paired measurement of the next batch's staging
 (:class:`codesign.loops.tt_lists.TtListTrainer` given ``next_x``): two

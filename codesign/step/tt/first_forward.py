@@ -32,7 +32,8 @@ import numpy as np
 
 from codesign.contracts.calls import Block
 from codesign.numerics.round_stage import RoundStageConfig
-from codesign.step.tt.list_tiles import Contraction, Out, Rows, call_tiles, copies_work, cuts, is_chained
+from codesign.step.tt.list_tiles import (Contraction, Out, Rows, busiest_copy, call_tiles, copies_work, cuts,
+                                         is_chained)
 
 PE1_NAME = "forward 0 on PE1"  # the contraction of PE1's samples (PE2's keeps the name "forward 0")
 MIN_GAIN = 0.97  # a share is taken where its busiest copy ends within this fraction of PE2 alone's
@@ -127,20 +128,13 @@ def _fits(pe1: Contraction, spec1, pieces: Callable[[Contraction], int]) -> bool
 def busiest(pe2: Contraction, first: int, spec1, spec2, pieces: Callable[[Contraction], int]) -> int:
     """Cycles of the busiest copy of either PE with samples ``first`` on PE1's (:func:`pe1_part`) and the others
     PE2's, each PE's result tiles shared among ``pieces(item)`` copies as the lists cut them
-    (:func:`~codesign.step.tt.list_tiles.copies_work`, :func:`~codesign.step.tt.list_tiles.cuts`), each call
+    (:func:`~codesign.step.tt.list_tiles.busiest_copy`), each call
     :data:`CALL_CYCLES` more."""
     batch, an, values, mc = pe2.dims
     parts = [(replace(pe2, dims=(first, an, values, mc)), spec2)] if first else []
     if first < batch:
         parts.append((pe1_part(pe2, _ANYWHERE, _ANYWHERE, first), spec1))
-    return max(copies_work(item, spec, pieces(item), **_cut(item, spec, pieces(item)), call_cycles=CALL_CYCLES)[0]
-               for item, spec in parts)
-
-
-def _cut(item: Contraction, spec, pieces: int) -> dict:
-    """:func:`~codesign.step.tt.list_tiles.cuts` as keywords."""
-    cut_l, cut_k = cuts(item, spec, pieces)
-    return {"cut_l": cut_l, "cut_k": cut_k}
+    return max(busiest_copy(item, spec, pieces(item), call_cycles=CALL_CYCLES) for item, spec in parts)
 
 
 __all__ = ["CALL_CYCLES", "MIN_GAIN", "PE1_NAME", "SampledOut", "busiest", "first_forward_share", "pe1_part",

@@ -113,8 +113,8 @@ LATER = " of the later samples"  # the name of a contraction's part for the batc
 
 
 def split_last_forwards(made: Dict[str, Tuple[Contraction, Tuple[Call, ...]]], d: int, batch: int,
-                        calls_of: Callable[[Contraction], Tuple[Call, ...]], cycles: Callable[[Contraction], int],
-                        least: int) -> int:
+                        calls_of: Callable[[Contraction], Tuple[Call, ...]], least: int,
+                        cycles: Callable[[Contraction], int]) -> int:
     """Where a layer's last two forward contractions (PE2's, then PE1's, each a phase of its own) end sooner cut at
     one sample, so that PE1's last forward of the first samples runs beside PE2's of the later ones (phases: PE2's
     first part; PE1's first part beside PE2's later one; PE1's later part), the cut that ends them soonest by the
@@ -282,6 +282,12 @@ def copies_work(item: Contraction, spec, pieces: int, *, cut_l: bool = False, cu
         load[load.index(min(load))] += sum(c.total + call_cycles for c in cycles)
         words += sum(c.load for c in cycles)
     return max(load), words
+
+
+def busiest_copy(item: Contraction, spec, pieces: int, call_cycles: int = 0) -> int:
+    """:func:`copies_work`'s busiest copy of ``item`` cut among ``pieces`` copies as its calls are (:func:`cuts`)."""
+    cut_l, cut_k = cuts(item, spec, pieces)
+    return copies_work(item, spec, pieces, cut_l=cut_l, cut_k=cut_k, call_cycles=call_cycles)[0]
 
 
 def contraction_calls(item: Contraction, spec, arena: ArenaLayout, pieces: int = 1, cut_l: bool = False,

@@ -55,8 +55,8 @@ from codesign.step.tt.first_forward import PE1_NAME, first_forward_share, pe1_pa
 from codesign.step.tt.list_layout import (HostInput, core_forward, core_input_grad, core_last_forward,
                                           core_last_input_grad, core_slots, put_rows, room_rows, write_rows)
 from codesign.step.tt.list_reads import BackwardReads, read_only, reads_ending, split_at_last_phase
-from codesign.step.tt.list_tiles import (LATER, MAX_ROWS, SLOT_BITS, Contraction, Out, Rows, chunk32, codes_rounding,
-                                         contraction_calls, copies_work, cuts, is_chained, list_products,
+from codesign.step.tt.list_tiles import (LATER, MAX_ROWS, SLOT_BITS, Contraction, Out, Rows, busiest_copy, chunk32,
+                                         codes_rounding, contraction_calls, cuts, is_chained, list_products,
                                          operand_rounding, row_within, split_last_forwards)
 
 @dataclass(frozen=True)
@@ -506,12 +506,10 @@ def step_lists(x_codes: np.ndarray, cores: Sequence[np.ndarray], gy_codes: np.nd
                           copies=copies, share_products=share_products, share_first=False)
     forward = [([PE1_NAME] if k == 0 else [], [f"forward {k}"]) for k in range(d - 1)] if shared or d == 2 else \
         [([], [f"forward {k}" for k in range(d - 1)])]
-    def cycles(item: Contraction) -> int:  # of the busiest copy, cut as its calls are
-        spec, n = builder.spec[item.pe], pieces(item)
-        return copies_work(item, spec, n, **dict(zip(("cut_l", "cut_k"), cuts(item, spec, n))))[0]
     last, early = ["forward last"], 0
     if shared and d > 2:
-        early = split_last_forwards(made, d, builder.batch, calls_of, cycles, share_products)
+        early = split_last_forwards(made, d, builder.batch, calls_of, share_products,
+                                    lambda item: busiest_copy(item, builder.spec[item.pe], pieces(item)))
     if early:
         forward[-1:] = [([], [f"forward {d - 2}"]), (["forward last"], [f"forward {d - 2}{LATER}"])]
         last = [f"forward last{LATER}"]
