@@ -4,8 +4,8 @@ place, ReLU, masks and the update on the PE, on one csb IP or shared among sever
 :class:`CsbConvListTrainer` is :class:`codesign.loops.csb_conv.CsbConvTrainer` whose fixed-point steps run as the
 lists of :func:`codesign.step.csb.conv_step.net_lists` on a *shell* (as :mod:`codesign.loops.csb_lists`: the
 golden shell model on the desktop, a board's csb IP). At the pruning event the trainer builds the network's arena
-for the kept kernels and writes every layer's index, weights and buffer words once (the head's as a conv of the
-PE's kernel whose outer taps are 0). Per step the host writes the batch's codes, runs the forward list (on several
+for the kept kernels and writes every layer's index, weights and buffer words once (the head's as a 1 x 1 conv,
+which the PE runs under ``K1``). Per step the host writes the batch's codes, runs the forward list (on several
 IPs, the forward phases), reads the logits' sums, computes the loss and its gradient as the loop does, writes the
 gradient's codes and runs the backward list (phases), which leaves the new buffers in the other phase's slots. The
 shell says how many csb IPs it drives (``ip_count``). Reading the state back (evaluation,
@@ -17,13 +17,11 @@ from __future__ import annotations
 import itertools
 from typing import Any, Dict, Tuple
 
-import numpy as np
-
 from codesign.loops.common import HwTrainError, StateOnDevice, softmax_cross_entropy
 from codesign.loops.csb import quantize
 from codesign.loops.csb_conv import CsbConvSetup, CsbConvTrainer
 from codesign.loops.csb_lists import list_step_batch
-from codesign.step.csb.conv_step import ConvNetLists, conv_structures, net_arena, net_lists, net_shapes
+from codesign.step.csb.conv_step import ConvNetLists, net_arena, net_lists, net_shapes
 from codesign.step.csb.lists import PE, CsbStepScales
 
 _ARENAS = itertools.count()
@@ -58,30 +56,21 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
     def _set_fixed(self, masks, dense, frac_bits) -> None:
         """The loop's switch to fixed point, then the one encoding of this structure into a new arena."""
         super()._set_fixed(masks, dense, frac_bits)
-        setup = self.setup  # the head on the PE's kernel: its 1 x 1 entries at the centre tap
-        structures = self._structure[:-1] + conv_structures(self.spec, self.masks[-1:])
+        setup = self.setup
         self.net = net_arena(self.spec, net_shapes(self.spec, setup.image, setup.convs, setup.classes),
-                             setup.batch_size, structures)
-        for a, structure, words in zip(self.net.layers, structures, self._pe_buffers()):
+                             setup.batch_size, self._structure)
+        for a, structure, words in zip(self.net.layers, self._structure, self.buffers):
             a.write_state(self.net.image, structure, words, 0)
         self.buffer_phase, self._built, self._stale = 0, {}, False
         self.device = self.shell.arena(self.net, key=("csb-conv", setup.image, setup.convs, next(_ARENAS)))
 
-    def _pe_buffers(self) -> list:
-        """The buffers as the PE's kernel holds them: the head's words at the centre tap, 0 around."""
-        k, out = self.spec.kernel, [np.asarray(b) for b in self.buffers]
-        head = np.zeros((out[-1].shape[0], k, k), dtype=np.int64)
-        head[:, k // 2, k // 2] = out[-1].reshape(-1)
-        return out[:-1] + [head]
-
     def _pull(self) -> None:
         if not self._stale:
             return
-        net, phase, k = self.net, self.buffer_phase, self.spec.kernel
-        ranges = [(s.b[phase] // 4, s.nnz * k * k) for a in net.layers for s in a.blocks]
+        net, phase = self.net, self.buffer_phase
+        ranges = [(s.b[phase] // 4, s.nnz * a.shape.kernel ** 2) for a in net.layers for s in a.blocks]
         self.shell.invalidate(self.device, ranges)
-        words = [a.read_buffer(self.device, phase) for a in net.layers]
-        self.buffers = words[:-1] + [words[-1][:, k // 2, k // 2].reshape(-1, 1, 1)]
+        self.buffers = [a.read_buffer(self.device, phase) for a in net.layers]
         self._stale = False
 
     def load_weights(self, state: Dict[str, Any]) -> None:

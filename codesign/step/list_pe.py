@@ -87,7 +87,7 @@ def csb_phases(spec, header: int) -> tuple:
     ``CARRY`` follows the ``HOLD`` of its chain (else the PE answers status 1, which ends the list)."""
     from codesign.pe.csb.cycles import compute_cycles, zero_words
     from codesign.pe.csb.stream import (FLAG_BITS, FLAG_EW, FLAG_ZERO, chain_held, header_status, result_count,
-                                         stride_of, transaction_length)
+                                         run_as, stride_of, transaction_length)
 
     op, nnz, flags = header & 3, header >> 16 & 0x1FF, header & FLAG_BITS
     chain = chain_held(spec, header)
@@ -96,8 +96,9 @@ def csb_phases(spec, header: int) -> tuple:
         return [(IN, 1, None), (WAIT, 1, None), (OUT, 1, status)], status, 0, 0
     operands = transaction_length(spec, header, chain) - 1
     results = result_count(spec, op, nnz, flags)
-    zeros = zero_words(spec, op=op, nnz=nnz, stride=stride_of(flags)) if flags & FLAG_ZERO else 0
-    compute = 0 if flags & FLAG_EW else compute_cycles(spec, op=op, nnz=nnz)
+    geometry = run_as(spec, flags)  # K1: the kernel-1 PE's tile and taps
+    zeros = zero_words(geometry, op=op, nnz=nnz, stride=stride_of(flags)) if flags & FLAG_ZERO else 0
+    compute = 0 if flags & FLAG_EW else compute_cycles(geometry, op=op, nnz=nnz)
     steps = [(IN, 1, None)]
     for kind, n in ((IN, operands), (WAIT, zeros + compute + 1)):
         _append(steps, kind, n)

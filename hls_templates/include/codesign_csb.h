@@ -18,7 +18,8 @@
 // generate the low address bits. EB is FP with x and y exchanged by a
 // multiplexer: both step over the output positions, FP gathering from and EB
 // scattering to the input position (s*oy + ky, s*ox + kx) at stride s (1, or 2
-// with header flag S2 on a MAX_STRIDE 2 build, whose buffers hold that tile).
+// with header flag S2 on a MAX_STRIDE 2 build, whose buffers hold that tile),
+// over the K x K taps or, with header flag K1, the one tap of a 1 x 1 kernel.
 //
 // Intended cycle behaviour (what the pragmas ask of Vitis HLS; not measured
 // here, Vitis HLS is not part of the test environment):
@@ -40,18 +41,15 @@
 //   * UPD: one gradient word per cycle, updated as it arrives (II=1).
 //   * output: one word per cycle, status first.
 //
-// Numbers: operands are signed 8-bit codes; products are exact; every
-// addition into an accumulator saturates to ACC_BITS bits, in the contract's
-// order (FP/EB: for e, for t, per accumulator; WG: per group in increasing
-// position order, then groups 0..P-1 at write-back). UPD rounds the exact sum
-// B - G * 2^-s once to the buffer grid, ties to even, then saturates to 24
-// bits. Words narrower than 32 bits are read from their low bits and written
-// sign-extended.
+// Numbers: operands are signed 8-bit codes; products are exact; every addition into an accumulator saturates to
+// ACC_BITS bits, in the contract's order (FP/EB: for e, for t, per accumulator; WG: per group in increasing
+// position order, then groups 0..P-1 at write-back). UPD rounds the exact sum B - G * 2^-s once to the buffer
+// grid, ties to even, then saturates to 24 bits. Words narrower than 32 bits are read from their low bits and
+// written sign-extended.
 //
-// Synthesis notes: only ap_uint/ap_int arithmetic, no floating point, no
-// dynamic memory, no recursion; buffers are static arrays sized by the template
-// parameters; constant divisors only. Written in C++11 so that the HLS front
-// end and any testbench compiler accept it.
+// Synthesis notes: only ap_uint/ap_int arithmetic, no floating point, no dynamic memory, no recursion; buffers
+// are static arrays sized by the template parameters; constant divisors only. Written in C++11 so that the HLS
+// front end and any testbench compiler accept it.
 #ifndef CODESIGN_CSB_H
 #define CODESIGN_CSB_H
 
@@ -67,13 +65,14 @@ namespace csb {
 enum { OP_FP = 0, OP_EB = 1, OP_WG = 2, OP_UPD = 3 };
 // Element-wise opcodes (flag EW): SELECT keeps v where z > 0, SHR shifts a 24-bit word right (floor).
 enum { EW_SELECT = 0, EW_SHR = 1 };
-// Header flags (docs/csb.md, "Flags and element-wise operations", "Stride 2"). S2: FP, EB, WG at stride 2.
-// HOLD keeps an FP, EB or WG result in the PE (the status goes out alone); CARRY starts the next one's sums from it.
+// Header flags (docs/csb.md, "Flags and element-wise operations", "Stride 2", "Kernel 1"). S2: FP, EB, WG at
+// stride 2; K1: FP, EB, WG, UPD as on this PE built with kernel 1. HOLD keeps an FP, EB or WG result in the PE
+// (the status goes out alone); CARRY starts the next one's sums from it.
 enum { FLAG_ZERO = 1 << 2, FLAG_G_FIRST = 1 << 3, FLAG_LEFT = 1 << 4, FLAG_EW = 1 << 5, FLAG_HOLD = 1 << 6,
-       FLAG_CARRY = 1 << 7, FLAG_S2 = 1 << 13 };
+       FLAG_CARRY = 1 << 7, FLAG_S2 = 1 << 13, FLAG_K1 = 1 << 14 };
 
-// Header fields: op [1:0], flags [7:2], shift [12:8], S2 [13], nnz [24:16]; every other bit is reserved.
-const unsigned FLAG_BITS = 0xFCu | FLAG_S2;
+// Header fields: op [1:0], flags [7:2], shift [12:8], S2 [13], K1 [14], nnz [24:16]; every other bit is reserved.
+const unsigned FLAG_BITS = 0xFCu | FLAG_S2 | FLAG_K1;
 const unsigned HEADER_FIELDS_MASK = 0x3u | FLAG_BITS | (0x1Fu << 8) | (0x1FFu << 16);
 const int COUNT_FIELD_MAX = 0x1FF;  // the 9-bit nnz / element count field
 
@@ -161,13 +160,9 @@ struct pe {
   static_assert(MAX_STRIDE == 1 || MAX_STRIDE == 2, "max_stride must be 1 or 2");
 
   static const int KK = K * K;
-  static const int IN_H = OUT_H + K - 1;  // the input tile at stride 1
-  static const int IN_W = OUT_W + K - 1;
-  static const int IN_W2 = 2 * (OUT_W - 1) + K;  // and at stride 2: (2*(OUT_H-1)+K) x IN_W2
   static const int OUT_POS = OUT_H * OUT_W;
-  static const int IN_POS = IN_H * IN_W;
-  static const int IN_POS2 = (2 * (OUT_H - 1) + K) * IN_W2;
-  static const int IN_POS_MAX = MAX_STRIDE == 2 ? IN_POS2 : IN_POS;  // the input tile a buffer holds
+  // the input tile a buffer holds: the kernel's at the largest stride
+  static const int IN_POS_MAX = (MAX_STRIDE * (OUT_H - 1) + K) * (MAX_STRIDE * (OUT_W - 1) + K);
   static const int MAX_NNZ = BLOCK_ROWS * BLOCK_COLS;
   static const int ACC_CH = max_of<BLOCK_ROWS, BLOCK_COLS>::value;  // FP: rows, EB: columns
   static const int POS_GROUPS = (OUT_POS + PARALLEL - 1) / PARALLEL;  // position-group steps per tap (FP, EB, WG)
@@ -192,28 +187,28 @@ struct pe {
     }
   }
 
-  // The address counters of FP, EB and WG: position group g, then tap t = (ky, kx), then entry e.
-  static void next_step(int &e, int &t, int &ky, int &kx, int &g) {
+  // The address counters of FP, EB and WG: position group g, then tap t = (ky, kx) of a k x k kernel, then entry e.
+  static void next_step(int k, int &e, int &t, int &ky, int &kx, int &g) {
 #pragma HLS INLINE
     if (++g < POS_GROUPS) return;
     g = 0;
-    if (++kx == K) {
+    if (++kx == k) {
       kx = 0;
       ++ky;
     }
-    if (++t == KK) {
+    if (++t == k * k) {
       t = 0;
       ky = 0;
       ++e;
     }
   }
 
-  // The input position (s*oy + ky, s*ox + kx), row-major in the tile at stride s (2 with s2), that output
-  // position opos reads (FP, WG) or writes (EB) through tap (ky, kx).
-  static int in_position(bool s2, int opos, int ky, int kx) {
+  // The input position (s*oy + ky, s*ox + kx), row-major in the tile of a k x k kernel at stride s (2 with s2),
+  // that output position opos reads (FP, WG) or writes (EB) through tap (ky, kx).
+  static int in_position(bool s2, int k, int opos, int ky, int kx) {
 #pragma HLS INLINE
-    const int oy = opos / OUT_W, ox = opos % OUT_W;
-    return s2 ? (2 * oy + ky) * IN_W2 + 2 * ox + kx : (oy + ky) * IN_W + ox + kx;
+    const int oy = opos / OUT_W, ox = opos % OUT_W, s = s2 ? 2 : 1;
+    return (s * oy + ky) * (s * (OUT_W - 1) + k) + s * ox + kx;
   }
 
   // ---------------------------------------------------------------- loaders
@@ -346,10 +341,10 @@ struct pe {
   // EB scatters ACC[x][ipos] += w * DY[y][opos], ipos = in_position(s2, opos,
   // tap). Within one (entry, tap) the P targets are distinct, so every
   // accumulator still sees its additions in the contract's (entry, tap) order.
-  static void mac_block(bool transposed, bool s2, int nnz, const index_t index[MAX_NNZ],
+  static void mac_block(bool transposed, bool s2, int k, int nnz, const index_t index[MAX_NNZ],
                         const buffer_t weights[MAX_NNZ * KK], const code_t xbuf[BLOCK_COLS][IN_POS_MAX][BATCH],
                         const code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH], acc_t accbuf[ACC_CH][IN_POS_MAX][BATCH]) {
-    const int steps = nnz * KK * POS_GROUPS;
+    const int steps = nnz * k * k * POS_GROUPS;
     int e = 0, t = 0, ky = 0, kx = 0, g = 0;  // the address-generation counters
   mac_steps:
     for (int step = 0; step < steps; ++step) {
@@ -360,12 +355,12 @@ struct pe {
       const int x = entry.range(3, 0).to_int();
       const int dch = transposed ? x : y;  // the x/y exchange multiplexer
       const int sch = transposed ? y : x;
-      const code_t w = code_t(weights[e * KK + t].range(BUFFER_BITS - 1, BUFFER_BITS - CODE_BITS));
+      const code_t w = code_t(weights[e * k * k + t].range(BUFFER_BITS - 1, BUFFER_BITS - CODE_BITS));
       for (int p = 0; p < PARALLEL; ++p) {
 #pragma HLS UNROLL
         const int opos = g * PARALLEL + p;
         if (opos < OUT_POS) {
-          const int ipos = in_position(s2, opos, ky, kx);  // opos shifted by the tap
+          const int ipos = in_position(s2, k, opos, ky, kx);  // opos shifted by the tap
           const int spos = transposed ? opos : ipos;
           const int dpos = transposed ? ipos : opos;
           for (int l = 0; l < BATCH; ++l) {
@@ -376,17 +371,18 @@ struct pe {
           }
         }
       }
-      next_step(e, t, ky, kx, g);
+      next_step(k, e, t, ky, kx, g);
     }
   }
 
   // WG: result-sparse. Per (entry, tap): P group partials over the output
   // positions (opos % P == p, increasing), then merged into G in group order.
-  static void wg_block(bool s2, int nnz, const index_t index[MAX_NNZ], const code_t xbuf[BLOCK_COLS][IN_POS_MAX][BATCH],
-                       const code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH], acc_t grads[MAX_NNZ * KK]) {
+  static void wg_block(bool s2, int k, int nnz, const index_t index[MAX_NNZ],
+                       const code_t xbuf[BLOCK_COLS][IN_POS_MAX][BATCH], const code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH],
+                       acc_t grads[MAX_NNZ * KK]) {
     acc_t partial[PARALLEL];
 #pragma HLS ARRAY_PARTITION variable = partial complete
-    const int steps = nnz * KK * POS_GROUPS;
+    const int steps = nnz * k * k * POS_GROUPS;
     int e = 0, t = 0, ky = 0, kx = 0, g = 0;
   wg_steps:
     for (int step = 0; step < steps; ++step) {
@@ -400,7 +396,7 @@ struct pe {
         const int opos = g * PARALLEL + p;
         ap_int<LANE_SUM_BITS> lanes = 0;  // exact: at most 16 * 2^14
         if (opos < OUT_POS) {
-          const int ipos = in_position(s2, opos, ky, kx);
+          const int ipos = in_position(s2, k, opos, ky, kx);
           for (int l = 0; l < BATCH; ++l) {
 #pragma HLS UNROLL
             const ap_int<PRODUCT_BITS> product = xbuf[x][ipos][l] * dybuf[y][opos][l];
@@ -410,14 +406,14 @@ struct pe {
         partial[p] = sat_add<ACC_BITS, LANE_SUM_BITS>(g == 0 ? acc_t(0) : partial[p], lanes);
       }
       if (g == POS_GROUPS - 1) {  // write-back: G = sat(...sat(G + part[0])... + part[P-1])
-        acc_t value = grads[e * KK + t];
+        acc_t value = grads[e * k * k + t];
         for (int p = 0; p < PARALLEL; ++p) {
 #pragma HLS UNROLL
           value = sat_add<ACC_BITS, ACC_BITS>(value, partial[p]);
         }
-        grads[e * KK + t] = value;
+        grads[e * k * k + t] = value;
       }
-      next_step(e, t, ky, kx, g);
+      next_step(k, e, t, ky, kx, g);
     }
   }
 
@@ -498,8 +494,8 @@ struct pe {
     static code_t xbuf[BLOCK_COLS][IN_POS_MAX][BATCH];
     static code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH];
     static acc_t accbuf[ACC_CH][IN_POS_MAX][BATCH];
-    static bool held = false, held_s2 = false;  // what the transaction before left: an op's sums, their stride
-    static int held_op = 0, held_nnz = 0;       // and for WG their nnz
+    static bool held = false, held_s2 = false, held_k1 = false;  // what the transaction before left: an op's sums,
+    static int held_op = 0, held_nnz = 0;                         // their stride, kernel and (WG) nnz
 #pragma HLS ARRAY_PARTITION variable = xbuf complete dim = 3
 #pragma HLS ARRAY_PARTITION variable = dybuf complete dim = 3
 #pragma HLS ARRAY_PARTITION variable = accbuf complete dim = 3
@@ -508,10 +504,10 @@ struct pe {
     const word_t header = in.read();
     const int op = header.range(1, 0).to_int();
     const int nnz = header.range(24, 16).to_int();
-    const bool s2 = (header.to_uint() & FLAG_S2) != 0;
-    const bool carry_ok = held && held_op == op && held_s2 == s2 && (op != OP_WG || held_nnz == nnz);
-    // SELECT with CARRY masks held FP or EB sums, one element per sum (EB's: the input tile at their stride)
-    const int held_pos = held_op == OP_FP ? OUT_POS : held_s2 ? IN_POS2 : IN_POS;  // positions of a channel
+    const bool s2 = (header.to_uint() & FLAG_S2) != 0, k1 = K > 1 && (header.to_uint() & FLAG_K1) != 0;
+    const bool carry_ok = held && held_op == op && held_s2 == s2 && held_k1 == k1 && (op != OP_WG || held_nnz == nnz);
+    // SELECT with CARRY masks held FP or EB sums, one element per sum (EB's: the input tile they were held at)
+    const int held_pos = held_op == OP_FP ? OUT_POS : in_tile(held_s2, held_k1 ? 1 : K);  // positions of a channel
     const bool select_ok = held && ((held_op == OP_FP && nnz == BLOCK_ROWS * OUT_POS * BATCH) ||
                                     (held_op == OP_EB && nnz == BLOCK_COLS * held_pos * BATCH));
     const int status = transaction(in, out, header, carry_ok, select_ok, held_pos, index, weights, grads, xbuf,
@@ -520,7 +516,11 @@ struct pe {
     held_op = op;
     held_nnz = nnz;
     held_s2 = s2;
+    held_k1 = k1;
   }
+
+  // Positions of the input tile of a k x k kernel at stride 2 (s2) or 1.
+  static int in_tile(bool s2, int k) { return ((s2 ? 2 : 1) * (OUT_H - 1) + k) * ((s2 ? 2 : 1) * (OUT_W - 1) + k); }
 
   // One transaction on the PE's buffers: returns its status (the words are written).
   static int transaction(hls::stream<word_t> &in, hls::stream<word_t> &out, word_t header, bool carry_ok,
@@ -534,7 +534,7 @@ struct pe {
     const bool zero = (flags & FLAG_ZERO) != 0, g_first = (flags & FLAG_G_FIRST) != 0;
     const bool left = (flags & FLAG_LEFT) != 0, hold = (flags & FLAG_HOLD) != 0, carry = (flags & FLAG_CARRY) != 0;
     if ((header & word_t(~HEADER_FIELDS_MASK)) != 0) return refuse(out, STATUS_BAD_HEADER);
-    if (flags & FLAG_EW) {  // S2 is a flag an element-wise op does not take
+    if (flags & FLAG_EW) {  // S2 and K1 are flags an element-wise op does not take
       const bool sums = flags == (FLAG_EW | FLAG_CARRY) && op == EW_SELECT;
       if (op > EW_SHR || (flags != FLAG_EW && !sums) || (shift != 0 && op == EW_SELECT) || (sums && !select_ok))
         return refuse(out, STATUS_BAD_HEADER);
@@ -549,9 +549,9 @@ struct pe {
       return refuse(out, STATUS_BAD_HEADER);
     if (nnz > MAX_NNZ) return refuse(out, STATUS_NNZ);
     const bool outside = load_index(in, nnz, index);
-    const int count = nnz * KK;
     const bool s2 = MAX_STRIDE == 2 && (flags & FLAG_S2) != 0;  // a constant false on a stride-1 build
-    const int in_pos = s2 ? IN_POS2 : IN_POS;  // X's positions, and EB's sums'
+    const int k = (flags & FLAG_K1) ? 1 : K, count = nnz * k * k;
+    const int in_pos = in_tile(s2, k);  // X's positions, and EB's sums'
     if (op == OP_FP) {
       load_weights(in, count, weights);
       load_codes<BLOCK_COLS, IN_POS_MAX>(in, in_pos, xbuf);
@@ -572,8 +572,8 @@ struct pe {
       load_and_update(in, count, shift, left, weights);
     }
     if (outside) return refuse(out, STATUS_INDEX);
-    if (op == OP_FP || op == OP_EB) mac_block(op == OP_EB, s2, nnz, index, weights, xbuf, dybuf, accbuf);
-    if (op == OP_WG) wg_block(s2, nnz, index, xbuf, dybuf, grads);
+    if (op == OP_FP || op == OP_EB) mac_block(op == OP_EB, s2, k, nnz, index, weights, xbuf, dybuf, accbuf);
+    if (op == OP_WG) wg_block(s2, k, nnz, index, xbuf, dybuf, grads);
     out.write(word_t(STATUS_OK));
     if (hold) return STATUS_OK;
     if (op == OP_FP) {

@@ -38,16 +38,18 @@
 // WA, then each z writes back v or 0) or SHR (v >>> s into WA) and drains WA.
 // HOLD (FP, EB, WG) drains the status alone and leaves the sums in R or WA;
 // CARRY skips the initial section and starts from them. It is accepted after
-// an accepted HOLD of the same op (WG: the same nnz) only, else status 1:
+// an accepted HOLD of the same op, stride and kernel (WG: the same nnz) only, else status 1:
 // held_* record what the transaction before left. SELECT with CARRY takes no
 // V: it reads the held FP or EB sums from R through the walker, in stream
 // order, as its Z words arrive (as many elements as sums, else status 1).
 //
 // S2 (MAX_STRIDE 2): FP, EB and WG step over the input at stride 2 (docs/csb.md, "Stride 2"): X and EB's
 // sums cover the stride-2 tile, and a stride-2 EB grid keeps a step's targets in different R banks.
+// K1 (K > 1): FP, EB, WG and UPD run as on this PE built with K = 1 (docs/csb.md, "Kernel 1"): one tap, the
+// kernel-1 tile's dimensions and section lengths, a CARRY only onto sums held under K1 (held_k1).
 // Cycles of one transaction from its first input handshake to its last
 // output handshake, without stalls: n_in + zero + compute + n_out + 1, with
-// compute = nnz*K*K*ceil(OUT_H*OUT_W/PARALLEL) for FP, EB and WG (either stride), 0 for UPD,
+// compute = nnz*k*k*ceil(OUT_H*OUT_W/PARALLEL) for FP, EB and WG (either stride; k = 1 under K1), 0 for UPD,
 // the element-wise ops and refused transactions, and zero the cycles of a
 // ZERO transaction's virtual section (codesign.pe.csb.cycles).
 // rst is synchronous and active high; it drops a transaction in flight.
@@ -123,7 +125,6 @@ module csb_pe #(
     localparam WA_AW    = (WB_DEPTH <= 2) ? 1 : $clog2(WB_DEPTH);
 
     localparam [AW-1:0] L_KK       = KK;
-    localparam [AW-1:0] L_XB_BYTES = XB_BYTES, L_XB_BYTES2 = XB_BYTES2;
     localparam [AW-1:0] L_DB_BYTES = DB_BYTES;
     localparam [AW-1:0] L_FP_WORDS = FP_WORDS;
     localparam [AW-1:0] L_EB_WORDS = EB_WORDS, L_EB_WORDS2 = EB_WORDS2;
@@ -133,6 +134,13 @@ module csb_pe #(
     localparam [PW-1:0] L_P        = PARALLEL;
     localparam [AW-1:0] L_CW_OUT   = CW_OUT, L_CW_IN = CW_IN, L_CW_IN2 = CW_IN2;
     localparam [AW-1:0] L_R_FP     = R_FP, L_R_EB = R_EB, L_R_EB2 = R_EB2;   // R words a ZERO clears (all banks, lanes)
+    // K1 (K > 1): the tile of a 1 x 1 kernel on this build, at stride 1 (the output tile) and 2
+    localparam IN_H2_1 = 2 * (OUT_H - 1) + 1, IN_W2_1 = 2 * (OUT_W - 1) + 1;
+    localparam CW_IN2_1 = 2 * (((IN_W2_1 + 1) / 2 + PARALLEL - 1) / PARALLEL);
+    localparam [PW-1:0] L_IN_H2_1  = IN_H2_1, L_IN_W2_1 = IN_W2_1;
+    localparam [AW-1:0] L_XB_1     = BLOCK_COLS * OUT_POS * BATCH, L_XB2_1 = BLOCK_COLS * IN_H2_1 * IN_W2_1 * BATCH;
+    localparam [AW-1:0] L_CW_IN2_1 = CW_IN2_1;
+    localparam [AW-1:0] L_R_EB_1   = BLOCK_COLS * OUT_H * CW_OUT, L_R_EB2_1 = BLOCK_COLS * IN_H2_1 * CW_IN2_1;
     localparam [2:0]    ROW_RES = OUT_W % PARALLEL;   // (r*OUT_W) mod P steps by this per row
     localparam [AW-1:0] L_MAX_NNZ  = MAX_NNZ;
     localparam [3:0]    L_ROWS     = BLOCK_ROWS - 1;   // largest valid y
@@ -162,10 +170,12 @@ module csb_pe #(
     reg [8:0]  nnz;
     reg        zero, g_first, left, ew, hold, carry;  // header flags
     reg        s2;                     // stride 2 (a SELECT with CARRY: the held sums' stride)
+    reg        k1;                     // K1 on a K > 1 build: one tap (a SELECT with CARRY: the held sums' kernel)
     reg        held_valid;             // the transaction before was an accepted HOLD: its sums are in R or WA
     reg [1:0]  held_op;
     reg [8:0]  held_nnz;
     reg        held_s2;
+    reg        held_k1;
     reg        bad_index;
     reg [`CODESIGN_STATUS_BITS-1:0] status;
     reg [AW-1:0] cnt;                  // section: bytes or words loaded; drain: result words sent
@@ -178,25 +188,28 @@ module csb_pe #(
     wire is_eb = (op == OP_EB) && !ew;
     wire is_wg = (op == OP_WG) && !ew;
     wire is_sel = ew && (op == EW_SELECT);
-    // the transaction's input tile and EB grid: stride 1, or 2 with S2
-    wire [PW-1:0] in_h_t  = s2 ? L_IN_H2 : L_IN_H;
-    wire [PW-1:0] in_w_t  = s2 ? L_IN_W2 : L_IN_W;
-    wire [AW-1:0] cw_in_t = s2 ? L_CW_IN2 : L_CW_IN;
-    wire [AW-1:0] eb_words_t = s2 ? L_EB_WORDS2 : L_EB_WORDS;
+    // the transaction's input tile and EB grid: stride 1, or 2 with S2; of the K x K kernel, or 1 x 1 with K1
+    wire [PW-1:0] in_h_t  = k1 ? (s2 ? L_IN_H2_1 : L_OUT_H) : (s2 ? L_IN_H2 : L_IN_H);
+    wire [PW-1:0] in_w_t  = k1 ? (s2 ? L_IN_W2_1 : L_OUT_W) : (s2 ? L_IN_W2 : L_IN_W);
+    wire [AW-1:0] cw_in_t = k1 ? (s2 ? L_CW_IN2_1 : L_CW_OUT) : (s2 ? L_CW_IN2 : L_CW_IN);
+    wire [AW-1:0] eb_words_t = k1 ? (s2 ? L_XB2_1 : L_XB_1) : (s2 ? L_EB_WORDS2 : L_EB_WORDS);  // = X's bytes
+    wire [AW-1:0] r_eb_t  = k1 ? (s2 ? L_R_EB2_1 : L_R_EB_1) : (s2 ? L_R_EB2 : L_R_EB);  // R words EB's ZERO clears
 
     // ---- header decode ---------------------------------------------------------------
     wire [1:0] h_op    = in_data[1:0];
     wire [4:0] h_shift = in_data[12:8];
     wire [8:0] h_nnz   = in_data[24:16];
     wire       h_zero  = in_data[2], h_gf = in_data[3], h_left = in_data[4], h_ew = in_data[5];
-    wire       h_hold  = in_data[6], h_carry = in_data[7], h_s2 = in_data[13];
+    wire       h_hold  = in_data[6], h_carry = in_data[7], h_s2 = in_data[13], h_k1 = in_data[14];
+    wire       h_k1e   = h_k1 && (K > 1);   // on a kernel-1 build K1 changes nothing
     wire       h_carry_bad = h_zero || h_gf || !held_valid || held_op != h_op || (h_op == OP_WG && held_nnz != h_nnz) ||
-                             held_s2 != h_s2;
-    wire [AW-1:0] held_sums = (held_op == OP_EB) ? (held_s2 ? L_EB_WORDS2 : L_EB_WORDS) : L_FP_WORDS;
+                             held_s2 != h_s2 || held_k1 != h_k1e;
+    wire [AW-1:0] held_sums = (held_op != OP_EB) ? L_FP_WORDS
+                            : (held_k1 ? (held_s2 ? L_XB2_1 : L_XB_1) : (held_s2 ? L_EB_WORDS2 : L_EB_WORDS));
     wire       h_sel_bad = h_op != EW_SELECT || !held_valid || held_op[1] || {{(AW-9){1'b0}}, h_nnz} != held_sums;
     wire       h_s2_bad = h_s2 && (MAX_STRIDE < 2 || h_ew || h_op == OP_UPD);
-    wire       h_bad   = ((in_data & 32'hFE00C000) != 32'd0) || h_s2_bad ||
-                         (h_ew ? (h_op[1] || h_zero || h_gf || h_left || h_hold || (h_carry && h_sel_bad) ||
+    wire       h_bad   = ((in_data & 32'hFE008000) != 32'd0) || h_s2_bad ||
+                         (h_ew ? (h_op[1] || h_zero || h_gf || h_left || h_hold || h_k1 || (h_carry && h_sel_bad) ||
                                   (h_shift != 5'd0 && h_op == EW_SELECT))
                                : ((h_shift != 5'd0 && h_op != OP_UPD) || (h_zero && h_op == OP_UPD) ||
                                   (h_gf && h_op != OP_WG) || (h_left && h_op != OP_UPD) ||
@@ -241,15 +254,15 @@ module csb_pe #(
     endfunction
 
     wire [AW-1:0] nnz_w   = {{(AW-9){1'b0}}, nnz};
-    wire [AW-1:0] nnz_kk  = nnz_w * L_KK;
+    wire [AW-1:0] nnz_kk  = k1 ? nnz_w : nnz_w * L_KK;   // taps of the transaction's entries
     reg  [AW-1:0] sec_len;             // units (bytes or words) of the current section
     always @* begin
         case (state)
             S_IDX:   sec_len = nnz_w;
             S_W8:    sec_len = nnz_kk;
-            S_XB:    sec_len = s2 ? L_XB_BYTES2 : L_XB_BYTES;
+            S_XB:    sec_len = eb_words_t;
             S_DB:    sec_len = L_DB_BYTES;
-            S_RB:    sec_len = zero ? ((op == OP_FP) ? L_R_FP : (s2 ? L_R_EB2 : L_R_EB))
+            S_RB:    sec_len = zero ? ((op == OP_FP) ? L_R_FP : r_eb_t)
                                     : ((op == OP_FP) ? L_FP_WORDS : eb_words_t);
             default: sec_len = ew ? nnz_w : nnz_kk;
         endcase
@@ -327,7 +340,7 @@ module csb_pe #(
     wire [2:0]    tap_rres_n   = (!s2 || ky[0]) ? ((tap_rres_sum >= PARALLEL) ? tap_rres_sum - PARALLEL : tap_rres_sum)
                                                 : tap_rres;
     wire last_chunk = (chunk + 24'd1 == n_chunks);
-    wire last_tap   = (t + 24'd1 == L_KK);
+    wire last_tap   = k1 || (t + 24'd1 == L_KK);
     wire last_entry = ({1'b0, e} + 10'd1 == {1'b0, nnz});
 
     reg  [31:0] idx_mem [0:IDX_WORDS-1];        // distributed RAM, read in the same cycle
@@ -337,7 +350,7 @@ module csb_pe #(
     wire [7:0]      idx_e    = idx_word >> (8 * e[1:0]);
     wire [3:0]      y_e      = idx_e[7:4];
     wire [3:0]      x_e      = idx_e[3:0];
-    wire [AW-1:0]   wt_at    = {{(AW-9){1'b0}}, e} * L_KK + t;
+    wire [AW-1:0]   wt_at    = (k1 ? {{(AW-9){1'b0}}, e} : {{(AW-9){1'b0}}, e} * L_KK) + t;
 
     // ---- stage B registers ----------------------------------------------------------------
     reg                b_run;          // stage B works on the step stage A presented last cycle
@@ -431,9 +444,12 @@ module csb_pe #(
             assign a_valid[g] = in_tile;
             wire [PW-1:0] sy   = s2 ? {oy[PW-2:0], 1'b0} : oy;   // the output position times the stride
             wire [PW-1:0] sx   = s2 ? {ox[PW-2:0], 1'b0} : ox;
-            // one address per stride, each with constant factors (a stride-1 build has no second)
-            wire [AW-1:0] x_at1 = ((x_e * IN_H + oy + ky) * IN_W + ox + kx) * BATCH;
-            wire [AW-1:0] x_at2 = ((x_e * IN_H2 + sy + ky) * IN_W2 + sx + kx) * BATCH;
+            // one address per stride and kernel, each with constant factors (a stride-1 build has no second,
+            // a kernel-1 build no K1 one)
+            wire [AW-1:0] x_at1 = k1 ? ((x_e * OUT_H + oy) * OUT_W + ox) * BATCH
+                                     : ((x_e * IN_H + oy + ky) * IN_W + ox + kx) * BATCH;
+            wire [AW-1:0] x_at2 = k1 ? ((x_e * IN_H2_1 + sy) * IN_W2_1 + sx) * BATCH
+                                     : ((x_e * IN_H2 + sy + ky) * IN_W2 + sx + kx) * BATCH;
             wire [AW-1:0] x_at = !in_tile ? {AW{1'b0}} : (s2 ? x_at2 : x_at1);
             wire [AW-1:0] d_at = in_tile ? ((y_e * OUT_H + oy) * OUT_W + ox) * BATCH : {AW{1'b0}};
             // R word of the target: FP (oy, ox) of y_e, EB (s*oy + ky, s*ox + kx) of x_e
@@ -505,6 +521,7 @@ module csb_pe #(
             b_run     <= 1'b0;
             held_valid <= 1'b0;
             held_s2    <= 1'b0;
+            held_k1    <= 1'b0;
         end else begin
             b_run        <= (state == S_RUN);
             b_valid      <= a_valid;
@@ -524,6 +541,7 @@ module csb_pe #(
                     hold        <= h_hold;
                     carry       <= h_carry;
                     s2          <= (MAX_STRIDE == 2) && (h_ew ? h_carry && held_s2 : h_s2);
+                    k1          <= h_ew ? h_carry && held_k1 : h_k1e;
                     bad_index   <= 1'b0;
                     sent_status <= 1'b0;
                     e <= 9'd0; t <= {AW{1'b0}}; ky <= 3'd0; kx <= 3'd0; chunk <= {AW{1'b0}};
@@ -588,6 +606,7 @@ module csb_pe #(
                         held_op    <= op;
                         held_nnz   <= nnz;
                         held_s2    <= s2;
+                        held_k1    <= k1;
                     end
                 end
                 default: state <= S_HEAD;

@@ -34,6 +34,9 @@ alone); ``HOLD`` drains the status alone (``drain = 2``).
 A ``CARRY`` the PE refuses (nothing of its op held) is its header alone, so
 the words tell the model which it was.
 
+``K1`` (header bit 14) runs FP, EB, WG and UPD as on the same PE built with
+kernel 1 (``CsbSpec.run_as``): its load, compute and drain are that PE's.
+
 ``total = load + compute + drain`` counts the clock cycles from the first
 input handshake to the last output handshake, both included (the figure
 ``codesign.hw.stream_bench`` reports per transaction). Backpressure on the
@@ -48,8 +51,8 @@ from codesign.numerics.records import keyword_record
 
 OP_FP, OP_EB, OP_WG, OP_UPD = range(4)
 FLAG_ZERO, FLAG_G_FIRST, FLAG_LEFT, FLAG_EW, FLAG_HOLD, FLAG_CARRY = (1 << bit for bit in range(2, 8))
-FLAG_S2 = 1 << 13
-RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | 0xFC | (0x1F << 8) | FLAG_S2 | (0x1FF << 16))
+FLAG_S2, FLAG_K1 = 1 << 13, 1 << 14
+RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | 0xFC | (0x1F << 8) | FLAG_S2 | FLAG_K1 | (0x1FF << 16))
 
 
 class PeShape(Protocol):
@@ -132,6 +135,8 @@ def _refused(pe: PeShape, header: int) -> bool:
         return True
     if header & FLAG_S2 and (flags & FLAG_EW or op == OP_UPD or getattr(pe, "max_stride", 1) < 2):
         return True
+    if header & FLAG_K1 and flags & FLAG_EW:
+        return True
     if flags & FLAG_EW:
         held_sums = flags == FLAG_EW | FLAG_CARRY and op == 0  # SELECT on the held sums
         return op > 1 or (flags != FLAG_EW and not held_sums) or bool(shift and op == 0) or \
@@ -162,7 +167,8 @@ def stream_cycles(spec: PeShape, words_in) -> int:
 
 
 def transaction_cycles(pe: PeShape, words_in) -> TransactionCycles:
-    """Cycles of the transaction whose input words are ``words_in`` (the status follows from the words)."""
+    """Cycles of the transaction whose input words are ``words_in`` (the status follows from the words); under
+    ``K1`` those of ``pe`` built with kernel 1 (``CsbSpec.run_as``)."""
     _check_shape(pe)
     words = [int(w) for w in words_in]
     if not words:
@@ -173,6 +179,8 @@ def transaction_cycles(pe: PeShape, words_in) -> TransactionCycles:
         return TransactionCycles(load=len(words), compute=0, drain=2)  # header, status only
     if header & FLAG_EW:
         return TransactionCycles(load=len(words), compute=0, drain=2 + nnz)
+    if header & FLAG_K1:
+        pe = pe.run_as(kernel_one=True)
     index_words = words[1:1 + _words(nnz)]
     index = [(word >> (8 * j)) & 0xFF for word in index_words for j in range(4)][:nnz]
     if len(index) < nnz:

@@ -19,6 +19,7 @@ from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stimulus import build_transactions, count_macs, top_up_updates
 from codesign.pe.csb.stimulus_chain import chain_transactions
 from codesign.pe.csb.stimulus_ext import ext_transactions
+from codesign.pe.csb.stimulus_k1 import k1_transactions
 from codesign.pe.csb.stimulus_stride import stride_transactions
 from codesign.hw.constants_gen import HEADER_NAME as CONSTANTS_HEADER
 from codesign.hw.protocol import GridCase
@@ -44,7 +45,8 @@ class CsbStimulusOptions:
     SELECT, SHR) has as many values (:mod:`codesign.pe.csb.stimulus_ext`), then chains of held sums until
     ``HOLD`` and ``CARRY`` have as many MACs (:mod:`codesign.pe.csb.stimulus_chain`), then on a PE with
     stride 2 stride-2 transactions until FP, EB and WG each have as many MACs at stride 2
-    (:mod:`codesign.pe.csb.stimulus_stride`).
+    (:mod:`codesign.pe.csb.stimulus_stride`), then kernel-1 transactions (header ``K1``) until FP, EB and WG
+    each have as many MACs and UPD as many buffer words under it (:mod:`codesign.pe.csb.stimulus_k1`).
     """
 
     min_macs_per_op: int = 10_000
@@ -84,7 +86,8 @@ class CsbPE(StreamPE):
                 target, seed = options.min_macs_per_op, options.seed
                 return transactions + ext_transactions(spec, target=target, seed=seed) + \
                     chain_transactions(spec, target=target, seed=seed) + \
-                    stride_transactions(spec, target=target, seed=seed)
+                    stride_transactions(spec, target=target, seed=seed) + \
+                    k1_transactions(spec, target=target, seed=seed)
             count *= 2
         raise ValueError(f"{count} random transactions did not reach {options.min_macs_per_op} MACs per op")
 

@@ -14,7 +14,8 @@ OP_FP, OP_EB, OP_WG, OP_UPD = range(4)
 STATUS_NNZ, STATUS_INDEX = status_code("csb", "NNZ"), status_code("csb", "INDEX")
 ZERO, G_FIRST, LEFT, ELEMENTWISE, HOLD, CARRY = 4, 8, 16, 32, 64, 128  # header bits 2..7 (docs/csb.md, "Flags ...")
 STRIDE_TWO = 1 << 13  # header bit 13: FP, EB, WG step over the input at stride 2
-RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | 0xFC | (0x1F << 8) | STRIDE_TWO | (0x1FF << 16))
+KERNEL_ONE = 1 << 14  # header bit 14: FP, EB, WG, UPD as on the same PE built with kernel 1
+RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | 0xFC | (0x1F << 8) | STRIDE_TWO | KERNEL_ONE | (0x1FF << 16))
 
 
 def _signed(value: int, bits: int) -> int:
@@ -167,7 +168,8 @@ def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, ou
     """The output words (status first) the PE must send for the input words of one transaction.
 
     ``state``: a dict the caller keeps from one transaction to the next; under ``"held"`` the PE's held results
-    as ``(op, nnz, signed values, stride)`` after an accepted HOLD, else None. Without it the PE holds nothing."""
+    as ``(op, nnz, signed values, stride, kernel)`` after an accepted HOLD, else None. Without it the PE holds
+    nothing."""
     state = {} if state is None else state
     held = state.get("held")
     state["held"] = None
@@ -176,7 +178,8 @@ def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, ou
     op, shift, nnz = header & 3, (header >> 8) & 0x1F, (header >> 16) & 0x1FF
     flags = header & 0xFC
     stride = 2 if header & STRIDE_TWO else 1
-    if header & RESERVED_MASK or (stride == 2 and (flags & ELEMENTWISE or op == OP_UPD or max_stride < 2)):
+    if header & RESERVED_MASK or (stride == 2 and (flags & ELEMENTWISE or op == OP_UPD or max_stride < 2)) \
+            or (header & KERNEL_ONE and flags & ELEMENTWISE):
         return [STATUS_BAD_HEADER]
     if flags & ELEMENTWISE:
         sums = None  # SELECT with CARRY masks the FP (or EB) sums held: one per output (input) channel, position, lane
@@ -184,17 +187,18 @@ def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, ou
             sums = held[2]
         return _elementwise(reader, op, shift, nnz, flags, min(block_rows * block_cols * kernel * kernel, 511),
                             acc_bits, sums)
+    run_kernel = 1 if header & KERNEL_ONE else kernel
     if (shift and op != OP_UPD) or (flags & ZERO and op == OP_UPD) or (flags & G_FIRST and op != OP_WG) \
             or (flags & LEFT and op != OP_UPD) or (flags & (HOLD | CARRY) and op == OP_UPD):
         return [STATUS_BAD_HEADER]
     if flags & CARRY and (flags & (ZERO | G_FIRST) or held is None or held[0] != op
-                          or (op == OP_WG and held[1] != nnz) or held[3] != stride):
-        return [STATUS_BAD_HEADER]  # nothing of this op (size and stride) held by the transaction just before
+                          or (op == OP_WG and held[1] != nnz) or held[3:] != (stride, run_kernel)):
+        return [STATUS_BAD_HEADER]  # nothing of this op (size, stride, kernel) held by the transaction just before
     if nnz > block_rows * block_cols:
         return [STATUS_NNZ]
     index = reader.bytes(nnz)
     ys, xs = [b >> 4 for b in index], [b & 15 for b in index]
-    shape = _Shape(block_rows=block_rows, block_cols=block_cols, kernel=kernel, out_h=out_h, out_w=out_w,
+    shape = _Shape(block_rows=block_rows, block_cols=block_cols, kernel=run_kernel, out_h=out_h, out_w=out_w,
                    batch=batch, parallel=parallel, acc_bits=acc_bits, stride=stride)
     sections = _read_sections(reader, op, nnz, shape, flags, held[2] if flags & CARRY else None)
     if reader.at != len(reader.words):
@@ -210,7 +214,7 @@ def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, ou
     else:
         results = _update(shift, **sections, left=bool(flags & LEFT))
     if flags & HOLD:  # the results stay in the PE; the status goes out alone
-        state["held"] = (op, nnz, [_signed(word, 32) for word in results], stride)
+        state["held"] = (op, nnz, [_signed(word, 32) for word in results], stride, run_kernel)
         return [STATUS_OK]
     return [STATUS_OK] + results
 

@@ -6,7 +6,7 @@ built (part, clock, top name) is a :class:`codesign.hw.target.BuildTarget`.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from codesign.numerics.formats import _check_int
 from codesign.numerics.records import keyword_record
@@ -80,6 +80,12 @@ class CsbSpec:
         if isinstance(stride, bool) or stride not in STRIDES or stride > self.max_stride:
             raise ValueError(f"stride={stride!r}: this PE runs strides 1..{self.max_stride}")
         return stride * (self.out_h - 1) + self.kernel, stride * (self.out_w - 1) + self.kernel
+
+    def run_as(self, *, kernel_one: bool) -> "CsbSpec":
+        """The PE a transaction runs as: this one, or under header flag ``K1`` this one built with kernel 1 (one tap,
+        the input tile ``s*(out - 1) + 1``): a 1 x 1 conv or a dense layer on a k x k build, without the
+        ``k^2 - 1`` taps of zeros it would otherwise compute, load and update."""
+        return replace(self, kernel=1) if kernel_one and self.kernel != 1 else self
 
     def in_pos_at(self, stride: int = 1) -> int:
         """Positions of the input tile at ``stride``."""

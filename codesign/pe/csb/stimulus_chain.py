@@ -125,7 +125,7 @@ def directed_chains(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]
                 encode_elementwise(s, EwOp.SELECT, [1, 2], [1, -1]),
                 b.make.transaction(Op.UPD, 1, shift=3),
                 b.call(Op.FP, b.make.index(1), first="zero", hold=False),
-                np.array([header_word(Op.FP, 1) | 1 << 14], dtype=np.uint32)]
+                np.array([header_word(Op.FP, 1) | 1 << 15], dtype=np.uint32)]
     if s.capacity < 0x1FF:  # a HOLD refused with status 2
         breakers.append(np.array([header_word(Op.FP, s.capacity + 1, hold=True)], dtype=np.uint32))
     for breaker in breakers:  # a HOLD that nothing carries: the next transaction drops the sums
@@ -189,26 +189,40 @@ def count_chains(spec: CsbSpec, transactions) -> dict[str, int]:
     return counts
 
 
-def chain_transactions(spec: CsbSpec, *, target: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The directed cases, then random chains until ``HOLD`` and ``CARRY`` have ``target`` MACs each and SELECT on
-    held sums ``target`` elements (where a held tile fits one); pairs
-    ``(words_in, words_out)`` answered in order by one session that starts holding nothing (the set opens with a
-    transaction that drops whatever the stimulus before it left)."""
-    rng = np.random.default_rng([seed, 41])
+def answered_until(spec: CsbSpec, directed, draw, count, target: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Pairs ``(words_in, words_out)`` answered in order by one session that starts holding nothing (the set opens
+    with a transaction that drops whatever the stimulus before it left): the ``directed`` transactions, then
+    ``draw(counts)``'s until every value of ``count(pairs)`` (a dict of what the set has so far) reaches
+    ``target``."""
     session = CsbSession(spec)
-    opening = [np.array([header_word(Op.FP, 0) | 1 << 14], dtype=np.uint32)]  # refused: leaves nothing held
-    pairs = [(words, session.answer(words)) for words in opening + directed_chains(spec, rng)]
-    counts = count_chains(spec, pairs)
-    wanted = [feature for feature in FEATURES if feature != "select" or held_tiles(spec)]
-    while min(counts[feature] for feature in wanted) < target:
-        only_select = all(counts[feature] >= target for feature in wanted if feature != "select")
-        drawn = random_select(spec, rng) if only_select else random_chain(spec, rng)
-        chain = [(words, session.answer(words)) for words in drawn]
-        pairs += chain
-        for key, value in count_chains(spec, chain).items():
+    opening = [np.array([header_word(Op.FP, 0) | 1 << 15], dtype=np.uint32)]  # refused: leaves nothing held
+    pairs = [(words, session.answer(words)) for words in opening + list(directed)]
+    counts = count(pairs)
+    while min(counts.values()) < target:
+        drawn = [(words, session.answer(words)) for words in draw(counts)]
+        pairs += drawn
+        for key, value in count(drawn).items():
             counts[key] += value
     return pairs
 
 
-__all__ = ["FEATURES", "chain_transactions", "count_chains", "directed_chains", "held_tiles", "random_chain",
+def chain_transactions(spec: CsbSpec, *, target: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The directed cases, then random chains until ``HOLD`` and ``CARRY`` have ``target`` MACs each and SELECT on
+    held sums ``target`` elements (where a held tile fits one); pairs ``(words_in, words_out)`` answered in order
+    (:func:`answered_until`)."""
+    rng = np.random.default_rng([seed, 41])
+    wanted = [feature for feature in FEATURES if feature != "select" or held_tiles(spec)]
+
+    def count(pairs) -> dict[str, int]:
+        counts = count_chains(spec, pairs)
+        return {feature: counts[feature] for feature in wanted}
+
+    def draw(counts) -> list[np.ndarray]:
+        only_select = all(counts[feature] >= target for feature in wanted if feature != "select")
+        return random_select(spec, rng) if only_select else random_chain(spec, rng)
+
+    return answered_until(spec, directed_chains(spec, rng), draw, count, target)
+
+
+__all__ = ["FEATURES", "answered_until", "chain_transactions", "count_chains", "directed_chains", "held_tiles", "random_chain",
            "random_select", "select_held"]

@@ -166,7 +166,7 @@ def refused_ext(spec: CsbSpec) -> list[np.ndarray]:
     words.append(header_word(Op.UPD, 1) | FLAG_ZERO)
     words += [header_word(op, 1) | FLAG_G_FIRST for op in (Op.FP, Op.EB, Op.UPD)]
     words += [header_word(op, 1) | FLAG_LEFT for op in (Op.FP, Op.EB, Op.WG)]
-    words += [header_word(Op.FP, 1) | FLAG_ZERO | 1 << 14, header_word(Op.WG, s.capacity + 1) | FLAG_ZERO]
+    words += [header_word(Op.FP, 1) | FLAG_ZERO | 1 << 15, header_word(Op.WG, s.capacity + 1) | FLAG_ZERO]
     for word in words:
         if header_status(spec, word) == STATUS_OK:
             raise AssertionError(f"header 0x{word:08x} was meant to be refused")

@@ -26,11 +26,10 @@ import numpy as np
 
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stimulus import TransactionBuilder, directed_transactions
-from codesign.pe.csb.stimulus_chain import ChainBuilder, select_held
+from codesign.pe.csb.stimulus_chain import ChainBuilder, answered_until, select_held
 from codesign.pe.csb.stream import (
     FLAG_S2,
     STATUS_OK,
-    CsbSession,
     Op,
     header_word,
     result_count,
@@ -72,9 +71,9 @@ def directed_stride(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]
     return out
 
 
-def random_stride(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]:
-    """One random stride-2 transaction, or a chain of two to four holding for each other; a third garbled."""
-    b = ChainBuilder(spec, rng, stride=STRIDE)
+def random_stride(spec: CsbSpec, rng: np.random.Generator, *, stride: int = STRIDE) -> list[np.ndarray]:
+    """One random transaction at ``stride``, or a chain of two to four holding for each other; a third garbled."""
+    b = ChainBuilder(spec, rng, stride=stride)
     op = MAC_OPS[int(rng.integers(0, 3))]
     nnz = int(rng.integers(0, spec.capacity + 1))
     mode = str(rng.choice(["any", "near", "small"]))
@@ -102,16 +101,8 @@ def stride_transactions(spec: CsbSpec, *, target: int, seed: int) -> list[tuple[
     if spec.max_stride < STRIDE:
         return []
     rng = np.random.default_rng([seed, 42])
-    session = CsbSession(spec)
-    opening = [np.array([header_word(Op.FP, 0) | 1 << 14], dtype=np.uint32)]  # refused: leaves nothing held
-    pairs = [(words, session.answer(words)) for words in opening + directed_stride(spec, rng)]
-    counts = count_stride(spec, pairs)
-    while min(counts.values()) < target:
-        drawn = [(words, session.answer(words)) for words in random_stride(spec, rng)]
-        pairs += drawn
-        for key, value in count_stride(spec, drawn).items():
-            counts[key] += value
-    return pairs
+    return answered_until(spec, directed_stride(spec, rng), lambda counts: random_stride(spec, rng),
+                          lambda pairs: count_stride(spec, pairs), target)
 
 
 __all__ = ["count_stride", "directed_stride", "random_stride", "stride_transactions"]

@@ -16,15 +16,16 @@ shift 0) and ``EW`` (an element-wise op: SELECT ``v where z > 0 else 0``, or
 SHR ``v >> s``; the count field counts elements), ``HOLD`` (FP, EB, WG send
 the status alone and keep their results in the PE) and ``CARRY`` (FP, EB, WG
 take no initial section and start from what the transaction just before held:
-the same op and stride, for WG the same ``nnz``; else status 1; SELECT with ``CARRY``
-takes no ``V``: it masks the FP or EB sums held, as many as its elements), and ``S2`` (bit 13: FP, EB, WG
-step over the input at stride 2, on a PE built with ``max_stride`` 2). They let a training step
+the same op, stride and kernel, for WG the same ``nnz``; else status 1; SELECT with ``CARRY``
+takes no ``V``: it masks the FP or EB sums held, as many as its elements), ``S2`` (bit 13: FP, EB, WG
+step over the input at stride 2, on a PE built with ``max_stride`` 2) and ``K1`` (bit 14: FP, EB, WG and UPD
+run as on this PE built with kernel 1, :func:`run_as`). They let a training step
 run as call lists with every operand in place (:mod:`codesign.step.csb`);
 :class:`CsbSession` is the PE's state from one transaction to the next.
 
 Statuses: 1 (reserved header bits, a shift with an op other than UPD, flags an
-op does not take, ``S2`` on a PE built for stride 1 only, or a ``CARRY`` with nothing of its
-kind held) and
+op does not take, ``S2`` on a PE built for stride 1 only, ``S2`` or ``K1`` on an element-wise op, or a ``CARRY``
+with nothing of its kind held) and
 2 (``nnz`` above the block capacity) answer the header alone: the PE expects a
 new header next, so such a transaction *is* its header word. Status 3 (an
 index outside the block) consumes the whole transaction and answers the
@@ -69,9 +70,12 @@ FLAG_EW = 1 << 5  # element-wise op (EwOp); the nnz field counts elements
 FLAG_HOLD = 1 << 6  # FP, EB, WG: the status alone goes out; the results stay in the PE for the next transaction
 FLAG_CARRY = 1 << 7  # FP, EB, WG: no initial section; the sums start from the results the PE holds
 FLAG_S2 = 1 << 13  # FP, EB, WG at stride 2, on a PE with max_stride 2
-FLAG_BITS = FLAG_ZERO | FLAG_G_FIRST | FLAG_LEFT | FLAG_EW | FLAG_HOLD | FLAG_CARRY | FLAG_S2
+FLAG_K1 = 1 << 14  # FP, EB, WG, UPD as on this PE built with kernel 1 (CsbSpec.run_as)
+GEOMETRY = FLAG_S2 | FLAG_K1  # the flags that set a transaction's tile and taps
+FLAG_BITS = FLAG_ZERO | FLAG_G_FIRST | FLAG_LEFT | FLAG_EW | FLAG_HOLD | FLAG_CARRY | GEOMETRY
 STATUS_NNZ, STATUS_INDEX = status_code("csb", "NNZ"), status_code("csb", "INDEX")
-HEADER_FIELDS = 0x3 | FLAG_BITS | 0x1F << 8 | 0x1FF << 16  # op [1:0], flags [7:2], shift [12:8], S2 [13], nnz [24:16]
+HEADER_FIELDS = 0x3 | FLAG_BITS | 0x1F << 8 | 0x1FF << 16  # op [1:0], flags [7:2], shift [12:8], S2 [13], K1 [14],
+# nnz [24:16]
 MAX_NNZ_FIELD = 0x1FF
 WORD_MASK = 0xFFFF_FFFF
 
@@ -84,9 +88,10 @@ def _op(op) -> Op:
 
 
 def _flag_bits(*, zero: bool = False, g_first: bool = False, left: bool = False, ew: bool = False,
-               hold: bool = False, carry: bool = False, stride: int = 1) -> int:
+               hold: bool = False, carry: bool = False, stride: int = 1, k1: bool = False) -> int:
     return (FLAG_ZERO if zero else 0) | (FLAG_G_FIRST if g_first else 0) | (FLAG_LEFT if left else 0) | \
-        (FLAG_EW if ew else 0) | (FLAG_HOLD if hold else 0) | (FLAG_CARRY if carry else 0) | stride_flag(stride)
+        (FLAG_EW if ew else 0) | (FLAG_HOLD if hold else 0) | (FLAG_CARRY if carry else 0) | stride_flag(stride) | \
+        (FLAG_K1 if k1 else 0)
 
 
 def stride_flag(stride: int) -> int:
@@ -101,8 +106,19 @@ def stride_of(flags: int) -> int:
     return 2 if flags & FLAG_S2 else 1
 
 
+def run_as(spec: CsbSpec, flags: int) -> CsbSpec:
+    """The PE a transaction with these flag bits runs as: ``spec``, or with ``K1`` ``spec`` at kernel 1."""
+    return spec.run_as(kernel_one=bool(flags & FLAG_K1))
+
+
+def geometry(spec: CsbSpec, flags: int) -> int:
+    """The tile and taps of a transaction with these flag bits as ``GEOMETRY`` bits: ``S2``, and ``K1`` where it
+    changes something (on a kernel-1 build it does not)."""
+    return flags & (GEOMETRY if spec.kernel > 1 else FLAG_S2)
+
+
 def header_word(op, nnz: int, shift: int = 0, *, zero: bool = False, g_first: bool = False, left: bool = False,
-                ew: bool = False, hold: bool = False, carry: bool = False, stride: int = 1) -> int:
+                ew: bool = False, hold: bool = False, carry: bool = False, stride: int = 1, k1: bool = False) -> int:
     """The header word; fields are range-checked, the status rules are not (see :func:`header_status`).
     With ``ew`` the op is an :class:`EwOp` and ``nnz`` the element count."""
     op = int(EwOp(op)) if ew else int(_op(op))
@@ -110,32 +126,32 @@ def header_word(op, nnz: int, shift: int = 0, *, zero: bool = False, g_first: bo
         raise ValueError(f"nnz={nnz!r} does not fit the 9-bit header field")
     if isinstance(shift, bool) or not isinstance(shift, (int, np.integer)) or not 0 <= shift <= golden.MAX_SHIFT:
         raise ValueError(f"shift={shift!r} does not fit the 5-bit header field")
-    return op | _flag_bits(zero=zero, g_first=g_first, left=left, ew=ew, hold=hold, carry=carry, stride=stride) | \
-        int(shift) << 8 | int(nnz) << 16
+    return op | _flag_bits(zero=zero, g_first=g_first, left=left, ew=ew, hold=hold, carry=carry, stride=stride,
+                           k1=k1) | int(shift) << 8 | int(nnz) << 16
 
 
-Held = Tuple[int, int, int]  # (op, nnz, stride) of the transaction whose results the PE holds (FLAG_HOLD)
+Held = Tuple[int, int, int]  # (op, nnz, GEOMETRY bits) of the transaction whose results the PE holds (FLAG_HOLD)
 
 
 def chain_held(spec: CsbSpec, header: int) -> Optional[Held]:
     """What the transaction before a ``CARRY`` header must have held for it to be accepted (a list's chains hold
-    it; ``None`` for a header without ``CARRY``): the same op, ``nnz`` and stride, or for SELECT an FP or EB
-    whose sums are as many as its elements."""
+    it; ``None`` for a header without ``CARRY``): the same op, ``nnz``, stride and kernel, or for SELECT an FP or
+    EB whose sums are as many as its elements."""
     op, nnz, flags = header & 3, header >> 16 & 0x1FF, header & FLAG_BITS
     if not flags & FLAG_CARRY:
         return None
     if flags & FLAG_EW:
-        for stride in range(1, spec.max_stride + 1):
-            if nnz == result_count(spec, Op.EB, 0, stride_flag(stride)):
-                return (Op.EB, 0, stride)
-        return (Op.FP, 0, 1)
-    return (op, nnz, stride_of(flags))
+        for bits in {geometry(spec, bits) for bits in (0, FLAG_K1, FLAG_S2, FLAG_S2 | FLAG_K1)[:2 * spec.max_stride]}:
+            if nnz == result_count(spec, Op.EB, 0, bits):
+                return (Op.EB, 0, bits)
+        return (Op.FP, 0, 0)
+    return (op, nnz, geometry(spec, flags))
 
 
 def header_status(spec: CsbSpec, header: int, held: Optional[Held] = None) -> int:
     """0 when the header is accepted, else status 1 or 2 (the PE then reads nothing more). ``held``: what the
-    transaction before left in the PE (``None``: nothing); ``CARRY`` needs the same op at the same stride (and for
-    WG the same ``nnz``) held."""
+    transaction before left in the PE (``None``: nothing); ``CARRY`` needs the same op at the same stride and
+    kernel (and for WG the same ``nnz``) held."""
     op, shift, nnz, flags = header & 3, header >> 8 & 0x1F, header >> 16 & 0x1FF, header & FLAG_BITS
     if header & ~HEADER_FIELDS & WORD_MASK:
         return STATUS_BAD_HEADER
@@ -144,7 +160,7 @@ def header_status(spec: CsbSpec, header: int, held: Optional[Held] = None) -> in
         if op > EwOp.SHR or (flags != FLAG_EW and not carry) or (shift and op != EwOp.SHR):
             return STATUS_BAD_HEADER
         if carry and (held is None or held[0] not in (Op.FP, Op.EB)
-                      or nnz != result_count(spec, held[0], held[1], stride_flag(held[2]))):
+                      or nnz != result_count(spec, held[0], held[1], held[2])):
             return STATUS_BAD_HEADER
         return STATUS_NNZ if nnz > spec.ew_capacity else STATUS_OK
     if (shift and op != Op.UPD) or (flags & FLAG_ZERO and op == Op.UPD) or (flags & FLAG_G_FIRST and op != Op.WG) \
@@ -152,7 +168,7 @@ def header_status(spec: CsbSpec, header: int, held: Optional[Held] = None) -> in
             or (flags & FLAG_S2 and (op == Op.UPD or spec.max_stride < 2)):
         return STATUS_BAD_HEADER
     if flags & FLAG_CARRY and (flags & (FLAG_ZERO | FLAG_G_FIRST) or held is None or held[0] != op
-                               or (op == Op.WG and held[1] != nnz) or held[2] != stride_of(flags)):
+                               or (op == Op.WG and held[1] != nnz) or held[2] != geometry(spec, flags)):
         return STATUS_BAD_HEADER
     if nnz > spec.capacity:
         return STATUS_NNZ
@@ -166,6 +182,7 @@ def sections(spec: CsbSpec, op, nnz: int, flags: int = 0) -> list[tuple[str, str
         if EwOp(op) == EwOp.SHR:
             return [("v", "words", nnz)]
         return ([] if flags & FLAG_CARRY else [("v", "words", nnz)]) + [("z", "words", nnz)]
+    spec = run_as(spec, flags)
     op, kk = _op(op), spec.kk
     zero, g_first = bool(flags & (FLAG_ZERO | FLAG_CARRY)), bool(flags & FLAG_G_FIRST)
     x_bytes = spec.block_cols * spec.in_pos_at(stride_of(flags)) * spec.batch
@@ -206,7 +223,7 @@ def result_count(spec: CsbSpec, op, nnz: int, flags: int = 0) -> int:
         return 0
     if flags & FLAG_EW:
         return nnz
-    op = _op(op)
+    op, spec = _op(op), run_as(spec, flags)
     if op == Op.FP:
         return spec.block_rows * spec.out_pos * spec.batch
     if op == Op.EB:
@@ -251,6 +268,7 @@ def _as_words(words) -> np.ndarray:
 
 
 def _shapes(spec: CsbSpec, nnz: int, flags: int = 0) -> dict[str, tuple[int, ...]]:
+    spec = run_as(spec, flags)
     k, b = spec.kernel, spec.batch
     return {"weights": (nnz, k, k), "x": (spec.block_cols, *spec.in_tile(stride_of(flags)), b),
             "dy": (spec.block_rows, spec.out_h, spec.out_w, b), "grads": (nnz, k, k), "buffer": (nnz, k, k)}
@@ -322,6 +340,7 @@ def compute(spec: CsbSpec, transaction: Transaction) -> np.ndarray:
     if transaction.status != STATUS_OK:
         raise ValueError(f"transaction was refused with status {transaction.status}: it has no result")
     d, op, ys, xs = transaction.data, transaction.op, transaction.ys, transaction.xs
+    spec = run_as(spec, transaction.flags)
     if transaction.flags & FLAG_EW:
         if op == EwOp.SELECT:
             return np.where(d["z"] > 0, d["v"], 0).astype(np.int64)
@@ -361,7 +380,7 @@ class CsbSession:
             return np.array([transaction.status], dtype=np.uint32)
         result = compute(self.spec, transaction)
         if transaction.flags & FLAG_HOLD:
-            self.held = (int(transaction.op), transaction.nnz, stride_of(transaction.flags))
+            self.held = (int(transaction.op), transaction.nnz, geometry(self.spec, transaction.flags))
             self.held_values = result
             return np.array([STATUS_OK], dtype=np.uint32)
         return np.concatenate([[STATUS_OK], result & WORD_MASK]).astype(np.uint32)
@@ -437,7 +456,8 @@ def encode_select_held(spec: CsbSpec, z) -> np.ndarray:
 
 def encode_transaction(spec: CsbSpec, op, *, index=None, weights=None, x=None, dy=None, acc=None, grads=None,
                        buffer=None, shift: int = 0, check: bool = True, zero: bool = False, g_first: bool = False,
-                       left: bool = False, hold: bool = False, carry: bool = False, stride: int = 1) -> np.ndarray:
+                       left: bool = False, hold: bool = False, carry: bool = False, stride: int = 1,
+                       k1: bool = False) -> np.ndarray:
     """Input words (uint32) of one transaction from golden-layout arrays; bad input raises a ValueError.
 
     ``index`` is the ``nnz`` index bytes ``{y, x}`` in stored order. FP needs
@@ -447,7 +467,8 @@ def encode_transaction(spec: CsbSpec, op, *, index=None, weights=None, x=None, d
     shift a left shift of the gradients, ``hold`` (FP, EB, WG) keeps the results
     in the PE and ``carry`` (FP, EB, WG, without ``zero`` or ``g_first``) starts
     from them, leaving out ``acc``/``grads``; ``stride`` 2 (FP, EB, WG on a PE with ``max_stride`` 2)
-    steps over the input at stride 2. Values are checked against their field widths
+    steps over the input at stride 2, and ``k1`` runs FP, EB, WG or UPD as on this PE built with kernel 1 (one
+    tap: ``weights``, ``grads`` and ``buffer`` of ``(nnz, 1, 1)``). Values are checked against their field widths
     (8-bit codes, ``acc_bits`` accumulators and WG gradients, 24-bit buffer
     words, 32-bit UPD gradients). With ``check=False`` index bytes outside the
     block are let through (the PE answers status 3); everything else is
@@ -462,7 +483,7 @@ def encode_transaction(spec: CsbSpec, op, *, index=None, weights=None, x=None, d
         raise ValueError(f"nnz={nnz} exceeds the block capacity {spec.capacity} (the PE would answer status 2)")
     if shift and op != Op.UPD:
         raise ValueError(f"shift={shift} is only meaningful for UPD, not {op.name} (the PE would answer status 1)")
-    flags = _flag_bits(zero=zero, g_first=g_first, left=left, hold=hold, carry=carry, stride=stride)
+    flags = _flag_bits(zero=zero, g_first=g_first, left=left, hold=hold, carry=carry, stride=stride, k1=k1)
     if (zero and op == Op.UPD) or (g_first and op != Op.WG) or (left and op != Op.UPD) or \
             ((hold or carry) and op == Op.UPD) or (carry and (zero or g_first)) or (stride == 2 and op == Op.UPD):
         raise ValueError(f"{op.name} does not take the flags zero={zero}, g_first={g_first}, left={left}, "
@@ -470,7 +491,7 @@ def encode_transaction(spec: CsbSpec, op, *, index=None, weights=None, x=None, d
     if stride > spec.max_stride:
         raise ValueError(f"stride={stride}: this PE runs strides 1..{spec.max_stride} (the PE would answer status 1)")
     words = [np.array([header_word(op, nnz, shift, zero=zero, g_first=g_first, left=left, hold=hold,
-                                   carry=carry, stride=stride)], dtype=np.uint32)]
+                                   carry=carry, stride=stride, k1=k1)], dtype=np.uint32)]
     if check and (np.any(index >> 4 >= spec.block_rows) or np.any(index & 15 >= spec.block_cols)):
         raise ValueError(f"an index byte lies outside the {spec.block_rows} x {spec.block_cols} block "
                          "(the PE would answer status 3)")

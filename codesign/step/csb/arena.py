@@ -103,6 +103,56 @@ class BlockSlots:
         return words_of_bytes(self.nnz)
 
 
+@keyword_record
+class EntryRange:
+    """Entries ``first .. first + nnz - 1`` (stored order) of stored block ``slots``, ``kk`` taps each: where a WG,
+    UPD and SHR over that part of the block read and write (byte offsets). An entry's gradient and update are its
+    own, so a block cut into ranges gives its whole's results. ``first`` is a multiple of 4, so the part's index
+    bytes and weight codes start on whole words."""
+
+    slots: BlockSlots
+    first: int
+    nnz: int
+    kk: int
+
+    def __post_init__(self) -> None:
+        if self.first % 4 or not 0 < self.nnz <= self.slots.nnz - self.first or self.kk < 1:
+            raise ValueError(f"entries {self.first}..{self.first + self.nnz - 1} of a block of {self.slots.nnz}, "
+                             f"{self.kk} taps each: the first a multiple of 4, at least one, all in the block")
+
+    @classmethod
+    def whole(cls, slots: BlockSlots, kk: int) -> "EntryRange":
+        return cls(slots=slots, first=0, nnz=slots.nnz, kk=kk)
+
+    def split(self, parts: int) -> List["EntryRange"]:
+        """The range cut into at most ``parts`` ranges of whole words of index bytes, as even as that allows."""
+        size = 4 * words_of_bytes(-(-self.nnz // parts))
+        return [EntryRange(slots=self.slots, first=self.first + at, nnz=min(size, self.nnz - at), kk=self.kk)
+                for at in range(0, self.nnz, size)]
+
+    @property
+    def index_words(self) -> int:
+        return words_of_bytes(self.nnz)
+
+    def index(self, base: int) -> int:
+        """The part's index bytes in the copy of the block's index at ``base`` (``slots.iw`` or ``slots.ig``)."""
+        return base + self.first
+
+    @property
+    def weights(self) -> int:
+        """The part's 8-bit weight codes, after the block's index in ``iw``."""
+        return self.slots.iw + 4 * self.slots.index_words + self.first * self.kk
+
+    @property
+    def gradients(self) -> int:
+        """The part's gradient words, after the block's index in ``ig``."""
+        return self.slots.ig + 4 * (self.slots.index_words + self.first * self.kk)
+
+    def buffer(self, phase: int) -> int:
+        """The part's 24-bit buffer words of ``phase``."""
+        return self.slots.b[phase] + 4 * self.first * self.kk
+
+
 def _tiles(layout: ArenaLayout, count: int, chunks: int, words: int) -> Tuple[Tuple[int, ...], ...]:
     """``count x chunks`` zero tiles of ``words`` words; their byte offsets."""
     return tuple(tuple(layout.put(np.zeros(words, dtype=np.uint32)) for _ in range(chunks))

@@ -21,11 +21,11 @@ words and every tile starts on a word):
   first two sections), ``ig`` (a copy of the index, then ``nnz * k * k`` gradient words) and ``b[0]``, ``b[1]``
   (the 24-bit buffer words of phase 0 and 1: UPD reads one phase's and writes the other's).
 
-A network's dense head (:mod:`codesign.step.csb.conv_step`) is a conv on a 1 x 1 map; where the PE runs stride 2
-and a 3 x 3 kernel it is *folded*: its lane chunks lie in one map as positions, chunk ``k`` at output position
-``(k // fold, k % fold)`` and input position twice that, on a ``2 fold - 1`` square map read at stride 2. The
-positions between the samples hold 0, so a kernel's outer taps meet only zeros: one call computes every chunk,
-and the head's outputs fill its tile instead of one position of it.
+A network's dense head (:mod:`codesign.step.csb.conv_step`) is a 1 x 1 conv on a 1 x 1 map, run on a k x k
+build under header ``K1`` (one tap: the arena's tiles, weights and gradients are the kernel-1 PE's,
+:attr:`ConvArena.geometry`). Where the batch takes several lane chunks it is *folded*: its chunks lie in one
+``fold x fold`` map as positions, chunk ``k`` at ``(k // fold, k % fold)``, so one call computes every chunk and
+the head's outputs fill its tile instead of one position of it.
 
 Offsets are bytes from the arena's start; the host reads and writes whole maps with the methods here.
 """
@@ -98,9 +98,19 @@ class ConvArena:
     records: int
     record_slots: int
     image: np.ndarray
-    fold: int = 0  # a folded head's output map side (chunks as positions of one map); 0: a map a chunk
+    fold: int = 0  # a folded head's map side (chunks as positions of one map); 0: a map a chunk
 
     # -- geometry
+
+    @property
+    def k1(self) -> bool:
+        """Whether the layer's calls run under header ``K1``: a 1 x 1 conv on a build of a larger kernel."""
+        return self.shape.kernel != self.spec.kernel
+
+    @property
+    def geometry(self) -> CsbSpec:
+        """The PE the layer's calls run as (tiles and taps): the build, or under ``K1`` the build at kernel 1."""
+        return self.spec.run_as(kernel_one=self.k1)
 
     @property
     def tiles(self) -> Tuple[int, int]:
@@ -131,7 +141,7 @@ class ConvArena:
     def grid_block(self, row: int, col: int, channel: int, base: int, word_bytes: int) -> Block:
         """The block of an input tile's size whose first position is grid ``(row, col)`` (see :meth:`in_tile`)."""
         spec = self.spec
-        (gh, gw), (ih, iw), b = self.grid, spec.in_tile(self.shape.stride), spec.batch
+        (gh, gw), (ih, iw), b = self.grid, self.geometry.in_tile(self.shape.stride), spec.batch
         at = (channel * gh + row) * gw + col
         return Block(offset=base + at * b * word_bytes, words=iw * b * word_bytes // 4, rows=ih,
                      stride=gw * b * word_bytes, planes=spec.block_cols, plane_stride=gh * gw * b * word_bytes)
@@ -152,12 +162,12 @@ class ConvArena:
             raise ValueError(f"{n} samples: a step takes 1..{self.batch}")
         return 1 if self.fold else _ceil(n, self.spec.batch)
 
-    def place(self, k: int, spread: int) -> Tuple[int, int, int]:
-        """``(map, row, column)`` of lane chunk ``k``: its own map at ``(0, 0)``, or on a folded head output position
-        ``(k // fold, k % fold)`` times ``spread`` (1: output maps, 2: the input grid)."""
+    def place(self, k: int) -> Tuple[int, int, int]:
+        """``(map, row, column)`` of lane chunk ``k``: its own map at ``(0, 0)``, or on a folded head position
+        ``(k // fold, k % fold)`` of the one map (in and out alike: a 1 x 1 kernel at stride 1)."""
         if not self.fold:
             return k, 0, 0
-        return 0, spread * (k // self.fold), spread * (k % self.fold)
+        return 0, k // self.fold, k % self.fold
 
     # -- maps <-> (n, channels, h, w) arrays
 
@@ -184,8 +194,7 @@ class ConvArena:
         return (self.row_blocks * self.spec.block_rows, self.tiles[0] * self.spec.out_h,
                 self.tiles[1] * self.spec.out_w)
 
-    def _put(self, arena: np.ndarray, bases, dims, dtype, values: np.ndarray, at: Tuple[int, int],
-             spread: int) -> None:
+    def _put(self, arena: np.ndarray, bases, dims, dtype, values: np.ndarray, at: Tuple[int, int]) -> None:
         b, n = self.spec.batch, values.shape[0]
         self.chunks_of(n)  # refuses a count the arena does not hold
         chunks = _ceil(n, b)
@@ -195,17 +204,17 @@ class ConvArena:
         if self.fold:  # a position no chunk of this step takes keeps no codes of an earlier one
             self._map_view(arena, bases[0], dims, dtype)[...] = 0
         for k in range(chunks):
-            m, r, col = self.place(k, spread)
+            m, r, col = self.place(k)
             view = self._map_view(arena, bases[m], dims, dtype)
             view[:c, at[0] + r:at[0] + r + h, at[1] + col:at[1] + col + w] = \
                 padded[k * b:(k + 1) * b].transpose(1, 2, 3, 0).astype(dtype)
 
     def _get(self, arena: np.ndarray, bases, dims, dtype, n: int, channels: int, at: Tuple[int, int],
-             size: Tuple[int, int], spread: int) -> np.ndarray:
+             size: Tuple[int, int]) -> np.ndarray:
         parts = []
         self.chunks_of(n)
         for k in range(_ceil(n, self.spec.batch)):
-            m, r, c = self.place(k, spread)
+            m, r, c = self.place(k)
             view = self._map_view(arena, bases[m], dims, dtype)
             parts.append(view[:channels, at[0] + r:at[0] + r + size[0], at[1] + c:at[1] + c + size[1]])
         return np.concatenate(parts, axis=-1).transpose(3, 0, 1, 2)[:n].astype(np.int64)
@@ -214,23 +223,23 @@ class ConvArena:
         """8-bit ``codes`` ``(n, channels, height, width)`` into ``x`` (the padding stays 0; a folded head's
         ``(n, channels, 1, 1)``)."""
         codes = np.asarray(codes)
-        self._put(arena, self.x, self._grid_dims(), np.int8, codes, (self.shape.pad, self.shape.pad), 2)
+        self._put(arena, self.x, self._grid_dims(), np.int8, codes, (self.shape.pad, self.shape.pad))
 
     def write_errors(self, arena: np.ndarray, codes: np.ndarray) -> None:
         """8-bit error ``codes`` ``(n, outputs, out_h, out_w)`` into ``dy`` (a folded head's ``(n, outputs, 1, 1)``)."""
-        self._put(arena, self.dy, self._out_dims(), np.int8, np.asarray(codes), (0, 0), 1)
+        self._put(arena, self.dy, self._out_dims(), np.int8, np.asarray(codes), (0, 0))
 
     def read_sums(self, arena: np.ndarray, n: int) -> np.ndarray:
         """FP's sums ``(n, outputs, out_h, out_w)`` (a folded head's ``(n, outputs, 1, 1)``)."""
         return self._get(arena, self.z, self._out_dims(), np.int32, n, self.shape.outputs, (0, 0),
-                         (1, 1) if self.fold else self.shape.out_map, 1)
+                         (1, 1) if self.fold else self.shape.out_map)
 
     def read_input_errors(self, arena: np.ndarray, n: int) -> np.ndarray:
         """EB's sums at the input map's positions ``(n, channels, height, width)`` (a folded head's
         ``(n, channels, 1, 1)``)."""
         pad = self.shape.pad
         size = (1, 1) if self.fold else (self.shape.height, self.shape.width)
-        return self._get(arena, self.dx, self._grid_dims(), np.int32, n, self.shape.channels, (pad, pad), size, 2)
+        return self._get(arena, self.dx, self._grid_dims(), np.int32, n, self.shape.channels, (pad, pad), size)
 
     def write_weights(self, arena: np.ndarray, csb: CSBMatrix) -> None:
         """The index bytes and 8-bit weights of ``csb`` (the structure the arena was built for) into ``iw``, the
@@ -278,9 +287,9 @@ def grid_of(spec: CsbSpec, shape: ConvShape) -> Tuple[int, int]:
 
 def check_build(spec: CsbSpec, shape: ConvShape, csb: CSBMatrix) -> None:
     """Refuse a build or structure the conv lists cannot run, before anything is placed."""
-    if (spec.kernel, csb.kernel) != (shape.kernel, shape.kernel):
-        raise ValueError(f"a {shape.kernel} x {shape.kernel} conv needs a PE and a structure of that kernel, not "
-                         f"{spec.kernel} and {csb.kernel}")
+    if csb.kernel != shape.kernel or shape.kernel not in (spec.kernel, 1):
+        raise ValueError(f"a {shape.kernel} x {shape.kernel} conv needs a structure of that kernel and a PE of that "
+                         f"kernel (or any, for 1 x 1 under K1), not {csb.kernel} and {spec.kernel}")
     if shape.stride > spec.max_stride:
         raise ValueError(f"stride {shape.stride} on a PE built with max_stride {spec.max_stride}")
     if spec.batch % 4:
@@ -293,18 +302,15 @@ def check_build(spec: CsbSpec, shape: ConvShape, csb: CSBMatrix) -> None:
 
 
 def head_fold(spec: CsbSpec, batch: int) -> int:
-    """The output map side a network's head folds its lane chunks onto (see the module docstring), or 0 where it
-    does not fold: one chunk, or a PE without stride 2 or of another kernel than 3 (whose outer taps would reach
-    the next sample)."""
+    """The map side a network's head (a 1 x 1 conv) folds its lane chunks onto (see the module docstring), or 0
+    where the batch is one chunk."""
     chunks = _ceil(batch, spec.batch)
-    if chunks == 1 or spec.max_stride < 2 or spec.kernel != 3:
-        return 0
-    return math.isqrt(chunks - 1) + 1
+    return 0 if chunks == 1 else math.isqrt(chunks - 1) + 1
 
 
 def folded_head(shape: ConvShape, fold: int) -> ConvShape:
-    """The head ``shape`` (a 1 x 1 map) folded onto a ``2 fold - 1`` square map read at stride 2."""
-    return dataclasses.replace(shape, height=2 * fold - 1, width=2 * fold - 1, stride=2)
+    """The head ``shape`` (a 1 x 1 conv on a 1 x 1 map) folded onto a ``fold x fold`` map."""
+    return dataclasses.replace(shape, height=fold, width=fold)
 
 
 def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix, *, record_slots: int,
@@ -312,15 +318,15 @@ def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix
     """The arena of one conv layer (``csb``: its stored kernels, ``(outputs, channels)``) trained ``batch`` samples a
     step on ``spec``, with ``record_slots`` records; given a ``layout``, the layer is placed in it alone (a
     network's arena: its records and image are the network's, so ``records`` is 0 and ``image`` empty). ``fold``:
-    a folded head's output side (``shape`` then :func:`folded_head`'s)."""
+    a folded head's map side (``shape`` then :func:`folded_head`'s)."""
     check_build(spec, shape, csb)
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch {batch!r} must be an int >= 1")
     b, chunks, kk = spec.batch, _ceil(batch, spec.batch), shape.kernel ** 2
     if fold:
-        if fold * fold < chunks or shape.kernel != 3 or shape != folded_head(shape, fold):
-            raise ValueError(f"a head folded {fold} x {fold} holds {fold * fold} lane chunks of a 3 x 3 kernel on a "
-                             f"{2 * fold - 1}-square map at stride 2; {chunks} chunks of {shape}")
+        if fold * fold < chunks or shape.kernel != 1 or shape.stride != 1 or shape != folded_head(shape, fold):
+            raise ValueError(f"a head folded {fold} x {fold} holds {fold * fold} lane chunks of a 1 x 1 conv at "
+                             f"stride 1 on a {fold}-square map; {chunks} chunks of {shape}")
         chunks = 1
     gh, gw = grid_of(spec, shape)
     oh, ow = shape.out_map

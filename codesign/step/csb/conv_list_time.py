@@ -32,7 +32,7 @@ def conv_step_macs(spec: CsbSpec, image: Tuple[int, int, int], convs: Convs, cla
     shapes = net_shapes(spec, image, convs, classes)
     useful = dense = 0
     for index, (shape, mask) in enumerate(zip(shapes, masks)):
-        taps = shape.kernel ** 2 if index < len(shapes) - 1 else 1
+        taps = shape.kernel ** 2
         positions = batch * shape.out_map[0] * shape.out_map[1] * (2 + (index > 0))
         useful += int(np.count_nonzero(mask)) * taps * positions
         dense += shape.channels * shape.outputs * taps * positions

@@ -35,7 +35,7 @@ from codesign.numerics.round_stage import RoundStageConfig
 from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import Op, header_word
-from codesign.step.csb.arena import BlockSlots, words_of_bytes
+from codesign.step.csb.arena import BlockSlots, EntryRange, words_of_bytes
 from codesign.step.csb.conv_arena import ConvArena, ConvShape, build_conv_arena
 from codesign.step.share import calls_of
 
@@ -55,11 +55,10 @@ class _Drafts:
     """The calls of one list before their record slots are known; a network's layers add to one ``items``."""
 
     def __init__(self, arena: ConvArena, n: int, items: list | None = None, chunks: Sequence[int] | None = None,
-                 blocks: Sequence[BlockSlots] | None = None, columns: Sequence[int] | None = None) -> None:
+                 columns: Sequence[int] | None = None) -> None:
         self.a, self.items = arena, [] if items is None else items
         self.all_chunks = arena.chunks_of(n)
         self.chunks = range(self.all_chunks) if chunks is None else chunks
-        self.blocks = arena.blocks if blocks is None else blocks
         self.columns = range(arena.column_blocks) if columns is None else columns
         self.stride = arena.shape.stride
         ty, tx = arena.tiles
@@ -74,7 +73,7 @@ class _Drafts:
         return Block(offset=s.iw, words=s.index_words + words_of_bytes(s.nnz * kk), rows=1)
 
     def header(self, op: Op, nnz: int, first: bool, last: bool) -> int:
-        return header_word(op, nnz, zero=first, carry=not first, hold=not last, stride=self.stride)
+        return header_word(op, nnz, zero=first, carry=not first, hold=not last, stride=self.stride, k1=self.a.k1)
 
 
 def _forward(d: _Drafts) -> None:
@@ -91,24 +90,24 @@ def _forward(d: _Drafts) -> None:
                     d.add(d.header(Op.FP, s.nnz, not j, last), (d.weights(s), tile), out, count if last else 0)
 
 
-def _gradients(d: _Drafts) -> None:
+def _gradients(d: _Drafts, parts: Sequence[EntryRange]) -> None:
     a, spec = d.a, d.a.spec
-    kk = a.shape.kernel ** 2
     steps = [(k, tile) for k in range(d.all_chunks) for tile in d.tiles]
-    for s in d.blocks:
-        index = Block(offset=s.ig, words=s.index_words, rows=1)
+    for part in parts:
+        s, words = part.slots, part.nnz * part.kk
+        index = Block(offset=part.index(s.ig), words=part.index_words, rows=1)
         for j, (k, (ty, tx)) in enumerate(steps):
             last = j == len(steps) - 1
             segments = (index, a.in_tile(ty, tx, s.col * spec.block_cols, a.x[k], 1),
                         a.out_tile(ty, tx, s.row * spec.block_rows, a.dy[k], 1))
-            out = Block(offset=s.ig + 4 * s.index_words, words=s.nnz * kk, rows=1) if last else Block()
-            d.add(d.header(Op.WG, s.nnz, not j, last), segments, out, s.nnz * kk if last else 0)
+            out = Block(offset=part.gradients, words=words, rows=1) if last else Block()
+            d.add(d.header(Op.WG, part.nnz, not j, last), segments, out, words if last else 0)
 
 
 def clear_regions(arena: ConvArena) -> List[Tuple[int, int]]:
     """Grid corners ``(row, col)`` of the input tiles whose zeros clear the whole grid: tile-sized, side by side,
     the last of a row or column moved back to end on the grid's edge."""
-    (gh, gw), (ih, iw) = arena.grid, arena.spec.in_tile(arena.shape.stride)
+    (gh, gw), (ih, iw) = arena.grid, arena.geometry.in_tile(arena.shape.stride)
     rows = sorted({min(r, gh - ih) for r in range(0, gh, ih)})
     cols = sorted({min(c, gw - iw) for c in range(0, gw, iw)})
     return [(r, c) for r in rows for c in cols]
@@ -118,22 +117,27 @@ def clear_regions(arena: ConvArena) -> List[Tuple[int, int]]:
 def _errors(d: _Drafts) -> None:
     """EB per chunk, tile and block column. Tile ``(0, 0)`` is the first to touch its positions, so its chains
     start from zero (``ZERO``) and its region needs no clearing; the other tiles add onto the grid, which the
-    clears zero first. A map of one tile shares no halo: no clear and no load at all."""
+    clears zero first. A map of one tile needs no clear and no load at all; tiles whose inputs share no halo (a
+    kernel no larger than the stride) start every chain from zero, and where they also leave no gap (a kernel of
+    the stride: a 1 x 1 conv at stride 1) nothing is cleared either."""
     a, spec = d.a, d.a.spec
-    count = spec.block_cols * spec.in_pos_at(d.stride) * spec.batch
-    clears = [] if a.tiles == (1, 1) else [corner for corner in clear_regions(a) if corner != (0, 0)]
+    count = spec.block_cols * a.geometry.in_pos_at(d.stride) * spec.batch
+    several, k = a.tiles != (1, 1), a.shape.kernel
+    overlap = several and k > d.stride  # the tiles' inputs share a halo: a later tile adds onto the grid's sums
+    clears = [corner for corner in clear_regions(a) if corner != (0, 0)] if several and k != d.stride else []
     for k in d.chunks:
         # what an entry-less EB reads as its (unused) errors: its own chunk's, which no other IP writes meanwhile
         some_dy = a.out_tile(0, 0, 0, a.dy[k], 1)
         for c in d.columns:
             for row, col in clears if any(s.col == c for s in a.blocks) else ():
-                d.add(header_word(Op.EB, 0, zero=True, stride=d.stride), (some_dy,),
+                d.add(header_word(Op.EB, 0, zero=True, stride=d.stride, k1=a.k1), (some_dy,),
                       a.grid_block(row, col, c * spec.block_cols, a.dx[k], 4), count)
         for ty, tx in d.tiles:
             for c in d.columns:
                 column = [s for s in a.blocks if s.col == c]
                 if column:  # else no stored kernel reads these channels: their errors stay 0
-                    _error_chain(d, k, ty, tx, c, column, fresh=(ty, tx) == (0, 0), some_dy=some_dy, count=count)
+                    _error_chain(d, k, ty, tx, c, column, fresh=(ty, tx) == (0, 0) or not overlap, some_dy=some_dy,
+                                 count=count)
 
 
 def _error_chain(d: _Drafts, k: int, ty: int, tx: int, c: int, column: list, *, fresh: bool, some_dy: Block,
@@ -144,13 +148,14 @@ def _error_chain(d: _Drafts, k: int, ty: int, tx: int, c: int, column: list, *, 
     a, spec = d.a, d.a.spec
     sums = a.in_tile(ty, tx, c * spec.block_cols, a.dx[k], 4)
     if len(column) == 1 and not fresh:
-        d.add(header_word(Op.EB, 0, hold=True, stride=d.stride), (some_dy, sums), Block(), 0)
+        d.add(header_word(Op.EB, 0, hold=True, stride=d.stride, k1=a.k1), (some_dy, sums), Block(), 0)
     loaded = not fresh and len(column) == 1
     for j, s in enumerate(column):
         last = j == len(column) - 1
         zero, load = fresh and j == 0, not fresh and not loaded and j == 0
         dy = a.out_tile(ty, tx, s.row * spec.block_rows, a.dy[k], 1)
-        header = header_word(Op.EB, s.nnz, zero=zero, carry=not (zero or load), hold=not last, stride=d.stride)
+        header = header_word(Op.EB, s.nnz, zero=zero, carry=not (zero or load), hold=not last, stride=d.stride,
+                             k1=a.k1)
         d.add(header, (d.weights(s), dy) + ((sums,) if load else ()), sums if last else Block(), count if last else 0)
 
 
@@ -159,10 +164,11 @@ def layer_forward(arena: ConvArena, n: int, items: list, chunks: Sequence[int] |
     _forward(_Drafts(arena, n, items, chunks))
 
 
-def layer_gradients(arena: ConvArena, n: int, items: list, blocks: Sequence[BlockSlots] | None = None) -> None:
-    """WG of ``n`` samples on one layer of a network for the stored ``blocks`` given (all), each a chain over every
-    chunk and tile, added to ``items``."""
-    _gradients(_Drafts(arena, n, items, blocks=blocks))
+def layer_gradients(arena: ConvArena, n: int, items: list, parts: Sequence[EntryRange] | None = None) -> None:
+    """WG of ``n`` samples on one layer of a network for the entry ranges ``parts`` of its stored blocks (every
+    block whole), each a chain over every chunk and tile, added to ``items``."""
+    kk = arena.shape.kernel ** 2
+    _gradients(_Drafts(arena, n, items), [EntryRange.whole(s, kk) for s in arena.blocks] if parts is None else parts)
 
 
 def layer_errors(arena: ConvArena, n: int, items: list, chunks: Sequence[int] | None = None,

@@ -15,18 +15,17 @@ and the shell's rounding stage:
   into the other phase's, ``LEFT`` where the loop shifts the gradient left; then SHR by 16 through the rounding
   stage at shift 0 into the weights FP and EB read next step.
 
-The head is the loop's dense layer, here a conv of the PE's kernel on a 1 x 1 map whose outer taps are 0: they
-add nothing, and their gradients are 0 (the map's padding and the error past the map are 0), so they stay 0.
-Where the PE runs stride 2 with a 3 x 3 kernel and the batch takes several lane chunks, the head is *folded*
-(:func:`~codesign.step.csb.conv_arena.head_fold`): chunk ``k``'s features sit at input position ``2 (k // f),
-2 (k % f)`` of one map read at stride 2, its logits at output ``(k // f, k % f)``, so one call computes every
-chunk; the positions between the samples hold 0, so the outer taps still meet only zeros.
+The head is the loop's dense layer, here a 1 x 1 conv on a 1 x 1 map that the PE runs under header ``K1``: one
+tap a weight, as the loop holds it. Where the batch takes several lane chunks the head is *folded*
+(:func:`~codesign.step.csb.conv_arena.head_fold`): chunk ``k``'s features and logits sit at position
+``(k // f, k % f)`` of one ``f x f`` map, so one call computes every chunk.
 A SELECT takes at most ``spec.ew_capacity`` elements: it runs over channels whole where a channel's map fits,
 else over rows. Units: offsets in bytes, counts in elements.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Iterator, List, Sequence, Tuple
 
 import numpy as np
@@ -36,7 +35,7 @@ from codesign.numerics.records import keyword_record
 from codesign.pe.csb.format import CSBMatrix, encode
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import EwOp, Op, header_word
-from codesign.step.csb.arena import BUFFER_EXTRA_BITS, BlockSlots, words_of_bytes
+from codesign.step.csb.arena import BUFFER_EXTRA_BITS, EntryRange, words_of_bytes
 from codesign.step.csb.conv_arena import ConvArena, ConvShape, build_conv_arena, folded_head, head_fold
 from codesign.step.csb.conv_lists import layer_errors, layer_forward, layer_gradients
 from codesign.step.csb.lists import PE, CsbStepScales, code_rounding, draft_cycles
@@ -78,7 +77,7 @@ def _in_map(a: ConvArena, k: int, size: int, flat: Tuple[int, int] | None = None
     ``flat`` ``(height, width)``: the head's 1 x 1 map (a folded head's position of chunk ``k``) read as the previous
     layer's map, channel-major."""
     (gh, gw), b, p = a.grid, a.spec.batch, a.shape.pad
-    m, row, col = a.place(k, 2)
+    m, row, col = a.place(k)
     at = (a.x if size == 1 else a.dx)[m] + ((p + row) * gw + p + col) * b * size
     if flat is None:
         return MapView(base=at, channel_bytes=gh * gw * b * size, row_bytes=gw * b * size, position_bytes=b * size,
@@ -140,20 +139,21 @@ class ConvNetLists(PhasedLists):
 
 def net_shapes(spec: CsbSpec, image: Tuple[int, int, int], convs: Sequence[Tuple[int, int]],
                classes: int) -> List[ConvShape]:
-    """The layers' shapes on ``spec``: the convs, then the head (the last map's features as channels)."""
+    """The layers' shapes on ``spec``: the convs, then the head (the last map's features as channels of a 1 x 1
+    map, a 1 x 1 conv)."""
     (c, h, w), shapes = image, []
     for outputs, stride in convs:
         shapes.append(ConvShape(channels=c, outputs=outputs, height=h, width=w, kernel=spec.kernel, stride=stride))
         c, (h, w) = outputs, shapes[-1].out_map
-    return shapes + [ConvShape(channels=c * h * w, outputs=classes, height=1, width=1, kernel=spec.kernel)]
+    return shapes + [ConvShape(channels=c * h * w, outputs=classes, height=1, width=1, kernel=1)]
 
 
 def conv_structures(spec: CsbSpec, masks: Sequence[np.ndarray]) -> List[CSBMatrix]:
-    """The stored structure of every layer on ``spec``: each ``(outputs, channels)`` kernel mask as CSB blocks of
-    the PE's kernel (the head's too: its one weight sits at the centre tap, the outer taps stay 0)."""
-    k = spec.kernel
+    """The stored structure of every layer on ``spec``: each ``(outputs, channels)`` kernel mask as CSB blocks, of
+    the PE's kernel for the convs and of kernel 1 for the head (the last)."""
+    kernels = [spec.kernel] * (len(masks) - 1) + [1]
     return [encode(np.broadcast_to(np.asarray(mask, bool)[:, :, None, None], (*np.shape(mask), k, k)).astype(np.int8),
-                   block_rows=spec.block_rows, block_cols=spec.block_cols) for mask in masks]
+                   block_rows=spec.block_rows, block_cols=spec.block_cols) for mask, k in zip(masks, kernels)]
 
 
 def _place(spec: CsbSpec, shapes: Sequence[ConvShape], batch: int, structures: Sequence[CSBMatrix],
@@ -206,21 +206,47 @@ def _mask(items: list, net: ConvNetArena, layer: int, k: int, shift: int) -> Non
              (prev.shape.outputs, oh), shift)
 
 
-def _update(items: list, a: ConvArena, upd: Tuple[int, bool], phase: int, s: BlockSlots) -> None:
-    """UPD of stored block ``s`` from the phase's buffer words and its gradients into the other phase's, then SHR
-    into the weights."""
+def _update(items: list, a: ConvArena, upd: Tuple[int, bool], phase: int, part: EntryRange) -> None:
+    """UPD of the entry range ``part`` of a stored block from the phase's buffer words and its gradients into the
+    other phase's, then SHR into the weights."""
     shift, left = upd
-    kk, cap = a.shape.kernel ** 2, a.spec.ew_capacity // 4 * 4  # SHR pieces of whole words of codes
-    index, words = s.index_words, s.nnz * kk
-    segments = (Block(offset=s.iw, words=index, rows=1), Block(offset=s.b[phase], words=words, rows=1),
-                Block(offset=s.ig + 4 * index, words=words, rows=1))
-    items.append((header_word(Op.UPD, s.nnz, shift, left=left), segments,
-                  Block(offset=s.b[1 - phase], words=words, rows=1), words, RAW))
+    cap, words = a.spec.ew_capacity // 4 * 4, part.nnz * part.kk  # SHR pieces of whole words of codes
+    new = part.buffer(1 - phase)
+    segments = (Block(offset=part.index(part.slots.iw), words=part.index_words, rows=1),
+                Block(offset=part.buffer(phase), words=words, rows=1),
+                Block(offset=part.gradients, words=words, rows=1))
+    items.append((header_word(Op.UPD, part.nnz, shift, left=left, k1=a.k1), segments,
+                  Block(offset=new, words=words, rows=1), words, RAW))
     for start in range(0, words, cap):
         n = min(cap, words - start)
         items.append((header_word(EwOp.SHR, n, BUFFER_EXTRA_BITS, ew=True),
-                      (Block(offset=s.b[1 - phase] + 4 * start, words=n, rows=1),),
-                      Block(offset=s.iw + 4 * index + start, words=words_of_bytes(n), rows=1), n, code_rounding(n, 0)))
+                      (Block(offset=new + 4 * start, words=n, rows=1),),
+                      Block(offset=part.weights + start, words=words_of_bytes(n), rows=1), n, code_rounding(n, 0)))
+
+
+def _block_updates(net: ConvNetArena, n: int, upd: Sequence[Tuple[int, bool]], phase: int, copies: int) -> list:
+    """Per stored block, WG over every chunk and tile, then UPD and SHR: a group of drafts each, to be dealt to the
+    IPs. On several IPs a block costlier than an even share of them all is cut into entry ranges, each its own WG,
+    UPD and SHR (an entry's gradient and update are its own, so the results are the whole block's), so that no IP
+    waits on one block while the others idle."""
+    def group(layer: int, part: EntryRange) -> list:
+        items: list = []
+        layer_gradients(net.layers[layer], n, items, [part])
+        _update(items, net.layers[layer], upd[layer], phase, part)
+        return items
+
+    wholes = [(layer, EntryRange.whole(s, a.shape.kernel ** 2)) for layer, a in enumerate(net.layers) for s in a.blocks]
+    groups = [group(layer, part) for layer, part in wholes]
+    if copies == 1:
+        return groups
+    cost = draft_cycles(net.spec)
+    costs = [sum(map(cost, items)) for items in groups]
+    share = sum(costs) / copies
+    out = []
+    for (layer, part), items, spent in zip(wholes, groups, costs):
+        pieces = min(copies, math.ceil(spent / share))
+        out += [items] if pieces < 2 else [group(layer, piece) for piece in part.split(pieces)]
+    return out
 
 
 def _phases(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int, copies: int) -> Tuple[list, list]:
@@ -253,12 +279,7 @@ def _phases(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int, copies
             layer_errors(net.layers[layer], n, errors[-1], part)
             for k in part:
                 _mask(errors[-1], net, layer, k, scales.mask[layer])
-    updates = []
-    for layer, a in enumerate(net.layers):  # per stored block: WG over every chunk and tile, UPD, SHR
-        for s in a.blocks:
-            updates.append([])
-            layer_gradients(a, n, updates[-1], [s])
-            _update(updates[-1], a, scales.upd[layer], phase, s)
+    updates = _block_updates(net, n, scales.upd, phase, copies)
     backward = [head_errors, errors, balanced(updates, copies, draft_cycles(net.spec))]
     return [convs_forward, head_forward], backward
 

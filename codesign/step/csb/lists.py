@@ -35,7 +35,7 @@ from codesign.numerics.records import keyword_record
 from codesign.numerics.round_stage import RoundStageConfig
 from codesign.pe.csb.cycles import FLAG_EW, compute_cycles
 from codesign.pe.csb.spec import CsbSpec
-from codesign.pe.csb.stream import EwOp, Op, header_word
+from codesign.pe.csb.stream import EwOp, Op, header_word, run_as
 from codesign.step.csb.arena import BUFFER_EXTRA_BITS, BlockSlots, CsbArena, build_arena
 from codesign.step.share import Draft, Phase, PhasedLists, balanced, placed, runs
 
@@ -77,13 +77,13 @@ class CsbStepLists(PhasedLists):
 
 def draft_cycles(spec: CsbSpec) -> Callable[[Draft], int]:
     """A drafted call's cycles on the PE without stalls, as far as its words and products say (to deal lists among
-    copies): its header, operand and result words, and its compute steps."""
+    copies): its header, operand and result words, and its compute steps (one tap a step under ``K1``)."""
     def cycles(item: Draft) -> int:
         header, segments, _, count, _ = item
         words = 1 + sum(block.total_words for block in segments) + count
         if header & FLAG_EW:
             return words
-        return words + compute_cycles(spec, op=header & 3, nnz=(header >> 16) & 0x1FF)
+        return words + compute_cycles(run_as(spec, header), op=header & 3, nnz=(header >> 16) & 0x1FF)
     return cycles
 
 

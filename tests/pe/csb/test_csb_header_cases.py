@@ -206,7 +206,7 @@ def refused_transaction(config: dict, rng: np.random.Generator) -> list[int]:
     kind = kinds[int(rng.integers(0, len(kinds)))]
     op = int(rng.integers(0, 4))
     if kind == "reserved":
-        reserved = [b for b in range(32) if not (b < 8 or 8 <= b <= 12 or 16 <= b <= 24)]  # 2..7: flags
+        reserved = [b for b in range(32) if not (b < 8 or 8 <= b <= 12 or b == 14 or 16 <= b <= 24)]  # flags, K1
         return [header(op, 1, 1 if op == UPD else 0) | 1 << int(rng.choice(reserved))]
     if kind == "shift":
         return [header(int(rng.integers(0, 3)), 1, int(rng.integers(1, 32)))]

@@ -196,7 +196,7 @@ def transaction_set(shape: CsbSpec, *, count: int, seed: int) -> tuple[list[tupl
     # Directed: refusals (status 1, 2, 3), nnz = 0 and full blocks, saturation, ignored bits, index 0xFF.
     encoded.append([header(FP, 1, shift=3)])                     # shift with an op other than UPD
     operand_sets.append(None)
-    for bit in (13, 14, 15, 25, 28, 31):                         # reserved bits of each gap (2..7: flags)
+    for bit in (13, 15, 25, 27, 28, 31):                         # reserved bits (13: S2 on a stride-1 build)
         encoded.append([header(int(rng.integers(0, 4)), 0) | 1 << bit])
         operand_sets.append(None)
     encoded.append([header(EB, min(cells + 1, 511))])            # nnz > rows * cols

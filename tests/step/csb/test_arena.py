@@ -8,7 +8,7 @@ import pytest
 
 from codesign.pe.csb import CsbSpec, encode
 from codesign.pe.csb.format import unpack_bytes
-from codesign.step.csb.arena import build_arena
+from codesign.step.csb.arena import BlockSlots, EntryRange, build_arena
 
 SPEC = CsbSpec(block_rows=4, block_cols=4, batch=3)
 
@@ -82,3 +82,19 @@ def test_specs_the_lists_cannot_run_are_refused():
         build_arena(CsbSpec(block_rows=4, block_cols=4, batch=8), (10, 9, 5), 7, csbs, record_slots=1)
     with pytest.raises(ValueError, match="structures"):
         build_arena(SPEC, (10, 9, 5), 7, csbs[:1], record_slots=1)
+
+
+def test_entry_ranges_cut_a_block_on_whole_words_and_find_their_words():
+    slots = BlockSlots(row=0, col=1, start=7, nnz=23, iw=1000, ig=2000, b=(3000, 4000))
+    whole = EntryRange.whole(slots, 9)
+    parts = whole.split(3)
+    assert [(p.first, p.nnz) for p in parts] == [(0, 8), (8, 8), (16, 7)]
+    assert [(p.first, p.nnz) for p in whole.split(5)] == [(0, 8), (8, 8), (16, 7)]  # 4 entries a word at least
+    assert [(p.first, p.nnz) for p in whole.split(30)] == [(0, 4), (4, 4), (8, 4), (12, 4), (16, 4), (20, 3)]
+    second = parts[1]  # the block's index takes 6 words: 23 bytes
+    assert (second.index(slots.iw), second.index(slots.ig), second.index_words) == (1008, 2008, 2)
+    assert second.weights == 1000 + 4 * 6 + 8 * 9  # byte 72 of the weight codes: a whole word
+    assert second.gradients == 2000 + 4 * (6 + 8 * 9) and second.buffer(1) == 4000 + 4 * 8 * 9
+    for bad in (dict(first=2, nnz=4), dict(first=0, nnz=0), dict(first=20, nnz=4)):
+        with pytest.raises(ValueError, match="multiple of 4"):
+            EntryRange(slots=slots, kk=9, **bad)

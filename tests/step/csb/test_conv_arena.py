@@ -3,6 +3,8 @@ PE's X section holds (channel, row, column, lane), and the host's maps go in and
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -74,12 +76,13 @@ def test_maps_go_in_and_out_unchanged_and_the_clears_cover_the_grid():
 def test_a_folded_head_holds_its_chunks_as_positions_of_one_map():
     spec = CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2, batch=4, max_stride=2)
     assert [head_fold(spec, n) for n in (4, 5, 16, 17, 36)] == [0, 2, 2, 3, 3]  # chunks 1, 2, 4, 5, 9
-    assert head_fold(CsbSpec(kernel=3, batch=4), 16) == 0 and head_fold(CsbSpec(kernel=5, batch=4, max_stride=2), 16) == 0
-    head = ConvShape(channels=6, outputs=3, height=1, width=1, kernel=3)
-    csb = encode(np.ones((3, 6, 3, 3), np.int8), block=4)
+    assert head_fold(CsbSpec(kernel=5, batch=4), 16) == 2  # K1 folds on any build: no stride 2 needed
+    head = ConvShape(channels=6, outputs=3, height=1, width=1, kernel=1)
+    csb = encode(np.ones((3, 6, 1, 1), np.int8), block=4)
     arena = build_conv_arena(spec, folded_head(head, 2), 14, csb, record_slots=1, fold=2)
-    assert (arena.shape.height, arena.shape.stride, arena.chunks, arena.chunks_of(14)) == (3, 2, 1, 1)
-    assert [arena.place(k, 2) for k in range(4)] == [(0, 0, 0), (0, 0, 2), (0, 2, 0), (0, 2, 2)]
+    assert (arena.shape.height, arena.shape.stride, arena.chunks, arena.chunks_of(14)) == (2, 1, 1, 1)
+    assert arena.k1 and arena.geometry.kernel == 1 and arena.grid == (2, 2)  # the kernel-1 tile: no halo
+    assert [arena.place(k) for k in range(4)] == [(0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1)]
     rng = np.random.default_rng(2)
     image = arena.image.copy()
     arena.write_errors(image, rng.integers(-128, 128, (14, 3, 1, 1)))  # four chunks: a full map
@@ -90,13 +93,13 @@ def test_a_folded_head_holds_its_chunks_as_positions_of_one_map():
     codes = rng.integers(-128, 128, (7, 6, 1, 1))
     arena.write_input(image, codes)
     x = arena._map_view(image, arena.x[0], arena._grid_dims(), np.int8)
-    assert np.array_equal(x[:6, 1, 3, :3], codes[4:, :, 0, 0].T)  # chunk 1 at the grid's (pad, pad + 2)
+    assert np.array_equal(x[:6, 0, 1, :3], codes[4:, :, 0, 0].T) and not x[:, 1].any()  # chunk 1 at (0, 1)
     z = arena._map_view(image, arena.z[0], arena._out_dims(), np.int32)
     dx = arena._map_view(image, arena.dx[0], arena._grid_dims(), np.int32)
     for k in range(4):  # every position its own values: chunk, lane and channel told apart
-        _, row, col = arena.place(k, 1)
+        _, row, col = arena.place(k)
         z[:3, row, col] = 100 * k + np.arange(3)[:, None] * 10 + np.arange(4)
-        dx[:6, 1 + 2 * row, 1 + 2 * col] = 1000 * k + np.arange(6)[:, None] * 10 + np.arange(4)
+        dx[:6, row, col] = 1000 * k + np.arange(6)[:, None] * 10 + np.arange(4)
     samples = np.arange(7)
     want = 100 * (samples // 4)[:, None] + np.arange(3) * 10 + (samples % 4)[:, None]
     assert np.array_equal(arena.read_sums(image, 7)[:, :, 0, 0], want)
@@ -108,3 +111,6 @@ def test_a_folded_head_holds_its_chunks_as_positions_of_one_map():
         build_conv_arena(spec, folded_head(head, 2), 17, csb, record_slots=1, fold=2)  # five chunks
     with pytest.raises(ValueError, match="holds 4 lane chunks"):
         build_conv_arena(spec, head, 14, csb, record_slots=1, fold=2)  # not the folded shape
+    with pytest.raises(ValueError, match="structure of that kernel"):  # a 3 x 3 head on a kernel-5 build
+        build_conv_arena(CsbSpec(kernel=5, batch=4), dataclasses.replace(head, kernel=3), 4,
+                         encode(np.ones((3, 6, 3, 3), np.int8), block=4), record_slots=1)

@@ -51,9 +51,10 @@ def network_case(seed: int = 0, n: int = 6, relu=(-9, -8)):
     structures, buffers = [], []
     for shape in shapes:
         keep = rng.random((shape.outputs, shape.channels)) < 0.6
-        csb = encode(np.broadcast_to(keep[:, :, None, None], (*keep.shape, 3, 3)).astype(np.int8), block=4)
+        k = shape.kernel  # the convs' 3, the head's 1 (K1)
+        csb = encode(np.broadcast_to(keep[:, :, None, None], (*keep.shape, k, k)).astype(np.int8), block=4)
         structures.append(csb)
-        buffers.append(rng.integers(-(1 << 23), 1 << 23, (csb.nnz, 3, 3)))
+        buffers.append(rng.integers(-(1 << 23), 1 << 23, (csb.nnz, k, k)))
     net = net_arena(spec, shapes, n, structures)
     image = net.image.copy()
     for a, csb, words in zip(net.layers, structures, buffers):
@@ -67,11 +68,11 @@ def network_case(seed: int = 0, n: int = 6, relu=(-9, -8)):
 def test_a_layer_pruned_to_no_kernel_is_placed_and_its_sums_stay_zero():
     spec = CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2, batch=4, max_stride=2)
     shapes = net_shapes(spec, (2, 4, 4), ((4, 1),), 3)
-    structures = [encode(np.zeros((4, 2, 3, 3), np.int8), block=4), encode(np.ones((3, 64, 3, 3), np.int8), block=4)]
+    structures = [encode(np.zeros((4, 2, 3, 3), np.int8), block=4), encode(np.ones((3, 64, 1, 1), np.int8), block=4)]
     net = net_arena(spec, shapes, 4, structures)
     image = net.image.copy()
     net.layers[0].write_state(image, structures[0], np.zeros((0, 3, 3), np.int64), 0)
-    net.layers[1].write_state(image, structures[1], np.full((structures[1].nnz, 3, 3), 1 << 16), 0)
+    net.layers[1].write_state(image, structures[1], np.full((structures[1].nnz, 1, 1), 1 << 16), 0)
     net.layers[0].write_input(image, np.ones((4, 2, 4, 4), np.int64))
     lists = net_lists(net, 4, CsbStepScales(relu=(0,), mask=(0, 0), upd=((0, False),) * 2), 0)
     after = run_list_golden(PE, spec, image, lists.forward)
@@ -80,7 +81,7 @@ def test_a_layer_pruned_to_no_kernel_is_placed_and_its_sums_stay_zero():
 
 def test_the_head_reads_the_last_map_flattened_and_the_update_writes_the_other_phase():
     """At shift 0 the ReLU's codes are the sums clipped to [0, 127]: feature ``c * h * w + y * w + x`` of the head's
-    1 x 1 map (its grid's centre) holds channel ``c`` at ``(y, x)`` of the last conv's map."""
+    1 x 1 map holds channel ``c`` at ``(y, x)`` of the last conv's map."""
     spec, net, image, lists = network_case(relu=(0, 0))
     forward = run_list_golden(PE, spec, image, lists.forward)
     head, last = net.layers[-1], net.layers[-2]
@@ -88,12 +89,13 @@ def test_the_head_reads_the_last_map_flattened_and_the_update_writes_the_other_p
     features = grid[:head.shape.channels, head.shape.pad, head.shape.pad, :].astype(np.int64)  # (24, 4 lanes)
     want = np.clip(last.read_sums(forward, 6), 0, 127).reshape(6, -1).T
     assert np.array_equal(features, want[:, :spec.batch]) and 0 < np.count_nonzero(want) < want.size
-    # the two lane chunks folded onto one map: the second at input position (0, 2), its lanes past the sixth
-    # sample's whatever the last conv's ReLU gave them, the positions between the samples 0
-    assert head.fold == 2 and head.shape.stride == 2 and len(head.x) == 1
-    second = grid[:head.shape.channels, head.shape.pad, head.shape.pad + 2, :2].astype(np.int64)
+    # the two lane chunks folded onto one 2 x 2 map run under K1: the second at position (0, 1), its lanes past
+    # the sixth sample's whatever the last conv's ReLU gave them, the positions no chunk takes 0
+    assert head.fold == 2 and head.k1 and (head.shape.kernel, head.shape.stride, head.shape.pad) == (1, 1, 0)
+    assert len(head.x) == 1 and head.grid == (2, 2)
+    second = grid[:head.shape.channels, 0, 1, :2].astype(np.int64)
     assert np.array_equal(second, want[:, spec.batch:])
-    assert not grid[:, head.shape.pad, head.shape.pad + 1].any() and not grid[:, head.shape.pad + 1].any()
+    assert not grid[:, 1].any()
     after = run_list_golden(PE, spec, forward, lists.backward)
     for a in net.layers:
         assert not np.array_equal(a.read_buffer(after, 1), a.read_buffer(image, 1))  # UPD wrote phase 1
