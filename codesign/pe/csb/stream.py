@@ -141,7 +141,8 @@ def chain_held(spec: CsbSpec, header: int) -> Optional[Held]:
     if not flags & FLAG_CARRY:
         return None
     if flags & FLAG_EW:
-        for bits in {geometry(spec, bits) for bits in (0, FLAG_K1, FLAG_S2, FLAG_S2 | FLAG_K1)[:2 * spec.max_stride]}:
+        candidates = (0, FLAG_K1, FLAG_S2, FLAG_S2 | FLAG_K1)[:2 * spec.max_stride]
+        for bits in dict.fromkeys(geometry(spec, bits) for bits in candidates):  # in order, each once
             if nnz == result_count(spec, Op.EB, 0, bits):
                 return (Op.EB, 0, bits)
         return (Op.FP, 0, 0)
