@@ -82,7 +82,7 @@ MANIFEST_CASES = {
     "10^9 conv classes": ("digits_compressed_conv", _set("loop", "setup", "classes", value=10**9),
                           "classes 1000000000 must be"),
     "a loop spec that is not the IP's": ("digits_compressed_conv",
-                                         _set("loop", "setup", "spec", "parallel", value=2),
+                                         _set("loop", "setup", "spec", "parallel", value=4),
                                          "loop.setup.spec differs from IP csb_0's spec in ['parallel']"),
     "a conv loop without its convs": ("digits_compressed_conv", lambda manifest: manifest["loop"]["setup"].pop("convs"),
                                       "lacks ['convs']"),
