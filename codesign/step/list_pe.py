@@ -96,9 +96,9 @@ def csb_phases(spec, header: int) -> tuple:
         return [(IN, 1, None), (WAIT, 1, None), (OUT, 1, status)], status, 0, 0
     operands = transaction_length(spec, header, chain) - 1
     results = result_count(spec, op, nnz, flags)
-    geometry = run_as(spec, flags)  # K1: the kernel-1 PE's tile and taps
-    zeros = zero_words(geometry, op=op, nnz=nnz, stride=stride_of(flags)) if flags & FLAG_ZERO else 0
-    compute = 0 if flags & FLAG_EW else compute_cycles(geometry, op=op, nnz=nnz)
+    runs = run_as(spec, flags)  # K1: the kernel-1 PE's tile and taps
+    zeros = zero_words(runs, op=op, nnz=nnz, stride=stride_of(flags)) if flags & FLAG_ZERO else 0
+    compute = 0 if flags & FLAG_EW else compute_cycles(runs, op=op, nnz=nnz)
     steps = [(IN, 1, None)]
     for kind, n in ((IN, operands), (WAIT, zeros + compute + 1)):
         _append(steps, kind, n)

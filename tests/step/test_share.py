@@ -10,7 +10,7 @@ import pytest
 
 from codesign.contracts.calls import RAW, RECORD_WORDS, Block
 from codesign.pe.csb import CsbSpec
-from codesign.pe.csb.stream import FLAG_EW, Op, header_word
+from codesign.pe.csb.stream import FLAG_EW, EwOp, Op, header_word
 from codesign.shell.calls import run_list_golden
 from codesign.pe.csb import encode
 from codesign.step.csb.conv_step import net_arena, net_lists, net_shapes
@@ -88,7 +88,7 @@ def _updates_apart(calls) -> tuple:
     """``(updates, rest)``: the calls of the stored blocks' WG, UPD and SHR, and the others."""
     def update(call) -> bool:
         op = call.header & 3
-        return op == (Op.EB if call.header & FLAG_EW else None) or (not call.header & FLAG_EW and op in (Op.WG, Op.UPD))
+        return op == EwOp.SHR if call.header & FLAG_EW else op in (Op.WG, Op.UPD)
     return [call for call in calls if update(call)], [call for call in calls if not update(call)]
 
 

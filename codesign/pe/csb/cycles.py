@@ -66,6 +66,9 @@ class PeShape(Protocol):
     batch: int
     parallel: int
 
+    def run_as(self, *, kernel_one: bool) -> "PeShape":
+        """The PE a ``K1`` transaction runs as (:meth:`codesign.pe.csb.spec.CsbSpec.run_as`)."""
+
 
 @keyword_record
 class TransactionCycles:

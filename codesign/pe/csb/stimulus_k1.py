@@ -34,6 +34,7 @@ from codesign.pe.csb.stream import (
     Op,
     header_word,
     result_count,
+    stride_flag,
 )
 
 MAC_OPS = (Op.FP, Op.EB, Op.WG)
@@ -74,7 +75,7 @@ def directed_k1(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]:
             calls += [b.flagged(op, nnz, zero=True) for nnz in (0, 1, one.capacity)]
             calls += b.chain(op, 3, one.capacity, first="zero") + b.chain(op, 3, one.capacity, first="acc",
                                                                           mode="near")
-        if result_count(one, Op.EB, 0, 0 if stride == 1 else 1 << 13) <= one.ew_capacity:
+        if result_count(one, Op.EB, 0, stride_flag(stride)) <= one.ew_capacity:
             calls += b.chain(Op.EB, 1, one.capacity, first="acc", mode="near", end_held=True)
             calls.append(select_held(one, Op.EB, rng, stride=stride))
         out += [with_k1(words) for words in calls]
