@@ -47,9 +47,8 @@
 // grid, ties to even, then saturates to 24 bits. Words narrower than 32 bits are read from their low bits and
 // written sign-extended.
 //
-// Synthesis notes: only ap_uint/ap_int arithmetic, no floating point, no dynamic memory, no recursion; buffers
-// are static arrays sized by the template parameters; constant divisors only. Written in C++11 so that the HLS
-// front end and any testbench compiler accept it.
+// Synthesis notes: only ap_uint/ap_int arithmetic, no floating point, no dynamic memory, no recursion; buffers are
+// static arrays sized by the template parameters; constant divisors only. C++11, for HLS and any testbench compiler.
 #ifndef CODESIGN_CSB_H
 #define CODESIGN_CSB_H
 
@@ -63,8 +62,8 @@ namespace csb {
 
 // Header opcodes, numbered as docs/csb.md numbers them (the status words: codesign_constants.h).
 enum { OP_FP = 0, OP_EB = 1, OP_WG = 2, OP_UPD = 3 };
-// Element-wise opcodes (flag EW): SELECT keeps v where z > 0, SHR shifts a 24-bit word right (floor).
-enum { EW_SELECT = 0, EW_SHR = 1 };
+// Element-wise opcodes (flag EW): SELECT keeps v where z > 0, SHR shifts right (floor), RELU keeps v where v > 0.
+enum { EW_SELECT = 0, EW_SHR = 1, EW_RELU = 2 };
 // Header flags (docs/csb.md, "Flags and element-wise operations", "Stride 2", "Kernel 1"). S2: FP, EB, WG at
 // stride 2; K1: FP, EB, WG, UPD as on this PE built with kernel 1. HOLD keeps an FP, EB or WG result in the PE
 // (the status goes out alone); CARRY starts the next one's sums from it.
@@ -441,17 +440,18 @@ struct pe {
   }
 
   // Element-wise ops (flag EW), n elements: SELECT reads v then z (ACC_BITS values) and sends v where z > 0,
-  // else 0; SHR reads 24-bit words and sends each shifted right by `shift` (arithmetic: floor).
+  // else 0; RELU is SELECT with z = v, read once; SHR reads 24-bit words and sends each shifted right by `shift`
+  // (arithmetic: floor).
   // SELECT with CARRY (`held`): v is already in `values` (held_sums), only z is read.
   static void elementwise(hls::stream<word_t> &in, hls::stream<word_t> &out, int op, ap_uint<5> shift, int n,
                           bool held, acc_t values[MAX_NNZ * KK], buffer_t words[MAX_NNZ * KK]) {
-    if (op == EW_SELECT) {
+    if (op != EW_SHR) {
       if (!held) load_grads(in, n, values);
     select_words:
       for (int i = 0; i < n; ++i) {
 #pragma HLS PIPELINE II = 1
 #pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK
-        const acc_t z = low_signed<ACC_BITS>(in.read());
+        const acc_t z = op == EW_RELU ? values[i] : low_signed<ACC_BITS>(in.read());
         if (!(z > 0)) values[i] = 0;
       }
       out.write(word_t(STATUS_OK));
@@ -536,7 +536,7 @@ struct pe {
     if ((header & word_t(~HEADER_FIELDS_MASK)) != 0) return refuse(out, STATUS_BAD_HEADER);
     if (flags & FLAG_EW) {  // S2 and K1 are flags an element-wise op does not take
       const bool sums = flags == (FLAG_EW | FLAG_CARRY) && op == EW_SELECT;
-      if (op > EW_SHR || (flags != FLAG_EW && !sums) || (shift != 0 && op == EW_SELECT) || (sums && !select_ok))
+      if (op > EW_RELU || (flags != FLAG_EW && !sums) || (shift != 0 && op != EW_SHR) || (sums && !select_ok))
         return refuse(out, STATUS_BAD_HEADER);
       if (nnz > EW_CAPACITY) return refuse(out, STATUS_NNZ);
       if (sums) held_sums(accbuf, nnz, held_pos, grads);

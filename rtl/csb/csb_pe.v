@@ -35,7 +35,8 @@
 // low, the PE writing zeros: a word of R (every bank, every lane) a cycle for
 // FP and EB, a G word a cycle for WG; G_FIRST moves WG's G section after
 // the index; LEFT feeds UPD sat32(G << s) at shift 0; EW runs SELECT (v into
-// WA, then each z writes back v or 0) or SHR (v >>> s into WA) and drains WA.
+// WA, then each z writes back v or 0), SHR (v >>> s into WA) or RELU (v or 0
+// into WA) and drains WA.
 // HOLD (FP, EB, WG) drains the status alone and leaves the sums in R or WA;
 // CARRY skips the initial section and starts from them. It is accepted after
 // an accepted HOLD of the same op, stride and kernel (WG: the same nnz) only, else status 1:
@@ -155,7 +156,7 @@ module csb_pe #(
     endgenerate
 
     localparam [1:0] OP_FP = 2'd0, OP_EB = 2'd1, OP_WG = 2'd2, OP_UPD = 2'd3;
-    localparam [1:0] EW_SELECT = 2'd0, EW_SHR = 2'd1;
+    localparam [1:0] EW_SELECT = 2'd0, EW_SHR = 2'd1, EW_RELU = 2'd2;
     localparam EW_CAP = (WB_DEPTH < 511) ? WB_DEPTH : 511;   // elements of one element-wise transaction
     localparam [AW-1:0] L_EW_CAP = EW_CAP;
 
@@ -188,6 +189,7 @@ module csb_pe #(
     wire is_eb = (op == OP_EB) && !ew;
     wire is_wg = (op == OP_WG) && !ew;
     wire is_sel = ew && (op == EW_SELECT);
+    wire is_shr = ew && (op == EW_SHR);
     // the transaction's input tile and EB grid: stride 1, or 2 with S2; of the K x K kernel, or 1 x 1 with K1
     wire [PW-1:0] in_h_t  = k1 ? (s2 ? L_IN_H2_1 : L_OUT_H) : (s2 ? L_IN_H2 : L_IN_H);
     wire [PW-1:0] in_w_t  = k1 ? (s2 ? L_IN_W2_1 : L_OUT_W) : (s2 ? L_IN_W2 : L_IN_W);
@@ -209,8 +211,8 @@ module csb_pe #(
     wire       h_sel_bad = h_op != EW_SELECT || !held_valid || held_op[1] || {{(AW-9){1'b0}}, h_nnz} != held_sums;
     wire       h_s2_bad = h_s2 && (MAX_STRIDE < 2 || h_ew || h_op == OP_UPD);
     wire       h_bad   = ((in_data & 32'hFE008000) != 32'd0) || h_s2_bad ||
-                         (h_ew ? (h_op[1] || h_zero || h_gf || h_left || h_hold || h_k1 || (h_carry && h_sel_bad) ||
-                                  (h_shift != 5'd0 && h_op == EW_SELECT))
+                         (h_ew ? (h_op == 2'd3 || h_zero || h_gf || h_left || h_hold || h_k1 ||
+                                  (h_carry && h_sel_bad) || (h_shift != 5'd0 && h_op != EW_SHR))
                                : ((h_shift != 5'd0 && h_op != OP_UPD) || (h_zero && h_op == OP_UPD) ||
                                   (h_gf && h_op != OP_WG) || (h_left && h_op != OP_UPD) ||
                                   ((h_hold || h_carry) && h_op == OP_UPD) || (h_carry && h_carry_bad)));
@@ -386,6 +388,7 @@ module csb_pe #(
     wire signed [WB_W-1:0] acc_word_x = $signed(sec_data[ACC_BITS-1:0]);
     wire signed [WB_W-1:0] buf_word_x = $signed(in_data[23:0]);
     wire signed [WB_W-1:0] shr_word_x = buf_word_x >>> shift;             // SHR: floor
+    wire signed [WB_W-1:0] relu_word_x = acc_word_x[WB_W-1] ? {WB_W{1'b0}} : acc_word_x;  // RELU: v where v > 0
     wire [ACC_BITS-1:0]    z_word     = in_data[ACC_BITS-1:0];
     wire                   z_pos      = !z_word[ACC_BITS-1] && (z_word != {ACC_BITS{1'b0}});
     wire signed [WB_W-1:0] sel_v      = sel_sums ? $signed(r_word) : $signed(wa_q);
@@ -394,7 +397,8 @@ module csb_pe #(
     wire wg_write = b_run && is_wg && b_last_chunk;
     wire [WB_W-1:0] wa_wdata = wg_write ? g_final
                              : ((state == S_GW) ? acc_word_x
-                             : ((state == S_BW) ? (ew ? (is_sel ? acc_word_x : shr_word_x) : buf_word_x)
+                             : ((state == S_BW) ? (ew ? (is_shr ? shr_word_x : (is_sel ? acc_word_x : relu_word_x))
+                                                      : buf_word_x)
                              : (ew ? sel_word_x : upd_new_x)));
     wire wa_we = wg_write || (take && (state == S_GW || state == S_BW || state == S_UG));
     wire [AW-1:0] wa_waddr = wg_write ? b_wt_at : cnt;

@@ -45,7 +45,8 @@ CSB = CsbSpec(block_rows=4, block_cols=4, batch=3, acc_bits=16)
 @pytest.mark.parametrize("header", [
     csb_header(CsbOp.FP, 5), csb_header(CsbOp.FP, 5, zero=True), csb_header(CsbOp.EB, 16, zero=True),
     csb_header(CsbOp.WG, 7, g_first=True), csb_header(CsbOp.WG, 0, zero=True), csb_header(CsbOp.UPD, 3, 9, left=True),
-    csb_header(EwOp.SELECT, 12, ew=True), csb_header(EwOp.SHR, 16, 16, ew=True), csb_header(CsbOp.UPD, 1, zero=True),
+    csb_header(EwOp.SELECT, 12, ew=True), csb_header(EwOp.SHR, 16, 16, ew=True), csb_header(EwOp.RELU, 9, ew=True),
+    csb_header(CsbOp.UPD, 1, zero=True),
     csb_header(EwOp.SHR, 17, ew=True)])
 def test_csb_phases_add_up_to_its_cycle_model(header):
     """The phases' cycles are the PE's stall-free transaction cycles for the words of that header (valid indices);

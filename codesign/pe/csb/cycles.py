@@ -26,7 +26,7 @@ section itself with ``in_ready`` low: FP and EB clear a word of the result
 buffer (every group's bank, every lane) a cycle, ``rows * H * ceil(W / P)``
 cycles for their result grid of ``H x W`` positions; WG a gradient word a
 cycle, ``nnz * k^2`` (``load = n_in + zero cycles``); an
-element-wise transaction (SELECT, SHR) loads, computes nothing and drains its
+element-wise transaction (SELECT, SHR, RELU) loads, computes nothing and drains its
 ``n`` results (``compute = 0``, ``drain = 2 + n``). ``CARRY`` leaves the initial
 section out of the stream and takes no cycle for it (the sums are where the
 ``HOLD`` before left them; a SELECT with ``CARRY`` loads its ``Z`` words
@@ -142,7 +142,7 @@ def _refused(pe: PeShape, header: int) -> bool:
         return True
     if flags & FLAG_EW:
         held_sums = flags == FLAG_EW | FLAG_CARRY and op == 0  # SELECT on the held sums
-        return op > 1 or (flags != FLAG_EW and not held_sums) or bool(shift and op == 0) or \
+        return op > 2 or (flags != FLAG_EW and not held_sums) or bool(shift and op != 1) or \
             nnz > min(pe.block_rows * pe.block_cols * pe.kernel ** 2, 0x1FF)
     return bool((shift and op != OP_UPD) or (flags & FLAG_ZERO and op == OP_UPD)
                 or (flags & FLAG_G_FIRST and op != OP_WG) or (flags & FLAG_LEFT and op != OP_UPD)

@@ -42,7 +42,7 @@ class CsbStimulusOptions:
     """What ``codesign verify csb`` checks: the directed set plus random transactions until every op
     (FP, EB, WG) has at least ``min_macs_per_op`` MACs, then full-block UPDs until UPD has updated as many
     buffer words, then the header flags' and element-wise ops' set until each of them (ZERO, G_FIRST, LEFT,
-    SELECT, SHR) has as many values (:mod:`codesign.pe.csb.stimulus_ext`), then chains of held sums until
+    SELECT, SHR, RELU) has as many values (:mod:`codesign.pe.csb.stimulus_ext`), then chains of held sums until
     ``HOLD`` and ``CARRY`` have as many MACs (:mod:`codesign.pe.csb.stimulus_chain`), then on a PE with
     stride 2 stride-2 transactions until FP, EB and WG each have as many MACs at stride 2
     (:mod:`codesign.pe.csb.stimulus_stride`), then kernel-1 transactions (header ``K1``) until FP, EB and WG

@@ -221,10 +221,11 @@ def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, ou
 
 def _elementwise(reader: _Reader, op: int, shift: int, count: int, flags: int, capacity: int,
                  acc_bits: int, sums=None) -> list[int]:
-    """SELECT (op 0): v where z > 0, else 0, on acc_bits values; SHR (op 1): a 24-bit word shifted right, floored.
-    SELECT with CARRY takes v from ``sums`` (the held FP or EB sums, as many as its elements) and reads z alone."""
+    """SELECT (op 0): v where z > 0, else 0, on acc_bits values; SHR (op 1): a 24-bit word shifted right, floored;
+    RELU (op 2): v where v > 0, else 0, one section of acc_bits values. SELECT with CARRY takes v from ``sums``
+    (the held FP or EB sums, as many as its elements) and reads z alone."""
     carry = flags == ELEMENTWISE | CARRY and op == 0
-    if op > 1 or (flags != ELEMENTWISE and not carry) or (shift and op == 0):
+    if op > 2 or (flags != ELEMENTWISE and not carry) or (shift and op != 1):
         return [STATUS_BAD_HEADER]
     if carry and (sums is None or len(sums) != count):
         return [STATUS_BAD_HEADER]
@@ -233,6 +234,8 @@ def _elementwise(reader: _Reader, op: int, shift: int, count: int, flags: int, c
     if op == 1:
         values = [_signed(reader.word(), 24) for _ in range(count)]
         result = [_word(value // (1 << shift)) for value in values]
+    elif op == 2:
+        result = [_word(max(_signed(reader.word(), acc_bits), 0)) for _ in range(count)]
     else:
         values = list(sums) if carry else [_signed(reader.word(), acc_bits) for _ in range(count)]
         signs = [_signed(reader.word(), acc_bits) for _ in range(count)]

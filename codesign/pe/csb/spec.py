@@ -120,7 +120,7 @@ class CsbSpec:
 
     @property
     def ew_capacity(self) -> int:
-        """Elements one element-wise transaction (SELECT, SHR) takes: the wide weight buffer's words
+        """Elements one element-wise transaction (SELECT, SHR, RELU) takes: the wide weight buffer's words
         (``capacity * kk``), at most the 9-bit count field's 511."""
         return min(self.capacity * self.kk, 0x1FF)
 

@@ -11,8 +11,10 @@ What each feature's directed set pins:
 * SELECT: ``z`` at 0, +1, -1 and the ``acc_bits`` ends, ``v`` at its ends and 0, counts 0, 1 and the capacity,
   and ``z = v`` (a ReLU);
 * SHR: shifts 0, 1, 7, 8, 15, 16, 23, 24 and 31 on the 24-bit ends, -1, 0, 1 and random words;
+* RELU: ``v`` at 0, +1, -1 and the ``acc_bits`` ends among random values, counts 0, 1 and the capacity;
 * bits the PE must ignore (above ``acc_bits`` or 24) carry random garbage in a third of the random transactions;
-* every refused combination: ops 2 and 3 with ``EW``, ``EW`` with another flag, SELECT with a shift, a count above
+* every refused combination: op 3 with ``EW``, ``EW`` with another flag (RELU with ``CARRY`` included), SELECT
+  and RELU with a shift, a count above
   :attr:`~codesign.pe.csb.spec.CsbSpec.ew_capacity`, ``ZERO`` on UPD, ``G_FIRST`` outside WG, ``LEFT`` outside UPD.
 """
 
@@ -23,7 +25,9 @@ import numpy as np
 from codesign.pe.csb.spec import BUFFER_BITS, CsbSpec
 from codesign.pe.csb.stream import (
     FLAG_EW,
+    FLAG_CARRY,
     FLAG_G_FIRST,
+    FLAG_HOLD,
     FLAG_LEFT,
     FLAG_ZERO,
     STATUS_OK,
@@ -35,7 +39,8 @@ from codesign.pe.csb.stream import (
     header_word,
 )
 
-FEATURES = ("zero", "g_first", "left", "select", "shr")
+FEATURES = ("zero", "g_first", "left", "select", "shr", "relu")
+_COUNTED = {EwOp.SELECT: "select", EwOp.SHR: "shr", EwOp.RELU: "relu"}
 SHR_SHIFTS = (0, 1, 7, 8, 15, 16, 23, 24, 31)
 LEFT_SHIFTS = (0, 1, 2, 3, 16, 31)
 
@@ -69,6 +74,11 @@ class ExtBuilder:
             return encode_elementwise(s, EwOp.SELECT, v, v)
         z = np.where(rng.random(n) < 0.3, rng.choice([0, 1, -1, s.acc_min, s.acc_max], size=n), self.acc(n, mode))
         return encode_elementwise(s, EwOp.SELECT, v, z)
+
+    def relu(self, n: int, mode: str = "any") -> np.ndarray:
+        s, rng = self.spec, self.rng
+        v = np.where(rng.random(n) < 0.3, rng.choice([0, 1, -1, s.acc_min, s.acc_max], size=n), self.acc(n, mode))
+        return encode_elementwise(s, EwOp.RELU, v)
 
     def shr(self, n: int, shift: int | None = None) -> np.ndarray:
         rng = self.rng
@@ -142,11 +152,13 @@ def directed_ext(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]:
     for count in sorted({0, 1, ew}):
         out.append(b.select(count, "near"))
         out.append(b.select(count, "any", relu=True))
+        out.append(b.relu(count, "near"))
     specials = np.array([0, 1, -1, s.acc_min, s.acc_max])
     grid_v, grid_z = np.meshgrid(specials, specials)
     pairs = np.resize(np.stack([grid_v.reshape(-1), grid_z.reshape(-1)]), (2, min(ew, 25)))
     if pairs.shape[1]:
         out.append(encode_elementwise(s, EwOp.SELECT, pairs[0], pairs[1]))
+        out.append(encode_elementwise(s, EwOp.RELU, np.resize(specials, min(ew, 10))))
     ends = np.resize(np.array([-(1 << 23), (1 << 23) - 1, -1, 0, 1, -(1 << 22), (1 << 16) - 1, -(1 << 16)]), min(ew, 8))
     for shift in SHR_SHIFTS:
         out.append(encode_elementwise(s, EwOp.SHR, ends, shift=shift))
@@ -157,11 +169,11 @@ def directed_ext(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]:
 def refused_ext(spec: CsbSpec) -> list[np.ndarray]:
     """Headers the PE refuses with status 1 or 2 under the new rules (each is its whole transaction)."""
     s, words = spec, []
-    for op in (2, 3):
-        words.append(FLAG_EW | op | 1 << 16)
+    words.append(FLAG_EW | 3 | 1 << 16)
     for flag in (FLAG_ZERO, FLAG_G_FIRST, FLAG_LEFT):
-        words += [FLAG_EW | flag | op | 1 << 16 for op in (0, 1)]
-    words.append(header_word(EwOp.SELECT, 1, ew=True) | 3 << 8)
+        words += [FLAG_EW | flag | op | 1 << 16 for op in EwOp]
+    words += [header_word(op, 1, ew=True) | 3 << 8 for op in (EwOp.SELECT, EwOp.RELU)]
+    words += [header_word(EwOp.RELU, 1, ew=True) | flag for flag in (FLAG_HOLD, FLAG_CARRY)]
     words += [header_word(op, s.ew_capacity + 1, ew=True) for op in EwOp if s.ew_capacity < 0x1FF]
     words.append(header_word(Op.UPD, 1) | FLAG_ZERO)
     words += [header_word(op, 1) | FLAG_G_FIRST for op in (Op.FP, Op.EB, Op.UPD)]
@@ -187,14 +199,17 @@ def random_ext(spec: CsbSpec, feature: str, rng: np.random.Generator) -> np.ndar
         words = b.left(int(rng.integers(0, s.capacity + 1)))
         return b.make.garble(words) if rng.random() < 1 / 3 else words
     n = int(rng.integers(0, s.ew_capacity + 1))
-    words = b.select(n, mode, relu=rng.random() < 0.3) if feature == "select" else b.shr(n)
-    bits = s.acc_bits if feature == "select" else BUFFER_BITS
+    if feature == "shr":
+        words, bits = b.shr(n), BUFFER_BITS
+    else:
+        words = b.select(n, mode, relu=rng.random() < 0.3) if feature == "select" else b.relu(n, mode)
+        bits = s.acc_bits
     return _garble(words, bits, rng) if rng.random() < 1 / 3 else words
 
 
 def count_ext(spec: CsbSpec, transactions) -> dict[str, int]:
     """Values checked per new feature: MACs of accepted ``ZERO`` and ``G_FIRST`` block ops, words of ``LEFT``
-    updates, elements of SELECT and SHR."""
+    updates, elements of SELECT, SHR and RELU."""
     counts = dict.fromkeys(FEATURES, 0)
     per_entry = spec.kk * spec.out_pos * spec.batch
     for words_in, words_out in transactions:
@@ -203,7 +218,7 @@ def count_ext(spec: CsbSpec, transactions) -> dict[str, int]:
             continue
         op, nnz = header & 3, header >> 16 & 0x1FF
         if header & FLAG_EW:
-            counts["select" if op == EwOp.SELECT else "shr"] += nnz
+            counts[_COUNTED[EwOp(op)]] += nnz
             continue
         if header & FLAG_ZERO:
             counts["zero"] += nnz * per_entry

@@ -10,7 +10,7 @@ set in every FP, EB, WG and UPD header:
   header), ``ZERO`` and chains of ``HOLD`` and ``CARRY`` between ``K1`` transactions, and a SELECT on held
   ``K1`` EB sums where they fit one;
 * what only the k x k build shows: sums held under ``K1`` met by a ``CARRY`` without it and the other way round
-  (status 1, which drops them); and ``K1`` on SELECT and SHR (status 1);
+  (status 1, which drops them); and ``K1`` on every element-wise op (status 1);
 * random ``K1`` transactions and chains at either stride until FP, EB and WG each have ``target`` MACs and UPD
   ``target`` buffer words under ``K1``.
 
@@ -50,7 +50,7 @@ def with_k1(words: np.ndarray) -> np.ndarray:
 
 
 def _across_kernels(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]:
-    """Held sums under one kernel met by a ``CARRY`` under the other (status 1), and ``K1`` on SELECT and SHR."""
+    """Held sums under one kernel met by a ``CARRY`` under the other (status 1), and ``K1`` on every element-wise op."""
     one, out = spec.run_as(kernel_one=True), []
     for op in MAC_OPS if spec.kernel > 1 else ():  # on a kernel-1 build the CARRY is accepted: K1 changes nothing
         held_k1 = ChainBuilder(one, rng).chain(op, 1, 1, end_held=True)

@@ -12,8 +12,8 @@ Header flags (docs/csb.md, "Flags and element-wise operations"): ``ZERO`` (FP,
 EB, WG start every sum at 0 and take no initial accumulator or gradient
 section), ``G_FIRST`` (WG takes its initial gradients right after the index),
 ``LEFT`` (UPD shifts the gradient left, saturating to 32 bits, and updates at
-shift 0) and ``EW`` (an element-wise op: SELECT ``v where z > 0 else 0``, or
-SHR ``v >> s``; the count field counts elements), ``HOLD`` (FP, EB, WG send
+shift 0) and ``EW`` (an element-wise op: SELECT ``v where z > 0 else 0``,
+SHR ``v >> s``, or RELU ``v where v > 0 else 0``; the count field counts elements), ``HOLD`` (FP, EB, WG send
 the status alone and keep their results in the PE) and ``CARRY`` (FP, EB, WG
 take no initial section and start from what the transaction just before held:
 the same op, stride and kernel, for WG the same ``nnz``; else status 1; SELECT with ``CARRY``
@@ -55,12 +55,13 @@ class Op(IntEnum):
 
 
 class EwOp(IntEnum):
-    """Element-wise ops (header flag ``EW``): SELECT keeps ``v`` where ``z > 0`` (a ReLU when ``z = v``, the mask of
-    an error by the forward's sign otherwise); SHR shifts a 24-bit buffer word right, flooring (its top byte: the
-    8-bit weight FP and EB read)."""
+    """Element-wise ops (header flag ``EW``): SELECT keeps ``v`` where ``z > 0`` (the mask of an error by the
+    forward's sign); SHR shifts a 24-bit buffer word right, flooring (its top byte: the 8-bit weight FP and EB
+    read); RELU keeps ``v`` where ``v > 0``, SELECT(v, v) from one section (a hidden layer's activation)."""
 
     SELECT = 0
     SHR = 1
+    RELU = 2
 
 
 FLAG_ZERO = 1 << 2  # FP, EB, WG: no initial ACC / G section, every sum starts at 0
@@ -158,7 +159,7 @@ def header_status(spec: CsbSpec, header: int, held: Optional[Held] = None) -> in
         return STATUS_BAD_HEADER
     if flags & FLAG_EW:
         carry = flags == FLAG_EW | FLAG_CARRY and op == EwOp.SELECT
-        if op > EwOp.SHR or (flags != FLAG_EW and not carry) or (shift and op != EwOp.SHR):
+        if op > EwOp.RELU or (flags != FLAG_EW and not carry) or (shift and op != EwOp.SHR):
             return STATUS_BAD_HEADER
         if carry and (held is None or held[0] not in (Op.FP, Op.EB)
                       or nnz != result_count(spec, held[0], held[1], held[2])):
@@ -180,7 +181,7 @@ def sections(spec: CsbSpec, op, nnz: int, flags: int = 0) -> list[tuple[str, str
     """``(name, 'bytes' | 'words', count)`` of the sections after the header, in stream order (``flags``: the
     header's flag bits)."""
     if flags & FLAG_EW:
-        if EwOp(op) == EwOp.SHR:
+        if EwOp(op) != EwOp.SELECT:
             return [("v", "words", nnz)]
         return ([] if flags & FLAG_CARRY else [("v", "words", nnz)]) + [("z", "words", nnz)]
     spec = run_as(spec, flags)
@@ -277,7 +278,7 @@ def _shapes(spec: CsbSpec, nnz: int, flags: int = 0) -> dict[str, tuple[int, ...
 
 def _field_bits(spec: CsbSpec, op: Op, name: str, flags: int = 0) -> int:
     if flags & FLAG_EW:
-        return BUFFER_BITS if op == EwOp.SHR else spec.acc_bits  # SHR reads buffer words, SELECT accumulators
+        return BUFFER_BITS if op == EwOp.SHR else spec.acc_bits  # SHR reads buffer words, SELECT and RELU sums
     if name in ("index",):
         return 8
     if name in ("weights", "x", "dy"):
@@ -343,8 +344,8 @@ def compute(spec: CsbSpec, transaction: Transaction) -> np.ndarray:
     d, op, ys, xs = transaction.data, transaction.op, transaction.ys, transaction.xs
     spec = run_as(spec, transaction.flags)
     if transaction.flags & FLAG_EW:
-        if op == EwOp.SELECT:
-            return np.where(d["z"] > 0, d["v"], 0).astype(np.int64)
+        if op != EwOp.SHR:
+            return np.where(d["z" if op == EwOp.SELECT else "v"] > 0, d["v"], 0).astype(np.int64)
         return d["v"] >> transaction.shift  # arithmetic: floor
     if op == Op.UPD and transaction.flags & FLAG_LEFT:  # |G| <= 2^31, s <= 31: exact in int64, then 32-bit saturation
         grads = golden.saturate(d["grads"] << transaction.shift, WORD_BITS)
@@ -425,14 +426,15 @@ def split_stream(spec: CsbSpec, words) -> list[np.ndarray]:
 
 
 def encode_elementwise(spec: CsbSpec, op, v, z=None, *, shift: int = 0) -> np.ndarray:
-    """Input words of an element-wise transaction: SELECT takes ``v`` and ``z`` (``acc_bits`` values), SHR ``v``
-    (24-bit buffer words) and ``shift``; bad input raises a ValueError."""
+    """Input words of an element-wise transaction: SELECT takes ``v`` and ``z`` (``acc_bits`` values), RELU ``v``
+    (``acc_bits`` values), SHR ``v`` (24-bit buffer words) and ``shift``; bad input raises a ValueError."""
     op = EwOp(op)
     v = np.asarray(v).reshape(-1)
     if v.size > spec.ew_capacity:
         raise ValueError(f"{v.size} elements exceed the element-wise capacity {spec.ew_capacity} (status 2)")
-    if (z is None) != (op == EwOp.SHR) or (shift and op != EwOp.SHR):
-        raise ValueError(f"{op.name} takes {'v and z' if op == EwOp.SELECT else 'v and a shift'}")
+    if (z is None) == (op == EwOp.SELECT) or (shift and op != EwOp.SHR):
+        takes = {EwOp.SELECT: "v and z", EwOp.SHR: "v and a shift", EwOp.RELU: "v alone"}[op]
+        raise ValueError(f"{op.name} takes {takes}")
     bits = _field_bits(spec, op, "v", FLAG_EW)
     words = [np.array([header_word(op, v.size, shift, ew=True)], dtype=np.uint32),
              (golden.check_codes("v", v, bits) & WORD_MASK).astype(np.uint32)]

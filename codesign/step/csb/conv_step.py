@@ -5,7 +5,7 @@ of :mod:`codesign.step.csb.conv_lists` (one arena for the network: each layer pl
 :func:`~codesign.step.csb.conv_arena.build_conv_arena`), and what the host did between them runs on the PE
 and the shell's rounding stage:
 
-* **ReLU into the next layer's input**: SELECT(z, z) of a hidden layer's sums through the rounding stage at
+* **ReLU into the next layer's input**: RELU(z) of a hidden layer's sums through the rounding stage at
   ``fa[l+1] - (fw[l] + fa[l])`` (the loop's ``rescale`` of ``max(z, 0)``: rounding to nearest is monotone and
   keeps 0), written as codes straight into the next layer's padded grid; for the head, into its input
   flattened channel-major (channel ``c * h * w + y * w + x`` of a 1 x 1 map: a position a row of the out block);
@@ -19,7 +19,7 @@ The head is the loop's dense layer, here a 1 x 1 conv on a 1 x 1 map that the PE
 tap a weight, as the loop holds it. Where the batch takes several lane chunks the head is *folded*
 (:func:`~codesign.step.csb.conv_arena.head_fold`): chunk ``k``'s features and logits sit at position
 ``(k // f, k % f)`` of one ``f x f`` map, so one call computes every chunk.
-A SELECT takes at most ``spec.ew_capacity`` elements: it runs over channels whole where a channel's map fits,
+A SELECT or RELU takes at most ``spec.ew_capacity`` elements: it runs over channels whole where a channel's map fits,
 else over rows. Units: offsets in bytes, counts in elements.
 """
 
@@ -179,13 +179,15 @@ def net_arena(spec: CsbSpec, shapes: Sequence[ConvShape], batch: int,
     return _place(spec, shapes, batch, structures, max(calls))  # the forward's and the backward's calls
 
 
-def _selects(items: list, spec: CsbSpec, v: MapView, z: MapView, out: MapView, dims: Tuple[int, int],
+def _selects(items: list, spec: CsbSpec, v: MapView, z: MapView | None, out: MapView, dims: Tuple[int, int],
              shift: int) -> None:
-    """SELECT(``v``, ``z``) over a ``dims`` = (channels, rows) map through the rounding stage into ``out``."""
+    """SELECT(``v``, ``z``), or RELU(``v``) where ``z`` is None, over a ``dims`` = (channels, rows) map through
+    the rounding stage into ``out``."""
     b = spec.batch
     for c, nc, r, nr in _pieces(*dims, v.width * b, spec.ew_capacity):
         count = nc * nr * v.width * b
-        items.append((header_word(EwOp.SELECT, count, ew=True), (v.block(c, nc, r, nr), z.block(c, nc, r, nr)),
+        sources = (v.block(c, nc, r, nr),) + (() if z is None else (z.block(c, nc, r, nr),))
+        items.append((header_word(EwOp.RELU if z is None else EwOp.SELECT, count, ew=True), sources,
                       out.block(c, nc, r, nr), count, code_rounding(b, shift)))
 
 
@@ -194,7 +196,7 @@ def _relu(items: list, net: ConvNetArena, layer: int, k: int, shift: int) -> Non
     (oh, ow), z = a.shape.out_map, _out_map(a, a.z[k], 4)
     head = layer + 1 == len(net.layers) - 1
     out = _in_map(nxt, k, 1, (oh, ow) if head else None)
-    _selects(items, net.spec, z, z, out, (a.shape.outputs, oh), shift)
+    _selects(items, net.spec, z, None, out, (a.shape.outputs, oh), shift)
 
 
 def _mask(items: list, net: ConvNetArena, layer: int, k: int, shift: int) -> None:

@@ -2,8 +2,8 @@
 
 Why a model of the lists and not of the block schedule (:mod:`codesign.step.csb.time`): on lists the host no
 longer encodes blocks or repacks operands, so the step is the shell's fetches, the PE's streams and the records,
-back to back, the ReLU and mask (SELECT), UPD and the new weights (SHR) included; on copies of the IP a phase's
-lists run side by side, so a phase costs its longest list.
+back to back, the ReLU (RELU) and mask (SELECT), UPD and the new weights (SHR) included; on copies of the IP a
+phase's lists run side by side, so a phase costs its longest list.
 :func:`codesign.step.list_cycles.list_cycles` counts them cycle by cycle (units: clock cycles of the IP).
 """
 

@@ -7,7 +7,7 @@ starts the *forward* list, reads the logits' accumulators, writes the loss gradi
 
 * forward, per layer ``l``, lane chunk ``k`` and block row ``r``: FP over the row's stored blocks in column order
   (the golden sweep's order), the first with ``ZERO``, each later one with ``CARRY`` starting from the sums the
-  call before held in the PE (``HOLD``); the last writes ``z`` raw. Hidden layers then run SELECT(z, z) (a ReLU)
+  call before held in the PE (``HOLD``); the last writes ``z`` raw. Hidden layers then run RELU(z)
   through the shell's rounding stage at ``fa[l+1] - (fw[l] + fa[l])``, which is the loop's ``rescale`` of
   ``max(z, 0)``: rounding to nearest is monotone and keeps 0, so rounding then clipping at 0 equals clipping
   then rounding. The packed codes are the next layer's X tile;
@@ -123,11 +123,11 @@ class _Drafts:
             self.add(header_word(op, s.nnz, zero=not j, carry=bool(j), hold=not sends), segments,
                      self.block(target or 0, a.acc_words if sends else 0), a.acc_words if sends else 0)
 
-    def select(self, v: int, z: int, out: int, shift: int) -> None:
+    def relu(self, v: int, out: int, shift: int) -> None:
+        """RELU(``v``) through the rounding stage at ``shift``: a hidden layer's activation, as codes."""
         a = self.arena
-        self.add(header_word(EwOp.SELECT, a.acc_words, ew=True),
-                 (self.block(v, a.acc_words), self.block(z, a.acc_words)), self.block(out, a.code_words), a.acc_words,
-                 code_rounding(a.acc_words, shift))
+        self.add(header_word(EwOp.RELU, a.acc_words, ew=True), (self.block(v, a.acc_words),),
+                 self.block(out, a.code_words), a.acc_words, code_rounding(a.acc_words, shift))
 
     def select_held(self, z: int, out: int, shift: int) -> None:
         """SELECT(held sums, ``z``) through the rounding stage at ``shift``: the mask of the chain's sums the PE
@@ -148,7 +148,7 @@ def _forward(d: _Drafts, scales: CsbStepScales, chunks: Sequence[int]) -> None:
                     continue  # no stored entry: z and the next layer's X tile stay 0
                 d.chain(Op.FP, row, [d.x(layer)[s.col][k] for s in row], line[k])
                 if layer < last:
-                    d.select(line[k], line[k], a.x[layer + 1][r][k], scales.relu[layer])
+                    d.relu(line[k], a.x[layer + 1][r][k], scales.relu[layer])
 
 
 def _gradient(d: _Drafts, layer: int, s: BlockSlots) -> None:

@@ -1,4 +1,4 @@
-"""The CSB PE's header flags and element-wise ops (ZERO, G_FIRST, LEFT, SELECT, SHR): hand-worked transactions
+"""The CSB PE's header flags and element-wise ops (ZERO, G_FIRST, LEFT, SELECT, SHR, RELU): hand-worked transactions
 from docs/csb.md, the golden model against the independent reference on every grid point's stimulus (at least 10^4
 values per feature and point), the cycle model by hand, and bad input refused before anything is streamed.
 tests/pe/test_levels.py runs the same stimulus at the C-sim and RTL levels and tests/pe/test_stream_rtl.py times
@@ -52,6 +52,15 @@ def test_select_keeps_v_where_z_is_positive_and_shr_floors():
     assert both(SMALL, words) == [0, *u32([-1, 127, -128, 1, 0])]
     relu = encode_elementwise(SMALL, EwOp.SELECT, [4, -4, 0], [4, -4, 0])
     assert both(SMALL, relu) == [0, 4, 0, 0]
+    # RELU: SELECT(v, v) from v alone; -2^31 and 0 give 0, 1 and 2^31 - 1 stay; at acc_bits = 20 the bits above
+    # are ignored (0xFFF80000 is -2^19) and results are sign-extended
+    words = [header_word(EwOp.RELU, 5, ew=True), *u32([1, -(1 << 31), 0, (1 << 31) - 1, -7])]
+    assert both(SMALL, words) == [0, 1, 0, 0, (1 << 31) - 1, 0]
+    narrow = CsbSpec(block_rows=2, block_cols=3, batch=2, acc_bits=20)
+    words = [header_word(EwOp.RELU, 3, ew=True), *u32([0xFFF80000, 0x7FFFF | 1 << 25, 0x80000])]
+    assert both(narrow, words) == [0, 0, (1 << 19) - 1, 0]
+    assert encode_elementwise(SMALL, EwOp.RELU, [4, -4, 0]).tolist() == [header_word(EwOp.RELU, 3, ew=True), 4,
+                                                                           0xFFFF_FFFC, 0]
 
 
 def test_zero_g_first_and_left_by_hand():
@@ -73,7 +82,8 @@ def test_zero_g_first_and_left_by_hand():
 
 
 def test_refused_combinations_and_encoder_errors():
-    refused = [FLAG_EW | 2 | 1 << 16, FLAG_EW | FLAG_ZERO | 1 << 16, header_word(EwOp.SELECT, 1, ew=True) | 1 << 8,
+    refused = [FLAG_EW | 3 | 1 << 16, FLAG_EW | FLAG_ZERO | 1 << 16, header_word(EwOp.SELECT, 1, ew=True) | 1 << 8,
+               header_word(EwOp.RELU, 1, ew=True) | 1 << 8, header_word(EwOp.RELU, 1, ew=True) | 1 << 7,
                header_word(Op.UPD, 1) | FLAG_ZERO, header_word(Op.FP, 1) | FLAG_G_FIRST,
                header_word(Op.WG, 1) | FLAG_LEFT, header_word(Op.FP, 1) | 1 << 13]
     assert [header_status(SMALL, word) for word in refused] == [1] * len(refused)
@@ -83,6 +93,8 @@ def test_refused_combinations_and_encoder_errors():
         encode_elementwise(SMALL, EwOp.SHR, np.zeros(SMALL.ew_capacity + 1, int), shift=1)
     with pytest.raises(ValueError, match="SELECT takes"):
         encode_elementwise(SMALL, EwOp.SELECT, [1])
+    with pytest.raises(ValueError, match="RELU takes v alone"):
+        encode_elementwise(SMALL, EwOp.RELU, [1], [1])
     with pytest.raises(ValueError, match="status 1"):
         encode_transaction(SMALL, Op.UPD, index=np.array([0]), buffer=np.zeros((1, 1, 1), int),
                            grads=np.zeros((1, 1, 1), int), zero=True)
@@ -100,6 +112,8 @@ def test_cycle_model_by_hand():
     sel = [header_word(EwOp.SELECT, 3, ew=True)] + [1] * 6
     cycles = transaction_cycles(SMALL, sel)
     assert (cycles.load, cycles.compute, cycles.drain) == (7, 0, 5)
+    relu = transaction_cycles(SMALL, [header_word(EwOp.RELU, 3, ew=True)] + [1] * 3)  # v once: 3 words fewer
+    assert (relu.load, relu.compute, relu.drain) == (4, 0, 5)
     assert transaction_cycles(SMALL, [header_word(Op.UPD, 1) | FLAG_ZERO]).total == 3
 
 

@@ -101,7 +101,7 @@ def hand_small() -> list:
     cases.append(([header(UPD, 2), *pack([0x00, 0x11]), 5, 0x800000, *u32([7, 1])], [0, -2, -0x800000]))
     # Status 1: reserved bits, or a shift with an op other than UPD; nothing after the header is read.
     cases.append(([header(FP, 1) | 1 << 31], [1]))
-    cases.append(([header(WG, 1) | 1 << 5], [1]))
+    cases.append(([header(UPD, 1) | 1 << 5], [1]))  # EW with op 3: no such element-wise op
     cases.append(([header(EB, 1, shift=3)], [1]))
     # Status 2: nnz above block_rows * block_cols = 6.
     cases.append(([header(FP, 7)], [2]))

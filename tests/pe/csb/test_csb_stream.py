@@ -76,7 +76,7 @@ def test_stimulus_agrees_with_the_reference_model(index):
 
 def test_refused_headers():
     assert expected_output(FC, [header_word(Op.FP, 1) | 1 << 31]).tolist() == [1]
-    assert expected_output(FC, [header_word(Op.WG, 0) | 1 << 5]).tolist() == [1]
+    assert expected_output(FC, [header_word(Op.UPD, 0) | 1 << 5]).tolist() == [1]  # EW has no op 3
     assert expected_output(FC, [header_word(Op.EB, 0, 3)]).tolist() == [1]  # a shift outside UPD
     assert expected_output(FC, [header_word(Op.UPD, 7)]).tolist() == [2]
     assert expected_output(FC, [header_word(Op.FP, 511)]).tolist() == [2]
