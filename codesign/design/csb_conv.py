@@ -12,7 +12,8 @@ needs from there:
   ('same'-padded convs only): a 3 x 3 conv over its input's map, a stride-2
   one at stride 2 on a build with ``max_stride`` 2 (else at stride 1 and
   subsampled by the host, four times its useful MACs on the PE), a 1 x 1 conv
-  on the map the host subsampled for it, the FC head as a 1 x 1 map.
+  on the map the host subsampled for it and the FC head as a 1 x 1 map, both
+  under header ``K1`` (one tap an entry) on a build of a larger kernel.
 * **The host's share** (:func:`measure_conv_host`): a fixed-point golden
   step less its convolutions and the head, each timed alone at the same
   shapes, forward and both gradients (batch norm, ReLU, pooling, the loss,

@@ -93,13 +93,22 @@ def test_a_stride_two_conv_steps_at_stride_two_where_the_build_runs_it():
         CsbLayer(mask=mask, stride=2)
 
 
-def test_a_smaller_kernel_costs_the_builds_taps():
-    """A 1 x 1 kernel sits at the centre of a 3 x 3 build: the same transactions, fewer useful MACs."""
-    spec = CsbSpec(kernel=3, out_h=2, out_w=2)
+def test_a_one_by_one_kernel_runs_under_k1_and_a_smaller_one_at_the_centre():
+    """A 1 x 1 kernel on a 3 x 3 build runs under K1: its transactions cost the kernel-1 build's, its words and
+    cycles well below a 3 x 3 kernel's; a 3 x 3 kernel on a 5 x 5 build sits at the centre of its 25 taps and costs
+    what a 5 x 5 kernel does (fewer useful MACs)."""
+    spec, flat = CsbSpec(kernel=3, out_h=2, out_w=2), CsbSpec(kernel=1, out_h=2, out_w=2)
     mask = np.ones((16, 16), bool)
     one, three = (csb_stages(spec, [CsbLayer(mask=mask, height=4, width=4, kernel=k)], 8) for k in (1, 3))
-    assert [s.cycles for s in one[0]] == [s.cycles for s in three[0]]
+    kernel_one = csb_stages(flat, [CsbLayer(mask=mask, height=4, width=4, kernel=1)], 8)
+    assert [(s.cycles, s.words_in, s.words_out) for s in one[0]] == \
+        [(s.cycles, s.words_in, s.words_out) for s in kernel_one[0]]
+    assert sum(s.cycles for s in one[0]) < sum(s.cycles for s in three[0]) / 4
     assert 9 * one[1]["macs"] == three[1]["macs"]
+    wide = CsbSpec(kernel=5, out_h=2, out_w=2)
+    three_on_five, five = (csb_stages(wide, [CsbLayer(mask=mask, height=4, width=4, kernel=k)], 8) for k in (3, 5))
+    assert [s.cycles for s in three_on_five[0]] == [s.cycles for s in five[0]]
+    assert 25 * three_on_five[1]["macs"] == 9 * five[1]["macs"]
 
 
 def test_the_resnet_maps_onto_the_csb_pe(trainer, layers):

@@ -18,8 +18,10 @@ cycles by the RTL-exact model of :mod:`codesign.pe.csb.cycles` and its words
 by the stream format (:mod:`codesign.pe.csb.stream`).
 
 A layer is a :class:`CsbLayer`: an FC layer is a 1 x 1 map with a kernel of
-1; a kernel smaller than the build's sits at the centre of the build's taps
-(its other taps zero), so it costs the build's ``k^2`` taps per entry.
+1. A 1 x 1 kernel on a build of a larger one runs under header ``K1`` (one tap
+an entry, the kernel-1 tile: docs/csb.md, "Kernel 1"); another kernel smaller
+than the build's sits at the centre of the build's taps (its other taps zero),
+so it costs the build's ``k^2`` taps per entry.
 
 The host's share: the loop's host work per fixed-point step (scales, ReLU,
 softmax, shifts; for a conv network also batch norm, pooling and the tiles)
@@ -42,17 +44,18 @@ from codesign.step.host import HostModel
 from codesign.pe.csb.cycles import compute_cycles
 from codesign.step.csb.schedule import block_nnz as mask_block_nnz
 from codesign.pe.csb.spec import DATA_BITS, CsbSpec
-from codesign.pe.csb.stream import FLAG_S2, Op, header_word, result_count, transaction_length
+from codesign.pe.csb.stream import GEOMETRY, Op, header_word, result_count, run_as, transaction_length
 
 
 @functools.lru_cache(maxsize=65536)
-def transaction(spec: CsbSpec, op: Op, nnz: int, stride: int = 1) -> tuple[int, int, int]:
+def transaction(spec: CsbSpec, op: Op, nnz: int, stride: int = 1, k1: bool = False) -> tuple[int, int, int]:
     """(cycles, words in, words out) of one accepted transaction of ``op`` on a block of ``nnz`` entries at
-    ``stride`` (UPD: 1)."""
-    header = header_word(op, nnz, stride=stride)
+    ``stride`` (UPD: 1), under ``K1`` where ``k1``."""
+    header = header_word(op, nnz, stride=stride, k1=k1)
     words_in = transaction_length(spec, header)
-    results = result_count(spec, op, nnz, header & FLAG_S2)
-    return words_in + compute_cycles(spec, op=int(op), nnz=nnz) + 2 + results, words_in, 1 + results
+    results = result_count(spec, op, nnz, header & GEOMETRY)
+    compute = compute_cycles(run_as(spec, header), op=int(op), nnz=nnz)
+    return words_in + compute + 2 + results, words_in, 1 + results
 
 
 def block_nnz(mask: np.ndarray, spec: CsbSpec) -> np.ndarray:
@@ -98,6 +101,10 @@ class CsbLayer:
         if not self.positions:
             object.__setattr__(self, "positions", self.height * self.width)
 
+    def runs_k1(self, spec: CsbSpec) -> bool:
+        """Whether the PE runs the layer under ``K1``: a 1 x 1 kernel on a build of a larger one."""
+        return self.kernel == 1 < spec.kernel
+
     def pe_stride(self, spec: CsbSpec) -> int:
         """The stride the PE steps at on ``spec``: the layer's, where the build runs it, else 1."""
         return self.stride if self.stride <= spec.max_stride else 1
@@ -116,8 +123,9 @@ class CsbLayer:
         return kernels * self.kernel ** 2 * self.positions
 
 
-def _call(spec: CsbSpec, op: Op, nnz_list, repeat: int = 1, stride: int = 1) -> tuple[Stage, int] | None:
-    parts = [transaction(spec, op, int(nnz), stride) for nnz in nnz_list if nnz] * repeat
+def _call(spec: CsbSpec, op: Op, nnz_list, repeat: int = 1, stride: int = 1,
+          k1: bool = False) -> tuple[Stage, int] | None:
+    parts = [transaction(spec, op, int(nnz), stride, k1) for nnz in nnz_list if nnz] * repeat
     if not parts:
         return None
     return Stage(cycles=sum(p[0] for p in parts), words_in=sum(p[1] for p in parts),
@@ -125,18 +133,18 @@ def _call(spec: CsbSpec, op: Op, nnz_list, repeat: int = 1, stride: int = 1) -> 
 
 
 def layer_calls(spec: CsbSpec, grid: np.ndarray, op: Op, batch: int, tiles: int = 1,
-                stride: int = 1) -> list[tuple[Stage, int]]:
+                stride: int = 1, k1: bool = False) -> list[tuple[Stage, int]]:
     """The IP calls of one op on a layer whose blocks keep ``grid`` entries, for ``batch`` samples on ``tiles``
-    output tiles, FP, EB and WG at ``stride``."""
+    output tiles, FP, EB and WG at ``stride``, every op under ``K1`` where ``k1``."""
     repeat = -(-batch // spec.batch) * tiles
     if op == Op.FP:
-        calls = [_call(spec, op, grid[:, col], repeat, stride) for col in range(grid.shape[1])]
+        calls = [_call(spec, op, grid[:, col], repeat, stride, k1) for col in range(grid.shape[1])]
     elif op == Op.EB:
-        calls = [_call(spec, op, grid[row, :], repeat, stride) for row in range(grid.shape[0])]
+        calls = [_call(spec, op, grid[row, :], repeat, stride, k1) for row in range(grid.shape[0])]
     elif op == Op.WG:
-        calls = [_call(spec, op, grid.reshape(-1), 1, stride)] * repeat
+        calls = [_call(spec, op, grid.reshape(-1), 1, stride, k1)] * repeat
     else:
-        calls = [_call(spec, op, grid.reshape(-1))]
+        calls = [_call(spec, op, grid.reshape(-1), k1=k1)]
     return [call for call in calls if call is not None]
 
 
@@ -154,13 +162,14 @@ def csb_stages(spec: CsbSpec, layers: Sequence[CsbLayer | np.ndarray], batch: in
     grids = [block_nnz(layer.mask, spec) for layer in layers]
     tiles = [layer.tiles(spec) for layer in layers]
     strides = [layer.pe_stride(spec) for layer in layers]
-    calls = [call for grid, count, stride in zip(grids, tiles, strides)
-             for call in layer_calls(spec, grid, Op.FP, batch, count, stride)]
+    k1s = [layer.runs_k1(spec) for layer in layers]
+    calls = [call for grid, count, stride, k1 in zip(grids, tiles, strides, k1s)
+             for call in layer_calls(spec, grid, Op.FP, batch, count, stride, k1)]
     for index in reversed(range(len(grids))):
-        calls += layer_calls(spec, grids[index], Op.WG, batch, tiles[index], strides[index])
+        calls += layer_calls(spec, grids[index], Op.WG, batch, tiles[index], strides[index], k1s[index])
         if index:
-            calls += layer_calls(spec, grids[index], Op.EB, batch, tiles[index], strides[index])
-    calls += [call for grid in grids for call in layer_calls(spec, grid, Op.UPD, batch)]
+            calls += layer_calls(spec, grids[index], Op.EB, batch, tiles[index], strides[index], k1s[index])
+    calls += [call for grid, k1 in zip(grids, k1s) for call in layer_calls(spec, grid, Op.UPD, batch, k1=k1)]
     stages = [stage for stage, _ in calls]
 
     def step_macs(dense: bool) -> int:
