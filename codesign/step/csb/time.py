@@ -41,21 +41,19 @@ from codesign.boards import Board
 from codesign.step.time import Stage, StepTime, step_time, stream_cycles
 from codesign.energy.table import horowitz_45nm
 from codesign.step.host import HostModel
-from codesign.pe.csb.cycles import compute_cycles
 from codesign.step.csb.schedule import block_nnz as mask_block_nnz
 from codesign.pe.csb.spec import DATA_BITS, CsbSpec
-from codesign.pe.csb.stream import GEOMETRY, Op, header_word, result_count, run_as, transaction_length
+from codesign.pe.csb.stream import Op, header_word
+from codesign.step.list_pe import csb_phases
 
 
 @functools.lru_cache(maxsize=65536)
 def transaction(spec: CsbSpec, op: Op, nnz: int, stride: int = 1, k1: bool = False) -> tuple[int, int, int]:
     """(cycles, words in, words out) of one accepted transaction of ``op`` on a block of ``nnz`` entries at
-    ``stride`` (UPD: 1), under ``K1`` where ``k1``."""
-    header = header_word(op, nnz, stride=stride, k1=k1)
-    words_in = transaction_length(spec, header)
-    results = result_count(spec, op, nnz, header & GEOMETRY)
-    compute = compute_cycles(run_as(spec, header), op=int(op), nnz=nnz)
-    return words_in + compute + 2 + results, words_in, 1 + results
+    ``stride`` (UPD: 1), under ``K1`` where ``k1``: the list cycle model's phases of its header
+    (:func:`codesign.step.list_pe.csb_phases`), stall-free."""
+    phases, _, operands, results = csb_phases(spec, header_word(op, nnz, stride=stride, k1=k1))
+    return sum(n for _, n, _ in phases), 1 + operands, 1 + results
 
 
 def block_nnz(mask: np.ndarray, spec: CsbSpec) -> np.ndarray:
