@@ -51,7 +51,10 @@ def softmax_gradient(logits: np.ndarray, y: np.ndarray) -> Tuple[np.ndarray, np.
     np.exp(probs, out=probs)
     probs /= np.add.reduce(probs, axis=1, keepdims=True)
     flat = probs.reshape(-1)
-    picked = np.ravel_multi_index((np.arange(n), np.asarray(y, dtype=np.intp)), (n, classes))  # bounds checked
+    labels = np.asarray(y, dtype=np.intp)
+    if labels.shape != (n,):
+        raise ValueError(f"labels of shape {labels.shape} for {n} samples")
+    picked = np.ravel_multi_index((np.arange(n), labels), (n, classes))  # bounds checked
     chosen = flat[picked]
     flat[picked] -= 1.0
     probs /= n

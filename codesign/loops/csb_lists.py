@@ -39,9 +39,9 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, StagedBatch, StateOnDevice, softmax_gradient
-from codesign.loops.csb import (BUFFER_EXTRA_BITS, CsbMlpTrainer, CsbTrainSetup, learning_rate_exponent, quantize,
-                                quantize_unit)
+from codesign.loops.common import HwTrainError, StagedBatch, StateOnDevice
+from codesign.loops.csb import BUFFER_EXTRA_BITS, CsbMlpTrainer, CsbTrainSetup, learning_rate_exponent, quantize
+from codesign.loops.loss_codes import softmax_gradient_codes
 from codesign.pe.csb import golden
 from codesign.step.csb.lists import PE, CsbStepLists, CsbStepScales, step_arena, step_lists
 
@@ -165,8 +165,10 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         n = x.shape[0]
         classes = self.setup.layers[-1]
         shell.invalidate(self.device, layout.acc_ranges(layout.z[-1], n, classes))
-        grad, chosen = softmax_gradient(self._logits(layout.read_accs(self.device, layout.z[-1], n, classes)), y)
-        shell.flush(self.device, layout.write_codes(self.device, layout.dy[-1], quantize_unit(grad, fb[-1]["error"])))
+        codes, chosen = softmax_gradient_codes(layout.read_accs(self.device, layout.z[-1], n, classes), y,
+                                               logit_frac=fb[-1]["weight"] + fb[-1]["activation"],
+                                               error_frac=fb[-1]["error"])
+        shell.flush(self.device, layout.write_codes(self.device, layout.dy[-1], codes))
         loss = self._run_backward(lists.backward_phases, chosen, next_x, first=len(lists.forward_phases))
         self.buffer_phase, self._stale = 1 - self.buffer_phase, True
         self.lr_exponents.extend(used)

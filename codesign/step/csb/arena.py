@@ -37,6 +37,7 @@ from codesign.pe.csb.spec import BUFFER_BITS, DATA_BITS, CsbSpec
 
 Ranges = List[Tuple[int, int]]  # (first word, words): what the host flushes or reads
 BUFFER_EXTRA_BITS = BUFFER_BITS - DATA_BITS  # the weight's 8 bits are the buffer word's top bits
+_WORD = np.dtype("<u4")  # an arena word as the PE reads it
 
 
 def words_of_bytes(count: int) -> int:
@@ -69,19 +70,23 @@ def _acc_ranges(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, chunks: int,
 
 
 @functools.lru_cache(maxsize=64)
-def _code_scatter(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, words: int, chunks: int,
-                  channels: int) -> Tuple[np.ndarray, np.ndarray, Tuple[Tuple[int, int], ...]]:
-    """Where 8-bit codes of ``channels`` channels go in code tiles of ``words`` words (byte offsets ``tiles[c][k]``,
-    the first ``chunks`` lane chunks; ``B`` channels, then ``b`` lanes inner, each byte a sample): the tiles' word
-    indices, one tile after the other; each code's byte in those words, ``(chunks * b, channels)`` (the first
-    ``n`` rows a batch's); the word ranges. Read-only, as they are kept."""
+def _code_bytes(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, words: int, n: int,
+                channels: int) -> Tuple[np.ndarray, np.ndarray, Tuple[Tuple[int, int], ...]]:
+    """Where ``n`` samples' 8-bit codes of ``channels`` channels go in code tiles of ``words`` words (byte offsets
+    ``tiles[c][k]``; ``B`` channels, then ``b`` lanes inner, each byte a sample), as arena byte offsets: each code's,
+    ``n * channels`` in the codes' row-major order; the other bytes of the tiles of the lane chunks the samples take
+    (padded lanes and channels, zeroed); the word ranges. Read-only, as they are kept."""
+    chunks = -(-n // b)
     starts = np.array([line[:chunks] for line in tiles], dtype=np.int64).reshape(-1) // 4  # tile c * chunks + k
-    words_index = (starts[:, None] + np.arange(words)).reshape(-1)
-    samples, channel = np.arange(chunks * b)[:, None], np.arange(channels)[None, :]
-    positions = ((channel // B) * chunks + samples // b) * 4 * words + (channel % B) * b + samples % b
-    for array in (words_index, positions):
+    every = (4 * starts[:, None] + np.arange(4 * words)).reshape(-1)
+    samples, channel = np.arange(n)[:, None], np.arange(channels)[None, :]
+    codes = (((channel // B) * chunks + samples // b) * 4 * words + (channel % B) * b + samples % b).reshape(-1)
+    taken = np.zeros(every.size, dtype=bool)
+    taken[codes] = True
+    codes, pads = every[codes], every[~taken]
+    for array in (codes, pads):
         array.flags.writeable = False
-    return words_index, positions, tuple((int(start), words) for start in starts)
+    return codes, pads, tuple((int(start), words) for start in starts)
 
 
 @keyword_record
@@ -209,18 +214,22 @@ class CsbArena:
 
     def write_codes(self, arena: np.ndarray, tiles, codes: np.ndarray) -> Ranges:
         """8-bit ``codes`` ``(n, channels)`` into ``tiles`` (``x[0]`` or ``dy[-1]``), zero lanes and channels padded
-        in every chunk the ``n`` samples take; the word ranges written. One scatter into the tiles' bytes and one
-        into the arena, through indices kept per tiles and shape (a step's host time on a board's ARM is the
-        step's time; rebuilding them took half of it)."""
-        codes = np.asarray(codes, dtype=np.int64)
-        if codes.ndim != 2 or codes.shape[1] > len(tiles) * self.tile:
-            raise ValueError(f"codes of shape {codes.shape}: need (samples, at most {len(tiles) * self.tile} "
-                             "channels)")
-        words, positions, ranges = _code_scatter(_tiles_key(tiles), self.spec.batch, self.tile,
-                                                 self.code_words, self.chunks_of(codes.shape[0]), codes.shape[1])
-        tile_bytes = np.zeros(4 * words.size, dtype=np.uint8)
-        tile_bytes[positions[:codes.shape[0]]] = codes.astype(np.uint8)  # the low byte: two's complement
-        arena[words] = tile_bytes.view("<u4")  # four bytes a word, little-endian
+        in every chunk the ``n`` samples take; the word ranges written. Two scatters into the arena's bytes (the
+        codes' and the padding's), through offsets kept per tiles and shape (a step's host time on a board's ARM
+        is the step's time; rebuilding them took half of it); an arena not of little-endian 32-bit words (the
+        PE's) is refused."""
+        codes = np.asarray(codes)
+        if codes.ndim != 2 or codes.shape[1] > len(tiles) * self.tile or codes.dtype.kind not in "iu":
+            raise ValueError(f"codes of shape {codes.shape} and type {codes.dtype}: need integers (samples, at most "
+                             f"{len(tiles) * self.tile} channels)")
+        if arena.dtype != _WORD or not arena.flags.c_contiguous:
+            raise ValueError(f"an arena of {arena.dtype} words: the PE reads contiguous little-endian 32-bit words")
+        self.chunks_of(codes.shape[0])
+        at, pads, ranges = _code_bytes(_tiles_key(tiles), self.spec.batch, self.tile, self.code_words,
+                                       codes.shape[0], codes.shape[1])
+        arena_bytes = arena.reshape(-1).view(np.uint8)
+        arena_bytes[at] = codes.reshape(-1).astype(np.uint8, copy=False)  # the low byte: two's complement
+        arena_bytes[pads] = 0
         return list(ranges)
 
     def acc_ranges(self, tiles, n: int, channels: int) -> Ranges:

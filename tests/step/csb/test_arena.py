@@ -39,14 +39,21 @@ def test_codes_accumulators_and_state_round_trip():
     rng = np.random.default_rng(1)
     csbs, masks = structures(rng)
     arena = build_arena(SPEC, (10, 9, 5), 7, csbs, record_slots=5)
-    image = arena.image.copy()
+    image = np.full_like(arena.image, 0xA5A5_A5A5)  # what an earlier batch left: padding must be zeroed
     codes = rng.integers(-128, 128, (5, 10))
     ranges = arena.write_codes(image, arena.x[0], codes)
     assert len(ranges) == 3 * 2 and all(words == 3 for _, words in ranges)  # 3 channel tiles, 2 chunks of 3 lanes
-    first = image[arena.x[0][1][1] // 4:arena.x[0][1][1] // 4 + 3]
+    first = image[arena.x[0][1][1] // 4:arena.x[0][1][1] // 4 + 3].copy()
     tile = unpack_bytes(first, 12).view(np.int8).reshape(4, 3)  # channels 4..7, samples 3..5 (5 padded to 0)
     np.testing.assert_array_equal(tile[:, :2], codes[3:5, 4:8].T)
     assert not tile[:, 2].any()
+    last = unpack_bytes(image[arena.x[0][2][0] // 4:arena.x[0][2][0] // 4 + 3], 12).view(np.int8).reshape(4, 3)
+    np.testing.assert_array_equal(last[:2], codes[0:3, 8:10].T)
+    assert not last[2:].any()  # channels 10 and 11 padded
+    assert arena.write_codes(image, arena.x[0], codes.astype(np.int8)) == ranges and (image[
+        arena.x[0][1][1] // 4:arena.x[0][1][1] // 4 + 3] == first).all()  # int8 codes alike
+    with pytest.raises(ValueError, match="little-endian 32-bit"):
+        arena.write_codes(image.astype(">u4"), arena.x[0], codes)
     accs = rng.integers(-(1 << 31), 1 << 31, (7, 5))
     for c, line in enumerate(arena.z[1]):
         for k, offset in enumerate(line):
@@ -67,8 +74,9 @@ def test_codes_accumulators_and_state_round_trip():
     with pytest.raises(ValueError, match="1..7"):
         arena.chunks_of(8)
     before = image.copy()
-    for bad in (rng.integers(-128, 128, (5, 13)), rng.integers(-128, 128, 10), rng.integers(-128, 128, (8, 10))):
-        with pytest.raises(ValueError):  # more channels than the tiles hold, not a matrix, more samples than lanes
+    for bad in (rng.integers(-128, 128, (5, 13)), rng.integers(-128, 128, 10), rng.integers(-128, 128, (8, 10)),
+                rng.random((5, 10))):
+        with pytest.raises(ValueError):  # too many channels, not a matrix, more samples than lanes, not integers
             arena.write_codes(image, arena.x[0], bad)
     assert image.tobytes() == before.tobytes()  # refused before a word is written
 
