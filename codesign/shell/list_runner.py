@@ -141,6 +141,11 @@ def _written_words(lists) -> np.ndarray:
     return np.unique(np.concatenate(parts))
 
 
+# list steps timed for a host figure, the least taken: early steps run colder, so three left the shipped CSB
+# MLP's at 71-90 us where twenty give 42-45 us (the benchmark's own count)
+HOST_REPEATS = 20
+
+
 def host_per_list_step(trainer, shell: "GoldenListShell", batches, *, warm_steps: int) -> dict:
     """The host's seconds per list step of ``trainer`` on ``shell``: the wall time of a step less the seconds the
     shell spent standing in for the IPs, the least over ``batches`` after the first ``warm_steps`` (which aim

@@ -19,7 +19,7 @@ from codesign.loops.common import HwTrainError
 from codesign.train.geometry import mlp_layers
 from codesign.loops.csb import CsbTrainSetup
 from codesign.loops.csb_lists import CsbListTrainer, check_list_spec
-from codesign.shell.list_runner import GoldenListShell, host_per_list_step
+from codesign.shell.list_runner import HOST_REPEATS, GoldenListShell, host_per_list_step
 from codesign.loops.host_share import compressed_masks
 from codesign.pe.csb.format import encode
 from codesign.step.csb.list_time import csb_list_step, step_list_cycles
@@ -112,7 +112,7 @@ def csb_model(spec, layers: Sequence[CsbLayer | np.ndarray], batch: int, *, host
                        knobs={"csb": {**CSB_KNOBS, **CSB_TILE_KNOBS, **strides}} if conv else {})
 
 
-def measure_csb_list_host(trainer, *, repeats: int = 3, seed: int = 0) -> dict[str, float]:
+def measure_csb_list_host(trainer, *, repeats: int = HOST_REPEATS, seed: int = 0) -> dict[str, float]:
     """The host's seconds per list step of a golden loop past its pruning (:func:`compressed_masks`) on this
     machine: a :class:`CsbListTrainer` from its state, stepped on random data, less the golden shell's seconds
     (what the IP computes instead), the least of ``repeats`` steps after the one that builds the lists; and the

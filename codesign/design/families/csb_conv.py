@@ -22,7 +22,7 @@ from codesign.loops.common import HwTrainError
 from codesign.loops.csb_conv import CsbConvSetup
 from codesign.loops.csb_conv_lists import CsbConvListTrainer, check_conv_list_spec
 from codesign.pe.csb.spec import CsbSpec
-from codesign.shell.list_runner import GoldenListShell, host_per_list_step
+from codesign.shell.list_runner import HOST_REPEATS, GoldenListShell, host_per_list_step
 from codesign.step.csb.conv_list_time import conv_list_step, conv_step_list_cycles, conv_step_macs
 from codesign.step.csb.conv_step import conv_structures
 from codesign.step.csb.lists import PE
@@ -78,7 +78,7 @@ def pruned_list_trainer(setup: CsbConvSetup, data, *, max_steps: int | None = No
     return trainer
 
 
-def measure_conv_list_host(trainer: CsbConvListTrainer, *, repeats: int = 3, seed: int = 0) -> dict[str, float]:
+def measure_conv_list_host(trainer: CsbConvListTrainer, *, repeats: int = HOST_REPEATS, seed: int = 0) -> dict[str, float]:
     """The host's seconds per list step of a pruned list trainer (:func:`pruned_list_trainer`) on this machine,
     stepped on random images: the least of ``repeats`` steps after the one that builds the lists, less the golden
     shell's seconds; and the bytes flushed and read and the lists started in that step."""

@@ -16,7 +16,7 @@ from codesign.train.geometry import mlp_layers
 from codesign.loops.fb import HwTrainSetup
 from codesign.loops.fb_lists import FbListTrainer
 from codesign.pe.fpmac_array.spec import FpmacArraySpec
-from codesign.shell.list_runner import GoldenListShell, host_per_list_step
+from codesign.shell.list_runner import HOST_REPEATS, GoldenListShell, host_per_list_step
 from codesign.step.fpmac_array.list_time import fb_list_step, step_list_cycles
 from codesign.step.fpmac_array.time import fb_mac_energy_pj, fb_stages, fb_step_time
 from codesign.step.list_cycles import BOARD_DDR
@@ -61,7 +61,7 @@ def fb_setup_of(design, **changes) -> HwTrainSetup:
     return fb_setup(design.training, shared_build(design, KEY)[0], **changes)
 
 
-def measure_fb_list_host(setup: HwTrainSetup, *, repeats: int = 3, seed: int = 0, copies: int = 1
+def measure_fb_list_host(setup: HwTrainSetup, *, repeats: int = HOST_REPEATS, seed: int = 0, copies: int = 1
                          ) -> dict[str, float]:
     """The host's seconds per list step of ``setup`` on this machine, its lists shared among ``copies`` IPs: a
     :class:`FbListTrainer` step on random data less the golden shell's seconds (what the IPs compute instead), the

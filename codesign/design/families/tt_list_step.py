@@ -26,7 +26,7 @@ from codesign.loops.host_share import THIS_MACHINE
 from codesign.loops.tt import TtTrainSetup
 from codesign.loops.tt_lists import TtListTrainer
 from codesign.pe.tt.spec import B_ORDERS, Tt1Spec, Tt2Spec
-from codesign.shell.list_runner import GoldenListShell, host_per_list_step
+from codesign.shell.list_runner import HOST_REPEATS, GoldenListShell, host_per_list_step
 from codesign.step.tt.list_time import ListStep, tt_list_plans, tt_list_step
 from codesign.step.tt.step_lists import check_specs
 
@@ -41,7 +41,7 @@ def model_price(board: Board) -> Price:
 
 
 def measure_list_host(setup: TtTrainSetup, spec1: Tt1Spec, spec2: Tt2Spec, *, copies: tuple[int, int] = (1, 1),
-                      repeats: int = 3, seed: int = 0) -> dict[str, float]:
+                      repeats: int = HOST_REPEATS, seed: int = 0) -> dict[str, float]:
     """The host's seconds per list step of ``setup`` on this machine: a :class:`TtListTrainer` step on random
     data less the golden shell's seconds (what the IPs compute instead), the least of ``repeats`` steps after
     the two that aim every scale and build the lists (other work on the machine only adds). Also the words the
