@@ -25,6 +25,7 @@ from collections import deque
 IN, WAIT, OUT = 0, 1, 2  # PE phase kinds: take n words, compute n cycles, give n words
 BESIDE, SYNC = 3, 4  # the loader takes n words beside the next phases; wait until it has
 DRAIN, GATE, END = 5, 6, 7  # PE2: a group's results to the output engine; wait for a free bank; for the engine
+THROUGH = 8  # the CSB PE's element-wise ops: each word taken gives a result word through the output register
 # cycles from a PE2 group's last MAC-loop cycle to its RAM read: its sums are stored at the next edge, and the
 # engine, idle, sees the group whole in that cycle (rtl/tt/tt2_pe.v: glast1, O_IDLE -> O_RD)
 DRAIN_DELAY = 2
@@ -81,8 +82,11 @@ def fpmac_array_phases(spec, header: int) -> tuple:
 def csb_phases(spec, header: int) -> tuple:
     """One CSB transaction (32-bit words): rtl/csb/csb_pe.v takes the header and every operand word, then writes a
     ``ZERO`` transaction's zero section itself (``in_ready`` low), computes, loads its output register and sends
-    the status and the results: the phases of its cycle model (:mod:`codesign.pe.csb.cycles`) in that order. A
-    refused header (status 1, 2) is followed by the register load and the status alone. Index bytes are not seen
+    the status and the results: the phases of its cycle model (:mod:`codesign.pe.csb.cycles`) in that order. An
+    element-wise op loads the status into its output register after its header (and SELECT's ``V``), then
+    streams its last section through it (THROUGH: a word taken a cycle while the register is free or given,
+    its result given from the next). A refused header (status 1, 2) is followed by the register load and the
+    status alone. Index bytes are not seen
     here (the header is): a list's calls hold indices inside the block (status 3 is the builders' error), and a
     ``CARRY`` follows the ``HOLD`` of its chain (else the PE answers status 1, which ends the list)."""
     from codesign.pe.csb.cycles import compute_cycles, zero_words
@@ -96,6 +100,10 @@ def csb_phases(spec, header: int) -> tuple:
         return [(IN, 1, None), (WAIT, 1, None), (OUT, 1, status)], status, 0, 0
     operands = transaction_length(spec, header, chain) - 1
     results = result_count(spec, op, nnz, flags)
+    if flags & FLAG_EW and results:  # V (SELECT without CARRY), the status loaded, then the streamed section
+        streamed = operands - results
+        steps = [(IN, 1, None)] + ([(IN, streamed, None)] if streamed else [])
+        return steps + [(WAIT, 1, None), (THROUGH, results, status)], status, operands, results
     runs = run_as(spec, flags)  # K1: the kernel-1 PE's tile and taps
     zeros = zero_words(runs, op=op, nnz=nnz, stride=stride_of(flags)) if flags & FLAG_ZERO else 0
     compute = 0 if flags & FLAG_EW else compute_cycles(runs, op=op, nnz=nnz)
@@ -213,16 +221,23 @@ class Pe:
     (``side``) and the jobs of PE2's output engine (``jobs``: ``[edges until it may start, its phases as
     [kind, left]]``, the first the one it works on); between transactions it waits for a header."""
 
-    __slots__ = ("phases", "kind", "left", "status", "side", "jobs")
+    __slots__ = ("phases", "kind", "left", "status", "side", "jobs", "held")
 
     def __init__(self) -> None:
         self.phases: deque = deque()
         self.kind, self.left, self.status, self.side = None, 0, None, 0
         self.jobs: deque = deque()
+        self.held = False  # THROUGH: the output register holds a word (the status, then each result)
 
     @property
     def in_ready(self) -> bool:
-        return self.kind == IN or self.side != 0
+        """Ready before the cycle's output handshake is known: a THROUGH phase takes a word while its output
+        register is empty, and also while it gives that register's word (:meth:`takes`)."""
+        return self.kind == IN or self.side != 0 or (self.kind == THROUGH and self.left != 0 and not self.held)
+
+    def takes(self, give: bool) -> bool:
+        """``in_ready`` given the cycle's output handshake (rtl/csb/csb_pe.v: ``!out_valid || out_ready``)."""
+        return self.in_ready or (self.kind == THROUGH and self.left != 0 and give)
 
     @property
     def _engine(self):
@@ -232,7 +247,7 @@ class Pe:
     @property
     def out_valid(self) -> bool:
         engine = self._engine
-        return self.kind == OUT or (engine is not None and engine[0] == OUT)
+        return self.kind == OUT or self.held or (engine is not None and engine[0] == OUT)
 
     @property
     def computing(self) -> bool:
@@ -242,6 +257,14 @@ class Pe:
         engine = self._engine
         return (self.kind == WAIT or (engine is not None and engine[0] == WAIT)
                 or (engine is None and bool(self.jobs)))
+
+    def works(self, take: bool, give: bool) -> bool:
+        """The cycle counts as the PE's (a word moved, or it computed), not a stall. In a THROUGH phase a cycle is
+        the PE's where it takes a word or gives its last result (its ``n + 1`` stall-free cycles; a word given
+        with none taken is the stream's delay, as the cycle model counts them)."""
+        if self.kind == THROUGH:
+            return take or (give and self.left == 0)
+        return take or give or self.computing
 
     def advance(self) -> None:
         """The next phase, or none (the PE waits in S_HDR for the next call's words). A BESIDE phase starts the
@@ -257,6 +280,8 @@ class Pe:
             elif ((self.kind == SYNC and not self.side) or (self.kind == GATE and len(self.jobs) <= 1)
                   or (self.kind == END and not self.jobs)):
                 self.left = 0
+            elif self.kind == THROUGH:
+                self.held = True  # the status, loaded by the WAIT before
         if not self.left:
             self.kind = None
 
@@ -264,6 +289,9 @@ class Pe:
         """The clock edge: a word taken goes to the phase if it takes words, else to the loader; a word given
         comes from the phase if it gives words, else from the output engine. The MAC loop's side moves first
         (a GATE reads the jobs as they were in the cycle), then the engine's (an END sees its last job gone)."""
+        if self.kind == THROUGH:
+            self._through_edge(take, give)
+            return
         engine_gives = give and self.kind != OUT
         self._main_edge(take, give and not engine_gives)
         self._engine_edge(engine_gives)
@@ -288,6 +316,18 @@ class Pe:
             if not self.left:
                 self.advance()
 
+    def _through_edge(self, take: bool, give: bool) -> None:
+        """A THROUGH edge: the register's word given (the status first, then results), a word taken into it; the
+        phase ends once every word is taken and the last result given."""
+        if (give and not self.held) or (take and not self.takes(give)):
+            raise RuntimeError("a word moved that the PE's element-wise stream does not move")
+        if give:
+            self.held, self.status = False, None
+        if take:
+            self.left, self.held = self.left - 1, True
+        if not self.left and not self.held:
+            self.advance()
+
     def _engine_edge(self, give: bool) -> None:
         """The output engine's edge: its phase moves on (a WAIT each cycle, an OUT per word given), a finished
         job leaves, and every job not yet started comes an edge closer to its start."""
@@ -306,5 +346,5 @@ class Pe:
                 job[0] -= 1
 
 
-__all__ = ["BESIDE", "DRAIN", "END", "GATE", "IN", "OUT", "Pe", "SYNC", "WAIT", "csb_phases", "fpmac_array_phases",
-           "pe_phases"]
+__all__ = ["BESIDE", "DRAIN", "END", "GATE", "IN", "OUT", "Pe", "SYNC", "THROUGH", "WAIT", "csb_phases",
+           "fpmac_array_phases", "pe_phases"]

@@ -390,11 +390,7 @@ class Shell:
         nothing else moving is a fixed point and is skipped to its last cycle."""
         pe, rd, wr, rs = self.pe, self.rd, self.wr, self.round
         before = self.state() if pe.kind == WAIT and pe.left > 2 and not pe.side and not pe.jobs else None
-        in_ready, out_valid = pe.in_ready, pe.out_valid
-        rows = self.ist in (I_ROWS, I_DONE)  # a row's beats flow while later rows are asked for
-        rvalid = rd.rvalid and rd.busy
-        rready = (self.ist == I_FETCH or (rows and in_ready)) and rd.busy
-        take = in_ready and (self.ist == I_HEADER or (rows and rvalid))
+        out_valid = pe.out_valid
         results = not self.round_go and not self.hold_go and self.ost in RESULTS
         hold = self.call.acc_hold  # a holding call's results go into the buffer alone: always taken
         wr_ready = wr.ready()
@@ -410,6 +406,11 @@ class Shell:
             shakes, give, moves = self._parts_handshakes(results, out_valid, dropping, wr_ready, hold)
             acc_take = moves[1]
             round_take, push = 0 if hold else acc_take, moves[3]
+        in_ready = pe.takes(give)  # the output side's handshakes come from registers alone
+        rows = self.ist in (I_ROWS, I_DONE)  # a row's beats flow while later rows are asked for
+        rvalid = rd.rvalid and rd.busy
+        rready = (self.ist == I_FETCH or (rows and in_ready)) and rd.busy
+        take = in_ready and (self.ist == I_HEADER or (rows and rvalid))
         self._count(take, give)
         self.busy = (rd.busy, wr.busy, rs.busy, rd.requesting, wr.requesting)  # read before the edge
         rd_row = self.ist == I_ROWS and not self.busy[3] and self._rows_left()
@@ -471,7 +472,7 @@ class Shell:
         elif self.ost in (O_REC, O_DONE):
             kind = "record"
         else:
-            kind = "pe" if take or give or self.pe.computing else "stall"
+            kind = "pe" if self.pe.works(take, give) else "stall"
         self.counts[kind] += 1
 
     def _mover_args(self) -> tuple:

@@ -1,62 +1,50 @@
 // csb_pe: sparse-CSB training PE (FP, EB, WG, UPD on one compressed sparse block).
 //
-// Contract: docs/csb.md, bit for bit (header, sections, status words 0..3,
-// saturation order). Architecture after paper 002, Sec. 5.2/5.3:
+// Contract: docs/csb.md, bit for bit (header, sections, status words 0..3, saturation order). Architecture after
+// paper 002, Sec. 5.2/5.3:
 //
-//   load    every input word moves in one clock cycle (in_ready stays high)
-//           into on-chip buffers, each a RAM with one write and one read port
-//           so that synthesis maps it onto block RAM: index buffer (four
-//           index bytes a word, distributed RAM read in the same cycle),
-//           weight buffer W8 (four 8-bit weights a word, FP/EB), wide weight
-//           buffer WA (one G word for WG, one 24-bit buffer word for UPD, per
-//           entry and tap), data buffers X and DY (bytes; one copy per MAC
-//           group, so each group reads its own position), result buffer R
-//           (PARALLEL banks of BATCH accumulators, one bank per MAC group;
-//           see R_DEPTH for the layout). UPD computes its result while the
-//           gradient words stream in.
-//   compute one cycle per (entry e, tap t, chunk of PARALLEL output
-//           positions), in the contract order e, t, positions, as a two-stage
-//           pipeline: stage A takes the entry's x/y from the index buffer as
-//           the high (channel) address bits and the tap/position counters as
-//           the low bits and presents the read addresses; stage B, one cycle
-//           later, multiplies, accumulates and writes back. FP gathers X at
-//           the position shifted by the tap; EB reads the same storage with x
-//           and y exchanged and scatters into the position shifted by the
-//           tap, so it spends no step on the input halo. R forwards a word
-//           written in the cycle it is read (csb_ram BYPASS), so consecutive
-//           steps on the same accumulators see each other's sums. In WG each
-//           group keeps one partial; the partials are added to G (group 0
-//           first) in stage B of the last chunk of a tap.
-//   drain   the status word, then (status 0) the result words; stage B of the
-//           last compute step runs in the cycle the status word is loaded.
+//   load    every input word moves in one clock cycle (in_ready stays high) into on-chip buffers, each a RAM with one
+//           write and one read port so that synthesis maps it onto block RAM: index buffer (four index bytes a word,
+//           distributed RAM read in the same cycle), weight buffer W8 (four 8-bit weights a word, FP/EB), wide weight
+//           buffer WA (one G word for WG, one 24-bit buffer word for UPD, per entry and tap), data buffers X and DY
+//           (bytes; one copy per MAC group, so each group reads its own position), result buffer R (PARALLEL banks of
+//           BATCH accumulators, one bank per MAC group; see R_DEPTH for the layout). UPD computes its result while
+//           the gradient words stream in.
+//   compute one cycle per (entry e, tap t, chunk of PARALLEL output positions), in the contract order e, t,
+//           positions, as a two-stage pipeline: stage A takes the entry's x/y from the index buffer as the high
+//           (channel) address bits and the tap/position counters as the low bits and presents the read addresses;
+//           stage B, one cycle later, multiplies, accumulates and writes back. FP gathers X at the position shifted
+//           by the tap; EB reads the same storage with x and y exchanged and scatters into the position shifted by
+//           the tap, so it spends no step on the input halo. R forwards a word written in the cycle it is read
+//           (csb_ram BYPASS), so consecutive steps on the same accumulators see each other's sums. In WG each group
+//           keeps one partial; the partials are added to G (group 0 first) in stage B of the last chunk of a tap.
+//   drain   the status word, then (status 0) the result words; stage B of the last compute step runs in the cycle the
+//           status word is loaded.
 //
-// Header flags (docs/csb.md, "Flags and element-wise operations"): ZERO runs
-// the initial ACC (FP, EB) or G (WG) section as a virtual one with in_ready
-// low, the PE writing zeros: a word of R (every bank, every lane) a cycle for
-// FP and EB, a G word a cycle for WG; G_FIRST moves WG's G section after
-// the index; LEFT feeds UPD sat32(G << s) at shift 0; EW runs SELECT (v into
-// WA, then each z writes back v or 0), SHR (v >>> s into WA) or RELU (v or 0
-// into WA) and drains WA.
-// HOLD (FP, EB, WG) drains the status alone and leaves the sums in R or WA;
-// CARRY skips the initial section and starts from them. It is accepted after
-// an accepted HOLD of the same op, stride and kernel (WG: the same nnz) only, else status 1:
-// held_* record what the transaction before left. SELECT with CARRY takes no
-// V: it reads the held FP or EB sums from R through the walker, in stream
-// order, as its Z words arrive (as many elements as sums, else status 1).
+// Header flags (docs/csb.md, "Flags and element-wise operations"): ZERO runs the initial ACC (FP, EB) or G (WG)
+// section as a virtual one with in_ready low, the PE writing zeros: a word of R (every bank, every lane) a cycle
+// for FP and EB, a G word a cycle for WG; G_FIRST moves WG's G section after the index; LEFT feeds UPD
+// sat32(G << s) at shift 0. EW streams: after the header (SELECT: and v into WA) the status goes into the output
+// register (S_EWST), then each word of the last section (v; SELECT's z) is taken while that register is free or
+// given and its result (csb_ew: SELECT v or 0, SHR v >>> s, RELU v or 0) loaded into it (S_EWS); S_EWD gives
+// the last.
+// HOLD (FP, EB, WG) drains the status alone and leaves the sums in R or WA; CARRY skips the initial section and
+// starts from them. It is accepted after an accepted HOLD of the same op, stride and kernel (WG: the same nnz)
+// only, else status 1: held_* record what the transaction before left. SELECT with CARRY takes no V: it reads the
+// held FP or EB sums from R through the walker, in stream order, as its Z words arrive (as many elements as sums,
+// else status 1).
 //
-// S2 (MAX_STRIDE 2): FP, EB and WG step over the input at stride 2 (docs/csb.md, "Stride 2"): X and EB's
-// sums cover the stride-2 tile, and a stride-2 EB grid keeps a step's targets in different R banks.
+// S2 (MAX_STRIDE 2): FP, EB and WG step over the input at stride 2 (docs/csb.md, "Stride 2"): X and EB's sums
+// cover the stride-2 tile, and a stride-2 EB grid keeps a step's targets in different R banks.
 // K1 (K > 1): FP, EB, WG and UPD run as on this PE built with K = 1 (docs/csb.md, "Kernel 1"): one tap, the
 // kernel-1 tile's dimensions and section lengths, a CARRY only onto sums held under K1 (held_k1).
-// Cycles of one transaction from its first input handshake to its last
-// output handshake, without stalls: n_in + zero + compute + n_out + 1, with
-// compute = nnz*k*k*ceil(OUT_H*OUT_W/PARALLEL) for FP, EB and WG (either stride; k = 1 under K1), 0 for UPD,
-// the element-wise ops and refused transactions, and zero the cycles of a
-// ZERO transaction's virtual section (codesign.pe.csb.cycles).
-// rst is synchronous and active high; it drops a transaction in flight.
-// Address and counter arithmetic is written at AW bits (or integer width) and
-// relies on Verilog's sizing rules to extend and truncate; Verilator's width
-// warnings are switched off for that reason.
+// Cycles of one transaction from its first input handshake to its last output handshake, without stalls
+// (codesign.pe.csb.cycles): n_in + zero + compute + n_out + 1, an element-wise op with elements n_in + 2;
+// compute = nnz*k*k*ceil(OUT_H*OUT_W/PARALLEL) for FP, EB and WG (either stride; k = 1 under K1), 0 for UPD, the
+// element-wise ops and refused transactions; zero the cycles of a ZERO transaction's virtual section.
+// rst is synchronous and active high; it drops a transaction in flight. Address and counter arithmetic is
+// written at AW bits (or integer width) and relies on Verilog's sizing rules to extend and truncate; Verilator's
+// width warnings are switched off for that reason.
 `include "codesign_constants.vh"  // stream word width and status codes (codesign/hw/constants.py)
 
 /* verilator lint_off WIDTHEXPAND */
@@ -160,10 +148,12 @@ module csb_pe #(
     localparam EW_CAP = (WB_DEPTH < 511) ? WB_DEPTH : 511;   // elements of one element-wise transaction
     localparam [AW-1:0] L_EW_CAP = EW_CAP;
 
-    // States: the header, one per input section, compute, drain. in_ready is
-    // high in the header and the section states.
+    // States: the header, one per input section, compute, drain; an element-wise op's status load, stream
+    // and last result. in_ready is high in the header and the section states, and in S_EWS while the output
+    // register is free or given.
     localparam [3:0] S_HEAD = 4'd0, S_IDX = 4'd1, S_W8 = 4'd2, S_XB = 4'd3, S_DB = 4'd4, S_RB = 4'd5,
-                     S_GW = 4'd6, S_BW = 4'd7, S_UG = 4'd8, S_RUN = 4'd9, S_SEND = 4'd10;
+                     S_GW = 4'd6, S_BW = 4'd7, S_UG = 4'd8, S_RUN = 4'd9, S_SEND = 4'd10, S_EWST = 4'd11,
+                     S_EWS = 4'd12, S_EWD = 4'd13;
 
     reg [3:0]  state;
     reg [1:0]  op;
@@ -184,12 +174,12 @@ module csb_pe #(
 
     // a ZERO transaction's initial section is virtual: zeros (an R or a G word a cycle), nothing taken from the stream
     wire virt = zero && (state == S_RB || state == S_GW);
-    assign in_ready = (state < S_RUN) && !virt;
+    wire out_free = !out_valid || out_ready;   // the output register may be loaded this cycle
+    assign in_ready = ((state < S_RUN) && !virt) || (state == S_EWS && out_free);
     wire is_fp = (op == OP_FP) && !ew;
     wire is_eb = (op == OP_EB) && !ew;
     wire is_wg = (op == OP_WG) && !ew;
     wire is_sel = ew && (op == EW_SELECT);
-    wire is_shr = ew && (op == EW_SHR);
     // the transaction's input tile and EB grid: stride 1, or 2 with S2; of the K x K kernel, or 1 x 1 with K1
     wire [PW-1:0] in_h_t  = k1 ? (s2 ? L_IN_H2_1 : L_OUT_H) : (s2 ? L_IN_H2 : L_IN_H);
     wire [PW-1:0] in_w_t  = k1 ? (s2 ? L_IN_W2_1 : L_OUT_W) : (s2 ? L_IN_W2 : L_IN_W);
@@ -217,43 +207,6 @@ module csb_pe #(
                                   (h_gf && h_op != OP_WG) || (h_left && h_op != OP_UPD) ||
                                   ((h_hold || h_carry) && h_op == OP_UPD) || (h_carry && h_carry_bad)));
     wire       h_big   = ({{(AW-9){1'b0}}, h_nnz} > (h_ew ? L_EW_CAP : L_MAX_NNZ));
-
-    // ---- section order (docs/csb.md, input words) -----------------------------------
-    // The state after `cur` for `o`; sections that hold no byte (nnz = 0) are
-    // skipped; after the last section: compute, or drain when nothing is computed.
-    // Element-wise ops: S_BW takes v, S_UG (SELECT only) takes z. WG with G_FIRST: index, G, X, DY.
-    // CARRY: no ACC (FP, EB) or G (WG) section.
-    function [3:0] next_section;
-        input [1:0] o;
-        input [3:0] cur;
-        input       empty;             // nnz == 0
-        input       refused;           // an index outside the block
-        input       e_w;               // an element-wise op
-        input       gf;                // G_FIRST
-        input       cy;                // CARRY
-        reg   [3:0] finish;
-        begin
-            finish = (o != OP_UPD && !e_w && !refused && !empty) ? S_RUN : S_SEND;
-            if (e_w) begin
-                case (cur)
-                    S_HEAD:  next_section = empty ? S_SEND : (cy ? S_UG : S_BW);
-                    S_BW:    next_section = (o == EW_SELECT) ? S_UG : S_SEND;
-                    default: next_section = S_SEND;
-                endcase
-            end else begin
-                case (cur)
-                    S_HEAD:  next_section = !empty ? S_IDX : ((o == OP_EB) ? S_DB : ((o == OP_UPD) ? S_SEND : S_XB));
-                    S_IDX:   next_section = (o == OP_WG) ? (gf ? S_GW : S_XB) : ((o == OP_UPD) ? S_BW : S_W8);
-                    S_W8:    next_section = (o == OP_FP) ? S_XB : S_DB;
-                    S_XB:    next_section = (o == OP_FP) ? (cy ? finish : S_RB) : S_DB;
-                    S_DB:    next_section = (o == OP_EB) ? (cy ? finish : S_RB) : ((empty || gf || cy) ? finish : S_GW);
-                    S_GW:    next_section = gf ? S_XB : finish;
-                    S_BW:    next_section = S_UG;
-                    default: next_section = finish;
-                endcase
-            end
-        end
-    endfunction
 
     wire [AW-1:0] nnz_w   = {{(AW-9){1'b0}}, nnz};
     wire [AW-1:0] nnz_kk  = k1 ? nnz_w : nnz_w * L_KK;   // taps of the transaction's entries
@@ -285,14 +238,22 @@ module csb_pe #(
     end
     /* verilator lint_on CMPCONST */
 
+    // ---- section order (csb_sections): after the header, and after the current section
+    wire [3:0] head_next, sec_next;
+    csb_sections u_head (.o(h_op), .cur(S_HEAD), .empty(h_nnz == 9'd0), .refused(1'b0), .e_w(h_ew), .gf(h_gf),
+                         .cy(h_carry), .next(head_next));
+    csb_sections u_sec (.o(op), .cur(state), .empty(nnz == 9'd0), .refused(bad_index || (state == S_IDX && idx_bad)),
+                        .e_w(ew), .gf(g_first), .cy(carry), .next(sec_next));
+
     // a section word moves this cycle (a virtual word of zeros, or one from the stream)
-    wire take = (state != S_HEAD) && (state < S_RUN) && (virt || in_valid);
+    wire take = ((state != S_HEAD) && (state < S_RUN) && (virt || in_valid)) ||
+                (state == S_EWS && out_free && in_valid);
     wire [`CODESIGN_WORD_BITS-1:0] sec_data = virt ? {`CODESIGN_WORD_BITS{1'b0}} : in_data;
 
     // ---- drain bookkeeping -------------------------------------------------------------
     wire [AW-1:0] n_result = (status != `CODESIGN_CSB_STATUS_OK || hold) ? {AW{1'b0}}
                            : is_fp ? L_FP_WORDS : (is_eb ? eb_words_t : (ew ? nnz_w : nnz_kk));
-    wire send_slot = (state == S_SEND) && (!out_valid || out_ready);  // out_data may be loaded
+    wire send_slot = (state == S_SEND) && out_free;  // out_data may be loaded
     wire send_word = send_slot && sent_status && (cnt < n_result);     // a result word is loaded
 
     // cnt after this clock edge; RAMs whose next read follows cnt are addressed with it, so
@@ -312,7 +273,7 @@ module csb_pe #(
     wire          sel_sums = is_sel && carry;   // SELECT's V: the held sums, read from R in stream order
     wire          wk_eb = is_eb || (sel_sums && held_op == OP_EB);   // the grid: EB's input tile, else FP's output
     wire          wk_clear = (state == S_HEAD) || (state == S_RB && take && sec_last);
-    wire          wk_adv   = ((state == S_RB || (state == S_UG && sel_sums)) && take) ||
+    wire          wk_adv   = ((state == S_RB || (state == S_EWS && sel_sums)) && take) ||
                              (send_word && (is_fp || is_eb));
     wire [4:0]    wk_lane;
     wire [2:0]    wk_bank;
@@ -387,19 +348,15 @@ module csb_pe #(
     wire signed [WB_W-1:0] upd_new_x  = $signed(upd_new);
     wire signed [WB_W-1:0] acc_word_x = $signed(sec_data[ACC_BITS-1:0]);
     wire signed [WB_W-1:0] buf_word_x = $signed(in_data[23:0]);
-    wire signed [WB_W-1:0] shr_word_x = buf_word_x >>> shift;             // SHR: floor
-    wire signed [WB_W-1:0] relu_word_x = acc_word_x[WB_W-1] ? {WB_W{1'b0}} : acc_word_x;  // RELU: v where v > 0
-    wire [ACC_BITS-1:0]    z_word     = in_data[ACC_BITS-1:0];
-    wire                   z_pos      = !z_word[ACC_BITS-1] && (z_word != {ACC_BITS{1'b0}});
     wire signed [WB_W-1:0] sel_v      = sel_sums ? $signed(r_word) : $signed(wa_q);
-    wire signed [WB_W-1:0] sel_word_x = z_pos ? sel_v : {WB_W{1'b0}};     // SELECT: v where z > 0
+    wire [31:0]            ew_word;            // the streamed element's result
+    csb_ew #(.ACC_BITS(ACC_BITS), .WB_W(WB_W)) u_ew (.op(op), .shift(shift), .word(in_data), .v(sel_v),
+                                                    .result(ew_word));
     wire signed [WB_W-1:0] g_final;
     wire wg_write = b_run && is_wg && b_last_chunk;
     wire [WB_W-1:0] wa_wdata = wg_write ? g_final
-                             : ((state == S_GW) ? acc_word_x
-                             : ((state == S_BW) ? (ew ? (is_shr ? shr_word_x : (is_sel ? acc_word_x : relu_word_x))
-                                                      : buf_word_x)
-                             : (ew ? sel_word_x : upd_new_x)));
+                             : ((state == S_GW || (state == S_BW && ew)) ? acc_word_x   // G; SELECT's v
+                             : ((state == S_BW) ? buf_word_x : upd_new_x));
     wire wa_we = wg_write || (take && (state == S_GW || state == S_BW || state == S_UG));
     wire [AW-1:0] wa_waddr = wg_write ? b_wt_at : cnt;
     wire [AW-1:0] wa_raddr = (state == S_RUN) ? wt_at : cnt_next;
@@ -556,7 +513,7 @@ module csb_pe #(
                         state  <= S_SEND;
                     end else begin
                         status <= `CODESIGN_CSB_STATUS_OK;
-                        state  <= next_section(h_op, S_HEAD, h_nnz == 9'd0, 1'b0, h_ew, h_gf, h_carry);
+                        state  <= head_next;
                     end
                 end
                 S_IDX, S_W8, S_XB, S_DB, S_RB, S_GW, S_BW, S_UG: if (take) begin
@@ -565,8 +522,7 @@ module csb_pe #(
                         status    <= `CODESIGN_CSB_STATUS_INDEX;
                     end
                     if (sec_last)
-                        state <= next_section(op, state, nnz == 9'd0, bad_index || (state == S_IDX && idx_bad), ew,
-                                              g_first, carry);
+                        state <= sec_next;
                 end
                 S_RUN: begin
                     if (!last_chunk) begin
@@ -594,6 +550,26 @@ module csb_pe #(
                             else            e <= e + 9'd1;
                         end
                     end
+                end
+                S_EWST: if (out_free) begin         // the status first
+                    out_data    <= {{(`CODESIGN_WORD_BITS - `CODESIGN_STATUS_BITS){1'b0}}, status};
+                    out_valid   <= 1'b1;
+                    sent_status <= 1'b1;
+                    state       <= S_EWS;
+                end
+                S_EWS: begin
+                    if (take) begin
+                        out_data  <= ew_word;
+                        out_valid <= 1'b1;
+                        if (sec_last) state <= S_EWD;
+                    end else if (out_ready) begin
+                        out_valid <= 1'b0;
+                    end
+                end
+                S_EWD: if (out_free) begin          // the last result given: nothing held
+                    out_valid  <= 1'b0;
+                    state      <= S_HEAD;
+                    held_valid <= 1'b0;
                 end
                 S_SEND: if (send_slot) begin
                     if (!sent_status) begin

@@ -19,7 +19,7 @@ from codesign.pe.fpmac_array.vector import OP_MASK, OP_RELU, OP_SGD, VectorHeade
 from codesign.pe.tt.contract import header_word as tt_header
 from codesign.pe.tt.cycles import pe1_cycles, pe2_cycles
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.step.list_pe import BESIDE, DRAIN, END, GATE, IN, OUT, SYNC, WAIT, Pe, pe_phases
+from codesign.step.list_pe import BESIDE, DRAIN, END, GATE, IN, OUT, SYNC, THROUGH, WAIT, Pe, pe_phases
 
 SPEC = FpmacArraySpec(max_m=12, max_n=10, max_k=12)
 
@@ -50,12 +50,15 @@ CSB = CsbSpec(block_rows=4, block_cols=4, batch=3, acc_bits=16)
     csb_header(EwOp.SHR, 17, ew=True)])
 def test_csb_phases_add_up_to_its_cycle_model(header):
     """The phases' cycles are the PE's stall-free transaction cycles for the words of that header (valid indices);
-    the status is the first word out."""
+    the status is the first word out (an element-wise op's THROUGH phase gives it first)."""
     steps, status, operands, results = pe_phases(get_pe("csb"), CSB, header)
     words = [header] + [0] * operands  # index 0x00 (inside the block) and zero data: the cycles see lengths only
-    assert sum(n for _, n, _ in steps) == csb_cycles(CSB, words).total
-    outs = [(n, s) for kind, n, s in steps if kind == OUT]
-    assert outs[0] == (1, status) and sum(n for n, _ in outs[1:]) == results
+    assert sum(n + (kind == THROUGH) for kind, n, _ in steps) == csb_cycles(CSB, words).total  # THROUGH n: n + 1
+    if steps[-1][0] == THROUGH:  # an element-wise op: the status, then a result a word streamed
+        assert steps[-1] == (THROUGH, results, status) and not any(kind == OUT for kind, _, _ in steps)
+    else:
+        outs = [(n, s) for kind, n, s in steps if kind == OUT]
+        assert outs[0] == (1, status) and sum(n for n, _ in outs[1:]) == results
 
 
 def _run(phases, offered, taken=lambda cycle: True) -> int:
@@ -89,6 +92,36 @@ def test_pe1_and_pe2_load_the_next_block_beside_the_mac_loop(dims, name, bits):
     assert (cycles.overlap > 0) == (dims[0] > 1)
     assert _run(steps, lambda cycle: True) == cycles.total
     assert sum(n for kind, n, _ in steps if kind in (IN, BESIDE)) == 1 + operands
+
+
+def test_an_element_wise_stream_takes_a_word_as_its_register_frees():
+    """THROUGH: the status waits in the output register as the phase starts; a word is taken in a cycle the
+    register is empty or given, its result given from the next. All taken: ``n + 1`` cycles, each the PE's;
+    results taken every other cycle: a word taken only as one is given, twice the cycles, the stalls not the PE's.
+    A word moved that the register has no room for, or a word given from an empty one, is the caller's error."""
+    def run(n, taken):
+        pe, cycle, works, given = Pe(), 0, 0, []
+        pe.phases.extend([(THROUGH, n, 0)])
+        pe.advance()
+        while pe.kind is not None:
+            give = pe.out_valid and taken(cycle)
+            take = pe.takes(give)
+            if give:
+                given.append(pe.status)
+            works += pe.works(take, give)
+            pe.edge(take, give)
+            cycle += 1
+        return cycle, works, given
+
+    assert run(5, lambda cycle: True) == (6, 6, [0] + [None] * 5)
+    assert run(5, lambda cycle: cycle % 2 == 0) == (11, 6, [0] + [None] * 5)
+    assert run(1, lambda cycle: cycle > 3) == (6, 2, [0, None])
+    pe = Pe()
+    pe.phases.extend([(THROUGH, 2, 0)])
+    pe.advance()
+    assert pe.out_valid and not pe.in_ready and pe.takes(True)
+    with pytest.raises(RuntimeError):
+        pe.edge(True, False)  # the register still holds the status
 
 
 def test_a_sync_holds_the_mac_loop_until_the_loader_has_its_words():

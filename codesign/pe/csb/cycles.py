@@ -25,9 +25,13 @@ Header flags (docs/csb.md): ``ZERO`` has the PE write the zero initial
 section itself with ``in_ready`` low: FP and EB clear a word of the result
 buffer (every group's bank, every lane) a cycle, ``rows * H * ceil(W / P)``
 cycles for their result grid of ``H x W`` positions; WG a gradient word a
-cycle, ``nnz * k^2`` (``load = n_in + zero cycles``); an
-element-wise transaction (SELECT, SHR, RELU) loads, computes nothing and drains its
-``n`` results (``compute = 0``, ``drain = 2 + n``). ``CARRY`` leaves the initial
+cycle, ``nnz * k^2`` (``load = n_in + zero cycles``). An
+element-wise transaction (SELECT, SHR, RELU) computes nothing and streams: after
+its header (and SELECT's ``V``) the PE loads the status into its output
+register, then takes its last section's ``n`` words (``V``; SELECT's ``Z``) one
+a cycle while it gives the register's word, each result given the cycle after
+its word is taken (``compute = 0``, ``drain = 2``: the status load and the
+last result; ``n = 0``: the status alone). ``CARRY`` leaves the initial
 section out of the stream and takes no cycle for it (the sums are where the
 ``HOLD`` before left them; a SELECT with ``CARRY`` loads its ``Z`` words
 alone); ``HOLD`` drains the status alone (``drain = 2``).
@@ -181,7 +185,7 @@ def transaction_cycles(pe: PeShape, words_in) -> TransactionCycles:
     if _refused(pe, header) or (header & FLAG_CARRY and len(words) == 1):  # an accepted CARRY has X, DY or Z words
         return TransactionCycles(load=len(words), compute=0, drain=2)  # header, status only
     if header & FLAG_EW:
-        return TransactionCycles(load=len(words), compute=0, drain=2 + nnz)
+        return TransactionCycles(load=len(words), compute=0, drain=2)  # the last section streamed through
     if header & FLAG_K1:
         pe = pe.run_as(kernel_one=True)
     index_words = words[1:1 + _words(nnz)]
