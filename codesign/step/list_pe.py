@@ -10,7 +10,9 @@ SYNC waits until it has them all (rtl/tt: ``A[i+1]`` loads while ``A[i]`` comput
 beside its MAC loop too: DRAIN hands it a row group's results (a job: one RAM read, then the group's beats; it
 starts ``n`` edges later, once the engine has finished the job before), GATE holds the next group's MAC loop
 until at most one job is left (the result RAMs hold two groups), and END holds the transaction until the engine
-has sent everything. At a width of ``P``
+has sent everything. The CSB PE's element-wise ops stream: THROUGH starts with the status in the output
+register, takes ``n`` words one a cycle while that register is free or given, and ends with the last result
+given (``n + 1`` cycles without stalls). At a width of ``P``
 32-bit parts the PE hands its results to its output packer in *beats* (PE3: one result; PE1: up to
 ``min(P, rows)``, a power of two, of one row group; PE2: up to ``min(P, lanes)`` of one chunk); a beat that
 closes no word is taken at once (a WAIT cycle), one that closes a
@@ -114,6 +116,12 @@ def csb_phases(spec, header: int) -> tuple:
     if results:
         steps.append((OUT, results, None))
     return steps, status, operands, results
+
+
+def stall_free_cycles(steps) -> int:
+    """Cycles of a transaction's phases (IN, WAIT, OUT, THROUGH) with every word offered and taken at once: each
+    phase's ``n``, a THROUGH's ``n + 1`` (its last result leaves the cycle after its last word came in)."""
+    return sum(n + (kind == THROUGH) for kind, n, _ in steps)
 
 
 def _tt12(pe1: bool, spec, dims: tuple, cwa: int, cwb: int, chunks) -> tuple:
@@ -347,4 +355,4 @@ class Pe:
 
 
 __all__ = ["BESIDE", "DRAIN", "END", "GATE", "IN", "OUT", "Pe", "SYNC", "THROUGH", "WAIT", "csb_phases",
-           "fpmac_array_phases", "pe_phases"]
+           "fpmac_array_phases", "pe_phases", "stall_free_cycles"]

@@ -19,7 +19,8 @@ from codesign.pe.fpmac_array.vector import OP_MASK, OP_RELU, OP_SGD, VectorHeade
 from codesign.pe.tt.contract import header_word as tt_header
 from codesign.pe.tt.cycles import pe1_cycles, pe2_cycles
 from codesign.pe.tt.spec import Tt1Spec, Tt2Spec
-from codesign.step.list_pe import BESIDE, DRAIN, END, GATE, IN, OUT, SYNC, THROUGH, WAIT, Pe, pe_phases
+from codesign.step.list_pe import (BESIDE, DRAIN, END, GATE, IN, OUT, SYNC, THROUGH, WAIT, Pe, pe_phases,
+                                   stall_free_cycles)
 
 SPEC = FpmacArraySpec(max_m=12, max_n=10, max_k=12)
 
@@ -53,7 +54,7 @@ def test_csb_phases_add_up_to_its_cycle_model(header):
     the status is the first word out (an element-wise op's THROUGH phase gives it first)."""
     steps, status, operands, results = pe_phases(get_pe("csb"), CSB, header)
     words = [header] + [0] * operands  # index 0x00 (inside the block) and zero data: the cycles see lengths only
-    assert sum(n + (kind == THROUGH) for kind, n, _ in steps) == csb_cycles(CSB, words).total  # THROUGH n: n + 1
+    assert stall_free_cycles(steps) == csb_cycles(CSB, words).total
     if steps[-1][0] == THROUGH:  # an element-wise op: the status, then a result a word streamed
         assert steps[-1] == (THROUGH, results, status) and not any(kind == OUT for kind, _, _ in steps)
     else:

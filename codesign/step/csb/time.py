@@ -44,7 +44,7 @@ from codesign.step.host import HostModel
 from codesign.step.csb.schedule import block_nnz as mask_block_nnz
 from codesign.pe.csb.spec import DATA_BITS, CsbSpec
 from codesign.pe.csb.stream import Op, header_word
-from codesign.step.list_pe import csb_phases
+from codesign.step.list_pe import csb_phases, stall_free_cycles
 
 
 @functools.lru_cache(maxsize=65536)
@@ -53,7 +53,7 @@ def transaction(spec: CsbSpec, op: Op, nnz: int, stride: int = 1, k1: bool = Fal
     ``stride`` (UPD: 1), under ``K1`` where ``k1``: the list cycle model's phases of its header
     (:func:`codesign.step.list_pe.csb_phases`), stall-free."""
     phases, _, operands, results = csb_phases(spec, header_word(op, nnz, stride=stride, k1=k1))
-    return sum(n for _, n, _ in phases), 1 + operands, 1 + results
+    return stall_free_cycles(phases), 1 + operands, 1 + results
 
 
 def block_nnz(mask: np.ndarray, spec: CsbSpec) -> np.ndarray:
