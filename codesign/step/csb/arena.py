@@ -228,7 +228,8 @@ class CsbArena:
         at, pads, ranges = _code_bytes(_tiles_key(tiles), self.spec.batch, self.tile, self.code_words,
                                        codes.shape[0], codes.shape[1])
         arena_bytes = arena.reshape(-1).view(np.uint8)
-        arena_bytes[at] = codes.reshape(-1).astype(np.uint8, copy=False)  # the low byte: two's complement
+        flat = codes.reshape(-1)
+        arena_bytes[at] = flat.view(np.uint8) if flat.dtype == np.int8 else flat.astype(np.uint8)  # low byte
         arena_bytes[pads] = 0
         return list(ranges)
 
