@@ -64,6 +64,7 @@ COPIES = "copies"
 # (transactions) of a step the host prepares, and optionally (stages, copies, 2) words in and out of each copy (a
 # build without it has its stage's words on its first copy)
 Loads = Callable[[str, Any, int], tuple]
+PRICE_CELLS = 1 << 20  # points x stages priced at once (each dense array of them 8 MiB)
 PORT_GAIN = 0.01  # a high-performance port more is taken for at least this share of the whole step
 
 
@@ -226,17 +227,39 @@ class Space:
                 **{k: float(self.resources[k][index]) for k in RESOURCES}, "feasible": bool(self.feasible[index])}
 
 
-def price(options: Sequence[list[Option]], pairs: np.ndarray, *, board: Board, clock_mhz: float, host: HostModel,
-          macs: int, mac_energy_pj: float, fixed: Mapping[str, float], fixed_ips: int = 0) -> dict[str, Any]:
+def price(options: Sequence[list[Option]], pairs: np.ndarray, **common: Any) -> dict[str, Any]:
     """Step seconds (PE, data movement, host), energy, resources and HP ports of the option combinations ``pairs``
-    (points, PEs); ``fixed_ips`` IPs the space does not vary stand after its PEs' copies."""
+    (points, PEs), :func:`_price`'s, a slice of the points at a time: its arrays are points x stages, and a step
+    priced one IP call a stage (the pruned ResNet-8's) has thousands of stages, so the whole space at once took
+    13.8 GB for 5,184 points."""
+    width = max(max(len(o.cycles) for o in per_pe) for per_pe in options)
+    step = max(1, PRICE_CELLS // width)
+    if len(pairs) <= step:
+        return _price(options, pairs, width, **common)
+    parts = [_price(options, pairs[at:at + step], width, **common) for at in range(0, len(pairs), step)]
+    return {key: ({k: np.concatenate([part[key][k] for part in parts]) for k in RESOURCES} if key == "resources"
+                  else np.concatenate([part[key] for part in parts])) for key in parts[0]}
+
+
+def _used(per_pe: list[Option], chosen: np.ndarray) -> tuple[list[Option], np.ndarray]:
+    """The options ``chosen`` names, once each, and ``chosen`` as indices into them (so that stacking them takes
+    the points' own options, not every option of the space)."""
+    used, at = np.unique(chosen, return_inverse=True)
+    return [per_pe[j] for j in used], at.reshape(-1)
+
+
+def _price(options: Sequence[list[Option]], pairs: np.ndarray, width: int, *, board: Board, clock_mhz: float,
+           host: HostModel, macs: int, mac_energy_pj: float, fixed: Mapping[str, float],
+           fixed_ips: int = 0) -> dict[str, Any]:
+    """:func:`price` of the points ``pairs``, every stage list padded to ``width``; ``fixed_ips`` IPs the space
+    does not vary stand after its PEs' copies."""
     cycles = w_in = w_out = calls = None
     resources = {k: np.full(pairs.shape[0], float(fixed[k])) for k in RESOURCES}
-    width = max(max(len(o.cycles) for o in per_pe) for per_pe in options)
     ips = np.full(pairs.shape[0], fixed_ips, dtype=np.int64)
     for column, per_pe in enumerate(options):
         chosen = pairs[:, column]
-        c, i, o = (_stacked(per_pe, f, width)[chosen] for f in ("cycles", "words_in", "words_out"))
+        used, at = _used(per_pe, chosen)
+        c, i, o = (_stacked(used, f, width)[at] for f in ("cycles", "words_in", "words_out"))
         cycles = c if cycles is None else np.maximum(cycles, c)
         w_in, w_out = (i, o) if w_in is None else (w_in + i, w_out + o)
         n = np.array([opt.calls for opt in per_pe])[chosen]
@@ -280,11 +303,11 @@ def _copy_words(options: Sequence[list[Option]], pairs: np.ndarray, width: int) 
     copy counts (points,)."""
     out = []
     for column, per_pe in enumerate(options):
-        chosen = pairs[:, column]
-        stacked = np.zeros((len(per_pe), width, max(o.copies for o in per_pe), 2), dtype=np.int64)
-        for row, option in enumerate(per_pe):
+        used, at = _used(per_pe, pairs[:, column])
+        stacked = np.zeros((len(used), width, max(o.copies for o in used), 2), dtype=np.int64)
+        for row, option in enumerate(used):
             stacked[row, :option.copy_words.shape[0], :option.copies] = option.copy_words
-        out.append((stacked[chosen], np.array([o.copies for o in per_pe])[chosen]))
+        out.append((stacked[at], np.array([o.copies for o in used])[at]))
     return out
 
 

@@ -12,6 +12,7 @@ import pytest
 from codesign.boards import boards
 from codesign.design.calibration import (StaleCalibration, calibration_path, load_calibration, model_errors,
                                          pe_resources)
+from codesign.design import explore
 from codesign.design.explore import PORT_GAIN, pe_options, port_choice
 from codesign.design.families.tt import explore_tt, paper_setup, tt_model, tt_hardware
 from codesign.design.explore_run import (SHORTLIST, design_of_point, explore_design, hp_port_choice, measured_choice, summary)
@@ -96,6 +97,22 @@ def test_the_vectorised_space_equals_the_direct_model(space, design):
         assert space.memory_s[index] == pytest.approx(direct.memory_s, rel=1e-12, abs=1e-15)
         assert space.host_s[index] == pytest.approx(direct.host_s, rel=1e-12)
         assert space.energy_pj[index] == pytest.approx(direct.energy_pj, rel=1e-9)
+
+
+def test_a_space_priced_a_slice_of_points_at_a_time_is_priced_alike(space, design, monkeypatch):
+    """Pricing bounds its points x stages arrays (a per-call step has thousands of stages) by taking a slice of
+    the points at a time: one point a slice gives every figure of the whole space bit for bit."""
+    monkeypatch.setattr(explore, "PRICE_CELLS", 1)
+    setup = tt_setup_of(design)
+    specs = {i.pe: i.spec for i in design.instances}
+    sliced = explore_tt(setup, design.board, bases={"tt1": specs["tt1"], "tt2": specs["tt2"]}, clock_mhz=100.0,
+                        host=HOST, macs=tt_stages(setup, setup.hardware())[1]["macs"], tt3=specs["tt3"],
+                        knobs={"tt1": GRID_KNOBS, "tt2": GRID_KNOBS})
+    assert space.index.shape[0] > 50 and np.array_equal(sliced.index, space.index)
+    for field in ("pe_s", "memory_s", "host_s", "energy_pj", "hp_ports"):
+        assert np.array_equal(getattr(sliced, field), getattr(space, field)), field
+    for k in RESOURCES:
+        assert np.array_equal(sliced.resources[k], space.resources[k]), k
 
 
 def test_a_port_more_is_taken_only_where_it_pays_one_percent():

@@ -111,9 +111,10 @@ def test_cycle_model_by_hand():
     assert transaction_cycles(SMALL, wg).load == 5 + 2  # WG: a gradient word a cycle
     sel = [header_word(EwOp.SELECT, 3, ew=True)] + [1] * 6
     cycles = transaction_cycles(SMALL, sel)
-    assert (cycles.load, cycles.compute, cycles.drain) == (7, 0, 5)
+    assert (cycles.load, cycles.compute, cycles.drain) == (7, 0, 2)  # Z streamed: 2n + 3
     relu = transaction_cycles(SMALL, [header_word(EwOp.RELU, 3, ew=True)] + [1] * 3)  # v once: 3 words fewer
-    assert (relu.load, relu.compute, relu.drain) == (4, 0, 5)
+    assert (relu.load, relu.compute, relu.drain) == (4, 0, 2) and relu.total == 3 + 3  # V streamed: n + 3
+    assert transaction_cycles(SMALL, [header_word(EwOp.RELU, 0, ew=True)]).total == 3  # no element: the status
     assert transaction_cycles(SMALL, [header_word(Op.UPD, 1) | FLAG_ZERO]).total == 3
 
 
