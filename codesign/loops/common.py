@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Callable, ClassVar, Dict, Mapping, Optional, Tuple
 
+import functools
 import math
 import time
 
@@ -34,6 +35,22 @@ def softmax_cross_entropy(logits: np.ndarray, y: np.ndarray) -> Tuple[float, np.
     return cross_entropy_of(chosen), grad
 
 
+@functools.lru_cache(maxsize=16)
+def _rows(n: int) -> np.ndarray:
+    rows = np.arange(n)
+    rows.flags.writeable = False  # kept: a step's batch size recurs
+    return rows
+
+
+def label_positions(y, n: int, classes: int) -> np.ndarray:
+    """Flat positions of the labels ``y`` in a row-major ``(n, classes)`` matrix: one per sample, each within
+    ``classes``, else an error (what a softmax gradient subtracts its one-hot from)."""
+    labels = np.asarray(y, dtype=np.intp)
+    if labels.shape != (n,):
+        raise ValueError(f"labels of shape {labels.shape} for {n} samples")
+    return np.ravel_multi_index((_rows(n), labels), (n, classes))  # bounds checked
+
+
 def softmax_gradient(logits: np.ndarray, y: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """:func:`softmax_cross_entropy`'s gradient, and the labels' probabilities its loss is taken from
     (:func:`cross_entropy_of`): a list step's backward waits for the gradient alone, and the host takes the loss
@@ -51,10 +68,7 @@ def softmax_gradient(logits: np.ndarray, y: np.ndarray) -> Tuple[np.ndarray, np.
     np.exp(probs, out=probs)
     probs /= np.add.reduce(probs, axis=1, keepdims=True)
     flat = probs.reshape(-1)
-    labels = np.asarray(y, dtype=np.intp)
-    if labels.shape != (n,):
-        raise ValueError(f"labels of shape {labels.shape} for {n} samples")
-    picked = np.ravel_multi_index((np.arange(n), labels), (n, classes))  # bounds checked
+    picked = label_positions(y, n, classes)
     chosen = flat[picked]
     flat[picked] -= 1.0
     probs /= n

@@ -20,26 +20,18 @@ Units: ``logit_frac`` and ``error_frac`` are fraction bits; codes are signed 8-b
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Tuple
 
 import numpy as np
 
-from codesign.loops.common import softmax_gradient
+from codesign.loops.common import label_positions, softmax_gradient
 from codesign.loops.csb import quantize_unit
 from codesign.numerics.fixed_quant import to_values
 from codesign.pe.csb.spec import DATA_BITS
 
 _TOP = float((1 << (DATA_BITS - 1)) - 1)  # the largest code (a float: a ufunc takes it at once)
 _EXACT_FRAC = 960  # fraction bits whose powers of two, and their products with the values here, stay normal
-
-
-@functools.lru_cache(maxsize=16)
-def _rows(n: int) -> np.ndarray:
-    rows = np.arange(n)
-    rows.flags.writeable = False
-    return rows
 
 
 def softmax_gradient_codes(z: np.ndarray, y: np.ndarray, *, logit_frac: int,
@@ -60,10 +52,7 @@ def softmax_gradient_codes(z: np.ndarray, y: np.ndarray, *, logit_frac: int,
     np.exp(probs, out=probs)
     probs /= np.add.reduce(probs, axis=1, keepdims=True)  # row-major rows: each summed in softmax_gradient's order
     flat = probs.reshape(-1)
-    labels = np.asarray(y, dtype=np.intp)
-    if labels.shape != (n,):
-        raise ValueError(f"labels of shape {labels.shape} for {n} samples")
-    picked = np.ravel_multi_index((_rows(n), labels), (n, classes))  # bounds checked
+    picked = label_positions(y, n, classes)
     chosen = flat[picked]
     flat[picked] -= 1.0
     if n & (n - 1):
