@@ -106,6 +106,8 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         self.inputs_staged = 0  # list steps whose batch was written beside the step before
         self.beside_seconds: Dict[Tuple[int, int], float] = {}
         self._upd: dict = {}  # UPD's fields per rate exponent, at this structure's fractions (_upd_fields)
+        self._code_ranges: dict = {}  # per samples: the loss codes' word ranges, once written (_loss_codes)
+        self._code_views: dict = {}  # per samples: the device buffer and the loss codes' view of it (_code_view)
 
     # -- the state between host and arena
 
@@ -116,7 +118,7 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         for layer, (structure, words) in enumerate(zip(self._structure, self.buffers)):
             layout.write_state(layout.image, layer, structure, words, 0)
         self.layout, self.buffer_phase, self._built, self._stale, self._staged = layout, 0, {}, False, None
-        self._upd = {}
+        self._upd, self._code_ranges, self._code_views = {}, {}, {}
         nnz = [int(structure.nnz) for structure in self._structure]
         self._kept_weights = (sum(nnz), sum(nnz[1:]))  # every layer's, and past the first (EB's)
         self.device = self.shell.arena(layout, key=("csb", self.setup.layers, self.setup.batch_size, next(_ARENAS)))
@@ -156,19 +158,14 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         if self.phase == "warmup":
             return super().train_step(x, y)
         used, upd = self._upd_fields(learning_rate_exponent(self.learning_rate()))
-        fb, layout, shell = self.frac_bits, self.layout, self.shell
+        fb, layout = self.frac_bits, self.layout
         x, y, lists = self._checked_forward(
             x, y, key=(fb[0]["activation"], self.buffer_phase), check=lambda x, y: arena_batch(self, x, y),
             lists_for=lambda n: self.lists(n, upd),
             write=lambda x: layout.write_codes(self.device, layout.inputs[self.buffer_phase],
                                                quantize(x, fb[0]["activation"])))
         n = x.shape[0]
-        classes = self.setup.layers[-1]
-        shell.invalidate(self.device, layout.acc_ranges(layout.z[-1], n, classes))
-        codes, chosen = softmax_gradient_codes(layout.read_accs(self.device, layout.z[-1], n, classes), y,
-                                               logit_frac=fb[-1]["weight"] + fb[-1]["activation"],
-                                               error_frac=fb[-1]["error"])
-        shell.flush(self.device, layout.write_codes(self.device, layout.dy[-1], codes))
+        chosen = self._loss_codes(n, y)
         loss = self._run_backward(lists.backward_phases, chosen, next_x, first=len(lists.forward_phases))
         self.buffer_phase, self._stale = 1 - self.buffer_phase, True
         self.lr_exponents.extend(used)
@@ -179,6 +176,35 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         self.step += 1
         self.list_steps += 1
         return loss
+
+    def _loss_codes(self, n: int, y) -> np.ndarray:
+        """Between the forward and the backward: the logits' accumulators read, the loss gradient's codes written
+        into the last layer's error tiles and flushed; the labels' probabilities. The first step of ``n`` samples
+        on this arena writes them with :meth:`~codesign.step.csb.arena.CsbArena.write_codes`, which zeroes the
+        tiles' padding; later ones round them straight into a view of the tiles where there is one."""
+        layout, classes = self.layout, self.setup.layers[-1]
+        self.shell.invalidate(self.device, layout.acc_ranges(layout.z[-1], n, classes))
+        z = layout.read_accs(self.device, layout.z[-1], n, classes)
+        fb = self.frac_bits[-1]
+        fracs = {"logit_frac": fb["weight"] + fb["activation"], "error_frac": fb["error"]}
+        ranges = self._code_ranges.get(n)
+        view = None if ranges is None else self._code_view(n, classes)
+        if view is None:
+            codes, chosen = softmax_gradient_codes(z, y, **fracs)
+            ranges = self._code_ranges[n] = layout.write_codes(self.device, layout.dy[-1], codes)
+        else:
+            chosen = softmax_gradient_codes(z, y, out=view, **fracs)[1]
+        self.shell.flush(self.device, ranges)
+        return chosen
+
+    def _code_view(self, n: int, classes: int):
+        """The loss codes' view of the device buffer for ``n`` samples (None where there is none), kept while the
+        shell keeps the buffer (a board's runs in place; the golden shell hands back a new array a phase)."""
+        kept = self._code_views.get(n)
+        if kept is None or kept[0] is not self.device:
+            kept = self._code_views[n] = (self.device, self.layout.code_view(self.device, self.layout.dy[-1], n,
+                                                                             classes))
+        return kept[1]
 
     def _stage(self, next_x) -> None:
         """Beside the step's last lists: the next batch checked (a copy of its own) and its codes written into the

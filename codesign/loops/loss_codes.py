@@ -21,7 +21,7 @@ Units: ``logit_frac`` and ``error_frac`` are fraction bits; codes are signed 8-b
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -34,19 +34,26 @@ _TOP = float((1 << (DATA_BITS - 1)) - 1)  # the largest code (a float: a ufunc t
 _EXACT_FRAC = 960  # fraction bits whose powers of two, and their products with the values here, stay normal
 
 
-def softmax_gradient_codes(z: np.ndarray, y: np.ndarray, *, logit_frac: int,
-                           error_frac: int) -> Tuple[np.ndarray, np.ndarray]:
+def softmax_gradient_codes(z: np.ndarray, y: np.ndarray, *, logit_frac: int, error_frac: int,
+                           out: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
     """The loss gradient's 8-bit codes (int8, ``(n, classes)``, row-major) of integer logits ``z`` ``(n, classes)``
     at ``logit_frac`` fraction bits (of any memory order) and labels ``y``, at ``error_frac`` fraction bits; and
     the labels' probabilities (:func:`~codesign.loops.common.softmax_gradient`'s ``chosen``). Equal bit for bit to
     the loop's composition, which it falls back to for fractions beyond ``+-960`` bits or accumulators wider than
-    32 bits."""
+    32 bits. ``out``: an int8 array of any shape whose row-major order is the codes' (a view of the device's code
+    tiles, :meth:`~codesign.step.csb.arena.CsbArena.code_view`), rounded into and returned in their place."""
     z = np.asarray(z)
     n, classes = z.shape
+    if out is not None and (out.dtype != np.int8 or out.size != n * classes):
+        raise ValueError(f"codes of {n} x {classes} into an array of {out.size} {out.dtype}")
     if (z.dtype.kind not in "iu" or z.dtype.itemsize > 4 or abs(logit_frac) > _EXACT_FRAC
             or abs(error_frac) > _EXACT_FRAC or n == 0):
         grad, chosen = softmax_gradient(to_values(z, logit_frac), y)
-        return quantize_unit(grad, error_frac).astype(np.int8), chosen
+        codes = quantize_unit(grad, error_frac).astype(np.int8)
+        if out is None:
+            return codes, chosen
+        out[...] = codes.reshape(out.shape)
+        return out, chosen
     probs = np.subtract(z, np.maximum.reduce(z, axis=1, keepdims=True), dtype=np.float64, order="C")
     probs *= math.ldexp(1.0, -logit_frac)
     np.exp(probs, out=probs)
@@ -60,13 +67,15 @@ def softmax_gradient_codes(z: np.ndarray, y: np.ndarray, *, logit_frac: int,
         probs *= math.ldexp(1.0, error_frac)
     else:
         probs *= math.ldexp(1.0, error_frac - (n.bit_length() - 1))
-    np.rint(probs, out=probs)
     bound = math.ldexp(1.0, error_frac) / n  # |every value| <= bound
-    if bound > _TOP:
+    if bound > _TOP:  # clipped before rounding: the codes' ends are whole, so either order gives the same
         np.minimum(probs, _TOP, out=probs)
     if bound > _TOP + 1:
         np.maximum(probs, -_TOP - 1, out=probs)
-    return probs.astype(np.int8), chosen
+    if out is None:
+        return np.rint(probs, out=probs).astype(np.int8), chosen
+    np.rint(probs.reshape(out.shape), out=out, casting="unsafe")  # whole values within the codes: cast exactly
+    return out, chosen
 
 
 __all__ = ["softmax_gradient_codes"]

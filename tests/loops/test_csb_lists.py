@@ -108,6 +108,25 @@ def test_step_by_step_with_a_shorter_batch_empty_blocks_and_what_the_host_moves(
         assert np.sum(a != b) > 0
 
 
+@pytest.mark.parametrize("classes, copies", [(4, 1), (8, 2)])
+def test_loss_codes_rounded_into_the_tiles_equal_the_loop(classes, copies):
+    """Where a batch fills whole lane chunks and its classes whole channel tiles (one tile, or two), a step after
+    the first of its size rounds the loss gradient's codes straight into the arena's tiles; a batch that fills a
+    chunk in part writes them as before, and the padding stays zero for the whole batches after it."""
+    setup = small_setup(layers=(64, 12, 7, classes), batch_size=18, schedule="constant", lr=0.25)
+    golden, lists = CsbMlpTrainer(setup), CsbListTrainer(setup, shell(copies=copies))
+    rng = np.random.default_rng(classes)
+    state = pruned_state(golden, rng)
+    golden.load_weights(state)
+    lists.load_weights(state)
+    for n in (18, 9, 18, 7, 18, 9, 1, 18):
+        x, y = rng.random((n, 64)) * 4, rng.integers(0, classes, n)
+        assert golden.train_step(x, y) == lists.train_step(x, y)
+    assert set(lists._code_ranges) == {18, 9, 7, 1}  # each size written once with its padding
+    assert {n: view is not None for n, (_, view) in lists._code_views.items()} == {18: True, 9: True}
+    assert_same_state(golden, lists)
+
+
 def staging_pair(fails_after_beside, *, seed: int):
     """A shell of two IPs that fails once when armed, the loop and a list trainer on it from one pruned state, and
     the generator that drew it."""

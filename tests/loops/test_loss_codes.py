@@ -1,4 +1,5 @@
-"""softmax_gradient_codes equals the loop's composition (to_values, softmax_gradient, quantize_unit) bit for bit."""
+"""softmax_gradient_codes equals the loop's composition (to_values, softmax_gradient, quantize_unit) bit for bit, into
+its own array or rounded into a strided one (the arena's tiles)."""
 
 import numpy as np
 import pytest
@@ -20,6 +21,11 @@ def check(z, y, logit_frac, error_frac):
     assert codes.dtype == np.int8 and codes.flags.c_contiguous
     assert np.array_equal(codes, expected), (z.shape, logit_frac, error_frac)
     assert chosen.tobytes() == expected_chosen.tobytes()
+    n, classes = z.shape
+    room = np.full((n, 2, classes), 0x5A, np.int8)  # codes into every other row of it, as into the arena's tiles
+    into, again = softmax_gradient_codes(z, y, logit_frac=logit_frac, error_frac=error_frac, out=room[:, :1])
+    assert np.shares_memory(into, room) and np.array_equal(room[:, 0], expected) and (room[:, 1] == 0x5A).all()
+    assert again.tobytes() == expected_chosen.tobytes()
     return codes
 
 
@@ -70,5 +76,8 @@ def test_bad_labels_and_no_samples_are_refused():
     for y in (np.array([0, 3]), np.array([-1, 0]), np.array([0])):
         with pytest.raises(ValueError):
             softmax_gradient_codes(z, y, logit_frac=0, error_frac=4)
+    for out in (np.zeros(5, np.int8), np.zeros(6, np.int16)):
+        with pytest.raises(ValueError, match="codes of 2 x 3"):
+            softmax_gradient_codes(z, np.array([0, 1]), logit_frac=0, error_frac=4, out=out)
     with pytest.raises(ValueError, match="no samples"):
         softmax_gradient_codes(np.zeros((0, 3), np.int32), np.zeros(0, int), logit_frac=0, error_frac=4)

@@ -26,7 +26,7 @@ step. Units: offsets in bytes from the arena's start; ranges in 32-bit words.
 from __future__ import annotations
 
 import functools
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -87,6 +87,24 @@ def _code_bytes(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, words: int, 
     for array in (codes, pads):
         array.flags.writeable = False
     return codes, pads, tuple((int(start), words) for start in starts)
+
+
+@functools.lru_cache(maxsize=64)
+def _code_grid(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, n: int,
+               channels: int) -> Optional[Tuple[Tuple[int, ...], Tuple[int, ...]]]:
+    """:meth:`CsbArena.code_view`'s geometry: ``(shape, strides)`` of a byte view ``(chunks, b, channel tiles,
+    channels a tile)`` from ``tiles[0][0]``, or None where the codes do not fill whole lane chunks and whole
+    channel tiles (one partial tile alone is whole) or the tiles do not lie on one grid, in order."""
+    chunks, count = -(-n // b), -(-channels // B)
+    if n % b or (count > 1 and channels % B):
+        return None
+    base = tiles[0][0]
+    step_k = tiles[0][1] - base if chunks > 1 else 0
+    step_c = tiles[1][0] - base if count > 1 else 0
+    if step_k < 0 or step_c < 0 or any(tiles[c][k] != base + c * step_c + k * step_k
+                                       for c in range(count) for k in range(chunks)):
+        return None  # (a view reaches forward from the first tile only)
+    return (chunks, b, count, min(channels, B)), (step_k, 1, step_c, b)
 
 
 @keyword_record
@@ -232,6 +250,22 @@ class CsbArena:
         arena_bytes[at] = flat.view(np.uint8) if flat.dtype == np.int8 else flat.astype(np.uint8)  # low byte
         arena_bytes[pads] = 0
         return list(ranges)
+
+    def code_view(self, arena: np.ndarray, tiles, n: int, channels: int) -> Optional[np.ndarray]:
+        """A writable int8 view of ``tiles``' bytes in ``arena`` whose row-major order is that of ``n`` samples'
+        codes ``(n, channels)`` (shape ``(chunks, b, channel tiles, channels a tile)``), or None where the codes
+        do not fill whole lane chunks and channel tiles (see :func:`_code_grid`). Codes written there are
+        :meth:`write_codes`' without its padding: the padded channels must hold 0 already, as :meth:`write_codes`
+        leaves them (a host that writes through the view once wrote the tiles so). The loss gradient's codes
+        are rounded straight into it: a board's ARM is spared a conversion and a scatter a step."""
+        if arena.dtype != _WORD or not arena.flags.c_contiguous:
+            raise ValueError(f"an arena of {arena.dtype} words: the PE reads contiguous little-endian 32-bit words")
+        self.chunks_of(n)
+        grid = _code_grid(_tiles_key(tiles), self.spec.batch, self.tile, n, channels)
+        if grid is None:
+            return None
+        codes = arena.reshape(-1).view(np.int8)[_tiles_key(tiles)[0][0]:]
+        return np.lib.stride_tricks.as_strided(codes, shape=grid[0], strides=grid[1], writeable=True)
 
     def acc_ranges(self, tiles, n: int, channels: int) -> Ranges:
         """Word ranges of the first ``channels`` channels of accumulator ``tiles`` for ``n`` samples (a range per
