@@ -260,6 +260,8 @@ class CsbArena:
         are rounded straight into it: a board's ARM is spared a conversion and a scatter a step."""
         if arena.dtype != _WORD or not arena.flags.c_contiguous:
             raise ValueError(f"an arena of {arena.dtype} words: the PE reads contiguous little-endian 32-bit words")
+        if not 1 <= channels <= len(tiles) * self.tile:
+            raise ValueError(f"{channels} channels: the tiles hold 1..{len(tiles) * self.tile}")
         self.chunks_of(n)
         grid = _code_grid(_tiles_key(tiles), self.spec.batch, self.tile, n, channels)
         if grid is None:

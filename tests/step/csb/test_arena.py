@@ -107,6 +107,8 @@ def test_a_code_view_takes_the_codes_where_write_codes_puts_them():
         arena.code_view(garbage.astype(">u4"), arena.dy[-1], 6, 4)
     with pytest.raises(ValueError, match="1..7"):
         arena.code_view(garbage, arena.dy[-1], 8, 4)
+    with pytest.raises(ValueError, match="the tiles hold 1..4"):
+        arena.code_view(garbage, arena.dy[-1], 6, 5)
 
 
 def test_specs_the_lists_cannot_run_are_refused():
