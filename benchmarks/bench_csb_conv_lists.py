@@ -19,8 +19,9 @@ dense head; batch 64), its loop trained through its float warm-up and pruning se
   copies), against paper 002's 3.13, and the share of the board's DSP slices the copies take (the explorer
   keeps a point under 80 % of every resource).
 
-Prints a row per board and copy count and writes ``csb_conv_lists.json``. A run takes a few minutes (two warm-ups
-and pruning searches, one golden list step).
+Prints a row per board and copy count (and per copy count the step's cycles by
+kind) and writes ``csb_conv_lists.json``. A run takes a few minutes (two
+warm-ups and pruning searches, one golden list step).
 
 Run: .venv/bin/python benchmarks/bench_csb_conv_lists.py [--steps 5] [--copies 1,2] [--out reports/bench]
 """
@@ -46,7 +47,7 @@ from codesign.train.models import ConvNet
 from codesign.train.trainer import load_dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_fb_step_lists import least_seconds, sgd_step, step_arguments  # noqa: E402
+from bench_fb_step_lists import cycles_by_kind, cycles_text, least_seconds, sgd_step, step_arguments  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "digits_compressed_conv.toml"
 PAPER_OPS_PER_DSP_CYCLE = 641.1e9 / (1024 * 200e6)
@@ -83,6 +84,7 @@ def main() -> int:
     for copies in args.copies:
         priced = conv_step_list_cycles(spec, setup.image, setup.convs, setup.classes, n,
                                        conv_structures(spec, lists.masks), ddr=BOARD_DDR, copies=copies)
+        print(f"{copies} csb IP(s): {cycles_text(cycles_by_kind(priced))}", flush=True)
         for name in BOARDS:
             chosen = board(name)
             step = conv_list_step(spec, setup.image, setup.convs, setup.classes, n, lists.masks, chosen,
@@ -91,6 +93,7 @@ def main() -> int:
             dsp = copies * pe_resources("csb", spec, chosen.yosys_family)["dsp"]
             rows.append({"board": name, "copies": copies, **step.to_dict(), "host_share": step.host_s / step.total_s,
                          "dsp_model": dsp, "dsp_share": dsp / chosen.resources["dsp"],
+                         "cycles_by_kind": cycles_by_kind(priced),
                          "equivalent_ops_per_dsp_cycle": step.throughput(dsp)["equivalent_ops_per_dsp_cycle"],
                          "ratio_board_to_torch_f32": step.total_s / torch_s,
                          "ratio_board_to_golden": step.total_s / golden_s})

@@ -26,9 +26,10 @@ pruning search on the digits, then in one process:
   (:func:`codesign.design.families.csb.csb_list_model`: square blocks, lanes,
   groups, one to four copies), its step priced exactly, with the same host.
 
-Prints each board's step, its parts and the ratio board / torch_f32; writes
-``csb_step_lists.json``. A run takes about a minute (the warm-up and the
-pruning search run first).
+Prints each board's step, its parts and the ratio board / torch_f32, and the
+step's cycles by kind (the PE's, the descriptors' fetch, stalls, the records');
+writes ``csb_step_lists.json``. A run takes about a minute (the warm-up and
+the pruning search run first).
 
 Run: .venv/bin/python benchmarks/bench_csb_step_lists.py [--steps 5] [--out reports/bench]
 """
@@ -49,13 +50,14 @@ from codesign.io.reports import write_json_atomic
 from codesign.loops.csb_lists import CsbListTrainer
 from codesign.loops.host_share import compressed_masks, measure_csb_host
 from codesign.shell.list_runner import GoldenListShell, gaps_text, host_per_list_step
-from codesign.step.csb.list_time import csb_list_step
+from codesign.step.csb.list_time import csb_list_step, step_list_cycles
 from codesign.step.csb.time import csb_step_time
 from codesign.train.data import load_digits_dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_fb_step_lists import (BOARDS, board_entry, entry_text, explored_entry, explored_text,  # noqa: E402
-                                 host_parts, least_seconds, step_arguments, torch_f32_step)
+from bench_fb_step_lists import (BOARDS, board_entry, cycles_by_kind, cycles_text, entry_text,  # noqa: E402
+                                 explored_entry, explored_text, host_parts, least_seconds, step_arguments,
+                                 torch_f32_step)
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "digits_compressed_mlp.toml"
 
@@ -84,12 +86,15 @@ def main() -> int:
            "host_list_traffic": {k: v for k, v in list_host.items() if k != "seconds"},
            "torch_f32_ms": 1e3 * torch_s, "boards": {}}
     print(gaps_text([1e6 * seconds for seconds in list_host["gaps_seconds"]]), flush=True)
+    priced = step_list_cycles(spec, layers, batch_size, structures, ddr=BOARD_DDR, copies=copies)
+    row["cycles_by_kind"] = cycles_by_kind(priced)
+    print(cycles_text(row["cycles_by_kind"]), flush=True)
     for name in BOARDS:
         target = board(name)
         beside, between = host_parts(list_host)
         lists = csb_list_step(spec, layers, batch_size, structures, target, clock_mhz=design.clock_mhz,
-                              host_s=list_host["seconds"], host_source="measured on this desktop", ddr=BOARD_DDR,
-                              copies=copies, beside=beside)
+                              host_s=list_host["seconds"], host_source="measured on this desktop",
+                              copies=copies, beside=beside, priced=priced)
         calls = csb_step_time(spec, trainer.masks, batch_size, target, clock_mhz=design.clock_mhz, host=call_host)
         row["boards"][name] = entry = board_entry(lists, calls, torch_s)
         entry["explored"] = explored_entry(csb_list_model(spec, layers, batch_size, trainer.masks, host=between),

@@ -28,8 +28,10 @@ one process:
   (:func:`codesign.design.families.fpmac_array.fb_list_model`: array shape and
   buffer depths, one to four copies), its step priced exactly, with the same host.
 
-Prints each board's step, its parts and the ratios board / torch_f32 and board
-/ golden; writes ``fb_step_lists.json``. A run takes about a minute.
+Prints each board's step, its parts, the ratios board / torch_f32 and board
+/ golden, and the step's cycles by kind (the PE's, the descriptors' fetch,
+stalls, the records'); writes ``fb_step_lists.json``. A run takes about a
+minute.
 
 Run: .venv/bin/python benchmarks/bench_fb_step_lists.py [--steps 5] [--out reports/bench]
 """
@@ -52,7 +54,7 @@ from codesign.design.families.fpmac_array import fb_list_model, fb_setup_of, mea
 from codesign.io.reports import write_json_atomic
 from codesign.loops.fb import FbMlpTrainer
 from codesign.loops.host_share import measure_fb_host
-from codesign.step.fpmac_array.list_time import fb_list_step
+from codesign.step.fpmac_array.list_time import fb_list_step, step_list_cycles
 from codesign.step.fpmac_array.time import fb_step_time
 from codesign.step.host import HostModel
 
@@ -134,6 +136,22 @@ def board_entry(lists, calls, torch_s: float) -> dict:
             "per_call_host_share": calls.host_s / calls.total_s, "ratio_board_to_torch_f32": lists.total_s / torch_s}
 
 
+def cycles_by_kind(priced: dict) -> dict:
+    """A priced list step's cycles by kind (:class:`codesign.step.list_cycles.CallCycles`: the PE's own, the
+    descriptors' fetch, the stalls, the records' writes, and the shell's control cycles; each phase's longest list),
+    their shares of the step and the calls."""
+    cycles = {kind: int(value) for kind, value in priced["breakdown"].items()}
+    total = sum(cycles.values())
+    return {"cycles": cycles, "shares": {kind: value / total for kind, value in cycles.items()},
+            "calls": int(priced["calls"])}
+
+
+def cycles_text(kinds: dict) -> str:
+    shares = kinds["shares"]
+    return (f"cycles by kind: PE {100 * shares['pe']:.1f} %, fetch {100 * shares['fetch']:.1f} %, stall "
+            f"{100 * shares['stall']:.1f} %, record {100 * shares['record']:.1f} % ({kinds['calls']} calls)")
+
+
 def host_parts(list_host: dict) -> tuple[dict, HostModel]:
     """A list step's host as measured here (:func:`codesign.shell.list_runner.host_per_list_step`): its seconds
     beside each phase (the next batch written beside the last; the step model hides them as far as the phase
@@ -190,20 +208,22 @@ def main() -> int:
            "copies": copies, "clock_mhz": design.clock_mhz, "host_list_ms_desktop": 1e3 * list_host["seconds"],
            "host_list_traffic": {k: v for k, v in list_host.items() if k != "seconds"},
            "golden_ms": 1e3 * golden_s, "torch_f32_ms": 1e3 * torch_s, "boards": {}}
+    priced = step_list_cycles(spec, layers, batch_size, ddr=BOARD_DDR, copies=copies)  # the boards' DDR model
     for name in BOARDS:
         target = board(name)
         beside, between = host_parts(list_host)
         lists = fb_list_step(spec, layers, batch_size, target, clock_mhz=design.clock_mhz,
-                             host_s=list_host["seconds"], host_source="measured on this desktop", ddr=BOARD_DDR,
-                             copies=copies, beside=beside)
+                             host_s=list_host["seconds"], host_source="measured on this desktop",
+                             copies=copies, beside=beside, priced=priced)
         calls = fb_step_time(spec, shapes, target, clock_mhz=design.clock_mhz, host=call_host)
         entry = board_entry(lists, calls, torch_s)
         entry["ratio_board_to_golden"] = lists.total_s / golden_s
+        entry["cycles_by_kind"] = cycles_by_kind(priced)
         entry["explored"] = explored_entry(fb_list_model(spec, layers, batch_size, host=between),
                                            target, design.clock_mhz, torch_s)
         row["boards"][name] = entry
         print(f"{name} at {design.clock_mhz:g} MHz: {entry_text(entry, row)}; golden {row['golden_ms']:.2f} ms; "
-              f"{explored_text(entry['explored'])}", flush=True)
+              f"{explored_text(entry['explored'])}; {cycles_text(entry['cycles_by_kind'])}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "fb_step_lists.json", row)
