@@ -147,6 +147,7 @@ def cycles_by_kind(priced: dict) -> dict:
 
 
 def cycles_text(kinds: dict) -> str:
+    """:func:`cycles_by_kind`'s shares as a line of text."""
     shares = kinds["shares"]
     return (f"cycles by kind: PE {100 * shares['pe']:.1f} %, fetch {100 * shares['fetch']:.1f} %, stall "
             f"{100 * shares['stall']:.1f} %, record {100 * shares['record']:.1f} % ({kinds['calls']} calls)")

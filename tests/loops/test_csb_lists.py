@@ -108,20 +108,36 @@ def test_step_by_step_with_a_shorter_batch_empty_blocks_and_what_the_host_moves(
         assert np.sum(a != b) > 0
 
 
-@pytest.mark.parametrize("classes, copies", [(4, 1), (8, 2)])
-def test_loss_codes_rounded_into_the_tiles_equal_the_loop(classes, copies):
-    """Where a batch fills whole lane chunks and its classes whole channel tiles (one tile, or two), a step after
-    the first of its size rounds the loss gradient's codes straight into the arena's tiles; a batch that fills a
-    chunk in part writes them as before, and the padding stays zero for the whole batches after it."""
+class InPlaceShell(GoldenListShell):
+    """The golden shell writing each phase's results into the device buffer it was given, as a board's shell runs
+    its IPs over one buffer (the golden shell hands back a new array a phase)."""
+
+    def run_phase(self, phase, arena, beside=None):
+        arena[...] = super().run_phase(phase, arena, beside)
+        return arena
+
+
+@pytest.mark.parametrize("classes, copies, in_place", [(3, 1, True), (4, 1, False), (8, 2, True)])
+def test_loss_codes_rounded_into_the_tiles_equal_the_loop(classes, copies, in_place):
+    """Where a batch fills whole lane chunks and its classes one channel tile (in part: 3 of 4, padded) or whole
+    ones, a step after the first of its size rounds the loss gradient's codes straight into the arena's tiles; a
+    batch that fills a chunk in part writes them as before. The tiles start out holding garbage, as an arena of
+    stale words would: the first step of each size zeroes their padding, and the codes rounded in later leave it."""
     setup = small_setup(layers=(64, 12, 7, classes), batch_size=18, schedule="constant", lr=0.25)
-    golden, lists = CsbMlpTrainer(setup), CsbListTrainer(setup, shell(copies=copies))
+    runner = (InPlaceShell if in_place else GoldenListShell)({"csb": SMALL}, units={"csb": copies})
+    golden, lists = CsbMlpTrainer(setup), CsbListTrainer(setup, runner)
     rng = np.random.default_rng(classes)
     state = pruned_state(golden, rng)
     golden.load_weights(state)
     lists.load_weights(state)
+    device, layout = lists.device, lists.layout
+    for line in layout.dy[-1]:
+        for offset in line:
+            device[offset // 4:offset // 4 + layout.code_words] = 0x5A5A_5A5A
     for n in (18, 9, 18, 7, 18, 9, 1, 18):
         x, y = rng.random((n, 64)) * 4, rng.integers(0, classes, n)
         assert golden.train_step(x, y) == lists.train_step(x, y)
+    assert (lists.device is device) == in_place  # a board's buffer, kept with its view
     assert set(lists._code_ranges) == {18, 9, 7, 1}  # each size written once with its padding
     assert {n: view is not None for n, (_, view) in lists._code_views.items()} == {18: True, 9: True}
     assert_same_state(golden, lists)

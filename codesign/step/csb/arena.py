@@ -90,19 +90,20 @@ def _code_bytes(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, words: int, 
 
 
 @functools.lru_cache(maxsize=64)
-def _code_grid(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, n: int,
+def _code_grid(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, tile_bytes: int, n: int,
                channels: int) -> Optional[Tuple[Tuple[int, ...], Tuple[int, ...]]]:
     """:meth:`CsbArena.code_view`'s geometry: ``(shape, strides)`` of a byte view ``(chunks, b, channel tiles,
-    channels a tile)`` from ``tiles[0][0]``, or None where the codes do not fill whole lane chunks and whole
-    channel tiles (one partial tile alone is whole) or the tiles do not lie on one grid, in order."""
+    channels a tile)`` from ``tiles[0][0]``, or None where the codes do not fill whole lane chunks and either one
+    channel tile (in whole or in part) or whole channel tiles, or the tiles (``tile_bytes`` each) do not lie in
+    order on one grid without overlapping."""
     chunks, count = -(-n // b), -(-channels // B)
     if n % b or (count > 1 and channels % B):
         return None
     base = tiles[0][0]
-    step_k = tiles[0][1] - base if chunks > 1 else 0
-    step_c = tiles[1][0] - base if count > 1 else 0
-    if step_k < 0 or step_c < 0 or any(tiles[c][k] != base + c * step_c + k * step_k
-                                       for c in range(count) for k in range(chunks)):
+    step_k = tiles[0][1] - base if chunks > 1 else tile_bytes
+    step_c = tiles[1][0] - base if count > 1 else chunks * step_k
+    if step_k < tile_bytes or step_c < chunks * step_k or any(tiles[c][k] != base + c * step_c + k * step_k
+                                                              for c in range(count) for k in range(chunks)):
         return None  # (a view reaches forward from the first tile only)
     return (chunks, b, count, min(channels, B)), (step_k, 1, step_c, b)
 
@@ -254,19 +255,23 @@ class CsbArena:
     def code_view(self, arena: np.ndarray, tiles, n: int, channels: int) -> Optional[np.ndarray]:
         """A writable int8 view of ``tiles``' bytes in ``arena`` whose row-major order is that of ``n`` samples'
         codes ``(n, channels)`` (shape ``(chunks, b, channel tiles, channels a tile)``), or None where the codes
-        do not fill whole lane chunks and channel tiles (see :func:`_code_grid`). Codes written there are
-        :meth:`write_codes`' without its padding: the padded channels must hold 0 already, as :meth:`write_codes`
-        leaves them (a host that writes through the view once wrote the tiles so). The loss gradient's codes
-        are rounded straight into it: a board's ARM is spared a conversion and a scatter a step."""
+        do not fill whole lane chunks and either one channel tile or whole ones (see :func:`_code_grid`). Codes
+        written there are :meth:`write_codes`' without its padding: the padded channels must hold 0 already, as
+        :meth:`write_codes` leaves them (a host that writes through the view once wrote the tiles so). The loss
+        gradient's codes are rounded straight into it: a board's ARM is spared a conversion and a scatter a
+        step. Tiles reaching past the arena's end are refused (a view is not bounds-checked)."""
         if arena.dtype != _WORD or not arena.flags.c_contiguous:
             raise ValueError(f"an arena of {arena.dtype} words: the PE reads contiguous little-endian 32-bit words")
         if not 1 <= channels <= len(tiles) * self.tile:
             raise ValueError(f"{channels} channels: the tiles hold 1..{len(tiles) * self.tile}")
-        self.chunks_of(n)
-        grid = _code_grid(_tiles_key(tiles), self.spec.batch, self.tile, n, channels)
+        chunks, key = self.chunks_of(n), _tiles_key(tiles)
+        last = max(line[k] for line in key for k in range(chunks)) + 4 * self.code_words
+        if last > arena.nbytes:
+            raise ValueError(f"tiles up to byte {last} in an arena of {arena.nbytes} bytes")
+        grid = _code_grid(key, self.spec.batch, self.tile, 4 * self.code_words, n, channels)
         if grid is None:
             return None
-        codes = arena.reshape(-1).view(np.int8)[_tiles_key(tiles)[0][0]:]
+        codes = arena.reshape(-1).view(np.int8)[key[0][0]:]
         return np.lib.stride_tricks.as_strided(codes, shape=grid[0], strides=grid[1], writeable=True)
 
     def acc_ranges(self, tiles, n: int, channels: int) -> Ranges:

@@ -100,8 +100,10 @@ def test_a_code_view_takes_the_codes_where_write_codes_puts_them():
             np.testing.assert_array_equal(image, expected)
             checked += codes.size
     assert checked == (3 + 6) * (4 + 3 + 8 + 8)
+    overlapping = ((arena.dy[-1][0][0], arena.dy[-1][0][0] + 8),)  # tiles of 12 bytes, 8 apart
     for tiles, n, channels in ((arena.dy[-1], 5, 4), (arena.x[0], 6, 10), (arena.dy[0], 6, 6),
-                               (arena.dy[0][::-1], 6, 8), (tuple(line[::-1] for line in arena.dy[-1]), 6, 4)):
+                               (arena.dy[0][::-1], 6, 8), (tuple(line[::-1] for line in arena.dy[-1]), 6, 4),
+                               (overlapping, 6, 4)):
         assert arena.code_view(garbage, tiles, n, channels) is None  # part of a chunk or tile; tiles reordered
     with pytest.raises(ValueError, match="little-endian 32-bit"):
         arena.code_view(garbage.astype(">u4"), arena.dy[-1], 6, 4)
@@ -109,6 +111,8 @@ def test_a_code_view_takes_the_codes_where_write_codes_puts_them():
         arena.code_view(garbage, arena.dy[-1], 8, 4)
     with pytest.raises(ValueError, match="the tiles hold 1..4"):
         arena.code_view(garbage, arena.dy[-1], 6, 5)
+    with pytest.raises(ValueError, match="in an arena of 40 bytes"):  # a view never reaches past the arena
+        arena.code_view(garbage[:10], arena.dy[-1], 6, 4)
 
 
 def test_specs_the_lists_cannot_run_are_refused():
