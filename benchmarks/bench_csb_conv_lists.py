@@ -84,7 +84,8 @@ def main() -> int:
     for copies in args.copies:
         priced = conv_step_list_cycles(spec, setup.image, setup.convs, setup.classes, n,
                                        conv_structures(spec, lists.masks), ddr=BOARD_DDR, copies=copies)
-        print(f"{copies} csb IP(s): {cycles_text(cycles_by_kind(priced))}", flush=True)
+        kinds = cycles_by_kind(priced)
+        print(f"{copies} csb IP(s): {cycles_text(kinds)}", flush=True)
         for name in BOARDS:
             chosen = board(name)
             step = conv_list_step(spec, setup.image, setup.convs, setup.classes, n, lists.masks, chosen,
@@ -93,7 +94,7 @@ def main() -> int:
             dsp = copies * pe_resources("csb", spec, chosen.yosys_family)["dsp"]
             rows.append({"board": name, "copies": copies, **step.to_dict(), "host_share": step.host_s / step.total_s,
                          "dsp_model": dsp, "dsp_share": dsp / chosen.resources["dsp"],
-                         "cycles_by_kind": cycles_by_kind(priced),
+                         "cycles_by_kind": kinds,
                          "equivalent_ops_per_dsp_cycle": step.throughput(dsp)["equivalent_ops_per_dsp_cycle"],
                          "ratio_board_to_torch_f32": step.total_s / torch_s,
                          "ratio_board_to_golden": step.total_s / golden_s})

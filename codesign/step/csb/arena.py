@@ -44,6 +44,13 @@ def words_of_bytes(count: int) -> int:
     return -(-count // 4)
 
 
+def _check_words(arena: np.ndarray) -> None:
+    """Refuse an arena the host would write codes into at the wrong bytes: not contiguous little-endian 32-bit
+    words, as the PE reads them."""
+    if arena.dtype != _WORD or not arena.flags.c_contiguous:
+        raise ValueError(f"an arena of {arena.dtype} words: the PE reads contiguous little-endian 32-bit words")
+
+
 def _tiles_key(tiles) -> Tuple[Tuple[int, ...], ...]:
     """Tile offsets as the kept indices' key: the arena's own (tuples) as they are, others made tuples."""
     return tiles if type(tiles) is tuple else tuple(map(tuple, tiles))
@@ -241,8 +248,7 @@ class CsbArena:
         if codes.ndim != 2 or codes.shape[1] > len(tiles) * self.tile or codes.dtype.kind not in "iu":
             raise ValueError(f"codes of shape {codes.shape} and type {codes.dtype}: need integers (samples, at most "
                              f"{len(tiles) * self.tile} channels)")
-        if arena.dtype != _WORD or not arena.flags.c_contiguous:
-            raise ValueError(f"an arena of {arena.dtype} words: the PE reads contiguous little-endian 32-bit words")
+        _check_words(arena)
         self.chunks_of(codes.shape[0])
         at, pads, ranges = _code_bytes(_tiles_key(tiles), self.spec.batch, self.tile, self.code_words,
                                        codes.shape[0], codes.shape[1])
@@ -260,8 +266,7 @@ class CsbArena:
         :meth:`write_codes` leaves them (a host that writes through the view once wrote the tiles so). The loss
         gradient's codes are rounded straight into it: a board's ARM is spared a conversion and a scatter a
         step. Tiles reaching past the arena's end are refused (a view is not bounds-checked)."""
-        if arena.dtype != _WORD or not arena.flags.c_contiguous:
-            raise ValueError(f"an arena of {arena.dtype} words: the PE reads contiguous little-endian 32-bit words")
+        _check_words(arena)
         if not 1 <= channels <= len(tiles) * self.tile:
             raise ValueError(f"{channels} channels: the tiles hold 1..{len(tiles) * self.tile}")
         chunks, key = self.chunks_of(n), _tiles_key(tiles)
