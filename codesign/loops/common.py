@@ -299,7 +299,9 @@ class StateOnDevice:
         set by the trainer's state, not the batch (the ranges to flush), made before the forward either way."""
         staged, self._staged = self._staged, None
         if staged is not None and staged.key == key:
-            self.shell.flush(self.device, before())
+            ranges = before()
+            if ranges:
+                self.shell.flush(self.device, ranges)
             lists = lists_for(staged.x.shape[0])
             found: Dict[str, Any] = {}
 

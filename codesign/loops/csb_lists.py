@@ -39,7 +39,7 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, StagedBatch, StateOnDevice
+from codesign.loops.common import HwTrainError, StagedBatch, StateOnDevice, label_positions
 from codesign.loops.csb import BUFFER_EXTRA_BITS, CsbMlpTrainer, CsbTrainSetup, learning_rate_exponent, quantize
 from codesign.loops.loss_codes import softmax_gradient_codes
 from codesign.pe.csb import golden
@@ -107,6 +107,7 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         self.beside_seconds: Dict[Tuple[int, int], float] = {}
         self._upd: dict = {}  # UPD's fields per rate exponent, at this structure's fractions (_upd_fields)
         self._code_ranges: dict = {}  # per samples: the loss codes' word ranges, once written (_loss_codes)
+        self._acc_ranges: dict = {}  # per samples: the logits' accumulators' word ranges (_loss_codes)
         self._code_views: dict = {}  # per samples: the device buffer and the loss codes' view of it (_code_view)
 
     # -- the state between host and arena
@@ -118,7 +119,7 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         for layer, (structure, words) in enumerate(zip(self._structure, self.buffers)):
             layout.write_state(layout.image, layer, structure, words, 0)
         self.layout, self.buffer_phase, self._built, self._stale, self._staged = layout, 0, {}, False, None
-        self._upd, self._code_ranges, self._code_views = {}, {}, {}
+        self._upd, self._code_ranges, self._code_views, self._acc_ranges = {}, {}, {}, {}
         nnz = [int(structure.nnz) for structure in self._structure]
         self._kept_weights = (sum(nnz), sum(nnz[1:]))  # every layer's, and past the first (EB's)
         self.device = self.shell.arena(layout, key=("csb", self.setup.layers, self.setup.batch_size, next(_ARENAS)))
@@ -159,13 +160,13 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
             return super().train_step(x, y)
         used, upd = self._upd_fields(learning_rate_exponent(self.learning_rate()))
         fb, layout = self.frac_bits, self.layout
-        x, y, lists = self._checked_forward(
-            x, y, key=(fb[0]["activation"], self.buffer_phase), check=lambda x, y: arena_batch(self, x, y),
+        x, y, labels_at, lists = self._checked_forward(
+            x, y, key=(fb[0]["activation"], self.buffer_phase), check=self._checked_batch,
             lists_for=lambda n: self.lists(n, upd),
             write=lambda x: layout.write_codes(self.device, layout.inputs[self.buffer_phase],
                                                quantize(x, fb[0]["activation"])))
         n = x.shape[0]
-        chosen = self._loss_codes(n, y)
+        chosen = self._loss_codes(n, y, labels_at)
         loss = self._run_backward(lists.backward_phases, chosen, next_x, first=len(lists.forward_phases))
         self.buffer_phase, self._stale = 1 - self.buffer_phase, True
         self.lr_exponents.extend(used)
@@ -177,16 +178,26 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         self.list_steps += 1
         return loss
 
-    def _loss_codes(self, n: int, y) -> np.ndarray:
+    def _checked_batch(self, x, y) -> Tuple[Any, Any, np.ndarray]:
+        """:func:`arena_batch`'s ``(x, y)`` and the labels' flat positions among the logits (the loss gradient's
+        one-hot): where the step before staged the batch, both are taken beside the forward's lists."""
+        x, y = arena_batch(self, x, y)
+        return x, y, label_positions(y, x.shape[0], self.setup.layers[-1])
+
+    def _loss_codes(self, n: int, y, labels_at: np.ndarray) -> np.ndarray:
         """Between the forward and the backward: the logits' accumulators read, the loss gradient's codes written
         into the last layer's error tiles and flushed; the labels' probabilities. The first step of ``n`` samples
         on this arena writes them with :meth:`~codesign.step.csb.arena.CsbArena.write_codes`, which zeroes the
-        tiles' padding; later ones round them straight into a view of the tiles where there is one."""
+        tiles' padding; later ones round them straight into a view of the tiles where there is one.
+        ``labels_at``: the labels' flat positions (:meth:`_checked_batch`)."""
         layout, classes = self.layout, self.setup.layers[-1]
-        self.shell.invalidate(self.device, layout.acc_ranges(layout.z[-1], n, classes))
+        acc_ranges = self._acc_ranges.get(n)
+        if acc_ranges is None:
+            acc_ranges = self._acc_ranges[n] = layout.acc_ranges(layout.z[-1], n, classes)
+        self.shell.invalidate(self.device, acc_ranges)
         z = layout.read_accs(self.device, layout.z[-1], n, classes)
         fb = self.frac_bits[-1]
-        fracs = {"logit_frac": fb["weight"] + fb["activation"], "error_frac": fb["error"]}
+        fracs = {"logit_frac": fb["weight"] + fb["activation"], "error_frac": fb["error"], "labels_at": labels_at}
         ranges = self._code_ranges.get(n)
         view = None if ranges is None else self._code_view(n, classes)
         if view is None:

@@ -35,13 +35,16 @@ _EXACT_FRAC = 960  # fraction bits whose powers of two, and their products with 
 
 
 def softmax_gradient_codes(z: np.ndarray, y: np.ndarray, *, logit_frac: int, error_frac: int,
-                           out: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
+                           out: Optional[np.ndarray] = None, labels_at: Optional[np.ndarray] = None
+                           ) -> Tuple[np.ndarray, np.ndarray]:
     """The loss gradient's 8-bit codes (int8, ``(n, classes)``, row-major) of integer logits ``z`` ``(n, classes)``
     at ``logit_frac`` fraction bits (of any memory order) and labels ``y``, at ``error_frac`` fraction bits; and
     the labels' probabilities (:func:`~codesign.loops.common.softmax_gradient`'s ``chosen``). Equal bit for bit to
     the loop's composition, which it falls back to for fractions beyond ``+-960`` bits or accumulators wider than
     32 bits. ``out``: an int8 array of any shape whose row-major order is the codes' (a view of the device's code
-    tiles, :meth:`~codesign.step.csb.arena.CsbArena.code_view`), rounded into and returned in their place."""
+    tiles, :meth:`~codesign.step.csb.arena.CsbArena.code_view`), rounded into and returned in their place.
+    ``labels_at``: ``label_positions(y, n, classes)`` (:func:`~codesign.loops.common.label_positions`, which checks
+    the labels), where the caller took them already (a list step, beside its forward)."""
     z = np.asarray(z)
     n, classes = z.shape
     if out is not None and (out.dtype != np.int8 or out.size != n * classes):
@@ -59,9 +62,9 @@ def softmax_gradient_codes(z: np.ndarray, y: np.ndarray, *, logit_frac: int, err
     np.exp(probs, out=probs)
     probs /= np.add.reduce(probs, axis=1, keepdims=True)  # row-major rows: each summed in softmax_gradient's order
     flat = probs.reshape(-1)
-    picked = label_positions(y, n, classes)
+    picked = label_positions(y, n, classes) if labels_at is None else labels_at
     chosen = flat[picked]
-    flat[picked] -= 1.0
+    flat[picked] = chosen - 1.0
     if n & (n - 1):
         probs /= n
         probs *= math.ldexp(1.0, error_frac)

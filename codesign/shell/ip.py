@@ -486,7 +486,8 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS, 
 # parameters of shell_module_parameters(data_bits, held_sums), per family and data width (bits, the PE's stream word);
 # tests/shell/test_ip_cost.py re-measures and compares. A cache, so that a fit check adds the shell without
 # running Yosys. Cells, not sites (see ResourceCounts). The wider movers hold wider FIFO words (LUT RAM).
-# accel_seq keeps descriptor words 0..29 (each written from its own part of a beat) and a plane counter and plane
+# accel_seq keeps descriptor words 0..29 (each written from its own part of a beat), the next call's output-side
+# words (fetched beside a call; its input-side words go straight into the descriptor's) and a plane counter and plane
 # address per side (3-D blocks; addresses at the movers' ADDR_BITS), and the
 # accumulation buffer (4096 x 48 bits: the 6 block RAMs) with its 48-bit adder and the rounding stage (a 48-bit
 # datapath and, at 64 and 128 bits, one or three 32-bit ones: it takes a beat's parts a cycle, each part's range
@@ -497,39 +498,39 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS, 
 SHELL_COST_YOSYS = "Yosys 0.23"
 SHELL_COST = {
     "xc7": {
-        32: {"lut": 4690, "lut_sites_min": 2922, "lutram": 24, "srl": 0,
-             "ff": 2930, "dsp": 0, "carry": 323, "muxf": 290, "bram_36k": 6.0},
-        64: {"lut": 5674, "lut_sites_min": 3445, "lutram": 44, "srl": 0,
-             "ff": 3305, "dsp": 0, "carry": 384, "muxf": 212, "bram_36k": 6.0},
-        128: {"lut": 7620, "lut_sites_min": 4767, "lutram": 88, "srl": 0,
-             "ff": 3634, "dsp": 0, "carry": 413, "muxf": 655, "bram_36k": 6.0},
+        32: {"lut": 5011, "lut_sites_min": 3108, "lutram": 24, "srl": 0,
+             "ff": 3235, "dsp": 0, "carry": 333, "muxf": 243, "bram_36k": 6.0},
+        64: {"lut": 6043, "lut_sites_min": 3835, "lutram": 44, "srl": 0,
+             "ff": 3610, "dsp": 0, "carry": 394, "muxf": 231, "bram_36k": 6.0},
+        128: {"lut": 7579, "lut_sites_min": 4696, "lutram": 88, "srl": 0,
+             "ff": 3940, "dsp": 0, "carry": 423, "muxf": 224, "bram_36k": 6.0},
     },
     "xcup": {
-        32: {"lut": 4840, "lut_sites_min": 3087, "lutram": 24, "srl": 0,
-             "ff": 2930, "dsp": 0, "carry": 323, "muxf": 907, "bram_36k": 6.0},
-        64: {"lut": 6237, "lut_sites_min": 3951, "lutram": 40, "srl": 0,
-             "ff": 3305, "dsp": 0, "carry": 384, "muxf": 1028, "bram_36k": 6.0},
-        128: {"lut": 7146, "lut_sites_min": 4559, "lutram": 80, "srl": 0,
-             "ff": 3634, "dsp": 0, "carry": 413, "muxf": 603, "bram_36k": 6.0},
+        32: {"lut": 5436, "lut_sites_min": 3388, "lutram": 24, "srl": 0,
+             "ff": 3235, "dsp": 0, "carry": 333, "muxf": 1160, "bram_36k": 6.0},
+        64: {"lut": 6176, "lut_sites_min": 3961, "lutram": 40, "srl": 0,
+             "ff": 3610, "dsp": 0, "carry": 394, "muxf": 745, "bram_36k": 6.0},
+        128: {"lut": 7420, "lut_sites_min": 4741, "lutram": 80, "srl": 0,
+             "ff": 3940, "dsp": 0, "carry": 423, "muxf": 584, "bram_36k": 6.0},
     },
 }
 # the same shell without the accumulation buffer (accel_seq HELD = 0: no block RAM, a 32-bit rounding stage)
 SHELL_COST_LEAN = {
     "xc7": {
-        32: {"lut": 4548, "lut_sites_min": 2878, "lutram": 24, "srl": 0,
-             "ff": 2848, "dsp": 0, "carry": 296, "muxf": 557, "bram_36k": 0.0},
-        64: {"lut": 5350, "lut_sites_min": 3255, "lutram": 44, "srl": 0,
-             "ff": 3149, "dsp": 0, "carry": 353, "muxf": 226, "bram_36k": 0.0},
-        128: {"lut": 6804, "lut_sites_min": 4307, "lutram": 88, "srl": 0,
-             "ff": 3478, "dsp": 0, "carry": 382, "muxf": 202, "bram_36k": 0.0},
+        32: {"lut": 5233, "lut_sites_min": 3278, "lutram": 24, "srl": 0,
+             "ff": 3151, "dsp": 0, "carry": 306, "muxf": 851, "bram_36k": 0.0},
+        64: {"lut": 5799, "lut_sites_min": 3569, "lutram": 44, "srl": 0,
+             "ff": 3452, "dsp": 0, "carry": 363, "muxf": 229, "bram_36k": 0.0},
+        128: {"lut": 7274, "lut_sites_min": 4715, "lutram": 88, "srl": 0,
+             "ff": 3782, "dsp": 0, "carry": 392, "muxf": 460, "bram_36k": 0.0},
     },
     "xcup": {
-        32: {"lut": 4517, "lut_sites_min": 2914, "lutram": 24, "srl": 0,
-             "ff": 2848, "dsp": 0, "carry": 296, "muxf": 791, "bram_36k": 0.0},
-        64: {"lut": 5261, "lut_sites_min": 3355, "lutram": 40, "srl": 0,
-             "ff": 3149, "dsp": 0, "carry": 353, "muxf": 368, "bram_36k": 0.0},
-        128: {"lut": 6678, "lut_sites_min": 4294, "lutram": 80, "srl": 0,
-             "ff": 3478, "dsp": 0, "carry": 382, "muxf": 407, "bram_36k": 0.0},
+        32: {"lut": 5440, "lut_sites_min": 3342, "lutram": 24, "srl": 0,
+             "ff": 3151, "dsp": 0, "carry": 306, "muxf": 1343, "bram_36k": 0.0},
+        64: {"lut": 5608, "lut_sites_min": 3576, "lutram": 40, "srl": 0,
+             "ff": 3452, "dsp": 0, "carry": 363, "muxf": 423, "bram_36k": 0.0},
+        128: {"lut": 7362, "lut_sites_min": 4891, "lutram": 80, "srl": 0,
+             "ff": 3782, "dsp": 0, "carry": 392, "muxf": 479, "bram_36k": 0.0},
     },
 }
 

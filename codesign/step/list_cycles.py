@@ -33,13 +33,13 @@ Units: clock cycles of ``ap_clk`` throughout; byte addresses.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from codesign.contracts.calls import DESCRIPTOR_BYTES, DESCRIPTOR_WORDS, RECORD_WORDS, Block, Call
-from codesign.step.list_pe import WAIT, pe_phases
+from codesign.step.list_pe import IN, THROUGH, WAIT, pe_phases
 from codesign.step.list_shell import WRITE_OPEN, Shell
 from codesign.step.model import busiest_port
 
@@ -187,6 +187,9 @@ class ListCycles:
 
     calls: Tuple[CallCycles, ...]
     control: int = CONTROL_CYCLES
+    # per call run, the cycles by which the next call's descriptor was in before the call's output side was done
+    # (negative: the call's end waited for it; None: none fetched beside it); for fast_step_cycles
+    spare: Tuple[Optional[int], ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.calls or not all(isinstance(call, CallCycles) for call in self.calls):
@@ -311,6 +314,9 @@ def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: M
     descriptors = [list_addr + DESCRIPTOR_BYTES * c for c in range(len(calls))]
     keys = [_timing_key(call, found[2], arena_addr, at, bits // 32)
             for call, found, at in zip(calls, phases, descriptors)]
+    # a call fetches the next call's descriptor while it computes: its cycles depend on that fetch's bursts too
+    ahead = [_bursts(np.array([at]), DESCRIPTOR_WORDS, bits // 32, (at & 0xFFF,)) for at in descriptors[1:]]
+    keys = [(key, next_) for key, next_ in zip(keys, ahead + [None])]
     # what the whole list's cycles depend on: the PE and its build (they give each header's phases), the memory,
     # the width and every call's key in order. The shell starts a list from reset and each call's cycles follow
     # from the state the call before left and its own key, so lists of equal keys take equal cycles (another
@@ -319,7 +325,9 @@ def list_cycles(pe, spec, calls: Sequence[Call], arena: np.ndarray, *, timing: M
     found = _LISTS.get(whole)
     if found is None:
         runs = Shell(timing, arena_addr, descriptors, ddr, bits // 32).run(calls, phases, keys)
-        found = _keep(_LISTS, LISTS_KEEP, whole, ListCycles(calls=tuple(CallCycles(**run) for run in runs)))
+        found = _keep(_LISTS, LISTS_KEEP, whole, ListCycles(
+            calls=tuple(CallCycles(run["fetch"], run["pe"], run["stall"], run["record"], run["status"])
+                        for run in runs), spare=tuple(run["spare"] for run in runs)))
     return found
 
 
@@ -396,13 +404,35 @@ def wait_cycles(pe: str, spec, calls: Sequence[Call], arena: np.ndarray) -> int:
     return sum(n for call in calls for kind, n, _ in call_phases(PeName(pe), spec, arena, call)[0] if kind == WAIT)
 
 
-def _streams(pe: str, spec, calls: Sequence[Call], arena: np.ndarray) -> tuple:
-    """What a list's cycles depend on but its compute lengths: the calls and every phase but WAIT's length."""
-    return tuple(calls), tuple(tuple((kind, 0 if kind == WAIT else n, status) for kind, n, status in
-                                     call_phases(PeName(pe), spec, arena, call)[0]) for call in calls)
+def _shape(pe: str, spec, calls: Sequence[Call], arena: np.ndarray) -> Tuple[tuple, np.ndarray, np.ndarray]:
+    """What a list's cycles depend on but its compute lengths (the calls and every phase but WAIT's length); every
+    WAIT phase's length summed over the list, and per call over the WAIT phases after its last input word (the
+    next call's descriptor is fetched beside those), in cycles."""
+    waits, tails, streams = 0, [], []
+    for call in calls:
+        phases = call_phases(PeName(pe), spec, arena, call)[0]
+        streams.append(tuple((kind, 0 if kind == WAIT else n, status) for kind, n, status in phases))
+        last_in = max((at for at, (kind, _, _) in enumerate(phases) if kind in (IN, THROUGH)), default=-1)
+        waits += sum(n for kind, n, _ in phases if kind == WAIT)
+        tails.append(sum(n for kind, n, _ in phases[last_in + 1:] if kind == WAIT))
+    return (tuple(calls), tuple(streams)), waits, np.array(tails, dtype=np.int64)
 
 
-_PRICED: Dict[tuple, Tuple[Dict[str, object], Dict[str, int]]] = {}
+def _tail_bounds(run: ListCycles, calls: int) -> np.ndarray:
+    """``(2, calls)``: per call the least and most change of its compute after its last input word (cycles) that
+    shifts its cycles by that change alone. The next call's descriptor is fetched beside that compute and the
+    call's end waits for it: where it came in ``spare`` cycles early the compute may be up to ``spare - 1``
+    shorter (one cycle kept in hand); where the end waited (or could have), only as long. Calls after a refused
+    one and the last call (nothing fetched beside it) are free."""
+    bounds = np.full((2, calls), np.inf)
+    bounds[0] = -np.inf
+    for index, spare in enumerate(run.spare):
+        if spare is not None:
+            bounds[:, index] = (min(0, 1 - spare), np.inf) if spare >= 0 else (0, 0)
+    return bounds
+
+
+_PRICED: Dict[tuple, tuple] = {}
 PRICED_KEEP = 256  # step shapes whose exact cycles are kept (a knob table's classes; the oldest go first)
 
 
@@ -415,18 +445,29 @@ def fast_step_cycles(pe: str, spec, lists: Mapping[str, Sequence[Call]], arena: 
     Why that is the cycle model's figure: the FP-MAC array and CSB PEs, which the explorer prices so, compute
     with their streams quiet (each transaction takes its operands, computes, then gives its results;
     :mod:`codesign.step.list_pe`; PE1 and PE2 load beside their MAC loops, so they are refused), so a compute
-    phase is a fixed point of every other machine and adds exactly its length. The tests hold it to
-    :func:`step_cycles` on every knob table point they sample."""
+    phase adds exactly its length. One machine works beside a call's last computes: the shell fetches the next
+    call's descriptor once the call's last input word is in, and the call ends only when both its results and
+    that descriptor are in. So the simulated shape keeps, per call, how early the descriptor came in
+    (:func:`_tail_bounds`), and a build whose computes after the last input word are shorter by that much or
+    more (or, where the call's end waited for the descriptor, of any other length) is simulated itself
+    (:func:`step_cycles`). The tests hold it to :func:`step_cycles` on every knob table point they sample.
+    """
     if pe in ("tt1", "tt2"):
         raise ValueError(f"{pe} loads beside its MAC loop: its compute cycles do not add alone (use step_cycles)")
-    key = (pe, int(getattr(spec, "stream_bits", 32)), ddr,
-           tuple((name, _streams(pe, spec, calls, arena)) for name, calls in lists.items()))
+    shapes = {name: _shape(pe, spec, calls, arena) for name, calls in lists.items()}
+    key = (pe, int(getattr(spec, "stream_bits", 32)), ddr, tuple((name, shapes[name][0]) for name in lists))
     found = _PRICED.get(key)
-    waits = {name: wait_cycles(pe, spec, calls, arena) for name, calls in lists.items()}
     if found is None:
-        found = _keep(_PRICED, PRICED_KEEP, key, (step_cycles(pe, spec, lists, arena, ddr=ddr), waits))
-    priced, base = found
-    shift = {name: waits[name] - base[name] for name in lists}
+        priced = step_cycles(pe, spec, lists, arena, ddr=ddr)
+        bounds = {name: _tail_bounds(list_cycles(PeName(pe), spec, calls, arena, ddr=ddr), len(calls))
+                  for name, calls in lists.items()}
+        found = _keep(_PRICED, PRICED_KEEP, key, (priced, {name: shapes[name][1:] for name in lists}, bounds))
+    priced, base, bounds = found
+    for name in lists:
+        change = shapes[name][2] - base[name][1]
+        if not np.all((bounds[name][0] <= change) & (change <= bounds[name][1])):
+            return step_cycles(pe, spec, lists, arena, ddr=ddr)
+    shift = {name: shapes[name][1] - base[name][0] for name in lists}
     breakdown = dict(priced["breakdown"])
     breakdown["pe"] += sum(shift.values())
     return {**priced, **{name: priced[name] + shift[name] for name in lists},

@@ -294,6 +294,7 @@ class WritePort:
 # ---- the sequencer around them ----------------------------------------------------------------------------
 
 I_FETCH_GO, I_FETCH, I_HEADER, I_ROWS, I_DONE = 1, 2, 3, 4, 6
+PRE_NONE, PRE_GO, PRE_FETCH, PRE_READY = 0, 1, 2, 3  # the next call's descriptor (accel_seq's pre)
 O_IDLE, O_STATUS, O_ROWS, O_DRAIN, O_REC_GO, O_REC, O_DONE, O_HOLD = 0, 1, 2, 4, 5, 6, 7, 8
 RESULTS = (O_ROWS, O_DRAIN, O_HOLD)
 
@@ -314,49 +315,74 @@ class Shell:
         self.round, self.pe = RoundStage(parts), Pe()
         self.arena, self.descriptors = arena_addr, descriptor_addrs
         self.ist, self.ost, self.rd_go, self.wr_go, self.round_go = I_FETCH_GO, O_IDLE, True, False, False
+        self.pre = PRE_NONE
         self.hold_go, self.acc_n = False, 0  # a holding call's start pulse; results the call took (accel_seq)
         self.seg = self.in_row = self.out_row = self.in_plane = self.out_plane = self.status = 0
         self.index, self.call, self.running = 0, None, True
         self.counts: dict = {}
+        # cycles into the call when the next call's descriptor was in (PRE_READY), when its output side was done
+        self.ready_at = self.done_at = None
         self.busy = (False, False, False, False, False)
 
     def state(self) -> tuple:
         return (self.rd.state(), self.wr.state(), self.round.state(), self.ist, self.ost, self.rd_go, self.wr_go,
                 self.round_go, self.seg, self.in_row, self.out_row, self.in_plane, self.out_plane, self.unpack_left,
-                self.to_load, self.pack_have, self.rec_word, self.hold_go, self.acc_n)
+                self.to_load, self.pack_have, self.rec_word, self.hold_go, self.acc_n, self.pre)
 
     def run(self, calls, phases, keys) -> list:
-        """Cycles of every call run, by kind, with its status; the list stops after a refused call.
+        """Cycles of every call run, by kind, with its status and ``spare``: the cycles by which the next call's
+        descriptor came in before the call's output side was done (negative: the call's end waited for it; None:
+        no descriptor was fetched beside the call); the list stops after a refused call.
 
         A call that starts with every machine quiet (nothing in flight, the PE waiting for a header) takes
         cycles that depend only on its ``keys`` entry (its headers, block shapes, how its runs split into
         bursts, rounding packing), and it leaves the machines quiet again: such a call is simulated once per key."""
         runs, seen = [], {}
         while self.running and self.index < len(calls):
-            index, quiet = self.index, self.quiet()
-            if quiet and keys[index] in seen:
-                runs.append(seen[keys[index]])
+            index, start = self.index, self.quiet()
+            if start and (start, keys[index]) in seen:
+                run, end = seen[start, keys[index]]
+                runs.append(run)
                 self.index += 1
-                self.running = runs[-1]["status"] == 0 and self.index < len(calls)
+                self.running = run["status"] == 0 and self.index < len(calls)
+                self._enter(end)
                 continue
             self.call = calls[index]
             self.pe.phases.extend(phases[index][0])
+            self.ready_at = self.done_at = None
             self.pe.advance()
             self.counts = {"fetch": 0, "pe": 0, "stall": 0, "record": 0}
             while self.running and self.index == index:
                 self._cycle(len(calls))
                 if self.counts["stall"] > HANG_CYCLES:
                     raise RuntimeError(f"call {index} stalls for {HANG_CYCLES} cycles: the shell would hang")
-            runs.append({**self.counts, "status": phases[index][1]})
-            if quiet and (not self.running or self.quiet()):
-                seen[keys[index]] = runs[-1]
+            spare = None if self.ready_at is None else self.done_at - self.ready_at
+            runs.append({**self.counts, "status": phases[index][1], "spare": spare})
+            end = self.quiet() if self.running else "stopped"
+            if start and end:
+                seen[start, keys[index]] = (runs[-1], end)
         return runs
 
-    def quiet(self) -> bool:
-        """Every machine idle with empty queues, the sequencer about to fetch a descriptor, the PE between
-        transactions: the state every call of a list starts from (registers left over hold data only)."""
+    def _enter(self, start) -> None:
+        """The machines as a call that ended quiet leaves them: the next call's fetch about to start
+        (``"fetch"``), or its descriptor fetched beside and taken (``"loaded"``: one I_FETCH cycle next)."""
+        if start == "fetch":
+            self.ist, self.rd_go = I_FETCH_GO, True
+        elif start == "loaded":
+            self.ist, self.rd_go = I_FETCH, False
+
+    def quiet(self):
+        """Every machine idle with empty queues, the PE between transactions, and the sequencer about to fetch a
+        descriptor (``"fetch"``) or about to take one fetched while the call before computed (``"loaded"``): the
+        states every call of a list starts from (registers left over hold data only); else None."""
         rd, wr, rs, pe = self.rd, self.wr, self.round, self.pe
-        return (self.ist == I_FETCH_GO and self.ost == O_IDLE and self.rd_go and not self.wr_go
+        if self.ist == I_FETCH_GO and self.rd_go:
+            start = "fetch"
+        elif self.ist == I_FETCH and not self.rd_go:
+            start = "loaded"
+        else:
+            return None
+        idle = (self.ost == O_IDLE and self.pre == PRE_NONE and not self.wr_go
                 and not self.round_go and not self.hold_go and not self.acc_n
                 and not rd.busy and not rd.arvalid and not rd.to_request and rd.arready
                 and not rd.ar_q and not rd.pushing and not rd.r_q and not rd.rvalid and rd.asleep
@@ -365,6 +391,7 @@ class Shell:
                 and not rs.busy and not rs.a and not rs.b and not rs.c and not rs.g_full and not rs.o_left
                 and pe.kind is None and not pe.phases and not pe.side and not pe.jobs and rd.settled() and wr.settled()
                 and not self.unpack_left and not self.to_load and not self.pack_have)
+        return start if idle else None
 
     def _segment(self) -> tuple:
         segments = self.call.segments
@@ -407,16 +434,17 @@ class Shell:
             acc_take = moves[1]
             round_take, push = 0 if hold else acc_take, moves[3]
         in_ready = pe.takes(give)  # the output side's handshakes come from registers alone
-        rows = self.ist in (I_ROWS, I_DONE)  # a row's beats flow while later rows are asked for
+        # a row's beats flow while later rows are asked for (not the next call's descriptor's)
+        rows = self.ist in (I_ROWS, I_DONE) and self.pre != PRE_FETCH
         rvalid = rd.rvalid and rd.busy
-        rready = (self.ist == I_FETCH or (rows and in_ready)) and rd.busy
+        rready = (self.ist == I_FETCH or self.pre == PRE_FETCH or (rows and in_ready)) and rd.busy
         take = in_ready and (self.ist == I_HEADER or (rows and rvalid))
         self._count(take, give)
         self.busy = (rd.busy, wr.busy, rs.busy, rd.requesting, wr.requesting)  # read before the edge
         rd_row = self.ist == I_ROWS and not self.busy[3] and self._rows_left()
         wr_row = self.ost == O_ROWS and not self.busy[4] and self._out_rows_left()
         rd_args, wr_args = self._mover_args()
-        rd.edge(self.rd_go or rd_row, *rd_args, rready)
+        rd.edge(self.rd_go or rd_row or self.pre == PRE_GO, *rd_args, rready)
         wr.edge(self.wr_go or wr_row, *wr_args, push)
         if self.round_go:
             rs.start(self.call.rounding, self.call.count, self.call.acc_add)
@@ -479,6 +507,8 @@ class Shell:
         """(address, words) each mover latches if started this cycle."""
         if self.ist == I_FETCH_GO:
             rd_args = (self.descriptors[self.index], DESCRIPTOR_WORDS)
+        elif self.pre == PRE_GO:
+            rd_args = (self.descriptors[self.index + 1], DESCRIPTOR_WORDS)
         else:
             block = self._segment()
             rd_args = (self.arena + block.offset + self.in_plane * block.plane_stride + self.in_row * block.stride,
@@ -497,7 +527,13 @@ class Shell:
         run starts in any cycle of I_ROWS / O_ROWS in which the mover takes a start, ``rd_row`` / ``wr_row``)."""
         wr_go, round_go, hold_go = self.wr_go, self.round_go, self.hold_go
         self.rd_go = self.wr_go = self.round_go = self.hold_go = False
-        ist, ost, call = self.ist, self.ost, self.call
+        ist, ost, call, pre = self.ist, self.ost, self.call, self.pre
+        if pre == PRE_NONE and ist == I_DONE and not self.busy[0] and self.index + 1 < n_calls:
+            self.pre = PRE_GO
+        elif pre == PRE_GO:
+            self.pre = PRE_FETCH
+        elif pre == PRE_FETCH and not self.busy[0]:
+            self.pre, self.ready_at = PRE_READY, sum(self.counts.values())
         if ist == I_FETCH_GO:
             self.ist = I_FETCH
         elif ist == I_FETCH and not self.busy[0]:
@@ -518,10 +554,10 @@ class Shell:
                 if self.seg == 2 or (self.seg == 1 and not self._sends(2)):
                     self.ist = I_DONE
                 self.seg, self.in_row, self.in_plane = self.seg + 1, 0, 0
-        self._output(ost, ist, out_valid, status, wr_go, round_go, n_calls, hold_go, wr_row)
+        self._output(ost, ist, out_valid, status, wr_go, round_go, n_calls, hold_go, wr_row, pre)
 
     def _output(self, ost: int, ist: int, out_valid: bool, status, wr_go: bool, round_go: bool,
-                n_calls: int, hold_go: bool, wr_row: bool) -> None:
+                n_calls: int, hold_go: bool, wr_row: bool, pre: int) -> None:
         call = self.call
         if ost == O_STATUS and out_valid:
             self.status = status
@@ -544,13 +580,15 @@ class Shell:
             self.ost = O_REC_GO
         elif ost == O_HOLD and not hold_go and self.acc_n == call.count:
             self.ost = O_REC_GO
-        elif ost == O_REC_GO and ist == I_DONE and not self.busy[0] and not self.busy[1]:
+        elif ost == O_REC_GO and ist == I_DONE and (not self.busy[0] or pre == PRE_FETCH) and not self.busy[1]:
             self.wr_go, self.ost, self.rec_word = True, O_REC, 0
         elif ost == O_REC and not wr_go and not self.busy[1]:
-            self.ost = O_DONE
-        elif ost == O_DONE:
+            self.ost, self.done_at = O_DONE, sum(self.counts.values())
+        elif ost == O_DONE and pre not in (PRE_GO, PRE_FETCH):  # the next descriptor's reads end first
             self.index += 1
             if self.status != 0 or self.index == n_calls:
-                self.running = False
+                self.running, self.pre = False, PRE_NONE
+            elif pre == PRE_READY:
+                self.ist, self.ost, self.pre = I_FETCH, O_IDLE, PRE_NONE
             else:
                 self.ist, self.ost, self.rd_go = I_FETCH_GO, O_IDLE, True

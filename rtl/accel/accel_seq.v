@@ -103,6 +103,15 @@ module accel_seq #(
     reg [31:0] list_calls;          // n_calls, latched at the list's start
     reg [31:0] desc [0:29];         // descriptor words 0..29 (30 and 31 are reserved and not kept)
     reg [5:0] fetched;              // descriptor words taken so far
+    // the next call's descriptor, fetched while this call computes (the read mover is idle from I_DONE on). Its
+    // input side's words (header, segments: 1..9, 18..21, 24..29) go straight into desc, which no one reads once
+    // the call's rows are in; the output side's (flags, out block, count, rounding, record: 0, 10..17, 22, 23)
+    // wait in next_desc until the call ends (its other words are never written, so no register holds them)
+    localparam PRE_NONE = 2'd0, PRE_GO = 2'd1, PRE_FETCH = 2'd2, PRE_READY = 2'd3;
+    reg [31:0] next_desc [0:29];
+    reg [1:0] pre;
+    localparam [29:0] OUT_WORD = 30'b00_0000_1100_0011_1111_1100_0000_0001;  // bit k: word k is the output side's
+    wire has_next = call + 32'd1 < list_calls;
     reg [1:0] seg;                  // segment being sent
     reg [31:0] in_row, out_row;     // rows sent of the segment, rows written of the out block
     reg [ADDR_BITS-1:0] in_addr, out_addr;  // byte address of the next row to read, to write
@@ -208,9 +217,10 @@ module accel_seq #(
     wire [ADDR_BITS-1:0] out_next = (ist == I_FETCH || ost == O_REC ? base_out : wr_row ? out_addr : out_plane_addr)
                                     + at(ist == I_FETCH ? desc[10] : ost == O_REC ? desc[17] : wr_row ? desc[13]
                                          : desc[23]);
-    assign rd_start = list_mode ? rd_go || rd_row : direct_start;
-    assign rd_addr = !list_mode ? arg_in : ist == I_FETCH_GO ? desc_addr : in_addr;
-    assign rd_n = !list_mode ? arg_n_in : ist == I_FETCH_GO ? 32'd32 : seg_words;
+    wire pre_go = pre == PRE_GO;  // the next call's descriptor: its run's start pulse
+    assign rd_start = list_mode ? rd_go || rd_row || pre_go : direct_start;
+    assign rd_addr = !list_mode ? arg_in : ist == I_FETCH_GO ? desc_addr : pre_go ? desc_addr + at(32'd128) : in_addr;
+    assign rd_n = !list_mode ? arg_n_in : ist == I_FETCH_GO || pre_go ? 32'd32 : seg_words;
     assign wr_start = list_mode ? wr_go || wr_row : direct_start;
     assign wr_addr = !list_mode ? arg_out : ost == O_REC ? out_next : out_addr;
     assign wr_n = !list_mode ? arg_n_out : ost == O_REC ? 32'd8 : desc[11];
@@ -230,13 +240,13 @@ module accel_seq #(
     end
 
     // a row's beats reach the PE while later rows are asked for, and after the last one is (I_DONE)
-    wire sending_rows = list_mode && (ist == I_ROWS || ist == I_DONE);
+    wire sending_rows = list_mode && (ist == I_ROWS || ist == I_DONE) && pre != PRE_FETCH;
     wire sending_header = list_mode && ist == I_HEADER;
     // a refused call: whatever else the PE sends is dropped until the input side is done
     wire dropping = list_mode && ost == O_REC_GO && status != 32'd0;
     assign pe_in_data = sending_header ? {{(DATA_BITS - 32){1'b0}}, desc[1]} : rd_data;
     assign pe_in_valid = !list_mode ? rd_valid : sending_header || (sending_rows && rd_valid);
-    assign rd_ready = !list_mode ? pe_in_ready : ist == I_FETCH || (sending_rows && pe_in_ready);
+    assign rd_ready = !list_mode ? pe_in_ready : ist == I_FETCH || pre == PRE_FETCH || (sending_rows && pe_in_ready);
     wire writing_record = list_mode && ost == O_REC;
     // the write side's source: the stage's words, or the record's eight one a cycle
     wire [DATA_BITS-1:0] src_data = writing_record ? {{(DATA_BITS - 32){1'b0}}, record_word} : round_out_data;
@@ -310,6 +320,7 @@ module accel_seq #(
             base_out <= {ADDR_BITS{1'b0}};
             list_calls <= 32'd0;
             fetched <= 6'd0;
+            pre <= PRE_NONE;
             seg <= 2'd0;
             in_row <= 32'd0;
             out_row <= 32'd0;
@@ -342,16 +353,30 @@ module accel_seq #(
                 base_out <= arg_out;
                 list_calls <= arg_n_calls;
                 fetched <= 6'd0;
+                pre <= PRE_NONE;
                 ist <= I_FETCH_GO;
                 ost <= O_IDLE;
                 rd_go <= 1'b1;
             end else if (list_mode) begin
-                if (rd_valid && rd_ready && ist == I_FETCH) begin
+                if (rd_valid && rd_ready && (ist == I_FETCH || pre == PRE_FETCH)) begin
                     // fetched is a multiple of P: word k is part k % P of the beat that starts at word k - k % P
                     for (k = 0; k < 30; k = k + 1)
-                        if (fetched == k - k % P) desc[k] <= rd_data[32 * (k % P) +: 32];
+                        if (fetched == k - k % P) begin
+                            if (pre == PRE_FETCH && OUT_WORD[k]) next_desc[k] <= rd_data[32 * (k % P) +: 32];
+                            else desc[k] <= rd_data[32 * (k % P) +: 32];
+                        end
                     fetched <= fetched + P;
                 end
+                // the next call's descriptor: asked for once this call's rows are all in (the mover idle)
+                case (pre)
+                    PRE_NONE: if (ist == I_DONE && !rd_busy && has_next) begin
+                        pre <= PRE_GO;
+                        fetched <= 6'd0;
+                    end
+                    PRE_GO: pre <= PRE_FETCH;
+                    PRE_FETCH: if (!rd_busy) pre <= PRE_READY;
+                    default: ;
+                endcase
                 if (pe_in_valid && pe_in_ready) words_in <= words_in + P;
                 if (wr_valid && wr_ready && ost == O_ROWS) words_out <= words_out + P;
                 // input side: the descriptor, the header, the rows of the segments
@@ -424,7 +449,7 @@ module accel_seq #(
                     end
                     O_DRAIN: if (!round_busy && !round_go) ost <= O_REC_GO;
                     O_HOLD: if (!hold_go && {19'd0, acc_n} == count) ost <= O_REC_GO;
-                    O_REC_GO: if (ist == I_DONE && !rd_busy && !wr_busy) begin  // the results are in memory
+                    O_REC_GO: if (ist == I_DONE && (!rd_busy || pre == PRE_FETCH) && !wr_busy) begin  // results in memory
                         wr_go <= 1'b1;
                         rec_word <= 4'd0;
                         ost <= O_REC;
@@ -434,11 +459,20 @@ module accel_seq #(
                         if (!wr_go && !wr_busy) ost <= O_DONE;
                     end
                     O_DONE: begin
-                        if (status != 32'd0 || call + 32'd1 == list_calls) begin
+                        if (pre == PRE_GO || pre == PRE_FETCH) ;  // the next descriptor's reads end first
+                        else if (status != 32'd0 || !has_next) begin
                             busy <= 1'b0;
                             list_mode <= 1'b0;
                             ist <= I_IDLE;
                             ost <= O_IDLE;
+                            pre <= PRE_NONE;
+                        end else if (pre == PRE_READY) begin  // I_FETCH a cycle, on the descriptor fetched
+                            for (k = 0; k < 30; k = k + 1) if (OUT_WORD[k]) desc[k] <= next_desc[k];
+                            call <= call + 32'd1;
+                            desc_addr <= desc_addr + at(32'd128);
+                            ist <= I_FETCH;
+                            ost <= O_IDLE;
+                            pre <= PRE_NONE;
                         end else begin
                             call <= call + 32'd1;
                             desc_addr <= desc_addr + at(32'd128);

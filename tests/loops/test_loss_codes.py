@@ -4,7 +4,7 @@ its own array or rounded into a strided one (the arena's tiles)."""
 import numpy as np
 import pytest
 
-from codesign.loops.common import softmax_gradient
+from codesign.loops.common import label_positions, softmax_gradient
 from codesign.loops.csb import quantize_unit
 from codesign.loops.loss_codes import softmax_gradient_codes
 from codesign.numerics.fixed_quant import to_values
@@ -23,7 +23,8 @@ def check(z, y, logit_frac, error_frac):
     assert chosen.tobytes() == expected_chosen.tobytes()
     n, classes = z.shape
     room = np.full((n, 2, classes), 0x5A, np.int8)  # codes into every other row of it, as into the arena's tiles
-    into, again = softmax_gradient_codes(z, y, logit_frac=logit_frac, error_frac=error_frac, out=room[:, :1])
+    into, again = softmax_gradient_codes(z, y, logit_frac=logit_frac, error_frac=error_frac, out=room[:, :1],
+                                         labels_at=label_positions(y, n, classes))  # as a list step gives them
     assert np.shares_memory(into, room) and np.array_equal(room[:, 0], expected) and (room[:, 1] == 0x5A).all()
     assert again.tobytes() == expected_chosen.tobytes()
     return codes

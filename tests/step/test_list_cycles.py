@@ -370,15 +370,17 @@ def test_pe_cycles_are_the_stall_free_transaction_cycles(name, bits):
 
 
 def test_equal_calls_are_priced_alike_however_many():
-    """A list of a thousand repeats of the same two calls: every repeat costs what the first did (the model
-    prices a call from a quiet start once per timing key). The model's speed is a benchmark's figure
-    (benchmarks/bench_tt_forward_lists.py prints it), not a timed test's."""
+    """A list of a thousand repeats of the same two calls: every repeat past the first costs what the second did
+    (the model prices a call from a quiet start once per timing key; the first call fetches its own descriptor,
+    every later one takes the one fetched while the call before computed, and the last fetches none). The
+    model's speed is a benchmark's figure (benchmarks/bench_tt_forward_lists.py prints it), not a timed test's."""
     pe, spec = PES["tt1"]
     case = tt_chain(pe, spec, np.random.default_rng(1))
     model = list_cycles(pe, spec, case.calls * 1000, case.arena)
     assert len(model.calls) == 2000
-    assert [call.total for call in model.calls[2:4]] == [call.total for call in model.calls[:2]]
-    assert [call.total for call in model.calls[-2:]] == [call.total for call in model.calls[:2]]
+    assert [call.total for call in model.calls[4:6]] == [call.total for call in model.calls[2:4]]
+    assert [call.total for call in model.calls[-4:-2]] == [call.total for call in model.calls[2:4]]
+    assert model.calls[0].fetch > model.calls[2].fetch == 1  # one I_FETCH cycle on a descriptor fetched beside
 
 
 KEYS_AT_SEVEN_OFFSETS = {"chain": 2, "tt1-inline": 2, "tt2-inline-refused": 6, "tt1-contiguous": 2, "tt3-inline": 6}
@@ -503,3 +505,33 @@ def test_fast_pricing_refuses_the_pes_that_load_beside_their_mac_loop(name):
     """fast_step_cycles adds compute cycles alone, which holds only for PEs whose streams rest while they compute."""
     with pytest.raises(ValueError, match="beside its MAC loop"):
         fast_step_cycles(name, _wide_spec(name, 32), {}, np.zeros(4, np.uint32))
+
+
+@pytest.mark.parametrize("slow", [False, True], ids=["board-ddr", "150-cycle-reads"])
+def test_fast_pricing_simulates_the_builds_whose_compute_does_not_hide_the_next_descriptor(monkeypatch, slow):
+    """The shell fetches the next call's descriptor beside a call's last compute, and the call ends when both are
+    done. Under the board's DDR model the FB-float step's descriptors come in before the calls' results are
+    written, so other arrays are re-priced from one simulated shape by their compute alone; with 150-cycle reads
+    they come in after, a call's cycles are not its compute's plus a constant, and fast_step_cycles simulates each
+    build itself: equal to step_cycles either way, where re-pricing by compute alone would not be."""
+    from codesign.pe.fpmac_array.spec import FpmacArraySpec
+    from codesign.step.fpmac_array.lists import step_arena, step_lists
+
+    ddr = DdrTiming(read_latency=150) if slow else list_cycles_module.BOARD_DDR
+    builds = [FpmacArraySpec(exp_bits=5, max_fb=7, rows=rows, cols=cols, max_m=6, max_n=6, max_k=6)
+              for rows, cols in ((5, 5), (1, 1), (2, 3))]
+    arena = step_arena(builds[0], (9, 6, 4), 5)
+    lists = step_lists(arena, 5, 7, 0)
+    named = {"forward": lists.forward, "backward": lists.backward}
+    exact = [list_cycles_module.step_cycles("fpmac_array", build, named, arena.image, ddr=ddr) for build in builds]
+    simulated = []
+    monkeypatch.setattr(list_cycles_module, "step_cycles", lambda *args, **kwargs: simulated.append(args[1]) or
+                        exact[builds.index(args[1])])
+    monkeypatch.setattr(list_cycles_module, "_PRICED", {})
+    computes = [sum(list_cycles_module.wait_cycles("fpmac_array", build, calls, arena.image)
+                    for calls in named.values()) for build in builds]
+    for build, want, compute in zip(builds, exact, computes):
+        assert fast_step_cycles("fpmac_array", build, named, arena.image, ddr=ddr) == want
+        by_compute = exact[0]["total"] + compute - computes[0]
+        assert (by_compute == want["total"]) is not (slow and build != builds[0]), (build, by_compute)
+    assert simulated == (builds if slow else builds[:1])
