@@ -49,6 +49,8 @@ def softmax_gradient_codes(z: np.ndarray, y: np.ndarray, *, logit_frac: int, err
     n, classes = z.shape
     if out is not None and (out.dtype != np.int8 or out.size != n * classes):
         raise ValueError(f"codes of {n} x {classes} into an array of {out.size} {out.dtype}")
+    if labels_at is not None and labels_at.shape != (n,):
+        raise ValueError(f"{labels_at.shape} label positions for {n} samples")
     if (z.dtype.kind not in "iu" or z.dtype.itemsize > 4 or abs(logit_frac) > _EXACT_FRAC
             or abs(error_frac) > _EXACT_FRAC or n == 0):
         grad, chosen = softmax_gradient(to_values(z, logit_frac), y)

@@ -486,8 +486,8 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS, 
 # parameters of shell_module_parameters(data_bits, held_sums), per family and data width (bits, the PE's stream word);
 # tests/shell/test_ip_cost.py re-measures and compares. A cache, so that a fit check adds the shell without
 # running Yosys. Cells, not sites (see ResourceCounts). The wider movers hold wider FIFO words (LUT RAM).
-# accel_seq keeps descriptor words 0..29 (each written from its own part of a beat), the next call's output-side
-# words (fetched beside a call; its input-side words go straight into the descriptor's) and a plane counter and plane
+# accel_seq keeps descriptor words 0..29 (each written from its own part of a beat; the output side's through 11
+# registers every fetch fills, so that the next call's are fetched beside a call) and a plane counter and plane
 # address per side (3-D blocks; addresses at the movers' ADDR_BITS), and the
 # accumulation buffer (4096 x 48 bits: the 6 block RAMs) with its 48-bit adder and the rounding stage (a 48-bit
 # datapath and, at 64 and 128 bits, one or three 32-bit ones: it takes a beat's parts a cycle, each part's range
@@ -498,39 +498,39 @@ def measure_shell_cost(family: str, work_dir: Path, data_bits: int = WORD_BITS, 
 SHELL_COST_YOSYS = "Yosys 0.23"
 SHELL_COST = {
     "xc7": {
-        32: {"lut": 5011, "lut_sites_min": 3108, "lutram": 24, "srl": 0,
-             "ff": 3235, "dsp": 0, "carry": 333, "muxf": 243, "bram_36k": 6.0},
-        64: {"lut": 6043, "lut_sites_min": 3835, "lutram": 44, "srl": 0,
-             "ff": 3610, "dsp": 0, "carry": 394, "muxf": 231, "bram_36k": 6.0},
-        128: {"lut": 7579, "lut_sites_min": 4696, "lutram": 88, "srl": 0,
-             "ff": 3940, "dsp": 0, "carry": 423, "muxf": 224, "bram_36k": 6.0},
+        32: {"lut": 4859, "lut_sites_min": 3141, "lutram": 24, "srl": 0,
+             "ff": 3202, "dsp": 0, "carry": 333, "muxf": 723, "bram_36k": 6.0},
+        64: {"lut": 5815, "lut_sites_min": 3475, "lutram": 44, "srl": 0,
+             "ff": 3577, "dsp": 0, "carry": 394, "muxf": 330, "bram_36k": 6.0},
+        128: {"lut": 7658, "lut_sites_min": 4777, "lutram": 88, "srl": 0,
+             "ff": 3906, "dsp": 0, "carry": 423, "muxf": 590, "bram_36k": 6.0},
     },
     "xcup": {
-        32: {"lut": 5436, "lut_sites_min": 3388, "lutram": 24, "srl": 0,
-             "ff": 3235, "dsp": 0, "carry": 333, "muxf": 1160, "bram_36k": 6.0},
-        64: {"lut": 6176, "lut_sites_min": 3961, "lutram": 40, "srl": 0,
-             "ff": 3610, "dsp": 0, "carry": 394, "muxf": 745, "bram_36k": 6.0},
-        128: {"lut": 7420, "lut_sites_min": 4741, "lutram": 80, "srl": 0,
-             "ff": 3940, "dsp": 0, "carry": 423, "muxf": 584, "bram_36k": 6.0},
+        32: {"lut": 5145, "lut_sites_min": 3190, "lutram": 24, "srl": 0,
+             "ff": 3202, "dsp": 0, "carry": 333, "muxf": 1130, "bram_36k": 6.0},
+        64: {"lut": 5831, "lut_sites_min": 3718, "lutram": 40, "srl": 0,
+             "ff": 3577, "dsp": 0, "carry": 394, "muxf": 702, "bram_36k": 6.0},
+        128: {"lut": 7428, "lut_sites_min": 4650, "lutram": 80, "srl": 0,
+             "ff": 3906, "dsp": 0, "carry": 423, "muxf": 786, "bram_36k": 6.0},
     },
 }
 # the same shell without the accumulation buffer (accel_seq HELD = 0: no block RAM, a 32-bit rounding stage)
 SHELL_COST_LEAN = {
     "xc7": {
-        32: {"lut": 5233, "lut_sites_min": 3278, "lutram": 24, "srl": 0,
-             "ff": 3151, "dsp": 0, "carry": 306, "muxf": 851, "bram_36k": 0.0},
-        64: {"lut": 5799, "lut_sites_min": 3569, "lutram": 44, "srl": 0,
-             "ff": 3452, "dsp": 0, "carry": 363, "muxf": 229, "bram_36k": 0.0},
-        128: {"lut": 7274, "lut_sites_min": 4715, "lutram": 88, "srl": 0,
-             "ff": 3782, "dsp": 0, "carry": 392, "muxf": 460, "bram_36k": 0.0},
+        32: {"lut": 4609, "lut_sites_min": 2914, "lutram": 24, "srl": 0,
+             "ff": 3118, "dsp": 0, "carry": 306, "muxf": 586, "bram_36k": 0.0},
+        64: {"lut": 5442, "lut_sites_min": 3394, "lutram": 44, "srl": 0,
+             "ff": 3419, "dsp": 0, "carry": 363, "muxf": 211, "bram_36k": 0.0},
+        128: {"lut": 7263, "lut_sites_min": 4558, "lutram": 88, "srl": 0,
+             "ff": 3748, "dsp": 0, "carry": 392, "muxf": 534, "bram_36k": 0.0},
     },
     "xcup": {
-        32: {"lut": 5440, "lut_sites_min": 3342, "lutram": 24, "srl": 0,
-             "ff": 3151, "dsp": 0, "carry": 306, "muxf": 1343, "bram_36k": 0.0},
-        64: {"lut": 5608, "lut_sites_min": 3576, "lutram": 40, "srl": 0,
-             "ff": 3452, "dsp": 0, "carry": 363, "muxf": 423, "bram_36k": 0.0},
-        128: {"lut": 7362, "lut_sites_min": 4891, "lutram": 80, "srl": 0,
-             "ff": 3782, "dsp": 0, "carry": 392, "muxf": 479, "bram_36k": 0.0},
+        32: {"lut": 4760, "lut_sites_min": 3037, "lutram": 24, "srl": 0,
+             "ff": 3118, "dsp": 0, "carry": 306, "muxf": 1045, "bram_36k": 0.0},
+        64: {"lut": 5533, "lut_sites_min": 3491, "lutram": 40, "srl": 0,
+             "ff": 3419, "dsp": 0, "carry": 363, "muxf": 604, "bram_36k": 0.0},
+        128: {"lut": 6843, "lut_sites_min": 4373, "lutram": 80, "srl": 0,
+             "ff": 3748, "dsp": 0, "carry": 392, "muxf": 585, "bram_36k": 0.0},
     },
 }
 

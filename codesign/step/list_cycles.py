@@ -151,15 +151,17 @@ class DdrTiming:
 
 @dataclass(frozen=True)
 class CallCycles:
-    """One call's cycles (from its descriptor fetch's start pulse to its record's last B response, both included),
-    split by what the shell waited for:
+    """One call's cycles (from its descriptor fetch's start pulse, or the one cycle that takes the descriptor read
+    while the call before computed, to its end: its record's last B response and the next descriptor's last
+    beat, both included), split by what the shell waited for:
 
-    * ``fetch``: the descriptor read (I_FETCH_GO, I_FETCH);
+    * ``fetch``: the descriptor read (I_FETCH_GO, I_FETCH): the list's first call's; one cycle for the others;
     * ``pe``: the PE working: taking its header or an operand word, giving its status or a result, computing;
     * ``stall``: the rest before the record: the PE waiting for a word the read mover has not brought (AR
       latency, a new row's run), or unable to give a result the rounding stage or write mover cannot take, and
       the output side draining after the PE's last word (rounding pipeline, last bursts, B responses);
-    * ``record``: writing the 8-word record and waiting for its B response (O_REC, O_DONE).
+    * ``record``: writing the 8-word record and waiting for its B response, and for the next call's descriptor
+      where it is still coming in (O_REC, O_DONE).
     """
 
     fetch: int

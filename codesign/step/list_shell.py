@@ -364,11 +364,9 @@ class Shell:
         return runs
 
     def _enter(self, start) -> None:
-        """The machines as a call that ended quiet leaves them: the next call's fetch about to start
-        (``"fetch"``), or its descriptor fetched beside and taken (``"loaded"``: one I_FETCH cycle next)."""
-        if start == "fetch":
-            self.ist, self.rd_go = I_FETCH_GO, True
-        elif start == "loaded":
+        """The machines as a call that ended quiet leaves them: the next call's descriptor, fetched while the call
+        computed, taken (``"loaded"``: one I_FETCH cycle next; a list's first call alone starts ``"fetch"``)."""
+        if start == "loaded":
             self.ist, self.rd_go = I_FETCH, False
 
     def quiet(self):
@@ -588,7 +586,5 @@ class Shell:
             self.index += 1
             if self.status != 0 or self.index == n_calls:
                 self.running, self.pre = False, PRE_NONE
-            elif pre == PRE_READY:
+            else:  # PRE_READY: the record's start asked for the next descriptor (accel_seq)
                 self.ist, self.ost, self.pre = I_FETCH, O_IDLE, PRE_NONE
-            else:
-                self.ist, self.ost, self.rd_go = I_FETCH_GO, O_IDLE, True

@@ -7,7 +7,8 @@
 //
 // List mode (n_calls > 0; codesign/contracts/calls.py is the contract, docs/accelerator.md the text):
 // for each call c in turn --
-//   FETCH   the read mover brings the 32-word descriptor at calls + 128 c into registers;
+//   FETCH   the read mover brings the 32-word descriptor at calls + 128 c into registers (the first call's;
+//           a later call's was read while the call before computed, and FETCH takes a cycle);
 //   input   the header word (flag bit 0), then every row of segments 0, 1 and 2 (a read-mover run per
 //           row at in + offset + p * plane_stride + r * stride, words long; planes p outer, rows r inner:
 //           descriptor words 18..23 and 28, 29 give each block's planes, 0 meaning one; segment 2 lies in
@@ -21,6 +22,10 @@
 //           stage, nothing is written, the record's statistics are 0) or sent on to the stage as 48-bit sums
 //           (ADD alone: the chain's drain; rounded, or raw as two words a sum, low first, sign-extended).
 //           Plain calls between a chain's calls leave the buffer alone;
+//   PREFETCH once the call's rows are all in (the read mover idle) and another call follows, the read mover
+//           brings that call's descriptor: its input side's words straight into the descriptor's registers,
+//           which this call no longer reads, its output side's into out_desc, which every fetch fills and the
+//           descriptor takes as FETCH ends; the call ends once the last of its beats is in;
 //   RECORD  once both sides are done, the write mover stores the 8-word record at out + record: status,
 //           saturated codes, sum |x| (low, high), 0 (reserved), words sent to the PE, words written, RECORD_DONE.
 // The arena's bases and n_calls are latched at the list's start (a register written during a list changes
@@ -106,9 +111,11 @@ module accel_seq #(
     // the next call's descriptor, fetched while this call computes (the read mover is idle from I_DONE on). Its
     // input side's words (header, segments: 1..9, 18..21, 24..29) go straight into desc, which no one reads once
     // the call's rows are in; the output side's (flags, out block, count, rounding, record: 0, 10..17, 22, 23)
-    // wait in next_desc until the call ends (its other words are never written, so no register holds them)
+    // into out_desc, which the output side uses until the call ends. Every fetch does so, and desc takes its
+    // output words from out_desc as I_FETCH ends: one source, no multiplexer (out_desc's other words are never
+    // written, so no register holds them)
     localparam PRE_NONE = 2'd0, PRE_GO = 2'd1, PRE_FETCH = 2'd2, PRE_READY = 2'd3;
-    reg [31:0] next_desc [0:29];
+    reg [31:0] out_desc [0:29];
     reg [1:0] pre;
     localparam [29:0] OUT_WORD = 30'b00_0000_1100_0011_1111_1100_0000_0001;  // bit k: word k is the output side's
     wire has_next = call + 32'd1 < list_calls;
@@ -132,6 +139,7 @@ module accel_seq #(
     endfunction
 
     wire [31:0] flags = desc[0];
+    wire [31:0] next_flags = out_desc[0];  // in I_FETCH: the call about to start
     wire [31:0] seg_words = seg[1] ? desc[25] : seg[0] ? desc[7] : desc[3];
     wire [31:0] seg_rows = seg[1] ? desc[26] : seg[0] ? desc[8] : desc[4];
     wire [31:0] seg_stride = seg[1] ? desc[27] : seg[0] ? desc[9] : desc[5];
@@ -215,7 +223,7 @@ module accel_seq #(
                                    + at(ist == I_FETCH ? desc[2] : rd_row ? seg_stride : next_plane ? seg_plane_stride
                                         : seg[0] ? desc[24] : desc[6]);
     wire [ADDR_BITS-1:0] out_next = (ist == I_FETCH || ost == O_REC ? base_out : wr_row ? out_addr : out_plane_addr)
-                                    + at(ist == I_FETCH ? desc[10] : ost == O_REC ? desc[17] : wr_row ? desc[13]
+                                    + at(ist == I_FETCH ? out_desc[10] : ost == O_REC ? desc[17] : wr_row ? desc[13]
                                          : desc[23]);
     wire pre_go = pre == PRE_GO;  // the next call's descriptor: its run's start pulse
     assign rd_start = list_mode ? rd_go || rd_row || pre_go : direct_start;
@@ -362,7 +370,7 @@ module accel_seq #(
                     // fetched is a multiple of P: word k is part k % P of the beat that starts at word k - k % P
                     for (k = 0; k < 30; k = k + 1)
                         if (fetched == k - k % P) begin
-                            if (pre == PRE_FETCH && OUT_WORD[k]) next_desc[k] <= rd_data[32 * (k % P) +: 32];
+                            if (OUT_WORD[k]) out_desc[k] <= rd_data[32 * (k % P) +: 32];
                             else desc[k] <= rd_data[32 * (k % P) +: 32];
                         end
                     fetched <= fetched + P;
@@ -383,7 +391,8 @@ module accel_seq #(
                 case (ist)
                     I_FETCH_GO: ist <= I_FETCH;
                     I_FETCH: if (!rd_busy) begin
-                        ist <= flags[0] ? I_HEADER : I_ROWS;
+                        ist <= next_flags[0] ? I_HEADER : I_ROWS;
+                        for (k = 0; k < 30; k = k + 1) if (OUT_WORD[k]) desc[k] <= out_desc[k];
                         ost <= O_STATUS;
                         seg <= 2'd0;
                         in_row <= 32'd0;
@@ -449,7 +458,8 @@ module accel_seq #(
                     end
                     O_DRAIN: if (!round_busy && !round_go) ost <= O_REC_GO;
                     O_HOLD: if (!hold_go && {19'd0, acc_n} == count) ost <= O_REC_GO;
-                    O_REC_GO: if (ist == I_DONE && (!rd_busy || pre == PRE_FETCH) && !wr_busy) begin  // results in memory
+                    // the results are in memory (the read mover may be fetching the next call's descriptor)
+                    O_REC_GO: if (ist == I_DONE && (!rd_busy || pre == PRE_FETCH) && !wr_busy) begin
                         wr_go <= 1'b1;
                         rec_word <= 4'd0;
                         ost <= O_REC;
@@ -466,20 +476,12 @@ module accel_seq #(
                             ist <= I_IDLE;
                             ost <= O_IDLE;
                             pre <= PRE_NONE;
-                        end else if (pre == PRE_READY) begin  // I_FETCH a cycle, on the descriptor fetched
-                            for (k = 0; k < 30; k = k + 1) if (OUT_WORD[k]) desc[k] <= next_desc[k];
+                        end else begin  // PRE_READY (asked for by the record's start): I_FETCH a cycle
                             call <= call + 32'd1;
                             desc_addr <= desc_addr + at(32'd128);
                             ist <= I_FETCH;
                             ost <= O_IDLE;
                             pre <= PRE_NONE;
-                        end else begin
-                            call <= call + 32'd1;
-                            desc_addr <= desc_addr + at(32'd128);
-                            fetched <= 6'd0;
-                            ist <= I_FETCH_GO;
-                            ost <= O_IDLE;
-                            rd_go <= 1'b1;
                         end
                     end
                     default: ;

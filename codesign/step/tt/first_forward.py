@@ -38,10 +38,10 @@ from codesign.step.tt.list_tiles import (Contraction, Out, Rows, busiest_copy, c
 PE1_NAME = "forward 0 on PE1"  # the contraction of PE1's samples (PE2's keeps the name "forward 0")
 MIN_GAIN = 0.97  # a share is taken where its busiest copy ends within this fraction of PE2 alone's
 # the shell's cycles a call beside its PE's under the board's memory (list_cycles under BOARD_DDR, PE1's calls of
-# paper 003's first layer): its descriptor's fetch 41, the first operand's and last result's latency 66, its
-# record 36. PE1's share is a call a few hundred MAC cycles long, so a balance by PE cycles alone gives it too
-# many samples (21 of 64 at rank 8, where 18 end the phase 4 k cycles sooner)
-CALL_CYCLES = 143
+# paper 003's first layer): its descriptor's fetch 2 (read while the call before computed), the first operand's
+# and last result's latency 66, its record 36. PE1's share is a call a few hundred MAC cycles long, so a balance
+# by PE cycles alone gives it too many samples (21 of 64 at rank 8, where 18 end the phase 4 k cycles sooner)
+CALL_CYCLES = 104
 _ANYWHERE = Rows(offset=0, values=1, words=1, i_step=1, j_step=0, chunk=1)  # operands' places move no cycles
 
 
