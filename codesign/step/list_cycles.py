@@ -426,6 +426,8 @@ def _tail_bounds(run: ListCycles, calls: int) -> np.ndarray:
     call's end waits for it: where it came in ``spare`` cycles early the compute may be up to ``spare - 1``
     shorter (one cycle kept in hand); where the end waited (or could have), only as long. Calls after a refused
     one and the last call (nothing fetched beside it) are free."""
+    if len(run.spare) != len(run.calls):
+        raise ValueError(f"{len(run.spare)} spare figures for {len(run.calls)} calls run: not the shell model's")
     bounds = np.full((2, calls), np.inf)
     bounds[0] = -np.inf
     for index, spare in enumerate(run.spare):
