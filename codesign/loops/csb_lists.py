@@ -107,7 +107,6 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         self.beside_seconds: Dict[Tuple[int, int], float] = {}
         self._upd: dict = {}  # UPD's fields per rate exponent, at this structure's fractions (_upd_fields)
         self._code_ranges: dict = {}  # per samples: the loss codes' word ranges, once written (_loss_codes)
-        self._acc_ranges: dict = {}  # per samples: the logits' accumulators' word ranges (_loss_codes)
         self._code_views: dict = {}  # per samples: the device buffer and the loss codes' view of it (_code_view)
 
     # -- the state between host and arena
@@ -119,7 +118,7 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         for layer, (structure, words) in enumerate(zip(self._structure, self.buffers)):
             layout.write_state(layout.image, layer, structure, words, 0)
         self.layout, self.buffer_phase, self._built, self._stale, self._staged = layout, 0, {}, False, None
-        self._upd, self._code_ranges, self._code_views, self._acc_ranges = {}, {}, {}, {}
+        self._upd, self._code_ranges, self._code_views = {}, {}, {}
         nnz = [int(structure.nnz) for structure in self._structure]
         self._kept_weights = (sum(nnz), sum(nnz[1:]))  # every layer's, and past the first (EB's)
         self.device = self.shell.arena(layout, key=("csb", self.setup.layers, self.setup.batch_size, next(_ARENAS)))
@@ -191,10 +190,7 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         tiles' padding; later ones round them straight into a view of the tiles where there is one.
         ``labels_at``: the labels' flat positions (:meth:`_checked_batch`)."""
         layout, classes = self.layout, self.setup.layers[-1]
-        acc_ranges = self._acc_ranges.get(n)
-        if acc_ranges is None:
-            acc_ranges = self._acc_ranges[n] = layout.acc_ranges(layout.z[-1], n, classes)
-        self.shell.invalidate(self.device, acc_ranges)
+        self.shell.invalidate(self.device, layout.acc_ranges(layout.z[-1], n, classes))
         z = layout.read_accs(self.device, layout.z[-1], n, classes)
         fb = self.frac_bits[-1]
         fracs = {"logit_frac": fb["weight"] + fb["activation"], "error_frac": fb["error"], "labels_at": labels_at}

@@ -279,10 +279,11 @@ class CsbArena:
         codes = arena.reshape(-1).view(np.int8)[key[0][0]:]
         return np.lib.stride_tricks.as_strided(codes, shape=grid[0], strides=grid[1], writeable=True)
 
-    def acc_ranges(self, tiles, n: int, channels: int) -> Ranges:
+    def acc_ranges(self, tiles, n: int, channels: int) -> Tuple[Tuple[int, int], ...]:
         """Word ranges of the first ``channels`` channels of accumulator ``tiles`` for ``n`` samples (a range per
-        tile: the channels lie first, lanes inner), kept per tiles and shape."""
-        return list(_acc_ranges(_tiles_key(tiles), self.spec.batch, self.tile, self.chunks_of(n), channels))
+        tile: the channels lie first, lanes inner), kept per tiles and shape: the kept tuple itself, as a list
+        step asks for them every step."""
+        return _acc_ranges(_tiles_key(tiles), self.spec.batch, self.tile, self.chunks_of(n), channels)
 
     def read_accs(self, arena: np.ndarray, tiles, n: int, channels: int) -> np.ndarray:
         """``(n, channels)`` accumulators of ``tiles``, the PE's 32-bit words as int32, column-major (a channel's
