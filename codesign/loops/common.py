@@ -337,8 +337,13 @@ class StateOnDevice:
             taken["loss"] = cross_entropy_of(chosen)
             if next_x is not None:
                 self._stage(next_x)
+            self._prepare_next()
         self._run_phases(phases, beside=beside, first=first)
         return taken["loss"]
+
+    def _prepare_next(self) -> None:
+        """Beside a step's last lists: what the next step's start would otherwise compute while every IP waits
+        (a trainer's own; none here). It must not raise: whatever fails, the next step computes and reports."""
 
     def read_weights(self) -> Dict[str, Any]:
         self._pull()
@@ -360,12 +365,14 @@ class ScheduledLoop:
     ``self.step`` and ``self.steps_per_epoch`` (None before a fit).
     """
 
-    def learning_rate(self) -> float:
-        """The set-up's rate at this step: cosine over all steps of ``fit`` (the base rate before a fit)."""
+    def learning_rate(self, step: Optional[int] = None) -> float:
+        """The set-up's rate at this step (or at ``step``): cosine over all steps of ``fit`` (the base rate before
+        a fit)."""
         if self.setup.schedule == "constant" or self.steps_per_epoch is None:
             return self.setup.lr
         total = self.setup.epochs * self.steps_per_epoch
-        return 0.5 * self.setup.lr * (1 + math.cos(math.pi * min(self.step, total) / total))
+        at = self.step if step is None else step
+        return 0.5 * self.setup.lr * (1 + math.cos(math.pi * min(at, total) / total))
 
     def epoch_order(self, epoch: int, samples: int) -> np.ndarray:
         """The sample order of epoch ``epoch``, drawn from ``(seed, epoch)``."""

@@ -12,7 +12,8 @@ go to the device and are never re-encoded by the host while the structure stands
 2. runs the forward list, reads the last layer's accumulators, computes the loss's gradient in float64 as the
    loop does, writes the gradient's codes and flushes them;
 3. runs the backward list (gradients, the mask, UPD and the new weights' top bytes, all on the PE), which leaves
-   the new buffers in the other phase's slots. Beside its last phase it takes the loss and, where the caller
+   the new buffers in the other phase's slots. Beside its last phase it takes the loss, works out the next
+   step's rate exponents and UPD fields (:meth:`CsbListTrainer._prepare_next`) and, where the caller
    gives the next batch (``train_step(x, y, next_x=...)``; ``fit`` does), checks that batch and writes its
    codes into the input tiles of the other phase (:attr:`~codesign.step.csb.arena.CsbArena.inputs`), which no
    list of this step reads; the next step takes them where its batch is that one bit for bit (a
@@ -39,9 +40,9 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, StagedBatch, StateOnDevice, label_positions
+from codesign.loops.common import HwTrainError, StagedBatch, StateOnDevice
 from codesign.loops.csb import BUFFER_EXTRA_BITS, CsbMlpTrainer, CsbTrainSetup, learning_rate_exponent, quantize
-from codesign.loops.loss_codes import softmax_gradient_codes
+from codesign.loops.loss_codes import LabelTerms, label_terms, softmax_gradient_codes
 from codesign.pe.csb import golden
 from codesign.step.csb.lists import PE, CsbStepLists, CsbStepScales, step_arena, step_lists
 
@@ -106,8 +107,10 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         self.inputs_staged = 0  # list steps whose batch was written beside the step before
         self.beside_seconds: Dict[Tuple[int, int], float] = {}
         self._upd: dict = {}  # UPD's fields per rate exponent, at this structure's fractions (_upd_fields)
-        self._code_ranges: dict = {}  # per samples: the loss codes' word ranges, once written (_loss_codes)
+        self._prepared: Tuple[Any, Any] = (None, None)  # ((step, steps an epoch), its fields): _step_fields
+        self._loss_tiles: dict = {}  # per samples: the logits' AccTiles, the codes' word ranges once written
         self._code_views: dict = {}  # per samples: the device buffer and the loss codes' view of it (_code_view)
+        self._loss_fracs: dict = {}  # the loss codes' fraction bits (softmax_gradient_codes' keywords)
 
     # -- the state between host and arena
 
@@ -118,7 +121,9 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         for layer, (structure, words) in enumerate(zip(self._structure, self.buffers)):
             layout.write_state(layout.image, layer, structure, words, 0)
         self.layout, self.buffer_phase, self._built, self._stale, self._staged = layout, 0, {}, False, None
-        self._upd, self._code_ranges, self._code_views = {}, {}, {}
+        self._upd, self._prepared, self._loss_tiles, self._code_views = {}, (None, None), {}, {}
+        fb = self.frac_bits[-1]
+        self._loss_fracs = {"logit_frac": fb["weight"] + fb["activation"], "error_frac": fb["error"]}
         nnz = [int(structure.nnz) for structure in self._structure]
         self._kept_weights = (sum(nnz), sum(nnz[1:]))  # every layer's, and past the first (EB's)
         self.device = self.shell.arena(layout, key=("csb", self.setup.layers, self.setup.batch_size, next(_ARENAS)))
@@ -151,21 +156,37 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
             kept = self._upd[exponent] = upd_fields(self.frac_bits, exponent)
         return kept
 
+    def _step_fields(self, step: int) -> Tuple[Tuple[int, ...], Tuple[Tuple[int, bool], ...]]:
+        """:meth:`_upd_fields` at step ``step``'s learning rate: prepared beside the step before
+        (:meth:`_prepare_next`), else computed (a schedule's cosine and logarithm a step's start would wait on)."""
+        key = (step, self.steps_per_epoch)
+        if self._prepared[0] == key:
+            return self._prepared[1]
+        fields = self._upd_fields(learning_rate_exponent(self.learning_rate(step)))
+        self._prepared = (key, fields)
+        return fields
+
+    def _prepare_next(self) -> None:
+        try:
+            self._step_fields(self.step + 1)
+        except Exception:  # a rate the next step refuses (past the schedule's end): it computes it and says why
+            pass
+
     def train_step(self, x, y, *, next_x=None) -> float:
         """One SGD step (float64 on the host in the warm-up; call lists after); returns the loss. ``next_x``: the
         batch the next call takes, if known, whose codes the host writes while this step's last lists compute."""
         self.beside_seconds = {}
         if self.phase == "warmup":
             return super().train_step(x, y)
-        used, upd = self._upd_fields(learning_rate_exponent(self.learning_rate()))
+        used, upd = self._step_fields(self.step)
         fb, layout = self.frac_bits, self.layout
-        x, y, labels_at, lists = self._checked_forward(
+        x, y, labels, lists = self._checked_forward(
             x, y, key=(fb[0]["activation"], self.buffer_phase), check=self._checked_batch,
             lists_for=lambda n: self.lists(n, upd),
             write=lambda x: layout.write_codes(self.device, layout.inputs[self.buffer_phase],
                                                quantize(x, fb[0]["activation"])))
         n = x.shape[0]
-        chosen = self._loss_codes(n, y, labels_at)
+        chosen = self._loss_codes(n, y, labels)
         loss = self._run_backward(lists.backward_phases, chosen, next_x, first=len(lists.forward_phases))
         self.buffer_phase, self._stale = 1 - self.buffer_phase, True
         self.lr_exponents.extend(used)
@@ -177,40 +198,41 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         self.list_steps += 1
         return loss
 
-    def _checked_batch(self, x, y) -> Tuple[Any, Any, np.ndarray]:
-        """:func:`arena_batch`'s ``(x, y)`` and the labels' flat positions among the logits (the loss gradient's
-        one-hot): where the step before staged the batch, both are taken beside the forward's lists."""
+    def _checked_batch(self, x, y) -> Tuple[Any, Any, LabelTerms]:
+        """:func:`arena_batch`'s ``(x, y)`` and the labels as the loss codes take them (the gradient's one-hot):
+        where the step before staged the batch, both are made beside the forward's lists."""
         x, y = arena_batch(self, x, y)
-        return x, y, label_positions(y, x.shape[0], self.setup.layers[-1])
+        return x, y, label_terms(y, x.shape[0], self.setup.layers[-1], self._loss_fracs["error_frac"])
 
-    def _loss_codes(self, n: int, y, labels_at: np.ndarray) -> np.ndarray:
+    def _loss_codes(self, n: int, y, labels: LabelTerms) -> np.ndarray:
         """Between the forward and the backward: the logits' accumulators read, the loss gradient's codes written
         into the last layer's error tiles and flushed; the labels' probabilities. The first step of ``n`` samples
         on this arena writes them with :meth:`~codesign.step.csb.arena.CsbArena.write_codes`, which zeroes the
-        tiles' padding; later ones round them straight into a view of the tiles where there is one.
-        ``labels_at``: the labels' flat positions (:meth:`_checked_batch`)."""
-        layout, classes = self.layout, self.setup.layers[-1]
-        self.shell.invalidate(self.device, layout.acc_ranges(layout.z[-1], n, classes))
-        z = layout.read_accs(self.device, layout.z[-1], n, classes)
-        fb = self.frac_bits[-1]
-        fracs = {"logit_frac": fb["weight"] + fb["activation"], "error_frac": fb["error"], "labels_at": labels_at}
-        ranges = self._code_ranges.get(n)
-        view = None if ranges is None else self._code_view(n, classes)
+        tiles' padding; later ones round them straight into a view of the tiles where there is one. What the
+        tiles are is kept per samples: every IP waits on this host work. ``labels``: :meth:`_checked_batch`'s."""
+        kept = self._loss_tiles.get(n)
+        if kept is None:
+            kept = self._loss_tiles[n] = (self.layout.acc_tiles(self.layout.z[-1], n, self.setup.layers[-1]), None)
+        accs, ranges = kept
+        self.shell.invalidate(self.device, accs.ranges)
+        z = accs.read(self.device)
+        view = None if ranges is None else self._code_view(n)
         if view is None:
-            codes, chosen = softmax_gradient_codes(z, y, **fracs)
-            ranges = self._code_ranges[n] = layout.write_codes(self.device, layout.dy[-1], codes)
+            codes, chosen = softmax_gradient_codes(z, y, labels=labels, **self._loss_fracs)
+            ranges = self.layout.write_codes(self.device, self.layout.dy[-1], codes)
+            self._loss_tiles[n] = (accs, ranges)
         else:
-            chosen = softmax_gradient_codes(z, y, out=view, **fracs)[1]
+            chosen = softmax_gradient_codes(z, y, out=view, labels=labels, **self._loss_fracs)[1]
         self.shell.flush(self.device, ranges)
         return chosen
 
-    def _code_view(self, n: int, classes: int):
+    def _code_view(self, n: int):
         """The loss codes' view of the device buffer for ``n`` samples (None where there is none), kept while the
         shell keeps the buffer (a board's runs in place; the golden shell hands back a new array a phase)."""
         kept = self._code_views.get(n)
         if kept is None or kept[0] is not self.device:
-            kept = self._code_views[n] = (self.device, self.layout.code_view(self.device, self.layout.dy[-1], n,
-                                                                             classes))
+            view = self.layout.code_view(self.device, self.layout.dy[-1], n, self.setup.layers[-1])
+            kept = self._code_views[n] = (self.device, view)
         return kept[1]
 
     def _stage(self, next_x) -> None:

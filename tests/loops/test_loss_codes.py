@@ -4,9 +4,9 @@ its own array or rounded into a strided one (the arena's tiles)."""
 import numpy as np
 import pytest
 
-from codesign.loops.common import label_positions, softmax_gradient
+from codesign.loops.common import softmax_gradient
 from codesign.loops.csb import quantize_unit
-from codesign.loops.loss_codes import softmax_gradient_codes
+from codesign.loops.loss_codes import label_terms, softmax_gradient_codes
 from codesign.numerics.fixed_quant import to_values
 
 
@@ -24,7 +24,7 @@ def check(z, y, logit_frac, error_frac):
     n, classes = z.shape
     room = np.full((n, 2, classes), 0x5A, np.int8)  # codes into every other row of it, as into the arena's tiles
     into, again = softmax_gradient_codes(z, y, logit_frac=logit_frac, error_frac=error_frac, out=room[:, :1],
-                                         labels_at=label_positions(y, n, classes))  # as a list step gives them
+                                         labels=label_terms(y, n, classes, error_frac))  # as a list step gives them
     assert np.shares_memory(into, room) and np.array_equal(room[:, 0], expected) and (room[:, 1] == 0x5A).all()
     assert again.tobytes() == expected_chosen.tobytes()
     return codes
@@ -60,6 +60,18 @@ def test_ties_round_to_even_and_a_sure_class_saturates():
         z = np.tile(sure, (n, 1))
         for error_frac in range(12):
             check(z, np.zeros(n, int), 0, error_frac)
+
+
+def test_power_of_two_batches_far_from_the_codes_scale():
+    """The one-hot subtracted after the scaling (a power-of-two batch with its labels' terms) equals the loop where
+    the scaled values are subnormal, far below one code, or far past the codes' ends."""
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 64):
+        z = rng.integers(-(1 << 31), 1 << 31, (n, 10)).astype(np.int32)
+        y = rng.integers(0, 10, n)
+        for logit_frac in (0, 12, 31):
+            for error_frac in (-960, -950, -60, -1, 30, 950, 960):
+                check(z, y, logit_frac, error_frac)
 
 
 def test_extreme_accumulators_and_wide_fractions_fall_back_exactly():

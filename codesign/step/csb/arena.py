@@ -26,6 +26,7 @@ step. Units: offsets in bytes from the arena's start; ranges in 32-bit words.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -74,6 +75,21 @@ def _acc_ranges(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, chunks: int,
     """:meth:`CsbArena.acc_ranges`: a range per tile of the first ``chunks`` lane chunks, ``B`` rows (fewer in the
     last channel tile) of ``b`` words."""
     return tuple((line[k] // 4, min(B, channels - c * B) * b) for c, line in enumerate(tiles) for k in range(chunks))
+
+
+@dataclass(frozen=True)
+class AccTiles:
+    """Accumulator tiles as a host reads them every step (the logits, :meth:`CsbArena.acc_tiles`), kept by it so
+    that a read hashes no tile offsets: ``ranges``, the words to invalidate before reading (a range per tile: the
+    channels lie first, lanes inner); ``index``, their ``(channels, n)`` word indices (read-only)."""
+
+    ranges: Tuple[Tuple[int, int], ...]
+    index: np.ndarray
+
+    def read(self, arena: np.ndarray) -> np.ndarray:
+        """``(n, channels)`` accumulators, the PE's 32-bit words as int32, column-major (a channel's samples side by
+        side, as the tiles hold them; a softmax takes a row's maximum down the columns): one gather."""
+        return arena[self.index].view(np.int32).T
 
 
 @functools.lru_cache(maxsize=64)
@@ -279,18 +295,16 @@ class CsbArena:
         codes = arena.reshape(-1).view(np.int8)[key[0][0]:]
         return np.lib.stride_tricks.as_strided(codes, shape=grid[0], strides=grid[1], writeable=True)
 
-    def acc_ranges(self, tiles, n: int, channels: int) -> Tuple[Tuple[int, int], ...]:
-        """Word ranges of the first ``channels`` channels of accumulator ``tiles`` for ``n`` samples (a range per
-        tile: the channels lie first, lanes inner), kept per tiles and shape: the kept tuple itself, as a list
-        step asks for them every step."""
-        return _acc_ranges(_tiles_key(tiles), self.spec.batch, self.tile, self.chunks_of(n), channels)
+    def acc_tiles(self, tiles, n: int, channels: int) -> "AccTiles":
+        """The first ``channels`` channels of accumulator ``tiles`` for ``n`` samples: their word ranges and their
+        reading (:class:`AccTiles`), built once per tiles and shape."""
+        key, chunks = _tiles_key(tiles), self.chunks_of(n)
+        return AccTiles(ranges=_acc_ranges(key, self.spec.batch, self.tile, chunks, channels),
+                        index=_acc_gather(key, self.spec.batch, self.tile, chunks, n, channels))
 
     def read_accs(self, arena: np.ndarray, tiles, n: int, channels: int) -> np.ndarray:
-        """``(n, channels)`` accumulators of ``tiles``, the PE's 32-bit words as int32, column-major (a channel's
-        samples side by side, as the tiles hold them; a softmax takes a row's maximum down the columns): one gather
-        through indices kept per tiles and shape."""
-        index = _acc_gather(_tiles_key(tiles), self.spec.batch, self.tile, self.chunks_of(n), n, channels)
-        return arena[index].view(np.int32).T
+        """:meth:`acc_tiles`' :meth:`AccTiles.read` of ``arena``."""
+        return self.acc_tiles(tiles, n, channels).read(arena)
 
     # -- the encoded state
 
@@ -373,4 +387,4 @@ def build_arena(spec: CsbSpec, layers: Sequence[int], batch: int, structures: Se
                     blocks=blocks, records=records, record_slots=record_slots, image=layout.image())
 
 
-__all__ = ["BUFFER_EXTRA_BITS", "BlockSlots", "CsbArena", "build_arena", "words_of_bytes"]
+__all__ = ["AccTiles", "BUFFER_EXTRA_BITS", "BlockSlots", "CsbArena", "build_arena", "words_of_bytes"]

@@ -62,7 +62,9 @@ def test_codes_accumulators_and_state_round_trip():
             block[:part.shape[0], :part.shape[1]] = part
             image[offset // 4:offset // 4 + 12] = (block.reshape(-1) & 0xFFFF_FFFF).astype(np.uint32)
     np.testing.assert_array_equal(arena.read_accs(image, arena.z[1], 7, 5), accs)
-    assert sum(words for _, words in arena.acc_ranges(arena.z[1], 7, 5)) == (4 + 1) * 3 * 3
+    tiles = arena.acc_tiles(arena.z[1], 7, 5)
+    np.testing.assert_array_equal(tiles.read(image), accs)
+    assert sum(words for _, words in tiles.ranges) == (4 + 1) * 3 * 3
     buffer = rng.integers(-(1 << 23), 1 << 23, csbs[1].nnz)
     arena.write_state(image, 1, csbs[1], buffer, 1)
     np.testing.assert_array_equal(arena.read_buffer(image, 1, 1), buffer)
