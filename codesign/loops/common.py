@@ -329,8 +329,9 @@ class StateOnDevice:
 
     def _run_backward(self, phases, chosen: np.ndarray, next_x, first: int) -> float:
         """The step's backward ``phases`` (:meth:`_run_phases`); beside the last, the step's loss taken from the
-        labels' probabilities ``chosen`` (:func:`softmax_gradient`'s) and, where the caller gave the next batch
-        ``next_x``, that batch staged (the trainer's ``_stage``). Returns the loss."""
+        labels' probabilities ``chosen`` (:func:`softmax_gradient`'s), where the caller gave the next batch
+        ``next_x`` that batch staged (the trainer's ``_stage``), and the next step's start prepared
+        (:meth:`_prepare_next`). Returns the loss."""
         taken: Dict[str, float] = {}
 
         def beside() -> None:

@@ -15,9 +15,9 @@ over the batch, as each pass of NumPy costs a board's ARM about as much as its a
 * the clip to the code range is skipped where the values cannot leave it: ``|p - [label]| <= 1``, so every value
   lies within ``+-2^error_frac / n``;
 * for a power-of-two batch the labels' one-hot, scaled alike, is subtracted after the scaling as a dense array
-  made beside the forward (:class:`LabelTerms`): ``(p - 1) * 2^k`` rounds as ``p * 2^k - 2^k`` does, and a
-  scattered update of the labels' entries costs more than a pass; the constants are kept per batch size and
-  fractions.
+  made beside the forward (:class:`LabelTerms`): ``p * 2^k - 2^k`` rounds as ``(p - 1) * 2^k`` wherever the
+  result is normal, and to the same code where it is not, and a scattered update of the labels' entries costs
+  more than a pass; the constants are kept per batch size and fractions.
 
 Units: ``logit_frac`` and ``error_frac`` are fraction bits; codes are signed 8-bit integers.
 """
@@ -57,34 +57,43 @@ def _scales(dtype: np.dtype, n: int, logit_frac: int, error_frac: int) -> Option
     if dtype.kind not in "iu" or dtype.itemsize > 4 or max(abs(logit_frac), abs(error_frac)) > _EXACT_FRAC or n == 0:
         return None
     bound = math.ldexp(1.0, error_frac) / n  # |every value| <= bound
-    power_of_two = not n & (n - 1)
-    codes = math.ldexp(1.0, error_frac - (n.bit_length() - 1)) if power_of_two else math.ldexp(1.0, error_frac)
-    return _Scales(math.ldexp(1.0, -logit_frac), not power_of_two, codes, bound > _TOP, bound > _TOP + 1)
+    per_sample = _per_sample(n, error_frac)
+    codes = math.ldexp(1.0, error_frac) if per_sample is None else per_sample
+    return _Scales(math.ldexp(1.0, -logit_frac), per_sample is None, codes, bound > _TOP, bound > _TOP + 1)
 
 
-@dataclass(frozen=True)
+def _per_sample(n: int, error_frac: int) -> Optional[float]:
+    """``2^error_frac / n`` for a power-of-two batch (a power of two itself, so a product by it is exact); None
+    for another batch size."""
+    return None if n & (n - 1) else math.ldexp(1.0, error_frac - (n.bit_length() - 1))
+
+
+@dataclass(frozen=True, eq=False)
 class LabelTerms:
     """A batch's labels as the codes take them, made where the batch is checked (a list step: beside its
     forward, :func:`label_terms`): ``at``, their flat positions among the ``(n, classes)`` logits
     (:func:`~codesign.loops.common.label_positions`); ``scaled``, for a power-of-two batch, the one-hot times
     ``2^error_frac / n`` (float64, ``n * classes``), which the codes subtract after their scaling: a dense
-    subtraction where the label entries would be gathered, lowered and scattered back (exact: the product by a
-    power of two is, and where a value is subnormal it rounds to 0 either way). ``error_frac``: the fraction
-    bits ``scaled`` is for."""
+    subtraction where the label entries would be gathered, lowered and scattered back. It rounds as the loop's
+    ``(p - 1) * 2^k`` wherever the result is normal (a product by a power of two is exact), and where it is not
+    the value rounds to the same code. ``error_frac``: the fraction bits ``scaled`` is for; ``shape``: the
+    logits' ``(n, classes)`` both are for."""
 
     at: np.ndarray
     scaled: Optional[np.ndarray]
     error_frac: int
+    shape: Tuple[int, int]
 
 
 def label_terms(y, n: int, classes: int, error_frac: int) -> LabelTerms:
     """:class:`LabelTerms` of labels ``y`` (each within ``classes``, else an error) for ``n`` samples."""
     at = label_positions(y, n, classes)
+    per_sample = _per_sample(n, error_frac) if n and abs(error_frac) <= _EXACT_FRAC else None
     scaled = None
-    if n and not n & (n - 1) and abs(error_frac) <= _EXACT_FRAC:
+    if per_sample is not None:
         scaled = np.zeros(n * classes)
-        scaled[at] = math.ldexp(1.0, error_frac - (n.bit_length() - 1))
-    return LabelTerms(at=at, scaled=scaled, error_frac=error_frac)
+        scaled[at] = per_sample
+    return LabelTerms(at=at, scaled=scaled, error_frac=error_frac, shape=(n, classes))
 
 
 def softmax_gradient_codes(z: np.ndarray, y: np.ndarray, *, logit_frac: int, error_frac: int,
@@ -102,8 +111,8 @@ def softmax_gradient_codes(z: np.ndarray, y: np.ndarray, *, logit_frac: int, err
     n, classes = z.shape
     if out is not None and (out.dtype != np.int8 or out.size != n * classes):
         raise ValueError(f"codes of {n} x {classes} into an array of {out.size} {out.dtype}")
-    if labels is not None and labels.at.shape != (n,):
-        raise ValueError(f"{labels.at.shape} label positions for {n} samples")
+    if labels is not None and labels.shape != z.shape:
+        raise ValueError(f"labels' terms made for {labels.shape[0]} x {labels.shape[1]} logits, given {n} x {classes}")
     scales = _scales(z.dtype, n, logit_frac, error_frac)
     if scales is None:
         grad, chosen = softmax_gradient(to_values(z, logit_frac), y)
@@ -120,7 +129,7 @@ def softmax_gradient_codes(z: np.ndarray, y: np.ndarray, *, logit_frac: int, err
     picked = label_positions(y, n, classes) if labels is None else labels.at
     chosen = flat[picked]
     one_hot = None if labels is None or labels.error_frac != error_frac else labels.scaled
-    if one_hot is None or one_hot.size != flat.size or scales.divide_first:
+    if one_hot is None or scales.divide_first:
         flat[picked] = chosen - 1.0
         if scales.divide_first:
             probs /= n

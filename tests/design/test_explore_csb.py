@@ -53,8 +53,13 @@ def data():
 
 
 @pytest.fixture(scope="module")
-def masks(design, data):
-    return compressed_masks(csb_setup_of(design, **QUICK), data, max_steps=4).masks
+def pruned(design, data):
+    return compressed_masks(csb_setup_of(design, **QUICK), data, max_steps=4)
+
+
+@pytest.fixture(scope="module")
+def masks(pruned):
+    return pruned.masks
 
 
 @pytest.fixture(scope="module")
@@ -216,6 +221,18 @@ def test_the_family_prices_the_list_step_the_board_runs(design, masks):
     for index in range(space.index.shape[0]):
         assert beside.step(space.chosen_options(index), design.board, 100.0).total_s == pytest.approx(
             family.step(space.chosen_options(index), design.board, 100.0).total_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("copies, lists", [(1, 2), (4, 12)])
+def test_the_host_of_a_list_step_is_measured_on_the_designs_copies(pruned, copies, lists):
+    """The explorer measures the host on as many IPs as the design has (the shipped MLP's four: three phases of
+    four lists each), as their step starts more lists over more phases; within the traffic goals either way."""
+    from codesign.design.families.csb import measure_csb_list_host
+
+    measured = measure_csb_list_host(pruned, repeats=1, copies=copies)
+    batch_bytes = 4 * pruned.setup.batch_size * pruned.setup.layers[0]
+    assert measured["lists"] == lists and 0 < measured["seconds"]
+    assert 0 < measured["flushed_bytes"] <= 2 * batch_bytes + (64 << 10) and 0 < measured["read_bytes"] <= 64 << 10
 
 
 def test_the_host_measured_here_splits_into_work_between_the_phases_and_beside_them():

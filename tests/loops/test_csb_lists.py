@@ -134,12 +134,12 @@ def test_loss_codes_rounded_into_the_tiles_equal_the_loop(classes, copies, in_pl
     for line in layout.dy[-1]:
         for offset in line:
             device[offset // 4:offset // 4 + layout.code_words] = 0x5A5A_5A5A
-    for n in (18, 9, 18, 7, 18, 9, 1, 18):
+    for n in (18, 9, 18, 7, 18, 9, 1, 16, 18, 16):  # 16: the labels' one-hot subtracted after the scaling
         x, y = rng.random((n, 64)) * 4, rng.integers(0, classes, n)
         assert golden.train_step(x, y) == lists.train_step(x, y)
     assert (lists.device is device) == in_place  # a board's buffer, kept with its view
-    assert {n for n, (_, ranges) in lists._loss_tiles.items() if ranges} == {18, 9, 7, 1}  # each written once
-    assert {n: view is not None for n, (_, view) in lists._code_views.items()} == {18: True, 9: True}
+    assert {n for n, (_, ranges) in lists._loss_tiles.items() if ranges} == {18, 9, 7, 1, 16}  # each written once
+    assert {n: view is not None for n, (_, view) in lists._code_views.items()} == {18: True, 9: True, 16: False}
     assert_same_state(golden, lists)
 
 

@@ -27,6 +27,9 @@ def check(z, y, logit_frac, error_frac):
                                          labels=label_terms(y, n, classes, error_frac))  # as a list step gives them
     assert np.shares_memory(into, room) and np.array_equal(room[:, 0], expected) and (room[:, 1] == 0x5A).all()
     assert again.tobytes() == expected_chosen.tobytes()
+    own, chosen = softmax_gradient_codes(z, y, logit_frac=logit_frac, error_frac=error_frac,
+                                         labels=label_terms(y, n, classes, error_frac))
+    assert np.array_equal(own, expected) and chosen.tobytes() == expected_chosen.tobytes()
     return codes
 
 
@@ -62,9 +65,15 @@ def test_ties_round_to_even_and_a_sure_class_saturates():
             check(z, np.zeros(n, int), 0, error_frac)
 
 
-def test_power_of_two_batches_far_from_the_codes_scale():
+def test_power_of_two_batches_far_from_the_codes_scale(monkeypatch):
     """The one-hot subtracted after the scaling (a power-of-two batch with its labels' terms) equals the loop where
-    the scaled values are subnormal, far below one code, or far past the codes' ends."""
+    the scaled values are subnormal, far below one code, or far past the codes' ends; none of these falls back to
+    the loop's composition."""
+    import codesign.loops.loss_codes as loss_codes
+
+    def no_fallback(*args):
+        raise AssertionError("fell back to the composition")
+    monkeypatch.setattr(loss_codes, "softmax_gradient", no_fallback)
     rng = np.random.default_rng(7)
     for n in (1, 2, 64):
         z = rng.integers(-(1 << 31), 1 << 31, (n, 10)).astype(np.int32)
@@ -86,6 +95,9 @@ def test_extreme_accumulators_and_wide_fractions_fall_back_exactly():
 
 def test_bad_labels_and_no_samples_are_refused():
     z = np.zeros((2, 3), np.int32)
+    for terms in (label_terms([0, 1, 2], 3, 3, 4), label_terms([0, 1], 2, 4, 4), label_terms([0], 1, 6, 4)):
+        with pytest.raises(ValueError, match="labels' terms made for"):
+            softmax_gradient_codes(z, np.array([0, 1]), logit_frac=0, error_frac=4, labels=terms)
     for y in (np.array([0, 3]), np.array([-1, 0]), np.array([0])):
         with pytest.raises(ValueError):
             softmax_gradient_codes(z, y, logit_frac=0, error_frac=4)

@@ -112,13 +112,15 @@ def csb_model(spec, layers: Sequence[CsbLayer | np.ndarray], batch: int, *, host
                        knobs={"csb": {**CSB_KNOBS, **CSB_TILE_KNOBS, **strides}} if conv else {})
 
 
-def measure_csb_list_host(trainer, *, repeats: int = HOST_REPEATS, seed: int = 0) -> dict[str, float]:
+def measure_csb_list_host(trainer, *, repeats: int = HOST_REPEATS, seed: int = 0, copies: int = 1
+                          ) -> dict[str, float]:
     """The host's seconds per list step of a golden loop past its pruning (:func:`compressed_masks`) on this
-    machine: a :class:`CsbListTrainer` from its state, stepped on random data, less the golden shell's seconds
-    (what the IP computes instead), the least of ``repeats`` steps after the one that builds the lists; and the
-    bytes flushed and read and the lists started in that step."""
+    machine, its lists shared among ``copies`` IPs (a step of more phases on more IPs): a :class:`CsbListTrainer`
+    from its state, stepped on random data, less the golden shell's seconds (what the IPs compute instead), the
+    least of ``repeats`` steps after the one that builds the lists; and the bytes flushed and read and the lists
+    started in that step."""
     setup = trainer.setup
-    shell = GoldenListShell({KEY: setup.spec})
+    shell = GoldenListShell({KEY: setup.spec}, units={KEY: copies})
     lists = CsbListTrainer(setup, shell)
     lists.load_weights(trainer.read_weights())
     rng = np.random.default_rng(seed)
@@ -197,7 +199,8 @@ def csb_explorer(design, *, progress: Callable[[str], None] = print, host: HostM
     setup = csb_setup_of(design)
     progress("pruning as the CSB loop does (its warm-up epochs and kernel search) for the kept weights")
     trainer = compressed_masks(setup, load_dataset(design.training))
-    host = list_step_host(host, lambda: measure_csb_list_host(trainer), progress)
+    host = list_step_host(host, lambda: measure_csb_list_host(trainer, copies=shared_build(design, KEY)[1]),
+                          progress)
     return csb_list_model(spec, setup.layers, setup.batch_size, trainer.masks, host=host)
 
 

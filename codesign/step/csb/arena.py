@@ -72,12 +72,12 @@ def _acc_gather(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, chunks: int,
 @functools.lru_cache(maxsize=64)
 def _acc_ranges(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, chunks: int,
                 channels: int) -> Tuple[Tuple[int, int], ...]:
-    """:meth:`CsbArena.acc_ranges`: a range per tile of the first ``chunks`` lane chunks, ``B`` rows (fewer in the
+    """:class:`AccTiles`' ``ranges``: a range per tile of the first ``chunks`` lane chunks, ``B`` rows (fewer in the
     last channel tile) of ``b`` words."""
     return tuple((line[k] // 4, min(B, channels - c * B) * b) for c, line in enumerate(tiles) for k in range(chunks))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AccTiles:
     """Accumulator tiles as a host reads them every step (the logits, :meth:`CsbArena.acc_tiles`), kept by it so
     that a read hashes no tile offsets: ``ranges``, the words to invalidate before reading (a range per tile: the
@@ -295,16 +295,12 @@ class CsbArena:
         codes = arena.reshape(-1).view(np.int8)[key[0][0]:]
         return np.lib.stride_tricks.as_strided(codes, shape=grid[0], strides=grid[1], writeable=True)
 
-    def acc_tiles(self, tiles, n: int, channels: int) -> "AccTiles":
+    def acc_tiles(self, tiles, n: int, channels: int) -> AccTiles:
         """The first ``channels`` channels of accumulator ``tiles`` for ``n`` samples: their word ranges and their
-        reading (:class:`AccTiles`), built once per tiles and shape."""
+        reading (:class:`AccTiles`; its parts kept per tiles and shape, the host keeps the whole)."""
         key, chunks = _tiles_key(tiles), self.chunks_of(n)
         return AccTiles(ranges=_acc_ranges(key, self.spec.batch, self.tile, chunks, channels),
                         index=_acc_gather(key, self.spec.batch, self.tile, chunks, n, channels))
-
-    def read_accs(self, arena: np.ndarray, tiles, n: int, channels: int) -> np.ndarray:
-        """:meth:`acc_tiles`' :meth:`AccTiles.read` of ``arena``."""
-        return self.acc_tiles(tiles, n, channels).read(arena)
 
     # -- the encoded state
 

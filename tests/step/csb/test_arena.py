@@ -61,7 +61,6 @@ def test_codes_accumulators_and_state_round_trip():
             part = accs[3 * k:3 * k + 3, 4 * c:4 * c + 4].T
             block[:part.shape[0], :part.shape[1]] = part
             image[offset // 4:offset // 4 + 12] = (block.reshape(-1) & 0xFFFF_FFFF).astype(np.uint32)
-    np.testing.assert_array_equal(arena.read_accs(image, arena.z[1], 7, 5), accs)
     tiles = arena.acc_tiles(arena.z[1], 7, 5)
     np.testing.assert_array_equal(tiles.read(image), accs)
     assert sum(words for _, words in tiles.ranges) == (4 + 1) * 3 * 3
