@@ -491,7 +491,8 @@ def test_the_input_and_output_gradient_written_slot_by_slot_equal_packing_them(n
     16-bit slots: word for word what pack_rows makes of each layout, the padding lanes and a chunk's unused slots
     zeroed over whatever the arena held, no other word touched; narrow codes (int8) and 16-bit extremes alike.
     PE1 takes some samples of the first forward where that is sooner (rank1_b17 at 32 bits, on one copy of each
-    PE or two): their input transposed too (``x_t``). The input twice: as the forward reads it, and the first core's gradient (``x_cg``)."""
+    PE or two): their input transposed too (``x_t``). The input twice: as the forward reads it, and the first
+    core's gradient (``x_cg``)."""
     lists, _ = lists_to_write(name, stream, copies)
     in_modes, out_modes, _, size = SHAPES[name]
     rng = np.random.default_rng(4)
@@ -505,7 +506,8 @@ def test_the_input_and_output_gradient_written_slot_by_slot_equal_packing_them(n
         stream)
     shared = "x transposed" in lists.inputs
     assert len(ranges) == 4 + shared  # x, its copy for the core gradient, gy, gy transposed (and x transposed)
-    assert shared >= ((name, stream) == ("rank1_b17", 32))
+    single = (name, stream) == ("rank1_b17", 32)  # the one case PE1 takes a share on one copy of each PE
+    assert shared >= single and shared <= (single or copies == (2, 2))
     assert sorted(lists.write(arena, **given)) == sorted(ranges)
     assert np.array_equal(arena, expected)
 
