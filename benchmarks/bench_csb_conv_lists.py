@@ -17,7 +17,9 @@ dense head; batch 64), its loop trained through its float warm-up and pruning se
   cross-entropy, plain SGD at the same rate), one thread, the least of ``--steps``;
 - the dense-equivalent operations per DSP slice and cycle over the PE's time (the resource model's DSP, times the
   copies), against paper 002's 3.13, and the share of the board's DSP slices the copies take (the explorer
-  keeps a point under 80 % of every resource).
+  keeps a point under 80 % of every resource);
+- the same for the example's build packed (two products a DSP slice, docs/csb.md: half the multipliers, WG's
+  steps in two cycles), where its lane count is even.
 
 Prints a row per board and copy count (and per copy count the step's cycles by
 kind) and writes ``csb_conv_lists.json``. A run takes a few minutes (two
@@ -29,6 +31,7 @@ Run: .venv/bin/python benchmarks/bench_csb_conv_lists.py [--steps 5] [--copies 1
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -81,26 +84,30 @@ def main() -> int:
     f32(x, y)  # the first step, untimed
     torch_s = least_seconds(f32, (x, y), args.steps)
     rows = []
-    for copies in args.copies:
-        priced = conv_step_list_cycles(spec, setup.image, setup.convs, setup.classes, n,
-                                       conv_structures(spec, lists.masks), ddr=BOARD_DDR, copies=copies)
+    builds = (spec, replace(spec, packed=True)) if spec.batch % 2 == 0 else (spec,)
+    for copies, build in ((copies, build) for copies in args.copies for build in builds):
+        priced = conv_step_list_cycles(build, setup.image, setup.convs, setup.classes, n,
+                                       conv_structures(build, lists.masks), ddr=BOARD_DDR, copies=copies)
         kinds = cycles_by_kind(priced)
-        print(f"{copies} csb IP(s): {cycles_text(kinds)}", flush=True)
+        packed = " packed" if build.packed else ""
+        print(f"{copies} csb IP(s){packed}: {cycles_text(kinds)}", flush=True)
         for name in BOARDS:
             chosen = board(name)
-            step = conv_list_step(spec, setup.image, setup.convs, setup.classes, n, lists.masks, chosen,
+            step = conv_list_step(build, setup.image, setup.convs, setup.classes, n, lists.masks, chosen,
                                   clock_mhz=design.clock_mhz, host_s=host["seconds"], host_source="this desktop",
                                   copies=copies, priced=priced)
-            dsp = copies * pe_resources("csb", spec, chosen.yosys_family)["dsp"]
-            rows.append({"board": name, "copies": copies, **step.to_dict(), "host_share": step.host_s / step.total_s,
+            dsp = copies * pe_resources("csb", build, chosen.yosys_family)["dsp"]
+            rows.append({"board": name, "copies": copies, "packed": build.packed, **step.to_dict(),
+                         "host_share": step.host_s / step.total_s,
                          "dsp_model": dsp, "dsp_share": dsp / chosen.resources["dsp"],
                          "cycles_by_kind": kinds,
                          "equivalent_ops_per_dsp_cycle": step.throughput(dsp)["equivalent_ops_per_dsp_cycle"],
                          "ratio_board_to_torch_f32": step.total_s / torch_s,
                          "ratio_board_to_golden": step.total_s / golden_s})
-            print(f"{name}, {copies} csb IP(s): step {1e3 * step.total_s:.2f} ms (PE {1e3 * step.pe_s:.2f}, memory "
-                  f"{1e3 * step.memory_s:.2f}, host here {1e3 * step.host_s:.2f} = {100 * rows[-1]['host_share']:.1f} "
-                  f"%); {step.calls} calls; golden {1e3 * golden_s:.2f} ms; float32 PyTorch {1e3 * torch_s:.2f} ms; "
+            print(f"{name}, {copies} csb IP(s){packed}: step {1e3 * step.total_s:.2f} ms (PE {1e3 * step.pe_s:.2f}, "
+                  f"memory {1e3 * step.memory_s:.2f}, host here {1e3 * step.host_s:.2f} = "
+                  f"{100 * rows[-1]['host_share']:.1f} %); {step.calls} calls; golden {1e3 * golden_s:.2f} ms; "
+                  f"float32 PyTorch {1e3 * torch_s:.2f} ms; "
                   f"board / float32 {rows[-1]['ratio_board_to_torch_f32']:.1f}; "
                   f"{rows[-1]['equivalent_ops_per_dsp_cycle']:.2f} dense-equivalent ops per DSP and cycle on {dsp:g} "
                   f"DSP ({100 * rows[-1]['dsp_share']:.0f} % of the board's; paper 002: "

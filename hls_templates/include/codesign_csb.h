@@ -6,7 +6,7 @@
 // storage), WG (result-sparse weight gradient) and UPD (24-bit buffer update).
 // It implements docs/csb.md bit for bit, as a template over the PE parameters
 // (codesign::csb::pe<BLOCK_ROWS, BLOCK_COLS, K, OUT_H, OUT_W, BATCH, PARALLEL,
-// ACC_BITS, MAX_STRIDE>). A generated top is a thin wrapper:
+// ACC_BITS, MAX_STRIDE, PACKED>). A generated top is a thin wrapper:
 //
 //   void csb_kernel(hls::stream<ap_uint<32> > &in, hls::stream<ap_uint<32> > &out) {
 //     codesign::csb::pe<...>::process(in, out);   // one transaction per call
@@ -38,6 +38,8 @@
 //     add a BATCH-lane dot product (exact, < 2^19) into a register partial;
 //     the P partials are merged into G[e][t] at the last group step of the
 //     tap (a chain of P saturating adders, latency only).
+//   * PACKED: FP and EB take two lanes' products from one 25 x 8 multiplication
+//     (pair_products: one DSP slice), WG a step in II=2 on those BATCH/2 slices.
 //   * UPD: one gradient word per cycle, updated as it arrives (II=1).
 //   * output: one word per cycle, status first.
 //
@@ -123,6 +125,18 @@ inline ap_uint<WORD_BITS> sign_extend(ap_int<BITS> value) {
   return word;
 }
 
+// Two codes' products with one shared code w from one 25 x 8 multiplication (a DSP slice; docs/csb.md, "Two
+// products a DSP slice"): p = (hi * 2^16 + lo) * w. lo * w is p's low 16 bits (|lo * w| <= 2^14), hi * w its
+// high part plus the borrow a negative low product took from it.
+inline void pair_products(ap_int<CODE_BITS> w, ap_int<CODE_BITS> lo, ap_int<CODE_BITS> hi,
+                          ap_int<PRODUCT_BITS> &lo_w, ap_int<PRODUCT_BITS> &hi_w) {
+#pragma HLS INLINE
+  const ap_int<25> pair = (ap_int<25>(hi) << 16) + ap_int<25>(lo);
+  const ap_int<33> p = pair * w;
+  lo_w.range(PRODUCT_BITS - 1, 0) = p.range(15, 0);
+  hi_w = ap_int<PRODUCT_BITS>(p.range(31, 16)) + ap_int<PRODUCT_BITS>(p[15]);
+}
+
 // UPD on one buffer word: sat24(rne((b * 2^s - g) / 2^s)), computed exactly.
 // |b * 2^s| < 2^54 and |g| <= 2^31, so the numerator fits 57 bits.
 inline ap_int<BUFFER_BITS> update_word(ap_int<BUFFER_BITS> b, ap_int<WORD_BITS> g, ap_uint<5> shift) {
@@ -147,7 +161,7 @@ inline ap_int<WORD_BITS> shift_left_saturate(ap_int<WORD_BITS> g, ap_uint<5> shi
 }
 
 template <int BLOCK_ROWS, int BLOCK_COLS, int K, int OUT_H, int OUT_W, int BATCH, int PARALLEL, int ACC_BITS,
-          int MAX_STRIDE = 1>
+          int MAX_STRIDE = 1, int PACKED = 0>
 struct pe {
   static_assert(BLOCK_ROWS >= 1 && BLOCK_ROWS <= 16, "block_rows must be 1..16 (4-bit index field)");
   static_assert(BLOCK_COLS >= 1 && BLOCK_COLS <= 16, "block_cols must be 1..16 (4-bit index field)");
@@ -157,6 +171,9 @@ struct pe {
   static_assert(PARALLEL >= 1 && PARALLEL <= 8, "parallel groups must be 1..8");
   static_assert(ACC_BITS >= 16 && ACC_BITS <= 32, "acc_bits must be 16..32");
   static_assert(MAX_STRIDE == 1 || MAX_STRIDE == 2, "max_stride must be 1 or 2");
+  static_assert(PACKED == 0 || (PACKED == 1 && BATCH % 2 == 0), "packed needs an even number of lanes");
+  static const int LANE_STEP = PACKED ? 2 : 1;  // lanes one multiplier serves in FP and EB
+  static const int WG_II = PACKED ? 2 : 1;      // cycles a WG step takes on BATCH / LANE_STEP multipliers
 
   static const int KK = K * K;
   static const int OUT_POS = OUT_H * OUT_W;
@@ -362,11 +379,14 @@ struct pe {
           const int ipos = in_position(s2, k, opos, ky, kx);  // opos shifted by the tap
           const int spos = transposed ? opos : ipos;
           const int dpos = transposed ? ipos : opos;
-          for (int l = 0; l < BATCH; ++l) {
+          for (int l = 0; l < BATCH; l += LANE_STEP) {
 #pragma HLS UNROLL
+            const int l1 = PACKED ? l + 1 : l;  // the pair's second lane
             const code_t src = transposed ? dybuf[sch][spos][l] : xbuf[sch][spos][l];
-            const ap_int<PRODUCT_BITS> product = w * src;
+            ap_int<PRODUCT_BITS> product = w * src, next = 0;
+            if (PACKED) pair_products(w, src, transposed ? dybuf[sch][spos][l1] : xbuf[sch][spos][l1], product, next);
             accbuf[dch][dpos][l] = sat_add<ACC_BITS, PRODUCT_BITS>(accbuf[dch][dpos][l], product);
+            if (PACKED) accbuf[dch][dpos][l1] = sat_add<ACC_BITS, PRODUCT_BITS>(accbuf[dch][dpos][l1], next);
           }
         }
       }
@@ -385,7 +405,7 @@ struct pe {
     int e = 0, t = 0, ky = 0, kx = 0, g = 0;
   wg_steps:
     for (int step = 0; step < steps; ++step) {
-#pragma HLS PIPELINE II = 1
+#pragma HLS PIPELINE II = WG_II
 #pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK * POS_GROUPS
       const index_t entry = index[e];
       const int y = entry.range(7, 4).to_int();

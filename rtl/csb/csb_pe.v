@@ -40,8 +40,9 @@
 // kernel-1 tile's dimensions and section lengths, a CARRY only onto sums held under K1 (held_k1).
 // Cycles of one transaction from its first input handshake to its last output handshake, without stalls
 // (codesign.pe.csb.cycles): n_in + zero + compute + n_out + 1, an element-wise op with elements n_in + 2;
-// compute = nnz*k*k*ceil(OUT_H*OUT_W/PARALLEL) for FP, EB and WG (either stride; k = 1 under K1), 0 for UPD, the
-// element-wise ops and refused transactions; zero the cycles of a ZERO transaction's virtual section.
+// compute = nnz*k*k*ceil(OUT_H*OUT_W/PARALLEL) for FP, EB and WG (either stride; k = 1 under K1; twice that for WG
+// on a PACKED build), 0 for UPD, the element-wise ops and refused transactions; zero the cycles of a ZERO
+// transaction's virtual section.
 // rst is synchronous and active high; it drops a transaction in flight. Address and counter arithmetic is
 // written at AW bits (or integer width) and relies on Verilog's sizing rules to extend and truncate; Verilator's
 // width warnings are switched off for that reason.
@@ -58,7 +59,8 @@ module csb_pe #(
     parameter BATCH      = 1,          // MAC lanes b, 1..16
     parameter PARALLEL   = 1,          // MAC groups P, 1..8
     parameter ACC_BITS   = 32,         // accumulator width (bits), 16..32
-    parameter MAX_STRIDE = 1           // 2: FP, EB and WG also run at stride 2 (header S2)
+    parameter MAX_STRIDE = 1,          // 2: FP, EB and WG also run at stride 2 (header S2)
+    parameter PACKED     = 0           // 1: two lanes' products a multiplier (csb_group_packed), WG two cycles a step
 ) (
     input  wire        clk,
     input  wire        rst,
@@ -138,7 +140,8 @@ module csb_pe #(
     generate
         if (BLOCK_ROWS < 1 || BLOCK_ROWS > 16 || BLOCK_COLS < 1 || BLOCK_COLS > 16 || K < 1 || K > 7 ||
             OUT_H < 1 || OUT_W < 1 || BATCH < 1 || BATCH > 16 || PARALLEL < 1 || PARALLEL > 8 ||
-            ACC_BITS < 16 || ACC_BITS > 32 || MAX_STRIDE < 1 || MAX_STRIDE > 2) begin : g_bad
+            ACC_BITS < 16 || ACC_BITS > 32 || MAX_STRIDE < 1 || MAX_STRIDE > 2 || PACKED < 0 || PACKED > 1 ||
+            (PACKED && BATCH % 2 != 0)) begin : g_bad
             csb_pe_unsupported_parameters u_bad ();
         end
     endgenerate
@@ -179,6 +182,7 @@ module csb_pe #(
     wire is_fp = (op == OP_FP) && !ew;
     wire is_eb = (op == OP_EB) && !ew;
     wire is_wg = (op == OP_WG) && !ew;
+    wire wg_two = PACKED && is_wg;     // a packed WG step takes two cycles, half the lanes each
     wire is_sel = ew && (op == EW_SELECT);
     // the transaction's input tile and EB grid: stride 1, or 2 with S2; of the K x K kernel, or 1 x 1 with K1
     wire [PW-1:0] in_h_t  = k1 ? (s2 ? L_IN_H2_1 : L_OUT_H) : (s2 ? L_IN_H2 : L_IN_H);
@@ -320,6 +324,9 @@ module csb_pe #(
     reg [PARALLEL-1:0] b_valid;        // MAC groups whose position lies in the tile
     reg [AW-1:0]       b_wt_at;
     reg                b_last_chunk;
+    reg                run_half;       // a packed WG step's second cycle (stage A)
+    reg                b_half;         // ... in stage B
+    wire               b_wg_done = b_run && is_wg && (!PACKED || b_half);   // a WG step's sums are whole
 
     // ---- RAMs -------------------------------------------------------------------------------
     wire [31:0]   w8_q;
@@ -353,7 +360,7 @@ module csb_pe #(
     csb_ew #(.ACC_BITS(ACC_BITS), .WB_W(WB_W)) u_ew (.op(op), .shift(shift), .word(in_data), .v(sel_v),
                                                     .result(ew_word));
     wire signed [WB_W-1:0] g_final;
-    wire wg_write = b_run && is_wg && b_last_chunk;
+    wire wg_write = b_wg_done && b_last_chunk;
     wire [WB_W-1:0] wa_wdata = wg_write ? g_final
                              : ((state == S_GW || (state == S_BW && ew)) ? acc_word_x   // G; SELECT's v
                              : ((state == S_BW) ? buf_word_x : upd_new_x));
@@ -374,6 +381,8 @@ module csb_pe #(
     // FP and WG take position group k; EB takes group (k - tap_shift) mod P, whose target
     // (position shifted by the tap) lies in bank k.
     reg  [ACC_BITS*PARALLEL-1:0] part;         // WG partial per group
+    reg  [20*PARALLEL-1:0]       held_sum;     // a packed WG step's first lane sum per group
+    wire [20*PARALLEL-1:0]       g_lane_sum;
     wire [PARALLEL-1:0]          a_valid;      // stage A: the MAC group's position lies in the tile
     wire [ACC_BITS*PARALLEL-1:0] g_part_next;  // partial after this step
     wire [PW*PARALLEL-1:0]       pg_row, pg_col;
@@ -448,11 +457,21 @@ module csb_pe #(
             end
 
             wire [ACC_BITS-1:0] part_out;
-            csb_group #(.BATCH(BATCH), .ACC_BITS(ACC_BITS)) u_grp (
-                .a(opa), .b(opb), .acc_in(r_q[ACC_BITS*BATCH*g +: ACC_BITS*BATCH]),
-                .part_in(part[ACC_BITS*g +: ACC_BITS]),
-                .acc_out(g_acc_out[ACC_BITS*BATCH*g +: ACC_BITS*BATCH]), .part_out(part_out)
-            );
+            if (PACKED) begin : g_pk
+                csb_group_packed #(.BATCH(BATCH), .ACC_BITS(ACC_BITS)) u_grp (
+                    .a(opa), .b(opb), .wg(is_wg), .half(b_half), .held(held_sum[20*g +: 20]),
+                    .acc_in(r_q[ACC_BITS*BATCH*g +: ACC_BITS*BATCH]), .part_in(part[ACC_BITS*g +: ACC_BITS]),
+                    .acc_out(g_acc_out[ACC_BITS*BATCH*g +: ACC_BITS*BATCH]), .part_out(part_out),
+                    .lane_sum(g_lane_sum[20*g +: 20])
+                );
+            end else begin : g_pl
+                assign g_lane_sum[20*g +: 20] = 20'd0;
+                csb_group #(.BATCH(BATCH), .ACC_BITS(ACC_BITS)) u_grp (
+                    .a(opa), .b(opb), .acc_in(r_q[ACC_BITS*BATCH*g +: ACC_BITS*BATCH]),
+                    .part_in(part[ACC_BITS*g +: ACC_BITS]),
+                    .acc_out(g_acc_out[ACC_BITS*BATCH*g +: ACC_BITS*BATCH]), .part_out(part_out)
+                );
+            end
             assign g_part_next[ACC_BITS*g +: ACC_BITS] = b_valid[g] ? part_out : part[ACC_BITS*g +: ACC_BITS];
             // G + part[0] + ... + part[g], each addition saturating (docs/csb.md, WG).
             wire [ACC_BITS-1:0] merged_in;
@@ -480,6 +499,7 @@ module csb_pe #(
             state     <= S_HEAD;
             out_valid <= 1'b0;
             b_run     <= 1'b0;
+            run_half  <= 1'b0;
             held_valid <= 1'b0;
             held_s2    <= 1'b0;
             held_k1    <= 1'b0;
@@ -488,7 +508,11 @@ module csb_pe #(
             b_valid      <= a_valid;
             b_wt_at      <= wt_at;
             b_last_chunk <= last_chunk;
-            if (b_run && is_wg)
+            b_half       <= run_half;
+            run_half     <= (state == S_RUN) && wg_two && !run_half;
+            if (b_run && is_wg && !b_wg_done)
+                held_sum <= g_lane_sum;
+            if (b_wg_done)
                 part <= b_last_chunk ? {(ACC_BITS*PARALLEL){1'b0}} : g_part_next;
             case (state)
                 S_HEAD: if (in_valid) begin
@@ -524,7 +548,7 @@ module csb_pe #(
                     if (sec_last)
                         state <= sec_next;
                 end
-                S_RUN: begin
+                S_RUN: if (!wg_two || run_half) begin
                     if (!last_chunk) begin
                         chunk <= chunk + 24'd1;
                         c_col <= c_wrap ? c_col_sum - L_OUT_W : c_col_sum;

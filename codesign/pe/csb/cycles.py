@@ -16,8 +16,10 @@ The RTL runs one transaction in three phases, one after the other:
   stage overlaps the drain's first cycle, so it adds none): FP, EB and WG
   alike ``nnz * k^2 * ceil(OUT_POS / P)`` cycles, since EB, too, steps over
   the output positions and scatters into the input tile (no step on the
-  halo), at stride 1 or 2 alike. UPD computes while its gradient words stream in (0 cycles); a
-  refused transaction (status 1, 2, 3) computes nothing.
+  halo), at stride 1 or 2 alike; on a ``packed`` build WG takes two cycles a
+  step (half the lanes each: its lanes share no operand to pack). UPD
+  computes while its gradient words stream in (0 cycles); a refused
+  transaction (status 1, 2, 3) computes nothing.
 * **drain**: one cycle to load the output register, then one word per cycle:
   the status word and (status 0) the result words. ``drain = 1 + n_out``.
 
@@ -107,7 +109,8 @@ def _check_shape(pe: PeShape) -> None:
 
 
 def compute_cycles(pe: PeShape, *, op: int, nnz: int) -> int:
-    """Compute-phase cycles of an accepted transaction: one per (entry, tap, chunk of P positions)."""
+    """Compute-phase cycles of an accepted transaction: one per (entry, tap, chunk of P positions), two for WG on
+    a packed build (its lanes share no operand, so half of them take the slices each cycle)."""
     _check_shape(pe)
     if op not in (OP_FP, OP_EB, OP_WG, OP_UPD):
         raise ValueError(f"op={op!r} is not 0 (FP), 1 (EB), 2 (WG) or 3 (UPD)")
@@ -115,7 +118,8 @@ def compute_cycles(pe: PeShape, *, op: int, nnz: int) -> int:
         raise ValueError(f"nnz={nnz} is outside 0..{pe.block_rows * pe.block_cols}")
     if op == OP_UPD:
         return 0
-    return nnz * pe.kernel ** 2 * -(-pe.out_h * pe.out_w // pe.parallel)
+    per_step = 2 if op == OP_WG and getattr(pe, "packed", False) else 1
+    return per_step * nnz * pe.kernel ** 2 * -(-pe.out_h * pe.out_w // pe.parallel)
 
 
 def _in_tile(pe: PeShape, stride: int) -> tuple[int, int]:

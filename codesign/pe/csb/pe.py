@@ -114,14 +114,15 @@ class CsbPE(StreamPE):
     def rtl_parameters(self, spec: CsbSpec) -> dict[str, int]:
         return {"BLOCK_ROWS": spec.block_rows, "BLOCK_COLS": spec.block_cols, "K": spec.kernel, "OUT_H": spec.out_h,
                 "OUT_W": spec.out_w, "BATCH": spec.batch, "PARALLEL": spec.parallel, "ACC_BITS": spec.acc_bits,
-                "MAX_STRIDE": spec.max_stride}
+                "MAX_STRIDE": spec.max_stride, "PACKED": int(spec.packed)}
 
     # resource counts are what the CSB estimate reports; abc9 spends over ten minutes on a 16 x 16 block
     estimate_abc9 = False
 
     def verification_grid(self) -> list[GridCase]:
         """FC and CONV blocks from 1 x 1-entry corner cases to full 16 x 16, lanes 2..8, groups 1..4, 16/32-bit sums;
-        the six CONV points are built with stride 2 (kernels 1 and 3, groups 2..4, odd and even tile widths).
+        the seven CONV points are built with stride 2 (kernels 1 and 3, groups 2..4, odd and even tile widths), the
+        last of them packed (two products a DSP slice).
         The three points whose RTL runs take minutes are ``slow``: make test-slow runs them at RTL under stalls at
         the quick stimulus (tests/pe/test_stream_rtl.py), and make test-long at the full one. make test runs the
         quick points at golden and the first, a full FC block, at C-sim; make test-slow the rest at C-sim and RTL
@@ -142,6 +143,9 @@ class CsbPE(StreamPE):
             # its 200 stride-2 EB sums fit one SELECT with CARRY
             GridCase("conv8_k3_t2_b1_p2", CsbSpec(block_rows=8, block_cols=8, kernel=3, out_h=2, out_w=2, batch=1,
                                                   parallel=2, max_stride=2), slow=True),
+            # two products a DSP slice: FP's and EB's lanes in pairs, WG's steps in two halves
+            GridCase("conv4_k3_t2_b4_p2_packed", CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2,
+                                                         batch=4, parallel=2, max_stride=2, packed=True)),
         ]
 
     def estimate_specs(self) -> list[CsbSpec]:

@@ -164,8 +164,10 @@ def _update(shift: int, buffer, grads, left: bool = False) -> list[int]:
 
 
 def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, out_h: int, out_w: int, batch: int,
-                     parallel: int, acc_bits: int, max_stride: int = 1, state: dict | None = None) -> list[int]:
-    """The output words (status first) the PE must send for the input words of one transaction.
+                     parallel: int, acc_bits: int, max_stride: int = 1, packed: bool = False,
+                     state: dict | None = None) -> list[int]:
+    """The output words (status first) the PE must send for the input words of one transaction (``packed``
+    builds compute the same words).
 
     ``state``: a dict the caller keeps from one transaction to the next; under ``"held"`` the PE's held results
     as ``(op, nnz, signed values, stride, kernel)`` after an accepted HOLD, else None. Without it the PE holds

@@ -6,7 +6,8 @@ index buffer, the packed 8-bit weight buffer W8, the wide weight buffer WA
 result bank R (``batch`` accumulators a word) and the X and DY byte windows
 (rtl/csb/csb_window.v: banks of 32-bit words), sized for the largest stride
 the PE runs (``max_stride``). The multipliers are one
-8 x 8 product per lane and group. :mod:`codesign.hw.resource_model` turns
+8 x 8 product per lane and group, or on a ``packed`` build one 25 x 8 product
+(one DSP slice) per two lanes. :mod:`codesign.hw.resource_model` turns
 them into DSP and BRAM counts and fits LUT and FF to Yosys.
 """
 
@@ -16,6 +17,8 @@ from typing import List, Tuple
 
 from codesign.hw.resource_model import distributed_bits
 from codesign.pe.csb.spec import DATA_BITS, CsbSpec
+
+PACKED_PAIR_BITS = 25  # b1 * 2^16 + b0 for two signed 8-bit codes: a DSP slice's long port on xc7 and xcup
 
 
 def _ceil(n: int, d: int) -> int:
@@ -47,7 +50,10 @@ def memories(spec: CsbSpec) -> List[Tuple[int, int]]:
 
 def multipliers(spec: CsbSpec) -> List[Tuple[int, int]]:
     """``(a_bits, b_bits)`` of every multiplier: one signed 8 x 8 product per lane of every MAC group
-    (rtl/csb/csb_group.v)."""
+    (rtl/csb/csb_group.v), or packed one 25 x 8 product per two lanes (``b1 * 2^16 + b0`` times the shared code;
+    rtl/csb/csb_group_packed.v)."""
+    if spec.packed:
+        return [(PACKED_PAIR_BITS, DATA_BITS)] * (spec.batch // 2 * spec.parallel)
     return [(DATA_BITS, DATA_BITS)] * (spec.batch * spec.parallel)
 
 
@@ -58,18 +64,20 @@ def features(spec: CsbSpec) -> dict:
     calibration builds these three did better than lanes times accumulator bits or the groups (docs/design.md).
     A conv build (kernel > 1) adds per group the tile's position and tap address arithmetic (``conv_groups``) and
     per lane the window's tap select (``conv_lanes``); both are 0 on an FC build. A build with stride 2 adds per
-    group its second input address and the halved result-bank mapping (``stride2_groups``)."""
+    group its second input address and the halved result-bank mapping (``stride2_groups``). A packed build adds per
+    lane the pair's packing, its high product's borrow and WG's half-lane select (``packed_lanes``)."""
     conv = float(spec.kernel > 1)
     return {"one": 1.0, "lanes": float(spec.batch * spec.parallel), "lutram": distributed_bits(memories(spec)) / 64,
             "conv_groups": conv * spec.parallel, "conv_lanes": conv * spec.batch * spec.parallel,
-            "stride2_groups": float(spec.max_stride == 2) * spec.parallel}
+            "stride2_groups": float(spec.max_stride == 2) * spec.parallel,
+            "packed_lanes": float(spec.packed) * spec.batch * spec.parallel}
 
 
 def calibration_specs() -> List[CsbSpec]:
     """FC blocks (kernel 1, one position: what the CSB MLP loop trains) from 8 x 8 to 16 x 16 with 1 to 16 lanes,
     1 to 4 groups, 16- and 32-bit sums; and 3 x 3 conv builds (a conv network's step) from a 1 x 1 to an 8 x 8
-    output tile, three of them built with stride 2 (1, 2 and 4 groups). Held to fifteen builds a family: on two
-    shared cores Yosys takes minutes per build."""
+    output tile, three of them built with stride 2 (1, 2 and 4 groups); and three packed builds (two FC, one
+    stride-2 conv). Held to eighteen builds a family: on two shared cores Yosys takes minutes per build."""
     s = CsbSpec
     return [s(), s(batch=16), s(block_rows=8, block_cols=8, batch=4),
             s(block_rows=16, block_cols=8, batch=2, parallel=2, acc_bits=16), s(block_rows=8, block_cols=16, batch=1),
@@ -81,7 +89,9 @@ def calibration_specs() -> List[CsbSpec]:
             s(kernel=3, out_h=2, out_w=2, batch=2, block_rows=8),
             s(kernel=3, out_h=4, out_w=4, batch=4, parallel=2, block_rows=8, block_cols=8, max_stride=2),
             s(kernel=3, out_h=2, out_w=2, batch=8, parallel=4, max_stride=2),
-            s(kernel=3, out_h=4, out_w=2, batch=2, block_rows=16, block_cols=8, max_stride=2)]
+            s(kernel=3, out_h=4, out_w=2, batch=2, block_rows=16, block_cols=8, max_stride=2),
+            s(batch=16, packed=True), s(block_rows=8, block_cols=8, batch=4, parallel=2, packed=True),
+            s(kernel=3, out_h=4, out_w=4, batch=8, parallel=2, max_stride=2, packed=True)]
 
 
 __all__ = ["calibration_specs", "features", "memories", "multipliers", "window_banks"]

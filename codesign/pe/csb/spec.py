@@ -34,7 +34,10 @@ class CsbSpec:
     convolution costs its useful MACs only. ``batch`` is the number of
     MAC lanes (one sample each), ``parallel`` the number of MAC groups that
     split the positions. Operand width (8 bits) and buffer width (24 bits) are
-    fixed by the contract and exposed as properties.
+    fixed by the contract and exposed as properties. ``packed`` builds the
+    MAC groups with two 8-bit products per DSP slice (``batch`` even; docs/csb.md,
+    "Two products a DSP slice"): half the multipliers, the same results, FP and
+    EB in the same cycles and a WG step in two.
     """
 
     block_rows: int = 16
@@ -46,6 +49,7 @@ class CsbSpec:
     parallel: int = 1
     acc_bits: int = 32
     max_stride: int = 1
+    packed: bool = False
 
     def __post_init__(self) -> None:
         _check_int("block_rows", self.block_rows, 1, INDEX_NIBBLE)
@@ -57,6 +61,10 @@ class CsbSpec:
         _check_int("parallel", self.parallel, 1, MAX_PARALLEL)
         _check_int("acc_bits", self.acc_bits, *ACC_BITS)
         _check_int("max_stride", self.max_stride, STRIDES[0], STRIDES[-1])
+        if not isinstance(self.packed, bool):
+            raise TypeError(f"packed={self.packed!r}: must be true or false")
+        if self.packed and self.batch % 2:
+            raise ValueError(f"packed=True needs an even batch (two lanes a DSP slice), got batch={self.batch}")
         in_h, in_w = self.in_tile(self.max_stride)
         if in_h * in_w > MAX_IN_POS:
             raise ValueError(
@@ -133,5 +141,9 @@ class CsbSpec:
         return (1 << (self.acc_bits - 1)) - 1
 
     def to_dict(self) -> dict:
-        """The nine parameters, as transaction-file metadata and template constants."""
-        return asdict(self)
+        """The parameters, as transaction-file metadata and design files: the nine of every build, and ``packed``
+        where it is set (so a file written for an unpacked build reads the same as before the option)."""
+        values = asdict(self)
+        if not self.packed:
+            del values["packed"]
+        return values

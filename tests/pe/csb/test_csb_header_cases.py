@@ -13,6 +13,7 @@ checked word for word.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,11 @@ CONFIGS = {
                                        parallel=8, acc_bits=24),
     "conv2x3-k7-t1x2-b2-p3-a20": dict(block_rows=2, block_cols=3, kernel=7, out_h=1, out_w=2, batch=2, parallel=3,
                                       acc_bits=20),
+    # Packed (two lanes' products from one multiplication): 16 lanes on 8 groups, and an FC block with 16-bit sums.
+    "conv5x7-k2-t3x2-b16-p8-a24-packed": dict(block_rows=5, block_cols=7, kernel=2, out_h=3, out_w=2, batch=16,
+                                              parallel=8, acc_bits=24, packed=True),
+    "fc16-b4-p2-a16-packed": dict(block_rows=16, block_cols=16, kernel=1, out_h=1, out_w=1, batch=4, parallel=2,
+                                  acc_bits=16, packed=True),
 }
 MIN_MACS = 10_000  # per op and configuration
 
@@ -296,6 +302,48 @@ def test_random_against_reference(header_checker, tmp_path, name):
     vectors, mismatches, result = run(header_checker, tmp_path, config, transactions)
     assert vectors == len(transactions)
     assert mismatches == 0, result.stdout
+
+
+PAIR_CHECK = r'''
+#include <cstdio>
+#include "codesign_csb.h"
+int main() {  // every (w, lo, hi) of signed 8-bit codes: the pair's two products equal the plain ones
+  long wrong = 0, checked = 0;
+  for (int w = -128; w < 128; ++w)
+    for (int lo = -128; lo < 128; ++lo)
+      for (int hi = -128; hi < 128; ++hi) {
+        ap_int<codesign::csb::PRODUCT_BITS> lo_w, hi_w;
+        codesign::csb::pair_products(w, lo, hi, lo_w, hi_w);
+        ++checked;
+        wrong += lo_w.to_int() != lo * w || hi_w.to_int() != hi * w;
+      }
+  std::printf("%ld %ld\n", checked, wrong);
+  return wrong != 0;
+}
+'''
+
+
+def test_pair_products_equal_the_plain_products_for_every_code(header_checker, tmp_path):
+    """pair_products (a packed build's one 25 x 8 multiplication for two lanes) against w * lo and w * hi for all
+    2^24 operand triples; the same check without the high part's borrow finds wrong products."""
+    from codesign.hw.csim import compile_testbench
+    from codesign.resources import data_dir
+
+    include = data_dir("hls_templates") / "include"
+    runs = {}
+    for name, header in (("as_shipped", (include / "codesign_csb.h").read_text()),
+                         ("no_borrow", (include / "codesign_csb.h").read_text().replace(
+                             " + ap_int<PRODUCT_BITS>(p[15]);", ";"))):
+        directory = tmp_path / name
+        directory.mkdir()
+        (directory / "codesign_csb.h").write_text(header)
+        (directory / "pair_check.cpp").write_text(PAIR_CHECK)
+        built = compile_testbench([directory / "pair_check.cpp"], include_dirs=[directory, include],
+                                  build_dir=directory, name="pair_check")
+        done = subprocess.run([str(built.executable)], capture_output=True, text=True, timeout=300)
+        runs[name] = (done.returncode, [int(v) for v in done.stdout.split()])
+    assert runs["as_shipped"] == (0, [1 << 24, 0])
+    assert runs["no_borrow"][0] == 1 and runs["no_borrow"][1][1] > 0
 
 
 def golden_stimulus(config: dict, seed: int) -> tuple[list, dict[str, int]]:

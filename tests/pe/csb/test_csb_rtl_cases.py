@@ -272,12 +272,20 @@ CONFIGS = {
                                 acc_bits=16), 32),
     "conv4x4_k2_t2x3_b2_p3_acc20": (CsbSpec(block_rows=4, block_cols=4, kernel=2, out_h=2, out_w=3, batch=2,
                                           parallel=3, acc_bits=20), 24),
+    # two products a DSP slice: FP and EB lanes in pairs, WG steps in two halves
+    "fc4x4_b4_p2_acc16_packed": (CsbSpec(block_rows=4, block_cols=4, batch=4, parallel=2, acc_bits=16, packed=True),
+                                 32),
+    "conv4x4_k2_t2x3_b2_p3_acc20_packed": (CsbSpec(block_rows=4, block_cols=4, kernel=2, out_h=2, out_w=3, batch=2,
+                                                 parallel=3, acc_bits=20, packed=True), 24),
+    "conv3x4_k3_t2x2_b16_p2_acc32_packed": (CsbSpec(block_rows=3, block_cols=4, kernel=3, out_h=2, out_w=2, batch=16,
+                                                  parallel=2, packed=True), 8),
 }
 
 FIGURES: dict[str, dict] = {}
 
 
-SLOW_CONFIGS = ("fc16x16_b8_p1_acc32", "conv3x8_k3_t4x4_b4_p4_acc32")  # 25-50 s each: make test-slow
+SLOW_CONFIGS = ("fc16x16_b8_p1_acc32", "conv3x8_k3_t4x4_b4_p4_acc32",  # 25-50 s each: make test-slow
+                "conv3x4_k3_t2x2_b16_p2_acc32_packed")
 
 
 @needs_icarus
@@ -317,6 +325,9 @@ STRIDE_TWO = {
     # its 200 stride-2 EB sums fit one SELECT with CARRY; P = 2 on an even tile width
     "conv8x8_k3_t2x2_b1_p2_acc32": CsbSpec(block_rows=8, block_cols=8, kernel=3, out_h=2, out_w=2, batch=1,
                                            parallel=2, acc_bits=32, max_stride=2),
+    # packed: WG's two cycles a step at stride 2, with HOLD and CARRY
+    "conv3x2_k3_t3x2_b2_p3_acc16_packed": CsbSpec(block_rows=3, block_cols=2, kernel=3, out_h=3, out_w=2, batch=2,
+                                                  parallel=3, acc_bits=16, max_stride=2, packed=True),
 }
 
 
@@ -378,6 +389,9 @@ def test_cycle_model_counts_by_hand():
     assert transaction_cycles(shape, [header(FP, 1, shift=1)]).total == 3
     with pytest.raises(ValueError, match="nnz"):
         compute_cycles(shape, op=FP, nnz=17)
+    packed = CsbSpec(**{**shape.to_dict(), "packed": True})  # WG's lanes share no operand: a step in two cycles
+    assert [compute_cycles(packed, op=op, nnz=5) for op in (FP, EB, WG, UPD)] == [5 * 9 * 2, 5 * 9 * 2,
+                                                                                 2 * 5 * 9 * 2, 0]
 
 
 @pytest.mark.parametrize("params", [
@@ -386,6 +400,8 @@ def test_cycle_model_counts_by_hand():
     {"BLOCK_ROWS": 4, "BLOCK_COLS": 4, "K": 2, "OUT_H": 2, "OUT_W": 3, "BATCH": 2, "PARALLEL": 3, "ACC_BITS": 24},
     {"BLOCK_ROWS": 8, "BLOCK_COLS": 4, "K": 3, "OUT_H": 3, "OUT_W": 3, "BATCH": 3, "PARALLEL": 8, "ACC_BITS": 20,
      "MAX_STRIDE": 2},
+    {"BLOCK_ROWS": 8, "BLOCK_COLS": 4, "K": 3, "OUT_H": 3, "OUT_W": 3, "BATCH": 16, "PARALLEL": 3, "ACC_BITS": 24,
+     "MAX_STRIDE": 2, "PACKED": 1},
 ])
 def test_rtl_is_clean_verilog_2005_and_synthesizable(tmp_path, params):
     """No SystemVerilog, no warnings from iverilog -g2005 -Wall; Yosys finds no latches or combinational loops."""
@@ -409,15 +425,16 @@ def test_rtl_is_clean_verilog_2005_and_synthesizable(tmp_path, params):
 def test_unsupported_parameters_fail_elaboration(tmp_path):
     if shutil.which("iverilog") is None:
         pytest.skip("Icarus Verilog (iverilog) is not on PATH")
-    def elaborate(name: str, value: int) -> subprocess.CompletedProcess:
+    def elaborate(**params: int) -> subprocess.CompletedProcess:
         return subprocess.run(["iverilog", "-g2005", f"-I{verilog_include_dir()}", "-o", str(tmp_path / "a.vvp"),
-                               "-s", "csb_pe", f"-Pcsb_pe.{name}={value}", *map(str, rtl_sources())],
-                              capture_output=True, text=True, check=False)
+                               "-s", "csb_pe", *(f"-Pcsb_pe.{k}={v}" for k, v in params.items()),
+                               *map(str, rtl_sources())], capture_output=True, text=True, check=False)
 
-    # the same command elaborates a supported value: the refusal is the value's
-    for name, good, bad in (("PARALLEL", 8, 9), ("MAX_STRIDE", 2, 3)):
-        assert elaborate(name, good).returncode == 0
-        assert elaborate(name, bad).returncode != 0
+    # the same command elaborates a supported value: the refusal is the value's (PACKED: two lanes a slice)
+    for name, good, bad, others in (("PARALLEL", 8, 9, {}), ("MAX_STRIDE", 2, 3, {}), ("PACKED", 1, 2, {"BATCH": 4}),
+                                    ("BATCH", 4, 3, {"PACKED": 1})):
+        assert elaborate(**others, **{name: good}).returncode == 0
+        assert elaborate(**others, **{name: bad}).returncode != 0
 
 
 @pytest.mark.slow

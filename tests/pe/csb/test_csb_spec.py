@@ -38,6 +38,19 @@ def test_to_dict_holds_exactly_the_nine_parameters():
     assert CsbSpec(**spec.to_dict()) == spec
 
 
+def test_packed_is_a_flag_for_an_even_batch_and_in_the_dict_only_when_set():
+    """Two lanes a DSP slice: an even batch only; files written for unpacked builds read as before."""
+    packed = CsbSpec(batch=4, packed=True)
+    assert packed.to_dict() == {**CsbSpec(batch=4).to_dict(), "packed": True}
+    assert CsbSpec(**packed.to_dict()) == packed and CsbSpec(**CsbSpec().to_dict()).packed is False
+    for odd in (1, 3, 15):
+        with pytest.raises(ValueError, match="even batch"):
+            CsbSpec(batch=odd, packed=True)
+    for bad in (1, 0, "true", None):
+        with pytest.raises(TypeError, match="packed"):
+            CsbSpec(batch=4, packed=bad)
+
+
 @pytest.mark.parametrize("name, low, high", [("block_rows", 1, 16), ("block_cols", 1, 16), ("kernel", 1, 7),
                                              ("batch", 1, 16), ("parallel", 1, 8), ("acc_bits", 16, 32),
                                              ("max_stride", 1, 2)])
