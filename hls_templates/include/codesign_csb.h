@@ -39,7 +39,10 @@
 //     the P partials are merged into G[e][t] at the last group step of the
 //     tap (a chain of P saturating adders, latency only).
 //   * PACKED: FP and EB take two lanes' products from one 25 x 8 multiplication
-//     (pair_products: one DSP slice), WG a step in II=2 on those BATCH/2 slices.
+//     (pair_products: one DSP slice); WG a step in II=2, the RTL's schedule,
+//     which leaves Vitis room to share its BATCH products a group over BATCH/2
+//     multipliers (not measured here). mac_block and wg_block are separate
+//     loops: their multipliers are shared only where Vitis shares them.
 //   * UPD: one gradient word per cycle, updated as it arrives (II=1).
 //   * output: one word per cycle, status first.
 //

@@ -71,6 +71,7 @@ class PeShape(Protocol):
     out_w: int
     batch: int
     parallel: int
+    packed: bool
 
     def run_as(self, *, kernel_one: bool) -> "PeShape":
         """The PE a ``K1`` transaction runs as (:meth:`codesign.pe.csb.spec.CsbSpec.run_as`)."""
@@ -118,7 +119,7 @@ def compute_cycles(pe: PeShape, *, op: int, nnz: int) -> int:
         raise ValueError(f"nnz={nnz} is outside 0..{pe.block_rows * pe.block_cols}")
     if op == OP_UPD:
         return 0
-    per_step = 2 if op == OP_WG and getattr(pe, "packed", False) else 1
+    per_step = 2 if op == OP_WG and pe.packed else 1
     return per_step * nnz * pe.kernel ** 2 * -(-pe.out_h * pe.out_w // pe.parallel)
 
 

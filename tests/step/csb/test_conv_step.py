@@ -142,11 +142,17 @@ def test_csim_runs_a_packed_network_step_as_the_golden_lists(tmp_path):
 
 @needs_icarus
 def test_rtl_runs_a_packed_network_step_bit_exact_in_the_modelled_cycles(tmp_path):
-    """Two products a DSP slice: the same words in the model's cycles; the forward (FP, RELU) takes the unpacked
-    build's modelled cycles, the backward more (its WG steps take two cycles each)."""
+    """Two products a DSP slice: the same words in the model's cycles (checked in ``_run``); the forward (FP,
+    RELU) takes the unpacked build's modelled cycles, and the backward its cycles plus one per WG step (each takes
+    two cycles), the unpacked WG calls' compute cycles."""
+    from codesign.pe.csb.cycles import FLAG_EW, FLAG_K1, OP_WG, compute_cycles
+
     spec, _, image, lists = network_case()
     after_forward = run_list_golden(PE, spec, image, lists.forward)
     plain = [list_cycles(PE, spec, lists.forward, image).total,
              list_cycles(PE, spec, lists.backward, after_forward).total]
+    wg_steps = sum(compute_cycles(spec.run_as(kernel_one=bool(call.header & FLAG_K1)), op=OP_WG,
+                                  nnz=(call.header >> 16) & 0x1FF)
+                   for call in lists.backward if call.header & 3 == OP_WG and not call.header & FLAG_EW)
     packed = _run(tmp_path, "rtl", packed=True)
-    assert packed[0] == plain[0] and packed[1] > plain[1]
+    assert wg_steps > 0 and packed == [plain[0], plain[1] + wg_steps]
