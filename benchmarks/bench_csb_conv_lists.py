@@ -84,7 +84,7 @@ def main() -> int:
     f32(x, y)  # the first step, untimed
     torch_s = least_seconds(f32, (x, y), args.steps)
     rows = []
-    builds = (spec, replace(spec, packed=True)) if spec.batch % 2 == 0 else (spec,)
+    builds = (spec, replace(spec, packed=True)) if spec.batch % 2 == 0 and not spec.packed else (spec,)
     for copies, build in ((copies, build) for copies in args.copies for build in builds):
         priced = conv_step_list_cycles(build, setup.image, setup.convs, setup.classes, n,
                                        conv_structures(build, lists.masks), ddr=BOARD_DDR, copies=copies)

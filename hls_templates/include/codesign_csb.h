@@ -386,8 +386,9 @@ struct pe {
 #pragma HLS UNROLL
             const int l1 = PACKED ? l + 1 : l;  // the pair's second lane
             const code_t src = transposed ? dybuf[sch][spos][l] : xbuf[sch][spos][l];
-            ap_int<PRODUCT_BITS> product = w * src, next = 0;
+            ap_int<PRODUCT_BITS> product, next;
             if (PACKED) pair_products(w, src, transposed ? dybuf[sch][spos][l1] : xbuf[sch][spos][l1], product, next);
+            else product = w * src;
             accbuf[dch][dpos][l] = sat_add<ACC_BITS, PRODUCT_BITS>(accbuf[dch][dpos][l], product);
             if (PACKED) accbuf[dch][dpos][l1] = sat_add<ACC_BITS, PRODUCT_BITS>(accbuf[dch][dpos][l1], next);
           }
