@@ -49,7 +49,8 @@ from codesign.loops.csb_lists import check_list_spec
 from codesign.pe import transaction_cycles
 from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
-from codesign.pe.csb.stream import Op, encode_transaction, result_count
+from codesign.pe.csb import beats
+from codesign.pe.csb.stream import Op, encode_transaction, result_count, transaction_sections
 
 STATUS_NAMES = status_names("csb")
 
@@ -85,24 +86,29 @@ class IpCsb:
     # -- one IP call
 
     def _run(self, op: Op, batch: list[tuple[np.ndarray, int, str]]) -> list[np.ndarray]:
-        """Send the transactions ``(words, nnz, what)`` in one call; return each one's result words (int64)."""
+        """Send the transactions ``(words, nnz, what)`` in one call; return each one's result words (int64). On a
+        wide stream each goes as its beats (:mod:`codesign.pe.csb.beats`): the status a beat, the results
+        ``parts`` to a beat."""
         if not batch:
             return []
-        lengths = [1 + result_count(self.spec, op, nnz) for _, nnz, _ in batch]
-        words = np.concatenate([words for words, _, _ in batch]).astype(np.uint32)
+        parts = self.spec.parts
+        counts = [result_count(self.spec, op, nnz) for _, nnz, _ in batch]
+        lengths = [parts + beats.padded(count, parts) for count in counts]
+        streams = [beats.widen(words, transaction_sections(self.spec, int(words[0])), parts) for words, _, _ in batch]
+        words = np.concatenate(streams).astype(np.uint32)
         out = self.driver.run(words, sum(lengths), len(batch))
         self.calls += 1
         self.transactions += len(batch)
-        cycles = sum(self._cycles(tx) for tx, _, _ in batch)
+        cycles = sum(self._cycles(stream) for stream in streams)
         self.pe_cycles += cycles
         self.stages.add(cycles, words.size, sum(lengths))
         results, at = [], 0
-        for (_, _, what), length in zip(batch, lengths):
+        for (_, _, what), length, count in zip(batch, lengths, counts):
             status = int(out[at])
             if status != STATUS_OK:
                 raise DeployError(f"IP {self.driver.ip_name} refused {op.name} on {what}: status {status} "
                                   f"({STATUS_NAMES.get(status, 'unknown')})")
-            results.append(out[at + 1:at + length].view(np.int32).astype(np.int64))
+            results.append(out[at + parts:at + parts + count].view(np.int32).astype(np.int64))
             at += length
         return results
 

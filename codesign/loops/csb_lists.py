@@ -55,6 +55,9 @@ def check_list_spec(spec) -> None:
     if spec.block_rows != spec.block_cols or spec.batch > spec.block_cols:
         raise HwTrainError(f"the CSB step lists need square blocks and at most block_cols batch lanes, got "
                            f"{spec.block_rows} x {spec.block_cols} blocks and {spec.batch} lanes")
+    if spec.block_rows * spec.batch % (4 * spec.parts):
+        raise HwTrainError(f"a tile of {spec.block_rows} channels x {spec.batch} lanes of codes does not fill whole "
+                           f"{spec.stream_bits}-bit beats: more lanes or a narrower stream")
 
 
 def arena_batch(trainer, x, y) -> Tuple[Any, Any]:

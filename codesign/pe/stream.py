@@ -43,6 +43,9 @@ class StreamPE(ProcessingElement):
     # for it holds sums in the shell's accumulation buffer: its IPs' shells are built without one unless a design
     # asks ([design.pe.<pe>] held_sums; codesign.shell.ip.render_accel_rtl)
     chains_own_sums: ClassVar[bool] = False
+    # on a wide stream a list's call takes every part the PE sends after its status, the last beat's unused ones
+    # too (the CSB PE's list model counts them: codesign.step.list_pe.csb_phases); a TT PE's calls count its results
+    sends_whole_beats: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)

@@ -183,28 +183,31 @@ def random_rounding(rng: np.random.Generator, count: int) -> RoundStageConfig:
 
 def stimulus_list(pe, spec, transactions, rng: np.random.Generator, *, min_values: int = 0,
                   raw_every: int = 4) -> ListCase:
-    """A list of one call per accepted transaction of a stream PE (32-bit stream words): each call's words one
-    segment in the arena (its header among them), its results through the rounding stage with random fields
-    (:func:`random_rounding`; every ``raw_every``-th call raw), written back to back after the operands, its
-    record after them. Transactions repeat until the rounded calls hold ``min_values`` results. The list that
-    verifies the shell and the rounding stage behind every PE."""
-    if stream_word_bits(pe, spec) != 32:
-        raise ValueError("stimulus_list builds 32-bit stream lists (the wide path is tt_chain's)")
-    accepted = [(np.asarray(w_in, np.uint32), np.asarray(w_out, np.uint32)) for w_in, w_out in transactions
-                if int(w_out[0]) == STATUS_OK and len(w_out) > 1]
+    """A list of one call per accepted transaction of a stream PE: each call's words one segment in the arena (its
+    header among them), its results (every 32-bit part its answer sends after the status beat) through the
+    rounding stage with random fields (:func:`random_rounding`, in whole beats on a wide stream; every
+    ``raw_every``-th call raw), written back to back after the operands, its record after them. Transactions
+    repeat until the rounded calls hold ``min_values`` results. The list that verifies the shell and the rounding
+    stage behind every PE."""
+    parts = stream_word_bits(pe, spec) // 32
+    if parts > 1 and not pe.sends_whole_beats:
+        raise ValueError(f"stimulus_list builds wide-stream lists of PEs whose calls take whole result beats, not "
+                         f"{pe.name}'s (its wide path is tt_chain's)")
+    accepted = [(np.asarray(w_in, np.uint32), len(w_out) - parts) for w_in, w_out in transactions
+                if int(w_out[0]) == STATUS_OK and len(w_out) > parts]
     if not accepted:
         raise ValueError(f"no accepted transaction with results among the {pe.name} stimulus")
     chosen, rounded = [], 0
     while rounded < min_values or not chosen:
         for pair in accepted:
-            rounded += (len(pair[1]) - 1) * (len(chosen) % raw_every != raw_every - 1)
+            rounded += pair[1] * (len(chosen) % raw_every != raw_every - 1)
             chosen.append(pair)
     arena = ArenaLayout()
     inputs = [arena.put(w_in) for w_in, _ in chosen]
     calls = []
-    for index, ((w_in, w_out), at) in enumerate(zip(chosen, inputs)):
-        count = len(w_out) - 1
-        rounding = RAW if index % raw_every == raw_every - 1 else random_rounding(rng, count)
+    for index, ((w_in, count), at) in enumerate(zip(chosen, inputs)):
+        raw = index % raw_every == raw_every - 1
+        rounding = RAW if raw else (random_rounding(rng, count) if parts == 1 else beat_rounding(rng, count, parts))
         words = rounding.words_out(count)
         out = arena.reserve(words)
         calls.append(Call(header=None, segments=(Block(offset=at, words=len(w_in), rows=1),),

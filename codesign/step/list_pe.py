@@ -82,30 +82,35 @@ def fpmac_array_phases(spec, header: int) -> tuple:
 
 
 def csb_phases(spec, header: int) -> tuple:
-    """One CSB transaction (32-bit words): rtl/csb/csb_pe.v takes the header and every operand word, then writes a
-    ``ZERO`` transaction's zero section itself (``in_ready`` low), computes, loads its output register and sends
-    the status and the results: the phases of its cycle model (:mod:`codesign.pe.csb.cycles`) in that order. An
-    element-wise op loads the status into its output register after its header (and SELECT's ``V``), then
-    streams its last section through it (THROUGH: a word taken a cycle while the register is free or given,
+    """One CSB transaction (stream words of ``spec.stream_bits``: a wide build's every section starts a new beat and
+    its results go ``parts`` to a beat, docs/csb.md "Wide streams"; ``operands`` counts beats after the header,
+    ``results`` the 32-bit parts it sends after its status, the last beat's unused ones, 0, too: a list's call
+    takes them all, so its out block is whole beats): rtl/csb/csb_pe.v takes the header and every operand word,
+    then writes a ``ZERO`` transaction's zero section itself (``in_ready`` low), computes, loads its output register
+    and sends the status and the results: the phases of its cycle model (:mod:`codesign.pe.csb.cycles`) in that
+    order. An element-wise op loads the status into its output register after its header (and SELECT's ``V``),
+    then streams its last section through it (THROUGH: a word taken a cycle while the register is free or given,
     its result given from the next). A refused header (status 1, 2) is followed by the register load and the
-    status alone. Index bytes are not seen
-    here (the header is): a list's calls hold indices inside the block (status 3 is the builders' error), and a
-    ``CARRY`` follows the ``HOLD`` of its chain (else the PE answers status 1, which ends the list)."""
+    status alone. Index bytes are not seen here (the header is): a list's calls hold indices inside the block
+    (status 3 is the builders' error), and a ``CARRY`` follows the ``HOLD`` of its chain (else the PE answers
+    status 1, which ends the list)."""
+    from codesign.pe.csb.beats import beats
     from codesign.pe.csb.cycles import compute_cycles, zero_words
     from codesign.pe.csb.stream import (FLAG_BITS, FLAG_EW, FLAG_ZERO, chain_held, header_status, result_count,
-                                         run_as, stride_of, transaction_length)
+                                         run_as, stride_of, transaction_sections)
 
     op, nnz, flags = header & 3, header >> 16 & 0x1FF, header & FLAG_BITS
-    chain = chain_held(spec, header)
+    chain, parts = chain_held(spec, header), spec.parts
     status = header_status(spec, header, chain)
     if status:
         return [(IN, 1, None), (WAIT, 1, None), (OUT, 1, status)], status, 0, 0
-    operands = transaction_length(spec, header, chain) - 1
-    results = result_count(spec, op, nnz, flags)
+    operands = sum(beats(words, parts) for words in transaction_sections(spec, header, chain)[1:])
+    sent = beats(result_count(spec, op, nnz, flags), parts)  # result beats
+    results = parts * sent
     if flags & FLAG_EW and results:  # V (SELECT without CARRY), the status loaded, then the streamed section
-        streamed = operands - results
+        streamed = operands - sent
         steps = [(IN, 1, None)] + ([(IN, streamed, None)] if streamed else [])
-        return steps + [(WAIT, 1, None), (THROUGH, results, status)], status, operands, results
+        return steps + [(WAIT, 1, None), (THROUGH, sent, status)], status, operands, results
     runs = run_as(spec, flags)  # K1: the kernel-1 PE's tile and taps
     zeros = zero_words(runs, op=op, nnz=nnz, stride=stride_of(flags)) if flags & FLAG_ZERO else 0
     compute = 0 if flags & FLAG_EW else compute_cycles(runs, op=op, nnz=nnz)
@@ -114,7 +119,7 @@ def csb_phases(spec, header: int) -> tuple:
         _append(steps, kind, n)
     steps.append((OUT, 1, status))  # the status phase keeps its status (not merged with the results)
     if results:
-        steps.append((OUT, results, None))
+        steps.append((OUT, sent, None))
     return steps, status, operands, results
 
 

@@ -6,9 +6,9 @@
 // storage), WG (result-sparse weight gradient) and UPD (24-bit buffer update).
 // It implements docs/csb.md bit for bit, as a template over the PE parameters
 // (codesign::csb::pe<BLOCK_ROWS, BLOCK_COLS, K, OUT_H, OUT_W, BATCH, PARALLEL,
-// ACC_BITS, MAX_STRIDE, PACKED>). A generated top is a thin wrapper:
+// ACC_BITS, MAX_STRIDE, PACKED, STREAM_BITS>). A generated top is a thin wrapper:
 //
-//   void csb_kernel(hls::stream<ap_uint<32> > &in, hls::stream<ap_uint<32> > &out) {
+//   void csb_kernel(hls::stream<ap_uint<STREAM_BITS> > &in, hls::stream<ap_uint<STREAM_BITS> > &out) {
 //     codesign::csb::pe<...>::process(in, out);   // one transaction per call
 //   }
 //
@@ -23,8 +23,9 @@
 //
 // Intended cycle behaviour (what the pragmas ask of Vitis HLS; not measured
 // here, Vitis HLS is not part of the test environment):
-//   * loading: one stream word per cycle (II=1): 4 codes, or one accumulator,
-//     gradient or buffer word;
+//   * loading: one stream beat per cycle (II=1): STREAM_BITS / 8 codes, or
+//     STREAM_BITS / 32 accumulator, gradient or buffer words (every section
+//     from a new beat, docs/csb.md "Wide streams");
 //   * FP/EB: one (entry, tap, position group) step per cycle, II=1, in one
 //     flattened loop of nnz * K*K * ceil(OUT_POS / PARALLEL) steps of PARALLEL *
 //     BATCH MACs: every buffer's lane dimension is fully partitioned and the
@@ -43,8 +44,8 @@
 //     which leaves Vitis room to share its BATCH products a group over BATCH/2
 //     multipliers (not measured here). mac_block and wg_block are separate
 //     loops: their multipliers are shared only where Vitis shares them.
-//   * UPD: one gradient word per cycle, updated as it arrives (II=1).
-//   * output: one word per cycle, status first.
+//   * UPD: one beat of gradient words per cycle, updated as they arrive (II=1).
+//   * output: one beat per cycle, the status a beat of its own first.
 //
 // Numbers: operands are signed 8-bit codes; products are exact; every addition into an accumulator saturates to
 // ACC_BITS bits, in the contract's order (FP/EB: for e, for t, per accumulator; WG: per group in increasing
@@ -164,7 +165,7 @@ inline ap_int<WORD_BITS> shift_left_saturate(ap_int<WORD_BITS> g, ap_uint<5> shi
 }
 
 template <int BLOCK_ROWS, int BLOCK_COLS, int K, int OUT_H, int OUT_W, int BATCH, int PARALLEL, int ACC_BITS,
-          int MAX_STRIDE = 1, int PACKED = 0>
+          int MAX_STRIDE = 1, int PACKED = 0, int STREAM_BITS = 32>
 struct pe {
   static_assert(BLOCK_ROWS >= 1 && BLOCK_ROWS <= 16, "block_rows must be 1..16 (4-bit index field)");
   static_assert(BLOCK_COLS >= 1 && BLOCK_COLS <= 16, "block_cols must be 1..16 (4-bit index field)");
@@ -175,6 +176,10 @@ struct pe {
   static_assert(ACC_BITS >= 16 && ACC_BITS <= 32, "acc_bits must be 16..32");
   static_assert(MAX_STRIDE == 1 || MAX_STRIDE == 2, "max_stride must be 1 or 2");
   static_assert(PACKED == 0 || (PACKED == 1 && BATCH % 2 == 0), "packed needs an even number of lanes");
+  static_assert(STREAM_BITS == 32 || STREAM_BITS == 64 || STREAM_BITS == 128, "stream_bits must be 32, 64 or 128");
+  static const int PARTS = STREAM_BITS / WORD_BITS;  // 32-bit words a beat
+  static const int BEAT_BYTES = STREAM_BITS / 8;     // codes a beat
+  static_assert(BATCH % PARTS == 0, "a wide stream needs lanes in multiples of its parts (a beat of sums: a position)");
   static const int LANE_STEP = PACKED ? 2 : 1;  // lanes one multiplier serves in FP and EB
   static const int WG_II = PACKED ? 2 : 1;      // cycles a WG step takes on BATCH / LANE_STEP multipliers
 
@@ -189,10 +194,17 @@ struct pe {
   static const int EW_CAPACITY = MAX_NNZ * KK < COUNT_FIELD_MAX ? MAX_NNZ * KK : COUNT_FIELD_MAX;
 
   typedef ap_uint<WORD_BITS> word_t;
+  typedef ap_uint<STREAM_BITS> beat_t;
   typedef ap_int<CODE_BITS> code_t;
   typedef ap_int<ACC_BITS> acc_t;
   typedef ap_int<BUFFER_BITS> buffer_t;
   typedef ap_uint<8> index_t;
+
+  // Part q (0 = least significant) of a beat.
+  static word_t part(const beat_t &beat, int q) {
+#pragma HLS INLINE
+    return beat.range(WORD_BITS * q + WORD_BITS - 1, WORD_BITS * q);
+  }
 
   // ---------------------------------------------------------------- counters
   // (c, p, l) on to the next element of a section ordered (channel, position, lane), `pos` positions a channel.
@@ -232,19 +244,19 @@ struct pe {
 
   // ---------------------------------------------------------------- loaders
   // Index bytes: stored, and checked against the block (status 3 when outside).
-  static bool load_index(hls::stream<word_t> &in, int nnz, index_t index[MAX_NNZ]) {
+  static bool load_index(hls::stream<beat_t> &in, int nnz, index_t index[MAX_NNZ]) {
     bool outside = false;
-    const int words = (nnz + 3) / 4;
-  load_index_words:
-    for (int w = 0; w < words; ++w) {
+    const int beats = (nnz + BEAT_BYTES - 1) / BEAT_BYTES;
+  load_index_beats:
+    for (int w = 0; w < beats; ++w) {
 #pragma HLS PIPELINE II = 1
-#pragma HLS LOOP_TRIPCOUNT min = 0 max = (MAX_NNZ + 3) / 4
-      const word_t word = in.read();
-      for (int j = 0; j < 4; ++j) {
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = (MAX_NNZ + BEAT_BYTES - 1) / BEAT_BYTES
+      const beat_t beat = in.read();
+      for (int j = 0; j < BEAT_BYTES; ++j) {
 #pragma HLS UNROLL
-        const int e = 4 * w + j;
+        const int e = BEAT_BYTES * w + j;
         if (e < nnz) {
-          const index_t byte = word.range(8 * j + 7, 8 * j);
+          const index_t byte = beat.range(8 * j + 7, 8 * j);
           index[e] = byte;
           const int y = byte.range(7, 4).to_uint(), x = byte.range(3, 0).to_uint();
           if (y >= BLOCK_ROWS || x >= BLOCK_COLS) outside = true;
@@ -254,36 +266,42 @@ struct pe {
     return outside;
   }
 
-  // CH * pos * BATCH codes ordered (channel, position, lane), 4 to a word, into a buffer of POS >= pos positions.
+  // CH * pos * BATCH codes ordered (channel, position, lane), BEAT_BYTES to a beat, into a buffer of POS >= pos
+  // positions.
   template <int CH, int POS>
-  static void load_codes(hls::stream<word_t> &in, int pos, code_t buf[CH][POS][BATCH]) {
+  static void load_codes(hls::stream<beat_t> &in, int pos, code_t buf[CH][POS][BATCH]) {
     const int count = CH * pos * BATCH;
     int c = 0, p = 0, l = 0;
-  load_codes_words:
-    for (int w = 0; w < (count + 3) / 4; ++w) {
+  load_codes_beats:
+    for (int w = 0; w < (count + BEAT_BYTES - 1) / BEAT_BYTES; ++w) {
 #pragma HLS PIPELINE II = 1
-#pragma HLS LOOP_TRIPCOUNT min = 0 max = (CH * POS * BATCH + 3) / 4
-      const word_t word = in.read();
-      for (int j = 0; j < 4; ++j) {
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = (CH * POS * BATCH + BEAT_BYTES - 1) / BEAT_BYTES
+      const beat_t beat = in.read();
+      for (int j = 0; j < BEAT_BYTES; ++j) {
 #pragma HLS UNROLL
-        if (4 * w + j < count) {
-          buf[c][p][l] = code_t(word.range(8 * j + 7, 8 * j));
+        if (BEAT_BYTES * w + j < count) {
+          buf[c][p][l] = code_t(beat.range(8 * j + 7, 8 * j));
           next_element(c, p, l, pos);
         }
       }
     }
   }
 
-  // CH * pos * BATCH accumulator words ordered (channel, position, lane).
+  // CH * pos * BATCH accumulator words ordered (channel, position, lane), PARTS to a beat (whole beats: BATCH is a
+  // multiple of PARTS).
   template <int CH>
-  static void load_accs(hls::stream<word_t> &in, int pos, acc_t buf[ACC_CH][IN_POS_MAX][BATCH]) {
+  static void load_accs(hls::stream<beat_t> &in, int pos, acc_t buf[ACC_CH][IN_POS_MAX][BATCH]) {
     int c = 0, p = 0, l = 0;
-  load_accs_words:
-    for (int w = 0; w < CH * pos * BATCH; ++w) {
+  load_accs_beats:
+    for (int w = 0; w < CH * pos * BATCH / PARTS; ++w) {
 #pragma HLS PIPELINE II = 1
-#pragma HLS LOOP_TRIPCOUNT min = 0 max = CH * IN_POS_MAX * BATCH
-      buf[c][p][l] = low_signed<ACC_BITS>(in.read());
-      next_element(c, p, l, pos);
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = CH * IN_POS_MAX * BATCH / PARTS
+      const beat_t beat = in.read();
+      for (int q = 0; q < PARTS; ++q) {
+#pragma HLS UNROLL
+        buf[c][p][l] = low_signed<ACC_BITS>(part(beat, q));
+        next_element(c, p, l, pos);
+      }
     }
   }
 
@@ -297,30 +315,36 @@ struct pe {
   }
 
   // FP/EB kernels: nnz * KK codes placed in the top 8 bits of the 24-bit buffer.
-  static void load_weights(hls::stream<word_t> &in, int count, buffer_t weights[MAX_NNZ * KK]) {
-  load_weights_words:
-    for (int w = 0; w < (count + 3) / 4; ++w) {
+  static void load_weights(hls::stream<beat_t> &in, int count, buffer_t weights[MAX_NNZ * KK]) {
+  load_weights_beats:
+    for (int w = 0; w < (count + BEAT_BYTES - 1) / BEAT_BYTES; ++w) {
 #pragma HLS PIPELINE II = 1
-#pragma HLS LOOP_TRIPCOUNT min = 0 max = (MAX_NNZ * KK + 3) / 4
-      const word_t word = in.read();
-      for (int j = 0; j < 4; ++j) {
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = (MAX_NNZ * KK + BEAT_BYTES - 1) / BEAT_BYTES
+      const beat_t beat = in.read();
+      for (int j = 0; j < BEAT_BYTES; ++j) {
 #pragma HLS UNROLL
-        if (4 * w + j < count) {
+        if (BEAT_BYTES * w + j < count) {
           buffer_t value = 0;
-          value.range(BUFFER_BITS - 1, BUFFER_BITS - CODE_BITS) = word.range(8 * j + 7, 8 * j);
-          weights[4 * w + j] = value;
+          value.range(BUFFER_BITS - 1, BUFFER_BITS - CODE_BITS) = beat.range(8 * j + 7, 8 * j);
+          weights[BEAT_BYTES * w + j] = value;
         }
       }
     }
   }
 
-  // WG: the initial gradients G[e][t], ACC_BITS wide.
-  static void load_grads(hls::stream<word_t> &in, int count, acc_t grads[MAX_NNZ * KK]) {
-  load_grads_words:
-    for (int i = 0; i < count; ++i) {
+  // `count` words of BITS bits (read from their low bits), PARTS to a beat, the last beat's unused parts ignored:
+  // WG's initial gradients G[e][t] (ACC_BITS), UPD's buffer words (BUFFER_BITS), an element-wise op's values.
+  template <int BITS>
+  static void load_words(hls::stream<beat_t> &in, int count, ap_int<BITS> words[MAX_NNZ * KK]) {
+  load_words_beats:
+    for (int w = 0; w < (count + PARTS - 1) / PARTS; ++w) {
 #pragma HLS PIPELINE II = 1
-#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK
-      grads[i] = low_signed<ACC_BITS>(in.read());
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = (MAX_NNZ * KK + PARTS - 1) / PARTS
+      const beat_t beat = in.read();
+      for (int q = 0; q < PARTS; ++q) {
+#pragma HLS UNROLL
+        if (PARTS * w + q < count) words[PARTS * w + q] = low_signed<BITS>(part(beat, q));
+      }
     }
   }
 
@@ -336,20 +360,23 @@ struct pe {
 
   // UPD: the 24-bit buffer words, then the 32-bit gradients, each applied as it arrives.
   // With LEFT the gradient is shifted left by `shift` (32-bit saturation) and the update runs at shift 0.
-  static void load_and_update(hls::stream<word_t> &in, int count, ap_uint<5> shift, bool left,
+  static void load_and_update(hls::stream<beat_t> &in, int count, ap_uint<5> shift, bool left,
                               buffer_t buffer[MAX_NNZ * KK]) {
-  load_buffer_words:
-    for (int i = 0; i < count; ++i) {
+    load_words<BUFFER_BITS>(in, count, buffer);
+  update_beats:
+    for (int w = 0; w < (count + PARTS - 1) / PARTS; ++w) {
 #pragma HLS PIPELINE II = 1
-#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK
-      buffer[i] = low_signed<BUFFER_BITS>(in.read());
-    }
-  update_words:
-    for (int i = 0; i < count; ++i) {
-#pragma HLS PIPELINE II = 1
-#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK
-      const ap_int<WORD_BITS> g = low_signed<WORD_BITS>(in.read());
-      buffer[i] = left ? update_word(buffer[i], shift_left_saturate(g, shift), 0) : update_word(buffer[i], g, shift);
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = (MAX_NNZ * KK + PARTS - 1) / PARTS
+      const beat_t beat = in.read();
+      for (int q = 0; q < PARTS; ++q) {
+#pragma HLS UNROLL
+        const int i = PARTS * w + q;
+        if (i < count) {
+          const ap_int<WORD_BITS> g = low_signed<WORD_BITS>(part(beat, q));
+          buffer[i] = left ? update_word(buffer[i], shift_left_saturate(g, shift), 0)
+                           : update_word(buffer[i], g, shift);
+        }
+      }
     }
   }
 
@@ -441,25 +468,38 @@ struct pe {
   }
 
   // ---------------------------------------------------------------- writers
+  // The sums ordered (channel, position, lane), PARTS to a beat (whole beats: BATCH is a multiple of PARTS).
   template <int CH>
-  static void write_accs(hls::stream<word_t> &out, int pos, const acc_t buf[ACC_CH][IN_POS_MAX][BATCH]) {
+  static void write_accs(hls::stream<beat_t> &out, int pos, const acc_t buf[ACC_CH][IN_POS_MAX][BATCH]) {
     int c = 0, p = 0, l = 0;
-  write_accs_words:
-    for (int w = 0; w < CH * pos * BATCH; ++w) {
+  write_accs_beats:
+    for (int w = 0; w < CH * pos * BATCH / PARTS; ++w) {
 #pragma HLS PIPELINE II = 1
-#pragma HLS LOOP_TRIPCOUNT min = 0 max = CH * IN_POS_MAX * BATCH
-      out.write(sign_extend<ACC_BITS>(buf[c][p][l]));
-      next_element(c, p, l, pos);
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = CH * IN_POS_MAX * BATCH / PARTS
+      beat_t beat = 0;
+      for (int q = 0; q < PARTS; ++q) {
+#pragma HLS UNROLL
+        beat.range(WORD_BITS * q + WORD_BITS - 1, WORD_BITS * q) = sign_extend<ACC_BITS>(buf[c][p][l]);
+        next_element(c, p, l, pos);
+      }
+      out.write(beat);
     }
   }
 
+  // `count` words, sign-extended, PARTS to a beat, the last beat's unused parts 0.
   template <int BITS>
-  static void write_words(hls::stream<word_t> &out, int count, const ap_int<BITS> buf[MAX_NNZ * KK]) {
-  write_words_loop:
-    for (int i = 0; i < count; ++i) {
+  static void write_words(hls::stream<beat_t> &out, int count, const ap_int<BITS> buf[MAX_NNZ * KK]) {
+  write_words_beats:
+    for (int w = 0; w < (count + PARTS - 1) / PARTS; ++w) {
 #pragma HLS PIPELINE II = 1
-#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK
-      out.write(sign_extend<BITS>(buf[i]));
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = (MAX_NNZ * KK + PARTS - 1) / PARTS
+      beat_t beat = 0;
+      for (int q = 0; q < PARTS; ++q) {
+#pragma HLS UNROLL
+        if (PARTS * w + q < count)
+          beat.range(WORD_BITS * q + WORD_BITS - 1, WORD_BITS * q) = sign_extend<BITS>(buf[PARTS * w + q]);
+      }
+      out.write(beat);
     }
   }
 
@@ -467,28 +507,39 @@ struct pe {
   // else 0; RELU is SELECT with z = v, read once; SHR reads 24-bit words and sends each shifted right by `shift`
   // (arithmetic: floor).
   // SELECT with CARRY (`held`): v is already in `values` (held_sums), only z is read.
-  static void elementwise(hls::stream<word_t> &in, hls::stream<word_t> &out, int op, ap_uint<5> shift, int n,
+  static void elementwise(hls::stream<beat_t> &in, hls::stream<beat_t> &out, int op, ap_uint<5> shift, int n,
                           bool held, acc_t values[MAX_NNZ * KK], buffer_t words[MAX_NNZ * KK]) {
     if (op != EW_SHR) {
-      if (!held) load_grads(in, n, values);
-    select_words:
-      for (int i = 0; i < n; ++i) {
+      if (!held) load_words<ACC_BITS>(in, n, values);
+    select_beats:
+      for (int w = 0; w < (n + PARTS - 1) / PARTS; ++w) {
 #pragma HLS PIPELINE II = 1
-#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK
-        const acc_t z = op == EW_RELU ? values[i] : low_signed<ACC_BITS>(in.read());
-        if (!(z > 0)) values[i] = 0;
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = (MAX_NNZ * KK + PARTS - 1) / PARTS
+        const beat_t beat = op == EW_RELU ? beat_t(0) : in.read();
+        for (int q = 0; q < PARTS; ++q) {
+#pragma HLS UNROLL
+          const int i = PARTS * w + q;
+          if (i < n) {
+            const acc_t z = op == EW_RELU ? values[i] : low_signed<ACC_BITS>(part(beat, q));
+            if (!(z > 0)) values[i] = 0;
+          }
+        }
       }
-      out.write(word_t(STATUS_OK));
+      out.write(beat_t(STATUS_OK));
       write_words<ACC_BITS>(out, n, values);
       return;
     }
-  shr_words:
-    for (int i = 0; i < n; ++i) {
+  shr_beats:
+    for (int w = 0; w < (n + PARTS - 1) / PARTS; ++w) {
 #pragma HLS PIPELINE II = 1
-#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_NNZ * KK
-      words[i] = low_signed<BUFFER_BITS>(in.read()) >> shift.to_uint();
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = (MAX_NNZ * KK + PARTS - 1) / PARTS
+      const beat_t beat = in.read();
+      for (int q = 0; q < PARTS; ++q) {
+#pragma HLS UNROLL
+        if (PARTS * w + q < n) words[PARTS * w + q] = low_signed<BUFFER_BITS>(part(beat, q)) >> shift.to_uint();
+      }
     }
-    out.write(word_t(STATUS_OK));
+    out.write(beat_t(STATUS_OK));
     write_words<BUFFER_BITS>(out, n, words);
   }
 
@@ -511,7 +562,7 @@ struct pe {
   // what the transaction before held) and nothing more is read; status 3 is
   // sent after the whole transaction is read. Only an accepted HOLD leaves
   // anything held: its sums stay in accbuf (FP, EB) or grads (WG).
-  static void process(hls::stream<word_t> &in, hls::stream<word_t> &out) {
+  static void process(hls::stream<beat_t> &in, hls::stream<beat_t> &out) {
     static index_t index[MAX_NNZ];
     static buffer_t weights[MAX_NNZ * KK];  // FP/EB kernels (top 8 bits) or UPD buffer words
     static acc_t grads[MAX_NNZ * KK];       // WG gradients
@@ -525,7 +576,10 @@ struct pe {
 #pragma HLS ARRAY_PARTITION variable = accbuf complete dim = 3
 #pragma HLS ARRAY_PARTITION variable = accbuf cyclic factor = PARALLEL dim = 2
 
-    const word_t header = in.read();
+    const beat_t head = in.read();  // the header beat: its parts above the first must be 0
+    beat_t upper = head;
+    upper.range(WORD_BITS - 1, 0) = 0;
+    const word_t header = head.range(WORD_BITS - 1, 0);
     const int op = header.range(1, 0).to_int();
     const int nnz = header.range(24, 16).to_int();
     const bool s2 = (header.to_uint() & FLAG_S2) != 0, k1 = K > 1 && (header.to_uint() & FLAG_K1) != 0;
@@ -534,8 +588,9 @@ struct pe {
     const int held_pos = held_op == OP_FP ? OUT_POS : in_tile(held_s2, held_k1 ? 1 : K);  // positions of a channel
     const bool select_ok = held && ((held_op == OP_FP && nnz == BLOCK_ROWS * OUT_POS * BATCH) ||
                                     (held_op == OP_EB && nnz == BLOCK_COLS * held_pos * BATCH));
-    const int status = transaction(in, out, header, carry_ok, select_ok, held_pos, index, weights, grads, xbuf,
-                                   dybuf, accbuf);
+    const int status = upper != 0 ? refuse(out, STATUS_BAD_HEADER)
+                                  : transaction(in, out, header, carry_ok, select_ok, held_pos, index, weights,
+                                                grads, xbuf, dybuf, accbuf);
     held = status == STATUS_OK && (header.to_uint() & FLAG_HOLD) != 0;  // anything else drops the sums
     held_op = op;
     held_nnz = nnz;
@@ -547,7 +602,7 @@ struct pe {
   static int in_tile(bool s2, int k) { return ((s2 ? 2 : 1) * (OUT_H - 1) + k) * ((s2 ? 2 : 1) * (OUT_W - 1) + k); }
 
   // One transaction on the PE's buffers: returns its status (the words are written).
-  static int transaction(hls::stream<word_t> &in, hls::stream<word_t> &out, word_t header, bool carry_ok,
+  static int transaction(hls::stream<beat_t> &in, hls::stream<beat_t> &out, word_t header, bool carry_ok,
                          bool select_ok, int held_pos, index_t index[MAX_NNZ], buffer_t weights[MAX_NNZ * KK],
                          acc_t grads[MAX_NNZ * KK], code_t xbuf[BLOCK_COLS][IN_POS_MAX][BATCH],
                          code_t dybuf[BLOCK_ROWS][OUT_POS][BATCH], acc_t accbuf[ACC_CH][IN_POS_MAX][BATCH]) {
@@ -588,17 +643,17 @@ struct pe {
       else if (!carry) load_accs<BLOCK_COLS>(in, in_pos, accbuf);
     } else if (op == OP_WG) {
       if (zero) clear_grads(count, grads);
-      else if (g_first) load_grads(in, count, grads);
+      else if (g_first) load_words<ACC_BITS>(in, count, grads);
       load_codes<BLOCK_COLS, IN_POS_MAX>(in, in_pos, xbuf);
       load_codes<BLOCK_ROWS, OUT_POS>(in, OUT_POS, dybuf);
-      if (!zero && !g_first && !carry) load_grads(in, count, grads);
+      if (!zero && !g_first && !carry) load_words<ACC_BITS>(in, count, grads);
     } else {
       load_and_update(in, count, shift, left, weights);
     }
     if (outside) return refuse(out, STATUS_INDEX);
     if (op == OP_FP || op == OP_EB) mac_block(op == OP_EB, s2, k, nnz, index, weights, xbuf, dybuf, accbuf);
     if (op == OP_WG) wg_block(s2, k, nnz, index, xbuf, dybuf, grads);
-    out.write(word_t(STATUS_OK));
+    out.write(beat_t(STATUS_OK));
     if (hold) return STATUS_OK;
     if (op == OP_FP) {
       write_accs<BLOCK_ROWS>(out, OUT_POS, accbuf);
@@ -612,8 +667,8 @@ struct pe {
     return STATUS_OK;
   }
 
-  static int refuse(hls::stream<word_t> &out, int status) {
-    out.write(word_t(status));
+  static int refuse(hls::stream<beat_t> &out, int status) {
+    out.write(beat_t(status));
     return status;
   }
 };

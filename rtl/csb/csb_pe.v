@@ -10,7 +10,8 @@
 //           (bytes; one copy per MAC group, so each group reads its own position), result buffer R (PARALLEL banks of
 //           BATCH accumulators, one bank per MAC group; see R_DEPTH for the layout). UPD computes its result while
 //           the gradient words stream in.
-//   compute one cycle per (entry e, tap t, chunk of PARALLEL output positions), in the contract order e, t,
+//   compute one cycle per (entry e, tap t, chunk of PARALLEL output positions; two for WG on a PACKED build), in
+//           the contract order e, t,
 //           positions, as a two-stage pipeline: stage A takes the entry's x/y from the index buffer as the high
 //           (channel) address bits and the tap/position counters as the low bits and presents the read addresses;
 //           stage B, one cycle later, multiplies, accumulates and writes back. FP gathers X at the position shifted
@@ -43,6 +44,11 @@
 // compute = nnz*k*k*ceil(OUT_H*OUT_W/PARALLEL) for FP, EB and WG (either stride; k = 1 under K1; twice that for WG
 // on a PACKED build), 0 for UPD, the element-wise ops and refused transactions; zero the cycles of a ZERO
 // transaction's virtual section.
+// STREAM_BITS 64 or 128 (docs/csb.md, "Wide streams"): a beat of PARTS 32-bit parts moves a cycle. The header is a
+// beat (parts above the first 0, else status 1); every section starts a new beat (bytes 4 * PARTS, words PARTS a
+// beat; the rest of a section's last beat is ignored); R takes and gives PARTS lanes of one position a cycle
+// (BATCH a multiple of PARTS), WA is PARTS banks by address (UPD, SELECT and the G and buffer sections PARTS words
+// a cycle); the status is a beat and the results PARTS to a beat, the last one's rest 0. n_in and n_out count beats.
 // rst is synchronous and active high; it drops a transaction in flight. Address and counter arithmetic is
 // written at AW bits (or integer width) and relies on Verilog's sizing rules to extend and truncate; Verilator's
 // width warnings are switched off for that reason.
@@ -60,14 +66,15 @@ module csb_pe #(
     parameter PARALLEL   = 1,          // MAC groups P, 1..8
     parameter ACC_BITS   = 32,         // accumulator width (bits), 16..32
     parameter MAX_STRIDE = 1,          // 2: FP, EB and WG also run at stride 2 (header S2)
-    parameter PACKED     = 0           // 1: two lanes' products a multiplier (csb_group_packed), WG two cycles a step
+    parameter PACKED     = 0,          // 1: two lanes' products a multiplier (csb_group_packed), WG two cycles a step
+    parameter STREAM_BITS = 32         // stream beat: 32, 64 or 128 bits (PARTS 32-bit parts)
 ) (
     input  wire        clk,
     input  wire        rst,
-    input  wire [`CODESIGN_WORD_BITS-1:0] in_data,
+    input  wire [STREAM_BITS-1:0] in_data,
     input  wire        in_valid,
     output wire        in_ready,
-    output reg  [`CODESIGN_WORD_BITS-1:0] out_data,
+    output reg  [STREAM_BITS-1:0] out_data,
     output reg         out_valid,
     input  wire        out_ready
 );
@@ -107,13 +114,17 @@ module csb_pe #(
     localparam R_EB2    = BLOCK_COLS * IN_H2 * CW_IN2;
     localparam R_EB_MAX = (MAX_STRIDE == 2 && R_EB2 > R_EB) ? R_EB2 : R_EB;
     localparam R_DEPTH  = (R_FP > R_EB_MAX) ? R_FP : R_EB_MAX;
-    localparam IDX_WORDS = (MAX_NNZ + 3) / 4;
-    localparam W8_WORDS = (WB_DEPTH + 3) / 4;
+    localparam PARTS    = STREAM_BITS / 32;                       // 32-bit parts a beat
+    localparam LP       = (PARTS == 4) ? 2 : ((PARTS == 2) ? 1 : 0);
+    localparam BEAT_BYTES = 4 * PARTS;
+    localparam IDX_WORDS = (MAX_NNZ + BEAT_BYTES - 1) / BEAT_BYTES;   // index and W8 rows: a beat each
+    localparam W8_WORDS = (WB_DEPTH + BEAT_BYTES - 1) / BEAT_BYTES;
+    localparam WA_ROWS  = (WB_DEPTH + PARTS - 1) / PARTS;            // rows of each of WA's PARTS banks
     localparam X_WORDS  = (XB_MAX + 3) / 4;
     localparam D_WORDS  = (DB_BYTES + 3) / 4;
     localparam R_AW     = (R_DEPTH <= 2) ? 1 : $clog2(R_DEPTH);
     localparam W8_AW    = (W8_WORDS <= 2) ? 1 : $clog2(W8_WORDS);
-    localparam WA_AW    = (WB_DEPTH <= 2) ? 1 : $clog2(WB_DEPTH);
+    localparam WA_AW    = (WA_ROWS <= 2) ? 1 : $clog2(WA_ROWS);
 
     localparam [AW-1:0] L_KK       = KK;
     localparam [AW-1:0] L_DB_BYTES = DB_BYTES;
@@ -141,7 +152,8 @@ module csb_pe #(
         if (BLOCK_ROWS < 1 || BLOCK_ROWS > 16 || BLOCK_COLS < 1 || BLOCK_COLS > 16 || K < 1 || K > 7 ||
             OUT_H < 1 || OUT_W < 1 || BATCH < 1 || BATCH > 16 || PARALLEL < 1 || PARALLEL > 8 ||
             ACC_BITS < 16 || ACC_BITS > 32 || MAX_STRIDE < 1 || MAX_STRIDE > 2 || PACKED < 0 || PACKED > 1 ||
-            (PACKED && BATCH % 2 != 0)) begin : g_bad
+            (PACKED && BATCH % 2 != 0) || (STREAM_BITS != 32 && STREAM_BITS != 64 && STREAM_BITS != 128) ||
+            BATCH % (STREAM_BITS / 32) != 0) begin : g_bad
             csb_pe_unsupported_parameters u_bad ();
         end
     endgenerate
@@ -192,11 +204,13 @@ module csb_pe #(
     wire [AW-1:0] r_eb_t  = k1 ? (s2 ? L_R_EB2_1 : L_R_EB_1) : (s2 ? L_R_EB2 : L_R_EB);  // R words EB's ZERO clears
 
     // ---- header decode ---------------------------------------------------------------
-    wire [1:0] h_op    = in_data[1:0];
-    wire [4:0] h_shift = in_data[12:8];
-    wire [8:0] h_nnz   = in_data[24:16];
-    wire       h_zero  = in_data[2], h_gf = in_data[3], h_left = in_data[4], h_ew = in_data[5];
-    wire       h_hold  = in_data[6], h_carry = in_data[7], h_s2 = in_data[13], h_k1 = in_data[14];
+    wire [31:0] h_word = in_data[31:0];
+    wire       h_upper = |(in_data >> 32);   // a header beat's other parts must be 0
+    wire [1:0] h_op    = h_word[1:0];
+    wire [4:0] h_shift = h_word[12:8];
+    wire [8:0] h_nnz   = h_word[24:16];
+    wire       h_zero  = h_word[2], h_gf = h_word[3], h_left = h_word[4], h_ew = h_word[5];
+    wire       h_hold  = h_word[6], h_carry = h_word[7], h_s2 = h_word[13], h_k1 = h_word[14];
     wire       h_k1e   = h_k1 && (K > 1);   // on a kernel-1 build K1 changes nothing
     wire       h_carry_bad = h_zero || h_gf || !held_valid || held_op != h_op || (h_op == OP_WG && held_nnz != h_nnz) ||
                              held_s2 != h_s2 || held_k1 != h_k1e;
@@ -204,7 +218,7 @@ module csb_pe #(
                             : (held_k1 ? (held_s2 ? L_XB2_1 : L_XB_1) : (held_s2 ? L_EB_WORDS2 : L_EB_WORDS));
     wire       h_sel_bad = h_op != EW_SELECT || !held_valid || held_op[1] || {{(AW-9){1'b0}}, h_nnz} != held_sums;
     wire       h_s2_bad = h_s2 && (MAX_STRIDE < 2 || h_ew || h_op == OP_UPD);
-    wire       h_bad   = ((in_data & 32'hFE008000) != 32'd0) || h_s2_bad ||
+    wire       h_bad   = ((h_word & 32'hFE008000) != 32'd0) || h_upper || h_s2_bad ||
                          (h_ew ? (h_op == 2'd3 || h_zero || h_gf || h_left || h_hold || h_k1 ||
                                   (h_carry && h_sel_bad) || (h_shift != 5'd0 && h_op != EW_SHR))
                                : ((h_shift != 5'd0 && h_op != OP_UPD) || (h_zero && h_op == OP_UPD) ||
@@ -227,16 +241,18 @@ module csb_pe #(
         endcase
     end
     wire byte_sec = (state == S_IDX) || (state == S_W8) || (state == S_XB) || (state == S_DB);
-    wire sec_last = byte_sec ? (cnt + 24'd4 >= sec_len) : (cnt + 24'd1 >= sec_len);
+    // units a take moves: a beat's bytes or words; a ZERO's virtual R section one R word (all banks and lanes)
+    wire [AW-1:0] sec_step = byte_sec ? BEAT_BYTES : ((state == S_RB && virt) ? 24'd1 : PARTS);
+    wire sec_last = cnt + sec_step >= sec_len;
 
-    // Index bytes of this word outside the block (status 3).
+    // Index bytes of this beat outside the block (status 3).
     reg idx_bad;
     integer j;
     // The comparisons are constant false for a 16-wide block dimension.
     /* verilator lint_off CMPCONST */
     always @* begin
         idx_bad = 1'b0;
-        for (j = 0; j < 4; j = j + 1)
+        for (j = 0; j < BEAT_BYTES; j = j + 1)
             if (cnt + j < sec_len && (in_data[8*j+4 +: 4] > L_ROWS || in_data[8*j +: 4] > L_COLS))
                 idx_bad = 1'b1;
     end
@@ -252,7 +268,7 @@ module csb_pe #(
     // a section word moves this cycle (a virtual word of zeros, or one from the stream)
     wire take = ((state != S_HEAD) && (state < S_RUN) && (virt || in_valid)) ||
                 (state == S_EWS && out_free && in_valid);
-    wire [`CODESIGN_WORD_BITS-1:0] sec_data = virt ? {`CODESIGN_WORD_BITS{1'b0}} : in_data;
+    wire [STREAM_BITS-1:0] sec_data = virt ? {STREAM_BITS{1'b0}} : in_data;
 
     // ---- drain bookkeeping -------------------------------------------------------------
     wire [AW-1:0] n_result = (status != `CODESIGN_CSB_STATUS_OK || hold) ? {AW{1'b0}}
@@ -268,9 +284,9 @@ module csb_pe #(
         if (state == S_HEAD)
             cnt_next = {AW{1'b0}};
         else if (take)
-            cnt_next = sec_last ? {AW{1'b0}} : cnt + (byte_sec ? 24'd4 : 24'd1);
+            cnt_next = sec_last ? {AW{1'b0}} : cnt + sec_step;
         else if (send_slot && sent_status)
-            cnt_next = send_word ? cnt + 24'd1 : {AW{1'b0}};
+            cnt_next = send_word ? cnt + PARTS : {AW{1'b0}};
     end
 
     // ---- R walker (csb_walker): the R word loaded (S_RB) or sent (drain), in stream order of the result grid
@@ -282,7 +298,7 @@ module csb_pe #(
     wire [4:0]    wk_lane;
     wire [2:0]    wk_bank;
     wire [AW-1:0] wk_addr, wk_addr_next;
-    csb_walker #(.PARALLEL(PARALLEL), .BATCH(BATCH), .OUT_W(OUT_W), .AW(AW), .PW(PW)) u_walk (
+    csb_walker #(.PARALLEL(PARALLEL), .BATCH(BATCH), .OUT_W(OUT_W), .AW(AW), .PW(PW), .STEP(PARTS)) u_walk (
         .clk(clk), .clear(wk_clear), .adv(wk_adv), .half(s2 && wk_eb), .h(wk_eb ? in_h_t : L_OUT_H),
         .w(wk_eb ? in_w_t : L_OUT_W), .cw(wk_eb ? cw_in_t : L_CW_OUT), .lane(wk_lane), .bank(wk_bank),
         .addr(wk_addr), .addr_next(wk_addr_next)
@@ -310,11 +326,12 @@ module csb_pe #(
     wire last_tap   = k1 || (t + 24'd1 == L_KK);
     wire last_entry = ({1'b0, e} + 10'd1 == {1'b0, nnz});
 
-    reg  [31:0] idx_mem [0:IDX_WORDS-1];        // distributed RAM, read in the same cycle
+    reg  [STREAM_BITS-1:0] idx_mem [0:IDX_WORDS-1];   // distributed RAM, read in the same cycle: a beat a row
     always @(posedge clk)
-        if (state == S_IDX && take) idx_mem[cnt >> 2] <= in_data;
-    wire [31:0]     idx_word = idx_mem[e >> 2];
-    wire [7:0]      idx_e    = idx_word >> (8 * e[1:0]);
+        if (state == S_IDX && take) idx_mem[cnt >> (2 + LP)] <= in_data;
+    wire [STREAM_BITS-1:0] idx_word = idx_mem[e >> (2 + LP)];
+    wire [8:0]      e_byte   = e & (BEAT_BYTES - 1);
+    wire [7:0]      idx_e    = idx_word >> (8 * e_byte);
     wire [3:0]      y_e      = idx_e[7:4];
     wire [3:0]      x_e      = idx_e[3:0];
     wire [AW-1:0]   wt_at    = (k1 ? {{(AW-9){1'b0}}, e} : {{(AW-9){1'b0}}, e} * L_KK) + t;
@@ -329,51 +346,82 @@ module csb_pe #(
     wire               b_wg_done = b_run && is_wg && (!PACKED || b_half);   // a WG step's sums are whole
 
     // ---- RAMs -------------------------------------------------------------------------------
-    wire [31:0]   w8_q;
-    wire [AW-1:0] w8_waddr = cnt >> 2;
-    wire [AW-1:0] w8_raddr = wt_at >> 2;
-    csb_ram #(.LANES(1), .LANE_BITS(32), .DEPTH(W8_WORDS), .AW(W8_AW)) u_w8 (
+    wire [STREAM_BITS-1:0] w8_q;
+    wire [AW-1:0] beat_word = (cnt >> (2 + LP)) << LP;   // a byte section's beat: its first word (a multiple of PARTS)
+    wire [AW-1:0] w8_waddr = cnt >> (2 + LP);
+    wire [AW-1:0] w8_raddr = wt_at >> (2 + LP);
+    csb_ram #(.LANES(1), .LANE_BITS(STREAM_BITS), .DEPTH(W8_WORDS), .AW(W8_AW)) u_w8 (
         .clk(clk), .we(state == S_W8 && take), .waddr(w8_waddr[W8_AW-1:0]), .wdata(in_data),
         .raddr(w8_raddr[W8_AW-1:0]), .rdata(w8_q)
     );
-    wire [7:0] weight = w8_q >> (8 * b_wt_at[1:0]);
+    wire [AW-1:0] w8_byte = b_wt_at & (BEAT_BYTES - 1);
+    wire [7:0] weight = w8_q >> (8 * w8_byte);
 
     wire [ACC_BITS*BATCH*PARALLEL-1:0] r_q;       // bank k at [ACC_BITS*BATCH*k +: ...]
-    // the R word at the walker (the drain's result, or a SELECT's held sum)
-    wire [ACC_BITS-1:0] r_word = r_q >> (ACC_BITS * (BATCH * wk_bank + wk_lane));
+    // the PARTS R words at the walker, lanes wk_lane.. of one bank word (the drain's results, a SELECT's held sums)
+    // (shifted in beats: BATCH is a multiple of PARTS and so is the walker's lane)
+    wire [ACC_BITS*PARTS-1:0] r_words = r_q >> (ACC_BITS * PARTS * (BATCH / PARTS * wk_bank + (wk_lane >> LP)));
 
-    // WA: G (WG) and the 24-bit buffer (UPD); written by the load or by stage B of WG
-    wire [WB_W-1:0]  wa_q;
-    wire [23:0]      upd_new;
-    // LEFT: sat32(G * 2^s), then the update at shift 0
-    wire signed [63:0] g_left   = $signed(in_data) <<< shift;
-    wire signed [63:0] g_max    = 64'sd2147483647;
-    wire signed [63:0] g_min    = -64'sd2147483648;
-    wire signed [63:0] g_sat    = (g_left > g_max) ? g_max : ((g_left < g_min) ? g_min : g_left);
-    wire [31:0]        upd_grad = left ? g_sat[31:0] : in_data;
-    csb_upd u_upd (.buf_in(wa_q[23:0]), .grad(upd_grad), .shift(left ? 5'd0 : shift), .buf_out(upd_new));
-    wire signed [WB_W-1:0] upd_new_x  = $signed(upd_new);
-    wire signed [WB_W-1:0] acc_word_x = $signed(sec_data[ACC_BITS-1:0]);
-    wire signed [WB_W-1:0] buf_word_x = $signed(in_data[23:0]);
-    wire signed [WB_W-1:0] sel_v      = sel_sums ? $signed(r_word) : $signed(wa_q);
-    wire [31:0]            ew_word;            // the streamed element's result
-    csb_ew #(.ACC_BITS(ACC_BITS), .WB_W(WB_W)) u_ew (.op(op), .shift(shift), .word(in_data), .v(sel_v),
-                                                    .result(ew_word));
+    // WA: G (WG) and the 24-bit buffer (UPD), PARTS banks by address (word a in bank a mod PARTS, row a / PARTS);
+    // written by the loads (a beat's words a cycle, each into its bank) or by stage B of WG (one G word). Each
+    // bank has its own UPD and element-wise unit: part q of a beat meets bank q's word.
+    wire [WB_W*PARTS-1:0]  wa_qs;              // bank q's word at [WB_W*q +: WB_W]
+    wire [32*PARTS-1:0]    ew_words;           // the streamed elements' results
+    wire [32*PARTS-1:0]    wa_sent;            // WA's words as the drain sends them (sign-extended)
     wire signed [WB_W-1:0] g_final;
     wire wg_write = b_wg_done && b_last_chunk;
-    wire [WB_W-1:0] wa_wdata = wg_write ? g_final
-                             : ((state == S_GW || (state == S_BW && ew)) ? acc_word_x   // G; SELECT's v
-                             : ((state == S_BW) ? buf_word_x : upd_new_x));
-    wire wa_we = wg_write || (take && (state == S_GW || state == S_BW || state == S_UG));
-    wire [AW-1:0] wa_waddr = wg_write ? b_wt_at : cnt;
-    wire [AW-1:0] wa_raddr = (state == S_RUN) ? wt_at : cnt_next;
-    csb_ram #(.LANES(1), .LANE_BITS(WB_W), .DEPTH(WB_DEPTH), .AW(WA_AW), .BYPASS(1)) u_wa (
-        .clk(clk), .we(wa_we), .waddr(wa_waddr[WA_AW-1:0]), .wdata(wa_wdata), .raddr(wa_raddr[WA_AW-1:0]),
-        .rdata(wa_q)
-    );
+    wire [AW-1:0] wa_row_w = (wg_write ? b_wt_at : cnt) >> LP;
+    wire [AW-1:0] wa_raddr = ((state == S_RUN) ? wt_at : cnt_next) >> LP;
+    wire [AW-1:0] g_bank   = b_wt_at & (PARTS - 1);          // the bank of stage B's G word
+    reg  [WB_W-1:0] wa_q;                                    // ... and the word (a multiplexer, no product)
+    integer gb;
+    always @* begin
+        wa_q = wa_qs[WB_W-1:0];
+        for (gb = 1; gb < PARTS; gb = gb + 1)
+            if (g_bank == gb) wa_q = wa_qs[WB_W*gb +: WB_W];
+    end
+    wire          wa_load  = take && (state == S_GW || state == S_BW || state == S_UG);
+    genvar q;
+    generate
+        for (q = 0; q < PARTS; q = q + 1) begin : g_wa
+            wire [31:0]     word   = in_data[32*q +: 32];
+            wire [WB_W-1:0] bank_q = wa_qs[WB_W*q +: WB_W];
+            // LEFT: sat32(G * 2^s), then the update at shift 0
+            wire signed [63:0] g_left   = $signed(word) <<< shift;
+            wire signed [63:0] g_max    = 64'sd2147483647;
+            wire signed [63:0] g_min    = -64'sd2147483648;
+            wire signed [63:0] g_sat    = (g_left > g_max) ? g_max : ((g_left < g_min) ? g_min : g_left);
+            wire [31:0]        upd_grad = left ? g_sat[31:0] : word;
+            wire [23:0]        upd_new;
+            csb_upd u_upd (.buf_in(bank_q[23:0]), .grad(upd_grad), .shift(left ? 5'd0 : shift), .buf_out(upd_new));
+            wire signed [WB_W-1:0] upd_new_x  = $signed(upd_new);
+            wire signed [WB_W-1:0] acc_word_x = $signed(sec_data[32*q +: ACC_BITS]);
+            wire signed [WB_W-1:0] buf_word_x = $signed(word[23:0]);
+            wire signed [WB_W-1:0] sel_v      = sel_sums ? $signed(r_words[ACC_BITS*q +: ACC_BITS]) : $signed(bank_q);
+            csb_ew #(.ACC_BITS(ACC_BITS), .WB_W(WB_W)) u_ew (.op(op), .shift(shift), .word(word), .v(sel_v),
+                                                            .result(ew_words[32*q +: 32]));
+            wire signed [31:0] sent_x = $signed(bank_q);
+            assign wa_sent[32*q +: 32] = sent_x;
+            wire [WB_W-1:0] wdata = wg_write ? g_final
+                                  : ((state == S_GW || (state == S_BW && ew)) ? acc_word_x   // G; SELECT's v
+                                  : ((state == S_BW) ? buf_word_x : upd_new_x));
+            // a section's last beat writes its unused parts too, past the section's words: nothing reads them
+            wire we = wg_write ? (g_bank == q) : wa_load;
+            csb_ram #(.LANES(1), .LANE_BITS(WB_W), .DEPTH(WA_ROWS), .AW(WA_AW), .BYPASS(1)) u_wa (
+                .clk(clk), .we(we), .waddr(wa_row_w[WA_AW-1:0]), .wdata(wdata), .raddr(wa_raddr[WA_AW-1:0]),
+                .rdata(wa_qs[WB_W*q +: WB_W])
+            );
+        end
+    endgenerate
 
     wire [ACC_BITS*BATCH*PARALLEL-1:0] g_acc_out;
-    wire [BATCH-1:0] r_lane_we = {{(BATCH-1){1'b0}}, 1'b1} << wk_lane;
+    wire [BATCH-1:0] r_lane_we = ((1 << PARTS) - 1) << wk_lane;   // a beat's PARTS lanes of one position
+    wire [ACC_BITS*PARTS-1:0] sec_accs;                             // ... their sums
+    generate
+        for (q = 0; q < PARTS; q = q + 1) begin : g_sec_acc
+            assign sec_accs[ACC_BITS*q +: ACC_BITS] = sec_data[32*q +: ACC_BITS];
+        end
+    endgenerate
     wire r_load = (state == S_RB);
 
     // ---- MAC groups ------------------------------------------------------------------------
@@ -437,16 +485,16 @@ module csb_pe #(
                                            : ((b_run && !is_wg && b_valid[g]) ? {BATCH{1'b1}} : {BATCH{1'b0}});
             csb_ram #(.LANES(BATCH), .LANE_BITS(ACC_BITS), .DEPTH(R_DEPTH), .AW(R_AW), .BYPASS(1)) u_r (
                 .clk(clk), .we(r_we), .waddr(r_waddr[R_AW-1:0]),
-                .wdata(r_load ? {BATCH{sec_data[ACC_BITS-1:0]}} : g_acc_out[ACC_BITS*BATCH*g +: ACC_BITS*BATCH]),
+                .wdata(r_load ? {(BATCH/PARTS){sec_accs}} : g_acc_out[ACC_BITS*BATCH*g +: ACC_BITS*BATCH]),
                 .raddr(r_raddr[R_AW-1:0]), .rdata(r_q[ACC_BITS*BATCH*g +: ACC_BITS*BATCH])
             );
 
             wire [8*BATCH-1:0] xv, dv;
-            csb_window #(.LANES(BATCH), .WORDS(X_WORDS), .AW(AW)) u_x (
-                .clk(clk), .we(state == S_XB && take), .waddr(cnt >> 2), .wdata(in_data), .raddr(x_at), .rdata(xv)
+            csb_window #(.LANES(BATCH), .WORDS(X_WORDS), .AW(AW), .WPARTS(PARTS)) u_x (
+                .clk(clk), .we(state == S_XB && take), .waddr(beat_word), .wdata(in_data), .raddr(x_at), .rdata(xv)
             );
-            csb_window #(.LANES(BATCH), .WORDS(D_WORDS), .AW(AW)) u_d (
-                .clk(clk), .we(state == S_DB && take), .waddr(cnt >> 2), .wdata(in_data), .raddr(d_at), .rdata(dv)
+            csb_window #(.LANES(BATCH), .WORDS(D_WORDS), .AW(AW), .WPARTS(PARTS)) u_d (
+                .clk(clk), .we(state == S_DB && take), .waddr(beat_word), .wdata(in_data), .raddr(d_at), .rdata(dv)
             );
 
             // stage B
@@ -488,10 +536,22 @@ module csb_pe #(
     endgenerate
     assign g_final = $signed(g_grp[PARALLEL-1].merged);
 
-    // ---- drain words -------------------------------------------------------------------------
-    wire signed [31:0]  r_word_x = $signed(r_word);
-    wire signed [31:0]  w_word_x = $signed(wa_q);
-    wire [31:0] result_word = (is_fp || is_eb) ? r_word_x : w_word_x;
+    // ---- drain beats: PARTS result words, sign-extended; on a wide stream the parts past the last result and the
+    // last element 0 (a 32-bit beat is sent only while there is one)
+    wire [STREAM_BITS-1:0] result_beat, ew_beat;
+    generate
+        for (q = 0; q < PARTS; q = q + 1) begin : g_out
+            wire signed [31:0] r_x  = $signed(r_words[ACC_BITS*q +: ACC_BITS]);
+            wire [31:0]        word = (is_fp || is_eb) ? r_x : wa_sent[32*q +: 32];
+            if (PARTS > 1) begin : g_wide
+                assign result_beat[32*q +: 32] = (cnt + q >= n_result) ? 32'd0 : word;
+                assign ew_beat[32*q +: 32]     = (cnt + q >= sec_len) ? 32'd0 : ew_words[32*q +: 32];
+            end else begin : g_narrow
+                assign result_beat[32*q +: 32] = word;
+                assign ew_beat[32*q +: 32]     = ew_words[32*q +: 32];
+            end
+        end
+    endgenerate
 
     always @(posedge clk) begin
         cnt <= cnt_next;
@@ -583,7 +643,7 @@ module csb_pe #(
                 end
                 S_EWS: begin
                     if (take) begin
-                        out_data  <= ew_word;
+                        out_data  <= ew_beat;
                         out_valid <= 1'b1;
                         if (sec_last) state <= S_EWD;
                     end else if (out_ready) begin
@@ -601,7 +661,7 @@ module csb_pe #(
                         out_valid   <= 1'b1;
                         sent_status <= 1'b1;
                     end else if (send_word) begin
-                        out_data  <= result_word;
+                        out_data  <= result_beat;
                         out_valid <= 1'b1;
                     end else begin
                         out_valid  <= 1'b0;

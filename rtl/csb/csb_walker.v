@@ -3,7 +3,8 @@
 //
 // Position (r, c) lives in bank ((r/h)*OUT_W + c/h) mod PARALLEL, word (ch*H + r)*CW + h*((c/h)/PARALLEL) + c%h,
 // with h = 2 on a stride-2 EB grid (`half`), else 1 (docs/csb.md, "Stride 2"). The load of an initial section
-// and the drain step it one lane at a time (`adv`); `clear` restarts it at the grid's first word. `addr` is the
+// and the drain step it STEP lanes at a time (`adv`: one stream beat of words, STEP dividing BATCH); `clear`
+// restarts it at the grid's first word. `addr` is the
 // current word, `addr_next` the word after this clock edge (the drain reads ahead with it).
 /* verilator lint_off WIDTHEXPAND */
 /* verilator lint_off WIDTHTRUNC */
@@ -12,7 +13,8 @@ module csb_walker #(
     parameter BATCH    = 1,            // lanes a word
     parameter OUT_W    = 1,            // output tile width: a row moves the bank by OUT_W mod P
     parameter AW       = 24,           // address width (bits)
-    parameter PW       = 12            // row and column width (bits)
+    parameter PW       = 12,           // row and column width (bits)
+    parameter STEP     = 1             // lanes an advance moves by (a beat's parts), a divisor of BATCH
 ) (
     input  wire          clk,
     input  wire          clear,
@@ -31,7 +33,7 @@ module csb_walker #(
     reg [2:0]    cres, rres;           // (c/h) mod P and ((r/h)*OUT_W) mod P
     reg [AW-1:0] cdiv;                 // (c/h) / P
     reg [AW-1:0] base;                 // (ch*H + r) * CW
-    wire          lane_end = (lane == BATCH - 1);
+    wire          lane_end = (lane == BATCH - STEP);
     wire          col_end  = (c + 12'd1 == w);
     wire          last_row = (r + 12'd1 == h);
     wire          step_col = adv && lane_end;
@@ -58,7 +60,7 @@ module csb_walker #(
             lane <= 5'd0; c <= {PW{1'b0}}; r <= {PW{1'b0}}; cres <= 3'd0; rres <= 3'd0;
             cdiv <= {AW{1'b0}}; base <= {AW{1'b0}};
         end else if (adv) begin
-            lane <= lane_end ? 5'd0 : lane + 5'd1;
+            lane <= lane_end ? 5'd0 : lane + STEP;
             if (step_col) begin
                 c <= c_n; cres <= cres_n; cdiv <= cdiv_n;
             end

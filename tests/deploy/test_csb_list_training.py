@@ -23,16 +23,18 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits_compressed_
 CHANGES = {"epochs": 3, "warmup_epochs": 1, "schedule": "constant"}  # a warm-up epoch, then two fixed-point epochs
 
 
-@pytest.mark.parametrize("copies", [1, 2, 4])
-def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(tmp_path, copies):
+@pytest.mark.parametrize("copies, bits", [(1, 32), (2, 32), (4, 32), (2, 128)])
+def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(tmp_path, copies, bits):
     """On one csb IP of the example's build, and on two and on four copies of it (the example's): on copies the
     forward's and the errors' lane chunks run side by side, the blocks' gradients and updates dealt among them
-    (three phases a step)."""
+    (three phases a step); and on two copies of it on a 128-bit stream (docs/csb.md, "Wide streams")."""
     path = tmp_path / "design.toml"
     text = EXAMPLE.read_text()
-    assert text.count("\ncopies = 4 ") == 1  # the example's four copies of its build
-    path.write_text(text.replace("\ncopies = 4 ", f"\ncopies = {copies} "))
+    assert text.count("\ncopies = 4 ") == 1 and text.count("\nparallel = 1") == 1  # the example's build
+    path.write_text(text.replace("\ncopies = 4 ", f"\ncopies = {copies} ").replace(
+        "\nparallel = 1", "\nparallel = 1" + (f"\nstream_bits = {bits}" if bits != 32 else "")))
     design = load_design(path)
+    assert design.instances[0].spec.stream_bits == bits
     overlay = emulated_overlay(design, tmp_path)
     data = load_digits_dataset(validation_fraction=0.2)
     board, golden = board_trainer(overlay, **CHANGES), CsbMlpTrainer(csb_setup_of(design, **CHANGES))
@@ -55,7 +57,8 @@ def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(t
         figures.append(traffic.as_dict())
         built = list(board._built.values())[-1]  # this step's lists
         calls = [sum(len(listed) for _, listed in phase) for phase in built.phases]
-        print(f"\nstep on {copies} IP(s): {board.shell.lists - lists_before} lists, calls by phase {calls}, "
+        print(f"\nstep on {copies} IP(s), {bits}-bit stream: {board.shell.lists - lists_before} lists, calls by "
+              f"phase {calls}, "
               f"{figures[-1]}")
         assert board.shell.lists - lists_before == lists_a_step
         batch_bytes = 4 * np.asarray(x).size  # the batch as float32: 16 KiB

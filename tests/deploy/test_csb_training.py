@@ -129,6 +129,21 @@ def test_saturating_16_bit_accumulators_bit_identical(tmp_path, data):
     print(f"\nacc_bits 16: {golden.fixed_steps} steps, {counting.saturated} saturated results, {compared} words equal")
 
 
+def test_a_128_bit_stream_build_bit_identical(tmp_path, data):
+    """The example's build, one copy, on a 128-bit stream (docs/csb.md, "Wide streams"), one call at a time (the
+    per-call route, as an HLS export trains): every transaction sent as beats and every answer read back from them."""
+    raw = read_toml(EXAMPLE)
+    raw["design"]["pe"]["csb"].update(stream_bits=128, copies=1)  # copies share a step as lists only
+    raw["design"]["name"] = "digits_compressed_w128"
+    design = design_from_dict(raw)
+    board, golden, _ = _both_runs(emulated_overlay(design, tmp_path), design, data, **QUICK)
+    compared = _assert_same_state(board, golden)
+    figures = board.throughput()
+    assert board.backend.spec.parts == 4 and figures["transactions"] > 0
+    print(f"\nstream_bits 128: {golden.fixed_steps} steps, {figures['transactions']} transactions in "
+          f"{figures['ip_calls']} calls, {figures['pe_cycles']} PE cycles, {compared} words equal")
+
+
 @pytest.mark.long
 def test_full_configuration_bit_identical(example, data):
     """The example's own schedule: 5 warm-up and 7 fixed-point epochs of 21 steps (about 2.5 minutes here)."""

@@ -63,6 +63,23 @@ def test_warmup_pruning_and_two_fixed_epochs_equal_the_golden_loop():
     assert lists.inputs_staged == 6  # fit gives the next batch: every fixed step but an epoch's first took it
 
 
+@pytest.mark.parametrize("bits, copies", [(64, 1), (128, 2)])
+def test_a_wide_stream_build_equals_the_golden_loop(bits, copies):
+    """On a 64- or 128-bit stream: the arena's every section in whole beats, every call taking all the parts the
+    PE sends (docs/csb.md, "Wide streams"); on one IP and shared among two."""
+    spec = CsbSpec(block_rows=4, block_cols=4, batch=4, acc_bits=16, stream_bits=bits)
+    data = synthetic_dataset(samples=150, seed=1, validation_fraction=0.2)
+    setup = small_setup(spec)
+    golden, lists = CsbMlpTrainer(setup), CsbListTrainer(setup, shell(spec, copies))
+    golden.fit(data, progress=False)
+    lists.fit(data, progress=False)
+    for row_g, row_l in zip(golden.history, lists.history):
+        for key in ("epoch", "phase", "loss", "accuracy", "macs"):
+            assert row_g[key] == row_l[key]
+    assert assert_same_state(golden, lists) == 64 * 12 + 12 * 7 + 7 * 10
+    assert lists.list_steps == 8 and golden.lr_exponents == lists.lr_exponents
+
+
 def pruned_state(trainer: CsbMlpTrainer, rng) -> dict:
     """A fixed-point state whose masks leave whole block rows and columns empty, scales that need a left-shifted
     gradient (UPD's LEFT) in one layer and a right shift in another, and buffers near both 24-bit ends."""

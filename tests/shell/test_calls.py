@@ -211,6 +211,38 @@ def test_every_pe_list_equals_golden_at_rtl(tmp_path, name):
     assert result.register_writes == 8
 
 
+@pytest.mark.slow  # about a minute: C-sim and RTL at two widths
+@pytest.mark.parametrize("bits", [64, 128])
+def test_a_wide_csb_list_equals_golden_at_csim_and_rtl(tmp_path, bits):
+    """The CSB PE on a 64- or 128-bit stream behind its shell (its data movers as wide): the 32-bit twin's
+    accepted transactions as beats, padding garbled in about half (docs/csb.md, "Wide streams"), one call each,
+    results rounded in whole beats or raw; the HLS shell's and the RTL shell's arenas equal the golden arena."""
+    from codesign.pe.csb.spec import CsbSpec
+    from codesign.pe.csb.stimulus import build_transactions
+    from codesign.pe.csb.stimulus_wide import wide_transactions
+    from codesign.shell.calls import stimulus_list
+    from codesign.step.list_cycles import list_cycles
+
+    pe, rng = get_pe("csb"), np.random.default_rng(bits)
+    spec = CsbSpec(block_rows=4, block_cols=6, kernel=3, out_h=2, out_w=2, batch=4, parallel=2, max_stride=2,
+                   stream_bits=bits)
+    narrow = build_transactions(dataclasses.replace(spec, stream_bits=32), count=10, seed=bits)
+    wide = wide_transactions(spec, narrow, seed=bits)  # its refused and holding ones make no call
+    case = stimulus_list(pe, spec, wide, rng, min_values=4_000)
+    assert _rounded_values(case) >= 4_000 and any(not call.rounding.enable for call in case.calls)
+    render_accel_project(pe, spec, "csb_0", None, tmp_path / "hls")
+    csim = run_list_csim(tmp_path / "hls", case, build_dir=tmp_path / "build", stream_bits=bits)
+    rtl = run_list_rtl(pe, spec, case, tmp_path / "paused", pause=0.1, held_sums=held_by_default(pe))
+    quiet = run_list_rtl(pe, spec, case, tmp_path / "quiet", pause=0.0, held_sums=held_by_default(pe))
+    model = list_cycles(pe, spec, case.calls, case.arena)
+    print(f"\n[list, {bits}-bit csb] {len(case.calls)} calls, {_rounded_values(case)} rounded values, {rtl.words} "
+          f"arena words; C-sim {csim.mismatches} and RTL {rtl.mismatches} mismatches; busy {quiet.busy_cycles} "
+          f"cycles, model {model.total}")
+    assert csim.passed, csim.first_mismatches
+    assert rtl.passed and quiet.passed, rtl.first_mismatches + quiet.first_mismatches
+    assert model.total == quiet.busy_cycles  # the list cycle model counts beats as the RTL moves them
+
+
 def _chain_case(rng, *, rounding: RoundStageConfig | None, parts: int = 3, i: int = 3, j: int = 2, k: int = 5,
                 l: int = 4):
     """PE1's ``Z = sum_j A B`` cut along J into ``parts`` accumulating calls (hold, add-and-hold, ..., add), the

@@ -5,11 +5,16 @@ group's results while the next group computes, and holds the group after until i
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pytest
 
 from codesign.pe import get_pe
 from codesign.pe.csb import CsbSpec
+from codesign.pe.csb.beats import widen
 from codesign.pe.csb.cycles import transaction_cycles as csb_cycles
+from codesign.pe.csb.stream import chain_held, transaction_sections
 from codesign.pe.csb.stream import EwOp, header_word as csb_header
 from codesign.pe.csb.stream import Op as CsbOp
 from codesign.pe.fpmac_array.contract import Header
@@ -41,25 +46,36 @@ def test_fpmac_array_phases_add_up_to_its_cycle_model(header):
 
 
 CSB = CsbSpec(block_rows=4, block_cols=4, batch=3, acc_bits=16)
+CSB_WIDE = CsbSpec(block_rows=4, block_cols=4, batch=4, acc_bits=16, stream_bits=128)
 
 
+@pytest.mark.parametrize("spec", [CSB, CSB_WIDE], ids=["w32", "w128"])
 @pytest.mark.parametrize("header", [
     csb_header(CsbOp.FP, 5), csb_header(CsbOp.FP, 5, zero=True), csb_header(CsbOp.EB, 16, zero=True),
     csb_header(CsbOp.WG, 7, g_first=True), csb_header(CsbOp.WG, 0, zero=True), csb_header(CsbOp.UPD, 3, 9, left=True),
     csb_header(EwOp.SELECT, 12, ew=True), csb_header(EwOp.SHR, 16, 16, ew=True), csb_header(EwOp.RELU, 9, ew=True),
     csb_header(CsbOp.UPD, 1, zero=True),
     csb_header(EwOp.SHR, 17, ew=True)])
-def test_csb_phases_add_up_to_its_cycle_model(header):
+def test_csb_phases_add_up_to_its_cycle_model(header, spec):
     """The phases' cycles are the PE's stall-free transaction cycles for the words of that header (valid indices);
-    the status is the first word out (an element-wise op's THROUGH phase gives it first)."""
-    steps, status, operands, results = pe_phases(get_pe("csb"), CSB, header)
-    words = [header] + [0] * operands  # index 0x00 (inside the block) and zero data: the cycles see lengths only
-    assert stall_free_cycles(steps) == csb_cycles(CSB, words).total
+    the status is the first word out (an element-wise op's THROUGH phase gives it first); on a 128-bit stream the
+    operands count beats and the results go four to a beat."""
+    steps, status, operands, results = pe_phases(get_pe("csb"), spec, header)
+    parts = spec.parts
+    # the 32-bit twin's words (index 0x00, inside the block, and zero data: the cycles see lengths only) as beats
+    narrow = pe_phases(get_pe("csb"), dataclasses.replace(spec, stream_bits=32), header)
+    words = np.array([header] + [0] * narrow[2], np.uint32)
+    if status == 0:
+        words = widen(words, transaction_sections(spec, header, chain_held(spec, header)), parts)
+        assert words.size == parts * (1 + operands)
+    assert stall_free_cycles(steps) == csb_cycles(spec, np.pad(words, (0, -words.size % parts))).total
+    assert results == parts * -(-narrow[3] // parts)  # the 32-bit build's results in whole beats
+    beats = results // parts
     if steps[-1][0] == THROUGH:  # an element-wise op: the status, then a result a word streamed
-        assert steps[-1] == (THROUGH, results, status) and not any(kind == OUT for kind, _, _ in steps)
+        assert steps[-1] == (THROUGH, beats, status) and not any(kind == OUT for kind, _, _ in steps)
     else:
         outs = [(n, s) for kind, n, s in steps if kind == OUT]
-        assert outs[0] == (1, status) and sum(n for n, _ in outs[1:]) == results
+        assert outs[0] == (1, status) and sum(n for n, _ in outs[1:]) == beats
 
 
 def _run(phases, offered, taken=lambda cycle: True) -> int:

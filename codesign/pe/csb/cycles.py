@@ -43,6 +43,10 @@ the words tell the model which it was.
 ``K1`` (header bit 14) runs FP, EB, WG and UPD as on the same PE built with
 kernel 1 (``CsbSpec.run_as``): its load, compute and drain are that PE's.
 
+A wide stream (``stream_bits`` 64 or 128, ``parts`` 2 or 4 32-bit parts a beat) moves a beat a cycle: ``n_in``
+and ``n_out`` count beats (every section from a new beat, the results ``parts`` to a beat), and a ``ZERO`` WG
+writes ``parts`` gradient words a cycle.
+
 ``total = load + compute + drain`` counts the clock cycles from the first
 input handshake to the last output handshake, both included (the figure
 ``codesign.hw.stream_bench`` reports per transaction). Backpressure on the
@@ -72,6 +76,7 @@ class PeShape(Protocol):
     batch: int
     parallel: int
     packed: bool
+    parts: int  # 32-bit parts of a stream beat (stream_bits / 32)
 
     def run_as(self, *, kernel_one: bool) -> "PeShape":
         """The PE a ``K1`` transaction runs as (:meth:`codesign.pe.csb.spec.CsbSpec.run_as`)."""
@@ -162,15 +167,15 @@ def _refused(pe: PeShape, header: int) -> bool:
 
 def zero_words(pe: PeShape, *, op: int, nnz: int, stride: int = 1) -> int:
     """Cycles the PE spends writing a ``ZERO`` transaction's initial section: FP and EB a result-buffer word (all
-    banks and lanes) a cycle, WG a gradient word a cycle. A row of the EB grid at stride ``s`` takes
-    ``s * ceil(ceil(W / s) / P)`` words (docs/csb.md, "Stride 2": its columns of one parity share a bank)."""
+    banks and lanes) a cycle, WG a beat of gradient words (one a part) a cycle. A row of the EB grid at stride ``s``
+    takes ``s * ceil(ceil(W / s) / P)`` words (docs/csb.md, "Stride 2": its columns of one parity share a bank)."""
     if op == OP_FP:
         return pe.block_rows * pe.out_h * -(-pe.out_w // pe.parallel)
     if op == OP_EB:
         in_h, in_w = _in_tile(pe, stride)
         columns_of_a_parity = -(-in_w // stride)
         return pe.block_cols * in_h * stride * -(-columns_of_a_parity // pe.parallel)
-    return result_words(pe, op=op, nnz=nnz)
+    return -(-result_words(pe, op=op, nnz=nnz) // pe.parts)
 
 
 def stream_cycles(spec: PeShape, words_in) -> int:
@@ -180,26 +185,27 @@ def stream_cycles(spec: PeShape, words_in) -> int:
 
 def transaction_cycles(pe: PeShape, words_in) -> TransactionCycles:
     """Cycles of the transaction whose input words are ``words_in`` (the status follows from the words); under
-    ``K1`` those of ``pe`` built with kernel 1 (``CsbSpec.run_as``)."""
+    ``K1`` those of ``pe`` built with kernel 1 (``CsbSpec.run_as``). On a wide stream ``words_in`` are the parts
+    of its beats: a beat moves a cycle, and the results go ``pe.parts`` to a beat."""
     _check_shape(pe)
-    words = [int(w) for w in words_in]
-    if not words:
-        raise ValueError("a transaction has at least its header word")
-    header = words[0]
+    words, parts = [int(w) for w in words_in], pe.parts
+    if not words or len(words) % parts:
+        raise ValueError(f"a transaction is whole beats of {parts} parts, at least its header, got {len(words)}")
+    beats, header = len(words) // parts, words[0]
     op, nnz = header & 3, (header >> 16) & 0x1FF
-    if _refused(pe, header) or (header & FLAG_CARRY and len(words) == 1):  # an accepted CARRY has X, DY or Z words
-        return TransactionCycles(load=len(words), compute=0, drain=2)  # header, status only
+    if _refused(pe, header) or any(words[1:parts]) or (header & FLAG_CARRY and beats == 1):
+        return TransactionCycles(load=beats, compute=0, drain=2)  # header, status only (an accepted CARRY has more)
     if header & FLAG_EW:
-        return TransactionCycles(load=len(words), compute=0, drain=2)  # the last section streamed through
+        return TransactionCycles(load=beats, compute=0, drain=2)  # the last section streamed through
     if header & FLAG_K1:
         pe = pe.run_as(kernel_one=True)
-    index_words = words[1:1 + _words(nnz)]
+    index_words = words[parts:parts + _words(nnz)]
     index = [(word >> (8 * j)) & 0xFF for word in index_words for j in range(4)][:nnz]
     if len(index) < nnz:
         raise ValueError(f"the transaction ends inside its index ({len(words)} words, nnz={nnz})")
     stride = 2 if header & FLAG_S2 else 1
     zeros = zero_words(pe, op=op, nnz=nnz, stride=stride) if header & FLAG_ZERO else 0
     if any(byte >> 4 >= pe.block_rows or byte & 15 >= pe.block_cols for byte in index):
-        return TransactionCycles(load=len(words) + zeros, compute=0, drain=2)
-    results = 0 if header & FLAG_HOLD else result_words(pe, op=op, nnz=nnz, stride=stride)
-    return TransactionCycles(load=len(words) + zeros, compute=compute_cycles(pe, op=op, nnz=nnz), drain=2 + results)
+        return TransactionCycles(load=beats + zeros, compute=0, drain=2)
+    results = 0 if header & FLAG_HOLD else -(-result_words(pe, op=op, nnz=nnz, stride=stride) // parts)
+    return TransactionCycles(load=beats + zeros, compute=compute_cycles(pe, op=op, nnz=nnz), drain=2 + results)

@@ -9,7 +9,7 @@ model written independently from docs/csb.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from codesign.pe.csb.stimulus_chain import chain_transactions
 from codesign.pe.csb.stimulus_ext import ext_transactions
 from codesign.pe.csb.stimulus_k1 import k1_transactions
 from codesign.pe.csb.stimulus_stride import stride_transactions
+from codesign.pe.csb.stimulus_wide import wide_transactions
 from codesign.hw.constants_gen import HEADER_NAME as CONSTANTS_HEADER
 from codesign.hw.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
@@ -74,9 +75,14 @@ class CsbPE(StreamPE):
     transaction = "header, index, sections in; status, results out"
     stateful = True  # HOLD leaves the sums in the PE for the next transaction's CARRY
     chains_own_sums = True  # HOLD and CARRY: a list's chains never reach the shell's accumulation buffer
+    sends_whole_beats = True  # a wide build's calls take the last result beat's zeros too (docs/csb.md)
 
     def build_stimulus(self, spec: CsbSpec, options: CsbStimulusOptions) -> list[Transaction]:
-        """Directed cases plus random transactions, doubling their number until the MAC target is met."""
+        """Directed cases plus random transactions, doubling their number until the MAC target is met; on a wide
+        stream the 32-bit build's set as beats, plus what only beats have (:mod:`codesign.pe.csb.stimulus_wide`)."""
+        if spec.parts > 1:
+            pairs = self.build_stimulus(replace(spec, stream_bits=32), options)
+            return wide_transactions(spec, pairs, seed=options.seed)
         per_transaction = max(1, spec.capacity // 2 * spec.kk * spec.out_pos * spec.batch // 4)
         count = max(8, -(-2 * options.min_macs_per_op // per_transaction))
         for _ in range(MAX_ROUNDS):
@@ -114,15 +120,24 @@ class CsbPE(StreamPE):
     def rtl_parameters(self, spec: CsbSpec) -> dict[str, int]:
         return {"BLOCK_ROWS": spec.block_rows, "BLOCK_COLS": spec.block_cols, "K": spec.kernel, "OUT_H": spec.out_h,
                 "OUT_W": spec.out_w, "BATCH": spec.batch, "PARALLEL": spec.parallel, "ACC_BITS": spec.acc_bits,
-                "MAX_STRIDE": spec.max_stride, "PACKED": int(spec.packed)}
+                "MAX_STRIDE": spec.max_stride, "PACKED": int(spec.packed), "STREAM_BITS": spec.stream_bits}
+
+    def stream_context(self, spec: CsbSpec) -> dict:
+        """The shared names, plus the stream word's width and its 32-bit parts (vector files and DMA buffers hold a
+        beat as ``word_parts`` consecutive 32-bit words, docs/csb.md "Wide streams")."""
+        return {**super().stream_context(spec), "stream_word_bits": spec.stream_bits, "word_parts": spec.parts}
+
+    def bench_environment(self, spec: CsbSpec, vectors, summary, seed: int) -> dict[str, str]:
+        """The shared bench's, telling it how many 32-bit parts of the vector file make one beat."""
+        return {**super().bench_environment(spec, vectors, summary, seed), "STREAM_WORD_PARTS": str(spec.parts)}
 
     # resource counts are what the CSB estimate reports; abc9 spends over ten minutes on a 16 x 16 block
     estimate_abc9 = False
 
     def verification_grid(self) -> list[GridCase]:
         """FC and CONV blocks from 1 x 1-entry corner cases to full 16 x 16, lanes 2..8, groups 1..4, 16/32-bit sums;
-        the seven CONV points are built with stride 2 (kernels 1 and 3, groups 2..4, odd and even tile widths), the
-        last of them packed (two products a DSP slice).
+        the nine CONV points are built with stride 2 (kernels 1 and 3, groups 2..4, odd and even tile widths), one of
+        them packed (two products a DSP slice) and the last two on 64- and 128-bit streams.
         The three points whose RTL runs take minutes are ``slow``: make test-slow runs them at RTL under stalls at
         the quick stimulus (tests/pe/test_stream_rtl.py), and make test-long at the full one. make test runs the
         quick points at golden and the first, a full FC block, at C-sim; make test-slow the rest at C-sim and RTL
@@ -146,6 +161,12 @@ class CsbPE(StreamPE):
             # two products a DSP slice: FP's and EB's lanes in pairs, WG's steps in two halves
             GridCase("conv4_k3_t2_b4_p2_packed", CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2,
                                                          batch=4, parallel=2, max_stride=2, packed=True)),
+            # wide streams: two and four 32-bit parts a beat (every section from a new beat)
+            GridCase("conv4_k3_t3x2_b4_p2_w64", CsbSpec(block_rows=4, block_cols=3, kernel=3, out_h=3, out_w=2,
+                                                        batch=4, parallel=2, max_stride=2, stream_bits=64)),
+            GridCase("conv3x5_k3_t2_b8_p2_acc16_w128", CsbSpec(block_rows=3, block_cols=5, kernel=3, out_h=2,
+                                                               out_w=2, batch=8, parallel=2, acc_bits=16,
+                                                               max_stride=2, stream_bits=128)),
         ]
 
     def estimate_specs(self) -> list[CsbSpec]:

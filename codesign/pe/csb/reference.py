@@ -32,11 +32,18 @@ def _word(value: int) -> int:
 
 
 class _Reader:
-    """Pops words; ``None`` once the transaction is exhausted (the caller reports a truncated stream)."""
+    """Pops words; a ValueError once the transaction is exhausted. On a stream of ``parts`` 32-bit parts a beat,
+    every section starts a new beat: :meth:`end_section` skips the rest of the current one."""
 
-    def __init__(self, words) -> None:
+    def __init__(self, words, parts: int = 1) -> None:
         self.words = [int(w) for w in words]
         self.at = 0
+        self.parts = parts
+
+    def end_section(self) -> None:
+        self.at = -(-self.at // self.parts) * self.parts
+        if self.at > len(self.words):
+            raise ValueError(f"transaction truncated inside the last beat of a section ({len(self.words)} parts)")
 
     def word(self) -> int:
         if self.at >= len(self.words):
@@ -49,7 +56,13 @@ class _Reader:
         while len(out) < count:
             word = self.word()
             out += [(word >> (8 * k)) & 0xFF for k in range(4)]
+        self.end_section()
         return out[:count]
+
+    def section(self, count: int) -> list[int]:
+        out = [self.word() for _ in range(count)]
+        self.end_section()
+        return out
 
 
 class _Shape:
@@ -73,7 +86,7 @@ def _read_sections(reader: _Reader, op: int, nnz: int, s: _Shape, flags: int = 0
         return [_signed(b, 8) for b in reader.bytes(count)]
 
     def words_signed(count: int, bits: int) -> list[int]:
-        return [_signed(reader.word(), bits) for _ in range(count)]
+        return [_signed(word, bits) for word in reader.section(count)]
 
     def accumulators(count: int) -> list[int]:  # ZERO: not sent, every sum starts at 0; CARRY: at the held ones
         if flags & CARRY:
@@ -164,19 +177,34 @@ def _update(shift: int, buffer, grads, left: bool = False) -> list[int]:
 
 
 def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, out_h: int, out_w: int, batch: int,
-                     parallel: int, acc_bits: int, max_stride: int = 1, packed: bool = False,
+                     parallel: int, acc_bits: int, max_stride: int = 1, packed: bool = False, stream_bits: int = 32,
                      state: dict | None = None) -> list[int]:
     """The output words (status first) the PE must send for the input words of one transaction (``packed``
-    builds compute the same words).
+    builds compute the same words). With ``stream_bits`` 64 or 128 the words are the 32-bit parts of the stream's
+    beats, least significant first: the header a beat (its other parts 0, else status 1), every section from a new
+    beat (the rest of its last beat ignored), the status a beat and the results as many to a beat as it has parts,
+    the last beat's rest 0.
 
     ``state``: a dict the caller keeps from one transaction to the next; under ``"held"`` the PE's held results
     as ``(op, nnz, signed values, stride, kernel)`` after an accepted HOLD, else None. Without it the PE holds
     nothing."""
+    parts = stream_bits // 32
     state = {} if state is None else state
+    reader = _Reader(words, parts)
+    answer = _answer(reader, block_rows=block_rows, block_cols=block_cols, kernel=kernel, out_h=out_h, out_w=out_w,
+                     batch=batch, parallel=parallel, acc_bits=acc_bits, max_stride=max_stride, state=state)
+    results = answer[1:] + [0] * (-(len(answer) - 1) % parts)
+    return answer[:1] + [0] * (parts - 1) + results
+
+
+def _answer(reader: _Reader, *, block_rows: int, block_cols: int, kernel: int, out_h: int, out_w: int, batch: int,
+            parallel: int, acc_bits: int, max_stride: int, state: dict) -> list[int]:
+    """:func:`reference_output`'s status and results, one word each."""
     held = state.get("held")
     state["held"] = None
-    reader = _Reader(words)
     header = reader.word()
+    if any(reader.section(reader.parts - 1)):  # the header beat's other parts
+        return [STATUS_BAD_HEADER]
     op, shift, nnz = header & 3, (header >> 8) & 0x1F, (header >> 16) & 0x1FF
     flags = header & 0xFC
     stride = 2 if header & STRIDE_TWO else 1
@@ -234,13 +262,13 @@ def _elementwise(reader: _Reader, op: int, shift: int, count: int, flags: int, c
     if count > capacity:
         return [STATUS_NNZ]
     if op == 1:
-        values = [_signed(reader.word(), 24) for _ in range(count)]
+        values = [_signed(word, 24) for word in reader.section(count)]
         result = [_word(value // (1 << shift)) for value in values]
     elif op == 2:
-        result = [_word(max(_signed(reader.word(), acc_bits), 0)) for _ in range(count)]
+        result = [_word(max(_signed(word, acc_bits), 0)) for word in reader.section(count)]
     else:
-        values = list(sums) if carry else [_signed(reader.word(), acc_bits) for _ in range(count)]
-        signs = [_signed(reader.word(), acc_bits) for _ in range(count)]
+        values = list(sums) if carry else [_signed(word, acc_bits) for word in reader.section(count)]
+        signs = [_signed(word, acc_bits) for word in reader.section(count)]
         result = [_word(value if sign > 0 else 0) for value, sign in zip(values, signs)]
     if reader.at != len(reader.words):
         raise ValueError(f"transaction has {len(reader.words) - reader.at} words beyond its sections")

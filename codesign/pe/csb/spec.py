@@ -20,6 +20,7 @@ MAX_PARALLEL = 8
 ACC_BITS = (16, 32)
 MAX_IN_POS = 1024  # input tile positions one channel buffer holds (in_h * in_w)
 STRIDES = (1, 2)  # a transaction steps over its input at stride 1, or at 2 on a PE built for it (header S2)
+STREAM_BITS = (32, 64, 128)  # stream word widths: one, two or four 32-bit parts a beat
 
 
 @keyword_record
@@ -37,7 +38,12 @@ class CsbSpec:
     fixed by the contract and exposed as properties. ``packed`` builds the
     MAC groups with two 8-bit products per DSP slice (``batch`` even; docs/csb.md,
     "Two products a DSP slice"): half the multipliers, the same results, FP and
-    EB in the same cycles and a WG step in two.
+    EB in the same cycles and a WG step in two. ``stream_bits`` is the width of
+    the stream's words (beats): at 64 or 128 bits a beat carries two or four
+    32-bit parts, every section starting a new beat (docs/csb.md, "Wide
+    streams"), so loads and results take about a half or a quarter of the cycles;
+    the lanes must be a multiple of the parts (a beat of sums is one position's
+    lanes).
     """
 
     block_rows: int = 16
@@ -50,6 +56,7 @@ class CsbSpec:
     acc_bits: int = 32
     max_stride: int = 1
     packed: bool = False
+    stream_bits: int = 32
 
     def __post_init__(self) -> None:
         _check_int("block_rows", self.block_rows, 1, INDEX_NIBBLE)
@@ -65,12 +72,23 @@ class CsbSpec:
             raise TypeError(f"packed={self.packed!r}: must be true or false")
         if self.packed and self.batch % 2:
             raise ValueError(f"packed=True needs an even batch (two lanes a DSP slice), got batch={self.batch}")
+        _check_int("stream_bits", self.stream_bits, STREAM_BITS[0], STREAM_BITS[-1])
+        if self.stream_bits not in STREAM_BITS:
+            raise ValueError(f"stream_bits={self.stream_bits!r} must be one of {STREAM_BITS}")
+        if self.batch % self.parts:
+            raise ValueError(f"stream_bits={self.stream_bits} needs lanes in multiples of its {self.parts} parts a "
+                             f"beat (a beat of sums is one position's lanes), got batch={self.batch}")
         in_h, in_w = self.in_tile(self.max_stride)
         if in_h * in_w > MAX_IN_POS:
             raise ValueError(
                 f"input tile {in_h} x {in_w} = {in_h * in_w} positions (out_h={self.out_h}, out_w={self.out_w}, "
                 f"kernel={self.kernel}, stride {self.max_stride}) exceeds the {MAX_IN_POS}-position channel buffer"
             )
+
+    @property
+    def parts(self) -> int:
+        """32-bit parts of one stream word (1, 2 or 4)."""
+        return self.stream_bits // 32
 
     @property
     def data_bits(self) -> int:
@@ -142,8 +160,11 @@ class CsbSpec:
 
     def to_dict(self) -> dict:
         """The parameters, as transaction-file metadata and design files: the nine of every build, and ``packed``
-        where it is set (so a file written for an unpacked build reads the same as before the option)."""
+        and ``stream_bits`` where they differ from their defaults (so a file written for a build without them reads
+        the same as before the options)."""
         values = asdict(self)
         if not self.packed:
             del values["packed"]
+        if self.stream_bits == 32:
+            del values["stream_bits"]
         return values

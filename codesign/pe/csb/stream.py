@@ -21,7 +21,8 @@ takes no ``V``: it masks the FP or EB sums held, as many as its elements), ``S2`
 step over the input at stride 2, on a PE built with ``max_stride`` 2) and ``K1`` (bit 14: FP, EB, WG and UPD
 run as on this PE built with kernel 1, :func:`run_as`). They let a training step
 run as call lists with every operand in place (:mod:`codesign.step.csb`);
-:class:`CsbSession` is the PE's state from one transaction to the next.
+:class:`CsbSession` is the PE's state from one transaction to the next. A build on a 64- or 128-bit stream
+takes the same transactions laid out on beats (:mod:`codesign.pe.csb.beats`, :meth:`CsbSession.answer`).
 
 Statuses: 1 (reserved header bits, a shift with an op other than UPD, flags an
 op does not take, ``S2`` on a PE built for stride 1 only, ``S2`` or ``K1`` on an element-wise op, or a ``CARRY``
@@ -42,7 +43,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from codesign.contracts.constants import STATUS_BAD_HEADER, STATUS_OK, WORD_BITS, status_code
-from codesign.pe.csb import golden
+from codesign.pe.csb import beats, golden
 from codesign.pe.csb.format import pack_bytes, unpack_bytes
 from codesign.pe.csb.spec import BUFFER_BITS, STRIDES, CsbSpec
 
@@ -209,13 +210,27 @@ def _section_words(kind: str, count: int) -> int:
     return -(-count // 4) if kind == "bytes" else count
 
 
+def transaction_sections(spec: CsbSpec, header: int, held: Optional[Held] = None) -> list[int]:
+    """32-bit words of the header (1) and of each section after it, in stream order, of the transaction this
+    header starts after one that left ``held`` in the PE (the header alone where it is refused, status 1 or 2)."""
+    if header_status(spec, header, held) != STATUS_OK:
+        return [1]
+    return [1] + [_section_words(kind, count)
+                  for _, kind, count in sections(spec, header & 3, header >> 16 & 0x1FF, header & FLAG_BITS)]
+
+
+def beat_layout(spec: CsbSpec, stream: np.ndarray, held: Optional[Held] = None) -> Optional[list[int]]:
+    """:func:`transaction_sections` of the transaction whose beats ``stream`` starts with (its header beat first),
+    or None where the header beat's parts above the first are not 0 (status 1: that beat alone)."""
+    if not beats.header_beat_clear(stream, spec.parts):
+        return None
+    return transaction_sections(spec, int(stream[0]), held)
+
+
 def transaction_length(spec: CsbSpec, header: int, held: Optional[Held] = None) -> int:
     """Input words of the transaction this header starts (1 for a header refused with status 1 or 2) after one
-    that left ``held`` in the PE."""
-    if header_status(spec, header, held) != STATUS_OK:
-        return 1
-    return 1 + sum(_section_words(kind, count)
-                   for _, kind, count in sections(spec, header & 3, header >> 16 & 0x1FF, header & FLAG_BITS))
+    that left ``held`` in the PE, as 32-bit words (:func:`codesign.pe.csb.beats.padded` gives a wide stream's)."""
+    return sum(transaction_sections(spec, header, held))
 
 
 def result_count(spec: CsbSpec, op, nnz: int, flags: int = 0) -> int:
@@ -375,7 +390,27 @@ class CsbSession:
         self.held_values: Optional[np.ndarray] = None
 
     def answer(self, words) -> np.ndarray:
-        """The output words (uint32): status, then the results (none for an accepted ``HOLD``)."""
+        """The output words (uint32): status, then the results (none for an accepted ``HOLD``). On a wide stream
+        (``spec.parts`` above 1) ``words`` and the answer are the beats' parts (:mod:`codesign.pe.csb.beats`): a
+        header beat whose parts above the first are not 0 is refused (status 1), alone."""
+        parts = self.spec.parts
+        if parts == 1:
+            return self._answer(words)
+        stream = _as_words(words)
+        if stream.size < parts:
+            raise ValueError(f"transaction truncated: {stream.size} parts, a header beat has {parts}")
+        layout = beat_layout(self.spec, stream, self.held)
+        if layout is None:
+            if stream.size != parts:
+                raise ValueError(f"header beat {stream[:parts].tolist()} is refused with status "
+                                 f"{STATUS_BAD_HEADER}: the PE expects a new header next, yet {stream.size - parts} "
+                                 "more parts follow")
+            self.held, self.held_values = None, None
+            return beats.widen_output(np.array([STATUS_BAD_HEADER], np.uint32), parts)
+        return beats.widen_output(self._answer(beats.narrow(stream, layout, parts)), parts)
+
+    def _answer(self, words) -> np.ndarray:
+        """:meth:`answer` on the transaction's 32-bit words."""
         transaction = parse_transaction(self.spec, words, self.held, self.held_values)
         self.held, self.held_values = None, None
         if transaction.status != STATUS_OK:
@@ -411,11 +446,12 @@ def decode_output(spec: CsbSpec, op, nnz: int, words, flags: int = 0) -> tuple[i
 
 def split_stream(spec: CsbSpec, words) -> list[np.ndarray]:
     """Cut a continuous input stream into transactions, header by header (what each one leaves held decides the
-    next one's length); ValueError if the last is truncated."""
+    next one's length; on a wide stream the parts of its beats); ValueError if the last is truncated."""
     words = _as_words(words)
-    out, at, session = [], 0, CsbSession(spec)
+    out, at, session, parts = [], 0, CsbSession(spec), spec.parts
     while at < words.size:
-        length = transaction_length(spec, int(words[at]), session.held)
+        layout = beat_layout(spec, words[at:], session.held) or [1]  # a header beat refused: itself alone
+        length = sum(beats.padded(count, parts) for count in layout)
         if at + length > words.size:
             raise ValueError(f"stream truncated: the transaction at word {at} needs {length} words, "
                              f"{words.size - at} remain")

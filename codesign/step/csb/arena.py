@@ -33,6 +33,7 @@ import numpy as np
 
 from codesign.contracts.calls import RECORD_WORDS, ArenaLayout
 from codesign.numerics.records import keyword_record
+from codesign.pe.csb.beats import padded
 from codesign.pe.csb.format import CSBMatrix, pack_bytes
 from codesign.pe.csb.spec import BUFFER_BITS, DATA_BITS, CsbSpec
 
@@ -135,7 +136,8 @@ def _code_grid(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, tile_bytes: i
 class BlockSlots:
     """One stored, non-empty block of a layer: its block coordinates, entries ``entries`` (stored order) and where
     its words lie (byte offsets): ``iw`` (index, weights), ``ig`` (index, gradients), ``b`` (buffer words of
-    phase 0 and 1)."""
+    phase 0 and 1). On a stream of ``parts`` 32-bit parts a beat every section a slot holds fills whole beats
+    (the PE takes each from a new beat and ignores the rest of its last)."""
 
     row: int
     col: int
@@ -144,10 +146,17 @@ class BlockSlots:
     iw: int
     ig: int
     b: Tuple[int, int]
+    parts: int = 1
 
     @property
     def index_words(self) -> int:
-        return words_of_bytes(self.nnz)
+        """Words of the index section (and of an FC block's weights): its bytes, four to a word, in whole beats."""
+        return padded(words_of_bytes(self.nnz), self.parts)
+
+    @property
+    def value_words(self) -> int:
+        """Words of a section of one word an entry (gradients, buffer words), in whole beats."""
+        return padded(self.nnz, self.parts)
 
 
 @keyword_record
@@ -179,6 +188,7 @@ class EntryRange:
 
     @property
     def index_words(self) -> int:
+        """The part's index words, unpadded (the conv lists, which cut blocks into ranges, run on 32-bit streams)."""
         return words_of_bytes(self.nnz)
 
     def index(self, base: int) -> int:
@@ -316,8 +326,8 @@ class CsbArena:
         ranges = []
         for s in slots:
             entries = slice(s.start, s.start + s.nnz)
-            index = pack_bytes(np.asarray(csb.index[entries], dtype=np.int64))
-            weights = pack_bytes((buffer[entries] >> BUFFER_EXTRA_BITS) & 0xFF)
+            index = _beats(pack_bytes(np.asarray(csb.index[entries], dtype=np.int64)), s.index_words)
+            weights = _beats(pack_bytes((buffer[entries] >> BUFFER_EXTRA_BITS) & 0xFF), s.index_words)
             for offset, words in ((s.iw, np.concatenate([index, weights])), (s.ig, index),
                                   (s.b[phase], (buffer[entries] & 0xFFFF_FFFF).astype(np.uint32))):
                 arena[offset // 4:offset // 4 + words.size] = words
@@ -333,18 +343,25 @@ class CsbArena:
         return np.concatenate(parts + [np.zeros(0, np.int32)]).astype(np.int64)
 
 
-def _block_slots(layout: ArenaLayout, csb: CSBMatrix, buffers: Sequence[Tuple[int, int]]) -> Tuple[BlockSlots, ...]:
-    """The slots of ``csb``'s non-empty blocks, their buffer words at ``buffers`` (already placed)."""
+def _beats(words: np.ndarray, size: int) -> np.ndarray:
+    """``words`` padded with zeros to ``size`` words (a section's whole beats)."""
+    return np.pad(words, (0, size - words.size))
+
+
+def _block_slots(layout: ArenaLayout, csb: CSBMatrix, buffers: Sequence[Tuple[int, int]],
+                 parts: int) -> Tuple[BlockSlots, ...]:
+    """The slots of ``csb``'s non-empty blocks, their buffer words at ``buffers`` (already placed), every section in
+    whole beats of ``parts`` words."""
     slots = []
     for block in csb.blocks():
         nnz = block.entries.stop - block.entries.start
         if not nnz:
             continue
-        index = words_of_bytes(nnz)
+        index, values = padded(words_of_bytes(nnz), parts), padded(nnz, parts)
         iw = layout.put(np.zeros(2 * index, dtype=np.uint32))
-        ig = layout.put(np.zeros(index + nnz, dtype=np.uint32))
+        ig = layout.put(np.zeros(index + values, dtype=np.uint32))
         slots.append(BlockSlots(row=block.row, col=block.col, start=block.entries.start, nnz=nnz, iw=iw, ig=ig,
-                                b=buffers[len(slots)]))
+                                b=buffers[len(slots)], parts=parts))
     return tuple(slots)
 
 
@@ -365,7 +382,9 @@ def build_arena(spec: CsbSpec, layers: Sequence[int], batch: int, structures: Se
                          "whole tile of accumulators (its capacity is the block's entries)")
     if len(structures) != len(layers) - 1 or batch < 1:
         raise ValueError(f"{len(structures)} structures for {len(layers) - 1} layers, batch {batch}")
-    B, b = spec.block_rows, spec.batch
+    B, b, parts = spec.block_rows, spec.batch, spec.parts
+    if B * b % (4 * parts):
+        raise ValueError(f"a tile of {B} x {b} codes does not fill whole {spec.stream_bits}-bit beats")
     chunks, code, acc = -(-batch // b), words_of_bytes(B * b), B * b
     layout = ArenaLayout()
     tiles = [-(-width // B) for width in layers]
@@ -375,9 +394,9 @@ def build_arena(spec: CsbSpec, layers: Sequence[int], batch: int, structures: Se
     z = tuple(_tiles(layout, tiles[l + 1], chunks, acc) for l in range(len(layers) - 1))
     dy = tuple(_tiles(layout, tiles[l + 1], chunks, code) for l in range(len(layers) - 1))
     # the buffers first: UPD reads a phase's buffer words and the gradients after them as one block of two rows
-    buffers = [[tuple(layout.put(np.zeros(nnz, dtype=np.uint32)) for _ in range(2)) for nnz in _stored_sizes(csb)]
-               for csb in structures]
-    blocks = tuple(_block_slots(layout, csb, slots) for csb, slots in zip(structures, buffers))
+    buffers = [[tuple(layout.put(np.zeros(padded(nnz, parts), dtype=np.uint32)) for _ in range(2))
+                for nnz in _stored_sizes(csb)] for csb in structures]
+    blocks = tuple(_block_slots(layout, csb, slots, parts) for csb, slots in zip(structures, buffers))
     records = layout.reserve(RECORD_WORDS * max(record_slots, 1))
     return CsbArena(spec=spec, layers=layers, batch=batch, chunks=chunks, x=x, inputs=inputs, dy=dy, z=z,
                     blocks=blocks, records=records, record_slots=record_slots, image=layout.image())

@@ -80,16 +80,17 @@ def draft_cycles(spec: CsbSpec) -> Callable[[Draft], int]:
     copies): its header, operand and result words, and its compute steps (one tap a step under ``K1``)."""
     def cycles(item: Draft) -> int:
         header, segments, _, count, _ = item
-        words = 1 + sum(block.total_words for block in segments) + count
+        words = -(-(1 + sum(block.total_words for block in segments) + count) // spec.parts)  # beats
         if header & FLAG_EW:
             return words
         return words + compute_cycles(run_as(spec, header), op=header & 3, nnz=(header >> 16) & 0x1FF)
     return cycles
 
 
-def code_rounding(values: int, shift: int) -> RoundStageConfig:
-    """``values`` accumulators to 8-bit codes four to a word (the PE's byte sections) at ``shift``."""
-    return RoundStageConfig(enable=True, shift=shift, bits=8, lanes=4, group_words=1, row_values=values)
+def code_rounding(values: int, shift: int, parts: int = 1) -> RoundStageConfig:
+    """``values`` accumulators to 8-bit codes four to a word (the PE's byte sections) at ``shift``, in groups of a
+    stream beat (``parts`` words, the last one zero-padded: a section's whole beats)."""
+    return RoundStageConfig(enable=True, shift=shift, bits=8, lanes=4 * parts, group_words=parts, row_values=values)
 
 
 class _Drafts:
@@ -127,14 +128,14 @@ class _Drafts:
         """RELU(``v``) through the rounding stage at ``shift``: a hidden layer's activation, as codes."""
         a = self.arena
         self.add(header_word(EwOp.RELU, a.acc_words, ew=True), (self.block(v, a.acc_words),),
-                 self.block(out, a.code_words), a.acc_words, code_rounding(a.acc_words, shift))
+                 self.block(out, a.code_words), a.acc_words, code_rounding(a.acc_words, shift, a.spec.parts))
 
     def select_held(self, z: int, out: int, shift: int) -> None:
         """SELECT(held sums, ``z``) through the rounding stage at ``shift``: the mask of the chain's sums the PE
         holds by the forward's sign, as codes."""
         a = self.arena
         self.add(header_word(EwOp.SELECT, a.acc_words, ew=True, carry=True), (self.block(z, a.acc_words),),
-                 self.block(out, a.code_words), a.acc_words, code_rounding(a.acc_words, shift))
+                 self.block(out, a.code_words), a.acc_words, code_rounding(a.acc_words, shift, a.spec.parts))
 
 def _forward(d: _Drafts, scales: CsbStepScales, chunks: Sequence[int]) -> None:
     """FP of the lane ``chunks`` through every layer, ReLU between."""
@@ -158,7 +159,7 @@ def _gradient(d: _Drafts, layer: int, s: BlockSlots) -> None:
     for k in range(d.chunks):
         x, dy = d.x(layer)[s.col][k], a.dy[layer][s.row][k]
         operands = Block(offset=x, words=a.code_words, rows=2, stride=dy - x)
-        count = s.nnz if k == last else 0
+        count = s.value_words if k == last else 0  # on a wide stream the last beat's unused parts too
         d.add(header_word(Op.WG, s.nnz, zero=not k, carry=bool(k), hold=k < last),
               (d.block(s.ig, s.index_words), operands), d.block(s.ig + 4 * s.index_words, count), count)
 
@@ -181,12 +182,12 @@ def _update(d: _Drafts, s: BlockSlots, upd: Upd) -> None:
     """UPD of stored block ``s`` into the other phase's buffer words, then SHR into the weights."""
     p = d.phase
     shift, left = upd
-    grads = s.ig + 4 * s.index_words
-    operands = Block(offset=s.b[p], words=s.nnz, rows=2, stride=grads - s.b[p])
+    grads, values = s.ig + 4 * s.index_words, s.value_words
+    operands = Block(offset=s.b[p], words=values, rows=2, stride=grads - s.b[p])
     d.add(header_word(Op.UPD, s.nnz, shift, left=left), (d.block(s.iw, s.index_words), operands),
-          d.block(s.b[1 - p], s.nnz), s.nnz)
-    d.add(header_word(EwOp.SHR, s.nnz, BUFFER_EXTRA_BITS, ew=True), (d.block(s.b[1 - p], s.nnz),),
-          d.block(s.iw + 4 * s.index_words, s.index_words), s.nnz, code_rounding(s.nnz, 0))
+          d.block(s.b[1 - p], values), values)
+    d.add(header_word(EwOp.SHR, s.nnz, BUFFER_EXTRA_BITS, ew=True), (d.block(s.b[1 - p], values),),
+          d.block(s.iw + 4 * s.index_words, s.index_words), values, code_rounding(values, 0, s.parts))
 
 
 def _phases(arena: CsbArena, n: int, scales: CsbStepScales, phase: int, copies: int) -> Tuple[list, list]:

@@ -51,9 +51,11 @@ from codesign.step.list_pe import csb_phases, stall_free_cycles
 def transaction(spec: CsbSpec, op: Op, nnz: int, stride: int = 1, k1: bool = False) -> tuple[int, int, int]:
     """(cycles, words in, words out) of one accepted transaction of ``op`` on a block of ``nnz`` entries at
     ``stride`` (UPD: 1), under ``K1`` where ``k1``: the list cycle model's phases of its header
-    (:func:`codesign.step.list_pe.csb_phases`), stall-free."""
+    (:func:`codesign.step.list_pe.csb_phases`), stall-free; the words 32-bit, a wide stream's beats' parts (the
+    unused ones too: they move)."""
     phases, _, operands, results = csb_phases(spec, header_word(op, nnz, stride=stride, k1=k1))
-    return stall_free_cycles(phases), 1 + operands, 1 + results
+    parts = spec.parts
+    return stall_free_cycles(phases), parts * (1 + operands), parts + results
 
 
 def block_nnz(mask: np.ndarray, spec: CsbSpec) -> np.ndarray:
@@ -175,7 +177,8 @@ def csb_stages(spec: CsbSpec, layers: Sequence[CsbLayer | np.ndarray], batch: in
         return ops * batch
 
     return stages, {"macs": step_macs(False), "dense_macs": step_macs(True),
-                    "calls": sum(count for _, count in calls), "stream_cycles": stream_cycles(stages)}
+                    "calls": sum(count for _, count in calls),
+                    "stream_cycles": -(-stream_cycles(stages) // spec.parts)}  # a beat of ``parts`` words a cycle
 
 
 def csb_mac_energy_pj(spec: CsbSpec) -> float:

@@ -16,7 +16,7 @@ import json
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +31,7 @@ from codesign.pe.csb.cycles import compute_cycles, transaction_cycles
 from codesign.pe.csb.reference import reference_output
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stimulus import build_transactions, count_macs
+from codesign.pe.csb.stimulus_wide import wide_transactions
 
 pytest.importorskip("cocotb_tools.runner", reason="the RTL tests need cocotb 2.x (pip install codesign[verify])")
 
@@ -242,6 +243,17 @@ def transaction_set(shape: CsbSpec, *, count: int, seed: int) -> tuple[list[tupl
     return transactions, stats
 
 
+def on_stream(shape: CsbSpec, transactions, seed: int) -> list:
+    """``transactions`` of ``shape``'s 32-bit twin as ``shape``'s beats (with garbled padding and refused header
+    beats, :func:`codesign.pe.csb.stimulus_wide.wide_transactions`); as they are on a 32-bit build."""
+    return transactions if shape.parts == 1 else wide_transactions(shape, transactions, seed=seed)
+
+
+def narrow_twin(shape: CsbSpec) -> CsbSpec:
+    """The 32-bit build the transactions are encoded for before they are laid out as ``shape``'s beats."""
+    return replace(shape, stream_bits=32)
+
+
 # ----------------------------------------------------------------------------- running the bench
 
 def run_bench(shape: CsbSpec, transactions, work: Path, *, gap: float, backpressure: float, seed: int = 1,
@@ -279,13 +291,20 @@ CONFIGS = {
                                                  parallel=3, acc_bits=20, packed=True), 24),
     "conv3x4_k3_t2x2_b16_p2_acc32_packed": (CsbSpec(block_rows=3, block_cols=4, kernel=3, out_h=2, out_w=2, batch=16,
                                                   parallel=2, packed=True), 8),
+    # wide streams: a beat of two or four 32-bit parts, every section from a new beat
+    "fc4x4_b4_p2_acc16_w128": (CsbSpec(block_rows=4, block_cols=4, batch=4, parallel=2, acc_bits=16,
+                                       stream_bits=128), 32),
+    "conv4x4_k2_t2x3_b2_p3_acc20_w64": (CsbSpec(block_rows=4, block_cols=4, kernel=2, out_h=2, out_w=3, batch=2,
+                                              parallel=3, acc_bits=20, stream_bits=64), 24),
+    "conv3x8_k3_t4x4_b4_p4_acc32_w64_packed": (CsbSpec(block_rows=3, block_cols=8, kernel=3, out_h=4, out_w=4,
+                                                     batch=4, parallel=4, packed=True, stream_bits=64), 4),
 }
 
 FIGURES: dict[str, dict] = {}
 
 
 SLOW_CONFIGS = ("fc16x16_b8_p1_acc32", "conv3x8_k3_t4x4_b4_p4_acc32",  # 25-50 s each: make test-slow
-                "conv3x4_k3_t2x2_b16_p2_acc32_packed")
+                "conv3x4_k3_t2x2_b16_p2_acc32_packed", "conv3x8_k3_t4x4_b4_p4_acc32_w64_packed")
 
 
 @needs_icarus
@@ -295,14 +314,15 @@ def test_rtl_matches_contract_and_cycle_model(tmp_path, name):
     """Every output word under gaps and backpressure; stall-free cycle counts equal the cycle model."""
     shape, count = CONFIGS[name]
     started = time.perf_counter()
-    transactions, stats = transaction_set(shape, count=count, seed=sum(map(ord, name)))
+    transactions, stats = transaction_set(narrow_twin(shape), count=count, seed=sum(map(ord, name)))
+    transactions = on_stream(shape, transactions, seed=sum(map(ord, name)))
     assert stats["saturating"] > 0, "no transaction reaches the accumulator limits"
     assert stats["status"][1] >= 7 and stats["status"][2] and (stats["status"][3] or shape.block_rows * shape.block_cols == 256)
     if shape.parallel > 1 and shape.out_h * shape.out_w > 1:
         assert stats["wg_depends_on_p"] > 0, "no WG transaction where the P partials change the result"
     stressed = run_bench(shape, transactions, tmp_path, gap=0.15, backpressure=0.3, seed=7)
     assert stressed["mismatches"] == 0, stressed["first_mismatches"]
-    assert stressed["words_checked"] == sum(len(out) for _, out in transactions)
+    assert stressed["words_checked"] == sum(len(out) for _, out in transactions) // shape.parts
     assert stressed["output_stalls"] > 0 and stressed["input_gaps"] > 0
 
     clean = run_bench(shape, transactions, tmp_path, gap=0.0, backpressure=0.0)
@@ -328,6 +348,9 @@ STRIDE_TWO = {
     # packed: WG's two cycles a step at stride 2, with HOLD and CARRY
     "conv3x2_k3_t3x2_b2_p3_acc16_packed": CsbSpec(block_rows=3, block_cols=2, kernel=3, out_h=3, out_w=2, batch=2,
                                                   parallel=3, acc_bits=16, max_stride=2, packed=True),
+    # a 64-bit stream: held stride-2 sums drained and masked two a beat
+    "conv3x2_k3_t3x2_b2_p3_acc16_w64": CsbSpec(block_rows=3, block_cols=2, kernel=3, out_h=3, out_w=2, batch=2,
+                                               parallel=3, acc_bits=16, max_stride=2, stream_bits=64),
 }
 
 
@@ -340,11 +363,12 @@ def test_rtl_stride_two_matches_golden_and_cycle_model(tmp_path, name):
     from codesign.pe.csb.stimulus_stride import count_stride, stride_transactions
 
     spec = STRIDE_TWO[name]
-    transactions = stride_transactions(spec, target=2_000, seed=sum(map(ord, name)))
-    assert min(count_stride(spec, transactions).values()) >= 2_000
+    narrow = stride_transactions(narrow_twin(spec), target=2_000, seed=sum(map(ord, name)))
+    assert min(count_stride(narrow_twin(spec), narrow).values()) >= 2_000
+    transactions = on_stream(spec, narrow, seed=sum(map(ord, name)))
     stressed = run_bench(spec, transactions, tmp_path, gap=0.15, backpressure=0.3, seed=5)
     assert stressed["mismatches"] == 0, stressed["first_mismatches"]
-    assert stressed["words_checked"] == sum(len(out) for _, out in transactions)
+    assert stressed["words_checked"] == sum(len(out) for _, out in transactions) // spec.parts
     clean = run_bench(spec, transactions, tmp_path, gap=0.0, backpressure=0.0)
     assert clean["mismatches"] == 0, clean["first_mismatches"]
     assert clean["cycles"] == [transaction_cycles(spec, words_in).total for words_in, _ in transactions]
@@ -360,19 +384,20 @@ def test_rtl_matches_golden_stimulus(tmp_path, name):
     """The golden model's own stimulus (codesign.pe.csb.stimulus: directed corners and random transactions)."""
     shape, _ = CONFIGS[name]
     started = time.perf_counter()
-    transactions = build_transactions(shape, count=8, seed=sum(map(ord, name)))
+    narrow = build_transactions(narrow_twin(shape), count=8, seed=sum(map(ord, name)))
+    transactions = on_stream(shape, narrow, seed=sum(map(ord, name)))
     for words_in, words_out in transactions:  # two readings of the contract agree before the RTL is asked
         assert reference_output(words_in, **shape.to_dict()) == [int(w) for w in words_out]
     stressed = run_bench(shape, transactions, tmp_path, gap=0.15, backpressure=0.3, seed=3)
     assert stressed["mismatches"] == 0, stressed["first_mismatches"]
-    assert stressed["words_checked"] == sum(len(out) for _, out in transactions)
+    assert stressed["words_checked"] == sum(len(out) for _, out in transactions) // shape.parts
     clean = run_bench(shape, transactions, tmp_path, gap=0.0, backpressure=0.0)
     predicted = [transaction_cycles(shape, words_in).total for words_in, _ in transactions]
     errors = [abs(m - p) / p for m, p in zip(clean["cycles"], predicted)]
     assert max(errors) <= 0.05, list(zip(clean["cycles"], predicted))  # the issue's bound
     assert clean["cycles"] == predicted  # and in fact the model is exact
     print(name, {"transactions": len(transactions), "words_checked": stressed["words_checked"],
-                 **count_macs(shape, transactions), "mismatches": stressed["mismatches"],
+                 **count_macs(narrow_twin(shape), narrow), "mismatches": stressed["mismatches"],
                  "max_cycle_error": max(errors), "exact_cycles": clean["cycles"] == predicted,
                  "cycles": sum(clean["cycles"]), "seconds": round(time.perf_counter() - started, 1)})
 
@@ -402,6 +427,10 @@ def test_cycle_model_counts_by_hand():
      "MAX_STRIDE": 2},
     {"BLOCK_ROWS": 8, "BLOCK_COLS": 4, "K": 3, "OUT_H": 3, "OUT_W": 3, "BATCH": 16, "PARALLEL": 3, "ACC_BITS": 24,
      "MAX_STRIDE": 2, "PACKED": 1},
+    {"BLOCK_ROWS": 16, "BLOCK_COLS": 16, "K": 3, "OUT_H": 4, "OUT_W": 4, "BATCH": 8, "PARALLEL": 2, "ACC_BITS": 32,
+     "MAX_STRIDE": 2, "STREAM_BITS": 64},
+    {"BLOCK_ROWS": 5, "BLOCK_COLS": 3, "K": 1, "OUT_H": 2, "OUT_W": 2, "BATCH": 12, "PARALLEL": 4, "ACC_BITS": 20,
+     "STREAM_BITS": 128},
 ])
 def test_rtl_is_clean_verilog_2005_and_synthesizable(tmp_path, params):
     """No SystemVerilog, no warnings from iverilog -g2005 -Wall; Yosys finds no latches or combinational loops."""
@@ -432,7 +461,8 @@ def test_unsupported_parameters_fail_elaboration(tmp_path):
 
     # the same command elaborates a supported value: the refusal is the value's (PACKED: two lanes a slice)
     for name, good, bad, others in (("PARALLEL", 8, 9, {}), ("MAX_STRIDE", 2, 3, {}), ("PACKED", 1, 2, {"BATCH": 4}),
-                                    ("BATCH", 4, 3, {"PACKED": 1})):
+                                    ("BATCH", 4, 3, {"PACKED": 1}), ("STREAM_BITS", 128, 96, {"BATCH": 4}),
+                                    ("BATCH", 4, 2, {"STREAM_BITS": 128})):
         assert elaborate(**others, **{name: good}).returncode == 0
         assert elaborate(**others, **{name: bad}).returncode != 0
 
@@ -469,9 +499,11 @@ LONG_CONFIGS = {
 def test_rtl_long_random_run(tmp_path, name):
     """Ten times the default stimulus per configuration (and two larger PEs), other seeds, heavier backpressure."""
     shape, count = LONG_CONFIGS[name]
-    transactions, _ = transaction_set(shape, count=10 * count, seed=1000 + sum(map(ord, name)))
+    transactions, _ = transaction_set(narrow_twin(shape), count=10 * count, seed=1000 + sum(map(ord, name)))
+    transactions = on_stream(shape, transactions, seed=1000 + sum(map(ord, name)))
     summary = run_bench(shape, transactions, tmp_path, gap=0.3, backpressure=0.5, seed=99)
-    assert summary["mismatches"] == 0 and summary["words_checked"] == sum(len(out) for _, out in transactions)
+    assert summary["mismatches"] == 0
+    assert summary["words_checked"] == sum(len(out) for _, out in transactions) // shape.parts
     clean = run_bench(shape, transactions, tmp_path, gap=0.0, backpressure=0.0)
     assert clean["cycles"] == [transaction_cycles(shape, words_in).total for words_in, _ in transactions]
     print(name, {"transactions": len(transactions), "words_checked": summary["words_checked"],

@@ -38,6 +38,24 @@ def test_to_dict_holds_exactly_the_nine_parameters():
     assert CsbSpec(**spec.to_dict()) == spec
 
 
+def test_stream_bits_are_32_64_or_128_with_lanes_in_multiples_of_the_parts():
+    """A beat of sums is one position's lanes; files written for 32-bit builds read as before."""
+    wide = CsbSpec(batch=4, stream_bits=128)
+    assert (wide.parts, CsbSpec().parts, CsbSpec(stream_bits=64).parts) == (4, 1, 2)
+    assert wide.to_dict() == {**CsbSpec(batch=4).to_dict(), "stream_bits": 128}
+    assert CsbSpec(**wide.to_dict()) == wide and "stream_bits" not in CsbSpec().to_dict()
+    for bad in (16, 96, 256, 0):
+        with pytest.raises(ValueError, match="stream_bits"):
+            CsbSpec(stream_bits=bad)
+    for bad in (64.0, True, "64", None):
+        with pytest.raises(TypeError, match="stream_bits"):
+            CsbSpec(stream_bits=bad)
+    for batch, bits in ((2, 128), (6, 128), (3, 64)):
+        with pytest.raises(ValueError, match="multiples of its"):
+            CsbSpec(batch=batch, stream_bits=bits)
+    CsbSpec(batch=6, stream_bits=64)
+
+
 def test_packed_is_a_flag_for_an_even_batch_and_in_the_dict_only_when_set():
     """Two lanes a DSP slice: an even batch only; files written for unpacked builds read as before."""
     packed = CsbSpec(batch=4, packed=True)

@@ -19,17 +19,18 @@ from codesign.step.csb.lists import CsbStepScales, step_arena, step_lists
 from codesign.step.list_cycles import DdrTiming, list_cycles
 
 SPEC = CsbSpec(block_rows=4, block_cols=4, batch=3)
+WIDE = {bits: CsbSpec(block_rows=4, block_cols=4, batch=4, stream_bits=bits) for bits in (64, 128)}
 LAYERS = (8, 8, 4)
 needs_icarus = pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog is not on PATH")
 
 
-def step_case(seed: int = 0):
+def step_case(seed: int = 0, spec: CsbSpec = SPEC):
     """A filled arena (encoded state, batch and loss-gradient codes) and one step's two lists (6 samples: two lane
     chunks; a LEFT and a right-shift UPD)."""
     rng = np.random.default_rng(seed)
     masks = [rng.random((o, i)) < 0.6 for i, o in zip(LAYERS[:-1], LAYERS[1:])]
     csbs = [encode(m.astype(np.int8), block_rows=4, block_cols=4) for m in masks]
-    arena = step_arena(SPEC, LAYERS, 6, csbs)
+    arena = step_arena(spec, LAYERS, 6, csbs)
     image = arena.image.copy()
     for layer, csb in enumerate(csbs):
         arena.write_state(image, layer, csb, rng.integers(-(1 << 23), 1 << 23, csb.nnz), 0)
@@ -40,18 +41,21 @@ def step_case(seed: int = 0):
 
 
 @needs_icarus
-@pytest.mark.parametrize("ddr", [None, pytest.param(DdrTiming(), marks=pytest.mark.slow)], ids=["axi-ram", "ddr"])
-def test_rtl_runs_the_step_lists_bit_exact_in_the_modelled_cycles(tmp_path, ddr):
+@pytest.mark.parametrize("spec, ddr", [(SPEC, None), pytest.param(SPEC, DdrTiming(), marks=pytest.mark.slow),
+                                       (WIDE[64], None), (WIDE[128], DdrTiming())],
+                         ids=["axi-ram", "ddr", "w64-axi-ram", "w128-ddr"])
+def test_rtl_runs_the_step_lists_bit_exact_in_the_modelled_cycles(tmp_path, spec, ddr):
+    """On a 32-bit stream and on 64- and 128-bit ones (every arena section in whole beats)."""
     from codesign.shell.list_sim import run_list_rtl
 
     pe = get_pe("csb")
-    _, image, lists = step_case()
+    _, image, lists = step_case(spec=spec)
     for name, calls in (("forward", lists.forward), ("backward", lists.backward)):
-        case = ListCase(calls=calls, arena=image, expected=run_list_golden(pe, SPEC, image, calls))
-        result = run_list_rtl(pe, SPEC, case, tmp_path / name, ddr=ddr, held_sums=held_by_default(pe))
-        model = list_cycles(pe, SPEC, calls, image, ddr=ddr)
-        print(f"\n[csb step {name}] {len(calls)} calls, {result.mismatches} mismatches, model {model.total}, RTL "
-              f"busy {result.busy_cycles}; {model.breakdown()}")
+        case = ListCase(calls=calls, arena=image, expected=run_list_golden(pe, spec, image, calls))
+        result = run_list_rtl(pe, spec, case, tmp_path / name, ddr=ddr, held_sums=held_by_default(pe))
+        model = list_cycles(pe, spec, calls, image, ddr=ddr)
+        print(f"\n[csb step {name}, {spec.stream_bits} bits] {len(calls)} calls, {result.mismatches} mismatches, "
+              f"model {model.total}, RTL busy {result.busy_cycles}; {model.breakdown()}")
         assert result.passed, result.first_mismatches
         assert model.total == result.busy_cycles
         image = case.expected
@@ -75,6 +79,21 @@ def test_the_explorer_s_fast_pricing_is_the_cycle_model_and_multipliers_do_not_s
                 assert fast == step_list_cycles(spec, LAYERS, 6, csbs, ddr=ddr), (block, lanes, parallel)
                 totals.add(fast["total"])
             assert len(totals) == 1
+
+
+@pytest.mark.parametrize("bits", [64, 128])
+def test_the_fast_pricing_holds_on_wide_streams(bits):
+    """fast=True against the full simulation on 64- and 128-bit streams (their shapes priced apart from the 32-bit
+    one's: a beat moves more words), groups varied."""
+    rng = np.random.default_rng(4)
+    masks = [rng.random((o, i)) < 0.5 for i, o in zip(LAYERS[:-1], LAYERS[1:])]
+    csbs = [encode(m.astype(np.int8), block_rows=4, block_cols=4) for m in masks]
+    narrow = step_list_cycles(CsbSpec(block_rows=4, block_cols=4, batch=4), LAYERS, 6, csbs, fast=True)
+    for parallel in (1, 2, 4):
+        spec = CsbSpec(block_rows=4, block_cols=4, batch=4, parallel=parallel, stream_bits=bits)
+        fast = step_list_cycles(spec, LAYERS, 6, csbs, fast=True)
+        assert fast == step_list_cycles(spec, LAYERS, 6, csbs), parallel
+        assert fast["total"] < narrow["total"]  # fewer beats in and out
 
 
 def test_the_priced_step_adds_up_and_its_pe_part_is_the_pe_model():
