@@ -123,7 +123,7 @@ def test_cycle_model_by_hand():
 @pytest.mark.parametrize("case", [pytest.param(case, id=case.id, marks=[pytest.mark.slow] * bool(index))
                                   for index, case in enumerate(CsbPE().verification_grid())])  # 1 to 8 s each
 def test_grid_stimulus_reaches_every_feature_and_agrees_with_the_reference(case):
-    pe, spec = CsbPE(), replace(case.spec, stream_bits=32)  # a wide point's beats: tests/pe/csb/test_csb_beats.py
+    pe, spec = CsbPE(), replace(case.spec, stream_bits=32)  # a wide point's set is this one's as beats (the grid tests)
     transactions = pe.build_stimulus(spec, CsbStimulusOptions())
     counts = count_ext(spec, transactions)
     assert min(counts[feature] for feature in FEATURES) >= 10_000, counts

@@ -132,7 +132,7 @@ def test_cycle_model_and_stream_split_of_a_chain():
 
 @pytest.mark.parametrize("case", CsbPE().verification_grid(), ids=lambda case: case.id)
 def test_grid_chains_reach_their_target_and_agree_with_the_reference_in_order(case):
-    pe, spec = CsbPE(), replace(case.spec, stream_bits=32)  # a wide point's beats: tests/pe/csb/test_csb_beats.py
+    pe, spec = CsbPE(), replace(case.spec, stream_bits=32)  # a wide point's set is this one's as beats (the grid tests)
     pairs = chain_transactions(spec, target=10_000, seed=2024)
     counts = count_chains(spec, pairs)
     wanted = [feature for feature in FEATURES if feature != "select" or held_tiles(spec)]
