@@ -115,8 +115,12 @@ class StreamPE(ProcessingElement):
 
     # -- HLS -----------------------------------------------------------------------
     def stream_context(self, spec) -> dict[str, Any]:
-        """Template names the shared stream testbench (and the accelerator shell's) need."""
-        return {"kernel_header": self.kernel_header, "word_bits": WORD_BITS, "vector_meta": self.vector_meta(spec)}
+        """Template names the shared stream testbench (and the accelerator shell's) need, the stream word's width
+        among them: a spec's ``stream_bits`` (the TT and CSB PEs' 32, 64 or 128; 32 for a spec without), whose
+        words vector files and DMA buffers hold as ``word_parts`` consecutive 32-bit words."""
+        bits = int(getattr(spec, "stream_bits", WORD_BITS))
+        return {"kernel_header": self.kernel_header, "word_bits": WORD_BITS, "vector_meta": self.vector_meta(spec),
+                "stream_word_bits": bits, "word_parts": bits // WORD_BITS}
 
     def template_context(self, spec, target) -> dict[str, Any]:
         """Everything the kernel pair and the stream testbench use: names, the spec as the C++ template's
@@ -133,7 +137,7 @@ class StreamPE(ProcessingElement):
     # -- RTL -----------------------------------------------------------------------
     def bench_environment(self, spec, vectors: Path, summary: Path, seed: int) -> dict[str, str]:
         return {"STREAM_VECTORS": str(vectors), "STREAM_SUMMARY": str(summary), "STREAM_SEED": str(seed),
-                "STREAM_PE": self.name}
+                "STREAM_PE": self.name, "STREAM_WORD_PARTS": str(self.stream_context(spec)["word_parts"])}
 
     def rtl_outcome(self, spec, summary: dict, vectors: Path) -> RtlOutcome:
         # a word the RTL never produced, or one too many, is a mismatch as much as a wrong word

@@ -122,15 +122,6 @@ class CsbPE(StreamPE):
                 "OUT_W": spec.out_w, "BATCH": spec.batch, "PARALLEL": spec.parallel, "ACC_BITS": spec.acc_bits,
                 "MAX_STRIDE": spec.max_stride, "PACKED": int(spec.packed), "STREAM_BITS": spec.stream_bits}
 
-    def stream_context(self, spec: CsbSpec) -> dict:
-        """The shared names, plus the stream word's width and its 32-bit parts (vector files and DMA buffers hold a
-        beat as ``word_parts`` consecutive 32-bit words, docs/csb.md "Wide streams")."""
-        return {**super().stream_context(spec), "stream_word_bits": spec.stream_bits, "word_parts": spec.parts}
-
-    def bench_environment(self, spec: CsbSpec, vectors, summary, seed: int) -> dict[str, str]:
-        """The shared bench's, telling it how many 32-bit parts of the vector file make one beat."""
-        return {**super().bench_environment(spec, vectors, summary, seed), "STREAM_WORD_PARTS": str(spec.parts)}
-
     # resource counts are what the CSB estimate reports; abc9 spends over ten minutes on a 16 x 16 block
     estimate_abc9 = False
 

@@ -208,15 +208,6 @@ class _TtPE(StreamPE):
     def rtl_parameters(self, spec) -> dict[str, int]:
         return {key.upper(): int(getattr(spec, key)) for key in self.parameter_order}
 
-    def stream_context(self, spec) -> dict:
-        """The shared names, plus the stream word's width (``spec.stream_bits``) and its 32-bit parts: vector files
-        and DMA buffers hold a word as ``word_parts`` consecutive 32-bit words (docs/tt_pe.md)."""
-        return {**super().stream_context(spec), "stream_word_bits": spec.stream_bits, "word_parts": spec.parts}
-
-    def bench_environment(self, spec, vectors: Path, summary: Path, seed: int) -> dict[str, str]:
-        """The shared bench's, telling it how many 32-bit parts of the vector file make one stream word."""
-        return {**super().bench_environment(spec, vectors, summary, seed), "STREAM_WORD_PARTS": str(spec.parts)}
-
 
 class Tt1PE(_TtPE):
     name = "tt1"
