@@ -28,14 +28,12 @@ _ARENAS = itertools.count()
 
 
 def check_conv_list_spec(spec, setup: CsbConvSetup) -> None:
-    """Refuse, before anything is written, a CSB build the conv lists cannot run for ``setup``'s network: a wide
-    stream (the arena lays its sections on 32-bit words), lanes not a multiple of 4, or a map row wider than one
-    SELECT takes."""
-    if spec.parts > 1:
-        raise HwTrainError(f"a {spec.stream_bits}-bit stream: the conv lists run on 32-bit streams (a wide build "
-                           "trains one call at a time)")
-    if spec.batch % 4:
-        raise HwTrainError(f"{spec.batch} lanes: the conv lists need a multiple of 4")
+    """Refuse, before anything is written, a CSB build the conv lists cannot run for ``setup``'s network: lanes
+    not a multiple of 4 per 32-bit part of a stream beat (a position's codes are whole beats), or a map row wider
+    than one SELECT takes."""
+    if spec.batch % (4 * spec.parts):
+        raise HwTrainError(f"{spec.batch} lanes on a {spec.stream_bits}-bit stream: the conv lists need a multiple "
+                           f"of {4 * spec.parts} (a position's codes in whole beats)")
     widest = max(ow for *_, ow, _ in setup.layer_maps[:-1])  # a SELECT takes a map row at least
     if widest * spec.batch > spec.ew_capacity:
         raise HwTrainError(f"a map row of {widest} positions x {spec.batch} lanes is more than one SELECT takes "

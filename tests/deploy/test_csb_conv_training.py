@@ -54,11 +54,12 @@ def _a_step_within_the_goals(overlay, board, golden, data, n: int) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("copies", [1, 2])
-def test_conv_training_from_design_json_equals_the_golden_loop(tmp_path, copies):
-    """On the design's csb IP, and on two copies of it sharing each phase's lists."""
+@pytest.mark.parametrize("copies, stream_bits", [(1, 32), (2, 32), (1, 64)])
+def test_conv_training_from_design_json_equals_the_golden_loop(tmp_path, copies, stream_bits):
+    """On the design's csb IP, on two copies of it sharing each phase's lists, and on one IP of a 64-bit stream
+    (8 lanes: a position's codes a beat)."""
     path = tmp_path / "small_conv.toml"
-    path.write_text(SMALL.read_text() + f"copies = {copies}\n")
+    path.write_text(SMALL.read_text() + f"copies = {copies}\nstream_bits = {stream_bits}\n")
     design = load_design(path)
     overlay = emulated_overlay(design, tmp_path)
     board, golden = board_trainer(overlay), golden_trainer(overlay.manifest)

@@ -3,6 +3,8 @@ buffer word, rate exponents and predictions, over full and short batches and UPD
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -38,7 +40,12 @@ def _same_state(loop, lists) -> None:
 SPREAD = CsbConvSetup(spec=CsbSpec(block_rows=8, block_cols=8, kernel=3, out_h=2, out_w=2, batch=4, max_stride=2),
                       image=(1, 8, 8), convs=((8, 1), (12, 2)), classes=10, batch_size=36, epochs=3, warmup_epochs=1,
                       lr=0.1, schedule="cosine", seed=0)
-STEPS = {"one-tile fold": (SETUP, (24, 13, 24, 5)), "fold over four tiles": (SPREAD, (36, 17, 36, 3))}
+# wide streams: 8 lanes on 64 bits; 16 lanes on 128 bits, three chunks folded on a 2 x 2 head map
+WIDE64 = CsbConvSetup(**{**SETUP.__dict__, "spec": dataclasses.replace(SPEC, stream_bits=64)})
+WIDE128 = CsbConvSetup(**{**SPREAD.__dict__, "batch_size": 40,
+                          "spec": dataclasses.replace(SPREAD.spec, batch=16, stream_bits=128)})
+STEPS = {"one-tile fold": (SETUP, (24, 13, 24, 5)), "fold over four tiles": (SPREAD, (36, 17, 36, 3)),
+         "64-bit stream": (WIDE64, (24, 13, 24, 5)), "128-bit stream": (WIDE128, (40, 17, 40, 3))}
 
 
 @pytest.mark.parametrize("copies", [1, 2, 3])
@@ -48,7 +55,7 @@ def test_list_steps_equal_the_loop_word_for_word(case, copies):
     setup, sizes = STEPS[case]
     data, loop, lists = _pair(setup, copies)
     head = lists.net.layers[-1]
-    assert head.fold and head.tiles == ((1, 1) if setup is SETUP else (2, 2))
+    assert head.fold and head.tiles == {SETUP: (1, 1), SPREAD: (2, 2)}.get(setup, (1, 1))
     rng = np.random.default_rng(0)
     # UPD's LEFT at rate 1, its right shift later; short batches leave positions of the folded head unused
     for n, rate in zip(sizes, (0.1, 1.0, 2.0 ** -12, 0.02)):
@@ -79,6 +86,9 @@ def test_a_shell_or_build_the_lists_cannot_run_is_refused():
     odd = CsbSpec(block_rows=8, block_cols=8, kernel=3, out_h=4, out_w=4, batch=6, max_stride=2)
     with pytest.raises(HwTrainError, match="multiple of 4"):
         CsbConvListTrainer(CsbConvSetup(**{**SETUP.__dict__, "spec": odd}), GoldenListShell({"csb": odd}))
+    narrow = dataclasses.replace(SPEC, stream_bits=128)  # 8 lanes: half a beat a position
+    with pytest.raises(HwTrainError, match="multiple of 16"):
+        CsbConvListTrainer(CsbConvSetup(**{**SETUP.__dict__, "spec": narrow}), GoldenListShell({"csb": narrow}))
     wide = CsbConvSetup(**{**SETUP.__dict__, "image": (1, 8, 64)})  # a row of 64 positions x 8 lanes: 512
     with pytest.raises(HwTrainError, match="more than one SELECT"):
         CsbConvListTrainer(wide, GoldenListShell({"csb": SPEC}))

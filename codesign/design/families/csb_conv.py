@@ -33,12 +33,13 @@ from codesign.step.time import list_stages
 from codesign.train.geometry import data_geometry
 
 KEY = "csb_conv"
-# the conv lists' builds: blocks and output tiles square (``runs``), lanes a multiple of 4. Each block shape, lane
-# count, tile and copy count is a step simulated once (about 20 s for the example's network); multipliers re-price it.
-# Copies past the cap are not simulated (``pe_options``' limit): two of the example's 16-lane builds fill 73 % of
+# the conv lists' builds: blocks and output tiles square (``runs``), lanes a multiple of 4 per 32-bit part of the
+# stream's beat (so 4 lanes run on 32 bits only, 8 on 32 or 64, 16 on any). Each block shape, lane count, tile,
+# stream width and copy count is a step simulated once (about 20 s for the example's network); multipliers re-price
+# it. Copies past the cap are not simulated (``pe_options``' limit): two of the example's 16-lane builds fill 73 % of
 # the ZedBoard's LUT, so most three- and four-copy builds never are
 CSB_CONV_LIST_KNOBS = {"block_rows": (8, 16), "block_cols": (8, 16), "batch": (4, 8, 16), "parallel": (1, 2, 4, 8),
-                       "out_h": (2, 4), "out_w": (2, 4), COPIES: (1, 2, 3, 4)}
+                       "out_h": (2, 4), "out_w": (2, 4), "stream_bits": (32, 64, 128), COPIES: (1, 2, 3, 4)}
 
 
 def csb_conv_setup(training, spec: CsbSpec | None = None, **changes) -> CsbConvSetup:

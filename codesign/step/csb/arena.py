@@ -163,8 +163,8 @@ class BlockSlots:
 class EntryRange:
     """Entries ``first .. first + nnz - 1`` (stored order) of stored block ``slots``, ``kk`` taps each: where a WG,
     UPD and SHR over that part of the block read and write (byte offsets). An entry's gradient and update are its
-    own, so a block cut into ranges gives its whole's results. ``first`` is a multiple of 4, so the part's index
-    bytes and weight codes start on whole words."""
+    own, so a block cut into ranges gives its whole's results. ``first`` is a multiple of four entries a part of
+    the stream's beat, so the part's index bytes, weight codes, gradients and buffer words all start on a beat."""
 
     slots: BlockSlots
     first: int
@@ -172,24 +172,31 @@ class EntryRange:
     kk: int
 
     def __post_init__(self) -> None:
-        if self.first % 4 or not 0 < self.nnz <= self.slots.nnz - self.first or self.kk < 1:
+        step = 4 * self.slots.parts
+        if self.first % step or not 0 < self.nnz <= self.slots.nnz - self.first or self.kk < 1:
             raise ValueError(f"entries {self.first}..{self.first + self.nnz - 1} of a block of {self.slots.nnz}, "
-                             f"{self.kk} taps each: the first a multiple of 4, at least one, all in the block")
+                             f"{self.kk} taps each: the first a multiple of {step}, at least one, all in the block")
 
     @classmethod
     def whole(cls, slots: BlockSlots, kk: int) -> "EntryRange":
         return cls(slots=slots, first=0, nnz=slots.nnz, kk=kk)
 
-    def split(self, parts: int) -> List["EntryRange"]:
-        """The range cut into at most ``parts`` ranges of whole words of index bytes, as even as that allows."""
-        size = 4 * words_of_bytes(-(-self.nnz // parts))
+    def split(self, pieces: int) -> List["EntryRange"]:
+        """The range cut into at most ``pieces`` ranges of whole beats of index bytes, as even as that allows."""
+        step = 4 * self.slots.parts
+        size = step * -(-self.nnz // (pieces * step))
         return [EntryRange(slots=self.slots, first=self.first + at, nnz=min(size, self.nnz - at), kk=self.kk)
                 for at in range(0, self.nnz, size)]
 
     @property
     def index_words(self) -> int:
-        """The part's index words, unpadded (the conv lists, which cut blocks into ranges, run on 32-bit streams)."""
-        return words_of_bytes(self.nnz)
+        """The part's index words, in whole beats (the rest of the last beat is the next part's, or padding)."""
+        return padded(words_of_bytes(self.nnz), self.slots.parts)
+
+    @property
+    def value_words(self) -> int:
+        """Words of the part's gradients or buffer words (one a tap), in whole beats."""
+        return padded(self.nnz * self.kk, self.slots.parts)
 
     def index(self, base: int) -> int:
         """The part's index bytes in the copy of the block's index at ``base`` (``slots.iw`` or ``slots.ig``)."""

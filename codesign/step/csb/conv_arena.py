@@ -6,8 +6,8 @@ tile out, every map lies in the arena once, zero-padded, and a call reads a tile
 block's channels, rows = the tile's input rows, one row = the tile's input columns times ``b`` lanes): the halo
 is simply where the blocks of neighbouring tiles overlap.
 
-Per lane chunk ``k`` (``spec.batch`` = ``b`` samples; ``b`` a multiple of 4, so a position's codes are whole
-words and every tile starts on a word):
+Per lane chunk ``k`` (``spec.batch`` = ``b`` samples; ``b`` a multiple of 4 per 32-bit part of the stream's beat,
+so a position's codes are whole beats and every tile, row and piece of a map starts on a beat):
 
 * ``x[k]``: the layer input's 8-bit codes on the padded *grid*, ``[channels][grid_h][grid_w][b]`` bytes, the map
   at ``(pad, pad)``, zero elsewhere (channels padded to whole block columns). FP and WG read a tile's
@@ -19,7 +19,8 @@ words and every tile starts on a word):
   ``(pad, pad)``; a tile's sums land on its input positions, where the overlapping halos add up;
 * per stored, non-empty block: ``iw`` (its index bytes, then its ``nnz * k * k`` weight bytes: FP's and EB's
   first two sections), ``ig`` (a copy of the index, then ``nnz * k * k`` gradient words) and ``b[0]``, ``b[1]``
-  (the 24-bit buffer words of phase 0 and 1: UPD reads one phase's and writes the other's).
+  (the 24-bit buffer words of phase 0 and 1: UPD reads one phase's and writes the other's). On a wide stream
+  each of these sections is padded to whole beats, as the PE takes every section from a new beat.
 
 A network's dense head (:mod:`codesign.step.csb.conv_step`) is a 1 x 1 conv on a 1 x 1 map, run on a k x k
 build under header ``K1`` (one tap: the arena's tiles, weights and gradients are the kernel-1 PE's,
@@ -40,6 +41,7 @@ import numpy as np
 
 from codesign.contracts.calls import RECORD_WORDS, ArenaLayout, Block
 from codesign.numerics.records import keyword_record
+from codesign.pe.csb.beats import padded
 from codesign.pe.csb.format import CSBMatrix, pack_bytes
 from codesign.pe.csb.spec import CsbSpec
 from codesign.step.csb.arena import BUFFER_EXTRA_BITS, BlockSlots, words_of_bytes
@@ -248,8 +250,9 @@ class ConvArena:
             entries = slice(s.start, s.start + s.nnz)
             index = pack_bytes(np.asarray(csb.index[entries], dtype=np.int64))
             weights = pack_bytes(np.asarray(csb.values[entries], dtype=np.int64).reshape(-1))
-            iw = np.concatenate([index, weights])
-            arena[s.iw // 4:s.iw // 4 + iw.size] = iw
+            arena[s.iw // 4:s.iw // 4 + index.size] = index
+            at = s.iw // 4 + s.index_words  # the weights' section starts a beat
+            arena[at:at + weights.size] = weights
             arena[s.ig // 4:s.ig // 4 + index.size] = index
 
     def write_state(self, arena: np.ndarray, csb: CSBMatrix, buffer: np.ndarray, phase: int) -> None:
@@ -292,9 +295,9 @@ def check_build(spec: CsbSpec, shape: ConvShape, csb: CSBMatrix) -> None:
                          f"kernel (or any, for 1 x 1 under K1), not {csb.kernel} and {spec.kernel}")
     if shape.stride > spec.max_stride:
         raise ValueError(f"stride {shape.stride} on a PE built with max_stride {spec.max_stride}")
-    if spec.batch % 4:
-        raise ValueError(f"{spec.batch} lanes: the conv lists read a tile's positions as whole words, so the lanes "
-                         "must be a multiple of 4")
+    if spec.batch % (4 * spec.parts):
+        raise ValueError(f"{spec.batch} lanes: the conv lists read a tile's positions as whole {spec.stream_bits}-bit "
+                         f"stream words, so the lanes must be a multiple of {4 * spec.parts}")
     if csb.shape != (shape.outputs, shape.channels) or (csb.block_rows, csb.block_cols) != (spec.block_rows,
                                                                                             spec.block_cols):
         raise ValueError(f"structure {csb.shape} in {csb.block_rows} x {csb.block_cols} blocks; the layer is "
@@ -322,7 +325,7 @@ def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix
     check_build(spec, shape, csb)
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch {batch!r} must be an int >= 1")
-    b, chunks, kk = spec.batch, _ceil(batch, spec.batch), shape.kernel ** 2
+    b, chunks, kk, parts = spec.batch, _ceil(batch, spec.batch), shape.kernel ** 2, spec.parts
     if fold:
         if fold * fold < chunks or shape.kernel != 1 or shape.stride != 1 or shape != folded_head(shape, fold):
             raise ValueError(f"a head folded {fold} x {fold} holds {fold * fold} lane chunks of a 1 x 1 conv at "
@@ -345,12 +348,12 @@ def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix
     for block in csb.blocks():
         nnz = block.entries.stop - block.entries.start
         if nnz:
-            index = words_of_bytes(nnz)
-            iw = layout.put(np.zeros(index + words_of_bytes(nnz * kk), dtype=np.uint32))
-            ig = layout.put(np.zeros(index + nnz * kk, dtype=np.uint32))
-            b = tuple(layout.put(np.zeros(nnz * kk, dtype=np.uint32)) for _ in range(2))
+            index, values = padded(words_of_bytes(nnz), parts), padded(nnz * kk, parts)
+            iw = layout.put(np.zeros(index + padded(words_of_bytes(nnz * kk), parts), dtype=np.uint32))
+            ig = layout.put(np.zeros(index + values, dtype=np.uint32))
+            buffers = tuple(layout.put(np.zeros(values, dtype=np.uint32)) for _ in range(2))
             slots.append(BlockSlots(row=block.row, col=block.col, start=block.entries.start, nnz=nnz, iw=iw, ig=ig,
-                                   b=b))
+                                    b=buffers, parts=parts))
     records = layout.reserve(RECORD_WORDS * max(record_slots, 1)) if alone else 0
     return ConvArena(spec=spec, shape=shape, batch=batch, chunks=chunks, x=x, z=z, dy=dy, dx=dx,
                      blocks=tuple(slots), records=records, record_slots=record_slots if alone else 0,

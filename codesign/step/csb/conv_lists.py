@@ -32,6 +32,7 @@ from typing import List, Sequence, Tuple
 from codesign.contracts.calls import RAW, Block, Call, check_list
 from codesign.numerics.records import keyword_record
 from codesign.numerics.round_stage import RoundStageConfig
+from codesign.pe.csb.beats import padded
 from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import Op, header_word
@@ -69,8 +70,9 @@ class _Drafts:
         self.items.append((header, tuple(segments), out, count, rounding))
 
     def weights(self, s: BlockSlots) -> Block:
+        """FP's and EB's first two sections, the index and the weight codes, each in whole beats."""
         kk = self.a.shape.kernel ** 2
-        return Block(offset=s.iw, words=s.index_words + words_of_bytes(s.nnz * kk), rows=1)
+        return Block(offset=s.iw, words=s.index_words + padded(words_of_bytes(s.nnz * kk), s.parts), rows=1)
 
     def header(self, op: Op, nnz: int, first: bool, last: bool) -> int:
         return header_word(op, nnz, zero=first, carry=not first, hold=not last, stride=self.stride, k1=self.a.k1)
@@ -94,7 +96,7 @@ def _gradients(d: _Drafts, parts: Sequence[EntryRange]) -> None:
     a, spec = d.a, d.a.spec
     steps = [(k, tile) for k in range(d.all_chunks) for tile in d.tiles]
     for part in parts:
-        s, words = part.slots, part.nnz * part.kk
+        s, words = part.slots, part.value_words  # on a wide stream the last beat's unused parts too
         index = Block(offset=part.index(s.ig), words=part.index_words, rows=1)
         for j, (k, (ty, tx)) in enumerate(steps):
             last = j == len(steps) - 1

@@ -32,6 +32,7 @@ import numpy as np
 
 from codesign.contracts.calls import RAW, RECORD_WORDS, ArenaLayout, Block
 from codesign.numerics.records import keyword_record
+from codesign.pe.csb.beats import padded
 from codesign.pe.csb.format import CSBMatrix, encode
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import EwOp, Op, header_word
@@ -188,7 +189,7 @@ def _selects(items: list, spec: CsbSpec, v: MapView, z: MapView | None, out: Map
         count = nc * nr * v.width * b
         sources = (v.block(c, nc, r, nr),) + (() if z is None else (z.block(c, nc, r, nr),))
         items.append((header_word(EwOp.RELU if z is None else EwOp.SELECT, count, ew=True), sources,
-                      out.block(c, nc, r, nr), count, code_rounding(b, shift)))
+                      out.block(c, nc, r, nr), count, code_rounding(b, shift, spec.parts)))
 
 
 def _relu(items: list, net: ConvNetArena, layer: int, k: int, shift: int) -> None:
@@ -212,18 +213,21 @@ def _update(items: list, a: ConvArena, upd: Tuple[int, bool], phase: int, part: 
     """UPD of the entry range ``part`` of a stored block from the phase's buffer words and its gradients into the
     other phase's, then SHR into the weights."""
     shift, left = upd
-    cap, words = a.spec.ew_capacity // 4 * 4, part.nnz * part.kk  # SHR pieces of whole words of codes
+    parts, taps, words = a.spec.parts, part.nnz * part.kk, part.value_words
+    cap = a.spec.ew_capacity // (4 * parts) * 4 * parts  # SHR pieces of whole beats of codes
     new = part.buffer(1 - phase)
     segments = (Block(offset=part.index(part.slots.iw), words=part.index_words, rows=1),
                 Block(offset=part.buffer(phase), words=words, rows=1),
                 Block(offset=part.gradients, words=words, rows=1))
     items.append((header_word(Op.UPD, part.nnz, shift, left=left, k1=a.k1), segments,
                   Block(offset=new, words=words, rows=1), words, RAW))
-    for start in range(0, words, cap):
-        n = min(cap, words - start)
+    for start in range(0, taps, cap):
+        n = min(cap, taps - start)
+        values = padded(n, parts)  # the PE's results and the last beat's zeros, rounded to zero codes
         items.append((header_word(EwOp.SHR, n, BUFFER_EXTRA_BITS, ew=True),
-                      (Block(offset=new + 4 * start, words=n, rows=1),),
-                      Block(offset=part.weights + start, words=words_of_bytes(n), rows=1), n, code_rounding(n, 0)))
+                      (Block(offset=new + 4 * start, words=values, rows=1),),
+                      Block(offset=part.weights + start, words=padded(words_of_bytes(n), parts), rows=1), values,
+                      code_rounding(values, 0, parts)))
 
 
 def _block_updates(net: ConvNetArena, n: int, upd: Sequence[Tuple[int, bool]], phase: int, copies: int) -> list:

@@ -59,7 +59,7 @@ def test_what_the_family_refuses_before_anything_runs(tmp_path):
     with pytest.raises(HwTrainError, match="not from changes"):
         csb_conv_setup_of(design, spec=design.instances[0].spec)
     odd = small(tmp_path, lanes=6)
-    with pytest.raises(HwTrainError, match="6 lanes: the conv lists need a multiple of 4"):
+    with pytest.raises(HwTrainError, match="6 lanes on a 32-bit stream: the conv lists need a multiple of 4"):
         csb_conv_setup_of(odd)
     assert "multiple of 4" in untrainable(odd)
 
@@ -96,6 +96,29 @@ def test_the_space_holds_square_list_builds_each_priced_as_its_step(tmp_path):
     one, two = ({o.copies: o for o in space.options[0] if (o.spec.block_rows, o.spec.batch, o.spec.parallel,
                                                              o.spec.out_w) == (8, 8, 2, 2)}[c] for c in (1, 2))
     assert two.resources["dsp"] == 2 * one.resources["dsp"] and two.cycles.sum() < one.cycles.sum()
+
+
+def test_wide_streams_run_where_a_position_s_codes_fill_whole_beats(tmp_path):
+    """4 lanes run on 32 bits only, 8 on 32 or 64, 16 on any width; a 64-bit build is priced as the cycle model
+    prices its step, and moves its operands in fewer cycles than its 32-bit twin."""
+    setup = csb_conv_setup_of(small(tmp_path))
+    runs = {(lanes, bits) for lanes in (4, 8, 16) for bits in (32, 64, 128)
+            if runs_conv_lists(setup, dataclasses.replace(setup.spec, batch=lanes, stream_bits=bits))}
+    assert runs == {(4, 32), (8, 32), (8, 64), (16, 32), (16, 64), (16, 128)}
+    masks = kept(setup)
+    knobs = {**KNOBS, "block_rows": (8,), "block_cols": (8,), "batch": (8,), "parallel": (1,), "out_w": (2,),
+             "copies": (1,), "stream_bits": (32, 64, 128)}
+    space = explore_family(conv_list_model(setup, masks, host=HOST), board("ultra96v2"), clock_mhz=100.0,
+                           knobs={"csb": knobs})
+    pe_s = {}
+    for index in range(space.index.shape[0]):
+        spec = space.chosen_options(index)[0].spec
+        step = conv_list_step(spec, setup.image, setup.convs, setup.classes, setup.batch_size, masks,
+                              board("ultra96v2"), clock_mhz=100.0, host_s=HOST.fixed_s, host_source="test",
+                              ddr=BOARD_DDR)
+        assert space.pe_s[index] + space.memory_s[index] == pytest.approx(step.pe_s + step.memory_s, rel=1e-12)
+        pe_s[spec.stream_bits] = space.pe_s[index] + space.memory_s[index]
+    assert sorted(pe_s) == [32, 64] and pe_s[64] < pe_s[32]
 
 
 def test_copies_past_the_cap_are_not_simulated(tmp_path):

@@ -21,7 +21,7 @@ from codesign.step.list_cycles import DdrTiming, list_cycles
 PE = get_pe("csb")
 needs_icarus = pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog is not on PATH")
 
-# (channels, outputs, height, width, kernel, stride, tile rows, tile cols, lanes, block, samples)
+# (channels, outputs, height, width, kernel, stride, tile rows, tile cols, lanes, block, samples[, stream bits])
 GRID = {
     "k3-s1-4tiles": (8, 8, 8, 8, 3, 1, 4, 4, 4, 4, 4),
     "k3-s1-ragged": (6, 8, 7, 9, 3, 1, 4, 4, 4, 4, 6),  # partial channel blocks, tiles past the map, 2 chunks
@@ -31,15 +31,20 @@ GRID = {
     "k3-s2-odd": (8, 8, 9, 7, 3, 2, 2, 3, 4, 8, 5),
     "k5-s1-wide": (4, 12, 6, 10, 5, 1, 3, 4, 12, 4, 15),  # halos of two positions, three lane chunks of 12
     "k3-s1-one-tile": (16, 16, 4, 4, 3, 1, 4, 4, 16, 8, 16),  # the whole map one tile: no halo is shared
+    # wide streams: every section in whole beats, a position's codes a beat or more
+    "k3-s2-odd-w64": (8, 8, 9, 7, 3, 2, 2, 3, 8, 4, 13, 64),
+    "k3-s1-ragged-w128": (6, 8, 7, 9, 3, 1, 4, 4, 16, 4, 20, 128),
+    "k1-s2-shortcut-w64": (8, 8, 8, 8, 1, 2, 2, 2, 8, 4, 8, 64),
+    "k5-s1-w128": (4, 12, 6, 10, 5, 1, 3, 4, 16, 8, 16, 128),
 }
 
 
 def layer_case(point, seed: int = 0, density: float = 0.5, acc_bits: int = 32):
     """A random pruned layer on its PE, its arena filled (weights, input, errors) and its lists."""
-    c, o, h, w, k, s, th, tw, b, block, n = point
+    c, o, h, w, k, s, th, tw, b, block, n, *bits = point
     rng = np.random.default_rng(seed)
     spec = CsbSpec(block_rows=block, block_cols=block, kernel=k, out_h=th, out_w=tw, batch=b, max_stride=s,
-                   acc_bits=acc_bits)
+                   acc_bits=acc_bits, stream_bits=bits[0] if bits else 32)
     shape = ConvShape(channels=c, outputs=o, height=h, width=w, kernel=k, stride=s)
     kernels = rng.integers(-128, 128, (o, c, k, k)) * (rng.random((o, c)) < density)[:, :, None, None]
     csb = encode(kernels.astype(np.int64), block_rows=block, block_cols=block)
@@ -74,7 +79,7 @@ def stale(arena, image: np.ndarray, seed: int) -> np.ndarray:
     for base in arena.dx:
         image[base // 4:base // 4 + words] = rng.integers(0, 1 << 32, words, dtype=np.uint64)
     for s in arena.blocks:
-        at = s.ig // 4 + -(-s.nnz // 4)
+        at = s.ig // 4 + s.index_words
         image[at:at + s.nnz * arena.shape.kernel ** 2] = 0xDEAD_BEEF
     return image
 
@@ -182,12 +187,16 @@ def _rtl_case(name: str, tmp_path, ddr=None):
 @pytest.mark.parametrize("name, ddr", [("k3-s1-4tiles", None),
                                        pytest.param("k3-s2", None, marks=pytest.mark.slow),
                                        pytest.param("k1-s2-shortcut", DdrTiming(), marks=pytest.mark.slow),
-                                       pytest.param("k3-s1-ragged", DdrTiming(), marks=pytest.mark.long)])
+                                       pytest.param("k3-s1-ragged", DdrTiming(), marks=pytest.mark.long),
+                                       ("k1-s2-shortcut-w64", None),
+                                       pytest.param("k3-s2-odd-w64", None, marks=pytest.mark.slow),
+                                       pytest.param("k5-s1-w128", DdrTiming(), marks=pytest.mark.slow)])
 def test_rtl_runs_the_layer_lists_bit_exact_in_the_modelled_cycles(tmp_path, name, ddr):
     _rtl_case(name, tmp_path, ddr)
 
 
-@pytest.mark.parametrize("name", ["k3-s2-odd", pytest.param("k3-s1-ragged", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", ["k3-s2-odd", pytest.param("k3-s1-ragged", marks=pytest.mark.slow),
+                                  "k1-s2-shortcut-w64", pytest.param("k3-s1-ragged-w128", marks=pytest.mark.slow)])
 def test_csim_runs_the_layer_lists_as_the_golden_lists(tmp_path, name):
     from codesign.shell.ip import render_accel_project
     from codesign.shell.list_sim import run_list_csim

@@ -42,12 +42,13 @@ def test_a_flattened_view_puts_each_position_in_its_own_channel():
     assert block.words == 2
 
 
-def network_case(seed: int = 0, n: int = 6, relu=(-9, -8), packed: bool = False):
+def network_case(seed: int = 0, n: int = 6, relu=(-9, -8), packed: bool = False, stream_bits: int = 32):
     """A two-conv network (the second at stride 2) and its head on a small PE (``packed``: two products a DSP
-    slice), a random kept structure, state, batch and logits' gradient, and one step's lists (``relu``: the
-    rounding stage's shifts after the convs)."""
+    slice; ``stream_bits`` 64: 8 lanes, a position's codes a beat), a random kept structure, state, batch and
+    logits' gradient, and one step's lists (``relu``: the rounding stage's shifts after the convs)."""
     rng = np.random.default_rng(seed)
-    spec = CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2, batch=4, max_stride=2, packed=packed)
+    spec = CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2, batch=4 * stream_bits // 32,
+                   max_stride=2, packed=packed, stream_bits=stream_bits)
     shapes = net_shapes(spec, (2, 4, 4), ((4, 1), (6, 2)), 5)
     structures, buffers = [], []
     for shape in shapes:
@@ -102,12 +103,12 @@ def test_the_head_reads_the_last_map_flattened_and_the_update_writes_the_other_p
         assert not np.array_equal(a.read_buffer(after, 1), a.read_buffer(image, 1))  # UPD wrote phase 1
 
 
-def _run(tmp_path, level: str, packed: bool = False) -> list[int]:
+def _run(tmp_path, level: str, packed: bool = False, stream_bits: int = 32) -> list[int]:
     """The step's two lists at ``level`` against the golden lists; at RTL, each list's busy cycles (the model's)."""
     from codesign.shell.list_sim import run_list_csim, run_list_rtl
     from codesign.shell.ip import render_accel_project
 
-    spec, net, image, lists = network_case(packed=packed)
+    spec, net, image, lists = network_case(packed=packed, stream_bits=stream_bits)
     busy = []
     if level == "csim":
         render_accel_project(PE, spec, "csb_0", None, tmp_path / "hls")
@@ -134,6 +135,15 @@ def test_csim_runs_a_network_step_as_the_golden_lists(tmp_path):
 @needs_icarus
 def test_rtl_runs_a_network_step_bit_exact_in_the_modelled_cycles(tmp_path):  # 12 s
     _run(tmp_path, "rtl")
+
+
+def test_csim_runs_a_network_step_on_a_64_bit_stream_as_the_golden_lists(tmp_path):
+    _run(tmp_path, "csim", stream_bits=64)
+
+
+@needs_icarus
+def test_rtl_runs_a_network_step_on_a_64_bit_stream_bit_exact_in_the_modelled_cycles(tmp_path):
+    _run(tmp_path, "rtl", stream_bits=64)
 
 
 def test_csim_runs_a_packed_network_step_as_the_golden_lists(tmp_path):
