@@ -19,7 +19,8 @@ dense head; batch 64), its loop trained through its float warm-up and pruning se
   copies), against paper 002's 3.13, and the share of the board's DSP slices the copies take (the explorer
   keeps a point under 80 % of every resource);
 - the same for the example's build packed (two products a DSP slice, docs/csb.md: half the multipliers, WG's
-  steps in two cycles), where its lane count is even.
+  steps in two cycles), where its lane count is even, and for both on every wider stream its lanes allow (a
+  position's codes whole 64- or 128-bit beats, docs/csb.md "Wide streams").
 
 Prints a row per board and copy count (and per copy count the step's cycles by
 kind) and writes ``csb_conv_lists.json``. A run takes a few minutes (two
@@ -84,12 +85,14 @@ def main() -> int:
     f32(x, y)  # the first step, untimed
     torch_s = least_seconds(f32, (x, y), args.steps)
     rows = []
-    builds = (spec, replace(spec, packed=True)) if spec.batch % 2 == 0 and not spec.packed else (spec,)
+    widths = [bits for bits in (32, 64, 128) if spec.batch % (bits // 8) == 0]  # lanes: 4 per 32-bit part
+    packs = (False, True) if spec.batch % 2 == 0 else (spec.packed,)
+    builds = [replace(spec, stream_bits=bits, packed=packed) for bits in widths for packed in packs]
     for copies, build in ((copies, build) for copies in args.copies for build in builds):
         priced = conv_step_list_cycles(build, setup.image, setup.convs, setup.classes, n,
                                        conv_structures(build, lists.masks), ddr=BOARD_DDR, copies=copies)
         kinds = cycles_by_kind(priced)
-        packed = " packed" if build.packed else ""
+        packed = (" packed" if build.packed else "") + f", {build.stream_bits}-bit stream"
         print(f"{copies} csb IP(s){packed}: {cycles_text(kinds)}", flush=True)
         for name in BOARDS:
             chosen = board(name)
@@ -97,7 +100,8 @@ def main() -> int:
                                   clock_mhz=design.clock_mhz, host_s=host["seconds"], host_source="this desktop",
                                   copies=copies, priced=priced)
             dsp = copies * pe_resources("csb", build, chosen.yosys_family)["dsp"]
-            rows.append({"board": name, "copies": copies, "packed": build.packed, **step.to_dict(),
+            rows.append({"board": name, "copies": copies, "packed": build.packed, "stream_bits": build.stream_bits,
+                         **step.to_dict(),
                          "host_share": step.host_s / step.total_s,
                          "dsp_model": dsp, "dsp_share": dsp / chosen.resources["dsp"],
                          "cycles_by_kind": kinds,

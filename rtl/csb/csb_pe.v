@@ -226,8 +226,20 @@ module csb_pe #(
                                   ((h_hold || h_carry) && h_op == OP_UPD) || (h_carry && h_carry_bad)));
     wire       h_big   = ({{(AW-9){1'b0}}, h_nnz} > (h_ew ? L_EW_CAP : L_MAX_NNZ));
 
+    // a * b over AW bits by shifts and adds: the address products have small operands, most of them constant
+    // (b's zero bits drop out), and a DSP slice each (synth_xilinx maps every product of two operands of 2 bits
+    // or more onto one) would be spent on bookkeeping rather than on a MAC
+    function [AW-1:0] times(input [AW-1:0] a, input [AW-1:0] b);
+        integer i;
+        begin
+            times = {AW{1'b0}};
+            for (i = 0; i < AW; i = i + 1)
+                if (b[i]) times = times + (a << i);
+        end
+    endfunction
+
     wire [AW-1:0] nnz_w   = {{(AW-9){1'b0}}, nnz};
-    wire [AW-1:0] nnz_kk  = k1 ? nnz_w : nnz_w * L_KK;   // taps of the transaction's entries
+    wire [AW-1:0] nnz_kk  = k1 ? nnz_w : times(nnz_w, L_KK);   // taps of the transaction's entries
     reg  [AW-1:0] sec_len;             // units (bytes or words) of the current section
     always @* begin
         case (state)
@@ -334,7 +346,7 @@ module csb_pe #(
     wire [7:0]      idx_e    = idx_word >> (8 * e_byte);
     wire [3:0]      y_e      = idx_e[7:4];
     wire [3:0]      x_e      = idx_e[3:0];
-    wire [AW-1:0]   wt_at    = (k1 ? {{(AW-9){1'b0}}, e} : {{(AW-9){1'b0}}, e} * L_KK) + t;
+    wire [AW-1:0]   wt_at    = (k1 ? {{(AW-9){1'b0}}, e} : times({{(AW-9){1'b0}}, e}, L_KK)) + t;
 
     // ---- stage B registers ----------------------------------------------------------------
     reg                b_run;          // stage B works on the step stage A presented last cycle
@@ -386,14 +398,8 @@ module csb_pe #(
         for (q = 0; q < PARTS; q = q + 1) begin : g_wa
             wire [31:0]     word   = in_data[32*q +: 32];
             wire [WB_W-1:0] bank_q = wa_qs[WB_W*q +: WB_W];
-            // LEFT: sat32(G * 2^s), then the update at shift 0
-            wire signed [63:0] g_left   = $signed(word) <<< shift;
-            wire signed [63:0] g_max    = 64'sd2147483647;
-            wire signed [63:0] g_min    = -64'sd2147483648;
-            wire signed [63:0] g_sat    = (g_left > g_max) ? g_max : ((g_left < g_min) ? g_min : g_left);
-            wire [31:0]        upd_grad = left ? g_sat[31:0] : word;
-            wire [23:0]        upd_new;
-            csb_upd u_upd (.buf_in(bank_q[23:0]), .grad(upd_grad), .shift(left ? 5'd0 : shift), .buf_out(upd_new));
+            wire [23:0]        upd_new;   // UPD (with LEFT: sat32(G * 2^s), then the update at shift 0)
+            csb_upd u_upd (.buf_in(bank_q[23:0]), .grad(word), .shift(shift), .left(left), .buf_out(upd_new));
             wire signed [WB_W-1:0] upd_new_x  = $signed(upd_new);
             wire signed [WB_W-1:0] acc_word_x = $signed(sec_data[32*q +: ACC_BITS]);
             wire signed [WB_W-1:0] buf_word_x = $signed(word[23:0]);
@@ -464,18 +470,18 @@ module csb_pe #(
             wire [PW-1:0] sx   = s2 ? {ox[PW-2:0], 1'b0} : ox;
             // one address per stride and kernel, each with constant factors (a stride-1 build has no second,
             // a kernel-1 build no K1 one)
-            wire [AW-1:0] x_at1 = k1 ? ((x_e * OUT_H + oy) * OUT_W + ox) * BATCH
-                                     : ((x_e * IN_H + oy + ky) * IN_W + ox + kx) * BATCH;
-            wire [AW-1:0] x_at2 = k1 ? ((x_e * IN_H2_1 + sy) * IN_W2_1 + sx) * BATCH
-                                     : ((x_e * IN_H2 + sy + ky) * IN_W2 + sx + kx) * BATCH;
+            wire [AW-1:0] x_at1 = k1 ? times(times(times(x_e, OUT_H) + oy, OUT_W) + ox, BATCH)
+                                     : times(times(times(x_e, IN_H) + oy + ky, IN_W) + ox + kx, BATCH);
+            wire [AW-1:0] x_at2 = k1 ? times(times(times(x_e, IN_H2_1) + sy, IN_W2_1) + sx, BATCH)
+                                     : times(times(times(x_e, IN_H2) + sy + ky, IN_W2) + sx + kx, BATCH);
             wire [AW-1:0] x_at = !in_tile ? {AW{1'b0}} : (s2 ? x_at2 : x_at1);
-            wire [AW-1:0] d_at = in_tile ? ((y_e * OUT_H + oy) * OUT_W + ox) * BATCH : {AW{1'b0}};
+            wire [AW-1:0] d_at = in_tile ? times(times(times(y_e, OUT_H) + oy, OUT_W) + ox, BATCH) : {AW{1'b0}};
             // R word of the target: FP (oy, ox) of y_e, EB (s*oy + ky, s*ox + kx) of x_e
             wire [PW-1:0] tr   = (is_eb ? sy : oy) + tap_dy;
             wire [PW-1:0] tc   = (is_eb ? sx : ox) + tap_dx;
             wire [PW-1:0] tc_div = (r_s2 ? tc >> 1 : tc) / L_P;
             wire [AW-1:0] tc_word = r_s2 ? {tc_div, tc[0]} : tc_div;
-            wire [AW-1:0] r_at = (r_ch * r_h + tr) * r_cw + tc_word;
+            wire [AW-1:0] r_at = times(times(r_ch, r_h) + tr, r_cw) + tc_word;
             reg  [AW-1:0] b_at;                // stage B: the word to write back
             always @(posedge clk) b_at <= r_at;
             wire [AW-1:0] r_waddr = r_load ? (virt ? cnt : wk_addr) : b_at;

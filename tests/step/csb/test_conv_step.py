@@ -146,6 +146,13 @@ def test_rtl_runs_a_network_step_on_a_64_bit_stream_bit_exact_in_the_modelled_cy
     _run(tmp_path, "rtl", stream_bits=64)
 
 
+@needs_icarus
+def test_rtl_runs_a_packed_network_step_on_a_64_bit_stream_bit_exact_in_the_modelled_cycles(tmp_path):
+    """The build that carries the conv example's best operations per DSP slice: two products a slice, a beat of
+    two parts a cycle."""
+    _run(tmp_path, "rtl", packed=True, stream_bits=64)
+
+
 def test_csim_runs_a_packed_network_step_as_the_golden_lists(tmp_path):
     _run(tmp_path, "csim", packed=True)
 
