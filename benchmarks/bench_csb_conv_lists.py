@@ -20,13 +20,14 @@ dense head; batch 64), its loop trained through its float warm-up and pruning se
   keeps a point under 80 % of every resource);
 - the same for the example's build packed (two products a DSP slice, docs/csb.md: half the multipliers, WG's
   steps in two cycles), where its lane count is even, and for both on every wider stream its lanes allow (a
-  position's codes whole 64- or 128-bit beats, docs/csb.md "Wide streams").
+  position's codes whole 64- or 128-bit beats, docs/csb.md "Wide streams"); ``--lanes`` prices the build with
+  another lane count (8: the example's build before it took 16 lanes).
 
 Prints a row per board and copy count (and per copy count the step's cycles by
 kind) and writes ``csb_conv_lists.json``. A run takes a few minutes (two
 warm-ups and pruning searches, one golden list step).
 
-Run: .venv/bin/python benchmarks/bench_csb_conv_lists.py [--steps 5] [--copies 1,2] [--out reports/bench]
+Run: .venv/bin/python benchmarks/bench_csb_conv_lists.py [--steps 5] [--copies 1,2] [--lanes 8] [--out reports/bench]
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from codesign.design.families import shared_build
 from codesign.design.families.csb_conv import csb_conv_setup_of, measure_conv_list_host, pruned_list_trainer
 from codesign.io.reports import write_json_atomic
 from codesign.loops.csb_conv import CsbConvTrainer
+from codesign.loops.csb_conv_lists import check_conv_list_spec
 from codesign.step.csb.conv_list_time import conv_list_step, conv_step_list_cycles
 from codesign.step.csb.conv_step import conv_structures
 from codesign.train.models import ConvNet
@@ -69,10 +71,13 @@ def torch_conv_step(setup):
 
 
 def main() -> int:
-    args = step_arguments(__doc__, copies=True)
+    args = step_arguments(__doc__, copies=True, lanes=True)
     design = load_design(EXAMPLE)
     setup, data = csb_conv_setup_of(design), load_dataset(design.training)
     spec, n = setup.spec, setup.batch_size
+    if args.lanes is not None:
+        spec = replace(spec, batch=args.lanes, stream_bits=32)  # every stream its lanes allow, below
+        check_conv_list_spec(spec, replace(setup, spec=spec))  # before the warm-ups: a build the lists cannot run
     print(f"warm-up ({setup.warmup_epochs} epochs) and pruning search, twice: the list trainer and the golden loop",
           flush=True)
     lists = pruned_list_trainer(setup, data, copies=shared_build(design, "csb")[1])  # the host timed on the example's IPs

@@ -86,9 +86,10 @@ def torch_f32_step(layers, *, lr: float, momentum: float, weight_decay: float, s
     return sgd_step(torch.nn.Sequential(*modules), lr=lr, momentum=momentum, weight_decay=weight_decay)
 
 
-def step_arguments(doc: str, *, copies: bool = False) -> argparse.Namespace:
+def step_arguments(doc: str, *, copies: bool = False, lanes: bool = False) -> argparse.Namespace:
     """A step benchmark's arguments (``--steps`` timed, ``--out``; ``copies``: ``--copies``, the IP counts to price,
-    as ints), with torch held to one thread: the float32 reference is one core's."""
+    as ints; ``lanes``: ``--lanes``, another lane count for the build priced), with torch held to one thread: the
+    float32 reference is one core's."""
     import torch
 
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
@@ -96,7 +97,12 @@ def step_arguments(doc: str, *, copies: bool = False) -> argparse.Namespace:
     parser.add_argument("--out", default="reports/bench")
     if copies:
         parser.add_argument("--copies", default="1,2", help="IP counts to price, comma-separated (default 1,2)")
+    if lanes:
+        parser.add_argument("--lanes", type=int, default=None, help="price the build with this many lanes instead of "
+                            "the design's")
     args = parser.parse_args()
+    if lanes and args.lanes is not None and args.lanes < 1:
+        parser.error("--lanes must be >= 1")
     if args.steps < 1:
         parser.error("--steps must be >= 1")
     if copies:

@@ -84,9 +84,9 @@ def test_conv_training_from_design_json_equals_the_golden_loop(tmp_path, copies,
 
 @pytest.mark.slow
 def test_the_shipped_conv_example_trains_within_the_traffic_goals(tmp_path):
-    """The example's own build (four csb IPs of 8 lanes and 2 groups: eight lane chunks on a head folded 3 x 3) and
-    network, its family's quick changes: every state word equal to the golden loop's, and a step's host traffic
-    within issue 40's goals (the input's padding channels are never flushed)."""
+    """The example's own build (two csb IPs of 16 lanes and 2 groups on 128-bit streams: four lane chunks on a head
+    folded 2 x 2) and network, its family's quick changes: every state word equal to the golden loop's, and a
+    step's host traffic within issue 40's goals (the input's padding channels are never flushed)."""
     design = load_design(EXAMPLE)
     overlay = emulated_overlay(design, tmp_path)
     changes = {"epochs": 2, "warmup_epochs": 1, "schedule": "constant"}
@@ -94,5 +94,5 @@ def test_the_shipped_conv_example_trains_within_the_traffic_goals(tmp_path):
     data = load_dataset(design.training)
     for trainer in (board, golden):
         trainer.fit(data, progress=False, max_steps=2)
-    assert board.net.layers[-1].fold == 3 and board.net.chunks_of(64) == 8 and board.copies == 4
+    assert board.net.layers[-1].fold == 2 and board.net.chunks_of(64) == 4 and board.copies == 2
     assert _a_step_within_the_goals(overlay, board, golden, data, 64) == 28_320

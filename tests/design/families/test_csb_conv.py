@@ -43,8 +43,8 @@ def test_the_set_up_reads_the_image_the_convs_and_the_compressed_fields():
     setup = csb_conv_setup_of(design)
     assert family_of(design).key == "csb_conv" and untrainable(design) is None
     assert (setup.image, setup.convs, setup.classes) == ((1, 8, 8), ((16, 1), (16, 1), (32, 2), (32, 1)), 10)
-    assert (setup.spec.kernel, setup.spec.max_stride, setup.spec.batch, setup.spec.parallel) == (3, 2, 8, 2)
-    assert shared_build(design, "csb")[1] == 4  # four IPs of the build share each step
+    assert (setup.spec.kernel, setup.spec.max_stride, setup.spec.batch, setup.spec.parallel) == (3, 2, 16, 2)
+    assert setup.spec.stream_bits == 128 and shared_build(design, "csb")[1] == 2  # two IPs share each step
     assert (setup.batch_size, setup.warmup_epochs, setup.lr, setup.schedule) == (64, 3, 0.1, "constant")
     assert csb_conv_setup_of(design, epochs=4).epochs == 4
 
