@@ -60,11 +60,12 @@ def balanced(groups: Sequence[List[Draft]], copies: int, cost: Callable[[Draft],
 
 
 def placed(phases: Sequence[Sequence[List[Draft]]], copies: int, pe: str, first_record: int, record_slots: int,
-           arena_bytes: int) -> Tuple[Phase, ...]:
+           arena_bytes: int, stream_bits: int = 32) -> Tuple[Phase, ...]:
     """Drafted ``phases`` as phases of calls on ``copies`` IPs of ``pe``: on one IP, one list of them all in order;
     on several, the phases that have work, their lists writing their records one after another from
-    ``first_record``; each checked against the arena (``arena_bytes``) and its ``record_slots``, and a phase's
-    lists against each other (:func:`~codesign.contracts.calls.check_side_by_side`)."""
+    ``first_record``; each checked against the arena (``arena_bytes``, blocks of whole ``stream_bits``-wide beats)
+    and its ``record_slots``, and a phase's lists against each other
+    (:func:`~codesign.contracts.calls.check_side_by_side`)."""
     if check_copies(copies) == 1:
         phases = [[[item for lists in phases for items in lists for item in items]]]
     else:
@@ -79,7 +80,7 @@ def placed(phases: Sequence[Sequence[List[Draft]]], copies: int, pe: str, first_
         if calls > record_slots:
             raise ValueError(f"{calls} calls in a phase, {record_slots} record slots")
         for _, listed in called:
-            check_list(listed, arena_bytes)
+            check_list(listed, arena_bytes, stream_bits)
         check_side_by_side([listed for _, listed in called], arena_bytes // 4)
         out.append(tuple(called))
     return tuple(out)

@@ -155,7 +155,8 @@ class BlockSlots:
 
     @property
     def value_words(self) -> int:
-        """Words of a section of one word an entry (gradients, buffer words), in whole beats."""
+        """Words of a section of one word an entry (an FC block's gradients and buffer words), in whole beats; a
+        conv block's, one word a tap, are its :class:`EntryRange`'s ``value_words``."""
         return padded(self.nnz, self.parts)
 
 

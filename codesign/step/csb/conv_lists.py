@@ -210,7 +210,7 @@ def conv_lists(arena: ConvArena, n: int, *, input_errors: bool = True) -> ConvLi
     for calls in (forward, backward):
         if len(calls) > arena.record_slots:
             raise ValueError(f"{len(calls)} calls, {arena.record_slots} record slots")
-        check_list(calls, 4 * arena.image.size)
+        check_list(calls, 4 * arena.image.size, arena.spec.stream_bits)
     oh, ow = arena.shape.out_map
     macs = (2 + input_errors) * n * sum(s.nnz for s in arena.blocks) * arena.shape.kernel ** 2 * oh * ow
     return ConvLists(n=n, forward=forward, backward=backward, macs=macs)

@@ -303,7 +303,8 @@ def net_lists(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int, copi
 
     Every product and sum is the one-IP step's, in the same order per result, so the results are its bit for
     bit."""
-    forward, backward = (placed(phases, copies, PE, net.records, net.record_slots, 4 * net.image.size)
+    forward, backward = (placed(phases, copies, PE, net.records, net.record_slots, 4 * net.image.size,
+                                net.spec.stream_bits)
                          for phases in _phases(net, n, scales, phase, check_copies(copies)))
     return ConvNetLists(n=n, phase=phase, copies=copies, forward_phases=forward, backward_phases=backward)
 

@@ -230,7 +230,8 @@ def step_lists(arena: CsbArena, n: int, scales: CsbStepScales, phase: int,
     """The lists of a step of ``n`` samples in ``phase`` on ``copies`` csb IPs, checked against the arena: on one
     IP a forward and a backward list; on several, a forward phase and two backward phases (see :func:`_phases`)
     whose lists run side by side. Every result is the one-IP step's, bit for bit."""
-    forward, backward = (placed(phases, copies, PE, arena.records, arena.record_slots, 4 * arena.image.size)
+    forward, backward = (placed(phases, copies, PE, arena.records, arena.record_slots, 4 * arena.image.size,
+                                arena.spec.stream_bits)
                          for phases in _phases(arena, n, scales, phase, copies))
     stored = [sum(s.nnz for s in slots) for slots in arena.blocks] if nnz is None else list(nnz)
     macs = n * (2 * sum(stored) + sum(stored[1:]))

@@ -141,3 +141,24 @@ def test_entry_ranges_cut_a_block_on_whole_words_and_find_their_words():
     for bad in (dict(first=2, nnz=4), dict(first=0, nnz=0), dict(first=20, nnz=4)):
         with pytest.raises(ValueError, match="multiple of 4"):
             EntryRange(slots=slots, kk=9, **bad)
+
+
+@pytest.mark.parametrize("parts", [2, 4])
+def test_entry_ranges_on_a_wide_stream_start_on_beats_and_fill_whole_beats(parts):
+    """On a stream of ``parts`` 32-bit parts a beat a range starts at a multiple of ``4 * parts`` entries, so its
+    index bytes, weight codes, gradients and buffer words start a beat; its sections are counted in whole beats."""
+    beat = 4 * parts
+    slots = BlockSlots(row=0, col=1, start=7, nnz=37, iw=1024, ig=2048, b=(3072, 4096), parts=parts)
+    ranges = EntryRange.whole(slots, 9).split(3)
+    assert [r.first for r in ranges] == list(range(0, 37, ranges[0].nnz)) and ranges[0].nnz % beat == 0
+    assert sum(r.nnz for r in ranges) == 37 and len(ranges) <= 3
+    for r in ranges:
+        assert r.index_words % parts == 0 and r.value_words % parts == 0
+        assert r.index_words >= -(-r.nnz // 4) and r.value_words >= 9 * r.nnz
+        for at in (r.index(slots.iw), r.index(slots.ig), r.weights, r.gradients, r.buffer(0), r.buffer(1)):
+            assert at % beat == 0
+    last = ranges[-1]  # ends inside the block's padded sections
+    assert last.first * 9 + last.value_words <= -(-37 * 9 // parts) * parts
+    assert slots.index_words == -(-10 // parts) * parts  # 37 index bytes: 10 words, in whole beats
+    with pytest.raises(ValueError, match=f"multiple of {beat}"):
+        EntryRange(slots=slots, first=4, nnz=4, kk=9)
