@@ -42,8 +42,9 @@ BUFFER_EXTRA_BITS = BUFFER_BITS - DATA_BITS  # the weight's 8 bits are the buffe
 _WORD = np.dtype("<u4")  # an arena word as the PE reads it
 
 
-def words_of_bytes(count: int) -> int:
-    return -(-count // 4)
+def words_of_bytes(count: int, parts: int = 1) -> int:
+    """Words ``count`` bytes fill, four to a word, in whole beats of ``parts`` words (a section on the stream)."""
+    return padded(-(-count // 4), parts)
 
 
 def _check_words(arena: np.ndarray) -> None:
@@ -151,7 +152,7 @@ class BlockSlots:
     @property
     def index_words(self) -> int:
         """Words of the index section (and of an FC block's weights): its bytes, four to a word, in whole beats."""
-        return padded(words_of_bytes(self.nnz), self.parts)
+        return words_of_bytes(self.nnz, self.parts)
 
     @property
     def value_words(self) -> int:
@@ -192,7 +193,7 @@ class EntryRange:
     @property
     def index_words(self) -> int:
         """The part's index words, in whole beats (the rest of the last beat is the next part's, or padding)."""
-        return padded(words_of_bytes(self.nnz), self.slots.parts)
+        return words_of_bytes(self.nnz, self.slots.parts)
 
     @property
     def value_words(self) -> int:
@@ -365,7 +366,7 @@ def _block_slots(layout: ArenaLayout, csb: CSBMatrix, buffers: Sequence[Tuple[in
         nnz = block.entries.stop - block.entries.start
         if not nnz:
             continue
-        index, values = padded(words_of_bytes(nnz), parts), padded(nnz, parts)
+        index, values = words_of_bytes(nnz, parts), padded(nnz, parts)
         iw = layout.put(np.zeros(2 * index, dtype=np.uint32))
         ig = layout.put(np.zeros(index + values, dtype=np.uint32))
         slots.append(BlockSlots(row=block.row, col=block.col, start=block.entries.start, nnz=nnz, iw=iw, ig=ig,

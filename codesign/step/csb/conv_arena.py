@@ -348,8 +348,8 @@ def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix
     for block in csb.blocks():
         nnz = block.entries.stop - block.entries.start
         if nnz:
-            index, values = padded(words_of_bytes(nnz), parts), padded(nnz * kk, parts)
-            iw = layout.put(np.zeros(index + padded(words_of_bytes(nnz * kk), parts), dtype=np.uint32))
+            index, values = words_of_bytes(nnz, parts), padded(nnz * kk, parts)
+            iw = layout.put(np.zeros(index + words_of_bytes(nnz * kk, parts), dtype=np.uint32))
             ig = layout.put(np.zeros(index + values, dtype=np.uint32))
             buffers = tuple(layout.put(np.zeros(values, dtype=np.uint32)) for _ in range(2))
             slots.append(BlockSlots(row=block.row, col=block.col, start=block.entries.start, nnz=nnz, iw=iw, ig=ig,

@@ -32,7 +32,6 @@ from typing import List, Sequence, Tuple
 from codesign.contracts.calls import RAW, Block, Call, check_list
 from codesign.numerics.records import keyword_record
 from codesign.numerics.round_stage import RoundStageConfig
-from codesign.pe.csb.beats import padded
 from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import Op, header_word
@@ -72,7 +71,7 @@ class _Drafts:
     def weights(self, s: BlockSlots) -> Block:
         """FP's and EB's first two sections, the index and the weight codes, each in whole beats."""
         kk = self.a.shape.kernel ** 2
-        return Block(offset=s.iw, words=s.index_words + padded(words_of_bytes(s.nnz * kk), s.parts), rows=1)
+        return Block(offset=s.iw, words=s.index_words + words_of_bytes(s.nnz * kk, s.parts), rows=1)
 
     def header(self, op: Op, nnz: int, first: bool, last: bool) -> int:
         return header_word(op, nnz, zero=first, carry=not first, hold=not last, stride=self.stride, k1=self.a.k1)

@@ -226,7 +226,7 @@ def _update(items: list, a: ConvArena, upd: Tuple[int, bool], phase: int, part: 
         values = padded(n, parts)  # the PE's results and the last beat's zeros, rounded to zero codes
         items.append((header_word(EwOp.SHR, n, BUFFER_EXTRA_BITS, ew=True),
                       (Block(offset=new + 4 * start, words=values, rows=1),),
-                      Block(offset=part.weights + start, words=padded(words_of_bytes(n), parts), rows=1), values,
+                      Block(offset=part.weights + start, words=words_of_bytes(n, parts), rows=1), values,
                       code_rounding(values, 0, parts)))
 
 
