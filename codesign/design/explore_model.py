@@ -40,7 +40,7 @@ CSB_KNOBS = {"block_rows": (4, 8, 16), "block_cols": (4, 8, 16), "batch": (1, 2,
 # blocks on 4 lanes: 4.0 M cycles a digits_compressed_mlp step against 0.27 M at 16 x 16 on 16), dominated points
 # that cost the cycle model seconds each
 CSB_LIST_KNOBS = {"block_rows": (8, 16), "block_cols": (8, 16), "batch": (4, 8, 12, 16), "parallel": (1, 2, 4),
-                  "stream_bits": (32, 64, 128), COPIES: (1, 2, 3, 4)}
+                  "stream_bits": (32, 64, 128), "loss": (False, True), COPIES: (1, 2, 3, 4)}
 # IPs the explorer lets a step's phases share their lists among (a design may give more): past four, the MLP
 # examples' phases have no more runs to deal (a 64-sample batch is four lane chunks, two or four row tiles)
 MAX_LIST_COPIES = 4

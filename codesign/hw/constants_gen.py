@@ -19,10 +19,13 @@ import sys
 from pathlib import Path
 
 from codesign.contracts.constants import STATUS_BITS, STATUS_CODES, WORD_BITS
+from codesign.numerics import loss_grad
 from codesign.resources import data_dir
 
 HEADER_NAME = "codesign_constants.h"
 VERILOG_NAME = "codesign_constants.vh"
+LOSS_HEADER_NAME = "codesign_loss_table.h"  # the loss gradient's constants and exponent table (CSB LOSS)
+LOSS_VERILOG_NAME = "codesign_loss_table.vh"
 GENERATED = "Generated from codesign/contracts/constants.py by `python -m codesign.hw.constants_gen`; do not edit."
 # The Verilog include's provenance line as it stood when the shipped Yosys reports (rtl/yosys-reports/) and the
 # resource calibrations (codesign/design/calibration/) were measured: the include is part of the RTL hash that keys
@@ -71,9 +74,45 @@ def verilog_include() -> str:
     return "\n".join(lines) + "\n"
 
 
+_LOSS_CONSTANTS = (("LOG2E_Q16", loss_grad.LOG2E_Q16, "round(log2(e) * 2^16)"),
+                   ("EXP_FRAC_BITS", loss_grad.EXP_FRAC_BITS, "fraction bits of the base-2 exponent"),
+                   ("EXP_LIMIT", loss_grad.EXP_LIMIT, "an exponent's integer part from which e is 0"),
+                   ("CODE_SHIFT", loss_grad.CODE_SHIFT, "a code is w / 2^CODE_SHIFT, rounded"),
+                   ("RECIP_SHIFT_MAX", loss_grad.RECIP_SHIFT_MAX, "r = floor(2^recip_shift / (S * n)), at most 2^32"))
+_LOSS_SOURCE = "Generated from codesign/numerics/loss_grad.py by `python -m codesign.hw.constants_gen`; do not edit."
+
+
+def loss_cpp_header() -> str:
+    """``codesign::loss``: the loss gradient's constants and ``EXP_TABLE`` (2^16 * 2^(-f / 256), rounded)."""
+    table = loss_grad.EXP_TABLE
+    rows = [", ".join(str(v) for v in table[at:at + 12]) for at in range(0, len(table), 12)]
+    lines = [f"// {LOSS_HEADER_NAME} -- the loss gradient's constants and exponent table (docs/csb.md, LOSS).",
+             f"// {_LOSS_SOURCE}", "#ifndef CODESIGN_LOSS_TABLE_H", "#define CODESIGN_LOSS_TABLE_H", "",
+             "namespace codesign {", "namespace loss {", ""]
+    lines += [f"const int {name} = {value};  // {meaning}" for name, value, meaning in _LOSS_CONSTANTS]
+    lines += ["", f"const unsigned EXP_TABLE[{len(table)}] = {{", *[f"    {row}," for row in rows], "};", "",
+              "}  // namespace loss", "}  // namespace codesign", "", "#endif  // CODESIGN_LOSS_TABLE_H"]
+    return "\n".join(lines) + "\n"
+
+
+def loss_verilog_include() -> str:
+    """Macros of the loss gradient's constants and the function ``codesign_exp_table`` (included in a module's
+    body, once: no include guard)."""
+    lines = [f"// {LOSS_VERILOG_NAME} -- the loss gradient's constants and exponent table (docs/csb.md, LOSS).",
+             f"// {_LOSS_SOURCE}", "// Included inside a module body (it declares a function).", ""]
+    lines += [f"`define CODESIGN_LOSS_{name} {value}  // {meaning}" for name, value, meaning in _LOSS_CONSTANTS]
+    lines += ["", "function [16:0] codesign_exp_table(input [7:0] f);  // 2^16 * 2^(-f / 256), rounded",
+              "    case (f)"]
+    lines += [f"        8'd{f}: codesign_exp_table = 17'd{v};" for f, v in enumerate(loss_grad.EXP_TABLE)]
+    lines += ["        default: codesign_exp_table = 17'd0;", "    endcase", "endfunction"]
+    return "\n".join(lines) + "\n"
+
+
 def generated_files() -> dict[Path, str]:
     """Path -> the text this module generates for it."""
-    return {header_path(): cpp_header(), verilog_path(): verilog_include()}
+    return {header_path(): cpp_header(), verilog_path(): verilog_include(),
+            header_path().with_name(LOSS_HEADER_NAME): loss_cpp_header(),
+            verilog_include_dir() / LOSS_VERILOG_NAME: loss_verilog_include()}
 
 
 def stale_files() -> list[Path]:

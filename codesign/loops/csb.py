@@ -83,6 +83,7 @@ from codesign.loops.csb_backend import CsbBackend, GoldenCsb
 from codesign.loops.common import (HwTrainError, LoopSetup, check_fit_data, epoch_batches, ScheduledLoop, progress_bar,
                                    softmax_cross_entropy)
 from codesign.loops.data import stratified_split
+from codesign.loops.loss_codes import check_loss_fractions, gradient_codes, loss_of
 from codesign.loops.pruning import ORDERS, search_masks
 from codesign.numerics.fixed_quant import to_values
 from codesign.numerics.scales import power_of_two_frac_bits
@@ -113,16 +114,6 @@ def quantize(values, frac_bits: int, bits: int = DATA_BITS) -> np.ndarray:
         else:
             scaled = np.ldexp(scaled, frac_bits)
     return _round_scaled(scaled, bits)
-
-
-def quantize_unit(values: np.ndarray, frac_bits: int, bits: int = DATA_BITS) -> np.ndarray:
-    """:func:`quantize` of float64 ``values`` within [-1, 1] (a softmax loss gradient), overwritten: their product
-    by 2^frac_bits cannot overflow where ``|frac_bits| <= 1000``, so no error state is set (which took a quarter
-    of the time on a batch's gradient, between a list step's forward and backward)."""
-    if abs(frac_bits) > 1000:
-        return quantize(values, frac_bits, bits)
-    values *= 2.0 ** frac_bits
-    return _round_scaled(values, bits)
 
 
 def _round_scaled(scaled: np.ndarray, bits: int) -> np.ndarray:
@@ -252,6 +243,9 @@ class CompressedLoop(ScheduledLoop):
         for structure, dense in zip(structures, dense_buffers):
             rows, cols = structure.entry_coordinates()
             buffers.append(np.asarray(dense, dtype=np.int64)[rows, cols])
+        last = frac_bits[-1]
+        check_loss_fractions(self.setup.batch_size, self.classes, logit_frac=last["weight"] + last["activation"],
+                             error_frac=last["error"])
         self.masks = [np.array(mask, dtype=bool) for mask in masks]
         self._structure, self.buffers = structures, buffers
         self.frac_bits = [dict(entry) for entry in frac_bits]
@@ -282,6 +276,14 @@ class CompressedLoop(ScheduledLoop):
     def _logits(self, z: np.ndarray) -> np.ndarray:
         last = self.frac_bits[-1]
         return to_values(z, last["weight"] + last["activation"])
+
+    def _loss_and_codes(self, z: np.ndarray, y) -> tuple[float, np.ndarray]:
+        """The step's loss and its gradient's codes (:mod:`codesign.loops.loss_codes`) from the logits'
+        accumulators ``z`` (``(n, classes)``)."""
+        last = self.frac_bits[-1]
+        logit_frac = last["weight"] + last["activation"]
+        return (loss_of(z, y, logit_frac=logit_frac),
+                gradient_codes(z, y, logit_frac=logit_frac, error_frac=last["error"]))
 
     def _update(self, index: int, grads: np.ndarray, exponent: int) -> tuple[int, np.ndarray]:
         """SGD into layer ``index``'s buffer with rate 2^-exponent (capped so that UPD's shift <= 31).
@@ -576,8 +578,7 @@ class CsbMlpTrainer(CompressedLoop):
     def _fixed_step(self, x: np.ndarray, y: np.ndarray) -> float:
         fb = self.frac_bits
         inputs, pre = self._fixed_forward(x)
-        loss, grad = softmax_cross_entropy(self._logits(pre[-1]), y)
-        dz = quantize_unit(grad, fb[-1]["error"])
+        loss, dz = self._loss_and_codes(pre[-1], y)
         grads = [None] * len(self.shapes)
         for index in reversed(range(len(self.shapes))):
             csb = self.matrix(index)

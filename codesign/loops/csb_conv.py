@@ -252,8 +252,8 @@ class CsbConvTrainer(CompressedLoop):
     def _fixed_step(self, x: np.ndarray, y: np.ndarray) -> float:
         fb = self.frac_bits
         inputs, pre = self._fixed_forward(x)
-        loss, grad = softmax_cross_entropy(self._logits(pre[-1].reshape(x.shape[0], -1)), y)
-        dz = quantize(grad, fb[-1]["error"]).reshape(pre[-1].shape)
+        loss, dz = self._loss_and_codes(pre[-1].reshape(x.shape[0], -1), y)
+        dz = dz.reshape(pre[-1].shape)
         grads = [None] * len(self.layers)
         for index in reversed(range(len(self.layers))):
             _, _, k, stride, *_ = self.layers[index]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Dict, Tuple
 
-from codesign.loops.common import HwTrainError, StateOnDevice, softmax_cross_entropy
+from codesign.loops.common import HwTrainError, StateOnDevice
 from codesign.loops.csb import quantize
 from codesign.loops.csb_conv import CsbConvSetup, CsbConvTrainer
 from codesign.loops.csb_lists import list_step_batch
@@ -95,9 +95,8 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
         shell.flush(self.device, first.map_ranges(first.x, n, 1))
         self._run_phases(lists.forward_phases)
         shell.invalidate(self.device, head.map_ranges(head.z, n, 4))
-        logits = self._logits(head.read_sums(self.device, n).reshape(n, -1))
-        loss, grad = softmax_cross_entropy(logits, y)
-        head.write_errors(self.device, quantize(grad, fb[-1]["error"]).reshape(n, -1, 1, 1))
+        loss, codes = self._loss_and_codes(head.read_sums(self.device, n).reshape(n, -1), y)
+        head.write_errors(self.device, codes.reshape(n, -1, 1, 1))
         shell.flush(self.device, head.map_ranges(head.dy, n, 1))
         self._run_phases(lists.backward_phases)
         self.buffer_phase, self._stale = 1 - self.buffer_phase, True

@@ -9,10 +9,13 @@ go to the device and are never re-encoded by the host while the structure stands
 1. writes the batch's 8-bit codes (rounded once, as the loop rounds them) and flushes them, unless it wrote them
    beside the step before: then the forward runs on those codes at once and the batch is checked beside it
    (:meth:`~codesign.loops.common.StateOnDevice._checked_forward`);
-2. runs the forward list, reads the last layer's accumulators, computes the loss's gradient in float64 as the
-   loop does, writes the gradient's codes and flushes them;
+2. runs the forward list. On a build with the LOSS unit (:func:`~codesign.step.csb.arena.loss_on_pe`) it has
+   written each lane chunk's labels and the LOSS calls' ``P`` beside (or before) it, and the backward list starts
+   with LOSS on the PE; else it reads the last layer's accumulators, computes the loss gradient's codes as the
+   loop does (:mod:`codesign.loops.loss_codes`), writes and flushes them;
 3. runs the backward list (gradients, the mask, UPD and the new weights' top bytes, all on the PE), which leaves
-   the new buffers in the other phase's slots. Beside its last phase it takes the loss, works out the next
+   the new buffers in the other phase's slots. Beside its last phase it takes the loss (from the logits, read
+   back there where the PE computed the codes), works out the next
    step's rate exponents and UPD fields (:meth:`CsbListTrainer._prepare_next`) and, where the caller
    gives the next batch (``train_step(x, y, next_x=...)``; ``fit`` does), checks that batch and writes its
    codes into the input tiles of the other phase (:attr:`~codesign.step.csb.arena.CsbArena.inputs`), which no
@@ -36,14 +39,15 @@ build.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Dict, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 import numpy as np
 
 from codesign.loops.common import HwTrainError, StagedBatch, StateOnDevice
 from codesign.loops.csb import BUFFER_EXTRA_BITS, CsbMlpTrainer, CsbTrainSetup, learning_rate_exponent, quantize
-from codesign.loops.loss_codes import LabelTerms, label_terms, softmax_gradient_codes
+from codesign.loops.loss_codes import gradient_codes, loss_config, loss_of
 from codesign.pe.csb import golden
+from codesign.pe.csb.loss import param_word
 from codesign.step.csb.lists import PE, CsbStepLists, CsbStepScales, step_arena, step_lists
 
 _ARENAS = itertools.count()  # one arena key per pruning event (or state loaded)
@@ -111,9 +115,8 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         self.beside_seconds: Dict[Tuple[int, int], float] = {}
         self._upd: dict = {}  # UPD's fields per rate exponent, at this structure's fractions (_upd_fields)
         self._prepared: Tuple[Any, Any] = (None, None)  # ((step, steps an epoch), its fields): _step_fields
-        self._loss_tiles: dict = {}  # per samples: the logits' AccTiles, the codes' word ranges once written
-        self._code_views: dict = {}  # per samples: the device buffer and the loss codes' view of it (_code_view)
-        self._loss_fracs: dict = {}  # the loss codes' fraction bits (softmax_gradient_codes' keywords)
+        self._loss_tiles: dict = {}  # per samples: the logits' AccTiles
+        self._loss_fracs: dict = {}  # the loss codes' fraction bits (gradient_codes' keywords)
 
     # -- the state between host and arena
 
@@ -124,7 +127,7 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         for layer, (structure, words) in enumerate(zip(self._structure, self.buffers)):
             layout.write_state(layout.image, layer, structure, words, 0)
         self.layout, self.buffer_phase, self._built, self._stale, self._staged = layout, 0, {}, False, None
-        self._upd, self._prepared, self._loss_tiles, self._code_views = {}, (None, None), {}, {}
+        self._upd, self._prepared, self._loss_tiles = {}, (None, None), {}
         fb = self.frac_bits[-1]
         self._loss_fracs = {"logit_frac": fb["weight"] + fb["activation"], "error_frac": fb["error"]}
         nnz = [int(structure.nnz) for structure in self._structure]
@@ -149,8 +152,9 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
 
     def lists(self, n: int, upd) -> CsbStepLists:
         """This step's lists for ``n`` samples: built once per samples' chunks, UPD shifts and phase."""
+        classes = self.classes if self.layout.loss_in else 0
         return self._kept_lists((self.layout.chunks_of(n), upd, self.buffer_phase), lambda: step_lists(
-            self.layout, n, CsbStepScales.of(self.frac_bits, upd), self.buffer_phase, copies=self.copies))
+            self.layout, n, CsbStepScales.of(self.frac_bits, upd, classes), self.buffer_phase, copies=self.copies))
 
     def _upd_fields(self, exponent: int) -> Tuple[Tuple[int, ...], Tuple[Tuple[int, bool], ...]]:
         """:func:`upd_fields` at this structure's fractions, kept per rate exponent (a schedule moves it seldom)."""
@@ -189,8 +193,8 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
             write=lambda x: layout.write_codes(self.device, layout.inputs[self.buffer_phase],
                                                quantize(x, fb[0]["activation"])))
         n = x.shape[0]
-        chosen = self._loss_codes(n, y, labels)
-        loss = self._run_backward(lists.backward_phases, chosen, next_x, first=len(lists.forward_phases))
+        loss = self._run_backward(lists.backward_phases, self._loss_codes(n, y), next_x,
+                                  first=len(lists.forward_phases))
         self.buffer_phase, self._stale = 1 - self.buffer_phase, True
         self.lr_exponents.extend(used)
         kept, past_first = self._kept_weights
@@ -201,42 +205,41 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         self.list_steps += 1
         return loss
 
-    def _checked_batch(self, x, y) -> Tuple[Any, Any, LabelTerms]:
-        """:func:`arena_batch`'s ``(x, y)`` and the labels as the loss codes take them (the gradient's one-hot):
-        where the step before staged the batch, both are made beside the forward's lists."""
+    def _checked_batch(self, x, y) -> Tuple[Any, Any, None]:
+        """:func:`arena_batch`'s ``(x, y)``; on a build with the LOSS unit each lane chunk's labels and the LOSS
+        calls' ``P`` written and flushed too (where the step before staged the batch, beside the forward's lists;
+        no list before the backward reads them)."""
         x, y = arena_batch(self, x, y)
-        return x, y, label_terms(y, x.shape[0], self.setup.layers[-1], self._loss_fracs["error_frac"])
+        if self.layout.loss_in:
+            n = x.shape[0]
+            config = loss_config(n, self.classes, self._loss_fracs["logit_frac"], self._loss_fracs["error_frac"])
+            param = param_word(recip_shift=config.recip_shift, batch=n)
+            self.shell.flush(self.device, self.layout.write_loss_inputs(self.device, y, param))
+        return x, y, None
 
-    def _loss_codes(self, n: int, y, labels: LabelTerms) -> np.ndarray:
-        """Between the forward and the backward: the logits' accumulators read, the loss gradient's codes written
-        into the last layer's error tiles and flushed; the labels' probabilities. The first step of ``n`` samples
-        on this arena writes them with :meth:`~codesign.step.csb.arena.CsbArena.write_codes`, which zeroes the
-        tiles' padding; later ones round them straight into a view of the tiles where there is one. What the
-        tiles are is kept per samples: every IP waits on this host work. ``labels``: :meth:`_checked_batch`'s."""
+    def _logit_tiles(self, n: int):
         kept = self._loss_tiles.get(n)
         if kept is None:
-            kept = self._loss_tiles[n] = (self.layout.acc_tiles(self.layout.z[-1], n, self.setup.layers[-1]), None)
-        accs, ranges = kept
-        self.shell.invalidate(self.device, accs.ranges)
-        z = accs.read(self.device)
-        view = None if ranges is None else self._code_view(n)
-        if view is None:
-            codes, chosen = softmax_gradient_codes(z, y, labels=labels, **self._loss_fracs)
-            ranges = self.layout.write_codes(self.device, self.layout.dy[-1], codes)
-            self._loss_tiles[n] = (accs, ranges)
-        else:
-            chosen = softmax_gradient_codes(z, y, out=view, labels=labels, **self._loss_fracs)[1]
-        self.shell.flush(self.device, ranges)
-        return chosen
+            kept = self._loss_tiles[n] = self.layout.acc_tiles(self.layout.z[-1], n, self.classes)
+        return kept
 
-    def _code_view(self, n: int):
-        """The loss codes' view of the device buffer for ``n`` samples (None where there is none), kept while the
-        shell keeps the buffer (a board's runs in place; the golden shell hands back a new array a phase)."""
-        kept = self._code_views.get(n)
-        if kept is None or kept[0] is not self.device:
-            view = self.layout.code_view(self.device, self.layout.dy[-1], n, self.setup.layers[-1])
-            kept = self._code_views[n] = (self.device, view)
-        return kept[1]
+    def _loss_codes(self, n: int, y) -> Callable[[], float]:
+        """Between the forward and the backward, on a build without the LOSS unit: the logits' accumulators read,
+        the loss gradient's codes written into the last layer's error tiles and flushed (every IP waits on this).
+        Returns the step's loss, taken beside the backward's last lists (where the PE computed the codes, from the
+        logits read back there: the backward does not change them)."""
+        accs, logit_frac = self._logit_tiles(n), self._loss_fracs["logit_frac"]
+
+        def logits() -> np.ndarray:
+            self.shell.invalidate(self.device, accs.ranges)
+            return accs.read(self.device)
+
+        if self.layout.loss_in:
+            return lambda: loss_of(logits(), y, logit_frac=logit_frac)
+        z = logits()
+        ranges = self.layout.write_codes(self.device, self.layout.dy[-1], gradient_codes(z, y, **self._loss_fracs))
+        self.shell.flush(self.device, ranges)
+        return lambda: loss_of(z, y, logit_frac=logit_frac)
 
     def _stage(self, next_x) -> None:
         """Beside the step's last lists: the next batch checked (a copy of its own) and its codes written into the

@@ -96,8 +96,8 @@ def csb_phases(spec, header: int) -> tuple:
     status 1, which ends the list)."""
     from codesign.pe.csb.beats import beats
     from codesign.pe.csb.cycles import compute_cycles, zero_words
-    from codesign.pe.csb.stream import (FLAG_BITS, FLAG_EW, FLAG_ZERO, chain_held, header_status, result_count,
-                                         run_as, stride_of, transaction_sections)
+    from codesign.pe.csb.stream import (FLAG_BITS, FLAG_EW, FLAG_ZERO, EwOp, chain_held, header_status,
+                                         result_count, run_as, stride_of, transaction_sections)
 
     op, nnz, flags = header & 3, header >> 16 & 0x1FF, header & FLAG_BITS
     chain, parts = chain_held(spec, header), spec.parts
@@ -107,6 +107,8 @@ def csb_phases(spec, header: int) -> tuple:
     operands = sum(beats(words, parts) for words in transaction_sections(spec, header, chain)[1:])
     sent = beats(result_count(spec, op, nnz, flags), parts)  # result beats
     results = parts * sent
+    if flags & FLAG_EW and op == EwOp.LOSS:
+        return [(IN, 1, None), (IN, operands, None)] + loss_steps(spec, nnz, sent, status), status, operands, results
     if flags & FLAG_EW and results:  # V (SELECT without CARRY), the status loaded, then the streamed section
         streamed = operands - sent
         steps = [(IN, 1, None)] + ([(IN, streamed, None)] if streamed else [])
@@ -121,6 +123,23 @@ def csb_phases(spec, header: int) -> tuple:
     if results:
         steps.append((OUT, sent, None))
     return steps, status, operands, results
+
+
+def loss_steps(spec, classes: int, sent: int, status: int) -> list:
+    """A LOSS's phases after its load (rtl/csb/csb_loss.v): the E pass, the divider and the status load as one
+    WAIT; the status given; then the O pass, a pipeline of three stages that moves while the output register is
+    free or given: its first beat loads ``parts + 2`` cycles after the status's, each later one ``parts`` cycles
+    after the one before (a beat of ``parts`` codes, an element a cycle)."""
+    from codesign.pe.csb.cycles import LOSS_LANE_CYCLES, LOSS_QUOTIENT_CYCLES
+
+    parts, elements = spec.parts, classes * spec.batch
+    steps = [(WAIT, elements + 2 + LOSS_QUOTIENT_CYCLES + LOSS_LANE_CYCLES * spec.batch + 1, None),
+             (OUT, 1, status), (WAIT, parts + 1, None), (OUT, 1, None)]
+    for _ in range(sent - 1):
+        if parts > 1:
+            steps.append((WAIT, parts - 1, None))
+        steps.append((OUT, 1, None))
+    return steps
 
 
 def stall_free_cycles(steps) -> int:

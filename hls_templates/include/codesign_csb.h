@@ -6,7 +6,7 @@
 // storage), WG (result-sparse weight gradient) and UPD (24-bit buffer update).
 // It implements docs/csb.md bit for bit, as a template over the PE parameters
 // (codesign::csb::pe<BLOCK_ROWS, BLOCK_COLS, K, OUT_H, OUT_W, BATCH, PARALLEL,
-// ACC_BITS, MAX_STRIDE, PACKED, STREAM_BITS>). A generated top is a thin wrapper:
+// ACC_BITS, MAX_STRIDE, PACKED, STREAM_BITS, LOSS>). A generated top is a thin wrapper:
 //
 //   void csb_kernel(hls::stream<ap_uint<STREAM_BITS> > &in, hls::stream<ap_uint<STREAM_BITS> > &out) {
 //     codesign::csb::pe<...>::process(in, out);   // one transaction per call
@@ -62,14 +62,16 @@
 #include <hls_stream.h>
 
 #include "codesign_constants.h"  // WORD_BITS and the status codes
+#include "codesign_csb_loss.h"   // LOSS (element-wise op 3)
 
 namespace codesign {
 namespace csb {
 
 // Header opcodes, numbered as docs/csb.md numbers them (the status words: codesign_constants.h).
 enum { OP_FP = 0, OP_EB = 1, OP_WG = 2, OP_UPD = 3 };
-// Element-wise opcodes (flag EW): SELECT keeps v where z > 0, SHR shifts right (floor), RELU keeps v where v > 0.
-enum { EW_SELECT = 0, EW_SHR = 1, EW_RELU = 2 };
+// Element-wise opcodes (flag EW): SELECT keeps v where z > 0, SHR shifts right (floor), RELU keeps v where v > 0,
+// LOSS turns a tile of logits into the loss gradient's codes (codesign_csb_loss.h).
+enum { EW_SELECT = 0, EW_SHR = 1, EW_RELU = 2, EW_LOSS = 3 };
 // Header flags (docs/csb.md, "Flags and element-wise operations", "Stride 2", "Kernel 1"). S2: FP, EB, WG at
 // stride 2; K1: FP, EB, WG, UPD as on this PE built with kernel 1. HOLD keeps an FP, EB or WG result in the PE
 // (the status goes out alone); CARRY starts the next one's sums from it.
@@ -165,7 +167,7 @@ inline ap_int<WORD_BITS> shift_left_saturate(ap_int<WORD_BITS> g, ap_uint<5> shi
 }
 
 template <int BLOCK_ROWS, int BLOCK_COLS, int K, int OUT_H, int OUT_W, int BATCH, int PARALLEL, int ACC_BITS,
-          int MAX_STRIDE = 1, int PACKED = 0, int STREAM_BITS = 32>
+          int MAX_STRIDE = 1, int PACKED = 0, int STREAM_BITS = 32, int LOSS = 0>
 struct pe {
   static_assert(BLOCK_ROWS >= 1 && BLOCK_ROWS <= 16, "block_rows must be 1..16 (4-bit index field)");
   static_assert(BLOCK_COLS >= 1 && BLOCK_COLS <= 16, "block_cols must be 1..16 (4-bit index field)");
@@ -614,6 +616,9 @@ struct pe {
     const bool left = (flags & FLAG_LEFT) != 0, hold = (flags & FLAG_HOLD) != 0, carry = (flags & FLAG_CARRY) != 0;
     if ((header & word_t(~HEADER_FIELDS_MASK)) != 0) return refuse(out, STATUS_BAD_HEADER);
     if (flags & FLAG_EW) {  // S2 and K1 are flags an element-wise op does not take
+      typedef loss_unit<BATCH, ACC_BITS, STREAM_BITS, EW_CAPACITY> loss_t;
+      if (op == EW_LOSS && (!LOSS || flags != FLAG_EW || nnz == 0)) return refuse(out, STATUS_BAD_HEADER);
+      if (op == EW_LOSS) return nnz > loss_t::MAX_CLASSES ? refuse(out, STATUS_NNZ) : loss_t::run(in, out, nnz, shift);
       const bool sums = flags == (FLAG_EW | FLAG_CARRY) && op == EW_SELECT;
       if (op > EW_RELU || (flags != FLAG_EW && !sums) || (shift != 0 && op != EW_SHR) || (sums && !select_ok))
         return refuse(out, STATUS_BAD_HEADER);

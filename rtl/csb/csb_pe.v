@@ -49,6 +49,8 @@
 // beat; the rest of a section's last beat is ignored); R takes and gives PARTS lanes of one position a cycle
 // (BATCH a multiple of PARTS), WA is PARTS banks by address (UPD, SELECT and the G and buffer sections PARTS words
 // a cycle); the status is a beat and the results PARTS to a beat, the last one's rest 0. n_in and n_out count beats.
+// LOSS (element-wise op 3, on a build with LOSS = 1): after its header csb_loss takes the stream and loads the output
+// register (S_LOSS) until its last code is given (docs/csb.md, "The loss on the PE").
 // rst is synchronous and active high; it drops a transaction in flight. Address and counter arithmetic is
 // written at AW bits (or integer width) and relies on Verilog's sizing rules to extend and truncate; Verilator's
 // width warnings are switched off for that reason.
@@ -67,7 +69,8 @@ module csb_pe #(
     parameter ACC_BITS   = 32,         // accumulator width (bits), 16..32
     parameter MAX_STRIDE = 1,          // 2: FP, EB and WG also run at stride 2 (header S2)
     parameter PACKED     = 0,          // 1: two lanes' products a multiplier (csb_group_packed), WG two cycles a step
-    parameter STREAM_BITS = 32         // stream beat: 32, 64 or 128 bits (PARTS 32-bit parts)
+    parameter STREAM_BITS = 32,        // stream beat: 32, 64 or 128 bits (PARTS 32-bit parts)
+    parameter LOSS       = 0           // 1: the LOSS unit (csb_loss; element-wise op 3), else LOSS is status 1
 ) (
     input  wire        clk,
     input  wire        rst,
@@ -152,6 +155,7 @@ module csb_pe #(
         if (BLOCK_ROWS < 1 || BLOCK_ROWS > 16 || BLOCK_COLS < 1 || BLOCK_COLS > 16 || K < 1 || K > 7 ||
             OUT_H < 1 || OUT_W < 1 || BATCH < 1 || BATCH > 16 || PARALLEL < 1 || PARALLEL > 8 ||
             ACC_BITS < 16 || ACC_BITS > 32 || MAX_STRIDE < 1 || MAX_STRIDE > 2 || PACKED < 0 || PACKED > 1 ||
+            LOSS < 0 || LOSS > 1 ||
             (PACKED && BATCH % 2 != 0) || (STREAM_BITS != 32 && STREAM_BITS != 64 && STREAM_BITS != 128) ||
             BATCH % (STREAM_BITS / 32) != 0) begin : g_bad
             csb_pe_unsupported_parameters u_bad ();
@@ -159,16 +163,18 @@ module csb_pe #(
     endgenerate
 
     localparam [1:0] OP_FP = 2'd0, OP_EB = 2'd1, OP_WG = 2'd2, OP_UPD = 2'd3;
-    localparam [1:0] EW_SELECT = 2'd0, EW_SHR = 2'd1, EW_RELU = 2'd2;
+    localparam [1:0] EW_SELECT = 2'd0, EW_SHR = 2'd1, EW_RELU = 2'd2, EW_LOSS = 2'd3;
     localparam EW_CAP = (WB_DEPTH < 511) ? WB_DEPTH : 511;   // elements of one element-wise transaction
     localparam [AW-1:0] L_EW_CAP = EW_CAP;
+    localparam LOSS_CLASSES = (EW_CAP / BATCH < 32) ? EW_CAP / BATCH : 32;   // classes of one LOSS
+    localparam [AW-1:0] L_LOSS_CLASSES = LOSS_CLASSES;
 
     // States: the header, one per input section, compute, drain; an element-wise op's status load, stream
     // and last result. in_ready is high in the header and the section states, and in S_EWS while the output
     // register is free or given.
     localparam [3:0] S_HEAD = 4'd0, S_IDX = 4'd1, S_W8 = 4'd2, S_XB = 4'd3, S_DB = 4'd4, S_RB = 4'd5,
                      S_GW = 4'd6, S_BW = 4'd7, S_UG = 4'd8, S_RUN = 4'd9, S_SEND = 4'd10, S_EWST = 4'd11,
-                     S_EWS = 4'd12, S_EWD = 4'd13;
+                     S_EWS = 4'd12, S_EWD = 4'd13, S_LOSS = 4'd14;
 
     reg [3:0]  state;
     reg [1:0]  op;
@@ -190,7 +196,9 @@ module csb_pe #(
     // a ZERO transaction's initial section is virtual: zeros (an R or a G word a cycle), nothing taken from the stream
     wire virt = zero && (state == S_RB || state == S_GW);
     wire out_free = !out_valid || out_ready;   // the output register may be loaded this cycle
-    assign in_ready = ((state < S_RUN) && !virt) || (state == S_EWS && out_free);
+    wire loss_in_ready, loss_load, loss_done;
+    wire [STREAM_BITS-1:0] loss_beat;
+    assign in_ready = ((state < S_RUN) && !virt) || (state == S_EWS && out_free) || (state == S_LOSS && loss_in_ready);
     wire is_fp = (op == OP_FP) && !ew;
     wire is_eb = (op == OP_EB) && !ew;
     wire is_wg = (op == OP_WG) && !ew;
@@ -219,12 +227,15 @@ module csb_pe #(
     wire       h_sel_bad = h_op != EW_SELECT || !held_valid || held_op[1] || {{(AW-9){1'b0}}, h_nnz} != held_sums;
     wire       h_s2_bad = h_s2 && (MAX_STRIDE < 2 || h_ew || h_op == OP_UPD);
     wire       h_bad   = ((h_word & 32'hFE008000) != 32'd0) || h_upper || h_s2_bad ||
-                         (h_ew ? (h_op == 2'd3 || h_zero || h_gf || h_left || h_hold || h_k1 ||
-                                  (h_carry && h_sel_bad) || (h_shift != 5'd0 && h_op != EW_SHR))
+                         (h_ew ? (h_zero || h_gf || h_left || h_hold || h_k1 ||
+                                  (h_op == EW_LOSS ? (!LOSS || h_carry || h_nnz == 9'd0)
+                                                   : ((h_carry && h_sel_bad) || (h_shift != 5'd0 && h_op != EW_SHR))))
                                : ((h_shift != 5'd0 && h_op != OP_UPD) || (h_zero && h_op == OP_UPD) ||
                                   (h_gf && h_op != OP_WG) || (h_left && h_op != OP_UPD) ||
                                   ((h_hold || h_carry) && h_op == OP_UPD) || (h_carry && h_carry_bad)));
-    wire       h_big   = ({{(AW-9){1'b0}}, h_nnz} > (h_ew ? L_EW_CAP : L_MAX_NNZ));
+    wire       h_big   = ({{(AW-9){1'b0}}, h_nnz} > (h_ew ? ((h_op == EW_LOSS) ? L_LOSS_CLASSES : L_EW_CAP)
+                                                           : L_MAX_NNZ));
+    wire       h_loss  = h_ew && h_op == EW_LOSS && !h_bad && !h_big;   // an accepted LOSS: csb_loss takes over
 
     // a * b over AW bits by shifts and adds: the address products have small operands, most of them constant
     // (b's zero bits drop out), and a DSP slice each (synth_xilinx maps every product of two operands of 2 bits
@@ -542,6 +553,23 @@ module csb_pe #(
     endgenerate
     assign g_final = $signed(g_grp[PARALLEL-1].merged);
 
+    // ---- LOSS (EW op 3): the loss gradient's codes of a tile of logits, in a unit of its own
+    generate
+        if (LOSS) begin : g_loss
+            csb_loss #(.BATCH(BATCH), .ACC_BITS(ACC_BITS), .STREAM_BITS(STREAM_BITS), .CAP(LOSS_CLASSES * BATCH)) u_loss (
+                .clk(clk), .rst(rst), .start(state == S_HEAD && in_valid && h_loss), .classes_in(h_nnz[5:0]),
+                .exp_shift_in(h_shift), .in_data(in_data), .in_valid(in_valid), .in_ready(loss_in_ready),
+                .out_free(out_free), .out_given(out_valid && out_ready), .load(loss_load), .beat(loss_beat),
+                .done(loss_done)
+            );
+        end else begin : g_no_loss   // LOSS headers are refused (status 1): S_LOSS is never entered
+            assign loss_in_ready = 1'b0;
+            assign loss_load = 1'b0;
+            assign loss_done = 1'b0;
+            assign loss_beat = {STREAM_BITS{1'b0}};
+        end
+    endgenerate
+
     // ---- drain beats: PARTS result words, sign-extended; on a wide stream the parts past the last result and the
     // last element 0 (a 32-bit beat is sent only while there is one)
     wire [STREAM_BITS-1:0] result_beat, ew_beat;
@@ -603,7 +631,7 @@ module csb_pe #(
                         state  <= S_SEND;
                     end else begin
                         status <= `CODESIGN_CSB_STATUS_OK;
-                        state  <= head_next;
+                        state  <= h_loss ? S_LOSS : head_next;
                     end
                 end
                 S_IDX, S_W8, S_XB, S_DB, S_RB, S_GW, S_BW, S_UG: if (take) begin
@@ -654,6 +682,18 @@ module csb_pe #(
                         if (sec_last) state <= S_EWD;
                     end else if (out_ready) begin
                         out_valid <= 1'b0;
+                    end
+                end
+                S_LOSS: begin                       // csb_loss loads the output register
+                    if (loss_load) begin
+                        out_data  <= loss_beat;
+                        out_valid <= 1'b1;
+                    end else if (out_ready) begin
+                        out_valid <= 1'b0;
+                    end
+                    if (loss_done) begin
+                        state      <= S_HEAD;
+                        held_valid <= 1'b0;
                     end
                 end
                 S_EWD: if (out_free) begin          // the last result given: nothing held

@@ -23,18 +23,21 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits_compressed_
 CHANGES = {"epochs": 3, "warmup_epochs": 1, "schedule": "constant"}  # a warm-up epoch, then two fixed-point epochs
 
 
-@pytest.mark.parametrize("copies, bits", [(1, 32), (2, 32), (4, 32), (2, 128)])
-def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(tmp_path, copies, bits):
+@pytest.mark.parametrize("copies, bits, loss", [(1, 32, False), (2, 32, False), (4, 32, False), (2, 128, False),
+                                                (4, 32, True), (2, 128, True)])
+def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(tmp_path, copies, bits, loss):
     """On one csb IP of the example's build, and on two and on four copies of it (the example's): on copies the
     forward's and the errors' lane chunks run side by side, the blocks' gradients and updates dealt among them
-    (three phases a step); and on two copies of it on a 128-bit stream (docs/csb.md, "Wide streams")."""
+    (three phases a step); on two copies of it on a 128-bit stream (docs/csb.md, "Wide streams"); and with the
+    LOSS unit (the loss gradient on the PE, docs/csb.md "The loss on the PE")."""
     path = tmp_path / "design.toml"
     text = EXAMPLE.read_text()
     assert text.count("\ncopies = 4 ") == 1 and text.count("\nparallel = 1") == 1  # the example's build
     path.write_text(text.replace("\ncopies = 4 ", f"\ncopies = {copies} ").replace(
-        "\nparallel = 1", "\nparallel = 1" + (f"\nstream_bits = {bits}" if bits != 32 else "")))
+        "\nparallel = 1", "\nparallel = 1" + (f"\nstream_bits = {bits}" if bits != 32 else "")
+        + ("\nloss = true" if loss else "")))
     design = load_design(path)
-    assert design.instances[0].spec.stream_bits == bits
+    assert design.instances[0].spec.stream_bits == bits and design.instances[0].spec.loss == loss
     overlay = emulated_overlay(design, tmp_path)
     data = load_digits_dataset(validation_fraction=0.2)
     board, golden = board_trainer(overlay, **CHANGES), CsbMlpTrainer(csb_setup_of(design, **CHANGES))
@@ -57,7 +60,8 @@ def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(t
         figures.append(traffic.as_dict())
         built = list(board._built.values())[-1]  # this step's lists
         calls = [sum(len(listed) for _, listed in phase) for phase in built.phases]
-        print(f"\nstep on {copies} IP(s), {bits}-bit stream: {board.shell.lists - lists_before} lists, calls by "
+        print(f"\nstep on {copies} IP(s), {bits}-bit stream, loss on the PE {loss}: "
+              f"{board.shell.lists - lists_before} lists, calls by "
               f"phase {calls}, "
               f"{figures[-1]}")
         assert board.shell.lists - lists_before == lists_a_step

@@ -134,29 +134,30 @@ class InPlaceShell(GoldenListShell):
         return arena
 
 
-@pytest.mark.parametrize("classes, copies, in_place", [(3, 1, True), (4, 1, False), (8, 2, True)])
-def test_loss_codes_rounded_into_the_tiles_equal_the_loop(classes, copies, in_place):
-    """Where a batch fills whole lane chunks and its classes one channel tile (in part: 3 of 4, padded) or whole
-    ones, a step after the first of its size rounds the loss gradient's codes straight into the arena's tiles; a
-    batch that fills a chunk in part writes them as before. The tiles start out holding garbage, as an arena of
-    stale words would: the first step of each size zeroes their padding, and the codes rounded in later leave it."""
-    setup = small_setup(layers=(64, 12, 7, classes), batch_size=18, schedule="constant", lr=0.25)
-    runner = (InPlaceShell if in_place else GoldenListShell)({"csb": SMALL}, units={"csb": copies})
+@pytest.mark.parametrize("classes, copies, in_place, loss", [(3, 1, True, True), (4, 2, False, True),
+                                                            (8, 2, True, True), (4, 1, True, False)])
+def test_loss_gradient_on_the_pe_or_the_host_equals_the_loop(classes, copies, in_place, loss):
+    """On a build with the LOSS unit whose classes fit a tile (3 of 4 rows, or all 4), the backward list starts with
+    LOSS per lane chunk and the host computes nothing between the lists; with more classes than a tile (8), or
+    without the unit, the host computes the same codes. Batches that fill a chunk in part give lanes without a
+    sample (codes 0): every loss and state word equals the loop's."""
+    spec = CsbSpec(block_rows=4, block_cols=4, batch=3, acc_bits=16, loss=loss)
+    setup = small_setup(spec=spec, layers=(64, 12, 7, classes), batch_size=18, schedule="constant", lr=0.25)
+    runner = (InPlaceShell if in_place else GoldenListShell)({"csb": spec}, units={"csb": copies})
     golden, lists = CsbMlpTrainer(setup), CsbListTrainer(setup, runner)
     rng = np.random.default_rng(classes)
     state = pruned_state(golden, rng)
     golden.load_weights(state)
     lists.load_weights(state)
-    device, layout = lists.device, lists.layout
-    for line in layout.dy[-1]:
-        for offset in line:
-            device[offset // 4:offset // 4 + layout.code_words] = 0x5A5A_5A5A
-    for n in (18, 9, 18, 7, 18, 9, 1, 16, 18, 16):  # 16: the labels' one-hot subtracted after the scaling
+    on_pe = loss and classes <= 4
+    assert bool(lists.layout.loss_in) == on_pe
+    for n in (18, 9, 18, 7, 1, 16):
         x, y = rng.random((n, 64)) * 4, rng.integers(0, classes, n)
         assert golden.train_step(x, y) == lists.train_step(x, y)
-    assert (lists.device is device) == in_place  # a board's buffer, kept with its view
-    assert {n for n, (_, ranges) in lists._loss_tiles.items() if ranges} == {18, 9, 7, 1, 16}  # each written once
-    assert {n: view is not None for n, (_, view) in lists._code_views.items()} == {18: True, 9: True, 16: False}
+        calls = [call for phase in lists.lists(n, lists._step_fields(lists.step)[1]).backward_phases
+                 for _, calls in phase for call in calls]
+        assert sum(call.header & 0x23 == 0x23 for call in calls if call.header is not None) == \
+            (-(-n // 3) if on_pe else 0)  # a LOSS (EW, op 3) a lane chunk
     assert_same_state(golden, lists)
 
 

@@ -6,6 +6,7 @@ ResNet on the explorer, on one CSB PE; golden loop :mod:`codesign.loops.csb`, bo
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from codesign.loops.csb_lists import CsbListTrainer, check_list_spec
 from codesign.shell.list_runner import HOST_REPEATS, GoldenListShell, host_per_list_step
 from codesign.loops.host_share import compressed_masks
 from codesign.pe.csb.format import encode
+from codesign.step.csb.arena import loss_on_pe
 from codesign.step.csb.list_time import csb_list_step, step_list_cycles
 from codesign.step.list_cycles import BOARD_DDR
 from codesign.step.time import list_stages
@@ -112,14 +114,15 @@ def csb_model(spec, layers: Sequence[CsbLayer | np.ndarray], batch: int, *, host
                        knobs={"csb": {**CSB_KNOBS, **CSB_TILE_KNOBS, **strides}} if conv else {})
 
 
-def measure_csb_list_host(trainer, *, repeats: int = HOST_REPEATS, seed: int = 0, copies: int = 1
-                          ) -> dict[str, float]:
+def measure_csb_list_host(trainer, *, repeats: int = HOST_REPEATS, seed: int = 0, copies: int = 1,
+                          loss: bool | None = None) -> dict[str, float]:
     """The host's seconds per list step of a golden loop past its pruning (:func:`compressed_masks`) on this
     machine, its lists shared among ``copies`` IPs (a step of more phases on more IPs): a :class:`CsbListTrainer`
     from its state, stepped on random data, less the golden shell's seconds (what the IPs compute instead), the
     least of ``repeats`` steps after the one that builds the lists; and the bytes flushed and read and the lists
-    started in that step."""
-    setup = trainer.setup
+    started in that step. ``loss``: the build with or without the LOSS unit (None: the set-up's), which moves the
+    loss gradient's codes off the host."""
+    setup = trainer.setup if loss is None else replace(trainer.setup, spec=replace(trainer.setup.spec, loss=loss))
     shell = GoldenListShell({KEY: setup.spec}, units={KEY: copies})
     lists = CsbListTrainer(setup, shell)
     lists.load_weights(trainer.read_weights())
@@ -145,14 +148,15 @@ def runs_lists(spec: CsbSpec) -> bool:
 
 
 def csb_list_model(spec: CsbSpec, layers: Sequence[int], batch: int, masks: Sequence[np.ndarray], *,
-                   host: HostModel) -> ExploreModel:
+                   host: HostModel, host_with_loss: HostModel | None = None) -> ExploreModel:
     """The fixed-point CSB step of an MLP as the board runs it on an RTL-route build: call lists on one csb IP or
     copies of it whose square block, lanes and multipliers vary (the builds the lists run on), the kept weights
     ``masks`` encoded for each block shape; each phase a stage priced by the list cycle model under the HP port's
     DDR timing (fast, :func:`codesign.step.list_cycles.fast_step_cycles`); ``host`` the host's seconds a list step
     between its phases (``fixed_s``) and those it works beside them (``beside_s``: the batch's check, the loss,
     the next batch written), which a build's step hides behind the last phase as far as it reaches (the space
-    counts them hidden)."""
+    counts them hidden); ``host_with_loss`` the same on a build with the LOSS unit (``loss`` is a knob where it is
+    given), whose host computes no loss gradient between the phases."""
     encoded: dict[tuple[int, int], list] = {}
 
     def structures(build: CsbSpec) -> list:
@@ -168,15 +172,20 @@ def csb_list_model(spec: CsbSpec, layers: Sequence[int], batch: int, masks: Sequ
     def step(options, board, clock, hp_ports=1):
         build, copies = options[0].spec, options[0].copies
         found = priced(build, copies)
+        on_pe = host_with_loss is not None and loss_on_pe(build, layers[-1])
         return csb_list_step(build, layers, batch, structures(build), board, clock_mhz=clock, copies=copies,
-                             priced=found, hp_ports=hp_ports, **list_step_host_args(host, found))
+                             priced=found, hp_ports=hp_ports,
+                             **list_step_host_args(host_with_loss if on_pe else host, found))
+
+    knobs = CSB_LIST_KNOBS if host_with_loss is not None else \
+        {name: values for name, values in CSB_LIST_KNOBS.items() if name != "loss"}
 
     return ExploreModel(name=KEY, bases={KEY: spec}, loads=lambda pe, build, copies: phase_loads(
                             priced(build, copies), copies), step=step,
                         stages=lambda options: list_stages(priced(options[0].spec, options[0].copies)),
                         describe=lambda options: {KEY: {**options[0].spec.to_dict(), COPIES: options[0].copies}},
                         host=host, macs=priced(spec)["macs"], mac_energy_pj=csb_mac_energy_pj(spec),
-                        max_copies=MAX_LIST_COPIES, knobs={KEY: CSB_LIST_KNOBS},
+                        max_copies=MAX_LIST_COPIES, knobs={KEY: knobs},
                         runs=lambda pe, build: runs_lists(build))
 
 
@@ -199,9 +208,14 @@ def csb_explorer(design, *, progress: Callable[[str], None] = print, host: HostM
     setup = csb_setup_of(design)
     progress("pruning as the CSB loop does (its warm-up epochs and kernel search) for the kept weights")
     trainer = compressed_masks(setup, load_dataset(design.training))
-    host = list_step_host(host, lambda: measure_csb_list_host(trainer, copies=shared_build(design, KEY)[1]),
-                          progress)
-    return csb_list_model(spec, setup.layers, setup.batch_size, trainer.masks, host=host)
+    copies = shared_build(design, KEY)[1]
+    measured = host is None  # a board's figure stands for both builds
+    host = list_step_host(host, lambda: measure_csb_list_host(trainer, copies=copies, loss=False), progress)
+    with_loss = list_step_host(None, lambda: measure_csb_list_host(trainer, copies=copies, loss=True),
+                               progress) if measured and loss_on_pe(replace(spec, loss=True), setup.layers[-1]) \
+        else None
+    return csb_list_model(spec, setup.layers, setup.batch_size, trainer.masks, host=host,
+                          host_with_loss=with_loss)
 
 
 FAMILY = DesktopFamily(key=KEY, title="CSB", detect=lambda design: design_pes(design) == [KEY]

@@ -60,6 +60,12 @@ from typing import Protocol
 from codesign.numerics.records import keyword_record
 
 OP_FP, OP_EB, OP_WG, OP_UPD = range(4)
+OP_LOSS = 3  # element-wise op 3 (header flag EW)
+LOSS_MAX_CLASSES = 32
+LOSS_PARAM_FIELDS = 0x0FFF_003F  # P: recip_shift [5:0] (at most 48), the batch [27:16]
+LOSS_NO_SAMPLE = 0xFFFF_FFFF
+LOSS_QUOTIENT_CYCLES = 49  # floor(2^48 / n), a bit a cycle
+LOSS_LANE_CYCLES = 33  # floor(Qn / S) of a lane, a bit a cycle
 FLAG_ZERO, FLAG_G_FIRST, FLAG_LEFT, FLAG_EW, FLAG_HOLD, FLAG_CARRY = (1 << bit for bit in range(2, 8))
 FLAG_S2, FLAG_K1 = 1 << 13, 1 << 14
 RESERVED_MASK = 0xFFFF_FFFF & ~(0x3 | 0xFC | (0x1F << 8) | FLAG_S2 | FLAG_K1 | (0x1FF << 16))
@@ -155,9 +161,11 @@ def _refused(pe: PeShape, header: int) -> bool:
     if header & FLAG_K1 and flags & FLAG_EW:
         return True
     if flags & FLAG_EW:
+        elements = min(pe.block_rows * pe.block_cols * pe.kernel ** 2, 0x1FF)
+        if op == OP_LOSS:
+            return not getattr(pe, "loss", False) or flags != FLAG_EW or nnz == 0 or nnz > min(elements // pe.batch, LOSS_MAX_CLASSES)
         held_sums = flags == FLAG_EW | FLAG_CARRY and op == 0  # SELECT on the held sums
-        return op > 2 or (flags != FLAG_EW and not held_sums) or bool(shift and op != 1) or \
-            nnz > min(pe.block_rows * pe.block_cols * pe.kernel ** 2, 0x1FF)
+        return (flags != FLAG_EW and not held_sums) or bool(shift and op != 1) or nnz > elements
     return bool((shift and op != OP_UPD) or (flags & FLAG_ZERO and op == OP_UPD)
                 or (flags & FLAG_G_FIRST and op != OP_WG) or (flags & FLAG_LEFT and op != OP_UPD)
                 or (flags & (FLAG_HOLD | FLAG_CARRY) and op == OP_UPD)
@@ -195,6 +203,8 @@ def transaction_cycles(pe: PeShape, words_in) -> TransactionCycles:
     op, nnz = header & 3, (header >> 16) & 0x1FF
     if _refused(pe, header) or any(words[1:parts]) or (header & FLAG_CARRY and beats == 1):
         return TransactionCycles(load=beats, compute=0, drain=2)  # header, status only (an accepted CARRY has more)
+    if header & FLAG_EW and op == OP_LOSS:
+        return loss_cycles(pe, words, beats, nnz)
     if header & FLAG_EW:
         return TransactionCycles(load=beats, compute=0, drain=2)  # the last section streamed through
     if header & FLAG_K1:
@@ -209,3 +219,18 @@ def transaction_cycles(pe: PeShape, words_in) -> TransactionCycles:
         return TransactionCycles(load=beats + zeros, compute=0, drain=2)
     results = 0 if header & FLAG_HOLD else -(-result_words(pe, op=op, nnz=nnz, stride=stride) // parts)
     return TransactionCycles(load=beats + zeros, compute=compute_cycles(pe, op=op, nnz=nnz), drain=2 + results)
+
+
+def loss_cycles(pe: PeShape, words: list, beats: int, classes: int) -> TransactionCycles:
+    """An accepted LOSS (rtl/csb/csb_loss.v): the load, then the status loaded; three passes of ``n = classes *
+    batch`` elements a cycle each (E, then O, each 2 more to fill its pipeline), with the divider's Qn (49
+    cycles) and each lane's r (33 cycles) between them; the last code given (``drain`` = the status load and the
+    last handshake). A ``P`` or label the PE refuses: the status alone after the load."""
+    parts, lanes = pe.parts, pe.batch
+    param, labels = words[parts], words[2 * parts:2 * parts + lanes]
+    batch = param >> 16 & 0xFFF
+    if param & ~LOSS_PARAM_FIELDS or param & 0x3F > 48 or batch == 0 or any(y >= classes and y != LOSS_NO_SAMPLE for y in labels):
+        return TransactionCycles(load=beats, compute=0, drain=2)
+    elements = classes * lanes
+    compute = 2 * (elements + 2) + LOSS_QUOTIENT_CYCLES + LOSS_LANE_CYCLES * lanes
+    return TransactionCycles(load=beats, compute=compute, drain=2)

@@ -20,9 +20,10 @@ from codesign.pe.csb.stimulus import build_transactions, count_macs, top_up_upda
 from codesign.pe.csb.stimulus_chain import chain_transactions
 from codesign.pe.csb.stimulus_ext import ext_transactions
 from codesign.pe.csb.stimulus_k1 import k1_transactions
+from codesign.pe.csb.stimulus_loss import loss_transactions
 from codesign.pe.csb.stimulus_stride import stride_transactions
 from codesign.pe.csb.stimulus_wide import wide_transactions
-from codesign.hw.constants_gen import HEADER_NAME as CONSTANTS_HEADER
+from codesign.hw.constants_gen import HEADER_NAME as CONSTANTS_HEADER, LOSS_HEADER_NAME
 from codesign.hw.protocol import GridCase
 from codesign.pe.stream import StreamPE, Transaction
 from codesign.numerics.inputs import check_seed
@@ -47,7 +48,8 @@ class CsbStimulusOptions:
     ``HOLD`` and ``CARRY`` have as many MACs (:mod:`codesign.pe.csb.stimulus_chain`), then on a PE with
     stride 2 stride-2 transactions until FP, EB and WG each have as many MACs at stride 2
     (:mod:`codesign.pe.csb.stimulus_stride`), then kernel-1 transactions (header ``K1``) until FP, EB and WG
-    each have as many MACs and UPD as many buffer words under it (:mod:`codesign.pe.csb.stimulus_k1`).
+    each have as many MACs and UPD as many buffer words under it (:mod:`codesign.pe.csb.stimulus_k1`), then
+    LOSS transactions until as many codes are checked (:mod:`codesign.pe.csb.stimulus_loss`).
     """
 
     min_macs_per_op: int = 10_000
@@ -69,7 +71,7 @@ class CsbPE(StreamPE):
     title = "sparse-CSB training PE"
     spec_class = CsbSpec
     stimulus_class = CsbStimulusOptions
-    headers = (FILES["library_h"], CONSTANTS_HEADER)
+    headers = (FILES["library_h"], "codesign_csb_loss.h", LOSS_HEADER_NAME, CONSTANTS_HEADER)
     cpp_type = "codesign::csb::pe"
     doc = "docs/csb.md"
     transaction = "header, index, sections in; status, results out"
@@ -93,7 +95,8 @@ class CsbPE(StreamPE):
                 return transactions + ext_transactions(spec, target=target, seed=seed) + \
                     chain_transactions(spec, target=target, seed=seed) + \
                     stride_transactions(spec, target=target, seed=seed) + \
-                    k1_transactions(spec, target=target, seed=seed)
+                    k1_transactions(spec, target=target, seed=seed) + \
+                    loss_transactions(spec, target=target, seed=seed)
             count *= 2
         raise ValueError(f"{count} random transactions did not reach {options.min_macs_per_op} MACs per op")
 
@@ -120,7 +123,8 @@ class CsbPE(StreamPE):
     def rtl_parameters(self, spec: CsbSpec) -> dict[str, int]:
         return {"BLOCK_ROWS": spec.block_rows, "BLOCK_COLS": spec.block_cols, "K": spec.kernel, "OUT_H": spec.out_h,
                 "OUT_W": spec.out_w, "BATCH": spec.batch, "PARALLEL": spec.parallel, "ACC_BITS": spec.acc_bits,
-                "MAX_STRIDE": spec.max_stride, "PACKED": int(spec.packed), "STREAM_BITS": spec.stream_bits}
+                "MAX_STRIDE": spec.max_stride, "PACKED": int(spec.packed), "STREAM_BITS": spec.stream_bits,
+                "LOSS": int(spec.loss)}
 
     # resource counts are what the CSB estimate reports; abc9 spends over ten minutes on a 16 x 16 block
     estimate_abc9 = False
@@ -128,18 +132,20 @@ class CsbPE(StreamPE):
     def verification_grid(self) -> list[GridCase]:
         """FC and CONV blocks from 1 x 1-entry corner cases to full 16 x 16, lanes 2..8, groups 1..4, 16/32-bit sums;
         the nine CONV points are built with stride 2 (kernels 1 and 3, groups 2..4, odd and even tile widths), one of
-        them packed (two products a DSP slice) and the last two on 64- and 128-bit streams.
+        them packed (two products a DSP slice) and the last two on 64- and 128-bit streams; five of them carry the
+        LOSS unit (the others check that a build without it refuses LOSS).
         The three points whose RTL runs take minutes are ``slow``: make test-slow runs them at RTL under stalls at
         the quick stimulus (tests/pe/test_stream_rtl.py), and make test-long at the full one. make test runs the
         quick points at golden and the first, a full FC block, at C-sim; make test-slow the rest at C-sim and RTL
         (tests/pe/csb/test_csb_rtl_cases.py runs CSB's RTL in make test)."""
         return [
-            GridCase("fc16_b8", CsbSpec(block_rows=16, block_cols=16, batch=8)),
-            GridCase("fc3x8_b2_acc16", CsbSpec(block_rows=3, block_cols=8, batch=2, acc_bits=16), slow=True),
+            GridCase("fc16_b8", CsbSpec(block_rows=16, block_cols=16, batch=8, loss=True)),
+            GridCase("fc3x8_b2_acc16", CsbSpec(block_rows=3, block_cols=8, batch=2, acc_bits=16, loss=True),
+                     slow=True),
             GridCase("conv4_k3_t4_b4_p2", CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=4, out_w=4, batch=4,
                                                   parallel=2, max_stride=2), slow=True),
             GridCase("conv2_k3_t2x3_b2_p4_acc16", CsbSpec(block_rows=2, block_cols=3, kernel=3, out_h=2, out_w=3,
-                                                          batch=2, parallel=4, acc_bits=16, max_stride=2)),
+                                                          batch=2, parallel=4, acc_bits=16, max_stride=2, loss=True)),
             GridCase("conv16_k1_t2_b4_p4", CsbSpec(block_rows=16, block_cols=16, kernel=1, out_h=2, out_w=2, batch=4,
                                                    parallel=4, max_stride=2), slow=True),
             GridCase("conv3x2_k3_t3x2_b2_p3_acc16", CsbSpec(block_rows=3, block_cols=2, kernel=3, out_h=3, out_w=2,
@@ -154,10 +160,10 @@ class CsbPE(StreamPE):
                                                          batch=4, parallel=2, max_stride=2, packed=True)),
             # wide streams: two and four 32-bit parts a beat (every section from a new beat)
             GridCase("conv4_k3_t3x2_b4_p2_w64", CsbSpec(block_rows=4, block_cols=3, kernel=3, out_h=3, out_w=2,
-                                                        batch=4, parallel=2, max_stride=2, stream_bits=64)),
+                                                        batch=4, parallel=2, max_stride=2, stream_bits=64, loss=True)),
             GridCase("conv3x5_k3_t2_b8_p2_acc16_w128", CsbSpec(block_rows=3, block_cols=5, kernel=3, out_h=2,
                                                                out_w=2, batch=8, parallel=2, acc_bits=16,
-                                                               max_stride=2, stream_bits=128)),
+                                                               max_stride=2, stream_bits=128, loss=True)),
         ]
 
     def estimate_specs(self) -> list[CsbSpec]:

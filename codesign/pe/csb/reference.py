@@ -8,6 +8,9 @@ independent readings of one contract must agree bit for bit.
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 from codesign.contracts.constants import STATUS_BAD_HEADER, STATUS_OK, status_code
 
 OP_FP, OP_EB, OP_WG, OP_UPD = range(4)
@@ -178,7 +181,7 @@ def _update(shift: int, buffer, grads, left: bool = False) -> list[int]:
 
 def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, out_h: int, out_w: int, batch: int,
                      parallel: int, acc_bits: int, max_stride: int = 1, packed: bool = False, stream_bits: int = 32,
-                     state: dict | None = None) -> list[int]:
+                     loss: bool = False, state: dict | None = None) -> list[int]:
     """The output words (status first) the PE must send for the input words of one transaction (``packed``
     builds compute the same words). With ``stream_bits`` 64 or 128 the words are the 32-bit parts of the stream's
     beats, least significant first: the header a beat (its other parts 0, else status 1), every section from a new
@@ -192,13 +195,13 @@ def reference_output(words, *, block_rows: int, block_cols: int, kernel: int, ou
     state = {} if state is None else state
     reader = _Reader(words, parts)
     answer = _answer(reader, block_rows=block_rows, block_cols=block_cols, kernel=kernel, out_h=out_h, out_w=out_w,
-                     batch=batch, parallel=parallel, acc_bits=acc_bits, max_stride=max_stride, state=state)
+                     batch=batch, parallel=parallel, acc_bits=acc_bits, max_stride=max_stride, loss=loss, state=state)
     results = answer[1:] + [0] * (-(len(answer) - 1) % parts)
     return answer[:1] + [0] * (parts - 1) + results
 
 
 def _answer(reader: _Reader, *, block_rows: int, block_cols: int, kernel: int, out_h: int, out_w: int, batch: int,
-            parallel: int, acc_bits: int, max_stride: int, state: dict) -> list[int]:
+            parallel: int, acc_bits: int, max_stride: int, loss: bool, state: dict) -> list[int]:
     """:func:`reference_output`'s status and results, one word each."""
     held = state.get("held")
     state["held"] = None
@@ -211,6 +214,11 @@ def _answer(reader: _Reader, *, block_rows: int, block_cols: int, kernel: int, o
     if header & RESERVED_MASK or (stride == 2 and (flags & ELEMENTWISE or op == OP_UPD or max_stride < 2)) \
             or (header & KERNEL_ONE and flags & ELEMENTWISE):
         return [STATUS_BAD_HEADER]
+    if flags & ELEMENTWISE and op == 3:
+        if not loss:
+            return [STATUS_BAD_HEADER]  # no LOSS unit on this build
+        return _loss(reader, shift, nnz, flags, min(min(block_rows * block_cols * kernel * kernel, 511) // batch, 32),
+                     batch, acc_bits)
     if flags & ELEMENTWISE:
         sums = None  # SELECT with CARRY masks the FP (or EB) sums held: one per output (input) channel, position, lane
         if held is not None and held[0] in (OP_FP, OP_EB):
@@ -273,3 +281,49 @@ def _elementwise(reader: _Reader, op: int, shift: int, count: int, flags: int, c
     if reader.at != len(reader.words):
         raise ValueError(f"transaction has {len(reader.words) - reader.at} words beyond its sections")
     return [STATUS_OK] + result
+
+
+def loss_codes(logits: list[list[int]], labels: list[int], *, batch: int, exp_shift: int,
+               recip_shift: int) -> list[list[int]]:
+    """The loss gradient's codes (docs/csb.md, "The loss on the PE"), a sample at a time in Python integers:
+    ``logits[c][j]`` class ``c`` of lane ``j``; a label of -1 marks a lane without a sample (codes 0). The
+    exponent table is tabulated here by its own rounding; the final rounding is a Fraction's (ties to even)."""
+    table = [math.floor(Fraction(2) ** 16 * Fraction(2 ** (-f / 256)) + Fraction(1, 2)) for f in range(256)]
+    classes = len(logits)
+    out = [[0] * len(labels) for _ in range(classes)]
+    for j, label in enumerate(labels):
+        if label == -1:
+            continue
+        column = [logits[c][j] for c in range(classes)]
+        es = []
+        for value in column:
+            u = ((max(column) - value) * 94548) // 2 ** exp_shift
+            es.append(0 if u // 256 >= 17 else table[u % 256] // 2 ** (u // 256))
+        total = sum(es)
+        recip = 2 ** recip_shift // (total * batch)
+        for c, e in enumerate(es):
+            code = round(Fraction((e - (total if c == label else 0)) * recip, 2 ** 32))
+            out[c][j] = max(-128, min(127, code))
+    return out
+
+
+def _loss(reader: _Reader, shift: int, classes: int, flags: int, most: int, lanes: int, acc_bits: int) -> list[int]:
+    """LOSS (op 3): P (recip_shift in bits 5..0, at most 48; the batch in 27..16), a label a lane (-1 as 0xFFFFFFFF: no
+    sample), then ``classes`` rows of ``lanes`` accumulators; out the codes of :func:`loss_codes`, row by row.
+    Status 3 for reserved bits of P, a recip_shift above 48, a batch of 0 or a label outside the classes."""
+    if flags != ELEMENTWISE or classes == 0:
+        return [STATUS_BAD_HEADER]
+    if classes > most:
+        return [STATUS_NNZ]
+    param = reader.section(1)[0]
+    labels = reader.section(lanes)
+    values = [_signed(word, acc_bits) for word in reader.section(classes * lanes)]
+    if reader.at != len(reader.words):
+        raise ValueError(f"transaction has {len(reader.words) - reader.at} words beyond its sections")
+    batch = (param >> 16) & 0xFFF
+    if param & ~0x0FFF003F or param & 0x3F > 48 or batch == 0 or any(label >= classes and label != 0xFFFFFFFF for label in labels):
+        return [STATUS_INDEX]
+    labels = [-1 if label == 0xFFFFFFFF else label for label in labels]
+    rows = [values[c * lanes:(c + 1) * lanes] for c in range(classes)]
+    codes = loss_codes(rows, labels, batch=batch, exp_shift=shift, recip_shift=param & 0x3F)
+    return [STATUS_OK] + [_word(code) for row in codes for code in row]

@@ -43,7 +43,9 @@ class CsbSpec:
     32-bit parts, every section starting a new beat (docs/csb.md, "Wide
     streams"), so loads and results take about a half or a quarter of the cycles;
     the lanes must be a multiple of the parts (a beat of sums is one position's
-    lanes).
+    lanes). ``loss`` builds the LOSS unit (element-wise op 3, docs/csb.md "The loss on the PE"): the loss
+    gradient's codes from a tile of logits on the PE, for about 1.3 k LUT and 4 DSP slices; a build without it
+    refuses LOSS (status 1).
     """
 
     block_rows: int = 16
@@ -57,6 +59,7 @@ class CsbSpec:
     max_stride: int = 1
     packed: bool = False
     stream_bits: int = 32
+    loss: bool = False
 
     def __post_init__(self) -> None:
         _check_int("block_rows", self.block_rows, 1, INDEX_NIBBLE)
@@ -72,6 +75,8 @@ class CsbSpec:
             raise TypeError(f"packed={self.packed!r}: must be true or false")
         if self.packed and self.batch % 2:
             raise ValueError(f"packed=True needs an even batch (two lanes a DSP slice), got batch={self.batch}")
+        if not isinstance(self.loss, bool):
+            raise TypeError(f"loss={self.loss!r}: must be true or false")
         _check_int("stream_bits", self.stream_bits, STREAM_BITS[0], STREAM_BITS[-1])
         if self.stream_bits not in STREAM_BITS:
             raise ValueError(f"stream_bits={self.stream_bits!r} must be one of {STREAM_BITS}")
@@ -159,12 +164,14 @@ class CsbSpec:
         return (1 << (self.acc_bits - 1)) - 1
 
     def to_dict(self) -> dict:
-        """The parameters, as transaction-file metadata and design files: the nine of every build, and ``packed``
-        and ``stream_bits`` where they differ from their defaults (so a file written for a build without them reads
+        """The parameters, as transaction-file metadata and design files: the nine of every build, and ``packed``,
+        ``stream_bits`` and ``loss`` where they differ from their defaults (so a file written for a build without them reads
         the same as before the options)."""
         values = asdict(self)
         if not self.packed:
             del values["packed"]
         if self.stream_bits == 32:
             del values["stream_bits"]
+        if not self.loss:
+            del values["loss"]
         return values

@@ -13,7 +13,7 @@ What each feature's directed set pins:
 * SHR: shifts 0, 1, 7, 8, 15, 16, 23, 24 and 31 on the 24-bit ends, -1, 0, 1 and random words;
 * RELU: ``v`` at 0, +1, -1 and the ``acc_bits`` ends among random values, counts 0, 1 and the capacity;
 * bits the PE must ignore (above ``acc_bits`` or 24) carry random garbage in a third of the random transactions;
-* every refused combination: op 3 with ``EW``, ``EW`` with another flag (RELU with ``CARRY`` included), SELECT
+* every refused combination (LOSS, op 3, has its own: :mod:`codesign.pe.csb.stimulus_loss`): ``EW`` with another flag (RELU with ``CARRY`` included), SELECT
   and RELU with a shift, a count above
   :attr:`~codesign.pe.csb.spec.CsbSpec.ew_capacity`, ``ZERO`` on UPD, ``G_FIRST`` outside WG, ``LEFT`` outside UPD.
 """
@@ -169,7 +169,6 @@ def directed_ext(spec: CsbSpec, rng: np.random.Generator) -> list[np.ndarray]:
 def refused_ext(spec: CsbSpec) -> list[np.ndarray]:
     """Headers the PE refuses with status 1 or 2 under the new rules (each is its whole transaction)."""
     s, words = spec, []
-    words.append(FLAG_EW | 3 | 1 << 16)
     for flag in (FLAG_ZERO, FLAG_G_FIRST, FLAG_LEFT):
         words += [FLAG_EW | flag | op | 1 << 16 for op in EwOp]
     words += [header_word(op, 1, ew=True) | 3 << 8 for op in (EwOp.SELECT, EwOp.RELU)]
@@ -218,7 +217,8 @@ def count_ext(spec: CsbSpec, transactions) -> dict[str, int]:
             continue
         op, nnz = header & 3, header >> 16 & 0x1FF
         if header & FLAG_EW:
-            counts[_COUNTED[EwOp(op)]] += nnz
+            if EwOp(op) in _COUNTED:  # LOSS: stimulus_loss counts its codes
+                counts[_COUNTED[EwOp(op)]] += nnz
             continue
         if header & FLAG_ZERO:
             counts["zero"] += nnz * per_entry

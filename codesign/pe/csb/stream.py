@@ -43,7 +43,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from codesign.contracts.constants import STATUS_BAD_HEADER, STATUS_OK, WORD_BITS, status_code
-from codesign.pe.csb import beats, golden
+from codesign.pe.csb import beats, golden, loss
 from codesign.pe.csb.format import pack_bytes, unpack_bytes
 from codesign.pe.csb.spec import BUFFER_BITS, STRIDES, CsbSpec
 
@@ -58,11 +58,13 @@ class Op(IntEnum):
 class EwOp(IntEnum):
     """Element-wise ops (header flag ``EW``): SELECT keeps ``v`` where ``z > 0`` (the mask of an error by the
     forward's sign); SHR shifts a 24-bit buffer word right, flooring (its top byte: the 8-bit weight FP and EB
-    read); RELU keeps ``v`` where ``v > 0``, SELECT(v, v) from one section (a hidden layer's activation)."""
+    read); RELU keeps ``v`` where ``v > 0``, SELECT(v, v) from one section (a hidden layer's activation); LOSS
+    turns the logits' accumulators into the loss gradient's codes (:mod:`codesign.pe.csb.loss`)."""
 
     SELECT = 0
     SHR = 1
     RELU = 2
+    LOSS = 3
 
 
 FLAG_ZERO = 1 << 2  # FP, EB, WG: no initial ACC / G section, every sum starts at 0
@@ -160,8 +162,13 @@ def header_status(spec: CsbSpec, header: int, held: Optional[Held] = None) -> in
         return STATUS_BAD_HEADER
     if flags & FLAG_EW:
         carry = flags == FLAG_EW | FLAG_CARRY and op == EwOp.SELECT
-        if op > EwOp.RELU or (flags != FLAG_EW and not carry) or (shift and op != EwOp.SHR):
+        if (flags != FLAG_EW and not carry) or (shift and op not in (EwOp.SHR, EwOp.LOSS)) or \
+                (op == EwOp.LOSS and nnz == 0):
             return STATUS_BAD_HEADER
+        if op == EwOp.LOSS:
+            if not spec.loss:
+                return STATUS_BAD_HEADER  # a build without the LOSS unit
+            return STATUS_NNZ if nnz > loss.max_classes(spec) else STATUS_OK
         if carry and (held is None or held[0] not in (Op.FP, Op.EB)
                       or nnz != result_count(spec, held[0], held[1], held[2])):
             return STATUS_BAD_HEADER
@@ -182,6 +189,8 @@ def sections(spec: CsbSpec, op, nnz: int, flags: int = 0) -> list[tuple[str, str
     """``(name, 'bytes' | 'words', count)`` of the sections after the header, in stream order (``flags``: the
     header's flag bits)."""
     if flags & FLAG_EW:
+        if EwOp(op) == EwOp.LOSS:  # nnz: the classes
+            return [("param", "words", 1), ("labels", "words", spec.batch), ("v", "words", nnz * spec.batch)]
         if EwOp(op) != EwOp.SELECT:
             return [("v", "words", nnz)]
         return ([] if flags & FLAG_CARRY else [("v", "words", nnz)]) + [("z", "words", nnz)]
@@ -239,7 +248,7 @@ def result_count(spec: CsbSpec, op, nnz: int, flags: int = 0) -> int:
     if flags & FLAG_HOLD:
         return 0
     if flags & FLAG_EW:
-        return nnz
+        return nnz * spec.batch if op == EwOp.LOSS else nnz
     op, spec = _op(op), run_as(spec, flags)
     if op == Op.FP:
         return spec.block_rows * spec.out_pos * spec.batch
@@ -293,7 +302,9 @@ def _shapes(spec: CsbSpec, nnz: int, flags: int = 0) -> dict[str, tuple[int, ...
 
 def _field_bits(spec: CsbSpec, op: Op, name: str, flags: int = 0) -> int:
     if flags & FLAG_EW:
-        return BUFFER_BITS if op == EwOp.SHR else spec.acc_bits  # SHR reads buffer words, SELECT and RELU sums
+        if name in ("param", "labels"):
+            return WORD_BITS  # LOSS's P and Y: read as unsigned words
+        return BUFFER_BITS if op == EwOp.SHR else spec.acc_bits  # SHR reads buffer words, the others sums
     if name in ("index",):
         return 8
     if name in ("weights", "x", "dy"):
@@ -343,12 +354,19 @@ def parse_transaction(spec: CsbSpec, words, held: Optional[Held] = None,
         if name == "index":
             index = unpack_bytes(chunk, count)
             continue
+        if name in ("param", "labels"):  # LOSS: unsigned fields
+            data[name] = chunk.astype(np.int64)
+            continue
         values = unpack_bytes(chunk, count).view(np.int8).astype(np.int64) if kind == "bytes" else \
             _signed(chunk, _field_bits(spec, op, name, flags))
         data[name] = values if flags & FLAG_EW else values.reshape(acc_shape if name == "acc" else shapes[name])
     ys, xs = index >> 4, index & 15
     if np.any(ys >= spec.block_rows) or np.any(xs >= spec.block_cols):
         status = STATUS_INDEX
+    if flags & FLAG_EW and op == EwOp.LOSS:
+        data["param"], data["labels"] = loss.read_param(data["param"][0]), loss.read_labels(data["labels"], nnz)
+        if data["param"] is None or data["labels"] is None:
+            status = STATUS_INDEX
     return Transaction(op=op, shift=shift, nnz=nnz, status=status, index=index, data=data, flags=flags)
 
 
@@ -359,6 +377,8 @@ def compute(spec: CsbSpec, transaction: Transaction) -> np.ndarray:
     d, op, ys, xs = transaction.data, transaction.op, transaction.ys, transaction.xs
     spec = run_as(spec, transaction.flags)
     if transaction.flags & FLAG_EW:
+        if op == EwOp.LOSS:
+            return loss.compute(spec, transaction.nnz, transaction.shift, d)
         if op != EwOp.SHR:
             return np.where(d["z" if op == EwOp.SELECT else "v"] > 0, d["v"], 0).astype(np.int64)
         return d["v"] >> transaction.shift  # arithmetic: floor

@@ -35,6 +35,7 @@ from codesign.contracts.calls import RECORD_WORDS, ArenaLayout
 from codesign.numerics.records import keyword_record
 from codesign.pe.csb.beats import padded
 from codesign.pe.csb.format import CSBMatrix, pack_bytes
+from codesign.pe.csb.loss import NO_SAMPLE_WORD, max_classes
 from codesign.pe.csb.spec import BUFFER_BITS, DATA_BITS, CsbSpec
 
 Ranges = List[Tuple[int, int]]  # (first word, words): what the host flushes or reads
@@ -231,7 +232,8 @@ class CsbArena:
     ``chunks`` of ``spec.batch``, ``tile`` = ``B`` channels a tile; per layer the tile offsets ``x``, ``dy``,
     ``z`` and the ``blocks`` of its stored structure; the network input's tiles by buffer phase, ``inputs``;
     ``records`` (a record slot per call of the longest list, ``record_slots``) and the arena's first ``image``
-    (the encoded state in phase 0)."""
+    (the encoded state in phase 0). On a build with the LOSS unit whose classes fit one tile, ``loss_in`` holds per
+    lane chunk the LOSS call's ``P`` beat and the chunk's labels (:meth:`write_loss_inputs`); else it is empty."""
 
     spec: CsbSpec
     layers: Tuple[int, ...]
@@ -245,6 +247,7 @@ class CsbArena:
     records: int
     record_slots: int
     image: np.ndarray
+    loss_in: Tuple[int, ...] = ()
 
     @property
     def tile(self) -> int:
@@ -320,6 +323,30 @@ class CsbArena:
         key, chunks = _tiles_key(tiles), self.chunks_of(n)
         return AccTiles(ranges=_acc_ranges(key, self.spec.batch, self.tile, chunks, channels),
                         index=_acc_gather(key, self.spec.batch, self.tile, chunks, n, channels))
+
+    @property
+    def loss_in_words(self) -> int:
+        """Words of one chunk's LOSS inputs: the ``P`` beat, then a label a lane."""
+        return self.spec.parts + self.spec.batch
+
+    def write_loss_inputs(self, arena: np.ndarray, y, param: int) -> Ranges:
+        """The LOSS calls' inputs of a step on the samples labelled ``y``: per lane chunk ``param`` (``P``) and a
+        label a lane (0xFFFFFFFF past the samples); the word ranges written."""
+        if not self.loss_in:
+            raise ValueError("this arena has no LOSS inputs (a build without the LOSS unit, or classes past a tile)")
+        y = np.asarray(y, dtype=np.int64)
+        chunks, b, parts = self.chunks_of(y.size), self.spec.batch, self.spec.parts
+        labels = np.full(chunks * b, NO_SAMPLE_WORD, dtype=np.uint32)
+        labels[:y.size] = y
+        words = np.zeros((chunks, self.loss_in_words), dtype=np.uint32)
+        words[:, 0], words[:, parts:] = param, labels.reshape(chunks, b)
+        flat = arena.reshape(-1)
+        ranges = []
+        for k in range(chunks):
+            start = self.loss_in[k] // 4
+            flat[start:start + self.loss_in_words] = words[k]
+            ranges.append((start, self.loss_in_words))
+        return ranges
 
     # -- the encoded state
 
@@ -406,9 +433,17 @@ def build_arena(spec: CsbSpec, layers: Sequence[int], batch: int, structures: Se
     buffers = [[tuple(layout.put(np.zeros(padded(nnz, parts), dtype=np.uint32)) for _ in range(2))
                 for nnz in _stored_sizes(csb)] for csb in structures]
     blocks = tuple(_block_slots(layout, csb, slots, parts) for csb, slots in zip(structures, buffers))
+    loss_in = tuple(layout.put(np.zeros(parts + b, dtype=np.uint32)) for _ in range(chunks)) \
+        if loss_on_pe(spec, layers[-1]) else ()
     records = layout.reserve(RECORD_WORDS * max(record_slots, 1))
     return CsbArena(spec=spec, layers=layers, batch=batch, chunks=chunks, x=x, inputs=inputs, dy=dy, z=z,
-                    blocks=blocks, records=records, record_slots=record_slots, image=layout.image())
+                    blocks=blocks, records=records, record_slots=record_slots, image=layout.image(), loss_in=loss_in)
 
 
-__all__ = ["AccTiles", "BUFFER_EXTRA_BITS", "BlockSlots", "CsbArena", "build_arena", "words_of_bytes"]
+def loss_on_pe(spec: CsbSpec, classes: int) -> bool:
+    """Whether a step's loss gradient runs on the PE: a build with the LOSS unit, and the classes one tile that
+    one LOSS call takes."""
+    return spec.loss and classes <= min(spec.block_rows, max_classes(spec))
+
+
+__all__ = ["AccTiles", "BUFFER_EXTRA_BITS", "BlockSlots", "CsbArena", "build_arena", "loss_on_pe", "words_of_bytes"]

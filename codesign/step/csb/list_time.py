@@ -2,7 +2,8 @@
 
 Why a model of the lists and not of the block schedule (:mod:`codesign.step.csb.time`): on lists the host no
 longer encodes blocks or repacks operands, so the step is the shell's fetches, the PE's streams and the records,
-back to back, the ReLU (RELU) and mask (SELECT), UPD and the new weights (SHR) included; on copies of the IP a
+back to back, the ReLU (RELU) and mask (SELECT), UPD and the new weights (SHR) included, and on a build with the
+LOSS unit the loss gradient (LOSS); on copies of the IP a
 phase's lists run side by side, so a phase costs its longest list.
 :func:`codesign.step.list_cycles.list_cycles` counts them cycle by cycle (units: clock cycles of the IP).
 """
@@ -26,7 +27,8 @@ def step_list_cycles(spec: CsbSpec, layers: Sequence[int], batch: int, structure
     :func:`codesign.step.share.phased_step_cycles` gives them, and the step's ``macs``."""
     arena = step_arena(spec, layers, batch, structures)
     count = len(layers) - 1
-    scales = CsbStepScales(relu=(0,) * (count - 1), mask=(0,) * count, upd=((0, False),) * count)
+    scales = CsbStepScales(relu=(0,) * (count - 1), mask=(0,) * count, upd=((0, False),) * count,
+                           loss=(layers[-1], 0) if arena.loss_in else ())  # LOSS where the build runs it
     lists = step_lists(arena, batch, scales, 0, copies=copies)
     return {**phased_step_cycles(PE, spec, lists, arena.image, ddr=ddr, fast=fast), "macs": lists.macs}
 

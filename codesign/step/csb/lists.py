@@ -11,7 +11,10 @@ starts the *forward* list, reads the logits' accumulators, writes the loss gradi
   through the shell's rounding stage at ``fa[l+1] - (fw[l] + fa[l])``, which is the loop's ``rescale`` of
   ``max(z, 0)``: rounding to nearest is monotone and keeps 0, so rounding then clipping at 0 equals clipping
   then rounding. The packed codes are the next layer's X tile;
-* backward, per layer from the last: WG per stored block, a chain over the lane chunks held in the PE the same
+* backward: on a build with the LOSS unit (:func:`~codesign.step.csb.arena.loss_on_pe`) it starts with LOSS per
+  lane chunk, the logits' accumulators and the chunk's ``P`` and labels in, the loss gradient's codes out through the
+  rounding stage at shift 0 into the last layer's DY tile (the host then computes nothing between the lists); then
+  per layer from the last: WG per stored block, a chain over the lane chunks held in the PE the same
   way (index, then X and DY as one block of two rows; the last writes the gradient after the index copy ``ig``);
   for ``l > 0`` EB per input tile over the blocks of its column in row order, chained alike and its sums left held,
   then SELECT with ``CARRY`` on them and ``z[l - 1]`` (the mask
@@ -36,7 +39,8 @@ from codesign.numerics.round_stage import RoundStageConfig
 from codesign.pe.csb.cycles import FLAG_EW, compute_cycles
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import EwOp, Op, header_word, run_as
-from codesign.step.csb.arena import BUFFER_EXTRA_BITS, BlockSlots, CsbArena, build_arena
+from codesign.numerics.loss_grad import exp_shift_of
+from codesign.step.csb.arena import BUFFER_EXTRA_BITS, BlockSlots, CsbArena, build_arena, words_of_bytes
 from codesign.step.share import Draft, Phase, PhasedLists, balanced, placed, runs
 
 PE = "csb"
@@ -47,18 +51,22 @@ Upd = Tuple[int, bool]  # UPD's shift field and its LEFT flag, per layer
 class CsbStepScales:
     """What a step's lists take from the loop, per layer: ``relu`` (the rounding stage's shift from layer ``l``'s
     accumulators to layer ``l + 1``'s activation codes, hidden layers), ``mask`` (from ``W^T dy`` of layer ``l`` to
-    layer ``l - 1``'s error codes, ``l > 0``; ``mask[0]`` is 0) and ``upd`` (UPD's shift and LEFT flag)."""
+    layer ``l - 1``'s error codes, ``l > 0``; ``mask[0]`` is 0), ``upd`` (UPD's shift and LEFT flag) and ``loss``:
+    on the PE, the LOSS calls' classes and exponent shift; empty where the host computes the loss gradient."""
 
     relu: Tuple[int, ...]
     mask: Tuple[int, ...]
     upd: Tuple[Upd, ...]
+    loss: Tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, frac_bits: Sequence[dict], upd: Sequence[Upd]) -> "CsbStepScales":
+    def of(cls, frac_bits: Sequence[dict], upd: Sequence[Upd], loss_classes: int = 0) -> "CsbStepScales":
+        """The scales of the loop's fractions; ``loss_classes``: the classes a LOSS call takes (0: none)."""
         fb = list(frac_bits)
         relu = tuple(fb[l + 1]["activation"] - (fb[l]["weight"] + fb[l]["activation"]) for l in range(len(fb) - 1))
         mask = (0,) + tuple(fb[l - 1]["error"] - (fb[l]["weight"] + fb[l]["error"]) for l in range(1, len(fb)))
-        return cls(relu=relu, mask=mask, upd=tuple((int(s), bool(left)) for s, left in upd))
+        loss = (loss_classes, exp_shift_of(fb[-1]["weight"] + fb[-1]["activation"])) if loss_classes else ()
+        return cls(relu=relu, mask=mask, upd=tuple((int(s), bool(left)) for s, left in upd), loss=loss)
 
 
 @keyword_record
@@ -130,6 +138,15 @@ class _Drafts:
         self.add(header_word(EwOp.RELU, a.acc_words, ew=True), (self.block(v, a.acc_words),),
                  self.block(out, a.code_words), a.acc_words, code_rounding(a.acc_words, shift, a.spec.parts))
 
+    def loss(self, k: int, classes: int, exp_shift: int) -> None:
+        """LOSS of lane chunk ``k``: its ``P`` and labels, then the logits' first ``classes`` rows, in; the loss
+        gradient's codes through the rounding stage at shift 0 into the last layer's DY tile."""
+        a, values = self.arena, classes * self.arena.spec.batch
+        self.add(header_word(EwOp.LOSS, classes, exp_shift, ew=True),
+                 (self.block(a.loss_in[k], a.loss_in_words), self.block(a.z[-1][0][k], values)),
+                 self.block(a.dy[-1][0][k], words_of_bytes(values, a.spec.parts)), values,
+                 code_rounding(values, 0, a.spec.parts))
+
     def select_held(self, z: int, out: int, shift: int) -> None:
         """SELECT(held sums, ``z``) through the rounding stage at ``shift``: the mask of the chain's sums the PE
         holds by the forward's sign, as codes."""
@@ -165,8 +182,11 @@ def _gradient(d: _Drafts, layer: int, s: BlockSlots) -> None:
 
 
 def _errors(d: _Drafts, scales: CsbStepScales, chunks: Sequence[int]) -> None:
-    """EB and the mask of the lane ``chunks``, from the last layer down to the second."""
+    """LOSS of the lane ``chunks`` where the PE runs it, then EB and the mask of them, from the last layer down to
+    the second."""
     a = d.arena
+    for k in chunks if scales.loss else ():
+        d.loss(k, *scales.loss)
     for layer in range(len(a.blocks) - 1, 0, -1):
         slots = a.blocks[layer]
         for k in chunks:
@@ -199,6 +219,8 @@ def _phases(arena: CsbArena, n: int, scales: CsbStepScales, phase: int, copies: 
     layers = len(arena.blocks)
     if len(scales.relu) != layers - 1 or len(scales.mask) != layers or len(scales.upd) != layers:
         raise ValueError(f"scales for {len(scales.upd)} layers; the arena has {layers}")
+    if scales.loss and not arena.loss_in:
+        raise ValueError("LOSS calls on an arena without LOSS inputs (a build without the LOSS unit)")
     forward, errors, updates = [], [], []
     for part in runs(arena.chunks_of(n), copies):
         forward.append(_Drafts(arena, n, phase))
@@ -220,7 +242,8 @@ def step_arena(spec: CsbSpec, layers: Sequence[int], batch: int, structures) -> 
     those calls)."""
     sized = build_arena(spec, layers, batch, structures, record_slots=1)
     count = len(layers) - 1
-    scales = CsbStepScales(relu=(0,) * (count - 1), mask=(0,) * count, upd=((0, False),) * count)
+    scales = CsbStepScales(relu=(0,) * (count - 1), mask=(0,) * count, upd=((0, False),) * count,
+                           loss=(layers[-1], 0) if sized.loss_in else ())
     calls = [sum(len(items) for lists in phases for items in lists) for phases in _phases(sized, batch, scales, 0, 1)]
     return build_arena(spec, layers, batch, structures, record_slots=max(calls))  # the forward's, the backward's
 

@@ -12,6 +12,7 @@ import pytest
 from codesign.pe import get_pe
 from codesign.pe.csb import CsbSpec, encode
 from codesign.pe.csb.cycles import stream_cycles
+from codesign.pe.csb.loss import param_word
 from codesign.shell.calls import ListCase, call_words_in, run_list_golden
 from codesign.shell.ip import held_by_default
 from codesign.step.csb.list_time import step_list_cycles
@@ -20,13 +21,15 @@ from codesign.step.list_cycles import DdrTiming, list_cycles
 
 SPEC = CsbSpec(block_rows=4, block_cols=4, batch=3)
 WIDE = {bits: CsbSpec(block_rows=4, block_cols=4, batch=4, stream_bits=bits) for bits in (64, 128)}
+LOSS = {bits: CsbSpec(block_rows=4, block_cols=4, batch=4 if bits > 32 else 3, stream_bits=bits, loss=True)
+        for bits in (32, 64, 128)}
 LAYERS = (8, 8, 4)
 needs_icarus = pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog is not on PATH")
 
 
 def step_case(seed: int = 0, spec: CsbSpec = SPEC):
-    """A filled arena (encoded state, batch and loss-gradient codes) and one step's two lists (6 samples: two lane
-    chunks; a LEFT and a right-shift UPD)."""
+    """A filled arena (encoded state, batch and loss-gradient codes, or on a build with the LOSS unit the labels and
+    ``P`` its LOSS calls read) and one step's two lists (6 samples: two lane chunks; a LEFT and a right-shift UPD)."""
     rng = np.random.default_rng(seed)
     masks = [rng.random((o, i)) < 0.6 for i, o in zip(LAYERS[:-1], LAYERS[1:])]
     csbs = [encode(m.astype(np.int8), block_rows=4, block_cols=4) for m in masks]
@@ -36,16 +39,24 @@ def step_case(seed: int = 0, spec: CsbSpec = SPEC):
         arena.write_state(image, layer, csb, rng.integers(-(1 << 23), 1 << 23, csb.nnz), 0)
     arena.write_codes(image, arena.x[0], rng.integers(-128, 128, (6, 8)))
     arena.write_codes(image, arena.dy[-1], rng.integers(-128, 128, (6, 4)))
-    scales = CsbStepScales(relu=(-3,), mask=(0, -5), upd=((2, False), (3, True)))
+    loss = ()
+    if spec.loss:
+        labels = rng.integers(0, 4, 6)
+        arena.write_loss_inputs(image, labels, param_word(recip_shift=int(rng.integers(40, 49)), batch=6))
+        loss = (4, int(rng.integers(6, 14)))
+    scales = CsbStepScales(relu=(-3,), mask=(0, -5), upd=((2, False), (3, True)), loss=loss)
     return csbs, image, step_lists(arena, 6, scales, 0)
 
 
 @needs_icarus
 @pytest.mark.parametrize("spec, ddr", [(SPEC, None), pytest.param(SPEC, DdrTiming(), marks=pytest.mark.slow),
-                                       (WIDE[64], None), (WIDE[128], DdrTiming())],
-                         ids=["axi-ram", "ddr", "w64-axi-ram", "w128-ddr"])
+                                       (WIDE[64], None), (WIDE[128], DdrTiming()), (LOSS[32], DdrTiming()),
+                                       (LOSS[64], None), pytest.param(LOSS[128], DdrTiming(), marks=pytest.mark.slow)],
+                         ids=["axi-ram", "ddr", "w64-axi-ram", "w128-ddr", "loss-ddr", "loss-w64-axi-ram",
+                              "loss-w128-ddr"])
 def test_rtl_runs_the_step_lists_bit_exact_in_the_modelled_cycles(tmp_path, spec, ddr):
-    """On a 32-bit stream and on 64- and 128-bit ones (every arena section in whole beats)."""
+    """On a 32-bit stream and on 64- and 128-bit ones (every arena section in whole beats); on builds with the LOSS
+    unit the backward starts with LOSS per lane chunk (the loss gradient's codes on the PE)."""
     from codesign.shell.list_sim import run_list_rtl
 
     pe = get_pe("csb")

@@ -1,0 +1,108 @@
+"""The CSB PE's LOSS transaction (element-wise op 3): the logits' accumulators in, the loss gradient's codes out.
+
+A list step's host turned the logits into the loss gradient's codes between the forward and the backward, while
+every IP waited (docs/csb.md, "The loss on the PE"). LOSS computes :func:`codesign.numerics.loss_grad.
+loss_grad_codes` on a tile of ``classes`` rows of the PE's ``batch`` lanes (a lane a sample), so the rounding
+stage packs its codes (shift 0, 8 bits) straight into the head's error tile.
+
+Words after the header (op 3, flag ``EW``, ``shift`` = ``exp_shift``, ``nnz`` = ``classes``):
+
+* ``P``, one word: ``recip_shift`` in bits 5..0 (0..48) and the batch ``n`` in bits 27..16 (1..4095), the rest 0;
+* ``Y``, ``batch`` words: each lane's label, 0..classes-1, or ``0xFFFFFFFF`` for a lane without a sample;
+* ``V``, ``classes * batch`` words: the logits' accumulators (``acc_bits`` values) row by row, a row a class.
+
+Out: status, then ``classes * batch`` codes in ``V``'s order, sign-extended. A ``P`` with reserved bits set, a
+``recip_shift`` above 48 or ``n = 0``, or a label outside its range, answers status 3 alone after the whole transaction (as an index outside
+the block does); ``classes = 0`` or a build without the unit (``loss=False``) is status 1, and ``classes * batch`` above ``ew_capacity`` or ``classes`` above
+32 status 2, on the header alone. Every section starts on a new beat on a wide stream.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from codesign.numerics import loss_grad
+from codesign.pe.csb.spec import CsbSpec
+
+PARAM_SHIFT_BITS = 6  # recip_shift: P[5:0], at most 48
+PARAM_BATCH_AT = 16  # n: P[27:16]
+PARAM_BATCH_BITS = 12
+PARAM_FIELDS = (1 << PARAM_SHIFT_BITS) - 1 | ((1 << PARAM_BATCH_BITS) - 1) << PARAM_BATCH_AT
+NO_SAMPLE_WORD = 0xFFFF_FFFF  # a lane without a sample
+
+
+def max_classes(spec: CsbSpec) -> int:
+    """The most classes one LOSS transaction takes on this PE: its elements (classes times the lanes) within
+    ``ew_capacity``, at most :data:`codesign.numerics.loss_grad.MAX_CLASSES`."""
+    return min(spec.ew_capacity // spec.batch, loss_grad.MAX_CLASSES)
+
+
+def param_word(*, recip_shift: int, batch: int) -> int:
+    """``P`` of a LOSS transaction (the fields checked as :class:`~codesign.numerics.loss_grad.LossGradConfig`
+    does)."""
+    loss_grad.LossGradConfig(classes=1, batch=batch, exp_shift=0, recip_shift=recip_shift)
+    return int(recip_shift) | int(batch) << PARAM_BATCH_AT
+
+
+def read_param(word: int) -> tuple[int, int] | None:
+    """``(recip_shift, batch)`` of a ``P`` word, or None where the PE answers status 3 (reserved bits, a
+    ``recip_shift`` above 48, ``n = 0``)."""
+    word = int(word)
+    batch = word >> PARAM_BATCH_AT & ((1 << PARAM_BATCH_BITS) - 1)
+    if word & ~PARAM_FIELDS or word & 0x3F > loss_grad.RECIP_SHIFT_MAX or batch == 0:
+        return None
+    return word & ((1 << PARAM_SHIFT_BITS) - 1), batch
+
+
+def read_labels(words: np.ndarray, classes: int) -> np.ndarray | None:
+    """Each lane's label (int64, ``NO_SAMPLE`` for a lane without one) from ``Y``'s words, or None where one lies
+    outside ``0..classes-1`` and is not ``0xFFFFFFFF`` (status 3)."""
+    words = np.asarray(words, np.int64)
+    if np.any((words >= classes) & (words != NO_SAMPLE_WORD)):
+        return None
+    return np.where(words == NO_SAMPLE_WORD, loss_grad.NO_SAMPLE, words)
+
+
+def label_words(labels) -> np.ndarray:
+    """``Y``'s words (uint32) of each lane's label (``NO_SAMPLE``: no sample)."""
+    labels = np.asarray(labels, np.int64)
+    return np.where(labels == loss_grad.NO_SAMPLE, NO_SAMPLE_WORD, labels).astype(np.uint32)
+
+
+def encode_loss(spec: CsbSpec, v, labels, *, exp_shift: int, recip_shift: int, batch: int,
+                param: int | None = None, check: bool = True) -> np.ndarray:
+    """Input words (uint32, 32-bit words: :func:`codesign.pe.csb.beats.widen` lays them on a wide stream's beats)
+    of a LOSS on ``v`` (``classes`` x the PE's lanes, ``acc_bits`` values) and each lane's label
+    (``NO_SAMPLE``: none); bad input raises a ValueError. ``param``: a raw ``P`` word in place of the fields',
+    and ``check=False`` lets labels outside the classes through (stimulus for status 3)."""
+    from codesign.pe.csb import golden, stream  # stream answers LOSS through this module
+
+    if not spec.loss:
+        raise ValueError("this PE is built without the LOSS unit (loss=False): it would answer status 1")
+    v = np.asarray(v)
+    if v.ndim != 2 or v.shape[1] != spec.batch or not 1 <= v.shape[0] <= max_classes(spec):
+        raise ValueError(f"v must be (classes, {spec.batch} lanes) with 1..{max_classes(spec)} classes on this PE, "
+                         f"got shape {v.shape}")
+    labels = np.asarray(labels)
+    if labels.shape != (spec.batch,) or labels.dtype.kind not in "iu":
+        raise ValueError(f"labels must be {spec.batch} integers (a lane each), got {labels.dtype} {labels.shape}")
+    if check and read_labels(label_words(labels), v.shape[0]) is None:
+        raise ValueError(f"labels must lie in 0..{v.shape[0] - 1} or be {loss_grad.NO_SAMPLE} (no sample); "
+                         "the PE would answer status 3")
+    loss_grad.LossGradConfig(classes=v.shape[0], batch=batch, exp_shift=exp_shift, recip_shift=recip_shift)
+    header = stream.header_word(stream.EwOp.LOSS, v.shape[0], exp_shift, ew=True)
+    words = golden.check_codes("v", v, spec.acc_bits).reshape(-1) & stream.WORD_MASK
+    p = param_word(recip_shift=recip_shift, batch=batch) if param is None else param
+    return np.concatenate([[header, p], label_words(labels), words]).astype(np.uint32)
+
+
+def compute(spec: CsbSpec, classes: int, exp_shift: int, data: dict) -> np.ndarray:
+    """The codes (int64, flat in ``V``'s order) of an accepted LOSS whose ``P`` and ``Y`` read well."""
+    recip_shift, batch = data["param"]
+    config = loss_grad.LossGradConfig(classes=classes, batch=batch, exp_shift=exp_shift, recip_shift=recip_shift)
+    return loss_grad.loss_grad_codes(data["v"].reshape(classes, spec.batch), data["labels"],
+                                     config=config).reshape(-1)
+
+
+__all__ = ["NO_SAMPLE_WORD", "PARAM_FIELDS", "compute", "encode_loss", "label_words", "max_classes", "param_word", "read_labels",
+           "read_param"]
