@@ -24,7 +24,11 @@ pruning search on the digits, then in one process:
 
 - ``explored``: the explorer's fastest build on each board for this list step
   (:func:`codesign.design.families.csb.csb_list_model`: square blocks, lanes,
-  groups, one to four copies), its step priced exactly, with the same host.
+  groups, streams, the LOSS unit or not, one to four copies), its step priced exactly, with the hosts measured
+  here.
+
+Both variants of the example's build run, one after the other: with the LOSS unit (the loss gradient's codes on
+the PE, docs/csb.md "The loss on the PE") and without it (the host computes them between the lists).
 
 Prints each board's step, its parts and the ratio board / torch_f32, and the
 step's cycles by kind (the PE's, the descriptors' fetch, stalls, the records');
@@ -37,6 +41,7 @@ Run: .venv/bin/python benchmarks/bench_csb_step_lists.py [--steps 5] [--out repo
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -62,45 +67,59 @@ from bench_fb_step_lists import (BOARDS, board_entry, cycles_by_kind, cycles_tex
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "digits_compressed_mlp.toml"
 
 
+def measure_variant(setup, copies: int, data, steps: int):
+    """A list trainer of ``setup`` past its warm-up and pruning on the golden shell, and its host per list step
+    measured on the same random batches as the other variant's."""
+    shell = GoldenListShell({"csb": setup.spec}, units={"csb": copies})
+    trainer = CsbListTrainer(setup, shell)
+    trainer.fit(data, epochs=setup.warmup_epochs, progress=False)
+    rng = np.random.default_rng(0)
+    batches = [(rng.random((setup.batch_size, setup.layers[0])).astype(np.float32),
+                rng.integers(0, setup.layers[-1], setup.batch_size)) for _ in range(1 + steps)]
+    return trainer, batches, host_per_list_step(trainer, shell, batches, warm_steps=1)
+
+
 def main() -> int:
     args = step_arguments(__doc__)
     design = load_design(EXAMPLE)
     setup, copies = csb_setup_of(design), shared_build(design, "csb")[1]
-    spec, layers, batch_size = setup.spec, setup.layers, setup.batch_size
-    shell = GoldenListShell({"csb": spec}, units={"csb": copies})
-    trainer = CsbListTrainer(setup, shell)
+    layers, batch_size = setup.layers, setup.batch_size
     data = load_digits_dataset(validation_fraction=0.2)
-    trainer.fit(data, epochs=setup.warmup_epochs, progress=False)
-    rng = np.random.default_rng(0)
-    batches = [(rng.random((batch_size, layers[0])).astype(np.float32), rng.integers(0, layers[-1], batch_size))
-               for _ in range(1 + args.steps)]
-    list_host = host_per_list_step(trainer, shell, batches, warm_steps=1)
-    structures = trainer._structure
+    variants = {"loss_on_pe": replace(setup, spec=replace(setup.spec, loss=True)),
+                "loss_on_host": replace(setup, spec=replace(setup.spec, loss=False))}
+    measured = {name: measure_variant(variant, copies, data, args.steps) for name, variant in variants.items()}
+    trainer, batches, _ = measured["loss_on_host"]
     call_host = measure_csb_host(compressed_masks(setup, data))  # the golden loop's, past the same pruning
     f32 = torch_f32_step(layers, lr=setup.lr, momentum=0.0, weight_decay=0.0, seed=setup.seed, bias=False)
     f32(*batches[0])
     torch_s = least_seconds(f32, batches[0], args.steps)
     kept = [int(mask.sum()) for mask in trainer.masks]
-    row = {"design": design.name, "layers": list(layers), "batch": batch_size, "csb": spec.to_dict(),
-           "kept_weights": kept, "clock_mhz": design.clock_mhz, "host_list_ms_desktop": 1e3 * list_host["seconds"],
-           "host_list_traffic": {k: v for k, v in list_host.items() if k != "seconds"},
-           "torch_f32_ms": 1e3 * torch_s, "boards": {}}
-    print(gaps_text([1e6 * seconds for seconds in list_host["gaps_seconds"]]), flush=True)
-    priced = step_list_cycles(spec, layers, batch_size, structures, ddr=BOARD_DDR, copies=copies)
-    row["cycles_by_kind"] = cycles_by_kind(priced)
-    print(cycles_text(row["cycles_by_kind"]), flush=True)
-    for name in BOARDS:
-        target = board(name)
-        beside, between = host_parts(list_host)
-        lists = csb_list_step(spec, layers, batch_size, structures, target, clock_mhz=design.clock_mhz,
-                              host_s=list_host["seconds"], host_source="measured on this desktop",
-                              copies=copies, beside=beside, priced=priced)
-        calls = csb_step_time(spec, trainer.masks, batch_size, target, clock_mhz=design.clock_mhz, host=call_host)
-        row["boards"][name] = entry = board_entry(lists, calls, torch_s)
-        entry["explored"] = explored_entry(csb_list_model(spec, layers, batch_size, trainer.masks, host=between),
-                                           target, design.clock_mhz, torch_s)
-        print(f"{name} at {design.clock_mhz:g} MHz (kept {kept} weights): {entry_text(entry, row)}; "
-              f"{explored_text(entry['explored'])}", flush=True)
+    row = {"design": design.name, "layers": list(layers), "batch": batch_size, "csb": setup.spec.to_dict(),
+           "kept_weights": kept, "clock_mhz": design.clock_mhz, "torch_f32_ms": 1e3 * torch_s, "variants": {}}
+    hosts = {name: host_parts(list_host)[1] for name, (_, _, list_host) in measured.items()}
+    for name, (variant_trainer, _, list_host) in measured.items():
+        spec, structures = variants[name].spec, variant_trainer._structure
+        entry_row = row["variants"][name] = {
+            "csb": spec.to_dict(), "host_list_ms_desktop": 1e3 * list_host["seconds"],
+            "host_list_traffic": {k: v for k, v in list_host.items() if k != "seconds"}, "boards": {}}
+        print(f"{name}: {gaps_text([1e6 * seconds for seconds in list_host['gaps_seconds']])}", flush=True)
+        priced = step_list_cycles(spec, layers, batch_size, structures, ddr=BOARD_DDR, copies=copies)
+        entry_row["cycles_by_kind"] = cycles_by_kind(priced)
+        print(cycles_text(entry_row["cycles_by_kind"]), flush=True)
+        for board_name in BOARDS:
+            target = board(board_name)
+            beside, _ = host_parts(list_host)
+            lists = csb_list_step(spec, layers, batch_size, structures, target, clock_mhz=design.clock_mhz,
+                                  host_s=list_host["seconds"], host_source="measured on this desktop",
+                                  copies=copies, beside=beside, priced=priced)
+            calls = csb_step_time(spec, trainer.masks, batch_size, target, clock_mhz=design.clock_mhz,
+                                  host=call_host)
+            entry_row["boards"][board_name] = entry = board_entry(lists, calls, torch_s)
+            entry["explored"] = explored_entry(csb_list_model(
+                spec, layers, batch_size, trainer.masks, host=hosts["loss_on_host"],
+                host_with_loss=hosts["loss_on_pe"]), target, design.clock_mhz, torch_s)
+            print(f"{name}, {board_name} at {design.clock_mhz:g} MHz (kept {kept} weights): {entry_text(entry, row)};"
+                  f" {explored_text(entry['explored'])}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "csb_step_lists.json", row)

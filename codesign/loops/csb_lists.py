@@ -187,7 +187,7 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
             return super().train_step(x, y)
         used, upd = self._step_fields(self.step)
         fb, layout = self.frac_bits, self.layout
-        x, y, labels, lists = self._checked_forward(
+        x, y, lists = self._checked_forward(
             x, y, key=(fb[0]["activation"], self.buffer_phase), check=self._checked_batch,
             lists_for=lambda n: self.lists(n, upd),
             write=lambda x: layout.write_codes(self.device, layout.inputs[self.buffer_phase],
@@ -205,7 +205,7 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
         self.list_steps += 1
         return loss
 
-    def _checked_batch(self, x, y) -> Tuple[Any, Any, None]:
+    def _checked_batch(self, x, y) -> Tuple[Any, Any]:
         """:func:`arena_batch`'s ``(x, y)``; on a build with the LOSS unit each lane chunk's labels and the LOSS
         calls' ``P`` written and flushed too (where the step before staged the batch, beside the forward's lists;
         no list before the backward reads them)."""
@@ -215,9 +215,11 @@ class CsbListTrainer(StateOnDevice, CsbMlpTrainer):
             config = loss_config(n, self.classes, self._loss_fracs["logit_frac"], self._loss_fracs["error_frac"])
             param = param_word(recip_shift=config.recip_shift, batch=n)
             self.shell.flush(self.device, self.layout.write_loss_inputs(self.device, y, param))
-        return x, y, None
+        return x, y
 
     def _logit_tiles(self, n: int):
+        """The logits' accumulator tiles for ``n`` samples (:meth:`~codesign.step.csb.arena.CsbArena.acc_tiles`),
+        kept per samples."""
         kept = self._loss_tiles.get(n)
         if kept is None:
             kept = self._loss_tiles[n] = self.layout.acc_tiles(self.layout.z[-1], n, self.classes)

@@ -163,7 +163,8 @@ def _refused(pe: PeShape, header: int) -> bool:
     if flags & FLAG_EW:
         elements = min(pe.block_rows * pe.block_cols * pe.kernel ** 2, 0x1FF)
         if op == OP_LOSS:
-            return not getattr(pe, "loss", False) or flags != FLAG_EW or nnz == 0 or nnz > min(elements // pe.batch, LOSS_MAX_CLASSES)
+            most = min(elements // pe.batch, LOSS_MAX_CLASSES)
+            return not getattr(pe, "loss", False) or flags != FLAG_EW or nnz == 0 or nnz > most
         held_sums = flags == FLAG_EW | FLAG_CARRY and op == 0  # SELECT on the held sums
         return (flags != FLAG_EW and not held_sums) or bool(shift and op != 1) or nnz > elements
     return bool((shift and op != OP_UPD) or (flags & FLAG_ZERO and op == OP_UPD)
@@ -229,7 +230,8 @@ def loss_cycles(pe: PeShape, words: list, beats: int, classes: int) -> Transacti
     parts, lanes = pe.parts, pe.batch
     param, labels = words[parts], words[2 * parts:2 * parts + lanes]
     batch = param >> 16 & 0xFFF
-    if param & ~LOSS_PARAM_FIELDS or param & 0x3F > 48 or batch == 0 or any(y >= classes and y != LOSS_NO_SAMPLE for y in labels):
+    bad_label = any(y >= classes and y != LOSS_NO_SAMPLE for y in labels)
+    if param & ~LOSS_PARAM_FIELDS or param & 0x3F > 48 or batch == 0 or bad_label:
         return TransactionCycles(load=beats, compute=0, drain=2)
     elements = classes * lanes
     compute = 2 * (elements + 2) + LOSS_QUOTIENT_CYCLES + LOSS_LANE_CYCLES * lanes

@@ -12,9 +12,10 @@ Words after the header (op 3, flag ``EW``, ``shift`` = ``exp_shift``, ``nnz`` = 
 * ``V``, ``classes * batch`` words: the logits' accumulators (``acc_bits`` values) row by row, a row a class.
 
 Out: status, then ``classes * batch`` codes in ``V``'s order, sign-extended. A ``P`` with reserved bits set, a
-``recip_shift`` above 48 or ``n = 0``, or a label outside its range, answers status 3 alone after the whole transaction (as an index outside
-the block does); ``classes = 0`` or a build without the unit (``loss=False``) is status 1, and ``classes * batch`` above ``ew_capacity`` or ``classes`` above
-32 status 2, on the header alone. Every section starts on a new beat on a wide stream.
+``recip_shift`` above 48 or ``n = 0``, or a label outside its range, answers status 3 alone after the whole
+transaction (as an index outside the block does); ``classes = 0`` or a build without the unit (``loss=False``) is
+status 1, and more classes than ``min(ew_capacity / batch, 32)`` status 2, on the header alone. Every section
+starts on a new beat on a wide stream.
 """
 
 from __future__ import annotations
@@ -69,33 +70,6 @@ def label_words(labels) -> np.ndarray:
     return np.where(labels == loss_grad.NO_SAMPLE, NO_SAMPLE_WORD, labels).astype(np.uint32)
 
 
-def encode_loss(spec: CsbSpec, v, labels, *, exp_shift: int, recip_shift: int, batch: int,
-                param: int | None = None, check: bool = True) -> np.ndarray:
-    """Input words (uint32, 32-bit words: :func:`codesign.pe.csb.beats.widen` lays them on a wide stream's beats)
-    of a LOSS on ``v`` (``classes`` x the PE's lanes, ``acc_bits`` values) and each lane's label
-    (``NO_SAMPLE``: none); bad input raises a ValueError. ``param``: a raw ``P`` word in place of the fields',
-    and ``check=False`` lets labels outside the classes through (stimulus for status 3)."""
-    from codesign.pe.csb import golden, stream  # stream answers LOSS through this module
-
-    if not spec.loss:
-        raise ValueError("this PE is built without the LOSS unit (loss=False): it would answer status 1")
-    v = np.asarray(v)
-    if v.ndim != 2 or v.shape[1] != spec.batch or not 1 <= v.shape[0] <= max_classes(spec):
-        raise ValueError(f"v must be (classes, {spec.batch} lanes) with 1..{max_classes(spec)} classes on this PE, "
-                         f"got shape {v.shape}")
-    labels = np.asarray(labels)
-    if labels.shape != (spec.batch,) or labels.dtype.kind not in "iu":
-        raise ValueError(f"labels must be {spec.batch} integers (a lane each), got {labels.dtype} {labels.shape}")
-    if check and read_labels(label_words(labels), v.shape[0]) is None:
-        raise ValueError(f"labels must lie in 0..{v.shape[0] - 1} or be {loss_grad.NO_SAMPLE} (no sample); "
-                         "the PE would answer status 3")
-    loss_grad.LossGradConfig(classes=v.shape[0], batch=batch, exp_shift=exp_shift, recip_shift=recip_shift)
-    header = stream.header_word(stream.EwOp.LOSS, v.shape[0], exp_shift, ew=True)
-    words = golden.check_codes("v", v, spec.acc_bits).reshape(-1) & stream.WORD_MASK
-    p = param_word(recip_shift=recip_shift, batch=batch) if param is None else param
-    return np.concatenate([[header, p], label_words(labels), words]).astype(np.uint32)
-
-
 def compute(spec: CsbSpec, classes: int, exp_shift: int, data: dict) -> np.ndarray:
     """The codes (int64, flat in ``V``'s order) of an accepted LOSS whose ``P`` and ``Y`` read well."""
     recip_shift, batch = data["param"]
@@ -104,5 +78,5 @@ def compute(spec: CsbSpec, classes: int, exp_shift: int, data: dict) -> np.ndarr
                                      config=config).reshape(-1)
 
 
-__all__ = ["NO_SAMPLE_WORD", "PARAM_FIELDS", "compute", "encode_loss", "label_words", "max_classes", "param_word", "read_labels",
+__all__ = ["NO_SAMPLE_WORD", "PARAM_FIELDS", "compute", "label_words", "max_classes", "param_word", "read_labels",
            "read_param"]

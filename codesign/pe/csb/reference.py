@@ -321,7 +321,8 @@ def _loss(reader: _Reader, shift: int, classes: int, flags: int, most: int, lane
     if reader.at != len(reader.words):
         raise ValueError(f"transaction has {len(reader.words) - reader.at} words beyond its sections")
     batch = (param >> 16) & 0xFFF
-    if param & ~0x0FFF003F or param & 0x3F > 48 or batch == 0 or any(label >= classes and label != 0xFFFFFFFF for label in labels):
+    bad_label = any(label >= classes and label != 0xFFFFFFFF for label in labels)
+    if param & ~0x0FFF003F or param & 0x3F > 48 or batch == 0 or bad_label:
         return [STATUS_INDEX]
     labels = [-1 if label == 0xFFFFFFFF else label for label in labels]
     rows = [values[c * lanes:(c + 1) * lanes] for c in range(classes)]

@@ -165,8 +165,8 @@ class CsbSpec:
 
     def to_dict(self) -> dict:
         """The parameters, as transaction-file metadata and design files: the nine of every build, and ``packed``,
-        ``stream_bits`` and ``loss`` where they differ from their defaults (so a file written for a build without them reads
-        the same as before the options)."""
+        ``stream_bits`` and ``loss`` where they differ from their defaults (so a file written for a build without them
+        reads the same as before the options)."""
         values = asdict(self)
         if not self.packed:
             del values["packed"]

@@ -13,7 +13,8 @@ What each feature's directed set pins:
 * SHR: shifts 0, 1, 7, 8, 15, 16, 23, 24 and 31 on the 24-bit ends, -1, 0, 1 and random words;
 * RELU: ``v`` at 0, +1, -1 and the ``acc_bits`` ends among random values, counts 0, 1 and the capacity;
 * bits the PE must ignore (above ``acc_bits`` or 24) carry random garbage in a third of the random transactions;
-* every refused combination (LOSS, op 3, has its own: :mod:`codesign.pe.csb.stimulus_loss`): ``EW`` with another flag (RELU with ``CARRY`` included), SELECT
+* every refused combination (LOSS, op 3, has its own: :mod:`codesign.pe.csb.stimulus_loss`): ``EW`` with another
+  flag (RELU with ``CARRY`` included), SELECT
   and RELU with a shift, a count above
   :attr:`~codesign.pe.csb.spec.CsbSpec.ew_capacity`, ``ZERO`` on UPD, ``G_FIRST`` outside WG, ``LEFT`` outside UPD.
 """

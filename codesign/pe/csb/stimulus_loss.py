@@ -10,8 +10,9 @@ What the directed set pins:
   -1.5), ``recip_shift`` 48 (both saturations), 0, 31 and 32 (codes 0 or near it); batches 1, 3, a power of two
   and 4095;
 * lanes without a sample, and garbage above ``acc_bits`` in the logits' words (the PE ignores it);
-* status 3: a reserved bit of ``P``, a ``recip_shift`` of 49 or 63, a batch of 0, a label equal to the classes, ``0x7FFFFFFF`` and
-  ``0xFFFFFFFE``; status 1 and 2: LOSS with ``ZERO``, ``HOLD``, ``CARRY``, ``S2`` or ``K1``, no classes, more
+* status 3: a reserved bit of ``P``, a ``recip_shift`` of 49 or 63, a batch of 0, a label equal to the classes,
+  ``0x7FFFFFFF`` and ``0xFFFFFFFE``; status 1 and 2: LOSS with ``ZERO``, ``HOLD``, ``CARRY``, ``S2`` or ``K1``, no
+  classes, more
   classes than the PE takes.
 """
 
@@ -20,10 +21,10 @@ from __future__ import annotations
 import numpy as np
 
 from codesign.numerics.loss_grad import NO_SAMPLE
-from codesign.pe.csb.loss import encode_loss, max_classes, param_word
+from codesign.pe.csb.loss import max_classes, param_word
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stream import (FLAG_CARRY, FLAG_EW, FLAG_HOLD, FLAG_K1, FLAG_S2, FLAG_ZERO, STATUS_OK, EwOp,
-                                    expected_output, header_status, header_word)
+                                    encode_loss, expected_output, header_status, header_word)
 
 
 def _garble(words: np.ndarray, spec: CsbSpec, rng: np.random.Generator) -> np.ndarray:

@@ -43,6 +43,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from codesign.contracts.constants import STATUS_BAD_HEADER, STATUS_OK, WORD_BITS, status_code
+from codesign.numerics.loss_grad import NO_SAMPLE, LossGradConfig
 from codesign.pe.csb import beats, golden, loss
 from codesign.pe.csb.format import pack_bytes, unpack_bytes
 from codesign.pe.csb.spec import BUFFER_BITS, STRIDES, CsbSpec
@@ -511,6 +512,31 @@ def encode_select_held(spec: CsbSpec, z) -> np.ndarray:
     words = golden.check_codes("z", z, spec.acc_bits) & WORD_MASK
     header = header_word(EwOp.SELECT, z.size, ew=True, carry=True)
     return np.concatenate([[header], words]).astype(np.uint32)
+
+
+def encode_loss(spec: CsbSpec, v, labels, *, exp_shift: int, recip_shift: int, batch: int,
+                param: int | None = None, check: bool = True) -> np.ndarray:
+    """Input words (uint32, 32-bit words: :func:`codesign.pe.csb.beats.widen` lays them on a wide stream's beats)
+    of a LOSS (:mod:`codesign.pe.csb.loss`) on ``v`` (``classes`` x the PE's lanes, ``acc_bits`` values) and each
+    lane's label (``NO_SAMPLE``: none); bad input raises a ValueError. ``param``: a raw ``P`` word in place of the
+    fields', and ``check=False`` lets labels outside the classes through (stimulus for status 3)."""
+    if not spec.loss:
+        raise ValueError("this PE is built without the LOSS unit (loss=False): it would answer status 1")
+    v = np.asarray(v)
+    if v.ndim != 2 or v.shape[1] != spec.batch or not 1 <= v.shape[0] <= loss.max_classes(spec):
+        raise ValueError(f"v must be (classes, {spec.batch} lanes) with 1..{loss.max_classes(spec)} classes on this "
+                         f"PE, got shape {v.shape}")
+    labels = np.asarray(labels)
+    if labels.shape != (spec.batch,) or labels.dtype.kind not in "iu":
+        raise ValueError(f"labels must be {spec.batch} integers (a lane each), got {labels.dtype} {labels.shape}")
+    if check and loss.read_labels(loss.label_words(labels), v.shape[0]) is None:
+        raise ValueError(f"labels must lie in 0..{v.shape[0] - 1} or be {NO_SAMPLE} (no sample); "
+                         "the PE would answer status 3")
+    LossGradConfig(classes=v.shape[0], batch=batch, exp_shift=exp_shift, recip_shift=recip_shift)
+    header = header_word(EwOp.LOSS, v.shape[0], exp_shift, ew=True)
+    words = golden.check_codes("v", v, spec.acc_bits).reshape(-1) & WORD_MASK
+    p = loss.param_word(recip_shift=recip_shift, batch=batch) if param is None else param
+    return np.concatenate([[header, p], loss.label_words(labels), words]).astype(np.uint32)
 
 
 def encode_transaction(spec: CsbSpec, op, *, index=None, weights=None, x=None, dy=None, acc=None, grads=None,

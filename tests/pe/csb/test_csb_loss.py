@@ -18,7 +18,8 @@ from codesign.pe.csb.cycles import transaction_cycles
 from codesign.pe.csb.pe import CsbPE
 from codesign.pe.csb.spec import CsbSpec
 from codesign.pe.csb.stimulus_loss import count_loss, loss_transactions
-from codesign.pe.csb.stream import FLAG_EW, CsbSession, EwOp, header_status, header_word, transaction_sections
+from codesign.pe.csb.stream import (FLAG_EW, CsbSession, EwOp, encode_loss, header_status, header_word,
+                                    transaction_sections)
 
 GRID = CsbPE().verification_grid()
 
@@ -41,7 +42,7 @@ def test_a_build_without_the_unit_refuses_loss():
     assert CsbSession(spec).answer(np.array([header], np.uint32)).tolist() == [1]
     assert CsbPE().reference_output(spec, [header]).tolist() == [1]
     with pytest.raises(ValueError, match="without the LOSS unit"):
-        loss.encode_loss(spec, np.zeros((2, 4)), np.zeros(4, int), exp_shift=8, recip_shift=40, batch=4)
+        encode_loss(spec, np.zeros((2, 4)), np.zeros(4, int), exp_shift=8, recip_shift=40, batch=4)
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -54,7 +55,7 @@ def test_the_encoder_refuses_bad_input(bad, message):
     fields = dict(v=np.zeros((2, 4)), labels=np.array([0, 1, NO_SAMPLE, 1]), exp_shift=8, recip_shift=40, batch=4)
     fields.update(bad)
     with pytest.raises((ValueError, TypeError), match=message):
-        loss.encode_loss(spec, fields.pop("v"), fields.pop("labels"), **fields)
+        encode_loss(spec, fields.pop("v"), fields.pop("labels"), **fields)
 
 
 def test_parameter_and_label_words():
@@ -75,12 +76,12 @@ def test_cycle_model_by_hand(bits):
     code given; a refused P: the load, the status load and its handshake."""
     spec = CsbSpec(block_rows=16, block_cols=16, batch=8, stream_bits=bits, loss=True)
     parts, classes = spec.parts, 10
-    words = loss.encode_loss(spec, np.zeros((classes, 8), int), np.zeros(8, int), exp_shift=8, recip_shift=40, batch=8)
+    words = encode_loss(spec, np.zeros((classes, 8), int), np.zeros(8, int), exp_shift=8, recip_shift=40, batch=8)
     wide = widen(words, transaction_sections(spec, int(words[0])), parts)
     load = 1 + 1 + 8 // parts + classes * 8 // parts
     cycles = transaction_cycles(spec, wide)
     assert (cycles.load, cycles.compute, cycles.drain) == (load, 2 * (80 + 2) + 49 + 33 * 8, 2)
-    bad = loss.encode_loss(spec, np.zeros((classes, 8), int), np.zeros(8, int), exp_shift=8, recip_shift=40, batch=8,
+    bad = encode_loss(spec, np.zeros((classes, 8), int), np.zeros(8, int), exp_shift=8, recip_shift=40, batch=8,
                            param=0)
     assert transaction_cycles(spec, widen(bad, transaction_sections(spec, int(bad[0])), parts)).total == load + 2
     assert int(words[0]) & FLAG_EW

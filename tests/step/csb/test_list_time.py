@@ -120,29 +120,37 @@ def test_the_priced_step_adds_up_and_its_pe_part_is_the_pe_model():
 
 @needs_icarus
 @pytest.mark.slow
-def test_rtl_runs_the_example_step_in_the_modelled_cycles(tmp_path):
+@pytest.mark.parametrize("loss", [False, True], ids=["loss-on-host", "loss-on-pe"])
+def test_rtl_runs_the_example_step_in_the_modelled_cycles(tmp_path, loss):
     """digits_compressed_mlp (64-64-32-10, batch 64, 16 x 16 blocks, 16 lanes) pruned as its golden loop prunes it
     after the warm-up: both lists of a step on the RTL shell equal the golden arena and take the model's cycles
-    (docs/csb.md quotes these figures)."""
+    (docs/csb.md quotes these figures); with and without the LOSS unit (its backward then starts with LOSS on the
+    four lane chunks, their labels and ``P`` in the arena)."""
+    from dataclasses import replace
     from pathlib import Path
 
     from codesign.design import load_design
     from codesign.design.families.csb import csb_setup_of
     from codesign.loops.csb import CsbMlpTrainer
+    from codesign.loops.loss_codes import loss_config
     from codesign.shell.list_sim import run_list_rtl
     from codesign.train.data import load_digits_dataset
 
     setup = csb_setup_of(load_design(Path(__file__).resolve().parents[3] / "examples" / "digits_compressed_mlp.toml"))
     trainer = CsbMlpTrainer(setup)
     trainer.fit(load_digits_dataset(validation_fraction=0.2), epochs=setup.warmup_epochs, progress=False)
-    spec, layers, rng = setup.spec, setup.layers, np.random.default_rng(5)
+    spec, layers, rng = replace(setup.spec, loss=loss), setup.layers, np.random.default_rng(5)
     arena = step_arena(spec, layers, setup.batch_size, trainer._structure)
     image = arena.image.copy()
     for layer, csb in enumerate(trainer._structure):
         arena.write_state(image, layer, csb, trainer.buffers[layer], 0)
     arena.write_codes(image, arena.x[0], rng.integers(-128, 128, (64, 64)))
     arena.write_codes(image, arena.dy[-1], rng.integers(-128, 128, (64, 10)))
-    lists = step_lists(arena, 64, CsbStepScales.of(trainer.frac_bits, ((2, True),) * 3), 0)
+    if loss:
+        last = trainer.frac_bits[-1]
+        config = loss_config(64, 10, last["weight"] + last["activation"], last["error"])
+        arena.write_loss_inputs(image, rng.integers(0, 10, 64), param_word(recip_shift=config.recip_shift, batch=64))
+    lists = step_lists(arena, 64, CsbStepScales.of(trainer.frac_bits, ((2, True),) * 3, 10 if loss else 0), 0)
     priced = step_list_cycles(spec, layers, setup.batch_size, trainer._structure)
     print(f"\n[example step] kept {[int(m.sum()) for m in trainer.masks]}, {priced}")
     pe = get_pe("csb")
