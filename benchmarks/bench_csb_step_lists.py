@@ -115,11 +115,14 @@ def main() -> int:
             calls = csb_step_time(spec, trainer.masks, batch_size, target, clock_mhz=design.clock_mhz,
                                   host=call_host)
             entry_row["boards"][board_name] = entry = board_entry(lists, calls, torch_s)
-            entry["explored"] = explored_entry(csb_list_model(
-                spec, layers, batch_size, trainer.masks, host=hosts["loss_on_host"],
-                host_with_loss=hosts["loss_on_pe"]), target, design.clock_mhz, torch_s)
-            print(f"{name}, {board_name} at {design.clock_mhz:g} MHz (kept {kept} weights): {entry_text(entry, row)};"
-                  f" {explored_text(entry['explored'])}", flush=True)
+            print(f"{name}, {board_name} at {design.clock_mhz:g} MHz (kept {kept} weights): {entry_text(entry, row)}",
+                  flush=True)
+    row["explored"] = {}
+    for board_name in BOARDS:  # the space holds both variants: the LOSS unit is a knob, each with its host
+        row["explored"][board_name] = found = explored_entry(csb_list_model(
+            setup.spec, layers, batch_size, trainer.masks, host=hosts["loss_on_host"],
+            host_with_loss=hosts["loss_on_pe"]), board(board_name), design.clock_mhz, torch_s)
+        print(f"{board_name}: {explored_text(found)}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "csb_step_lists.json", row)

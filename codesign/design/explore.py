@@ -250,9 +250,10 @@ def _used(per_pe: list[Option], chosen: np.ndarray) -> tuple[list[Option], np.nd
 
 def _price(options: Sequence[list[Option]], pairs: np.ndarray, width: int, *, board: Board, clock_mhz: float,
            host: HostModel, macs: int, mac_energy_pj: float, fixed: Mapping[str, float],
-           fixed_ips: int = 0) -> dict[str, Any]:
+           fixed_ips: int = 0, host_of=None) -> dict[str, Any]:
     """:func:`price` of the points ``pairs``, every stage list padded to ``width``; ``fixed_ips`` IPs the space
-    does not vary stand after its PEs' copies."""
+    does not vary stand after its PEs' copies; ``host_of``: a point's host by its first PE's build (else
+    ``host``)."""
     cycles = w_in = w_out = calls = None
     resources = {k: np.full(pairs.shape[0], float(fixed[k])) for k in RESOURCES}
     ips = np.full(pairs.shape[0], fixed_ips, dtype=np.int64)
@@ -268,7 +269,11 @@ def _price(options: Sequence[list[Option]], pairs: np.ndarray, width: int, *, bo
         for k in RESOURCES:
             resources[k] = resources[k] + np.array([opt.resources[k] for opt in per_pe])[chosen]
     pe = cycles / (clock_mhz * 1e6)
-    host_s = host.seconds(calls)
+    if host_of is None:
+        host_s = host.seconds(calls)
+    else:
+        hosts = [host_of(option.spec) for option in options[0]]
+        host_s = np.array([hosts[j].seconds(n) for j, n in zip(pairs[:, 0], calls)], dtype=np.float64)
     port = port_bytes_per_s(board)
     ddr = (w_in + w_out) * WORD_BYTES / (board.ddr_peak_gbps * 1e9)
     counts = {int(n): shell_ips_hp_ports(int(n), board.hp_ports) for n in np.unique(ips)}
@@ -328,7 +333,7 @@ def _busiest_ports(copies: Sequence[tuple[np.ndarray, np.ndarray]], ports: int) 
 def explore(options: Sequence[list[Option]], board: Board, *, pes: Sequence[str], clock_mhz: float,
             host: HostModel, macs: int, mac_energy_pj: float, fixed: Mapping[str, float] | None = None,
             cap: float = DEFAULT_CAP, enumerate_limit: int = ENUMERATE_LIMIT, trials: int = 400, seed: int = 0,
-            family: str = "tt", fixed_ips: int = 0) -> Space:
+            family: str = "tt", fixed_ips: int = 0, host_of=None) -> Space:
     """Price every combination of the PEs' ``options`` on ``board`` (Optuna past ``enumerate_limit`` points);
     ``fixed`` is the resources of the ``fixed_ips`` IPs the space does not vary."""
     if not 0 < cap <= 1:
@@ -338,7 +343,7 @@ def explore(options: Sequence[list[Option]], board: Board, *, pes: Sequence[str]
     fixed = fixed or dict.fromkeys(RESOURCES, 0.0)
     budget = {k: board.resources[k] for k in RESOURCES}
     common = {"board": board, "clock_mhz": clock_mhz, "host": host, "macs": macs, "mac_energy_pj": mac_energy_pj,
-              "fixed": fixed, "fixed_ips": fixed_ips}
+              "fixed": fixed, "fixed_ips": fixed_ips, "host_of": host_of}
     size = int(np.prod([len(per_pe) for per_pe in options]))
     if size <= enumerate_limit:
         pairs = np.array(list(itertools.product(*(range(len(per_pe)) for per_pe in options))), dtype=np.int64)

@@ -63,6 +63,9 @@ class ExploreModel:
     host: HostModel
     macs: int
     mac_energy_pj: float
+    # the host of a point by its first PE's build, where it differs among them (a CSB build with the LOSS unit
+    # computes no loss gradient on the host); None: ``host`` for every point
+    host_of: Callable[[Any], HostModel] | None = None
     fixed_builds: dict[str, Any] = field(default_factory=dict)  # PEs the space does not vary, once each
     max_copies: int = 1
     knobs: dict[str, dict[str, Sequence[int]]] = field(default_factory=dict)  # a PE's own knob table (else KNOBS)
@@ -110,7 +113,8 @@ def explore_family(family: ExploreModel, board: Board, *, clock_mhz: float,
     options = [pe_options(pe, family.bases[pe], board.yosys_family, tables[pe], family.loads,
                           max_copies=family.max_copies, progress=progress,
                           runs=lambda spec, pe=pe: family.runs(pe, spec), limit=limit) for pe in family.pes]
-    return explore(options, board, pes=family.pes, clock_mhz=clock_mhz, host=family.host, macs=family.macs,
+    return explore(options, board, pes=family.pes, clock_mhz=clock_mhz, host=family.host, host_of=family.host_of,
+                   macs=family.macs,
                    mac_energy_pj=family.mac_energy_pj, fixed=fixed,
                    cap=cap, enumerate_limit=enumerate_limit, trials=trials, seed=seed, family=family.name,
                    fixed_ips=len(family.fixed_builds))

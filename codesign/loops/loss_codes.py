@@ -18,7 +18,7 @@ import numpy as np
 
 from codesign.loops.common import HwTrainError, softmax_cross_entropy
 from codesign.numerics.fixed_quant import to_values
-from codesign.numerics.loss_grad import LossGradConfig, exp_shift_of, loss_grad_codes, recip_shift_of
+from codesign.numerics.loss_grad import LossGradConfig, exp_shift_of, recip_shift_of, sample_codes
 
 
 @functools.lru_cache(maxsize=64)
@@ -43,7 +43,7 @@ def gradient_codes(z, y, *, logit_frac: int, error_frac: int) -> np.ndarray:
     and the labels ``y``."""
     z = np.asarray(z)
     config = loss_config(z.shape[0], z.shape[1], logit_frac, error_frac)
-    return loss_grad_codes(z.T, np.asarray(y, dtype=np.int64), config=config).T
+    return sample_codes(z, np.asarray(y, dtype=np.int64), config=config)
 
 
 def loss_of(z, y, *, logit_frac: int) -> float:

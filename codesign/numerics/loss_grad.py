@@ -51,6 +51,12 @@ def _exp_table() -> Tuple[int, ...]:
 
 
 EXP_TABLE = _exp_table()  # 2^16 * 2^(-f / 256), rounded to the nearest integer (no entry is a tie)
+_TABLE = np.array(EXP_TABLE, dtype=np.int64)
+_TABLE.flags.writeable = False
+# e of every exponent u below 17 * 256, then 0 at 17 * 256 (every u from there gives 0): one gather on min(u, 4352)
+_E_OF_U = np.append(_TABLE[np.arange(EXP_LIMIT << EXP_FRAC_BITS) & ((1 << EXP_FRAC_BITS) - 1)]
+                    >> (np.arange(EXP_LIMIT << EXP_FRAC_BITS) >> EXP_FRAC_BITS), 0)
+_E_OF_U.flags.writeable = False
 
 
 def _check_int(name: str, value: object, low: int, high: int) -> int:
@@ -119,7 +125,7 @@ def exp_codes(z: np.ndarray, exp_shift: int) -> np.ndarray:
     d = z.max(axis=0, keepdims=True) - z  # < 2^32
     u = (d * LOG2E_Q16) >> exp_shift  # < 2^49
     whole = np.minimum(u >> EXP_FRAC_BITS, EXP_LIMIT)
-    return np.asarray(EXP_TABLE, np.int64)[u & ((1 << EXP_FRAC_BITS) - 1)] >> whole
+    return _TABLE[u & ((1 << EXP_FRAC_BITS) - 1)] >> whole
 
 
 def round_shift(values: np.ndarray, shift: int = CODE_SHIFT) -> np.ndarray:
@@ -146,6 +152,30 @@ def loss_grad_codes(z, labels, *, config: LossGradConfig) -> np.ndarray:
     return np.where(labels[None, :] == NO_SAMPLE, 0, codes)
 
 
+def sample_codes(z: np.ndarray, labels: np.ndarray, *, config: LossGradConfig) -> np.ndarray:
+    """:func:`loss_grad_codes` of ``z`` laid out samples x classes (``z.T`` there) and every label a class, bit for
+    bit, in place on one int64 copy: the host's form (a build without the LOSS unit computes the codes between a
+    list step's forward and backward while every IP waits). Neither the sizes nor the labels are checked here: the
+    caller's batch check has done so. The rounding at bit 32 is ``floor((w + 2^31 - 1 + bit 32 of w) / 2^32)``."""
+    e = z.astype(np.int64)
+    np.subtract(e.max(axis=1, keepdims=True), e, out=e)
+    e *= LOG2E_Q16
+    e >>= config.exp_shift
+    np.minimum(e, EXP_LIMIT << EXP_FRAC_BITS, out=e)
+    e = _E_OF_U[e]
+    total = e.sum(axis=1)
+    recip = (1 << config.recip_shift) // (total * config.batch)
+    e[np.arange(e.shape[0]), labels] -= total
+    e *= recip[:, None]
+    bit = e >> CODE_SHIFT
+    bit &= 1
+    e += (1 << (CODE_SHIFT - 1)) - 1
+    e += bit
+    e >>= CODE_SHIFT
+    top = (1 << (CODE_BITS - 1)) - 1
+    return np.clip(e, -top - 1, top, out=e)
+
+
 __all__ = ["CODE_BITS", "EXP_FRAC_BITS", "EXP_LIMIT", "EXP_ONE_BITS", "EXP_SHIFT_RANGE", "EXP_TABLE", "LOG2E_Q16",
            "LossGradConfig", "MAX_BATCH", "MAX_CLASSES", "NO_SAMPLE", "RECIP_SHIFT_MAX", "RECIP_SHIFT_RANGE",
-           "CODE_SHIFT", "exp_codes", "exp_shift_of", "loss_grad_codes", "recip_shift_of", "round_shift"]
+           "CODE_SHIFT", "exp_codes", "exp_shift_of", "loss_grad_codes", "recip_shift_of", "round_shift", "sample_codes"]

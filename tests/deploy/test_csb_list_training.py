@@ -33,9 +33,10 @@ def test_list_training_on_the_ip_is_bit_identical_and_within_the_traffic_goals(t
     path = tmp_path / "design.toml"
     text = EXAMPLE.read_text()
     assert text.count("\ncopies = 4 ") == 1 and text.count("\nparallel = 1") == 1  # the example's build
+    assert text.count("\nloss = true ") == 1
     path.write_text(text.replace("\ncopies = 4 ", f"\ncopies = {copies} ").replace(
-        "\nparallel = 1", "\nparallel = 1" + (f"\nstream_bits = {bits}" if bits != 32 else "")
-        + ("\nloss = true" if loss else "")))
+        "\nparallel = 1", "\nparallel = 1" + (f"\nstream_bits = {bits}" if bits != 32 else "")).replace(
+        "\nloss = true ", f"\nloss = {'true' if loss else 'false'} "))
     design = load_design(path)
     assert design.instances[0].spec.stream_bits == bits and design.instances[0].spec.loss == loss
     overlay = emulated_overlay(design, tmp_path)

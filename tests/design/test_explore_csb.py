@@ -223,6 +223,30 @@ def test_the_family_prices_the_list_step_the_board_runs(design, masks):
             family.step(space.chosen_options(index), design.board, 100.0).total_s, rel=1e-12)
 
 
+@pytest.mark.slow  # prices the step's lists with and without LOSS calls
+def test_a_build_with_the_loss_unit_is_priced_with_its_own_host(design, masks):
+    """With a host measured on a build with the LOSS unit, ``loss`` is a knob: every point's host is its build's,
+    in the space and in the exact step, and the LOSS calls are in the priced lists."""
+    from codesign.design.families.csb import csb_list_model
+
+    setup = csb_setup_of(design)
+    host = HostModel(fixed_s=2e-4, per_call_s=0.0, source="test")
+    with_loss = HostModel(fixed_s=1e-5, per_call_s=0.0, source="test, the LOSS unit")
+    family = csb_list_model(setup.spec, setup.layers, setup.batch_size, masks, host=host, host_with_loss=with_loss)
+    knobs = {"block_rows": (16,), "block_cols": (16,), "batch": (16,), "parallel": (1,), "loss": (False, True),
+             "copies": (1, 2)}
+    space = explore_family(family, design.board, clock_mhz=100.0, knobs={"csb": knobs})
+    assert sorted((o.spec.loss, o.copies) for o in space.options[0]) == [(False, 1), (False, 2), (True, 1), (True, 2)]
+    for index in range(space.index.shape[0]):
+        options = space.chosen_options(index)
+        step = family.step(options, design.board, 100.0)
+        assert space.host_s[index] == step.host_s == (1e-5 if options[0].spec.loss else 2e-4)
+        assert space.pe_s[index] == pytest.approx(step.pe_s, rel=1e-12)
+    pe = {(o.spec.loss, o.copies): space.pe_s[i] for i in range(space.index.shape[0])
+          for o in space.chosen_options(i)}
+    assert pe[(True, 1)] > pe[(False, 1)]  # the LOSS calls take PE cycles
+
+
 @pytest.mark.parametrize("copies, lists", [(1, 2), (4, 12)])
 def test_the_host_of_a_list_step_is_measured_on_the_designs_copies(pruned, copies, lists):
     """The explorer measures the host on as many IPs as the design has (the shipped MLP's four: three phases of

@@ -135,3 +135,19 @@ def test_inputs_refused():
         lg.exp_shift_of(24)
     with pytest.raises(ValueError, match="error_frac"):
         lg.recip_shift_of(17)
+
+
+def test_the_hosts_form_equals_the_definition():
+    """sample_codes (samples x classes, in place, one gather for the exponent) against loss_grad_codes."""
+    rng = np.random.default_rng(11)
+    values = 0
+    for case in range(500):
+        classes, samples, spread = int(rng.integers(1, 33)), int(rng.integers(1, 70)), int(rng.integers(0, 32))
+        z = np.clip(rng.integers(-(1 << spread), (1 << spread) + 1, (samples, classes)), -(1 << 31), (1 << 31) - 1)
+        z = z.astype(np.int32 if case % 2 else np.int64)
+        y = rng.integers(0, classes, samples)
+        config = lg.LossGradConfig(classes=classes, batch=int(rng.integers(1, 4096)),
+                                   exp_shift=int(rng.integers(0, 32)), recip_shift=int(rng.integers(0, 49)))
+        np.testing.assert_array_equal(lg.sample_codes(z, y, config=config), lg.loss_grad_codes(z.T, y, config=config).T)
+        values += z.size
+    assert values > 100_000

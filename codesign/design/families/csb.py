@@ -185,6 +185,8 @@ def csb_list_model(spec: CsbSpec, layers: Sequence[int], batch: int, masks: Sequ
                         stages=lambda options: list_stages(priced(options[0].spec, options[0].copies)),
                         describe=lambda options: {KEY: {**options[0].spec.to_dict(), COPIES: options[0].copies}},
                         host=host, macs=priced(spec)["macs"], mac_energy_pj=csb_mac_energy_pj(spec),
+                        host_of=None if host_with_loss is None else lambda build: (
+                            host_with_loss if loss_on_pe(build, layers[-1]) else host),
                         max_copies=MAX_LIST_COPIES, knobs={KEY: knobs},
                         runs=lambda pe, build: runs_lists(build))
 
