@@ -61,10 +61,11 @@ def _elaborate(pe, sources, tmp_path, parameters=()) -> subprocess.CompletedProc
 
 
 # every PE at its default parameters, and the builds that use a file the default does not: tt1 with B taken j
-# outer, csb packed (csb_group_packed)
+# outer, csb packed (csb_group_packed) and with the LOSS unit (csb_loss)
 BUILDS = {name: [()] for name in pe_names()}
 BUILDS["tt1"].append((("B_ORDER", 1),))
 BUILDS["csb"].append((("PACKED", 1), ("BATCH", 2)))
+BUILDS["csb"].append((("LOSS", 1),))
 
 
 @needs_iverilog

@@ -44,8 +44,8 @@ class CsbSpec:
     streams"), so loads and results take about a half or a quarter of the cycles;
     the lanes must be a multiple of the parts (a beat of sums is one position's
     lanes). ``loss`` builds the LOSS unit (element-wise op 3, docs/csb.md "The loss on the PE"): the loss
-    gradient's codes from a tile of logits on the PE, for about 1.3 k LUT and 4 DSP slices; a build without it
-    refuses LOSS (status 1).
+    gradient's codes from a tile of logits on the PE, for 1.1 to 2 k LUT, 4 DSP slices and half a BRAM36; a
+    build without it refuses LOSS (status 1).
     """
 
     block_rows: int = 16
