@@ -39,8 +39,8 @@ EXP_LIMIT = EXP_ONE_BITS + 1  # an exponent's integer part from which e is 0 (ev
 CODE_SHIFT = 32  # the code is w / 2^32, rounded
 RECIP_SHIFT_MAX = 48  # r = floor(2^recip_shift / (S * n)) <= 2^32
 CODE_BITS = 8
-MAX_CLASSES = 32  # classes a sample (the sum S < 2^21)
-MAX_BATCH = 4095  # samples a step divides by (12 bits; S * n < 2^33)
+MAX_CLASSES = 65_536  # classes a sample (S <= 2^32: int64 holds every product; the PE takes 32)
+MAX_BATCH = 65_536  # samples a step divides by (the PE's field takes 4095)
 EXP_SHIFT_RANGE = (0, 31)  # the PE's 5-bit shift field
 RECIP_SHIFT_RANGE = (0, RECIP_SHIFT_MAX)
 NO_SAMPLE = -1  # a lane's label where the lane holds no sample

@@ -64,7 +64,7 @@ OP_LOSS = 3  # element-wise op 3 (header flag EW)
 LOSS_MAX_CLASSES = 32
 LOSS_PARAM_FIELDS = 0x0FFF_003F  # P: recip_shift [5:0] (at most 48), the batch [27:16]
 LOSS_NO_SAMPLE = 0xFFFF_FFFF
-LOSS_QUOTIENT_CYCLES = 49  # floor(2^48 / n), a bit a cycle
+LOSS_QUOTIENT_CYCLES = 49  # floor(2^recip_shift / n), a dividend bit (48 down to 0) a cycle
 LOSS_LANE_CYCLES = 33  # floor(Qn / S) of a lane, a bit a cycle
 FLAG_ZERO, FLAG_G_FIRST, FLAG_LEFT, FLAG_EW, FLAG_HOLD, FLAG_CARRY = (1 << bit for bit in range(2, 8))
 FLAG_S2, FLAG_K1 = 1 << 13, 1 << 14
@@ -223,10 +223,10 @@ def transaction_cycles(pe: PeShape, words_in) -> TransactionCycles:
 
 
 def loss_cycles(pe: PeShape, words: list, beats: int, classes: int) -> TransactionCycles:
-    """An accepted LOSS (rtl/csb/csb_loss.v): the load, then the status loaded; three passes of ``n = classes *
-    batch`` elements a cycle each (E, then O, each 2 more to fill its pipeline), with the divider's Qn (49
-    cycles) and each lane's r (33 cycles) between them; the last code given (``drain`` = the status load and the
-    last handshake). A ``P`` or label the PE refuses: the status alone after the load."""
+    """An accepted LOSS (rtl/csb/csb_loss.v): the load; two passes of ``n = classes * batch`` elements a cycle
+    each (E, then O, each 2 more to fill its pipeline) with the divider's Qn (49 cycles), each lane's r (33
+    cycles) and the status's load between them; the last code given (``drain`` = the status load and the last
+    handshake). A ``P`` or label the PE refuses: the status alone after the load."""
     parts, lanes = pe.parts, pe.batch
     param, labels = words[parts], words[2 * parts:2 * parts + lanes]
     batch = param >> 16 & 0xFFF

@@ -30,18 +30,21 @@ PARAM_BATCH_AT = 16  # n: P[27:16]
 PARAM_BATCH_BITS = 12
 PARAM_FIELDS = (1 << PARAM_SHIFT_BITS) - 1 | ((1 << PARAM_BATCH_BITS) - 1) << PARAM_BATCH_AT
 NO_SAMPLE_WORD = 0xFFFF_FFFF  # a lane without a sample
+PE_MAX_CLASSES = 32  # classes of one LOSS transaction at most
 
 
 def max_classes(spec: CsbSpec) -> int:
     """The most classes one LOSS transaction takes on this PE: its elements (classes times the lanes) within
-    ``ew_capacity``, at most :data:`codesign.numerics.loss_grad.MAX_CLASSES`."""
-    return min(spec.ew_capacity // spec.batch, loss_grad.MAX_CLASSES)
+    ``ew_capacity``, at most :data:`PE_MAX_CLASSES` (the unit's sums ``S <= 32 * 2^16`` take 22 bits)."""
+    return min(spec.ew_capacity // spec.batch, PE_MAX_CLASSES)
 
 
 def param_word(*, recip_shift: int, batch: int) -> int:
     """``P`` of a LOSS transaction (the fields checked as :class:`~codesign.numerics.loss_grad.LossGradConfig`
     does)."""
     loss_grad.LossGradConfig(classes=1, batch=batch, exp_shift=0, recip_shift=recip_shift)
+    if batch >= 1 << PARAM_BATCH_BITS:
+        raise ValueError(f"batch={batch} does not fit P's {PARAM_BATCH_BITS}-bit field (1..4095)")
     return int(recip_shift) | int(batch) << PARAM_BATCH_AT
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import numpy as np
 
@@ -35,8 +35,10 @@ from codesign.contracts.calls import RECORD_WORDS, ArenaLayout
 from codesign.numerics.records import keyword_record
 from codesign.pe.csb.beats import padded
 from codesign.pe.csb.format import CSBMatrix, pack_bytes
-from codesign.pe.csb.loss import NO_SAMPLE_WORD, max_classes
+from codesign.pe.csb.loss import NO_SAMPLE_WORD, PARAM_BATCH_BITS, max_classes
 from codesign.pe.csb.spec import BUFFER_BITS, DATA_BITS, CsbSpec
+
+MAX_LOSS_BATCH = (1 << PARAM_BATCH_BITS) - 1  # samples a LOSS call divides by (P's field)
 
 Ranges = List[Tuple[int, int]]  # (first word, words): what the host flushes or reads
 BUFFER_EXTRA_BITS = BUFFER_BITS - DATA_BITS  # the weight's 8 bits are the buffer word's top bits
@@ -116,24 +118,6 @@ def _code_bytes(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, words: int, 
 
 
 @functools.lru_cache(maxsize=64)
-def _code_grid(tiles: Tuple[Tuple[int, ...], ...], b: int, B: int, tile_bytes: int, n: int,
-               channels: int) -> Optional[Tuple[Tuple[int, ...], Tuple[int, ...]]]:
-    """:meth:`CsbArena.code_view`'s geometry: ``(shape, strides)`` of a byte view ``(chunks, b, channel tiles,
-    channels a tile)`` from ``tiles[0][0]``, or None where the codes do not fill whole lane chunks and either one
-    channel tile (in whole or in part) or whole channel tiles, or the tiles (``tile_bytes`` each) do not lie in
-    order on one grid without overlapping."""
-    chunks, count = -(-n // b), -(-channels // B)
-    if n % b or (count > 1 and channels % B):
-        return None
-    base = tiles[0][0]
-    step_k = tiles[0][1] - base if chunks > 1 else tile_bytes
-    step_c = tiles[1][0] - base if count > 1 else chunks * step_k
-    if step_k < tile_bytes or step_c < chunks * step_k or any(tiles[c][k] != base + c * step_c + k * step_k
-                                                              for c in range(count) for k in range(chunks)):
-        return None  # (a view reaches forward from the first tile only)
-    return (chunks, b, count, min(channels, B)), (step_k, 1, step_c, b)
-
-
 @keyword_record
 class BlockSlots:
     """One stored, non-empty block of a layer: its block coordinates, entries ``entries`` (stored order) and where
@@ -296,27 +280,6 @@ class CsbArena:
         arena_bytes[pads] = 0
         return list(ranges)
 
-    def code_view(self, arena: np.ndarray, tiles, n: int, channels: int) -> Optional[np.ndarray]:
-        """A writable int8 view of ``tiles``' bytes in ``arena`` whose row-major order is that of ``n`` samples'
-        codes ``(n, channels)`` (shape ``(chunks, b, channel tiles, channels a tile)``), or None where the codes
-        do not fill whole lane chunks and either one channel tile or whole ones (see :func:`_code_grid`). Codes
-        written there are :meth:`write_codes`' without its padding: the padded channels must hold 0 already, as
-        :meth:`write_codes` leaves them (a host that writes through the view once wrote the tiles so). The loss
-        gradient's codes are rounded straight into it: a board's ARM is spared a conversion and a scatter a
-        step. Tiles reaching past the arena's end are refused (a view is not bounds-checked)."""
-        _check_words(arena)
-        if not 1 <= channels <= len(tiles) * self.tile:
-            raise ValueError(f"{channels} channels: the tiles hold 1..{len(tiles) * self.tile}")
-        chunks, key = self.chunks_of(n), _tiles_key(tiles)
-        last = max(line[k] for line in key for k in range(chunks)) + 4 * self.code_words
-        if last > arena.nbytes:
-            raise ValueError(f"tiles up to byte {last} in an arena of {arena.nbytes} bytes")
-        grid = _code_grid(key, self.spec.batch, self.tile, 4 * self.code_words, n, channels)
-        if grid is None:
-            return None
-        codes = arena.reshape(-1).view(np.int8)[key[0][0]:]
-        return np.lib.stride_tricks.as_strided(codes, shape=grid[0], strides=grid[1], writeable=True)
-
     def acc_tiles(self, tiles, n: int, channels: int) -> AccTiles:
         """The first ``channels`` channels of accumulator ``tiles`` for ``n`` samples: their word ranges and their
         reading (:class:`AccTiles`; its parts kept per tiles and shape, the host keeps the whole)."""
@@ -434,7 +397,7 @@ def build_arena(spec: CsbSpec, layers: Sequence[int], batch: int, structures: Se
                 for nnz in _stored_sizes(csb)] for csb in structures]
     blocks = tuple(_block_slots(layout, csb, slots, parts) for csb, slots in zip(structures, buffers))
     loss_in = tuple(layout.put(np.zeros(parts + b, dtype=np.uint32)) for _ in range(chunks)) \
-        if loss_on_pe(spec, layers[-1]) else ()
+        if loss_on_pe(spec, layers[-1]) and batch <= MAX_LOSS_BATCH else ()
     records = layout.reserve(RECORD_WORDS * max(record_slots, 1))
     return CsbArena(spec=spec, layers=layers, batch=batch, chunks=chunks, x=x, inputs=inputs, dy=dy, z=z,
                     blocks=blocks, records=records, record_slots=record_slots, image=layout.image(), loss_in=loss_in)

@@ -48,11 +48,12 @@ def test_a_build_without_the_unit_refuses_loss():
 @pytest.mark.parametrize("bad, message", [
     (dict(v=np.zeros((2, 3))), "lanes"), (dict(v=np.zeros((6, 4))), "classes"),
     (dict(labels=np.zeros(3, int)), "labels"), (dict(labels=np.array([0, 1, 2, 0])), "0..1"),
-    (dict(recip_shift=49), "recip_shift"), (dict(batch=0), "batch"), (dict(exp_shift=32), "exp_shift"),
+    (dict(recip_shift=49), "recip_shift"), (dict(batch=0), "batch"), (dict(batch=4096), "4095"),
+    (dict(exp_shift=32), "exp_shift"),
 ])
 def test_the_encoder_refuses_bad_input(bad, message):
     spec = CsbSpec(block_rows=4, block_cols=4, batch=4, loss=True)  # 16 elements: at most 4 classes of 4 lanes
-    fields = dict(v=np.zeros((2, 4)), labels=np.array([0, 1, NO_SAMPLE, 1]), exp_shift=8, recip_shift=40, batch=4)
+    fields = dict(v=np.zeros((2, 4), int), labels=np.array([0, 1, NO_SAMPLE, 1]), exp_shift=8, recip_shift=40, batch=4)
     fields.update(bad)
     with pytest.raises((ValueError, TypeError), match=message):
         encode_loss(spec, fields.pop("v"), fields.pop("labels"), **fields)

@@ -82,40 +82,6 @@ def test_codes_accumulators_and_state_round_trip():
     assert image.tobytes() == before.tobytes()  # refused before a word is written
 
 
-def test_a_code_view_takes_the_codes_where_write_codes_puts_them():
-    """Codes written through the view land on write_codes' bytes and no other, once write_codes has zeroed the
-    padding; codes that do not fill whole lane chunks and channel tiles, or tiles off one grid, get no view."""
-    rng = np.random.default_rng(3)
-    csbs, _ = structures(rng, (10, 8, 4))
-    arena = build_arena(SPEC, (10, 8, 4), 7, csbs, record_slots=5)
-    garbage = rng.integers(0, 1 << 32, arena.image.size, dtype=np.uint64).astype(np.uint32)
-    checked = 0
-    for tiles, channels in ((arena.dy[-1], 4), (arena.dy[-1], 3), (arena.dy[0], 8), (arena.x[0], 8)):
-        for n in (3, 6):
-            codes = rng.integers(-128, 128, (n, channels))
-            expected, image = garbage.copy(), garbage.copy()
-            arena.write_codes(expected, tiles, codes)
-            arena.write_codes(image, tiles, np.full((n, channels), 77))  # what a step before left, padding zeroed
-            view = arena.code_view(image, tiles, n, channels)
-            view[...] = codes.reshape(view.shape)
-            np.testing.assert_array_equal(image, expected)
-            checked += codes.size
-    assert checked == (3 + 6) * (4 + 3 + 8 + 8)
-    overlapping = ((arena.dy[-1][0][0], arena.dy[-1][0][0] + 8),)  # tiles of 12 bytes, 8 apart
-    for tiles, n, channels in ((arena.dy[-1], 5, 4), (arena.x[0], 6, 10), (arena.dy[0], 6, 6),
-                               (arena.dy[0][::-1], 6, 8), (tuple(line[::-1] for line in arena.dy[-1]), 6, 4),
-                               (overlapping, 6, 4)):
-        assert arena.code_view(garbage, tiles, n, channels) is None  # part of a chunk or tile; tiles reordered
-    with pytest.raises(ValueError, match="little-endian 32-bit"):
-        arena.code_view(garbage.astype(">u4"), arena.dy[-1], 6, 4)
-    with pytest.raises(ValueError, match="1..7"):
-        arena.code_view(garbage, arena.dy[-1], 8, 4)
-    with pytest.raises(ValueError, match="the tiles hold 1..4"):
-        arena.code_view(garbage, arena.dy[-1], 6, 5)
-    with pytest.raises(ValueError, match="in an arena of 40 bytes"):  # a view never reaches past the arena
-        arena.code_view(garbage[:10], arena.dy[-1], 6, 4)
-
-
 def test_specs_the_lists_cannot_run_are_refused():
     rng = np.random.default_rng(2)
     csbs, _ = structures(rng)
