@@ -176,6 +176,7 @@ def sample_codes(z: np.ndarray, labels: np.ndarray, *, config: LossGradConfig) -
     return np.clip(e, -top - 1, top, out=e)
 
 
-__all__ = ["CODE_BITS", "EXP_FRAC_BITS", "EXP_LIMIT", "EXP_ONE_BITS", "EXP_SHIFT_RANGE", "EXP_TABLE", "LOG2E_Q16",
-           "LossGradConfig", "MAX_BATCH", "MAX_CLASSES", "NO_SAMPLE", "RECIP_SHIFT_MAX", "RECIP_SHIFT_RANGE",
-           "CODE_SHIFT", "exp_codes", "exp_shift_of", "loss_grad_codes", "recip_shift_of", "round_shift", "sample_codes"]
+__all__ = ["CODE_BITS", "CODE_SHIFT", "EXP_FRAC_BITS", "EXP_LIMIT", "EXP_ONE_BITS", "EXP_SHIFT_RANGE", "EXP_TABLE",
+           "LOG2E_Q16", "LossGradConfig", "MAX_BATCH", "MAX_CLASSES", "NO_SAMPLE", "RECIP_SHIFT_MAX",
+           "RECIP_SHIFT_RANGE", "exp_codes", "exp_shift_of", "loss_grad_codes", "recip_shift_of", "round_shift",
+           "sample_codes"]
