@@ -31,6 +31,7 @@ from typing import Tuple
 import numpy as np
 
 from codesign.numerics.records import keyword_record
+from codesign.numerics.round_stage import rounded_shift
 
 EXP_FRAC_BITS = 8  # fraction bits of the base-2 exponent: the table's index
 EXP_ONE_BITS = 16  # e of the largest logit is 2^16
@@ -128,14 +129,6 @@ def exp_codes(z: np.ndarray, exp_shift: int) -> np.ndarray:
     return _TABLE[u & ((1 << EXP_FRAC_BITS) - 1)] >> whole
 
 
-def round_shift(values: np.ndarray, shift: int = CODE_SHIFT) -> np.ndarray:
-    """``round_half_to_even(values / 2^shift)`` on int64 values (shift 1..62)."""
-    floor = values >> shift
-    rest = values - (floor << shift)
-    half = 1 << (shift - 1)
-    return floor + ((rest > half) | ((rest == half) & (floor & 1 == 1)))
-
-
 def loss_grad_codes(z, labels, *, config: LossGradConfig) -> np.ndarray:
     """The loss gradient's codes (int64 in -128..127, the shape of ``z``) of the logits' accumulators ``z``
     (``classes`` x lanes, a lane a sample) and each lane's label (``NO_SAMPLE``: codes 0)."""
@@ -148,7 +141,7 @@ def loss_grad_codes(z, labels, *, config: LossGradConfig) -> np.ndarray:
     chosen = np.arange(config.classes)[:, None] == labels[None, :]
     w = (e - np.where(chosen, total, 0)) * recip  # |w| <= 2^recip_shift / n <= 2^48
     top = (1 << (CODE_BITS - 1)) - 1
-    codes = np.clip(round_shift(w), -top - 1, top)
+    codes = np.clip(rounded_shift(w, -CODE_SHIFT), -top - 1, top)  # the rounding stage's rounding
     return np.where(labels[None, :] == NO_SAMPLE, 0, codes)
 
 
@@ -178,5 +171,4 @@ def sample_codes(z: np.ndarray, labels: np.ndarray, *, config: LossGradConfig) -
 
 __all__ = ["CODE_BITS", "CODE_SHIFT", "EXP_FRAC_BITS", "EXP_LIMIT", "EXP_ONE_BITS", "EXP_SHIFT_RANGE", "EXP_TABLE",
            "LOG2E_Q16", "LossGradConfig", "MAX_BATCH", "MAX_CLASSES", "NO_SAMPLE", "RECIP_SHIFT_MAX",
-           "RECIP_SHIFT_RANGE", "exp_codes", "exp_shift_of", "loss_grad_codes", "recip_shift_of", "round_shift",
-           "sample_codes"]
+           "RECIP_SHIFT_RANGE", "exp_codes", "exp_shift_of", "loss_grad_codes", "recip_shift_of", "sample_codes"]

@@ -133,7 +133,7 @@ def _accumulators(acc, limits: tuple[int, int] = ACC_RANGE) -> np.ndarray:
     return values
 
 
-def _rounded(acc: np.ndarray, shift: int) -> np.ndarray:
+def rounded_shift(acc: np.ndarray, shift: int) -> np.ndarray:
     """``round_half_to_even(acc * 2^shift)`` in int64, before saturation; a left shift capped at
     :data:`LEFT_SHIFT_CAP` (after clipping to 18 bits) and a right shift at :data:`HELD_SHIFT_CAP`, which changes no
     code: the 32-bit RTL caps at :data:`RIGHT_SHIFT_CAP`, which gives the same codes for 32-bit words."""
@@ -157,7 +157,7 @@ def round_codes(acc, shift: int, bits: int) -> np.ndarray:
     _check_int("shift", shift, *SHIFT_RANGE)
     _check_int("bits", bits, *BITS_RANGE)
     low, high = _code_range(bits)
-    return np.clip(_rounded(_accumulators(acc), shift), low, high)
+    return np.clip(rounded_shift(_accumulators(acc), shift), low, high)
 
 
 def pack_codes(codes, cfg: RoundStageConfig) -> np.ndarray:
@@ -224,7 +224,7 @@ def round_held(values, cfg: RoundStageConfig) -> tuple[np.ndarray, RoundStats]:
 
 def _rounded_words(acc: np.ndarray, cfg: RoundStageConfig, limits: tuple[int, int]) -> tuple[np.ndarray, RoundStats]:
     low, high = _code_range(cfg.bits)
-    rounded = _rounded(acc, cfg.shift)
+    rounded = rounded_shift(acc, cfg.shift)
     saturated = int(np.count_nonzero((rounded < low) | (rounded > high)))
     return pack_codes(np.clip(rounded, low, high), cfg), stats_of(acc, codes_saturated=saturated, limits=limits)
 
@@ -289,5 +289,5 @@ def latency_cycles(cfg: RoundStageConfig, count: int, parts: int = 1) -> int:
 
 
 __all__ = ["HELD_BITS", "HELD_RANGE", "RoundStageConfig", "RoundStats", "latency_cycles", "pack_codes", "round_codes",
-           "round_held", "round_stage", "slot_of",
+           "round_held", "round_stage", "rounded_shift", "slot_of",
            "stats_of"]

@@ -11,6 +11,7 @@ import pytest
 from codesign.loops.common import softmax_gradient
 from codesign.loops.csb import quantize
 from codesign.numerics import loss_grad as lg
+from codesign.numerics.round_stage import rounded_shift
 from codesign.pe.csb.reference import loss_codes
 
 
@@ -88,11 +89,11 @@ def test_ties_and_saturation_happen():
     assert codes.max() == 127 and codes.min() == -128
 
 
-def test_round_shift_ties_to_even():
+def test_the_rounding_ties_to_even():
     values = np.array([1, 3, 5, -1, -3, -5, 2, -2, 7], np.int64)
-    np.testing.assert_array_equal(lg.round_shift(values, 1), [0, 2, 2, 0, -2, -2, 1, -1, 4])
+    np.testing.assert_array_equal(rounded_shift(values, -1), [0, 2, 2, 0, -2, -2, 1, -1, 4])
     half = 1 << 31
-    np.testing.assert_array_equal(lg.round_shift(np.array([half, 3 * half, -half, -3 * half, half + 1]), 32),
+    np.testing.assert_array_equal(rounded_shift(np.array([half, 3 * half, -half, -3 * half, half + 1]), -32),
                                   [0, 2, 0, -2, 1])
 
 
