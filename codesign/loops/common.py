@@ -327,16 +327,15 @@ class StateOnDevice:
         self._run_phases(lists.forward_phases)
         return (*batch, lists)
 
-    def _run_backward(self, phases, chosen, next_x, first: int) -> float:
-        """The step's backward ``phases`` (:meth:`_run_phases`); beside the last, the step's loss taken from the
-        labels' probabilities ``chosen`` (:func:`softmax_gradient`'s) or, where ``chosen`` is a function, its
-        value (a loss the host takes from logits it reads there), where the caller gave the next batch
+    def _run_backward(self, phases, loss: Callable[[], float], next_x, first: int) -> float:
+        """The step's backward ``phases`` (:meth:`_run_phases`); beside the last, the step's ``loss()`` taken (from
+        the labels' probabilities, or from logits the host reads there), where the caller gave the next batch
         ``next_x`` that batch staged (the trainer's ``_stage``), and the next step's start prepared
         (:meth:`_prepare_next`). Returns the loss."""
         taken: Dict[str, float] = {}
 
         def beside() -> None:
-            taken["loss"] = chosen() if callable(chosen) else cross_entropy_of(chosen)
+            taken["loss"] = loss()
             if next_x is not None:
                 self._stage(next_x)
             self._prepare_next()

@@ -45,7 +45,7 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from codesign.loops.common import HwTrainError, StagedBatch, StateOnDevice, softmax_gradient
+from codesign.loops.common import HwTrainError, StagedBatch, StateOnDevice, cross_entropy_of, softmax_gradient
 from codesign.loops.fb import FbMlpTrainer, HwTrainSetup
 from codesign.step.fpmac_array.lists import PE, FbStepLists, step_arena, step_lists
 
@@ -115,7 +115,8 @@ class FbListTrainer(StateOnDevice, FbMlpTrainer):
         self.shell.invalidate(self.device, logits_at.ranges(n))
         dz, chosen = softmax_gradient(self.to_values(logits_at.read(self.device, n)), y)
         self.shell.flush(self.device, layout.dz[-1].write(self.device, self.to_words(dz)))
-        loss = self._run_backward(lists.backward_phases, chosen, next_x, first=len(lists.forward_phases))
+        loss = self._run_backward(lists.backward_phases, lambda: cross_entropy_of(chosen), next_x,
+                                  first=len(lists.forward_phases))
         self.phase = 1 - self.phase
         self._stale = True
         self.gemm.macs[self.fb] += lists.macs
