@@ -214,6 +214,7 @@ class CompressedLoop(ScheduledLoop):
             raise HwTrainError("compress: the loop is already in its fixed-point phase")
         frac_bits = [{blob: power_of_two_frac_bits(self.max_abs[layer].get(blob, 0.0), DATA_BITS)
                       for blob in SCALE_BLOBS} for layer in range(len(self.weights))]
+        frac_bits = self._aligned(frac_bits)
         val_x, val_y = self._validation(data)
         norms = self._kernel_norms()
 
@@ -232,6 +233,11 @@ class CompressedLoop(ScheduledLoop):
                                                                              BUFFER_BITS), 0)
                    for w, m, f in zip(self.weights, masks, frac_bits)]
         self._set_fixed(masks, buffers, frac_bits)
+
+    def _aligned(self, frac_bits: list[dict[str, int]]) -> list[dict[str, int]]:
+        """The measured scales as the loop's fixed-point step needs them (a residual network lowers some so that
+        its shortcuts add in place; :mod:`codesign.step.csb.residual`)."""
+        return frac_bits
 
     def _set_fixed(self, masks: list[np.ndarray], dense_buffers: list[np.ndarray],
                    frac_bits: list[dict[str, int]]) -> None:

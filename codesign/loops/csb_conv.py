@@ -83,12 +83,7 @@ class CsbConvSetup(LoopSetup):
             raise HwTrainError(f"image {self.image!r} and convs {self.convs!r} must be sequences") from None
         if len(self.image) != 3 or not all(int_in(v, 1, MAX_WIDTH) for v in self.image):
             raise HwTrainError(f"image {self.image!r} must be (channels, height, width), ints in [1, {MAX_WIDTH}]")
-        if not self.convs or not all(len(conv) == 2 and int_in(conv[0], 1, MAX_WIDTH) and int_in(conv[1], 1, 2)
-                                     for conv in self.convs):
-            raise HwTrainError(f"convs {self.convs!r} must be (outputs in [1, {MAX_WIDTH}], stride 1 or 2) pairs, "
-                               "at least one")
-        if max(s for _, s in self.convs) > self.spec.max_stride:
-            raise HwTrainError(f"a stride-2 conv needs a PE built with max_stride 2, not {self.spec.max_stride}")
+        check_stride_pairs("convs", self.convs, self.spec)
         if not int_in(self.classes, 2, MAX_WIDTH):
             raise HwTrainError(f"classes {self.classes!r} must be an int in [2, {MAX_WIDTH}]")
         if not isinstance(self.warmup_epochs, int) or not 1 <= self.warmup_epochs < self.epochs:
@@ -97,10 +92,15 @@ class CsbConvSetup(LoopSetup):
                 or self.drop_budget < 0 or not 0 < self.validation_fraction < 1:
             raise HwTrainError("pruning search: order, step_percent 1..100, max_percent 0..100, drop_budget >= 0, "
                                "validation_fraction in (0, 1)")
-        terms = max(max(c * k * k, o * k * k, self.batch_size * h * w) for c, o, k, _, h, w, _ in self.layer_maps)
+        terms = self.largest_sum_terms()
         if terms * LARGEST_PRODUCT > (1 << (self.spec.acc_bits - 1)) - 1:
             raise HwTrainError(f"a sum of {terms} products could saturate {self.spec.acc_bits}-bit accumulators, and "
                                "the conv lists would then add WG's and EB's products in another order than this loop")
+
+    def largest_sum_terms(self) -> int:
+        """The most products one sum of the network takes: ``channels * k^2`` in FP, ``outputs * k^2`` in EB,
+        ``batch * positions`` in WG."""
+        return max(max(c * k * k, o * k * k, self.batch_size * h * w) for c, o, k, _, h, w, _ in self.layer_maps)
 
     @property
     def layer_maps(self) -> List[Tuple[int, int, int, int, int, int, int]]:
@@ -113,6 +113,17 @@ class CsbConvSetup(LoopSetup):
     @property
     def features(self) -> int:
         return int(np.prod(self.image))
+
+
+def check_stride_pairs(name: str, pairs, spec: CsbSpec) -> None:
+    """Refuse ``pairs`` (the field ``name``) unless they are ``(outputs, stride)`` pairs, at least one, each stride
+    one the PE runs."""
+    if not pairs or not all(len(pair) == 2 and int_in(pair[0], 1, MAX_WIDTH) and int_in(pair[1], 1, 2)
+                            for pair in pairs):
+        raise HwTrainError(f"{name} {pairs!r} must be (outputs in [1, {MAX_WIDTH}], stride 1 or 2) pairs, "
+                           "at least one")
+    if max(s for _, s in pairs) > spec.max_stride:
+        raise HwTrainError(f"{name} {pairs!r}: stride 2 needs a PE built with max_stride 2, not {spec.max_stride}")
 
 
 def kernel_mask(mask: np.ndarray, kernel: int) -> np.ndarray:
@@ -267,4 +278,4 @@ class CsbConvTrainer(CompressedLoop):
         return loss
 
 
-__all__ = ["CsbConvSetup", "CsbConvTrainer", "kernel_mask"]
+__all__ = ["CsbConvSetup", "CsbConvTrainer", "check_stride_pairs", "kernel_mask"]
