@@ -236,7 +236,7 @@ class CompressedLoop(ScheduledLoop):
 
     def _aligned(self, frac_bits: list[dict[str, int]]) -> list[dict[str, int]]:
         """The measured scales as the loop's fixed-point step needs them (a residual network lowers some so that
-        its shortcuts add in place; :mod:`codesign.step.csb.residual`)."""
+        its shortcuts add in place; :mod:`codesign.step.csb.conv_net`)."""
         return frac_bits
 
     def _set_fixed(self, masks: list[np.ndarray], dense_buffers: list[np.ndarray],

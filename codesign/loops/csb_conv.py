@@ -42,7 +42,7 @@ from codesign.loops.csb_backend import FastConvCsb
 from codesign.loops.pruning import ORDERS
 from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
-from codesign.step.csb.conv_step import net_shapes
+from codesign.step.csb.conv_net import net_shapes
 
 LARGEST_PRODUCT = 128 * 128  # |a * b| of two 8-bit codes
 

@@ -21,8 +21,10 @@ from codesign.loops.common import HwTrainError, StateOnDevice
 from codesign.loops.csb import quantize
 from codesign.loops.csb_conv import CsbConvSetup, CsbConvTrainer
 from codesign.loops.csb_lists import list_step_batch
-from codesign.step.csb.conv_step import ConvNetLists, net_arena, net_lists, net_shapes
-from codesign.step.csb.lists import PE, CsbStepScales
+from codesign.loops.csb_resnet import CsbResNetTrainer
+from codesign.step.csb.conv_net import resnet_shapes
+from codesign.step.csb.conv_step import ConvNetLists, net_arena, net_lists, net_step_scales, write_identities
+from codesign.step.csb.lists import PE
 
 _ARENAS = itertools.count()
 
@@ -59,12 +61,14 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
         """The loop's switch to fixed point, then the one encoding of this structure into a new arena."""
         super()._set_fixed(masks, dense, frac_bits)
         setup = self.setup
-        self.net = net_arena(self.spec, net_shapes(self.spec, setup.image, setup.convs, setup.classes),
-                             setup.batch_size, self._structure)
+        shapes, blocks = resnet_shapes(self.spec, setup.image, setup.convs, getattr(setup, "blocks", ()),
+                                       setup.classes)
+        self.net = net_arena(self.spec, shapes, setup.batch_size, self._structure, blocks)
         for a, structure, words in zip(self.net.layers, self._structure, self.buffers):
             a.write_state(self.net.image, structure, words, 0)
+        write_identities(self.net, self.net.image, self.frac_bits)
         self.buffer_phase, self._built, self._stale = 0, {}, False
-        self.device = self.shell.arena(self.net, key=("csb-conv", setup.image, setup.convs, next(_ARENAS)))
+        self.device = self.shell.arena(self.net, key=("csb-conv", setup.image, setup.convs, blocks, next(_ARENAS)))
 
     def _pull(self) -> None:
         if not self._stale:
@@ -80,7 +84,7 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
 
     def lists(self, n: int, upd) -> ConvNetLists:
         return self._kept_lists((self.net.chunks_of(n), upd, self.buffer_phase), lambda: net_lists(
-            self.net, n, CsbStepScales.of(self.frac_bits, upd), self.buffer_phase, self.copies))
+            self.net, n, net_step_scales(self.frac_bits, upd, self.net.blocks), self.buffer_phase, self.copies))
 
     def train_step(self, x, y, *, next_x=None) -> float:
         """One SGD step (float64 on the host in the warm-up; call lists after); returns the loss. ``next_x`` (the
@@ -111,4 +115,10 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
         return loss
 
 
-__all__ = ["CsbConvListTrainer", "check_conv_list_spec"]
+class CsbResNetListTrainer(CsbConvListTrainer, CsbResNetTrainer):
+    """:class:`codesign.loops.csb_resnet.CsbResNetTrainer` whose fixed-point steps run as call lists on ``shell``:
+    the conv list trainer's step, each block's shortcut added in place on the PE (an identity as a constant 1 x 1
+    conv of ``2^j`` codes, a projection as a 1 x 1 conv under ``K1``)."""
+
+
+__all__ = ["CsbConvListTrainer", "CsbResNetListTrainer", "check_conv_list_spec"]

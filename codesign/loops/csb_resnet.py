@@ -2,7 +2,7 @@
 
 :class:`codesign.loops.csb_conv.CsbConvTrainer` with ResNet's basic blocks after its convs (ResNet-8's layers
 are one stem conv and three blocks): ``out = relu(conv2(relu(conv1(x))) + shortcut(x))``, the shortcut the
-identity or a trainable 1 x 1 projection at the block's stride (:mod:`codesign.step.csb.residual`). There is no
+identity or a trainable 1 x 1 projection at the block's stride (:mod:`codesign.step.csb.conv_net`). There is no
 batch norm: its batch statistics have no form on the PE yet, and paper 002 trains without it.
 
 Everything else is the conv loop's: the float64 warm-up measuring every layer's scales, the kernel-wise pruning
@@ -15,7 +15,7 @@ SGD through UPD. In fixed point the shortcut adds in place, as the PE will add i
   projection and EB of conv2; the block input's error sums are ``EB(conv1, dz1) + dz2 * 2^jb`` (or ``+
   EB(projection, dz2)``), masked by the sign of the sums that made the input and rounded to that layer's ``fe``.
 
-The scales the warm-up measures are lowered where a block needs it (:func:`~codesign.step.csb.residual.align_fractions`),
+The scales the warm-up measures are lowered where a block needs it (:func:`~codesign.step.csb.conv_net.align_fractions`),
 so both addends of every such sum share a fraction.
 """
 
@@ -30,7 +30,8 @@ from codesign.loops.common import HwTrainError, softmax_cross_entropy
 from codesign.loops.conv_float import conv2d, conv2d_grads, pad_map
 from codesign.loops.csb import quantize, rescale
 from codesign.loops.csb_conv import CsbConvSetup, CsbConvTrainer, check_stride_pairs
-from codesign.step.csb.residual import ResidualBlock, align_fractions, resnet_shapes, shortcut_shifts, shortcut_terms
+from codesign.step.csb.conv_net import (ResidualBlock, align_fractions, net_stages, resnet_shapes, shortcut_shifts,
+                                        shortcut_terms, stage_in, stage_out)
 
 
 @dataclass(frozen=True)
@@ -75,20 +76,10 @@ class CsbResNetTrainer(CsbConvTrainer):
     def __init__(self, setup: CsbResNetSetup, backend=None) -> None:
         super().__init__(setup, backend)
         self.blocks = setup.residual_blocks
-        # a stage is a plain layer (a conv or the head) or a block; each reads the ReLU of the stage before
-        self.stages = list(range(self.blocks[0].first)) + list(self.blocks) + [len(self.layers) - 1]
+        self.stages = net_stages(len(self.layers), self.blocks)
 
     def _aligned(self, frac_bits: list[dict[str, int]]) -> list[dict[str, int]]:
         return align_fractions(frac_bits, self.blocks)
-
-    @staticmethod
-    def _out(stage) -> int:
-        """The layer whose sums are a stage's output (before its ReLU)."""
-        return stage.second if isinstance(stage, ResidualBlock) else stage
-
-    @staticmethod
-    def _first(stage) -> int:
-        return stage.first if isinstance(stage, ResidualBlock) else stage
 
     # -- float warm-up
 
@@ -114,7 +105,7 @@ class CsbResNetTrainer(CsbConvTrainer):
                     inputs[p] = a
                     shortcut = pre[p] = self._conv(weights, p, a)
                 pre[c2] = self._conv(weights, c2, inputs[c2]) + shortcut
-            a = np.maximum(pre[self._out(stage)], 0.0)
+            a = np.maximum(pre[stage_out(stage)], 0.0)
         return inputs, pre
 
     def _float_grads(self, inputs, layer: int, dz: np.ndarray, grads: list, measuring: bool) -> np.ndarray:
@@ -142,7 +133,7 @@ class CsbResNetTrainer(CsbConvTrainer):
                 dx = dx + (dz if stage.projection is None else
                            self._float_grads(inputs, stage.projection, dz, grads, measuring))
             if index:
-                below = pre[self._out(self.stages[index - 1])]
+                below = pre[stage_out(self.stages[index - 1])]
                 dz = dx.reshape(below.shape) * (below > 0)
         rate = self.learning_rate()
         self.weights = [w - rate * g for w, g in zip(self.weights, grads)]
@@ -181,9 +172,9 @@ class CsbResNetTrainer(CsbConvTrainer):
                     shortcut = self._fp(p, a)
                 pre[c2] = self._fp(c2, inputs[c2]) + shortcut
             if index < len(self.stages) - 1:
-                out = self._out(stage)
+                out = stage_out(stage)
                 a = rescale(np.maximum(pre[out], 0), self._sum_frac(out, "activation"),
-                            fb[self._first(self.stages[index + 1])]["activation"])
+                            fb[stage_in(self.stages[index + 1])]["activation"])
         return inputs, pre
 
     def _wg(self, inputs, layer: int, dz: np.ndarray) -> np.ndarray:
@@ -218,7 +209,7 @@ class CsbResNetTrainer(CsbConvTrainer):
                 dx, frac = self._input_error(stage, dz, inputs[stage].shape[1:]), self._sum_frac(stage, "error")
             else:
                 dx, frac = self._block_errors(inputs, pre, stage, dz, grads), self._sum_frac(stage.first, "error")
-            below = self._out(self.stages[index - 1])
+            below = stage_out(self.stages[index - 1])
             dx = np.where(pre[below] > 0, dx.reshape(pre[below].shape), 0)
             dz = rescale(dx, frac, self.frac_bits[below]["error"])
         self._update_all(grads)

@@ -10,7 +10,8 @@ import pytest
 
 from codesign.loops.common import HwTrainError
 from codesign.loops.csb_conv import CsbConvSetup, CsbConvTrainer
-from codesign.loops.csb_conv_lists import CsbConvListTrainer
+from codesign.loops.csb_conv_lists import CsbConvListTrainer, CsbResNetListTrainer
+from codesign.loops.csb_resnet import CsbResNetSetup, CsbResNetTrainer
 from codesign.pe.csb import CsbSpec
 from codesign.shell.list_runner import GoldenListShell
 from codesign.train.data import synthetic_dataset
@@ -23,7 +24,9 @@ SETUP = CsbConvSetup(spec=SPEC, image=(1, 8, 8), convs=((8, 1), (12, 2)), classe
 def _pair(setup=SETUP, copies: int = 1):
     data = synthetic_dataset(samples=120, seed=1)
     shell = GoldenListShell({"csb": setup.spec}, units={"csb": copies})
-    loop, lists = CsbConvTrainer(setup), CsbConvListTrainer(setup, shell)
+    residual = isinstance(setup, CsbResNetSetup)
+    loop = (CsbResNetTrainer if residual else CsbConvTrainer)(setup)
+    lists = (CsbResNetListTrainer if residual else CsbConvListTrainer)(setup, shell)
     for trainer in (loop, lists):
         trainer.fit(data, epochs=1, progress=False, max_steps=3)
         assert trainer.phase == "fixed"
@@ -44,8 +47,12 @@ SPREAD = CsbConvSetup(spec=CsbSpec(block_rows=8, block_cols=8, kernel=3, out_h=2
 WIDE64 = CsbConvSetup(**{**SETUP.__dict__, "spec": dataclasses.replace(SPEC, stream_bits=64)})
 WIDE128 = CsbConvSetup(**{**SPREAD.__dict__, "batch_size": 40,
                           "spec": dataclasses.replace(SPREAD.spec, batch=16, stream_bits=128)})
+# residual blocks: an identity and a stride-2 projection after the stem; on a 64-bit stream, two identities
+RESIDUAL = CsbResNetSetup(**{**SETUP.__dict__, "convs": ((8, 1),), "blocks": ((8, 1), (12, 2))})
+RESIDUAL64 = CsbResNetSetup(**{**WIDE64.__dict__, "convs": ((8, 2),), "blocks": ((8, 1), (8, 1))})
 STEPS = {"one-tile fold": (SETUP, (24, 13, 24, 5)), "fold over four tiles": (SPREAD, (36, 17, 36, 3)),
-         "64-bit stream": (WIDE64, (24, 13, 24, 5)), "128-bit stream": (WIDE128, (40, 17, 40, 3))}
+         "64-bit stream": (WIDE64, (24, 13, 24, 5)), "128-bit stream": (WIDE128, (40, 17, 40, 3)),
+         "residual blocks": (RESIDUAL, (24, 13, 24, 5)), "residual, 64-bit stream": (RESIDUAL64, (24, 13, 24, 5))}
 
 
 @pytest.mark.parametrize("copies", [1, 2, 3])
@@ -55,7 +62,7 @@ def test_list_steps_equal_the_loop_word_for_word(case, copies):
     setup, sizes = STEPS[case]
     data, loop, lists = _pair(setup, copies)
     head = lists.net.layers[-1]
-    assert head.fold and head.tiles == {SETUP: (1, 1), SPREAD: (2, 2)}.get(setup, (1, 1))
+    assert head.fold and head.tiles == {SPREAD: (2, 2)}.get(setup, (1, 1))
     rng = np.random.default_rng(0)
     # UPD's LEFT at rate 1, its right shift later; short batches leave positions of the folded head unused
     for n, rate in zip(sizes, (0.1, 1.0, 2.0 ** -12, 0.02)):
@@ -69,6 +76,29 @@ def test_list_steps_equal_the_loop_word_for_word(case, copies):
     assert len(set(loop.lr_exponents)) > 1
     steps = len(sizes)  # a list a direction on one IP; five phases, some of several lists, on more
     assert lists.shell.lists == 2 * steps if copies == 1 else lists.shell.lists > 5 * steps
+
+
+def test_residual_list_steps_equal_the_loop_where_pruning_empties_block_rows_and_columns():
+    """A block's conv2 (and projection) with a block row of no kernel, whose sums the shortcut (conv2) then starts
+    alone, and a conv1 with a block column of no kernel, onto whose errors the shortcut's EB then adds nothing but
+    starts them: the masks forced after the pruning event, on both trainers alike."""
+    setup = CsbResNetSetup(**{**RESIDUAL.__dict__, "convs": ((16, 1),), "blocks": ((16, 1), (24, 2))})
+    data, loop, lists = _pair(setup)
+    masks = [m.copy() for m in loop.masks]
+    for layer, rows, cols in ((1, slice(None), slice(0, 8)), (2, slice(8, 16), slice(None)),
+                              (4, slice(0, 8), slice(None)), (5, slice(16, 24), slice(None)),
+                              (3, slice(None), slice(8, 16))):
+        masks[layer][rows, cols] = False
+    dense = [np.where(m.reshape(m.shape + (1,) * (b.ndim - 2)), b, 0) for m, b in zip(masks, loop.dense_buffers())]
+    for trainer in (loop, lists):
+        trainer._set_fixed(masks, dense, loop.frac_bits)
+    rng = np.random.default_rng(1)
+    for n in (24, 7, 24):
+        rows = rng.choice(data.train_x.shape[0], n, replace=False)
+        losses = [trainer.train_step(data.train_x[rows], data.train_y[rows]) for trainer in (loop, lists)]
+        assert losses[0] == losses[1]
+        _same_state(loop, lists)
+    assert np.array_equal(loop.logits(data.test_x), lists.logits(data.test_x))
 
 
 def test_a_fixed_epoch_through_fit_equals_the_loop_s():

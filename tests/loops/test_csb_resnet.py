@@ -16,7 +16,7 @@ from codesign.loops.csb import rescale
 from codesign.loops.csb_backend import GoldenConvCsb
 from codesign.loops.csb_resnet import CsbResNetSetup, CsbResNetTrainer
 from codesign.pe.csb import CsbSpec
-from codesign.step.csb.residual import check_aligned
+from codesign.step.csb.conv_net import check_aligned
 from codesign.train.data import load_digits_dataset, synthetic_dataset
 
 SPEC = CsbSpec(block_rows=8, block_cols=8, kernel=3, out_h=4, out_w=4, batch=8, max_stride=2)

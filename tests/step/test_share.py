@@ -13,7 +13,8 @@ from codesign.pe.csb import CsbSpec
 from codesign.pe.csb.stream import FLAG_EW, EwOp, Op, header_word
 from codesign.shell.calls import run_list_golden
 from codesign.pe.csb import encode
-from codesign.step.csb.conv_step import net_arena, net_lists, net_shapes
+from codesign.step.csb.conv_net import net_shapes
+from codesign.step.csb.conv_step import net_arena, net_lists
 from codesign.step.csb.lists import CsbStepScales, step_arena, step_lists
 from codesign.step.csb.lists import draft_cycles
 from codesign.step.share import balanced, placed, runs

@@ -101,6 +101,8 @@ class ConvArena:
     record_slots: int
     image: np.ndarray
     fold: int = 0  # a folded head's map side (chunks as positions of one map); 0: a map a chunk
+    grid_size: Tuple[int, ...] = ()  # the grid x and dx lie on where it is another layer's (empty: its own)
+    origin: int = 0  # grid rows and columns before the map's first position, past the layer's own padding
 
     # -- geometry
 
@@ -124,7 +126,7 @@ class ConvArena:
     def grid(self) -> Tuple[int, int]:
         """Rows and columns of the padded grid ``x`` and ``dx`` lie on: the padded map, and as far as the last
         tile's input reaches."""
-        return grid_of(self.spec, self.shape)
+        return self.grid_size or grid_of(self.spec, self.shape)
 
     @property
     def column_blocks(self) -> int:
@@ -137,8 +139,8 @@ class ConvArena:
     def in_tile(self, ty: int, tx: int, channel: int, base: int, word_bytes: int) -> Block:
         """The input positions tile ``(ty, tx)`` reads (or EB writes), channels ``channel`` on, one block column's
         planes, on the grid at ``base``, ``word_bytes`` a lane (1: codes, 4: sums)."""
-        s, spec = self.shape.stride, self.spec
-        return self.grid_block(s * ty * spec.out_h, s * tx * spec.out_w, channel, base, word_bytes)
+        s, spec, o = self.shape.stride, self.spec, self.origin
+        return self.grid_block(o + s * ty * spec.out_h, o + s * tx * spec.out_w, channel, base, word_bytes)
 
     def grid_block(self, row: int, col: int, channel: int, base: int, word_bytes: int) -> Block:
         """The block of an input tile's size whose first position is grid ``(row, col)`` (see :meth:`in_tile`)."""
@@ -317,11 +319,15 @@ def folded_head(shape: ConvShape, fold: int) -> ConvShape:
 
 
 def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix, *, record_slots: int,
-                     layout: ArenaLayout | None = None, fold: int = 0) -> ConvArena:
+                     layout: ArenaLayout | None = None, fold: int = 0, reads: ConvArena | None = None,
+                     adds_to: ConvArena | None = None) -> ConvArena:
     """The arena of one conv layer (``csb``: its stored kernels, ``(outputs, channels)``) trained ``batch`` samples a
     step on ``spec``, with ``record_slots`` records; given a ``layout``, the layer is placed in it alone (a
     network's arena: its records and image are the network's, so ``records`` is 0 and ``image`` empty). ``fold``:
-    a folded head's map side (``shape`` then :func:`folded_head`'s)."""
+    a folded head's map side (``shape`` then :func:`folded_head`'s). A residual block's shortcut (a 1 x 1 conv)
+    places no maps of its own: it ``reads`` its input from, and adds its input errors onto, the grid of another
+    layer of its input map (``x`` and ``dx``, past that layer's padding), and ``adds_to`` another layer's sums of
+    its output map (``z``; ``dy`` its errors)."""
     check_build(spec, shape, csb)
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch {batch!r} must be an int >= 1")
@@ -342,8 +348,14 @@ def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix
     def maps(words: int) -> Tuple[int, ...]:
         return tuple(layout.put(np.zeros(words, dtype=np.uint32)) for _ in range(chunks))
 
-    x, dy = maps(cols * gh * gw * b // 4), maps(rows * th * tw * b // 4)
-    z, dx = maps(rows * th * tw * b), maps(cols * gh * gw * b)
+    shared = {}
+    if reads is not None and adds_to is not None:
+        _check_shared(shape, reads, adds_to)
+        shared = dict(grid_size=reads.grid, origin=reads.shape.pad)
+        x, dx, z, dy = reads.x, reads.dx, adds_to.z, adds_to.dy
+    else:
+        x, dy = maps(cols * gh * gw * b // 4), maps(rows * th * tw * b // 4)
+        z, dx = maps(rows * th * tw * b), maps(cols * gh * gw * b)
     slots: List[BlockSlots] = []
     for block in csb.blocks():
         nnz = block.entries.stop - block.entries.start
@@ -357,7 +369,19 @@ def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix
     records = layout.reserve(RECORD_WORDS * max(record_slots, 1)) if alone else 0
     return ConvArena(spec=spec, shape=shape, batch=batch, chunks=chunks, x=x, z=z, dy=dy, dx=dx,
                      blocks=tuple(slots), records=records, record_slots=record_slots if alone else 0,
-                     image=layout.image() if alone else np.zeros(0, np.uint32), fold=fold)
+                     image=layout.image() if alone else np.zeros(0, np.uint32), fold=fold, **shared)
+
+
+def _check_shared(shape: ConvShape, reads: ConvArena, adds_to: ConvArena) -> None:
+    """Refuse a shortcut whose maps are not the ones it shares: its input is ``reads``' (a grid no smaller than its
+    own) and its output ``adds_to``'s."""
+    r = reads.shape
+    if (shape.kernel != 1 or (r.channels, r.height, r.width) != (shape.channels, shape.height, shape.width)
+            or adds_to.shape.out_map != shape.out_map or adds_to.shape.outputs != shape.outputs
+            or reads.chunks != adds_to.chunks or reads.fold or adds_to.fold
+            or any(have - r.pad < need for have, need in zip(reads.grid, grid_of(reads.spec, shape)))):
+        raise ValueError(f"a shortcut {shape} reads {r} and adds to {adds_to.shape}: a 1 x 1 conv of the one's "
+                         "input map and the other's output map")
 
 
 __all__ = ["ConvArena", "ConvShape", "build_conv_arena", "check_build", "folded_head", "grid_of", "head_fold"]

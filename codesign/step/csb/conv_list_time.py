@@ -15,7 +15,8 @@ import numpy as np
 from codesign.boards import Board
 from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
-from codesign.step.csb.conv_step import conv_structures, net_arena, net_lists, net_shapes
+from codesign.step.csb.conv_net import net_shapes
+from codesign.step.csb.conv_step import conv_structures, net_arena, net_lists
 from codesign.step.csb.lists import PE, CsbStepScales
 from codesign.step.share import phased_step_cycles
 from codesign.step.csb.time import csb_mac_energy_pj

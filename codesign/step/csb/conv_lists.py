@@ -55,8 +55,8 @@ class _Drafts:
     """The calls of one list before their record slots are known; a network's layers add to one ``items``."""
 
     def __init__(self, arena: ConvArena, n: int, items: list | None = None, chunks: Sequence[int] | None = None,
-                 columns: Sequence[int] | None = None) -> None:
-        self.a, self.items = arena, [] if items is None else items
+                 columns: Sequence[int] | None = None, onto: Sequence[int] = ()) -> None:
+        self.a, self.items, self.onto = arena, [] if items is None else items, frozenset(onto)
         self.all_chunks = arena.chunks_of(n)
         self.chunks = range(self.all_chunks) if chunks is None else chunks
         self.columns = range(arena.column_blocks) if columns is None else columns
@@ -78,17 +78,28 @@ class _Drafts:
 
 
 def _forward(d: _Drafts) -> None:
+    """FP per chunk, tile and block row: a chain over the row's blocks, from zero, or for the rows in ``d.onto``
+    from the sums ``z`` holds (another layer's, which this one adds to: the first call's third segment; an
+    entry-less FP loads them where the row has one block, as a call cannot write what it reads)."""
     a, spec = d.a, d.a.spec
     count = spec.block_rows * spec.out_pos * spec.batch
     for k in d.chunks:
         for ty, tx in d.tiles:
             for r in range(a.row_blocks):
                 row = [s for s in a.blocks if s.row == r]
+                sums = a.out_tile(ty, tx, r * spec.block_rows, a.z[k], 4)
+                onto = r in d.onto
+                if onto and len(row) == 1:
+                    some_x = a.in_tile(ty, tx, 0, a.x[k], 1)
+                    d.add(header_word(Op.FP, 0, hold=True, stride=d.stride, k1=a.k1), (some_x, sums), Block(), 0)
                 for j, s in enumerate(row):
                     last = j == len(row) - 1
+                    zero, load = not j and not onto, not j and onto and len(row) > 1
                     tile = a.in_tile(ty, tx, s.col * spec.block_cols, a.x[k], 1)
-                    out = a.out_tile(ty, tx, r * spec.block_rows, a.z[k], 4) if last else Block()
-                    d.add(d.header(Op.FP, s.nnz, not j, last), (d.weights(s), tile), out, count if last else 0)
+                    header = header_word(Op.FP, s.nnz, zero=zero, carry=not (zero or load), hold=not last,
+                                         stride=d.stride, k1=a.k1)
+                    d.add(header, (d.weights(s), tile) + ((sums,) if load else ()), sums if last else Block(),
+                          count if last else 0)
 
 
 def _gradients(d: _Drafts, parts: Sequence[EntryRange]) -> None:
@@ -120,7 +131,9 @@ def _errors(d: _Drafts) -> None:
     start from zero (``ZERO``) and its region needs no clearing; the other tiles add onto the grid, which the
     clears zero first. A map of one tile needs no clear and no load at all; tiles whose inputs share no halo (a
     kernel no larger than the stride) start every chain from zero, and where they also leave no gap (a kernel of
-    the stride: a 1 x 1 conv at stride 1) nothing is cleared either."""
+    the stride: a 1 x 1 conv at stride 1) nothing is cleared either. The columns in ``d.onto`` add onto sums
+    another layer left on the grid (a shortcut's errors onto its block's conv1's): never cleared, every tile's
+    chain loaded."""
     a, spec = d.a, d.a.spec
     count = spec.block_cols * a.geometry.in_pos_at(d.stride) * spec.batch
     several, k = a.tiles != (1, 1), a.shape.kernel
@@ -130,15 +143,15 @@ def _errors(d: _Drafts) -> None:
         # what an entry-less EB reads as its (unused) errors: its own chunk's, which no other IP writes meanwhile
         some_dy = a.out_tile(0, 0, 0, a.dy[k], 1)
         for c in d.columns:
-            for row, col in clears if any(s.col == c for s in a.blocks) else ():
+            for row, col in clears if c not in d.onto and any(s.col == c for s in a.blocks) else ():
                 d.add(header_word(Op.EB, 0, zero=True, stride=d.stride, k1=a.k1), (some_dy,),
                       a.grid_block(row, col, c * spec.block_cols, a.dx[k], 4), count)
         for ty, tx in d.tiles:
             for c in d.columns:
                 column = [s for s in a.blocks if s.col == c]
                 if column:  # else no stored kernel reads these channels: their errors stay 0
-                    _error_chain(d, k, ty, tx, c, column, fresh=(ty, tx) == (0, 0) or not overlap, some_dy=some_dy,
-                                 count=count)
+                    fresh = c not in d.onto and ((ty, tx) == (0, 0) or not overlap)
+                    _error_chain(d, k, ty, tx, c, column, fresh=fresh, some_dy=some_dy, count=count)
 
 
 def _error_chain(d: _Drafts, k: int, ty: int, tx: int, c: int, column: list, *, fresh: bool, some_dy: Block,
@@ -160,9 +173,11 @@ def _error_chain(d: _Drafts, k: int, ty: int, tx: int, c: int, column: list, *, 
         d.add(header, (d.weights(s), dy) + ((sums,) if load else ()), sums if last else Block(), count if last else 0)
 
 
-def layer_forward(arena: ConvArena, n: int, items: list, chunks: Sequence[int] | None = None) -> None:
-    """FP of ``n`` samples on one layer of a network, added to ``items``: the lane ``chunks`` given (all)."""
-    _forward(_Drafts(arena, n, items, chunks))
+def layer_forward(arena: ConvArena, n: int, items: list, chunks: Sequence[int] | None = None,
+                  onto: Sequence[int] = ()) -> None:
+    """FP of ``n`` samples on one layer of a network, added to ``items``: the lane ``chunks`` given (all); the
+    block rows ``onto`` add to the sums ``z`` holds."""
+    _forward(_Drafts(arena, n, items, chunks, onto=onto))
 
 
 def layer_gradients(arena: ConvArena, n: int, items: list, parts: Sequence[EntryRange] | None = None) -> None:
@@ -173,10 +188,11 @@ def layer_gradients(arena: ConvArena, n: int, items: list, parts: Sequence[Entry
 
 
 def layer_errors(arena: ConvArena, n: int, items: list, chunks: Sequence[int] | None = None,
-                 columns: Sequence[int] | None = None) -> None:
+                 columns: Sequence[int] | None = None, onto: Sequence[int] = ()) -> None:
     """EB of ``n`` samples on one layer of a network for the lane ``chunks`` and block ``columns`` given (all; a
-    column's sums are its own channels of ``dx``), added to ``items``."""
-    _errors(_Drafts(arena, n, items, chunks, columns=columns))
+    column's sums are its own channels of ``dx``), added to ``items``; the columns ``onto`` add to the sums ``dx``
+    holds."""
+    _errors(_Drafts(arena, n, items, chunks, columns=columns, onto=onto))
 
 
 def layer_backward(arena: ConvArena, n: int, items: list, input_errors: bool) -> None:

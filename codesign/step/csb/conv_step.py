@@ -25,6 +25,7 @@ else over rows. Units: offsets in bytes, counts in elements.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Iterator, List, Sequence, Tuple
 
@@ -39,6 +40,7 @@ from codesign.pe.csb.stream import EwOp, Op, header_word
 from codesign.step.csb.arena import BUFFER_EXTRA_BITS, EntryRange, words_of_bytes
 from codesign.step.csb.conv_arena import ConvArena, ConvShape, build_conv_arena, folded_head, head_fold
 from codesign.step.csb.conv_lists import layer_errors, layer_forward, layer_gradients
+from codesign.step.csb.conv_net import ResidualBlock, Stage, net_stages, shortcut_shifts, stage_in, stage_out
 from codesign.step.csb.lists import PE, CsbStepScales, code_rounding, draft_cycles
 from codesign.step.share import Phase, PhasedLists, balanced, check_copies, placed, runs
 
@@ -115,6 +117,12 @@ class ConvNetArena:
     records: int
     record_slots: int
     image: np.ndarray
+    blocks: Tuple[ResidualBlock, ...] = ()
+    identities: Tuple[Tuple[ConvArena, ...], ...] = ()  # per block: an identity's FP and EB shortcut; () projects
+
+    @property
+    def stages(self) -> List[Stage]:
+        return net_stages(len(self.layers), self.blocks)
 
     @property
     def arena(self) -> np.ndarray:
@@ -138,17 +146,6 @@ class ConvNetLists(PhasedLists):
     backward_phases: Tuple[Phase, ...]
 
 
-def net_shapes(spec: CsbSpec, image: Tuple[int, int, int], convs: Sequence[Tuple[int, int]],
-               classes: int) -> List[ConvShape]:
-    """The layers' shapes on ``spec``: the convs, then the head (the last map's features as channels of a 1 x 1
-    map, a 1 x 1 conv)."""
-    (c, h, w), shapes = image, []
-    for outputs, stride in convs:
-        shapes.append(ConvShape(channels=c, outputs=outputs, height=h, width=w, kernel=spec.kernel, stride=stride))
-        c, (h, w) = outputs, shapes[-1].out_map
-    return shapes + [ConvShape(channels=c * h * w, outputs=classes, height=1, width=1, kernel=1)]
-
-
 def conv_structures(spec: CsbSpec, masks: Sequence[np.ndarray]) -> List[CSBMatrix]:
     """The stored structure of every layer on ``spec``: each ``(outputs, channels)`` kernel mask as CSB blocks, of
     the PE's kernel for the convs and of kernel 1 for the head (the last)."""
@@ -157,27 +154,71 @@ def conv_structures(spec: CsbSpec, masks: Sequence[np.ndarray]) -> List[CSBMatri
                    block_rows=spec.block_rows, block_cols=spec.block_cols) for mask, k in zip(masks, kernels)]
 
 
+def identity_structure(spec: CsbSpec, channels: int) -> CSBMatrix:
+    """An identity shortcut's stored structure: the diagonal kernels of a ``channels``-square 1 x 1 conv."""
+    return encode(np.eye(channels, dtype=np.int8)[:, :, None, None], block_rows=spec.block_rows,
+                  block_cols=spec.block_cols)
+
+
 def _place(spec: CsbSpec, shapes: Sequence[ConvShape], batch: int, structures: Sequence[CSBMatrix],
-           record_slots: int) -> ConvNetArena:
+           record_slots: int, blocks: Sequence[ResidualBlock]) -> ConvNetArena:
     layout, fold = ArenaLayout(), head_fold(spec, batch)
     *convs, head = shapes
     shapes = [*convs, folded_head(head, fold) if fold else head]
-    layers = tuple(build_conv_arena(spec, shape, batch, csb, record_slots=0, layout=layout,
-                                    fold=fold if index == len(shapes) - 1 else 0)
-                   for index, (shape, csb) in enumerate(zip(shapes, structures)))
+    projections = {block.projection: block for block in blocks if block.projection is not None}
+    layers: List[ConvArena] = []
+    for index, (shape, csb) in enumerate(zip(shapes, structures)):
+        block = projections.get(index)  # placed after its block's conv1 and conv2, whose maps it shares
+        shared = {} if block is None else dict(reads=layers[block.first], adds_to=layers[block.second])
+        layers.append(build_conv_arena(spec, shape, batch, csb, record_slots=0, layout=layout,
+                                       fold=fold if index == len(shapes) - 1 else 0, **shared))
+    identities = []
+    for block in blocks:
+        shape, csb = dataclasses.replace(shapes[block.first], kernel=1), None
+        if block.projection is None:
+            csb = identity_structure(spec, shape.channels)
+        identities.append(() if csb is None else tuple(
+            build_conv_arena(spec, shape, batch, csb, record_slots=0, layout=layout, reads=layers[block.first],
+                             adds_to=layers[block.second]) for _ in range(2)))
     records = layout.reserve(RECORD_WORDS * max(record_slots, 1))
-    return ConvNetArena(spec=spec, batch=batch, layers=layers, records=records, record_slots=record_slots,
-                        image=layout.image())
+    return ConvNetArena(spec=spec, batch=batch, layers=tuple(layers), records=records, record_slots=record_slots,
+                        image=layout.image(), blocks=tuple(blocks), identities=tuple(identities))
 
 
-def net_arena(spec: CsbSpec, shapes: Sequence[ConvShape], batch: int,
-              structures: Sequence[CSBMatrix]) -> ConvNetArena:
-    """The network's arena, with a record slot per call of its longest list (a full batch's on one IP: on several,
-    a phase's lists share out those calls)."""
-    sized = _place(spec, shapes, batch, structures, 1)
+def net_arena(spec: CsbSpec, shapes: Sequence[ConvShape], batch: int, structures: Sequence[CSBMatrix],
+              blocks: Sequence[ResidualBlock] = ()) -> ConvNetArena:
+    """The network's arena (``blocks``: its residual blocks, :func:`codesign.step.csb.conv_net.resnet_shapes`),
+    with a record slot per call of its longest list (a full batch's on one IP: on several, a phase's lists share
+    out those calls)."""
+    sized = _place(spec, shapes, batch, structures, 1, blocks)
     zero = CsbStepScales(relu=(0,) * (len(shapes) - 1), mask=(0,) * len(shapes), upd=((0, False),) * len(shapes))
     calls = [sum(len(items) for lists in phases for items in lists) for phases in _phases(sized, batch, zero, 0, 1)]
-    return _place(spec, shapes, batch, structures, max(calls))  # the forward's and the backward's calls
+    return _place(spec, shapes, batch, structures, max(calls), blocks)  # the forward's and the backward's calls
+
+
+def write_identities(net: ConvNetArena, image: np.ndarray, frac_bits: Sequence[dict]) -> None:
+    """Every identity shortcut's constant codes into ``image``: ``2^jf`` on the diagonal its FP reads, ``2^jb`` on
+    the one its EB reads (:func:`codesign.step.csb.conv_net.shortcut_shifts`)."""
+    for block, arenas in zip(net.blocks, net.identities):
+        if arenas:
+            csb = identity_structure(net.spec, arenas[0].shape.channels)
+            for a, shift in zip(arenas, shortcut_shifts(frac_bits, block)):
+                a.write_weights(image, dataclasses.replace(csb, values=np.full_like(csb.values, 1 << shift)))
+
+
+def net_step_scales(frac_bits: Sequence[dict], upd: Sequence[Tuple[int, bool]],
+                    blocks: Sequence[ResidualBlock] = ()) -> CsbStepScales:
+    """The rounding stage's shifts of a network's step: ``relu[l]`` from producer ``l``'s sums to its consumer's
+    input codes, ``mask[l]`` from consumer ``l``'s EB sums (a block's conv1: with its shortcut's) to its producer's
+    error codes; a projection's are unused (0). Without blocks, :meth:`CsbStepScales.of`'s."""
+    fb, stages = list(frac_bits), net_stages(len(frac_bits), blocks)
+    relu, mask = [0] * (len(fb) - 1), [0] * len(fb)
+    pairs = [(stage_out(before), stage_in(after)) for before, after in zip(stages, stages[1:])]
+    pairs += [(block.first, block.second) for block in blocks]
+    for producer, consumer in pairs:
+        relu[producer] = fb[consumer]["activation"] - (fb[producer]["weight"] + fb[producer]["activation"])
+        mask[consumer] = fb[producer]["error"] - (fb[consumer]["weight"] + fb[consumer]["error"])
+    return CsbStepScales(relu=tuple(relu), mask=tuple(mask), upd=tuple((int(s), bool(left)) for s, left in upd))
 
 
 def _selects(items: list, spec: CsbSpec, v: MapView, z: MapView | None, out: MapView, dims: Tuple[int, int],
@@ -192,16 +233,18 @@ def _selects(items: list, spec: CsbSpec, v: MapView, z: MapView | None, out: Map
                       out.block(c, nc, r, nr), count, code_rounding(b, shift, spec.parts)))
 
 
-def _relu(items: list, net: ConvNetArena, layer: int, k: int, shift: int) -> None:
-    a, nxt = net.layers[layer], net.layers[layer + 1]
+def _relu(items: list, net: ConvNetArena, layer: int, consumer: int, k: int, shift: int) -> None:
+    """RELU of ``layer``'s sums into ``consumer``'s input grid (the head's: flattened)."""
+    a, nxt = net.layers[layer], net.layers[consumer]
     (oh, ow), z = a.shape.out_map, _out_map(a, a.z[k], 4)
-    head = layer + 1 == len(net.layers) - 1
+    head = consumer == len(net.layers) - 1
     out = _in_map(nxt, k, 1, (oh, ow) if head else None)
     _selects(items, net.spec, z, None, out, (a.shape.outputs, oh), shift)
 
 
-def _mask(items: list, net: ConvNetArena, layer: int, k: int, shift: int) -> None:
-    a, prev = net.layers[layer], net.layers[layer - 1]
+def _mask(items: list, net: ConvNetArena, layer: int, producer: int, k: int, shift: int) -> None:
+    """SELECT of ``layer``'s EB sums on its input grid by ``producer``'s sums, into ``producer``'s errors."""
+    a, prev = net.layers[layer], net.layers[producer]
     (oh, ow) = prev.shape.out_map
     head = layer == len(net.layers) - 1
     v = _in_map(a, k, 4, (oh, ow) if head else None)
@@ -255,6 +298,54 @@ def _block_updates(net: ConvNetArena, n: int, upd: Sequence[Tuple[int, bool]], p
     return out
 
 
+def _stage_forward(items: list, net: ConvNetArena, n: int, scales: CsbStepScales, part: Sequence[int]) -> None:
+    """A run of lane chunks through every stage but the head: FP and the ReLU into the next stage's input; a block's
+    conv1, ReLU, conv2 and then its shortcut's FP onto conv2's sums."""
+    stages = net.stages
+    for stage, after in zip(stages[:-1], stages[1:]):
+        if isinstance(stage, ResidualBlock):
+            first, second = net.layers[stage.first], net.layers[stage.second]
+            layer_forward(first, n, items, part)
+            for k in part:
+                _relu(items, net, stage.first, stage.second, k, scales.relu[stage.first])
+            layer_forward(second, n, items, part)
+            shortcut = _shortcut(net, stage, 0)
+            layer_forward(shortcut, n, items, part, onto={s.row for s in second.blocks})
+        else:
+            layer_forward(net.layers[stage], n, items, part)
+        for k in part:
+            _relu(items, net, stage_out(stage), stage_in(after), k, scales.relu[stage_out(stage)])
+
+
+def _shortcut(net: ConvNetArena, block: ResidualBlock, direction: int) -> ConvArena:
+    """A block's shortcut: its projection, or its identity's FP (``direction`` 0) or EB (1) arena."""
+    identity = net.identities[net.blocks.index(block)]
+    return identity[direction] if identity else net.layers[block.projection]
+
+
+def _stage_errors(items: list, net: ConvNetArena, n: int, scales: CsbStepScales, part: Sequence[int]) -> None:
+    """A run of lane chunks back through the stages, the head's EB done: each stage's EB and the mask into the
+    errors of the stage before; a block's conv2 EB and mask into conv1's errors, then conv1's EB and its shortcut's
+    onto the same sums."""
+    stages = net.stages
+    for index in range(len(stages) - 1, -1, -1):
+        stage = stages[index]
+        if isinstance(stage, ResidualBlock):
+            layer_errors(net.layers[stage.second], n, items, part)
+            for k in part:
+                _mask(items, net, stage.second, stage.first, k, scales.mask[stage.second])
+        if not index:  # the network's input takes no error
+            break
+        if isinstance(stage, ResidualBlock):
+            first = net.layers[stage.first]
+            layer_errors(first, n, items, part)
+            layer_errors(_shortcut(net, stage, 1), n, items, part, onto={s.col for s in first.blocks})
+        elif index < len(stages) - 1:  # the head's EB is a phase of its own
+            layer_errors(net.layers[stage], n, items, part)
+        for k in part:
+            _mask(items, net, stage_in(stage), stage_out(stages[index - 1]), k, scales.mask[stage_in(stage)])
+
+
 def _phases(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int, copies: int) -> Tuple[list, list]:
     """The drafts of the forward and backward phases, each a list of drafted lists (see :func:`net_lists`)."""
     if phase not in (0, 1):
@@ -262,15 +353,12 @@ def _phases(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int, copies
     layers, chunks = len(net.layers), net.chunks_of(n)
     if len(scales.relu) != layers - 1 or len(scales.mask) != layers or len(scales.upd) != layers:
         raise ValueError(f"scales for {len(scales.upd)} layers; the arena has {layers}")
-    *convs, head = net.layers
+    head, convs = net.layers[-1], layers > 1
     parts, head_parts = runs(chunks, copies), runs(head.chunks_of(n), copies)
     convs_forward, head_forward, head_errors, errors = [], [], [], []
     for part in parts:  # a lane chunk's maps through every conv, ReLU included, on one IP
         convs_forward.append([])
-        for layer, a in enumerate(convs):
-            layer_forward(a, n, convs_forward[-1], part)
-            for k in part:
-                _relu(convs_forward[-1], net, layer, k, scales.relu[layer])
+        _stage_forward(convs_forward[-1], net, n, scales, part)
     for part in head_parts:  # a folded head's one map reads every chunk's features
         head_forward.append([])
         layer_forward(head, n, head_forward[-1], part)
@@ -279,12 +367,7 @@ def _phases(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int, copies
         layer_errors(head, n, head_errors[-1], columns=columns)
     for part in parts if convs else ():
         errors.append([])
-        for k in part:
-            _mask(errors[-1], net, layers - 1, k, scales.mask[-1])
-        for layer in range(layers - 2, 0, -1):
-            layer_errors(net.layers[layer], n, errors[-1], part)
-            for k in part:
-                _mask(errors[-1], net, layer, k, scales.mask[layer])
+        _stage_errors(errors[-1], net, n, scales, part)
     updates = _block_updates(net, n, scales.upd, phase, copies)
     backward = [head_errors, errors, balanced(updates, copies, draft_cycles(net.spec))]
     return [convs_forward, head_forward], backward
@@ -309,4 +392,5 @@ def net_lists(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int, copi
     return ConvNetLists(n=n, phase=phase, copies=copies, forward_phases=forward, backward_phases=backward)
 
 
-__all__ = ["ConvNetArena", "ConvNetLists", "MapView", "conv_structures", "net_arena", "net_lists", "net_shapes"]
+__all__ = ["ConvNetArena", "ConvNetLists", "MapView", "conv_structures", "identity_structure", "net_arena", "net_lists",
+           "net_step_scales", "write_identities"]

@@ -20,7 +20,7 @@ from codesign.design.families.csb_conv import (conv_list_model, csb_conv_explore
 from codesign.loops.common import HwTrainError
 from codesign.loops.host_share import THIS_MACHINE
 from codesign.step.csb.conv_list_time import conv_list_step
-from codesign.step.csb.conv_step import net_shapes
+from codesign.step.csb.conv_net import net_shapes
 from codesign.step.host import HostModel
 from codesign.step.list_cycles import BOARD_DDR
 

@@ -11,7 +11,8 @@ import numpy as np
 from codesign.boards import board
 from codesign.pe.csb import CsbSpec
 from codesign.step.csb.conv_list_time import conv_list_step, conv_step_list_cycles, conv_step_macs
-from codesign.step.csb.conv_step import conv_structures, net_arena, net_lists, net_shapes
+from codesign.step.csb.conv_net import net_shapes
+from codesign.step.csb.conv_step import conv_structures, net_arena, net_lists
 from codesign.step.csb.lists import PE, CsbStepScales
 from codesign.step.list_cycles import BOARD_DDR, step_cycles
 

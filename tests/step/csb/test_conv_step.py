@@ -13,7 +13,8 @@ from codesign.pe import get_pe
 from codesign.pe.csb import CsbSpec, encode
 from codesign.shell.calls import ListCase, run_list_golden
 from codesign.shell.ip import held_by_default
-from codesign.step.csb.conv_step import MapView, _pieces, net_arena, net_lists, net_shapes
+from codesign.step.csb.conv_net import net_shapes, resnet_shapes
+from codesign.step.csb.conv_step import MapView, _pieces, net_arena, net_lists, net_step_scales, write_identities
 from codesign.step.csb.lists import CsbStepScales
 from codesign.step.list_cycles import list_cycles
 
@@ -67,6 +68,41 @@ def network_case(seed: int = 0, n: int = 6, relu=(-9, -8), packed: bool = False,
     return spec, net, image, net_lists(net, n, scales, 0)
 
 
+def residual_case(seed: int = 0, n: int = 6):
+    """A stem, an identity block and a stride-2 projection block with a head on a small PE: random kept structures
+    (some block rows and columns empty), state, batch and logits' gradient, the identities' constant codes, and one
+    step's lists."""
+    rng = np.random.default_rng(seed)
+    spec = CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2, batch=4, max_stride=2)
+    shapes, blocks = resnet_shapes(spec, (2, 4, 4), ((8, 1),), ((8, 1), (6, 2)), 5)
+    structures, buffers = [], []
+    for index, shape in enumerate(shapes):
+        keep = rng.random((shape.outputs, shape.channels)) < 0.6
+        if index in (1, 3):  # each block's conv1 without its first block column: its shortcut's EB starts those
+            keep[:, :4] = False
+        if index in (2, 5):  # the identity's conv2 and the projection without their second block row
+            keep[4:] = False
+        if index == 4:  # the projection block's conv2 without its first: the projection's FP starts those sums
+            keep[:4] = False
+        k = shape.kernel
+        csb = encode(np.broadcast_to(keep[:, :, None, None], (*keep.shape, k, k)).astype(np.int8), block=4)
+        structures.append(csb)
+        buffers.append(rng.integers(-(1 << 23), 1 << 23, (csb.nnz, k, k)))
+    net = net_arena(spec, shapes, n, structures, blocks)
+    image = net.image.copy()
+    for a, csb, words in zip(net.layers, structures, buffers):
+        a.write_state(image, csb, words, 0)
+    fracs = [{"activation": 4, "weight": 6 + (i == 5), "error": 8} for i in range(len(shapes))]
+    fracs[4]["activation"] = 5  # the projection block's: conv2's sums at 6 + 5 = the projection's 7 + 4
+    fracs[3]["error"] = 9  # and conv1's EB sums at 6 + 9 = the projection's 7 + 8
+    write_identities(net, image, fracs)
+    net.layers[0].write_input(image, rng.integers(-128, 128, (n, 2, 4, 4)))
+    net.layers[-1].write_errors(image, rng.integers(-128, 128, (n, 5, 1, 1)))
+    scales = net_step_scales(fracs, [(3, False), (2, True), (0, False), (1, False), (2, False), (0, True), (1, True)],
+                             blocks)
+    return spec, net, image, net_lists(net, n, scales, 0)
+
+
 def test_a_layer_pruned_to_no_kernel_is_placed_and_its_sums_stay_zero():
     spec = CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2, batch=4, max_stride=2)
     shapes = net_shapes(spec, (2, 4, 4), ((4, 1),), 3)
@@ -103,12 +139,12 @@ def test_the_head_reads_the_last_map_flattened_and_the_update_writes_the_other_p
         assert not np.array_equal(a.read_buffer(after, 1), a.read_buffer(image, 1))  # UPD wrote phase 1
 
 
-def _run(tmp_path, level: str, packed: bool = False, stream_bits: int = 32) -> list[int]:
+def _run(tmp_path, level: str, packed: bool = False, stream_bits: int = 32, residual: bool = False) -> list[int]:
     """The step's two lists at ``level`` against the golden lists; at RTL, each list's busy cycles (the model's)."""
     from codesign.shell.list_sim import run_list_csim, run_list_rtl
     from codesign.shell.ip import render_accel_project
 
-    spec, net, image, lists = network_case(packed=packed, stream_bits=stream_bits)
+    spec, net, image, lists = residual_case() if residual else network_case(packed=packed, stream_bits=stream_bits)
     busy = []
     if level == "csim":
         render_accel_project(PE, spec, "csb_0", None, tmp_path / "hls")
@@ -135,6 +171,18 @@ def test_csim_runs_a_network_step_as_the_golden_lists(tmp_path):
 @needs_icarus
 def test_rtl_runs_a_network_step_bit_exact_in_the_modelled_cycles(tmp_path):  # 12 s
     _run(tmp_path, "rtl")
+
+
+def test_csim_runs_a_residual_network_step_as_the_golden_lists(tmp_path):
+    _run(tmp_path, "csim", residual=True)
+
+
+@needs_icarus
+@pytest.mark.slow
+def test_rtl_runs_a_residual_network_step_bit_exact_in_the_modelled_cycles(tmp_path):  # 45 s
+    """Each shortcut's FP onto its block's conv2 sums and EB onto its conv1's (an identity's constant codes, a
+    stride-2 projection under K1), where a row or column of the other layer is empty and where it is not."""
+    _run(tmp_path, "rtl", residual=True)
 
 
 def test_csim_runs_a_network_step_on_a_64_bit_stream_as_the_golden_lists(tmp_path):

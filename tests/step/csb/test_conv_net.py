@@ -1,4 +1,4 @@
-"""A residual network's layers and blocks, and the fractions that let its shortcuts add in place."""
+"""A conv network's layers and residual blocks, and the fractions that let its shortcuts add in place."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from codesign.pe.csb import CsbSpec
-from codesign.step.csb.residual import (IDENTITY_SHIFT_RANGE, ResidualBlock, align_fractions, check_aligned,
+from codesign.step.csb.conv_net import (IDENTITY_SHIFT_RANGE, ResidualBlock, align_fractions, check_aligned,
                                         resnet_shapes, shortcut_shifts, shortcut_terms)
 
 SPEC = CsbSpec(block_rows=8, block_cols=8, kernel=3, out_h=4, out_w=4, batch=8, max_stride=2)

@@ -1,6 +1,8 @@
-"""A residual conv network on the CSB PE: its layers, its blocks and the fractions that let a shortcut add in place.
+"""A conv network's layers on the CSB PE: plain convs, residual blocks and the head, and the fractions that let a
+block's shortcut add in place.
 
-A basic block (ResNet's, without batch norm) is ``out = relu(conv2(relu(conv1(x))) + shortcut(x))``: ``conv1``
+The convs are 'same'-padded convs of the PE's kernel at stride 1 or 2, each followed by a ReLU; the head is a dense
+layer over the last map's features, run as a 1 x 1 conv on a 1 x 1 map (:func:`net_shapes`). A basic block (ResNet's, without batch norm) is ``out = relu(conv2(relu(conv1(x))) + shortcut(x))``: ``conv1``
 of the PE's kernel at stride 1 or 2, ``conv2`` at stride 1, and the shortcut the identity where the block keeps
 its shape, else a trainable 1 x 1 conv at the block's stride (a *projection*, run under ``K1``).
 
@@ -21,12 +23,11 @@ Units: fractions in bits; layer indices into the network's layer list (the convs
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from codesign.numerics.records import keyword_record
 from codesign.pe.csb.spec import CsbSpec
 from codesign.step.csb.conv_arena import ConvShape
-from codesign.step.csb.conv_step import net_shapes
 
 IDENTITY_SHIFT_RANGE = (0, 6)  # 2^j as an 8-bit code: 1 .. 64
 
@@ -48,14 +49,22 @@ class ResidualBlock:
         return (self.first, self.second) + (() if self.projection is None else (self.projection,))
 
 
+def net_shapes(spec: CsbSpec, image: Tuple[int, int, int], convs: Sequence[Tuple[int, int]],
+               classes: int) -> List[ConvShape]:
+    """The layers' shapes on ``spec`` of a network without blocks: the convs, then the head (the last map's
+    features as channels of a 1 x 1 map, a 1 x 1 conv)."""
+    return resnet_shapes(spec, image, convs, (), classes)[0]
+
+
 def resnet_shapes(spec: CsbSpec, image: Tuple[int, int, int], convs: Sequence[Tuple[int, int]],
                   blocks: Sequence[Tuple[int, int]], classes: int) -> Tuple[List[ConvShape], Tuple[ResidualBlock, ...]]:
     """The layers of ``convs`` (plain, each followed by a ReLU), then of ``blocks`` (``(outputs, stride)`` each:
     conv1, conv2 and, where the shape changes, the projection), then the head (the last map's features as a 1 x 1
     map); and the blocks by layer index."""
-    *layers, _ = net_shapes(spec, image, convs, classes)
-    c, (h, w) = layers[-1].outputs, layers[-1].out_map
-    found = []
+    (c, h, w), layers, found = image, [], []
+    for outputs, stride in convs:
+        layers.append(ConvShape(channels=c, outputs=outputs, height=h, width=w, kernel=spec.kernel, stride=stride))
+        c, (h, w) = outputs, layers[-1].out_map
     for outputs, stride in blocks:
         first = ConvShape(channels=c, outputs=outputs, height=h, width=w, kernel=spec.kernel, stride=stride)
         oh, ow = first.out_map
@@ -68,6 +77,25 @@ def resnet_shapes(spec: CsbSpec, image: Tuple[int, int, int], convs: Sequence[Tu
         c, h, w = outputs, oh, ow
     head = ConvShape(channels=c * h * w, outputs=classes, height=1, width=1, kernel=1)
     return layers + [head], tuple(found)
+
+
+Stage = Union[int, ResidualBlock]
+
+
+def net_stages(layers: int, blocks: Sequence[ResidualBlock]) -> List[Stage]:
+    """The network of ``layers`` layers as stages, each reading the ReLU of the one before: a plain layer (a conv,
+    then the head, last) by index, or a block."""
+    return list(range(blocks[0].first if blocks else layers - 1)) + list(blocks) + [layers - 1]
+
+
+def stage_out(stage: Stage) -> int:
+    """The layer whose sums are a stage's output, before its ReLU."""
+    return stage.second if isinstance(stage, ResidualBlock) else stage
+
+
+def stage_in(stage: Stage) -> int:
+    """The layer whose input grid holds a stage's input (a block's projection reads it there too)."""
+    return stage.first if isinstance(stage, ResidualBlock) else stage
 
 
 def _lower(fracs: List[Dict[str, int]], layer: int, blob: str, to: int) -> None:
@@ -133,5 +161,5 @@ def shortcut_terms(shapes: Sequence[ConvShape], block: ResidualBlock) -> int:
     return max(p.channels, p.outputs)
 
 
-__all__ = ["IDENTITY_SHIFT_RANGE", "ResidualBlock", "align_fractions", "check_aligned", "resnet_shapes",
-           "shortcut_shifts", "shortcut_terms"]
+__all__ = ["IDENTITY_SHIFT_RANGE", "ResidualBlock", "Stage", "align_fractions", "check_aligned", "net_shapes",
+           "net_stages", "resnet_shapes", "shortcut_shifts", "shortcut_terms", "stage_in", "stage_out"]
