@@ -2,7 +2,8 @@
 the golden step and a float32 PyTorch step of the same network on one core.
 
 The shipped design examples/digits_compressed_conv.toml (model 'convnet': convs 16, 16, 32 at stride 2 and 32, a
-dense head; batch 64), its loop trained through its float warm-up and pruning search
+dense head; batch 64), or ``--example`` another (examples/digits_compressed_resnet.toml: ResNet-8's layers without
+batch norm), its loop trained through its float warm-up and pruning search
 (:func:`codesign.design.families.csb_conv.pruned_list_trainer`), then in one process:
 
 - ``board``: a fixed-point step as the lists of :mod:`codesign.step.csb.conv_step` run it (every map in place,
@@ -27,7 +28,8 @@ Prints a row per board and copy count (and per copy count the step's cycles by
 kind) and writes ``csb_conv_lists.json``. A run takes a few minutes (two
 warm-ups and pruning searches, one golden list step).
 
-Run: .venv/bin/python benchmarks/bench_csb_conv_lists.py [--steps 5] [--copies 1,2] [--lanes 8] [--out reports/bench]
+Run: .venv/bin/python benchmarks/bench_csb_conv_lists.py [--steps 5] [--copies 1,2] [--lanes 8] [--example FILE]
+     [--out reports/bench]
 """
 
 from __future__ import annotations
@@ -66,13 +68,13 @@ def torch_conv_step(setup):
 
     torch.manual_seed(setup.seed)
     model = ConvNet(image=setup.image, channels=tuple(o for o, _ in setup.convs),
-                    strides=tuple(s for _, s in setup.convs), classes=setup.classes)
+                    strides=tuple(s for _, s in setup.convs), classes=setup.classes, blocks=setup.blocks)
     return sgd_step(model, lr=setup.lr)
 
 
 def main() -> int:
-    args = step_arguments(__doc__, copies=True, lanes=True)
-    design = load_design(EXAMPLE)
+    args = step_arguments(__doc__, copies=True, lanes=True, example=str(EXAMPLE))
+    design = load_design(Path(args.example))
     setup, data = csb_conv_setup_of(design), load_dataset(design.training)
     spec, n = setup.spec, setup.batch_size
     if args.lanes is not None:
@@ -95,7 +97,8 @@ def main() -> int:
     builds = [replace(spec, stream_bits=bits, packed=packed) for bits in widths for packed in packs]
     for copies, build in ((copies, build) for copies in args.copies for build in builds):
         priced = conv_step_list_cycles(build, setup.image, setup.convs, setup.classes, n,
-                                       conv_structures(build, lists.masks), ddr=BOARD_DDR, copies=copies)
+                                       conv_structures(build, lists.masks, setup.shapes_and_blocks[0]),
+                                       ddr=BOARD_DDR, copies=copies, blocks=setup.blocks)
         kinds = cycles_by_kind(priced)
         packed = (" packed" if build.packed else "") + f", {build.stream_bits}-bit stream"
         print(f"{copies} csb IP(s){packed}: {cycles_text(kinds)}", flush=True)
@@ -103,7 +106,7 @@ def main() -> int:
             chosen = board(name)
             step = conv_list_step(build, setup.image, setup.convs, setup.classes, n, lists.masks, chosen,
                                   clock_mhz=design.clock_mhz, host_s=host["seconds"], host_source="this desktop",
-                                  copies=copies, priced=priced)
+                                  copies=copies, priced=priced, blocks=setup.blocks)
             dsp = copies * pe_resources("csb", build, chosen.yosys_family)["dsp"]
             rows.append({"board": name, "copies": copies, "packed": build.packed, "stream_bits": build.stream_bits,
                          **step.to_dict(),
@@ -121,7 +124,8 @@ def main() -> int:
                   f"{rows[-1]['equivalent_ops_per_dsp_cycle']:.2f} dense-equivalent ops per DSP and cycle on {dsp:g} "
                   f"DSP ({100 * rows[-1]['dsp_share']:.0f} % of the board's; paper 002: "
                   f"{PAPER_OPS_PER_DSP_CYCLE:.2f})", flush=True)
-    result = {"design": design.name, "convs": [list(c) for c in setup.convs], "batch": n, "csb": spec.to_dict(),
+    result = {"design": design.name, "convs": [list(c) for c in setup.convs], "blocks": [list(b) for b in setup.blocks],
+              "batch": n, "csb": spec.to_dict(),
               "kept_kernels": [int(m.sum()) for m in lists.masks], "golden_ms": 1e3 * golden_s,
               "torch_f32_ms": 1e3 * torch_s, "host_traffic": {k: v for k, v in host.items() if k != "seconds"},
               "paper_ops_per_dsp_cycle": PAPER_OPS_PER_DSP_CYCLE, "boards": rows}

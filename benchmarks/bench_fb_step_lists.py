@@ -86,10 +86,11 @@ def torch_f32_step(layers, *, lr: float, momentum: float, weight_decay: float, s
     return sgd_step(torch.nn.Sequential(*modules), lr=lr, momentum=momentum, weight_decay=weight_decay)
 
 
-def step_arguments(doc: str, *, copies: bool = False, lanes: bool = False) -> argparse.Namespace:
+def step_arguments(doc: str, *, copies: bool = False, lanes: bool = False,
+                   example: str | None = None) -> argparse.Namespace:
     """A step benchmark's arguments (``--steps`` timed, ``--out``; ``copies``: ``--copies``, the IP counts to price,
-    as ints; ``lanes``: ``--lanes``, another lane count for the build priced), with torch held to one thread: the
-    float32 reference is one core's."""
+    as ints; ``lanes``: ``--lanes``, another lane count for the build priced; ``example``: ``--example``, the design
+    file, this one by default), with torch held to one thread: the float32 reference is one core's."""
     import torch
 
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
@@ -100,6 +101,8 @@ def step_arguments(doc: str, *, copies: bool = False, lanes: bool = False) -> ar
     if lanes:
         parser.add_argument("--lanes", type=int, default=None, help="price the build with this many lanes instead of "
                             "the design's")
+    if example is not None:
+        parser.add_argument("--example", default=example, help=f"the design file (default {example})")
     args = parser.parse_args()
     if lanes and args.lanes is not None and args.lanes < 1:
         parser.error("--lanes must be >= 1")

@@ -117,6 +117,7 @@ class LoopSetup:
     spec_class: ClassVar[type]  # the PE spec the loop's IP is built with
     # fields design.json holds as lists and the set-up as tuples (nested ones too), each required
     list_fields: ClassVar[Tuple[str, ...]] = ("layers",)
+    optional_list_fields: ClassVar[Tuple[str, ...]] = ()  # as ``list_fields``, but a design.json may leave them out
 
     def check_shared(self, *, widths: bool = True) -> None:
         """The fields the loops share, each within what a board can hold: ``layers`` (when ``widths``: ints in
@@ -144,7 +145,7 @@ class LoopSetup:
     def to_dict(self) -> Dict[str, Any]:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values["spec"] = self.spec.to_dict()
-        for name in self.list_fields:
+        for name in self.list_fields + self.optional_list_fields:
             values[name] = _as_lists(getattr(self, name))
         return values
 
@@ -159,7 +160,7 @@ class LoopSetup:
         missing = sorted(name for name in ("spec", *cls.list_fields) if name not in values)
         if unknown or missing:
             raise HwTrainError(f"unknown field(s) {unknown}" if unknown else f"lacks {missing}")
-        lists = {name: values[name] for name in cls.list_fields}
+        lists = {name: values[name] for name in cls.list_fields + cls.optional_list_fields if name in values}
         if not isinstance(values["spec"], Mapping) or not all(isinstance(v, (list, tuple)) for v in lists.values()):
             raise HwTrainError(f"spec must be an object of PE fields, and {' and '.join(lists)} lists of values")
         try:

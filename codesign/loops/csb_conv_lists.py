@@ -21,8 +21,6 @@ from codesign.loops.common import HwTrainError, StateOnDevice
 from codesign.loops.csb import quantize
 from codesign.loops.csb_conv import CsbConvSetup, CsbConvTrainer
 from codesign.loops.csb_lists import list_step_batch
-from codesign.loops.csb_resnet import CsbResNetTrainer
-from codesign.step.csb.conv_net import resnet_shapes
 from codesign.step.csb.conv_step import ConvNetLists, net_arena, net_lists, net_step_scales, write_identities
 from codesign.step.csb.lists import PE
 
@@ -61,8 +59,7 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
         """The loop's switch to fixed point, then the one encoding of this structure into a new arena."""
         super()._set_fixed(masks, dense, frac_bits)
         setup = self.setup
-        shapes, blocks = resnet_shapes(self.spec, setup.image, setup.convs, getattr(setup, "blocks", ()),
-                                       setup.classes)
+        shapes, blocks = setup.shapes_and_blocks
         self.net = net_arena(self.spec, shapes, setup.batch_size, self._structure, blocks)
         for a, structure, words in zip(self.net.layers, self._structure, self.buffers):
             a.write_state(self.net.image, structure, words, 0)
@@ -115,10 +112,4 @@ class CsbConvListTrainer(StateOnDevice, CsbConvTrainer):
         return loss
 
 
-class CsbResNetListTrainer(CsbConvListTrainer, CsbResNetTrainer):
-    """:class:`codesign.loops.csb_resnet.CsbResNetTrainer` whose fixed-point steps run as call lists on ``shell``:
-    the conv list trainer's step, each block's shortcut added in place on the PE (an identity as a constant 1 x 1
-    conv of ``2^j`` codes, a projection as a 1 x 1 conv under ``K1``)."""
-
-
-__all__ = ["CsbConvListTrainer", "CsbResNetListTrainer", "check_conv_list_spec"]
+__all__ = ["CsbConvListTrainer", "check_conv_list_spec"]

@@ -166,6 +166,14 @@ class ModelConfig:
     # convnet: each 3 x 3 conv's outputs and stride (1 or 2); added later, so left out of plain() at their defaults
     channels: tuple[int, ...] = field(default=(16, 16, 32, 32), metadata={"omit_default": True})
     strides: tuple[int, ...] = field(default=(1, 1, 2, 1), metadata={"omit_default": True})
+    # convnet: residual blocks after the convs (no batch norm), each block's outputs and stride
+    block_channels: tuple[int, ...] = field(default=(), metadata={"omit_default": True})
+    block_strides: tuple[int, ...] = field(default=(), metadata={"omit_default": True})
+
+    @property
+    def blocks(self) -> tuple[tuple[int, int], ...]:
+        """The convnet's residual blocks as ``(outputs, stride)`` pairs."""
+        return tuple(zip(self.block_channels, self.block_strides))
 
     def validate(self, prefix: str = "model") -> None:
         require(isinstance(self.name, str) and self.name in MODELS, f"{prefix}.name", f"unknown model {self.name!r}; expected one of {MODELS}")
@@ -180,6 +188,16 @@ class ModelConfig:
                 and len(self.strides) == len(self.channels), f"{prefix}.strides",
                 f"must be a list of 1s and 2s, one per entry of {prefix}.channels ({len(self.channels)}), "
                 f"got {self.strides!r}")
+        require(isinstance(self.block_channels, tuple) and all(is_int(c) and 1 <= c <= MAX_HIDDEN
+                                                               for c in self.block_channels),
+                f"{prefix}.block_channels", f"must be a list of ints in [1, {MAX_HIDDEN}], got {self.block_channels!r}")
+        require(isinstance(self.block_strides, tuple) and all(is_int(s) and s in (1, 2) for s in self.block_strides)
+                and len(self.block_strides) == len(self.block_channels), f"{prefix}.block_strides",
+                f"must be a list of 1s and 2s, one per entry of {prefix}.block_channels ({len(self.block_channels)}), "
+                f"got {self.block_strides!r}")
+        require(not self.block_channels or self.name == "convnet", f"{prefix}.block_channels",
+                f"are residual blocks of model 'convnet' (model 'resnet' has its own, with batch norm), not of "
+                f"{self.name!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

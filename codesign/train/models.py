@@ -19,18 +19,23 @@ RESNET_DEPTHS = (8, 14, 20)
 
 
 class ResidualBlock(nn.Module):
-    """conv3x3-BN-ReLU-conv3x3-BN plus a shortcut (1x1 conv when the shape changes)."""
+    """conv3x3-BN-ReLU-conv3x3-BN plus a shortcut (1x1 conv when the shape changes); without ``batch_norm``, the
+    same without the BNs (the block the CSB conv loop trains on the PE, :mod:`codesign.loops.csb_conv`)."""
 
-    def __init__(self, in_channels: int, out_channels: int, stride: int) -> None:
+    def __init__(self, in_channels: int, out_channels: int, stride: int, batch_norm: bool = True) -> None:
         super().__init__()
+
+        def norm() -> nn.Module:
+            return nn.BatchNorm2d(out_channels) if batch_norm else nn.Identity()
+
         self.conv1 = CountedConv2d(in_channels, out_channels, 3, stride=stride, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(out_channels)
+        self.bn1 = norm()
         self.conv2 = CountedConv2d(out_channels, out_channels, 3, stride=1, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(out_channels)
+        self.bn2 = norm()
         self.shortcut: nn.Module = nn.Identity()
         if stride != 1 or in_channels != out_channels:
             self.shortcut = nn.Sequential(CountedConv2d(in_channels, out_channels, 1, stride=stride, bias=False),
-                                          nn.BatchNorm2d(out_channels))
+                                          norm())
 
     def residual(self, x: torch.Tensor) -> torch.Tensor:
         return self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
@@ -108,12 +113,14 @@ class MLP(LayerStack):
 
 
 class ConvNet(nn.Module):
-    """'Same' 3 x 3 convs (no bias), each followed by a ReLU, then a linear head (no bias) over the last map
-    flattened channel-major: the network the CSB conv loop trains on the PE (:mod:`codesign.loops.csb_conv`;
-    paper 002's VGG-11 is of this kind, without batch norm)."""
+    """'Same' 3 x 3 convs (no bias), each followed by a ReLU, then residual ``blocks`` (``(outputs, stride)``
+    each, without batch norm), then a linear head (no bias) over the last map flattened channel-major: the network
+    the CSB conv loop trains on the PE (:mod:`codesign.loops.csb_conv`; paper 002's VGG-11 is of this kind, without
+    batch norm)."""
 
     def __init__(self, *, image: tuple[int, int, int] = (1, 8, 8), channels: tuple[int, ...] = (16, 16, 32, 32),
-                 strides: tuple[int, ...] = (1, 1, 2, 1), classes: int = 10) -> None:
+                 strides: tuple[int, ...] = (1, 1, 2, 1), classes: int = 10,
+                 blocks: tuple[tuple[int, int], ...] = ()) -> None:
         super().__init__()
         if len(channels) != len(strides) or not channels:
             raise ValueError(f"a conv network needs one stride per conv: channels {channels}, strides {strides}")
@@ -123,6 +130,12 @@ class ConvNet(nn.Module):
             c, h, w = outputs, -(-h // stride), -(-w // stride)
         convs[0].is_network_input = True
         self.convs = nn.ModuleList(convs)
+        residual = []
+        for outputs, stride in blocks:
+            residual.append(ResidualBlock(c, outputs, stride, batch_norm=False))
+            c, h, w = outputs, -(-h // stride), -(-w // stride)
+        # not ``blocks``: the techniques that skip residual blocks drive a ResNet's (its ``block_runner``)
+        self.residual = nn.ModuleList(residual)
         self.head = CountedLinear(c * h * w, classes, bias=False)
         self.blocks = nn.ModuleList()
         name_layers(self)
@@ -130,6 +143,8 @@ class ConvNet(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for conv in self.convs:
             x = torch.relu(conv(x))
+        for block in self.residual:
+            x = block(x)
         return self.head(x.flatten(1))
 
 
@@ -148,7 +163,8 @@ def name_layers(model: nn.Module) -> None:
 
 def build_model(name: str, *, depth: int = 8, hidden: tuple[int, ...] = (128, 64), width: int = 16,
                 channels: tuple[int, ...] = (16, 16, 32, 32), strides: tuple[int, ...] = (1, 1, 2, 1),
-                sample_shape: tuple[int, ...] = (1, 8, 8), classes: int = 10) -> nn.Module:
+                blocks: tuple[tuple[int, int], ...] = (), sample_shape: tuple[int, ...] = (1, 8, 8),
+                classes: int = 10) -> nn.Module:
     """Model ``name`` for samples of ``sample_shape`` (channels x height x width, or features) and ``classes``."""
     if name in ("resnet", "convnet") and len(sample_shape) != 3:
         raise ValueError(f"model.name = {name!r} takes images (channels x height x width); the data's samples "
@@ -156,7 +172,8 @@ def build_model(name: str, *, depth: int = 8, hidden: tuple[int, ...] = (128, 64
     if name == "resnet":
         return ResNet(depth=depth, width=width, in_channels=sample_shape[0], classes=classes)
     if name == "convnet":
-        return ConvNet(image=tuple(sample_shape), channels=tuple(channels), strides=tuple(strides), classes=classes)
+        return ConvNet(image=tuple(sample_shape), channels=tuple(channels), strides=tuple(strides), classes=classes,
+                       blocks=tuple(blocks))
     if name == "mlp":
         return MLP(inputs=math.prod(sample_shape), hidden=hidden, classes=classes)
     raise ValueError(f"unknown model {name!r}; expected 'resnet', 'convnet' or 'mlp'")
@@ -165,4 +182,5 @@ def build_model(name: str, *, depth: int = 8, hidden: tuple[int, ...] = (128, 64
 def configured_model(model, *, sample_shape: tuple[int, ...], classes: int) -> nn.Module:
     """The model a :class:`~codesign.train.config.ModelConfig` describes, for the data's samples and classes."""
     return build_model(model.name, depth=model.depth, hidden=model.hidden, width=model.width,
-                       channels=model.channels, strides=model.strides, sample_shape=sample_shape, classes=classes)
+                       channels=model.channels, strides=model.strides, blocks=model.blocks, sample_shape=sample_shape,
+                       classes=classes)

@@ -21,6 +21,7 @@ from codesign.train.trainer import load_dataset
 from tests.deploy.conftest import emulated_overlay
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits_compressed_conv.toml"
+RESNET = EXAMPLE.with_name("digits_compressed_resnet.toml")
 SMALL = Path(__file__).resolve().parents[1] / "design" / "fixtures" / "small_conv.toml"
 
 
@@ -83,11 +84,13 @@ def test_conv_training_from_design_json_equals_the_golden_loop(tmp_path, copies,
 
 
 @pytest.mark.slow
-def test_the_shipped_conv_example_trains_within_the_traffic_goals(tmp_path):
+@pytest.mark.parametrize("example, words", [(EXAMPLE, 28_320), (RESNET, 92_320)])
+def test_the_shipped_conv_examples_train_within_the_traffic_goals(tmp_path, example, words):
     """The example's own build (two csb IPs of 16 lanes and 2 groups on 128-bit streams: four lane chunks on a head
-    folded 2 x 2) and network, its family's quick changes: every state word equal to the golden loop's, and a
+    folded 2 x 2) and network (the residual one: each shortcut added in place, the identity's constant codes
+    written at the pruning event), its family's quick changes: every state word equal to the golden loop's, and a
     step's host traffic within issue 40's goals (the input's padding channels are never flushed)."""
-    design = load_design(EXAMPLE)
+    design = load_design(example)
     overlay = emulated_overlay(design, tmp_path)
     changes = {"epochs": 2, "warmup_epochs": 1, "schedule": "constant"}
     board, golden = board_trainer(overlay, **changes), golden_trainer(overlay.manifest, **changes)
@@ -95,4 +98,4 @@ def test_the_shipped_conv_example_trains_within_the_traffic_goals(tmp_path):
     for trainer in (board, golden):
         trainer.fit(data, progress=False, max_steps=2)
     assert board.net.layers[-1].fold == 2 and board.net.chunks_of(64) == 4 and board.copies == 2
-    assert _a_step_within_the_goals(overlay, board, golden, data, 64) == 28_320
+    assert _a_step_within_the_goals(overlay, board, golden, data, 64) == words

@@ -10,8 +10,7 @@ import pytest
 
 from codesign.loops.common import HwTrainError
 from codesign.loops.csb_conv import CsbConvSetup, CsbConvTrainer
-from codesign.loops.csb_conv_lists import CsbConvListTrainer, CsbResNetListTrainer
-from codesign.loops.csb_resnet import CsbResNetSetup, CsbResNetTrainer
+from codesign.loops.csb_conv_lists import CsbConvListTrainer
 from codesign.pe.csb import CsbSpec
 from codesign.shell.list_runner import GoldenListShell
 from codesign.train.data import synthetic_dataset
@@ -24,9 +23,7 @@ SETUP = CsbConvSetup(spec=SPEC, image=(1, 8, 8), convs=((8, 1), (12, 2)), classe
 def _pair(setup=SETUP, copies: int = 1):
     data = synthetic_dataset(samples=120, seed=1)
     shell = GoldenListShell({"csb": setup.spec}, units={"csb": copies})
-    residual = isinstance(setup, CsbResNetSetup)
-    loop = (CsbResNetTrainer if residual else CsbConvTrainer)(setup)
-    lists = (CsbResNetListTrainer if residual else CsbConvListTrainer)(setup, shell)
+    loop, lists = CsbConvTrainer(setup), CsbConvListTrainer(setup, shell)
     for trainer in (loop, lists):
         trainer.fit(data, epochs=1, progress=False, max_steps=3)
         assert trainer.phase == "fixed"
@@ -48,8 +45,8 @@ WIDE64 = CsbConvSetup(**{**SETUP.__dict__, "spec": dataclasses.replace(SPEC, str
 WIDE128 = CsbConvSetup(**{**SPREAD.__dict__, "batch_size": 40,
                           "spec": dataclasses.replace(SPREAD.spec, batch=16, stream_bits=128)})
 # residual blocks: an identity and a stride-2 projection after the stem; on a 64-bit stream, two identities
-RESIDUAL = CsbResNetSetup(**{**SETUP.__dict__, "convs": ((8, 1),), "blocks": ((8, 1), (12, 2))})
-RESIDUAL64 = CsbResNetSetup(**{**WIDE64.__dict__, "convs": ((8, 2),), "blocks": ((8, 1), (8, 1))})
+RESIDUAL = CsbConvSetup(**{**SETUP.__dict__, "convs": ((8, 1),), "blocks": ((8, 1), (12, 2))})
+RESIDUAL64 = CsbConvSetup(**{**WIDE64.__dict__, "convs": ((8, 2),), "blocks": ((8, 1), (8, 1))})
 STEPS = {"one-tile fold": (SETUP, (24, 13, 24, 5)), "fold over four tiles": (SPREAD, (36, 17, 36, 3)),
          "64-bit stream": (WIDE64, (24, 13, 24, 5)), "128-bit stream": (WIDE128, (40, 17, 40, 3)),
          "residual blocks": (RESIDUAL, (24, 13, 24, 5)), "residual, 64-bit stream": (RESIDUAL64, (24, 13, 24, 5))}
@@ -82,7 +79,7 @@ def test_residual_list_steps_equal_the_loop_where_pruning_empties_block_rows_and
     """A block's conv2 (and projection) with a block row of no kernel, whose sums the shortcut (conv2) then starts
     alone, and a conv1 with a block column of no kernel, onto whose errors the shortcut's EB then adds nothing but
     starts them: the masks forced after the pruning event, on both trainers alike."""
-    setup = CsbResNetSetup(**{**RESIDUAL.__dict__, "convs": ((16, 1),), "blocks": ((16, 1), (24, 2))})
+    setup = CsbConvSetup(**{**RESIDUAL.__dict__, "convs": ((16, 1),), "blocks": ((16, 1), (24, 2))})
     data, loop, lists = _pair(setup)
     masks = [m.copy() for m in loop.masks]
     for layer, rows, cols in ((1, slice(None), slice(0, 8)), (2, slice(8, 16), slice(None)),

@@ -11,6 +11,9 @@ from codesign.train.config import ConfigError, DataConfig, ModelConfig, OptimCon
         ({"model": {"name": "convnet", "channels": []}}, "model.channels"),
         ({"model": {"name": "convnet", "channels": [8, 8], "strides": [1]}}, "model.strides"),
         ({"model": {"name": "convnet", "channels": [8], "strides": [3]}}, "model.strides"),
+        ({"model": {"name": "convnet", "block_channels": [8, 8], "block_strides": [1]}}, "model.block_strides"),
+        ({"model": {"name": "convnet", "block_channels": [0], "block_strides": [1]}}, "model.block_channels"),
+        ({"model": {"name": "resnet", "block_channels": [8], "block_strides": [1]}}, "model.block_channels"),
         ({"optim": {"epochs": 0}}, "optim.epochs"),
         ({"optim": {"lr": -1.0}}, "optim.lr"),
         ({"optim": {"momentum": 1.0}}, "optim.momentum"),
@@ -60,3 +63,6 @@ def test_fields_added_later_stay_out_of_a_recorded_configuration_at_their_defaul
     assert set(TrainConfig().to_dict()["model"]) == {"name", "depth", "width", "hidden"}  # convnet's came later
     conv = TrainConfig(model=ModelConfig(name="convnet", channels=(8,), strides=(2,))).to_dict()["model"]
     assert (conv["channels"], conv["strides"]) == ((8,), (2,)) and config_from_dict({"model": conv}).model.channels == (8,)
+    assert "block_channels" not in conv  # residual blocks came later still
+    res = ModelConfig(name="convnet", channels=(8,), strides=(1,), block_channels=(8, 16), block_strides=(1, 2))
+    assert config_from_dict({"model": TrainConfig(model=res).to_dict()["model"]}).model.blocks == ((8, 1), (16, 2))

@@ -39,6 +39,31 @@ def test_the_conv_network_is_the_conv_loops():
         "convs.0", "convs.1", "head"]
 
 
+def test_the_conv_network_s_residual_blocks_are_the_conv_loops():
+    """With blocks (an identity, then a stride-2 projection; no batch norm), its logits are still the golden conv
+    loop's float forward on the same weights, layer for layer in the loop's order (conv1, conv2, projection)."""
+    from codesign.loops.csb_conv import CsbConvSetup, CsbConvTrainer
+    from codesign.pe.csb import CsbSpec
+
+    model = ModelConfig(name="convnet", channels=(4,), strides=(1,), block_channels=(4, 6), block_strides=(1, 2))
+    net = configured_model(model, sample_shape=(2, 5, 5), classes=3)
+    assert [type(module).__name__ for block in net.residual for module in (block.bn1, block.bn2)] == ["Identity"] * 4
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules()) and len(net.blocks) == 0
+    setup = CsbConvSetup(spec=CsbSpec(block_rows=4, block_cols=4, kernel=3, batch=4, max_stride=2), image=(2, 5, 5),
+                         convs=((4, 1),), blocks=model.blocks, classes=3, batch_size=8, epochs=2, warmup_epochs=1,
+                         lr=0.1, schedule="constant", seed=0)
+    second = net.residual[1]
+    convs = [net.convs[0], net.residual[0].conv1, net.residual[0].conv2, second.conv1, second.conv2,
+             second.shortcut[0]]
+    weights = [conv.weight.detach().double().numpy() for conv in convs]
+    weights.append(net.head.weight.detach().double().numpy().reshape(3, -1, 1, 1))
+    assert [w.shape for w in weights] == [tuple(o for o in (out, c, k, k)) for c, out, k, *_ in setup.layer_maps]
+    x = torch.randn(7, 2, 5, 5)
+    golden = CsbConvTrainer(setup)._float_forward(x.double().numpy(), weights)[1][-1].reshape(7, -1)
+    with torch.no_grad():
+        np.testing.assert_allclose(net(x).double().numpy(), golden, rtol=1e-5, atol=1e-5)
+
+
 def test_a_model_of_images_refuses_rows_of_features():
     with pytest.raises(ValueError, match="model.name = 'convnet' takes images"):
         build_model("convnet", sample_shape=(64,))

@@ -1,6 +1,6 @@
-"""The CSB conv family: compressed training (kernel-wise pruning, 8-bit fixed point, CSB blocks) of a plain conv
-network (model 'convnet': 'same' 3 x 3 convs with ReLU, a dense head) on one CSB PE or copies of it, every
-fixed-point step as call lists; golden loop :mod:`codesign.loops.csb_conv`, board trainer
+"""The CSB conv family: compressed training (kernel-wise pruning, 8-bit fixed point, CSB blocks) of a conv network
+(model 'convnet': 'same' 3 x 3 convs with ReLU, residual blocks without batch norm, a dense head) on one CSB PE or
+copies of it, every fixed-point step as call lists; golden loop :mod:`codesign.loops.csb_conv`, board trainer
 :mod:`codesign.deploy.csb_conv_training`.
 
 Why a family of its own beside the CSB one: its set-up (the image and the convs), its golden loop and its board
@@ -54,7 +54,7 @@ def csb_conv_setup(training, spec: CsbSpec | None = None, **changes) -> CsbConvS
         raise HwTrainError(f"model 'convnet' takes images; the data's samples are rows of "
                            f"{int(np.prod(geometry.sample_shape))} features")
     values = {"spec": derived_spec(training, spec, changes), "image": tuple(geometry.sample_shape),
-              "convs": tuple(zip(model.channels, model.strides)), "classes": geometry.classes,
+              "convs": tuple(zip(model.channels, model.strides)), "blocks": model.blocks, "classes": geometry.classes,
               **compressed_fields(training)}
     values.update(changes)
     return CsbConvSetup(**values)
@@ -109,27 +109,28 @@ def conv_list_model(setup: CsbConvSetup, masks: Sequence[np.ndarray], *, host: H
     once); ``host`` the host's seconds a list step between its phases (``fixed_s``) and those it works beside the
     last (``beside_s``: the loss, the next batch written), which a build's step hides as far as that phase
     reaches."""
-    net = (setup.image, setup.convs, setup.classes, setup.batch_size)
+    net, blocks = (setup.image, setup.convs, setup.classes, setup.batch_size), setup.blocks
+    shapes = setup.shapes_and_blocks[0]
     priced_by: dict[tuple[CsbSpec, int], dict] = {}
 
     def priced(build: CsbSpec, copies: int) -> dict:
         if (build, copies) not in priced_by:
-            priced_by[build, copies] = conv_step_list_cycles(build, *net, conv_structures(build, masks),
-                                                             ddr=BOARD_DDR, fast=True, copies=copies)
+            priced_by[build, copies] = conv_step_list_cycles(build, *net, conv_structures(build, masks, shapes),
+                                                             ddr=BOARD_DDR, fast=True, copies=copies, blocks=blocks)
         return priced_by[build, copies]
 
     def step(options, board, clock, hp_ports=1):
         build, copies = options[0].spec, options[0].copies
         found = priced(build, copies)
         return conv_list_step(build, *net, masks, board, clock_mhz=clock, copies=copies, priced=found,
-                              hp_ports=hp_ports, **list_step_host_args(host, found))
+                              hp_ports=hp_ports, blocks=blocks, **list_step_host_args(host, found))
 
     spec = setup.spec
     return ExploreModel(name=KEY, bases={PE: spec}, loads=lambda pe, build, copies: phase_loads(
                             priced(build, copies), copies), step=step,
                         stages=lambda options: list_stages(priced(options[0].spec, options[0].copies)),
                         describe=lambda options: {PE: {**options[0].spec.to_dict(), COPIES: options[0].copies}},
-                        host=host, macs=conv_step_macs(spec, *net, masks)["macs"],
+                        host=host, macs=conv_step_macs(spec, *net, masks, blocks)["macs"],
                         mac_energy_pj=csb_mac_energy_pj(spec), max_copies=MAX_LIST_COPIES,
                         knobs={PE: CSB_CONV_LIST_KNOBS}, runs=lambda pe, build: runs_conv_lists(setup, build),
                         simulates=True)

@@ -15,7 +15,7 @@ import numpy as np
 from codesign.boards import Board
 from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
-from codesign.step.csb.conv_net import net_shapes
+from codesign.step.csb.conv_net import resnet_shapes
 from codesign.step.csb.conv_step import conv_structures, net_arena, net_lists
 from codesign.step.csb.lists import PE, CsbStepScales
 from codesign.step.share import phased_step_cycles
@@ -27,10 +27,11 @@ Convs = Sequence[Tuple[int, int]]
 
 
 def conv_step_macs(spec: CsbSpec, image: Tuple[int, int, int], convs: Convs, classes: int, batch: int,
-                   masks: Sequence[np.ndarray]) -> Dict[str, int]:
-    """The step's useful MACs (``macs``: FP, WG and, past the first layer, EB over the kept kernels; the head's
-    weights as 1 x 1 kernels) and ``dense_macs`` (the same were nothing pruned)."""
-    shapes = net_shapes(spec, image, convs, classes)
+                   masks: Sequence[np.ndarray], blocks: Convs = ()) -> Dict[str, int]:
+    """The step's useful MACs (``macs``: FP, WG and, past the first layer, EB over the kept kernels; the head's and
+    projections' weights as 1 x 1 kernels; an identity shortcut's constant products are not counted) and
+    ``dense_macs`` (the same were nothing pruned); ``blocks`` the residual blocks after the convs."""
+    shapes, _ = resnet_shapes(spec, image, convs, blocks, classes)
     useful = dense = 0
     for index, (shape, mask) in enumerate(zip(shapes, masks)):
         taps = shape.kernel ** 2
@@ -42,13 +43,13 @@ def conv_step_macs(spec: CsbSpec, image: Tuple[int, int, int], convs: Convs, cla
 
 def conv_step_list_cycles(spec: CsbSpec, image: Tuple[int, int, int], convs: Convs, classes: int, batch: int,
                           structures: Sequence[CSBMatrix], *, ddr: Optional[DdrTiming] = None, fast: bool = False,
-                          copies: int = 1) -> Dict[str, object]:
+                          copies: int = 1, blocks: Convs = ()) -> Dict[str, object]:
     """Cycles of one full-batch step of the network on ``copies`` IPs of ``spec`` with the stored ``structures``
     (:func:`~codesign.step.csb.conv_step.conv_structures`), phase by phase as
     :func:`codesign.step.share.phased_step_cycles` gives them; ``ddr`` the list bench's DDR model (None: the AXI
     RAM alone); ``fast`` re-prices a simulated list shape by its compute cycles (for the explorer)."""
-    shapes = net_shapes(spec, image, convs, classes)
-    net = net_arena(spec, shapes, batch, structures)
+    shapes, found = resnet_shapes(spec, image, convs, blocks, classes)
+    net = net_arena(spec, shapes, batch, structures, found)
     layers = len(shapes)
     zero = CsbStepScales(relu=(0,) * (layers - 1), mask=(0,) * layers, upd=((0, False),) * layers)
     lists = net_lists(net, batch, zero, 0, copies)
@@ -59,16 +60,17 @@ def conv_list_step(spec: CsbSpec, image: Tuple[int, int, int], convs: Convs, cla
                    masks: Sequence[np.ndarray], board: Board, *, clock_mhz: float, host_s: float, host_source: str,
                    ddr: Optional[DdrTiming] = None, fast: bool = False, copies: int = 1,
                    priced: Optional[Dict[str, object]] = None, beside: Optional[Dict[int, float]] = None,
-                   hp_ports: int = 1) -> StepTime:
+                   hp_ports: int = 1, blocks: Convs = ()) -> StepTime:
     """The whole fixed-point list step of the network with the kept kernels ``masks`` on ``copies`` IPs of the
     ``spec`` build on ``board`` at ``clock_mhz``: a stage a phase (``priced``: their cycles as
     :func:`conv_step_list_cycles` gave them, else priced here), the host's ``host_s`` measured where it runs, of
     which ``beside`` (stage index -> seconds) ran while that stage's lists computed; the IPs over ``hp_ports``
-    high-performance ports."""
+    high-performance ports; ``blocks`` the residual blocks after the convs."""
     if priced is None:
-        priced = conv_step_list_cycles(spec, image, convs, classes, batch, conv_structures(spec, masks), ddr=ddr,
-                                       fast=fast, copies=copies)
-    counts = conv_step_macs(spec, image, convs, classes, batch, masks)
+        shapes, _ = resnet_shapes(spec, image, convs, blocks, classes)
+        priced = conv_step_list_cycles(spec, image, convs, classes, batch, conv_structures(spec, masks, shapes),
+                                       ddr=ddr, fast=fast, copies=copies, blocks=blocks)
+    counts = conv_step_macs(spec, image, convs, classes, batch, masks, blocks)
     return list_step_time({**priced, "macs": counts["macs"]}, board, clock_mhz=clock_mhz, host_s=host_s,
                           host_source=host_source, array_macs=copies * spec.batch * spec.parallel,
                           mac_energy_pj=csb_mac_energy_pj(spec), dense_macs=counts["dense_macs"], beside=beside,

@@ -2,9 +2,10 @@
 block's shortcut add in place.
 
 The convs are 'same'-padded convs of the PE's kernel at stride 1 or 2, each followed by a ReLU; the head is a dense
-layer over the last map's features, run as a 1 x 1 conv on a 1 x 1 map (:func:`net_shapes`). A basic block (ResNet's, without batch norm) is ``out = relu(conv2(relu(conv1(x))) + shortcut(x))``: ``conv1``
-of the PE's kernel at stride 1 or 2, ``conv2`` at stride 1, and the shortcut the identity where the block keeps
-its shape, else a trainable 1 x 1 conv at the block's stride (a *projection*, run under ``K1``).
+layer over the last map's features, run as a 1 x 1 conv on a 1 x 1 map (:func:`net_shapes`). A basic block
+(ResNet's, without batch norm) is ``out = relu(conv2(relu(conv1(x))) + shortcut(x))``: ``conv1`` of the PE's
+kernel at stride 1 or 2, ``conv2`` at stride 1, and the shortcut the identity where the block keeps its shape,
+else a trainable 1 x 1 conv at the block's stride (a *projection*, run under ``K1``).
 
 The PE adds the shortcut where its sums already are: ``conv2``'s FP chain starts from the shortcut's sums, and
 ``conv1``'s EB from the shortcut's error. For that the two addends must share a fraction:

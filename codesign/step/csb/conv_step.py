@@ -146,10 +146,11 @@ class ConvNetLists(PhasedLists):
     backward_phases: Tuple[Phase, ...]
 
 
-def conv_structures(spec: CsbSpec, masks: Sequence[np.ndarray]) -> List[CSBMatrix]:
+def conv_structures(spec: CsbSpec, masks: Sequence[np.ndarray],
+                    shapes: Sequence[ConvShape] | None = None) -> List[CSBMatrix]:
     """The stored structure of every layer on ``spec``: each ``(outputs, channels)`` kernel mask as CSB blocks, of
-    the PE's kernel for the convs and of kernel 1 for the head (the last)."""
-    kernels = [spec.kernel] * (len(masks) - 1) + [1]
+    the layer's kernel in ``shapes`` (None: the PE's for the convs and 1 for the head, the last)."""
+    kernels = [spec.kernel] * (len(masks) - 1) + [1] if shapes is None else [shape.kernel for shape in shapes]
     return [encode(np.broadcast_to(np.asarray(mask, bool)[:, :, None, None], (*np.shape(mask), k, k)).astype(np.int8),
                    block_rows=spec.block_rows, block_cols=spec.block_cols) for mask, k in zip(masks, kernels)]
 

@@ -545,7 +545,7 @@ def pe_needs(training) -> list:
                               f"{getattr(compress, setting)}")
     kernel = 3 if training.model.name in ("resnet", "convnet") else 1
     fields = {"kernel": kernel}
-    if training.model.name == "convnet" and 2 in training.model.strides:
+    if training.model.name == "convnet" and 2 in training.model.strides + training.model.block_strides:
         fields["max_stride"] = 2  # its stride-2 convs step at stride 2 on the PE
     return [("csb", fields,
              f"kernel-wise compressed training: {compress.bits}-bit operands in CSB blocks, {kernel}x{kernel} kernels")]
