@@ -272,7 +272,7 @@ def _add_design_commands(commands) -> None:
                                                   "time, energy and resources of every PE build and copy count, the "
                                                   "Pareto front")
     explore.add_argument("config", help="training TOML with techniques.tt, techniques.abvs (FB-float) or "
-                                        "techniques.compress on an MLP or a plain conv network (CSB), and an optional [design] table")
+                                        "techniques.compress on an MLP or a conv network (CSB), and an optional [design] table")
     explore.add_argument("--board", type=board_name, default=None, help=f"board ({', '.join(sorted(boards()))}); default: the file's")
     explore.add_argument("--objective", choices=("time", "energy"), default="time", help="what the chosen point minimises")
     explore.add_argument("--limit", type=percent, default=100 * DEFAULT_CAP,

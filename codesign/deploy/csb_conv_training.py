@@ -1,4 +1,4 @@
-"""The CSB conv family on a board: a plain conv network's compressed training with every fixed-point step as call
+"""The CSB conv family on a board: a conv network's (residual blocks included) compressed training with every fixed-point step as call
 lists on the overlay's csb IP, or shared among its copies.
 
 :class:`CsbConvListBoardTrainer` is :class:`codesign.loops.csb_conv_lists.CsbConvListTrainer` on a

@@ -162,7 +162,9 @@ class LoopSetup:
             raise HwTrainError(f"unknown field(s) {unknown}" if unknown else f"lacks {missing}")
         lists = {name: values[name] for name in cls.list_fields + cls.optional_list_fields if name in values}
         if not isinstance(values["spec"], Mapping) or not all(isinstance(v, (list, tuple)) for v in lists.values()):
-            raise HwTrainError(f"spec must be an object of PE fields, and {' and '.join(lists)} lists of values")
+            names = list(lists)
+            named = " and ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} and {names[-1]}"
+            raise HwTrainError(f"spec must be an object of PE fields, and {named} lists of values")
         try:
             spec = cls.spec_class(**values["spec"])
         except (TypeError, ValueError) as error:

@@ -47,8 +47,8 @@ from codesign.loops.csb_backend import FastConvCsb
 from codesign.loops.pruning import ORDERS
 from codesign.pe.csb.format import CSBMatrix
 from codesign.pe.csb.spec import CsbSpec
-from codesign.step.csb.conv_net import (ResidualBlock, align_fractions, net_stages, resnet_shapes, shortcut_shifts,
-                                        shortcut_terms, stage_in, stage_out)
+from codesign.step.csb.conv_net import (ResidualBlock, align_fractions, check_aligned, net_stages, resnet_shapes,
+                                        shortcut_shifts, shortcut_terms, stage_in, stage_out)
 
 LARGEST_PRODUCT = 128 * 128  # |a * b| of two 8-bit codes
 
@@ -290,6 +290,14 @@ class CsbConvTrainer(CompressedLoop):
 
     def _aligned(self, frac_bits: list[dict[str, int]]) -> list[dict[str, int]]:
         return align_fractions(frac_bits, self.blocks)
+
+    def _set_fixed(self, masks, dense_buffers, frac_bits) -> None:
+        """The switch to fixed point, refused where a block's shortcut could not add in place at ``frac_bits``."""
+        try:
+            check_aligned(frac_bits, self.blocks)
+        except ValueError as error:
+            raise HwTrainError(f"fixed point: {error}") from None
+        super()._set_fixed(masks, dense_buffers, frac_bits)
 
     # -- fixed point
 

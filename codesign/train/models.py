@@ -1,4 +1,5 @@
-"""Models sized for 8x8 digits: a CIFAR-style residual network (depth 6n+2), a plain conv network and an MLP.
+"""Models sized for 8x8 digits: a CIFAR-style residual network (depth 6n+2), a conv network (with residual blocks
+without batch norm, or none) and an MLP.
 
 All convolutions and linear layers are counted layers, named by their place
 in the network, so the cost ledger reads like the architecture.

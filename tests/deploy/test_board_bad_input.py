@@ -74,7 +74,7 @@ MANIFEST_CASES = {
     "a TT layer table of a string": ("digits_tt", _set("loop", "setup", "layers", value="abc"), "loop.setup"),
     "no loop": ("digits_abvs", lambda manifest: manifest.pop("loop"), "records no loop"),
     "a conv image of a string": ("digits_compressed_conv", _set("loop", "setup", "image", value="abc"),
-                                 "image and convs lists of values"),
+                                 "image, convs and blocks lists of values"),
     "a 10^9-wide conv image": ("digits_compressed_conv", _set("loop", "setup", "image", value=[1, 10**9, 8]),
                                "image (1, 1000000000, 8) must be"),
     "a conv of stride 3": ("digits_compressed_conv", _set("loop", "setup", "convs", value=[[16, 3]]),

@@ -181,7 +181,8 @@ def test_every_shortcut_adds_exactly_at_conv2_s_and_conv1_s_fractions():
         assert grads[c1] is not None and grads[c2] is not None and (p is None or grads[p] is not None)
 
 
-def test_the_loop_trains_the_digits_with_resnet_8_s_layers():
+@pytest.mark.slow
+def test_the_loop_trains_the_digits_with_resnet_8_s_layers():  # 13 s
     data = load_digits_dataset()
     spec = dataclasses.replace(SPEC, block_rows=16, block_cols=16, batch=16)
     setup = _residual(spec=spec, convs=((16, 1),), blocks=((16, 1), (32, 2), (64, 2)), batch_size=64, epochs=6,
@@ -204,6 +205,15 @@ def test_the_loop_trains_the_digits_with_resnet_8_s_layers():
 def test_a_residual_setup_the_loop_cannot_run_is_refused(changes, match):
     with pytest.raises(HwTrainError, match=match):
         _residual(**changes)
+
+
+def test_a_switch_to_fixed_point_whose_shortcuts_cannot_add_in_place_is_refused():
+    data = synthetic_dataset(samples=200, seed=1)
+    trainer = _warmed(_residual(), data)
+    fracs = [dict(f) for f in trainer.frac_bits]
+    fracs[2]["activation"] += 7  # the identity block's conv2 input: jf past 6
+    with pytest.raises(HwTrainError, match="fixed point: block at layer 1"):
+        trainer._set_fixed(trainer.masks, trainer.dense_buffers(), fracs)
 
 
 def test_a_residual_setup_read_from_json_lists_holds_tuples():

@@ -1,6 +1,6 @@
 """The CSB family: compressed training (kernel-wise pruning, 8-bit fixed point, CSB blocks) of an MLP, or of a
 ResNet on the explorer, on one CSB PE; golden loop :mod:`codesign.loops.csb`, board trainer
-:mod:`codesign.deploy.csb_training`. A plain conv network (model 'convnet') is the CSB conv family's
+:mod:`codesign.deploy.csb_training`. A conv network (model 'convnet') is the CSB conv family's
 (:mod:`codesign.design.families.csb_conv`)."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def csb_setup(training, spec: CsbSpec | None = None, **changes) -> CsbTrainSetup
     """
     if training.model.name != "mlp":
         raise HwTrainError(f"the CSB design-point loop trains an MLP, not model {training.model.name!r} "
-                           "(its layers are FC layers on the CSB PE; a plain conv network is model 'convnet')")
+                           "(its layers are FC layers on the CSB PE; a conv network is model 'convnet')")
     values = {"spec": derived_spec(training, spec, changes), "layers": mlp_layers(training),
               **compressed_fields(training)}
     values.update(changes)

@@ -227,6 +227,7 @@ class ConvArena:
         """8-bit ``codes`` ``(n, channels, height, width)`` into ``x`` (the padding stays 0; a folded head's
         ``(n, channels, 1, 1)``)."""
         codes = np.asarray(codes)
+        self._own_maps()
         self._put(arena, self.x, self._grid_dims(), np.int8, codes, (self.shape.pad, self.shape.pad))
 
     def write_errors(self, arena: np.ndarray, codes: np.ndarray) -> None:
@@ -241,9 +242,14 @@ class ConvArena:
     def read_input_errors(self, arena: np.ndarray, n: int) -> np.ndarray:
         """EB's sums at the input map's positions ``(n, channels, height, width)`` (a folded head's
         ``(n, channels, 1, 1)``)."""
+        self._own_maps()
         pad = self.shape.pad
         size = (1, 1) if self.fold else (self.shape.height, self.shape.width)
         return self._get(arena, self.dx, self._grid_dims(), np.int32, n, self.shape.channels, (pad, pad), size)
+
+    def _own_maps(self) -> None:
+        if self.grid_size:
+            raise ValueError("a shortcut's input maps are its block's conv1's: read and write them there")
 
     def write_weights(self, arena: np.ndarray, csb: CSBMatrix) -> None:
         """The index bytes and 8-bit weights of ``csb`` (the structure the arena was built for) into ``iw``, the
@@ -349,7 +355,9 @@ def build_conv_arena(spec: CsbSpec, shape: ConvShape, batch: int, csb: CSBMatrix
         return tuple(layout.put(np.zeros(words, dtype=np.uint32)) for _ in range(chunks))
 
     shared = {}
-    if reads is not None and adds_to is not None:
+    if (reads is None) != (adds_to is None):
+        raise ValueError("a shortcut shares both its input's grid (reads=) and its output's sums (adds_to=)")
+    if reads is not None:
         _check_shared(shape, reads, adds_to)
         shared = dict(grid_size=reads.grid, origin=reads.shape.pad)
         x, dx, z, dy = reads.x, reads.dx, adds_to.z, adds_to.dy

@@ -6,8 +6,8 @@ chunk ``k`` and output tile ``(ty, tx)`` (row-major):
 
 * **FP**, per block row: a chain over the row's stored blocks in column order (the golden sweep's order, so
   every sum saturates as in :func:`codesign.pe.csb.golden.forward`: a position's additions do not depend on the
-  tiling), the first ``ZERO``, the others ``CARRY`` from the sums the call before held (``HOLD``); the last writes
-  the tile's sums into ``z``;
+  tiling), the first ``ZERO`` (or, on a shortcut adding onto its block's sums, loading them), the others ``CARRY``
+  from the sums the call before held (``HOLD``); the last writes the tile's sums into ``z``;
 * **WG**, per stored block: a chain over the chunks and tiles, ``ZERO`` then ``CARRY``; each call reads three
   segments (the index, the block column's input tile, the block row's error tile); the last writes the
   gradients after the index in ``ig``;

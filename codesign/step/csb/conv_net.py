@@ -62,6 +62,8 @@ def resnet_shapes(spec: CsbSpec, image: Tuple[int, int, int], convs: Sequence[Tu
     """The layers of ``convs`` (plain, each followed by a ReLU), then of ``blocks`` (``(outputs, stride)`` each:
     conv1, conv2 and, where the shape changes, the projection), then the head (the last map's features as a 1 x 1
     map); and the blocks by layer index."""
+    if blocks and not convs:
+        raise ValueError("a network's blocks follow at least one plain conv (the stem): its input takes no error")
     (c, h, w), layers, found = image, [], []
     for outputs, stride in convs:
         layers.append(ConvShape(channels=c, outputs=outputs, height=h, width=w, kernel=spec.kernel, stride=stride))
@@ -103,6 +105,13 @@ def _lower(fracs: List[Dict[str, int]], layer: int, blob: str, to: int) -> None:
     fracs[layer][blob] = min(fracs[layer][blob], to)
 
 
+def _needs(fracs: Sequence[Dict[str, int]], block: ResidualBlock) -> Tuple[int, int]:
+    """``(jf, jb)``: the shortcut weight fractions that put its forward addend at conv2's sums' fraction and its
+    backward addend at conv1's EB sums' (an identity's ``2^j`` codes; a projection's ``fw_p`` must meet both)."""
+    c1, c2 = fracs[block.first], fracs[block.second]
+    return c2["weight"] + c2["activation"] - c1["activation"], c1["weight"] + c1["error"] - c2["error"]
+
+
 def align_fractions(frac_bits: Sequence[Dict[str, int]], blocks: Sequence[ResidualBlock]) -> List[Dict[str, int]]:
     """``frac_bits`` (per layer: ``activation``, ``weight``, ``error``) with every block's shortcut aligned (module
     docstring): the projection shares conv1's input fraction and conv2's error fraction; an identity's shifts fall
@@ -114,16 +123,14 @@ def align_fractions(frac_bits: Sequence[Dict[str, int]], blocks: Sequence[Residu
         if p is not None:
             for layer, blob, other in ((p, "activation", c1), (p, "error", c2)):
                 other[blob] = fracs[layer][blob] = min(fracs[layer][blob], other[blob])
-            fw = min(fracs[p]["weight"], c2["weight"] + c2["activation"] - c1["activation"],
-                     c1["weight"] + c1["error"] - c2["error"])
-            fracs[p]["weight"] = fw
-            c2["activation"] = fw + c1["activation"] - c2["weight"]
-            c1["error"] = fw + c2["error"] - c1["weight"]
+            jf, jb = _needs(fracs, block)
+            fw = fracs[p]["weight"] = min(fracs[p]["weight"], jf, jb)
+            c2["activation"] -= jf - fw
+            c1["error"] -= jb - fw
             continue
-        jf = c2["weight"] + c2["activation"] - c1["activation"]
+        jf, jb = _needs(fracs, block)
         _lower(fracs, block.second, "activation", c2["activation"] - max(0, jf - high))
         _lower(fracs, block.first, "activation", c1["activation"] + min(0, jf - low))
-        jb = c1["weight"] + c1["error"] - c2["error"]
         _lower(fracs, block.first, "error", c1["error"] - max(0, jb - high))
         _lower(fracs, block.second, "error", c2["error"] + min(0, jb - low))
     return fracs
@@ -132,8 +139,7 @@ def align_fractions(frac_bits: Sequence[Dict[str, int]], blocks: Sequence[Residu
 def shortcut_shifts(frac_bits: Sequence[Dict[str, int]], block: ResidualBlock) -> Tuple[int, int]:
     """An aligned identity block's ``(jf, jb)``: the forward adds ``x * 2^jf`` to conv2's sums, the backward
     ``dz2 * 2^jb`` to conv1's EB sums."""
-    c1, c2 = frac_bits[block.first], frac_bits[block.second]
-    shifts = (c2["weight"] + c2["activation"] - c1["activation"], c1["weight"] + c1["error"] - c2["error"])
+    shifts = _needs(frac_bits, block)
     if not all(IDENTITY_SHIFT_RANGE[0] <= j <= IDENTITY_SHIFT_RANGE[1] for j in shifts):
         raise ValueError(f"block at layer {block.first}: shortcut shifts {shifts} are not aligned (0..6)")
     return shifts
@@ -146,12 +152,10 @@ def check_aligned(frac_bits: Sequence[Dict[str, int]], blocks: Sequence[Residual
             shortcut_shifts(frac_bits, block)
             continue
         c1, c2, p = (frac_bits[i] for i in block.layers)
-        sums = (c2["weight"] + c2["activation"], p["weight"] + c1["activation"],
-                c1["weight"] + c1["error"], p["weight"] + c2["error"])
-        if sums[0] != sums[1] or sums[2] != sums[3] or p["activation"] != c1["activation"] \
+        if set(_needs(frac_bits, block)) != {p["weight"]} or p["activation"] != c1["activation"] \
                 or p["error"] != c2["error"]:
             raise ValueError(f"block at layer {block.first}: its projection's sums are not at conv2's and conv1's "
-                             f"fractions ({sums})")
+                             f"fractions (it needs weight fractions {_needs(frac_bits, block)}, has {p['weight']})")
 
 
 def shortcut_terms(shapes: Sequence[ConvShape], block: ResidualBlock) -> int:

@@ -5,12 +5,14 @@ of :mod:`codesign.step.csb.conv_lists` (one arena for the network: each layer pl
 :func:`~codesign.step.csb.conv_arena.build_conv_arena`), and what the host did between them runs on the PE
 and the shell's rounding stage:
 
-* **ReLU into the next layer's input**: RELU(z) of a hidden layer's sums through the rounding stage at
-  ``fa[l+1] - (fw[l] + fa[l])`` (the loop's ``rescale`` of ``max(z, 0)``: rounding to nearest is monotone and
-  keeps 0), written as codes straight into the next layer's padded grid; for the head, into its input
+* **ReLU into the next stage's input**: RELU(z) of a producer's sums through the rounding stage at
+  ``fa[consumer] - (fw[l] + fa[l])`` (the loop's ``rescale`` of ``max(z, 0)``: rounding to nearest is monotone
+  and keeps 0), written as codes straight into the consumer's padded grid; for the head, into its input
   flattened channel-major (channel ``c * h * w + y * w + x`` of a 1 x 1 map: a position a row of the out block);
-* **the mask into the previous layer's errors**: SELECT(EB's sums at the input map's positions, the previous
-  layer's sums) through the rounding stage at ``fe[l-1] - (fw[l] + fe[l])``, into its error map;
+* **the mask into the producer's errors**: SELECT(EB's sums at the input map's positions, the producer's sums)
+  through the rounding stage at ``fe[producer] - (fw[l] + fe[l])``, into its error map;
+* **a residual block's shortcut** (:mod:`codesign.step.csb.conv_net`), added in place: its FP onto conv2's sums,
+  its EB onto conv1's, an identity as a constant 1 x 1 conv of ``2^j`` codes (:func:`write_identities`);
 * **the update**, per stored block: UPD from the phase's buffer words and the step's gradients (three segments)
   into the other phase's, ``LEFT`` where the loop shifts the gradient left; then SHR by 16 through the rounding
   stage at shift 0 into the weights FP and EB read next step.
@@ -108,8 +110,9 @@ def _pieces(channels: int, rows: int, row_elements: int, capacity: int) -> Itera
 
 @keyword_record
 class ConvNetArena:
-    """A conv network's arena: its ``layers`` (the convs, then the head on a 1 x 1 map) placed in one image, a
-    record slot per call of its longest list."""
+    """A conv network's arena: its ``layers`` (the convs, the blocks' layers, then the head on a 1 x 1 map) placed
+    in one image, a record slot per call of its longest list; its residual ``blocks`` and each identity block's
+    constant shortcuts (``identities``: the FP and the EB copy, sharing the block's maps)."""
 
     spec: CsbSpec
     batch: int
@@ -149,7 +152,8 @@ class ConvNetLists(PhasedLists):
 def conv_structures(spec: CsbSpec, masks: Sequence[np.ndarray],
                     shapes: Sequence[ConvShape] | None = None) -> List[CSBMatrix]:
     """The stored structure of every layer on ``spec``: each ``(outputs, channels)`` kernel mask as CSB blocks, of
-    the layer's kernel in ``shapes`` (None: the PE's for the convs and 1 for the head, the last)."""
+    the layer's kernel in ``shapes`` (None: a network without blocks, the PE's kernel for the convs and 1 for the
+    head, the last; with blocks, pass the shapes: a projection's kernel is 1)."""
     kernels = [spec.kernel] * (len(masks) - 1) + [1] if shapes is None else [shape.kernel for shape in shapes]
     return [encode(np.broadcast_to(np.asarray(mask, bool)[:, :, None, None], (*np.shape(mask), k, k)).astype(np.int8),
                    block_rows=spec.block_rows, block_cols=spec.block_cols) for mask, k in zip(masks, kernels)]
@@ -379,10 +383,10 @@ def net_lists(net: ConvNetArena, n: int, scales: CsbStepScales, phase: int, copi
     the arena. On one IP, a list each. On several, the lane chunks (and the head's, where it is not folded) are
     shared out in runs, and the step is five phases whose lists run side by side:
 
-    1. every conv's FP and ReLU, a run of chunks each;
+    1. every conv's FP and ReLU (a block's shortcut's FP onto its conv2's sums), a run of chunks each;
     2. the head's FP (a folded head is one list: it reads every chunk);
     3. the head's EB, a run of block columns each;
-    4. the masks and the convs' EB, a run of chunks each;
+    4. the masks and the convs' EB (a block's shortcut's EB onto its conv1's sums), a run of chunks each;
     5. per stored block, WG over every chunk and tile, then UPD and SHR, the blocks dealt by cycles.
 
     Every product and sum is the one-IP step's, in the same order per result, so the results are its bit for

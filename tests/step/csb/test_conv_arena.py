@@ -114,3 +114,32 @@ def test_a_folded_head_holds_its_chunks_as_positions_of_one_map():
     with pytest.raises(ValueError, match="structure of that kernel"):  # a 3 x 3 head on a kernel-5 build
         build_conv_arena(CsbSpec(kernel=5, batch=4), dataclasses.replace(head, kernel=3), 4,
                          encode(np.ones((3, 6, 3, 3), np.int8), block=4), record_slots=1)
+
+
+def test_a_shortcut_shares_its_block_s_maps_and_refuses_others():
+    """A 1 x 1 projection reads conv1's grid past its padding and adds onto conv2's sums: no maps of its own, its
+    input tile at the grid's (pad, pad); a shape that is not the one's input and the other's output, or one side of
+    the sharing alone, is refused, and so is the host reading or writing the maps through it."""
+    from codesign.contracts.calls import ArenaLayout
+
+    spec = CsbSpec(block_rows=4, block_cols=4, kernel=3, out_h=2, out_w=2, batch=4, max_stride=2)
+    layout = ArenaLayout()
+    conv1, conv2, projection = (ConvShape(channels=4, outputs=6, height=4, width=4, kernel=3, stride=2),
+                                ConvShape(channels=6, outputs=6, height=2, width=2, kernel=3),
+                                ConvShape(channels=4, outputs=6, height=4, width=4, kernel=1, stride=2))
+
+    def place(shape, **shared):
+        csb = encode(np.ones((shape.outputs, shape.channels, shape.kernel, shape.kernel), np.int8), block=4)
+        return build_conv_arena(spec, shape, 8, csb, record_slots=0, layout=layout, **shared)
+
+    first, second = place(conv1), place(conv2)
+    short = place(projection, reads=first, adds_to=second)
+    assert (short.x, short.dx, short.z, short.dy) == (first.x, first.dx, second.z, second.dy)
+    assert short.grid == first.grid and short.origin == 1 and short.k1
+    assert short.in_tile(0, 1, 0, short.x[0], 1).offset == first.grid_block(1, 1 + 2 * 2, 0, first.x[0], 1).offset
+    with pytest.raises(ValueError, match="both"):
+        place(projection, reads=first)
+    with pytest.raises(ValueError, match="a 1 x 1 conv of the one's input map"):
+        place(dataclasses.replace(projection, outputs=4), reads=first, adds_to=second)
+    with pytest.raises(ValueError, match="block's conv1's"):
+        short.write_input(np.zeros((8 * 4 * 4 * 4 // 4,), np.uint32), np.zeros((2, 4, 4, 4), np.int64))

@@ -23,6 +23,8 @@ def test_resnet_8_s_layers_and_blocks():
     assert shortcut_terms(shapes, blocks[2]) == 64
     # a block that widens at stride 1 projects too
     assert resnet_shapes(SPEC, (3, 8, 8), ((8, 1),), ((12, 1),), 4)[1] == (ResidualBlock(first=1, projection=3),)
+    with pytest.raises(ValueError, match="at least one plain conv"):
+        resnet_shapes(SPEC, (3, 8, 8), (), ((12, 1),), 4)
 
 
 def _random_fractions(rng, layers: int):

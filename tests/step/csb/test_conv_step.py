@@ -173,7 +173,8 @@ def test_rtl_runs_a_network_step_bit_exact_in_the_modelled_cycles(tmp_path):  # 
     _run(tmp_path, "rtl")
 
 
-def test_csim_runs_a_residual_network_step_as_the_golden_lists(tmp_path):
+@pytest.mark.slow
+def test_csim_runs_a_residual_network_step_as_the_golden_lists(tmp_path):  # 15 s
     _run(tmp_path, "csim", residual=True)
 
 
