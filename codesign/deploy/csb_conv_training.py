@@ -1,5 +1,5 @@
-"""The CSB conv family on a board: a conv network's (residual blocks included) compressed training with every fixed-point step as call
-lists on the overlay's csb IP, or shared among its copies.
+"""The CSB conv family on a board: a conv network's compressed training (residual blocks included) with every
+fixed-point step as call lists on the overlay's csb IP, or shared among its copies.
 
 :class:`CsbConvListBoardTrainer` is :class:`codesign.loops.csb_conv_lists.CsbConvListTrainer` on a
 :class:`~codesign.deploy.list_shell.ListShell` over the overlay's csb IP, with the set-up design.json records, so
