@@ -177,17 +177,13 @@ def _place(spec: CsbSpec, shapes: Sequence[ConvShape], batch: int, structures: S
         shared = {} if block is None else dict(reads=layers[block.first], adds_to=layers[block.second])
         layers.append(build_conv_arena(spec, shape, batch, csb, record_slots=0, layout=layout,
                                        fold=fold if index == len(shapes) - 1 else 0, **shared))
-    identities = []
-    for block in blocks:
-        shape, csb = dataclasses.replace(shapes[block.first], kernel=1), None
-        if block.projection is None:
-            csb = identity_structure(spec, shape.channels)
-        identities.append(() if csb is None else tuple(
-            build_conv_arena(spec, shape, batch, csb, record_slots=0, layout=layout, reads=layers[block.first],
-                             adds_to=layers[block.second]) for _ in range(2)))
+    identities = tuple(() if block.projection is not None else tuple(  # the FP copy, then the EB copy
+        build_conv_arena(spec, dataclasses.replace(shapes[block.first], kernel=1), batch,
+                         identity_structure(spec, shapes[block.first].channels), record_slots=0, layout=layout,
+                         reads=layers[block.first], adds_to=layers[block.second]) for _ in range(2)) for block in blocks)
     records = layout.reserve(RECORD_WORDS * max(record_slots, 1))
     return ConvNetArena(spec=spec, batch=batch, layers=tuple(layers), records=records, record_slots=record_slots,
-                        image=layout.image(), blocks=tuple(blocks), identities=tuple(identities))
+                        image=layout.image(), blocks=tuple(blocks), identities=identities)
 
 
 def net_arena(spec: CsbSpec, shapes: Sequence[ConvShape], batch: int, structures: Sequence[CSBMatrix],
@@ -332,17 +328,14 @@ def _stage_errors(items: list, net: ConvNetArena, n: int, scales: CsbStepScales,
     """A run of lane chunks back through the stages, the head's EB done: each stage's EB and the mask into the
     errors of the stage before; a block's conv2 EB and mask into conv1's errors, then conv1's EB and its shortcut's
     onto the same sums."""
-    stages = net.stages
-    for index in range(len(stages) - 1, -1, -1):
+    stages = net.stages  # the first a plain conv (conv_net.resnet_shapes): the network's input takes no error
+    for index in range(len(stages) - 1, 0, -1):
         stage = stages[index]
         if isinstance(stage, ResidualBlock):
+            first = net.layers[stage.first]
             layer_errors(net.layers[stage.second], n, items, part)
             for k in part:
                 _mask(items, net, stage.second, stage.first, k, scales.mask[stage.second])
-        if not index:  # the network's input takes no error
-            break
-        if isinstance(stage, ResidualBlock):
-            first = net.layers[stage.first]
             layer_errors(first, n, items, part)
             layer_errors(_shortcut(net, stage, 1), n, items, part, onto={s.col for s in first.blocks})
         elif index < len(stages) - 1:  # the head's EB is a phase of its own
