@@ -78,28 +78,18 @@ class _Drafts:
 
 
 def _forward(d: _Drafts) -> None:
-    """FP per chunk, tile and block row: a chain over the row's blocks, from zero, or for the rows in ``d.onto``
-    from the sums ``z`` holds (another layer's, which this one adds to: the first call's third segment; an
-    entry-less FP loads them where the row has one block, as a call cannot write what it reads)."""
+    """FP per chunk, tile and block row: a chain over the row's blocks (:func:`_chain`), from zero, or for the rows
+    in ``d.onto`` from the sums ``z`` holds (another layer's, which this one adds to)."""
     a, spec = d.a, d.a.spec
     count = spec.block_rows * spec.out_pos * spec.batch
     for k in d.chunks:
         for ty, tx in d.tiles:
+            some_x = a.in_tile(ty, tx, 0, a.x[k], 1)  # what an entry-less FP reads as its (unused) input
             for r in range(a.row_blocks):
                 row = [s for s in a.blocks if s.row == r]
-                sums = a.out_tile(ty, tx, r * spec.block_rows, a.z[k], 4)
-                onto = r in d.onto
-                if onto and len(row) == 1:
-                    some_x = a.in_tile(ty, tx, 0, a.x[k], 1)
-                    d.add(header_word(Op.FP, 0, hold=True, stride=d.stride, k1=a.k1), (some_x, sums), Block(), 0)
-                for j, s in enumerate(row):
-                    last = j == len(row) - 1
-                    zero, load = not j and not onto, not j and onto and len(row) > 1
-                    tile = a.in_tile(ty, tx, s.col * spec.block_cols, a.x[k], 1)
-                    header = header_word(Op.FP, s.nnz, zero=zero, carry=not (zero or load), hold=not last,
-                                         stride=d.stride, k1=a.k1)
-                    d.add(header, (d.weights(s), tile) + ((sums,) if load else ()), sums if last else Block(),
-                          count if last else 0)
+                _chain(d, Op.FP, row, [a.in_tile(ty, tx, s.col * spec.block_cols, a.x[k], 1) for s in row],
+                       a.out_tile(ty, tx, r * spec.block_rows, a.z[k], 4), fresh=r not in d.onto, filler=some_x,
+                       count=count)
 
 
 def _gradients(d: _Drafts, parts: Sequence[EntryRange]) -> None:
@@ -150,27 +140,27 @@ def _errors(d: _Drafts) -> None:
             for c in d.columns:
                 column = [s for s in a.blocks if s.col == c]
                 if column:  # else no stored kernel reads these channels: their errors stay 0
-                    fresh = c not in d.onto and ((ty, tx) == (0, 0) or not overlap)
-                    _error_chain(d, k, ty, tx, c, column, fresh=fresh, some_dy=some_dy, count=count)
+                    _chain(d, Op.EB, column, [a.out_tile(ty, tx, s.row * spec.block_rows, a.dy[k], 1) for s in column],
+                           a.in_tile(ty, tx, c * spec.block_cols, a.dx[k], 4),
+                           fresh=c not in d.onto and ((ty, tx) == (0, 0) or not overlap), filler=some_dy, count=count)
 
 
-def _error_chain(d: _Drafts, k: int, ty: int, tx: int, c: int, column: list, *, fresh: bool, some_dy: Block,
-                 count: int) -> None:
-    """One tile's EB over block column ``c``'s blocks in row order: from zero (``fresh``) or from the sums the grid
-    holds at the tile's positions (the first call's third segment; an entry-less EB loads them where the column
-    has one block, as a call cannot write what it reads), the last call writing them back."""
-    a, spec = d.a, d.a.spec
-    sums = a.in_tile(ty, tx, c * spec.block_cols, a.dx[k], 4)
-    if len(column) == 1 and not fresh:
-        d.add(header_word(Op.EB, 0, hold=True, stride=d.stride, k1=a.k1), (some_dy, sums), Block(), 0)
-    loaded = not fresh and len(column) == 1
-    for j, s in enumerate(column):
-        last = j == len(column) - 1
-        zero, load = fresh and j == 0, not fresh and not loaded and j == 0
-        dy = a.out_tile(ty, tx, s.row * spec.block_rows, a.dy[k], 1)
-        header = header_word(Op.EB, s.nnz, zero=zero, carry=not (zero or load), hold=not last, stride=d.stride,
-                             k1=a.k1)
-        d.add(header, (d.weights(s), dy) + ((sums,) if load else ()), sums if last else Block(), count if last else 0)
+def _chain(d: _Drafts, op: Op, chain: list, data: List[Block], sums: Block, *, fresh: bool, filler: Block,
+           count: int) -> None:
+    """FP over a block row's blocks in column order, or EB over a block column's in row order, into ``sums``:
+    from zero (``fresh``) or from what ``sums`` holds (the first call's third segment; an entry-less call,
+    reading ``filler`` as its data, loads them where the chain has one block, as a call cannot write what it
+    reads), the last call writing them back. ``data``: each block's input tile (FP) or error tile (EB)."""
+    a = d.a
+    entry_less = not fresh and len(chain) == 1
+    if entry_less:
+        d.add(header_word(op, 0, hold=True, stride=d.stride, k1=a.k1), (filler, sums), Block(), 0)
+    for j, (s, tile) in enumerate(zip(chain, data)):
+        last = j == len(chain) - 1
+        zero, load = fresh and j == 0, not fresh and not entry_less and j == 0
+        header = header_word(op, s.nnz, zero=zero, carry=not (zero or load), hold=not last, stride=d.stride, k1=a.k1)
+        d.add(header, (d.weights(s), tile) + ((sums,) if load else ()), sums if last else Block(),
+              count if last else 0)
 
 
 def layer_forward(arena: ConvArena, n: int, items: list, chunks: Sequence[int] | None = None,
