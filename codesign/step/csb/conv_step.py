@@ -209,17 +209,12 @@ def write_identities(net: ConvNetArena, image: np.ndarray, frac_bits: Sequence[d
 
 def net_step_scales(frac_bits: Sequence[dict], upd: Sequence[Tuple[int, bool]],
                     blocks: Sequence[ResidualBlock] = ()) -> CsbStepScales:
-    """The rounding stage's shifts of a network's step: ``relu[l]`` from producer ``l``'s sums to its consumer's
-    input codes, ``mask[l]`` from consumer ``l``'s EB sums (a block's conv1: with its shortcut's) to its producer's
-    error codes; a projection's are unused (0). Without blocks, :meth:`CsbStepScales.of`'s."""
-    fb, stages = list(frac_bits), net_stages(len(frac_bits), blocks)
-    relu, mask = [0] * (len(fb) - 1), [0] * len(fb)
+    """The rounding stage's shifts of a network's step (:meth:`CsbStepScales.of`): ReLU and mask between each stage
+    and the next (a block's output is its conv2's, its input its conv1's grid, whose EB sums hold the shortcut's)
+    and within each block, conv1 to conv2; a projection's are unused (0)."""
+    stages = net_stages(len(frac_bits), blocks)
     pairs = [(stage_out(before), stage_in(after)) for before, after in zip(stages, stages[1:])]
-    pairs += [(block.first, block.second) for block in blocks]
-    for producer, consumer in pairs:
-        relu[producer] = fb[consumer]["activation"] - (fb[producer]["weight"] + fb[producer]["activation"])
-        mask[consumer] = fb[producer]["error"] - (fb[consumer]["weight"] + fb[consumer]["error"])
-    return CsbStepScales(relu=tuple(relu), mask=tuple(mask), upd=tuple((int(s), bool(left)) for s, left in upd))
+    return CsbStepScales.of(frac_bits, upd, pairs=pairs + [(block.first, block.second) for block in blocks])
 
 
 def _selects(items: list, spec: CsbSpec, v: MapView, z: MapView | None, out: MapView, dims: Tuple[int, int],

@@ -60,13 +60,18 @@ class CsbStepScales:
     loss: Tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, frac_bits: Sequence[dict], upd: Sequence[Upd], loss_classes: int = 0) -> "CsbStepScales":
-        """The scales of the loop's fractions; ``loss_classes``: the classes a LOSS call takes (0: none)."""
+    def of(cls, frac_bits: Sequence[dict], upd: Sequence[Upd], loss_classes: int = 0,
+           pairs: Optional[Sequence[Tuple[int, int]]] = None) -> "CsbStepScales":
+        """The scales of the loop's fractions; ``loss_classes``: the classes a LOSS call takes (0: none);
+        ``pairs``: the ``(producer, consumer)`` layers whose ReLU and mask the step runs (None: a chain, each layer
+        the next one's producer; a layer in no pair as producer or consumer keeps 0 there)."""
         fb = list(frac_bits)
-        relu = tuple(fb[l + 1]["activation"] - (fb[l]["weight"] + fb[l]["activation"]) for l in range(len(fb) - 1))
-        mask = (0,) + tuple(fb[l - 1]["error"] - (fb[l]["weight"] + fb[l]["error"]) for l in range(1, len(fb)))
+        relu, mask = [0] * (len(fb) - 1), [0] * len(fb)
+        for producer, consumer in [(l, l + 1) for l in range(len(fb) - 1)] if pairs is None else pairs:
+            relu[producer] = fb[consumer]["activation"] - (fb[producer]["weight"] + fb[producer]["activation"])
+            mask[consumer] = fb[producer]["error"] - (fb[consumer]["weight"] + fb[consumer]["error"])
         loss = (loss_classes, exp_shift_of(fb[-1]["weight"] + fb[-1]["activation"])) if loss_classes else ()
-        return cls(relu=relu, mask=mask, upd=tuple((int(s), bool(left)) for s, left in upd), loss=loss)
+        return cls(relu=tuple(relu), mask=tuple(mask), upd=tuple((int(s), bool(left)) for s, left in upd), loss=loss)
 
 
 @keyword_record
